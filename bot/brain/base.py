@@ -1,0 +1,76 @@
+"""The Brain protocol: what the router asks of a language model (or its offline stand-in)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+Profile = Literal["owner", "restricted"]
+DeltaSink = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class HistoryTurn:
+    """A prior message given to the brain explicitly (restricted profile only)."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class BrainRequest:
+    """One reply to produce.
+
+    ``profile="owner"``: the brain hydrates its working context from the conversation's
+    transcript (``conversation_id``) and may use the recall tools. ``profile="restricted"``
+    (a ``known`` third party): no conversation, no recall tools, no owner data; the only
+    history is ``history`` and the only instructions about the owner are ``scope``.
+    """
+
+    profile: Profile
+    channel: str
+    text: str
+    model_alias: str
+    conversation_id: str | None = None
+    turn_number: int | None = None
+    party_name: str | None = None
+    scope: str | None = None
+    history: Sequence[HistoryTurn] = ()
+    # A hint for the brain to mention naturally (e.g. the conversation could be split).
+    notes: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Usage:
+    input: int = 0
+    output: int = 0
+
+
+@dataclass(frozen=True)
+class BrainReply:
+    text: str
+    model: str
+    usage: Usage | None = None
+    cost: float | None = None
+    thinking_text: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class BrainUnavailable(Exception):
+    """The model could not be reached within the retry budget; retry the reply later.
+
+    The router keeps the user turn, tells the user once, and produces the reply when
+    the brain is back (the pending-reply marker is the unanswered user turn itself).
+    """
+
+
+@runtime_checkable
+class Brain(Protocol):
+    name: str  # "offline" | "anthropic"
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        """Produce the reply; stream text deltas to ``on_delta`` when given."""
+
+    async def close(self) -> None:
+        """Release network resources."""

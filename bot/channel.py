@@ -1,0 +1,69 @@
+"""The small interface between the core and every channel adapter.
+
+A channel turns wire messages into :class:`~bot.events.InboundMessage` and hands them to
+:meth:`ChannelHost.deliver`; the core hands :class:`~bot.events.OutboundMessage` back
+through :meth:`Channel.send`. ``deliver`` returns once the message is durable (transcript
+fsynced, index updated): only then may a channel acknowledge it to its server (advance
+the Telegram offset, mark the mail \\Seen).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
+
+from bot.events import InboundMessage, OutboundMessage, SendResult, StreamEvent
+
+
+class DeliveryError(Exception):
+    """The core could not make an inbound message durable; the channel must not ack it."""
+
+
+class PermanentSendError(Exception):
+    """A send that will never succeed (chat gone, address rejected): not retried."""
+
+
+@runtime_checkable
+class ChannelHost(Protocol):
+    """What the core offers a channel. Implemented by :class:`bot.router.Router`'s host."""
+
+    async def deliver(self, message: InboundMessage) -> None:
+        """Record ``message`` durably and schedule its handling. Raises DeliveryError."""
+
+    async def get_cursor(self, channel: str, key: str) -> str | None:
+        """A persisted channel cursor (Telegram offset, IMAP UIDVALIDITY/UID)."""
+
+    async def set_cursor(self, channel: str, key: str, value: str) -> None:
+        """Persist a channel cursor durably."""
+
+    async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
+        """Remember that message ``ref`` (e.g. an e-mail Message-ID) belongs to a conversation."""
+
+
+StreamSink = Callable[[StreamEvent], Awaitable[None]]
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """A transport to the outside world (Telegram, e-mail, web dashboard, test)."""
+
+    name: str
+    supports_streaming: bool
+
+    async def start(self, host: ChannelHost) -> None:
+        """Connect and begin delivering inbound messages to ``host``. Returns when up."""
+
+    async def stop(self) -> None:
+        """Stop receiving, finish in-flight sends, disconnect. Idempotent."""
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        """Deliver one message. Raise to have the outbox retry it later, or
+        :class:`PermanentSendError` when retrying cannot help."""
+
+
+@runtime_checkable
+class StreamingChannel(Channel, Protocol):
+    """A channel that can show a reply while it is generated (the dashboard)."""
+
+    async def stream(self, event: StreamEvent) -> None:
+        """Show one delta of a reply in progress."""

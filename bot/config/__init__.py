@@ -1,0 +1,162 @@
+"""Loading and validating configuration.
+
+Order of precedence: the YAML file (or the embedded default when there is none), then
+secrets and overrides from the environment. Errors name the dotted key that is wrong,
+and ``my-agent check-config`` turns them into exit status 78 (EX_CONFIG).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from bot.config.model import AppConfig
+
+__all__ = ["AppConfig", "ConfigError", "default_config_path", "load_config"]
+
+EX_CONFIG = 78
+
+# Values in config.example.yaml that a user must replace. Any string still containing
+# one of these markers is rejected, so a copied example never runs half-configured.
+PLACEHOLDER_MARKERS = ("CHANGE_ME", "REPLACE_ME", "<your", "example.invalid")
+
+# Environment variable -> dotted key. Secrets never need to be in the file.
+ENV_OVERRIDES = {
+    "ANTHROPIC_API_KEY": "brain.api_key",
+    "ANTHROPIC_BASE_URL": "brain.base_url",
+    "TELEGRAM_BOT_TOKEN": "channels.telegram.token",
+    "EMAIL_PASSWORD": "channels.email.password",
+    "MY_AGENT_EMBEDDING_MODEL_PATH": "embedding.model_path",
+    "MY_AGENT_DATA_DIR": "data_dir",
+}
+
+
+class ConfigError(Exception):
+    """Invalid configuration; ``key`` is the dotted path of the offending setting."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+        self.message = message
+
+
+def default_config_path() -> Path | None:
+    """The config file used when none is given: $MY_AGENT_CONFIG, then .my_agent/config.yaml."""
+    env = os.environ.get("MY_AGENT_CONFIG")
+    if env:
+        return Path(env)
+    candidate = Path(".my_agent") / "config.yaml"
+    return candidate if candidate.is_file() else None
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _find_placeholders(node: Any, prefix: str = "") -> str | None:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            found = _find_placeholders(value, f"{prefix}.{key}" if prefix else str(key))
+            if found:
+                return found
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found = _find_placeholders(value, f"{prefix}.{i}")
+            if found:
+                return found
+    elif isinstance(node, str) and any(m.lower() in node.lower() for m in PLACEHOLDER_MARKERS):
+        return prefix
+    return None
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _check_consistency(cfg: AppConfig) -> None:
+    tg = cfg.channels.telegram
+    if tg.enabled and not tg.token:
+        raise ConfigError(
+            "channels.telegram.token", "required when Telegram is enabled (or TELEGRAM_BOT_TOKEN)"
+        )
+    if tg.enabled and tg.token and ":" not in tg.token:
+        raise ConfigError("channels.telegram.token", "does not look like a bot token (id:secret)")
+    mail = cfg.channels.email
+    if mail.enabled:
+        if not mail.address or "@" not in mail.address:
+            raise ConfigError("channels.email.address", "a mailbox address is required")
+        if not mail.password:
+            raise ConfigError("channels.email.password", "required (or EMAIL_PASSWORD)")
+    if cfg.brain.provider == "anthropic" and not cfg.brain.api_key:
+        raise ConfigError("brain.api_key", "brain.provider is anthropic but no ANTHROPIC_API_KEY")
+    if cfg.models.default not in cfg.models.aliases:
+        raise ConfigError("models.default", f"{cfg.models.default!r} is not in models.aliases")
+    for alias in ("opus", "sonnet", "haiku"):
+        if alias not in cfg.models.aliases:
+            raise ConfigError(f"models.aliases.{alias}", "missing")
+    esc = cfg.trust.escalation_channel
+    if esc and esc not in ("web", "telegram", "email"):
+        raise ConfigError("trust.escalation_channel", f"unknown channel {esc!r}")
+    if esc and esc != "web" and not getattr(cfg.channels, esc).enabled:
+        raise ConfigError("trust.escalation_channel", f"channel {esc!r} is not enabled")
+    for channel, contacts in cfg.trust.contacts.items():
+        if channel not in ("web", "telegram", "email", "test"):
+            raise ConfigError(f"trust.contacts.{channel}", "unknown channel")
+        del contacts
+
+
+def build_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> AppConfig:
+    """Validate a raw mapping (as read from YAML) plus environment overrides."""
+    tree: dict[str, Any] = dict(raw or {})
+    if not isinstance(raw, Mapping | None):
+        raise ConfigError("", "the configuration must be a mapping at top level")
+    placeholder = _find_placeholders(tree)
+    if placeholder:
+        raise ConfigError(placeholder, "still holds a placeholder from config.example.yaml")
+    environ = os.environ if env is None else env
+    for var, dotted in ENV_OVERRIDES.items():
+        value = environ.get(var)
+        if value:
+            _set_dotted(tree, dotted, value)
+    try:
+        cfg = AppConfig.model_validate(tree)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(_dotted(first["loc"]), first["msg"]) from exc
+    _check_consistency(cfg)
+    return cfg
+
+
+def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = None) -> AppConfig:
+    """Load ``path`` (or the default location, or the embedded default) and validate it."""
+    chosen = Path(path) if path is not None else default_config_path()
+    raw: Any = None
+    if chosen is not None:
+        try:
+            text = chosen.read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise ConfigError("", f"config file not found: {chosen}") from exc
+        except OSError as exc:
+            raise ConfigError("", f"cannot read config file {chosen}: {exc}") from exc
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ConfigError("", f"{chosen} is not valid YAML{where}: {exc}") from exc
+        if raw is not None and not isinstance(raw, dict):
+            raise ConfigError("", f"{chosen} must hold a mapping at top level")
+    return build_config(raw, env)

@@ -1,0 +1,80 @@
+"""Typed config sections of the channels (``channels.web``, ``channels.telegram``,
+``channels.email``). Their adapters live in ``channels/``; the schema lives here so that
+``check-config`` validates everything without importing any transport library."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WebChannelConfig(_Section):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(default=4321, ge=0, le=65535)
+    # Origins allowed to open the WebSocket besides the server's own address.
+    allowed_origins: list[str] = Field(default_factory=list)
+    session_ttl_hours: int = Field(default=24 * 30, ge=1)
+    login_attempts_per_minute: int = Field(default=5, ge=1)
+
+
+class TelegramGroupConfig(_Section):
+    id: str
+    title: str | None = None
+    respond: Literal["always", "mention"] = "mention"
+
+
+class TelegramChannelConfig(_Section):
+    enabled: bool = False
+    token: str | None = None  # or TELEGRAM_BOT_TOKEN
+    api_base: str | None = None  # a Bot API server other than api.telegram.org (tests)
+    mode: Literal["polling", "webhook"] = "polling"
+    polling_timeout: int = Field(default=30, ge=0, le=60)
+    groups: list[TelegramGroupConfig] = Field(default_factory=list)
+    send_retries: int = Field(default=8, ge=0)
+
+
+class ImapConfig(_Section):
+    host: str = "localhost"
+    port: int = Field(default=993, ge=1, le=65535)
+    security: Literal["ssl", "starttls", "none"] = "ssl"
+    username: str | None = None  # defaults to channels.email.address
+    folder: str = "INBOX"
+    processed_folder: str | None = None  # move here after recording instead of \Seen
+    idle: bool = True
+    poll_interval: float = Field(default=60.0, gt=0)
+
+
+class SmtpConfig(_Section):
+    host: str = "localhost"
+    port: int = Field(default=465, ge=1, le=65535)
+    security: Literal["ssl", "starttls", "none"] = "ssl"
+    username: str | None = None
+
+
+class EmailChannelConfig(_Section):
+    enabled: bool = False
+    address: str | None = None
+    display_name: str = "Assistant"
+    password: str | None = None  # or EMAIL_PASSWORD
+    imap: ImapConfig = Field(default_factory=ImapConfig)
+    smtp: SmtpConfig = Field(default_factory=SmtpConfig)
+    reply_all: bool = False
+    # Authentication-Results checks a From address must pass to count as the owner.
+    require_auth: list[Literal["dkim", "spf", "dmarc"]] = Field(
+        default_factory=lambda: ["dkim", "spf"]
+    )
+    require_all: bool = False  # False: any one listed method passing is enough
+    auth_serv_id: str | None = None  # only trust Authentication-Results from this host
+    subject_thread_window_days: int = Field(default=14, ge=0)
+
+
+class ChannelsConfig(_Section):
+    web: WebChannelConfig = Field(default_factory=WebChannelConfig)
+    telegram: TelegramChannelConfig = Field(default_factory=TelegramChannelConfig)
+    email: EmailChannelConfig = Field(default_factory=EmailChannelConfig)

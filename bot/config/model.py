@@ -1,0 +1,178 @@
+"""The typed configuration tree. Every key is documented in ``config.example.yaml``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bot.config.channels import ChannelsConfig
+
+Tier = Literal["known", "untrusted", "blocked"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OwnerConfig(_Section):
+    name: str = "Owner"
+    timezone: str = "UTC"
+    # channel -> identities (Telegram numeric ids and @usernames, e-mail addresses)
+    identities: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+
+class PriceConfig(_Section):
+    """USD per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+def _default_prices() -> dict[str, PriceConfig]:
+    return {
+        "opus": PriceConfig(input=15.0, output=75.0),
+        "sonnet": PriceConfig(input=3.0, output=15.0),
+        "haiku": PriceConfig(input=1.0, output=5.0),
+    }
+
+
+class ModelsConfig(_Section):
+    default: str = "sonnet"
+    aliases: dict[str, str] = Field(
+        default_factory=lambda: {
+            "opus": "claude-opus-4-1",
+            "sonnet": "claude-sonnet-4-5",
+            "haiku": "claude-haiku-4-5",
+        }
+    )
+    # Prices per alias (or per real model id).
+    prices: dict[str, PriceConfig] = Field(default_factory=_default_prices)
+
+
+class BrainConfig(_Section):
+    provider: Literal["anthropic", "offline"] | None = None  # None: anthropic iff a key exists
+    base_url: str | None = None
+    api_key: str | None = None  # normally ANTHROPIC_API_KEY
+    max_tokens: int = Field(default=2048, ge=1)
+    request_timeout: float = Field(default=120.0, gt=0)
+    retry_budget_seconds: float = Field(default=60.0, ge=0)
+    pending_retry_interval: float = Field(default=30.0, gt=0)
+    max_tool_iterations: int = Field(default=6, ge=1)
+    working_context_turns: int = Field(default=20, ge=1)
+    working_context_tokens: int = Field(default=8000, ge=100)
+    compression_budget_tokens: int = Field(default=24000, ge=500)
+    restricted_context_tokens: int = Field(default=2000, ge=100)
+    thinking_budget_tokens: int = Field(default=0, ge=0)  # 0 disables extended thinking
+    persona_file: str = "persona.md"  # relative to data_dir
+
+
+class TrustConfig(_Section):
+    default_tier: Tier = "untrusted"
+    # channel -> identity -> tier
+    contacts: dict[str, dict[str, Tier]] = Field(default_factory=dict)
+    acknowledgement: str | None = (
+        "Thanks for your message. It has been passed on and you will hear back if a reply is "
+        "needed."
+    )  # null: stay silent
+    escalation_channel: str | None = None  # None: the first enabled of telegram, email, web
+    escalation_interval_seconds: float = Field(default=3600.0, ge=0)
+    known_scope: str = (
+        "You may answer general questions politely. You do not share anything about the "
+        "owner, their schedule, contacts or conversations."
+    )
+
+
+class TranscriptConfig(_Section):
+    fsync: Literal["always", "never"] = "always"
+
+
+class ConversationsConfig(_Section):
+    idle_timeout_seconds: float = Field(default=600.0, gt=0)
+    abbreviation_sweep_seconds: float = Field(default=300.0, gt=0)
+    naming_turn: int = Field(default=5, ge=1)
+    renaming_interval_turns: int = Field(default=10, ge=1)
+    list_active_minutes: int = Field(default=60, ge=1)
+
+
+class EmbeddingConfig(_Section):
+    enabled: bool = True
+    model_name: str = "sentence-transformers/all-MiniLM-L6-v2"
+    model_path: str | None = None  # overridden by MY_AGENT_EMBEDDING_MODEL_PATH
+    dimensions: int = Field(default=384, ge=8, le=4096)
+    batch_size: int = Field(default=32, ge=1)
+    threads: int | None = Field(default=None, ge=1)
+    turn_window: int = Field(default=1, ge=0, le=5)  # neighbours on each side of a turn
+
+
+class SearchConfig(_Section):
+    method: Literal["weighted", "rrf"] = "weighted"
+    keyword_weight: float = Field(default=0.7, ge=0, le=1)
+    vector_weight: float = Field(default=0.3, ge=0, le=1)
+    rrf_k: int = Field(default=60, ge=1)
+    candidates: int = Field(default=100, ge=1)
+    default_limit: int = Field(default=10, ge=1, le=100)
+
+
+class LoggingConfig(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class AppConfig(_Section):
+    data_dir: Path = Path(".my_agent")
+    owner: OwnerConfig = Field(default_factory=OwnerConfig)
+    brain: BrainConfig = Field(default_factory=BrainConfig)
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    trust: TrustConfig = Field(default_factory=TrustConfig)
+    transcripts: TranscriptConfig = Field(default_factory=TranscriptConfig)
+    conversations: ConversationsConfig = Field(default_factory=ConversationsConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    # -- derived paths -------------------------------------------------------------
+    @property
+    def conversations_dir(self) -> Path:
+        return self.data_dir / "conversations"
+
+    @property
+    def external_dir(self) -> Path:
+        return self.data_dir / "external"
+
+    @property
+    def index_path(self) -> Path:
+        return self.conversations_dir / "conversations.db"
+
+    @property
+    def state_path(self) -> Path:
+        return self.data_dir / "state.db"
+
+    def resolve_model(self, alias: str | None) -> str:
+        """Real model id for an alias (or an id given directly)."""
+        name = alias or self.models.default
+        return self.models.aliases.get(name, name)
+
+    def brain_provider(self) -> Literal["anthropic", "offline"]:
+        if self.brain.provider is not None:
+            return self.brain.provider
+        return "anthropic" if self.brain.api_key else "offline"
+
+    def escalation_channel(self) -> str:
+        if self.trust.escalation_channel:
+            return self.trust.escalation_channel
+        for name in ("telegram", "email"):
+            if getattr(self.channels, name).enabled:
+                return name
+        return "web"

@@ -1,0 +1,120 @@
+"""Channel-neutral events: what channels hand to the core and what the core hands back.
+
+These frozen dataclasses are the only types that cross the boundary between
+``channels/`` and ``bot/``. No aiogram, IMAP or aiohttp object ever travels in them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Literal
+
+ChannelName = str  # "web" | "telegram" | "email" | "test" (free-form so tests can add fakes)
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now in UTC (every timestamp we store is UTC ISO-8601)."""
+    return datetime.now(UTC)
+
+
+def iso(ts: datetime) -> str:
+    """ISO-8601 with a ``Z`` suffix and millisecond precision, like the seed's examples."""
+    ts = ts.astimezone(UTC)
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """Metadata of a non-text part (photo, document, voice, mail attachment).
+
+    The bytes are never passed to the core: only what a human needs to know it exists.
+    """
+
+    kind: str  # "photo", "document", "voice", "sticker", "location", "file", ...
+    name: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    description: str | None = None  # e.g. "52.52, 13.40" for a location, emoji for a sticker
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """A message received on a channel, already translated from the wire format.
+
+    ``sender_id`` is the channel-native identity (Telegram numeric user id, e-mail
+    address, "owner" for the authenticated dashboard). ``sender_aliases`` carries other
+    identities of the same sender (a Telegram ``@username``). ``chat_id`` says where a
+    reply goes (Telegram chat id, the sender's address). ``message_id`` is unique per
+    channel and is used to drop duplicates after a restart.
+    """
+
+    channel: ChannelName
+    sender_id: str
+    text: str
+    message_id: str
+    chat_id: str
+    sender_name: str | None = None
+    sender_aliases: tuple[str, ...] = ()
+    received_at: datetime = field(default_factory=utcnow)
+    attachments: tuple[Attachment, ...] = ()
+    # Groups (seed 000 "Group chats"): one conversation per group.
+    group_id: str | None = None
+    group_title: str | None = None
+    addressed: bool = True  # False: a group message that only gets recorded as context
+    # Threading (e-mail): our own reference and the ones it points back to, nearest first.
+    message_ref: str | None = None
+    thread_refs: tuple[str, ...] = ()
+    subject: str | None = None
+    # The channel's verdict on whether the sender identity is authenticated (DKIM/SPF for
+    # mail). None means the channel has no such notion and the identity is trusted as is.
+    identity_verified: bool | None = None
+    # Web: the dashboard names the conversation it is writing into.
+    conversation_id: str | None = None
+    # Anything else worth keeping in the transcript (full mail body, edit marker, ...).
+    metadata: Mapping[str, Any] = _EMPTY
+
+
+@dataclass(frozen=True)
+class OutboundMessage:
+    """A message the core asks a channel to deliver.
+
+    ``kind`` tells the channel what it is so it can render it (an escalation gets
+    buttons on Telegram, for example). ``actions`` are (label, command) pairs such as
+    ("Trust", "/trust ab12cd"): a channel that can show buttons shows them, a channel
+    that cannot lists the commands in text.
+    """
+
+    channel: ChannelName
+    chat_id: str
+    text: str
+    kind: Literal["reply", "command", "escalation", "acknowledgement", "notice"] = "reply"
+    conversation_id: str | None = None
+    party_id: str | None = None
+    in_reply_to: str | None = None  # channel message id / Message-ID being answered
+    thread_refs: tuple[str, ...] = ()
+    subject: str | None = None
+    actions: tuple[tuple[str, str], ...] = ()
+    outbox_id: int | None = None
+    metadata: Mapping[str, Any] = _EMPTY
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """What a channel reports after sending: its own id for the message (e.g. Message-ID)."""
+
+    message_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """A piece of a reply in progress, for channels that can show streaming."""
+
+    conversation_id: str
+    turn_number: int
+    delta: str
+    done: bool = False

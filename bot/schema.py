@@ -1,0 +1,170 @@
+"""Numbered migrations of ``conversations.db`` (the derived index) and ``state.db``.
+
+``conversations.db`` can always be rebuilt from the transcripts (``my-agent reindex``).
+``state.db`` holds operational state that is not in any transcript: the outbox of
+replies not yet delivered and the channel cursors. It is never deleted by reindex.
+"""
+
+from __future__ import annotations
+
+from bot.db import SyncConn
+
+
+def _index_v1(conn: SyncConn) -> None:
+    conn.executescript(
+        """
+        CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            channel TEXT NOT NULL,
+            title TEXT,
+            topics TEXT NOT NULL DEFAULT '[]',
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL,
+            turn_count INTEGER NOT NULL DEFAULT 0,
+            participants TEXT NOT NULL DEFAULT '[]',
+            abbreviation TEXT,
+            needs_abbreviation INTEGER NOT NULL DEFAULT 0,
+            manually_named INTEGER NOT NULL DEFAULT 0,
+            -- routing: "telegram:123", "email:alice@example.com", "telegram:group:-100" ...
+            identity_key TEXT,
+            pinned INTEGER NOT NULL DEFAULT 0,
+            model TEXT,
+            channel_meta TEXT NOT NULL DEFAULT '{}',
+            last_named_turn INTEGER NOT NULL DEFAULT 0,
+            abbreviated_turn INTEGER NOT NULL DEFAULT 0,
+            -- bytes of the transcript already reflected here (recovery scans from there)
+            indexed_bytes INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE UNIQUE INDEX conversations_one_pin ON conversations(identity_key)
+            WHERE pinned = 1;
+        CREATE INDEX conversations_updated ON conversations(updated DESC);
+        CREATE INDEX conversations_channel ON conversations(channel, updated DESC);
+
+        -- One row per transcript turn line. turns_fts indexes it (external content) and
+        -- turn vectors use the same rowid.
+        CREATE TABLE turns (
+            id INTEGER PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            turn_number INTEGER NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            content TEXT NOT NULL,
+            timestamp TEXT NOT NULL,
+            channel TEXT,
+            sender TEXT
+        );
+        CREATE INDEX turns_by_conversation ON turns(conversation_id, turn_number);
+
+        CREATE VIRTUAL TABLE turns_fts USING fts5(
+            content,
+            conversation_id UNINDEXED,
+            turn_number UNINDEXED,
+            timestamp UNINDEXED,
+            content='turns',
+            content_rowid='id',
+            tokenize='porter unicode61'
+        );
+
+        -- Message references (Telegram message ids, e-mail Message-IDs) -> conversation:
+        -- drops redelivered messages and threads e-mail replies.
+        CREATE TABLE message_refs (
+            channel TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+            PRIMARY KEY (channel, ref)
+        );
+        CREATE INDEX message_refs_conversation ON message_refs(conversation_id);
+
+        -- External communications (seed 000): third parties, never in `conversations`.
+        CREATE TABLE external_parties (
+            id TEXT PRIMARY KEY,               -- short stable handle, e.g. "p3f9a1c"
+            channel TEXT NOT NULL,
+            party_key TEXT NOT NULL,           -- normalised identity on that channel
+            display_name TEXT,
+            chat_id TEXT,
+            tier TEXT NOT NULL CHECK (tier IN ('known', 'untrusted', 'blocked')),
+            tier_source TEXT NOT NULL DEFAULT 'default',  -- default | config | owner
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL,
+            message_count INTEGER NOT NULL DEFAULT 0,
+            last_escalation TEXT,
+            context_reset_at INTEGER NOT NULL DEFAULT 0,  -- message id after a /new
+            model TEXT,
+            meta TEXT NOT NULL DEFAULT '{}',
+            UNIQUE (channel, party_key)
+        );
+        CREATE TABLE external_messages (
+            id INTEGER PRIMARY KEY,
+            party_id TEXT NOT NULL REFERENCES external_parties(id) ON DELETE CASCADE,
+            direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+            content TEXT NOT NULL,
+            timestamp TEXT NOT NULL,
+            message_ref TEXT,
+            kind TEXT NOT NULL DEFAULT 'message'
+        );
+        CREATE INDEX external_messages_party ON external_messages(party_id, id);
+        CREATE TABLE escalations (
+            id INTEGER PRIMARY KEY,
+            party_id TEXT NOT NULL REFERENCES external_parties(id) ON DELETE CASCADE,
+            created TEXT NOT NULL,
+            text TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'resolved')),
+            resolution TEXT
+        );
+        CREATE INDEX escalations_pending ON escalations(status, party_id);
+
+        CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """
+    )
+
+
+INDEX_MIGRATIONS = [_index_v1]
+
+
+def _state_v1(conn: SyncConn) -> None:
+    conn.executescript(
+        """
+        CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY,
+            channel TEXT NOT NULL,
+            payload TEXT NOT NULL,              -- JSON of the OutboundMessage
+            conversation_id TEXT,
+            party_id TEXT,
+            dedup_key TEXT UNIQUE,              -- e.g. "conv-...:7:reply": sent at most once
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'sent', 'failed')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt REAL NOT NULL DEFAULT 0,
+            created TEXT NOT NULL,
+            sent TEXT,
+            message_ref TEXT,
+            last_error TEXT
+        );
+        CREATE INDEX outbox_pending ON outbox(status, next_attempt);
+        CREATE TABLE channel_cursors (
+            channel TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated TEXT NOT NULL,
+            PRIMARY KEY (channel, key)
+        );
+        """
+    )
+
+
+STATE_MIGRATIONS = [_state_v1]
+
+
+def create_vector_tables(conn: SyncConn, dimensions: int) -> None:
+    """sqlite-vec tables; created only when the extension is loaded.
+
+    ``abbreviations_vec`` holds one vector per conversation (seed 000); ``turns_vec`` one
+    per turn window, keyed by ``turns.id``.
+    """
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS abbreviations_vec USING vec0("
+        f"conversation_id TEXT PRIMARY KEY, embedding FLOAT[{dimensions}])"
+    )
+    conn.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS turns_vec USING vec0(embedding FLOAT[{dimensions}])"
+    )
