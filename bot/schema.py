@@ -32,6 +32,9 @@ def _index_v1(conn: SyncConn) -> None:
             channel_meta TEXT NOT NULL DEFAULT '{}',
             last_named_turn INTEGER NOT NULL DEFAULT 0,
             abbreviated_turn INTEGER NOT NULL DEFAULT 0,
+            cost_total REAL NOT NULL DEFAULT 0,
+            tokens_in INTEGER NOT NULL DEFAULT 0,
+            tokens_out INTEGER NOT NULL DEFAULT 0,
             -- bytes of the transcript already reflected here (recovery scans from there)
             indexed_bytes INTEGER NOT NULL DEFAULT 0
         );

@@ -8,6 +8,7 @@ from bot.brain.base import (
     DeltaSink,
     HistoryTurn,
     Usage,
+    UtilityModel,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "DeltaSink",
     "HistoryTurn",
     "Usage",
+    "UtilityModel",
 ]

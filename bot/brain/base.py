@@ -74,3 +74,17 @@ class Brain(Protocol):
 
     async def close(self) -> None:
         """Release network resources."""
+
+
+@runtime_checkable
+class UtilityModel(Protocol):
+    """A one-shot completion for background work (abbreviation, naming, compression).
+
+    Implemented by the Anthropic brain; the offline brain does not implement it, and
+    callers fall back to extractive methods (bot.extractive) when it is absent.
+    """
+
+    async def complete(
+        self, *, system: str, prompt: str, model_alias: str = "haiku", max_tokens: int = 400
+    ) -> str:
+        """Return the model's text. Raises BrainUnavailable when the API cannot be reached."""

@@ -74,7 +74,16 @@ class EmailChannelConfig(_Section):
     subject_thread_window_days: int = Field(default=14, ge=0)
 
 
+class LoopbackChannelConfig(_Section):
+    """A local HTTP ingress (127.0.0.1 only) for scripts, benchmarks and end-to-end tests."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535)  # 0: pick a free port, written to data_dir
+
+
 class ChannelsConfig(_Section):
     web: WebChannelConfig = Field(default_factory=WebChannelConfig)
     telegram: TelegramChannelConfig = Field(default_factory=TelegramChannelConfig)
     email: EmailChannelConfig = Field(default_factory=EmailChannelConfig)
+    loopback: LoopbackChannelConfig = Field(default_factory=LoopbackChannelConfig)
