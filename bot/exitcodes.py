@@ -1,0 +1,11 @@
+"""Process exit statuses (sysexits.h), documented in the README.
+
+systemd's unit uses ``RestartPreventExitStatus=78``: a bad config is not retried.
+"""
+
+OK = 0
+EX_USAGE = 64  # wrong command-line usage
+EX_DATADIR = 73  # EX_CANTCREAT: the data directory cannot be created or written
+EX_DATABASE = 74  # EX_IOERR: conversations.db / state.db cannot be opened or migrated
+EX_SOFTWARE = 70  # an internal error stopped the daemon
+EX_CONFIG = 78  # invalid configuration (the message names the dotted key)
