@@ -1,0 +1,254 @@
+"""systemd readiness and watchdog notifications (the ``sd_notify`` protocol), no libsystemd.
+
+The daemon tells systemd (``Type=notify``) where it is: ``READY=1`` once its channels are
+up, ``STATUS=...`` lines a human reads in ``systemctl status``, ``WATCHDOG=1`` heartbeats,
+``STOPPING=1`` when it drains. Each is one datagram sent to the unix socket named by
+``$NOTIFY_SOCKET`` (a path, or ``@name`` for the abstract namespace). Without
+``$NOTIFY_SOCKET`` every call is a no-op, so the same code runs under a terminal.
+
+The watchdog heartbeat is an asyncio task on the daemon's own event loop: when the loop
+is stuck (a blocking call, a deadlock) no heartbeat is sent and systemd restarts the
+service after ``WatchdogSec``. It pings at half of ``$WATCHDOG_USEC`` as sd_watchdog_enabled(3)
+recommends, and only when ``$WATCHDOG_PID`` (if set) is our pid.
+
+The notifier can also mirror its state into a small JSON file in the data directory
+(``daemon.json``) that ``my-agent status`` reads to tell whether the daemon is alive,
+with or without systemd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("my_agent.notify")
+
+STATUS_FILE_NAME = "daemon.json"
+# Heartbeat of the status file when systemd has no watchdog configured.
+DEFAULT_FILE_HEARTBEAT = 10.0
+
+
+def _socket_address(raw: str) -> str | None:
+    """The address to ``sendto`` for a ``$NOTIFY_SOCKET`` value (``@`` = abstract)."""
+    if raw.startswith("@"):
+        return "\0" + raw[1:]
+    if raw.startswith("/"):
+        return raw
+    return None  # vsock and other forms are not for us; treat as absent
+
+
+def _watchdog_seconds(env: Mapping[str, str], pid: int) -> float | None:
+    """``$WATCHDOG_USEC`` in seconds if it is meant for ``pid``, else None."""
+    usec = env.get("WATCHDOG_USEC")
+    if not usec:
+        return None
+    wpid = env.get("WATCHDOG_PID")
+    if wpid:
+        try:
+            if int(wpid) != pid:
+                return None
+        except ValueError:
+            return None
+    try:
+        value = int(usec)
+    except ValueError:
+        log.warning("ignoring malformed WATCHDOG_USEC=%r", usec)
+        return None
+    return value / 1_000_000 if value > 0 else None
+
+
+class Notifier:
+    """Send sd_notify messages and run the watchdog heartbeat.
+
+    ``env`` defaults to ``os.environ`` (read once, at construction). ``status_path``, when
+    given, receives the daemon's state as JSON on every change and heartbeat.
+    """
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        status_path: Path | None = None,
+        file_heartbeat: float = DEFAULT_FILE_HEARTBEAT,
+    ) -> None:
+        environ = os.environ if env is None else env
+        self.pid = os.getpid()
+        raw = environ.get("NOTIFY_SOCKET", "")
+        self.address = _socket_address(raw) if raw else None
+        self.watchdog_interval = (
+            _watchdog_seconds(environ, self.pid) if self.address is not None else None
+        )
+        self.status_path = status_path
+        self.file_heartbeat = file_heartbeat
+        self.state = "starting"
+        self.status_text = ""
+        self.started_at = time.time()
+        self.heartbeats = 0
+        self._sock: socket.socket | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._last_status: str | None = None
+
+    # -- protocol -------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """True when systemd (or a test) listens on ``$NOTIFY_SOCKET``."""
+        return self.address is not None
+
+    @property
+    def ping_interval(self) -> float | None:
+        """Seconds between heartbeats: half the watchdog timeout (None without one)."""
+        intervals = []
+        if self.watchdog_interval is not None:
+            intervals.append(self.watchdog_interval / 2)
+        if self.status_path is not None:
+            intervals.append(self.file_heartbeat)
+        return min(intervals) if intervals else None
+
+    def notify(self, *fields: str) -> bool:
+        """Send ``fields`` as one datagram (``KEY=value`` lines). Never raises."""
+        if self.address is None:
+            return False
+        payload = "\n".join(fields).encode("utf-8", "replace")
+        try:
+            if self._sock is None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                # Never block the event loop: a full receiver queue drops the datagram.
+                sock.setblocking(False)
+                self._sock = sock
+            self._sock.sendto(payload, self.address)
+            return True
+        except OSError as exc:
+            log.warning("sd_notify %s failed: %s", fields[0].split("=")[0] if fields else "", exc)
+            return False
+
+    def ready(self, status: str | None = None) -> None:
+        """The daemon is up (channels started): ``READY=1`` plus an optional status."""
+        self.state = "ready"
+        fields = ["READY=1", f"MAINPID={self.pid}"]
+        if status is not None:
+            self.status_text = status
+            self._last_status = status
+            fields.append(f"STATUS={_one_line(status)}")
+        self.notify(*fields)
+        self._write_status_file()
+
+    def status(self, text: str) -> None:
+        """A human-readable state line (``systemctl status``); repeats are not re-sent."""
+        self.status_text = text
+        if text != self._last_status:
+            self._last_status = text
+            self.notify(f"STATUS={_one_line(text)}")
+            self._write_status_file()
+
+    def reloading(self, status: str = "reloading configuration") -> None:
+        """``RELOADING=1`` on SIGHUP; call :meth:`ready` again when done."""
+        self.state = "reloading"
+        self.status_text = status
+        self._last_status = status
+        monotonic_usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        self.notify(
+            "RELOADING=1", f"MONOTONIC_USEC={monotonic_usec}", f"STATUS={_one_line(status)}"
+        )
+        self._write_status_file()
+
+    def stopping(self, status: str = "stopping: draining replies") -> None:
+        """``STOPPING=1``: shutdown has begun. The watchdog keeps pinging while draining."""
+        self.state = "stopping"
+        self.status_text = status
+        self._last_status = status
+        self.notify("STOPPING=1", f"STATUS={_one_line(status)}")
+        self._write_status_file()
+
+    def extend_timeout(self, seconds: float) -> None:
+        """Ask systemd for ``seconds`` more before it gives up on a start or stop."""
+        self.notify(f"EXTEND_TIMEOUT_USEC={int(seconds * 1_000_000)}")
+
+    def stopped(self) -> None:
+        """Final state for the status file (the process is about to exit)."""
+        self.state = "stopped"
+        self._write_status_file()
+
+    # -- heartbeat ------------------------------------------------------------------
+    def start_watchdog(self) -> None:
+        """Start the heartbeat task on the running loop (no-op without a watchdog/file)."""
+        interval = self.ping_interval
+        if interval is None or self._task is not None:
+            return
+        self._task = asyncio.get_running_loop().create_task(
+            self._heartbeat(interval), name="sd-watchdog"
+        )
+
+    async def stop_watchdog(self) -> None:
+        """Cancel the heartbeat task and wait for it."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    def close(self) -> None:
+        """Close the notification socket (the heartbeat must be stopped first)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    async def _heartbeat(self, interval: float) -> None:
+        # Runs on the daemon's loop on purpose: a blocked loop stops the pings.
+        while True:
+            self.beat()
+            await asyncio.sleep(interval)
+
+    def beat(self) -> None:
+        """One heartbeat: ``WATCHDOG=1`` (when systemd watches us) and the status file."""
+        self.heartbeats += 1
+        if self.watchdog_interval is not None:
+            self.notify("WATCHDOG=1")
+        self._write_status_file()
+
+    # -- status file ----------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """What the status file holds."""
+        return {
+            "pid": self.pid,
+            "state": self.state,
+            "status": self.status_text,
+            "started_at": self.started_at,
+            "updated_at": time.time(),
+            "heartbeat_interval": self.ping_interval,
+            "systemd": self.enabled,
+            "watchdog_seconds": self.watchdog_interval,
+        }
+
+    def _write_status_file(self) -> None:
+        if self.status_path is None:
+            return
+        tmp = self.status_path.with_name(self.status_path.name + ".tmp")
+        try:
+            # Small and not fsynced on purpose: it is advisory, rewritten every heartbeat.
+            tmp.write_text(json.dumps(self.snapshot()), encoding="utf-8")
+            os.replace(tmp, self.status_path)
+        except OSError as exc:
+            log.debug("cannot write %s: %s", self.status_path, exc)
+
+
+def _one_line(text: str) -> str:
+    # A newline would start a new KEY=value field in the datagram.
+    return " ".join(text.splitlines())
+
+
+def read_status_file(path: Path) -> dict[str, Any] | None:
+    """The daemon's last written state, or None when absent or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,191 @@
+"""bot.notify against a real unix datagram NOTIFY_SOCKET (path and abstract namespace)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.notify import Notifier, read_status_file
+from tests.ops.notify_listener import NotifyListener
+
+
+@pytest.fixture
+def listener() -> Iterator[NotifyListener]:
+    lst = NotifyListener()
+    yield lst
+    lst.close()
+
+
+def _env(listener: NotifyListener, **extra: str) -> dict[str, str]:
+    return {"NOTIFY_SOCKET": listener.env_value, **extra}
+
+
+def test_without_notify_socket_everything_is_a_no_op(tmp_path: Path) -> None:
+    n = Notifier(env={})
+    assert not n.enabled
+    assert n.watchdog_interval is None
+    assert n.ping_interval is None
+    assert n.notify("READY=1") is False
+    n.ready("up")
+    n.status("x")
+    n.stopping()
+    n.close()
+
+
+async def test_without_socket_or_file_no_heartbeat_task() -> None:
+    n = Notifier(env={"WATCHDOG_USEC": "1000000"})
+    # WATCHDOG_USEC means nothing without somewhere to send the pings.
+    assert n.watchdog_interval is None
+    n.start_watchdog()
+    assert n._task is None
+    await n.stop_watchdog()
+
+
+def test_ready_status_stopping_reach_the_socket(listener: NotifyListener) -> None:
+    n = Notifier(env=_env(listener))
+    assert n.enabled
+    n.ready("channels up: loopback")
+    n.status("2 conversations, outbox 0")
+    n.status("2 conversations, outbox 0")  # unchanged: not re-sent
+    n.status("line one\nline two")
+    n.stopping()
+    n.close()
+    msgs = listener.drain()
+    assert msgs[0]["READY"] == "1"
+    assert msgs[0]["MAINPID"] == str(os.getpid())
+    assert msgs[0]["STATUS"] == "channels up: loopback"
+    assert msgs[1] == {"STATUS": "2 conversations, outbox 0"}
+    # A newline inside a status would have started a bogus field.
+    assert msgs[2] == {"STATUS": "line one line two"}
+    assert msgs[3]["STOPPING"] == "1"
+    assert len(msgs) == 4
+
+
+def test_abstract_namespace_socket() -> None:
+    lst = NotifyListener(abstract=True)
+    try:
+        assert lst.env_value.startswith("@")
+        n = Notifier(env=_env(lst))
+        n.ready()
+        n.close()
+        assert lst.drain()[0]["READY"] == "1"
+    finally:
+        lst.close()
+
+
+def test_unreachable_socket_never_raises(tmp_path: Path) -> None:
+    n = Notifier(env={"NOTIFY_SOCKET": str(tmp_path / "absent.sock")})
+    assert n.enabled
+    assert n.notify("READY=1") is False
+    n.ready("still fine")
+    n.close()
+
+
+def test_relative_or_foreign_socket_values_are_ignored() -> None:
+    assert not Notifier(env={"NOTIFY_SOCKET": "vsock:2:1234"}).enabled
+    assert not Notifier(env={"NOTIFY_SOCKET": "relative/path"}).enabled
+
+
+def test_watchdog_pid_is_respected(listener: NotifyListener) -> None:
+    usec = {"WATCHDOG_USEC": "30000000"}
+    assert Notifier(env=_env(listener, **usec)).watchdog_interval == 30.0
+    mine = _env(listener, WATCHDOG_PID=str(os.getpid()), **usec)
+    assert Notifier(env=mine).watchdog_interval == 30.0
+    other = _env(listener, WATCHDOG_PID=str(os.getpid() + 1), **usec)
+    assert Notifier(env=other).watchdog_interval is None
+    assert Notifier(env=_env(listener, WATCHDOG_USEC="junk")).watchdog_interval is None
+    assert Notifier(env=_env(listener, WATCHDOG_USEC="0")).watchdog_interval is None
+    # Half the timeout, as sd_watchdog_enabled(3) recommends.
+    assert Notifier(env=_env(listener, **usec)).ping_interval == 15.0
+
+
+async def test_heartbeat_sends_watchdog_and_stops(listener: NotifyListener) -> None:
+    n = Notifier(env=_env(listener, WATCHDOG_USEC="100000"))
+    assert n.ping_interval == pytest.approx(0.05)
+    n.start_watchdog()
+    n.start_watchdog()  # idempotent: still one task
+    await listener.wait_for(lambda m: "WATCHDOG" in m)
+    await listener.wait_for(lambda m: "WATCHDOG" in m)
+    await n.stop_watchdog()
+    await n.stop_watchdog()
+    listener.drain()
+    # After stop_watchdog nothing more is sent, however long the loop runs.
+    before = n.heartbeats
+    await asyncio.sleep(0.2)
+    assert listener.drain() == []
+    assert n.heartbeats == before
+    n.close()
+
+
+async def test_no_watchdog_while_the_event_loop_is_stuck(listener: NotifyListener) -> None:
+    n = Notifier(env=_env(listener, WATCHDOG_USEC="100000"))
+    n.start_watchdog()
+    await listener.wait_for(lambda m: "WATCHDOG" in m)
+    listener.drain()
+    beats = n.heartbeats
+    # Block the loop for ten ping intervals: the heartbeat lives on this loop, so it
+    # cannot fire. Read the socket before yielding to the loop again.
+    time.sleep(0.5)
+    assert listener.drain() == []
+    assert n.heartbeats == beats
+    # Once the loop runs again the pings resume.
+    await listener.wait_for(lambda m: "WATCHDOG" in m)
+    await n.stop_watchdog()
+    n.close()
+
+
+async def test_status_file_mirrors_state(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.json"
+    n = Notifier(env={}, status_path=path, file_heartbeat=0.05)
+    assert read_status_file(path) is None
+    n.start_watchdog()  # no systemd, but the file still gets its heartbeat
+    await asyncio.sleep(0)
+    first = read_status_file(path)
+    assert first is not None and first["state"] == "starting"
+    assert first["pid"] == os.getpid() and first["systemd"] is False
+    n.ready("channels up")
+    data = read_status_file(path)
+    assert data is not None and data["state"] == "ready" and data["status"] == "channels up"
+    stamp = data["updated_at"]
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        data = read_status_file(path)
+        if data is not None and data["updated_at"] > stamp:
+            break
+    assert data is not None and data["updated_at"] > stamp
+    n.stopping()
+    await n.stop_watchdog()
+    n.stopped()
+    data = read_status_file(path)
+    assert data is not None and data["state"] == "stopped"
+    assert not (tmp_path / "daemon.json.tmp").exists()
+
+
+def test_unreadable_status_file(tmp_path: Path) -> None:
+    bad = tmp_path / "daemon.json"
+    bad.write_text("{not json")
+    assert read_status_file(bad) is None
+    bad.write_text("[1, 2]")
+    assert read_status_file(bad) is None
+
+
+def test_reloading_message(listener: NotifyListener) -> None:
+    n = Notifier(env=_env(listener))
+    n.reloading()
+    n.ready("reloaded")
+    n.close()
+    msgs = listener.drain()
+    assert msgs[0]["RELOADING"] == "1" and int(msgs[0]["MONOTONIC_USEC"]) > 0
+    assert msgs[1]["READY"] == "1"
+
+
+def test_extend_timeout(listener: NotifyListener) -> None:
+    n = Notifier(env=_env(listener))
+    n.extend_timeout(2.5)
+    n.close()
+    assert listener.drain() == [{"EXTEND_TIMEOUT_USEC": "2500000"}]
