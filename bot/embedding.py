@@ -1,0 +1,146 @@
+"""Local sentence embeddings (fastembed, all-MiniLM-L6-v2) off the event loop.
+
+The model is found like this, first match wins: the ``MY_AGENT_EMBEDDING_MODEL_PATH``
+environment variable, ``embedding.model_path`` in the config, then fastembed's own cache
+or model hub. When none works (offline machine, no local copy) the service reports
+``available = False`` once with a warning and search runs keyword-only: never a crash.
+
+ONNX inference holds the GIL only briefly, so a single worker thread keeps the loop
+responsive; batches are cut small (``embedding.batch_size``) so one large request does not
+monopolise the worker either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bot.config.model import EmbeddingConfig
+
+log = logging.getLogger("my_agent.embedding")
+
+ENV_MODEL_PATH = "MY_AGENT_EMBEDDING_MODEL_PATH"
+
+
+def resolve_model_path(config: EmbeddingConfig) -> str | None:
+    """The local model folder to use, or None to let fastembed use its cache/hub."""
+    path = os.environ.get(ENV_MODEL_PATH) or config.model_path
+    return str(Path(path).expanduser()) if path else None
+
+
+class EmbeddingUnavailable(RuntimeError):
+    """No embedding model could be loaded; callers fall back to keyword search."""
+
+
+class EmbeddingService:
+    """Embeds texts on a dedicated worker thread; loads the model lazily, once."""
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        self.config = config
+        self.model_path = resolve_model_path(config)
+        self.dimensions = config.dimensions
+        self._model: Any = None
+        self._failed: str | None = None if config.enabled else "embeddings disabled in config"
+        self._load_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding")
+
+    @property
+    def model_id(self) -> str:
+        """Identifies the vector space: stored vectors from another id are stale."""
+        return f"{self.config.model_name}@{self.dimensions}"
+
+    @property
+    def available(self) -> bool:
+        """False once loading failed (or embeddings are disabled); True until then."""
+        return self._failed is None
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        return self._failed
+
+    def _load(self) -> Any:
+        with self._load_lock:
+            if self._model is not None:
+                return self._model
+            if self._failed is not None:
+                raise EmbeddingUnavailable(self._failed)
+            try:
+                from fastembed import TextEmbedding
+
+                kwargs: dict[str, Any] = {"model_name": self.config.model_name}
+                if self.model_path:
+                    if not Path(self.model_path).is_dir():
+                        raise FileNotFoundError(f"no model folder at {self.model_path}")
+                    kwargs["specific_model_path"] = self.model_path
+                if self.config.threads:
+                    kwargs["threads"] = self.config.threads
+                model = TextEmbedding(**kwargs)
+                probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
+            except Exception as exc:
+                self._failed = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "embedding model %s unavailable (%s); search is keyword-only",
+                    self.config.model_name,
+                    self._failed,
+                )
+                raise EmbeddingUnavailable(self._failed) from exc
+            if probe.shape[0] != self.dimensions:
+                log.warning(
+                    "model %s has %d dimensions, config says %d: using the model's",
+                    self.config.model_name,
+                    probe.shape[0],
+                    self.dimensions,
+                )
+                self.dimensions = int(probe.shape[0])
+            log.info(
+                "embedding model %s loaded (%s)",
+                self.config.model_name,
+                self.model_path or "fastembed cache",
+            )
+            self._model = model
+            return model
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        """Blocking embed (worker threads and benchmarks only): (n, dims) float32, L2=1."""
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        vectors = list(model.embed(texts, batch_size=self.config.batch_size))
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+    async def load(self) -> bool:
+        """Load the model on the worker thread; True when available."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._load)
+        except EmbeddingUnavailable:
+            return False
+        return True
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts`` off the loop, one batch per worker hop.
+
+        Raises :class:`EmbeddingUnavailable` when no model can be loaded.
+        """
+        loop = asyncio.get_running_loop()
+        step = max(1, self.config.batch_size)
+        parts = []
+        for start in range(0, len(texts), step):
+            chunk = texts[start : start + step]
+            parts.append(await loop.run_in_executor(self._executor, self.embed_sync, chunk))
+        if not parts:
+            await loop.run_in_executor(self._executor, self._load)
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.concatenate(parts, axis=0)
+
+    async def embed_one(self, text: str) -> np.ndarray:
+        return (await self.embed([text]))[0]
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

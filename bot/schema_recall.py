@@ -1,0 +1,39 @@
+"""Recall tables of ``conversations.db`` (appended by the lead to ``INDEX_MIGRATIONS``).
+
+The float vectors live in sqlite-vec tables (``turns_vec``, ``abbreviations_vec``, created
+by :func:`bot.schema.create_vector_tables` when the extension loads). These plain tables
+record what each vector was made from, so new turns, edited abbreviations and a changed
+model can be detected, and keep the sign bits of every turn vector: the in-memory
+prefilter of :mod:`bot.vectors` loads them without touching the float vectors.
+"""
+
+from __future__ import annotations
+
+from bot.db import SyncConn
+
+
+def _recall_v1(conn: SyncConn) -> None:
+    # Statement by statement: executescript() would commit the migration's transaction.
+    for statement in _RECALL_V1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+_RECALL_V1 = """
+        CREATE TABLE turn_vectors (
+            turn_id INTEGER PRIMARY KEY REFERENCES turns(id) ON DELETE CASCADE,
+            conversation_id TEXT NOT NULL,
+            -- last turn number inside the embedded window: when the conversation grows
+            -- past it (and it is short of the full window) the vector is re-embedded
+            window_last INTEGER NOT NULL,
+            bits BLOB NOT NULL
+        );
+        CREATE INDEX turn_vectors_conversation ON turn_vectors(conversation_id);
+        CREATE TABLE abbreviation_vectors (
+            conversation_id TEXT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            text_hash TEXT NOT NULL
+        )
+"""
+
+
+RECALL_MIGRATIONS = [_recall_v1]

@@ -1,0 +1,111 @@
+"""Helpers for the search / embedding / vector tests: a real conversations.db with turns.
+
+Rows are written the way the index writes them (``turns`` + the external-content
+``turns_fts``), so the tests exercise the real schema without depending on the manager.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bot.db import Database, connect_sync
+from bot.schema import INDEX_MIGRATIONS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("MY_AGENT_SHARED")
+    if env:
+        return Path(env)
+    rel = REPO / ".." / "shared"
+    return rel if rel.exists() else Path("/work/shared")
+
+
+def model_path() -> Path:
+    """The local MiniLM copy; fails under CI=true, skips elsewhere, when it is missing."""
+    env = os.environ.get("MY_AGENT_EMBEDDING_MODEL_PATH")
+    path = Path(env) if env else shared_dir() / "models" / "all-MiniLM-L6-v2-onnx"
+    if not (path / "model.onnx").exists():
+        message = f"embedding model not found at {path}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def index_migrations() -> list:  # type: ignore[type-arg]
+    from bot.schema_recall import RECALL_MIGRATIONS
+
+    extra = [m for m in RECALL_MIGRATIONS if m not in INDEX_MIGRATIONS]
+    return [*INDEX_MIGRATIONS, *extra]
+
+
+async def open_index(path: Path) -> Database:
+    """conversations.db with the index and recall migrations applied."""
+    migrations = index_migrations()
+    # Applied here outside apply_migrations' own transaction: a migration written with
+    # executescript() commits by itself, which apply_migrations does not expect.
+    conn = connect_sync(path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for number, migration in enumerate(migrations, start=1):
+            if number > version:
+                migration(conn)
+                conn.execute(f"PRAGMA user_version={number}")
+    finally:
+        conn.close()
+    return await Database.open(path, migrations)
+
+
+async def add_conversation(
+    db: Database,
+    conv_id: str,
+    turns: list[tuple[str, str]],
+    *,
+    channel: str = "web",
+    title: str | None = None,
+    day: str = "2026-01-10",
+    abbreviation: str | None = None,
+    topics: list[str] | None = None,
+) -> list[int]:
+    """Insert a conversation and its turns ((role, content) pairs); returns the turn ids."""
+
+    def _write(conn) -> list[int]:  # type: ignore[no-untyped-def]
+        stamp = f"{day}T12:00:00+00:00"
+        conn.execute(
+            "INSERT INTO conversations (id, channel, title, topics, created, updated, "
+            "turn_count, abbreviation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                conv_id,
+                channel,
+                title,
+                json.dumps(topics or []),
+                stamp,
+                stamp,
+                len(turns),
+                abbreviation,
+            ),
+        )
+        ids = []
+        for number, (role, content) in enumerate(turns, start=1):
+            ts = f"{day}T12:{number % 60:02d}:00+00:00"
+            cur = conn.execute(
+                "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, "
+                "channel, sender) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conv_id, number, role, content, ts, channel, role),
+            )
+            rowid = cur.lastrowid
+            conn.execute(
+                "INSERT INTO turns_fts (rowid, content, conversation_id, turn_number, "
+                "timestamp) VALUES (?, ?, ?, ?, ?)",
+                (rowid, content, conv_id, number, ts),
+            )
+            ids.append(int(rowid))
+        return ids
+
+    return await db.run(_write)

@@ -1,0 +1,167 @@
+"""Keyword search: safe FTS queries, bm25 sign, filters, cursor pagination, result shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config.model import AppConfig
+from bot.db import Database
+from bot.search import InvalidCursor, SearchService, fts_query, query_terms
+from tests.recall_helpers import add_conversation, open_index
+
+
+@pytest.fixture
+async def db(tmp_path: Path):  # type: ignore[no-untyped-def]
+    database = await open_index(tmp_path / "conversations.db")
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+async def seeded(db: Database) -> Database:
+    await add_conversation(
+        db,
+        "conv-deploy",
+        [
+            ("user", "The deploy failed with ERR-4521 on the staging server"),
+            ("assistant", "ERR-4521 means the migration lock was held. Release it first."),
+            ("user", "Thanks, that fixed the staging deploy"),
+        ],
+        channel="telegram",
+        title="Staging Deploy Failure",
+        day="2026-01-05",
+        topics=["deploy", "staging"],
+    )
+    await add_conversation(
+        db,
+        "conv-garden",
+        [
+            ("user", "Which tomatoes grow well on a balcony?"),
+            ("assistant", "Cherry tomatoes in large pots do well with six hours of sun."),
+        ],
+        channel="email",
+        title="Balcony Tomatoes",
+        day="2026-02-01",
+    )
+    await add_conversation(
+        db,
+        "conv-mention",
+        [("user", "Unrelated chat that mentions the server once")],
+        channel="web",
+        day="2026-03-01",
+    )
+    return db
+
+
+def test_fts_query_quotes_and_ors() -> None:
+    assert fts_query("deploy staging") == '"deploy" OR "staging"'
+    assert fts_query("the and of") == '"the" OR "and" OR "of"'  # only stop words: keep them
+    assert fts_query("   ") is None
+    assert fts_query("*** ---") is None
+    q = fts_query("fix ERR-4521 now")
+    assert q is not None and '"err-4521"' in q and '"4521"' in q
+    assert query_terms("What did Alice say about Paris?") == ["alice", "paris"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'he said "deploy',
+        "deploy*",
+        "NEAR(deploy staging)",
+        "deploy AND staging",
+        "deploy NOT staging",
+        "-deploy",
+        "content: deploy",
+        "conversation_id:conv-deploy",
+        "(deploy OR",
+        "^deploy",
+        "déploiement café naïve 東京 🚀",
+        "a \"b\" 'c' {d} [e] +f",
+        "NEAR",
+        "OR",
+        '"',
+        "",
+    ],
+)
+async def test_user_text_never_raises_fts_errors(seeded: Database, text: str) -> None:
+    page = await SearchService(AppConfig(), seeded).search(text)
+    assert page.method == "keyword"
+    if "deploy" in text.lower():
+        assert page.results and page.results[0].conversation_id == "conv-deploy"
+
+
+async def test_bm25_sign_best_match_first(seeded: Database) -> None:
+    page = await SearchService(AppConfig(), seeded).search("staging server deploy")
+    ids = [r.conversation_id for r in page.results]
+    # conv-deploy matches all three words several times; conv-mention only "server".
+    assert ids == ["conv-deploy", "conv-mention"]
+    assert page.results[0].score > page.results[1].score > 0
+    top = page.results[0]
+    assert top.title == "Staging Deploy Failure"
+    assert top.channel == "telegram"
+    assert top.topics == ["deploy", "staging"]
+    assert set(top.matched_turns) == {1, 3}
+    assert top.turn_scores[0][1] >= top.turn_scores[-1][1]
+    assert top.turn_range == "turns 1-3"
+    assert "deploy" in top.snippet.lower()
+    assert page.total == 2
+
+
+async def test_exact_identifier(seeded: Database) -> None:
+    page = await SearchService(AppConfig(), seeded).search("ERR-4521")
+    assert [r.conversation_id for r in page.results] == ["conv-deploy"]
+    assert page.results[0].matched_turns == [1, 2]
+
+
+async def test_porter_stemming(seeded: Database) -> None:
+    page = await SearchService(AppConfig(), seeded).search("deploying tomato")
+    assert {r.conversation_id for r in page.results} == {"conv-deploy", "conv-garden"}
+
+
+async def test_filters(seeded: Database) -> None:
+    service = SearchService(AppConfig(), seeded)
+    assert [r.conversation_id for r in (await service.search("server", channel="web")).results] == [
+        "conv-mention"
+    ]
+    page = await service.search("server", date_from="2026-02-01")
+    assert [r.conversation_id for r in page.results] == ["conv-mention"]
+    page = await service.search("server tomatoes", date_to="2026-02-01")
+    assert {r.conversation_id for r in page.results} == {"conv-deploy", "conv-garden"}
+    page = await service.search("server", date_from="2026-01-01", date_to="2026-01-31")
+    assert [r.conversation_id for r in page.results] == ["conv-deploy"]
+    page = await service.search("server", conversation_id="conv-mention")
+    assert [r.conversation_id for r in page.results] == ["conv-mention"]
+
+
+async def test_cursor_pagination(db: Database) -> None:
+    for i in range(7):
+        await add_conversation(db, f"conv-{i}", [("user", f"invoice number {i} " + "x " * i)])
+    service = SearchService(AppConfig(), db)
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = await service.search("invoice", limit=3, cursor=cursor)
+        assert page.total == 7
+        seen.extend(r.conversation_id for r in page.results)
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert pages == 3
+    assert sorted(seen) == sorted(f"conv-{i}" for i in range(7))
+    assert len(set(seen)) == 7
+    first = await service.search("invoice", limit=3)
+    assert first.next_cursor is not None
+    with pytest.raises(InvalidCursor):
+        await service.search("other words", cursor=first.next_cursor)
+    with pytest.raises(InvalidCursor):
+        await service.search("invoice", cursor="not-a-cursor!")
+
+
+async def test_no_match(seeded: Database) -> None:
+    page = await SearchService(AppConfig(), seeded).search("zeppelin")
+    assert page.results == [] and page.total == 0 and page.next_cursor is None
