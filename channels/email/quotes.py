@@ -1,0 +1,190 @@
+"""Quoted history and signature stripping: what the sender actually wrote this time.
+
+The body of a reply usually carries the whole thread below (or around) the new text.
+:func:`strip_reply` keeps only the visible reply; the channel stores the full body in the
+turn's metadata. The rules, in order:
+
+* everything from an "original message" marker on is history: ``-----Original
+  Message-----`` (and its translations), a line of underscores (Outlook, mailing-list
+  footers), an Outlook header block (``From:`` followed by ``Sent:``/``To:``/``Subject:``,
+  also in bold ``*From:*`` and in other languages);
+* an attribution line ("On <date>, <name> wrote:", possibly wrapped over three lines, or
+  its French, German, Spanish, Italian, Dutch, Portuguese, Scandinavian, Polish, Czech,
+  Russian, Finnish or Hungarian variants) is dropped; when ``>`` quotes follow, the reply
+  may be inline (text between quote blocks is kept), otherwise the history is unquoted
+  and everything after the attribution is dropped;
+* ``>`` lines are dropped;
+* in each remaining block, a ``-- `` delimiter starts a signature, and a trailing mobile
+  signature ("Sent from my iPhone", "Get Outlook for Android", "Von meinem iPhone
+  gesendet", ...) or a ``-Name`` sign-off is dropped.
+
+If nothing is left (a message that is all quote), the full text is returned rather than
+an empty turn. Runs in time linear in the number of lines.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ORIGINAL = re.compile(
+    r"^\s*[-=_*]{2,}\s*(original message|original|ursprüngliche nachricht|message d'origine|"
+    r"mensaje original|messaggio originale|oorspronkelijk bericht|mensagem original|"
+    r"ursprungligt meddelande|oprindelig meddelelse|opprinnelig melding|"
+    r"wiadomość oryginalna|původní zpráva|исходное сообщение|alkuperäinen viesti)"
+    r"\s*[-=_*]{2,}\s*$",
+    re.IGNORECASE,
+)
+_UNDERSCORES = re.compile(r"^\s*_{20,}\s*$")
+_HEADER_FROM = re.compile(
+    r"^\s*\*?(from|von|de|da|van|från|fra|od|от|lähettäjä|feladó)\s*:\s*\*?\s*\S", re.IGNORECASE
+)
+_HEADER_OTHER = re.compile(
+    r"^\s*\*?(sent|date|to|cc|subject|gesendet|datum|an|betreff|envoyé|date d'envoi|à|objet|"
+    r"enviado|fecha|para|asunto|inviato|data|a|oggetto|verzonden|aan|onderwerp|skickat|"
+    r"till|ämne|sendt|til|emne|wysłano|do|temat|odesláno|komu|předmět|отправлено|кому|"
+    r"тема|lähetetty|vastaanottaja|aihe|elküldve|címzett|tárgy)\s*:",
+    re.IGNORECASE,
+)
+# The first word(s) of an attribution line in the languages mail clients ship with.
+_ATTRIBUTION_START = re.compile(
+    r"^\s*(on|le|am|el|il|op|em|den|på|w dniu|dne|dnia|\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}|"
+    r"\d{1,2}\s+\w+\.?\s+\d{4}|\w+,\s)",
+    re.IGNORECASE,
+)
+_ATTRIBUTION_END = re.compile(
+    r"(wrote|writes|a écrit|schrieb|hat geschrieben|escribió|ha scritto|scrisse|schreef|"
+    r"escreveu|skrev|pisze|napisał\(a\)|napisał|napsal\(a\)|napsal|написал\(а\)|написала|"
+    r"написал|kirjoitti|írta|yazdı)(?!\w)(\s*|\s.{0,200})[:：]\s*$",
+    re.IGNORECASE,
+)
+# A date-first attribution without a verb: "2014-01-09 2:47 GMT+01:00 George <g@x.com>:"
+_ATTRIBUTION_DATE_ADDR = re.compile(r"^\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b.{0,200}@.{0,100}:\s*$")
+_SIG_DELIMITER = re.compile(r"^--\s*$")
+_MOBILE = re.compile(
+    r"^\s*("
+    r"sent from my \S+( \S+){0,3}|"
+    r"(sent|envoyé|enviado|inviato|gesendet|verzonden|skickat|sendt|wysłane) "
+    r"(from|with|via|using|de|desde|da|von|vanaf|från|fra|z|con|com) "
+    r"(my |mon |ma |mi |il mio |meinem |mijn |min |mój |mého |meu )?"
+    r"(iphone|ipad|ipod|android|blackberry|samsung|galaxy|mobile|phone|huawei|pixel|mail|"
+    r"outlook|yahoo|gmail|aol|proton ?mail|tutanota|fastmail|spark|airmail|bluemail|"
+    r"edison|nine|windows|smartphone|handy|tablet|cellulare|teléfono|telefono|móvil|"
+    r"movil|celular|apple watch)\b[^,;]{0,50}|"
+    r"von meinem \S+( \S+){0,2} gesendet|"
+    r"get outlook for (ios|android)\S*"
+    r")\s*$",
+    re.IGNORECASE,
+)
+_SIGNOFF_DASH = re.compile(r"^-[A-Za-z][\w.']*( [\w.']+){0,2}\s*$")
+_DECORATION = re.compile(r"^[\s\-_=*~]*$")
+_QUOTE = re.compile(r"^\s*>")
+
+_TEXT, _QUOTED, _DROPPED = 0, 1, 2
+
+
+def _attribution_end(lines: list[str], i: int) -> int | None:
+    """If an attribution starts at line ``i``, the index of its last line."""
+    if not _ATTRIBUTION_START.match(lines[i]) and not _ATTRIBUTION_DATE_ADDR.match(lines[i]):
+        return None
+    joined = ""
+    for j in range(i, min(i + 3, len(lines))):
+        line = lines[j].strip()
+        if not line or _QUOTE.match(lines[j]):
+            return None
+        joined = f"{joined} {line}" if joined else line
+        if len(joined) > 400:
+            return None
+        if _ATTRIBUTION_END.search(joined) or (j == i and _ATTRIBUTION_DATE_ADDR.match(joined)):
+            return j
+    return None
+
+
+def _outlook_block(lines: list[str], i: int) -> bool:
+    """``From:`` followed within six lines by at least two of Sent/To/Subject/Cc/Date."""
+    if not _HEADER_FROM.match(lines[i]):
+        return False
+    seen: set[str] = set()
+    for line in lines[i + 1 : i + 7]:
+        match = _HEADER_OTHER.match(line)
+        if match:
+            seen.add(match.group(1).lower())
+    return len(seen) >= 2
+
+
+def _classify(lines: list[str]) -> list[int]:
+    kinds = [_TEXT] * len(lines)
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _QUOTE.match(line):
+            kinds[i] = _QUOTED
+            i += 1
+            continue
+        if _ORIGINAL.match(line) or _UNDERSCORES.match(line) or _outlook_block(lines, i):
+            for k in range(i, len(lines)):
+                kinds[k] = _DROPPED
+            break
+        end = _attribution_end(lines, i)
+        if end is not None:
+            nxt = end + 1
+            while nxt < len(lines) and not lines[nxt].strip():
+                nxt += 1
+            if nxt < len(lines) and _QUOTE.match(lines[nxt]):
+                for k in range(i, end + 1):
+                    kinds[k] = _DROPPED
+                i = end + 1
+                continue
+            # Unquoted history (Gmail's plain part of some clients, Apple Mail
+            # forwards rendered flat): everything below the attribution is old.
+            for k in range(i, len(lines)):
+                kinds[k] = _DROPPED
+            break
+        i += 1
+    return kinds
+
+
+def _strip_signature(block: list[str]) -> list[str]:
+    """Remove a signature from one block of the sender's own text."""
+    for idx, line in enumerate(block):
+        if _SIG_DELIMITER.match(line):
+            block = block[:idx]
+            break
+    # Trailing mobile signatures and "-Name" sign-offs (only as the last words).
+    while True:
+        last = len(block) - 1
+        while last >= 0 and not block[last].strip():
+            last -= 1
+        if last < 0:
+            return []
+        tail = block[last]
+        if _MOBILE.match(tail) or (_SIGNOFF_DASH.match(tail) and last > 0):
+            block = block[:last]
+            continue
+        return block[: last + 1]
+
+
+def strip_reply(text: str) -> str:
+    """The visible, newly written part of a mail body (see the module docstring)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    kinds = _classify(lines)
+    blocks: list[list[str]] = [[]]
+    for line, kind in zip(lines, kinds, strict=True):
+        if kind == _TEXT:
+            blocks[-1].append(line.rstrip())
+        elif blocks[-1]:
+            blocks.append([])
+    out: list[str] = []
+    for block in blocks:
+        kept = _strip_signature(block)
+        while kept and _DECORATION.match(kept[-1]):
+            kept.pop()
+        while kept and not kept[0].strip():
+            kept.pop(0)
+        if kept:
+            if out:
+                out.append("")
+            out.extend(kept)
+    visible = "\n".join(out).strip("\n")
+    if not visible.strip():
+        return text.strip()
+    return visible

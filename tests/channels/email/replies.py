@@ -1,0 +1,228 @@
+"""Realistic reply bodies written for this project, one per mail client habit.
+
+Each case is (id, body, expected visible text). The bodies follow what the clients
+actually produce in their text/plain part (attribution formats, wrapping, signatures).
+"""
+
+from __future__ import annotations
+
+REPLIES: list[tuple[str, str, str]] = [
+    (
+        "gmail_top_post",
+        "Sounds good, let's move the call to Thursday at 3pm.\n"
+        "\n"
+        "On Tue, 14 Jan 2025 at 09:12, My Assistant <assistant@example.com> wrote:\n"
+        "\n"
+        "> I found two free slots: Wednesday 10am and Thursday 3pm.\n"
+        "> Which one should I book?\n"
+        ">\n",
+        "Sounds good, let's move the call to Thursday at 3pm.",
+    ),
+    (
+        "gmail_wrapped_attribution",
+        "Yes please, book it.\n"
+        "\n"
+        "On Tue, Jan 14, 2025 at 9:12 AM My Assistant <assistant@example.com>\n"
+        "wrote:\n"
+        "\n"
+        "> Shall I book the table for four at 8pm?\n",
+        "Yes please, book it.",
+    ),
+    (
+        "gmail_with_signature",
+        "Please forward the invoice to accounting.\n"
+        "\n"
+        "-- \n"
+        "Jane Doe\n"
+        "Head of Operations, Example Ltd\n"
+        "+44 20 7946 0000\n"
+        "\n"
+        "On Mon, 13 Jan 2025 at 17:40, My Assistant <assistant@example.com> wrote:\n"
+        "> The invoice from Acme arrived (EUR 1,200).\n",
+        "Please forward the invoice to accounting.",
+    ),
+    (
+        "outlook_desktop_separator",
+        "Hi,\r\n"
+        "\r\n"
+        "Can you summarise the contract changes in three bullet points?\r\n"
+        "\r\n"
+        "Thanks,\r\n"
+        "Jane\r\n"
+        "\r\n"
+        "-----Original Message-----\r\n"
+        "From: My Assistant <assistant@example.com>\r\n"
+        "Sent: Monday, January 13, 2025 5:40 PM\r\n"
+        "To: Jane Doe <jane@example.com>\r\n"
+        "Subject: Contract draft v3\r\n"
+        "\r\n"
+        "The third draft of the contract is attached.\r\n",
+        "Hi,\n\nCan you summarise the contract changes in three bullet points?\n\nThanks,\nJane",
+    ),
+    (
+        "outlook_underscore_block",
+        "Approved. Go ahead with the order.\n"
+        "\n"
+        "________________________________\n"
+        "From: My Assistant <assistant@example.com>\n"
+        "Sent: Tuesday, 14 January 2025 10:02\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "Subject: Order 4411 needs approval\n"
+        "\n"
+        "Order 4411 (3 monitors) needs your approval.\n",
+        "Approved. Go ahead with the order.",
+    ),
+    (
+        "outlook_web_no_separator",
+        "Not this week, maybe next Monday.\n"
+        "\n"
+        "From: My Assistant <assistant@example.com>\n"
+        "Sent: Wednesday, January 15, 2025 8:01 AM\n"
+        "To: jane@example.com <jane@example.com>\n"
+        "Subject: Dentist appointment\n"
+        "\n"
+        "Your dentist asks whether you can come in this week.\n",
+        "Not this week, maybe next Monday.",
+    ),
+    (
+        "outlook_android_mobile",
+        "Call them back tomorrow morning please\n"
+        "\n"
+        "Get Outlook for Android<https://aka.ms/AAb9ysg>\n"
+        "________________________________\n"
+        "From: My Assistant <assistant@example.com>\n"
+        "Sent: Wednesday, January 15, 2025 11:20:33 AM\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "Subject: Missed call from the bank\n"
+        "\n"
+        "The bank called at 11:05.\n",
+        "Call them back tomorrow morning please",
+    ),
+    (
+        "apple_mail_top_post",
+        "Perfect, thank you!\n"
+        "\n"
+        "> On 15 Jan 2025, at 12:03, My Assistant <assistant@example.com> wrote:\n"
+        "> \n"
+        "> Your train tickets for Friday are booked.\n"
+        "> \n",
+        "Perfect, thank you!",
+    ),
+    (
+        "apple_mail_attribution_unquoted",
+        "Can you also check the return train?\n"
+        "\n"
+        "On 15 Jan 2025, at 12:03, My Assistant <assistant@example.com> wrote:\n"
+        "\n"
+        "> Your train tickets for Friday are booked.\n",
+        "Can you also check the return train?",
+    ),
+    (
+        "iphone_mail",
+        "Yes, 7pm works\n"
+        "\n"
+        "Sent from my iPhone\n"
+        "\n"
+        "> On Jan 15, 2025, at 6:10 PM, My Assistant <assistant@example.com> wrote:\n"
+        "> \n"
+        "> \ufeffShould I confirm dinner with Tom at 7pm?\n",
+        "Yes, 7pm works",
+    ),
+    (
+        "android_gmail_app_german",
+        "Ja, bitte den Termin bestätigen.\n"
+        "\n"
+        "Am Mi., 15. Jan. 2025 um 18:10 Uhr schrieb My Assistant <\n"
+        "assistant@example.com>:\n"
+        "\n"
+        "> Soll ich den Termin beim Zahnarzt bestätigen?\n",
+        "Ja, bitte den Termin bestätigen.",
+    ),
+    (
+        "thunderbird_bottom_post",
+        "On 15/01/2025 18:10, My Assistant wrote:\n"
+        "> The server backup failed last night (disk full).\n"
+        "\n"
+        "Delete the snapshots older than 30 days and run it again.\n"
+        "\n"
+        "-- \n"
+        "Jane\n",
+        "Delete the snapshots older than 30 days and run it again.",
+    ),
+    (
+        "thunderbird_inline_reply",
+        "On 15.01.25 18:10, My Assistant wrote:\n"
+        "> 1. Renew the domain (expires Friday)?\n"
+        "\n"
+        "Yes.\n"
+        "\n"
+        "> 2. Cancel the old VPS?\n"
+        "\n"
+        "No, keep it until March.\n"
+        "\n"
+        "> 3. Pay the hosting invoice?\n"
+        "\n"
+        "Already done.\n",
+        "Yes.\n\nNo, keep it until March.\n\nAlready done.",
+    ),
+    (
+        "french_webmail",
+        "Merci, c'est parfait.\n"
+        "\n"
+        "Le mer. 15 janv. 2025 à 18:10, My Assistant <assistant@example.com> a écrit :\n"
+        "\n"
+        "> La réservation est confirmée.\n",
+        "Merci, c'est parfait.",
+    ),
+    (
+        "spanish_mobile",
+        "Perfecto, gracias\n"
+        "\n"
+        "Enviado desde mi iPhone\n"
+        "\n"
+        "El 15 ene 2025, a las 18:10, My Assistant <assistant@example.com> escribió:\n"
+        "\n"
+        "> He reservado la mesa.\n",
+        "Perfecto, gracias",
+    ),
+    (
+        "yahoo_android_unquoted_history",
+        "Remind me again on Sunday evening.\n"
+        "\n"
+        "Sent from Yahoo Mail on Android\n"
+        "\n"
+        "  On Wed, 15 Jan 2025 at 18:10, My Assistant<assistant@example.com> wrote:\n"
+        "  The plumber can come on Monday at 9.\n",
+        "Remind me again on Sunday evening.",
+    ),
+    (
+        "slash_command_then_quote",
+        "/new\n"
+        "Let's plan the trip to Lisbon.\n"
+        "\n"
+        "On Wed, 15 Jan 2025 at 18:10, My Assistant <assistant@example.com> wrote:\n"
+        "> Anything else?\n",
+        "/new\nLet's plan the trip to Lisbon.",
+    ),
+    (
+        "signature_no_quote_keeps_dashes_in_text",
+        "The budget is 2,000 -- not 20,000 -- please correct the draft.\n"
+        "\n"
+        "Cheers\n"
+        "--\n"
+        "Jane Doe | Example Ltd\n",
+        "The budget is 2,000 -- not 20,000 -- please correct the draft.\n\nCheers",
+    ),
+    (
+        "german_outlook_header_block",
+        "Bitte bis Freitag erledigen.\n"
+        "\n"
+        "Von: My Assistant <assistant@example.com>\n"
+        "Gesendet: Mittwoch, 15. Januar 2025 18:10\n"
+        "An: Jane Doe <jane@example.com>\n"
+        "Betreff: Steuererklärung\n"
+        "\n"
+        "Die Unterlagen für die Steuererklärung fehlen noch.\n",
+        "Bitte bis Freitag erledigen.",
+    ),
+]

@@ -1,0 +1,108 @@
+"""Quote and signature stripping: the project's own client corpus and the third-party
+fixtures of github/email_reply_parser and zapier/email-reply-parser (read from ../shared)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+
+from channels.email.quotes import strip_reply
+from tests.channels.email.helpers import shared_dir
+from tests.channels.email.replies import REPLIES
+
+FIXTURES = shared_dir() / "bench" / "email_replies"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"), [(b, e) for _, b, e in REPLIES], ids=[i for i, _, _ in REPLIES]
+)
+def test_project_replies(body: str, expected: str) -> None:
+    assert strip_reply(body) == expected
+
+
+def test_corpus_covers_clients() -> None:
+    ids = " ".join(i for i, _, _ in REPLIES)
+    assert len(REPLIES) >= 15
+    for client in ("gmail", "outlook", "apple", "thunderbird", "iphone", "android"):
+        assert client in ids
+
+
+def test_all_quote_returns_full_text() -> None:
+    body = "> only a quote\n> nothing new"
+    assert strip_reply(body) == body
+
+
+def test_plain_text_untouched() -> None:
+    body = "Line one\n\n  indented\n- bullet\n-- not a delimiter here"
+    assert strip_reply(body) == body
+
+
+def _expectations() -> dict[str, Any]:
+    path = FIXTURES / "expectations.json"
+    if not path.exists():
+        from tests.channels.email.helpers import missing
+
+        missing(f"third-party reply fixtures not found at {FIXTURES}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _cases() -> list[tuple[str, str, dict[str, Any]]]:
+    path = FIXTURES / "expectations.json"
+    if not path.exists():
+        return [("missing", "missing", {})]
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [
+        (suite, name, spec)
+        for suite in ("email_reply_parser", "email-reply-parser")
+        for name, spec in data[suite]["fixtures"].items()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("suite", "name", "spec"), _cases(), ids=[f"{s}:{n.rsplit('/', 1)[-1]}" for s, n, _ in _cases()]
+)
+def test_third_party_fixture(suite: str, name: str, spec: dict[str, Any]) -> None:
+    _expectations()
+    body = (FIXTURES / suite / name).read_bytes().decode("utf-8")
+    started = time.perf_counter()
+    visible = strip_reply(body)
+    elapsed = time.perf_counter() - started
+    if "max_seconds" in spec:
+        # The upstream suites bound these pathological inputs; a generous CPU bound
+        # catches a quadratic regression without being a timing benchmark.
+        assert elapsed < spec["max_seconds"] * 5
+    exact = spec.get("visible_text", spec.get("reply"))
+    if exact is not None:
+        assert visible == exact
+    for needle in spec.get("reply_contains", []):
+        assert needle in visible
+    for needle in spec.get("reply_not_contains", []):
+        assert needle not in visible
+    # Fragment expectations: what the upstream parser shows must be in our reply, what
+    # it hides (quotes, signatures) must not be. Upstream keeps a quoted attribution
+    # header visible; like zapier's parse_reply we drop it, so quoted fragments count as
+    # hidden.
+    hidden = spec.get("hidden")
+    quoted = spec.get("quoted") or [False] * len(hidden or [])
+    if hidden is None:
+        return
+    patterns: dict[str, list[tuple[str, bool]]] = {}
+    for idx, pats in spec.get("fragment_matches", {}).items():
+        patterns.setdefault(idx, []).extend((p, True) for p in pats)
+    for idx, needles in spec.get("fragment_contains", {}).items():
+        patterns.setdefault(idx, []).extend((n, False) for n in needles)
+    for idx, text in spec.get("fragment_equals", {}).items():
+        if text.strip():
+            patterns.setdefault(idx, []).append((text.strip(), False))
+    for idx, pats in patterns.items():
+        i = int(idx)
+        shown = not hidden[i] and not quoted[i]
+        for pat, is_regex in pats:
+            if not shown and not is_regex and len(pat) < 4:
+                continue  # "--", ">": too short to say anything about what was hidden
+            found = (re.search(pat, visible, re.M) is not None) if is_regex else pat in visible
+            assert found == shown, (idx, pat, visible)
