@@ -1,0 +1,386 @@
+"""A fake Telegram Bot API server (aiohttp) for tests and benchmarks.
+
+It serves ``POST /bot{token}/{method}`` like api.telegram.org: method names compared
+case-insensitively, urlencoded or multipart bodies whose non-string fields are
+JSON-encoded, ``{"ok": true, "result": ...}`` answers and ``{"ok": false, "error_code",
+"description", "parameters"}`` errors. ``getUpdates`` long-polls on an asyncio.Condition
+and drops updates below ``offset`` exactly like the real server, so a client that
+advances its offset too early loses messages here too.
+
+It is strict where Telegram is strict: HTML that Telegram would refuse (unknown or
+unbalanced tags, bare ``<`` or ``&``) gets 400 "can't parse entities", a text longer
+than 4,096 UTF-16 units gets "message is too long", ``callback_data`` over 64 bytes
+gets BUTTON_DATA_INVALID. Every call is recorded; failures (429 with ``retry_after``,
+5xx, 403) can be scripted per method; updates of every kind can be injected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+TOKEN = "123456:TEST-token_abc"
+_JSON_FIELDS = frozenset(
+    {
+        "reply_markup", "allowed_updates", "commands", "entities", "caption_entities",
+        "reply_parameters", "link_preview_options", "scope", "media", "results",
+    }
+)  # fmt: skip
+_ALLOWED_TAGS = frozenset(
+    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a",
+     "code", "pre", "blockquote", "tg-emoji"}
+)  # fmt: skip
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)((?:\s+[a-zA-Z-]+=\"[^\"<>]*\")*)\s*>")
+_ENTITY = re.compile(r"&(lt|gt|amp|quot|#\d{1,7}|#x[0-9a-fA-F]{1,6});")
+
+
+class HtmlError(ValueError):
+    """Why Telegram would refuse a text in HTML parse mode."""
+
+
+def parse_telegram_html(text: str) -> str:
+    """The visible text of ``text`` as Telegram parses it; raises HtmlError on what it rejects."""
+    out: list[str] = []
+    stack: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "<":
+            m = _TAG.match(text, i)
+            if not m:
+                raise HtmlError(f"Unclosed start tag at byte offset {i}")
+            closing, tag = m.group(1) == "/", m.group(2).lower()
+            if tag not in _ALLOWED_TAGS:
+                raise HtmlError(f'Unsupported start tag "{tag}" at byte offset {i}')
+            if closing:
+                if not stack or stack[-1] != tag:
+                    expected = f'"</{stack[-1]}>"' if stack else "nothing"
+                    raise HtmlError(
+                        f"Unmatched end tag at byte offset {i}, expected {expected}, found "
+                        f'"</{tag}>"'
+                    )
+                stack.pop()
+            else:
+                if tag == "a" and 'href="' not in m.group(3):
+                    raise HtmlError(f"Tag a without href at byte offset {i}")
+                stack.append(tag)
+            i = m.end()
+        elif ch == "&":
+            m = _ENTITY.match(text, i)
+            if not m:
+                raise HtmlError(f"Unsupported HTML entity at byte offset {i}")
+            out.append(html.unescape(m.group(0)))
+            i = m.end()
+        elif ch == ">":
+            raise HtmlError(f"Unexpected > at byte offset {i}")
+        else:
+            out.append(ch)
+            i += 1
+    if stack:
+        raise HtmlError(f'Can\'t find end tag corresponding to start tag "{stack[-1]}"')
+    return "".join(out)
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.code, self.description, self.retry_after = code, description, retry_after
+
+
+@dataclass
+class ApiCall:
+    """One request the client made (params decoded; JSON fields parsed)."""
+
+    method: str  # as sent (camelCase)
+    params: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+
+
+class FakeTelegramServer:
+    """The fake server. ``await start()`` returns the base URL for ``TelegramAPIServer``."""
+
+    def __init__(
+        self, *, token: str = TOKEN, bot_id: int = 424242, bot_username: str = "my_agent_bot"
+    ) -> None:
+        self.token = token
+        self.me = {"id": bot_id, "is_bot": True, "first_name": "My Agent", "username": bot_username}
+        self.calls: list[ApiCall] = []
+        self.sent: list[dict[str, Any]] = []  # messages the bot sent, in order
+        self.commands: list[dict[str, Any]] = []
+        self.missing_chats: set[int] = set()  # 400 chat not found
+        self.blocked_chats: set[int] = set()  # 403 bot was blocked by the user
+        self._updates: list[dict[str, Any]] = []
+        self._next_update_id = 1000
+        self._message_ids: dict[int, int] = defaultdict(lambda: 100)
+        self._failures: dict[str, deque[ApiError]] = defaultdict(deque)
+        self._cond = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        app = web.Application()
+        app.router.add_post("/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        sock = site._server.sockets[0]  # type: ignore[union-attr]
+        self.base_url = f"http://{host}:{sock.getsockname()[1]}"
+        return self.base_url
+
+    async def close(self) -> None:
+        async with self._cond:
+            self._cond.notify_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- scripting -----------------------------------------------------------------------
+    def fail_next(
+        self,
+        method: str,
+        *,
+        code: int = 429,
+        description: str | None = None,
+        retry_after: int | None = None,
+        times: int = 1,
+    ) -> None:
+        """Make the next ``times`` calls of ``method`` fail (429 with retry_after, 5xx...)."""
+        if description is None:
+            description = {
+                429: f"Too Many Requests: retry after {retry_after or 1}",
+                403: "Forbidden: bot was blocked by the user",
+                400: "Bad Request: chat not found",
+            }.get(code, "Internal Server Error")
+        if code == 429 and retry_after is None:
+            retry_after = 1
+        for _ in range(times):
+            self._failures[method.lower()].append(ApiError(code, description, retry_after))
+
+    def calls_of(self, method: str) -> list[dict[str, Any]]:
+        return [c.params for c in self.calls if c.method.lower() == method.lower()]
+
+    def sent_to(self, chat_id: int | str) -> list[dict[str, Any]]:
+        return [m for m in self.sent if str(m["chat"]["id"]) == str(chat_id)]
+
+    async def wait_for(self, method: str, count: int = 1, timeout: float = 10.0) -> None:
+        """Wait until ``method`` has been called successfully-or-not ``count`` times."""
+
+        def enough() -> bool:
+            return len(self.calls_of(method)) >= count
+
+        async with self._cond:
+            await asyncio.wait_for(self._cond.wait_for(enough), timeout)
+
+    async def wait_sent(self, chat_id: int | str, count: int = 1, timeout: float = 10.0) -> None:
+        """Wait until the bot has sent ``count`` messages to ``chat_id``."""
+        async with self._cond:
+            await asyncio.wait_for(
+                self._cond.wait_for(lambda: len(self.sent_to(chat_id)) >= count), timeout
+            )
+
+    @property
+    def pending_updates(self) -> list[dict[str, Any]]:
+        return list(self._updates)
+
+    # -- injecting updates ---------------------------------------------------------------
+    def _user(self, user_id: int, username: str | None, first_name: str) -> dict[str, Any]:
+        user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
+        if username:
+            user["username"] = username
+        return user
+
+    def make_message(
+        self,
+        chat_id: int,
+        text: str | None = None,
+        *,
+        from_id: int | None = None,
+        username: str | None = None,
+        first_name: str = "Ann",
+        chat_type: str | None = None,
+        title: str | None = None,
+        reply_to: dict[str, Any] | None = None,
+        entities: list[dict[str, Any]] | None = None,
+        **content: Any,
+    ) -> dict[str, Any]:
+        """A Message object; ``content`` adds photo=, document=, caption=, sticker=..."""
+        kind = chat_type or ("private" if chat_id > 0 else "supergroup")
+        chat: dict[str, Any] = {"id": chat_id, "type": kind}
+        if kind == "private":
+            chat["first_name"] = first_name
+        else:
+            chat["title"] = title or f"Group {chat_id}"
+        self._message_ids[chat_id] += 1
+        msg: dict[str, Any] = {
+            "message_id": self._message_ids[chat_id],
+            "date": int(time.time()),
+            "chat": chat,
+            "from": self._user(from_id if from_id is not None else chat_id, username, first_name),
+        }
+        if text is not None:
+            msg["text"] = text
+        if entities:
+            msg["entities"] = entities
+        if reply_to is not None:
+            msg["reply_to_message"] = reply_to
+        msg.update(content)
+        return msg
+
+    def push_update(self, kind: str, payload: dict[str, Any]) -> int:
+        """Queue ``{"update_id", kind: payload}`` and wake long polls; returns the id."""
+        self._next_update_id += 1
+        self._updates.append({"update_id": self._next_update_id, kind: payload})
+        asyncio.get_running_loop().create_task(self._notify())
+        return self._next_update_id
+
+    def inject_message(self, chat_id: int, text: str | None = None, **kw: Any) -> dict[str, Any]:
+        msg = self.make_message(chat_id, text, **kw)
+        self.push_update("message", msg)
+        return msg
+
+    def inject_edit(self, original: dict[str, Any], new_text: str) -> dict[str, Any]:
+        edited = dict(original, text=new_text, edit_date=int(time.time()) + 1)
+        self.push_update("edited_message", edited)
+        return edited
+
+    def inject_callback(
+        self,
+        from_id: int,
+        data: str,
+        message: dict[str, Any],
+        *,
+        username: str | None = None,
+        first_name: str = "Ann",
+    ) -> str:
+        query_id = f"cbq{self._next_update_id + 1}"
+        self.push_update(
+            "callback_query",
+            {
+                "id": query_id,
+                "from": self._user(from_id, username, first_name),
+                "chat_instance": "ci1",
+                "message": message,
+                "data": data,
+            },
+        )
+        return query_id
+
+    async def _notify(self) -> None:
+        async with self._cond:
+            self._cond.notify_all()
+
+    # -- HTTP ------------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params: dict[str, Any] = {}
+        if request.can_read_body:
+            form = await request.post()
+            for key, value in form.items():
+                raw = value if isinstance(value, str) else str(value)
+                params[key] = json.loads(raw) if key in _JSON_FIELDS else raw
+        call = ApiCall(method, params)
+        self.calls.append(call)
+        await self._notify()
+        try:
+            if request.match_info["token"] != self.token:
+                raise ApiError(401, "Unauthorized")
+            queued = self._failures.get(method.lower())
+            if queued:
+                raise queued.popleft()
+            result = await self._dispatch(method.lower(), params)
+        except ApiError as exc:
+            body: dict[str, Any] = {
+                "ok": False, "error_code": exc.code, "description": exc.description,
+            }  # fmt: skip
+            if exc.retry_after is not None:
+                body["parameters"] = {"retry_after": exc.retry_after}
+            return web.json_response(body, status=exc.code)
+        await self._notify()
+        return web.json_response({"ok": True, "result": result})
+
+    async def _dispatch(self, method: str, p: dict[str, Any]) -> Any:
+        if method == "getme":
+            return self.me
+        if method in ("deletewebhook", "sendchataction", "answercallbackquery", "deletemessage"):
+            return True
+        if method == "setmycommands":
+            self.commands = list(p.get("commands") or [])
+            return True
+        if method == "getmycommands":
+            return self.commands
+        if method == "getupdates":
+            return await self._get_updates(p)
+        if method == "sendmessage":
+            return self._send_message(p)
+        raise ApiError(404, "Not Found: method not found")
+
+    async def _get_updates(self, p: dict[str, Any]) -> list[dict[str, Any]]:
+        offset = int(p.get("offset", 0))
+        timeout = float(p.get("timeout", 0))
+        limit = int(p.get("limit", 100))
+        allowed = p.get("allowed_updates")
+        if offset:  # confirms (forgets) everything below the offset, like Telegram
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+
+        def ready() -> list[dict[str, Any]]:
+            found = [u for u in self._updates if u["update_id"] >= offset]
+            if allowed:
+                found = [u for u in found if any(k in u for k in allowed)]
+            return found[:limit]
+
+        async with self._cond:
+            try:
+                await asyncio.wait_for(self._cond.wait_for(lambda: bool(ready())), timeout)
+            except TimeoutError:
+                pass
+        return ready()
+
+    def _send_message(self, p: dict[str, Any]) -> dict[str, Any]:
+        chat_id = int(p["chat_id"])
+        if chat_id in self.missing_chats:
+            raise ApiError(400, "Bad Request: chat not found")
+        if chat_id in self.blocked_chats:
+            raise ApiError(403, "Forbidden: bot was blocked by the user")
+        text = p.get("text", "")
+        visible = text
+        if p.get("parse_mode", "").upper() == "HTML":
+            try:
+                visible = parse_telegram_html(text)
+            except HtmlError as exc:
+                raise ApiError(400, f"Bad Request: can't parse entities: {exc}") from None
+        if not visible.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if len(visible.encode("utf-16-le")) // 2 > 4096:
+            raise ApiError(400, "Bad Request: message is too long")
+        markup = p.get("reply_markup")
+        for row in (markup or {}).get("inline_keyboard", []):
+            for button in row:
+                data = button.get("callback_data")
+                if data is not None and not 1 <= len(data.encode()) <= 64:
+                    raise ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
+        self._message_ids[chat_id] += 1
+        kind = "private" if chat_id > 0 else "supergroup"
+        msg: dict[str, Any] = {
+            "message_id": self._message_ids[chat_id],
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": kind},
+            "from": self.me,
+            "text": visible,
+            # kept for assertions (Telegram would return entities instead)
+            "raw_text": text,
+            "parse_mode": p.get("parse_mode"),
+        }
+        if markup:
+            msg["reply_markup"] = markup
+        self.sent.append(msg)
+        return msg

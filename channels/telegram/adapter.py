@@ -1,0 +1,282 @@
+"""The Telegram channel: aiogram long polling with a durable offset, and sends.
+
+Why not ``Dispatcher.start_polling``: aiogram's dispatcher advances the ``getUpdates``
+offset as soon as it has fetched a batch, before our handlers have made anything durable,
+so a crash between the two would lose messages. This adapter runs its own loop with the
+same aiogram client (``bot(GetUpdates(...))`` over HTTP) and acknowledges an update only
+after ``host.deliver`` returned (the message is fsynced into a transcript): the next
+offset is persisted with ``host.set_cursor`` and sent with the next poll. A crash before
+that re-delivers the update, and the core drops it by ``(channel, message_id)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
+from aiogram.exceptions import AiogramError
+from aiogram.methods import GetUpdates, SendChatAction
+from aiogram.types import BotCommand, CallbackQuery, Update
+
+from bot.channel import ChannelHost, DeliveryError
+from bot.config.model import AppConfig
+from bot.events import InboundMessage, OutboundMessage, SendResult
+from bot.tasks import spawn
+from channels.telegram.keyboards import bare_reply_target, reply_prompt
+from channels.telegram.render import escape
+from channels.telegram.sender import Backoff, Sleep, TelegramSender, chat_ref
+from channels.telegram.translate import BotIdentity, translate_message
+
+log = logging.getLogger("my_agent.telegram")
+
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
+COMMANDS = [
+    BotCommand(command="new", description="Start a fresh conversation (model kept)"),
+    BotCommand(command="model", description="Show or switch the model: opus, sonnet, haiku"),
+    BotCommand(command="help", description="What I can do"),
+    BotCommand(command="status", description="Conversation and assistant status"),
+    BotCommand(command="rename", description="Rename this conversation"),
+    BotCommand(command="search", description="Search past conversations"),
+    BotCommand(command="trust", description="Trust an external party"),
+    BotCommand(command="block", description="Block an external party"),
+    BotCommand(command="reply", description="Reply to an external party"),
+]
+MAX_UPDATE_FAILURES = 5  # an update whose handling keeps crashing is skipped after this
+TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing" for about 5 s
+
+
+class TelegramChannel:
+    """:class:`bot.channel.Channel` for Telegram. ``services`` is accepted for symmetry
+    with the other channels; the adapter only needs the host it is started with."""
+
+    name = "telegram"
+    supports_streaming = False
+
+    def __init__(
+        self,
+        config: AppConfig,
+        services: Any = None,
+        *,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        cfg = config.channels.telegram
+        if not cfg.token:
+            raise ValueError("channels.telegram.token is required")
+        if cfg.mode == "webhook":
+            log.warning("channels.telegram.mode=webhook is not supported yet; using polling")
+        self.config = cfg
+        api = TelegramAPIServer.from_base(cfg.api_base) if cfg.api_base else PRODUCTION
+        self.session = AiohttpSession(api=api)
+        self.bot = Bot(token=cfg.token, session=self.session)
+        self.sender = TelegramSender(self.bot, cfg, sleep=sleep)
+        self.groups = {g.id: g for g in cfg.groups} | {
+            g.id.lower(): g for g in cfg.groups if g.id.startswith("@")
+        }
+        self.me: BotIdentity | None = None
+        self.offset = 0
+        self._host: ChannelHost | None = None
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._failures: dict[int, int] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self, host: ChannelHost) -> None:
+        """Read the stored offset, register with Telegram, start polling in the background.
+
+        When Telegram is unreachable the daemon still starts: setup is retried by the
+        polling task with backoff.
+        """
+        self._host = host
+        self._stopping.clear()
+        stored = await host.get_cursor(self.name, "offset")
+        self.offset = int(stored) if stored and stored.lstrip("-").isdigit() else 0
+        try:
+            await asyncio.wait_for(self._setup(), timeout=15)
+        except (AiogramError, TimeoutError) as exc:
+            log.warning("Telegram setup failed (%s); will retry in the background", exc)
+        self._task = spawn(self._run(), name="telegram-polling")
+
+    async def _setup(self) -> None:
+        me = await self.bot.get_me()
+        self.me = BotIdentity(me.id, me.username)
+        await self.bot.delete_webhook(drop_pending_updates=False)
+        await self.bot.set_my_commands(COMMANDS)
+        log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
+                 self.offset)  # fmt: skip
+
+    async def stop(self) -> None:
+        """Finish the update in hand, stop polling, stop typing, close the HTTP session."""
+        self._stopping.set()
+        task, self._task = self._task, None
+        if task is not None:
+            done, _ = await asyncio.wait({task}, timeout=10)
+            if not done:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        for typing_task in self._typing.values():
+            typing_task.cancel()
+        self._typing.clear()
+        await self.session.close()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep unless stopping (stop interrupts it at once)."""
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    # -- receiving -----------------------------------------------------------------------
+    async def _run(self) -> None:
+        backoff = Backoff(1.0, self.config.reconnect_backoff_cap)
+        while not self._stopping.is_set():
+            try:
+                if self.me is None:
+                    await self._setup()
+                updates = await self._poll()
+                backoff.reset()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # network down, 5xx, conflict, bad token...
+                delay = backoff.next()
+                log.warning("Telegram polling failed (%s); retrying in %.1fs", exc, delay)
+                await self._pause(delay)
+                continue
+            for update in updates or ():
+                if self._stopping.is_set():
+                    break
+                if not await self._process(update):
+                    await self._pause(backoff.next())
+                    break  # poll again from the same offset: nothing is skipped
+                await self._advance(update.update_id + 1)
+
+    async def _poll(self) -> list[Update] | None:
+        timeout = self.config.polling_timeout
+        request = GetUpdates(
+            offset=self.offset or None, timeout=timeout, allowed_updates=ALLOWED_UPDATES
+        )
+        poll = asyncio.ensure_future(
+            self.bot(request, request_timeout=int(self.session.timeout + timeout))
+        )
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({poll, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not poll.done():
+                poll.cancel()
+                await asyncio.gather(poll, return_exceptions=True)
+        return None if poll.cancelled() else poll.result()
+
+    async def _advance(self, offset: int) -> None:
+        self.offset = offset
+        assert self._host is not None
+        try:
+            await self._host.set_cursor(self.name, "offset", str(offset))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The message itself is durable; a restart re-delivers it and the core
+            # drops the duplicate, so this is worth a log line, not a stop.
+            log.exception("could not persist the Telegram offset %s", offset)
+
+    async def _process(self, update: Update) -> bool:
+        """Handle one update; False means "not durable, poll it again later"."""
+        assert self._host is not None and self.me is not None
+        try:
+            if update.message is not None:
+                inbound = translate_message(update.message, me=self.me, groups=self.groups)
+            elif update.edited_message is not None:
+                inbound = translate_message(
+                    update.edited_message, me=self.me, groups=self.groups, edited=True
+                )
+            elif update.callback_query is not None:
+                inbound = await self._on_callback(update.callback_query)
+            else:
+                log.info("skipping update %s of an unsupported type", update.update_id)
+                inbound = None
+            if inbound is not None:
+                await self._host.deliver(inbound)
+        except asyncio.CancelledError:
+            raise
+        except DeliveryError as exc:
+            log.warning("update %s not recorded (%s); will retry", update.update_id, exc)
+            return False
+        except Exception:
+            count = self._failures.get(update.update_id, 0) + 1
+            self._failures[update.update_id] = count
+            if count < MAX_UPDATE_FAILURES:
+                log.exception("update %s failed (attempt %d); will retry", update.update_id,
+                              count)  # fmt: skip
+                return False
+            log.exception("update %s failed %d times; skipping it", update.update_id, count)
+        self._failures.pop(update.update_id, None)
+        return True
+
+    async def _on_callback(self, query: CallbackQuery) -> InboundMessage | None:
+        """A button press: acknowledge it, then hand its command to the core."""
+        try:
+            await self.bot.answer_callback_query(query.id)
+        except AiogramError as exc:  # too old or already answered: harmless
+            log.debug("answerCallbackQuery %s failed: %s", query.id, exc)
+        data = (query.data or "").strip()
+        message = query.message
+        chat = getattr(message, "chat", None)
+        if not data.startswith("/") or (chat is not None and chat.type != "private"):
+            log.info("ignoring callback %r from %s", data, query.from_user.id)
+            return None
+        chat_id = chat.id if chat is not None else query.from_user.id
+        target = bare_reply_target(data)
+        if target is not None:
+            text, markup = reply_prompt(target)
+            await self.sender.send_part(chat_id, escape(text), markup=markup)
+            return None
+        user = query.from_user
+        return InboundMessage(
+            channel=self.name,
+            sender_id=str(user.id),
+            sender_name=user.full_name,
+            sender_aliases=(f"@{user.username}",) if user.username else (),
+            text=data,
+            message_id=f"callback:{query.id}",
+            chat_id=str(chat_id),
+            metadata={"callback": True, "button_message": getattr(message, "message_id", None)},
+        )
+
+    # -- sending -------------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> SendResult:
+        """Deliver ``msg`` (see :class:`TelegramSender`); stops the typing indicator."""
+        try:
+            return await self.sender.send(msg)
+        finally:
+            task = self._typing.pop(msg.chat_id, None)
+            if task is not None:
+                task.cancel()
+
+    async def typing(self, chat_id: str) -> None:
+        """Show "typing…" in ``chat_id`` until the next send there (bounded)."""
+        await self._chat_action(chat_id)
+        old = self._typing.pop(chat_id, None)
+        if old is not None:
+            old.cancel()
+        if self.config.typing_max_seconds > 0:
+            self._typing[chat_id] = spawn(self._keep_typing(chat_id), name=f"typing-{chat_id}")
+
+    async def _keep_typing(self, chat_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.config.typing_max_seconds
+        while loop.time() + TYPING_REFRESH_SECONDS < until:
+            await asyncio.sleep(TYPING_REFRESH_SECONDS)
+            await self._chat_action(chat_id)
+        if self._typing.get(chat_id) is asyncio.current_task():
+            del self._typing[chat_id]
+
+    async def _chat_action(self, chat_id: str) -> None:
+        try:
+            await self.bot(SendChatAction(chat_id=chat_ref(chat_id), action="typing"))
+        except AiogramError as exc:  # cosmetic: never worth failing a reply for
+            log.debug("sendChatAction to %s failed: %s", chat_id, exc)

@@ -1,0 +1,285 @@
+"""Markdown from the model -> HTML that Telegram always accepts, and splitting into parts.
+
+Telegram's HTML parse mode knows a handful of tags and rejects the whole message when a
+tag is unknown, unclosed or badly nested, or when a bare ``<``/``&`` appears. So nothing
+from the model is trusted: every character is escaped first and only a small Markdown
+subset is turned into tags by a stack-based parser that can only emit balanced output
+(bold, italic, strikethrough, inline code, fenced code, http(s) links, headings, quotes).
+
+:func:`split_html` cuts a rendered text into parts of at most 4,096 UTF-16 units (the
+Bot API limit) on paragraph, then line, then word boundaries, never inside a tag or an
+entity; tags open at a cut are closed at the end of the part and reopened in the next.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+TELEGRAM_LIMIT = 4096
+
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)\s*([\w+#.-]*)\s*$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
+_BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
+_RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
+_LINK = re.compile(r"\[([^\[\]\n]{1,500})\]\(\s*(\S{1,2000}?)\s*\)")
+_SAFE_URL = re.compile(r"^https?://[^\s<>]+$", re.IGNORECASE)
+
+# Markdown delimiter -> Telegram tag. Longer delimiters first so "**" wins over "*".
+_DELIMS: tuple[tuple[str, str], ...] = (
+    ("**", "b"),
+    ("__", "b"),
+    ("~~", "s"),
+    ("*", "i"),
+    ("_", "i"),
+)
+
+
+def utf16_len(text: str) -> int:
+    """Length as Telegram counts it (UTF-16 code units)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Telegram's HTML mode reserves."""
+    return html.escape(text, quote=False)
+
+
+def _safe_href(url: str) -> str | None:
+    url = html.unescape(url)
+    if not _SAFE_URL.match(url):
+        return None
+    return html.escape(url, quote=True)
+
+
+def render_inline(text: str, *, links: bool = True) -> str:
+    """Render one line of Markdown inline syntax to balanced Telegram HTML."""
+    out: list[str] = []
+    stack: list[tuple[str, int]] = []  # (delimiter, index of its literal in out)
+    i, n = 0, len(text)
+    plain: list[str] = []
+
+    def flush() -> None:
+        if plain:
+            out.append(escape("".join(plain)))
+            plain.clear()
+
+    while i < n:
+        ch = text[i]
+        if ch == "`":
+            run = len(text[i:]) - len(text[i:].lstrip("`"))
+            ticks = "`" * run
+            end = text.find(ticks, i + run)
+            if end != -1 and text[end + run : end + run + 1] != "`":
+                flush()
+                out.append(f"<code>{escape(text[i + run : end])}</code>")
+                i = end + run
+                continue
+            plain.append(ticks)
+            i += run
+            continue
+        if ch == "[" and links:
+            m = _LINK.match(text, i)
+            if m:
+                href = _safe_href(m.group(2))
+                if href is not None:
+                    flush()
+                    label = render_inline(m.group(1), links=False)
+                    out.append(f'<a href="{href}">{label}</a>')
+                    i = m.end()
+                    continue
+        delim = next((d for d, _ in _DELIMS if text.startswith(d, i)), None)
+        if delim is not None:
+            before = text[i - 1] if i > 0 else " "
+            after = text[i + len(delim)] if i + len(delim) < n else " "
+            can_open = not after.isspace()
+            can_close = not before.isspace()
+            if delim[0] == "_":  # intraword underscores (snake_case) are literal
+                can_open = can_open and not before.isalnum()
+                can_close = can_close and not after.isalnum()
+            depth = next((k for k in range(len(stack) - 1, -1, -1) if stack[k][0] == delim), None)
+            if can_close and depth is not None:
+                flush()
+                pos = stack[depth][1]
+                del stack[depth:]  # unclosed openers above it stay literal text
+                tag = dict(_DELIMS)[delim]
+                inner = "".join(out[pos + 1 :])
+                out[pos:] = [f"<{tag}>{inner}</{tag}>"] if inner else [delim + delim]
+                i += len(delim)
+                continue
+            if can_open:
+                flush()
+                stack.append((delim, len(out)))
+                out.append(escape(delim))
+                i += len(delim)
+                continue
+            plain.append(delim)
+            i += len(delim)
+            continue
+        plain.append(ch)
+        i += 1
+    flush()
+    return "".join(out)
+
+
+def markdown_to_html(markdown: str) -> str:
+    """Convert model Markdown to Telegram HTML; the result always parses."""
+    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    out: list[str] = []
+    quote: list[str] = []
+    i = 0
+
+    def flush_quote() -> None:
+        if quote:
+            out.append("<blockquote>" + "\n".join(quote) + "</blockquote>")
+            quote.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        fence = _FENCE.match(line)
+        if fence:
+            flush_quote()
+            marker, lang = fence.group(1), fence.group(2)
+            body: list[str] = []
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith(marker):
+                body.append(lines[i])
+                i += 1
+            i += 1  # the closing fence (or the end of the text)
+            code = escape("\n".join(body)) or " "
+            if lang and re.fullmatch(r"[\w+#.-]+", lang):
+                out.append(f'<pre><code class="language-{escape(lang)}">{code}</code></pre>')
+            else:
+                out.append(f"<pre>{code}</pre>")
+            continue
+        q = _QUOTE.match(line)
+        if q:
+            quote.append(render_inline(q.group(1)))
+            i += 1
+            continue
+        flush_quote()
+        heading = _HEADING.match(line)
+        if heading:
+            out.append(f"<b>{render_inline(heading.group(1))}</b>")
+        elif _RULE.match(line):
+            out.append("──────────")
+        else:
+            bullet = _BULLET.match(line)
+            if bullet:
+                out.append(f"{bullet.group(1)}• {render_inline(bullet.group(2))}")
+            else:
+                out.append(render_inline(line))
+        i += 1
+    flush_quote()
+    return "\n".join(out).strip("\n")
+
+
+# --- splitting ---------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"<(/?)([a-zA-Z-]+)([^>]*)>|&#?\w+;|[^<&]|[<&]")
+
+
+@dataclass(frozen=True)
+class _Unit:
+    text: str
+    kind: str  # "open", "close", "char"
+    tag: str = ""
+
+
+def _units(markup: str) -> list[_Unit]:
+    units: list[_Unit] = []
+    for m in _TOKEN.finditer(markup):
+        if m.group(2) is not None:
+            kind = "close" if m.group(1) else "open"
+            units.append(_Unit(m.group(0), kind, m.group(2).lower()))
+        else:
+            units.append(_Unit(m.group(0), "char"))
+    return units
+
+
+def _closing(stack: list[_Unit]) -> str:
+    return "".join(f"</{u.tag}>" for u in reversed(stack))
+
+
+def _visible(units: list[_Unit]) -> str:
+    return html.unescape("".join(u.text for u in units if u.kind == "char"))
+
+
+def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
+    """Cut balanced HTML into ordered parts of at most ``limit`` UTF-16 units each."""
+    if utf16_len(markup) <= limit:
+        return [markup] if _visible(_units(markup)).strip() else []
+    units = _units(markup)
+    parts: list[str] = []
+    start = 0
+    stack: list[_Unit] = []
+    while start < len(units):
+        prefix = "".join(u.text for u in stack)
+        size = utf16_len(prefix)
+        local = list(stack)
+        # candidates: (priority, cut index, resume index, stack snapshot)
+        best: dict[int, tuple[int, int, list[_Unit]]] = {}
+        j = start
+        fits_all = True
+        while j < len(units):
+            u = units[j]
+            new_local = local
+            if u.kind == "open":
+                new_local = [*local, u]
+            elif u.kind == "close" and local and local[-1].tag == u.tag:
+                new_local = local[:-1]
+            cost = utf16_len(u.text)
+            if size + cost + utf16_len(_closing(new_local)) > limit:
+                fits_all = False
+                break
+            if u.kind == "char" and u.text in ("\n", " "):
+                k = j
+                while k < len(units) and units[k].kind == "char" and units[k].text in ("\n", " "):
+                    k += 1
+                gap = "".join(units[x].text for x in range(j, k))
+                prio = 0 if gap.count("\n") >= 2 else 1 if "\n" in gap else 2
+                if j > start:
+                    best[prio] = (j, k, list(local))
+            size += cost
+            local = new_local
+            j += 1
+        if fits_all:
+            cut, resume, snap = len(units), len(units), local
+        else:
+            chosen = None
+            filled = sum(utf16_len(units[x].text) for x in range(start, j))
+            for prio in (0, 1, 2):
+                cand = best.get(prio)
+                if (
+                    cand
+                    and sum(utf16_len(units[x].text) for x in range(start, cand[0])) * 2 >= filled
+                ):
+                    chosen = cand
+                    break
+            if chosen is None and best:
+                chosen = best[max(best, key=lambda p: best[p][0])]
+            if chosen is None or chosen[0] <= start:
+                chosen = (j, j, local)  # hard split
+            cut, resume, snap = chosen
+            if cut <= start:  # a single unit larger than the limit cannot happen for text
+                cut = resume = start + 1
+                snap = local
+        body = units[start:cut]
+        text = prefix + "".join(u.text for u in body) + _closing(snap)
+        if _visible(body).strip():
+            parts.append(text)
+        stack = snap
+        start = resume
+    return parts
+
+
+def render_parts(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
+    """Markdown -> Telegram HTML parts, ready for ``sendMessage(parse_mode="HTML")``."""
+    return split_html(markdown_to_html(markdown), limit)
+
+
+def html_to_plain(markup: str) -> str:
+    """The visible text of rendered HTML (the fallback when Telegram rejects a part)."""
+    return _visible(_units(markup))

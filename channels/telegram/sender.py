@@ -1,0 +1,184 @@
+"""Sending to Telegram: rendering, splitting, buttons and a bounded retry policy.
+
+One :class:`~bot.events.OutboundMessage` may become several Telegram messages (4,096
+UTF-16 units each). They are sent in order; the inline keyboard goes on the last one.
+Inside one ``send`` call, flood control (429 ``retry_after``) is waited out and network
+or 5xx errors are retried with exponential backoff and jitter, a bounded number of times;
+then the exception goes to the core's outbox, which retries the message later. Parts
+already delivered are remembered per outbox id, so that retry does not send them twice.
+Errors that no retry can fix (chat not found, bot blocked) raise
+:class:`~bot.channel.PermanentSendError`. A part Telegram refuses to parse is resent as
+plain text: a reply is never lost to a formatting problem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from aiogram import Bot
+from aiogram.exceptions import (
+    TelegramBadRequest,
+    TelegramForbiddenError,
+    TelegramMigrateToChat,
+    TelegramNetworkError,
+    TelegramNotFound,
+    TelegramRetryAfter,
+    TelegramServerError,
+)
+from aiogram.methods import SendMessage, TelegramMethod
+from aiogram.types import ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
+
+from bot.channel import PermanentSendError
+from bot.config.channels import TelegramChannelConfig
+from bot.events import OutboundMessage, SendResult
+from channels.telegram.keyboards import actions_as_text, inline_keyboard, split_actions
+from channels.telegram.render import escape, html_to_plain, render_parts
+
+log = logging.getLogger("my_agent.telegram")
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+Markup = InlineKeyboardMarkup | ForceReply
+
+
+class Backoff:
+    """Exponential backoff with "equal jitter": half fixed, half random. Reset on success."""
+
+    def __init__(self, base: float, cap: float, rng: Callable[[], float] = random.random) -> None:
+        self.base, self.cap, self.rng = base, cap, rng
+        self.attempt = 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.base * (2**self.attempt))
+        self.attempt += 1
+        return delay / 2 + self.rng() * delay / 2
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+def chat_ref(chat_id: str) -> int | str:
+    """Telegram chat ids are integers; ``@channel`` names stay strings."""
+    try:
+        return int(chat_id)
+    except ValueError:
+        return chat_id
+
+
+def _is_parse_error(exc: TelegramBadRequest) -> bool:
+    return "can't parse entities" in exc.message.lower()
+
+
+class TelegramSender:
+    """Sends rendered messages through an aiogram :class:`Bot` with the retry policy."""
+
+    def __init__(
+        self, bot: Bot, config: TelegramChannelConfig, sleep: Sleep = asyncio.sleep
+    ) -> None:
+        self.bot = bot
+        self.config = config
+        self.sleep = sleep
+        self._progress: dict[int, tuple[int, str | None]] = {}  # outbox id -> parts sent, ref
+
+    async def call(self, method: TelegramMethod[T]) -> T:
+        """One API call with flood-control waits and network retries (bounded)."""
+        backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)
+        attempts = 0
+        while True:
+            try:
+                return await self.bot(method)
+            except TelegramRetryAfter as exc:
+                attempts += 1
+                if attempts > self.config.send_retries or (
+                    exc.retry_after > self.config.max_retry_after
+                ):
+                    raise
+                log.warning("flood control on %s: waiting %ss", type(method).__name__,
+                            exc.retry_after)  # fmt: skip
+                await self.sleep(float(exc.retry_after))
+            except TelegramMigrateToChat as exc:
+                attempts += 1
+                if attempts > self.config.send_retries or not hasattr(method, "chat_id"):
+                    raise
+                log.info("chat migrated to supergroup %s", exc.migrate_to_chat_id)
+                method = method.model_copy(update={"chat_id": exc.migrate_to_chat_id})
+            except (TelegramNetworkError, TelegramServerError) as exc:
+                attempts += 1
+                if attempts > self.config.send_retries:
+                    raise
+                delay = backoff.next()
+                log.warning("%s failed (%s); retry %d in %.1fs", type(method).__name__, exc,
+                            attempts, delay)  # fmt: skip
+                await self.sleep(delay)
+
+    async def send_part(
+        self,
+        chat_id: int | str,
+        part_html: str,
+        *,
+        markup: Markup | None = None,
+        reply_to: int | None = None,
+    ) -> Any:
+        """Send one HTML part (plain-text fallback on a parse error); returns the Message."""
+        kwargs: dict[str, Any] = {
+            "chat_id": chat_id,
+            "reply_markup": markup,
+            "link_preview_options": LinkPreviewOptions(is_disabled=True),
+        }
+        if reply_to is not None:
+            kwargs["reply_parameters"] = ReplyParameters(
+                message_id=reply_to, allow_sending_without_reply=True
+            )
+        try:
+            try:
+                return await self.call(SendMessage(text=part_html, parse_mode="HTML", **kwargs))
+            except TelegramBadRequest as exc:
+                if not _is_parse_error(exc):
+                    raise
+                log.error("Telegram refused our HTML (%s); sending plain text", exc.message)
+                return await self.call(SendMessage(text=html_to_plain(part_html), **kwargs))
+        except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
+            raise PermanentSendError(f"telegram refused the message: {exc.message}") from exc
+
+    async def send(self, msg: OutboundMessage) -> SendResult:
+        """Render ``msg`` and send it as ordered parts; returns the ref of the last part."""
+        chat_id = chat_ref(msg.chat_id)
+        buttons, listed = split_actions(msg.actions)
+        text = msg.text
+        if listed:
+            text = f"{text}\n\n{actions_as_text(listed)}".strip()
+        parts = render_parts(text)
+        markup = inline_keyboard(buttons)
+        if not parts:
+            if markup is None:
+                log.info("nothing to send to %s (empty text)", chat_id)
+                return SendResult(message_ref=None)
+            parts = [escape("…")]
+        reply_to = None
+        if msg.in_reply_to and isinstance(chat_id, int) and chat_id < 0:
+            # In groups, thread the answer under the message it answers.
+            ref_chat, _, ref_id = msg.in_reply_to.rpartition(":")
+            if ref_chat == str(chat_id) and ref_id.isdigit():
+                reply_to = int(ref_id)
+        key = msg.outbox_id
+        done, ref = self._progress.get(key, (0, None)) if key is not None else (0, None)
+        if done:
+            log.info("resuming outbox message %s after %d delivered part(s)", key, done)
+        for index in range(done, len(parts)):
+            last = index == len(parts) - 1
+            sent = await self.send_part(
+                chat_id,
+                parts[index],
+                markup=markup if last else None,
+                reply_to=reply_to if index == 0 else None,
+            )
+            ref = f"{sent.chat.id}:{sent.message_id}"
+            if key is not None:
+                self._progress[key] = (index + 1, ref)
+        if key is not None:
+            self._progress.pop(key, None)
+        return SendResult(message_ref=ref)

@@ -1,0 +1,279 @@
+"""Telegram messages -> :class:`bot.events.InboundMessage`, faithfully and never crashing.
+
+This module decides nothing about owners or strangers (the router does); it only says
+who wrote, where, what (text or a clear placeholder for media), and, in a group, whether
+the bot was addressed (mentioned, replied to, or the group set to ``respond: always``).
+Groups that are not on ``channels.telegram.groups`` are dropped here, with a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from aiogram.types import Message, MessageEntity
+
+from bot.config.channels import TelegramGroupConfig
+from bot.events import Attachment, InboundMessage, utcnow
+from channels.telegram.keyboards import command_from_prompt
+
+log = logging.getLogger("my_agent.telegram")
+
+GROUP_TYPES = frozenset({"group", "supergroup"})
+
+# Service messages (members joining, title changes, pins...) are not things anyone said.
+SERVICE_TYPES = frozenset(
+    {
+        "new_chat_members",
+        "left_chat_member",
+        "new_chat_title",
+        "new_chat_photo",
+        "delete_chat_photo",
+        "group_chat_created",
+        "supergroup_chat_created",
+        "channel_chat_created",
+        "migrate_to_chat_id",
+        "migrate_from_chat_id",
+        "pinned_message",
+        "message_auto_delete_timer_changed",
+        "forum_topic_created",
+        "forum_topic_edited",
+        "forum_topic_closed",
+        "forum_topic_reopened",
+        "general_forum_topic_hidden",
+        "general_forum_topic_unhidden",
+        "video_chat_scheduled",
+        "video_chat_started",
+        "video_chat_ended",
+        "video_chat_participants_invited",
+        "write_access_allowed",
+        "chat_background_set",
+        "boost_added",
+        "proximity_alert_triggered",
+    }
+)
+
+_COMMAND = re.compile(r"^/(\w{1,64})@(\w{3,64})\b")
+
+
+@dataclass(frozen=True)
+class BotIdentity:
+    """Who the bot is (from getMe): needed to recognise mentions and replies to it."""
+
+    id: int
+    username: str | None
+
+    def mention_pattern(self) -> re.Pattern[str] | None:
+        if not self.username:
+            return None
+        return re.compile(rf"(?<![\w@])@{re.escape(self.username)}\b", re.IGNORECASE)
+
+
+def _entity_text(text: str, entity: MessageEntity) -> str:
+    # Entity offsets count UTF-16 code units, not Python characters.
+    raw = text.encode("utf-16-le")
+    return raw[entity.offset * 2 : (entity.offset + entity.length) * 2].decode(
+        "utf-16-le", errors="replace"
+    )
+
+
+def _mentions_bot(message: Message, text: str, me: BotIdentity) -> bool:
+    entities = message.entities or message.caption_entities or []
+    for entity in entities:
+        if entity.type == "text_mention" and entity.user and entity.user.id == me.id:
+            return True
+        if entity.type in ("mention", "bot_command") and me.username:
+            if _entity_text(text, entity).lower().endswith("@" + me.username.lower()):
+                return True
+    pattern = me.mention_pattern()
+    return bool(pattern and pattern.search(text))
+
+
+def _normalise_command(text: str, me: BotIdentity) -> tuple[str, bool | None]:
+    """Strip ``@ourbot`` from ``/cmd@ourbot``; report whether a command was aimed at us
+    (True), at another bot (False) or whether there is no addressed command (None)."""
+    m = _COMMAND.match(text)
+    if not m:
+        return text, None
+    if me.username and m.group(2).lower() == me.username.lower():
+        return f"/{m.group(1)}{text[m.end() :]}", True
+    return text, False
+
+
+def _kb(size: int | None) -> str:
+    if size is None:
+        return ""
+    return f", {size / 1024:.0f} KB" if size < 1024 * 1024 else f", {size / 1048576:.1f} MB"
+
+
+def describe_media(message: Message) -> tuple[str, Attachment] | None:
+    """A placeholder such as ``[photo]`` and the attachment metadata, or None for text."""
+    ct = str(message.content_type)
+    if message.photo:
+        big = max(message.photo, key=lambda p: p.width * p.height)
+        dims = f"{big.width}x{big.height}"
+        return "[photo]", Attachment("photo", None, "image/jpeg", big.file_size, dims)
+    if message.document:
+        d = message.document
+        name = d.file_name or "file"
+        return (
+            f"[document: {name}{_kb(d.file_size)}]",
+            Attachment("document", name, d.mime_type, d.file_size),
+        )
+    if message.voice:
+        v = message.voice
+        desc = f"{v.duration}s"
+        return f"[voice message, {desc}]", Attachment("voice", None, v.mime_type, v.file_size, desc)
+    if message.audio:
+        a = message.audio
+        title = " – ".join(x for x in (a.performer, a.title) if x) or a.file_name or "audio"
+        return (
+            f"[audio: {title}, {a.duration}s]",
+            Attachment("audio", a.file_name or title, a.mime_type, a.file_size, f"{a.duration}s"),
+        )
+    if message.video:
+        v2 = message.video
+        return (
+            f"[video, {v2.duration}s]",
+            Attachment("video", v2.file_name, v2.mime_type, v2.file_size, f"{v2.duration}s"),
+        )
+    if message.video_note:
+        n = message.video_note
+        desc = f"{n.duration}s"
+        return f"[video message, {desc}]", Attachment("video_note", None, None, n.file_size, desc)
+    if message.animation:
+        an = message.animation
+        return "[GIF]", Attachment("animation", an.file_name, an.mime_type, an.file_size)
+    if message.sticker:
+        s = message.sticker
+        emoji = s.emoji or ""
+        return (
+            f"[sticker {emoji}]".replace(" ]", "]"),
+            Attachment("sticker", s.set_name, None, s.file_size, emoji or None),
+        )
+    if message.venue:
+        ve = message.venue
+        where = f"{ve.location.latitude:.5f}, {ve.location.longitude:.5f}"
+        return (
+            f"[venue: {ve.title}, {ve.address} ({where})]",
+            Attachment("location", ve.title, None, None, where),
+        )
+    if message.location:
+        loc = message.location
+        where = f"{loc.latitude:.5f}, {loc.longitude:.5f}"
+        return f"[location {where}]", Attachment("location", None, None, None, where)
+    if message.contact:
+        c = message.contact
+        name = " ".join(x for x in (c.first_name, c.last_name) if x)
+        return f"[contact: {name}, {c.phone_number}]", Attachment("contact", name, None, None, None)
+    if message.poll:
+        options = " / ".join(o.text for o in message.poll.options)
+        return f"[poll: {message.poll.question}]", Attachment("poll", None, None, None, options)
+    if message.dice:
+        dice = f"{message.dice.emoji} {message.dice.value}"
+        return f"[dice {dice}]", Attachment("dice", None, None, None, dice)
+    if message.text is not None:
+        return None
+    return f"[{ct.replace('_', ' ')}]", Attachment(ct)
+
+
+def translate_message(
+    message: Message,
+    *,
+    me: BotIdentity,
+    groups: Mapping[str, TelegramGroupConfig],
+    edited: bool = False,
+) -> InboundMessage | None:
+    """The event for ``message``, or None when it must be skipped (logged here)."""
+    chat = message.chat
+    ct = str(message.content_type)
+    if ct in SERVICE_TYPES:
+        log.debug("skipping service message %s in chat %s", ct, chat.id)
+        return None
+    user = message.from_user
+    aliases: tuple[str, ...]
+    if message.sender_chat is not None and (user is None or user.is_bot):
+        sender_id, sender_name, aliases = str(message.sender_chat.id), message.sender_chat.title, ()
+    elif user is not None:
+        sender_id, sender_name = str(user.id), user.full_name
+        aliases = (f"@{user.username}",) if user.username else ()
+    else:
+        log.info("skipping message %s in chat %s without a sender", message.message_id, chat.id)
+        return None
+
+    group_cfg: TelegramGroupConfig | None = None
+    if chat.type in GROUP_TYPES:
+        group_cfg = groups.get(str(chat.id))
+        if group_cfg is None and chat.username:
+            group_cfg = groups.get("@" + chat.username.lower())
+        if group_cfg is None:
+            log.info(
+                "ignoring a message in group %s (%r): not in channels.telegram.groups",
+                chat.id,
+                chat.title,
+            )
+            return None
+    elif chat.type != "private":
+        log.info("ignoring a message in %s chat %s", chat.type, chat.id)
+        return None
+
+    media = describe_media(message)
+    body = message.text if message.text is not None else (message.caption or "")
+    body, command_for_us = _normalise_command(body, me)
+    attachments: tuple[Attachment, ...] = ()
+    if media is not None:
+        placeholder, attachment = media
+        body = f"{placeholder} {body}".strip()
+        attachments = (attachment,)
+
+    reply_to = message.reply_to_message
+    replied_to_bot = bool(reply_to and reply_to.from_user and reply_to.from_user.id == me.id)
+    metadata: dict[str, Any] = {"telegram_message_id": message.message_id, "chat_type": chat.type}
+    if reply_to is not None:
+        metadata["reply_to"] = f"{chat.id}:{reply_to.message_id}"
+        prompt_cmd = command_from_prompt(reply_to.text) if replied_to_bot else None
+        if prompt_cmd and message.text:
+            body = f"{prompt_cmd} {message.text.strip()}"  # the answer to a Reply button
+    if message.forward_origin is not None:
+        metadata["forwarded"] = True
+    message_id = f"{chat.id}:{message.message_id}"
+    received = message.date if isinstance(message.date, datetime) else utcnow()
+    if edited:
+        stamp = message.edit_date or int(utcnow().timestamp())
+        message_id = f"{message_id}:edit:{stamp}"
+        metadata.update(edited=True, original_message_id=f"{chat.id}:{message.message_id}")
+        body = f"[edited] {body}".strip()
+        received = datetime.fromtimestamp(stamp, UTC)
+    if not body:
+        body = "[empty message]"
+
+    addressed = True
+    group_id = group_title = None
+    if group_cfg is not None:
+        group_id, group_title = str(chat.id), chat.title or group_cfg.title
+        addressed = (
+            group_cfg.respond == "always"
+            or replied_to_bot
+            or command_for_us is True
+            or _mentions_bot(message, message.text or message.caption or "", me)
+        ) and not (user is not None and user.is_bot)
+    return InboundMessage(
+        channel="telegram",
+        sender_id=sender_id,
+        sender_name=sender_name,
+        sender_aliases=aliases,
+        text=body,
+        message_id=message_id,
+        chat_id=str(chat.id),
+        received_at=received,
+        attachments=attachments,
+        group_id=group_id,
+        group_title=group_title,
+        addressed=addressed,
+        message_ref=f"{chat.id}:{message.message_id}",
+        metadata=metadata,
+    )
