@@ -1,0 +1,282 @@
+"""The systemd unit: rendering, install-service, systemd-analyze verify/security, W^X check."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot import service_unit
+from bot.service_unit import (
+    SYSTEM_CONFIG,
+    find_executable,
+    install_service,
+    render_unit,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+IN_CI = os.environ.get("CI") == "true"
+
+
+def _shared() -> Path:
+    env = os.environ.get("MY_AGENT_SHARED")
+    if env:
+        return Path(env)
+    rel = REPO / ".." / "shared"
+    return rel if rel.is_dir() else Path("/work/shared")
+
+
+def _analyze() -> str:
+    exe = shutil.which("systemd-analyze")
+    if exe is None:
+        if IN_CI:
+            pytest.fail("systemd-analyze missing (Debian package: systemd)")
+        pytest.skip("systemd-analyze not installed (apt-get install systemd)")
+    return exe
+
+
+def _directives(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line and not line.startswith(("#", "[")) and "=" in line:
+            key, value = line.split("=", 1)
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def test_repository_unit_is_the_rendered_default() -> None:
+    committed = (REPO / "systemd" / "my-agent.service").read_text()
+    assert committed == render_unit(config=SYSTEM_CONFIG)
+
+
+def test_system_unit_directives() -> None:
+    d = _directives(render_unit(config=SYSTEM_CONFIG))
+    expected = {
+        "Type": "notify",
+        "NotifyAccess": "main",
+        "WatchdogSec": "30",
+        "Restart": "on-failure",
+        "RestartPreventExitStatus": "78",
+        "StateDirectory": "my-agent",
+        "EnvironmentFile": "-/etc/my-agent/env",
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "PrivateDevices": "yes",
+        "ReadWritePaths": "%S/my-agent",
+        "ProtectKernelTunables": "yes",
+        "ProtectKernelModules": "yes",
+        "ProtectControlGroups": "yes",
+        "RestrictSUIDSGID": "yes",
+        "LockPersonality": "yes",
+        "RestrictRealtime": "yes",
+        "RestrictNamespaces": "yes",
+        "SystemCallArchitectures": "native",
+        "CapabilityBoundingSet": "",
+        "MemoryDenyWriteExecute": "yes",
+        "UMask": "0077",
+        "DynamicUser": "yes",
+    }
+    for key, value in expected.items():
+        assert d.get(key) == [value], key
+    assert "MY_AGENT_DATA_DIR=%S/my-agent" in d["Environment"]
+    assert d["ExecStart"] == [f"{service_unit.DEFAULT_EXECUTABLE} run --config {SYSTEM_CONFIG}"]
+    # systemd must wait longer than the daemon's own drain bound before SIGKILL.
+    assert int(d["TimeoutStopSec"][0]) > service_unit.DRAIN_SECONDS
+    assert d["WantedBy"] == ["multi-user.target"]
+
+
+def test_user_unit_leaves_out_namespace_options() -> None:
+    d = _directives(render_unit(user=True, executable=["/usr/bin/my-agent"]))
+    assert d["ExecStart"] == ["/usr/bin/my-agent run"]
+    assert d["EnvironmentFile"] == ["-%E/my-agent/env"]
+    assert d["WantedBy"] == ["default.target"]
+    for key in ("ProtectSystem", "ProtectHome", "PrivateTmp", "DynamicUser", "User"):
+        assert key not in d
+    assert d["NoNewPrivileges"] == ["yes"] and d["MemoryDenyWriteExecute"] == ["yes"]
+
+
+def test_exec_start_quoting_and_home_paths() -> None:
+    text = render_unit(executable=["/home/al ice/v%nv/bin/my-agent"], run_as="alice")
+    d = _directives(text)
+    assert d["ExecStart"] == ['"/home/al ice/v%%nv/bin/my-agent" run']
+    assert d["ProtectHome"] == ["read-only"]  # the code lives in a home directory
+    assert d["User"] == ["alice"] and "DynamicUser" not in d
+
+
+def _verify(unit: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(
+        [_analyze(), *extra, "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    # verify exits 0 on unknown keys or bad values: any diagnostic is a failure here.
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "", proc.stderr
+
+
+def test_systemd_analyze_verify_system_unit(tmp_path: Path) -> None:
+    unit = tmp_path / "my-agent.service"
+    unit.write_text(render_unit(executable=find_executable(), config=SYSTEM_CONFIG))
+    _verify(unit)
+
+
+def test_systemd_analyze_verify_user_unit(tmp_path: Path) -> None:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    unit = tmp_path / "my-agent.service"
+    unit.write_text(render_unit(user=True, executable=find_executable()))
+    _verify(unit, "--user", env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)})
+
+
+def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
+    # The check above can fail: a unit whose executable is missing is rejected.
+    unit = tmp_path / "my-agent.service"
+    unit.write_text(render_unit(executable=[str(tmp_path / "nope" / "my-agent")]))
+    with pytest.raises(AssertionError):
+        _verify(unit)
+
+
+def test_security_exposure_is_low(tmp_path: Path) -> None:
+    unit = tmp_path / "my-agent.service"
+    unit.write_text(render_unit(executable=find_executable(), config=SYSTEM_CONFIG))
+    proc = subprocess.run(
+        [_analyze(), "security", "--offline=true", "--no-pager", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    match = re.search(r"Overall exposure level for \S+: ([0-9.]+)", proc.stdout)
+    assert match, proc.stdout[-2000:] + proc.stderr
+    assert float(match.group(1)) <= 2.0
+
+
+def test_install_service_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    result = install_service(True, executable=["/usr/bin/my-agent"])
+    assert result.path == tmp_path / "cfg" / "systemd" / "user" / "my-agent.service"
+    assert result.path.read_text() == result.text
+    assert oct(result.path.stat().st_mode & 0o777) == "0o644"
+    assert "ExecStart=/usr/bin/my-agent run\n" in result.text  # no config file yet
+    joined = "\n".join(result.next_commands)
+    assert "systemctl --user daemon-reload" in joined
+    assert "systemctl --user enable --now my-agent.service" in joined
+    assert "config.example.yaml" in joined and "enable-linger" in joined
+    # Once the config exists, a second run points the unit at it.
+    cfg = tmp_path / "cfg" / "my-agent" / "config.yaml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text("owner: {name: Test}\n")
+    again = install_service(True, executable=["/usr/bin/my-agent"])
+    assert f"ExecStart=/usr/bin/my-agent run --config {cfg}\n" in again.text
+    assert "config.example.yaml" not in "\n".join(again.next_commands)
+
+
+def test_install_service_system_to_output(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("{}\n")
+    out = tmp_path / "out" / "my-agent.service"
+    result = install_service(
+        False, output=out, config=cfg, executable=["/home/bob/venv/bin/my-agent"]
+    )
+    assert result.path == out and out.is_file()
+    d = _directives(out.read_text())
+    assert d["ExecStart"] == [f"/home/bob/venv/bin/my-agent run --config {cfg}"]
+    assert d["ProtectHome"] == ["read-only"]
+    assert any("DynamicUser" in w for w in result.warnings)
+    joined = "\n".join(result.next_commands)
+    assert f"install -m 0644 {out} /etc/systemd/system/my-agent.service" in joined
+    assert "systemctl enable --now my-agent.service" in joined
+    assert "MY_AGENT_DATA_DIR=/var/lib/my-agent /home/bob/venv/bin/my-agent status" in joined
+
+
+def test_install_service_missing_config_is_warned(tmp_path: Path) -> None:
+    result = install_service(
+        False,
+        output=tmp_path / "u.service",
+        config=tmp_path / "absent.yaml",
+        executable=["/opt/my-agent/venv/bin/my-agent"],
+    )
+    assert any("status 78" in w for w in result.warnings)
+
+
+def test_cli_main_prints_next_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    service_unit.add_arguments(parser)
+    args = parser.parse_args(["--output", str(tmp_path / "x.service"), "--run-as", "agent"])
+    assert service_unit.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote {tmp_path / 'x.service'}")
+    assert "daemon-reload" in out
+    assert "User=agent" in (tmp_path / "x.service").read_text()
+
+
+def test_cli_main_unwritable_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    target = locked / "file-not-dir"
+    target.write_text("")
+    parser = argparse.ArgumentParser()
+    service_unit.add_arguments(parser)
+    # A path below a regular file cannot be created, whoever we are.
+    args = parser.parse_args(["--output", str(target / "x.service")])
+    assert service_unit.main(args) == 73  # EX_CANTCREAT, never a traceback
+    assert "cannot write the unit" in capsys.readouterr().err
+
+
+def test_find_executable_runs() -> None:
+    argv = find_executable()
+    assert Path(argv[0]).is_file() and os.access(argv[0], os.X_OK)
+
+
+MDWE_CHECK = r"""
+import ctypes, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(65, 1, 0, 0, 0) != 0:  # PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN
+    print("NO-MDWE", ctypes.get_errno()); sys.exit(3)
+try:
+    mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    print("W+X still allowed"); sys.exit(4)
+except OSError:
+    pass
+from bot.db import select_driver
+drv = select_driver()
+from fastembed import TextEmbedding
+model = TextEmbedding(model_name="sentence-transformers/all-MiniLM-L6-v2",
+                      specific_model_path=sys.argv[1], threads=1)
+vec = list(model.embed(["memory deny write execute"]))[0]
+print("OK", drv.vec_available, vec.shape[0])
+"""
+
+
+def test_memory_deny_write_execute_keeps_onnxruntime_working(tmp_path: Path) -> None:
+    """MemoryDenyWriteExecute=yes must not break embeddings or sqlite-vec.
+
+    The kernel's PR_SET_MDWE (what systemd uses for that setting when available) is
+    applied to a child process that then loads onnxruntime with the real model.
+    """
+    model = _shared() / "models" / "all-MiniLM-L6-v2-onnx"
+    if not (model / "model.onnx").is_file():
+        if IN_CI:
+            pytest.fail(f"embedding model missing at {model}")
+        pytest.skip(f"embedding model missing at {model}")
+    proc = subprocess.run(
+        [sys.executable, "-c", MDWE_CHECK, str(model)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(tmp_path)},
+        timeout=120,
+    )
+    if proc.returncode == 3:
+        pytest.skip("kernel without PR_SET_MDWE (Linux < 6.3)")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[-3:] == ["OK", "True", "384"]
