@@ -53,7 +53,8 @@ def _index_v1(conn: SyncConn) -> None:
             content TEXT NOT NULL,
             timestamp TEXT NOT NULL,
             channel TEXT,
-            sender TEXT
+            sender TEXT,
+            awaits_reply INTEGER NOT NULL DEFAULT 1  -- 0: group context, no reply expected
         );
         CREATE INDEX turns_by_conversation ON turns(conversation_id, turn_number);
 
@@ -106,6 +107,7 @@ def _index_v1(conn: SyncConn) -> None:
             kind TEXT NOT NULL DEFAULT 'message'
         );
         CREATE INDEX external_messages_party ON external_messages(party_id, id);
+        CREATE INDEX external_messages_ref ON external_messages(party_id, message_ref);
         CREATE TABLE escalations (
             id INTEGER PRIMARY KEY,
             party_id TEXT NOT NULL REFERENCES external_parties(id) ON DELETE CASCADE,

@@ -1,0 +1,84 @@
+"""The offline brain: what the daemon does when no language model is configured.
+
+It never pretends to be a model. Every reply is labelled as offline and shows what
+recall finds for the message, so the owner still gets something useful: their own
+past conversations on the subject. Third parties get a plain, labelled notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from bot.brain.base import BrainReply, BrainRequest, DeltaSink
+
+if TYPE_CHECKING:
+    from bot.search import SearchService
+
+log = logging.getLogger("my_agent.brain.offline")
+
+OFFLINE_LABEL = "[offline mode: no language model is configured]"
+
+
+class OfflineBrain:
+    """Labelled recall-only replies; streams them in small pieces like a model would."""
+
+    name = "offline"
+
+    def __init__(self, search: SearchService | None, max_results: int = 3) -> None:
+        self.search = search
+        self.max_results = max_results
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        if request.profile == "restricted":
+            text = (f"{OFFLINE_LABEL} Your message has been recorded and the owner can read it. "
+                    "No automatic answer is available right now.")
+        else:
+            text = await self._owner_reply(request)
+        if on_delta is not None:
+            for piece in _chunks(text, 24):
+                await on_delta(piece)
+                await asyncio.sleep(0)
+        return BrainReply(text=text, model="offline")
+
+    async def _owner_reply(self, request: BrainRequest) -> str:
+        lines = [f"{OFFLINE_LABEL} Set ANTHROPIC_API_KEY to get real answers."]
+        found = []
+        if self.search is not None and request.text.strip():
+            try:
+                page = await self.search.search(request.text, limit=self.max_results + 2)
+                for result in page.results:
+                    turns = [t for t in result.matched_turns
+                             if not (result.conversation_id == request.conversation_id
+                                     and t == request.turn_number)]
+                    if result.conversation_id == request.conversation_id and not turns:
+                        continue  # only the message itself matched
+                    found.append(result)
+                    if len(found) >= self.max_results:
+                        break
+            except Exception:
+                log.exception("recall failed for the offline reply")
+                lines.append("Recall is unavailable at the moment.")
+        if found:
+            lines.append("From past conversations:")
+            for i, result in enumerate(found, 1):
+                title = result.title or "Untitled conversation"
+                date = (result.timestamp or "")[:10]
+                snippet = " ".join((result.snippet or result.abbreviation or "").split())
+                if len(snippet) > 200:
+                    snippet = snippet[:197] + "..."
+                lines.append(f"{i}. {title} ({result.channel}, {date}, {result.turn_range}): "
+                             f"{snippet}")
+        elif len(lines) == 1:
+            lines.append("Nothing related turned up in past conversations.")
+        for note in request.notes:
+            lines.append(f"Note: {note}")
+        return "\n".join(lines)
+
+    async def close(self) -> None:
+        return None
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]

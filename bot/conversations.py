@@ -1,0 +1,322 @@
+"""The conversation manager: one writer for transcripts and the index.
+
+Every change is first appended durably to the conversation's transcript, then reflected
+in the index through :func:`bot.index.apply_lines` (the same code recovery uses), then
+announced on the :class:`~bot.hooks.EventBus`. Routing state (pinned, identity, model)
+travels in the transcript too (``meta`` extensions and ``meta_update`` events), so a
+deleted ``conversations.db`` is rebuilt exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from bot.config import AppConfig
+from bot.db import SyncConn
+from bot.hooks import EventBus
+from bot.index import (
+    SELECT_CONVERSATION,
+    ConversationIndex,
+    ConversationRecord,
+    apply_lines,
+    record_from_meta,
+    row_to_record,
+    upsert_conversation,
+)
+from bot.transcript import (
+    Line,
+    TranscriptStore,
+    event_line,
+    meta_line,
+    new_conversation_id,
+    turn_line,
+)
+
+log = logging.getLogger("my_agent.conversations")
+
+
+class ConversationNotFound(LookupError):
+    pass
+
+
+class ConversationManager:
+    """Create, resume, switch, rename and append to conversations."""
+
+    def __init__(self, config: AppConfig, store: TranscriptStore, index: ConversationIndex,
+                 bus: EventBus) -> None:
+        self.config = config
+        self.store = store
+        self.index = index
+        self.bus = bus
+        self._cache: dict[str, ConversationRecord] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._notes: dict[str, list[str]] = {}
+        self._index_behind: set[str] = set()
+
+    def _lock(self, conv_id: str) -> asyncio.Lock:
+        lock = self._locks.get(conv_id)
+        if lock is None:
+            lock = self._locks[conv_id] = asyncio.Lock()
+        return lock
+
+    # -- reading ----------------------------------------------------------------------
+    async def get(self, conv_id: str) -> ConversationRecord | None:
+        rec = self._cache.get(conv_id)
+        if rec is None:
+            rec = await self.index.get(conv_id)
+            if rec is not None:
+                self._cache[conv_id] = rec
+        return rec
+
+    async def require(self, conv_id: str) -> ConversationRecord:
+        rec = await self.get(conv_id)
+        if rec is None:
+            raise ConversationNotFound(conv_id)
+        return rec
+
+    async def list(self, channel: str | None = None, limit: int = 50, offset: int = 0,
+                   pinned: bool | None = None) -> list[ConversationRecord]:
+        return await self.index.list(channel=channel, limit=limit, offset=offset, pinned=pinned)
+
+    async def most_recent(self, channel: str = "web") -> ConversationRecord | None:
+        found = await self.index.list(channel=channel, limit=1)
+        return found[0] if found else None
+
+    async def pinned_for(self, identity_key: str) -> ConversationRecord | None:
+        row = await self.index.db.fetchone(
+            f"{SELECT_CONVERSATION} WHERE identity_key = ? AND pinned = 1", (identity_key,)
+        )
+        if row is None:
+            return None
+        rec = row_to_record(row)
+        return self._cache.setdefault(rec.id, rec)
+
+    def read_lines(self, conv_id: str) -> list[Line]:
+        return self.store.read_lines(conv_id)
+
+    async def read_turns(self, conv_id: str, from_turn: int | None = None,
+                         to_turn: int | None = None) -> list[Line]:
+        """Turn lines (both roles) with ``from_turn <= turnNumber <= to_turn``."""
+        lines = await self.store.aread_lines(conv_id)
+        out = []
+        for line in lines:
+            if line.get("type") != "turn":
+                continue
+            number = line.get("turnNumber", 0)
+            if from_turn is not None and number < from_turn:
+                continue
+            if to_turn is not None and number > to_turn:
+                continue
+            out.append(line)
+        return out
+
+    # -- creating ---------------------------------------------------------------------
+    async def create(
+        self,
+        channel: str,
+        *,
+        identity_key: str | None = None,
+        pinned: bool = False,
+        model: str | None = None,
+        participants: Iterable[str] = ("user",),
+        channel_meta: Mapping[str, Any] | None = None,
+        reason: str = "new",
+    ) -> ConversationRecord:
+        conv_id = new_conversation_id()
+        meta = meta_line(conv_id, channel, participants)
+        if identity_key:
+            meta["identityKey"] = identity_key
+        if pinned:
+            meta["pinned"] = True
+        meta["model"] = model or self.config.models.default
+        if channel_meta:
+            meta["channelMeta"] = dict(channel_meta)
+        await self.store.create(meta)
+        rec = record_from_meta(meta)
+        size = self.store.path(conv_id).stat().st_size
+
+        def _insert(conn: SyncConn) -> None:
+            if rec.pinned and rec.identity_key:
+                conn.execute(
+                    "UPDATE conversations SET pinned = 0 WHERE identity_key = ? AND pinned = 1",
+                    (rec.identity_key,),
+                )
+            rec.indexed_bytes = size
+            upsert_conversation(conn, rec)
+
+        await self.index.db.run(_insert)
+        self._cache[conv_id] = rec
+        log.info("created %s (%s%s)", conv_id, channel, ", pinned" if pinned else "")
+        await self.bus.emit("conversation_created", conversation=rec, reason=reason)
+        return rec
+
+    # -- appending --------------------------------------------------------------------
+    async def _append(self, conv_id: str, lines: list[Line]) -> ConversationRecord:
+        """Durable transcript append, then index update (caller holds the lock)."""
+        rec = await self.require(conv_id)
+        size = await self.store.append(conv_id, lines)
+        updated = copy.deepcopy(rec)
+        try:
+            if conv_id in self._index_behind:
+                # An earlier index write failed: catch up from the transcript instead.
+                updated = await self._catch_up(updated)
+            else:
+                await self.index.db.run(lambda c: apply_lines(c, updated, lines, size))
+        except Exception:
+            # The transcript is the source of truth and already has the lines; the index
+            # catches up on the next write or at the next start.
+            log.exception("index update failed for %s; will catch up", conv_id)
+            self._index_behind.add(conv_id)
+            for line in lines:  # keep the in-memory view right for routing decisions
+                _apply_in_memory(updated, line)
+        self._cache[conv_id] = updated
+        return updated
+
+    async def _catch_up(self, rec: ConversationRecord) -> ConversationRecord:
+        lines, offset = self.store.read_from(rec.id, rec.indexed_bytes)
+        fresh = copy.deepcopy(rec)
+        await self.index.db.run(lambda c: apply_lines(c, fresh, lines, offset))
+        self._index_behind.discard(rec.id)
+        return fresh
+
+    async def append_turn(
+        self,
+        conv_id: str,
+        role: str,
+        content: str,
+        *,
+        turn_number: int | None = None,
+        channel: str | None = None,
+        sender: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> tuple[ConversationRecord, Line]:
+        """Append a user or assistant turn. A user turn gets the next turn number; an
+        assistant turn shares the number of the user turn it answers."""
+        async with self._lock(conv_id):
+            rec = await self.require(conv_id)
+            if turn_number is None:
+                turn_number = rec.turn_count + 1 if role == "user" else max(rec.turn_count, 1)
+            line = turn_line(role, content, turn_number, channel=channel, sender=sender,
+                             metadata=dict(metadata) if metadata else None, **extra)
+            rec = await self._append(conv_id, [line])
+        await self.bus.emit("turn_appended", conversation_id=conv_id, turn=line, conversation=rec)
+        return rec, line
+
+    async def append_event(self, conv_id: str, event: str, **fields: Any) -> Line:
+        line = event_line(event, **fields)
+        async with self._lock(conv_id):
+            await self._append(conv_id, [line])
+        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
+        return line
+
+    async def _meta_update(self, conv_id: str, event: str = "meta_update",
+                           **fields: Any) -> ConversationRecord:
+        line = event_line(event, **fields)
+        async with self._lock(conv_id):
+            rec = await self._append(conv_id, [line])
+        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
+        await self.bus.emit("conversation_updated", conversation=rec)
+        return rec
+
+    async def rename(self, conv_id: str, title: str, manual: bool = True) -> ConversationRecord:
+        title = " ".join(title.split())[:80]
+        if not title:
+            raise ValueError("a title cannot be empty")
+        rec = await self._meta_update(conv_id, title=title, manuallyNamed=manual or None,
+                                      manual=manual or None)
+        await self.bus.emit("conversation_renamed", conversation_id=conv_id, title=title,
+                            manual=manual)
+        return rec
+
+    async def set_title_topics(self, conv_id: str, title: str | None, topics: list[str],
+                               through_turn: int, event: str = "title_assigned"
+                               ) -> ConversationRecord | None:
+        """Automatic naming; never overrides a manual title."""
+        rec = await self.require(conv_id)
+        if rec.manually_named:
+            title = None
+        fields: dict[str, Any] = {"topics": topics, "throughTurn": through_turn}
+        if title:
+            fields["title"] = title
+        rec = await self._meta_update(conv_id, event=event, **fields)
+        if title:
+            await self.bus.emit("conversation_renamed", conversation_id=conv_id, title=title,
+                                manual=False)
+        return rec
+
+    async def set_model(self, conv_id: str, alias: str) -> ConversationRecord:
+        return await self._meta_update(conv_id, model=alias)
+
+    async def set_channel_meta(self, conv_id: str, **meta: Any) -> ConversationRecord:
+        return await self._meta_update(conv_id, channelMeta=meta)
+
+    async def set_abbreviation(self, conv_id: str, text: str,
+                               through_turn: int | None = None) -> ConversationRecord:
+        rec = await self.require(conv_id)
+        through = rec.turn_count if through_turn is None else through_turn
+        line = event_line("abbreviation", text=text, throughTurn=through)
+        async with self._lock(conv_id):
+            rec = await self._append(conv_id, [line])
+        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
+        await self.bus.emit("conversation_updated", conversation=rec)
+        return rec
+
+    async def mark_needs_abbreviation(self, conv_id: str, flag: bool = True) -> None:
+        """Operational flag only (derivable after a rebuild from abbreviated_turn)."""
+        await self.index.db.run(lambda c: c.execute(
+            "UPDATE conversations SET needs_abbreviation = ? WHERE id = ?", (int(flag), conv_id)))
+        rec = self._cache.get(conv_id)
+        if rec is not None:
+            rec.needs_abbreviation = flag
+
+    async def record_message_ref(self, conv_id: str, channel: str, ref: str,
+                                 direction: str = "out") -> None:
+        await self.append_event(conv_id, "message_ref", channel=channel, ref=ref,
+                                direction=direction)
+
+    # -- pinning and /new ------------------------------------------------------------
+    async def unpin(self, conv_id: str) -> ConversationRecord:
+        return await self._meta_update(conv_id, pinned=False)
+
+    async def new_for_channel(self, current: ConversationRecord) -> ConversationRecord:
+        """/new on a channel: unpin the current conversation, pin a fresh one that
+        inherits the model, identity and channel metadata (seed 000 "/new")."""
+        if current.pinned:
+            await self.unpin(current.id)
+        fresh = await self.create(
+            current.channel,
+            identity_key=current.identity_key,
+            pinned=True,
+            model=current.model,
+            participants=current.participants,
+            channel_meta=current.channel_meta,
+            reason="new",
+        )
+        await self.bus.emit("conversation_switched", previous_id=current.id,
+                            current_id=fresh.id, channel=current.channel)
+        return fresh
+
+    # -- notes for the next reply (e.g. naming's suggestSplit) -------------------------
+    def add_note(self, conv_id: str, text: str) -> None:
+        self._notes.setdefault(conv_id, []).append(text)
+
+    def take_notes(self, conv_id: str) -> list[str]:
+        return self._notes.pop(conv_id, [])
+
+
+def _apply_in_memory(rec: ConversationRecord, line: Mapping[str, Any]) -> None:
+    """Mirror of apply_line for the cache when the index could not be written."""
+    if line.get("type") == "turn" and isinstance(line.get("turnNumber"), int):
+        rec.turn_count = max(rec.turn_count, line["turnNumber"])
+        if isinstance(line.get("timestamp"), str):
+            rec.updated = max(rec.updated, line["timestamp"])
+    elif line.get("type") == "event" and line.get("event") in ("meta_update", "title_assigned"):
+        for key, attr in (("title", "title"), ("model", "model"), ("pinned", "pinned"),
+                          ("manuallyNamed", "manually_named")):
+            if key in line:
+                setattr(rec, attr, line[key])

@@ -1,0 +1,192 @@
+"""The persisted outbox: every message to a channel is sent from here, at most once.
+
+A reply is made durable in its transcript first, then queued here (``state.db``) under
+a dedup key such as ``conv-...:7:reply``; queuing the same key twice is a no-op, so a
+reply recovered after a crash is never sent twice. One worker per channel sends in
+order, retrying failures with exponential backoff and jitter; the queue survives
+restarts (a reply survives an SMTP outage and a reboot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, replace
+from typing import Any
+
+from bot.channel import Channel, PermanentSendError
+from bot.db import Database, SyncConn
+from bot.events import OutboundMessage, SendResult, iso, utcnow
+from bot.tasks import spawn
+
+log = logging.getLogger("my_agent.outbox")
+
+SentCallback = Callable[[OutboundMessage, SendResult], Awaitable[None]]
+
+
+def _encode(msg: OutboundMessage) -> str:
+    data = asdict(msg)
+    data["metadata"] = dict(msg.metadata)
+    return json.dumps(data, ensure_ascii=False)
+
+
+def _decode(payload: str, outbox_id: int) -> OutboundMessage:
+    data = json.loads(payload)
+    data["thread_refs"] = tuple(data.get("thread_refs") or ())
+    data["actions"] = tuple(tuple(a) for a in data.get("actions") or ())
+    data["outbox_id"] = outbox_id
+    return OutboundMessage(**data)
+
+
+def backoff(attempt: int, base: float = 1.0, cap: float = 300.0) -> float:
+    """Exponential backoff with full jitter (attempt counts from 1)."""
+    return random.uniform(0, min(cap, base * (2 ** min(attempt, 16))))
+
+
+class Outbox:
+    def __init__(self, db: Database, *, max_attempts: int = 50, base_delay: float = 1.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self.clock = clock
+        self._channels: dict[str, Channel] = {}
+        self._wake: dict[str, asyncio.Event] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._on_sent: list[SentCallback] = []
+        self._stopping = False
+
+    def on_sent(self, callback: SentCallback) -> None:
+        self._on_sent.append(callback)
+
+    async def enqueue(self, msg: OutboundMessage, dedup_key: str | None = None) -> int | None:
+        """Persist ``msg`` for delivery; returns its id, or None if the key was queued before."""
+        def _insert(conn: SyncConn) -> int | None:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO outbox (channel, payload, conversation_id, party_id,"
+                " dedup_key, created) VALUES (?, ?, ?, ?, ?, ?)",
+                (msg.channel, _encode(msg), msg.conversation_id, msg.party_id, dedup_key,
+                 iso(utcnow())))
+            return int(cur.lastrowid) if cur.rowcount else None
+
+        outbox_id = await self.db.run(_insert)
+        if outbox_id is not None:
+            self._wake.setdefault(msg.channel, asyncio.Event()).set()
+        return outbox_id
+
+    async def has_key(self, dedup_key: str) -> bool:
+        row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))
+        return row is not None
+
+    async def pending_count(self) -> int:
+        row = await self.db.fetchone("SELECT count(*) FROM outbox WHERE status = 'pending'")
+        return int(row[0]) if row else 0
+
+    async def sent_messages(self, channel: str | None = None) -> list[OutboundMessage]:
+        rows = await self.db.fetchall(
+            "SELECT id, payload FROM outbox WHERE status = 'sent'"
+            + (" AND channel = ?" if channel else "") + " ORDER BY id",
+            (channel,) if channel else ())
+        return [_decode(p, i) for i, p in rows]
+
+    # -- workers ---------------------------------------------------------------------
+    def attach(self, channel: Channel) -> None:
+        """Start delivering this channel's queue."""
+        self._channels[channel.name] = channel
+        self._wake.setdefault(channel.name, asyncio.Event()).set()
+        self._workers[channel.name] = spawn(self._worker(channel.name),
+                                            name=f"outbox-{channel.name}")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in self._workers.values():
+            task.cancel()
+        if self._workers:
+            await asyncio.wait(list(self._workers.values()), timeout=5)
+        self._workers.clear()
+
+    async def _next_due(self, channel: str) -> tuple[OutboundMessage, int, float | None] | None:
+        rows = await self.db.fetchall(
+            "SELECT id, payload, attempts, next_attempt FROM outbox WHERE channel = ? AND "
+            "status = 'pending' ORDER BY id LIMIT 1", (channel,))
+        if not rows:
+            return None
+        outbox_id, payload, attempts, next_attempt = rows[0]
+        wait = next_attempt - self.clock()
+        return _decode(payload, outbox_id), attempts, (wait if wait > 0 else None)
+
+    async def _worker(self, channel_name: str) -> None:
+        wake = self._wake.setdefault(channel_name, asyncio.Event())
+        while not self._stopping:
+            wake.clear()
+            item = await self._next_due(channel_name)
+            if item is None:
+                await wake.wait()
+                continue
+            msg, attempts, wait = item
+            if wait is not None:
+                # Strict order per channel: the head waits for its retry time.
+                try:
+                    await asyncio.wait_for(wake.wait(), timeout=wait)
+                except TimeoutError:
+                    pass
+                continue
+            await self._deliver(msg, attempts)
+
+    async def _deliver(self, msg: OutboundMessage, attempts: int) -> None:
+        channel = self._channels[msg.channel]
+        try:
+            result = await channel.send(msg)
+        except asyncio.CancelledError:
+            raise
+        except PermanentSendError as exc:
+            log.error("outbox %s to %s failed permanently: %s", msg.outbox_id, msg.channel, exc)
+            await self._mark(msg, "failed", attempts + 1, error=str(exc))
+            return
+        except Exception as exc:
+            attempts += 1
+            delay = backoff(attempts, self.base_delay)
+            status = "failed" if attempts >= self.max_attempts else "pending"
+            log.warning("outbox %s to %s failed (attempt %d, retry in %.1fs): %s",
+                        msg.outbox_id, msg.channel, attempts, delay, exc)
+            await self._mark(msg, status, attempts, error=repr(exc), delay=delay)
+            return
+        await self._mark(msg, "sent", attempts + 1, ref=result.message_ref)
+        sent = replace(msg)
+        for callback in self._on_sent:
+            try:
+                await callback(sent, result)
+            except Exception:
+                log.exception("outbox sent-callback failed for %s", msg.outbox_id)
+
+    async def _mark(self, msg: OutboundMessage, status: str, attempts: int, *,
+                    error: str | None = None, ref: str | None = None,
+                    delay: float = 0.0) -> None:
+        now = self.clock()
+
+        def _update(conn: SyncConn) -> None:
+            conn.execute(
+                "UPDATE outbox SET status = ?, attempts = ?, next_attempt = ?, last_error = ?,"
+                " sent = CASE WHEN ? = 'sent' THEN ? ELSE sent END, message_ref = ? WHERE id = ?",
+                (status, attempts, now + delay, error, status, iso(utcnow()), ref,
+                 msg.outbox_id))
+
+        await self.db.run(_update)
+
+    def kick(self) -> None:
+        """Retry everything now (e.g. after a channel reconnects)."""
+        for event in self._wake.values():
+            event.set()
+
+    async def retry_now(self) -> None:
+        await self.db.run(lambda c: c.execute(
+            "UPDATE outbox SET next_attempt = 0 WHERE status = 'pending'"))
+        self.kick()
+
+
+def describe(msg: OutboundMessage) -> dict[str, Any]:
+    return {"channel": msg.channel, "chat": msg.chat_id, "kind": msg.kind, "text": msg.text[:80]}

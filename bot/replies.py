@@ -1,0 +1,210 @@
+"""Producing replies: one at a time per conversation (or party), in arrival order.
+
+A reply job runs after the user turn is durable. The brain's text is appended to the
+transcript (durable) and only then queued in the outbox, under a dedup key, so a crash
+at any point either leaves an unanswered user turn (answered after restart) or a
+recorded reply (sent at most once). When the model is unreachable the user is told once
+and the job waits and retries, holding back later messages of the same conversation so
+order is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
+from bot.events import OutboundMessage, StreamEvent
+from bot.tasks import spawn
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.replies")
+
+APOLOGY = "Sorry, something went wrong while answering. Your message is saved."
+OUTAGE = ("I can't reach the language model right now. Your message is saved and I will "
+          "answer as soon as it is back.")
+STOPPED = "\n\n[generation stopped]"
+
+
+@dataclass(frozen=True)
+class ReplyTarget:
+    """Where a reply goes (normally where the message came from)."""
+
+    channel: str
+    chat_id: str
+    in_reply_to: str | None = None
+    thread_refs: tuple[str, ...] = ()
+    subject: str | None = None
+
+
+class KeyedSerialQueue:
+    """Jobs run strictly one after another per key; different keys run concurrently."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, deque[Callable[[], Awaitable[None]]]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self.accepting = True
+
+    def submit(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
+        self._queues.setdefault(key, deque()).append(job)
+        if key not in self._workers:
+            self._workers[key] = spawn(self._run(key), name=f"serial-{key}")
+
+    def busy(self, key: str) -> bool:
+        return key in self._workers
+
+    def pending(self) -> int:
+        return sum(len(q) for q in self._queues.values()) + len(self._workers)
+
+    async def _run(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue and self.accepting:
+                job = queue.popleft()
+                try:
+                    await job()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("job for %s failed", key)
+        finally:
+            self._workers.pop(key, None)
+            if not queue:
+                self._queues.pop(key, None)
+
+    async def drain(self, timeout: float) -> bool:
+        """Stop taking queued jobs, let running ones finish within ``timeout``."""
+        self.accepting = False
+        workers = list(self._workers.values())
+        if workers:
+            done, pending = await asyncio.wait(workers, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2)
+                return False
+        return True
+
+
+class ReplyEngine:
+    """Runs the brain for owner conversations and restricted third-party exchanges."""
+
+    def __init__(self, services: Services) -> None:
+        self.s = services
+        self.queue = KeyedSerialQueue()
+        self._generations: dict[str, asyncio.Task[BrainReply]] = {}
+        self._stop_requested: set[str] = set()
+        self.retry_interval = services.config.brain.pending_retry_interval
+
+    # -- owner conversations --------------------------------------------------------
+    def submit(self, conversation_id: str, turn_number: int, text: str, target: ReplyTarget,
+               sender: str | None = None) -> None:
+        self.queue.submit(conversation_id, lambda: self._reply(conversation_id, turn_number,
+                                                                text, target, sender))
+
+    def cancel(self, conversation_id: str) -> bool:
+        """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
+        task = self._generations.get(conversation_id)
+        if task is None or task.done():
+            return False
+        self._stop_requested.add(conversation_id)
+        task.cancel()
+        return True
+
+    async def _typing(self, target: ReplyTarget) -> None:
+        channel = self.s.channels.get(target.channel)
+        typing = getattr(channel, "typing", None)
+        if typing is None:
+            return
+        try:
+            await typing(target.chat_id)
+        except Exception as exc:  # a typing indicator is cosmetic
+            log.debug("typing indicator failed: %s", exc)
+
+    async def _reply(self, conv_id: str, turn: int, text: str, target: ReplyTarget,
+                     sender: str | None) -> None:
+        rec = await self.s.conversations.require(conv_id)
+        group = rec.identity_key is not None and ":group:" in rec.identity_key
+        owner_sender = sender is None or self.s.identities.match(target.channel, sender) is not None
+        profile = "restricted" if group and not owner_sender else "owner"
+        history = ()
+        if profile == "restricted":
+            history = await self._group_history(conv_id, turn)
+        request = BrainRequest(
+            profile=profile, channel=target.channel, text=text,
+            model_alias=rec.model or self.s.config.models.default, conversation_id=conv_id
+            if profile == "owner" else None, turn_number=turn, party_name=sender,
+            scope=self.s.config.trust.known_scope if profile == "restricted" else None,
+            history=history, notes=tuple(self.s.conversations.take_notes(conv_id)))
+        reply = await self._generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
+        extra = {}
+        if reply.usage is not None:
+            extra["usage"] = {"input": reply.usage.input, "output": reply.usage.output}
+        await self.s.conversations.append_turn(
+            conv_id, "assistant", reply.text, turn_number=turn, channel=target.channel,
+            usage=extra.get("usage"), cost=reply.cost, thinkingText=reply.thinking_text,
+            model=reply.model, **reply.extra)
+        await self.s.outbox.enqueue(
+            OutboundMessage(channel=target.channel, chat_id=target.chat_id, text=reply.text,
+                            kind="reply", conversation_id=conv_id, in_reply_to=target.in_reply_to,
+                            thread_refs=target.thread_refs, subject=target.subject),
+            dedup_key=f"{conv_id}:{turn}:reply")
+
+    async def _group_history(self, conv_id: str, turn: int) -> tuple:
+        from bot.brain.base import HistoryTurn
+
+        lines = await self.s.conversations.read_turns(conv_id, max(1, turn - 20), turn - 1)
+        return tuple(HistoryTurn(role=line["role"], content=(
+            f"{line.get('sender')}: {line['content']}" if line["role"] == "user"
+            and line.get("sender") else line["content"])) for line in lines)
+
+    async def _generate(self, key: str, turn: int, request: BrainRequest, target: ReplyTarget,
+                        dedup: str) -> BrainReply:
+        """Call the brain; wait out outages (telling the user once); honour stop."""
+        told = False
+        while True:
+            streamed: list[str] = []
+
+            async def on_delta(delta: str) -> None:
+                streamed.append(delta)
+                sink = self.s.stream_sink
+                if sink is not None and request.conversation_id is not None:
+                    await sink(StreamEvent(request.conversation_id, turn, delta))
+
+            await self._typing(target)
+            task = asyncio.ensure_future(self.s.brain.reply(request, on_delta))
+            self._generations[key] = task
+            try:
+                reply = await task
+                return reply
+            except asyncio.CancelledError:
+                if key in self._stop_requested and task.cancelled():
+                    current = asyncio.current_task()
+                    if current is None or not current.cancelling():
+                        self._stop_requested.discard(key)
+                        return BrainReply(text="".join(streamed) + STOPPED, model="stopped")
+                raise
+            except BrainUnavailable as exc:
+                log.warning("brain unavailable for %s turn %s: %s", key, turn, exc)
+                if not told:
+                    told = True
+                    await self.s.outbox.enqueue(
+                        OutboundMessage(channel=target.channel, chat_id=target.chat_id,
+                                        text=OUTAGE, kind="notice",
+                                        conversation_id=request.conversation_id),
+                        dedup_key=f"{dedup}:outage")
+                await asyncio.sleep(self.retry_interval)
+            except Exception:
+                log.exception("brain failed for %s turn %s", key, turn)
+                return BrainReply(text=APOLOGY, model="error", extra={"error": True})
+            finally:
+                self._generations.pop(key, None)
+                if request.conversation_id is not None and self.s.stream_sink is not None:
+                    await self.s.stream_sink(StreamEvent(request.conversation_id, turn, "",
+                                                         done=True))

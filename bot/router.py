@@ -1,0 +1,357 @@
+"""The router: identity check -> slash commands -> conversation flow | external flow.
+
+Implements :class:`bot.channel.ChannelHost`. ``deliver`` returns once the message is
+durable; replies are produced afterwards by the :class:`~bot.replies.ReplyEngine`.
+Seed 000 "Flow 3" and SPEC.md "Routing and trust".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from bot.channel import DeliveryError
+from bot.commands import Commands, parse_command
+from bot.events import InboundMessage, OutboundMessage
+from bot.external import PartyRecord, normalise_identity
+from bot.index import ConversationRecord
+from bot.replies import ReplyTarget
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.router")
+
+THREADED_CHANNELS = {"email"}
+_SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|sv|wg)(\[\d+\])?\s*:\s*)+", re.I)
+STORAGE_RETRIES = (0.1, 0.5, 1.5)
+
+
+class ReadOnlyConversation(Exception):
+    """A pinned channel conversation cannot be written to from the dashboard."""
+
+
+def normalise_subject(subject: str | None) -> str:
+    return " ".join(_SUBJECT_PREFIX.sub("", subject or "").lower().split())
+
+
+class Router:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+        self.commands = Commands(services)
+        self.accepting = True
+        self._storage_alerted = False
+
+    # -- ChannelHost ---------------------------------------------------------------
+    async def deliver(self, message: InboundMessage) -> None:
+        if not self.accepting:
+            raise DeliveryError("the daemon is shutting down")
+        for attempt, delay in enumerate((*STORAGE_RETRIES, None)):
+            try:
+                await self._route(message)
+                if attempt:
+                    log.info("stored %s after %d retries", message.message_id, attempt)
+                return
+            except ReadOnlyConversation:
+                raise DeliveryError("this conversation belongs to its channel and is read-only "
+                                    "here") from None
+            except OSError as exc:
+                log.error("cannot store message %s from %s (%s)", message.message_id,
+                          message.channel, exc)
+                if delay is None:
+                    self.s.spool(message)
+                    await self._alert_owner_storage(exc)
+                    raise DeliveryError(f"storage failure: {exc}") from exc
+                await asyncio.sleep(delay)
+
+    async def get_cursor(self, channel: str, key: str) -> str | None:
+        row = await self.s.state.fetchone(
+            "SELECT value FROM channel_cursors WHERE channel = ? AND key = ?", (channel, key))
+        return str(row[0]) if row else None
+
+    async def set_cursor(self, channel: str, key: str, value: str) -> None:
+        from bot.events import iso, utcnow
+
+        await self.s.state.execute(
+            "INSERT INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(channel, key) DO UPDATE SET value = excluded.value, "
+            "updated = excluded.updated", (channel, key, value, iso(utcnow())))
+
+    async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
+        await self.s.conversations.record_message_ref(conversation_id, channel, ref, "out")
+
+    def cancel(self, conversation_id: str) -> bool:
+        return self.s.replies.cancel(conversation_id)
+
+    # -- routing ---------------------------------------------------------------------
+    async def _route(self, msg: InboundMessage) -> None:
+        if await self.s.index.conversation_for_ref(msg.channel, msg.message_id):
+            log.info("duplicate %s message %s dropped", msg.channel, msg.message_id)
+            return
+        if msg.channel == "web":
+            await self._owner_flow(msg, "web:owner")
+            return
+        if msg.group_id:
+            await self._group_flow(msg)
+            return
+        owner = self.s.identities.match(msg.channel, msg.sender_id, msg.sender_aliases)
+        if owner is not None and msg.identity_verified is not False:
+            await self._owner_flow(msg, f"{msg.channel}:{owner}")
+            return
+        if owner is not None:
+            log.warning("%s message claims an owner identity but failed verification: "
+                        "handled as a third party", msg.channel)
+        await self._external_flow(msg)
+
+    async def _resolve(self, msg: InboundMessage, identity_key: str) -> ConversationRecord:
+        manager = self.s.conversations
+        if msg.channel == "web":
+            if msg.conversation_id:
+                rec = await manager.require(msg.conversation_id)
+                if rec.pinned and rec.channel != "web":
+                    raise ReadOnlyConversation(rec.id)
+                return rec
+            return await manager.most_recent("web") or await manager.create("web")
+        if msg.channel in THREADED_CHANNELS:
+            return await self._resolve_thread(msg)
+        rec = await manager.pinned_for(identity_key)
+        if rec is None:
+            rec = await manager.create(
+                msg.channel, identity_key=identity_key, pinned=True,
+                participants=[msg.sender_name or msg.sender_id],
+                channel_meta={"chatId": msg.chat_id, "contact": msg.sender_name or msg.sender_id},
+                reason="first_contact")
+        return rec
+
+    async def _resolve_thread(self, msg: InboundMessage) -> ConversationRecord:
+        """E-mail: In-Reply-To, then References, then (bounded) subject + sender."""
+        manager = self.s.conversations
+        for ref in msg.thread_refs:
+            conv_id = await self.s.index.conversation_for_ref(msg.channel, ref)
+            if conv_id:
+                rec = await manager.require(conv_id)
+                if not rec.pinned and rec.identity_key:  # /new moved the thread on
+                    rec = await manager.pinned_for(rec.identity_key) or rec
+                return rec
+        subject = normalise_subject(msg.subject)
+        if subject and msg.thread_refs:  # a reply whose references we never saw
+            window = self.s.config.channels.email.subject_thread_window_days
+            for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
+                if (normalise_subject(rec.channel_meta.get("subject")) == subject
+                        and rec.channel_meta.get("chatId") == msg.chat_id
+                        and _age_days(rec.updated) <= window):
+                    return rec
+        root = msg.message_ref or msg.message_id
+        return await manager.create(
+            msg.channel, identity_key=f"{msg.channel}-thread:{root}", pinned=True,
+            participants=[msg.sender_name or msg.sender_id],
+            channel_meta={"chatId": msg.chat_id, "subject": msg.subject or "",
+                          "contact": msg.sender_name or msg.sender_id},
+            reason="first_contact")
+
+    def _turn_metadata(self, msg: InboundMessage) -> dict[str, Any]:
+        meta: dict[str, Any] = {"messageId": msg.message_id, "chatId": msg.chat_id}
+        if msg.message_ref and msg.message_ref != msg.message_id:
+            meta["messageRef"] = msg.message_ref
+        if msg.thread_refs:
+            meta["threadRefs"] = list(msg.thread_refs)
+        if msg.subject:
+            meta["subject"] = msg.subject
+        if msg.attachments:
+            meta["attachments"] = [asdict(a) for a in msg.attachments]
+        meta.update(msg.metadata)
+        return meta
+
+    def _target(self, msg: InboundMessage) -> ReplyTarget:
+        refs = tuple(reversed(msg.thread_refs))
+        if msg.message_ref:
+            refs = (*refs, msg.message_ref)
+        return ReplyTarget(channel=msg.channel, chat_id=msg.chat_id,
+                           in_reply_to=msg.message_ref or msg.message_id,
+                           thread_refs=tuple(dict.fromkeys(refs)), subject=msg.subject)
+
+    async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:
+        rec = await self._resolve(msg, identity_key)
+        command = parse_command(msg.text)
+        if command is not None:
+            await self._run_command(msg, rec, *command)
+            return
+        await self._record_and_reply(msg, rec, sender=None if msg.channel == "web"
+                                     else msg.sender_id)
+
+    async def _record_and_reply(self, msg: InboundMessage, rec: ConversationRecord,
+                                sender: str | None) -> None:
+        extra: dict[str, Any] = {}
+        if not msg.addressed:
+            extra["awaitReply"] = False
+        rec, line = await self.s.conversations.append_turn(
+            rec.id, "user", msg.text, channel=msg.channel, sender=sender,
+            metadata=self._turn_metadata(msg), **extra)
+        if msg.channel != "web" and rec.channel_meta.get("chatId") != msg.chat_id \
+                and rec.channel == msg.channel:
+            await self.s.conversations.set_channel_meta(rec.id, chatId=msg.chat_id)
+        if msg.addressed:
+            self.s.replies.submit(rec.id, line["turnNumber"], msg.text, self._target(msg),
+                                  sender=sender)
+
+    async def _run_command(self, msg: InboundMessage, rec: ConversationRecord, name: str,
+                           args: str, owner: bool = True) -> None:
+        await self.s.conversations.append_event(
+            rec.id, "command", command=f"/{name}", args=args or None, channel=msg.channel,
+            sender=msg.sender_id, metadata={"messageId": msg.message_id})
+        if owner:
+            result = await self.commands.run_owner(name, args, msg, rec)
+        elif name in ("trust", "block", "reply"):
+            result = await self.commands.run_stranger(name, args, _no_party(msg))
+        else:
+            result = await self.commands.run_owner(name, args, msg, rec)
+        if result.switched_to is not None and msg.channel in THREADED_CHANNELS:
+            await self.s.conversations.record_message_ref(
+                result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in")
+        target = self._target(msg)
+        await self.s.outbox.enqueue(
+            OutboundMessage(channel=msg.channel, chat_id=msg.chat_id, text=result.text,
+                            kind="command", conversation_id=(result.switched_to or rec).id,
+                            in_reply_to=target.in_reply_to, thread_refs=target.thread_refs,
+                            subject=msg.subject,
+                            metadata={"command": name, **({"switchedTo": result.switched_to.id}
+                                                          if result.switched_to else {})}),
+            dedup_key=f"{msg.channel}:{msg.message_id}:command")
+
+    async def _group_flow(self, msg: InboundMessage) -> None:
+        key = f"{msg.channel}:group:{msg.group_id}"
+        rec = await self.s.conversations.pinned_for(key)
+        if rec is None:
+            rec = await self.s.conversations.create(
+                msg.channel, identity_key=key, pinned=True, participants=[],
+                channel_meta={"chatId": msg.chat_id, "groupId": msg.group_id,
+                              "contact": msg.group_title or msg.group_id}, reason="first_contact")
+        is_owner = self.s.identities.match(msg.channel, msg.sender_id, msg.sender_aliases)
+        command = parse_command(msg.text) if msg.addressed else None
+        if command is not None:
+            await self._run_command(msg, rec, *command, owner=is_owner is not None)
+            return
+        await self._record_and_reply(msg, rec, sender=msg.sender_name or msg.sender_id)
+
+    # -- third parties ---------------------------------------------------------------
+    async def _external_flow(self, msg: InboundMessage) -> None:
+        ext = self.s.external
+        party_key = normalise_identity(msg.channel, msg.sender_id)
+        party, duplicate = await ext.record_inbound(
+            msg.channel, party_key, display_name=msg.sender_name, chat_id=msg.chat_id,
+            text=msg.text, message_ref=msg.message_id)
+        if duplicate:
+            return
+        if party.tier == "blocked":
+            log.info("message from blocked party %s recorded, not answered", party.id)
+            return
+        command = parse_command(msg.text)
+        if command is not None:
+            result = await self.commands.run_stranger(command[0], command[1], party)
+            await self.send_to_party(party, result.text, kind="command",
+                                     dedup=f"{msg.channel}:{msg.message_id}:command")
+            return
+        if party.tier == "known":
+            self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, msg))
+            return
+        due = ext.escalation_due(party)
+        ack = self.s.config.trust.acknowledgement
+        if ack and due:
+            await self.send_to_party(party, ack, kind="acknowledgement",
+                                     dedup=f"{msg.channel}:{msg.message_id}:ack")
+        if due:
+            await self.escalate(party, msg.text)
+
+    async def _answer_known(self, party: PartyRecord, msg: InboundMessage) -> None:
+        from bot.brain.base import BrainRequest, HistoryTurn
+
+        history = await self.s.external.history(party)
+        if history and history[-1]["direction"] == "in" and history[-1]["content"] == msg.text:
+            history = history[:-1]
+        request = BrainRequest(
+            profile="restricted", channel=msg.channel, text=msg.text,
+            model_alias=party.model or self.s.config.models.default,
+            party_name=msg.sender_name or party.party_key, scope=self.s.config.trust.known_scope,
+            history=tuple(HistoryTurn("user" if h["direction"] == "in" else "assistant",
+                                      h["content"]) for h in history))
+        reply = await self.s.replies._generate(party.id, 0, request, self._target(msg),
+                                               f"{msg.channel}:{msg.message_id}")
+        await self.send_to_party(party, reply.text, kind="reply",
+                                 dedup=f"{msg.channel}:{msg.message_id}:reply",
+                                 in_reply_to=msg.message_ref or msg.message_id,
+                                 subject=msg.subject)
+
+    async def send_to_party(self, party: PartyRecord, text: str, *, kind: str = "reply",
+                            dedup: str | None = None, in_reply_to: str | None = None,
+                            subject: str | None = None) -> None:
+        """Record and queue a message to a third party (reply, acknowledgement, /reply)."""
+        await self.s.external.record_outbound(party.id, text, kind=kind)
+        await self.s.outbox.enqueue(
+            OutboundMessage(channel=party.channel, chat_id=party.chat_id or party.party_key,
+                            text=text, kind=kind, party_id=party.id,  # type: ignore[arg-type]
+                            in_reply_to=in_reply_to, subject=subject), dedup_key=dedup)
+
+    async def escalate(self, party: PartyRecord, text: str) -> None:
+        """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
+        quoted = text if len(text) <= 500 else text[:497] + "..."
+        body = (f"Message from {party.label}, not a known contact (id {party.id}):\n"
+                f"\u201c{quoted}\u201d\n"
+                f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
+                f"/reply {party.id} <text> to answer yourself.")
+        await self.s.external.add_escalation(party, body)
+        channel = self.s.config.escalation_channel()
+        if channel == "web" or channel not in self.s.channels:
+            return  # the dashboard shows pending escalations
+        owner = self.s.identities.first(channel)
+        if owner is None:
+            log.warning("no owner identity on %s to escalate to", channel)
+            return
+        key = f"{channel}:{owner}"
+        rec = await self.s.conversations.pinned_for(key)
+        address = self.s.identities.address_for(channel)
+        if rec is None:
+            if address is None:
+                log.warning("cannot reach the owner on %s yet (no numeric id)", channel)
+                return
+            rec = await self.s.conversations.create(
+                channel, identity_key=key, pinned=True, participants=[owner],
+                channel_meta={"chatId": address}, reason="escalation")
+        chat_id = rec.channel_meta.get("chatId") or address
+        if not chat_id:
+            return
+        await self.s.conversations.append_event(rec.id, "escalation", partyId=party.id, text=body)
+        actions = (("Trust", f"/trust {party.id}"), ("Block", f"/block {party.id}"),
+                   ("Reply", f"/reply {party.id}"))
+        await self.s.outbox.enqueue(
+            OutboundMessage(channel=channel, chat_id=str(chat_id), text=body, kind="escalation",
+                            conversation_id=rec.id, party_id=party.id, actions=actions,
+                            subject=f"Message from {party.display_name or party.party_key}"))
+
+    async def _alert_owner_storage(self, exc: OSError) -> None:
+        if self._storage_alerted:
+            return
+        self._storage_alerted = True
+        text = (f"Storage problem: I cannot write messages to disk ({exc.strerror or exc}). "
+                "Incoming messages are held in memory and retried; please free disk space.")
+        await self.s.alert_owner(text)
+
+
+def _age_days(timestamp: str) -> float:
+    from datetime import datetime
+
+    from bot.events import utcnow
+
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")
+    return (utcnow() - then).total_seconds() / 86400
+
+
+def _no_party(msg: InboundMessage) -> PartyRecord:
+    return PartyRecord(id="", channel=msg.channel, party_key=msg.sender_id, display_name=None,
+                       chat_id=msg.chat_id, tier="known", tier_source="group", created="",
+                       updated="")

@@ -1,0 +1,43 @@
+"""Background tasks that are never lost: every task is referenced and its failure logged."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+log = logging.getLogger("my_agent.tasks")
+
+T = TypeVar("T")
+_tasks: set[asyncio.Task[Any]] = set()
+
+
+def _done(task: asyncio.Task[Any]) -> None:
+    _tasks.discard(task)
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.error("background task %s failed", task.get_name(), exc_info=exc)
+
+
+def spawn(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+    """Start ``coro`` in the background, keep a reference until it ends, log its failure."""
+    task = asyncio.get_running_loop().create_task(coro, name=name)
+    _tasks.add(task)
+    task.add_done_callback(_done)
+    return task
+
+
+def running_tasks() -> set[asyncio.Task[Any]]:
+    return set(_tasks)
+
+
+async def cancel_all(timeout: float = 5.0) -> None:
+    """Cancel every task spawned through :func:`spawn` and wait for them (bounded)."""
+    tasks = [t for t in _tasks if not t.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout)

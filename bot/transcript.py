@@ -1,0 +1,207 @@
+"""Append-only JSONL transcripts, the source of truth (seed 000 "Transcript (JSONL)").
+
+One file per conversation, ``conv-{ulid}.jsonl``: a ``meta`` line, then ``turn`` and
+``event`` lines. Appends are durable (write + fsync, per ``transcripts.fsync``) before
+the caller acknowledges anything. Reads are tolerant: a torn last line or a corrupt line
+is skipped with a warning and never blocks later appends or reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ulid import ULID
+
+from bot.events import iso, utcnow
+
+log = logging.getLogger("my_agent.transcript")
+
+Line = dict[str, Any]
+
+
+def new_conversation_id() -> str:
+    return f"conv-{ULID()}"
+
+
+def meta_line(
+    conv_id: str, channel: str, participants: Iterable[str], created: str | None = None
+) -> Line:
+    return {
+        "type": "meta",
+        "id": conv_id,
+        "channel": channel,
+        "created": created or iso(utcnow()),
+        "participants": list(participants),
+    }
+
+
+def turn_line(
+    role: str,
+    content: str,
+    turn_number: int,
+    *,
+    timestamp: str | None = None,
+    channel: str | None = None,
+    sender: str | None = None,
+    **extra: Any,
+) -> Line:
+    """A ``turn`` line; optional seed fields (usage, cost, thinkingText, ...) via ``extra``."""
+    line: Line = {
+        "type": "turn",
+        "role": role,
+        "content": content,
+        "timestamp": timestamp or iso(utcnow()),
+        "turnNumber": turn_number,
+    }
+    if channel is not None:
+        line["channel"] = channel
+    if sender is not None:
+        line["sender"] = sender
+    line.update({k: v for k, v in extra.items() if v is not None})
+    return line
+
+
+def event_line(event: str, *, timestamp: str | None = None, **fields: Any) -> Line:
+    line: Line = {"type": "event", "event": event}
+    line.update({k: v for k, v in fields.items() if v is not None})
+    line["timestamp"] = timestamp or iso(utcnow())
+    return line
+
+
+def encode(lines: Iterable[Mapping[str, Any]]) -> bytes:
+    return b"".join(
+        json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        for line in lines
+    )
+
+
+def parse_lines(data: bytes, source: str = "", start_line: int = 1) -> list[Line]:
+    """Parse complete JSONL lines, skipping (and logging) anything that is not an object."""
+    out: list[Line] = []
+    for number, raw in enumerate(data.split(b"\n"), start=start_line):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            log.warning("%s:%d: corrupt transcript line skipped (%d bytes)", source, number,
+                        len(raw))
+            continue
+        if not isinstance(obj, dict) or "type" not in obj:
+            log.warning("%s:%d: transcript line without a type skipped", source, number)
+            continue
+        out.append(obj)
+    return out
+
+
+class TranscriptStore:
+    """JSONL files under ``directory``; safe for concurrent appends from one process."""
+
+    def __init__(self, directory: Path, fsync: bool = True) -> None:
+        self.directory = directory
+        self.fsync = fsync
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def path(self, conv_id: str) -> Path:
+        if not conv_id.startswith("conv-") or "/" in conv_id or ".." in conv_id:
+            raise ValueError(f"not a conversation id: {conv_id!r}")
+        return self.directory / f"{conv_id}.jsonl"
+
+    def exists(self, conv_id: str) -> bool:
+        return self.path(conv_id).exists()
+
+    def conversation_ids(self) -> list[str]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(p.stem for p in self.directory.glob("conv-*.jsonl"))
+
+    def _lock(self, conv_id: str) -> asyncio.Lock:
+        lock = self._locks.get(conv_id)
+        if lock is None:
+            lock = self._locks[conv_id] = asyncio.Lock()
+        return lock
+
+    # -- writing -------------------------------------------------------------------
+    def _write(self, path: Path, data: bytes) -> int:
+        """Append ``data`` durably; returns the file size after the write."""
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            if size:
+                # A torn last line (crash mid-write) must not swallow the next record:
+                # terminate it so it stays an isolated corrupt line.
+                with open(path, "rb") as tail:
+                    tail.seek(size - 1)
+                    if tail.read(1) != b"\n":
+                        data = b"\n" + data
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if self.fsync:
+                os.fsync(fd)
+            return size + len(data)
+        finally:
+            os.close(fd)
+
+    async def create(self, meta: Line) -> None:
+        """Create a transcript with its meta line (durable, directory entry included)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path(meta["id"])
+        async with self._lock(meta["id"]):
+            await asyncio.to_thread(self._create_sync, path, encode([meta]))
+
+    def _create_sync(self, path: Path, data: bytes) -> None:
+        self._write(path, data)
+        if self.fsync:
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    async def append(self, conv_id: str, lines: Iterable[Mapping[str, Any]]) -> int:
+        """Append lines durably; returns the new file size in bytes."""
+        data = encode(lines)
+        path = self.path(conv_id)
+        async with self._lock(conv_id):
+            return await asyncio.to_thread(self._write, path, data)
+
+    # -- reading -------------------------------------------------------------------
+    def read_lines(self, conv_id: str) -> list[Line]:
+        """All readable lines; corrupt ones are skipped with a warning."""
+        lines, _ = self.read_from(conv_id, 0)
+        return lines
+
+    def read_from(self, conv_id: str, offset: int) -> tuple[list[Line], int]:
+        """Complete lines from byte ``offset``; returns them and the offset after them.
+
+        A trailing fragment without a newline (a torn write) is left unread.
+        """
+        path = self.path(conv_id)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return [], offset
+        end = data.rfind(b"\n")
+        if end < 0:
+            if data:
+                log.warning("%s: torn last line ignored (%d bytes)", path.name, len(data))
+            return [], offset
+        if end + 1 < len(data):
+            log.warning("%s: torn last line ignored (%d bytes)", path.name, len(data) - end - 1)
+        start_line = 1
+        if offset:
+            start_line = 0  # unknown absolute line number; warnings still name the file
+        return parse_lines(data[: end + 1], path.name, start_line), offset + end + 1
+
+    async def aread_lines(self, conv_id: str) -> list[Line]:
+        return await asyncio.to_thread(self.read_lines, conv_id)
