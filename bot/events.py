@@ -76,7 +76,7 @@ class InboundMessage:
     # Web: the dashboard names the conversation it is writing into.
     conversation_id: str | None = None
     # Anything else worth keeping in the transcript (full mail body, edit marker, ...).
-    metadata: Mapping[str, Any] = _EMPTY
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class OutboundMessage:
     subject: str | None = None
     actions: tuple[tuple[str, str], ...] = ()
     outbox_id: int | None = None
-    metadata: Mapping[str, Any] = _EMPTY
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True)
