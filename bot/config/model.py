@@ -104,6 +104,14 @@ class ConversationsConfig(_Section):
     naming_turn: int = Field(default=5, ge=1)
     renaming_interval_turns: int = Field(default=10, ge=1)
     list_active_minutes: int = Field(default=60, ge=1)
+    # Background model calls (lifecycle): model aliases and budgets.
+    abbreviation_model: str = "haiku"
+    naming_model: str = "haiku"
+    abbreviation_max_tokens: int = Field(default=400, ge=50)
+    # Characters of transcript sent for one abbreviation; a longer conversation sends its
+    # previous notes plus its most recent turns.
+    abbreviation_input_chars: int = Field(default=48000, ge=1000)
+    naming_context_turns: int = Field(default=20, ge=1)  # last N turn numbers read
 
 
 class EmbeddingConfig(_Section):

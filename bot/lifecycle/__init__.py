@@ -1,0 +1,309 @@
+"""The conversation lifecycle: idle timers -> abbreviation queue -> naming (seed 000
+"Conversation Lifecycle", "Flow 2", "Flow 5", "Flow 6").
+
+:class:`Lifecycle` listens to the conversation manager's events on the bus:
+
+- ``turn_appended``: (re)arm the conversation's idle timer; after the
+  ``conversations.naming_turn``-th user message, name it once (in the background);
+- ``conversation_switched`` (a switch, ``/new``): abbreviate the conversation left behind.
+
+When a timer fires, or on a switch, the conversation is queued for abbreviation (one
+serial, deduplicated worker); after its notes are written it is re-named when
+``conversations.renaming_interval_turns`` turns passed since the last naming. A periodic
+sweep retries failed passes, and :meth:`Lifecycle.start` queues what a previous run left
+unfinished. Compression never triggers any of this, and nothing here delays a reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from bot.brain.base import UtilityModel
+from bot.config.model import AppConfig
+from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, Outcome, abbreviate
+from bot.lifecycle.naming import Namer, Naming
+from bot.lifecycle.prompts import SPLIT_NOTE
+from bot.lifecycle.records import (
+    LifecycleServices,
+    VectorIndex,
+    as_datetime,
+    pending_abbreviations,
+)
+from bot.lifecycle.timers import Clock, IdleTimers, ManualClock, SystemClock
+from bot.tasks import spawn
+
+__all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
+
+log = logging.getLogger("my_agent.lifecycle")
+
+
+class Lifecycle:
+    """Wires idle timers, the abbreviation queue and naming to the conversation manager."""
+
+    def __init__(
+        self, config: AppConfig, services: LifecycleServices, clock: Clock | None = None
+    ) -> None:
+        self.config = config
+        self.services = services
+        self.clock: Clock = clock or SystemClock()
+        cfg = config.conversations
+        brain = services.brain
+        model = brain if isinstance(brain, UtilityModel) else None
+        self.abbreviator = Abbreviator(
+            model,
+            model_alias=cfg.abbreviation_model,
+            budget_chars=cfg.abbreviation_input_chars,
+            max_tokens=cfg.abbreviation_max_tokens,
+        )
+        self.namer = Namer(model, model_alias=cfg.naming_model, budget_chars=12000)
+        self.timers = IdleTimers(
+            self.clock,
+            idle_seconds=cfg.idle_timeout_seconds,
+            sweep_seconds=cfg.abbreviation_sweep_seconds,
+            on_idle=self._on_idle,
+            on_sweep=self.sweep,
+        )
+        self.queue = AbbreviationQueue(self._process)
+        self.counters: Counter[str] = Counter()
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
+        self._naming_locks: dict[str, asyncio.Lock] = {}
+        self._split_noted: set[str] = set()
+        self._running = False
+
+    @property
+    def conversations(self) -> Any:
+        return self.services.conversations
+
+    @property
+    def vectors(self) -> VectorIndex | None:
+        return getattr(self.services, "vectors", None)
+
+    # -- start / stop ------------------------------------------------------------------
+    async def start(self) -> None:
+        """Subscribe to the bus, start the scheduler and the worker, queue unfinished work."""
+        if self._running:
+            return
+        bus = self.services.bus
+        self._unsubscribe = [
+            bus.subscribe("turn_appended", self._on_turn),
+            bus.subscribe("conversation_switched", self._on_switched),
+            bus.subscribe("conversation_created", self._on_created),
+        ]
+        self.timers.start()
+        self.queue.start()
+        self._running = True
+        queued = await self.recover()
+        log.info(
+            "lifecycle started (%s abbreviation, %s clock, %d recovered)",
+            self.abbreviator.method,
+            "manual" if self.timers.manual else "system",
+            queued,
+        )
+
+    async def stop(self, timeout: float = 10.0) -> list[str]:
+        """Drain queued work for up to ``timeout`` seconds; what is left keeps
+        ``needs_abbreviation = 1`` so the next start retries it. Returns those ids."""
+        if not self._running:
+            return []
+        self._running = False
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        self.timers.shutdown()
+        deadline = time.monotonic() + timeout
+        naming = [t for t in self._naming_tasks.values() if not t.done()]
+        if naming:
+            _, late = await asyncio.wait(naming, timeout=max(timeout / 2, 0.01))
+            for task in late:  # naming is retried at the next user message or idle pass
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        left = await self.queue.stop(max(deadline - time.monotonic(), 0.0))
+        for conv_id in left:
+            try:
+                await self.conversations.mark_needs_abbreviation(conv_id, True)
+            except Exception:
+                # Still safe: abbreviated_turn < turn_count makes the next start queue it.
+                log.exception("could not mark %s for abbreviation", conv_id)
+        if left:
+            log.info("lifecycle stopped; %d abbreviation(s) left for the next start", len(left))
+        return left
+
+    async def recover(self) -> int:
+        """Flow 6: queue failed passes and idle conversations with new turns; re-arm the
+        timers of conversations still inside their idle period. Returns how many queued."""
+        idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
+        now = self.clock.now()
+        queued = 0
+        for rec in await pending_abbreviations(self.conversations):
+            last = as_datetime(rec.updated) or now
+            if rec.needs_abbreviation or last + idle <= now:
+                queued += self.enqueue(rec.id, "recovery")
+            else:
+                self.timers.touch(rec.id, last)
+        return queued
+
+    async def sweep(self) -> int:
+        """The periodic retry: failed passes, and idle conversations with new turns that
+        have no timer (e.g. a timer lost to an error). Returns how many were queued."""
+        idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
+        now = self.clock.now()
+        queued = 0
+        try:
+            records = await pending_abbreviations(self.conversations)
+        except Exception:
+            log.exception("abbreviation sweep failed")
+            return 0
+        for rec in records:
+            last = as_datetime(rec.updated) or now
+            overdue = last + idle <= now and not self.timers.has_timer(rec.id)
+            if rec.needs_abbreviation or overdue:
+                queued += self.enqueue(rec.id, "sweep")
+        if queued:
+            log.info("abbreviation sweep queued %d conversation(s)", queued)
+        return queued
+
+    # -- the queue -----------------------------------------------------------------------
+    def enqueue(self, conv_id: str, reason: str = "idle") -> bool:
+        """Queue an abbreviation (deduplicated); never waits for it."""
+        added = self.queue.enqueue(conv_id)
+        if added:
+            log.debug("queued %s for abbreviation (%s)", conv_id, reason)
+        return added
+
+    async def run_due(self) -> int:
+        """Manual clock: fire the timers due now, then wait for the queue and naming."""
+        fired = await self.timers.run_due()
+        await self.settle()
+        return fired
+
+    async def settle(self) -> None:
+        """Wait until queued abbreviations and naming in flight are done (tests, bench)."""
+        while True:
+            await self.queue.join()
+            naming = [t for t in self._naming_tasks.values() if not t.done()]
+            if not naming:
+                return
+            await asyncio.gather(*naming, return_exceptions=True)
+
+    async def _process(self, conv_id: str) -> None:
+        try:
+            outcome = await abbreviate(self.conversations, self.abbreviator, self.vectors, conv_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # storage trouble: keep the flag for the next pass
+            log.exception("abbreviation of %s failed", conv_id)
+            outcome = Outcome(conv_id, "failed", error=str(exc))
+            try:
+                await self.conversations.mark_needs_abbreviation(conv_id, True)
+            except Exception:
+                log.exception("could not mark %s for abbreviation", conv_id)
+        self.counters[outcome.status] += 1
+        if outcome.embedded is False:
+            self.counters["embedding_failed"] += 1
+        if outcome.status in ("abbreviated", "embedded", "skipped"):
+            # Flow 5 (h): re-name from the fresh notes when enough turns passed.
+            await self._name(conv_id, initial=False)
+
+    # -- naming ---------------------------------------------------------------------------
+    def _spawn_naming(self, conv_id: str) -> None:
+        task = self._naming_tasks.get(conv_id)
+        if task is not None and not task.done():
+            return
+        task = spawn(self._name(conv_id, initial=True), name=f"naming-{conv_id}")
+        self._naming_tasks[conv_id] = task
+        task.add_done_callback(functools.partial(self._forget_naming, conv_id))
+
+    def _forget_naming(self, conv_id: str, task: asyncio.Task[Naming | None]) -> None:
+        if self._naming_tasks.get(conv_id) is task:
+            del self._naming_tasks[conv_id]
+
+    async def _name(self, conv_id: str, *, initial: bool) -> Naming | None:
+        """Name (``initial``) or re-name a conversation unless the rules say not to."""
+        lock = self._naming_locks.setdefault(conv_id, asyncio.Lock())
+        async with lock:
+            try:
+                return await self._name_locked(conv_id, initial=initial)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("naming %s failed", conv_id)
+                self.counters["naming_failed"] += 1
+                return None
+
+    async def _name_locked(self, conv_id: str, *, initial: bool) -> Naming | None:
+        cfg = self.config.conversations
+        rec = await self.conversations.get(conv_id)
+        if rec is None or rec.manually_named or rec.turn_count < cfg.naming_turn:
+            return None
+        if initial and (rec.title or rec.last_named_turn > 0):
+            return None  # named once already: later names come from idle passes
+        if not initial and rec.turn_count - rec.last_named_turn < cfg.renaming_interval_turns:
+            return None
+        first = max(1, rec.turn_count - cfg.naming_context_turns + 1)
+        turns = await self.conversations.read_turns(conv_id, first)
+        naming = await self.namer.name(
+            rec, turns, abbreviation=None if initial else rec.abbreviation
+        )
+        fresh = await self.conversations.get(conv_id)
+        if fresh is None or fresh.manually_named:
+            log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
+            return None
+        event = "title_assigned" if naming.title != fresh.title else "meta_update"
+        await self.conversations.set_title_topics(
+            conv_id, naming.title, naming.topics, fresh.turn_count, event=event
+        )
+        self.counters["named" if initial else "renamed"] += 1
+        log.info("named %s %r %s (%s)", conv_id, naming.title, naming.topics, naming.method)
+        if naming.suggest_split and conv_id not in self._split_noted:
+            self._split_noted.add(conv_id)
+            topics = ", ".join(naming.topics) or "several subjects"
+            split = naming.split_topic or "one of them"
+            self.conversations.add_note(conv_id, SPLIT_NOTE.format(topics=topics, split=split))
+        return naming
+
+    # -- bus handlers (quick: they run inside the emitter, on the reply path) -------------
+    async def _on_turn(self, conversation_id: str, turn: dict[str, Any], **payload: Any) -> None:
+        self.timers.touch(conversation_id)
+        if turn.get("role") != "user":
+            return
+        number = turn.get("turnNumber")
+        if isinstance(number, int) and number >= self.config.conversations.naming_turn:
+            rec = payload.get("conversation")
+            if rec is None or not (rec.title or rec.manually_named or rec.last_named_turn):
+                self._spawn_naming(conversation_id)
+
+    async def _on_switched(
+        self, previous_id: str | None = None, current_id: str | None = None, **_: Any
+    ) -> None:
+        if previous_id and previous_id != current_id:
+            self.timers.cancel(previous_id)
+            self.enqueue(previous_id, "switch")
+
+    async def _on_created(self, previous_id: str | None = None, **payload: Any) -> None:
+        # /new is announced as conversation_switched too; this covers emitters that only
+        # name the previous conversation on creation (the queue deduplicates).
+        if previous_id:
+            await self._on_switched(
+                previous_id=previous_id, current_id=getattr(payload.get("conversation"), "id", None)
+            )
+
+    async def _on_idle(self, conv_id: str) -> None:
+        self.enqueue(conv_id, "idle")
+
+    def status(self) -> dict[str, Any]:
+        """Counters for ``my-agent status`` and the dashboard."""
+        return {
+            "method": self.abbreviator.method,
+            "queued": len(self.queue.pending()),
+            "current": self.queue.current,
+            "idle_timers": len(self.timers.pending()),
+            **dict(self.counters),
+        }

@@ -1,0 +1,239 @@
+"""Abbreviation: meeting notes of a conversation for the search index (seed 000
+"Abbreviation Generation", "Background Abbreviation", "Abbreviation Failure Handling").
+
+:class:`Abbreviator` writes the notes: the ``haiku`` alias with the meeting-notes prompt
+when a utility model is configured, the offline extractive abbreviation
+(:func:`bot.extractive.extractive_abbreviation`) otherwise. :class:`AbbreviationQueue` is
+the single serial background worker, deduplicated by conversation id, so a reply never
+waits for it. :func:`abbreviate` is one pass over one conversation: generate, store
+(transcript event + table), embed; a failure leaves ``needs_abbreviation = 1`` for the
+sweep and the next start, and an embedding failure keeps the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bot.brain.base import UtilityModel
+from bot.conversations import ConversationManager
+from bot.extractive import extractive_abbreviation
+from bot.index import ConversationRecord
+from bot.lifecycle import prompts
+from bot.lifecycle.records import VectorIndex
+
+log = logging.getLogger("my_agent.lifecycle")
+
+_PREAMBLE = re.compile(
+    r"^\s*(\*\*)?(meeting notes|notes|summary|abbreviation)\s*:?\s*(\*\*)?\s*", re.I
+)
+
+
+class AbbreviationError(Exception):
+    """The notes could not be produced (model unreachable, empty answer)."""
+
+
+class Abbreviator:
+    """Writes the meeting notes of a conversation, with the model or offline."""
+
+    def __init__(
+        self,
+        model: UtilityModel | None,
+        *,
+        model_alias: str = "haiku",
+        budget_chars: int = 48000,
+        max_tokens: int = 400,
+    ) -> None:
+        self.model = model
+        self.model_alias = model_alias
+        self.budget_chars = budget_chars
+        self.max_tokens = max_tokens
+
+    @property
+    def method(self) -> Literal["llm", "extractive"]:
+        return "llm" if self.model is not None else "extractive"
+
+    async def abbreviate(
+        self, record: ConversationRecord, turns: Sequence[Mapping[str, Any]]
+    ) -> str:
+        """The notes for ``turns``; raises :class:`AbbreviationError` on failure."""
+        if self.model is None:
+            # Pure Python over possibly thousands of turns: keep it off the event loop.
+            text = await asyncio.to_thread(extractive_abbreviation, list(turns))
+        else:
+            prompt = prompts.abbreviation_prompt(
+                turns,
+                channel=record.channel,
+                title=record.title,
+                previous=record.abbreviation,
+                budget_chars=self.budget_chars,
+            )
+            try:
+                text = await self.model.complete(
+                    system=prompts.ABBREVIATION_SYSTEM,
+                    prompt=prompt,
+                    model_alias=self.model_alias,
+                    max_tokens=self.max_tokens,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise AbbreviationError(f"{type(exc).__name__}: {exc}") from exc
+            text = _PREAMBLE.sub("", text or "", count=1)
+        text = (text or "").strip()
+        if not text:
+            raise AbbreviationError("empty abbreviation")
+        return text
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pass over a conversation did (for logs and tests)."""
+
+    conversation_id: str
+    status: Literal["abbreviated", "embedded", "skipped", "failed", "missing"]
+    through_turn: int = 0
+    embedded: bool | None = None  # None: no vector index configured
+    error: str | None = None
+
+
+async def abbreviate(
+    conversations: ConversationManager,
+    abbreviator: Abbreviator,
+    vectors: VectorIndex | None,
+    conv_id: str,
+) -> Outcome:
+    """One pass: notes for new turns (or only the missing embedding), stored and embedded."""
+    record = await conversations.get(conv_id)
+    if record is None:
+        return Outcome(conv_id, "missing")
+    if record.turn_count <= 0:
+        return Outcome(conv_id, "skipped")  # /new before any message: nothing to note
+    current = bool(record.abbreviation) and record.abbreviated_turn >= record.turn_count
+    if current and not record.needs_abbreviation:
+        return Outcome(conv_id, "skipped", record.abbreviated_turn)
+    if current:
+        # The text is up to date; a previous pass failed to embed it.
+        text, through, status = record.abbreviation or "", record.abbreviated_turn, "embedded"
+    else:
+        turns = await conversations.read_turns(conv_id)
+        if not turns:
+            return Outcome(conv_id, "skipped")
+        through = max(int(t.get("turnNumber") or 0) for t in turns)
+        try:
+            text = await abbreviator.abbreviate(record, turns)
+        except AbbreviationError as exc:
+            log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
+            await conversations.mark_needs_abbreviation(conv_id, True)
+            return Outcome(conv_id, "failed", error=str(exc))
+        await conversations.set_abbreviation(conv_id, text, through)
+        status = "abbreviated"
+        log.info(
+            "abbreviated %s through turn %d (%s, %d chars)",
+            conv_id,
+            through,
+            abbreviator.method,
+            len(text),
+        )
+    embedded: bool | None = None
+    if vectors is not None:
+        try:
+            await vectors.index_abbreviation(conv_id, text)
+            embedded = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The text stays (display, FTS); only the vector is retried later.
+            log.warning(
+                "embedding the abbreviation of %s failed (%s); retried on the sweep", conv_id, exc
+            )
+            embedded = False
+    if embedded is False:
+        await conversations.mark_needs_abbreviation(conv_id, True)
+    elif status == "embedded":
+        await conversations.mark_needs_abbreviation(conv_id, False)
+    return Outcome(conv_id, status, through, embedded)  # type: ignore[arg-type]
+
+
+Process = Callable[[str], Awaitable[object]]
+
+
+class AbbreviationQueue:
+    """One background worker taking conversation ids in order, each at most once queued.
+
+    A conversation that is queued again while it is being processed is accepted (new
+    turns may have arrived); one that is already waiting is not queued twice.
+    """
+
+    def __init__(self, process: Process) -> None:
+        self._process = process
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: dict[str, None] = {}  # waiting ids, in queue order
+        self._current: str | None = None
+        self._worker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(
+                self._run(), name="abbreviation-worker"
+            )
+
+    def enqueue(self, conv_id: str) -> bool:
+        """Queue ``conv_id``; False when it is already waiting (deduplicated)."""
+        if conv_id in self._queued:
+            return False
+        self._queued[conv_id] = None
+        self._queue.put_nowait(conv_id)
+        return True
+
+    def pending(self) -> list[str]:
+        """The conversation being processed, then the waiting ones, in order."""
+        return ([self._current] if self._current else []) + list(self._queued)
+
+    @property
+    def current(self) -> str | None:
+        return self._current
+
+    async def join(self) -> None:
+        """Wait until every queued conversation has been processed."""
+        await self._queue.join()
+
+    async def stop(self, timeout: float) -> list[str]:
+        """Let the worker drain for up to ``timeout`` seconds, then cancel it.
+
+        Returns the conversations left unprocessed (the one interrupted first).
+        """
+        if self._worker is None:
+            return self.pending()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._queue.join()), timeout)
+        except TimeoutError:
+            pass
+        left = self.pending()
+        self._worker.cancel()
+        # return_exceptions: the worker's CancelledError is collected, ours still propagates.
+        await asyncio.gather(self._worker, return_exceptions=True)
+        self._worker = None
+        return left
+
+    async def _run(self) -> None:
+        while True:
+            conv_id = await self._queue.get()
+            if conv_id not in self._queued:  # dropped meanwhile
+                self._queue.task_done()
+                continue
+            del self._queued[conv_id]
+            self._current = conv_id
+            try:
+                await self._process(conv_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("abbreviation worker failed on %s", conv_id)
+            finally:
+                self._current = None
+                self._queue.task_done()

@@ -1,0 +1,143 @@
+"""Prompts of the background model calls (the ``haiku`` alias): abbreviation and naming.
+
+Abbreviation follows seed 001's "meeting notes" format: entities, decisions, open
+questions and outcomes in about 100-200 tokens, no pleasantries. Naming returns the
+JSON object of seed 001 (``title``, ``topics``, ``suggestSplit``) plus ``splitTopic`` so
+the assistant can name what could move to a new conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ABBREVIATION_SYSTEM = """\
+You write the meeting notes of a conversation between a person and their personal \
+assistant. The notes are stored in a search index so the conversation can be found and \
+resumed months later.
+
+Write 100 to 200 words of plain, dense prose (no headings, no bullet symbols, no \
+preamble). Keep:
+- entities: people, places, organisations, products, identifiers, numbers, dates, amounts;
+- decisions made, and options considered with their trade-offs;
+- open questions and pending items (who still has to do what);
+- outcomes and answers given.
+Drop greetings, thanks, pleasantries, repetition and thinking out loud. Refer to the \
+person as "User" and the assistant as "Assistant". Write in the language of the \
+conversation. Example of the style:
+User asked for an Italian restaurant near downtown for an anniversary dinner. \
+Considered: Lucia's ($$, romantic but noisy), Trattoria Roma ($$$, quiet, good reviews). \
+User leaning toward Roma but wants to check parking. No final decision."""
+
+NAMING_SYSTEM = """\
+You name conversations between a person and their personal assistant. Reply with one \
+JSON object and nothing else:
+{"title": "...", "topics": ["..."], "suggestSplit": false, "splitTopic": null}
+
+- title: 2 to 6 words in Title Case naming the dominant theme, at most 80 characters, \
+no quotes, no trailing punctuation, no dates, no emoji (e.g. "Server Monitoring Setup", \
+"Weekend Trip Planning").
+- topics: 1 to 5 short kebab-case labels for search (e.g. "server-monitoring").
+- suggestSplit: true only when the conversation covers two or more unrelated subjects \
+that would each deserve a conversation of their own; false for natural drift.
+- splitTopic: when suggestSplit is true, a few words naming the subject that could move \
+to a new conversation; otherwise null."""
+
+# Per-channel guidance appended to the naming prompt (seed 000 "Channel-Specific Naming").
+CHANNEL_NAMING_HINTS = {
+    "telegram": (
+        "This is a Telegram chat with {contact}. The title will be shown as "
+        '"{contact} — <your title>", so the title names only the topic.'
+    ),
+    "email": (
+        'This is an e-mail thread with the subject "{subject}". Derive the title from the '
+        "subject and what the thread is actually about."
+    ),
+}
+
+# What the assistant is told, once, in its next reply (BrainRequest.notes).
+SPLIT_NOTE = (
+    "This conversation now mixes unrelated subjects ({topics}). If it fits naturally in "
+    "your reply, offer once to continue {split} in a fresh conversation (the owner can "
+    "send /new). Do not insist."
+)
+
+# Per-turn and total character budgets of what we send: a very long conversation keeps
+# its previous notes plus its most recent turns.
+TURN_CHARS = 2000
+
+
+def format_turns(turns: Sequence[Mapping[str, Any]], *, turn_chars: int = TURN_CHARS) -> str:
+    """Render turn lines as ``[n] User: ...`` / ``[n] Assistant: ...`` blocks."""
+    parts = []
+    for turn in turns:
+        role = "User" if turn.get("role") == "user" else "Assistant"
+        text = str(turn.get("content") or "").strip()
+        if len(text) > turn_chars:
+            text = text[:turn_chars].rstrip() + " […]"
+        parts.append(f"[{turn.get('turnNumber', '?')}] {role}: {text}")
+    return "\n\n".join(parts)
+
+
+def fit_turns(
+    turns: Sequence[Mapping[str, Any]], budget_chars: int, *, turn_chars: int = TURN_CHARS
+) -> tuple[list[Mapping[str, Any]], bool]:
+    """The most recent turns whose rendering fits ``budget_chars``; True if some were cut."""
+    kept: list[Mapping[str, Any]] = []
+    used = 0
+    for turn in reversed(turns):
+        size = min(len(str(turn.get("content") or "")), turn_chars) + 20
+        if kept and used + size > budget_chars:
+            return list(reversed(kept)), True
+        kept.append(turn)
+        used += size
+    return list(reversed(kept)), False
+
+
+def abbreviation_prompt(
+    turns: Sequence[Mapping[str, Any]],
+    *,
+    channel: str,
+    title: str | None,
+    previous: str | None,
+    budget_chars: int,
+) -> str:
+    """The user prompt of the abbreviation call."""
+    kept, cut = fit_turns(turns, budget_chars)
+    head = [f"Channel: {channel}."]
+    if title:
+        head.append(f"Current title: {title}.")
+    if cut and previous:
+        head.append(
+            "The conversation is long; these are the notes written about its earlier part "
+            f"(fold them into the new notes):\n{previous}"
+        )
+    elif cut:
+        head.append("The conversation is long; only its most recent turns follow.")
+    return "\n".join(head) + "\n\nConversation:\n\n" + format_turns(kept) + "\n\nMeeting notes:"
+
+
+def naming_prompt(
+    turns: Sequence[Mapping[str, Any]],
+    *,
+    channel_hint: str | None,
+    abbreviation: str | None,
+    current_title: str | None,
+    budget_chars: int,
+) -> str:
+    """The user prompt of the naming call."""
+    kept, _ = fit_turns(turns, budget_chars, turn_chars=800)
+    head = []
+    if channel_hint:
+        head.append(channel_hint)
+    if current_title:
+        head.append(f'Current title: "{current_title}" (keep it if it still fits).')
+    if abbreviation:
+        head.append(f"Notes on the whole conversation:\n{abbreviation}")
+    return (
+        "\n\n".join(head)
+        + ("\n\n" if head else "")
+        + "Recent turns:\n\n"
+        + format_turns(kept, turn_chars=800)
+        + "\n\nJSON:"
+    )

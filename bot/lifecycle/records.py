@@ -1,0 +1,63 @@
+"""What the lifecycle needs from the core, and small helpers over it.
+
+The lifecycle reads conversation records and writes only through the
+:class:`~bot.conversations.ConversationManager` (transcript first, then index); the
+queries here are read-only.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from bot.hooks import EventBus
+from bot.index import SELECT_CONVERSATION, ConversationRecord, row_to_record
+
+if TYPE_CHECKING:
+    from bot.conversations import ConversationManager
+
+
+class VectorIndex(Protocol):
+    """The embedding side of abbreviations (``services.vectors``, the recall subsystem)."""
+
+    async def index_abbreviation(self, conv_id: str, text: str) -> Any: ...
+
+
+class LifecycleServices(Protocol):
+    """The parts of :class:`bot.services.Services` the lifecycle uses.
+
+    ``vectors`` (a :class:`VectorIndex`) is optional and read with ``getattr``.
+    """
+
+    @property
+    def bus(self) -> EventBus: ...
+    @property
+    def conversations(self) -> ConversationManager: ...
+    @property
+    def brain(self) -> Any: ...  # a Brain; a UtilityModel when a model is configured
+
+
+async def pending_abbreviations(manager: ConversationManager) -> list[ConversationRecord]:
+    """Conversations with turns whose notes are missing, stale or not embedded.
+
+    ``needs_abbreviation = 1`` (a failed pass) or ``abbreviated_turn < turn_count`` (new
+    turns since the last notes), oldest activity first.
+    """
+    rows = await manager.index.db.fetchall(
+        f"{SELECT_CONVERSATION} WHERE turn_count > 0 AND "
+        "(needs_abbreviation = 1 OR abbreviated_turn < turn_count) ORDER BY updated"
+    )
+    return [row_to_record(row) for row in rows]
+
+
+def as_datetime(value: str | datetime | None) -> datetime | None:
+    """Parse the ISO timestamps of records (``...Z``) into aware datetimes."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

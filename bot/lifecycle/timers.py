@@ -1,0 +1,182 @@
+"""Idle timers and the periodic sweep on APScheduler 3.x (seed 000 "Idle Timer").
+
+One job per conversation (id ``idle:<conversation id>``), replaced on every new turn,
+so the conversation goes idle ``conversations.idle_timeout_seconds`` after its last
+message; one interval job (``sweep``) every ``conversations.abbreviation_sweep_seconds``.
+
+Every run date is computed from a :class:`Clock`. With :class:`SystemClock` the
+AsyncIOScheduler runs the jobs itself on the event loop. With :class:`ManualClock`
+(tests, benchmarks) the scheduler is started paused, so the jobs sit in its
+``MemoryJobStore`` and :meth:`IdleTimers.run_due` fires the ones due at the clock's
+``now``: the real triggers and ``replace_existing`` semantics, without sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.memory import MemoryJobStore
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+log = logging.getLogger("my_agent.lifecycle")
+
+IDLE_PREFIX = "idle:"
+SWEEP_JOB = "sweep"
+
+
+class Clock(Protocol):
+    """The time source of the lifecycle (timezone-aware UTC datetimes)."""
+
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    """Wall-clock time; the scheduler fires jobs by itself."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class ManualClock:
+    """A clock that only moves when told to; jobs fire through :meth:`IdleTimers.run_due`."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        self._now += timedelta(seconds=seconds)
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        self._now = when
+
+
+IdleCallback = Callable[[str], Awaitable[None]]
+SweepCallback = Callable[[], Awaitable[object]]
+
+
+class IdleTimers:
+    """The APScheduler jobs of the lifecycle: per-conversation idle timers and the sweep."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        idle_seconds: float,
+        sweep_seconds: float,
+        on_idle: IdleCallback,
+        on_sweep: SweepCallback,
+    ) -> None:
+        self.clock = clock
+        self.idle_seconds = idle_seconds
+        self.sweep_seconds = sweep_seconds
+        self._on_idle = on_idle
+        self._on_sweep = on_sweep
+        self._store = MemoryJobStore()
+        self._manual = not isinstance(clock, SystemClock)
+        self._scheduler = AsyncIOScheduler(
+            timezone=UTC,
+            jobstores={"default": self._store},
+            # A late job (suspended laptop, busy loop) still runs, once.
+            job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
+        )
+
+    @property
+    def manual(self) -> bool:
+        """True when jobs fire only through :meth:`run_due` (a non-system clock)."""
+        return self._manual
+
+    def start(self) -> None:
+        """Start the scheduler (paused with a manual clock) and the sweep job."""
+        self._scheduler.start(paused=self._manual)
+        start = self.clock.now() + timedelta(seconds=self.sweep_seconds)
+        self._scheduler.add_job(
+            self._sweep,
+            IntervalTrigger(seconds=self.sweep_seconds, start_date=start, timezone=UTC),
+            id=SWEEP_JOB,
+            replace_existing=True,
+            # Explicit, so the first run is computed from our clock, not the wall clock.
+            next_run_time=start,
+        )
+
+    def shutdown(self) -> None:
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+
+    # -- idle timers ---------------------------------------------------------------
+    def touch(self, conv_id: str, last_activity: datetime | None = None) -> datetime:
+        """(Re)arm the idle timer: it fires ``idle_seconds`` after ``last_activity``.
+
+        ``last_activity`` defaults to now; startup recovery passes the conversation's
+        last update so a restart does not extend the idle period.
+        """
+        when = (last_activity or self.clock.now()) + timedelta(seconds=self.idle_seconds)
+        self._scheduler.add_job(
+            self._idle,
+            DateTrigger(run_date=when, timezone=UTC),
+            args=[conv_id],
+            id=IDLE_PREFIX + conv_id,
+            replace_existing=True,
+            next_run_time=when,
+        )
+        return when
+
+    def cancel(self, conv_id: str) -> bool:
+        """Drop the idle timer of ``conv_id``; True if one was pending."""
+        try:
+            self._scheduler.remove_job(IDLE_PREFIX + conv_id)
+        except JobLookupError:
+            return False
+        return True
+
+    def pending(self) -> dict[str, datetime]:
+        """Conversation id -> when its idle timer fires."""
+        out: dict[str, datetime] = {}
+        for job in self._scheduler.get_jobs():
+            if job.id.startswith(IDLE_PREFIX) and job.next_run_time is not None:
+                out[job.id[len(IDLE_PREFIX) :]] = job.next_run_time
+        return out
+
+    def has_timer(self, conv_id: str) -> bool:
+        return self._scheduler.get_job(IDLE_PREFIX + conv_id) is not None
+
+    # -- manual clock ----------------------------------------------------------------
+    async def run_due(self) -> int:
+        """Fire every job due at ``clock.now()`` (manual clock only); returns how many.
+
+        Mirrors APScheduler's own processing: a job fires once even when several of its
+        run times passed (coalesce), then moves to its trigger's next time or is removed.
+        """
+        if not self._manual:
+            raise RuntimeError("run_due() is for a manual clock; the scheduler runs itself")
+        now = self.clock.now()
+        fired = 0
+        # Earliest first, so a sweep and an idle timer due together run in time order.
+        for job in sorted(self._store.get_due_jobs(now), key=lambda j: j.next_run_time):
+            next_time = job.trigger.get_next_fire_time(job.next_run_time, now)
+            while next_time is not None and next_time <= now:
+                next_time = job.trigger.get_next_fire_time(next_time, now)
+            if next_time is None:
+                job.remove()
+            else:
+                job.modify(next_run_time=next_time)
+            await job.func(*job.args, **job.kwargs)
+            fired += 1
+        return fired
+
+    # -- job functions (coroutines: the AsyncIOExecutor runs them on the loop) ------
+    async def _idle(self, conv_id: str) -> None:
+        log.debug("conversation %s idle", conv_id)
+        await self._on_idle(conv_id)
+
+    async def _sweep(self) -> None:
+        await self._on_sweep()

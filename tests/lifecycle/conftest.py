@@ -1,0 +1,211 @@
+"""Fixtures for the lifecycle tests: the real transcript store, index and conversation
+manager in a temporary data directory, a manual clock, and scriptable stand-ins for
+the utility model and the vector index (protocol fakes; the model's HTTP path is
+covered by test_lifecycle_anthropic.py against the local Anthropic fake)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.brain.base import BrainUnavailable
+from bot.config.model import AppConfig
+from bot.conversations import ConversationManager
+from bot.db import Database
+from bot.hooks import EventBus
+from bot.index import ConversationIndex
+from bot.lifecycle import Lifecycle, ManualClock
+from bot.schema import INDEX_MIGRATIONS
+from bot.transcript import TranscriptStore
+
+Reply = str | BaseException | Callable[[str, str], str]
+
+
+class ScriptedModel:
+    """A UtilityModel whose answers are scripted per call (or per prompt kind).
+
+    ``abbreviation`` / ``naming`` answer the two kinds of calls; an exception instance is
+    raised instead; ``gate`` (when set) holds every call until it is opened.
+    """
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.abbreviation: Reply = "User and Assistant discussed the backup plan for the NAS."
+        self.naming: Reply = (
+            '{"title": "nas backup plan", "topics": ["NAS Backup", "storage"], '
+            '"suggestSplit": false, "splitTopic": null}'
+        )
+        self.calls: list[dict[str, Any]] = []
+        self.gate: asyncio.Event | None = None
+
+    def kind(self, system: str) -> str:
+        return "naming" if "JSON" in system else "abbreviation"
+
+    async def complete(
+        self, *, system: str, prompt: str, model_alias: str = "haiku", max_tokens: int = 400
+    ) -> str:
+        kind = self.kind(system)
+        self.calls.append(
+            {"kind": kind, "system": system, "prompt": prompt, "alias": model_alias,
+             "max_tokens": max_tokens}
+        )
+        if self.gate is not None:
+            await self.gate.wait()
+        reply = self.naming if kind == "naming" else self.abbreviation
+        if isinstance(reply, BaseException):
+            raise reply
+        if callable(reply):
+            return reply(system, prompt)
+        return reply
+
+    def count(self, kind: str) -> int:
+        return sum(1 for c in self.calls if c["kind"] == kind)
+
+    async def reply(self, request: Any, on_delta: Any = None) -> Any:  # Brain protocol
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        return None
+
+
+class OfflineBrain:
+    """A brain without ``complete``: the lifecycle must use the extractive methods."""
+
+    name = "offline"
+
+    async def reply(self, request: Any, on_delta: Any = None) -> Any:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class RecordingVectors:
+    """Stands in for services.vectors: records index_abbreviation, can fail on demand."""
+
+    fail: bool = False
+    indexed: dict[str, str] = field(default_factory=dict)
+    calls: int = 0
+
+    async def index_abbreviation(self, conv_id: str, text: str) -> None:
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("embedding model crashed")
+        self.indexed[conv_id] = text
+
+
+@dataclass
+class FakeServices:
+    bus: EventBus
+    conversations: ConversationManager
+    brain: Any
+    vectors: Any = None
+
+
+@dataclass
+class Core:
+    """One 'process': config, index, manager, bus; reopen() simulates a restart."""
+
+    config: AppConfig
+    db: Database
+    manager: ConversationManager
+    bus: EventBus
+
+    @classmethod
+    async def open(cls, config: AppConfig) -> Core:
+        db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+        bus = EventBus()
+        store = TranscriptStore(config.conversations_dir, fsync=False)
+        manager = ConversationManager(config, store, ConversationIndex(db), bus)
+        return cls(config, db, manager, bus)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def chat(self, conv_id: str, turns: int, *, topic: str = "the NAS backup") -> None:
+        """Append ``turns`` user+assistant pairs."""
+        for _ in range(turns):
+            rec = await self.manager.require(conv_id)
+            n = rec.turn_count + 1
+            await self.manager.append_turn(
+                conv_id, "user", f"Question {n} about {topic}: what about disk {n}?"
+            )
+            await self.manager.append_turn(
+                conv_id, "assistant", f"Answer {n}: disk {n} of {topic} is fine, keep RAID-{n}."
+            )
+
+    def events(self, conv_id: str, name: str) -> list[dict[str, Any]]:
+        return [
+            line
+            for line in self.manager.read_lines(conv_id)
+            if line.get("type") == "event" and line.get("event") == name
+        ]
+
+    async def row(self, conv_id: str) -> Any:
+        """The record as stored in conversations.db (not the manager's cache)."""
+        return await self.manager.index.get(conv_id)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> AppConfig:
+    return AppConfig(data_dir=tmp_path / "data")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    # Transcript timestamps are wall-clock: start the manual clock at the real now.
+    return ManualClock(datetime.now(UTC))
+
+
+@pytest.fixture
+async def core(config: AppConfig) -> AsyncIterator[Core]:
+    c = await Core.open(config)
+    yield c
+    await c.close()
+
+
+@pytest.fixture
+def model() -> ScriptedModel:
+    return ScriptedModel()
+
+
+@pytest.fixture
+def vectors() -> RecordingVectors:
+    return RecordingVectors()
+
+
+MakeLifecycle = Callable[..., Awaitable[Lifecycle]]
+
+
+@pytest.fixture
+async def make_lifecycle(
+    core: Core, clock: ManualClock, vectors: RecordingVectors
+) -> AsyncIterator[MakeLifecycle]:
+    """Build and start a Lifecycle over ``core`` (or another Core); stopped at teardown."""
+    started: list[Lifecycle] = []
+
+    async def _make(
+        brain: Any = None, *, on: Core | None = None, vectors_: Any = vectors
+    ) -> Lifecycle:
+        target = on or core
+        services = FakeServices(target.bus, target.manager, brain or OfflineBrain(), vectors_)
+        lifecycle = Lifecycle(target.config, services, clock=clock)
+        await lifecycle.start()
+        started.append(lifecycle)
+        return lifecycle
+
+    yield _make
+    for lifecycle in started:
+        await lifecycle.stop(timeout=1.0)
+
+
+def unavailable() -> BrainUnavailable:
+    return BrainUnavailable("529 overloaded")

@@ -1,0 +1,153 @@
+"""Idle timers and the sweep on APScheduler, driven by a manual clock (no sleeping)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from bot.lifecycle.timers import IdleTimers, ManualClock, SystemClock
+
+from .conftest import Core, MakeLifecycle
+
+
+def _timers(clock: ManualClock, fired: list[str], sweeps: list[datetime]) -> IdleTimers:
+    async def on_idle(conv_id: str) -> None:
+        fired.append(conv_id)
+
+    async def on_sweep() -> None:
+        sweeps.append(clock.now())
+
+    return IdleTimers(clock, idle_seconds=600, sweep_seconds=300, on_idle=on_idle,
+                      on_sweep=on_sweep)
+
+
+async def test_idle_job_is_replaced_by_each_touch_and_fires_once() -> None:
+    clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    fired: list[str] = []
+    timers = _timers(clock, fired, [])
+    timers.start()
+    try:
+        timers.touch("conv-a")
+        clock.advance(400)
+        timers.touch("conv-a")  # a new message: the 10 minutes start again
+        assert list(timers.pending()) == ["conv-a"]
+        assert timers.pending()["conv-a"] == clock.now() + timedelta(seconds=600)
+        clock.advance(599)
+        await timers.run_due()
+        assert fired == []
+        clock.advance(1)
+        await timers.run_due()
+        assert fired == ["conv-a"]
+        clock.advance(3600)
+        await timers.run_due()
+        assert fired == ["conv-a"]  # a date job: once
+        assert timers.pending() == {}
+    finally:
+        timers.shutdown()
+
+
+async def test_cancel_and_touch_from_a_past_activity() -> None:
+    clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    fired: list[str] = []
+    timers = _timers(clock, fired, [])
+    timers.start()
+    try:
+        timers.touch("conv-a")
+        assert timers.cancel("conv-a") is True
+        assert timers.cancel("conv-a") is False
+        # Recovery arms a timer from the last activity, not from now.
+        when = timers.touch("conv-b", clock.now() - timedelta(seconds=550))
+        assert when == clock.now() + timedelta(seconds=50)
+        clock.advance(50)
+        await timers.run_due()
+        assert fired == ["conv-b"]
+    finally:
+        timers.shutdown()
+
+
+async def test_sweep_is_periodic_and_coalesces_missed_runs() -> None:
+    clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    sweeps: list[datetime] = []
+    timers = _timers(clock, [], sweeps)
+    timers.start()
+    try:
+        clock.advance(299)
+        assert await timers.run_due() == 0
+        clock.advance(1)
+        assert await timers.run_due() == 1
+        clock.advance(300)
+        assert await timers.run_due() == 1
+        clock.advance(3000)  # ten intervals missed (suspended machine): one run
+        assert await timers.run_due() == 1
+        assert len(sweeps) == 3
+        clock.advance(299)
+        assert await timers.run_due() == 0  # the next one is a full interval later
+    finally:
+        timers.shutdown()
+
+
+async def test_system_clock_scheduler_fires_by_itself() -> None:
+    """Production mode: APScheduler's AsyncIOScheduler runs the coroutine job itself."""
+    done = asyncio.Event()
+    fired: list[str] = []
+
+    async def on_idle(conv_id: str) -> None:
+        fired.append(conv_id)
+        done.set()
+
+    async def on_sweep() -> None:
+        return None
+
+    timers = IdleTimers(SystemClock(), idle_seconds=0.01, sweep_seconds=3600,
+                        on_idle=on_idle, on_sweep=on_sweep)
+    timers.start()
+    try:
+        timers.touch("conv-real")
+        await asyncio.wait_for(done.wait(), 10)
+        assert fired == ["conv-real"]
+        assert timers.pending() == {}
+    finally:
+        timers.shutdown()
+
+
+async def test_idle_timer_fires_once_after_the_last_message(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle
+) -> None:
+    lifecycle = await make_lifecycle()
+    rec = await core.manager.create("web")
+    await core.chat(rec.id, 2)
+    clock.advance(599)
+    await lifecycle.run_due()
+    assert core.events(rec.id, "abbreviation") == []
+    await core.chat(rec.id, 1)  # resets the timer
+    clock.advance(599)
+    await lifecycle.run_due()
+    assert core.events(rec.id, "abbreviation") == []
+    clock.advance(1)
+    await lifecycle.run_due()
+    events = core.events(rec.id, "abbreviation")
+    assert len(events) == 1 and events[0]["throughTurn"] == 3
+    clock.advance(6 * 600)  # more time (and sweeps) without messages: nothing more
+    await lifecycle.run_due()
+    assert len(core.events(rec.id, "abbreviation")) == 1
+    row = await core.row(rec.id)
+    assert row.abbreviated_turn == 3 and not row.needs_abbreviation
+
+
+async def test_each_conversation_has_its_own_timer(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle
+) -> None:
+    lifecycle = await make_lifecycle()
+    a = await core.manager.create("web")
+    b = await core.manager.create("telegram", identity_key="telegram:1")
+    await core.chat(a.id, 1)
+    clock.advance(300)
+    await core.chat(b.id, 1)
+    assert set(lifecycle.timers.pending()) == {a.id, b.id}
+    clock.advance(300)
+    await lifecycle.run_due()
+    assert len(core.events(a.id, "abbreviation")) == 1
+    assert core.events(b.id, "abbreviation") == []
+    clock.advance(300)
+    await lifecycle.run_due()
+    assert len(core.events(b.id, "abbreviation")) == 1
