@@ -1,0 +1,232 @@
+"""``my-agent status`` logic (bot.healthcheck) over a real data directory."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from bot import healthcheck
+from bot.config import AppConfig
+from bot.conversations import ConversationManager
+from bot.db import Database
+from bot.exitcodes import EX_DATADIR
+from bot.hooks import EventBus
+from bot.index import ConversationIndex
+from bot.notify import STATUS_FILE_NAME, Notifier
+from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
+from bot.transcript import TranscriptStore, encode, turn_line
+
+
+def _config(tmp_path: Path, web_port: int = 0, web: bool = False) -> AppConfig:
+    return AppConfig.model_validate(
+        {
+            "data_dir": str(tmp_path / "data"),
+            "channels": {"web": {"enabled": web, "port": web_port}},
+        }
+    )
+
+
+async def _populate(config: AppConfig) -> list[str]:
+    db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+    store = TranscriptStore(config.conversations_dir, fsync=False)
+    mgr = ConversationManager(config, store, ConversationIndex(db), EventBus())
+    ids = []
+    for channel, n in (("telegram", 3), ("web", 2)):
+        rec = await mgr.create(channel, identity_key=f"{channel}:1", pinned=True)
+        for i in range(n):
+            await mgr.append_turn(rec.id, "user", f"question {i} about tomatoes")
+            await mgr.append_turn(rec.id, "assistant", f"answer {i}")
+        ids.append(rec.id)
+    await mgr.mark_needs_abbreviation(ids[0])
+    await db.close()
+    state = await Database.open(config.state_path, STATE_MIGRATIONS)
+    for status in ("pending", "pending", "sent", "failed"):
+        await state.execute(
+            "INSERT INTO outbox (channel, payload, status, created) VALUES (?, ?, ?, ?)",
+            ("telegram", "{}", status, "2026-01-01T00:00:00.000Z"),
+        )
+    await state.close()
+    return ids
+
+
+@pytest.fixture
+async def populated(tmp_path: Path) -> AsyncIterator[tuple[AppConfig, list[str]]]:
+    config = _config(tmp_path)
+    ids = await _populate(config)
+    yield config, ids
+
+
+async def test_consistent_store_without_daemon(populated: tuple[AppConfig, list[str]]) -> None:
+    config, _ = populated
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["counts"]["conversations"] == 2
+    assert report["counts"]["by_channel"] == {"telegram": 1, "web": 1}
+    assert report["counts"]["turns"] == 10
+    assert report["counts"]["pending_abbreviations"] == 1
+    assert report["outbox"]["pending"] == 2 and report["outbox"]["failed"] == 1
+    idx = report["index"]
+    assert idx["ok"], idx
+    assert idx["transcripts"] == 2 and idx["transcript_turns"] == 10 == idx["fts_documents"]
+    assert idx["fts_integrity"] == "ok" and idx["unindexed_bytes"] == 0
+    assert report["daemon"]["state"] == "unknown"
+    assert any("not running" in p for p in report["problems"])
+    assert any("failed for good" in p for p in report["problems"])
+    assert report["exit_code"] == 1
+    text = healthcheck.format_text(report)
+    assert "index:        consistent" in text and "outbox:       2 pending, 1 failed" in text
+
+
+async def test_live_status_file_means_healthy(populated: tuple[AppConfig, list[str]]) -> None:
+    config, _ = populated
+    n = Notifier(env={}, status_path=config.data_dir / STATUS_FILE_NAME)
+    n.ready("channels up: loopback")
+    daemon = healthcheck.daemon_from_status_file(config.data_dir)
+    assert daemon["state"] == "ready" and daemon["pid"] == os.getpid()
+    assert daemon["status"] == "channels up: loopback"
+    # No beat for much longer than the interval: the loop is stuck.
+    later = time.time() + 10 * n.file_heartbeat
+    assert healthcheck.daemon_from_status_file(config.data_dir, now=later)["state"] == "stale"
+    n.stopped()
+    assert healthcheck.daemon_from_status_file(config.data_dir)["state"] == "stopped"
+
+
+def test_dead_pid_is_stopped(tmp_path: Path) -> None:
+    proc_pid = os.fork()
+    if proc_pid == 0:
+        os._exit(0)
+    os.waitpid(proc_pid, 0)
+    (tmp_path / STATUS_FILE_NAME).write_text(
+        json.dumps({"pid": proc_pid, "state": "ready", "updated_at": time.time()})
+    )
+    assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "stopped"
+
+
+async def test_inconsistencies_are_reported(populated: tuple[AppConfig, list[str]]) -> None:
+    config, ids = populated
+    # A turn line that reached the transcript and was marked indexed but is not in the
+    # index: a turn-count mismatch.
+    path = config.conversations_dir / f"{ids[1]}.jsonl"
+    with path.open("ab") as fh:
+        fh.write(encode([turn_line("user", "lost line", 3)]))
+    db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+    size = path.stat().st_size
+    await db.execute("UPDATE conversations SET indexed_bytes = ? WHERE id = ?", (size, ids[1]))
+    # A turns row removed behind FTS's back: FTS and its content table disagree.
+    await db.execute("DELETE FROM turns WHERE id = (SELECT min(id) FROM turns)")
+    await db.close()
+    # A transcript that the index has never seen.
+    (config.conversations_dir / "conv-01JZZZZZZZZZZZZZZZZZZZZZZZ.jsonl").write_bytes(
+        encode([{"type": "meta", "id": "conv-01JZZZZZZZZZZZZZZZZZZZZZZZ", "channel": "web"}])
+    )
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    idx = report["index"]
+    assert not idx["ok"]
+    assert idx["missing_from_index"] == ["conv-01JZZZZZZZZZZZZZZZZZZZZZZZ"]
+    assert {m["id"] for m in idx["mismatched"]} == {ids[0], ids[1]}
+    assert idx["fts_documents"] == idx["index_turns"] + 1
+    assert idx["fts_integrity"] != "ok"
+    problems = "\n".join(report["problems"])
+    assert "not in the index" in problems and "different turn count" in problems
+    assert "FTS holds" in problems and "integrity-check" in problems
+    assert "INCONSISTENT" in healthcheck.format_text(report)
+
+
+async def test_unindexed_tail_is_lag_not_error(populated: tuple[AppConfig, list[str]]) -> None:
+    config, ids = populated
+    path = config.conversations_dir / f"{ids[0]}.jsonl"
+    with path.open("ab") as fh:
+        fh.write(encode([turn_line("user", "not indexed yet", 4)]))
+        fh.write(b'{"type":"turn","role":"us')  # a torn last line is ignored
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["index"]["ok"]
+    assert report["index"]["unindexed_bytes"] > 0
+    assert report["index"]["transcript_turns"] == 11
+
+
+def test_missing_data_dir(tmp_path: Path) -> None:
+    report = healthcheck.collect(_config(tmp_path))
+    assert report["exit_code"] == EX_DATADIR
+
+
+async def test_missing_index_is_a_problem(populated: tuple[AppConfig, list[str]]) -> None:
+    config, _ = populated
+    config.index_path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(str(config.index_path) + suffix).unlink(missing_ok=True)
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert any("conversations.db is missing" in p for p in report["problems"])
+
+
+async def test_unreadable_index_is_exit_74(populated: tuple[AppConfig, list[str]]) -> None:
+    config, _ = populated
+    for suffix in ("-wal", "-shm"):
+        Path(str(config.index_path) + suffix).unlink(missing_ok=True)
+    config.index_path.write_bytes(b"this is not a database" * 100)
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["exit_code"] == 74
+
+
+async def _readyz_server(status: int) -> tuple[web.AppRunner, int]:
+    async def readyz(request: web.Request) -> web.Response:
+        return web.json_response({"ready": status == 200}, status=status)
+
+    app = web.Application()
+    app.router.add_get("/readyz", readyz)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    return runner, port
+
+
+@pytest.mark.parametrize("status", [200, 503])
+async def test_readyz(tmp_path: Path, status: int) -> None:
+    runner, port = await _readyz_server(status)
+    try:
+        config = _config(tmp_path, web_port=port, web=True)
+        await _populate(config)
+        report = await asyncio.to_thread(healthcheck.collect, config)
+    finally:
+        await runner.cleanup()
+    rz = report["daemon"]["readyz"]
+    assert rz["http_status"] == status and rz["ok"] is (status == 200)
+    assert rz["body"] == {"ready": status == 200}
+    if status == 200:
+        assert report["daemon"]["state"] == "ready"
+        assert not any("daemon" in p for p in report["problems"])
+    else:
+        assert any("not running" in p for p in report["problems"])
+
+
+def test_readyz_refused(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = _config(tmp_path, web_port=port, web=True)
+    rz = healthcheck.check_readyz(config, timeout=1.0)
+    assert rz is not None and rz["ok"] is False and "error" in rz
+
+
+async def test_main_json(
+    populated: tuple[AppConfig, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, _ = populated
+    parser = argparse.ArgumentParser()
+    healthcheck.add_arguments(parser)
+    code = await asyncio.to_thread(
+        healthcheck.main, parser.parse_args(["--json", "--quick"]), config
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == data["exit_code"] == 1
+    assert data["index"]["fts_integrity"] == "skipped"
