@@ -21,16 +21,22 @@ from typing import Any, Literal
 
 from bot.brain.base import UtilityModel
 from bot.conversations import ConversationManager
-from bot.extractive import extractive_abbreviation
+from bot.extractive import Turn, extractive_abbreviation
 from bot.index import ConversationRecord
 from bot.lifecycle import prompts
 from bot.lifecycle.records import VectorIndex
 
 log = logging.getLogger("my_agent.lifecycle")
 
+# "Meeting notes:" / "**Summary:**" headers some answers start with.
 _PREAMBLE = re.compile(
-    r"^\s*(\*\*)?(meeting notes|notes|summary|abbreviation)\s*:?\s*(\*\*)?\s*", re.I
+    r"^\s*(\*\*)?(meeting notes|notes|summary|abbreviation)\s*:\s*(\*\*)?\s*", re.I
 )
+
+
+def as_tuples(turns: Sequence[Mapping[str, Any]]) -> list[Turn]:
+    """Transcript turn lines as the ``(role, content, sender)`` items of bot.extractive."""
+    return [(str(t.get("role") or ""), str(t.get("content") or ""), t.get("sender")) for t in turns]
 
 
 class AbbreviationError(Exception):
@@ -63,7 +69,7 @@ class Abbreviator:
         """The notes for ``turns``; raises :class:`AbbreviationError` on failure."""
         if self.model is None:
             # Pure Python over possibly thousands of turns: keep it off the event loop.
-            text = await asyncio.to_thread(extractive_abbreviation, list(turns))
+            text = await asyncio.to_thread(extractive_abbreviation, as_tuples(turns))
         else:
             prompt = prompts.abbreviation_prompt(
                 turns,

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.brain.base import UtilityModel
-from bot.extractive import keyword_title
+from bot.extractive import keyword_title, keyword_topics
 from bot.index import ConversationRecord
 from bot.lifecycle import prompts
+from bot.lifecycle.abbreviation import as_tuples
 
 log = logging.getLogger("my_agent.lifecycle")
 
@@ -212,13 +213,14 @@ class Namer:
         subject: str | None = None,
     ) -> Naming:
         """Keyword naming (no model): the subject for e-mail, else the key words."""
-        keywords = clean_title(keyword_title(list(turns)))
+        items = as_tuples(turns)
+        topics = clean_topics(keyword_topics(items))
         if subject:
             title = _truncate(title_case(subject), TITLE_MAX_CHARS)
-            topics = clean_topics([subject, keywords])
-            return Naming(title=title, topics=topics, method="subject")
+            return Naming(title=title, topics=clean_topics([subject, *topics]), method="subject")
+        keywords = clean_title(keyword_title(items))
         title = compose_title(record.channel, keywords or "New Conversation", contact)
-        return Naming(title=title, topics=clean_topics([keywords]), method="keywords")
+        return Naming(title=title, topics=topics, method="keywords")
 
     async def _with_model(
         self,

@@ -18,6 +18,7 @@ from bot.brain.base import BrainUnavailable
 from bot.config.model import AppConfig
 from bot.conversations import ConversationManager
 from bot.db import Database
+from bot.events import iso
 from bot.hooks import EventBus
 from bot.index import ConversationIndex
 from bot.lifecycle import Lifecycle, ManualClock
@@ -39,7 +40,7 @@ class ScriptedModel:
     def __init__(self) -> None:
         self.abbreviation: Reply = "User and Assistant discussed the backup plan for the NAS."
         self.naming: Reply = (
-            '{"title": "nas backup plan", "topics": ["NAS Backup", "storage"], '
+            '{"title": "NAS backup plan", "topics": ["NAS Backup", "storage"], '
             '"suggestSplit": false, "splitTopic": null}'
         )
         self.calls: list[dict[str, Any]] = []
@@ -53,8 +54,13 @@ class ScriptedModel:
     ) -> str:
         kind = self.kind(system)
         self.calls.append(
-            {"kind": kind, "system": system, "prompt": prompt, "alias": model_alias,
-             "max_tokens": max_tokens}
+            {
+                "kind": kind,
+                "system": system,
+                "prompt": prompt,
+                "alias": model_alias,
+                "max_tokens": max_tokens,
+            }
         )
         if self.gate is not None:
             await self.gate.wait()
@@ -130,16 +136,30 @@ class Core:
     async def close(self) -> None:
         await self.db.close()
 
-    async def chat(self, conv_id: str, turns: int, *, topic: str = "the NAS backup") -> None:
-        """Append ``turns`` user+assistant pairs."""
+    async def chat(
+        self,
+        conv_id: str,
+        turns: int,
+        *,
+        topic: str = "the NAS backup",
+        at: datetime | None = None,
+    ) -> None:
+        """Append ``turns`` user+assistant pairs (stamped ``at``, default wall-clock now)."""
+        stamp = iso(at) if at else None
         for _ in range(turns):
             rec = await self.manager.require(conv_id)
             n = rec.turn_count + 1
             await self.manager.append_turn(
-                conv_id, "user", f"Question {n} about {topic}: what about disk {n}?"
+                conv_id,
+                "user",
+                f"Question {n} about {topic}: what about disk {n}?",
+                timestamp=stamp,
             )
             await self.manager.append_turn(
-                conv_id, "assistant", f"Answer {n}: disk {n} of {topic} is fine, keep RAID-{n}."
+                conv_id,
+                "assistant",
+                f"Answer {n}: disk {n} of {topic} is fine, keep RAID-{n}.",
+                timestamp=stamp,
             )
 
     def events(self, conv_id: str, name: str) -> list[dict[str, Any]]:

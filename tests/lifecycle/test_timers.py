@@ -17,8 +17,9 @@ def _timers(clock: ManualClock, fired: list[str], sweeps: list[datetime]) -> Idl
     async def on_sweep() -> None:
         sweeps.append(clock.now())
 
-    return IdleTimers(clock, idle_seconds=600, sweep_seconds=300, on_idle=on_idle,
-                      on_sweep=on_sweep)
+    return IdleTimers(
+        clock, idle_seconds=600, sweep_seconds=300, on_idle=on_idle, on_sweep=on_sweep
+    )
 
 
 async def test_idle_job_is_replaced_by_each_touch_and_fires_once() -> None:
@@ -98,8 +99,9 @@ async def test_system_clock_scheduler_fires_by_itself() -> None:
     async def on_sweep() -> None:
         return None
 
-    timers = IdleTimers(SystemClock(), idle_seconds=0.01, sweep_seconds=3600,
-                        on_idle=on_idle, on_sweep=on_sweep)
+    timers = IdleTimers(
+        SystemClock(), idle_seconds=0.01, sweep_seconds=3600, on_idle=on_idle, on_sweep=on_sweep
+    )
     timers.start()
     try:
         timers.touch("conv-real")

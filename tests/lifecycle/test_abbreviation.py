@@ -1,0 +1,293 @@
+"""The abbreviation queue: triggers, storage, failures and retries, dedup, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.lifecycle import Lifecycle, ManualClock
+from bot.lifecycle.abbreviation import AbbreviationQueue
+from bot.lifecycle.prompts import ABBREVIATION_SYSTEM
+
+from .conftest import Core, MakeLifecycle, RecordingVectors, ScriptedModel, unavailable
+
+
+async def _chatted(core: Core, turns: int = 3, channel: str = "web") -> str:
+    rec = await core.manager.create(channel)
+    await core.chat(rec.id, turns)
+    return rec.id
+
+
+async def test_offline_abbreviation_is_stored_and_embedded(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, vectors: RecordingVectors
+) -> None:
+    lifecycle = await make_lifecycle()  # the offline brain: extractive notes
+    assert lifecycle.abbreviator.method == "extractive"
+    conv = await _chatted(core)
+    clock.advance(600)
+    await lifecycle.run_due()
+    (event,) = core.events(conv, "abbreviation")
+    assert event["throughTurn"] == 3 and event["text"].strip()
+    row = await core.row(conv)
+    assert row.abbreviation == event["text"]
+    assert row.abbreviated_turn == 3 and not row.needs_abbreviation
+    assert vectors.indexed == {conv: event["text"]}
+    assert lifecycle.status()["abbreviated"] == 1
+
+
+async def test_model_abbreviation_uses_the_meeting_notes_prompt(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.abbreviation = "Meeting notes: User chose RAID-6 for the NAS; open: buy two disks."
+    lifecycle = await make_lifecycle(model)
+    assert lifecycle.abbreviator.method == "llm"
+    conv = await _chatted(core, 2)
+    clock.advance(600)
+    await lifecycle.run_due()
+    (call,) = [c for c in model.calls if c["kind"] == "abbreviation"]
+    assert call["system"] == ABBREVIATION_SYSTEM
+    assert call["alias"] == "haiku"
+    assert "[1] User: Question 1" in call["prompt"]
+    assert "[2] Assistant: Answer 2" in call["prompt"]
+    (event,) = core.events(conv, "abbreviation")
+    assert event["text"] == "User chose RAID-6 for the NAS; open: buy two disks."
+
+
+async def test_failed_abbreviation_is_retried_on_the_sweep(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.abbreviation = unavailable()
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core)
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert core.events(conv, "abbreviation") == []
+    row = await core.row(conv)
+    assert row.needs_abbreviation and row.abbreviation is None
+    assert lifecycle.status()["failed"] == 1
+
+    model.abbreviation = "User asked about the NAS backup; RAID settled."
+    clock.advance(300)  # the 5-minute sweep (first run 300 s after start)
+    await lifecycle.run_due()
+    (event,) = core.events(conv, "abbreviation")
+    assert event["text"] == "User asked about the NAS backup; RAID settled."
+    row = await core.row(conv)
+    assert not row.needs_abbreviation and row.abbreviated_turn == 3
+
+
+async def test_failed_abbreviation_is_retried_after_a_restart(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.abbreviation = unavailable()
+    first = await make_lifecycle(model)
+    conv = await _chatted(core)
+    clock.advance(600)
+    await first.run_due()
+    assert (await core.row(conv)).needs_abbreviation
+    await first.stop(timeout=1)
+    await core.close()
+
+    # A new process: new database connection, manager and lifecycle over the same files.
+    restarted = await Core.open(core.config)
+    core.db = restarted.db  # closed by the fixture's teardown
+    model.abbreviation = "Notes after the restart."
+    second = await make_lifecycle(model, on=restarted)
+    await second.settle()  # recovery queued it at start, no timer needed
+    assert [e["text"] for e in restarted.events(conv, "abbreviation")] == [
+        "Notes after the restart."
+    ]
+    assert not (await restarted.row(conv)).needs_abbreviation
+
+
+async def test_restart_recovers_idle_conversations_and_rearms_recent_ones(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle
+) -> None:
+    old = (await core.manager.create("web")).id
+    await core.chat(old, 2, at=clock.now())
+    clock.advance(900)  # idle for 15 minutes while the daemon was down
+    recent = (await core.manager.create("web")).id
+    await core.chat(recent, 1, at=clock.now())
+    clock.advance(120)
+    lifecycle = await make_lifecycle()  # starts now: recovery
+    await lifecycle.settle()
+    assert len(core.events(old, "abbreviation")) == 1
+    assert core.events(recent, "abbreviation") == []
+    assert recent in lifecycle.timers.pending()  # the remaining 8 minutes
+    clock.advance(480)
+    await lifecycle.run_due()
+    assert len(core.events(recent, "abbreviation")) == 1
+
+
+async def test_embedding_failure_keeps_the_text_and_retries_only_the_vector(
+    core: Core,
+    clock: ManualClock,
+    make_lifecycle: MakeLifecycle,
+    model: ScriptedModel,
+    vectors: RecordingVectors,
+) -> None:
+    vectors.fail = True
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core)
+    clock.advance(600)
+    await lifecycle.run_due()
+    row = await core.row(conv)
+    assert row.abbreviation and row.needs_abbreviation  # text kept, vector missing
+    assert lifecycle.status()["embedding_failed"] == 1
+    vectors.fail = False
+    clock.advance(300)
+    await lifecycle.run_due()
+    assert model.count("abbreviation") == 1  # not regenerated
+    assert len(core.events(conv, "abbreviation")) == 1
+    assert vectors.indexed == {conv: row.abbreviation}
+    assert not (await core.row(conv)).needs_abbreviation
+
+
+async def test_switch_and_new_abbreviate_the_conversation_left_behind(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle
+) -> None:
+    lifecycle = await make_lifecycle()
+    first = await core.manager.create("telegram", identity_key="telegram:42", pinned=True)
+    await core.chat(first.id, 2)
+    fresh = await core.manager.new_for_channel(await core.manager.require(first.id))  # /new
+    await lifecycle.settle()  # no clock advance: the switch is the trigger
+    assert len(core.events(first.id, "abbreviation")) == 1
+    assert first.id not in lifecycle.timers.pending()
+    assert core.events(fresh.id, "abbreviation") == []
+
+    # A dashboard switch between two conversations.
+    await core.chat(fresh.id, 1)
+    other = await core.manager.create("web")
+    await core.bus.emit(
+        "conversation_switched", previous_id=fresh.id, current_id=other.id, channel="web"
+    )
+    await lifecycle.settle()
+    assert len(core.events(fresh.id, "abbreviation")) == 1
+    # Leaving an empty conversation (a /new with no message) writes nothing.
+    await core.bus.emit(
+        "conversation_switched", previous_id=other.id, current_id=fresh.id, channel="web"
+    )
+    await lifecycle.settle()
+    assert core.events(other.id, "abbreviation") == []
+
+
+async def test_up_to_date_conversations_are_not_abbreviated_again(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core, 2)
+    lifecycle.enqueue(conv, "switch")
+    await lifecycle.settle()
+    lifecycle.enqueue(conv, "switch")  # switched away again without new turns
+    clock.advance(3600)
+    await lifecycle.run_due()
+    assert model.count("abbreviation") == 1
+    await core.chat(conv, 1)  # new turns: the next idle pass writes new notes
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2, 3]
+
+
+async def test_compression_never_triggers_abbreviation(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle
+) -> None:
+    lifecycle = await make_lifecycle()
+    conv = await _chatted(core, 2)
+    lifecycle.timers.cancel(conv)
+    await core.manager.append_event(conv, "compression", compressedThrough=1, summary="s")
+    await lifecycle.settle()
+    assert lifecycle.queue.pending() == [] and conv not in lifecycle.timers.pending()
+    assert core.events(conv, "abbreviation") == []
+
+
+async def test_queue_deduplicates_waiting_work(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.gate = asyncio.Event()
+    lifecycle = await make_lifecycle(model)
+    a = await _chatted(core, 1)
+    b = await _chatted(core, 1)
+    assert lifecycle.enqueue(a) is True
+    await asyncio.sleep(0)  # the worker takes a and blocks in the model call
+    assert lifecycle.queue.current == a
+    assert lifecycle.enqueue(b) is True
+    assert lifecycle.enqueue(b) is False
+    assert lifecycle.enqueue(b) is False
+    assert lifecycle.queue.pending() == [a, b]
+    model.gate.set()
+    await lifecycle.settle()
+    assert model.count("abbreviation") == 2
+    assert len(core.events(b, "abbreviation")) == 1
+
+
+async def test_replies_never_wait_for_the_worker(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.gate = asyncio.Event()  # the model hangs
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core, 1)
+    lifecycle.enqueue(conv)
+    await asyncio.sleep(0)
+    assert lifecycle.queue.current == conv
+    # The conversation goes on while its abbreviation is stuck.
+    await asyncio.wait_for(core.chat(conv, 2), 10)
+    assert (await core.manager.require(conv)).turn_count == 3
+    model.gate.set()
+    await lifecycle.settle()
+
+
+async def test_stop_persists_unfinished_work_for_the_next_start(
+    core: Core, clock: ManualClock, model: ScriptedModel, vectors: RecordingVectors
+) -> None:
+    from .conftest import FakeServices
+
+    model.gate = asyncio.Event()  # the model never answers before the deadline
+    services = FakeServices(core.bus, core.manager, model, vectors)
+    lifecycle = Lifecycle(core.config, services, clock=clock)
+    await lifecycle.start()
+    a = await _chatted(core, 1)
+    b = await _chatted(core, 1)
+    lifecycle.enqueue(a)
+    lifecycle.enqueue(b)
+    await asyncio.sleep(0)
+    left = await lifecycle.stop(timeout=0.05)
+    assert left == [a, b]
+    assert (await core.row(a)).needs_abbreviation and (await core.row(b)).needs_abbreviation
+    assert core.events(a, "abbreviation") == []
+
+    model.gate = None
+    again = Lifecycle(core.config, services, clock=clock)
+    await again.start()
+    try:
+        await again.settle()
+        assert len(core.events(a, "abbreviation")) == 1
+        assert len(core.events(b, "abbreviation")) == 1
+    finally:
+        assert await again.stop(1) == []
+
+
+async def test_stop_drains_the_queue_within_the_timeout(
+    core: Core, model: ScriptedModel, make_lifecycle: MakeLifecycle
+) -> None:
+    lifecycle = await make_lifecycle(model)
+    convs = [await _chatted(core, 1) for _ in range(3)]
+    for conv in convs:
+        lifecycle.enqueue(conv)
+    assert await lifecycle.stop(timeout=10) == []
+    for conv in convs:
+        assert len(core.events(conv, "abbreviation")) == 1
+
+
+async def test_queue_keeps_working_after_a_crashing_pass() -> None:
+    seen: list[str] = []
+
+    async def process(conv_id: str) -> None:
+        seen.append(conv_id)
+        if conv_id == "conv-bad":
+            raise RuntimeError("boom")
+
+    queue = AbbreviationQueue(process)
+    queue.start()
+    queue.enqueue("conv-bad")
+    queue.enqueue("conv-good")
+    await queue.join()
+    assert seen == ["conv-bad", "conv-good"]
+    assert await queue.stop(1) == []

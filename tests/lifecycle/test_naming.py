@@ -1,0 +1,262 @@
+"""Naming: turn 5 exactly once, re-naming on idle, manual titles win, suggestSplit,
+channel-aware and offline titles, defensive parsing of the model's JSON."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from bot.index import ConversationRecord
+from bot.lifecycle import ManualClock
+from bot.lifecycle.naming import (
+    Namer,
+    clean_subject,
+    clean_title,
+    clean_topics,
+    kebab,
+    parse_naming,
+    title_case,
+)
+from bot.lifecycle.prompts import NAMING_SYSTEM
+
+from .conftest import Core, MakeLifecycle, ScriptedModel, unavailable
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.001)
+
+
+async def _user_turns(core: Core, conv_id: str, count: int, text: str = "the NAS backup") -> None:
+    for _ in range(count):
+        rec = await core.manager.require(conv_id)
+        n = rec.turn_count + 1
+        await core.manager.append_turn(conv_id, "user", f"Message {n} about {text}")
+        await core.manager.append_turn(conv_id, "assistant", f"Reply {n} about {text}")
+
+
+async def test_named_after_the_fifth_user_message_exactly_once(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 4)
+    await lifecycle.settle()
+    assert model.count("naming") == 0 and (await core.row(conv)).title is None
+    await core.manager.append_turn(conv, "user", "Message 5 about the NAS backup")
+    await lifecycle.settle()
+    row = await core.row(conv)
+    assert row.title == "NAS Backup Plan"
+    assert row.topics == ["nas-backup", "storage"]
+    assert row.last_named_turn == 5
+    (event,) = core.events(conv, "title_assigned")
+    assert event["title"] == "NAS Backup Plan" and event["throughTurn"] == 5
+    await core.manager.append_turn(conv, "assistant", "Reply 5")
+    await _user_turns(core, conv, 4)  # turns 6-9
+    await lifecycle.settle()
+    assert model.count("naming") == 1
+    assert len(core.events(conv, "title_assigned")) == 1
+    call = next(c for c in model.calls if c["kind"] == "naming")
+    assert call["system"] == NAMING_SYSTEM and call["alias"] == "haiku"
+    assert "Message 1 about the NAS backup" in call["prompt"]
+
+
+async def test_concurrent_fifth_and_sixth_messages_name_once(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.gate = asyncio.Event()
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 4)
+    await core.manager.append_turn(conv, "user", "five")
+    await core.manager.append_turn(conv, "user", "six", turn_number=6)
+    await asyncio.sleep(0)
+    model.gate.set()
+    await lifecycle.settle()
+    assert model.count("naming") == 1
+    assert len(core.events(conv, "title_assigned")) == 1
+
+
+async def test_never_named_over_a_manual_title(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 3)
+    await core.manager.rename(conv, "My Own Title")
+    await _user_turns(core, conv, 12)  # past turn 5 and past the re-naming interval
+    clock.advance(600)
+    await lifecycle.run_due()  # idle: abbreviation, re-naming must not happen
+    row = await core.row(conv)
+    assert row.title == "My Own Title" and row.manually_named
+    assert model.count("naming") == 0
+    assert core.events(conv, "title_assigned") == []
+    assert len(core.events(conv, "abbreviation")) == 1
+
+
+async def test_manual_rename_while_naming_is_in_flight_wins(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.gate = asyncio.Event()
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await asyncio.wait_for(_until(lambda: model.count("naming") == 1), 10)  # model waits
+    await core.manager.rename(conv, "Typed By Hand")
+    model.gate.set()
+    await lifecycle.settle()
+    row = await core.row(conv)
+    assert row.title == "Typed By Hand" and row.manually_named
+
+
+async def test_renamed_on_idle_after_ten_more_turns(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "NAS Backup Plan"
+    await _user_turns(core, conv, 6)  # turn 11: only 6 since the naming
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert model.count("naming") == 1
+
+    model.naming = '{"title": "Offsite Backups", "topics": ["backups"], "suggestSplit": false}'
+    await _user_turns(core, conv, 4)  # turn 15: 10 since the naming at 5
+    clock.advance(600)
+    await lifecycle.run_due()
+    row = await core.row(conv)
+    assert row.title == "Offsite Backups" and row.topics == ["backups"]
+    assert row.last_named_turn == 15
+    rename = core.events(conv, "title_assigned")[-1]
+    assert rename["title"] == "Offsite Backups" and rename["throughTurn"] == 15
+    call = [c for c in model.calls if c["kind"] == "naming"][-1]
+    assert "Notes on the whole conversation" in call["prompt"]  # the fresh abbreviation
+    assert 'Current title: "NAS Backup Plan"' in call["prompt"]
+
+    # Same title again ten turns later: recorded as a meta_update (topics refresh).
+    await _user_turns(core, conv, 10)
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert core.events(conv, "meta_update")[-1]["throughTurn"] == 25
+    assert len(core.events(conv, "title_assigned")) == 2
+
+
+async def test_suggest_split_leaves_one_note_for_the_next_reply(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.naming = (
+        '```json\n{"title": "Server Check and Birthday Gift", "topics": '
+        '["server-check", "birthday-gift"], "suggestSplit": true, '
+        '"splitTopic": "the birthday gift"}\n```'
+    )
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    notes = core.manager.take_notes(conv)
+    assert len(notes) == 1
+    assert "the birthday gift" in notes[0] and "server-check" in notes[0]
+    assert core.manager.take_notes(conv) == []  # used once
+
+
+async def test_garbage_from_the_model_falls_back_to_offline_naming(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.naming = "Sure! Here is a title for you: backups"
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5, text="photographs backup schedule")
+    await lifecycle.settle()
+    row = await core.row(conv)
+    assert row.title and row.title == clean_title(row.title)
+    assert core.manager.take_notes(conv) == []
+
+
+async def test_model_outage_names_offline(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.naming = unavailable()
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5, text="kitchen renovation budget")
+    await lifecycle.settle()
+    assert (await core.row(conv)).title
+
+
+async def test_offline_naming_without_a_key(core: Core, make_lifecycle: MakeLifecycle) -> None:
+    lifecycle = await make_lifecycle()  # offline brain
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5, text="kitchen renovation budget")
+    await lifecycle.settle()
+    row = await core.row(conv)
+    assert row.title and len(row.title) <= 80 and 1 <= len(row.title.split()) <= 6
+    assert row.title == title_case(row.title)
+    assert all(t == kebab(t) for t in row.topics)
+
+
+async def test_telegram_title_names_the_contact(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.naming = '{"title": "server check", "topics": ["server"], "suggestSplit": false}'
+    lifecycle = await make_lifecycle(model)
+    conv = (
+        await core.manager.create(
+            "telegram", identity_key="telegram:7", channel_meta={"sender_name": "Hanan"}
+        )
+    ).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "Hanan — Server Check"
+    call = next(c for c in model.calls if c["kind"] == "naming")
+    assert "Telegram chat with Hanan" in call["prompt"]
+
+
+def _record(channel: str, **meta: object) -> ConversationRecord:
+    return ConversationRecord(
+        id="conv-x", channel=channel, created="", updated="", channel_meta=dict(meta)
+    )
+
+
+async def test_email_titles_start_from_the_subject() -> None:
+    namer = Namer(None)
+    turns = [{"role": "user", "content": "Can we move the budget review?", "turnNumber": 1}]
+    naming = await namer.name(_record("email", subject="Re: Fwd: quarterly budget review"), turns)
+    assert naming.title == "Quarterly Budget Review" and naming.method == "subject"
+    assert "quarterly-budget-review" in naming.topics
+
+    model = ScriptedModel()
+    model.naming = '{"title": "Budget Review Moved to Friday", "topics": ["budget"]}'
+    naming = await Namer(model).name(_record("email", subject="RE: budget review"), turns)
+    assert naming.title == "Budget Review Moved to Friday"
+    assert 'subject "budget review"' in model.calls[0]["prompt"]
+
+
+def test_title_rules() -> None:
+    assert title_case("weekend trip to the alps") == "Weekend Trip to the Alps"
+    assert title_case("fixing the API for iPhone users") == "Fixing the API for iPhone Users"
+    assert clean_title('"Title: debugging the login flow."') == "Debugging the Login Flow"
+    long = clean_title("one two three four five six seven eight")
+    assert long == "One Two Three Four Five Six"
+    assert len(clean_title("x" * 200)) <= 80
+    assert clean_subject("Re: RE: Fwd: [team] Launch plan") == "Launch plan"
+
+
+def test_topics_are_kebab_case() -> None:
+    assert clean_topics(["Server Monitoring", "server-monitoring", "CI/CD", 7, None]) == [
+        "server-monitoring",
+        "ci-cd",
+        "7",
+    ]
+    assert clean_topics("a, b; c") == ["a", "b", "c"]
+    assert clean_topics({"not": "a list"}) == []
+    assert len(clean_topics([f"t{i}" for i in range(20)])) == 5
+
+
+def test_parse_naming_is_defensive() -> None:
+    assert parse_naming('noise {"title": "A B"} trailing') == {"title": "A B"}
+    assert parse_naming('```json\n{"title": "X Y"}\n```') == {"title": "X Y"}
+    assert parse_naming("no json here") is None
+    assert parse_naming("{broken json") is None
+    assert parse_naming("[1, 2]") is None
