@@ -1,0 +1,238 @@
+"""Conversation analytics (seed 001 "M5"), rendered on the server as SVG.
+
+Three charts, each an ``image/svg+xml`` document under ``/analytics/``: turns and cost
+per conversation, activity per channel per day, and the topic distribution. SVG built
+here is static (no script, every text escaped) and the page shows it through ``<img>``,
+where a browser never runs scripts anyway. ``/api/analytics`` gives the totals.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import escape
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from channels.web.server import WebChannel
+
+CHANNEL_COLOURS = {"web": "#2563eb", "telegram": "#0891b2", "email": "#ea580c"}
+OTHER_COLOUR = "#6b7280"
+FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
+
+
+def _e(text: Any) -> str:
+    return escape(str(text), {'"': "&quot;", "'": "&apos;"})
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value: float
+    note: str = ""
+    colour: str = "#2563eb"
+
+
+def bar_chart(title: str, bars: list[Bar], *, width: int = 640, empty: str = "No data yet") -> str:
+    """A horizontal bar chart; the longest bar spans the plot width."""
+    row, top, label_w = 22, 34, 200
+    height = top + max(len(bars), 1) * row + 12
+    plot_w = width - label_w - 130
+    peak = max((b.value for b in bars), default=0) or 1
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' {FONT} font-size='12' role='img' "
+        f"aria-label='{_e(title)}'>",
+        f"<rect width='{width}' height='{height}' fill='#ffffff'/>",
+        f"<text x='8' y='20' font-size='14' font-weight='bold'>{_e(title)}</text>",
+    ]
+    if not bars:
+        parts.append(f"<text x='8' y='{top + 14}' fill='#6b7280'>{_e(empty)}</text>")
+    for i, bar in enumerate(bars):
+        y = top + i * row
+        w = max(bar.value / peak * plot_w, 1 if bar.value else 0)
+        parts.append(
+            f"<text x='{label_w - 6}' y='{y + 14}' text-anchor='end'>"
+            f"<title>{_e(bar.label)}</title>{_e(_clip(bar.label, 30))}</text>"
+        )
+        parts.append(
+            f"<rect x='{label_w}' y='{y + 3}' width='{w:.1f}' height='{row - 6}' "
+            f"rx='3' fill='{bar.colour}' data-value='{bar.value:g}'/>"
+        )
+        parts.append(
+            f"<text x='{label_w + w + 6:.1f}' y='{y + 14}' fill='#374151'>"
+            f"{_e(bar.note or f'{bar.value:g}')}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def column_chart(
+    title: str,
+    days: list[date],
+    series: dict[str, list[int]],
+    *,
+    width: int = 640,
+    height: int = 260,
+) -> str:
+    """Stacked columns per day, one colour per channel, with a legend."""
+    left, right, top, bottom = 40, 10, 52, 30
+    plot_w, plot_h = width - left - right, height - top - bottom
+    totals = [sum(s[i] for s in series.values()) for i in range(len(days))]
+    peak = max(totals, default=0) or 1
+    col_w = plot_w / max(len(days), 1)
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' {FONT} font-size='11' role='img' "
+        f"aria-label='{_e(title)}'>",
+        f"<rect width='{width}' height='{height}' fill='#ffffff'/>",
+        f"<text x='8' y='20' font-size='14' font-weight='bold'>{_e(title)}</text>",
+        f"<line x1='{left}' y1='{top + plot_h}' x2='{width - right}' y2='{top + plot_h}' "
+        "stroke='#9ca3af'/>",
+        f"<text x='{left - 4}' y='{top + 4}' text-anchor='end' fill='#6b7280'>{peak}</text>",
+        f"<text x='{left - 4}' y='{top + plot_h}' text-anchor='end' fill='#6b7280'>0</text>",
+    ]
+    x = left + 8
+    for name in series:
+        colour = CHANNEL_COLOURS.get(name, OTHER_COLOUR)
+        parts.append(
+            f"<rect x='{x}' y='30' width='10' height='10' fill='{colour}'/>"
+            f"<text x='{x + 14}' y='39'>{_e(name)}</text>"
+        )
+        x += 24 + 7 * len(name)
+    for i, day in enumerate(days):
+        y = float(top + plot_h)
+        for name, values in series.items():
+            h = values[i] / peak * plot_h
+            if h <= 0:
+                continue
+            y -= h
+            parts.append(
+                f"<rect x='{left + i * col_w + 1:.1f}' y='{y:.1f}' "
+                f"width='{max(col_w - 2, 1):.1f}' height='{h:.1f}' "
+                f"fill='{CHANNEL_COLOURS.get(name, OTHER_COLOUR)}' "
+                f"data-channel='{_e(name)}' data-day='{day.isoformat()}' "
+                f"data-value='{values[i]}'/>"
+            )
+        if i % max(len(days) // 6, 1) == 0:
+            parts.append(
+                f"<text x='{left + i * col_w:.1f}' y='{height - 10}' fill='#6b7280'>"
+                f"{day.strftime('%b %d')}</text>"
+            )
+    if not any(totals):
+        parts.append(
+            f"<text x='{left + 8}' y='{top + plot_h / 2:.0f}' fill='#6b7280'>"
+            "No activity in this period</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+class Analytics:
+    """SQL over ``conversations.db`` feeding the charts."""
+
+    def __init__(self, channel: WebChannel, now: Any = None) -> None:
+        self.channel = channel
+        self._now = now or (lambda: datetime.now(UTC))
+
+    @property
+    def db(self) -> Any:
+        return self.channel.services.index.db
+
+    async def conversations_chart(self, limit: int = 15) -> str:
+        rows = await self.db.fetchall(
+            "SELECT title, channel, turn_count, cost_total, id FROM conversations"
+            " ORDER BY turn_count DESC, updated DESC LIMIT ?",
+            (limit,),
+        )
+        bars = [
+            Bar(
+                label=title or f"New conversation ({cid[-6:]})",
+                value=turns,
+                note=f"{turns} turns · ${cost:.4f}",
+                colour=CHANNEL_COLOURS.get(channel, OTHER_COLOUR),
+            )
+            for title, channel, turns, cost, cid in rows
+        ]
+        return bar_chart("Turns and cost per conversation", bars)
+
+    async def channels_chart(self, days: int = 30) -> str:
+        today = self._now().astimezone(UTC).date()
+        first = today - timedelta(days=days - 1)
+        rows = await self.db.fetchall(
+            "SELECT substr(t.timestamp, 1, 10) AS day, coalesce(t.channel, c.channel), count(*)"
+            " FROM turns t JOIN conversations c ON c.id = t.conversation_id"
+            " WHERE t.timestamp >= ? GROUP BY day, 2",
+            (first.isoformat(),),
+        )
+        span = [first + timedelta(days=i) for i in range(days)]
+        index = {d.isoformat(): i for i, d in enumerate(span)}
+        series: dict[str, list[int]] = {}
+        for day, channel, count in rows:
+            if day in index:
+                series.setdefault(str(channel), [0] * days)[index[day]] += int(count)
+        ordered = dict(sorted(series.items(), key=lambda kv: (kv[0] not in CHANNEL_COLOURS, kv[0])))
+        return column_chart(f"Activity per channel, last {days} days (turns)", span, ordered)
+
+    async def topics_chart(self, limit: int = 15) -> str:
+        rows = await self.db.fetchall("SELECT topics FROM conversations")
+        counts: Counter[str] = Counter()
+        for (raw,) in rows:
+            try:
+                topics = json.loads(raw or "[]")
+            except ValueError:
+                continue
+            counts.update({str(t).strip().lower() for t in topics if str(t).strip()})
+        bars = [
+            Bar(label=t, value=n, note=f"{n} conversation{'s' if n != 1 else ''}", colour="#7c3aed")
+            for t, n in counts.most_common(limit)
+        ]
+        return bar_chart("Topic distribution", bars, empty="No topics yet (named after turn 5)")
+
+    async def totals(self) -> dict[str, Any]:
+        row = await self.db.fetchone(
+            "SELECT count(*), coalesce(sum(turn_count), 0), coalesce(sum(cost_total), 0),"
+            " coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0) FROM conversations"
+        )
+        n, turns, cost, tin, tout = row or (0, 0, 0, 0, 0)
+        per_channel = await self.db.fetchall(
+            "SELECT channel, count(*), coalesce(sum(turn_count), 0) FROM conversations"
+            " GROUP BY channel ORDER BY channel"
+        )
+        return {
+            "conversations": n,
+            "turns": turns,
+            "cost": round(float(cost), 6),
+            "tokensIn": tin,
+            "tokensOut": tout,
+            "channels": [{"channel": c, "conversations": k, "turns": t} for c, k, t in per_channel],
+        }
+
+
+def setup_analytics(app: web.Application, channel: WebChannel) -> None:
+    analytics = Analytics(channel)
+    charts = {
+        "conversations": analytics.conversations_chart,
+        "channels": analytics.channels_chart,
+        "topics": analytics.topics_chart,
+    }
+
+    async def chart(request: web.Request) -> web.Response:
+        render = charts.get(request.match_info["name"])
+        if render is None:
+            raise web.HTTPNotFound()
+        return web.Response(text=await render(), content_type="image/svg+xml")
+
+    async def totals(request: web.Request) -> web.Response:
+        return web.json_response(await analytics.totals())
+
+    app.router.add_get("/analytics/{name}.svg", chart)
+    app.router.add_get("/api/analytics", totals)

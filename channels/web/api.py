@@ -1,0 +1,182 @@
+"""JSON endpoints of the dashboard (all behind the session cookie).
+
+- ``GET /api/conversations`` and ``GET /api/conversations/{id}?before=&around=``
+- ``GET /api/search?q=&channel=&from=&to=&cursor=``: the hybrid search (seed 000 Flow 4)
+- ``GET /api/external``: parties with tier, recent messages and pending escalations
+- ``POST /api/external/{party_id}/tier`` {tier} and ``.../reply`` {text}: Trust/Block/Reply
+
+Conversation chat itself goes over the WebSocket (:mod:`channels.web.ws`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from channels.web.views import conversation_meta, line_views, page_of
+
+if TYPE_CHECKING:
+    from channels.web.server import WebChannel
+
+log = logging.getLogger("my_agent.web.api")
+
+TIERS = ("known", "untrusted", "blocked")
+MESSAGES_PER_PARTY = 20
+
+
+def _int(value: str | None, default: int | None, lo: int = 0, hi: int = 10_000) -> int | None:
+    if value is None or value == "":
+        return default
+    try:
+        return max(lo, min(hi, int(value)))
+    except ValueError as exc:
+        raise web.HTTPBadRequest(text="not a number") from exc
+
+
+class Api:
+    """Handlers bound to one :class:`~channels.web.server.WebChannel`."""
+
+    def __init__(self, channel: WebChannel) -> None:
+        self.channel = channel
+
+    @property
+    def services(self) -> Any:
+        return self.channel.services
+
+    async def conversations(self, request: web.Request) -> web.Response:
+        channel = request.query.get("channel") or None
+        limit = _int(request.query.get("limit"), 100, 1, 500) or 100
+        offset = _int(request.query.get("offset"), 0) or 0
+        records = await self.services.conversations.list(
+            channel=channel, limit=limit, offset=offset
+        )
+        return web.json_response({"conversations": [conversation_meta(r) for r in records]})
+
+    async def conversation(self, request: web.Request) -> web.Response:
+        cid = request.match_info["conversation_id"]
+        rec = await self.services.conversations.get(cid)
+        if rec is None:
+            return web.json_response({"error": "not found"}, status=404)
+        items = line_views(await self.channel.read_lines(cid))
+        page, has_more = page_of(
+            items,
+            limit=_int(request.query.get("limit"), 50, 1, 500) or 50,
+            before=_int(request.query.get("before"), None),
+            around=_int(request.query.get("around"), None),
+        )
+        return web.json_response(
+            {"conversation": conversation_meta(rec), "turns": page, "hasMore": has_more}
+        )
+
+    async def search(self, request: web.Request) -> web.Response:
+        query = request.query.get("q", "").strip()
+        if not query:
+            return web.json_response(
+                {"results": [], "next_cursor": None, "total": 0, "method": "none"}
+            )
+        kwargs: dict[str, Any] = {
+            "channel": request.query.get("channel") or None,
+            "date_from": request.query.get("from") or None,
+            "date_to": request.query.get("to") or None,
+            "limit": _int(request.query.get("limit"), 20, 1, 100),
+            "cursor": request.query.get("cursor") or None,
+        }
+        try:
+            page = await self.services.search.search(query, **kwargs)
+        except ValueError as exc:  # a stale or foreign cursor
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response(page.to_dict())
+
+    # -- external communications ----------------------------------------------------
+    async def external(self, request: web.Request) -> web.Response:
+        db = self.services.index.db
+        parties = await db.fetchall(
+            "SELECT id, channel, party_key, display_name, tier, tier_source, created, updated,"
+            " message_count FROM external_parties ORDER BY updated DESC LIMIT 200"
+        )
+        escalations = await db.fetchall(
+            "SELECT id, party_id, created, text FROM escalations WHERE status = 'pending'"
+            " ORDER BY id"
+        )
+        pending: dict[str, list[dict[str, Any]]] = {}
+        for eid, pid, created, text in escalations:
+            pending.setdefault(pid, []).append({"id": eid, "created": created, "text": text})
+        out = []
+        for pid, channel, key, name, tier, source, created, updated, count in parties:
+            rows = await db.fetchall(
+                "SELECT direction, content, timestamp, kind FROM external_messages"
+                " WHERE party_id = ? ORDER BY id DESC LIMIT ?",
+                (pid, MESSAGES_PER_PARTY),
+            )
+            out.append(
+                {
+                    "id": pid,
+                    "channel": channel,
+                    "identity": key,
+                    "name": name,
+                    "tier": tier,
+                    "tierSource": source,
+                    "created": created,
+                    "updated": updated,
+                    "messageCount": count,
+                    "escalations": pending.get(pid, []),
+                    "messages": [
+                        {"direction": d, "content": c, "timestamp": t, "kind": k}
+                        for d, c, t, k in reversed(rows)
+                    ],
+                }
+            )
+        return web.json_response({"parties": out, "tiers": list(TIERS)})
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type != "application/json":
+            # JSON only: a cross-site form cannot send it without a CORS preflight.
+            raise web.HTTPUnsupportedMediaType(text="application/json required")
+        try:
+            body = await request.json()
+        except json.JSONDecodeError as exc:
+            raise web.HTTPBadRequest(text="malformed JSON") from exc
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text="an object is required")
+        return body
+
+    async def set_tier(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        tier = body.get("tier")
+        if tier not in TIERS:
+            return web.json_response({"error": f"tier must be one of {TIERS}"}, status=400)
+        party_id = request.match_info["party_id"]
+        if await self.services.external.get(party_id) is None:
+            return web.json_response({"error": "no such party"}, status=404)
+        await self.services.external.set_tier(party_id, tier)
+        log.info("owner set tier of %s to %s from the dashboard", party_id, tier)
+        await self.channel.hub.on_external("tier")
+        return web.json_response({"ok": True, "tier": tier})
+
+    async def reply(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        text = str(body.get("text") or "").strip()
+        if not text:
+            return web.json_response({"error": "empty reply"}, status=400)
+        party_id = request.match_info["party_id"]
+        party = await self.services.external.get(party_id)
+        if party is None:
+            return web.json_response({"error": "no such party"}, status=404)
+        # Same path as the owner's /reply command: recorded, queued in the outbox.
+        await self.services.router.send_to_party(party, text, kind="reply")
+        await self.services.external.resolve_escalations(party_id, "replied")
+        await self.channel.hub.on_external("reply")
+        return web.json_response({"ok": True})
+
+
+def setup_api(app: web.Application, channel: WebChannel) -> None:
+    api = Api(channel)
+    app.router.add_get("/api/conversations", api.conversations)
+    app.router.add_get("/api/conversations/{conversation_id}", api.conversation)
+    app.router.add_get("/api/search", api.search)
+    app.router.add_get("/api/external", api.external)
+    app.router.add_post("/api/external/{party_id}/tier", api.set_tier)
+    app.router.add_post("/api/external/{party_id}/reply", api.reply)

@@ -1,0 +1,329 @@
+"""The web dashboard channel: an aiohttp server on 127.0.0.1:4321 by default.
+
+Every page, API and the WebSocket need a session obtained on ``/login`` with the token
+from ``data_dir/web_token`` (printed at start). ``/healthz`` and ``/readyz`` are open and
+carry no data. Requests naming a foreign ``Host`` are refused (DNS rebinding) and the
+WebSocket only accepts the dashboard's own ``Origin``. Replies to dashboard messages come
+back through :meth:`WebChannel.send` and :meth:`WebChannel.stream`; everything else the
+dashboard shows (turns from other channels, renames, externals) comes from the event bus.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from bot.channel import ChannelHost
+from bot.config.model import AppConfig
+from bot.events import OutboundMessage, SendResult, StreamEvent
+from channels.web.analytics import setup_analytics
+from channels.web.api import setup_api
+from channels.web.auth import (
+    COOKIE_NAME,
+    RateLimiter,
+    SessionStore,
+    load_or_create_token,
+    token_matches,
+)
+from channels.web.ws import WsHub
+
+log = logging.getLogger("my_agent.web")
+
+STATIC_DIR = Path(__file__).parent / "static"
+# Reachable without a session: the health probes and what the login page itself needs.
+PUBLIC_PATHS = frozenset(
+    {"/healthz", "/readyz", "/login", "/static/login.js", "/static/style.css", "/favicon.ico"}
+)
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _redirect(location: str, headers: dict[str, str] | None = None) -> web.Response:
+    """A 303 we can still attach cookies to (aiohttp's HTTPSeeOther is raised, not returned)."""
+    return web.Response(status=303, headers={"Location": location, **(headers or {})})
+
+
+class WebChannel:
+    """The dashboard (implements :class:`bot.channel.StreamingChannel`)."""
+
+    name = "web"
+    supports_streaming = True
+
+    def __init__(
+        self, config: AppConfig, services: Any, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.config = config
+        self.services = services
+        self.settings = config.channels.web
+        self.token_path = config.data_dir / "web_token"
+        self.token = ""
+        self.sessions = SessionStore(self.settings.session_ttl_hours * 3600.0, clock)
+        self.limiter = RateLimiter(self.settings.login_attempts_per_minute, 60.0, clock)
+        self.hub = WsHub(self)
+        self.host: ChannelHost | None = None
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        host = self.settings.host
+        shown = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+        return f"http://{shown}:{self.port}"
+
+    def build_app(self) -> web.Application:
+        app = web.Application(
+            middlewares=[self._security_mw, self._auth_mw], client_max_size=1 << 20
+        )
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/login", self._login_page)
+        app.router.add_post("/login", self._login)
+        app.router.add_post("/logout", self._logout)
+        app.router.add_get("/", self._index)
+        app.router.add_get("/ws", self._ws)
+        app.router.add_static("/static", STATIC_DIR, follow_symlinks=False)
+        setup_api(app, self)
+        setup_analytics(app, self)
+        return app
+
+    async def start(self, host: ChannelHost) -> None:
+        """Load or create the token, bind the server and follow the event bus."""
+        self.host = host
+        self.token = load_or_create_token(self.token_path)
+        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.settings.host, self.settings.port)
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self.settings.port
+        self._subscribe()
+        # WARNING so it shows at the default log level: the owner needs it to log in.
+        log.warning(
+            "dashboard at %s/ — log in with the token in %s: %s (or open %s/login#token=%s)",
+            self.url,
+            self.token_path,
+            self.token,
+            self.url,
+            self.token,
+        )
+
+    async def stop(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe.clear()
+        await self.hub.close_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        """Show a reply or notice in the open tabs (the transcript already holds replies)."""
+        self.hub.on_outbound(message)
+        return SendResult(message_ref=f"web-{uuid.uuid4().hex}")
+
+    async def stream(self, event: StreamEvent) -> None:
+        """Forward a token delta to the tabs viewing that conversation."""
+        self.hub.on_stream(event)
+
+    # -- helpers used by the hub and the API -----------------------------------------
+    async def read_lines(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The transcript lines (turns and events) of a conversation."""
+        store = self.services.store
+        try:
+            if not store.exists(conversation_id):
+                return []
+        except ValueError:  # not a conversation id at all
+            return []
+        return list(await store.aread_lines(conversation_id))
+
+    async def create_web_conversation(self, model: str | None) -> Any:
+        """A new web conversation, created when its first message is sent."""
+        rec = await self.services.conversations.create(channel="web", model=model)
+        return rec
+
+    def _subscribe(self) -> None:
+        bus = self.services.bus
+        hub = self.hub
+
+        async def turn_appended(
+            conversation_id: str, turn: dict[str, Any], conversation: Any = None, **_: Any
+        ) -> None:
+            await hub.on_turn(conversation_id, turn, conversation)
+
+        async def event_appended(conversation_id: str, event: dict[str, Any], **_: Any) -> None:
+            await hub.on_event(conversation_id, event)
+
+        async def created(conversation: Any, **_: Any) -> None:
+            await hub.on_conversation(conversation, created=True)
+
+        async def updated(conversation: Any, **_: Any) -> None:
+            await hub.on_conversation(conversation, created=False)
+
+        async def renamed(conversation_id: str, title: str, **_: Any) -> None:
+            await hub.on_renamed(conversation_id, title)
+
+        async def external(**_: Any) -> None:
+            await hub.on_external("party")
+
+        async def escalation(**_: Any) -> None:
+            await hub.on_external("escalation")
+
+        for name, handler in (
+            ("turn_appended", turn_appended),
+            ("event_appended", event_appended),
+            ("conversation_created", created),
+            ("conversation_updated", updated),
+            ("conversation_renamed", renamed),
+            ("external_updated", external),
+            ("escalation_created", escalation),
+        ):
+            self._unsubscribe.append(bus.subscribe(name, handler))
+
+    # -- middleware -------------------------------------------------------------------
+    def _host_allowed(self, request: web.Request) -> bool:
+        """Refuse foreign Host headers so a rebinding DNS name cannot reach us."""
+        if self.settings.host in ("0.0.0.0", "", "::"):
+            return True
+        hostname = urlsplit(f"//{request.host}").hostname or ""
+        allowed = set(LOOPBACK_HOSTS) | {self.settings.host}
+        allowed |= {urlsplit(o).hostname or "" for o in self.settings.allowed_origins}
+        return hostname in allowed
+
+    def origin_allowed(self, request: web.Request) -> bool:
+        """The WebSocket (and state-changing requests) must come from our own pages."""
+        origin = request.headers.get("Origin")
+        if not origin:
+            return False
+        if origin in self.settings.allowed_origins:
+            return True
+        return origin == f"{request.scheme}://{request.host}"
+
+    def authenticated(self, request: web.Request) -> bool:
+        return self.sessions.valid(request.cookies.get(COOKIE_NAME))
+
+    @web.middleware
+    async def _security_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self._host_allowed(request):
+            return web.Response(status=421, text="misdirected request")
+        response = await handler(request)
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        if request.path.startswith("/api/") or request.path.startswith("/analytics/"):
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    @web.middleware
+    async def _auth_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in PUBLIC_PATHS or self.authenticated(request):
+            if request.method not in ("GET", "HEAD", "OPTIONS") and request.path != "/login":
+                # Belt and braces beside SameSite=Strict: writes come from our own pages.
+                if request.headers.get("Origin") and not self.origin_allowed(request):
+                    return web.json_response({"error": "bad origin"}, status=403)
+            return await handler(request)
+        if (
+            request.path.startswith("/api/")
+            or request.path == "/ws"
+            or request.path.startswith("/analytics/")
+        ):
+            return web.json_response({"error": "authentication required"}, status=401)
+        raise web.HTTPSeeOther("/login")
+
+    # -- handlers ---------------------------------------------------------------------
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        """Readiness of store, index and channels: booleans only, never data."""
+        checks: dict[str, Any] = {"web": self._runner is not None}
+        try:
+            health = self.services.health()
+            checks["core"] = bool(health.get("ready"))
+            channels = health.get("channels") or {}
+            checks["channels"] = {str(k): bool(v) for k, v in channels.items()}
+            checks["vectorSearch"] = bool(health.get("vectorSearch"))  # informative only
+        except Exception:
+            log.exception("health check failed")
+            checks["core"] = False
+        ready = bool(
+            checks["web"] and checks.get("core") and all(checks.get("channels", {}).values())
+        )
+        return web.json_response({"ready": ready, "checks": checks}, status=200 if ready else 503)
+
+    async def _login_page(self, request: web.Request) -> web.StreamResponse:
+        if self.authenticated(request):
+            raise web.HTTPSeeOther("/")
+        return web.FileResponse(STATIC_DIR / "login.html")
+
+    async def _login(self, request: web.Request) -> web.StreamResponse:
+        wants_json = request.content_type == "application/json"
+        client = request.remote or "unknown"
+        wait = self.limiter.check(client)
+        if wait:
+            log.warning("web login rate limited for %s", client)
+            headers = {"Retry-After": str(int(wait) + 1)}
+            if wants_json:
+                return web.json_response(
+                    {"error": "too many attempts"}, status=429, headers=headers
+                )
+            return _redirect("/login?error=rate", headers)
+        try:
+            if wants_json:
+                body = await request.json()
+                given = str(body.get("token", "")) if isinstance(body, dict) else ""
+            else:
+                given = str((await request.post()).get("token", ""))
+        except ValueError:
+            given = ""
+        if not self.token or not token_matches(self.token, given):
+            log.warning("web login failed from %s", client)
+            if wants_json:
+                return web.json_response({"error": "invalid token"}, status=401)
+            return _redirect("/login?error=invalid")
+        self.limiter.reset(client)
+        sid = self.sessions.create()
+        response: web.StreamResponse = (
+            web.json_response({"ok": True}) if wants_json else _redirect("/")
+        )
+        response.set_cookie(
+            COOKIE_NAME,
+            sid,
+            httponly=True,
+            samesite="Strict",
+            path="/",
+            max_age=int(self.settings.session_ttl_hours * 3600),
+            secure=request.secure,
+        )
+        return response
+
+    async def _logout(self, request: web.Request) -> web.StreamResponse:
+        self.sessions.revoke(request.cookies.get(COOKIE_NAME))
+        response = _redirect("/login")
+        response.del_cookie(COOKIE_NAME, path="/")
+        return response
+
+    async def _index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC_DIR / "index.html")
+
+    async def _ws(self, request: web.Request) -> web.StreamResponse:
+        if not self.origin_allowed(request):
+            log.warning("web socket refused: origin %r", request.headers.get("Origin"))
+            return web.json_response({"error": "origin not allowed"}, status=403)
+        return await self.hub.handle(request)

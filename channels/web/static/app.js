@@ -1,0 +1,690 @@
+/* my-agent dashboard. Plain JS, no build step, no CDN.
+ *
+ * Untrusted text (messages, titles, snippets, names) only ever reaches the page through
+ * textContent or renderMarkdown (which builds DOM nodes): never innerHTML.
+ */
+(function () {
+  "use strict";
+
+  const $ = (id) => document.getElementById(id);
+  const state = {
+    ws: null,
+    retry: 0,
+    conversations: new Map(),
+    activeMinutes: 60,
+    current: null, // ConversationMeta or null (empty chat)
+    models: { aliases: [], default: null },
+    pendingModel: null,
+    streams: new Map(), // turnNumber -> {node, text}
+    oldestTurn: null,
+    focusTurns: [],
+    panel: "chat",
+    search: { query: null, cursor: null },
+  };
+
+  // ---------------------------------------------------------------- DOM helpers
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const ICONS = {
+    web: ["circle:12,12,9", "M3 12h18", "M12 3c3.2 3.6 3.2 14.4 0 18", "M12 3c-3.2 3.6-3.2 14.4 0 18"],
+    telegram: ["M21.5 4.5 2.8 11.6l5.9 2.1 2.2 6.4 3.2-3.7 4.9 3.6z", "M8.7 13.7 21.5 4.5"],
+    email: ["rect:3,5,18,14", "M3.5 6.5 12 13l8.5-6.5"],
+    other: ["circle:12,12,4"],
+  };
+  const CHANNEL_NAMES = { web: "Web", telegram: "Telegram", email: "E-mail" };
+
+  function icon(channel) {
+    const svg = document.createElementNS(SVG_NS, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("class", "icon icon-" + (ICONS[channel] ? channel : "other"));
+    svg.setAttribute("aria-label", CHANNEL_NAMES[channel] || channel);
+    svg.setAttribute("role", "img");
+    for (const part of ICONS[channel] || ICONS.other) {
+      let node;
+      if (part.startsWith("circle:")) {
+        const [cx, cy, r] = part.slice(7).split(",");
+        node = document.createElementNS(SVG_NS, "circle");
+        node.setAttribute("cx", cx);
+        node.setAttribute("cy", cy);
+        node.setAttribute("r", r);
+      } else if (part.startsWith("rect:")) {
+        const [x, y, w, h] = part.slice(5).split(",");
+        node = document.createElementNS(SVG_NS, "rect");
+        node.setAttribute("x", x);
+        node.setAttribute("y", y);
+        node.setAttribute("width", w);
+        node.setAttribute("height", h);
+        node.setAttribute("rx", "2");
+      } else {
+        node = document.createElementNS(SVG_NS, "path");
+        node.setAttribute("d", part);
+      }
+      svg.appendChild(node);
+    }
+    return svg;
+  }
+
+  function relTime(ts) {
+    if (!ts) return "";
+    const t = Date.parse(ts);
+    if (isNaN(t)) return "";
+    const s = Math.max(0, (Date.now() - t) / 1000);
+    if (s < 45) return "just now";
+    if (s < 3600) return Math.round(s / 60) + " min ago";
+    if (s < 86400) return Math.round(s / 3600) + " h ago";
+    if (s < 2 * 86400) return "yesterday";
+    if (s < 30 * 86400) return Math.round(s / 86400) + " days ago";
+    return new Date(t).toLocaleDateString();
+  }
+
+  function titleOf(meta) {
+    return (meta && meta.title) || "New conversation";
+  }
+
+  let toastTimer = null;
+  function toast(text) {
+    const box = $("toast");
+    box.textContent = text;
+    box.hidden = false;
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => (box.hidden = true), 4000);
+  }
+
+  // ---------------------------------------------------------------- WebSocket
+  function connect() {
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(proto + "//" + location.host + "/ws");
+    state.ws = ws;
+    setStatus("connecting…", "connecting");
+    ws.onopen = () => {
+      state.retry = 0;
+      setStatus("live", "live");
+    };
+    ws.onmessage = (ev) => {
+      let msg;
+      try {
+        msg = JSON.parse(ev.data);
+      } catch (_e) {
+        return;
+      }
+      const handler = HANDLERS[msg.type];
+      if (handler) handler(msg);
+    };
+    ws.onclose = () => {
+      if (state.ws !== ws) return;
+      setStatus("offline, reconnecting…", "offline");
+      // A refused upgrade may mean the session expired: the API tells us which.
+      fetch("/api/conversations?limit=1", { credentials: "same-origin" })
+        .then((r) => {
+          if (r.status === 401) location.href = "/login";
+        })
+        .catch(() => {});
+      const delay = Math.min(1000 * 2 ** state.retry++, 15000);
+      setTimeout(connect, delay);
+    };
+  }
+
+  function setStatus(text, cls) {
+    const node = $("conn-status");
+    node.textContent = text;
+    node.className = "conn " + cls;
+    document.body.dataset.connection = cls;
+  }
+
+  function send(payload) {
+    if (state.ws && state.ws.readyState === WebSocket.OPEN) {
+      state.ws.send(JSON.stringify(payload));
+      return true;
+    }
+    toast("Not connected; retrying…");
+    return false;
+  }
+
+  // ---------------------------------------------------------------- chat rendering
+  function renderItem(item) {
+    if (item.type === "event") return renderEvent(item);
+    const node = el("div", "msg msg-" + (item.role === "user" ? "user" : "assistant"));
+    if (item.turnNumber != null) node.dataset.turn = item.turnNumber;
+    node.dataset.role = item.role === "user" ? "user" : "assistant";
+    const meta = el("div", "msg-meta");
+    const who = item.role === "user" ? (item.channel && item.channel !== "web" ? (item.sender || "Owner") + " via " + (CHANNEL_NAMES[item.channel] || item.channel) : "You") : "Assistant";
+    meta.appendChild(el("span", "who", who));
+    if (item.timestamp) {
+      const time = el("time", "when", relTime(item.timestamp));
+      time.dateTime = item.timestamp;
+      time.title = new Date(item.timestamp).toLocaleString();
+      meta.appendChild(time);
+    }
+    node.appendChild(meta);
+    const body = el("div", "msg-body");
+    body.appendChild(window.renderMarkdown(item.content || ""));
+    node.appendChild(body);
+    return node;
+  }
+
+  const EVENT_LABELS = {
+    compression: (e) => "Earlier turns compressed" + (e.compressedThrough ? " (through turn " + e.compressedThrough + ")" : ""),
+    abbreviation: (e) => "Abbreviated for search" + (e.throughTurn ? " (through turn " + e.throughTurn + ")" : ""),
+    title_assigned: (e) => "Named “" + (e.text || "") + "”",
+    meta_update: () => "Conversation details updated",
+    model_changed: (e) => "Model changed" + (e.text ? " to " + e.text : ""),
+    unpinned: () => "Unpinned from its channel (continuable here)",
+    pinned: () => "Pinned to its channel",
+    error: () => "Error",
+  };
+
+  function renderEvent(item) {
+    const details = el("details", "note note-" + item.event);
+    const label = (EVENT_LABELS[item.event] || (() => item.event))(item);
+    details.appendChild(el("summary", null, label));
+    const body = el("div", "note-body");
+    if (item.text) body.appendChild(window.renderMarkdown(item.text));
+    if (item.topics && item.topics.length) body.appendChild(el("p", "muted", "Topics: " + item.topics.join(", ")));
+    if (!body.childNodes.length) body.appendChild(el("p", "muted", "(no details)"));
+    details.appendChild(body);
+    return details;
+  }
+
+  function renderNotice(msg) {
+    const node = el("div", "msg msg-notice notice-" + msg.kind);
+    node.appendChild(window.renderMarkdown(msg.text || ""));
+    if (msg.actions && msg.actions.length) {
+      const row = el("div", "actions");
+      for (const [label, command] of msg.actions) {
+        const b = el("button", null, label);
+        b.type = "button";
+        b.title = command;
+        b.addEventListener("click", () => sendText(command));
+        row.appendChild(b);
+      }
+      node.appendChild(row);
+    }
+    return node;
+  }
+
+  function items() {
+    return $("message-items");
+  }
+
+  function scrollToBottom() {
+    const box = $("messages");
+    box.scrollTop = box.scrollHeight;
+  }
+
+  function appendTurn(turn) {
+    const list = items();
+    // A user turn and its answer share a turn number: match on both.
+    const role = turn.role === "user" ? "user" : "assistant";
+    const existing = turn.turnNumber != null ? list.querySelector('.msg[data-turn="' + turn.turnNumber + '"][data-role="' + role + '"]:not(.streaming)') : null;
+    if (existing) return; // already shown (a reload raced the live event)
+    const stream = role === "assistant" ? state.streams.get(turn.turnNumber) : null;
+    const node = renderItem(turn);
+    if (stream) {
+      list.replaceChild(node, stream.node);
+      state.streams.delete(turn.turnNumber);
+    } else {
+      list.appendChild(node);
+    }
+    if (turn.role === "assistant") setGenerating(false);
+    if (turn.role === "user" && state.current && !state.current.readOnly) setGenerating(true);
+    $("empty-state").hidden = true;
+    scrollToBottom();
+  }
+
+  function setGenerating(on) {
+    $("stop").hidden = !on;
+    document.body.dataset.generating = on ? "1" : "0";
+  }
+
+  function onStream(msg) {
+    if (!state.current || msg.conversationId !== state.current.id) return;
+    let s = state.streams.get(msg.turnNumber);
+    if (!s) {
+      if (items().querySelector('.msg[data-turn="' + msg.turnNumber + '"][data-role="assistant"]')) return;
+      const node = renderItem({ role: "assistant", content: "", turnNumber: msg.turnNumber, timestamp: new Date().toISOString() });
+      node.classList.add("streaming");
+      items().appendChild(node);
+      s = { node, text: "" };
+      state.streams.set(msg.turnNumber, s);
+      $("empty-state").hidden = true;
+    }
+    s.text += msg.delta || "";
+    const body = s.node.querySelector(".msg-body");
+    body.textContent = "";
+    body.appendChild(window.renderMarkdown(s.text));
+    setGenerating(!msg.done);
+    if (msg.done) s.node.classList.add("stream-done");
+    scrollToBottom();
+  }
+
+  function showConversation(msg) {
+    state.current = msg.conversation;
+    state.streams.clear();
+    if (msg.models) state.models = msg.models;
+    const list = items();
+    list.textContent = "";
+    for (const item of msg.turns || []) list.appendChild(renderItem(item));
+    state.oldestTurn = firstTurn(msg.turns);
+    $("load-more").hidden = !msg.hasMore;
+    $("empty-state").hidden = !!(msg.turns && msg.turns.length);
+    setGenerating(false);
+    renderHeader();
+    renderSidebar();
+    if (msg.focusTurn != null || state.focusTurns.length) {
+      highlight(state.focusTurns.length ? state.focusTurns : [msg.focusTurn]);
+      state.focusTurns = [];
+    } else {
+      scrollToBottom();
+    }
+  }
+
+  function firstTurn(list) {
+    for (const it of list || []) if (it.type === "turn" && it.turnNumber != null) return it.turnNumber;
+    return null;
+  }
+
+  function highlight(turns) {
+    let first = null;
+    for (const n of turns) {
+      const node = items().querySelector('.msg[data-turn="' + n + '"]');
+      if (node) {
+        node.classList.add("matched");
+        first = first || node;
+      }
+    }
+    if (first) first.scrollIntoView({ block: "center" });
+  }
+
+  function renderHeader() {
+    const c = state.current;
+    const readOnly = !!(c && c.readOnly);
+    $("chat-title").textContent = titleOf(c);
+    $("chat-title").classList.toggle("untitled", !(c && c.title));
+    const chan = $("chat-channel");
+    chan.textContent = "";
+    chan.appendChild(icon(c ? c.channel : "web"));
+    $("chat-label").textContent = c && c.label ? c.label : "";
+    $("readonly-badge").hidden = !readOnly;
+    $("composer").hidden = readOnly;
+    $("readonly-note").hidden = !readOnly;
+    document.body.dataset.conversation = c ? c.id : "";
+    const select = $("model-select");
+    select.textContent = "";
+    for (const alias of state.models.aliases || []) {
+      const opt = el("option", null, alias);
+      opt.value = alias;
+      select.appendChild(opt);
+    }
+    select.value = (c && c.model) || state.pendingModel || state.models.default || "";
+    select.disabled = readOnly;
+    document.title = titleOf(c) + " · my-agent";
+  }
+
+  // ---------------------------------------------------------------- sidebar
+  function renderSidebar() {
+    const all = Array.from(state.conversations.values()).sort((a, b) => (b.updated || "").localeCompare(a.updated || ""));
+    const cutoff = Date.now() - state.activeMinutes * 60000;
+    const active = $("list-active");
+    const recent = $("list-recent");
+    active.textContent = "";
+    recent.textContent = "";
+    for (const c of all) {
+      const li = el("li", "conv");
+      li.dataset.id = c.id;
+      li.dataset.channel = c.channel;
+      if (state.current && state.current.id === c.id) li.classList.add("current");
+      if (c.readOnly) li.classList.add("readonly");
+      const b = el("button");
+      b.type = "button";
+      b.appendChild(icon(c.channel));
+      const text = el("span", "conv-text");
+      const line1 = el("span", "conv-title", (c.label ? c.label + " · " : "") + titleOf(c));
+      line1.title = titleOf(c);
+      text.appendChild(line1);
+      const line2 = el("span", "conv-time", relTime(c.updated) + (c.readOnly ? " · read-only" : "") + " · " + (c.turnCount || 0) + " turns");
+      text.appendChild(line2);
+      b.appendChild(text);
+      b.addEventListener("click", () => {
+        showPanel("chat");
+        send({ type: "switch_conversation", conversationId: c.id });
+      });
+      li.appendChild(b);
+      (Date.parse(c.updated) >= cutoff ? active : recent).appendChild(li);
+    }
+    if (!active.childNodes.length) active.appendChild(el("li", "muted empty-list", "Nothing in the last " + state.activeMinutes + " min"));
+    if (!recent.childNodes.length) recent.appendChild(el("li", "muted empty-list", "—"));
+  }
+
+  function upsertMeta(meta) {
+    if (!meta || !meta.id) return;
+    state.conversations.set(meta.id, meta);
+    if (state.current && state.current.id === meta.id) {
+      state.current = meta;
+      renderHeader();
+    }
+    renderSidebar();
+  }
+
+  // ---------------------------------------------------------------- protocol handlers
+  const HANDLERS = {
+    conversation_loaded: showConversation,
+    conversation_list(msg) {
+      state.conversations = new Map((msg.conversations || []).map((c) => [c.id, c]));
+      state.activeMinutes = msg.activeMinutes || 60;
+      renderSidebar();
+    },
+    conversation_created(msg) {
+      upsertMeta(msg.conversation);
+    },
+    conversation_renamed(msg) {
+      const meta = state.conversations.get(msg.conversationId);
+      if (meta) upsertMeta(Object.assign({}, meta, { title: msg.title, manuallyNamed: true }));
+      if (state.current && state.current.id === msg.conversationId) {
+        state.current = Object.assign({}, state.current, { title: msg.title });
+        renderHeader();
+      }
+    },
+    conversation_updated(msg) {
+      if (msg.conversation) upsertMeta(msg.conversation);
+      else if (msg.turn && state.conversations.has(msg.conversationId)) {
+        const meta = state.conversations.get(msg.conversationId);
+        upsertMeta(Object.assign({}, meta, { updated: msg.turn.timestamp, turnCount: Math.max(meta.turnCount || 0, msg.turn.turnNumber || 0) }));
+      }
+      if (!state.current || state.current.id !== msg.conversationId) return;
+      if (msg.turn) appendTurn(msg.turn);
+      if (msg.event) {
+        items().appendChild(renderEvent(msg.event));
+        scrollToBottom();
+      }
+    },
+    history(msg) {
+      if (!state.current || msg.conversationId !== state.current.id) return;
+      const list = items();
+      const first = list.firstChild;
+      for (const item of msg.turns || []) list.insertBefore(renderItem(item), first);
+      state.oldestTurn = firstTurn(msg.turns) || state.oldestTurn;
+      $("load-more").hidden = !msg.hasMore;
+    },
+    stream: onStream,
+    reply(msg) {
+      setGenerating(false);
+      if (!state.current || msg.conversationId !== state.current.id) return;
+      // Normally the turn itself arrived as conversation_updated; show the text only if not.
+      const shown = Array.from(items().querySelectorAll(".msg-assistant:not(.streaming)")).slice(-3).some((n) => n.querySelector(".msg-body").textContent.trim() === (msg.text || "").trim());
+      if (!shown && !items().querySelector(".streaming")) {
+        items().appendChild(renderNotice({ kind: "reply", text: msg.text, actions: msg.actions }));
+        scrollToBottom();
+      }
+    },
+    notice(msg) {
+      if (msg.conversationId && state.current && msg.conversationId !== state.current.id && msg.kind !== "escalation") return;
+      items().appendChild(renderNotice(msg));
+      $("empty-state").hidden = true;
+      scrollToBottom();
+      if (msg.kind === "escalation") $("external-badge").hidden = false;
+    },
+    external_updated() {
+      if (state.panel === "external") loadExternal();
+      else $("external-badge").hidden = false;
+    },
+    error(msg) {
+      toast(msg.message || "Error");
+    },
+    pong() {},
+  };
+
+  // ---------------------------------------------------------------- actions
+  function sendText(text) {
+    const ok = send({ type: "send_message", text, conversationId: state.current ? state.current.id : null });
+    if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
+    return ok;
+  }
+
+  function startRename() {
+    if (!state.current) return;
+    const input = $("title-input");
+    input.value = state.current.title || "";
+    input.hidden = false;
+    $("chat-title").hidden = true;
+    input.focus();
+    input.select();
+  }
+
+  function finishRename(commit) {
+    const input = $("title-input");
+    if (input.hidden) return;
+    input.hidden = true;
+    $("chat-title").hidden = false;
+    const title = input.value.trim();
+    if (commit && state.current && title && title !== state.current.title) {
+      send({ type: "rename_conversation", conversationId: state.current.id, title });
+    }
+  }
+
+  function showPanel(name) {
+    state.panel = name;
+    for (const section of document.querySelectorAll("main > .panel")) section.hidden = section.id !== "panel-" + name;
+    for (const b of document.querySelectorAll("#panel-nav button")) b.classList.toggle("active", b.dataset.panel === name);
+    if (name === "external") {
+      $("external-badge").hidden = true;
+      loadExternal();
+    } else if (name === "analytics") {
+      loadAnalytics();
+    } else if (name === "search") {
+      $("search-input").focus();
+    }
+  }
+
+  // ---------------------------------------------------------------- search
+  async function runSearch(more) {
+    const params = new URLSearchParams();
+    const q = more ? state.search.query : $("search-input").value.trim();
+    if (!q) return;
+    params.set("q", q);
+    for (const [key, id] of [["channel", "search-channel"], ["from", "search-from"], ["to", "search-to"]]) {
+      if ($(id).value) params.set(key, $(id).value);
+    }
+    if (more && state.search.cursor) params.set("cursor", state.search.cursor);
+    $("search-status").textContent = "Searching…";
+    const r = await fetch("/api/search?" + params, { credentials: "same-origin" });
+    if (r.status === 401) return (location.href = "/login");
+    const page = await r.json();
+    if (!r.ok) {
+      $("search-status").textContent = page.error || "Search failed";
+      return;
+    }
+    const list = $("search-results");
+    if (!more) list.textContent = "";
+    state.search = { query: q, cursor: page.next_cursor };
+    for (const res of page.results) list.appendChild(renderResult(res));
+    $("search-status").textContent = page.total + " conversation" + (page.total === 1 ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+    $("search-more").hidden = !page.next_cursor;
+  }
+
+  function renderResult(res) {
+    const li = el("li", "result");
+    li.dataset.id = res.conversation_id;
+    const head = el("div", "result-head");
+    head.appendChild(icon(res.channel));
+    const title = el("a", "result-title", res.title || "New conversation");
+    title.href = "#c=" + res.conversation_id;
+    head.appendChild(title);
+    const when = el("time", "muted", res.timestamp ? new Date(res.timestamp).toLocaleString() + " · " + relTime(res.timestamp) : "");
+    head.appendChild(when);
+    li.appendChild(head);
+    if (res.topics && res.topics.length) {
+      const tags = el("div", "tags");
+      for (const t of res.topics) tags.appendChild(el("span", "tag", t));
+      li.appendChild(tags);
+    }
+    li.appendChild(el("p", "snippet", res.snippet || res.abbreviation || ""));
+    li.appendChild(el("p", "muted", res.turn_range ? "Matched turns " + res.turn_range : ""));
+    const open = (ev) => {
+      ev.preventDefault();
+      state.focusTurns = res.matched_turns || [];
+      showPanel("chat");
+      send({ type: "switch_conversation", conversationId: res.conversation_id, aroundTurn: (res.matched_turns || [])[0] });
+    };
+    title.addEventListener("click", open);
+    li.addEventListener("dblclick", open);
+    return li;
+  }
+
+  // ---------------------------------------------------------------- external
+  async function postJSON(url, body) {
+    const r = await fetch(url, { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    if (r.status === 401) location.href = "/login";
+    if (!r.ok) {
+      let message = "Request failed";
+      try {
+        message = (await r.json()).error || message;
+      } catch (_e) {}
+      toast(message);
+    }
+    return r.ok;
+  }
+
+  async function loadExternal() {
+    const r = await fetch("/api/external", { credentials: "same-origin" });
+    if (r.status === 401) return (location.href = "/login");
+    const data = await r.json();
+    const box = $("external-list");
+    box.textContent = "";
+    if (!data.parties.length) box.appendChild(el("p", "muted", "Nobody has written yet."));
+    for (const p of data.parties) box.appendChild(renderParty(p));
+  }
+
+  function renderParty(p) {
+    const card = el("article", "party tier-" + p.tier);
+    card.dataset.party = p.id;
+    const head = el("header");
+    head.appendChild(icon(p.channel));
+    head.appendChild(el("strong", null, p.name || p.identity));
+    if (p.name) head.appendChild(el("span", "muted", p.identity));
+    head.appendChild(el("span", "tier tag", p.tier));
+    head.appendChild(el("span", "muted", p.messageCount + " messages · " + relTime(p.updated)));
+    card.appendChild(head);
+    for (const e of p.escalations) {
+      const esc = el("div", "escalation");
+      esc.appendChild(el("strong", null, "Pending escalation "));
+      esc.appendChild(el("span", null, e.text));
+      card.appendChild(esc);
+    }
+    const log = el("ul", "party-messages");
+    for (const m of p.messages) {
+      const li = el("li", "dir-" + m.direction);
+      li.appendChild(el("span", "muted", (m.direction === "in" ? "← " : "→ ") + relTime(m.timestamp) + " "));
+      li.appendChild(el("span", null, m.content));
+      log.appendChild(li);
+    }
+    card.appendChild(log);
+    const actions = el("div", "actions");
+    const tierButton = (label, tier) => {
+      const b = el("button", "tier-" + tier, label);
+      b.type = "button";
+      b.disabled = p.tier === tier;
+      b.addEventListener("click", async () => {
+        if (await postJSON("/api/external/" + encodeURIComponent(p.id) + "/tier", { tier })) loadExternal();
+      });
+      return b;
+    };
+    actions.appendChild(tierButton("Trust", "known"));
+    actions.appendChild(tierButton("Untrust", "untrusted"));
+    actions.appendChild(tierButton("Block", "blocked"));
+    const reply = el("form", "reply");
+    const input = el("input");
+    input.placeholder = "Reply to " + (p.name || p.identity);
+    const go = el("button", null, "Reply");
+    go.type = "submit";
+    reply.appendChild(input);
+    reply.appendChild(go);
+    reply.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const text = input.value.trim();
+      if (text && (await postJSON("/api/external/" + encodeURIComponent(p.id) + "/reply", { text }))) {
+        input.value = "";
+        loadExternal();
+      }
+    });
+    actions.appendChild(reply);
+    card.appendChild(actions);
+    return card;
+  }
+
+  // ---------------------------------------------------------------- analytics
+  async function loadAnalytics() {
+    const stamp = Date.now();
+    for (const name of ["conversations", "channels", "topics"]) $("chart-" + name).src = "/analytics/" + name + ".svg?t=" + stamp;
+    const r = await fetch("/api/analytics", { credentials: "same-origin" });
+    if (!r.ok) return;
+    const t = await r.json();
+    const box = $("analytics-totals");
+    box.textContent = "";
+    const stat = (label, value) => {
+      const d = el("div", "stat");
+      d.appendChild(el("div", "stat-value", String(value)));
+      d.appendChild(el("div", "muted", label));
+      box.appendChild(d);
+    };
+    stat("conversations", t.conversations);
+    stat("turns", t.turns);
+    stat("cost (USD)", "$" + Number(t.cost).toFixed(4));
+    stat("tokens in / out", t.tokensIn + " / " + t.tokensOut);
+  }
+
+  // ---------------------------------------------------------------- wiring
+  function init() {
+    $("composer").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const text = $("input").value;
+      if (!text.trim()) return;
+      if (sendText(text)) $("input").value = "";
+    });
+    $("input").addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+        ev.preventDefault();
+        $("composer").requestSubmit();
+      }
+    });
+    $("stop").addEventListener("click", () => send({ type: "stop_generation", conversationId: state.current ? state.current.id : null }));
+    $("new-conversation").addEventListener("click", () => {
+      showPanel("chat");
+      send({ type: "new_conversation" });
+      $("input").focus();
+    });
+    $("chat-title").addEventListener("click", startRename);
+    $("chat-title").addEventListener("keydown", (ev) => ev.key === "Enter" && startRename());
+    $("title-input").addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") finishRename(true);
+      if (ev.key === "Escape") finishRename(false);
+    });
+    $("title-input").addEventListener("blur", () => finishRename(true));
+    $("model-select").addEventListener("change", (ev) => {
+      state.pendingModel = ev.target.value;
+      send({ type: "set_model", model: ev.target.value });
+    });
+    $("load-more").addEventListener("click", () => {
+      if (state.current && state.oldestTurn != null) send({ type: "load_more", conversationId: state.current.id, beforeTurn: state.oldestTurn });
+    });
+    for (const b of document.querySelectorAll("#panel-nav button")) b.addEventListener("click", () => showPanel(b.dataset.panel));
+    $("search-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      runSearch(false);
+    });
+    $("search-more").addEventListener("click", () => runSearch(true));
+    setInterval(() => {
+      renderSidebar();
+      for (const t of document.querySelectorAll("time.when")) t.textContent = relTime(t.dateTime);
+    }, 30000);
+    renderHeader();
+    connect();
+  }
+
+  document.addEventListener("DOMContentLoaded", init);
+})();

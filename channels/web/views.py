@@ -1,0 +1,159 @@
+"""JSON shapes the dashboard receives: ConversationMeta (seed 000), turns and events.
+
+Only these helpers decide what leaves the server, so the browser never sees routing
+internals (identity keys, byte offsets) and every shape is built in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# Transcript events shown in the chat as folded system notes.
+NOTE_EVENTS = frozenset(
+    {
+        "compression",
+        "abbreviation",
+        "title_assigned",
+        "meta_update",
+        "model_changed",
+        "unpinned",
+        "pinned",
+        "error",
+    }
+)
+
+
+def channel_label(channel: str, meta: Mapping[str, Any], participants: list[str]) -> str:
+    """The contact (Telegram) or sender + subject (e-mail) shown beside a channel icon."""
+    if channel == "web":
+        return ""
+    name = ""
+    for key in (
+        "group_title",
+        "groupTitle",
+        "contact",
+        "sender_name",
+        "senderName",
+        "display_name",
+        "name",
+        "username",
+        "from",
+        "address",
+    ):
+        value = meta.get(key)
+        if isinstance(value, str) and value:
+            name = value
+            break
+    if not name and participants:
+        name = str(participants[0])
+    subject = meta.get("subject")
+    if channel == "email" and isinstance(subject, str) and subject:
+        return f"{name} — {subject}" if name else subject
+    return name
+
+
+def conversation_meta(record: Any) -> dict[str, Any]:
+    """ConversationMeta for a record, plus ``readOnly`` and ``label`` for the sidebar.
+
+    A conversation pinned to a channel identity is read-only on the web (the channel owns
+    it); once unpinned (``/new`` on that channel) the dashboard may continue it.
+    """
+    if hasattr(record, "to_meta"):
+        meta: dict[str, Any] = dict(record.to_meta())
+    else:  # a plain mapping (tests, older records)
+        meta = dict(record)
+    channel = str(meta.get("channel") or "web")
+    channel_meta = meta.get("channelMeta") or {}
+    meta.pop("participants", None)
+    meta["channelMeta"] = {
+        k: v
+        for k, v in channel_meta.items()
+        if k
+        in (
+            "subject",
+            "contact",
+            "sender_name",
+            "senderName",
+            "group_title",
+            "groupTitle",
+            "username",
+            "display_name",
+        )
+    }
+    meta["readOnly"] = channel != "web" and bool(meta.get("pinned"))
+    meta["label"] = channel_label(
+        channel, channel_meta, list(getattr(record, "participants", []) or [])
+    )
+    return meta
+
+
+def turn_view(line: Mapping[str, Any]) -> dict[str, Any]:
+    """A transcript ``turn`` line as the chat renders it."""
+    out: dict[str, Any] = {
+        "type": "turn",
+        "role": line.get("role"),
+        "content": line.get("content", ""),
+        "timestamp": line.get("timestamp"),
+        "turnNumber": line.get("turnNumber"),
+    }
+    for key in ("channel", "sender", "senderName", "model", "cost"):
+        if line.get(key) is not None:
+            out[key] = line[key]
+    return out
+
+
+def event_view(line: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A transcript ``event`` line as a folded system note, or None if not shown."""
+    event = line.get("event")
+    if event not in NOTE_EVENTS:
+        return None
+    text = ""
+    for key in ("summary", "text", "title", "message", "name", "model"):
+        value = line.get(key)
+        if isinstance(value, str) and value:
+            text = value
+            break
+    out: dict[str, Any] = {
+        "type": "event",
+        "event": event,
+        "text": text,
+        "timestamp": line.get("timestamp"),
+    }
+    for key in ("compressedThrough", "throughTurn", "topics"):
+        if line.get(key) is not None:
+            out[key] = line[key]
+    return out
+
+
+def line_views(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Turns and shown events of a transcript, in transcript order."""
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        if line.get("type") == "turn":
+            out.append(turn_view(line))
+        elif line.get("type") == "event":
+            view = event_view(line)
+            if view is not None:
+                out.append(view)
+    return out
+
+
+def page_of(
+    items: list[dict[str, Any]], *, limit: int, before: int | None = None, around: int | None = None
+) -> tuple[list[dict[str, Any]], bool]:
+    """A window of ``items`` (turns and events) and whether older items exist.
+
+    ``before``: items strictly before that turn number (paging up). ``around``: a window
+    that contains that turn (opening a search result). Otherwise the last ``limit``.
+    """
+    positions = [i for i, it in enumerate(items) if it["type"] == "turn"]
+    end = len(items)
+    if before is not None:
+        end = next((i for i in positions if (items[i]["turnNumber"] or 0) >= before), len(items))
+    elif around is not None:
+        hit = next((i for i in positions if (items[i]["turnNumber"] or 0) >= around), None)
+        if hit is not None:
+            end = min(len(items), hit + max(limit // 2, 1))
+    start = max(0, end - limit)
+    return items[start:end], start > 0

@@ -1,0 +1,386 @@
+"""The dashboard's WebSocket protocol (seed 000 "WebSocket Protocol Messages").
+
+Client → server: ``new_conversation``, ``switch_conversation`` {conversationId,
+aroundTurn?}, ``rename_conversation`` {title, conversationId?}, ``send_message`` {text,
+conversationId?}, ``stop_generation``, ``set_model`` {model}, ``load_more``
+{conversationId, beforeTurn}, ``ping``.
+
+Server → client: ``conversation_loaded`` {conversation, turns, hasMore, models},
+``conversation_list`` {conversations, activeMinutes}, ``conversation_created``,
+``conversation_renamed``, ``conversation_updated`` {conversationId, turn?, event?,
+conversation?}, ``history`` {conversationId, turns, hasMore}, ``stream``
+{conversationId, turnNumber, delta, done}, ``reply``, ``notice``, ``external_updated``,
+``error``, ``pong``.
+
+Each client has a bounded send queue drained by its own writer task, so one slow tab
+never delays a broadcast to the others; a tab that falls too far behind is closed (it
+reconnects and reloads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import WSMsgType, web
+
+from bot.events import InboundMessage, OutboundMessage, StreamEvent
+from bot.tasks import spawn
+from channels.web.views import conversation_meta, event_view, line_views, page_of, turn_view
+
+if TYPE_CHECKING:
+    from channels.web.server import WebChannel
+
+log = logging.getLogger("my_agent.web.ws")
+
+PAGE_SIZE = 50
+LIST_SIZE = 200
+QUEUE_LIMIT = 1000
+
+
+class Client:
+    """One open dashboard tab."""
+
+    def __init__(self, ws: web.WebSocketResponse) -> None:
+        self.id = f"ws-{uuid.uuid4().hex[:12]}"
+        self.ws = ws
+        self.conversation_id: str | None = None
+        self.pending_model: str | None = None  # chosen before the first message
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_LIMIT)
+        self.writer: asyncio.Task[None] | None = None
+
+    def push(self, data: str) -> bool:
+        """Queue a frame; False when the client is hopelessly behind."""
+        try:
+            self.queue.put_nowait(data)
+            return True
+        except asyncio.QueueFull:
+            return False
+
+    async def write_loop(self) -> None:
+        while True:
+            data = await self.queue.get()
+            if data is None or self.ws.closed:
+                return
+            try:
+                await self.ws.send_str(data)
+            except (ConnectionError, RuntimeError):
+                return
+
+
+class WsHub:
+    """Connected tabs, the protocol handlers and the broadcasts."""
+
+    def __init__(self, channel: WebChannel) -> None:
+        self.channel = channel
+        self.clients: dict[str, Client] = {}
+
+    @property
+    def services(self) -> Any:
+        return self.channel.services
+
+    # -- connection -------------------------------------------------------------------
+    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1 << 20)
+        await ws.prepare(request)
+        client = Client(ws)
+        client.writer = spawn(client.write_loop(), name=f"web-writer-{client.id}")
+        self.clients[client.id] = client
+        log.debug("client %s connected (%d open)", client.id, len(self.clients))
+        try:
+            await self._on_connect(client)
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    data = json.loads(msg.data)
+                    if not isinstance(data, dict):
+                        raise ValueError("not an object")
+                except ValueError:
+                    self.send(client, {"type": "error", "message": "malformed message"})
+                    continue
+                try:
+                    await self.dispatch(client, data)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("web: handling %r failed", data.get("type"))
+                    self.send(client, {"type": "error", "message": "internal error"})
+        finally:
+            self.clients.pop(client.id, None)
+            client.queue.put_nowait(None) if not client.queue.full() else None
+            if client.writer is not None:
+                client.writer.cancel()
+            log.debug("client %s gone (%d open)", client.id, len(self.clients))
+        return ws
+
+    async def close_all(self) -> None:
+        for client in list(self.clients.values()):
+            with contextlib.suppress(Exception):
+                await client.ws.close(code=1001, message=b"server shutdown")
+            if client.writer is not None:
+                client.writer.cancel()
+        self.clients.clear()
+
+    async def _on_connect(self, client: Client) -> None:
+        """Reconnect protocol: resume the most recent web conversation, then the list."""
+        rec = await self.services.conversations.most_recent(channel="web")
+        await self._load(client, rec.id if rec is not None else None)
+        await self.send_list(client)
+
+    # -- sending ----------------------------------------------------------------------
+    def send(self, client: Client, payload: dict[str, Any]) -> None:
+        self._push(client, json.dumps(payload, ensure_ascii=False))
+
+    def _push(self, client: Client, data: str) -> None:
+        if not client.push(data):
+            log.warning("web client %s too slow, disconnecting", client.id)
+            self.clients.pop(client.id, None)
+            spawn(client.ws.close(code=1013, message=b"too slow"), name="web-close-slow")
+
+    def broadcast(self, payload: dict[str, Any], clients: Iterable[Client] | None = None) -> int:
+        """Send one frame to ``clients`` (all by default); returns how many got it."""
+        data = json.dumps(payload, ensure_ascii=False)
+        targets = list(self.clients.values() if clients is None else clients)
+        for client in targets:
+            self._push(client, data)
+        return len(targets)
+
+    def viewing(self, conversation_id: str) -> list[Client]:
+        return [c for c in self.clients.values() if c.conversation_id == conversation_id]
+
+    async def send_list(self, client: Client | None = None) -> None:
+        records = await self.services.conversations.list(limit=LIST_SIZE)
+        payload = {
+            "type": "conversation_list",
+            "conversations": [conversation_meta(r) for r in records],
+            "activeMinutes": self.channel.config.conversations.list_active_minutes,
+        }
+        if client is None:
+            self.broadcast(payload)
+        else:
+            self.send(client, payload)
+
+    def _models(self) -> dict[str, Any]:
+        models = self.channel.config.models
+        return {"aliases": sorted(models.aliases), "default": models.default}
+
+    async def _items(self, conversation_id: str) -> list[dict[str, Any]]:
+        lines = await self.channel.read_lines(conversation_id)
+        return line_views(lines)
+
+    async def _load(
+        self, client: Client, conversation_id: str | None, around: int | None = None
+    ) -> None:
+        client.conversation_id = None
+        rec = None
+        if conversation_id:
+            rec = await self.services.conversations.get(conversation_id)
+            if rec is None:
+                self.send(client, {"type": "error", "message": "no such conversation"})
+        if rec is None:
+            self.send(
+                client,
+                {
+                    "type": "conversation_loaded",
+                    "conversation": None,
+                    "turns": [],
+                    "hasMore": False,
+                    "models": self._models(),
+                },
+            )
+            return
+        client.conversation_id = rec.id
+        client.pending_model = None
+        items, has_more = page_of(await self._items(rec.id), limit=PAGE_SIZE, around=around)
+        self.send(
+            client,
+            {
+                "type": "conversation_loaded",
+                "conversation": conversation_meta(rec),
+                "turns": items,
+                "hasMore": has_more,
+                "models": self._models(),
+                "focusTurn": around,
+            },
+        )
+
+    # -- client messages -------------------------------------------------------------
+    async def dispatch(self, client: Client, data: dict[str, Any]) -> None:
+        kind = data.get("type")
+        if kind == "ping":
+            self.send(client, {"type": "pong", "t": data.get("t")})
+        elif kind == "new_conversation":
+            # No transcript until the first message (seed 000 Flow 2, step 3).
+            await self._load(client, None)
+        elif kind == "switch_conversation":
+            around = data.get("aroundTurn")
+            await self._load(
+                client,
+                str(data.get("conversationId") or "") or None,
+                around=around if isinstance(around, int) else None,
+            )
+        elif kind == "load_more":
+            await self._load_more(client, data)
+        elif kind == "rename_conversation":
+            await self._rename(client, data)
+        elif kind == "send_message":
+            await self._send_message(client, data)
+        elif kind == "stop_generation":
+            cid = data.get("conversationId") or client.conversation_id
+            if cid:
+                stopped = self.services.router.cancel(str(cid))
+                if inspect.isawaitable(stopped):
+                    await stopped
+        elif kind == "set_model":
+            await self._set_model(client, data)
+        else:
+            self.send(client, {"type": "error", "message": f"unknown message type {kind!r}"})
+
+    async def _load_more(self, client: Client, data: dict[str, Any]) -> None:
+        cid, before = data.get("conversationId"), data.get("beforeTurn")
+        if not isinstance(cid, str) or not isinstance(before, int):
+            return
+        items, has_more = page_of(await self._items(cid), limit=PAGE_SIZE, before=before)
+        self.send(
+            client, {"type": "history", "conversationId": cid, "turns": items, "hasMore": has_more}
+        )
+
+    async def _rename(self, client: Client, data: dict[str, Any]) -> None:
+        cid = data.get("conversationId") or client.conversation_id
+        title = str(data.get("title") or "").strip()[:200]
+        if not cid or not title:
+            self.send(client, {"type": "error", "message": "nothing to rename"})
+            return
+        # The manager emits conversation_renamed; the bus handler broadcasts it.
+        await self.services.conversations.rename(str(cid), title)
+
+    async def _set_model(self, client: Client, data: dict[str, Any]) -> None:
+        alias = str(data.get("model") or "")
+        if alias not in self.channel.config.models.aliases:
+            self.send(client, {"type": "error", "message": f"unknown model {alias!r}"})
+            return
+        if client.conversation_id is None:
+            client.pending_model = alias
+            return
+        await self.services.conversations.set_model(client.conversation_id, alias)
+        rec = await self.services.conversations.get(client.conversation_id)
+        if rec is not None:
+            self.broadcast(
+                {
+                    "type": "conversation_updated",
+                    "conversationId": rec.id,
+                    "conversation": conversation_meta(rec),
+                }
+            )
+
+    async def _send_message(self, client: Client, data: dict[str, Any]) -> None:
+        text = str(data.get("text") or "")
+        if not text.strip():
+            return
+        cid = data.get("conversationId") or client.conversation_id
+        if cid:
+            rec = await self.services.conversations.get(str(cid))
+            if rec is None:
+                self.send(client, {"type": "error", "message": "no such conversation"})
+                return
+            if conversation_meta(rec)["readOnly"]:
+                self.send(
+                    client,
+                    {
+                        "type": "error",
+                        "message": "this conversation belongs to its channel and is read-only",
+                    },
+                )
+                return
+        else:
+            rec = await self.channel.create_web_conversation(client.pending_model)
+            client.pending_model = None
+            await self._load(client, rec.id)
+        host = self.channel.host
+        if host is None:
+            self.send(client, {"type": "error", "message": "not ready"})
+            return
+        await host.deliver(
+            InboundMessage(
+                channel="web",
+                sender_id="owner",
+                chat_id=client.id,
+                text=text,
+                message_id=f"web-{uuid.uuid4()}",
+                conversation_id=rec.id,
+                sender_name=self.channel.config.owner.name,
+            )
+        )
+
+    # -- from the core ----------------------------------------------------------------
+    def on_stream(self, event: StreamEvent) -> None:
+        self.broadcast(
+            {
+                "type": "stream",
+                "conversationId": event.conversation_id,
+                "turnNumber": event.turn_number,
+                "delta": event.delta,
+                "done": event.done,
+            },
+            self.viewing(event.conversation_id),
+        )
+
+    def on_outbound(self, message: OutboundMessage) -> None:
+        payload = {
+            "type": "reply" if message.kind == "reply" else "notice",
+            "kind": message.kind,
+            "text": message.text,
+            "conversationId": message.conversation_id,
+            "actions": [list(a) for a in message.actions],
+        }
+        origin = self.clients.get(message.chat_id)
+        if message.kind in ("command", "notice") and origin is not None:
+            self.send(origin, payload)  # a command's answer is for the tab that asked
+            switched = message.metadata.get("switchedTo")
+            if isinstance(switched, str):  # "/new" typed in the dashboard: follow it
+                spawn(self._load(origin, switched), name="web-follow-switch")
+        else:
+            self.broadcast(payload)
+
+    async def on_turn(
+        self, conversation_id: str, turn: dict[str, Any], conversation: Any = None
+    ) -> None:
+        payload: dict[str, Any] = {
+            "type": "conversation_updated",
+            "conversationId": conversation_id,
+            "turn": turn_view(turn),
+        }
+        if conversation is not None:
+            payload["conversation"] = conversation_meta(conversation)
+        self.broadcast(payload)
+
+    async def on_event(self, conversation_id: str, event: dict[str, Any]) -> None:
+        view = event_view(event)
+        if view is not None:
+            self.broadcast(
+                {"type": "conversation_updated", "conversationId": conversation_id, "event": view}
+            )
+
+    async def on_conversation(self, conversation: Any, created: bool) -> None:
+        meta = conversation_meta(conversation)
+        if created:
+            self.broadcast({"type": "conversation_created", "conversation": meta})
+        else:
+            self.broadcast(
+                {"type": "conversation_updated", "conversationId": meta["id"], "conversation": meta}
+            )
+
+    async def on_renamed(self, conversation_id: str, title: str) -> None:
+        self.broadcast(
+            {"type": "conversation_renamed", "conversationId": conversation_id, "title": title}
+        )
+
+    async def on_external(self, kind: str) -> None:
+        self.broadcast({"type": "external_updated", "kind": kind})

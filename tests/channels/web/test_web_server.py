@@ -1,0 +1,220 @@
+"""The dashboard server over real sockets: authentication, origin checks, health and the
+JSON API, against the real core with the offline brain."""
+
+from __future__ import annotations
+
+import stat
+import uuid
+
+import aiohttp
+import pytest
+
+from bot.events import InboundMessage
+from tests.channels.web.conftest import Stack, login, start_stack, stop_stack
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def test_token_file_is_private_and_stable(tmp_path) -> None:
+    first = await start_stack(tmp_path / "d")
+    try:
+        path = first.config.data_dir / "web_token"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        token = first.channel.token
+        assert len(token) >= 24 and path.read_text().strip() == token
+    finally:
+        await stop_stack(first)
+    path.chmod(0o644)  # loosened by someone: tightened again, token kept
+    second = await start_stack(tmp_path / "d")
+    try:
+        assert second.channel.token == token
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    finally:
+        await stop_stack(second)
+
+
+async def test_token_is_printed_at_warning(tmp_path, caplog) -> None:
+    caplog.set_level("WARNING", logger="my_agent.web")
+    s = await start_stack(tmp_path / "d")
+    try:
+        assert any(
+            s.channel.token in r.getMessage() and r.levelname == "WARNING" for r in caplog.records
+        )
+    finally:
+        await stop_stack(s)
+
+
+async def test_no_session_no_data(stack: Stack) -> None:
+    # Seed a conversation so there is something to leak.
+    await stack.deliver_telegram("secret plans for the weekend")
+    async with aiohttp.ClientSession() as anon:
+        async with anon.get(f"{stack.url}/", allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/login"
+        for path in (
+            "/api/conversations",
+            "/api/search?q=secret",
+            "/api/external",
+            "/api/analytics",
+            "/analytics/topics.svg",
+            "/static/app.js",
+        ):
+            async with anon.get(f"{stack.url}{path}", allow_redirects=False) as r:
+                body = await r.text()
+                assert r.status in (401, 303), path
+                assert "secret" not in body and "weekend" not in body
+        with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+            await anon.ws_connect(f"{stack.url}/ws", headers={"Origin": stack.origin})
+        assert err.value.status == 401
+        # The login page and its assets are public, and carry no data.
+        async with anon.get(f"{stack.url}/login") as r:
+            assert r.status == 200 and "secret" not in await r.text()
+
+
+async def test_health_endpoints_are_open_and_dataless(stack: Stack) -> None:
+    await stack.deliver_telegram("health check should not show this")
+    async with aiohttp.ClientSession() as anon:
+        async with anon.get(f"{stack.url}/healthz") as r:
+            assert r.status == 200 and await r.json() == {"status": "ok"}
+        async with anon.get(f"{stack.url}/readyz") as r:
+            data = await r.json()
+            assert r.status == 200 and data["ready"] is True
+            assert "should not" not in await r.text()
+    stack.services.ready = False
+    async with aiohttp.ClientSession() as anon, anon.get(f"{stack.url}/readyz") as r:
+        assert r.status == 503 and (await r.json())["ready"] is False
+
+
+async def test_login_sets_a_strict_httponly_cookie(stack: Stack) -> None:
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
+        async with s.post(f"{stack.url}/login", json={"token": "wrong"}) as r:
+            assert r.status == 401
+        async with s.post(
+            f"{stack.url}/login", data={"token": stack.channel.token}, allow_redirects=False
+        ) as r:
+            assert r.status == 303 and r.headers["Location"] == "/"
+            cookie = r.headers["Set-Cookie"]
+            assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        async with s.get(f"{stack.url}/api/conversations") as r:
+            assert r.status == 200
+        async with s.post(
+            f"{stack.url}/logout", headers={"Origin": stack.origin}, allow_redirects=False
+        ) as r:
+            assert r.status == 303
+        async with s.get(f"{stack.url}/api/conversations") as r:
+            assert r.status == 401
+
+
+async def test_login_attempts_are_rate_limited(stack: Stack) -> None:
+    limit = stack.config.channels.web.login_attempts_per_minute
+    async with aiohttp.ClientSession() as s:
+        for _ in range(limit):
+            async with s.post(f"{stack.url}/login", json={"token": "guess"}) as r:
+                assert r.status == 401
+        # Even the right token is refused while the client is limited.
+        async with s.post(f"{stack.url}/login", json={"token": stack.channel.token}) as r:
+            assert r.status == 429 and int(r.headers["Retry-After"]) >= 1
+        async with s.post(f"{stack.url}/login", data={"token": "x"}, allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/login?error=rate"
+
+
+async def test_websocket_origin_and_host_checked(stack: Stack, client) -> None:
+    for origin in ("http://evil.example", "null", f"{stack.origin}.evil.example"):
+        with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+            await client.ws_connect(f"{stack.url}/ws", headers={"Origin": origin})
+        assert err.value.status == 403
+    with pytest.raises(aiohttp.WSServerHandshakeError):
+        await client.ws_connect(f"{stack.url}/ws")  # no Origin at all
+    # A rebinding DNS name pointing at 127.0.0.1 is refused outright.
+    async with client.get(f"{stack.url}/healthz", headers={"Host": "attacker.example"}) as r:
+        assert r.status == 421
+    # Writes from a foreign page are refused even with a valid session.
+    async with client.post(
+        f"{stack.url}/api/external/p0000000/tier",
+        json={"tier": "known"},
+        headers={"Origin": "http://evil.example"},
+    ) as r:
+        assert r.status == 403
+
+
+async def test_pages_carry_a_strict_csp(stack: Stack, client) -> None:
+    async with client.get(f"{stack.url}/") as r:
+        assert r.status == 200
+        csp = r.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+        assert r.headers["X-Frame-Options"] == "DENY"
+        html = await r.text()
+        assert "http://" not in html and "https://" not in html  # no CDN
+
+
+async def test_conversation_api_and_search(stack: Stack, client) -> None:
+    await stack.deliver_telegram("the zeppelin maintenance schedule is on Thursday")
+    async with client.get(f"{stack.url}/api/conversations") as r:
+        convs = (await r.json())["conversations"]
+    tg = next(c for c in convs if c["channel"] == "telegram")
+    assert tg["readOnly"] is True and tg["label"] == "Hanan"
+    assert "identityKey" not in tg and "identity_key" not in tg
+    async with client.get(f"{stack.url}/api/conversations/{tg['id']}") as r:
+        data = await r.json()
+        assert data["turns"][0]["content"].startswith("the zeppelin")
+    async with client.get(f"{stack.url}/api/conversations/conv-nope") as r:
+        assert r.status == 404
+    async with client.get(f"{stack.url}/api/search", params={"q": "zeppelin"}) as r:
+        page = await r.json()
+    assert page["results"][0]["conversation_id"] == tg["id"]
+    assert 1 in page["results"][0]["matched_turns"]
+    async with client.get(f"{stack.url}/api/search", params={"q": 'AND "( NEAR *'}) as r:
+        assert r.status == 200  # hostile FTS syntax is only ever searched for
+
+
+async def test_external_panel_api_trust_and_reply(stack: Stack, client) -> None:
+    await stack.services.router.deliver(
+        InboundMessage(
+            channel="telegram",
+            sender_id="777",
+            sender_name="Stranger Danger",
+            text="hello, who is this?",
+            message_id=f"tg-{uuid.uuid4().hex[:6]}",
+            chat_id="777",
+        )
+    )
+    async with client.get(f"{stack.url}/api/external") as r:
+        parties = (await r.json())["parties"]
+    party = next(p for p in parties if p["name"] == "Stranger Danger")
+    assert party["tier"] == "untrusted" and party["escalations"]
+    assert party["messages"][0]["content"] == "hello, who is this?"
+    async with client.post(
+        f"{stack.url}/api/external/{party['id']}/tier",
+        json={"tier": "known"},
+        headers={"Origin": stack.origin},
+    ) as r:
+        assert r.status == 200
+    async with client.post(
+        f"{stack.url}/api/external/{party['id']}/tier", json={"tier": "owner"}
+    ) as r:
+        assert r.status == 400
+    async with client.post(
+        f"{stack.url}/api/external/{party['id']}/tier", data="tier=blocked"
+    ) as r:
+        assert r.status == 415  # form posts (cross-site capable) are not accepted
+    async with client.post(
+        f"{stack.url}/api/external/{party['id']}/reply",
+        json={"text": "It is the assistant of the owner."},
+    ) as r:
+        assert r.status == 200
+    async with client.post(f"{stack.url}/api/external/pffffff/reply", json={"text": "x"}) as r:
+        assert r.status == 404
+    async with client.get(f"{stack.url}/api/external") as r:
+        party = next(p for p in (await r.json())["parties"] if p["id"] == party["id"])
+    assert party["tier"] == "known" and party["escalations"] == []
+    assert party["messages"][-1] == {
+        **party["messages"][-1],
+        "direction": "out",
+        "content": "It is the assistant of the owner.",
+    }
+
+
+async def test_unauthenticated_login_page_redirects_when_logged_in(stack: Stack) -> None:
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
+        await login(s, stack)
+        async with s.get(f"{stack.url}/login", allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/"

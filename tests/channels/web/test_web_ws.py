@@ -1,0 +1,264 @@
+"""The dashboard's WebSocket protocol (seed 000) against the real core: reconnect,
+streaming, multi-tab sync, rename, model, paging, read-only channel conversations, stop."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+
+from tests.channels.web.conftest import GatedBrain, Stack, login, start_stack, stop_stack
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def test_reconnect_with_no_conversation(ws_factory) -> None:
+    tab = await ws_factory()
+    loaded = tab.of_type("conversation_loaded")[0]
+    assert loaded["conversation"] is None and loaded["turns"] == [] and not loaded["hasMore"]
+    assert set(loaded["models"]["aliases"]) >= {"opus", "sonnet", "haiku"}
+    assert tab.frames.index(loaded) < tab.frames.index(tab.of_type("conversation_list")[0])
+
+
+async def test_message_streams_reply_and_syncs_tabs(ws_factory) -> None:
+    tab1 = await ws_factory()
+    tab2 = await ws_factory()
+    await tab1.send(type="send_message", text="Remember the **blue** teapot")
+    created = await tab1.wait_for(lambda f: f["type"] == "conversation_created")
+    cid = created["conversation"]["id"]
+    assert created["conversation"]["channel"] == "web"
+    await tab1.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded"
+            and f["conversation"]
+            and f["conversation"]["id"] == cid
+        )
+    )
+    user = await tab1.wait_for(
+        lambda f: f["type"] == "conversation_updated" and f.get("turn", {}).get("role") == "user"
+    )
+    assert user["turn"]["content"] == "Remember the **blue** teapot"
+    deltas = []
+    done = await tab1.wait_for(lambda f: f["type"] == "stream" and f["done"])
+    deltas = [f["delta"] for f in tab1.of_type("stream") if f["conversationId"] == cid]
+    assert len(deltas) > 2 and done["turnNumber"] == user["turn"]["turnNumber"]
+    reply = await tab1.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated" and f.get("turn", {}).get("role") == "assistant"
+        )
+    )
+    assert "".join(deltas) == reply["turn"]["content"]
+    assert (
+        "no model" in reply["turn"]["content"].lower()
+        or "offline" in reply["turn"]["content"].lower()
+    )
+    # The other tab saw the same turns live (it was not viewing the conversation, so no
+    # stream frames, but the sidebar and turns arrive).
+    await tab2.wait_for(lambda f: f["type"] == "conversation_created")
+    await tab2.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated" and f.get("turn", {}).get("role") == "assistant"
+        )
+    )
+    assert not [f for f in tab2.of_type("stream") if f["conversationId"] == cid]
+    # A third tab (a refresh) resumes the same conversation with both turns.
+    tab3 = await ws_factory()
+    loaded = tab3.of_type("conversation_loaded")[0]
+    assert loaded["conversation"]["id"] == cid
+    assert [t["role"] for t in loaded["turns"] if t["type"] == "turn"] == ["user", "assistant"]
+
+
+async def test_rename_broadcasts_and_persists(ws_factory, stack: Stack) -> None:
+    tab1 = await ws_factory()
+    await tab1.send(type="send_message", text="first message")
+    created = await tab1.wait_for(lambda f: f["type"] == "conversation_created")
+    cid = created["conversation"]["id"]
+    tab2 = await ws_factory()
+    await tab2.send(type="switch_conversation", conversationId=cid)
+    await tab2.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded"
+            and f["conversation"]
+            and f["conversation"]["id"] == cid
+        )
+    )
+    await tab1.send(type="rename_conversation", title="  Teapot   inventory ")
+    for tab in (tab1, tab2):
+        renamed = await tab.wait_for(lambda f: f["type"] == "conversation_renamed")
+        assert renamed == {
+            "type": "conversation_renamed",
+            "conversationId": cid,
+            "title": "Teapot inventory",
+        }
+    rec = await stack.services.conversations.get(cid)
+    assert rec.title == "Teapot inventory" and rec.manually_named
+
+
+async def test_model_selector(ws_factory, stack: Stack) -> None:
+    tab = await ws_factory()
+    await tab.send(type="new_conversation")
+    await tab.send(type="set_model", model="gpt-17")
+    err = await tab.wait_for(lambda f: f["type"] == "error")
+    assert "unknown model" in err["message"]
+    await tab.send(type="set_model", model="opus")  # before the first message: kept
+    await tab.send(type="send_message", text="hello opus")
+    created = await tab.wait_for(lambda f: f["type"] == "conversation_created")
+    assert created["conversation"]["model"] == "opus"
+    await tab.send(type="set_model", model="haiku")
+    updated = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated"
+            and f.get("conversation", {}).get("model") == "haiku"
+        )
+    )
+    rec = await stack.services.conversations.get(updated["conversationId"])
+    assert rec.model == "haiku"
+
+
+async def test_paging_and_open_around_a_turn(ws_factory, stack: Stack) -> None:
+    conv = await stack.services.conversations.create("web")
+    for n in range(1, 61):
+        await stack.services.conversations.append_turn(conv.id, "user", f"question {n}")
+        await stack.services.conversations.append_turn(
+            conv.id, "assistant", f"answer {n}", turn_number=n
+        )
+    tab = await ws_factory()
+    await tab.send(type="switch_conversation", conversationId=conv.id)
+    loaded = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded"
+            and f["conversation"]
+            and f["conversation"]["id"] == conv.id
+        )
+    )
+    assert loaded["hasMore"] and len(loaded["turns"]) == 50
+    oldest = loaded["turns"][0]["turnNumber"]
+    await tab.send(type="load_more", conversationId=conv.id, beforeTurn=oldest)
+    history = await tab.wait_for(lambda f: f["type"] == "history")
+    assert history["turns"][-1]["turnNumber"] == oldest - 1
+    assert all(t["turnNumber"] < oldest for t in history["turns"])
+    start = len(tab.frames)
+    await tab.send(type="switch_conversation", conversationId=conv.id, aroundTurn=3)
+    around = await tab.wait_for(lambda f: f["type"] == "conversation_loaded", start=start)
+    numbers = [t["turnNumber"] for t in around["turns"]]
+    assert 3 in numbers and around["focusTurn"] == 3 and not around["hasMore"]
+
+
+async def test_telegram_conversation_is_read_only_and_live(ws_factory, stack: Stack) -> None:
+    await stack.deliver_telegram("from my phone: buy oat milk")
+    tg = (await stack.services.conversations.list(channel="telegram"))[0]
+    tab = await ws_factory()
+    await tab.send(type="switch_conversation", conversationId=tg.id)
+    loaded = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded"
+            and f["conversation"]
+            and f["conversation"]["id"] == tg.id
+        )
+    )
+    assert loaded["conversation"]["readOnly"] is True
+    start = len(tab.frames)
+    await tab.send(type="send_message", text="typed on the web", conversationId=tg.id)
+    err = await tab.wait_for(lambda f: f["type"] == "error", start=start)
+    assert "read-only" in err["message"]
+    await stack.deliver_telegram("and eggs")
+    live = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated" and f.get("turn", {}).get("content") == "and eggs"
+        ),
+        start=start,
+    )
+    assert live["conversationId"] == tg.id and live["turn"]["channel"] == "telegram"
+    # The reply to the phone streams to the dashboard tab viewing it too.
+    await tab.wait_for(
+        lambda f: f["type"] == "stream" and f["conversationId"] == tg.id, start=start
+    )
+    lines = stack.services.store.read_lines(tg.id)
+    assert not any(line.get("content") == "typed on the web" for line in lines)
+
+
+async def test_unpinned_channel_conversation_continues_on_web(ws_factory, stack: Stack) -> None:
+    await stack.deliver_telegram("old thread about bikes")
+    old = (await stack.services.conversations.list(channel="telegram"))[0]
+    await stack.deliver_telegram("/new")
+    old = await stack.services.conversations.get(old.id)
+    assert not old.pinned
+    tab = await ws_factory()
+    await tab.send(type="switch_conversation", conversationId=old.id)
+    loaded = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded"
+            and f["conversation"]
+            and f["conversation"]["id"] == old.id
+        )
+    )
+    assert loaded["conversation"]["readOnly"] is False
+    await tab.send(type="send_message", text="continuing from the web", conversationId=old.id)
+    reply = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated"
+            and f["conversationId"] == old.id
+            and f.get("turn", {}).get("role") == "assistant"
+        )
+    )
+    assert reply["turn"]["channel"] == "web"  # the answer stays in the dashboard
+
+
+async def test_slash_command_answer_goes_to_the_asking_tab(ws_factory) -> None:
+    tab1 = await ws_factory()
+    tab2 = await ws_factory()
+    await tab1.send(type="send_message", text="hello")
+    await tab1.wait_for(lambda f: f["type"] == "stream" and f["done"])
+    await tab1.send(type="send_message", text="/new")
+    notice = await tab1.wait_for(lambda f: f["type"] == "notice" and f["kind"] == "command")
+    assert "new conversation" in notice["text"].lower()
+    # The tab follows the switch to the fresh conversation.
+    await tab1.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded"
+            and f["conversation"]
+            and f["conversation"]["turnCount"] == 0
+        )
+    )
+    assert not tab2.of_type("notice")
+
+
+async def test_stop_generation(tmp_path) -> None:
+    brain = GatedBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            from tests.channels.web.conftest import WsClient
+
+            tab = WsClient(
+                await http.ws_connect(f"{stack.url}/ws", headers={"Origin": stack.origin})
+            )
+            await tab.wait_for(lambda f: f["type"] == "conversation_list")
+            await tab.send(type="send_message", text="take your time")
+            await tab.wait_for(lambda f: f["type"] == "stream" and not f["done"])
+            await tab.send(type="stop_generation")
+            reply = await tab.wait_for(
+                lambda f: (
+                    f["type"] == "conversation_updated"
+                    and f.get("turn", {}).get("role") == "assistant"
+                )
+            )
+            assert reply["turn"]["content"].startswith("Thinking about it")
+            assert "done." not in reply["turn"]["content"]
+            await tab.wait_for(lambda f: f["type"] == "stream" and f["done"])
+            await tab.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
+
+
+async def test_malformed_and_unknown_frames(ws_factory) -> None:
+    tab = await ws_factory()
+    await tab.ws.send_str("{not json")
+    await tab.wait_for(lambda f: f["type"] == "error" and "malformed" in f["message"])
+    await tab.send(type="launch_missiles")
+    await tab.wait_for(lambda f: f["type"] == "error" and "unknown" in f["message"])
+    await tab.send(type="switch_conversation", conversationId="../../etc/passwd")
+    await tab.wait_for(lambda f: f["type"] == "error" and "no such" in f["message"])
+    await tab.send(type="ping", t=5)
+    assert (await tab.wait_for(lambda f: f["type"] == "pong"))["t"] == 5
