@@ -69,6 +69,9 @@ class BrainConfig(_Section):
     request_timeout: float = Field(default=120.0, gt=0)
     retry_budget_seconds: float = Field(default=60.0, ge=0)
     pending_retry_interval: float = Field(default=30.0, gt=0)
+    # Backoff between retries: full jitter over base * 2**attempt, capped (seconds).
+    retry_base_delay: float = Field(default=0.5, gt=0)
+    retry_max_delay: float = Field(default=8.0, gt=0)
     max_tool_iterations: int = Field(default=6, ge=1)
     working_context_turns: int = Field(default=20, ge=1)
     working_context_tokens: int = Field(default=8000, ge=100)

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``my-agent bench NAME``: each module has ``add_arguments`` and ``run``."""

@@ -1,0 +1,356 @@
+"""A scriptable fake of the Anthropic Messages API (``POST /v1/messages``) on 127.0.0.1.
+
+The real ``anthropic`` SDK talks to it over HTTP (``AsyncAnthropic(base_url=fake.base_url)``),
+so tests and benchmarks exercise the SDK's own request building, SSE parsing, tool-input
+reassembly and error classes (TESTING.md "Anthropic"). Each test scripts what the "model"
+answers, in order:
+
+    async with FakeAnthropicAPI() as fake:
+        fake.push_error(529)                      # overloaded once
+        fake.push_tool_use("search_conversations", {"query": "boiler"})
+        fake.push_text("Found it.", chunks=["Fo", "und it."])
+        ...
+        assert fake.requests[1].body["messages"][-1]["content"][0]["type"] == "tool_result"
+
+Every request body is recorded (``fake.requests``). ``down_for(seconds)`` answers every
+request with an error until that time has passed (an outage); ``fallback="echo"`` answers
+unscripted requests with an echo of the last user text (benchmarks), the default
+``"error"`` answers them with a 400 so a test notices an unexpected call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiohttp import web
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "api_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass
+class Block:
+    """One content block of a scripted reply: ``text``, ``tool_use`` or ``thinking``."""
+
+    type: Literal["text", "tool_use", "thinking"]
+    text: str = ""
+    name: str = ""
+    input: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    chunks: Sequence[str] | None = None  # how text/thinking/JSON is split into deltas
+
+
+@dataclass
+class Scripted:
+    """A scripted answer: a message (``blocks``) or an HTTP error (``status`` >= 400)."""
+
+    blocks: list[Block] = field(default_factory=list)
+    stop_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    status: int = 200
+    error_type: str | None = None
+    error_message: str = "scripted error"
+    retry_after: float | None = None
+    # Streaming only: after this many content deltas, send an SSE ``error`` frame instead
+    # of the rest (a failure mid-stream).
+    fail_after_deltas: int | None = None
+    delay: float = 0.0  # seconds before answering (timeouts)
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    @property
+    def text(self) -> str:
+        """The whole body as JSON text (for "this string never appears" assertions)."""
+        return json.dumps(self.body, ensure_ascii=False)
+
+
+Responder = Callable[[dict[str, Any]], Scripted]
+
+
+def estimate_tokens(value: Any) -> int:
+    """A rough token count (4 characters per token) of any JSON value."""
+    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """The text of the last user message in a request body."""
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        if texts:
+            return "\n".join(texts)
+    return ""
+
+
+class FakeAnthropicAPI:
+    """The fake server. ``await start()`` (or ``async with``) then use :attr:`base_url`."""
+
+    def __init__(self, *, fallback: Literal["error", "echo"] = "error") -> None:
+        self.fallback = fallback
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Scripted | Responder] = deque()
+        self._down_until = 0.0
+        self._down_status = 529
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> str:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/messages", self._handle)
+        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self.base_url
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeAnthropicAPI:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- scripting -------------------------------------------------------------------
+    def push(self, item: Scripted | Responder) -> None:
+        """Queue a scripted answer, or a function of the request body returning one."""
+        self._queue.append(item)
+
+    def push_text(
+        self,
+        text: str,
+        *,
+        chunks: Sequence[str] | None = None,
+        thinking: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> None:
+        blocks = []
+        if thinking is not None:
+            blocks.append(Block("thinking", text=thinking))
+        blocks.append(Block("text", text=text, chunks=chunks))
+        self.push(Scripted(blocks, input_tokens=input_tokens, output_tokens=output_tokens))
+
+    def push_tool_use(
+        self,
+        name: str,
+        tool_input: dict[str, Any],
+        *,
+        text: str | None = None,
+        tool_id: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> None:
+        blocks = [Block("text", text=text)] if text else []
+        blocks.append(Block("tool_use", name=name, input=tool_input, id=tool_id or ""))
+        self.push(Scripted(blocks, input_tokens=input_tokens, output_tokens=output_tokens))
+
+    def push_error(
+        self, status: int, *, retry_after: float | None = None, message: str = "scripted error"
+    ) -> None:
+        self.push(Scripted(status=status, retry_after=retry_after, error_message=message))
+
+    def down_for(self, seconds: float, status: int = 529) -> None:
+        """Answer every request with ``status`` for the next ``seconds`` (an outage)."""
+        self._down_until = time.monotonic() + seconds
+        self._down_status = status
+
+    def up(self) -> None:
+        self._down_until = 0.0
+
+    @property
+    def pending(self) -> int:
+        """Scripted answers not consumed yet."""
+        return len(self._queue)
+
+    # -- serving ---------------------------------------------------------------------
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        return web.json_response({"input_tokens": estimate_tokens(body)})
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        if not (request.headers.get("x-api-key") or request.headers.get("authorization")):
+            return self._error(Scripted(status=401, error_message="missing API key"))
+        if time.monotonic() < self._down_until:
+            return self._error(Scripted(status=self._down_status, error_message="down"))
+        scripted = self._next(body)
+        if scripted.delay:
+            await asyncio.sleep(scripted.delay)
+        if scripted.status >= 400:
+            return self._error(scripted)
+        message = self._message(scripted, body)
+        if body.get("stream"):
+            return await self._stream(request, scripted, message)
+        return web.json_response(message)
+
+    def _next(self, body: dict[str, Any]) -> Scripted:
+        if self._queue:
+            item = self._queue.popleft()
+            return item(body) if callable(item) else item
+        if self.fallback == "echo":
+            return Scripted([Block("text", text=f"echo: {last_user_text(body)[:200]}")])
+        return Scripted(status=400, error_message="fake Anthropic API: no scripted response left")
+
+    def _error(self, scripted: Scripted) -> web.Response:
+        headers = {}
+        if scripted.retry_after is not None:
+            headers["retry-after"] = str(scripted.retry_after)
+        kind = scripted.error_type or _ERROR_TYPES.get(scripted.status, "api_error")
+        payload = {"type": "error", "error": {"type": kind, "message": scripted.error_message}}
+        return web.json_response(payload, status=scripted.status, headers=headers)
+
+    def _message(self, scripted: Scripted, body: dict[str, Any]) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        for block in scripted.blocks:
+            if block.type == "text":
+                content.append({"type": "text", "text": block.text})
+            elif block.type == "thinking":
+                content.append({"type": "thinking", "thinking": block.text, "signature": "sig"})
+            else:
+                block.id = block.id or f"toolu_fake{next(self._ids):04d}"
+                content.append(
+                    {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+                )
+        stop = scripted.stop_reason or (
+            "tool_use" if any(b.type == "tool_use" for b in scripted.blocks) else "end_turn"
+        )
+        inputs = {k: body.get(k) for k in ("system", "messages", "tools")}
+        usage = {
+            "input_tokens": scripted.input_tokens or estimate_tokens(inputs),
+            "output_tokens": scripted.output_tokens or estimate_tokens(content),
+        }
+        return {
+            "id": f"msg_fake{next(self._ids):04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "unknown"),
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    async def _stream(
+        self, request: web.Request, scripted: Scripted, message: dict[str, Any]
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+
+        async def send(event: str, data: dict[str, Any]) -> None:
+            frame = f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+            await response.write(frame.encode())
+
+        start = dict(message, content=[], stop_reason=None)
+        start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
+        await send("message_start", {"type": "message_start", "message": start})
+        await send("ping", {"type": "ping"})
+        deltas = 0
+        for index, block in enumerate(message["content"]):
+            kind = block["type"]
+            empty = {
+                "text": {"type": "text", "text": ""},
+                "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+                "tool_use": dict(block, input={}),
+            }[kind]
+            await send(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": empty},
+            )
+            scripted_block = scripted.blocks[index]
+            for piece in self._pieces(block, scripted_block.chunks):
+                if scripted.fail_after_deltas is not None and deltas >= scripted.fail_after_deltas:
+                    await send(
+                        "error",
+                        {
+                            "type": "error",
+                            "error": {
+                                "type": "overloaded_error",
+                                "message": "overloaded mid-stream",
+                            },
+                        },
+                    )
+                    await response.write_eof()
+                    return response
+                await send(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": piece},
+                )
+                deltas += 1
+            if kind == "thinking":
+                await send(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": "sig"},
+                    },
+                )
+            await send("content_block_stop", {"type": "content_block_stop", "index": index})
+        await send(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        )
+        await send("message_stop", {"type": "message_stop"})
+        await response.write_eof()
+        return response
+
+    @staticmethod
+    def _pieces(block: dict[str, Any], chunks: Sequence[str] | None) -> list[dict[str, Any]]:
+        kind = block["type"]
+        if kind == "tool_use":
+            raw = json.dumps(block["input"])
+            parts = list(chunks) if chunks else [raw[i : i + 7] for i in range(0, len(raw), 7)]
+            return [{"type": "input_json_delta", "partial_json": p} for p in parts]
+        full = block["text"] if kind == "text" else block["thinking"]
+        parts = list(chunks) if chunks else [full[i : i + 12] for i in range(0, len(full), 12)]
+        if kind == "text":
+            return [{"type": "text_delta", "text": p} for p in parts]
+        return [{"type": "thinking_delta", "thinking": p} for p in parts]

@@ -1,0 +1,579 @@
+"""Claude through the official ``anthropic`` SDK: streaming, recall tools, compression.
+
+:class:`AnthropicBrain` implements :class:`~bot.brain.base.Brain` (``reply``) and
+:class:`~bot.brain.base.UtilityModel` (``complete``, for abbreviation and naming).
+
+Outages. The SDK's own retries are off (``max_retries=0``); :meth:`AnthropicBrain._call`
+retries timeouts, connection errors, 408/409/429/5xx/529 and errors inside a stream with
+exponential backoff and full jitter, honouring ``retry-after``, for at most
+``brain.retry_budget_seconds``. Past that it raises :class:`BrainUnavailable` and the
+router keeps the user turn as the pending-reply marker. Authentication, permission and
+billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them; the
+owner can). A request the API rejects as invalid (400/404/413/422) would fail the same
+way forever, so the reply becomes a short error notice instead of a pending retry.
+
+Restricted profile (a ``known`` third party): no tools in the request, a system prompt
+made of the configured scope only (see :mod:`bot.brain.prompt`), only the party's own
+history, a smaller token budget, and any ``tool_use`` the model emits anyway is refused
+without being executed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anthropic
+from anthropic import AsyncAnthropic
+
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink, Usage
+from bot.brain.context import (
+    COMPRESSION_SYSTEM,
+    FLUSH_PROMPT,
+    ContextTurn,
+    WorkingContext,
+    WorkingContexts,
+    compression_prompt,
+    estimate_tokens,
+)
+from bot.brain.cost import add_cost, add_usage, cost_usd
+from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
+from bot.brain.tools import RecallTools, Tool, execute, tool_map
+from bot.config.model import AppConfig
+
+log = logging.getLogger("my_agent.brain")
+
+RESTRICTED_FALLBACK = "Sorry, I can't help with that."
+_UNAVAILABLE_NOW = (401, 402, 403)
+_REJECTED = (400, 404, 413, 422)
+
+
+class _Rejected(Exception):
+    """The API refused the request itself (it would fail the same way on retry)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class FlushRequest:
+    """The pre-compaction flush (seed 002): what a ``services.memory_flush`` hook gets.
+
+    ``run_turn(tools)`` runs one silent model turn over the working context followed by
+    ``prompt``, with ``tools`` (e.g. the notebook's ``remember``) available; its text is
+    never shown to anyone.
+    """
+
+    conversation_id: str
+    prompt: str
+    context: WorkingContext
+    run_turn: Callable[[Sequence[Tool]], Awaitable[str]]
+
+
+@dataclass
+class _Turn:
+    """Accumulates what one reply produced across tool-loop iterations."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = None
+    texts: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+
+
+class _Deltas:
+    """Forwards text deltas once: retried attempts do not resend what was already sent,
+    and text of consecutive tool-loop iterations is separated by a blank line."""
+
+    def __init__(self, sink: DeltaSink | None) -> None:
+        self.sink = sink
+        self.any_sent = False
+        self._call_sent = 0
+        self._attempt = ""
+        self._separated = True
+
+    def new_call(self) -> None:
+        self._call_sent = 0
+        self._attempt = ""
+        self._separated = not self.any_sent
+
+    def new_attempt(self) -> None:
+        self._attempt = ""
+
+    async def text(self, delta: str) -> None:
+        self._attempt += delta
+        if self.sink is None or len(self._attempt) <= self._call_sent:
+            return
+        fresh = self._attempt[self._call_sent :]
+        self._call_sent = len(self._attempt)
+        if not self._separated:
+            fresh = "\n\n" + fresh
+            self._separated = True
+        self.any_sent = True
+        await self.sink(fresh)
+
+
+class AnthropicBrain:
+    """The Claude brain. ``services`` gives ``conversations`` and ``search`` (and,
+    optionally, ``memory_flush``)."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        config: AppConfig,
+        services: Any,
+        client: AsyncAnthropic | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        cfg = config.brain
+        self.config = config
+        self.services = services
+        self._own_client = client is None
+        self.client = client or AsyncAnthropic(
+            api_key=cfg.api_key,
+            base_url=cfg.base_url,
+            max_retries=0,
+            timeout=cfg.request_timeout,
+        )
+        self._sleep, self._clock, self._now = sleep, clock, now
+        self.persona = PersonaFile(config.data_dir / cfg.persona_file)
+        self.recall = RecallTools(config, services)
+        self.contexts = WorkingContexts(
+            max_turns=cfg.working_context_turns,
+            max_tokens=cfg.working_context_tokens,
+            keep_tokens=min(cfg.working_context_tokens, cfg.compression_budget_tokens // 2),
+        )
+
+    async def close(self) -> None:
+        if self._own_client:
+            await self.client.close()
+
+    # -- Brain -------------------------------------------------------------------------
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        """Answer ``request``; raises BrainUnavailable when Claude cannot be reached."""
+        if request.profile == "restricted":
+            return await self._reply_restricted(request, on_delta)
+        return await self._reply_owner(request, on_delta)
+
+    async def _reply_owner(self, request: BrainRequest, on_delta: DeltaSink | None) -> BrainReply:
+        alias = request.model_alias or self.config.models.default
+        ctx, title, extra_cost = await self._owner_context(request)
+        tools = self.recall.tools()
+        system = self._owner_system(request, ctx, title)
+        turn = _Turn()
+        turn.usage, turn.cost = extra_cost
+        try:
+            await self._tool_loop(alias, system, ctx.messages(), tools, turn, _Deltas(on_delta))
+        except _Rejected as exc:
+            return self._rejected_reply(alias, exc, turn)
+        return self._finish(alias, turn)
+
+    async def _owner_context(
+        self, request: BrainRequest
+    ) -> tuple[WorkingContext, str | None, tuple[Usage, float | None]]:
+        """Hydrate (and, past the budget, compress) the working context."""
+        conv_id = request.conversation_id
+        if conv_id is None:
+            turn = ContextTurn("user", request.text, request.turn_number or 1)
+            return WorkingContext(None, 0, [turn]), None, (Usage(), None)
+        conversations = self.services.conversations
+        lines = await asyncio.to_thread(conversations.read_lines, conv_id)
+        record = await conversations.get(conv_id)
+        title = getattr(record, "title", None)
+        ctx = self.contexts.assemble(conv_id, lines, request.text, request.turn_number)
+        size = estimate_tokens(self._owner_system(request, ctx, title)) + ctx.tokens()
+        spent: tuple[Usage, float | None] = (Usage(), None)
+        if size > self.config.brain.compression_budget_tokens:
+            ctx, spent = await self._compress(conv_id, request, ctx, title)
+        return ctx, title, spent
+
+    def _owner_system(self, request: BrainRequest, ctx: WorkingContext, title: str | None) -> str:
+        return owner_system_prompt(
+            config=self.config,
+            persona=self.persona.read(),
+            channel=request.channel,
+            now=self._now(),
+            conversation_title=title,
+            summary=ctx.summary,
+            notes=request.notes,
+        )
+
+    async def _compress(
+        self, conv_id: str, request: BrainRequest, ctx: WorkingContext, title: str | None
+    ) -> tuple[WorkingContext, tuple[Usage, float | None]]:
+        """Flush hook, then summarise the older turns with ``haiku`` and record it."""
+        old, recent = self.contexts.plan(ctx)
+        if not old:
+            log.info("%s: context over budget but the recent window is all there is", conv_id)
+            return ctx, (Usage(), None)
+        spent = _Turn()
+        await self._pre_compaction_flush(conv_id, request, ctx, title, spent)
+        prompt = compression_prompt(ctx.summary, old)
+        try:
+            message = await self._call(
+                self._params(
+                    "haiku",
+                    COMPRESSION_SYSTEM,
+                    [{"role": "user", "content": prompt}],
+                    max_tokens=1024,
+                ),
+                None,
+            )
+        except (BrainUnavailable, _Rejected) as exc:
+            # Not fatal: this reply goes out with the uncompressed context, the next
+            # reply tries again.
+            log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
+            return ctx, (spent.usage, spent.cost)
+        self._account(spent, "haiku", message)
+        summary = _text_of(message).strip()
+        through = old[-1].turn_number
+        await self.services.conversations.append_event(
+            conv_id,
+            "compression",
+            compressedThrough=through,
+            summary=summary,
+            usage={"input": spent.usage.input, "output": spent.usage.output},
+            cost=spent.cost,
+        )
+        self.contexts.moved(conv_id, recent[0].turn_number if recent else through + 1)
+        log.info(
+            "%s: compressed turns %d-%d (%d turns kept)",
+            conv_id,
+            ctx.start_turn,
+            through,
+            len({t.turn_number for t in recent}),
+        )
+        # The cost is already on the compression event; the reply carries its own.
+        return WorkingContext(summary, through, recent), (Usage(), None)
+
+    async def _pre_compaction_flush(
+        self,
+        conv_id: str,
+        request: BrainRequest,
+        ctx: WorkingContext,
+        title: str | None,
+        spent: _Turn,
+    ) -> None:
+        """Seed 002: one silent turn to save durable facts, if a memory hook exists."""
+        hook = getattr(self.services, "memory_flush", None)
+        if hook is None:
+            log.debug("%s: no memory_flush hook; pre-compaction flush skipped", conv_id)
+            return
+        alias = request.model_alias or self.config.models.default
+
+        async def run_turn(tools: Sequence[Tool]) -> str:
+            turns = list(ctx.turns)
+            while turns and turns[-1].role == "user" and len(turns) > 1:
+                turns.pop()  # the unanswered message is answered after compression
+            messages = WorkingContext(ctx.summary, ctx.compressed_through, turns).messages()
+            if messages and messages[-1]["role"] == "user":
+                messages[-1]["content"] += "\n\n" + FLUSH_PROMPT
+            else:
+                messages.append({"role": "user", "content": FLUSH_PROMPT})
+            silent = _Turn()
+            await self._tool_loop(
+                alias,
+                self._owner_system(request, ctx, title),
+                messages,
+                list(tools),
+                silent,
+                _Deltas(None),
+            )
+            spent.usage = add_usage(spent.usage, silent.usage)
+            spent.cost = add_cost(spent.cost, silent.cost)
+            return "\n\n".join(silent.texts)
+
+        try:
+            await hook(FlushRequest(conv_id, FLUSH_PROMPT, ctx, run_turn))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s: pre-compaction flush failed; compressing anyway", conv_id)
+
+    async def _reply_restricted(
+        self, request: BrainRequest, on_delta: DeltaSink | None
+    ) -> BrainReply:
+        alias = request.model_alias or self.config.models.default
+        budget = self.config.brain.restricted_context_tokens
+        text = request.text
+        if estimate_tokens(text) > budget:
+            text = text[: budget * 4] + " [...truncated]"
+        history = list(request.history)
+        if history and history[-1].role == "user" and history[-1].content == request.text:
+            history.pop()
+        used = estimate_tokens(text)
+        kept: list[dict[str, Any]] = []
+        for item in reversed(history):
+            used += estimate_tokens(item.content) + 4
+            if used > budget:
+                break
+            kept.insert(0, {"role": item.role, "content": item.content})
+        while kept and kept[0]["role"] != "user":
+            kept.pop(0)
+        merged: list[dict[str, Any]] = []
+        for message in [*kept, {"role": "user", "content": text}]:
+            if merged and merged[-1]["role"] == message["role"]:
+                merged[-1]["content"] += "\n\n" + message["content"]
+            else:
+                merged.append(dict(message))
+        system = restricted_system_prompt(
+            config=self.config,
+            channel=request.channel,
+            now=self._now(),
+            scope=request.scope,
+            party_name=request.party_name,
+        )
+        turn = _Turn()
+        deltas = _Deltas(on_delta)
+        deltas.new_call()
+        try:
+            message = await self._call(self._params(alias, system, merged, thinking=False), deltas)
+        except _Rejected as exc:
+            return self._rejected_reply(alias, exc, turn)
+        self._account(turn, alias, message)
+        refused = [b.name for b in message.content if b.type == "tool_use"]
+        if refused:
+            # No tools were offered: a tool call here is the model being steered by the
+            # party's text. Never execute it, never loop on it.
+            log.warning("restricted reply on %s: refused tool call(s) %s", request.channel, refused)
+        reply_text = _text_of(message).strip()
+        if reply_text:
+            turn.texts.append(reply_text)
+        result = self._finish(alias, turn)
+        if not reply_text:
+            result = BrainReply(
+                RESTRICTED_FALLBACK, result.model, result.usage, result.cost, None, {}
+            )
+        if refused:
+            result.extra["refused_tool_calls"] = refused
+        return result
+
+    # -- UtilityModel ------------------------------------------------------------------
+    async def complete(
+        self, *, system: str, prompt: str, model_alias: str = "haiku", max_tokens: int = 400
+    ) -> str:
+        """One-shot completion (abbreviation, naming); BrainUnavailable when unreachable."""
+        params = self._params(
+            model_alias,
+            system,
+            [{"role": "user", "content": prompt}],
+            max_tokens=max_tokens,
+            thinking=False,
+        )
+        try:
+            message = await self._call(params, None)
+        except _Rejected as exc:
+            raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
+        return _text_of(message).strip()
+
+    # -- the tool loop -------------------------------------------------------------------
+    async def _tool_loop(
+        self,
+        alias: str,
+        system: str,
+        messages: list[dict[str, Any]],
+        tools: list[Tool],
+        turn: _Turn,
+        deltas: _Deltas,
+    ) -> None:
+        """Call the model, run the tools it asks for, repeat; at most
+        ``brain.max_tool_iterations`` rounds of tools, then a final answer without them."""
+        available = tool_map(tools)
+        limit = self.config.brain.max_tool_iterations
+        for iteration in range(limit + 1):
+            params = self._params(alias, system, messages)
+            if tools:
+                params["tools"] = [t.spec() for t in tools]
+                if iteration == limit:
+                    params["tool_choice"] = {"type": "none"}
+            deltas.new_call()
+            message = await self._call(params, deltas)
+            self._account(turn, alias, message)
+            text = _text_of(message).strip()
+            if text:
+                turn.texts.append(text)
+            turn.thinking.extend(b.thinking for b in message.content if b.type == "thinking")
+            calls = [b for b in message.content if b.type == "tool_use"]
+            if not calls or message.stop_reason != "tool_use":
+                return
+            messages.append({"role": "assistant", "content": _as_params(message.content)})
+            results = []
+            for call in calls:
+                content, is_error = await execute(available, call.name, call.input)
+                log.info(
+                    "tool %s -> %s (%d chars)",
+                    call.name,
+                    "error" if is_error else "ok",
+                    len(content),
+                )
+                results.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": call.id,
+                        "content": content,
+                        "is_error": is_error,
+                    }
+                )
+            messages.append({"role": "user", "content": results})
+        log.warning("tool loop ended at the iteration limit (%d)", limit)
+
+    def _params(
+        self,
+        alias: str,
+        system: str,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        thinking: bool = True,
+    ) -> dict[str, Any]:
+        cfg = self.config.brain
+        params: dict[str, Any] = {
+            "model": self.config.resolve_model(alias),
+            "system": system,
+            "messages": messages,
+            "max_tokens": max_tokens or cfg.max_tokens,
+        }
+        if thinking and cfg.thinking_budget_tokens > 0 and max_tokens is None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": cfg.thinking_budget_tokens}
+            params["max_tokens"] = cfg.max_tokens + cfg.thinking_budget_tokens
+        return params
+
+    def _account(self, turn: _Turn, alias: str, message: Any) -> None:
+        usage = Usage(message.usage.input_tokens or 0, message.usage.output_tokens or 0)
+        turn.usage = add_usage(turn.usage, usage)
+        turn.cost = add_cost(turn.cost, cost_usd(self.config, alias, usage))
+
+    def _finish(self, alias: str, turn: _Turn) -> BrainReply:
+        thinking = "\n\n".join(turn.thinking).strip() or None
+        return BrainReply(
+            text="\n\n".join(turn.texts),
+            model=self.config.resolve_model(alias),
+            usage=turn.usage,
+            cost=turn.cost,
+            thinking_text=thinking,
+        )
+
+    def _rejected_reply(self, alias: str, exc: _Rejected, turn: _Turn) -> BrainReply:
+        log.error("the API rejected the request (%d): %s", exc.status, exc)
+        text = (
+            "I could not answer this: the model service rejected the request "
+            f"({exc.status}). Try rephrasing, or start a new conversation with /new."
+        )
+        return BrainReply(
+            text,
+            self.config.resolve_model(alias),
+            turn.usage,
+            turn.cost,
+            None,
+            {"error": "rejected", "status": exc.status},
+        )
+
+    # -- one API call with retries -----------------------------------------------------
+    async def _call(self, params: dict[str, Any], deltas: _Deltas | None) -> Any:
+        """One Messages API call (streamed when ``deltas`` is given), retried within the
+        budget. Returns the final ``Message``."""
+        cfg = self.config.brain
+        deadline = self._clock() + cfg.retry_budget_seconds
+        attempt = 0
+        while True:
+            remaining = deadline - self._clock()
+            timeout = max(0.5, min(cfg.request_timeout, remaining))
+            try:
+                if deltas is None:
+                    return await self.client.messages.create(**params, timeout=timeout)
+                deltas.new_attempt()
+                async with self.client.messages.stream(**params, timeout=timeout) as stream:
+                    async for event in stream:
+                        if event.type == "text":
+                            await deltas.text(event.text)
+                    return await stream.get_final_message()
+            except anthropic.APIStatusError as exc:
+                status = exc.status_code
+                if status in _UNAVAILABLE_NOW:
+                    raise BrainUnavailable(f"Anthropic API refused access ({status})") from exc
+                if status in _REJECTED:
+                    raise _Rejected(status, _error_message(exc)) from exc
+                error: Exception = exc
+                retry_after = _retry_after(exc)
+            except (anthropic.APIConnectionError, anthropic.APIResponseValidationError) as exc:
+                error, retry_after = exc, None
+            delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2**attempt)
+            delay = random.uniform(0, delay)  # full jitter
+            if retry_after is not None:
+                delay = max(delay, retry_after)
+            if self._clock() + delay > deadline:
+                log.warning(
+                    "Anthropic API unavailable after %d attempt(s): %s",
+                    attempt + 1,
+                    _describe(error),
+                )
+                raise BrainUnavailable(f"Anthropic API unavailable: {_describe(error)}") from error
+            log.info(
+                "Anthropic API attempt %d failed (%s); retrying in %.2fs",
+                attempt + 1,
+                _describe(error),
+                delay,
+            )
+            await self._sleep(delay)
+            attempt += 1
+
+
+def _text_of(message: Any) -> str:
+    return "".join(b.text for b in message.content if b.type == "text")
+
+
+def _as_params(blocks: Sequence[Any]) -> list[dict[str, Any]]:
+    """Response content blocks as request blocks (for the assistant turn of a tool loop);
+    thinking blocks keep their signature, as the API requires."""
+    out: list[dict[str, Any]] = []
+    for b in blocks:
+        if b.type == "text":
+            if b.text:
+                out.append({"type": "text", "text": b.text})
+        elif b.type == "tool_use":
+            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+        elif b.type == "thinking":
+            out.append({"type": "thinking", "thinking": b.thinking, "signature": b.signature})
+        elif b.type == "redacted_thinking":
+            out.append({"type": "redacted_thinking", "data": b.data})
+    return out
+
+
+def _retry_after(exc: anthropic.APIStatusError) -> float | None:
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return None
+
+
+def _error_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+    return str(exc)
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, anthropic.APIStatusError):
+        return f"{exc.status_code} {_error_message(exc)}"
+    return type(exc).__name__
+
+
+__all__ = ["AnthropicBrain", "FlushRequest"]

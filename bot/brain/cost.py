@@ -1,0 +1,94 @@
+"""Token prices and cost sums (USD per million tokens, ``models.prices`` in config).
+
+A reply's cost is computed once, when it is produced, and written into the assistant
+turn (``usage``, ``cost``); compression events carry their own. Sums per conversation
+(``/status``, the dashboard) add those stored figures up, so a later price change never
+rewrites history.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.brain.base import Usage
+from bot.config.model import AppConfig, PriceConfig
+
+log = logging.getLogger("my_agent.brain.cost")
+
+_warned: set[str] = set()
+
+
+def price_for(config: AppConfig, alias_or_model: str) -> PriceConfig | None:
+    """The price of an alias, or of a real model id (directly or through its alias)."""
+    prices = config.models.prices
+    if alias_or_model in prices:
+        return prices[alias_or_model]
+    for alias, model_id in config.models.aliases.items():
+        if model_id == alias_or_model and alias in prices:
+            return prices[alias]
+    return None
+
+
+def cost_usd(config: AppConfig, alias_or_model: str, usage: Usage) -> float | None:
+    """USD for ``usage`` at the configured price; None (logged once) when no price is known."""
+    price = price_for(config, alias_or_model)
+    if price is None:
+        if alias_or_model not in _warned:
+            _warned.add(alias_or_model)
+            log.warning(
+                "no price configured for %s (models.prices); cost not recorded", alias_or_model
+            )
+        return None
+    return round((usage.input * price.input + usage.output * price.output) / 1_000_000, 8)
+
+
+def add_usage(a: Usage, b: Usage) -> Usage:
+    return Usage(input=a.input + b.input, output=a.output + b.output)
+
+
+def add_cost(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return round(a + b, 8)
+
+
+@dataclass(frozen=True)
+class CostSummary:
+    """What one conversation has cost so far (replies plus compression calls)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    replies: int = 0  # assistant turns that carry usage
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": round(self.cost, 6),
+            "replies": self.replies,
+        }
+
+
+def summarize_costs(lines: Iterable[Mapping[str, Any]]) -> CostSummary:
+    """Sum ``usage`` and ``cost`` over a transcript's assistant turns and events."""
+    inp = out = replies = 0
+    total = 0.0
+    for line in lines:
+        is_reply = line.get("type") == "turn" and line.get("role") == "assistant"
+        if not (is_reply or line.get("type") == "event"):
+            continue
+        usage = line.get("usage")
+        if isinstance(usage, Mapping):
+            inp += int(usage.get("input", 0) or 0)
+            out += int(usage.get("output", 0) or 0)
+            replies += int(is_reply)
+        cost = line.get("cost")
+        if isinstance(cost, int | float):
+            total += float(cost)
+    return CostSummary(inp, out, total, replies)
