@@ -57,7 +57,10 @@ class ImapConfig(_Section):
     folder: str = "INBOX"
     processed_folder: str | None = None  # move here after recording instead of \Seen
     idle: bool = True
-    poll_interval: float = Field(default=60.0, gt=0)
+    poll_interval: float = Field(default=60.0, gt=0)  # also the longest IDLE before re-issuing
+    timeout: float = Field(default=30.0, gt=0)  # per command and for the first connection
+    reconnect_initial: float = Field(default=1.0, gt=0)  # backoff: doubles, with jitter
+    reconnect_max: float = Field(default=300.0, gt=0)
 
 
 class SmtpConfig(_Section):
@@ -65,6 +68,14 @@ class SmtpConfig(_Section):
     port: int = Field(default=465, ge=1, le=65535)
     security: Literal["ssl", "starttls", "none"] = "ssl"
     username: str | None = None
+    timeout: float = Field(default=30.0, gt=0)
+
+
+AuthMethod = Literal["dkim", "spf", "dmarc"]
+
+
+def _default_auth_methods() -> list[AuthMethod]:
+    return ["dkim", "spf"]
 
 
 class EmailChannelConfig(_Section):
@@ -76,11 +87,11 @@ class EmailChannelConfig(_Section):
     smtp: SmtpConfig = Field(default_factory=SmtpConfig)
     reply_all: bool = False
     # Authentication-Results checks a From address must pass to count as the owner.
-    require_auth: list[Literal["dkim", "spf", "dmarc"]] = Field(
-        default_factory=lambda: ["dkim", "spf"]
-    )
+    require_auth: list[AuthMethod] = Field(default_factory=_default_auth_methods)
     require_all: bool = False  # False: any one listed method passing is enough
     auth_serv_id: str | None = None  # only trust Authentication-Results from this host
+    # A DKIM/SPF pass counts only for the From domain (DMARC-style relaxed alignment).
+    auth_require_alignment: bool = True
     subject_thread_window_days: int = Field(default=14, ge=0)
 
 

@@ -1,0 +1,355 @@
+"""The e-mail channel adapter: IMAP in (IDLE, polling fallback), threaded SMTP replies out.
+
+Inbound, for every new message in the watched folder, in UID order: fetch it with
+``BODY.PEEK[]`` (so it stays unseen), parse it, hand an :class:`InboundMessage` to the
+core, and only once ``deliver`` has returned (the message is durable) mark it ``\\Seen``
+or move it to ``imap.processed_folder``, then advance the persisted UID cursor. A crash
+anywhere in between leads to the same message being delivered again, which the core drops
+as a duplicate of its Message-ID: nothing is lost and nothing is handled twice.
+
+Outbound, :meth:`EmailChannel.send` composes a threaded reply and sends it over SMTP;
+failures raise so that the core's outbox retries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import random
+from collections import OrderedDict
+from typing import Any
+
+from bot.channel import ChannelHost, DeliveryError
+from bot.config.model import AppConfig
+from bot.events import InboundMessage, OutboundMessage, SendResult, iso
+from bot.tasks import spawn
+from channels.email.auth import verify_sender
+from channels.email.compose import (
+    compose,
+    references_chain,
+    render_actions,
+    reply_recipients,
+    reply_subject,
+)
+from channels.email.imap import ImapSession
+from channels.email.parsing import ParsedMail, parse_message
+from channels.email.quotes import strip_reply
+from channels.email.smtp import SmtpSender
+
+log = logging.getLogger("my_agent.email")
+
+_REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
+
+
+def _is_msgid(value: str | None) -> bool:
+    return value is not None and value.startswith("<") and value.endswith(">") and "@" in value
+
+
+class Backoff:
+    """Exponential reconnect delays with jitter, reset after a successful connection."""
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.attempt = 0
+
+    def next(self) -> float:
+        delay = min(self.maximum, self.initial * (2**self.attempt))
+        self.attempt += 1
+        return delay * random.uniform(0.5, 1.0)  # jitter: reconnects never synchronise
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class EmailChannel:
+    """:class:`bot.channel.Channel` for e-mail. ``services`` is the core's Services."""
+
+    name = "email"
+    supports_streaming = False
+
+    def __init__(self, config: AppConfig, services: Any = None) -> None:
+        self._config = config
+        cfg = config.channels.email
+        if not cfg.address:
+            raise ValueError("channels.email.address is required")
+        self._cfg = cfg
+        self.address = cfg.address.lower()
+        self._password = cfg.password or os.environ.get("EMAIL_PASSWORD") or ""
+        self._smtp = SmtpSender(
+            cfg.smtp,
+            cfg.smtp.username or cfg.address,
+            self._password or None,
+            cfg.smtp.timeout,
+        )
+        self._host: ChannelHost | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+        self.ready = asyncio.Event()  # set after the first successful sync (tests, status)
+        self.connects = 0
+        self.delivered = 0
+        self.backoff = Backoff(cfg.imap.reconnect_initial, cfg.imap.reconnect_max)
+        self._recent: OrderedDict[str, ParsedMail] = OrderedDict()
+        self._last_from: dict[str, str] = {}  # sender address -> their latest Message-ID
+        self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def start(self, host: ChannelHost) -> None:
+        """Start watching the mailbox; returns after the first sync or ``imap.timeout``."""
+        self._host = host
+        self._stopping.clear()
+        self._task = spawn(self._run(), name="email-imap")
+        try:
+            await asyncio.wait_for(self.ready.wait(), self._cfg.imap.timeout)
+        except TimeoutError:
+            log.warning("IMAP not reachable yet; retrying in the background")
+
+    async def stop(self) -> None:
+        """Stop watching the mailbox. Sends in progress belong to the outbox and finish."""
+        self._stopping.set()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+
+    def poke(self) -> None:
+        """Check the mailbox now (tests, and a hook for a future 'check mail' command)."""
+        self._wake.set()
+
+    # -- inbound -------------------------------------------------------------------
+    def _session(self) -> ImapSession:
+        imap = self._cfg.imap
+        return ImapSession(imap, imap.username or self.address, self._password, imap.timeout)
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            session = self._session()
+            try:
+                mailbox = await session.connect()
+                if self._cfg.imap.processed_folder:
+                    await session.ensure_folder(self._cfg.imap.processed_folder)
+                    await session.select(self._cfg.imap.folder)
+                self.connects += 1
+                log.info("IMAP connected to %s (UIDVALIDITY %d)", mailbox.name, mailbox.uidvalidity)
+                await self._sync(session)
+                self.backoff.reset()
+                self.ready.set()
+                await self._watch(session)
+                await session.close()  # stopping: log out politely
+            except asyncio.CancelledError:
+                session.abort()
+                raise
+            except Exception as exc:
+                delay = self.backoff.next()
+                log.warning(
+                    "IMAP session ended (%s: %s); reconnecting in %.1fs",
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                session.abort()
+                await self._sleep(delay)
+
+    async def _sleep(self, seconds: float) -> None:
+        self._wake.clear()
+        waiters = [
+            asyncio.ensure_future(self._stopping.wait()),
+            asyncio.ensure_future(self._wake.wait()),
+        ]
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def _watch(self, session: ImapSession) -> None:
+        imap = self._cfg.imap
+        while not self._stopping.is_set():
+            if imap.idle and session.has_capability("IDLE"):
+                self._wake.clear()
+                await session.idle(imap.poll_interval, self._wake)
+            else:
+                await self._sleep(imap.poll_interval)
+            if self._stopping.is_set():
+                return
+            await self._sync(session)
+
+    def _keys(self) -> tuple[str, str]:
+        folder = self._cfg.imap.folder
+        return f"{folder}:uidvalidity", f"{folder}:last_uid"
+
+    async def _sync(self, session: ImapSession) -> bool:
+        """Deliver every message not yet delivered. False when the core refused one."""
+        assert self._host is not None and session.mailbox is not None
+        host = self._host
+        key_validity, key_uid = self._keys()
+        await session.noop()  # some servers refresh the selected mailbox only on a command
+        validity = str(session.mailbox.uidvalidity)
+        stored = await host.get_cursor("email", key_validity)
+        if stored != validity:
+            # First run, or the server renumbered the folder: every UID we stored is
+            # meaningless. Unprocessed mail is exactly what is still unseen (or still in
+            # the folder when processed mail is moved away); the core drops by Message-ID
+            # anything that was delivered but not yet marked.
+            if stored is not None:
+                log.warning("UIDVALIDITY changed (%s -> %s): resynchronising", stored, validity)
+            criteria = "ALL" if self._cfg.imap.processed_folder else "UNSEEN"
+            baseline = session.mailbox.uidnext - 1
+            uids = await session.search_uids(criteria)
+            if not await self._process(session, uids, validity):
+                return False
+            await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
+            await host.set_cursor("email", key_validity, validity)
+            return True
+        last = int(await host.get_cursor("email", key_uid) or 0)
+        uids = [u for u in await session.search_uids(f"UID {last + 1}:*") if u > last]
+        return await self._process(session, uids, validity, cursor=last)
+
+    async def _process(
+        self, session: ImapSession, uids: list[int], validity: str, cursor: int | None = None
+    ) -> bool:
+        assert self._host is not None
+        _, key_uid = self._keys()
+        for uid in uids:
+            raw = await session.fetch(uid)
+            if raw is not None:
+                parsed = parse_message(raw)
+                if parsed.from_addr == self.address:
+                    log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
+                else:
+                    message = self._inbound(parsed, raw, uid, validity)
+                    try:
+                        await self._host.deliver(message)
+                    except DeliveryError as exc:
+                        log.warning("core refused mail uid %d (%s); will retry", uid, exc)
+                        return False
+                    self.delivered += 1
+                await self._mark(session, uid)
+            if cursor is not None:
+                cursor = uid
+                await self._host.set_cursor("email", key_uid, str(uid))
+        return True
+
+    async def _mark(self, session: ImapSession, uid: int) -> None:
+        folder = self._cfg.imap.processed_folder
+        if folder:
+            await session.move(uid, folder)
+        else:
+            await session.mark_seen(uid)
+
+    def _inbound(self, mail: ParsedMail, raw: bytes, uid: int, validity: str) -> InboundMessage:
+        cfg = self._cfg
+        verdict = verify_sender(
+            mail.auth_results,
+            mail.from_addr,
+            require=cfg.require_auth,
+            require_all=cfg.require_all,
+            auth_serv_id=cfg.auth_serv_id,
+            aligned=cfg.auth_require_alignment,
+        )
+        sender = mail.from_addr or "unknown@invalid"
+        if mail.message_id:
+            self._remember(mail)
+            self._last_from[sender] = mail.message_id
+        if mail.auto_submitted:
+            self._automatic.add(sender)
+        else:
+            self._automatic.discard(sender)
+        refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
+        return InboundMessage(
+            channel="email",
+            sender_id=sender,
+            sender_name=mail.from_name,
+            chat_id=sender,
+            text=strip_reply(mail.text),
+            # Without a Message-ID the content hash is the identity: stable across a
+            # UIDVALIDITY change, so a resync cannot deliver it twice.
+            message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],
+            message_ref=mail.message_id,
+            thread_refs=tuple(dict.fromkeys(refs)),
+            subject=mail.subject or None,
+            identity_verified=verdict.verified,
+            attachments=mail.attachments,
+            metadata={
+                "full_body": mail.text,
+                "to": list(mail.to),
+                "cc": list(mail.cc),
+                "date": iso(mail.date) if mail.date else None,
+                "auth": verdict.reason,
+                "auto_submitted": mail.auto_submitted,
+                "imap": {"uidvalidity": int(validity), "uid": uid},
+            },
+        )
+
+    def _remember(self, mail: ParsedMail) -> None:
+        assert mail.message_id is not None
+        self._recent[mail.message_id] = mail
+        self._recent.move_to_end(mail.message_id)
+        while len(self._recent) > _REMEMBERED:
+            self._recent.popitem(last=False)
+
+    # -- outbound ------------------------------------------------------------------
+    async def send(self, message: OutboundMessage) -> SendResult:
+        """Compose and send one mail; raises for the outbox to retry."""
+        recipient = message.chat_id.strip().lower()
+        if message.kind == "acknowledgement" and recipient in self._automatic:
+            log.info("not acknowledging automatic mail from %s (mail loop guard)", recipient)
+            return SendResult(message_ref=None)
+        in_reply_to = message.in_reply_to if _is_msgid(message.in_reply_to) else None
+        if in_reply_to is None and message.kind == "acknowledgement":
+            in_reply_to = self._last_from.get(recipient)  # thread the ack under their mail
+        parent = self._recent.get(in_reply_to) if in_reply_to else None
+        refs = [r for r in message.thread_refs if _is_msgid(r)]
+        if parent is not None and not refs:
+            refs = list(parent.references)
+        subject = message.subject or (parent.subject if parent else None)
+        if in_reply_to:
+            subject = reply_subject(subject)
+        elif not subject:
+            subject = f"Message from {self._cfg.display_name}"
+        meta = message.metadata
+        to, cc = reply_recipients(
+            recipient,
+            list(meta.get("to", parent.to if parent else ())),
+            list(meta.get("cc", parent.cc if parent else ())),
+            [self.address],
+            self._cfg.reply_all and message.kind == "reply",
+        )
+        composed = compose(
+            from_addr=self.address,
+            display_name=self._cfg.display_name,
+            to=to or [recipient],
+            cc=cc,
+            subject=subject,
+            text=render_actions(message.text, message.actions),
+            in_reply_to=in_reply_to,
+            references=references_chain(refs, in_reply_to),
+            message_id=self._stable_id(message),
+            extra_headers={"Auto-Submitted": "auto-replied"}
+            if message.kind == "acknowledgement"
+            else None,
+        )
+        await self._smtp.send(composed.message, self.address, composed.recipients)
+        log.info("sent %s %s to %s", message.kind, composed.message_id, composed.recipients)
+        return SendResult(message_ref=composed.message_id)
+
+    def _stable_id(self, message: OutboundMessage) -> str | None:
+        """A Message-ID that stays the same when the outbox retries the same entry, so a
+        retry after a lost SMTP answer is recognised as the same mail by the receiver."""
+        if message.outbox_id is None:
+            return None
+        digest = hashlib.sha256(
+            f"{message.outbox_id}\0{message.conversation_id}\0{message.text}".encode()
+        ).hexdigest()[:20]
+        domain = self.address.rpartition("@")[2] or "localhost"
+        return f"<my-agent.{message.outbox_id}.{digest}@{domain}>"

@@ -1,0 +1,135 @@
+"""Building outgoing mail: threaded replies that every client files in the right thread.
+
+A reply is From the assistant (with its display name), To the sender (and, with
+reply-all, the original To/Cc minus ourselves), has a single ``Re:`` prefix, an
+``In-Reply-To`` naming the message answered and a ``References`` chain that accumulates
+the thread (RFC 5322 section 3.6.4), our own ``Message-ID``, a ``Date``, and a UTF-8
+text/plain body.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from email import policy
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
+
+from bot.events import utcnow
+
+# "Re:", "RE:", "Re[2]:", "Re: Re:", "AW:", "SV:", "Antw:", "Odp:", "回复:"... in any mix.
+_REPLY_PREFIX = re.compile(
+    r"^\s*((re|aw|sv|vs|antw|antwort|odp|ynt|atb|r|rif|res|回复|回覆|答复)"
+    r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
+    re.IGNORECASE,
+)
+# References headers grow with a thread; keep the first and the most recent ids when it
+# gets long (the RFC 5322 advice), which keeps every client's threading intact.
+MAX_REFERENCES = 20
+
+
+def reply_subject(subject: str | None) -> str:
+    """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
+    base = _REPLY_PREFIX.sub("", subject or "").strip()
+    return f"Re: {base}" if base else "Re:"
+
+
+def references_chain(references: Iterable[str], in_reply_to: str | None) -> list[str]:
+    """The References of a reply: the parent's References, then the parent's Message-ID.
+
+    Duplicates are dropped (first occurrence wins) and very long chains keep the thread
+    root plus the most recent ids.
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    for ref in [*references, *([in_reply_to] if in_reply_to else [])]:
+        ref = ref.strip()
+        if ref and ref not in seen:
+            seen.add(ref)
+            out.append(ref)
+    if len(out) > MAX_REFERENCES:
+        out = [out[0], *out[-(MAX_REFERENCES - 1) :]]
+    return out
+
+
+def reply_recipients(
+    sender: str,
+    original_to: Sequence[str],
+    original_cc: Sequence[str],
+    ourselves: Iterable[str],
+    reply_all: bool,
+) -> tuple[list[str], list[str]]:
+    """(To, Cc) of a reply; ourselves are never among them, nobody appears twice."""
+    me = {a.lower() for a in ourselves}
+    seen: set[str] = set(me)
+    to: list[str] = []
+    cc: list[str] = []
+    for target, addrs in ((to, [sender, *(original_to if reply_all else [])]), (cc, [])):
+        for addr in addrs:
+            if addr and addr.lower() not in seen:
+                seen.add(addr.lower())
+                target.append(addr)
+    if reply_all:
+        for addr in original_cc:
+            if addr and addr.lower() not in seen:
+                seen.add(addr.lower())
+                cc.append(addr)
+    return to, cc
+
+
+@dataclass(frozen=True)
+class ComposedMail:
+    message: EmailMessage
+    message_id: str
+    recipients: list[str]
+
+
+def _address(addr: str, name: str | None = None) -> Address:
+    local, _, domain = addr.partition("@")
+    return Address(display_name=name or "", username=local, domain=domain)
+
+
+def compose(
+    *,
+    from_addr: str,
+    display_name: str | None,
+    to: Sequence[str],
+    cc: Sequence[str] = (),
+    subject: str,
+    text: str,
+    in_reply_to: str | None = None,
+    references: Sequence[str] = (),
+    extra_headers: dict[str, str] | None = None,
+    message_id: str | None = None,
+) -> ComposedMail:
+    """A ready-to-send message; ``message_id`` defaults to a fresh one in our domain."""
+    domain = from_addr.rpartition("@")[2] or "localhost"
+    msg = EmailMessage(policy=policy.SMTP)
+    message_id = message_id or make_msgid(domain=domain)
+    msg["From"] = _address(from_addr, display_name)
+    msg["To"] = [_address(a) for a in to]
+    if cc:
+        msg["Cc"] = [_address(a) for a in cc]
+    msg["Subject"] = subject
+    msg["Date"] = format_datetime(utcnow())
+    msg["Message-ID"] = message_id
+    if in_reply_to:
+        msg["In-Reply-To"] = in_reply_to
+    if references:
+        msg["References"] = " ".join(references)
+    for name, value in (extra_headers or {}).items():
+        msg[name] = value
+    msg.set_content(text if text.endswith("\n") else text + "\n", charset="utf-8")
+    return ComposedMail(message=msg, message_id=message_id, recipients=[*to, *cc])
+
+
+def render_actions(text: str, actions: Sequence[tuple[str, str]]) -> str:
+    """Mail has no buttons: list an escalation's actions as commands to reply with."""
+    missing = [(label, cmd) for label, cmd in actions if cmd not in text]
+    if not missing:
+        return text  # the text already names every command
+    lines = [text.rstrip(), "", "Reply with one of these commands (first line of your reply):"]
+    lines.extend(f"  {command}    ({label})" for label, command in missing)
+    return "\n".join(lines)

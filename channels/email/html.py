@@ -1,0 +1,155 @@
+"""HTML mail -> readable plain text with the standard library's :mod:`html.parser`.
+
+Block elements become line breaks, list items get a dash, links keep their target, and
+``<blockquote>`` content is prefixed with ``> `` so that the quote stripper treats quoted
+history in HTML-only mail exactly like quoted history in plain-text mail.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+_BLOCK = {
+    "p",
+    "div",
+    "br",
+    "tr",
+    "table",
+    "ul",
+    "ol",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "pre",
+    "hr",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "address",
+    "dl",
+    "dt",
+    "dd",
+    "center",
+}
+_SKIP = {"script", "style", "head", "title", "template", "noscript"}
+_SPACES = re.compile(r"[ \t\r\n\f\u200b]+")
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.lines: list[str] = []
+        self._current: list[str] = []
+        self._depth = 0  # blockquote nesting
+        self._line_depth = 0
+        self._skip = 0
+        self._pre = 0
+        self._href: str | None = None
+        self._link_text: list[str] = []
+
+    # -- line assembly -------------------------------------------------------------
+    def _flush(self, force_blank: bool = False) -> None:
+        text = "".join(self._current)
+        if not self._pre:
+            text = _SPACES.sub(" ", text).strip()
+        prefix = "> " * self._line_depth
+        if text:
+            for line in text.split("\n"):
+                self.lines.append((prefix + line).rstrip())
+        elif force_blank and self.lines and self.lines[-1].strip("> "):
+            self.lines.append(prefix.rstrip())
+        self._current = []
+        self._line_depth = self._depth
+
+    def _write(self, data: str) -> None:
+        if not self._current:
+            self._line_depth = self._depth
+        self._current.append(data)
+
+    # -- parser callbacks ----------------------------------------------------------
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _SKIP:
+            self._skip += 1
+            return
+        if tag == "blockquote":
+            self._flush(force_blank=True)
+            self._depth += 1
+            self._line_depth = self._depth
+            return
+        if tag in _BLOCK:
+            self._flush(force_blank=tag in ("p", "br", "table", "ul", "ol", "hr", "pre"))
+            if tag == "li":
+                self._write("- ")
+            if tag == "hr":
+                self._write("-" * 20)
+                self._flush()
+            if tag == "pre":
+                self._pre += 1
+        elif tag in ("td", "th"):
+            self._write(" ")
+        elif tag == "a":
+            self._href = dict(attrs).get("href")
+            self._link_text = []
+        elif tag == "img":
+            alt = dict(attrs).get("alt")
+            if alt:
+                self._write(f"[{alt}]")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIP:
+            self._skip = max(0, self._skip - 1)
+            return
+        if tag == "blockquote":
+            self._flush()
+            self._depth = max(0, self._depth - 1)
+            self._line_depth = self._depth
+            return
+        if tag == "a" and self._href:
+            shown = "".join(self._link_text).strip()
+            href = self._href
+            self._href = None
+            if href.startswith(("http://", "https://")) and href not in shown:
+                self._write(f" <{href}>")
+            return
+        if tag in _BLOCK:
+            if tag == "pre":
+                self._pre = max(0, self._pre - 1)
+            self._flush(force_blank=tag in ("p", "table", "ul", "ol"))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in ("br", "hr", "img"):
+            self.handle_endtag(tag)
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        if self._href is not None:
+            self._link_text.append(data)
+        self._write(data)
+
+    def text(self) -> str:
+        self._flush()
+        out: list[str] = []
+        for line in self.lines:
+            if not line.strip("> ") and out and not out[-1].strip("> "):
+                continue  # one blank line at most
+            out.append(line)
+        return "\n".join(out).strip("\n")
+
+
+def html_to_text(html: str) -> str:
+    """Readable text of an HTML document or fragment. Never raises."""
+    parser = _TextExtractor()
+    try:
+        parser.feed(html)
+        parser.close()
+    except Exception:  # html.parser is lenient; this guards against the unforeseen
+        return _SPACES.sub(" ", re.sub(r"<[^>]*>", " ", html)).strip()
+    return parser.text()

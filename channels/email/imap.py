@@ -1,0 +1,213 @@
+"""A small IMAP session over aioimaplib: login, select, UID search/fetch/mark, IDLE.
+
+Everything aioimaplib-specific stays here; the adapter sees UIDs, bytes and booleans.
+A dropped connection surfaces as :class:`ImapError` (or a timeout) from any call, after
+which the session is discarded and the adapter reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import ssl
+from dataclasses import dataclass
+
+import aioimaplib
+
+from bot.config.channels import ImapConfig
+
+log = logging.getLogger("my_agent.email.imap")
+
+_UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
+_UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
+_FETCH_UID = re.compile(rb"UID (\d+)")
+_LITERAL = re.compile(rb"\{(\d+)\}$")
+
+
+class ImapError(Exception):
+    """The IMAP server refused a command or the connection is gone."""
+
+
+@dataclass(frozen=True)
+class Mailbox:
+    name: str
+    uidvalidity: int
+    uidnext: int  # 0 when the server did not say
+
+
+class ImapSession:
+    """One authenticated connection with one selected folder."""
+
+    def __init__(self, config: ImapConfig, username: str, password: str, timeout: float) -> None:
+        self._config = config
+        self._username = username
+        self._password = password
+        self._timeout = timeout
+        self._client: aioimaplib.IMAP4 | None = None
+        self.lost = asyncio.Event()  # set by aioimaplib when the socket closes
+        self.mailbox: Mailbox | None = None
+
+    # -- connection ----------------------------------------------------------------
+    async def connect(self) -> Mailbox:
+        cfg = self._config
+        if cfg.security == "ssl":
+            client: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
+                cfg.host, cfg.port, timeout=self._timeout, ssl_context=ssl.create_default_context()
+            )
+            client.protocol.conn_lost_cb = self._on_lost
+        else:
+            client = aioimaplib.IMAP4(
+                cfg.host, cfg.port, timeout=self._timeout, conn_lost_cb=self._on_lost
+            )
+        self._client = client
+        await client.wait_hello_from_server()
+        if cfg.security == "starttls":
+            await self._starttls(client)
+        self._check(await client.login(self._username, self._password), "LOGIN")
+        # Capabilities change after login (IDLE, MOVE, UIDPLUS): ask again.
+        await asyncio.wait_for(client.protocol.capability(), self._timeout)
+        return await self.select(cfg.folder)
+
+    async def _starttls(self, client: aioimaplib.IMAP4) -> None:
+        proto = client.protocol
+        self._check(await client.protocol.simple_command("STARTTLS"), "STARTTLS")
+        loop = asyncio.get_running_loop()
+        transport = await loop.start_tls(
+            proto.transport, proto, ssl.create_default_context(), server_hostname=self._config.host
+        )
+        proto.transport = transport
+        await asyncio.wait_for(proto.capability(), self._timeout)
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        log.info("IMAP connection lost: %s", exc)
+        self.lost.set()
+
+    @property
+    def client(self) -> aioimaplib.IMAP4:
+        if self._client is None or self.lost.is_set():
+            raise ImapError("not connected")
+        return self._client
+
+    def has_capability(self, name: str) -> bool:
+        return self._client is not None and name in self._client.protocol.capabilities
+
+    async def close(self) -> None:
+        """LOGOUT politely (bounded), then close the socket."""
+        client = self._client
+        if client is None:
+            return
+        try:
+            if not self.lost.is_set() and not client.has_pending_idle():
+                await asyncio.wait_for(client.logout(), 2)
+        except Exception:  # already gone: nothing to tell the server
+            log.debug("IMAP logout failed", exc_info=True)
+        self.abort()
+
+    def abort(self) -> None:
+        """Close the socket at once (cancellation, dead connections)."""
+        client, self._client = self._client, None
+        if client is not None and client.protocol.transport is not None:
+            client.protocol.transport.close()
+
+    @staticmethod
+    def _check(response: aioimaplib.Response, what: str) -> aioimaplib.Response:
+        if response.result != "OK":
+            raise ImapError(f"{what} failed: {response.result} {response.lines[-1:]!r}")
+        return response
+
+    # -- commands ------------------------------------------------------------------
+    async def select(self, folder: str) -> Mailbox:
+        response = self._check(await self.client.select(folder), f"SELECT {folder}")
+        text = b"\n".join(bytes(line) for line in response.lines)
+        validity = _UIDVALIDITY.search(text)
+        if validity is None:
+            raise ImapError(f"SELECT {folder}: no UIDVALIDITY in the response")
+        uidnext = _UIDNEXT.search(text)
+        self.mailbox = Mailbox(
+            folder, int(validity.group(1)), int(uidnext.group(1)) if uidnext else 0
+        )
+        return self.mailbox
+
+    async def noop(self) -> None:
+        self._check(await asyncio.wait_for(self.client.noop(), self._timeout), "NOOP")
+
+    async def search_uids(self, criteria: str) -> list[int]:
+        """UIDs matching ``criteria`` (e.g. ``UID 105:*`` or ``UNSEEN``), ascending."""
+        response = self._check(
+            await self.client.uid_search(criteria, charset=None), f"UID SEARCH {criteria}"
+        )
+        uids: set[int] = set()
+        for line in response.lines[:-1]:
+            uids.update(int(tok) for tok in bytes(line).split() if tok.isdigit())
+        return sorted(uids)
+
+    async def fetch(self, uid: int) -> bytes | None:
+        """The whole message without setting \\Seen; None when it no longer exists."""
+        response = self._check(
+            await self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), f"UID FETCH {uid}"
+        )
+        lines = response.lines
+        for idx, line in enumerate(lines):
+            if isinstance(line, bytearray):
+                continue
+            if b"FETCH" in line and _LITERAL.search(line) and idx + 1 < len(lines):
+                got = _FETCH_UID.search(line) or (
+                    _FETCH_UID.search(bytes(lines[idx + 2])) if idx + 2 < len(lines) else None
+                )
+                if got is None or int(got.group(1)) == uid:
+                    return bytes(lines[idx + 1])
+        return None
+
+    async def mark_seen(self, uid: int) -> None:
+        self._check(
+            await self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"), f"STORE {uid}"
+        )
+
+    async def move(self, uid: int, folder: str) -> None:
+        """MOVE, or COPY + \\Deleted + UID EXPUNGE on servers without MOVE."""
+        if self.has_capability("MOVE"):
+            self._check(await self.client.uid("move", str(uid), folder), f"MOVE {uid}")
+            return
+        self._check(await self.client.uid("copy", str(uid), folder), f"COPY {uid}")
+        self._check(
+            await self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Deleted \\Seen)"),
+            f"STORE {uid}",
+        )
+        if self.has_capability("UIDPLUS"):
+            self._check(await self.client.uid("expunge", str(uid)), f"UID EXPUNGE {uid}")
+
+    async def ensure_folder(self, folder: str) -> None:
+        response = await self.client.create(folder)
+        if response.result != "OK":
+            log.debug("CREATE %s: %s (probably exists)", folder, response.lines[-1:])
+
+    async def idle(self, timeout: float, stop: asyncio.Event) -> bool:
+        """IDLE until the server pushes something, ``timeout`` passes, the connection drops
+        or ``stop`` is set. True when the server reported a change."""
+        client = self.client
+        idle = await client.idle_start(timeout=timeout)
+        changed = False
+        push = asyncio.ensure_future(client.wait_server_push(timeout + 1))
+        waiters = {
+            push,
+            asyncio.ensure_future(self.lost.wait()),
+            asyncio.ensure_future(stop.wait()),
+        }
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            if push.done() and not push.cancelled() and push.exception() is None:
+                result = push.result()
+                changed = result != aioimaplib.STOP_WAIT_SERVER_PUSH and any(
+                    b"EXISTS" in bytes(line) or b"RECENT" in bytes(line)
+                    for line in (result if isinstance(result, list) else [])
+                )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        if self.lost.is_set():
+            idle.cancel()
+            raise ImapError("connection lost during IDLE")
+        client.idle_done()
+        await asyncio.wait_for(idle, self._timeout)
+        return changed

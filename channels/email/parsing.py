@@ -1,0 +1,337 @@
+"""MIME -> text, attachments and headers, tolerant of whatever arrives in a mailbox.
+
+:func:`parse_message` never raises: malformed headers, broken transfer encodings, unknown
+or missing charsets all degrade to the best readable text. text/plain is preferred;
+HTML-only mail is converted to text (:mod:`channels.email.html`), attachments are reduced
+to :class:`bot.events.Attachment` metadata and never reach the text.
+"""
+
+from __future__ import annotations
+
+import codecs
+import email
+import email.header
+import email.utils
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email import policy
+from email.message import Message
+
+from bot.events import Attachment
+from channels.email.html import html_to_text
+
+log = logging.getLogger("my_agent.email.parsing")
+
+# Charsets mail clients declare that Python knows under another (or a wider) name.
+_CHARSET_ALIASES = {
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "x-gbk": "gb18030",
+    "ks_c_5601-1987": "cp949",
+    "iso-8859-8-i": "iso-8859-8",
+    "windows-874": "cp874",
+    "unknown-8bit": "utf-8",
+    "x-unknown": "utf-8",
+    "us-ascii": "utf-8",  # ASCII mislabels are common; utf-8 is a strict superset
+    "ascii": "utf-8",
+    "utf8": "utf-8",
+}
+_MSGID_RE = re.compile(r"<[^<>\s]+>")
+_SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
+
+
+@dataclass(frozen=True)
+class ParsedMail:
+    """Everything the channel needs from one raw message."""
+
+    message_id: str | None
+    in_reply_to: str | None
+    references: tuple[str, ...]  # oldest first, as in the header
+    subject: str
+    from_addr: str | None  # lower-cased address
+    from_name: str | None
+    to: tuple[str, ...]
+    cc: tuple[str, ...]
+    reply_to: tuple[str, ...]
+    date: datetime | None
+    text: str  # the whole body as text (quotes and signature still in it)
+    attachments: tuple[Attachment, ...]
+    auth_results: tuple[str, ...]  # raw Authentication-Results values, top first
+    auto_submitted: bool  # bounce, auto-reply, mailing-list bulk: never acknowledge these
+
+
+def decode_bytes(data: bytes, charset: str | None = None) -> str:
+    """Decode ``data`` with the declared charset, else utf-8, else cp1252, never failing."""
+    tried: list[str] = []
+    for candidate in (_normalise_charset(charset), "utf-8", "cp1252"):
+        if candidate is None or candidate in tried:
+            continue
+        tried.append(candidate)
+        try:
+            return data.decode(candidate)
+        except (UnicodeDecodeError, LookupError):
+            continue
+    # latin-1 maps every byte: the last resort can not fail.
+    return data.decode("latin-1")
+
+
+def _normalise_charset(charset: str | None) -> str | None:
+    if not charset:
+        return None
+    name = charset.strip().strip("\"'").lower()
+    name = _CHARSET_ALIASES.get(name, name)
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return None
+
+
+def decode_header_value(value: str) -> str:
+    """RFC 2047-decode a raw header value (``=?utf-8?q?...?=``), tolerating garbage."""
+    if not value:
+        return ""
+    try:
+        parts = email.header.decode_header(value)
+    except Exception:  # malformed encoded words: keep the raw text
+        return _unfold(value)
+    out: list[str] = []
+    for chunk, charset in parts:
+        if isinstance(chunk, bytes):
+            out.append(decode_bytes(chunk, charset))
+        else:
+            out.append(chunk)
+    return _unfold("".join(out))
+
+
+def _unfold(value: str) -> str:
+    # Raw 8-bit header bytes arrive as surrogate escapes: decode them like a body.
+    value = decode_bytes(value.encode("utf-8", "surrogateescape"))
+    return re.sub(r"\r?\n[ \t]*", " ", value).strip()
+
+
+def _raw_header(msg: Message, name: str) -> list[str]:
+    """Every raw value of header ``name``, never parsed by the policy (which may raise)."""
+    values: list[str] = []
+    for key, value in msg.raw_items():
+        if key.lower() == name.lower():
+            values.append(str(value))
+    return values
+
+
+def _header(msg: Message, name: str) -> str:
+    values = _raw_header(msg, name)
+    return decode_header_value(values[0]) if values else ""
+
+
+def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
+    """(display name, lower-cased address) pairs of an address header."""
+    # Split the raw value first: a decoded display name may contain commas.
+    raw = [_unfold(v) for v in _raw_header(msg, name)]
+    try:
+        pairs = email.utils.getaddresses(raw)
+    except Exception:
+        return []
+    out: list[tuple[str, str]] = []
+    for display, addr in pairs:
+        addr = addr.strip().lower()
+        if "@" in addr and " " not in addr:
+            out.append((decode_header_value(display).strip().strip('"'), addr))
+    return out
+
+
+def _msgids(value: str) -> list[str]:
+    ids = _MSGID_RE.findall(value)
+    if not ids and value.strip() and " " not in value.strip():
+        ids = [f"<{value.strip().strip('<>')}>"]  # a bare id without brackets
+    return ids
+
+
+def _date(msg: Message) -> datetime | None:
+    value = _header(msg, "Date")
+    if not value:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+def _content_type(part: Message) -> str:
+    try:
+        return part.get_content_type()
+    except Exception:
+        return "text/plain"
+
+
+def _filename(part: Message) -> str | None:
+    try:
+        name = part.get_filename()
+    except Exception:
+        name = None
+    if name is None:
+        try:
+            name = part.get_param("name")  # type: ignore[assignment]
+        except Exception:
+            name = None
+    if isinstance(name, tuple):  # RFC 2231 triple from compat code paths
+        name = email.utils.collapse_rfc2231_value(name)
+    return decode_header_value(str(name)) if name else None
+
+
+def _is_attachment(part: Message) -> bool:
+    try:
+        disposition = (part.get_content_disposition() or "").lower()
+    except Exception:
+        disposition = ""
+    return disposition == "attachment" or (
+        _filename(part) is not None and _content_type(part) not in ("text/plain", "text/html")
+    )
+
+
+def _payload_bytes(part: Message) -> bytes:
+    try:
+        payload = part.get_payload(decode=True)
+    except Exception:
+        payload = None
+    if isinstance(payload, bytes):
+        return payload
+    raw = part.get_payload()
+    if isinstance(raw, str):
+        return raw.encode("utf-8", "surrogateescape")
+    return b""
+
+
+def _part_text(part: Message) -> str:
+    try:
+        charset = part.get_content_charset()
+    except Exception:
+        charset = None
+    text = decode_bytes(_payload_bytes(part), charset)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class _Walker:
+    """Collects text and attachments from a MIME tree, choosing plain over HTML."""
+
+    def __init__(self) -> None:
+        self.attachments: list[Attachment] = []
+
+    def attach(self, part: Message) -> None:
+        ctype = _content_type(part)
+        name = _filename(part)
+        if ctype == "message/rfc822" and name is None:
+            name = self._embedded_subject(part)
+        self.attachments.append(
+            Attachment(kind="file", name=name, mime_type=ctype, size=self._size(part))
+        )
+
+    @staticmethod
+    def _size(part: Message) -> int:
+        if part.is_multipart():
+            return len(part.as_bytes()) if hasattr(part, "as_bytes") else 0
+        return len(_payload_bytes(part))
+
+    @staticmethod
+    def _embedded_subject(part: Message) -> str | None:
+        inner = part.get_payload()
+        if isinstance(inner, list) and inner and isinstance(inner[0], Message):
+            subject = _header(inner[0], "Subject")
+            return f"{subject}.eml" if subject else None
+        return None
+
+    def text(self, part: Message) -> str:
+        """Readable text of ``part``; attachments under it are recorded on the way."""
+        ctype = _content_type(part)
+        if ctype == "message/rfc822" or (not part.is_multipart() and _is_attachment(part)):
+            self.attach(part)
+            return ""
+        if part.is_multipart():
+            children = [c for c in part.get_payload() if isinstance(c, Message)]
+            if ctype == "multipart/alternative":
+                return self._alternative(children)
+            if ctype == "multipart/signed" and children:
+                for extra in children[1:]:
+                    if _content_type(extra) not in _SIGNATURE_TYPES:
+                        self.attach(extra)
+                return self.text(children[0])
+            texts = [self.text(child) for child in children]
+            return "\n\n".join(t.strip("\n") for t in texts if t.strip())
+        if ctype == "text/plain" or ctype == "text":
+            return _part_text(part)
+        if ctype == "text/html":
+            return html_to_text(_part_text(part))
+        if ctype.startswith("text/") and ctype not in ("text/calendar", "text/x-vcard"):
+            return _part_text(part)
+        if ctype in _SIGNATURE_TYPES:
+            return ""
+        self.attach(part)
+        return ""
+
+    def _alternative(self, children: list[Message]) -> str:
+        # Prefer text/plain, then HTML, then whatever nested structure carries text.
+        # Attachments inside the unchosen alternatives are not recorded (they are the
+        # same inline images in another rendering).
+        by_pref = sorted(
+            children,
+            key=lambda c: {"text/plain": 0, "text/html": 1}.get(_content_type(c), 2),
+        )
+        for child in by_pref:
+            sub = _Walker()
+            text = sub.text(child)
+            if text.strip():
+                self.attachments.extend(sub.attachments)
+                return text
+        return ""
+
+
+def parse_message(raw: bytes) -> ParsedMail:
+    """Parse a raw RFC 5322 message. Never raises; missing pieces come back empty."""
+    msg: Message
+    try:
+        msg = email.message_from_bytes(raw, policy=policy.default)
+    except Exception:  # pragma: no cover - the parser is itself tolerant
+        log.warning("unparseable message (%d bytes), reading it as plain text", len(raw))
+        msg = email.message_from_bytes(b"\n\n" + raw)
+    walker = _Walker()
+    try:
+        text = walker.text(msg)
+    except Exception:  # a defect the walker did not foresee: fall back to the raw body
+        log.warning("could not walk the MIME tree, using the raw body", exc_info=True)
+        text = decode_bytes(raw.split(b"\n\n", 1)[-1])
+    sender = _addresses(msg, "From")
+    in_reply = _msgids(_header(msg, "In-Reply-To"))
+    message_ids = _msgids(_header(msg, "Message-ID"))
+    return ParsedMail(
+        message_id=message_ids[0] if message_ids else None,
+        in_reply_to=in_reply[0] if in_reply else None,
+        references=tuple(_msgids(" ".join(_raw_header(msg, "References")))),
+        subject=_header(msg, "Subject"),
+        from_addr=sender[0][1] if sender else None,
+        from_name=(sender[0][0] or None) if sender else None,
+        to=tuple(a for _, a in _addresses(msg, "To")),
+        cc=tuple(a for _, a in _addresses(msg, "Cc")),
+        reply_to=tuple(a for _, a in _addresses(msg, "Reply-To")),
+        date=_date(msg),
+        text=text.strip("\n"),
+        attachments=tuple(walker.attachments),
+        auth_results=tuple(_unfold(v) for v in _raw_header(msg, "Authentication-Results")),
+        auto_submitted=_is_automatic(msg, sender[0][1] if sender else None),
+    )
+
+
+def _is_automatic(msg: Message, sender: str | None) -> bool:
+    """RFC 3834 auto-replies, bounces and bulk mail (answering them risks mail loops)."""
+    auto = _header(msg, "Auto-Submitted").lower()
+    if auto and auto != "no":
+        return True
+    if _header(msg, "Precedence").lower() in ("bulk", "junk", "list", "auto_reply"):
+        return True
+    if _raw_header(msg, "List-Id") or _raw_header(msg, "X-Autoreply"):
+        return True
+    local = (sender or "").split("@", 1)[0]
+    return local in ("mailer-daemon", "postmaster", "noreply", "no-reply", "donotreply")

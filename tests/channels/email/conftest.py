@@ -1,0 +1,324 @@
+"""Real local mail servers for the e-mail tests: pymap (IMAP) and aiosmtpd (SMTP).
+
+pymap runs as a subprocess once per test module (it needs about 0.4 s to start); each
+test works in its own folder, so tests in a module never see each other's mail.
+aiosmtpd runs in the test's event loop and can be stopped and restarted on the same port
+to simulate an outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import aioimaplib
+import pytest
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+from bot.channel import DeliveryError
+from bot.events import InboundMessage
+from tests.channels.email.helpers import missing
+
+USER = "bot@example.com"
+PASSWORD = "secret"
+_folders = itertools.count(1)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class PymapServer:
+    port: int
+    process: subprocess.Popen[bytes]
+
+
+def _pymap_binary() -> str | None:
+    candidate = Path(sys.executable).with_name("pymap")
+    return str(candidate) if candidate.exists() else shutil.which("pymap")
+
+
+def start_pymap(port: int | None = None) -> PymapServer:
+    binary = _pymap_binary()
+    if binary is None:
+        missing("pymap is not installed")
+    port = port or free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-tls",
+            "dict",
+            "--demo-user",
+            USER,
+            "--demo-password",
+            PASSWORD,
+        ],
+        env={**os.environ, "FQDN": "localhost"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return PymapServer(port, process)
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+    process.kill()
+    missing("pymap did not start")
+
+
+def stop_pymap(server: PymapServer) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(5)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+@pytest.fixture(scope="module")
+def pymap() -> Iterator[PymapServer]:
+    server = start_pymap()
+    yield server
+    stop_pymap(server)
+
+
+async def imap_client(port: int) -> aioimaplib.IMAP4:
+    client = aioimaplib.IMAP4("127.0.0.1", port, timeout=5)
+    await client.wait_hello_from_server()
+    response = await client.login(USER, PASSWORD)
+    assert response.result == "OK", response
+    return client
+
+
+async def create_folder(port: int) -> str:
+    """A fresh folder for one test."""
+    name = f"T{os.getpid()}x{next(_folders)}"
+    client = await imap_client(port)
+    try:
+        response = await client.create(name)
+        assert response.result == "OK", response
+    finally:
+        await client.logout()
+    return name
+
+
+async def append(port: int, folder: str, raw: bytes | EmailMessage) -> None:
+    """Deliver a message the way an MTA would: APPEND from a second connection."""
+    data = raw.as_bytes() if isinstance(raw, EmailMessage) else raw
+    client = await imap_client(port)
+    try:
+        response = await client.append(data, mailbox=folder)
+        assert response.result == "OK", response
+    finally:
+        await client.logout()
+
+
+async def folder_state(port: int, folder: str) -> dict[int, bytes]:
+    """UID -> FLAGS line of every message in ``folder``."""
+    client = await imap_client(port)
+    try:
+        await client.select(folder)
+        response = await client.uid("fetch", "1:*", "(UID FLAGS)")
+        out: dict[int, bytes] = {}
+        for line in response.lines:
+            match = re.match(rb"^\d+ FETCH .*UID (\d+)", bytes(line))
+            if match:
+                out[int(match.group(1))] = bytes(line)
+        return out
+    finally:
+        await client.logout()
+
+
+# -- SMTP ----------------------------------------------------------------------------
+class Capture:
+    """aiosmtpd handler keeping every accepted message."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[Envelope, EmailMessage]] = []
+        self.received = asyncio.Condition()
+        self.reject_rcpt: dict[str, str] = {}  # address -> SMTP reply
+
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
+    ) -> str:
+        if address.lower() in self.reject_rcpt:
+            return self.reject_rcpt[address.lower()]
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        content = envelope.original_content or b""
+        msg = message_from_bytes(content, policy=policy.default)
+        assert isinstance(msg, EmailMessage)
+        async with self.received:
+            self.messages.append((envelope, msg))
+            self.received.notify_all()
+        return "250 Message accepted"
+
+    async def wait_for(self, count: int, timeout: float = 10.0) -> list[EmailMessage]:
+        async with self.received:
+            await asyncio.wait_for(
+                self.received.wait_for(lambda: len(self.messages) >= count), timeout
+            )
+        return [m for _, m in self.messages]
+
+
+def _authenticator(
+    server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any
+) -> AuthResult:
+    if isinstance(auth_data, LoginPassword) and (
+        auth_data.login.decode() == USER and auth_data.password.decode() == PASSWORD
+    ):
+        return AuthResult(success=True)
+    return AuthResult(success=False, handled=False)
+
+
+@dataclass
+class SmtpServer:
+    capture: Capture
+    port: int = 0
+    server: asyncio.AbstractServer | None = None
+    stopped: list[bool] = field(default_factory=list)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: SMTP(
+                self.capture,
+                hostname="localhost",
+                authenticator=_authenticator,
+                auth_require_tls=False,
+            ),
+            "127.0.0.1",
+            self.port,
+            reuse_address=True,
+        )
+        self.port = int(self.server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+            self.server = None
+
+
+@pytest.fixture
+async def smtp() -> AsyncIterator[SmtpServer]:
+    server = SmtpServer(Capture())
+    await server.start()
+    yield server
+    await server.stop()
+
+
+# -- a fake core ---------------------------------------------------------------------
+class FakeHost:
+    """A ChannelHost recording deliveries, with cursors in memory."""
+
+    def __init__(self) -> None:
+        self.delivered: list[InboundMessage] = []
+        self.cursors: dict[tuple[str, str], str] = {}
+        self.refs: dict[str, str] = {}
+        self.fail_next = 0
+        self.refused = 0
+        self.arrived = asyncio.Condition()
+
+    async def deliver(self, message: InboundMessage) -> None:
+        if self.fail_next:
+            self.fail_next -= 1
+            self.refused += 1
+            raise DeliveryError("simulated storage failure")
+        async with self.arrived:
+            self.delivered.append(message)
+            self.arrived.notify_all()
+
+    async def get_cursor(self, channel: str, key: str) -> str | None:
+        return self.cursors.get((channel, key))
+
+    async def set_cursor(self, channel: str, key: str, value: str) -> None:
+        self.cursors[(channel, key)] = value
+
+    async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
+        self.refs[ref] = conversation_id
+
+    async def wait_for(self, count: int, timeout: float = 10.0) -> list[InboundMessage]:
+        async with self.arrived:
+            await asyncio.wait_for(
+                self.arrived.wait_for(lambda: len(self.delivered) >= count), timeout
+            )
+        return list(self.delivered)
+
+
+# -- a TCP proxy that can cut connections --------------------------------------------
+class Proxy:
+    """Forwards 127.0.0.1:port to a target; :meth:`cut` drops every live connection."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.connections = 0
+        self._writers: list[asyncio.StreamWriter] = []
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        for task in (
+            asyncio.create_task(pipe(reader, up_writer)),
+            asyncio.create_task(pipe(up_reader, writer)),
+        ):
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def cut(self) -> None:
+        for writer in self._writers:
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def stop(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in list(self._tasks):
+            task.cancel()

@@ -1,0 +1,414 @@
+"""EmailChannel against real pymap (IMAP) and aiosmtpd (SMTP) with the real clients,
+driven by a fake ChannelHost (the end-to-end tests with the real core are elsewhere)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.channel import PermanentSendError
+from bot.config.model import AppConfig
+from bot.events import OutboundMessage
+from channels.email.adapter import EmailChannel
+from tests.channels.email.conftest import (
+    PASSWORD,
+    USER,
+    FakeHost,
+    Proxy,
+    PymapServer,
+    SmtpServer,
+    append,
+    create_folder,
+    folder_state,
+)
+
+OWNER = "owner@example.org"
+
+
+def make_config(
+    tmp_path: Path, imap_port: int, smtp_port: int, folder: str, **email: Any
+) -> AppConfig:
+    imap = {
+        "host": "127.0.0.1",
+        "port": imap_port,
+        "security": "none",
+        "folder": folder,
+        "poll_interval": 0.3,
+        "timeout": 5,
+        "reconnect_initial": 0.05,
+        "reconnect_max": 0.2,
+        **email.pop("imap", {}),
+    }
+    return AppConfig.model_validate(
+        {
+            "data_dir": str(tmp_path),
+            "owner": {"identities": {"email": [OWNER]}},
+            "channels": {
+                "email": {
+                    "enabled": True,
+                    "address": USER,
+                    "display_name": "My Assistant",
+                    "password": PASSWORD,
+                    "imap": imap,
+                    "smtp": {
+                        "host": "127.0.0.1",
+                        "port": smtp_port,
+                        "security": "none",
+                        "timeout": 5,
+                    },
+                    **email,
+                }
+            },
+        }
+    )
+
+
+def mail(
+    n: int,
+    *,
+    sender: str = OWNER,
+    subject: str = "Hello",
+    body: str = "Hi there",
+    headers: dict[str, str] | None = None,
+) -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = f"Owner <{sender}>"
+    msg["To"] = USER
+    msg["Subject"] = subject
+    msg["Message-ID"] = f"<m{n}@example.org>"
+    msg["Date"] = "Tue, 14 Jan 2025 09:12:00 +0100"
+    msg["Authentication-Results"] = (
+        "mx.example.com; dkim=pass header.d=example.org; spf=pass smtp.mailfrom=example.org"
+    )
+    for key, value in (headers or {}).items():
+        msg[key] = value
+    msg.set_content(body)
+    return msg
+
+
+Factory = Callable[..., "asyncio.Future[EmailChannel]"]
+
+
+@pytest.fixture
+async def channels() -> AsyncIterator[list[EmailChannel]]:
+    started: list[EmailChannel] = []
+    yield started
+    for channel in started:
+        await channel.stop()
+
+
+async def start(channels: list[EmailChannel], config: AppConfig, host: FakeHost) -> EmailChannel:
+    channel = EmailChannel(config, None)
+    channels.append(channel)
+    await channel.start(host)
+    assert channel.ready.is_set()
+    return channel
+
+
+def is_seen(flags: bytes) -> bool:
+    return b"\\Seen" in flags
+
+
+async def test_inbound_parsed_delivered_then_seen(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    reply = mail(
+        1,
+        subject="Re: Plans",
+        body="Sounds good.\n\nOn Mon, 13 Jan 2025 at 10:00, My Assistant <bot@example.com> "
+        "wrote:\n> Shall we meet?\n",
+        headers={
+            "In-Reply-To": "<ours2@example.com>",
+            "References": "<ours1@example.com> <ours2@example.com>",
+            "Cc": "friend@example.net",
+        },
+    )
+    reply.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="plan.pdf")
+    await append(pymap.port, folder, reply)
+    host = FakeHost()
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    [msg] = await host.wait_for(1)
+    assert msg.channel == "email"
+    assert msg.sender_id == OWNER and msg.chat_id == OWNER and msg.sender_name == "Owner"
+    assert msg.text == "Sounds good."
+    assert "Shall we meet?" in msg.metadata["full_body"]
+    assert msg.message_id == msg.message_ref == "<m1@example.org>"
+    assert msg.thread_refs == ("<ours2@example.com>", "<ours1@example.com>")
+    assert msg.subject == "Re: Plans"
+    assert msg.identity_verified is True
+    assert [(a.name, a.mime_type, a.size) for a in msg.attachments] == [
+        ("plan.pdf", "application/pdf", 8)
+    ]
+    assert msg.metadata["cc"] == ["friend@example.net"]
+    assert msg.metadata["date"] == "2025-01-14T08:12:00.000Z"
+    # Marked only after delivery, and the cursor points at it.
+    for _ in range(50):
+        state = await folder_state(pymap.port, folder)
+        if all(is_seen(f) for f in state.values()):
+            break
+        await asyncio.sleep(0.05)
+    assert all(is_seen(f) for f in state.values())
+    assert host.cursors[("email", f"{folder}:last_uid")] == str(max(state))
+
+
+@pytest.mark.parametrize("idle", [True, False], ids=["idle", "polling"])
+async def test_new_mail_arrives_while_running(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    channels: list[EmailChannel],
+    idle: bool,
+) -> None:
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    config = make_config(
+        tmp_path,
+        pymap.port,
+        smtp.port,
+        folder,
+        imap={"idle": idle, "poll_interval": 30 if idle else 0.2},
+    )
+    await start(channels, config, host)
+    await append(pymap.port, folder, mail(1))
+    await append(pymap.port, folder, mail(2))
+    got = await host.wait_for(2)
+    assert [m.message_id for m in got] == ["<m1@example.org>", "<m2@example.org>"]
+
+
+async def test_refused_delivery_is_not_marked_and_retried(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    host.fail_next = 10**6
+    await append(pymap.port, folder, mail(1))
+    channel = EmailChannel(
+        make_config(
+            tmp_path, pymap.port, smtp.port, folder, imap={"idle": False, "poll_interval": 0.1}
+        )
+    )
+    channels.append(channel)
+    await channel.start(host)
+    while host.refused < 2:  # refused, then retried
+        await asyncio.sleep(0.05)
+    state = await folder_state(pymap.port, folder)
+    assert not any(is_seen(f) for f in state.values())  # refused: still unseen
+    host.fail_next = 0
+    got = await host.wait_for(1)
+    assert [m.message_id for m in got] == ["<m1@example.org>"]
+    await asyncio.sleep(0.3)
+    assert len(host.delivered) == 1
+
+
+async def test_restart_reprocesses_nothing(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    config = make_config(tmp_path, pymap.port, smtp.port, folder)
+    for n in (1, 2):
+        await append(pymap.port, folder, mail(n))
+    first = await start(channels, config, host)
+    await host.wait_for(2)
+    await first.stop()
+    await append(pymap.port, folder, mail(3))  # arrives while we are down
+    await start(channels, config, host)
+    got = await host.wait_for(3)
+    await asyncio.sleep(0.2)
+    assert [m.message_id for m in host.delivered] == [
+        "<m1@example.org>",
+        "<m2@example.org>",
+        "<m3@example.org>",
+    ]
+    assert len(got) == 3
+
+
+async def test_uidvalidity_change_resyncs_unseen_only(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    config = make_config(tmp_path, pymap.port, smtp.port, folder)
+    await append(pymap.port, folder, mail(1))
+    first = await start(channels, config, host)
+    await host.wait_for(1)
+    await first.stop()
+    # The server renumbered the folder; the stored UID is meaningless now.
+    host.cursors[("email", f"{folder}:uidvalidity")] = "1"
+    host.cursors[("email", f"{folder}:last_uid")] = "99999"
+    await append(pymap.port, folder, mail(2))
+    await start(channels, config, host)
+    await host.wait_for(2)
+    await asyncio.sleep(0.2)
+    assert [m.message_id for m in host.delivered] == ["<m1@example.org>", "<m2@example.org>"]
+
+
+async def test_connection_dropped_during_idle_reconnects_without_loss(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    try:
+        host = FakeHost()
+        config = make_config(
+            tmp_path, proxy.port, smtp.port, folder, imap={"idle": True, "poll_interval": 30}
+        )
+        channel = await start(channels, config, host)
+        await asyncio.sleep(0.2)  # in IDLE now
+        proxy.cut()
+        await append(pymap.port, folder, mail(1))  # delivered while we are cut off
+        got = await host.wait_for(1)
+        assert [m.message_id for m in got] == ["<m1@example.org>"]
+        assert channel.connects >= 2
+        await append(pymap.port, folder, mail(2))  # and IDLE works again afterwards
+        await host.wait_for(2)
+    finally:
+        await proxy.stop()
+
+
+async def test_processed_folder_move(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    done = f"{folder}done"
+    host = FakeHost()
+    await append(pymap.port, folder, mail(1))
+    await start(
+        channels,
+        make_config(tmp_path, pymap.port, smtp.port, folder, imap={"processed_folder": done}),
+        host,
+    )
+    await host.wait_for(1)
+    for _ in range(50):
+        if not await folder_state(pymap.port, folder):
+            break
+        await asyncio.sleep(0.05)
+    assert await folder_state(pymap.port, folder) == {}
+    assert len(await folder_state(pymap.port, done)) == 1
+
+
+async def test_own_mail_skipped_and_spoof_unverified(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    own = mail(1, sender=USER)
+    spoof = mail(2)
+    del spoof["Authentication-Results"]
+    spoof["Authentication-Results"] = "mx.example.com; dkim=fail; spf=softfail"
+    for msg in (own, spoof):
+        await append(pymap.port, folder, msg)
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    [got] = await host.wait_for(1)
+    assert got.message_id == "<m2@example.org>"
+    assert got.identity_verified is False
+
+
+async def test_send_threaded_reply(smtp: SmtpServer, tmp_path: Path) -> None:
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX", reply_all=True))
+    result = await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id=OWNER,
+            text="Booked for Thursday.",
+            in_reply_to="<m2@example.org>",
+            thread_refs=("<m1@example.org>", "<m2@example.org>"),
+            subject="RE: Re: Plans",
+            metadata={"to": [USER, "colleague@example.org"], "cc": ["friend@example.net"]},
+        )
+    )
+    [sent] = await smtp.capture.wait_for(1)
+    assert sent["Message-ID"] == result.message_ref
+    assert result.message_ref and result.message_ref.endswith("@example.com>")
+    assert sent["From"] == "My Assistant <bot@example.com>"
+    assert sent["To"] == f"{OWNER}, colleague@example.org"
+    assert sent["Cc"] == "friend@example.net"
+    assert sent["Subject"] == "Re: Plans"
+    assert sent["In-Reply-To"] == "<m2@example.org>"
+    assert sent["References"] == "<m1@example.org> <m2@example.org>"
+    assert sent["Date"]
+    assert sent.get_content_type() == "text/plain"
+    assert sent.get_content_charset() == "utf-8"
+    assert sent.get_content().strip() == "Booked for Thursday."
+    envelope, _ = smtp.capture.messages[0]
+    assert envelope.mail_from == USER
+    assert sorted(envelope.rcpt_tos) == sorted(
+        [OWNER, "colleague@example.org", "friend@example.net"]
+    )
+
+
+async def test_send_failures(smtp: SmtpServer, tmp_path: Path) -> None:
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    smtp.capture.reject_rcpt["gone@example.org"] = "550 5.1.1 No such user"
+    smtp.capture.reject_rcpt["busy@example.org"] = "451 4.3.0 Try again later"
+    with pytest.raises(PermanentSendError):
+        await channel.send(OutboundMessage(channel="email", chat_id="gone@example.org", text="x"))
+    with pytest.raises(Exception) as info:
+        await channel.send(OutboundMessage(channel="email", chat_id="busy@example.org", text="x"))
+    assert not isinstance(info.value, PermanentSendError)
+    await smtp.stop()
+    with pytest.raises(Exception) as info:
+        await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
+    assert not isinstance(info.value, PermanentSendError)
+    await smtp.start()  # same port
+    await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="back"))
+    [sent] = await smtp.capture.wait_for(1)
+    assert sent["Subject"] == "Message from My Assistant"
+
+
+async def test_escalation_and_acknowledgement_rendering(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    bounce = mail(
+        1,
+        sender="mailer-daemon@example.net",
+        subject="Undelivered Mail",
+        headers={"Auto-Submitted": "auto-replied"},
+    )
+    stranger = mail(2, sender="stranger@example.net", subject="Offer")
+    for msg in (bounce, stranger):
+        await append(pymap.port, folder, msg)
+    channel = await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    await host.wait_for(2)
+    # No acknowledgement to automatic mail (mail loops); a stranger gets one, threaded.
+    skipped = await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id="mailer-daemon@example.net",
+            text="Thanks",
+            kind="acknowledgement",
+        )
+    )
+    assert skipped.message_ref is None
+    await channel.send(
+        OutboundMessage(
+            channel="email", chat_id="stranger@example.net", text="Thanks", kind="acknowledgement"
+        )
+    )
+    await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id=OWNER,
+            text="Message from stranger",
+            kind="escalation",
+            actions=(("Trust", "/trust p1"), ("Block", "/block p1")),
+            subject="Message from x",
+        )
+    )
+    ack, escalation = await smtp.capture.wait_for(2)
+    assert ack["To"] == "stranger@example.net"
+    assert ack["In-Reply-To"] == "<m2@example.org>" and ack["Subject"] == "Re: Offer"
+    assert ack["Auto-Submitted"] == "auto-replied"
+    body = escalation.get_content()
+    assert "/trust p1" in body and "/block p1" in body
+    assert escalation["Subject"] == "Message from x"
+    assert escalation["In-Reply-To"] is None
