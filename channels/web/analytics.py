@@ -33,6 +33,20 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _conversation_label(title: str | None, channel: str, meta_json: str, cid: str) -> str:
+    """Title, else the contact or subject of a channel conversation, else a short id."""
+    if title:
+        return title
+    try:
+        meta = json.loads(meta_json or "{}")
+    except ValueError:
+        meta = {}
+    who = meta.get("subject") or meta.get("contact") if isinstance(meta, dict) else None
+    if who:
+        return f"{who} ({channel})"
+    return f"New conversation ({cid[-6:]})"
+
+
 @dataclass(frozen=True)
 class Bar:
     label: str
@@ -149,18 +163,18 @@ class Analytics:
 
     async def conversations_chart(self, limit: int = 15) -> str:
         rows = await self.db.fetchall(
-            "SELECT title, channel, turn_count, cost_total, id FROM conversations"
+            "SELECT title, channel, turn_count, cost_total, id, channel_meta FROM conversations"
             " ORDER BY turn_count DESC, updated DESC LIMIT ?",
             (limit,),
         )
         bars = [
             Bar(
-                label=title or f"New conversation ({cid[-6:]})",
+                label=_conversation_label(title, channel, meta, cid),
                 value=turns,
-                note=f"{turns} turns · ${cost:.4f}",
+                note=f"{turns} turn{'s' if turns != 1 else ''} · ${cost:.4f}",
                 colour=CHANNEL_COLOURS.get(channel, OTHER_COLOUR),
             )
-            for title, channel, turns, cost, cid in rows
+            for title, channel, turns, cost, cid, meta in rows
         ]
         return bar_chart("Turns and cost per conversation", bars)
 
@@ -180,7 +194,7 @@ class Analytics:
             if day in index:
                 series.setdefault(str(channel), [0] * days)[index[day]] += int(count)
         ordered = dict(sorted(series.items(), key=lambda kv: (kv[0] not in CHANNEL_COLOURS, kv[0])))
-        return column_chart(f"Activity per channel, last {days} days (turns)", span, ordered)
+        return column_chart(f"Messages per channel per day, last {days} days", span, ordered)
 
     async def topics_chart(self, limit: int = 15) -> str:
         rows = await self.db.fetchall("SELECT topics FROM conversations")

@@ -83,6 +83,10 @@
     return new Date(t).toLocaleDateString();
   }
 
+  function plural(n, word) {
+    return n + " " + word + (n === 1 ? "" : "s");
+  }
+
   function titleOf(meta) {
     return (meta && meta.title) || "New conversation";
   }
@@ -153,7 +157,14 @@
     if (item.turnNumber != null) node.dataset.turn = item.turnNumber;
     node.dataset.role = item.role === "user" ? "user" : "assistant";
     const meta = el("div", "msg-meta");
-    const who = item.role === "user" ? (item.channel && item.channel !== "web" ? (item.sender || "Owner") + " via " + (CHANNEL_NAMES[item.channel] || item.channel) : "You") : "Assistant";
+    let who = "Assistant";
+    if (item.role === "user") {
+      who = "You";
+      if (item.channel && item.channel !== "web") {
+        const name = (state.current && state.current.channel === item.channel && state.current.label) || item.sender || "Owner";
+        who = name + " via " + (CHANNEL_NAMES[item.channel] || item.channel);
+      }
+    }
     meta.appendChild(el("span", "who", who));
     if (item.timestamp) {
       const time = el("time", "when", relTime(item.timestamp));
@@ -347,7 +358,7 @@
       const line1 = el("span", "conv-title", (c.label ? c.label + " · " : "") + titleOf(c));
       line1.title = titleOf(c);
       text.appendChild(line1);
-      const line2 = el("span", "conv-time", relTime(c.updated) + (c.readOnly ? " · read-only" : "") + " · " + (c.turnCount || 0) + " turns");
+      const line2 = el("span", "conv-time", relTime(c.updated) + (c.readOnly ? " · read-only" : "") + " · " + plural(c.turnCount || 0, "turn"));
       text.appendChild(line2);
       b.appendChild(text);
       b.addEventListener("click", () => {
@@ -414,13 +425,11 @@
     stream: onStream,
     reply(msg) {
       setGenerating(false);
-      if (!state.current || msg.conversationId !== state.current.id) return;
-      // Normally the turn itself arrived as conversation_updated; show the text only if not.
-      const shown = Array.from(items().querySelectorAll(".msg-assistant:not(.streaming)")).slice(-3).some((n) => n.querySelector(".msg-body").textContent.trim() === (msg.text || "").trim());
-      if (!shown && !items().querySelector(".streaming")) {
-        items().appendChild(renderNotice({ kind: "reply", text: msg.text, actions: msg.actions }));
-        scrollToBottom();
-      }
+      // A conversation reply is already in the transcript and arrived as its turn
+      // (conversation_updated); only a reply outside any conversation is shown here.
+      if (msg.conversationId) return;
+      items().appendChild(renderNotice({ kind: "reply", text: msg.text, actions: msg.actions }));
+      scrollToBottom();
     },
     notice(msg) {
       if (msg.conversationId && state.current && msg.conversationId !== state.current.id && msg.kind !== "escalation") return;
@@ -524,7 +533,7 @@
       li.appendChild(tags);
     }
     li.appendChild(el("p", "snippet", res.snippet || res.abbreviation || ""));
-    li.appendChild(el("p", "muted", res.turn_range ? "Matched turns " + res.turn_range : ""));
+    li.appendChild(el("p", "muted", res.turn_range ? "Matched: " + res.turn_range : ""));
     const open = (ev) => {
       ev.preventDefault();
       state.focusTurns = res.matched_turns || [];
@@ -568,7 +577,7 @@
     head.appendChild(el("strong", null, p.name || p.identity));
     if (p.name) head.appendChild(el("span", "muted", p.identity));
     head.appendChild(el("span", "tier tag", p.tier));
-    head.appendChild(el("span", "muted", p.messageCount + " messages · " + relTime(p.updated)));
+    head.appendChild(el("span", "muted", plural(p.messageCount, "message") + " · " + relTime(p.updated)));
     card.appendChild(head);
     for (const e of p.escalations) {
       const esc = el("div", "escalation");
