@@ -38,7 +38,7 @@ _BLOCK = {
     "center",
 }
 _SKIP = {"script", "style", "head", "title", "template", "noscript"}
-_SPACES = re.compile(r"[ \t\r\n\f\u200b]+")
+_SPACES = re.compile(r"[ \t\r\n\f\u200b\xa0]+")
 
 
 class _TextExtractor(HTMLParser):
@@ -118,9 +118,9 @@ class _TextExtractor(HTMLParser):
                 self._write(f" <{href}>")
             return
         if tag in _BLOCK:
+            self._flush(force_blank=tag in ("p", "table", "ul", "ol"))
             if tag == "pre":
                 self._pre = max(0, self._pre - 1)
-            self._flush(force_blank=tag in ("p", "table", "ul", "ol"))
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.handle_starttag(tag, attrs)

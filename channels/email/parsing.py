@@ -92,6 +92,7 @@ def decode_header_value(value: str) -> str:
     """RFC 2047-decode a raw header value (``=?utf-8?q?...?=``), tolerating garbage."""
     if not value:
         return ""
+    value = re.sub(r"\r?\n[ \t]*", " ", value)
     try:
         parts = email.header.decode_header(value)
     except Exception:  # malformed encoded words: keep the raw text

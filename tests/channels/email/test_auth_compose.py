@@ -1,0 +1,162 @@
+"""Authentication-Results verdicts and reply composition (pure functions)."""
+
+from __future__ import annotations
+
+from email import message_from_bytes, policy
+
+import pytest
+
+from channels.email.auth import parse_auth_results, verify_sender
+from channels.email.compose import (
+    compose,
+    references_chain,
+    render_actions,
+    reply_recipients,
+    reply_subject,
+)
+
+GMAIL_STYLE = (
+    "mx.example.com;\n       dkim=pass header.i=@example.org header.s=20230601 header.b=abc;\n"
+    "       spf=pass (google.com: domain of owner@example.org designates 1.2.3.4 as "
+    "permitted sender) smtp.mailfrom=owner@example.org;\n"
+    '       dmarc=pass (p=REJECT sp=REJECT dis=NONE) header.from="example.org"'
+)
+
+
+def test_parse_rfc8601() -> None:
+    parsed = parse_auth_results(GMAIL_STYLE)
+    assert parsed is not None
+    assert parsed.authserv_id == "mx.example.com"
+    assert [(r.method, r.result) for r in parsed.results] == [
+        ("dkim", "pass"),
+        ("spf", "pass"),
+        ("dmarc", "pass"),
+    ]
+    assert parsed.results[1].properties["smtp.mailfrom"] == "owner@example.org"
+    assert parsed.results[2].properties["header.from"] == "example.org"
+    none = parse_auth_results("mx.example.com 1; none")
+    assert none is not None and none.results == ()
+    versioned = parse_auth_results("mx (a; comment) ; dkim/1 = pass header.d=x.org")
+    assert versioned is not None and versioned.results[0].result == "pass"
+
+
+@pytest.mark.parametrize(
+    ("headers", "kwargs", "verified"),
+    [
+        ([GMAIL_STYLE], {}, True),
+        ([GMAIL_STYLE], {"require_all": True, "require": ["dkim", "spf", "dmarc"]}, True),
+        (["mx; dkim=fail header.d=example.org; spf=pass smtp.mailfrom=example.org"], {}, True),
+        (
+            ["mx; dkim=fail header.d=example.org; spf=pass smtp.mailfrom=example.org"],
+            {"require_all": True},
+            False,
+        ),
+        (["mx; dkim=fail; spf=softfail smtp.mailfrom=example.org"], {}, False),
+        ([], {}, False),  # no header at all
+        (["mx; none"], {}, False),
+        # Passing for another domain does not vouch for the From address.
+        (
+            ["mx; dkim=pass header.d=evil.example; spf=pass smtp.mailfrom=bounce@evil.example"],
+            {},
+            False,
+        ),
+        (["mx; dkim=pass header.d=evil.example"], {"aligned": False}, True),
+        # A subdomain signature aligns (relaxed).
+        (["mx; dkim=pass header.d=mail.example.org"], {}, True),
+        # Only our own server's header counts when auth_serv_id is set.
+        (
+            ["attacker.example; dkim=pass header.d=example.org"],
+            {"auth_serv_id": "mx.example.com"},
+            False,
+        ),
+        (
+            ["attacker.example; dkim=pass header.d=example.org", GMAIL_STYLE],
+            {"auth_serv_id": "MX.example.com"},
+            True,
+        ),
+        (["mx; dmarc=pass header.from=example.org"], {"require": ["dmarc"]}, True),
+        (["mx; dmarc=pass header.from=other.org"], {"require": ["dmarc"]}, False),
+        (["garbage without semicolons"], {}, False),
+    ],
+)
+def test_verdicts(headers: list[str], kwargs: dict[str, object], verified: bool) -> None:
+    options: dict[str, object] = {"require": ["dkim", "spf"], **kwargs}
+    verdict = verify_sender(headers, "Owner@Example.org", **options)  # type: ignore[arg-type]
+    assert verdict.verified is verified, verdict.reason
+
+
+def test_no_requirement_means_verified() -> None:
+    assert verify_sender([], "a@b.c", require=[]).verified
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        ("Plans", "Re: Plans"),
+        ("Re: Plans", "Re: Plans"),
+        ("RE: Re: re: Plans", "Re: Plans"),
+        ("Re[2]: Plans", "Re: Plans"),
+        ("AW: WG: Plans", "Re: WG: Plans"),
+        ("Aw: Sv: Plans", "Re: Plans"),
+        ("Fwd: Plans", "Re: Fwd: Plans"),
+        ("Report", "Re: Report"),
+        ("Revenue", "Re: Revenue"),
+        ("", "Re:"),
+        (None, "Re:"),
+    ],
+)
+def test_reply_subject(subject: str | None, expected: str) -> None:
+    assert reply_subject(subject) == expected
+
+
+def test_references_chain() -> None:
+    assert references_chain(["<a@x>", "<b@x>"], "<c@x>") == ["<a@x>", "<b@x>", "<c@x>"]
+    assert references_chain(["<a@x>", "<b@x>", "<a@x>"], "<b@x>") == ["<a@x>", "<b@x>"]
+    assert references_chain([], None) == []
+    long = [f"<{i}@x>" for i in range(50)]
+    chain = references_chain(long, "<50@x>")
+    assert len(chain) == 20 and chain[0] == "<0@x>" and chain[-1] == "<50@x>"
+
+
+def test_reply_recipients() -> None:
+    me = ["bot@example.com"]
+    assert reply_recipients(
+        "o@x.org", ["bot@example.com", "p@x.org"], ["q@x.org"], me, reply_all=False
+    ) == (["o@x.org"], [])
+    assert reply_recipients(
+        "o@x.org",
+        ["BOT@example.com", "p@x.org", "o@x.org"],
+        ["q@x.org", "p@x.org", "bot@example.com"],
+        me,
+        reply_all=True,
+    ) == (["o@x.org", "p@x.org"], ["q@x.org"])
+
+
+def test_compose_wire_format() -> None:
+    composed = compose(
+        from_addr="bot@example.com",
+        display_name="Ünïcode Assistant",
+        to=["o@x.org"],
+        subject="Re: Grüße",
+        text="Hällo\n" + "long line " * 50,
+        in_reply_to="<p@x.org>",
+        references=["<r@x.org>", "<p@x.org>"],
+    )
+    raw = composed.message.as_bytes()
+    assert all(len(line) <= 998 for line in raw.split(b"\r\n"))
+    parsed = message_from_bytes(raw, policy=policy.default)
+    assert parsed["Message-ID"] == composed.message_id
+    assert composed.message_id.endswith("@example.com>")
+    assert str(parsed["From"]) == "Ünïcode Assistant <bot@example.com>"
+    assert parsed["Subject"] == "Re: Grüße"
+    assert parsed["References"] == "<r@x.org> <p@x.org>"
+    assert parsed.get_content().replace("\r\n", "\n").startswith("Hällo\n")
+    assert composed.recipients == ["o@x.org"]
+
+
+def test_render_actions() -> None:
+    text = "Message from stranger. /trust p1 to let me answer."
+    out = render_actions(text, [("Trust", "/trust p1"), ("Block", "/block p1")])
+    assert out.count("/trust p1") == 1  # already in the text: not repeated
+    assert "/block p1    (Block)" in out
+    assert render_actions("x", []) == "x"

@@ -1,0 +1,249 @@
+"""MIME parsing: charsets, transfer encodings, HTML, attachments, headers, and fuzzing."""
+
+from __future__ import annotations
+
+import base64
+from email.message import EmailMessage
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from channels.email.html import html_to_text
+from channels.email.parsing import ParsedMail, decode_bytes, parse_message
+from channels.email.quotes import strip_reply
+
+
+def test_headers_decoded() -> None:
+    raw = (
+        b"From: =?utf-8?q?J=C3=BCrgen_M=C3=BCller?= <Juergen@Example.COM>\r\n"
+        b"To: bot@example.com, =?utf-8?b?RG9lLCBKb2hu?= <john@example.org>\r\n"
+        b"Cc: c@example.net\r\n"
+        b"Subject: =?iso-8859-1?q?Gr=FC=DFe?= aus\r\n =?utf-8?q?K=C3=B6ln?=\r\n"
+        b"Message-ID: <abc@example.com>\r\n"
+        b"In-Reply-To: <parent@example.com> (comment)\r\n"
+        b"References: <root@example.com>\r\n <parent@example.com>\r\n"
+        b"Date: Tue, 14 Jan 2025 09:12:00 +0100\r\n"
+        b"\r\nbody\r\n"
+    )
+    mail = parse_message(raw)
+    assert mail.from_addr == "juergen@example.com"
+    assert mail.from_name == "Jürgen Müller"
+    assert mail.to == ("bot@example.com", "john@example.org")
+    assert mail.cc == ("c@example.net",)
+    assert mail.subject == "Grüße aus Köln"
+    assert mail.message_id == "<abc@example.com>"
+    assert mail.in_reply_to == "<parent@example.com>"
+    assert mail.references == ("<root@example.com>", "<parent@example.com>")
+    assert mail.date is not None and mail.date.utcoffset() is not None
+    assert mail.text == "body"
+
+
+def test_plain_preferred_over_html_and_attachments_kept_out() -> None:
+    msg = EmailMessage()
+    msg["From"] = "a@example.com"
+    msg["Subject"] = "x"
+    msg.set_content("plain version")
+    msg.add_alternative("<p>html <b>version</b></p>", subtype="html")
+    msg.add_attachment(b"\x89PNG....", maintype="image", subtype="png", filename="pic.png")
+    msg.add_attachment("a,b\n1,2\n", subtype="csv", filename="data.csv")
+    mail = parse_message(msg.as_bytes())
+    assert mail.text == "plain version"
+    assert [(a.kind, a.name, a.mime_type) for a in mail.attachments] == [
+        ("file", "pic.png", "image/png"),
+        ("file", "data.csv", "text/csv"),
+    ]
+    assert mail.attachments[0].size == 8
+    assert "a,b" not in mail.text
+
+
+def test_html_only_converted() -> None:
+    msg = EmailMessage()
+    msg["From"] = "a@example.com"
+    msg.set_content(
+        "<html><head><style>p{color:red}</style></head><body>"
+        "<div>Hi&nbsp;there,</div><div><br></div><div>see <a href='https://x.example/'>this"
+        "</a></div><ul><li>one</li><li>two</li></ul>"
+        "<div class='gmail_quote'>On Mon, Jan 13, 2025 at 10:00 AM Bot &lt;b@x&gt; wrote:"
+        "<blockquote class='gmail_quote'>old <b>stuff</b><br>more</blockquote></div>"
+        "<script>alert(1)</script></body></html>",
+        subtype="html",
+    )
+    mail = parse_message(msg.as_bytes())
+    assert "color" not in mail.text and "alert" not in mail.text
+    assert "Hi there," in mail.text
+    assert "- one\n- two" in mail.text
+    assert "<https://x.example/>" in mail.text
+    assert "> old stuff\n> more" in mail.text
+    # The blockquote becomes "> " lines, so the stripper removes the history.
+    assert strip_reply(mail.text) == "Hi there,\n\nsee this <https://x.example/>\n\n- one\n- two"
+
+
+def _raw(ctype: str, cte: str | None, body: bytes) -> bytes:
+    head = b"From: a@example.com\r\nSubject: t\r\nMIME-Version: 1.0\r\n"
+    head += b"Content-Type: " + ctype.encode() + b"\r\n"
+    if cte:
+        head += b"Content-Transfer-Encoding: " + cte.encode() + b"\r\n"
+    return head + b"\r\n" + body
+
+
+def test_transfer_encodings_and_charsets() -> None:
+    text = "Grüße, ça va? Ελληνικά 日本語"
+    cases = [
+        _raw("text/plain; charset=utf-8", "base64", base64.b64encode(text.encode())),
+        _raw(
+            "text/plain; charset=utf-8",
+            "quoted-printable",
+            b"Gr=C3=BC=C3=9Fe, =C3=A7a va? =CE=95=CE=BB=CE=BB=CE=B7=CE=BD=CE=B9=CE=BA=CE=AC "
+            b"=E6=97=A5=E6=9C=AC=E8=AA=9E",
+        ),
+        _raw("text/plain; charset=utf-8", "8bit", text.encode()),
+    ]
+    for raw in cases:
+        assert parse_message(raw).text == text
+    latin = "Grüße aus Köln"
+    assert (
+        parse_message(_raw("text/plain; charset=iso-8859-1", "8bit", latin.encode("latin-1"))).text
+        == latin
+    )
+    assert (
+        parse_message(
+            _raw("text/plain; charset=shift_jis", "8bit", "日本語".encode("shift_jis"))
+        ).text
+        == "日本語"
+    )
+    assert (
+        parse_message(
+            _raw("text/plain; charset=gb2312", "base64", base64.b64encode("中文".encode("gb2312")))
+        ).text
+        == "中文"
+    )
+
+
+def test_missing_wrong_and_unknown_charsets() -> None:
+    # 8-bit body without any charset: utf-8 when it decodes, else cp1252.
+    assert parse_message(_raw("text/plain", None, "naïve café".encode())).text == "naïve café"
+    assert parse_message(_raw("text/plain", None, "naïve “café”".encode("cp1252"))).text == (
+        "naïve “café”"
+    )
+    # Declared utf-8 but really latin-1; and an invented charset name.
+    assert (
+        parse_message(_raw("text/plain; charset=utf-8", "8bit", "Köln".encode("latin-1"))).text
+        == "Köln"
+    )
+    assert parse_message(_raw("text/plain; charset=x-made-up", "8bit", b"plain")).text == "plain"
+    # Raw 8-bit bytes in a header.
+    raw = b"From: a@example.com\r\nSubject: Gr\xc3\xbc\xc3\x9fe\r\n\r\nx"
+    assert parse_message(raw).subject == "Grüße"
+
+
+def test_decode_bytes_never_fails() -> None:
+    assert decode_bytes(bytes(range(256)), "utf-8")
+    assert decode_bytes(b"\x81\x8d\x8f", None) == "\x81\x8d\x8f"  # cp1252 holes -> latin-1
+
+
+def test_broken_base64_and_structures() -> None:
+    assert parse_message(_raw("text/plain", "base64", b"SGVsbG8gd29ybGQ=!!!###")).text
+    nested = (
+        b"From: a@example.com\r\nContent-Type: multipart/mixed; boundary=X\r\n\r\n"
+        b"--X\r\nContent-Type: multipart/alternative; boundary=Y\r\n\r\n--Y\r\n"
+        b"Content-Type: text/plain\r\n\r\nunterminated"
+    )
+    assert "unterminated" in parse_message(nested).text
+    forwarded = EmailMessage()
+    forwarded["From"] = "a@example.com"
+    forwarded.set_content("see below")
+    inner = EmailMessage()
+    inner["Subject"] = "Original"
+    inner.set_content("inner body")
+    forwarded.add_attachment(inner)
+    mail = parse_message(forwarded.as_bytes())
+    assert mail.text == "see below"
+    assert mail.attachments[0].mime_type == "message/rfc822"
+    assert mail.attachments[0].name == "Original.eml"
+
+
+def test_automatic_mail_detected() -> None:
+    assert parse_message(b"From: MAILER-DAEMON@x.org\r\n\r\nbounce").auto_submitted
+    assert parse_message(b"From: a@x.org\r\nAuto-Submitted: auto-replied\r\n\r\nx").auto_submitted
+    assert parse_message(b"From: a@x.org\r\nPrecedence: bulk\r\n\r\nx").auto_submitted
+    assert not parse_message(b"From: a@x.org\r\nAuto-Submitted: no\r\n\r\nx").auto_submitted
+
+
+def test_html_to_text_edge_cases() -> None:
+    assert html_to_text("") == ""
+    assert html_to_text("<p>unclosed <b>tags") == "unclosed tags"
+    assert html_to_text("<pre>  keep\n    spacing</pre>") == "  keep\n    spacing"
+    assert html_to_text("a<br>b<br><br>c") == "a\nb\n\nc"
+    assert html_to_text("<table><tr><td>x</td><td>y</td></tr></table>") == "x y"
+
+
+# -- fuzzing -------------------------------------------------------------------------
+def _check(mail: ParsedMail) -> None:
+    assert isinstance(mail.text, str)
+    assert isinstance(mail.subject, str)
+    strip_reply(mail.text)
+
+
+SEED = _raw(
+    "multipart/alternative; boundary=B",
+    None,
+    b"--B\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: "
+    b"quoted-printable\r\n\r\nHi =C3=BC\r\n> quoted\r\n--B\r\nContent-Type: text/html"
+    b"\r\n\r\n<p>Hi</p><blockquote>q</blockquote>\r\n--B--\r\n",
+)
+TOKENS = [
+    b"\r\n",
+    b"\n",
+    b"--B",
+    b"--B--",
+    b"Content-Type: ",
+    b"multipart/mixed; boundary=B",
+    b"text/html",
+    b"charset=",
+    b"utf-16",
+    b"Content-Transfer-Encoding: base64",
+    b"quoted-printable",
+    b"=?utf-8?q?",
+    b"?=",
+    b"=C3",
+    b"\xff\xfe",
+    b"<",
+    b">",
+    b"filename*=utf-8''%E2%82%AC.txt",
+    b"Content-Disposition: attachment",
+    b"\x00",
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=2000))
+def test_fuzz_random_bytes(raw: bytes) -> None:
+    _check(parse_message(raw))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, len(SEED)),
+            st.integers(0, 40),
+            st.one_of(st.sampled_from(TOKENS), st.binary(max_size=12)),
+        ),
+        max_size=8,
+    )
+)
+def test_fuzz_mutated_message(edits: list[tuple[int, int, bytes]]) -> None:
+    raw = SEED
+    for pos, cut, insert in edits:
+        pos = min(pos, len(raw))
+        raw = raw[:pos] + insert + raw[pos + cut :]
+    _check(parse_message(raw))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=500), st.sampled_from([None, "8bit", "7bit", "binary"]))
+def test_fuzz_8bit_body_without_charset(body: bytes, cte: str | None) -> None:
+    mail = parse_message(_raw("text/plain", cte, body))
+    _check(mail)
+    if body.strip():
+        assert mail.text or not body.decode("latin-1").strip()
