@@ -37,6 +37,7 @@ _SMALL_WORDS = frozenset(
 )
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|vs|tr)\s*(\[\d+\])?\s*:\s*)+", re.I)
 _JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+_NUMERIC_ID = re.compile(r"^-?\d+$")
 
 
 @dataclass(frozen=True)
@@ -121,15 +122,12 @@ def clean_subject(subject: str) -> str:
 def contact_name(record: ConversationRecord, turns: Sequence[Mapping[str, Any]]) -> str | None:
     """Who a Telegram chat is with: group title, contact name, then the sender handle."""
     meta = record.channel_meta or {}
-    for key in ("group_title", "contact_name", "sender_name", "name"):
-        value = meta.get(key)
-        if isinstance(value, str) and value.strip():
+    candidates = [meta.get(k) for k in ("contact", "group_title", "contact_name", "sender_name")]
+    candidates += [t.get("sender") for t in turns if t.get("role") == "user"]
+    for value in candidates:
+        # A bare numeric id ("123456", "-100123") says nothing to a reader: skip it.
+        if isinstance(value, str) and value.strip() and not _NUMERIC_ID.match(value.strip()):
             return " ".join(value.split())[:40]
-    for turn in turns:
-        for key in ("senderName", "sender_name"):
-            value = turn.get(key)
-            if turn.get("role") == "user" and isinstance(value, str) and value.strip():
-                return " ".join(value.split())[:40]
     return None
 
 

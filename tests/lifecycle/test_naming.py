@@ -13,6 +13,7 @@ from bot.lifecycle.naming import (
     clean_subject,
     clean_title,
     clean_topics,
+    contact_name,
     kebab,
     parse_naming,
     title_case,
@@ -203,7 +204,7 @@ async def test_telegram_title_names_the_contact(
     lifecycle = await make_lifecycle(model)
     conv = (
         await core.manager.create(
-            "telegram", identity_key="telegram:7", channel_meta={"sender_name": "Hanan"}
+            "telegram", identity_key="telegram:7", channel_meta={"contact": "Hanan"}
         )
     ).id
     await _user_turns(core, conv, 5)
@@ -211,6 +212,13 @@ async def test_telegram_title_names_the_contact(
     assert (await core.row(conv)).title == "Hanan — Server Check"
     call = next(c for c in model.calls if c["kind"] == "naming")
     assert "Telegram chat with Hanan" in call["prompt"]
+
+
+def test_contact_name_skips_numeric_ids() -> None:
+    turns = [{"role": "user", "content": "hi", "sender": "Robin"}]
+    assert contact_name(_record("telegram", contact="123456789"), turns) == "Robin"
+    assert contact_name(_record("telegram", contact="-100200"), []) is None
+    assert contact_name(_record("telegram", contact="Family  Chat"), turns) == "Family Chat"
 
 
 def _record(channel: str, **meta: object) -> ConversationRecord:
