@@ -22,7 +22,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.brain.base import UtilityModel
@@ -76,6 +76,7 @@ class Lifecycle:
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
         self._naming_locks: dict[str, asyncio.Lock] = {}
         self._split_noted: set[str] = set()
+        self._model_down_until: datetime | None = None
         self._running = False
 
     @property
@@ -127,11 +128,7 @@ class Lifecycle:
             await asyncio.gather(*late, return_exceptions=True)
         left = await self.queue.stop(max(deadline - time.monotonic(), 0.0))
         for conv_id in left:
-            try:
-                await self.conversations.mark_needs_abbreviation(conv_id, True)
-            except Exception:
-                # Still safe: abbreviated_turn < turn_count makes the next start queue it.
-                log.exception("could not mark %s for abbreviation", conv_id)
+            await self._flag(conv_id)
         if left:
             log.info("lifecycle stopped; %d abbreviation(s) left for the next start", len(left))
         return left
@@ -162,6 +159,8 @@ class Lifecycle:
             log.exception("abbreviation sweep failed")
             return 0
         for rec in records:
+            if rec.id == self.queue.current:
+                continue  # being written right now
             last = as_datetime(rec.updated) or now
             overdue = last + idle <= now and not self.timers.has_timer(rec.id)
             if rec.needs_abbreviation or overdue:
@@ -194,23 +193,42 @@ class Lifecycle:
             await asyncio.gather(*naming, return_exceptions=True)
 
     async def _process(self, conv_id: str) -> None:
+        now = self.clock.now()
+        if self._model_down_until is not None and now < self._model_down_until:
+            # The model failed moments ago: flag the rest for the sweep instead of waiting
+            # out the brain's retry budget once per queued conversation.
+            self.counters["deferred"] += 1
+            await self._flag(conv_id)
+            return
         try:
             outcome = await abbreviate(self.conversations, self.abbreviator, self.vectors, conv_id)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # storage trouble: keep the flag for the next pass
+        except Exception:  # storage trouble: keep the flag for the next pass
             log.exception("abbreviation of %s failed", conv_id)
-            outcome = Outcome(conv_id, "failed", error=str(exc))
-            try:
-                await self.conversations.mark_needs_abbreviation(conv_id, True)
-            except Exception:
-                log.exception("could not mark %s for abbreviation", conv_id)
+            self.counters["failed"] += 1
+            await self._flag(conv_id)
+            return
         self.counters[outcome.status] += 1
         if outcome.embedded is False:
             self.counters["embedding_failed"] += 1
+        if outcome.status == "failed":
+            if self.abbreviator.method == "llm":
+                rest = self.config.conversations.abbreviation_sweep_seconds / 2
+                self._model_down_until = self.clock.now() + timedelta(seconds=rest)
+            return
+        if outcome.status == "abbreviated":
+            self._model_down_until = None
         if outcome.status in ("abbreviated", "embedded", "skipped"):
             # Flow 5 (h): re-name from the fresh notes when enough turns passed.
             await self._name(conv_id, initial=False)
+
+    async def _flag(self, conv_id: str) -> None:
+        try:
+            await self.conversations.mark_needs_abbreviation(conv_id, True)
+        except Exception:
+            # Still safe: abbreviated_turn < turn_count makes the next start queue it.
+            log.exception("could not mark %s for abbreviation", conv_id)
 
     # -- naming ---------------------------------------------------------------------------
     def _spawn_naming(self, conv_id: str) -> None:

@@ -291,3 +291,26 @@ async def test_queue_keeps_working_after_a_crashing_pass() -> None:
     await queue.join()
     assert seen == ["conv-bad", "conv-good"]
     assert await queue.stop(1) == []
+
+
+async def test_a_model_outage_defers_the_rest_of_the_queue_to_the_sweep(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    model.abbreviation = unavailable()
+    lifecycle = await make_lifecycle(model)
+    convs = [await _chatted(core, 1) for _ in range(3)]
+    for conv in convs:
+        lifecycle.enqueue(conv, "switch")
+    await lifecycle.settle()
+    assert model.count("abbreviation") == 1  # one failure, the others are not attempted
+    assert lifecycle.status()["deferred"] == 2
+    for conv in convs:
+        assert (await core.row(conv)).needs_abbreviation
+    model.abbreviation = "Notes once the model is back."
+    clock.advance(600)  # sweeps pass; the outage pause is over
+    await lifecycle.run_due()
+    assert model.count("abbreviation") == 4
+    for conv in convs:
+        row = await core.row(conv)
+        assert row.abbreviation == "Notes once the model is back."
+        assert not row.needs_abbreviation
