@@ -261,9 +261,13 @@ class Lifecycle:
         rec = await self.conversations.get(conv_id)
         if rec is None or rec.manually_named or rec.turn_count < cfg.naming_turn:
             return None
-        if initial and (rec.title or rec.last_named_turn > 0):
+        never_named = not rec.title and rec.last_named_turn == 0
+        if initial and not never_named:
             return None  # named once already: later names come from idle passes
-        if not initial and rec.turn_count - rec.last_named_turn < cfg.renaming_interval_turns:
+        stale = rec.turn_count - rec.last_named_turn >= cfg.renaming_interval_turns
+        if not initial and not (never_named or stale):
+            # (An idle pass also names a conversation whose turn-5 naming never ran,
+            # e.g. because the daemon was down at that message.)
             return None
         first = max(1, rec.turn_count - cfg.naming_context_turns + 1)
         turns = await self.conversations.read_turns(conv_id, first)

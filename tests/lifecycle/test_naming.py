@@ -268,3 +268,17 @@ def test_parse_naming_is_defensive() -> None:
     assert parse_naming("no json here") is None
     assert parse_naming("{broken json") is None
     assert parse_naming("[1, 2]") is None
+
+
+async def test_a_missed_first_naming_happens_on_the_next_idle_pass(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 6)  # the daemon's lifecycle was not running
+    lifecycle = await make_lifecycle(model)
+    clock.advance(660)  # turns are wall-clock stamped a moment after the clock's start
+    await lifecycle.run_due()  # idle pass: notes, then the overdue naming
+    row = await core.row(conv)
+    assert row.title == "NAS Backup Plan" and row.last_named_turn == 6
+    assert model.count("naming") == 1
+    assert len(core.events(conv, "title_assigned")) == 1
