@@ -18,9 +18,10 @@ from typing import Any
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
-from aiogram.exceptions import AiogramError
+from aiogram.exceptions import AiogramError, ClientDecodeError
 from aiogram.methods import GetUpdates, SendChatAction
 from aiogram.types import BotCommand, CallbackQuery, Update
+from pydantic import ValidationError
 
 from bot.channel import ChannelHost, DeliveryError
 from bot.config.model import AppConfig
@@ -146,15 +147,18 @@ class TelegramChannel:
                 log.warning("Telegram polling failed (%s); retrying in %.1fs", exc, delay)
                 await self._pause(delay)
                 continue
-            for update in updates or ():
+            for update_id, update in updates or ():
                 if self._stopping.is_set():
                     break
-                if not await self._process(update):
+                if update is not None and not await self._process(update):
                     await self._pause(backoff.next())
                     break  # poll again from the same offset: nothing is skipped
-                await self._advance(update.update_id + 1)
+                await self._advance(update_id + 1)
 
-    async def _poll(self) -> list[Update] | None:
+    async def _poll(self) -> list[tuple[int, Update | None]] | None:
+        """One long poll; None when interrupted by stop. Each update comes with its id;
+        an update aiogram cannot even parse comes as (id, None) so it is skipped, not
+        retried forever."""
         timeout = self.config.polling_timeout
         request = GetUpdates(
             offset=self.offset or None, timeout=timeout, allowed_updates=ALLOWED_UPDATES
@@ -170,7 +174,28 @@ class TelegramChannel:
             if not poll.done():
                 poll.cancel()
                 await asyncio.gather(poll, return_exceptions=True)
-        return None if poll.cancelled() else poll.result()
+        if poll.cancelled():
+            return None
+        try:
+            return [(u.update_id, u) for u in poll.result()]
+        except ClientDecodeError as exc:
+            return self._salvage(exc)
+
+    def _salvage(self, exc: ClientDecodeError) -> list[tuple[int, Update | None]]:
+        raw = exc.data.get("result") if isinstance(exc.data, dict) else None
+        if not isinstance(raw, list):
+            raise exc
+        batch: list[tuple[int, Update | None]] = []
+        for item in raw:
+            update_id = item.get("update_id") if isinstance(item, dict) else None
+            if not isinstance(update_id, int):
+                continue
+            try:
+                batch.append((update_id, Update.model_validate(item, context={"bot": self.bot})))
+            except ValidationError as err:
+                log.error("update %s cannot be parsed (%s); skipping it", update_id, err)
+                batch.append((update_id, None))
+        return batch
 
     async def _advance(self, offset: int) -> None:
         self.offset = offset

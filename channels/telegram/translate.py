@@ -110,9 +110,15 @@ def _kb(size: int | None) -> str:
     return f", {size / 1024:.0f} KB" if size < 1024 * 1024 else f", {size / 1048576:.1f} MB"
 
 
+def content_type(message: Message) -> str:
+    """aiogram's content type as a plain string ("text", "photo", ..., "unknown")."""
+    ct = message.content_type
+    return str(getattr(ct, "value", ct))
+
+
 def describe_media(message: Message) -> tuple[str, Attachment] | None:
     """A placeholder such as ``[photo]`` and the attachment metadata, or None for text."""
-    ct = str(message.content_type)
+    ct = content_type(message)
     if message.photo:
         big = max(message.photo, key=lambda p: p.width * p.height)
         dims = f"{big.width}x{big.height}"
@@ -190,7 +196,7 @@ def translate_message(
 ) -> InboundMessage | None:
     """The event for ``message``, or None when it must be skipped (logged here)."""
     chat = message.chat
-    ct = str(message.content_type)
+    ct = content_type(message)
     if ct in SERVICE_TYPES:
         log.debug("skipping service message %s in chat %s", ct, chat.id)
         return None

@@ -123,13 +123,15 @@ class FakeTelegramServer:
         self._failures: dict[str, deque[ApiError]] = defaultdict(deque)
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
+        self._closing = False
         self.base_url = ""
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        # handler_cancellation: a long poll whose client went away ends at once
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
@@ -138,6 +140,7 @@ class FakeTelegramServer:
         return self.base_url
 
     async def close(self) -> None:
+        self._closing = True  # pending long polls answer now instead of at their timeout
         async with self._cond:
             self._cond.notify_all()
         if self._runner is not None:
@@ -199,6 +202,14 @@ class FakeTelegramServer:
             user["username"] = username
         return user
 
+    @staticmethod
+    def as_message(record: dict[str, Any]) -> dict[str, Any]:
+        """A sent record as Telegram would embed it in an update (no test-only keys)."""
+        msg = {k: v for k, v in record.items() if k not in ("raw_text", "parse_mode")}
+        if "inline_keyboard" not in (msg.get("reply_markup") or {}):
+            msg.pop("reply_markup", None)  # only inline keyboards travel with a message
+        return msg
+
     def make_message(
         self,
         chat_id: int,
@@ -232,7 +243,7 @@ class FakeTelegramServer:
         if entities:
             msg["entities"] = entities
         if reply_to is not None:
-            msg["reply_to_message"] = reply_to
+            msg["reply_to_message"] = self.as_message(reply_to)
         msg.update(content)
         return msg
 
@@ -269,7 +280,7 @@ class FakeTelegramServer:
                 "id": query_id,
                 "from": self._user(from_id, username, first_name),
                 "chat_instance": "ci1",
-                "message": message,
+                "message": self.as_message(message),
                 "data": data,
             },
         )
@@ -340,7 +351,9 @@ class FakeTelegramServer:
 
         async with self._cond:
             try:
-                await asyncio.wait_for(self._cond.wait_for(lambda: bool(ready())), timeout)
+                await asyncio.wait_for(
+                    self._cond.wait_for(lambda: bool(ready()) or self._closing), timeout
+                )
             except TimeoutError:
                 pass
         return ready()
@@ -383,4 +396,4 @@ class FakeTelegramServer:
         if markup:
             msg["reply_markup"] = markup
         self.sent.append(msg)
-        return msg
+        return self.as_message(msg)

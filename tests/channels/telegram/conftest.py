@@ -1,0 +1,122 @@
+"""Fixtures for the Telegram channel: the fake Bot API server and a recording ChannelHost.
+
+aiogram is imported once per session (it costs seconds of CPU), by this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
+from bot.channel import DeliveryError
+from bot.config.model import AppConfig
+from bot.events import InboundMessage
+from channels.telegram.adapter import TelegramChannel
+
+OWNER_ID = 1001
+STRANGER_ID = 2002
+GROUP_ID = -100500
+OTHER_GROUP_ID = -100999
+
+
+class RecordingHost:
+    """A ChannelHost that records deliveries and cursors (and can refuse to deliver)."""
+
+    def __init__(self) -> None:
+        self.delivered: list[InboundMessage] = []
+        self.cursors: dict[tuple[str, str], str] = {}
+        self.cursor_history: list[str] = []
+        self.refuse: Callable[[InboundMessage], bool] = lambda m: False
+        self._cond = asyncio.Condition()
+
+    async def deliver(self, message: InboundMessage) -> None:
+        if self.refuse(message):
+            raise DeliveryError("disk full (test)")
+        self.delivered.append(message)
+        async with self._cond:
+            self._cond.notify_all()
+
+    async def get_cursor(self, channel: str, key: str) -> str | None:
+        return self.cursors.get((channel, key))
+
+    async def set_cursor(self, channel: str, key: str, value: str) -> None:
+        self.cursors[(channel, key)] = value
+        self.cursor_history.append(value)
+        async with self._cond:
+            self._cond.notify_all()
+
+    async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
+        return None
+
+    async def wait_delivered(self, count: int, timeout: float = 10.0) -> None:
+        async with self._cond:
+            await asyncio.wait_for(self._cond.wait_for(lambda: len(self.delivered) >= count),
+                                   timeout)  # fmt: skip
+
+    async def wait_cursor(self, value: int, timeout: float = 10.0) -> None:
+        key = ("telegram", "offset")
+        async with self._cond:
+            await asyncio.wait_for(
+                self._cond.wait_for(lambda: int(self.cursors.get(key, "0")) >= value), timeout
+            )
+
+
+def telegram_config(base_url: str, **overrides: Any) -> AppConfig:
+    tg: dict[str, Any] = {
+        "enabled": True,
+        "token": TOKEN,
+        "api_base": base_url,
+        "polling_timeout": 1,
+        "groups": [
+            {"id": str(GROUP_ID), "title": "Family", "respond": "mention"},
+            {"id": "-100777", "title": "Ops", "respond": "always"},
+        ],
+    }
+    tg.update(overrides)
+    return AppConfig.model_validate(
+        {"channels": {"telegram": tg, "web": {"enabled": False}},
+         "owner": {"identities": {"telegram": [str(OWNER_ID)]}}}
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def tg_server() -> AsyncIterator[FakeTelegramServer]:
+    server = FakeTelegramServer()
+    await server.start()
+    yield server
+    await server.close()
+
+
+class SleepRecorder:
+    """Replaces asyncio.sleep in the sender: records the delays, waits for nothing."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
+
+
+@pytest.fixture
+def host() -> RecordingHost:
+    return RecordingHost()
+
+
+@pytest.fixture
+async def channel(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> AsyncIterator[TelegramChannel]:
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None, sleep=sleeps)
+    await ch.start(host)
+    yield ch
+    await ch.stop()

@@ -1,0 +1,340 @@
+"""The adapter against the fake Bot API server over HTTP, with a recording ChannelHost."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.channel import PermanentSendError
+from bot.events import OutboundMessage
+from channels.telegram.adapter import TelegramChannel
+
+from .conftest import (
+    GROUP_ID,
+    OTHER_GROUP_ID,
+    OWNER_ID,
+    STRANGER_ID,
+    RecordingHost,
+    SleepRecorder,
+    telegram_config,
+)
+
+
+async def test_start_registers_without_dropping_pending_updates(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    hook = tg_server.calls_of("deleteWebhook")
+    assert hook == [{"drop_pending_updates": "false"}]
+    names = [c["command"] for c in tg_server.calls_of("setMyCommands")[0]["commands"]]
+    assert names == ["new", "model", "help", "status", "rename", "search", "trust", "block",
+                     "reply"]  # fmt: skip
+    assert channel.me is not None and channel.me.username == "my_agent_bot"
+
+
+async def test_private_text_is_delivered_then_acknowledged(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    msg = tg_server.inject_message(OWNER_ID, "hello there", username="Owner", first_name="Olga")
+    await host.wait_delivered(1)
+    got = host.delivered[0]
+    assert got.channel == "telegram" and got.text == "hello there"
+    assert got.sender_id == str(OWNER_ID) and got.sender_aliases == ("@Owner",)
+    assert got.sender_name == "Olga" and got.chat_id == str(OWNER_ID)
+    assert got.message_id == f"{OWNER_ID}:{msg['message_id']}"
+    assert got.group_id is None and got.addressed
+    update_id = 1001
+    await host.wait_cursor(update_id + 1)
+    # the next poll confirms the update to Telegram
+    await tg_server.wait_for("getUpdates", len(tg_server.calls_of("getUpdates")) + 1)
+    assert tg_server.pending_updates == []
+
+
+async def test_offset_not_advanced_until_durable(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    refusals = 0
+
+    def refuse(m: object) -> bool:
+        nonlocal refusals
+        refusals += 1
+        return refusals <= 2  # the first two delivery attempts fail (disk full)
+
+    host.refuse = refuse  # type: ignore[assignment]
+    tg_server.inject_message(OWNER_ID, "one")
+    tg_server.inject_message(OWNER_ID, "two")
+    await host.wait_delivered(2, timeout=20)
+    assert [m.text for m in host.delivered] == ["one", "two"]
+    assert host.cursor_history == ["1002", "1003"]
+    assert refusals == 4
+
+
+async def test_restart_mid_stream_replays_nothing_and_skips_nothing(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    cfg = telegram_config(tg_server.base_url)
+    first = TelegramChannel(cfg, None, sleep=sleeps)
+    host.refuse = lambda m: m.text == "m3"  # "crash" while m3 is being recorded
+    await first.start(host)
+    for i in range(1, 6):
+        tg_server.inject_message(OWNER_ID, f"m{i}")
+    await host.wait_delivered(2)
+    await first.stop()
+    assert [m.text for m in host.delivered] == ["m1", "m2"]
+    assert host.cursors[("telegram", "offset")] == "1003"
+
+    host.refuse = lambda m: False
+    second = TelegramChannel(cfg, None, sleep=sleeps)
+    await second.start(host)
+    try:
+        await host.wait_delivered(5)
+        tg_server.inject_message(OWNER_ID, "m6")
+        await host.wait_delivered(6)
+    finally:
+        await second.stop()
+    assert [m.text for m in host.delivered] == ["m1", "m2", "m3", "m4", "m5", "m6"]
+    assert len({m.message_id for m in host.delivered}) == 6
+    first_poll_after_restart = [
+        c for c in tg_server.calls_of("getUpdates") if c.get("offset") == "1003"
+    ]
+    assert first_poll_after_restart
+
+
+async def test_groups_allow_list_mentions_and_replies(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    tg_server.inject_message(OTHER_GROUP_ID, "not allowed", from_id=OWNER_ID)
+    tg_server.inject_message(GROUP_ID, "just chatting", from_id=STRANGER_ID, title="Family")
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot what time is it?", from_id=STRANGER_ID)
+    tg_server.inject_message(GROUP_ID, "/status@my_agent_bot", from_id=OWNER_ID)
+    tg_server.inject_message(GROUP_ID, "/status@other_bot", from_id=OWNER_ID)
+    tg_server.inject_message(-100777, "always answered", from_id=STRANGER_ID)
+    await host.wait_delivered(5)
+    await host.wait_cursor(1007)
+    by_text = {m.text: m for m in host.delivered}
+    assert "not allowed" not in by_text
+    chat = by_text["just chatting"]
+    assert chat.group_id == str(GROUP_ID) and chat.group_title == "Family"
+    assert chat.addressed is False and chat.sender_id == str(STRANGER_ID)
+    assert by_text["@my_agent_bot what time is it?"].addressed is True
+    assert by_text["/status"].addressed is True  # @ourbot suffix stripped
+    assert by_text["/status@other_bot"].addressed is False
+    assert by_text["always answered"].addressed is True
+
+    # a reply to one of the bot's own messages addresses it too
+    sent = await channel.send(OutboundMessage("telegram", str(GROUP_ID), "Noon."))
+    bot_msg = tg_server.sent[-1]
+    assert sent.message_ref == f"{GROUP_ID}:{bot_msg['message_id']}"
+    tg_server.inject_message(GROUP_ID, "thanks", from_id=STRANGER_ID, reply_to=bot_msg)
+    await host.wait_delivered(6)
+    assert host.delivered[-1].addressed is True
+
+
+async def test_media_edits_and_odd_updates_never_crash(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    photo = [{"file_id": "a", "file_unique_id": "a", "width": 90, "height": 90},
+             {"file_id": "b", "file_unique_id": "b", "width": 1280, "height": 960,
+              "file_size": 123456}]  # fmt: skip
+    tg_server.inject_message(OWNER_ID, photo=photo, caption="the view")
+    tg_server.inject_message(
+        OWNER_ID,
+        document={"file_id": "d", "file_unique_id": "d", "file_name": "report.pdf",
+                  "mime_type": "application/pdf", "file_size": 2048},
+    )  # fmt: skip
+    tg_server.inject_message(
+        OWNER_ID, voice={"file_id": "v", "file_unique_id": "v", "duration": 7,
+                         "mime_type": "audio/ogg"}
+    )  # fmt: skip
+    tg_server.inject_message(
+        OWNER_ID,
+        sticker={"file_id": "s", "file_unique_id": "s", "type": "regular", "width": 512,
+                 "height": 512, "is_animated": False, "is_video": False, "emoji": "😀"},
+    )  # fmt: skip
+    tg_server.inject_message(OWNER_ID, location={"latitude": 52.52, "longitude": 13.405})
+    tg_server.inject_message(OWNER_ID, new_chat_members=[{"id": 5, "is_bot": False,
+                                                          "first_name": "X"}])  # fmt: skip
+    tg_server.inject_message(OWNER_ID, some_future_feature={"x": 1})
+    original = tg_server.inject_message(OWNER_ID, "meet at 5")
+    tg_server.inject_edit(original, "meet at 6")
+    # a callback without data (a game button) is answered and skipped
+    tg_server.push_update(
+        "callback_query",
+        {"id": "g1", "from": {"id": OWNER_ID, "is_bot": False, "first_name": "O"},
+         "chat_instance": "c", "game_short_name": "tetris"},
+    )  # fmt: skip
+    await host.wait_cursor(1011)
+    texts = [m.text for m in host.delivered]
+    assert texts == [
+        "[photo] the view",
+        "[document: report.pdf, 2 KB]",
+        "[voice message, 7s]",
+        "[sticker 😀]",
+        "[location 52.52000, 13.40500]",
+        "[unknown]",
+        "meet at 5",
+        "[edited] meet at 6",
+    ]
+    photo_att = host.delivered[0].attachments[0]
+    assert (photo_att.kind, photo_att.size, photo_att.description) == ("photo", 123456, "1280x960")
+    doc = host.delivered[1].attachments[0]
+    assert (doc.kind, doc.name, doc.mime_type) == ("document", "report.pdf", "application/pdf")
+    assert host.delivered[4].attachments[0].description == "52.52000, 13.40500"
+    edit = host.delivered[-1]
+    assert edit.message_id.startswith(f"{OWNER_ID}:{original['message_id']}:edit:")
+    assert edit.metadata["edited"] is True
+
+
+async def test_buttons_are_answered_and_delivered_as_commands(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    await channel.send(
+        OutboundMessage(
+            "telegram", str(OWNER_ID), "**Stranger** wrote: hi", kind="escalation",
+            actions=(("Trust", "/trust p1a2b3"), ("Block", "/block p1a2b3"),
+                     ("Reply", "/reply p1a2b3")),
+        )
+    )  # fmt: skip
+    escalation = tg_server.sent[-1]
+    buttons = escalation["reply_markup"]["inline_keyboard"][0]
+    assert [(b["text"], b["callback_data"]) for b in buttons] == [
+        ("Trust", "/trust p1a2b3"), ("Block", "/block p1a2b3"), ("Reply", "/reply p1a2b3"),
+    ]  # fmt: skip
+    query = tg_server.inject_callback(OWNER_ID, "/trust p1a2b3", escalation, username="Owner")
+    await host.wait_delivered(1)
+    pressed = host.delivered[0]
+    assert pressed.text == "/trust p1a2b3" and pressed.sender_id == str(OWNER_ID)
+    assert pressed.chat_id == str(OWNER_ID) and pressed.message_id == f"callback:{query}"
+    assert tg_server.calls_of("answerCallbackQuery")[0]["callback_query_id"] == query
+
+    # Reply: a ForceReply prompt, and the answer to it becomes "/reply <id> <text>"
+    tg_server.inject_callback(OWNER_ID, "/reply p1a2b3", escalation)
+    await tg_server.wait_sent(OWNER_ID, 2)
+    prompt = tg_server.sent[-1]
+    assert prompt["reply_markup"]["force_reply"] is True
+    tg_server.inject_message(OWNER_ID, "Sure, Tuesday works.", reply_to=prompt)
+    await host.wait_delivered(2)
+    assert host.delivered[1].text == "/reply p1a2b3 Sure, Tuesday works."
+
+
+async def test_hostile_markdown_is_sent_escaped(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    text = "<script>alert(1)</script> **bold** <b>unclosed &amp; [x](javascript:alert(1))"
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), text))
+    sent = tg_server.sent[-1]
+    assert sent["parse_mode"] == "HTML"
+    assert sent["raw_text"].startswith("&lt;script&gt;alert(1)&lt;/script&gt; <b>bold</b>")
+    assert sent["text"] == (
+        "<script>alert(1)</script> bold <b>unclosed &amp; [x](javascript:alert(1))"
+    )
+
+
+async def test_long_reply_arrives_in_ordered_parts_with_buttons_on_the_last(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    text = "\n\n".join(f"Part {i}. " + "lorem ipsum " * 40 for i in range(21))[:10_000]
+    result = await channel.send(
+        OutboundMessage("telegram", str(OWNER_ID), text, actions=(("Trust", "/trust x"),))
+    )
+    sent = tg_server.sent_to(OWNER_ID)
+    assert len(sent) == 3
+    assert all(len(m["text"]) <= 4096 for m in sent)
+    assert " ".join(" ".join(m["text"] for m in sent).split()) == " ".join(text.split())
+    assert [("reply_markup" in m) for m in sent] == [False, False, True]
+    assert result.message_ref == f"{OWNER_ID}:{sent[-1]['message_id']}"
+
+
+async def test_flood_control_waits_retry_after_then_succeeds(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, sleeps: SleepRecorder
+) -> None:
+    tg_server.fail_next("sendMessage", code=429, retry_after=3, times=2)
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), "after the flood"))
+    assert sleeps.delays == [3.0, 3.0]
+    assert len(tg_server.calls_of("sendMessage")) == 3
+    assert tg_server.sent[-1]["text"] == "after the flood"
+
+
+async def test_server_errors_back_off_and_a_failed_send_resumes_without_duplicates(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, sleeps: SleepRecorder
+) -> None:
+    text = "\n\n".join(["alpha " * 600, "beta " * 700, "gamma " * 600])
+    parts_expected = 3
+    retries = channel.config.send_retries
+    msg = OutboundMessage("telegram", str(OWNER_ID), text, outbox_id=77)
+    # part 1 goes through, then part 2 keeps failing with 502 beyond the retry budget
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), "warm-up"))
+    tg_server.sent.clear()
+    original = tg_server._send_message
+    calls = 0
+
+    def flaky(p: dict[str, object]) -> dict[str, object]:
+        nonlocal calls
+        calls += 1
+        if 2 <= calls <= retries + 2:
+            from bot.bench.fakes.telegram_api import ApiError
+
+            raise ApiError(502, "Bad Gateway")
+        return original(p)
+
+    tg_server._send_message = flaky  # type: ignore[method-assign]
+    with pytest.raises(Exception, match="Bad Gateway"):
+        await channel.send(msg)
+    assert len(sleeps.delays) == retries
+    assert sleeps.delays == sorted(sleeps.delays) or max(sleeps.delays) <= 30
+    assert len(tg_server.sent) == 1
+    await channel.send(msg)  # the outbox retries the same message
+    assert len(tg_server.sent) == parts_expected
+    assert [m["text"].split()[0] for m in tg_server.sent] == ["alpha", "beta", "gamma"]
+
+
+async def test_permanent_failures_raise_permanent_send_error(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    tg_server.missing_chats.add(555)
+    tg_server.blocked_chats.add(556)
+    with pytest.raises(PermanentSendError, match="chat not found"):
+        await channel.send(OutboundMessage("telegram", "555", "hi"))
+    with pytest.raises(PermanentSendError, match="blocked"):
+        await channel.send(OutboundMessage("telegram", "556", "hi"))
+
+
+async def test_refused_html_falls_back_to_plain_text(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    await channel.sender.send_part(OWNER_ID, "<b>broken &amp; unclosed")
+    first, second = tg_server.calls_of("sendMessage")[-2:]
+    assert first["parse_mode"] == "HTML" and "parse_mode" not in second
+    assert tg_server.sent[-1]["text"] == "broken & unclosed"
+
+
+async def test_typing_indicator(tg_server: FakeTelegramServer, channel: TelegramChannel) -> None:
+    await channel.typing(str(OWNER_ID))
+    assert tg_server.calls_of("sendChatAction") == [{"chat_id": str(OWNER_ID), "action": "typing"}]
+    assert str(OWNER_ID) in channel._typing
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), "done"))
+    assert str(OWNER_ID) not in channel._typing
+
+
+async def test_polling_survives_server_errors(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    tg_server.fail_next("getUpdates", code=500, times=1)
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None, sleep=sleeps)
+    await ch.start(host)
+    try:
+        tg_server.inject_message(OWNER_ID, "still here")
+        await host.wait_delivered(1, timeout=15)
+    finally:
+        await ch.stop()
+    assert host.delivered[0].text == "still here"
+
+
+async def test_stop_is_prompt_during_a_long_poll(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    ch = TelegramChannel(telegram_config(tg_server.base_url, polling_timeout=50), None)
+    await ch.start(host)
+    await tg_server.wait_for("getUpdates")
+    await asyncio.wait_for(ch.stop(), 5)

@@ -1,0 +1,148 @@
+"""Markdown -> Telegram HTML and splitting, checked with the fake server's strict parser."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.bench.fakes.telegram_api import HtmlError, parse_telegram_html
+from channels.telegram.render import (
+    TELEGRAM_LIMIT,
+    html_to_plain,
+    markdown_to_html,
+    render_parts,
+    split_html,
+    utf16_len,
+)
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "<b>unclosed",
+    "</i> stray end",
+    "&amp; &lt; & &#x41; &bogus;",
+    "[x](javascript:alert(1))",
+    '[x](https://ok.example/"><script>)',
+    "**a *b** c*",
+    "` unclosed code",
+    "```\nunclosed <fence>",
+    "> <i>quote\n> more",
+    "<a href='x'>link</a>",
+    "_*__**~~mixed~~**__*_",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_input_renders_to_html_telegram_accepts(text: str) -> None:
+    rendered = markdown_to_html(text)
+    visible = parse_telegram_html(rendered)  # raises if Telegram would refuse it
+    # every letter the model wrote is still visible, nothing became a tag
+    letters = re.sub(r"[^A-Za-z0-9]", "", text.replace("javascript", "javascript"))
+    assert re.sub(r"[^A-Za-z0-9]", "", visible).startswith(letters[:5])
+
+
+def test_script_tags_are_escaped_not_interpreted() -> None:
+    rendered = markdown_to_html("<script>alert(1)</script> and <b>unclosed")
+    assert "<script>" not in rendered and "<b>unclosed" not in rendered
+    assert "&lt;script&gt;" in rendered
+    assert parse_telegram_html(rendered) == "<script>alert(1)</script> and <b>unclosed"
+
+
+def test_entities_from_the_model_are_shown_literally() -> None:
+    assert parse_telegram_html(markdown_to_html("&amp; & <")) == "&amp; & <"
+
+
+def test_only_http_links_become_anchors() -> None:
+    assert markdown_to_html("[x](javascript:alert(1))") == "[x](javascript:alert(1))"
+    assert markdown_to_html("[docs](https://a.example/?q=1&r=2)") == (
+        '<a href="https://a.example/?q=1&amp;r=2">docs</a>'
+    )
+    assert "<a" not in markdown_to_html("[x](data:text/html,hi)")
+
+
+def test_markdown_subset() -> None:
+    html = markdown_to_html(
+        "# Plan\n**bold** *it* _it2_ ~~gone~~ `a<b` snake_case_name\n"
+        "- item\n> quoted\n```python\nx = '<y>'\n```"
+    )
+    assert html.splitlines()[0] == "<b>Plan</b>"
+    assert (
+        "<b>bold</b> <i>it</i> <i>it2</i> <s>gone</s> <code>a&lt;b</code> snake_case_name" in html
+    )
+    assert "• item" in html
+    assert "<blockquote>quoted</blockquote>" in html
+    assert "<pre><code class=\"language-python\">x = '&lt;y&gt;'</code></pre>" in html
+    parse_telegram_html(html)
+
+
+def test_ten_thousand_character_reply_is_split_in_order() -> None:
+    paragraphs = [f"Paragraph {i}: " + " ".join(f"w{i}_{j}" for j in range(60)) for i in range(40)]
+    text = "\n\n".join(paragraphs)[:10_000]
+    parts = render_parts(text)
+    assert len(parts) == 3
+    assert all(utf16_len(p) <= TELEGRAM_LIMIT for p in parts)
+    visible = [parse_telegram_html(p) for p in parts]
+    # cut on paragraph boundaries: every part ends a paragraph, the next starts one
+    assert all(v.startswith("Paragraph ") for v in visible)
+    assert " ".join(" ".join(visible).split()) == " ".join(text.split())
+
+
+def test_split_never_breaks_tags_and_reopens_them() -> None:
+    text = "**" + " ".join(["bold"] * 3000) + "**"
+    parts = render_parts(text)
+    assert len(parts) >= 3
+    for part in parts:
+        assert part.startswith("<b>") and part.endswith("</b>")
+        parse_telegram_html(part)
+
+
+def test_split_inside_code_block_and_entities() -> None:
+    text = "```\n" + "x <&> y\n" * 1500 + "```"
+    parts = render_parts(text)
+    for part in parts:
+        assert part.startswith("<pre>") and part.endswith("</pre>")
+        assert utf16_len(part) <= TELEGRAM_LIMIT
+        parse_telegram_html(part)
+    amp = split_html("&amp;" * 2000, limit=100)
+    assert all(p.count("&") == p.count("&amp;") for p in amp)
+
+
+def test_hard_split_counts_utf16_units() -> None:
+    parts = render_parts("😀" * 5000)
+    assert [utf16_len(p) for p in parts] == [4096, 4096, 1808]
+
+
+def test_empty_text_gives_no_parts() -> None:
+    assert render_parts("   \n\n  ") == []
+
+
+def test_plain_fallback_strips_tags() -> None:
+    assert html_to_plain("<b>a &lt;b&gt;</b>") == "a <b>"
+
+
+def test_fake_parser_is_strict() -> None:
+    for bad in ("<b>x", "<script>x</script>", "a & b", "<b><i>x</b></i>", "1 < 2"):
+        with pytest.raises(HtmlError):
+            parse_telegram_html(bad)
+
+
+markdownish = st.lists(
+    st.sampled_from([*"ab c*_~`[]()<>&#>-\n/:.😀", "http://x.y", "**", "```", "\n\n"]),
+    max_size=200,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(markdownish, st.integers(min_value=40, max_value=300))
+def test_any_markdown_renders_and_splits_into_valid_parts(text: str, limit: int) -> None:
+    html = markdown_to_html(text)
+    visible = parse_telegram_html(html)
+    parts = split_html(html, limit)
+    joined = ""
+    for part in parts:
+        assert utf16_len(part) <= limit
+        joined += parse_telegram_html(part)
+    # only whitespace may be lost at the cuts; the characters keep their order
+    assert re.sub(r"\s", "", joined) == re.sub(r"\s", "", visible)
