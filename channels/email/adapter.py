@@ -233,6 +233,11 @@ class EmailChannel:
                     except DeliveryError as exc:
                         log.warning("core refused mail uid %d (%s); will retry", uid, exc)
                         return False
+                    except Exception:
+                        # A bug, not an outage: still never acknowledge what may not be
+                        # stored; retry on the next check instead of reconnecting.
+                        log.exception("delivering mail uid %d failed; will retry", uid)
+                        return False
                     self.delivered += 1
                 await self._mark(session, uid)
             if cursor is not None:
@@ -341,6 +346,14 @@ class EmailChannel:
         )
         await self._smtp.send(composed.message, self.address, composed.recipients)
         log.info("sent %s %s to %s", message.kind, composed.message_id, composed.recipients)
+        if message.conversation_id and self._host is not None:
+            # Replies to this mail name our Message-ID first: map it to the conversation.
+            try:
+                await self._host.record_message_ref(
+                    "email", composed.message_id, message.conversation_id
+                )
+            except Exception:  # sent already: a failure here must not cause a resend
+                log.exception("could not record Message-ID %s", composed.message_id)
         return SendResult(message_ref=composed.message_id)
 
     def _stable_id(self, message: OutboundMessage) -> str | None:
