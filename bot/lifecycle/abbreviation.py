@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from bot.brain.base import UtilityModel
 from bot.conversations import ConversationManager
@@ -122,11 +122,13 @@ async def abbreviate(
     current = bool(record.abbreviation) and record.abbreviated_turn >= record.turn_count
     if current and not record.needs_abbreviation:
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
+    status: Literal["abbreviated", "embedded"]
     if current:
         # The text is up to date; a previous pass failed to embed it.
         text, through, status = record.abbreviation or "", record.abbreviated_turn, "embedded"
     else:
-        turns = await conversations.read_turns(conv_id)
+        # cast: ConversationManager.list shadows the builtin in its own annotations.
+        turns = cast(list[dict[str, Any]], await conversations.read_turns(conv_id))
         if not turns:
             return Outcome(conv_id, "skipped")
         through = max(int(t.get("turnNumber") or 0) for t in turns)
@@ -162,7 +164,7 @@ async def abbreviate(
         await conversations.mark_needs_abbreviation(conv_id, True)
     elif status == "embedded":
         await conversations.mark_needs_abbreviation(conv_id, False)
-    return Outcome(conv_id, status, through, embedded)  # type: ignore[arg-type]
+    return Outcome(conv_id, status, through, embedded)
 
 
 Process = Callable[[str], Awaitable[object]]
