@@ -87,7 +87,9 @@ class WsHub:
 
     # -- connection -------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1 << 20)
+        # No permessage-deflate: compressing every broadcast once per tab costs CPU for
+        # nothing on a local dashboard.
+        ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1 << 20, compress=False)
         await ws.prepare(request)
         client = Client(ws)
         client.writer = spawn(client.write_loop(), name=f"web-writer-{client.id}")
