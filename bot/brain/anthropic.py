@@ -167,35 +167,42 @@ class AnthropicBrain:
 
     async def _reply_owner(self, request: BrainRequest, on_delta: DeltaSink | None) -> BrainReply:
         alias = request.model_alias or self.config.models.default
-        ctx, title, extra_cost = await self._owner_context(request)
-        tools = self.recall.tools()
+        ctx, title = await self._owner_context(request)
         system = self._owner_system(request, ctx, title)
         turn = _Turn()
-        turn.usage, turn.cost = extra_cost
         try:
-            await self._tool_loop(alias, system, ctx.messages(), tools, turn, _Deltas(on_delta))
+            await self._tool_loop(
+                alias, system, ctx.messages(), self.recall.tools(), turn, _Deltas(on_delta)
+            )
         except _Rejected as exc:
             return self._rejected_reply(alias, exc, turn)
         return self._finish(alias, turn)
 
-    async def _owner_context(
-        self, request: BrainRequest
-    ) -> tuple[WorkingContext, str | None, tuple[Usage, float | None]]:
+    async def build_request(self, request: BrainRequest) -> dict[str, Any]:
+        """The Messages API parameters of the first call for an owner ``request``: working
+        context assembly without the call (benchmarks, diagnostics). Compresses first if
+        the context is over budget, exactly as :meth:`reply` would."""
+        alias = request.model_alias or self.config.models.default
+        ctx, title = await self._owner_context(request)
+        params = self._params(alias, self._owner_system(request, ctx, title), ctx.messages())
+        params["tools"] = [t.spec() for t in self.recall.tools()]
+        return params
+
+    async def _owner_context(self, request: BrainRequest) -> tuple[WorkingContext, str | None]:
         """Hydrate (and, past the budget, compress) the working context."""
         conv_id = request.conversation_id
         if conv_id is None:
             turn = ContextTurn("user", request.text, request.turn_number or 1)
-            return WorkingContext(None, 0, [turn]), None, (Usage(), None)
+            return WorkingContext(None, 0, [turn]), None
         conversations = self.services.conversations
         lines = await asyncio.to_thread(conversations.read_lines, conv_id)
         record = await conversations.get(conv_id)
         title = getattr(record, "title", None)
         ctx = self.contexts.assemble(conv_id, lines, request.text, request.turn_number)
         size = estimate_tokens(self._owner_system(request, ctx, title)) + ctx.tokens()
-        spent: tuple[Usage, float | None] = (Usage(), None)
         if size > self.config.brain.compression_budget_tokens:
-            ctx, spent = await self._compress(conv_id, request, ctx, title)
-        return ctx, title, spent
+            ctx = await self._compress(conv_id, request, ctx, title)
+        return ctx, title
 
     def _owner_system(self, request: BrainRequest, ctx: WorkingContext, title: str | None) -> str:
         return owner_system_prompt(
@@ -210,16 +217,18 @@ class AnthropicBrain:
 
     async def _compress(
         self, conv_id: str, request: BrainRequest, ctx: WorkingContext, title: str | None
-    ) -> tuple[WorkingContext, tuple[Usage, float | None]]:
+    ) -> WorkingContext:
         """Flush hook, then summarise the older turns with ``haiku`` and record it."""
         old, recent = self.contexts.plan(ctx)
         if not old:
             log.info("%s: context over budget but the recent window is all there is", conv_id)
-            return ctx, (Usage(), None)
+            return ctx
         spent = _Turn()
         await self._pre_compaction_flush(conv_id, request, ctx, title, spent)
         prompt = compression_prompt(ctx.summary, old)
         try:
+            # Half the budget: if the API is down, the reply itself still gets its turn
+            # to retry (and to raise BrainUnavailable) within about 1.5 budgets.
             message = await self._call(
                 self._params(
                     "haiku",
@@ -228,12 +237,13 @@ class AnthropicBrain:
                     max_tokens=1024,
                 ),
                 None,
+                budget=self.config.brain.retry_budget_seconds / 2,
             )
         except (BrainUnavailable, _Rejected) as exc:
             # Not fatal: this reply goes out with the uncompressed context, the next
             # reply tries again.
             log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
-            return ctx, (spent.usage, spent.cost)
+            return ctx
         self._account(spent, "haiku", message)
         summary = _text_of(message).strip()
         through = old[-1].turn_number
@@ -253,8 +263,8 @@ class AnthropicBrain:
             through,
             len({t.turn_number for t in recent}),
         )
-        # The cost is already on the compression event; the reply carries its own.
-        return WorkingContext(summary, through, recent), (Usage(), None)
+        # The cost is on the compression event; the reply carries its own.
+        return WorkingContext(summary, through, recent)
 
     async def _pre_compaction_flush(
         self,
@@ -479,11 +489,14 @@ class AnthropicBrain:
         )
 
     # -- one API call with retries -----------------------------------------------------
-    async def _call(self, params: dict[str, Any], deltas: _Deltas | None) -> Any:
-        """One Messages API call (streamed when ``deltas`` is given), retried within the
-        budget. Returns the final ``Message``."""
+    async def _call(
+        self, params: dict[str, Any], deltas: _Deltas | None, budget: float | None = None
+    ) -> Any:
+        """One Messages API call (streamed when ``deltas`` is given), retried within
+        ``budget`` seconds (default ``brain.retry_budget_seconds``). Returns the final
+        ``Message``."""
         cfg = self.config.brain
-        deadline = self._clock() + cfg.retry_budget_seconds
+        deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
         attempt = 0
         while True:
             remaining = deadline - self._clock()

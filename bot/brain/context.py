@@ -182,6 +182,10 @@ class WorkingContexts:
         """Compression summarised everything before turn ``start``."""
         self._remember(conv_id, start)
 
+    def session_start(self, conv_id: str) -> int | None:
+        """The first turn number in context for ``conv_id`` (None before hydration)."""
+        return self._starts.get(conv_id)
+
     def forget(self, conv_id: str) -> None:
         self._starts.pop(conv_id, None)
 

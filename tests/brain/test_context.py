@@ -1,0 +1,263 @@
+"""Working context: hydration limits, compression at the budget, the pre-compaction flush."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+from typing import Any
+
+from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
+from bot.brain.anthropic import AnthropicBrain, FlushRequest
+from bot.brain.base import BrainRequest
+from bot.brain.context import (
+    FLUSH_PROMPT,
+    ContextTurn,
+    WorkingContexts,
+    estimate_tokens,
+    window_start,
+)
+from bot.brain.tools import Tool
+from bot.transcript import event_line, turn_line
+from tests.brain.conftest import ManualClock, make_brain, make_config, seed_conversation
+
+
+def lines_for(n_turns: int, chars: int = 40) -> list[dict[str, Any]]:
+    out = []
+    for n in range(1, n_turns + 1):
+        out.append(turn_line("user", f"u{n} " + "x" * chars, n))
+        out.append(turn_line("assistant", f"a{n} " + "y" * chars, n))
+    return out
+
+
+def test_hydration_takes_the_smaller_of_turns_and_tokens() -> None:
+    lines = lines_for(50)
+    by_turns = WorkingContexts(max_turns=20, max_tokens=100_000, keep_tokens=1000)
+    ctx = by_turns.assemble("c1", lines)
+    assert next(t.turn_number for t in ctx.turns) == 31 and len(ctx.turns) == 40
+    by_tokens = WorkingContexts(max_turns=20, max_tokens=200, keep_tokens=100)
+    ctx = by_tokens.assemble("c1", lines)
+    per_turn = 2 * (estimate_tokens("u1 " + "x" * 40) + 4)
+    assert len({t.turn_number for t in ctx.turns}) == 200 // per_turn
+    assert ctx.tokens() <= 200
+
+
+def test_hydration_uses_the_latest_summary_and_only_later_turns() -> None:
+    lines = lines_for(30)
+    lines.insert(20, event_line("compression", compressedThrough=8, summary="old summary"))
+    lines.append(event_line("compression", compressedThrough=25, summary="new summary"))
+    ctx = WorkingContexts(max_turns=20, max_tokens=8000, keep_tokens=1000).assemble("c", lines)
+    assert ctx.summary == "new summary" and ctx.compressed_through == 25
+    assert {t.turn_number for t in ctx.turns} == {26, 27, 28, 29, 30}
+
+
+def test_context_grows_after_hydration_until_compression_moves_it() -> None:
+    contexts = WorkingContexts(max_turns=3, max_tokens=8000, keep_tokens=1000)
+    lines = lines_for(10)
+    assert contexts.assemble("c", lines).start_turn == 8
+    lines += lines_for(12)[20:]  # turns 11 and 12 arrive
+    assert contexts.assemble("c", lines).start_turn == 8  # kept: the session grows
+    contexts.moved("c", 11)
+    assert contexts.assemble("c", lines).start_turn == 11
+    assert (
+        WorkingContexts(max_turns=3, max_tokens=8000, keep_tokens=1000)
+        .assemble("c", lines)
+        .start_turn
+        == 10
+    )  # a restart hydrates again
+
+
+def test_messages_alternate_and_start_with_the_user() -> None:
+    lines = lines_for(3)
+    ctx = WorkingContexts(max_turns=20, max_tokens=8000, keep_tokens=100).assemble(
+        "c", lines[1:], current_text="new message"
+    )
+    messages = ctx.messages()
+    assert messages[0]["role"] == "user" and messages[-1] == {
+        "role": "user",
+        "content": "new message",
+    }
+    assert all(a["role"] != b["role"] for a, b in itertools.pairwise(messages))
+
+
+def test_window_always_keeps_the_last_turn() -> None:
+    huge = [ContextTurn("user", "z" * 100_000, 7)]
+    assert window_start(huge, 20, 100) == 7
+
+
+def big(n: int, who: str) -> str:
+    return f"{who} turn {n}: " + ("lorem ipsum dolor sit amet " * 15)  # ~105 tokens
+
+
+async def test_compression_fires_at_budget_and_next_request_is_summary_plus_recent(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
+    brain = make_brain(config, core, ManualClock())
+    try:
+        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
+        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+
+        def summarise(body: dict) -> Scripted:
+            assert body["model"] == "claude-haiku-4-5" and "tools" not in body
+            assert "user turn 1:" in last_user_text(body)
+            return Scripted(
+                [Block("text", text="SUMMARY: the owner discussed lorem ipsum.")],
+                input_tokens=900,
+                output_tokens=40,
+            )
+
+        fake_api.push(summarise)
+        fake_api.push_text("reply 9", input_tokens=700, output_tokens=10)
+        reply = await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text=big(9, "user"),
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        assert reply.text == "reply 9"
+        assert len(fake_api.requests) == 2  # no flush hook: compression + reply only
+        # the reply's cost is its own; the compression's is on its event
+        assert reply.usage is not None and reply.usage.input == 700
+
+        lines = core.conversations.read_lines(conv)
+        events = [ln for ln in lines if ln["type"] == "event"]
+        assert [e["event"] for e in events] == ["compression"]  # never an abbreviation
+        through = events[0]["compressedThrough"]
+        assert 1 < through < 9
+        assert events[0]["summary"] == "SUMMARY: the owner discussed lorem ipsum."
+        assert events[0]["usage"] == {"input": 900, "output": 40}
+        assert events[0]["cost"] == (900 * 1.0 + 40 * 5.0) / 1e6
+
+        def check_summary_plus_recent(body: dict, first_turn: int, last_turn: int) -> None:
+            assert "SUMMARY: the owner discussed lorem ipsum." in body["system"]
+            text = str(body["messages"])
+            for n in range(1, first_turn):
+                assert f"turn {n}:" not in text
+            for n in range(first_turn, last_turn + 1):
+                assert f"user turn {n}:" in text
+
+        check_summary_plus_recent(fake_api.requests[1].body, through + 1, 9)
+
+        # the next reply: same summary, the recent turns, and the new one; no compression
+        await core.conversations.append_turn(conv, "assistant", "reply 9")
+        await core.conversations.append_turn(conv, "user", "user turn 10: short")
+        fake_api.push_text("reply 10")
+        await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text="user turn 10: short",
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        assert len(fake_api.requests) == 3
+        check_summary_plus_recent(fake_api.requests[2].body, through + 1, 10)
+
+        # after a restart, hydration finds the same summary and later turns
+        fresh = make_brain(config, core, ManualClock())
+        fake_api.push_text("reply 10 again")
+        await fresh.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text="user turn 10: short",
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        check_summary_plus_recent(fake_api.requests[3].body, through + 1, 10)
+        await fresh.client.close()
+    finally:
+        await brain.client.close()
+
+
+async def test_pre_compaction_flush_runs_a_silent_turn_with_the_hook_tools(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
+    remembered: list[str] = []
+    calls: list[FlushRequest] = []
+
+    async def remember(args: dict[str, Any]) -> str:
+        remembered.append(args["fact"])
+        return "saved"
+
+    remember_tool = Tool(
+        "remember",
+        "Save a durable fact.",
+        {"type": "object", "properties": {"fact": {"type": "string"}}},
+        remember,
+    )
+
+    async def memory_flush(flush: FlushRequest) -> None:
+        calls.append(flush)
+        await flush.run_turn([remember_tool])
+
+    services = SimpleNamespace(**vars(core), memory_flush=memory_flush)
+    brain = make_brain(config, services, ManualClock())
+    try:
+        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
+        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        fake_api.push_tool_use("remember", {"fact": "Owner likes lorem ipsum"})
+        fake_api.push_text("", output_tokens=1)
+        fake_api.push_text("SUMMARY")
+        fake_api.push_text("reply 9", chunks=["reply ", "9"])
+        reply = await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text=big(9, "user"),
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        assert reply.text == "reply 9"
+        assert len(calls) == 1 and calls[0].conversation_id == conv
+        assert calls[0].prompt == FLUSH_PROMPT
+        assert remembered == ["Owner likes lorem ipsum"]
+        flush_body = fake_api.requests[0].body
+        assert [t["name"] for t in flush_body["tools"]] == ["remember"]
+        assert flush_body["messages"][-1]["content"].endswith(FLUSH_PROMPT)
+        assert "user turn 9:" not in str(flush_body["messages"])  # answered after compression
+        assert fake_api.requests[2].body["model"] == "claude-haiku-4-5"  # then compression
+        assert "remember" not in str(fake_api.requests[3].body.get("tools"))
+        event = next(ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event")
+        assert event["usage"]["input"] > 0  # flush + compression cost is on the event
+    finally:
+        await brain.client.close()
+
+
+async def test_failed_compression_still_answers(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=1500, retry_budget_seconds=0)
+    brain = make_brain(config, core, ManualClock())
+    try:
+        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
+        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        fake_api.push_error(529)
+        fake_api.push_text("still here")
+        reply = await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text=big(9, "user"),
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        assert reply.text == "still here"
+        assert "user turn 1:" in str(fake_api.requests[1].body["messages"])
+        assert not [ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event"]
+    finally:
+        await brain.client.close()
+
+
+async def test_brain_instance_fixture_unused(brain: AnthropicBrain) -> None:
+    assert brain.contexts.keep_tokens == min(
+        8000, brain.config.brain.compression_budget_tokens // 2
+    )

@@ -1,0 +1,173 @@
+"""Outages: retries with backoff and jitter within the budget, then BrainUnavailable."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
+from bot.brain.anthropic import AnthropicBrain
+from bot.brain.base import BrainRequest, BrainUnavailable
+from tests.brain.conftest import Deltas, ManualClock, make_brain, make_config, seed_conversation
+
+
+def request(conv_id: str, text: str) -> BrainRequest:
+    return BrainRequest(
+        profile="owner", channel="web", text=text, model_alias="sonnet", conversation_id=conv_id
+    )
+
+
+async def test_529_then_success(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.push_error(529)
+    fake_api.push_error(500)
+    fake_api.push_text("Back again.", chunks=["Back ", "again."])
+    deltas = Deltas()
+    reply = await brain.reply(request(conv, "hello"), deltas)
+    assert reply.text == "Back again." and deltas.items == ["Back ", "again."]
+    assert len(fake_api.requests) == 3
+    assert fake_api.requests[0].body == fake_api.requests[2].body  # the same request resent
+    # full jitter: 0 <= delay <= base * 2**attempt
+    assert len(clock.sleeps) == 2
+    assert 0 <= clock.sleeps[0] <= 0.5 and 0 <= clock.sleeps[1] <= 1.0
+
+
+async def test_429_honours_retry_after(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.push_error(429, retry_after=3)
+    fake_api.push_text("ok")
+    reply = await brain.reply(request(conv, "hello"))
+    assert reply.text == "ok"
+    assert clock.sleeps == [3.0]
+
+
+async def test_retry_after_beyond_budget_gives_up_at_once(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.push_error(429, retry_after=600)
+    with pytest.raises(BrainUnavailable):
+        await brain.reply(request(conv, "hello"))
+    assert clock.sleeps == [] and len(fake_api.requests) == 1
+
+
+async def test_long_outage_raises_within_budget(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.down_for(3600)
+    start = clock.now
+    with pytest.raises(BrainUnavailable, match="529"):
+        await brain.reply(request(conv, "hello"))
+    assert clock.now - start <= brain.config.brain.retry_budget_seconds
+    assert len(fake_api.requests) >= 3  # it did retry
+    assert len(fake_api.requests) == len(clock.sleeps) + 1
+
+
+async def test_real_time_outage_with_tiny_budget(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    """Real clock and sleeps: a 0.3 s budget ends in BrainUnavailable, and once the API
+    is back the same request succeeds."""
+    config = make_config(
+        tmp_path, fake_api, retry_budget_seconds=0.3, retry_base_delay=0.05, retry_max_delay=0.1
+    )
+    brain = make_brain(config, core)
+    try:
+        conv = await seed_conversation(core, [("user", "hello")])
+        fake_api.down_for(3600, status=503)
+        with pytest.raises(BrainUnavailable):
+            await asyncio.wait_for(brain.reply(request(conv, "hello")), 5)
+        fake_api.up()
+        fake_api.push_text("finally")
+        assert (await brain.reply(request(conv, "hello"))).text == "finally"
+    finally:
+        await brain.client.close()
+
+
+async def test_connection_refused_is_unavailable(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    config = make_config(tmp_path, fake_api, retry_budget_seconds=0.2, retry_base_delay=0.05)
+    await fake_api.close()  # nothing listens on the port any more
+    brain = make_brain(config, core)
+    try:
+        conv = await seed_conversation(core, [("user", "hello")])
+        with pytest.raises(BrainUnavailable, match="APIConnectionError"):
+            await brain.reply(request(conv, "hello"))
+    finally:
+        await brain.client.close()
+
+
+async def test_timeout_is_retried(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    config = make_config(tmp_path, fake_api, request_timeout=0.5, retry_base_delay=0.01)
+    brain = make_brain(config, core)
+    try:
+        conv = await seed_conversation(core, [("user", "hello")])
+        fake_api.push(Scripted([Block("text", text="late")], delay=2.0))
+        fake_api.push_text("on time")
+        assert (await brain.reply(request(conv, "hello"))).text == "on time"
+        assert len(fake_api.requests) == 2
+    finally:
+        await brain.client.close()
+
+
+async def test_auth_error_is_unavailable_without_retrying(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.push_error(401, message="invalid x-api-key")
+    with pytest.raises(BrainUnavailable, match="401"):
+        await brain.reply(request(conv, "hello"))
+    assert len(fake_api.requests) == 1 and clock.sleeps == []
+
+
+async def test_rejected_request_becomes_a_notice_not_a_retry_loop(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.push_error(400, message="messages: text content blocks must be non-empty")
+    reply = await brain.reply(request(conv, "hello"))
+    assert "rejected the request (400)" in reply.text
+    assert reply.extra == {"error": "rejected", "status": 400}
+    assert len(fake_api.requests) == 1
+
+
+async def test_failure_mid_stream_does_not_repeat_deltas(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    conv = await seed_conversation(core, [("user", "hello")])
+    chunks = ["The ", "answer ", "is ", "42."]
+    fake_api.push(
+        Scripted([Block("text", text="The answer is 42.", chunks=chunks)], fail_after_deltas=2)
+    )
+    fake_api.push_text("The answer is 42.", chunks=chunks)
+    deltas = Deltas()
+    reply = await brain.reply(request(conv, "hello"), deltas)
+    assert reply.text == "The answer is 42."
+    assert deltas.text == "The answer is 42."  # "The answer " was not sent twice
+    assert len(fake_api.requests) == 2
+
+
+async def test_complete_retries_then_raises(
+    brain: AnthropicBrain, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    fake_api.push_error(529)
+    fake_api.push_text("a title")
+    assert await brain.complete(system="s", prompt="p") == "a title"
+    assert len(clock.sleeps) == 1
+    fake_api.down_for(3600)
+    with pytest.raises(BrainUnavailable):
+        await brain.complete(system="s", prompt="p")
+    fake_api.up()
+    fake_api.push_error(400)
+    with pytest.raises(BrainUnavailable, match="rejected"):
+        await brain.complete(system="s", prompt="p")
