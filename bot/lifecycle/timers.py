@@ -83,6 +83,11 @@ class IdleTimers:
         self._on_sweep = on_sweep
         self._store = MemoryJobStore()
         self._manual = not isinstance(clock, SystemClock)
+        # APScheduler logs every add/run at INFO, i.e. a line per message here; keep its
+        # warnings (missed runs, executor errors) unless the operator configured it.
+        aps_log = logging.getLogger("apscheduler")
+        if aps_log.level == logging.NOTSET:
+            aps_log.setLevel(logging.WARNING)
         self._scheduler = AsyncIOScheduler(
             timezone=UTC,
             jobstores={"default": self._store},
