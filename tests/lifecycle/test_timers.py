@@ -153,3 +153,26 @@ async def test_each_conversation_has_its_own_timer(
     clock.advance(300)
     await lifecycle.run_due()
     assert len(core.events(b.id, "abbreviation")) == 1
+
+
+async def test_production_clock_end_to_end(core: Core) -> None:
+    """SystemClock: APScheduler itself fires the idle job that leads to the notes."""
+    from bot.lifecycle import Lifecycle
+
+    from .conftest import FakeServices, OfflineBrain
+
+    config = core.config.model_copy(deep=True)
+    config.conversations.idle_timeout_seconds = 0.05
+    lifecycle = Lifecycle(config, FakeServices(core.bus, core.manager, OfflineBrain()))
+    await lifecycle.start()
+    try:
+        conv = (await core.manager.create("web")).id
+        await core.chat(conv, 1)
+        for _ in range(1000):  # bounded wait for the background work, not a timing check
+            if core.events(conv, "abbreviation"):
+                break
+            await asyncio.sleep(0.01)
+        await lifecycle.settle()
+        assert len(core.events(conv, "abbreviation")) == 1
+    finally:
+        await lifecycle.stop(1)
