@@ -20,6 +20,7 @@ NOTE_EVENTS = frozenset(
         "unpinned",
         "pinned",
         "error",
+        "escalation",
     }
 )
 
@@ -120,7 +121,7 @@ def event_view(line: Mapping[str, Any]) -> dict[str, Any] | None:
         "text": text,
         "timestamp": line.get("timestamp"),
     }
-    for key in ("compressedThrough", "throughTurn", "topics"):
+    for key in ("compressedThrough", "throughTurn", "topics", "title", "model", "pinned"):
         if line.get(key) is not None:
             out[key] = line[key]
     return out

@@ -158,6 +158,13 @@ async def test_search_finds_and_opens_result(page: Page, stack: Stack) -> None:
         await manager.append_turn(conv.id, "user", text)
         await manager.append_turn(conv.id, "assistant", f"noted {n}", turn_number=n)
     await manager.rename(conv.id, "Music workshop")
+    await manager.append_event(
+        conv.id,
+        "compression",
+        compressedThrough=4,
+        summary="Compared instruments; **xylophone** chosen.",
+    )
+    await manager.set_abbreviation(conv.id, "Meeting notes: tuning forks, xylophone.")
     await manager.create("web")  # the most recent web conversation is another one
     await log_in(page, stack)
     await page.click('#panel-nav button[data-panel="search"]')
@@ -172,6 +179,16 @@ async def test_search_finds_and_opens_result(page: Page, stack: Stack) -> None:
     matched = page.locator(".msg.matched")
     await expect(matched.first).to_contain_text("xylophone")
     await expect(matched.first).to_be_in_viewport()
+    # Compression and abbreviation are folded system notes, opened on demand.
+    note = page.locator("details.note-compression")
+    await expect(note.locator("summary")).to_have_text("Earlier turns compressed (through turn 4)")
+    await expect(note.locator(".note-body")).to_be_hidden()
+    await note.locator("summary").click()
+    await expect(note.locator(".note-body strong")).to_have_text("xylophone")
+    await expect(page.locator("details.note-abbreviation summary")).to_contain_text(
+        "Abbreviated for search"
+    )
+    await shot(page, "08-notes")
 
 
 async def test_rename_persists_across_refresh(page: Page, stack: Stack) -> None:

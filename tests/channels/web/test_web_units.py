@@ -1,0 +1,203 @@
+"""Units of the dashboard: token file, sessions, rate limit, JSON views, SVG charts."""
+
+from __future__ import annotations
+
+import stat
+import xml.etree.ElementTree as ET
+from datetime import date
+
+import pytest
+
+from bot.index import ConversationRecord
+from channels.web.analytics import Bar, bar_chart, column_chart
+from channels.web.auth import RateLimiter, SessionStore, load_or_create_token, token_matches
+from channels.web.views import conversation_meta, event_view, line_views, page_of
+from tests.channels.web.conftest import Stack
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_token_created_private_then_reused(tmp_path) -> None:
+    path = tmp_path / "sub" / "web_token"
+    token = load_or_create_token(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_or_create_token(path) == token
+    assert token_matches(token, f" {token}\n") and not token_matches(token, token[:-1])
+    path.write_text("")  # an emptied file gets a fresh token rather than an empty one
+    assert load_or_create_token(path) not in ("", token)
+
+
+def test_sessions_expire_and_revoke() -> None:
+    clock = Clock()
+    sessions = SessionStore(ttl_seconds=60, clock=clock)
+    sid = sessions.create()
+    assert sessions.valid(sid) and not sessions.valid("forged") and not sessions.valid(None)
+    clock.now += 59
+    assert sessions.valid(sid)
+    clock.now += 2
+    assert not sessions.valid(sid)
+    other = sessions.create()
+    sessions.revoke(other)
+    assert not sessions.valid(other) and len(sessions) == 0
+
+
+def test_rate_limiter_sliding_window_per_client() -> None:
+    clock = Clock()
+    limiter = RateLimiter(attempts=3, window_seconds=60, clock=clock)
+    assert [limiter.check("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = limiter.check("a")
+    assert 59 < wait <= 60
+    assert limiter.check("b") == 0.0  # per client
+    clock.now += 30
+    assert limiter.check("a") > 0  # refused attempts do not extend the window
+    clock.now += 31
+    assert limiter.check("a") == 0.0
+    limiter.reset("a")
+    assert all(limiter.check("a") == 0.0 for _ in range(2))
+
+
+def test_conversation_meta_read_only_and_label() -> None:
+    rec = ConversationRecord(
+        id="conv-1",
+        channel="email",
+        created="2026-01-01T00:00:00.000Z",
+        updated="2026-01-02T00:00:00.000Z",
+        pinned=True,
+        identity_key="email-thread:x",
+        channel_meta={
+            "chatId": "sarah@example.com",
+            "contact": "Sarah",
+            "subject": "Pricing follow-up",
+        },
+    )
+    meta = conversation_meta(rec)
+    assert meta["readOnly"] is True and meta["label"] == "Sarah — Pricing follow-up"
+    assert "chatId" not in meta["channelMeta"] and "identityKey" not in meta
+    rec.pinned = False  # after /new on the channel: continuable from the web
+    assert conversation_meta(rec)["readOnly"] is False
+    web = ConversationRecord(id="conv-2", channel="web", created="x", updated="x", pinned=True)
+    assert conversation_meta(web)["readOnly"] is False and conversation_meta(web)["label"] == ""
+
+
+def test_line_views_keep_notes_and_drop_internals() -> None:
+    lines = [
+        {"type": "meta", "id": "conv-1"},
+        {
+            "type": "turn",
+            "role": "user",
+            "content": "hi",
+            "turnNumber": 1,
+            "timestamp": "t",
+            "metadata": {"messageId": "secret-ref"},
+        },
+        {"type": "event", "event": "message_ref", "ref": "x"},
+        {"type": "event", "event": "compression", "summary": "we talked", "compressedThrough": 1},
+        {"type": "turn", "role": "assistant", "content": "hello", "turnNumber": 1},
+    ]
+    views = line_views(lines)
+    assert [v["type"] for v in views] == ["turn", "event", "turn"]
+    assert "metadata" not in views[0]
+    assert views[1] == {
+        "type": "event",
+        "event": "compression",
+        "text": "we talked",
+        "timestamp": None,
+        "compressedThrough": 1,
+    }
+    assert event_view({"type": "event", "event": "command"}) is None
+
+
+def _turns(n: int) -> list[dict]:
+    out = []
+    for i in range(1, n + 1):
+        out.append({"type": "turn", "role": "user", "turnNumber": i})
+        out.append({"type": "turn", "role": "assistant", "turnNumber": i})
+    return out
+
+
+def test_page_of_tail_before_and_around() -> None:
+    items = _turns(40)  # 80 items
+    tail, more = page_of(items, limit=10)
+    assert [t["turnNumber"] for t in tail] == [36, 36, 37, 37, 38, 38, 39, 39, 40, 40] and more
+    older, more = page_of(items, limit=10, before=36)
+    assert older[-1]["turnNumber"] == 35 and older[0]["turnNumber"] == 31 and more
+    first, more = page_of(items, limit=10, before=3)
+    assert [t["turnNumber"] for t in first] == [1, 1, 2, 2] and not more
+    around, _ = page_of(items, limit=10, around=20)
+    assert 20 in [t["turnNumber"] for t in around]
+    short, more = page_of(_turns(2), limit=10)
+    assert len(short) == 4 and not more
+
+
+def test_bar_chart_escapes_and_scales() -> None:
+    svg = bar_chart("T <x>", [Bar("<script>alert(1)</script>", 10, "10 turns"), Bar("b & c", 5)])
+    root = ET.fromstring(svg)  # well-formed despite hostile labels
+    assert not list(root.iter(f"{SVG}script"))
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+    rects = [r for r in root.iter(f"{SVG}rect") if r.get("data-value")]
+    widths = {r.get("data-value"): float(r.get("width")) for r in rects}
+    assert widths["10"] == pytest.approx(2 * widths["5"])
+    assert "No data yet" in bar_chart("Empty", [])
+
+
+def test_column_chart_stacks_per_channel() -> None:
+    days = [date(2026, 1, d) for d in (1, 2, 3)]
+    svg = column_chart("Activity", days, {"web": [1, 0, 3], "telegram": [2, 0, 0]})
+    root = ET.fromstring(svg)
+    cols = [
+        (r.get("data-channel"), r.get("data-day"), r.get("data-value"))
+        for r in root.iter(f"{SVG}rect")
+        if r.get("data-channel")
+    ]
+    assert sorted(cols) == sorted(
+        [("web", "2026-01-01", "1"), ("telegram", "2026-01-01", "2"), ("web", "2026-01-03", "3")]
+    )
+    assert "No activity" in column_chart("Empty", days, {})
+
+
+pytestmark_stack = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytestmark_stack
+async def test_analytics_endpoints_over_real_index(stack: Stack, client) -> None:
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    await manager.append_turn(conv.id, "user", "let us plan <b>the</b> budget")
+    await manager.set_title_topics(conv.id, "Budget <script>", ["finance", "Planning"], 1)
+    await stack.deliver_telegram("hello from the phone")
+    async with client.get(f"{stack.url}/analytics/conversations.svg") as r:
+        assert r.content_type == "image/svg+xml"
+        svg = await r.text()
+    root = ET.fromstring(svg)
+    labels = ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
+    assert any("Budget <script>" in label for label in labels)
+    assert any("Hanan (telegram)" in label for label in labels)
+    async with client.get(f"{stack.url}/analytics/topics.svg") as r:
+        topics = ET.fromstring(await r.text())
+    values = {t.text for t in topics.iter(f"{SVG}title")}
+    assert {"finance", "planning"} <= values
+    async with client.get(f"{stack.url}/analytics/channels.svg") as r:
+        chan = ET.fromstring(await r.text())
+    by_channel: dict[str, int] = {}
+    for rect in chan.iter(f"{SVG}rect"):
+        if rect.get("data-channel"):
+            by_channel[rect.get("data-channel")] = by_channel.get(
+                rect.get("data-channel"), 0
+            ) + int(rect.get("data-value"))
+    assert by_channel["web"] == 1 and by_channel["telegram"] >= 1
+    async with client.get(f"{stack.url}/analytics/nope.svg") as r:
+        assert r.status == 404
+    async with client.get(f"{stack.url}/api/analytics") as r:
+        totals = await r.json()
+    assert totals["conversations"] == 2 and {c["channel"] for c in totals["channels"]} == {
+        "web",
+        "telegram",
+    }
