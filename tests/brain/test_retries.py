@@ -112,7 +112,7 @@ async def test_timeout_is_retried(
     brain = make_brain(config, core)
     try:
         conv = await seed_conversation(core, [("user", "hello")])
-        fake_api.push(Scripted([Block("text", text="late")], delay=2.0))
+        fake_api.push(Scripted([Block("text", text="late")], delay=1.0))
         fake_api.push_text("on time")
         assert (await brain.reply(request(conv, "hello"))).text == "on time"
         assert len(fake_api.requests) == 2

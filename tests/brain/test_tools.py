@@ -200,3 +200,34 @@ async def test_a_failing_tool_is_an_error_result_not_an_exception(
     tools = tool_map(RecallTools(config, services).tools())
     content, err = await execute(tools, "search_conversations", {"query": "x"})
     assert err and "failed internally" in content and "locked" not in content
+
+
+async def test_thinking_blocks_are_passed_back_in_the_tool_loop(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    from bot.bench.fakes.anthropic_api import Block, Scripted
+
+    config = make_config(tmp_path, fake_api, thinking_budget_tokens=2000)
+    brain = make_brain(config, core)
+    try:
+        conv = await seed_conversation(core, [("user", "what did we say about taxes?")])
+        fake_api.push(
+            Scripted(
+                [
+                    Block("thinking", text="I should search."),
+                    Block("tool_use", name="search_conversations", input={"query": "taxes"}),
+                ]
+            )
+        )
+        fake_api.push_text("Nothing about taxes yet.", thinking="No results.")
+        reply = await brain.reply(request(conv, "what did we say about taxes?"))
+        assistant = fake_api.requests[1].body["messages"][-2]
+        assert assistant["content"][0] == {
+            "type": "thinking",
+            "thinking": "I should search.",
+            "signature": "sig",
+        }
+        assert reply.thinking_text == "I should search.\n\nNo results."
+        assert reply.text == "Nothing about taxes yet."
+    finally:
+        await brain.client.close()
