@@ -118,6 +118,7 @@ class FakeTelegramServer:
         self.missing_chats: set[int] = set()  # 400 chat not found
         self.blocked_chats: set[int] = set()  # 403 bot was blocked by the user
         self._updates: list[dict[str, Any]] = []
+        self._history: list[dict[str, Any]] = []
         self._next_update_id = 1000
         self._message_ids: dict[int, int] = defaultdict(lambda: 100)
         self._failures: dict[str, deque[ApiError]] = defaultdict(deque)
@@ -191,6 +192,12 @@ class FakeTelegramServer:
                 self._cond.wait_for(lambda: len(self.sent_to(chat_id)) >= count), timeout
             )
 
+    def rewind(self, offset: int) -> None:
+        """Queue again every update from ``offset`` on, as Telegram does for updates whose
+        confirmation it never got (a client that crashed before polling again)."""
+        self._updates = [u for u in self._history if u["update_id"] >= offset]
+        asyncio.get_running_loop().create_task(self._notify())
+
     @property
     def pending_updates(self) -> list[dict[str, Any]]:
         return list(self._updates)
@@ -250,7 +257,9 @@ class FakeTelegramServer:
     def push_update(self, kind: str, payload: dict[str, Any]) -> int:
         """Queue ``{"update_id", kind: payload}`` and wake long polls; returns the id."""
         self._next_update_id += 1
-        self._updates.append({"update_id": self._next_update_id, kind: payload})
+        update = {"update_id": self._next_update_id, kind: payload}
+        self._updates.append(update)
+        self._history.append(update)
         asyncio.get_running_loop().create_task(self._notify())
         return self._next_update_id
 

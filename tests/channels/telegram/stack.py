@@ -1,0 +1,148 @@
+"""The real core in-process (open_services: store, index, router, replies, outbox) with the
+Telegram channel talking HTTP to the fake Bot API server, as ``bot/daemon.py`` wires it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
+from bot.brain.base import Brain, BrainReply, BrainRequest, DeltaSink
+from bot.config.model import AppConfig
+from bot.hooks import EventBus
+from bot.services import Services, close_services, open_services
+from channels.telegram.adapter import TelegramChannel
+
+from .conftest import GROUP_ID, OWNER_ID, SleepRecorder
+
+
+class ScriptedBrain:
+    """A brain whose next replies are given by the test (for exact long/hostile texts)."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.replies: list[str] = []
+        self.requests: list[BrainRequest] = []
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        self.requests.append(request)
+        text = self.replies.pop(0) if self.replies else f"echo: {request.text}"
+        return BrainReply(text=text, model="scripted")
+
+    async def close(self) -> None:
+        return None
+
+
+class _Bus(EventBus):
+    # TEMPORARY (as tests/brain/conftest.py): EventBus.emit(event, **payload) clashes with
+    # ConversationManager's emit("event_appended", event=line). Remove when bot/hooks.py is
+    # fixed; reported to the lead.
+    async def emit(self, name: str, /, **payload: Any) -> None:  # type: ignore[override]
+        for handler in list(self._handlers.get(name, ())):
+            await handler(**payload)
+
+
+def _patch_outbox_encode() -> None:
+    # TEMPORARY: bot/outbox.py _encode() uses dataclasses.asdict, which cannot deep-copy the
+    # default mappingproxy metadata of OutboundMessage. Reported to the lead; this applies
+    # only while the bug is present.
+    import dataclasses
+
+    import bot.outbox
+    from bot.events import OutboundMessage
+
+    original = bot.outbox._encode
+    try:
+        original(OutboundMessage("telegram", "1", "probe"))
+        return
+    except TypeError:
+        pass
+
+    def _encode(msg: OutboundMessage) -> str:
+        return original(dataclasses.replace(msg, metadata=dict(msg.metadata)))
+
+    bot.outbox._encode = _encode
+
+
+_patch_outbox_encode()
+
+
+def stack_config(data_dir: Path, base_url: str, **telegram: Any) -> AppConfig:
+    tg: dict[str, Any] = {
+        "enabled": True,
+        "token": TOKEN,
+        "api_base": base_url,
+        "polling_timeout": 1,
+        "groups": [{"id": str(GROUP_ID), "title": "Family", "respond": "mention"}],
+    }
+    tg.update(telegram)
+    return AppConfig.model_validate(
+        {
+            "data_dir": str(data_dir),
+            "brain": {"provider": "offline"},
+            "embedding": {"enabled": False},
+            "owner": {"identities": {"telegram": [str(OWNER_ID), "@olga"]}},
+            "channels": {"telegram": tg, "web": {"enabled": False}},
+            "trust": {"escalation_channel": "telegram"},
+        }
+    )
+
+
+@dataclass
+class Stack:
+    config: AppConfig
+    services: Services
+    channel: TelegramChannel
+    sleeps: SleepRecorder
+
+    async def stop(self) -> None:
+        await self.channel.stop()
+        await close_services(self.services)
+
+    async def wait(self, predicate: Callable[[], Any], timeout: float = 15.0) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not await _value(predicate()):
+            if loop.time() > end:
+                raise AssertionError("condition not reached in time")
+            await asyncio.sleep(0.02)
+
+    async def turns(self, identity_key: str) -> list[dict[str, Any]]:
+        rec = await self.services.conversations.pinned_for(identity_key)
+        if rec is None:
+            return []
+        return [ln for ln in self.services.store.read_lines(rec.id) if ln.get("type") == "turn"]
+
+
+async def _value(v: Any) -> Any:
+    return await v if asyncio.iscoroutine(v) else v
+
+
+async def start_stack(
+    data_dir: Path,
+    server: FakeTelegramServer,
+    *,
+    brain: Brain | None = None,
+    telegram: dict[str, Any] | None = None,
+) -> Stack:
+    config = stack_config(data_dir, server.base_url, **(telegram or {}))
+    services = await open_services(config, brain=brain)
+    services.bus.__class__ = _Bus
+    services.outbox.base_delay = 0.05
+    sleeps = SleepRecorder()
+    channel = TelegramChannel(config, services, sleep=sleeps)
+    # the wiring bot/daemon.py does for every channel:
+    services.channels["telegram"] = channel
+    services.outbox.attach(channel)
+    await channel.start(services.router)
+    services.ready = True
+    await services.resume_pending_replies()
+    return Stack(config, services, channel, sleeps)
+
+
+def texts(messages: Sequence[dict[str, Any]]) -> list[str]:
+    return [m["text"] for m in messages]
