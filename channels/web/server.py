@@ -76,6 +76,7 @@ class WebChannel:
         self.host: ChannelHost | None = None
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
+        self.started = False  # read by Services.health() for /readyz
         self._unsubscribe: list[Callable[[], None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -113,6 +114,7 @@ class WebChannel:
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self.settings.port
         self._subscribe()
+        self.started = True
         # WARNING so it shows at the default log level: the owner needs it to log in.
         log.warning(
             "dashboard at %s/ — log in with the token in %s: %s (or open %s/login#token=%s)",
@@ -124,6 +126,7 @@ class WebChannel:
         )
 
     async def stop(self) -> None:
+        self.started = False
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe.clear()

@@ -12,7 +12,15 @@ import pytest
 import pytest_asyncio
 
 from bot.events import InboundMessage
-from tests.channels.web.conftest import CHROMIUM_ARGS, SCREENSHOTS, Stack, chromium_path
+from tests.channels.web.conftest import (
+    CHROMIUM_ARGS,
+    SCREENSHOTS,
+    GatedBrain,
+    Stack,
+    chromium_path,
+    start_stack,
+    stop_stack,
+)
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 
@@ -272,3 +280,26 @@ async def test_analytics_charts_render(page: Page, stack: Stack) -> None:
         )
     await expect(page.locator("#analytics-totals")).to_contain_text("conversations")
     await shot(page, "07-analytics")
+
+
+async def test_stop_button_stops_generation(browser: Browser, tmp_path) -> None:
+    brain = GatedBrain()
+    gated = await start_stack(tmp_path / "gated", brain=brain)
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(TIMEOUT)
+    try:
+        page = await context.new_page()
+        await log_in(page, gated)
+        await send(page, "Write me a long essay")
+        await expect(page.locator(".msg.streaming")).to_contain_text("Thinking about it")
+        await expect(page.locator("#stop")).to_be_visible()
+        await shot(page, "09-streaming")
+        await page.click("#stop")
+        final = page.locator(".msg-assistant:not(.streaming)")
+        await expect(final).to_contain_text("Thinking about it")
+        await expect(page.locator("#stop")).to_be_hidden()
+        assert "done." not in await final.inner_text()
+    finally:
+        brain.release.set()
+        await context.close()
+        await stop_stack(gated)
