@@ -21,6 +21,7 @@ without being executed.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -148,6 +149,7 @@ class AnthropicBrain:
         self._sleep, self._clock, self._now = sleep, clock, now
         self.persona = PersonaFile(config.data_dir / cfg.persona_file)
         self.recall = RecallTools(config, services)
+        self._tools_tokens = estimate_tokens(json.dumps([t.spec() for t in self.recall.tools()]))
         self.contexts = WorkingContexts(
             max_turns=cfg.working_context_turns,
             max_tokens=cfg.working_context_tokens,
@@ -199,7 +201,11 @@ class AnthropicBrain:
         record = await conversations.get(conv_id)
         title = getattr(record, "title", None)
         ctx = self.contexts.assemble(conv_id, lines, request.text, request.turn_number)
-        size = estimate_tokens(self._owner_system(request, ctx, title)) + ctx.tokens()
+        size = (
+            estimate_tokens(self._owner_system(request, ctx, title))
+            + ctx.tokens()
+            + self._tools_tokens
+        )
         if size > self.config.brain.compression_budget_tokens:
             ctx = await self._compress(conv_id, request, ctx, title)
         return ctx, title

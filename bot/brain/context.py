@@ -27,6 +27,7 @@ from typing import Any
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
+EMPTY_MESSAGE = "(a message without text)"
 
 
 def estimate_tokens(text: str) -> int:
@@ -64,18 +65,19 @@ class WorkingContext:
     def messages(self) -> list[dict[str, Any]]:
         """Alternating user/assistant messages, starting with the user.
 
-        Consecutive messages of one role (a user who wrote twice while a reply was
-        pending) are joined; an assistant message with no user message before it (the
-        window cut a turn in half) is dropped, since the API needs the user to go first.
+        Empty messages become :data:`EMPTY_MESSAGE`. Consecutive messages of one role (a
+        user who wrote twice while a reply was pending) are joined; an assistant message
+        with no user message before it (the window cut a turn in half) is dropped, since
+        the API needs the user to go first.
         """
         out: list[dict[str, Any]] = []
         for turn in self.turns:
-            if not turn.content.strip():
-                continue
+            # The API refuses empty text; an attachment-only message still took a turn.
+            content = turn.content if turn.content.strip() else EMPTY_MESSAGE
             if out and out[-1]["role"] == turn.role:
-                out[-1]["content"] += "\n\n" + turn.content
+                out[-1]["content"] += "\n\n" + content
             elif out or turn.role == "user":
-                out.append({"role": turn.role, "content": turn.content})
+                out.append({"role": turn.role, "content": content})
         return out
 
 

@@ -10,6 +10,7 @@ from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, las
 from bot.brain.anthropic import AnthropicBrain, FlushRequest
 from bot.brain.base import BrainRequest
 from bot.brain.context import (
+    EMPTY_MESSAGE,
     FLUSH_PROMPT,
     ContextTurn,
     WorkingContexts,
@@ -261,3 +262,15 @@ async def test_brain_instance_fixture_unused(brain: AnthropicBrain) -> None:
     assert brain.contexts.keep_tokens == min(
         8000, brain.config.brain.compression_budget_tokens // 2
     )
+
+
+def test_empty_messages_keep_the_alternation() -> None:
+    lines = [turn_line("user", "", 1), turn_line("assistant", "What is in the photo?", 1)]
+    ctx = WorkingContexts(max_turns=20, max_tokens=8000, keep_tokens=100).assemble(
+        "c", lines, current_text="   ", current_turn=2
+    )
+    assert [m["content"] for m in ctx.messages()] == [
+        EMPTY_MESSAGE,
+        "What is in the photo?",
+        EMPTY_MESSAGE,
+    ]
