@@ -46,9 +46,8 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None
         await asyncio.sleep(0.01)
 
 
-@pytest.fixture
-async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[Services]:
-    config = AppConfig(
+def e2e_config(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AppConfig:
+    return AppConfig(
         data_dir=tmp_path / "data",
         brain=BrainConfig(
             provider="anthropic",
@@ -63,6 +62,9 @@ async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[
         embedding=EmbeddingConfig(enabled=False),
         trust=TrustConfig(contacts={"test": {"mallory": "known"}}),
     )
+
+
+async def start(config: AppConfig) -> Services:
     s = await open_services(config)
     assert isinstance(s.brain, AnthropicBrain)
     _patch_bus(s)
@@ -70,6 +72,12 @@ async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[
         channel = RecordingChannel(name)
         s.channels[name] = channel  # type: ignore[assignment]
         s.outbox.attach(channel)  # type: ignore[arg-type]
+    return s
+
+
+@pytest.fixture
+async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[Services]:
+    s = await start(e2e_config(tmp_path, fake_api))
     yield s
     await close_services(s)
 
@@ -139,3 +147,41 @@ async def test_known_party_through_the_router_gets_no_tools(
     assert "P-OWNER-55121" not in request.text
     reply = next(m for m in test.sent if m.kind == "reply")
     assert "P-OWNER-55121" not in reply.text
+
+
+async def test_pending_reply_survives_a_restart(tmp_path: Path, fake_api: FakeAnthropicAPI) -> None:
+    """The API is down, the daemon stops with the reply pending; after the restart the
+    reply is produced once."""
+    config = e2e_config(tmp_path, fake_api)
+    first = await start(config)
+    web: RecordingChannel = first.channels["web"]  # type: ignore[assignment]
+    fake_api.down_for(3600)
+    await first.router.deliver(
+        InboundMessage(
+            channel="web",
+            sender_id="owner",
+            text="Remind me about the dentist",
+            message_id="m1",
+            chat_id="dashboard",
+        )
+    )
+    await wait_for(lambda: any(m.text == OUTAGE for m in web.sent))
+    await first.replies.queue.drain(0.5)
+    await close_services(first)
+
+    fake_api.up()
+    fake_api.push_text("Dentist: Tuesday at 9.")
+    second = await start(config)
+    try:
+        assert second.recovery is not None and len(second.recovery.pending_replies) == 1
+        await second.resume_pending_replies()
+        web2: RecordingChannel = second.channels["web"]  # type: ignore[assignment]
+        await wait_for(lambda: any(m.kind == "reply" for m in web2.sent))
+        await asyncio.sleep(0.2)
+        assert [m.text for m in web2.sent if m.kind == "reply"] == ["Dentist: Tuesday at 9."]
+        conv = web2.sent[-1].conversation_id
+        assert conv is not None
+        turns = [ln for ln in second.conversations.read_lines(conv) if ln["type"] == "turn"]
+        assert [t["role"] for t in turns] == ["user", "assistant"]
+    finally:
+        await close_services(second)
