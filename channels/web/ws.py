@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
+from bot.channel import DeliveryError
 from bot.events import InboundMessage, OutboundMessage, StreamEvent
 from bot.tasks import spawn
 from channels.web.views import conversation_meta, event_view, line_views, page_of, turn_view
@@ -116,7 +117,6 @@ class WsHub:
                     self.send(client, {"type": "error", "message": "internal error"})
         finally:
             self.clients.pop(client.id, None)
-            client.queue.put_nowait(None) if not client.queue.full() else None
             if client.writer is not None:
                 client.writer.cancel()
             log.debug("client %s gone (%d open)", client.id, len(self.clients))
@@ -309,17 +309,20 @@ class WsHub:
         if host is None:
             self.send(client, {"type": "error", "message": "not ready"})
             return
-        await host.deliver(
-            InboundMessage(
-                channel="web",
-                sender_id="owner",
-                chat_id=client.id,
-                text=text,
-                message_id=f"web-{uuid.uuid4()}",
-                conversation_id=rec.id,
-                sender_name=self.channel.config.owner.name,
+        try:
+            await host.deliver(
+                InboundMessage(
+                    channel="web",
+                    sender_id="owner",
+                    chat_id=client.id,
+                    text=text,
+                    message_id=f"web-{uuid.uuid4()}",
+                    conversation_id=rec.id,
+                    sender_name=self.channel.config.owner.name,
+                )
             )
-        )
+        except DeliveryError as exc:  # read-only, shutting down, storage full
+            self.send(client, {"type": "error", "message": str(exc)})
 
     # -- from the core ----------------------------------------------------------------
     def on_stream(self, event: StreamEvent) -> None:

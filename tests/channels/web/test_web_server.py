@@ -218,3 +218,19 @@ async def test_unauthenticated_login_page_redirects_when_logged_in(stack: Stack)
         await login(s, stack)
         async with s.get(f"{stack.url}/login", allow_redirects=False) as r:
             assert r.status == 303 and r.headers["Location"] == "/"
+
+
+async def test_search_filters_reach_the_engine(stack: Stack, client) -> None:
+    await stack.deliver_telegram("the quokka enclosure needs shade")
+    conv = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(conv.id, "user", "quokka photos please")
+    async with client.get(f"{stack.url}/api/search", params={"q": "quokka"}) as r:
+        assert {x["channel"] for x in (await r.json())["results"]} == {"web", "telegram"}
+    params = {"q": "quokka", "channel": "telegram"}
+    async with client.get(f"{stack.url}/api/search", params=params) as r:
+        assert {x["channel"] for x in (await r.json())["results"]} == {"telegram"}
+    params = {"q": "quokka", "to": "2000-01-01"}
+    async with client.get(f"{stack.url}/api/search", params=params) as r:
+        assert (await r.json())["results"] == []
+    async with client.get(f"{stack.url}/api/search", params={"q": "quokka", "cursor": "x"}) as r:
+        assert r.status == 400

@@ -262,3 +262,14 @@ async def test_malformed_and_unknown_frames(ws_factory) -> None:
     await tab.wait_for(lambda f: f["type"] == "error" and "no such" in f["message"])
     await tab.send(type="ping", t=5)
     assert (await tab.wait_for(lambda f: f["type"] == "pong"))["t"] == 5
+
+
+async def test_refused_delivery_is_reported_to_the_tab(ws_factory, stack: Stack) -> None:
+    tab = await ws_factory()
+    stack.services.router.accepting = False  # what a draining daemon does on SIGTERM
+    try:
+        await tab.send(type="send_message", text="are you there?")
+        err = await tab.wait_for(lambda f: f["type"] == "error")
+        assert "shutting down" in err["message"]
+    finally:
+        stack.services.router.accepting = True
