@@ -2,14 +2,16 @@
 
 The token is generated on first run and kept in ``data_dir/web_token`` with mode 0600;
 the daemon prints it at start. A browser exchanges it once on the login page for a
-session id held in an HttpOnly, SameSite=Strict cookie. Sessions live in memory (a
-restart asks for the token again), are compared in constant time and expire after
-``channels.web.session_ttl_hours``.
+session id held in an HttpOnly, SameSite=Strict cookie. Sessions are kept as hashes in
+``data_dir/web_sessions.json`` (0600) so a restart does not log the browser out, and
+expire after ``channels.web.session_ttl_hours``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import json
 import logging
 import os
 import secrets
@@ -57,45 +59,85 @@ def token_matches(expected: str, given: str) -> bool:
 
 
 class SessionStore:
-    """Login sessions: random ids with an expiry, checked in constant time."""
+    """Login sessions: random ids with a wall-clock expiry.
 
-    def __init__(self, ttl_seconds: float, clock: Clock = time.monotonic) -> None:
+    Only a SHA-256 of each id is kept (looking up a hash does not leak the secret through
+    timing), and with ``path`` the table survives a daemon restart in a 0600 JSON file, so
+    a restart does not log the browser out.
+    """
+
+    def __init__(
+        self, ttl_seconds: float, clock: Clock = time.time, path: Path | None = None
+    ) -> None:
         self._ttl = ttl_seconds
         self._clock = clock
-        self._sessions: dict[str, float] = {}
+        self._path = path
+        self._sessions: dict[str, float] = self._load()
+
+    @staticmethod
+    def _key(sid: str) -> str:
+        return hashlib.sha256(sid.encode()).hexdigest()
 
     def create(self) -> str:
         """A new session id valid for the configured time."""
         self._purge()
         sid = secrets.token_urlsafe(32)
-        self._sessions[sid] = self._clock() + self._ttl
+        self._sessions[self._key(sid)] = self._clock() + self._ttl
+        self._save()
         return sid
 
     def valid(self, sid: str | None) -> bool:
         """True when ``sid`` names a live session."""
-        if not sid:
+        if not sid or len(sid) > 256:
             return False
-        expiry = self._sessions.get(sid)
+        key = self._key(sid)
+        expiry = self._sessions.get(key)
         if expiry is None:
-            # Still spend a comparison so a miss and a hit take similar time.
-            hmac.compare_digest(sid, sid)
             return False
         if expiry < self._clock():
-            self._sessions.pop(sid, None)
+            del self._sessions[key]
+            self._save()
             return False
         return True
 
     def revoke(self, sid: str | None) -> None:
-        if sid:
-            self._sessions.pop(sid, None)
+        if sid and self._sessions.pop(self._key(sid), None) is not None:
+            self._save()
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def _purge(self) -> None:
         now = self._clock()
-        for sid in [s for s, exp in self._sessions.items() if exp < now]:
-            del self._sessions[sid]
+        for key in [k for k, exp in self._sessions.items() if exp < now]:
+            del self._sessions[key]
+
+    def _load(self) -> dict[str, float]:
+        if self._path is None:
+            return {}
+        try:
+            raw = json.loads(self._path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable session file %s: %s", self._path, exc)
+            return {}
+        now = self._clock()
+        if not isinstance(raw, dict):
+            return {}
+        return {str(k): float(v) for k, v in raw.items() if isinstance(v, int | float) and v >= now}
+
+    def _save(self) -> None:
+        if self._path is None:
+            return
+        tmp = self._path.with_suffix(".tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(self._sessions, fh)
+            os.replace(tmp, self._path)
+        except OSError as exc:  # sessions still work in memory
+            log.warning("cannot save dashboard sessions to %s: %s", self._path, exc)
 
 
 class RateLimiter:

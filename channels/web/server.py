@@ -63,14 +63,25 @@ class WebChannel:
     supports_streaming = True
 
     def __init__(
-        self, config: AppConfig, services: Any, *, clock: Callable[[], float] = time.monotonic
+        self,
+        config: AppConfig,
+        services: Any,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock`` paces the login rate limit; ``wall_clock`` dates sessions (they
+        outlive the process, so they need real time)."""
         self.config = config
         self.services = services
         self.settings = config.channels.web
         self.token_path = config.data_dir / "web_token"
         self.token = ""
-        self.sessions = SessionStore(self.settings.session_ttl_hours * 3600.0, clock)
+        self.sessions = SessionStore(
+            self.settings.session_ttl_hours * 3600.0,
+            wall_clock,
+            path=config.data_dir / "web_sessions.json",
+        )
         self.limiter = RateLimiter(self.settings.login_attempts_per_minute, 60.0, clock)
         self.hub = WsHub(self)
         self.host: ChannelHost | None = None

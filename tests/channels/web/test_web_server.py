@@ -33,6 +33,24 @@ async def test_token_file_is_private_and_stable(tmp_path) -> None:
         await stop_stack(second)
 
 
+async def test_login_survives_a_daemon_restart(tmp_path) -> None:
+    first = await start_stack(tmp_path / "d")
+    jar = aiohttp.CookieJar(unsafe=True)
+    try:
+        async with aiohttp.ClientSession(cookie_jar=jar) as s:
+            await login(s, first)
+    finally:
+        await stop_stack(first)
+    second = await start_stack(tmp_path / "d")
+    try:
+        async with aiohttp.ClientSession(cookie_jar=jar) as s:
+            cookies = {c.key: c.value for c in jar}
+            async with s.get(f"{second.url}/api/conversations", cookies=cookies) as r:
+                assert r.status == 200
+    finally:
+        await stop_stack(second)
+
+
 async def test_token_is_printed_at_warning(tmp_path, caplog) -> None:
     caplog.set_level("WARNING", logger="my_agent.web")
     s = await start_stack(tmp_path / "d")

@@ -49,6 +49,23 @@ def test_sessions_expire_and_revoke() -> None:
     assert not sessions.valid(other) and len(sessions) == 0
 
 
+def test_sessions_survive_a_restart_as_hashes(tmp_path) -> None:
+    clock = Clock()
+    path = tmp_path / "web_sessions.json"
+    first = SessionStore(ttl_seconds=60, clock=clock, path=path)
+    sid = first.create()
+    gone = first.create()
+    first.revoke(gone)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sid not in path.read_text()  # only hashes are stored
+    second = SessionStore(ttl_seconds=60, clock=clock, path=path)
+    assert second.valid(sid) and not second.valid(gone)
+    clock.now += 61
+    assert not SessionStore(ttl_seconds=60, clock=clock, path=path).valid(sid)
+    path.write_text("{not json")
+    assert len(SessionStore(ttl_seconds=60, clock=clock, path=path)) == 0
+
+
 def test_rate_limiter_sliding_window_per_client() -> None:
     clock = Clock()
     limiter = RateLimiter(attempts=3, window_seconds=60, clock=clock)
