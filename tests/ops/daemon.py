@@ -1,0 +1,147 @@
+"""Run the real daemon (``python -m bot.cli run``) as a child process for ops tests.
+
+The child gets a real ``NOTIFY_SOCKET`` (and optionally ``WATCHDOG_USEC``): READY=1 is
+how we know its channels are up. Its output goes to ``daemon-N.log`` beside the data
+directory so a failing test can show it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.ops.notify_listener import NotifyListener
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class DaemonProcess:
+    """One daemon child process on ``root/data`` with ``config`` (a YAML-able dict)."""
+
+    def __init__(
+        self,
+        root: Path,
+        config: dict[str, Any],
+        *,
+        env: dict[str, str] | None = None,
+        watchdog_usec: int | None = None,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.extra_env = env or {}
+        self.watchdog_usec = watchdog_usec
+        self.proc: asyncio.subprocess.Process | None = None
+        self.notify: NotifyListener | None = None
+        self.runs = 0
+        self.config_path = root / "config.yaml"
+        self.log_path = root / "daemon-0.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.config["data_dir"])
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def write_config(self) -> Path:
+        self.config_path.write_text(yaml.safe_dump(self.config), encoding="utf-8")
+        return self.config_path
+
+    def _env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("ANTHROPIC_API_KEY", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+        }
+        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.notify is not None:
+            env["NOTIFY_SOCKET"] = self.notify.env_value
+        if self.watchdog_usec is not None:
+            env["WATCHDOG_USEC"] = str(self.watchdog_usec)
+        env.update(self.extra_env)
+        return env
+
+    async def start(self, *, wait_ready: bool = True, timeout: float = 60.0) -> None:
+        """Start the child; with ``wait_ready`` return once it has sent READY=1."""
+        assert self.proc is None or self.proc.returncode is not None, "already running"
+        self.write_config()
+        if self.notify is not None:
+            self.notify.close()
+        self.notify = NotifyListener()
+        self.log_path = self.root / f"daemon-{self.runs}.log"
+        self.runs += 1
+        log = self.log_path.open("wb")
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot.cli", "run", "--config", str(self.config_path),
+                cwd=str(self.root), env=self._env(), stdin=asyncio.subprocess.DEVNULL,
+                stdout=log, stderr=asyncio.subprocess.STDOUT,
+            )  # fmt: skip
+        finally:
+            log.close()
+        if wait_ready:
+            await self.wait_ready(timeout)
+
+    async def wait_ready(self, timeout: float = 60.0) -> dict[str, str]:
+        assert self.notify is not None and self.proc is not None
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            self.notify.drain()
+            for msg in self.notify.messages:
+                if msg.get("READY") == "1":
+                    return msg
+            if self.proc.returncode is not None:
+                raise RuntimeError(
+                    f"daemon exited with {self.proc.returncode} before READY:\n{self.log()}"
+                )
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"no READY=1 within {timeout}s:\n{self.log()}")
+            await asyncio.sleep(0.05)
+
+    async def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM and wait; returns the exit status."""
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+            raise
+
+    async def kill9(self) -> None:
+        """SIGKILL: no drain, no cleanup, like a power cut for the process."""
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.kill()
+        await self.proc.wait()
+
+    def rss_kib(self) -> int:
+        """Resident set size of the child (VmRSS, KiB)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def log(self, tail: int = 6000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-tail:]
+        except OSError:
+            return ""
+
+    async def close(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            await self.kill9()
+        if self.notify is not None:
+            self.notify.close()
+            self.notify = None
