@@ -303,3 +303,34 @@ async def test_stop_button_stops_generation(browser: Browser, tmp_path) -> None:
         brain.release.set()
         await context.close()
         await stop_stack(gated)
+
+
+async def test_load_older_new_conversation_and_model(page: Page, stack: Stack) -> None:
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    for n in range(1, 41):
+        await manager.append_turn(conv.id, "user", f"question {n}")
+        await manager.append_turn(conv.id, "assistant", f"answer {n}", turn_number=n)
+    await log_in(page, stack)
+    await expect(page.locator("#message-items .msg")).to_have_count(50)
+    await expect(page.locator("#load-more")).to_be_visible()
+    await page.click("#load-more")
+    await expect(page.locator("#message-items .msg")).to_have_count(80)
+    await expect(page.locator("#message-items .msg").first).to_contain_text("question 1")
+    await expect(page.locator("#load-more")).to_be_hidden()
+
+    await page.click("#new-conversation")
+    await expect(page.locator("#empty-state")).to_be_visible()
+    await expect(page.locator("#chat-title")).to_have_text("New conversation")
+    await page.select_option("#model-select", "opus")
+    await send(page, "a fresh start")
+    await expect(page.locator(".msg-assistant")).to_have_count(1)
+    new_id = await page.get_attribute("body", "data-conversation")
+    assert new_id != conv.id
+    assert (await manager.get(new_id)).model == "opus"
+    await expect(page.locator("#model-select")).to_have_value("opus")
+    await page.select_option("#model-select", "haiku")
+    await expect(page.locator("details.note-meta_update summary")).to_have_text(
+        "Model set to haiku"
+    )
+    assert (await manager.get(new_id)).model == "haiku"
