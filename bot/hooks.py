@@ -41,9 +41,9 @@ class EventBus:
 
         return _unsubscribe
 
-    async def emit(self, event: str, **payload: Any) -> None:
-        for handler in list(self._handlers.get(event, ())):
+    async def emit(self, name: str, /, **payload: Any) -> None:
+        for handler in list(self._handlers.get(name, ())):
             try:
                 await handler(**payload)
             except Exception:
-                log.exception("handler %r for %s failed", handler, event)
+                log.exception("handler %r for %s failed", handler, name)
