@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, replace
+from dataclasses import fields, replace
 from typing import Any
 
 from bot.channel import Channel, PermanentSendError
@@ -29,9 +29,9 @@ SentCallback = Callable[[OutboundMessage, SendResult], Awaitable[None]]
 
 
 def _encode(msg: OutboundMessage) -> str:
-    data = asdict(msg)
+    data = {f.name: getattr(msg, f.name) for f in fields(msg)}
     data["metadata"] = dict(msg.metadata)
-    return json.dumps(data, ensure_ascii=False)
+    return json.dumps(data, ensure_ascii=False, default=str)
 
 
 def _decode(payload: str, outbox_id: int) -> OutboundMessage:

@@ -1,0 +1,232 @@
+"""The core services, opened in order (store -> index -> brain) and shared with channels.
+
+``open_services`` is what the daemon, the CLI, the benchmarks and the tests use to get a
+working core in-process; channels receive the :class:`Services` in their constructor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.brain.base import Brain
+from bot.channel import Channel
+from bot.config import AppConfig
+from bot.db import Database
+from bot.events import InboundMessage, OutboundMessage, StreamEvent
+from bot.external import ExternalStore
+from bot.hooks import EventBus
+from bot.identity import OwnerIdentities
+from bot.index import ConversationIndex
+from bot.outbox import Outbox
+from bot.recovery import RecoveryReport, recover
+from bot.replies import ReplyEngine, ReplyTarget
+from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS, create_vector_tables
+from bot.search import SearchService
+from bot.tasks import spawn
+from bot.transcript import TranscriptStore
+
+log = logging.getLogger("my_agent.services")
+
+
+class DataDirError(Exception):
+    """The data directory cannot be created or written (exit 73)."""
+
+
+class DatabaseOpenError(Exception):
+    """conversations.db or state.db cannot be opened or migrated (exit 74)."""
+
+
+@dataclass
+class Services:
+    config: AppConfig
+    bus: EventBus
+    store: TranscriptStore
+    index_db: Database
+    state: Database
+    index: ConversationIndex
+    conversations: Any  # ConversationManager (Any avoids an import cycle in type checkers)
+    external: ExternalStore
+    search: SearchService
+    outbox: Outbox
+    identities: OwnerIdentities
+    brain: Brain = field(init=False)
+    router: Any = field(init=False)  # bot.router.Router
+    replies: ReplyEngine = field(init=False)
+    embedder: Any = None  # bot.embedding.EmbeddingService
+    vectors: Any = None  # bot.vectors.VectorIndex
+    lifecycle: Any = None  # bot.lifecycle.Lifecycle
+    channels: dict[str, Channel] = field(default_factory=dict)
+    stream_sink: Callable[[StreamEvent], Awaitable[None]] | None = None
+    memory_flush: Callable[..., Awaitable[None]] | None = None
+    recovery: RecoveryReport | None = None
+    ready: bool = False
+    _spool: deque[InboundMessage] = field(default_factory=deque)
+    _spool_task: asyncio.Task[None] | None = None
+
+    # -- health ----------------------------------------------------------------------
+    def vector_search_available(self) -> bool:
+        return bool(self.index_db.vec_available and self.embedder is not None
+                    and getattr(self.embedder, "available", False))
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "ready": self.ready,
+            "brain": self.brain.name,
+            "vectorSearch": self.vector_search_available(),
+            "channels": {name: getattr(ch, "started", True) for name, ch in self.channels.items()},
+            "spooled": len(self._spool),
+        }
+
+    # -- storage trouble -------------------------------------------------------------
+    def spool(self, message: InboundMessage) -> None:
+        """Hold a message we could not store; retried in the background (deduplicated)."""
+        if len(self._spool) >= 10_000:
+            log.error("spool full: oldest held message dropped from memory (%s)",
+                      self._spool[0].message_id)
+            self._spool.popleft()
+        self._spool.append(message)
+        if self._spool_task is None or self._spool_task.done():
+            self._spool_task = spawn(self._drain_spool(), name="spool")
+
+    async def _drain_spool(self) -> None:
+        delay = 1.0
+        while self._spool:
+            message = self._spool[0]
+            try:
+                await self.router._route(message)
+            except OSError as exc:
+                log.warning("spooled message still cannot be stored: %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            self._spool.popleft()
+            delay = 1.0
+        self.router._storage_alerted = False
+        log.info("all spooled messages stored")
+
+    async def alert_owner(self, text: str) -> None:
+        """Tell the owner directly (bypassing storage), on the escalation channel."""
+        channel_name = self.config.escalation_channel()
+        channel = self.channels.get(channel_name)
+        chat = self.identities.address_for(channel_name)
+        if channel is None or chat is None:
+            log.error("owner alert (no channel to send it on): %s", text)
+            await self.bus.emit("notice", text=text)
+            return
+        try:
+            await channel.send(OutboundMessage(channel=channel_name, chat_id=chat, text=text,
+                                               kind="notice", subject="my-agent alert"))
+        except Exception:
+            log.exception("could not alert the owner: %s", text)
+        await self.bus.emit("notice", text=text)
+
+    # -- background work after start ---------------------------------------------------
+    async def resume_pending_replies(self) -> int:
+        """Answer user turns left unanswered by a crash, a stop or an outage."""
+        pending = self.recovery.pending_replies if self.recovery else []
+        by_conv: dict[str, list[int]] = {}
+        for conv_id, turn in pending:
+            by_conv.setdefault(conv_id, []).append(turn)
+        for conv_id, turns in by_conv.items():
+            rec = await self.conversations.get(conv_id)
+            if rec is None:
+                continue
+            lines = {line.get("turnNumber"): line for line in self.store.read_lines(conv_id)
+                     if line.get("type") == "turn" and line.get("role") == "user"}
+            for turn in turns:
+                line = lines.get(turn)
+                if line is None:
+                    continue
+                meta = line.get("metadata") or {}
+                channel = line.get("channel") or rec.channel
+                chat = meta.get("chatId") or rec.channel_meta.get("chatId") or "dashboard"
+                refs = tuple(reversed(meta.get("threadRefs") or ()))
+                ref = meta.get("messageRef") or meta.get("messageId")
+                target = ReplyTarget(channel=channel, chat_id=str(chat), in_reply_to=ref,
+                                     thread_refs=tuple(dict.fromkeys((*refs, ref) if ref
+                                                                     else refs)),
+                                     subject=meta.get("subject"))
+                log.info("resuming reply to %s turn %d", conv_id, turn)
+                self.replies.submit(conv_id, turn, line.get("content", ""), target,
+                                    sender=line.get("sender"))
+        if self.recovery:
+            self.recovery.pending_replies = []
+        return len(pending)
+
+
+def _check_data_dir(config: AppConfig) -> None:
+    try:
+        config.conversations_dir.mkdir(parents=True, exist_ok=True)
+        config.external_dir.mkdir(parents=True, exist_ok=True)
+        probe = config.data_dir / ".write-test"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise DataDirError(f"data directory {config.data_dir} is not usable: {exc}") from exc
+    try:
+        os.chmod(config.data_dir, 0o700)
+    except OSError:
+        pass
+
+
+def build_brain(config: AppConfig, services: Services) -> Brain:
+    if config.brain_provider() == "anthropic":
+        from bot.brain.anthropic import AnthropicBrain
+
+        return AnthropicBrain(config, services)
+    from bot.brain.offline import OfflineBrain
+
+    return OfflineBrain(services.search)
+
+
+async def open_services(config: AppConfig, *, brain: Brain | None = None,
+                        embedder: Any = None, recover_now: bool = True) -> Services:
+    """Open the store and databases, run recovery, build the brain. No channel yet."""
+    from bot.conversations import ConversationManager
+    from bot.router import Router
+
+    _check_data_dir(config)
+    try:
+        index_db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+        state = await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
+    except Exception as exc:
+        raise DatabaseOpenError(f"cannot open the databases: {exc}") from exc
+    if index_db.vec_available:
+        dims = config.embedding.dimensions
+        await index_db.run(lambda c: create_vector_tables(c, dims))
+    bus = EventBus()
+    store = TranscriptStore(config.conversations_dir, fsync=config.transcripts.fsync == "always")
+    index = ConversationIndex(index_db)
+    if embedder is None and config.embedding.enabled:
+        from bot.embedding import EmbeddingService
+
+        embedder = EmbeddingService(config.embedding)
+    search = SearchService(config, index_db, embedder)
+    services = Services(
+        config=config, bus=bus, store=store, index_db=index_db, state=state, index=index,
+        conversations=ConversationManager(config, store, index, bus),
+        external=ExternalStore(config, index_db, bus), search=search,
+        outbox=Outbox(state), identities=OwnerIdentities(config), embedder=embedder)
+    services.brain = brain if brain is not None else build_brain(config, services)
+    services.router = Router(services)
+    services.replies = ReplyEngine(services)
+    if recover_now:
+        services.recovery = await index_db.run(
+            lambda c: recover(c, store, config.external_dir, config))
+        log.info("recovery: %s", services.recovery.to_dict())
+    return services
+
+
+async def close_services(services: Services) -> None:
+    await services.outbox.stop()
+    try:
+        await services.brain.close()
+    finally:
+        await services.index_db.close()
+        await services.state.close()
