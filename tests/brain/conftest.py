@@ -24,14 +24,6 @@ from bot.search import SearchService
 from bot.transcript import TranscriptStore
 
 
-class _Bus(EventBus):
-    # TEMPORARY: bot.hooks.EventBus.emit(event, **payload) clashes with the manager's
-    # emit("event_appended", event=line); reported to the lead. Remove when fixed.
-    async def emit(self, name: str, /, **payload: Any) -> None:  # type: ignore[override]
-        for handler in list(self._handlers.get(name, ())):
-            await handler(**payload)
-
-
 class ManualClock:
     """A controllable monotonic clock; ``sleep`` advances it instead of waiting."""
 
@@ -84,7 +76,7 @@ def clock() -> ManualClock:
 async def core(config: AppConfig) -> AsyncIterator[SimpleNamespace]:
     """The real conversation core: transcripts + index + manager + keyword search."""
     db = await Database.open(config.index_path, INDEX_MIGRATIONS)
-    bus = _Bus()
+    bus = EventBus()
     store = TranscriptStore(config.conversations_dir, fsync=False)
     manager = ConversationManager(config, store, ConversationIndex(db), bus)
     services = SimpleNamespace(

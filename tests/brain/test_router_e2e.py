@@ -67,7 +67,6 @@ def e2e_config(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AppConfig:
 async def start(config: AppConfig) -> Services:
     s = await open_services(config)
     assert isinstance(s.brain, AnthropicBrain)
-    _patch_bus(s)
     for name in ("web", "test"):
         channel = RecordingChannel(name)
         s.channels[name] = channel  # type: ignore[assignment]
@@ -80,13 +79,6 @@ async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[
     s = await start(e2e_config(tmp_path, fake_api))
     yield s
     await close_services(s)
-
-
-def _patch_bus(s: Services) -> None:
-    # TEMPORARY, as in conftest: EventBus.emit(event=...) clash; remove when fixed.
-    from tests.brain.conftest import _Bus
-
-    s.bus.__class__ = _Bus
 
 
 async def test_outage_tells_the_user_once_then_exactly_one_reply(
