@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-DEFAULT_LEVELS = "1,25,50,100,200,300,400,500,600,800,1000"
+DEFAULT_LEVELS = "1,25,50,100,200,400,600,800,1000,1200,1500,2000"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +189,27 @@ async def _first_token(session: Any, url: str, origin: str, messages: int) -> di
     return {"first_token_ms": _summary(first), "ws_ping_rtt_ms": _summary(rtt)}
 
 
+async def _measure_level(trigger: _Tab, tabs: list[_Tab], broadcasts: int) -> dict[str, Any]:
+    """Time ``broadcasts`` turns from ``trigger`` arriving at every tab."""
+    latencies: list[float] = []
+    lost = 0
+    for _ in range(broadcasts):
+        marker = f"fanout-{uuid.uuid4().hex}"
+        futures = [t.expect(marker) for t in tabs]
+        t0 = time.perf_counter()
+        await trigger.send(type="send_message", text=f"{marker} status update")
+        done, pending = await asyncio.wait(futures, timeout=5.0)
+        latencies.extend((f.result() - t0) * 1000 for f in done)
+        lost += len(pending)
+        for f in pending:
+            f.cancel()
+        # Let the reply stream finish before the next broadcast.
+        while not (await trigger.next_frame("stream", timeout=30.0))[1]["done"]:
+            pass
+        await asyncio.sleep(0.05)  # the reply's own frames drain before the next one
+    return {"clients": len(tabs), **_summary(latencies), "lost": lost}
+
+
 async def _fan_out(
     session: Any, url: str, origin: str, levels: list[int], broadcasts: int, threshold: float
 ) -> dict[str, Any]:
@@ -213,28 +234,19 @@ async def _fan_out(
                 asyncio.gather(*(t.expect('"conversation_list"') for t in fresh)), 30
             )
             tabs.extend(fresh)
-        latencies: list[float] = []
-        lost = 0
-        for _ in range(broadcasts):
-            marker = f"fanout-{uuid.uuid4().hex}"
-            futures = [t.expect(marker) for t in tabs]
-            t0 = time.perf_counter()
-            await trigger.send(type="send_message", text=f"{marker} status update")
-            done, pending = await asyncio.wait(futures, timeout=5.0)
-            latencies.extend((f.result() - t0) * 1000 for f in done)
-            lost += len(pending)
-            for f in pending:
-                f.cancel()
-            # Let the reply stream finish before the next broadcast.
-            while not (await trigger.next_frame("stream", timeout=30.0))[1]["done"]:
-                pass
-            await asyncio.sleep(0.05)  # the reply's own frames drain before the next one
-        row = {"clients": level, **_summary(latencies), "lost": lost}
+        row = await _measure_level(trigger, tabs, broadcasts)
+        if row["lost"] or row.get("p99", float("inf")) >= threshold:
+            # One fsync stall on a shared machine delays every tab at once; measure the
+            # level again before calling it the limit, and report both runs.
+            retry = await _measure_level(trigger, tabs, broadcasts)
+            row["first_attempt"] = dict(row)
+            row.update(retry)
+            row["retried"] = True
         results.append(row)
-        if lost == 0 and row.get("p99", float("inf")) < threshold:
+        if row["lost"] == 0 and row.get("p99", float("inf")) < threshold:
             best = level
         else:
-            break  # past the budget: the next level would only be worse
+            break  # past the budget twice: the next level would only be worse
     for tab in [*tabs, trigger]:
         await tab.close()
     return {"levels": results, "max_clients_within_budget": best, "threshold_ms": threshold}
