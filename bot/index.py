@@ -132,8 +132,16 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
         cur = conn.execute(
             "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, channel,"
             " sender, awaits_reply) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (rec.id, number, role, content, ts or rec.updated, line.get("channel"),
-             line.get("sender"), 0 if line.get("awaitReply") is False else 1),
+            (
+                rec.id,
+                number,
+                role,
+                content,
+                ts or rec.updated,
+                line.get("channel"),
+                line.get("sender"),
+                0 if line.get("awaitReply") is False else 1,
+            ),
         )
         conn.execute(
             "INSERT INTO turns_fts (rowid, content, conversation_id, turn_number, timestamp)"
@@ -141,13 +149,7 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
             (cur.lastrowid, content, rec.id, number, ts or rec.updated),
         )
         rec.turn_count = max(rec.turn_count, number)
-        usage = line.get("usage") or {}
-        if isinstance(usage, Mapping):
-            rec.tokens_in += int(usage.get("input", 0) or 0)
-            rec.tokens_out += int(usage.get("output", 0) or 0)
-        cost = line.get("cost")
-        if isinstance(cost, int | float):
-            rec.cost_total += float(cost)
+        _add_usage(rec, line)
         meta = line.get("metadata") or {}
         if isinstance(meta, Mapping):
             channel = line.get("channel") or rec.channel
@@ -165,12 +167,25 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
                 rec.abbreviation = text
                 rec.abbreviated_turn = int(line.get("throughTurn", rec.turn_count) or 0)
                 rec.needs_abbreviation = False
+        elif event == "compression":
+            # The summary call (and the silent flush turn) cost tokens too.
+            _add_usage(rec, line)
         elif event == "message_ref":
             ref, channel = line.get("ref"), line.get("channel") or rec.channel
             if isinstance(ref, str) and ref:
                 _add_ref(conn, channel, ref, rec.id, line.get("direction", "out"))
     if isinstance(ts, str) and ts > rec.updated and kind == "turn":
         rec.updated = ts
+
+
+def _add_usage(rec: ConversationRecord, line: Mapping[str, Any]) -> None:
+    usage = line.get("usage") or {}
+    if isinstance(usage, Mapping):
+        rec.tokens_in += int(usage.get("input", 0) or 0)
+        rec.tokens_out += int(usage.get("output", 0) or 0)
+    cost = line.get("cost")
+    if isinstance(cost, int | float):
+        rec.cost_total += float(cost)
 
 
 def _apply_meta_update(rec: ConversationRecord, line: Mapping[str, Any]) -> None:
@@ -202,8 +217,12 @@ def _add_ref(conn: SyncConn, channel: str, ref: str, conv_id: str, direction: st
     )
 
 
-def apply_lines(conn: SyncConn, rec: ConversationRecord, lines: Iterable[Mapping[str, Any]],
-                indexed_bytes: int | None = None) -> ConversationRecord:
+def apply_lines(
+    conn: SyncConn,
+    rec: ConversationRecord,
+    lines: Iterable[Mapping[str, Any]],
+    indexed_bytes: int | None = None,
+) -> ConversationRecord:
     """Apply transcript lines and save the record (inside the caller's transaction)."""
     for line in lines:
         if line.get("type") == "meta":

@@ -12,6 +12,7 @@ import os
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bot.brain.base import Brain
@@ -65,14 +66,18 @@ class Services:
     stream_sink: Callable[[StreamEvent], Awaitable[None]] | None = None
     memory_flush: Callable[..., Awaitable[None]] | None = None
     recovery: RecoveryReport | None = None
+    config_path: Path | None = None
     ready: bool = False
     _spool: deque[InboundMessage] = field(default_factory=deque)
     _spool_task: asyncio.Task[None] | None = None
 
     # -- health ----------------------------------------------------------------------
     def vector_search_available(self) -> bool:
-        return bool(self.index_db.vec_available and self.embedder is not None
-                    and getattr(self.embedder, "available", False))
+        return bool(
+            self.index_db.vec_available
+            and self.embedder is not None
+            and getattr(self.embedder, "available", False)
+        )
 
     def health(self) -> dict[str, Any]:
         return {
@@ -87,8 +92,10 @@ class Services:
     def spool(self, message: InboundMessage) -> None:
         """Hold a message we could not store; retried in the background (deduplicated)."""
         if len(self._spool) >= 10_000:
-            log.error("spool full: oldest held message dropped from memory (%s)",
-                      self._spool[0].message_id)
+            log.error(
+                "spool full: oldest held message dropped from memory (%s)",
+                self._spool[0].message_id,
+            )
             self._spool.popleft()
         self._spool.append(message)
         if self._spool_task is None or self._spool_task.done():
@@ -120,8 +127,15 @@ class Services:
             await self.bus.emit("notice", text=text)
             return
         try:
-            await channel.send(OutboundMessage(channel=channel_name, chat_id=chat, text=text,
-                                               kind="notice", subject="my-agent alert"))
+            await channel.send(
+                OutboundMessage(
+                    channel=channel_name,
+                    chat_id=chat,
+                    text=text,
+                    kind="notice",
+                    subject="my-agent alert",
+                )
+            )
         except Exception:
             log.exception("could not alert the owner: %s", text)
         await self.bus.emit("notice", text=text)
@@ -137,8 +151,11 @@ class Services:
             rec = await self.conversations.get(conv_id)
             if rec is None:
                 continue
-            lines = {line.get("turnNumber"): line for line in self.store.read_lines(conv_id)
-                     if line.get("type") == "turn" and line.get("role") == "user"}
+            lines = {
+                line.get("turnNumber"): line
+                for line in self.store.read_lines(conv_id)
+                if line.get("type") == "turn" and line.get("role") == "user"
+            }
             for turn in turns:
                 line = lines.get(turn)
                 if line is None:
@@ -148,13 +165,17 @@ class Services:
                 chat = meta.get("chatId") or rec.channel_meta.get("chatId") or "dashboard"
                 refs = tuple(reversed(meta.get("threadRefs") or ()))
                 ref = meta.get("messageRef") or meta.get("messageId")
-                target = ReplyTarget(channel=channel, chat_id=str(chat), in_reply_to=ref,
-                                     thread_refs=tuple(dict.fromkeys((*refs, ref) if ref
-                                                                     else refs)),
-                                     subject=meta.get("subject"))
+                target = ReplyTarget(
+                    channel=channel,
+                    chat_id=str(chat),
+                    in_reply_to=ref,
+                    thread_refs=tuple(dict.fromkeys((*refs, ref) if ref else refs)),
+                    subject=meta.get("subject"),
+                )
                 log.info("resuming reply to %s turn %d", conv_id, turn)
-                self.replies.submit(conv_id, turn, line.get("content", ""), target,
-                                    sender=line.get("sender"))
+                self.replies.submit(
+                    conv_id, turn, line.get("content", ""), target, sender=line.get("sender")
+                )
         if self.recovery:
             self.recovery.pending_replies = []
         return len(pending)
@@ -185,8 +206,9 @@ def build_brain(config: AppConfig, services: Services) -> Brain:
     return OfflineBrain(services.search)
 
 
-async def open_services(config: AppConfig, *, brain: Brain | None = None,
-                        embedder: Any = None, recover_now: bool = True) -> Services:
+async def open_services(
+    config: AppConfig, *, brain: Brain | None = None, embedder: Any = None, recover_now: bool = True
+) -> Services:
     """Open the store and databases, run recovery, build the brain. No channel yet."""
     from bot.conversations import ConversationManager
     from bot.router import Router
@@ -209,16 +231,26 @@ async def open_services(config: AppConfig, *, brain: Brain | None = None,
         embedder = EmbeddingService(config.embedding)
     search = SearchService(config, index_db, embedder)
     services = Services(
-        config=config, bus=bus, store=store, index_db=index_db, state=state, index=index,
+        config=config,
+        bus=bus,
+        store=store,
+        index_db=index_db,
+        state=state,
+        index=index,
         conversations=ConversationManager(config, store, index, bus),
-        external=ExternalStore(config, index_db, bus), search=search,
-        outbox=Outbox(state), identities=OwnerIdentities(config), embedder=embedder)
+        external=ExternalStore(config, index_db, bus),
+        search=search,
+        outbox=Outbox(state),
+        identities=OwnerIdentities(config),
+        embedder=embedder,
+    )
     services.brain = brain if brain is not None else build_brain(config, services)
     services.router = Router(services)
     services.replies = ReplyEngine(services)
     if recover_now:
         services.recovery = await index_db.run(
-            lambda c: recover(c, store, config.external_dir, config))
+            lambda c: recover(c, store, config.external_dir, config)
+        )
         log.info("recovery: %s", services.recovery.to_dict())
     return services
 

@@ -42,7 +42,7 @@ class PriceConfig(_Section):
 
 def _default_prices() -> dict[str, PriceConfig]:
     return {
-        "opus": PriceConfig(input=15.0, output=75.0),
+        "opus": PriceConfig(input=5.0, output=25.0),
         "sonnet": PriceConfig(input=3.0, output=15.0),
         "haiku": PriceConfig(input=1.0, output=5.0),
     }
@@ -52,8 +52,8 @@ class ModelsConfig(_Section):
     default: str = "sonnet"
     aliases: dict[str, str] = Field(
         default_factory=lambda: {
-            "opus": "claude-opus-4-1",
-            "sonnet": "claude-sonnet-4-5",
+            "opus": "claude-opus-4-8",
+            "sonnet": "claude-sonnet-4-6",
             "haiku": "claude-haiku-4-5",
         }
     )
@@ -128,12 +128,23 @@ class EmbeddingConfig(_Section):
 
 
 class SearchConfig(_Section):
+    """Hybrid search (docs/search.md); defaults tuned on the LoCoMo development slice."""
+
     method: Literal["weighted", "rrf"] = "weighted"
-    keyword_weight: float = Field(default=0.7, ge=0, le=1)
-    vector_weight: float = Field(default=0.3, ge=0, le=1)
+    keyword_weight: float = Field(default=0.5, ge=0, le=1)
+    vector_weight: float = Field(default=0.5, ge=0, le=1)
     rrf_k: int = Field(default=60, ge=1)
-    candidates: int = Field(default=100, ge=1)
+    candidates: int = Field(default=100, ge=1, le=2000)  # per source (FTS, turn KNN)
     default_limit: int = Field(default=10, ge=1, le=100)
+    # keyword scores are averaged with their +-1..N turn windows
+    keyword_window: int = Field(default=3, ge=0, le=10)
+    # vector scores: the embedded window plus centroids of +-1..N neighbouring windows
+    vector_window: int = Field(default=2, ge=0, le=5)
+    conversation_weight: float = Field(default=0.3, ge=0, le=2)  # best turn of the conversation
+    abbreviation_weight: float = Field(default=0.3, ge=0, le=2)  # abbreviation similarity
+    participant_weight: float = Field(default=0.2, ge=0, le=2)  # turns by a person named
+    date_weight: float = Field(default=0.3, ge=0, le=2)  # turns on a date the query names
+    time_weight: float = Field(default=0.1, ge=0, le=2)  # time words, for "when" questions
 
 
 class LoggingConfig(_Section):

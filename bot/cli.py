@@ -1,0 +1,259 @@
+"""The ``my-agent`` command line (SPEC.md "Command line")."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bot import exitcodes
+from bot.config import AppConfig, ConfigError, default_config_path, load_config
+
+log = logging.getLogger("my_agent.cli")
+
+BENCHMARKS = ("ingest", "search", "locomo", "embed", "brain", "telegram", "email", "web", "soak")
+
+
+def setup_logging(level: str = "INFO") -> None:
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    if sys.stderr.isatty():
+        fmt = "%(asctime)s " + fmt
+    logging.basicConfig(level=getattr(logging, level, logging.INFO), format=fmt,
+                        stream=sys.stderr, force=True)
+    for noisy in ("aiosqlite", "aiohttp.access", "httpx", "httpcore", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _config(args: argparse.Namespace) -> AppConfig:
+    return load_config(getattr(args, "config", None))
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+# -- commands -----------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from bot.daemon import run_daemon
+    from bot.services import DatabaseOpenError, DataDirError
+
+    config = _config(args)
+    setup_logging(config.logging.level)
+    source = args.config or default_config_path()
+    log.info("configuration: %s; data in %s", source or "embedded default",
+             config.data_dir.resolve())
+
+    async def _main() -> int:
+        return await run_daemon(config, config_path=Path(source) if source else None)
+
+    try:
+        return asyncio.run(_main())
+    except DataDirError as exc:
+        log.error("%s", exc)
+        return exitcodes.EX_DATADIR
+    except DatabaseOpenError as exc:
+        log.error("%s", exc)
+        return exitcodes.EX_DATABASE
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = _config(args)
+    source = args.config or default_config_path() or "embedded default"
+    print(f"configuration OK ({source}): brain {config.brain_provider()}, data in "
+          f"{config.data_dir}, channels: "
+          + ", ".join(n for n in ("web", "telegram", "email", "loopback")
+                      if getattr(config.channels, n).enabled))
+    return exitcodes.OK
+
+
+async def _with_services(config: AppConfig, fn: Any, recover_now: bool = True) -> Any:
+    from bot.services import close_services, open_services
+
+    services = await open_services(config, recover_now=recover_now)
+    try:
+        return await fn(services)
+    finally:
+        await close_services(services)
+
+
+def cmd_conversations(args: argparse.Namespace) -> int:
+    config = _config(args)
+    setup_logging("WARNING")
+
+    async def _list(s: Any) -> int:
+        records = await s.conversations.list(channel=args.channel, limit=args.limit)
+        if args.json:
+            _print_json([r.to_meta() for r in records])
+            return 0
+        for r in records:
+            pin = " pinned" if r.pinned else ""
+            print(f"{r.id}  {r.channel:<9} {r.updated[:16]}  {r.turn_count:>4} turns{pin}  "
+                  f"{r.title or 'New conversation'}")
+        return 0
+
+    async def _show(s: Any) -> int:
+        rec = await s.conversations.get(args.id)
+        if rec is None:
+            print(f"no conversation {args.id}", file=sys.stderr)
+            return 1
+        lines = s.store.read_lines(args.id)
+        if args.json:
+            _print_json({"conversation": rec.to_meta(), "abbreviation": rec.abbreviation,
+                         "lines": lines})
+            return 0
+        print(f"{rec.title or 'New conversation'} ({rec.id}, {rec.channel}, model {rec.model})")
+        if rec.abbreviation:
+            print(f"Abbreviation: {rec.abbreviation}")
+        for line in lines:
+            if line.get("type") == "turn":
+                who = line.get("sender") or line["role"]
+                print(f"[{line.get('turnNumber')}] {line.get('timestamp', '')[:16]} {who}: "
+                      f"{line.get('content')}")
+            elif line.get("type") == "event":
+                print(f"    ({line.get('event')}: "
+                      f"{line.get('title') or line.get('text') or line.get('summary') or ''})")
+        return 0
+
+    return int(asyncio.run(_with_services(config, _show if args.action == "show" else _list)))
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    config = _config(args)
+    setup_logging("WARNING")
+
+    async def _search(s: Any) -> int:
+        await s.search.start()
+        page = await s.search.search(args.query, channel=args.channel, limit=args.limit)
+        if args.json:
+            _print_json(page.to_dict())
+            return 0
+        if not page.results:
+            print(f"no match ({page.method})")
+        for r in page.results:
+            print(f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or 'Untitled'} "
+                  f"({r.turn_range}, {r.timestamp[:10]})")
+            print(f"       {' '.join((r.snippet or '').split())[:150]}")
+        return 0
+
+    return int(asyncio.run(_with_services(config, _search)))
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from bot.recovery import delete_index
+
+    config = _config(args)
+    setup_logging(config.logging.level)
+    delete_index(config.index_path)
+
+    async def _rebuild(s: Any) -> int:
+        report = s.recovery.to_dict() if s.recovery else {}
+        if await s.search.start():
+            report["vectors"] = await s.search.vectors.reindex_all()
+        else:
+            log.warning("vectors not rebuilt (no model or no sqlite-vec): keyword-only search")
+        print(json.dumps(report))
+        return 0
+
+    return int(asyncio.run(_with_services(config, _rebuild)))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from bot import healthcheck
+
+    config = _config(args)
+    setup_logging("WARNING")
+    return healthcheck.main(args, config)
+
+
+def cmd_install_service(args: argparse.Namespace) -> int:
+    from bot import service_unit
+
+    return service_unit.main(args)
+
+
+def cmd_bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    setup_logging("WARNING")
+    module = importlib.import_module(f"bot.bench.{args.name}")
+    parser = argparse.ArgumentParser(prog=f"my-agent bench {args.name}")
+    parser.add_argument("--json", action="store_true", help="print JSON (the default output)")
+    parser.add_argument("--config", default=args.config)
+    module.add_arguments(parser)
+    bench_args = parser.parse_args(list(rest))
+    result = asyncio.run(module.run(bench_args))
+    _print_json(result)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="my-agent", description=__doc__)
+    parser.add_argument("--config", help="config file (default: $MY_AGENT_CONFIG, "
+                        ".my_agent/config.yaml, else the embedded default)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help_text: str, config_option: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        if config_option:
+            p.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        return p
+
+    add("run", "run the daemon")
+    add("check-config", "validate the configuration (exit 78 when invalid)")
+    conv = add("conversations", "read the conversation store")
+    conv.add_argument("action", choices=("list", "show"))
+    conv.add_argument("id", nargs="?")
+    conv.add_argument("--channel")
+    conv.add_argument("--limit", type=int, default=50)
+    conv.add_argument("--json", action="store_true")
+    search = add("search", "hybrid search over every conversation")
+    search.add_argument("query")
+    search.add_argument("--channel")
+    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--json", action="store_true")
+    add("reindex", "rebuild conversations.db from the transcripts")
+    status = add("status", "daemon health, counts, pending work, index consistency")
+    install = add("install-service", "write the systemd unit", config_option=False)
+    try:
+        from bot import healthcheck, service_unit
+
+        healthcheck.add_arguments(status)
+        service_unit.add_arguments(install)
+    except ImportError:  # pragma: no cover
+        pass
+    bench = add("bench", f"benchmarks: {', '.join(BENCHMARKS)}")
+    bench.add_argument("name", choices=BENCHMARKS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command != "bench" and rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "conversations" and args.action == "show" and not args.id:
+        parser.error("conversations show needs an ID")
+    handlers = {"run": cmd_run, "check-config": cmd_check_config,
+                "conversations": cmd_conversations, "search": cmd_search,
+                "reindex": cmd_reindex, "status": cmd_status,
+                "install-service": cmd_install_service}
+    try:
+        if args.command == "bench":
+            return cmd_bench(args, rest)
+        return handlers[args.command](args)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return exitcodes.EX_CONFIG
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

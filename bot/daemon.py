@@ -1,0 +1,205 @@
+"""The composition root: start store -> index -> brain -> scheduler -> channels; stop in
+reverse on SIGTERM/SIGINT and exit 0. The only place where channels are wired in."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from bot.channel import Channel
+from bot.config import AppConfig
+from bot.events import OutboundMessage, SendResult
+from bot.notify import Notifier
+from bot.services import Services, close_services, open_services
+from bot.tasks import cancel_all, spawn
+
+log = logging.getLogger("my_agent.daemon")
+
+THREADED_CHANNELS = ("email",)
+DRAIN_SECONDS = 20.0
+
+
+def build_channels(config: AppConfig, services: Services) -> list[Channel]:
+    """Instantiate the enabled channel adapters (imported lazily: aiogram is slow)."""
+    built: list[Channel] = []
+    if config.channels.web.enabled:
+        from channels.web import WebChannel
+
+        built.append(WebChannel(config, services))
+    if config.channels.telegram.enabled:
+        from channels.telegram import TelegramChannel
+
+        built.append(TelegramChannel(config, services))
+    if config.channels.email.enabled:
+        from channels.email import EmailChannel
+
+        built.append(EmailChannel(config, services))
+    if config.channels.loopback.enabled:
+        from channels.loopback import LoopbackChannel
+
+        built.append(LoopbackChannel(config, services))
+    return built
+
+
+async def attach_background(services: Services) -> None:
+    """Vectors (opened in the background: loading a model may take a while, and search is
+    keyword-only until it is ready) and the lifecycle (idle timers, abbreviation, naming)."""
+
+    async def _open_vectors() -> None:
+        if await services.search.start():
+            services.vectors = services.search.vectors
+            _index_turns_in_background(services)
+            log.info("vector search ready")
+        else:
+            log.warning("vector search unavailable (no embedding model or no sqlite-vec): "
+                        "search is keyword-only")
+
+    spawn(_open_vectors(), name="open-vectors")
+    from bot.lifecycle import Lifecycle
+
+    services.lifecycle = Lifecycle(services.config, services)
+    await services.lifecycle.start()
+
+
+def _index_turns_in_background(services: Services) -> None:
+    pending: set[str] = set()
+
+    async def _index(conversation_id: str) -> None:
+        await asyncio.sleep(0.2)  # coalesce a burst of turns into one embedding pass
+        pending.discard(conversation_id)
+        await services.vectors.index_turns(conversation_id)
+
+    async def on_turn(conversation_id: str, **_: Any) -> None:
+        if conversation_id not in pending:
+            pending.add(conversation_id)
+            spawn(_index(conversation_id), name=f"embed-{conversation_id}")
+
+    services.bus.subscribe("turn_appended", on_turn)
+
+
+def wire_channels(services: Services, channels: list[Channel]) -> None:
+    for channel in channels:
+        services.channels[channel.name] = channel
+        stream = getattr(channel, "stream", None)
+        if channel.supports_streaming and stream is not None:
+            services.stream_sink = stream
+
+    async def on_sent(message: OutboundMessage, result: SendResult) -> None:
+        # Threaded channels (e-mail): our Message-ID joins the conversation's thread.
+        if message.channel in THREADED_CHANNELS and result.message_ref and message.conversation_id:
+            await services.conversations.record_message_ref(
+                message.conversation_id, message.channel, result.message_ref, "out"
+            )
+
+    services.outbox.on_sent(on_sent)
+
+
+async def start_channels(services: Services, channels: list[Channel]) -> None:
+    for channel in channels:
+        await channel.start(services.router)
+        services.outbox.attach(channel)
+        log.info("channel %s started", channel.name)
+
+
+async def shutdown(
+    services: Services,
+    channels: list[Channel],
+    notifier: Notifier | None,
+    drain_seconds: float = DRAIN_SECONDS,
+) -> None:
+    """Stop accepting, finish (or leave pending) in-flight replies, stop in reverse."""
+    if notifier:
+        notifier.stopping()
+    services.router.accepting = False
+    deadline = time.monotonic() + drain_seconds
+    finished = await services.replies.queue.drain(timeout=drain_seconds / 2)
+    if not finished:
+        log.warning(
+            "replies still running at shutdown: their user turns stay pending and "
+            "are answered after restart"
+        )
+    if services.lifecycle is not None:
+        await services.lifecycle.stop(timeout=max(1.0, deadline - time.monotonic()) / 2)
+    # Give the outbox a moment to flush what was just produced; the rest stays queued.
+    while time.monotonic() < deadline and await services.outbox.pending_count():
+        await asyncio.sleep(0.1)
+    await services.outbox.stop()
+    for channel in reversed(channels):
+        try:
+            await channel.stop()
+        except Exception:
+            log.exception("channel %s did not stop cleanly", channel.name)
+    await cancel_all(timeout=2)
+    await close_services(services)
+    if notifier:
+        notifier.stopped()
+
+
+async def run_daemon(config: AppConfig, stop_event: asyncio.Event | None = None,
+                     config_path: Path | None = None) -> int:
+    """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit status."""
+    notifier = Notifier(status_path=config.data_dir / "daemon.json")
+    notifier.status("opening the store and index")
+    services = await open_services(config)
+    services.config_path = config_path
+    stop = stop_event or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        loop.add_signal_handler(signal.SIGHUP, lambda: spawn(reload(services, notifier)))
+    except (NotImplementedError, RuntimeError):
+        pass
+    channels = build_channels(config, services)
+    wire_channels(services, channels)
+    notifier.start_watchdog()
+    try:
+        await attach_background(services)
+        await start_channels(services, channels)
+        resumed = await services.resume_pending_replies()
+        services.ready = True
+        conversations = await services.index.count()
+        names = ", ".join(c.name for c in channels) or "none"
+        log.info(
+            "my-agent ready: brain %s, channels %s, %d conversations, %d replies resumed",
+            services.brain.name,
+            names,
+            conversations,
+            resumed,
+        )
+        notifier.ready(
+            f"ready: brain {services.brain.name}; channels {names}; {conversations} conversations"
+        )
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        await shutdown(services, channels, notifier)
+    return 0
+
+
+async def reload(services: Services, notifier: Notifier) -> None:
+    """SIGHUP: re-read the trust list (and the persona, read fresh on each request)."""
+    from bot.config import ConfigError, load_config
+
+    notifier.reloading()
+    try:
+        fresh = load_config(services.config_path) if services.config_path else None
+    except ConfigError as exc:
+        log.error("reload refused, keeping the running configuration: %s", exc)
+        notifier.ready("reload failed: configuration invalid")
+        return
+    if fresh is not None:
+        services.config.trust = fresh.trust
+        services.config.owner = fresh.owner
+        from bot.identity import OwnerIdentities
+
+        services.identities = OwnerIdentities(services.config)
+    log.info("configuration reloaded (trust list, owner identities)")
+    notifier.ready("ready: configuration reloaded")

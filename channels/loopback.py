@@ -1,0 +1,120 @@
+"""The loopback channel: a local HTTP ingress for scripts, benchmarks and tests.
+
+Listens on 127.0.0.1 only. ``POST /inbound`` with a JSON message answers 200 once the
+message is durable (503 when it could not be stored: retry it), so a client knows
+exactly which messages were acknowledged. Everything the daemon "sends" through this
+channel is appended durably to ``data_dir/loopback-sent.jsonl``, which ``GET /sent``
+returns: tests count sends across crashes with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from bot.channel import ChannelHost, DeliveryError
+from bot.config import AppConfig
+from bot.events import InboundMessage, OutboundMessage, SendResult, iso, utcnow
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.channels.loopback")
+
+
+class LoopbackChannel:
+    name = "loopback"
+    supports_streaming = False
+
+    def __init__(self, config: AppConfig, services: Services | None = None) -> None:
+        self.config = config
+        self.section = config.channels.loopback
+        self.sent_path = config.data_dir / "loopback-sent.jsonl"
+        self.port_path = config.data_dir / "loopback.port"
+        self._host: ChannelHost | None = None
+        self._runner: web.AppRunner | None = None
+        self._lock = asyncio.Lock()
+        self.port: int | None = None
+        self.started = False
+
+    async def start(self, host: ChannelHost) -> None:
+        self._host = host
+        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app.router.add_post("/inbound", self._inbound)
+        app.router.add_get("/sent", self._sent)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.section.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self.section.port
+        self.port_path.write_text(str(self.port))
+        self.started = True
+        log.info("loopback channel on 127.0.0.1:%s", self.port)
+
+    async def stop(self) -> None:
+        self.started = False
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        ref = f"loop-{uuid.uuid4().hex[:12]}"
+        record = {"ref": ref, "chat": message.chat_id, "text": message.text, "kind": message.kind,
+                  "conversation": message.conversation_id, "party": message.party_id,
+                  "outbox": message.outbox_id, "inReplyTo": message.in_reply_to,
+                  "actions": [list(a) for a in message.actions], "timestamp": iso(utcnow())}
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        async with self._lock:
+            await asyncio.to_thread(_append_durably, str(self.sent_path), data)
+        return SendResult(message_ref=ref)
+
+    async def _inbound(self, request: web.Request) -> web.Response:
+        try:
+            body: dict[str, Any] = await request.json()
+            sender = str(body["sender"])
+            text = str(body["text"])
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"ok": False, "error": "need JSON with sender and text"},
+                                     status=400)
+        message = InboundMessage(
+            channel=self.name, sender_id=sender, text=text,
+            message_id=str(body.get("message_id") or uuid.uuid4().hex),
+            chat_id=str(body.get("chat_id") or sender), sender_name=body.get("sender_name"),
+            group_id=body.get("group_id"), group_title=body.get("group_title"),
+            addressed=bool(body.get("addressed", True)))
+        assert self._host is not None
+        try:
+            await self._host.deliver(message)
+        except DeliveryError as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=503)
+        return web.json_response({"ok": True, "message_id": message.message_id})
+
+    async def _sent(self, request: web.Request) -> web.Response:
+        try:
+            raw = await asyncio.to_thread(self.sent_path.read_bytes)
+        except FileNotFoundError:
+            raw = b""
+        items = []
+        for line in raw.splitlines():
+            try:
+                items.append(json.loads(line))
+            except ValueError:
+                continue
+        return web.json_response(items)
+
+
+def _append_durably(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
