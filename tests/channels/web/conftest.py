@@ -5,10 +5,7 @@ Playwright (a missing browser fails under CI=true, skips elsewhere)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import inspect
 import json
-import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,11 +17,9 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from bot import outbox
 from bot.brain.base import BrainReply, BrainRequest
 from bot.config.model import AppConfig
-from bot.events import InboundMessage, OutboundMessage
-from bot.hooks import EventBus
+from bot.events import InboundMessage
 from bot.services import Services, close_services, open_services
 from channels.web import WebChannel
 
@@ -86,7 +81,6 @@ class Stack:
 
 
 async def start_stack(data_dir: Path, brain: Any = None, **web: Any) -> Stack:
-    _apply_shims()
     config = make_config(data_dir, **web)
     services = await open_services(config, brain=brain)
     channel = WebChannel(config, services)
@@ -99,11 +93,8 @@ async def start_stack(data_dir: Path, brain: Any = None, **web: Any) -> Stack:
 
 
 async def stop_stack(stack: Stack) -> None:
-    try:
-        await stack.channel.stop()
-        await close_services(stack.services)
-    finally:
-        _remove_shims()
+    await stack.channel.stop()
+    await close_services(stack.services)
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -216,61 +207,3 @@ def chromium_path() -> str:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
-
-
-# -- shims for two core bugs, reported to the lead with their fix --------------------
-# They are applied only while one of this directory's stacks runs (never globally) and
-# only when the bug is detected, so they disappear by themselves once the core is fixed.
-# 1. bot/outbox.py _encode: dataclasses.asdict deep-copies the default MappingProxyType
-#    metadata and raises TypeError for every OutboundMessage without metadata.
-# 2. bot/hooks.py EventBus.emit(self, event, **payload): the "event_appended" payload has
-#    a key named "event", so every emit of it raises TypeError (rename, set_model, ...).
-def _encode_fixed(msg: Any) -> str:
-    data = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
-    data["metadata"] = dict(msg.metadata)
-    data["thread_refs"] = list(msg.thread_refs)
-    data["actions"] = [list(a) for a in msg.actions]
-    return json.dumps(data, ensure_ascii=False)
-
-
-async def _emit_fixed(self: EventBus, name: str, /, **payload: Any) -> None:
-    for handler in list(self._handlers.get(name, ())):
-        try:
-            await handler(**payload)
-        except Exception:
-            logging.getLogger("my_agent.hooks").exception("handler %r for %s failed", handler, name)
-
-
-def _core_shims() -> list[tuple[Any, str, Any]]:
-    shims: list[tuple[Any, str, Any]] = []
-    try:
-        outbox._encode(OutboundMessage(channel="web", chat_id="x", text="probe"))
-    except TypeError:
-        shims.append((outbox, "_encode", _encode_fixed))
-    if (
-        "event" in inspect.signature(EventBus.emit).parameters
-        and inspect.signature(EventBus.emit).parameters["event"].kind
-        is inspect.Parameter.POSITIONAL_OR_KEYWORD
-    ):
-        shims.append((EventBus, "emit", _emit_fixed))
-    return shims
-
-
-_saved: list[tuple[Any, str, Any]] = []
-_users = [0]
-
-
-def _apply_shims() -> None:
-    _users[0] += 1
-    if _users[0] > 1:
-        return
-    for owner, name, fixed in _core_shims():
-        _saved.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, fixed)
-
-
-def _remove_shims() -> None:
-    _users[0] -= 1
-    while _saved and _users[0] == 0:
-        owner, name, original = _saved.pop()
-        setattr(owner, name, original)
