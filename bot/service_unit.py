@@ -244,7 +244,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``my-agent install-service``."""
     parser.add_argument("--user", action="store_true", help="write a user unit (systemctl --user)")
     parser.add_argument("--output", type=Path, help="write the unit here instead")
-    parser.add_argument("--config", type=Path, help="config file the service runs with")
+    # SUPPRESS: keep a --config given before the subcommand (my-agent --config F ...).
+    parser.add_argument(
+        "--config", default=argparse.SUPPRESS, help="config file the service runs with"
+    )
     parser.add_argument("--run-as", help="system unit: run as this user instead of DynamicUser")
 
 
@@ -252,7 +255,10 @@ def main(args: argparse.Namespace) -> int:
     """``my-agent install-service``: write the unit, print the next commands."""
     try:
         result = install_service(
-            args.user, output=args.output, config=args.config, run_as=args.run_as
+            args.user,
+            output=args.output,
+            config=Path(args.config) if getattr(args, "config", None) else None,
+            run_as=args.run_as,
         )
     except OSError as exc:
         print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -189,3 +190,38 @@ def test_extend_timeout(listener: NotifyListener) -> None:
     n.extend_timeout(2.5)
     n.close()
     assert listener.drain() == [{"EXTEND_TIMEOUT_USEC": "2500000"}]
+
+
+async def test_real_daemon_ready_watchdog_stopping(tmp_path: Path) -> None:
+    """The daemon (``python -m bot.cli run``) under a real NOTIFY_SOCKET and watchdog."""
+    from tests.ops.daemon import DaemonProcess
+
+    config = {
+        "data_dir": str(tmp_path / "data"),
+        "channels": {"web": {"enabled": False}, "loopback": {"enabled": True}},
+        "embedding": {"enabled": False},
+        "owner": {"identities": {"loopback": ["owner"]}},
+    }
+    daemon = DaemonProcess(tmp_path, config, watchdog_usec=200_000)
+    try:
+        await daemon.start()
+        assert daemon.notify is not None
+        ready = await daemon.notify.wait_for(lambda m: m.get("READY") == "1")
+        assert ready["MAINPID"] == str(daemon.pid)
+        assert "loopback" in ready["STATUS"]
+        after_ready = next(i for i, m in enumerate(daemon.notify.messages) if m.get("READY") == "1")
+        await daemon.notify.wait_for(lambda m: "WATCHDOG" in m, since=after_ready + 1)
+        assert await daemon.terminate() == 0, daemon.log()
+        daemon.notify.drain()
+        keys = [k for k in daemon.notify.keys() if k in ("READY", "WATCHDOG", "STOPPING")]
+        # Pings start with the process (recovery may be long), so some may precede READY;
+        # what matters is READY, then pings while running, then STOPPING.
+        ready_at, stopping_at = keys.index("READY"), keys.index("STOPPING")
+        assert ready_at < stopping_at, keys
+        assert "WATCHDOG" in keys[ready_at + 1 : stopping_at], keys
+        assert keys.count("READY") == 1 and keys.count("STOPPING") == 1
+        status = json.loads((tmp_path / "data" / "daemon.json").read_text())
+        assert status["state"] == "stopped" and status["systemd"] is True
+        assert status["watchdog_seconds"] == 0.2
+    finally:
+        await daemon.close()

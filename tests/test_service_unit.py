@@ -280,3 +280,11 @@ def test_memory_deny_write_execute_keeps_onnxruntime_working(tmp_path: Path) -> 
         pytest.skip("kernel without PR_SET_MDWE (Linux < 6.3)")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.split()[-3:] == ["OK", "True", "384"]
+
+
+def test_stop_timeout_exceeds_the_daemon_drain_bound() -> None:
+    from bot import daemon
+
+    d = _directives(render_unit(config=SYSTEM_CONFIG))
+    # The daemon drains for DRAIN_SECONDS, then stops channels and closes the databases.
+    assert daemon.DRAIN_SECONDS + 10 <= int(d["TimeoutStopSec"][0])

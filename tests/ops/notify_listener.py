@@ -58,10 +58,15 @@ class NotifyListener:
         return out
 
     async def wait_for(
-        self, predicate: Callable[[dict[str, str]], bool], timeout: float = 10.0
+        self,
+        predicate: Callable[[dict[str, str]], bool],
+        timeout: float = 10.0,
+        *,
+        since: int = 0,
     ) -> dict[str, str]:
-        """Wait (polling, on the loop) until a message matching ``predicate`` arrives."""
-        seen = 0
+        """Wait (polling, on the loop) until a message matching ``predicate`` arrives;
+        ``since`` skips the first messages already seen."""
+        seen = since
         deadline = time.monotonic() + timeout
         while True:
             self.drain()
