@@ -25,8 +25,9 @@ def setup_logging(level: str = "INFO") -> None:
     fmt = "%(levelname)s %(name)s: %(message)s"
     if sys.stderr.isatty():
         fmt = "%(asctime)s " + fmt
-    logging.basicConfig(level=getattr(logging, level, logging.INFO), format=fmt,
-                        stream=sys.stderr, force=True)
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO), format=fmt, stream=sys.stderr, force=True
+    )
     for noisy in ("aiosqlite", "aiohttp.access", "httpx", "httpcore", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -47,8 +48,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _config(args)
     setup_logging(config.logging.level)
     source = args.config or default_config_path()
-    log.info("configuration: %s; data in %s", source or "embedded default",
-             config.data_dir.resolve())
+    log.info(
+        "configuration: %s; data in %s", source or "embedded default", config.data_dir.resolve()
+    )
 
     async def _main() -> int:
         return await run_daemon(config, config_path=Path(source) if source else None)
@@ -66,10 +68,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_check_config(args: argparse.Namespace) -> int:
     config = _config(args)
     source = args.config or default_config_path() or "embedded default"
-    print(f"configuration OK ({source}): brain {config.brain_provider()}, data in "
-          f"{config.data_dir}, channels: "
-          + ", ".join(n for n in ("web", "telegram", "email", "loopback")
-                      if getattr(config.channels, n).enabled))
+    print(
+        f"configuration OK ({source}): brain {config.brain_provider()}, data in "
+        f"{config.data_dir}, channels: "
+        + ", ".join(
+            n
+            for n in ("web", "telegram", "email", "loopback")
+            if getattr(config.channels, n).enabled
+        )
+    )
     return exitcodes.OK
 
 
@@ -94,8 +101,10 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             return 0
         for r in records:
             pin = " pinned" if r.pinned else ""
-            print(f"{r.id}  {r.channel:<9} {r.updated[:16]}  {r.turn_count:>4} turns{pin}  "
-                  f"{r.title or 'New conversation'}")
+            print(
+                f"{r.id}  {r.channel:<9} {r.updated[:16]}  {r.turn_count:>4} turns{pin}  "
+                f"{r.title or 'New conversation'}"
+            )
         return 0
 
     async def _show(s: Any) -> int:
@@ -105,8 +114,9 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             return 1
         lines = s.store.read_lines(args.id)
         if args.json:
-            _print_json({"conversation": rec.to_meta(), "abbreviation": rec.abbreviation,
-                         "lines": lines})
+            _print_json(
+                {"conversation": rec.to_meta(), "abbreviation": rec.abbreviation, "lines": lines}
+            )
             return 0
         print(f"{rec.title or 'New conversation'} ({rec.id}, {rec.channel}, model {rec.model})")
         if rec.abbreviation:
@@ -114,11 +124,15 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         for line in lines:
             if line.get("type") == "turn":
                 who = line.get("sender") or line["role"]
-                print(f"[{line.get('turnNumber')}] {line.get('timestamp', '')[:16]} {who}: "
-                      f"{line.get('content')}")
+                print(
+                    f"[{line.get('turnNumber')}] {line.get('timestamp', '')[:16]} {who}: "
+                    f"{line.get('content')}"
+                )
             elif line.get("type") == "event":
-                print(f"    ({line.get('event')}: "
-                      f"{line.get('title') or line.get('text') or line.get('summary') or ''})")
+                print(
+                    f"    ({line.get('event')}: "
+                    f"{line.get('title') or line.get('text') or line.get('summary') or ''})"
+                )
         return 0
 
     return int(asyncio.run(_with_services(config, _show if args.action == "show" else _list)))
@@ -137,8 +151,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         if not page.results:
             print(f"no match ({page.method})")
         for r in page.results:
-            print(f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or 'Untitled'} "
-                  f"({r.turn_range}, {r.timestamp[:10]})")
+            print(
+                f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or 'Untitled'} "
+                f"({r.turn_range}, {r.timestamp[:10]})"
+            )
             print(f"       {' '.join((r.snippet or '').split())[:150]}")
         return 0
 
@@ -193,8 +209,11 @@ def cmd_bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="my-agent", description=__doc__)
-    parser.add_argument("--config", help="config file (default: $MY_AGENT_CONFIG, "
-                        ".my_agent/config.yaml, else the embedded default)")
+    parser.add_argument(
+        "--config",
+        help="config file (default: $MY_AGENT_CONFIG, "
+        ".my_agent/config.yaml, else the embedded default)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, help_text: str, config_option: bool = True) -> argparse.ArgumentParser:
@@ -239,10 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "conversations" and args.action == "show" and not args.id:
         parser.error("conversations show needs an ID")
-    handlers = {"run": cmd_run, "check-config": cmd_check_config,
-                "conversations": cmd_conversations, "search": cmd_search,
-                "reindex": cmd_reindex, "status": cmd_status,
-                "install-service": cmd_install_service}
+    handlers = {
+        "run": cmd_run,
+        "check-config": cmd_check_config,
+        "conversations": cmd_conversations,
+        "search": cmd_search,
+        "reindex": cmd_reindex,
+        "status": cmd_status,
+        "install-service": cmd_install_service,
+    }
     try:
         if args.command == "bench":
             return cmd_bench(args, rest)

@@ -46,13 +46,15 @@ class ConversationNotFound(LookupError):
 class ConversationManager:
     """Create, resume, switch, rename and append to conversations."""
 
-    def __init__(self, config: AppConfig, store: TranscriptStore, index: ConversationIndex,
-                 bus: EventBus) -> None:
+    def __init__(
+        self, config: AppConfig, store: TranscriptStore, index: ConversationIndex, bus: EventBus
+    ) -> None:
         self.config = config
         self.store = store
         self.index = index
         self.bus = bus
         self._cache: dict[str, ConversationRecord] = {}
+        self._pins: dict[str, str] = {}  # identity_key -> pinned conversation id
         self._locks: dict[str, asyncio.Lock] = {}
         self._notes: dict[str, list[str]] = {}
         self._index_behind: set[str] = set()
@@ -78,8 +80,13 @@ class ConversationManager:
             raise ConversationNotFound(conv_id)
         return rec
 
-    async def list(self, channel: str | None = None, limit: int = 50, offset: int = 0,
-                   pinned: bool | None = None) -> list[ConversationRecord]:
+    async def list(
+        self,
+        channel: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        pinned: bool | None = None,
+    ) -> list[ConversationRecord]:
         return await self.index.list(channel=channel, limit=limit, offset=offset, pinned=pinned)
 
     async def most_recent(self, channel: str = "web") -> ConversationRecord | None:
@@ -87,19 +94,26 @@ class ConversationManager:
         return found[0] if found else None
 
     async def pinned_for(self, identity_key: str) -> ConversationRecord | None:
+        # Every pin change goes through this manager, so the cached record is authoritative.
+        cached = self._cache.get(self._pins.get(identity_key, ""))
+        if cached is not None and cached.pinned and cached.identity_key == identity_key:
+            return cached
         row = await self.index.db.fetchone(
             f"{SELECT_CONVERSATION} WHERE identity_key = ? AND pinned = 1", (identity_key,)
         )
         if row is None:
             return None
         rec = row_to_record(row)
-        return self._cache.setdefault(rec.id, rec)
+        rec = self._cache.setdefault(rec.id, rec)
+        self._pins[identity_key] = rec.id
+        return rec
 
     def read_lines(self, conv_id: str) -> list[Line]:
         return self.store.read_lines(conv_id)
 
-    async def read_turns(self, conv_id: str, from_turn: int | None = None,
-                         to_turn: int | None = None) -> list[Line]:
+    async def read_turns(
+        self, conv_id: str, from_turn: int | None = None, to_turn: int | None = None
+    ) -> list[Line]:
         """Turn lines (both roles) with ``from_turn <= turnNumber <= to_turn``."""
         lines = await self.store.aread_lines(conv_id)
         out = []
@@ -149,6 +163,11 @@ class ConversationManager:
             upsert_conversation(conn, rec)
 
         await self.index.db.run(_insert)
+        if rec.pinned and rec.identity_key:
+            for other in self._cache.values():  # the index unpinned them just now
+                if other.identity_key == rec.identity_key and other.pinned:
+                    other.pinned = False
+            self._pins[rec.identity_key] = conv_id
         self._cache[conv_id] = rec
         log.info("created %s (%s%s)", conv_id, channel, ", pinned" if pinned else "")
         await self.bus.emit("conversation_created", conversation=rec, reason=reason)
@@ -201,8 +220,15 @@ class ConversationManager:
             rec = await self.require(conv_id)
             if turn_number is None:
                 turn_number = rec.turn_count + 1 if role == "user" else max(rec.turn_count, 1)
-            line = turn_line(role, content, turn_number, channel=channel, sender=sender,
-                             metadata=dict(metadata) if metadata else None, **extra)
+            line = turn_line(
+                role,
+                content,
+                turn_number,
+                channel=channel,
+                sender=sender,
+                metadata=dict(metadata) if metadata else None,
+                **extra,
+            )
             rec = await self._append(conv_id, [line])
         await self.bus.emit("turn_appended", conversation_id=conv_id, turn=line, conversation=rec)
         return rec, line
@@ -214,8 +240,9 @@ class ConversationManager:
         await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
         return line
 
-    async def _meta_update(self, conv_id: str, event: str = "meta_update",
-                           **fields: Any) -> ConversationRecord:
+    async def _meta_update(
+        self, conv_id: str, event: str = "meta_update", **fields: Any
+    ) -> ConversationRecord:
         line = event_line(event, **fields)
         async with self._lock(conv_id):
             rec = await self._append(conv_id, [line])
@@ -227,15 +254,22 @@ class ConversationManager:
         title = " ".join(title.split())[:80]
         if not title:
             raise ValueError("a title cannot be empty")
-        rec = await self._meta_update(conv_id, title=title, manuallyNamed=manual or None,
-                                      manual=manual or None)
-        await self.bus.emit("conversation_renamed", conversation_id=conv_id, title=title,
-                            manual=manual)
+        rec = await self._meta_update(
+            conv_id, title=title, manuallyNamed=manual or None, manual=manual or None
+        )
+        await self.bus.emit(
+            "conversation_renamed", conversation_id=conv_id, title=title, manual=manual
+        )
         return rec
 
-    async def set_title_topics(self, conv_id: str, title: str | None, topics: list[str],
-                               through_turn: int, event: str = "title_assigned"
-                               ) -> ConversationRecord | None:
+    async def set_title_topics(
+        self,
+        conv_id: str,
+        title: str | None,
+        topics: list[str],
+        through_turn: int,
+        event: str = "title_assigned",
+    ) -> ConversationRecord | None:
         """Automatic naming; never overrides a manual title."""
         rec = await self.require(conv_id)
         if rec.manually_named:
@@ -245,8 +279,9 @@ class ConversationManager:
             fields["title"] = title
         rec = await self._meta_update(conv_id, event=event, **fields)
         if title:
-            await self.bus.emit("conversation_renamed", conversation_id=conv_id, title=title,
-                                manual=False)
+            await self.bus.emit(
+                "conversation_renamed", conversation_id=conv_id, title=title, manual=False
+            )
         return rec
 
     async def set_model(self, conv_id: str, alias: str) -> ConversationRecord:
@@ -255,8 +290,9 @@ class ConversationManager:
     async def set_channel_meta(self, conv_id: str, **meta: Any) -> ConversationRecord:
         return await self._meta_update(conv_id, channelMeta=meta)
 
-    async def set_abbreviation(self, conv_id: str, text: str,
-                               through_turn: int | None = None) -> ConversationRecord:
+    async def set_abbreviation(
+        self, conv_id: str, text: str, through_turn: int | None = None
+    ) -> ConversationRecord:
         rec = await self.require(conv_id)
         through = rec.turn_count if through_turn is None else through_turn
         line = event_line("abbreviation", text=text, throughTurn=through)
@@ -268,16 +304,21 @@ class ConversationManager:
 
     async def mark_needs_abbreviation(self, conv_id: str, flag: bool = True) -> None:
         """Operational flag only (derivable after a rebuild from abbreviated_turn)."""
-        await self.index.db.run(lambda c: c.execute(
-            "UPDATE conversations SET needs_abbreviation = ? WHERE id = ?", (int(flag), conv_id)))
+        await self.index.db.run(
+            lambda c: c.execute(
+                "UPDATE conversations SET needs_abbreviation = ? WHERE id = ?", (int(flag), conv_id)
+            )
+        )
         rec = self._cache.get(conv_id)
         if rec is not None:
             rec.needs_abbreviation = flag
 
-    async def record_message_ref(self, conv_id: str, channel: str, ref: str,
-                                 direction: str = "out") -> None:
-        await self.append_event(conv_id, "message_ref", channel=channel, ref=ref,
-                                direction=direction)
+    async def record_message_ref(
+        self, conv_id: str, channel: str, ref: str, direction: str = "out"
+    ) -> None:
+        await self.append_event(
+            conv_id, "message_ref", channel=channel, ref=ref, direction=direction
+        )
 
     # -- pinning and /new ------------------------------------------------------------
     async def unpin(self, conv_id: str) -> ConversationRecord:
@@ -297,8 +338,12 @@ class ConversationManager:
             channel_meta=current.channel_meta,
             reason="new",
         )
-        await self.bus.emit("conversation_switched", previous_id=current.id,
-                            current_id=fresh.id, channel=current.channel)
+        await self.bus.emit(
+            "conversation_switched",
+            previous_id=current.id,
+            current_id=fresh.id,
+            channel=current.channel,
+        )
         return fresh
 
     # -- notes for the next reply (e.g. naming's suggestSplit) -------------------------
@@ -316,7 +361,11 @@ def _apply_in_memory(rec: ConversationRecord, line: Mapping[str, Any]) -> None:
         if isinstance(line.get("timestamp"), str):
             rec.updated = max(rec.updated, line["timestamp"])
     elif line.get("type") == "event" and line.get("event") in ("meta_update", "title_assigned"):
-        for key, attr in (("title", "title"), ("model", "model"), ("pinned", "pinned"),
-                          ("manuallyNamed", "manually_named")):
+        for key, attr in (
+            ("title", "title"),
+            ("model", "model"),
+            ("pinned", "pinned"),
+            ("manuallyNamed", "manually_named"),
+        ):
             if key in line:
                 setattr(rec, attr, line[key])

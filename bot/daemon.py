@@ -55,8 +55,10 @@ async def attach_background(services: Services) -> None:
             _index_turns_in_background(services)
             log.info("vector search ready")
         else:
-            log.warning("vector search unavailable (no embedding model or no sqlite-vec): "
-                        "search is keyword-only")
+            log.warning(
+                "vector search unavailable (no embedding model or no sqlite-vec): "
+                "search is keyword-only"
+            )
 
     spawn(_open_vectors(), name="open-vectors")
     from bot.lifecycle import Lifecycle
@@ -139,8 +141,9 @@ async def shutdown(
         notifier.stopped()
 
 
-async def run_daemon(config: AppConfig, stop_event: asyncio.Event | None = None,
-                     config_path: Path | None = None) -> int:
+async def run_daemon(
+    config: AppConfig, stop_event: asyncio.Event | None = None, config_path: Path | None = None
+) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit status."""
     notifier = Notifier(status_path=config.data_dir / "daemon.json")
     notifier.status("opening the store and index")

@@ -67,10 +67,18 @@ class LoopbackChannel:
 
     async def send(self, message: OutboundMessage) -> SendResult:
         ref = f"loop-{uuid.uuid4().hex[:12]}"
-        record = {"ref": ref, "chat": message.chat_id, "text": message.text, "kind": message.kind,
-                  "conversation": message.conversation_id, "party": message.party_id,
-                  "outbox": message.outbox_id, "inReplyTo": message.in_reply_to,
-                  "actions": [list(a) for a in message.actions], "timestamp": iso(utcnow())}
+        record = {
+            "ref": ref,
+            "chat": message.chat_id,
+            "text": message.text,
+            "kind": message.kind,
+            "conversation": message.conversation_id,
+            "party": message.party_id,
+            "outbox": message.outbox_id,
+            "inReplyTo": message.in_reply_to,
+            "actions": [list(a) for a in message.actions],
+            "timestamp": iso(utcnow()),
+        }
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
         async with self._lock:
             await asyncio.to_thread(_append_durably, str(self.sent_path), data)
@@ -82,14 +90,20 @@ class LoopbackChannel:
             sender = str(body["sender"])
             text = str(body["text"])
         except (ValueError, KeyError, TypeError):
-            return web.json_response({"ok": False, "error": "need JSON with sender and text"},
-                                     status=400)
+            return web.json_response(
+                {"ok": False, "error": "need JSON with sender and text"}, status=400
+            )
         message = InboundMessage(
-            channel=self.name, sender_id=sender, text=text,
+            channel=self.name,
+            sender_id=sender,
+            text=text,
             message_id=str(body.get("message_id") or uuid.uuid4().hex),
-            chat_id=str(body.get("chat_id") or sender), sender_name=body.get("sender_name"),
-            group_id=body.get("group_id"), group_title=body.get("group_title"),
-            addressed=bool(body.get("addressed", True)))
+            chat_id=str(body.get("chat_id") or sender),
+            sender_name=body.get("sender_name"),
+            group_id=body.get("group_id"),
+            group_title=body.get("group_title"),
+            addressed=bool(body.get("addressed", True)),
+        )
         assert self._host is not None
         try:
             await self._host.deliver(message)

@@ -1,0 +1,227 @@
+"""``my-agent bench ingest``: messages received -> durable + indexed, against a bare baseline.
+
+The product path: ``Router.deliver`` for every message (dedup check, routing, durable
+transcript append with fsync, FTS index update), with the offline brain answering each
+message in the background (search, durable reply, outbox) as in production. Parties are
+group chats, one conversation each, sending concurrently (one message in flight per
+party, like a channel adapter). The baseline, measured in the same run on the same disk:
+a bare loop of JSONL append + fsync + FTS5 insert + commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bot.config import build_config
+from bot.db import connect_sync
+from bot.events import InboundMessage
+
+WORDS = (
+    "server deploy invoice garden holiday budget kiwi lasagne marathon python "
+    "schedule contract dentist birthday paris tickets printer backup laptop insurance "
+    "meeting report draft recipe flight hotel museum concert bicycle repair"
+).split()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--parties", type=int, default=100)
+    parser.add_argument("--dir", help="directory on the disk to measure (default: a temp dir)")
+    parser.add_argument("--no-replies", action="store_true", help="ingest only, no brain")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=2000.0,
+        help="open-loop arrival rate (msgs/s) of the latency phase",
+    )
+    parser.add_argument("--latency-messages", type=int, default=4000)
+
+
+def _text(i: int) -> str:
+    words = [WORDS[(i * 7 + k * 13) % len(WORDS)] for k in range(12)]
+    return f"message {i}: " + " ".join(words)
+
+
+def baseline(directory: Path, count: int) -> float:
+    """Bare loop: JSONL append + fsync + FTS5 insert + commit. Returns messages/s."""
+    directory.mkdir(parents=True, exist_ok=True)
+    conn = connect_sync(directory / "baseline.db")
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS t USING fts5(content, conversation_id "
+        "UNINDEXED, tokenize='porter unicode61')"
+    )
+    path = directory / "baseline.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    start = time.perf_counter()
+    try:
+        for i in range(count):
+            line = {"type": "turn", "role": "user", "content": _text(i), "turnNumber": i + 1}
+            os.write(fd, (json.dumps(line) + "\n").encode())
+            os.fsync(fd)
+            conn.execute("BEGIN")
+            conn.execute(
+                "INSERT INTO t (content, conversation_id) VALUES (?, ?)",
+                (line["content"], "conv-x"),
+            )
+            conn.execute("COMMIT")
+    finally:
+        os.close(fd)
+        conn.close()
+    return count / (time.perf_counter() - start)
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    values = sorted(values)
+    return statistics.median(values), values[min(len(values) - 1, int(len(values) * 0.99))]
+
+
+async def open_loop(
+    services: Any, count: int, parties: int, rate: float, replies: bool, offset: int
+) -> tuple[float, float, float]:
+    """Messages arrive on a fixed schedule (``rate`` per second); latency counts from the
+    scheduled arrival to durable + indexed, so a backlog shows up in it."""
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    start = loop.time() + 0.05
+    tasks = []
+
+    async def one(i: int, due: float) -> None:
+        await asyncio.sleep(max(0.0, due - loop.time()))
+        p = i % parties
+        msg = InboundMessage(
+            channel="bench",
+            sender_id=f"user{p}",
+            text=_text(offset + i),
+            message_id=f"o{offset + i}",
+            chat_id=f"g{p}",
+            group_id=f"g{p}",
+            sender_name=f"User {p}",
+            addressed=replies,
+        )
+        await services.router.deliver(msg)
+        latencies.append((loop.time() - due) * 1000)
+
+    for i in range(count):
+        tasks.append(asyncio.ensure_future(one(i, start + i / rate)))
+    await asyncio.gather(*tasks)
+    achieved = count / (loop.time() - start)
+    p50, p99 = _percentiles(latencies)
+    return p50, p99, achieved
+
+
+async def product(
+    directory: Path,
+    count: int,
+    parties: int,
+    replies: bool,
+    rate: float = 0.0,
+    latency_messages: int = 0,
+) -> dict[str, Any]:
+    from bot.services import close_services, open_services
+
+    raw = {
+        "data_dir": str(directory / "data"),
+        "embedding": {"enabled": False},
+        "channels": {"web": {"enabled": False}},
+        "brain": {"provider": "offline"},
+    }
+    config = build_config(raw, env={})
+    services = await open_services(config)
+    latencies: list[float] = []
+    per_party = [count // parties + (1 if p < count % parties else 0) for p in range(parties)]
+
+    async def party(p: int) -> None:
+        for k in range(per_party[p]):
+            i = p + k * parties
+            msg = InboundMessage(
+                channel="bench",
+                sender_id=f"user{p}",
+                text=_text(i),
+                message_id=f"m{i}",
+                chat_id=f"g{p}",
+                group_id=f"g{p}",
+                sender_name=f"User {p}",
+                addressed=replies,
+            )
+            t0 = time.perf_counter()
+            await services.router.deliver(msg)
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(party(p) for p in range(parties)))
+    ingest_s = time.perf_counter() - start
+    while services.replies.queue.pending():
+        await asyncio.sleep(0.01)
+    total_s = time.perf_counter() - start
+    open_p50 = open_p99 = achieved = 0.0
+    if latency_messages and rate > 0:
+        open_p50, open_p99, achieved = await open_loop(
+            services, latency_messages, parties, rate, replies, count
+        )
+        while services.replies.queue.pending():
+            await asyncio.sleep(0.01)
+    turns = await services.index.turn_rows()
+    await close_services(services)
+    latencies.sort()
+    return {
+        "open_p50_ms": open_p50,
+        "open_p99_ms": open_p99,
+        "open_rate": achieved,
+        "ingest_seconds": ingest_s,
+        "throughput": count / ingest_s,
+        "p50_ms": statistics.median(latencies),
+        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "replies_done_seconds": total_s,
+        "indexed_turns": turns,
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="my-agent-bench-"))
+    try:
+        # Same disk, same run: the baseline first and last, the product in between.
+        before = baseline(base / "baseline1", min(args.messages, 5000))
+        ours = await product(
+            base / "product",
+            args.messages,
+            args.parties,
+            not args.no_replies,
+            args.rate,
+            args.latency_messages,
+        )
+        after = baseline(base / "baseline2", min(args.messages, 5000))
+    finally:
+        if not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+    baseline_tp = statistics.median([before, after])
+    expected = (args.messages + args.latency_messages) * (1 if args.no_replies else 2)
+    return {
+        "benchmark": "ingest",
+        "messages": args.messages,
+        "parties": args.parties,
+        "replies": not args.no_replies,
+        "throughput_msgs_per_s": round(ours["throughput"], 1),
+        # Latency at a steady arrival rate (open loop): received -> durable + indexed.
+        "p50_ms": round(ours["open_p50_ms"], 3),
+        "p99_ms": round(ours["open_p99_ms"], 3),
+        "latency_arrival_rate_msgs_per_s": round(ours["open_rate"], 1),
+        # Latency while saturated (closed loop, one message in flight per party).
+        "saturated_p50_ms": round(ours["p50_ms"], 3),
+        "saturated_p99_ms": round(ours["p99_ms"], 3),
+        "baseline_throughput_msgs_per_s": round(baseline_tp, 1),
+        "baseline_runs_msgs_per_s": [round(before, 1), round(after, 1)],
+        "ratio": round(ours["throughput"] / baseline_tp, 3),
+        "replies_completed_seconds": round(ours["replies_done_seconds"], 2),
+        "indexed_turns": ours["indexed_turns"],
+        "indexed_turns_expected": expected,
+        "goals": {"throughput_msgs_per_s": 2000, "ratio": 0.6, "p99_ms": 5},
+    }
