@@ -41,14 +41,14 @@ async def test_streamed_reply_arrives_in_order(
     reply = await brain.reply(owner_request(conv, "Tell me a short story", turn=1), deltas)
     assert deltas.items == chunks
     assert reply.text == "Once upon a time, a fox found a key."
-    assert reply.model == "claude-sonnet-4-5"
+    assert reply.model == "claude-sonnet-4-6"
     assert reply.usage is not None and (reply.usage.input, reply.usage.output) == (1200, 350)
     # sonnet: 3 USD / 15 USD per million tokens
     assert reply.cost == pytest.approx((1200 * 3 + 350 * 15) / 1e6)
     assert reply.thinking_text is None
     body = fake_api.requests[0].body
     assert body["stream"] is True
-    assert body["model"] == "claude-sonnet-4-5"
+    assert body["model"] == "claude-sonnet-4-6"
     assert body["messages"] == [{"role": "user", "content": "Tell me a short story"}]
     assert {t["name"] for t in body["tools"]} == {"search_conversations", "fetch_context"}
     assert "Robin" in body["system"] and "Channel: web" in body["system"]
@@ -106,13 +106,13 @@ async def test_cost_sums_match_price_table(
             usage={"input": reply.usage.input, "output": reply.usage.output},
             cost=reply.cost,
         )
-    # 1000*3+200*15 + 5000*1+1000*5 + 300*15+40*75 = 6000 + 10000 + 7500 micro-USD
-    assert expected == pytest.approx(0.0235)
+    # 1000*3+200*15 + 5000*1+1000*5 + 300*5+40*25 = 6000 + 10000 + 2500 micro-USD
+    assert expected == pytest.approx(0.0185)
     summary = summarize_costs(manager.read_lines(conv))
-    assert summary.cost == pytest.approx(0.0235)
+    assert summary.cost == pytest.approx(0.0185)
     assert (summary.input_tokens, summary.output_tokens, summary.replies) == (6300, 1240, 3)
     rec = await manager.get(conv)
-    assert rec.cost_total == pytest.approx(0.0235)
+    assert rec.cost_total == pytest.approx(0.0185)
 
 
 async def test_thinking_text_when_enabled(
