@@ -68,6 +68,7 @@ class SmtpConfig(_Section):
     port: int = Field(default=465, ge=1, le=65535)
     security: Literal["ssl", "starttls", "none"] = "ssl"
     username: str | None = None
+    auth: bool = True  # false: send without logging in (a local relay that needs none)
     timeout: float = Field(default=30.0, gt=0)
 
 

@@ -81,7 +81,7 @@ class EmailChannel:
         self._smtp = SmtpSender(
             cfg.smtp,
             cfg.smtp.username or cfg.address,
-            self._password or None,
+            (self._password or None) if cfg.smtp.auth else None,
             cfg.smtp.timeout,
         )
         self._host: ChannelHost | None = None
