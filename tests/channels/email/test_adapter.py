@@ -14,7 +14,7 @@ import pytest
 from bot.channel import PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import OutboundMessage
-from channels.email.adapter import EmailChannel
+from channels.email.adapter import Backoff, EmailChannel
 from tests.channels.email.conftest import (
     PASSWORD,
     USER,
@@ -412,3 +412,30 @@ async def test_escalation_and_acknowledgement_rendering(
     assert "/trust p1" in body and "/block p1" in body
     assert escalation["Subject"] == "Message from x"
     assert escalation["In-Reply-To"] is None
+
+
+async def test_outbox_retry_keeps_message_id(smtp: SmtpServer, tmp_path: Path) -> None:
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    msg = OutboundMessage(
+        channel="email", chat_id=OWNER, text="same", outbox_id=7, conversation_id="conv-1"
+    )
+    first = await channel.send(msg)
+    again = await channel.send(msg)  # the outbox retrying after a lost SMTP answer
+    other = await channel.send(
+        OutboundMessage(
+            channel="email", chat_id=OWNER, text="same", outbox_id=8, conversation_id="conv-1"
+        )
+    )
+    assert first.message_ref == again.message_ref != other.message_ref
+    sent = await smtp.capture.wait_for(3)
+    assert sent[0]["Message-ID"] == sent[1]["Message-ID"]
+
+
+def test_backoff_grows_with_jitter_and_resets() -> None:
+    backoff = Backoff(1.0, 8.0)
+    delays = [backoff.next() for _ in range(6)]
+    for n, delay in enumerate(delays):
+        cap = min(8.0, 2.0**n)
+        assert cap / 2 <= delay <= cap
+    backoff.reset()
+    assert backoff.next() <= 1.0

@@ -340,3 +340,45 @@ async def test_idle_drop_and_restart_lose_and_repeat_nothing(
         assert len(state) == 3 and all(b"\\Seen" in f for f in state.values())
     finally:
         await proxy.stop()
+
+
+async def test_slash_commands_at_the_start_of_a_reply(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(40, "Plan the garden.", subject="Garden"))
+    [reply] = await smtp.capture.wait_for(1)
+    first = await wait_ref(stack, "<e2e-40@example.org>")
+    quoted = f"\n\nOn Tue, 14 Jan 2025, My Assistant <{USER}> wrote:\n> old\n"
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(
+            41,
+            "/model haiku" + quoted,
+            subject="Re: Garden",
+            in_reply_to=reply["Message-ID"],
+            references=f"<e2e-40@example.org> {reply['Message-ID']}",
+        ),
+    )
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(
+            42,
+            "/new" + quoted,
+            subject="Re: Garden",
+            in_reply_to=reply["Message-ID"],
+            references=f"<e2e-40@example.org> {reply['Message-ID']}",
+        ),
+    )
+    model_ack, new_ack = (await smtp.capture.wait_for(3))[1:]
+    assert model_ack["In-Reply-To"] == "<e2e-41@example.org>"
+    assert "haiku" in model_ack.get_content().lower()
+    rec = await stack.services.conversations.get(first)
+    assert rec.model == "haiku"
+    assert new_ack["In-Reply-To"] == "<e2e-42@example.org>"
+    fresh = await wait_ref(stack, "<e2e-42@example.org>")
+    assert fresh != first
