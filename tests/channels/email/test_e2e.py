@@ -4,21 +4,15 @@ brain) -> EmailChannel -> aiosmtpd, with the real aioimaplib/aiosmtplib clients.
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
-import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot import outbox
 from bot.config.model import AppConfig
-from bot.events import OutboundMessage
-from bot.hooks import EventBus
 from bot.services import Services, close_services, open_services
 from channels.email.adapter import EmailChannel
 from tests.channels.email.conftest import (
@@ -104,36 +98,6 @@ async def drain(stack: Stack, timeout: float = 10.0) -> None:
 async def close_stack(stack: Stack) -> None:
     await stack.channel.stop()
     await close_services(stack.services)
-
-
-def _encode_fixed(msg: OutboundMessage) -> str:
-    data = {f.name: getattr(msg, f.name) for f in fields(msg)}
-    data["metadata"] = dict(msg.metadata)
-    return json.dumps(data, ensure_ascii=False)
-
-
-async def _emit_fixed(self: EventBus, name: str, /, **payload: Any) -> None:
-    for handler in list(self._handlers.get(name, ())):
-        try:
-            await handler(**payload)
-        except Exception:
-            logging.getLogger("my_agent.hooks").exception("handler for %s failed", name)
-
-
-@pytest.fixture(autouse=True)
-def _core_bug_workarounds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Work around two core bugs while they exist (reported to the lead), each applied
-    only when its probe fails, so the tests use the real code as soon as it is fixed:
-    ``bot.outbox._encode`` calls ``dataclasses.asdict``, which cannot deep-copy the
-    default ``MappingProxyType`` metadata; ``EventBus.emit(event, **payload)`` clashes
-    with the ``event=`` payload of ``event_appended``."""
-    try:
-        outbox._encode(OutboundMessage(channel="email", chat_id="x", text="probe"))
-    except TypeError:
-        monkeypatch.setattr(outbox, "_encode", _encode_fixed)
-    param = inspect.signature(EventBus.emit).parameters.get("event")
-    if param is not None and param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
-        monkeypatch.setattr(EventBus, "emit", _emit_fixed)
 
 
 @pytest.fixture
