@@ -61,6 +61,7 @@ class ImapConfig(_Section):
     timeout: float = Field(default=30.0, gt=0)  # per command and for the first connection
     reconnect_initial: float = Field(default=1.0, gt=0)  # backoff: doubles, with jitter
     reconnect_max: float = Field(default=300.0, gt=0)
+    tls_ca_file: str | None = None  # extra CA bundle to trust (a self-signed server)
 
 
 class SmtpConfig(_Section):
@@ -69,6 +70,7 @@ class SmtpConfig(_Section):
     security: Literal["ssl", "starttls", "none"] = "ssl"
     username: str | None = None
     auth: bool = True  # false: send without logging in (a local relay that needs none)
+    tls_ca_file: str | None = None  # extra CA bundle to trust (a self-signed server)
     timeout: float = Field(default=30.0, gt=0)
 
 

@@ -53,7 +53,7 @@ class ImapSession:
         cfg = self._config
         if cfg.security == "ssl":
             client: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
-                cfg.host, cfg.port, timeout=self._timeout, ssl_context=ssl.create_default_context()
+                cfg.host, cfg.port, timeout=self._timeout, ssl_context=self._tls_context()
             )
             client.protocol.conn_lost_cb = self._on_lost
         else:
@@ -71,13 +71,19 @@ class ImapSession:
 
     async def _starttls(self, client: aioimaplib.IMAP4) -> None:
         proto = client.protocol
-        self._check(await client.protocol.simple_command("STARTTLS"), "STARTTLS")
+        # aioimaplib knows the command but has no helper for it (nor for the upgrade).
+        command = aioimaplib.Command("STARTTLS", proto.new_tag(), loop=proto.loop)
+        self._check(await asyncio.wait_for(proto.execute(command), self._timeout), "STARTTLS")
         loop = asyncio.get_running_loop()
         transport = await loop.start_tls(
-            proto.transport, proto, ssl.create_default_context(), server_hostname=self._config.host
+            proto.transport, proto, self._tls_context(), server_hostname=self._config.host
         )
         proto.transport = transport
         await asyncio.wait_for(proto.capability(), self._timeout)
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """System CAs, plus ``tls_ca_file`` when configured; certificates are verified."""
+        return ssl.create_default_context(cafile=self._config.tls_ca_file)
 
     def _on_lost(self, exc: Exception | None) -> None:
         log.info("IMAP connection lost: %s", exc)

@@ -9,6 +9,7 @@ is fixed by the owner, after which the queued replies should still go out) are r
 from __future__ import annotations
 
 import logging
+import ssl
 from email.message import EmailMessage
 
 import aiosmtplib
@@ -44,6 +45,9 @@ class SmtpSender:
                 password=self._password,
                 use_tls=cfg.security == "ssl",
                 start_tls=True if cfg.security == "starttls" else False,
+                tls_context=ssl.create_default_context(cafile=cfg.tls_ca_file)
+                if cfg.security != "none"
+                else None,
                 timeout=self._timeout,
             )
         except aiosmtplib.SMTPRecipientsRefused as exc:

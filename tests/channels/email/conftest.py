@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -284,8 +285,9 @@ class Proxy:
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+    async def start(self, tls: ssl.SSLContext | None = None) -> None:
+        """Listen; with ``tls``, terminate TLS here (implicit TLS in front of a plain server)."""
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=tls)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

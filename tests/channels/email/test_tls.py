@@ -1,0 +1,236 @@
+"""TLS: IMAP STARTTLS against pymap with a certificate, SMTP STARTTLS and implicit TLS
+against aiosmtpd; certificates are verified (a CA file makes a self-signed one trusted)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from aiosmtpd.smtp import SMTP
+
+from bot.events import OutboundMessage
+from channels.email.adapter import EmailChannel
+from tests.channels.email.conftest import (
+    PASSWORD,
+    USER,
+    Capture,
+    FakeHost,
+    Proxy,
+    PymapServer,
+    _authenticator,
+    _pymap_binary,
+    append,
+    create_folder,
+    free_port,
+    stop_pymap,
+)
+from tests.channels.email.helpers import missing
+from tests.channels.email.test_adapter import OWNER, mail, make_config
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        missing("openssl is needed to make a test certificate")
+    root = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(root / "key.pem"),
+            "-out",
+            str(root / "cert.pem"),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return root / "cert.pem", root / "key.pem"
+
+
+@pytest.fixture(scope="module")
+def tls_pymap(cert: tuple[Path, Path]) -> Iterator[PymapServer]:
+    binary = _pymap_binary()
+    if binary is None:
+        missing("pymap is not installed")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--cert",
+            str(cert[0]),
+            "--key",
+            str(cert[1]),
+            "dict",
+            "--demo-user",
+            USER,
+            "--demo-password",
+            PASSWORD,
+        ],
+        env={"FQDN": "localhost", "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            time.sleep(0.05)
+    server = PymapServer(port, process)
+    yield server
+    stop_pymap(server)
+
+
+async def _append_tls(port: int, cafile: Path) -> None:
+    """APPEND over STARTTLS, like a mail server delivering (pymap refuses plain LOGIN)."""
+    import aioimaplib
+
+    from channels.email.imap import ImapSession
+
+    config = make_config(
+        Path("."), port, 1, "INBOX", imap={"security": "starttls", "tls_ca_file": str(cafile)}
+    )
+    session = ImapSession(config.channels.email.imap, USER, PASSWORD, 5)
+    await session.connect()
+    client: aioimaplib.IMAP4 = session.client
+    response = await client.append(mail(1).as_bytes(), mailbox="INBOX")
+    assert response.result == "OK"
+    await session.close()
+
+
+async def test_imap_starttls_verified(
+    tls_pymap: PymapServer, cert: tuple[Path, Path], tmp_path: Path
+) -> None:
+    await _append_tls(tls_pymap.port, cert[0])
+    host = FakeHost()
+    trusted = EmailChannel(
+        make_config(
+            tmp_path,
+            tls_pymap.port,
+            1,
+            "INBOX",
+            imap={"security": "starttls", "tls_ca_file": str(cert[0])},
+        )
+    )
+    try:
+        await trusted.start(host)
+        [got] = await host.wait_for(1)
+        assert got.message_id == "<m1@example.org>"
+    finally:
+        await trusted.stop()
+    # Without the CA the self-signed certificate is refused: no login, nothing read.
+    untrusted = EmailChannel(
+        make_config(
+            tmp_path, tls_pymap.port, 1, "INBOX", imap={"security": "starttls", "timeout": 1}
+        )
+    )
+    other = FakeHost()
+    try:
+        await untrusted.start(other)
+        assert not untrusted.ready.is_set()
+        assert other.delivered == []
+    finally:
+        await untrusted.stop()
+
+
+@pytest.fixture
+async def tls_smtp(cert: tuple[Path, Path]) -> AsyncIterator[tuple[Capture, int, int]]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert[0]), str(cert[1]))
+    capture = Capture()
+    loop = asyncio.get_running_loop()
+    starttls = await loop.create_server(
+        lambda: SMTP(
+            capture,
+            hostname="localhost",
+            authenticator=_authenticator,
+            tls_context=context,
+            require_starttls=True,
+        ),
+        "127.0.0.1",
+        0,
+    )
+    implicit = await loop.create_server(
+        # aiosmtpd does not see the implicit TLS layer: allow AUTH explicitly.
+        lambda: SMTP(
+            capture, hostname="localhost", authenticator=_authenticator, auth_require_tls=False
+        ),
+        "127.0.0.1",
+        0,
+        ssl=context,
+    )
+    yield (
+        capture,
+        int(starttls.sockets[0].getsockname()[1]),
+        int(implicit.sockets[0].getsockname()[1]),
+    )
+    for server in (starttls, implicit):
+        server.close()
+        await server.wait_closed()
+
+
+async def test_smtp_starttls_and_ssl(
+    tls_smtp: tuple[Capture, int, int], cert: tuple[Path, Path], tmp_path: Path
+) -> None:
+    capture, starttls_port, ssl_port = tls_smtp
+    for security, port in (("starttls", starttls_port), ("ssl", ssl_port)):
+        config = make_config(tmp_path, 1, port, "INBOX")
+        config.channels.email.smtp.security = security  # type: ignore[assignment]
+        config.channels.email.smtp.tls_ca_file = str(cert[0])
+        channel = EmailChannel(config)
+        await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text=security))
+    sent = await capture.wait_for(2)
+    assert [m.get_content().strip() for m in sent] == ["starttls", "ssl"]
+    # Unverifiable certificate: a (retryable) failure, never a silent plain-text send.
+    config = make_config(tmp_path, 1, ssl_port, "INBOX")
+    config.channels.email.smtp.security = "ssl"
+    with pytest.raises(Exception, match=r"(?i)certificate"):
+        await EmailChannel(config).send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
+
+
+async def test_imap_implicit_tls(
+    pymap: PymapServer, cert: tuple[Path, Path], tmp_path: Path
+) -> None:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert[0]), str(cert[1]))
+    proxy = Proxy(pymap.port)
+    await proxy.start(tls=context)  # port 993 style: TLS from the first byte
+    folder = await create_folder(pymap.port)
+    await append(pymap.port, folder, mail(5))
+    host = FakeHost()
+    channel = EmailChannel(
+        make_config(
+            tmp_path, proxy.port, 1, folder, imap={"security": "ssl", "tls_ca_file": str(cert[0])}
+        )
+    )
+    try:
+        await channel.start(host)
+        [got] = await host.wait_for(1)
+        assert got.message_id == "<m5@example.org>"
+    finally:
+        await channel.stop()
+        await proxy.stop()
