@@ -50,6 +50,10 @@ MAX_UPDATE_FAILURES = 5  # an update whose handling keeps crashing is skipped af
 TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing" for about 5 s
 
 
+class ChannelStopped(RuntimeError):
+    """A send after :meth:`TelegramChannel.stop`; the outbox retries it after a restart."""
+
+
 class TelegramChannel:
     """:class:`bot.channel.Channel` for Telegram. ``services`` is accepted for symmetry
     with the other channels; the adapter only needs the host it is started with."""
@@ -84,6 +88,8 @@ class TelegramChannel:
         self._task: asyncio.Task[None] | None = None
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._failures: dict[int, int] = {}
+        self._closed = False
+        self.started = False  # True once Telegram accepted getMe/deleteWebhook/setMyCommands
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -94,6 +100,7 @@ class TelegramChannel:
         """
         self._host = host
         self._stopping.clear()
+        self._closed = False
         stored = await host.get_cursor(self.name, "offset")
         self.offset = int(stored) if stored and stored.lstrip("-").isdigit() else 0
         try:
@@ -104,15 +111,18 @@ class TelegramChannel:
 
     async def _setup(self) -> None:
         me = await self.bot.get_me()
-        self.me = BotIdentity(me.id, me.username)
         await self.bot.delete_webhook(drop_pending_updates=False)
         await self.bot.set_my_commands(COMMANDS)
+        self.me = BotIdentity(me.id, me.username)
+        self.started = True
         log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
                  self.offset)  # fmt: skip
 
     async def stop(self) -> None:
         """Finish the update in hand, stop polling, stop typing, close the HTTP session."""
         self._stopping.set()
+        self._closed = True
+        self.started = False
         task, self._task = self._task, None
         if task is not None:
             done, _ = await asyncio.wait({task}, timeout=10)
@@ -275,6 +285,9 @@ class TelegramChannel:
     # -- sending -------------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> SendResult:
         """Deliver ``msg`` (see :class:`TelegramSender`); stops the typing indicator."""
+        if self._closed:
+            # Raise (not PermanentSendError): the outbox keeps it for the next start.
+            raise ChannelStopped("the Telegram channel is stopped")
         try:
             return await self.sender.send(msg)
         finally:
@@ -301,6 +314,8 @@ class TelegramChannel:
             del self._typing[chat_id]
 
     async def _chat_action(self, chat_id: str) -> None:
+        if self._closed:
+            return
         try:
             await self.bot(SendChatAction(chat_id=chat_ref(chat_id), action="typing"))
         except AiogramError as exc:  # cosmetic: never worth failing a reply for
