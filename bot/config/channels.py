@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Section(BaseModel):
@@ -62,6 +62,9 @@ class ImapConfig(_Section):
     reconnect_initial: float = Field(default=1.0, gt=0)  # backoff: doubles, with jitter
     reconnect_max: float = Field(default=300.0, gt=0)
     tls_ca_file: str | None = None  # extra CA bundle to trust (a self-signed server)
+    # First start (no cursor yet): "unseen" handles the unread mail already there,
+    # "none" starts with the next mail to arrive.
+    initial_sync: Literal["unseen", "none"] = "unseen"
 
 
 class SmtpConfig(_Section):
@@ -96,6 +99,12 @@ class EmailChannelConfig(_Section):
     # A DKIM/SPF pass counts only for the From domain (DMARC-style relaxed alignment).
     auth_require_alignment: bool = True
     subject_thread_window_days: int = Field(default=14, ge=0)
+
+    @model_validator(mode="after")
+    def _address_when_enabled(self) -> EmailChannelConfig:
+        if self.enabled and not self.address:
+            raise ValueError("address is required when the e-mail channel is enabled")
+        return self
 
 
 class LoopbackChannelConfig(_Section):

@@ -204,8 +204,15 @@ class EmailChannel:
             if stored is not None:
                 log.warning("UIDVALIDITY changed (%s -> %s): resynchronising", stored, validity)
             criteria = "ALL" if self._cfg.imap.processed_folder else "UNSEEN"
+            # Everything up to the baseline is handled by this pass (taken before the
+            # search, so mail arriving meanwhile lies above it or in the search).
             baseline = session.mailbox.uidnext - 1
-            uids = await session.search_uids(criteria)
+            if baseline < 0:  # the server sent no UIDNEXT
+                baseline = max(await session.search_uids("ALL"), default=0)
+            if stored is None and self._cfg.imap.initial_sync == "none":
+                uids = []
+            else:
+                uids = await session.search_uids(criteria)
             if not await self._process(session, uids, validity):
                 return False
             await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
@@ -266,7 +273,7 @@ class EmailChannel:
         if mail.message_id:
             self._remember(mail)
             self._last_from[sender] = mail.message_id
-        if mail.auto_submitted:
+        if mail.auto_submitted or mail.from_addr is None:
             self._automatic.add(sender)
         else:
             self._automatic.discard(sender)

@@ -439,3 +439,26 @@ def test_backoff_grows_with_jitter_and_resets() -> None:
         assert cap / 2 <= delay <= cap
     backoff.reset()
     assert backoff.next() <= 1.0
+
+
+async def test_initial_sync_none_starts_with_the_next_mail(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    await append(pymap.port, folder, mail(1))  # old unread mail: left alone
+    host = FakeHost()
+    await start(
+        channels,
+        make_config(tmp_path, pymap.port, smtp.port, folder, imap={"initial_sync": "none"}),
+        host,
+    )
+    await append(pymap.port, folder, mail(2))
+    got = await host.wait_for(1)
+    await asyncio.sleep(0.2)
+    assert [m.message_id for m in got] == ["<m2@example.org>"]
+
+
+def test_config_requires_address_when_enabled(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="address is required"):
+        AppConfig.model_validate({"channels": {"email": {"enabled": True}}})
+    AppConfig.model_validate({"channels": {"email": {"enabled": False}}})
