@@ -4,3 +4,7 @@
 pure functions (parsing, quote stripping, authentication verdicts, composing) that the
 adapter and the tests use directly.
 """
+
+from channels.email.adapter import EmailChannel
+
+__all__ = ["EmailChannel"]
