@@ -170,12 +170,17 @@ class TelegramSender:
             log.info("resuming outbox message %s after %d delivered part(s)", key, done)
         for index in range(done, len(parts)):
             last = index == len(parts) - 1
-            sent = await self.send_part(
-                chat_id,
-                parts[index],
-                markup=markup if last else None,
-                reply_to=reply_to if index == 0 else None,
-            )
+            try:
+                sent = await self.send_part(
+                    chat_id,
+                    parts[index],
+                    markup=markup if last else None,
+                    reply_to=reply_to if index == 0 else None,
+                )
+            except PermanentSendError:
+                if key is not None:
+                    self._progress.pop(key, None)  # the outbox gives up on it
+                raise
             ref = f"{sent.chat.id}:{sent.message_id}"
             if key is not None:
                 self._progress[key] = (index + 1, ref)

@@ -338,3 +338,14 @@ async def test_stop_is_prompt_during_a_long_poll(
     await ch.start(host)
     await tg_server.wait_for("getUpdates")
     await asyncio.wait_for(ch.stop(), 5)
+
+
+def test_backoff_grows_with_jitter_and_resets() -> None:
+    from channels.telegram.sender import Backoff
+
+    low = Backoff(1.0, 8.0, rng=lambda: 0.0)
+    high = Backoff(1.0, 8.0, rng=lambda: 1.0)
+    assert [low.next() for _ in range(5)] == [0.5, 1.0, 2.0, 4.0, 4.0]
+    assert [high.next() for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
+    high.reset()
+    assert high.next() == 1.0
