@@ -93,17 +93,20 @@ class EmailChannel:
         self.delivered = 0
         self.backoff = Backoff(cfg.imap.reconnect_initial, cfg.imap.reconnect_max)
         self._recent: OrderedDict[str, ParsedMail] = OrderedDict()
-        self._last_from: dict[str, str] = {}  # sender address -> their latest Message-ID
+        # sender address -> their latest Message-ID (bounded like _recent)
+        self._last_from: OrderedDict[str, str] = OrderedDict()
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
-        """Start watching the mailbox; returns after the first sync or ``imap.timeout``."""
+        """Start watching the mailbox; returns after the first sync, or after at most 10 s
+        (``imap.timeout`` if shorter) with the connection still being retried in the
+        background, so an unreachable server never holds up the daemon's start."""
         self._host = host
         self._stopping.clear()
         self._task = spawn(self._run(), name="email-imap")
         try:
-            await asyncio.wait_for(self.ready.wait(), self._cfg.imap.timeout)
+            await asyncio.wait_for(self.ready.wait(), min(self._cfg.imap.timeout, 10.0))
         except TimeoutError:
             log.warning("IMAP not reachable yet; retrying in the background")
 
@@ -273,7 +276,12 @@ class EmailChannel:
         if mail.message_id:
             self._remember(mail)
             self._last_from[sender] = mail.message_id
+            self._last_from.move_to_end(sender)
+            while len(self._last_from) > _REMEMBERED:
+                self._last_from.popitem(last=False)
         if mail.auto_submitted or mail.from_addr is None:
+            if len(self._automatic) >= 4 * _REMEMBERED:
+                self._automatic.clear()  # a bounded memory; bounces repeat their flag
             self._automatic.add(sender)
         else:
             self._automatic.discard(sender)
