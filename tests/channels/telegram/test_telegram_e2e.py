@@ -145,6 +145,9 @@ async def test_group_mention_is_answered_and_other_messages_recorded(
     ]  # fmt: skip
     assert turns[0]["sender"] == "Tom"
     assert len(tg_server.sent_to(GROUP_ID)) == 1  # the plain message got no reply
+    # the answer is threaded under the message that asked
+    group_send = [c for c in tg_server.calls_of("sendMessage") if c["chat_id"] == str(GROUP_ID)]
+    assert group_send[0]["reply_parameters"]["message_id"] == 102
     # not on the allow-list: ignored entirely
     tg_server.inject_message(-100999, "@my_agent_bot hello?", from_id=OWNER_ID)
     await stack.wait(lambda: stack.channel.offset >= 1004)
@@ -223,3 +226,26 @@ async def test_restart_mid_stream_replays_nothing_and_skips_nothing(
 async def _user_turns(stack: Stack, n: int) -> bool:
     turns = await stack.turns(OWNER_KEY)
     return sum(1 for t in turns if t["role"] == "user") >= n
+
+
+async def test_media_and_edits_are_recorded_with_placeholders_and_answered(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    tg_server.inject_message(
+        OWNER_ID,
+        document={"file_id": "d", "file_unique_id": "d", "file_name": "lease.pdf",
+                  "mime_type": "application/pdf", "file_size": 4096},
+        caption="can you keep this?",
+    )  # fmt: skip
+    await tg_server.wait_sent(OWNER_ID, 1)
+    original = tg_server.inject_message(OWNER_ID, "meet at 5")
+    await tg_server.wait_sent(OWNER_ID, 2)
+    tg_server.inject_edit(original, "meet at 6")
+    await tg_server.wait_sent(OWNER_ID, 3)
+    turns = await stack.turns(OWNER_KEY)
+    users = [t for t in turns if t["role"] == "user"]
+    assert [t["content"] for t in users] == [
+        "[document: lease.pdf, 4 KB] can you keep this?", "meet at 5", "[edited] meet at 6",
+    ]  # fmt: skip
+    attachment = users[0]["metadata"]["attachments"][0]
+    assert attachment["kind"] == "document" and attachment["name"] == "lease.pdf"
