@@ -16,6 +16,8 @@ from bot.brain.offline import OFFLINE_LABEL
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
 from .stack import ScriptedBrain, Stack, start_stack, texts
 
+pytestmark = pytest.mark.slow
+
 OWNER_KEY = f"telegram:{OWNER_ID}"
 
 
