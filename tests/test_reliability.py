@@ -1,0 +1,489 @@
+"""Reliability suite: the real daemon under faults keeps every promise about messages.
+
+Each test runs ``python -m bot.cli run`` as a child process on a temporary data directory
+(tests/ops/daemon.py) and drives it through the loopback channel: ``POST /inbound``
+answers 200 only once a message is durable (its acknowledgement), and every message the
+daemon sends through the channel is appended durably to ``loopback-sent.jsonl``, so we
+can count sends across crashes.
+
+The promises checked after each fault:
+
+- every acknowledged message is in its transcript exactly once (owner messages as user
+  turns of their conversation, strangers' in their party record);
+- the index matches the transcripts (``my-agent status``'s consistency check: per
+  conversation turn counts, FTS documents, FTS5 integrity-check);
+- no reply is sent twice (one ``reply`` per owner message, no outbox row sent twice) and
+  no message is answered twice (one assistant turn per user turn).
+
+Faults: kill -9 under a steady load of owner and stranger messages; a deleted
+``conversations.db``; a full disk (a tmpfs data directory filled up); the Anthropic API
+down for 60 simulated seconds (time scaled down 40x: outage, retry budget and retry
+intervals together).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import subprocess
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot import healthcheck
+from bot.config import build_config
+from tests.ops.daemon import DaemonProcess
+
+IN_CI = os.environ.get("CI") == "true"
+OWNERS = ("owner", "owner2")
+STRANGERS = ("stranger1", "stranger2", "stranger3")
+
+pytestmark = pytest.mark.slow
+
+
+def base_config(root: Path, **extra: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "data_dir": str(root / "data"),
+        "channels": {"web": {"enabled": False}, "loopback": {"enabled": True}},
+        "embedding": {"enabled": False},
+        "owner": {"identities": {"loopback": list(OWNERS)}},
+        "logging": {"level": "INFO"},
+    }
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+class Loopback:
+    """Client of the daemon's loopback channel."""
+
+    def __init__(self, daemon: DaemonProcess, session: aiohttp.ClientSession) -> None:
+        self.daemon = daemon
+        self.session = session
+
+    @property
+    def url(self) -> str:
+        port = (self.daemon.data_dir / "loopback.port").read_text().strip()
+        return f"http://127.0.0.1:{port}"
+
+    async def post(self, sender: str, text: str, message_id: str) -> int | None:
+        """HTTP status of the delivery, or None when the connection failed."""
+        body = {"sender": sender, "text": text, "message_id": message_id}
+        try:
+            async with self.session.post(f"{self.url}/inbound", json=body) as resp:
+                await resp.read()
+                return resp.status
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return None
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as s:
+        yield s
+
+
+@pytest.fixture
+async def daemons() -> AsyncIterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
+    yield started
+    for d in started:
+        await d.close()
+
+
+# -- reading what the daemon left on disk ------------------------------------------------
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    out = []
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return out
+    for line in raw.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def owner_turns(data_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """conversation id -> its turn lines."""
+    return {
+        p.stem: [x for x in _jsonl(p) if x.get("type") == "turn"]
+        for p in sorted((data_dir / "conversations").glob("conv-*.jsonl"))
+    }
+
+
+def stored_owner_ids(data_dir: Path) -> Counter[str]:
+    ids: Counter[str] = Counter()
+    for turns in owner_turns(data_dir).values():
+        for t in turns:
+            if t["role"] == "user":
+                ids[(t.get("metadata") or {}).get("messageId")] += 1
+    return ids
+
+
+def stored_stranger_ids(data_dir: Path) -> Counter[str]:
+    ids: Counter[str] = Counter()
+    for p in (data_dir / "external").glob("*.jsonl"):
+        for x in _jsonl(p):
+            if x.get("type") == "message" and x.get("direction") == "in":
+                ids[x.get("messageRef")] += 1
+    return ids
+
+
+def sent(data_dir: Path) -> list[dict[str, Any]]:
+    return _jsonl(data_dir / "loopback-sent.jsonl")
+
+
+def replies_by_message(data_dir: Path) -> Counter[str]:
+    return Counter(r["inReplyTo"] for r in sent(data_dir) if r["kind"] == "reply")
+
+
+async def wait_until(
+    predicate: Callable[[], bool], timeout: float, what: str, daemon: DaemonProcess
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}\n{daemon.log()}")
+        await asyncio.sleep(0.05)
+
+
+def assert_promises(
+    data_dir: Path,
+    config: dict[str, Any],
+    owner_ids: set[str],
+    stranger_ids: set[str],
+    env: dict[str, str] | None = None,
+) -> None:
+    """The invariants every test ends with (see the module docstring)."""
+    stored = stored_owner_ids(data_dir)
+    assert {m: stored[m] for m in owner_ids if stored[m] != 1} == {}, "owner messages"
+    assert set(stored) == owner_ids, "unexpected owner turns"
+    strangers = stored_stranger_ids(data_dir)
+    assert {m: strangers[m] for m in stranger_ids if strangers[m] != 1} == {}, "strangers"
+    # One reply per owner message, each sent once.
+    replies = replies_by_message(data_dir)
+    assert {m: replies[m] for m in owner_ids if replies[m] != 1} == {}, "replies"
+    outbox_ids = Counter(r["outbox"] for r in sent(data_dir))
+    assert [k for k, n in outbox_ids.items() if n > 1] == [], "an outbox row was sent twice"
+    # One assistant turn per user turn, in every conversation.
+    for conv_id, turns in owner_turns(data_dir).items():
+        users = Counter(t["turnNumber"] for t in turns if t["role"] == "user")
+        answers = Counter(t["turnNumber"] for t in turns if t["role"] == "assistant")
+        assert all(n == 1 for n in users.values()), (conv_id, users)
+        assert answers == users, (conv_id, users, answers)
+    # The index matches the transcripts.
+    report = healthcheck.collect(build_config(config, env=env or {}))
+    index = report["index"]
+    assert index["ok"], index
+    assert index["fts_integrity"] == "ok"
+    assert index["transcript_turns"] == index["index_turns"] == index["fts_documents"]
+
+
+# -- kill -9 under load ----------------------------------------------------------------
+async def test_kill9_under_load_loses_nothing(
+    tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
+) -> None:
+    config = base_config(tmp_path)
+    daemon = DaemonProcess(tmp_path, config)
+    daemons.append(daemon)
+    await daemon.start()
+    loop = Loopback(daemon, session)
+    acked: dict[str, str] = {}
+    unacked: dict[str, str] = {}
+    senders = {s: s for s in (*OWNERS, *STRANGERS)}
+
+    async def client(sender: str) -> None:
+        n = 0
+        while True:
+            n += 1
+            mid = f"{sender}-{n}"
+            status = await loop.post(sender, f"message {n} from {sender} about tomatoes", mid)
+            if status == 200:
+                acked[mid] = sender
+            else:
+                unacked[mid] = sender
+                return  # the daemon is gone
+
+    clients = [asyncio.create_task(client(s)) for s in senders]
+    await wait_until(lambda: len(acked) >= 60, 60, "a steady load", daemon)
+    await daemon.kill9()  # mid-flight: requests, appends, replies and sends in progress
+    await asyncio.wait_for(asyncio.gather(*clients), 30)
+    assert all(c.done() for c in clients)
+    # Acknowledged means durable: everything acked is on disk before any restart.
+    on_disk = stored_owner_ids(daemon.data_dir) + stored_stranger_ids(daemon.data_dir)
+    assert [m for m in acked if on_disk[m] != 1] == []
+
+    await daemon.start()
+    # Clients retry what was not acknowledged, with the same message id: a message that
+    # was stored but not acknowledged before the crash must not be stored twice.
+    for mid, sender in unacked.items():
+        assert await loop.post(sender, f"retry of {mid}", mid) == 200
+    # The conversation continues after the restart.
+    after = {f"{o}-after": o for o in OWNERS}
+    for mid, sender in after.items():
+        assert await loop.post(sender, "after the crash", mid) == 200
+    everything = {**acked, **unacked, **after}
+    owner_ids = {m for m, s in everything.items() if s in OWNERS}
+    stranger_ids = {m for m, s in everything.items() if s in STRANGERS}
+    await wait_until(
+        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
+        60,
+        "a reply to every owner message",
+        daemon,
+    )
+    assert await daemon.terminate() == 0, daemon.log()
+    assert_promises(daemon.data_dir, config, owner_ids, stranger_ids)
+    # Strangers: an acknowledgement at most once per party per escalation interval (one
+    # more is tolerated if the crash fell between the ack and its escalation record).
+    acks = Counter(r["chat"] for r in sent(daemon.data_dir) if r["kind"] == "acknowledgement")
+    assert set(acks) == set(STRANGERS) and max(acks.values()) <= 2, acks
+
+
+# -- conversations.db deleted ----------------------------------------------------------
+async def test_deleted_index_is_rebuilt_on_start(
+    tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
+) -> None:
+    config = base_config(tmp_path)
+    daemon = DaemonProcess(tmp_path, config)
+    daemons.append(daemon)
+    await daemon.start()
+    loop = Loopback(daemon, session)
+    owner_ids = set()
+    for i in range(4):
+        for owner in OWNERS:
+            mid = f"{owner}-{i}"
+            assert await loop.post(owner, f"note {i}: the boiler pressure is low", mid) == 200
+            owner_ids.add(mid)
+    for s in STRANGERS:
+        assert await loop.post(s, "hello, is Robin there?", f"{s}-0") == 200
+    await wait_until(
+        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids, 30, "replies", daemon
+    )
+    assert await daemon.terminate() == 0, daemon.log()
+    before = healthcheck.collect(build_config(config, env={}))
+
+    index_path = daemon.data_dir / "conversations" / "conversations.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{index_path}{suffix}").unlink(missing_ok=True)
+    gone = healthcheck.collect(build_config(config, env={}))
+    assert any("conversations.db is missing" in p for p in gone["problems"])
+
+    await daemon.start()
+    # Pinned conversations survive the rebuild: the next message continues the same one.
+    assert await loop.post("owner", "one more about the boiler", "owner-after") == 200
+    owner_ids.add("owner-after")
+    await wait_until(
+        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids, 30, "replies", daemon
+    )
+    assert await daemon.terminate() == 0, daemon.log()
+    after = healthcheck.collect(build_config(config, env={}))
+    assert after["counts"]["conversations"] == before["counts"]["conversations"] == 2
+    assert after["counts"]["external_parties"] == before["counts"]["external_parties"] == 3
+    assert after["counts"]["turns"] == before["counts"]["turns"] + 2
+    assert_promises(daemon.data_dir, config, owner_ids, {f"{s}-0" for s in STRANGERS})
+    # Keyword search over the rebuilt FTS index finds the old turns.
+    proc = subprocess.run(
+        [
+            *daemon_cli(),
+            "--config",
+            str(daemon.config_path),
+            "search",
+            "boiler pressure",
+            "--json",
+            "--limit",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=daemon._env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "boiler" in proc.stdout
+
+
+def daemon_cli() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "bot.cli"]
+
+
+# -- full disk -------------------------------------------------------------------------
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        reason = f"cannot mount a tmpfs (needs root): {proc.stderr.strip()}"
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def _fill(path: Path) -> Path:
+    """Fill the file system at ``path`` up to the last byte; returns the filler file."""
+    filler = path / "filler.bin"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 20, 4096, 512, 1):  # big chunks, then whatever is left
+            chunk = b"\0" * size
+            while True:
+                try:
+                    os.write(fd, chunk)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.fixture
+async def telegram_fake() -> AsyncIterator[Any]:
+    from bot.bench.fakes.telegram_api import FakeTelegramServer
+
+    fake = FakeTelegramServer()
+    await fake.start()
+    yield fake
+    await fake.close()
+
+
+async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
+    tmp_path: Path,
+    session: aiohttp.ClientSession,
+    daemons: list[DaemonProcess],
+    telegram_fake: Any,
+) -> None:
+    from bot.bench.fakes.telegram_api import TOKEN
+
+    data = tmp_path / "data"
+    _mount_tmpfs(data, "24m")
+    try:
+        config = base_config(
+            tmp_path,
+            channels={
+                "web": {"enabled": False},
+                "loopback": {"enabled": True},
+                "telegram": {
+                    "enabled": True,
+                    "token": TOKEN,
+                    "api_base": telegram_fake.base_url,
+                    "polling_timeout": 1,
+                },
+            },  # fmt: skip
+            owner={"identities": {"loopback": list(OWNERS), "telegram": ["1001"]}},
+            trust={"escalation_channel": "telegram"},
+        )
+        daemon = DaemonProcess(tmp_path, config)
+        daemons.append(daemon)
+        await daemon.start(timeout=90)
+        loop = Loopback(daemon, session)
+        assert await loop.post("owner", "before the disk fills", "owner-0") == 200
+        await wait_until(lambda: "owner-0" in replies_by_message(data), 30, "a reply", daemon)
+
+        filler = _fill(data)
+        # While the disk is full a delivery cannot be made durable: the channel is told
+        # (503, so it would redeliver) and the daemon holds the message in memory.
+        full = [f"owner-full-{i}" for i in range(3)]
+        # Larger than a page: a file's slack in its last block cannot absorb it.
+        bulk = " ".join(["tomato"] * 2000)
+        statuses = await asyncio.gather(
+            *(loop.post("owner", f"written while the disk is full {m} {bulk}", m) for m in full)
+        )
+        assert statuses == [503, 503, 503], statuses
+        await telegram_fake.wait_sent(1001, 1, timeout=30)
+        alert = telegram_fake.sent_to(1001)[0]
+        assert "stor" in alert["text"].lower() or "disk" in alert["text"].lower(), alert
+        assert daemon.proc is not None and daemon.proc.returncode is None  # still running
+
+        filler.unlink()  # space comes back: the held messages are stored and answered
+        owner_ids = {"owner-0", *full}
+        await wait_until(
+            lambda: set(stored_owner_ids(data)) >= owner_ids, 60, "held messages stored", daemon
+        )
+        await wait_until(
+            lambda: set(replies_by_message(data)) >= owner_ids, 60, "their replies", daemon
+        )
+        # A redelivery by the channel after space came back is not stored twice.
+        for mid in full:
+            assert await loop.post("owner", f"redelivered {mid}", mid) == 200
+        assert await daemon.terminate() == 0, daemon.log()
+        assert_promises(data, config, owner_ids, set())
+        # One alert for the episode, not one per message.
+        assert len(telegram_fake.sent_to(1001)) == 1
+    finally:
+        subprocess.run(["umount", "-l", str(data)], capture_output=True)
+
+
+# -- Anthropic down for 60 (simulated) seconds -----------------------------------------
+SCALE = 40.0  # 60 simulated seconds last 1.5 real seconds
+
+
+async def test_anthropic_outage_loses_nothing_and_answers_once(
+    tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
+) -> None:
+    from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
+
+    async with FakeAnthropicAPI(fallback="echo") as fake:
+        config = base_config(
+            tmp_path,
+            brain={
+                "provider": "anthropic",
+                "base_url": fake.base_url,
+                # The production defaults, scaled down together.
+                "retry_budget_seconds": 60.0 / SCALE,
+                "pending_retry_interval": 30.0 / SCALE,
+                "retry_base_delay": 0.5 / SCALE,
+                "retry_max_delay": 8.0 / SCALE,
+            },
+        )
+        daemon = DaemonProcess(tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"})
+        daemons.append(daemon)
+        await daemon.start()
+        loop = Loopback(daemon, session)
+        fake.down_for(60.0 / SCALE)
+        owner_ids = set()
+        posts: list[Awaitable[int | None]] = []
+        for i in range(3):
+            for owner in OWNERS:
+                mid = f"{owner}-{i}"
+                owner_ids.add(mid)
+                posts.append(loop.post(owner, f"question {i} from {owner}", mid))
+        assert await asyncio.gather(*posts) == [200] * len(owner_ids)
+        await wait_until(
+            lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
+            60,
+            "a reply to every message after the outage",
+            daemon,
+        )
+        # The outage was hit: more requests than messages (retries), all answered after.
+        assert len(fake.requests) > len(owner_ids)
+        assert await daemon.terminate() == 0, daemon.log()
+    assert_promises(daemon.data_dir, config, owner_ids, set(), env={"ANTHROPIC_API_KEY": "k"})
+    # The replies are the model's, not an apology; at most one outage notice per message.
+    for conv_turns in owner_turns(daemon.data_dir).values():
+        for t in conv_turns:
+            if t["role"] == "assistant":
+                assert t["content"].startswith("echo: "), t
+    notices = Counter(r["chat"] for r in sent(daemon.data_dir) if r["kind"] == "notice")
+    assert sum(notices.values()) <= len(owner_ids)
