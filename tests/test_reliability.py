@@ -390,7 +390,7 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
                     "api_base": telegram_fake.base_url,
                     "polling_timeout": 1,
                 },
-            },  # fmt: skip
+            },
             owner={"identities": {"loopback": list(OWNERS), "telegram": ["1001"]}},
             trust={"escalation_channel": "telegram"},
         )
