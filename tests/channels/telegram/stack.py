@@ -12,7 +12,6 @@ from typing import Any
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.brain.base import Brain, BrainReply, BrainRequest, DeltaSink
 from bot.config.model import AppConfig
-from bot.hooks import EventBus
 from bot.services import Services, close_services, open_services
 from channels.telegram.adapter import TelegramChannel
 
@@ -35,40 +34,6 @@ class ScriptedBrain:
 
     async def close(self) -> None:
         return None
-
-
-class _Bus(EventBus):
-    # TEMPORARY (as tests/brain/conftest.py): EventBus.emit(event, **payload) clashes with
-    # ConversationManager's emit("event_appended", event=line). Remove when bot/hooks.py is
-    # fixed; reported to the lead.
-    async def emit(self, name: str, /, **payload: Any) -> None:  # type: ignore[override]
-        for handler in list(self._handlers.get(name, ())):
-            await handler(**payload)
-
-
-def _patch_outbox_encode() -> None:
-    # TEMPORARY: bot/outbox.py _encode() uses dataclasses.asdict, which cannot deep-copy the
-    # default mappingproxy metadata of OutboundMessage. Reported to the lead; this applies
-    # only while the bug is present.
-    import dataclasses
-
-    import bot.outbox
-    from bot.events import OutboundMessage
-
-    original = bot.outbox._encode
-    try:
-        original(OutboundMessage("telegram", "1", "probe"))
-        return
-    except TypeError:
-        pass
-
-    def _encode(msg: OutboundMessage) -> str:
-        return original(dataclasses.replace(msg, metadata=dict(msg.metadata)))
-
-    bot.outbox._encode = _encode
-
-
-_patch_outbox_encode()
 
 
 def stack_config(data_dir: Path, base_url: str, **telegram: Any) -> AppConfig:
@@ -131,7 +96,6 @@ async def start_stack(
 ) -> Stack:
     config = stack_config(data_dir, server.base_url, **(telegram or {}))
     services = await open_services(config, brain=brain)
-    services.bus.__class__ = _Bus
     services.outbox.base_delay = 0.05
     sleeps = SleepRecorder()
     channel = TelegramChannel(config, services, sleep=sleeps)
