@@ -1,0 +1,62 @@
+"""The real daemon (bot.daemon.run_daemon) with the Telegram channel enabled: started,
+stopped gracefully mid-stream and started again, against the fake Bot API server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.daemon import run_daemon
+
+from .conftest import OWNER_ID
+from .stack import stack_config
+
+pytestmark = pytest.mark.slow
+
+
+async def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_daemon_restart_mid_stream(tmp_path: Path, tg_server: FakeTelegramServer) -> None:
+    config = stack_config(tmp_path / "data", tg_server.base_url)
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(config, stop))
+    await tg_server.wait_for("setMyCommands", timeout=30)
+    for i in range(1, 5):
+        tg_server.inject_message(OWNER_ID, f"note {i}")
+    await _wait(lambda: len(tg_server.sent_to(OWNER_ID)) >= 1)
+    stop.set()  # SIGTERM while messages are still arriving
+    assert await asyncio.wait_for(daemon, 30) == 0
+    for i in range(5, 7):
+        tg_server.inject_message(OWNER_ID, f"note {i}")  # while the daemon is down
+
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(config, stop))
+    try:
+        await _wait(lambda: len(tg_server.sent_to(OWNER_ID)) >= 6, timeout=40)
+        await asyncio.sleep(0.3)  # would a duplicate reply still come?
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(daemon, 30) == 0
+
+    lines = [
+        json.loads(line)
+        for path in sorted((tmp_path / "data" / "conversations").glob("conv-*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    users = [ln["content"] for ln in lines if ln.get("type") == "turn" and ln["role"] == "user"]
+    assert users == [f"note {i}" for i in range(1, 7)]
+    assert len(tg_server.sent_to(OWNER_ID)) == 6
+    assert len(tg_server.calls_of("deleteWebhook")) == 2
