@@ -24,7 +24,8 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
-_LINK = re.compile(r"\[([^\[\]\n]{1,500})\]\(\s*(\S{1,2000}?)\s*\)")
+# [label](url), the url may hold one level of balanced parentheses (Wikipedia links).
+_LINK = re.compile(r"\[([^\[\]\n]{1,500})\]\(\s*((?:[^\s()]|\([^\s()]*\)){1,2000})\s*\)")
 _SAFE_URL = re.compile(r"^https?://[^\s<>]+$", re.IGNORECASE)
 
 # Markdown delimiter -> Telegram tag. Longer delimiters first so "**" wins over "*".

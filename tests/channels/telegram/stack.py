@@ -36,7 +36,9 @@ class ScriptedBrain:
         return None
 
 
-def stack_config(data_dir: Path, base_url: str, **telegram: Any) -> AppConfig:
+def stack_config(
+    data_dir: Path, base_url: str, trust: dict[str, Any] | None = None, **telegram: Any
+) -> AppConfig:
     tg: dict[str, Any] = {
         "enabled": True,
         "token": TOKEN,
@@ -52,7 +54,7 @@ def stack_config(data_dir: Path, base_url: str, **telegram: Any) -> AppConfig:
             "embedding": {"enabled": False},
             "owner": {"identities": {"telegram": [str(OWNER_ID), "@olga"]}},
             "channels": {"telegram": tg, "web": {"enabled": False}},
-            "trust": {"escalation_channel": "telegram"},
+            "trust": {"escalation_channel": "telegram", **(trust or {})},
         }
     )
 
@@ -93,8 +95,9 @@ async def start_stack(
     *,
     brain: Brain | None = None,
     telegram: dict[str, Any] | None = None,
+    trust: dict[str, Any] | None = None,
 ) -> Stack:
-    config = stack_config(data_dir, server.base_url, **(telegram or {}))
+    config = stack_config(data_dir, server.base_url, trust, **(telegram or {}))
     services = await open_services(config, brain=brain)
     services.outbox.base_delay = 0.05
     sleeps = SleepRecorder()

@@ -120,6 +120,20 @@ async def test_stranger_gets_an_acknowledgement_and_the_owner_buttons_that_work(
     assert tg_server.sent_to(STRANGER_ID)[2]["text"].startswith(OFFLINE_LABEL)
 
 
+async def test_stranger_gets_silence_when_configured(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    s = await start_stack(tmp_path / "data", tg_server, trust={"acknowledgement": None})
+    try:
+        tg_server.inject_message(STRANGER_ID, "hello? who is this?")
+        await tg_server.wait_sent(OWNER_ID, 1)
+        await s.wait(lambda: s.channel.offset >= 1002)
+    finally:
+        await s.stop()
+    assert tg_server.sent_to(STRANGER_ID) == []
+    assert "hello? who is this?" in tg_server.sent_to(OWNER_ID)[0]["text"]
+
+
 async def test_stranger_commands_only_touch_their_own_record(
     stack: Stack, tg_server: FakeTelegramServer
 ) -> None:

@@ -60,6 +60,9 @@ def test_only_http_links_become_anchors() -> None:
         '<a href="https://a.example/?q=1&amp;r=2">docs</a>'
     )
     assert "<a" not in markdown_to_html("[x](data:text/html,hi)")
+    assert markdown_to_html("[w](https://en.wikipedia.org/wiki/Foo_(bar)) end") == (
+        '<a href="https://en.wikipedia.org/wiki/Foo_(bar)">w</a> end'
+    )
 
 
 def test_markdown_subset() -> None:
