@@ -487,3 +487,26 @@ async def test_anthropic_outage_loses_nothing_and_answers_once(
                 assert t["content"].startswith("echo: "), t
     notices = Counter(r["chat"] for r in sent(daemon.data_dir) if r["kind"] == "notice")
     assert sum(notices.values()) <= len(owner_ids)
+
+
+# -- the soak benchmark, briefly -------------------------------------------------------
+async def test_soak_bench_smoke(tmp_path: Path) -> None:
+    """``my-agent bench soak`` end to end for a few seconds: no errors, all handled."""
+    import argparse
+
+    from bot.bench import soak
+
+    parser = argparse.ArgumentParser()
+    soak.add_arguments(parser)
+    args = parser.parse_args(
+        ["--seconds", "2", "--warmup", "1", "--rate", "10", "--telegram-rate", "3",
+         "--web-clients", "1", "--search-every", "3", "--data-dir", str(tmp_path)]
+    )  # fmt: skip
+    result = await soak.run(args)
+    assert result["errors"] == {}, result
+    assert result["exit_code"] == 0 and result["replies_drained"]
+    handled = result["messages_handled"]
+    assert handled["loopback_owner"] > 0 and handled["loopback_search"] > 0
+    assert handled["telegram_owner_replies"] == result["messages_sent"]["telegram_owner"] > 0
+    assert handled["web_requests"] > 0
+    assert result["rss_kib"]["start"] > 0 and result["ingest_latency_ms"]["n"] > 0

@@ -1,0 +1,376 @@
+"""``my-agent bench soak``: the real daemon under a steady mixed load for a while.
+
+A daemon child process (``python -m bot.cli run``, offline brain unless ``--brain fake``,
+fresh data directory) receives, for ``--seconds``:
+
+- owner and stranger messages through the loopback channel (each POST returns when the
+  message is durable: its duration is the **ingest latency**), every ``--search-every``-th
+  owner message being ``/search`` (the hybrid search the agent uses);
+- owner and stranger messages through the fake Telegram Bot API (the real aiogram client
+  in the daemon long-polls it);
+- web clients: a logged-in dashboard session listing conversations and searching
+  through the HTTP API, plus ``/readyz``.
+
+Reported: messages sent and handled per path, errors (goal 0: a non-200 ingest, a
+missing or duplicated reply, a failed web request, a non-zero exit), the daemon's RSS
+after warm-up and at the end (goal: growth under 10%), ingest latency percentiles, and
+the daemon's exit status after SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+TELEGRAM_OWNER = 1001
+TELEGRAM_STRANGERS = (2001, 2002, 2003)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seconds", type=float, default=60.0, help="load duration (60)")
+    parser.add_argument("--warmup", type=float, default=5.0, help="load before RSS baseline")
+    parser.add_argument("--owners", type=int, default=2, help="owner identities (loopback)")
+    parser.add_argument("--strangers", type=int, default=4, help="third parties (loopback)")
+    parser.add_argument("--rate", type=float, default=20.0, help="loopback messages/s in total")
+    parser.add_argument("--telegram-rate", type=float, default=4.0, help="Telegram msgs/s")
+    parser.add_argument("--web-clients", type=int, default=2, help="dashboard API clients")
+    parser.add_argument("--search-every", type=int, default=10, help="every Nth owner msg")
+    parser.add_argument("--brain", choices=("offline", "fake"), default="offline")
+    parser.add_argument("--data-dir", default=None, help="default: a temporary directory")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+
+    def pct(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 2)
+
+    return {"n": len(ordered), "p50": pct(50), "p95": pct(95), "p99": pct(99),
+            "max": round(ordered[-1], 2)}  # fmt: skip
+
+
+class _Load:
+    """Counters shared by the load tasks."""
+
+    def __init__(self) -> None:
+        self.latencies_ms: list[float] = []
+        self.sent: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.owner_ids: list[str] = []
+        self.search_ids: list[str] = []
+        self.stop = asyncio.Event()
+
+
+async def _loopback_worker(
+    load: _Load, session: aiohttp.ClientSession, url: str, sender: str, owner: bool,
+    interval: float, search_every: int,
+) -> None:  # fmt: skip
+    n = 0
+    while not load.stop.is_set():
+        n += 1
+        mid = f"{sender}-{n}"
+        search = owner and search_every > 0 and n % search_every == 0
+        text = "/search tomatoes" if search else f"note {n} from {sender}: tomatoes need water"
+        started = time.perf_counter()
+        try:
+            async with session.post(
+                f"{url}/inbound", json={"sender": sender, "text": text, "message_id": mid}
+            ) as resp:
+                await resp.read()
+                ok = resp.status == 200
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            ok = False
+        load.latencies_ms.append((time.perf_counter() - started) * 1000)
+        kind = "search" if search else ("owner" if owner else "stranger")
+        load.sent[f"loopback_{kind}"] += 1
+        if not ok:
+            load.errors["loopback_ingest"] += 1
+        elif search:
+            load.search_ids.append(mid)
+        elif owner:
+            load.owner_ids.append(mid)
+        await asyncio.sleep(interval)
+
+
+async def _telegram_worker(load: _Load, fake: Any, interval: float) -> None:
+    n = 0
+    while not load.stop.is_set():
+        n += 1
+        owner = n % 2 == 0
+        chat = TELEGRAM_OWNER if owner else TELEGRAM_STRANGERS[n % len(TELEGRAM_STRANGERS)]
+        fake.inject_message(chat, f"telegram note {n}: the tomatoes are ripe")
+        load.sent["telegram_owner" if owner else "telegram_stranger"] += 1
+        await asyncio.sleep(interval)
+
+
+async def _web_worker(load: _Load, url: str, token: str) -> None:
+    # unsafe=True: keep the session cookie set by an IP-address host (127.0.0.1).
+    jar = aiohttp.CookieJar(unsafe=True)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(timeout=timeout, cookie_jar=jar) as session:
+        async with session.post(f"{url}/login", json={"token": token}) as resp:
+            if resp.status != 200:
+                load.errors["web_login"] += 1
+                return
+        await _browse(load, session, url)
+
+
+async def _browse(load: _Load, session: aiohttp.ClientSession, url: str) -> None:
+    while not load.stop.is_set():
+        for path in ("/api/conversations", "/api/search?q=tomatoes", "/readyz"):
+            try:
+                async with session.get(url + path) as resp:
+                    await resp.read()
+                    if resp.status != 200:
+                        load.errors[f"web {path.split('?')[0]} {resp.status}"] += 1
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                load.errors[f"web {path.split('?')[0]} failed"] += 1
+            load.sent["web_requests"] += 1
+        await asyncio.sleep(0.5)
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+async def _wait_ready(proc: asyncio.subprocess.Process, data_dir: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    status = data_dir / "daemon.json"
+    while time.monotonic() < deadline:
+        if proc.returncode is not None:
+            raise RuntimeError(f"daemon exited with {proc.returncode} before it was ready")
+        try:
+            if json.loads(status.read_text()).get("state") == "ready":
+                return
+        except (OSError, ValueError):
+            pass
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"daemon not ready within {timeout}s")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
+
+    root = Path(args.data_dir or tempfile.mkdtemp(prefix="my-agent-soak-"))
+    data_dir = root / "data"
+    owners = [f"owner{i}" for i in range(args.owners)]
+    strangers = [f"stranger{i}" for i in range(args.strangers)]
+    telegram = FakeTelegramServer()
+    await telegram.start()
+    fake_api: Any = None
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
+    env.pop("ANTHROPIC_API_KEY", None)
+    web_port = _free_port()
+    config: dict[str, Any] = {
+        "data_dir": str(data_dir),
+        "owner": {"identities": {"loopback": owners, "telegram": [str(TELEGRAM_OWNER)]}},
+        "channels": {
+            "web": {"enabled": True, "port": web_port},
+            "loopback": {"enabled": True},
+            "telegram": {
+                "enabled": True,
+                "token": TOKEN,
+                "api_base": telegram.base_url,
+                "polling_timeout": 5,
+            },
+        },
+        "embedding": {"enabled": False},
+        "logging": {"level": "WARNING"},
+    }
+    if args.brain == "fake":
+        from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
+
+        fake_api = FakeAnthropicAPI(fallback="echo")
+        await fake_api.start()
+        config["brain"] = {"provider": "anthropic", "base_url": fake_api.base_url}
+        env["ANTHROPIC_API_KEY"] = "soak-key"
+    root.mkdir(parents=True, exist_ok=True)
+    config_path = root / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    log_path = root / "daemon.log"
+    with log_path.open("wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "run",
+            "--config",
+            str(config_path),
+            cwd=str(root),
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    load = _Load()
+    result: dict[str, Any] = {"seconds": args.seconds, "data_dir": str(root)}
+    try:
+        await _wait_ready(proc, data_dir, 120)
+        loop_url = f"http://127.0.0.1:{(data_dir / 'loopback.port').read_text().strip()}"
+        web_url = f"http://127.0.0.1:{web_port}"
+        token = (data_dir / "web_token").read_text().strip()
+        senders = [(s, True) for s in owners] + [(s, False) for s in strangers]
+        interval = len(senders) / args.rate if args.rate > 0 else 1.0
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            tasks = [
+                asyncio.create_task(
+                    _loopback_worker(load, session, loop_url, s, owner, interval, args.search_every)
+                )
+                for s, owner in senders
+            ]
+            if args.telegram_rate > 0:
+                tasks.append(
+                    asyncio.create_task(_telegram_worker(load, telegram, 1 / args.telegram_rate))
+                )
+            for _ in range(args.web_clients):
+                tasks.append(asyncio.create_task(_web_worker(load, web_url, token)))
+            await asyncio.sleep(args.warmup)
+            rss_start = _rss_kib(proc.pid)
+            load.latencies_ms.clear()
+            await asyncio.sleep(args.seconds)
+            load.stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            # Let the replies drain, then read what was sent.
+            drained = await _drain(load, data_dir, telegram, 60)
+            rss_end = _rss_kib(proc.pid)
+        result.update(_verify(load, data_dir, telegram, drained))
+        growth = (rss_end - rss_start) / rss_start * 100 if rss_start else 0.0
+        result["rss_kib"] = {"start": rss_start, "end": rss_end, "growth_pct": round(growth, 1)}
+        result["ingest_latency_ms"] = _percentiles(load.latencies_ms)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 60)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        await telegram.close()
+        if fake_api is not None:
+            await fake_api.close()
+    result["exit_code"] = proc.returncode
+    if proc.returncode != 0:
+        load.errors["daemon_exit"] += 1
+    result["errors"] = dict(load.errors)
+    result["error_count"] = sum(load.errors.values())
+    result["goals"] = {
+        "errors_zero": result["error_count"] == 0,
+        "rss_growth_under_10pct": result.get("rss_kib", {}).get("growth_pct", 100) < 10,
+    }
+    return result
+
+
+def _owner_replies(data_dir: Path) -> Counter[str]:
+    return Counter(
+        r["inReplyTo"]
+        for r in _jsonl(data_dir / "loopback-sent.jsonl")
+        if r.get("kind") in ("reply", "command")
+    )
+
+
+async def _drain(load: _Load, data_dir: Path, telegram: Any, timeout: float) -> bool:
+    wanted = set(load.owner_ids) | set(load.search_ids)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tg_owner = load.sent["telegram_owner"]
+        if set(_owner_replies(data_dir)) >= wanted and _tg_replies(telegram) >= tg_owner:
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+def _tg_replies(telegram: Any) -> int:
+    # Escalations about strangers carry Trust/Block buttons; replies to the owner do not.
+    return sum(
+        1
+        for m in telegram.sent_to(TELEGRAM_OWNER)
+        if "inline_keyboard" not in (m.get("reply_markup") or {})
+    )
+
+
+def _stored_external(data_dir: Path) -> Counter[str]:
+    """Strangers' messages recorded in their party files, per channel."""
+    out: Counter[str] = Counter()
+    for path in (data_dir / "external").glob("*.jsonl"):
+        lines = _jsonl(path)
+        channel = next((x.get("channel") for x in lines if x.get("type") == "meta"), "?")
+        out[str(channel)] += sum(
+            1 for x in lines if x.get("type") == "message" and x.get("direction") == "in"
+        )
+    return out
+
+
+def _verify(load: _Load, data_dir: Path, telegram: Any, drained: bool) -> dict[str, Any]:
+    replies = _owner_replies(data_dir)
+    wanted = list(load.owner_ids) + list(load.search_ids)
+    missing = [m for m in wanted if replies[m] == 0]
+    duplicated = [m for m in wanted if replies[m] > 1]
+    if missing:
+        load.errors["missing_replies"] += len(missing)
+    if duplicated:
+        load.errors["duplicate_replies"] += len(duplicated)
+    tg_sent = telegram.sent_to(TELEGRAM_OWNER)
+    tg_replies = _tg_replies(telegram)
+    if tg_replies != load.sent["telegram_owner"]:
+        kind = "missing" if tg_replies < load.sent["telegram_owner"] else "duplicate"
+        load.errors[f"telegram_{kind}_replies"] += abs(tg_replies - load.sent["telegram_owner"])
+    stored = _stored_external(data_dir)
+    for channel in ("loopback", "telegram"):
+        if stored[channel] != load.sent[f"{channel}_stranger"] - (
+            load.errors["loopback_ingest"] if channel == "loopback" else 0
+        ):
+            load.errors[f"{channel}_stranger_not_stored"] += 1
+    handled = {
+        "loopback_owner": len(load.owner_ids),
+        "loopback_search": len(load.search_ids),
+        "loopback_stranger_stored": stored["loopback"],
+        "telegram_stranger_stored": stored["telegram"],
+        "telegram_owner_replies": tg_replies,
+        "web_requests": load.sent["web_requests"]
+        - sum(n for k, n in load.errors.items() if k.startswith("web ")),
+    }
+    return {
+        "messages_sent": dict(load.sent),
+        "messages_handled": handled,
+        "replies_drained": drained,
+        "telegram_messages_to_owner": len(tg_sent),
+    }
