@@ -24,12 +24,15 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
 from bot.db import select_driver
 from bot.exitcodes import EX_DATABASE, EX_DATADIR
 from bot.notify import STATUS_FILE_NAME, read_status_file
+
+if TYPE_CHECKING:
+    from bot.services import Services
 
 log = logging.getLogger("my_agent.healthcheck")
 
@@ -343,6 +346,26 @@ def format_text(report: dict[str, Any]) -> str:
     for problem in report.get("problems", []):
         lines.append(f"problem:      {problem}")
     return "\n".join(lines)
+
+
+async def live_status(services: Services) -> str:
+    """The daemon's one-line state for ``systemctl status`` (``STATUS=``)."""
+    conversations = await services.index.count()
+    pending = await services.outbox.pending_count()
+    abbreviations = len(await services.index.needing_abbreviation())
+    health = services.health()
+    channels = health.get("channels") or {}
+    up = [name for name, started in channels.items() if started]
+    down = [name for name, started in channels.items() if not started]
+    parts = [
+        f"channels {', '.join(up) or 'none'}" + (f" (down: {', '.join(down)})" if down else ""),
+        f"{conversations} conversations",
+        f"outbox {pending} pending",
+        f"{abbreviations} abbreviations pending",
+    ]
+    if health.get("spooled"):
+        parts.append(f"{health['spooled']} messages held in memory (storage failing)")
+    return "ready: " + "; ".join(parts)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

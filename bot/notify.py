@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,7 @@ class Notifier:
         self.heartbeats = 0
         self._sock: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
+        self._status_task: asyncio.Task[None] | None = None
         self._last_status: str | None = None
 
     # -- protocol -------------------------------------------------------------------
@@ -186,14 +187,40 @@ class Notifier:
             self._heartbeat(interval), name="sd-watchdog"
         )
 
-    async def stop_watchdog(self) -> None:
-        """Cancel the heartbeat task and wait for it."""
-        task, self._task = self._task, None
-        if task is None:
+    def start_status_updates(
+        self, producer: Callable[[], Awaitable[str]], interval: float = 30.0
+    ) -> None:
+        """Refresh ``STATUS=`` every ``interval`` seconds from ``producer()`` (e.g.
+        :func:`bot.healthcheck.live_status`) while the daemon is ready."""
+        if self._status_task is not None:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        self._status_task = asyncio.get_running_loop().create_task(
+            self._status_loop(producer, interval), name="sd-status"
+        )
+
+    async def _status_loop(self, producer: Callable[[], Awaitable[str]], interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            if self.state != "ready":
+                continue  # stopping/reloading lines stay until the state changes
+            try:
+                text = await producer()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a status line is cosmetic: never kill the loop
+                log.warning("status line failed: %s", exc)
+                continue
+            self.status(text)
+
+    async def stop_watchdog(self) -> None:
+        """Cancel the heartbeat and status tasks and wait for them."""
+        tasks = [t for t in (self._task, self._status_task) if t is not None]
+        self._task = self._status_task = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def close(self) -> None:
         """Close the notification socket (the heartbeat must be stopped first)."""

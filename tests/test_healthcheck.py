@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -230,3 +231,12 @@ async def test_main_json(
     data = json.loads(capsys.readouterr().out)
     assert code == data["exit_code"] == 1
     assert data["index"]["fts_integrity"] == "skipped"
+
+
+async def test_live_status_line(services: Any) -> None:
+    rec = await services.conversations.create("telegram", identity_key="telegram:1", pinned=True)
+    await services.conversations.mark_needs_abbreviation(rec.id)
+    line = await healthcheck.live_status(services)
+    assert line.startswith("ready: channels none")
+    assert "1 conversations" in line and "outbox 0 pending" in line
+    assert "1 abbreviations pending" in line and "held in memory" not in line

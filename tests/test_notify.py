@@ -225,3 +225,27 @@ async def test_real_daemon_ready_watchdog_stopping(tmp_path: Path) -> None:
         assert status["watchdog_seconds"] == 0.2
     finally:
         await daemon.close()
+
+
+async def test_status_updates_follow_the_producer(listener: NotifyListener) -> None:
+    n = Notifier(env=_env(listener))
+    lines = iter(["ready: 1 conversations", "ready: 1 conversations", "ready: 2 conversations"])
+    calls = 0
+
+    async def producer() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("index busy")  # logged, the loop goes on
+        return next(lines, "ready: 2 conversations")
+
+    n.start_status_updates(producer, interval=0.01)
+    await asyncio.sleep(0.1)
+    assert calls == 0 and listener.drain() == []  # nothing before READY
+    n.ready("up")
+    await listener.wait_for(lambda m: m.get("STATUS") == "ready: 2 conversations")
+    await n.stop_watchdog()
+    statuses = [m["STATUS"] for m in listener.messages if "STATUS" in m]
+    # Each distinct line once, in order (repeats are not re-sent).
+    assert statuses == ["up", "ready: 1 conversations", "ready: 2 conversations"]
+    n.close()
