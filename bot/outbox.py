@@ -48,8 +48,14 @@ def backoff(attempt: int, base: float = 1.0, cap: float = 300.0) -> float:
 
 
 class Outbox:
-    def __init__(self, db: Database, *, max_attempts: int = 50, base_delay: float = 1.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_attempts: int = 50,
+        base_delay: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.db = db
         self.max_attempts = max_attempts
         self.base_delay = base_delay
@@ -65,12 +71,20 @@ class Outbox:
 
     async def enqueue(self, msg: OutboundMessage, dedup_key: str | None = None) -> int | None:
         """Persist ``msg`` for delivery; returns its id, or None if the key was queued before."""
+
         def _insert(conn: SyncConn) -> int | None:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO outbox (channel, payload, conversation_id, party_id,"
                 " dedup_key, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (msg.channel, _encode(msg), msg.conversation_id, msg.party_id, dedup_key,
-                 iso(utcnow())))
+                (
+                    msg.channel,
+                    _encode(msg),
+                    msg.conversation_id,
+                    msg.party_id,
+                    dedup_key,
+                    iso(utcnow()),
+                ),
+            )
             return int(cur.lastrowid) if cur.rowcount else None
 
         outbox_id = await self.db.run(_insert)
@@ -89,8 +103,10 @@ class Outbox:
     async def sent_messages(self, channel: str | None = None) -> list[OutboundMessage]:
         rows = await self.db.fetchall(
             "SELECT id, payload FROM outbox WHERE status = 'sent'"
-            + (" AND channel = ?" if channel else "") + " ORDER BY id",
-            (channel,) if channel else ())
+            + (" AND channel = ?" if channel else "")
+            + " ORDER BY id",
+            (channel,) if channel else (),
+        )
         return [_decode(p, i) for i, p in rows]
 
     # -- workers ---------------------------------------------------------------------
@@ -98,21 +114,31 @@ class Outbox:
         """Start delivering this channel's queue."""
         self._channels[channel.name] = channel
         self._wake.setdefault(channel.name, asyncio.Event()).set()
-        self._workers[channel.name] = spawn(self._worker(channel.name),
-                                            name=f"outbox-{channel.name}")
+        self._workers[channel.name] = spawn(
+            self._worker(channel.name), name=f"outbox-{channel.name}"
+        )
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Let sends in progress finish (bounded), then stop. Cancelling a send the server
+        already accepted would leave it unmarked and send it again after a restart."""
         self._stopping = True
-        for task in self._workers.values():
-            task.cancel()
-        if self._workers:
-            await asyncio.wait(list(self._workers.values()), timeout=5)
+        for event in self._wake.values():
+            event.set()
+        workers = list(self._workers.values())
+        if workers:
+            _, pending = await asyncio.wait(workers, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2)
         self._workers.clear()
 
     async def _next_due(self, channel: str) -> tuple[OutboundMessage, int, float | None] | None:
         rows = await self.db.fetchall(
             "SELECT id, payload, attempts, next_attempt FROM outbox WHERE channel = ? AND "
-            "status = 'pending' ORDER BY id LIMIT 1", (channel,))
+            "status = 'pending' ORDER BY id LIMIT 1",
+            (channel,),
+        )
         if not rows:
             return None
         outbox_id, payload, attempts, next_attempt = rows[0]
@@ -151,8 +177,14 @@ class Outbox:
             attempts += 1
             delay = backoff(attempts, self.base_delay)
             status = "failed" if attempts >= self.max_attempts else "pending"
-            log.warning("outbox %s to %s failed (attempt %d, retry in %.1fs): %s",
-                        msg.outbox_id, msg.channel, attempts, delay, exc)
+            log.warning(
+                "outbox %s to %s failed (attempt %d, retry in %.1fs): %s",
+                msg.outbox_id,
+                msg.channel,
+                attempts,
+                delay,
+                exc,
+            )
             await self._mark(msg, status, attempts, error=repr(exc), delay=delay)
             return
         await self._mark(msg, "sent", attempts + 1, ref=result.message_ref)
@@ -163,17 +195,24 @@ class Outbox:
             except Exception:
                 log.exception("outbox sent-callback failed for %s", msg.outbox_id)
 
-    async def _mark(self, msg: OutboundMessage, status: str, attempts: int, *,
-                    error: str | None = None, ref: str | None = None,
-                    delay: float = 0.0) -> None:
+    async def _mark(
+        self,
+        msg: OutboundMessage,
+        status: str,
+        attempts: int,
+        *,
+        error: str | None = None,
+        ref: str | None = None,
+        delay: float = 0.0,
+    ) -> None:
         now = self.clock()
 
         def _update(conn: SyncConn) -> None:
             conn.execute(
                 "UPDATE outbox SET status = ?, attempts = ?, next_attempt = ?, last_error = ?,"
                 " sent = CASE WHEN ? = 'sent' THEN ? ELSE sent END, message_ref = ? WHERE id = ?",
-                (status, attempts, now + delay, error, status, iso(utcnow()), ref,
-                 msg.outbox_id))
+                (status, attempts, now + delay, error, status, iso(utcnow()), ref, msg.outbox_id),
+            )
 
         await self.db.run(_update)
 
@@ -183,8 +222,9 @@ class Outbox:
             event.set()
 
     async def retry_now(self) -> None:
-        await self.db.run(lambda c: c.execute(
-            "UPDATE outbox SET next_attempt = 0 WHERE status = 'pending'"))
+        await self.db.run(
+            lambda c: c.execute("UPDATE outbox SET next_attempt = 0 WHERE status = 'pending'")
+        )
         self.kick()
 
 

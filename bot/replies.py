@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
 from bot.events import OutboundMessage, StreamEvent
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("my_agent.replies")
 
 APOLOGY = "Sorry, something went wrong while answering. Your message is saved."
-OUTAGE = ("I can't reach the language model right now. Your message is saved and I will "
-          "answer as soon as it is back.")
+OUTAGE = (
+    "I can't reach the language model right now. Your message is saved and I will "
+    "answer as soon as it is back."
+)
 STOPPED = "\n\n[generation stopped]"
 
 
@@ -41,6 +43,7 @@ class ReplyTarget:
     in_reply_to: str | None = None
     thread_refs: tuple[str, ...] = ()
     subject: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 class KeyedSerialQueue:
@@ -103,10 +106,17 @@ class ReplyEngine:
         self.retry_interval = services.config.brain.pending_retry_interval
 
     # -- owner conversations --------------------------------------------------------
-    def submit(self, conversation_id: str, turn_number: int, text: str, target: ReplyTarget,
-               sender: str | None = None) -> None:
-        self.queue.submit(conversation_id, lambda: self._reply(conversation_id, turn_number,
-                                                                text, target, sender))
+    def submit(
+        self,
+        conversation_id: str,
+        turn_number: int,
+        text: str,
+        target: ReplyTarget,
+        sender: str | None = None,
+    ) -> None:
+        self.queue.submit(
+            conversation_id, lambda: self._reply(conversation_id, turn_number, text, target, sender)
+        )
 
     def cancel(self, conversation_id: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
@@ -127,8 +137,9 @@ class ReplyEngine:
         except Exception as exc:  # a typing indicator is cosmetic
             log.debug("typing indicator failed: %s", exc)
 
-    async def _reply(self, conv_id: str, turn: int, text: str, target: ReplyTarget,
-                     sender: str | None) -> None:
+    async def _reply(
+        self, conv_id: str, turn: int, text: str, target: ReplyTarget, sender: str | None
+    ) -> None:
         rec = await self.s.conversations.require(conv_id)
         group = rec.identity_key is not None and ":group:" in rec.identity_key
         owner_sender = sender is None or self.s.identities.match(target.channel, sender) is not None
@@ -137,35 +148,67 @@ class ReplyEngine:
         if profile == "restricted":
             history = await self._group_history(conv_id, turn)
         request = BrainRequest(
-            profile=profile, channel=target.channel, text=text,
-            model_alias=rec.model or self.s.config.models.default, conversation_id=conv_id
-            if profile == "owner" else None, turn_number=turn, party_name=sender,
+            profile=profile,
+            channel=target.channel,
+            text=text,
+            model_alias=rec.model or self.s.config.models.default,
+            conversation_id=conv_id if profile == "owner" else None,
+            turn_number=turn,
+            party_name=sender,
             scope=self.s.config.trust.known_scope if profile == "restricted" else None,
-            history=history, notes=tuple(self.s.conversations.take_notes(conv_id)))
+            history=history,
+            notes=tuple(self.s.conversations.take_notes(conv_id)),
+        )
         reply = await self._generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
         extra = {}
         if reply.usage is not None:
             extra["usage"] = {"input": reply.usage.input, "output": reply.usage.output}
         await self.s.conversations.append_turn(
-            conv_id, "assistant", reply.text, turn_number=turn, channel=target.channel,
-            usage=extra.get("usage"), cost=reply.cost, thinkingText=reply.thinking_text,
-            model=reply.model, **reply.extra)
+            conv_id,
+            "assistant",
+            reply.text,
+            turn_number=turn,
+            channel=target.channel,
+            usage=extra.get("usage"),
+            cost=reply.cost,
+            thinkingText=reply.thinking_text,
+            model=reply.model,
+            **reply.extra,
+        )
         await self.s.outbox.enqueue(
-            OutboundMessage(channel=target.channel, chat_id=target.chat_id, text=reply.text,
-                            kind="reply", conversation_id=conv_id, in_reply_to=target.in_reply_to,
-                            thread_refs=target.thread_refs, subject=target.subject),
-            dedup_key=f"{conv_id}:{turn}:reply")
+            OutboundMessage(
+                channel=target.channel,
+                chat_id=target.chat_id,
+                text=reply.text,
+                kind="reply",
+                conversation_id=conv_id,
+                in_reply_to=target.in_reply_to,
+                thread_refs=target.thread_refs,
+                subject=target.subject,
+                metadata=dict(target.metadata),
+            ),
+            dedup_key=f"{conv_id}:{turn}:reply",
+        )
 
     async def _group_history(self, conv_id: str, turn: int) -> tuple:
         from bot.brain.base import HistoryTurn
 
         lines = await self.s.conversations.read_turns(conv_id, max(1, turn - 20), turn - 1)
-        return tuple(HistoryTurn(role=line["role"], content=(
-            f"{line.get('sender')}: {line['content']}" if line["role"] == "user"
-            and line.get("sender") else line["content"])) for line in lines)
+        return tuple(
+            HistoryTurn(
+                role=line["role"],
+                content=(
+                    f"{line.get('sender')}: {line['content']}"
+                    if line["role"] == "user" and line.get("sender")
+                    else line["content"]
+                ),
+            )
+            for line in lines
+        )
 
-    async def _generate(self, key: str, turn: int, request: BrainRequest, target: ReplyTarget,
-                        dedup: str) -> BrainReply:
+    async def _generate(
+        self, key: str, turn: int, request: BrainRequest, target: ReplyTarget, dedup: str
+    ) -> BrainReply:
         """Call the brain; wait out outages (telling the user once); honour stop."""
         told = False
         while True:
@@ -195,10 +238,15 @@ class ReplyEngine:
                 if not told:
                     told = True
                     await self.s.outbox.enqueue(
-                        OutboundMessage(channel=target.channel, chat_id=target.chat_id,
-                                        text=OUTAGE, kind="notice",
-                                        conversation_id=request.conversation_id),
-                        dedup_key=f"{dedup}:outage")
+                        OutboundMessage(
+                            channel=target.channel,
+                            chat_id=target.chat_id,
+                            text=OUTAGE,
+                            kind="notice",
+                            conversation_id=request.conversation_id,
+                        ),
+                        dedup_key=f"{dedup}:outage",
+                    )
                 await asyncio.sleep(self.retry_interval)
             except Exception:
                 log.exception("brain failed for %s turn %s", key, turn)
@@ -206,5 +254,6 @@ class ReplyEngine:
             finally:
                 self._generations.pop(key, None)
                 if request.conversation_id is not None and self.s.stream_sink is not None:
-                    await self.s.stream_sink(StreamEvent(request.conversation_id, turn, "",
-                                                         done=True))
+                    await self.s.stream_sink(
+                        StreamEvent(request.conversation_id, turn, "", done=True)
+                    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,11 @@ class ReadOnlyConversation(Exception):
     """A pinned channel conversation cannot be written to from the dashboard."""
 
 
+def recipients(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The original To/Cc of a message (e-mail reply-all needs them after a restart too)."""
+    return {k: list(metadata[k]) for k in ("to", "cc") if isinstance(metadata.get(k), list)}
+
+
 def normalise_subject(subject: str | None) -> str:
     return " ".join(_SUBJECT_PREFIX.sub("", subject or "").lower().split())
 
@@ -56,11 +62,13 @@ class Router:
                     log.info("stored %s after %d retries", message.message_id, attempt)
                 return
             except ReadOnlyConversation:
-                raise DeliveryError("this conversation belongs to its channel and is read-only "
-                                    "here") from None
+                raise DeliveryError(
+                    "this conversation belongs to its channel and is read-only here"
+                ) from None
             except OSError as exc:
-                log.error("cannot store message %s from %s (%s)", message.message_id,
-                          message.channel, exc)
+                log.error(
+                    "cannot store message %s from %s (%s)", message.message_id, message.channel, exc
+                )
                 if delay is None:
                     self.s.spool(message)
                     await self._alert_owner_storage(exc)
@@ -69,7 +77,8 @@ class Router:
 
     async def get_cursor(self, channel: str, key: str) -> str | None:
         row = await self.s.state.fetchone(
-            "SELECT value FROM channel_cursors WHERE channel = ? AND key = ?", (channel, key))
+            "SELECT value FROM channel_cursors WHERE channel = ? AND key = ?", (channel, key)
+        )
         return str(row[0]) if row else None
 
     async def set_cursor(self, channel: str, key: str, value: str) -> None:
@@ -78,7 +87,9 @@ class Router:
         await self.s.state.execute(
             "INSERT INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(channel, key) DO UPDATE SET value = excluded.value, "
-            "updated = excluded.updated", (channel, key, value, iso(utcnow())))
+            "updated = excluded.updated",
+            (channel, key, value, iso(utcnow())),
+        )
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         await self.s.conversations.record_message_ref(conversation_id, channel, ref, "out")
@@ -102,8 +113,11 @@ class Router:
             await self._owner_flow(msg, f"{msg.channel}:{owner}")
             return
         if owner is not None:
-            log.warning("%s message claims an owner identity but failed verification: "
-                        "handled as a third party", msg.channel)
+            log.warning(
+                "%s message claims an owner identity but failed verification: "
+                "handled as a third party",
+                msg.channel,
+            )
         await self._external_flow(msg)
 
     async def _resolve(self, msg: InboundMessage, identity_key: str) -> ConversationRecord:
@@ -120,10 +134,13 @@ class Router:
         rec = await manager.pinned_for(identity_key)
         if rec is None:
             rec = await manager.create(
-                msg.channel, identity_key=identity_key, pinned=True,
+                msg.channel,
+                identity_key=identity_key,
+                pinned=True,
                 participants=[msg.sender_name or msg.sender_id],
                 channel_meta={"chatId": msg.chat_id, "contact": msg.sender_name or msg.sender_id},
-                reason="first_contact")
+                reason="first_contact",
+            )
         return rec
 
     async def _resolve_thread(self, msg: InboundMessage) -> ConversationRecord:
@@ -140,17 +157,25 @@ class Router:
         if subject and msg.thread_refs:  # a reply whose references we never saw
             window = self.s.config.channels.email.subject_thread_window_days
             for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
-                if (normalise_subject(rec.channel_meta.get("subject")) == subject
-                        and rec.channel_meta.get("chatId") == msg.chat_id
-                        and _age_days(rec.updated) <= window):
+                if (
+                    normalise_subject(rec.channel_meta.get("subject")) == subject
+                    and rec.channel_meta.get("chatId") == msg.chat_id
+                    and _age_days(rec.updated) <= window
+                ):
                     return rec
         root = msg.message_ref or msg.message_id
         return await manager.create(
-            msg.channel, identity_key=f"{msg.channel}-thread:{root}", pinned=True,
+            msg.channel,
+            identity_key=f"{msg.channel}-thread:{root}",
+            pinned=True,
             participants=[msg.sender_name or msg.sender_id],
-            channel_meta={"chatId": msg.chat_id, "subject": msg.subject or "",
-                          "contact": msg.sender_name or msg.sender_id},
-            reason="first_contact")
+            channel_meta={
+                "chatId": msg.chat_id,
+                "subject": msg.subject or "",
+                "contact": msg.sender_name or msg.sender_id,
+            },
+            reason="first_contact",
+        )
 
     def _turn_metadata(self, msg: InboundMessage) -> dict[str, Any]:
         meta: dict[str, Any] = {"messageId": msg.message_id, "chatId": msg.chat_id}
@@ -169,9 +194,14 @@ class Router:
         refs = tuple(reversed(msg.thread_refs))
         if msg.message_ref:
             refs = (*refs, msg.message_ref)
-        return ReplyTarget(channel=msg.channel, chat_id=msg.chat_id,
-                           in_reply_to=msg.message_ref or msg.message_id,
-                           thread_refs=tuple(dict.fromkeys(refs)), subject=msg.subject)
+        return ReplyTarget(
+            channel=msg.channel,
+            chat_id=msg.chat_id,
+            in_reply_to=msg.message_ref or msg.message_id,
+            thread_refs=tuple(dict.fromkeys(refs)),
+            subject=msg.subject,
+            metadata=recipients(msg.metadata),
+        )
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:
         rec = await self._resolve(msg, identity_key)
@@ -179,29 +209,48 @@ class Router:
         if command is not None:
             await self._run_command(msg, rec, *command)
             return
-        await self._record_and_reply(msg, rec, sender=None if msg.channel == "web"
-                                     else msg.sender_id)
+        await self._record_and_reply(
+            msg, rec, sender=None if msg.channel == "web" else msg.sender_id
+        )
 
-    async def _record_and_reply(self, msg: InboundMessage, rec: ConversationRecord,
-                                sender: str | None) -> None:
+    async def _record_and_reply(
+        self, msg: InboundMessage, rec: ConversationRecord, sender: str | None
+    ) -> None:
         extra: dict[str, Any] = {}
         if not msg.addressed:
             extra["awaitReply"] = False
         rec, line = await self.s.conversations.append_turn(
-            rec.id, "user", msg.text, channel=msg.channel, sender=sender,
-            metadata=self._turn_metadata(msg), **extra)
-        if msg.channel != "web" and rec.channel_meta.get("chatId") != msg.chat_id \
-                and rec.channel == msg.channel:
+            rec.id,
+            "user",
+            msg.text,
+            channel=msg.channel,
+            sender=sender,
+            metadata=self._turn_metadata(msg),
+            **extra,
+        )
+        if (
+            msg.channel != "web"
+            and rec.channel_meta.get("chatId") != msg.chat_id
+            and rec.channel == msg.channel
+        ):
             await self.s.conversations.set_channel_meta(rec.id, chatId=msg.chat_id)
         if msg.addressed:
-            self.s.replies.submit(rec.id, line["turnNumber"], msg.text, self._target(msg),
-                                  sender=sender)
+            self.s.replies.submit(
+                rec.id, line["turnNumber"], msg.text, self._target(msg), sender=sender
+            )
 
-    async def _run_command(self, msg: InboundMessage, rec: ConversationRecord, name: str,
-                           args: str, owner: bool = True) -> None:
+    async def _run_command(
+        self, msg: InboundMessage, rec: ConversationRecord, name: str, args: str, owner: bool = True
+    ) -> None:
         await self.s.conversations.append_event(
-            rec.id, "command", command=f"/{name}", args=args or None, channel=msg.channel,
-            sender=msg.sender_id, metadata={"messageId": msg.message_id})
+            rec.id,
+            "command",
+            command=f"/{name}",
+            args=args or None,
+            channel=msg.channel,
+            sender=msg.sender_id,
+            metadata={"messageId": msg.message_id},
+        )
         if owner:
             result = await self.commands.run_owner(name, args, msg, rec)
         elif name in ("trust", "block", "reply"):
@@ -210,25 +259,43 @@ class Router:
             result = await self.commands.run_owner(name, args, msg, rec)
         if result.switched_to is not None and msg.channel in THREADED_CHANNELS:
             await self.s.conversations.record_message_ref(
-                result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in")
+                result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in"
+            )
         target = self._target(msg)
         await self.s.outbox.enqueue(
-            OutboundMessage(channel=msg.channel, chat_id=msg.chat_id, text=result.text,
-                            kind="command", conversation_id=(result.switched_to or rec).id,
-                            in_reply_to=target.in_reply_to, thread_refs=target.thread_refs,
-                            subject=msg.subject,
-                            metadata={"command": name, **({"switchedTo": result.switched_to.id}
-                                                          if result.switched_to else {})}),
-            dedup_key=f"{msg.channel}:{msg.message_id}:command")
+            OutboundMessage(
+                channel=msg.channel,
+                chat_id=msg.chat_id,
+                text=result.text,
+                kind="command",
+                conversation_id=(result.switched_to or rec).id,
+                in_reply_to=target.in_reply_to,
+                thread_refs=target.thread_refs,
+                subject=msg.subject,
+                metadata={
+                    "command": name,
+                    **({"switchedTo": result.switched_to.id} if result.switched_to else {}),
+                },
+            ),
+            dedup_key=f"{msg.channel}:{msg.message_id}:command",
+        )
 
     async def _group_flow(self, msg: InboundMessage) -> None:
         key = f"{msg.channel}:group:{msg.group_id}"
         rec = await self.s.conversations.pinned_for(key)
         if rec is None:
             rec = await self.s.conversations.create(
-                msg.channel, identity_key=key, pinned=True, participants=[],
-                channel_meta={"chatId": msg.chat_id, "groupId": msg.group_id,
-                              "contact": msg.group_title or msg.group_id}, reason="first_contact")
+                msg.channel,
+                identity_key=key,
+                pinned=True,
+                participants=[],
+                channel_meta={
+                    "chatId": msg.chat_id,
+                    "groupId": msg.group_id,
+                    "contact": msg.group_title or msg.group_id,
+                },
+                reason="first_contact",
+            )
         is_owner = self.s.identities.match(msg.channel, msg.sender_id, msg.sender_aliases)
         command = parse_command(msg.text) if msg.addressed else None
         if command is not None:
@@ -241,8 +308,13 @@ class Router:
         ext = self.s.external
         party_key = normalise_identity(msg.channel, msg.sender_id)
         party, duplicate = await ext.record_inbound(
-            msg.channel, party_key, display_name=msg.sender_name, chat_id=msg.chat_id,
-            text=msg.text, message_ref=msg.message_id)
+            msg.channel,
+            party_key,
+            display_name=msg.sender_name,
+            chat_id=msg.chat_id,
+            text=msg.text,
+            message_ref=msg.message_id,
+        )
         if duplicate:
             return
         if party.tier == "blocked":
@@ -251,8 +323,9 @@ class Router:
         command = parse_command(msg.text)
         if command is not None:
             result = await self.commands.run_stranger(command[0], command[1], party)
-            await self.send_to_party(party, result.text, kind="command",
-                                     dedup=f"{msg.channel}:{msg.message_id}:command")
+            await self.send_to_party(
+                party, result.text, kind="command", dedup=f"{msg.channel}:{msg.message_id}:command"
+            )
             return
         if party.tier == "known":
             self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, msg))
@@ -260,8 +333,14 @@ class Router:
         due = ext.escalation_due(party)
         ack = self.s.config.trust.acknowledgement
         if ack and due:
-            await self.send_to_party(party, ack, kind="acknowledgement",
-                                     dedup=f"{msg.channel}:{msg.message_id}:ack")
+            await self.send_to_party(
+                party,
+                ack,
+                kind="acknowledgement",
+                dedup=f"{msg.channel}:{msg.message_id}:ack",
+                in_reply_to=msg.message_ref or msg.message_id,
+                subject=msg.subject,
+            )
         if due:
             await self.escalate(party, msg.text)
 
@@ -272,35 +351,63 @@ class Router:
         if history and history[-1]["direction"] == "in" and history[-1]["content"] == msg.text:
             history = history[:-1]
         request = BrainRequest(
-            profile="restricted", channel=msg.channel, text=msg.text,
+            profile="restricted",
+            channel=msg.channel,
+            text=msg.text,
             model_alias=party.model or self.s.config.models.default,
-            party_name=msg.sender_name or party.party_key, scope=self.s.config.trust.known_scope,
-            history=tuple(HistoryTurn("user" if h["direction"] == "in" else "assistant",
-                                      h["content"]) for h in history))
-        reply = await self.s.replies._generate(party.id, 0, request, self._target(msg),
-                                               f"{msg.channel}:{msg.message_id}")
-        await self.send_to_party(party, reply.text, kind="reply",
-                                 dedup=f"{msg.channel}:{msg.message_id}:reply",
-                                 in_reply_to=msg.message_ref or msg.message_id,
-                                 subject=msg.subject)
+            party_name=msg.sender_name or party.party_key,
+            scope=self.s.config.trust.known_scope,
+            history=tuple(
+                HistoryTurn("user" if h["direction"] == "in" else "assistant", h["content"])
+                for h in history
+            ),
+        )
+        reply = await self.s.replies._generate(
+            party.id, 0, request, self._target(msg), f"{msg.channel}:{msg.message_id}"
+        )
+        await self.send_to_party(
+            party,
+            reply.text,
+            kind="reply",
+            dedup=f"{msg.channel}:{msg.message_id}:reply",
+            in_reply_to=msg.message_ref or msg.message_id,
+            subject=msg.subject,
+        )
 
-    async def send_to_party(self, party: PartyRecord, text: str, *, kind: str = "reply",
-                            dedup: str | None = None, in_reply_to: str | None = None,
-                            subject: str | None = None) -> None:
+    async def send_to_party(
+        self,
+        party: PartyRecord,
+        text: str,
+        *,
+        kind: str = "reply",
+        dedup: str | None = None,
+        in_reply_to: str | None = None,
+        subject: str | None = None,
+    ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply)."""
         await self.s.external.record_outbound(party.id, text, kind=kind)
         await self.s.outbox.enqueue(
-            OutboundMessage(channel=party.channel, chat_id=party.chat_id or party.party_key,
-                            text=text, kind=kind, party_id=party.id,  # type: ignore[arg-type]
-                            in_reply_to=in_reply_to, subject=subject), dedup_key=dedup)
+            OutboundMessage(
+                channel=party.channel,
+                chat_id=party.chat_id or party.party_key,
+                text=text,
+                kind=kind,
+                party_id=party.id,  # type: ignore[arg-type]
+                in_reply_to=in_reply_to,
+                subject=subject,
+            ),
+            dedup_key=dedup,
+        )
 
     async def escalate(self, party: PartyRecord, text: str) -> None:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
         quoted = text if len(text) <= 500 else text[:497] + "..."
-        body = (f"Message from {party.label}, not a known contact (id {party.id}):\n"
-                f"\u201c{quoted}\u201d\n"
-                f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
-                f"/reply {party.id} <text> to answer yourself.")
+        body = (
+            f"Message from {party.label}, not a known contact (id {party.id}):\n"
+            f"\u201c{quoted}\u201d\n"
+            f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
+            f"/reply {party.id} <text> to answer yourself."
+        )
         await self.s.external.add_escalation(party, body)
         channel = self.s.config.escalation_channel()
         if channel == "web" or channel not in self.s.channels:
@@ -317,25 +424,43 @@ class Router:
                 log.warning("cannot reach the owner on %s yet (no numeric id)", channel)
                 return
             rec = await self.s.conversations.create(
-                channel, identity_key=key, pinned=True, participants=[owner],
-                channel_meta={"chatId": address}, reason="escalation")
+                channel,
+                identity_key=key,
+                pinned=True,
+                participants=[owner],
+                channel_meta={"chatId": address},
+                reason="escalation",
+            )
         chat_id = rec.channel_meta.get("chatId") or address
         if not chat_id:
             return
         await self.s.conversations.append_event(rec.id, "escalation", partyId=party.id, text=body)
-        actions = (("Trust", f"/trust {party.id}"), ("Block", f"/block {party.id}"),
-                   ("Reply", f"/reply {party.id}"))
+        actions = (
+            ("Trust", f"/trust {party.id}"),
+            ("Block", f"/block {party.id}"),
+            ("Reply", f"/reply {party.id}"),
+        )
         await self.s.outbox.enqueue(
-            OutboundMessage(channel=channel, chat_id=str(chat_id), text=body, kind="escalation",
-                            conversation_id=rec.id, party_id=party.id, actions=actions,
-                            subject=f"Message from {party.display_name or party.party_key}"))
+            OutboundMessage(
+                channel=channel,
+                chat_id=str(chat_id),
+                text=body,
+                kind="escalation",
+                conversation_id=rec.id,
+                party_id=party.id,
+                actions=actions,
+                subject=f"Message from {party.display_name or party.party_key}",
+            )
+        )
 
     async def _alert_owner_storage(self, exc: OSError) -> None:
         if self._storage_alerted:
             return
         self._storage_alerted = True
-        text = (f"Storage problem: I cannot write messages to disk ({exc.strerror or exc}). "
-                "Incoming messages are held in memory and retried; please free disk space.")
+        text = (
+            f"Storage problem: I cannot write messages to disk ({exc.strerror or exc}). "
+            "Incoming messages are held in memory and retried; please free disk space."
+        )
         await self.s.alert_owner(text)
 
 
@@ -352,6 +477,14 @@ def _age_days(timestamp: str) -> float:
 
 
 def _no_party(msg: InboundMessage) -> PartyRecord:
-    return PartyRecord(id="", channel=msg.channel, party_key=msg.sender_id, display_name=None,
-                       chat_id=msg.chat_id, tier="known", tier_source="group", created="",
-                       updated="")
+    return PartyRecord(
+        id="",
+        channel=msg.channel,
+        party_key=msg.sender_id,
+        display_name=None,
+        chat_id=msg.chat_id,
+        tier="known",
+        tier_source="group",
+        created="",
+        updated="",
+    )

@@ -27,6 +27,7 @@ from bot.index import ConversationIndex
 from bot.outbox import Outbox
 from bot.recovery import RecoveryReport, recover
 from bot.replies import ReplyEngine, ReplyTarget
+from bot.router import recipients
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS, create_vector_tables
 from bot.search import SearchService
 from bot.tasks import spawn
@@ -171,6 +172,7 @@ class Services:
                     in_reply_to=ref,
                     thread_refs=tuple(dict.fromkeys((*refs, ref) if ref else refs)),
                     subject=meta.get("subject"),
+                    metadata=recipients(meta),
                 )
                 log.info("resuming reply to %s turn %d", conv_id, turn)
                 self.replies.submit(
