@@ -224,6 +224,10 @@ def apply_lines(
     indexed_bytes: int | None = None,
 ) -> ConversationRecord:
     """Apply transcript lines and save the record (inside the caller's transaction)."""
+    if not rec.indexed_bytes:
+        # A record not in the index yet (recovery, reindex): its row must exist before
+        # its turns reference it (turns.conversation_id is a foreign key).
+        upsert_conversation(conn, rec)
     for line in lines:
         if line.get("type") == "meta":
             continue

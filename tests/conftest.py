@@ -1,0 +1,181 @@
+"""Shared fixtures for the whole suite (kept small and generic).
+
+- :func:`make_config` builds a validated :class:`~bot.config.AppConfig` in ``tmp_path``
+  through the real loader (``build_config(raw, env={})``), offline brain, no embedding
+  model, web channel off, unless the test asks otherwise.
+- :class:`RecordingChannel` is an in-process :class:`bot.channel.Channel` that records
+  what the core sends and can be told to fail.
+- ``services`` is the real core from :func:`bot.services.open_services`, closed afterwards.
+
+Subfolders (channels, brain, lifecycle, ...) have their own conftests; names defined
+there take precedence over these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.channel import ChannelHost, PermanentSendError
+from bot.config import AppConfig, build_config
+from bot.events import OutboundMessage, SendResult
+
+OWNER_TELEGRAM_ID = "424242"
+OWNER_TELEGRAM_USER = "@RobinOwner"
+OWNER_EMAIL = "Robin Owner <Robin.Owner@Example.org>"
+
+
+def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` updated recursively with ``extra`` (nested mappings merge, others replace)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def raw_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
+    """The raw (YAML-shaped) mapping :func:`make_config` validates."""
+    raw: dict[str, Any] = {
+        "data_dir": str(tmp_path / "data"),
+        "brain": {"provider": "offline"},
+        "embedding": {"enabled": False},
+        "channels": {"web": {"enabled": False}},
+    }
+    return deep_merge(raw, overrides)
+
+
+def make_config(tmp_path: Path, **overrides: Any) -> AppConfig:
+    """A validated config with its data directory in ``tmp_path``.
+
+    Keyword arguments are top-level sections merged into the defaults, e.g.
+    ``make_config(tmp_path, owner={"identities": {"telegram": ["1"]}})``. The process
+    environment is ignored (``env={}``) so a developer's ANTHROPIC_API_KEY never leaks in.
+    """
+    return build_config(raw_config(tmp_path, **overrides), env={})
+
+
+def owner_identities() -> dict[str, list[str]]:
+    return {"telegram": [OWNER_TELEGRAM_ID, OWNER_TELEGRAM_USER], "email": [OWNER_EMAIL]}
+
+
+class RecordingChannel:
+    """A :class:`bot.channel.Channel` that keeps every message it is asked to send.
+
+    ``fail_next(n)`` makes the next ``n`` sends raise (the outbox retries them);
+    ``failing = True`` makes every send raise until reset; ``permanent = True`` raises
+    :class:`PermanentSendError` instead.
+    """
+
+    supports_streaming = False
+
+    def __init__(self, name: str = "test") -> None:
+        self.name = name
+        self.host: ChannelHost | None = None
+        self.sent: list[OutboundMessage] = []
+        self.attempts = 0
+        self.failing = False
+        self.permanent = False
+        self._fail_budget = 0
+        self._changed = asyncio.Condition()
+        self.started = False
+
+    async def start(self, host: ChannelHost) -> None:
+        self.host = host
+        self.started = True
+
+    async def stop(self) -> None:
+        self.started = False
+
+    def fail_next(self, count: int = 1) -> None:
+        self._fail_budget += count
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        self.attempts += 1
+        if self.permanent:
+            raise PermanentSendError("recording channel told to refuse")
+        if self.failing or self._fail_budget > 0:
+            self._fail_budget = max(0, self._fail_budget - 1)
+            raise ConnectionError("recording channel told to fail")
+        self.sent.append(message)
+        async with self._changed:
+            self._changed.notify_all()
+        return SendResult(message_ref=f"{self.name}-sent-{len(self.sent)}")
+
+    def texts(self, kind: str | None = None) -> list[str]:
+        return [m.text for m in self.sent if kind is None or m.kind == kind]
+
+    def of_kind(self, kind: str) -> list[OutboundMessage]:
+        return [m for m in self.sent if m.kind == kind]
+
+    async def wait_for(
+        self, predicate: Callable[[list[OutboundMessage]], bool], timeout: float = 10.0
+    ) -> list[OutboundMessage]:
+        """Wait until ``predicate(self.sent)`` holds; returns the sent list."""
+
+        async def _wait() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: predicate(self.sent))
+
+        await asyncio.wait_for(_wait(), timeout)
+        return self.sent
+
+    async def wait_count(self, count: int, timeout: float = 10.0) -> list[OutboundMessage]:
+        return await self.wait_for(lambda sent: len(sent) >= count, timeout)
+
+
+async def attach_channel(services: Any, channel: RecordingChannel) -> RecordingChannel:
+    """Wire a channel into a running core the way the daemon does (start, outbox)."""
+    services.channels[channel.name] = channel
+    await channel.start(services.router)
+    services.outbox.attach(channel)
+    return channel
+
+
+async def settle(services: Any, timeout: float = 10.0) -> None:
+    """Wait until no reply job is queued or running and nothing attached is pending."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        busy = services.replies.queue.pending()
+        rows = await services.state.fetchall("SELECT channel FROM outbox WHERE status = 'pending'")
+        waiting = [r for r in rows if r[0] in services.channels]
+        if not busy and not waiting:
+            return
+        if loop.time() > deadline:
+            raise TimeoutError(f"core not idle: {busy} reply jobs, {len(waiting)} unsent")
+        await asyncio.sleep(0.01)
+
+
+async def shutdown_services(services: Any) -> None:
+    """Drain reply jobs, then close (the counterpart of ``open_services``)."""
+    from bot.services import close_services
+
+    await services.replies.queue.drain(timeout=5)
+    for channel in list(services.channels.values()):
+        await channel.stop()
+    await close_services(services)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> AppConfig:
+    """Offline brain, no embeddings, web off, owner identities on Telegram and e-mail."""
+    return make_config(tmp_path, owner={"identities": owner_identities()})
+
+
+@pytest.fixture
+async def services(config: AppConfig) -> AsyncIterator[Any]:
+    """The real core (store, index, router, outbox, offline brain) on ``config``."""
+    from bot.services import open_services
+
+    core = await open_services(config)
+    try:
+        yield core
+    finally:
+        await shutdown_services(core)
