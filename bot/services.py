@@ -216,10 +216,14 @@ async def open_services(
     from bot.router import Router
 
     _check_data_dir(config)
+    opened: list[Database] = []
     try:
         index_db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+        opened.append(index_db)
         state = await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
+        opened.append(state)
     except Exception as exc:
+        await _close_all(opened)
         raise DatabaseOpenError(f"cannot open the databases: {exc}") from exc
     if index_db.vec_available:
         dims = config.embedding.dimensions
@@ -250,11 +254,24 @@ async def open_services(
     services.router = Router(services)
     services.replies = ReplyEngine(services)
     if recover_now:
-        services.recovery = await index_db.run(
-            lambda c: recover(c, store, config.external_dir, config)
-        )
+        try:
+            services.recovery = await index_db.run(
+                lambda c: recover(c, store, config.external_dir, config)
+            )
+        except Exception as exc:
+            # Close the connections: their threads would otherwise keep the process alive.
+            await _close_all(opened)
+            raise DatabaseOpenError(f"recovery from the transcripts failed: {exc}") from exc
         log.info("recovery: %s", services.recovery.to_dict())
     return services
+
+
+async def _close_all(databases: list[Database]) -> None:
+    for db in databases:
+        try:
+            await db.close()
+        except Exception:
+            log.exception("closing %s failed", db.path)
 
 
 async def close_services(services: Services) -> None:
