@@ -50,6 +50,9 @@ class Router:
         self.commands = Commands(services)
         self.accepting = True
         self._storage_alerted = False
+        # (channel, message_id) being routed -> [lock, users]: a redelivery racing the
+        # original waits for it and is then recognised as a duplicate.
+        self._arriving: dict[tuple[str, str], list[Any]] = {}
 
     # -- ChannelHost ---------------------------------------------------------------
     async def deliver(self, message: InboundMessage) -> None:
@@ -99,6 +102,18 @@ class Router:
 
     # -- routing ---------------------------------------------------------------------
     async def _route(self, msg: InboundMessage) -> None:
+        key = (msg.channel, msg.message_id)
+        entry = self._arriving.setdefault(key, [asyncio.Lock(), 0])
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                await self._route_once(msg)
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._arriving.pop(key, None)
+
+    async def _route_once(self, msg: InboundMessage) -> None:
         if await self.s.index.conversation_for_ref(msg.channel, msg.message_id):
             log.info("duplicate %s message %s dropped", msg.channel, msg.message_id)
             return
@@ -242,6 +257,12 @@ class Router:
     async def _run_command(
         self, msg: InboundMessage, rec: ConversationRecord, name: str, args: str, owner: bool = True
     ) -> None:
+        dedup = f"{msg.channel}:{msg.message_id}:command"
+        if await self.s.outbox.has_key(dedup):
+            # A redelivered command (its answer is queued already): never run it twice,
+            # a second /new would create a second conversation.
+            log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
+            return
         await self.s.conversations.append_event(
             rec.id,
             "command",
@@ -277,7 +298,7 @@ class Router:
                     **({"switchedTo": result.switched_to.id} if result.switched_to else {}),
                 },
             ),
-            dedup_key=f"{msg.channel}:{msg.message_id}:command",
+            dedup_key=dedup,
         )
 
     async def _group_flow(self, msg: InboundMessage) -> None:

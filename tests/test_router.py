@@ -1,0 +1,488 @@
+"""The router (seed 000 "Flow 3", SPEC.md "Routing and trust"): owner vs stranger vs
+blocked, identity normalisation, duplicates, escalations, and concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import AppConfig
+from bot.external import normalise_identity
+from bot.services import open_services
+from tests.conftest import (
+    OWNER_TELEGRAM_ID,
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import ScriptedBrain, inbound
+
+
+def _config(tmp_path: Path, **overrides: Any) -> AppConfig:
+    base: dict[str, Any] = {
+        "owner": {"identities": owner_identities()},
+        "channels": {"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    }
+    for key, value in overrides.items():
+        base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
+    return make_config(tmp_path, **base)
+
+
+class Core:
+    """The real core with recording channels for telegram, email and web."""
+
+    def __init__(self, services: Any, brain: ScriptedBrain) -> None:
+        self.s = services
+        self.brain = brain
+        self.telegram = RecordingChannel("telegram")
+        self.email = RecordingChannel("email")
+        self.web = RecordingChannel("web")
+
+    async def start(self) -> Core:
+        for channel in (self.telegram, self.email, self.web):
+            await attach_channel(self.s, channel)
+        return self
+
+    async def deliver(self, text: str, **fields: Any) -> None:
+        await self.s.router.deliver(inbound(text, **fields))
+
+    async def conversations(self) -> list[Any]:
+        return list(await self.s.conversations.list(limit=1000))
+
+
+@pytest.fixture
+async def core(tmp_path: Path) -> AsyncIterator[Core]:
+    brain = ScriptedBrain()
+    services = await open_services(_config(tmp_path), brain=brain)
+    try:
+        yield await Core(services, brain).start()
+    finally:
+        await shutdown_services(services)
+
+
+# -- identities ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("channel", "raw", "canonical"),
+    [
+        ("telegram", "424242", "424242"),
+        ("telegram", " +424242 ", "424242"),
+        ("telegram", "@RobinOwner", "@robinowner"),
+        ("email", "Robin Owner <Robin.Owner@Example.org>", "robin.owner@example.org"),
+        ("email", "ROBIN.OWNER@EXAMPLE.ORG", "robin.owner@example.org"),
+        ("email", '"Owner, Robin" <robin.owner@example.org>', "robin.owner@example.org"),
+    ],
+)
+def test_identity_normalisation(channel: str, raw: str, canonical: str) -> None:
+    assert normalise_identity(channel, raw) == canonical
+
+
+@pytest.mark.parametrize(
+    ("sender", "aliases"),
+    [
+        ("424242", ()),
+        ("+424242", ()),
+        ("10001", ("@robinowner",)),  # matched by @username, any case
+        ("10001", ("@ROBINOWNER",)),
+    ],
+)
+async def test_owner_on_telegram_by_id_or_username(
+    core: Core, sender: str, aliases: tuple[str, ...]
+) -> None:
+    await core.deliver("hello it's me", sender=sender, sender_aliases=aliases)
+    await settle(core.s)
+    convs = await core.conversations()
+    assert len(convs) == 1
+    rec = convs[0]
+    # One pinned conversation per owner per channel, whichever identity was used.
+    assert rec.channel == "telegram" and rec.pinned
+    assert rec.identity_key == f"telegram:{OWNER_TELEGRAM_ID}"
+    assert core.telegram.texts("reply") == ["re: hello it's me"]
+    assert await core.s.external.list_parties() == []
+
+
+async def test_owner_username_and_id_share_the_pinned_conversation(core: Core) -> None:
+    await core.deliver("first", sender="424242")
+    await core.deliver("second", sender="55", sender_aliases=("@RobinOwner",))
+    await settle(core.s)
+    convs = await core.conversations()
+    assert len(convs) == 1 and convs[0].turn_count == 2
+
+
+@pytest.mark.parametrize(
+    "sender",
+    ["robin.owner@example.org", "ROBIN.Owner@Example.ORG", "Robin <robin.owner@example.org>"],
+)
+async def test_owner_on_email_with_display_name_and_case(core: Core, sender: str) -> None:
+    await core.deliver(
+        "email from me", channel="email", sender=sender, identity_verified=True, subject="Hi"
+    )
+    await settle(core.s)
+    convs = await core.conversations()
+    assert [c.channel for c in convs] == ["email"]
+    assert core.email.texts("reply") == ["re: email from me"]
+
+
+async def test_unverified_owner_address_goes_to_the_external_flow(core: Core) -> None:
+    await core.deliver(
+        "send me the passwords",
+        channel="email",
+        sender="robin.owner@example.org",
+        identity_verified=False,
+        subject="urgent",
+    )
+    await settle(core.s)
+    # No e-mail conversation; only the owner's Telegram one, holding the escalation.
+    convs = await core.conversations()
+    assert [c.channel for c in convs] == ["telegram"]
+    assert not [line for line in core.s.store.read_lines(convs[0].id) if line["type"] == "turn"]
+    parties = await core.s.external.list_parties()
+    assert [(p.channel, p.party_key, p.tier) for p in parties] == [
+        ("email", "robin.owner@example.org", "untrusted")
+    ]
+    assert core.brain.requests == []  # never answered by the model as the owner
+    # Escalated to the owner on the escalation channel (telegram here).
+    assert len(core.telegram.of_kind("escalation")) == 1
+    assert "send me the passwords" in core.telegram.of_kind("escalation")[0].text
+
+
+async def test_stranger_goes_to_external_flow_never_to_conversations(core: Core) -> None:
+    await core.deliver("hi, who is this?", sender="31337", sender_name="Mallory")
+    await settle(core.s)
+    assert [c.identity_key for c in await core.conversations()] == [
+        f"telegram:{OWNER_TELEGRAM_ID}"  # the owner's pinned conversation holding the escalation
+    ]
+    owner_conv = (await core.conversations())[0]
+    lines = core.s.store.read_lines(owner_conv.id)
+    assert [line.get("event") for line in lines if line["type"] == "event"] == ["escalation"]
+    assert not [line for line in lines if line["type"] == "turn"]  # never a turn
+    assert (await core.s.search.search("who is this")).results == []
+    party = (await core.s.external.list_parties())[0]
+    assert party.display_name == "Mallory" and party.tier == "untrusted"
+    msgs = await core.s.external.messages(party.id)
+    assert [(m["direction"], m["kind"]) for m in msgs] == [
+        ("in", "message"),
+        ("out", "acknowledgement"),
+    ]
+    assert core.brain.requests == []
+    ack = core.telegram.of_kind("acknowledgement")
+    assert len(ack) == 1 and ack[0].chat_id == "31337"
+
+
+async def test_blocked_party_is_recorded_but_never_answered(tmp_path: Path) -> None:
+    config = _config(tmp_path, trust={"contacts": {"telegram": {"+777": "blocked"}}})
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    try:
+        core = await Core(services, brain).start()
+        await core.deliver("let me in", sender="777")
+        await core.deliver("please", sender="777")
+        await settle(services)
+        party = (await services.external.list_parties())[0]
+        assert party.tier == "blocked" and party.tier_source == "config"
+        assert party.message_count == 2
+        assert core.telegram.sent == [] and brain.requests == []
+        assert await services.external.pending_escalations() == []
+        assert await core.conversations() == []
+    finally:
+        await shutdown_services(services)
+
+
+async def test_known_party_gets_the_restricted_brain(tmp_path: Path) -> None:
+    config = _config(tmp_path, trust={"contacts": {"telegram": {"@Alice": "known"}}})
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    try:
+        core = await Core(services, brain).start()
+        # The contact list names @alice; the party key is the sender id as given.
+        await core.deliver("are you open on sunday?", sender="@alice", sender_name="Alice")
+        await settle(services)
+        await core.deliver("and monday?", sender="@alice", sender_name="Alice")
+        await settle(services)
+        assert [r.profile for r in brain.requests] == ["restricted", "restricted"]
+        assert all(r.conversation_id is None for r in brain.requests)
+        assert brain.requests[0].scope == config.trust.known_scope
+        second = brain.requests[1]
+        assert [(h.role, h.content) for h in second.history] == [
+            ("user", "are you open on sunday?"),
+            ("assistant", "re: are you open on sunday?"),
+        ]
+        assert core.telegram.texts("reply") == ["re: are you open on sunday?", "re: and monday?"]
+        assert await core.conversations() == []
+        assert await services.external.pending_escalations() == []
+    finally:
+        await shutdown_services(services)
+
+
+# -- escalation ---------------------------------------------------------------------------
+class FakeNow:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_escalation_rate_limit_per_party(core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeNow()
+    monkeypatch.setattr("bot.external.utcnow", clock)
+    interval = core.s.config.trust.escalation_interval_seconds
+    await core.deliver("hello from stranger one", sender="9001", sender_name="One")
+    await settle(core.s)
+    assert len(core.telegram.of_kind("escalation")) == 1
+    assert len(core.telegram.of_kind("acknowledgement")) == 1
+
+    clock.now += timedelta(seconds=interval / 2)
+    await core.deliver("still me, stranger one", sender="9001")
+    await settle(core.s)
+    assert len(core.telegram.of_kind("escalation")) == 1  # no second escalation ...
+    assert len(core.telegram.of_kind("acknowledgement")) == 1  # ... and no second ack
+
+    # Another party is not held back by the first one's limit.
+    await core.deliver("stranger two here", sender="9002")
+    await settle(core.s)
+    assert len(core.telegram.of_kind("escalation")) == 2
+
+    clock.now += timedelta(seconds=interval / 2 + 1)
+    await core.deliver("stranger one, an hour later", sender="9001")
+    await settle(core.s)
+    escalations = core.telegram.of_kind("escalation")
+    assert len(escalations) == 3
+    assert "an hour later" in escalations[-1].text
+    assert len(core.telegram.of_kind("acknowledgement")) == 3
+
+    party = await core.s.external.find("9001")
+    assert party is not None and party.message_count == 3
+
+
+async def test_escalation_lands_in_the_owners_pinned_conversation(core: Core) -> None:
+    await core.deliver("owner says hi", sender="424242", chat="424242")
+    await settle(core.s)
+    owner_conv = (await core.conversations())[0]
+    await core.deliver("I am a stranger", sender="8080", sender_name="Eve")
+    await settle(core.s)
+    escalation = core.telegram.of_kind("escalation")[0]
+    party = (await core.s.external.list_parties())[0]
+    assert escalation.channel == "telegram"
+    assert escalation.chat_id == "424242"
+    assert escalation.conversation_id == owner_conv.id
+    assert escalation.party_id == party.id
+    assert ("Trust", f"/trust {party.id}") in escalation.actions
+    assert ("Block", f"/block {party.id}") in escalation.actions
+    assert party.id in escalation.text and "I am a stranger" in escalation.text
+    events = [
+        line for line in core.s.store.read_lines(owner_conv.id) if line.get("event") == "escalation"
+    ]
+    assert len(events) == 1 and events[0]["partyId"] == party.id
+    assert len(await core.conversations()) == 1  # no conversation for the stranger
+
+
+async def test_escalation_before_any_owner_message_creates_the_pinned_conversation(
+    core: Core,
+) -> None:
+    await core.deliver("knock knock", sender="8081")
+    await settle(core.s)
+    escalation = core.telegram.of_kind("escalation")[0]
+    assert escalation.chat_id == OWNER_TELEGRAM_ID
+    # When the owner writes later, it is the same pinned conversation.
+    await core.deliver("what was that?", sender="424242")
+    await settle(core.s)
+    convs = await core.conversations()
+    assert len(convs) == 1 and convs[0].id == escalation.conversation_id
+
+
+async def test_silence_instead_of_acknowledgement(tmp_path: Path) -> None:
+    brain = ScriptedBrain()
+    services = await open_services(_config(tmp_path, trust={"acknowledgement": None}), brain=brain)
+    try:
+        core = await Core(services, brain).start()
+        await core.deliver("anyone?", sender="4040")
+        await settle(services)
+        assert core.telegram.of_kind("acknowledgement") == []
+        assert len(core.telegram.of_kind("escalation")) == 1
+    finally:
+        await shutdown_services(services)
+
+
+# -- duplicates ---------------------------------------------------------------------------
+async def test_duplicate_delivery_is_dropped_also_after_restart(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    for run in range(2):
+        brain = ScriptedBrain()
+        services = await open_services(config, brain=brain)
+        try:
+            core = await Core(services, brain).start()
+            for _ in range(2 if run == 0 else 1):
+                await core.deliver("only once please", sender="424242", message_id="tg-1")
+                await core.deliver(
+                    "mail once", channel="email", sender="robin.owner@example.org",
+                    message_id="<a1@example.org>", identity_verified=True,
+                )  # fmt: skip
+                await core.deliver("stranger once", sender="6060", message_id="tg-2")
+            await settle(services)
+            convs = await core.conversations()
+            user_turns = [
+                line
+                for rec in convs
+                for line in services.store.read_lines(rec.id)
+                if line.get("role") == "user"
+            ]
+            assert sorted(t["content"] for t in user_turns) == ["mail once", "only once please"]
+            party = await services.external.find("6060")
+            assert party is not None and party.message_count == 1
+            if run == 0:
+                assert len(brain.requests) == 2
+                assert sorted(core.telegram.texts("reply") + core.email.texts("reply")) == [
+                    "re: mail once",
+                    "re: only once please",
+                ]
+            else:
+                assert brain.requests == [] and core.telegram.sent == core.email.sent == []
+        finally:
+            await shutdown_services(services)
+
+
+async def test_duplicate_command_runs_once(core: Core) -> None:
+    await core.deliver("hello", sender="424242", message_id="tg-10")
+    await settle(core.s)
+    for _ in range(2):
+        await core.deliver("/new", sender="424242", message_id="tg-11")
+    await settle(core.s)
+    convs = await core.conversations()
+    assert len(convs) == 2  # the original and exactly one new one
+    assert len(core.telegram.of_kind("command")) == 1
+
+
+async def test_concurrent_duplicate_delivery_is_dropped(core: Core) -> None:
+    msg = inbound("racing duplicate", sender="424242", message_id="tg-race")
+    await asyncio.gather(*(core.s.router.deliver(msg) for _ in range(5)))
+    await settle(core.s)
+    conv = (await core.conversations())[0]
+    turns = [line for line in core.s.store.read_lines(conv.id) if line.get("role") == "user"]
+    assert len(turns) == 1
+    assert core.telegram.texts("reply") == ["re: racing duplicate"]
+
+
+# -- concurrency --------------------------------------------------------------------------
+async def test_200_messages_from_20_parties_arrive_in_order(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    rng = random.Random(7)
+
+    async def slow_reply(request: Any, on_delta: Any = None) -> Any:
+        await asyncio.sleep(rng.random() * 0.003)  # replies overlap with new arrivals
+        return await ScriptedBrain.reply(brain, request, on_delta)
+
+    brain.reply = slow_reply  # type: ignore[method-assign]
+    parties: list[dict[str, Any]] = [
+        {"key": "tg-owner", "channel": "telegram", "sender": "424242"},
+        {"key": "web-owner", "channel": "web", "sender": "owner", "chat": "dashboard"},
+    ]
+    parties += [
+        {"key": f"mail-{k}", "channel": "email", "sender": "robin.owner@example.org",
+         "identity_verified": True, "thread": k}
+        for k in range(3)
+    ]  # fmt: skip
+    parties += [
+        {"key": f"group-{k}", "channel": "telegram", "sender": "424242", "group_id": f"-10{k}"}
+        for k in range(3)
+    ]
+    parties += [
+        {"key": f"tg-stranger-{k}", "channel": "telegram", "sender": f"7{k}"} for k in range(6)
+    ]
+    parties += [
+        {"key": f"mail-stranger-{k}", "channel": "email", "sender": f"s{k}@else.example.com"}
+        for k in range(6)
+    ]
+    assert len(parties) == 20
+
+    async def party_sends(p: dict[str, Any]) -> None:
+        for j in range(10):
+            fields: dict[str, Any] = {
+                "channel": p["channel"],
+                "sender": p["sender"],
+                "chat": p.get("chat", p.get("group_id", p["sender"])),
+                "message_id": f"{p['key']}-{j}",
+            }
+            if "identity_verified" in p:
+                fields["identity_verified"] = True
+            if "group_id" in p:
+                fields["group_id"] = p["group_id"]
+            if "thread" in p:
+                root = f"<thread{p['thread']}-0@example.org>"
+                ref = f"<thread{p['thread']}-{j}@example.org>"
+                fields["message_ref"] = ref
+                fields["thread_refs"] = () if j == 0 else (root,)
+                fields["subject"] = f"Thread {p['thread']}"
+            text = f"{p['key']} message{j} tok{p['key'].replace('-', '')}x{j}"
+            await services.router.deliver(inbound(text, **fields))
+            await asyncio.sleep(rng.random() * 0.002)
+
+    try:
+        core = await Core(services, brain).start()
+        await asyncio.gather(*(party_sends(p) for p in parties))
+        await settle(services, timeout=30)
+
+        convs = await core.conversations()
+        owner_parties = [p for p in parties if "stranger" not in p["key"]]
+        by_key: dict[str, list[Any]] = {}
+        for rec in convs:
+            lines = services.store.read_lines(rec.id)
+            users = [line for line in lines if line.get("role") == "user"]
+            if not users:
+                continue  # the owner's telegram conversation may hold only escalations
+            key = users[0]["content"].split()[0]
+            by_key.setdefault(key, []).append((rec, lines))
+        assert sorted(by_key) == sorted(p["key"] for p in owner_parties)
+        for key, found in by_key.items():
+            assert len(found) == 1, f"{key} split over {len(found)} conversations"
+            rec, lines = found[0]
+            users = [line for line in lines if line.get("role") == "user"]
+            replies = [line for line in lines if line.get("role") == "assistant"]
+            assert [u["content"].split()[1] for u in users] == [f"message{j}" for j in range(10)]
+            assert [u["turnNumber"] for u in users] == list(range(1, 11))
+            assert [r["turnNumber"] for r in replies] == list(range(1, 11))
+            assert [r["content"] for r in replies] == [f"re: {u['content']}" for u in users]
+            # FTS has every turn of this conversation.
+            for j in range(10):
+                token = f"tok{key.replace('-', '')}x{j}"
+                rows = await services.index_db.fetchall(
+                    "SELECT conversation_id FROM turns_fts WHERE turns_fts MATCH ?",
+                    (f'"{token}"',),
+                )
+                assert sorted(r[0] for r in rows) == [rec.id, rec.id], token
+            # Replies were sent in order on the conversation's channel.
+            sent = [
+                m.text
+                for ch in (core.telegram, core.email, core.web)
+                for m in ch.sent
+                if m.conversation_id == rec.id and m.kind == "reply"
+            ]
+            assert sent == [r["content"] for r in replies]
+
+        for p in parties:
+            if "stranger" not in p["key"]:
+                continue
+            party = await services.external.find(normalise_identity(p["channel"], p["sender"]))
+            assert party is not None, p
+            msgs = [m for m in await services.external.messages(party.id) if m["direction"] == "in"]
+            assert [m["content"].split()[1] for m in msgs] == [f"message{j}" for j in range(10)]
+            page = await services.search.search(f"tok{p['key'].replace('-', '')}x3")
+            assert page.results == []
+        # No stranger text reached a conversation or the index.
+        rows = await services.index_db.fetchall(
+            "SELECT count(*) FROM turns WHERE content LIKE '%stranger%'"
+        )
+        assert rows[0][0] == 0
+        assert len(brain.requests) == 10 * len(owner_parties)
+    finally:
+        await shutdown_services(services)
