@@ -55,15 +55,23 @@ class PartyRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "channel": self.channel, "party": self.party_key,
-            "name": self.display_name, "tier": self.tier, "tierSource": self.tier_source,
-            "created": self.created, "updated": self.updated,
-            "messageCount": self.message_count, "lastEscalation": self.last_escalation,
+            "id": self.id,
+            "channel": self.channel,
+            "party": self.party_key,
+            "name": self.display_name,
+            "tier": self.tier,
+            "tierSource": self.tier_source,
+            "created": self.created,
+            "updated": self.updated,
+            "messageCount": self.message_count,
+            "lastEscalation": self.last_escalation,
         }
 
 
-_PARTY_COLS = ("id, channel, party_key, display_name, chat_id, tier, tier_source, created, "
-               "updated, message_count, last_escalation, context_reset_at, model")
+_PARTY_COLS = (
+    "id, channel, party_key, display_name, chat_id, tier, tier_source, created, "
+    "updated, message_count, last_escalation, context_reset_at, model"
+)
 
 
 def _party(row: Any) -> PartyRecord:
@@ -81,11 +89,26 @@ class ExternalStore:
     def _path(self, party_id: str) -> Path:
         return self.directory / f"{party_id}.jsonl"
 
-    async def _append(self, party_id: str, lines: list[Line]) -> None:
+    async def _record(self, party_id: str, lines: list[Line]) -> list[int]:
+        """Append to the party's file (durable), then mirror into the tables together with
+        how far the file is indexed, so recovery does not replay these lines again."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(party_id)
         data = encode(lines)
-        await _to_thread(self._files._write, path, data)
+        size = await _to_thread(self._files._write, path, data)
+
+        def _apply(conn: SyncConn) -> list[int]:
+            created = apply_party_lines(conn, party_id, lines, self.config)
+            conn.execute(
+                "INSERT INTO index_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
+                "SET value = excluded.value "
+                "WHERE CAST(excluded.value AS INTEGER) > CAST(index_meta.value AS INTEGER)",
+                (f"ext:{party_id}", str(size)),
+            )
+            return created
+
+        result: list[int] = await self.db.run(_apply)
+        return result
 
     # -- tiers ---------------------------------------------------------------------
     def configured_tier(self, channel: str, party_key: str) -> str | None:
@@ -98,7 +121,8 @@ class ExternalStore:
     # -- reading -------------------------------------------------------------------
     async def get(self, party_id: str) -> PartyRecord | None:
         row = await self.db.fetchone(
-            f"SELECT {_PARTY_COLS} FROM external_parties WHERE id = ?", (party_id,))
+            f"SELECT {_PARTY_COLS} FROM external_parties WHERE id = ?", (party_id,)
+        )
         return _party(row) if row else None
 
     async def find(self, reference: str) -> PartyRecord | None:
@@ -110,47 +134,74 @@ class ExternalStore:
         rows = await self.db.fetchall(
             f"SELECT {_PARTY_COLS} FROM external_parties WHERE party_key = ? OR party_key = ? "
             "OR lower(display_name) = ? ORDER BY updated DESC",
-            (ref.lower(), ref.lower().lstrip("@"), ref.lower()))
+            (ref.lower(), ref.lower().lstrip("@"), ref.lower()),
+        )
         return _party(rows[0]) if rows else None
 
     async def list_parties(self, limit: int = 200) -> list[PartyRecord]:
         rows = await self.db.fetchall(
-            f"SELECT {_PARTY_COLS} FROM external_parties ORDER BY updated DESC LIMIT ?", (limit,))
+            f"SELECT {_PARTY_COLS} FROM external_parties ORDER BY updated DESC LIMIT ?", (limit,)
+        )
         return [_party(r) for r in rows]
 
     async def messages(self, party_id: str, limit: int = 100) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT id, direction, content, timestamp, kind FROM external_messages "
-            "WHERE party_id = ? ORDER BY id DESC LIMIT ?", (party_id, limit))
-        return [{"id": r[0], "direction": r[1], "content": r[2], "timestamp": r[3], "kind": r[4]}
-                for r in reversed(rows)]
+            "WHERE party_id = ? ORDER BY id DESC LIMIT ?",
+            (party_id, limit),
+        )
+        return [
+            {"id": r[0], "direction": r[1], "content": r[2], "timestamp": r[3], "kind": r[4]}
+            for r in reversed(rows)
+        ]
 
     async def history(self, party: PartyRecord, limit: int = 20) -> list[dict[str, Any]]:
         """The party's own exchange since their last /new, for the restricted brain."""
         rows = await self.db.fetchall(
             "SELECT direction, content FROM external_messages WHERE party_id = ? AND id > ? "
             "AND kind IN ('message', 'reply') ORDER BY id DESC LIMIT ?",
-            (party.id, party.context_reset_at, limit))
+            (party.id, party.context_reset_at, limit),
+        )
         return [{"direction": r[0], "content": r[1]} for r in reversed(rows)]
 
     async def pending_escalations(self) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"
             " p.tier FROM escalations e JOIN external_parties p ON p.id = e.party_id "
-            "WHERE e.status = 'pending' ORDER BY e.id")
-        return [{"id": r[0], "partyId": r[1], "created": r[2], "text": r[3], "name": r[4],
-                 "party": r[5], "channel": r[6], "tier": r[7]} for r in rows]
+            "WHERE e.status = 'pending' ORDER BY e.id"
+        )
+        return [
+            {
+                "id": r[0],
+                "partyId": r[1],
+                "created": r[2],
+                "text": r[3],
+                "name": r[4],
+                "party": r[5],
+                "channel": r[6],
+                "tier": r[7],
+            }
+            for r in rows
+        ]
 
     async def is_duplicate(self, party_id: str, message_ref: str) -> bool:
         row = await self.db.fetchone(
             "SELECT 1 FROM external_messages WHERE party_id = ? AND message_ref = ?",
-            (party_id, message_ref))
+            (party_id, message_ref),
+        )
         return row is not None
 
     # -- writing -------------------------------------------------------------------
     async def record_inbound(
-        self, channel: str, party_key: str, *, display_name: str | None, chat_id: str,
-        text: str, message_ref: str, kind: str = "message",
+        self,
+        channel: str,
+        party_key: str,
+        *,
+        display_name: str | None,
+        chat_id: str,
+        text: str,
+        message_ref: str,
+        kind: str = "message",
     ) -> tuple[PartyRecord, bool]:
         """Durably record a third party's message. Returns (party, is_duplicate)."""
         party_id = party_handle(channel, party_key)
@@ -164,25 +215,46 @@ class ExternalStore:
         if existing is None:
             configured = self.configured_tier(channel, party_key)
             tier = configured or self.config.trust.default_tier
-            lines.append({"type": "meta", "id": party_id, "channel": channel,
-                          "party": party_key, "name": display_name, "chatId": chat_id,
-                          "tier": tier, "tierSource": "config" if configured else "default",
-                          "created": now})
-        lines.append({"type": "message", "direction": "in", "content": text,
-                      "messageRef": message_ref, "kind": kind, "timestamp": now,
-                      "name": display_name, "chatId": chat_id})
-        await self._append(party_id, lines)
-        await self.db.run(lambda c: apply_party_lines(c, party_id, lines, self.config))
+            lines.append(
+                {
+                    "type": "meta",
+                    "id": party_id,
+                    "channel": channel,
+                    "party": party_key,
+                    "name": display_name,
+                    "chatId": chat_id,
+                    "tier": tier,
+                    "tierSource": "config" if configured else "default",
+                    "created": now,
+                }
+            )
+        lines.append(
+            {
+                "type": "message",
+                "direction": "in",
+                "content": text,
+                "messageRef": message_ref,
+                "kind": kind,
+                "timestamp": now,
+                "name": display_name,
+                "chatId": chat_id,
+            }
+        )
+        await self._record(party_id, lines)
         party = await self.get(party_id)
         assert party is not None
         await self.bus.emit("external_updated", party=party, message=lines[-1])
         return party, False
 
     async def record_outbound(self, party_id: str, text: str, kind: str = "reply") -> None:
-        line = {"type": "message", "direction": "out", "content": text, "kind": kind,
-                "timestamp": iso(utcnow())}
-        await self._append(party_id, [line])
-        await self.db.run(lambda c: apply_party_lines(c, party_id, [line], self.config))
+        line = {
+            "type": "message",
+            "direction": "out",
+            "content": text,
+            "kind": kind,
+            "timestamp": iso(utcnow()),
+        }
+        await self._record(party_id, [line])
         party = await self.get(party_id)
         if party:
             await self.bus.emit("external_updated", party=party, message=line)
@@ -190,10 +262,14 @@ class ExternalStore:
     async def set_tier(self, party_id: str, tier: str) -> PartyRecord:
         if tier not in TIERS:
             raise ValueError(f"unknown tier {tier!r}")
-        line = {"type": "event", "event": "tier", "tier": tier, "source": "owner",
-                "timestamp": iso(utcnow())}
-        await self._append(party_id, [line])
-        await self.db.run(lambda c: apply_party_lines(c, party_id, [line], self.config))
+        line = {
+            "type": "event",
+            "event": "tier",
+            "tier": tier,
+            "source": "owner",
+            "timestamp": iso(utcnow()),
+        }
+        await self._record(party_id, [line])
         party = await self.get(party_id)
         assert party is not None
         await self.resolve_escalations(party_id, f"tier:{tier}")
@@ -202,8 +278,7 @@ class ExternalStore:
 
     async def reset_context(self, party_id: str) -> None:
         line = {"type": "event", "event": "reset", "timestamp": iso(utcnow())}
-        await self._append(party_id, [line])
-        await self.db.run(lambda c: apply_party_lines(c, party_id, [line], self.config))
+        await self._record(party_id, [line])
 
     def escalation_due(self, party: PartyRecord, now: datetime | None = None) -> bool:
         """Rate limit: at most one escalation per party per escalation interval."""
@@ -215,17 +290,20 @@ class ExternalStore:
 
     async def add_escalation(self, party: PartyRecord, text: str) -> int:
         line = {"type": "event", "event": "escalation", "text": text, "timestamp": iso(utcnow())}
-        await self._append(party.id, [line])
-        ids = await self.db.run(lambda c: apply_party_lines(c, party.id, [line], self.config))
-        await self.bus.emit("escalation_created", party=party, escalation_id=ids[-1] if ids else 0,
-                            text=text)
+        ids = await self._record(party.id, [line])
+        await self.bus.emit(
+            "escalation_created", party=party, escalation_id=ids[-1] if ids else 0, text=text
+        )
         return ids[-1] if ids else 0
 
     async def resolve_escalations(self, party_id: str, resolution: str) -> None:
-        line = {"type": "event", "event": "resolved", "resolution": resolution,
-                "timestamp": iso(utcnow())}
-        await self._append(party_id, [line])
-        await self.db.run(lambda c: apply_party_lines(c, party_id, [line], self.config))
+        line = {
+            "type": "event",
+            "event": "resolved",
+            "resolution": resolution,
+            "timestamp": iso(utcnow()),
+        }
+        await self._record(party_id, [line])
 
     # -- rebuild ---------------------------------------------------------------------
     def party_files(self) -> list[Path]:
@@ -245,8 +323,9 @@ def normalise_identity(channel: str, identity: str) -> str:
     return value.lower()
 
 
-def apply_party_lines(conn: SyncConn, party_id: str, lines: list[Line],
-                      config: AppConfig) -> list[int]:
+def apply_party_lines(
+    conn: SyncConn, party_id: str, lines: list[Line], config: AppConfig
+) -> list[int]:
     """Reflect party-record lines in the tables; returns escalation row ids created."""
     created: list[int] = []
     for line in lines:
@@ -255,52 +334,86 @@ def apply_party_lines(conn: SyncConn, party_id: str, lines: list[Line],
             conn.execute(
                 "INSERT OR IGNORE INTO external_parties (id, channel, party_key, display_name,"
                 " chat_id, tier, tier_source, created, updated) VALUES (?,?,?,?,?,?,?,?,?)",
-                (party_id, line.get("channel"), line.get("party"), line.get("name"),
-                 line.get("chatId"), line.get("tier", "untrusted"),
-                 line.get("tierSource", "default"), line.get("created", ts),
-                 line.get("created", ts)))
+                (
+                    party_id,
+                    line.get("channel"),
+                    line.get("party"),
+                    line.get("name"),
+                    line.get("chatId"),
+                    line.get("tier", "untrusted"),
+                    line.get("tierSource", "default"),
+                    line.get("created", ts),
+                    line.get("created", ts),
+                ),
+            )
             # Config may have changed since the record was created: config beats default.
             configured = None
             for identity, tier in config.trust.contacts.get(str(line.get("channel")), {}).items():
                 if normalise_identity(str(line.get("channel")), identity) == line.get("party"):
                     configured = tier
             if configured:
-                conn.execute("UPDATE external_parties SET tier = ?, tier_source = 'config' "
-                             "WHERE id = ? AND tier_source != 'owner'", (configured, party_id))
+                conn.execute(
+                    "UPDATE external_parties SET tier = ?, tier_source = 'config' "
+                    "WHERE id = ? AND tier_source != 'owner'",
+                    (configured, party_id),
+                )
         elif kind == "message":
             cur = conn.execute(
                 "INSERT INTO external_messages (party_id, direction, content, timestamp,"
                 " message_ref, kind) VALUES (?,?,?,?,?,?)",
-                (party_id, line.get("direction", "in"), line.get("content", ""), ts,
-                 line.get("messageRef"), line.get("kind", "message")))
+                (
+                    party_id,
+                    line.get("direction", "in"),
+                    line.get("content", ""),
+                    ts,
+                    line.get("messageRef"),
+                    line.get("kind", "message"),
+                ),
+            )
             del cur
             conn.execute(
                 "UPDATE external_parties SET updated = ?, message_count = message_count + ?,"
                 " display_name = coalesce(?, display_name), chat_id = coalesce(?, chat_id)"
                 " WHERE id = ?",
-                (ts, 1 if line.get("direction") == "in" else 0, line.get("name"),
-                 line.get("chatId"), party_id))
+                (
+                    ts,
+                    1 if line.get("direction") == "in" else 0,
+                    line.get("name"),
+                    line.get("chatId"),
+                    party_id,
+                ),
+            )
         elif kind == "event":
             event = line.get("event")
             if event == "tier":
-                conn.execute("UPDATE external_parties SET tier = ?, tier_source = ? WHERE id = ?",
-                             (line.get("tier"), line.get("source", "owner"), party_id))
+                conn.execute(
+                    "UPDATE external_parties SET tier = ?, tier_source = ? WHERE id = ?",
+                    (line.get("tier"), line.get("source", "owner"), party_id),
+                )
             elif event == "escalation":
                 cur = conn.execute(
                     "INSERT INTO escalations (party_id, created, text) VALUES (?,?,?)",
-                    (party_id, ts, line.get("text", "")))
+                    (party_id, ts, line.get("text", "")),
+                )
                 created.append(int(cur.lastrowid))
-                conn.execute("UPDATE external_parties SET last_escalation = ? WHERE id = ?",
-                             (ts, party_id))
+                conn.execute(
+                    "UPDATE external_parties SET last_escalation = ? WHERE id = ?", (ts, party_id)
+                )
             elif event == "resolved":
-                conn.execute("UPDATE escalations SET status = 'resolved', resolution = ? "
-                             "WHERE party_id = ? AND status = 'pending'",
-                             (line.get("resolution"), party_id))
+                conn.execute(
+                    "UPDATE escalations SET status = 'resolved', resolution = ? "
+                    "WHERE party_id = ? AND status = 'pending'",
+                    (line.get("resolution"), party_id),
+                )
             elif event == "reset":
-                row = conn.execute("SELECT coalesce(max(id), 0) FROM external_messages "
-                                   "WHERE party_id = ?", (party_id,)).fetchone()
-                conn.execute("UPDATE external_parties SET context_reset_at = ? WHERE id = ?",
-                             (row[0], party_id))
+                row = conn.execute(
+                    "SELECT coalesce(max(id), 0) FROM external_messages WHERE party_id = ?",
+                    (party_id,),
+                ).fetchone()
+                conn.execute(
+                    "UPDATE external_parties SET context_reset_at = ? WHERE id = ?",
+                    (row[0], party_id),
+                )
     return created
 
 
