@@ -53,6 +53,15 @@ class Router:
         # (channel, message_id) being routed -> [lock, users]: a redelivery racing the
         # original waits for it and is then recognised as a duplicate.
         self._arriving: dict[tuple[str, str], list[Any]] = {}
+        # identity key -> lock held while finding or creating its pinned conversation, so
+        # racing first messages (or an escalation) never create two.
+        self._contact_locks: dict[str, asyncio.Lock] = {}
+
+    def _contact_lock(self, key: str) -> asyncio.Lock:
+        lock = self._contact_locks.get(key)
+        if lock is None:
+            lock = self._contact_locks[key] = asyncio.Lock()
+        return lock
 
     # -- ChannelHost ---------------------------------------------------------------
     async def deliver(self, message: InboundMessage) -> None:
@@ -143,19 +152,24 @@ class Router:
                 if rec.pinned and rec.channel != "web":
                     raise ReadOnlyConversation(rec.id)
                 return rec
-            return await manager.most_recent("web") or await manager.create("web")
+            async with self._contact_lock(identity_key):
+                return await manager.most_recent("web") or await manager.create("web")
         if msg.channel in THREADED_CHANNELS:
             return await self._resolve_thread(msg)
-        rec = await manager.pinned_for(identity_key)
-        if rec is None:
-            rec = await manager.create(
-                msg.channel,
-                identity_key=identity_key,
-                pinned=True,
-                participants=[msg.sender_name or msg.sender_id],
-                channel_meta={"chatId": msg.chat_id, "contact": msg.sender_name or msg.sender_id},
-                reason="first_contact",
-            )
+        async with self._contact_lock(identity_key):
+            rec = await manager.pinned_for(identity_key)
+            if rec is None:
+                rec = await manager.create(
+                    msg.channel,
+                    identity_key=identity_key,
+                    pinned=True,
+                    participants=[msg.sender_name or msg.sender_id],
+                    channel_meta={
+                        "chatId": msg.chat_id,
+                        "contact": msg.sender_name or msg.sender_id,
+                    },
+                    reason="first_contact",
+                )
         return rec
 
     async def _resolve_thread(self, msg: InboundMessage) -> ConversationRecord:
@@ -303,20 +317,21 @@ class Router:
 
     async def _group_flow(self, msg: InboundMessage) -> None:
         key = f"{msg.channel}:group:{msg.group_id}"
-        rec = await self.s.conversations.pinned_for(key)
-        if rec is None:
-            rec = await self.s.conversations.create(
-                msg.channel,
-                identity_key=key,
-                pinned=True,
-                participants=[],
-                channel_meta={
-                    "chatId": msg.chat_id,
-                    "groupId": msg.group_id,
-                    "contact": msg.group_title or msg.group_id,
-                },
-                reason="first_contact",
-            )
+        async with self._contact_lock(key):
+            rec = await self.s.conversations.pinned_for(key)
+            if rec is None:
+                rec = await self.s.conversations.create(
+                    msg.channel,
+                    identity_key=key,
+                    pinned=True,
+                    participants=[],
+                    channel_meta={
+                        "chatId": msg.chat_id,
+                        "groupId": msg.group_id,
+                        "contact": msg.group_title or msg.group_id,
+                    },
+                    reason="first_contact",
+                )
         is_owner = self.s.identities.match(msg.channel, msg.sender_id, msg.sender_aliases)
         command = parse_command(msg.text) if msg.addressed else None
         if command is not None:
@@ -438,20 +453,21 @@ class Router:
             log.warning("no owner identity on %s to escalate to", channel)
             return
         key = f"{channel}:{owner}"
-        rec = await self.s.conversations.pinned_for(key)
         address = self.s.identities.address_for(channel)
-        if rec is None:
-            if address is None:
-                log.warning("cannot reach the owner on %s yet (no numeric id)", channel)
-                return
-            rec = await self.s.conversations.create(
-                channel,
-                identity_key=key,
-                pinned=True,
-                participants=[owner],
-                channel_meta={"chatId": address},
-                reason="escalation",
-            )
+        async with self._contact_lock(key):
+            rec = await self.s.conversations.pinned_for(key)
+            if rec is None:
+                if address is None:
+                    log.warning("cannot reach the owner on %s yet (no numeric id)", channel)
+                    return
+                rec = await self.s.conversations.create(
+                    channel,
+                    identity_key=key,
+                    pinned=True,
+                    participants=[owner],
+                    channel_meta={"chatId": address},
+                    reason="escalation",
+                )
         chat_id = rec.channel_meta.get("chatId") or address
         if not chat_id:
             return

@@ -486,3 +486,22 @@ async def test_200_messages_from_20_parties_arrive_in_order(tmp_path: Path) -> N
         assert len(brain.requests) == 10 * len(owner_parties)
     finally:
         await shutdown_services(services)
+
+
+async def test_first_contact_races_create_one_pinned_conversation(core: Core) -> None:
+    """The owner's first message and an escalation (which also needs the owner's pinned
+    conversation) arrive together: still one pinned conversation, holding both."""
+    await asyncio.gather(
+        core.deliver("owner's first words", sender="424242"),
+        core.deliver("stranger at the door", sender="5151"),
+        core.deliver("owner again", sender="10001", sender_aliases=("@robinowner",)),
+    )
+    await settle(core.s)
+    convs = await core.conversations()
+    assert len(convs) == 1 and convs[0].pinned
+    lines = core.s.store.read_lines(convs[0].id)
+    assert sorted(line["content"] for line in lines if line.get("role") == "user") == [
+        "owner again",
+        "owner's first words",
+    ]
+    assert [line["event"] for line in lines if line.get("event") == "escalation"] == ["escalation"]
