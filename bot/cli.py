@@ -56,13 +56,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         return await run_daemon(config, config_path=Path(source) if source else None)
 
     try:
-        return asyncio.run(_main())
+        code = asyncio.run(_main())
     except DataDirError as exc:
         log.error("%s", exc)
         return exitcodes.EX_DATADIR
     except DatabaseOpenError as exc:
         log.error("%s", exc)
         return exitcodes.EX_DATABASE
+    # Everything is closed and flushed. A worker thread still inside a library call (a
+    # model download retrying with long sleeps) must not hold the exit hostage.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

@@ -74,11 +74,8 @@ class Services:
 
     # -- health ----------------------------------------------------------------------
     def vector_search_available(self) -> bool:
-        return bool(
-            self.index_db.vec_available
-            and self.embedder is not None
-            and getattr(self.embedder, "available", False)
-        )
+        """True once the embedding model is loaded and vectors can be searched."""
+        return bool(self.index_db.vec_available and self.search.hybrid)
 
     def health(self) -> dict[str, Any]:
         return {
