@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
-from bot.commands import Commands, parse_command
+from bot.commands import CommandResult, Commands, parse_command
 from bot.events import InboundMessage, OutboundMessage
 from bot.external import PartyRecord, normalise_identity
 from bot.index import ConversationRecord
@@ -288,10 +288,12 @@ class Router:
         )
         if owner:
             result = await self.commands.run_owner(name, args, msg, rec)
-        elif name in ("trust", "block", "reply"):
-            result = await self.commands.run_stranger(name, args, _no_party(msg))
+        elif name == "new":
+            # Another member of the owner's group: the group conversation is the owner's
+            # record, and /search would show the owner's conversations. Only /help.
+            result = CommandResult("That command is not available here.")
         else:
-            result = await self.commands.run_owner(name, args, msg, rec)
+            result = await self.commands.run_stranger(name, args, _no_party(msg))
         if result.switched_to is not None and msg.channel in THREADED_CHANNELS:
             await self.s.conversations.record_message_ref(
                 result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in"

@@ -1,0 +1,322 @@
+"""Slash commands (seed 000 "Slash Commands"): intercepted before any model call, on
+every channel; the owner's /trust, /block, /reply act on third parties; strangers never
+touch the owner's records."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.commands import parse_command
+from bot.services import open_services
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import ScriptedBrain, inbound
+
+OWNER = "424242"
+
+
+class Core:
+    def __init__(self, services: Any, brain: ScriptedBrain) -> None:
+        self.s = services
+        self.brain = brain
+        self.channels = {n: RecordingChannel(n) for n in ("telegram", "email", "web")}
+
+    @property
+    def telegram(self) -> RecordingChannel:
+        return self.channels["telegram"]
+
+    async def say(self, text: str, **fields: Any) -> str:
+        """Deliver and wait; returns the last thing sent back on that channel."""
+        fields.setdefault("sender", OWNER)
+        channel = fields.get("channel", "telegram")
+        if channel == "web":
+            fields.setdefault("chat", "dashboard")
+            fields["sender"] = "owner"
+        await self.s.router.deliver(inbound(text, **fields))
+        await settle(self.s)
+        sent = self.channels[channel].sent
+        return sent[-1].text if sent else ""
+
+    async def records(self) -> dict[str, dict[str, Any]]:
+        """Every conversation record (minus the transcript size bookkeeping)."""
+        out = {}
+        for rec in await self.s.index.all_records():
+            row = dataclasses.asdict(rec)
+            row.pop("indexed_bytes")
+            out[rec.id] = row
+        return out
+
+
+@pytest.fixture
+async def core(tmp_path: Path) -> AsyncIterator[Core]:
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    )
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    core = Core(services, brain)
+    for channel in core.channels.values():
+        await attach_channel(services, channel)
+    try:
+        yield core
+    finally:
+        await shutdown_services(services)
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("/new", ("new", "")),
+        ("  /model   haiku ", ("model", "haiku")),
+        ("/model@MyAgentBot opus", ("model", "opus")),
+        ("/RENAME Garden plans", ("rename", "Garden plans")),
+        ("/reply p1234567 see you\nat five", ("reply", "p1234567 see you\nat five")),
+        ("/search\nboiler", ("search", "boiler")),
+        ("hello /new", None),
+        ("/", None),
+        ("// comment", None),
+        ("/ new", None),
+        ("/путь", ("путь", "")),
+    ],
+)
+def test_parse_command(text: str, parsed: tuple[str, str] | None) -> None:
+    assert parse_command(text) == parsed
+
+
+# -- /new ------------------------------------------------------------------------------
+async def test_new_on_a_channel_unpins_and_pins_a_fresh_one(core: Core) -> None:
+    await core.say("first topic: the boiler")
+    await core.say("/model opus")
+    old = (await core.s.conversations.list())[0]
+    assert old.model == "opus" and old.pinned
+
+    answer = await core.say("/new")
+    assert "new conversation" in answer.lower() and "opus" in answer
+    old_after = await core.s.index.get(old.id)
+    assert old_after is not None
+    assert old_after.pinned is False
+    assert old_after.channel == "telegram"  # keeps its channel icon
+    assert old_after.turn_count == 1
+    fresh = await core.s.conversations.pinned_for(f"telegram:{OWNER}")
+    assert fresh is not None and fresh.id != old.id
+    assert fresh.pinned and fresh.channel == "telegram"
+    assert fresh.model == "opus"  # inherits the active model
+    assert fresh.channel_meta.get("chatId") == old.channel_meta.get("chatId")
+
+    await core.say("second topic: the garden")
+    fresh = await core.s.index.get(fresh.id)
+    assert fresh is not None and fresh.turn_count == 1
+    assert core.brain.requests[-1].conversation_id == fresh.id
+    assert core.brain.requests[-1].model_alias == "opus"
+    old_after2 = await core.s.index.get(old.id)
+    assert old_after2 is not None and old_after2.turn_count == 1
+    # Exactly one pinned conversation for the owner on telegram.
+    pinned = [r for r in await core.s.conversations.list() if r.pinned]
+    assert [r.id for r in pinned] == [fresh.id]
+
+
+async def test_new_on_the_web_creates_a_web_conversation(core: Core) -> None:
+    await core.say("web hello", channel="web")
+    first = await core.s.conversations.most_recent("web")
+    assert first is not None and not first.pinned
+    await core.say("/new", channel="web")
+    second = await core.s.conversations.most_recent("web")
+    assert second is not None and second.id != first.id
+    assert second.channel == "web" and not second.pinned
+    await core.say("web second", channel="web")
+    assert core.brain.requests[-1].conversation_id == second.id
+    assert [r.channel for r in await core.s.conversations.list()] == ["web", "web"]
+
+
+async def test_web_message_into_a_pinned_channel_conversation_is_refused(core: Core) -> None:
+    from bot.channel import DeliveryError
+
+    await core.say("on telegram")
+    rec = (await core.s.conversations.list())[0]
+    with pytest.raises(DeliveryError):
+        await core.s.router.deliver(
+            inbound("from web", channel="web", sender="owner", conversation_id=rec.id)
+        )
+    # Once unpinned by /new it can be continued from the dashboard.
+    await core.say("/new")
+    await core.say("continued on web", channel="web", conversation_id=rec.id)
+    fresh = await core.s.index.get(rec.id)
+    assert fresh is not None and fresh.turn_count == 2
+
+
+# -- /model, /help, /status, /rename, /search, unknown ------------------------------------
+async def test_model_shows_and_switches(core: Core) -> None:
+    await core.say("hello")
+    answer = await core.say("/model")
+    assert "Current model: sonnet" in answer
+    for alias in ("opus", "sonnet", "haiku"):
+        assert alias in answer
+    answer = await core.say("/model HAIKU")
+    assert "haiku" in answer
+    rec = (await core.s.conversations.list())[0]
+    assert rec.model == "haiku"
+    assert "Current model: haiku" in await core.say("/model")
+    answer = await core.say("/model gpt-9")
+    assert "Unknown model" in answer
+    rec = (await core.s.conversations.list())[0]
+    assert rec.model == "haiku"
+
+
+async def test_commands_never_reach_the_brain(core: Core) -> None:
+    answers = {}
+    for text in ("/help", "/status", "/model", "/rename Heating", "/search boiler", "/frobnicate"):
+        answers[text] = await core.say(text)
+    assert core.brain.requests == []
+    assert "/new" in answers["/help"] and "/trust" in answers["/help"]
+    assert "Brain: scripted" in answers["/status"]
+    assert "Renamed to: Heating" in answers["/rename Heating"]
+    assert "Unknown command /frobnicate" in answers["/frobnicate"]
+    assert "/help" in answers["/frobnicate"]
+    assert all(m.kind == "command" for m in core.telegram.sent)
+    # Commands are recorded as events, not turns.
+    rec = (await core.s.conversations.list())[0]
+    lines = core.s.store.read_lines(rec.id)
+    assert not [line for line in lines if line["type"] == "turn"]
+    assert [line["command"] for line in lines if line.get("event") == "command"] == [
+        "/help",
+        "/status",
+        "/model",
+        "/rename",
+        "/search",
+        "/frobnicate",
+    ]
+
+
+async def test_rename_is_manual_and_protected(core: Core) -> None:
+    await core.say("hi")
+    await core.say("/rename   Tax   return 2026 ")
+    rec = (await core.s.conversations.list())[0]
+    assert rec.title == "Tax return 2026" and rec.manually_named
+    await core.s.conversations.set_title_topics(rec.id, "auto-title", ["taxes"], 5)
+    rec = (await core.s.conversations.list())[0]
+    assert rec.title == "Tax return 2026" and rec.topics == ["taxes"]
+    assert "Usage" in await core.say("/rename")
+
+
+async def test_search_command_finds_past_conversations(core: Core) -> None:
+    await core.say("the heat pump makes a rattling noise", channel="web")
+    await core.say("/new", channel="web")
+    answer = await core.say("/search rattling heat pump")
+    web = [r for r in await core.s.conversations.list() if r.channel == "web"]
+    old = next(r for r in web if r.turn_count == 1)
+    assert "Results for" in answer and old.id in answer
+    assert "No conversations match" in await core.say("/search xylophone")
+
+
+# -- /trust, /block, /reply ---------------------------------------------------------------
+async def _stranger(core: Core, sender: str = "777", text: str = "hello, it's Alice") -> Any:
+    await core.say(text, sender=sender, sender_name="Alice")
+    party = await core.s.external.find(sender)
+    assert party is not None
+    return party
+
+
+async def test_trust_makes_a_party_known_and_answered(core: Core) -> None:
+    party = await _stranger(core)
+    assert len(await core.s.external.pending_escalations()) == 1
+    answer = await core.say(f"/trust {party.id}")
+    assert "now known" in answer
+    assert (await core.s.external.get(party.id)).tier == "known"  # type: ignore[union-attr]
+    assert await core.s.external.pending_escalations() == []
+    await core.say("can you tell me the opening hours?", sender="777")
+    assert core.brain.requests[-1].profile == "restricted"
+    assert core.telegram.sent[-1].text == "re: can you tell me the opening hours?"
+    assert core.telegram.sent[-1].chat_id == "777"
+    # /trust <party> untrusted puts them back.
+    await core.say("/trust 777 untrusted")
+    assert (await core.s.external.get(party.id)).tier == "untrusted"  # type: ignore[union-attr]
+
+
+async def test_block_silences_a_party(core: Core) -> None:
+    party = await _stranger(core)
+    assert "blocked" in await core.say(f"/block {party.id}")
+    before = len(core.telegram.sent)
+    await core.say("hello again??", sender="777")
+    assert len(core.telegram.sent) == before
+    refreshed = await core.s.external.get(party.id)
+    assert refreshed is not None and refreshed.tier == "blocked"
+    assert refreshed.message_count == 2
+
+
+async def test_reply_sends_to_the_party_on_its_channel(core: Core) -> None:
+    await core.say(
+        "Hello, is Robin available?",
+        channel="email",
+        sender="Bob <bob@else.example.com>",
+        chat="bob@else.example.com",
+        subject="Meeting",
+    )
+    party = await core.s.external.find("bob@else.example.com")
+    assert party is not None and party.channel == "email"
+    answer = await core.say(f"/reply {party.id} Robin will call you tomorrow.\nBest")
+    assert "Sent to" in answer
+    to_bob = core.channels["email"].sent[-1]
+    assert to_bob.chat_id == "bob@else.example.com"
+    assert to_bob.text == "Robin will call you tomorrow.\nBest"
+    msgs = await core.s.external.messages(party.id)
+    assert msgs[-1]["direction"] == "out" and msgs[-1]["content"] == to_bob.text
+    assert await core.s.external.pending_escalations() == []
+    assert "Usage" in await core.say(f"/reply {party.id}")
+    assert "Usage" in await core.say("/reply nobody-like-this hi")
+
+
+# -- strangers' commands ------------------------------------------------------------------
+async def test_strangers_commands_never_touch_owner_records(core: Core) -> None:
+    await core.say("owner's private note about the safe code")
+    await core.say("/model haiku")
+    victim = await _stranger(core, sender="666")
+    owner_before = await core.records()
+    parties_before = {p.id: p.to_dict() for p in await core.s.external.list_parties()}
+
+    answers = {}
+    for text in ("/new", "/model opus", f"/trust {victim.id}", "/trust 666", "/block 424242",
+                 f"/reply {victim.id} hi", "/rename pwned", "/search safe code", "/status",
+                 "/help", "/bogus"):  # fmt: skip
+        await core.say(text, sender="666")
+        answers[text] = core.telegram.sent[-1]
+        assert answers[text].chat_id == "666"
+
+    assert await core.records() == owner_before
+    parties_after = {p.id: p.to_dict() for p in await core.s.external.list_parties()}
+    assert {k: v["tier"] for k, v in parties_after.items()} == {
+        k: v["tier"] for k, v in parties_before.items()
+    }
+    assert "not available" in answers["/model opus"].text
+    assert "not available" in answers["/search safe code"].text
+    assert "safe code" not in answers["/search safe code"].text.replace("/search safe code", "")
+    assert "/trust" not in answers["/help"].text
+    assert "Started over" in answers["/new"].text
+    assert core.brain.requests[-1].profile == "owner"  # nothing went to the brain for them
+
+
+async def test_non_owner_in_a_group_cannot_use_owner_commands(core: Core) -> None:
+    """A group conversation belongs to the owner: other members' commands may not switch
+    it, change its model, rename it or search the owner's conversations."""
+    await core.say("owner in the family group", group_id="-100", chat="-100")
+    await core.say("owner's secret holiday plans for Lisbon")
+    group_before = await core.records()
+    for text in ("/new", "/model opus", "/rename mine now", "/search Lisbon", "/trust 1"):
+        await core.say(text, sender="31337", group_id="-100", chat="-100")
+        sent = core.telegram.sent[-1]
+        assert sent.chat_id == "-100"
+        assert "Results for" not in sent.text and "secret" not in sent.text
+    assert await core.records() == group_before
+    assert "/trust" not in await core.say("/help", sender="31337", group_id="-100", chat="-100")
