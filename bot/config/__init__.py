@@ -7,6 +7,7 @@ and ``my-agent check-config`` turns them into exit status 78 (EX_CONFIG).
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -120,9 +121,11 @@ def _check_consistency(cfg: AppConfig) -> None:
 
 def build_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> AppConfig:
     """Validate a raw mapping (as read from YAML) plus environment overrides."""
-    tree: dict[str, Any] = dict(raw or {})
     if not isinstance(raw, Mapping | None):
         raise ConfigError("", "the configuration must be a mapping at top level")
+    # A deep copy: environment overrides (secrets) must not be written into the caller's
+    # mapping, which may be reused or dumped.
+    tree: dict[str, Any] = copy.deepcopy(dict(raw or {}))
     placeholder = _find_placeholders(tree)
     if placeholder:
         raise ConfigError(placeholder, "still holds a placeholder from config.example.yaml")

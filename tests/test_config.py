@@ -1,0 +1,245 @@
+"""Configuration: validation naming the dotted key (exit 78), placeholders from
+config.example.yaml, the embedded default, and secrets from the environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot import cli
+from bot.config import PLACEHOLDER_MARKERS, ConfigError, build_config, load_config
+from tests.support import REPO, VENV_PYTHON
+
+
+def _write(tmp_path: Path, raw: Any, name: str = "config.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(raw if isinstance(raw, str) else yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in list(os.environ):
+        if var.startswith("MY_AGENT_") or var in (
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "TELEGRAM_BOT_TOKEN",
+            "EMAIL_PASSWORD",
+        ):
+            monkeypatch.delenv(var, raising=False)
+
+
+INVALID = [
+    ({"brain": {"max_tokens": "lots"}}, "brain.max_tokens"),
+    ({"brain": {"colour": "red"}}, "brain.colour"),
+    ({"surprise": True}, "surprise"),
+    ({"channels": {"telegram": {"enabled": True}}}, "channels.telegram.token"),
+    ({"channels": {"telegram": {"enabled": True, "token": "nocolon"}}}, "channels.telegram.token"),
+    ({"owner": {"timezone": "Mars/Olympus_Mons"}}, "owner.timezone"),
+    ({"channels": {"web": {"port": 70000}}}, "channels.web.port"),
+    ({"channels": {"email": {"enabled": True, "password": "x"}}}, "channels.email"),
+    ({"trust": {"default_tier": "friend"}}, "trust.default_tier"),
+    ({"trust": {"contacts": {"telegram": {"@x": "vip"}}}}, "trust.contacts.telegram.@x"),
+    ({"trust": {"escalation_channel": "telegram"}}, "trust.escalation_channel"),
+    ({"brain": {"provider": "anthropic"}}, "brain.api_key"),
+    ({"models": {"default": "gpt"}}, "models.default"),
+    ({"transcripts": {"fsync": "sometimes"}}, "transcripts.fsync"),
+]
+
+
+@pytest.mark.parametrize(("raw", "key"), INVALID)
+def test_invalid_values_name_the_dotted_key(raw: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert info.value.key == key
+    assert str(info.value).startswith(f"{key}:")
+    if key == "channels.email":  # a cross-field check of the section names the field
+        assert "address" in info.value.message
+
+
+@pytest.mark.parametrize(("raw", "key"), INVALID[:6])
+def test_check_config_exits_78_naming_the_key(
+    tmp_path: Path, raw: dict[str, Any], key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, raw)
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    err = capsys.readouterr().err
+    assert f"configuration error: {key}:" in err
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["brain: [unclosed", "- just\n- a list\n", "owner:\n  timezone: UTC\n   bad: indent\n"],
+)
+def test_unreadable_yaml_exits_78(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, text)
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    assert "configuration error" in capsys.readouterr().err
+
+
+def test_missing_config_file_exits_78(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check-config", "--config", str(tmp_path / "nope.yaml")]) == 78
+    assert "not found" in capsys.readouterr().err
+
+
+def test_the_installed_command_exits_78(tmp_path: Path) -> None:
+    """The real console script, as systemd would run it (RestartPreventExitStatus=78)."""
+    path = _write(tmp_path, {"owner": {"timezone": "Nowhere/Special"}})
+    exe = Path(sys.executable).with_name("my-agent")
+    cmd = [str(exe)] if exe.exists() else [str(VENV_PYTHON), "-m", "bot.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MY_AGENT_")}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [*cmd, "check-config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 78, done.stderr
+    assert "owner.timezone" in done.stderr
+
+
+# -- config.example.yaml ------------------------------------------------------------------
+EXAMPLE = REPO / "config.example.yaml"
+
+
+def _replace_placeholders(node: Any, path: str = "") -> Any:
+    if isinstance(node, dict):
+        return {k: _replace_placeholders(v, f"{path}.{k}") for k, v in node.items()}
+    if isinstance(node, list):
+        return [_replace_placeholders(v, path) for v in node]
+    if isinstance(node, str) and any(m.lower() in node.lower() for m in PLACEHOLDER_MARKERS):
+        if "email" in path or ("@" in node and "." in node.split("@")[-1]):
+            return "robin@example.org"
+        if "telegram" in path:
+            return "@robin" if node.lstrip().startswith("@") else "123456789"
+        return "a real value"
+    return node
+
+
+def test_example_config_is_rejected_until_placeholders_are_replaced() -> None:
+    assert EXAMPLE.is_file(), "config.example.yaml is missing"
+    with pytest.raises(ConfigError) as info:
+        load_config(EXAMPLE, env={})
+    assert "placeholder" in info.value.message
+    raw = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    assert info.value.key  # names where the placeholder is
+    node: Any = raw
+    for part in info.value.key.split("."):
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    assert any(m.lower() in str(node).lower() for m in PLACEHOLDER_MARKERS)
+
+    config = build_config(_replace_placeholders(raw), env={})
+    assert config.brain_provider() == "offline"
+    assert config.owner.identities  # the example documents owner identities
+
+
+def test_example_config_documents_every_key() -> None:
+    """Every key of the typed config appears in config.example.yaml (commented or not)."""
+    from pydantic import BaseModel
+
+    from bot.config import AppConfig
+
+    text = EXAMPLE.read_text(encoding="utf-8")
+    missing = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            if f"{name}:" not in text:
+                missing.append(f"{prefix}{name}")
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                walk(annotation, f"{prefix}{name}.")
+
+    walk(AppConfig, "")
+    assert missing == []
+
+
+def test_placeholder_markers_are_rejected_anywhere() -> None:
+    with pytest.raises(ConfigError) as info:
+        build_config({"owner": {"identities": {"email": ["ok@x.org", "CHANGE_ME"]}}}, env={})
+    assert info.value.key == "owner.identities.email.1"
+
+
+# -- the embedded default -----------------------------------------------------------------
+def test_no_config_file_means_the_embedded_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config(None, env={})
+    assert config.data_dir == Path(".my_agent")
+    assert config.data_dir.resolve() == (tmp_path / ".my_agent").resolve()
+    assert config.brain_provider() == "offline"
+    assert config.channels.web.enabled
+    assert (config.channels.web.host, config.channels.web.port) == ("127.0.0.1", 4321)
+    assert not config.channels.telegram.enabled and not config.channels.email.enabled
+    assert config.transcripts.fsync == "always"  # durable by default
+
+    keyed = load_config(None, env={"ANTHROPIC_API_KEY": "sk-test"})
+    assert keyed.brain_provider() == "anthropic"
+    assert keyed.brain.api_key == "sk-test"
+
+
+def test_default_locations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".my_agent").mkdir()
+    _write(tmp_path / ".my_agent", {"owner": {"name": "Local"}})
+    assert load_config(None, env={}).owner.name == "Local"
+    other = _write(tmp_path, {"owner": {"name": "From env"}}, "other.yaml")
+    monkeypatch.setenv("MY_AGENT_CONFIG", str(other))
+    assert load_config(None, env={}).owner.name == "From env"
+
+
+def test_check_config_without_a_file_uses_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check-config"]) == 0
+    out = capsys.readouterr().out
+    assert "embedded default" in out and "brain offline" in out
+
+
+def test_secrets_come_from_the_environment(tmp_path: Path) -> None:
+    raw = {
+        "channels": {
+            "telegram": {"enabled": True},
+            "email": {"enabled": True, "address": "bot@example.org"},
+        },
+        "embedding": {"model_path": "/from/file"},
+    }
+    env = {
+        "TELEGRAM_BOT_TOKEN": "123456:ABC",
+        "EMAIL_PASSWORD": "hunter2",
+        "ANTHROPIC_API_KEY": "sk-env",
+        "MY_AGENT_EMBEDDING_MODEL_PATH": "/from/env",
+        "MY_AGENT_DATA_DIR": str(tmp_path / "state"),
+    }
+    config = build_config(raw, env=env)
+    assert config.channels.telegram.token == "123456:ABC"
+    assert config.channels.email.password == "hunter2"
+    assert config.brain.api_key == "sk-env" and config.brain_provider() == "anthropic"
+    assert config.embedding.model_path == "/from/env"
+    assert config.data_dir == tmp_path / "state"
+    # The caller's mapping is left alone (no secret written into it) ...
+    assert raw["channels"]["telegram"] == {"enabled": True}
+    assert raw["embedding"] == {"model_path": "/from/file"}
+    # ... and without the variables the same file is incomplete, naming the key.
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert info.value.key == "channels.telegram.token"
+
+
+def test_process_environment_is_read_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-process")
+    assert build_config({}).brain_provider() == "anthropic"
+    assert build_config({"brain": {"provider": "offline"}}).brain_provider() == "offline"
