@@ -35,6 +35,31 @@ def resolve_model_path(config: EmbeddingConfig) -> str | None:
     return str(Path(path).expanduser()) if path else None
 
 
+def _without_spinning(factory: Any, kwargs: dict[str, Any]) -> Any:
+    """Build the fastembed model with onnxruntime's idle spinning turned off.
+
+    By default onnxruntime's worker threads busy-wait after each run. In a daemon that
+    embeds a query and then ranks it, those spinning threads took the CPU from the
+    ranking (and from everything else on a 2-core machine). fastembed does not expose the
+    session option, so the SessionOptions it creates are given it here.
+    """
+    import onnxruntime as ort
+
+    original = ort.SessionOptions
+
+    def _options() -> Any:
+        options = original()
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        return options
+
+    ort.SessionOptions = _options  # type: ignore[misc,assignment]
+    try:
+        return factory(**kwargs)
+    finally:
+        ort.SessionOptions = original  # type: ignore[misc]
+
+
 class EmbeddingUnavailable(RuntimeError):
     """No embedding model could be loaded; callers fall back to keyword search."""
 
@@ -81,7 +106,7 @@ class EmbeddingService:
                     kwargs["specific_model_path"] = self.model_path
                 if self.config.threads:
                     kwargs["threads"] = self.config.threads
-                model = TextEmbedding(**kwargs)
+                model = _without_spinning(TextEmbedding, kwargs)
                 probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
             except Exception as exc:
                 self._failed = f"{type(exc).__name__}: {exc}"

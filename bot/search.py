@@ -13,6 +13,7 @@ semantic candidates and :class:`SearchService` fuses both (SPEC.md "Search").
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -21,11 +22,26 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from bot.config.model import AppConfig
 from bot.db import Database, SyncConn
+from bot.embedding import EmbeddingService, EmbeddingUnavailable
+from bot.ranking import (
+    TIME_WORDS,
+    Neighbourhood,
+    date_match,
+    is_when_question,
+    matvec,
+    minmax,
+    parse_day,
+    query_dates,
+    rrf,
+)
+from bot.vectors import read_turn_vectors
 
 if TYPE_CHECKING:
-    from bot.embedding import EmbeddingService
+    from bot.vectors import VectorIndex
 
 log = logging.getLogger("my_agent.search")
 
@@ -162,6 +178,16 @@ class Filters:
     def key(self) -> str:
         return f"{self.channel}|{self.date_from}|{self.date_to}|{self.conversation_id}"
 
+    def accepts(self, conversation_id: str, channel: str, timestamp: str) -> bool:
+        """The same conditions as :meth:`sql`, for rows already loaded."""
+        if self.channel and channel != self.channel:
+            return False
+        if self.conversation_id and conversation_id != self.conversation_id:
+            return False
+        if self.date_from and timestamp < self.date_from:
+            return False
+        return not (self.date_to and timestamp[: len(self.date_to)] > self.date_to)
+
 
 class InvalidCursor(ValueError):
     """The cursor is malformed or belongs to another query."""
@@ -191,14 +217,15 @@ def decode_cursor(cursor: str, query: str, filters: Filters) -> int:
 
 @dataclass
 class TurnHit:
-    """One candidate turn with its component scores (all higher-is-better)."""
+    """One ranked turn: component scores (raw, higher is better) and the fused score."""
 
     turn_id: int
     conversation_id: str
     turn_number: int
-    keyword: float = 0.0  # -bm25 (raw), 0 when FTS did not return it
-    vector: float = 0.0  # cosine similarity, 0 when vectors did not return it
-    score: float = 0.0  # fused, normalised
+    keyword: float = 0.0  # -bm25, 0 when FTS did not return it
+    vector: float = 0.0  # combined window cosine, 0 without a vector
+    score: float = 0.0  # fused + priors, 0..1 (best turn of the query = 1)
+    direct: bool = False  # matched itself (FTS or vector KNN), not only through neighbours
 
 
 def fts_candidates(
@@ -206,14 +233,113 @@ def fts_candidates(
 ) -> list[tuple[int, str, int, float]]:
     """Top ``limit`` turns for ``match``: (turn id, conversation, turn number, -bm25)."""
     where, params = filters.sql("t")
+    join = " JOIN conversations c ON c.id = t.conversation_id" if filters.channel else ""
     sql = (
         "SELECT t.id, t.conversation_id, t.turn_number, -bm25(turns_fts) AS s "
-        "FROM turns_fts JOIN turns t ON t.id = turns_fts.rowid "
-        "JOIN conversations c ON c.id = t.conversation_id "
+        f"FROM turns_fts JOIN turns t ON t.id = turns_fts.rowid{join} "
         f"WHERE turns_fts MATCH ? AND {where} ORDER BY bm25(turns_fts) LIMIT ?"
     )
     rows = conn.execute(sql, [match, *params, limit]).fetchall()
     return [(int(r[0]), str(r[1]), int(r[2]), float(r[3])) for r in rows]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Every ranked turn and conversation of one query (see :meth:`SearchService.rank`)."""
+
+    turns: list[TurnHit]
+    conversations: list[tuple[str, float]]
+    method: str
+
+
+@dataclass
+class _Rows:
+    """The candidate neighbourhood loaded in one hop: turns (+ vectors) in order."""
+
+    ids: list[int]
+    conv: list[str]
+    number: list[int]
+    sender: list[str]
+    timestamp: list[str]
+    content: list[str]
+    channel: list[str]
+    matrix: np.ndarray  # (n, dims) float32, zero rows where a turn has no vector yet
+    has: np.ndarray  # bool: the row has a vector
+    codes: np.ndarray  # int conversation codes (same code = same conversation)
+
+
+def _load_rows(
+    conn: SyncConn,
+    ranges: dict[str, list[tuple[int, int]]],
+    extra_ids: list[int],
+    want_vectors: bool,
+    dims: int,
+) -> _Rows:
+    """Turns in ``ranges`` (per conversation, inclusive) plus ``extra_ids`` and their vectors."""
+    if extra_ids:
+        marks = ",".join("?" * len(extra_ids))
+        for conv, number in conn.execute(
+            f"SELECT conversation_id, turn_number FROM turns WHERE id IN ({marks})", extra_ids
+        ):
+            ranges.setdefault(str(conv), []).append((int(number), int(number)))
+    values: list[Any] = []
+    for conv, spans in ranges.items():
+        for lo, hi in _merge(spans):
+            values.extend((conv, lo, hi))
+    rows: list[Any] = []
+    step = 300  # SQLite's default limit on host parameters is 32766; stay far below
+    for start in range(0, len(values), step * 3):
+        chunk = values[start : start + step * 3]
+        spec = ",".join(["(?, ?, ?)"] * (len(chunk) // 3))
+        rows.extend(
+            conn.execute(
+                f"WITH r(c, lo, hi) AS (VALUES {spec}) "
+                "SELECT t.id, t.conversation_id, t.turn_number, t.sender, t.timestamp, "
+                "t.content, c.channel FROM r JOIN turns t ON t.conversation_id = r.c "
+                "AND t.turn_number BETWEEN r.lo AND r.hi "
+                "JOIN conversations c ON c.id = t.conversation_id",
+                chunk,
+            ).fetchall()
+        )
+    unique = {int(r[0]): r for r in rows}
+    ordered = sorted(unique.values(), key=lambda r: (str(r[1]), int(r[2]), int(r[0])))
+    vectors: dict[int, np.ndarray] = {}
+    if want_vectors and ordered:
+        vectors = read_turn_vectors(conn, [int(r[0]) for r in ordered], dims)
+    n = len(ordered)
+    ids = [int(r[0]) for r in ordered]
+    conv = [str(r[1]) for r in ordered]
+    matrix = np.zeros((n, dims if want_vectors else 0), dtype=np.float32)
+    has = np.zeros(n, dtype=bool)
+    for i, turn_id in enumerate(ids):
+        vector = vectors.get(turn_id)
+        if vector is not None:
+            matrix[i] = vector
+            has[i] = True
+    code_of: dict[str, int] = {}
+    codes = np.fromiter((code_of.setdefault(c, len(code_of)) for c in conv), np.int64, n)
+    return _Rows(
+        ids=ids,
+        conv=conv,
+        number=[int(r[2]) for r in ordered],
+        sender=[str(r[3] or "") for r in ordered],
+        timestamp=[str(r[4] or "") for r in ordered],
+        content=[str(r[5]) for r in ordered],
+        channel=[str(r[6]) for r in ordered],
+        matrix=matrix,
+        has=has,
+        codes=codes,
+    )
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 def _snippet(text: str, terms: list[str], width: int = 220) -> str:
@@ -229,12 +355,99 @@ def _snippet(text: str, terms: list[str], width: int = 220) -> str:
     return ("…" if start > 0 else "") + piece + ("…" if start + width < len(flat) else "")
 
 
+@dataclass
+class _Ranked:
+    """A conversation in the ranking: score, ranked turns, best snippet text."""
+
+    conversation_id: str
+    score: float
+    turns: list[tuple[int, float]]
+    text: str
+    matched: list[int]
+
+
+@dataclass
+class _Scored:
+    """The fused scores of one query; turn lists are built only for what is shown."""
+
+    rows: _Rows
+    order: np.ndarray  # indices of kept rows, best first
+    final: np.ndarray
+    kw_raw: np.ndarray
+    vec_raw: np.ndarray
+    knn: set[int]
+    conversations: list[tuple[str, float]]  # best first
+    method: str
+
+    @classmethod
+    def empty(cls, method: str) -> _Scored:
+        none = np.zeros(0)
+        rows = _Rows(
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+            np.zeros((0, 0), np.float32),
+            np.zeros(0, bool),
+            np.zeros(0, np.int64),
+        )
+        return cls(rows, np.zeros(0, np.int64), none, none, none, set(), [], method)
+
+    def _direct(self, i: int) -> bool:
+        return bool(self.kw_raw[i] > 0 or self.rows.ids[i] in self.knn)
+
+    def hits(self) -> list[TurnHit]:
+        r = self.rows
+        return [
+            TurnHit(
+                r.ids[i],
+                r.conv[i],
+                r.number[i],
+                float(self.kw_raw[i]),
+                float(self.vec_raw[i]),
+                float(self.final[i]),
+                direct=self._direct(i),
+            )
+            for i in self.order.tolist()
+        ]
+
+    def conversation(self, conv: str, score: float) -> _Ranked:
+        r = self.rows
+        idx = [i for i in self.order.tolist() if r.conv[i] == conv] if conv in r.conv else []
+        return _Ranked(
+            conv,
+            score,
+            [(r.number[i], float(self.final[i])) for i in idx],
+            r.content[idx[0]] if idx else "",
+            [r.number[i] for i in idx if self._direct(i)],
+        )
+
+
+def _name_terms(terms: list[str], senders: set[str]) -> dict[str, str]:
+    """Query terms naming a participant (full sender name or its first word) -> sender."""
+    names: dict[str, str] = {}
+    for sender in senders:
+        low = sender.lower().strip()
+        if not low:
+            continue
+        keys = {low, low.split()[0]}
+        for term in terms:
+            if term in keys:
+                names[term] = sender
+    return names
+
+
 class SearchService:
     """Hybrid (keyword + vector) search over conversations, keyword-only without vectors.
 
-    ``db`` is the ``conversations.db`` :class:`~bot.db.Database`. ``vectors`` (a
-    :class:`bot.vectors.VectorIndex`) supplies semantic candidates when an embedding model
-    is available; without it every search is keyword-only and says so (``method``).
+    ``db`` is the ``conversations.db`` :class:`~bot.db.Database`; ``embedder`` the shared
+    :class:`~bot.embedding.EmbeddingService`. The service owns the
+    :class:`~bot.vectors.VectorIndex` (``self.vectors``) that the lifecycle feeds. When no
+    model or no sqlite-vec is available every search is keyword-only and says so
+    (``SearchPage.method``).
     """
 
     def __init__(
@@ -242,10 +455,34 @@ class SearchService:
         config: AppConfig,
         db: Database,
         embedder: EmbeddingService | None = None,
+        vectors: VectorIndex | None = None,
     ) -> None:
         self.config = config
         self.db = db
         self.embedder = embedder
+        if vectors is None and embedder is not None:
+            from bot.vectors import VectorIndex
+
+            vectors = VectorIndex(config, db, embedder)
+        self.vectors = vectors
+        self._opened = False
+        self._open_lock = asyncio.Lock()
+
+    async def start(self) -> bool:
+        """Open the vector index (loads the model); True when search is hybrid."""
+        async with self._open_lock:
+            if not self._opened:
+                self._opened = True
+                if self.vectors is not None:
+                    try:
+                        await self.vectors.open()
+                    except Exception:
+                        log.exception("vector index failed to open; search is keyword-only")
+        return self.hybrid
+
+    @property
+    def hybrid(self) -> bool:
+        return self.vectors is not None and self.vectors.ready
 
     async def search(
         self,
@@ -265,56 +502,218 @@ class SearchService:
         filters = Filters(channel, date_from, date_to, conversation_id)
         limit = max(1, min(int(limit), 100))
         offset = decode_cursor(cursor, query, filters) if cursor else 0
-        ranked, method = await self._rank(query, filters, need=offset + limit)
-        page = ranked[offset : offset + limit]
+        scored = await self._score(query, filters)
+        ranked = scored.conversations
+        page = [scored.conversation(c, score) for c, score in ranked[offset : offset + limit]]
         results = await self._materialise(page, query)
         more = offset + limit < len(ranked)
         next_cursor = encode_cursor(offset + limit, query, filters) if more else None
-        return SearchPage(results, next_cursor, len(ranked), method)
+        return SearchPage(results, next_cursor, len(ranked), scored.method)
 
-    async def search_turns(
-        self, query: str, filters: Filters | None = None, *, depth: int | None = None
-    ) -> tuple[list[TurnHit], str]:
-        """Every candidate turn with its fused score, best first, and the method used."""
-        filters = filters or Filters()
-        depth = depth or self.config.search.candidates
+    async def rank(self, query: str, filters: Filters | None = None) -> Ranking:
+        """The full ranking behind :meth:`search`: every turn and conversation, best first.
+
+        Used by benchmarks and diagnostics (turn-level recall needs the turn order).
+        """
+        scored = await self._score(query, filters or Filters())
+        return Ranking(
+            turns=scored.hits(), conversations=scored.conversations, method=scored.method
+        )
+
+    async def _query_vector(self, query: str) -> np.ndarray | None:
+        if not self._opened:
+            await self.start()
+        if not self.hybrid or self.embedder is None or not query.strip():
+            return None
+        try:
+            return (await self.embedder.embed([query]))[0]
+        except EmbeddingUnavailable:
+            return None
+
+    async def _score(self, query: str, filters: Filters) -> _Scored:
+        cfg = self.config.search
+        terms = query_terms(query)
         match = fts_query(query)
+        qvec = await self._query_vector(query)
+        method = "hybrid" if qvec is not None else "keyword"
+        depth = cfg.candidates
+
         keyword: list[tuple[int, str, int, float]] = []
         if match is not None:
             keyword = await self.db.run(
                 lambda c: fts_candidates(c, match, filters, depth), write=False
             )
-        hits = [TurnHit(tid, conv, num, keyword=s) for tid, conv, num, s in keyword]
-        top = max((h.keyword for h in hits), default=0.0)
-        for hit in hits:
-            # Relative to the best hit of this query: 1.0 for the best, > 0 for any match.
-            hit.score = hit.keyword / top if top > 0 else 0.0
-        hits.sort(key=lambda h: (-h.score, h.conversation_id, h.turn_number))
-        return hits, "keyword"
+        knn: dict[int, float] = {}
+        abbreviations: dict[str, float] = {}
+        if qvec is not None and self.vectors is not None:
+            knn = await self.vectors.knn_turns(qvec, depth, conversation_id=filters.conversation_id)
+            if cfg.abbreviation_weight > 0:
+                abbreviations = await self.vectors.knn_abbreviations(qvec, depth)
+        if not keyword and not knn and not abbreviations:
+            return _Scored.empty(method)
 
-    async def _rank(
-        self, query: str, filters: Filters, *, need: int
-    ) -> tuple[list[tuple[str, float, list[tuple[int, float]]]], str]:
-        depth = max(self.config.search.candidates, need * 10)
-        hits, method = await self.search_turns(query, filters, depth=depth)
-        by_conv: dict[str, list[tuple[int, float]]] = {}
-        for hit in hits:
-            by_conv.setdefault(hit.conversation_id, []).append((hit.turn_number, hit.score))
-        ranked = [(conv, turns[0][1], turns) for conv, turns in by_conv.items()]
-        ranked.sort(key=lambda r: (-r[1], r[0]))
-        return ranked, method
+        # Participants named in the query: their turns get a prior, and the names leave
+        # the keyword query (they match every "Name:" line and greeting otherwise).
+        radius = max(cfg.keyword_window, cfg.vector_window if qvec is not None else 0)
+        rows = await self._neighbourhood(keyword, knn, radius, qvec is not None)
+        names = _name_terms(terms, set(rows.sender))
+        rest = [t for t in terms if t not in names]
+        if names and rest and match is not None:
+            reduced = " OR ".join('"' + t.replace('"', '""') + '"' for t in rest)
+            keyword = await self.db.run(
+                lambda c: fts_candidates(c, reduced, filters, depth), write=False
+            )
+            rows = await self._neighbourhood(keyword, knn, radius, qvec is not None)
+        return self._fuse(query, filters, rows, keyword, knn, abbreviations, qvec, names)
 
-    async def _materialise(
-        self, page: list[tuple[str, float, list[tuple[int, float]]]], query: str
-    ) -> list[SearchResult]:
+    async def _neighbourhood(
+        self,
+        keyword: list[tuple[int, str, int, float]],
+        knn: dict[int, float],
+        radius: int,
+        want_vectors: bool,
+    ) -> _Rows:
+        ranges: dict[str, list[tuple[int, int]]] = {}
+        for _, conv, number, _ in keyword:
+            ranges.setdefault(conv, []).append((max(1, number - radius), number + radius))
+        extra = [t for t in knn if t not in {k[0] for k in keyword}]
+        dims = self.embedder.dimensions if self.embedder is not None else 0
+
+        def _read(conn: SyncConn) -> _Rows:
+            if extra and radius > 0:
+                marks = ",".join("?" * len(extra))
+                for conv, number in conn.execute(
+                    f"SELECT conversation_id, turn_number FROM turns WHERE id IN ({marks})",
+                    extra,
+                ):
+                    ranges.setdefault(str(conv), []).append(
+                        (max(1, int(number) - radius), int(number) + radius)
+                    )
+                return _load_rows(conn, ranges, [], want_vectors, dims)
+            return _load_rows(conn, ranges, extra, want_vectors, dims)
+
+        return await self.db.run(_read, write=False)
+
+    def _fuse(
+        self,
+        query: str,
+        filters: Filters,
+        rows: _Rows,
+        keyword: list[tuple[int, str, int, float]],
+        knn: dict[int, float],
+        abbreviations: dict[str, float],
+        qvec: np.ndarray | None,
+        names: dict[str, str],
+    ) -> _Scored:
+        cfg = self.config.search
+        n = len(rows.ids)
+        hood = Neighbourhood(rows.codes, np.asarray(rows.number, dtype=np.int64))
+        kw_by_id = {k[0]: k[3] for k in keyword}
+        kw_raw = np.fromiter((kw_by_id.get(t, 0.0) for t in rows.ids), np.float64, n)
+        # -bm25 is > 0 for every match: scale by the best (0 stays "no keyword evidence").
+        kw = hood.smoothed(kw_raw, cfg.keyword_window)
+        kw = kw / kw.max() if n and kw.max() > 0 else kw
+        has = rows.has if qvec is not None else np.zeros(n, dtype=bool)
+        vec_raw = np.zeros(n)
+        if qvec is not None and has.any():
+            q = qvec.astype(np.float32)
+            parts = [
+                matvec(rows.matrix, q),
+                *hood.centroid_cosines(rows.matrix, q, cfg.vector_window),
+            ]
+            vec_raw = np.where(has, np.mean(parts, axis=0), 0.0)
+        method = "hybrid" if qvec is not None else "keyword"
+        if method == "hybrid":
+            vec = np.zeros(n)
+            vec[has] = minmax(vec_raw[has])  # turns without a vector (yet) score 0
+            if cfg.method == "rrf":
+                fused = minmax(rrf([kw, vec], cfg.rrf_k))
+            else:
+                total = cfg.keyword_weight + cfg.vector_weight or 1.0
+                fused = (cfg.keyword_weight * kw + cfg.vector_weight * vec) / total
+        else:
+            fused = kw.copy()
+        fused = fused + self._priors(query, rows, names)
+
+        keep = (kw > 0) | has
+        if filters.channel or filters.date_from or filters.date_to or filters.conversation_id:
+            keep &= np.fromiter(
+                (
+                    filters.accepts(c, ch, ts)
+                    for c, ch, ts in zip(rows.conv, rows.channel, rows.timestamp, strict=True)
+                ),
+                bool,
+                n,
+            )
+        # conversation prior: its best turn plus its abbreviation's similarity
+        codes = rows.codes
+        best = np.zeros(int(codes.max()) + 1 if n else 0)
+        np.maximum.at(best, codes[keep], fused[keep])
+        conv_names = list(dict.fromkeys(rows.conv))
+        abbr = {c: v for c, v in abbreviations.items() if filters.conversation_id in (None, c)}
+        abbr_norm: dict[str, float] = {}
+        if abbr and cfg.abbreviation_weight:
+            abbr_norm = dict(
+                zip(abbr, minmax(np.asarray(list(abbr.values()))).tolist(), strict=True)
+            )
+        prior = {c: float(best[i]) for i, c in enumerate(conv_names) if best[i] > 0}
+        for c in set(prior) | set(abbr_norm):
+            prior[c] = cfg.conversation_weight * (
+                prior.get(c, 0.0) + cfg.abbreviation_weight * abbr_norm.get(c, 0.0)
+            )
+        conv_prior = np.asarray([prior.get(c, 0.0) for c in conv_names])
+        final = fused + (conv_prior[codes] if n else 0.0)
+        top = (
+            max(float(final[keep].max()) if keep.any() else 0.0, max(prior.values(), default=0.0))
+            or 1.0
+        )
+        final = final / top
+
+        order = np.flatnonzero(keep)[np.argsort(-final[keep], kind="stable")]
+        best_final = np.full(len(conv_names), -1.0)
+        np.maximum.at(best_final, codes[order], final[order])
+        conversations = [
+            (conv_names[c], float(best_final[c]))
+            for c in range(len(conv_names))
+            if best_final[c] >= 0
+        ]
+        # conversations found only through their abbreviation
+        seen = {c for c, _ in conversations}
+        conversations.extend(
+            (c, value / top)
+            for c, value in prior.items()
+            if c not in seen and abbr_norm.get(c, 0) > 0
+        )
+        conversations.sort(key=lambda r: (-r[1], r[0]))
+        return _Scored(rows, order, final, kw_raw, vec_raw, set(knn), conversations, method)
+
+    def _priors(self, query: str, rows: _Rows, names: dict[str, str]) -> np.ndarray | float:
+        """Participant, date and time-word priors (bot.ranking explains each)."""
+        cfg = self.config.search
+        n = len(rows.ids)
+        extra = np.zeros(n)
+        if names and len(set(names.values())) == 1 and cfg.participant_weight:
+            speaker = next(iter(names.values()))
+            extra += cfg.participant_weight * (np.asarray(rows.sender, dtype=object) == speaker)
+        dates = query_dates(query)
+        if dates and cfg.date_weight:
+            extra += cfg.date_weight * np.fromiter(
+                (date_match(parse_day(ts), dates) for ts in rows.timestamp), np.float64, n
+            )
+        if cfg.time_weight and is_when_question(query):
+            extra += cfg.time_weight * np.fromiter(
+                (bool(TIME_WORDS.search(c)) for c in rows.content), np.float64, n
+            )
+        return extra
+
+    async def _materialise(self, page: list[_Ranked], query: str) -> list[SearchResult]:
         if not page:
             return []
-        conv_ids = [conv for conv, _, _ in page]
-        best_turns = {conv: turns[0][0] for conv, _, turns in page if turns}
+        conv_ids = [r.conversation_id for r in page]
 
-        def _load(conn: SyncConn) -> tuple[dict[str, tuple[Any, ...]], dict[str, str]]:
+        def _load(conn: SyncConn) -> dict[str, tuple[Any, ...]]:
             marks = ",".join("?" * len(conv_ids))
-            meta = {
+            return {
                 str(r[0]): r
                 for r in conn.execute(
                     "SELECT id, title, channel, abbreviation, updated, topics "
@@ -322,48 +721,36 @@ class SearchService:
                     conv_ids,
                 )
             }
-            texts: dict[str, str] = {}
-            for conv, number in best_turns.items():
-                row = conn.execute(
-                    "SELECT content FROM turns WHERE conversation_id = ? AND turn_number = ?",
-                    (conv, number),
-                ).fetchone()
-                if row:
-                    texts[conv] = str(row[0])
-            return meta, texts
 
-        meta, texts = await self.db.run(_load, write=False)
+        meta = await self.db.run(_load, write=False)
         terms = query_terms(query)
         results = []
-        for conv, score, turns in page:
-            row = meta.get(conv)
+        for item in page:
+            row = meta.get(item.conversation_id)
             if row is None:  # deleted between ranking and loading
                 continue
-            shown = turns[:10]
-            numbers = sorted(n for n, _ in shown)
-            snippet = texts.get(conv) or (row[3] or "")
-            turn_range = (
-                f"turns {numbers[0]}-{numbers[-1]}"
-                if len(numbers) > 1 and numbers[0] != numbers[-1]
-                else (f"turn {numbers[0]}" if numbers else "")
-            )
+            numbers = sorted(item.matched[:10])
+            if len(numbers) > 1:
+                turn_range = f"turns {numbers[0]}-{numbers[-1]}"
+            else:
+                turn_range = f"turn {numbers[0]}" if numbers else ""
             try:
                 topics = [str(t) for t in json.loads(row[5] or "[]")]
             except ValueError:
                 topics = []
             results.append(
                 SearchResult(
-                    conversation_id=conv,
+                    conversation_id=item.conversation_id,
                     title=row[1],
                     channel=str(row[2]),
                     abbreviation=row[3],
                     matched_turns=numbers,
                     timestamp=str(row[4]),
-                    score=float(score),
+                    score=float(item.score),
                     topics=topics,
-                    snippet=_snippet(snippet, terms),
+                    snippet=_snippet(item.text or str(row[3] or ""), terms),
                     turn_range=turn_range,
-                    turn_scores=list(turns),
+                    turn_scores=list(item.turns),
                 )
             )
         return results

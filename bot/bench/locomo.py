@@ -1,0 +1,371 @@
+"""``my-agent bench locomo PATH``: recall over long conversations (LoCoMo protocol).
+
+Implements ``../shared/bench/README.md``: every LoCoMo session becomes one conversation
+written through the real :class:`~bot.conversations.ConversationManager` (transcript +
+index), turns ``"<speaker>: <text>"`` (``[shares <caption>]`` appended) with the session's
+date as timestamp, the two speakers as participants and senders. Turn windows are embedded
+through :class:`~bot.vectors.VectorIndex`, each session gets its offline extractive
+abbreviation (``bot.extractive``) stored and embedded like the lifecycle does. Then every
+question of categories 1-4 with valid evidence goes verbatim through
+:meth:`SearchService.rank` (the engine behind ``search_conversations``).
+
+Reported in the same run: the product (hybrid), ``baseline_bm25`` (bare FTS5 MATCH over
+the same ``turns_fts``, all question words OR-ed, ``ORDER BY bm25``) and
+``baseline_dense`` (bare sqlite-vec KNN over the same ``turns_vec``). One store per LoCoMo
+conversation (the protocol), plus ``pooled`` (all conversations in one store).
+The data set is read from PATH and never copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.bench.embed import model_config
+from bot.config.model import AppConfig
+from bot.db import Database
+from bot.embedding import EmbeddingService
+from bot.extractive import extractive_abbreviation
+from bot.hooks import EventBus
+from bot.schema import INDEX_MIGRATIONS
+from bot.search import SearchService
+
+log = logging.getLogger("my_agent.bench.locomo")
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+TURN_KS = (5, 10, 25, 50)
+SESSION_KS = (5, 10)
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+_SESSION_DATE = re.compile(
+    r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I
+)
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        "january february march april may june july august september october november "
+        "december".split(),
+        start=1,
+    )
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "path", type=Path, help="locomo JSON (e.g. ../shared/bench/locomo_dev.json)"
+    )
+    parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    parser.add_argument("--no-pooled", action="store_true", help="skip the pooled run")
+    parser.add_argument("--config", type=Path, default=None, help="config file (model path)")
+
+
+def session_timestamp(text: str) -> str:
+    """``"1:56 pm on 8 May, 2023"`` -> ISO timestamp (UTC)."""
+    m = _SESSION_DATE.search(text or "")
+    if not m:
+        return "2000-01-01T00:00:00Z"
+    hour, minute, half, day, month, year = m.groups()
+    h = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
+    month_no = _MONTHS.get(month.lower(), 1)
+    stamp = datetime(int(year), month_no, int(day), h, int(minute), tzinfo=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Sample:
+    """One LoCoMo conversation: sessions of (dia_id, speaker, text) and its questions."""
+
+    sample_id: str
+    speakers: tuple[str, str]
+    sessions: list[tuple[int, str, list[tuple[str, str, str]]]]
+    questions: list[tuple[str, int, set[str]]] = field(default_factory=list)
+
+
+def load_samples(path: Path) -> list[Sample]:
+    data = json.loads(path.read_text())
+    samples = []
+    for item in data:
+        conv = item["conversation"]
+        sessions = []
+        for key, value in conv.items():
+            m = re.fullmatch(r"session_(\d+)", key)
+            if not m or not isinstance(value, list):
+                continue
+            number = int(m.group(1))
+            turns = []
+            for turn in value:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [shares {turn['blip_caption']}]"
+                turns.append((str(turn["dia_id"]), str(turn["speaker"]), text))
+            stamp = session_timestamp(conv.get(f"session_{number}_date_time", ""))
+            sessions.append((number, stamp, turns))
+        sessions.sort()
+        sample = Sample(
+            str(item.get("sample_id")), (conv["speaker_a"], conv["speaker_b"]), sessions
+        )
+        valid = {dia for _, _, turns in sessions for dia, _, _ in turns}
+        for qa in item.get("qa", []):
+            category = int(qa.get("category", 0))
+            if category not in CATEGORIES:
+                continue
+            evidence = set()
+            for ev in qa.get("evidence", []):
+                for m in _EVIDENCE.finditer(str(ev)):
+                    dia = f"D{int(m.group(1))}:{int(m.group(2))}"
+                    if dia in valid:
+                        evidence.add(dia)
+            if evidence:
+                sample.questions.append((str(qa["question"]), category, evidence))
+        samples.append(sample)
+    return samples
+
+
+class Store:
+    """A fresh data directory with the product's store, index, vectors and search."""
+
+    def __init__(self, root: Path, embedder: EmbeddingService, config: AppConfig) -> None:
+        self.root = root
+        self.embedder = embedder
+        self.config = config.model_copy(update={"data_dir": root})
+        self.config.transcripts.fsync = "never"  # a throwaway store: speed over durability
+        self.turn_key: dict[tuple[str, int], str] = {}  # (conversation, turn id) -> dia id
+        self.session_of: dict[str, str] = {}  # conversation id -> "sample/session"
+
+    async def open(self) -> None:
+        from bot.conversations import ConversationManager
+        from bot.index import ConversationIndex
+        from bot.transcript import TranscriptStore
+
+        self.db = await Database.open(self.config.index_path, INDEX_MIGRATIONS)
+        store = TranscriptStore(self.config.conversations_dir, fsync=False)
+        self.manager = ConversationManager(
+            self.config, store, ConversationIndex(self.db), EventBus()
+        )
+        self.search = SearchService(self.config, self.db, self.embedder)
+        await self.search.start()
+
+    async def add(self, sample: Sample) -> None:
+        a, b = sample.speakers
+        for number, stamp, turns in sample.sessions:
+            rec = await self.manager.create("web", participants=[a, b])
+            self.session_of[rec.id] = f"{sample.sample_id}/{number}"
+            for index, (_dia, speaker, text) in enumerate(turns, start=1):
+                role = "user" if speaker == a else "assistant"
+                await self.manager.append_turn(
+                    rec.id, role, text, turn_number=index, sender=speaker, timestamp=stamp
+                )
+            abbreviation = extractive_abbreviation(
+                [("user" if s == a else "assistant", t, s) for _, s, t in turns]
+            )
+            await self.manager.set_abbreviation(rec.id, abbreviation)
+            if self.search.vectors is not None:
+                await self.search.vectors.index_turns(rec.id)
+                await self.search.vectors.index_abbreviation(rec.id, abbreviation)
+            rows = await self.db.fetchall(
+                "SELECT id FROM turns WHERE conversation_id = ? ORDER BY turn_number, id",
+                (rec.id,),
+            )
+            for (turn_id,), (dia, _, _) in zip(rows, turns, strict=True):
+                self.turn_key[(rec.id, int(turn_id))] = f"{sample.sample_id}/{dia}"
+
+    async def close(self) -> None:
+        if self.search.vectors is not None:
+            pass
+        await self.db.close()
+
+
+Ranker = Callable[[str], Awaitable[tuple[list[str], list[str]]]]
+
+
+class Metrics:
+    """Recall@k, hit@k and MRR at turn level, recall@k at session level, per category."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+
+    def add(
+        self,
+        category: int,
+        turns: list[str],
+        sessions: list[str],
+        evidence: set[str],
+        evidence_sessions: set[str],
+    ) -> None:
+        out: dict[str, float] = {}
+        for k in TURN_KS:
+            top = set(turns[:k])
+            out[f"turn_recall@{k}"] = len(evidence & top) / len(evidence)
+            out[f"turn_hit@{k}"] = 1.0 if evidence & top else 0.0
+        rank = next((i for i, t in enumerate(turns) if t in evidence), None)
+        out["turn_mrr"] = 0.0 if rank is None else 1.0 / (rank + 1)
+        for k in SESSION_KS:
+            out[f"session_recall@{k}"] = len(evidence_sessions & set(sessions[:k])) / len(
+                evidence_sessions
+            )
+        for name in ("all", CATEGORIES[category]):
+            for key, value in out.items():
+                self.values[name][key].append(value)
+
+    def summary(self) -> dict[str, Any]:
+        def mean(values: list[float]) -> float:
+            return round(sum(values) / len(values), 4) if values else 0.0
+
+        overall: dict[str, Any] = {k: mean(v) for k, v in self.values["all"].items()}
+        overall["queries"] = len(self.values["all"].get("turn_mrr", []))
+        overall["per_category"] = {
+            name: {
+                **{k: mean(v) for k, v in self.values[name].items()},
+                "queries": len(self.values[name].get("turn_mrr", [])),
+            }
+            for name in CATEGORIES.values()
+            if name in self.values
+        }
+        return overall
+
+
+def _sessions_in_order(turn_keys: list[str]) -> list[str]:
+    return list(dict.fromkeys(k.rsplit(":", 1)[0] for k in turn_keys))
+
+
+async def evaluate(store: Store, samples: list[Sample]) -> dict[str, Any]:
+    """The product and both baselines over ``samples`` (all loaded in ``store``)."""
+    from bot.search import fts_query  # noqa: F401  (the product's quoting, for reference)
+
+    product, bm25, dense = Metrics(), Metrics(), Metrics()
+    method = "keyword"
+    vec = store.search.vectors
+    started = time.perf_counter()
+    queries = 0
+    for sample in samples:
+        for question, category, evidence in sample.questions:
+            queries += 1
+            ev = {f"{sample.sample_id}/{d}" for d in evidence}
+            ev_sessions = {e.rsplit(":", 1)[0] for e in ev}
+            ranking = await store.search.rank(question)
+            method = ranking.method
+            turns = [
+                store.turn_key[(h.conversation_id, h.turn_id)]
+                for h in ranking.turns
+                if (h.conversation_id, h.turn_id) in store.turn_key
+            ]
+            sessions = []
+            for conv, _ in ranking.conversations:
+                sessions.append(_session_key(store, conv))
+            product.add(category, turns, sessions, ev, ev_sessions)
+            bm_turns = await _bare_fts(store, question)
+            bm25.add(category, bm_turns, _sessions_in_order(bm_turns), ev, ev_sessions)
+            if vec is not None and vec.ready and store.embedder.available:
+                dn_turns = await _bare_knn(store, question)
+                dense.add(category, dn_turns, _sessions_in_order(dn_turns), ev, ev_sessions)
+    elapsed = time.perf_counter() - started
+    result = product.summary()
+    result["method"] = method
+    result["baseline_bm25"] = bm25.summary()
+    result["baseline_dense"] = dense.summary() if dense.values else None
+    result["query_seconds"] = round(elapsed, 2)
+    result["queries"] = queries
+    return result
+
+
+def _session_key(store: Store, conv: str) -> str:
+    # dia ids are "D<session>:<i>": the session key matches the "<sample>/D<session>" prefix
+    sample, number = store.session_of.get(conv, "?/0").split("/")
+    return f"{sample}/D{number}"
+
+
+async def _bare_fts(store: Store, question: str) -> list[str]:
+    """Baseline: every question word quoted and OR-ed, bare ``ORDER BY bm25``."""
+    words = list(dict.fromkeys(w.lower() for w in re.findall(r"\w+", question)))
+    if not words:
+        return []
+    match = " OR ".join('"' + w + '"' for w in words)
+    rows = await store.db.fetchall(
+        "SELECT rowid, conversation_id FROM turns_fts WHERE turns_fts MATCH ? "
+        "ORDER BY bm25(turns_fts) LIMIT 50",
+        (match,),
+    )
+    return [store.turn_key[(str(c), int(r))] for r, c in rows if (str(c), int(r)) in store.turn_key]
+
+
+async def _bare_knn(store: Store, question: str) -> list[str]:
+    """Baseline: the question's embedding, bare sqlite-vec KNN over ``turns_vec``."""
+    from bot.vectors import to_blob
+
+    qvec = (await store.embedder.embed([question]))[0]
+    rows = await store.db.fetchall(
+        "SELECT v.rowid, t.conversation_id FROM turns_vec v JOIN turns t ON t.id = v.rowid "
+        "WHERE v.embedding MATCH ? AND k = 50 ORDER BY v.distance",
+        (to_blob(qvec),),
+    )
+    return [store.turn_key[(str(c), int(r))] for r, c in rows if (str(c), int(r)) in store.turn_key]
+
+
+def _average(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Query-weighted mean of per-conversation summaries (nested dicts averaged alike)."""
+    total = sum(r.get("queries", 0) for r in runs) or 1
+    out: dict[str, Any] = {}
+    for key in runs[0]:
+        values = [r.get(key) for r in runs]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            if key in ("queries",):
+                out[key] = sum(values)  # type: ignore[arg-type]
+            elif key == "query_seconds":
+                out[key] = round(sum(values), 2)  # type: ignore[arg-type]
+            else:
+                out[key] = round(
+                    sum(v * r.get("queries", 0) for v, r in zip(values, runs, strict=True)) / total,  # type: ignore[operator]
+                    4,
+                )
+        elif all(isinstance(v, dict) for v in values):
+            out[key] = _average(values)  # type: ignore[arg-type]
+        else:
+            out[key] = values[0]
+    return out
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    path = Path(args.path).expanduser().resolve()
+    samples = load_samples(path)
+    if getattr(args, "limit", 0):
+        samples = samples[: args.limit]
+    config, source = model_config(getattr(args, "config", None))
+    embedder = EmbeddingService(config.embedding)
+    loaded = await embedder.load()
+    per_conversation = []
+    load_seconds = 0.0
+    with tempfile.TemporaryDirectory(prefix="my-agent-locomo-") as tmp:
+        for i, sample in enumerate(samples):
+            store = Store(Path(tmp) / f"s{i}", embedder, config)
+            await store.open()
+            t0 = time.perf_counter()
+            await store.add(sample)
+            load_seconds += time.perf_counter() - t0
+            per_conversation.append(await evaluate(store, [sample]))
+            await store.close()
+        result = _average(per_conversation)
+        if not getattr(args, "no_pooled", False):
+            store = Store(Path(tmp) / "pooled", embedder, config)
+            await store.open()
+            for sample in samples:
+                await store.add(sample)
+            result["pooled"] = await evaluate(store, samples)
+            await store.close()
+    embedder.close()
+    result["abbreviations"] = "extractive"
+    result["embedding_model"] = source if loaded else None
+    result["conversations"] = len(samples)
+    result["sessions"] = sum(len(s.sessions) for s in samples)
+    result["turns"] = sum(len(t) for s in samples for _, _, t in s.sessions)
+    result["load_seconds"] = round(load_seconds, 1)
+    result["search_config"] = config.search.model_dump()
+    return result

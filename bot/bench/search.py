@@ -1,0 +1,242 @@
+"""``my-agent bench search``: hybrid search latency on a large synthetic store.
+
+A store of ``--conversations`` N conversations x ``--turns`` turns (default 10,000 x 20)
+is generated straight into a fresh ``conversations.db`` with the product's schema: turns
+and their FTS rows (words drawn from a Zipf-like vocabulary, so postings look like
+language), one abbreviation per conversation, and one random unit vector per turn window
+and per abbreviation (random vectors cost the same to search as model vectors; embedding
+2M texts would take hours and measure nothing about search). The in-memory sign-bit
+matrix is loaded the way the daemon loads it at start.
+
+Then each query (3-5 vocabulary words) runs through :meth:`SearchService.search`, the
+code behind the agent's tool (query embedding with the real model included), and, in the
+same run on the same database, through the baseline: the same query embedding plus a bare
+FTS5 ``MATCH ... ORDER BY bm25 LIMIT k`` and a bare sqlite-vec ``vec0`` KNN (``k``) over
+``turns_vec``. Reported: p50/p95 for both and ``ratio`` = hybrid p95 / baseline p95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bot.bench.embed import model_config
+from bot.db import Database, SyncConn
+from bot.embedding import EmbeddingService
+from bot.schema import INDEX_MIGRATIONS, create_vector_tables
+from bot.search import SearchService
+from bot.vectors import sign_bits, to_blob, to_half
+
+VOCABULARY_SIZE = 5000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conversations", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=20, help="turns per conversation")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument(
+        "--db", type=Path, default=None, help="reuse/keep the generated database at this path"
+    )
+    parser.add_argument("--config", type=Path, default=None)
+
+
+def _vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = list(
+        dict.fromkeys(
+            "".join(rng.choice(letters) for _ in range(rng.randint(3, 9)))
+            for _ in range(VOCABULARY_SIZE * 2)
+        )
+    )[:VOCABULARY_SIZE]
+    weights = [1.0 / (rank + 1) for rank in range(len(words))]  # Zipf, s = 1
+    return words, weights
+
+
+def _unit(rng: np.random.Generator, n: int, dims: int) -> np.ndarray:
+    v = rng.standard_normal((n, dims)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: int = 11) -> None:
+    """Fill an empty index with the synthetic store (one transaction per 500 conversations)."""
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    words, weights = _vocabulary(rng)
+    create_vector_tables(conn, dims)
+    turn_id = 0
+    for start in range(0, conversations, 500):
+        batch = range(start, min(conversations, start + 500))
+        conn.execute("BEGIN")
+        conv_rows, turn_rows, fts_rows, bit_rows, vec_rows, abbr_rows = [], [], [], [], [], []
+        vectors = _unit(nrng, len(batch) * turns, dims)
+        bits = sign_bits(vectors)
+        abbr_vectors = _unit(nrng, len(batch), dims)
+        for k, c in enumerate(batch):
+            conv_id = f"conv-{c:07d}"
+            day = f"2025-{1 + c % 12:02d}-{1 + c % 28:02d}"
+            abbreviation = " ".join(rng.choices(words, weights, k=60))
+            conv_rows.append(
+                (
+                    conv_id,
+                    "web" if c % 3 else "telegram",
+                    f"Synthetic {c}",
+                    "[]",
+                    f"{day}T10:00:00Z",
+                    f"{day}T11:00:00Z",
+                    turns,
+                    abbreviation,
+                )
+            )
+            abbr_rows.append((conv_id, to_blob(abbr_vectors[k])))
+            for t in range(turns):
+                turn_id += 1
+                text = " ".join(rng.choices(words, weights, k=rng.randint(8, 40)))
+                ts = f"{day}T10:{t % 60:02d}:00Z"
+                role = "user" if t % 2 == 0 else "assistant"
+                turn_rows.append((turn_id, conv_id, t // 2 + 1, role, text, ts, "web", role))
+                fts_rows.append((turn_id, text, conv_id, t // 2 + 1, ts))
+                row = k * turns + t
+                vec_rows.append((turn_id, to_blob(vectors[row])))
+                bit_rows.append(
+                    (turn_id, conv_id, turn_id, bits[row].tobytes(), to_half(vectors[row]))
+                )
+        conn.executemany(
+            "INSERT INTO conversations (id, channel, title, topics, created, updated, "
+            "turn_count, abbreviation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            conv_rows,
+        )
+        conn.executemany(
+            "INSERT INTO turns (id, conversation_id, turn_number, role, content, timestamp, "
+            "channel, sender) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            turn_rows,
+        )
+        conn.executemany(
+            "INSERT INTO turns_fts (rowid, content, conversation_id, turn_number, timestamp) "
+            "VALUES (?, ?, ?, ?, ?)",
+            fts_rows,
+        )
+        conn.executemany("INSERT INTO turns_vec (rowid, embedding) VALUES (?, ?)", vec_rows)
+        conn.executemany(
+            "INSERT INTO turn_vectors (turn_id, conversation_id, window_last, bits, vector) "
+            "VALUES (?, ?, ?, ?, ?)",
+            bit_rows,
+        )
+        conn.executemany(
+            "INSERT INTO abbreviations_vec (conversation_id, embedding) VALUES (?, ?)", abbr_rows
+        )
+        conn.executemany(
+            "INSERT INTO abbreviation_vectors (conversation_id, text_hash, vector) "
+            "VALUES (?, 'synthetic', ?)",
+            [(r[0], to_half(v)) for r, v in zip(abbr_rows, abbr_vectors, strict=True)],
+        )
+        conn.execute("COMMIT")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    config, source = model_config(getattr(args, "config", None))
+    embedder = EmbeddingService(config.embedding)
+    if not await embedder.load():
+        return {"error": f"embedding model unavailable: {embedder.unavailable_reason}"}
+    dims = embedder.dimensions
+    with tempfile.TemporaryDirectory(prefix="my-agent-bench-search-") as tmp:
+        path = Path(args.db) if args.db else Path(tmp) / "conversations.db"
+        db = await Database.open(path, INDEX_MIGRATIONS)
+        generated = 0.0
+        existing = await db.fetchone("SELECT count(*) FROM conversations")
+        if not existing or existing[0] != args.conversations:
+            t0 = time.perf_counter()
+            raw = db._conn._conn
+            await db._conn._execute(generate, raw, args.conversations, args.turns, dims)
+            generated = time.perf_counter() - t0
+        # the model id must match what the store says, or VectorIndex.open() drops it all
+        await db.execute(
+            "INSERT OR REPLACE INTO index_meta (key, value) VALUES ('embedding_model', ?)",
+            (embedder.model_id,),
+        )
+        service = SearchService(config, db, embedder)
+        t0 = time.perf_counter()
+        await service.start()
+        open_seconds = time.perf_counter() - t0
+        rng = random.Random(5)
+        words, _ = _vocabulary(random.Random(11))
+        # queries mix frequent and rare words, like real ones
+        queries = [
+            " ".join(rng.choice(words[:2000]) for _ in range(rng.randint(3, 5)))
+            for _ in range(args.queries + args.warmup)
+        ]
+        k = config.search.candidates
+        hybrid: list[float] = []
+        baseline: list[float] = []
+        methods = set()
+        for i, query in enumerate(queries):
+            t0 = time.perf_counter()
+            page = await service.search(query, limit=10)
+            t1 = time.perf_counter()
+            await _baseline(db, embedder, query, k)
+            t2 = time.perf_counter()
+            methods.add(page.method)
+            if i >= args.warmup:
+                hybrid.append((t1 - t0) * 1000)
+                baseline.append((t2 - t1) * 1000)
+            await asyncio.sleep(0)
+        turns = await db.fetchone("SELECT count(*) FROM turns")
+        await db.close()
+    embedder.close()
+    p95, b95 = _percentile(hybrid, 0.95), _percentile(baseline, 0.95)
+    return {
+        "conversations": args.conversations,
+        "turns": int(turns[0]) if turns else 0,
+        "queries": len(hybrid),
+        "method": sorted(methods),
+        "p50_ms": round(statistics.median(hybrid), 2),
+        "p95_ms": round(p95, 2),
+        "baseline_p50_ms": round(statistics.median(baseline), 2),
+        "baseline_p95_ms": round(b95, 2),
+        "ratio": round(p95 / b95, 3) if b95 else None,
+        "generate_seconds": round(generated, 1),
+        "open_seconds": round(open_seconds, 2),
+        "candidates": k,
+        "model": source,
+        "goals": {"p95_ms@10k": "<= 40", "ratio": "<= 1.5", "p95_ms@100k": "<= 150"},
+    }
+
+
+async def _baseline(db: Database, embedder: EmbeddingService, query: str, k: int) -> None:
+    """Query embedding + bare FTS5 MATCH + bare vec0 KNN, the minimum any hybrid pays."""
+    from bot.search import fts_query
+
+    qvec = (await embedder.embed([query]))[0]
+    match = fts_query(query) or '""'
+
+    def _both(conn: SyncConn) -> None:
+        conn.execute(
+            "SELECT rowid, bm25(turns_fts) FROM turns_fts WHERE turns_fts MATCH ? "
+            "ORDER BY bm25(turns_fts) LIMIT ?",
+            (match, k),
+        ).fetchall()
+        conn.execute(
+            "SELECT rowid, distance FROM turns_vec WHERE embedding MATCH ? AND k = ?",
+            (to_blob(qvec), k),
+        ).fetchall()
+
+    await db.run(_both, write=False)
+
+
+def _json(result: dict[str, Any]) -> str:  # pragma: no cover - debugging helper
+    return json.dumps(result, indent=2)

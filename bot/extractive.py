@@ -1,0 +1,234 @@
+"""Offline abbreviation and naming without a language model (SPEC.md "offline brain").
+
+Pure, deterministic functions over a conversation's turns given as ``(role, content,
+sender)`` items. They pick what is already there (sentences, names, numbers, keywords) and
+never invent: the abbreviation is labelled as extractive by its first line.
+
+- :func:`extractive_abbreviation`: meeting-notes style, about 100-200 words: participants,
+  key points (the highest-scoring sentences), decisions, open questions, entities.
+  Pleasantries ("hi", "thanks!", "how are you?") never make it in.
+- :func:`keyword_title`: 2-6 words in Title Case, at most 80 characters.
+- :func:`keyword_topics`: kebab-case topics.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from bot.search import STOP_WORDS
+
+Turn = tuple[str, str, str | None]  # (role, content, sender)
+
+HEADER = "Extractive notes (no language model):"
+MAX_WORDS = 200
+TARGET_WORDS = 150
+
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
+_WORD = re.compile(r"[A-Za-z\u00C0-\u024F][\w'\u2019-]*|\d[\d.,:/-]*")
+_CAPITAL = re.compile(r"\b[A-Z][a-z\u00E0-\u00FF]+(?:\s+[A-Z][a-z\u00E0-\u00FF]+)*\b")
+_NUMBER = re.compile(r"\b\d[\d.,:/-]*\b")
+_DECISION = re.compile(
+    r"\b(decided|decide|agreed|agree|will|going to|plan(?:ned|ning)?|let's|we'll|i'll|"
+    r"should|must|need to|chose|settled|booked|scheduled|deadline|confirmed)\b",
+    re.IGNORECASE,
+)
+_PLEASANTRY = re.compile(
+    r"^\W*(hi|hey|hello|thanks|thank you|thx|cheers|bye|goodbye|good (morning|night|evening|"
+    r"afternoon)|see you|take care|you're welcome|no problem|ok(ay)?|sure|great|cool|nice|"
+    r"awesome|lol|haha|wow|yes|yeah|yep|no|nope|good to (see|hear)|how are you|how have you "
+    r"been|nice to (meet|see)|talk (to you )?(soon|later)|catch you|have a (good|great|nice))\b",
+    re.IGNORECASE,
+)
+EXTRA_STOP = frozenset(
+    "hi hey hello thanks thank bye great cool nice awesome wow lol haha good glad sure "
+    "pretty maybe still even always never everything anything totally definitely oh ah "
+    "hmm gonna wanna yay omg dear".split()
+)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower().strip("'\u2019-") for w in _WORD.findall(text)]
+
+
+def _content_words(text: str) -> list[str]:
+    out = []
+    for w in _words(text):
+        base = re.split(r"['\u2019]", w)[0]
+        if len(w) <= 2 or w.isdigit() or (base != w and base in STOP_WORDS):
+            continue  # short words, numbers, contractions of stop words (i'm, that's)
+        if w not in STOP_WORDS and w not in EXTRA_STOP:
+            out.append(w)
+    return out
+
+
+def _is_pleasantry(sentence: str) -> bool:
+    words = _words(sentence)
+    if len(words) < 4:
+        return True
+    return bool(_PLEASANTRY.match(sentence)) and len(_content_words(sentence)) < 3
+
+
+def entities(turns: Sequence[Turn], limit: int = 10) -> list[str]:
+    """Capitalised names and multi-word names not at a sentence start, most frequent first."""
+    counts: Counter[str] = Counter()
+    first_seen: dict[str, int] = {}
+    senders = [s.lower() for _, _, s in turns if s]
+    for _, content, _ in turns:
+        for sentence in _sentences(content):
+            for match in _CAPITAL.finditer(sentence):
+                parts = match.group(0).split()
+                # "Hey Mel", "Thanks Anna": drop greeting words in front of a name.
+                start = match.start()
+                while parts and (parts[0].lower() in STOP_WORDS or parts[0].lower() in EXTRA_STOP):
+                    parts.pop(0)
+                    start = -1
+                if not parts:
+                    continue
+                name = " ".join(parts)
+                if start == 0 and len(parts) == 1:
+                    continue  # a capital at the start of a sentence says nothing
+                low = name.lower()
+                if any(s == low or s.startswith(low) for s in senders):
+                    continue  # the participants themselves (and their short names)
+                counts[name] += 1
+                first_seen.setdefault(name, len(first_seen))
+    ranked = sorted(counts, key=lambda n: (-counts[n], first_seen[n]))
+    return ranked[:limit]
+
+
+def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str | None]]:
+    """(score, order, sentence, speaker) for every informative sentence."""
+    docs = [set(_content_words(c)) for _, c, _ in turns]
+    df: Counter[str] = Counter(w for d in docs for w in d)
+    tf: Counter[str] = Counter(w for _, c, _ in turns for w in _content_words(c))
+    n = max(1, len(turns))
+    scored = []
+    order = 0
+    for _, content, sender in turns:
+        for sentence in _sentences(content):
+            order += 1
+            if _is_pleasantry(sentence):
+                continue
+            words = _content_words(sentence)
+            if not words:
+                continue
+            # Words repeated across the conversation but not in every turn carry the topic.
+            weight = sum(math.log1p(tf[w]) * math.log1p(n / df[w]) for w in set(words))
+            score = weight / math.sqrt(len(words) + 4)
+            score += 0.6 * len(_NUMBER.findall(sentence))
+            score += 0.4 * sum(1 for m in _CAPITAL.finditer(sentence) if m.start() > 0)
+            if _DECISION.search(sentence):
+                score *= 1.3
+            scored.append((score, order, sentence, sender))
+    return scored
+
+
+def _clip(sentence: str, words: int = 40) -> str:
+    parts = sentence.split()
+    return sentence if len(parts) <= words else " ".join(parts[:words]) + " …"
+
+
+def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS) -> str:
+    """Meeting-notes abbreviation from the conversation's own sentences (~100-200 words)."""
+    if not turns:
+        return ""
+    participants = list(dict.fromkeys(s or r for r, _, s in turns))
+    scored = _score_sentences(turns)
+    decisions = [s for s in scored if _DECISION.search(s[2]) and not s[2].endswith("?")]
+    questions = [s for s in scored if s[2].endswith("?") and len(_content_words(s[2])) >= 2]
+    lines = [HEADER, "Participants: " + ", ".join(participants) + "."]
+    budget = max_words - sum(len(line.split()) for line in lines)
+
+    def take(pool: Iterable[tuple[float, int, str, str | None]], share: int) -> list[str]:
+        nonlocal budget
+        chosen: list[tuple[int, str]] = []
+        used = 0
+        for _score, order, sentence, sender in sorted(pool, key=lambda s: (-s[0], s[1])):
+            if any(order == o for o, _ in chosen) or sentence in taken:
+                continue
+            text = f"{sender}: {_clip(sentence)}" if sender else _clip(sentence)
+            size = len(text.split())
+            if used + size > share or size > budget:
+                continue
+            chosen.append((order, text))
+            taken.add(sentence)
+            used += size
+            budget -= size
+        return [t for _, t in sorted(chosen)]
+
+    taken: set[str] = set()
+    # Decisions and open questions first (they are what notes are for), then key points.
+    decided = take(decisions, int(max_words * 0.15))
+    open_qs = take(questions, int(max_words * 0.15))
+    key_points = take(scored, int(max_words * 0.55))
+    if key_points:
+        lines.append("Key points: " + " ".join(key_points))
+    if decided:
+        lines.append("Decisions: " + " ".join(decided))
+    if open_qs:
+        lines.append("Open questions: " + " ".join(open_qs))
+    names = entities(turns)
+    if names:
+        entity_line = "Entities: " + ", ".join(names) + "."
+        if len(entity_line.split()) <= budget:
+            lines.append(entity_line)
+    return "\n".join(lines)
+
+
+def keywords(turns: Sequence[Turn], limit: int = 6) -> list[str]:
+    """Most characteristic content words (user turns weigh double), ties by first use."""
+    counts: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    senders = [(s or "").lower() for _, _, s in turns]
+    for role, content, _ in turns:
+        for word in _content_words(content):
+            if any(s.startswith(word) for s in senders if s):
+                continue
+            counts[word] += 2 if role == "user" else 1
+            first.setdefault(word, len(first))
+    return sorted(counts, key=lambda w: (-counts[w], first[w]))[:limit]
+
+
+def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
+    """A 2-6 word Title Case title from entities and keywords (never empty)."""
+    words: list[str] = []
+    for name in entities(turns, limit=1):
+        for part in name.split():
+            if part.lower() not in {w.lower() for w in words}:
+                words.append(part)
+    for word in keywords(turns, limit=6):
+        if len(words) >= 4:
+            break
+        if word.lower() not in {w.lower() for w in words}:
+            words.append(word)
+    words = words[:6]
+    if len(words) < 2:
+        words += [w for w in ("General", "Conversation") if w not in words][: 2 - len(words)]
+    title = " ".join(w[:1].upper() + w[1:] for w in words)
+    while len(title) > max_chars and len(words) > 2:
+        words = words[:-1]
+        title = " ".join(w[:1].upper() + w[1:] for w in words)
+    return title[:max_chars].strip()
+
+
+def kebab(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def keyword_topics(turns: Sequence[Turn], limit: int = 4) -> list[str]:
+    """Kebab-case topics: the leading entity and keywords, deduplicated."""
+    topics: list[str] = []
+    for candidate in [*entities(turns, limit=1), *keywords(turns, limit=limit + 2)]:
+        topic = kebab(candidate)
+        if topic and topic not in topics:
+            topics.append(topic)
+        if len(topics) >= limit:
+            break
+    return topics

@@ -1,0 +1,201 @@
+"""Query analysis and score fusion for :mod:`bot.search` (pure functions, no I/O).
+
+Every rule here is general (no data-set knowledge); docs/search.md says what each one
+moved on the LoCoMo development slice.
+
+- keyword scores (``-bm25``, higher is better) are averaged with their windows: a turn
+  whose neighbours match the query is probably part of the same exchange;
+- vector scores combine the turn window's own cosine with the cosines of the centroids of
+  the neighbouring windows (wider context without embedding more text);
+- both are min-max normalised over the candidate set, so a keyword-only hit (vector 0) or a
+  vector-only hit (keyword 0) still ranks, then fused (weighted sum or RRF);
+- priors: turns spoken by a person the query names, turns dated on a day/month/year the
+  query names, turns with time words for "when" questions, and the conversation's best
+  turn and abbreviation similarity.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+
+import numpy as np
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DAY_MONTH_YEAR = re.compile(
+    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.I
+)
+_MONTH_DAY_YEAR = re.compile(
+    rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
+)
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)
+_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+
+TIME_WORDS = re.compile(
+    rf"\b(yesterday|today|tonight|tomorrow|last|next|ago|week|weekend|month|year|morning|"
+    rf"afternoon|evening|night|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    rf"{_MONTH}|recently|earlier|since|before|after|\d{{4}})\b",
+    re.I,
+)
+_WHEN = re.compile(
+    r"^\s*when\b|\b(what|which) (date|day|time|year|month|week)\b|\bhow long ago\b", re.I
+)
+
+
+def _safe_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def query_dates(text: str) -> list[tuple[date, date]]:
+    """Date ranges the query names: a day, else a month, else a year (inclusive)."""
+    days: list[tuple[date, date]] = []
+    for m in _DAY_MONTH_YEAR.finditer(text):
+        d = _safe_date(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)))
+        if d:
+            days.append((d, d))
+    for m in _MONTH_DAY_YEAR.finditer(text):
+        d = _safe_date(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)))
+        if d:
+            days.append((d, d))
+    for m in _ISO_DAY.finditer(text):
+        d = _safe_date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        if d:
+            days.append((d, d))
+    if days:
+        return days
+    months = []
+    for m in _MONTH_YEAR.finditer(text):
+        year, month = int(m.group(2)), _MONTHS[m.group(1).lower()]
+        last = calendar.monthrange(year, month)[1]
+        months.append((date(year, month, 1), date(year, month, last)))
+    if months:
+        return months
+    return [(date(int(y), 1, 1), date(int(y), 12, 31)) for y in _YEAR.findall(text)]
+
+
+def is_when_question(text: str) -> bool:
+    return bool(_WHEN.search(text))
+
+
+def date_match(day: date | None, ranges: Sequence[tuple[date, date]], slack_days: int = 7) -> float:
+    """1 inside a named range, fading linearly to 0 at ``slack_days`` outside it."""
+    if day is None:
+        return 0.0
+    best = 0.0
+    for start, end in ranges:
+        if start <= day <= end:
+            return 1.0
+        gap = min(abs((day - start).days), abs((day - end).days))
+        if gap <= slack_days:
+            best = max(best, 1.0 - gap / (slack_days + 1))
+    return best
+
+
+def parse_day(timestamp: str | None) -> date | None:
+    if not timestamp or len(timestamp) < 10:
+        return None
+    try:
+        return date.fromisoformat(timestamp[:10])
+    except ValueError:
+        return None
+
+
+def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``matrix @ vector`` in float32 without BLAS.
+
+    OpenBLAS runs a large gemv on several threads that spin while waiting; next to
+    onnxruntime's own threads on a small machine that made a 1 ms product take 50-100 ms.
+    ``einsum`` stays on the calling thread.
+    """
+    return np.einsum("ij,j->i", matrix, vector.astype(matrix.dtype, copy=False))
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    """Scale to 0..1 over the candidates (all zeros when they are all equal)."""
+    if values.size == 0:
+        return values
+    lo, hi = float(values.min()), float(values.max())
+    if hi <= lo:
+        return np.zeros_like(values) if hi <= 0 else np.ones_like(values)
+    return (values - lo) / (hi - lo)
+
+
+def rrf(components: Sequence[np.ndarray], k: int) -> np.ndarray:
+    """Reciprocal-rank fusion; a candidate absent from a component (score 0) gets nothing."""
+    total = np.zeros(len(components[0]) if components else 0)
+    for values in components:
+        order = np.argsort(-values, kind="stable")
+        ranks = np.empty(len(values))
+        ranks[order] = np.arange(1, len(values) + 1)
+        total += np.where(values > 0, 1.0 / (k + ranks), 0.0)
+    return total
+
+
+@dataclass
+class Neighbourhood:
+    """Turns around the candidates, in (conversation, turn number) order.
+
+    ``pos`` maps each row to its index inside its conversation's run of consecutive
+    turns, so windows are slices of the same arrays.
+    """
+
+    conv: np.ndarray  # int codes of conversation ids
+    number: np.ndarray  # turn numbers
+
+    def _shift(self, offset: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows whose neighbour ``offset`` positions away is in their conversation and
+        within ``radius`` turn numbers; and those neighbours' indices."""
+        n = len(self.conv)
+        idx = np.arange(n)
+        src = idx + offset
+        ok = (src >= 0) & (src < n)
+        rows = idx[ok]
+        src = src[ok]
+        same = (self.conv[src] == self.conv[rows]) & (
+            np.abs(self.number[src] - self.number[rows]) <= radius
+        )
+        return rows[same], src[same]
+
+    def window_mean(self, values: np.ndarray, radius: int) -> np.ndarray:
+        """Mean of ``values`` over each row's +-radius window inside its conversation."""
+        total = values.astype(np.float64).copy()
+        count = np.ones(len(values))
+        for off in range(1, radius + 1):
+            for sign in (-1, 1):
+                rows, src = self._shift(sign * off, radius)
+                total[rows] += values[src]
+                count[rows] += 1
+        return total / count
+
+    def smoothed(self, values: np.ndarray, radius: int) -> np.ndarray:
+        """Average of the value itself and its +-1..radius window means."""
+        if radius <= 0:
+            return values.astype(np.float64)
+        parts = [values.astype(np.float64)]
+        parts.extend(self.window_mean(values, r) for r in range(1, radius + 1))
+        return np.mean(parts, axis=0)
+
+    def centroid_cosines(
+        self, vectors: np.ndarray, query: np.ndarray, radius: int
+    ) -> list[np.ndarray]:
+        """Cosine of ``query`` with the centroid of each row's +-1..radius window vectors
+        (rows without a vector are zero rows and add nothing)."""
+        summed = vectors.copy()
+        out = []
+        for r in range(1, radius + 1):
+            for sign in (-1, 1):
+                rows, src = self._shift(sign * r, r)
+                summed[rows] += vectors[src]
+            norms = np.linalg.norm(summed, axis=1)
+            dots = matvec(summed, query)
+            out.append(np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0))
+        return out

@@ -1,0 +1,475 @@
+"""Vectors of abbreviations and turn windows, kept in step with the index, and their KNN.
+
+What is embedded:
+
+- one vector per conversation abbreviation (``abbreviations_vec``, seed 000);
+- one vector per turn *window*: the turn with up to ``embedding.turn_window`` neighbours on
+  each side (``turns_vec``, rowid = ``turns.id``), capped at :data:`WINDOW_CHARS`
+  characters with the centre turn always first so truncation never drops it.
+
+A window is final once the conversation holds the turns after it; until then it is
+re-embedded when those turns arrive (``turn_vectors.window_last`` records what it saw).
+``index_meta['embedding_model']`` names the vector space; another model or dimension
+count marks every vector stale and they are rebuilt in the background.
+
+KNN over every turn (SPEC.md "Vector search cost"): an exact ``vec0`` scan of 200,000
+float vectors takes 100+ ms, so interactive search uses a two-stage scan instead. The sign
+bits of each vector (48 bytes for 384 dimensions) live in memory as a numpy matrix; a
+Hamming scan of the whole matrix (XOR + popcount) shortlists ``8 k`` candidates whose
+float16 copies are read from ``turn_vectors`` (a plain table: vec0 point reads cost ~0.4 ms
+each) and ranked by exact cosine. Abbreviations (one per conversation) are few enough to
+scan exactly from an in-memory float16 matrix. ``turns_vec`` / ``abbreviations_vec`` keep
+the float32 vectors for sqlite-vec queries (and ``my-agent bench search``'s baseline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bot.config.model import AppConfig
+from bot.db import Database, SyncConn
+from bot.embedding import EmbeddingService, EmbeddingUnavailable
+from bot.ranking import matvec
+from bot.schema import create_vector_tables
+
+log = logging.getLogger("my_agent.vectors")
+
+
+def read_turn_vectors(conn: SyncConn, ids: Sequence[int], dims: int) -> dict[int, np.ndarray]:
+    """float32 vectors of ``ids`` from ``turn_vectors`` (on the connection's thread)."""
+    out: dict[int, np.ndarray] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for rowid, blob in conn.execute(
+            f"SELECT turn_id, vector FROM turn_vectors WHERE turn_id IN ({marks})", chunk
+        ):
+            out[int(rowid)] = from_half(blob, dims)
+    return out
+
+
+WINDOW_CHARS = 1200  # ~256 tokens, the model's truncation point
+META_KEY = "embedding_model"
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def to_half(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float16).tobytes()
+
+
+def from_half(blob: bytes, dims: int) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.float16, count=dims).astype(np.float32)
+
+
+def sign_bits(vectors: np.ndarray) -> np.ndarray:
+    """Pack the signs of ``vectors`` (n, d) into (n, ceil(d/64)) uint64 words."""
+    packed = np.packbits(np.asarray(vectors) > 0, axis=1)
+    pad = (-packed.shape[1]) % 8
+    if pad:
+        packed = np.pad(packed, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def window_text(turns: Sequence[str], index: int, radius: int) -> str:
+    """The centre turn, then its neighbours nearest first, within :data:`WINDOW_CHARS`."""
+    parts = [turns[index]]
+    for dist in range(1, radius + 1):
+        for j in (index - dist, index + dist):
+            if 0 <= j < len(turns):
+                parts.append(turns[j])
+    text = ""
+    for part in parts:
+        candidate = f"{text}\n{part}" if text else part
+        if len(candidate) > WINDOW_CHARS and text:
+            break
+        text = candidate
+    return text[:WINDOW_CHARS]
+
+
+@dataclass
+class _BitMatrix:
+    """In-memory sign bits of every turn vector, appended to and patched in place."""
+
+    ids: np.ndarray  # int64 turn ids
+    bits: np.ndarray  # (n, words) uint64
+
+    @classmethod
+    def empty(cls, words: int) -> _BitMatrix:
+        return cls(np.zeros(0, dtype=np.int64), np.zeros((0, words), dtype=np.uint64))
+
+    def upsert(self, ids: np.ndarray, bits: np.ndarray) -> None:
+        position = {int(t): i for i, t in enumerate(self.ids)} if len(self.ids) < 4096 else None
+        new_ids: list[int] = []
+        new_rows: list[np.ndarray] = []
+        if position is None:
+            sorter = np.argsort(self.ids)
+            found = np.searchsorted(self.ids, ids, sorter=sorter)
+        for k, turn_id in enumerate(ids.tolist()):
+            if position is not None:
+                at = position.get(turn_id)
+            else:
+                idx = int(found[k])
+                at = (
+                    int(sorter[idx])
+                    if idx < len(self.ids) and self.ids[sorter[idx]] == turn_id
+                    else None
+                )
+            if at is None:
+                new_ids.append(turn_id)
+                new_rows.append(bits[k])
+            else:
+                self.bits[at] = bits[k]
+        if new_ids:
+            self.ids = np.concatenate([self.ids, np.asarray(new_ids, dtype=np.int64)])
+            self.bits = np.concatenate([self.bits, np.stack(new_rows)])
+
+    def remove(self, ids: set[int]) -> None:
+        keep = ~np.isin(self.ids, np.fromiter(ids, dtype=np.int64, count=len(ids)))
+        self.ids, self.bits = self.ids[keep], self.bits[keep]
+
+    def shortlist(self, query_bits: np.ndarray, count: int) -> np.ndarray:
+        """Turn ids of the ``count`` smallest Hamming distances (unordered)."""
+        n = len(self.ids)
+        if n == 0:
+            return self.ids
+        if n <= count:
+            return self.ids
+        distance = np.bitwise_count(self.bits ^ query_bits).sum(axis=1, dtype=np.uint16)
+        top = np.argpartition(distance, count)[:count]
+        return self.ids[top]
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+class VectorIndex:
+    """Turn-window and abbreviation vectors in ``conversations.db`` plus their KNN."""
+
+    def __init__(self, config: AppConfig, db: Database, embedder: EmbeddingService) -> None:
+        self.config = config
+        self.db = db
+        self.embedder = embedder
+        self.radius = config.embedding.turn_window
+        self._matrix: _BitMatrix | None = None
+        self._abbr_ids: list[str] = []
+        self._abbr_pos: dict[str, int] = {}
+        self._abbr = np.zeros((0, embedder.dimensions), dtype=np.float32)
+        self._lock = asyncio.Lock()  # one writer: background indexing is serial
+        self._ready = False
+        self.stale = False
+
+    @property
+    def enabled(self) -> bool:
+        """True when vectors can be written and searched (sqlite-vec + a model)."""
+        return self.db.vec_available and self.embedder.available
+
+    @property
+    def ready(self) -> bool:
+        return self._ready and self.enabled
+
+    async def open(self) -> bool:
+        """Load the model, create the vec tables, detect a model change, load the bits.
+
+        Returns True when vectors are usable. A changed model id or dimension count drops
+        every stored vector (``stale``): call :meth:`reindex_all` to rebuild them.
+        """
+        if not self.db.vec_available:
+            log.warning("sqlite-vec unavailable: vectors disabled, search is keyword-only")
+            return False
+        if not await self.embedder.load():
+            return False
+        model_id = self.embedder.model_id
+        dims = self.embedder.dimensions
+
+        def _setup(conn: SyncConn) -> bool:
+            row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
+            stale = row is not None and row[0] != model_id
+            if stale:
+                conn.execute("DROP TABLE IF EXISTS turns_vec")
+                conn.execute("DROP TABLE IF EXISTS abbreviations_vec")
+                conn.execute("DELETE FROM turn_vectors")
+                conn.execute("DELETE FROM abbreviation_vectors")
+            create_vector_tables(conn, dims)
+            conn.execute(
+                "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (META_KEY, model_id)
+            )
+            return stale or (
+                row is None and bool(conn.execute("SELECT 1 FROM turns LIMIT 1").fetchone())
+            )
+
+        self.stale = await self.db.run(_setup)
+        if self.stale:
+            log.warning("vectors are stale (model now %s): rebuilding in the background", model_id)
+        await self._load_matrix()
+        self._ready = True
+        return True
+
+    async def _load_matrix(self) -> None:
+        words = (self.embedder.dimensions + 63) // 64
+
+        def _read(conn: SyncConn) -> _BitMatrix:
+            rows = conn.execute("SELECT turn_id, bits FROM turn_vectors").fetchall()
+            if not rows:
+                return _BitMatrix.empty(words)
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            bits = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint64)
+            return _BitMatrix(ids, bits.reshape(len(rows), words).copy())
+
+        self._matrix = await self.db.run(_read, write=False)
+        dims = self.embedder.dimensions
+
+        def _read_abbreviations(conn: SyncConn) -> tuple[list[str], np.ndarray]:
+            rows = conn.execute(
+                "SELECT conversation_id, vector FROM abbreviation_vectors"
+            ).fetchall()
+            ids = [str(r[0]) for r in rows]
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16)
+            # float32 in memory: numpy's float16 matmul is ~10x slower
+            return ids, matrix.reshape(len(rows), dims).astype(np.float32)
+
+        ids, matrix = await self.db.run(_read_abbreviations, write=False)
+        self._abbr_ids = ids
+        self._abbr_pos = {c: i for i, c in enumerate(ids)}
+        self._abbr = matrix
+        log.info("loaded %d turn vectors, %d abbreviation vectors", len(self._matrix.ids), len(ids))
+
+    # -- indexing ----------------------------------------------------------------------
+    async def index_turns(self, conversation_id: str) -> int:
+        """Embed the windows of ``conversation_id`` that are new or saw fewer turns.
+
+        Returns the number of vectors written; 0 when vectors are disabled.
+        """
+        if not self.ready:
+            return 0
+        async with self._lock:
+            return await self._index_turns(conversation_id)
+
+    async def _index_turns(self, conversation_id: str) -> int:
+        radius = self.radius
+
+        def _read(conn: SyncConn) -> tuple[list[Any], dict[int, int]]:
+            # A user turn and its reply share a turn number: order by id within it.
+            turns = conn.execute(
+                "SELECT id, content FROM turns WHERE conversation_id = ? ORDER BY turn_number, id",
+                (conversation_id,),
+            ).fetchall()
+            done = dict(
+                conn.execute(
+                    "SELECT turn_id, window_last FROM turn_vectors WHERE conversation_id = ?",
+                    (conversation_id,),
+                ).fetchall()
+            )
+            return turns, done
+
+        turns, done = await self.db.run(_read, write=False)
+        if not turns:
+            return 0
+        texts = [str(t[1]) for t in turns]
+        todo: list[tuple[int, int, str]] = []  # (turn id, id of the window's last turn, text)
+        for i, (turn_id, _) in enumerate(turns):
+            # window_last records the last turn the window saw: a new neighbour changes it
+            window_last = int(turns[min(i + radius, len(turns) - 1)][0])
+            if done.get(int(turn_id)) == window_last:
+                continue
+            todo.append((int(turn_id), window_last, window_text(texts, i, radius)))
+        if not todo:
+            return 0
+        try:
+            vectors = await self.embedder.embed([t[2] for t in todo])
+        except EmbeddingUnavailable:
+            return 0
+        await self._store_turn_vectors(conversation_id, todo, vectors)
+        log.debug("embedded %d windows of %s", len(todo), conversation_id)
+        return len(todo)
+
+    async def _store_turn_vectors(
+        self, conversation_id: str, todo: list[tuple[int, int, str]], vectors: np.ndarray
+    ) -> None:
+        bits = sign_bits(vectors)
+        ids = np.asarray([t[0] for t in todo], dtype=np.int64)
+
+        def _write(conn: SyncConn) -> None:
+            # vec0 has no upsert: delete then insert.
+            conn.executemany("DELETE FROM turns_vec WHERE rowid = ?", [(int(i),) for i in ids])
+            conn.executemany(
+                "INSERT INTO turns_vec (rowid, embedding) VALUES (?, ?)",
+                [(int(i), to_blob(v)) for i, v in zip(ids, vectors, strict=True)],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO turn_vectors (turn_id, conversation_id, window_last, "
+                "bits, vector) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (t[0], conversation_id, t[1], b.tobytes(), to_half(v))
+                    for t, b, v in zip(todo, bits, vectors, strict=True)
+                ],
+            )
+
+        await self.db.run(_write)
+        if self._matrix is not None:
+            self._matrix.upsert(ids, bits)
+
+    async def index_abbreviation(self, conversation_id: str, text: str | None) -> bool:
+        """Embed a conversation's abbreviation (skipped when unchanged); True if written."""
+        if not self.ready:
+            return False
+        text = (text or "").strip()
+        async with self._lock:
+            digest = _text_hash(text)
+            row = await self.db.fetchone(
+                "SELECT text_hash FROM abbreviation_vectors WHERE conversation_id = ?",
+                (conversation_id,),
+            )
+            if row is not None and row[0] == digest:
+                return False
+            if not text:
+                await self._delete_abbreviation(conversation_id)
+                return False
+            try:
+                vector = (await self.embedder.embed([text]))[0]
+            except EmbeddingUnavailable:
+                return False
+
+            def _write(conn: SyncConn) -> None:
+                conn.execute(
+                    "DELETE FROM abbreviations_vec WHERE conversation_id = ?", (conversation_id,)
+                )
+                conn.execute(
+                    "INSERT INTO abbreviations_vec (conversation_id, embedding) VALUES (?, ?)",
+                    (conversation_id, to_blob(vector)),
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO abbreviation_vectors (conversation_id, text_hash, "
+                    "vector) VALUES (?, ?, ?)",
+                    (conversation_id, digest, to_half(vector)),
+                )
+
+            await self.db.run(_write)
+            self._set_abbreviation(conversation_id, vector)
+            return True
+
+    def _set_abbreviation(self, conversation_id: str, vector: np.ndarray | None) -> None:
+        at = self._abbr_pos.get(conversation_id)
+        if vector is None:
+            if at is not None:
+                self._abbr = np.delete(self._abbr, at, axis=0)
+                self._abbr_ids.pop(at)
+                self._abbr_pos = {c: i for i, c in enumerate(self._abbr_ids)}
+            return
+        row = np.asarray(vector, dtype=np.float16).astype(np.float32)  # as stored
+        if at is None:
+            self._abbr_pos[conversation_id] = len(self._abbr_ids)
+            self._abbr_ids.append(conversation_id)
+            self._abbr = np.vstack([self._abbr, row[None, :]])
+        else:
+            self._abbr[at] = row
+
+    async def _delete_abbreviation(self, conversation_id: str) -> None:
+        def _write(conn: SyncConn) -> None:
+            conn.execute(
+                "DELETE FROM abbreviations_vec WHERE conversation_id = ?", (conversation_id,)
+            )
+            conn.execute(
+                "DELETE FROM abbreviation_vectors WHERE conversation_id = ?", (conversation_id,)
+            )
+
+        await self.db.run(_write)
+        self._set_abbreviation(conversation_id, None)
+
+    async def reindex_all(self) -> dict[str, int]:
+        """Embed every missing or outdated vector (after ``reindex`` or a model change)."""
+        if not self.ready:
+            return {"turns": 0, "abbreviations": 0}
+        rows = await self.db.fetchall("SELECT id, abbreviation FROM conversations ORDER BY updated")
+        turns = abbreviations = 0
+        for conv_id, abbreviation in rows:
+            turns += await self.index_turns(str(conv_id))
+            if abbreviation and await self.index_abbreviation(str(conv_id), str(abbreviation)):
+                abbreviations += 1
+            await asyncio.sleep(0)  # let interactive work in between conversations
+        await self._prune()
+        await self._load_matrix()
+        self.stale = False
+        log.info("reindexed vectors: %d turn windows, %d abbreviations", turns, abbreviations)
+        return {"turns": turns, "abbreviations": abbreviations}
+
+    async def _prune(self) -> None:
+        """Drop vectors whose turn no longer exists (a rebuilt or trimmed index)."""
+
+        def _write(conn: SyncConn) -> list[int]:
+            gone = [
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT rowid FROM turns_vec WHERE rowid NOT IN (SELECT id FROM turns)"
+                )
+            ]
+            conn.executemany("DELETE FROM turns_vec WHERE rowid = ?", [(g,) for g in gone])
+            conn.execute("DELETE FROM turn_vectors WHERE turn_id NOT IN (SELECT id FROM turns)")
+            conn.execute(
+                "DELETE FROM abbreviations_vec WHERE conversation_id NOT IN "
+                "(SELECT id FROM conversations)"
+            )
+            return gone
+
+        gone = await self.db.run(_write)
+        if gone and self._matrix is not None:
+            self._matrix.remove(set(gone))
+
+    # -- search ------------------------------------------------------------------------
+    async def turn_vectors(self, turn_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of ``turn_ids`` (missing ids are left out)."""
+        if not self.ready or not turn_ids:
+            return {}
+        ids = [int(t) for t in turn_ids]
+        dims = self.embedder.dimensions
+        return await self.db.run(lambda c: read_turn_vectors(c, ids, dims), write=False)
+
+    async def knn_turns(
+        self, query: np.ndarray, k: int, *, conversation_id: str | None = None
+    ) -> dict[int, float]:
+        """Up to ``k`` nearest turn windows: turn id -> cosine similarity.
+
+        The bit shortlist holds ``max(8k, 256)`` ids, rescored exactly; within one
+        conversation every vector is scored exactly.
+        """
+        if not self.ready or self._matrix is None:
+            return {}
+        if conversation_id is not None:
+            rows = await self.db.fetchall(
+                "SELECT turn_id FROM turn_vectors WHERE conversation_id = ?", (conversation_id,)
+            )
+            shortlist = [int(r[0]) for r in rows]
+        else:
+            query_bits = sign_bits(query.reshape(1, -1))[0]
+            count = max(8 * k, 256)
+            shortlist = self._matrix.shortlist(query_bits, count).tolist()
+        vectors = await self.turn_vectors(shortlist)
+        if not vectors:
+            return {}
+        ids = np.fromiter(vectors.keys(), dtype=np.int64, count=len(vectors))
+        scores = matvec(np.stack(list(vectors.values())), query)
+        top = np.argsort(-scores)[:k]
+        return {int(ids[i]): float(scores[i]) for i in top}
+
+    async def knn_abbreviations(self, query: np.ndarray, k: int) -> dict[str, float]:
+        """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact)."""
+        if not self.ready or not self._abbr_ids:
+            return {}
+        scores = matvec(self._abbr, query)
+        count = min(k, len(scores))
+        top = (
+            np.argpartition(-scores, count - 1)[:count]
+            if count < len(scores)
+            else range(len(scores))
+        )
+        return {self._abbr_ids[i]: float(scores[i]) for i in top}

@@ -1,0 +1,112 @@
+"""Offline extractive abbreviation, keyword titles and topics: deterministic and bounded."""
+
+from __future__ import annotations
+
+import re
+
+from bot.extractive import (
+    HEADER,
+    entities,
+    extractive_abbreviation,
+    kebab,
+    keyword_title,
+    keyword_topics,
+)
+
+TURNS = [
+    ("user", "Hi there! How are you?", "Owner"),
+    ("assistant", "Hello! I'm fine, thanks.", "Assistant"),
+    (
+        "user",
+        "We need to migrate the billing database from Postgres 12 to Postgres 16 before "
+        "the March 15 deadline.",
+        "Owner",
+    ),
+    (
+        "assistant",
+        "The billing database migration can use logical replication so the downtime stays "
+        "under five minutes. Sarah Chen from the platform team ran the last upgrade.",
+        "Assistant",
+    ),
+    ("user", "Ok. We decided to schedule the billing migration for the weekend of March 8.", "Owner"),
+    (
+        "assistant",
+        "Should the reporting replicas of the billing database move at the same time?",
+        "Assistant",
+    ),
+    ("user", "Thanks a lot!", "Owner"),
+    ("assistant", "You're welcome. Bye!", "Assistant"),
+]
+
+
+def test_abbreviation_shape_and_content() -> None:
+    text = extractive_abbreviation(TURNS)
+    lines = text.splitlines()
+    assert lines[0] == HEADER
+    assert lines[1] == "Participants: Owner, Assistant."
+    body = "\n".join(lines[1:])
+    assert "Postgres 16" in body and "March 15" in body
+    assert any(line.startswith("Decisions:") and "decided" in line for line in lines)
+    assert any(line.startswith("Open questions:") and "replicas" in line for line in lines)
+    assert "Sarah Chen" in text
+    # no pleasantries
+    for pleasantry in ("How are you", "thanks", "Bye", "welcome", "Hi there"):
+        assert pleasantry.lower() not in body.lower(), pleasantry
+    assert len(text.split()) <= 200
+
+
+def test_abbreviation_length_bounded_for_long_conversations() -> None:
+    long_turns = [
+        ("user" if i % 2 == 0 else "assistant",
+         f"Topic number {i} covers the Kubernetes cluster autoscaler settings for node pool "
+         f"pool-{i} and the Grafana dashboard alerting thresholds we reviewed on day {i}.",
+         None)
+        for i in range(80)
+    ]
+    text = extractive_abbreviation(long_turns)
+    assert 100 <= len(text.split()) <= 200
+
+
+def test_deterministic() -> None:
+    assert extractive_abbreviation(TURNS) == extractive_abbreviation(list(TURNS))
+    assert keyword_title(TURNS) == keyword_title(list(TURNS))
+    assert keyword_topics(TURNS) == keyword_topics(list(TURNS))
+
+
+def test_empty_and_trivial() -> None:
+    assert extractive_abbreviation([]) == ""
+    title = keyword_title([("user", "hi", None)])
+    assert 2 <= len(title.split()) <= 6
+    assert keyword_topics([("user", "hi", None)]) == []
+
+
+def test_title_rules() -> None:
+    title = keyword_title(TURNS)
+    words = title.split()
+    assert 2 <= len(words) <= 6
+    assert len(title) <= 80
+    assert all(w[0].isupper() for w in words)
+    assert "billing" in title.lower()
+    assert "owner" not in title.lower()
+    long_words = [("user", " ".join(["supercalifragilistic" + str(i)] * 3), None)
+                  for i in range(10)]
+    assert len(keyword_title(long_words)) <= 80
+
+
+def test_topics_kebab_case() -> None:
+    topics = keyword_topics(TURNS)
+    assert topics and len(topics) <= 4
+    assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", t) for t in topics)
+    assert "billing" in topics
+    assert kebab("Sarah Chen!") == "sarah-chen"
+
+
+def test_entities_skip_greetings_and_participants() -> None:
+    turns = [
+        ("user", "Hey Mel! I met Sarah Chen at the Berlin office.", "Caroline"),
+        ("assistant", "Thanks Caroline, did Sarah Chen like Berlin?", "Melanie"),
+    ]
+    names = entities(turns)
+    assert names[0] == "Sarah Chen"
+    assert "Berlin" in names
+    assert not any(n in ("Hey Mel", "Mel", "Caroline", "Thanks Caroline") for n in names)
