@@ -505,3 +505,30 @@ async def test_first_contact_races_create_one_pinned_conversation(core: Core) ->
         "owner's first words",
     ]
     assert [line["event"] for line in lines if line.get("event") == "escalation"] == ["escalation"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bot/brain/context.py WorkingContexts.assemble hydrates in file order and keeps "
+    "turns after the one being answered (reported to the brain owner)",
+)
+def test_reply_context_holds_turns_up_to_the_one_answered() -> None:
+    """Messages 2 and 3 arrived while reply 1 was generated, so the file order is
+    u1 u2 u3 a1. Answering turn 2 must show u1 a1 u2, not later turns or joined users."""
+    from bot.brain.context import WorkingContexts
+    from bot.transcript import meta_line, turn_line
+
+    lines = [
+        meta_line("conv-01HQXK5J7G8M3N4P5R6S7T8V9W", "telegram", ["x"]),
+        turn_line("user", "first", 1),
+        turn_line("user", "second", 2),
+        turn_line("user", "third", 3),
+        turn_line("assistant", "answer 1", 1),
+    ]
+    contexts = WorkingContexts(max_turns=20, max_tokens=8000, keep_tokens=4000)
+    ctx = contexts.assemble("conv-01HQXK5J7G8M3N4P5R6S7T8V9W", lines, "second", 2)
+    assert ctx.messages() == [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "answer 1"},
+        {"role": "user", "content": "second"},
+    ]

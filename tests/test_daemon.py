@@ -1,0 +1,185 @@
+"""The real daemon as a child process (``python -m bot.cli run``): SIGTERM in the middle
+of a reply loses nothing, and every reply is produced exactly once across the restart.
+
+The brain is the Anthropic brain talking over HTTP to the fake Messages API
+(``bot/bench/fakes/anthropic_api.py``) running in the test process, scripted to answer
+slowly so that a reply is in flight when the signal arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
+from tests.support import Daemon, transcript_lines, turns
+
+
+class SlowModel:
+    """Answers ``answer to <text>``, sleeping ``delays[text]`` seconds first."""
+
+    def __init__(self, fake: FakeAnthropicAPI) -> None:
+        self.fake = fake
+        self.delays: dict[str, float] = {}
+        self.asked: list[str] = []
+
+    def __call__(self, body: dict[str, Any]) -> Scripted:
+        # The message being answered is the last paragraph of the last user message
+        # (messages that arrived while a reply was pending are joined before it).
+        text = last_user_text(body).strip().split("\n\n")[-1]
+        self.asked.append(text)
+        self.fake.push(self)  # keep answering every request this way
+        return Scripted([Block("text", text=f"answer to {text}")], delay=self.delays.get(text, 0))
+
+    async def wait_asked(self, text: str, timeout: float = 15.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while text not in self.asked:
+            if loop.time() > deadline:
+                raise TimeoutError(f"the model was never asked {text!r}: {self.asked}")
+            await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[SlowModel]:
+    async with FakeAnthropicAPI() as fake:
+        slow = SlowModel(fake)
+        fake.push(slow)
+        yield slow
+        # A request still sleeping in the fake (its client is gone) would hold the
+        # server's shutdown for the rest of its delay.
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task() and "RequestHandler" in repr(task.get_coro()):
+                task.cancel()
+
+
+def daemon_config(tmp_path: Path, base_url: str) -> dict[str, Any]:
+    return {
+        "data_dir": str(tmp_path / "data"),
+        "owner": {"identities": {"loopback": ["owner"]}},
+        "brain": {
+            "provider": "anthropic",
+            "base_url": base_url,
+            "api_key": "test-key",
+            "request_timeout": 30,
+            "retry_budget_seconds": 5,
+        },
+        "embedding": {"enabled": False},
+        "channels": {"web": {"enabled": False}, "loopback": {"enabled": True, "port": 0}},
+    }
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path, model: SlowModel) -> AsyncIterator[Daemon]:
+    proc = Daemon(tmp_path, daemon_config(tmp_path, model.fake.base_url))
+    try:
+        yield proc
+    finally:
+        await proc.close()
+
+
+def _owner_transcript(daemon: Daemon) -> list[dict[str, Any]]:
+    found = transcript_lines(daemon.data_dir / "conversations")
+    assert len(found) == 1, found.keys()
+    return next(iter(found.values()))
+
+
+def _replies_sent(daemon: Daemon) -> list[str]:
+    return [s["text"] for s in daemon.sent() if s["kind"] == "reply"]
+
+
+async def _wait_replies(daemon: Daemon, count: int, timeout: float = 15.0) -> list[str]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(_replies_sent(daemon)) < count:
+        if loop.time() > deadline:
+            raise TimeoutError(f"{_replies_sent(daemon)} after {timeout}s:\n{daemon.log()}")
+        await asyncio.sleep(0.05)
+    return _replies_sent(daemon)
+
+
+MESSAGES = ["first question", "second question", "third question"]
+
+
+@pytest.mark.parametrize("reply_seconds", [2.5, 30.0], ids=["finishes-in-drain", "cut-off"])
+async def test_sigterm_mid_reply_loses_nothing(
+    daemon: Daemon, model: SlowModel, reply_seconds: float
+) -> None:
+    model.delays["first question"] = reply_seconds
+    await daemon.start()
+    for i, text in enumerate(MESSAGES):
+        assert await daemon.post("owner", text, f"msg-{i}") == 200
+    await model.wait_asked("first question")  # the first reply is now in flight
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGTERM)
+    await daemon.wait_log("stopping")
+    # While draining, the ingress refuses new messages (503: not stored, send again).
+    assert await daemon.post("owner", "too late", "msg-late") == 503
+    assert await daemon.signal(signal.SIGTERM) == 0, daemon.log()
+    assert "Traceback" not in daemon.log()
+
+    lines = _owner_transcript(daemon)
+    assert [t["content"] for t in turns(lines, "user")] == MESSAGES  # acknowledged = durable
+    assert [t["turnNumber"] for t in turns(lines, "user")] == [1, 2, 3]
+    replies_before = _replies_sent(daemon)
+    if reply_seconds < 5:
+        # The drain let the reply in flight finish; the queued ones wait for the restart.
+        assert replies_before == ["answer to first question"]
+        assert [t["turnNumber"] for t in turns(lines, "assistant")] == [1]
+    else:
+        # Cut off by the drain deadline: no half reply recorded or sent.
+        assert replies_before == []
+        assert turns(lines, "assistant") == []
+
+    model.delays.clear()
+    await daemon.start()
+    await _wait_replies(daemon, 3)
+    await asyncio.sleep(0.3)  # anything extra would show up now
+    assert await daemon.signal(signal.SIGTERM) == 0, daemon.log()
+    expected = [f"answer to {t}" for t in MESSAGES]
+    assert _replies_sent(daemon) == expected
+    assistant = turns(_owner_transcript(daemon), "assistant")
+    assert [(t["turnNumber"], t["content"]) for t in assistant] == list(
+        zip([1, 2, 3], expected, strict=True)
+    )
+    assert model.asked.count("first question") == (1 if reply_seconds < 5 else 2)
+    assert model.asked.count("third question") == 1
+    assert "too late" not in model.asked
+
+    if reply_seconds > 5:
+        # A third start finds nothing left to do and sends nothing again.
+        await daemon.start()
+        await asyncio.sleep(0.3)
+        assert await daemon.signal(signal.SIGTERM) == 0
+        assert _replies_sent(daemon) == expected
+        assert model.asked.count("third question") == 1
+
+
+async def test_sigint_and_deleted_index(daemon: Daemon, model: SlowModel) -> None:
+    """SIGINT stops cleanly too; a deleted conversations.db is rebuilt on the next start."""
+    await daemon.start()
+    assert await daemon.post("owner", "remember the blue kayak", "k-1") == 200
+    await _wait_replies(daemon, 1)
+    assert await daemon.signal(signal.SIGINT) == 0
+    index = daemon.data_dir / "conversations" / "conversations.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+    await daemon.start()
+    assert "'registered': 1" in daemon.log()
+    assert await daemon.post("owner", "and the red canoe", "k-2") == 200
+    await _wait_replies(daemon, 2)
+    assert await daemon.signal(signal.SIGTERM) == 0
+    lines = _owner_transcript(daemon)
+    assert [t["turnNumber"] for t in turns(lines)] == [1, 1, 2, 2]
+
+
+async def test_bad_config_exits_78(tmp_path: Path) -> None:
+    proc = Daemon(tmp_path, {"data_dir": str(tmp_path / "data"), "owner": {"timezone": "Nope"}})
+    with pytest.raises(RuntimeError, match="daemon exited 78"):
+        await proc.start(timeout=30)
+    assert "owner.timezone" in proc.log()
