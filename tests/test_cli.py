@@ -1,0 +1,182 @@
+"""``my-agent conversations|search|reindex|status`` on a small store.
+
+The commands run in-process through :func:`bot.cli.main` (each call makes its own event
+loop, so these tests are synchronous); one test runs the installed console script."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot import cli
+from bot.services import open_services
+from tests.conftest import make_config, owner_identities, raw_config, settle, shutdown_services
+from tests.support import REPO, ScriptedBrain, inbound
+
+
+class Store:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.config_path = root / "config.yaml"
+        self.config_path.write_text(
+            yaml.safe_dump(raw_config(root, owner={"identities": owner_identities()})),
+            encoding="utf-8",
+        )
+        self.config = make_config(root, owner={"identities": owner_identities()})
+        self.ids: dict[str, str] = {}
+
+    def run(self, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+        capsys.readouterr()
+        status = cli.main(["--config", str(self.config_path), *args])
+        return status, capsys.readouterr().out
+
+    def json(self, *args: str, capsys: pytest.CaptureFixture[str]) -> Any:
+        status, out = self.run(*args, "--json", capsys=capsys)
+        assert status == 0, out
+        return json.loads(out)
+
+
+async def _fill(store: Store) -> None:
+    services = await open_services(store.config, brain=ScriptedBrain())
+    try:
+        from tests.conftest import RecordingChannel, attach_channel
+
+        await attach_channel(services, RecordingChannel("telegram"))
+        await services.router.deliver(
+            inbound("The sourdough starter needs feeding twice a day", sender="424242")
+        )
+        await services.router.deliver(
+            inbound("Plan the trip to Porto in May", channel="web", sender="owner", chat="web")
+        )
+        await services.router.deliver(
+            inbound("Stranger secret: marzipan factory", sender="31337", sender_name="Mallory")
+        )
+        await settle(services)
+        for rec in await services.conversations.list():
+            store.ids[rec.channel] = rec.id
+        await services.conversations.rename(store.ids["web"], "Porto trip")
+    finally:
+        await shutdown_services(services)
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    s = Store(tmp_path)
+    asyncio.run(_fill(s))
+    return s
+
+
+def test_conversations_list(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    listed = store.json("conversations", "list", capsys=capsys)
+    assert sorted(c["channel"] for c in listed) == ["telegram", "web"]
+    by_channel = {c["channel"]: c for c in listed}
+    assert by_channel["web"]["title"] == "Porto trip"
+    assert by_channel["telegram"]["pinned"] is True
+    assert by_channel["telegram"]["turnCount"] == 1
+    for meta in listed:
+        assert set(meta) >= {"id", "channel", "title", "topics", "created", "updated", "turnCount"}
+    # The stranger wrote too, but never shows up here (nor in the index counts).
+    assert "marzipan" not in json.dumps(listed) and "Mallory" not in json.dumps(listed)
+    telegram_only = store.json("conversations", "list", "--channel", "telegram", capsys=capsys)
+    assert [c["id"] for c in telegram_only] == [store.ids["telegram"]]
+    status, text = store.run("conversations", "list", capsys=capsys)
+    assert status == 0
+    assert store.ids["web"] in text and "Porto trip" in text and "marzipan" not in text
+
+
+def test_conversations_show(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = store.json("conversations", "show", store.ids["telegram"], capsys=capsys)
+    assert shown["conversation"]["id"] == store.ids["telegram"]
+    lines = shown["lines"]
+    assert lines[0]["type"] == "meta"
+    assert [(t["role"], t["turnNumber"]) for t in lines if t["type"] == "turn"] == [
+        ("user", 1),
+        ("assistant", 1),
+    ]
+    path = store.config.conversations_dir / f"{store.ids['telegram']}.jsonl"
+    assert lines == [json.loads(raw) for raw in path.read_text().splitlines()]
+    status, text = store.run("conversations", "show", store.ids["web"], capsys=capsys)
+    assert status == 0 and "Plan the trip to Porto" in text and "Porto trip" in text
+    status, _ = store.run("conversations", "show", "conv-01HQXK5J7G8M3N4P5R6S7T8V9W", capsys=capsys)
+    assert status == 1
+    with pytest.raises(SystemExit):
+        cli.main(["--config", str(store.config_path), "conversations", "show"])
+
+
+def test_search(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    page = store.json("search", "sourdough feeding", capsys=capsys)
+    assert [r["conversation_id"] for r in page["results"]] == [store.ids["telegram"]]
+    assert "sourdough" in page["results"][0]["snippet"].lower()
+    page = store.json("search", "Porto", "--channel", "telegram", capsys=capsys)
+    assert page["results"] == []
+    page = store.json("search", "Porto OR sourdough", "--limit", "1", capsys=capsys)
+    assert len(page["results"]) == 1
+    assert store.json("search", "marzipan", capsys=capsys)["results"] == []
+    assert store.json("search", '"unbalanced (quote* NEAR', capsys=capsys)["results"] == []
+    status, text = store.run("search", "trip", capsys=capsys)
+    assert status == 0 and store.ids["web"] in text
+
+
+def test_reindex(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    before = store.json("conversations", "list", capsys=capsys)
+    search_before = store.json("search", "trip sourdough", capsys=capsys)
+    status, out = store.run("reindex", capsys=capsys)
+    assert status == 0
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["registered"] == 2 and report["conversations"] == 2
+    assert report["parties"] == 1
+    assert store.json("conversations", "list", capsys=capsys) == before
+    assert store.json("search", "trip sourdough", capsys=capsys) == search_before
+
+
+def test_status(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = store.run("status", "--json", capsys=capsys)
+    report = json.loads(out)
+    assert report["counts"]["conversations"] == 2
+    assert report["counts"]["by_channel"] == {"telegram": 1, "web": 1}
+    assert report["counts"]["turns"] == 4
+    assert report["counts"]["external_parties"] == 1
+    assert report["index"]["ok"] is True
+    # No daemon is running: that is the (only) problem reported, hence exit status 1.
+    assert report["daemon"]["state"] != "ready"
+    assert status == report["exit_code"] == 1
+    assert all("daemon" in p for p in report["problems"])
+
+    # A transcript line the index has not seen yet shows as bytes to index (caught up
+    # at the next start).
+    path = store.config.conversations_dir / f"{store.ids['web']}.jsonl"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"type": "turn", "role": "user", "content": "x", "turnNumber": 2,
+                             "timestamp": "2026-01-01T00:00:00.000Z"}) + "\n")  # fmt: skip
+    status, out = store.run("status", "--json", capsys=capsys)
+    report = json.loads(out)
+    assert report["index"]["unindexed_bytes"] > 0
+    assert report["index"]["transcript_turns"] == report["index"]["index_turns"] + 1
+
+
+def test_installed_console_script(store: Store) -> None:
+    exe = Path(sys.executable).with_name("my-agent")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "bot.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MY_AGENT_")}
+    env.pop("ANTHROPIC_API_KEY", None)
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [*cmd, "--config", str(store.config_path), "conversations", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=store.root,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(c["id"] for c in json.loads(done.stdout)) == sorted(store.ids.values())
