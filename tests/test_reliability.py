@@ -249,7 +249,7 @@ async def test_kill9_under_load_loses_nothing(
     stranger_ids = {m for m, s in everything.items() if s in STRANGERS}
     await wait_until(
         lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-        60,
+        30,
         "a reply to every owner message",
         daemon,
     )
