@@ -39,14 +39,17 @@ class RecoveryReport:
     needs_abbreviation: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"conversations": self.conversations, "registered": self.registered,
-                "caughtUpLines": self.caught_up_lines, "parties": self.parties,
-                "pendingReplies": len(self.pending_replies),
-                "needsAbbreviation": len(self.needs_abbreviation)}
+        return {
+            "conversations": self.conversations,
+            "registered": self.registered,
+            "caughtUpLines": self.caught_up_lines,
+            "parties": self.parties,
+            "pendingReplies": len(self.pending_replies),
+            "needsAbbreviation": len(self.needs_abbreviation),
+        }
 
 
-def catch_up_conversations(conn: SyncConn, store: TranscriptStore,
-                           report: RecoveryReport) -> None:
+def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: RecoveryReport) -> None:
     """Bring every conversation's rows up to its transcript (runs on the db thread)."""
     known = {row[0]: row for row in conn.execute(SELECT_CONVERSATION)}
     for conv_id in store.conversation_ids():
@@ -59,15 +62,16 @@ def catch_up_conversations(conn: SyncConn, store: TranscriptStore,
             continue
         if rec is not None and rec.indexed_bytes > size:
             log.warning("%s shrank below its indexed size: re-indexing it", conv_id)
-            conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+            # FTS rows first: deleting the conversation cascades to its turns, and the
+            # external-content FTS index needs their text to delete its entries.
             _delete_turns(conn, conv_id)
+            conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
             rec = None
         if rec is None:
             lines, offset = store.read_from(conv_id, 0)
             meta = next((line for line in lines if line.get("type") == "meta"), None)
             if meta is None or meta.get("id") != conv_id:
-                log.warning("%s has no usable meta line: registered from its file name",
-                            path.name)
+                log.warning("%s has no usable meta line: registered from its file name", path.name)
                 meta = {"id": conv_id, "channel": "web", "created": _first_ts(lines)}
             rec = record_from_meta(meta)
             report.registered += 1
@@ -78,11 +82,17 @@ def catch_up_conversations(conn: SyncConn, store: TranscriptStore,
 
 
 def _delete_turns(conn: SyncConn, conv_id: str) -> None:
-    rows = conn.execute("SELECT id, content, conversation_id, turn_number, timestamp FROM turns "
-                        "WHERE conversation_id = ?", (conv_id,)).fetchall()
+    rows = conn.execute(
+        "SELECT id, content, conversation_id, turn_number, timestamp FROM turns "
+        "WHERE conversation_id = ?",
+        (conv_id,),
+    ).fetchall()
     for row in rows:
-        conn.execute("INSERT INTO turns_fts (turns_fts, rowid, content, conversation_id, "
-                     "turn_number, timestamp) VALUES ('delete', ?, ?, ?, ?, ?)", row)
+        conn.execute(
+            "INSERT INTO turns_fts (turns_fts, rowid, content, conversation_id, "
+            "turn_number, timestamp) VALUES ('delete', ?, ?, ?, ?, ?)",
+            row,
+        )
     conn.execute("DELETE FROM turns WHERE conversation_id = ?", (conv_id,))
     conn.execute("DELETE FROM message_refs WHERE conversation_id = ?", (conv_id,))
 
@@ -94,8 +104,7 @@ def _first_ts(lines: list[dict[str, Any]]) -> str:
     return "1970-01-01T00:00:00.000Z"
 
 
-def catch_up_parties(conn: SyncConn, directory: Path, config: Any,
-                     report: RecoveryReport) -> None:
+def catch_up_parties(conn: SyncConn, directory: Path, config: Any, report: RecoveryReport) -> None:
     if not directory.is_dir():
         return
     offsets = dict(conn.execute("SELECT key, value FROM index_meta WHERE key LIKE 'ext:%'"))
@@ -113,32 +122,42 @@ def catch_up_parties(conn: SyncConn, directory: Path, config: Any,
         if end < 0:
             continue
         apply_party_lines(conn, party_id, parse_lines(data[: end + 1], path.name), config)
-        conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
-                     (f"ext:{party_id}", str(done + end + 1)))
+        conn.execute(
+            "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+            (f"ext:{party_id}", str(done + end + 1)),
+        )
 
 
 def pending_replies(conn: SyncConn) -> list[tuple[str, int]]:
     """User turns that expect a reply and have none (the pending-reply markers)."""
-    return [(r[0], r[1]) for r in conn.execute(
-        "SELECT u.conversation_id, u.turn_number FROM turns u WHERE u.role = 'user' "
-        "AND u.awaits_reply = 1 AND NOT EXISTS (SELECT 1 FROM turns a WHERE "
-        "a.conversation_id = u.conversation_id AND a.turn_number = u.turn_number AND "
-        "a.role = 'assistant') ORDER BY u.conversation_id, u.turn_number")]
+    return [
+        (r[0], r[1])
+        for r in conn.execute(
+            "SELECT u.conversation_id, u.turn_number FROM turns u WHERE u.role = 'user' "
+            "AND u.awaits_reply = 1 AND NOT EXISTS (SELECT 1 FROM turns a WHERE "
+            "a.conversation_id = u.conversation_id AND a.turn_number = u.turn_number AND "
+            "a.role = 'assistant') ORDER BY u.conversation_id, u.turn_number"
+        )
+    ]
 
 
-def recover(conn: SyncConn, store: TranscriptStore, external_dir: Path,
-            config: Any) -> RecoveryReport:
+def recover(
+    conn: SyncConn, store: TranscriptStore, external_dir: Path, config: Any
+) -> RecoveryReport:
     report = RecoveryReport()
     catch_up_conversations(conn, store, report)
     catch_up_parties(conn, external_dir, config, report)
     report.pending_replies = pending_replies(conn)
     # Idle conversations with turns never abbreviated (or whose abbreviation failed).
-    conn.execute("UPDATE conversations SET needs_abbreviation = 1 WHERE "
-                 "abbreviated_turn < turn_count AND needs_abbreviation = 0 AND "
-                 "updated < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
-                 (f"-{int(config.conversations.idle_timeout_seconds)} seconds",))
-    report.needs_abbreviation = [r[0] for r in conn.execute(
-        "SELECT id FROM conversations WHERE needs_abbreviation = 1")]
+    conn.execute(
+        "UPDATE conversations SET needs_abbreviation = 1 WHERE "
+        "abbreviated_turn < turn_count AND needs_abbreviation = 0 AND "
+        "updated < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
+        (f"-{int(config.conversations.idle_timeout_seconds)} seconds",),
+    )
+    report.needs_abbreviation = [
+        r[0] for r in conn.execute("SELECT id FROM conversations WHERE needs_abbreviation = 1")
+    ]
     return report
 
 
