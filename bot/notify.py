@@ -175,6 +175,7 @@ class Notifier:
     def stopped(self) -> None:
         """Final state for the status file (the process is about to exit)."""
         self.state = "stopped"
+        self.status_text = "stopped"
         self._write_status_file()
 
     # -- heartbeat ------------------------------------------------------------------
