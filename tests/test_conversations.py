@@ -1,0 +1,203 @@
+"""The conversation manager: create, resume, switch, rename, model, list, events, and
+the index catching up after a failed write."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.conversations import ConversationNotFound
+from bot.services import open_services
+from tests.conftest import make_config, shutdown_services
+
+
+class Events:
+    def __init__(self, bus: Any) -> None:
+        self.seen: list[tuple[str, dict[str, Any]]] = []
+        for name in (
+            "turn_appended",
+            "conversation_created",
+            "conversation_updated",
+            "conversation_renamed",
+            "conversation_switched",
+            "event_appended",
+        ):
+            bus.subscribe(name, self._handler(name))
+
+    def _handler(self, name: str) -> Any:
+        async def handle(**payload: Any) -> None:
+            self.seen.append((name, payload))
+
+        return handle
+
+    def names(self) -> list[str]:
+        return [n for n, _ in self.seen]
+
+
+async def test_create_writes_meta_and_registers(services: Any) -> None:
+    events = Events(services.bus)
+    rec = await services.conversations.create(
+        "telegram",
+        identity_key="telegram:1",
+        pinned=True,
+        model="haiku",
+        participants=["Robin"],
+        channel_meta={"chatId": "1"},
+    )
+    assert rec.id.startswith("conv-") and len(rec.id) == 31
+    meta = services.store.read_lines(rec.id)[0]
+    assert meta["type"] == "meta" and meta["id"] == rec.id and meta["channel"] == "telegram"
+    assert meta["participants"] == ["Robin"] and meta["model"] == "haiku"
+    assert meta["pinned"] is True and meta["identityKey"] == "telegram:1"
+    stored = await services.index.get(rec.id)
+    assert stored is not None and stored.model == "haiku" and stored.pinned
+    assert events.names() == ["conversation_created"]
+    assert events.seen[0][1]["conversation"].id == rec.id
+
+
+async def test_turn_numbering_is_shared_by_message_and_reply(services: Any) -> None:
+    manager = services.conversations
+    rec = await manager.create("web")
+    _, u1 = await manager.append_turn(rec.id, "user", "one")
+    _, a1 = await manager.append_turn(rec.id, "assistant", "reply one")
+    _, u2 = await manager.append_turn(rec.id, "user", "two")
+    _, u3 = await manager.append_turn(rec.id, "user", "three, before the reply to two")
+    _, a2 = await manager.append_turn(rec.id, "assistant", "reply two", turn_number=2)
+    assert [u1["turnNumber"], a1["turnNumber"], u2["turnNumber"]] == [1, 1, 2]
+    assert [u3["turnNumber"], a2["turnNumber"]] == [3, 2]
+    assert (await manager.get(rec.id)).turn_count == 3
+    turns = await manager.read_turns(rec.id, 2, 2)
+    assert [(t["role"], t["content"]) for t in turns] == [
+        ("user", "two"),
+        ("assistant", "reply two"),
+    ]
+    assert len(await manager.read_turns(rec.id)) == 5
+    assert [t["content"] for t in await manager.read_turns(rec.id, 3)] == [u3["content"]]
+
+
+async def test_concurrent_appends_get_distinct_numbers_in_file_order(services: Any) -> None:
+    rec = await services.conversations.create("web")
+    await asyncio.gather(
+        *(services.conversations.append_turn(rec.id, "user", f"msg {i}") for i in range(40))
+    )
+    turns = [line for line in services.store.read_lines(rec.id) if line["type"] == "turn"]
+    assert [t["turnNumber"] for t in turns] == list(range(1, 41))
+    assert (await services.index.get(rec.id)).turn_count == 40
+    row = await services.index_db.fetchone(
+        "SELECT count(DISTINCT turn_number) FROM turns WHERE conversation_id = ?", (rec.id,)
+    )
+    assert row[0] == 40
+
+
+async def test_resume_most_recent_by_updated(services: Any) -> None:
+    manager = services.conversations
+    a = await manager.create("web")
+    b = await manager.create("web")
+    await manager.create("telegram", identity_key="telegram:9", pinned=True)
+    await manager.append_turn(b.id, "user", "b first")
+    await asyncio.sleep(0.002)
+    await manager.append_turn(a.id, "user", "a later")
+    assert (await manager.most_recent("web")).id == a.id
+    await asyncio.sleep(0.002)
+    await manager.append_turn(b.id, "user", "b again")
+    assert (await manager.most_recent("web")).id == b.id
+    assert [r.id for r in await manager.list(channel="web")] == [b.id, a.id]
+    assert len(await manager.list(pinned=True)) == 1
+    assert [r.id for r in await manager.list(channel="web", limit=1, offset=1)] == [a.id]
+
+
+async def test_rename_model_and_naming(services: Any) -> None:
+    manager = services.conversations
+    events = Events(services.bus)
+    rec = await manager.create("web")
+    renamed = await manager.rename(rec.id, "  Holiday   planning\n" + "x" * 100)
+    assert renamed.title.startswith("Holiday planning x") and len(renamed.title) == 80
+    assert renamed.manually_named
+    with pytest.raises(ValueError):
+        await manager.rename(rec.id, "   ")
+    await manager.set_title_topics(rec.id, "auto-name", ["travel"], 5)
+    got = await manager.get(rec.id)
+    assert got.title == renamed.title and got.topics == ["travel"]
+    await manager.set_model(rec.id, "opus")
+    assert (await manager.get(rec.id)).model == "opus"
+    assert "conversation_renamed" in events.names()
+    assert events.names().count("conversation_updated") >= 3
+
+    auto = await manager.create("web")
+    await manager.set_title_topics(auto.id, "garden-notes", ["garden"], 5)
+    assert (await manager.get(auto.id)).title == "garden-notes"
+    assert not (await manager.get(auto.id)).manually_named
+
+
+async def test_state_survives_restart(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    services = await open_services(config)
+    try:
+        rec = await services.conversations.create("web")
+        await services.conversations.append_turn(rec.id, "user", "hi")
+        await services.conversations.rename(rec.id, "Kept")
+        await services.conversations.set_model(rec.id, "haiku")
+        before = await services.index.get(rec.id)
+    finally:
+        await shutdown_services(services)
+    services = await open_services(config)
+    try:
+        assert await services.conversations.get(rec.id) == before
+    finally:
+        await shutdown_services(services)
+
+
+async def test_new_for_channel_emits_switch(services: Any) -> None:
+    manager = services.conversations
+    events = Events(services.bus)
+    old = await manager.create(
+        "telegram", identity_key="telegram:5", pinned=True, model="opus",
+        channel_meta={"chatId": "5"},
+    )  # fmt: skip
+    fresh = await manager.new_for_channel(old)
+    assert fresh.pinned and fresh.model == "opus" and fresh.identity_key == "telegram:5"
+    assert fresh.channel_meta == {"chatId": "5"}
+    assert (await manager.get(old.id)).pinned is False
+    switched = [p for n, p in events.seen if n == "conversation_switched"]
+    assert switched == [{"previous_id": old.id, "current_id": fresh.id, "channel": "telegram"}]
+    # The unpin is in the transcript, so a rebuilt index agrees.
+    assert any(line.get("pinned") is False for line in services.store.read_lines(old.id))
+
+
+async def test_unknown_conversation(services: Any) -> None:
+    with pytest.raises(ConversationNotFound):
+        await services.conversations.append_turn("conv-01HQXK5J7G8M3N4P5R6S7T8V9W", "user", "x")
+
+
+async def test_index_failure_never_loses_the_turn(services: Any) -> None:
+    """The transcript is the truth: when the index write fails the turn is still durable
+    and the index catches up on the next write."""
+    manager = services.conversations
+    rec = await manager.create("web")
+    real_run = services.index_db.run
+    failures = {"left": 1}
+
+    async def flaky_run(fn: Any, *, write: bool = True) -> Any:
+        if write and failures["left"]:
+            failures["left"] -= 1
+            raise OSError("disk hiccup")
+        return await real_run(fn, write=write)
+
+    services.index_db.run = flaky_run
+    try:
+        fresh, _ = await manager.append_turn(rec.id, "user", "durable quokka")
+        assert fresh.turn_count == 1  # the in-memory view is right anyway
+        assert services.store.read_lines(rec.id)[-1]["content"] == "durable quokka"
+        assert (await services.search.search("quokka")).results == []
+        await manager.append_turn(rec.id, "assistant", "noted, wombat")
+    finally:
+        services.index_db.run = real_run
+    for word in ("quokka", "wombat"):
+        page = await services.search.search(word)
+        assert [r.conversation_id for r in page.results] == [rec.id], word
+    stored = await services.index.get(rec.id)
+    assert stored is not None and stored.turn_count == 1
+    assert stored.indexed_bytes == services.store.path(rec.id).stat().st_size
