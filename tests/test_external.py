@@ -1,0 +1,152 @@
+"""External communications (seed 000): party records, tiers, escalation timing, and
+their append-only files as the source of truth across restarts."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bot.external import party_handle
+from bot.services import open_services
+from tests.conftest import make_config, owner_identities, shutdown_services
+
+
+async def _inbound(services: Any, channel: str, key: str, text: str, ref: str) -> Any:
+    return await services.external.record_inbound(
+        channel, key, display_name="Zed", chat_id=key, text=text, message_ref=ref
+    )
+
+
+async def test_party_record_and_handle(services: Any) -> None:
+    party, duplicate = await _inbound(services, "telegram", "555", "hello", "t1")
+    assert not duplicate
+    assert party.id == party_handle("telegram", "555")
+    assert party.id.startswith("p") and len(party.id) == 8
+    assert party.tier == "untrusted" and party.tier_source == "default"
+    assert party.message_count == 1 and party.display_name == "Zed"
+    again, duplicate = await _inbound(services, "telegram", "555", "hello", "t1")
+    assert duplicate and again.message_count == 1
+    # Same identity on another channel is another party.
+    other, _ = await _inbound(services, "email", "555", "hi", "e1")
+    assert other.id != party.id
+    assert await services.external.find(party.id) == party
+    assert (await services.external.find("ZED")) is not None
+    path = services.config.external_dir / f"{party.id}.jsonl"
+    kinds = [json.loads(line)["type"] for line in path.read_text().splitlines()]
+    assert kinds == ["meta", "message"]
+
+
+async def test_configured_tiers_are_normalised(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        trust={
+            "default_tier": "untrusted",
+            "contacts": {
+                "telegram": {"@Alice": "known", "+4411": "blocked"},
+                "email": {"Bob Example <BOB@Example.com>": "known"},
+            },
+        },
+    )
+    services = await open_services(config)
+    try:
+        alice, _ = await _inbound(services, "telegram", "@alice", "hi", "1")
+        blocked, _ = await _inbound(services, "telegram", "4411", "hi", "2")
+        bob, _ = await _inbound(services, "email", "bob@example.com", "hi", "3")
+        carol, _ = await _inbound(services, "email", "carol@example.com", "hi", "4")
+        assert (alice.tier, blocked.tier, bob.tier, carol.tier) == (
+            "known",
+            "blocked",
+            "known",
+            "untrusted",
+        )
+        assert alice.tier_source == "config" and carol.tier_source == "default"
+        # The owner's decision beats the config.
+        await services.external.set_tier(alice.id, "blocked")
+    finally:
+        await shutdown_services(services)
+    services = await open_services(config)
+    try:
+        assert (await services.external.get(alice.id)).tier == "blocked"
+    finally:
+        await shutdown_services(services)
+
+
+async def test_escalation_due_honours_the_interval(services: Any) -> None:
+    external = services.external
+    party, _ = await _inbound(services, "telegram", "556", "hello", "x1")
+    assert external.escalation_due(party)
+    await external.add_escalation(party, "someone wrote")
+    party = await external.get(party.id)
+    last = datetime.fromisoformat(party.last_escalation.replace("Z", "+00:00"))
+    interval = services.config.trust.escalation_interval_seconds
+    assert not external.escalation_due(party, now=last + timedelta(seconds=interval - 1))
+    assert external.escalation_due(party, now=last + timedelta(seconds=interval))
+    pending = await external.pending_escalations()
+    assert [(p["partyId"], p["text"]) for p in pending] == [(party.id, "someone wrote")]
+    await external.resolve_escalations(party.id, "replied")
+    assert await external.pending_escalations() == []
+
+
+async def test_reset_context_limits_the_history(services: Any) -> None:
+    external = services.external
+    party, _ = await _inbound(services, "telegram", "557", "old topic", "r1")
+    await external.record_outbound(party.id, "old answer")
+    await external.reset_context(party.id)
+    party, _ = await _inbound(services, "telegram", "557", "new topic", "r2")
+    assert [h["content"] for h in await external.history(party)] == ["new topic"]
+
+
+async def test_restart_does_not_replay_party_records(tmp_path: Path) -> None:
+    """Regression: every start replayed each party file from its first line, doubling
+    messages, counts and escalations."""
+    config = make_config(tmp_path)
+    services = await open_services(config)
+    try:
+        party, _ = await _inbound(services, "telegram", "600", "one", "a")
+        await _inbound(services, "telegram", "600", "two", "b")
+        await services.external.record_outbound(party.id, "ack", kind="acknowledgement")
+        await services.external.add_escalation(party, "escalated once")
+        expected = (
+            await services.external.get(party.id),
+            await services.external.messages(party.id),
+            await services.external.pending_escalations(),
+        )
+    finally:
+        await shutdown_services(services)
+    for _ in range(2):
+        services = await open_services(config)
+        try:
+            assert services.recovery is not None and services.recovery.parties == 1
+            got = (
+                await services.external.get(party.id),
+                await services.external.messages(party.id),
+                await services.external.pending_escalations(),
+            )
+            assert got == expected
+        finally:
+            await shutdown_services(services)
+
+
+async def test_lines_written_before_a_crash_are_applied_on_start(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    services = await open_services(config)
+    try:
+        party, _ = await _inbound(services, "telegram", "601", "one", "a")
+    finally:
+        await shutdown_services(services)
+    path = config.external_dir / f"{party.id}.jsonl"
+    with open(path, "a", encoding="utf-8") as fh:  # written, never mirrored (crash)
+        fh.write(json.dumps({"type": "message", "direction": "in", "content": "two",
+                             "messageRef": "b", "kind": "message",
+                             "timestamp": "2026-01-01T00:00:00.000Z"}) + "\n")  # fmt: skip
+        fh.write('{"type": "message", "content": "torn')
+    services = await open_services(config)
+    try:
+        msgs = await services.external.messages(party.id)
+        assert [m["content"] for m in msgs] == ["one", "two"]
+        assert (await services.external.get(party.id)).message_count == 2
+    finally:
+        await shutdown_services(services)
