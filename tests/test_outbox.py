@@ -1,0 +1,211 @@
+"""The persisted outbox: at most once per dedup key, strict order per channel, retries with
+backoff on a controllable clock, permanent failures, and delivery after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.db import Database
+from bot.events import OutboundMessage, SendResult
+from bot.outbox import Outbox, backoff
+from bot.schema import STATE_MIGRATIONS
+from tests.conftest import RecordingChannel
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def state(tmp_path: Path) -> AsyncIterator[Database]:
+    db = await Database.open(tmp_path / "state.db", STATE_MIGRATIONS, synchronous="FULL")
+    yield db
+    await db.close()
+
+
+def msg(text: str, channel: str = "test", **fields: object) -> OutboundMessage:
+    return OutboundMessage(channel=channel, chat_id="c1", text=text, **fields)  # type: ignore[arg-type]
+
+
+async def _status(db: Database) -> list[tuple[str, str, int]]:
+    rows = await db.fetchall("SELECT payload, status, attempts FROM outbox ORDER BY id")
+    import json
+
+    return [(json.loads(p)["text"], s, a) for p, s, a in rows]
+
+
+async def test_dedup_key_sends_at_most_once(state: Database) -> None:
+    outbox = Outbox(state)
+    channel = RecordingChannel()
+    assert await outbox.enqueue(msg("reply 7"), dedup_key="conv-x:7:reply") is not None
+    assert await outbox.enqueue(msg("reply 7 again"), dedup_key="conv-x:7:reply") is None
+    assert await outbox.has_key("conv-x:7:reply")
+    outbox.attach(channel)
+    try:
+        await channel.wait_count(1)
+        await asyncio.sleep(0.05)
+        assert channel.texts() == ["reply 7"]
+        assert await outbox.pending_count() == 0
+        sent = await outbox.sent_messages("test")
+        assert [m.text for m in sent] == ["reply 7"] and sent[0].outbox_id is not None
+    finally:
+        await outbox.stop()
+
+
+async def test_roundtrip_of_every_field(state: Database) -> None:
+    outbox = Outbox(state)
+    channel = RecordingChannel()
+    original = msg(
+        "with everything",
+        kind="escalation",
+        conversation_id="conv-1",
+        party_id="p1234567",
+        in_reply_to="<a@b>",
+        thread_refs=("<r1@b>", "<r2@b>"),
+        subject="Re: x",
+        actions=(("Trust", "/trust p1234567"), ("Block", "/block p1234567")),
+        metadata={"command": "new", "nested": {"a": [1, 2]}},
+    )
+    await outbox.enqueue(original)
+    outbox.attach(channel)
+    try:
+        (got,) = await channel.wait_count(1)
+    finally:
+        await outbox.stop()
+    assert got.outbox_id is not None
+    assert got == OutboundMessage(**{**original.__dict__, "outbox_id": got.outbox_id})
+
+
+async def test_failures_are_retried_in_order_on_the_clock(state: Database) -> None:
+    clock = Clock()
+    outbox = Outbox(state, base_delay=50.0, clock=clock)
+    channel = RecordingChannel()
+    channel.fail_next(1)
+    results: list[str | None] = []
+
+    async def on_sent(message: OutboundMessage, result: SendResult) -> None:
+        results.append(result.message_ref)
+
+    outbox.on_sent(on_sent)
+    await outbox.enqueue(msg("first"))
+    await outbox.enqueue(msg("second"))
+    outbox.attach(channel)
+    try:
+        for _ in range(100):
+            if channel.attempts:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        # The head failed; nothing behind it may overtake it while it waits.
+        assert channel.sent == []
+        assert await _status(state) == [("first", "pending", 1), ("second", "pending", 0)]
+        row = await state.fetchone(
+            "SELECT last_error FROM outbox WHERE status = 'pending' ORDER BY id"
+        )
+        assert row is not None and "told to fail" in row[0]
+        clock.now += 50.0 * 2**16  # beyond any backoff
+        outbox.kick()
+        await channel.wait_count(2)
+        assert channel.texts() == ["first", "second"]
+        for _ in range(200):  # the callback runs once the send is marked
+            if len(results) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert results == ["test-sent-1", "test-sent-2"]
+    finally:
+        await outbox.stop()
+    assert await _status(state) == [("first", "sent", 2), ("second", "sent", 1)]
+
+
+async def test_permanent_failure_does_not_block_the_queue(state: Database) -> None:
+    from bot.channel import PermanentSendError
+
+    outbox = Outbox(state)
+
+    class Refusing(RecordingChannel):
+        async def send(self, message: OutboundMessage) -> SendResult:
+            if message.text == "to a deleted chat":
+                raise PermanentSendError("chat not found")
+            return await super().send(message)
+
+    channel = Refusing()
+    await outbox.enqueue(msg("to a deleted chat"))
+    await outbox.enqueue(msg("fine"))
+    outbox.attach(channel)
+    try:
+        await channel.wait_count(1)
+    finally:
+        await outbox.stop()
+    assert await _status(state) == [("to a deleted chat", "failed", 1), ("fine", "sent", 1)]
+
+
+async def test_gives_up_after_max_attempts(state: Database) -> None:
+    clock = Clock()
+    outbox = Outbox(state, max_attempts=3, base_delay=1.0, clock=clock)
+    channel = RecordingChannel()
+    channel.failing = True
+    await outbox.enqueue(msg("doomed"))
+    outbox.attach(channel)
+    try:
+        for _ in range(300):
+            if channel.attempts >= 3:
+                break
+            clock.now += 10_000
+            outbox.kick()
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+    finally:
+        await outbox.stop()
+    assert channel.attempts == 3
+    assert await _status(state) == [("doomed", "failed", 3)]
+
+
+async def test_pending_messages_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
+    await Outbox(db).enqueue(msg("queued while the channel was down"), dedup_key="k1")
+    await db.close()
+
+    db = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
+    outbox = Outbox(db)
+    channel = RecordingChannel()
+    try:
+        assert await outbox.pending_count() == 1
+        assert await outbox.enqueue(msg("duplicate after restart"), dedup_key="k1") is None
+        outbox.attach(channel)
+        await channel.wait_count(1)
+        await asyncio.sleep(0.05)
+        assert channel.texts() == ["queued while the channel was down"]
+    finally:
+        await outbox.stop()
+        await db.close()
+
+
+async def test_channels_do_not_block_each_other(state: Database) -> None:
+    outbox = Outbox(state, base_delay=1000.0)
+    down, up = RecordingChannel("down"), RecordingChannel("up")
+    down.failing = True
+    await outbox.enqueue(msg("stuck", channel="down"))
+    await outbox.enqueue(msg("flows", channel="up"))
+    outbox.attach(down)
+    outbox.attach(up)
+    try:
+        await up.wait_count(1)
+        assert down.sent == []
+    finally:
+        await outbox.stop()
+
+
+def test_backoff_is_bounded_full_jitter() -> None:
+    for attempt in range(1, 30):
+        for _ in range(20):
+            delay = backoff(attempt, base=1.0, cap=300.0)
+            assert 0 <= delay <= min(300.0, 2.0**attempt)
