@@ -373,6 +373,85 @@ async def test_kill9_with_telegram_loses_nothing(
     assert index["ok"] and index["fts_integrity"] == "ok", index
 
 
+# -- SIGTERM under load, SIGHUP ----------------------------------------------------------
+async def test_sigterm_drains_in_flight_replies_and_exits_0(
+    tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
+) -> None:
+    """Replies in progress at SIGTERM are finished or left pending, never lost: exit 0,
+    and after the restart every message has exactly one reply."""
+    from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
+
+    def slow_echo(body: dict[str, Any]) -> Scripted:
+        return Scripted([Block("text", text=f"echo: {last_user_text(body)[:200]}")], delay=0.3)
+
+    async with FakeAnthropicAPI(fallback="echo") as fake:
+        for _ in range(400):
+            fake.push(slow_echo)
+        config = base_config(tmp_path, brain={"provider": "anthropic", "base_url": fake.base_url})
+        daemon = DaemonProcess(tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"})
+        daemons.append(daemon)
+        await daemon.start()
+        loop = Loopback(daemon, session)
+        owner_ids = set()
+        for i in range(6):
+            for owner in OWNERS:
+                mid = f"{owner}-{i}"
+                assert await loop.post(owner, f"question {i}", mid) == 200
+                owner_ids.add(mid)
+        # Replies are being generated (0.3 s each, one conversation at a time).
+        assert await daemon.terminate() == 0, daemon.log()
+        assert daemon.notify is not None
+        daemon.notify.drain()
+        assert "STOPPING" in daemon.notify.keys()
+        answered_before = set(replies_by_message(daemon.data_dir))
+        assert answered_before < owner_ids  # the stop really interrupted work
+        await daemon.start()
+        await wait_until(
+            lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
+            60,
+            "the pending replies after the restart",
+            daemon,
+        )
+        assert await daemon.terminate() == 0, daemon.log()
+    assert_promises(daemon.data_dir, config, owner_ids, set(), env={"ANTHROPIC_API_KEY": "k"})
+
+
+async def test_sighup_reloads_owner_identities_without_dropping_the_channel(
+    tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
+) -> None:
+    import signal
+
+    config = base_config(tmp_path)
+    daemon = DaemonProcess(tmp_path, config)
+    daemons.append(daemon)
+    await daemon.start()
+    loop = Loopback(daemon, session)
+    port = (daemon.data_dir / "loopback.port").read_text()
+    assert await loop.post("owner3", "hello?", "owner3-0") == 200  # a stranger for now
+    await wait_until(
+        lambda: any(r["kind"] == "acknowledgement" for r in sent(daemon.data_dir)),
+        30,
+        "the stranger's acknowledgement",
+        daemon,
+    )
+    config["owner"]["identities"]["loopback"] = [*OWNERS, "owner3"]
+    daemon.write_config()
+    assert daemon.notify is not None and daemon.proc is not None
+    seen = len(daemon.notify.messages)
+    daemon.proc.send_signal(signal.SIGHUP)
+    await daemon.notify.wait_for(lambda m: m.get("RELOADING") == "1", since=seen)
+    await daemon.notify.wait_for(lambda m: m.get("READY") == "1", since=seen)
+    # Same listener, same process: now owner3 is the owner and gets a reply.
+    assert (daemon.data_dir / "loopback.port").read_text() == port
+    assert await loop.post("owner3", "it is me", "owner3-1") == 200
+    await wait_until(
+        lambda: "owner3-1" in replies_by_message(daemon.data_dir), 30, "a reply", daemon
+    )
+    assert await daemon.terminate() == 0, daemon.log()
+    assert stored_owner_ids(daemon.data_dir) == Counter({"owner3-1": 1})
+    assert stored_stranger_ids(daemon.data_dir) == Counter({"owner3-0": 1})
+
+
 # -- conversations.db deleted ----------------------------------------------------------
 async def test_deleted_index_is_rebuilt_on_start(
     tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
