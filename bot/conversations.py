@@ -10,6 +10,7 @@ deleted ``conversations.db`` is rebuilt exactly.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import logging
 from collections.abc import Iterable, Mapping
@@ -108,12 +109,12 @@ class ConversationManager:
         self._pins[identity_key] = rec.id
         return rec
 
-    def read_lines(self, conv_id: str) -> list[Line]:
+    def read_lines(self, conv_id: str) -> builtins.list[Line]:
         return self.store.read_lines(conv_id)
 
     async def read_turns(
         self, conv_id: str, from_turn: int | None = None, to_turn: int | None = None
-    ) -> list[Line]:
+    ) -> builtins.list[Line]:
         """Turn lines (both roles) with ``from_turn <= turnNumber <= to_turn``."""
         lines = await self.store.aread_lines(conv_id)
         out = []
@@ -174,7 +175,7 @@ class ConversationManager:
         return rec
 
     # -- appending --------------------------------------------------------------------
-    async def _append(self, conv_id: str, lines: list[Line]) -> ConversationRecord:
+    async def _append(self, conv_id: str, lines: builtins.list[Line]) -> ConversationRecord:
         """Durable transcript append, then index update (caller holds the lock)."""
         rec = await self.require(conv_id)
         size = await self.store.append(conv_id, lines)
@@ -266,7 +267,7 @@ class ConversationManager:
         self,
         conv_id: str,
         title: str | None,
-        topics: list[str],
+        topics: builtins.list[str],
         through_turn: int,
         event: str = "title_assigned",
     ) -> ConversationRecord | None:
@@ -350,7 +351,7 @@ class ConversationManager:
     def add_note(self, conv_id: str, text: str) -> None:
         self._notes.setdefault(conv_id, []).append(text)
 
-    def take_notes(self, conv_id: str) -> list[str]:
+    def take_notes(self, conv_id: str) -> builtins.list[str]:
         return self._notes.pop(conv_id, [])
 
 

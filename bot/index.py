@@ -7,6 +7,7 @@ and by recovery / ``my-agent reindex``, so a rebuilt index answers searches iden
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -266,7 +267,8 @@ class ConversationIndex:
         offset: int = 0,
         pinned: bool | None = None,
     ) -> list[ConversationRecord]:
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if channel:
             where.append("channel = ?")
             params.append(channel)
@@ -295,7 +297,7 @@ class ConversationIndex:
         )
         return str(row[0]) if row else None
 
-    async def needing_abbreviation(self) -> list[str]:
+    async def needing_abbreviation(self) -> builtins.list[str]:  # ``list`` is a method here
         rows = await self.db.fetchall(
             "SELECT id FROM conversations WHERE needs_abbreviation = 1 ORDER BY updated"
         )

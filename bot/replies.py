@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, Profile
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
 
@@ -86,7 +86,7 @@ class KeyedSerialQueue:
         self.accepting = False
         workers = list(self._workers.values())
         if workers:
-            done, pending = await asyncio.wait(workers, timeout=timeout)
+            _done, pending = await asyncio.wait(workers, timeout=timeout)
             for task in pending:
                 task.cancel()
             if pending:
@@ -143,7 +143,7 @@ class ReplyEngine:
         rec = await self.s.conversations.require(conv_id)
         group = rec.identity_key is not None and ":group:" in rec.identity_key
         owner_sender = sender is None or self.s.identities.match(target.channel, sender) is not None
-        profile = "restricted" if group and not owner_sender else "owner"
+        profile: Profile = "restricted" if group and not owner_sender else "owner"
         history = ()
         if profile == "restricted":
             history = await self._group_history(conv_id, turn)
@@ -215,7 +215,7 @@ class ReplyEngine:
             streamed: list[str] = []
 
             async def on_delta(delta: str) -> None:
-                streamed.append(delta)
+                streamed.append(delta)  # noqa: B023 - used within this iteration only
                 sink = self.s.stream_sink
                 if sink is not None and request.conversation_id is not None:
                     await sink(StreamEvent(request.conversation_id, turn, delta))

@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.channel import DeliveryError
 from bot.commands import CommandResult, Commands, parse_command
@@ -29,6 +29,7 @@ log = logging.getLogger("my_agent.router")
 THREADED_CHANNELS = {"email"}
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|sv|wg)(\[\d+\])?\s*:\s*)+", re.I)
 STORAGE_RETRIES = (0.1, 0.5, 1.5)
+OutboundKind = Literal["reply", "command", "escalation", "acknowledgement", "notice"]
 
 
 class ReadOnlyConversation(Exception):
@@ -417,7 +418,7 @@ class Router:
         party: PartyRecord,
         text: str,
         *,
-        kind: str = "reply",
+        kind: OutboundKind = "reply",
         dedup: str | None = None,
         in_reply_to: str | None = None,
         subject: str | None = None,
