@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -296,6 +297,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "errors_zero": result["error_count"] == 0,
         "rss_growth_under_10pct": result.get("rss_kib", {}).get("growth_pct", 100) < 10,
     }
+    if args.data_dir is None and result["error_count"] == 0:
+        shutil.rmtree(root, ignore_errors=True)  # kept when something went wrong
+        result["data_dir"] = None
     return result
 
 
