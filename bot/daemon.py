@@ -139,6 +139,8 @@ async def shutdown(
     await close_services(services)
     if notifier:
         notifier.stopped()
+        await notifier.stop_watchdog()
+        notifier.close()
 
 
 async def run_daemon(
@@ -180,6 +182,9 @@ async def run_daemon(
         notifier.ready(
             f"ready: brain {services.brain.name}; channels {names}; {conversations} conversations"
         )
+        from bot.healthcheck import live_status
+
+        notifier.start_status_updates(lambda: live_status(services), 30.0)
         await stop.wait()
         log.info("stopping")
     finally:

@@ -12,6 +12,7 @@ import os
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from bot.brain.base import Brain
 from bot.channel import Channel
 from bot.config import AppConfig
 from bot.db import Database
-from bot.events import InboundMessage, OutboundMessage, StreamEvent
+from bot.events import InboundMessage, OutboundMessage, StreamEvent, iso
 from bot.external import ExternalStore
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
@@ -158,26 +159,85 @@ class Services:
                 line = lines.get(turn)
                 if line is None:
                     continue
-                meta = line.get("metadata") or {}
-                channel = line.get("channel") or rec.channel
-                chat = meta.get("chatId") or rec.channel_meta.get("chatId") or "dashboard"
-                refs = tuple(reversed(meta.get("threadRefs") or ()))
-                ref = meta.get("messageRef") or meta.get("messageId")
-                target = ReplyTarget(
-                    channel=channel,
-                    chat_id=str(chat),
-                    in_reply_to=ref,
-                    thread_refs=tuple(dict.fromkeys((*refs, ref) if ref else refs)),
-                    subject=meta.get("subject"),
-                    metadata=recipients(meta),
-                )
+                target = _target_from_turn(line, rec)
                 log.info("resuming reply to %s turn %d", conv_id, turn)
                 self.replies.submit(
                     conv_id, turn, line.get("content", ""), target, sender=line.get("sender")
                 )
         if self.recovery:
             self.recovery.pending_replies = []
+        await self.requeue_unsent_replies()
         return len(pending)
+
+    async def requeue_unsent_replies(self, window_seconds: float = 600.0) -> int:
+        """Replies made durable in a transcript whose outbox row was never written (a
+        crash between the two): queue them now under their usual dedup key.
+
+        Only assistant turns from ``window_seconds`` before the newest outbox row are
+        considered, so a lost or replaced state.db never re-sends old history.
+        """
+        row = await self.state.fetchone("SELECT max(created) FROM outbox")
+        if row is None or row[0] is None:
+            return 0
+        newest = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
+        since = iso(newest - timedelta(seconds=window_seconds))
+        rows = await self.index_db.fetchall(
+            "SELECT conversation_id, turn_number, content, channel FROM turns "
+            "WHERE role = 'assistant' AND timestamp >= ? ORDER BY id",
+            (since,),
+        )
+        queued = 0
+        for conv_id, turn, content, channel in rows:
+            key = f"{conv_id}:{turn}:reply"
+            if await self.outbox.has_key(key):
+                continue
+            rec = await self.conversations.get(conv_id)
+            if rec is None:
+                continue
+            user = next(
+                (
+                    line
+                    for line in self.store.read_lines(conv_id)
+                    if line.get("type") == "turn"
+                    and line.get("role") == "user"
+                    and line.get("turnNumber") == turn
+                ),
+                None,
+            )
+            target = _target_from_turn(user or {}, rec, channel)
+            await self.outbox.enqueue(
+                OutboundMessage(
+                    channel=target.channel,
+                    chat_id=target.chat_id,
+                    text=content,
+                    kind="reply",
+                    conversation_id=conv_id,
+                    in_reply_to=target.in_reply_to,
+                    thread_refs=target.thread_refs,
+                    subject=target.subject,
+                    metadata=dict(target.metadata),
+                ),
+                dedup_key=key,
+            )
+            log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
+            queued += 1
+        return queued
+
+
+def _target_from_turn(line: dict[str, Any], rec: Any, channel: str | None = None) -> ReplyTarget:
+    """Where the reply to a recorded user turn goes (its channel metadata)."""
+    meta = line.get("metadata") or {}
+    chat = meta.get("chatId") or rec.channel_meta.get("chatId") or "dashboard"
+    ref = meta.get("messageRef") or meta.get("messageId")
+    refs = tuple(reversed(meta.get("threadRefs") or ()))
+    return ReplyTarget(
+        channel=channel or line.get("channel") or rec.channel,
+        chat_id=str(chat),
+        in_reply_to=ref,
+        thread_refs=tuple(dict.fromkeys((*refs, ref) if ref else refs)),
+        subject=meta.get("subject"),
+        metadata=recipients(meta),
+    )
 
 
 def _check_data_dir(config: AppConfig) -> None:

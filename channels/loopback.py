@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -42,9 +43,15 @@ class LoopbackChannel:
         self._lock = asyncio.Lock()
         self.port: int | None = None
         self.started = False
+        # outbox id -> ref of what was already delivered: the receiver is idempotent, so
+        # a resend after a crash between the send and the outbox's "sent" mark is a no-op.
+        self._delivered: dict[int, str] = {}
 
     async def start(self, host: ChannelHost) -> None:
         self._host = host
+        for line in _read_lines(self.sent_path):
+            if isinstance(line.get("outbox"), int):
+                self._delivered[line["outbox"]] = str(line.get("ref"))
         app = web.Application(client_max_size=4 * 1024 * 1024)
         app.router.add_post("/inbound", self._inbound)
         app.router.add_get("/sent", self._sent)
@@ -66,6 +73,9 @@ class LoopbackChannel:
             self._runner = None
 
     async def send(self, message: OutboundMessage) -> SendResult:
+        if message.outbox_id is not None and message.outbox_id in self._delivered:
+            log.info("outbox %s was delivered before a crash: not sent again", message.outbox_id)
+            return SendResult(message_ref=self._delivered[message.outbox_id])
         ref = f"loop-{uuid.uuid4().hex[:12]}"
         record = {
             "ref": ref,
@@ -82,6 +92,8 @@ class LoopbackChannel:
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
         async with self._lock:
             await asyncio.to_thread(_append_durably, str(self.sent_path), data)
+        if message.outbox_id is not None:
+            self._delivered[message.outbox_id] = ref
         return SendResult(message_ref=ref)
 
     async def _inbound(self, request: web.Request) -> web.Response:
@@ -132,3 +144,19 @@ def _append_durably(path: str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in raw.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
