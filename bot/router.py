@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from bot.channel import DeliveryError
 from bot.commands import CommandResult, Commands, parse_command
+from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage
 from bot.external import PartyRecord, normalise_identity
 from bot.index import ConversationRecord
@@ -78,6 +79,10 @@ class Router:
                 raise DeliveryError(
                     "this conversation belongs to its channel and is read-only here"
                 ) from None
+            except ConversationNotFound as exc:
+                # A dashboard naming a conversation that does not exist (the contract
+                # promises channels a DeliveryError, never a stray LookupError).
+                raise DeliveryError(f"no conversation {exc}") from None
             except OSError as exc:
                 log.error(
                     "cannot store message %s from %s (%s)", message.message_id, message.channel, exc

@@ -150,6 +150,15 @@ async def test_web_message_into_a_pinned_channel_conversation_is_refused(core: C
         await core.s.router.deliver(
             inbound("from web", channel="web", sender="owner", conversation_id=rec.id)
         )
+    with pytest.raises(DeliveryError):
+        await core.s.router.deliver(
+            inbound(
+                "into the void",
+                channel="web",
+                sender="owner",
+                conversation_id="conv-01HQXK5J7G8M3N4P5R6S7T8V9W",
+            )
+        )
     # Once unpinned by /new it can be continued from the dashboard.
     await core.say("/new")
     await core.say("continued on web", channel="web", conversation_id=rec.id)
