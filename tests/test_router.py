@@ -532,3 +532,28 @@ def test_reply_context_holds_turns_up_to_the_one_answered() -> None:
         {"role": "assistant", "content": "answer 1"},
         {"role": "user", "content": "second"},
     ]
+
+
+async def test_escalation_follows_the_configured_channel(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        channels={
+            "telegram": {"enabled": True, "token": "123456:TEST-token"},
+            "email": {"enabled": True, "address": "bot@example.org", "password": "pw"},
+        },
+        trust={"escalation_channel": "email"},
+    )
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    try:
+        core = await Core(services, brain).start()
+        await core.deliver("hello from a stranger on telegram", sender="9090")
+        await settle(services)
+        assert core.telegram.of_kind("escalation") == []
+        (escalation,) = core.email.of_kind("escalation")
+        assert escalation.chat_id == "robin.owner@example.org"
+        rec = await services.conversations.get(escalation.conversation_id)
+        assert rec is not None and rec.channel == "email" and rec.pinned
+        assert len(core.telegram.of_kind("acknowledgement")) == 1  # ack on their channel
+    finally:
+        await shutdown_services(services)
