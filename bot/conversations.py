@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -179,7 +179,7 @@ class ConversationManager:
         """Durable transcript append, then index update (caller holds the lock)."""
         rec = await self.require(conv_id)
         size = await self.store.append(conv_id, lines)
-        updated = copy.deepcopy(rec)
+        updated = _copy(rec)
         try:
             if conv_id in self._index_behind:
                 # An earlier index write failed: catch up from the transcript instead.
@@ -198,7 +198,7 @@ class ConversationManager:
 
     async def _catch_up(self, rec: ConversationRecord) -> ConversationRecord:
         lines, offset = self.store.read_from(rec.id, rec.indexed_bytes)
-        fresh = copy.deepcopy(rec)
+        fresh = _copy(rec)
         await self.index.db.run(lambda c: apply_lines(c, fresh, lines, offset))
         self._index_behind.discard(rec.id)
         return fresh
@@ -353,6 +353,16 @@ class ConversationManager:
 
     def take_notes(self, conv_id: str) -> builtins.list[str]:
         return self._notes.pop(conv_id, [])
+
+
+def _copy(rec: ConversationRecord) -> ConversationRecord:
+    """A working copy for an index update (the cached record stays intact on failure)."""
+    return dataclasses.replace(
+        rec,
+        topics=list(rec.topics),
+        participants=list(rec.participants),
+        channel_meta=dict(rec.channel_meta),
+    )
 
 
 def _apply_in_memory(rec: ConversationRecord, line: Mapping[str, Any]) -> None:

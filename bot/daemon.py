@@ -20,7 +20,7 @@ from bot.tasks import cancel_all, spawn
 log = logging.getLogger("my_agent.daemon")
 
 THREADED_CHANNELS = ("email",)
-DRAIN_SECONDS = 20.0
+DRAIN_SECONDS = 20.0  # the default of service.drain_seconds
 
 
 def build_channels(config: AppConfig, services: Services) -> list[Channel]:
@@ -111,12 +111,14 @@ async def shutdown(
     services: Services,
     channels: list[Channel],
     notifier: Notifier | None,
-    drain_seconds: float = DRAIN_SECONDS,
+    drain_seconds: float | None = None,
 ) -> None:
     """Stop accepting, finish (or leave pending) in-flight replies, stop in reverse."""
     if notifier:
         notifier.stopping()
     services.router.accepting = False
+    if drain_seconds is None:
+        drain_seconds = services.config.service.drain_seconds
     deadline = time.monotonic() + drain_seconds
     finished = await services.replies.queue.drain(timeout=drain_seconds / 2)
     if not finished:

@@ -142,9 +142,18 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
 class Database:
     """An async SQLite connection (aiosqlite) with atomic units of work."""
 
-    def __init__(self, path: Path, conn: aiosqlite.Connection, driver: Driver) -> None:
+    def __init__(
+        self,
+        path: Path,
+        conn: aiosqlite.Connection,
+        driver: Driver,
+        reader: aiosqlite.Connection | None = None,
+    ) -> None:
         self.path = path
         self._conn = conn
+        # Reads run on their own connection (and thread): WAL lets them proceed while the
+        # writer commits, and sqlite releases the GIL while it works.
+        self._reader = reader or conn
         self.driver = driver
         self._pending: list[tuple[Callable[[SyncConn], Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Future[None] | None = None
@@ -168,7 +177,9 @@ class Database:
 
         conn = aiosqlite.Connection(_connector, iter_chunk_size=64)
         await conn
-        return cls(path, conn, drv)
+        reader = aiosqlite.Connection(lambda: connect_sync(path, drv), iter_chunk_size=64)
+        await reader
+        return cls(path, conn, drv, reader)
 
     @property
     def vec_available(self) -> bool:
@@ -182,10 +193,9 @@ class Database:
         of work rolls back alone and raises to its caller only. Under concurrent load
         this turns N commits (and N thread hops) into one.
         """
-        raw = self._conn._conn  # aiosqlite's underlying connection, used on its own thread
-
         if not write:
-            return await self._conn._execute(fn, raw)  # type: ignore[no-any-return]
+            reader = self._reader
+            return await reader._execute(fn, reader._conn)  # type: ignore[no-any-return]
 
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append((fn, future))
@@ -249,4 +259,6 @@ class Database:
         await self.run(lambda c: c.execute(sql, params))
 
     async def close(self) -> None:
+        if self._reader is not self._conn:
+            await self._reader.close()
         await self._conn.close()

@@ -229,12 +229,30 @@ def apply_lines(
         # A record not in the index yet (recovery, reindex): its row must exist before
         # its turns reference it (turns.conversation_id is a foreign key).
         upsert_conversation(conn, rec)
+    only_turns = True
     for line in lines:
         if line.get("type") == "meta":
             continue
+        only_turns = only_turns and line.get("type") == "turn"
         apply_line(conn, rec, line)
     if indexed_bytes is not None:
         rec.indexed_bytes = indexed_bytes
+    if only_turns and rec.indexed_bytes:
+        # The hot path (a message or a reply): only the counters change.
+        conn.execute(
+            "UPDATE conversations SET updated = ?, turn_count = ?, tokens_in = ?, "
+            "tokens_out = ?, cost_total = ?, indexed_bytes = ? WHERE id = ?",
+            (
+                rec.updated,
+                rec.turn_count,
+                rec.tokens_in,
+                rec.tokens_out,
+                rec.cost_total,
+                rec.indexed_bytes,
+                rec.id,
+            ),
+        )
+        return rec
     if rec.pinned and rec.identity_key:
         # Only one pinned conversation per identity: a newer pin wins (the transcript
         # of the older one records its unpin first, so this only heals partial writes).

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, Profile
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, HistoryTurn, Profile
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
 
@@ -144,7 +144,7 @@ class ReplyEngine:
         group = rec.identity_key is not None and ":group:" in rec.identity_key
         owner_sender = sender is None or self.s.identities.match(target.channel, sender) is not None
         profile: Profile = "restricted" if group and not owner_sender else "owner"
-        history = ()
+        history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted":
             history = await self._group_history(conv_id, turn)
         request = BrainRequest(
@@ -190,20 +190,18 @@ class ReplyEngine:
             dedup_key=f"{conv_id}:{turn}:reply",
         )
 
-    async def _group_history(self, conv_id: str, turn: int) -> tuple:
-        from bot.brain.base import HistoryTurn
-
-        lines = await self.s.conversations.read_turns(conv_id, max(1, turn - 20), turn - 1)
+    async def _group_history(self, conv_id: str, turn: int) -> tuple[HistoryTurn, ...]:
+        """The group's own recent messages (from the index: no transcript scan)."""
+        rows = await self.s.index_db.fetchall(
+            "SELECT role, content, sender FROM turns WHERE conversation_id = ? AND "
+            "turn_number BETWEEN ? AND ? ORDER BY turn_number, id",
+            (conv_id, max(1, turn - 20), turn - 1),
+        )
         return tuple(
             HistoryTurn(
-                role=line["role"],
-                content=(
-                    f"{line.get('sender')}: {line['content']}"
-                    if line["role"] == "user" and line.get("sender")
-                    else line["content"]
-                ),
+                role=role, content=f"{sender}: {content}" if role == "user" and sender else content
             )
-            for line in lines
+            for role, content, sender in rows
         )
 
     async def _generate(

@@ -111,7 +111,7 @@ class TranscriptStore:
         self._locks: dict[str, asyncio.Lock] = {}
         # Many concurrent fsyncs on different files are committed together by the
         # filesystem journal: a wide pool turns per-message fsync latency into throughput.
-        self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="transcript")
+        self._executor = ThreadPoolExecutor(max_workers=6, thread_name_prefix="transcript")
 
     def path(self, conv_id: str) -> Path:
         if not conv_id.startswith("conv-") or "/" in conv_id or ".." in conv_id:

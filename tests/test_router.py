@@ -507,11 +507,6 @@ async def test_first_contact_races_create_one_pinned_conversation(core: Core) ->
     assert [line["event"] for line in lines if line.get("event") == "escalation"] == ["escalation"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bot/brain/context.py WorkingContexts.assemble hydrates in file order and keeps "
-    "turns after the one being answered (reported to the brain owner)",
-)
 def test_reply_context_holds_turns_up_to_the_one_answered() -> None:
     """Messages 2 and 3 arrived while reply 1 was generated, so the file order is
     u1 u2 u3 a1. Answering turn 2 must show u1 a1 u2, not later turns or joined users."""

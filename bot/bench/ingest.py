@@ -46,8 +46,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency-messages", type=int, default=4000)
 
 
+_SYLLABLES = (
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "sa",
+    "ti",
+    "vo",
+    "ze",
+    "pa",
+    "do",
+    "gu",
+    "he",
+    "ji",
+    "ba",
+    "co",
+    "fe",
+    "ly",
+    "wa",
+    "xi",
+)
+# A Zipf-like vocabulary: a few common words and many rare ones, like real messages, so
+# keyword search selectivity is realistic (a 30-word vocabulary matches every message).
+VOCABULARY = list(WORDS) + [
+    a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES[:12]
+]
+
+
 def _text(i: int) -> str:
-    words = [WORDS[(i * 7 + k * 13) % len(WORDS)] for k in range(12)]
+    n = len(VOCABULARY)
+    words = []
+    for k in range(12):
+        x = ((i * 2654435761 + k * 40503) % 1_000_003) / 1_000_003
+        words.append(VOCABULARY[min(n - 1, int(n * x**3))])  # skewed towards common words
     return f"message {i}: " + " ".join(words)
 
 

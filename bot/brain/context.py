@@ -159,6 +159,14 @@ class WorkingContexts:
         """
         through, summary = latest_compression(lines)
         turns = [t for t in transcript_turns(lines) if t.turn_number > through]
+        if current_turn is not None:
+            # Messages that arrived while this reply was pending are answered next, in
+            # their own turn: the model sees the exchange up to the message it answers,
+            # in turn order (a user message before its reply).
+            turns = sorted(
+                (t for t in turns if t.turn_number <= current_turn),
+                key=lambda t: (t.turn_number, t.role != "user"),
+            )
         start = self._starts.get(conv_id)
         if start is None or start <= through:
             start = window_start(turns, self.max_turns, self.max_tokens)

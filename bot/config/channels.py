@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Section(BaseModel):
@@ -99,12 +99,6 @@ class EmailChannelConfig(_Section):
     # A DKIM/SPF pass counts only for the From domain (DMARC-style relaxed alignment).
     auth_require_alignment: bool = True
     subject_thread_window_days: int = Field(default=14, ge=0)
-
-    @model_validator(mode="after")
-    def _address_when_enabled(self) -> EmailChannelConfig:
-        if self.enabled and not self.address:
-            raise ValueError("address is required when the e-mail channel is enabled")
-        return self
 
 
 class LoopbackChannelConfig(_Section):

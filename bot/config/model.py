@@ -147,6 +147,14 @@ class SearchConfig(_Section):
     time_weight: float = Field(default=0.1, ge=0, le=2)  # time words, for "when" questions
 
 
+class ServiceConfig(_Section):
+    """Process lifecycle under systemd (or any supervisor)."""
+
+    # SIGTERM: replies still running after this are left pending (answered after the
+    # restart); the unit's TimeoutStopSec must stay above it.
+    drain_seconds: float = Field(default=20.0, ge=0.5, le=300)
+
+
 class LoggingConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -162,6 +170,7 @@ class AppConfig(_Section):
     conversations: ConversationsConfig = Field(default_factory=ConversationsConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
+    service: ServiceConfig = Field(default_factory=ServiceConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     # -- derived paths -------------------------------------------------------------
