@@ -43,7 +43,7 @@ INVALID = [
     ({"channels": {"telegram": {"enabled": True, "token": "nocolon"}}}, "channels.telegram.token"),
     ({"owner": {"timezone": "Mars/Olympus_Mons"}}, "owner.timezone"),
     ({"channels": {"web": {"port": 70000}}}, "channels.web.port"),
-    ({"channels": {"email": {"enabled": True, "password": "x"}}}, "channels.email"),
+    ({"channels": {"email": {"enabled": True, "password": "x"}}}, "channels.email.address"),
     ({"trust": {"default_tier": "friend"}}, "trust.default_tier"),
     ({"trust": {"contacts": {"telegram": {"@x": "vip"}}}}, "trust.contacts.telegram.@x"),
     ({"trust": {"escalation_channel": "telegram"}}, "trust.escalation_channel"),
@@ -59,8 +59,6 @@ def test_invalid_values_name_the_dotted_key(raw: dict[str, Any], key: str) -> No
         build_config(raw, env={})
     assert info.value.key == key
     assert str(info.value).startswith(f"{key}:")
-    if key == "channels.email":  # a cross-field check of the section names the field
-        assert "address" in info.value.message
 
 
 @pytest.mark.parametrize(("raw", "key"), INVALID[:6])
