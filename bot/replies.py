@@ -45,6 +45,20 @@ class ReplyTarget:
     subject: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
+    def reply(self, text: str, conversation_id: str) -> OutboundMessage:
+        """The outbound reply to this target."""
+        return OutboundMessage(
+            channel=self.channel,
+            chat_id=self.chat_id,
+            text=text,
+            kind="reply",
+            conversation_id=conversation_id,
+            in_reply_to=self.in_reply_to,
+            thread_refs=self.thread_refs,
+            subject=self.subject,
+            metadata=dict(self.metadata),
+        )
+
 
 class KeyedSerialQueue:
     """Jobs run strictly one after another per key; different keys run concurrently."""
@@ -176,18 +190,7 @@ class ReplyEngine:
             **reply.extra,
         )
         await self.s.outbox.enqueue(
-            OutboundMessage(
-                channel=target.channel,
-                chat_id=target.chat_id,
-                text=reply.text,
-                kind="reply",
-                conversation_id=conv_id,
-                in_reply_to=target.in_reply_to,
-                thread_refs=target.thread_refs,
-                subject=target.subject,
-                metadata=dict(target.metadata),
-            ),
-            dedup_key=f"{conv_id}:{turn}:reply",
+            target.reply(reply.text, conv_id), dedup_key=f"{conv_id}:{turn}:reply"
         )
 
     async def _group_history(self, conv_id: str, turn: int) -> tuple[HistoryTurn, ...]:

@@ -205,20 +205,7 @@ class Services:
                 None,
             )
             target = _target_from_turn(user or {}, rec, channel)
-            await self.outbox.enqueue(
-                OutboundMessage(
-                    channel=target.channel,
-                    chat_id=target.chat_id,
-                    text=content,
-                    kind="reply",
-                    conversation_id=conv_id,
-                    in_reply_to=target.in_reply_to,
-                    thread_refs=target.thread_refs,
-                    subject=target.subject,
-                    metadata=dict(target.metadata),
-                ),
-                dedup_key=key,
-            )
+            await self.outbox.enqueue(target.reply(content, conv_id), dedup_key=key)
             log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
             queued += 1
         return queued
