@@ -165,7 +165,7 @@ def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS
 
     taken: set[str] = set()
     # Decisions and open questions first (they are what notes are for), then key points.
-    decided = take(decisions, int(max_words * 0.15))
+    decided = take(decisions, int(max_words * 0.25))
     open_qs = take(questions, int(max_words * 0.15))
     key_points = take(scored, int(max_words * 0.55))
     if key_points:

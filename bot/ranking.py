@@ -119,11 +119,17 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", matrix, vector.astype(matrix.dtype, copy=False))
 
 
-def minmax(values: np.ndarray) -> np.ndarray:
-    """Scale to 0..1 over the candidates (all zeros when they are all equal)."""
+def minmax(values: np.ndarray, ceiling: float | None = None) -> np.ndarray:
+    """Scale to 0..1 over the candidates (all zeros when they are all equal).
+
+    With ``ceiling``, the top of the scale is at least ``ceiling``: when even the best
+    candidate is below it, every candidate scores below 1.
+    """
     if values.size == 0:
         return values
     lo, hi = float(values.min()), float(values.max())
+    if ceiling is not None and hi < ceiling:
+        hi = ceiling
     if hi <= lo:
         return np.zeros_like(values) if hi <= 0 else np.ones_like(values)
     return (values - lo) / (hi - lo)

@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,6 @@ from bot.ranking import (
     query_dates,
     rrf,
 )
-from bot.vectors import read_turn_vectors
 
 if TYPE_CHECKING:
     from bot.vectors import VectorIndex
@@ -175,6 +175,10 @@ class Filters:
             params.extend([len(self.date_to), self.date_to])
         return (" AND ".join(where) if where else "1"), params
 
+    @property
+    def active(self) -> bool:
+        return bool(self.channel or self.date_from or self.date_to or self.conversation_id)
+
     def key(self) -> str:
         return f"{self.channel}|{self.date_from}|{self.date_to}|{self.conversation_id}"
 
@@ -275,7 +279,8 @@ def _load_rows(
     want_vectors: bool,
     dims: int,
 ) -> _Rows:
-    """Turns in ``ranges`` (per conversation, inclusive) plus ``extra_ids`` and their vectors."""
+    """Turns in ``ranges`` (per conversation, inclusive) plus ``extra_ids``, with their
+    float16 vectors, in (conversation, turn number, id) order: one query per 300 ranges."""
     if extra_ids:
         marks = ",".join("?" * len(extra_ids))
         for conv, number in conn.execute(
@@ -283,11 +288,13 @@ def _load_rows(
         ):
             ranges.setdefault(str(conv), []).append((int(number), int(number)))
     values: list[Any] = []
-    for conv, spans in ranges.items():
-        for lo, hi in _merge(spans):
+    for conv in sorted(ranges):
+        for lo, hi in _merge(ranges[conv]):
             values.extend((conv, lo, hi))
+    vector = "v.vector" if want_vectors else "NULL"
+    vector_join = " LEFT JOIN turn_vectors v ON v.turn_id = t.id" if want_vectors else ""
     rows: list[Any] = []
-    step = 300  # SQLite's default limit on host parameters is 32766; stay far below
+    step = 300  # ranges per statement, far below SQLite's host-parameter limit
     for start in range(0, len(values), step * 3):
         chunk = values[start : start + step * 3]
         spec = ",".join(["(?, ?, ?)"] * (len(chunk) // 3))
@@ -295,37 +302,33 @@ def _load_rows(
             conn.execute(
                 f"WITH r(c, lo, hi) AS (VALUES {spec}) "
                 "SELECT t.id, t.conversation_id, t.turn_number, t.sender, t.timestamp, "
-                "t.content, c.channel FROM r JOIN turns t ON t.conversation_id = r.c "
-                "AND t.turn_number BETWEEN r.lo AND r.hi "
-                "JOIN conversations c ON c.id = t.conversation_id",
+                f"t.content, c.channel, {vector} FROM r JOIN turns t ON t.conversation_id = r.c "
+                f"AND t.turn_number BETWEEN r.lo AND r.hi{vector_join} "
+                "JOIN conversations c ON c.id = t.conversation_id "
+                "ORDER BY t.conversation_id, t.turn_number, t.id",
                 chunk,
             ).fetchall()
         )
-    unique = {int(r[0]): r for r in rows}
-    ordered = sorted(unique.values(), key=lambda r: (str(r[1]), int(r[2]), int(r[0])))
-    vectors: dict[int, np.ndarray] = {}
-    if want_vectors and ordered:
-        vectors = read_turn_vectors(conn, [int(r[0]) for r in ordered], dims)
-    n = len(ordered)
-    ids = [int(r[0]) for r in ordered]
-    conv = [str(r[1]) for r in ordered]
-    matrix = np.zeros((n, dims if want_vectors else 0), dtype=np.float32)
-    has = np.zeros(n, dtype=bool)
-    for i, turn_id in enumerate(ids):
-        vector = vectors.get(turn_id)
-        if vector is not None:
-            matrix[i] = vector
-            has[i] = True
+    n = len(rows)
+    conv = [r[1] for r in rows]
+    if want_vectors and n:
+        zero = bytes(2 * dims)
+        has = np.fromiter((r[7] is not None for r in rows), bool, n)
+        blob = b"".join(r[7] or zero for r in rows)
+        matrix = np.frombuffer(blob, dtype=np.float16).reshape(n, dims).astype(np.float32)
+    else:
+        has = np.zeros(n, dtype=bool)
+        matrix = np.zeros((n, dims if want_vectors else 0), dtype=np.float32)
     code_of: dict[str, int] = {}
     codes = np.fromiter((code_of.setdefault(c, len(code_of)) for c in conv), np.int64, n)
     return _Rows(
-        ids=ids,
+        ids=[r[0] for r in rows],
         conv=conv,
-        number=[int(r[2]) for r in ordered],
-        sender=[str(r[3] or "") for r in ordered],
-        timestamp=[str(r[4] or "") for r in ordered],
-        content=[str(r[5]) for r in ordered],
-        channel=[str(r[6]) for r in ordered],
+        number=[r[2] for r in rows],
+        sender=[r[3] or "" for r in rows],
+        timestamp=[r[4] or "" for r in rows],
+        content=[r[5] for r in rows],
+        channel=[r[6] for r in rows],
         matrix=matrix,
         has=has,
         codes=codes,
@@ -426,6 +429,10 @@ class _Scored:
         )
 
 
+def _or_terms(terms: list[str]) -> str:
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
 def _name_terms(terms: list[str], senders: set[str]) -> dict[str, str]:
     """Query terms naming a participant (full sender name or its first word) -> sender."""
     names: dict[str, str] = {}
@@ -467,6 +474,7 @@ class SearchService:
         self.vectors = vectors
         self._opened = False
         self._open_lock = asyncio.Lock()
+        self._sender_cache: tuple[float, set[str]] | None = None
 
     async def start(self) -> bool:
         """Open the vector index (loads the model); True when search is hybrid."""
@@ -530,67 +538,103 @@ class SearchService:
         except EmbeddingUnavailable:
             return None
 
+    async def _senders(self) -> set[str]:
+        """Distinct turn senders (participant names), cached for a minute."""
+        now = time.monotonic()
+        if self._sender_cache is None or now - self._sender_cache[0] > 60:
+            rows = await self.db.fetchall("SELECT DISTINCT sender FROM turns")
+            self._sender_cache = (now, {str(r[0]) for r in rows if r[0]})
+        return self._sender_cache[1]
+
     async def _score(self, query: str, filters: Filters) -> _Scored:
         cfg = self.config.search
         terms = query_terms(query)
-        match = fts_query(query)
-        qvec = await self._query_vector(query)
-        method = "hybrid" if qvec is not None else "keyword"
+        # Participants named in the query: their turns get a prior, and the names leave
+        # the keyword query (they match every "Name:" line and greeting otherwise).
+        names = _name_terms(terms, await self._senders())
+        rest = [t for t in terms if t not in names]
+        match = fts_query(query) if not names or not rest else _or_terms(rest)
         depth = cfg.candidates
 
-        keyword: list[tuple[int, str, int, float]] = []
-        if match is not None:
-            keyword = await self.db.run(
+        async def _keyword() -> list[tuple[int, str, int, float]]:
+            if match is None:
+                return []
+            return await self.db.run(
                 lambda c: fts_candidates(c, match, filters, depth), write=False
             )
+
+        # the query embedding (embedding thread) and FTS (database thread) run together
+        qvec, keyword = await asyncio.gather(self._query_vector(query), _keyword())
+        method = "hybrid" if qvec is not None else "keyword"
         knn: dict[int, float] = {}
         abbreviations: dict[str, float] = {}
         if qvec is not None and self.vectors is not None:
             knn = await self.vectors.knn_turns(qvec, depth, conversation_id=filters.conversation_id)
             if cfg.abbreviation_weight > 0:
                 abbreviations = await self.vectors.knn_abbreviations(qvec, depth)
+        if abbreviations and filters.active:
+            abbreviations = await self._filter_conversations(abbreviations, filters)
         if not keyword and not knn and not abbreviations:
             return _Scored.empty(method)
-
-        # Participants named in the query: their turns get a prior, and the names leave
-        # the keyword query (they match every "Name:" line and greeting otherwise).
-        radius = max(cfg.keyword_window, cfg.vector_window if qvec is not None else 0)
-        rows = await self._neighbourhood(keyword, knn, radius, qvec is not None)
-        names = _name_terms(terms, set(rows.sender))
-        rest = [t for t in terms if t not in names]
-        if names and rest and match is not None:
-            reduced = " OR ".join('"' + t.replace('"', '""') + '"' for t in rest)
-            keyword = await self.db.run(
-                lambda c: fts_candidates(c, reduced, filters, depth), write=False
-            )
-            rows = await self._neighbourhood(keyword, knn, radius, qvec is not None)
+        rows = await self._neighbourhood(
+            keyword, knn, cfg.keyword_window, cfg.vector_window, qvec is not None
+        )
         return self._fuse(query, filters, rows, keyword, knn, abbreviations, qvec, names)
+
+    async def _filter_conversations(
+        self, scores: dict[str, float], filters: Filters
+    ) -> dict[str, float]:
+        """Keep the conversations that pass ``filters`` (their turns' span for dates)."""
+        ids = list(scores)
+        marks = ",".join("?" * len(ids))
+        rows = await self.db.fetchall(
+            f"SELECT id, channel, created, updated FROM conversations WHERE id IN ({marks})", ids
+        )
+        keep = {
+            str(conv)
+            for conv, channel, created, updated in rows
+            if filters.accepts(str(conv), str(channel), str(updated or ""))
+            and not (
+                filters.date_to and str(created or "")[: len(filters.date_to)] > filters.date_to
+            )
+        }
+        return {c: v for c, v in scores.items() if c in keep}
 
     async def _neighbourhood(
         self,
         keyword: list[tuple[int, str, int, float]],
         knn: dict[int, float],
-        radius: int,
+        keyword_radius: int,
+        vector_radius: int,
         want_vectors: bool,
     ) -> _Rows:
+        """Load the candidates with their windows: keyword hits +-``keyword_radius`` (their
+        neighbours compete too), vector hits +-``vector_radius`` (for the centroids)."""
+        radius = max(keyword_radius, vector_radius if want_vectors else 0)
+        expand = self.config.search.expand
         ranges: dict[str, list[tuple[int, int]]] = {}
-        for _, conv, number, _ in keyword:
-            ranges.setdefault(conv, []).append((max(1, number - radius), number + radius))
-        extra = [t for t in knn if t not in {k[0] for k in keyword}]
+        for rank, (_, conv, number, _) in enumerate(keyword):
+            # only the best hits bring their windows: the rest are scored with what loaded
+            r = radius if rank < expand else 0
+            ranges.setdefault(conv, []).append((max(1, number - r), number + r))
+        found = {k[0] for k in keyword}
+        ordered_knn = sorted(knn, key=lambda t: -knn[t])
+        near_ids = [t for t in ordered_knn[:expand] if t not in found]
+        extra = [t for t in ordered_knn[expand:] if t not in found]
         dims = self.embedder.dimensions if self.embedder is not None else 0
+        near = vector_radius if want_vectors else 0
 
         def _read(conn: SyncConn) -> _Rows:
-            if extra and radius > 0:
-                marks = ",".join("?" * len(extra))
+            if near_ids:
+                marks = ",".join("?" * len(near_ids))
                 for conv, number in conn.execute(
                     f"SELECT conversation_id, turn_number FROM turns WHERE id IN ({marks})",
-                    extra,
+                    near_ids,
                 ):
                     ranges.setdefault(str(conv), []).append(
-                        (max(1, int(number) - radius), int(number) + radius)
+                        (max(1, int(number) - near), int(number) + near)
                     )
-                return _load_rows(conn, ranges, [], want_vectors, dims)
-            return _load_rows(conn, ranges, extra, want_vectors, dims)
+            return _load_rows(conn, ranges, extra + ([] if near else near_ids), want_vectors, dims)
 
         return await self.db.run(_read, write=False)
 
@@ -625,7 +669,9 @@ class SearchService:
         method = "hybrid" if qvec is not None else "keyword"
         if method == "hybrid":
             vec = np.zeros(n)
-            vec[has] = minmax(vec_raw[has])  # turns without a vector (yet) score 0
+            # min-max over the turns that have a vector (others score 0), but the best one
+            # counts fully only from ``vector_full`` up: a weak best match stays weak
+            vec[has] = minmax(vec_raw[has], ceiling=cfg.vector_full)
             if cfg.method == "rrf":
                 fused = minmax(rrf([kw, vec], cfg.rrf_k))
             else:
@@ -636,7 +682,7 @@ class SearchService:
         fused = fused + self._priors(query, rows, names)
 
         keep = (kw > 0) | has
-        if filters.channel or filters.date_from or filters.date_to or filters.conversation_id:
+        if filters.active:
             keep &= np.fromiter(
                 (
                     filters.accepts(c, ch, ts)

@@ -28,7 +28,11 @@ TURNS = [
         "under five minutes. Sarah Chen from the platform team ran the last upgrade.",
         "Assistant",
     ),
-    ("user", "Ok. We decided to schedule the billing migration for the weekend of March 8.", "Owner"),
+    (
+        "user",
+        "Ok. We decided to schedule the billing migration for the weekend of March 8.",
+        "Owner",
+    ),
     (
         "assistant",
         "Should the reporting replicas of the billing database move at the same time?",
@@ -57,10 +61,12 @@ def test_abbreviation_shape_and_content() -> None:
 
 def test_abbreviation_length_bounded_for_long_conversations() -> None:
     long_turns = [
-        ("user" if i % 2 == 0 else "assistant",
-         f"Topic number {i} covers the Kubernetes cluster autoscaler settings for node pool "
-         f"pool-{i} and the Grafana dashboard alerting thresholds we reviewed on day {i}.",
-         None)
+        (
+            "user" if i % 2 == 0 else "assistant",
+            f"Topic number {i} covers the Kubernetes cluster autoscaler settings for node pool "
+            f"pool-{i} and the Grafana dashboard alerting thresholds we reviewed on day {i}.",
+            None,
+        )
         for i in range(80)
     ]
     text = extractive_abbreviation(long_turns)
@@ -88,8 +94,9 @@ def test_title_rules() -> None:
     assert all(w[0].isupper() for w in words)
     assert "billing" in title.lower()
     assert "owner" not in title.lower()
-    long_words = [("user", " ".join(["supercalifragilistic" + str(i)] * 3), None)
-                  for i in range(10)]
+    long_words = [
+        ("user", " ".join(["supercalifragilistic" + str(i)] * 3), None) for i in range(10)
+    ]
     assert len(keyword_title(long_words)) <= 80
 
 

@@ -1,0 +1,77 @@
+"""EmbeddingService: real model off the event loop; a missing model degrades, never crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bot.config.model import AppConfig, EmbeddingConfig
+from bot.embedding import ENV_MODEL_PATH, EmbeddingService, EmbeddingUnavailable, resolve_model_path
+from bot.search import SearchService
+from tests.recall_helpers import add_conversation, model_path, open_index
+
+
+async def test_embeds_with_local_model_off_the_loop() -> None:
+    service = EmbeddingService(EmbeddingConfig(model_path=str(model_path()), batch_size=4))
+    try:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        vectors = await service.embed([f"sentence number {i} about gardens" for i in range(10)])
+        task.cancel()
+        assert vectors.shape == (10, 384) and vectors.dtype == np.float32
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+        assert ticks > 0  # the loop kept running while the worker embedded
+        assert service.available and service.model_id.endswith("@384")
+        same = await service.embed_one("sentence number 3 about gardens")
+        assert float(same @ vectors[3]) > 0.999
+    finally:
+        service.close()
+
+
+def test_model_path_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    assert resolve_model_path(EmbeddingConfig()) is None
+    assert resolve_model_path(EmbeddingConfig(model_path="/models/x")) == "/models/x"
+    monkeypatch.setenv(ENV_MODEL_PATH, "/env/model")
+    assert resolve_model_path(EmbeddingConfig(model_path="/models/x")) == "/env/model"
+
+
+async def test_missing_model_is_unavailable_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    service = EmbeddingService(EmbeddingConfig(model_path=str(tmp_path / "nowhere")))
+    with caplog.at_level(logging.WARNING, logger="my_agent.embedding"):
+        assert await service.load() is False
+    assert not service.available
+    assert "keyword-only" in caplog.text
+    with pytest.raises(EmbeddingUnavailable):
+        await service.embed(["x"])
+    # search degrades to keyword-only and says so
+    db = await open_index(tmp_path / "conversations.db")
+    try:
+        await add_conversation(db, "conv-a", [("user", "the boiler needs a plumber")])
+        page = await SearchService(AppConfig(), db, service).search("plumber")
+        assert page.method == "keyword"
+        assert [r.conversation_id for r in page.results] == ["conv-a"]
+    finally:
+        await db.close()
+        service.close()
+
+
+async def test_disabled_in_config() -> None:
+    service = EmbeddingService(EmbeddingConfig(enabled=False))
+    assert not service.available
+    assert await service.load() is False
+    service.close()
