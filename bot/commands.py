@@ -60,8 +60,9 @@ class Commands:
     def __init__(self, services: Services) -> None:
         self.s = services
 
-    async def run_owner(self, name: str, args: str, message: InboundMessage,
-                        conversation: ConversationRecord) -> CommandResult:
+    async def run_owner(
+        self, name: str, args: str, message: InboundMessage, conversation: ConversationRecord
+    ) -> CommandResult:
         handler = getattr(self, f"_owner_{name}", None)
         if name not in COMMANDS or handler is None:
             return CommandResult(f"Unknown command /{name}. Send /help for the list.")
@@ -79,39 +80,48 @@ class Commands:
         return CommandResult(f"Unknown command /{name}. Send /help for the list.")
 
     # -- owner commands ------------------------------------------------------------
-    async def _owner_help(self, args: str, message: InboundMessage,
-                          conv: ConversationRecord) -> CommandResult:
+    async def _owner_help(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         return CommandResult(OWNER_HELP)
 
-    async def _owner_new(self, args: str, message: InboundMessage,
-                         conv: ConversationRecord) -> CommandResult:
+    async def _owner_new(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         manager = self.s.conversations
         if conv.channel == "web" or message.channel == "web":
             fresh = await manager.create("web", model=conv.model, reason="new")
-            await self.s.bus.emit("conversation_switched", previous_id=conv.id,
-                                  current_id=fresh.id, channel="web")
+            await self.s.bus.emit(
+                "conversation_switched", previous_id=conv.id, current_id=fresh.id, channel="web"
+            )
         else:
             fresh = await manager.new_for_channel(conv)
         return CommandResult(
             f"Started a new conversation (model {fresh.model}). The previous one stays "
-            "searchable and can be continued from the dashboard.", switched_to=fresh)
+            "searchable and can be continued from the dashboard.",
+            switched_to=fresh,
+        )
 
-    async def _owner_model(self, args: str, message: InboundMessage,
-                           conv: ConversationRecord) -> CommandResult:
+    async def _owner_model(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         aliases = self.s.config.models.aliases
         current = conv.model or self.s.config.models.default
         if not args:
             choices = ", ".join(aliases)
-            return CommandResult(f"Current model: {current} ({self.s.config.resolve_model(current)})."
-                                 f" Available: {choices}. Use /model <name> to switch.")
+            return CommandResult(
+                f"Current model: {current} ({self.s.config.resolve_model(current)})."
+                f" Available: {choices}. Use /model <name> to switch."
+            )
         alias = args.split()[0].lower()
         if alias not in aliases:
             return CommandResult(f"Unknown model {alias!r}. Available: {', '.join(aliases)}.")
         await self.s.conversations.set_model(conv.id, alias)
         return CommandResult(f"Model switched to {alias} ({aliases[alias]}) for this conversation.")
 
-    async def _owner_status(self, args: str, message: InboundMessage,
-                            conv: ConversationRecord) -> CommandResult:
+    async def _owner_status(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         fresh = await self.s.conversations.get(conv.id) or conv
         total = await self.s.index.count()
         pending = await self.s.outbox.pending_count()
@@ -119,8 +129,8 @@ class Commands:
         brain = self.s.brain.name
         vec = "hybrid (keyword + vectors)" if self.s.vector_search_available() else "keyword only"
         lines = [
-            f"Brain: {brain}" + (" (no API key: replies are recall-only)" if brain == "offline"
-                                 else ""),
+            f"Brain: {brain}"
+            + (" (no API key: replies are recall-only)" if brain == "offline" else ""),
             f"Search: {vec}",
             f"Conversation: {fresh.title or 'New conversation'} ({fresh.id})",
             f"Model: {fresh.model or self.s.config.models.default}; turns: {fresh.turn_count}; "
@@ -130,15 +140,17 @@ class Commands:
         ]
         return CommandResult("\n".join(lines))
 
-    async def _owner_rename(self, args: str, message: InboundMessage,
-                            conv: ConversationRecord) -> CommandResult:
+    async def _owner_rename(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         if not args.strip():
             return CommandResult("Usage: /rename <title>")
         rec = await self.s.conversations.rename(conv.id, args)
         return CommandResult(f"Renamed to: {rec.title}")
 
-    async def _owner_search(self, args: str, message: InboundMessage,
-                            conv: ConversationRecord) -> CommandResult:
+    async def _owner_search(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         if not args.strip():
             return CommandResult("Usage: /search <query>")
         page = await self.s.search.search(args, limit=5)
@@ -147,8 +159,10 @@ class Commands:
         lines = [f"Results for {args!r} ({page.method}):"]
         for i, r in enumerate(page.results, 1):
             snippet = " ".join((r.snippet or "").split())[:160]
-            lines.append(f"{i}. {r.title or 'Untitled'} [{r.channel}, {r.timestamp[:10]}, "
-                         f"{r.turn_range}] {snippet} ({r.conversation_id})")
+            lines.append(
+                f"{i}. {r.title or 'Untitled'} [{r.channel}, {r.timestamp[:10]}, "
+                f"{r.turn_range}] {snippet} ({r.conversation_id})"
+            )
         return CommandResult("\n".join(lines))
 
     async def _party(self, args: str) -> tuple[PartyRecord | None, str]:
@@ -157,29 +171,35 @@ class Commands:
             return None, rest
         return await self.s.external.find(ref), rest.strip()
 
-    async def _owner_trust(self, args: str, message: InboundMessage,
-                           conv: ConversationRecord) -> CommandResult:
+    async def _owner_trust(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         party, rest = await self._party(args)
         if party is None:
-            return CommandResult("Usage: /trust <party> [known|untrusted] (party id from the "
-                                 "escalation, or their handle/address).")
+            return CommandResult(
+                "Usage: /trust <party> [known|untrusted] (party id from the "
+                "escalation, or their handle/address)."
+            )
         tier = (rest.split() or ["known"])[0].lower()
         if tier not in ("known", "untrusted"):
             return CommandResult("Tier must be known or untrusted (use /block to block).")
         await self.s.external.set_tier(party.id, tier)
         return CommandResult(f"{party.label} is now {tier}.")
 
-    async def _owner_block(self, args: str, message: InboundMessage,
-                           conv: ConversationRecord) -> CommandResult:
+    async def _owner_block(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         party, _ = await self._party(args)
         if party is None:
             return CommandResult("Usage: /block <party>")
         await self.s.external.set_tier(party.id, "blocked")
-        return CommandResult(f"{party.label} is blocked: their messages are kept but never "
-                             "answered or escalated.")
+        return CommandResult(
+            f"{party.label} is blocked: their messages are kept but never answered or escalated."
+        )
 
-    async def _owner_reply(self, args: str, message: InboundMessage,
-                           conv: ConversationRecord) -> CommandResult:
+    async def _owner_reply(
+        self, args: str, message: InboundMessage, conv: ConversationRecord
+    ) -> CommandResult:
         party, text = await self._party(args)
         if party is None or not text:
             return CommandResult("Usage: /reply <party> <text>")

@@ -7,11 +7,20 @@ replies not yet delivered and the channel cursors. It is never deleted by reinde
 
 from __future__ import annotations
 
-from bot.db import SyncConn
+from bot.db import Migration, SyncConn
+
+
+def run_script(conn: SyncConn, script: str) -> None:
+    """Run statements one by one: ``executescript`` would COMMIT the migration's
+    transaction first and break its atomicity."""
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def _index_v1(conn: SyncConn) -> None:
-    conn.executescript(
+    run_script(
+        conn,
         """
         CREATE TABLE conversations (
             id TEXT PRIMARY KEY,
@@ -119,15 +128,22 @@ def _index_v1(conn: SyncConn) -> None:
         CREATE INDEX escalations_pending ON escalations(status, party_id);
 
         CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        """
+        """,
     )
 
 
-INDEX_MIGRATIONS = [_index_v1]
+def _index_migrations() -> list[Migration]:
+    from bot.schema_recall import RECALL_MIGRATIONS
+
+    return [_index_v1, *RECALL_MIGRATIONS]
+
+
+INDEX_MIGRATIONS: list[Migration] = _index_migrations()
 
 
 def _state_v1(conn: SyncConn) -> None:
-    conn.executescript(
+    run_script(
+        conn,
         """
         CREATE TABLE outbox (
             id INTEGER PRIMARY KEY,
@@ -153,7 +169,7 @@ def _state_v1(conn: SyncConn) -> None:
             updated TEXT NOT NULL,
             PRIMARY KEY (channel, key)
         );
-        """
+        """,
     )
 
 

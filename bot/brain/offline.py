@@ -32,8 +32,10 @@ class OfflineBrain:
 
     async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
         if request.profile == "restricted":
-            text = (f"{OFFLINE_LABEL} Your message has been recorded and the owner can read it. "
-                    "No automatic answer is available right now.")
+            text = (
+                f"{OFFLINE_LABEL} Your message has been recorded and the owner can read it. "
+                "No automatic answer is available right now."
+            )
         else:
             text = await self._owner_reply(request)
         if on_delta is not None:
@@ -49,9 +51,14 @@ class OfflineBrain:
             try:
                 page = await self.search.search(request.text, limit=self.max_results + 2)
                 for result in page.results:
-                    turns = [t for t in result.matched_turns
-                             if not (result.conversation_id == request.conversation_id
-                                     and t == request.turn_number)]
+                    turns = [
+                        t
+                        for t in result.matched_turns
+                        if not (
+                            result.conversation_id == request.conversation_id
+                            and t == request.turn_number
+                        )
+                    ]
                     if result.conversation_id == request.conversation_id and not turns:
                         continue  # only the message itself matched
                     found.append(result)
@@ -68,8 +75,9 @@ class OfflineBrain:
                 snippet = " ".join((result.snippet or result.abbreviation or "").split())
                 if len(snippet) > 200:
                     snippet = snippet[:197] + "..."
-                lines.append(f"{i}. {title} ({result.channel}, {date}, {result.turn_range}): "
-                             f"{snippet}")
+                lines.append(
+                    f"{i}. {title} ({result.channel}, {date}, {result.turn_range}): {snippet}"
+                )
         elif len(lines) == 1:
             lines.append("Nothing related turned up in past conversations.")
         for note in request.notes:
@@ -81,4 +89,4 @@ class OfflineBrain:
 
 
 def _chunks(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
