@@ -563,15 +563,20 @@ class SearchService:
                 lambda c: fts_candidates(c, match, filters, depth), write=False
             )
 
-        # the query embedding (embedding thread) and FTS (database thread) run together
-        qvec, keyword = await asyncio.gather(self._query_vector(query), _keyword())
-        method = "hybrid" if qvec is not None else "keyword"
-        knn: dict[int, float] = {}
-        abbreviations: dict[str, float] = {}
-        if qvec is not None and self.vectors is not None:
+        async def _vectors() -> tuple[np.ndarray | None, dict[int, float], dict[str, float]]:
+            qvec = await self._query_vector(query)
+            if qvec is None or self.vectors is None:
+                return qvec, {}, {}
             knn = await self.vectors.knn_turns(qvec, depth, conversation_id=filters.conversation_id)
+            abbreviations: dict[str, float] = {}
             if cfg.abbreviation_weight > 0:
                 abbreviations = await self.vectors.knn_abbreviations(qvec, depth)
+            return qvec, knn, abbreviations
+
+        # FTS (database thread) runs while the query is embedded (embedding thread) and the
+        # bit prefilter scans (this thread)
+        (qvec, knn, abbreviations), keyword = await asyncio.gather(_vectors(), _keyword())
+        method = "hybrid" if qvec is not None else "keyword"
         if abbreviations and filters.active:
             abbreviations = await self._filter_conversations(abbreviations, filters)
         if not keyword and not knn and not abbreviations:

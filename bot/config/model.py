@@ -134,14 +134,14 @@ class SearchConfig(_Section):
     keyword_weight: float = Field(default=0.5, ge=0, le=1)
     vector_weight: float = Field(default=0.5, ge=0, le=1)
     rrf_k: int = Field(default=60, ge=1)
-    candidates: int = Field(default=100, ge=1, le=2000)  # per source (FTS, turn KNN)
+    candidates: int = Field(default=50, ge=1, le=2000)  # per source (FTS, turn KNN)
     default_limit: int = Field(default=10, ge=1, le=100)
     # keyword scores are averaged with their +-1..N turn windows
     keyword_window: int = Field(default=3, ge=0, le=10)
     # vector scores: the embedded window plus centroids of +-1..N neighbouring windows
     vector_window: int = Field(default=2, ge=0, le=5)
     expand: int = Field(default=30, ge=0, le=1000)  # best hits per source loaded with windows
-    vector_full: float = Field(default=0.0, ge=0, le=1)  # cosine that counts as a full match
+    vector_full: float = Field(default=0.6, ge=0, le=1)  # cosine that counts as a full match
     conversation_weight: float = Field(default=0.3, ge=0, le=2)  # best turn of the conversation
     abbreviation_weight: float = Field(default=0.3, ge=0, le=2)  # abbreviation similarity
     participant_weight: float = Field(default=0.2, ge=0, le=2)  # turns by a person named
