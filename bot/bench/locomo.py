@@ -311,25 +311,26 @@ async def _bare_knn(store: Store, question: str) -> list[str]:
 
 
 def _average(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Query-weighted mean of per-conversation summaries (nested dicts averaged alike)."""
-    total = sum(r.get("queries", 0) for r in runs) or 1
+    """Query-weighted mean of per-conversation summaries; nested dicts (per category,
+    baselines) are averaged alike over the runs that have them."""
     out: dict[str, Any] = {}
-    for key in runs[0]:
-        values = [r.get(key) for r in runs]
-        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-            if key in ("queries",):
-                out[key] = sum(values)  # type: ignore[arg-type]
-            elif key == "query_seconds":
-                out[key] = round(sum(values), 2)  # type: ignore[arg-type]
+    keys = list(dict.fromkeys(k for r in runs for k in r))
+    for key in keys:
+        present = [r for r in runs if r.get(key) is not None]
+        values = [r[key] for r in present]
+        if all(isinstance(v, dict) for v in values):
+            out[key] = _average(values)
+        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            if key in ("queries", "query_seconds"):
+                out[key] = round(sum(values), 2) if key == "query_seconds" else sum(values)
             else:
+                weights = [r.get("queries", 0) for r in present]
+                total = sum(weights) or 1
                 out[key] = round(
-                    sum(v * r.get("queries", 0) for v, r in zip(values, runs, strict=True)) / total,  # type: ignore[operator]
-                    4,
+                    sum(v * w for v, w in zip(values, weights, strict=True)) / total, 4
                 )
-        elif all(isinstance(v, dict) for v in values):
-            out[key] = _average(values)  # type: ignore[arg-type]
         else:
-            out[key] = values[0]
+            out[key] = values[0] if values else None
     return out
 
 

@@ -139,3 +139,25 @@ async def test_embed_bench_small() -> None:
         assert key in result
     assert result["texts_per_s"] > 0 and result["raw_texts_per_s"] > 0
     json.dumps(result)
+
+
+def test_average_weights_by_queries_and_keeps_missing_categories() -> None:
+    runs = [
+        {
+            "queries": 2,
+            "turn_mrr": 1.0,
+            "per_category": {"temporal": {"queries": 2, "turn_mrr": 1.0}},
+        },
+        {
+            "queries": 1,
+            "turn_mrr": 0.0,
+            "per_category": {
+                "temporal": {"queries": 1, "turn_mrr": 0.0},
+                "open-domain": {"queries": 1, "turn_mrr": 1.0},
+            },
+        },
+    ]
+    out = locomo._average(runs)
+    assert out["queries"] == 3 and out["turn_mrr"] == pytest.approx(0.6667)
+    assert out["per_category"]["temporal"] == {"queries": 3, "turn_mrr": pytest.approx(0.6667)}
+    assert out["per_category"]["open-domain"] == {"queries": 1, "turn_mrr": 1.0}
