@@ -459,6 +459,9 @@ async def test_initial_sync_none_starts_with_the_next_mail(
 
 
 def test_config_requires_address_when_enabled(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="address is required"):
-        AppConfig.model_validate({"channels": {"email": {"enabled": True}}})
-    AppConfig.model_validate({"channels": {"email": {"enabled": False}}})
+    from bot.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError) as info:
+        build_config({"channels": {"email": {"enabled": True, "password": "x"}}}, env={})
+    assert info.value.key == "channels.email.address"
+    build_config({"channels": {"email": {"enabled": False}}}, env={})
