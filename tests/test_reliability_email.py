@@ -1,0 +1,541 @@
+"""Reliability suite, e-mail channel: kill -9 of the real daemon under a steady stream of
+owner and stranger mails loses nothing and answers nothing twice.
+
+The daemon runs as a child process (tests/ops/daemon.py) with only the e-mail channel,
+against pymap (IMAP, a subprocess) and an aiosmtpd capture server (in the test's loop).
+The test APPENDs mails to the watched folder the way an MTA delivers them, from a
+connection of its own. For e-mail, ``\\Seen`` is the acknowledgement: the channel marks a
+mail only once the core has made it durable.
+
+To make the kills land in the interesting windows rather than in idle time: mail arrives
+faster than the daemon answers (a backlog), the ``\\Seen`` marks pass through a proxy that
+holds each for a moment and drops the held ones at the kill (a mail stored but not yet
+acknowledged, which the restarted daemon fetches again), and the SMTP server keeps each
+mail a moment before its 250 (a reply the server has but the outbox has not marked sent).
+
+Checked at each kill (before any restart):
+
+- every mail the daemon marked ``\\Seen`` is stored exactly once: an owner mail as a user
+  turn of its thread's transcript, a stranger's (or a spoofed owner's) in its party record.
+
+Checked after the restarts (once the daemon has caught up and exited on SIGTERM):
+
+- nothing was skipped: every mail appended is ``\\Seen`` and stored exactly once,
+  including those not yet acknowledged at a kill and those that arrived while the daemon
+  was down;
+- threads survive: an owner mail answering an earlier one joins its conversation;
+- FTS matches the transcripts: every turn line is in ``turns`` with the same content, one
+  FTS document per turn, each owner mail findable by its unique word, FTS5
+  integrity-check ok (also through ``my-agent status``'s consistency report);
+- no message is answered twice: one assistant turn per user turn, one outbox reply per
+  user turn;
+- no reply is sent twice: at the SMTP server each owner mail has exactly one reply
+  (In-Reply-To = its Message-ID) and each stranger mail at most one acknowledgement. The
+  one unavoidable exception (a kill between SMTP's 250 and the outbox's "sent" mark) is
+  the same outbox entry sent again, with the same Message-ID, so the recipient's client
+  shows it once; at most one such repeat per kill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable, Iterator
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import aioimaplib
+import pytest
+
+from bot import healthcheck
+from bot.config import build_config
+from tests.channels.email.conftest import (
+    PASSWORD,
+    USER,
+    Capture,
+    PymapServer,
+    SmtpServer,
+    create_folder,
+    imap_client,
+    start_pymap,
+    stop_pymap,
+)
+from tests.ops.daemon import DaemonProcess
+from tests.test_reliability import owner_turns, stored_stranger_ids
+
+pytestmark = pytest.mark.slow
+
+OWNER = "owner@example.org"
+STRANGERS = ("alice@stranger.example", "bob@elsewhere.example")
+GOOD_AUTH = "mx.example.com; dkim=pass header.d=example.org; spf=pass smtp.mailfrom=example.org"
+SPOOF_AUTH = "mx.example.com; dkim=fail header.d=example.org; spf=fail smtp.mailfrom=evil.example"
+THREADS = 3  # owner mail threads running in parallel
+CRASHES = 2
+STORED_BEFORE_KILL = 14  # mails stored in each round before the kill
+APPEND_PAUSE = 0.02  # between two APPENDs: faster than the daemon answers, a backlog builds
+SMTP_ANSWER_DELAY = 0.02
+MARK_DELAY = 0.03  # the \Seen mark held this long on its way to the IMAP server
+
+
+# -- servers -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pymap() -> Iterator[PymapServer]:
+    server = start_pymap()
+    yield server
+    stop_pymap(server)
+
+
+class SlowCapture(Capture):
+    """Keeps each mail, then takes a moment before the 250: a kill often falls between the
+    server having the mail and the daemon hearing so (the outbox's resend window)."""
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        answer = await super().handle_DATA(server, session, envelope)
+        await asyncio.sleep(SMTP_ANSWER_DELAY)
+        return answer
+
+
+@pytest.fixture
+async def smtp() -> AsyncIterator[SmtpServer]:
+    server = SmtpServer(SlowCapture())
+    await server.start()
+    yield server
+    await server.stop()
+
+
+class SlowMarkProxy:
+    """A TCP proxy in front of pymap that holds each ``STORE`` (the ``\\Seen`` mark, the
+    acknowledgement) for a moment: a kill then usually finds a mail stored by the daemon
+    but not yet acknowledged, the window where a redelivery must not be stored twice."""
+
+    def __init__(self, target_port: int, delay: float) -> None:
+        self.target_port = target_port
+        self.delay = delay
+        self.port = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: list[asyncio.StreamWriter] = []
+        # Set just before a kill: marks still held are dropped, as if the process had
+        # died before writing them (the kernel would otherwise deliver what was written).
+        self.cut = False
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, hold: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if hold and b" STORE " in data.upper():
+                        await asyncio.sleep(self.delay)
+                        if self.cut:  # the daemon died first: the mark was never sent
+                            break
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        for task in (
+            asyncio.create_task(pipe(reader, up_writer, True)),
+            asyncio.create_task(pipe(up_reader, writer, False)),
+        ):
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        for writer in self._writers:
+            writer.transport.abort()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in list(self._tasks):
+            task.cancel()
+
+
+@pytest.fixture
+async def imap_proxy(pymap: PymapServer) -> AsyncIterator[SlowMarkProxy]:
+    proxy = SlowMarkProxy(pymap.port, MARK_DELAY)
+    await proxy.start()
+    yield proxy
+    await proxy.stop()
+
+
+@pytest.fixture
+async def daemons() -> AsyncIterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
+    yield started
+    for d in started:
+        await d.close()
+
+
+def email_config(root: Path, imap_port: int, smtp_port: int, folder: str) -> dict[str, Any]:
+    return {
+        "data_dir": str(root / "data"),
+        "brain": {"provider": "offline"},
+        "embedding": {"enabled": False},
+        "logging": {"level": "INFO"},
+        "owner": {"identities": {"email": [OWNER]}},
+        "trust": {"escalation_channel": "email"},
+        "channels": {
+            "web": {"enabled": False},
+            "loopback": {"enabled": False},
+            "email": {
+                "enabled": True,
+                "address": USER,
+                "display_name": "My Assistant",
+                "password": PASSWORD,
+                "auth_serv_id": "mx.example.com",
+                "imap": {
+                    "host": "127.0.0.1",
+                    "port": imap_port,
+                    "security": "none",
+                    "folder": folder,
+                    "idle": True,
+                    "poll_interval": 0.5,
+                    "timeout": 10,
+                    "reconnect_initial": 0.05,
+                    "reconnect_max": 0.5,
+                },
+                "smtp": {"host": "127.0.0.1", "port": smtp_port, "security": "none", "timeout": 5},
+            },
+        },
+    }
+
+
+# -- the mail stream -----------------------------------------------------------------
+class Mailer:
+    """Appends a steady, deterministic mix of mails: owner mails in THREADS threads (each
+    after the first answering the previous one), strangers, and a spoofed owner."""
+
+    def __init__(self, client: aioimaplib.IMAP4, folder: str) -> None:
+        self.client = client
+        self.folder = folder
+        self.n = 0
+        self.kinds: dict[str, str] = {}  # Message-ID -> "owner" | "stranger"
+        self.words: dict[str, str] = {}  # Message-ID -> the unique word in its body
+        self.thread_of: dict[str, int] = {}  # owner Message-ID -> thread
+        self._last: dict[int, list[str]] = defaultdict(list)  # thread -> its Message-IDs
+
+    def _next(self) -> EmailMessage:
+        self.n += 1
+        n = self.n
+        mid = f"<rel-{n}@{'example.org' if n % 2 else 'stranger.example'}>"
+        word = f"zqx{n:04d}w"
+        msg = EmailMessage()
+        msg["To"] = f"My Assistant <{USER}>"
+        msg["Message-ID"] = mid
+        msg["Date"] = "Tue, 14 Jan 2025 09:12:00 +0100"
+        if n % 2:  # owner, authenticated, in one of the threads
+            thread = n // 2 % THREADS
+            previous = self._last[thread]
+            msg["From"] = f"Owner <{OWNER}>"
+            msg["Authentication-Results"] = GOOD_AUTH
+            msg["Subject"] = f"Re: Plan {thread}" if previous else f"Plan {thread}"
+            if previous:
+                msg["In-Reply-To"] = previous[-1]
+                msg["References"] = " ".join(previous[-5:])
+            previous.append(mid)
+            self.kinds[mid] = "owner"
+            self.thread_of[mid] = thread
+        else:
+            which = n // 2 % 3
+            if which < 2:
+                msg["From"] = STRANGERS[which]
+            else:  # the owner's address without a passing check: a third party
+                msg["From"] = f"Owner <{OWNER}>"
+                msg["Authentication-Results"] = SPOOF_AUTH
+            msg["Subject"] = f"Question {n}"
+            self.kinds[mid] = "stranger"
+        msg.set_content(f"Mail {n} about the garden {word}.\n\nBest,\nSomeone\n")
+        self.words[mid] = word
+        return msg
+
+    async def append_one(self) -> None:
+        response = await self.client.append(self._next().as_bytes(), mailbox=self.folder)
+        assert response.result == "OK", response
+
+    @property
+    def owner_ids(self) -> set[str]:
+        return {m for m, k in self.kinds.items() if k == "owner"}
+
+    @property
+    def stranger_ids(self) -> set[str]:
+        return {m for m, k in self.kinds.items() if k == "stranger"}
+
+
+_MSGID = re.compile(rb"Message-ID:\s*(<[^>]+>)", re.I)
+_FETCH_LITERAL = re.compile(rb"^\d+ FETCH .*\{\d+\}$")
+
+
+async def seen_state(port: int, folder: str) -> dict[str, bool]:
+    """Message-ID -> whether the mail carries \\Seen, for every mail in ``folder``."""
+    client = await imap_client(port)
+    try:
+        response = await client.select(folder)
+        assert response.result == "OK", response
+        response = await client.uid(
+            "fetch", "1:*", "(UID FLAGS BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])"
+        )
+        assert response.result == "OK", response
+        out: dict[str, bool] = {}
+        lines = response.lines
+        for idx, line in enumerate(lines):
+            if isinstance(line, bytearray) or not _FETCH_LITERAL.search(line):
+                continue
+            flags = bytes(line)
+            header = bytes(lines[idx + 1]) if idx + 1 < len(lines) else b""
+            if idx + 2 < len(lines):  # FLAGS may come after the literal
+                flags += bytes(lines[idx + 2])
+            match = _MSGID.search(header)
+            assert match is not None, (line, header)
+            out[match.group(1).decode()] = b"\\Seen" in flags
+        return out
+    finally:
+        await client.logout()
+
+
+# -- reading what the daemon left on disk ------------------------------------------------
+def stored_owner_ids(data_dir: Path) -> Counter[str]:
+    ids: Counter[str] = Counter()
+    for turns in owner_turns(data_dir).values():
+        for t in turns:
+            if t["role"] == "user":
+                ids[(t.get("metadata") or {}).get("messageId")] += 1
+    return ids
+
+
+def stored(data_dir: Path) -> Counter[str]:
+    return stored_owner_ids(data_dir) + stored_stranger_ids(data_dir)
+
+
+async def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str, daemon: DaemonProcess
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not await _call(predicate):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}\n{daemon.log()}")
+        await asyncio.sleep(0.1)
+
+
+async def _call(predicate: Callable[[], Any]) -> bool:
+    result = predicate()
+    if asyncio.iscoroutine(result):
+        result = await result
+    return bool(result)
+
+
+def smtp_mails(capture: Capture) -> list[EmailMessage]:
+    return [m for _, m in capture.messages]
+
+
+def replies_by_parent(capture: Capture) -> dict[str, list[str]]:
+    """In-Reply-To -> Message-IDs of the mails sent in reply to it (repeats kept)."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for mail in smtp_mails(capture):
+        parent = mail["In-Reply-To"]
+        if parent:
+            out[str(parent).strip()].append(str(mail["Message-ID"]).strip())
+    return out
+
+
+def check_fts(data_dir: Path, mailer: Mailer) -> None:
+    """The index holds exactly the transcripts' turns, and FTS finds every owner mail."""
+    by_ref = message_refs(data_dir)
+    conn = sqlite3.connect(
+        f"file:{data_dir / 'conversations' / 'conversations.db'}?mode=ro", uri=True
+    )
+    try:
+        rows = {
+            (conv, number, role): content
+            for conv, number, role, content in conn.execute(
+                "SELECT conversation_id, turn_number, role, content FROM turns"
+            )
+        }
+        lines = {
+            (conv, t["turnNumber"], t["role"]): t["content"]
+            for conv, turns in owner_turns(data_dir).items()
+            for t in turns
+        }
+        assert rows == lines, "the turns table differs from the transcripts"
+        (docs,) = conn.execute("SELECT count(*) FROM turns_fts_docsize").fetchone()
+        assert docs == len(lines)
+        for mid in mailer.owner_ids:
+            # Offline replies quote related past turns: only user turns are the mail's.
+            hits = conn.execute(
+                "SELECT t.conversation_id, t.turn_number FROM turns_fts f "
+                "JOIN turns t ON t.id = f.rowid WHERE turns_fts MATCH ? AND t.role = 'user'",
+                (f'"{mailer.words[mid]}"',),
+            ).fetchall()
+            assert len(hits) == 1, (mid, hits)
+            assert hits[0][0] == by_ref[mid], (mid, hits)  # the thread's conversation
+    finally:
+        conn.close()
+
+
+def message_refs(data_dir: Path) -> dict[str, str]:
+    """E-mail Message-ID (received or sent) -> conversation id, from the index."""
+    conn = sqlite3.connect(
+        f"file:{data_dir / 'conversations' / 'conversations.db'}?mode=ro", uri=True
+    )
+    try:
+        rows = conn.execute("SELECT ref, conversation_id FROM message_refs WHERE channel = 'email'")
+        return {str(ref): str(conv) for ref, conv in rows}
+    finally:
+        conn.close()
+
+
+def outbox_keys(data_dir: Path) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(f"file:{data_dir / 'state.db'}?mode=ro", uri=True)
+    try:
+        return [
+            (str(k), str(s))
+            for k, s in conn.execute(
+                "SELECT dedup_key, status FROM outbox WHERE dedup_key IS NOT NULL"
+            )
+        ]
+    finally:
+        conn.close()
+
+
+# -- the test ------------------------------------------------------------------------
+async def test_kill9_with_email_loses_nothing(
+    tmp_path: Path,
+    pymap: PymapServer,
+    imap_proxy: SlowMarkProxy,
+    smtp: SmtpServer,
+    daemons: list[DaemonProcess],
+) -> None:
+    folder = await create_folder(pymap.port)
+    config = email_config(tmp_path, imap_proxy.port, smtp.port, folder)
+    daemon = DaemonProcess(tmp_path, config)
+    daemons.append(daemon)
+    data = daemon.data_dir
+    appender = await imap_client(pymap.port)
+    mailer = Mailer(appender, folder)
+    stop = asyncio.Event()
+    unacknowledged: set[str] = set()  # not \Seen at some kill
+
+    async def inject() -> None:
+        while not stop.is_set():
+            await mailer.append_one()
+            await asyncio.sleep(APPEND_PAUSE)
+
+    try:
+        for _ in range(CRASHES):
+            imap_proxy.cut = False
+            await daemon.start(timeout=60)
+            stop.clear()
+            injector = asyncio.create_task(inject())
+            target = sum(stored(data).values()) + STORED_BEFORE_KILL
+            await wait_until(
+                lambda t=target: sum(stored(data).values()) >= t, 30, "a steady load", daemon
+            )
+            imap_proxy.cut = True
+            await daemon.kill9()  # mid-flight: fetches, appends, replies and sends
+            await asyncio.sleep(0.3)  # mail keeps arriving while the daemon is down
+            stop.set()
+            await injector
+            # Acknowledged means durable: every mail marked \Seen is stored, once.
+            state = await seen_state(pymap.port, folder)
+            assert set(state) == set(mailer.kinds)
+            on_disk = stored(data)
+            seen = [m for m, s in state.items() if s]
+            assert seen and [m for m in seen if on_disk[m] != 1] == []
+            pending = [m for m, s in state.items() if not s]
+            assert pending  # mail left for the restart (some of it stored already)
+            unacknowledged.update(pending)
+
+        imap_proxy.cut = False
+        await daemon.start(timeout=60)
+        # Nothing skipped: every mail gets acknowledged and stored after the restart ...
+        await wait_until(
+            lambda: _all_seen(pymap.port, folder), 30, "every mail marked \\Seen", daemon
+        )
+        # ... and every owner mail answered.
+        owners = mailer.owner_ids
+        await wait_until(
+            lambda: owners <= set(replies_by_parent(smtp.capture)),
+            30,
+            "a reply to every owner mail",
+            daemon,
+        )
+        assert await daemon.terminate() == 0, daemon.log()
+    finally:
+        await appender.logout()
+
+    # Every mail stored exactly once, where it belongs.
+    owner_stored = stored_owner_ids(data)
+    assert {m: owner_stored[m] for m in owners if owner_stored[m] != 1} == {}
+    assert set(owner_stored) == owners, "unexpected owner turns"
+    strangers = stored_stranger_ids(data)
+    assert {m: strangers[m] for m in mailer.stranger_ids if strangers[m] != 1} == {}
+    assert set(strangers) == mailer.stranger_ids
+    everything = owner_stored + strangers
+    assert [m for m in unacknowledged if everything[m] != 1] == [], "skipped after a kill"
+
+    # Threads survived the kills: one conversation per thread, its mails in order (the
+    # escalations to the owner have a conversation of their own, without turns).
+    convs: dict[str, list[str]] = {}
+    for conv_id, turns in owner_turns(data).items():
+        if mids := [t["metadata"]["messageId"] for t in turns if t["role"] == "user"]:
+            convs[conv_id] = mids
+    assert len(convs) == THREADS, convs
+    for mids in convs.values():
+        assert len({mailer.thread_of[m] for m in mids}) == 1, mids
+        assert mids == sorted(mids, key=lambda m: int(m.split("-")[1].split("@")[0]))
+
+    # No message answered twice: one assistant turn per user turn, one outbox reply each.
+    outbox = outbox_keys(data)
+    assert [k for k, n in Counter(k for k, _ in outbox).items() if n > 1] == []
+    for conv_id, turns in owner_turns(data).items():
+        users = Counter(t["turnNumber"] for t in turns if t["role"] == "user")
+        answers = Counter(t["turnNumber"] for t in turns if t["role"] == "assistant")
+        assert all(n == 1 for n in users.values()), (conv_id, users)
+        assert answers == users, (conv_id, users, answers)
+        for number in users:
+            assert (f"{conv_id}:{number}:reply", "sent") in outbox
+
+    # No reply sent twice: one distinct reply per owner mail, at most one acknowledgement
+    # per stranger mail. A repeat is only ever the same outbox entry sent again (same
+    # Message-ID, shown once by the client) after a kill between SMTP's 250 and the
+    # outbox's "sent" mark: at most one per kill.
+    mails = smtp_mails(smtp.capture)
+    distinct = {parent: set(ids) for parent, ids in replies_by_parent(smtp.capture).items()}
+    assert {m: distinct[m] for m in owners if len(distinct[m]) != 1} == {}
+    assert {m: distinct[m] for m in mailer.stranger_ids if len(distinct.get(m, ())) > 1} == {}
+    assert set(distinct) <= set(mailer.kinds), "a reply to a mail nobody sent"
+    ids = Counter(str(m["Message-ID"]).strip() for m in mails)
+    assert sum(n - 1 for n in ids.values()) <= CRASHES, ids.most_common(3)
+    # Strangers: an acknowledgement at most once per party per escalation interval (one
+    # more per kill if it fell between the acknowledgement and its escalation record).
+    acks = Counter(str(m["To"]).lower() for m in mails if m["Auto-Submitted"])
+    assert len(acks) == 3 and max(acks.values()) <= 1 + CRASHES, acks
+    # Each reply is in the owner mail's thread: threaded headers, and its Message-ID
+    # recorded with the same conversation (so the owner's answer to it finds the thread).
+    refs = message_refs(data)
+    for mail in mails:
+        parent = str(mail["In-Reply-To"] or "").strip()
+        if parent in owners:
+            assert OWNER in str(mail["To"]).lower() and parent in str(mail["References"])
+            assert refs[str(mail["Message-ID"]).strip()] == refs[parent], parent
+
+    # FTS matches the transcripts (directly, and as `my-agent status` reports it).
+    check_fts(data, mailer)
+    index = healthcheck.collect(build_config(config, env={}))["index"]
+    assert index["ok"] and index["fts_integrity"] == "ok", index
+    assert index["transcript_turns"] == index["index_turns"] == index["fts_documents"]
+
+
+async def _all_seen(port: int, folder: str) -> bool:
+    return all((await seen_state(port, folder)).values())
