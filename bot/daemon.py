@@ -54,6 +54,9 @@ async def attach_background(services: Services) -> None:
             services.vectors = services.search.vectors
             _index_turns_in_background(services)
             log.info("vector search ready")
+            # Embed what is missing or stale (turns appended before the model loaded,
+            # a changed model): only outdated vectors are computed.
+            spawn(services.search.vectors.reindex_all(), name="reindex-vectors")
         else:
             log.warning(
                 "vector search unavailable (no embedding model or no sqlite-vec): "
