@@ -50,13 +50,14 @@ async def attach_background(services: Services) -> None:
     keyword-only until it is ready) and the lifecycle (idle timers, abbreviation, naming)."""
 
     async def _open_vectors() -> None:
-        if await services.search.start():
-            services.vectors = services.search.vectors
+        vectors = services.search.vectors
+        if await services.search.start() and vectors is not None:
+            services.vectors = vectors
             _index_turns_in_background(services)
             log.info("vector search ready")
             # Embed what is missing or stale (turns appended before the model loaded,
             # a changed model): only outdated vectors are computed.
-            spawn(services.search.vectors.reindex_all(), name="reindex-vectors")
+            spawn(vectors.reindex_all(), name="reindex-vectors")
         else:
             log.warning(
                 "vector search unavailable (no embedding model or no sqlite-vec): "
