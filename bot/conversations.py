@@ -13,11 +13,11 @@ import asyncio
 import builtins
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bot.config import AppConfig
-from bot.db import SyncConn
+from bot.db import CHAINED, AfterWrite, Database, SyncConn
 from bot.hooks import EventBus
 from bot.index import (
     SELECT_CONVERSATION,
@@ -38,6 +38,9 @@ from bot.transcript import (
 )
 
 log = logging.getLogger("my_agent.conversations")
+
+# A write chained after a turn's index update: (database, unit of work).
+Also = tuple[Database, Callable[[SyncConn], Any]]
 
 
 class ConversationNotFound(LookupError):
@@ -175,26 +178,88 @@ class ConversationManager:
         return rec
 
     # -- appending --------------------------------------------------------------------
-    async def _append(self, conv_id: str, lines: builtins.list[Line]) -> ConversationRecord:
-        """Durable transcript append, then index update (caller holds the lock)."""
+    async def _append(
+        self, conv_id: str, lines: builtins.list[Line], also: Also | None = None
+    ) -> ConversationRecord:
+        """Durable transcript append, then index update (caller holds the lock).
+
+        ``also`` (a database and a unit of work) is written after the index, still
+        before this returns, whether or not the index update succeeded: e.g. the outbox
+        row of a reply, which must only exist once the reply is durable.
+
+        Both run off the event loop as one chain: the transcript thread writes and
+        fsyncs, then queues the index update in the database's group commit; the loop
+        wakes up once, when both are done.
+        """
         rec = await self.require(conv_id)
-        size = await self.store.append(conv_id, lines)
         updated = _copy(rec)
-        try:
-            if conv_id in self._index_behind:
-                # An earlier index write failed: catch up from the transcript instead.
+        if conv_id in self._index_behind:
+            # An earlier index write failed: catch up from the transcript instead.
+            await self.store.append(conv_id, lines)
+            try:
                 updated = await self._catch_up(updated)
-            else:
-                await self.index.db.run(lambda c: apply_lines(c, updated, lines, size))
-        except Exception:
-            # The transcript is the source of truth and already has the lines; the index
-            # catches up on the next write or at the next start.
-            log.exception("index update failed for %s; will catch up", conv_id)
-            self._index_behind.add(conv_id)
-            for line in lines:  # keep the in-memory view right for routing decisions
-                _apply_in_memory(updated, line)
+            except Exception:
+                self._index_failed(conv_id, updated, lines)
+            self._cache[conv_id] = updated
+            if also is not None:
+                await also[0].run(also[1])
+            return updated
+        db = self.index.db
+        if also is not None:
+            return await self._append_also(conv_id, updated, lines, also)
+        async with self.store.lock(conv_id):
+            write = self.store.submit_append(conv_id, lines)
+            try:
+                await db.run(
+                    AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size))
+                )
+            except Exception as exc:
+                await asyncio.wrap_future(write)  # a failed transcript write raises here
+                self._index_failed(conv_id, updated, lines, exc)
         self._cache[conv_id] = updated
         return updated
+
+    async def _append_also(
+        self, conv_id: str, updated: ConversationRecord, lines: builtins.list[Line], also: Also
+    ) -> ConversationRecord:
+        """Transcript -> index -> ``also`` as one chain across three threads: the loop
+        wakes up once, when the last write is committed."""
+        also_db, also_fn = also
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def _after_index(ok: bool, value: Any) -> Any:
+            index_error = None if ok else value
+            also_db.submit(also_fn, future, lambda ok2, value2: (index_error, ok2, value2))
+            return CHAINED
+
+        async with self.store.lock(conv_id):
+            write = self.store.submit_append(conv_id, lines)
+            self.index.db.chain(
+                AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size)),
+                future,
+                _after_index,
+            )
+            index_error, ok, value = await future  # a failed transcript write raises
+        if index_error is not None:
+            self._index_failed(conv_id, updated, lines, index_error)
+        self._cache[conv_id] = updated
+        if not ok:
+            raise value
+        return updated
+
+    def _index_failed(
+        self,
+        conv_id: str,
+        updated: ConversationRecord,
+        lines: builtins.list[Line],
+        error: BaseException | None = None,
+    ) -> None:
+        # The transcript is the source of truth and already has the lines; the index
+        # catches up on the next write or at the next start.
+        log.error("index update failed for %s; will catch up", conv_id, exc_info=error or True)
+        self._index_behind.add(conv_id)
+        for line in lines:  # keep the in-memory view right for routing decisions
+            _apply_in_memory(updated, line)
 
     async def _catch_up(self, rec: ConversationRecord) -> ConversationRecord:
         lines, offset = self.store.read_from(rec.id, rec.indexed_bytes)
@@ -213,10 +278,12 @@ class ConversationManager:
         channel: str | None = None,
         sender: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        also: Also | None = None,
         **extra: Any,
     ) -> tuple[ConversationRecord, Line]:
         """Append a user or assistant turn. A user turn gets the next turn number; an
-        assistant turn shares the number of the user turn it answers."""
+        assistant turn shares the number of the user turn it answers. ``also``: a write
+        made right after (e.g. the reply's outbox row), see :meth:`_append`."""
         async with self._lock(conv_id):
             rec = await self.require(conv_id)
             if turn_number is None:
@@ -230,7 +297,7 @@ class ConversationManager:
                 metadata=dict(metadata) if metadata else None,
                 **extra,
             )
-            rec = await self._append(conv_id, [line])
+            rec = await self._append(conv_id, [line], also)
         await self.bus.emit("turn_appended", conversation_id=conv_id, turn=line, conversation=rec)
         return rec, line
 

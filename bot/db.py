@@ -14,8 +14,10 @@ statement and keeps each transaction atomic with respect to other coroutines.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,80 @@ log = logging.getLogger("my_agent.db")
 T = TypeVar("T")
 SyncConn = Any  # sqlite3.Connection or pysqlite3.dbapi2.Connection (same API)
 Migration = Callable[[SyncConn], None]
+Unit = tuple[Callable[[SyncConn], Any], "asyncio.Future[Any]", Callable[[bool, Any], Any] | None]
+CHAINED = object()
+
+
+class AfterWrite:
+    """A unit of work queued only once a write on another thread is done.
+
+    ``fn(conn, result)`` gets the write's result (e.g. a transcript's new size). The
+    write thread queues the unit itself, so the event loop is not woken in between; a
+    failed write fails the unit (and :meth:`Database.run`) with the write's exception.
+    """
+
+    __slots__ = ("after", "fn")
+
+    def __init__(
+        self, after: concurrent.futures.Future[Any], fn: Callable[[SyncConn, Any], Any]
+    ) -> None:
+        self.after = after
+        self.fn = fn
+
+    def __call__(self, conn: SyncConn) -> Any:
+        return self.fn(
+            conn, self.after.result()
+        )  # a ``then`` callback passed its future on (see Database.submit)
+
+
+def _transaction(raw: SyncConn, batch: list[Unit]) -> list[tuple[bool, Any]]:
+    """One transaction, one SAVEPOINT per unit: a failing unit rolls back alone."""
+    outcomes: list[tuple[bool, Any]] = []
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        for fn, _, _ in batch:
+            raw.execute("SAVEPOINT unit")
+            try:
+                result = fn(raw)
+            except Exception as exc:
+                raw.execute("ROLLBACK TO unit")
+                raw.execute("RELEASE unit")
+                outcomes.append((False, exc))
+                continue
+            raw.execute("RELEASE unit")
+            outcomes.append((True, result))
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+    return outcomes
+
+
+def _set(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # the caller was cancelled meanwhile
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _resolve_all(resolutions: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for future, ok, value in resolutions:
+        _set(future, ok, value)
+
+
+def _resolve_batch(resolutions: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """Resolve a batch's futures with one wake-up per event loop (from any thread)."""
+    by_loop: dict[Any, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+    for item in resolutions:
+        by_loop.setdefault(item[0].get_loop(), []).append(item)
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve_all, items)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
 
 
 @dataclass(frozen=True)
@@ -155,8 +231,11 @@ class Database:
         # writer commits, and sqlite releases the GIL while it works.
         self._reader = reader or conn
         self.driver = driver
-        self._pending: list[tuple[Callable[[SyncConn], Any], asyncio.Future[Any]]] = []
-        self._flusher: asyncio.Future[None] | None = None
+        # Units of work waiting for the writer thread (fed from the loop and from other
+        # threads, e.g. a transcript append handing over its index update).
+        self._pending: list[Unit] = []
+        self._lock = threading.Lock()
+        self._draining = False
 
     @classmethod
     async def open(
@@ -196,58 +275,86 @@ class Database:
         if not write:
             reader = self._reader
             return await reader._execute(fn, reader._conn)  # type: ignore[no-any-return]
-
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append((fn, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.ensure_future(self._flush())
+        if isinstance(fn, AfterWrite):
+            self.chain(fn, future)
+        else:
+            self.submit(fn, future)
         return await future  # type: ignore[no-any-return]
 
-    async def _flush(self) -> None:
+    def chain(
+        self,
+        unit: AfterWrite,
+        future: asyncio.Future[Any],
+        then: Callable[[bool, Any], Any] | None = None,
+    ) -> None:
+        """Queue ``unit`` once its write is done (see :meth:`submit` for ``then``).
+
+        The thread that finishes the write queues the unit: the loop is not woken up in
+        between. A failed write resolves ``future`` with its exception.
+        """
+        unit.after.add_done_callback(lambda done: self._after(done, unit, future, then))
+
+    def _after(
+        self,
+        done: concurrent.futures.Future[Any],
+        unit: AfterWrite,
+        future: asyncio.Future[Any],
+        then: Callable[[bool, Any], Any] | None,
+    ) -> None:
+        # On the thread that finished the write (or the loop's, if it was done already).
+        if done.cancelled() or done.exception() is not None:
+            exc = done.exception() if not done.cancelled() else RuntimeError("write cancelled")
+            _resolve_batch([(future, False, exc)])
+        else:
+            self.submit(unit, future, then)
+
+    def submit(
+        self,
+        fn: Callable[[SyncConn], Any],
+        future: asyncio.Future[Any],
+        then: Callable[[bool, Any], Any] | None = None,
+    ) -> None:
+        """Queue ``fn(conn)`` for the next group commit; callable from any thread.
+
+        Without ``then`` the outcome resolves ``future``. With ``then``, ``then(ok,
+        value)`` runs on the writer thread after the commit and returns what ``future``
+        gets, or :data:`CHAINED` when it handed ``future`` on (e.g. to another database)
+        so a pipeline of writes costs the event loop a single wake-up.
+        """
+        with self._lock:
+            self._pending.append((fn, future, then))
+            if self._draining:
+                return
+            self._draining = True
+        self._conn._tx.put_nowait((None, self._drain))
+
+    def _drain(self) -> None:
+        """Writer thread: commit pending units in batches until none is left."""
         raw = self._conn._conn
-        while self._pending:
-            batch, self._pending = self._pending, []
-
-            def _tx(
-                batch: list[tuple[Callable[[SyncConn], Any], Any]] = batch,
-            ) -> list[tuple[bool, Any]]:
-                outcomes: list[tuple[bool, Any]] = []
-                raw.execute("BEGIN IMMEDIATE")
-                try:
-                    for fn, _ in batch:
-                        raw.execute("SAVEPOINT unit")
-                        try:
-                            result = fn(raw)
-                        except Exception as exc:
-                            raw.execute("ROLLBACK TO unit")
-                            raw.execute("RELEASE unit")
-                            outcomes.append((False, exc))
-                            continue
-                        raw.execute("RELEASE unit")
-                        outcomes.append((True, result))
-                    raw.execute("COMMIT")
-                except BaseException:
-                    if raw.in_transaction:
-                        raw.execute("ROLLBACK")
-                    raise
-                return outcomes
-
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._draining = False
+                    return
             try:
-                outcomes = await self._conn._execute(_tx)
+                outcomes = _transaction(raw, batch)
             except BaseException as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                continue
-            for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
-                if future.done():
-                    continue
-                if ok:
-                    future.set_result(value)
+                outcomes = [(False, exc)] * len(batch)
+            resolutions: list[tuple[asyncio.Future[Any], bool, Any]] = []
+            for (_, future, then), (ok, value) in zip(batch, outcomes, strict=True):
+                if then is not None:
+                    try:
+                        result = then(ok, value)
+                    except BaseException as exc:
+                        resolutions.append((future, False, exc))
+                        continue
+                    if result is not CHAINED:
+                        resolutions.append((future, True, result))
                 else:
-                    future.set_exception(value)
+                    resolutions.append((future, ok, value))
+            _resolve_batch(resolutions)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await self.run(lambda c: c.execute(sql, params).fetchall(), write=False)

@@ -71,26 +71,32 @@ class Outbox:
 
     async def enqueue(self, msg: OutboundMessage, dedup_key: str | None = None) -> int | None:
         """Persist ``msg`` for delivery; returns its id, or None if the key was queued before."""
+        outbox_id = await self.db.run(self.insert_unit(msg, dedup_key))
+        if outbox_id is not None:
+            self.wake(msg.channel)
+        return outbox_id
+
+    def insert_unit(
+        self, msg: OutboundMessage, dedup_key: str | None = None
+    ) -> Callable[[SyncConn], int | None]:
+        """The unit of work that queues ``msg`` (for a caller that chains it after another
+        write, e.g. a reply's transcript append); call :meth:`wake` once it committed."""
+        payload = _encode(msg)
+        created = iso(utcnow())
 
         def _insert(conn: SyncConn) -> int | None:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO outbox (channel, payload, conversation_id, party_id,"
                 " dedup_key, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    msg.channel,
-                    _encode(msg),
-                    msg.conversation_id,
-                    msg.party_id,
-                    dedup_key,
-                    iso(utcnow()),
-                ),
+                (msg.channel, payload, msg.conversation_id, msg.party_id, dedup_key, created),
             )
             return int(cur.lastrowid) if cur.rowcount else None
 
-        outbox_id = await self.db.run(_insert)
-        if outbox_id is not None:
-            self._wake.setdefault(msg.channel, asyncio.Event()).set()
-        return outbox_id
+        return _insert
+
+    def wake(self, channel: str) -> None:
+        """Tell the channel's worker there may be something new to send."""
+        self._wake.setdefault(channel, asyncio.Event()).set()
 
     async def has_key(self, dedup_key: str) -> bool:
         row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))

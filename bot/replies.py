@@ -187,11 +187,16 @@ class ReplyEngine:
             cost=reply.cost,
             thinkingText=reply.thinking_text,
             model=reply.model,
+            # Queued in the same chain of writes, right after the reply is durable.
+            also=(
+                self.s.state,
+                self.s.outbox.insert_unit(
+                    target.reply(reply.text, conv_id), dedup_key=f"{conv_id}:{turn}:reply"
+                ),
+            ),
             **reply.extra,
         )
-        await self.s.outbox.enqueue(
-            target.reply(reply.text, conv_id), dedup_key=f"{conv_id}:{turn}:reply"
-        )
+        self.s.outbox.wake(target.channel)
 
     async def _group_history(self, conv_id: str, turn: int) -> tuple[HistoryTurn, ...]:
         """The group's own recent messages (from the index: no transcript scan)."""

@@ -9,6 +9,7 @@ is skipped with a warning and never blocks later appends or reads.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
@@ -112,6 +113,8 @@ class TranscriptStore:
         # Many concurrent fsyncs on different files are committed together by the
         # filesystem journal: a wide pool turns per-message fsync latency into throughput.
         self._executor = ThreadPoolExecutor(max_workers=6, thread_name_prefix="transcript")
+        # path -> file size after our last complete append (ends with a newline).
+        self._ends: dict[Path, int] = {}
 
     def path(self, conv_id: str) -> Path:
         if not conv_id.startswith("conv-") or "/" in conv_id or ".." in conv_id:
@@ -138,20 +141,23 @@ class TranscriptStore:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
-            if size:
+            if size and self._ends.get(path) != size:
                 # A torn last line (crash mid-write) must not swallow the next record:
-                # terminate it so it stays an isolated corrupt line.
-                with open(path, "rb") as tail:
-                    tail.seek(size - 1)
-                    if tail.read(1) != b"\n":
-                        data = b"\n" + data
+                # terminate it so it stays an isolated corrupt line. (Skipped when our
+                # own last complete write ended the file at this size.)
+                if _last_byte(path, size) != b"\n":
+                    data = b"\n" + data
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
             if self.fsync:
                 os.fsync(fd)
+            self._ends[path] = size + len(data)
             return size + len(data)
+        except BaseException:
+            self._ends.pop(path, None)
+            raise
         finally:
             os.close(fd)
 
@@ -178,6 +184,22 @@ class TranscriptStore:
         async with self._lock(conv_id):
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, self._write, path, data)
+
+    def lock(self, conv_id: str) -> asyncio.Lock:
+        """The lock that orders appends to one transcript (hold it around
+        :meth:`submit_append`)."""
+        return self._lock(conv_id)
+
+    def submit_append(
+        self, conv_id: str, lines: Iterable[Mapping[str, Any]]
+    ) -> concurrent.futures.Future[int]:
+        """Start a durable append on a transcript thread; the future gives the new size.
+
+        The caller holds :meth:`lock` until the future is done. Unlike :meth:`append`
+        this does not wake the event loop when the write is done: the next step (the
+        index update, see :class:`bot.db.AfterWrite`) is chained on the writing thread.
+        """
+        return self._executor.submit(self._write, self.path(conv_id), encode(lines))
 
     # -- reading -------------------------------------------------------------------
     def read_lines(self, conv_id: str) -> list[Line]:
@@ -211,3 +233,11 @@ class TranscriptStore:
 
     async def aread_lines(self, conv_id: str) -> list[Line]:
         return await asyncio.to_thread(self.read_lines, conv_id)
+
+
+def _last_byte(path: Path, size: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, 1, size - 1)
+    finally:
+        os.close(fd)

@@ -2,10 +2,22 @@
 
 The product path: ``Router.deliver`` for every message (dedup check, routing, durable
 transcript append with fsync, FTS index update), with the offline brain answering each
-message in the background (search, durable reply, outbox) as in production. Parties are
-group chats, one conversation each, sending concurrently (one message in flight per
-party, like a channel adapter). The baseline, measured in the same run on the same disk:
-a bare loop of JSONL append + fsync + FTS5 insert + commit.
+message in the background (durable reply turn, outbox) as in production. Parties are
+group chats, one conversation each. ``deliver`` returns once the message is durable in
+its transcript and in the index, so its duration is the latency "received -> durable +
+indexed". The phases, all reported (docs/benchmarks.md):
+
+- throughput (closed loop): the parties send concurrently, one message in flight each
+  (like a channel adapter); ``throughput_msgs_per_s`` = messages / time until the last
+  ``deliver`` returned (replies still being produced meanwhile compete for the machine).
+  Its latencies are ``saturated_*``: by Little's law ~ parties / throughput.
+- latency (open loop): messages arrive on a fixed schedule at ``--rate``; ``p50_ms`` /
+  ``p99_ms`` count from the scheduled arrival, so a backlog shows up in them.
+- sequential: one message at a time, the next one as soon as the previous is stored
+  (replies in the background): the latency of a message that finds no queue.
+
+The baseline, measured in the same run on the same disk, before and after the product
+(the median of the two): a bare loop of JSONL append + fsync + FTS5 insert + commit.
 """
 
 from __future__ import annotations
@@ -44,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="open-loop arrival rate (msgs/s) of the latency phase",
     )
     parser.add_argument("--latency-messages", type=int, default=4000)
+    parser.add_argument(
+        "--sequential-messages",
+        type=int,
+        default=2000,
+        help="messages of the sequential phase (one in flight at a time)",
+    )
 
 
 _SYLLABLES = (
@@ -129,24 +147,43 @@ async def open_loop(
 
     async def one(i: int, due: float) -> None:
         await asyncio.sleep(max(0.0, due - loop.time()))
-        p = i % parties
-        msg = InboundMessage(
-            channel="bench",
-            sender_id=f"user{p}",
-            text=_text(offset + i),
-            message_id=f"o{offset + i}",
-            chat_id=f"g{p}",
-            group_id=f"g{p}",
-            sender_name=f"User {p}",
-            addressed=replies,
-        )
-        await services.router.deliver(msg)
+        await services.router.deliver(_message(offset + i, parties, replies, "o"))
         latencies.append((loop.time() - due) * 1000)
 
     for i in range(count):
         tasks.append(asyncio.ensure_future(one(i, start + i / rate)))
     await asyncio.gather(*tasks)
     achieved = count / (loop.time() - start)
+    p50, p99 = _percentiles(latencies)
+    return p50, p99, achieved
+
+
+def _message(i: int, parties: int, replies: bool, prefix: str = "m") -> InboundMessage:
+    p = i % parties
+    return InboundMessage(
+        channel="bench",
+        sender_id=f"user{p}",
+        text=_text(i),
+        message_id=f"{prefix}{i}",
+        chat_id=f"g{p}",
+        group_id=f"g{p}",
+        sender_name=f"User {p}",
+        addressed=replies,
+    )
+
+
+async def sequential(
+    services: Any, count: int, parties: int, replies: bool, offset: int
+) -> tuple[float, float, float]:
+    """One message at a time; returns p50, p99 (ms) and the achieved rate."""
+    latencies: list[float] = []
+    start = time.perf_counter()
+    for i in range(count):
+        msg = _message(offset + i, parties, replies, "s")
+        t0 = time.perf_counter()
+        await services.router.deliver(msg)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    achieved = count / (time.perf_counter() - start)
     p50, p99 = _percentiles(latencies)
     return p50, p99, achieved
 
@@ -158,6 +195,7 @@ async def product(
     replies: bool,
     rate: float = 0.0,
     latency_messages: int = 0,
+    sequential_messages: int = 0,
 ) -> dict[str, Any]:
     from bot.services import close_services, open_services
 
@@ -174,17 +212,7 @@ async def product(
 
     async def party(p: int) -> None:
         for k in range(per_party[p]):
-            i = p + k * parties
-            msg = InboundMessage(
-                channel="bench",
-                sender_id=f"user{p}",
-                text=_text(i),
-                message_id=f"m{i}",
-                chat_id=f"g{p}",
-                group_id=f"g{p}",
-                sender_name=f"User {p}",
-                addressed=replies,
-            )
+            msg = _message(p + k * parties, parties, replies)
             t0 = time.perf_counter()
             await services.router.deliver(msg)
             latencies.append((time.perf_counter() - t0) * 1000)
@@ -202,6 +230,13 @@ async def product(
         )
         while services.replies.queue.pending():
             await asyncio.sleep(0.01)
+    seq_p50 = seq_p99 = seq_rate = 0.0
+    if sequential_messages:
+        seq_p50, seq_p99, seq_rate = await sequential(
+            services, sequential_messages, parties, replies, count + latency_messages
+        )
+        while services.replies.queue.pending():
+            await asyncio.sleep(0.01)
     turns = await services.index.turn_rows()
     await close_services(services)
     latencies.sort()
@@ -209,6 +244,9 @@ async def product(
         "open_p50_ms": open_p50,
         "open_p99_ms": open_p99,
         "open_rate": achieved,
+        "sequential_p50_ms": seq_p50,
+        "sequential_p99_ms": seq_p99,
+        "sequential_rate": seq_rate,
         "ingest_seconds": ingest_s,
         "throughput": count / ingest_s,
         "p50_ms": statistics.median(latencies),
@@ -230,13 +268,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             not args.no_replies,
             args.rate,
             args.latency_messages,
+            args.sequential_messages,
         )
         after = baseline(base / "baseline2", min(args.messages, 5000))
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
     baseline_tp = statistics.median([before, after])
-    expected = (args.messages + args.latency_messages) * (1 if args.no_replies else 2)
+    total = args.messages + args.latency_messages + args.sequential_messages
+    expected = total * (1 if args.no_replies else 2)
+    goals = {"throughput_msgs_per_s": 2000, "ratio": 0.6, "p99_ms": 5}
+    ratio = ours["throughput"] / baseline_tp
     return {
         "benchmark": "ingest",
         "messages": args.messages,
@@ -250,11 +292,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # Latency while saturated (closed loop, one message in flight per party).
         "saturated_p50_ms": round(ours["p50_ms"], 3),
         "saturated_p99_ms": round(ours["p99_ms"], 3),
+        # Latency one message at a time (no queue in front of it).
+        "sequential_p50_ms": round(ours["sequential_p50_ms"], 3),
+        "sequential_p99_ms": round(ours["sequential_p99_ms"], 3),
+        "sequential_msgs_per_s": round(ours["sequential_rate"], 1),
         "baseline_throughput_msgs_per_s": round(baseline_tp, 1),
         "baseline_runs_msgs_per_s": [round(before, 1), round(after, 1)],
-        "ratio": round(ours["throughput"] / baseline_tp, 3),
+        "ratio": round(ratio, 3),
         "replies_completed_seconds": round(ours["replies_done_seconds"], 2),
         "indexed_turns": ours["indexed_turns"],
         "indexed_turns_expected": expected,
-        "goals": {"throughput_msgs_per_s": 2000, "ratio": 0.6, "p99_ms": 5},
+        "goals": goals,
+        # Every mode against its goal, none left out.
+        "goals_met": {
+            "throughput_msgs_per_s": ours["throughput"] >= goals["throughput_msgs_per_s"],
+            "ratio": ratio >= goals["ratio"],
+            "p99_ms": ours["open_p99_ms"] <= goals["p99_ms"],
+            "sequential_p99_ms": ours["sequential_p99_ms"] <= goals["p99_ms"],
+            "saturated_p99_ms": ours["p99_ms"] <= goals["p99_ms"],
+        },
     }

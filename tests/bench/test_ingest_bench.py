@@ -1,0 +1,59 @@
+"""``my-agent bench ingest`` on a small load: every phase runs, every message is stored
+and indexed (with its reply), and every mode is reported against the goals."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bot.bench import ingest
+
+
+async def test_ingest_bench_small_run_reports_every_mode(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    ingest.add_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--messages", "60",
+            "--parties", "6",
+            "--latency-messages", "20",
+            "--rate", "400",
+            "--sequential-messages", "10",
+            "--dir", str(tmp_path),
+        ]
+    )  # fmt: skip
+    out = await ingest.run(args)
+    assert out["messages"] == 60 and out["replies"] is True
+    # user turn + the offline brain's reply for every message of every phase
+    assert out["indexed_turns"] == out["indexed_turns_expected"] == (60 + 20 + 10) * 2
+    for key in (
+        "throughput_msgs_per_s",
+        "baseline_throughput_msgs_per_s",
+        "ratio",
+        "p50_ms",
+        "p99_ms",
+        "saturated_p99_ms",
+        "sequential_p50_ms",
+        "sequential_p99_ms",
+    ):
+        assert out[key] > 0, key
+    assert set(out["goals_met"]) == {
+        "throughput_msgs_per_s",
+        "ratio",
+        "p99_ms",
+        "sequential_p99_ms",
+        "saturated_p99_ms",
+    }
+    assert (tmp_path / "product" / "data" / "conversations").is_dir()
+
+
+async def test_ingest_bench_without_replies_indexes_only_the_messages(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    ingest.add_arguments(parser)
+    args = parser.parse_args(
+        ["--messages", "30", "--parties", "3", "--latency-messages", "0",
+         "--sequential-messages", "5", "--no-replies", "--dir", str(tmp_path)]
+    )  # fmt: skip
+    out = await ingest.run(args)
+    assert out["indexed_turns"] == out["indexed_turns_expected"] == 35
+    assert out["p99_ms"] == 0  # no open-loop phase was asked for

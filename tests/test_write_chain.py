@@ -1,0 +1,217 @@
+"""The write chain: transcript append (fsync) -> index group commit in one unit, units
+queued from other threads, a failing unit alone rolled back, failures on either side."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.db import AfterWrite, Database
+from bot.transcript import TranscriptStore
+
+
+def _schema(conn: Any) -> None:
+    conn.execute("CREATE TABLE t (v TEXT UNIQUE)")
+
+
+async def test_units_from_threads_and_the_loop_commit_and_fail_alone(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "x.db", [_schema])
+    loop = asyncio.get_running_loop()
+    try:
+        futures = [loop.create_future() for _ in range(40)]
+
+        def feed(start: int) -> None:
+            for i in range(start, 40, 2):
+                value = "dup" if i == 7 else f"v{i}"
+                db.submit(
+                    lambda c, v=value: c.execute("INSERT INTO t VALUES (?)", (v,)).rowcount,
+                    futures[i],
+                )
+
+        threads = [threading.Thread(target=feed, args=(k,)) for k in (0, 1)]
+        for t in threads:
+            t.start()
+        mine = asyncio.ensure_future(db.run(lambda c: c.execute("INSERT INTO t VALUES ('dup')")))
+        for t in threads:
+            t.join()
+        results = await asyncio.gather(mine, *futures, return_exceptions=True)
+        # 'dup' is inserted once (from the loop or from a thread, whichever came first);
+        # the other unit fails alone and everything else commits.
+        assert sum(isinstance(r, Exception) for r in results) == 1
+        rows = await db.fetchall("SELECT v FROM t")
+        assert len(rows) == 40  # 39 v-values + one 'dup'
+    finally:
+        await db.close()
+
+
+async def test_after_write_runs_with_the_write_result(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "x.db", [_schema])
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    try:
+        write = pool.submit(lambda: "written")
+        got = await db.run(
+            AfterWrite(write, lambda c, r: c.execute("INSERT INTO t VALUES (?)", (r,)).rowcount)
+        )
+        assert got == 1
+        assert await db.fetchall("SELECT v FROM t") == [("written",)]
+
+        def fail() -> str:
+            raise OSError("disk full")
+
+        failed = pool.submit(fail)
+        with pytest.raises(OSError, match="disk full"):
+            await db.run(
+                AfterWrite(failed, lambda c, r: c.execute("INSERT INTO t VALUES ('never')"))
+            )
+        assert await db.fetchall("SELECT v FROM t") == [("written",)]
+    finally:
+        pool.shutdown()
+        await db.close()
+
+
+async def test_torn_tail_written_by_someone_else_is_still_terminated(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path)
+    conv = "conv-01HZZZZZZZZZZZZZZZZZZZZZZZ"
+    await store.append(conv, [{"type": "turn", "n": 1}])
+    with open(store.path(conv), "ab") as fh:  # a crash mid-write (another process)
+        fh.write(b'{"type":"turn","n"')
+    async with store.lock(conv):
+        await asyncio.wrap_future(store.submit_append(conv, [{"type": "turn", "n": 2}]))
+    await store.append(conv, [{"type": "turn", "n": 3}])
+    assert [line["n"] for line in store.read_lines(conv)] == [1, 2, 3]
+
+
+async def test_failed_transcript_write_raises_and_indexes_nothing(services: Any) -> None:
+    manager = services.conversations
+    rec = await manager.create("web")
+    await manager.append_turn(rec.id, "user", "first platypus")
+    real = services.store._write
+
+    def full(path: Path, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    services.store._write = full
+    try:
+        with pytest.raises(OSError, match="No space"):
+            await manager.append_turn(rec.id, "user", "lost echidna")
+    finally:
+        services.store._write = real
+    assert (await services.search.search("echidna")).results == []
+    fresh, _ = await manager.append_turn(rec.id, "user", "second numbat")
+    assert fresh.turn_count == 2
+    assert [t["content"] for t in await manager.read_turns(rec.id)] == [
+        "first platypus",
+        "second numbat",
+    ]
+
+
+async def test_index_unit_failure_keeps_the_turn_and_catches_up(services: Any) -> None:
+    manager = services.conversations
+    rec = await manager.create("web")
+    real = services.index_db.submit
+    calls = {"n": 0}
+
+    def flaky(fn: Any, future: Any, then: Any = None) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+
+            def boom(conn: Any) -> None:
+                raise RuntimeError("index hiccup")
+
+            return real(boom, future, then)
+        return real(fn, future, then)
+
+    services.index_db.submit = flaky
+    try:
+        fresh, _ = await manager.append_turn(rec.id, "user", "durable axolotl")
+    finally:
+        services.index_db.submit = real
+    assert fresh.turn_count == 1
+    assert (await services.search.search("axolotl")).results == []
+    await manager.append_turn(rec.id, "assistant", "noted, capybara")
+    for word in ("axolotl", "capybara"):
+        page = await services.search.search(word)
+        assert [r.conversation_id for r in page.results] == [rec.id], word
+
+
+async def _outbox_keys(services: Any) -> list[str]:
+    rows = await services.state.fetchall("SELECT dedup_key FROM outbox ORDER BY id")
+    return [r[0] for r in rows]
+
+
+async def test_also_write_follows_the_turn_in_one_chain(services: Any) -> None:
+    from bot.events import OutboundMessage
+
+    manager = services.conversations
+    rec = await manager.create("web")
+    out = OutboundMessage(channel="web", chat_id="c", text="hi", conversation_id=rec.id)
+    unit = services.outbox.insert_unit(out, dedup_key=f"{rec.id}:1:reply")
+    fresh, line = await manager.append_turn(
+        rec.id, "assistant", "reply quetzal", turn_number=1, also=(services.state, unit)
+    )
+    assert fresh.turn_count == 1 and line["content"] == "reply quetzal"
+    assert await _outbox_keys(services) == [f"{rec.id}:1:reply"]
+    assert [r.conversation_id for r in (await services.search.search("quetzal")).results] == [
+        rec.id
+    ]
+    # The same key again: the row is not duplicated (INSERT OR IGNORE), the turn is stored.
+    await manager.append_turn(
+        rec.id, "assistant", "again", turn_number=1, also=(services.state, unit)
+    )
+    assert await _outbox_keys(services) == [f"{rec.id}:1:reply"]
+
+
+async def test_also_write_happens_when_the_index_fails_not_when_the_transcript_does(
+    services: Any,
+) -> None:
+    manager = services.conversations
+    rec = await manager.create("web")
+
+    def row(key: str) -> Any:
+        return lambda c: (
+            c.execute(
+                "INSERT INTO outbox (channel, payload, dedup_key, created)"
+                " VALUES ('web', '{}', ?, '')",
+                (key,),
+            ).rowcount
+        )
+
+    real_submit = services.index_db.submit
+
+    def failing(fn: Any, future: Any, then: Any = None) -> None:
+        def boom(conn: Any) -> None:
+            raise RuntimeError("index hiccup")
+
+        real_submit(boom, future, then)
+
+    services.index_db.submit = failing
+    try:
+        fresh, _ = await manager.append_turn(
+            rec.id, "assistant", "kept tapir", turn_number=1, also=(services.state, row("a"))
+        )
+    finally:
+        services.index_db.submit = real_submit
+    assert fresh.turn_count == 1 and await _outbox_keys(services) == ["a"]
+
+    real_write = services.store._write
+
+    def full(path: Path, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    services.store._write = full
+    try:
+        with pytest.raises(OSError):
+            await manager.append_turn(
+                rec.id, "assistant", "lost", turn_number=1, also=(services.state, row("b"))
+            )
+    finally:
+        services.store._write = real_write
+    assert await _outbox_keys(services) == ["a"]
+    # The index caught up with the turn whose index update failed.
+    await manager.append_turn(rec.id, "user", "next")
+    assert [r.conversation_id for r in (await services.search.search("tapir")).results] == [rec.id]
