@@ -521,6 +521,14 @@ async def test_kill9_with_email_loses_nothing(
     # more per kill if it fell between the acknowledgement and its escalation record).
     acks = Counter(str(m["To"]).lower() for m in mails if m["Auto-Submitted"])
     assert len(acks) == 3 and max(acks.values()) <= 1 + CRASHES, acks
+    # One escalation to the owner per party (the same tolerance), and never threaded.
+    escalations: dict[str, set[str]] = defaultdict(set)
+    for mail in mails:
+        if not mail["In-Reply-To"] and not mail["Auto-Submitted"]:
+            escalations[str(mail["Subject"])].add(str(mail["Message-ID"]))
+            assert OWNER in str(mail["To"]).lower() and "/trust p" in mail.get_content()
+    assert len(escalations) == 3, escalations
+    assert max(len(ids) for ids in escalations.values()) <= 1 + CRASHES, escalations
     # Each reply is in the owner mail's thread: threaded headers, and its Message-ID
     # recorded with the same conversation (so the owner's answer to it finds the thread).
     refs = message_refs(data)
