@@ -82,20 +82,80 @@ def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
     return terms
 
 
+def fts_parts(text: str) -> list[str]:
+    """The distinct phrases :func:`fts_query` ORs: identifiers first, then the words."""
+    parts: list[str] = []
+    for ident in dict.fromkeys(m.group(0).lower() for m in _IDENT.finditer(text)):
+        parts.append(ident)
+    parts.extend(query_terms(text))
+    return list(dict.fromkeys(parts))
+
+
 def fts_query(text: str) -> str | None:
     """A safe FTS5 MATCH expression: every word quoted, OR-ed; None if nothing to search.
 
     Quoting makes each term a string token for FTS5 (so ``AND``/``NEAR``/``*``/``-`` are
     plain words) and a doubled ``"`` is FTS5's escape for a quote inside a string.
     """
-    parts: list[str] = []
-    for ident in dict.fromkeys(m.group(0).lower() for m in _IDENT.finditer(text)):
-        parts.append(ident)
-    parts.extend(query_terms(text))
-    if not parts:
-        return None
-    quoted = ['"' + p.replace('"', '""') + '"' for p in dict.fromkeys(parts)]
-    return " OR ".join(quoted)
+    parts = fts_parts(text)
+    return _or_terms(parts) if parts else None
+
+
+# Cost bound of the keyword stage. FTS5 computes bm25() for every row that matches the
+# OR query before ORDER BY ... LIMIT can cut, so one word found in most turns makes a
+# query scan (and score) most of the index: 100-300 ms at 200,000 turns, where the
+# selective words alone take a few ms. Such a word also carries almost no bm25 weight
+# (its idf is near 0), so it leaves the MATCH when the query has a rarer word. "Frequent"
+# = found in more than FREQUENT_FRACTION of the turns AND more than FREQUENT_FLOOR turns:
+# small stores (a person's few thousand turns) always run the exact query.
+FREQUENT_FRACTION = 0.02
+FREQUENT_FLOOR = 2000
+_DF_TTL = 600.0  # seconds a cached document frequency is trusted
+_CACHED_QUERIES = 64  # query embeddings and rankings kept (LRU)
+_PAGE_TTL = 120.0  # seconds a ranking serves the next pages of its cursor
+
+
+class _DocFreqs:
+    """Capped document frequencies of FTS phrases, cached (thread-safe enough: plain
+    dict assignments from the one reader thread)."""
+
+    def __init__(self) -> None:
+        self._total: tuple[float, int] | None = None
+        self._df: dict[str, tuple[float, int, int]] = {}  # phrase -> (time, cap, count)
+
+    def total(self, conn: SyncConn) -> int:
+        now = time.monotonic()
+        if self._total is None or now - self._total[0] > 60:
+            row = conn.execute("SELECT count(*) FROM turns").fetchone()
+            self._total = (now, int(row[0]) if row else 0)
+        return self._total[1]
+
+    def capped(self, conn: SyncConn, phrase: str, cap: int) -> int:
+        """Turns matching ``phrase``, counted up to ``cap + 1`` (a bounded rowid scan)."""
+        now = time.monotonic()
+        hit = self._df.get(phrase)
+        if hit is not None and hit[1] == cap and now - hit[0] < _DF_TTL:
+            return hit[2]
+        row = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM turns_fts WHERE turns_fts MATCH ? LIMIT ?)",
+            (_or_terms([phrase]), cap + 1),
+        ).fetchone()
+        count = int(row[0]) if row else 0
+        if len(self._df) > 50_000:
+            self._df.clear()
+        self._df[phrase] = (now, cap, count)
+        return count
+
+    def selective(self, conn: SyncConn, parts: list[str]) -> list[str]:
+        """``parts`` without the frequent ones (all of them if every one is frequent)."""
+        if len(parts) < 2:
+            return parts
+        total = self.total(conn)
+        cap = max(FREQUENT_FLOOR, int(FREQUENT_FRACTION * total))
+        if total <= cap:
+            return parts
+        kept = [p for p in parts if self.capped(conn, p, cap) <= cap]
+        return kept or parts
 
 
 @dataclass(frozen=True)
@@ -236,6 +296,16 @@ def fts_candidates(
     conn: SyncConn, match: str, filters: Filters, limit: int
 ) -> list[tuple[int, str, int, float]]:
     """Top ``limit`` turns for ``match``: (turn id, conversation, turn number, -bm25)."""
+    if not filters.active:
+        # rank inside FTS5 first, then join only the ``limit`` winners (joining before the
+        # sort looked up every matching row in ``turns``: twice the cost)
+        sql = (
+            "SELECT t.id, t.conversation_id, t.turn_number, f.s FROM (SELECT rowid, "
+            "-bm25(turns_fts) AS s FROM turns_fts WHERE turns_fts MATCH ? "
+            "ORDER BY bm25(turns_fts) LIMIT ?) f JOIN turns t ON t.id = f.rowid ORDER BY f.s DESC"
+        )
+        rows = conn.execute(sql, [match, limit]).fetchall()
+        return [(int(r[0]), str(r[1]), int(r[2]), float(r[3])) for r in rows]
     where, params = filters.sql("t")
     join = " JOIN conversations c ON c.id = t.conversation_id" if filters.channel else ""
     sql = (
@@ -475,6 +545,11 @@ class SearchService:
         self._opened = False
         self._open_lock = asyncio.Lock()
         self._sender_cache: tuple[float, set[str]] | None = None
+        self._freqs = _DocFreqs()
+        # per-query work kept for repeats: query embeddings (the same question asked again,
+        # by the agent or another page) and rankings (a cursor continues the same ranking)
+        self._query_vectors: dict[str, np.ndarray] = {}
+        self._pages: dict[str, tuple[float, _Scored]] = {}
 
     async def start(self) -> bool:
         """Open the vector index (loads the model); True when search is hybrid."""
@@ -510,7 +585,16 @@ class SearchService:
         filters = Filters(channel, date_from, date_to, conversation_id)
         limit = max(1, min(int(limit), 100))
         offset = decode_cursor(cursor, query, filters) if cursor else 0
-        scored = await self._score(query, filters)
+        key = _fingerprint(query, filters)
+        cached = self._pages.get(key) if cursor else None
+        if cached is not None and time.monotonic() - cached[0] < _PAGE_TTL:
+            # the next page of a ranking made moments ago: the same order, no re-ranking
+            scored = cached[1]
+        else:
+            scored = await self._score(query, filters)
+            self._pages[key] = (time.monotonic(), scored)
+            while len(self._pages) > _CACHED_QUERIES:
+                self._pages.pop(next(iter(self._pages)))
         ranked = scored.conversations
         page = [scored.conversation(c, score) for c, score in ranked[offset : offset + limit]]
         results = await self._materialise(page, query)
@@ -533,10 +617,17 @@ class SearchService:
             await self.start()
         if not self.hybrid or self.embedder is None or not query.strip():
             return None
-        try:
-            return (await self.embedder.embed([query]))[0]
-        except EmbeddingUnavailable:
-            return None
+        key = f"{self.embedder.model_id}\x00{query}"
+        vector = self._query_vectors.pop(key, None)
+        if vector is None:
+            try:
+                vector = (await self.embedder.embed([query]))[0]
+            except EmbeddingUnavailable:
+                return None
+        self._query_vectors[key] = vector  # most recently used last
+        while len(self._query_vectors) > _CACHED_QUERIES:
+            self._query_vectors.pop(next(iter(self._query_vectors)))
+        return vector
 
     async def _senders(self) -> set[str]:
         """Distinct turn senders (participant names), cached for a minute."""
@@ -553,15 +644,18 @@ class SearchService:
         # the keyword query (they match every "Name:" line and greeting otherwise).
         names = _name_terms(terms, await self._senders())
         rest = [t for t in terms if t not in names]
-        match = fts_query(query) if not names or not rest else _or_terms(rest)
+        parts = fts_parts(query) if not names or not rest else rest
         depth = cfg.candidates
+        freqs = self._freqs
+
+        def _fts(conn: SyncConn) -> list[tuple[int, str, int, float]]:
+            # one hop: the (cached) frequency check, then the query
+            return fts_candidates(conn, _or_terms(freqs.selective(conn, parts)), filters, depth)
 
         async def _keyword() -> list[tuple[int, str, int, float]]:
-            if match is None:
+            if not parts:
                 return []
-            return await self.db.run(
-                lambda c: fts_candidates(c, match, filters, depth), write=False
-            )
+            return await self.db.run(_fts, write=False)
 
         async def _vectors() -> tuple[np.ndarray | None, dict[int, float], dict[str, float]]:
             qvec = await self._query_vector(query)

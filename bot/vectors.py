@@ -54,6 +54,28 @@ def read_turn_vectors(conn: SyncConn, ids: Sequence[int], dims: int) -> dict[int
     return out
 
 
+def read_turn_matrix(
+    conn: SyncConn, ids: Sequence[int], dims: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ids found, (n, dims) float32 matrix) for ``ids``: one statement per 500 ids, rows
+    in id order (B-tree order), converted from float16 in one numpy call."""
+    found: list[int] = []
+    blobs: list[bytes] = []
+    ordered = sorted(int(i) for i in ids)
+    for start in range(0, len(ordered), 500):
+        chunk = ordered[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for rowid, blob in conn.execute(
+            f"SELECT turn_id, vector FROM turn_vectors WHERE turn_id IN ({marks}) ORDER BY turn_id",
+            chunk,
+        ):
+            found.append(int(rowid))
+            blobs.append(blob)
+    n = len(found)
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(n, dims)
+    return np.asarray(found, dtype=np.int64), matrix.astype(np.float32)
+
+
 WINDOW_CHARS = 1200  # ~256 tokens, the model's truncation point
 META_KEY = "embedding_model"
 
@@ -460,12 +482,14 @@ class VectorIndex:
             query_bits = sign_bits(query.reshape(1, -1))[0]
             count = max(8 * k, 256)
             shortlist = self._matrix.shortlist(query_bits, count).tolist()
-        vectors = await self.turn_vectors(shortlist)
-        if not vectors:
+        if not shortlist:
             return {}
-        ids = np.fromiter(vectors.keys(), dtype=np.int64, count=len(vectors))
-        scores = matvec(np.stack(list(vectors.values())), query)
-        top = np.argsort(-scores)[:k]
+        dims = self.embedder.dimensions
+        ids, matrix = await self.db.run(lambda c: read_turn_matrix(c, shortlist, dims), write=False)
+        if not len(ids):
+            return {}
+        scores = matvec(matrix, query)
+        top = np.argsort(-scores, kind="stable")[:k]
         return {int(ids[i]): float(scores[i]) for i in top}
 
     async def knn_abbreviations(self, query: np.ndarray, k: int) -> dict[str, float]:

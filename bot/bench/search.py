@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db", type=Path, default=None, help="reuse/keep the generated database at this path"
     )
-    parser.add_argument("--config", type=Path, default=None)
+    if "--config" not in parser._option_string_actions:  # `my-agent bench` may add it
+        parser.add_argument("--config", type=Path, default=None)
 
 
 def _vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
