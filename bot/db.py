@@ -322,6 +322,9 @@ class Database:
         gets, or :data:`CHAINED` when it handed ``future`` on (e.g. to another database)
         so a pipeline of writes costs the event loop a single wake-up.
         """
+        if not self._conn._running:  # closed: its thread would never run the unit
+            _resolve_batch([(future, False, ValueError("the database is closed"))])
+            return
         with self._lock:
             self._pending.append((fn, future, then))
             if self._draining:

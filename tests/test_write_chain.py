@@ -215,3 +215,10 @@ async def test_also_write_happens_when_the_index_fails_not_when_the_transcript_d
     # The index caught up with the turn whose index update failed.
     await manager.append_turn(rec.id, "user", "next")
     assert [r.conversation_id for r in (await services.search.search("tapir")).results] == [rec.id]
+
+
+async def test_a_unit_queued_after_close_fails_instead_of_hanging(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "x.db", [_schema])
+    await db.close()
+    with pytest.raises(ValueError, match="closed"):
+        await asyncio.wait_for(db.run(lambda c: c.execute("INSERT INTO t VALUES ('x')")), 5)
