@@ -200,13 +200,20 @@ def cmd_install_service(args: argparse.Namespace) -> int:
     return service_unit.main(args)
 
 
+def bench_parser(name: str, config: str | None = None) -> tuple[Any, argparse.ArgumentParser]:
+    """The benchmark module and its argument parser (``my-agent bench NAME ...``)."""
+    module = importlib.import_module(f"bot.bench.{name}")
+    # A benchmark may define --config itself (it then runs standalone too): let it win.
+    parser = argparse.ArgumentParser(prog=f"my-agent bench {name}", conflict_handler="resolve")
+    parser.add_argument("--json", action="store_true", help="print JSON (the default output)")
+    parser.add_argument("--config", default=config)
+    module.add_arguments(parser)
+    return module, parser
+
+
 def cmd_bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
     setup_logging("WARNING")
-    module = importlib.import_module(f"bot.bench.{args.name}")
-    parser = argparse.ArgumentParser(prog=f"my-agent bench {args.name}")
-    parser.add_argument("--json", action="store_true", help="print JSON (the default output)")
-    parser.add_argument("--config", default=args.config)
-    module.add_arguments(parser)
+    module, parser = bench_parser(args.name, args.config)
     bench_args = parser.parse_args(list(rest))
     result = asyncio.run(module.run(bench_args))
     _print_json(result)

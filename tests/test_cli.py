@@ -180,3 +180,13 @@ def test_installed_console_script(store: Store) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert sorted(c["id"] for c in json.loads(done.stdout)) == sorted(store.ids.values())
+
+
+@pytest.mark.parametrize("name", cli.BENCHMARKS)
+def test_every_benchmark_parses_its_arguments(name: str) -> None:
+    """Regression: a benchmark defining --config itself clashed with the CLI's own."""
+    module, parser = cli.bench_parser(name)
+    positional = {"locomo": ["locomo.json"]}.get(name, [])
+    args = parser.parse_args(["--json", *positional])
+    assert args.json is True
+    assert hasattr(module, "run")
