@@ -180,7 +180,7 @@ class Capture:
             self.received.notify_all()
         return "250 Message accepted"
 
-    async def wait_for(self, count: int, timeout: float = 10.0) -> list[EmailMessage]:
+    async def wait_for(self, count: int, timeout: float = 30.0) -> list[EmailMessage]:
         async with self.received:
             await asyncio.wait_for(
                 self.received.wait_for(lambda: len(self.messages) >= count), timeout
@@ -265,7 +265,7 @@ class FakeHost:
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         self.refs[ref] = conversation_id
 
-    async def wait_for(self, count: int, timeout: float = 10.0) -> list[InboundMessage]:
+    async def wait_for(self, count: int, timeout: float = 30.0) -> list[InboundMessage]:
         async with self.arrived:
             await asyncio.wait_for(
                 self.arrived.wait_for(lambda: len(self.delivered) >= count), timeout

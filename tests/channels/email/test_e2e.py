@@ -89,7 +89,7 @@ async def open_stack(config: AppConfig) -> Stack:
     return Stack(config, services, channel)
 
 
-async def drain(stack: Stack, timeout: float = 10.0) -> None:
+async def drain(stack: Stack, timeout: float = 30.0) -> None:
     async with asyncio.timeout(timeout):
         while await stack.services.outbox.pending_count():
             await asyncio.sleep(0.05)
@@ -138,7 +138,7 @@ async def conversation_of(stack: Stack, ref: str) -> str | None:
     return await stack.services.index.conversation_for_ref("email", ref)
 
 
-async def wait_ref(stack: Stack, ref: str, timeout: float = 10.0) -> str:
+async def wait_ref(stack: Stack, ref: str, timeout: float = 30.0) -> str:
     async with asyncio.timeout(timeout):
         while (conv := await conversation_of(stack, ref)) is None:
             await asyncio.sleep(0.05)
