@@ -18,6 +18,8 @@ from bot.config import AppConfig, ConfigError, default_config_path, load_config
 
 log = logging.getLogger("my_agent.cli")
 
+# Benchmark name -> module in bot.bench, where they differ.
+BENCH_MODULES = {"locomo": "long_memory"}
 BENCHMARKS = ("ingest", "search", "locomo", "embed", "brain", "telegram", "email", "web", "soak")
 
 
@@ -202,7 +204,7 @@ def cmd_install_service(args: argparse.Namespace) -> int:
 
 def bench_parser(name: str, config: str | None = None) -> tuple[Any, argparse.ArgumentParser]:
     """The benchmark module and its argument parser (``my-agent bench NAME ...``)."""
-    module = importlib.import_module(f"bot.bench.{name}")
+    module = importlib.import_module(f"bot.bench.{BENCH_MODULES.get(name, name)}")
     # A benchmark may define --config itself (it then runs standalone too): let it win.
     parser = argparse.ArgumentParser(prog=f"my-agent bench {name}", conflict_handler="resolve")
     parser.add_argument("--json", action="store_true", help="print JSON (the default output)")

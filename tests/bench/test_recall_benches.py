@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench import embed, locomo, search
+from bot.bench import embed, search
+from bot.bench import long_memory as locomo
 from tests.recall_helpers import model_path, shared_dir
 
 

@@ -1,5 +1,7 @@
 """``my-agent bench locomo PATH``: recall over long conversations (LoCoMo protocol).
 
+(The module is named for what it measures; the benchmark keeps its protocol's name.)
+
 Implements ``../shared/bench/README.md``: every LoCoMo session becomes one conversation
 written through the real :class:`~bot.conversations.ConversationManager` (transcript +
 index), turns ``"<speaker>: <text>"`` (``[shares <caption>]`` appended) with the session's
