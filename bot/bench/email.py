@@ -48,18 +48,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _start_pymap() -> tuple[subprocess.Popen[bytes], int]:
+def pymap_binary() -> str | None:
+    """pymap from this environment (beside the interpreter) or from PATH."""
     binary = Path(sys.executable).with_name("pymap")
-    command = str(binary) if binary.exists() else shutil.which("pymap")
+    return str(binary) if binary.exists() else shutil.which("pymap")
+
+
+def start_pymap(
+    port: int | None = None, user: str = USER, password: str = PASSWORD
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A local pymap IMAP server (in-memory, demo user); used by this bench and the tests.
+
+    Raises RuntimeError when pymap is missing or does not come up.
+    """
+    command = pymap_binary()
     if command is None:
         raise RuntimeError("pymap is not installed (pip install my-agent[test])")
-    port = _free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
         [
             command,
@@ -70,9 +81,9 @@ def _start_pymap() -> tuple[subprocess.Popen[bytes], int]:
             "--no-tls",
             "dict",
             "--demo-user",
-            USER,
+            user,
             "--demo-password",
-            PASSWORD,
+            password,
         ],
         env={**os.environ, "FQDN": "localhost"},
         stdout=subprocess.DEVNULL,
@@ -84,6 +95,8 @@ def _start_pymap() -> tuple[subprocess.Popen[bytes], int]:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return proc, port
         except OSError:
+            if proc.poll() is not None:
+                break
             time.sleep(0.05)
     proc.kill()
     raise RuntimeError("pymap did not start")
@@ -259,7 +272,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     mails = getattr(args, "mails", 50)
     samples = getattr(args, "samples", 15)
     poll = getattr(args, "poll_interval", 1.0)
-    proc, imap_port = _start_pymap()
+    proc, imap_port = start_pymap()
     sink = _Sink()
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: SMTP(sink, hostname="localhost"), "127.0.0.1", 0)

@@ -12,23 +12,19 @@ import asyncio
 import itertools
 import os
 import re
-import shutil
-import socket
 import ssl
 import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
-from pathlib import Path
 from typing import Any
 
 import aioimaplib
 import pytest
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from bot.bench import email as bench_email
 from bot.channel import DeliveryError
 from bot.events import InboundMessage
 from tests.channels.email.helpers import missing
@@ -38,10 +34,8 @@ PASSWORD = "secret"
 _folders = itertools.count(1)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+free_port = bench_email.free_port
+_pymap_binary = bench_email.pymap_binary
 
 
 @dataclass
@@ -50,45 +44,12 @@ class PymapServer:
     process: subprocess.Popen[bytes]
 
 
-def _pymap_binary() -> str | None:
-    candidate = Path(sys.executable).with_name("pymap")
-    return str(candidate) if candidate.exists() else shutil.which("pymap")
-
-
 def start_pymap(port: int | None = None) -> PymapServer:
-    binary = _pymap_binary()
-    if binary is None:
-        missing("pymap is not installed")
-    port = port or free_port()
-    process = subprocess.Popen(
-        [
-            binary,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-tls",
-            "dict",
-            "--demo-user",
-            USER,
-            "--demo-password",
-            PASSWORD,
-        ],
-        env={**os.environ, "FQDN": "localhost"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return PymapServer(port, process)
-        except OSError:
-            if process.poll() is not None:
-                break
-            time.sleep(0.05)
-    process.kill()
-    missing("pymap did not start")
+    try:
+        process, port = bench_email.start_pymap(port, USER, PASSWORD)
+    except RuntimeError as exc:
+        missing(str(exc))
+    return PymapServer(port, process)
 
 
 def stop_pymap(server: PymapServer) -> None:
