@@ -112,11 +112,7 @@ class ExternalStore:
 
     # -- tiers ---------------------------------------------------------------------
     def configured_tier(self, channel: str, party_key: str) -> str | None:
-        contacts = self.config.trust.contacts.get(channel, {})
-        for identity, tier in contacts.items():
-            if normalise_identity(channel, identity) == party_key:
-                return tier
-        return None
+        return configured_tier(self.config, channel, party_key)
 
     # -- reading -------------------------------------------------------------------
     async def get(self, party_id: str) -> PartyRecord | None:
@@ -310,6 +306,14 @@ class ExternalStore:
         return sorted(self.directory.glob("p*.jsonl")) if self.directory.is_dir() else []
 
 
+def configured_tier(config: AppConfig, channel: str, party_key: str) -> str | None:
+    """The tier ``trust.contacts`` gives this party (identities normalised), if any."""
+    for identity, tier in config.trust.contacts.get(channel, {}).items():
+        if normalise_identity(channel, identity) == party_key:
+            return tier
+    return None
+
+
 def normalise_identity(channel: str, identity: str) -> str:
     """Canonical form of an identity on a channel (compared case-insensitively)."""
     value = identity.strip()
@@ -347,10 +351,7 @@ def apply_party_lines(
                 ),
             )
             # Config may have changed since the record was created: config beats default.
-            configured = None
-            for identity, tier in config.trust.contacts.get(str(line.get("channel")), {}).items():
-                if normalise_identity(str(line.get("channel")), identity) == line.get("party"):
-                    configured = tier
+            configured = configured_tier(config, str(line.get("channel")), str(line.get("party")))
             if configured:
                 conn.execute(
                     "UPDATE external_parties SET tier = ?, tier_source = 'config' "
