@@ -8,8 +8,8 @@ appear in the conversation list and never reach the owner's conversations.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -95,7 +95,7 @@ class ExternalStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(party_id)
         data = encode(lines)
-        size = await _to_thread(self._files._write, path, data)
+        size = await asyncio.to_thread(self._files._write, path, data)
 
         def _apply(conn: SyncConn) -> list[int]:
             created = apply_party_lines(conn, party_id, lines, self.config)
@@ -416,13 +416,3 @@ def apply_party_lines(
                     (row[0], party_id),
                 )
     return created
-
-
-async def _to_thread(fn: Any, *args: Any) -> Any:
-    import asyncio
-
-    return await asyncio.to_thread(fn, *args)
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False)

@@ -16,7 +16,6 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
-from typing import Any
 
 from bot.channel import Channel, PermanentSendError
 from bot.db import Database, SyncConn
@@ -226,13 +225,3 @@ class Outbox:
         """Retry everything now (e.g. after a channel reconnects)."""
         for event in self._wake.values():
             event.set()
-
-    async def retry_now(self) -> None:
-        await self.db.run(
-            lambda c: c.execute("UPDATE outbox SET next_attempt = 0 WHERE status = 'pending'")
-        )
-        self.kick()
-
-
-def describe(msg: OutboundMessage) -> dict[str, Any]:
-    return {"channel": msg.channel, "chat": msg.chat_id, "kind": msg.kind, "text": msg.text[:80]}

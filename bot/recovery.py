@@ -19,7 +19,6 @@ from bot.db import SyncConn
 from bot.external import apply_party_lines
 from bot.index import (
     SELECT_CONVERSATION,
-    ConversationRecord,
     apply_lines,
     record_from_meta,
     row_to_record,
@@ -168,10 +167,3 @@ def delete_index(path: Path) -> None:
             os.remove(f"{path}{suffix}")
         except FileNotFoundError:
             pass
-
-
-def last_turn_record(store: TranscriptStore, rec: ConversationRecord) -> dict[str, Any] | None:
-    for line in reversed(store.read_lines(rec.id)):
-        if line.get("type") == "turn":
-            return line
-    return None
