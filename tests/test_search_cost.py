@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import bot.search as search_module
+import bot.search.keyword as search_module
 from bot.config.model import AppConfig
 from bot.db import Database
 from bot.search import SearchService
@@ -50,7 +50,7 @@ async def test_frequent_word_leaves_the_match(
 
 
 async def test_doc_freqs_are_capped_and_cached(db: Database) -> None:
-    freqs = search_module._DocFreqs()
+    freqs = search_module.DocFreqs()
 
     def _count(conn):  # type: ignore[no-untyped-def]
         return freqs.capped(conn, "weather", 5), freqs.capped(conn, "zeppelin", 5)

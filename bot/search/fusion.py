@@ -1,0 +1,219 @@
+"""Fusion: keyword and vector scores, neighbour windows, priors -> one ranking.
+
+SPEC.md "Search": normalised scores over the union of both candidate lists, weighted (or
+RRF) per config, then the participant / date / time-word priors of :mod:`bot.ranking` and
+a conversation prior (its best turn plus its abbreviation's similarity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bot.config.model import SearchConfig
+from bot.ranking import (
+    TIME_WORDS,
+    Neighbourhood,
+    date_match,
+    is_when_question,
+    matvec,
+    minmax,
+    parse_day,
+    query_dates,
+    rrf,
+)
+from bot.search.results import Filters, TurnHit
+from bot.search.rows import Rows
+
+
+def snippet(text: str, terms: list[str], width: int = 220) -> str:
+    """``width`` characters of ``text`` around the first query term it contains."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    lower = flat.lower()
+    positions = [p for p in (lower.find(t) for t in terms) if p >= 0]
+    start = max(0, min(positions) - width // 4) if positions else 0
+    start = min(start, len(flat) - width)
+    piece = flat[start : start + width]
+    return ("…" if start > 0 else "") + piece + ("…" if start + width < len(flat) else "")
+
+
+@dataclass
+class Ranked:
+    """A conversation in the ranking: score, ranked turns, best snippet text."""
+
+    conversation_id: str
+    score: float
+    turns: list[tuple[int, float]]
+    text: str
+    matched: list[int]
+
+
+@dataclass
+class Scored:
+    """The fused scores of one query; turn lists are built only for what is shown."""
+
+    rows: Rows
+    order: np.ndarray  # indices of kept rows, best first
+    final: np.ndarray
+    kw_raw: np.ndarray
+    vec_raw: np.ndarray
+    knn: set[int]
+    conversations: list[tuple[str, float]]  # best first
+    method: str
+
+    @classmethod
+    def empty(cls, method: str) -> Scored:
+        none = np.zeros(0)
+        rows = Rows(
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+            np.zeros((0, 0), np.float32),
+            np.zeros(0, bool),
+            np.zeros(0, np.int64),
+        )
+        return cls(rows, np.zeros(0, np.int64), none, none, none, set(), [], method)
+
+    def _direct(self, i: int) -> bool:
+        return bool(self.kw_raw[i] > 0 or self.rows.ids[i] in self.knn)
+
+    def hits(self) -> list[TurnHit]:
+        r = self.rows
+        return [
+            TurnHit(
+                r.ids[i],
+                r.conv[i],
+                r.number[i],
+                float(self.kw_raw[i]),
+                float(self.vec_raw[i]),
+                float(self.final[i]),
+                direct=self._direct(i),
+            )
+            for i in self.order.tolist()
+        ]
+
+    def conversation(self, conv: str, score: float) -> Ranked:
+        r = self.rows
+        idx = [i for i in self.order.tolist() if r.conv[i] == conv] if conv in r.conv else []
+        return Ranked(
+            conv,
+            score,
+            [(r.number[i], float(self.final[i])) for i in idx],
+            r.content[idx[0]] if idx else "",
+            [r.number[i] for i in idx if self._direct(i)],
+        )
+
+
+def fuse(
+    cfg: SearchConfig,
+    query: str,
+    filters: Filters,
+    rows: Rows,
+    keyword: list[tuple[int, str, int, float]],
+    knn: dict[int, float],
+    abbreviations: dict[str, float],
+    qvec: np.ndarray | None,
+    names: dict[str, str],
+) -> Scored:
+    n = len(rows.ids)
+    hood = Neighbourhood(rows.codes, np.asarray(rows.number, dtype=np.int64))
+    kw_by_id = {k[0]: k[3] for k in keyword}
+    kw_raw = np.fromiter((kw_by_id.get(t, 0.0) for t in rows.ids), np.float64, n)
+    # -bm25 is > 0 for every match: scale by the best (0 stays "no keyword evidence").
+    kw = hood.smoothed(kw_raw, cfg.keyword_window)
+    kw = kw / kw.max() if n and kw.max() > 0 else kw
+    has = rows.has if qvec is not None else np.zeros(n, dtype=bool)
+    vec_raw = np.zeros(n)
+    if qvec is not None and has.any():
+        q = qvec.astype(np.float32)
+        parts = [
+            matvec(rows.matrix, q),
+            *hood.centroid_cosines(rows.matrix, q, cfg.vector_window),
+        ]
+        vec_raw = np.where(has, np.mean(parts, axis=0), 0.0)
+    method = "hybrid" if qvec is not None else "keyword"
+    if method == "hybrid":
+        vec = np.zeros(n)
+        # min-max over the turns that have a vector (others score 0), but the best one
+        # counts fully only from ``vector_full`` up: a weak best match stays weak
+        vec[has] = minmax(vec_raw[has], ceiling=cfg.vector_full)
+        if cfg.method == "rrf":
+            fused = minmax(rrf([kw, vec], cfg.rrf_k))
+        else:
+            total = cfg.keyword_weight + cfg.vector_weight or 1.0
+            fused = (cfg.keyword_weight * kw + cfg.vector_weight * vec) / total
+    else:
+        fused = kw.copy()
+    fused = fused + priors(cfg, query, rows, names)
+
+    keep = (kw > 0) | has
+    if filters.active:
+        keep &= np.fromiter(
+            (
+                filters.accepts(c, ch, ts)
+                for c, ch, ts in zip(rows.conv, rows.channel, rows.timestamp, strict=True)
+            ),
+            bool,
+            n,
+        )
+    # conversation prior: its best turn plus its abbreviation's similarity
+    codes = rows.codes
+    best = np.zeros(int(codes.max()) + 1 if n else 0)
+    np.maximum.at(best, codes[keep], fused[keep])
+    conv_names = list(dict.fromkeys(rows.conv))
+    abbr = {c: v for c, v in abbreviations.items() if filters.conversation_id in (None, c)}
+    abbr_norm: dict[str, float] = {}
+    if abbr and cfg.abbreviation_weight:
+        abbr_norm = dict(zip(abbr, minmax(np.asarray(list(abbr.values()))).tolist(), strict=True))
+    prior = {c: float(best[i]) for i, c in enumerate(conv_names) if best[i] > 0}
+    for c in set(prior) | set(abbr_norm):
+        prior[c] = cfg.conversation_weight * (
+            prior.get(c, 0.0) + cfg.abbreviation_weight * abbr_norm.get(c, 0.0)
+        )
+    conv_prior = np.asarray([prior.get(c, 0.0) for c in conv_names])
+    final = fused + (conv_prior[codes] if n else 0.0)
+    top = (
+        max(float(final[keep].max()) if keep.any() else 0.0, max(prior.values(), default=0.0))
+        or 1.0
+    )
+    final = final / top
+
+    order = np.flatnonzero(keep)[np.argsort(-final[keep], kind="stable")]
+    best_final = np.full(len(conv_names), -1.0)
+    np.maximum.at(best_final, codes[order], final[order])
+    conversations = [
+        (conv_names[c], float(best_final[c])) for c in range(len(conv_names)) if best_final[c] >= 0
+    ]
+    # conversations found only through their abbreviation
+    seen = {c for c, _ in conversations}
+    conversations.extend(
+        (c, value / top) for c, value in prior.items() if c not in seen and abbr_norm.get(c, 0) > 0
+    )
+    conversations.sort(key=lambda r: (-r[1], r[0]))
+    return Scored(rows, order, final, kw_raw, vec_raw, set(knn), conversations, method)
+
+
+def priors(cfg: SearchConfig, query: str, rows: Rows, names: dict[str, str]) -> np.ndarray | float:
+    """Participant, date and time-word priors (bot.ranking explains each)."""
+    n = len(rows.ids)
+    extra = np.zeros(n)
+    if names and len(set(names.values())) == 1 and cfg.participant_weight:
+        speaker = next(iter(names.values()))
+        extra += cfg.participant_weight * (np.asarray(rows.sender, dtype=object) == speaker)
+    dates = query_dates(query)
+    if dates and cfg.date_weight:
+        extra += cfg.date_weight * np.fromiter(
+            (date_match(parse_day(ts), dates) for ts in rows.timestamp), np.float64, n
+        )
+    if cfg.time_weight and is_when_question(query):
+        extra += cfg.time_weight * np.fromiter(
+            (bool(TIME_WORDS.search(c)) for c in rows.content), np.float64, n
+        )
+    return extra

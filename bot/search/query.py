@@ -1,0 +1,83 @@
+"""Query text -> FTS5 terms: words, identifiers, stop words, participant names.
+
+User text is never handed to FTS5 as syntax: :func:`fts_query` extracts words, quotes each
+one and ORs them, so ``"``, ``*``, ``NEAR``, ``AND``, ``-``, ``:`` or brackets are only ever
+searched for.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Words that carry no topic on their own. Dropped from the OR query (they would match
+# most turns and only add noise to bm25); kept when the query has nothing else.
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can can't could did didn't do does doesn't
+    doing don't down during each few for from further had has have having he her here
+    hers herself him himself his how i if in into is isn't it it's its itself just let
+    me more most my myself no nor not now of off on once only or other ought our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was
+    we were what when where which while who whom why will with would you your yours
+    yourself yourselves did does also ever get got go going like make made many much
+    one really say said see seen something thing things think thought tell told way well
+    yes yeah ok okay kind sort lot lots us
+    """.split()
+)
+
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
+# Identifier-like tokens (ERR-4521, v1.2.3, foo_bar, a@b.c) are also searched as a phrase.
+_IDENT = re.compile(r"\w+(?:[-_./:@#]\w+)+")
+
+
+def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
+    """Lower-cased distinct words of ``text`` in order (stop words dropped when possible)."""
+    words = [w.lower().replace("\u2019", "'") for w in _WORD.findall(text)]
+    seen: dict[str, None] = {}
+    for word in words:
+        seen.setdefault(word, None)
+    terms = list(seen)
+    if drop_stop_words:
+        kept = [w for w in terms if w not in STOP_WORDS and not (len(w) == 1 and w.isalpha())]
+        if kept:
+            return kept
+    return terms
+
+
+def fts_parts(text: str) -> list[str]:
+    """The distinct phrases :func:`fts_query` ORs: identifiers first, then the words."""
+    parts: list[str] = []
+    for ident in dict.fromkeys(m.group(0).lower() for m in _IDENT.finditer(text)):
+        parts.append(ident)
+    parts.extend(query_terms(text))
+    return list(dict.fromkeys(parts))
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 MATCH expression: every word quoted, OR-ed; None if nothing to search.
+
+    Quoting makes each term a string token for FTS5 (so ``AND``/``NEAR``/``*``/``-`` are
+    plain words) and a doubled ``"`` is FTS5's escape for a quote inside a string.
+    """
+    parts = fts_parts(text)
+    return or_terms(parts) if parts else None
+
+
+def or_terms(terms: list[str]) -> str:
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def name_terms(terms: list[str], senders: set[str]) -> dict[str, str]:
+    """Query terms naming a participant (full sender name or its first word) -> sender."""
+    names: dict[str, str] = {}
+    for sender in senders:
+        low = sender.lower().strip()
+        if not low:
+            continue
+        keys = {low, low.split()[0]}
+        for term in terms:
+            if term in keys:
+                names[term] = sender
+    return names

@@ -1,0 +1,152 @@
+"""What a search returns: results, pages, filters, cursors and the full ranking."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One conversation found by a search (seed 000 ``SearchResult`` + tool fields)."""
+
+    conversation_id: str
+    title: str | None
+    channel: str
+    abbreviation: str | None
+    matched_turns: list[int]
+    timestamp: str
+    score: float
+    topics: list[str]
+    snippet: str
+    turn_range: str
+    turn_scores: list[tuple[int, float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "title": self.title,
+            "channel": self.channel,
+            "abbreviation": self.abbreviation,
+            "matched_turns": list(self.matched_turns),
+            "timestamp": self.timestamp,
+            "score": round(self.score, 6),
+            "topics": list(self.topics),
+            "snippet": self.snippet,
+            "turn_range": self.turn_range,
+        }
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """A page of results; ``next_cursor`` continues the same query, ``total`` counts all."""
+
+    results: list[SearchResult]
+    next_cursor: str | None
+    total: int
+    method: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "results": [r.to_dict() for r in self.results],
+            "next_cursor": self.next_cursor,
+            "total": self.total,
+            "method": self.method,
+        }
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Search filters; dates are ISO dates or timestamps, ``date_to`` inclusive."""
+
+    channel: str | None = None
+    date_from: str | None = None
+    date_to: str | None = None
+    conversation_id: str | None = None
+
+    def sql(self, alias: str = "t") -> tuple[str, list[Any]]:
+        """SQL conditions over ``turns`` rows (``alias``) and their parameters."""
+        where: list[str] = []
+        params: list[Any] = []
+        if self.channel:
+            where.append("c.channel = ?")
+            params.append(self.channel)
+        if self.conversation_id:
+            where.append(f"{alias}.conversation_id = ?")
+            params.append(self.conversation_id)
+        if self.date_from:
+            where.append(f"{alias}.timestamp >= ?")
+            params.append(self.date_from)
+        if self.date_to:
+            # A bare date means the whole day: compare on the same prefix length.
+            where.append(f"substr({alias}.timestamp, 1, ?) <= ?")
+            params.extend([len(self.date_to), self.date_to])
+        return (" AND ".join(where) if where else "1"), params
+
+    @property
+    def active(self) -> bool:
+        return bool(self.channel or self.date_from or self.date_to or self.conversation_id)
+
+    def key(self) -> str:
+        return f"{self.channel}|{self.date_from}|{self.date_to}|{self.conversation_id}"
+
+    def accepts(self, conversation_id: str, channel: str, timestamp: str) -> bool:
+        """The same conditions as :meth:`sql`, for rows already loaded."""
+        if self.channel and channel != self.channel:
+            return False
+        if self.conversation_id and conversation_id != self.conversation_id:
+            return False
+        if self.date_from and timestamp < self.date_from:
+            return False
+        return not (self.date_to and timestamp[: len(self.date_to)] > self.date_to)
+
+
+class InvalidCursor(ValueError):
+    """The cursor is malformed or belongs to another query."""
+
+
+def fingerprint(query: str, filters: Filters) -> str:
+    return hashlib.sha1(f"{query}\x00{filters.key()}".encode()).hexdigest()[:12]
+
+
+def encode_cursor(offset: int, query: str, filters: Filters) -> str:
+    raw = json.dumps({"o": offset, "f": fingerprint(query, filters)}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, query: str, filters: Filters) -> int:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        offset = int(data["o"])
+        given = str(data["f"])
+    except Exception as exc:
+        raise InvalidCursor("malformed search cursor") from exc
+    if offset < 0 or given != fingerprint(query, filters):
+        raise InvalidCursor("this cursor belongs to another search")
+    return offset
+
+
+@dataclass
+class TurnHit:
+    """One ranked turn: component scores (raw, higher is better) and the fused score."""
+
+    turn_id: int
+    conversation_id: str
+    turn_number: int
+    keyword: float = 0.0  # -bm25, 0 when FTS did not return it
+    vector: float = 0.0  # combined window cosine, 0 without a vector
+    score: float = 0.0  # fused + priors, 0..1 (best turn of the query = 1)
+    direct: bool = False  # matched itself (FTS or vector KNN), not only through neighbours
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Every ranked turn and conversation of one query (see :meth:`SearchService.rank`)."""
+
+    turns: list[TurnHit]
+    conversations: list[tuple[str, float]]
+    method: str
