@@ -8,7 +8,6 @@ appear in the conversation list and never reach the owner's conversations.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -86,6 +85,13 @@ class ExternalStore:
         self.directory = config.external_dir
         self._files = TranscriptStore(self.directory, fsync=config.transcripts.fsync == "always")
 
+    def open(self) -> int:
+        """Replay the party files' journal after a crash (see :mod:`bot.journal`)."""
+        return self._files.open()
+
+    def close(self) -> None:
+        self._files.close()
+
     def _path(self, party_id: str) -> Path:
         return self.directory / f"{party_id}.jsonl"
 
@@ -95,7 +101,7 @@ class ExternalStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(party_id)
         data = encode(lines)
-        size = await asyncio.to_thread(self._files._write, path, data)
+        size = await self._files.append_file(path, data)
 
         def _apply(conn: SyncConn) -> list[int]:
             created = apply_party_lines(conn, party_id, lines, self.config)

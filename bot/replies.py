@@ -63,10 +63,13 @@ class ReplyTarget:
 class KeyedSerialQueue:
     """Jobs run strictly one after another per key; different keys run concurrently."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_running: int = 0) -> None:
         self._queues: dict[str, deque[Callable[[], Awaitable[None]]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self.accepting = True
+        # At most ``max_running`` jobs at once across keys (0: no limit). Replies wait
+        # for a slot; storing incoming messages never does.
+        self._slots = asyncio.Semaphore(max_running) if max_running > 0 else None
 
     def submit(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
         self._queues.setdefault(key, deque()).append(job)
@@ -85,7 +88,11 @@ class KeyedSerialQueue:
             while queue and self.accepting:
                 job = queue.popleft()
                 try:
-                    await job()
+                    if self._slots is None:
+                        await job()
+                    else:
+                        async with self._slots:
+                            await job()
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -114,7 +121,7 @@ class ReplyEngine:
 
     def __init__(self, services: Services) -> None:
         self.s = services
-        self.queue = KeyedSerialQueue()
+        self.queue = KeyedSerialQueue(services.config.brain.max_concurrent_replies)
         self._generations: dict[str, asyncio.Task[BrainReply]] = {}
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
@@ -159,7 +166,7 @@ class ReplyEngine:
         owner_sender = sender is None or self.s.identities.match(target.channel, sender) is not None
         profile: Profile = "restricted" if group and not owner_sender else "owner"
         history: tuple[HistoryTurn, ...] = ()
-        if profile == "restricted":
+        if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
             history = await self._group_history(conv_id, turn)
         request = BrainRequest(
             profile=profile,
@@ -227,7 +234,10 @@ class ReplyEngine:
                     await sink(StreamEvent(request.conversation_id, turn, delta))
 
             await self._typing(target)
-            task = asyncio.ensure_future(self.s.brain.reply(request, on_delta))
+            # Streaming only when someone watches (the dashboard): otherwise the brain
+            # need not cut its reply into pieces for nobody.
+            watched = self.s.stream_sink is not None and request.conversation_id is not None
+            task = asyncio.ensure_future(self.s.brain.reply(request, on_delta if watched else None))
             self._generations[key] = task
             try:
                 reply = await task

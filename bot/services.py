@@ -273,7 +273,11 @@ async def open_services(
         dims = config.embedding.dimensions
         await index_db.run(lambda c: create_vector_tables(c, dims))
     bus = EventBus()
-    store = TranscriptStore(config.conversations_dir, fsync=config.transcripts.fsync == "always")
+    store = TranscriptStore(
+        config.conversations_dir,
+        fsync=config.transcripts.fsync == "always",
+        checkpoint_seconds=config.transcripts.checkpoint_seconds,
+    )
     index = ConversationIndex(index_db)
     if embedder is None and config.embedding.enabled:
         from bot.embedding import EmbeddingService
@@ -294,6 +298,16 @@ async def open_services(
         identities=OwnerIdentities(config),
         embedder=embedder,
     )
+    try:
+        # Before recovery reads any transcript: what a machine crash lost comes back
+        # from the journal first. On the loop's thread: nothing else runs yet, and the
+        # replay is a no-op after a clean stop.
+        store.open()
+        services.external.open()
+    except OSError as exc:
+        store.close()
+        await _close_all(opened)
+        raise DatabaseOpenError(f"cannot replay the transcript journal: {exc}") from exc
     services.brain = brain if brain is not None else build_brain(config, services)
     services.router = Router(services)
     services.replies = ReplyEngine(services)
@@ -304,6 +318,8 @@ async def open_services(
             )
         except Exception as exc:
             # Close the connections: their threads would otherwise keep the process alive.
+            store.close()
+            services.external.close()
             await _close_all(opened)
             raise DatabaseOpenError(f"recovery from the transcripts failed: {exc}") from exc
         log.info("recovery: %s", services.recovery.to_dict())
@@ -323,5 +339,8 @@ async def close_services(services: Services) -> None:
     try:
         await services.brain.close()
     finally:
+        # every append queued so far finishes (its index update too) and is checkpointed
+        await asyncio.to_thread(services.store.close)
+        await asyncio.to_thread(services.external.close)
         await services.index_db.close()
         await services.state.close()

@@ -1,9 +1,12 @@
 """Append-only JSONL transcripts, the source of truth (seed 000 "Transcript (JSONL)").
 
 One file per conversation, ``conv-{ulid}.jsonl``: a ``meta`` line, then ``turn`` and
-``event`` lines. Appends are durable (write + fsync, per ``transcripts.fsync``) before
-the caller acknowledges anything. Reads are tolerant: a torn last line or a corrupt line
-is skipped with a warning and never blocks later appends or reads.
+``event`` lines. Appends are durable (per ``transcripts.fsync``) before the caller
+acknowledges anything: once the store is opened, through the write-ahead journal of
+:mod:`bot.journal` (one fsync for every append of a batch, the transcripts fsynced at each
+checkpoint); before that, or without a journal, by write + fsync of the transcript
+itself. Reads are tolerant: a torn last line or a corrupt line is skipped with a warning
+and never blocks later appends or reads.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from ulid import ULID
 
 from bot.events import iso, utcnow
+from bot.journal import Journal
 
 log = logging.getLogger("my_agent.transcript")
 
@@ -106,9 +110,14 @@ def parse_lines(data: bytes, source: str = "", start_line: int = 1) -> list[Line
 class TranscriptStore:
     """JSONL files under ``directory``; safe for concurrent appends from one process."""
 
-    def __init__(self, directory: Path, fsync: bool = True) -> None:
+    def __init__(
+        self, directory: Path, fsync: bool = True, checkpoint_seconds: float = 1.0
+    ) -> None:
         self.directory = directory
         self.fsync = fsync
+        self.checkpoint_seconds = checkpoint_seconds
+        self._journal: Journal | None = None
+        self._paths: dict[str, Path] = {}  # conversation id -> path (built once)
         self._locks: dict[str, asyncio.Lock] = {}
         # Many concurrent fsyncs on different files are committed together by the
         # filesystem journal: a wide pool turns per-message fsync latency into throughput.
@@ -117,9 +126,12 @@ class TranscriptStore:
         self._ends: dict[Path, int] = {}
 
     def path(self, conv_id: str) -> Path:
-        if not conv_id.startswith("conv-") or "/" in conv_id or ".." in conv_id:
-            raise ValueError(f"not a conversation id: {conv_id!r}")
-        return self.directory / f"{conv_id}.jsonl"
+        path = self._paths.get(conv_id)
+        if path is None:
+            if not conv_id.startswith("conv-") or "/" in conv_id or ".." in conv_id:
+                raise ValueError(f"not a conversation id: {conv_id!r}")
+            path = self._paths[conv_id] = self.directory / f"{conv_id}.jsonl"
+        return path
 
     def exists(self, conv_id: str) -> bool:
         return self.path(conv_id).exists()
@@ -135,9 +147,38 @@ class TranscriptStore:
             lock = self._locks[conv_id] = asyncio.Lock()
         return lock
 
+    # -- opening -------------------------------------------------------------------
+    def open(self) -> int:
+        """Replay the journal a crash left behind and route appends through it.
+
+        Returns the number of records that were missing from transcripts. Without
+        ``fsync`` there is no journal (nothing is durable anyway); when another process
+        holds the journal (a running daemon), appends are fsynced one by one.
+        """
+        if not self.fsync or self._journal is not None:
+            return 0
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # looked up per call, not bound now: the write can be swapped (fault injection)
+        journal = Journal(
+            self.directory, lambda path, data: self._put(path, data), self.checkpoint_seconds
+        )
+        try:
+            repaired = journal.open()
+        except BlockingIOError:
+            log.info("%s: the journal is in use by another process", self.directory)
+            return 0
+        self._journal = journal
+        return repaired
+
+    def close(self) -> None:
+        """Checkpoint and close the journal (queued appends finish first)."""
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            journal.close()
+
     # -- writing -------------------------------------------------------------------
-    def _write(self, path: Path, data: bytes) -> int:
-        """Append ``data`` durably; returns the file size after the write."""
+    def _put(self, path: Path, data: bytes, sync: bool = False) -> tuple[int, bytes]:
+        """Append ``data`` (fsync when ``sync``); returns the offset and bytes written."""
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
@@ -151,15 +192,30 @@ class TranscriptStore:
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            if self.fsync:
+            if sync:
                 os.fsync(fd)
             self._ends[path] = size + len(data)
-            return size + len(data)
+            return size, data
         except BaseException:
             self._ends.pop(path, None)
             raise
         finally:
             os.close(fd)
+
+    def _write(self, path: Path, data: bytes) -> int:
+        """Append ``data`` durably without the journal; returns the file size after it."""
+        offset, written = self._put(path, data, sync=self.fsync)
+        return offset + len(written)
+
+    def submit_file(self, path: Path, data: bytes) -> concurrent.futures.Future[int]:
+        """Start a durable append of ``data`` to ``path``; the future gives the new size."""
+        if self._journal is not None:
+            return self._journal.submit(path, data)
+        return self._executor.submit(self._write, path, data)
+
+    async def append_file(self, path: Path, data: bytes) -> int:
+        """Append ``data`` to ``path`` durably (any file of this directory)."""
+        return await asyncio.wrap_future(self.submit_file(path, data))
 
     async def create(self, meta: Line) -> None:
         """Create a transcript with its meta line (durable, directory entry included)."""
@@ -182,8 +238,7 @@ class TranscriptStore:
         data = encode(lines)
         path = self.path(conv_id)
         async with self._lock(conv_id):
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, self._write, path, data)
+            return await self.append_file(path, data)
 
     def lock(self, conv_id: str) -> asyncio.Lock:
         """The lock that orders appends to one transcript (hold it around
@@ -199,7 +254,7 @@ class TranscriptStore:
         this does not wake the event loop when the write is done: the next step (the
         index update, see :class:`bot.db.AfterWrite`) is chained on the writing thread.
         """
-        return self._executor.submit(self._write, self.path(conv_id), encode(lines))
+        return self.submit_file(self.path(conv_id), encode(lines))
 
     # -- reading -------------------------------------------------------------------
     def read_lines(self, conv_id: str) -> list[Line]:

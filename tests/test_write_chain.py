@@ -90,17 +90,17 @@ async def test_failed_transcript_write_raises_and_indexes_nothing(services: Any)
     manager = services.conversations
     rec = await manager.create("web")
     await manager.append_turn(rec.id, "user", "first platypus")
-    real = services.store._write
+    real = services.store._put
 
-    def full(path: Path, data: bytes) -> int:
+    def full(path: Path, data: bytes, sync: bool = False) -> tuple[int, bytes]:
         raise OSError(28, "No space left on device")
 
-    services.store._write = full
+    services.store._put = full  # the journal's transcript write
     try:
         with pytest.raises(OSError, match="No space"):
             await manager.append_turn(rec.id, "user", "lost echidna")
     finally:
-        services.store._write = real
+        services.store._put = real
     assert (await services.search.search("echidna")).results == []
     fresh, _ = await manager.append_turn(rec.id, "user", "second numbat")
     assert fresh.turn_count == 2
@@ -198,19 +198,19 @@ async def test_also_write_happens_when_the_index_fails_not_when_the_transcript_d
         services.index_db.submit = real_submit
     assert fresh.turn_count == 1 and await _outbox_keys(services) == ["a"]
 
-    real_write = services.store._write
+    real_write = services.store._put
 
-    def full(path: Path, data: bytes) -> int:
+    def full(path: Path, data: bytes, sync: bool = False) -> tuple[int, bytes]:
         raise OSError(28, "No space left on device")
 
-    services.store._write = full
+    services.store._put = full  # the journal's transcript write
     try:
         with pytest.raises(OSError):
             await manager.append_turn(
                 rec.id, "assistant", "lost", turn_number=1, also=(services.state, row("b"))
             )
     finally:
-        services.store._write = real_write
+        services.store._put = real_write
     assert await _outbox_keys(services) == ["a"]
     # The index caught up with the turn whose index update failed.
     await manager.append_turn(rec.id, "user", "next")

@@ -125,6 +125,7 @@ class AnthropicBrain:
     optionally, ``memory_flush``)."""
 
     name = "anthropic"
+    uses_history = True
 
     def __init__(
         self,

@@ -68,6 +68,9 @@ class BrainUnavailable(Exception):
 @runtime_checkable
 class Brain(Protocol):
     name: str  # "offline" | "anthropic"
+    # Whether restricted replies read ``BrainRequest.history`` (a group's recent
+    # messages): the offline brain answers with a fixed notice and skips the lookup.
+    uses_history: bool
 
     async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
         """Produce the reply; stream text deltas to ``on_delta`` when given."""

@@ -25,6 +25,7 @@ class OfflineBrain:
     """Labelled recall-only replies; streams them in small pieces like a model would."""
 
     name = "offline"
+    uses_history = False  # the restricted notice does not depend on the group's messages
 
     def __init__(self, search: SearchService | None, max_results: int = 3) -> None:
         self.search = search

@@ -73,6 +73,9 @@ class BrainConfig(_Section):
     retry_base_delay: float = Field(default=0.5, gt=0)
     retry_max_delay: float = Field(default=8.0, gt=0)
     max_tool_iterations: int = Field(default=6, ge=1)
+    # Replies generated at once across conversations (API rate limits; under a burst,
+    # storing what arrives goes first and replies follow).
+    max_concurrent_replies: int = Field(default=8, ge=1)
     working_context_turns: int = Field(default=20, ge=1)
     working_context_tokens: int = Field(default=8000, ge=100)
     compression_budget_tokens: int = Field(default=24000, ge=500)
@@ -99,6 +102,8 @@ class TrustConfig(_Section):
 
 class TranscriptConfig(_Section):
     fsync: Literal["always", "never"] = "always"
+    # how often the journal's transcripts are fsynced and the journal dropped (bot.journal)
+    checkpoint_seconds: float = Field(default=1.0, gt=0, le=60)
 
 
 class ConversationsConfig(_Section):

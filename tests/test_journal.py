@@ -1,0 +1,228 @@
+"""The transcript journal (bot.journal): group-committed appends that survive the loss of
+the page cache (a machine crash), replayed before anything reads a transcript.
+
+A machine crash is simulated by copying the directory while the store is open (what the
+disk holds: the journal is fsynced, the transcripts are not yet) and cutting or garbling
+the transcripts' unsynced tails in the copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import bot.journal as journal_module
+from bot.journal import encode_record, read_records
+from bot.services import close_services, open_services
+from bot.transcript import TranscriptStore, encode, meta_line, turn_line
+from tests.conftest import make_config
+
+
+async def _store_with_turns(directory: Path, count: int, **kwargs: float) -> TranscriptStore:
+    store = TranscriptStore(directory, **kwargs)
+    store.open()
+    await store.create(meta_line("conv-a", "web", ["owner"]))
+    for i in range(1, count + 1):
+        await store.append("conv-a", [turn_line("user", f"message {i}", i)])
+    return store
+
+
+def _crash_copy(source: Path, target: Path) -> None:
+    """What the disk would hold after a crash: everything, journal included."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("lock"))
+
+
+def test_records_round_trip_and_a_torn_tail_ends_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "000000000001.wal"
+    records = [("conv-a.jsonl", 10, b'{"x":1}\n'), ("p1.jsonl", 0, "é\n".encode())]
+    blob = b"".join(encode_record(*r) for r in records)
+    path.write_bytes(blob + encode_record("conv-b.jsonl", 5, b"torn")[:-2])
+    assert read_records(path) == records
+    garbled = bytearray(blob)
+    garbled[-3] ^= 0xFF  # a flipped byte in the last record: its CRC fails
+    path.write_bytes(bytes(garbled))
+    assert read_records(path) == records[:1]
+
+
+async def test_lost_transcript_writes_come_back_from_the_journal(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    store = await _store_with_turns(live, 20, checkpoint_seconds=60)
+    expected = (live / "conv-a.jsonl").read_bytes()
+    _crash_copy(live, tmp_path / "crashed")
+    store.close()
+    crashed = tmp_path / "crashed" / "conv-a.jsonl"
+    meta_size = len(encode([meta_line("conv-a", "web", ["owner"])]))
+    with open(crashed, "r+b") as fh:  # the page cache never reached the disk
+        fh.truncate(meta_size + 30)  # ... except a torn piece of the first line
+    again = TranscriptStore(tmp_path / "crashed")
+    assert again.open() == 20
+    assert crashed.read_bytes() == expected
+    assert [line["content"] for line in again.read_lines("conv-a")[1:]] == [
+        f"message {i}" for i in range(1, 21)
+    ]
+    # replayed and dropped: only the new, empty generation is left
+    assert [read_records(p) for p in (tmp_path / "crashed" / "journal").glob("*.wal")] == [[]]
+    again.close()
+
+
+async def test_garbage_in_place_of_a_lost_tail_is_replaced(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    store = await _store_with_turns(live, 5, checkpoint_seconds=60)
+    expected = (live / "conv-a.jsonl").read_bytes()
+    _crash_copy(live, tmp_path / "crashed")
+    store.close()
+    crashed = tmp_path / "crashed" / "conv-a.jsonl"
+    data = bytearray(crashed.read_bytes())
+    data[-40:] = b"\0" * 40  # zero-filled blocks where the last write was
+    crashed.write_bytes(bytes(data))
+    again = TranscriptStore(tmp_path / "crashed")
+    assert again.open() >= 1
+    assert crashed.read_bytes() == expected
+    again.close()
+
+
+async def test_replay_after_a_clean_copy_changes_nothing(tmp_path: Path) -> None:
+    """A killed process loses no page cache: the replay finds every record in place."""
+    live = tmp_path / "live"
+    store = await _store_with_turns(live, 10, checkpoint_seconds=60)
+    _crash_copy(live, tmp_path / "killed")
+    store.close()
+    before = (tmp_path / "killed" / "conv-a.jsonl").read_bytes()
+    again = TranscriptStore(tmp_path / "killed")
+    assert again.open() == 0
+    assert (tmp_path / "killed" / "conv-a.jsonl").read_bytes() == before
+    again.close()
+
+
+async def test_deleted_files_stay_deleted_and_new_party_files_come_back(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    store = await _store_with_turns(live, 3, checkpoint_seconds=60)
+    await store.append_file(live / "p1.jsonl", b'{"type":"message","n":1}\n')
+    _crash_copy(live, tmp_path / "crashed")
+    store.close()
+    (tmp_path / "crashed" / "conv-a.jsonl").unlink()  # deleted on purpose
+    (tmp_path / "crashed" / "p1.jsonl").unlink()  # created by its first append, entry lost
+    again = TranscriptStore(tmp_path / "crashed")
+    again.open()
+    assert not (tmp_path / "crashed" / "conv-a.jsonl").exists()
+    assert (tmp_path / "crashed" / "p1.jsonl").read_bytes() == b'{"type":"message","n":1}\n'
+    again.close()
+
+
+async def test_checkpoints_drop_old_journals_and_close_drops_the_last(tmp_path: Path) -> None:
+    store = await _store_with_turns(tmp_path, 2, checkpoint_seconds=0.05)
+    for i in range(3, 9):
+        await asyncio.sleep(0.06)
+        await store.append("conv-a", [turn_line("user", f"message {i}", i)])
+    for _ in range(100):  # the checkpoint thread drops each old generation
+        if len(list((tmp_path / "journal").glob("*.wal"))) == 1:
+            break
+        await asyncio.sleep(0.02)
+    assert len(list((tmp_path / "journal").glob("*.wal"))) == 1
+    store.close()
+    assert not list((tmp_path / "journal").glob("*.wal"))
+    assert len(store.read_lines("conv-a")) == 9
+
+
+async def test_a_second_process_does_not_replay_a_journal_in_use(tmp_path: Path) -> None:
+    store = await _store_with_turns(tmp_path, 2, checkpoint_seconds=60)
+    other = TranscriptStore(tmp_path)
+    assert other.open() == 0  # the lock is held: no replay, direct fsyncs
+    assert list((tmp_path / "journal").glob("*.wal"))  # the live journal is untouched
+    await other.append("conv-a", [turn_line("user", "from the other process", 3)])
+    await store.append("conv-a", [turn_line("user", "message 4", 4)])
+    other.close()
+    store.close()
+    assert [line["turnNumber"] for line in store.read_lines("conv-a")[1:]] == [1, 2, 3, 4]
+
+
+async def test_concurrent_appends_share_batches_and_keep_per_file_order(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path, checkpoint_seconds=60)
+    store.open()
+    ids = [f"conv-{k}" for k in range(8)]
+    for conv in ids:
+        await store.create(meta_line(conv, "web", ["owner"]))
+
+    async def writer(conv: str) -> list[int]:
+        return [await store.append(conv, [turn_line("user", f"{conv} {i}", i)]) for i in range(25)]
+
+    sizes = await asyncio.gather(*(writer(c) for c in ids))
+    records = read_records(next((tmp_path / "journal").glob("*.wal")))
+    store.close()
+    assert len(records) == 8 * 25
+    for conv, conv_sizes in zip(ids, sizes, strict=True):
+        assert conv_sizes == sorted(conv_sizes)
+        assert conv_sizes[-1] == (tmp_path / f"{conv}.jsonl").stat().st_size
+        assert [line["content"] for line in store.read_lines(conv)[1:]] == [
+            f"{conv} {i}" for i in range(25)
+        ]
+
+
+async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
+    real_fsync = os.fsync
+    calls = {"n": 0}
+
+    def failing_once(fd: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(5, "simulated I/O error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(journal_module.os, "fsync", failing_once)
+    with pytest.raises(OSError, match="simulated"):
+        await store.append("conv-a", [turn_line("user", "lost?", 2)])
+    await store.append("conv-a", [turn_line("user", "message 2", 2)])
+    monkeypatch.setattr(journal_module.os, "fsync", real_fsync)
+    _crash_copy(tmp_path, tmp_path.parent / "crashed")
+    store.close()
+    # the failed batch was never acknowledged; the later one is in a readable journal file
+    again = TranscriptStore(tmp_path.parent / "crashed")
+    again.open()
+    assert again.read_lines("conv-a")[-1]["content"] == "message 2"
+    again.close()
+
+
+async def test_daemon_rebuilds_from_the_journal_after_a_machine_crash(tmp_path: Path) -> None:
+    """End to end: messages acknowledged by the router, transcripts cut back to their
+    meta lines and the index deleted: the next start has every message, searchable."""
+    from tests.support import inbound
+
+    live = make_config(tmp_path / "live")
+    services = await open_services(live)
+    try:
+        for i in range(12):
+            await services.router.deliver(
+                inbound(
+                    f"note {i} about the zeppelin",
+                    channel="web",
+                    message_id=f"m{i}",
+                    addressed=False,
+                )
+            )
+        _crash_copy(live.data_dir, tmp_path / "crashed")
+    finally:
+        await close_services(services)
+    conversations = tmp_path / "crashed" / "conversations"
+    for path in conversations.glob("conv-*.jsonl"):
+        first = path.read_bytes().split(b"\n", 1)[0] + b"\n"
+        path.write_bytes(first)  # only the meta line was durable in the file itself
+    for path in conversations.glob("conversations.db*"):
+        path.unlink()
+    crashed = make_config(tmp_path / "crashed-config", data_dir=str(tmp_path / "crashed"))
+    services = await open_services(crashed)
+    try:
+        page = await services.search.search("zeppelin", limit=5)
+        assert page.results
+        rows = await services.index_db.fetchall("SELECT content FROM turns ORDER BY id")
+        assert [r[0] for r in rows if "zeppelin" in r[0]] == [
+            f"note {i} about the zeppelin" for i in range(12)
+        ]
+    finally:
+        await close_services(services)
