@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from bot.walcheckpoint import WalCheckpointer
+
 log = logging.getLogger("my_agent.db")
 
 T = TypeVar("T")
@@ -224,8 +226,10 @@ class Database:
         conn: aiosqlite.Connection,
         driver: Driver,
         reader: aiosqlite.Connection | None = None,
+        checkpointer: WalCheckpointer | None = None,
     ) -> None:
         self.path = path
+        self.checkpointer = checkpointer
         self._conn = conn
         # Reads run on their own connection (and thread): WAL lets them proceed while the
         # writer commits, and sqlite releases the GIL while it works.
@@ -251,6 +255,8 @@ class Database:
         def _connector() -> SyncConn:
             conn = connect_sync(path, drv)
             conn.execute(f"PRAGMA synchronous={synchronous}")
+            # checkpoints run on their own thread (bot.walcheckpoint), never in a commit
+            conn.execute("PRAGMA wal_autocheckpoint=0")
             apply_migrations(conn, migrations)
             return conn
 
@@ -258,7 +264,9 @@ class Database:
         await conn
         reader = aiosqlite.Connection(lambda: connect_sync(path, drv), iter_chunk_size=64)
         await reader
-        return cls(path, conn, drv, reader)
+        checkpointer = WalCheckpointer(lambda: connect_sync(path, drv), path.stem)
+        checkpointer.start()
+        return cls(path, conn, drv, reader, checkpointer)
 
     @property
     def vec_available(self) -> bool:
@@ -369,6 +377,10 @@ class Database:
         await self.run(lambda c: c.execute(sql, params))
 
     async def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
+            while self.checkpointer.running:  # a checkpoint in progress finishes first
+                await asyncio.sleep(0.005)
         if self._reader is not self._conn:
             await self._reader.close()
         await self._conn.close()

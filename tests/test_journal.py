@@ -226,3 +226,42 @@ async def test_daemon_rebuilds_from_the_journal_after_a_machine_crash(tmp_path: 
         ]
     finally:
         await close_services(services)
+
+
+@pytest.mark.parametrize("syncfs", ["works", "fails", "absent"])
+def test_checkpoint_sync_uses_syncfs_or_falls_back_to_fsync_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, syncfs: str
+) -> None:
+    files = {tmp_path / f"conv-{i}.jsonl" for i in range(3)}
+    for path in files:
+        path.write_bytes(b"{}\n")
+    calls: dict[str, int] = {"syncfs": 0, "fsync": 0}
+
+    def fake_syncfs(fd: int) -> int:
+        calls["syncfs"] += 1
+        return 0 if syncfs == "works" else -1
+
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        calls["fsync"] += 1
+        real_fsync(fd)
+
+    monkeypatch.setattr(journal_module, "_syncfs", None if syncfs == "absent" else fake_syncfs)
+    monkeypatch.setattr(journal_module.os, "fsync", counting_fsync)
+    journal_module.sync_files(tmp_path, files | {tmp_path / "conv-deleted.jsonl"})
+    assert (
+        calls
+        == {
+            "works": {"syncfs": 1, "fsync": 0},
+            "fails": {"syncfs": 1, "fsync": 3},
+            "absent": {"syncfs": 0, "fsync": 3},
+        }[syncfs]
+    )
+
+
+def test_syncfs_is_found_on_linux() -> None:
+    import sys
+
+    if sys.platform.startswith("linux"):
+        assert journal_module._syncfs is not None

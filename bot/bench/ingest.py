@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--latency-messages", type=int, default=4000)
     parser.add_argument(
+        "--curve-rates",
+        default="250,500,1000,1500",
+        help="more open-loop rates (comma-separated msgs/s) for latency_curve; '' for none",
+    )
+    parser.add_argument("--curve-messages", type=int, default=2000)
+    parser.add_argument(
         "--sequential-messages",
         type=int,
         default=2000,
@@ -140,7 +146,13 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
 
 
 async def open_loop(
-    services: Any, count: int, parties: int, rate: float, replies: bool, offset: int
+    services: Any,
+    count: int,
+    parties: int,
+    rate: float,
+    replies: bool,
+    offset: int,
+    prefix: str = "o",
 ) -> tuple[float, float, float]:
     """Messages arrive on a fixed schedule (``rate`` per second); latency counts from the
     scheduled arrival to durable + indexed, so a backlog shows up in it."""
@@ -151,7 +163,7 @@ async def open_loop(
 
     async def one(i: int, due: float) -> None:
         await asyncio.sleep(max(0.0, due - loop.time()))
-        await services.router.deliver(_message(offset + i, parties, replies, "o"))
+        await services.router.deliver(_message(offset + i, parties, replies, prefix))
         latencies.append((loop.time() - due) * 1000)
 
     for i in range(count):
@@ -200,6 +212,8 @@ async def product(
     rate: float = 0.0,
     latency_messages: int = 0,
     sequential_messages: int = 0,
+    curve_rates: tuple[float, ...] = (),
+    curve_messages: int = 0,
 ) -> dict[str, Any]:
     from bot.services import close_services, open_services
 
@@ -234,6 +248,21 @@ async def product(
         )
         while services.replies.queue.pending():
             await asyncio.sleep(0.01)
+    curve = []
+    for k, curve_rate in enumerate(curve_rates):
+        c50, c99, c_achieved = await open_loop(
+            services, curve_messages, parties, curve_rate, replies, count, f"c{k}-"
+        )
+        curve.append(
+            {
+                "rate_msgs_per_s": curve_rate,
+                "achieved_msgs_per_s": round(c_achieved, 1),
+                "p50_ms": round(c50, 3),
+                "p99_ms": round(c99, 3),
+            }
+        )
+        while services.replies.queue.pending():
+            await asyncio.sleep(0.01)
     seq_p50 = seq_p99 = seq_rate = 0.0
     if sequential_messages:
         seq_p50, seq_p99, seq_rate = await sequential(
@@ -245,6 +274,7 @@ async def product(
     await close_services(services)
     latencies.sort()
     return {
+        "curve": curve,
         "open_p50_ms": open_p50,
         "open_p99_ms": open_p99,
         "open_rate": achieved,
@@ -274,13 +304,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             args.rate,
             args.latency_messages,
             args.sequential_messages,
+            tuple(float(r) for r in args.curve_rates.split(",") if r.strip()),
+            args.curve_messages,
         )
         after = baseline(base / "baseline2", min(args.messages, 5000), bare)
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
     baseline_tp = statistics.median([before, after])
-    total = args.messages + args.latency_messages + args.sequential_messages
+    curve_total = args.curve_messages * len([r for r in args.curve_rates.split(",") if r.strip()])
+    total = args.messages + args.latency_messages + args.sequential_messages + curve_total
     expected = total * (1 if args.no_replies else 2)
     goals = {"throughput_msgs_per_s": 2000, "ratio": 0.6, "p99_ms": 5}
     ratio = ours["throughput"] / baseline_tp
@@ -294,6 +327,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": round(ours["open_p50_ms"], 3),
         "p99_ms": round(ours["open_p99_ms"], 3),
         "latency_arrival_rate_msgs_per_s": round(ours["open_rate"], 1),
+        # The same at lower arrival rates: where p99 stays low.
+        "latency_curve": ours["curve"],
         # Latency while saturated (closed loop, one message in flight per party).
         "saturated_p50_ms": round(ours["p50_ms"], 3),
         "saturated_p99_ms": round(ours["p99_ms"], 3),

@@ -19,13 +19,17 @@ async def test_ingest_bench_small_run_reports_every_mode(tmp_path: Path) -> None
             "--latency-messages", "20",
             "--rate", "400",
             "--sequential-messages", "10",
+            "--curve-rates", "100,200",
+            "--curve-messages", "8",
             "--dir", str(tmp_path),
         ]
     )  # fmt: skip
     out = await ingest.run(args)
     assert out["messages"] == 60 and out["replies"] is True
     # user turn + the offline brain's reply for every message of every phase
-    assert out["indexed_turns"] == out["indexed_turns_expected"] == (60 + 20 + 10) * 2
+    assert out["indexed_turns"] == out["indexed_turns_expected"] == (60 + 20 + 10 + 16) * 2
+    assert [c["rate_msgs_per_s"] for c in out["latency_curve"]] == [100, 200]
+    assert all(c["p99_ms"] > 0 and c["achieved_msgs_per_s"] > 0 for c in out["latency_curve"])
     for key in (
         "throughput_msgs_per_s",
         "baseline_throughput_msgs_per_s",
@@ -35,6 +39,8 @@ async def test_ingest_bench_small_run_reports_every_mode(tmp_path: Path) -> None
         "saturated_p99_ms",
         "sequential_p50_ms",
         "sequential_p99_ms",
+        "baseline_p50_ms",
+        "baseline_p99_ms",
     ):
         assert out[key] > 0, key
     assert set(out["goals_met"]) == {
@@ -52,7 +58,8 @@ async def test_ingest_bench_without_replies_indexes_only_the_messages(tmp_path: 
     ingest.add_arguments(parser)
     args = parser.parse_args(
         ["--messages", "30", "--parties", "3", "--latency-messages", "0",
-         "--sequential-messages", "5", "--no-replies", "--dir", str(tmp_path)]
+         "--sequential-messages", "5", "--no-replies", "--curve-rates", "",
+         "--dir", str(tmp_path)]
     )  # fmt: skip
     out = await ingest.run(args)
     assert out["indexed_turns"] == out["indexed_turns_expected"] == 35
