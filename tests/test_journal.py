@@ -36,6 +36,17 @@ def _crash_copy(source: Path, target: Path) -> None:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("lock"))
 
 
+async def _crashed(tmp_path: Path, count: int) -> tuple[Path, bytes]:
+    """A store with ``count`` turns, copied as a crash would leave it; returns the copy's
+    transcript and the bytes it must hold again after the replay."""
+    live = tmp_path / "live"
+    store = await _store_with_turns(live, count, checkpoint_seconds=60)
+    expected = (live / "conv-a.jsonl").read_bytes()
+    _crash_copy(live, tmp_path / "crashed")
+    store.close()
+    return tmp_path / "crashed" / "conv-a.jsonl", expected
+
+
 def test_records_round_trip_and_a_torn_tail_ends_the_file(tmp_path: Path) -> None:
     path = tmp_path / "000000000001.wal"
     records = [("conv-a.jsonl", 10, b'{"x":1}\n'), ("p1.jsonl", 0, "é\n".encode())]
@@ -49,12 +60,7 @@ def test_records_round_trip_and_a_torn_tail_ends_the_file(tmp_path: Path) -> Non
 
 
 async def test_lost_transcript_writes_come_back_from_the_journal(tmp_path: Path) -> None:
-    live = tmp_path / "live"
-    store = await _store_with_turns(live, 20, checkpoint_seconds=60)
-    expected = (live / "conv-a.jsonl").read_bytes()
-    _crash_copy(live, tmp_path / "crashed")
-    store.close()
-    crashed = tmp_path / "crashed" / "conv-a.jsonl"
+    crashed, expected = await _crashed(tmp_path, 20)
     meta_size = len(encode([meta_line("conv-a", "web", ["owner"])]))
     with open(crashed, "r+b") as fh:  # the page cache never reached the disk
         fh.truncate(meta_size + 30)  # ... except a torn piece of the first line
@@ -70,12 +76,7 @@ async def test_lost_transcript_writes_come_back_from_the_journal(tmp_path: Path)
 
 
 async def test_garbage_in_place_of_a_lost_tail_is_replaced(tmp_path: Path) -> None:
-    live = tmp_path / "live"
-    store = await _store_with_turns(live, 5, checkpoint_seconds=60)
-    expected = (live / "conv-a.jsonl").read_bytes()
-    _crash_copy(live, tmp_path / "crashed")
-    store.close()
-    crashed = tmp_path / "crashed" / "conv-a.jsonl"
+    crashed, expected = await _crashed(tmp_path, 5)
     data = bytearray(crashed.read_bytes())
     data[-40:] = b"\0" * 40  # zero-filled blocks where the last write was
     crashed.write_bytes(bytes(data))
@@ -87,14 +88,10 @@ async def test_garbage_in_place_of_a_lost_tail_is_replaced(tmp_path: Path) -> No
 
 async def test_replay_after_a_clean_copy_changes_nothing(tmp_path: Path) -> None:
     """A killed process loses no page cache: the replay finds every record in place."""
-    live = tmp_path / "live"
-    store = await _store_with_turns(live, 10, checkpoint_seconds=60)
-    _crash_copy(live, tmp_path / "killed")
-    store.close()
-    before = (tmp_path / "killed" / "conv-a.jsonl").read_bytes()
-    again = TranscriptStore(tmp_path / "killed")
+    killed, before = await _crashed(tmp_path, 10)
+    again = TranscriptStore(killed.parent)
     assert again.open() == 0
-    assert (tmp_path / "killed" / "conv-a.jsonl").read_bytes() == before
+    assert killed.read_bytes() == before
     again.close()
 
 
