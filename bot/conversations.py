@@ -201,6 +201,7 @@ class ConversationManager:
             except Exception:
                 self._index_failed(conv_id, updated, lines)
             self._cache[conv_id] = updated
+            self.index.note_refs(lines, updated.channel)
             if also is not None:
                 await also[0].run(also[1])
             return updated
@@ -217,6 +218,7 @@ class ConversationManager:
                 await asyncio.wrap_future(write)  # a failed transcript write raises here
                 self._index_failed(conv_id, updated, lines, exc)
         self._cache[conv_id] = updated
+        self.index.note_refs(lines, updated.channel)
         return updated
 
     async def _append_also(
@@ -243,6 +245,7 @@ class ConversationManager:
         if index_error is not None:
             self._index_failed(conv_id, updated, lines, index_error)
         self._cache[conv_id] = updated
+        self.index.note_refs(lines, updated.channel)
         if not ok:
             raise value
         return updated

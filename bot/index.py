@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bot.db import Database, SyncConn
+from bot.reffilter import MIN_CAPACITY, RefFilter, line_refs
 
 log = logging.getLogger("my_agent.index")
 
@@ -151,13 +152,8 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
         )
         rec.turn_count = max(rec.turn_count, number)
         _add_usage(rec, line)
-        meta = line.get("metadata") or {}
-        if isinstance(meta, Mapping):
-            channel = line.get("channel") or rec.channel
-            for key in ("messageId", "messageRef"):
-                ref = meta.get(key)
-                if isinstance(ref, str) and ref:
-                    _add_ref(conn, channel, ref, rec.id, "in")
+        for channel, ref, direction in line_refs(line, rec.channel):
+            _add_ref(conn, channel, ref, rec.id, direction)
     elif kind == "event":
         event = line.get("event")
         if event in ("title_assigned", "meta_update"):
@@ -172,9 +168,8 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
             # The summary call (and the silent flush turn) cost tokens too.
             _add_usage(rec, line)
         elif event == "message_ref":
-            ref, channel = line.get("ref"), line.get("channel") or rec.channel
-            if isinstance(ref, str) and ref:
-                _add_ref(conn, channel, ref, rec.id, line.get("direction", "out"))
+            for channel, ref, direction in line_refs(line, rec.channel):
+                _add_ref(conn, channel, ref, rec.id, direction)
     if isinstance(ts, str) and ts > rec.updated and kind == "turn":
         rec.updated = ts
 
@@ -269,6 +264,41 @@ class ConversationIndex:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # "certainly never recorded" in memory (bot.reffilter); None: ask the database
+        self.refs: RefFilter | None = None
+        self._refs_loading: list[tuple[str, str]] | None = None
+
+    async def load_refs(self) -> None:
+        """Build the message-ref filter from ``message_refs`` (after recovery)."""
+        self._refs_loading = []
+
+        def _read(conn: SyncConn) -> RefFilter:
+            count = int(conn.execute("SELECT count(*) FROM message_refs").fetchone()[0])
+            refs = RefFilter(max(MIN_CAPACITY, 2 * count))
+            for channel, ref in conn.execute("SELECT channel, ref FROM message_refs"):
+                refs.add(str(channel), str(ref))
+            return refs
+
+        try:
+            refs = await self.db.run(_read, write=False)
+        finally:
+            added, self._refs_loading = self._refs_loading, None
+        for channel, ref in added:  # recorded while the snapshot was read
+            refs.add(channel, ref)
+        self.refs = refs
+        log.info("message-ref filter: %d refs, capacity %d", refs.count, refs.capacity)
+
+    def note_refs(self, lines: Iterable[Mapping[str, Any]], channel: str) -> None:
+        """Lines just committed: their refs go into the filter."""
+        for line in lines:
+            for ref_channel, ref, _ in line_refs(line, channel):
+                if self._refs_loading is not None:
+                    self._refs_loading.append((ref_channel, ref))
+                if self.refs is not None:
+                    self.refs.add(ref_channel, ref)
+                    if self.refs.full:
+                        log.info("message-ref filter full; duplicate checks ask the database")
+                        self.refs = None
 
     async def get(self, conv_id: str) -> ConversationRecord | None:
         row = await self.db.fetchone(f"{SELECT_CONVERSATION} WHERE id = ?", (conv_id,))
@@ -309,6 +339,8 @@ class ConversationIndex:
         return int(row[0]) if row else 0
 
     async def conversation_for_ref(self, channel: str, ref: str) -> str | None:
+        if self.refs is not None and not self.refs.might_contain(channel, ref):
+            return None  # never recorded: no hop to the database
         row = await self.db.fetchone(
             "SELECT conversation_id FROM message_refs WHERE channel = ? AND ref = ?",
             (channel, ref),

@@ -323,6 +323,7 @@ async def open_services(
             await _close_all(opened)
             raise DatabaseOpenError(f"recovery from the transcripts failed: {exc}") from exc
         log.info("recovery: %s", services.recovery.to_dict())
+    await index.load_refs()
     return services
 
 
