@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bot.db import Database, SyncConn
-from bot.reffilter import MIN_CAPACITY, RefFilter, line_refs
+from bot.reffilter import RefFilter, line_refs
 
 log = logging.getLogger("my_agent.index")
 
@@ -272,15 +272,8 @@ class ConversationIndex:
         """Build the message-ref filter from ``message_refs`` (after recovery)."""
         self._refs_loading = []
 
-        def _read(conn: SyncConn) -> RefFilter:
-            count = int(conn.execute("SELECT count(*) FROM message_refs").fetchone()[0])
-            refs = RefFilter(max(MIN_CAPACITY, 2 * count))
-            for channel, ref in conn.execute("SELECT channel, ref FROM message_refs"):
-                refs.add(str(channel), str(ref))
-            return refs
-
         try:
-            refs = await self.db.run(_read, write=False)
+            refs = await self.db.run(RefFilter.from_index, write=False)
         finally:
             added, self._refs_loading = self._refs_loading, None
         for channel, ref in added:  # recorded while the snapshot was read

@@ -45,6 +45,15 @@ class RefFilter:
         self._array = bytearray((self.bits + 7) // 8)
         self.count = 0
 
+    @classmethod
+    def from_index(cls, conn: Any) -> RefFilter:
+        """Every ref in ``message_refs``, with room for as many again."""
+        count = int(conn.execute("SELECT count(*) FROM message_refs").fetchone()[0])
+        refs = cls(max(MIN_CAPACITY, 2 * count))
+        for channel, ref in conn.execute("SELECT channel, ref FROM message_refs"):
+            refs.add(str(channel), str(ref))
+        return refs
+
     @property
     def full(self) -> bool:
         """Past its capacity the error rate climbs: the caller stops trusting it."""
