@@ -20,7 +20,6 @@ from bot.bench.search import _vocabulary, generate
 from bot.config.model import AppConfig, EmbeddingConfig, SearchConfig
 from bot.db import Database, SyncConn, connect_sync
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
-from bot.ranking import matvec
 from bot.search import SearchService
 from bot.search.fusion import fuse
 from bot.search.keyword import fts_candidates
