@@ -256,3 +256,32 @@ async def test_failed_query_embedding_ranks_like_keyword_search(store: Path) -> 
         ]
     await db.close()
     failing.close()
+
+
+async def test_senders_read_new_turns_only_and_rescan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bot.search.service as service_module
+    from tests.recall_helpers import add_conversation
+
+    db = await open_index(tmp_path / "conversations.db")
+    await add_conversation(db, "c1", [("user", "hello there")])
+
+    async def say(sender: str, conv: str = "c1") -> None:
+        await db.execute(
+            "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, "
+            "sender) VALUES (?, 9, 'user', 'hi', '2026-01-10T12:00:00+00:00', ?)",
+            (conv, sender),
+        )
+
+    service = SearchService(AppConfig(), db)
+    assert await service._senders() == {"user"}
+    await say("Zelda")
+    assert await service._senders() == {"user"}  # cached for a minute
+    monkeypatch.setattr(service_module, "_SENDERS_TTL", -1.0)
+    assert await service._senders() == {"user", "Zelda"}  # the new turns only
+    await db.execute("DELETE FROM turns WHERE sender = 'Zelda'")
+    assert "Zelda" in await service._senders()  # until the next full scan
+    monkeypatch.setattr(service_module, "_SENDERS_RESCAN", -1.0)
+    assert await service._senders() == {"user"}
+    await db.close()

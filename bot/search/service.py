@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +41,16 @@ log = logging.getLogger("my_agent.search")
 
 _CACHED_QUERIES = 64  # query embeddings and rankings kept (LRU)
 _PAGE_TTL = 120.0  # seconds a ranking serves the next pages of its cursor
+_SENDERS_TTL = 60.0  # seconds before new turns' senders are looked up
+_SENDERS_RESCAN = 600.0  # seconds between full scans of the senders
+
+
+@dataclass(frozen=True)
+class _SenderCache:
+    names: set[str]
+    last_id: int  # turns up to this id are reflected in ``names``
+    checked: float
+    scanned: float  # last full scan
 
 
 class SearchService:
@@ -69,7 +80,7 @@ class SearchService:
         self.vectors = vectors
         self._opened = False
         self._open_lock = asyncio.Lock()
-        self._sender_cache: tuple[float, set[str]] | None = None
+        self._sender_cache: _SenderCache | None = None
         self._freqs = DocFreqs()
         # per-query work kept for repeats: query embeddings (the same question asked again,
         # by the agent or another page) and rankings (a cursor continues the same ranking)
@@ -156,12 +167,30 @@ class SearchService:
         return vector
 
     async def _senders(self) -> set[str]:
-        """Distinct turn senders (participant names), cached for a minute."""
+        """Distinct turn senders (participant names): new turns' senders are added after
+        at most a minute, with a read of the new turns only; every 10 minutes a full scan
+        forgets senders whose turns are gone (it reads every turn: 0.4 s at 2,000,000)."""
         now = time.monotonic()
-        if self._sender_cache is None or now - self._sender_cache[0] > 60:
-            rows = await self.db.fetchall("SELECT DISTINCT sender FROM turns")
-            self._sender_cache = (now, {str(r[0]) for r in rows if r[0]})
-        return self._sender_cache[1]
+        cache = self._sender_cache
+        if cache is not None and now - cache.checked <= _SENDERS_TTL:
+            return cache.names
+        full = cache is None or now - cache.scanned > _SENDERS_RESCAN
+        last = -(1 << 63) if cache is None or full else cache.last_id
+
+        def _read(conn: SyncConn) -> tuple[int, set[str]]:
+            row = conn.execute("SELECT max(id) FROM turns").fetchone()
+            top = int(row[0]) if row and row[0] is not None else 0
+            names = conn.execute(
+                "SELECT DISTINCT sender FROM turns WHERE id > ? AND id <= ?", (last, top)
+            ).fetchall()
+            return top, {str(r[0]) for r in names if r[0]}
+
+        top, names = await self.db.run(_read, write=False)
+        if full or cache is None:
+            self._sender_cache = _SenderCache(names, top, now, now)
+        else:
+            self._sender_cache = _SenderCache(cache.names | names, top, now, cache.scanned)
+        return self._sender_cache.names
 
     def _will_embed(self, query: str) -> bool:
         """Whether :meth:`_query_vector` should return a vector (checked afterwards)."""
