@@ -285,3 +285,29 @@ async def test_senders_read_new_turns_only_and_rescan(
     monkeypatch.setattr(service_module, "_SENDERS_RESCAN", -1.0)
     assert await service._senders() == {"user"}
     await db.close()
+
+
+async def test_turn_total_counts_new_turns_and_recounts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bot.search.keyword as keyword_module
+    from bot.search.keyword import DocFreqs
+    from tests.recall_helpers import add_conversation
+
+    db = await open_index(tmp_path / "conversations.db")
+    await add_conversation(db, "c1", [("user", "one"), ("assistant", "two")])
+    freqs = DocFreqs()
+
+    async def total() -> int:
+        return int(await db.run(freqs.total, write=False))
+
+    assert await total() == 2
+    await add_conversation(db, "c2", [("user", "three"), ("assistant", "four"), ("user", "5")])
+    assert await total() == 2  # cached for a minute
+    monkeypatch.setattr(keyword_module, "_TOTAL_TTL", -1.0)
+    assert await total() == 5  # the new turns only
+    await db.execute("DELETE FROM turns WHERE conversation_id = 'c1'")
+    assert await total() == 5  # until the next full count
+    monkeypatch.setattr(keyword_module, "_TOTAL_RESCAN", -1.0)
+    assert await total() == 3
+    await db.close()
