@@ -1,4 +1,9 @@
-"""The candidate neighbourhood: turns around the hits, with their vectors, in one hop."""
+"""The candidate neighbourhood: turns around the hits, with their vectors.
+
+The keyword hits' spans and the vector hits' spans are read in two statements (on either
+side of the query embedding, see :mod:`bot.search.service`) over disjoint spans
+(:func:`subtract`); :func:`build_rows` merges them in the order one ordered query gave.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from bot.vectors import half_matrix
 
 @dataclass
 class Rows:
-    """The candidate neighbourhood loaded in one hop: turns (+ vectors) in order."""
+    """The candidate neighbourhood: turns (+ vectors) in (conversation, number, id) order."""
 
     ids: list[int]
     conv: list[str]
@@ -25,21 +30,6 @@ class Rows:
     matrix: np.ndarray  # (n, dims) float32, zero rows where a turn has no vector yet
     has: np.ndarray  # bool: the row has a vector
     codes: np.ndarray  # int conversation codes (same code = same conversation)
-
-
-def load_rows(
-    conn: SyncConn,
-    ranges: dict[str, list[tuple[int, int]]],
-    extra_ids: list[int],
-    want_vectors: bool,
-    dims: int,
-) -> Rows:
-    """Turns in ``ranges`` (per conversation, inclusive) plus ``extra_ids``, with their
-    float16 vectors, in (conversation, turn number, id) order: one query per 300 ranges."""
-    if extra_ids:
-        for conv, number in turn_positions(conn, extra_ids).values():
-            ranges.setdefault(conv, []).append((number, number))
-    return build_rows(fetch_spans(conn, ranges, want_vectors), want_vectors, dims)
 
 
 def turn_positions(conn: SyncConn, ids: list[int]) -> dict[int, tuple[str, int]]:
