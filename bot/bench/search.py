@@ -13,6 +13,10 @@ code behind the agent's tool (query embedding with the real model included), and
 same run on the same database, through the baseline: the same query embedding plus a bare
 FTS5 ``MATCH ... ORDER BY bm25 LIMIT k`` and a bare sqlite-vec ``vec0`` KNN (``k``) over
 ``turns_vec``. Reported: p50/p95 for both and ``ratio`` = hybrid p95 / baseline p95.
+
+``--dump-rankings FILE`` / ``--check-rankings FILE``: write every query's first page, or
+compare with such a file (``rankings.identical``, ``max_score_diff``), so a latency change
+can show that it left the rankings alone.
 """
 
 from __future__ import annotations
