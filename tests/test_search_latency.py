@@ -311,3 +311,39 @@ async def test_turn_total_counts_new_turns_and_recounts(
     monkeypatch.setattr(keyword_module, "_TOTAL_RESCAN", -1.0)
     assert await total() == 3
     await db.close()
+
+
+def test_bench_rankings_check_flags_any_change() -> None:
+    from bot.bench.search import compare_rankings
+
+    page = {
+        "query": "q",
+        "method": "hybrid",
+        "total": 2,
+        "results": [
+            {"id": "a", "score": 1.0, "matched": [1], "turns": [[1, 1.0]]},
+            {"id": "b", "score": 0.5, "matched": [2], "turns": [[2, 0.5], [3, 0.25]]},
+        ],
+    }
+    same = compare_rankings([page], [json_copy(page)])
+    assert same["identical"] and same["max_score_diff"] == 0.0
+    nudged = json_copy(page)
+    nudged["results"][1]["turns"][1][1] += 1e-9  # within the tolerance
+    assert compare_rankings([page], [nudged])["identical"]
+    for change in (
+        lambda p: p["results"].reverse(),
+        lambda p: p["results"][0].update(score=0.99),
+        lambda p: p["results"][1]["turns"].reverse(),
+        lambda p: p["results"][1].update(matched=[3]),
+        lambda p: p.update(total=3),
+    ):
+        changed = json_copy(page)
+        change(changed)
+        report = compare_rankings([page], [changed])
+        assert not report["identical"] and report["differing"] == ["q"]
+
+
+def json_copy(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value))
