@@ -71,9 +71,33 @@ def read_turn_matrix(
         ):
             found.append(int(rowid))
             blobs.append(blob)
-    n = len(found)
-    matrix = np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(n, dims)
-    return np.asarray(found, dtype=np.int64), matrix.astype(np.float32)
+    return np.asarray(found, dtype=np.int64), half_matrix(b"".join(blobs), len(found), dims)
+
+
+# float16 -> float32 by table lookup: exact (every float16 is a float32) and about twice
+# as fast as ``astype`` on this machine (256 KB, built once)
+_HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+def half_matrix(blob: bytes, n: int, dims: int) -> np.ndarray:
+    """``n`` concatenated float16 vectors -> (n, dims) float32 (the same values)."""
+    halves = np.frombuffer(blob, dtype=np.uint16, count=n * dims).reshape(n, dims)
+    return _HALF_TO_FLOAT.take(halves)
+
+
+def rescore(
+    conn: SyncConn, shortlist: Sequence[int], query: np.ndarray, k: int, dims: int
+) -> dict[int, float]:
+    """The ``k`` best of ``shortlist`` by exact cosine (float16 copies from
+    ``turn_vectors``): turn id -> similarity, best first. On the connection's thread."""
+    if not len(shortlist):
+        return {}
+    ids, matrix = read_turn_matrix(conn, shortlist, dims)
+    if not len(ids):
+        return {}
+    scores = matvec(matrix, query)
+    top = np.argsort(-scores, kind="stable")[:k]
+    return {int(ids[i]): float(scores[i]) for i in top}
 
 
 WINDOW_CHARS = 1200  # ~256 tokens, the model's truncation point
@@ -166,16 +190,42 @@ class _BitMatrix:
         self.__init__(kept_ids, kept_bits)  # type: ignore[misc]
 
     def shortlist(self, query_bits: np.ndarray, count: int) -> np.ndarray:
-        """Turn ids of the ``count`` smallest Hamming distances (unordered)."""
+        """Turn ids of the ``count`` smallest Hamming distances (unordered).
+
+        Which of the vectors tied at the cut are kept is ``argpartition``'s choice (over
+        uint16 distances): it decides the candidate set, so it is part of the ranking.
+        """
         n = self._n
         if n <= count:
             return self.ids.copy()
-        cols = self._cols[:, :n]
-        distance = np.bitwise_count(cols[0] ^ query_bits[0]).astype(np.uint16)
-        for word in range(1, cols.shape[0]):
-            distance += np.bitwise_count(cols[word] ^ query_bits[word])
-        top = np.argpartition(distance, count)[:count]
-        return self._ids[top]
+        return self._ids[np.argpartition(self.distances(query_bits), count)[:count]]
+
+    def distances(self, query_bits: np.ndarray) -> np.ndarray:
+        """Hamming distance of every vector to ``query_bits`` (uint16, in load order).
+
+        XOR + popcount + sum over blocks of :data:`_BLOCK` vectors, all words at once,
+        into reused buffers: the temporaries stay in cache (3.4 MB for 6 words), which at
+        2,000,000 vectors took 10 ms instead of 15-18 ms word by word over the whole
+        matrix.
+        """
+        n = self._n
+        cols = self._cols
+        words = cols.shape[0]
+        query = np.asarray(query_bits, dtype=np.uint64).reshape(words, 1)
+        block = min(_BLOCK, max(n, 1))
+        xor = np.empty((words, block), dtype=np.uint64)
+        ones = np.empty((words, block), dtype=np.uint8)
+        distance = np.empty(n, dtype=np.uint16)
+        for start in range(0, n, block):
+            stop = min(n, start + block)
+            width = stop - start
+            np.bitwise_xor(cols[:, start:stop], query, out=xor[:, :width])
+            np.bitwise_count(xor[:, :width], out=ones[:, :width])
+            np.sum(ones[:, :width], axis=0, dtype=np.uint16, out=distance[start:stop])
+        return distance
+
+
+_BLOCK = 65536  # vectors per block of the Hamming scan
 
 
 def _text_hash(text: str) -> str:
@@ -473,24 +523,37 @@ class VectorIndex:
         """
         if not self.ready or self._matrix is None:
             return {}
+        shortlist = self.turn_shortlist(query, k, conversation_id=conversation_id)
+        return await self.db.run(
+            lambda c: self.rescore_turns(c, shortlist, query, k, conversation_id), write=False
+        )
+
+    def turn_shortlist(
+        self, query: np.ndarray, k: int, *, conversation_id: str | None = None
+    ) -> list[int]:
+        """The in-memory sign-bit stage of :meth:`knn_turns`: ``max(8k, 256)`` turn ids
+        (none within one conversation, where :meth:`rescore_turns` scores every vector)."""
+        if not self.ready or self._matrix is None or conversation_id is not None:
+            return []
+        query_bits = sign_bits(query.reshape(1, -1))[0]
+        return self._matrix.shortlist(query_bits, max(8 * k, 256)).tolist()
+
+    def rescore_turns(
+        self,
+        conn: SyncConn,
+        shortlist: Sequence[int],
+        query: np.ndarray,
+        k: int,
+        conversation_id: str | None = None,
+    ) -> dict[int, float]:
+        """The exact stage of :meth:`knn_turns`, on a connection's thread (so a caller
+        can run it in the same hop as other reads)."""
         if conversation_id is not None:
-            rows = await self.db.fetchall(
+            rows = conn.execute(
                 "SELECT turn_id FROM turn_vectors WHERE conversation_id = ?", (conversation_id,)
-            )
+            ).fetchall()
             shortlist = [int(r[0]) for r in rows]
-        else:
-            query_bits = sign_bits(query.reshape(1, -1))[0]
-            count = max(8 * k, 256)
-            shortlist = self._matrix.shortlist(query_bits, count).tolist()
-        if not shortlist:
-            return {}
-        dims = self.embedder.dimensions
-        ids, matrix = await self.db.run(lambda c: read_turn_matrix(c, shortlist, dims), write=False)
-        if not len(ids):
-            return {}
-        scores = matvec(matrix, query)
-        top = np.argsort(-scores, kind="stable")[:k]
-        return {int(ids[i]): float(scores[i]) for i in top}
+        return rescore(conn, shortlist, query, k, self.embedder.dimensions)
 
     async def knn_abbreviations(self, query: np.ndarray, k: int) -> dict[str, float]:
         """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact)."""

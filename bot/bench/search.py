@@ -13,6 +13,10 @@ code behind the agent's tool (query embedding with the real model included), and
 same run on the same database, through the baseline: the same query embedding plus a bare
 FTS5 ``MATCH ... ORDER BY bm25 LIMIT k`` and a bare sqlite-vec ``vec0`` KNN (``k``) over
 ``turns_vec``. Reported: p50/p95 for both and ``ratio`` = hybrid p95 / baseline p95.
+
+``--dump-rankings FILE`` / ``--check-rankings FILE``: write every query's first page, or
+compare with such a file (``rankings.identical``, ``max_score_diff``), so a latency change
+can show that it left the rankings alone.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from bot.bench.embed import model_config
 from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService
 from bot.schema import INDEX_MIGRATIONS, create_vector_tables
-from bot.search import SearchService
+from bot.search import SearchPage, SearchService
 from bot.vectors import sign_bits, to_blob, to_half
 
 VOCABULARY_SIZE = 5000
@@ -46,6 +50,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument(
         "--db", type=Path, default=None, help="reuse/keep the generated database at this path"
+    )
+    parser.add_argument(
+        "--dump-rankings",
+        type=Path,
+        default=None,
+        help="write each query's first page (ids, scores, matched turns) as JSON lines",
+    )
+    parser.add_argument(
+        "--check-rankings",
+        type=Path,
+        default=None,
+        help="compare each query's first page with a --dump-rankings file (same store)",
     )
     if "--config" not in parser._option_string_actions:  # `my-agent bench` may add it
         parser.add_argument("--config", type=Path, default=None)
@@ -185,6 +201,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         hybrid: list[float] = []
         baseline: list[float] = []
         methods = set()
+        pages: list[dict[str, Any]] = []
         for i, query in enumerate(queries):
             t0 = time.perf_counter()
             page = await service.search(query, limit=10)
@@ -192,6 +209,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await _baseline(db, embedder, query, k)
             t2 = time.perf_counter()
             methods.add(page.method)
+            pages.append(page_record(query, page))
             if i >= args.warmup:
                 hybrid.append((t1 - t0) * 1000)
                 baseline.append((t2 - t1) * 1000)
@@ -200,6 +218,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await db.close()
     embedder.close()
     p95, b95 = _percentile(hybrid, 0.95), _percentile(baseline, 0.95)
+    extra: dict[str, Any] = {}
+    if args.dump_rankings:
+        args.dump_rankings.write_text("".join(json.dumps(p) + "\n" for p in pages))
+        extra["rankings_dumped"] = str(args.dump_rankings)
+    if args.check_rankings:
+        expected = [json.loads(line) for line in args.check_rankings.read_text().splitlines()]
+        extra["rankings"] = compare_rankings(expected, pages)
     return {
         "conversations": args.conversations,
         "turns": int(turns[0]) if turns else 0,
@@ -215,6 +240,60 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "candidates": k,
         "model": source,
         "goals": {"p95_ms@10k": "<= 40", "ratio": "<= 1.5", "p95_ms@100k": "<= 150"},
+        **extra,
+    }
+
+
+def page_record(query: str, page: SearchPage) -> dict[str, Any]:
+    """What a ranking check compares: the ranked conversations with scores and turns."""
+    return {
+        "query": query,
+        "method": page.method,
+        "total": page.total,
+        "results": [
+            {
+                "id": r.conversation_id,
+                "score": r.score,
+                "matched": r.matched_turns,
+                "turns": [[int(t), float(s)] for t, s in r.turn_scores],
+            }
+            for r in page.results
+        ],
+    }
+
+
+def compare_rankings(
+    expected: list[dict[str, Any]], actual: list[dict[str, Any]], tol: float = 1e-6
+) -> dict[str, Any]:
+    """Queries whose first page differs (ids, order, matched turns, or a score by > tol)."""
+    differ: list[str] = []
+    worst = 0.0
+    for want, got in zip(expected, actual, strict=False):
+        same = (
+            want["query"] == got["query"]
+            and want["method"] == got["method"]
+            and want["total"] == got["total"]
+            and [r["id"] for r in want["results"]] == [r["id"] for r in got["results"]]
+            and [r["matched"] for r in want["results"]] == [r["matched"] for r in got["results"]]
+            and [[t for t, _ in r["turns"]] for r in want["results"]]
+            == [[t for t, _ in r["turns"]] for r in got["results"]]
+        )
+        if same:
+            for w, g in zip(want["results"], got["results"], strict=True):
+                scores = [(w["score"], g["score"])]
+                scores += [(a[1], b[1]) for a, b in zip(w["turns"], g["turns"], strict=True)]
+                for a, b in scores:
+                    worst = max(worst, abs(a - b))
+                    same = same and abs(a - b) <= tol
+        if not same:
+            differ.append(got["query"])
+    return {
+        "identical": not differ and len(expected) == len(actual),
+        "queries": len(actual),
+        "expected_queries": len(expected),
+        "differing": differ[:20],
+        "differing_count": len(differ),
+        "max_score_diff": worst,
     }
 
 

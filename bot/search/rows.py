@@ -1,4 +1,9 @@
-"""The candidate neighbourhood: turns around the hits, with their vectors, in one hop."""
+"""The candidate neighbourhood: turns around the hits, with their vectors.
+
+The keyword hits' spans and the vector hits' spans are read in two statements (on either
+side of the query embedding, see :mod:`bot.search.service`) over disjoint spans
+(:func:`subtract`); :func:`build_rows` merges them in the order one ordered query gave.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from bot.db import SyncConn
+from bot.vectors import half_matrix
 
 
 @dataclass
 class Rows:
-    """The candidate neighbourhood loaded in one hop: turns (+ vectors) in order."""
+    """The candidate neighbourhood: turns (+ vectors) in (conversation, number, id) order."""
 
     ids: list[int]
     conv: list[str]
@@ -26,21 +32,24 @@ class Rows:
     codes: np.ndarray  # int conversation codes (same code = same conversation)
 
 
-def load_rows(
-    conn: SyncConn,
-    ranges: dict[str, list[tuple[int, int]]],
-    extra_ids: list[int],
-    want_vectors: bool,
-    dims: int,
-) -> Rows:
-    """Turns in ``ranges`` (per conversation, inclusive) plus ``extra_ids``, with their
-    float16 vectors, in (conversation, turn number, id) order: one query per 300 ranges."""
-    if extra_ids:
-        marks = ",".join("?" * len(extra_ids))
-        for conv, number in conn.execute(
-            f"SELECT conversation_id, turn_number FROM turns WHERE id IN ({marks})", extra_ids
+def turn_positions(conn: SyncConn, ids: list[int]) -> dict[int, tuple[str, int]]:
+    """turn id -> (conversation, turn number) for the ``ids`` that exist."""
+    out: dict[int, tuple[str, int]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for turn_id, conv, number in conn.execute(
+            f"SELECT id, conversation_id, turn_number FROM turns WHERE id IN ({marks})", chunk
         ):
-            ranges.setdefault(str(conv), []).append((int(number), int(number)))
+            out[int(turn_id)] = (str(conv), int(number))
+    return out
+
+
+def fetch_spans(
+    conn: SyncConn, ranges: dict[str, list[tuple[int, int]]], want_vectors: bool
+) -> list[tuple[Any, ...]]:
+    """The raw rows of the turns in ``ranges`` (unordered; :func:`build_rows` sorts):
+    (id, conversation, number, sender, timestamp, content, channel, float16 vector)."""
     values: list[Any] = []
     for conv in sorted(ranges):
         for lo, hi in merge(ranges[conv]):
@@ -52,41 +61,74 @@ def load_rows(
     for start in range(0, len(values), step * 3):
         chunk = values[start : start + step * 3]
         spec = ",".join(["(?, ?, ?)"] * (len(chunk) // 3))
+        # no ORDER BY: sorting ~1,000 wide rows (content + 768-byte vectors) in a temp
+        # B-tree cost more than the rest of the statement; Python sorts the tuples instead
         rows.extend(
             conn.execute(
                 f"WITH r(c, lo, hi) AS (VALUES {spec}) "
                 "SELECT t.id, t.conversation_id, t.turn_number, t.sender, t.timestamp, "
                 f"t.content, c.channel, {vector} FROM r JOIN turns t ON t.conversation_id = r.c "
                 f"AND t.turn_number BETWEEN r.lo AND r.hi{vector_join} "
-                "JOIN conversations c ON c.id = t.conversation_id "
-                "ORDER BY t.conversation_id, t.turn_number, t.id",
+                "JOIN conversations c ON c.id = t.conversation_id",
                 chunk,
             ).fetchall()
         )
+    return rows
+
+
+def _order(row: tuple[Any, ...]) -> tuple[str, int, int]:
+    return (row[1], row[2], row[0])
+
+
+def build_rows(raw: list[tuple[Any, ...]], want_vectors: bool, dims: int) -> Rows:
+    """:class:`Rows` from :func:`fetch_spans` rows (of one or several calls over disjoint
+    spans), in (conversation, turn number, id) order, duplicates dropped."""
+    rows = sorted({r[0]: r for r in raw}.values(), key=_order)
     n = len(rows)
-    conv = [r[1] for r in rows]
+    columns: list[Any] = list(zip(*rows, strict=True)) if n else [()] * 8
+    ids, conv, number, sender, timestamp, content, channel, vectors = columns
     if want_vectors and n:
         zero = bytes(2 * dims)
-        has = np.fromiter((r[7] is not None for r in rows), bool, n)
-        blob = b"".join(r[7] or zero for r in rows)
-        matrix = np.frombuffer(blob, dtype=np.float16).reshape(n, dims).astype(np.float32)
+        has = np.fromiter((v is not None for v in vectors), bool, n)
+        matrix = half_matrix(b"".join(v or zero for v in vectors), n, dims)
     else:
         has = np.zeros(n, dtype=bool)
         matrix = np.zeros((n, dims if want_vectors else 0), dtype=np.float32)
     code_of: dict[str, int] = {}
     codes = np.fromiter((code_of.setdefault(c, len(code_of)) for c in conv), np.int64, n)
     return Rows(
-        ids=[r[0] for r in rows],
-        conv=conv,
-        number=[r[2] for r in rows],
-        sender=[r[3] or "" for r in rows],
-        timestamp=[r[4] or "" for r in rows],
-        content=[r[5] for r in rows],
-        channel=[r[6] for r in rows],
+        ids=list(ids),
+        conv=list(conv),
+        number=list(number),
+        sender=[s or "" for s in sender],
+        timestamp=[t or "" for t in timestamp],
+        content=list(content),
+        channel=list(channel),
         matrix=matrix,
         has=has,
         codes=codes,
     )
+
+
+def subtract(
+    ranges: dict[str, list[tuple[int, int]]], covered: dict[str, list[tuple[int, int]]]
+) -> dict[str, list[tuple[int, int]]]:
+    """The parts of ``ranges`` outside ``covered`` (both inclusive, per conversation)."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for conv, spans in ranges.items():
+        holes = merge(covered.get(conv, []))
+        for lo, hi in merge(spans):
+            for c_lo, c_hi in holes:
+                if c_hi < lo or c_lo > hi:
+                    continue
+                if c_lo > lo:
+                    out.setdefault(conv, []).append((lo, c_lo - 1))
+                lo = c_hi + 1
+                if lo > hi:
+                    break
+            if lo <= hi:
+                out.setdefault(conv, []).append((lo, hi))
+    return out
 
 
 def merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

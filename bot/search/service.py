@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from bot.search.results import (
     encode_cursor,
     fingerprint,
 )
-from bot.search.rows import Rows, load_rows
+from bot.search.rows import build_rows, fetch_spans, subtract, turn_positions
 
 if TYPE_CHECKING:
     from bot.vectors import VectorIndex
@@ -40,6 +41,16 @@ log = logging.getLogger("my_agent.search")
 
 _CACHED_QUERIES = 64  # query embeddings and rankings kept (LRU)
 _PAGE_TTL = 120.0  # seconds a ranking serves the next pages of its cursor
+_SENDERS_TTL = 60.0  # seconds before new turns' senders are looked up
+_SENDERS_RESCAN = 600.0  # seconds between full scans of the senders
+
+
+@dataclass(frozen=True)
+class _SenderCache:
+    names: set[str]
+    last_id: int  # turns up to this id are reflected in ``names``
+    checked: float
+    scanned: float  # last full scan
 
 
 class SearchService:
@@ -69,7 +80,7 @@ class SearchService:
         self.vectors = vectors
         self._opened = False
         self._open_lock = asyncio.Lock()
-        self._sender_cache: tuple[float, set[str]] | None = None
+        self._sender_cache: _SenderCache | None = None
         self._freqs = DocFreqs()
         # per-query work kept for repeats: query embeddings (the same question asked again,
         # by the agent or another page) and rankings (a cursor continues the same ranking)
@@ -112,17 +123,18 @@ class SearchService:
         offset = decode_cursor(cursor, query, filters) if cursor else 0
         key = fingerprint(query, filters)
         cached = self._pages.get(key) if cursor else None
+        meta: dict[str, tuple[Any, ...]] | None = None
         if cached is not None and time.monotonic() - cached[0] < _PAGE_TTL:
             # the next page of a ranking made moments ago: the same order, no re-ranking
             scored = cached[1]
         else:
-            scored = await self._score(query, filters)
+            scored, meta = await self._score(query, filters, (offset, limit))
             self._pages[key] = (time.monotonic(), scored)
             while len(self._pages) > _CACHED_QUERIES:
                 self._pages.pop(next(iter(self._pages)))
         ranked = scored.conversations
         page = [scored.conversation(c, score) for c, score in ranked[offset : offset + limit]]
-        results = await self._materialise(page, query)
+        results = await self._materialise(page, query, meta)
         more = offset + limit < len(ranked)
         next_cursor = encode_cursor(offset + limit, query, filters) if more else None
         return SearchPage(results, next_cursor, len(ranked), scored.method)
@@ -132,7 +144,7 @@ class SearchService:
 
         Used by benchmarks and diagnostics (turn-level recall needs the turn order).
         """
-        scored = await self._score(query, filters or Filters())
+        scored, _ = await self._score(query, filters or Filters())
         return Ranking(
             turns=scored.hits(), conversations=scored.conversations, method=scored.method
         )
@@ -155,14 +167,47 @@ class SearchService:
         return vector
 
     async def _senders(self) -> set[str]:
-        """Distinct turn senders (participant names), cached for a minute."""
+        """Distinct turn senders (participant names): new turns' senders are added after
+        at most a minute, with a read of the new turns only; every 10 minutes a full scan
+        forgets senders whose turns are gone (it reads every turn: 0.4 s at 2,000,000)."""
         now = time.monotonic()
-        if self._sender_cache is None or now - self._sender_cache[0] > 60:
-            rows = await self.db.fetchall("SELECT DISTINCT sender FROM turns")
-            self._sender_cache = (now, {str(r[0]) for r in rows if r[0]})
-        return self._sender_cache[1]
+        cache = self._sender_cache
+        if cache is not None and now - cache.checked <= _SENDERS_TTL:
+            return cache.names
+        full = cache is None or now - cache.scanned > _SENDERS_RESCAN
+        last = -(1 << 63) if cache is None or full else cache.last_id
 
-    async def _score(self, query: str, filters: Filters) -> Scored:
+        def _read(conn: SyncConn) -> tuple[int, set[str]]:
+            row = conn.execute("SELECT max(id) FROM turns").fetchone()
+            top = int(row[0]) if row and row[0] is not None else 0
+            names = conn.execute(
+                "SELECT DISTINCT sender FROM turns WHERE id > ? AND id <= ?", (last, top)
+            ).fetchall()
+            return top, {str(r[0]) for r in names if r[0]}
+
+        top, names = await self.db.run(_read, write=False)
+        if full or cache is None:
+            self._sender_cache = _SenderCache(names, top, now, now)
+        else:
+            self._sender_cache = _SenderCache(cache.names | names, top, now, cache.scanned)
+        return self._sender_cache.names
+
+    def _will_embed(self, query: str) -> bool:
+        """Whether :meth:`_query_vector` should return a vector (checked afterwards)."""
+        return self.hybrid and self.embedder is not None and bool(query.strip())
+
+    async def _score(
+        self, query: str, filters: Filters, page: tuple[int, int] | None = None
+    ) -> tuple[Scored, dict[str, tuple[Any, ...]]]:
+        """Rank ``query``; with ``page`` (offset, limit) also read that page's
+        conversation rows (for :meth:`_materialise`) in the same hop.
+
+        Two hops to the reader thread: the keyword stage with its neighbour windows runs
+        while the query is embedded; then the KNN rescoring, the vector windows, the
+        fusion and the page's rows run as one unit after the in-memory bit prefilter.
+        """
+        if not self._opened:
+            await self.start()
         cfg = self.config.search
         terms = query_terms(query)
         # Participants named in the query: their turns get a prior, and the names leave
@@ -172,113 +217,80 @@ class SearchService:
         parts = fts_parts(query) if not names or not rest else rest
         depth = cfg.candidates
         freqs = self._freqs
+        dims = self.embedder.dimensions if self.embedder is not None else 0
+        # the windows' radius depends on whether the query gets a vector: guessed for the
+        # keyword hop, redone in the second hop in the rare case the embedding failed
+        guess = self._will_embed(query)
 
-        def _fts(conn: SyncConn) -> list[tuple[int, str, int, float]]:
-            # one hop: the (cached) frequency check, then the query
-            return fts_candidates(conn, or_terms(freqs.selective(conn, parts)), filters, depth)
+        def _keyword(conn: SyncConn) -> tuple[list[Hit], Spans, list[Any]]:
+            hits = fts_candidates(conn, or_terms(freqs.selective(conn, parts)), filters, depth)
+            spans = keyword_spans(hits, self._radius(guess), cfg.expand)
+            return hits, spans, fetch_spans(conn, spans, guess)
 
-        async def _keyword() -> list[tuple[int, str, int, float]]:
+        async def _keyword_hop() -> tuple[list[Hit], Spans, list[Any]]:
             if not parts:
-                return []
-            return await self.db.run(_fts, write=False)
+                return [], {}, []
+            return await self.db.run(_keyword, write=False)
 
-        async def _vectors() -> tuple[np.ndarray | None, dict[int, float], dict[str, float]]:
+        async def _vectors() -> tuple[np.ndarray | None, list[int], dict[str, float]]:
             qvec = await self._query_vector(query)
             if qvec is None or self.vectors is None:
-                return qvec, {}, {}
-            knn = await self.vectors.knn_turns(qvec, depth, conversation_id=filters.conversation_id)
+                return qvec, [], {}
+            # in memory, on this thread: the sign-bit prefilter and the abbreviations
+            shortlist = self.vectors.turn_shortlist(
+                qvec, depth, conversation_id=filters.conversation_id
+            )
             abbreviations: dict[str, float] = {}
             if cfg.abbreviation_weight > 0:
                 abbreviations = await self.vectors.knn_abbreviations(qvec, depth)
-            return qvec, knn, abbreviations
+            return qvec, shortlist, abbreviations
 
-        # FTS (database thread) runs while the query is embedded (embedding thread) and the
-        # bit prefilter scans (this thread)
-        (qvec, knn, abbreviations), keyword = await asyncio.gather(_vectors(), _keyword())
-        method = "hybrid" if qvec is not None else "keyword"
-        if abbreviations and filters.active:
-            abbreviations = await self._filter_conversations(abbreviations, filters)
-        if not keyword and not knn and not abbreviations:
-            return Scored.empty(method)
-        rows = await self._neighbourhood(
-            keyword, knn, cfg.keyword_window, cfg.vector_window, qvec is not None
+        (qvec, shortlist, abbreviations), (keyword, spans, raw) = await asyncio.gather(
+            _vectors(), _keyword_hop()
         )
-        return fuse(cfg, query, filters, rows, keyword, knn, abbreviations, qvec, names)
+        want_vectors = qvec is not None
+        method = "hybrid" if want_vectors else "keyword"
+        vectors = self.vectors if want_vectors else None
 
-    async def _filter_conversations(
-        self, scores: dict[str, float], filters: Filters
-    ) -> dict[str, float]:
-        """Keep the conversations that pass ``filters`` (their turns' span for dates)."""
-        ids = list(scores)
-        marks = ",".join("?" * len(ids))
-        rows = await self.db.fetchall(
-            f"SELECT id, channel, created, updated FROM conversations WHERE id IN ({marks})", ids
-        )
-        keep = {
-            str(conv)
-            for conv, channel, created, updated in rows
-            if filters.accepts(str(conv), str(channel), str(updated or ""))
-            and not (
-                filters.date_to and str(created or "")[: len(filters.date_to)] > filters.date_to
-            )
-        }
-        return {c: v for c, v in scores.items() if c in keep}
+        def _rank(conn: SyncConn) -> tuple[Scored, dict[str, tuple[Any, ...]]]:
+            knn: dict[int, float] = {}
+            if vectors is not None and qvec is not None and vectors.ready:
+                knn = vectors.rescore_turns(conn, shortlist, qvec, depth, filters.conversation_id)
+            abbr = abbreviations
+            if abbr and filters.active:
+                abbr = _accepted(conn, abbr, filters)
+            if not keyword and not knn and not abbr:
+                return Scored.empty(method), {}
+            kw_spans, kw_raw = spans, raw
+            if want_vectors != guess:
+                kw_spans = keyword_spans(keyword, self._radius(want_vectors), cfg.expand)
+                kw_raw = fetch_spans(conn, kw_spans, want_vectors)
+            near = cfg.vector_window if want_vectors else 0
+            more = subtract(vector_spans(conn, keyword, knn, near, cfg.expand), kw_spans)
+            rows = build_rows(kw_raw + fetch_spans(conn, more, want_vectors), want_vectors, dims)
+            scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
+            meta: dict[str, tuple[Any, ...]] = {}
+            if page is not None:
+                offset, limit = page
+                shown = scored.conversations[offset : offset + limit]
+                meta = _conversation_rows(conn, [c for c, _ in shown])
+            return scored, meta
 
-    async def _neighbourhood(
-        self,
-        keyword: list[tuple[int, str, int, float]],
-        knn: dict[int, float],
-        keyword_radius: int,
-        vector_radius: int,
-        want_vectors: bool,
-    ) -> Rows:
-        """Load the candidates with their windows: keyword hits +-``keyword_radius`` (their
-        neighbours compete too), vector hits +-``vector_radius`` (for the centroids)."""
-        radius = max(keyword_radius, vector_radius if want_vectors else 0)
-        expand = self.config.search.expand
-        ranges: dict[str, list[tuple[int, int]]] = {}
-        for rank, (_, conv, number, _) in enumerate(keyword):
-            # only the best hits bring their windows: the rest are scored with what loaded
-            r = radius if rank < expand else 0
-            ranges.setdefault(conv, []).append((max(1, number - r), number + r))
-        found = {k[0] for k in keyword}
-        ordered_knn = sorted(knn, key=lambda t: -knn[t])
-        near_ids = [t for t in ordered_knn[:expand] if t not in found]
-        extra = [t for t in ordered_knn[expand:] if t not in found]
-        dims = self.embedder.dimensions if self.embedder is not None else 0
-        near = vector_radius if want_vectors else 0
+        return await self.db.run(_rank, write=False)
 
-        def _read(conn: SyncConn) -> Rows:
-            if near_ids:
-                marks = ",".join("?" * len(near_ids))
-                for conv, number in conn.execute(
-                    f"SELECT conversation_id, turn_number FROM turns WHERE id IN ({marks})",
-                    near_ids,
-                ):
-                    ranges.setdefault(str(conv), []).append(
-                        (max(1, int(number) - near), int(number) + near)
-                    )
-            return load_rows(conn, ranges, extra + ([] if near else near_ids), want_vectors, dims)
+    def _radius(self, want_vectors: bool) -> int:
+        """Neighbours loaded around the best keyword hits (they feed both windows)."""
+        cfg = self.config.search
+        return max(cfg.keyword_window, cfg.vector_window if want_vectors else 0)
 
-        return await self.db.run(_read, write=False)
-
-    async def _materialise(self, page: list[Ranked], query: str) -> list[SearchResult]:
+    async def _materialise(
+        self, page: list[Ranked], query: str, meta: dict[str, tuple[Any, ...]] | None = None
+    ) -> list[SearchResult]:
         if not page:
             return []
-        conv_ids = [r.conversation_id for r in page]
-
-        def _load(conn: SyncConn) -> dict[str, tuple[Any, ...]]:
-            marks = ",".join("?" * len(conv_ids))
-            return {
-                str(r[0]): r
-                for r in conn.execute(
-                    "SELECT id, title, channel, abbreviation, updated, topics "
-                    f"FROM conversations WHERE id IN ({marks})",
-                    conv_ids,
-                )
-            }
-
-        meta = await self.db.run(_load, write=False)
+        if meta is None:
+            conv_ids = [r.conversation_id for r in page]
+            meta = await self.db.run(lambda c: _conversation_rows(c, conv_ids), write=False)
         terms = query_terms(query)
         results = []
         for item in page:
@@ -310,3 +322,65 @@ class SearchService:
                 )
             )
         return results
+
+
+Hit = tuple[int, str, int, float]  # keyword hit: (turn id, conversation, turn number, -bm25)
+Spans = dict[str, list[tuple[int, int]]]  # conversation -> inclusive turn-number spans
+
+
+def keyword_spans(keyword: list[Hit], radius: int, expand: int) -> Spans:
+    """Turn-number spans around the keyword hits: the best ``expand`` bring +-``radius``
+    neighbours (their windows compete too), the rest only themselves."""
+    spans: Spans = {}
+    for rank, (_, conv, number, _) in enumerate(keyword):
+        r = radius if rank < expand else 0
+        spans.setdefault(conv, []).append((max(1, number - r), number + r))
+    return spans
+
+
+def vector_spans(
+    conn: SyncConn, keyword: list[Hit], knn: dict[int, float], near: int, expand: int
+) -> Spans:
+    """Spans of the vector hits that are not keyword hits: the best ``expand`` with
+    +-``near`` neighbours (for the window centroids), the rest alone."""
+    found = {k[0] for k in keyword}
+    ordered = sorted(knn, key=lambda t: -knn[t])
+    near_ids = {t for t in ordered[:expand] if t not in found}
+    spans: Spans = {}
+    for turn_id, (conv, number) in turn_positions(
+        conn, [t for t in ordered if t not in found]
+    ).items():
+        r = near if turn_id in near_ids else 0
+        spans.setdefault(conv, []).append((max(1, number - r), number + r))
+    return spans
+
+
+def _accepted(conn: SyncConn, scores: dict[str, float], filters: Filters) -> dict[str, float]:
+    """Keep the conversations that pass ``filters`` (their turns' span for dates)."""
+    ids = list(scores)
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT id, channel, created, updated FROM conversations WHERE id IN ({marks})", ids
+    ).fetchall()
+    keep = {
+        str(conv)
+        for conv, channel, created, updated in rows
+        if filters.accepts(str(conv), str(channel), str(updated or ""))
+        and not (filters.date_to and str(created or "")[: len(filters.date_to)] > filters.date_to)
+    }
+    return {c: v for c, v in scores.items() if c in keep}
+
+
+def _conversation_rows(conn: SyncConn, conv_ids: list[str]) -> dict[str, tuple[Any, ...]]:
+    """id -> (id, title, channel, abbreviation, updated, topics) of ``conv_ids``."""
+    if not conv_ids:
+        return {}
+    marks = ",".join("?" * len(conv_ids))
+    return {
+        str(r[0]): r
+        for r in conn.execute(
+            "SELECT id, title, channel, abbreviation, updated, topics "
+            f"FROM conversations WHERE id IN ({marks})",
+            conv_ids,
+        )
+    }

@@ -1,0 +1,60 @@
+"""The sign-bit prefilter: blocked Hamming distances and the shortlist they give are
+exactly those of the straightforward computation (the shortlist decides the ranking)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bot.vectors as vectors_module
+from bot.vectors import _BitMatrix, sign_bits
+
+
+def _reference_distances(bits: np.ndarray, query_bits: np.ndarray) -> np.ndarray:
+    """Bit by bit: unpack both, count the differing bits per row (as uint16)."""
+    rows = np.unpackbits(bits.view(np.uint8), axis=1)
+    query = np.unpackbits(query_bits.view(np.uint8))
+    return (rows != query).sum(axis=1).astype(np.uint16)
+
+
+def _reference_shortlist(bits: np.ndarray, ids: np.ndarray, query_bits: np.ndarray, count: int):
+    """The code before the blocked scan: word by word over the whole matrix."""
+    distance = np.bitwise_count(bits[:, 0] ^ query_bits[0]).astype(np.uint16)
+    for word in range(1, bits.shape[1]):
+        distance += np.bitwise_count(bits[:, word] ^ query_bits[word])
+    return ids[np.argpartition(distance, count)[:count]]
+
+
+@pytest.mark.parametrize("block", [7, 64, 65536])
+def test_blocked_distances_and_shortlist_are_exact(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors_module, "_BLOCK", block)
+    rng = np.random.default_rng(block)
+    vectors = rng.standard_normal((3001, 384)).astype(np.float32)
+    bits = sign_bits(vectors)
+    ids = rng.permutation(10_000)[:3001].astype(np.int64)
+    matrix = _BitMatrix(ids, bits)
+    for _ in range(5):
+        query_bits = sign_bits(rng.standard_normal((1, 384)))[0]
+        assert np.array_equal(matrix.distances(query_bits), _reference_distances(bits, query_bits))
+        for count in (256, 400):
+            assert np.array_equal(
+                matrix.shortlist(query_bits, count),
+                _reference_shortlist(bits, ids, query_bits, count),
+            )
+
+
+def test_distances_follow_upserts_and_growth(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vectors_module, "_BLOCK", 100)
+    rng = np.random.default_rng(1)
+    bits = sign_bits(rng.standard_normal((1000, 384)))
+    matrix = _BitMatrix(np.arange(1000, dtype=np.int64), bits)
+    more = sign_bits(rng.standard_normal((300, 384)))  # past the capacity: it doubles
+    matrix.upsert(np.arange(900, 1200, dtype=np.int64), more)
+    expected = np.concatenate([bits[:900], more])
+    query_bits = sign_bits(rng.standard_normal((1, 384)))[0]
+    assert np.array_equal(matrix.ids, np.arange(1200))
+    assert np.array_equal(matrix.distances(query_bits), _reference_distances(expected, query_bits))
+    assert len(_BitMatrix.empty(6).distances(query_bits)) == 0
+    assert len(_BitMatrix.empty(6).shortlist(query_bits, 10)) == 0
