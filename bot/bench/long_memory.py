@@ -76,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="keep the built stores in this directory and reuse them on the next run while "
-        "what they embed is unchanged (ranking-only changes then skip the 4-5 min load)",
+        "what they embed is unchanged (ranking-only changes then skip the 4-5 min load; "
+        "delete it after changing how turns are indexed)",
     )
 
 
