@@ -120,7 +120,9 @@ def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str |
             if not words:
                 continue
             # Words repeated across the conversation but not in every turn carry the topic.
-            weight = sum(math.log1p(tf[w]) * math.log1p(n / df[w]) for w in set(words))
+            # sorted: a set iterates in hash order, which changes with PYTHONHASHSEED; the
+            # float sum then differed in its last bit and near-ties flipped between runs
+            weight = sum(math.log1p(tf[w]) * math.log1p(n / df[w]) for w in sorted(set(words)))
             score = weight / math.sqrt(len(words) + 4)
             score += 0.6 * len(_NUMBER.findall(sentence))
             score += 0.4 * sum(1 for m in _CAPITAL.finditer(sentence) if m.start() > 0)

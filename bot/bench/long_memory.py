@@ -21,9 +21,11 @@ The data set is read from PATH and never copied.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import re
+import shutil
 import tempfile
 import time
 from collections import defaultdict
@@ -41,6 +43,7 @@ from bot.extractive import extractive_abbreviation
 from bot.hooks import EventBus
 from bot.schema import INDEX_MIGRATIONS
 from bot.search import SearchService
+from bot.vectors import window_text
 
 log = logging.getLogger("my_agent.bench.locomo")
 
@@ -68,6 +71,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--no-pooled", action="store_true", help="skip the pooled run")
     parser.add_argument("--config", type=Path, default=None, help="config file (model path)")
+    parser.add_argument(
+        "--stores",
+        type=Path,
+        default=None,
+        help="keep the built stores in this directory and reuse them on the next run while "
+        "what they embed is unchanged (ranking-only changes then skip the 4-5 min load; "
+        "delete it after changing how turns are indexed)",
+    )
 
 
 def session_timestamp(text: str) -> str:
@@ -180,10 +191,84 @@ class Store:
             for (turn_id,), (dia, _, _) in zip(rows, turns, strict=True):
                 self.turn_key[(rec.id, int(turn_id))] = f"{sample.sample_id}/{dia}"
 
+    @property
+    def _manifest(self) -> Path:
+        return self.root / "bench-store.json"
+
+    def save(self, fingerprint: str) -> None:
+        """Record what this store holds, for :meth:`reuse` by a later run."""
+        self._manifest.write_text(
+            json.dumps(
+                {
+                    "fingerprint": fingerprint,
+                    "turn_key": [[c, t, k] for (c, t), k in self.turn_key.items()],
+                    "session_of": self.session_of,
+                }
+            )
+        )
+
+    async def reuse(self, fingerprint: str) -> bool:
+        """Open a store an earlier run built from the same inputs; False if there is none."""
+        try:
+            manifest = json.loads(self._manifest.read_text())
+        except (OSError, ValueError):
+            return False
+        if manifest.get("fingerprint") != fingerprint:
+            return False
+        self.turn_key = {(str(c), int(t)): str(k) for c, t, k in manifest["turn_key"]}
+        self.session_of = {str(c): str(s) for c, s in manifest["session_of"].items()}
+        await self.open()
+        return True
+
     async def close(self) -> None:
-        if self.search.vectors is not None:
-            pass
         await self.db.close()
+
+
+def fingerprint(samples: list[Sample], embedder: EmbeddingService, config: AppConfig) -> str:
+    """Hash of everything a built store depends on: the model, the exact texts embedded
+    (turn windows, extractive abbreviations) and the turns' senders and dates."""
+    digest = hashlib.sha256(f"{embedder.model_id}\x00{config.embedding.turn_window}".encode())
+    radius = config.embedding.turn_window
+    for sample in samples:
+        a, _ = sample.speakers
+        for number, stamp, turns in sample.sessions:
+            texts = [t for _, _, t in turns]
+            digest.update(f"\x01{sample.sample_id}/{number}/{stamp}".encode())
+            for i, (dia, speaker, _) in enumerate(turns):
+                digest.update(f"\x02{dia}\x00{speaker}\x00".encode())
+                digest.update(window_text(texts, i, radius).encode())
+            abbreviation = extractive_abbreviation(
+                [("user" if s == a else "assistant", t, s) for _, s, t in turns]
+            )
+            digest.update(b"\x03" + abbreviation.encode())
+    return digest.hexdigest()
+
+
+async def build_store(
+    root: Path,
+    samples: list[Sample],
+    embedder: EmbeddingService,
+    config: AppConfig,
+    keep: bool,
+) -> tuple[Store, float | None]:
+    """A store holding ``samples``: reused from ``root`` when ``keep`` and an earlier run
+    built it from the same inputs, else built (and recorded when ``keep``). Returns the
+    store and the seconds spent loading (None when reused)."""
+    store = Store(root, embedder, config)
+    mark = fingerprint(samples, embedder, config) if keep else ""
+    if keep and await store.reuse(mark):
+        return store, None
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    await store.open()
+    started = time.perf_counter()
+    for sample in samples:
+        await store.add(sample)
+    seconds = time.perf_counter() - started
+    if keep:
+        store.save(mark)
+    return store, seconds
 
 
 Ranker = Callable[[str], Awaitable[tuple[list[str], list[str]]]]
@@ -346,21 +431,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     loaded = await embedder.load()
     per_conversation = []
     load_seconds = 0.0
+    reused = 0
+    keep = getattr(args, "stores", None)
     with tempfile.TemporaryDirectory(prefix="my-agent-locomo-") as tmp:
+        base = Path(keep).expanduser().resolve() if keep else Path(tmp)
         for i, sample in enumerate(samples):
-            store = Store(Path(tmp) / f"s{i}", embedder, config)
-            await store.open()
-            t0 = time.perf_counter()
-            await store.add(sample)
-            load_seconds += time.perf_counter() - t0
+            store, seconds = await build_store(
+                base / f"s{i}", [sample], embedder, config, keep is not None
+            )
+            load_seconds += seconds or 0.0
+            reused += seconds is None
             per_conversation.append(await evaluate(store, [sample]))
             await store.close()
         result = _average(per_conversation)
         if not getattr(args, "no_pooled", False):
-            store = Store(Path(tmp) / "pooled", embedder, config)
-            await store.open()
-            for sample in samples:
-                await store.add(sample)
+            store, _ = await build_store(
+                base / "pooled", samples, embedder, config, keep is not None
+            )
             result["pooled"] = await evaluate(store, samples)
             await store.close()
     embedder.close()
@@ -370,5 +457,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     result["sessions"] = sum(len(s.sessions) for s in samples)
     result["turns"] = sum(len(t) for s in samples for _, _, t in s.sessions)
     result["load_seconds"] = round(load_seconds, 1)
+    if keep is not None:
+        result["reused_stores"] = reused
     result["search_config"] = config.search.model_dump()
     return result
