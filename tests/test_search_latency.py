@@ -26,7 +26,7 @@ from bot.search.keyword import fts_candidates
 from bot.search.query import fts_parts, or_terms
 from bot.search.results import Filters
 from bot.search.rows import Rows, build_rows, fetch_spans, merge, subtract
-from bot.vectors import half_matrix
+from bot.vector_codec import half_matrix
 from tests.recall_helpers import open_index
 
 DIMS = 32

@@ -10,7 +10,8 @@ import pytest
 
 from bot.config.model import AppConfig, EmbeddingConfig
 from bot.embedding import EmbeddingService
-from bot.vectors import VectorIndex, _BitMatrix, sign_bits, window_text
+from bot.vector_codec import BitMatrix, sign_bits
+from bot.vectors import VectorIndex, window_text
 from tests.recall_helpers import add_conversation, model_path, open_index, shared_dir
 
 
@@ -60,7 +61,7 @@ async def test_bit_shortlist_recall_on_real_sentences(embedder) -> None:  # type
     questions = [q["question"] for q in data[0]["qa"][:20]]
     base = await embedder.embed(texts)
     queries = await embedder.embed(questions)
-    matrix = _BitMatrix(np.arange(len(base), dtype=np.int64), sign_bits(base))
+    matrix = BitMatrix(np.arange(len(base), dtype=np.int64), sign_bits(base))
     recalls = []
     for query in queries:
         shortlist = set(matrix.shortlist(sign_bits(query[None, :])[0], 80).tolist())
@@ -70,7 +71,7 @@ async def test_bit_shortlist_recall_on_real_sentences(embedder) -> None:  # type
 
 
 def test_bit_matrix_upsert_and_remove() -> None:
-    m = _BitMatrix.empty(6)
+    m = BitMatrix.empty(6)
     bits = sign_bits(np.eye(3, 384, dtype=np.float32))
     m.upsert(np.array([1, 2, 3]), bits)
     m.upsert(np.array([2]), bits[:1])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import bot.vectors as vectors_module
-from bot.vectors import _BitMatrix, sign_bits
+import bot.vector_codec as vectors_module
+from bot.vector_codec import BitMatrix, sign_bits
 
 
 def _reference_distances(bits: np.ndarray, query_bits: np.ndarray) -> np.ndarray:
@@ -34,7 +34,7 @@ def test_blocked_distances_and_shortlist_are_exact(
     vectors = rng.standard_normal((3001, 384)).astype(np.float32)
     bits = sign_bits(vectors)
     ids = rng.permutation(10_000)[:3001].astype(np.int64)
-    matrix = _BitMatrix(ids, bits)
+    matrix = BitMatrix(ids, bits)
     for _ in range(5):
         query_bits = sign_bits(rng.standard_normal((1, 384)))[0]
         assert np.array_equal(matrix.distances(query_bits), _reference_distances(bits, query_bits))
@@ -49,12 +49,12 @@ def test_distances_follow_upserts_and_growth(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(vectors_module, "_BLOCK", 100)
     rng = np.random.default_rng(1)
     bits = sign_bits(rng.standard_normal((1000, 384)))
-    matrix = _BitMatrix(np.arange(1000, dtype=np.int64), bits)
+    matrix = BitMatrix(np.arange(1000, dtype=np.int64), bits)
     more = sign_bits(rng.standard_normal((300, 384)))  # past the capacity: it doubles
     matrix.upsert(np.arange(900, 1200, dtype=np.int64), more)
     expected = np.concatenate([bits[:900], more])
     query_bits = sign_bits(rng.standard_normal((1, 384)))[0]
     assert np.array_equal(matrix.ids, np.arange(1200))
     assert np.array_equal(matrix.distances(query_bits), _reference_distances(expected, query_bits))
-    assert len(_BitMatrix.empty(6).distances(query_bits)) == 0
-    assert len(_BitMatrix.empty(6).shortlist(query_bits, 10)) == 0
+    assert len(BitMatrix.empty(6).distances(query_bits)) == 0
+    assert len(BitMatrix.empty(6).shortlist(query_bits, 10)) == 0

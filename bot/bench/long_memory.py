@@ -386,7 +386,7 @@ async def _bare_fts(store: Store, question: str) -> list[str]:
 
 async def _bare_knn(store: Store, question: str) -> list[str]:
     """Baseline: the question's embedding, bare sqlite-vec KNN over ``turns_vec``."""
-    from bot.vectors import to_blob
+    from bot.vector_codec import to_blob
 
     qvec = (await store.embedder.embed([question]))[0]
     rows = await store.db.fetchall(

@@ -38,7 +38,7 @@ from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService
 from bot.schema import INDEX_MIGRATIONS, create_vector_tables
 from bot.search import SearchPage, SearchService
-from bot.vectors import sign_bits, to_blob, to_half
+from bot.vector_codec import sign_bits, to_blob, to_half
 
 VOCABULARY_SIZE = 5000
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from bot.db import SyncConn
-from bot.vectors import half_matrix
+from bot.vector_codec import half_matrix
 
 
 @dataclass
