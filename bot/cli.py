@@ -45,7 +45,7 @@ def _print_json(data: Any) -> None:
 # -- commands -----------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from bot.daemon import run_daemon
-    from bot.services import DatabaseOpenError, DataDirError
+    from bot.services import DatabaseOpenError, DataDirError, DataDirInUse
 
     config = _config(args)
     setup_logging(config.logging.level)
@@ -65,6 +65,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except DatabaseOpenError as exc:
         log.error("%s", exc)
         return exitcodes.EX_DATABASE
+    except DataDirInUse as exc:
+        log.error("%s", exc)
+        return exitcodes.EX_TEMPFAIL
     # Everything is closed and flushed. A worker thread still inside a library call (a
     # model download retrying with long sleeps) must not hold the exit hostage.
     logging.shutdown()
@@ -170,10 +173,15 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    from bot.journal import journal_in_use
     from bot.recovery import delete_index
 
     config = _config(args)
     setup_logging(config.logging.level)
+    if journal_in_use(config.conversations_dir):
+        # deleting the index under a running daemon would break its searches and writes
+        log.error("my-agent is running on %s: stop it before reindexing", config.data_dir)
+        return exitcodes.EX_TEMPFAIL
     delete_index(config.index_path)
 
     async def _rebuild(s: Any) -> int:

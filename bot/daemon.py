@@ -155,7 +155,7 @@ async def run_daemon(
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit status."""
     notifier = Notifier(status_path=config.data_dir / "daemon.json")
     notifier.status("opening the store and index")
-    services = await open_services(config)
+    services = await open_services(config, exclusive=True)
     services.config_path = config_path
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()

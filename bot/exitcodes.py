@@ -8,4 +8,5 @@ EX_USAGE = 64  # wrong command-line usage
 EX_DATADIR = 73  # EX_CANTCREAT: the data directory cannot be created or written
 EX_DATABASE = 74  # EX_IOERR: conversations.db / state.db cannot be opened or migrated
 EX_SOFTWARE = 70  # an internal error stopped the daemon
+EX_TEMPFAIL = 75  # another daemon runs on this data directory (try again later)
 EX_CONFIG = 78  # invalid configuration (the message names the dotted key)

@@ -112,6 +112,22 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def journal_in_use(files: Path) -> bool:
+    """True while a process (a running daemon) holds the journal of ``files``."""
+    lock = files / "journal" / "lock"
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken just now
+    return False
+
+
 class Journal:
     """The write-ahead journal of one directory of JSONL files (see the module doc)."""
 

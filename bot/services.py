@@ -41,6 +41,10 @@ class DataDirError(Exception):
     """The data directory cannot be created or written (exit 73)."""
 
 
+class DataDirInUse(Exception):
+    """Another daemon runs on this data directory (exit 75: try again later)."""
+
+
 class DatabaseOpenError(Exception):
     """conversations.db or state.db cannot be opened or migrated (exit 74)."""
 
@@ -253,9 +257,18 @@ def build_brain(config: AppConfig, services: Services) -> Brain:
 
 
 async def open_services(
-    config: AppConfig, *, brain: Brain | None = None, embedder: Any = None, recover_now: bool = True
+    config: AppConfig,
+    *,
+    brain: Brain | None = None,
+    embedder: Any = None,
+    recover_now: bool = True,
+    exclusive: bool = False,
 ) -> Services:
-    """Open the store and databases, run recovery, build the brain. No channel yet."""
+    """Open the store and databases, run recovery, build the brain. No channel yet.
+
+    ``exclusive`` (the daemon): raise :class:`DataDirInUse` when another daemon holds
+    the data directory's transcript journal.
+    """
     from bot.conversations import ConversationManager
     from bot.router import Router
 
@@ -302,8 +315,14 @@ async def open_services(
         # Before recovery reads any transcript: what a machine crash lost comes back
         # from the journal first. On the loop's thread: nothing else runs yet, and the
         # replay is a no-op after a clean stop.
-        store.open()
+        store.open(exclusive=exclusive)
         services.external.open()
+    except BlockingIOError as exc:
+        await _close_all(opened)
+        raise DataDirInUse(
+            f"another my-agent daemon is running on {config.data_dir} (its transcript "
+            "journal is locked); stop it first"
+        ) from exc
     except OSError as exc:
         store.close()
         await _close_all(opened)

@@ -148,12 +148,13 @@ class TranscriptStore:
         return lock
 
     # -- opening -------------------------------------------------------------------
-    def open(self) -> int:
+    def open(self, exclusive: bool = False) -> int:
         """Replay the journal a crash left behind and route appends through it.
 
         Returns the number of records that were missing from transcripts. Without
-        ``fsync`` there is no journal (nothing is durable anyway); when another process
-        holds the journal (a running daemon), appends are fsynced one by one.
+        ``fsync`` there is no journal (nothing is durable anyway). When another process
+        holds the journal (a running daemon): with ``exclusive`` (the daemon itself)
+        :class:`BlockingIOError` is raised, else appends are fsynced one by one.
         """
         if not self.fsync or self._journal is not None:
             return 0
@@ -165,6 +166,8 @@ class TranscriptStore:
         try:
             repaired = journal.open()
         except BlockingIOError:
+            if exclusive:
+                raise
             log.info("%s: the journal is in use by another process", self.directory)
             return 0
         self._journal = journal

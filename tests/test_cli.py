@@ -190,3 +190,22 @@ def test_every_benchmark_parses_its_arguments(name: str) -> None:
     args = parser.parse_args(["--json", *positional])
     assert args.json is True
     assert hasattr(module, "run")
+
+
+def test_reindex_refuses_while_a_daemon_holds_the_data_directory(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot import exitcodes
+    from bot.transcript import TranscriptStore
+
+    index = store.config.index_path
+    daemon_store = TranscriptStore(store.config.conversations_dir)
+    daemon_store.open(exclusive=True)  # what a running daemon holds
+    try:
+        status, _ = store.run("reindex", capsys=capsys)
+        assert status == exitcodes.EX_TEMPFAIL
+        assert index.exists()  # nothing was deleted under the "daemon"
+    finally:
+        daemon_store.close()
+    status, _ = store.run("reindex", capsys=capsys)
+    assert status == 0

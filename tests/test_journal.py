@@ -20,6 +20,7 @@ from bot.journal import encode_record, read_records
 from bot.services import close_services, open_services
 from bot.transcript import TranscriptStore, encode, meta_line, turn_line
 from tests.conftest import make_config
+from tests.support import inbound
 
 
 async def _store_with_turns(directory: Path, count: int, **kwargs: float) -> TranscriptStore:
@@ -189,7 +190,6 @@ async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
 async def test_daemon_rebuilds_from_the_journal_after_a_machine_crash(tmp_path: Path) -> None:
     """End to end: messages acknowledged by the router, transcripts cut back to their
     meta lines and the index deleted: the next start has every message, searchable."""
-    from tests.support import inbound
 
     live = make_config(tmp_path / "live")
     services = await open_services(live)
@@ -262,3 +262,23 @@ def test_syncfs_is_found_on_linux() -> None:
 
     if sys.platform.startswith("linux"):
         assert journal_module._syncfs is not None
+
+
+async def test_a_second_daemon_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
+    from bot.journal import journal_in_use
+    from bot.services import DataDirInUse
+
+    config = make_config(tmp_path)
+    first = await open_services(config, exclusive=True)
+    try:
+        assert journal_in_use(config.conversations_dir)
+        with pytest.raises(DataDirInUse, match="another my-agent daemon"):
+            await open_services(config, exclusive=True)
+        reader = await open_services(config)  # a CLI command next to the daemon
+        await close_services(reader)
+        await first.router.deliver(
+            inbound("still fine", channel="web", message_id="w1", addressed=False)
+        )
+    finally:
+        await close_services(first)
+    assert not journal_in_use(config.conversations_dir)
