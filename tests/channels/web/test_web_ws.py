@@ -7,6 +7,7 @@ import aiohttp
 import pytest
 
 from tests.channels.web.conftest import GatedBrain, Stack, login, start_stack, stop_stack
+from tests.conftest import settle
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -180,6 +181,9 @@ async def test_unpinned_channel_conversation_continues_on_web(ws_factory, stack:
     await stack.deliver_telegram("old thread about bikes")
     old = (await stack.services.conversations.list(channel="telegram"))[0]
     await stack.deliver_telegram("/new")
+    # the phone's reply must be done first: its assistant turn would otherwise reach the
+    # tab below and pass for the answer to the web message (a race seen in CI)
+    await settle(stack.services)
     old = await stack.services.conversations.get(old.id)
     assert not old.pinned
     tab = await ws_factory()
