@@ -192,7 +192,25 @@ class ImapSession:
         """IDLE until the server pushes something, ``timeout`` passes, the connection drops
         or ``stop`` is set. True when the server reported a change."""
         client = self.client
-        idle = await client.idle_start(timeout=timeout)
+        # aioimaplib's idle_start waits for the server's "+ idling" and does not notice a
+        # connection lost meanwhile: it would sit there until the command timeout, with
+        # new mail unseen. Race it against the loss (a regression seen in CI).
+        starting = asyncio.ensure_future(client.idle_start(timeout=timeout))
+        lost = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait(
+                {starting, lost}, timeout=self._timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            lost.cancel()
+        if not starting.done() or self.lost.is_set():
+            starting.cancel()
+            if starting.done() and not starting.cancelled() and starting.exception() is None:
+                starting.result().cancel()  # IDLE did start: stop waiting on it
+            if self.lost.is_set():
+                raise ImapError("connection lost while starting IDLE")
+            raise ImapError("the server did not acknowledge IDLE in time")
+        idle = starting.result()
         changed = False
         push = asyncio.ensure_future(client.wait_server_push(timeout + 1))
         waiters = {
