@@ -271,8 +271,8 @@ class Journal:
         return self.directory / f"{generation:012d}.wal"
 
     def _rotate(self) -> None:
-        existing = [int(p.stem) for p in self.directory.glob("*.wal") if p.stem.isdigit()]
-        self._generation = max([self._generation, *existing]) + 1
+        # the replay at open removed every older file: numbering is ours from there on
+        self._generation += 1
         self._fd = os.open(
             self._journal_path(self._generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
         )

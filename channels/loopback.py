@@ -49,7 +49,7 @@ class LoopbackChannel:
 
     async def start(self, host: ChannelHost) -> None:
         self._host = host
-        for line in _read_lines(self.sent_path):
+        for line in read_json_lines(self.sent_path):
             if isinstance(line.get("outbox"), int):
                 self._delivered[line["outbox"]] = str(line.get("ref"))
         app = web.Application(client_max_size=4 * 1024 * 1024)
@@ -146,7 +146,8 @@ def _append_durably(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, skipping torn or corrupt lines ([] if missing)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import subprocess
 import time
@@ -39,6 +38,7 @@ import pytest
 
 from bot import healthcheck
 from bot.config import build_config
+from channels.loopback import read_json_lines
 from tests.ops.daemon import DaemonProcess
 
 IN_CI = os.environ.get("CI") == "true"
@@ -103,20 +103,8 @@ async def daemons() -> AsyncIterator[list[DaemonProcess]]:
 
 
 # -- reading what the daemon left on disk ------------------------------------------------
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return out
-    for line in raw.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+# the loopback channel's own tolerant JSONL reader (torn lines after a kill are skipped)
+_jsonl = read_json_lines
 
 
 def owner_turns(data_dir: Path) -> dict[str, list[dict[str, Any]]]:
