@@ -3,10 +3,12 @@
 A transcript append used to be write + fsync of that transcript: one fsync per message,
 and messages of different conversations (different files) could never share one. The
 journal makes the fsync shared. One thread takes every append queued meanwhile, writes
-each to its transcript (page cache only), appends a copy of each to the journal file and
-fsyncs the journal once; then the appends are durable and their futures resolve. Every
-``checkpoint_seconds`` the journal rotates: a checkpoint thread fsyncs the transcripts
-written during the old generation and only then deletes its journal file.
+each to its transcript (page cache only), writes a copy of each to the journal file and
+syncs the journal once (``fdatasync``); then the appends are durable and their futures
+resolve. Every ``checkpoint_seconds`` the journal moves on to a new generation: a
+checkpoint thread fsyncs the transcripts written during the old one and then marks its
+file a spare, which a later generation overwrites (the format and why reusing files
+matters: :mod:`bot.journal_files`).
 
 After a crash of the machine (a killed process loses nothing: the page cache survives
 it), :meth:`Journal.open` replays what is left: for every record, the transcript must hold
@@ -14,118 +16,40 @@ exactly those bytes at that offset; where it does not (the write was lost with t
 cache), the transcript is cut there and the record written again. A lock file keeps a
 second process (``my-agent reindex`` next to a running daemon) from replaying a journal
 that is still in use.
-
-Record: ``<data length u32><crc32 u32><offset u64><name length u16><name><data>``; the
-CRC covers everything after it, so a torn tail (a batch never acknowledged) ends the
-replay of that file.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
-import ctypes.util
 import fcntl
 import logging
 import os
 import queue
-import struct
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from bot.journal_files import (
+    HEADER_SIZE,
+    datasync,
+    encode_header,
+    encode_record,
+    fsync_path,
+    journal_in_use,
+    read_journal,
+    read_legacy_records,
+    sync_files,
+    write_all,
+)
+
+__all__ = ["Journal", "journal_in_use", "sync_files"]
+
 log = logging.getLogger("my_agent.journal")
 
-_HEAD = struct.Struct("<IIQH")
-_TAIL = struct.Struct("<QH")  # the part of the header the CRC covers
 Writer = Callable[[Path, bytes], tuple[int, bytes]]  # (path, data) -> (offset, bytes written)
-
-
-def encode_record(name: str, offset: int, data: bytes) -> bytes:
-    raw = name.encode()
-    body = _TAIL.pack(offset, len(raw)) + raw + data
-    return struct.pack("<II", len(data), zlib.crc32(body)) + body
-
-
-def read_records(path: Path) -> list[tuple[str, int, bytes]]:
-    """The intact records of a journal file, in order (a torn or corrupt tail ends it)."""
-    blob = path.read_bytes()
-    out: list[tuple[str, int, bytes]] = []
-    pos = 0
-    while pos + _HEAD.size <= len(blob):
-        size, crc, offset, name_len = _HEAD.unpack_from(blob, pos)
-        end = pos + _HEAD.size + name_len + size
-        if end > len(blob) or zlib.crc32(blob[pos + 8 : end]) != crc:
-            log.warning("%s: journal ends with %d unreadable bytes", path.name, len(blob) - pos)
-            break
-        name = blob[pos + _HEAD.size : pos + _HEAD.size + name_len].decode()
-        out.append((name, offset, blob[end - size : end]))
-        pos = end
-    return out
-
-
-def _load_syncfs() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.syncfs  # type: ignore[no-any-return]
-    except (OSError, AttributeError):  # not Linux / no glibc: fsync per file
-        return None
-
-
-_syncfs = _load_syncfs()
-
-
-def sync_files(directory: Path, paths: set[Path]) -> None:
-    """Make ``paths`` (all in ``directory``'s filesystem) durable.
-
-    One ``syncfs(2)`` where Linux has it: one filesystem-journal commit for every file,
-    where an fsync per file costs one commit each (100 transcripts took 30-200 ms and
-    stalled the journal's own fsync meanwhile; syncfs took 12-30 ms). Else, or if it
-    reports an error, an fsync per file (which raises what it finds).
-    """
-    if not paths:
-        return
-    if _syncfs is not None:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            if _syncfs(fd) == 0:
-                return
-            log.warning(
-                "syncfs failed (%s); fsyncing files one by one", os.strerror(ctypes.get_errno())
-            )
-        finally:
-            os.close(fd)
-    for path in paths:
-        try:
-            _fsync_path(path)
-        except FileNotFoundError:
-            pass  # deleted since: nothing to keep
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def journal_in_use(files: Path) -> bool:
-    """True while a process (a running daemon) holds the journal of ``files``."""
-    lock = files / "journal" / "lock"
-    try:
-        fd = os.open(lock, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing releases a lock taken just now
-    return False
+MAX_SPARES = 2  # files kept for reuse; more are deleted
+MAX_SPARE_BYTES = 64 * 1024 * 1024  # a file grown past this (a burst) is not kept
 
 
 class Journal:
@@ -145,9 +69,14 @@ class Journal:
         self._checkpoint: concurrent.futures.Future[None] | None = None
         self._lock_fd = -1
         self._fd = -1
+        self._path: Path | None = None  # the file of the current generation
+        self._pos = 0  # where its next record goes
         self._generation = 0
         self._started = 0.0
         self._dirty: set[Path] = set()
+        self._spares: list[Path] = []  # checkpointed files, ready to be overwritten
+        self._spares_lock = threading.Lock()
+        self._next_name = 1
 
     # -- lifecycle -----------------------------------------------------------------
     def open(self) -> int:
@@ -177,10 +106,7 @@ class Journal:
             self._thread.join()
             self._thread = None
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-            journal, dirty, self._dirty = self._journal_path(self._generation), self._dirty, set()
-            self._checkpoints.submit(self._checkpoint_now, journal, dirty)
+            self._retire()
         self._checkpoints.shutdown(wait=True)  # every checkpoint done, in order
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
@@ -219,9 +145,10 @@ class Journal:
                 self._checkpoint is None or self._checkpoint.done()
             ):
                 try:
-                    self._rotate_and_checkpoint()
+                    self._retire()
+                    self._rotate()
                 except OSError:
-                    log.exception("journal rotation failed; staying on the current file")
+                    log.exception("journal rotation failed; trying again with the next batch")
 
     def _commit(self, requests: list[tuple[Path, bytes, concurrent.futures.Future[int]]]) -> None:
         if self._fd < 0:  # a rotation failed earlier (e.g. a full disk): try again
@@ -243,69 +170,104 @@ class Journal:
             except BaseException as exc:
                 future.set_exception(exc)
                 continue
-            records.append(encode_record(path.name, offset, raw))
+            records.append(encode_record(self._generation, path.name, offset, raw))
             written.append((future, offset + len(raw)))
             paths.add(path)
         if not records:
             return
+        blob = b"".join(records)
         try:
-            view = memoryview(b"".join(records))
-            while view:
-                view = view[os.write(self._fd, view) :]
-            os.fsync(self._fd)
+            write_all(self._fd, blob, self._pos)
+            datasync(self._fd)
         except OSError as exc:
             log.error("journal write failed: %s", exc)
             self._dirty |= paths  # the transcripts may hold the bytes: sync them anyway
             for future, _ in written:
                 future.set_exception(exc)
-            try:  # a torn record would hide every later one: go on in a fresh file
-                self._rotate_and_checkpoint()
+            try:  # a torn record would hide every later one: go on in a fresh generation
+                self._retire()
+                self._rotate()
             except OSError:
-                log.exception("cannot start a new journal file")
+                log.exception("cannot start a new journal generation")
             return
+        self._pos += len(blob)
         self._dirty |= paths
         for future, size in written:
             future.set_result(size)
 
-    def _journal_path(self, generation: int) -> Path:
-        return self.directory / f"{generation:012d}.wal"
-
     def _rotate(self) -> None:
-        # the replay at open removed every older file: numbering is ours from there on
+        """Start the next generation, in a spare file if there is one."""
+        with self._spares_lock:
+            path = self._spares.pop() if self._spares else None
+        if path is None:
+            path = self.directory / f"{self._next_name:06d}.jnl"
+            self._next_name += 1
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            fsync_path(self.directory)  # the new file's name must survive a crash too
+        else:
+            fd = os.open(path, os.O_RDWR)
         self._generation += 1
-        self._fd = os.open(
-            self._journal_path(self._generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
-        )
-        _fsync_path(self.directory)  # the new file's name must survive a crash too
+        try:  # durable with the generation's first batch
+            write_all(fd, encode_header(self._generation, live=True), 0)
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd, self._path, self._pos = fd, path, HEADER_SIZE
         self._started = time.monotonic()
 
-    def _rotate_and_checkpoint(self) -> None:
-        old, dirty = self._journal_path(self._generation), self._dirty
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        self._dirty = set()
-        self._checkpoint = self._checkpoints.submit(self._checkpoint_now, old, dirty)
-        self._rotate()
+    def _retire(self) -> None:
+        """Hand the current generation to the checkpoint thread."""
+        path, generation, dirty = self._path, self._generation, self._dirty
+        os.close(self._fd)
+        self._fd, self._path, self._dirty = -1, None, set()
+        assert path is not None
+        self._checkpoint = self._checkpoints.submit(self._checkpoint_now, path, generation, dirty)
 
-    def _checkpoint_now(self, journal: Path, dirty: set[Path]) -> None:
-        """Make the transcripts durable, then drop the journal that covered them."""
+    def _checkpoint_now(self, path: Path, generation: int, dirty: set[Path]) -> None:
+        """Make the transcripts durable, then turn the generation's file into a spare."""
         try:
             sync_files(self.files, dirty)
-            journal.unlink(missing_ok=True)
-            _fsync_path(self.directory)
+            self._make_spare(path, generation)
         except OSError as exc:
-            # The journal stays: the next start replays it (cheap, idempotent).
-            log.error("journal checkpoint of %s failed: %s", journal.name, exc)
+            # The file stays live: the next start replays it (cheap, idempotent).
+            log.error("journal checkpoint of %s failed: %s", path.name, exc)
+
+    def _make_spare(self, path: Path, generation: int) -> None:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            write_all(fd, encode_header(generation, live=False), 0)
+            datasync(fd)
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        self._offer_spare(path, size)
+
+    def _offer_spare(self, path: Path, size: int) -> None:
+        with self._spares_lock:
+            keep = len(self._spares) < MAX_SPARES and size <= MAX_SPARE_BYTES
+            if keep:
+                self._spares.append(path)
+        if not keep:
+            path.unlink(missing_ok=True)  # a spare: nothing lost if the unlink is not durable
 
     # -- replay ----------------------------------------------------------------------
     def replay(self) -> int:
-        """Bring every transcript up to its journal records; returns records rewritten."""
-        journals = sorted(p for p in self.directory.glob("*.wal") if p.stem.isdigit())
+        """Bring every transcript up to its journal records; returns records rewritten.
+
+        Then every journal file is a spare, and the generations go on above the highest
+        one any file ever held (so no stale record can pass for a new one).
+        """
+        legacy = sorted(p for p in self.directory.glob("*.wal") if p.stem.isdigit())
+        files = sorted(p for p in self.directory.glob("*.jnl") if p.stem.isdigit())
+        read = [(path, *read_journal(path)) for path in files]
+        lives = [(legacy_path, read_legacy_records(legacy_path)) for legacy_path in legacy]
+        lives += [
+            (path, records) for path, _, live, records in sorted(read, key=_by_generation) if live
+        ]
         repaired = 0
         touched: set[Path] = set()
-        for journal in journals:
-            for name, offset, data in read_records(journal):
+        for journal, records in lives:
+            for name, offset, data in records:
                 if "/" in name or name.startswith("."):
                     log.warning("%s: record for %r ignored", journal.name, name)
                     continue
@@ -314,20 +276,32 @@ class Journal:
                     repaired += 1
                     touched.add(path)
         for path in touched:
-            _fsync_path(path)
+            fsync_path(path)
         if touched:
-            _fsync_path(self.files)  # files created again by the replay
-        for journal in journals:
-            journal.unlink()
-        if journals:
-            _fsync_path(self.directory)
+            fsync_path(self.files)  # files created again by the replay
+        self._generation = max((generation for _, generation, _, _ in read), default=0)
+        self._next_name = max((int(p.stem) for p in files), default=0) + 1
+        for path, generation, live, _ in read:
+            if live:
+                self._make_spare(path, generation)
+            else:
+                self._offer_spare(path, path.stat().st_size)
+        for legacy_path in legacy:
+            legacy_path.unlink()
+        if legacy:
+            fsync_path(self.directory)
+        if lives:
             log.info(
                 "journal replayed: %d files, %d records rewritten in %d transcripts",
-                len(journals),
+                len(lives),
                 repaired,
                 len(touched),
             )
         return repaired
+
+
+def _by_generation(item: tuple[Path, int, bool, list[tuple[str, int, bytes]]]) -> int:
+    return item[1]
 
 
 def _restore(path: Path, offset: int, data: bytes) -> bool:

@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 import bot.journal as journal_module
-from bot.journal import encode_record, read_records
+import bot.journal_files as files_module
+from bot.journal import MAX_SPARES
+from bot.journal_files import (
+    HEADER_SIZE,
+    decode_header,
+    encode_header,
+    encode_record,
+    read_journal,
+)
 from bot.services import close_services, open_services
 from bot.transcript import TranscriptStore, encode, meta_line, turn_line
 from tests.conftest import make_config
@@ -30,6 +38,12 @@ async def _store_with_turns(directory: Path, count: int, **kwargs: float) -> Tra
     for i in range(1, count + 1):
         await store.append("conv-a", [turn_line("user", f"message {i}", i)])
     return store
+
+
+def _live_records(directory: Path) -> list[tuple[str, int, bytes]]:
+    """The records of the live generations (what a replay would apply), oldest first."""
+    read = sorted(read_journal(p) for p in (directory / "journal").glob("*.jnl"))
+    return [record for _, live, records in read if live for record in records]
 
 
 def _crash_copy(source: Path, target: Path) -> None:
@@ -49,15 +63,31 @@ async def _crashed(tmp_path: Path, count: int) -> tuple[Path, bytes]:
 
 
 def test_records_round_trip_and_a_torn_tail_ends_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "000000000001.wal"
+    path = tmp_path / "000001.jnl"
     records = [("conv-a.jsonl", 10, b'{"x":1}\n'), ("p1.jsonl", 0, "é\n".encode())]
-    blob = b"".join(encode_record(*r) for r in records)
-    path.write_bytes(blob + encode_record("conv-b.jsonl", 5, b"torn")[:-2])
-    assert read_records(path) == records
+    blob = encode_header(7, live=True) + b"".join(encode_record(7, *r) for r in records)
+    path.write_bytes(blob + encode_record(7, "conv-b.jsonl", 5, b"torn")[:-2])
+    assert read_journal(path) == (7, True, records)
     garbled = bytearray(blob)
     garbled[-3] ^= 0xFF  # a flipped byte in the last record: its CRC fails
     path.write_bytes(bytes(garbled))
-    assert read_records(path) == records[:1]
+    assert read_journal(path) == (7, True, records[:1])
+
+
+def test_stale_records_of_a_reused_file_and_spares_are_never_read(tmp_path: Path) -> None:
+    path = tmp_path / "000001.jnl"
+    stale = [("conv-a.jsonl", 100 + i, b"old\n") for i in range(4)]
+    old_life = encode_header(3, live=True) + b"".join(encode_record(3, *r) for r in stale)
+    new = encode_header(9, live=True) + encode_record(9, "conv-a.jsonl", 500, b"new\n")
+    # the new life overwrote the start; whole stale records follow right after its tail
+    tail_at = len(new) - HEADER_SIZE
+    path.write_bytes(
+        new + old_life[HEADER_SIZE + tail_at :] + b"".join(encode_record(3, *r) for r in stale)
+    )
+    assert read_journal(path) == (9, True, [("conv-a.jsonl", 500, b"new\n")])
+    path.write_bytes(encode_header(9, live=False) + path.read_bytes()[HEADER_SIZE:])
+    assert read_journal(path) == (9, False, [])
+    assert decode_header(b"\0" * HEADER_SIZE) == (0, False)  # created, never written
 
 
 async def test_lost_transcript_writes_come_back_from_the_journal(tmp_path: Path) -> None:
@@ -71,8 +101,8 @@ async def test_lost_transcript_writes_come_back_from_the_journal(tmp_path: Path)
     assert [line["content"] for line in again.read_lines("conv-a")[1:]] == [
         f"message {i}" for i in range(1, 21)
     ]
-    # replayed and dropped: only the new, empty generation is left
-    assert [read_records(p) for p in (tmp_path / "crashed" / "journal").glob("*.wal")] == [[]]
+    # replayed: the crashed generation is a spare now, the new one is still empty
+    assert _live_records(tmp_path / "crashed") == []
     again.close()
 
 
@@ -111,26 +141,114 @@ async def test_deleted_files_stay_deleted_and_new_party_files_come_back(tmp_path
     again.close()
 
 
-async def test_checkpoints_drop_old_journals_and_close_drops_the_last(tmp_path: Path) -> None:
+def _headers(directory: Path) -> list[tuple[int, bool]]:
+    return sorted(
+        decode_header(p.read_bytes()[:HEADER_SIZE]) for p in (directory / "journal").glob("*.jnl")
+    )
+
+
+async def test_checkpoints_recycle_journal_files_and_close_leaves_none_live(
+    tmp_path: Path,
+) -> None:
     store = await _store_with_turns(tmp_path, 2, checkpoint_seconds=0.05)
-    for i in range(3, 9):
+    for i in range(3, 12):
         await asyncio.sleep(0.06)
         await store.append("conv-a", [turn_line("user", f"message {i}", i)])
-    for _ in range(100):  # the checkpoint thread drops each old generation
-        if len(list((tmp_path / "journal").glob("*.wal"))) == 1:
+    for _ in range(100):  # the checkpoint thread turns each old generation into a spare
+        if sum(live for _, live in _headers(tmp_path)) == 1:
             break
         await asyncio.sleep(0.02)
-    assert len(list((tmp_path / "journal").glob("*.wal"))) == 1
+    headers = _headers(tmp_path)
+    assert sum(live for _, live in headers) == 1
+    assert headers[-1][1] and headers[-1][0] >= 8  # the newest generation is the live one
+    # nine generations went through at most three files: spares are written over
+    assert len(headers) <= MAX_SPARES + 1
     store.close()
-    assert not list((tmp_path / "journal").glob("*.wal"))
-    assert len(store.read_lines("conv-a")) == 9
+    assert not any(live for _, live in _headers(tmp_path))
+    assert len(store.read_lines("conv-a")) == 12
+    again = TranscriptStore(tmp_path)  # a restart numbers on above every old generation
+    again.open()
+    assert max(g for g, live in _headers(tmp_path) if live) > headers[-1][0]
+    again.close()
+
+
+async def test_a_reused_file_is_overwritten_in_place(tmp_path: Path) -> None:
+    """The second life of a journal file writes over the blocks it has: no growth, so the
+    batch's fdatasync has no metadata to commit."""
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=0.05)
+    sizes = []
+    for generation in range(6):
+        for i in range(20):
+            await store.append("conv-a", [turn_line("user", f"g{generation} {i:03d}", i)])
+        sizes.append(
+            sorted((p.name, p.stat().st_size) for p in (tmp_path / "journal").glob("*.jnl"))
+        )
+        await asyncio.sleep(0.06)
+        await store.append("conv-a", [turn_line("user", "rotate", 0)])
+    store.close()
+    # the same files, and they stopped growing once each had been used
+    assert sizes[-1] == sizes[3]
+    assert len(sizes[-1]) <= MAX_SPARES + 1
+
+
+async def test_a_recycled_journal_replays_only_its_own_generation(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    store = await _store_with_turns(live, 1, checkpoint_seconds=0.05)
+    for generation in range(5):  # every file has an earlier life by now
+        for i in range(10):
+            await store.append("conv-a", [turn_line("user", f"g{generation} {i}", i)])
+        await asyncio.sleep(0.06)
+    assert store._journal is not None
+    store._journal.checkpoint_seconds = 60
+    for _ in range(100):  # the last checkpoint is done: one live generation
+        if sum(live for _, live in _headers(live)) == 1:
+            break
+        await asyncio.sleep(0.02)
+    for i in range(10):
+        await store.append("conv-a", [turn_line("user", f"last {i}", i)])
+    expected = (live / "conv-a.jsonl").read_bytes()
+    _crash_copy(live, tmp_path / "crashed")
+    store.close()
+    records = _live_records(tmp_path / "crashed")
+    assert records and all(name == "conv-a.jsonl" for name, _, _ in records)
+    crashed = tmp_path / "crashed" / "conv-a.jsonl"
+    with open(crashed, "r+b") as fh:  # what the live generation covers was lost
+        fh.truncate(min(offset for _, offset, _ in records))
+    again = TranscriptStore(tmp_path / "crashed")
+    assert again.open() == len(records)
+    assert crashed.read_bytes() == expected
+    again.close()
+
+
+async def test_a_first_version_journal_is_replayed(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    def legacy_record(name: str, offset: int, data: bytes) -> bytes:
+        body = struct.pack("<QH", offset, len(name)) + name.encode() + data
+        return struct.pack("<II", len(data), zlib.crc32(body)) + body
+
+    store = await _store_with_turns(tmp_path / "live", 3, checkpoint_seconds=60)
+    store.close()
+    transcript = tmp_path / "live" / "conv-a.jsonl"
+    expected = transcript.read_bytes()
+    cut = len(expected) - 40
+    (tmp_path / "live" / "journal" / "000000000004.wal").write_bytes(
+        legacy_record("conv-a.jsonl", cut, expected[cut:])
+    )
+    transcript.write_bytes(expected[:cut])
+    again = TranscriptStore(tmp_path / "live")
+    assert again.open() == 1
+    assert transcript.read_bytes() == expected
+    assert not list((tmp_path / "live" / "journal").glob("*.wal"))
+    again.close()
 
 
 async def test_a_second_process_does_not_replay_a_journal_in_use(tmp_path: Path) -> None:
     store = await _store_with_turns(tmp_path, 2, checkpoint_seconds=60)
     other = TranscriptStore(tmp_path)
     assert other.open() == 0  # the lock is held: no replay, direct fsyncs
-    assert list((tmp_path / "journal").glob("*.wal"))  # the live journal is untouched
+    assert _live_records(tmp_path)  # the live journal is untouched
     await other.append("conv-a", [turn_line("user", "from the other process", 3)])
     await store.append("conv-a", [turn_line("user", "message 4", 4)])
     other.close()
@@ -149,7 +267,7 @@ async def test_concurrent_appends_share_batches_and_keep_per_file_order(tmp_path
         return [await store.append(conv, [turn_line("user", f"{conv} {i}", i)]) for i in range(25)]
 
     sizes = await asyncio.gather(*(writer(c) for c in ids))
-    records = read_records(next((tmp_path / "journal").glob("*.wal")))
+    records = _live_records(tmp_path)
     store.close()
     assert len(records) == 8 * 25
     for conv, conv_sizes in zip(ids, sizes, strict=True):
@@ -164,20 +282,20 @@ async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
-    real_fsync = os.fsync
+    real_datasync = journal_module.datasync
     calls = {"n": 0}
 
     def failing_once(fd: int) -> None:
         calls["n"] += 1
         if calls["n"] == 1:
             raise OSError(5, "simulated I/O error")
-        real_fsync(fd)
+        real_datasync(fd)
 
-    monkeypatch.setattr(journal_module.os, "fsync", failing_once)
+    monkeypatch.setattr(journal_module, "datasync", failing_once)
     with pytest.raises(OSError, match="simulated"):
         await store.append("conv-a", [turn_line("user", "lost?", 2)])
     await store.append("conv-a", [turn_line("user", "message 2", 2)])
-    monkeypatch.setattr(journal_module.os, "fsync", real_fsync)
+    monkeypatch.setattr(journal_module, "datasync", real_datasync)
     _crash_copy(tmp_path, tmp_path.parent / "crashed")
     store.close()
     # the failed batch was never acknowledged; the later one is in a readable journal file
@@ -244,9 +362,9 @@ def test_checkpoint_sync_uses_syncfs_or_falls_back_to_fsync_per_file(
         calls["fsync"] += 1
         real_fsync(fd)
 
-    monkeypatch.setattr(journal_module, "_syncfs", None if syncfs == "absent" else fake_syncfs)
-    monkeypatch.setattr(journal_module.os, "fsync", counting_fsync)
-    journal_module.sync_files(tmp_path, files | {tmp_path / "conv-deleted.jsonl"})
+    monkeypatch.setattr(files_module, "_syncfs", None if syncfs == "absent" else fake_syncfs)
+    monkeypatch.setattr(files_module.os, "fsync", counting_fsync)
+    files_module.sync_files(tmp_path, files | {tmp_path / "conv-deleted.jsonl"})
     assert (
         calls
         == {
@@ -261,7 +379,7 @@ def test_syncfs_is_found_on_linux() -> None:
     import sys
 
     if sys.platform.startswith("linux"):
-        assert journal_module._syncfs is not None
+        assert files_module._syncfs is not None
 
 
 async def test_a_second_daemon_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
