@@ -108,9 +108,15 @@ def _text(i: int) -> str:
     return f"message {i}: " + " ".join(words)
 
 
-def baseline(directory: Path, count: int, latencies: list[float] | None = None) -> float:
+def baseline(
+    directory: Path, count: int, latencies: list[float] | None = None, rate: float = 0.0
+) -> float:
     """Bare loop: JSONL append + fsync + FTS5 insert + commit. Returns messages/s and
-    adds each message's duration (ms) to ``latencies``: the disk's own p99."""
+    adds each message's duration (ms) to ``latencies``: the disk's own p99.
+
+    With ``rate``, message ``i`` arrives at ``i / rate`` s (the open-loop schedule of the
+    product's latency phase) and its latency counts from that arrival: what the bare loop
+    gives under the same load, stalls of the disk included."""
     directory.mkdir(parents=True, exist_ok=True)
     conn = connect_sync(directory / "baseline.db")
     conn.execute(
@@ -123,6 +129,11 @@ def baseline(directory: Path, count: int, latencies: list[float] | None = None) 
     try:
         for i in range(count):
             t0 = time.perf_counter()
+            if rate > 0:
+                due = start + i / rate
+                if t0 < due:
+                    time.sleep(due - t0)
+                t0 = due
             line = {"type": "turn", "role": "user", "content": _text(i), "turnNumber": i + 1}
             os.write(fd, (json.dumps(line) + "\n").encode())
             os.fsync(fd)
@@ -308,6 +319,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             args.curve_messages,
         )
         after = baseline(base / "baseline2", min(args.messages, 5000), bare)
+        bare_open: list[float] = []
+        if args.latency_messages and args.rate > 0:
+            baseline(base / "baseline3", args.latency_messages, bare_open, args.rate)
+        for k, point in enumerate(ours["curve"]):  # the bare loop on each curve schedule
+            bare_curve: list[float] = []
+            baseline(
+                base / f"baseline-c{k}", args.curve_messages, bare_curve, point["rate_msgs_per_s"]
+            )
+            point["baseline_p50_ms"], point["baseline_p99_ms"] = (
+                round(v, 3) for v in _percentiles(bare_curve)
+            )
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
@@ -341,6 +363,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # the bare loop's own per-message latency: what the disk allows a p99 to be
         "baseline_p50_ms": round(_percentiles(bare)[0], 3),
         "baseline_p99_ms": round(_percentiles(bare)[1], 3),
+        # the bare loop on the latency phase's schedule (same rate, same count)
+        "baseline_open_p50_ms": round(_percentiles(bare_open)[0], 3) if bare_open else None,
+        "baseline_open_p99_ms": round(_percentiles(bare_open)[1], 3) if bare_open else None,
         "ratio": round(ratio, 3),
         "replies_completed_seconds": round(ours["replies_done_seconds"], 2),
         "indexed_turns": ours["indexed_turns"],

@@ -30,6 +30,7 @@ async def test_ingest_bench_small_run_reports_every_mode(tmp_path: Path) -> None
     assert out["indexed_turns"] == out["indexed_turns_expected"] == (60 + 20 + 10 + 16) * 2
     assert [c["rate_msgs_per_s"] for c in out["latency_curve"]] == [100, 200]
     assert all(c["p99_ms"] > 0 and c["achieved_msgs_per_s"] > 0 for c in out["latency_curve"])
+    assert all(c["baseline_p99_ms"] > 0 for c in out["latency_curve"])
     for key in (
         "throughput_msgs_per_s",
         "baseline_throughput_msgs_per_s",
@@ -41,6 +42,8 @@ async def test_ingest_bench_small_run_reports_every_mode(tmp_path: Path) -> None
         "sequential_p99_ms",
         "baseline_p50_ms",
         "baseline_p99_ms",
+        "baseline_open_p50_ms",
+        "baseline_open_p99_ms",
     ):
         assert out[key] > 0, key
     assert set(out["goals_met"]) == {
@@ -64,3 +67,11 @@ async def test_ingest_bench_without_replies_indexes_only_the_messages(tmp_path: 
     out = await ingest.run(args)
     assert out["indexed_turns"] == out["indexed_turns_expected"] == 35
     assert out["p99_ms"] == 0  # no open-loop phase was asked for
+    assert out["baseline_open_p99_ms"] is None
+
+
+def test_the_open_loop_baseline_follows_the_arrival_schedule(tmp_path: Path) -> None:
+    latencies: list[float] = []
+    achieved = ingest.baseline(tmp_path, 20, latencies, rate=200)
+    assert 20 / achieved >= 19 / 200  # never ahead of the schedule: 20 arrivals span 95 ms
+    assert len(latencies) == 20 and min(latencies) > 0
