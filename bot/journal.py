@@ -221,7 +221,12 @@ class Journal:
         os.close(self._fd)
         self._fd, self._path, self._dirty = -1, None, set()
         assert path is not None
-        self._checkpoint = self._checkpoints.submit(self._checkpoint_now, path, generation, dirty)
+        try:
+            self._checkpoint = self._checkpoints.submit(
+                self._checkpoint_now, path, generation, dirty
+            )
+        except RuntimeError:  # the interpreter is exiting (no close()): checkpoint here
+            self._checkpoint_now(path, generation, dirty)
 
     def _checkpoint_now(self, path: Path, generation: int, dirty: set[Path]) -> None:
         """Make the transcripts durable, then turn the generation's file into a spare."""

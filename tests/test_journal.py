@@ -400,3 +400,24 @@ async def test_a_second_daemon_on_the_same_data_directory_is_refused(tmp_path: P
     finally:
         await close_services(first)
     assert not journal_in_use(config.conversations_dir)
+
+
+async def test_rotation_after_the_checkpoint_pool_shut_down_checkpoints_inline(
+    tmp_path: Path,
+) -> None:
+    """At interpreter exit without close() (a crash of the program) the pool refuses new
+    work; the journal thread must not die of it (regression: it raised RuntimeError)."""
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=0.05)
+    assert store._journal is not None
+    store._journal._checkpoints.shutdown(wait=True)
+    await asyncio.sleep(0.06)
+    await asyncio.wait_for(store.append("conv-a", [turn_line("user", "after the pool", 2)]), 5)
+    await asyncio.sleep(0.06)
+    await asyncio.wait_for(store.append("conv-a", [turn_line("user", "still going", 3)]), 5)
+    assert sum(live for _, live in _headers(tmp_path)) == 1  # the old ones checkpointed
+    store.close()
+    assert [line["content"] for line in store.read_lines("conv-a")[1:]] == [
+        "message 1",
+        "after the pool",
+        "still going",
+    ]
