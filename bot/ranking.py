@@ -48,6 +48,27 @@ _WHEN = re.compile(
 )
 
 
+def asks(text: str) -> bool:
+    """The turn ends with a question (a trailing bracketed note, e.g. an attachment's
+    description, is ignored)."""
+    body = text.rstrip()
+    if body.endswith("]"):
+        cut = body.rfind("[")
+        if cut > 0:
+            body = body[:cut].rstrip()
+    return body.endswith("?")
+
+
+def length_prior(texts: Sequence[str], full: int) -> np.ndarray:
+    """0..1 per text: its length over ``full`` characters, capped at 1.
+
+    A turn that says more is likelier to hold the fact a search asks for than a short
+    acknowledgement whose neighbours made it match ("Agreed!", "Thanks, you too!").
+    """
+    lengths = np.fromiter((len(t) for t in texts), np.float64, len(texts))
+    return np.minimum(1.0, lengths / max(1, full))
+
+
 def _safe_date(year: int, month: int, day: int) -> date | None:
     try:
         return date(year, month, day)
@@ -189,6 +210,20 @@ class Neighbourhood:
         parts = [values.astype(np.float64)]
         parts.extend(self.window_mean(values, r) for r in range(1, radius + 1))
         return np.mean(parts, axis=0)
+
+    def answers_inherit(self, values: np.ndarray, asking: np.ndarray, share: float) -> np.ndarray:
+        """``values`` where the turn right after an asking turn (``asking`` True) gets at
+        least ``share`` of that turn's value: the answer to a question that matches a
+        search is what the search is after, though it seldom repeats the question's words
+        ("What genre is it?" -> "A mix of drama and romance!")."""
+        out = values.astype(np.float64).copy()
+        if share <= 0:
+            return out
+        rows, src = self._shift(-1, 1)  # rows whose previous turn (number - 1) is loaded
+        keep = asking[src]
+        rows, src = rows[keep], src[keep]
+        out[rows] = np.maximum(out[rows], share * values[src])
+        return out
 
     def centroid_cosines(
         self, vectors: np.ndarray, query: np.ndarray, radius: int
