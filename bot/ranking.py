@@ -9,9 +9,11 @@ moved on the LoCoMo development slice.
   the neighbouring windows (wider context without embedding more text);
 - both are min-max normalised over the candidate set, so a keyword-only hit (vector 0) or a
   vector-only hit (keyword 0) still ranks, then fused (weighted sum or RRF);
+- the turn after a question inherits a share of the question's fused score (the reply
+  holds the fact, the question holds the words);
 - priors: turns spoken by a person the query names, turns dated on a day/month/year the
-  query names, turns with time words for "when" questions, and the conversation's best
-  turn and abbreviation similarity.
+  query names, turns with time words for "when" questions, longer turns (they say more),
+  and the conversation's best turn and abbreviation similarity.
 """
 
 from __future__ import annotations
