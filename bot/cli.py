@@ -218,6 +218,10 @@ def bench_parser(name: str, config: str | None = None) -> tuple[Any, argparse.Ar
     parser.add_argument("--json", action="store_true", help="print JSON (the default output)")
     parser.add_argument("--config", default=config)
     module.add_arguments(parser)
+    if config is not None:
+        # the CLI's own --config (given before or after the name) reaches the benchmark:
+        # a module's own --config option (default None) replaced the default given above
+        parser.set_defaults(config=config)
     return module, parser
 
 

@@ -9,9 +9,11 @@ moved on the LoCoMo development slice.
   the neighbouring windows (wider context without embedding more text);
 - both are min-max normalised over the candidate set, so a keyword-only hit (vector 0) or a
   vector-only hit (keyword 0) still ranks, then fused (weighted sum or RRF);
+- the turn after a question inherits a share of the question's fused score (the reply
+  holds the fact, the question holds the words);
 - priors: turns spoken by a person the query names, turns dated on a day/month/year the
-  query names, turns with time words for "when" questions, and the conversation's best
-  turn and abbreviation similarity.
+  query names, turns with time words for "when" questions, longer turns (they say more),
+  and the conversation's best turn and abbreviation similarity.
 """
 
 from __future__ import annotations
@@ -46,6 +48,27 @@ TIME_WORDS = re.compile(
 _WHEN = re.compile(
     r"^\s*when\b|\b(what|which) (date|day|time|year|month|week)\b|\bhow long ago\b", re.I
 )
+
+
+def asks(text: str) -> bool:
+    """The turn ends with a question (a trailing bracketed note, e.g. an attachment's
+    description, is ignored)."""
+    body = text.rstrip()
+    if body.endswith("]"):
+        cut = body.rfind("[")
+        if cut > 0:
+            body = body[:cut].rstrip()
+    return body.endswith("?")
+
+
+def length_prior(texts: Sequence[str], full: int) -> np.ndarray:
+    """0..1 per text: its length over ``full`` characters, capped at 1.
+
+    A turn that says more is likelier to hold the fact a search asks for than a short
+    acknowledgement whose neighbours made it match ("Agreed!", "Thanks, you too!").
+    """
+    lengths = np.fromiter((len(t) for t in texts), np.float64, len(texts))
+    return np.minimum(1.0, lengths / max(1, full))
 
 
 def _safe_date(year: int, month: int, day: int) -> date | None:
@@ -189,6 +212,20 @@ class Neighbourhood:
         parts = [values.astype(np.float64)]
         parts.extend(self.window_mean(values, r) for r in range(1, radius + 1))
         return np.mean(parts, axis=0)
+
+    def answers_inherit(self, values: np.ndarray, asking: np.ndarray, share: float) -> np.ndarray:
+        """``values`` where the turn right after an asking turn (``asking`` True) gets at
+        least ``share`` of that turn's value: the answer to a question that matches a
+        search is what the search is after, though it seldom repeats the question's words
+        ("What genre is it?" -> "A mix of drama and romance!")."""
+        out = values.astype(np.float64).copy()
+        if share <= 0:
+            return out
+        rows, src = self._shift(-1, 1)  # rows whose previous turn (number - 1) is loaded
+        keep = asking[src]
+        rows, src = rows[keep], src[keep]
+        out[rows] = np.maximum(out[rows], share * values[src])
+        return out
 
     def centroid_cosines(
         self, vectors: np.ndarray, query: np.ndarray, radius: int

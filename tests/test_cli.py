@@ -192,6 +192,19 @@ def test_every_benchmark_parses_its_arguments(name: str) -> None:
     assert hasattr(module, "run")
 
 
+@pytest.mark.parametrize("name", cli.BENCHMARKS)
+def test_benchmark_receives_the_config_file(name: str) -> None:
+    """Regression: ``bench locomo PATH --config FILE`` ran with the default config (the
+    top-level parser takes --config, the module's own option reset it to None)."""
+    args, rest = cli.build_parser().parse_known_args(
+        ["bench", name, "--json", "--config", "/tmp/some-config.yaml"]
+    )
+    _, parser = cli.bench_parser(args.name, args.config)
+    positional = {"locomo": ["locomo.json"]}.get(name, [])
+    assert str(parser.parse_args([*rest, *positional]).config) == "/tmp/some-config.yaml"
+    assert cli.bench_parser(name)[1].parse_args(positional).config is None
+
+
 def test_reindex_refuses_while_a_daemon_holds_the_data_directory(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -152,6 +152,12 @@ class SearchConfig(_Section):
     participant_weight: float = Field(default=0.2, ge=0, le=2)  # turns by a person named
     date_weight: float = Field(default=0.3, ge=0, le=2)  # turns on a date the query names
     time_weight: float = Field(default=0.1, ge=0, le=2)  # time words, for "when" questions
+    # a turn that asks a question passes this share of its score to the reply after it
+    answer_weight: float = Field(default=0.8, ge=0, le=1)
+    # turns that say more are likelier to hold the fact asked for: +length_weight at
+    # length_full characters and above, proportionally less below
+    length_weight: float = Field(default=0.2, ge=0, le=2)
+    length_full: int = Field(default=200, ge=1, le=100_000)
 
 
 class ServiceConfig(_Section):

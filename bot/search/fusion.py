@@ -15,8 +15,10 @@ from bot.config.model import SearchConfig
 from bot.ranking import (
     TIME_WORDS,
     Neighbourhood,
+    asks,
     date_match,
     is_when_question,
+    length_prior,
     matvec,
     minmax,
     parse_day,
@@ -151,6 +153,9 @@ def fuse(
             fused = (cfg.keyword_weight * kw + cfg.vector_weight * vec) / total
     else:
         fused = kw.copy()
+    if cfg.answer_weight and n:
+        asking = np.fromiter((asks(c) for c in rows.content), bool, n)
+        fused = hood.answers_inherit(fused, asking, cfg.answer_weight)
     fused = fused + priors(cfg, query, rows, names)
 
     keep = (kw > 0) | has
@@ -201,7 +206,7 @@ def fuse(
 
 
 def priors(cfg: SearchConfig, query: str, rows: Rows, names: dict[str, str]) -> np.ndarray | float:
-    """Participant, date and time-word priors (bot.ranking explains each)."""
+    """Participant, date, time-word and length priors (bot.ranking explains each)."""
     n = len(rows.ids)
     extra = np.zeros(n)
     if names and len(set(names.values())) == 1 and cfg.participant_weight:
@@ -216,4 +221,6 @@ def priors(cfg: SearchConfig, query: str, rows: Rows, names: dict[str, str]) -> 
         extra += cfg.time_weight * np.fromiter(
             (bool(TIME_WORDS.search(c)) for c in rows.content), np.float64, n
         )
+    if cfg.length_weight and n:
+        extra += cfg.length_weight * length_prior(rows.content, cfg.length_full)
     return extra
