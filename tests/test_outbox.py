@@ -51,9 +51,14 @@ async def test_dedup_key_sends_at_most_once(state: Database) -> None:
     outbox.attach(channel)
     try:
         await channel.wait_count(1)
-        await asyncio.sleep(0.05)
-        assert channel.texts() == ["reply 7"]
+        # the send is recorded by a commit with fsync (synchronous=FULL): a disk stall can
+        # hold it well past any fixed sleep (a CI flake), so wait for it
+        for _ in range(500):
+            if await outbox.pending_count() == 0:
+                break
+            await asyncio.sleep(0.02)
         assert await outbox.pending_count() == 0
+        assert channel.texts() == ["reply 7"]
         sent = await outbox.sent_messages("test")
         assert [m.text for m in sent] == ["reply 7"] and sent[0].outbox_id is not None
     finally:
