@@ -284,7 +284,14 @@ class Journal:
             fsync_path(path)
         if touched:
             fsync_path(self.files)  # files created again by the replay
-        self._generation = max((generation for _, generation, _, _ in read), default=0)
+        # Above every header, and above the clock in milliseconds: the records of a batch
+        # torn by a crash may outlive the header write of their generation, which is then
+        # in no header; a restart is later than that batch, and rotations are far rarer
+        # than one per millisecond.
+        self._generation = max(
+            max((generation for _, generation, _, _ in read), default=0),
+            time.time_ns() // 1_000_000,
+        )
         self._next_name = max((int(p.stem) for p in files), default=0) + 1
         for path, generation, live, _ in read:
             if live:

@@ -421,3 +421,19 @@ async def test_rotation_after_the_checkpoint_pool_shut_down_checkpoints_inline(
         "after the pool",
         "still going",
     ]
+
+
+def test_a_generation_whose_header_write_was_lost_is_never_reused(tmp_path: Path) -> None:
+    """A crash in the middle of a generation's first batch can leave its records on disk
+    under the file's old spare header: that generation is in no header, and reusing its
+    number would let those unacknowledged records pass for new ones."""
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    torn = encode_record(7, "conv-a.jsonl", 0, b'{"never":"acknowledged"}\n')
+    (journal / "000001.jnl").write_bytes(encode_header(3, live=False) + torn * 4)
+    store = TranscriptStore(tmp_path)
+    assert store.open() == 0  # nothing live: nothing replayed
+    assert not (tmp_path / "conv-a.jsonl").exists()
+    (generation, live), *_ = [h for h in _headers(tmp_path) if h[1]]
+    assert live and generation > 7
+    store.close()
