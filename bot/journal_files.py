@@ -75,40 +75,39 @@ def read_journal(path: Path) -> tuple[int, bool, list[Record]]:
     """The generation of ``path``, whether it is live, and its live records in order."""
     blob = path.read_bytes()
     generation, live = decode_header(blob)
-    out: list[Record] = []
     if not live:
-        return generation, live, out
-    pos = HEADER_SIZE
-    while pos + _HEAD.size <= len(blob):
-        size, crc, record_generation, offset, name_len = _HEAD.unpack_from(blob, pos)
-        end = pos + _HEAD.size + name_len + size
-        if (
-            record_generation != generation
-            or end > len(blob)
-            or zlib.crc32(blob[pos + 8 : end]) != crc
-        ):
-            break  # a torn batch (never acknowledged) or the file's stale earlier life
-        name = blob[pos + _HEAD.size : pos + _HEAD.size + name_len].decode()
-        out.append((name, offset, blob[end - size : end]))
-        pos = end
-    return generation, live, out
+        return generation, live, []
+    # a torn batch (never acknowledged) or the file's stale earlier life ends the records
+    return generation, live, _scan(blob, HEADER_SIZE, generation)[0]
 
 
 def read_legacy_records(path: Path) -> list[Record]:
     """The intact records of a first-version ``*.wal`` file (a torn tail ends it)."""
     blob = path.read_bytes()
+    records, end = _scan(blob, 0, None)
+    if end < len(blob):
+        log.warning("%s: journal ends with %d unreadable bytes", path.name, len(blob) - end)
+    return records
+
+
+def _scan(blob: bytes, pos: int, generation: int | None) -> tuple[list[Record], int]:
+    """Records from ``pos`` while they are intact and of ``generation`` (``None``: the
+    first version's records, which have none); returns them and where they end."""
+    head = _LEGACY_HEAD if generation is None else _HEAD
     out: list[Record] = []
-    pos = 0
-    while pos + _LEGACY_HEAD.size <= len(blob):
-        size, crc, offset, name_len = _LEGACY_HEAD.unpack_from(blob, pos)
-        end = pos + _LEGACY_HEAD.size + name_len + size
-        if end > len(blob) or zlib.crc32(blob[pos + 8 : end]) != crc:
-            log.warning("%s: journal ends with %d unreadable bytes", path.name, len(blob) - pos)
+    while pos + head.size <= len(blob):
+        size, crc, *tagged, offset, name_len = head.unpack_from(blob, pos)
+        end = pos + head.size + name_len + size
+        if (
+            (tagged[0] if tagged else None) != generation
+            or end > len(blob)
+            or zlib.crc32(blob[pos + 8 : end]) != crc
+        ):
             break
-        name = blob[pos + _LEGACY_HEAD.size : pos + _LEGACY_HEAD.size + name_len].decode()
+        name = blob[pos + head.size : pos + head.size + name_len].decode()
         out.append((name, offset, blob[end - size : end]))
         pos = end
-    return out
+    return out, pos
 
 
 def write_all(fd: int, data: bytes, offset: int) -> None:
