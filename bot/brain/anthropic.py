@@ -3,7 +3,7 @@
 :class:`AnthropicBrain` implements :class:`~bot.brain.base.Brain` (``reply``) and
 :class:`~bot.brain.base.UtilityModel` (``complete``, for abbreviation and naming).
 
-Outages. The SDK's own retries are off (``max_retries=0``); :meth:`AnthropicBrain._call`
+Outages. Every call goes through :class:`~bot.brain.anthropic_api.MessagesCaller`, which
 retries timeouts, connection errors, 408/409/429/5xx/529 and errors inside a stream with
 exponential backoff and full jitter, honouring ``retry-after``, for at most
 ``brain.retry_budget_seconds``. Past that it raises :class:`BrainUnavailable` and the
@@ -23,16 +23,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import anthropic
 from anthropic import AsyncAnthropic
 
+from bot.brain.anthropic_api import (
+    DeltaForwarder,
+    MessagesCaller,
+    Rejected,
+    as_params,
+    text_of,
+)
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink, Usage
 from bot.brain.context import (
     COMPRESSION_SYSTEM,
@@ -42,6 +47,7 @@ from bot.brain.context import (
     WorkingContexts,
     compression_prompt,
     estimate_tokens,
+    restricted_messages,
 )
 from bot.brain.cost import add_cost, add_usage, cost_usd
 from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
@@ -51,16 +57,6 @@ from bot.config.model import AppConfig
 log = logging.getLogger("my_agent.brain")
 
 RESTRICTED_FALLBACK = "Sorry, I can't help with that."
-_UNAVAILABLE_NOW = (401, 402, 403)
-_REJECTED = (400, 404, 413, 422)
-
-
-class _Rejected(Exception):
-    """The API refused the request itself (it would fail the same way on retry)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -86,38 +82,6 @@ class _Turn:
     cost: float | None = None
     texts: list[str] = field(default_factory=list)
     thinking: list[str] = field(default_factory=list)
-
-
-class _Deltas:
-    """Forwards text deltas once: retried attempts do not resend what was already sent,
-    and text of consecutive tool-loop iterations is separated by a blank line."""
-
-    def __init__(self, sink: DeltaSink | None) -> None:
-        self.sink = sink
-        self.any_sent = False
-        self._call_sent = 0
-        self._attempt = ""
-        self._separated = True
-
-    def new_call(self) -> None:
-        self._call_sent = 0
-        self._attempt = ""
-        self._separated = not self.any_sent
-
-    def new_attempt(self) -> None:
-        self._attempt = ""
-
-    async def text(self, delta: str) -> None:
-        self._attempt += delta
-        if self.sink is None or len(self._attempt) <= self._call_sent:
-            return
-        fresh = self._attempt[self._call_sent :]
-        self._call_sent = len(self._attempt)
-        if not self._separated:
-            fresh = "\n\n" + fresh
-            self._separated = True
-        self.any_sent = True
-        await self.sink(fresh)
 
 
 class AnthropicBrain:
@@ -147,7 +111,8 @@ class AnthropicBrain:
             max_retries=0,
             timeout=cfg.request_timeout,
         )
-        self._sleep, self._clock, self._now = sleep, clock, now
+        self.api = MessagesCaller(cfg, self.client, sleep=sleep, clock=clock)
+        self._now = now
         self.persona = PersonaFile(config.data_dir / cfg.persona_file)
         self.recall = RecallTools(config, services)
         self._tools_tokens = estimate_tokens(json.dumps([t.spec() for t in self.recall.tools()]))
@@ -175,9 +140,9 @@ class AnthropicBrain:
         turn = _Turn()
         try:
             await self._tool_loop(
-                alias, system, ctx.messages(), self.recall.tools(), turn, _Deltas(on_delta)
+                alias, system, ctx.messages(), self.recall.tools(), turn, DeltaForwarder(on_delta)
             )
-        except _Rejected as exc:
+        except Rejected as exc:
             return self._rejected_reply(alias, exc, turn)
         return self._finish(alias, turn)
 
@@ -236,7 +201,7 @@ class AnthropicBrain:
         try:
             # Half the budget: if the API is down, the reply itself still gets its turn
             # to retry (and to raise BrainUnavailable) within about 1.5 budgets.
-            message = await self._call(
+            message = await self.api.call(
                 self._params(
                     "haiku",
                     COMPRESSION_SYSTEM,
@@ -246,13 +211,13 @@ class AnthropicBrain:
                 None,
                 budget=self.config.brain.retry_budget_seconds / 2,
             )
-        except (BrainUnavailable, _Rejected) as exc:
+        except (BrainUnavailable, Rejected) as exc:
             # Not fatal: this reply goes out with the uncompressed context, the next
             # reply tries again.
             log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
             return ctx
         self._account(spent, "haiku", message)
-        summary = _text_of(message).strip()
+        summary = text_of(message).strip()
         through = old[-1].turn_number
         await self.services.conversations.append_event(
             conv_id,
@@ -304,7 +269,7 @@ class AnthropicBrain:
                 messages,
                 list(tools),
                 silent,
-                _Deltas(None),
+                DeltaForwarder(None),
             )
             spent.usage = add_usage(spent.usage, silent.usage)
             spent.cost = add_cost(spent.cost, silent.cost)
@@ -321,28 +286,9 @@ class AnthropicBrain:
         self, request: BrainRequest, on_delta: DeltaSink | None
     ) -> BrainReply:
         alias = request.model_alias or self.config.models.default
-        budget = self.config.brain.restricted_context_tokens
-        text = request.text
-        if estimate_tokens(text) > budget:
-            text = text[: budget * 4] + " [...truncated]"
-        history = list(request.history)
-        if history and history[-1].role == "user" and history[-1].content == request.text:
-            history.pop()
-        used = estimate_tokens(text)
-        kept: list[dict[str, Any]] = []
-        for item in reversed(history):
-            used += estimate_tokens(item.content) + 4
-            if used > budget:
-                break
-            kept.insert(0, {"role": item.role, "content": item.content})
-        while kept and kept[0]["role"] != "user":
-            kept.pop(0)
-        merged: list[dict[str, Any]] = []
-        for message in [*kept, {"role": "user", "content": text}]:
-            if merged and merged[-1]["role"] == message["role"]:
-                merged[-1]["content"] += "\n\n" + message["content"]
-            else:
-                merged.append(dict(message))
+        merged = restricted_messages(
+            request.history, request.text, self.config.brain.restricted_context_tokens
+        )
         system = restricted_system_prompt(
             config=self.config,
             channel=request.channel,
@@ -351,11 +297,12 @@ class AnthropicBrain:
             party_name=request.party_name,
         )
         turn = _Turn()
-        deltas = _Deltas(on_delta)
+        deltas = DeltaForwarder(on_delta)
         deltas.new_call()
         try:
-            message = await self._call(self._params(alias, system, merged, thinking=False), deltas)
-        except _Rejected as exc:
+            params = self._params(alias, system, merged, thinking=False)
+            message = await self.api.call(params, deltas)
+        except Rejected as exc:
             return self._rejected_reply(alias, exc, turn)
         self._account(turn, alias, message)
         refused = [b.name for b in message.content if b.type == "tool_use"]
@@ -363,7 +310,7 @@ class AnthropicBrain:
             # No tools were offered: a tool call here is the model being steered by the
             # party's text. Never execute it, never loop on it.
             log.warning("restricted reply on %s: refused tool call(s) %s", request.channel, refused)
-        reply_text = _text_of(message).strip()
+        reply_text = text_of(message).strip()
         if reply_text:
             turn.texts.append(reply_text)
         result = self._finish(alias, turn)
@@ -388,10 +335,10 @@ class AnthropicBrain:
             thinking=False,
         )
         try:
-            message = await self._call(params, None)
-        except _Rejected as exc:
+            message = await self.api.call(params, None)
+        except Rejected as exc:
             raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
-        return _text_of(message).strip()
+        return text_of(message).strip()
 
     # -- the tool loop -------------------------------------------------------------------
     async def _tool_loop(
@@ -401,7 +348,7 @@ class AnthropicBrain:
         messages: list[dict[str, Any]],
         tools: list[Tool],
         turn: _Turn,
-        deltas: _Deltas,
+        deltas: DeltaForwarder,
     ) -> None:
         """Call the model, run the tools it asks for, repeat; at most
         ``brain.max_tool_iterations`` rounds of tools, then a final answer without them."""
@@ -414,16 +361,16 @@ class AnthropicBrain:
                 if iteration == limit:
                     params["tool_choice"] = {"type": "none"}
             deltas.new_call()
-            message = await self._call(params, deltas)
+            message = await self.api.call(params, deltas)
             self._account(turn, alias, message)
-            text = _text_of(message).strip()
+            text = text_of(message).strip()
             if text:
                 turn.texts.append(text)
             turn.thinking.extend(b.thinking for b in message.content if b.type == "thinking")
             calls = [b for b in message.content if b.type == "tool_use"]
             if not calls or message.stop_reason != "tool_use":
                 return
-            messages.append({"role": "assistant", "content": _as_params(message.content)})
+            messages.append({"role": "assistant", "content": as_params(message.content)})
             results = []
             for call in calls:
                 content, is_error = await execute(available, call.name, call.input)
@@ -480,7 +427,7 @@ class AnthropicBrain:
             thinking_text=thinking,
         )
 
-    def _rejected_reply(self, alias: str, exc: _Rejected, turn: _Turn) -> BrainReply:
+    def _rejected_reply(self, alias: str, exc: Rejected, turn: _Turn) -> BrainReply:
         log.error("the API rejected the request (%d): %s", exc.status, exc)
         text = (
             "I could not answer this: the model service rejected the request "
@@ -494,106 +441,6 @@ class AnthropicBrain:
             None,
             {"error": "rejected", "status": exc.status},
         )
-
-    # -- one API call with retries -----------------------------------------------------
-    async def _call(
-        self, params: dict[str, Any], deltas: _Deltas | None, budget: float | None = None
-    ) -> Any:
-        """One Messages API call (streamed when ``deltas`` is given), retried within
-        ``budget`` seconds (default ``brain.retry_budget_seconds``). Returns the final
-        ``Message``."""
-        cfg = self.config.brain
-        deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
-        attempt = 0
-        while True:
-            remaining = deadline - self._clock()
-            timeout = max(0.5, min(cfg.request_timeout, remaining))
-            try:
-                if deltas is None:
-                    return await self.client.messages.create(**params, timeout=timeout)
-                deltas.new_attempt()
-                async with self.client.messages.stream(**params, timeout=timeout) as stream:
-                    async for event in stream:
-                        if event.type == "text":
-                            await deltas.text(event.text)
-                    return await stream.get_final_message()
-            except anthropic.APIStatusError as exc:
-                status = exc.status_code
-                if status in _UNAVAILABLE_NOW:
-                    raise BrainUnavailable(f"Anthropic API refused access ({status})") from exc
-                if status in _REJECTED:
-                    raise _Rejected(status, _error_message(exc)) from exc
-                error: Exception = exc
-                retry_after = _retry_after(exc)
-            except (anthropic.APIConnectionError, anthropic.APIResponseValidationError) as exc:
-                error, retry_after = exc, None
-            delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2**attempt)
-            delay = random.uniform(0, delay)  # full jitter
-            if retry_after is not None:
-                delay = max(delay, retry_after)
-            if self._clock() + delay > deadline:
-                log.warning(
-                    "Anthropic API unavailable after %d attempt(s): %s",
-                    attempt + 1,
-                    _describe(error),
-                )
-                raise BrainUnavailable(f"Anthropic API unavailable: {_describe(error)}") from error
-            log.info(
-                "Anthropic API attempt %d failed (%s); retrying in %.2fs",
-                attempt + 1,
-                _describe(error),
-                delay,
-            )
-            await self._sleep(delay)
-            attempt += 1
-
-
-def _text_of(message: Any) -> str:
-    return "".join(b.text for b in message.content if b.type == "text")
-
-
-def _as_params(blocks: Sequence[Any]) -> list[dict[str, Any]]:
-    """Response content blocks as request blocks (for the assistant turn of a tool loop);
-    thinking blocks keep their signature, as the API requires."""
-    out: list[dict[str, Any]] = []
-    for b in blocks:
-        if b.type == "text":
-            if b.text:
-                out.append({"type": "text", "text": b.text})
-        elif b.type == "tool_use":
-            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
-        elif b.type == "thinking":
-            out.append({"type": "thinking", "thinking": b.thinking, "signature": b.signature})
-        elif b.type == "redacted_thinking":
-            out.append({"type": "redacted_thinking", "data": b.data})
-    return out
-
-
-def _retry_after(exc: anthropic.APIStatusError) -> float | None:
-    headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return None
-
-
-def _error_message(exc: anthropic.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-    return str(exc)
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, anthropic.APIStatusError):
-        return f"{exc.status_code} {_error_message(exc)}"
-    return type(exc).__name__
 
 
 __all__ = ["AnthropicBrain", "FlushRequest"]

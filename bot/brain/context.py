@@ -23,7 +23,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bot.brain.base import HistoryTurn
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
@@ -235,3 +238,33 @@ FLUSH_PROMPT = (
     "daily log now. After compaction, only your notebook, recent daily logs and a summary "
     "of this conversation will be available. Do not reply to the owner in this turn."
 )
+
+
+def restricted_messages(
+    history: Sequence[HistoryTurn], text: str, budget: int
+) -> list[dict[str, Any]]:
+    """The messages of a restricted reply: the party's ``text`` (cut to ``budget``
+    tokens) after as much of its own ``history`` as still fits, oldest dropped first,
+    starting with a user turn, consecutive turns of one role merged (the API wants them
+    alternating)."""
+    history = list(history)
+    if history and history[-1].role == "user" and history[-1].content == text:
+        history.pop()  # the message itself, already stored as the latest turn
+    if estimate_tokens(text) > budget:
+        text = text[: budget * 4] + " [...truncated]"
+    used = estimate_tokens(text)
+    kept: list[dict[str, Any]] = []
+    for item in reversed(history):
+        used += estimate_tokens(item.content) + 4
+        if used > budget:
+            break
+        kept.insert(0, {"role": item.role, "content": item.content})
+    while kept and kept[0]["role"] != "user":
+        kept.pop(0)
+    merged: list[dict[str, Any]] = []
+    for message in [*kept, {"role": "user", "content": text}]:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1]["content"] += "\n\n" + message["content"]
+        else:
+            merged.append(dict(message))
+    return merged

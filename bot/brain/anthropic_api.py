@@ -1,0 +1,189 @@
+"""One Messages API call with retries, and reading what it returned.
+
+:class:`MessagesCaller` is what :class:`~bot.brain.anthropic.AnthropicBrain` calls the API
+through. The SDK's own retries are off (``max_retries=0``); :meth:`MessagesCaller.call`
+retries timeouts, connection errors, 408/409/429/5xx/529 and errors inside a stream with
+exponential backoff and full jitter, honouring ``retry-after``, for at most a budget of
+seconds. Past that it raises :class:`BrainUnavailable`. Authentication, permission and
+billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them); a
+request the API rejects as invalid raises :class:`Rejected` (it would fail the same way
+forever).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anthropic
+from anthropic import AsyncAnthropic
+
+from bot.brain.base import BrainUnavailable, DeltaSink
+from bot.config.model import BrainConfig
+
+log = logging.getLogger("my_agent.brain")
+
+UNAVAILABLE_NOW = (401, 402, 403)
+REJECTED = (400, 404, 413, 422)
+
+
+class Rejected(Exception):
+    """The API refused the request itself (it would fail the same way on retry)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class DeltaForwarder:
+    """Forwards text deltas once: retried attempts do not resend what was already sent,
+    and text of consecutive tool-loop iterations is separated by a blank line."""
+
+    def __init__(self, sink: DeltaSink | None) -> None:
+        self.sink = sink
+        self.any_sent = False
+        self._call_sent = 0
+        self._attempt = ""
+        self._separated = True
+
+    def new_call(self) -> None:
+        self._call_sent = 0
+        self._attempt = ""
+        self._separated = not self.any_sent
+
+    def new_attempt(self) -> None:
+        self._attempt = ""
+
+    async def text(self, delta: str) -> None:
+        self._attempt += delta
+        if self.sink is None or len(self._attempt) <= self._call_sent:
+            return
+        fresh = self._attempt[self._call_sent :]
+        self._call_sent = len(self._attempt)
+        if not self._separated:
+            fresh = "\n\n" + fresh
+            self._separated = True
+        self.any_sent = True
+        await self.sink(fresh)
+
+
+class MessagesCaller:
+    """Calls ``client.messages`` with the retry policy of ``config`` (``brain:``)."""
+
+    def __init__(
+        self,
+        config: BrainConfig,
+        client: AsyncAnthropic,
+        *,
+        sleep: Callable[[float], Awaitable[None]],
+        clock: Callable[[], float],
+    ) -> None:
+        self.config = config
+        self.client = client
+        self._sleep, self._clock = sleep, clock
+
+    async def call(
+        self,
+        params: dict[str, Any],
+        deltas: DeltaForwarder | None,
+        budget: float | None = None,
+    ) -> Any:
+        """One Messages API call (streamed when ``deltas`` is given), retried within
+        ``budget`` seconds (default ``brain.retry_budget_seconds``). Returns the final
+        ``Message``."""
+        cfg = self.config
+        deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
+        attempt = 0
+        while True:
+            remaining = deadline - self._clock()
+            timeout = max(0.5, min(cfg.request_timeout, remaining))
+            try:
+                if deltas is None:
+                    return await self.client.messages.create(**params, timeout=timeout)
+                deltas.new_attempt()
+                async with self.client.messages.stream(**params, timeout=timeout) as stream:
+                    async for event in stream:
+                        if event.type == "text":
+                            await deltas.text(event.text)
+                    return await stream.get_final_message()
+            except anthropic.APIStatusError as exc:
+                status = exc.status_code
+                if status in UNAVAILABLE_NOW:
+                    raise BrainUnavailable(f"Anthropic API refused access ({status})") from exc
+                if status in REJECTED:
+                    raise Rejected(status, error_message(exc)) from exc
+                error: Exception = exc
+                retry_after = _retry_after(exc)
+            except (anthropic.APIConnectionError, anthropic.APIResponseValidationError) as exc:
+                error, retry_after = exc, None
+            delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2**attempt)
+            delay = random.uniform(0, delay)  # full jitter
+            if retry_after is not None:
+                delay = max(delay, retry_after)
+            if self._clock() + delay > deadline:
+                log.warning(
+                    "Anthropic API unavailable after %d attempt(s): %s",
+                    attempt + 1,
+                    _describe(error),
+                )
+                raise BrainUnavailable(f"Anthropic API unavailable: {_describe(error)}") from error
+            log.info(
+                "Anthropic API attempt %d failed (%s); retrying in %.2fs",
+                attempt + 1,
+                _describe(error),
+                delay,
+            )
+            await self._sleep(delay)
+            attempt += 1
+
+
+def text_of(message: Any) -> str:
+    """The text blocks of a ``Message``, joined."""
+    return "".join(b.text for b in message.content if b.type == "text")
+
+
+def as_params(blocks: Sequence[Any]) -> list[dict[str, Any]]:
+    """Response content blocks as request blocks (for the assistant turn of a tool loop);
+    thinking blocks keep their signature, as the API requires."""
+    out: list[dict[str, Any]] = []
+    for b in blocks:
+        if b.type == "text":
+            if b.text:
+                out.append({"type": "text", "text": b.text})
+        elif b.type == "tool_use":
+            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+        elif b.type == "thinking":
+            out.append({"type": "thinking", "thinking": b.thinking, "signature": b.signature})
+        elif b.type == "redacted_thinking":
+            out.append({"type": "redacted_thinking", "data": b.data})
+    return out
+
+
+def error_message(exc: anthropic.APIStatusError) -> str:
+    """The API's own error message from the response body, else the exception's text."""
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+    return str(exc)
+
+
+def _retry_after(exc: anthropic.APIStatusError) -> float | None:
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return None
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, anthropic.APIStatusError):
+        return f"{exc.status_code} {error_message(exc)}"
+    return type(exc).__name__

@@ -1,0 +1,35 @@
+"""The restricted profile's message list (bot.brain.context.restricted_messages)."""
+
+from bot.brain.base import HistoryTurn
+from bot.brain.context import restricted_messages
+
+
+def test_history_before_the_message_alternating_and_starting_with_user() -> None:
+    history = [
+        HistoryTurn("assistant", "welcome"),
+        HistoryTurn("user", "hi"),
+        HistoryTurn("user", "are you there?"),
+        HistoryTurn("assistant", "yes"),
+        HistoryTurn("user", "what time is it?"),
+    ]
+    messages = restricted_messages(history, "what time is it?", budget=1000)
+    assert messages == [
+        {"role": "user", "content": "hi\n\nare you there?"},
+        {"role": "assistant", "content": "yes"},
+        {"role": "user", "content": "what time is it?"},
+    ]
+
+
+def test_oldest_history_dropped_past_the_budget() -> None:
+    history = [HistoryTurn("user", "x" * 400), HistoryTurn("assistant", "short answer")]
+    messages = restricted_messages(history, "next question", budget=20)
+    # The 100-token turn no longer fits, and the assistant turn cannot lead.
+    assert messages == [{"role": "user", "content": "next question"}]
+
+
+def test_an_oversized_message_is_cut_and_marked() -> None:
+    text = "word " * 400
+    messages = restricted_messages([HistoryTurn("user", text)], text, budget=50)
+    assert len(messages) == 1
+    assert messages[0]["content"].endswith(" [...truncated]")
+    assert len(messages[0]["content"]) == 50 * 4 + len(" [...truncated]")
