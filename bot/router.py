@@ -12,15 +12,16 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
 from bot.commands import CommandResult, Commands, parse_command
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage
-from bot.external import PartyRecord, normalise_identity
+from bot.external import PartyRecord
 from bot.index import ConversationRecord
 from bot.replies import ReplyTarget
+from bot.strangers import StrangerFlow
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -30,7 +31,6 @@ log = logging.getLogger("my_agent.router")
 THREADED_CHANNELS = {"email"}
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|sv|wg)(\[\d+\])?\s*:\s*)+", re.I)
 STORAGE_RETRIES = (0.1, 0.5, 1.5)
-OutboundKind = Literal["reply", "command", "escalation", "acknowledgement", "notice"]
 
 
 class ReadOnlyConversation(Exception):
@@ -58,6 +58,9 @@ class Router:
         # identity key -> lock held while finding or creating its pinned conversation, so
         # racing first messages (or an escalation) never create two.
         self._contact_locks: dict[str, asyncio.Lock] = {}
+        self.strangers = StrangerFlow(services, self.commands, self._contact_lock)
+        self.send_to_party = self.strangers.send_to_party
+        self.escalate = self.strangers.escalate
 
     def _contact_lock(self, key: str) -> asyncio.Lock:
         lock = self._contact_locks.get(key)
@@ -148,7 +151,7 @@ class Router:
                 "handled as a third party",
                 msg.channel,
             )
-        await self._external_flow(msg)
+        await self.strangers.handle(msg, self._target(msg))
 
     async def _resolve(self, msg: InboundMessage, identity_key: str) -> ConversationRecord:
         manager = self.s.conversations
@@ -346,157 +349,6 @@ class Router:
             await self._run_command(msg, rec, *command, owner=is_owner is not None)
             return
         await self._record_and_reply(msg, rec, sender=msg.sender_name or msg.sender_id)
-
-    # -- third parties ---------------------------------------------------------------
-    async def _external_flow(self, msg: InboundMessage) -> None:
-        ext = self.s.external
-        party_key = normalise_identity(msg.channel, msg.sender_id)
-        party, duplicate = await ext.record_inbound(
-            msg.channel,
-            party_key,
-            display_name=msg.sender_name,
-            chat_id=msg.chat_id,
-            text=msg.text,
-            message_ref=msg.message_id,
-        )
-        if duplicate:
-            return
-        if party.tier == "blocked":
-            log.info("message from blocked party %s recorded, not answered", party.id)
-            return
-        command = parse_command(msg.text)
-        if command is not None:
-            result = await self.commands.run_stranger(command[0], command[1], party)
-            await self.send_to_party(
-                party, result.text, kind="command", dedup=f"{msg.channel}:{msg.message_id}:command"
-            )
-            return
-        if party.tier == "known":
-            self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, msg))
-            return
-        due = ext.escalation_due(party)
-        ack = self.s.config.trust.acknowledgement
-        if ack and due:
-            await self.send_to_party(
-                party,
-                ack,
-                kind="acknowledgement",
-                dedup=f"{msg.channel}:{msg.message_id}:ack",
-                in_reply_to=msg.message_ref or msg.message_id,
-                subject=msg.subject,
-            )
-        if due:
-            await self.escalate(party, msg.text)
-
-    async def _answer_known(self, party: PartyRecord, msg: InboundMessage) -> None:
-        from bot.brain.base import BrainRequest, HistoryTurn
-
-        history = await self.s.external.history(party)
-        if history and history[-1]["direction"] == "in" and history[-1]["content"] == msg.text:
-            history = history[:-1]
-        request = BrainRequest(
-            profile="restricted",
-            channel=msg.channel,
-            text=msg.text,
-            model_alias=party.model or self.s.config.models.default,
-            party_name=msg.sender_name or party.party_key,
-            scope=self.s.config.trust.known_scope,
-            history=tuple(
-                HistoryTurn("user" if h["direction"] == "in" else "assistant", h["content"])
-                for h in history
-            ),
-        )
-        reply = await self.s.replies._generate(
-            party.id, 0, request, self._target(msg), f"{msg.channel}:{msg.message_id}"
-        )
-        await self.send_to_party(
-            party,
-            reply.text,
-            kind="reply",
-            dedup=f"{msg.channel}:{msg.message_id}:reply",
-            in_reply_to=msg.message_ref or msg.message_id,
-            subject=msg.subject,
-        )
-
-    async def send_to_party(
-        self,
-        party: PartyRecord,
-        text: str,
-        *,
-        kind: OutboundKind = "reply",
-        dedup: str | None = None,
-        in_reply_to: str | None = None,
-        subject: str | None = None,
-    ) -> None:
-        """Record and queue a message to a third party (reply, acknowledgement, /reply)."""
-        await self.s.external.record_outbound(party.id, text, kind=kind)
-        await self.s.outbox.enqueue(
-            OutboundMessage(
-                channel=party.channel,
-                chat_id=party.chat_id or party.party_key,
-                text=text,
-                kind=kind,
-                party_id=party.id,  # type: ignore[arg-type]
-                in_reply_to=in_reply_to,
-                subject=subject,
-            ),
-            dedup_key=dedup,
-        )
-
-    async def escalate(self, party: PartyRecord, text: str) -> None:
-        """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
-        quoted = text if len(text) <= 500 else text[:497] + "..."
-        body = (
-            f"Message from {party.label}, not a known contact (id {party.id}):\n"
-            f"\u201c{quoted}\u201d\n"
-            f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
-            f"/reply {party.id} <text> to answer yourself."
-        )
-        await self.s.external.add_escalation(party, body)
-        channel = self.s.config.escalation_channel()
-        if channel == "web" or channel not in self.s.channels:
-            return  # the dashboard shows pending escalations
-        owner = self.s.identities.first(channel)
-        if owner is None:
-            log.warning("no owner identity on %s to escalate to", channel)
-            return
-        key = f"{channel}:{owner}"
-        address = self.s.identities.address_for(channel)
-        async with self._contact_lock(key):
-            rec = await self.s.conversations.pinned_for(key)
-            if rec is None:
-                if address is None:
-                    log.warning("cannot reach the owner on %s yet (no numeric id)", channel)
-                    return
-                rec = await self.s.conversations.create(
-                    channel,
-                    identity_key=key,
-                    pinned=True,
-                    participants=[owner],
-                    channel_meta={"chatId": address},
-                    reason="escalation",
-                )
-        chat_id = rec.channel_meta.get("chatId") or address
-        if not chat_id:
-            return
-        await self.s.conversations.append_event(rec.id, "escalation", partyId=party.id, text=body)
-        actions = (
-            ("Trust", f"/trust {party.id}"),
-            ("Block", f"/block {party.id}"),
-            ("Reply", f"/reply {party.id}"),
-        )
-        await self.s.outbox.enqueue(
-            OutboundMessage(
-                channel=channel,
-                chat_id=str(chat_id),
-                text=body,
-                kind="escalation",
-                conversation_id=rec.id,
-                party_id=party.id,
-                actions=actions,
-                subject=f"Message from {party.display_name or party.party_key}",
-            )
-        )
 
     async def _alert_owner_storage(self, exc: OSError) -> None:
         if self._storage_alerted:

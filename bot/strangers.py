@@ -1,0 +1,201 @@
+"""Third parties: everyone who writes and is not the owner.
+
+Seed 000 "External Communications" and SPEC.md "Routing and trust". A party's messages
+are kept in its own record (:class:`~bot.external.ExternalStore`), never in the owner's
+conversations. By tier: ``blocked`` is recorded and not answered; ``known`` is answered
+through the restricted brain profile (no recall tools, no owner data); ``untrusted`` (the
+default) gets the configured acknowledgement, if any, and the owner an escalation with
+Trust / Block / Reply actions on the configured channel, both rate-limited per party.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from bot.commands import parse_command
+from bot.events import InboundMessage, OutboundMessage
+from bot.external import PartyRecord, normalise_identity
+from bot.replies import ReplyTarget
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from bot.commands import Commands
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.router")
+
+OutboundKind = Literal["reply", "command", "escalation", "acknowledgement", "notice"]
+
+
+class StrangerFlow:
+    """What the router does with a message that is not the owner's."""
+
+    def __init__(
+        self,
+        services: Services,
+        commands: Commands,
+        contact_lock: Callable[[str], asyncio.Lock],
+    ) -> None:
+        self.s = services
+        self.commands = commands
+        # The router's lock per identity key: an escalation that creates the owner's
+        # pinned conversation must not race the owner's own first message.
+        self._contact_lock = contact_lock
+
+    async def handle(self, msg: InboundMessage, target: ReplyTarget) -> None:
+        """Record ``msg`` from a third party, then answer it by the party's tier: blocked
+        -> nothing, known -> the restricted brain, untrusted -> acknowledgement (if
+        configured) and an escalation to the owner, both rate-limited."""
+        ext = self.s.external
+        party_key = normalise_identity(msg.channel, msg.sender_id)
+        party, duplicate = await ext.record_inbound(
+            msg.channel,
+            party_key,
+            display_name=msg.sender_name,
+            chat_id=msg.chat_id,
+            text=msg.text,
+            message_ref=msg.message_id,
+        )
+        if duplicate:
+            return
+        if party.tier == "blocked":
+            log.info("message from blocked party %s recorded, not answered", party.id)
+            return
+        command = parse_command(msg.text)
+        if command is not None:
+            result = await self.commands.run_stranger(command[0], command[1], party)
+            await self.send_to_party(
+                party, result.text, kind="command", dedup=f"{msg.channel}:{msg.message_id}:command"
+            )
+            return
+        if party.tier == "known":
+            self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, msg, target))
+            return
+        due = ext.escalation_due(party)
+        ack = self.s.config.trust.acknowledgement
+        if ack and due:
+            await self.send_to_party(
+                party,
+                ack,
+                kind="acknowledgement",
+                dedup=f"{msg.channel}:{msg.message_id}:ack",
+                in_reply_to=msg.message_ref or msg.message_id,
+                subject=msg.subject,
+            )
+        if due:
+            await self.escalate(party, msg.text)
+
+    async def _answer_known(
+        self, party: PartyRecord, msg: InboundMessage, target: ReplyTarget
+    ) -> None:
+        from bot.brain.base import BrainRequest, HistoryTurn
+
+        history = await self.s.external.history(party)
+        if history and history[-1]["direction"] == "in" and history[-1]["content"] == msg.text:
+            history = history[:-1]
+        request = BrainRequest(
+            profile="restricted",
+            channel=msg.channel,
+            text=msg.text,
+            model_alias=party.model or self.s.config.models.default,
+            party_name=msg.sender_name or party.party_key,
+            scope=self.s.config.trust.known_scope,
+            history=tuple(
+                HistoryTurn("user" if h["direction"] == "in" else "assistant", h["content"])
+                for h in history
+            ),
+        )
+        reply = await self.s.replies._generate(
+            party.id, 0, request, target, f"{msg.channel}:{msg.message_id}"
+        )
+        await self.send_to_party(
+            party,
+            reply.text,
+            kind="reply",
+            dedup=f"{msg.channel}:{msg.message_id}:reply",
+            in_reply_to=msg.message_ref or msg.message_id,
+            subject=msg.subject,
+        )
+
+    async def send_to_party(
+        self,
+        party: PartyRecord,
+        text: str,
+        *,
+        kind: OutboundKind = "reply",
+        dedup: str | None = None,
+        in_reply_to: str | None = None,
+        subject: str | None = None,
+    ) -> None:
+        """Record and queue a message to a third party (reply, acknowledgement, /reply)."""
+        await self.s.external.record_outbound(party.id, text, kind=kind)
+        await self.s.outbox.enqueue(
+            OutboundMessage(
+                channel=party.channel,
+                chat_id=party.chat_id or party.party_key,
+                text=text,
+                kind=kind,
+                party_id=party.id,  # type: ignore[arg-type]
+                in_reply_to=in_reply_to,
+                subject=subject,
+            ),
+            dedup_key=dedup,
+        )
+
+    async def escalate(self, party: PartyRecord, text: str) -> None:
+        """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
+        quoted = text if len(text) <= 500 else text[:497] + "..."
+        body = (
+            f"Message from {party.label}, not a known contact (id {party.id}):\n"
+            f"\u201c{quoted}\u201d\n"
+            f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
+            f"/reply {party.id} <text> to answer yourself."
+        )
+        await self.s.external.add_escalation(party, body)
+        channel = self.s.config.escalation_channel()
+        if channel == "web" or channel not in self.s.channels:
+            return  # the dashboard shows pending escalations
+        owner = self.s.identities.first(channel)
+        if owner is None:
+            log.warning("no owner identity on %s to escalate to", channel)
+            return
+        key = f"{channel}:{owner}"
+        address = self.s.identities.address_for(channel)
+        async with self._contact_lock(key):
+            rec = await self.s.conversations.pinned_for(key)
+            if rec is None:
+                if address is None:
+                    log.warning("cannot reach the owner on %s yet (no numeric id)", channel)
+                    return
+                rec = await self.s.conversations.create(
+                    channel,
+                    identity_key=key,
+                    pinned=True,
+                    participants=[owner],
+                    channel_meta={"chatId": address},
+                    reason="escalation",
+                )
+        chat_id = rec.channel_meta.get("chatId") or address
+        if not chat_id:
+            return
+        await self.s.conversations.append_event(rec.id, "escalation", partyId=party.id, text=body)
+        actions = (
+            ("Trust", f"/trust {party.id}"),
+            ("Block", f"/block {party.id}"),
+            ("Reply", f"/reply {party.id}"),
+        )
+        await self.s.outbox.enqueue(
+            OutboundMessage(
+                channel=channel,
+                chat_id=str(chat_id),
+                text=body,
+                kind="escalation",
+                conversation_id=rec.id,
+                party_id=party.id,
+                actions=actions,
+                subject=f"Message from {party.display_name or party.party_key}",
+            )
+        )
