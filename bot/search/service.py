@@ -22,7 +22,6 @@ from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
 from bot.search.fusion import Ranked, Scored, fuse, snippet
 from bot.search.keyword import DocFreqs, fts_candidates
-from bot.search.person import merge_hits, sender_candidates
 from bot.search.query import fts_parts, name_terms, or_terms, query_terms
 from bot.search.results import (
     Filters,
@@ -224,12 +223,7 @@ class SearchService:
         guess = self._will_embed(query)
 
         def _keyword(conn: SyncConn) -> tuple[list[Hit], Spans, list[Any]]:
-            match = or_terms(freqs.selective(conn, parts))
-            hits = fts_candidates(conn, match, filters, depth)
-            if cfg.person_candidates and len(set(names.values())) == 1 and rest:
-                sender = next(iter(names.values()))
-                extra = sender_candidates(conn, match, filters, sender, cfg.person_candidates)
-                hits = merge_hits(hits, extra)
+            hits = fts_candidates(conn, or_terms(freqs.selective(conn, parts)), filters, depth)
             spans = keyword_spans(hits, self._radius(guess), cfg.expand)
             return hits, spans, fetch_spans(conn, spans, guess)
 
