@@ -14,17 +14,24 @@ from bot.search.conversations import (
     content_terms,
     coverage,
     rank_conversations,
-    word_starts,
+    starts_word,
 )
 from tests.recall_helpers import add_conversation, open_index
 
 
 def test_coverage_counts_terms_that_start_a_word() -> None:
-    patterns = word_starts(["paint", "art", "kayak"])
+    terms = ["paint", "art", "kayak"]
     # "paint" starts "painting"; "art" only sits inside "restart"; no "kayak"
-    assert coverage(["I love painting", "Time to restart"], patterns) == pytest.approx(1 / 3)
-    assert coverage(["Art and kayaks", "paint"], patterns) == 1.0
+    assert coverage(["I love painting", "Time to restart"], terms) == pytest.approx(1 / 3)
+    assert coverage(["Art and kayaks", "re-paint"], terms) == 1.0  # after "-" a word starts
+    assert coverage(["start, then (art)", "_kayak"], terms) == pytest.approx(1 / 3)
     assert coverage(["anything"], []) == 0.0
+
+
+def test_starts_word_checks_every_occurrence() -> None:
+    assert starts_word("restart the art class", "art")  # the second "art" starts a word
+    assert not starts_word("restart, smart", "art")
+    assert starts_word("art", "art")
 
 
 def test_content_terms_drop_names_and_stop_words() -> None:

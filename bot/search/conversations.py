@@ -18,7 +18,6 @@ Scores are divided by the best one again (the first conversation scores 1).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -42,18 +41,26 @@ def candidate_texts(rows: Rows, order: np.ndarray) -> dict[str, list[str]]:
     return texts
 
 
-def word_starts(terms: list[str]) -> list[re.Pattern[str]]:
-    """One pattern per term, matching it at the start of a word."""
-    return [re.compile(r"\b" + re.escape(t)) for t in terms]
+def starts_word(text: str, term: str) -> bool:
+    """Whether ``term`` begins a word of ``text`` ("paint" in "painting", not "art" in
+    "start"). ``str.find`` instead of a regular expression: a ``\\b`` pattern has no
+    literal prefix to search for and scanned every character (30 ms for 300
+    conversations' candidate turns, against well under 1 ms)."""
+    at = text.find(term)
+    while at >= 0:
+        before = text[at - 1] if at else " "
+        if not (before.isalnum() or before == "_"):
+            return True
+        at = text.find(term, at + 1)
+    return False
 
 
-def coverage(texts: Iterable[str], patterns: list[re.Pattern[str]]) -> float:
-    """Share of the terms (:func:`word_starts`) that begin a word in ``texts``
-    ("paint" covers "painting"; "art" does not cover "start")."""
-    if not patterns:
+def coverage(texts: Iterable[str], terms: list[str]) -> float:
+    """Share of ``terms`` (lower case) that begin a word in ``texts``."""
+    if not terms:
         return 0.0
     text = "\n".join(texts).lower()
-    return sum(1 for p in patterns if p.search(text)) / len(patterns)
+    return sum(1 for t in terms if starts_word(text, t)) / len(terms)
 
 
 def rank_conversations(
@@ -72,11 +79,10 @@ def rank_conversations(
     if cfg.abbreviation_rank_weight and abbreviations:
         norm = minmax(np.asarray(list(abbreviations.values()), dtype=np.float64))
         abbr = dict(zip(abbreviations, norm.tolist(), strict=True))
-    patterns = word_starts(terms) if cfg.coverage_weight else []
     scored = []
     for conv, score in conversations:
-        if patterns and conv in texts:
-            score += cfg.coverage_weight * coverage(texts[conv], patterns)
+        if cfg.coverage_weight and terms and conv in texts:
+            score += cfg.coverage_weight * coverage(texts[conv], terms)
         score += cfg.abbreviation_rank_weight * abbr.get(conv, 0.0)
         scored.append((conv, score))
     top = max(s for _, s in scored) or 1.0
