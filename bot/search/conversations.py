@@ -2,7 +2,7 @@
 
 Conversations used to be listed by their best turn alone (whose fused score already
 holds the conversation prior). A question whose facts are spread over a conversation
-("What activities has Melanie done with her family?") has no single turn that matches
+("What activities has Anna done with her family?") has no single turn that matches
 all of it; the conversation that holds its words across several turns is the one asked
 for. Two additions re-order the conversation list only (the turn ranking is untouched):
 
