@@ -158,6 +158,11 @@ class SearchConfig(_Section):
     # length_full characters and above, proportionally less below
     length_weight: float = Field(default=0.2, ge=0, le=2)
     length_full: int = Field(default=200, ge=1, le=100_000)
+    # the conversation list (not the turns): + coverage_weight x the share of the query's
+    # words found in its candidate turns, + abbreviation_rank_weight x its abbreviation
+    # similarity (docs/search.md "Fourth pass")
+    coverage_weight: float = Field(default=0.3, ge=0, le=2)
+    abbreviation_rank_weight: float = Field(default=0.2, ge=0, le=2)
 
 
 class ServiceConfig(_Section):

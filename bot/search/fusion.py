@@ -25,6 +25,7 @@ from bot.ranking import (
     query_dates,
     rrf,
 )
+from bot.search.conversations import candidate_texts, content_terms, rank_conversations
 from bot.search.results import Filters, TurnHit
 from bot.search.rows import Rows
 
@@ -202,6 +203,10 @@ def fuse(
         (c, value / top) for c, value in prior.items() if c not in seen and abbr_norm.get(c, 0) > 0
     )
     conversations.sort(key=lambda r: (-r[1], r[0]))
+    if cfg.coverage_weight or cfg.abbreviation_rank_weight:
+        conversations = rank_conversations(
+            cfg, content_terms(query, names), candidate_texts(rows, order), conversations, abbr
+        )
     return Scored(rows, order, final, kw_raw, vec_raw, set(knn), conversations, method)
 
 

@@ -1,0 +1,91 @@
+"""The conversation list: best turn, plus query-word coverage and the abbreviation.
+
+Conversations used to be listed by their best turn alone (whose fused score already
+holds the conversation prior). A question whose facts are spread over a conversation
+("What activities has Anna done with her family?") has no single turn that matches
+all of it; the conversation that holds its words across several turns is the one asked
+for. Two additions re-order the conversation list only (the turn ranking is untouched):
+
+- **coverage**: the share of the query's content words (participant names excluded)
+  that start a word somewhere in the conversation's candidate turns (the keyword and
+  vector hits and the neighbours loaded around them): ``coverage_weight`` x share;
+- **abbreviation**: the min-max normalised similarity of the query to the
+  conversation's abbreviation, ``abbreviation_rank_weight`` x it (the notes summarise the
+  whole conversation, a turn only itself).
+
+Scores are divided by the best one again (the first conversation scores 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from bot.config.model import SearchConfig
+from bot.ranking import minmax
+from bot.search.query import query_terms
+from bot.search.rows import Rows
+
+
+def content_terms(query: str, names: dict[str, str]) -> list[str]:
+    """The query's words without stop words and participant names."""
+    return [t for t in query_terms(query) if t not in names]
+
+
+def candidate_texts(rows: Rows, order: np.ndarray) -> dict[str, list[str]]:
+    """conversation -> the contents of its ranked candidate turns."""
+    texts: dict[str, list[str]] = {}
+    for i in order.tolist():
+        texts.setdefault(rows.conv[i], []).append(rows.content[i])
+    return texts
+
+
+def starts_word(text: str, term: str) -> bool:
+    """Whether ``term`` begins a word of ``text`` ("paint" in "painting", not "art" in
+    "start"). ``str.find`` instead of a regular expression: a ``\\b`` pattern has no
+    literal prefix to search for and scanned every character (30 ms for 300
+    conversations' candidate turns, against well under 1 ms)."""
+    at = text.find(term)
+    while at >= 0:
+        before = text[at - 1] if at else " "
+        if not (before.isalnum() or before == "_"):
+            return True
+        at = text.find(term, at + 1)
+    return False
+
+
+def coverage(texts: Iterable[str], terms: list[str]) -> float:
+    """Share of ``terms`` (lower case) that begin a word in ``texts``."""
+    if not terms:
+        return 0.0
+    text = "\n".join(texts).lower()
+    return sum(1 for t in terms if starts_word(text, t)) / len(terms)
+
+
+def rank_conversations(
+    cfg: SearchConfig,
+    terms: list[str],
+    texts: dict[str, list[str]],
+    conversations: list[tuple[str, float]],
+    abbreviations: dict[str, float],
+) -> list[tuple[str, float]]:
+    """``conversations`` (id, best-turn score) re-scored with coverage and abbreviation
+    similarity, best first, the best at 1. ``texts``: each conversation's candidate
+    turns; ``terms``: the query's content words without participant names."""
+    if not conversations or not (cfg.coverage_weight or cfg.abbreviation_rank_weight):
+        return conversations
+    abbr: dict[str, float] = {}
+    if cfg.abbreviation_rank_weight and abbreviations:
+        norm = minmax(np.asarray(list(abbreviations.values()), dtype=np.float64))
+        abbr = dict(zip(abbreviations, norm.tolist(), strict=True))
+    scored = []
+    for conv, score in conversations:
+        if cfg.coverage_weight and terms and conv in texts:
+            score += cfg.coverage_weight * coverage(texts[conv], terms)
+        score += cfg.abbreviation_rank_weight * abbr.get(conv, 0.0)
+        scored.append((conv, score))
+    top = max(s for _, s in scored) or 1.0
+    scored = [(c, s / top) for c, s in scored]
+    scored.sort(key=lambda r: (-r[1], r[0]))
+    return scored

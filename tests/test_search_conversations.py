@@ -1,0 +1,105 @@
+"""The conversation list: query-word coverage and abbreviation similarity
+(bot.search.conversations; docs/search.md "Fourth pass")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config.model import AppConfig, SearchConfig
+from bot.db import Database
+from bot.search import SearchService
+from bot.search.conversations import (
+    content_terms,
+    coverage,
+    rank_conversations,
+    starts_word,
+)
+from tests.recall_helpers import add_conversation, open_index
+
+
+def test_coverage_counts_terms_that_start_a_word() -> None:
+    terms = ["paint", "art", "kayak"]
+    # "paint" starts "painting"; "art" only sits inside "restart"; no "kayak"
+    assert coverage(["I love painting", "Time to restart"], terms) == pytest.approx(1 / 3)
+    assert coverage(["Art and kayaks", "re-paint"], terms) == 1.0  # after "-" a word starts
+    assert coverage(["start, then (art)", "_kayak"], terms) == pytest.approx(1 / 3)
+    assert coverage(["anything"], []) == 0.0
+
+
+def test_starts_word_checks_every_occurrence() -> None:
+    assert starts_word("restart the art class", "art")  # the second "art" starts a word
+    assert not starts_word("restart, smart", "art")
+    assert starts_word("art", "art")
+
+
+def test_content_terms_drop_names_and_stop_words() -> None:
+    assert content_terms("What did Melanie paint recently?", {"melanie": "Melanie"}) == [
+        "paint",
+        "recently",
+    ]
+
+
+def test_coverage_lifts_the_conversation_holding_every_word() -> None:
+    terms = ["kayak", "recipe", "garden"]
+    texts = {"one": ["kayak trip and a recipe"], "spread": ["kayak", "recipe", "garden"]}
+    listed = [("one", 1.0), ("spread", 0.95)]
+    cfg = SearchConfig(coverage_weight=0.3, abbreviation_rank_weight=0.0)
+    ranked = rank_conversations(cfg, terms, texts, listed, {})
+    assert [c for c, _ in ranked] == ["spread", "one"]
+    assert ranked[0][1] == 1.0  # the best conversation scores 1 again
+    off = SearchConfig(coverage_weight=0.0, abbreviation_rank_weight=0.0)
+    assert rank_conversations(off, terms, texts, listed, {}) == listed
+
+
+def test_abbreviation_similarity_reorders_the_list() -> None:
+    listed = [("a", 1.0), ("b", 0.95)]
+    abbreviations = {"a": 0.20, "b": 0.45}  # cosines: b's notes are nearer the query
+    cfg = SearchConfig(coverage_weight=0.0, abbreviation_rank_weight=0.2)
+    assert [c for c, _ in rank_conversations(cfg, [], {}, listed, abbreviations)] == ["b", "a"]
+    cfg = SearchConfig(coverage_weight=0.0, abbreviation_rank_weight=0.0)
+    assert [c for c, _ in rank_conversations(cfg, [], {}, listed, abbreviations)] == ["a", "b"]
+
+
+@pytest.fixture
+async def db(tmp_path: Path):  # type: ignore[no-untyped-def]
+    database = await open_index(tmp_path / "conversations.db")
+    yield database
+    await database.close()
+
+
+def _filler(n: int) -> list[tuple[str, str]]:
+    return [("assistant", f"Unrelated remark number {i} about the weather") for i in range(n)]
+
+
+async def test_search_lists_the_covering_conversation_first(db: Database) -> None:
+    # the same best turn in both conversations (a tie on the best turn); only
+    # conv-b also holds the query's third word, in a turn far from that one
+    turn = ("user", "The kayak trip and the recipe for the camp dinner")
+    await add_conversation(db, "conv-a", [*_filler(4), turn, *_filler(4)])
+    await add_conversation(
+        db,
+        "conv-b",
+        [*_filler(4), turn, *_filler(4), ("user", "The garden " + "and so on " * 30)],
+    )
+    # a third conversation with the word lowers its idf (the far turn stays weak)
+    await add_conversation(db, "conv-c", [("user", "Nothing relevant in the garden")])
+    off = AppConfig()
+    off.search.coverage_weight = 0.0
+    service = SearchService(off, db)
+    page = await service.search("kayak recipe garden")
+    listed = [r.conversation_id for r in page.results if r.conversation_id != "conv-c"]
+    assert listed == ["conv-a", "conv-b"]  # tied: by id
+    before = await service.rank("kayak recipe garden")
+
+    service = SearchService(AppConfig(), db)  # defaults: coverage on
+    page = await service.search("kayak recipe garden")
+    listed = [r.conversation_id for r in page.results if r.conversation_id != "conv-c"]
+    assert listed == ["conv-b", "conv-a"]
+    assert page.results[0].score == 1.0
+    after = await service.rank("kayak recipe garden")
+    # only the conversation list changes: the turn ranking is the same
+    assert [(t.turn_id, t.score) for t in after.turns] == [
+        (t.turn_id, t.score) for t in before.turns
+    ]
