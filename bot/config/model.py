@@ -158,6 +158,11 @@ class SearchConfig(_Section):
     # length_full characters and above, proportionally less below
     length_weight: float = Field(default=0.2, ge=0, le=2)
     length_full: int = Field(default=200, ge=1, le=100_000)
+    # the final order of the best ``ranker_depth`` turns: a model learned from the rules'
+    # signals (bot/search/learned.py), or the rules' fused score alone
+    ranker: Literal["learned", "rules"] = "learned"
+    ranker_depth: int = Field(default=60, ge=2, le=1000)
+    ranker_model: Path | None = None  # a model file (default: the one shipped)
 
 
 class ServiceConfig(_Section):
