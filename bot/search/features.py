@@ -165,7 +165,8 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
         if j < len(cos):
             put(name, cos[j][idx])
     put("vec", sig["vec"][idx])
-    put("vec_rank", _log_rank(scored.vec_raw)[idx])
+    if scored.method == "hybrid":
+        put("vec_rank", _log_rank(scored.vec_raw)[idx])
     put("base", sig["base"][idx])
     put("inherited", sig["inherited"][idx])
     put("final", scored.final[idx])

@@ -33,13 +33,21 @@ class Group:
     labels: np.ndarray
 
 
+# features a model does not use: bm25's scale grows with the store (idf), so weights
+# learned on 600-turn stores would not mean the same on a 200,000-turn one
+STORE_SCALED = frozenset({"kw_raw"})
+
+
 def default_features(hybrid: bool) -> tuple[str, ...]:
-    """The columns a model uses: every turn feature (the query's own columns are constant
-    within a group, so a pairwise linear model cannot use them alone)."""
+    """The columns a model uses: every turn feature but :data:`STORE_SCALED` (the query's
+    own columns are constant within a group: a pairwise linear model cannot use them)."""
     return tuple(
         f
         for f in FEATURES
-        if not f.startswith("q_") and f != "hybrid" and (hybrid or f not in VECTOR_FEATURES)
+        if not f.startswith("q_")
+        and f != "hybrid"
+        and f not in STORE_SCALED
+        and (hybrid or f not in VECTOR_FEATURES)
     )
 
 
