@@ -132,9 +132,11 @@ def rerank(scored: Scored, model: LinearRanker, depth: int) -> Scored:
     # the rules' scores of ranks 1..depth, handed out in the new order
     final[moved] = np.sort(scored.final[idx])[::-1]
     order = np.concatenate([moved, scored.order[depth:]])
+    # a conversation's best turn changes only if it has a turn among the re-ordered ones
+    # (they keep the top ``depth`` scores, every other turn scores lower)
     best: dict[str, float] = {}
     conv = scored.rows.conv
-    for i in order.tolist():
+    for i in moved.tolist():
         best.setdefault(conv[i], float(final[i]))
     conversations = [(c, best.get(c, score)) for c, score in scored.conversations]
     conversations.sort(key=lambda r: (-r[1], r[0]))
