@@ -44,6 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the trained model here")
     parser.add_argument("--l2", type=float, default=1e-3, help="weight decay")
     parser.add_argument("--epochs", type=int, default=300, help="gradient steps")
+    parser.add_argument(
+        "--pooled",
+        action="store_true",
+        help="also rank each held-out conversation in the pooled store (every conversation "
+        "in one store: the others are distractors) with the models of the folds",
+    )
 
 
 def _with_search(config: AppConfig, **search: Any) -> AppConfig:
@@ -93,8 +99,10 @@ async def _method(
     samples: list[Sample],
     args: argparse.Namespace,
     scratch: Path,
+    pooled: Store | None = None,
 ) -> tuple[LinearRanker, dict[str, Any]]:
-    """Cross-validated figures for one search method, and its model fitted on everything."""
+    """Cross-validated figures for one search method, and its model fitted on everything;
+    with ``pooled``, the same folds' models also rank the pooled store."""
     embedder = stores[0].embedder if method == "hybrid" else None
     services = []
     for store in stores:
@@ -110,7 +118,11 @@ async def _method(
     for service, store, sample in zip(services, stores, samples, strict=True):
         groups.append(await _groups(service, store, sample, depth))
         await _measure(service, store, sample, rules)
-    cv = Metrics()
+    cv, pooled_rules, pooled_cv = Metrics(), Metrics(), Metrics()
+    pool = None
+    if pooled is not None:
+        pool = SearchService(_with_search(pooled.config, ranker="rules"), pooled.db, embedder)
+        await pool.start()
     for held, (service, store, sample) in enumerate(zip(services, stores, samples, strict=True)):
         train = [g for i, gs in enumerate(groups) if i != held for g in gs]
         model = fit(train, features, l2=args.l2, epochs=args.epochs)
@@ -118,13 +130,23 @@ async def _method(
         save_models(path, {method: model}, {"fold": held})
         service.config = _with_search(store.config, ranker="learned", ranker_model=path)
         await _measure(service, store, sample, cv)
+        if pool is not None and pooled is not None:
+            pool.config = _with_search(pooled.config, ranker="rules")
+            await _measure(pool, pooled, sample, pooled_rules)
+            pool.config = _with_search(pooled.config, ranker="learned", ranker_model=path)
+            await _measure(pool, pooled, sample, pooled_cv)
     model = fit([g for gs in groups for g in gs], features, l2=args.l2, epochs=args.epochs)
-    report = {
+    report: dict[str, Any] = {
         "rules": _figures(rules.summary()),
         "learned_cross_validated": _figures(cv.summary()),
         "weights": [(f, round(w, 3)) for f, w in importance(model)],
         "seconds": round(time.perf_counter() - started, 1),
     }
+    if pool is not None:
+        report["pooled"] = {
+            "rules": _figures(pooled_rules.summary()),
+            "learned_cross_validated": _figures(pooled_cv.summary()),
+        }
     return model, report
 
 
@@ -146,9 +168,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for i, sample in enumerate(samples):
             store, _ = await build_store(base / f"s{i}", [sample], embedder, config, bool(keep))
             stores.append(store)
+        pooled = None
+        if args.pooled:
+            pooled, _ = await build_store(base / "pooled", samples, embedder, config, bool(keep))
         for method in ("hybrid", "keyword") if loaded else ("keyword",):
-            models[method], result[method] = await _method(method, stores, samples, args, Path(tmp))
-        for store in stores:
+            models[method], result[method] = await _method(
+                method, stores, samples, args, Path(tmp), pooled
+            )
+        for store in [*stores, pooled] if pooled is not None else stores:
             await store.close()
     embedder.close()
     result["depth"] = config.search.ranker_depth

@@ -34,13 +34,15 @@ async def test_cross_validates_and_writes_a_model(tmp_path: Path) -> None:
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps([DATA[0], second]))
     out = tmp_path / "model.json"
-    result = await ranker.run(_args(str(path), "--out", str(out), "--epochs", "50"))
+    result = await ranker.run(_args(str(path), "--out", str(out), "--epochs", "50", "--pooled"))
     assert result["conversations"] == 2 and result["written"] == str(out)
     for method in ("hybrid", "keyword"):
         for run in ("rules", "learned_cross_validated"):
             figures = result[method][run]
             assert 0 <= figures["turn_recall@10"] <= 1
             assert figures["per_category"]["single-hop"]["queries"] == 4
+            pooled = result[method]["pooled"][run]  # both conversations in one store
+            assert pooled["per_category"]["single-hop"]["queries"] == 4
     models = load_models(out)
     assert set(models) == {"hybrid", "keyword"}
     assert not set(models["keyword"].features) & VECTOR_FEATURES
