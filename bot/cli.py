@@ -20,7 +20,18 @@ log = logging.getLogger("my_agent.cli")
 
 # Benchmark name -> module in bot.bench, where they differ.
 BENCH_MODULES = {"locomo": "long_memory"}
-BENCHMARKS = ("ingest", "search", "locomo", "embed", "brain", "telegram", "email", "web", "soak")
+BENCHMARKS = (
+    "ingest",
+    "search",
+    "locomo",
+    "ranker",
+    "embed",
+    "brain",
+    "telegram",
+    "email",
+    "web",
+    "soak",
+)
 
 
 def setup_logging(level: str = "INFO") -> None:

@@ -186,7 +186,7 @@ def test_installed_console_script(store: Store) -> None:
 def test_every_benchmark_parses_its_arguments(name: str) -> None:
     """Regression: a benchmark defining --config itself clashed with the CLI's own."""
     module, parser = cli.bench_parser(name)
-    positional = {"locomo": ["locomo.json"]}.get(name, [])
+    positional = {"locomo": ["locomo.json"], "ranker": ["locomo.json"]}.get(name, [])
     args = parser.parse_args(["--json", *positional])
     assert args.json is True
     assert hasattr(module, "run")
@@ -200,7 +200,7 @@ def test_benchmark_receives_the_config_file(name: str) -> None:
         ["bench", name, "--json", "--config", "/tmp/some-config.yaml"]
     )
     _, parser = cli.bench_parser(args.name, args.config)
-    positional = {"locomo": ["locomo.json"]}.get(name, [])
+    positional = {"locomo": ["locomo.json"], "ranker": ["locomo.json"]}.get(name, [])
     assert str(parser.parse_args([*rest, *positional]).config) == "/tmp/some-config.yaml"
     assert cli.bench_parser(name)[1].parse_args(positional).config is None
 

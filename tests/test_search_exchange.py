@@ -55,6 +55,7 @@ async def db(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def _service(db: Database, tmp_path: Path, **search: float) -> SearchService:
     config = AppConfig(data_dir=tmp_path)
+    config.search.ranker = "rules"  # these rules, not the learned order built on them
     for key, value in search.items():
         setattr(config.search, key, value)
     return SearchService(config, db)  # no embedder: keyword-only, rules apply alike

@@ -20,7 +20,8 @@ from bot.bench.search import _vocabulary, generate
 from bot.config.model import AppConfig, EmbeddingConfig, SearchConfig
 from bot.db import Database, SyncConn, connect_sync
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
-from bot.search import SearchService
+from bot.search import SearchService, learned
+from bot.search.conversations import rescore
 from bot.search.fusion import fuse
 from bot.search.keyword import fts_candidates
 from bot.search.query import fts_parts, or_terms
@@ -215,7 +216,7 @@ async def _reference_ranking(
 
     rows = await db.run(_read, write=False)
     scored = fuse(cfg, query, Filters(), rows, keyword, knn, abbreviations, qvec, {})
-    return scored.conversations
+    return rescore(learned.apply(scored, cfg), cfg).conversations
 
 
 async def test_pipeline_ranks_like_the_sequential_reference(store: Path) -> None:

@@ -163,6 +163,11 @@ class SearchConfig(_Section):
     # similarity (docs/search.md "Fourth pass")
     coverage_weight: float = Field(default=0.3, ge=0, le=2)
     abbreviation_rank_weight: float = Field(default=0.2, ge=0, le=2)
+    # the final order of the best ``ranker_depth`` turns: a model learned from the rules'
+    # signals (bot/search/learned.py), or the rules' fused score alone
+    ranker: Literal["learned", "rules"] = "learned"
+    ranker_depth: int = Field(default=60, ge=2, le=1000)
+    ranker_model: Path | None = None  # a model file (default: the one shipped)
 
 
 class ServiceConfig(_Section):

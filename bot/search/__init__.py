@@ -6,6 +6,8 @@ and ``/search`` (SPEC.md "Search").
 - :mod:`bot.vectors`: the semantic candidates;
 - :mod:`bot.search.rows`: the candidates' neighbour windows, loaded in one hop;
 - :mod:`bot.search.fusion`: normalised fusion and priors;
+- :mod:`bot.search.features`, :mod:`bot.search.learned`: the learned re-ordering of the
+  best turns (features of each candidate, a linear model shipped as ``ranker.json``);
 - :mod:`bot.search.service`: :class:`SearchService`, pages and cursors.
 """
 

@@ -19,6 +19,8 @@ Scores are divided by the best one again (the first conversation scores 1).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +28,9 @@ from bot.config.model import SearchConfig
 from bot.ranking import minmax
 from bot.search.query import query_terms
 from bot.search.rows import Rows
+
+if TYPE_CHECKING:
+    from bot.search.fusion import Scored
 
 
 def content_terms(query: str, names: dict[str, str]) -> list[str]:
@@ -89,3 +94,21 @@ def rank_conversations(
     scored = [(c, s / top) for c, s in scored]
     scored.sort(key=lambda r: (-r[1], r[0]))
     return scored
+
+
+def rescore(scored: Scored, cfg: SearchConfig) -> Scored:
+    """``scored`` with its conversation list re-scored (:func:`rank_conversations`).
+
+    Runs after the turns' final order is known (the learned ranker re-orders them and
+    lists conversations by their best turn again), so that both rules apply together.
+    """
+    if not (cfg.coverage_weight or cfg.abbreviation_rank_weight):
+        return scored
+    conversations = rank_conversations(
+        cfg,
+        content_terms(scored.query, scored.names),
+        candidate_texts(scored.rows, scored.order),
+        scored.conversations,
+        scored.abbreviations,
+    )
+    return replace(scored, conversations=conversations)

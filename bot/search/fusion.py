@@ -7,7 +7,7 @@ a conversation prior (its best turn plus its abbreviation's similarity).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,7 +25,6 @@ from bot.ranking import (
     query_dates,
     rrf,
 )
-from bot.search.conversations import candidate_texts, content_terms, rank_conversations
 from bot.search.results import Filters, TurnHit
 from bot.search.rows import Rows
 
@@ -66,6 +65,14 @@ class Scored:
     knn: set[int]
     conversations: list[tuple[str, float]]  # best first
     method: str
+    # what the ranking was made of (bot.search.features reads it): per-row arrays, the
+    # query and the participants it names
+    signals: dict[str, np.ndarray] = field(default_factory=dict)
+    query: str = ""
+    names: dict[str, str] = field(default_factory=dict)
+    # conversation -> cosine of the query and its abbreviation (the conversation list's
+    # re-scoring, bot.search.conversations, reads it)
+    abbreviations: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, method: str) -> Scored:
@@ -134,6 +141,7 @@ def fuse(
     kw = kw / kw.max() if n and kw.max() > 0 else kw
     has = rows.has if qvec is not None else np.zeros(n, dtype=bool)
     vec_raw = np.zeros(n)
+    parts: list[np.ndarray] = []
     if qvec is not None and has.any():
         q = qvec.astype(np.float32)
         parts = [
@@ -153,10 +161,13 @@ def fuse(
             total = cfg.keyword_weight + cfg.vector_weight or 1.0
             fused = (cfg.keyword_weight * kw + cfg.vector_weight * vec) / total
     else:
+        vec = np.zeros(n)
         fused = kw.copy()
+    base = fused
     if cfg.answer_weight and n:
         asking = np.fromiter((asks(c) for c in rows.content), bool, n)
         fused = hood.answers_inherit(fused, asking, cfg.answer_weight)
+    inherited = fused
     fused = fused + priors(cfg, query, rows, names)
 
     keep = (kw > 0) | has
@@ -203,11 +214,30 @@ def fuse(
         (c, value / top) for c, value in prior.items() if c not in seen and abbr_norm.get(c, 0) > 0
     )
     conversations.sort(key=lambda r: (-r[1], r[0]))
-    if cfg.coverage_weight or cfg.abbreviation_rank_weight:
-        conversations = rank_conversations(
-            cfg, content_terms(query, names), candidate_texts(rows, order), conversations, abbr
-        )
-    return Scored(rows, order, final, kw_raw, vec_raw, set(knn), conversations, method)
+    abbr_rows = np.asarray([abbr_norm.get(c, 0.0) for c in conv_names])[codes] if n else np.zeros(0)
+    signals = {
+        "kw": kw,
+        "vec": vec,
+        "base": base,
+        "inherited": inherited,
+        "conv_prior": conv_prior[codes] if n else np.zeros(0),
+        "abbr": abbr_rows,
+        "cosines": np.asarray(parts) if parts else np.zeros((0, n)),
+    }
+    return Scored(
+        rows,
+        order,
+        final,
+        kw_raw,
+        vec_raw,
+        set(knn),
+        conversations,
+        method,
+        signals,
+        query,
+        names,
+        abbr,
+    )
 
 
 def priors(cfg: SearchConfig, query: str, rows: Rows, names: dict[str, str]) -> np.ndarray | float:

@@ -20,6 +20,8 @@ import numpy as np
 from bot.config.model import AppConfig
 from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
+from bot.search import conversations as conversation_list
+from bot.search import learned
 from bot.search.fusion import Ranked, Scored, fuse, snippet
 from bot.search.keyword import DocFreqs, fts_candidates
 from bot.search.query import fts_parts, name_terms, or_terms, query_terms
@@ -144,10 +146,16 @@ class SearchService:
 
         Used by benchmarks and diagnostics (turn-level recall needs the turn order).
         """
-        scored, _ = await self._score(query, filters or Filters())
+        scored = await self.scored(query, filters)
         return Ranking(
             turns=scored.hits(), conversations=scored.conversations, method=scored.method
         )
+
+    async def scored(self, query: str, filters: Filters | None = None) -> Scored:
+        """The fused ranking behind :meth:`rank` with its signals (the learned ranker's
+        features are computed from it; ``my-agent bench ranker`` trains on them)."""
+        scored, _ = await self._score(query, filters or Filters())
+        return scored
 
     async def _query_vector(self, query: str) -> np.ndarray | None:
         if not self._opened:
@@ -268,7 +276,10 @@ class SearchService:
             near = cfg.vector_window if want_vectors else 0
             more = subtract(vector_spans(conn, keyword, knn, near, cfg.expand), kw_spans)
             rows = build_rows(kw_raw + fetch_spans(conn, more, want_vectors), want_vectors, dims)
-            scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
+            scored = learned.apply(
+                fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names), cfg
+            )
+            scored = conversation_list.rescore(scored, cfg)
             meta: dict[str, tuple[Any, ...]] = {}
             if page is not None:
                 offset, limit = page

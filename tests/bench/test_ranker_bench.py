@@ -1,0 +1,57 @@
+"""``bench ranker``: leave-one-conversation-out figures and a model file that loads."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.bench import ranker
+from bot.search.learned import load_models
+from bot.search.training import VECTOR_FEATURES
+from tests.bench.test_long_memory_stores import DATA
+from tests.recall_helpers import model_path
+
+
+@pytest.fixture(autouse=True)
+def _model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MY_AGENT_EMBEDDING_MODEL_PATH", str(model_path()))
+    monkeypatch.chdir(tmp_path)
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    ranker.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+async def test_cross_validates_and_writes_a_model(tmp_path: Path) -> None:
+    second = copy.deepcopy(DATA[0])
+    second["sample_id"] = "s2"
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([DATA[0], second]))
+    out = tmp_path / "model.json"
+    result = await ranker.run(_args(str(path), "--out", str(out), "--epochs", "50", "--pooled"))
+    assert result["conversations"] == 2 and result["written"] == str(out)
+    for method in ("hybrid", "keyword"):
+        for run in ("rules", "learned_cross_validated"):
+            figures = result[method][run]
+            assert 0 <= figures["turn_recall@10"] <= 1
+            assert figures["per_category"]["single-hop"]["queries"] == 4
+            pooled = result[method]["pooled"][run]  # both conversations in one store
+            assert pooled["per_category"]["single-hop"]["queries"] == 4
+    models = load_models(out)
+    assert set(models) == {"hybrid", "keyword"}
+    assert not set(models["keyword"].features) & VECTOR_FEATURES
+    about = json.loads(out.read_text())["about"]
+    assert about["epochs"] == 50 and set(about["cross_validated"]) == {"hybrid", "keyword"}
+
+
+async def test_needs_two_conversations(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(DATA))
+    with pytest.raises(SystemExit):
+        await ranker.run(_args(str(path)))
