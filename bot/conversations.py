@@ -179,7 +179,11 @@ class ConversationManager:
 
     # -- appending --------------------------------------------------------------------
     async def _append(
-        self, conv_id: str, lines: builtins.list[Line], also: Also | None = None
+        self,
+        conv_id: str,
+        lines: builtins.list[Line],
+        also: Also | None = None,
+        background: bool = False,
     ) -> ConversationRecord:
         """Durable transcript append, then index update (caller holds the lock).
 
@@ -189,7 +193,9 @@ class ConversationManager:
 
         Both run off the event loop as one chain: the transcript thread writes and
         fsyncs, then queues the index update in the database's group commit; the loop
-        wakes up once, when both are done.
+        wakes up once, when both are done. ``background`` (a reply): both steps let
+        foreground work (an incoming message) go first (:meth:`bot.journal.Journal.submit`,
+        :class:`bot.db.AfterWrite`).
         """
         rec = await self.require(conv_id)
         updated = _copy(rec)
@@ -207,12 +213,14 @@ class ConversationManager:
             return updated
         db = self.index.db
         if also is not None:
-            return await self._append_also(conv_id, updated, lines, also)
+            return await self._append_also(conv_id, updated, lines, also, background)
         async with self.store.lock(conv_id):
-            write = self.store.submit_append(conv_id, lines)
+            write = self.store.submit_append(conv_id, lines, background)
             try:
                 await db.run(
-                    AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size))
+                    AfterWrite(
+                        write, lambda c, size: apply_lines(c, updated, lines, size), background
+                    )
                 )
             except Exception as exc:
                 await asyncio.wrap_future(write)  # a failed transcript write raises here
@@ -222,7 +230,12 @@ class ConversationManager:
         return updated
 
     async def _append_also(
-        self, conv_id: str, updated: ConversationRecord, lines: builtins.list[Line], also: Also
+        self,
+        conv_id: str,
+        updated: ConversationRecord,
+        lines: builtins.list[Line],
+        also: Also,
+        background: bool = False,
     ) -> ConversationRecord:
         """Transcript -> index -> ``also`` as one chain across three threads: the loop
         wakes up once, when the last write is committed."""
@@ -235,9 +248,9 @@ class ConversationManager:
             return CHAINED
 
         async with self.store.lock(conv_id):
-            write = self.store.submit_append(conv_id, lines)
+            write = self.store.submit_append(conv_id, lines, background)
             self.index.db.chain(
-                AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size)),
+                AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size), background),
                 future,
                 _after_index,
             )
@@ -282,11 +295,13 @@ class ConversationManager:
         sender: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         also: Also | None = None,
+        background: bool = False,
         **extra: Any,
     ) -> tuple[ConversationRecord, Line]:
         """Append a user or assistant turn. A user turn gets the next turn number; an
         assistant turn shares the number of the user turn it answers. ``also``: a write
-        made right after (e.g. the reply's outbox row), see :meth:`_append`."""
+        made right after (e.g. the reply's outbox row); ``background``: the writes may
+        let an incoming message's go first (a reply); see :meth:`_append`."""
         async with self._lock(conv_id):
             rec = await self.require(conv_id)
             if turn_number is None:
@@ -300,7 +315,7 @@ class ConversationManager:
                 metadata=dict(metadata) if metadata else None,
                 **extra,
             )
-            rec = await self._append(conv_id, [line], also)
+            rec = await self._append(conv_id, [line], also, background)
         await self.bus.emit("turn_appended", conversation_id=conv_id, turn=line, conversation=rec)
         return rec, line
 

@@ -44,20 +44,50 @@ class AfterWrite:
     ``fn(conn, result)`` gets the write's result (e.g. a transcript's new size). The
     write thread queues the unit itself, so the event loop is not woken in between; a
     failed write fails the unit (and :meth:`Database.run`) with the write's exception.
+
+    ``background`` (a reply's index update): when the writer finds it queued together
+    with foreground units (an incoming message's), those commit first in a transaction of
+    their own and it follows in the next one (see :meth:`Database._drain`).
     """
 
-    __slots__ = ("after", "fn")
+    __slots__ = ("after", "background", "fn")
 
     def __init__(
-        self, after: concurrent.futures.Future[Any], fn: Callable[[SyncConn, Any], Any]
+        self,
+        after: concurrent.futures.Future[Any],
+        fn: Callable[[SyncConn, Any], Any],
+        background: bool = False,
     ) -> None:
         self.after = after
         self.fn = fn
+        self.background = background
 
     def __call__(self, conn: SyncConn) -> Any:
         return self.fn(
             conn, self.after.result()
         )  # a ``then`` callback passed its future on (see Database.submit)
+
+
+class Unsynced:
+    """A unit of work whose commit need not be synced to disk on its own.
+
+    For a write that is durable elsewhere already and rebuilt from there after a crash:
+    the outbox row of a reply, which :meth:`bot.services.Services.requeue_unsent_replies`
+    queues again from the reply's (durable) transcript turn. In a database that syncs
+    every commit (``synchronous=FULL``, state.db), a batch made only of such units
+    commits with ``NORMAL``: the WAL frames reach the disk with the next synced commit
+    or WAL checkpoint (at most :attr:`bot.walcheckpoint.WalCheckpointer.interval` later;
+    WAL order means a later synced commit covers every earlier frame). A batch with any
+    other unit is synced as before.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[SyncConn], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, conn: SyncConn) -> Any:
+        return self.fn(conn)
 
 
 def _transaction(raw: SyncConn, batch: list[Unit]) -> list[tuple[bool, Any]]:
@@ -82,6 +112,25 @@ def _transaction(raw: SyncConn, batch: list[Unit]) -> list[tuple[bool, Any]]:
             raw.execute("ROLLBACK")
         raise
     return outcomes
+
+
+def _defer_background(batch: list[Unit], deferred_before: int) -> list[Unit]:
+    """Reorder ``batch`` in place to foreground units first; returns the background units
+    to put off to the next transaction (removed from the end of ``batch``).
+
+    One message at a time, a reply's index update otherwise lands in the next message's
+    transaction and that message waits for both. The first ``deferred_before`` units
+    were put off once already and are never put off again: under a steady stream of
+    messages a reply still commits one transaction later, it does not starve (it holds
+    its conversation's lock, which that conversation's next message waits for).
+    """
+    fresh = batch[deferred_before:]
+    later = [u for u in fresh if getattr(u[0], "background", False)]
+    if not later or len(later) == len(fresh):
+        return []  # nothing to put off, or nothing new to go first
+    batch[deferred_before:] = [u for u in fresh if not getattr(u[0], "background", False)]
+    batch.extend(later)
+    return later
 
 
 def _set(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -229,8 +278,12 @@ class Database:
         driver: Driver,
         reader: aiosqlite.Connection | None = None,
         checkpointer: WalCheckpointer | None = None,
+        synchronous: str = "NORMAL",
     ) -> None:
         self.path = path
+        # the writer's level; an all-Unsynced batch drops FULL to NORMAL for its commit
+        self.synchronous = synchronous.upper()
+        self._level = self.synchronous  # the level the writer connection has now
         self.checkpointer = checkpointer
         self._conn = conn
         # Reads run on their own connection (and thread): WAL lets them proceed while the
@@ -240,6 +293,8 @@ class Database:
         # Units of work waiting for the writer thread (fed from the loop and from other
         # threads, e.g. a transcript append handing over its index update).
         self._pending: list[Unit] = []
+        # background units put off once for foreground ones: they go in the next batch
+        self._deferred: list[Unit] = []
         self._lock = threading.Lock()
         self._draining = False
 
@@ -278,7 +333,7 @@ class Database:
         await reader
         checkpointer = WalCheckpointer(lambda: connect_sync(path, drv), path.stem)
         checkpointer.start()
-        return cls(path, conn, drv, reader, checkpointer)
+        return cls(path, conn, drv, reader, checkpointer, synchronous)
 
     @property
     def vec_available(self) -> bool:
@@ -357,11 +412,20 @@ class Database:
         raw = self._conn._conn
         while True:
             with self._lock:
-                batch, self._pending = self._pending, []
+                batch, self._pending = self._deferred + self._pending, []
                 if not batch:
                     self._draining = False
                     return
+                self._deferred = _defer_background(batch, len(self._deferred))
+                if self._deferred:
+                    batch = batch[: len(batch) - len(self._deferred)]
+            level = self.synchronous
+            if level == "FULL" and all(isinstance(unit[0], Unsynced) for unit in batch):
+                level = "NORMAL"
             try:
+                if level != self._level:  # set before BEGIN: it cannot change inside
+                    raw.execute(f"PRAGMA synchronous={level}")
+                    self._level = level
                 outcomes = _transaction(raw, batch)
             except BaseException as exc:
                 outcomes = [(False, exc)] * len(batch)
