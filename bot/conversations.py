@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -193,9 +192,9 @@ class ConversationManager:
 
         Both run off the event loop as one chain: the transcript thread writes and
         fsyncs, then queues the index update in the database's group commit; the loop
-        wakes up once, when both are done. ``background`` (a reply): both steps let
-        foreground work (an incoming message) go first (:meth:`bot.journal.Journal.submit`,
-        :class:`bot.db.AfterWrite`).
+        wakes up once, when both are done. ``background`` (a reply): the transcript append
+        may wait to share the next incoming message's fsync
+        (:meth:`bot.journal.Journal.submit`).
         """
         rec = await self.require(conv_id)
         updated = _copy(rec)
@@ -218,9 +217,7 @@ class ConversationManager:
             write = self.store.submit_append(conv_id, lines, background)
             try:
                 await db.run(
-                    AfterWrite(
-                        write, lambda c, size: apply_lines(c, updated, lines, size), background
-                    )
+                    AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size))
                 )
             except Exception as exc:
                 await asyncio.wrap_future(write)  # a failed transcript write raises here
@@ -250,7 +247,7 @@ class ConversationManager:
         async with self.store.lock(conv_id):
             write = self.store.submit_append(conv_id, lines, background)
             self.index.db.chain(
-                AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size), background),
+                AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size)),
                 future,
                 _after_index,
             )
@@ -300,8 +297,8 @@ class ConversationManager:
     ) -> tuple[ConversationRecord, Line]:
         """Append a user or assistant turn. A user turn gets the next turn number; an
         assistant turn shares the number of the user turn it answers. ``also``: a write
-        made right after (e.g. the reply's outbox row); ``background``: the writes may
-        let an incoming message's go first (a reply); see :meth:`_append`."""
+        made right after (e.g. the reply's outbox row); ``background``: a reply, whose
+        append may wait for the next incoming message's fsync; see :meth:`_append`."""
         async with self._lock(conv_id):
             rec = await self.require(conv_id)
             if turn_number is None:
@@ -442,8 +439,10 @@ class ConversationManager:
 
 def _copy(rec: ConversationRecord) -> ConversationRecord:
     """A working copy for an index update (the cached record stays intact on failure)."""
-    # copy.copy, not dataclasses.replace: no __init__ run per message (a hot path)
-    new = copy.copy(rec)
+    # a shallow copy of the fields, not dataclasses.replace or copy.copy: no __init__
+    # and no pickle protocol run per message (a hot path)
+    new = object.__new__(ConversationRecord)
+    new.__dict__.update(rec.__dict__)
     new.topics = list(rec.topics)
     new.participants = list(rec.participants)
     new.channel_meta = dict(rec.channel_meta)

@@ -44,23 +44,15 @@ class AfterWrite:
     ``fn(conn, result)`` gets the write's result (e.g. a transcript's new size). The
     write thread queues the unit itself, so the event loop is not woken in between; a
     failed write fails the unit (and :meth:`Database.run`) with the write's exception.
-
-    ``background`` (a reply's index update): when the writer finds it queued together
-    with foreground units (an incoming message's), those commit first in a transaction of
-    their own and it follows in the next one (see :meth:`Database._drain`).
     """
 
-    __slots__ = ("after", "background", "fn")
+    __slots__ = ("after", "fn")
 
     def __init__(
-        self,
-        after: concurrent.futures.Future[Any],
-        fn: Callable[[SyncConn, Any], Any],
-        background: bool = False,
+        self, after: concurrent.futures.Future[Any], fn: Callable[[SyncConn, Any], Any]
     ) -> None:
         self.after = after
         self.fn = fn
-        self.background = background
 
     def __call__(self, conn: SyncConn) -> Any:
         return self.fn(
@@ -112,25 +104,6 @@ def _transaction(raw: SyncConn, batch: list[Unit]) -> list[tuple[bool, Any]]:
             raw.execute("ROLLBACK")
         raise
     return outcomes
-
-
-def _defer_background(batch: list[Unit], deferred_before: int) -> list[Unit]:
-    """Reorder ``batch`` in place to foreground units first; returns the background units
-    to put off to the next transaction (removed from the end of ``batch``).
-
-    One message at a time, a reply's index update otherwise lands in the next message's
-    transaction and that message waits for both. The first ``deferred_before`` units
-    were put off once already and are never put off again: under a steady stream of
-    messages a reply still commits one transaction later, it does not starve (it holds
-    its conversation's lock, which that conversation's next message waits for).
-    """
-    fresh = batch[deferred_before:]
-    later = [u for u in fresh if getattr(u[0], "background", False)]
-    if not later or len(later) == len(fresh):
-        return []  # nothing to put off, or nothing new to go first
-    batch[deferred_before:] = [u for u in fresh if not getattr(u[0], "background", False)]
-    batch.extend(later)
-    return later
 
 
 def _set(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -293,8 +266,6 @@ class Database:
         # Units of work waiting for the writer thread (fed from the loop and from other
         # threads, e.g. a transcript append handing over its index update).
         self._pending: list[Unit] = []
-        # background units put off once for foreground ones: they go in the next batch
-        self._deferred: list[Unit] = []
         self._lock = threading.Lock()
         self._draining = False
 
@@ -412,13 +383,10 @@ class Database:
         raw = self._conn._conn
         while True:
             with self._lock:
-                batch, self._pending = self._deferred + self._pending, []
+                batch, self._pending = self._pending, []
                 if not batch:
                     self._draining = False
                     return
-                self._deferred = _defer_background(batch, len(self._deferred))
-                if self._deferred:
-                    batch = batch[: len(batch) - len(self._deferred)]
             level = self.synchronous
             if level == "FULL" and all(isinstance(unit[0], Unsynced) for unit in batch):
                 level = "NORMAL"

@@ -27,8 +27,11 @@ log = logging.getLogger("my_agent.outbox")
 SentCallback = Callable[[OutboundMessage, SendResult], Awaitable[None]]
 
 
+_FIELDS = tuple(f.name for f in fields(OutboundMessage))  # fields() costs a reply's worth
+
+
 def _encode(msg: OutboundMessage) -> str:
-    data = {f.name: getattr(msg, f.name) for f in fields(msg)}
+    data = {name: getattr(msg, name) for name in _FIELDS}
     data["metadata"] = dict(msg.metadata)
     return json.dumps(data, ensure_ascii=False, default=str)
 
