@@ -68,9 +68,9 @@ class Unsynced:
     queues again from the reply's (durable) transcript turn. In a database that syncs
     every commit (``synchronous=FULL``, state.db), a batch made only of such units
     commits with ``NORMAL``: the WAL frames reach the disk with the next synced commit
-    or WAL checkpoint (at most :attr:`bot.walcheckpoint.WalCheckpointer.interval` later;
-    WAL order means a later synced commit covers every earlier frame). A batch with any
-    other unit is synced as before.
+    or WAL checkpoint (normally within :attr:`bot.walcheckpoint.WalCheckpointer.interval`;
+    WAL order means a later synced commit covers every earlier frame, so what is lost in
+    a crash is always the newest rows). A batch with any other unit is synced as before.
     """
 
     __slots__ = ("fn",)

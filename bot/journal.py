@@ -171,8 +171,8 @@ class Journal:
         """Background appends only: wait (bounded) for a foreground one to join them.
 
         One message at a time, a reply's append otherwise lands alone just before the
-        next message's and that message waits for the reply's fsync, then its own (the
-        reply path doubled the sequential p99, docs/benchmarks.md "Session 4")."""
+        next message's and that message waits for the reply's fsync, then its own (a
+        large part of the sequential p99 with replies, docs/benchmarks.md "Session 4")."""
         deadline = time.monotonic() + self.background_linger
         while True:
             remaining = deadline - time.monotonic()
