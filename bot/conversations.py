@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -179,7 +178,11 @@ class ConversationManager:
 
     # -- appending --------------------------------------------------------------------
     async def _append(
-        self, conv_id: str, lines: builtins.list[Line], also: Also | None = None
+        self,
+        conv_id: str,
+        lines: builtins.list[Line],
+        also: Also | None = None,
+        background: bool = False,
     ) -> ConversationRecord:
         """Durable transcript append, then index update (caller holds the lock).
 
@@ -189,7 +192,9 @@ class ConversationManager:
 
         Both run off the event loop as one chain: the transcript thread writes and
         fsyncs, then queues the index update in the database's group commit; the loop
-        wakes up once, when both are done.
+        wakes up once, when both are done. ``background`` (a reply): the transcript append
+        may wait to share the next incoming message's fsync
+        (:meth:`bot.journal.Journal.submit`).
         """
         rec = await self.require(conv_id)
         updated = _copy(rec)
@@ -207,9 +212,9 @@ class ConversationManager:
             return updated
         db = self.index.db
         if also is not None:
-            return await self._append_also(conv_id, updated, lines, also)
+            return await self._append_also(conv_id, updated, lines, also, background)
         async with self.store.lock(conv_id):
-            write = self.store.submit_append(conv_id, lines)
+            write = self.store.submit_append(conv_id, lines, background)
             try:
                 await db.run(
                     AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size))
@@ -222,7 +227,12 @@ class ConversationManager:
         return updated
 
     async def _append_also(
-        self, conv_id: str, updated: ConversationRecord, lines: builtins.list[Line], also: Also
+        self,
+        conv_id: str,
+        updated: ConversationRecord,
+        lines: builtins.list[Line],
+        also: Also,
+        background: bool = False,
     ) -> ConversationRecord:
         """Transcript -> index -> ``also`` as one chain across three threads: the loop
         wakes up once, when the last write is committed."""
@@ -235,7 +245,7 @@ class ConversationManager:
             return CHAINED
 
         async with self.store.lock(conv_id):
-            write = self.store.submit_append(conv_id, lines)
+            write = self.store.submit_append(conv_id, lines, background)
             self.index.db.chain(
                 AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size)),
                 future,
@@ -282,11 +292,13 @@ class ConversationManager:
         sender: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         also: Also | None = None,
+        background: bool = False,
         **extra: Any,
     ) -> tuple[ConversationRecord, Line]:
         """Append a user or assistant turn. A user turn gets the next turn number; an
         assistant turn shares the number of the user turn it answers. ``also``: a write
-        made right after (e.g. the reply's outbox row), see :meth:`_append`."""
+        made right after (e.g. the reply's outbox row); ``background``: a reply, whose
+        append may wait for the next incoming message's fsync; see :meth:`_append`."""
         async with self._lock(conv_id):
             rec = await self.require(conv_id)
             if turn_number is None:
@@ -300,7 +312,7 @@ class ConversationManager:
                 metadata=dict(metadata) if metadata else None,
                 **extra,
             )
-            rec = await self._append(conv_id, [line], also)
+            rec = await self._append(conv_id, [line], also, background)
         await self.bus.emit("turn_appended", conversation_id=conv_id, turn=line, conversation=rec)
         return rec, line
 
@@ -427,8 +439,10 @@ class ConversationManager:
 
 def _copy(rec: ConversationRecord) -> ConversationRecord:
     """A working copy for an index update (the cached record stays intact on failure)."""
-    # copy.copy, not dataclasses.replace: no __init__ run per message (a hot path)
-    new = copy.copy(rec)
+    # a shallow copy of the fields, not dataclasses.replace or copy.copy: no __init__
+    # and no pickle protocol run per message (a hot path)
+    new = object.__new__(ConversationRecord)
+    new.__dict__.update(rec.__dict__)
     new.topics = list(rec.topics)
     new.participants = list(rec.participants)
     new.channel_meta = dict(rec.channel_meta)

@@ -60,6 +60,28 @@ class AfterWrite:
         )  # a ``then`` callback passed its future on (see Database.submit)
 
 
+class Unsynced:
+    """A unit of work whose commit need not be synced to disk on its own.
+
+    For a write that is durable elsewhere already and rebuilt from there after a crash:
+    the outbox row of a reply, which :meth:`bot.services.Services.requeue_unsent_replies`
+    queues again from the reply's (durable) transcript turn. In a database that syncs
+    every commit (``synchronous=FULL``, state.db), a batch made only of such units
+    commits with ``NORMAL``: the WAL frames reach the disk with the next synced commit
+    or WAL checkpoint (normally within :attr:`bot.walcheckpoint.WalCheckpointer.interval`;
+    WAL order means a later synced commit covers every earlier frame, so what is lost in
+    a crash is always the newest rows). A batch with any other unit is synced as before.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[SyncConn], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, conn: SyncConn) -> Any:
+        return self.fn(conn)
+
+
 def _transaction(raw: SyncConn, batch: list[Unit]) -> list[tuple[bool, Any]]:
     """One transaction, one SAVEPOINT per unit: a failing unit rolls back alone."""
     outcomes: list[tuple[bool, Any]] = []
@@ -229,8 +251,12 @@ class Database:
         driver: Driver,
         reader: aiosqlite.Connection | None = None,
         checkpointer: WalCheckpointer | None = None,
+        synchronous: str = "NORMAL",
     ) -> None:
         self.path = path
+        # the writer's level; an all-Unsynced batch drops FULL to NORMAL for its commit
+        self.synchronous = synchronous.upper()
+        self._level = self.synchronous  # the level the writer connection has now
         self.checkpointer = checkpointer
         self._conn = conn
         # Reads run on their own connection (and thread): WAL lets them proceed while the
@@ -278,7 +304,7 @@ class Database:
         await reader
         checkpointer = WalCheckpointer(lambda: connect_sync(path, drv), path.stem)
         checkpointer.start()
-        return cls(path, conn, drv, reader, checkpointer)
+        return cls(path, conn, drv, reader, checkpointer, synchronous)
 
     @property
     def vec_available(self) -> bool:
@@ -361,7 +387,13 @@ class Database:
                 if not batch:
                     self._draining = False
                     return
+            level = self.synchronous
+            if level == "FULL" and all(isinstance(unit[0], Unsynced) for unit in batch):
+                level = "NORMAL"
             try:
+                if level != self._level:  # set before BEGIN: it cannot change inside
+                    raw.execute(f"PRAGMA synchronous={level}")
+                    self._level = level
                 outcomes = _transaction(raw, batch)
             except BaseException as exc:
                 outcomes = [(False, exc)] * len(batch)

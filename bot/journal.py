@@ -48,6 +48,10 @@ __all__ = ["Journal", "journal_in_use", "sync_files"]
 log = logging.getLogger("my_agent.journal")
 
 Writer = Callable[[Path, bytes], tuple[int, bytes]]  # (path, data) -> (offset, bytes written)
+Request = tuple[Path, bytes, "concurrent.futures.Future[int]", bool]  # ..., background
+# How long a batch of background appends only (replies) waits for a foreground one
+# (an incoming message) to share its fsync with: see Journal._run.
+BACKGROUND_LINGER = 0.002
 MAX_SPARES = 2  # files kept for reuse; more are deleted
 MAX_SPARE_BYTES = 64 * 1024 * 1024  # a file grown past this (a burst) is not kept
 
@@ -60,8 +64,8 @@ class Journal:
         self.directory = directory / "journal"
         self._write = write
         self.checkpoint_seconds = checkpoint_seconds
-        self._queue: queue.SimpleQueue[tuple[Path, bytes, concurrent.futures.Future[int]] | None]
-        self._queue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self.background_linger = BACKGROUND_LINGER
         self._thread: threading.Thread | None = None
         self._checkpoints = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="journal-checkpoint"
@@ -112,29 +116,35 @@ class Journal:
             os.close(self._lock_fd)
             self._lock_fd = -1
 
-    def submit(self, path: Path, data: bytes) -> concurrent.futures.Future[int]:
-        """Append ``data`` to ``path`` durably; the future gives the file size after it."""
+    def submit(
+        self, path: Path, data: bytes, background: bool = False
+    ) -> concurrent.futures.Future[int]:
+        """Append ``data`` to ``path`` durably; the future gives the file size after it.
+
+        ``background``: nobody waits on this append for a message to count as received
+        (a reply); it may wait up to :attr:`background_linger` to share the fsync of the
+        next foreground append instead of taking a batch (and an fsync) of its own that
+        the next incoming message would have to wait out.
+        """
         future: concurrent.futures.Future[int] = concurrent.futures.Future()
         if self._thread is None:
             future.set_exception(RuntimeError("the journal is closed"))
         else:
-            self._queue.put((path, data, future))
+            self._queue.put((path, data, future, background))
         return future
 
     # -- the writer thread ---------------------------------------------------------
     def _run(self) -> None:
         stop = False
         while not stop:
-            batch: list[tuple[Path, bytes, concurrent.futures.Future[int]] | None] = []
+            batch: list[Request | None] = []
             try:
                 batch.append(self._queue.get(timeout=self.checkpoint_seconds))
             except queue.Empty:
                 pass  # idle: only a checkpoint may be due
-            while True:  # everything queued meanwhile shares this batch's one fsync
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            self._take_queued(batch)
+            if batch and all(r is not None and r[3] for r in batch):
+                self._linger(batch)
             stop = any(r is None for r in batch)
             requests = [r for r in batch if r is not None]
             if requests:
@@ -150,19 +160,46 @@ class Journal:
                 except OSError:
                     log.exception("journal rotation failed; trying again with the next batch")
 
-    def _commit(self, requests: list[tuple[Path, bytes, concurrent.futures.Future[int]]]) -> None:
+    def _take_queued(self, batch: list[Request | None]) -> None:
+        while True:  # everything queued meanwhile shares this batch's one fsync
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                return
+
+    def _linger(self, batch: list[Request | None]) -> None:
+        """Background appends only: wait (bounded) for a foreground one to join them.
+
+        One message at a time, a reply's append otherwise lands alone just before the
+        next message's and that message waits for the reply's fsync, then its own (a
+        large part of the sequential p99 with replies, docs/benchmarks.md "Session 4")."""
+        deadline = time.monotonic() + self.background_linger
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                request = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                return
+            batch.append(request)
+            if request is None or not request[3]:
+                self._take_queued(batch)
+                return
+
+    def _commit(self, requests: list[Request]) -> None:
         if self._fd < 0:  # a rotation failed earlier (e.g. a full disk): try again
             try:
                 self._rotate()
             except OSError as exc:
-                for _, _, future in requests:
+                for _, _, future, _ in requests:
                     if future.set_running_or_notify_cancel():
                         future.set_exception(exc)
                 return
         records: list[bytes] = []
         written: list[tuple[concurrent.futures.Future[int], int]] = []
         paths: set[Path] = set()
-        for path, data, future in requests:
+        for path, data, future, _ in requests:
             if not future.set_running_or_notify_cancel():
                 continue
             try:

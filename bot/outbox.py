@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
 
 from bot.channel import Channel, PermanentSendError
-from bot.db import Database, SyncConn
+from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
 from bot.tasks import spawn
 
@@ -27,8 +27,11 @@ log = logging.getLogger("my_agent.outbox")
 SentCallback = Callable[[OutboundMessage, SendResult], Awaitable[None]]
 
 
+_FIELDS = tuple(f.name for f in fields(OutboundMessage))  # fields() costs a reply's worth
+
+
 def _encode(msg: OutboundMessage) -> str:
-    data = {f.name: getattr(msg, f.name) for f in fields(msg)}
+    data = {name: getattr(msg, name) for name in _FIELDS}
     data["metadata"] = dict(msg.metadata)
     return json.dumps(data, ensure_ascii=False, default=str)
 
@@ -64,6 +67,9 @@ class Outbox:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._on_sent: list[SentCallback] = []
         self._stopping = False
+        # A synced reply row exists (committed by this process): from then on a reply's
+        # row may skip its own sync (see :meth:`insert_unit`).
+        self.anchored = False
 
     def on_sent(self, callback: SentCallback) -> None:
         self._on_sent.append(callback)
@@ -76,10 +82,20 @@ class Outbox:
         return outbox_id
 
     def insert_unit(
-        self, msg: OutboundMessage, dedup_key: str | None = None
+        self, msg: OutboundMessage, dedup_key: str | None = None, *, recoverable: bool = False
     ) -> Callable[[SyncConn], int | None]:
         """The unit of work that queues ``msg`` (for a caller that chains it after another
-        write, e.g. a reply's transcript append); call :meth:`wake` once it committed."""
+        write, e.g. a reply's transcript append); call :meth:`wake` once it committed.
+
+        ``recoverable``: ``msg`` is a reply already durable in its transcript, under the
+        key ``<conversation>:<turn>:reply``. After a crash that lost its row,
+        :meth:`~bot.services.Services.requeue_unsent_replies` queues it again from the
+        transcript: every reply turn newer than the newest row left is checked. So once
+        :attr:`anchored` (a synced row exists for that scan to start from), the row's
+        commit need not be synced on its own (:class:`bot.db.Unsynced`): one device
+        flush less per reply, which otherwise competes with the transcript journal's
+        flush of the next incoming message (docs/benchmarks.md, ingest session 4).
+        """
         payload = _encode(msg)
         created = iso(utcnow())
 
@@ -91,6 +107,8 @@ class Outbox:
             )
             return int(cur.lastrowid) if cur.rowcount else None
 
+        if recoverable and self.anchored:
+            return Unsynced(_insert)
         return _insert
 
     def wake(self, channel: str) -> None:

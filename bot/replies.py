@@ -182,6 +182,9 @@ class ReplyEngine:
         )
         reply = await self._generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
         extra = {}
+        # The first reply row of a process is synced: the anchor that lets the later
+        # ones skip their own sync (Outbox.insert_unit).
+        anchored = self.s.outbox.anchored
         if reply.usage is not None:
             extra["usage"] = {"input": reply.usage.input, "output": reply.usage.output}
         await self.s.conversations.append_turn(
@@ -198,11 +201,16 @@ class ReplyEngine:
             also=(
                 self.s.state,
                 self.s.outbox.insert_unit(
-                    target.reply(reply.text, conv_id), dedup_key=f"{conv_id}:{turn}:reply"
+                    target.reply(reply.text, conv_id),
+                    dedup_key=f"{conv_id}:{turn}:reply",
+                    recoverable=True,
                 ),
             ),
+            background=True,  # the next incoming message's writes go first
             **reply.extra,
         )
+        if not anchored:
+            self.s.outbox.anchored = True  # that row was committed with a sync
         self.s.outbox.wake(target.channel)
 
     async def _group_history(self, conv_id: str, turn: int) -> tuple[HistoryTurn, ...]:

@@ -210,10 +210,14 @@ class TranscriptStore:
         offset, written = self._put(path, data, sync=self.fsync)
         return offset + len(written)
 
-    def submit_file(self, path: Path, data: bytes) -> concurrent.futures.Future[int]:
-        """Start a durable append of ``data`` to ``path``; the future gives the new size."""
+    def submit_file(
+        self, path: Path, data: bytes, background: bool = False
+    ) -> concurrent.futures.Future[int]:
+        """Start a durable append of ``data`` to ``path``; the future gives the new size.
+
+        ``background`` (a reply): see :meth:`bot.journal.Journal.submit`."""
         if self._journal is not None:
-            return self._journal.submit(path, data)
+            return self._journal.submit(path, data, background)
         return self._executor.submit(self._write, path, data)
 
     async def append_file(self, path: Path, data: bytes) -> int:
@@ -249,7 +253,7 @@ class TranscriptStore:
         return self._lock(conv_id)
 
     def submit_append(
-        self, conv_id: str, lines: Iterable[Mapping[str, Any]]
+        self, conv_id: str, lines: Iterable[Mapping[str, Any]], background: bool = False
     ) -> concurrent.futures.Future[int]:
         """Start a durable append on a transcript thread; the future gives the new size.
 
@@ -257,7 +261,7 @@ class TranscriptStore:
         this does not wake the event loop when the write is done: the next step (the
         index update, see :class:`bot.db.AfterWrite`) is chained on the writing thread.
         """
-        return self.submit_file(self.path(conv_id), encode(lines))
+        return self.submit_file(self.path(conv_id), encode(lines), background)
 
     # -- reading -------------------------------------------------------------------
     def read_lines(self, conv_id: str) -> list[Line]:
