@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bot.config.model import AppConfig, SearchConfig
@@ -16,6 +17,7 @@ from bot.search.conversations import (
     rank_conversations,
     starts_word,
 )
+from bot.search.fusion import Scored
 from tests.recall_helpers import add_conversation, open_index
 
 
@@ -103,3 +105,44 @@ async def test_search_lists_the_covering_conversation_first(db: Database) -> Non
     assert [(t.turn_id, t.score) for t in after.turns] == [
         (t.turn_id, t.score) for t in before.turns
     ]
+
+
+async def test_the_ranker_trains_on_the_conversation_order_it_ranks_with(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SearchService.scored`` (what ``bench ranker`` trains on) and the learned ranker
+    at search time see the same conversation order: the list before its re-scoring.
+    Regression: after the two were merged, training read the re-scored list."""
+    from bot.search import learned
+    from bot.search.features import turn_features
+
+    turn = ("user", "The kayak trip and the recipe for the camp dinner")
+    await add_conversation(db, "conv-a", [*_filler(4), turn, *_filler(4)])
+    await add_conversation(
+        db,
+        "conv-b",
+        [*_filler(4), turn, *_filler(4), ("user", "The garden " + "and so on " * 30)],
+    )
+    await add_conversation(db, "conv-c", [("user", "Nothing relevant in the garden")])
+    query = "kayak recipe garden"
+    seen: list[np.ndarray] = []
+
+    def recording(scored: Scored, idx: np.ndarray) -> np.ndarray:
+        seen.append(turn_features(scored, idx))
+        return seen[-1]
+
+    monkeypatch.setattr(learned, "turn_features", recording)
+    ranked = await SearchService(AppConfig(), db).rank(query)  # learned, coverage on
+
+    def pair(conversations: list[tuple[str, float]]) -> list[str]:
+        return [c for c, _ in conversations if c != "conv-c"]
+
+    assert pair(ranked.conversations) == ["conv-b", "conv-a"]  # re-scored
+    rules = AppConfig()
+    rules.search.ranker = "rules"
+    scored = await SearchService(rules, db).scored(query)
+    assert pair(scored.conversations) == ["conv-a", "conv-b"]  # best turn (tied: by id)
+    assert len(seen) == 1
+    np.testing.assert_array_equal(
+        seen[0], turn_features(scored, scored.order[: AppConfig().search.ranker_depth])
+    )

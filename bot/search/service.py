@@ -146,15 +146,16 @@ class SearchService:
 
         Used by benchmarks and diagnostics (turn-level recall needs the turn order).
         """
-        scored = await self.scored(query, filters)
+        scored, _ = await self._score(query, filters or Filters())
         return Ranking(
             turns=scored.hits(), conversations=scored.conversations, method=scored.method
         )
 
     async def scored(self, query: str, filters: Filters | None = None) -> Scored:
-        """The fused ranking behind :meth:`rank` with its signals (the learned ranker's
-        features are computed from it; ``my-agent bench ranker`` trains on them)."""
-        scored, _ = await self._score(query, filters or Filters())
+        """The fused ranking with its signals, as the learned ranker's features see it:
+        before the conversation list's re-scoring (``my-agent bench ranker`` trains on
+        these, so training and ranking read the same conversation order)."""
+        scored, _ = await self._score(query, filters or Filters(), rescore=False)
         return scored
 
     async def _query_vector(self, query: str) -> np.ndarray | None:
@@ -205,10 +206,16 @@ class SearchService:
         return self.hybrid and self.embedder is not None and bool(query.strip())
 
     async def _score(
-        self, query: str, filters: Filters, page: tuple[int, int] | None = None
+        self,
+        query: str,
+        filters: Filters,
+        page: tuple[int, int] | None = None,
+        *,
+        rescore: bool = True,
     ) -> tuple[Scored, dict[str, tuple[Any, ...]]]:
         """Rank ``query``; with ``page`` (offset, limit) also read that page's
-        conversation rows (for :meth:`_materialise`) in the same hop.
+        conversation rows (for :meth:`_materialise`) in the same hop. ``rescore=False``
+        leaves the conversation list by best turn (:meth:`scored`).
 
         Two hops to the reader thread: the keyword stage with its neighbour windows runs
         while the query is embedded; then the KNN rescoring, the vector windows, the
@@ -279,7 +286,8 @@ class SearchService:
             scored = learned.apply(
                 fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names), cfg
             )
-            scored = conversation_list.rescore(scored, cfg)
+            if rescore:
+                scored = conversation_list.rescore(scored, cfg)
             meta: dict[str, tuple[Any, ...]] = {}
             if page is not None:
                 offset, limit = page
