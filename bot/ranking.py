@@ -19,6 +19,7 @@ moved on the LoCoMo development slice.
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,25 @@ TIME_WORDS = re.compile(
     rf"{_MONTH}|recently|earlier|since|before|after|\d{{4}})\b",
     re.I,
 )
+_TOKEN = re.compile(r"\w+")  # maximal runs of word characters: what ``\bword\b`` can match
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def time_word(token: str) -> bool:
+    """``token`` (a run of word characters) is one of :data:`TIME_WORDS`' words.
+
+    Every alternative of the pattern is a whole ``\b``-delimited word, so a text has time
+    words exactly when one of its ``\\w+`` runs is one; memoised per word because the
+    pattern tries ~60 alternatives at every word start (20 us a turn) and words repeat.
+    """
+    return bool(TIME_WORDS.fullmatch(token))
+
+
+def has_time_words(text: str) -> bool:
+    """``TIME_WORDS.search(text)``, answered per word from :func:`time_word`'s cache."""
+    return any(map(time_word, _TOKEN.findall(text.lower())))
+
+
 _WHEN = re.compile(
     r"^\s*when\b|\b(what|which) (date|day|time|year|month|week)\b|\bhow long ago\b", re.I
 )
@@ -180,7 +200,7 @@ class Neighbourhood:
     conv: np.ndarray  # int codes of conversation ids
     number: np.ndarray  # turn numbers
 
-    def _shift(self, offset: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
+    def shift(self, offset: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows whose neighbour ``offset`` positions away is in their conversation and
         within ``radius`` turn numbers; and those neighbours' indices."""
         n = len(self.conv)
@@ -200,7 +220,7 @@ class Neighbourhood:
         count = np.ones(len(values))
         for off in range(1, radius + 1):
             for sign in (-1, 1):
-                rows, src = self._shift(sign * off, radius)
+                rows, src = self.shift(sign * off, radius)
                 total[rows] += values[src]
                 count[rows] += 1
         return total / count
@@ -221,7 +241,7 @@ class Neighbourhood:
         out = values.astype(np.float64).copy()
         if share <= 0:
             return out
-        rows, src = self._shift(-1, 1)  # rows whose previous turn (number - 1) is loaded
+        rows, src = self.shift(-1, 1)  # rows whose previous turn (number - 1) is loaded
         keep = asking[src]
         rows, src = rows[keep], src[keep]
         out[rows] = np.maximum(out[rows], share * values[src])
@@ -236,7 +256,7 @@ class Neighbourhood:
         out = []
         for r in range(1, radius + 1):
             for sign in (-1, 1):
-                rows, src = self._shift(sign * r, r)
+                rows, src = self.shift(sign * r, r)
                 summed[rows] += vectors[src]
             norms = np.linalg.norm(summed, axis=1)
             dots = matvec(summed, query)

@@ -100,3 +100,25 @@ async def test_longer_turn_gains_on_a_short_one(db: Database, tmp_path: Path) ->
     without = await _service(db, tmp_path, length_weight=0.0).rank("pottery")
     assert without.turns[0].conversation_id == "conv-short"  # bm25 favours the short turn
     assert ratio(with_prior) > ratio(without) + 0.05
+
+
+def test_has_time_words_answers_like_the_pattern() -> None:
+    """The per-word cache (``has_time_words``, used by the "when" prior and the learned
+    ranker's features) says exactly what ``TIME_WORDS.search`` says."""
+    from bot.ranking import TIME_WORDS, has_time_words
+
+    texts = [
+        "We met last Tuesday after lunch",
+        "LAST",
+        "the lastly-named item",
+        "in 2023, not 20234 or 202",
+        "Nächste Woche? Next week!",
+        "weekends are for hiking",
+        "a weekend trip in March",
+        "monday_morning is one word",
+        "nothing to see here",
+        "",
+        "Ago.",
+    ]
+    for text in texts:
+        assert has_time_words(text) == bool(TIME_WORDS.search(text)), text

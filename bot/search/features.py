@@ -9,7 +9,6 @@ coverage), the neighbours' scores, and facts about the query (its question word)
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from typing import Any
@@ -17,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from bot.ranking import (
-    TIME_WORDS,
     Neighbourhood,
     asks,
     date_match,
     is_when_question,
     parse_day,
     query_dates,
+    time_word,
 )
 from bot.search.fusion import Scored
 from bot.search.query import STOP_WORDS, query_terms
@@ -103,17 +102,6 @@ def stem(word: str) -> str:
     return word[:5]
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _time_word(token: str) -> bool:
-    """``token`` (a lower-case run of word characters) is one of ``TIME_WORDS``.
-
-    Equivalent to searching the text with that pattern (its alternatives are whole
-    word-boundary-delimited runs) but memoised per word: the pattern tries ~60 alternatives at
-    every word start, 20 us a turn, and vocabularies repeat.
-    """
-    return bool(TIME_WORDS.fullmatch(token))
-
-
 def _body(text: str) -> str:
     """The text without a leading "Sender: " label."""
     head, sep, rest = text.partition(": ")
@@ -121,7 +109,7 @@ def _body(text: str) -> str:
 
 
 def _stems(text: str) -> set[str]:
-    return {w[:5] for w in _WORD.findall(text.lower()) if w not in STOP_WORDS}
+    return {stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS}
 
 
 def _log_rank(values: np.ndarray) -> np.ndarray:
@@ -137,7 +125,7 @@ def _neighbour_max(hood: Neighbourhood, values: np.ndarray, radius: int) -> np.n
     out = np.zeros(len(values))
     for off in range(1, radius + 1):
         for sign in (-1, 1):
-            rows, src = hood._shift(sign * off, radius)
+            rows, src = hood.shift(sign * off, radius)
             out[rows] = np.maximum(out[rows], values[src])
     return out
 
@@ -200,7 +188,7 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
     asking[idx] = [asks(t) for t in texts]
     put("asks", asking[idx])
     # the previous turn: look it up among all loaded rows (it may not be a candidate)
-    prev_rows, prev_src = hood._shift(-1, 1)
+    prev_rows, prev_src = hood.shift(-1, 1)
     prev = np.full(n, -1)
     prev[prev_rows] = prev_src
     p = prev[idx]
@@ -218,7 +206,7 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
         speaker = next(iter(names.values()))
         put("participant", [rows.sender[i] == speaker for i in idx.tolist()])
     tokens = [set(_TOKEN.findall(t.lower())) for t in texts]
-    timed = np.asarray([any(map(_time_word, words)) for words in tokens], np.float32)
+    timed = np.asarray([any(map(time_word, words)) for words in tokens], np.float32)
     put("time_words", timed)
     when = is_when_question(query)
     put("when_time", timed * when)

@@ -13,10 +13,10 @@ import numpy as np
 
 from bot.config.model import SearchConfig
 from bot.ranking import (
-    TIME_WORDS,
     Neighbourhood,
     asks,
     date_match,
+    has_time_words,
     is_when_question,
     length_prior,
     matvec,
@@ -254,7 +254,7 @@ def priors(cfg: SearchConfig, query: str, rows: Rows, names: dict[str, str]) -> 
         )
     if cfg.time_weight and is_when_question(query):
         extra += cfg.time_weight * np.fromiter(
-            (bool(TIME_WORDS.search(c)) for c in rows.content), np.float64, n
+            (has_time_words(c) for c in rows.content), np.float64, n
         )
     if cfg.length_weight and n:
         extra += cfg.length_weight * length_prior(rows.content, cfg.length_full)
