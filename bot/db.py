@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.walcheckpoint import WalCheckpointer
+from bot.walcheckpoint import BUSY_TIMEOUT_MS, WalCheckpointer
 
 log = logging.getLogger("my_agent.db")
 
@@ -36,6 +36,7 @@ Unit = tuple[Callable[[SyncConn], Any], "asyncio.Future[Any]", Callable[[bool, A
 CHAINED = object()
 # address space the reader connection may map (SQLite caps it at its compile-time maximum)
 READER_MMAP_BYTES = 1 << 40
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 class AfterWrite:
@@ -208,8 +209,11 @@ def connect_sync(path: Path | str, driver: Driver | None = None) -> SyncConn:
         str(path), timeout=10.0, isolation_level=None, check_same_thread=False
     )
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
+    # A WAL file left long by a burst is cut back to this when it starts over
+    # (bot.walcheckpoint); without it the file keeps its largest size for good.
+    conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     # The index is derived data (rebuildable from transcripts); NORMAL is durable across
     # process crashes in WAL mode. state.db raises this to FULL itself.
     conn.execute("PRAGMA synchronous=NORMAL")

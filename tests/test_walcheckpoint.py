@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.db import Database, connect_sync
+from bot.walcheckpoint import BUSY_TIMEOUT_MS, RESTART_WAIT_MS, WalCheckpointer
 
 
 def _schema(conn: Any) -> None:
@@ -40,3 +41,84 @@ async def test_commits_never_checkpoint_and_the_thread_does(tmp_path: Path) -> N
         assert busy == 0 and frames == done
     finally:
         await db.close()
+
+
+async def _wal_frames_after_steady_writes(db: Database, seconds: float) -> int:
+    """Eight writers committing 4 KB rows back to back for ``seconds`` (the writer thread
+    is never idle, as in a burst of messages); the WAL's length in frames after."""
+    deadline = asyncio.get_running_loop().time() + seconds
+
+    async def writer() -> None:
+        while asyncio.get_running_loop().time() < deadline:
+            await db.run(lambda c: c.execute("INSERT INTO t VALUES (?)", ("y" * 4000,)))
+
+    await asyncio.gather(*(writer() for _ in range(8)))
+    other = connect_sync(db.path)
+    try:
+        return int(other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+    finally:
+        other.close()
+
+
+async def test_a_steady_stream_of_commits_cannot_grow_the_wal_for_ever(tmp_path: Path) -> None:
+    # Regression: PASSIVE checkpoints alone never let the WAL start over while commits
+    # keep arriving (150 MB in three seconds of bench ingest); past restart_frames the
+    # thread runs a RESTART checkpoint and the WAL is written from its start again.
+    db = await Database.open(tmp_path / "x.db", [_schema])
+    try:
+        assert db.checkpointer is not None
+        db.checkpointer.interval = 0.02
+        db.checkpointer.restart_frames = 200
+        frames = await _wal_frames_after_steady_writes(db, 1.5)
+        assert db.checkpointer.restarts >= 1
+        assert frames < 5_000  # without the restarts: every frame since the start
+    finally:
+        await db.close()
+
+
+def test_every_connection_limits_the_wal_file_left_behind(tmp_path: Path) -> None:
+    conn = connect_sync(tmp_path / "y.db")
+    try:
+        assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 64 * 1024 * 1024
+    finally:
+        conn.close()
+
+
+class _FakeConn:
+    """Answers the checkpointer's PRAGMAs; records them."""
+
+    def __init__(self, frames: int, busy: int = 0) -> None:
+        self.frames, self.busy = frames, busy
+        self.sql: list[str] = []
+
+    def execute(self, sql: str) -> Any:
+        self.sql.append(sql)
+        row = (self.busy, self.frames, self.frames) if "RESTART" in sql else (0, self.frames, 0)
+        return _Rows(row)
+
+
+class _Rows:
+    def __init__(self, row: tuple[int, int, int]) -> None:
+        self.row = row
+
+    def fetchone(self) -> tuple[int, int, int]:
+        return self.row
+
+
+def test_a_long_wal_gets_a_short_restart_checkpoint_and_a_short_one_does_not() -> None:
+    checkpointer = WalCheckpointer(lambda: None, "x", restart_frames=1000)
+    short = _FakeConn(frames=999)
+    checkpointer._checkpoint(short)
+    assert short.sql == ["PRAGMA wal_checkpoint(PASSIVE)"] and checkpointer.restarts == 0
+    long = _FakeConn(frames=1000)
+    checkpointer._checkpoint(long)
+    assert long.sql == [
+        "PRAGMA wal_checkpoint(PASSIVE)",
+        f"PRAGMA busy_timeout={RESTART_WAIT_MS}",  # writers wait behind it: briefly only
+        "PRAGMA wal_checkpoint(RESTART)",
+        f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
+    ]
+    assert checkpointer.restarts == 1
+    busy = _FakeConn(frames=5000, busy=1)  # a reader held on: try again next round
+    checkpointer._checkpoint(busy)
+    assert checkpointer.restarts == 1 and busy.sql[-1] == f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}"
