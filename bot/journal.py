@@ -49,6 +49,7 @@ log = logging.getLogger("my_agent.journal")
 
 Writer = Callable[[Path, bytes], tuple[int, bytes]]  # (path, data) -> (offset, bytes written)
 Request = tuple[Path, bytes, "concurrent.futures.Future[int]", bool]  # ..., background
+_WAKE = "wake"  # queued by checkpoint_soon(): no append, only a wake-up
 # How long a batch of background appends only (replies) waits for a foreground one
 # (an incoming message) to share its fsync with: see Journal._run.
 BACKGROUND_LINGER = 0.002
@@ -64,7 +65,8 @@ class Journal:
         self.directory = directory / "journal"
         self._write = write
         self.checkpoint_seconds = checkpoint_seconds
-        self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Request | str | None] = queue.SimpleQueue()
+        self._checkpoint_requested = False
         self.background_linger = BACKGROUND_LINGER
         self._thread: threading.Thread | None = None
         self._checkpoints = concurrent.futures.ThreadPoolExecutor(
@@ -133,41 +135,50 @@ class Journal:
             self._queue.put((path, data, future, background))
         return future
 
+    def checkpoint_soon(self) -> None:
+        """Start a new generation (and checkpoint the current one) now rather than when
+        :attr:`checkpoint_seconds` have passed; if nothing was written since the last
+        one, with the next write."""
+        self._checkpoint_requested = True
+        self._queue.put(_WAKE)
+
     # -- the writer thread ---------------------------------------------------------
     def _run(self) -> None:
         stop = False
         while not stop:
-            batch: list[Request | None] = []
+            batch: list[Request | str | None] = []
             try:
                 batch.append(self._queue.get(timeout=self.checkpoint_seconds))
             except queue.Empty:
                 pass  # idle: only a checkpoint may be due
             self._take_queued(batch)
-            if batch and all(r is not None and r[3] for r in batch):
+            if batch and all(isinstance(r, tuple) and r[3] for r in batch):
                 self._linger(batch)
             stop = any(r is None for r in batch)
-            requests = [r for r in batch if r is not None]
+            requests = [r for r in batch if isinstance(r, tuple)]
             if requests:
                 self._commit(requests)
             if stop or not self._dirty:
                 continue
-            if time.monotonic() - self._started >= self.checkpoint_seconds and (
-                self._checkpoint is None or self._checkpoint.done()
-            ):
+            due = self._checkpoint_requested or (
+                time.monotonic() - self._started >= self.checkpoint_seconds
+            )
+            if due and (self._checkpoint is None or self._checkpoint.done()):
+                self._checkpoint_requested = False
                 try:
                     self._retire()
                     self._rotate()
                 except OSError:
                     log.exception("journal rotation failed; trying again with the next batch")
 
-    def _take_queued(self, batch: list[Request | None]) -> None:
+    def _take_queued(self, batch: list[Request | str | None]) -> None:
         while True:  # everything queued meanwhile shares this batch's one fsync
             try:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 return
 
-    def _linger(self, batch: list[Request | None]) -> None:
+    def _linger(self, batch: list[Request | str | None]) -> None:
         """Background appends only: wait (bounded) for a foreground one to join them.
 
         One message at a time, a reply's append otherwise lands alone just before the
@@ -183,7 +194,7 @@ class Journal:
             except queue.Empty:
                 return
             batch.append(request)
-            if request is None or not request[3]:
+            if not isinstance(request, tuple) or not request[3]:
                 self._take_queued(batch)
                 return
 

@@ -178,14 +178,14 @@ async def _rotate_now(store: TranscriptStore) -> None:
     journal = store._journal
     assert journal is not None
     generation = journal._generation
-    journal.checkpoint_seconds = 0
-    await store.append("conv-a", [turn_line("user", "rotate", 0)])
+    # Regression: the helper used to set checkpoint_seconds to 0 and append; a journal
+    # thread slower than the test then rotated twice (once before that append, once after).
+    journal.checkpoint_soon()
     for _ in range(1000):
         checkpoint = journal._checkpoint
         if journal._generation > generation and checkpoint is not None and checkpoint.done():
             break
         await asyncio.sleep(0.01)
-    journal.checkpoint_seconds = 60
     assert journal._generation == generation + 1
 
 
@@ -455,3 +455,22 @@ def test_a_generation_whose_header_write_was_lost_is_never_reused(tmp_path: Path
     (generation, live), *_ = [h for h in _headers(tmp_path) if h[1]]
     assert live and generation > 7
     store.close()
+
+
+async def test_checkpoint_soon_rotates_once_and_only_after_writes(tmp_path: Path) -> None:
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
+    journal = store._journal
+    assert journal is not None
+    await _rotate_now(store)  # exactly one new generation (asserted inside)
+    generation = journal._generation
+    journal.checkpoint_soon()  # nothing written since: nothing to checkpoint
+    await asyncio.sleep(0.1)
+    assert journal._generation == generation
+    await store.append("conv-a", [turn_line("user", "later", 2)])
+    for _ in range(200):  # the request stands until there is something to checkpoint
+        if journal._generation > generation:
+            break
+        await asyncio.sleep(0.01)
+    assert journal._generation == generation + 1
+    store.close()
+    assert [line["content"] for line in store.read_lines("conv-a")[1:]] == ["message 1", "later"]
