@@ -73,6 +73,10 @@ class Scored:
     # conversation -> cosine of the query and its abbreviation (the conversation list's
     # re-scoring, bot.search.conversations, reads it)
     abbreviations: dict[str, float] = field(default_factory=dict)
+    # the term vectors the soft-coverage features read (bot.search.soft.attach) and the
+    # content words of the rows they cover; None: no complete term vectors
+    terms: dict[str, np.ndarray] | None = None
+    words: dict[int, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, method: str) -> Scored:
