@@ -16,7 +16,7 @@ from bot.search.features import INDEX, turn_features
 from bot.search.learned import DEFAULT_MODEL, NO_TERMS, load_models, model_key
 from bot.search.soft import content_words
 from bot.search.training import TERM_FEATURES, VECTOR_FEATURES, default_features
-from bot.term_vectors import TermCache, missing
+from bot.term_vectors import TermCache, Terms, missing
 from bot.vectors import VectorIndex
 from tests.recall_helpers import add_conversation, model_path, open_index
 
@@ -45,6 +45,11 @@ def test_content_words_leave_out_labels_stop_words_numbers_and_short_words() -> 
     words = content_words("Mel: I played the violin 20 times in 2023, it's a joy on TV")
     assert words == frozenset({"played", "violin", "times", "joy"})
     assert "mel" not in content_words("Mel: hello violin")  # the sender label is not text
+    cache = TermCache(4)
+    assert cache.turn_words(7, "Mel: hello violin") == frozenset({"hello", "violin"})
+    assert cache.turn_words(7, "Mel: hello violin") is cache.turn_words(7, "Mel: hello violin")
+    # another text under the same id (a rebuilt index): tokenised again
+    assert cache.turn_words(7, "Mel: cello lessons") == frozenset({"cello", "lessons"})
 
 
 async def test_term_cache_reads_stored_words_and_stays_bounded(tmp_path: Path) -> None:
@@ -55,10 +60,28 @@ async def test_term_cache_reads_stored_words_and_stays_bounded(tmp_path: Path) -
     assert await db.run(lambda c: missing(c, ["bravo", "delta", "alpha"])) == ["delta"]
     cache = TermCache(4, size=2)
     got = await db.run(lambda c: cache.lookup(c, ["alpha", "delta", "charlie"]))
-    assert sorted(got) == ["alpha", "charlie"]
-    assert got["charlie"].tolist() == [0.0, 0.0, 1.0, 0.0]
-    got = await db.run(lambda c: cache.lookup(c, ["bravo"]))
-    assert len(cache._vectors) == 2 and "bravo" in cache._vectors  # oldest dropped
+    assert sorted(got.index) == ["alpha", "charlie"] and "delta" not in got
+    assert got.vector("charlie").tolist() == [0.0, 0.0, 1.0, 0.0]
+    got = await db.run(lambda c: cache.lookup(c, ["bravo", "charlie"]))
+    assert len(cache) == 1 and got.vector("bravo").tolist() == [0.0, 1.0, 0.0, 0.0]
+    # full: the cache started over ("bravo" in row 0); the others are read again from disk
+    got = await db.run(lambda c: cache.lookup(c, ["alpha", "charlie", "bravo"]))
+    for i, word in enumerate(words):
+        assert got.vector(word).tolist() == vectors[i].tolist()
+    await db.close()
+
+
+async def test_term_cache_grows_its_matrix(tmp_path: Path) -> None:
+    db = await open_index(tmp_path / "c.db")
+    words = [f"word{i:05d}" for i in range(1500)]  # more than the first 1,024 rows
+    vectors = np.random.default_rng(3).standard_normal((1500, 4)).astype(np.float16)
+    await db.run(lambda c: add_vectors(c, words, vectors))
+    cache = TermCache(4, size=1200)
+    for _ in range(2):  # from disk; then partly from memory (the cache started over)
+        got = await db.run(lambda c: cache.lookup(c, words))
+        for i in (0, 1023, 1024, 1499):
+            assert got.vector(words[i]).tolist() == vectors[i].astype(np.float32).tolist()
+        assert len(got.index) == 1500 and 0 < len(cache) <= 1200
     await db.close()
 
 
@@ -87,11 +110,15 @@ async def test_soft_features_match_words_by_meaning(tmp_path: Path) -> None:
         table[word] = far
     asked: list[set[str]] = []
 
-    def lookup(words):  # type: ignore[no-untyped-def]
-        asked.append(set(words))
-        return {w: table[w] for w in words if w in table}
+    class Source:
+        def turn_words(self, turn_id: int, text: str) -> frozenset[str]:
+            return content_words(text)
 
-    soft.attach(scored, lookup, depth=10)
+        def vectors(self, words: set[str]) -> Terms:
+            asked.append(set(words))
+            return Terms.of({w: table[w] for w in words if w in table}, 4)
+
+    soft.attach(scored, Source(), depth=10)
     assert {"instruments", "fence", "violin", "garden"} <= asked[0]
     idx = scored.order[:10]
     x = turn_features(scored, idx)

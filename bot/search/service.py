@@ -288,7 +288,7 @@ class SearchService:
             rows = build_rows(kw_raw + fetch_spans(conn, more, want_vectors), want_vectors, dims)
             scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
             if vectors is not None and vectors.terms_ready and self.term_features:
-                soft.attach(scored, lambda w: vectors.terms.lookup(conn, w), cfg.ranker_depth)
+                soft.attach(scored, vectors.terms.bind(conn), cfg.ranker_depth)
             scored = learned.apply(scored, cfg)
             if rescore:
                 scored = conversation_list.rescore(scored, cfg)

@@ -16,8 +16,7 @@ vectors the features are not computed and the ranker uses its model without them
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from bot.search.query import STOP_WORDS, query_terms
 
 if TYPE_CHECKING:
     from bot.search.fusion import Scored
+    from bot.term_vectors import Terms
 
 SOFT_FEATURES: tuple[str, ...] = (
     "soft_cov",  # mean over the query's words of their best match in the turn
@@ -44,7 +44,6 @@ SOFT_FEATURES: tuple[str, ...] = (
 )
 _STRONG = 0.6  # a match that counts as "the turn has this word" for the idf weights
 
-Lookup = Callable[[Iterable[str]], dict[str, np.ndarray]]
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 
 
@@ -61,8 +60,9 @@ def is_content_word(word: str) -> bool:
 
 def content_words(text: str) -> frozenset[str]:
     """The distinct lower-cased content words of a turn (its sender label left out)."""
-    words = _WORD.findall(body(text).lower().replace("\u2019", "'"))
-    return frozenset(w for w in words if is_content_word(w))
+    words = set(_WORD.findall(body(text).lower().replace("\u2019", "'")))
+    words -= STOP_WORDS
+    return frozenset(w for w in words if len(w) >= 3 and not w.isdigit())
 
 
 def query_words(query: str, names: dict[str, str]) -> list[str]:
@@ -70,7 +70,16 @@ def query_words(query: str, names: dict[str, str]) -> list[str]:
     return [t for t in query_terms(query) if t not in names and is_content_word(t)]
 
 
-def attach(scored: Scored, lookup: Lookup, depth: int) -> None:
+class Source(Protocol):
+    """Where :func:`attach` reads from (:class:`bot.term_vectors.TermCache` with the
+    reader connection bound)."""
+
+    def turn_words(self, turn_id: int, text: str) -> frozenset[str]: ...
+
+    def vectors(self, words: set[str]) -> Terms: ...
+
+
+def attach(scored: Scored, source: Source, depth: int) -> None:
     """Read the term vectors the features of ``scored``'s best ``depth`` turns need (their
     words, their +-1 neighbours', the query's) into ``scored.terms``."""
     rows = scored.rows
@@ -80,12 +89,11 @@ def attach(scored: Scored, lookup: Lookup, depth: int) -> None:
     for offset in (-1, 1):
         src_of = _neighbours(hood, offset, len(rows.ids))
         needed.update(int(s) for s in src_of[idx] if s >= 0)
-    words: dict[int, frozenset[str]] = {i: content_words(rows.content[i]) for i in needed}
-    wanted = set(query_words(scored.query, scored.names))
-    for w in words.values():
-        wanted |= w
+    ids, content = rows.ids, rows.content
+    words = {i: source.turn_words(ids[i], content[i]) for i in needed}
+    wanted = set(query_words(scored.query, scored.names)).union(*words.values())
     scored.words = words
-    scored.terms = lookup(wanted)
+    scored.terms = source.vectors(wanted)
 
 
 def _neighbours(hood: Neighbourhood, offset: int, n: int) -> np.ndarray:
@@ -112,30 +120,34 @@ def features(scored: Scored, idx: np.ndarray) -> np.ndarray:
     prev = _neighbours(hood, -1, len(rows.ids))[idx]
     after = _neighbours(hood, 1, len(rows.ids))[idx]
     own_rows = idx.tolist()
-    every = {i for i in own_rows} | {int(p) for p in prev if p >= 0}
-    every |= {int(a) for a in after if a >= 0}
-    vocab = sorted({w for i in every for w in words.get(i, ()) if w in terms})
-    column = {w: c for c, w in enumerate(vocab)}
-    qv = np.stack([terms[w] for w in query])
-    sims = qv @ np.stack([terms[w] for w in vocab]).T if vocab else np.zeros((len(query), 0))
+    need = sorted(
+        set(own_rows) | {int(r) for r in prev if r >= 0} | {int(r) for r in after if r >= 0}
+    )
+    at = {r: j for j, r in enumerate(need)}
+    best = _best_matches(need, words, terms, query)
+    own = best[[at[r] for r in own_rows]]
 
-    def best(i: int) -> np.ndarray:
-        cols = [column[w] for w in words.get(i, ()) if w in column] if i >= 0 else []
-        if not cols:
-            return np.zeros(len(query))
-        return np.asarray(sims[:, cols].max(axis=1))
+    def of(neighbour: np.ndarray) -> np.ndarray:
+        found = neighbour >= 0
+        out = np.zeros((k, len(query)))
+        out[found] = best[[at[int(r)] for r in neighbour[found]]]
+        return out
 
-    own = np.stack([best(i) for i in own_rows])
-    before = np.stack([best(int(p)) for p in prev])
-    nxt = np.stack([best(int(a)) for a in after])
+    before, nxt = of(prev), of(after)
     win = np.maximum(own, np.maximum(before, nxt))
     df = (own >= _STRONG).sum(axis=0)
     idf = np.log((k + 1) / (df + 0.5))
     idf = idf / (idf.sum() or 1.0)
-    stems = [w[:5] for w in query]
-    literal = np.asarray(
-        [[s in {w[:5] for w in words.get(i, ())} for s in stems] for i in own_rows], dtype=bool
-    )
+    # a query word the turn contains literally (the same 5-letter stem, as ``coverage``)
+    stems: dict[str, list[int]] = {}
+    for q, w in enumerate(query):
+        stems.setdefault(w[:5], []).append(q)
+    literal = np.zeros((k, len(query)), dtype=bool)
+    for j, r in enumerate(own_rows):
+        for w in words.get(r, ()):
+            hit = stems.get(w[:5])
+            if hit is not None:
+                literal[j, hit] = True
     put = {name: j for j, name in enumerate(SOFT_FEATURES)}
     out[:, put["soft_cov"]] = own.mean(axis=1)
     out[:, put["soft_idf"]] = own @ idf
@@ -150,10 +162,35 @@ def features(scored: Scored, idx: np.ndarray) -> np.ndarray:
     out[:, put["soft_max"]] = np.where(literal, 0.0, own).max(axis=1)
     out[:, put["soft_ramp"]] = np.clip((own - 0.3) / 0.7, 0.0, 1.0).mean(axis=1)
     # per conversation: each query word's best window match among its candidates
-    codes = rows.codes[idx]
-    conv = np.zeros(k)
-    for code in np.unique(codes):
-        mask = codes == code
-        conv[mask] = win[mask].max(axis=0).mean()
-    out[:, put["conv_soft"]] = conv
+    _, group = np.unique(rows.codes[idx], return_inverse=True)
+    conv = np.full((int(group.max()) + 1, len(query)), -np.inf)
+    np.maximum.at(conv, group, win)
+    out[:, put["conv_soft"]] = conv[group].mean(axis=1)
     return out
+
+
+def _best_matches(
+    need: list[int], words: dict[int, frozenset[str]], terms: Terms, query: list[str]
+) -> np.ndarray:
+    """(len(need), len(query)): each query word's largest cosine with a word of each row
+    (0 for a row without a word that has a vector). One product over the ranking's words
+    (``einsum``: BLAS's threads spin next to onnxruntime's, see
+    :func:`bot.ranking.matvec`), then a segmented max."""
+    index = terms.index
+    seg_row: list[int] = []
+    seg_col: list[int] = []
+    for j, r in enumerate(need):
+        for w in words.get(r, ()):
+            c = index.get(w)
+            if c is not None:
+                seg_row.append(j)
+                seg_col.append(c)
+    best = np.zeros((len(need), len(query)))
+    if not seg_col:
+        return best
+    qv = terms.matrix[[index[w] for w in query]]
+    sims = np.einsum("wd,qd->wq", terms.matrix, qv)[seg_col]
+    row = np.asarray(seg_row)
+    starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+    best[row[starts]] = np.maximum.reduceat(sims, starts, axis=0)
+    return best
