@@ -29,7 +29,7 @@ from bot.vector_codec import half_matrix, to_half
 
 META_KEY = "term_vectors"
 CACHE_WORDS = 20_000  # 1.5 KB a word as float32: ~31 MB at most
-CACHE_TURNS = 50_000  # turns whose content words are kept (~1 KB each)
+CACHE_TURNS = 20_000  # turns whose content words are kept (~0.5-1 KB each)
 
 
 def missing(conn: SyncConn, words: Iterable[str]) -> list[str]:
@@ -87,9 +87,9 @@ class TermCache:
         self.size = size
         self._row: dict[str, int] = {}
         self._matrix = np.zeros((min(size, 1024), dims), np.float32)
-        # turn id -> (content, its content words): tokenising ~180 turns a query cost
-        # ~2 ms; the same turns come back for related questions
-        self._turns: dict[int, tuple[str, frozenset[str]]] = {}
+        # turn id -> (hash of its content, its content words): tokenising ~180 turns a
+        # query costs ~2 ms; the same turns come back for related questions
+        self._turns: dict[int, tuple[int, frozenset[str]]] = {}
 
     def __len__(self) -> int:
         return len(self._row)
@@ -99,15 +99,16 @@ class TermCache:
         self._turns.clear()
 
     def turn_words(self, turn_id: int, text: str) -> frozenset[str]:
-        """:func:`~bot.search.soft.content_words` of a turn, remembered by id (and text:
-        a rebuilt index may give an id to another turn)."""
+        """:func:`~bot.search.soft.content_words` of a turn, remembered by id (checked
+        against the text's hash: a rebuilt index may give an id to another turn)."""
         held = self._turns.get(turn_id)
-        if held is not None and held[0] == text:
+        key = hash(text)
+        if held is not None and held[0] == key:
             return held[1]
         if len(self._turns) >= CACHE_TURNS:
             self._turns.clear()
         words = content_words(text)
-        self._turns[turn_id] = (text, words)
+        self._turns[turn_id] = (key, words)
         return words
 
     def bind(self, conn: SyncConn) -> Bound:
