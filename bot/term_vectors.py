@@ -118,30 +118,30 @@ class TermCache:
     def lookup(self, conn: SyncConn, words: Iterable[str]) -> Terms:
         """The stored vectors of ``words`` (on the connection's thread)."""
         get = self._row.get
-        names: list[str] = []
-        held: list[int] = []
-        need: list[str] = []
-        for word in words if isinstance(words, set | frozenset) else set(words):
-            at = get(word)
-            if at is None:
-                need.append(word)
-            else:
-                names.append(word)
-                held.append(at)
+        names = list(words if isinstance(words, set | frozenset) else set(words))
+        rows = list(map(get, names))  # C loops: ~2,000 words a query
+        if None not in rows:  # the usual case: every word in memory
+            return Terms(
+                dict(zip(names, range(len(names)), strict=True)),
+                self._matrix.take(np.asarray(rows, dtype=np.int64), axis=0),
+            )
+        need = [w for w, at in zip(names, rows, strict=True) if at is None]
+        held = [at for at in rows if at is not None]
+        names = [w for w, at in zip(names, rows, strict=True) if at is not None]
         # the hits are copied before any row is reused for a missing word
         parts = [self._matrix.take(np.asarray(held, dtype=np.int64), axis=0)]
         need.sort()
         for start in range(0, len(need), 500):
             chunk = need[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = conn.execute(
+            found = conn.execute(
                 f"SELECT term, vector FROM term_vectors WHERE term IN ({marks})", chunk
             ).fetchall()
-            if not rows:
+            if not found:
                 continue
-            matrix = half_matrix(b"".join(r[1] for r in rows), len(rows), self.dims)
+            matrix = half_matrix(b"".join(r[1] for r in found), len(found), self.dims)
             parts.append(matrix)
-            for (term, _), vector in zip(rows, matrix, strict=True):
+            for (term, _), vector in zip(found, matrix, strict=True):
                 names.append(str(term))
                 at = self._place(str(term))  # may grow the matrix: placed first
                 self._matrix[at] = vector

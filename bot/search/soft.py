@@ -176,19 +176,17 @@ def _best_matches(
     (0 for a row without a word that has a vector). One product over the ranking's words
     (``einsum``: BLAS's threads spin next to onnxruntime's, see
     :func:`bot.ranking.matvec`), then a segmented max."""
-    index = terms.index
+    get = terms.index.get
     seg_row: list[int] = []
     seg_col: list[int] = []
     for j, r in enumerate(need):
-        for w in words.get(r, ()):
-            c = index.get(w)
-            if c is not None:
-                seg_row.append(j)
-                seg_col.append(c)
+        cols = [c for c in map(get, words.get(r, ())) if c is not None]
+        seg_col += cols
+        seg_row += [j] * len(cols)
     best = np.zeros((len(need), len(query)))
     if not seg_col:
         return best
-    qv = terms.matrix[[index[w] for w in query]]
+    qv = terms.matrix[[terms.index[w] for w in query]]
     sims = np.einsum("wd,qd->wq", terms.matrix, qv)[seg_col]
     row = np.asarray(seg_row)
     starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
