@@ -36,6 +36,12 @@ def embedder() -> EmbeddingService:
     service.close()
 
 
+def _soft_config(tmp_path: Path) -> AppConfig:
+    config = AppConfig(data_dir=tmp_path)
+    config.search.soft_coverage = True
+    return config
+
+
 def _unit(*values: float) -> np.ndarray:
     v = np.asarray(values, dtype=np.float32)
     return v / np.linalg.norm(v)
@@ -180,7 +186,7 @@ async def test_an_index_from_before_the_term_vectors_is_completed(tmp_path: Path
     await first.reindex_all()
     await db.execute("DELETE FROM term_vectors")
     await db.execute("DELETE FROM index_meta WHERE key = 'term_vectors'")
-    service = SearchService(AppConfig(data_dir=tmp_path), db, embedder)
+    service = SearchService(_soft_config(tmp_path), db, embedder)
     assert await service.start()
     vectors = service.vectors
     assert vectors is not None and vectors.stale and not vectors.terms_ready
@@ -195,13 +201,19 @@ async def test_an_index_from_before_the_term_vectors_is_completed(tmp_path: Path
     assert scored.terms is not None and model_key(scored) == "hybrid"
     service.term_features = False
     assert model_key(await service.scored(QUESTION)) == NO_TERMS
+    # the default configuration leaves soft coverage off: main's model and ranking
+    service.term_features = True
+    service.config.search.soft_coverage = False
+    scored = await service.scored(QUESTION)
+    assert scored.terms is None and model_key(scored) == NO_TERMS
+    assert AppConfig().search.soft_coverage is False
     await db.close()
 
 
 async def test_real_word_vectors_find_the_instruments(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     """MiniLM's own word vectors: "instruments" is matched in the violin turn only."""
     db = await open_index(tmp_path / "c.db")
-    service = SearchService(AppConfig(data_dir=tmp_path), db, embedder)
+    service = SearchService(_soft_config(tmp_path), db, embedder)
     await service.start()  # an empty index: its words arrive with the turns
     await add_conversation(db, "conv-a", MUSIC)
     assert service.vectors is not None

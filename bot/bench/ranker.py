@@ -105,10 +105,13 @@ async def _method(
     """Cross-validated figures for one search method, and its model fitted on everything;
     with ``pooled``, the same folds' models also rank the pooled store."""
     hybrid = method != "keyword"
+    terms = method == "hybrid"  # the soft-coverage features (search.soft_coverage)
     embedder = stores[0].embedder if hybrid else None
 
     async def open_service(store: Store) -> SearchService:
-        service = SearchService(_with_search(store.config, ranker="rules"), store.db, embedder)
+        service = SearchService(
+            _with_search(store.config, ranker="rules", soft_coverage=terms), store.db, embedder
+        )
         await service.start()
         if service.hybrid != hybrid:
             raise RuntimeError(f"{method} rankings need {'a' if embedder else 'no'} model")
@@ -134,12 +137,16 @@ async def _method(
         model = fit(train, features, l2=args.l2, epochs=args.epochs)
         path = scratch / f"{method}-{held}.json"
         save_models(path, {method: model}, {"fold": held})
-        service.config = _with_search(store.config, ranker="learned", ranker_model=path)
+        service.config = _with_search(
+            store.config, ranker="learned", ranker_model=path, soft_coverage=terms
+        )
         await _measure(service, store, sample, cv)
         if pool is not None and pooled is not None:
-            pool.config = _with_search(pooled.config, ranker="rules")
+            pool.config = _with_search(pooled.config, ranker="rules", soft_coverage=terms)
             await _measure(pool, pooled, sample, pooled_rules)
-            pool.config = _with_search(pooled.config, ranker="learned", ranker_model=path)
+            pool.config = _with_search(
+                pooled.config, ranker="learned", ranker_model=path, soft_coverage=terms
+            )
             await _measure(pool, pooled, sample, pooled_cv)
     model = fit([g for gs in groups for g in gs], features, l2=args.l2, epochs=args.epochs)
     report: dict[str, Any] = {

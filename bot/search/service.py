@@ -88,8 +88,9 @@ class SearchService:
         # by the agent or another page) and rankings (a cursor continues the same ranking)
         self._query_vectors: dict[str, np.ndarray] = {}
         self._pages: dict[str, tuple[float, Scored]] = {}
-        # the learned ranker's soft coverage reads the term vectors when they are complete;
-        # False ranks as without them (benchmarks measure that degraded mode)
+        # the learned ranker's soft coverage (``search.soft_coverage``) reads the term
+        # vectors when they are complete; False ranks as without them (benchmarks
+        # measure that degraded mode)
         self.term_features = True
 
     async def start(self) -> bool:
@@ -287,7 +288,12 @@ class SearchService:
             more = subtract(vector_spans(conn, keyword, knn, near, cfg.expand), kw_spans)
             rows = build_rows(kw_raw + fetch_spans(conn, more, want_vectors), want_vectors, dims)
             scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
-            if vectors is not None and vectors.terms_ready and self.term_features:
+            if (
+                cfg.soft_coverage
+                and self.term_features
+                and vectors is not None
+                and vectors.terms_ready
+            ):
                 soft.attach(scored, vectors.terms.bind(conn), cfg.ranker_depth)
             scored = learned.apply(scored, cfg)
             if rescore:
