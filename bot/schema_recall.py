@@ -40,4 +40,16 @@ _RECALL_V1 = """
 """
 
 
-RECALL_MIGRATIONS = [_recall_v1]
+def _recall_v2(conn: SyncConn) -> None:
+    # one vector per distinct content word (bot.term_vectors): the ranker's soft coverage
+    conn.execute(
+        """
+        CREATE TABLE term_vectors (
+            term TEXT PRIMARY KEY,
+            vector BLOB NOT NULL    -- float16, the word embedded alone
+        ) WITHOUT ROWID
+        """
+    )
+
+
+RECALL_MIGRATIONS = [_recall_v1, _recall_v2]

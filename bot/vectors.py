@@ -25,6 +25,7 @@ the float32 vectors for sqlite-vec queries (and ``my-agent bench search``'s base
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -37,6 +38,10 @@ from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
 from bot.ranking import matvec
 from bot.schema import create_vector_tables
+from bot.search.soft import content_words
+from bot.term_vectors import META_KEY as TERMS_KEY
+from bot.term_vectors import TermCache, missing
+from bot.term_vectors import store as store_terms
 from bot.vector_codec import (
     BitMatrix,
     read_turn_vectors,
@@ -88,6 +93,10 @@ class VectorIndex:
         self._lock = asyncio.Lock()  # one writer: background indexing is serial
         self._ready = False
         self.stale = False
+        # word vectors for the ranker's soft coverage (bot.term_vectors); usable once
+        # they cover every turn (``terms_ready``), completed by reindex_all otherwise
+        self.terms = TermCache(embedder.dimensions)
+        self.terms_ready = False
 
     @property
     def enabled(self) -> bool:
@@ -112,7 +121,7 @@ class VectorIndex:
         model_id = self.embedder.model_id
         dims = self.embedder.dimensions
 
-        def _setup(conn: SyncConn) -> bool:
+        def _setup(conn: SyncConn) -> tuple[bool, bool]:
             row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
             stale = row is not None and row[0] != model_id
             if stale:
@@ -120,17 +129,35 @@ class VectorIndex:
                 conn.execute("DROP TABLE IF EXISTS abbreviations_vec")
                 conn.execute("DELETE FROM turn_vectors")
                 conn.execute("DELETE FROM abbreviation_vectors")
+                conn.execute("DELETE FROM term_vectors")
             create_vector_tables(conn, dims)
             conn.execute(
                 "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (META_KEY, model_id)
             )
-            return stale or (
-                row is None and bool(conn.execute("SELECT 1 FROM turns LIMIT 1").fetchone())
-            )
+            has_turns = bool(conn.execute("SELECT 1 FROM turns LIMIT 1").fetchone())
+            terms = conn.execute(
+                "SELECT value FROM index_meta WHERE key = ?", (TERMS_KEY,)
+            ).fetchone()
+            terms_ready = not stale and terms is not None and terms[0] == model_id
+            if not has_turns and not terms_ready:
+                # an empty index: every word arrives with its turn (index_turns)
+                conn.execute(
+                    "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+                    (TERMS_KEY, model_id),
+                )
+                terms_ready = True
+            rebuild = stale or (row is None and has_turns) or not terms_ready
+            return rebuild, terms_ready
 
-        self.stale = await self.db.run(_setup)
+        self.stale, self.terms_ready = await self.db.run(_setup)
+        self.terms.clear()
         if self.stale:
-            log.warning("vectors are stale (model now %s): rebuilding in the background", model_id)
+            log.warning(
+                "vectors are stale or incomplete (model %s, term vectors %s): "
+                "rebuilding in the background",
+                model_id,
+                "complete" if self.terms_ready else "missing",
+            )
         await self._load_matrix()
         self._ready = True
         return True
@@ -209,9 +236,63 @@ class VectorIndex:
             vectors = await self.embedder.embed([t[2] for t in todo])
         except EmbeddingUnavailable:
             return 0
+        # the words of the turns whose windows changed (new turns, and a few re-read),
+        # stored before the windows: a crash in between leaves the windows to redo
+        changed = {t[0] for t in todo}
+        words: set[str] = set()
+        for turn_id, content in turns:
+            if int(turn_id) in changed:
+                words |= content_words(str(content))
+        await self._index_terms(words)
         await self._store_turn_vectors(conversation_id, todo, vectors)
         log.debug("embedded %d windows of %s", len(todo), conversation_id)
         return len(todo)
+
+    async def _index_terms(self, words: set[str]) -> int:
+        """Embed and store the ``words`` that have no vector yet (batched on the
+        embedding worker); returns how many were added."""
+        if not words:
+            return 0
+        new = await self.db.run(lambda c: missing(c, words), write=False)
+        added = 0
+        step = 512  # words per write: a full rebuild does not hold the writer for long
+        for start in range(0, len(new), step):
+            chunk = new[start : start + step]
+            try:
+                vectors = await self.embedder.embed(chunk)
+            except EmbeddingUnavailable:
+                return added
+            await self.db.run(functools.partial(store_terms, words=chunk, vectors=vectors))
+            added += len(chunk)
+        return added
+
+    async def _term_count(self) -> int:
+        row = await self.db.fetchone("SELECT count(*) FROM term_vectors")
+        return int(row[0]) if row else 0
+
+    async def _index_all_terms(self) -> int:
+        """Every turn's words (after a rebuild, a model change, or an index from before
+        the term table); marks the term vectors complete."""
+        words: set[str] = set()
+        last = -(1 << 63)
+        while True:
+            rows = await self.db.fetchall(
+                "SELECT id, content FROM turns WHERE id > ? ORDER BY id LIMIT 5000", (last,)
+            )
+            if not rows:
+                break
+            for _, content in rows:
+                words |= content_words(str(content))
+            last = int(rows[-1][0])
+            await asyncio.sleep(0)
+        added = await self._index_terms(words)
+        if self.embedder.available:
+            await self.db.execute(
+                "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+                (TERMS_KEY, self.embedder.model_id),
+            )
+            self.terms_ready = True
+        return added
 
     async def _store_turn_vectors(
         self, conversation_id: str, todo: list[tuple[int, int, str]], vectors: np.ndarray
@@ -309,19 +390,29 @@ class VectorIndex:
     async def reindex_all(self) -> dict[str, int]:
         """Embed every missing or outdated vector (after ``reindex`` or a model change)."""
         if not self.ready:
-            return {"turns": 0, "abbreviations": 0}
+            return {"turns": 0, "abbreviations": 0, "terms": 0}
         rows = await self.db.fetchall("SELECT id, abbreviation FROM conversations ORDER BY updated")
         turns = abbreviations = 0
+        words_before = await self._term_count()
         for conv_id, abbreviation in rows:
             turns += await self.index_turns(str(conv_id))
             if abbreviation and await self.index_abbreviation(str(conv_id), str(abbreviation)):
                 abbreviations += 1
             await asyncio.sleep(0)  # let interactive work in between conversations
+        if not self.terms_ready:  # a full scan of every turn's words: only when incomplete
+            async with self._lock:
+                await self._index_all_terms()
+        terms = await self._term_count() - words_before
         await self._prune()
         await self._load_matrix()
         self.stale = False
-        log.info("reindexed vectors: %d turn windows, %d abbreviations", turns, abbreviations)
-        return {"turns": turns, "abbreviations": abbreviations}
+        log.info(
+            "reindexed vectors: %d turn windows, %d abbreviations, %d words",
+            turns,
+            abbreviations,
+            terms,
+        )
+        return {"turns": turns, "abbreviations": abbreviations, "terms": terms}
 
     async def _prune(self) -> None:
         """Drop vectors whose turn no longer exists (a rebuilt or trimmed index)."""

@@ -83,7 +83,7 @@ async def test_features_of_a_small_store(db: Database, tmp_path: Path) -> None:
 
 def test_the_shipped_model_file_loads() -> None:
     models = load_models(DEFAULT_MODEL)
-    assert set(models) == {"hybrid", "keyword"}
+    assert set(models) == {"hybrid", learned.NO_TERMS, "keyword"}
     assert set(models["hybrid"].features) == set(default_features(True))
     assert not set(models["keyword"].features) & VECTOR_FEATURES
     for model in models.values():

@@ -128,7 +128,7 @@ async def test_model_change_marks_vectors_stale_and_rebuilds(tmp_path: Path, emb
     assert reopened.stale
     assert await db.fetchone("SELECT count(*) FROM turn_vectors") == (0,)
     done = await reopened.reindex_all()
-    assert done == {"turns": 2, "abbreviations": 1}
+    assert done == {"turns": 2, "abbreviations": 1, "terms": 1}  # "two"; "one" is a stop word
     assert not reopened.stale
     meta = await db.fetchone("SELECT value FROM index_meta WHERE key = 'embedding_model'")
     assert meta == (embedder.model_id,)

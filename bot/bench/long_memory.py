@@ -166,6 +166,12 @@ class Store:
         )
         self.search = SearchService(self.config, self.db, self.embedder)
         await self.search.start()
+        vectors = self.search.vectors
+        if vectors is not None and vectors.ready and vectors.stale:
+            # a kept store from before the term vectors (or another model): complete it
+            # the way the daemon does, instead of ranking without them
+            log.info("completing the vectors of %s", self.root)
+            await vectors.reindex_all()
 
     async def add(self, sample: Sample) -> None:
         a, b = sample.speakers

@@ -1,6 +1,7 @@
 """``my-agent bench ranker``: cross-validate and re-train the learned ranker on LoCoMo.
 
-For each search method (``hybrid``, and ``keyword`` as without an embedding model) every
+For each search method (``hybrid``; ``hybrid-no-terms``, hybrid without the term vectors'
+soft coverage; and ``keyword`` as without an embedding model) every
 question of every conversation is ranked by the rules (``search.ranker: rules``) and the
 best ``ranker_depth`` candidates' features are kept with their labels (evidence or not).
 Leave-one-conversation-out: a model is fitted on the other conversations' questions and
@@ -30,7 +31,7 @@ from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService
 from bot.search.features import turn_features
-from bot.search.learned import LinearRanker, save_models
+from bot.search.learned import NO_TERMS, LinearRanker, save_models
 from bot.search.training import Group, default_features, fit, importance
 
 log = logging.getLogger("my_agent.bench.ranker")
@@ -103,16 +104,25 @@ async def _method(
 ) -> tuple[LinearRanker, dict[str, Any]]:
     """Cross-validated figures for one search method, and its model fitted on everything;
     with ``pooled``, the same folds' models also rank the pooled store."""
-    embedder = stores[0].embedder if method == "hybrid" else None
-    services = []
-    for store in stores:
-        service = SearchService(_with_search(store.config, ranker="rules"), store.db, embedder)
+    hybrid = method != "keyword"
+    terms = method == "hybrid"  # the soft-coverage features (search.soft_coverage)
+    embedder = stores[0].embedder if hybrid else None
+
+    async def open_service(store: Store) -> SearchService:
+        service = SearchService(
+            _with_search(store.config, ranker="rules", soft_coverage=terms), store.db, embedder
+        )
         await service.start()
-        if service.hybrid != (method == "hybrid"):
+        if service.hybrid != hybrid:
             raise RuntimeError(f"{method} rankings need {'a' if embedder else 'no'} model")
-        services.append(service)
+        if method == "hybrid" and not (service.vectors and service.vectors.terms_ready):
+            raise RuntimeError(f"{store.root}: no complete term vectors")
+        service.term_features = method == "hybrid"
+        return service
+
+    services = [await open_service(store) for store in stores]
     depth = stores[0].config.search.ranker_depth
-    features = default_features(method == "hybrid")
+    features = default_features(hybrid, terms=method == "hybrid")
     started = time.perf_counter()
     groups, rules = [], Metrics()
     for service, store, sample in zip(services, stores, samples, strict=True):
@@ -121,19 +131,22 @@ async def _method(
     cv, pooled_rules, pooled_cv = Metrics(), Metrics(), Metrics()
     pool = None
     if pooled is not None:
-        pool = SearchService(_with_search(pooled.config, ranker="rules"), pooled.db, embedder)
-        await pool.start()
+        pool = await open_service(pooled)
     for held, (service, store, sample) in enumerate(zip(services, stores, samples, strict=True)):
         train = [g for i, gs in enumerate(groups) if i != held for g in gs]
         model = fit(train, features, l2=args.l2, epochs=args.epochs)
         path = scratch / f"{method}-{held}.json"
         save_models(path, {method: model}, {"fold": held})
-        service.config = _with_search(store.config, ranker="learned", ranker_model=path)
+        service.config = _with_search(
+            store.config, ranker="learned", ranker_model=path, soft_coverage=terms
+        )
         await _measure(service, store, sample, cv)
         if pool is not None and pooled is not None:
-            pool.config = _with_search(pooled.config, ranker="rules")
+            pool.config = _with_search(pooled.config, ranker="rules", soft_coverage=terms)
             await _measure(pool, pooled, sample, pooled_rules)
-            pool.config = _with_search(pooled.config, ranker="learned", ranker_model=path)
+            pool.config = _with_search(
+                pooled.config, ranker="learned", ranker_model=path, soft_coverage=terms
+            )
             await _measure(pool, pooled, sample, pooled_cv)
     model = fit([g for gs in groups for g in gs], features, l2=args.l2, epochs=args.epochs)
     report: dict[str, Any] = {
@@ -171,7 +184,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         pooled = None
         if args.pooled:
             pooled, _ = await build_store(base / "pooled", samples, embedder, config, bool(keep))
-        for method in ("hybrid", "keyword") if loaded else ("keyword",):
+        for method in ("hybrid", NO_TERMS, "keyword") if loaded else ("keyword",):
             models[method], result[method] = await _method(
                 method, stores, samples, args, Path(tmp), pooled
             )

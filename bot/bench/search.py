@@ -5,8 +5,9 @@ is generated straight into a fresh ``conversations.db`` with the product's schem
 and their FTS rows (words drawn from a Zipf-like vocabulary, so postings look like
 language), one abbreviation per conversation, and one random unit vector per turn window
 and per abbreviation (random vectors cost the same to search as model vectors; embedding
-2M texts would take hours and measure nothing about search). The in-memory sign-bit
-matrix is loaded the way the daemon loads it at start.
+2M texts would take hours and measure nothing about search), and one random unit vector
+per vocabulary word in ``term_vectors`` (the learned ranker's soft coverage reads them).
+The in-memory sign-bit matrix is loaded the way the daemon loads it at start.
 
 Then each query (3-5 vocabulary words) runs through :meth:`SearchService.search`, the
 code behind the agent's tool (query embedding with the real model included), and, in the
@@ -38,6 +39,8 @@ from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService
 from bot.schema import INDEX_MIGRATIONS, create_vector_tables
 from bot.search import SearchPage, SearchService
+from bot.term_vectors import META_KEY as TERMS_KEY
+from bot.term_vectors import store as store_terms
 from bot.vector_codec import sign_bits, to_blob, to_half
 
 VOCABULARY_SIZE = 5000
@@ -159,6 +162,23 @@ def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: in
         conn.execute("COMMIT")
 
 
+def add_term_vectors(conn: SyncConn, dims: int, model_id: str, seed: int = 13) -> int:
+    """One random unit vector per vocabulary word in ``term_vectors`` (the soft-coverage
+    features read them like model vectors), unless the store has them already (a store
+    generated before the table existed is completed). Returns the words added."""
+    if conn.execute("SELECT 1 FROM term_vectors LIMIT 1").fetchone() is None:
+        words, _ = _vocabulary(random.Random(11))
+        vectors = _unit(np.random.default_rng(seed), len(words), dims)
+        store_terms(conn, words, vectors)
+        added = len(words)
+    else:
+        added = 0
+    conn.execute(
+        "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (TERMS_KEY, model_id)
+    )
+    return added
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
@@ -186,6 +206,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "INSERT OR REPLACE INTO index_meta (key, value) VALUES ('embedding_model', ?)",
             (embedder.model_id,),
         )
+        await db.run(lambda c: add_term_vectors(c, dims, embedder.model_id))
         service = SearchService(config, db, embedder)
         t0 = time.perf_counter()
         await service.start()

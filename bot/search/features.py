@@ -26,6 +26,8 @@ from bot.ranking import (
 )
 from bot.search.fusion import Scored
 from bot.search.query import STOP_WORDS, query_terms
+from bot.search.soft import SOFT_FEATURES
+from bot.search.soft import features as soft_features
 
 FEATURES: tuple[str, ...] = (
     # keyword stage
@@ -69,6 +71,8 @@ FEATURES: tuple[str, ...] = (
     "numbers",  # has a number (how many / how long answers)
     "capitals",  # log(1 + capitalised words inside sentences): names, places, titles
     "conv_turn_rank",  # log(1 + rank) of the turn among its conversation's candidates
+    # the query's words matched to the turn's by meaning (bot.search.soft, term vectors)
+    *SOFT_FEATURES,
     # the query (constant within a query: useful only through interactions)
     "q_terms",
     "q_when",
@@ -255,6 +259,9 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
         conv_rank.append(seen.get(c, 0))
         seen[c] = seen.get(c, 0) + 1
     put("conv_turn_rank", np.log1p(conv_rank))
+    if scored.terms is not None:
+        start = INDEX[SOFT_FEATURES[0]]
+        out[:, start : start + len(SOFT_FEATURES)] = soft_features(scored, idx)
     for name, value in query_features(query, names, scored.method == "hybrid").items():
         put(name, value)
     return out

@@ -8,6 +8,7 @@ a conversation prior (its best turn plus its abbreviation's similarity).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from bot.ranking import (
 )
 from bot.search.results import Filters, TurnHit
 from bot.search.rows import Rows
+
+if TYPE_CHECKING:
+    from bot.term_vectors import Terms
 
 
 def snippet(text: str, terms: list[str], width: int = 220) -> str:
@@ -73,6 +77,10 @@ class Scored:
     # conversation -> cosine of the query and its abbreviation (the conversation list's
     # re-scoring, bot.search.conversations, reads it)
     abbreviations: dict[str, float] = field(default_factory=dict)
+    # the term vectors the soft-coverage features read (bot.search.soft.attach) and the
+    # content words of the rows they cover; None: no complete term vectors
+    terms: Terms | None = None
+    words: dict[int, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, method: str) -> Scored:

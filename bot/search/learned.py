@@ -2,8 +2,10 @@
 turns of the rules' ranking (docs/search.md "Fourth pass: learned ranking").
 
 The model file (JSON, a few KB; :data:`DEFAULT_MODEL` ships with the package) holds one
-model per search method: ``hybrid`` (keyword + vectors) and ``keyword`` (no embedding
-model: every vector feature is 0, so it was trained on keyword-only rankings). Each model
+model per search method: ``hybrid`` (keyword + vectors + the term vectors' soft coverage),
+``hybrid-no-terms`` (:data:`NO_TERMS`: the same without the soft-coverage features, for a
+store whose term vectors are not complete yet) and ``keyword`` (no embedding model: every
+vector feature is 0, so it was trained on keyword-only rankings). Each model
 is feature names, a mean and a scale per feature (standardisation) and one weight per
 feature: score = ((x - mean) / scale) . weights. ``my-agent bench ranker`` re-trains it.
 
@@ -31,6 +33,17 @@ from bot.search.query import fts_parts, query_terms
 log = logging.getLogger("my_agent.search.learned")
 
 DEFAULT_MODEL = Path(__file__).with_name("ranker.json")
+# the hybrid model without the soft-coverage features: for a store whose term vectors are
+# missing or incomplete (an index from before them, a rebuild under way)
+NO_TERMS = "hybrid-no-terms"
+
+
+def model_key(scored: Scored) -> str:
+    """Which of the file's models ranks ``scored``: ``keyword``, ``hybrid`` (term vectors
+    read) or :data:`NO_TERMS`."""
+    if scored.method == "hybrid" and scored.terms is None:
+        return NO_TERMS
+    return scored.method
 
 
 class ModelError(ValueError):
@@ -155,10 +168,19 @@ def apply(scored: Scored, cfg: SearchConfig) -> Scored:
     the rules put the turn with the exact identifier first (its -bm25 dominates), which the
     model, weighing coverage and context, does not guarantee.
     """
-    model = model_for(cfg, scored.method)
+    model = model_for(cfg, model_key(scored))
     if model is None or has_identifier(scored.query):
         return scored
     return rerank(scored, model, cfg.ranker_depth)
 
 
-__all__ = ["FEATURES", "LinearRanker", "ModelError", "apply", "load_models", "rerank"]
+__all__ = [
+    "FEATURES",
+    "NO_TERMS",
+    "LinearRanker",
+    "ModelError",
+    "apply",
+    "load_models",
+    "model_key",
+    "rerank",
+]

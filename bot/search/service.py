@@ -21,7 +21,7 @@ from bot.config.model import AppConfig
 from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
 from bot.search import conversations as conversation_list
-from bot.search import learned
+from bot.search import learned, soft
 from bot.search.fusion import Ranked, Scored, fuse, snippet
 from bot.search.keyword import DocFreqs, fts_candidates
 from bot.search.query import fts_parts, name_terms, or_terms, query_terms
@@ -88,6 +88,10 @@ class SearchService:
         # by the agent or another page) and rankings (a cursor continues the same ranking)
         self._query_vectors: dict[str, np.ndarray] = {}
         self._pages: dict[str, tuple[float, Scored]] = {}
+        # the learned ranker's soft coverage (``search.soft_coverage``) reads the term
+        # vectors when they are complete; False ranks as without them (benchmarks
+        # measure that degraded mode)
+        self.term_features = True
 
     async def start(self) -> bool:
         """Open the vector index (loads the model); True when search is hybrid."""
@@ -283,9 +287,15 @@ class SearchService:
             near = cfg.vector_window if want_vectors else 0
             more = subtract(vector_spans(conn, keyword, knn, near, cfg.expand), kw_spans)
             rows = build_rows(kw_raw + fetch_spans(conn, more, want_vectors), want_vectors, dims)
-            scored = learned.apply(
-                fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names), cfg
-            )
+            scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
+            if (
+                cfg.soft_coverage
+                and self.term_features
+                and vectors is not None
+                and vectors.terms_ready
+            ):
+                soft.attach(scored, vectors.terms.bind(conn), cfg.ranker_depth)
+            scored = learned.apply(scored, cfg)
             if rescore:
                 scored = conversation_list.rescore(scored, cfg)
             meta: dict[str, tuple[Any, ...]] = {}

@@ -18,6 +18,7 @@ import numpy as np
 
 from bot.search.features import FEATURES, INDEX
 from bot.search.learned import LinearRanker
+from bot.search.soft import SOFT_FEATURES
 
 # every feature that needs a query vector: 0 in a keyword-only ranking
 VECTOR_FEATURES = frozenset(
@@ -33,14 +34,20 @@ class Group:
     labels: np.ndarray
 
 
+# the soft-coverage features: 0 without complete term vectors (and in keyword rankings)
+TERM_FEATURES = frozenset(SOFT_FEATURES)
+
 # features a model does not use: bm25's scale grows with the store (idf), so weights
 # learned on 600-turn stores would not mean the same on a 200,000-turn one
 STORE_SCALED = frozenset({"kw_raw"})
 
 
-def default_features(hybrid: bool) -> tuple[str, ...]:
+def default_features(hybrid: bool, terms: bool | None = None) -> tuple[str, ...]:
     """The columns a model uses: every turn feature but :data:`STORE_SCALED` (the query's
-    own columns are constant within a group: a pairwise linear model cannot use them)."""
+    own columns are constant within a group: a pairwise linear model cannot use them);
+    the vector features only when ``hybrid``, the term features only when ``terms``
+    (default: as ``hybrid``)."""
+    terms = hybrid if terms is None else terms
     return tuple(
         f
         for f in FEATURES
@@ -48,6 +55,7 @@ def default_features(hybrid: bool) -> tuple[str, ...]:
         and f != "hybrid"
         and f not in STORE_SCALED
         and (hybrid or f not in VECTOR_FEATURES)
+        and (terms or f not in TERM_FEATURES)
     )
 
 

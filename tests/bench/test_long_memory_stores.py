@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,25 @@ async def test_a_store_from_other_inputs_is_rebuilt(tmp_path: Path) -> None:
     manifest.write_text(json.dumps(data))
     again = await locomo.run(_args(str(path), "--stores", str(stores), "--no-pooled"))
     assert again["reused_stores"] == 0 and again["turn_recall@10"] == 1.0
+
+
+async def test_a_kept_store_without_term_vectors_is_completed(tmp_path: Path) -> None:
+    """A store kept from before the term vectors is reused and completed, not ranked
+    without them (the soft-coverage features would be silently missing)."""
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(DATA))
+    stores = tmp_path / "stores"
+    await locomo.run(_args(str(path), "--stores", str(stores), "--no-pooled"))
+    conn = sqlite3.connect(stores / "s0" / "conversations" / "conversations.db")
+    words = conn.execute("SELECT count(*) FROM term_vectors").fetchone()[0]
+    assert words > 0
+    conn.execute("DELETE FROM term_vectors")
+    conn.execute("DELETE FROM index_meta WHERE key = 'term_vectors'")
+    conn.commit()
+    conn.close()
+    again = await locomo.run(_args(str(path), "--stores", str(stores), "--no-pooled"))
+    assert again["reused_stores"] == 1
+    conn = sqlite3.connect(stores / "s0" / "conversations" / "conversations.db")
+    assert conn.execute("SELECT count(*) FROM term_vectors").fetchone()[0] == words
+    assert conn.execute("SELECT value FROM index_meta WHERE key = 'term_vectors'").fetchone()
+    conn.close()

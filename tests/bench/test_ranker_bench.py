@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.bench import ranker
-from bot.search.learned import load_models
-from bot.search.training import VECTOR_FEATURES
+from bot.search.learned import NO_TERMS, load_models
+from bot.search.training import TERM_FEATURES, VECTOR_FEATURES
 from tests.bench.test_long_memory_stores import DATA
 from tests.recall_helpers import model_path
 
@@ -36,7 +36,7 @@ async def test_cross_validates_and_writes_a_model(tmp_path: Path) -> None:
     out = tmp_path / "model.json"
     result = await ranker.run(_args(str(path), "--out", str(out), "--epochs", "50", "--pooled"))
     assert result["conversations"] == 2 and result["written"] == str(out)
-    for method in ("hybrid", "keyword"):
+    for method in ("hybrid", NO_TERMS, "keyword"):
         for run in ("rules", "learned_cross_validated"):
             figures = result[method][run]
             assert 0 <= figures["turn_recall@10"] <= 1
@@ -44,10 +44,12 @@ async def test_cross_validates_and_writes_a_model(tmp_path: Path) -> None:
             pooled = result[method]["pooled"][run]  # both conversations in one store
             assert pooled["per_category"]["single-hop"]["queries"] == 4
     models = load_models(out)
-    assert set(models) == {"hybrid", "keyword"}
-    assert not set(models["keyword"].features) & VECTOR_FEATURES
+    assert set(models) == {"hybrid", NO_TERMS, "keyword"}
+    assert not set(models["keyword"].features) & (VECTOR_FEATURES | TERM_FEATURES)
+    assert not set(models[NO_TERMS].features) & TERM_FEATURES
+    assert TERM_FEATURES <= set(models["hybrid"].features)
     about = json.loads(out.read_text())["about"]
-    assert about["epochs"] == 50 and set(about["cross_validated"]) == {"hybrid", "keyword"}
+    assert about["epochs"] == 50 and set(about["cross_validated"]) == set(models)
 
 
 async def test_needs_two_conversations(tmp_path: Path) -> None:
