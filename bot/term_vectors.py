@@ -6,10 +6,11 @@ The learned ranker's soft-coverage features (:mod:`bot.search.soft`, docs/search
 word (3+ letters, no stop word, no number; :func:`content_words`) is embedded once, alone,
 and kept as float16 in ``term_vectors`` (``bot/schema_recall.py``). Words are added in the
 background as turns arrive (:meth:`bot.vectors.VectorIndex.index_turns`, batched on the
-embedding worker) and all at once by ``reindex_all``; a model change deletes them with
-the turn vectors. ``index_meta['term_vectors']`` names the model once the table covers
-every turn: until then (an index from before the table, a rebuild under way) the ranker
-uses its model without these features (:data:`bot.search.learned.NO_TERMS`).
+embedding worker) and all at once by ``reindex_all``, only while ``search.soft_coverage``
+is on (nothing reads them otherwise); a model change deletes them with the turn vectors.
+``index_meta['term_vectors']`` names the model once the table covers every turn: until
+then (an index from before the table, a rebuild under way) the ranker uses its model
+without these features (:data:`bot.search.learned.NO_TERMS`).
 
 Search reads the vectors of the words it needs (the best candidates' and the query's) in
 one statement per 500 missing words, through an in-memory cache of :data:`CACHE_WORDS`

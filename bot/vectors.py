@@ -94,7 +94,9 @@ class VectorIndex:
         self._ready = False
         self.stale = False
         # word vectors for the ranker's soft coverage (bot.term_vectors); usable once
-        # they cover every turn (``terms_ready``), completed by reindex_all otherwise
+        # they cover every turn (``terms_ready``), completed by reindex_all otherwise.
+        # Built only while ``search.soft_coverage`` is on: nobody reads them otherwise.
+        self.build_terms = config.search.soft_coverage
         self.terms = TermCache(embedder.dimensions)
         self.terms_ready = False
 
@@ -120,6 +122,7 @@ class VectorIndex:
             return False
         model_id = self.embedder.model_id
         dims = self.embedder.dimensions
+        build_terms = self.build_terms
 
         def _setup(conn: SyncConn) -> tuple[bool, bool]:
             row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
@@ -135,6 +138,11 @@ class VectorIndex:
                 "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (META_KEY, model_id)
             )
             has_turns = bool(conn.execute("SELECT 1 FROM turns LIMIT 1").fetchone())
+            if not build_terms:
+                # turns stored from now on get no word vectors: the table stops being
+                # complete, and a later start with soft coverage on completes it
+                conn.execute("DELETE FROM index_meta WHERE key = ?", (TERMS_KEY,))
+                return stale or (row is None and has_turns), False
             terms = conn.execute(
                 "SELECT value FROM index_meta WHERE key = ?", (TERMS_KEY,)
             ).fetchone()
@@ -238,12 +246,13 @@ class VectorIndex:
             return 0
         # the words of the turns whose windows changed (new turns, and a few re-read),
         # stored before the windows: a crash in between leaves the windows to redo
-        changed = {t[0] for t in todo}
-        words: set[str] = set()
-        for turn_id, content in turns:
-            if int(turn_id) in changed:
-                words |= content_words(str(content))
-        await self._index_terms(words)
+        if self.build_terms:
+            changed = {t[0] for t in todo}
+            words: set[str] = set()
+            for turn_id, content in turns:
+                if int(turn_id) in changed:
+                    words |= content_words(str(content))
+            await self._index_terms(words)
         await self._store_turn_vectors(conversation_id, todo, vectors)
         log.debug("embedded %d windows of %s", len(todo), conversation_id)
         return len(todo)
@@ -393,16 +402,18 @@ class VectorIndex:
             return {"turns": 0, "abbreviations": 0, "terms": 0}
         rows = await self.db.fetchall("SELECT id, abbreviation FROM conversations ORDER BY updated")
         turns = abbreviations = 0
-        words_before = await self._term_count()
+        words_before = await self._term_count() if self.build_terms else 0
         for conv_id, abbreviation in rows:
             turns += await self.index_turns(str(conv_id))
             if abbreviation and await self.index_abbreviation(str(conv_id), str(abbreviation)):
                 abbreviations += 1
             await asyncio.sleep(0)  # let interactive work in between conversations
-        if not self.terms_ready:  # a full scan of every turn's words: only when incomplete
-            async with self._lock:
-                await self._index_all_terms()
-        terms = await self._term_count() - words_before
+        terms = 0
+        if self.build_terms:
+            if not self.terms_ready:  # a full scan of every turn's words: when incomplete
+                async with self._lock:
+                    await self._index_all_terms()
+            terms = await self._term_count() - words_before
         await self._prune()
         await self._load_matrix()
         self.stale = False

@@ -160,7 +160,7 @@ def test_models_and_their_features() -> None:
 
 async def test_term_vectors_follow_the_turns_and_the_model(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     db = await open_index(tmp_path / "c.db")
-    vectors = VectorIndex(AppConfig(), db, embedder)
+    vectors = VectorIndex(_soft_config(tmp_path), db, embedder)
     assert await vectors.open() and vectors.terms_ready and not vectors.stale  # empty store
     await add_conversation(db, "conv-a", MUSIC[:2])
     await vectors.index_turns("conv-a")
@@ -170,7 +170,7 @@ async def test_term_vectors_follow_the_turns_and_the_model(tmp_path: Path, embed
     await db.execute(
         "UPDATE index_meta SET value = 'another-model@384' WHERE key = 'embedding_model'"
     )
-    reopened = VectorIndex(AppConfig(), db, embedder)
+    reopened = VectorIndex(_soft_config(tmp_path), db, embedder)
     assert await reopened.open() and reopened.stale and not reopened.terms_ready
     assert await db.fetchone("SELECT count(*) FROM term_vectors") == (0,)
     done = await reopened.reindex_all()
@@ -178,10 +178,36 @@ async def test_term_vectors_follow_the_turns_and_the_model(tmp_path: Path, embed
     await db.close()
 
 
+async def test_with_soft_coverage_off_no_word_is_embedded_and_a_later_switch_completes(
+    tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    db = await open_index(tmp_path / "c.db")
+    on = VectorIndex(_soft_config(tmp_path), db, embedder)
+    assert await on.open() and on.terms_ready  # an empty store, complete
+    await add_conversation(db, "conv-a", MUSIC[:2])
+    await on.index_turns("conv-a")
+    words = (await db.fetchone("SELECT count(*) FROM term_vectors") or (0,))[0]
+    assert words > 0
+    off = VectorIndex(AppConfig(), db, embedder)  # the default: nobody reads them
+    assert await off.open() and not off.stale and not off.terms_ready
+    await add_conversation(db, "conv-b", MUSIC[2:])
+    await off.index_turns("conv-b")
+    assert await off.reindex_all() == {"turns": 0, "abbreviations": 0, "terms": 0}
+    assert await db.fetchone("SELECT count(*) FROM term_vectors") == (words,)
+    # conv-b's words are missing now: switched on again, the table is completed first
+    again = VectorIndex(_soft_config(tmp_path), db, embedder)
+    assert await again.open() and again.stale and not again.terms_ready
+    done = await again.reindex_all()
+    assert done["terms"] > 0 and again.terms_ready
+    stored = {r[0] for r in await db.fetchall("SELECT term FROM term_vectors")}
+    assert stored == set().union(*(content_words(text) for _, text in MUSIC))
+    await db.close()
+
+
 async def test_an_index_from_before_the_term_vectors_is_completed(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     db = await open_index(tmp_path / "c.db")
     await add_conversation(db, "conv-a", MUSIC)
-    first = VectorIndex(AppConfig(), db, embedder)
+    first = VectorIndex(_soft_config(tmp_path), db, embedder)
     await first.open()
     await first.reindex_all()
     await db.execute("DELETE FROM term_vectors")

@@ -115,7 +115,12 @@ async def _method(
         await service.start()
         if service.hybrid != hybrid:
             raise RuntimeError(f"{method} rankings need {'a' if embedder else 'no'} model")
-        if method == "hybrid" and not (service.vectors and service.vectors.terms_ready):
+        vectors = service.vectors
+        if terms and vectors is not None and not vectors.terms_ready:
+            # stores are built with the default config (soft coverage off, no term
+            # vectors): complete them the way the daemon does when it is switched on
+            await vectors.reindex_all()
+        if terms and not (vectors and vectors.terms_ready):
             raise RuntimeError(f"{store.root}: no complete term vectors")
         service.term_features = method == "hybrid"
         return service

@@ -5,8 +5,9 @@ is generated straight into a fresh ``conversations.db`` with the product's schem
 and their FTS rows (words drawn from a Zipf-like vocabulary, so postings look like
 language), one abbreviation per conversation, and one random unit vector per turn window
 and per abbreviation (random vectors cost the same to search as model vectors; embedding
-2M texts would take hours and measure nothing about search), and one random unit vector
-per vocabulary word in ``term_vectors`` (the learned ranker's soft coverage reads them).
+2M texts would take hours and measure nothing about search), and, with
+``search.soft_coverage`` on (``--config``), one random unit vector per vocabulary word in
+``term_vectors`` (the learned ranker's soft coverage reads them).
 The in-memory sign-bit matrix is loaded the way the daemon loads it at start.
 
 Then each query (3-5 vocabulary words) runs through :meth:`SearchService.search`, the
@@ -206,7 +207,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "INSERT OR REPLACE INTO index_meta (key, value) VALUES ('embedding_model', ?)",
             (embedder.model_id,),
         )
-        await db.run(lambda c: add_term_vectors(c, dims, embedder.model_id))
+        if config.search.soft_coverage:  # read only with soft coverage on (--config)
+            await db.run(lambda c: add_term_vectors(c, dims, embedder.model_id))
         service = SearchService(config, db, embedder)
         t0 = time.perf_counter()
         await service.start()

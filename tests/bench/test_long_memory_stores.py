@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,15 +51,24 @@ DATA = [
 
 
 @pytest.fixture(autouse=True)
-def _model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def local_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The local model, found as the daemon finds it; run from an empty directory.
+    (Autouse here and in every module that imports it.)"""
     monkeypatch.setenv("MY_AGENT_EMBEDDING_MODEL_PATH", str(model_path()))
     monkeypatch.chdir(tmp_path)
 
 
-def _args(*argv: str) -> argparse.Namespace:
+def bench_args(
+    add_arguments: Callable[[argparse.ArgumentParser], None], *argv: str
+) -> argparse.Namespace:
+    """A benchmark's command line parsed by its own ``add_arguments``."""
     parser = argparse.ArgumentParser()
-    locomo.add_arguments(parser)
+    add_arguments(parser)
     return parser.parse_args(list(argv))
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return bench_args(locomo.add_arguments, *argv)
 
 
 async def test_stores_are_reused_with_the_same_figures(tmp_path: Path) -> None:
@@ -114,7 +124,11 @@ async def test_a_kept_store_without_term_vectors_is_completed(tmp_path: Path) ->
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps(DATA))
     stores = tmp_path / "stores"
-    await locomo.run(_args(str(path), "--stores", str(stores), "--no-pooled"))
+    soft = tmp_path / "soft.yaml"  # term vectors are built only with soft coverage on
+    soft.write_text("search:\n  soft_coverage: true\n")
+    await locomo.run(
+        _args(str(path), "--stores", str(stores), "--no-pooled", "--config", str(soft))
+    )
     conn = sqlite3.connect(stores / "s0" / "conversations" / "conversations.db")
     words = conn.execute("SELECT count(*) FROM term_vectors").fetchone()[0]
     assert words > 0
@@ -122,7 +136,9 @@ async def test_a_kept_store_without_term_vectors_is_completed(tmp_path: Path) ->
     conn.execute("DELETE FROM index_meta WHERE key = 'term_vectors'")
     conn.commit()
     conn.close()
-    again = await locomo.run(_args(str(path), "--stores", str(stores), "--no-pooled"))
+    again = await locomo.run(
+        _args(str(path), "--stores", str(stores), "--no-pooled", "--config", str(soft))
+    )
     assert again["reused_stores"] == 1
     conn = sqlite3.connect(stores / "s0" / "conversations" / "conversations.db")
     assert conn.execute("SELECT count(*) FROM term_vectors").fetchone()[0] == words
