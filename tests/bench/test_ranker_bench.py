@@ -12,20 +12,11 @@ import pytest
 from bot.bench import ranker
 from bot.search.learned import NO_TERMS, load_models
 from bot.search.training import TERM_FEATURES, VECTOR_FEATURES
-from tests.bench.test_long_memory_stores import DATA
-from tests.recall_helpers import model_path
-
-
-@pytest.fixture(autouse=True)
-def _model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("MY_AGENT_EMBEDDING_MODEL_PATH", str(model_path()))
-    monkeypatch.chdir(tmp_path)
+from tests.bench.test_long_memory_stores import DATA, bench_args, local_model  # noqa: F401
 
 
 def _args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    ranker.add_arguments(parser)
-    return parser.parse_args(list(argv))
+    return bench_args(ranker.add_arguments, *argv)
 
 
 async def test_cross_validates_and_writes_a_model(tmp_path: Path) -> None:
