@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.db import AfterWrite, Database
+from bot.events import InboundMessage
 from bot.transcript import TranscriptStore
+from tests.conftest import make_config
 
 
 def _schema(conn: Any) -> None:
@@ -222,3 +226,68 @@ async def test_a_unit_queued_after_close_fails_instead_of_hanging(tmp_path: Path
     await db.close()
     with pytest.raises(ValueError, match="closed"):
         await asyncio.wait_for(db.run(lambda c: c.execute("INSERT INTO t VALUES ('x')")), 5)
+
+
+async def test_a_finished_chain_lets_go_of_the_write_future(tmp_path: Path) -> None:
+    """Regression: the unit kept its write's future and the future kept the callback
+    that refers to the unit, a reference cycle per message freed only by the cyclic
+    collector (its pauses were the open-loop ingest's p99, docs/benchmarks.md)."""
+    db = await Database.open(tmp_path / "x.db", [_schema])
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        for value in ("ok", "boom"):
+            write: concurrent.futures.Future[str] = pool.submit(lambda v=value: v)
+            unit = AfterWrite(
+                write,
+                lambda c, r: (
+                    c.execute("INSERT INTO t VALUES (?)", (r,))
+                    if r == "ok"
+                    else c.execute("INSERT INTO nowhere VALUES (1)")
+                ),
+            )
+            try:
+                await db.run(unit)
+            except Exception as exc:  # the driver's OperationalError
+                assert value == "boom" and "nowhere" in str(exc)
+            gone = weakref.ref(write)
+            del write
+            assert gone() is None  # freed by reference counting, no collector needed
+            assert unit.after is None
+    finally:
+        pool.shutdown()
+        await db.close()
+
+
+async def test_messages_and_replies_leave_no_reference_cycles(tmp_path: Path) -> None:
+    """Everything a message and its reply allocate is freed by reference counting."""
+    from bot.services import close_services, open_services
+
+    services = await open_services(make_config(tmp_path))
+
+    def message(i: int) -> InboundMessage:
+        party = i % 5
+        return InboundMessage(
+            channel="bench",
+            sender_id=f"user{party}",
+            text=f"message {i} about the garden and the invoice",
+            message_id=f"m{i}",
+            chat_id=f"g{party}",
+            group_id=f"g{party}",
+            sender_name=f"User {party}",
+            addressed=True,
+        )
+
+    try:
+        for i in range(10):  # warm caches, first-contact records, prepared statements
+            await services.router.deliver(message(i))
+        await services.replies.queue.drain(timeout=10)
+        gc.collect()
+        gc.disable()
+        try:
+            await asyncio.gather(*(services.router.deliver(message(i)) for i in range(10, 60)))
+            await services.replies.queue.drain(timeout=10)
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
+    finally:
+        await close_services(services)
