@@ -29,6 +29,7 @@ from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.telegram.keyboards import bare_reply_target, reply_prompt
 from channels.telegram.render import escape
+from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.sender import Backoff, Sleep, TelegramSender, chat_ref
 from channels.telegram.translate import BotIdentity, translate_message
 
@@ -76,6 +77,7 @@ class TelegramChannel:
         self.config = cfg
         api = TelegramAPIServer.from_base(cfg.api_base) if cfg.api_base else PRODUCTION
         self.session = AiohttpSession(api=api)
+        self.session.middleware(KeepResponseTypes())
         self.bot = Bot(token=cfg.token, session=self.session)
         self.sender = TelegramSender(self.bot, cfg, sleep=sleep)
         self.groups = {g.id: g for g in cfg.groups} | {

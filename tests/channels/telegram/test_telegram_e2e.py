@@ -3,12 +3,16 @@ reply engine and outbox (offline brain, or a scripted one where the exact reply 
 
 from __future__ import annotations
 
+import gc
 import logging
 import sqlite3
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiogram.methods.base import Response
+from aiogram.types import Message, Update
 
 from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.offline import OFFLINE_LABEL
@@ -265,3 +269,19 @@ async def test_media_and_edits_are_recorded_with_placeholders_and_answered(
     ]  # fmt: skip
     attachment = users[0]["metadata"]["attachments"][0]
     assert attachment["kind"] == "document" and attachment["name"] == "lease.pdf"
+
+
+async def test_response_models_survive_a_collection_between_messages(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    """Regression: aiogram's ``Response[Message]`` & co. were cached only weakly by
+    pydantic, freed by each garbage collection and rebuilt (1-11 ms of the event loop) by
+    the next call of that kind (channels/telegram/response_types.py)."""
+    tg_server.inject_message(OWNER_ID, "note about the garden")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    used = [weakref.ref(Response[t]) for t in (Message, bool, list[Update])]  # cache hits
+    gc.collect()
+    assert all(ref() is not None for ref in used)
+    tg_server.inject_message(OWNER_ID, "and the roses?")
+    await tg_server.wait_sent(OWNER_ID, 2)
+    assert [Response[t] for t in (Message, bool, list[Update])] == [ref() for ref in used]
