@@ -69,9 +69,8 @@ class AfterWrite:
         self.after = None
 
     def __call__(self, conn: SyncConn) -> Any:
-        if self.after is not None:
-            self._result = self.after.result()
-            self.after = None
+        if self.after is not None:  # queued without Database.chain
+            self.took(self.after)
         return self.fn(conn, self._result)
 
 

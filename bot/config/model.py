@@ -171,7 +171,7 @@ class SearchConfig(_Section):
     # the learned ranker also matches the query's words to the candidates' words by
     # meaning (term vectors; docs/search.md "Fifth pass"): +0.016 turn_recall@10
     # cross-validated, ~3-5 ms a query at 10,000 conversations (p95 over 40 ms there):
-    # off until a cheaper form is measured; the term vectors are built either way
+    # off until a cheaper form is measured; the term vectors are built only while it is on
     soft_coverage: bool = False
 
 
