@@ -132,10 +132,39 @@ def _index_v1(conn: SyncConn) -> None:
     )
 
 
+def _index_v4(conn: SyncConn) -> None:
+    """Fewer pages written per message (docs/benchmarks.md "Session 7").
+
+    Every incoming message adds a ``message_refs`` row and moves its conversation's
+    ``updated``. Three structures took a page each per message for reads that never
+    need them fast: ``message_refs`` as a rowid table (its primary key is a second
+    b-tree), ``message_refs_conversation`` (read only when a transcript that shrank is
+    indexed again, a repair) and ``conversations_channel`` (``list --channel`` walks
+    ``conversations_updated`` and filters instead, over at most thousands of rows).
+    """
+    run_script(
+        conn,
+        """
+        CREATE TABLE message_refs_v4 (
+            channel TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+            PRIMARY KEY (channel, ref)
+        ) WITHOUT ROWID;
+        INSERT INTO message_refs_v4 (channel, ref, conversation_id, direction)
+            SELECT channel, ref, conversation_id, direction FROM message_refs;
+        DROP TABLE message_refs;
+        ALTER TABLE message_refs_v4 RENAME TO message_refs;
+        DROP INDEX conversations_channel
+        """,
+    )
+
+
 def _index_migrations() -> list[Migration]:
     from bot.schema_recall import RECALL_MIGRATIONS
 
-    return [_index_v1, *RECALL_MIGRATIONS]
+    return [_index_v1, *RECALL_MIGRATIONS, _index_v4]
 
 
 INDEX_MIGRATIONS: list[Migration] = _index_migrations()

@@ -148,6 +148,40 @@ async def test_reopening_keeps_the_schema_version(tmp_path: Path) -> None:
         await db.close()
 
 
+def test_migration_4_keeps_every_message_ref(tmp_path: Path) -> None:
+    """v4 rebuilds ``message_refs`` without a rowid and drops two indexes: no row lost,
+    lookups and the cascade from a deleted conversation still work."""
+    conn = connect_sync(tmp_path / "conversations.db")
+    try:
+        assert apply_migrations(conn, INDEX_MIGRATIONS[:3]) == 3
+        conn.execute(
+            "INSERT INTO conversations (id, channel, created, updated) VALUES "
+            "('conv-a', 'email', 't', 't'), ('conv-b', 'telegram', 't', 't')"
+        )
+        refs = [("email", f"<m{i}@x>", "conv-a", "in") for i in range(50)]
+        refs += [("telegram", str(i), "conv-b", "out") for i in range(50)]
+        conn.executemany("INSERT INTO message_refs VALUES (?, ?, ?, ?)", refs)
+        conn.commit()
+        assert apply_migrations(conn, INDEX_MIGRATIONS) == len(INDEX_MIGRATIONS)
+        assert sorted(conn.execute("SELECT * FROM message_refs")) == sorted(refs)
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'message_refs'")
+        assert "WITHOUT ROWID" in sql.fetchone()[0]
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert not {"message_refs_conversation", "conversations_channel"} & names
+        assert "conversations_updated" in names
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT conversation_id FROM message_refs "
+            "WHERE channel = 'email' AND ref = '<m7@x>'"
+        ).fetchall()
+        assert "PRIMARY KEY" in " ".join(str(row[-1]) for row in plan)
+        conn.execute("DELETE FROM conversations WHERE id = 'conv-a'")  # the repair path
+        left = conn.execute("SELECT DISTINCT conversation_id FROM message_refs").fetchall()
+        assert left == [("conv-b",)]
+        conn.commit()
+    finally:
+        conn.close()
+
+
 async def test_one_pinned_conversation_per_identity(services: Any) -> None:
     first = await services.conversations.create("telegram", identity_key="telegram:1", pinned=True)
     second = await services.conversations.create("telegram", identity_key="telegram:1", pinned=True)
