@@ -18,6 +18,12 @@ indexed". The phases, all reported (docs/benchmarks.md):
 
 The baseline, measured in the same run on the same disk, before and after the product
 (the median of the two): a bare loop of JSONL append + fsync + FTS5 insert + commit.
+
+``written_bytes_per_message``: what the throughput phase handed to ``write(2)`` per message
+(its reply included), transcripts, journal, both databases' WAL and their checkpoints,
+from ``/proc/self/io``; ``baseline_written_bytes_per_message`` the same for the bare loop.
+Unlike the latencies it does not depend on how noisy the disk is: the volume every flush
+has to push (``None`` where ``/proc`` has no I/O counters).
 """
 
 from __future__ import annotations
@@ -99,6 +105,24 @@ VOCABULARY = list(WORDS) + [
 ]
 
 
+def written_bytes() -> int | None:
+    """Bytes this process has passed to write calls so far (``wchar``), None if unknown."""
+    try:
+        with open("/proc/self/io") as counters:
+            for line in counters:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _per_message(before: int | None, after: int | None, count: int) -> float | None:
+    if before is None or after is None or count <= 0:
+        return None
+    return round((after - before) / count, 1)
+
+
 def _text(i: int) -> str:
     n = len(VOCABULARY)
     words = []
@@ -109,10 +133,15 @@ def _text(i: int) -> str:
 
 
 def baseline(
-    directory: Path, count: int, latencies: list[float] | None = None, rate: float = 0.0
+    directory: Path,
+    count: int,
+    latencies: list[float] | None = None,
+    rate: float = 0.0,
+    written: list[float] | None = None,
 ) -> float:
     """Bare loop: JSONL append + fsync + FTS5 insert + commit. Returns messages/s and
-    adds each message's duration (ms) to ``latencies``: the disk's own p99.
+    adds each message's duration (ms) to ``latencies``: the disk's own p99, and the bytes
+    it wrote per message to ``written``.
 
     With ``rate``, message ``i`` arrives at ``i / rate`` s (the open-loop schedule of the
     product's latency phase) and its latency counts from that arrival: what the bare loop
@@ -125,6 +154,7 @@ def baseline(
     )
     path = directory / "baseline.jsonl"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    bytes_before = written_bytes()
     start = time.perf_counter()
     try:
         for i in range(count):
@@ -145,9 +175,13 @@ def baseline(
             conn.execute("COMMIT")
             if latencies is not None:
                 latencies.append((time.perf_counter() - t0) * 1000)
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # the product's checkpoints count too
     finally:
         os.close(fd)
         conn.close()
+    per_message = _per_message(bytes_before, written_bytes(), count)
+    if written is not None and per_message is not None:
+        written.append(per_message)
     return count / (time.perf_counter() - start)
 
 
@@ -251,12 +285,20 @@ async def product(
             await services.router.deliver(msg)
             latencies.append((time.perf_counter() - t0) * 1000)
 
+    bytes_before = written_bytes()
     start = time.perf_counter()
     await asyncio.gather(*(party(p) for p in range(parties)))
     ingest_s = time.perf_counter() - start
     while services.replies.queue.pending():
         await asyncio.sleep(0.01)
     total_s = time.perf_counter() - start
+    for path in (config.index_path, config.state_path):  # the WAL's copy back counts too
+        checkpointer = connect_sync(path)
+        try:
+            checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            checkpointer.close()
+    written = _per_message(bytes_before, written_bytes(), count)
     open_p50 = open_p99 = achieved = 0.0
     if latency_messages and rate > 0:
         open_p50, open_p99, achieved = await open_loop(
@@ -302,6 +344,7 @@ async def product(
         "p50_ms": statistics.median(latencies),
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "replies_done_seconds": total_s,
+        "written_bytes_per_message": written,
         "indexed_turns": turns,
     }
 
@@ -311,7 +354,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         # Same disk, same run: the baseline first and last, the product in between.
         bare: list[float] = []
-        before = baseline(base / "baseline1", min(args.messages, 5000), bare)
+        bare_written: list[float] = []
+        before = baseline(base / "baseline1", min(args.messages, 5000), bare, 0.0, bare_written)
         ours = await product(
             base / "product",
             args.messages,
@@ -323,7 +367,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             tuple(float(r) for r in args.curve_rates.split(",") if r.strip()),
             args.curve_messages,
         )
-        after = baseline(base / "baseline2", min(args.messages, 5000), bare)
+        after = baseline(base / "baseline2", min(args.messages, 5000), bare, 0.0, bare_written)
         bare_open: list[float] = []
         if args.latency_messages and args.rate > 0:
             baseline(base / "baseline3", args.latency_messages, bare_open, args.rate)
@@ -373,6 +417,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_open_p99_ms": round(_percentiles(bare_open)[1], 3) if bare_open else None,
         "ratio": round(ratio, 3),
         "replies_completed_seconds": round(ours["replies_done_seconds"], 2),
+        # bytes written per message (and reply): the volume the flushes push to the disk
+        "written_bytes_per_message": ours["written_bytes_per_message"],
+        "baseline_written_bytes_per_message": (
+            round(statistics.median(bare_written), 1) if bare_written else None
+        ),
         "indexed_turns": ours["indexed_turns"],
         "indexed_turns_expected": expected,
         "goals": goals,
