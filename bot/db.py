@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.walcheckpoint import BUSY_TIMEOUT_MS, WalCheckpointer
+from bot.walcheckpoint import BUSY_TIMEOUT_MS, WAL_FLUSH_INTERVAL, WalCheckpointer
 
 log = logging.getLogger("my_agent.db")
 
@@ -319,7 +319,14 @@ class Database:
 
         reader = aiosqlite.Connection(_reader, iter_chunk_size=64)
         await reader
-        checkpointer = WalCheckpointer(lambda: connect_sync(path, drv), path.stem)
+        # Commits that are not synced leave their WAL frames to be flushed: a little at a
+        # time after commits rather than all at once (bot.walcheckpoint).
+        checkpointer = WalCheckpointer(
+            lambda: connect_sync(path, drv),
+            path.stem,
+            wal=path.with_name(path.name + "-wal"),
+            flush_interval=WAL_FLUSH_INTERVAL if synchronous.upper() == "NORMAL" else 0.0,
+        )
         checkpointer.start()
         return cls(path, conn, drv, reader, checkpointer, synchronous)
 
@@ -418,6 +425,9 @@ class Database:
                 outcomes = _transaction(raw, batch)
             except BaseException as exc:
                 outcomes = [(False, exc)] * len(batch)
+            else:
+                if self.checkpointer is not None and level == "NORMAL":
+                    self.checkpointer.note_commit()
             resolutions: list[tuple[asyncio.Future[Any], bool, Any]] = []
             for (_, future, then), (ok, value) in zip(batch, outcomes, strict=True):
                 if then is not None:

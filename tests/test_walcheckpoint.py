@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
 from bot.db import Database, connect_sync
-from bot.walcheckpoint import BUSY_TIMEOUT_MS, RESTART_WAIT_MS, WalCheckpointer
+from bot.walcheckpoint import (
+    BUSY_TIMEOUT_MS,
+    RESTART_WAIT_MS,
+    WAL_FLUSH_INTERVAL,
+    WalCheckpointer,
+)
 
 
 def _schema(conn: Any) -> None:
@@ -122,3 +128,70 @@ def test_a_long_wal_gets_a_short_restart_checkpoint_and_a_short_one_does_not() -
     busy = _FakeConn(frames=5000, busy=1)  # a reader held on: try again next round
     checkpointer._checkpoint(busy)
     assert checkpointer.restarts == 1 and busy.sql[-1] == f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}"
+
+
+async def _until(predicate: Any, seconds: float = 3.0) -> bool:
+    for _ in range(int(seconds / 0.01)):
+        if predicate():
+            return True
+        await asyncio.sleep(0.01)
+    return bool(predicate())
+
+
+async def test_commits_that_are_not_synced_get_their_wal_flushed_soon(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_ino)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    db = await Database.open(tmp_path / "x.db", [_schema])
+    try:
+        checkpointer = db.checkpointer
+        assert checkpointer is not None and checkpointer.flush_interval == WAL_FLUSH_INTERVAL
+        await asyncio.sleep(0.1)
+        assert checkpointer.flushes == 0  # idle: nothing to flush, no wake-ups
+        await db.run(lambda c: c.execute("INSERT INTO t VALUES ('a')"))
+        assert await _until(lambda: checkpointer.flushes == 1)
+        wal = os.stat(tmp_path / "x.db-wal").st_ino
+        assert synced == [wal]  # the WAL file itself, within milliseconds of the commit
+        for _ in range(50):  # a burst: at most one flush per interval, not one per commit
+            await db.run(lambda c: c.execute("INSERT INTO t VALUES ('b')"))
+        assert await _until(lambda: not checkpointer._wrote.is_set())
+        assert 1 < checkpointer.flushes < 50
+    finally:
+        await db.close()
+
+
+async def test_a_database_that_syncs_every_commit_flushes_nothing_more(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "s.db", [_schema], synchronous="FULL")
+    try:
+        assert db.checkpointer is not None and db.checkpointer.flush_interval == 0
+        await db.run(lambda c: c.execute("INSERT INTO t VALUES ('a')"))
+        await asyncio.sleep(0.05)
+        assert db.checkpointer.flushes == 0
+    finally:
+        await db.close()
+
+
+async def test_the_flush_follows_a_wal_made_again(tmp_path: Path) -> None:
+    """Every connection closed deletes the WAL; a later one makes a new file."""
+    wal = tmp_path / "x.db-wal"
+    checkpointer = WalCheckpointer(
+        lambda: connect_sync(tmp_path / "x.db"), "x", interval=60.0, wal=wal, flush_interval=0.001
+    )
+    checkpointer._flush_wal()  # no WAL yet: nothing to do, no error
+    wal.write_bytes(b"first")
+    checkpointer._flush_wal()
+    first = os.fstat(checkpointer._wal_fd).st_ino
+    wal.unlink()
+    (tmp_path / "keep").write_bytes(b"x")  # the old inode number is not reused at once
+    wal.write_bytes(b"second")
+    checkpointer._flush_wal()
+    assert os.fstat(checkpointer._wal_fd).st_ino == os.stat(wal).st_ino != first
+    assert checkpointer.flushes == 2
+    checkpointer._close_wal()
