@@ -138,8 +138,12 @@ class WalCheckpointer:
             self.flushes += 1
         except FileNotFoundError:
             self._close_wal()
-        except OSError as exc:  # the commit is not lost: the checkpoint syncs it again
-            log.warning("WAL flush failed: %s", exc)
+        except OSError as exc:
+            # Nothing is lost (the checkpoints sync the WAL as before), but a flush that
+            # fails once fails every 10 ms: stop flushing instead of filling the log.
+            log.warning("WAL flush failed (%s); WAL flushed by checkpoints only from now", exc)
+            self.flush_interval = 0.0
+            self._close_wal()
 
     def _close_wal(self) -> None:
         if self._wal_fd >= 0:

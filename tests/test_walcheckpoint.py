@@ -195,3 +195,25 @@ async def test_the_flush_follows_a_wal_made_again(tmp_path: Path) -> None:
     assert os.fstat(checkpointer._wal_fd).st_ino == os.stat(wal).st_ino != first
     assert checkpointer.flushes == 2
     checkpointer._close_wal()
+
+
+async def test_a_failing_wal_flush_is_reported_once_and_stops(
+    tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", broken)
+    db = await Database.open(tmp_path / "x.db", [_schema])
+    try:
+        checkpointer = db.checkpointer
+        assert checkpointer is not None
+        for _ in range(20):
+            await db.run(lambda c: c.execute("INSERT INTO t VALUES ('a')"))
+            await asyncio.sleep(0.005)
+        assert await _until(lambda: checkpointer.flush_interval == 0)
+        assert await db.fetchone("SELECT count(*) FROM t") == (20,)  # nothing lost
+    finally:
+        await db.close()
+    failures = [r for r in caplog.records if "WAL flush failed" in r.getMessage()]
+    assert len(failures) == 1
