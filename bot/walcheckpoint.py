@@ -130,8 +130,8 @@ class WalCheckpointer:
     def _flush_wal(self) -> None:
         assert self.wal is not None
         try:
-            if self._wal_fd >= 0 and os.stat(self.wal).st_ino != os.fstat(self._wal_fd).st_ino:
-                self._close_wal()  # the WAL was deleted and made again (all connections closed)
+            # Opened once: SQLite deletes a WAL only when its last connection closes, and
+            # this thread's own connection stays open as long as the descriptor does.
             if self._wal_fd < 0:
                 self._wal_fd = os.open(self.wal, os.O_RDONLY)
             os.fdatasync(self._wal_fd)
