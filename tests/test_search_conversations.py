@@ -12,12 +12,15 @@ from bot.config.model import AppConfig, SearchConfig
 from bot.db import Database
 from bot.search import SearchService
 from bot.search.conversations import (
+    bonuses,
     content_terms,
     coverage,
     rank_conversations,
+    rescore,
     starts_word,
 )
 from bot.search.fusion import Scored
+from bot.search.rows import Rows
 from tests.recall_helpers import add_conversation, open_index
 
 
@@ -62,6 +65,87 @@ def test_abbreviation_similarity_reorders_the_list() -> None:
     assert [c for c, _ in rank_conversations(cfg, [], {}, listed, abbreviations)] == ["b", "a"]
     cfg = SearchConfig(coverage_weight=0.0, abbreviation_rank_weight=0.0)
     assert [c for c, _ in rank_conversations(cfg, [], {}, listed, abbreviations)] == ["a", "b"]
+
+
+def _scored(query: str, turns: list[tuple[str, str, str]], names: dict[str, str]) -> Scored:
+    """A ranking of ``turns`` ((conversation, sender, day), best first) for ``query``."""
+    n = len(turns)
+    convs = [c for c, _, _ in turns]
+    codes = {c: i for i, c in enumerate(dict.fromkeys(convs))}
+    rows = Rows(
+        list(range(1, n + 1)),
+        convs,
+        list(range(1, n + 1)),
+        [s for _, s, _ in turns],
+        [f"{d}T12:00:00Z" for _, _, d in turns],
+        ["something was said"] * n,
+        ["web"] * n,
+        np.zeros((n, 0), np.float32),
+        np.zeros(n, bool),
+        np.asarray([codes[c] for c in convs], np.int64),
+    )
+    final = np.linspace(1.0, 0.5, n)
+    best: dict[str, float] = {}
+    for c, score in zip(convs, final.tolist(), strict=True):
+        best.setdefault(c, score)
+    return Scored(
+        rows,
+        np.arange(n),
+        final,
+        np.ones(n),
+        np.zeros(n),
+        set(),
+        list(best.items()),
+        "keyword",
+        query=query,
+        names=names,
+    )
+
+
+def _only(**weights: float) -> SearchConfig:
+    """Every conversation-list term off but ``weights``."""
+    off = {
+        "coverage_weight": 0.0,
+        "abbreviation_rank_weight": 0.0,
+        "date_rank_weight": 0.0,
+        "participant_rank_weight": 0.0,
+    }
+    return SearchConfig.model_validate({**off, **weights})
+
+
+def test_date_bonus_lifts_the_conversation_held_on_the_named_date() -> None:
+    turns = [("a", "Ann", "2023-03-01"), ("b", "Ann", "2023-10-08"), ("c", "Ann", "2023-10-20")]
+    scored = _scored("What did Ann do in the first weekend of October 2023?", turns, {})
+    # a month: both October conversations match fully, the March one not at all
+    assert bonuses(_only(date_rank_weight=0.3), scored) == {
+        "b": pytest.approx(0.3),
+        "c": pytest.approx(0.3),
+    }
+    # b (0.75 + 0.3) passes a (1.0); c (0.5 + 0.3) stays below a
+    assert [c for c, _ in rescore(scored, _only(date_rank_weight=0.3)).conversations] == [
+        "b",
+        "a",
+        "c",
+    ]
+    # no date in the query, or the weight at 0: nothing added, the list unchanged
+    assert bonuses(_only(date_rank_weight=0.3), _scored("What did Ann do?", turns, {})) == {}
+    assert rescore(scored, _only()).conversations == scored.conversations
+    # a day: full on it, fading over the next week
+    day = _scored("What did Ann say on 9 October 2023?", turns, {})
+    assert bonuses(_only(date_rank_weight=0.3), day) == {
+        "b": pytest.approx(0.3 * (1 - 1 / 8)),
+    }
+
+
+def test_participant_bonus_needs_a_turn_by_the_named_person() -> None:
+    turns = [("a", "Bob", "2023-01-01"), ("b", "Ann", "2023-01-01"), ("a", "Carl", "2023-01-01")]
+    scored = _scored("What did Ann paint?", turns, {"ann": "Ann"})
+    assert bonuses(_only(participant_rank_weight=0.2), scored) == {"b": pytest.approx(0.2)}
+    ranked = rescore(scored, _only(participant_rank_weight=0.3)).conversations
+    assert [c for c, _ in ranked] == ["b", "a"]
+    assert ranked[0][1] == 1.0
+    # a query that names nobody: no bonus
+    assert bonuses(_only(participant_rank_weight=0.2), _scored("paint", turns, {})) == {}
 
 
 @pytest.fixture

@@ -163,6 +163,11 @@ class SearchConfig(_Section):
     # similarity (docs/search.md "Fourth pass")
     coverage_weight: float = Field(default=0.3, ge=0, le=2)
     abbreviation_rank_weight: float = Field(default=0.2, ge=0, le=2)
+    # and (docs/search.md "Sixth pass: conversations"): + date_rank_weight x the best
+    # date match of its candidate turns with the dates the query names;
+    # + participant_rank_weight when a candidate turn is by a person the query names
+    date_rank_weight: float = Field(default=0.3, ge=0, le=2)
+    participant_rank_weight: float = Field(default=0.2, ge=0, le=2)
     # the final order of the best ``ranker_depth`` turns: a model learned from the rules'
     # signals (bot/search/learned.py), or the rules' fused score alone
     ranker: Literal["learned", "rules"] = "learned"

@@ -13,6 +13,18 @@ for. Two additions re-order the conversation list only (the turn ranking is unto
   conversation's abbreviation, ``abbreviation_rank_weight`` x it (the notes summarise the
   whole conversation, a turn only itself).
 
+Two more (docs/search.md "Sixth pass: conversations"), both read from the candidate
+turns the ranking already holds:
+
+- **date**: when the query names a date ("in October 2023", "on 9 May, 2022"), the best
+  :func:`bot.ranking.date_match` of the conversation's candidate turns' days,
+  ``date_rank_weight`` x it. The turns get the same prior, but a conversation held on
+  that date may have no turn that also matches the words well ("What was Dave doing in
+  the first weekend of October 2023?"), and the list is where the date says most;
+- **participant**: ``participant_rank_weight`` when one of its candidate turns is by a
+  person the query names (in a store of many people's conversations, the others'
+  conversations that match the words are distractors).
+
 Scores are divided by the best one again (the first conversation scores 1).
 """
 
@@ -25,7 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bot.config.model import SearchConfig
-from bot.ranking import minmax
+from bot.ranking import date_match, minmax, parse_day, query_dates
 from bot.search.query import query_terms
 from bot.search.rows import Rows
 
@@ -74,12 +86,15 @@ def rank_conversations(
     texts: dict[str, list[str]],
     conversations: list[tuple[str, float]],
     abbreviations: dict[str, float],
+    bonus: dict[str, float] | None = None,
 ) -> list[tuple[str, float]]:
     """``conversations`` (id, best-turn score) re-scored with coverage and abbreviation
-    similarity, best first, the best at 1. ``texts``: each conversation's candidate
-    turns; ``terms``: the query's content words without participant names."""
-    if not conversations or not (cfg.coverage_weight or cfg.abbreviation_rank_weight):
+    similarity (and ``bonus``, added as given: :func:`bonuses`), best first, the best at
+    1. ``texts``: each conversation's candidate turns; ``terms``: the query's content
+    words without participant names."""
+    if not conversations or not (cfg.coverage_weight or cfg.abbreviation_rank_weight or bonus):
         return conversations
+    bonus = bonus or {}
     abbr: dict[str, float] = {}
     if cfg.abbreviation_rank_weight and abbreviations:
         norm = minmax(np.asarray(list(abbreviations.values()), dtype=np.float64))
@@ -89,11 +104,41 @@ def rank_conversations(
         if cfg.coverage_weight and terms and conv in texts:
             score += cfg.coverage_weight * coverage(texts[conv], terms)
         score += cfg.abbreviation_rank_weight * abbr.get(conv, 0.0)
+        score += bonus.get(conv, 0.0)
         scored.append((conv, score))
     top = max(s for _, s in scored) or 1.0
     scored = [(c, s / top) for c, s in scored]
     scored.sort(key=lambda r: (-r[1], r[0]))
     return scored
+
+
+def bonuses(cfg: SearchConfig, scored: Scored) -> dict[str, float]:
+    """conversation -> its date and participant terms (module docstring),
+    from the ranked candidate turns of ``scored``."""
+    rows, order = scored.rows, scored.order.tolist()
+    out: dict[str, float] = {}
+    dates = query_dates(scored.query) if cfg.date_rank_weight else []
+    if dates:
+        days: dict[str, float] = {}  # "YYYY-MM-DD" -> match: parsed once a day, not a row
+        best: dict[str, float] = {}
+        for i in order:
+            day = (rows.timestamp[i] or "")[:10]
+            match = days.get(day)
+            if match is None:
+                match = days[day] = date_match(parse_day(day), dates)
+            if match > best.get(rows.conv[i], 0.0):
+                best[rows.conv[i]] = match
+        for conv, match in best.items():
+            out[conv] = out.get(conv, 0.0) + cfg.date_rank_weight * match
+    speakers = set(scored.names.values())
+    if cfg.participant_rank_weight and speakers:
+        seen: set[str] = set()
+        for i in order:
+            conv = rows.conv[i]
+            if conv not in seen and rows.sender[i] in speakers:
+                seen.add(conv)
+                out[conv] = out.get(conv, 0.0) + cfg.participant_rank_weight
+    return out
 
 
 def rescore(scored: Scored, cfg: SearchConfig) -> Scored:
@@ -102,7 +147,12 @@ def rescore(scored: Scored, cfg: SearchConfig) -> Scored:
     Runs after the turns' final order is known (the learned ranker re-orders them and
     lists conversations by their best turn again), so that both rules apply together.
     """
-    if not (cfg.coverage_weight or cfg.abbreviation_rank_weight):
+    if not (
+        cfg.coverage_weight
+        or cfg.abbreviation_rank_weight
+        or cfg.date_rank_weight
+        or cfg.participant_rank_weight
+    ):
         return scored
     conversations = rank_conversations(
         cfg,
@@ -110,5 +160,6 @@ def rescore(scored: Scored, cfg: SearchConfig) -> Scored:
         candidate_texts(scored.rows, scored.order),
         scored.conversations,
         scored.abbreviations,
+        bonuses(cfg, scored),
     )
     return replace(scored, conversations=conversations)
