@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import pytest
+
 from bot.bench import ingest
 
 
@@ -79,3 +81,24 @@ def test_the_open_loop_baseline_follows_the_arrival_schedule(tmp_path: Path) -> 
     achieved = ingest.baseline(tmp_path, 20, latencies, rate=200)
     assert 20 / achieved >= 19 / 200  # never ahead of the schedule: 20 arrivals span 95 ms
     assert len(latencies) == 20 and min(latencies) > 0
+
+
+async def test_open_loop_fails_when_a_delivery_fails() -> None:
+    """The open loop keeps only the messages in flight; a failed one still fails the run
+    (after the others finished), and every other message is timed."""
+    delivered: list[str] = []
+
+    class Router:
+        async def deliver(self, msg: object) -> None:
+            if getattr(msg, "message_id", "") == "o3":
+                raise RuntimeError("disk full")
+            delivered.append(getattr(msg, "message_id", ""))
+
+    class Services:
+        router = Router()
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        await ingest.open_loop(Services(), 8, 2, 2000.0, False, 0)
+    assert sorted(delivered) == sorted(f"o{i}" for i in range(8) if i != 3)
+    p50, p99, achieved = await ingest.open_loop(Services(), 2, 2, 2000.0, False, 10)
+    assert p99 >= p50 >= 0 and achieved > 0
