@@ -56,11 +56,13 @@ class Vocabulary:
         """The ids of ``words`` (new words get one), int32."""
         get = self._id.get
         found = list(map(get, words))
-        if None in found:
-            for word in dict.fromkeys(w for w, i in zip(words, found, strict=True) if i is None):
-                self._add(word)
-            found = list(map(get, words))
-        return np.fromiter(found, np.int32, len(found))
+        try:  # the usual case, every word known; a None fails the conversion (no scan)
+            return np.fromiter(found, np.int32, len(found))
+        except TypeError:
+            pass
+        for word in dict.fromkeys(w for w, i in zip(words, found, strict=True) if i is None):
+            self._add(word)
+        return np.fromiter(map(get, words), np.int32, len(words))
 
     def turns(self, turn_ids: list[int], texts: list[str]) -> list[np.ndarray]:
         """Each turn's content word ids (:func:`~bot.search.soft_text.content_words`,
@@ -84,8 +86,10 @@ class Vocabulary:
             ids = self.ids(list(itertools.chain.from_iterable(split)))
             owner = np.repeat(np.arange(len(todo)), [len(s) for s in split])
             keep = self.content[ids]
-            counts = np.bincount(owner[keep], minlength=len(todo))
-            pieces = np.split(ids[keep], np.cumsum(counts)[:-1])
+            kept = ids[keep]
+            ends = np.cumsum(np.bincount(owner[keep], minlength=len(todo))).tolist()
+            # slices (views of one array) rather than np.split: a third of the time
+            pieces = [kept[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
             for j, piece in zip(todo, pieces, strict=True):
                 out[j] = piece
                 self._turn_key[turn_ids[j]] = hash(texts[j])
