@@ -3,34 +3,35 @@
 The learned ranker's soft-coverage features (:mod:`bot.search.soft`, docs/search.md
 "Fifth pass") compare the query's words with the candidate turns' words by meaning
 ("instruments" ~ "violin", "pets" ~ "dog"), not only letter for letter. Every content
-word (3+ letters, no stop word, no number; :func:`content_words`) is embedded once, alone,
-and kept as float16 in ``term_vectors`` (``bot/schema_recall.py``). Words are added in the
-background as turns arrive (:meth:`bot.vectors.VectorIndex.index_turns`, batched on the
-embedding worker) and all at once by ``reindex_all``, only while ``search.soft_coverage``
-is on (nothing reads them otherwise); a model change deletes them with the turn vectors.
+word (3+ letters, no stop word, no number; :func:`bot.search.soft.content_words`) is
+embedded once, alone, and kept as float16 in ``term_vectors`` (``bot/schema_recall.py``).
+Words are added in the background as turns arrive
+(:meth:`bot.vectors.VectorIndex.index_turns`, batched on the embedding worker) and all at
+once by ``reindex_all``, only while ``search.soft_coverage`` is on (nothing reads them
+otherwise); a model change deletes them with the turn vectors.
 ``index_meta['term_vectors']`` names the model once the table covers every turn: until
 then (an index from before the table, a rebuild under way) the ranker uses its model
 without these features (:data:`bot.search.learned.NO_TERMS`).
 
 Search reads the vectors of the words it needs (the best candidates' and the query's) in
 one statement per 500 missing words, through an in-memory cache of :data:`CACHE_WORDS`
-(:class:`TermCache`), as a snapshot matrix (:class:`Terms`).
+(:class:`TermCache`), by word id (:mod:`bot.search.vocabulary`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from bot.db import SyncConn
-from bot.search.soft import content_words
+from bot.search.vocabulary import Vocabulary
 from bot.vector_codec import half_matrix, to_half
 
 META_KEY = "term_vectors"
 CACHE_WORDS = 20_000  # 1.5 KB a word as float32: ~31 MB at most
-CACHE_TURNS = 20_000  # turns whose content words are kept (~0.5-1 KB each)
 
 
 def missing(conn: SyncConn, words: Iterable[str]) -> list[str]:
@@ -54,123 +55,122 @@ def store(conn: SyncConn, words: list[str], vectors: np.ndarray) -> None:
     )
 
 
-@dataclass(frozen=True)
-class Terms:
-    """The vectors one ranking reads: ``matrix[index[word]]`` (a snapshot, float32)."""
+def read_vectors(conn: SyncConn, dims: int, words: list[str]) -> tuple[list[str], np.ndarray]:
+    """The stored vectors of ``words``: (the words found, their (n, dims) float32 rows);
+    one statement per 500 words."""
+    found: list[str] = []
+    blobs: list[bytes] = []
+    need = sorted(words)
+    for start in range(0, len(need), 500):
+        chunk = need[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for term, vector in conn.execute(
+            f"SELECT term, vector FROM term_vectors WHERE term IN ({marks})", chunk
+        ):
+            found.append(str(term))
+            blobs.append(vector)
+    return found, half_matrix(b"".join(blobs), len(found), dims)
 
-    index: dict[str, int]
-    matrix: np.ndarray
 
-    def __contains__(self, word: object) -> bool:
-        return word in self.index
-
-    def vector(self, word: str) -> np.ndarray:
-        return np.asarray(self.matrix[self.index[word]])
-
-    @classmethod
-    def of(cls, vectors: dict[str, np.ndarray], dims: int) -> Terms:
-        words = list(vectors)
-        matrix = np.zeros((len(words), dims), np.float32)
-        for i, w in enumerate(words):
-            matrix[i] = vectors[w]
-        return cls({w: i for i, w in enumerate(words)}, matrix)
+Reader = Callable[[list[str]], tuple[list[str], np.ndarray]]
 
 
 class TermCache:
-    """Word vectors read from ``term_vectors`` on demand, kept in one float32 matrix, so
-    a ranking's words are gathered with one ``take`` (stacking ~2,000 separate arrays
-    took 1.7 ms). When :data:`CACHE_WORDS` words are held the cache starts over: cheaper
-    per hit than an LRU's bookkeeping (~750 hits a query), and rare (a store's working
-    vocabulary is a few thousand words)."""
+    """Word vectors read from ``term_vectors`` on demand, kept in one float32 matrix with
+    a row per word id (:class:`~bot.search.vocabulary.Vocabulary`), so a ranking's words
+    are one ``take`` (a dict probe per word string cost ~1 ms for ~800 words). When
+    ``size`` words are held the rows start over: cheaper per hit than an LRU's
+    bookkeeping, and rare (a store's working vocabulary is a few thousand words). Words
+    without a stored vector are asked for again by the next ranking that needs them (the
+    term vectors of new turns are added in the background)."""
 
     def __init__(self, dims: int, size: int = CACHE_WORDS) -> None:
         self.dims = dims
         self.size = size
-        self._row: dict[str, int] = {}
+        self.vocabulary = Vocabulary()
+        self._row = np.full(1024, -1, np.int32)  # word id -> row of _matrix (-1: not held)
+        self._held = 0
         self._matrix = np.zeros((min(size, 1024), dims), np.float32)
-        # turn id -> (hash of its content, its content words): tokenising ~180 turns a
-        # query costs ~2 ms; the same turns come back for related questions
-        self._turns: dict[int, tuple[int, frozenset[str]]] = {}
 
     def __len__(self) -> int:
-        return len(self._row)
+        return self._held
 
     def clear(self) -> None:
-        self._row.clear()
-        self._turns.clear()
+        self.vocabulary.clear()
+        self._row[:] = -1
+        self._held = 0
 
-    def turn_words(self, turn_id: int, text: str) -> frozenset[str]:
-        """:func:`~bot.search.soft.content_words` of a turn, remembered by id (checked
-        against the text's hash: a rebuilt index may give an id to another turn)."""
-        held = self._turns.get(turn_id)
-        key = hash(text)
-        if held is not None and held[0] == key:
-            return held[1]
-        if len(self._turns) >= CACHE_TURNS:
-            self._turns.clear()
-        words = content_words(text)
-        self._turns[turn_id] = (key, words)
-        return words
+    def turns(self, turn_ids: list[int], texts: list[str]) -> list[np.ndarray]:
+        """Each turn's content word ids (starts a ranking: when the vocabulary is full,
+        everything starts over first, so the ids stay valid for the whole ranking)."""
+        if self.vocabulary.full:
+            self.clear()
+        return self.vocabulary.turns(turn_ids, texts)
 
     def bind(self, conn: SyncConn) -> Bound:
         """This cache reading through ``conn`` (for :func:`bot.search.soft.attach`)."""
-        return Bound(self, conn)
+        return Bound(self, functools.partial(read_vectors, conn, self.dims))
 
-    def lookup(self, conn: SyncConn, words: Iterable[str]) -> Terms:
-        """The stored vectors of ``words`` (on the connection's thread)."""
-        get = self._row.get
-        names = list(words if isinstance(words, set | frozenset) else set(words))
-        rows = list(map(get, names))  # C loops: ~2,000 words a query
-        if None not in rows:  # the usual case: every word in memory
-            return Terms(
-                dict(zip(names, range(len(names)), strict=True)),
-                self._matrix.take(np.asarray(rows, dtype=np.int64), axis=0),
-            )
-        need = [w for w, at in zip(names, rows, strict=True) if at is None]
-        held = [at for at in rows if at is not None]
-        names = [w for w, at in zip(names, rows, strict=True) if at is not None]
+    def vectors(self, read: Reader, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(for each of ``ids``, its row in the matrix or -1 when the word has no stored
+        vector; the matrix: float32, one row per distinct word found), reading the words
+        not in memory through ``read``."""
+        distinct, inverse = self.vocabulary.unique(ids)
+        if len(self._row) < len(self.vocabulary):
+            grown = np.full(max(len(self.vocabulary), 2 * len(self._row)), -1, np.int32)
+            grown[: len(self._row)] = self._row
+            self._row = grown
+        rows = self._row[distinct]
+        held = rows >= 0
+        col = np.full(len(distinct), -1, np.int64)
+        col[held] = np.arange(int(held.sum()))
         # the hits are copied before any row is reused for a missing word
-        parts = [self._matrix.take(np.asarray(held, dtype=np.int64), axis=0)]
-        need.sort()
-        for start in range(0, len(need), 500):
-            chunk = need[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            found = conn.execute(
-                f"SELECT term, vector FROM term_vectors WHERE term IN ({marks})", chunk
-            ).fetchall()
-            if not found:
-                continue
-            matrix = half_matrix(b"".join(r[1] for r in found), len(found), self.dims)
-            parts.append(matrix)
-            for (term, _), vector in zip(found, matrix, strict=True):
-                names.append(str(term))
-                at = self._place(str(term))  # may grow the matrix: placed first
-                self._matrix[at] = vector
-        matrix = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        return Terms(dict(zip(names, range(len(names)), strict=True)), matrix)
+        matrix = self._matrix.take(rows[held], axis=0)
+        if not held.all():
+            wanted = distinct[~held]
+            words = self.vocabulary.words
+            where = {words[i]: i for i in wanted.tolist()}
+            found, fresh = read(list(where))
+            if found:
+                found_ids = np.fromiter((where[w] for w in found), np.int64, len(found))
+                col[np.searchsorted(distinct, found_ids)] = len(matrix) + np.arange(len(found))
+                matrix = np.concatenate([matrix, fresh])
+                for word_id, vector in zip(found_ids.tolist(), fresh, strict=True):
+                    at = self._place(word_id)  # may grow the matrix: placed first
+                    self._matrix[at] = vector
+        return col[inverse], matrix
 
-    def _place(self, word: str) -> int:
-        """A row for ``word``: the next free one (the cache starts over when full)."""
-        if len(self._row) >= self.size:
-            self._row.clear()
-        at = len(self._row)
+    def _place(self, word_id: int) -> int:
+        """A row for ``word_id``: the next free one (the rows start over when full)."""
+        if self._held >= self.size:
+            self._row[:] = -1
+            self._held = 0
+        at = self._held
         if at >= len(self._matrix):
             grown = np.zeros((min(self.size, 2 * len(self._matrix)), self.dims), np.float32)
             grown[: len(self._matrix)] = self._matrix
             self._matrix = grown
-        self._row[word] = at
+        self._row[word_id] = at
+        self._held += 1
         return at
 
 
 @dataclass(frozen=True)
 class Bound:
-    """A :class:`TermCache` with the reader connection it reads through."""
+    """A :class:`TermCache` with the reader it reads missing words through (the reader
+    connection: :meth:`TermCache.bind`); what :func:`bot.search.soft.attach` reads."""
 
     cache: TermCache
-    conn: SyncConn
+    read: Reader
 
-    def turn_words(self, turn_id: int, text: str) -> frozenset[str]:
-        return self.cache.turn_words(turn_id, text)
+    def turns(self, turn_ids: list[int], texts: list[str]) -> list[np.ndarray]:
+        return self.cache.turns(turn_ids, texts)
 
-    def vectors(self, words: set[str]) -> Terms:
-        return self.cache.lookup(self.conn, words)
+    def ids(self, words: list[str]) -> np.ndarray:
+        return self.cache.vocabulary.ids(words)
+
+    def stems(self, ids: np.ndarray) -> np.ndarray:
+        return self.cache.vocabulary.stem[ids]
+
+    def vectors(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.cache.vectors(self.read, ids)

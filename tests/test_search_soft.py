@@ -16,7 +16,7 @@ from bot.search.features import INDEX, turn_features
 from bot.search.learned import DEFAULT_MODEL, NO_TERMS, load_models, model_key
 from bot.search.soft import content_words
 from bot.search.training import TERM_FEATURES, VECTOR_FEATURES, default_features
-from bot.term_vectors import TermCache, Terms, missing
+from bot.term_vectors import Bound, TermCache, missing
 from bot.vectors import VectorIndex
 from tests.recall_helpers import add_conversation, model_path, open_index
 
@@ -52,10 +52,23 @@ def test_content_words_leave_out_labels_stop_words_numbers_and_short_words() -> 
     assert words == frozenset({"played", "violin", "times", "joy"})
     assert "mel" not in content_words("Mel: hello violin")  # the sender label is not text
     cache = TermCache(4)
-    assert cache.turn_words(7, "Mel: hello violin") == frozenset({"hello", "violin"})
-    assert cache.turn_words(7, "Mel: hello violin") is cache.turn_words(7, "Mel: hello violin")
+    words = cache.vocabulary.words
+
+    def turn(text: str) -> set[str]:
+        (ids,) = cache.turns([7], [text])
+        return {words[i] for i in ids.tolist()}
+
+    assert turn("Mel: hello violin") == {"hello", "violin"}
+    first = cache.turns([7], ["Mel: hello violin"])[0]
+    assert cache.turns([7], ["Mel: hello violin"])[0] is first  # remembered by turn id
     # another text under the same id (a rebuilt index): tokenised again
-    assert cache.turn_words(7, "Mel: cello lessons") == frozenset({"cello", "lessons"})
+    assert turn("Mel: cello lessons") == {"cello", "lessons"}
+
+
+def _vectors_of(bound: Bound, words: list[str]) -> dict[str, list[float]]:
+    """word -> its vector, for the ``words`` that have one (through ``bound``)."""
+    cols, matrix = bound.vectors(bound.ids(words))
+    return {w: matrix[c].tolist() for w, c in zip(words, cols.tolist(), strict=True) if c >= 0}
 
 
 async def test_term_cache_reads_stored_words_and_stays_bounded(tmp_path: Path) -> None:
@@ -65,15 +78,15 @@ async def test_term_cache_reads_stored_words_and_stays_bounded(tmp_path: Path) -
     await db.run(lambda c: add_vectors(c, words, vectors))
     assert await db.run(lambda c: missing(c, ["bravo", "delta", "alpha"])) == ["delta"]
     cache = TermCache(4, size=2)
-    got = await db.run(lambda c: cache.lookup(c, ["alpha", "delta", "charlie"]))
-    assert sorted(got.index) == ["alpha", "charlie"] and "delta" not in got
-    assert got.vector("charlie").tolist() == [0.0, 0.0, 1.0, 0.0]
-    got = await db.run(lambda c: cache.lookup(c, ["bravo", "charlie"]))
-    assert len(cache) == 1 and got.vector("bravo").tolist() == [0.0, 1.0, 0.0, 0.0]
+    got = await db.run(lambda c: _vectors_of(cache.bind(c), ["alpha", "delta", "charlie"]))
+    assert sorted(got) == ["alpha", "charlie"]
+    assert got["charlie"] == [0.0, 0.0, 1.0, 0.0]
+    got = await db.run(lambda c: _vectors_of(cache.bind(c), ["bravo", "charlie", "bravo"]))
+    assert len(cache) == 1 and got["bravo"] == [0.0, 1.0, 0.0, 0.0]
     # full: the cache started over ("bravo" in row 0); the others are read again from disk
-    got = await db.run(lambda c: cache.lookup(c, ["alpha", "charlie", "bravo"]))
+    got = await db.run(lambda c: _vectors_of(cache.bind(c), ["alpha", "charlie", "bravo"]))
     for i, word in enumerate(words):
-        assert got.vector(word).tolist() == vectors[i].tolist()
+        assert got[word] == vectors[i].tolist()
     await db.close()
 
 
@@ -84,11 +97,25 @@ async def test_term_cache_grows_its_matrix(tmp_path: Path) -> None:
     await db.run(lambda c: add_vectors(c, words, vectors))
     cache = TermCache(4, size=1200)
     for _ in range(2):  # from disk; then partly from memory (the cache started over)
-        got = await db.run(lambda c: cache.lookup(c, words))
+        got = await db.run(lambda c: _vectors_of(cache.bind(c), words))
         for i in (0, 1023, 1024, 1499):
-            assert got.vector(words[i]).tolist() == vectors[i].astype(np.float32).tolist()
-        assert len(got.index) == 1500 and 0 < len(cache) <= 1200
+            assert got[words[i]] == vectors[i].astype(np.float32).tolist()
+        assert len(got) == 1500 and 0 < len(cache) <= 1200
     await db.close()
+
+
+def table_source(table: dict[str, np.ndarray], asked: list[set[str]] | None = None) -> Bound:
+    """A term cache reading hand-made vectors from ``table`` (what it is asked for goes to
+    ``asked``)."""
+    dims = len(next(iter(table.values())))
+
+    def read(words: list[str]) -> tuple[list[str], np.ndarray]:
+        if asked is not None:
+            asked.append(set(words))
+        found = [w for w in words if w in table]
+        return found, np.asarray([table[w] for w in found], np.float32).reshape(len(found), dims)
+
+    return Bound(TermCache(dims), read)
 
 
 def add_vectors(conn, words: list[str], vectors: np.ndarray) -> None:  # type: ignore[no-untyped-def]
@@ -115,16 +142,7 @@ async def test_soft_features_match_words_by_meaning(tmp_path: Path) -> None:
     for word in ("repaired", "garden", "painted", "shed", "weather", "lovely", "weekend"):
         table[word] = far
     asked: list[set[str]] = []
-
-    class Source:
-        def turn_words(self, turn_id: int, text: str) -> frozenset[str]:
-            return content_words(text)
-
-        def vectors(self, words: set[str]) -> Terms:
-            asked.append(set(words))
-            return Terms.of({w: table[w] for w in words if w in table}, 4)
-
-    soft.attach(scored, Source(), depth=10)
+    soft.attach(scored, table_source(table, asked), depth=10)
     assert {"instruments", "fence", "violin", "garden"} <= asked[0]
     idx = scored.order[:10]
     x = turn_features(scored, idx)

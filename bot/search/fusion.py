@@ -30,7 +30,7 @@ from bot.search.results import Filters, TurnHit
 from bot.search.rows import Rows
 
 if TYPE_CHECKING:
-    from bot.term_vectors import Terms
+    from bot.search.soft import Matches
 
 
 def snippet(text: str, terms: list[str], width: int = 220) -> str:
@@ -77,10 +77,9 @@ class Scored:
     # conversation -> cosine of the query and its abbreviation (the conversation list's
     # re-scoring, bot.search.conversations, reads it)
     abbreviations: dict[str, float] = field(default_factory=dict)
-    # the term vectors the soft-coverage features read (bot.search.soft.attach) and the
-    # content words of the rows they cover; None: no complete term vectors
-    terms: Terms | None = None
-    words: dict[int, frozenset[str]] = field(default_factory=dict)
+    # the query's words matched with the best rows' words by meaning, for the
+    # soft-coverage features (bot.search.soft.attach); None: no complete term vectors
+    terms: Matches | None = None
 
     @classmethod
     def empty(cls, method: str) -> Scored:
