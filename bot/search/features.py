@@ -26,7 +26,7 @@ from bot.ranking import (
 )
 from bot.search.fusion import Scored
 from bot.search.query import STOP_WORDS, query_terms
-from bot.search.soft import SOFT_FEATURES
+from bot.search.soft import SOFT_FEATURES, STEM
 from bot.search.soft import features as soft_features
 
 FEATURES: tuple[str, ...] = (
@@ -101,9 +101,10 @@ _QWORD = {w: re.compile(rf"\b{w}\b", re.I) for w in ("what", "who", "how", "why"
 
 
 def stem(word: str) -> str:
-    """A crude prefix stem (5 letters): "camping"/"camped"/"camp" still differ, but
-    "instruments"/"instrument" and "paintings"/"painting" meet."""
-    return word[:5]
+    """A crude prefix stem (:data:`~bot.search.soft.STEM`, 5 letters): "camping" /
+    "camped" / "camp" still differ, but "instruments" / "instrument" and "paintings" /
+    "painting" meet."""
+    return word[:STEM]
 
 
 def _body(text: str) -> str:

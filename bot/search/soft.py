@@ -72,9 +72,7 @@ def tokens(text: str) -> list[str]:
 
 def content_words(text: str) -> frozenset[str]:
     """The distinct lower-cased content words of a turn (its sender label left out)."""
-    words = set(tokens(text))
-    words -= STOP_WORDS
-    return frozenset(w for w in words if len(w) >= 3 and not w.isdigit())
+    return frozenset(w for w in tokens(text) if is_content_word(w))
 
 
 def query_words(query: str, names: dict[str, str]) -> list[str]:

@@ -65,7 +65,7 @@ class Vocabulary:
         return np.fromiter(map(get, words), np.int32, len(words))
 
     def turns(self, turn_ids: list[int], texts: list[str]) -> list[np.ndarray]:
-        """Each turn's content word ids (:func:`~bot.search.soft_text.content_words`,
+        """Each turn's content word ids (:func:`~bot.search.soft.content_words`,
         possibly repeated: the best match and the stem test do not mind). Starts a
         ranking."""
         if len(self._turn_ids) + len(turn_ids) > self.max_turns:
