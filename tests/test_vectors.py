@@ -128,8 +128,9 @@ async def test_model_change_marks_vectors_stale_and_rebuilds(tmp_path: Path, emb
     assert reopened.stale
     assert await db.fetchone("SELECT count(*) FROM turn_vectors") == (0,)
     done = await reopened.reindex_all()
-    # soft coverage off (the default): no word vectors (tests/test_search_soft.py has them)
-    assert done == {"turns": 2, "abbreviations": 1, "terms": 0}
+    # soft coverage on (the default): the content words too ("one" is a stop word)
+    assert done == {"turns": 2, "abbreviations": 1, "terms": 1}
+    assert reopened.terms_ready
     assert not reopened.stale
     meta = await db.fetchone("SELECT value FROM index_meta WHERE key = 'embedding_model'")
     assert meta == (embedder.model_id,)

@@ -175,9 +175,9 @@ class SearchConfig(_Section):
     ranker_model: Path | None = None  # a model file (default: the one shipped)
     # the learned ranker also matches the query's words to the candidates' words by
     # meaning (term vectors; docs/search.md "Fifth pass"): +0.016 turn_recall@10
-    # cross-validated, ~3-5 ms a query at 10,000 conversations (p95 over 40 ms there):
-    # off until a cheaper form is measured; the term vectors are built only while it is on
-    soft_coverage: bool = False
+    # cross-validated, ~3-6 ms a query at 10,000 conversations; the term vectors are
+    # built only while it is on (off: the model without these features ranks)
+    soft_coverage: bool = True
 
 
 class ServiceConfig(_Section):
