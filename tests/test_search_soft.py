@@ -286,3 +286,21 @@ async def test_bench_search_store_gets_term_vectors(tmp_path: Path) -> None:
     meta = await db.fetchone("SELECT value FROM index_meta WHERE key = 'term_vectors'")
     assert meta == ("m@8",)
     await db.close()
+
+
+async def test_the_default_configuration_ranks_with_the_soft_features(
+    tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    """Soft coverage is on by default: a store indexed with the defaults gets its words'
+    vectors as turns arrive, and hybrid search ranks with the model that reads them."""
+    db = await open_index(tmp_path / "c.db")
+    service = SearchService(AppConfig(data_dir=tmp_path), db, embedder)
+    assert await service.start()
+    await add_conversation(db, "conv-a", MUSIC)
+    assert service.vectors is not None and service.vectors.terms_ready
+    await service.vectors.index_turns("conv-a")
+    stored = {r[0] for r in await db.fetchall("SELECT term FROM term_vectors")}
+    assert stored == set().union(*(content_words(text) for _, text in MUSIC))
+    scored = await service.scored(QUESTION)
+    assert scored.terms is not None and model_key(scored) == "hybrid"
+    await db.close()
