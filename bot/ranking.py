@@ -37,6 +37,22 @@ _MONTH_DAY_YEAR = re.compile(
     rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
 )
 _ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+# spans of days with one year: "between August 11 and August 15 2023", "August 11-15,
+# 2023", "from 11 to 15 August 2023", "11 July - 2 August 2023" (the first day borrows the
+# second's month and year; read day by day, only the second day would be found)
+_ORD = r"(?:st|nd|rd|th)?"
+_SPAN_SEP = r"\s*(?:-|\u2013|\bto\b|\band\b|\buntil\b|\btill\b|\bthrough\b)\s*(?:the\s+)?"
+_SPAN_MONTH_FIRST = re.compile(
+    rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD}{_SPAN_SEP}(?:({_MONTH})\.?\s+)?(\d{{1,2}}){_ORD},?\s+"
+    r"(\d{4})\b",
+    re.I,
+)
+_SPAN_DAY_FIRST = re.compile(
+    rf"\b(\d{{1,2}}){_ORD}(?:\s+(?:of\s+)?({_MONTH})\.?)?{_SPAN_SEP}(\d{{1,2}}){_ORD}\s+"
+    rf"(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b",
+    re.I,
+)
+_SPAN_MAX_DAYS = 62  # longer is no span of days someone names (or a misreading)
 _MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
 
@@ -98,9 +114,33 @@ def _safe_date(year: int, month: int, day: int) -> date | None:
         return None
 
 
+def _span(
+    first_month: str | None, first_day: str, month: str, day: str, year: str
+) -> tuple[date, date] | None:
+    """The days from the first to the second (inclusive); the first day takes the second's
+    month when it names none, and the year before when it would fall after it."""
+    end = _safe_date(int(year), _MONTHS[month.lower()], int(day))
+    if end is None:
+        return None
+    start_month = _MONTHS[first_month.lower()] if first_month else end.month
+    start = _safe_date(end.year, start_month, int(first_day))
+    if start is not None and start > end and first_month:
+        start = _safe_date(end.year - 1, start_month, int(first_day))  # "28 Dec - 3 Jan"
+    if start is None or start > end or (end - start).days > _SPAN_MAX_DAYS:
+        return None
+    return start, end
+
+
+def _day_spans(text: str) -> list[tuple[date, date]]:
+    spans = [_span(m[1], m[2], m[3] or m[1], m[4], m[5]) for m in _SPAN_MONTH_FIRST.finditer(text)]
+    spans += [_span(m[2], m[1], m[4], m[3], m[5]) for m in _SPAN_DAY_FIRST.finditer(text)]
+    return [span for span in spans if span is not None]
+
+
 def query_dates(text: str) -> list[tuple[date, date]]:
-    """Date ranges the query names: a day, else a month, else a year (inclusive)."""
-    days: list[tuple[date, date]] = []
+    """Date ranges the query names: days (single days and spans of days), else a month,
+    else a year (inclusive)."""
+    days: list[tuple[date, date]] = _day_spans(text)
     for m in _DAY_MONTH_YEAR.finditer(text):
         d = _safe_date(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)))
         if d:
