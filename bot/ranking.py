@@ -30,17 +30,15 @@ import numpy as np
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 _MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ORD = r"(?:st|nd|rd|th)?"  # "3rd", "15th"
 _DAY_MONTH_YEAR = re.compile(
-    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.I
+    rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.I
 )
-_MONTH_DAY_YEAR = re.compile(
-    rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
-)
+_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD},?\s+(\d{{4}})\b", re.I)
 _ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 # spans of days with one year: "between August 11 and August 15 2023", "August 11-15,
 # 2023", "from 11 to 15 August 2023", "11 July - 2 August 2023" (the first day borrows the
 # second's month and year; read day by day, only the second day would be found)
-_ORD = r"(?:st|nd|rd|th)?"
 _SPAN_SEP = r"\s*(?:-|\u2013|\bto\b|\band\b|\buntil\b|\btill\b|\bthrough\b)\s*(?:the\s+)?"
 _SPAN_MONTH_FIRST = re.compile(
     rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD}{_SPAN_SEP}(?:({_MONTH})\.?\s+)?(\d{{1,2}}){_ORD},?\s+"
