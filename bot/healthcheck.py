@@ -215,13 +215,18 @@ def index_consistency(conn: Any, conversations_dir: Path) -> dict[str, Any]:
         problems.append(f"{len(mismatched)} conversation(s) with a different turn count")
     turns = _scalar(conn, "SELECT count(*) FROM turns")
     fts_docs = _scalar(conn, "SELECT count(*) FROM turns_fts_docsize")
-    if fts_docs != turns:
-        problems.append(f"FTS holds {fts_docs} documents for {turns} turns")
+    searchable = turns
+    if any(row[1] == "recall" for row in conn.execute("PRAGMA table_info(turns)")):
+        # readouts are not searchable; an index from before version 5 has no such column
+        searchable = _scalar(conn, "SELECT count(*) FROM turns WHERE recall = 1")
+    if fts_docs != searchable:
+        problems.append(f"FTS holds {fts_docs} documents for {searchable} searchable turns")
     return {
         "ok": not problems,
         "transcripts": len(files),
         "transcript_turns": sum(c for c, _ in files.values()),
         "index_turns": turns,
+        "searchable_turns": searchable,
         "fts_documents": fts_docs,
         "fts_integrity": "skipped",
         "unindexed_bytes": lag_bytes,

@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.db import Database, SyncConn
 from bot.reffilter import RefFilter, line_refs
+from bot.transcript import recallable
 
 log = logging.getLogger("my_agent.index")
 
@@ -131,9 +132,10 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
             return
         if not isinstance(number, int):
             return
+        recall = recallable(line)
         cur = conn.execute(
             "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, channel,"
-            " sender, awaits_reply) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " sender, awaits_reply, recall) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rec.id,
                 number,
@@ -143,13 +145,15 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
                 line.get("channel"),
                 line.get("sender"),
                 0 if line.get("awaitReply") is False else 1,
+                int(recall),
             ),
         )
-        conn.execute(
-            "INSERT INTO turns_fts (rowid, content, conversation_id, turn_number, timestamp)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (cur.lastrowid, content, rec.id, number, ts or rec.updated),
-        )
+        if recall:  # a readout stays out of the keyword index (bot.transcript.recallable)
+            conn.execute(
+                "INSERT INTO turns_fts (rowid, content, conversation_id, turn_number, timestamp)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (cur.lastrowid, content, rec.id, number, ts or rec.updated),
+            )
         rec.turn_count = max(rec.turn_count, number)
         _add_usage(rec, line)
         for channel, ref, direction in line_refs(line, rec.channel):

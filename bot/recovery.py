@@ -83,7 +83,7 @@ def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: Recov
 def _delete_turns(conn: SyncConn, conv_id: str) -> None:
     rows = conn.execute(
         "SELECT id, content, conversation_id, turn_number, timestamp FROM turns "
-        "WHERE conversation_id = ?",
+        "WHERE conversation_id = ? AND recall = 1",  # readouts were never in turns_fts
         (conv_id,),
     ).fetchall()
     for row in rows:

@@ -161,10 +161,57 @@ def _index_v4(conn: SyncConn) -> None:
     )
 
 
+# The readouts earlier versions wrote (frozen here: a migration describes what was
+# written then, whatever the constants become later). Offline replies all start with
+# the label; the apology is the whole text.
+_V5_OFFLINE_LABEL = "[offline mode: no language model is configured]"
+_V5_APOLOGY = "Sorry, something went wrong while answering. Your message is saved."
+
+
+def _index_v5(conn: SyncConn) -> None:
+    """Readouts out of recall (``bot.transcript.recallable``): ``turns.recall`` = 0 for
+    the offline brain's notices and listings and the apology. ``turns_fts`` now takes its
+    external content from the view ``recall_turns`` (the turns with ``recall`` = 1), so
+    FTS5's own checks and ``rebuild`` agree with an index that leaves readouts out; it is
+    rebuilt once here. The turn vectors of conversations holding readouts are dropped:
+    the vector index embeds their windows again at start and prunes the readouts' own."""
+    conn.execute("ALTER TABLE turns ADD COLUMN recall INTEGER NOT NULL DEFAULT 1")
+    conn.execute(
+        "UPDATE turns SET recall = 0 WHERE role = 'assistant' AND "
+        "(substr(content, 1, ?) = ? OR content = ?)",
+        (len(_V5_OFFLINE_LABEL), _V5_OFFLINE_LABEL, _V5_APOLOGY),
+    )
+    # Windows embedded with a readout as a neighbour: the conversation's windows are
+    # embedded again at start (a window's record only notices a new right neighbour).
+    conn.execute(
+        "DELETE FROM turn_vectors WHERE conversation_id IN "
+        "(SELECT DISTINCT conversation_id FROM turns WHERE recall = 0)"
+    )
+    run_script(
+        conn,
+        """
+        CREATE VIEW recall_turns AS
+            SELECT id, content, conversation_id, turn_number, timestamp FROM turns
+            WHERE recall = 1;
+        DROP TABLE turns_fts;
+        CREATE VIRTUAL TABLE turns_fts USING fts5(
+            content,
+            conversation_id UNINDEXED,
+            turn_number UNINDEXED,
+            timestamp UNINDEXED,
+            content='recall_turns',
+            content_rowid='id',
+            tokenize='porter unicode61'
+        );
+        INSERT INTO turns_fts (turns_fts) VALUES ('rebuild')
+        """,
+    )
+
+
 def _index_migrations() -> list[Migration]:
     from bot.schema_recall import RECALL_MIGRATIONS
 
-    return [_index_v1, *RECALL_MIGRATIONS, _index_v4]
+    return [_index_v1, *RECALL_MIGRATIONS, _index_v4, _index_v5]
 
 
 INDEX_MIGRATIONS: list[Migration] = _index_migrations()

@@ -31,6 +31,22 @@ log = logging.getLogger("my_agent.transcript")
 Line = dict[str, Any]
 
 
+# Assistant turns written by these "models" are mechanical readouts, not conversation:
+# the offline brain's labelled notice and recall listing (which quotes snippets of
+# *other* conversations) and the apology after a failure. They stay in the transcript and
+# in ``turns`` (the record, the dashboard, the reply history) but are kept out of recall:
+# indexed, the offline brain's next listing found its own earlier listing first (a quote
+# of a quote), and the extractive notes and titles of an offline conversation were built
+# from the label ("Set ANTHROPIC_API_KEY ...") and from other conversations' facts.
+READOUT_MODELS = frozenset({"offline", "error"})
+
+
+def recallable(line: Mapping[str, Any]) -> bool:
+    """False for a turn line that is a mechanical readout (``READOUT_MODELS``): it is not
+    searched, embedded, abbreviated or used for naming."""
+    return not (line.get("role") == "assistant" and line.get("model") in READOUT_MODELS)
+
+
 def new_conversation_id() -> str:
     return f"conv-{ULID()}"
 

@@ -216,7 +216,8 @@ class VectorIndex:
         def _read(conn: SyncConn) -> tuple[list[Any], dict[int, int]]:
             # A user turn and its reply share a turn number: order by id within it.
             turns = conn.execute(
-                "SELECT id, content FROM turns WHERE conversation_id = ? ORDER BY turn_number, id",
+                "SELECT id, content FROM turns WHERE conversation_id = ? AND recall = 1 "
+                "ORDER BY turn_number, id",
                 (conversation_id,),
             ).fetchall()
             done = dict(
@@ -286,7 +287,8 @@ class VectorIndex:
         last = -(1 << 63)
         while True:
             rows = await self.db.fetchall(
-                "SELECT id, content FROM turns WHERE id > ? ORDER BY id LIMIT 5000", (last,)
+                "SELECT id, content FROM turns WHERE id > ? AND recall = 1 ORDER BY id LIMIT 5000",
+                (last,),
             )
             if not rows:
                 break
@@ -426,17 +428,22 @@ class VectorIndex:
         return {"turns": turns, "abbreviations": abbreviations, "terms": terms}
 
     async def _prune(self) -> None:
-        """Drop vectors whose turn no longer exists (a rebuilt or trimmed index)."""
+        """Drop vectors whose turn no longer exists (a rebuilt or trimmed index) or is a
+        readout (``turns.recall = 0``, embedded before index version 5)."""
 
         def _write(conn: SyncConn) -> list[int]:
             gone = [
                 int(r[0])
                 for r in conn.execute(
-                    "SELECT rowid FROM turns_vec WHERE rowid NOT IN (SELECT id FROM turns)"
+                    "SELECT rowid FROM turns_vec WHERE rowid NOT IN "
+                    "(SELECT id FROM turns WHERE recall = 1)"
                 )
             ]
             conn.executemany("DELETE FROM turns_vec WHERE rowid = ?", [(g,) for g in gone])
-            conn.execute("DELETE FROM turn_vectors WHERE turn_id NOT IN (SELECT id FROM turns)")
+            conn.execute(
+                "DELETE FROM turn_vectors WHERE turn_id NOT IN "
+                "(SELECT id FROM turns WHERE recall = 1)"
+            )
             conn.execute(
                 "DELETE FROM abbreviations_vec WHERE conversation_id NOT IN "
                 "(SELECT id FROM conversations)"

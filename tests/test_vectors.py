@@ -97,6 +97,39 @@ async def test_windows_reembedded_when_neighbours_arrive(tmp_path: Path, embedde
     await db.close()
 
 
+async def test_readouts_are_neither_embedded_nor_in_windows(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """A readout (``turns.recall = 0``, bot.transcript.recallable) gets no vector and is
+    no neighbour in a window; one embedded before migration 5 is pruned at reindex."""
+    db = await open_index(tmp_path / "c.db")
+    vectors = VectorIndex(AppConfig(), db, embedder)
+    assert await vectors.open()
+    ids = await add_conversation(
+        db,
+        "conv-a",
+        [("user", "where are the kayaks"), ("assistant", "offline listing"), ("user", "ok")],
+    )
+    assert await vectors.index_turns("conv-a") == 3
+    # what migration 5 does to a conversation embedded before it
+    await db.execute("UPDATE turns SET recall = 0 WHERE id = ?", (ids[1],))
+    await db.execute("DELETE FROM turn_vectors WHERE conversation_id = 'conv-a'")
+    await vectors.reindex_all()
+    rows = await db.fetchall("SELECT turn_id, window_last FROM turn_vectors ORDER BY turn_id")
+    assert [r[0] for r in rows] == [ids[0], ids[2]]  # no vector for the readout
+    assert rows[0][1] == ids[2]  # turn 1's window reaches turn 3, past the readout
+    assert await db.fetchone("SELECT count(*) FROM turns_vec") == (2,)  # pruned
+    await add_conversation(db, "conv-b", [("user", "kayak rental prices")])
+    ids_b = await db.fetchall("SELECT id FROM turns WHERE conversation_id = 'conv-b'")
+    assert await vectors.index_turns("conv-b") == 1
+    await db.execute(
+        "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, recall) "
+        "VALUES ('conv-b', 1, 'assistant', 'offline listing', '2026-01-10T12:00:00Z', 0)"
+    )
+    assert await vectors.index_turns("conv-b") == 0  # the window did not change
+    row = await db.fetchone("SELECT window_last FROM turn_vectors WHERE turn_id = ?", ids_b[0])
+    assert row == ids_b[0]
+    await db.close()
+
+
 async def test_abbreviation_vectors_and_knn(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     db = await open_index(tmp_path / "c.db")
     vectors = VectorIndex(AppConfig(), db, embedder)

@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink
 
 if TYPE_CHECKING:
-    from bot.search import SearchService
+    from bot.search import SearchResult, SearchService
 
 log = logging.getLogger("my_agent.brain.offline")
 
 OFFLINE_LABEL = "[offline mode: no language model is configured]"
+# Turns of the current conversation this close to the message are not "recall": they are
+# the message itself and what the owner still sees above it.
+RECENT_TURNS = 10
 
 
 class OfflineBrain:
@@ -52,16 +55,10 @@ class OfflineBrain:
             try:
                 page = await self.search.search(request.text, limit=self.max_results + 2)
                 for result in page.results:
-                    turns = [
-                        t
-                        for t in result.matched_turns
-                        if not (
-                            result.conversation_id == request.conversation_id
-                            and t == request.turn_number
-                        )
-                    ]
-                    if result.conversation_id == request.conversation_id and not turns:
-                        continue  # only the message itself matched
+                    if result.conversation_id == request.conversation_id and self._recent(
+                        result, request.turn_number
+                    ):
+                        continue  # the message itself, or what is still on the owner's screen
                     found.append(result)
                     if len(found) >= self.max_results:
                         break
@@ -84,6 +81,16 @@ class OfflineBrain:
         for note in request.notes:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
+
+    @staticmethod
+    def _recent(result: SearchResult, turn_number: int | None) -> bool:
+        """Whether a result in the current conversation is shown by its message or the
+        turns just before it (its snippet is its best turn's text): no recall there.
+        An older part of a long (pinned channel) conversation is still listed."""
+        best = result.turn_scores[0][0] if result.turn_scores else None
+        if best is None or turn_number is None:
+            return not result.matched_turns or turn_number in result.matched_turns
+        return best > turn_number - RECENT_TURNS
 
     async def close(self) -> None:
         return None

@@ -68,7 +68,7 @@ def fetch_spans(
                 f"WITH r(c, lo, hi) AS (VALUES {spec}) "
                 "SELECT t.id, t.conversation_id, t.turn_number, t.sender, t.timestamp, "
                 f"t.content, c.channel, {vector} FROM r JOIN turns t ON t.conversation_id = r.c "
-                f"AND t.turn_number BETWEEN r.lo AND r.hi{vector_join} "
+                f"AND t.turn_number BETWEEN r.lo AND r.hi AND t.recall = 1{vector_join} "
                 "JOIN conversations c ON c.id = t.conversation_id",
                 chunk,
             ).fetchall()

@@ -50,8 +50,6 @@ async def test_ingest_bench_small_run_reports_every_mode(tmp_path: Path) -> None
         "baseline_written_bytes_per_message",
     ):
         assert out[key] > 0, key
-    # a message and its reply: two transcript lines, journal copies, index and outbox pages
-    assert out["written_bytes_per_message"] > out["baseline_written_bytes_per_message"]
     assert set(out["goals_met"]) == {
         "throughput_msgs_per_s",
         "ratio",
