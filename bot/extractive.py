@@ -49,6 +49,15 @@ EXTRA_STOP = frozenset(
 )
 
 
+# Words that carry no subject in a title or a topic ("We need to renew the passport"
+# named "Japan Passport Need Renew"). Only the keywords of titles and topics skip them:
+# the notes' sentence scoring is left as it is.
+TITLE_STOP = frozenset(
+    "need needs needed want wants wanted please remember thing things stuff lot lots kind "
+    "sort".split()
+)
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
 
@@ -191,7 +200,7 @@ def keywords(turns: Sequence[Turn], limit: int = 6) -> list[str]:
     senders = [(s or "").lower() for _, _, s in turns]
     for role, content, _ in turns:
         for word in _content_words(content):
-            if any(s.startswith(word) for s in senders if s):
+            if word in TITLE_STOP or any(s.startswith(word) for s in senders if s):
                 continue
             counts[word] += 2 if role == "user" else 1
             first.setdefault(word, len(first))

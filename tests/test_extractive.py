@@ -100,6 +100,18 @@ def test_title_rules() -> None:
     assert len(keyword_title(long_words)) <= 80
 
 
+def test_titles_and_topics_skip_words_without_a_subject() -> None:
+    turns = [
+        ("user", "We need to renew the passport before the Japan trip in March", None),
+        ("user", "The passport office in Leeds has appointments on Tuesdays", None),
+        ("user", "Please remember that Tom needs a passport photo", None),
+    ]
+    title = keyword_title(turns)
+    assert "Passport" in title.split() and "Japan" in title.split()
+    assert not {"Need", "Needs", "Please", "Remember"} & set(title.split())
+    assert not {"need", "needs", "please", "remember"} & set(keyword_topics(turns))
+
+
 def test_topics_kebab_case() -> None:
     topics = keyword_topics(TURNS)
     assert topics and len(topics) <= 4
