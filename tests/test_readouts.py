@@ -170,3 +170,43 @@ def test_migration_5_takes_earlier_readouts_out_of_the_keyword_index(tmp_path: P
         conn.commit()
     finally:
         conn.close()
+
+
+async def test_a_shrunken_transcript_with_readouts_is_reindexed(tmp_path: Path) -> None:
+    """Recovery deletes a re-indexed conversation's FTS rows: only the searchable ones
+    were ever there (an external-content 'delete' of a row never indexed corrupts it)."""
+    from bot.services import open_services
+    from tests.conftest import make_config, shutdown_services
+
+    config = make_config(tmp_path)
+    services = await open_services(config)
+    try:
+        manager = services.conversations
+        rec = await manager.create("web")
+        for i in range(3):
+            await manager.append_turn(rec.id, "user", f"word{i} apricot")
+            readout = f"{OFFLINE_LABEL} apricot listing {i}"
+            await manager.append_turn(
+                rec.id, "assistant", readout, turn_number=i + 1, model="offline"
+            )
+    finally:
+        await shutdown_services(services)
+    path = config.conversations_dir / f"{rec.id}.jsonl"
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:4]))  # 1.5 turns
+    services = await open_services(config)
+    try:
+        rows = await services.index_db.fetchall(
+            "SELECT turn_number, role, recall FROM turns WHERE conversation_id = ? ORDER BY id",
+            (rec.id,),
+        )
+        assert rows == [(1, "user", 1), (1, "assistant", 0), (2, "user", 1)]
+        page = await services.search.search("apricot")
+        assert sorted(page.results[0].matched_turns) == [1, 2]
+        assert await _fts(services, "listing") == []
+        await services.index_db.run(
+            lambda c: c.execute(
+                "INSERT INTO turns_fts(turns_fts, rank) VALUES ('integrity-check', 1)"
+            )
+        )
+    finally:
+        await shutdown_services(services)
