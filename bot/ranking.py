@@ -252,6 +252,15 @@ class Neighbourhood:
         )
         return rows[same], src[same]
 
+    def previous(self, speakers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Rows whose previous turn is loaded (and, with ``speakers``, by someone else)
+        and those previous rows' indices."""
+        rows, src = self.shift(-1, 1)
+        if speakers is not None:
+            other = speakers[src] != speakers[rows]
+            rows, src = rows[other], src[other]
+        return rows, src
+
     def window_mean(self, values: np.ndarray, radius: int) -> np.ndarray:
         """Mean of ``values`` over each row's +-radius window inside its conversation."""
         total = values.astype(np.float64).copy()
@@ -271,15 +280,22 @@ class Neighbourhood:
         parts.extend(self.window_mean(values, r) for r in range(1, radius + 1))
         return np.mean(parts, axis=0)
 
-    def answers_inherit(self, values: np.ndarray, asking: np.ndarray, share: float) -> np.ndarray:
+    def answers_inherit(
+        self,
+        values: np.ndarray,
+        asking: np.ndarray,
+        share: float,
+        speakers: np.ndarray | None = None,
+    ) -> np.ndarray:
         """``values`` where the turn right after an asking turn (``asking`` True) gets at
         least ``share`` of that turn's value: the answer to a question that matches a
         search is what the search is after, though it seldom repeats the question's words
-        ("What genre is it?" -> "A mix of drama and romance!")."""
+        ("What genre is it?" -> "A mix of drama and romance!"). With ``speakers`` (a code
+        per row), only a turn by someone else answers: the owner's next question does not."""
         out = values.astype(np.float64).copy()
         if share <= 0:
             return out
-        rows, src = self.shift(-1, 1)  # rows whose previous turn (number - 1) is loaded
+        rows, src = self.previous(speakers)
         keep = asking[src]
         rows, src = rows[keep], src[keep]
         out[rows] = np.maximum(out[rows], share * values[src])

@@ -46,6 +46,32 @@ def test_answer_inherits_a_share_of_the_question_it_follows() -> None:
     assert np.array_equal(hood.answers_inherit(values, asking, 0.0), values)
 
 
+def test_only_someone_else_answers() -> None:
+    """A question followed by the same speaker's next message (the owner's questions in a
+    row, once the offline brain's readouts are out of the index) passes nothing on."""
+    hood = Neighbourhood(np.array([0, 0, 0, 0]), np.array([1, 2, 3, 4]))
+    values = np.array([1.0, 0.1, 0.9, 0.1])
+    asking = np.array([True, False, True, False])
+    speakers = np.array([0, 0, 0, 1])  # the owner three times, then someone else
+    out = hood.answers_inherit(values, asking, 0.8, speakers)
+    assert out[1] == 0.1  # the owner's own next message is no answer
+    assert out[3] == pytest.approx(0.72)  # the other speaker's reply is
+    assert hood.answers_inherit(values, asking, 0.8)[1] == pytest.approx(0.8)  # no speakers
+
+
+async def test_the_owners_next_question_does_not_inherit(db: Database, tmp_path: Path) -> None:
+    turns = [
+        ("user", "Where did we park the kayak last summer?"),
+        ("user", "Which lake was the kayak trip on?"),
+        ("user", "Who lent us the paddles?"),
+    ]
+    await add_conversation(db, "conv-owner", turns)
+    ranking = await _service(db, tmp_path).rank("kayak lake")
+    scores = {h.turn_number: h.score for h in ranking.turns}
+    assert ranking.turns[0].turn_number == 2
+    assert scores[3] < 0.8 * scores[2]  # the next question holds neither word
+
+
 @pytest.fixture
 async def db(tmp_path: Path):  # type: ignore[no-untyped-def]
     database = await open_index(tmp_path / "conversations.db")

@@ -104,8 +104,9 @@ def _reference_rows(conn: SyncConn, spans: dict[str, list[tuple[int, int]]], dim
     spec = ",".join(["(?, ?, ?)"] * (len(values) // 3))
     rows = conn.execute(
         f"WITH r(c, lo, hi) AS (VALUES {spec}) SELECT t.id, t.conversation_id, "
-        "t.turn_number, t.sender, t.timestamp, t.content, c.channel, v.vector FROM r "
+        "t.turn_number, t.sender, t.timestamp, t.content, c.channel, v.vector, t.role FROM r "
         "JOIN turns t ON t.conversation_id = r.c AND t.turn_number BETWEEN r.lo AND r.hi "
+        "AND t.recall = 1 "
         "LEFT JOIN turn_vectors v ON v.turn_id = t.id "
         "JOIN conversations c ON c.id = t.conversation_id "
         "ORDER BY t.conversation_id, t.turn_number, t.id",
@@ -126,11 +127,12 @@ def _reference_rows(conn: SyncConn, spans: dict[str, list[tuple[int, int]]], dim
         matrix=matrix,
         has=np.asarray([r[7] is not None for r in rows], dtype=bool),
         codes=np.asarray([code_of.setdefault(r[1], len(code_of)) for r in rows]),
+        role=[r[8] for r in rows],
     )
 
 
 def _same_rows(a: Rows, b: Rows) -> None:
-    for name in ("ids", "conv", "number", "sender", "timestamp", "content", "channel"):
+    for name in ("ids", "conv", "number", "sender", "timestamp", "content", "channel", "role"):
         assert getattr(a, name) == getattr(b, name), name
     assert np.array_equal(a.matrix, b.matrix)
     assert np.array_equal(a.has, b.has)

@@ -193,7 +193,7 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
     asking[idx] = [asks(t) for t in texts]
     put("asks", asking[idx])
     # the previous turn: look it up among all loaded rows (it may not be a candidate)
-    prev_rows, prev_src = hood.shift(-1, 1)
+    prev_rows, prev_src = hood.previous(rows.speakers())  # by someone else
     prev = np.full(n, -1)
     prev[prev_rows] = prev_src
     p = prev[idx]

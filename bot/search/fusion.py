@@ -173,7 +173,7 @@ def fuse(
     base = fused
     if cfg.answer_weight and n:
         asking = np.fromiter((asks(c) for c in rows.content), bool, n)
-        fused = hood.answers_inherit(fused, asking, cfg.answer_weight)
+        fused = hood.answers_inherit(fused, asking, cfg.answer_weight, rows.speakers())
     inherited = fused
     fused = fused + priors(cfg, query, rows, names)
 

@@ -7,7 +7,7 @@ side of the query embedding, see :mod:`bot.search.service`) over disjoint spans
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,16 @@ class Rows:
     matrix: np.ndarray  # (n, dims) float32, zero rows where a turn has no vector yet
     has: np.ndarray  # bool: the row has a vector
     codes: np.ndarray  # int conversation codes (same code = same conversation)
+    role: list[str] = field(default_factory=list)  # "user" / "assistant" (may be absent)
+
+    def speakers(self) -> np.ndarray | None:
+        """Int codes of who spoke each row (role and sender), or None when the roles are
+        not loaded: consecutive rows by the same speaker do not answer each other."""
+        if len(self.role) != len(self.ids):
+            return None
+        code_of: dict[tuple[str, str], int] = {}
+        pairs = zip(self.role, self.sender, strict=True)
+        return np.fromiter((code_of.setdefault(p, len(code_of)) for p in pairs), np.int64)
 
 
 def turn_positions(conn: SyncConn, ids: list[int]) -> dict[int, tuple[str, int]]:
@@ -49,7 +59,8 @@ def fetch_spans(
     conn: SyncConn, ranges: dict[str, list[tuple[int, int]]], want_vectors: bool
 ) -> list[tuple[Any, ...]]:
     """The raw rows of the turns in ``ranges`` (unordered; :func:`build_rows` sorts):
-    (id, conversation, number, sender, timestamp, content, channel, float16 vector)."""
+    (id, conversation, number, sender, timestamp, content, channel, float16 vector, role).
+    Readouts (``turns.recall = 0``) are not loaded: they are nobody's neighbour."""
     values: list[Any] = []
     for conv in sorted(ranges):
         for lo, hi in merge(ranges[conv]):
@@ -67,7 +78,8 @@ def fetch_spans(
             conn.execute(
                 f"WITH r(c, lo, hi) AS (VALUES {spec}) "
                 "SELECT t.id, t.conversation_id, t.turn_number, t.sender, t.timestamp, "
-                f"t.content, c.channel, {vector} FROM r JOIN turns t ON t.conversation_id = r.c "
+                f"t.content, c.channel, {vector}, t.role FROM r JOIN turns t "
+                "ON t.conversation_id = r.c "
                 f"AND t.turn_number BETWEEN r.lo AND r.hi AND t.recall = 1{vector_join} "
                 "JOIN conversations c ON c.id = t.conversation_id",
                 chunk,
@@ -85,8 +97,8 @@ def build_rows(raw: list[tuple[Any, ...]], want_vectors: bool, dims: int) -> Row
     spans), in (conversation, turn number, id) order, duplicates dropped."""
     rows = sorted({r[0]: r for r in raw}.values(), key=_order)
     n = len(rows)
-    columns: list[Any] = list(zip(*rows, strict=True)) if n else [()] * 8
-    ids, conv, number, sender, timestamp, content, channel, vectors = columns
+    columns: list[Any] = list(zip(*rows, strict=True)) if n else [()] * 9
+    ids, conv, number, sender, timestamp, content, channel, vectors, role = columns
     if want_vectors and n:
         zero = bytes(2 * dims)
         has = np.fromiter((v is not None for v in vectors), bool, n)
@@ -107,6 +119,7 @@ def build_rows(raw: list[tuple[Any, ...]], want_vectors: bool, dims: int) -> Row
         matrix=matrix,
         has=has,
         codes=codes,
+        role=list(role),
     )
 
 
