@@ -43,7 +43,7 @@ import re
 import sqlite3
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -225,9 +225,15 @@ class Mailer:
     """Appends a steady, deterministic mix of mails: owner mails in THREADS threads (each
     after the first answering the previous one), strangers, and a spoofed owner."""
 
-    def __init__(self, client: aioimaplib.IMAP4, folder: str) -> None:
+    def __init__(
+        self,
+        client: aioimaplib.IMAP4,
+        folder: str,
+        connect: Callable[[], Awaitable[aioimaplib.IMAP4]] | None = None,
+    ) -> None:
         self.client = client
         self.folder = folder
+        self.connect = connect  # a fresh connection when this one is dropped
         self.n = 0
         self.kinds: dict[str, str] = {}  # Message-ID -> "owner" | "stranger"
         self.words: dict[str, str] = {}  # Message-ID -> the unique word in its body
@@ -269,8 +275,30 @@ class Mailer:
         return msg
 
     async def append_one(self) -> None:
-        response = await self.client.append(self._next().as_bytes(), mailbox=self.folder)
+        """Append the next mail. The harness's own connection can be dropped on a loaded
+        machine (an APPEND over aioimaplib's 5 s timeout leaves it in LOGOUT): then it
+        reconnects, and appends again unless the mail landed (the injector used to die
+        there, so no mail and no \\Seen mark came for the rest of the round)."""
+        msg = self._next()
+        for attempt in range(3):
+            try:
+                response = await self.client.append(msg.as_bytes(), mailbox=self.folder)
+                assert response.result == "OK", response
+                return
+            except (TimeoutError, aioimaplib.Abort, aioimaplib.CommandTimeout, OSError):
+                if self.connect is None or attempt == 2:
+                    raise
+            self.client = await self.connect()
+            if await self._landed(str(msg["Message-ID"])):
+                return
+
+    async def _landed(self, message_id: str) -> bool:
+        response = await self.client.select(self.folder)
         assert response.result == "OK", response
+        response = await self.client.uid_search(
+            "HEADER", "Message-ID", f'"{message_id}"', charset=None
+        )
+        return response.result == "OK" and bool(response.lines[0].strip())
 
     @property
     def owner_ids(self) -> set[str]:
@@ -416,7 +444,28 @@ def outbox_keys(data_dir: Path) -> list[tuple[str, str]]:
         conn.close()
 
 
-# -- the test ------------------------------------------------------------------------
+# -- the tests -----------------------------------------------------------------------
+async def test_the_injector_survives_a_dropped_connection(pymap: PymapServer) -> None:
+    """The harness itself (regression: a dropped appender connection ended the injector,
+    and the round waited 30 s for a \\Seen mark that could not come)."""
+    folder = await create_folder(pymap.port)
+    first = aioimaplib.IMAP4("127.0.0.1", pymap.port, timeout=0.5)  # times out quickly
+    await first.wait_hello_from_server()
+    assert (await first.login(USER, PASSWORD)).result == "OK"
+    mailer = Mailer(first, folder, lambda: imap_client(pymap.port))
+    try:
+        await mailer.append_one()
+        dropped = mailer.client
+        dropped.protocol.transport.abort()  # the connection is gone
+        await asyncio.sleep(0.05)
+        await mailer.append_one()
+        await mailer.append_one()
+        assert sorted(await seen_state(pymap.port, folder)) == sorted(mailer.kinds)
+        assert len(mailer.kinds) == 3
+    finally:
+        await mailer.client.logout()
+
+
 async def test_kill9_with_email_loses_nothing(
     tmp_path: Path,
     pymap: PymapServer,
@@ -429,8 +478,7 @@ async def test_kill9_with_email_loses_nothing(
     daemon = DaemonProcess(tmp_path, config)
     daemons.append(daemon)
     data = daemon.data_dir
-    appender = await imap_client(pymap.port)
-    mailer = Mailer(appender, folder)
+    mailer = Mailer(await imap_client(pymap.port), folder, lambda: imap_client(pymap.port))
     stop = asyncio.Event()
     unacknowledged: set[str] = set()  # not \Seen at some kill
 
@@ -484,7 +532,7 @@ async def test_kill9_with_email_loses_nothing(
         )
         assert await daemon.terminate() == 0, daemon.log()
     finally:
-        await appender.logout()
+        await mailer.client.logout()
 
     # Every mail stored exactly once, where it belongs.
     owner_stored = stored_owner_ids(data)
