@@ -31,15 +31,20 @@ class Rows:
     has: np.ndarray  # bool: the row has a vector
     codes: np.ndarray  # int conversation codes (same code = same conversation)
     role: list[str] = field(default_factory=list)  # "user" / "assistant" (may be absent)
+    _speakers: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def speakers(self) -> np.ndarray | None:
         """Int codes of who spoke each row (role and sender), or None when the roles are
-        not loaded: consecutive rows by the same speaker do not answer each other."""
+        not loaded: consecutive rows by the same speaker do not answer each other.
+        Computed once per ranking (the fusion and the learned features both read it)."""
         if len(self.role) != len(self.ids):
             return None
-        code_of: dict[tuple[str, str], int] = {}
-        pairs = zip(self.role, self.sender, strict=True)
-        return np.fromiter((code_of.setdefault(p, len(code_of)) for p in pairs), np.int64)
+        if self._speakers is None:
+            code_of: dict[tuple[str, str], int] = {}
+            pairs = zip(self.role, self.sender, strict=True)
+            codes = (code_of.setdefault(p, len(code_of)) for p in pairs)
+            self._speakers = np.fromiter(codes, np.int64, len(self.ids))
+        return self._speakers
 
 
 def turn_positions(conn: SyncConn, ids: list[int]) -> dict[int, tuple[str, int]]:
