@@ -33,6 +33,7 @@ from bot.transcript import (
     event_line,
     meta_line,
     new_conversation_id,
+    recallable,
     turn_line,
 )
 
@@ -115,13 +116,20 @@ class ConversationManager:
         return self.store.read_lines(conv_id)
 
     async def read_turns(
-        self, conv_id: str, from_turn: int | None = None, to_turn: int | None = None
+        self,
+        conv_id: str,
+        from_turn: int | None = None,
+        to_turn: int | None = None,
+        *,
+        readouts: bool = True,
     ) -> builtins.list[Line]:
-        """Turn lines (both roles) with ``from_turn <= turnNumber <= to_turn``."""
+        """Turn lines (both roles) with ``from_turn <= turnNumber <= to_turn``; without
+        the offline brain's readouts when ``readouts`` is False (notes and naming read
+        what was said, :func:`bot.transcript.recallable`)."""
         lines = await self.store.aread_lines(conv_id)
         out = []
         for line in lines:
-            if line.get("type") != "turn":
+            if line.get("type") != "turn" or not (readouts or recallable(line)):
                 continue
             number = line.get("turnNumber", 0)
             if from_turn is not None and number < from_turn:

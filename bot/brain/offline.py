@@ -87,10 +87,11 @@ class OfflineBrain:
         """Whether a result in the current conversation is shown by its message or the
         turns just before it (its snippet is its best turn's text): no recall there.
         An older part of a long (pinned channel) conversation is still listed."""
-        best = result.turn_scores[0][0] if result.turn_scores else None
-        if best is None or turn_number is None:
-            return not result.matched_turns or turn_number in result.matched_turns
-        return best > turn_number - RECENT_TURNS
+        if not result.turn_scores:
+            return True  # found by its abbreviation alone: this conversation as a whole
+        if turn_number is None:
+            return False
+        return result.turn_scores[0][0] > turn_number - RECENT_TURNS
 
     async def close(self) -> None:
         return None

@@ -38,7 +38,6 @@ from bot.lifecycle.records import (
 )
 from bot.lifecycle.timers import Clock, IdleTimers, ManualClock, SystemClock
 from bot.tasks import spawn
-from bot.transcript import recallable
 
 __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
 
@@ -271,7 +270,7 @@ class Lifecycle:
             # e.g. because the daemon was down at that message.)
             return None
         first = max(1, rec.turn_count - cfg.naming_context_turns + 1)
-        turns = [t for t in await self.conversations.read_turns(conv_id, first) if recallable(t)]
+        turns = await self.conversations.read_turns(conv_id, first, readouts=False)
         naming = await self.namer.name(
             rec, turns, abbreviation=None if initial else rec.abbreviation
         )

@@ -25,7 +25,6 @@ from bot.extractive import Turn, extractive_abbreviation
 from bot.index import ConversationRecord
 from bot.lifecycle import prompts
 from bot.lifecycle.records import VectorIndex
-from bot.transcript import recallable
 
 log = logging.getLogger("my_agent.lifecycle")
 
@@ -129,8 +128,7 @@ async def abbreviate(
         text, through, status = record.abbreviation or "", record.abbreviated_turn, "embedded"
     else:
         # cast: ConversationManager.list shadows the builtin in its own annotations.
-        turns = cast(list[dict[str, Any]], await conversations.read_turns(conv_id))
-        turns = [t for t in turns if recallable(t)]  # readouts are not the conversation
+        turns = cast(list[dict[str, Any]], await conversations.read_turns(conv_id, readouts=False))
         if not turns:
             return Outcome(conv_id, "skipped")
         through = max(int(t.get("turnNumber") or 0) for t in turns)
