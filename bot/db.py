@@ -269,6 +269,7 @@ class Database:
         reader: aiosqlite.Connection | None = None,
         checkpointer: WalCheckpointer | None = None,
         synchronous: str = "NORMAL",
+        idle_work: Callable[[SyncConn], bool] | None = None,
     ) -> None:
         self.path = path
         # the writer's level; an all-Unsynced batch drops FULL to NORMAL for its commit
@@ -285,6 +286,10 @@ class Database:
         self._pending: list[Unit] = []
         self._lock = threading.Lock()
         self._draining = False
+        # Work for the writer's idle time (bot.ftsmerge): after a commit, one bounded
+        # transaction per call while no unit of work waits, until it reports none left.
+        self.idle_work = idle_work
+        self._idle_due = False
 
     @classmethod
     async def open(
@@ -293,7 +298,14 @@ class Database:
         migrations: Sequence[Migration] = (),
         driver: Driver | None = None,
         synchronous: str = "NORMAL",
+        idle_work: Callable[[SyncConn], bool] | None = None,
     ) -> Database:
+        """Open ``path`` (migrated) with a writer, a reader and a WAL checkpointer.
+
+        ``idle_work(conn)``: a bounded step of background maintenance the writer thread
+        runs in a transaction of its own whenever a commit has written and no unit of
+        work is waiting; it returns True while more remains (:mod:`bot.ftsmerge`).
+        """
         drv = driver or select_driver()
         path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -328,7 +340,7 @@ class Database:
             flush_interval=WAL_FLUSH_INTERVAL if synchronous.upper() == "NORMAL" else 0.0,
         )
         checkpointer.start()
-        return cls(path, conn, drv, reader, checkpointer, synchronous)
+        return cls(path, conn, drv, reader, checkpointer, synchronous, idle_work)
 
     @property
     def vec_available(self) -> bool:
@@ -412,9 +424,12 @@ class Database:
         while True:
             with self._lock:
                 batch, self._pending = self._pending, []
-                if not batch:
+                if not batch and not self._idle_due:
                     self._draining = False
                     return
+            if not batch:
+                self._run_idle_work(raw)
+                continue
             level = self.synchronous
             if level == "FULL" and all(isinstance(unit[0], Unsynced) for unit in batch):
                 level = "NORMAL"
@@ -428,6 +443,7 @@ class Database:
             else:
                 if self.checkpointer is not None:  # a no-op where commits are synced
                     self.checkpointer.note_commit()
+                self._idle_due = self.idle_work is not None
             resolutions: list[tuple[asyncio.Future[Any], bool, Any]] = []
             for (_, future, then), (ok, value) in zip(batch, outcomes, strict=True):
                 if then is not None:
@@ -441,6 +457,29 @@ class Database:
                 else:
                     resolutions.append((future, ok, value))
             _resolve_batch(resolutions)
+
+    def _run_idle_work(self, raw: SyncConn) -> None:
+        """Writer thread, nothing pending: one step of :attr:`idle_work`. A failure is
+        logged and the work waits for the next commit (units of work never see it)."""
+        assert self.idle_work is not None
+        more = False
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                more = bool(self.idle_work(raw))
+                raw.execute("COMMIT")
+            except BaseException:
+                if raw.in_transaction:
+                    raw.execute("ROLLBACK")
+                raise
+        except Exception:
+            log.exception(
+                "idle work on %s failed; tried again after the next commit", self.path.name
+            )
+            more = False
+        if self.checkpointer is not None and more:
+            self.checkpointer.note_commit()
+        self._idle_due = more
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await self.run(lambda c: c.execute(sql, params).fetchall(), write=False)

@@ -208,10 +208,18 @@ def _index_v5(conn: SyncConn) -> None:
     )
 
 
+def _index_v6(conn: SyncConn) -> None:
+    """FTS5 merges no longer run inside commits (``automerge`` 0): the index writer merges
+    segments in its idle time instead (:mod:`bot.ftsmerge`). The setting is stored in
+    ``turns_fts_config``; a later migration that creates ``turns_fts`` again must set it
+    again."""
+    conn.execute("INSERT INTO turns_fts (turns_fts, rank) VALUES ('automerge', 0)")
+
+
 def _index_migrations() -> list[Migration]:
     from bot.schema_recall import RECALL_MIGRATIONS
 
-    return [_index_v1, *RECALL_MIGRATIONS, _index_v4, _index_v5]
+    return [_index_v1, *RECALL_MIGRATIONS, _index_v4, _index_v5, _index_v6]
 
 
 INDEX_MIGRATIONS: list[Migration] = _index_migrations()

@@ -23,6 +23,7 @@ from bot.config import AppConfig
 from bot.db import Database
 from bot.events import InboundMessage, OutboundMessage, StreamEvent, iso
 from bot.external import ExternalStore
+from bot.ftsmerge import merge_slice
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
@@ -276,7 +277,7 @@ async def open_services(
     _check_data_dir(config)
     opened: list[Database] = []
     try:
-        index_db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+        index_db = await Database.open(config.index_path, INDEX_MIGRATIONS, idle_work=merge_slice)
         opened.append(index_db)
         state = await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
         opened.append(state)

@@ -40,6 +40,7 @@ from bot.config.model import AppConfig
 from bot.db import Database
 from bot.embedding import EmbeddingService
 from bot.extractive import extractive_abbreviation
+from bot.ftsmerge import merge_slice
 from bot.hooks import EventBus
 from bot.schema import INDEX_MIGRATIONS
 from bot.search import SearchService
@@ -159,7 +160,9 @@ class Store:
         from bot.index import ConversationIndex
         from bot.transcript import TranscriptStore
 
-        self.db = await Database.open(self.config.index_path, INDEX_MIGRATIONS)
+        self.db = await Database.open(
+            self.config.index_path, INDEX_MIGRATIONS, idle_work=merge_slice
+        )
         store = TranscriptStore(self.config.conversations_dir, fsync=False)
         self.manager = ConversationManager(
             self.config, store, ConversationIndex(self.db), EventBus()
