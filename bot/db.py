@@ -461,25 +461,26 @@ class Database:
     def _run_idle_work(self, raw: SyncConn) -> None:
         """Writer thread, nothing pending: one step of :attr:`idle_work`. A failure is
         logged and the work waits for the next commit (units of work never see it)."""
-        assert self.idle_work is not None
+        work = self.idle_work
         more = False
-        try:
-            raw.execute("BEGIN IMMEDIATE")
+        if work is not None:  # None once closing (close() does not wait for it)
             try:
-                more = bool(self.idle_work(raw))
-                raw.execute("COMMIT")
-            except BaseException:
-                if raw.in_transaction:
-                    raw.execute("ROLLBACK")
-                raise
-        except Exception:
-            log.exception(
-                "idle work on %s failed; tried again after the next commit", self.path.name
-            )
-            more = False
-        if self.checkpointer is not None and more:
-            self.checkpointer.note_commit()
-        self._idle_due = more
+                raw.execute("BEGIN IMMEDIATE")
+                try:
+                    more = bool(work(raw))
+                    raw.execute("COMMIT")
+                except BaseException:
+                    if raw.in_transaction:
+                        raw.execute("ROLLBACK")
+                    raise
+            except Exception:
+                log.exception(
+                    "idle work on %s failed; tried again after the next commit", self.path.name
+                )
+                more = False
+            if self.checkpointer is not None and more:
+                self.checkpointer.note_commit()
+        self._idle_due = more and self.idle_work is not None
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await self.run(lambda c: c.execute(sql, params).fetchall(), write=False)
@@ -491,6 +492,10 @@ class Database:
         await self.run(lambda c: c.execute(sql, params))
 
     async def close(self) -> None:
+        # Idle work stops after the step in progress: the writer's queue (and the close
+        # queued behind it) does not wait for a long merge to finish; it resumes after
+        # the next commit once the database is opened again.
+        self.idle_work = None
         if self.checkpointer is not None:
             self.checkpointer.stop()
             while self.checkpointer.running:  # a checkpoint in progress finishes first

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,26 @@ async def test_failing_idle_work_is_logged_and_units_go_on(
         assert "idle work on x.db failed" in caplog.text
     finally:
         await db.close()
+
+
+async def test_endless_idle_work_neither_starves_units_nor_holds_up_close(
+    tmp_path: Path,
+) -> None:
+    steps = 0
+
+    def endless(conn: SyncConn) -> bool:
+        nonlocal steps
+        steps += 1
+        time.sleep(0.001)
+        return True  # always "more to do"
+
+    db = await Database.open(tmp_path / "x.db", [_table], idle_work=endless)
+    await db.execute("INSERT INTO t VALUES (1)")
+    while steps < 5:
+        await asyncio.sleep(0.005)
+    for i in range(2, 12):  # units run between steps
+        await asyncio.wait_for(db.execute("INSERT INTO t VALUES (?)", (i,)), 5)
+    await asyncio.wait_for(db.close(), 5)
+    after = steps
+    await asyncio.sleep(0.05)
+    assert steps == after  # the writer stopped stepping once closed
