@@ -102,10 +102,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
-async def _with_services(config: AppConfig, fn: Any, recover_now: bool = True) -> Any:
+async def _with_services(
+    config: AppConfig, fn: Any, recover_now: bool = True, download_models: bool = True
+) -> Any:
     from bot.services import close_services, open_services
 
-    services = await open_services(config, recover_now=recover_now)
+    services = await open_services(config, recover_now=recover_now, download_models=download_models)
     try:
         return await fn(services)
     finally:
@@ -165,7 +167,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     setup_logging("WARNING")
 
     async def _search(s: Any) -> int:
-        await s.search.start()
+        await s.search.start()  # keyword-only without a model: the warning says why
         page = await s.search.search(args.query, channel=args.channel, limit=args.limit)
         if args.json:
             _print_json(page.to_dict())
@@ -180,7 +182,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"       {' '.join((r.snippet or '').split())[:150]}")
         return 0
 
-    return int(asyncio.run(_with_services(config, _search)))
+    # no model download here: on an offline machine it kept the answer ~40 s
+    return int(asyncio.run(_with_services(config, _search, download_models=False)))
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:

@@ -1,9 +1,14 @@
 """Local sentence embeddings (fastembed, all-MiniLM-L6-v2) off the event loop.
 
 The model is found like this, first match wins: the ``MY_AGENT_EMBEDDING_MODEL_PATH``
-environment variable, ``embedding.model_path`` in the config, then fastembed's own cache
-or model hub. When none works (offline machine, no local copy) the service reports
-``available = False`` once with a warning and search runs keyword-only: never a crash.
+environment variable, ``embedding.model_path`` in the config, then the model cache
+(``embedding.cache_dir``, by default ``<data_dir>/models``: a download survives restarts)
+or fastembed's model hub. When none works (offline machine, no local copy) the service
+reports ``available = False`` once with a warning and search runs keyword-only: never a
+crash. A one-shot command (``my-agent search``) does not download (``download=False``):
+on an offline machine fastembed's retries made it wait about 40 s before answering
+keyword-only; it uses the cache or answers keyword-only at once, and the daemon, which
+loads the model in the background, is the one that downloads.
 
 ONNX inference holds the GIL only briefly, so a single worker thread keeps the loop
 responsive; batches are cut small (``embedding.batch_size``) so one large request does not
@@ -60,6 +65,15 @@ def _without_spinning(factory: Any, kwargs: dict[str, Any]) -> Any:
         ort.SessionOptions = original  # type: ignore[misc]
 
 
+def _quiet_fastembed() -> None:
+    """Silence fastembed's loguru records (our own warning says what failed)."""
+    try:
+        from loguru import logger
+    except ImportError:  # pragma: no cover - fastembed depends on it
+        return
+    logger.disable("fastembed")
+
+
 class EmbeddingUnavailable(RuntimeError):
     """No embedding model could be loaded; callers fall back to keyword search."""
 
@@ -67,9 +81,13 @@ class EmbeddingUnavailable(RuntimeError):
 class EmbeddingService:
     """Embeds texts on a dedicated worker thread; loads the model lazily, once."""
 
-    def __init__(self, config: EmbeddingConfig) -> None:
+    def __init__(
+        self, config: EmbeddingConfig, cache_dir: Path | None = None, download: bool = True
+    ) -> None:
         self.config = config
         self.model_path = resolve_model_path(config)
+        self.cache_dir = cache_dir  # None: fastembed's default
+        self.download = download
         self.dimensions = config.dimensions
         self._model: Any = None
         self._failed: str | None = None if config.enabled else "embeddings disabled in config"
@@ -104,12 +122,24 @@ class EmbeddingService:
                     if not Path(self.model_path).is_dir():
                         raise FileNotFoundError(f"no model folder at {self.model_path}")
                     kwargs["specific_model_path"] = self.model_path
+                else:
+                    if self.cache_dir is not None:
+                        kwargs["cache_dir"] = str(self.cache_dir)
+                    if not self.download:
+                        kwargs["local_files_only"] = True
+                        _quiet_fastembed()  # its own ERROR lines for a cache miss
                 if self.config.threads:
                     kwargs["threads"] = self.config.threads
                 model = _without_spinning(TextEmbedding, kwargs)
                 probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
             except Exception as exc:
                 self._failed = f"{type(exc).__name__}: {exc}"
+                if not self.model_path and not self.download:
+                    where = self.cache_dir or "fastembed's cache"
+                    self._failed = (
+                        f"not in the model cache ({where}); this command does not download "
+                        "it (the daemon does), or set embedding.model_path"
+                    )
                 log.warning(
                     "embedding model %s unavailable (%s); search is keyword-only",
                     self.config.model_name,

@@ -265,11 +265,14 @@ async def open_services(
     embedder: Any = None,
     recover_now: bool = True,
     exclusive: bool = False,
+    download_models: bool = True,
 ) -> Services:
     """Open the store and databases, run recovery, build the brain. No channel yet.
 
     ``exclusive`` (the daemon): raise :class:`DataDirInUse` when another daemon holds
-    the data directory's transcript journal.
+    the data directory's transcript journal. ``download_models=False`` (a one-shot
+    command): the embedding model comes from ``embedding.model_path`` or the model cache
+    only, never from the network (:mod:`bot.embedding`).
     """
     from bot.conversations import ConversationManager
     from bot.router import Router
@@ -297,7 +300,9 @@ async def open_services(
     if embedder is None and config.embedding.enabled:
         from bot.embedding import EmbeddingService
 
-        embedder = EmbeddingService(config.embedding)
+        embedder = EmbeddingService(
+            config.embedding, cache_dir=config.model_cache_dir, download=download_models
+        )
     search = SearchService(config, index_db, embedder)
     services = Services(
         config=config,

@@ -222,3 +222,27 @@ def test_reindex_refuses_while_a_daemon_holds_the_data_directory(
         daemon_store.close()
     status, _ = store.run("reindex", capsys=capsys)
     assert status == 0
+
+
+def test_search_never_downloads_a_model(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a local model, `my-agent search` answers keyword-only at once instead of
+    waiting for fastembed's download retries (about 40 s on an offline machine)."""
+    from bot.embedding import ENV_MODEL_PATH
+
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    calls: list[dict[str, Any]] = []
+
+    def factory(_cls: object, kwargs: dict[str, Any]) -> object:
+        calls.append(dict(kwargs))
+        raise ValueError("Could not load model from any source.")
+
+    monkeypatch.setattr("bot.embedding._without_spinning", factory)
+    raw = yaml.safe_load(store.config_path.read_text(encoding="utf-8"))
+    raw["embedding"] = {"enabled": True}
+    store.config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    page = store.json("search", "sourdough feeding", capsys=capsys)
+    assert page["method"] == "keyword"
+    assert [r["conversation_id"] for r in page["results"]] == [store.ids["telegram"]]
+    assert [c.get("local_files_only") for c in calls] == [True]

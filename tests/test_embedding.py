@@ -75,3 +75,59 @@ async def test_disabled_in_config() -> None:
     assert not service.available
     assert await service.load() is False
     service.close()
+
+
+def _record_factory(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """What EmbeddingService asks fastembed for, without fastembed (no network)."""
+    calls: list[dict[str, object]] = []
+
+    def factory(_cls: object, kwargs: dict[str, object]) -> object:
+        calls.append(dict(kwargs))
+        raise ValueError("Could not load model from any source.")
+
+    monkeypatch.setattr("bot.embedding._without_spinning", factory)
+    return calls
+
+
+async def test_downloads_are_kept_in_the_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's model cache survives restarts (fastembed's default is in /tmp,
+    private to the systemd unit and emptied at each start)."""
+    from bot.services import open_services
+    from tests.conftest import make_config, shutdown_services
+
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    calls = _record_factory(monkeypatch)
+    config = make_config(tmp_path, embedding={"enabled": True})
+    assert config.model_cache_dir == config.data_dir / "models"
+    services = await open_services(config)
+    try:
+        assert not await services.embedder.load()
+    finally:
+        await shutdown_services(services)
+    assert calls == [
+        {"model_name": config.embedding.model_name, "cache_dir": str(config.data_dir / "models")}
+    ]
+    other = make_config(tmp_path, embedding={"cache_dir": str(tmp_path / "shared-models")})
+    assert other.model_cache_dir == tmp_path / "shared-models"
+
+
+async def test_without_download_a_cache_miss_fails_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-shot command never waits for fastembed's download retries (~40 s offline):
+    the real fastembed, asked for local files only, finds an empty cache and gives up."""
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    service = EmbeddingService(EmbeddingConfig(), cache_dir=tmp_path / "models", download=False)
+    try:
+        assert await service.load() is False
+        reason = service.unavailable_reason or ""
+        assert str(tmp_path / "models") in reason and "does not download" in reason
+    finally:
+        service.close()
+    calls = _record_factory(monkeypatch)
+    service = EmbeddingService(EmbeddingConfig(), cache_dir=tmp_path / "models", download=False)
+    assert await service.load() is False
+    service.close()
+    assert calls[0]["local_files_only"] is True

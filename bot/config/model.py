@@ -126,6 +126,9 @@ class EmbeddingConfig(_Section):
     enabled: bool = True
     model_name: str = "sentence-transformers/all-MiniLM-L6-v2"
     model_path: str | None = None  # overridden by MY_AGENT_EMBEDDING_MODEL_PATH
+    # where a model fastembed downloads is kept (default: <data_dir>/models, which
+    # survives restarts; fastembed's own default is in /tmp, private to a systemd unit)
+    cache_dir: str | None = None
     dimensions: int = Field(default=384, ge=8, le=4096)
     batch_size: int = Field(default=32, ge=1)
     threads: int | None = Field(default=None, ge=1)
@@ -222,6 +225,13 @@ class AppConfig(_Section):
     @property
     def state_path(self) -> Path:
         return self.data_dir / "state.db"
+
+    @property
+    def model_cache_dir(self) -> Path:
+        """Where downloaded embedding models are kept (``embedding.cache_dir``)."""
+        if self.embedding.cache_dir:
+            return Path(self.embedding.cache_dir).expanduser()
+        return self.data_dir / "models"
 
     def resolve_model(self, alias: str | None) -> str:
         """Real model id for an alias (or an id given directly)."""
