@@ -103,8 +103,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 async def _with_services(
-    config: AppConfig, fn: Any, recover_now: bool = True, download_models: bool = True
+    config: AppConfig, fn: Any, recover_now: bool = True, download_models: bool = False
 ) -> Any:
+    """``fn(services)`` on services opened for one command. One-shot commands do not
+    download an embedding model (offline, fastembed's retries took ~40 s): they use
+    ``embedding.model_path`` or the model cache; the daemon is the one that downloads."""
     from bot.services import close_services, open_services
 
     services = await open_services(config, recover_now=recover_now, download_models=download_models)
@@ -182,8 +185,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"       {' '.join((r.snippet or '').split())[:150]}")
         return 0
 
-    # no model download here: on an offline machine it kept the answer ~40 s
-    return int(asyncio.run(_with_services(config, _search, download_models=False)))
+    return int(asyncio.run(_with_services(config, _search)))
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -203,7 +205,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         if await s.search.start():
             report["vectors"] = await s.search.vectors.reindex_all()
         else:
-            log.warning("vectors not rebuilt (no model or no sqlite-vec): keyword-only search")
+            log.warning(
+                "vectors not rebuilt here (no local embedding model or no sqlite-vec): "
+                "the daemon embeds them at its next start once it has the model"
+            )
         print(json.dumps(report))
         return 0
 

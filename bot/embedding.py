@@ -5,10 +5,10 @@ environment variable, ``embedding.model_path`` in the config, then the model cac
 (``embedding.cache_dir``, by default ``<data_dir>/models``: a download survives restarts)
 or fastembed's model hub. When none works (offline machine, no local copy) the service
 reports ``available = False`` once with a warning and search runs keyword-only: never a
-crash. A one-shot command (``my-agent search``) does not download (``download=False``):
-on an offline machine fastembed's retries made it wait about 40 s before answering
-keyword-only; it uses the cache or answers keyword-only at once, and the daemon, which
-loads the model in the background, is the one that downloads.
+crash. A one-shot command (``my-agent search``, ``reindex``) does not download
+(``download=False``): on an offline machine fastembed's retries made it wait about 40 s
+before answering keyword-only; it uses the cache or answers keyword-only at once, and
+the daemon, which loads the model in the background, is the one that downloads.
 
 ONNX inference holds the GIL only briefly, so a single worker thread keeps the loop
 responsive; batches are cut small (``embedding.batch_size``) so one large request does not
