@@ -133,7 +133,9 @@ async def shutdown(
     if services.lifecycle is not None:
         await services.lifecycle.stop(timeout=max(1.0, deadline - time.monotonic()) / 2)
     # Give the outbox a moment to flush what was just produced; the rest stays queued.
-    while time.monotonic() < deadline and await services.outbox.pending_count():
+    # Only what can go now: rows for a channel that is not running, or waiting for a
+    # retry, made every stop take the whole drain time (20 s).
+    while time.monotonic() < deadline and await services.outbox.deliverable_count():
         await asyncio.sleep(0.1)
     await services.outbox.stop()
     for channel in reversed(channels):

@@ -123,6 +123,23 @@ class Outbox:
         row = await self.db.fetchone("SELECT count(*) FROM outbox WHERE status = 'pending'")
         return int(row[0]) if row else 0
 
+    async def deliverable_count(self) -> int:
+        """Pending messages a running worker would send now: their channel is attached
+        and its head (sent strictly in order) is not waiting for a retry. A stop waits
+        for these only: rows for a channel that is not running (disabled since, or a
+        failed start) or behind a backoff stay queued for the next start either way."""
+        channels = sorted(self._channels)
+        if not channels:
+            return 0
+        marks = ", ".join("?" for _ in channels)
+        row = await self.db.fetchone(
+            "SELECT count(*) FROM outbox o WHERE o.status = 'pending' AND o.channel IN "
+            f"({marks}) AND (SELECT h.next_attempt FROM outbox h WHERE h.channel = o.channel"
+            " AND h.status = 'pending' ORDER BY h.id LIMIT 1) <= ?",
+            (*channels, self.clock()),
+        )
+        return int(row[0]) if row else 0
+
     async def sent_messages(self, channel: str | None = None) -> list[OutboundMessage]:
         rows = await self.db.fetchall(
             "SELECT id, payload FROM outbox WHERE status = 'sent'"

@@ -119,9 +119,10 @@ class ScriptedBrain:
 class Daemon:
     """``python -m bot.cli run --config F`` with the loopback channel on a free port."""
 
-    def __init__(self, root: Path, config: dict[str, Any]) -> None:
+    def __init__(self, root: Path, config: dict[str, Any], entry: Path | None = None) -> None:
         self.root = root
         self.config = config
+        self.entry = entry  # a script run instead of ``-m bot.cli`` (same arguments)
         self.config_path = root / "config.yaml"
         self.proc: asyncio.subprocess.Process | None = None
         self.runs = 0
@@ -153,8 +154,9 @@ class Daemon:
         self.runs += 1
         python = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
         with self.log_path.open("wb") as log:
+            entry = [str(self.entry)] if self.entry is not None else ["-m", "bot.cli"]
             self.proc = await asyncio.create_subprocess_exec(
-                python, "-m", "bot.cli", "run", "--config", str(self.config_path),
+                python, *entry, "run", "--config", str(self.config_path),
                 cwd=str(self.root), env=self.env(), stdin=asyncio.subprocess.DEVNULL,
                 stdout=log, stderr=asyncio.subprocess.STDOUT,
             )  # fmt: skip

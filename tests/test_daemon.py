@@ -183,3 +183,41 @@ async def test_bad_config_exits_78(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="daemon exited 78"):
         await proc.start(timeout=30)
     assert "owner.timezone" in proc.log()
+
+
+STUCK_MODEL = """
+import sys, time
+
+import bot.embedding
+
+def stuck(factory, kwargs):
+    # what fastembed does offline: retries with sleeps of 3, 9 and 27 s
+    print("model load stuck", flush=True)
+    time.sleep(600)
+
+bot.embedding._without_spinning = stuck
+from bot.cli import main
+sys.exit(main())
+"""
+
+
+async def test_sigterm_while_the_model_is_loading(tmp_path: Path) -> None:
+    """A stop does not wait for the embedding model's load: a download in fastembed's
+    retry sleeps (3 + 9 + 27 s offline) is on a worker thread the interpreter would join
+    at exit; `run` ends with ``os._exit`` once everything is closed (bot.cli)."""
+    entry = tmp_path / "stuck_model.py"
+    entry.write_text(STUCK_MODEL, encoding="utf-8")
+    config = {
+        "data_dir": str(tmp_path / "data"),
+        "owner": {"identities": {"loopback": ["owner"]}},
+        "brain": {"provider": "offline"},
+        "embedding": {"enabled": True},  # no model_path: the (stuck) cache or hub
+        "channels": {"web": {"enabled": False}, "loopback": {"enabled": True, "port": 0}},
+    }
+    daemon = Daemon(tmp_path, config, entry=entry)
+    try:
+        await daemon.start()
+        await daemon.wait_log("model load stuck")
+        assert await daemon.signal(signal.SIGTERM, timeout=20) == 0, daemon.log()
+    finally:
+        await daemon.close()

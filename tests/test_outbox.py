@@ -214,3 +214,56 @@ def test_backoff_is_bounded_full_jitter() -> None:
         for _ in range(20):
             delay = backoff(attempt, base=1.0, cap=300.0)
             assert 0 <= delay <= min(300.0, 2.0**attempt)
+
+
+async def test_deliverable_count_leaves_out_what_cannot_go_now(state: Database) -> None:
+    """What a stop waits for (bot.daemon.shutdown): not the rows of a channel that is not
+    running, nor a channel whose head waits for a retry (every stop took the whole drain
+    time, 20 s, when a disabled channel still had rows)."""
+    clock = Clock()
+    outbox = Outbox(state, base_delay=50.0, clock=clock)
+    await outbox.enqueue(msg("to a channel not running", channel="telegram"))
+    assert await outbox.pending_count() == 1
+    assert await outbox.deliverable_count() == 0
+    channel = RecordingChannel()
+    channel.failing = True
+    await outbox.enqueue(msg("first"))
+    await outbox.enqueue(msg("second"))
+    outbox.attach(channel)
+    try:
+        for _ in range(200):
+            if channel.attempts:
+                break
+            await asyncio.sleep(0.01)
+        for _ in range(200):  # the failed attempt's mark is committed
+            if (await _status(state))[1][2] == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert await outbox.deliverable_count() == 0  # the head waits for its retry
+        clock.now += 1000
+        assert await outbox.deliverable_count() == 2  # due: both would go, in order
+        assert await outbox.pending_count() == 3
+    finally:
+        await outbox.stop()
+
+
+async def test_a_stop_does_not_wait_for_a_channel_that_is_not_running(tmp_path: Path) -> None:
+    from bot.daemon import shutdown
+    from bot.services import open_services
+    from tests.conftest import make_config
+
+    services = await open_services(make_config(tmp_path))
+    await services.outbox.enqueue(msg("queued while telegram ran", channel="telegram"))
+    # drain_seconds 20: before, the stop waited all of it for a row no worker would send
+    await asyncio.wait_for(shutdown(services, [], None, drain_seconds=20), 10)
+    assert await _status_after_reopen(tmp_path) == [("queued while telegram ran", "pending", 0)]
+
+
+async def _status_after_reopen(tmp_path: Path) -> list[tuple[str, str, int]]:
+    from tests.conftest import make_config
+
+    db = await Database.open(make_config(tmp_path).state_path, STATE_MIGRATIONS)
+    try:
+        return await _status(db)
+    finally:
+        await db.close()
