@@ -137,8 +137,9 @@ class EmbeddingService:
                 if not self.model_path and not self.download:
                     where = self.cache_dir or "fastembed's cache"
                     self._failed = (
-                        f"not in the model cache ({where}); this command does not download "
-                        "it (the daemon does), or set embedding.model_path"
+                        f"not loadable from the model cache ({where}: {self._failed}); this "
+                        "command does not download it (the daemon does), or set "
+                        "embedding.model_path"
                     )
                 log.warning(
                     "embedding model %s unavailable (%s); search is keyword-only",
