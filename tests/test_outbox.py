@@ -35,6 +35,14 @@ def msg(text: str, channel: str = "test", **fields: object) -> OutboundMessage:
     return OutboundMessage(channel=channel, chat_id="c1", text=text, **fields)  # type: ignore[arg-type]
 
 
+async def _first_attempt(channel: RecordingChannel) -> None:
+    for _ in range(200):
+        if channel.attempts:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the outbox never tried to send")
+
+
 async def _status(db: Database) -> list[tuple[str, str, int]]:
     rows = await db.fetchall("SELECT payload, status, attempts FROM outbox ORDER BY id")
     import json
@@ -104,10 +112,7 @@ async def test_failures_are_retried_in_order_on_the_clock(state: Database) -> No
     await outbox.enqueue(msg("second"))
     outbox.attach(channel)
     try:
-        for _ in range(100):
-            if channel.attempts:
-                break
-            await asyncio.sleep(0.01)
+        await _first_attempt(channel)
         await asyncio.sleep(0.1)
         # The head failed; nothing behind it may overtake it while it waits.
         assert channel.sent == []
@@ -231,10 +236,7 @@ async def test_deliverable_count_leaves_out_what_cannot_go_now(state: Database) 
     await outbox.enqueue(msg("second"))
     outbox.attach(channel)
     try:
-        for _ in range(200):
-            if channel.attempts:
-                break
-            await asyncio.sleep(0.01)
+        await _first_attempt(channel)
         for _ in range(200):  # the failed attempt's mark is committed
             if (await _status(state))[1][2] == 1:
                 break
