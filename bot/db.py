@@ -239,20 +239,31 @@ def connect_sync(path: Path | str, driver: Driver | None = None) -> SyncConn:
     return conn
 
 
+def in_transaction(conn: SyncConn, fn: Callable[[SyncConn], T]) -> T:
+    """``fn(conn)`` in a transaction of its own: committed, or rolled back and raised."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
 def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
     """Apply numbered migrations (index+1 = version) each in its own transaction."""
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     for number, migration in enumerate(migrations, start=1):
         if number <= current:
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            migration(conn)
-            conn.execute(f"PRAGMA user_version={number}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+
+        def _step(c: SyncConn, migration: Migration = migration, number: int = number) -> None:
+            migration(c)
+            c.execute(f"PRAGMA user_version={number}")
+
+        in_transaction(conn, _step)
         log.info("applied migration %d", number)
         current = number
     return int(current)
@@ -461,25 +472,16 @@ class Database:
     def _run_idle_work(self, raw: SyncConn) -> None:
         """Writer thread, nothing pending: one step of :attr:`idle_work`. A failure is
         logged and the work waits for the next commit (units of work never see it)."""
-        work = self.idle_work
+        work = self.idle_work  # None once closing (close() does not wait for it)
         more = False
-        if work is not None:  # None once closing (close() does not wait for it)
-            try:
-                raw.execute("BEGIN IMMEDIATE")
-                try:
-                    more = bool(work(raw))
-                    raw.execute("COMMIT")
-                except BaseException:
-                    if raw.in_transaction:
-                        raw.execute("ROLLBACK")
-                    raise
-            except Exception:
-                log.exception(
-                    "idle work on %s failed; tried again after the next commit", self.path.name
-                )
-                more = False
-            if self.checkpointer is not None and more:
-                self.checkpointer.note_commit()
+        try:
+            more = work is not None and bool(in_transaction(raw, work))
+        except Exception:
+            log.exception(
+                "idle work on %s failed; tried again after the next commit", self.path.name
+            )
+        if more and self.checkpointer is not None:
+            self.checkpointer.note_commit()
         self._idle_due = more and self.idle_work is not None
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

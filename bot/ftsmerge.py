@@ -18,7 +18,9 @@ bound for a stream that never leaves the writer idle.
 
 from __future__ import annotations
 
-from bot.db import SyncConn
+from pathlib import Path
+
+from bot.db import Database, Driver, SyncConn
 
 # Pages written per slice (FTS5 pages of ~4 KB): about half a millisecond here.
 SLICE_PAGES = 16
@@ -31,3 +33,14 @@ def merge_slice(conn: SyncConn) -> bool:
     conn.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('merge', ?)", (SLICE_PAGES,))
     # FTS5's documented test: a difference of 2 or more means the merge wrote something.
     return conn.total_changes - before >= 2
+
+
+async def open_index_database(path: Path, driver: Driver | None = None) -> Database:
+    """``conversations.db``, migrated, with its FTS5 merges in the writer's idle time.
+
+    Every opener of the index goes through here: migration 6 turns FTS5's own merges
+    off, and a database opened without :func:`merge_slice` would only ever merge at
+    ``crisismerge``."""
+    from bot.schema import INDEX_MIGRATIONS
+
+    return await Database.open(path, INDEX_MIGRATIONS, driver=driver, idle_work=merge_slice)

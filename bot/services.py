@@ -23,7 +23,7 @@ from bot.config import AppConfig
 from bot.db import Database
 from bot.events import InboundMessage, OutboundMessage, StreamEvent, iso
 from bot.external import ExternalStore
-from bot.ftsmerge import merge_slice
+from bot.ftsmerge import open_index_database
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
@@ -31,7 +31,7 @@ from bot.outbox import Outbox
 from bot.recovery import RecoveryReport, recover
 from bot.replies import ReplyEngine, ReplyTarget
 from bot.router import recipients
-from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS, create_vector_tables
+from bot.schema import STATE_MIGRATIONS, create_vector_tables
 from bot.search import SearchService
 from bot.tasks import spawn
 from bot.transcript import TranscriptStore
@@ -280,7 +280,7 @@ async def open_services(
     _check_data_dir(config)
     opened: list[Database] = []
     try:
-        index_db = await Database.open(config.index_path, INDEX_MIGRATIONS, idle_work=merge_slice)
+        index_db = await open_index_database(config.index_path)
         opened.append(index_db)
         state = await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
         opened.append(state)

@@ -37,12 +37,10 @@ from typing import Any
 
 from bot.bench.embed import model_config
 from bot.config.model import AppConfig
-from bot.db import Database
 from bot.embedding import EmbeddingService
 from bot.extractive import extractive_abbreviation
-from bot.ftsmerge import merge_slice
+from bot.ftsmerge import open_index_database
 from bot.hooks import EventBus
-from bot.schema import INDEX_MIGRATIONS
 from bot.search import SearchService
 from bot.vectors import window_text
 
@@ -160,9 +158,7 @@ class Store:
         from bot.index import ConversationIndex
         from bot.transcript import TranscriptStore
 
-        self.db = await Database.open(
-            self.config.index_path, INDEX_MIGRATIONS, idle_work=merge_slice
-        )
+        self.db = await open_index_database(self.config.index_path)
         store = TranscriptStore(self.config.conversations_dir, fsync=False)
         self.manager = ConversationManager(
             self.config, store, ConversationIndex(self.db), EventBus()

@@ -38,8 +38,8 @@ import numpy as np
 from bot.bench.embed import model_config
 from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService
-from bot.ftsmerge import merge_slice
-from bot.schema import INDEX_MIGRATIONS, create_vector_tables
+from bot.ftsmerge import open_index_database
+from bot.schema import create_vector_tables
 from bot.search import SearchPage, SearchService
 from bot.term_vectors import META_KEY as TERMS_KEY
 from bot.term_vectors import store as store_terms
@@ -195,7 +195,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     dims = embedder.dimensions
     with tempfile.TemporaryDirectory(prefix="my-agent-bench-search-") as tmp:
         path = Path(args.db) if args.db else Path(tmp) / "conversations.db"
-        db = await Database.open(path, INDEX_MIGRATIONS, idle_work=merge_slice)
+        db = await open_index_database(path)
         generated = 0.0
         existing = await db.fetchone("SELECT count(*) FROM conversations")
         if not existing or existing[0] != args.conversations:
