@@ -26,8 +26,15 @@ HEADER = "Extractive notes (no language model):"
 MAX_WORDS = 200
 TARGET_WORDS = 150
 
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
-_WORD = re.compile(r"[A-Za-z\u00C0-\u024F][\w'\u2019-]*|\d[\d.,:/-]*")
+# A sentence ends at a run of . ! ? followed by white space (or the end), or at a line
+# break; a stop inside a token ("2.14", "10.0.4.17", "e.g.x", "example.com") is part of
+# the sentence. Every alternative starts on a different character and the end is
+# optional, so matching is linear: the earlier "[^.!?\n]+(?:[.!?]+|$)" backtracked over
+# every start of a line with no stop before its line break (quadratic: 20 s for a
+# 40 KB line, holding the GIL, i.e. the whole daemon) and then dropped that line.
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))+[.!?]*")
+# Numbers end on a digit: "19." at the end of a sentence is the number 19.
+_WORD = re.compile(r"[A-Za-z\u00C0-\u024F][\w'\u2019-]*|\d(?:[\d.,:/-]*\d)?")
 _CAPITAL = re.compile(r"\b[A-Z][a-z\u00E0-\u00FF]+(?:\s+[A-Z][a-z\u00E0-\u00FF]+)*\b")
 _NUMBER = re.compile(r"\b\d[\d.,:/-]*\b")
 _DECISION = re.compile(
@@ -114,18 +121,22 @@ def entities(turns: Sequence[Turn], limit: int = 10) -> list[str]:
 
 def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str | None]]:
     """(score, order, sentence, speaker) for every informative sentence."""
-    docs = [set(_content_words(c)) for _, c, _ in turns]
-    df: Counter[str] = Counter(w for d in docs for w in d)
-    tf: Counter[str] = Counter(w for _, c, _ in turns for w in _content_words(c))
+    # The statistics count the very words the sentences are scored on (a turn's words are
+    # its sentences' words), so every scored word has a document frequency of at least 1.
+    split = [
+        [(sentence, _content_words(sentence)) for sentence in _sentences(content)]
+        for _, content, _ in turns
+    ]
+    df: Counter[str] = Counter(w for doc in split for w in {w for _, ws in doc for w in ws})
+    tf: Counter[str] = Counter(w for doc in split for _, ws in doc for w in ws)
     n = max(1, len(turns))
     scored = []
     order = 0
-    for _, content, sender in turns:
-        for sentence in _sentences(content):
+    for (_, _, sender), doc in zip(turns, split, strict=True):
+        for sentence, words in doc:
             order += 1
             if _is_pleasantry(sentence):
                 continue
-            words = _content_words(sentence)
             if not words:
                 continue
             # Words repeated across the conversation but not in every turn carry the topic.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 from bot.extractive import (
     HEADER,
@@ -129,3 +131,39 @@ def test_entities_skip_greetings_and_participants() -> None:
     assert names[0] == "Sarah Chen"
     assert "Berlin" in names
     assert not any(n in ("Hey Mel", "Mel", "Caroline", "Thanks Caroline") for n in names)
+
+
+def test_numbers_with_stops_stay_whole_and_never_crash() -> None:
+    # Regression: a stop inside a number split the sentence there ("release 2." /
+    # "14 ..."), and a word of the pieces ("19.") missing from the turn's own words
+    # divided by a document frequency of 0: the conversation never got its notes.
+    for text in (
+        "The meeting moved to 10.30 today.",
+        "Ticket price is 19.99 dollars.",
+        "My weight is 72.5 kg.",
+        "The server IP address is 10.0.4.17 now.",
+        "The invoice total was 1,249.50 euros including the 3.5 percent fee.",
+        "The bug was changed in release 2.14 and we roll back to release 2.13 tonight.",
+    ):
+        notes = extractive_abbreviation([("user", text, "Ann")])
+        assert f"Key points: Ann: {text}" in notes
+
+
+def test_a_line_without_a_stop_is_a_sentence() -> None:
+    turns = [("user", "Booked the ferry to Hydra for Friday\nThe hotel is still open", "Ann")]
+    notes = extractive_abbreviation(turns)
+    assert "Booked the ferry to Hydra for Friday" in notes
+    assert "The hotel is still open" in notes
+
+
+def test_a_huge_line_without_a_stop_is_handled_in_linear_time() -> None:
+    # The old sentence pattern backtracked over every start of such a line (quadratic,
+    # holding the GIL: the whole daemon froze, for hours on a pasted log of a few MB).
+    # Run in a child process so a regression fails here instead of hanging the suite.
+    code = (
+        "from bot.extractive import extractive_abbreviation, keyword_title\n"
+        "text = 'word ' * 400_000 + '\\nend of the log'\n"
+        "assert extractive_abbreviation([('user', text, 'Ann')])\n"
+        "assert keyword_title([('user', text, 'Ann')])\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -12,6 +12,8 @@ from its subject.
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import logging
 import re
@@ -200,7 +202,11 @@ class Namer:
                 naming = None
             if naming is not None:
                 return naming
-        return self.offline(record, turns, contact=contact, subject=subject)
+        # Keyword extraction over every turn is pure CPU: off the event loop, as the
+        # offline abbreviation is, so a long conversation never stalls incoming messages.
+        return await asyncio.to_thread(
+            self.offline, record, turns, contact=contact, subject=subject
+        )
 
     def offline(
         self,
