@@ -13,7 +13,6 @@ from its subject.
 from __future__ import annotations
 
 import asyncio
-
 import json
 import logging
 import re
