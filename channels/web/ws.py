@@ -180,7 +180,21 @@ class WsHub:
     async def _load(
         self, client: Client, conversation_id: str | None, around: int | None = None
     ) -> None:
-        client.conversation_id = None
+        previous, client.conversation_id = client.conversation_id, None
+        try:
+            await self._show(client, conversation_id, around)
+        finally:
+            if previous is not None and previous != client.conversation_id:
+                # The owner left it (another conversation or a new one): its notes are
+                # written now instead of when its idle timer fires (seed 000 "Idle Timer").
+                await self.services.bus.emit(
+                    "conversation_switched",
+                    previous_id=previous,
+                    current_id=client.conversation_id,
+                    channel="web",
+                )
+
+    async def _show(self, client: Client, conversation_id: str | None, around: int | None) -> None:
         rec = None
         if conversation_id:
             rec = await self.services.conversations.get(conversation_id)

@@ -277,3 +277,34 @@ async def test_refused_delivery_is_reported_to_the_tab(ws_factory, stack: Stack)
         assert "shutting down" in err["message"]
     finally:
         stack.services.router.accepting = True
+
+
+async def test_leaving_a_conversation_announces_the_switch(ws_factory, stack: Stack) -> None:
+    # Regression: only /new announced it, so a conversation left through the sidebar
+    # ("New conversation", another conversation) got its notes only when its idle timer
+    # fired (10 minutes by default) instead of at once (docs/lifecycle.md).
+    first = await stack.services.conversations.create("web")
+    second = await stack.services.conversations.create("web")
+    seen: list[tuple[str | None, str | None]] = []
+
+    async def on_switched(previous_id=None, current_id=None, **_):
+        seen.append((previous_id, current_id))
+
+    unsubscribe = stack.services.bus.subscribe("conversation_switched", on_switched)
+    try:
+        tab = await ws_factory()
+
+        async def load(**frame) -> None:
+            count = len(tab.of_type("conversation_loaded"))
+            await tab.send(**frame)
+            await tab.wait_for(lambda f: len(tab.of_type("conversation_loaded")) > count)
+
+        await load(type="switch_conversation", conversationId=first.id)
+        seen.clear()  # what the tab showed on connecting is not the owner's choice
+        await load(type="switch_conversation", conversationId=first.id)  # the same one
+        await load(type="switch_conversation", conversationId=second.id)
+        await load(type="new_conversation")
+        await load(type="switch_conversation", conversationId=first.id)  # from an empty one
+        assert seen == [(first.id, second.id), (second.id, None)]
+    finally:
+        unsubscribe()
