@@ -171,7 +171,18 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     async def _search(s: Any) -> int:
         await s.search.start()  # keyword-only without a model: the warning says why
-        page = await s.search.search(args.query, channel=args.channel, limit=args.limit)
+        try:
+            page = await s.search.search(
+                args.query,
+                channel=args.channel,
+                date_from=args.date_from,
+                date_to=args.date_to,
+                limit=args.limit,
+                cursor=args.cursor,
+            )
+        except ValueError as exc:  # a date that is not one, a cursor of another query
+            print(f"my-agent search: {exc}", file=sys.stderr)
+            return exitcodes.EX_USAGE
         if args.json:
             _print_json(page.to_dict())
             return 0
@@ -280,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("--channel")
     search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--from", dest="date_from", help="turns on or after this ISO date")
+    search.add_argument("--to", dest="date_to", help="turns on or before this ISO date")
+    search.add_argument("--cursor", help="the next page: next_cursor of the previous --json")
     search.add_argument("--json", action="store_true")
     add("reindex", "rebuild conversations.db from the transcripts")
     status = add("status", "daemon health, counts, pending work, index consistency")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot import cli
+from bot import cli, exitcodes
 from bot.services import open_services
 from tests.conftest import make_config, owner_identities, raw_config, settle, shutdown_services
 from tests.support import REPO, ScriptedBrain, inbound
@@ -125,6 +125,36 @@ def test_search(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     assert store.json("search", '"unbalanced (quote* NEAR', capsys=capsys)["results"] == []
     status, text = store.run("search", "trip", capsys=capsys)
     assert status == 0 and store.ids["web"] in text
+
+
+def test_search_pages_dates_and_channel_case(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = store.json("search", "Porto OR sourdough", "--limit", "1", capsys=capsys)
+    assert first["next_cursor"]  # printed, and now usable: the second page is the other one
+    rest = store.json(
+        "search",
+        "Porto OR sourdough",
+        "--limit",
+        "1",
+        "--cursor",
+        first["next_cursor"],
+        capsys=capsys,
+    )
+    assert {r["conversation_id"] for r in first["results"] + rest["results"]} == {
+        store.ids["web"],
+        store.ids["telegram"],
+    }
+    page = store.json("search", "sourdough", "--channel", "Telegram", capsys=capsys)
+    assert [r["conversation_id"] for r in page["results"]] == [store.ids["telegram"]]
+    assert store.json("search", "sourdough", "--to", "2000-01-01", capsys=capsys)["results"] == []
+    assert store.json("search", "sourdough", "--from", "2000-01-01", capsys=capsys)["results"]
+    # A date that is not one is refused by name instead of silently matching nothing.
+    status = cli.main(
+        ["--config", str(store.config_path), "search", "sourdough", "--from", "2026-13-01"]
+    )
+    assert status == exitcodes.EX_USAGE
+    assert "date_from is not an ISO date" in capsys.readouterr().err
 
 
 def test_reindex(store: Store, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,10 +20,10 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
 
 from bot.config.model import AppConfig
+from bot.search.results import InvalidFilter, iso_date
 
 log = logging.getLogger("my_agent.brain.tools")
 
@@ -91,18 +91,12 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def _date(value: Any, field: str) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         raise ToolError(f"{field} must be an ISO date string like 2026-02-14")
     try:
-        if len(value) <= 10:
-            date.fromisoformat(value)
-        else:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ToolError(f"{field} is not an ISO date: {value!r}") from exc
-    return value
+        return iso_date(value, field)
+    except InvalidFilter as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _int(value: Any, field: str) -> int | None:

@@ -16,10 +16,12 @@ from bot.search.query import STOP_WORDS, fts_parts, fts_query, query_terms
 from bot.search.results import (
     Filters,
     InvalidCursor,
+    InvalidFilter,
     Ranking,
     SearchPage,
     SearchResult,
     TurnHit,
+    iso_date,
 )
 from bot.search.service import SearchService
 
@@ -30,6 +32,7 @@ __all__ = [
     "DocFreqs",
     "Filters",
     "InvalidCursor",
+    "InvalidFilter",
     "Ranking",
     "SearchPage",
     "SearchResult",
@@ -38,5 +41,6 @@ __all__ = [
     "fts_candidates",
     "fts_parts",
     "fts_query",
+    "iso_date",
     "query_terms",
 ]

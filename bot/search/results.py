@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from typing import Any
 
 
@@ -106,6 +107,29 @@ class Filters:
 
 class InvalidCursor(ValueError):
     """The cursor is malformed or belongs to another query."""
+
+
+class InvalidFilter(ValueError):
+    """A filter value that cannot mean anything (e.g. the date ``2026-13-01``)."""
+
+
+def iso_date(value: str | None, field: str) -> str | None:
+    """``value`` if it is an ISO date (``2026-02-14``) or timestamp, None if empty.
+
+    Dates are compared as text with the turns' timestamps, so anything else would not
+    raise but silently match nothing (or everything): it is refused with the field's name.
+    """
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        if len(value) <= 10:
+            date.fromisoformat(value)
+        else:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidFilter(f"{field} is not an ISO date like 2026-02-14: {value!r}") from None
+    return value
 
 
 def fingerprint(query: str, filters: Filters) -> str:

@@ -33,6 +33,7 @@ from bot.search.results import (
     decode_cursor,
     encode_cursor,
     fingerprint,
+    iso_date,
 )
 from bot.search.rows import build_rows, fetch_spans, subtract, turn_positions
 
@@ -124,7 +125,12 @@ class SearchService:
 
         Raises :class:`InvalidCursor` for a cursor from another query.
         """
-        filters = Filters(channel, date_from, date_to, conversation_id)
+        filters = Filters(
+            (channel or "").strip().lower() or None,  # channel names are lower case
+            iso_date(date_from, "date_from"),
+            iso_date(date_to, "date_to"),
+            conversation_id,
+        )
         limit = max(1, min(int(limit), 100))
         offset = decode_cursor(cursor, query, filters) if cursor else 0
         key = fingerprint(query, filters)

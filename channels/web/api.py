@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from bot.search import iso_date
 from channels.web.views import conversation_meta, line_views, page_of
 
 if TYPE_CHECKING:
@@ -77,16 +78,20 @@ class Api:
             return web.json_response(
                 {"results": [], "next_cursor": None, "total": 0, "method": "none"}
             )
+        try:  # checked here too, so that the error names this API's parameter
+            dates = {key: iso_date(request.query.get(key), key) for key in ("from", "to")}
+        except ValueError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
         kwargs: dict[str, Any] = {
             "channel": request.query.get("channel") or None,
-            "date_from": request.query.get("from") or None,
-            "date_to": request.query.get("to") or None,
+            "date_from": dates["from"],
+            "date_to": dates["to"],
             "limit": _int(request.query.get("limit"), 20, 1, 100),
             "cursor": request.query.get("cursor") or None,
         }
         try:
             page = await self.services.search.search(query, **kwargs)
-        except ValueError as exc:  # a stale or foreign cursor
+        except ValueError as exc:  # a stale or foreign cursor, a date that is not one
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response(page.to_dict())
 

@@ -492,9 +492,11 @@
   }
 
   // ---------------------------------------------------------------- search
+  const SEARCH_MAX = 1000; // characters, as the input's maxlength
   async function runSearch(more) {
     const params = new URLSearchParams();
-    const q = more ? state.search.query : $("search-input").value.trim();
+    // Capped like the input: a query of many kilobytes would not fit a request line.
+    const q = more ? state.search.query : $("search-input").value.trim().slice(0, SEARCH_MAX);
     if (!q) return;
     params.set("q", q);
     for (const [key, id] of [["channel", "search-channel"], ["from", "search-from"], ["to", "search-to"]]) {
@@ -502,9 +504,16 @@
     }
     if (more && state.search.cursor) params.set("cursor", state.search.cursor);
     $("search-status").textContent = "Searching…";
-    const r = await fetch("/api/search?" + params, { credentials: "same-origin" });
-    if (r.status === 401) return (location.href = "/login");
-    const page = await r.json();
+    let r, page;
+    try {
+      r = await fetch("/api/search?" + params, { credentials: "same-origin" });
+      if (r.status === 401) return (location.href = "/login");
+      // An error from the HTTP layer itself is plain text, not our JSON.
+      page = await r.json().catch(() => ({ error: "Search failed (HTTP " + r.status + ")" }));
+    } catch (err) {
+      $("search-status").textContent = "Search failed: the daemon cannot be reached";
+      return;
+    }
     if (!r.ok) {
       $("search-status").textContent = page.error || "Search failed";
       return;

@@ -199,6 +199,19 @@ async def test_search_finds_and_opens_result(page: Page, stack: Stack) -> None:
     await shot(page, "08-notes")
 
 
+async def test_a_huge_query_still_searches(page: Page, stack: Stack) -> None:
+    # Regression: a query of ~10,000 characters passed aiohttp's request-line limit; the
+    # plain-text 400 broke the page's JSON parsing and it showed "Searching…" for good.
+    conv = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(conv.id, "user", "the marimba recital plan")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await page.fill("#search-input", "marimba " * 1500)
+    await page.press("#search-input", "Enter")
+    await expect(page.locator(f'#search-results .result[data-id="{conv.id}"]')).to_be_visible()
+    await expect(page.locator("#search-status")).to_contain_text("found")
+
+
 async def test_rename_persists_across_refresh(page: Page, stack: Stack) -> None:
     await log_in(page, stack)
     await send(page, "hello there")

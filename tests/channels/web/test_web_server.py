@@ -252,3 +252,12 @@ async def test_search_filters_reach_the_engine(stack: Stack, client) -> None:
         assert (await r.json())["results"] == []
     async with client.get(f"{stack.url}/api/search", params={"q": "quokka", "cursor": "x"}) as r:
         assert r.status == 400
+    params = {"q": "quokka", "channel": " Telegram "}  # channel names in any case
+    async with client.get(f"{stack.url}/api/search", params=params) as r:
+        assert {x["channel"] for x in (await r.json())["results"]} == {"telegram"}
+    # Regression: a date that is not one was compared as text and found nothing, silently.
+    for key, bad in (("from", "2026-13-01"), ("to", "yesterday")):
+        async with client.get(f"{stack.url}/api/search", params={"q": "quokka", key: bad}) as r:
+            assert r.status == 400
+            error = (await r.json())["error"]
+            assert error.startswith(f"{key} is not an ISO date") and bad in error
