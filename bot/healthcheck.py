@@ -124,7 +124,16 @@ def index_counts(conn: Any) -> dict[str, Any]:
         "conversations": _scalar(conn, "SELECT count(*) FROM conversations"),
         "by_channel": by_channel,
         "turns": _scalar(conn, "SELECT count(*) FROM turns"),
+        # Notes missing or behind the last turn: what the daemon will write (at the idle
+        # timeout, or at its next start), as bot.lifecycle.records.pending_abbreviations
+        # selects them. The flag alone missed conversations left before their timeout.
         "pending_abbreviations": _scalar(
+            conn,
+            "SELECT count(*) FROM conversations WHERE turn_count > 0 AND "
+            "(needs_abbreviation = 1 OR abbreviated_turn < turn_count)",
+        ),
+        # of those, flagged by a failed or unfinished pass: retried by the sweep
+        "abbreviations_to_retry": _scalar(
             conn, "SELECT count(*) FROM conversations WHERE needs_abbreviation = 1"
         ),
         "external_parties": _scalar(conn, "SELECT count(*) FROM external_parties"),
@@ -332,7 +341,10 @@ def format_text(report: dict[str, Any]) -> str:
         lines.append(
             f"conversations: {counts['conversations']} ({chans or 'none'}), {counts['turns']} turns"
         )
-        lines.append(f"abbreviations pending: {counts['pending_abbreviations']}")
+        lines.append(
+            f"abbreviations pending: {counts['pending_abbreviations']} "
+            f"({counts['abbreviations_to_retry']} to retry)"
+        )
         lines.append(
             f"external:     {counts['external_parties']} parties, "
             f"{counts['pending_escalations']} escalations pending"

@@ -71,7 +71,10 @@ async def test_consistent_store_without_daemon(populated: tuple[AppConfig, list[
     assert report["counts"]["conversations"] == 2
     assert report["counts"]["by_channel"] == {"telegram": 1, "web": 1}
     assert report["counts"]["turns"] == 10
-    assert report["counts"]["pending_abbreviations"] == 1
+    # Both have turns and no notes yet; one is flagged by a failed pass. (Regression: the
+    # flag alone was counted, so a stop before the idle timeout showed 0 pending.)
+    assert report["counts"]["pending_abbreviations"] == 2
+    assert report["counts"]["abbreviations_to_retry"] == 1
     assert report["outbox"]["pending"] == 2 and report["outbox"]["failed"] == 1
     idx = report["index"]
     assert idx["ok"], idx
@@ -83,6 +86,7 @@ async def test_consistent_store_without_daemon(populated: tuple[AppConfig, list[
     assert report["exit_code"] == 1
     text = healthcheck.format_text(report)
     assert "index:        consistent" in text and "outbox:       2 pending, 1 failed" in text
+    assert "abbreviations pending: 2 (1 to retry)" in text
 
 
 async def test_live_status_file_means_healthy(populated: tuple[AppConfig, list[str]]) -> None:
