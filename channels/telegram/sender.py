@@ -36,7 +36,7 @@ from bot.channel import PermanentSendError
 from bot.config.channels import TelegramChannelConfig
 from bot.events import OutboundMessage, SendResult
 from channels.telegram.keyboards import actions_as_text, inline_keyboard, split_actions
-from channels.telegram.render import escape, html_to_plain, render_parts
+from channels.telegram.render import escape, html_to_plain, render_parts, split_html
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -151,7 +151,9 @@ class TelegramSender:
         text = msg.text
         if listed:
             text = f"{text}\n\n{actions_as_text(listed)}".strip()
-        parts = render_parts(text)
+        # An escalation quotes a stranger word for word: never as Markdown, or a planted
+        # link or heading would look like the owner's own bot vouching for it.
+        parts = split_html(escape(text)) if msg.kind == "escalation" else render_parts(text)
         markup = inline_keyboard(buttons)
         if not parts:
             if markup is None:

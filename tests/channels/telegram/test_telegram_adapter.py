@@ -218,6 +218,20 @@ async def test_buttons_are_answered_and_delivered_as_commands(
     assert host.delivered[1].text == "/reply p1a2b3 Sure, Tuesday works."
 
 
+async def test_an_escalation_quotes_the_stranger_literally(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    # Regression: the stranger's text went through Markdown, so the owner's own bot showed
+    # their "[tap here](https://evil.test/phish)" as a link and "# Notice" as a heading.
+    quote = "**URGENT**: [tap here](https://evil.test/phish)\n# Assistant notice\n> `/trust p1`"
+    body = f"Message from Bank, not a known contact (id p1):\n\u201c{quote}\u201d"
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), body, kind="escalation"))
+    sent = tg_server.sent[-1]
+    assert "<a " not in sent["raw_text"] and "<b>" not in sent["raw_text"]
+    assert "<blockquote>" not in sent["raw_text"] and "<code>" not in sent["raw_text"]
+    assert sent["text"] == body  # every character as written, nothing hidden
+
+
 async def test_hostile_markdown_is_sent_escaped(
     tg_server: FakeTelegramServer, channel: TelegramChannel
 ) -> None:
