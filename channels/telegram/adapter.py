@@ -18,7 +18,7 @@ from typing import Any
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
-from aiogram.exceptions import AiogramError, ClientDecodeError
+from aiogram.exceptions import AiogramError, ClientDecodeError, TelegramRetryAfter
 from aiogram.methods import GetUpdates, SendChatAction
 from aiogram.types import BotCommand, CallbackQuery, Update
 from pydantic import ValidationError
@@ -156,6 +156,9 @@ class TelegramChannel:
                 raise
             except Exception as exc:  # network down, 5xx, conflict, bad token...
                 delay = backoff.next()
+                if isinstance(exc, TelegramRetryAfter):
+                    # Flood control says when: polling sooner only lengthens the ban.
+                    delay = max(delay, float(exc.retry_after))
                 log.warning("Telegram polling failed (%s); retrying in %.1fs", exc, delay)
                 await self._pause(delay)
                 continue
