@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -117,8 +118,10 @@ class ExternalStore:
         return result
 
     # -- tiers ---------------------------------------------------------------------
-    def configured_tier(self, channel: str, party_key: str) -> str | None:
-        return configured_tier(self.config, channel, party_key)
+    def configured_tier(
+        self, channel: str, party_key: str, aliases: Sequence[str] = ()
+    ) -> str | None:
+        return configured_tier(self.config, channel, party_key, aliases)
 
     # -- reading -------------------------------------------------------------------
     async def get(self, party_id: str) -> PartyRecord | None:
@@ -204,8 +207,12 @@ class ExternalStore:
         text: str,
         message_ref: str,
         kind: str = "message",
+        aliases: Sequence[str] = (),
     ) -> tuple[PartyRecord, bool]:
-        """Durably record a third party's message. Returns (party, is_duplicate)."""
+        """Durably record a third party's message. Returns (party, is_duplicate).
+
+        ``aliases``: other identities of the sender (a Telegram @username beside the
+        numeric id), which ``trust.contacts`` may name instead of ``party_key``."""
         party_id = party_handle(channel, party_key)
         if await self.is_duplicate(party_id, message_ref):
             party = await self.get(party_id)
@@ -213,9 +220,20 @@ class ExternalStore:
             return party, True
         now = iso(utcnow())
         existing = await self.get(party_id)
+        configured = self.configured_tier(channel, party_key, aliases)
         lines: list[Line] = []
+        if existing is not None and configured and existing.tier_source != "owner":
+            if existing.tier != configured:  # the config changed since: config beats default
+                lines.append(
+                    {
+                        "type": "event",
+                        "event": "tier",
+                        "tier": configured,
+                        "source": "config",
+                        "timestamp": now,
+                    }
+                )
         if existing is None:
-            configured = self.configured_tier(channel, party_key)
             tier = configured or self.config.trust.default_tier
             lines.append(
                 {
@@ -312,11 +330,20 @@ class ExternalStore:
         return sorted(self.directory.glob("p*.jsonl")) if self.directory.is_dir() else []
 
 
-def configured_tier(config: AppConfig, channel: str, party_key: str) -> str | None:
-    """The tier ``trust.contacts`` gives this party (identities normalised), if any."""
-    for identity, tier in config.trust.contacts.get(channel, {}).items():
-        if normalise_identity(channel, identity) == party_key:
-            return tier
+def configured_tier(
+    config: AppConfig, channel: str, party_key: str, aliases: Sequence[str] = ()
+) -> str | None:
+    """The tier ``trust.contacts`` gives this party (identities normalised), if any:
+    by its key, else by one of its ``aliases`` (``"@alice": known`` for a Telegram user
+    whose key is the numeric id)."""
+    names = [party_key, *(normalise_identity(channel, a) for a in aliases if a)]
+    contacts = {
+        normalise_identity(channel, identity): tier
+        for identity, tier in config.trust.contacts.get(channel, {}).items()
+    }
+    for name in names:
+        if name in contacts:
+            return contacts[name]
     return None
 
 

@@ -58,6 +58,7 @@ class StrangerFlow:
             chat_id=msg.chat_id,
             text=msg.text,
             message_ref=msg.message_id,
+            aliases=msg.sender_aliases,
         )
         if duplicate:
             return

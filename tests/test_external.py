@@ -150,3 +150,54 @@ async def test_lines_written_before_a_crash_are_applied_on_start(tmp_path: Path)
         assert (await services.external.get(party.id)).message_count == 2
     finally:
         await shutdown_services(services)
+
+
+async def test_contacts_named_by_telegram_username(tmp_path: Path) -> None:
+    # Regression: a Telegram party's key is its numeric id, and trust.contacts named by
+    # @username (as config.example.yaml shows) were never matched: "@BlockMe": blocked
+    # still reached the owner, "@kim": known was only acknowledged.
+    from bot.events import InboundMessage
+
+    def message(sender: str, username: str, ref: str) -> InboundMessage:
+        return InboundMessage(
+            channel="telegram",
+            sender_id=sender,
+            sender_aliases=(username,),
+            sender_name=username.lstrip("@").title(),
+            text="hello there",
+            message_id=ref,
+            chat_id=sender,
+        )
+
+    trust = {"contacts": {"telegram": {"@Kim": "known", "@BlockMe": "blocked"}}}
+    config = make_config(tmp_path, owner={"identities": owner_identities()}, trust=trust)
+    services = await open_services(config)
+    try:
+        await services.router.deliver(message("8008", "@kim", "m1"))
+        await services.router.deliver(message("9009", "@blockme", "m2"))
+        await services.router.deliver(message("7007", "@someone", "m3"))
+        kim = await services.external.get(party_handle("telegram", "8008"))
+        blocked = await services.external.get(party_handle("telegram", "9009"))
+        other = await services.external.get(party_handle("telegram", "7007"))
+        assert (kim.tier, kim.tier_source) == ("known", "config")
+        assert (blocked.tier, blocked.tier_source) == ("blocked", "config")
+        assert (other.tier, other.tier_source) == ("untrusted", "default")
+        escalated = {row[0] for row in await services.index.db.fetchall(
+            "SELECT party_id FROM escalations"
+        )}  # fmt: skip
+        assert blocked.id not in escalated and kim.id not in escalated
+        assert other.id in escalated
+    finally:
+        await shutdown_services(services)
+    # A contact added to the config later applies at their next message (not over the
+    # owner's own decision, test above).
+    trust["contacts"]["telegram"]["@someone"] = "known"
+    services = await open_services(config.model_copy(update={"trust": make_config(
+        tmp_path, owner={"identities": owner_identities()}, trust=trust
+    ).trust}))  # fmt: skip
+    try:
+        await services.router.deliver(message("7007", "@someone", "m4"))
+        other = await services.external.get(party_handle("telegram", "7007"))
+        assert (other.tier, other.tier_source) == ("known", "config")
+    finally:
+        await shutdown_services(services)
