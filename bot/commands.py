@@ -165,21 +165,34 @@ class Commands:
             )
         return CommandResult("\n".join(lines))
 
-    async def _party(self, args: str) -> tuple[PartyRecord | None, str]:
+    async def _party(self, args: str, usage: str) -> tuple[PartyRecord | None, str, str | None]:
+        """(party, the rest of the arguments, None) or (None, "", what to answer): the
+        usage when no party is named, and that nobody is known by it when none matches."""
         ref, _, rest = args.strip().partition(" ")
         if not ref:
-            return None, rest
-        return await self.s.external.find(ref), rest.strip()
+            return None, "", usage
+        party = await self.s.external.find(ref)
+        if party is None:
+            return (
+                None,
+                "",
+                (
+                    f"No one who wrote to me is known as {ref!r}: use the id from the "
+                    "escalation, their handle or their address."
+                ),
+            )
+        return party, rest.strip(), None
 
     async def _owner_trust(
         self, args: str, message: InboundMessage, conv: ConversationRecord
     ) -> CommandResult:
-        party, rest = await self._party(args)
+        party, rest, problem = await self._party(
+            args,
+            "Usage: /trust <party> [known|untrusted] (party id from the "
+            "escalation, or their handle/address).",
+        )
         if party is None:
-            return CommandResult(
-                "Usage: /trust <party> [known|untrusted] (party id from the "
-                "escalation, or their handle/address)."
-            )
+            return CommandResult(problem or "")
         tier = (rest.split() or ["known"])[0].lower()
         if tier not in ("known", "untrusted"):
             return CommandResult("Tier must be known or untrusted (use /block to block).")
@@ -189,9 +202,9 @@ class Commands:
     async def _owner_block(
         self, args: str, message: InboundMessage, conv: ConversationRecord
     ) -> CommandResult:
-        party, _ = await self._party(args)
+        party, _, problem = await self._party(args, "Usage: /block <party>")
         if party is None:
-            return CommandResult("Usage: /block <party>")
+            return CommandResult(problem or "")
         await self.s.external.set_tier(party.id, "blocked")
         return CommandResult(
             f"{party.label} is blocked: their messages are kept but never answered or escalated."
@@ -200,9 +213,10 @@ class Commands:
     async def _owner_reply(
         self, args: str, message: InboundMessage, conv: ConversationRecord
     ) -> CommandResult:
-        party, text = await self._party(args)
+        usage = "Usage: /reply <party> <text>"
+        party, text, problem = await self._party(args, usage)
         if party is None or not text:
-            return CommandResult("Usage: /reply <party> <text>")
+            return CommandResult(problem or usage)
         await self.s.router.send_to_party(party, text, kind="reply")
         await self.s.external.resolve_escalations(party.id, "replied")
         return CommandResult(f"Sent to {party.label}.")

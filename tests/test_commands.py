@@ -284,7 +284,12 @@ async def test_reply_sends_to_the_party_on_its_channel(core: Core) -> None:
     assert msgs[-1]["direction"] == "out" and msgs[-1]["content"] == to_bob.text
     assert await core.s.external.pending_escalations() == []
     assert "Usage" in await core.say(f"/reply {party.id}")
-    assert "Usage" in await core.say("/reply nobody-like-this hi")
+    # Someone unknown is named as such (it used to be the usage line, as if the syntax
+    # were wrong), for each of the three commands.
+    for text in ("/reply nobody-like-this hi", "/trust pdeadbee", "/block nobody@nowhere.test"):
+        answer = await core.say(text)
+        assert "No one who wrote to me is known as" in answer and "Usage" not in answer
+    assert "Usage" in await core.say("/trust")
 
 
 # -- strangers' commands ------------------------------------------------------------------
