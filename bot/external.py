@@ -8,6 +8,7 @@ appear in the conversation list and never reach the owner's conversations.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from bot.config import AppConfig
 from bot.db import Database, SyncConn
 from bot.events import iso, utcnow
 from bot.hooks import EventBus
-from bot.transcript import Line, TranscriptStore, encode
+from bot.transcript import Line, TranscriptStore, encode, parse_lines
 
 log = logging.getLogger("my_agent.external")
 
@@ -169,6 +170,25 @@ class ExternalStore:
         )
         return [{"direction": r[0], "content": r[1]} for r in reversed(rows)]
 
+    async def reply_thread(self, party_id: str) -> tuple[str | None, str | None]:
+        """(reference, subject) of the party's last message that has them: where an
+        answer that is not a direct reply (the owner's ``/reply``) goes in their thread.
+        Read from the party's file (the tables keep no subject); a rare, owner-driven
+        read."""
+
+        def _last() -> tuple[str | None, str | None]:
+            try:
+                lines = parse_lines(self._path(party_id).read_bytes())
+            except OSError:
+                return None, None
+            for line in reversed(lines):
+                if line.get("type") == "message" and line.get("direction") == "in":
+                    ref = line.get("replyRef") or line.get("messageRef")
+                    return (str(ref) if ref else None), line.get("subject") or None
+            return None, None
+
+        return await asyncio.to_thread(_last)
+
     async def pending_escalations(self) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"
@@ -208,11 +228,15 @@ class ExternalStore:
         message_ref: str,
         kind: str = "message",
         aliases: Sequence[str] = (),
+        reply_ref: str | None = None,
+        subject: str | None = None,
     ) -> tuple[PartyRecord, bool]:
         """Durably record a third party's message. Returns (party, is_duplicate).
 
         ``aliases``: other identities of the sender (a Telegram @username beside the
-        numeric id), which ``trust.contacts`` may name instead of ``party_key``."""
+        numeric id), which ``trust.contacts`` may name instead of ``party_key``;
+        ``reply_ref`` / ``subject``: what an answer threads under (an e-mail's Message-ID
+        and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`)."""
         party_id = party_handle(channel, party_key)
         if await self.is_duplicate(party_id, message_ref):
             party = await self.get(party_id)
@@ -258,6 +282,8 @@ class ExternalStore:
                 "timestamp": now,
                 "name": display_name,
                 "chatId": chat_id,
+                **({"replyRef": reply_ref} if reply_ref else {}),
+                **({"subject": subject} if subject else {}),
             }
         )
         await self._record(party_id, lines)

@@ -59,6 +59,8 @@ class StrangerFlow:
             text=msg.text,
             message_ref=msg.message_id,
             aliases=msg.sender_aliases,
+            reply_ref=msg.message_ref,
+            subject=msg.subject,
         )
         if duplicate:
             return
@@ -131,7 +133,12 @@ class StrangerFlow:
         in_reply_to: str | None = None,
         subject: str | None = None,
     ) -> None:
-        """Record and queue a message to a third party (reply, acknowledgement, /reply)."""
+        """Record and queue a message to a third party (reply, acknowledgement, /reply).
+
+        Without ``in_reply_to`` (the owner's ``/reply``, an answer to a command) it goes
+        under the party's last message, so a mail client shows it in the same thread."""
+        if in_reply_to is None and subject is None:
+            in_reply_to, subject = await self.s.external.reply_thread(party.id)
         await self.s.external.record_outbound(party.id, text, kind=kind)
         await self.s.outbox.enqueue(
             OutboundMessage(

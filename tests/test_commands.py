@@ -272,6 +272,7 @@ async def test_reply_sends_to_the_party_on_its_channel(core: Core) -> None:
         sender="Bob <bob@else.example.com>",
         chat="bob@else.example.com",
         subject="Meeting",
+        message_ref="<m1@else.example.com>",
     )
     party = await core.s.external.find("bob@else.example.com")
     assert party is not None and party.channel == "email"
@@ -280,6 +281,9 @@ async def test_reply_sends_to_the_party_on_its_channel(core: Core) -> None:
     to_bob = core.channels["email"].sent[-1]
     assert to_bob.chat_id == "bob@else.example.com"
     assert to_bob.text == "Robin will call you tomorrow.\nBest"
+    # In Bob's thread (regression: a new mail "Message from Assistant" without
+    # In-Reply-To, unrelated to what Bob wrote, in his mail client).
+    assert to_bob.in_reply_to == "<m1@else.example.com>" and to_bob.subject == "Meeting"
     msgs = await core.s.external.messages(party.id)
     assert msgs[-1]["direction"] == "out" and msgs[-1]["content"] == to_bob.text
     assert await core.s.external.pending_escalations() == []
