@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-from bot.commands import parse_command
+from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, OutboundMessage
 from bot.external import PartyRecord, normalise_identity
 from bot.replies import ReplyTarget
@@ -68,7 +68,10 @@ class StrangerFlow:
             log.info("message from blocked party %s recorded, not answered", party.id)
             return
         command = parse_command(msg.text)
-        if command is not None:
+        # Only the commands we know are commands: anything else from a stranger is a
+        # message like any other, above all Telegram's "/start", a new user's first
+        # message, which used to get "Unknown command" and never reached the owner.
+        if command is not None and command[0] in COMMANDS:
             result = await self.commands.run_stranger(command[0], command[1], party)
             await self.send_to_party(
                 party, result.text, kind="command", dedup=f"{msg.channel}:{msg.message_id}:command"

@@ -325,6 +325,17 @@ async def test_strangers_commands_never_touch_owner_records(core: Core) -> None:
     assert core.brain.requests[-1].profile == "owner"  # nothing went to the brain for them
 
 
+async def test_a_strangers_start_reaches_the_owner(core: Core) -> None:
+    # Regression: Telegram makes "/start" every new user's first message; it got
+    # "Unknown command /start" and the owner never heard of them.
+    party = await _stranger(core, sender="5005", text="/start")
+    to_them = [m.text for m in core.telegram.sent if m.chat_id == "5005"]
+    assert len(to_them) == 1 and "passed on" in to_them[0]  # the acknowledgement
+    escalations = await core.s.external.pending_escalations()
+    assert [e["partyId"] for e in escalations] == [party.id]
+    assert "/start" in escalations[0]["text"]
+
+
 async def test_non_owner_in_a_group_cannot_use_owner_commands(core: Core) -> None:
     """A group conversation belongs to the owner: other members' commands may not switch
     it, change its model, rename it or search the owner's conversations."""
