@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.config.model import AppConfig
 from bot.db import Database
 from bot.search import InvalidCursor, SearchService, fts_query, query_terms
+from bot.search.query import identifiers
 from tests.recall_helpers import add_conversation, open_index
 
 
@@ -165,3 +171,30 @@ async def test_cursor_pagination(db: Database) -> None:
 async def test_no_match(seeded: Database) -> None:
     page = await SearchService(AppConfig(), seeded).search("zeppelin")
     assert page.results == [] and page.total == 0 and page.next_cursor is None
+
+
+# The pattern identifiers() replaced: the same tokens, found without its backtracking.
+_OLD_IDENT = re.compile(r"\w+(?:[-_./:@#]\w+)+")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="ab_-.:@# é1\u0663\u0301/x", max_size=16))
+def test_identifiers_are_the_old_patterns_tokens(text: str) -> None:
+    assert identifiers(text) == [m.group(0) for m in _OLD_IDENT.finditer(text)]
+
+
+def test_identifiers_examples() -> None:
+    text = "ERR-4521 in v1.2.3 of foo_bar, mail a@b.c, not a--b or _x, __init__ yes"
+    assert identifiers(text) == ["ERR-4521", "v1.2.3", "foo_bar", "a@b.c", "__init__"]
+
+
+def test_a_huge_word_is_searched_in_linear_time() -> None:
+    # Regression: 22 s for a 40,000-character word (quadratic backtracking, on the event
+    # loop: an offline reply searches for the message, so one pasted blob froze the daemon,
+    # and again at every restart when the reply was resumed). A child process, so that a
+    # regression fails here instead of hanging the suite.
+    code = (
+        "from bot.search.query import fts_query\n"
+        "assert fts_query('B' * 2_000_000 + ' x-' * 200_000)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -28,8 +28,40 @@ STOP_WORDS = frozenset(
 )
 
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
-# Identifier-like tokens (ERR-4521, v1.2.3, foo_bar, a@b.c) are also searched as a phrase.
-_IDENT = re.compile(r"\w+(?:[-_./:@#]\w+)+")
+# Identifier-like tokens (ERR-4521, v1.2.3, foo_bar, a@b.c) are also searched as a phrase:
+# word runs joined by single separators. Found in two linear passes (runs of identifier
+# characters, then their word and separator pieces) instead of the pattern
+# r"\w+(?:[-_./:@#]\w+)+", which backtracked over every start of a long word with no
+# separator: quadratic, 22 s for a 40,000-character word, holding the event loop (an
+# offline reply searches for the message, so one pasted blob froze the daemon, again at
+# every restart). tests/test_search_keyword.py compares the two on random text.
+_IDENT_RUN = re.compile(r"[\w\-./:@#]+")
+_IDENT_PIECE = re.compile(r"\w+|[^\w]+")
+
+
+def identifiers(text: str) -> list[str]:
+    """Identifier-like tokens of ``text`` in order (what the old pattern's finditer gave)."""
+    found: list[str] = []
+    for run in _IDENT_RUN.findall(text):
+        pieces = _IDENT_PIECE.findall(run)
+        i = 0
+        while i < len(pieces):
+            if not _is_word(pieces[i]):
+                i += 1
+                continue
+            j = i  # extend over "<one separator><word>" pairs
+            while j + 2 < len(pieces) and len(pieces[j + 1]) == 1 and _is_word(pieces[j + 2]):
+                j += 2
+            if j > i:
+                found.append("".join(pieces[i : j + 1]))
+            elif "_" in pieces[i][1:-1]:
+                found.append(pieces[i])  # foo_bar: "_" is a word character and a separator
+            i = j + 1
+    return found
+
+
+def _is_word(piece: str) -> bool:
+    return piece[0] == "_" or piece[0].isalnum()  # what \w is, for str patterns
 
 
 def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
@@ -49,7 +81,7 @@ def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
 def fts_parts(text: str) -> list[str]:
     """The distinct phrases :func:`fts_query` ORs: identifiers first, then the words."""
     parts: list[str] = []
-    for ident in dict.fromkeys(m.group(0).lower() for m in _IDENT.finditer(text)):
+    for ident in dict.fromkeys(i.lower() for i in identifiers(text)):
         parts.append(ident)
     parts.extend(query_terms(text))
     return list(dict.fromkeys(parts))
