@@ -6,8 +6,9 @@ These frozen dataclasses are the only types that cross the boundary between
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal
@@ -124,3 +125,50 @@ class StreamEvent:
     turn_number: int
     delta: str
     done: bool = False
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TEXT_FIELDS = (
+    "sender_id",
+    "text",
+    "message_id",
+    "chat_id",
+    "sender_name",
+    "group_id",
+    "group_title",
+    "message_ref",
+    "subject",
+    "conversation_id",
+)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_clean(v) for v in value)
+    return value
+
+
+def scrubbed(message: InboundMessage) -> InboundMessage:
+    """``message`` with lone UTF-16 surrogates replaced by U+FFFD.
+
+    JSON lets a client send ``"\\ud800"`` alone (a browser, the loopback API); Python keeps
+    it in a ``str`` but no UTF-8 file or SQLite text can hold it, so the transcript append
+    failed and the message was lost. Messages without one come back unchanged (a quick
+    ``isascii`` check for most fields)."""
+    changes: dict[str, Any] = {}
+    for name in _TEXT_FIELDS:
+        value = getattr(message, name)
+        if isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
+            changes[name] = _SURROGATE.sub("\ufffd", value)
+    refs, aliases = message.thread_refs, message.sender_aliases
+    if any(not r.isascii() for r in (*refs, *aliases)):
+        changes["thread_refs"], changes["sender_aliases"] = _clean(refs), _clean(aliases)
+    if message.metadata:
+        metadata = _clean(message.metadata)
+        if metadata != message.metadata:
+            changes["metadata"] = metadata
+    return replace(message, **changes) if changes else message

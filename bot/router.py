@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bot.channel import DeliveryError
 from bot.commands import CommandResult, Commands, parse_command
 from bot.conversations import ConversationNotFound
-from bot.events import InboundMessage, OutboundMessage
+from bot.events import InboundMessage, OutboundMessage, scrubbed
 from bot.external import PartyRecord
 from bot.index import ConversationRecord
 from bot.replies import ReplyTarget
@@ -72,6 +72,7 @@ class Router:
     async def deliver(self, message: InboundMessage) -> None:
         if not self.accepting:
             raise DeliveryError("the daemon is shutting down")
+        message = scrubbed(message)  # lone surrogates cannot be stored: replaced, not lost
         for attempt, delay in enumerate((*STORAGE_RETRIES, None)):
             try:
                 await self._route(message)

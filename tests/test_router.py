@@ -85,6 +85,22 @@ def test_identity_normalisation(channel: str, raw: str, canonical: str) -> None:
     assert normalise_identity(channel, raw) == canonical
 
 
+async def test_a_lone_surrogate_is_stored_replaced_not_lost(core: Core) -> None:
+    # Regression: JSON lets a client send "\ud800" alone; the transcript's UTF-8 encoding
+    # raised, the dashboard got "internal error" and the message was lost.
+    await core.deliver(
+        "lone \ud800 surrogate pickles", channel="web", sender="owner", chat="tab",
+        sender_name="Ro\udc00bin", metadata={"note": ["x\udfff"]},
+    )  # fmt: skip
+    await settle(core.s)
+    (rec,) = await core.conversations()
+    lines = core.s.conversations.store.read_lines(rec.id)
+    user = next(line for line in lines if line.get("role") == "user")
+    assert user["content"] == "lone \ufffd surrogate pickles"
+    page = await core.s.search.search("surrogate pickles")
+    assert [r.conversation_id for r in page.results] == [rec.id]
+
+
 @pytest.mark.parametrize(
     ("sender", "aliases"),
     [
