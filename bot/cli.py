@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from bot import exitcodes
 from bot.config import AppConfig, ConfigError, default_config_path, load_config
@@ -244,7 +244,7 @@ def bench_parser(name: str, config: str | None = None) -> tuple[Any, argparse.Ar
     """The benchmark module and its argument parser (``my-agent bench NAME ...``)."""
     module = importlib.import_module(f"bot.bench.{BENCH_MODULES.get(name, name)}")
     # A benchmark may define --config itself (it then runs standalone too): let it win.
-    parser = argparse.ArgumentParser(prog=f"my-agent bench {name}", conflict_handler="resolve")
+    parser = _Parser(prog=f"my-agent bench {name}", conflict_handler="resolve")
     parser.add_argument("--json", action="store_true", help="print JSON (the default output)")
     parser.add_argument("--config", default=config)
     module.add_arguments(parser)
@@ -264,8 +264,17 @@ def cmd_bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 64 (EX_USAGE, README's table), not argparse's 2; the
+    sub-command parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(exitcodes.EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="my-agent", description=__doc__)
+    parser = _Parser(prog="my-agent", description=__doc__)
     parser.add_argument(
         "--config",
         help="config file (default: $MY_AGENT_CONFIG, "

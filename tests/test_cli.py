@@ -109,8 +109,11 @@ def test_conversations_show(store: Store, capsys: pytest.CaptureFixture[str]) ->
     assert status == 0 and "Plan the trip to Porto" in text and "Porto trip" in text
     status, _ = store.run("conversations", "show", "conv-01HQXK5J7G8M3N4P5R6S7T8V9W", capsys=capsys)
     assert status == 1
-    with pytest.raises(SystemExit):
-        cli.main(["--config", str(store.config_path), "conversations", "show"])
+    # Usage errors exit 64 as README's table says (regression: argparse's own 2).
+    for argv in (["conversations", "show"], ["bogus"], ["search"], ["search", "x", "--limit", "z"]):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(["--config", str(store.config_path), *argv])
+        assert stop.value.code == exitcodes.EX_USAGE, argv
 
 
 def test_search(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
