@@ -110,6 +110,11 @@ async def _with_services(
     ``embedding.model_path`` or the model cache; the daemon is the one that downloads."""
     from bot.services import close_services, open_services
 
+    if not config.data_dir.is_dir():
+        # Reading commands never create a data directory: with a wrong path (a typo, the
+        # wrong config) they answered "nothing here" and left an empty store behind.
+        print(f"my-agent: data directory {config.data_dir} does not exist", file=sys.stderr)
+        return exitcodes.EX_DATADIR
     services = await open_services(config, recover_now=recover_now, download_models=download_models)
     try:
         return await fn(services)

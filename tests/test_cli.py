@@ -279,3 +279,19 @@ def test_search_never_downloads_a_model(
     assert page["method"] == "keyword"
     assert [r["conversation_id"] for r in page["results"]] == [store.ids["telegram"]]
     assert [c.get("local_files_only") for c in calls] == [True]
+
+
+def test_reading_commands_never_create_a_data_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: a wrong data_dir (a typo, the wrong config) answered "no conversations"
+    # and left a new empty store behind, as if the history were gone.
+    missing = tmp_path / "nowhere"
+    config_path = tmp_path / "config.yaml"
+    raw = raw_config(tmp_path)
+    raw["data_dir"] = str(missing)
+    config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    for argv in (["conversations", "list"], ["search", "anything"], ["reindex"]):
+        assert cli.main(["--config", str(config_path), *argv]) == exitcodes.EX_DATADIR, argv
+        assert "does not exist" in capsys.readouterr().err
+    assert not missing.exists()
