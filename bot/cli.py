@@ -56,7 +56,7 @@ def _print_json(data: Any) -> None:
 # -- commands -----------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from bot.daemon import run_daemon
-    from bot.services import DatabaseOpenError, DataDirError, DataDirInUse
+    from bot.services import ChannelStartError, DatabaseOpenError, DataDirError, DataDirInUse
 
     config = _config(args)
     setup_logging(config.logging.level)
@@ -79,6 +79,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except DataDirInUse as exc:
         log.error("%s", exc)
         return exitcodes.EX_TEMPFAIL
+    except ChannelStartError as exc:
+        log.error("%s", exc)
+        return exitcodes.EX_UNAVAILABLE
     # Everything is closed and flushed. A worker thread still inside a library call (a
     # model download retrying with long sleeps) must not hold the exit hostage.
     logging.shutdown()

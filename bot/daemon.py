@@ -14,7 +14,7 @@ from bot.channel import Channel
 from bot.config import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.notify import Notifier
-from bot.services import Services, close_services, open_services
+from bot.services import ChannelStartError, Services, close_services, open_services
 from bot.tasks import cancel_all, spawn
 
 log = logging.getLogger("my_agent.daemon")
@@ -106,7 +106,10 @@ def wire_channels(services: Services, channels: list[Channel]) -> None:
 
 async def start_channels(services: Services, channels: list[Channel]) -> None:
     for channel in channels:
-        await channel.start(services.router)
+        try:
+            await channel.start(services.router)
+        except OSError as exc:  # a bind: the dashboard's port taken by another program
+            raise ChannelStartError(f"channel {channel.name} cannot start: {exc}") from exc
         services.outbox.attach(channel)
         log.info("channel %s started", channel.name)
 

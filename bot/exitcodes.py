@@ -5,6 +5,7 @@ systemd's unit uses ``RestartPreventExitStatus=78``: a bad config is not retried
 
 OK = 0
 EX_USAGE = 64  # wrong command-line usage
+EX_UNAVAILABLE = 69  # a channel cannot start (its address is in use, say)
 EX_DATADIR = 73  # EX_CANTCREAT: the data directory cannot be created or written
 EX_DATABASE = 74  # EX_IOERR: conversations.db / state.db cannot be opened or migrated
 EX_SOFTWARE = 70  # an internal error stopped the daemon

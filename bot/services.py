@@ -47,6 +47,10 @@ class DataDirInUse(Exception):
     """Another daemon runs on this data directory (exit 75: try again later)."""
 
 
+class ChannelStartError(Exception):
+    """A channel cannot start, e.g. its address is in use (exit 69)."""
+
+
 class DatabaseOpenError(Exception):
     """conversations.db or state.db cannot be opened or migrated (exit 74)."""
 

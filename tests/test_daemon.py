@@ -185,6 +185,29 @@ async def test_bad_config_exits_78(tmp_path: Path) -> None:
     assert "owner.timezone" in proc.log()
 
 
+async def test_a_port_in_use_exits_69_with_one_line(tmp_path: Path) -> None:
+    # Regression: the web channel's bind error came out as a raw traceback, exit 1.
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        config = {
+            "data_dir": str(tmp_path / "data"),
+            "embedding": {"enabled": False},
+            "channels": {"web": {"enabled": True, "host": "127.0.0.1", "port": port}},
+        }
+        proc = Daemon(tmp_path, config)
+        with pytest.raises(RuntimeError, match="daemon exited 69"):
+            await proc.start(timeout=30)
+        assert "channel web cannot start" in proc.log()
+        assert "Traceback" not in proc.log()
+    finally:
+        taken.close()
+
+
 STUCK_MODEL = """
 import sys, time
 
