@@ -105,6 +105,22 @@ async def test_asking_again_offline_lists_the_fact_not_the_earlier_listing(
     assert "remind me" not in replies[2].split("From past conversations:", 1)[1]
 
 
+async def test_an_older_part_of_this_conversation_is_listed(services: Any) -> None:
+    # Regression: when the best-matching turn of the current conversation was the message
+    # itself, the whole conversation was skipped, and the older turn that holds the answer
+    # (a long pinned conversation) never showed; unrelated conversations did instead.
+    await _say(services, "For the Kyoto trip the ryokan near Gion costs 32000 yen a night")
+    for n in range(12):
+        await _say(services, f"unrelated chatter number {n} about the weather")
+    await _say(services, "what was the ryokan price per night in Kyoto again?")
+    rows = await services.index_db.fetchall(
+        "SELECT content FROM turns WHERE role = 'assistant' ORDER BY id DESC LIMIT 1"
+    )
+    listing = str(rows[0][0]).split("From past conversations:", 1)[1]
+    assert "32000 yen" in listing and "turn 1" in listing
+    assert "price per night in Kyoto again" not in listing  # never the message itself
+
+
 async def test_offline_notes_and_titles_skip_the_readouts(services: Any) -> None:
     manager = services.conversations
     conv = (await manager.create("web")).id

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink
+from bot.search.fusion import snippet
+from bot.search.query import query_terms
 
 if TYPE_CHECKING:
     from bot.search import SearchResult, SearchService
@@ -58,7 +61,12 @@ class OfflineBrain:
                     if result.conversation_id == request.conversation_id and self._recent(
                         result, request.turn_number
                     ):
-                        continue  # the message itself, or what is still on the owner's screen
+                        # The message itself, or what is still on the owner's screen; an
+                        # older part of this conversation that matched too is recall.
+                        older = await self._older_part(result, request)
+                        if older is None:
+                            continue
+                        result = older
                     found.append(result)
                     if len(found) >= self.max_results:
                         break
@@ -92,6 +100,36 @@ class OfflineBrain:
         if turn_number is None:
             return False
         return result.turn_scores[0][0] > turn_number - RECENT_TURNS
+
+    async def _older_part(self, result: SearchResult, request: BrainRequest) -> SearchResult | None:
+        """The current conversation's best-matching turn older than the recent ones, as
+        a result of its own; None when none matched well (half the best turn's score).
+
+        Before, a current conversation whose best turn was the message itself was skipped
+        whole, and the older turn that holds the answer ("what was my hotel budget?",
+        asked 15 turns later in a long pinned conversation) never showed."""
+        if self.search is None or request.turn_number is None or not result.turn_scores:
+            return None
+        cut = request.turn_number - RECENT_TURNS
+        floor = result.turn_scores[0][1] / 2
+        older = [(n, s) for n, s in result.turn_scores if n <= cut and s >= floor]
+        if not older:
+            return None
+        number = older[0][0]
+        rows = await self.search.db.fetchall(
+            "SELECT content FROM turns WHERE conversation_id = ? AND turn_number = ? "
+            "AND recall = 1 ORDER BY id",
+            (result.conversation_id, number),
+        )
+        text = " ".join(str(row[0]) for row in rows)
+        if not text.strip():
+            return None
+        return replace(
+            result,
+            snippet=snippet(text, query_terms(request.text)),
+            turn_range=f"turn {number}",
+            turn_scores=older,
+        )
 
     async def close(self) -> None:
         return None
