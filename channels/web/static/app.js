@@ -141,9 +141,17 @@
     document.body.dataset.connection = cls;
   }
 
+  const FRAME_MAX = 1 << 20; // bytes: the server's max_msg_size (a larger frame closes the socket)
+
   function send(payload) {
     if (state.ws && state.ws.readyState === WebSocket.OPEN) {
-      state.ws.send(JSON.stringify(payload));
+      const data = JSON.stringify(payload);
+      if (new Blob([data]).size > FRAME_MAX) {
+        // Kept in the input: the server would drop the connection and the text with it.
+        toast("Too long to send (at most 1 MB). Nothing was sent; shorten or split it.");
+        return false;
+      }
+      state.ws.send(data);
       return true;
     }
     toast("Not connected; retrying…");

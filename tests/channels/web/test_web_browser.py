@@ -212,6 +212,19 @@ async def test_a_huge_query_still_searches(page: Page, stack: Stack) -> None:
     await expect(page.locator("#search-status")).to_contain_text("found")
 
 
+async def test_a_message_too_long_to_send_is_kept_and_explained(page: Page, stack: Stack) -> None:
+    # Regression: a message over the WebSocket's 1 MiB limit closed the connection
+    # (code 1009) with no word, and the text was gone from the input.
+    await log_in(page, stack)
+    huge = "x" * (1 << 20)
+    await page.fill("#input", huge)
+    await page.press("#input", "Enter")
+    await expect(page.locator("#toast")).to_contain_text("Too long to send")
+    assert await page.input_value("#input") == huge
+    await send(page, "a normal message after it")  # still connected
+    await expect(page.locator(".msg-user").last).to_contain_text("a normal message after it")
+
+
 async def test_rename_persists_across_refresh(page: Page, stack: Stack) -> None:
     await log_in(page, stack)
     await send(page, "hello there")
