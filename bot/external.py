@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -139,8 +140,9 @@ class ExternalStore:
             return party
         rows = await self.db.fetchall(
             f"SELECT {_PARTY_COLS} FROM external_parties WHERE party_key = ? OR party_key = ? "
-            "OR lower(display_name) = ? ORDER BY updated DESC",
-            (ref.lower(), ref.lower().lstrip("@"), ref.lower()),
+            "OR lower(display_name) = ? OR EXISTS (SELECT 1 FROM json_each("
+            "external_parties.meta, '$.handles') WHERE value = ?) ORDER BY updated DESC",
+            (ref.lower(), ref.lower().lstrip("@"), ref.lower(), ref.lower()),
         )
         return _party(rows[0]) if rows else None
 
@@ -238,6 +240,7 @@ class ExternalStore:
         ``reply_ref`` / ``subject``: what an answer threads under (an e-mail's Message-ID
         and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`)."""
         party_id = party_handle(channel, party_key)
+        handles = sorted({normalise_identity(channel, a) for a in aliases if a.strip()})
         if await self.is_duplicate(party_id, message_ref):
             party = await self.get(party_id)
             assert party is not None
@@ -284,6 +287,9 @@ class ExternalStore:
                 "chatId": chat_id,
                 **({"replyRef": reply_ref} if reply_ref else {}),
                 **({"subject": subject} if subject else {}),
+                # the sender's handles as of this message (a Telegram @username), so
+                # that the owner can name them: "/trust @eve"
+                **({"handles": handles} if handles else {}),
             }
         )
         await self._record(party_id, lines)
@@ -431,6 +437,12 @@ def apply_party_lines(
                 ),
             )
             del cur
+            if line.get("handles"):
+                conn.execute(
+                    "UPDATE external_parties SET meta = json_set(meta, '$.handles', json(?))"
+                    " WHERE id = ?",
+                    (json.dumps(line["handles"]), party_id),
+                )
             conn.execute(
                 "UPDATE external_parties SET updated = ?, message_count = message_count + ?,"
                 " display_name = coalesce(?, display_name), chat_id = coalesce(?, chat_id)"

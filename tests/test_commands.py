@@ -325,6 +325,19 @@ async def test_strangers_commands_never_touch_owner_records(core: Core) -> None:
     assert core.brain.requests[-1].profile == "owner"  # nothing went to the brain for them
 
 
+async def test_a_party_is_named_by_their_telegram_handle(core: Core) -> None:
+    # Regression: "/trust @eve" answered with the usage line (the party's key is the
+    # numeric id and the @username was not kept), though the help offers handles.
+    await core.say("hi, Eve here", sender="2002", sender_name="Eve", sender_aliases=("@Eve",))
+    party = await core.s.external.find("2002")
+    assert party is not None
+    assert "now known" in await core.say("/trust @eve")
+    assert (await core.s.external.get(party.id)).tier == "known"
+    # a handle changed since: the newest one names them
+    await core.say("new name", sender="2002", sender_name="Eve", sender_aliases=("@eve_2",))
+    assert "blocked" in await core.say("/block @eve_2")
+
+
 async def test_a_strangers_start_reaches_the_owner(core: Core) -> None:
     # Regression: Telegram makes "/start" every new user's first message; it got
     # "Unknown command /start" and the owner never heard of them.
