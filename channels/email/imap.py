@@ -11,11 +11,16 @@ import asyncio
 import logging
 import re
 import ssl
+from asyncio import FIRST_COMPLETED
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import aioimaplib
 
 from bot.config.channels import ImapConfig
+
+T = TypeVar("T")
 
 log = logging.getLogger("my_agent.email.imap")
 
@@ -116,6 +121,27 @@ class ImapSession:
         if client is not None and client.protocol.transport is not None:
             client.protocol.transport.close()
 
+    async def _until_lost(self, awaitable: Awaitable[T], what: str) -> T:
+        """``awaitable`` (a command's response), or :class:`ImapError` as soon as the
+        connection is lost: aioimaplib notices a lost socket but leaves a command
+        waiting for its whole timeout (30 s of unseen mail after a server restart,
+        which sends BYE and closes while the IDLE is being ended)."""
+        task = asyncio.ensure_future(awaitable)
+        lost = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait({task, lost}, timeout=self._timeout, return_when=FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        if self.lost.is_set():
+            raise ImapError(f"connection lost during {what}")
+        raise TimeoutError(f"{what}: no answer within {self._timeout:g}s")
+
+    async def _command(self, awaitable: Awaitable[aioimaplib.Response], what: str) -> Any:
+        return self._check(await self._until_lost(awaitable, what), what)
+
     @staticmethod
     def _check(response: aioimaplib.Response, what: str) -> aioimaplib.Response:
         if response.result != "OK":
@@ -124,7 +150,7 @@ class ImapSession:
 
     # -- commands ------------------------------------------------------------------
     async def select(self, folder: str) -> Mailbox:
-        response = self._check(await self.client.select(folder), f"SELECT {folder}")
+        response = await self._command(self.client.select(folder), f"SELECT {folder}")
         text = b"\n".join(bytes(line) for line in response.lines)
         validity = _UIDVALIDITY.search(text)
         if validity is None:
@@ -136,12 +162,12 @@ class ImapSession:
         return self.mailbox
 
     async def noop(self) -> None:
-        self._check(await asyncio.wait_for(self.client.noop(), self._timeout), "NOOP")
+        await self._command(self.client.noop(), "NOOP")
 
     async def search_uids(self, criteria: str) -> list[int]:
         """UIDs matching ``criteria`` (e.g. ``UID 105:*`` or ``UNSEEN``), ascending."""
-        response = self._check(
-            await self.client.uid_search(criteria, charset=None), f"UID SEARCH {criteria}"
+        response = await self._command(
+            self.client.uid_search(criteria, charset=None), f"UID SEARCH {criteria}"
         )
         uids: set[int] = set()
         for line in response.lines[:-1]:
@@ -150,8 +176,8 @@ class ImapSession:
 
     async def fetch(self, uid: int) -> bytes | None:
         """The whole message without setting \\Seen; None when it no longer exists."""
-        response = self._check(
-            await self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), f"UID FETCH {uid}"
+        response = await self._command(
+            self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), f"UID FETCH {uid}"
         )
         lines = response.lines
         for idx, line in enumerate(lines):
@@ -166,25 +192,25 @@ class ImapSession:
         return None
 
     async def mark_seen(self, uid: int) -> None:
-        self._check(
-            await self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"), f"STORE {uid}"
+        await self._command(
+            self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"), f"STORE {uid}"
         )
 
     async def move(self, uid: int, folder: str) -> None:
         """MOVE, or COPY + \\Deleted + UID EXPUNGE on servers without MOVE."""
         if self.has_capability("MOVE"):
-            self._check(await self.client.uid("move", str(uid), folder), f"MOVE {uid}")
+            await self._command(self.client.uid("move", str(uid), folder), f"MOVE {uid}")
             return
-        self._check(await self.client.uid("copy", str(uid), folder), f"COPY {uid}")
-        self._check(
-            await self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Deleted \\Seen)"),
+        await self._command(self.client.uid("copy", str(uid), folder), f"COPY {uid}")
+        await self._command(
+            self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Deleted \\Seen)"),
             f"STORE {uid}",
         )
         if self.has_capability("UIDPLUS"):
-            self._check(await self.client.uid("expunge", str(uid)), f"UID EXPUNGE {uid}")
+            await self._command(self.client.uid("expunge", str(uid)), f"UID EXPUNGE {uid}")
 
     async def ensure_folder(self, folder: str) -> None:
-        response = await self.client.create(folder)
+        response = await self._until_lost(self.client.create(folder), f"CREATE {folder}")
         if response.result != "OK":
             log.debug("CREATE %s: %s (probably exists)", folder, response.lines[-1:])
 
@@ -233,5 +259,5 @@ class ImapSession:
             idle.cancel()
             raise ImapError("connection lost during IDLE")
         client.idle_done()
-        await asyncio.wait_for(idle, self._timeout)
+        await self._until_lost(idle, "the end of IDLE")
         return changed

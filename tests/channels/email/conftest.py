@@ -236,10 +236,13 @@ class FakeHost:
 
 # -- a TCP proxy that can cut connections --------------------------------------------
 class Proxy:
-    """Forwards 127.0.0.1:port to a target; :meth:`cut` drops every live connection."""
+    """Forwards 127.0.0.1:port to a target; :meth:`cut` drops every live connection;
+    with ``hold`` set, what the client sends is swallowed (a command that never gets its
+    answer)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
+        self.hold = False
         self.port = 0
         self.connections = 0
         self._writers: list[asyncio.StreamWriter] = []
@@ -259,6 +262,8 @@ class Proxy:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
+                    if self.hold and dst is up_writer:
+                        continue
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, OSError):

@@ -273,6 +273,29 @@ async def test_connection_dropped_during_idle_reconnects_without_loss(
         await proxy.stop()
 
 
+async def test_a_command_fails_as_soon_as_the_connection_is_lost(pymap: PymapServer) -> None:
+    # Regression: aioimaplib notices a lost socket but leaves a command in flight waiting
+    # for its whole timeout; after a server restart the session sat 30 s (mail unseen)
+    # before reconnecting. Every command now ends with the connection.
+    from channels.email.imap import ImapError, ImapSession
+
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    try:
+        config = make_config(Path("."), proxy.port, 1, "INBOX", imap={"timeout": 30})
+        session = ImapSession(config.channels.email.imap, USER, PASSWORD, 30)
+        await session.connect()
+        proxy.hold = True  # NOOP goes nowhere: no answer will come
+        noop = asyncio.ensure_future(session.noop())
+        await asyncio.sleep(0.2)
+        proxy.cut()
+        with pytest.raises(ImapError, match="connection lost during NOOP"):
+            await asyncio.wait_for(noop, 5)  # not the 30 s command timeout
+        session.abort()
+    finally:
+        await proxy.stop()
+
+
 async def test_processed_folder_move(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
 ) -> None:
