@@ -76,8 +76,13 @@ async def test_a_steady_stream_of_commits_cannot_grow_the_wal_for_ever(tmp_path:
         db.checkpointer.interval = 0.02
         db.checkpointer.restart_frames = 200
         frames = await _wal_frames_after_steady_writes(db, 1.5)
+        rows = (await db.fetchone("SELECT count(*) FROM t"))[0]
         assert db.checkpointer.restarts >= 1
-        assert frames < 5_000  # without the restarts: every frame since the start
+        # Without the restarts the WAL holds every frame since the start: at least one per
+        # committed row. Relative to the rows written, not a fixed count: how many fit in
+        # 1.5 s depends on the machine, and a restart pending at the end (a reader in the
+        # way) once left 5,496 frames of ~40,000 rows, over a fixed bound of 5,000.
+        assert frames < rows / 4, (frames, rows)
     finally:
         await db.close()
 
