@@ -382,6 +382,10 @@ async def live_status(services: Services) -> str:
     ]
     if health.get("spooled"):
         parts.append(f"{health['spooled']} messages held in memory (storage failing)")
+    if health.get("repliesWaitingForStorage"):
+        parts.append(
+            f"{health['repliesWaitingForStorage']} replies waiting to be written (storage failing)"
+        )
     return "ready: " + "; ".join(parts)
 
 

@@ -32,6 +32,9 @@ OUTAGE = (
     "answer as soon as it is back."
 )
 STOPPED = "\n\n[generation stopped]"
+# A reply that cannot be written (disk full) is tried again after 1, 2, 4 ... 30 s.
+STORAGE_RETRY_FIRST = 1.0
+STORAGE_RETRY_MAX = 30.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ class ReplyEngine:
         self.s = services
         self.queue = KeyedSerialQueue(services.config.brain.max_concurrent_replies)
         self._generations: dict[str, asyncio.Task[BrainReply]] = {}
+        # conversations whose reply is written and waits for the storage to take it
+        self.storage_waiting: set[str] = set()
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
 
@@ -181,6 +186,53 @@ class ReplyEngine:
             notes=tuple(self.s.conversations.take_notes(conv_id)),
         )
         reply = await self._generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
+        delay = STORAGE_RETRY_FIRST
+        while True:
+            try:
+                await self._store(conv_id, turn, reply, target)
+                break
+            except OSError as exc:
+                # The disk is full or failing: the user's turn is durable and stays
+                # unanswered until the reply can be written; keep trying while running
+                # (a stop leaves it to the next start), holding this conversation's
+                # later messages back so that order is kept.
+                if await self._reply_on_disk(conv_id, turn, reply, target):
+                    break
+                self.storage_waiting.add(conv_id)
+                log.error(
+                    "cannot store the reply to %s turn %d (%s); trying again in %.0f s",
+                    conv_id, turn, exc, delay,
+                )  # fmt: skip
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, STORAGE_RETRY_MAX)
+        if conv_id in self.storage_waiting:
+            self.storage_waiting.discard(conv_id)
+            log.info("reply to %s turn %d stored after the storage trouble", conv_id, turn)
+
+    async def _reply_on_disk(
+        self, conv_id: str, turn: int, reply: BrainReply, target: ReplyTarget
+    ) -> bool:
+        """Whether a failed append reached the transcript anyway (its bytes were written,
+        the journal's sync failed): then its outbox row is queued from it instead of
+        writing the reply twice."""
+        try:
+            lines = await asyncio.to_thread(self.s.store.read_lines, conv_id)
+        except OSError:
+            return False
+        if not any(
+            line.get("type") == "turn"
+            and line.get("role") == "assistant"
+            and line.get("turnNumber") == turn
+            for line in lines
+        ):
+            return False
+        await self.s.outbox.enqueue(
+            target.reply(reply.text, conv_id), dedup_key=f"{conv_id}:{turn}:reply"
+        )
+        return True
+
+    async def _store(self, conv_id: str, turn: int, reply: BrainReply, target: ReplyTarget) -> None:
+        """The reply's transcript turn, then its outbox row, then wake the channel."""
         extra = {}
         # The first reply row of a process is synced: the anchor that lets the later
         # ones skip their own sync (Outbox.insert_unit).

@@ -95,6 +95,9 @@ class Services:
             "vectorSearch": self.vector_search_available(),
             "channels": {name: getattr(ch, "started", True) for name, ch in self.channels.items()},
             "spooled": len(self._spool),
+            # messages refused (shutting down) or not stored / replies not written (storage)
+            "accepting": self.router.accepting,
+            "repliesWaitingForStorage": len(self.replies.storage_waiting),
         }
 
     # -- storage trouble -------------------------------------------------------------

@@ -291,3 +291,48 @@ async def test_messages_and_replies_leave_no_reference_cycles(tmp_path: Path) ->
             gc.enable()
     finally:
         await close_services(services)
+
+
+@pytest.mark.parametrize("landed", [False, True])
+async def test_a_reply_that_cannot_be_written_is_tried_again(
+    services: Any, monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    # Regression: a reply whose transcript write failed (disk full) was logged and
+    # dropped; the acknowledged message stayed unanswered until the next restart, and
+    # /readyz said ready meanwhile. ``landed``: the bytes reached the transcript but the
+    # journal's sync failed; the reply is then queued from it, not written twice.
+    from bot import replies
+    from tests.conftest import RecordingChannel, attach_channel, settle
+
+    monkeypatch.setattr(replies, "STORAGE_RETRY_FIRST", 0.05)
+    channel = RecordingChannel("web")
+    await attach_channel(services, channel)
+    real = services.store._put
+    failures = {"left": 3 if not landed else 1}
+    waiting: list[int] = []
+
+    def full(path: Path, data: bytes, sync: bool = False) -> tuple[int, bytes]:
+        if b'"role":"assistant"' in data.replace(b" ", b"") and failures["left"]:
+            failures["left"] -= 1
+            waiting.append(services.health()["repliesWaitingForStorage"])
+            if landed:
+                real(path, data, sync)
+            raise OSError(28, "No space left on device")
+        return real(path, data, sync)
+
+    services.store._put = full
+    try:
+        await services.router.deliver(
+            InboundMessage("web", "owner", "the kiwi count is 12", "w1", "tab")
+        )
+        await settle(services)
+    finally:
+        services.store._put = real
+    assert failures["left"] == 0
+    assert len(channel.sent) == 1  # answered once, while running
+    rec = (await services.conversations.list(channel="web"))[0]
+    roles = [t["role"] for t in await services.conversations.read_turns(rec.id)]
+    assert roles == ["user", "assistant"]
+    if not landed:
+        assert waiting[1:] == [1, 1]  # reported while it waited
+    assert services.health()["repliesWaitingForStorage"] == 0

@@ -273,11 +273,21 @@ class WebChannel:
             channels = health.get("channels") or {}
             checks["channels"] = {str(k): bool(v) for k, v in channels.items()}
             checks["vectorSearch"] = bool(health.get("vectorSearch"))  # informative only
+            # Not ready while messages are refused: draining after SIGTERM, or storage
+            # failing (messages held in memory, replies waiting to be written).
+            checks["accepting"] = bool(health.get("accepting", True))
+            checks["storage"] = not health.get("spooled") and not health.get(
+                "repliesWaitingForStorage"
+            )
         except Exception:
             log.exception("health check failed")
             checks["core"] = False
         ready = bool(
-            checks["web"] and checks.get("core") and all(checks.get("channels", {}).values())
+            checks["web"]
+            and checks.get("core")
+            and checks.get("accepting")
+            and checks.get("storage")
+            and all(checks.get("channels", {}).values())
         )
         return web.json_response({"ready": ready, "checks": checks}, status=200 if ready else 503)
 

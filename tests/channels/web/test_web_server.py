@@ -100,6 +100,22 @@ async def test_health_endpoints_are_open_and_dataless(stack: Stack) -> None:
     stack.services.ready = False
     async with aiohttp.ClientSession() as anon, anon.get(f"{stack.url}/readyz") as r:
         assert r.status == 503 and (await r.json())["ready"] is False
+    stack.services.ready = True
+    # Regression: ready while every message was refused (draining after SIGTERM) or not
+    # stored (storage failing: held in memory, replies waiting to be written).
+    router, replies = stack.services.router, stack.services.replies
+    for trouble, undo in (
+        (lambda: setattr(router, "accepting", False), lambda: setattr(router, "accepting", True)),
+        (lambda: replies.storage_waiting.add("conv-x"), replies.storage_waiting.clear),
+    ):
+        trouble()
+        try:
+            async with aiohttp.ClientSession() as anon, anon.get(f"{stack.url}/readyz") as r:
+                assert r.status == 503 and (await r.json())["ready"] is False
+        finally:
+            undo()
+    async with aiohttp.ClientSession() as anon, anon.get(f"{stack.url}/readyz") as r:
+        assert r.status == 200
 
 
 async def test_login_sets_a_strict_httponly_cookie(stack: Stack) -> None:
