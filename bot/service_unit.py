@@ -67,6 +67,24 @@ def _under_home(paths: list[str]) -> bool:
     return any(p.startswith(HOME_PREFIXES) or p in ("/root", "/home") for p in paths)
 
 
+def runtime_paths(exe: list[str]) -> list[str]:
+    """The files the service reads to start: the command (and absolute arguments), the
+    interpreter a script's first line names, each also with its symlinks resolved.
+
+    A venv's ``bin/python`` links to its base interpreter, and that may live in a home
+    directory (pyenv, uv: ``/root/.pyenv/...``) while the venv does not: judged by the
+    script's path alone, the unit got ``ProtectHome=yes`` and could not start."""
+    words = exe[:1] + [w for w in exe[1:] if w.startswith("/")]
+    try:
+        with open(exe[0], "rb") as script:
+            first = script.readline(512)
+        if first.startswith(b"#!") and first[2:].split():
+            words.append(first[2:].split()[0].decode())
+    except (OSError, UnicodeDecodeError):
+        pass  # not a readable script (a binary, or not installed here yet)
+    return list(dict.fromkeys(p for w in words for p in (w, os.path.realpath(w))))
+
+
 def render_unit(
     *,
     user: bool = False,
@@ -120,7 +138,7 @@ def render_unit(
         "",
         "# Hardening (systemd-analyze security my-agent.service)",
     ]
-    paths = [*exe] + ([str(config)] if config is not None else [])
+    paths = runtime_paths(exe) + ([str(config)] if config is not None else [])
     if not user:
         # A dynamic user owns nothing outside the state directory; --run-as picks a real one.
         lines.append(f"User={run_as}" if run_as else "DynamicUser=yes")
@@ -206,10 +224,17 @@ def install_service(
     path.chmod(0o644)
 
     warnings: list[str] = []
-    if not user and run_as is None and _under_home(exe):
+    homed = [p for p in runtime_paths(exe) if _under_home([p])]
+    if not user and run_as is None and homed:
         warnings.append(
-            f"{exe[0]} is inside a home directory that a DynamicUser may not be able to "
-            "read: install into /opt/my-agent/venv or pass --run-as USER."
+            f"{homed[-1]} is inside a home directory that a DynamicUser may not be able "
+            "to read: install into /opt/my-agent/venv (with a Python outside any home "
+            "directory) or pass --run-as USER."
+        )
+    if not user and chosen is not None and str(chosen).startswith(("/tmp/", "/var/tmp/")):
+        warnings.append(
+            f"{chosen} is in a temporary directory, which the service does not see "
+            "(PrivateTmp=yes): it would exit with status 78. Use /etc/my-agent/config.yaml."
         )
     if chosen is not None and not chosen.is_file():
         warnings.append(f"{chosen} does not exist yet: the service exits with status 78.")

@@ -288,3 +288,29 @@ def test_stop_timeout_exceeds_the_daemon_drain_bound() -> None:
     d = _directives(render_unit(config=SYSTEM_CONFIG))
     # The daemon drains for DRAIN_SECONDS, then stops channels and closes the databases.
     assert daemon.DRAIN_SECONDS + 10 <= int(d["TimeoutStopSec"][0])
+
+
+def test_an_interpreter_in_a_home_directory_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a venv outside any home directory whose python links to pyenv's under
+    # /root got ProtectHome=yes and no warning: the unit could not start.
+    from bot import service_unit
+
+    home = tmp_path / "home"
+    monkeypatch.setattr(service_unit, "HOME_PREFIXES", (f"{home}/",))
+    base = home / "alice" / ".pyenv" / "bin" / "python3.11"
+    base.parent.mkdir(parents=True)
+    base.write_text("")
+    venv = tmp_path / "opt" / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(base)
+    script = venv / "my-agent"
+    script.write_text(f"#!{venv / 'python'}\nimport sys\n")
+    result = install_service(
+        False, output=tmp_path / "u.service", config=tmp_path / "c.yaml", executable=[str(script)]
+    )
+    assert _directives((tmp_path / "u.service").read_text())["ProtectHome"] == ["read-only"]
+    assert any(str(base) in w and "home directory" in w for w in result.warnings)
+    # and a config in /tmp, which the service's private /tmp hides
+    assert any("PrivateTmp" in w for w in result.warnings) == str(tmp_path).startswith("/tmp/")
