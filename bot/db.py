@@ -18,6 +18,7 @@ import concurrent.futures
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,6 +270,20 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
     return int(current)
 
 
+async def _connected(conn: aiosqlite.Connection) -> None:
+    """Open ``conn``; when that fails (a corrupt file), wait for its thread to stop before
+    raising. aiosqlite queues the stop and returns at once; the thread then reported it to
+    an event loop that the failing command had closed meanwhile ("Event loop is closed"
+    tracebacks after the one-line error)."""
+    try:
+        await conn
+    except BaseException:
+        deadline = time.monotonic() + 5
+        while conn._thread.is_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        raise
+
+
 class Database:
     """An async SQLite connection (aiosqlite) with atomic units of work."""
 
@@ -329,7 +344,7 @@ class Database:
             return conn
 
         conn = aiosqlite.Connection(_connector, iter_chunk_size=64)
-        await conn
+        await _connected(conn)
 
         def _reader() -> SyncConn:
             raw = connect_sync(path, drv)
@@ -341,7 +356,11 @@ class Database:
             return raw
 
         reader = aiosqlite.Connection(_reader, iter_chunk_size=64)
-        await reader
+        try:
+            await _connected(reader)
+        except BaseException:
+            await conn.close()
+            raise
         # Commits that are not synced leave their WAL frames to be flushed: a little at a
         # time after commits rather than all at once (bot.walcheckpoint).
         checkpointer = WalCheckpointer(

@@ -286,14 +286,24 @@ async def open_services(
 
     _check_data_dir(config)
     opened: list[Database] = []
+    path = config.index_path
     try:
-        index_db = await open_index_database(config.index_path)
+        index_db = await open_index_database(path)
         opened.append(index_db)
-        state = await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
+        path = config.state_path
+        state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
         opened.append(state)
     except Exception as exc:
         await _close_all(opened)
-        raise DatabaseOpenError(f"cannot open the databases: {exc}") from exc
+        # Name the file and what can be done: the index is rebuilt from the transcripts;
+        # state.db (outbox, channel cursors) is not derived from them.
+        remedy = (
+            "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
+            if path == config.index_path
+            else "it holds the outbox and channel cursors: restore it from a backup, or "
+            "move it aside to start with an empty one"
+        )
+        raise DatabaseOpenError(f"cannot open {path}: {exc}; {remedy}") from exc
     if index_db.vec_available:
         dims = config.embedding.dimensions
         await index_db.run(lambda c: create_vector_tables(c, dims))

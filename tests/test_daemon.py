@@ -9,6 +9,7 @@ slowly so that a reply is in flight when the signal arrives.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -206,6 +207,21 @@ async def test_a_port_in_use_exits_69_with_one_line(tmp_path: Path) -> None:
         assert "Traceback" not in proc.log()
     finally:
         taken.close()
+
+
+@pytest.mark.parametrize("name", ["conversations/conversations.db", "state.db"])
+async def test_a_corrupt_database_is_named_with_what_to_do(tmp_path: Path, name: str) -> None:
+    # Regression: "cannot open the databases: file is not a database" for either file,
+    # then "Event loop is closed" tracebacks from the connection's thread.
+    data = tmp_path / "data"
+    (data / "conversations").mkdir(parents=True)
+    (data / name).write_bytes(os.urandom(8192))
+    proc = Daemon(tmp_path, {"data_dir": str(data), "embedding": {"enabled": False}})
+    with pytest.raises(RuntimeError, match="daemon exited 74"):
+        await proc.start(timeout=30)
+    log = proc.log()
+    assert f"cannot open {data / name}" in log and "Traceback" not in log
+    assert ("reindex" in log) == name.startswith("conversations")
 
 
 STUCK_MODEL = """
