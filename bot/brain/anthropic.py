@@ -38,7 +38,14 @@ from bot.brain.anthropic_api import (
     as_params,
     text_of,
 )
-from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink, Usage
+from bot.brain.base import (
+    BrainReply,
+    BrainRequest,
+    BrainUnavailable,
+    DeltaSink,
+    RequestRefused,
+    Usage,
+)
 from bot.brain.context import (
     COMPRESSION_SYSTEM,
     FLUSH_PROMPT,
@@ -55,6 +62,9 @@ from bot.brain.tools import RecallTools, Tool, execute, tool_map
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
+# Rejections that are about the request itself (bad request, too large, unprocessable):
+# asking again gives the same; 401/403/404 and the rest are the configuration or service.
+REFUSED_STATUSES = frozenset({400, 413, 422})
 
 RESTRICTED_FALLBACK = "Sorry, I can't help with that."
 
@@ -337,6 +347,8 @@ class AnthropicBrain:
         try:
             message = await self.api.call(params, None)
         except Rejected as exc:
+            if exc.status in REFUSED_STATUSES:  # this prompt, not the service
+                raise RequestRefused(f"request refused ({exc.status}): {exc}") from exc
             raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
         return text_of(message).strip()
 

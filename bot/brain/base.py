@@ -57,6 +57,11 @@ class BrainReply:
     extra: dict[str, object] = field(default_factory=dict)
 
 
+class RequestRefused(Exception):
+    """The model refused this one request (HTTP 400-class: the prompt itself), and would
+    the same way again: no outage, nothing to wait for."""
+
+
 class BrainUnavailable(Exception):
     """The model could not be reached within the retry budget; retry the reply later.
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from bot.brain.base import UtilityModel
+from bot.brain.base import RequestRefused, UtilityModel
 from bot.conversations import ConversationManager
 from bot.extractive import Turn, extractive_abbreviation
 from bot.index import ConversationRecord
@@ -87,9 +87,19 @@ class Abbreviator:
                 )
             except asyncio.CancelledError:
                 raise
+            except RequestRefused as exc:
+                text = ""  # this conversation's prompt, not an outage: below
+                log.warning("the model refused the notes of %s (%s)", record.id, exc)
             except Exception as exc:
                 raise AbbreviationError(f"{type(exc).__name__}: {exc}") from exc
-            text = _PREAMBLE.sub("", text or "", count=1)
+            text = _PREAMBLE.sub("", text or "", count=1).strip()
+            if not text:
+                # Refused or empty for this conversation (a refusal, a prompt the API
+                # rejects): asking again gives the same, and as a failure it paused the
+                # whole queue at every sweep, starving every other conversation. Its notes
+                # are written offline instead (labelled as such by their first line).
+                log.warning("notes of %s written offline: the model gave none", record.id)
+                text = await asyncio.to_thread(extractive_abbreviation, as_tuples(turns))
         text = (text or "").strip()
         if not text:
             raise AbbreviationError("empty abbreviation")

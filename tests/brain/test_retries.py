@@ -9,7 +9,7 @@ import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import AnthropicBrain
-from bot.brain.base import BrainRequest, BrainUnavailable
+from bot.brain.base import BrainRequest, BrainUnavailable, RequestRefused
 from tests.brain.conftest import Deltas, ManualClock, make_brain, make_config, seed_conversation
 
 
@@ -168,6 +168,9 @@ async def test_complete_retries_then_raises(
     with pytest.raises(BrainUnavailable):
         await brain.complete(system="s", prompt="p")
     fake_api.up()
-    fake_api.push_error(400)
-    with pytest.raises(BrainUnavailable, match="rejected"):
+    fake_api.push_error(400)  # this request itself: no outage (the notes are written offline)
+    with pytest.raises(RequestRefused, match="refused"):
+        await brain.complete(system="s", prompt="p")
+    fake_api.push_error(401)  # the key: the service is unusable, an outage for the queue
+    with pytest.raises(BrainUnavailable):
         await brain.complete(system="s", prompt="p")

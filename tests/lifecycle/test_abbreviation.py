@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from bot.brain.base import RequestRefused
+from bot.extractive import HEADER
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.abbreviation import AbbreviationQueue
 from bot.lifecycle.prompts import ABBREVIATION_SYSTEM
@@ -314,3 +318,34 @@ async def test_a_model_outage_defers_the_rest_of_the_queue_to_the_sweep(
         row = await core.row(conv)
         assert row.abbreviation == "Notes once the model is back."
         assert not row.needs_abbreviation
+
+
+@pytest.mark.parametrize("refusal", ["", RequestRefused("request refused (400): too long")])
+async def test_a_refused_conversation_gets_offline_notes_and_starves_nobody(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel, refusal: object
+) -> None:
+    # Regression: a refusal (an empty answer) or a 400 for one conversation counted as an
+    # outage: it paused the queue, the sweep put that conversation first again (oldest
+    # activity), and no other conversation got its notes ever again.
+    poison = await core.manager.create("web")
+    await core.manager.append_turn(poison.id, "user", "POISON: the model will not note this")
+    others = [await _chatted(core, 1) for _ in range(2)]
+
+    def answer(system: str, prompt: str) -> str:
+        if "POISON" not in prompt:
+            return "Notes by the model."
+        if isinstance(refusal, BaseException):
+            raise refusal
+        return ""
+
+    model.abbreviation = answer
+    lifecycle = await make_lifecycle(model)
+    for conv in (poison.id, *others):
+        lifecycle.enqueue(conv, "switch")
+    await lifecycle.settle()
+    assert (await core.row(poison.id)).abbreviation.startswith(HEADER)  # offline, labelled
+    for conv in others:
+        assert (await core.row(conv)).abbreviation == "Notes by the model."
+    for conv in (poison.id, *others):
+        assert not (await core.row(conv)).needs_abbreviation
+    assert lifecycle.status().get("deferred", 0) == 0 and not lifecycle.status().get("failed")
