@@ -12,8 +12,10 @@ forever).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -104,9 +106,7 @@ class MessagesCaller:
                     return await self.client.messages.create(**params, timeout=timeout)
                 deltas.new_attempt()
                 async with self.client.messages.stream(**params, timeout=timeout) as stream:
-                    async for event in stream:
-                        if event.type == "text":
-                            await deltas.text(event.text)
+                    await _consume(stream, deltas, timeout)
                     return await stream.get_final_message()
             except anthropic.APIStatusError as exc:
                 status = exc.status_code
@@ -116,7 +116,11 @@ class MessagesCaller:
                     raise Rejected(status, error_message(exc)) from exc
                 error: Exception = exc
                 retry_after = _retry_after(exc)
-            except (anthropic.APIConnectionError, anthropic.APIResponseValidationError) as exc:
+            except (
+                anthropic.APIConnectionError,
+                anthropic.APIResponseValidationError,
+                StreamStalled,
+            ) as exc:
                 error, retry_after = exc, None
             delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2**attempt)
             delay = random.uniform(0, delay)  # full jitter
@@ -137,6 +141,33 @@ class MessagesCaller:
             )
             await self._sleep(delay)
             attempt += 1
+
+
+class StreamStalled(Exception):
+    """A stream stayed open without progress (pings only) for the request timeout."""
+
+
+async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
+    """Forward a stream's text, abandoning it when nothing but keep-alive pings came for
+    ``stall`` seconds. The SDK's timeout is per read and every ping resets it: a server
+    that only pinged held a reply for as long as it pinged, with no notice to the owner
+    and no retry (``brain.request_timeout`` is documented per request)."""
+    events = stream.__aiter__()
+    progress = time.monotonic()
+    while True:
+        left = stall - (time.monotonic() - progress)
+        if left <= 0:
+            raise StreamStalled(f"no progress in the stream for {stall:g}s")
+        try:
+            event = await asyncio.wait_for(events.__anext__(), left)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise StreamStalled(f"no progress in the stream for {stall:g}s") from None
+        if getattr(event, "type", None) != "ping":
+            progress = time.monotonic()
+        if event.type == "text":
+            await deltas.text(event.text)
 
 
 def text_of(message: Any) -> str:

@@ -72,6 +72,9 @@ class Scripted:
     # of the rest (a failure mid-stream).
     fail_after_deltas: int | None = None
     delay: float = 0.0  # seconds before answering (timeouts)
+    # Streaming only: after message_start, only pings (every 0.2 s) for this many seconds:
+    # a stream that stays open and makes no progress.
+    ping_seconds: float = 0.0
 
 
 @dataclass
@@ -288,6 +291,10 @@ class FakeAnthropicAPI:
         start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
         await send("message_start", {"type": "message_start", "message": start})
         await send("ping", {"type": "ping"})
+        stalled_until = time.monotonic() + scripted.ping_seconds
+        while time.monotonic() < stalled_until:
+            await asyncio.sleep(0.2)
+            await send("ping", {"type": "ping"})
         deltas = 0
         for index, block in enumerate(message["content"]):
             kind = block["type"]
