@@ -45,8 +45,10 @@ def setup_logging(level: str = "INFO") -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _config(args: argparse.Namespace) -> AppConfig:
-    return load_config(getattr(args, "config", None))
+def _config(args: argparse.Namespace, secrets: bool = True) -> AppConfig:
+    """The config; ``secrets=False`` for commands that only read the store (the daemon's
+    API key, bot token and mail password may be absent from an operator's shell)."""
+    return load_config(getattr(args, "config", None), secrets=secrets)
 
 
 def _print_json(data: Any) -> None:
@@ -126,7 +128,7 @@ async def _with_services(
 
 
 def cmd_conversations(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = _config(args, secrets=False)
     setup_logging("WARNING")
 
     async def _list(s: Any) -> int:
@@ -174,7 +176,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = _config(args, secrets=False)
     setup_logging("WARNING")
 
     async def _search(s: Any) -> int:
@@ -211,7 +213,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from bot.journal import journal_in_use
     from bot.recovery import delete_index
 
-    config = _config(args)
+    config = _config(args, secrets=False)
     setup_logging(config.logging.level)
     if journal_in_use(config.conversations_dir):
         # deleting the index under a running daemon would break its searches and writes
@@ -237,7 +239,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from bot import healthcheck
 
-    config = _config(args)
+    config = _config(args, secrets=False)
     setup_logging("WARNING")
     return healthcheck.main(args, config)
 

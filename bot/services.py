@@ -256,7 +256,9 @@ def _check_data_dir(config: AppConfig) -> None:
 
 
 def build_brain(config: AppConfig, services: Services) -> Brain:
-    if config.brain_provider() == "anthropic":
+    # No key here only for a command that reads the store (its config was loaded without
+    # the secrets): it never asks the brain anything.
+    if config.brain_provider() == "anthropic" and config.brain.api_key:
         from bot.brain.anthropic import AnthropicBrain
 
         return AnthropicBrain(config, services)

@@ -295,3 +295,21 @@ def test_reading_commands_never_create_a_data_directory(
         assert cli.main(["--config", str(config_path), *argv]) == exitcodes.EX_DATADIR, argv
         assert "does not exist" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_reading_commands_need_no_daemon_secrets(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: with brain.provider anthropic, `conversations`, `search` and `status`
+    # refused to run without ANTHROPIC_API_KEY (exit 78), which only the service's 0600
+    # environment file holds; an operator's shell has not got it.
+    raw = yaml.safe_load(store.config_path.read_text(encoding="utf-8"))
+    raw.setdefault("brain", {})["provider"] = "anthropic"
+    store.config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert store.json("conversations", "list", capsys=capsys)
+    assert store.json("search", "sourdough", capsys=capsys)["results"]
+    status, _ = store.run("status", "--json", capsys=capsys)
+    assert status != exitcodes.EX_CONFIG
+    # the daemon and check-config still insist on it
+    assert store.run("check-config", capsys=capsys)[0] == exitcodes.EX_CONFIG

@@ -87,9 +87,9 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
 
-def _check_consistency(cfg: AppConfig) -> None:
+def _check_consistency(cfg: AppConfig, secrets: bool = True) -> None:
     tg = cfg.channels.telegram
-    if tg.enabled and not tg.token:
+    if secrets and tg.enabled and not tg.token:
         raise ConfigError(
             "channels.telegram.token", "required when Telegram is enabled (or TELEGRAM_BOT_TOKEN)"
         )
@@ -99,9 +99,9 @@ def _check_consistency(cfg: AppConfig) -> None:
     if mail.enabled:
         if not mail.address or "@" not in mail.address:
             raise ConfigError("channels.email.address", "a mailbox address is required")
-        if not mail.password:
+        if secrets and not mail.password:
             raise ConfigError("channels.email.password", "required (or EMAIL_PASSWORD)")
-    if cfg.brain.provider == "anthropic" and not cfg.brain.api_key:
+    if secrets and cfg.brain.provider == "anthropic" and not cfg.brain.api_key:
         raise ConfigError("brain.api_key", "brain.provider is anthropic but no ANTHROPIC_API_KEY")
     if cfg.models.default not in cfg.models.aliases:
         raise ConfigError("models.default", f"{cfg.models.default!r} is not in models.aliases")
@@ -119,8 +119,15 @@ def _check_consistency(cfg: AppConfig) -> None:
         del contacts
 
 
-def build_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> AppConfig:
-    """Validate a raw mapping (as read from YAML) plus environment overrides."""
+def build_config(
+    raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = None, *, secrets: bool = True
+) -> AppConfig:
+    """Validate a raw mapping (as read from YAML) plus environment overrides.
+
+    ``secrets=False`` (commands that only read the store: ``conversations``, ``search``,
+    ``status``, ``reindex``): the secrets the daemon needs (API key, bot token, mail
+    password) may be absent; they live in the service's environment file, which an
+    operator's shell does not have."""
     if not isinstance(raw, Mapping | None):
         raise ConfigError("", "the configuration must be a mapping at top level")
     # A deep copy: environment overrides (secrets) must not be written into the caller's
@@ -139,11 +146,16 @@ def build_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = 
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(_dotted(first["loc"]), first["msg"]) from exc
-    _check_consistency(cfg)
+    _check_consistency(cfg, secrets)
     return cfg
 
 
-def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = None) -> AppConfig:
+def load_config(
+    path: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    secrets: bool = True,
+) -> AppConfig:
     """Load ``path`` (or the default location, or the embedded default) and validate it."""
     chosen = Path(path) if path is not None else default_config_path()
     raw: Any = None
@@ -162,4 +174,4 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
             raise ConfigError("", f"{chosen} is not valid YAML{where}: {exc}") from exc
         if raw is not None and not isinstance(raw, dict):
             raise ConfigError("", f"{chosen} must hold a mapping at top level")
-    return build_config(raw, env)
+    return build_config(raw, env, secrets=secrets)
