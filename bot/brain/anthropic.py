@@ -67,6 +67,7 @@ log = logging.getLogger("my_agent.brain")
 REFUSED_STATUSES = frozenset({400, 413, 422})
 
 RESTRICTED_FALLBACK = "Sorry, I can't help with that."
+EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class _Turn:
     cost: float | None = None
     texts: list[str] = field(default_factory=list)
     thinking: list[str] = field(default_factory=list)
+    stop_reason: str | None = None  # of the last call
 
 
 class AnthropicBrain:
@@ -375,6 +377,7 @@ class AnthropicBrain:
             deltas.new_call()
             message = await self.api.call(params, deltas)
             self._account(turn, alias, message)
+            turn.stop_reason = message.stop_reason
             text = text_of(message).strip()
             if text:
                 turn.texts.append(text)
@@ -431,12 +434,21 @@ class AnthropicBrain:
 
     def _finish(self, alias: str, turn: _Turn) -> BrainReply:
         thinking = "\n\n".join(turn.thinking).strip() or None
+        text = "\n\n".join(turn.texts)
+        extra: dict[str, Any] = {}
+        if not text.strip():
+            # No text at all (a refusal, an empty answer, a tool loop cut at its limit):
+            # an empty reply showed nothing on Telegram and a blank bubble elsewhere.
+            log.warning("the model returned no text (%s)", turn.stop_reason or "no reason")
+            text = EMPTY_REPLY
+            extra = {"error": "empty", "stopReason": turn.stop_reason}
         return BrainReply(
-            text="\n\n".join(turn.texts),
+            text=text,
             model=self.config.resolve_model(alias),
             usage=turn.usage,
             cost=turn.cost,
             thinking_text=thinking,
+            extra=extra,
         )
 
     def _rejected_reply(self, alias: str, exc: Rejected, turn: _Turn) -> BrainReply:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
-from bot.brain.anthropic import AnthropicBrain
+from bot.brain.anthropic import EMPTY_REPLY, AnthropicBrain
 from bot.brain.base import BrainRequest, BrainUnavailable, RequestRefused
 from tests.brain.conftest import Deltas, ManualClock, make_brain, make_config, seed_conversation
 
@@ -196,3 +196,14 @@ async def test_complete_retries_then_raises(
     fake_api.push_error(401)  # the key: the service is unusable, an outage for the queue
     with pytest.raises(BrainUnavailable):
         await brain.complete(system="s", prompt="p")
+
+
+async def test_an_empty_answer_becomes_a_labelled_notice(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: a refusal (no content) or a blank answer was sent as an empty reply.
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.push(Scripted([], stop_reason="refusal"))
+    reply = await brain.reply(request(conv, "hello"), Deltas())
+    assert reply.text == EMPTY_REPLY
+    assert reply.extra == {"error": "empty", "stopReason": "refusal"}

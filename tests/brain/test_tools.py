@@ -6,7 +6,7 @@ import json
 from types import SimpleNamespace
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
-from bot.brain.anthropic import AnthropicBrain
+from bot.brain.anthropic import EMPTY_REPLY, AnthropicBrain
 from bot.brain.base import BrainRequest
 from bot.brain.tools import RecallTools, execute, tool_map, wrap_data
 from bot.config import AppConfig
@@ -130,7 +130,9 @@ async def test_tool_loop_is_bounded(
         assert len(fake_api.requests) == 3  # two tool rounds, then the final call
         assert "tool_choice" not in fake_api.requests[1].body
         assert fake_api.requests[2].body["tool_choice"] == {"type": "none"}
-        assert reply.text == ""  # the scripted model never said anything
+        # The scripted model never said anything: a labelled notice, never an empty reply
+        # (regression: an empty reply showed nothing on Telegram, a blank bubble elsewhere).
+        assert reply.text == EMPTY_REPLY and reply.extra["error"] == "empty"
     finally:
         await brain.client.close()
 
