@@ -138,10 +138,20 @@ class LoopbackChannel:
 
 
 def _append_durably(path: str, data: bytes) -> None:
+    """Append ``data`` whole and fsync it, or leave the file as it was and raise: a short
+    write (a full disk) used to count as sent and left a torn record that swallowed the
+    next one."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, start)  # the send fails whole; the outbox tries it again
+            raise
     finally:
         os.close(fd)
 
