@@ -105,37 +105,30 @@ async def test_connection_refused_is_unavailable(
         await brain.client.close()
 
 
-async def test_timeout_is_retried(
-    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+@pytest.mark.parametrize(
+    "stalled",
+    [
+        Scripted([Block("text", text="late")], delay=1.0),  # no answer within the timeout
+        # Regression: the SDK's timeout is per read and each keep-alive ping resets it, so
+        # a stream that only pinged held the reply for as long as it pinged (no notice, no
+        # retry), then sent an empty reply.
+        Scripted([Block("text", text="never")], ping_seconds=30),
+    ],
+    ids=["slow", "pings-only"],
+)
+async def test_a_stalled_call_is_abandoned_and_retried(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace, stalled: Scripted
 ) -> None:
-    config = make_config(tmp_path, fake_api, request_timeout=0.5, retry_base_delay=0.01)
-    brain = make_brain(config, core)
-    try:
-        conv = await seed_conversation(core, [("user", "hello")])
-        fake_api.push(Scripted([Block("text", text="late")], delay=1.0))
-        fake_api.push_text("on time")
-        assert (await brain.reply(request(conv, "hello"))).text == "on time"
-        assert len(fake_api.requests) == 2
-    finally:
-        await brain.client.close()
-
-
-async def test_a_stream_that_only_pings_is_abandoned_and_retried(
-    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
-) -> None:
-    # Regression: the SDK's timeout is per read and each keep-alive ping resets it, so a
-    # stream that only pinged held the reply for as long as it pinged (no notice, no
-    # retry), then sent an empty reply.
     config = make_config(tmp_path, fake_api, request_timeout=0.6, retry_base_delay=0.01)
     brain = make_brain(config, core)
     try:
         conv = await seed_conversation(core, [("user", "hello")])
-        fake_api.push(Scripted([Block("text", text="never")], ping_seconds=30))
-        fake_api.push_text("after the stall")
+        fake_api.push(stalled)
+        fake_api.push_text("on time")
         deltas = Deltas()
         started = asyncio.get_running_loop().time()
         reply = await brain.reply(request(conv, "hello"), deltas)
-        assert reply.text == deltas.text == "after the stall"
+        assert reply.text == deltas.text == "on time"
         assert asyncio.get_running_loop().time() - started < 10  # not the 30 s of pings
         assert len(fake_api.requests) == 2
     finally:
