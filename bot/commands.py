@@ -31,6 +31,9 @@ STRANGER_HELP = """Commands:
 /help - this list"""
 
 COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
+# Commands that need no conversation: from a dashboard tab that has none yet they run
+# without one, instead of creating an empty conversation to record them in.
+DETACHED_COMMANDS = ("help", "search", "status")
 
 
 def parse_command(text: str) -> tuple[str, str] | None:
@@ -61,8 +64,14 @@ class Commands:
         self.s = services
 
     async def run_owner(
-        self, name: str, args: str, message: InboundMessage, conversation: ConversationRecord
+        self,
+        name: str,
+        args: str,
+        message: InboundMessage,
+        conversation: ConversationRecord | None,
     ) -> CommandResult:
+        """Run an owner command; ``conversation`` is None only for
+        :data:`DETACHED_COMMANDS` from a dashboard tab with no conversation yet."""
         handler = getattr(self, f"_owner_{name}", None)
         if name not in COMMANDS or handler is None:
             return CommandResult(f"Unknown command /{name}. Send /help for the list.")
@@ -81,7 +90,7 @@ class Commands:
 
     # -- owner commands ------------------------------------------------------------
     async def _owner_help(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self, args: str, message: InboundMessage, conv: ConversationRecord | None
     ) -> CommandResult:
         return CommandResult(OWNER_HELP)
 
@@ -120,9 +129,8 @@ class Commands:
         return CommandResult(f"Model switched to {alias} ({aliases[alias]}) for this conversation.")
 
     async def _owner_status(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self, args: str, message: InboundMessage, conv: ConversationRecord | None
     ) -> CommandResult:
-        fresh = await self.s.conversations.get(conv.id) or conv
         total = await self.s.index.count()
         pending = await self.s.outbox.pending_count()
         escalations = await self.s.external.pending_escalations()
@@ -132,12 +140,21 @@ class Commands:
             f"Brain: {brain}"
             + (" (no API key: replies are recall-only)" if brain == "offline" else ""),
             f"Search: {vec}",
-            f"Conversation: {fresh.title or 'New conversation'} ({fresh.id})",
-            f"Model: {fresh.model or self.s.config.models.default}; turns: {fresh.turn_count}; "
-            f"cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / {fresh.tokens_out} out tokens)",
-            f"Conversations: {total}; outbox pending: {pending}; "
-            f"escalations pending: {len(escalations)}",
         ]
+        fresh = (await self.s.conversations.get(conv.id) or conv) if conv is not None else None
+        if fresh is None:
+            lines.append("Conversation: none yet (it starts with your first message)")
+        else:
+            lines += [
+                f"Conversation: {fresh.title or 'New conversation'} ({fresh.id})",
+                f"Model: {fresh.model or self.s.config.models.default}; turns: "
+                f"{fresh.turn_count}; cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / "
+                f"{fresh.tokens_out} out tokens)",
+            ]
+        lines.append(
+            f"Conversations: {total}; outbox pending: {pending}; "
+            f"escalations pending: {len(escalations)}"
+        )
         return CommandResult("\n".join(lines))
 
     async def _owner_rename(
@@ -149,7 +166,7 @@ class Commands:
         return CommandResult(f"Renamed to: {rec.title}")
 
     async def _owner_search(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self, args: str, message: InboundMessage, conv: ConversationRecord | None
     ) -> CommandResult:
         if not args.strip():
             return CommandResult("Usage: /search <query>")

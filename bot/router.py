@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
-from bot.commands import CommandResult, Commands, parse_command
+from bot.commands import DETACHED_COMMANDS, CommandResult, Commands, parse_command
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage, scrubbed
 from bot.external import PartyRecord
@@ -243,8 +243,19 @@ class Router:
         )
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:
-        rec = await self._resolve(msg, identity_key)
         command = parse_command(msg.text)
+        if (
+            command is not None
+            and command[0] in DETACHED_COMMANDS
+            and msg.channel == "web"
+            and msg.conversation_id is None
+            and msg.metadata.get("detached")
+        ):
+            # A dashboard tab with no conversation yet: /search, /help, /status answer
+            # without creating an (empty) conversation to record them in.
+            await self._run_command(msg, None, *command)
+            return
+        rec = await self._resolve(msg, identity_key)
         if command is not None:
             await self._run_command(msg, rec, *command)
             return
@@ -279,7 +290,12 @@ class Router:
             )
 
     async def _run_command(
-        self, msg: InboundMessage, rec: ConversationRecord, name: str, args: str, owner: bool = True
+        self,
+        msg: InboundMessage,
+        rec: ConversationRecord | None,
+        name: str,
+        args: str,
+        owner: bool = True,
     ) -> None:
         dedup = f"{msg.channel}:{msg.message_id}:command"
         if await self.s.outbox.has_key(dedup):
@@ -287,15 +303,16 @@ class Router:
             # a second /new would create a second conversation.
             log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
             return
-        await self.s.conversations.append_event(
-            rec.id,
-            "command",
-            command=f"/{name}",
-            args=args or None,
-            channel=msg.channel,
-            sender=msg.sender_id,
-            metadata={"messageId": msg.message_id},
-        )
+        if rec is not None:
+            await self.s.conversations.append_event(
+                rec.id,
+                "command",
+                command=f"/{name}",
+                args=args or None,
+                channel=msg.channel,
+                sender=msg.sender_id,
+                metadata={"messageId": msg.message_id},
+            )
         if owner:
             result = await self.commands.run_owner(name, args, msg, rec)
         elif name == "new":
@@ -315,7 +332,7 @@ class Router:
                 chat_id=msg.chat_id,
                 text=result.text,
                 kind="command",
-                conversation_id=(result.switched_to or rec).id,
+                conversation_id=getattr(result.switched_to or rec, "id", None),
                 in_reply_to=target.in_reply_to,
                 thread_refs=target.thread_refs,
                 subject=msg.subject,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import WSMsgType, web
 
 from bot.channel import DeliveryError
+from bot.commands import DETACHED_COMMANDS, parse_command
 from bot.events import InboundMessage, OutboundMessage, StreamEvent
 from bot.tasks import spawn
 from channels.web.views import conversation_meta, event_view, line_views, page_of, turn_view
@@ -315,6 +316,8 @@ class WsHub:
                     },
                 )
                 return
+        elif (parse_command(text) or ("",))[0] in DETACHED_COMMANDS:
+            rec = None  # /search, /help, /status in a new chat: answered, no conversation
         else:
             rec = await self.channel.create_web_conversation(client.pending_model)
             client.pending_model = None
@@ -331,8 +334,9 @@ class WsHub:
                     chat_id=client.id,
                     text=text,
                     message_id=f"web-{uuid.uuid4()}",
-                    conversation_id=rec.id,
+                    conversation_id=rec.id if rec is not None else None,
                     sender_name=self.channel.config.owner.name,
+                    metadata={"detached": True} if rec is None else {},
                 )
             )
         except DeliveryError as exc:  # read-only, shutting down, storage full

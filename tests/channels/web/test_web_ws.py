@@ -308,3 +308,22 @@ async def test_leaving_a_conversation_announces_the_switch(ws_factory, stack: St
         assert seen == [(first.id, second.id), (second.id, None)]
     finally:
         unsubscribe()
+
+
+async def test_a_command_in_a_new_chat_creates_no_conversation(ws_factory, stack: Stack) -> None:
+    # Regression: "/search ..." typed in a new chat created an empty "New conversation"
+    # in the list each time, only to record the command in it.
+    before = len(await stack.services.conversations.list(limit=1000))
+    tab = await ws_factory()
+    await tab.send(type="new_conversation")
+    for text, expected in (
+        ("/search marimba", "match"),
+        ("/status", "none yet"),
+        ("/help", "/new"),
+    ):
+        count = len(tab.of_type("notice"))
+        await tab.send(type="send_message", text=text)
+        await tab.wait_for(lambda f: len(tab.of_type("notice")) > count)
+        assert expected in tab.of_type("notice")[-1]["text"]
+    assert len(await stack.services.conversations.list(limit=1000)) == before
+    assert not tab.of_type("conversation_created")
