@@ -323,7 +323,7 @@ async def test_a_command_in_a_new_chat_creates_no_conversation(ws_factory, stack
     ):
         count = len(tab.of_type("notice"))
         await tab.send(type="send_message", text=text)
-        await tab.wait_for(lambda f: len(tab.of_type("notice")) > count)
+        await tab.wait_for(lambda f, count=count: len(tab.of_type("notice")) > count)
         assert expected in tab.of_type("notice")[-1]["text"]
     assert len(await stack.services.conversations.list(limit=1000)) == before
     assert not tab.of_type("conversation_created")
