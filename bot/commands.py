@@ -182,34 +182,31 @@ class Commands:
             )
         return CommandResult("\n".join(lines))
 
-    async def _party(self, args: str, usage: str) -> tuple[PartyRecord | None, str, str | None]:
-        """(party, the rest of the arguments, None) or (None, "", what to answer): the
-        usage when no party is named, and that nobody is known by it when none matches."""
+    async def _party(self, args: str, usage: str) -> tuple[PartyRecord, str] | CommandResult:
+        """(party, the rest of the arguments), or the answer instead: ``usage`` when no
+        party is named, that nobody is known by it when none matches."""
         ref, _, rest = args.strip().partition(" ")
         if not ref:
-            return None, "", usage
+            return CommandResult(usage)
         party = await self.s.external.find(ref)
         if party is None:
-            return (
-                None,
-                "",
-                (
-                    f"No one who wrote to me is known as {ref!r}: use the id from the "
-                    "escalation, their handle or their address."
-                ),
+            return CommandResult(
+                f"No one who wrote to me is known as {ref!r}: use the id from the "
+                "escalation, their handle or their address."
             )
-        return party, rest.strip(), None
+        return party, rest.strip()
 
     async def _owner_trust(
         self, args: str, message: InboundMessage, conv: ConversationRecord
     ) -> CommandResult:
-        party, rest, problem = await self._party(
+        found = await self._party(
             args,
             "Usage: /trust <party> [known|untrusted] (party id from the "
             "escalation, or their handle/address).",
         )
-        if party is None:
-            return CommandResult(problem or "")
+        if isinstance(found, CommandResult):
+            return found
+        party, rest = found
         tier = (rest.split() or ["known"])[0].lower()
         if tier not in ("known", "untrusted"):
             return CommandResult("Tier must be known or untrusted (use /block to block).")
@@ -219,9 +216,10 @@ class Commands:
     async def _owner_block(
         self, args: str, message: InboundMessage, conv: ConversationRecord
     ) -> CommandResult:
-        party, _, problem = await self._party(args, "Usage: /block <party>")
-        if party is None:
-            return CommandResult(problem or "")
+        found = await self._party(args, "Usage: /block <party>")
+        if isinstance(found, CommandResult):
+            return found
+        party, _ = found
         await self.s.external.set_tier(party.id, "blocked")
         return CommandResult(
             f"{party.label} is blocked: their messages are kept but never answered or escalated."
@@ -231,9 +229,12 @@ class Commands:
         self, args: str, message: InboundMessage, conv: ConversationRecord
     ) -> CommandResult:
         usage = "Usage: /reply <party> <text>"
-        party, text, problem = await self._party(args, usage)
-        if party is None or not text:
-            return CommandResult(problem or usage)
+        found = await self._party(args, usage)
+        if isinstance(found, CommandResult):
+            return found
+        party, text = found
+        if not text:
+            return CommandResult(usage)
         await self.s.router.send_to_party(party, text, kind="reply")
         await self.s.external.resolve_escalations(party.id, "replied")
         return CommandResult(f"Sent to {party.label}.")

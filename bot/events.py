@@ -128,7 +128,7 @@ class StreamEvent:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_TEXT_FIELDS = (
+_SCRUBBED_FIELDS = (
     "sender_id",
     "text",
     "message_id",
@@ -139,36 +139,41 @@ _TEXT_FIELDS = (
     "message_ref",
     "subject",
     "conversation_id",
+    "sender_aliases",
+    "thread_refs",
+    "metadata",
 )
 
 
 def _clean(value: Any) -> Any:
+    """``value`` with lone surrogates replaced; the very same object when it has none."""
+    if not value:
+        return value  # None, "", (), an empty mapping: most fields of most messages
     if isinstance(value, str):
-        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+        if value.isascii() or not _SURROGATE.search(value):
+            return value
+        return _SURROGATE.sub("\ufffd", value)
     if isinstance(value, Mapping):
-        return {k: _clean(v) for k, v in value.items()}
+        items = {k: _clean(v) for k, v in value.items()}
+        return items if any(items[k] is not v for k, v in value.items()) else value
     if isinstance(value, list | tuple):
-        return type(value)(_clean(v) for v in value)
+        cleaned = [_clean(v) for v in value]
+        changed = any(c is not v for c, v in zip(cleaned, value, strict=True))
+        return type(value)(cleaned) if changed else value
     return value
 
 
 def scrubbed(message: InboundMessage) -> InboundMessage:
-    """``message`` with lone UTF-16 surrogates replaced by U+FFFD.
+    """``message`` with lone UTF-16 surrogates replaced by U+FFFD (the same object when
+    it has none).
 
     JSON lets a client send ``"\\ud800"`` alone (a browser, the loopback API); Python keeps
     it in a ``str`` but no UTF-8 file or SQLite text can hold it, so the transcript append
-    failed and the message was lost. Messages without one come back unchanged (a quick
-    ``isascii`` check for most fields)."""
+    failed and the message was lost."""
     changes: dict[str, Any] = {}
-    for name in _TEXT_FIELDS:
+    for name in _SCRUBBED_FIELDS:
         value = getattr(message, name)
-        if isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
-            changes[name] = _SURROGATE.sub("\ufffd", value)
-    refs, aliases = message.thread_refs, message.sender_aliases
-    if any(not r.isascii() for r in (*refs, *aliases)):
-        changes["thread_refs"], changes["sender_aliases"] = _clean(refs), _clean(aliases)
-    if message.metadata:
-        metadata = _clean(message.metadata)
-        if metadata != message.metadata:
-            changes["metadata"] = metadata
+        cleaned = _clean(value)
+        if cleaned is not value:
+            changes[name] = cleaned
     return replace(message, **changes) if changes else message

@@ -249,7 +249,6 @@ class Router:
             and command[0] in DETACHED_COMMANDS
             and msg.channel == "web"
             and msg.conversation_id is None
-            and msg.metadata.get("detached")
         ):
             # A dashboard tab with no conversation yet: /search, /help, /status answer
             # without creating an (empty) conversation to record them in.

@@ -164,7 +164,7 @@ async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
             return
         except TimeoutError:
             raise StreamStalled(f"no progress in the stream for {stall:g}s") from None
-        if getattr(event, "type", None) != "ping":
+        if event.type != "ping":
             progress = time.monotonic()
         if event.type == "text":
             await deltas.text(event.text)

@@ -336,7 +336,6 @@ class WsHub:
                     message_id=f"web-{uuid.uuid4()}",
                     conversation_id=rec.id if rec is not None else None,
                     sender_name=self.channel.config.owner.name,
-                    metadata={"detached": True} if rec is None else {},
                 )
             )
         except DeliveryError as exc:  # read-only, shutting down, storage full
