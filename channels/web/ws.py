@@ -32,6 +32,7 @@ from aiohttp import WSMsgType, web
 
 from bot.channel import DeliveryError
 from bot.commands import DETACHED_COMMANDS, parse_command
+from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage, StreamEvent
 from bot.tasks import spawn
 from channels.web.views import conversation_meta, event_view, line_views, page_of, turn_view
@@ -276,7 +277,10 @@ class WsHub:
             self.send(client, {"type": "error", "message": "nothing to rename"})
             return
         # The manager emits conversation_renamed; the bus handler broadcasts it.
-        await self.services.conversations.rename(str(cid), title)
+        try:
+            await self.services.conversations.rename(str(cid), title)
+        except ConversationNotFound:  # deleted meanwhile, or an id from a stale tab
+            self.send(client, {"type": "error", "message": "no such conversation"})
 
     async def _set_model(self, client: Client, data: dict[str, Any]) -> None:
         alias = str(data.get("model") or "")

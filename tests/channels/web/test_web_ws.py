@@ -94,6 +94,15 @@ async def test_rename_broadcasts_and_persists(ws_factory, stack: Stack) -> None:
     assert rec.title == "Teapot inventory" and rec.manually_named
 
 
+async def test_renaming_an_unknown_conversation_is_an_error_not_a_crash(ws_factory) -> None:
+    # Regression: an id that is not (or no longer) a conversation raised in the handler;
+    # the tab got "internal error" and the log a traceback.
+    tab = await ws_factory()
+    await tab.send(type="rename_conversation", conversationId="conv-nope", title="x")
+    err = await tab.wait_for(lambda f: f["type"] == "error")
+    assert err["message"] == "no such conversation"
+
+
 async def test_model_selector(ws_factory, stack: Stack) -> None:
     tab = await ws_factory()
     await tab.send(type="new_conversation")
