@@ -211,7 +211,10 @@ class RecallTools:
             }
             for r in page.results
         ]
-        return wrap_data("search_conversations", {"results": results, "totalMatches": page.total})
+        found = {"results": results, "totalMatches": page.total}
+        if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
+            found["totalIsLowerBound"] = True
+        return wrap_data("search_conversations", found)
 
     async def fetch_context(self, args: dict[str, Any]) -> str:
         conv_id = args.get("conversationId")

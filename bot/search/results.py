@@ -43,18 +43,23 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class SearchPage:
-    """A page of results; ``next_cursor`` continues the same query, ``total`` counts all."""
+    """A page of results; ``next_cursor`` continues the same query. ``total`` counts the
+    conversations found; with ``total_exact`` False it is a lower bound: the query's words
+    match more turns than the ranking read, and the pages after the ranked ones list the
+    rest (:mod:`bot.search.tail`)."""
 
     results: list[SearchResult]
     next_cursor: str | None
     total: int
     method: str
+    total_exact: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "results": [r.to_dict() for r in self.results],
             "next_cursor": self.next_cursor,
             "total": self.total,
+            "total_exact": self.total_exact,
             "method": self.method,
         }
 

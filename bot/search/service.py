@@ -36,6 +36,7 @@ from bot.search.results import (
     iso_date,
 )
 from bot.search.rows import build_rows, fetch_spans, subtract, turn_positions
+from bot.search.tail import Listing, keyword_tail
 
 if TYPE_CHECKING:
     from bot.vectors import VectorIndex
@@ -88,7 +89,7 @@ class SearchService:
         # per-query work kept for repeats: query embeddings (the same question asked again,
         # by the agent or another page) and rankings (a cursor continues the same ranking)
         self._query_vectors: dict[str, np.ndarray] = {}
-        self._pages: dict[str, tuple[float, Scored]] = {}
+        self._pages: dict[str, tuple[float, Listing]] = {}
         # the learned ranker's soft coverage (``search.soft_coverage``) reads the term
         # vectors when they are complete; False ranks as without them (benchmarks
         # measure that degraded mode)
@@ -138,25 +139,36 @@ class SearchService:
         meta: dict[str, tuple[Any, ...]] | None = None
         if cached is not None and time.monotonic() - cached[0] < _PAGE_TTL:
             # the next page of a ranking made moments ago: the same order, no re-ranking
-            scored = cached[1]
+            listing = cached[1]
         else:
-            scored, meta = await self._score(query, filters, (offset, limit))
-            self._pages[key] = (time.monotonic(), scored)
+            listing, meta = await self._score(query, filters, (offset, limit))
+            self._pages[key] = (time.monotonic(), listing)
             while len(self._pages) > _CACHED_QUERIES:
                 self._pages.pop(next(iter(self._pages)))
-        ranked = scored.conversations
-        page = [scored.conversation(c, score) for c, score in ranked[offset : offset + limit]]
-        results = await self._materialise(page, query, meta)
-        more = offset + limit < len(ranked)
-        next_cursor = encode_cursor(offset + limit, query, filters) if more else None
-        return SearchPage(results, next_cursor, len(ranked), scored.method)
+        end = offset + limit
+        if listing.needs_tail(end):  # paging past the ranked candidates (bot.search.tail)
+            await self._read_tail(listing, filters)
+            meta = None  # the tail's conversations were not read with the ranking
+        results = await self._materialise(listing.page(offset, limit), query, meta)
+        next_cursor = encode_cursor(end, query, filters) if listing.has_more(end) else None
+        return SearchPage(
+            results, next_cursor, listing.known, listing.scored.method, listing.total_exact
+        )
+
+    async def _read_tail(self, listing: Listing, filters: Filters) -> None:
+        ranked = listing.scored.conversations
+        listed = {c for c, _ in ranked}
+        floor = ranked[-1][1] if ranked else 1.0
+        listing.tail, listing.tail_complete = await self.db.run(
+            lambda c: keyword_tail(c, listing.match, filters, listed, floor), write=False
+        )
 
     async def rank(self, query: str, filters: Filters | None = None) -> Ranking:
         """The full ranking behind :meth:`search`: every turn and conversation, best first.
 
         Used by benchmarks and diagnostics (turn-level recall needs the turn order).
         """
-        scored, _ = await self._score(query, filters or Filters())
+        scored = (await self._score(query, filters or Filters()))[0].scored
         return Ranking(
             turns=scored.hits(), conversations=scored.conversations, method=scored.method
         )
@@ -165,8 +177,7 @@ class SearchService:
         """The fused ranking with its signals, as the learned ranker's features see it:
         before the conversation list's re-scoring (``my-agent bench ranker`` trains on
         these, so training and ranking read the same conversation order)."""
-        scored, _ = await self._score(query, filters or Filters(), rescore=False)
-        return scored
+        return (await self._score(query, filters or Filters(), rescore=False))[0].scored
 
     async def _query_vector(self, query: str) -> np.ndarray | None:
         if not self._opened:
@@ -222,7 +233,7 @@ class SearchService:
         page: tuple[int, int] | None = None,
         *,
         rescore: bool = True,
-    ) -> tuple[Scored, dict[str, tuple[Any, ...]]]:
+    ) -> tuple[Listing, dict[str, tuple[Any, ...]]]:
         """Rank ``query``; with ``page`` (offset, limit) also read that page's
         conversation rows (for :meth:`_materialise`) in the same hop. ``rescore=False``
         leaves the conversation list by best turn (:meth:`scored`).
@@ -247,8 +258,11 @@ class SearchService:
         # keyword hop, redone in the second hop in the rare case the embedding failed
         guess = self._will_embed(query)
 
+        match = [""]  # the keyword stage's FTS5 query, for the tail (bot.search.tail)
+
         def _keyword(conn: SyncConn) -> tuple[list[Hit], Spans, list[Any]]:
-            hits = fts_candidates(conn, or_terms(freqs.selective(conn, parts)), filters, depth)
+            match[0] = or_terms(freqs.selective(conn, parts))
+            hits = fts_candidates(conn, match[0], filters, depth)
             spans = keyword_spans(hits, self._radius(guess), cfg.expand)
             return hits, spans, fetch_spans(conn, spans, guess)
 
@@ -277,7 +291,7 @@ class SearchService:
         method = "hybrid" if want_vectors else "keyword"
         vectors = self.vectors if want_vectors else None
 
-        def _rank(conn: SyncConn) -> tuple[Scored, dict[str, tuple[Any, ...]]]:
+        def _rank(conn: SyncConn) -> tuple[Listing, dict[str, tuple[Any, ...]]]:
             knn: dict[int, float] = {}
             if vectors is not None and qvec is not None and vectors.ready:
                 knn = vectors.rescore_turns(conn, shortlist, qvec, depth, filters.conversation_id)
@@ -285,7 +299,7 @@ class SearchService:
             if abbr and filters.active:
                 abbr = _accepted(conn, abbr, filters)
             if not keyword and not knn and not abbr:
-                return Scored.empty(method), {}
+                return Listing(Scored.empty(method)), {}
             kw_spans, kw_raw = spans, raw
             if want_vectors != guess:
                 kw_spans = keyword_spans(keyword, self._radius(want_vectors), cfg.expand)
@@ -309,7 +323,7 @@ class SearchService:
                 offset, limit = page
                 shown = scored.conversations[offset : offset + limit]
                 meta = _conversation_rows(conn, [c for c, _ in shown])
-            return scored, meta
+            return Listing(scored, match[0], len(keyword) >= depth), meta
 
         return await self.db.run(_rank, write=False)
 

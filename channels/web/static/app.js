@@ -530,7 +530,9 @@
     if (!more) list.textContent = "";
     state.search = { query: q, cursor: page.next_cursor };
     for (const res of page.results) list.appendChild(renderResult(res));
-    $("search-status").textContent = page.total + " conversation" + (page.total === 1 ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+    // total_exact false: more turns match than the ranking read; "more" lists the rest
+    const total = page.total + (page.total_exact === false ? "+" : "");
+    $("search-status").textContent = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
     $("search-more").hidden = !page.next_cursor;
   }
 

@@ -1,0 +1,88 @@
+"""Paging past the ranked candidates: every conversation the words match is reachable
+(bot.search.tail)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bot.brain.tools import RecallTools
+from bot.config.model import AppConfig
+from bot.db import Database
+from bot.search import SearchService
+from tests.recall_helpers import add_conversation, open_index
+
+
+@pytest.fixture
+async def db(tmp_path: Path):  # type: ignore[no-untyped-def]
+    database = await open_index(tmp_path / "conversations.db")
+    yield database
+    await database.close()
+
+
+def _config(candidates: int) -> AppConfig:
+    return AppConfig.model_validate({"search": {"candidates": candidates}})
+
+
+async def _page_through(service: SearchService, query: str, limit: int, **filters: str):  # type: ignore[no-untyped-def]
+    seen: list[str] = []
+    scores: list[float] = []
+    pages = []
+    cursor = None
+    while True:
+        page = await service.search(query, limit=limit, cursor=cursor, **filters)
+        pages.append(page)
+        seen += [r.conversation_id for r in page.results]
+        scores += [r.score for r in page.results]
+        cursor = page.next_cursor
+        if cursor is None or len(pages) > 50:
+            return seen, scores, pages
+
+
+async def test_paging_reaches_every_conversation_past_the_candidates(db: Database) -> None:
+    # Regression: 30 conversations mention "invoice" (two turns each: 60 matching turns)
+    # but the keyword stage reads 10; paging used to stop at the conversations of those
+    # 10 turns, and ``total`` said that was all.
+    for i in range(30):
+        await add_conversation(
+            db,
+            f"conv-{i:02d}",
+            [("user", f"invoice {i} " + "word " * i), ("assistant", f"the invoice {i} is paid")],
+            channel="telegram" if i % 2 else "email",
+        )
+    await add_conversation(db, "conv-other", [("user", "nothing about it")])
+    service = SearchService(_config(10), db)
+    first = await service.search("invoice", limit=4)
+    assert not first.total_exact and first.total < 30 and first.next_cursor
+    seen, scores, pages = await _page_through(service, "invoice", 4)
+    assert sorted(seen) == [f"conv-{i:02d}" for i in range(30)]  # each once, none lost
+    assert scores == sorted(scores, reverse=True)  # the tail ranks below the ranking
+    assert pages[-1].total == 30 and pages[-1].total_exact
+    # The same with a filter: the tail honours it.
+    seen, _, pages = await _page_through(service, "invoice", 5, channel="telegram")
+    assert sorted(seen) == [f"conv-{i:02d}" for i in range(1, 30, 2)]
+    assert pages[-1].total == 15 and pages[-1].total_exact
+
+
+async def test_an_unsaturated_search_is_exact_from_the_first_page(db: Database) -> None:
+    for i in range(3):
+        await add_conversation(db, f"conv-{i}", [("user", f"invoice {i}")])
+    page = await SearchService(_config(10), db).search("invoice", limit=2)
+    assert page.total == 3 and page.total_exact and page.next_cursor
+    assert page.to_dict()["total_exact"] is True
+
+
+async def test_the_recall_tool_says_when_its_total_is_a_lower_bound(db: Database) -> None:
+    for i in range(12):
+        words = "invoice receipt" if i < 2 else "invoice"
+        await add_conversation(db, f"conv-{i:02d}", [("user", f"{words} {i}")])
+    config = _config(5)
+    tools = RecallTools(config, SimpleNamespace(search=SearchService(config, db)))
+    out = await tools.search_conversations({"query": "invoice", "limit": 3})
+    found = json.loads(out.split("\n", 2)[2].rsplit("\n</recalled_data>", 1)[0])
+    assert found["totalMatches"] == 5 and found["totalIsLowerBound"] is True
+    out = await tools.search_conversations({"query": "receipt", "limit": 3})
+    assert '"totalMatches": 2' in out and "totalIsLowerBound" not in out
