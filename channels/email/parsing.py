@@ -40,6 +40,9 @@ _CHARSET_ALIASES = {
 }
 _MSGID_RE = re.compile(r"<[^<>\s]+>")
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
+# A boundary line ("--" + 1-70 characters, RFC 2046), guessed when the header has none
+_MAX_BOUNDARY_GUESSES = 16
+_BOUNDARY_LINE_RE = re.compile(rb"^--([!-~][ -~]{0,69}?)[ \t]*\r?$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,7 @@ class _Walker:
 
     def __init__(self) -> None:
         self.attachments: list[Attachment] = []
+        self.guesses = 0  # boundaries guessed (_unsplit)
 
     def attach(self, part: Message) -> None:
         ctype = _content_type(part)
@@ -248,6 +252,8 @@ class _Walker:
     def text(self, part: Message) -> str:
         """Readable text of ``part``; attachments under it are recorded on the way."""
         ctype = _content_type(part)
+        if ctype.startswith("multipart/") and not part.is_multipart():
+            return self._unsplit(part)
         if ctype == "message/rfc822" or (not part.is_multipart() and _is_attachment(part)):
             self.attach(part)
             return ""
@@ -273,6 +279,25 @@ class _Walker:
         self.attach(part)
         return ""
 
+    def _unsplit(self, part: Message) -> str:
+        """A multipart the parser could not split: its header names no boundary, or one
+        the body never uses (broken mailers, hand-made mail). The body's first boundary
+        line is tried instead; without one the body is read as text. It used to be
+        recorded as an attachment only, and the mail's text was lost."""
+        body = _payload_bytes(part)
+        found = _BOUNDARY_LINE_RE.search(body)
+        # Each guess parses the rest of the body again: a bounded number of them, so a
+        # mail nesting thousands of such parts costs linear time, not quadratic.
+        self.guesses += 1
+        if found is not None and self.guesses <= _MAX_BOUNDARY_GUESSES:
+            boundary = found.group(1).decode("ascii")
+            header = f'Content-Type: {_content_type(part)}; boundary="{boundary}"\n\n'
+            rebuilt = email.message_from_bytes(header.encode() + body, policy=policy.default)
+            if rebuilt.is_multipart():
+                return self.text(rebuilt)
+        text = decode_bytes(body, None).replace("\r\n", "\n").replace("\r", "\n")
+        return html_to_text(text) if re.search(r"(?i)<(html|body|div|p)[\s>]", text) else text
+
     def _alternative(self, children: list[Message]) -> str:
         # Prefer text/plain, then HTML, then whatever nested structure carries text.
         # Attachments inside the unchosen alternatives are not recorded (they are the
@@ -283,7 +308,9 @@ class _Walker:
         )
         for child in by_pref:
             sub = _Walker()
+            sub.guesses = self.guesses  # one budget for the whole mail
             text = sub.text(child)
+            self.guesses = sub.guesses
             if text.strip():
                 self.attachments.extend(sub.attachments)
                 return text

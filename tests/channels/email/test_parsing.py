@@ -119,6 +119,57 @@ def test_transfer_encodings_and_charsets() -> None:
     )
 
 
+_NO_BOUNDARY = (
+    b"From: Owner <owner@example.com>\r\nTo: bot@example.com\r\nSubject: table\r\n"
+    b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed\r\n\r\n"
+    b"--XYZ\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+    b"Please book the table for Friday at 8.\r\n"
+    b"--XYZ\r\nContent-Type: application/pdf; name=menu.pdf\r\n"
+    b"Content-Disposition: attachment; filename=menu.pdf\r\n"
+    b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--XYZ--\r\n"
+)
+
+
+def test_a_multipart_without_its_boundary_keeps_its_text() -> None:
+    # Regression: a multipart whose header names no boundary (or one the body never
+    # uses) was recorded as one "multipart/mixed" attachment, and its text was lost.
+    wrong = _NO_BOUNDARY.replace(b"multipart/mixed", b'multipart/mixed; boundary="nope"')
+    for raw in (_NO_BOUNDARY, wrong):
+        mail = parse_message(raw)
+        assert mail.text == "Please book the table for Friday at 8."
+        assert [(a.name, a.mime_type) for a in mail.attachments] == [
+            ("menu.pdf", "application/pdf")
+        ]
+    # No boundary line at all: the body is the text.
+    bare = b"From: a@example.com\r\nContent-Type: multipart/alternative\r\n\r\nJust text.\r\n"
+    assert parse_message(bare).text == "Just text."
+    html = bare.replace(b"Just text.", b"<html><body><p>Just <b>HTML</b>.</p></body></html>")
+    assert parse_message(html).text.strip() == "Just HTML."
+
+
+def test_guessed_boundaries_are_bounded(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Each guessed boundary parses the rest of the body again: thousands of nested parts
+    # without a boundary must not parse it thousands of times (quadratic time).
+    import email
+
+    calls = []
+    real = email.message_from_bytes
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(email, "message_from_bytes", counting)
+    for kind in (b"mixed", b"alternative"):
+        calls.clear()
+        nested = b"".join(
+            b"--B%d\r\nContent-Type: multipart/%s\r\n\r\n" % (i, kind) for i in range(500)
+        )
+        raw = b"From: a@example.com\r\nContent-Type: multipart/" + kind + b"\r\n\r\n"
+        mail = parse_message(raw + nested + b"hello\r\n")
+        assert len(calls) <= 20 and "hello" in mail.text
+
+
 def test_missing_wrong_and_unknown_charsets() -> None:
     # 8-bit body without any charset: utf-8 when it decodes, else cp1252.
     assert parse_message(_raw("text/plain", None, "naïve café".encode())).text == "naïve café"
