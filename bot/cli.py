@@ -204,6 +204,9 @@ def cmd_search(args: argparse.Namespace) -> int:
                 f"({r.turn_range}, {r.timestamp[:10]})"
             )
             print(f"       {' '.join((r.snippet or '').split())[:150]}")
+        if page.next_cursor:  # the plain listing can be paged too, not only --json
+            found = f"{page.total}{'' if page.total_exact else '+'}"
+            print(f"({len(page.results)} of {found} shown; next page: --cursor {page.next_cursor})")
         return 0
 
     return int(asyncio.run(_with_services(config, _search)))
