@@ -321,7 +321,7 @@ class Lifecycle:
         self.enqueue(conv_id, "idle")
 
     def status(self) -> dict[str, Any]:
-        """Counters for ``my-agent status`` and the dashboard."""
+        """Counters of this process (tests read them; ``my-agent status`` reads the index)."""
         return {
             "method": self.abbreviator.method,
             "queued": len(self.queue.pending()),
