@@ -214,11 +214,14 @@ async def reload(services: Services, notifier: Notifier) -> None:
         log.error("reload refused, keeping the running configuration: %s", exc)
         notifier.ready("reload failed: configuration invalid")
         return
-    if fresh is not None:
-        services.config.trust = fresh.trust
-        services.config.owner = fresh.owner
-        from bot.identity import OwnerIdentities
+    if fresh is None:  # the embedded default: there is no file to read again
+        log.info("no configuration file (embedded default): nothing to reload")
+        notifier.ready("ready: nothing to reload (no configuration file)")
+        return
+    services.config.trust = fresh.trust
+    services.config.owner = fresh.owner
+    from bot.identity import OwnerIdentities
 
-        services.identities = OwnerIdentities(services.config)
+    services.identities = OwnerIdentities(services.config)
     log.info("configuration reloaded (trust list, owner identities)")
     notifier.ready("ready: configuration reloaded")

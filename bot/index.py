@@ -316,7 +316,7 @@ class ConversationIndex:
         params: list[Any] = []
         if channel:
             where.append("channel = ?")
-            params.append(channel)
+            params.append(channel.strip().lower())  # channel names are lower case
         if pinned is not None:
             where.append("pinned = ?")
             params.append(int(pinned))

@@ -151,6 +151,9 @@ def test_search_pages_dates_and_channel_case(
     # The plain listing says how to get the next page (it used to print no cursor).
     status, text = store.run("search", "Porto OR sourdough", "--limit", "1", capsys=capsys)
     assert status == 0 and f"1 of 2 shown; next page: --cursor {first['next_cursor']}" in text
+    # `conversations list --channel` ignores case too (it found nothing for "WEB").
+    listed = store.json("conversations", "list", "--channel", "WEB", capsys=capsys)
+    assert store.ids["web"] in json.dumps(listed)
     page = store.json("search", "sourdough", "--channel", "Telegram", capsys=capsys)
     assert [r["conversation_id"] for r in page["results"]] == [store.ids["telegram"]]
     assert store.json("search", "sourdough", "--to", "2000-01-01", capsys=capsys)["results"] == []

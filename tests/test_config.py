@@ -53,6 +53,16 @@ INVALID = [
 ]
 
 
+def test_trust_contacts_accept_every_configurable_channel() -> None:
+    # Regression: owner.identities.loopback worked, trust.contacts.loopback was refused
+    # as an unknown channel.
+    cfg = build_config({"trust": {"contacts": {"loopback": {"x1": "known"}}}}, env={})
+    assert cfg.trust.contacts["loopback"]
+    with pytest.raises(ConfigError) as info:
+        build_config({"trust": {"contacts": {"fax": {"x1": "known"}}}}, env={})
+    assert info.value.key == "trust.contacts.fax"
+
+
 @pytest.mark.parametrize(("raw", "key"), INVALID)
 def test_invalid_values_name_the_dotted_key(raw: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError) as info:

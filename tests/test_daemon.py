@@ -9,6 +9,7 @@ slowly so that a reply is in flight when the signal arrives.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -260,3 +261,23 @@ async def test_sigterm_while_the_model_is_loading(tmp_path: Path) -> None:
         assert await daemon.signal(signal.SIGTERM, timeout=20) == 0, daemon.log()
     finally:
         await daemon.close()
+
+
+async def test_sighup_without_a_config_file_says_there_is_nothing_to_reload(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Regression: on the embedded default a SIGHUP re-read nothing but logged
+    # "configuration reloaded".
+    from types import SimpleNamespace
+
+    from bot.daemon import reload
+
+    statuses: list[str | None] = []
+    notifier = SimpleNamespace(reloading=lambda: None, ready=statuses.append)
+    identities = object()
+    services = SimpleNamespace(config_path=None, identities=identities)
+    with caplog.at_level(logging.INFO, logger="my_agent.daemon"):
+        await reload(services, notifier)  # type: ignore[arg-type]
+    assert services.identities is identities
+    assert statuses == ["ready: nothing to reload (no configuration file)"]
+    assert "configuration reloaded" not in caplog.text
