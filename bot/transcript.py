@@ -133,6 +133,9 @@ class TranscriptStore:
         self.fsync = fsync
         self.checkpoint_seconds = checkpoint_seconds
         self._journal: Journal | None = None
+        # True when another process (a running daemon) held the journal at open(): it
+        # writes these transcripts and indexes them, so this one must only read.
+        self.shared = False
         self._paths: dict[str, Path] = {}  # conversation id -> path (built once)
         self._locks: dict[str, asyncio.Lock] = {}
         # Many concurrent fsyncs on different files are committed together by the
@@ -185,6 +188,7 @@ class TranscriptStore:
             if exclusive:
                 raise
             log.info("%s: the journal is in use by another process", self.directory)
+            self.shared = True
             return 0
         self._journal = journal
         return repaired
