@@ -50,6 +50,12 @@ INVALID = [
     ({"brain": {"provider": "anthropic"}}, "brain.api_key"),
     ({"models": {"default": "gpt"}}, "models.default"),
     ({"transcripts": {"fsync": "sometimes"}}, "transcripts.fsync"),
+    # regression: .inf passed check-config, then recovery failed (exit 74)
+    (
+        {"conversations": {"idle_timeout_seconds": float("inf")}},
+        "conversations.idle_timeout_seconds",
+    ),
+    ({"channels": {"email": {"imap": {"timeout": float("inf")}}}}, "channels.email.imap.timeout"),
 ]
 
 
