@@ -89,6 +89,17 @@ def test_unreadable_yaml_exits_78(
     assert "configuration error" in capsys.readouterr().err
 
 
+def test_config_file_not_in_utf8_exits_78(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: a Latin-1 file (an owner name with an umlaut) ended in a traceback
+    # and exit 1, which systemd restarts forever, instead of exit 78.
+    path = tmp_path / "config.yaml"
+    path.write_bytes("owner:\n  name: J\u00fcrgen\n".encode("latin-1"))
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    assert "is not UTF-8 text" in capsys.readouterr().err
+
+
 def test_missing_config_file_exits_78(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check-config", "--config", str(tmp_path / "nope.yaml")]) == 78
     assert "not found" in capsys.readouterr().err
