@@ -50,6 +50,8 @@ INVALID = [
     ({"brain": {"provider": "anthropic"}}, "brain.api_key"),
     ({"models": {"default": "gpt"}}, "models.default"),
     ({"transcripts": {"fsync": "sometimes"}}, "transcripts.fsync"),
+    # regression: "" was the current directory, which the daemon then chmodded to 0700
+    ({"data_dir": ""}, "data_dir"),
     # regression: .inf passed check-config, then recovery failed (exit 74)
     (
         {"conversations": {"idle_timeout_seconds": float("inf")}},

@@ -211,6 +211,15 @@ class AppConfig(_Section):
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: object) -> object:
+        # "" is Path("."): an empty value (a template variable left unset) made the
+        # current directory the data directory, and the daemon chmods that to 0700.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty (write . for the current directory)")
+        return value
+
     # -- derived paths -------------------------------------------------------------
     @property
     def conversations_dir(self) -> Path:
