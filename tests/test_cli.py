@@ -349,3 +349,19 @@ def test_reading_commands_next_to_a_daemon_do_not_index_its_lines(
         daemon_store.close()
     assert store.json("conversations", "list", capsys=capsys)
     assert turn_rows() == before + 1  # without a daemon, a command still catches up
+
+
+def test_reading_commands_on_a_corrupt_index_exit_74_naming_the_file(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `conversations` and `search` ended in a traceback and exit 1; the
+    # daemon and `status` say which file and what to do, with exit 74.
+    store.config.index_path.write_bytes(b"this is not a database" * 400)
+    for argv in (["conversations", "list"], ["search", "sourdough"]):
+        status = cli.main(["--config", str(store.config_path), *argv])
+        err = capsys.readouterr().err
+        assert status == exitcodes.EX_DATABASE, argv
+        assert "conversations.db" in err and "reindex" in err
+        assert "Traceback" not in err
+    assert store.run("reindex", capsys=capsys)[0] == 0  # the remedy it names works
+    assert store.json("search", "sourdough", capsys=capsys)["results"]
