@@ -260,3 +260,27 @@ async def test_sigterm_while_the_model_is_loading(tmp_path: Path) -> None:
         assert await daemon.signal(signal.SIGTERM, timeout=20) == 0, daemon.log()
     finally:
         await daemon.close()
+
+
+async def test_a_stop_asks_systemd_for_the_configured_drain_time(tmp_path: Path) -> None:
+    # Regression: the unit's TimeoutStopSec (45 s) fits the default drain (20 s); with
+    # service.drain_seconds 120 systemd sent SIGKILL in the middle of the drain.
+    from bot.daemon import shutdown
+    from bot.notify import Notifier
+    from bot.services import open_services
+    from tests.conftest import make_config
+    from tests.ops.notify_listener import NotifyListener
+
+    listener = NotifyListener()
+    try:
+        services = await open_services(make_config(tmp_path, service={"drain_seconds": 120}))
+        notifier = Notifier(env={"NOTIFY_SOCKET": listener.env_value})
+        await asyncio.wait_for(shutdown(services, [], notifier), 10)
+        messages = listener.drain()
+    finally:
+        listener.close()
+    stopping = next(i for i, m in enumerate(messages) if m.get("STOPPING") == "1")
+    extend = [
+        int(m["EXTEND_TIMEOUT_USEC"]) for m in messages[stopping:] if "EXTEND_TIMEOUT_USEC" in m
+    ]
+    assert len(extend) == 1 and extend[0] > 120 * 1_000_000  # the drain and the rest
