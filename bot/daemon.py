@@ -164,17 +164,23 @@ async def run_daemon(
     config: AppConfig, stop_event: asyncio.Event | None = None, config_path: Path | None = None
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit status."""
-    notifier = Notifier(status_path=config.data_dir / "daemon.json")
-    notifier.status("opening the store and index")
-    services = await open_services(config, exclusive=True)
-    services.config_path = config_path
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Before the store opens: a SIGTERM during a long journal replay or recovery killed
+    # the process by the signal (status 143); now it stops once they are done, exit 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
+    notifier = Notifier(status_path=config.data_dir / "daemon.json")
+    notifier.status("opening the store and index")
+    services = await open_services(config, exclusive=True)
+    services.config_path = config_path
+    if stop.is_set():  # asked to stop while opening: start nothing, never say ready
+        log.info("stopping (asked to while the store was opening)")
+        await shutdown(services, [], notifier)
+        return 0
     try:
         loop.add_signal_handler(signal.SIGHUP, lambda: spawn(reload(services, notifier)))
     except (NotImplementedError, RuntimeError):
