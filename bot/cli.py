@@ -113,14 +113,21 @@ async def _with_services(
     """``fn(services)`` on services opened for one command. One-shot commands do not
     download an embedding model (offline, fastembed's retries took ~40 s): they use
     ``embedding.model_path`` or the model cache; the daemon is the one that downloads."""
-    from bot.services import close_services, open_services
+    from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
 
     if not config.data_dir.is_dir():
         # Reading commands never create a data directory: with a wrong path (a typo, the
         # wrong config) they answered "nothing here" and left an empty store behind.
         print(f"my-agent: data directory {config.data_dir} does not exist", file=sys.stderr)
         return exitcodes.EX_DATADIR
-    services = await open_services(config, recover_now=recover_now, download_models=download_models)
+    try:
+        services = await open_services(
+            config, recover_now=recover_now, download_models=download_models
+        )
+    except (DataDirError, DatabaseOpenError) as exc:
+        # the message names the file and the remedy; a traceback (exit 1) hid it
+        print(f"my-agent: {exc}", file=sys.stderr)
+        return exitcodes.EX_DATADIR if isinstance(exc, DataDirError) else exitcodes.EX_DATABASE
     try:
         return await fn(services)
     finally:

@@ -21,6 +21,9 @@ log = logging.getLogger("my_agent.daemon")
 
 THREADED_CHANNELS = ("email",)
 DRAIN_SECONDS = 20.0  # the default of service.drain_seconds
+# What a stop takes beyond the drain: the outbox's last sends (10 s), the channels, the
+# cancelled tasks (2 s) and closing the store.
+STOP_MARGIN_SECONDS = 15.0
 
 
 def build_channels(config: AppConfig, services: Services) -> list[Channel]:
@@ -121,11 +124,14 @@ async def shutdown(
     drain_seconds: float | None = None,
 ) -> None:
     """Stop accepting, finish (or leave pending) in-flight replies, stop in reverse."""
-    if notifier:
-        notifier.stopping()
-    services.router.accepting = False
     if drain_seconds is None:
         drain_seconds = services.config.service.drain_seconds
+    if notifier:
+        notifier.stopping()
+        # The unit's TimeoutStopSec fits the default drain; a longer service.drain_seconds
+        # (up to 300) was cut short by systemd's SIGKILL. This only ever extends it.
+        notifier.extend_timeout(drain_seconds + STOP_MARGIN_SECONDS)
+    services.router.accepting = False
     deadline = time.monotonic() + drain_seconds
     finished = await services.replies.queue.drain(timeout=drain_seconds / 2)
     if not finished:
@@ -158,17 +164,23 @@ async def run_daemon(
     config: AppConfig, stop_event: asyncio.Event | None = None, config_path: Path | None = None
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit status."""
-    notifier = Notifier(status_path=config.data_dir / "daemon.json")
-    notifier.status("opening the store and index")
-    services = await open_services(config, exclusive=True)
-    services.config_path = config_path
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Before the store opens: a SIGTERM during a long journal replay or recovery killed
+    # the process by the signal (status 143); now it stops once they are done, exit 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
+    notifier = Notifier(status_path=config.data_dir / "daemon.json")
+    notifier.status("opening the store and index")
+    services = await open_services(config, exclusive=True)
+    services.config_path = config_path
+    if stop.is_set():  # asked to stop while opening: start nothing, never say ready
+        log.info("stopping (asked to while the store was opening)")
+        await shutdown(services, [], notifier)
+        return 0
     try:
         loop.add_signal_handler(signal.SIGHUP, lambda: spawn(reload(services, notifier)))
     except (NotImplementedError, RuntimeError):

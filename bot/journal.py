@@ -21,7 +21,6 @@ that is still in use.
 from __future__ import annotations
 
 import concurrent.futures
-import fcntl
 import logging
 import os
 import queue
@@ -37,13 +36,14 @@ from bot.journal_files import (
     encode_record,
     fsync_path,
     journal_in_use,
+    lock_journal,
     read_journal,
     read_legacy_records,
     sync_files,
     write_all,
 )
 
-__all__ = ["Journal", "journal_in_use", "sync_files"]
+__all__ = ["Journal", "journal_in_use", "lock_journal", "sync_files"]
 
 log = logging.getLogger("my_agent.journal")
 
@@ -91,14 +91,7 @@ class Journal:
         Returns the number of records that had to be written again. Raises
         :class:`BlockingIOError` when another process holds the journal.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise
-        self._lock_fd = fd
+        self._lock_fd = lock_journal(self.files)
         repaired = self.replay()
         self._rotate()
         self._thread = threading.Thread(target=self._run, name="journal", daemon=True)

@@ -163,6 +163,21 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def lock_journal(files: Path) -> int:
+    """Take the journal lock of ``files`` (the directory a daemon owns); returns its fd.
+
+    Raises :class:`BlockingIOError` when another process holds it."""
+    directory = files / "journal"
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def journal_in_use(files: Path) -> bool:
     """True while a process (a running daemon) holds the journal of ``files``."""
     lock = files / "journal" / "lock"

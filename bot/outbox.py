@@ -67,6 +67,9 @@ class Outbox:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._on_sent: list[SentCallback] = []
         self._stopping = False
+        # outbox id -> result of a send whose "sent" mark could not be written (state.db
+        # full): the mark is retried, never the send.
+        self._unmarked: dict[int, SendResult] = {}
         # A synced reply row exists (committed by this process): from then on a reply's
         # row may skip its own sync (see :meth:`insert_unit`).
         self.anchored = False
@@ -187,47 +190,71 @@ class Outbox:
 
     async def _worker(self, channel_name: str) -> None:
         wake = self._wake.setdefault(channel_name, asyncio.Event())
+        failures = 0
         while not self._stopping:
             wake.clear()
-            item = await self._next_due(channel_name)
-            if item is None:
-                await wake.wait()
-                continue
-            msg, attempts, wait = item
-            if wait is not None:
-                # Strict order per channel: the head waits for its retry time.
+            try:
+                await self._step(channel_name, wake)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # state.db cannot be read or written (a full disk): this worker was the
+                # channel's only sender, and dying here stopped its sends until a restart.
+                failures += 1
+                delay = backoff(failures, self.base_delay, cap=30.0)
+                log.exception("outbox of %s: state.db failed; again in %.1fs", channel_name, delay)
                 try:
-                    await asyncio.wait_for(wake.wait(), timeout=wait)
+                    await asyncio.wait_for(wake.wait(), timeout=delay)
                 except TimeoutError:
                     pass
-                continue
-            await self._deliver(msg, attempts)
+
+    async def _step(self, channel_name: str, wake: asyncio.Event) -> None:
+        """Send the channel's head when it is due, else wait for it (or for news)."""
+        item = await self._next_due(channel_name)
+        if item is None:
+            await wake.wait()
+            return
+        msg, attempts, wait = item
+        if wait is not None:
+            # Strict order per channel: the head waits for its retry time.
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+            return
+        await self._deliver(msg, attempts)
 
     async def _deliver(self, msg: OutboundMessage, attempts: int) -> None:
         channel = self._channels[msg.channel]
-        try:
-            result = await channel.send(msg)
-        except asyncio.CancelledError:
-            raise
-        except PermanentSendError as exc:
-            log.error("outbox %s to %s failed permanently: %s", msg.outbox_id, msg.channel, exc)
-            await self._mark(msg, "failed", attempts + 1, error=str(exc))
-            return
-        except Exception as exc:
-            attempts += 1
-            delay = backoff(attempts, self.base_delay)
-            status = "failed" if attempts >= self.max_attempts else "pending"
-            log.warning(
-                "outbox %s to %s failed (attempt %d, retry in %.1fs): %s",
-                msg.outbox_id,
-                msg.channel,
-                attempts,
-                delay,
-                exc,
-            )
-            await self._mark(msg, status, attempts, error=repr(exc), delay=delay)
-            return
+        result = self._unmarked.get(msg.outbox_id or 0)
+        if result is None:
+            try:
+                result = await channel.send(msg)
+            except asyncio.CancelledError:
+                raise
+            except PermanentSendError as exc:
+                log.error("outbox %s to %s failed permanently: %s", msg.outbox_id, msg.channel, exc)
+                await self._mark(msg, "failed", attempts + 1, error=str(exc))
+                return
+            except Exception as exc:
+                attempts += 1
+                delay = backoff(attempts, self.base_delay)
+                status = "failed" if attempts >= self.max_attempts else "pending"
+                log.warning(
+                    "outbox %s to %s failed (attempt %d, retry in %.1fs): %s",
+                    msg.outbox_id,
+                    msg.channel,
+                    attempts,
+                    delay,
+                    exc,
+                )
+                await self._mark(msg, status, attempts, error=repr(exc), delay=delay)
+                return
+            if msg.outbox_id is not None:
+                self._unmarked[msg.outbox_id] = result
         await self._mark(msg, "sent", attempts + 1, ref=result.message_ref)
+        self._unmarked.pop(msg.outbox_id or 0, None)
         sent = replace(msg)
         for callback in self._on_sent:
             try:

@@ -281,7 +281,8 @@ async def open_services(
     ``exclusive`` (the daemon): raise :class:`DataDirInUse` when another daemon holds
     the data directory's transcript journal. ``download_models=False`` (a one-shot
     command): the embedding model comes from ``embedding.model_path`` or the model cache
-    only, never from the network (:mod:`bot.embedding`).
+    only, never from the network (:mod:`bot.embedding`). Recovery (``recover_now``) is
+    skipped when a running daemon holds the data directory: it indexes its own writes.
     """
     from bot.conversations import ConversationManager
     from bot.router import Router
@@ -356,7 +357,12 @@ async def open_services(
     services.brain = brain if brain is not None else build_brain(config, services)
     services.router = Router(services)
     services.replies = ReplyEngine(services)
-    if recover_now:
+    if recover_now and store.shared:
+        # A daemon runs on this data directory (a one-shot command next to it): it is
+        # between writing a transcript and indexing those lines, so catching up here
+        # indexed them a second time (duplicate turns). Its index is read as it is.
+        log.info("a daemon runs on %s: its index is not caught up here", config.data_dir)
+    elif recover_now:
         try:
             services.recovery = await index_db.run(
                 lambda c: recover(c, store, config.external_dir, config)

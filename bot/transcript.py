@@ -24,7 +24,7 @@ from typing import Any
 from ulid import ULID
 
 from bot.events import iso, utcnow
-from bot.journal import Journal
+from bot.journal import Journal, lock_journal
 
 log = logging.getLogger("my_agent.transcript")
 
@@ -133,6 +133,10 @@ class TranscriptStore:
         self.fsync = fsync
         self.checkpoint_seconds = checkpoint_seconds
         self._journal: Journal | None = None
+        # True when another process (a running daemon) held the journal at open(): it
+        # writes these transcripts and indexes them, so this one must only read.
+        self.shared = False
+        self._lock_fd = -1  # the journal's lock, held without a journal (no fsync)
         self._paths: dict[str, Path] = {}  # conversation id -> path (built once)
         self._locks: dict[str, asyncio.Lock] = {}
         # Many concurrent fsyncs on different files are committed together by the
@@ -168,13 +172,24 @@ class TranscriptStore:
         """Replay the journal a crash left behind and route appends through it.
 
         Returns the number of records that were missing from transcripts. Without
-        ``fsync`` there is no journal (nothing is durable anyway). When another process
-        holds the journal (a running daemon): with ``exclusive`` (the daemon itself)
-        :class:`BlockingIOError` is raised, else appends are fsynced one by one.
+        ``fsync`` there is no journal (nothing is durable anyway), only its lock. When
+        another process holds the journal (a running daemon): with ``exclusive`` (the
+        daemon itself) :class:`BlockingIOError` is raised, else appends are fsynced one
+        by one.
         """
-        if not self.fsync or self._journal is not None:
+        if self._journal is not None or self._lock_fd >= 0:
             return 0
         self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.fsync:
+            # The lock alone still keeps a second daemon off this directory: without
+            # it two daemons ran on one store, both answering and sending everything.
+            try:
+                self._lock_fd = lock_journal(self.directory)
+            except BlockingIOError:
+                if exclusive:
+                    raise
+                self.shared = True
+            return 0
         # looked up per call, not bound now: the write can be swapped (fault injection)
         journal = Journal(
             self.directory, lambda path, data: self._put(path, data), self.checkpoint_seconds
@@ -185,6 +200,7 @@ class TranscriptStore:
             if exclusive:
                 raise
             log.info("%s: the journal is in use by another process", self.directory)
+            self.shared = True
             return 0
         self._journal = journal
         return repaired
@@ -194,6 +210,9 @@ class TranscriptStore:
         journal, self._journal = self._journal, None
         if journal is not None:
             journal.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
     # -- writing -------------------------------------------------------------------
     def _put(self, path: Path, data: bytes, sync: bool = False) -> tuple[int, bytes]:

@@ -319,3 +319,55 @@ def test_reading_commands_need_no_daemon_secrets(
     assert status != exitcodes.EX_CONFIG
     # the daemon and check-config still insist on it
     assert store.run("check-config", capsys=capsys)[0] == exitcodes.EX_CONFIG
+
+
+def test_reading_commands_next_to_a_daemon_do_not_index_its_lines(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `conversations` and `search` ran start-up recovery. Next to a running
+    # daemon they indexed the lines it had written but not yet indexed itself, and then
+    # the daemon indexed them too: `status` reported duplicate turns under load.
+    from bot.transcript import TranscriptStore, turn_line
+
+    conv_id = store.ids["web"]
+
+    def turn_rows() -> int:
+        import sqlite3
+
+        with sqlite3.connect(store.config.index_path) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM turns WHERE conversation_id = ?", (conv_id,)
+            ).fetchone()
+        return int(row[0])
+
+    before = turn_rows()
+    daemon_store = TranscriptStore(store.config.conversations_dir)
+    daemon_store.open(exclusive=True)  # what a running daemon holds
+    try:
+        # the daemon's append, written and not yet indexed by it
+        path = daemon_store.path(conv_id)
+        with open(path, "ab") as fh:
+            fh.write(json.dumps(turn_line("user", "in flight", 99)).encode() + b"\n")
+        assert store.json("conversations", "list", capsys=capsys)
+        assert store.json("search", "sourdough", capsys=capsys)["results"]
+        assert turn_rows() == before  # left to the daemon
+    finally:
+        daemon_store.close()
+    assert store.json("conversations", "list", capsys=capsys)
+    assert turn_rows() == before + 1  # without a daemon, a command still catches up
+
+
+def test_reading_commands_on_a_corrupt_index_exit_74_naming_the_file(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `conversations` and `search` ended in a traceback and exit 1; the
+    # daemon and `status` say which file and what to do, with exit 74.
+    store.config.index_path.write_bytes(b"this is not a database" * 400)
+    for argv in (["conversations", "list"], ["search", "sourdough"]):
+        status = cli.main(["--config", str(store.config_path), *argv])
+        err = capsys.readouterr().err
+        assert status == exitcodes.EX_DATABASE, argv
+        assert "conversations.db" in err and "reindex" in err
+        assert "Traceback" not in err
+    assert store.run("reindex", capsys=capsys)[0] == 0  # the remedy it names works
+    assert store.json("search", "sourdough", capsys=capsys)["results"]

@@ -50,6 +50,14 @@ INVALID = [
     ({"brain": {"provider": "anthropic"}}, "brain.api_key"),
     ({"models": {"default": "gpt"}}, "models.default"),
     ({"transcripts": {"fsync": "sometimes"}}, "transcripts.fsync"),
+    # regression: "" was the current directory, which the daemon then chmodded to 0700
+    ({"data_dir": ""}, "data_dir"),
+    # regression: .inf passed check-config, then recovery failed (exit 74)
+    (
+        {"conversations": {"idle_timeout_seconds": float("inf")}},
+        "conversations.idle_timeout_seconds",
+    ),
+    ({"channels": {"email": {"imap": {"timeout": float("inf")}}}}, "channels.email.imap.timeout"),
 ]
 
 
@@ -91,6 +99,17 @@ def test_unreadable_yaml_exits_78(
     path = _write(tmp_path, text)
     assert cli.main(["check-config", "--config", str(path)]) == 78
     assert "configuration error" in capsys.readouterr().err
+
+
+def test_config_file_not_in_utf8_exits_78(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: a Latin-1 file (an owner name with an umlaut) ended in a traceback
+    # and exit 1, which systemd restarts forever, instead of exit 78.
+    path = tmp_path / "config.yaml"
+    path.write_bytes("owner:\n  name: J\u00fcrgen\n".encode("latin-1"))
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    assert "is not UTF-8 text" in capsys.readouterr().err
 
 
 def test_missing_config_file_exits_78(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

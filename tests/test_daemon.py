@@ -12,11 +12,13 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
 from tests.support import Daemon, transcript_lines, turns
@@ -281,3 +283,78 @@ async def test_sighup_without_a_config_file_says_there_is_nothing_to_reload(
     assert services.identities is identities
     assert statuses == ["ready: nothing to reload (no configuration file)"]
     assert "configuration reloaded" not in caplog.text
+
+
+async def test_a_stop_asks_systemd_for_the_configured_drain_time(tmp_path: Path) -> None:
+    # Regression: the unit's TimeoutStopSec (45 s) fits the default drain (20 s); with
+    # service.drain_seconds 120 systemd sent SIGKILL in the middle of the drain.
+    from bot.daemon import shutdown
+    from bot.notify import Notifier
+    from bot.services import open_services
+    from tests.conftest import make_config
+    from tests.ops.notify_listener import NotifyListener
+
+    listener = NotifyListener()
+    try:
+        services = await open_services(make_config(tmp_path, service={"drain_seconds": 120}))
+        notifier = Notifier(env={"NOTIFY_SOCKET": listener.env_value})
+        await asyncio.wait_for(shutdown(services, [], notifier), 10)
+        messages = listener.drain()
+    finally:
+        listener.close()
+    stopping = next(i for i, m in enumerate(messages) if m.get("STOPPING") == "1")
+    extend = [
+        int(m["EXTEND_TIMEOUT_USEC"]) for m in messages[stopping:] if "EXTEND_TIMEOUT_USEC" in m
+    ]
+    assert len(extend) == 1 and extend[0] > 120 * 1_000_000  # the drain and the rest
+
+
+SLOW_RECOVERY = """
+import sys, time
+
+import bot.services
+
+real_recover = bot.services.recover
+
+def slow_recover(*args, **kwargs):
+    # a large store: the catch-up takes a while (on the database thread)
+    print("recovery running", flush=True)
+    time.sleep(3)
+    return real_recover(*args, **kwargs)
+
+bot.services.recover = slow_recover
+from bot.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stop_while_the_store_opens_exits_0_without_starting(
+    tmp_path: Path, sig: int
+) -> None:
+    # Regression: the signal handlers were installed only once the store was open, so
+    # a SIGTERM during a long recovery killed the process by the signal (status 143).
+    entry = tmp_path / "slow_recovery.py"
+    entry.write_text(SLOW_RECOVERY, encoding="utf-8")
+    config = {
+        "data_dir": str(tmp_path / "data"),
+        "owner": {"identities": {"loopback": ["owner"]}},
+        "brain": {"provider": "offline"},
+        "embedding": {"enabled": False},
+        "channels": {"web": {"enabled": False}, "loopback": {"enabled": True, "port": 0}},
+    }
+    daemon = Daemon(tmp_path, config, entry=entry)
+    daemon.config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    with daemon.log_path.open("wb") as log:
+        daemon.proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(entry), "run", "--config", str(daemon.config_path),
+            cwd=str(tmp_path), env=daemon.env(), stdin=asyncio.subprocess.DEVNULL,
+            stdout=log, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        await daemon.wait_log("recovery running")
+        assert await daemon.signal(sig, timeout=20) == 0, daemon.log()
+        assert "channel loopback started" not in daemon.log()
+        assert "Traceback" not in daemon.log()
+    finally:
+        await daemon.close()

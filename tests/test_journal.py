@@ -400,11 +400,16 @@ def test_syncfs_is_found_on_linux() -> None:
         assert files_module._syncfs is not None
 
 
-async def test_a_second_daemon_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fsync", ["always", "never"])
+async def test_a_second_daemon_on_the_same_data_directory_is_refused(
+    tmp_path: Path, fsync: str
+) -> None:
+    # Regression (fsync never): there is no journal then, and its lock was not taken
+    # either, so a second daemon ran on the same store and both answered every message.
     from bot.journal import journal_in_use
     from bot.services import DataDirInUse
 
-    config = make_config(tmp_path)
+    config = make_config(tmp_path, transcripts={"fsync": fsync})
     first = await open_services(config, exclusive=True)
     try:
         assert journal_in_use(config.conversations_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -269,3 +270,42 @@ async def _status_after_reopen(tmp_path: Path) -> list[tuple[str, str, int]]:
         return await _status(db)
     finally:
         await db.close()
+
+
+async def test_a_state_db_write_failure_does_not_stop_the_channel_or_send_twice(
+    state: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: when the "sent" mark could not be written (state.db on a full disk)
+    # the channel's worker died: nothing more was sent on it until a restart.
+    import sqlite3
+
+    outbox = Outbox(state, base_delay=0.01)
+    channel = RecordingChannel()
+    real_run = state.run
+    failures = {"marks": 2}
+
+    async def flaky_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if fn.__name__ == "_update" and failures["marks"]:
+            failures["marks"] -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return await real_run(fn, *args, **kwargs)
+
+    monkeypatch.setattr(state, "run", flaky_run)
+    await outbox.enqueue(msg("sent while the disk was full"))
+    outbox.attach(channel)
+    try:
+        await channel.wait_count(1)
+        await outbox.enqueue(msg("after the space came back"))
+        await channel.wait_count(2)
+        for _ in range(200):
+            if await outbox.pending_count() == 0:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await outbox.stop()
+    # the mark was retried, never the send
+    assert channel.texts() == ["sent while the disk was full", "after the space came back"]
+    assert await _status(state) == [
+        ("sent while the disk was full", "sent", 1),
+        ("after the space came back", "sent", 1),
+    ]

@@ -167,6 +167,8 @@ def load_config(
             raise ConfigError("", f"config file not found: {chosen}") from exc
         except OSError as exc:
             raise ConfigError("", f"cannot read config file {chosen}: {exc}") from exc
+        except UnicodeDecodeError as exc:  # saved in Latin-1, or not a text file at all
+            raise ConfigError("", f"{chosen} is not UTF-8 text: {exc}") from exc
         try:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as exc:

@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # No .inf/.nan: YAML's ".inf" passed every bound ("gt=0") and the daemon then failed
+    # at start (a timeout in seconds turned into an integer), far from the key.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class WebChannelConfig(_Section):

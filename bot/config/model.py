@@ -14,7 +14,9 @@ Tier = Literal["known", "untrusted", "blocked"]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # No .inf/.nan: YAML's ".inf" passed every bound ("gt=0") and the daemon then failed
+    # at start (a timeout in seconds turned into an integer), far from the key.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class OwnerConfig(_Section):
@@ -208,6 +210,15 @@ class AppConfig(_Section):
     search: SearchConfig = Field(default_factory=SearchConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: object) -> object:
+        # "" is Path("."): an empty value (a template variable left unset) made the
+        # current directory the data directory, and the daemon chmods that to 0700.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty (write . for the current directory)")
+        return value
 
     # -- derived paths -------------------------------------------------------------
     @property
