@@ -13,6 +13,7 @@ forever).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import random
 import time
@@ -120,6 +121,7 @@ class MessagesCaller:
                 anthropic.APIConnectionError,
                 anthropic.APIResponseValidationError,
                 StreamStalled,
+                StreamBroken,
             ) as exc:
                 error, retry_after = exc, None
             delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2**attempt)
@@ -147,11 +149,37 @@ class StreamStalled(Exception):
     """A stream stayed open without progress (pings only) for the request timeout."""
 
 
+class StreamBroken(Exception):
+    """A stream ended before ``message_stop``: cut cleanly, or the connection dropped."""
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """The transport error base of the HTTP library under the SDK (``httpx2`` for
+    anthropic 2.x, ``httpx`` before): raised as is while a stream's body is read."""
+    found: list[type[Exception]] = []
+    for module in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(module).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _transport_errors()
+
+
 async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
     """Forward a stream's text, abandoning it when nothing but keep-alive pings came for
     ``stall`` seconds. The SDK's timeout is per read and every ping resets it: a server
     that only pinged held a reply for as long as it pinged, with no notice to the owner
-    and no retry (``brain.request_timeout`` is documented per request)."""
+    and no retry (``brain.request_timeout`` is documented per request).
+
+    A stream is complete only with its ``message_stop``: one that ends before it raises
+    :class:`StreamBroken` (retried). The SDK returned such a truncated message as final
+    (half a reply sent as the whole), and a connection dropped mid-stream surfaced as the
+    HTTP library's own error, which is no ``anthropic`` exception and was never retried.
+    Anything else (an SDK error event, tool input that is not JSON) keeps its own class.
+    """
     events = stream.__aiter__()
     progress = time.monotonic()
     while True:
@@ -161,9 +189,13 @@ async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
         try:
             event = await asyncio.wait_for(events.__anext__(), left)
         except StopAsyncIteration:
-            return
+            raise StreamBroken("the stream ended before message_stop") from None
         except TimeoutError:
             raise StreamStalled(f"no progress in the stream for {stall:g}s") from None
+        except TRANSPORT_ERRORS as exc:
+            raise StreamBroken(f"the stream broke: {type(exc).__name__}: {exc}") from exc
+        if event.type == "message_stop":
+            return
         if event.type != "ping":
             progress = time.monotonic()
         if event.type == "text":

@@ -200,3 +200,28 @@ async def test_an_empty_answer_becomes_a_labelled_notice(
     reply = await brain.reply(request(conv, "hello"), Deltas())
     assert reply.text == EMPTY_REPLY
     assert reply.extra == {"error": "empty", "stopReason": "refusal"}
+
+
+@pytest.mark.parametrize("cut", ["eof", "reset"])
+async def test_a_stream_cut_before_message_stop_is_retried(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, cut: str
+) -> None:
+    # Regression: a stream that ended cleanly before message_stop was taken as the whole
+    # answer (half a reply stored and sent as if complete), and a connection dropped
+    # mid-stream raised the HTTP library's own error, which nothing retried: the owner
+    # got "something went wrong" and the reply was never produced.
+    conv = await seed_conversation(core, [("user", "hello")])
+    chunks = ["The ", "answer ", "is ", "42."]
+    fake_api.push(
+        Scripted(
+            [Block("text", text="The answer is 42.", chunks=chunks)],
+            cut_after_deltas=2,
+            cut=cut,  # type: ignore[arg-type]
+        )
+    )
+    fake_api.push_text("The answer is 42.", chunks=chunks)
+    deltas = Deltas()
+    reply = await brain.reply(request(conv, "hello"), deltas)
+    assert reply.text == "The answer is 42."
+    assert deltas.text == "The answer is 42."
+    assert len(fake_api.requests) == 2
