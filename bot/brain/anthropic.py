@@ -228,8 +228,17 @@ class AnthropicBrain:
             # reply tries again.
             log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
             return ctx
-        self._account(spent, "haiku", message)
         summary = text_of(message).strip()
+        if not summary:
+            # A refusal or an empty answer: recorded, it would replace the older turns
+            # with nothing, for good (the event is what every later hydration reads).
+            log.warning(
+                "%s: compression returned no summary (%s); continuing uncompressed",
+                conv_id,
+                message.stop_reason,
+            )
+            return ctx
+        self._account(spent, "haiku", message)
         through = old[-1].turn_number
         await self.services.conversations.append_event(
             conv_id,

@@ -274,3 +274,32 @@ def test_empty_messages_keep_the_alternation() -> None:
         "What is in the photo?",
         EMPTY_MESSAGE,
     ]
+
+
+async def test_an_empty_summary_is_not_recorded_as_a_compression(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: a refusal or an empty answer to the summarising call was appended as a
+    # compression event with summary "": the older turns left the context for good, with
+    # nothing in their place, on this reply and on every later one.
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
+    brain = make_brain(config, core, ManualClock())
+    try:
+        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
+        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        fake_api.push(Scripted([], stop_reason="refusal"))
+        fake_api.push_text("reply 9")
+        reply = await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text=big(9, "user"),
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        assert reply.text == "reply 9"
+        assert "user turn 1:" in str(fake_api.requests[1].body["messages"])
+        assert not [ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event"]
+    finally:
+        await brain.client.close()
