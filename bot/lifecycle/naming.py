@@ -37,7 +37,7 @@ _SMALL_WORDS = frozenset(
     "a an and as at but by for from in into nor of on or over per the to via vs with".split()
 )
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|vs|tr)\s*(\[\d+\])?\s*:\s*)+", re.I)
-_JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+_OPEN_BRACE = re.compile(r"\{")
 _NUMERIC_ID = re.compile(r"^-?\d+$")
 
 
@@ -152,15 +152,26 @@ def compose_title(channel: str, topic_title: str, contact: str | None) -> str:
 
 # -- parsing the model's answer --------------------------------------------------------
 def parse_naming(text: str) -> dict[str, Any] | None:
-    """The JSON object in a model's answer (code fences and chatter tolerated), or None."""
-    match = _JSON_OBJECT.search(text or "")
-    if not match:
-        return None
-    try:
-        data = json.loads(match.group(0))
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+    """The JSON object in a model's answer (code fences and chatter tolerated), or None.
+
+    Each ``{`` is tried in turn and the first object with a ``title`` wins (else the
+    first object): one greedy match from the first ``{`` to the last ``}`` swallowed any
+    braces in prose after the object ("I kept {boiler} as the theme"), the whole answer
+    stopped being JSON, and a good title was replaced by the offline one.
+    """
+    text = text or ""
+    decoder = json.JSONDecoder()
+    first: dict[str, Any] | None = None
+    for match in _OPEN_BRACE.finditer(text):
+        try:
+            data, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            if "title" in data:
+                return data
+            first = first if first is not None else data
+    return first
 
 
 def _as_bool(value: Any) -> bool:

@@ -282,3 +282,20 @@ async def test_a_missed_first_naming_happens_on_the_next_idle_pass(
     assert row.title == "NAS Backup Plan" and row.last_named_turn == 6
     assert model.count("naming") == 1
     assert len(core.events(conv, "title_assigned")) == 1
+
+
+async def test_a_fenced_answer_with_braces_in_the_prose_after_it_keeps_the_model_title() -> None:
+    # Regression: one greedy match ran from the first "{" to the last "}", so braces in
+    # the chatter after the object made the whole answer invalid JSON and the model's
+    # title was dropped for the offline keyword title.
+    model = ScriptedModel()
+    model.naming = (
+        '```json\n{"title": "Boiler Repair Quote", "topics": ["boiler"], '
+        '"suggestSplit": false, "splitTopic": null}\n```\n'
+        "I kept {boiler} as the main theme; the other option was {heating}."
+    )
+    turns = [{"role": "user", "content": "The plumber quoted 900 EUR", "turnNumber": 1}]
+    naming = await Namer(model).name(_record("web"), turns)
+    assert naming.method == "llm" and naming.title == "Boiler Repair Quote"
+    assert parse_naming('Options: {"title": "A B"} or {"title": "C D"}') == {"title": "A B"}
+    assert parse_naming('{"result": {"title": "Inner One"}}') == {"title": "Inner One"}
