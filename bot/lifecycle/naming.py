@@ -142,6 +142,22 @@ def email_subject(record: ConversationRecord, turns: Sequence[Mapping[str, Any]]
     return None
 
 
+def strip_contact(title: str, contact: str) -> str:
+    """``title`` without a leading ``contact`` and separator (``Hanan — ``, ``Hanan: ``).
+
+    The model is told the contact is prefixed for it, yet sometimes writes it anyway;
+    kept, the title read "Hanan — Hanan — Server Check".
+    """
+    text = " ".join(title.split()).strip("\"'` ")
+    if not text.casefold().startswith(contact.casefold()):
+        return title
+    rest = text[len(contact) :]
+    stripped = rest.lstrip(" —–-:|,")
+    if stripped == rest.lstrip() or not stripped:
+        return title  # "Hananfest Planning" or only the name: not a prefix
+    return stripped
+
+
 def compose_title(channel: str, topic_title: str, contact: str | None) -> str:
     """Apply the channel's title shape to a topic title."""
     if channel == "telegram" and contact and topic_title:
@@ -271,6 +287,8 @@ class Namer:
             log.warning("naming %s: the model's answer is not JSON; naming offline", record.id)
             return None
         raw_title = data.get("title")
+        if isinstance(raw_title, str) and contact:
+            raw_title = strip_contact(raw_title, contact)
         topic_title = clean_title(raw_title) if isinstance(raw_title, str) else ""
         if len(topic_title.split()) < 1 or not any(c.isalnum() for c in topic_title):
             log.warning("naming %s: no usable title in the model's answer", record.id)

@@ -299,3 +299,23 @@ async def test_a_fenced_answer_with_braces_in_the_prose_after_it_keeps_the_model
     assert naming.method == "llm" and naming.title == "Boiler Repair Quote"
     assert parse_naming('Options: {"title": "A B"} or {"title": "C D"}') == {"title": "A B"}
     assert parse_naming('{"result": {"title": "Inner One"}}') == {"title": "Inner One"}
+
+
+async def test_a_telegram_title_that_repeats_the_contact_is_not_doubled(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: the model wrote the contact although the prompt says it is prefixed,
+    # and the title became "Hanan — Hanan — Server Check".
+    model.naming = '{"title": "Hanan — Server Check", "topics": ["server"]}'
+    lifecycle = await make_lifecycle(model)
+    conv = (
+        await core.manager.create(
+            "telegram", identity_key="telegram:7", channel_meta={"contact": "Hanan"}
+        )
+    ).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "Hanan — Server Check"
+    model.naming = '{"title": "Hananfest Planning", "topics": ["party"]}'
+    naming = await Namer(model).name(_record("telegram", contact="Hanan"), [])
+    assert naming.title == "Hanan — Hananfest Planning"  # a word that only starts alike
