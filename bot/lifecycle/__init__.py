@@ -38,6 +38,7 @@ from bot.lifecycle.records import (
 )
 from bot.lifecycle.timers import Clock, IdleTimers, ManualClock, SystemClock
 from bot.tasks import spawn
+from bot.transcript import recallable
 
 __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
 
@@ -76,6 +77,8 @@ class Lifecycle:
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
         self._naming_locks: dict[str, asyncio.Lock] = {}
         self._split_noted: set[str] = set()
+        # Conversations whose notes were written before a reply to a noted turn landed.
+        self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
         self._running = False
 
@@ -200,8 +203,12 @@ class Lifecycle:
             self.counters["deferred"] += 1
             await self._flag(conv_id)
             return
+        late = conv_id in self._late_replies
+        self._late_replies.discard(conv_id)  # a reply landing during this pass adds it back
         try:
-            outcome = await abbreviate(self.conversations, self.abbreviator, self.vectors, conv_id)
+            outcome = await abbreviate(
+                self.conversations, self.abbreviator, self.vectors, conv_id, rewrite=late
+            )
         except asyncio.CancelledError:
             raise
         except Exception:  # storage trouble: keep the flag for the next pass
@@ -295,12 +302,24 @@ class Lifecycle:
     async def _on_turn(self, conversation_id: str, turn: dict[str, Any], **payload: Any) -> None:
         self.timers.touch(conversation_id)
         if turn.get("role") != "user":
+            self._note_late_reply(conversation_id, turn, payload.get("conversation"))
             return
         number = turn.get("turnNumber")
         if isinstance(number, int) and number >= self.config.conversations.naming_turn:
             rec = payload.get("conversation")
             if rec is None or not (rec.title or rec.manually_named or rec.last_named_turn):
                 self._spawn_naming(conversation_id)
+
+    def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> None:
+        """A reply to a turn the notes already cover, or landing while they are written
+        (``/new`` or the idle timer while it was generated): the reply shares its user
+        turn's number, so the notes counted as current and never got the answer. The
+        idle timer this turn restarted then rewrites them."""
+        number = turn.get("turnNumber")
+        noted = getattr(rec, "abbreviated_turn", 0) or 0
+        covered = isinstance(number, int) and number <= noted
+        if recallable(turn) and (covered or self.queue.current == conv_id):
+            self._late_replies.add(conv_id)
 
     async def _on_switched(
         self, previous_id: str | None = None, current_id: str | None = None, **_: Any

@@ -122,14 +122,22 @@ async def abbreviate(
     abbreviator: Abbreviator,
     vectors: VectorIndex | None,
     conv_id: str,
+    *,
+    rewrite: bool = False,
 ) -> Outcome:
-    """One pass: notes for new turns (or only the missing embedding), stored and embedded."""
+    """One pass: notes for new turns (or only the missing embedding), stored and embedded.
+
+    ``rewrite``: the notes cover the last turn number but not every line of it (a reply
+    that landed after them), so they are written again.
+    """
     record = await conversations.get(conv_id)
     if record is None:
         return Outcome(conv_id, "missing")
     if record.turn_count <= 0:
         return Outcome(conv_id, "skipped")  # /new before any message: nothing to note
-    current = bool(record.abbreviation) and record.abbreviated_turn >= record.turn_count
+    current = (
+        bool(record.abbreviation) and record.abbreviated_turn >= record.turn_count and not rewrite
+    )
     if current and not record.needs_abbreviation:
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
     status: Literal["abbreviated", "embedded"]
