@@ -132,6 +132,7 @@ class AnthropicBrain:
             max_turns=cfg.working_context_turns,
             max_tokens=cfg.working_context_tokens,
             keep_tokens=min(cfg.working_context_tokens, cfg.compression_budget_tokens // 2),
+            max_turn_tokens=cfg.compression_budget_tokens,
         )
 
     async def close(self) -> None:

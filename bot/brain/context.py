@@ -48,6 +48,15 @@ class ContextTurn:
     def tokens(self) -> int:
         return estimate_tokens(self.content) + MESSAGE_OVERHEAD_TOKENS
 
+    def capped(self, max_tokens: int | None) -> ContextTurn:
+        """This turn with its content cut to ``max_tokens`` (with a note saying so)."""
+        limit = (max_tokens or 0) * CHARS_PER_TOKEN
+        if not limit or len(self.content) <= limit:
+            return self
+        rest = len(self.content) - limit
+        note = f"\n[... {rest} more characters not shown: longer than the working context allows]"
+        return ContextTurn(self.role, self.content[:limit] + note, self.turn_number)
+
 
 @dataclass
 class WorkingContext:
@@ -140,11 +149,15 @@ class WorkingContexts:
         max_turns: int,
         max_tokens: int,
         keep_tokens: int,
+        max_turn_tokens: int | None = None,
         capacity: int = 2048,
     ) -> None:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.keep_tokens = keep_tokens
+        # One message bigger than this (a pasted log) is cut in the context: whole, it
+        # could neither be sent nor compressed away, and every later reply was refused.
+        self.max_turn_tokens = max_turn_tokens
         self.capacity = capacity
         self._starts: OrderedDict[str, int] = OrderedDict()
 
@@ -158,7 +171,8 @@ class WorkingContexts:
         """The working context for the next reply in ``conv_id``.
 
         ``current_text`` is the user message being answered; the router has normally
-        appended it to the transcript already, otherwise it is added here.
+        appended it to the transcript already, otherwise it is added here. A turn over
+        ``max_turn_tokens`` is cut (:meth:`ContextTurn.capped`).
         """
         through, summary = latest_compression(lines)
         turns = [t for t in transcript_turns(lines) if t.turn_number > through]
@@ -180,6 +194,7 @@ class WorkingContexts:
         ):
             number = current_turn or ((kept[-1].turn_number + 1) if kept else through + 1)
             kept.append(ContextTurn("user", current_text, number))
+        kept = [t.capped(self.max_turn_tokens) for t in kept]
         return WorkingContext(summary, through, kept)
 
     def plan(self, ctx: WorkingContext) -> tuple[list[ContextTurn], list[ContextTurn]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -301,5 +302,54 @@ async def test_an_empty_summary_is_not_recorded_as_a_compression(
         assert reply.text == "reply 9"
         assert "user turn 1:" in str(fake_api.requests[1].body["messages"])
         assert not [ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event"]
+    finally:
+        await brain.client.close()
+
+
+async def test_one_huge_message_does_not_lock_the_conversation_out_of_the_model(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: a message bigger than the model's context (a pasted log) stayed whole in
+    # the working context and in every compression prompt: each reply, and each attempt
+    # to compress it away, was refused as too long, so the conversation answered nothing
+    # but "rejected the request" until the daemon restarted or the owner sent /new.
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
+    brain = make_brain(config, core, ManualClock())
+    limit = 30_000  # characters of request this fake model accepts
+
+    def model(body: dict) -> Scripted:
+        if len(json.dumps(body)) > limit:
+            return Scripted(status=400, error_message="prompt is too long")
+        if body["model"] == "claude-haiku-4-5":
+            return Scripted([Block("text", text="SUMMARY")])
+        return Scripted([Block("text", text="answered")])
+
+    try:
+        turns = [(role, big(n, role)) for n in range(1, 4) for role in ("user", "assistant")]
+        log = "ERROR disk full at sector 42\n" * 2000  # ~56,000 characters
+        conv = await seed_conversation(core, [*turns, ("user", log)])
+        for _ in range(6):
+            fake_api.push(model)
+        first = await brain.reply(
+            BrainRequest(
+                profile="owner", channel="web", text=log, model_alias="sonnet", conversation_id=conv
+            )
+        )
+        assert first.text == "answered"
+        sent = str(fake_api.requests[-1].body["messages"])
+        assert "ERROR disk full at sector 42" in sent and "more characters not shown" in sent
+        await core.conversations.append_turn(conv, "assistant", first.text)
+        await core.conversations.append_turn(conv, "user", "what does the log say?")
+        second = await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text="what does the log say?",
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        assert second.text == "answered"
+        assert all(len(json.dumps(r.body)) <= limit for r in fake_api.requests)
     finally:
         await brain.client.close()
