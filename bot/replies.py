@@ -17,7 +17,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, HistoryTurn, Profile
+from bot.brain.base import (
+    BrainAccessRefused,
+    BrainReply,
+    BrainRequest,
+    BrainUnavailable,
+    HistoryTurn,
+    Profile,
+)
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
 
@@ -31,6 +38,17 @@ OUTAGE = (
     "I can't reach the language model right now. Your message is saved and I will "
     "answer as soon as it is back."
 )
+# The owner's notice when the service refuses the key (401), billing (402) or access
+# (403): waiting cannot end that, so "can't reach" sent them looking for an outage.
+ACCESS_REFUSED = (
+    "The language model service refuses my access ({status}: {what}). Your message is "
+    "saved and I will answer once that is fixed; the daemon's log has the details."
+)
+ACCESS_PROBLEMS = {
+    401: "the API key is not accepted",
+    402: "a billing problem",
+    403: "permission denied",
+}
 STOPPED = "\n\n[generation stopped]"
 # A reply that cannot be written (disk full) is tried again after 1, 2, 4 ... 30 s.
 STORAGE_RETRY_FIRST = 1.0
@@ -317,7 +335,7 @@ class ReplyEngine:
                         OutboundMessage(
                             channel=target.channel,
                             chat_id=target.chat_id,
-                            text=OUTAGE,
+                            text=outage_notice(exc, request.profile),
                             kind="notice",
                             conversation_id=request.conversation_id,
                         ),
@@ -333,3 +351,12 @@ class ReplyEngine:
                     await self.s.stream_sink(
                         StreamEvent(request.conversation_id, turn, "", done=True)
                     )
+
+
+def outage_notice(exc: BrainUnavailable, profile: Profile) -> str:
+    """What the user is told, once, while their reply waits for the model: the owner
+    learns when it is the key or the account (a third party only that it waits)."""
+    if isinstance(exc, BrainAccessRefused) and profile == "owner":
+        what = ACCESS_PROBLEMS.get(exc.status, "access refused")
+        return ACCESS_REFUSED.format(status=exc.status, what=what)
+    return OUTAGE

@@ -23,7 +23,7 @@ from typing import Any
 import anthropic
 from anthropic import AsyncAnthropic
 
-from bot.brain.base import BrainUnavailable, DeltaSink
+from bot.brain.base import BrainAccessRefused, BrainUnavailable, DeltaSink
 from bot.config.model import BrainConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -112,7 +112,9 @@ class MessagesCaller:
             except anthropic.APIStatusError as exc:
                 status = exc.status_code
                 if status in UNAVAILABLE_NOW:
-                    raise BrainUnavailable(f"Anthropic API refused access ({status})") from exc
+                    raise BrainAccessRefused(
+                        status, f"Anthropic API refused access ({status}): {error_message(exc)}"
+                    ) from exc
                 if status in REJECTED:
                     raise Rejected(status, error_message(exc)) from exc
                 error: Exception = exc
