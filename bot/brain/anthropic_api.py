@@ -98,7 +98,7 @@ class MessagesCaller:
         ``Message``."""
         cfg = self.config
         deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
-        attempt = 0
+        attempt = unreadable = 0
         while True:
             remaining = deadline - self._clock()
             timeout = max(0.5, min(cfg.request_timeout, remaining))
@@ -125,6 +125,11 @@ class MessagesCaller:
                 StreamStalled,
                 StreamBroken,
             ) as exc:
+                error, retry_after = exc, None
+            except UnreadableAnswer as exc:
+                unreadable += 1
+                if unreadable >= UNREADABLE_ATTEMPTS:
+                    raise  # the same each time: not an outage (the reply engine's apology)
                 error, retry_after = exc, None
             delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2**attempt)
             delay = random.uniform(0, delay)  # full jitter
@@ -155,6 +160,15 @@ class StreamBroken(Exception):
     """A stream ended before ``message_stop``: cut cleanly, or the connection dropped."""
 
 
+class UnreadableAnswer(Exception):
+    """The SDK could not read the streamed answer, e.g. tool input that is not JSON ("Please
+    retry your request", it says): asked again, the model usually answers well."""
+
+
+# Attempts of one call whose answer cannot be read, before it counts as a failure.
+UNREADABLE_ATTEMPTS = 3
+
+
 def _transport_errors() -> tuple[type[Exception], ...]:
     """The transport error base of the HTTP library under the SDK (``httpx2`` for
     anthropic 2.x, ``httpx`` before): raised as is while a stream's body is read."""
@@ -180,7 +194,8 @@ async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
     :class:`StreamBroken` (retried). The SDK returned such a truncated message as final
     (half a reply sent as the whole), and a connection dropped mid-stream surfaced as the
     HTTP library's own error, which is no ``anthropic`` exception and was never retried.
-    Anything else (an SDK error event, tool input that is not JSON) keeps its own class.
+    An answer the SDK cannot read (tool input that is not JSON, a garbled event) raises
+    :class:`UnreadableAnswer`, retried a few times.
     """
     events = stream.__aiter__()
     progress = time.monotonic()
@@ -196,6 +211,10 @@ async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
             raise StreamStalled(f"no progress in the stream for {stall:g}s") from None
         except TRANSPORT_ERRORS as exc:
             raise StreamBroken(f"the stream broke: {type(exc).__name__}: {exc}") from exc
+        except ValueError as exc:
+            # Before: raised as is, never retried, and the owner got the apology and no
+            # answer for a glitch that asking again mends.
+            raise UnreadableAnswer(str(exc)) from exc
         if event.type == "message_stop":
             return
         if event.type != "ping":
