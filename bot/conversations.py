@@ -362,13 +362,19 @@ class ConversationManager:
         event: str = "title_assigned",
     ) -> ConversationRecord | None:
         """Automatic naming; never overrides a manual title."""
-        rec = await self.require(conv_id)
-        if rec.manually_named:
-            title = None
-        fields: dict[str, Any] = {"topics": topics, "throughTurn": through_turn}
-        if title:
-            fields["title"] = title
-        rec = await self._meta_update(conv_id, event=event, **fields)
+        # The check and the write under one lock: checked before waiting for it, a
+        # /rename being written meanwhile went first and was then overwritten.
+        async with self._lock(conv_id):
+            rec = await self.require(conv_id)
+            if rec.manually_named:
+                title = None
+            fields: dict[str, Any] = {"topics": topics, "throughTurn": through_turn}
+            if title:
+                fields["title"] = title
+            line = event_line(event, **fields)
+            rec = await self._append(conv_id, [line])
+        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
+        await self.bus.emit("conversation_updated", conversation=rec)
         if title:
             await self.bus.emit(
                 "conversation_renamed", conversation_id=conv_id, title=title, manual=False
