@@ -68,6 +68,7 @@ REFUSED_STATUSES = frozenset({400, 413, 422})
 
 RESTRICTED_FALLBACK = "Sorry, I can't help with that."
 EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
+CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
 
 
 @dataclass(frozen=True)
@@ -452,6 +453,12 @@ class AnthropicBrain:
             log.warning("the model returned no text (%s)", turn.stop_reason or "no reason")
             text = EMPTY_REPLY
             extra = {"error": "empty", "stopReason": turn.stop_reason}
+        elif turn.stop_reason == "max_tokens":
+            # The answer stops mid-sentence (brain.max_tokens): say so, or it reads as if
+            # the model had meant to end there.
+            log.warning("the reply was cut at max_tokens (%d)", self.config.brain.max_tokens)
+            text += "\n\n" + CUT_SHORT
+            extra = {"stopReason": "max_tokens"}
         return BrainReply(
             text=text,
             model=self.config.resolve_model(alias),
