@@ -199,6 +199,8 @@ class AnthropicBrain:
             conversation_title=title,
             summary=ctx.summary,
             notes=request.notes,
+            conversation_id=request.conversation_id,
+            first_turn=ctx.start_turn,
         )
 
     async def _compress(

@@ -353,3 +353,32 @@ async def test_one_huge_message_does_not_lock_the_conversation_out_of_the_model(
         assert all(len(json.dumps(r.body)) <= limit for r in fake_api.requests)
     finally:
         await brain.client.close()
+
+
+async def test_after_a_restart_the_model_is_told_where_the_older_turns_are(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: hydration loads only the last turns; the model was not told that
+    # earlier ones existed, nor this conversation's id to fetch them, and answered that
+    # it did not know what the owner had said an hour before in this same conversation.
+    config = make_config(tmp_path, fake_api)
+    brain = make_brain(config, core, ManualClock())  # a fresh process: cold hydration
+    try:
+        turns = [(role, f"{role} turn {n}") for n in range(1, 31) for role in ("user", "assistant")]
+        conv = await seed_conversation(core, [*turns, ("user", "what did I say first?")])
+        fake_api.push_text("Let me look.")
+        await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text="what did I say first?",
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        body = fake_api.requests[0].body
+        assert "user turn 11" not in str(body["messages"])  # outside the window
+        assert "Turns 1-11 of this conversation are not shown" in body["system"]
+        assert f"fetch_context (conversationId {conv})" in body["system"]
+    finally:
+        await brain.client.close()
