@@ -157,9 +157,13 @@ class ReplyEngine:
         text: str,
         target: ReplyTarget,
         sender: str | None = None,
+        owner: bool | None = None,
     ) -> None:
+        """Queue the reply to a user turn. ``owner``: whether the sender is the owner, as
+        the router established it (ids, aliases); None for a turn recorded without it."""
         self.queue.submit(
-            conversation_id, lambda: self._reply(conversation_id, turn_number, text, target, sender)
+            conversation_id,
+            lambda: self._reply(conversation_id, turn_number, text, target, sender, owner),
         )
 
     def cancel(self, conversation_id: str) -> bool:
@@ -182,12 +186,20 @@ class ReplyEngine:
             log.debug("typing indicator failed: %s", exc)
 
     async def _reply(
-        self, conv_id: str, turn: int, text: str, target: ReplyTarget, sender: str | None
+        self,
+        conv_id: str,
+        turn: int,
+        text: str,
+        target: ReplyTarget,
+        sender: str | None,
+        owner: bool | None = None,
     ) -> None:
         rec = await self.s.conversations.require(conv_id)
         group = rec.identity_key is not None and ":group:" in rec.identity_key
-        owner_sender = sender is None or self.s.identities.match(target.channel, sender) is not None
-        profile: Profile = "restricted" if group and not owner_sender else "owner"
+        if owner is None:
+            # A turn recorded before "fromOwner" was: the sender as stored is all there is.
+            owner = sender is None or self.s.identities.match(target.channel, sender) is not None
+        profile: Profile = "restricted" if group and not owner else "owner"
         history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
             history = await self._group_history(conv_id, turn)
