@@ -106,13 +106,21 @@ def latest_compression(lines: Iterable[Mapping[str, Any]]) -> tuple[int, str | N
 
 
 def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
-    """The user/assistant turns of a transcript, in order."""
+    """The user/assistant turns of a transcript, in order.
+
+    In a group, a message from another member (``fromOwner: false``) is labelled with its
+    sender: unlabelled, it read as the owner's own words in the owner's context, where
+    the recall tools are, so a member could ask for the owner's data in the owner's name.
+    """
     out = []
     for line in lines:
         if line.get("type") != "turn":
             continue
         role, content, number = line.get("role"), line.get("content"), line.get("turnNumber")
         if role in ("user", "assistant") and isinstance(content, str) and isinstance(number, int):
+            if role == "user" and line.get("fromOwner") is False:
+                who = " ".join(str(line.get("sender") or "another member").split())[:60]
+                content = f"[{who}, a group member, not the owner]: {content}"
             out.append(ContextTurn(role, content, number))
     return out
 
