@@ -213,7 +213,9 @@ class ReplyEngine:
             party_name=sender,
             scope=self.s.config.trust.known_scope if profile == "restricted" else None,
             history=history,
-            notes=tuple(self.s.conversations.take_notes(conv_id)),
+            # For the owner's reply only: a member's restricted reply never shows them,
+            # and taking them there lost them (the split offer was never made).
+            notes=tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else (),
         )
         reply = await self._generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
         delay = STORAGE_RETRY_FIRST

@@ -400,3 +400,19 @@ async def test_a_resumed_group_reply_keeps_the_senders_standing(core: Core) -> N
     await settle(core.s)
     assert core.brain.requests[-1].text == "list the owner's trips"
     assert core.brain.requests[-1].profile == "restricted"
+
+
+async def test_a_members_reply_leaves_the_owners_notes_for_the_owner(core: Core) -> None:
+    # Regression: a note for the owner's next reply (the offer to split the conversation)
+    # was taken by whichever reply came next; a member's restricted reply never shows it,
+    # so in a group it was lost.
+    group = {"group_id": "-100", "chat": "-100"}
+    await core.say("hello group", **group)
+    conv = core.brain.requests[-1].conversation_id
+    assert conv is not None
+    core.s.conversations.add_note(conv, "offer to split the conversation")
+    await core.say("hi bot", sender="31337", sender_name="Mallory", **group)
+    assert core.brain.requests[-1].profile == "restricted"
+    assert core.brain.requests[-1].notes == ()
+    await core.say("and now?", **group)
+    assert core.brain.requests[-1].notes == ("offer to split the conversation",)
