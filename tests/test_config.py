@@ -50,6 +50,8 @@ INVALID = [
     ({"brain": {"provider": "anthropic"}}, "brain.api_key"),
     ({"models": {"default": "gpt"}}, "models.default"),
     ({"transcripts": {"fsync": "sometimes"}}, "transcripts.fsync"),
+    # Regression: accepted, then every reply was refused by the API (budget < 1024).
+    ({"brain": {"thinking_budget_tokens": 500}}, "brain.thinking_budget_tokens"),
 ]
 
 
