@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.brain.base import (
@@ -311,19 +311,33 @@ class ReplyEngine:
             for role, content, sender in rows
         )
 
+    async def _current_model(self, request: BrainRequest) -> BrainRequest:
+        """``request`` with its conversation's model as it is now: the owner may have
+        switched (``/model``) because the one this reply waits for is down, and the
+        reply, with every later message queued behind it, kept waiting for that one."""
+        if request.conversation_id is None:
+            return request
+        rec = await self.s.conversations.get(request.conversation_id)
+        alias = getattr(rec, "model", None) or self.s.config.models.default
+        if alias == request.model_alias:
+            return request
+        log.info("reply to %s now waits for %s (/model)", request.conversation_id, alias)
+        return replace(request, model_alias=alias)
+
     async def _generate(
         self, key: str, turn: int, request: BrainRequest, target: ReplyTarget, dedup: str
     ) -> BrainReply:
         """Call the brain; wait out outages (telling the user once); honour stop."""
         told = False
+        conv_id = request.conversation_id  # the same on every retry (the model may change)
         while True:
             streamed: list[str] = []
 
             async def on_delta(delta: str) -> None:
                 streamed.append(delta)  # noqa: B023 - used within this iteration only
                 sink = self.s.stream_sink
-                if sink is not None and request.conversation_id is not None:
-                    await sink(StreamEvent(request.conversation_id, turn, delta))
+                if sink is not None and conv_id is not None:
+                    await sink(StreamEvent(conv_id, turn, delta))
 
             await self._typing(target)
             # Streaming only when someone watches (the dashboard): otherwise the brain
@@ -356,6 +370,7 @@ class ReplyEngine:
                         dedup_key=f"{dedup}:outage",
                     )
                 await asyncio.sleep(self.retry_interval)
+                request = await self._current_model(request)
             except Exception:
                 log.exception("brain failed for %s turn %s", key, turn)
                 return BrainReply(text=APOLOGY, model="error", extra={"error": True})
