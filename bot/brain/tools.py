@@ -113,8 +113,8 @@ def _date(value: Any, field: str, zone: ZoneInfo, *, end: bool = False) -> str |
     return iso(moment if moment.tzinfo else moment.replace(tzinfo=zone))
 
 
-def _local_day(timestamp: str, zone: ZoneInfo) -> str:
-    """The owner's calendar day of a stored (UTC) timestamp."""
+def local_day(timestamp: str, zone: ZoneInfo) -> str:
+    """The owner's calendar day (in ``zone``) of a stored UTC timestamp."""
     try:
         moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     except ValueError:
@@ -237,7 +237,7 @@ class RecallTools:
                 "snippet": r.snippet,
                 "turnRange": r.turn_range,
                 "matchedTurns": list(r.matched_turns),
-                "date": _local_day(r.timestamp, zone),
+                "date": local_day(r.timestamp, zone),
                 "score": round(float(r.score), 4),
                 "topics": list(r.topics),
             }
