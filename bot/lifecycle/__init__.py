@@ -285,6 +285,11 @@ class Lifecycle:
         if fresh is None or fresh.manually_named:
             log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
             return None
+        if naming.method != "llm" and self.namer.model is not None and fresh.title:
+            # The model could not re-name it (down, no usable answer): the offline
+            # keywords replaced its good title. Keep it; the next idle pass asks again.
+            log.info("re-naming %s skipped: no answer from the model", conv_id)
+            return None
         event = "title_assigned" if naming.title != fresh.title else "meta_update"
         await self.conversations.set_title_topics(
             conv_id, naming.title, naming.topics, fresh.turn_count, event=event

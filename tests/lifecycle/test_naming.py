@@ -319,3 +319,27 @@ async def test_a_telegram_title_that_repeats_the_contact_is_not_doubled(
     model.naming = '{"title": "Hananfest Planning", "topics": ["party"]}'
     naming = await Namer(model).name(_record("telegram", contact="Hanan"), [])
     assert naming.title == "Hanan — Hananfest Planning"  # a word that only starts alike
+
+
+async def test_a_failed_renaming_keeps_the_models_title(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: when the model could not re-name (down, or an answer without JSON),
+    # the offline keyword title replaced the model's good title on that idle pass.
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "NAS Backup Plan"
+    for failure in (unavailable(), "Sorry, I can't produce JSON today."):
+        model.naming = failure
+        await _user_turns(core, conv, 10, text="photographs archive rotation")
+        clock.advance(600)
+        await lifecycle.run_due()
+        row = await core.row(conv)
+        assert row.title == "NAS Backup Plan" and row.last_named_turn == 5
+    model.naming = '{"title": "Photo Archive Rotation", "topics": ["photos"]}'
+    await _user_turns(core, conv, 1, text="photographs archive rotation")
+    clock.advance(600)
+    await lifecycle.run_due()  # the next idle pass asks the model again
+    assert (await core.row(conv)).title == "Photo Archive Rotation"
