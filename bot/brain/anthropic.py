@@ -56,7 +56,7 @@ from bot.brain.context import (
     estimate_tokens,
     restricted_messages,
 )
-from bot.brain.cost import add_cost, add_usage, cost_usd
+from bot.brain.cost import add_cost, add_usage, cost_usd, record_spending
 from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
 from bot.brain.tools import RecallTools, Tool, execute, tool_map
 from bot.config.model import AppConfig
@@ -365,6 +365,9 @@ class AnthropicBrain:
             if exc.status in REFUSED_STATUSES:  # this prompt, not the service
                 raise RequestRefused(f"request refused ({exc.status}): {exc}") from exc
             raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
+        spent = _Turn()
+        self._account(spent, model_alias, message)
+        record_spending(spent.usage, spent.cost)  # onto the event it produces
         return text_of(message).strip()
 
     # -- the tool loop -------------------------------------------------------------------

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.brain.base import UtilityModel
+from bot.brain.cost import tracking
 from bot.config.model import AppConfig
 from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, Outcome, abbreviate
 from bot.lifecycle.naming import Namer, Naming
@@ -278,9 +279,10 @@ class Lifecycle:
             return None
         first = max(1, rec.turn_count - cfg.naming_context_turns + 1)
         turns = await self.conversations.read_turns(conv_id, first, readouts=False)
-        naming = await self.namer.name(
-            rec, turns, abbreviation=None if initial else rec.abbreviation
-        )
+        with tracking() as spent:
+            naming = await self.namer.name(
+                rec, turns, abbreviation=None if initial else rec.abbreviation
+            )
         fresh = await self.conversations.get(conv_id)
         if fresh is None or fresh.manually_named:
             log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
@@ -292,7 +294,7 @@ class Lifecycle:
             return None
         event = "title_assigned" if naming.title != fresh.title else "meta_update"
         await self.conversations.set_title_topics(
-            conv_id, naming.title, naming.topics, fresh.turn_count, event=event
+            conv_id, naming.title, naming.topics, fresh.turn_count, event=event, **spent.fields()
         )
         self.counters["named" if initial else "renamed"] += 1
         log.info("named %s %r %s (%s)", conv_id, naming.title, naming.topics, naming.method)

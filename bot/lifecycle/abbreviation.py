@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from bot.brain.base import RequestRefused, UtilityModel
+from bot.brain.cost import tracking
 from bot.conversations import ConversationManager
 from bot.extractive import Turn, extractive_abbreviation
 from bot.index import ConversationRecord
@@ -151,12 +152,13 @@ async def abbreviate(
             return Outcome(conv_id, "skipped")
         through = max(int(t.get("turnNumber") or 0) for t in turns)
         try:
-            text = await abbreviator.abbreviate(record, turns)
+            with tracking() as spent:
+                text = await abbreviator.abbreviate(record, turns)
         except AbbreviationError as exc:
             log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
             await conversations.mark_needs_abbreviation(conv_id, True)
             return Outcome(conv_id, "failed", error=str(exc))
-        await conversations.set_abbreviation(conv_id, text, through)
+        await conversations.set_abbreviation(conv_id, text, through, **spent.fields())
         status = "abbreviated"
         log.info(
             "abbreviated %s through turn %d (%s, %d chars)",
