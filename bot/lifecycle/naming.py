@@ -77,6 +77,10 @@ def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
     words = text.split()
     if max_words and len(words) > max_words:
         words = words[:max_words]
+        # Cut mid-phrase, a title ended on "for the" (then capitalised: "... for The").
+        while len(words) > 1 and words[-1].lower().strip(",;:-—") in _SMALL_WORDS:
+            words.pop()
+        words[-1] = words[-1].rstrip(",;:-—") or words[-1]
     text = title_case(" ".join(words))
     return _truncate(text, TITLE_MAX_CHARS)
 

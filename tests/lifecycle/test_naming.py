@@ -247,6 +247,17 @@ def test_title_rules() -> None:
     assert clean_title('"Title: debugging the login flow."') == "Debugging the Login Flow"
     long = clean_title("one two three four five six seven eight")
     assert long == "One Two Three Four Five Six"
+    # Regression: cut to six words mid-phrase, it ended "... Backups for The".
+    cut = clean_title("Setting up automatic backups for the home server")
+    assert cut == "Setting Up Automatic Backups"
+    assert (
+        clean_title("Budget review, and the March delivery")
+        == "Budget Review, and the March Delivery"
+    )
+    assert clean_title("Visit Lisbon and Porto and the Douro") == "Visit Lisbon and Porto"
+    assert clean_title("Compare offers: Telekom, Vodafone, and the rest") == (
+        "Compare Offers: Telekom, Vodafone"
+    )
     assert len(clean_title("x" * 200)) <= 80
     assert clean_subject("Re: RE: Fwd: [team] Launch plan") == "Launch plan"
 
