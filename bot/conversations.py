@@ -360,15 +360,23 @@ class ConversationManager:
         topics: builtins.list[str],
         through_turn: int,
         event: str = "title_assigned",
+        **extra: Any,
     ) -> ConversationRecord | None:
-        """Automatic naming; never overrides a manual title."""
-        rec = await self.require(conv_id)
-        if rec.manually_named:
-            title = None
-        fields: dict[str, Any] = {"topics": topics, "throughTurn": through_turn}
-        if title:
-            fields["title"] = title
-        rec = await self._meta_update(conv_id, event=event, **fields)
+        """Automatic naming; never overrides a manual title. ``extra``: more event fields
+        (the ``usage`` and ``cost`` of the naming call)."""
+        # The check and the write under one lock: checked before waiting for it, a
+        # /rename being written meanwhile went first and was then overwritten.
+        async with self._lock(conv_id):
+            rec = await self.require(conv_id)
+            if rec.manually_named:
+                title = None
+            fields: dict[str, Any] = {"topics": topics, "throughTurn": through_turn, **extra}
+            if title:
+                fields["title"] = title
+            line = event_line(event, **fields)
+            rec = await self._append(conv_id, [line])
+        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
+        await self.bus.emit("conversation_updated", conversation=rec)
         if title:
             await self.bus.emit(
                 "conversation_renamed", conversation_id=conv_id, title=title, manual=False
@@ -382,11 +390,12 @@ class ConversationManager:
         return await self._meta_update(conv_id, channelMeta=meta)
 
     async def set_abbreviation(
-        self, conv_id: str, text: str, through_turn: int | None = None
+        self, conv_id: str, text: str, through_turn: int | None = None, **extra: Any
     ) -> ConversationRecord:
+        """The conversation's notes; ``extra``: more event fields (``usage``, ``cost``)."""
         rec = await self.require(conv_id)
         through = rec.turn_count if through_turn is None else through_turn
-        line = event_line("abbreviation", text=text, throughTurn=through)
+        line = event_line("abbreviation", text=text, throughTurn=through, **extra)
         async with self._lock(conv_id):
             rec = await self._append(conv_id, [line])
         await self.bus.emit("event_appended", conversation_id=conv_id, event=line)

@@ -120,6 +120,10 @@ def record_from_meta(meta: Mapping[str, Any]) -> ConversationRecord:
     )
 
 
+# Events that may carry the ``usage`` and ``cost`` of the model call that produced them.
+COSTED_EVENTS = frozenset({"compression", "abbreviation", "title_assigned", "meta_update"})
+
+
 def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any]) -> None:
     """Reflect one transcript line in the index and in ``rec`` (the caller saves ``rec``)."""
     kind = line.get("type")
@@ -168,12 +172,13 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
                 rec.abbreviation = text
                 rec.abbreviated_turn = int(line.get("throughTurn", rec.turn_count) or 0)
                 rec.needs_abbreviation = False
-        elif event == "compression":
-            # The summary call (and the silent flush turn) cost tokens too.
-            _add_usage(rec, line)
         elif event == "message_ref":
             for channel, ref, direction in line_refs(line, rec.channel):
                 _add_ref(conn, channel, ref, rec.id, direction)
+        if event in COSTED_EVENTS:
+            # The summary call (and the silent flush turn), the notes and the title cost
+            # tokens too.
+            _add_usage(rec, line)
     if isinstance(ts, str) and ts > rec.updated and kind == "turn":
         rec.updated = ts
 

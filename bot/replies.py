@@ -14,10 +14,17 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, HistoryTurn, Profile
+from bot.brain.base import (
+    BrainAccessRefused,
+    BrainReply,
+    BrainRequest,
+    BrainUnavailable,
+    HistoryTurn,
+    Profile,
+)
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
 
@@ -31,6 +38,17 @@ OUTAGE = (
     "I can't reach the language model right now. Your message is saved and I will "
     "answer as soon as it is back."
 )
+# The owner's notice when the service refuses the key (401), billing (402) or access
+# (403): waiting cannot end that, so "can't reach" sent them looking for an outage.
+ACCESS_REFUSED = (
+    "The language model service refuses my access ({status}: {what}). Your message is "
+    "saved and I will answer once that is fixed; the daemon's log has the details."
+)
+ACCESS_PROBLEMS = {
+    401: "the API key is not accepted",
+    402: "a billing problem",
+    403: "permission denied",
+}
 STOPPED = "\n\n[generation stopped]"
 # A reply that cannot be written (disk full) is tried again after 1, 2, 4 ... 30 s.
 STORAGE_RETRY_FIRST = 1.0
@@ -139,9 +157,13 @@ class ReplyEngine:
         text: str,
         target: ReplyTarget,
         sender: str | None = None,
+        owner: bool | None = None,
     ) -> None:
+        """Queue the reply to a user turn. ``owner``: whether the sender is the owner, as
+        the router established it (ids, aliases); None for a turn recorded without it."""
         self.queue.submit(
-            conversation_id, lambda: self._reply(conversation_id, turn_number, text, target, sender)
+            conversation_id,
+            lambda: self._reply(conversation_id, turn_number, text, target, sender, owner),
         )
 
     def cancel(self, conversation_id: str) -> bool:
@@ -164,12 +186,20 @@ class ReplyEngine:
             log.debug("typing indicator failed: %s", exc)
 
     async def _reply(
-        self, conv_id: str, turn: int, text: str, target: ReplyTarget, sender: str | None
+        self,
+        conv_id: str,
+        turn: int,
+        text: str,
+        target: ReplyTarget,
+        sender: str | None,
+        owner: bool | None = None,
     ) -> None:
         rec = await self.s.conversations.require(conv_id)
         group = rec.identity_key is not None and ":group:" in rec.identity_key
-        owner_sender = sender is None or self.s.identities.match(target.channel, sender) is not None
-        profile: Profile = "restricted" if group and not owner_sender else "owner"
+        if owner is None:
+            # A turn recorded before "fromOwner" was: the sender as stored is all there is.
+            owner = sender is None or self.s.identities.match(target.channel, sender) is not None
+        profile: Profile = "restricted" if group and not owner else "owner"
         history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
             history = await self._group_history(conv_id, turn)
@@ -183,7 +213,9 @@ class ReplyEngine:
             party_name=sender,
             scope=self.s.config.trust.known_scope if profile == "restricted" else None,
             history=history,
-            notes=tuple(self.s.conversations.take_notes(conv_id)),
+            # For the owner's reply only: a member's restricted reply never shows them,
+            # and taking them there lost them (the split offer was never made).
+            notes=tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else (),
         )
         reply = await self._generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
         delay = STORAGE_RETRY_FIRST
@@ -279,19 +311,33 @@ class ReplyEngine:
             for role, content, sender in rows
         )
 
+    async def _current_model(self, request: BrainRequest) -> BrainRequest:
+        """``request`` with its conversation's model as it is now: the owner may have
+        switched (``/model``) because the one this reply waits for is down, and the
+        reply, with every later message queued behind it, kept waiting for that one."""
+        if request.conversation_id is None:
+            return request
+        rec = await self.s.conversations.get(request.conversation_id)
+        alias = getattr(rec, "model", None) or self.s.config.models.default
+        if alias == request.model_alias:
+            return request
+        log.info("reply to %s now waits for %s (/model)", request.conversation_id, alias)
+        return replace(request, model_alias=alias)
+
     async def _generate(
         self, key: str, turn: int, request: BrainRequest, target: ReplyTarget, dedup: str
     ) -> BrainReply:
         """Call the brain; wait out outages (telling the user once); honour stop."""
         told = False
+        conv_id = request.conversation_id  # the same on every retry (the model may change)
         while True:
             streamed: list[str] = []
 
             async def on_delta(delta: str) -> None:
                 streamed.append(delta)  # noqa: B023 - used within this iteration only
                 sink = self.s.stream_sink
-                if sink is not None and request.conversation_id is not None:
-                    await sink(StreamEvent(request.conversation_id, turn, delta))
+                if sink is not None and conv_id is not None:
+                    await sink(StreamEvent(conv_id, turn, delta))
 
             await self._typing(target)
             # Streaming only when someone watches (the dashboard): otherwise the brain
@@ -317,13 +363,14 @@ class ReplyEngine:
                         OutboundMessage(
                             channel=target.channel,
                             chat_id=target.chat_id,
-                            text=OUTAGE,
+                            text=outage_notice(exc, request.profile),
                             kind="notice",
                             conversation_id=request.conversation_id,
                         ),
                         dedup_key=f"{dedup}:outage",
                     )
                 await asyncio.sleep(self.retry_interval)
+                request = await self._current_model(request)
             except Exception:
                 log.exception("brain failed for %s turn %s", key, turn)
                 return BrainReply(text=APOLOGY, model="error", extra={"error": True})
@@ -333,3 +380,12 @@ class ReplyEngine:
                     await self.s.stream_sink(
                         StreamEvent(request.conversation_id, turn, "", done=True)
                     )
+
+
+def outage_notice(exc: BrainUnavailable, profile: Profile) -> str:
+    """What the user is told, once, while their reply waits for the model: the owner
+    learns when it is the key or the account (a third party only that it waits)."""
+    if isinstance(exc, BrainAccessRefused) and profile == "owner":
+        what = ACCESS_PROBLEMS.get(exc.status, "access refused")
+        return ACCESS_REFUSED.format(status=exc.status, what=what)
+    return OUTAGE

@@ -263,11 +263,19 @@ class Router:
         )
 
     async def _record_and_reply(
-        self, msg: InboundMessage, rec: ConversationRecord, sender: str | None
+        self,
+        msg: InboundMessage,
+        rec: ConversationRecord,
+        sender: str | None,
+        owner: bool | None = None,
     ) -> None:
+        """``owner``: in a group, whether the sender is the owner (by id and aliases; the
+        display name proves nothing); None elsewhere (the owner's own conversations)."""
         extra: dict[str, Any] = {}
         if not msg.addressed:
             extra["awaitReply"] = False
+        if owner is not None:
+            extra["fromOwner"] = owner  # read again when a pending reply is resumed
         rec, line = await self.s.conversations.append_turn(
             rec.id,
             "user",
@@ -285,7 +293,12 @@ class Router:
             await self.s.conversations.set_channel_meta(rec.id, chatId=msg.chat_id)
         if msg.addressed:
             self.s.replies.submit(
-                rec.id, line["turnNumber"], msg.text, self._target(msg), sender=sender
+                rec.id,
+                line["turnNumber"],
+                msg.text,
+                self._target(msg),
+                sender=sender,
+                owner=True if owner is None else owner,
             )
 
     async def _run_command(
@@ -365,7 +378,9 @@ class Router:
         if command is not None:
             await self._run_command(msg, rec, *command, owner=is_owner is not None)
             return
-        await self._record_and_reply(msg, rec, sender=msg.sender_name or msg.sender_id)
+        await self._record_and_reply(
+            msg, rec, sender=msg.sender_name or msg.sender_id, owner=is_owner is not None
+        )
 
     async def _alert_owner_storage(self, exc: OSError) -> None:
         if self._storage_alerted:

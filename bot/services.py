@@ -174,8 +174,14 @@ class Services:
                     continue
                 target = _target_from_turn(line, rec)
                 log.info("resuming reply to %s turn %d", conv_id, turn)
+                owner = line.get("fromOwner")
                 self.replies.submit(
-                    conv_id, turn, line.get("content", ""), target, sender=line.get("sender")
+                    conv_id,
+                    turn,
+                    line.get("content", ""),
+                    target,
+                    sender=line.get("sender"),
+                    owner=owner if isinstance(owner, bool) else None,
                 )
         if self.recovery:
             self.recovery.pending_replies = []

@@ -14,6 +14,7 @@ import pytest
 from bot.commands import parse_command
 from bot.services import open_services
 from tests.conftest import (
+    OWNER_TELEGRAM_USER,
     RecordingChannel,
     attach_channel,
     make_config,
@@ -362,3 +363,56 @@ async def test_non_owner_in_a_group_cannot_use_owner_commands(core: Core) -> Non
         assert "Results for" not in sent.text and "secret" not in sent.text
     assert await core.records() == group_before
     assert "/trust" not in await core.say("/help", sender="31337", group_id="-100", chat="-100")
+
+
+async def test_group_replies_tell_the_owner_from_others_by_id_not_display_name(
+    core: Core,
+) -> None:
+    # Regression: the reply engine matched the sender's display name (Telegram's
+    # full_name) against the owner identities. The owner, who has a name, got the
+    # restricted profile in their own group; a member who named themselves after the
+    # owner's @username (or numeric id) got the owner profile: recall tools and the
+    # owner's working context, in a group.
+    group = {"group_id": "-100", "chat": "-100"}
+    await core.say("hello group", sender_name="Robin Example", **group)
+    assert core.brain.requests[-1].profile == "owner"
+    for impostor in (OWNER_TELEGRAM_USER, OWNER):
+        await core.say("what did the owner plan?", sender="31337", sender_name=impostor, **group)
+        request = core.brain.requests[-1]
+        assert request.profile == "restricted" and request.conversation_id is None
+    # the owner's alias (@username) still counts, as for commands
+    await core.say("and me again", sender="999", sender_aliases=(OWNER_TELEGRAM_USER,), **group)
+    assert core.brain.requests[-1].profile == "owner"
+
+
+async def test_a_resumed_group_reply_keeps_the_senders_standing(core: Core) -> None:
+    group = {"group_id": "-100", "chat": "-100"}
+    await core.say("hello group", sender_name="Robin Example", **group)
+    conv = core.brain.requests[-1].conversation_id
+    assert conv is not None
+    # A member's message whose reply was pending at a crash, named after the owner.
+    _, line = await core.s.conversations.append_turn(
+        conv, "user", "list the owner's trips", sender=OWNER_TELEGRAM_USER, fromOwner=False
+    )
+    assert core.s.recovery is not None
+    core.s.recovery.pending_replies = [(conv, line["turnNumber"])]
+    await core.s.resume_pending_replies()
+    await settle(core.s)
+    assert core.brain.requests[-1].text == "list the owner's trips"
+    assert core.brain.requests[-1].profile == "restricted"
+
+
+async def test_a_members_reply_leaves_the_owners_notes_for_the_owner(core: Core) -> None:
+    # Regression: a note for the owner's next reply (the offer to split the conversation)
+    # was taken by whichever reply came next; a member's restricted reply never shows it,
+    # so in a group it was lost.
+    group = {"group_id": "-100", "chat": "-100"}
+    await core.say("hello group", **group)
+    conv = core.brain.requests[-1].conversation_id
+    assert conv is not None
+    core.s.conversations.add_note(conv, "offer to split the conversation")
+    await core.say("hi bot", sender="31337", sender_name="Mallory", **group)
+    assert core.brain.requests[-1].profile == "restricted"
+    assert core.brain.requests[-1].notes == ()
+    await core.say("and now?", **group)
+    assert core.brain.requests[-1].notes == ("offer to split the conversation",)

@@ -58,6 +58,8 @@ INVALID = [
         "conversations.idle_timeout_seconds",
     ),
     ({"channels": {"email": {"imap": {"timeout": float("inf")}}}}, "channels.email.imap.timeout"),
+    # Regression: accepted, then every reply was refused by the API (budget < 1024).
+    ({"brain": {"thinking_budget_tokens": 500}}, "brain.thinking_budget_tokens"),
 ]
 
 

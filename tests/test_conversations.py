@@ -132,6 +132,25 @@ async def test_rename_model_and_naming(services: Any) -> None:
     assert not (await manager.get(auto.id)).manually_named
 
 
+async def test_automatic_naming_racing_a_manual_rename_keeps_the_manual_title(
+    services: Any,
+) -> None:
+    # Regression: set_title_topics read "manually named?" before waiting for the
+    # conversation's write lock; a /rename being written at that moment finished first,
+    # then the automatic title was written over it.
+    manager = services.conversations
+    rec = await manager.create("web")
+    rename = asyncio.create_task(manager.rename(rec.id, "Dentist Appointments"))
+    await asyncio.sleep(0)  # the rename holds the lock, its line being written
+    await manager.set_title_topics(rec.id, "Teeth Stuff", ["dental"], 5)
+    await rename
+    got = await manager.get(rec.id)
+    assert got.title == "Dentist Appointments" and got.manually_named
+    assert got.topics == ["dental"]
+    stored = await services.index.get(rec.id)
+    assert stored is not None and stored.title == "Dentist Appointments"
+
+
 async def test_state_survives_restart(tmp_path: Path) -> None:
     config = make_config(tmp_path)
     services = await open_services(config)

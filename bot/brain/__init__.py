@@ -2,6 +2,7 @@
 
 from bot.brain.base import (
     Brain,
+    BrainAccessRefused,
     BrainReply,
     BrainRequest,
     BrainUnavailable,
@@ -13,6 +14,7 @@ from bot.brain.base import (
 
 __all__ = [
     "Brain",
+    "BrainAccessRefused",
     "BrainReply",
     "BrainRequest",
     "BrainUnavailable",

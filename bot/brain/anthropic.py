@@ -56,7 +56,7 @@ from bot.brain.context import (
     estimate_tokens,
     restricted_messages,
 )
-from bot.brain.cost import add_cost, add_usage, cost_usd
+from bot.brain.cost import add_cost, add_usage, cost_usd, record_spending
 from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
 from bot.brain.tools import RecallTools, Tool, execute, tool_map
 from bot.config.model import AppConfig
@@ -68,6 +68,7 @@ REFUSED_STATUSES = frozenset({400, 413, 422})
 
 RESTRICTED_FALLBACK = "Sorry, I can't help with that."
 EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
+CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class AnthropicBrain:
             max_turns=cfg.working_context_turns,
             max_tokens=cfg.working_context_tokens,
             keep_tokens=min(cfg.working_context_tokens, cfg.compression_budget_tokens // 2),
+            max_turn_tokens=cfg.compression_budget_tokens,
         )
 
     async def close(self) -> None:
@@ -197,6 +199,8 @@ class AnthropicBrain:
             conversation_title=title,
             summary=ctx.summary,
             notes=request.notes,
+            conversation_id=request.conversation_id,
+            first_turn=ctx.start_turn,
         )
 
     async def _compress(
@@ -228,8 +232,17 @@ class AnthropicBrain:
             # reply tries again.
             log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
             return ctx
-        self._account(spent, "haiku", message)
         summary = text_of(message).strip()
+        if not summary:
+            # A refusal or an empty answer: recorded, it would replace the older turns
+            # with nothing, for good (the event is what every later hydration reads).
+            log.warning(
+                "%s: compression returned no summary (%s); continuing uncompressed",
+                conv_id,
+                message.stop_reason,
+            )
+            return ctx
+        self._account(spent, "haiku", message)
         through = old[-1].turn_number
         await self.services.conversations.append_event(
             conv_id,
@@ -352,6 +365,9 @@ class AnthropicBrain:
             if exc.status in REFUSED_STATUSES:  # this prompt, not the service
                 raise RequestRefused(f"request refused ({exc.status}): {exc}") from exc
             raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
+        spent = _Turn()
+        self._account(spent, model_alias, message)
+        record_spending(spent.usage, spent.cost)  # onto the event it produces
         return text_of(message).strip()
 
     # -- the tool loop -------------------------------------------------------------------
@@ -442,6 +458,12 @@ class AnthropicBrain:
             log.warning("the model returned no text (%s)", turn.stop_reason or "no reason")
             text = EMPTY_REPLY
             extra = {"error": "empty", "stopReason": turn.stop_reason}
+        elif turn.stop_reason == "max_tokens":
+            # The answer stops mid-sentence (brain.max_tokens): say so, or it reads as if
+            # the model had meant to end there.
+            log.warning("the reply was cut at max_tokens (%d)", self.config.brain.max_tokens)
+            text += "\n\n" + CUT_SHORT
+            extra = {"stopReason": "max_tokens"}
         return BrainReply(
             text=text,
             model=self.config.resolve_model(alias),

@@ -13,6 +13,7 @@ forever).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import random
 import time
@@ -22,7 +23,7 @@ from typing import Any
 import anthropic
 from anthropic import AsyncAnthropic
 
-from bot.brain.base import BrainUnavailable, DeltaSink
+from bot.brain.base import BrainAccessRefused, BrainUnavailable, DeltaSink
 from bot.config.model import BrainConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -97,7 +98,7 @@ class MessagesCaller:
         ``Message``."""
         cfg = self.config
         deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
-        attempt = 0
+        attempt = unreadable = 0
         while True:
             remaining = deadline - self._clock()
             timeout = max(0.5, min(cfg.request_timeout, remaining))
@@ -111,7 +112,9 @@ class MessagesCaller:
             except anthropic.APIStatusError as exc:
                 status = exc.status_code
                 if status in UNAVAILABLE_NOW:
-                    raise BrainUnavailable(f"Anthropic API refused access ({status})") from exc
+                    raise BrainAccessRefused(
+                        status, f"Anthropic API refused access ({status}): {error_message(exc)}"
+                    ) from exc
                 if status in REJECTED:
                     raise Rejected(status, error_message(exc)) from exc
                 error: Exception = exc
@@ -120,7 +123,13 @@ class MessagesCaller:
                 anthropic.APIConnectionError,
                 anthropic.APIResponseValidationError,
                 StreamStalled,
+                StreamBroken,
             ) as exc:
+                error, retry_after = exc, None
+            except UnreadableAnswer as exc:
+                unreadable += 1
+                if unreadable >= UNREADABLE_ATTEMPTS:
+                    raise  # the same each time: not an outage (the reply engine's apology)
                 error, retry_after = exc, None
             delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2**attempt)
             delay = random.uniform(0, delay)  # full jitter
@@ -147,11 +156,47 @@ class StreamStalled(Exception):
     """A stream stayed open without progress (pings only) for the request timeout."""
 
 
+class StreamBroken(Exception):
+    """A stream ended before ``message_stop``: cut cleanly, or the connection dropped."""
+
+
+class UnreadableAnswer(Exception):
+    """The SDK could not read the streamed answer, e.g. tool input that is not JSON ("Please
+    retry your request", it says): asked again, the model usually answers well."""
+
+
+# Attempts of one call whose answer cannot be read, before it counts as a failure.
+UNREADABLE_ATTEMPTS = 3
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """The transport error base of the HTTP library under the SDK (``httpx2`` for
+    anthropic 2.x, ``httpx`` before): raised as is while a stream's body is read."""
+    found: list[type[Exception]] = []
+    for module in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(module).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _transport_errors()
+
+
 async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
     """Forward a stream's text, abandoning it when nothing but keep-alive pings came for
     ``stall`` seconds. The SDK's timeout is per read and every ping resets it: a server
     that only pinged held a reply for as long as it pinged, with no notice to the owner
-    and no retry (``brain.request_timeout`` is documented per request)."""
+    and no retry (``brain.request_timeout`` is documented per request).
+
+    A stream is complete only with its ``message_stop``: one that ends before it raises
+    :class:`StreamBroken` (retried). The SDK returned such a truncated message as final
+    (half a reply sent as the whole), and a connection dropped mid-stream surfaced as the
+    HTTP library's own error, which is no ``anthropic`` exception and was never retried.
+    An answer the SDK cannot read (tool input that is not JSON, a garbled event) raises
+    :class:`UnreadableAnswer`, retried a few times.
+    """
     events = stream.__aiter__()
     progress = time.monotonic()
     while True:
@@ -161,9 +206,17 @@ async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
         try:
             event = await asyncio.wait_for(events.__anext__(), left)
         except StopAsyncIteration:
-            return
+            raise StreamBroken("the stream ended before message_stop") from None
         except TimeoutError:
             raise StreamStalled(f"no progress in the stream for {stall:g}s") from None
+        except TRANSPORT_ERRORS as exc:
+            raise StreamBroken(f"the stream broke: {type(exc).__name__}: {exc}") from exc
+        except ValueError as exc:
+            # Before: raised as is, never retried, and the owner got the apology and no
+            # answer for a glitch that asking again mends.
+            raise UnreadableAnswer(str(exc)) from exc
+        if event.type == "message_stop":
+            return
         if event.type != "ping":
             progress = time.monotonic()
         if event.type == "text":

@@ -70,6 +70,15 @@ class BrainUnavailable(Exception):
     """
 
 
+class BrainAccessRefused(BrainUnavailable):
+    """The model service refuses our access (HTTP 401/402/403: the key, billing or
+    permissions): an outage only the owner can end, so the owner is told which."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 @runtime_checkable
 class Brain(Protocol):
     name: str  # "offline" | "anthropic"

@@ -48,6 +48,15 @@ class ContextTurn:
     def tokens(self) -> int:
         return estimate_tokens(self.content) + MESSAGE_OVERHEAD_TOKENS
 
+    def capped(self, max_tokens: int | None) -> ContextTurn:
+        """This turn with its content cut to ``max_tokens`` (with a note saying so)."""
+        limit = (max_tokens or 0) * CHARS_PER_TOKEN
+        if not limit or len(self.content) <= limit:
+            return self
+        rest = len(self.content) - limit
+        note = f"\n[... {rest} more characters not shown: longer than the working context allows]"
+        return ContextTurn(self.role, self.content[:limit] + note, self.turn_number)
+
 
 @dataclass
 class WorkingContext:
@@ -97,13 +106,21 @@ def latest_compression(lines: Iterable[Mapping[str, Any]]) -> tuple[int, str | N
 
 
 def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
-    """The user/assistant turns of a transcript, in order."""
+    """The user/assistant turns of a transcript, in order.
+
+    In a group, a message from another member (``fromOwner: false``) is labelled with its
+    sender: unlabelled, it read as the owner's own words in the owner's context, where
+    the recall tools are, so a member could ask for the owner's data in the owner's name.
+    """
     out = []
     for line in lines:
         if line.get("type") != "turn":
             continue
         role, content, number = line.get("role"), line.get("content"), line.get("turnNumber")
         if role in ("user", "assistant") and isinstance(content, str) and isinstance(number, int):
+            if role == "user" and line.get("fromOwner") is False:
+                who = " ".join(str(line.get("sender") or "another member").split())[:60]
+                content = f"[{who}, a group member, not the owner]: {content}"
             out.append(ContextTurn(role, content, number))
     return out
 
@@ -140,11 +157,15 @@ class WorkingContexts:
         max_turns: int,
         max_tokens: int,
         keep_tokens: int,
+        max_turn_tokens: int | None = None,
         capacity: int = 2048,
     ) -> None:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.keep_tokens = keep_tokens
+        # One message bigger than this (a pasted log) is cut in the context: whole, it
+        # could neither be sent nor compressed away, and every later reply was refused.
+        self.max_turn_tokens = max_turn_tokens
         self.capacity = capacity
         self._starts: OrderedDict[str, int] = OrderedDict()
 
@@ -158,7 +179,8 @@ class WorkingContexts:
         """The working context for the next reply in ``conv_id``.
 
         ``current_text`` is the user message being answered; the router has normally
-        appended it to the transcript already, otherwise it is added here.
+        appended it to the transcript already, otherwise it is added here. A turn over
+        ``max_turn_tokens`` is cut (:meth:`ContextTurn.capped`).
         """
         through, summary = latest_compression(lines)
         turns = [t for t in transcript_turns(lines) if t.turn_number > through]
@@ -180,6 +202,7 @@ class WorkingContexts:
         ):
             number = current_turn or ((kept[-1].turn_number + 1) if kept else through + 1)
             kept.append(ContextTurn("user", current_text, number))
+        kept = [t.capped(self.max_turn_tokens) for t in kept]
         return WorkingContext(summary, through, kept)
 
     def plan(self, ctx: WorkingContext) -> tuple[list[ContextTurn], list[ContextTurn]]:

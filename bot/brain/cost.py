@@ -1,7 +1,8 @@
 """Token prices and cost sums (USD per million tokens, ``models.prices`` in config).
 
 A reply's cost is computed once, when it is produced, and written into the assistant
-turn (``usage``, ``cost``); compression events carry their own. Sums per conversation
+turn (``usage``, ``cost``); compression, abbreviation and naming events carry their own
+(the last two collected with :func:`tracking`). Sums per conversation
 (``/status``, the dashboard) add those stored figures up, so a later price change never
 rewrites history.
 """
@@ -9,8 +10,10 @@ rewrites history.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.brain.base import Usage
@@ -45,6 +48,50 @@ def cost_usd(config: AppConfig, alias_or_model: str, usage: Usage) -> float | No
     return round((usage.input * price.input + usage.output * price.output) / 1_000_000, 8)
 
 
+@dataclass
+class Spending:
+    """What the model calls made inside :func:`tracking` cost (background work: notes,
+    titles), to be written on the event they produced."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = None
+    calls: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        """``usage`` and ``cost`` event fields; none when no call was made."""
+        if not self.calls:
+            return {}
+        return {
+            "usage": {"input": self.usage.input, "output": self.usage.output},
+            "cost": self.cost,
+        }
+
+
+_spending: ContextVar[Spending | None] = ContextVar("my_agent_spending", default=None)
+
+
+@contextmanager
+def tracking() -> Iterator[Spending]:
+    """Collect the usage and cost of the model calls made inside this block (in this
+    task): the one-shot calls of abbreviation and naming report here, so their cost
+    lands on the conversation's events instead of being paid and recorded nowhere."""
+    spent = Spending()
+    token = _spending.set(spent)
+    try:
+        yield spent
+    finally:
+        _spending.reset(token)
+
+
+def record_spending(usage: Usage, cost: float | None) -> None:
+    """Add one call to the enclosing :func:`tracking` block, if any."""
+    spent = _spending.get()
+    if spent is not None:
+        spent.usage = add_usage(spent.usage, usage)
+        spent.cost = add_cost(spent.cost, cost)
+        spent.calls += 1
+
+
 def add_usage(a: Usage, b: Usage) -> Usage:
     return Usage(input=a.input + b.input, output=a.output + b.output)
 
@@ -59,7 +106,7 @@ def add_cost(a: float | None, b: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class CostSummary:
-    """What one conversation has cost so far (replies plus compression calls)."""
+    """What one conversation has cost so far (replies, compression, notes and titles)."""
 
     input_tokens: int = 0
     output_tokens: int = 0

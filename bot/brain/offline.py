@@ -11,8 +11,10 @@ import asyncio
 import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink
+from bot.brain.tools import local_day
 from bot.search.fusion import snippet
 from bot.search.query import query_terms
 
@@ -75,9 +77,13 @@ class OfflineBrain:
                 lines.append("Recall is unavailable at the moment.")
         if found:
             lines.append("From past conversations:")
+            config = getattr(self.search, "config", None)
+            # The owner's calendar day, not the UTC one (an evening in New York is
+            # already the next day in UTC).
+            zone = ZoneInfo(config.owner.timezone) if config is not None else ZoneInfo("UTC")
             for i, result in enumerate(found, 1):
                 title = result.title or "Untitled conversation"
-                date = (result.timestamp or "")[:10]
+                date = local_day(result.timestamp or "", zone)
                 snippet = " ".join((result.snippet or result.abbreviation or "").split())
                 if len(snippet) > 200:
                     snippet = snippet[:197] + "..."

@@ -20,9 +20,12 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bot.config.model import AppConfig
+from bot.events import iso
 from bot.search.results import InvalidFilter, iso_date
 
 log = logging.getLogger("my_agent.brain.tools")
@@ -90,13 +93,35 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-def _date(value: Any, field: str) -> str | None:
+def _date(value: Any, field: str, zone: ZoneInfo, *, end: bool = False) -> str | None:
+    """A date bound of the model's (a day of the owner's calendar, or a timestamp) as the
+    UTC timestamp the search compares with: the day's first moment, or with ``end`` its
+    last. Taken as UTC days, "yesterday" missed an evening conversation in New York."""
     if value is not None and not isinstance(value, str):
         raise ToolError(f"{field} must be an ISO date string like 2026-02-14")
     try:
-        return iso_date(value, field)
+        text = iso_date(value, field)
     except InvalidFilter as exc:
         raise ToolError(str(exc)) from None
+    if text is None:
+        return None
+    if len(text) <= 10:
+        day = date.fromisoformat(text) + timedelta(days=1 if end else 0)
+        moment = datetime.combine(day, time(), tzinfo=zone)
+        return iso(moment - timedelta(milliseconds=1) if end else moment)
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return iso(moment if moment.tzinfo else moment.replace(tzinfo=zone))
+
+
+def local_day(timestamp: str, zone: ZoneInfo) -> str:
+    """The owner's calendar day (in ``zone``) of a stored UTC timestamp."""
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return timestamp[:10]
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(zone).date().isoformat()
 
 
 def _int(value: Any, field: str) -> int | None:
@@ -119,8 +144,14 @@ SEARCH_SCHEMA: dict[str, Any] = {
         "dateRange": {
             "type": "object",
             "properties": {
-                "from": {"type": "string", "description": "ISO date, inclusive"},
-                "to": {"type": "string", "description": "ISO date, inclusive"},
+                "from": {
+                    "type": "string",
+                    "description": "ISO date in the owner's time zone, inclusive",
+                },
+                "to": {
+                    "type": "string",
+                    "description": "ISO date in the owner's time zone, inclusive",
+                },
             },
         },
         "limit": {
@@ -188,12 +219,13 @@ class RecallTools:
             raise ToolError("dateRange must be an object with from/to")
         limit = _int(args.get("limit"), "limit") or self.config.search.default_limit
         limit = max(1, min(limit, SEARCH_MAX_LIMIT))
+        zone = ZoneInfo(self.config.owner.timezone)
         page = await _maybe_await(
             self.services.search.search(
                 query.strip(),
                 channel=channel,
-                date_from=_date(dates.get("from"), "dateRange.from"),
-                date_to=_date(dates.get("to"), "dateRange.to"),
+                date_from=_date(dates.get("from"), "dateRange.from", zone),
+                date_to=_date(dates.get("to"), "dateRange.to", zone, end=True),
                 limit=limit,
             )
         )
@@ -205,7 +237,7 @@ class RecallTools:
                 "snippet": r.snippet,
                 "turnRange": r.turn_range,
                 "matchedTurns": list(r.matched_turns),
-                "date": r.timestamp[:10],
+                "date": local_day(r.timestamp, zone),
                 "score": round(float(r.score), 4),
                 "topics": list(r.topics),
             }

@@ -63,6 +63,10 @@ class ModelsConfig(_Section):
     prices: dict[str, PriceConfig] = Field(default_factory=_default_prices)
 
 
+# The smallest extended-thinking budget the Messages API accepts.
+MIN_THINKING_BUDGET = 1024
+
+
 class BrainConfig(_Section):
     provider: Literal["anthropic", "offline"] | None = None  # None: anthropic iff a key exists
     base_url: str | None = None
@@ -84,6 +88,14 @@ class BrainConfig(_Section):
     restricted_context_tokens: int = Field(default=2000, ge=100)
     thinking_budget_tokens: int = Field(default=0, ge=0)  # 0 disables extended thinking
     persona_file: str = "persona.md"  # relative to data_dir
+
+    @field_validator("thinking_budget_tokens")
+    @classmethod
+    def _thinking_budget(cls, value: int) -> int:
+        # The API refuses a smaller budget (400): every reply was "rejected the request".
+        if 0 < value < MIN_THINKING_BUDGET:
+            raise ValueError(f"must be 0 (off) or at least {MIN_THINKING_BUDGET}")
+        return value
 
 
 class TrustConfig(_Section):

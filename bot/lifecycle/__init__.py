@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.brain.base import UtilityModel
+from bot.brain.cost import tracking
 from bot.config.model import AppConfig
 from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, Outcome, abbreviate
 from bot.lifecycle.naming import Namer, Naming
@@ -38,6 +39,7 @@ from bot.lifecycle.records import (
 )
 from bot.lifecycle.timers import Clock, IdleTimers, ManualClock, SystemClock
 from bot.tasks import spawn
+from bot.transcript import recallable
 
 __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
 
@@ -76,6 +78,8 @@ class Lifecycle:
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
         self._naming_locks: dict[str, asyncio.Lock] = {}
         self._split_noted: set[str] = set()
+        # Conversations whose notes were written before a reply to a noted turn landed.
+        self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
         self._running = False
 
@@ -200,8 +204,12 @@ class Lifecycle:
             self.counters["deferred"] += 1
             await self._flag(conv_id)
             return
+        late = conv_id in self._late_replies
+        self._late_replies.discard(conv_id)  # a reply landing during this pass adds it back
         try:
-            outcome = await abbreviate(self.conversations, self.abbreviator, self.vectors, conv_id)
+            outcome = await abbreviate(
+                self.conversations, self.abbreviator, self.vectors, conv_id, rewrite=late
+            )
         except asyncio.CancelledError:
             raise
         except Exception:  # storage trouble: keep the flag for the next pass
@@ -271,16 +279,22 @@ class Lifecycle:
             return None
         first = max(1, rec.turn_count - cfg.naming_context_turns + 1)
         turns = await self.conversations.read_turns(conv_id, first, readouts=False)
-        naming = await self.namer.name(
-            rec, turns, abbreviation=None if initial else rec.abbreviation
-        )
+        with tracking() as spent:
+            naming = await self.namer.name(
+                rec, turns, abbreviation=None if initial else rec.abbreviation
+            )
         fresh = await self.conversations.get(conv_id)
         if fresh is None or fresh.manually_named:
             log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
             return None
+        if naming.method != "llm" and self.namer.model is not None and fresh.title:
+            # The model could not re-name it (down, no usable answer): the offline
+            # keywords replaced its good title. Keep it; the next idle pass asks again.
+            log.info("re-naming %s skipped: no answer from the model", conv_id)
+            return None
         event = "title_assigned" if naming.title != fresh.title else "meta_update"
         await self.conversations.set_title_topics(
-            conv_id, naming.title, naming.topics, fresh.turn_count, event=event
+            conv_id, naming.title, naming.topics, fresh.turn_count, event=event, **spent.fields()
         )
         self.counters["named" if initial else "renamed"] += 1
         log.info("named %s %r %s (%s)", conv_id, naming.title, naming.topics, naming.method)
@@ -295,12 +309,24 @@ class Lifecycle:
     async def _on_turn(self, conversation_id: str, turn: dict[str, Any], **payload: Any) -> None:
         self.timers.touch(conversation_id)
         if turn.get("role") != "user":
+            self._note_late_reply(conversation_id, turn, payload.get("conversation"))
             return
         number = turn.get("turnNumber")
         if isinstance(number, int) and number >= self.config.conversations.naming_turn:
             rec = payload.get("conversation")
             if rec is None or not (rec.title or rec.manually_named or rec.last_named_turn):
                 self._spawn_naming(conversation_id)
+
+    def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> None:
+        """A reply to a turn the notes already cover, or landing while they are written
+        (``/new`` or the idle timer while it was generated): the reply shares its user
+        turn's number, so the notes counted as current and never got the answer. The
+        idle timer this turn restarted then rewrites them."""
+        number = turn.get("turnNumber")
+        noted = getattr(rec, "abbreviated_turn", 0) or 0
+        covered = isinstance(number, int) and number <= noted
+        if recallable(turn) and (covered or self.queue.current == conv_id):
+            self._late_replies.add(conv_id)
 
     async def _on_switched(
         self, previous_id: str | None = None, current_id: str | None = None, **_: Any

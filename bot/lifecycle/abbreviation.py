@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from bot.brain.base import RequestRefused, UtilityModel
+from bot.brain.cost import tracking
 from bot.conversations import ConversationManager
 from bot.extractive import Turn, extractive_abbreviation
 from bot.index import ConversationRecord
@@ -122,14 +123,22 @@ async def abbreviate(
     abbreviator: Abbreviator,
     vectors: VectorIndex | None,
     conv_id: str,
+    *,
+    rewrite: bool = False,
 ) -> Outcome:
-    """One pass: notes for new turns (or only the missing embedding), stored and embedded."""
+    """One pass: notes for new turns (or only the missing embedding), stored and embedded.
+
+    ``rewrite``: the notes cover the last turn number but not every line of it (a reply
+    that landed after them), so they are written again.
+    """
     record = await conversations.get(conv_id)
     if record is None:
         return Outcome(conv_id, "missing")
     if record.turn_count <= 0:
         return Outcome(conv_id, "skipped")  # /new before any message: nothing to note
-    current = bool(record.abbreviation) and record.abbreviated_turn >= record.turn_count
+    current = (
+        bool(record.abbreviation) and record.abbreviated_turn >= record.turn_count and not rewrite
+    )
     if current and not record.needs_abbreviation:
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
     status: Literal["abbreviated", "embedded"]
@@ -143,12 +152,13 @@ async def abbreviate(
             return Outcome(conv_id, "skipped")
         through = max(int(t.get("turnNumber") or 0) for t in turns)
         try:
-            text = await abbreviator.abbreviate(record, turns)
+            with tracking() as spent:
+                text = await abbreviator.abbreviate(record, turns)
         except AbbreviationError as exc:
             log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
             await conversations.mark_needs_abbreviation(conv_id, True)
             return Outcome(conv_id, "failed", error=str(exc))
-        await conversations.set_abbreviation(conv_id, text, through)
+        await conversations.set_abbreviation(conv_id, text, through, **spent.fields())
         status = "abbreviated"
         log.info(
             "abbreviated %s through turn %d (%s, %d chars)",

@@ -37,7 +37,7 @@ _SMALL_WORDS = frozenset(
     "a an and as at but by for from in into nor of on or over per the to via vs with".split()
 )
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|vs|tr)\s*(\[\d+\])?\s*:\s*)+", re.I)
-_JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+_OPEN_BRACE = re.compile(r"\{")
 _NUMERIC_ID = re.compile(r"^-?\d+$")
 
 
@@ -77,6 +77,10 @@ def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
     words = text.split()
     if max_words and len(words) > max_words:
         words = words[:max_words]
+        # Cut mid-phrase, a title ended on "for the" (then capitalised: "... for The").
+        while len(words) > 1 and words[-1].lower().strip(",;:-—") in _SMALL_WORDS:
+            words.pop()
+        words[-1] = words[-1].rstrip(",;:-—") or words[-1]
     text = title_case(" ".join(words))
     return _truncate(text, TITLE_MAX_CHARS)
 
@@ -142,6 +146,22 @@ def email_subject(record: ConversationRecord, turns: Sequence[Mapping[str, Any]]
     return None
 
 
+def strip_contact(title: str, contact: str) -> str:
+    """``title`` without a leading ``contact`` and separator (``Hanan — ``, ``Hanan: ``).
+
+    The model is told the contact is prefixed for it, yet sometimes writes it anyway;
+    kept, the title read "Hanan — Hanan — Server Check".
+    """
+    text = " ".join(title.split()).strip("\"'` ")
+    if not text.casefold().startswith(contact.casefold()):
+        return title
+    rest = text[len(contact) :]
+    stripped = rest.lstrip(" —–-:|,")
+    if stripped == rest.lstrip() or not stripped:
+        return title  # "Hananfest Planning" or only the name: not a prefix
+    return stripped
+
+
 def compose_title(channel: str, topic_title: str, contact: str | None) -> str:
     """Apply the channel's title shape to a topic title."""
     if channel == "telegram" and contact and topic_title:
@@ -152,15 +172,26 @@ def compose_title(channel: str, topic_title: str, contact: str | None) -> str:
 
 # -- parsing the model's answer --------------------------------------------------------
 def parse_naming(text: str) -> dict[str, Any] | None:
-    """The JSON object in a model's answer (code fences and chatter tolerated), or None."""
-    match = _JSON_OBJECT.search(text or "")
-    if not match:
-        return None
-    try:
-        data = json.loads(match.group(0))
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+    """The JSON object in a model's answer (code fences and chatter tolerated), or None.
+
+    Each ``{`` is tried in turn and the first object with a ``title`` wins (else the
+    first object): one greedy match from the first ``{`` to the last ``}`` swallowed any
+    braces in prose after the object ("I kept {boiler} as the theme"), the whole answer
+    stopped being JSON, and a good title was replaced by the offline one.
+    """
+    text = text or ""
+    decoder = json.JSONDecoder()
+    first: dict[str, Any] | None = None
+    for match in _OPEN_BRACE.finditer(text):
+        try:
+            data, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            if "title" in data:
+                return data
+            first = first if first is not None else data
+    return first
 
 
 def _as_bool(value: Any) -> bool:
@@ -260,6 +291,8 @@ class Namer:
             log.warning("naming %s: the model's answer is not JSON; naming offline", record.id)
             return None
         raw_title = data.get("title")
+        if isinstance(raw_title, str) and contact:
+            raw_title = strip_contact(raw_title, contact)
         topic_title = clean_title(raw_title) if isinstance(raw_title, str) else ""
         if len(topic_title.split()) < 1 or not any(c.isalnum() for c in topic_title):
             log.warning("naming %s: no usable title in the model's answer", record.id)

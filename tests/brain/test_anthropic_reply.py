@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
-from bot.brain.anthropic import AnthropicBrain
+from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
+from bot.brain.anthropic import CUT_SHORT, AnthropicBrain
 from bot.brain.base import Brain, BrainRequest, UtilityModel
 from bot.brain.cost import summarize_costs
 from bot.config import AppConfig
@@ -195,3 +195,15 @@ async def test_system_prompt_has_local_time_and_notes(
         assert "- This conversation could be split." in system
     finally:
         await client.close()
+
+
+async def test_a_reply_cut_at_max_tokens_says_so(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: a long answer cut at brain.max_tokens was sent as it stood, ending
+    # mid-sentence with nothing to tell the owner that more was coming.
+    conv = await seed_conversation(core, [("user", "Write the whole script")])
+    fake_api.push(Scripted([Block("text", text="Step 1: open the")], stop_reason="max_tokens"))
+    reply = await brain.reply(owner_request(conv, "Write the whole script"), Deltas())
+    assert reply.text == "Step 1: open the\n\n" + CUT_SHORT
+    assert reply.extra == {"stopReason": "max_tokens"}

@@ -9,6 +9,7 @@ import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import EMPTY_REPLY, AnthropicBrain
+from bot.brain.anthropic_api import UnreadableAnswer
 from bot.brain.base import BrainRequest, BrainUnavailable, RequestRefused
 from tests.brain.conftest import Deltas, ManualClock, make_brain, make_config, seed_conversation
 
@@ -200,3 +201,48 @@ async def test_an_empty_answer_becomes_a_labelled_notice(
     reply = await brain.reply(request(conv, "hello"), Deltas())
     assert reply.text == EMPTY_REPLY
     assert reply.extra == {"error": "empty", "stopReason": "refusal"}
+
+
+@pytest.mark.parametrize("cut", ["eof", "reset"])
+async def test_a_stream_cut_before_message_stop_is_retried(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, cut: str
+) -> None:
+    # Regression: a stream that ended cleanly before message_stop was taken as the whole
+    # answer (half a reply stored and sent as if complete), and a connection dropped
+    # mid-stream raised the HTTP library's own error, which nothing retried: the owner
+    # got "something went wrong" and the reply was never produced.
+    conv = await seed_conversation(core, [("user", "hello")])
+    chunks = ["The ", "answer ", "is ", "42."]
+    fake_api.push(
+        Scripted(
+            [Block("text", text="The answer is 42.", chunks=chunks)],
+            cut_after_deltas=2,
+            cut=cut,  # type: ignore[arg-type]
+        )
+    )
+    fake_api.push_text("The answer is 42.", chunks=chunks)
+    deltas = Deltas()
+    reply = await brain.reply(request(conv, "hello"), deltas)
+    assert reply.text == "The answer is 42."
+    assert deltas.text == "The answer is 42."
+    assert len(fake_api.requests) == 2
+
+
+async def test_tool_input_that_is_not_json_is_asked_again(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: the SDK's "Unable to parse tool parameter JSON from model. Please retry
+    # your request" escaped as a ValueError: no retry, the owner got the apology and their
+    # question was never answered.
+    conv = await seed_conversation(core, [("user", "hello")])
+    garbled = Block("tool_use", name="search_conversations", chunks=['{"query": ', "boiler}"])
+    fake_api.push(Scripted([garbled]))
+    fake_api.push_text("Here it is.")
+    reply = await brain.reply(request(conv, "hello"), Deltas())
+    assert reply.text == "Here it is." and len(fake_api.requests) == 2
+    # Always garbled: a few attempts, then a failure (not an outage to wait out).
+    for _ in range(3):
+        fake_api.push(Scripted([garbled]))
+    with pytest.raises(UnreadableAnswer):
+        await brain.reply(request(conv, "hello"), Deltas())
+    assert len(fake_api.requests) == 5

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
+from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import AnthropicBrain
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig, TrustConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult
@@ -177,3 +177,83 @@ async def test_pending_reply_survives_a_restart(tmp_path: Path, fake_api: FakeAn
         assert [t["role"] for t in turns] == ["user", "assistant"]
     finally:
         await close_services(second)
+
+
+async def test_a_refused_key_tells_the_owner_it_is_the_key(
+    services: Services, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: a 401 (wrong or revoked key) got the outage notice, "I can't reach the
+    # language model right now", and the owner waited for an outage that only fixing
+    # the key could end.
+    web: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
+    fake_api.down_for(3600, status=401)
+    await services.router.deliver(
+        InboundMessage(
+            channel="web", sender_id="owner", text="Hello?", message_id="k1", chat_id="dashboard"
+        )
+    )
+    await wait_for(lambda: any(m.kind == "notice" for m in web.sent))
+    (notice,) = [m for m in web.sent if m.kind == "notice"]
+    assert notice.text != OUTAGE
+    assert "401" in notice.text and "API key" in notice.text
+    fake_api.up()
+    fake_api.push_text("Hello!")
+    await wait_for(lambda: any(m.kind == "reply" for m in web.sent))
+    assert [m.text for m in web.sent if m.kind == "reply"] == ["Hello!"]
+
+
+async def test_a_known_party_is_not_told_about_the_key(
+    services: Services, fake_api: FakeAnthropicAPI
+) -> None:
+    test: RecordingChannel = services.channels["test"]  # type: ignore[assignment]
+    fake_api.down_for(3600, status=401)
+    await services.router.deliver(
+        InboundMessage(
+            channel="test",
+            sender_id="mallory",
+            sender_name="Mallory",
+            message_id="k2",
+            chat_id="mallory",
+            text="Hi there",
+        )
+    )
+    await wait_for(lambda: any(m.kind == "notice" for m in test.sent))
+    assert [m.text for m in test.sent if m.kind == "notice"] == [OUTAGE]
+
+
+async def test_switching_model_during_an_outage_unblocks_the_waiting_reply(
+    services: Services, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: the waiting reply kept retrying the model it started with. The owner,
+    # told opus was unreachable, switched to sonnet, and the reply (with every later
+    # message of the conversation queued behind it) still waited for opus to come back.
+    web: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
+    opus = services.config.resolve_model("opus")
+
+    def overloaded_opus(body: dict) -> Scripted:
+        if body["model"] == opus:
+            return Scripted(status=529, error_message="overloaded")
+        return Scripted([Block("text", text="From sonnet.")])
+
+    for _ in range(200):
+        fake_api.push(overloaded_opus)
+
+    async def say(text: str, message_id: str) -> None:
+        await services.router.deliver(
+            InboundMessage(
+                channel="web",
+                sender_id="owner",
+                text=text,
+                message_id=message_id,
+                chat_id="dashboard",
+            )
+        )
+
+    await say("hello", "o0")
+    await wait_for(lambda: any(m.kind == "reply" for m in web.sent))
+    await say("/model opus", "o1")
+    await say("Is the shop open on Sunday?", "o2")
+    await wait_for(lambda: any(m.text == OUTAGE for m in web.sent))
+    await say("/model sonnet", "o3")
+    await wait_for(lambda: len([m for m in web.sent if m.kind == "reply"]) == 2)
+    assert [m.text for m in web.sent if m.kind == "reply"] == ["From sonnet.", "From sonnet."]

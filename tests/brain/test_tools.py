@@ -233,3 +233,32 @@ async def test_thinking_blocks_are_passed_back_in_the_tool_loop(
         assert reply.text == "Nothing about taxes yet."
     finally:
         await brain.client.close()
+
+
+async def test_dates_are_the_owners_calendar_days(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: dateRange and the results' "date" were UTC days while the model is told
+    # the owner's local date: in New York, an evening conversation (after 19:00, the next
+    # day in UTC) was not found for "yesterday" and was dated the day after.
+    config = make_config(tmp_path, fake_api)
+    config.owner.timezone = "America/New_York"
+    manager = core.conversations
+    evening = await manager.create("web")  # 1 March, 20:30 in New York (in the future,
+    # so that the turn's time is also the conversation's last update)
+    await manager.append_turn(
+        evening.id, "user", "the evening chat about kayaks", timestamp="2999-03-02T01:30:00.000Z"
+    )
+    night = await manager.create("web")  # 2 March, 00:30 in New York
+    await manager.append_turn(
+        night.id, "user", "the night chat about kayaks", timestamp="2999-03-02T05:30:00.000Z"
+    )
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(
+        tools,
+        "search_conversations",
+        {"query": "kayaks", "dateRange": {"from": "2999-03-01", "to": "2999-03-01"}},
+    )
+    assert not err
+    results = unwrap(content)["results"]
+    assert [(r["conversationId"], r["date"]) for r in results] == [(evening.id, "2999-03-01")]

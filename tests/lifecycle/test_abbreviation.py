@@ -349,3 +349,34 @@ async def test_a_refused_conversation_gets_offline_notes_and_starves_nobody(
     for conv in (poison.id, *others):
         assert not (await core.row(conv)).needs_abbreviation
     assert lifecycle.status().get("deferred", 0) == 0 and not lifecycle.status().get("failed")
+
+
+@pytest.mark.parametrize("when", ["after", "during"])
+async def test_a_reply_that_lands_after_its_turn_was_noted_is_noted_later(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel, when: str
+) -> None:
+    # Regression: /new (or the idle timer) while a reply was still being generated wrote
+    # notes through the unanswered turn; the reply shares that turn number, so the notes
+    # counted as current and the answer (often the conclusion) never reached them.
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    if when == "during":
+        model.gate = asyncio.Event()  # the notes are being written when the reply lands
+    lifecycle.enqueue(conv, "switch")
+    await asyncio.sleep(0)
+    if when == "after":
+        await lifecycle.settle()
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    if model.gate is not None:
+        model.gate.set()
+    await lifecycle.settle()
+    assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2]
+    clock.advance(600)  # the reply restarted the idle timer
+    await lifecycle.run_due()
+    assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2, 2]
+    last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
+    assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
+    clock.advance(3600)  # and only once
+    await lifecycle.run_due()
+    assert model.count("abbreviation") == 2

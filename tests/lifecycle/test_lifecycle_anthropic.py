@@ -11,6 +11,7 @@ import pytest
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.brain.base import UtilityModel
+from bot.brain.cost import summarize_costs
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.prompts import ABBREVIATION_SYSTEM, NAMING_SYSTEM
@@ -87,5 +88,43 @@ async def test_claude_abbreviation_outage_retry_and_naming(
         assert ABBREVIATION_SYSTEM in str(body["system"])
         assert body["max_tokens"] == services.config.conversations.abbreviation_max_tokens
         assert "Let's settle on RAID-6 then." in str(body["messages"])
+    finally:
+        await lifecycle.stop(1)
+
+
+async def test_notes_and_naming_are_counted_in_the_conversations_cost(
+    services: Services, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    # Regression: the haiku calls that write a conversation's title and notes were paid
+    # for but recorded nowhere: /status and the dashboard showed only replies and
+    # compressions, less than was spent.
+    lifecycle = Lifecycle(services.config, services, clock=clock)
+    await lifecycle.start()
+    try:
+        manager = services.conversations
+        conv = (await manager.create("web")).id
+        for n in range(1, 5):
+            await manager.append_turn(conv, "user", f"Should the NAS use RAID-{n}?")
+            await manager.append_turn(conv, "assistant", f"RAID-{n} trades space for safety.")
+        fake_api.push_text(
+            '{"title": "NAS RAID choice", "topics": ["nas"]}', input_tokens=800, output_tokens=40
+        )
+        await manager.append_turn(conv, "user", "Let's settle on RAID-6 then.")
+        await lifecycle.settle()
+        fake_api.push_text("User chose RAID-6.", input_tokens=1200, output_tokens=60)
+        clock.advance(600)
+        await lifecycle.run_due()
+        lines = manager.read_lines(conv)
+        (named,) = [ln for ln in lines if ln.get("event") == "title_assigned"]
+        assert named["usage"] == {"input": 800, "output": 40}
+        assert named["cost"] == (800 * 1.0 + 40 * 5.0) / 1e6
+        (noted,) = [ln for ln in lines if ln.get("event") == "abbreviation"]
+        assert noted["usage"] == {"input": 1200, "output": 60}
+        total = summarize_costs(lines)
+        assert (total.input_tokens, total.output_tokens) == (2000, 100)
+        assert total.cost == pytest.approx((2000 * 1.0 + 100 * 5.0) / 1e6)
+        rec = await manager.require(conv)  # what /status and the dashboard show
+        assert (rec.tokens_in, rec.tokens_out) == (2000, 100)
+        assert rec.cost_total == pytest.approx(total.cost)
     finally:
         await lifecycle.stop(1)

@@ -247,6 +247,17 @@ def test_title_rules() -> None:
     assert clean_title('"Title: debugging the login flow."') == "Debugging the Login Flow"
     long = clean_title("one two three four five six seven eight")
     assert long == "One Two Three Four Five Six"
+    # Regression: cut to six words mid-phrase, it ended "... Backups for The".
+    cut = clean_title("Setting up automatic backups for the home server")
+    assert cut == "Setting Up Automatic Backups"
+    assert (
+        clean_title("Budget review, and the March delivery")
+        == "Budget Review, and the March Delivery"
+    )
+    assert clean_title("Visit Lisbon and Porto and the Douro") == "Visit Lisbon and Porto"
+    assert clean_title("Compare offers: Telekom, Vodafone, and the rest") == (
+        "Compare Offers: Telekom, Vodafone"
+    )
     assert len(clean_title("x" * 200)) <= 80
     assert clean_subject("Re: RE: Fwd: [team] Launch plan") == "Launch plan"
 
@@ -282,3 +293,64 @@ async def test_a_missed_first_naming_happens_on_the_next_idle_pass(
     assert row.title == "NAS Backup Plan" and row.last_named_turn == 6
     assert model.count("naming") == 1
     assert len(core.events(conv, "title_assigned")) == 1
+
+
+async def test_a_fenced_answer_with_braces_in_the_prose_after_it_keeps_the_model_title() -> None:
+    # Regression: one greedy match ran from the first "{" to the last "}", so braces in
+    # the chatter after the object made the whole answer invalid JSON and the model's
+    # title was dropped for the offline keyword title.
+    model = ScriptedModel()
+    model.naming = (
+        '```json\n{"title": "Boiler Repair Quote", "topics": ["boiler"], '
+        '"suggestSplit": false, "splitTopic": null}\n```\n'
+        "I kept {boiler} as the main theme; the other option was {heating}."
+    )
+    turns = [{"role": "user", "content": "The plumber quoted 900 EUR", "turnNumber": 1}]
+    naming = await Namer(model).name(_record("web"), turns)
+    assert naming.method == "llm" and naming.title == "Boiler Repair Quote"
+    assert parse_naming('Options: {"title": "A B"} or {"title": "C D"}') == {"title": "A B"}
+    assert parse_naming('{"result": {"title": "Inner One"}}') == {"title": "Inner One"}
+
+
+async def test_a_telegram_title_that_repeats_the_contact_is_not_doubled(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: the model wrote the contact although the prompt says it is prefixed,
+    # and the title became "Hanan — Hanan — Server Check".
+    model.naming = '{"title": "Hanan — Server Check", "topics": ["server"]}'
+    lifecycle = await make_lifecycle(model)
+    conv = (
+        await core.manager.create(
+            "telegram", identity_key="telegram:7", channel_meta={"contact": "Hanan"}
+        )
+    ).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "Hanan — Server Check"
+    model.naming = '{"title": "Hananfest Planning", "topics": ["party"]}'
+    naming = await Namer(model).name(_record("telegram", contact="Hanan"), [])
+    assert naming.title == "Hanan — Hananfest Planning"  # a word that only starts alike
+
+
+async def test_a_failed_renaming_keeps_the_models_title(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: when the model could not re-name (down, or an answer without JSON),
+    # the offline keyword title replaced the model's good title on that idle pass.
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "NAS Backup Plan"
+    for failure in (unavailable(), "Sorry, I can't produce JSON today."):
+        model.naming = failure
+        await _user_turns(core, conv, 10, text="photographs archive rotation")
+        clock.advance(600)
+        await lifecycle.run_due()
+        row = await core.row(conv)
+        assert row.title == "NAS Backup Plan" and row.last_named_turn == 5
+    model.naming = '{"title": "Photo Archive Rotation", "topics": ["photos"]}'
+    await _user_turns(core, conv, 1, text="photographs archive rotation")
+    clock.advance(600)
+    await lifecycle.run_due()  # the next idle pass asks the model again
+    assert (await core.row(conv)).title == "Photo Archive Rotation"

@@ -71,6 +71,11 @@ class Scripted:
     # Streaming only: after this many content deltas, send an SSE ``error`` frame instead
     # of the rest (a failure mid-stream).
     fail_after_deltas: int | None = None
+    # Streaming only: after this many content deltas, end the stream without an error
+    # frame and without message_stop: ``"eof"`` closes the body cleanly, ``"reset"``
+    # drops the connection (a proxy or network failure mid-answer).
+    cut_after_deltas: int | None = None
+    cut: Literal["eof", "reset"] = "eof"
     delay: float = 0.0  # seconds before answering (timeouts)
     # Streaming only: after message_start, only pings (every 0.2 s) for this many seconds:
     # a stream that stays open and makes no progress.
@@ -321,6 +326,12 @@ class FakeAnthropicAPI:
                         },
                     )
                     await response.write_eof()
+                    return response
+                if scripted.cut_after_deltas is not None and deltas >= scripted.cut_after_deltas:
+                    if scripted.cut == "reset" and request.transport is not None:
+                        request.transport.close()
+                    else:
+                        await response.write_eof()
                     return response
                 await send(
                     "content_block_delta",
