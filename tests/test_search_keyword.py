@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bot.config.model import AppConfig
 from bot.db import Database
-from bot.search import InvalidCursor, SearchService, fts_query, query_terms
+from bot.search import InvalidCursor, InvalidFilter, SearchService, fts_query, query_terms
 from bot.search.query import identifiers
 from tests.recall_helpers import add_conversation, open_index
 
@@ -198,3 +198,25 @@ def test_a_huge_word_is_searched_in_linear_time() -> None:
         "assert fts_query('B' * 2_000_000 + ' x-' * 200_000)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_a_backwards_date_range_is_refused(seeded: Database) -> None:
+    # Regression: from after to matched nothing, silently, like a search with no hit.
+    service = SearchService(AppConfig(), seeded)
+    with pytest.raises(InvalidFilter, match="date_from 2026-03-01 is after date_to 2026-02-01"):
+        await service.search("deploy", date_from="2026-03-01", date_to="2026-02-01")
+    page = await service.search("deploy", date_from="2026-01-05", date_to="2026-01-05T23:59")
+    assert [r.conversation_id for r in page.results] == ["conv-deploy"]
+
+
+async def test_matched_turns_name_each_turn_once(db: Database) -> None:
+    # Regression: a user turn and its reply share a turn number, and both matching listed
+    # it twice ("matchedTurns": [1, 1, 2]).
+    await add_conversation(
+        db,
+        "conv-pair",
+        [("user", "the boiler pressure"), ("assistant", "boiler pressure is low")],
+    )
+    await db.execute("UPDATE turns SET turn_number = 1 WHERE conversation_id = 'conv-pair'")
+    page = await SearchService(AppConfig(), db).search("boiler pressure")
+    assert page.results[0].matched_turns == [1]

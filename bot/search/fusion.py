@@ -124,7 +124,8 @@ class Scored:
             score,
             [(r.number[i], float(self.final[i])) for i in idx],
             r.content[idx[0]] if idx else "",
-            [r.number[i] for i in idx if self._direct(i)],
+            # a user turn and its reply share a number: each number once
+            list(dict.fromkeys(r.number[i] for i in idx if self._direct(i))),
         )
 
 

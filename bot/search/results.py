@@ -137,6 +137,13 @@ def iso_date(value: str | None, field: str) -> str | None:
     return value
 
 
+def check_range(filters: Filters) -> None:
+    """Refuse a date range that ends before it starts: it matched nothing, silently."""
+    start, end = filters.date_from, filters.date_to
+    if start and end and start[:10] > end[:10]:
+        raise InvalidFilter(f"date_from {start} is after date_to {end}")
+
+
 def fingerprint(query: str, filters: Filters) -> str:
     return hashlib.sha1(f"{query}\x00{filters.key()}".encode()).hexdigest()[:12]
 

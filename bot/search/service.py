@@ -30,6 +30,7 @@ from bot.search.results import (
     Ranking,
     SearchPage,
     SearchResult,
+    check_range,
     decode_cursor,
     encode_cursor,
     fingerprint,
@@ -132,6 +133,7 @@ class SearchService:
             iso_date(date_to, "date_to"),
             conversation_id,
         )
+        check_range(filters)
         limit = max(1, min(int(limit), 100))
         offset = decode_cursor(cursor, query, filters) if cursor else 0
         key = fingerprint(query, filters)
