@@ -24,6 +24,7 @@ from bot.brain.base import (
     BrainUnavailable,
     HistoryTurn,
     Profile,
+    Spend,
 )
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
@@ -330,6 +331,8 @@ class ReplyEngine:
         """Call the brain; wait out outages (telling the user once); honour stop."""
         told = False
         conv_id = request.conversation_id  # the same on every retry (the model may change)
+        spend = Spend()  # what the brain's calls cost, kept even if the reply is stopped
+        request = replace(request, spend=spend)
         while True:
             streamed: list[str] = []
 
@@ -353,7 +356,13 @@ class ReplyEngine:
                     current = asyncio.current_task()
                     if current is None or not current.cancelling():
                         self._stop_requested.discard(key)
-                        return BrainReply(text="".join(streamed) + STOPPED, model="stopped")
+                        return BrainReply(
+                            text="".join(streamed) + STOPPED,
+                            model="stopped",
+                            # the tokens of a stopped reply were spent all the same
+                            usage=spend.usage if spend.any else None,
+                            cost=spend.cost,
+                        )
                 raise
             except BrainUnavailable as exc:
                 log.warning("brain unavailable for %s turn %s: %s", key, turn, exc)

@@ -44,6 +44,7 @@ from bot.brain.base import (
     BrainUnavailable,
     DeltaSink,
     RequestRefused,
+    Spend,
     Usage,
 )
 from bot.brain.context import (
@@ -95,6 +96,7 @@ class _Turn:
     texts: list[str] = field(default_factory=list)
     thinking: list[str] = field(default_factory=list)
     stop_reason: str | None = None  # of the last call
+    spend: Spend | None = None  # the request's running total (BrainRequest.spend)
 
 
 class AnthropicBrain:
@@ -151,11 +153,14 @@ class AnthropicBrain:
         alias = request.model_alias or self.config.models.default
         ctx, title = await self._owner_context(request)
         system = self._owner_system(request, ctx, title)
-        turn = _Turn()
+        turn = _Turn(spend=request.spend)
+        deltas = DeltaForwarder(on_delta)
         try:
-            await self._tool_loop(
-                alias, system, ctx.messages(), self.recall.tools(), turn, DeltaForwarder(on_delta)
-            )
+            await self._tool_loop(alias, system, ctx.messages(), self.recall.tools(), turn, deltas)
+        except asyncio.CancelledError:
+            if deltas.cut is not None:  # stopped mid-stream: that call's tokens were spent
+                self._add(turn, alias, deltas.cut)
+            raise
         except Rejected as exc:
             return self._rejected_reply(alias, exc, turn)
         return self._finish(alias, turn)
@@ -444,9 +449,16 @@ class AnthropicBrain:
         return params
 
     def _account(self, turn: _Turn, alias: str, message: Any) -> None:
-        usage = Usage(message.usage.input_tokens or 0, message.usage.output_tokens or 0)
+        self._add(
+            turn, alias, Usage(message.usage.input_tokens or 0, message.usage.output_tokens or 0)
+        )
+
+    def _add(self, turn: _Turn, alias: str, usage: Usage) -> None:
+        cost = cost_usd(self.config, alias, usage)
         turn.usage = add_usage(turn.usage, usage)
-        turn.cost = add_cost(turn.cost, cost_usd(self.config, alias, usage))
+        turn.cost = add_cost(turn.cost, cost)
+        if turn.spend is not None:
+            turn.spend.add(usage, cost)
 
     def _finish(self, alias: str, turn: _Turn) -> BrainReply:
         thinking = "\n\n".join(turn.thinking).strip() or None

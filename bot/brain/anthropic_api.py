@@ -23,7 +23,7 @@ from typing import Any
 import anthropic
 from anthropic import AsyncAnthropic
 
-from bot.brain.base import BrainAccessRefused, BrainUnavailable, DeltaSink
+from bot.brain.base import BrainAccessRefused, BrainUnavailable, DeltaSink, Usage
 from bot.config.model import BrainConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -46,6 +46,9 @@ class DeltaForwarder:
 
     def __init__(self, sink: DeltaSink | None) -> None:
         self.sink = sink
+        # the usage of a streamed call cancelled before it finished (a stop): what it had
+        # billed by then (bot.brain.anthropic reports it; the final message never comes)
+        self.cut: Usage | None = None
         self.any_sent = False
         self._call_sent = 0
         self._attempt = ""
@@ -58,6 +61,11 @@ class DeltaForwarder:
 
     def new_attempt(self) -> None:
         self._attempt = ""
+
+    @property
+    def attempt_text(self) -> str:
+        """The text streamed by the current attempt of the current call."""
+        return self._attempt
 
     async def text(self, delta: str) -> None:
         self._attempt += delta
@@ -107,7 +115,11 @@ class MessagesCaller:
                     return await self.client.messages.create(**params, timeout=timeout)
                 deltas.new_attempt()
                 async with self.client.messages.stream(**params, timeout=timeout) as stream:
-                    await _consume(stream, deltas, timeout)
+                    try:
+                        await _consume(stream, deltas, timeout)
+                    except asyncio.CancelledError:
+                        deltas.cut = _usage_so_far(stream, deltas.attempt_text)
+                        raise
                     return await stream.get_final_message()
             except anthropic.APIStatusError as exc:
                 status = exc.status_code
@@ -150,6 +162,18 @@ class MessagesCaller:
             )
             await self._sleep(delay)
             attempt += 1
+
+
+def _usage_so_far(stream: Any, streamed: str) -> Usage:
+    """What a stream cancelled midway had billed: its input tokens (message_start gives
+    them exactly) and its output so far: the final count only comes with message_delta,
+    so at least the text streamed, at about four characters a token."""
+    try:
+        usage = stream.current_message_snapshot.usage
+        given_in, given_out = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+    except Exception:  # cancelled before message_start: nothing known
+        given_in = given_out = 0
+    return Usage(given_in, max(given_out, (len(streamed) + 3) // 4))
 
 
 class StreamStalled(Exception):

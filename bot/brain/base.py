@@ -39,12 +39,33 @@ class BrainRequest:
     history: Sequence[HistoryTurn] = ()
     # A hint for the brain to mention naturally (e.g. the conversation could be split).
     notes: Sequence[str] = ()
+    # What the model calls of this request have cost so far, kept up to date by the brain
+    # as each call completes (and for a call cut short): a reply that is stopped has no
+    # BrainReply of the brain's, but its tokens were spent (bot.replies).
+    spend: Spend | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
 class Usage:
     input: int = 0
     output: int = 0
+
+
+@dataclass
+class Spend:
+    """Usage and cost accumulated across the model calls of one request."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = None
+
+    def add(self, usage: Usage, cost: float | None) -> None:
+        self.usage = Usage(self.usage.input + usage.input, self.usage.output + usage.output)
+        if cost is not None:
+            self.cost = round((self.cost or 0.0) + cost, 8)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.usage.input or self.usage.output or self.cost)
 
 
 @dataclass(frozen=True)

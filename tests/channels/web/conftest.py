@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from bot.brain.base import BrainReply, BrainRequest
+from bot.brain.base import BrainReply, BrainRequest, Usage
 from bot.config.model import AppConfig
 from bot.events import InboundMessage
 from bot.services import Services, close_services, open_services
@@ -186,6 +186,8 @@ class GatedBrain:
         self.release = asyncio.Event()
 
     async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        if request.spend is not None:  # a first call of the reply's, billed before a stop
+            request.spend.add(Usage(1000, 20), 0.0123)
         if on_delta is not None:
             await on_delta("Thinking about it")
         await self.release.wait()

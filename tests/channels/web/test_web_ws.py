@@ -258,6 +258,18 @@ async def test_stop_generation(tmp_path) -> None:
             )
             assert reply["turn"]["content"].startswith("Thinking about it")
             assert "done." not in reply["turn"]["content"]
+            # Regression: a stopped reply kept no usage nor cost of what it had spent.
+            cid = reply["conversationId"]
+            stored = [
+                line
+                for line in stack.services.conversations.read_lines(cid)
+                if line.get("role") == "assistant"
+            ]
+            assert stored[-1]["model"] == "stopped"
+            assert stored[-1]["usage"] == {"input": 1000, "output": 20}
+            assert stored[-1]["cost"] == 0.0123
+            rec = await stack.services.conversations.get(cid)
+            assert rec.cost_total == 0.0123
             await tab.wait_for(lambda f: f["type"] == "stream" and f["done"])
             await tab.close()
     finally:
