@@ -21,7 +21,7 @@ import random
 from collections import OrderedDict
 from typing import Any
 
-from bot.channel import ChannelHost, DeliveryError
+from bot.channel import ChannelHost, DeliveryError, PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult, iso
 from bot.tasks import spawn
@@ -345,20 +345,25 @@ class EmailChannel:
             [self.address],
             self._cfg.reply_all and message.kind == "reply",
         )
-        composed = compose(
-            from_addr=self.address,
-            display_name=self._cfg.display_name,
-            to=to or [recipient],
-            cc=cc,
-            subject=subject,
-            text=render_actions(message.text, message.actions),
-            in_reply_to=in_reply_to,
-            references=references_chain(refs, in_reply_to),
-            message_id=self._stable_id(message),
-            extra_headers={"Auto-Submitted": "auto-replied"}
-            if message.kind == "acknowledgement"
-            else None,
-        )
+        try:
+            composed = compose(
+                from_addr=self.address,
+                display_name=self._cfg.display_name,
+                to=to or [recipient],
+                cc=cc,
+                subject=subject,
+                text=render_actions(message.text, message.actions),
+                in_reply_to=in_reply_to,
+                references=references_chain(refs, in_reply_to),
+                message_id=self._stable_id(message),
+                extra_headers={"Auto-Submitted": "auto-replied"}
+                if message.kind == "acknowledgement"
+                else None,
+            )
+        except Exception as exc:
+            # The same message would fail the same way on every retry, and the outbox
+            # sends in order: retrying would hold up every mail queued behind it.
+            raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
         await self._smtp.send(composed.message, self.address, composed.recipients)
         log.info("sent %s %s to %s", message.kind, composed.message_id, composed.recipients)
         if message.conversation_id and self._host is not None:

@@ -109,7 +109,9 @@ def decode_header_value(value: str) -> str:
 def _unfold(value: str) -> str:
     # Raw 8-bit header bytes arrive as surrogate escapes: decode them like a body.
     value = decode_bytes(value.encode("utf-8", "surrogateescape"))
-    return re.sub(r"\r?\n[ \t]*", " ", value).strip()
+    # Any line break left (an encoded CR, U+2028...) would make the value unusable in a
+    # header of our reply, and is no part of a one-line subject or name anyway.
+    return " ".join(part.strip() for part in value.splitlines() if part.strip())
 
 
 def _raw_header(msg: Message, name: str) -> list[str]:

@@ -384,6 +384,10 @@ async def test_send_failures(smtp: SmtpServer, tmp_path: Path) -> None:
     await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="back"))
     [sent] = await smtp.capture.wait_for(1)
     assert sent["Subject"] == "Message from My Assistant"
+    # A mail that cannot even be composed fails the same way on every retry, and the
+    # outbox sends in order: it must not be retried (holding up all later mail).
+    with pytest.raises(PermanentSendError):
+        await channel.send(OutboundMessage(channel="email", chat_id="a@b\rc.example", text="x"))
 
 
 async def test_escalation_and_acknowledgement_rendering(

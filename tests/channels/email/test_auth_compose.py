@@ -160,3 +160,21 @@ def test_render_actions() -> None:
     assert out.count("/trust p1") == 1  # already in the text: not repeated
     assert "/block p1    (Block)" in out
     assert render_actions("x", []) == "x"
+
+
+def test_compose_keeps_every_header_on_one_line() -> None:
+    # str.splitlines() breaks (CR, LF, U+2028, U+0085, ...) make the email policy refuse
+    # a header value; other people's subjects and names may carry any of them.
+    composed = compose(
+        from_addr="bot@example.com",
+        display_name="My\u2028Assistant",
+        to=["o@x.org"],
+        subject="Re: Cheap\u2028offer\r\nBcc: x@evil.example\x85now",
+        text="body",
+        extra_headers={"Auto-Submitted": "auto-replied\r\n"},
+    )
+    parsed = message_from_bytes(composed.message.as_bytes(), policy=policy.default)
+    assert parsed["Subject"] == "Re: Cheap offer Bcc: x@evil.example now"
+    assert str(parsed["From"]) == "My Assistant <bot@example.com>"
+    assert parsed["Auto-Submitted"] == "auto-replied"
+    assert parsed["Bcc"] is None

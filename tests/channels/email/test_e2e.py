@@ -346,3 +346,33 @@ async def test_slash_commands_at_the_start_of_a_reply(
     assert new_ack["In-Reply-To"] == "<e2e-42@example.org>"
     fresh = await wait_ref(stack, "<e2e-42@example.org>")
     assert fresh != first
+
+
+async def test_a_line_break_in_a_strangers_subject_or_name_holds_up_no_mail(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # RFC 2047 can encode a CR or a U+2028 in a Subject or a display name. Copied into our
+    # acknowledgement's Subject and the escalation's "Message from <name>", such a value
+    # used to make every send attempt fail; the outbox sends in order, so the owner's
+    # own replies waited behind it for hours.
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    hostile = (
+        b"From: =?utf-8?q?Eve=0DBcc=3A_x=40evil=2Eexample?= <eve@example.net>\r\n"
+        b"To: bot@example.com\r\n"
+        b"Subject: =?utf-8?q?Cheap=E2=80=A8offer=0D=0Anow?=\r\n"
+        b"Message-ID: <hostile-1@example.net>\r\n\r\nBuy now.\r\n"
+    )
+    await append(pymap.port, folder, hostile)
+    await append(pymap.port, folder, owner_mail(50, "Book the dentist.", subject="Dentist"))
+    sent = await smtp.capture.wait_for(3, timeout=10)
+    by_subject = {str(m["Subject"]): m for m in sent}
+    assert set(by_subject) == {
+        "Re: Cheap offer now",  # the acknowledgement, threaded under their mail
+        "Message from Eve Bcc: x@evil.example",  # the escalation, one line
+        "Re: Dentist",  # the owner's reply did not wait
+    }
+    assert by_subject["Re: Cheap offer now"]["To"] == "eve@example.net"
+    assert all(not m["Bcc"] for m in sent)
+    await drain(stack)
