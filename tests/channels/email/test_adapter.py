@@ -390,6 +390,20 @@ async def test_send_failures(smtp: SmtpServer, tmp_path: Path) -> None:
         await channel.send(OutboundMessage(channel="email", chat_id="a@b\rc.example", text="x"))
 
 
+async def test_internationalised_address_without_smtputf8_is_not_retried(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # A stranger writing from jöhn@example.de, and a server without SMTPUTF8 (aiosmtpd's
+    # default): the same refusal on every retry, and the outbox sends in order, so
+    # retrying would hold up every mail behind the acknowledgement for hours.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    with pytest.raises(PermanentSendError):
+        await channel.send(OutboundMessage(channel="email", chat_id="jöhn@example.de", text="x"))
+    await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="still fine"))
+    [sent] = await smtp.capture.wait_for(1)
+    assert sent["To"] == OWNER
+
+
 async def test_escalation_and_acknowledgement_rendering(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
 ) -> None:
