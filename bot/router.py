@@ -243,7 +243,7 @@ class Router:
         )
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:
-        command = parse_command(msg.text)
+        command = parse_command(msg.text) if msg.addressed else None
         if (
             command is not None
             and command[0] in DETACHED_COMMANDS

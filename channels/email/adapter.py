@@ -299,6 +299,8 @@ class EmailChannel:
             thread_refs=tuple(dict.fromkeys(refs)),
             subject=mail.subject or None,
             identity_verified=verdict.verified,
+            # Bounces, auto-replies, list mail: recorded, never answered (mail loops).
+            addressed=not (mail.auto_submitted or mail.from_addr is None),
             attachments=mail.attachments,
             metadata={
                 "full_body": mail.text,

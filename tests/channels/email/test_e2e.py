@@ -376,3 +376,49 @@ async def test_a_line_break_in_a_strangers_subject_or_name_holds_up_no_mail(
     assert by_subject["Re: Cheap offer now"]["To"] == "eve@example.net"
     assert all(not m["Bcc"] for m in sent)
     await drain(stack)
+
+
+async def test_automatic_mail_is_recorded_and_never_answered(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # The owner's own out-of-office reply (From the owner, DKIM pass) used to be answered
+    # by the model like any owner mail, and a known contact's got the restricted model's
+    # answer: mail loops. A bounce's acknowledgement was held back only by the channel's
+    # in-memory guard, so after a restart it went out to mailer-daemon anyway.
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    config.trust.contacts["email"] = {"friend@example.net": "known"}
+    stack = await open_stack(config)
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(60, "Hello there.", subject="Hi"))
+    [reply] = await smtp.capture.wait_for(1)
+    vacation = owner_mail(
+        61,
+        "I am out of the office until Monday.",
+        subject="Automatic reply: Re: Hi",
+        in_reply_to=reply["Message-ID"],
+    )
+    vacation["Auto-Submitted"] = "auto-replied"
+    friend = owner_mail(62, "I am on holiday.", subject="Away", sender="friend@example.net")
+    friend["Auto-Submitted"] = "auto-replied"
+    bounce = owner_mail(
+        63, "Delivery failed.", subject="Undelivered", sender="mailer-daemon@example.net"
+    )
+    for mail in (vacation, friend, bounce):
+        await append(pymap.port, folder, mail)
+    conv = await wait_ref(stack, "<e2e-60@example.org>")
+    assert await wait_ref(stack, "<e2e-61@example.org>") == conv  # recorded, in its thread
+    async with asyncio.timeout(10):
+        while len(await stack.services.external.list_parties()) < 2:
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # time for any (wrong) answer to be generated and queued
+    await drain(stack)
+    queued = await stack.services.outbox.db.fetchall("SELECT payload FROM outbox")
+    recipients = [m["To"] for _, m in smtp.capture.messages]
+    assert "friend@example.net" not in recipients
+    assert not any(
+        "mailer-daemon" in str(row[0]) and "acknowledgement" in str(row[0]) for row in queued
+    )
+    owner_mails = [m for _, m in smtp.capture.messages if m["To"] == OWNER]
+    # The first reply, plus escalations about the bounce; nothing in the "Hi" thread.
+    assert [m["In-Reply-To"] for m in owner_mails if m["In-Reply-To"]] == ["<e2e-60@example.org>"]
