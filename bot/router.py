@@ -30,6 +30,7 @@ log = logging.getLogger("my_agent.router")
 
 THREADED_CHANNELS = {"email"}
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|sv|wg)(\[\d+\])?\s*:\s*)+", re.I)
+_REPLY_SUBJECT = re.compile(r"^\s*(re|aw|sv)(\[\d+\])?\s*:", re.I)  # not forwards: new topics
 STORAGE_RETRIES = (0.1, 0.5, 1.5)
 
 
@@ -193,7 +194,9 @@ class Router:
                     rec = await manager.pinned_for(rec.identity_key) or rec
                 return rec
         subject = normalise_subject(msg.subject)
-        if subject and msg.thread_refs:  # a reply whose references we never saw
+        # A reply whose references we never saw, or that came without any (some phone
+        # and web clients drop In-Reply-To and References but keep "Re:").
+        if subject and (msg.thread_refs or _REPLY_SUBJECT.match(msg.subject or "")):
             window = self.s.config.channels.email.subject_thread_window_days
             for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
                 if (

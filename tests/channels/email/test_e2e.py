@@ -422,3 +422,24 @@ async def test_automatic_mail_is_recorded_and_never_answered(
     owner_mails = [m for _, m in smtp.capture.messages if m["To"] == OWNER]
     # The first reply, plus escalations about the bounce; nothing in the "Hi" thread.
     assert [m["In-Reply-To"] for m in owner_mails if m["In-Reply-To"]] == ["<e2e-60@example.org>"]
+
+
+async def test_a_reply_that_lost_its_references_stays_in_its_thread(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Some phone and web clients drop In-Reply-To and References but keep "Re:": the
+    # owner's answer used to start a new conversation, losing the thread's context.
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(70, "Plan a trip to Porto.", subject="Porto"))
+    await smtp.capture.wait_for(1)
+    conv = await wait_ref(stack, "<e2e-70@example.org>")
+    await append(pymap.port, folder, owner_mail(71, "In May, please.", subject="RE: Porto"))
+    second = (await smtp.capture.wait_for(2))[1]
+    assert await wait_ref(stack, "<e2e-71@example.org>") == conv
+    assert second["Subject"] == "Re: Porto"
+    # Without a reply prefix, the same subject is a new mail, hence a new conversation.
+    await append(pymap.port, folder, owner_mail(72, "Another trip.", subject="Porto"))
+    await smtp.capture.wait_for(3)
+    assert await wait_ref(stack, "<e2e-72@example.org>") != conv
