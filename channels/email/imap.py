@@ -121,15 +121,21 @@ class ImapSession:
         if client is not None and client.protocol.transport is not None:
             client.protocol.transport.close()
 
-    async def _until_lost(self, awaitable: Awaitable[T], what: str) -> T:
+    async def _until_lost(self, awaitable: Awaitable[T], what: str, deadline: bool = True) -> T:
         """``awaitable`` (a command's response), or :class:`ImapError` as soon as the
         connection is lost: aioimaplib notices a lost socket but leaves a command
         waiting for its whole timeout (30 s of unseen mail after a server restart,
-        which sends BYE and closes while the IDLE is being ended)."""
+        which sends BYE and closes while the IDLE is being ended). Without ``deadline``
+        the command may take longer than the timeout as long as data keeps arriving
+        (aioimaplib's own command timer, restarted by every chunk, bounds silence)."""
         task = asyncio.ensure_future(awaitable)
         lost = asyncio.ensure_future(self.lost.wait())
         try:
-            await asyncio.wait({task, lost}, timeout=self._timeout, return_when=FIRST_COMPLETED)
+            await asyncio.wait(
+                {task, lost},
+                timeout=self._timeout if deadline else None,
+                return_when=FIRST_COMPLETED,
+            )
         finally:
             lost.cancel()
         if task.done():
@@ -139,8 +145,10 @@ class ImapSession:
             raise ImapError(f"connection lost during {what}")
         raise TimeoutError(f"{what}: no answer within {self._timeout:g}s")
 
-    async def _command(self, awaitable: Awaitable[aioimaplib.Response], what: str) -> Any:
-        return self._check(await self._until_lost(awaitable, what), what)
+    async def _command(
+        self, awaitable: Awaitable[aioimaplib.Response], what: str, deadline: bool = True
+    ) -> Any:
+        return self._check(await self._until_lost(awaitable, what, deadline), what)
 
     @staticmethod
     def _check(response: aioimaplib.Response, what: str) -> aioimaplib.Response:
@@ -176,8 +184,12 @@ class ImapSession:
 
     async def fetch(self, uid: int) -> bytes | None:
         """The whole message without setting \\Seen; None when it no longer exists."""
+        # A big mail on a slow link may take longer than the timeout to arrive: only
+        # silence (aioimaplib's timer, restarted by every chunk) ends this command.
         response = await self._command(
-            self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), f"UID FETCH {uid}"
+            self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"),
+            f"UID FETCH {uid}",
+            deadline=False,
         )
         lines = response.lines
         for idx, line in enumerate(lines):

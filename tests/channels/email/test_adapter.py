@@ -4,6 +4,7 @@ driven by a fake ChannelHost (the end-to-end tests with the real core are elsewh
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from email.message import EmailMessage
 from pathlib import Path
@@ -292,6 +293,33 @@ async def test_a_command_fails_as_soon_as_the_connection_is_lost(pymap: PymapSer
         with pytest.raises(ImapError, match="connection lost during NOOP"):
             await asyncio.wait_for(noop, 5)  # not the 30 s command timeout
         session.abort()
+    finally:
+        await proxy.stop()
+
+
+async def test_a_big_mail_on_a_slow_link_is_fetched_not_retried_forever(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # imap.timeout bounds silence, not a whole download: a mail with a large attachment
+    # that took longer than the timeout to arrive (while arriving all along) was cut off,
+    # refetched after a reconnect, cut off again, forever, and every later mail waited.
+    folder = await create_folder(pymap.port)
+    big = mail(1, subject="Scans")
+    big.add_attachment(os.urandom(400_000), maintype="application", subtype="pdf", filename="a.pdf")
+    await append(pymap.port, folder, big)
+    await append(pymap.port, folder, mail(2))
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    try:
+        proxy.rate = 200_000  # bytes/s: the mail takes about 3 s, the timeout is 1 s
+        host = FakeHost()
+        config = make_config(tmp_path, proxy.port, smtp.port, folder, imap={"timeout": 1})
+        channel = EmailChannel(config, None)
+        channels.append(channel)
+        await channel.start(host)
+        got = await host.wait_for(2, timeout=20)
+        assert [m.message_id for m in got] == ["<m1@example.org>", "<m2@example.org>"]
+        assert got[0].attachments[0].size == 400_000
     finally:
         await proxy.stop()
 
