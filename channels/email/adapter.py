@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 import random
+import re
 from collections import OrderedDict
 from typing import Any
 
@@ -40,6 +41,8 @@ from channels.email.smtp import SmtpSender
 
 log = logging.getLogger("my_agent.email")
 
+# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
+_FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
 _REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
 
 
@@ -291,7 +294,7 @@ class EmailChannel:
             sender_id=sender,
             sender_name=mail.from_name,
             chat_id=sender,
-            text=strip_reply(mail.text),
+            text=strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject))),
             # Without a Message-ID the content hash is the identity: stable across a
             # UIDVALIDITY change, so a resync cannot deliver it twice.
             message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],

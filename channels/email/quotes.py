@@ -18,6 +18,11 @@ turn's metadata. The rules, in order:
   signature ("Sent from my iPhone", "Get Outlook for Android", "Von meinem iPhone
   gesendet", ...) or a ``-Name`` sign-off is dropped.
 
+A forwarded message is not history but what the sender wants read: from a forward marker
+on ("---------- Forwarded message ---------", "Begin forwarded message:", "-------- Forwarded
+Message --------" and their translations; for a mail whose subject says it is a forward,
+also an Outlook header block) the text is kept as it is.
+
 If nothing is left (a message that is all quote), the full text is returned rather than
 an empty turn. Runs in time linear in the number of lines.
 """
@@ -32,6 +37,16 @@ _ORIGINAL = re.compile(
     r"ursprungligt meddelande|oprindelig meddelelse|opprinnelig melding|"
     r"wiadomość oryginalna|původní zpráva|исходное сообщение|alkuperäinen viesti)"
     r"\s*[-=_*]{2,}\s*$",
+    re.IGNORECASE,
+)
+_FORWARD = re.compile(
+    r"^\s*([-=_*]{2,}\s*(forwarded message|weitergeleitete nachricht|message transféré|"
+    r"mensaje reenviado|messaggio inoltrato|doorgestuurd bericht|mensagem encaminhada|"
+    r"vidarebefordrat meddelande|videresendt meddelelse|videresendt melding|"
+    r"wiadomość przekazana dalej|přeposlaná zpráva|пересылаемое сообщение)\s*[-=_*]{2,}|"
+    r"begin forwarded message|anfang der weitergeleiteten nachricht|"
+    r"début du message réexpédié|inicio del mensaje reenviado|inizio messaggio inoltrato|"
+    r"begin doorgestuurd bericht)\s*:?\s*$",
     re.IGNORECASE,
 )
 _UNDERSCORES = re.compile(r"^\s*_{20,}\s*$")
@@ -163,10 +178,28 @@ def _strip_signature(block: list[str]) -> list[str]:
         return block[: last + 1]
 
 
-def strip_reply(text: str) -> str:
-    """The visible, newly written part of a mail body (see the module docstring)."""
+def strip_reply(text: str, forward: bool = False) -> str:
+    """The visible, newly written part of a mail body (see the module docstring).
+
+    ``forward``: the mail is a forward (its subject says so) even without a forward
+    marker, as Outlook's, which use the header block of a reply: what looks like
+    history is the forwarded message and is kept."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     kinds = _classify(lines)
+    for i, (line, kind) in enumerate(zip(lines, kinds, strict=True)):
+        if (kind == _TEXT and _FORWARD.match(line)) or (forward and kind == _DROPPED):
+            # The sender's note above the marker is stripped like any reply; the
+            # forwarded message itself is kept whole (its headers included).
+            note = _visible(lines[:i], kinds[:i])
+            forwarded = "\n".join(lines[i:]).strip("\n")
+            return f"{note}\n\n{forwarded}" if note.strip() else forwarded
+    visible = _visible(lines, kinds)
+    if not visible.strip():
+        return text.strip()
+    return visible
+
+
+def _visible(lines: list[str], kinds: list[int]) -> str:
     blocks: list[list[str]] = [[]]
     for line, kind in zip(lines, kinds, strict=True):
         if kind == _TEXT:
@@ -184,7 +217,4 @@ def strip_reply(text: str) -> str:
             if out:
                 out.append("")
             out.extend(kept)
-    visible = "\n".join(out).strip("\n")
-    if not visible.strip():
-        return text.strip()
-    return visible
+    return "\n".join(out).strip("\n")

@@ -225,4 +225,86 @@ REPLIES: list[tuple[str, str, str]] = [
         "Die Unterlagen für die Steuererklärung fehlen noch.\n",
         "Bitte bis Freitag erledigen.",
     ),
+    # Forwards: the forwarded message is what the owner wants read, not history (it used
+    # to be cut at its header block, leaving the bare marker line as the whole turn).
+    (
+        "gmail_forward_with_note",
+        "Can you add this to my calendar?\n"
+        "\n"
+        "Sent from my iPhone\n"
+        "\n"
+        "---------- Forwarded message ---------\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Date: Mon, 13 Jan 2025 at 18:02\n"
+        "Subject: Dinner on Friday\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "\n"
+        "\n"
+        "Dinner at 8pm on Friday at Luigi's, 12 Main St.\n"
+        "Alice\n",
+        "Can you add this to my calendar?\n"
+        "\n"
+        "---------- Forwarded message ---------\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Date: Mon, 13 Jan 2025 at 18:02\n"
+        "Subject: Dinner on Friday\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "\n"
+        "\n"
+        "Dinner at 8pm on Friday at Luigi's, 12 Main St.\n"
+        "Alice",
+    ),
+    (
+        "apple_mail_forward_alone",
+        "\n"
+        "Begin forwarded message:\n"
+        "\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Subject: Dinner on Friday\n"
+        "Date: 13 January 2025 at 18:02:11 CET\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "\n"
+        "Dinner at 8pm on Friday.\n",
+        "Begin forwarded message:\n"
+        "\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Subject: Dinner on Friday\n"
+        "Date: 13 January 2025 at 18:02:11 CET\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "\n"
+        "Dinner at 8pm on Friday.",
+    ),
+    (
+        "thunderbird_forward_german",
+        "Zur Info.\n"
+        "\n"
+        "-------- Weitergeleitete Nachricht --------\n"
+        "Betreff: Abendessen\n"
+        "Datum: Mon, 13 Jan 2025 18:02:11 +0100\n"
+        "Von: Alice <alice@example.net>\n"
+        "An: Jane <jane@example.com>\n"
+        "\n"
+        "Freitag um 20 Uhr.\n",
+        "Zur Info.\n"
+        "\n"
+        "-------- Weitergeleitete Nachricht --------\n"
+        "Betreff: Abendessen\n"
+        "Datum: Mon, 13 Jan 2025 18:02:11 +0100\n"
+        "Von: Alice <alice@example.net>\n"
+        "An: Jane <jane@example.com>\n"
+        "\n"
+        "Freitag um 20 Uhr.",
+    ),
+    (
+        "gmail_reply_to_a_forward_drops_the_quoted_forward",
+        "Done, it is in the calendar.\n"
+        "\n"
+        "On Mon, 13 Jan 2025 at 18:05, Jane Doe <jane@example.com> wrote:\n"
+        "> Can you add this to my calendar?\n"
+        ">\n"
+        "> ---------- Forwarded message ---------\n"
+        "> From: Alice Example <alice@example.net>\n"
+        "> Dinner at 8pm.\n",
+        "Done, it is in the calendar.",
+    ),
 ]

@@ -324,6 +324,34 @@ async def test_a_big_mail_on_a_slow_link_is_fetched_not_retried_forever(
         await proxy.stop()
 
 
+async def test_a_forwarded_mail_reaches_the_core_whole(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # "Please handle this" + a forward is what an assistant gets mailed most; the quote
+    # stripper used to cut the forwarded message off as history (it looks like one).
+    folder = await create_folder(pymap.port)
+    outlook = (
+        "Please book it.\n\n________________________________\n"
+        "From: Alice <alice@example.net>\nSent: Monday, January 13, 2025 6:02 PM\n"
+        "To: Owner <owner@example.org>\nSubject: Dinner\n\nDinner at 8pm on Friday.\n"
+    )
+    gmail = (
+        "\n---------- Forwarded message ---------\nFrom: Bob <bob@example.net>\n"
+        "Date: Mon, 13 Jan 2025 at 18:02\nSubject: Lunch\nTo: <owner@example.org>\n\n"
+        "Lunch at noon on Saturday.\n"
+    )
+    reply = "Thanks!\n\n" + outlook.split("\n\n", 1)[1]  # the same history, as a reply
+    await append(pymap.port, folder, mail(1, subject="FW: Dinner", body=outlook))
+    await append(pymap.port, folder, mail(2, subject="Fwd: Lunch", body=gmail))
+    await append(pymap.port, folder, mail(3, subject="RE: Dinner", body=reply))
+    host = FakeHost()
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    first, second, third = await host.wait_for(3)
+    assert first.text.startswith("Please book it.\n\n") and first.text.endswith("Friday.")
+    assert second.text.startswith("---------- Forwarded message") and "noon" in second.text
+    assert third.text == "Thanks!"
+
+
 async def test_processed_folder_move(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
 ) -> None:
