@@ -35,7 +35,7 @@ from channels.email.compose import (
     reply_subject,
 )
 from channels.email.imap import ImapSession
-from channels.email.parsing import ParsedMail, parse_message
+from channels.email.parsing import ParsedMail, attachment_lines, parse_message
 from channels.email.quotes import strip_reply
 from channels.email.smtp import SmtpSender
 
@@ -289,12 +289,19 @@ class EmailChannel:
         else:
             self._automatic.discard(sender)
         refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
+        text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
+        if mail.attachments and not text.startswith("/"):  # a command stays one
+            # A PDF without a word used to be an empty turn, and the model never knew a
+            # file had come with the mail: name what came (the bytes are not kept).
+            text = "\n\n".join(
+                part for part in (text, "\n".join(attachment_lines(mail.attachments))) if part
+            )
         return InboundMessage(
             channel="email",
             sender_id=sender,
             sender_name=mail.from_name,
             chat_id=sender,
-            text=strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject))),
+            text=text,
             # Without a Message-ID the content hash is the identity: stable across a
             # UIDVALIDITY change, so a resync cannot deliver it twice.
             message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],

@@ -3,7 +3,8 @@
 :func:`parse_message` never raises: malformed headers, broken transfer encodings, unknown
 or missing charsets all degrade to the best readable text. text/plain is preferred;
 HTML-only mail is converted to text (:mod:`channels.email.html`), attachments are reduced
-to :class:`bot.events.Attachment` metadata and never reach the text.
+to :class:`bot.events.Attachment` metadata (the channel names them in the turn with
+:func:`attachment_lines`); their bytes never reach the text.
 """
 
 from __future__ import annotations
@@ -325,6 +326,27 @@ def parse_message(raw: bytes) -> ParsedMail:
         auth_results=tuple(_unfold(v) for v in _raw_header(msg, "Authentication-Results")),
         auto_submitted=_is_automatic(msg, sender[0][1] if sender else None),
     )
+
+
+def attachment_lines(attachments: tuple[Attachment, ...]) -> list[str]:
+    """One placeholder per attachment (``[attachment: invoice.pdf, 12 KB]``), so that the
+    transcript, search and the model know what came with a mail whose bytes are not kept
+    (as Telegram's ``[document: ...]``)."""
+    lines: list[str] = []
+    for item in attachments:
+        what = "attached mail" if item.mime_type == "message/rfc822" else "attachment"
+        name = item.name or item.mime_type or "file"
+        size = ""
+        if item.size is not None and item.size < 1024:
+            size = f", {item.size} bytes"
+        elif item.size is not None:
+            size = (
+                f", {item.size / 1024:.0f} KB"
+                if item.size < 1024 * 1024
+                else f", {item.size / 1048576:.1f} MB"
+            )
+        lines.append(f"[{what}: {name}{size}]")
+    return lines
 
 
 def _is_automatic(msg: Message, sender: str | None) -> bool:

@@ -137,7 +137,7 @@ async def test_inbound_parsed_delivered_then_seen(
     [msg] = await host.wait_for(1)
     assert msg.channel == "email"
     assert msg.sender_id == OWNER and msg.chat_id == OWNER and msg.sender_name == "Owner"
-    assert msg.text == "Sounds good."
+    assert msg.text == "Sounds good.\n\n[attachment: plan.pdf, 8 bytes]"
     assert "Shall we meet?" in msg.metadata["full_body"]
     assert msg.message_id == msg.message_ref == "<m1@example.org>"
     assert msg.thread_refs == ("<ours2@example.com>", "<ours1@example.com>")

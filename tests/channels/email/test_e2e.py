@@ -443,3 +443,33 @@ async def test_a_reply_that_lost_its_references_stays_in_its_thread(
     await append(pymap.port, folder, owner_mail(72, "Another trip.", subject="Porto"))
     await smtp.capture.wait_for(3)
     assert await wait_ref(stack, "<e2e-72@example.org>") != conv
+
+
+async def test_attachments_are_named_in_the_turn(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # A PDF mailed without a word used to make an empty turn: the model was told of "a
+    # message without text" and nobody could find the mail again by the file's name.
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    pdf = b"%PDF-1.4\n" + bytes(range(256)) * 400
+    only_file = owner_mail(80, "", subject="Invoice")
+    only_file.add_attachment(pdf, maintype="application", subtype="pdf", filename="invoice.pdf")
+    command = owner_mail(81, "/rename Garden plans", subject="Garden")
+    command.add_attachment(b"\x89PNG", maintype="image", subtype="png", filename="logo.png")
+    await append(pymap.port, folder, only_file)
+    await append(pymap.port, folder, command)
+    await smtp.capture.wait_for(2)
+    conv = await wait_ref(stack, "<e2e-80@example.org>")
+    [turn] = [
+        line
+        for line in stack.services.store.read_lines(conv)
+        if line.get("type") == "turn" and line.get("role") == "user"
+    ]
+    assert turn["content"] == "[attachment: invoice.pdf, 100 KB]"
+    page = await stack.services.search.search("invoice.pdf")
+    assert conv in {r.conversation_id for r in page.results}
+    # A command with a signature logo attached is still the command.
+    [answer] = [m for _, m in smtp.capture.messages if m["In-Reply-To"] == "<e2e-81@example.org>"]
+    assert answer.get_content().strip() == "Renamed to: Garden plans"
