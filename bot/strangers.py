@@ -213,6 +213,6 @@ class StrangerFlow:
                 conversation_id=rec.id,
                 party_id=party.id,
                 actions=actions,
-                subject=f"Message from {party.display_name or party.party_key}",
+                subject=f"Message from {party.who}",
             )
         )

@@ -473,3 +473,23 @@ async def test_attachments_are_named_in_the_turn(
     # A command with a signature logo attached is still the command.
     [answer] = [m for _, m in smtp.capture.messages if m["In-Reply-To"] == "<e2e-81@example.org>"]
     assert answer.get_content().strip() == "Renamed to: Garden plans"
+
+
+async def test_an_escalation_names_the_strangers_address(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # The display name is whatever the sender typed: an escalation headed "Message from
+    # Your Bank" (or from the owner's own name) left the owner deciding on /trust without
+    # ever seeing who wrote.
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    phish = owner_mail(90, "Confirm your account.", subject="Security", auth=None)
+    phish.replace_header("From", "Your Bank <alerts@bank-secure.example>")
+    await append(pymap.port, folder, phish)
+    sent = await smtp.capture.wait_for(2)
+    [escalation] = [m for m in sent if m["To"] == OWNER]
+    assert escalation["Subject"] == "Message from Your Bank <alerts@bank-secure.example>"
+    assert escalation.get_content().startswith(
+        "Message from Your Bank <alerts@bank-secure.example> (email), not a known contact"
+    )
