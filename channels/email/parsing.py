@@ -356,7 +356,13 @@ def _is_automatic(msg: Message, sender: str | None) -> bool:
         return True
     if _header(msg, "Precedence").lower() in ("bulk", "junk", "list", "auto_reply"):
         return True
-    if _raw_header(msg, "List-Id") or _raw_header(msg, "X-Autoreply"):
+    if any(_raw_header(msg, name) for name in ("List-Id", "X-Autoreply", "X-Autorespond")):
+        return True
+    # A null envelope sender (RFC 5321: bounces, and the auto-replies of servers that
+    # follow RFC 3834) and delivery/read reports (multipart/report) want no answer.
+    if _header(msg, "Return-Path").replace(" ", "") == "<>":
+        return True
+    if _content_type(msg) == "multipart/report":
         return True
     local = (sender or "").split("@", 1)[0]
     return local in ("mailer-daemon", "postmaster", "noreply", "no-reply", "donotreply")

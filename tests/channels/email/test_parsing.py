@@ -167,6 +167,16 @@ def test_automatic_mail_detected() -> None:
     assert parse_message(b"From: a@x.org\r\nAuto-Submitted: auto-replied\r\n\r\nx").auto_submitted
     assert parse_message(b"From: a@x.org\r\nPrecedence: bulk\r\n\r\nx").auto_submitted
     assert not parse_message(b"From: a@x.org\r\nAuto-Submitted: no\r\n\r\nx").auto_submitted
+    # Bounces and reports from an ordinary-looking address used to pass for a person.
+    assert parse_message(b"From: it@x.org\r\nReturn-Path: <>\r\n\r\nx").auto_submitted
+    assert parse_message(b"From: a@x.org\r\nX-Autorespond: yes\r\n\r\nx").auto_submitted
+    report = (
+        b"From: Mail Delivery System <it-support@x.org>\r\n"
+        b'Content-Type: multipart/report; report-type=delivery-status; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nUndeliverable\r\n--b--\r\n"
+    )
+    assert parse_message(report).auto_submitted
+    assert not parse_message(b"From: a@x.org\r\nReturn-Path: <a@x.org>\r\n\r\nx").auto_submitted
 
 
 def test_html_to_text_edge_cases() -> None:
