@@ -184,6 +184,25 @@ class Router:
         return rec
 
     async def _resolve_thread(self, msg: InboundMessage) -> ConversationRecord:
+        """The thread's conversation (:meth:`_find_thread`), else a new one."""
+        rec = await self._find_thread(msg)
+        if rec is not None:
+            return rec
+        root = msg.message_ref or msg.message_id
+        return await self.s.conversations.create(
+            msg.channel,
+            identity_key=f"{msg.channel}-thread:{root}",
+            pinned=True,
+            participants=[msg.sender_name or msg.sender_id],
+            channel_meta={
+                "chatId": msg.chat_id,
+                "subject": msg.subject or "",
+                "contact": msg.sender_name or msg.sender_id,
+            },
+            reason="first_contact",
+        )
+
+    async def _find_thread(self, msg: InboundMessage) -> ConversationRecord | None:
         """E-mail: In-Reply-To, then References, then (bounded) subject + sender."""
         manager = self.s.conversations
         for ref in msg.thread_refs:
@@ -205,19 +224,7 @@ class Router:
                     and _age_days(rec.updated) <= window
                 ):
                     return rec
-        root = msg.message_ref or msg.message_id
-        return await manager.create(
-            msg.channel,
-            identity_key=f"{msg.channel}-thread:{root}",
-            pinned=True,
-            participants=[msg.sender_name or msg.sender_id],
-            channel_meta={
-                "chatId": msg.chat_id,
-                "subject": msg.subject or "",
-                "contact": msg.sender_name or msg.sender_id,
-            },
-            reason="first_contact",
-        )
+        return None
 
     def _turn_metadata(self, msg: InboundMessage) -> dict[str, Any]:
         meta: dict[str, Any] = {"messageId": msg.message_id, "chatId": msg.chat_id}
@@ -247,16 +254,15 @@ class Router:
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:
         command = parse_command(msg.text) if msg.addressed else None
-        if (
-            command is not None
-            and command[0] in DETACHED_COMMANDS
-            and msg.channel == "web"
-            and msg.conversation_id is None
-        ):
-            # A dashboard tab with no conversation yet: /search, /help, /status answer
-            # without creating an (empty) conversation to record them in.
-            await self._run_command(msg, None, *command)
-            return
+        if command is not None and command[0] in DETACHED_COMMANDS:
+            # A dashboard tab with no conversation yet, or a mail that starts a thread:
+            # /search, /help, /status answer without creating an (empty) conversation to
+            # record them in.
+            if (msg.channel == "web" and msg.conversation_id is None) or (
+                msg.channel in THREADED_CHANNELS and await self._find_thread(msg) is None
+            ):
+                await self._run_command(msg, None, *command)
+                return
         rec = await self._resolve(msg, identity_key)
         if command is not None:
             await self._run_command(msg, rec, *command)

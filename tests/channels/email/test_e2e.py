@@ -493,3 +493,36 @@ async def test_an_escalation_names_the_strangers_address(
     assert escalation.get_content().startswith(
         "Message from Your Bank <alerts@bank-secure.example> (email), not a known contact"
     )
+
+
+async def test_a_status_or_search_mail_creates_no_empty_conversation(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # "/status" or "/search trains" mailed as a new message used to create a pinned,
+    # untitled conversation holding nothing but the command: clutter in every list.
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(100, "/status", subject="status"))
+    await append(pymap.port, folder, owner_mail(101, "/search trains", subject="search"))
+    status, search = await smtp.capture.wait_for(2)
+    assert status["In-Reply-To"] == "<e2e-100@example.org>" and "Brain:" in status.get_content()
+    assert search["In-Reply-To"] == "<e2e-101@example.org>"
+    assert await stack.services.conversations.list(limit=50) == []
+    # Inside a thread the command is recorded there, as before.
+    await append(pymap.port, folder, owner_mail(102, "Plan the garden.", subject="Garden"))
+    reply = (await smtp.capture.wait_for(3))[2]
+    conv = await wait_ref(stack, "<e2e-102@example.org>")
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(103, "/status", subject="Re: Garden", in_reply_to=reply["Message-ID"]),
+    )
+    await smtp.capture.wait_for(4)
+    events = [
+        line.get("command")
+        for line in stack.services.store.read_lines(conv)
+        if line.get("type") == "event"
+    ]
+    assert "/status" in events
+    assert [r.id for r in await stack.services.conversations.list(limit=50)] == [conv]
