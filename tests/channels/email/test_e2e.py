@@ -370,7 +370,7 @@ async def test_a_line_break_in_a_strangers_subject_or_name_holds_up_no_mail(
     by_subject = {str(m["Subject"]): m for m in sent}
     assert set(by_subject) == {
         "Re: Cheap offer now",  # the acknowledgement, threaded under their mail
-        "Message from Eve Bcc: x@evil.example",  # the escalation, one line
+        "Message from Eve Bcc: x@evil.example <eve@example.net>",  # the escalation, one line
         "Re: Dentist",  # the owner's reply did not wait
     }
     assert by_subject["Re: Cheap offer now"]["To"] == "eve@example.net"
