@@ -95,6 +95,12 @@ class EmailChannel:
         self.connects = 0
         self.delivered = 0
         self.backoff = Backoff(cfg.imap.reconnect_initial, cfg.imap.reconnect_max)
+        if cfg.require_auth and not cfg.auth_serv_id:
+            log.warning(
+                "channels.email.auth_serv_id is not set: the owner's mail is checked against "
+                "the topmost Authentication-Results header only; set it to your receiving "
+                "server's id so that no other header can vouch for the owner's address"
+            )
         self._recent: OrderedDict[str, ParsedMail] = OrderedDict()
         # sender address -> their latest Message-ID (bounded like _recent)
         self._last_from: OrderedDict[str, str] = OrderedDict()

@@ -74,6 +74,17 @@ def test_parse_rfc8601() -> None:
             {"auth_serv_id": "MX.example.com"},
             True,
         ),
+        # Without auth_serv_id only the topmost header counts (the receiving server
+        # prepends its own): a "pass" the sender forged below it used to vouch for them.
+        (
+            [
+                "mx.real.example; dkim=none; spf=fail smtp.mailfrom=evil.example",
+                "mx.google.com; dkim=pass header.d=example.org; spf=pass smtp.mailfrom=example.org",
+            ],
+            {},
+            False,
+        ),
+        (["mx; dkim=pass header.d=example.org", "mx; dkim=fail header.d=example.org"], {}, True),
         (["mx; dmarc=pass header.from=example.org"], {"require": ["dmarc"]}, True),
         (["mx; dmarc=pass header.from=other.org"], {"require": ["dmarc"]}, False),
         (["garbage without semicolons"], {}, False),
