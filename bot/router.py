@@ -11,7 +11,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
@@ -351,6 +351,14 @@ class Router:
             ),
             dedup_key=dedup,
         )
+        if name == "new" and owner and args and result.switched_to is not None:
+            # "/new" then a message ("/new" on the first line of a mail, the request
+            # below it): the text is the fresh conversation's first message, not dropped.
+            await self._record_and_reply(
+                replace(msg, text=args),
+                result.switched_to,
+                sender=None if msg.channel == "web" else msg.sender_id,
+            )
 
     async def _group_flow(self, msg: InboundMessage) -> None:
         key = f"{msg.channel}:group:{msg.group_id}"

@@ -556,3 +556,36 @@ async def test_a_forged_authentication_header_does_not_make_a_stranger_the_owner
     assert await conversation_of(stack, "<e2e-110@example.org>") is None  # not the owner's
     assert await wait_ref(stack, "<e2e-111@example.org>")
     assert any("/trust" in m.get_content() and "accounts" in m.get_content() for m in sent)
+
+
+async def test_the_text_after_new_is_the_fresh_conversations_first_message(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # "/new" on the first line and the request below it (the way one writes a mail) got
+    # "Started a new conversation" and nothing else: the request was dropped unread.
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(120, "Plan the garden.", subject="Garden"))
+    [reply] = await smtp.capture.wait_for(1)
+    first = await wait_ref(stack, "<e2e-120@example.org>")
+    body = (
+        f"/new\nPlan my week instead.\n\nOn Tue, 14 Jan 2025, My Assistant <{USER}> wrote:\n> x\n"
+    )
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(121, body, subject="Re: Garden", in_reply_to=reply["Message-ID"]),
+    )
+    ack, answer = (await smtp.capture.wait_for(3))[1:]
+    assert ack["In-Reply-To"] == answer["In-Reply-To"] == "<e2e-121@example.org>"
+    assert ack.get_content().startswith("Started a new conversation")
+    fresh = await wait_ref(stack, "<e2e-121@example.org>")
+    assert fresh != first
+    turns = [
+        (line["role"], line["content"])
+        for line in stack.services.store.read_lines(fresh)
+        if line.get("type") == "turn"
+    ]
+    assert turns[0] == ("user", "Plan my week instead.")
+    assert turns[1][0] == "assistant" and turns[1][1] in answer.get_content().replace("\r", "")
