@@ -43,7 +43,11 @@ log = logging.getLogger("my_agent.email")
 
 # "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
 _FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
-_REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
+_REMEMBERED = 512
+# A mail whose FETCH fails this many times in a row (the server refuses it or drops the
+# connection over it, as Dovecot does for an unreadable file and Exchange for an item it
+# cannot convert) is passed over, left unread, so that it holds up no later mail.
+FETCH_ATTEMPTS = 5  # recent inbound mails kept for reply-all and acknowledgement threading
 
 
 def _is_msgid(value: str | None) -> bool:
@@ -105,6 +109,8 @@ class EmailChannel:
         # sender address -> their latest Message-ID (bounded like _recent)
         self._last_from: OrderedDict[str, str] = OrderedDict()
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
+        self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
+        self._fetch_failures: dict[tuple[str, int], int] = {}
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -146,6 +152,7 @@ class EmailChannel:
     async def _run(self) -> None:
         while not self._stopping.is_set():
             session = self._session()
+            self._fetching = None
             try:
                 mailbox = await session.connect()
                 if self._cfg.imap.processed_folder:
@@ -162,6 +169,10 @@ class EmailChannel:
                 session.abort()
                 raise
             except Exception as exc:
+                if self._fetching is not None:  # the session died over this mail
+                    failures = self._fetch_failures.get(self._fetching, 0) + 1
+                    self._fetch_failures = {self._fetching: failures}
+                    self._fetching = None
                 delay = self.backoff.next()
                 log.warning(
                     "IMAP session ended (%s: %s); reconnecting in %.1fs",
@@ -240,28 +251,46 @@ class EmailChannel:
         assert self._host is not None
         _, key_uid = self._keys()
         for uid in uids:
-            raw = await session.fetch(uid)
-            if raw is not None:
-                parsed = parse_message(raw)
-                if parsed.from_addr == self.address:
-                    log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
-                else:
-                    message = self._inbound(parsed, raw, uid, validity)
-                    try:
-                        await self._host.deliver(message)
-                    except DeliveryError as exc:
-                        log.warning("core refused mail uid %d (%s); will retry", uid, exc)
-                        return False
-                    except Exception:
-                        # A bug, not an outage: still never acknowledge what may not be
-                        # stored; retry on the next check instead of reconnecting.
-                        log.exception("delivering mail uid %d failed; will retry", uid)
-                        return False
-                    self.delivered += 1
+            if self._fetch_failures.get((validity, uid), 0) >= FETCH_ATTEMPTS:
+                # Not marked: it stays unread, where the owner's own client shows it.
+                log.error(
+                    "mail uid %d in %s could not be fetched in %d attempts: passed over, "
+                    "left unread",
+                    uid,
+                    self._cfg.imap.folder,
+                    FETCH_ATTEMPTS,
+                )
+            else:
+                self._fetching = (validity, uid)
+                raw = await session.fetch(uid)
+                self._fetching = None
+                self._fetch_failures.pop((validity, uid), None)
+                if raw is not None and not await self._deliver(raw, uid, validity):
+                    return False
                 await self._mark(session, uid)
             if cursor is not None:
                 cursor = uid
                 await self._host.set_cursor("email", key_uid, str(uid))
+        return True
+
+    async def _deliver(self, raw: bytes, uid: int, validity: str) -> bool:
+        """Hand one fetched mail to the core; False when it was not stored."""
+        assert self._host is not None
+        parsed = parse_message(raw)
+        if parsed.from_addr == self.address:
+            log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
+            return True
+        try:
+            await self._host.deliver(self._inbound(parsed, raw, uid, validity))
+        except DeliveryError as exc:
+            log.warning("core refused mail uid %d (%s); will retry", uid, exc)
+            return False
+        except Exception:
+            # A bug, not an outage: still never acknowledge what may not be stored;
+            # retry on the next check instead of reconnecting.
+            log.exception("delivering mail uid %d failed; will retry", uid)
+            return False
+        self.delivered += 1
         return True
 
     async def _mark(self, session: ImapSession, uid: int) -> None:

@@ -15,7 +15,7 @@ import pytest
 from bot.channel import PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import OutboundMessage
-from channels.email.adapter import Backoff, EmailChannel
+from channels.email.adapter import FETCH_ATTEMPTS, Backoff, EmailChannel
 from tests.channels.email.conftest import (
     PASSWORD,
     USER,
@@ -320,6 +320,36 @@ async def test_a_big_mail_on_a_slow_link_is_fetched_not_retried_forever(
         got = await host.wait_for(2, timeout=20)
         assert [m.message_id for m in got] == ["<m1@example.org>", "<m2@example.org>"]
         assert got[0].attachments[0].size == 400_000
+    finally:
+        await proxy.stop()
+
+
+async def test_a_mail_that_cannot_be_fetched_holds_up_no_later_mail(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # A server that hangs up on (or refuses) the FETCH of one mail, every time: the
+    # channel reconnected and fetched it again forever, and no later mail ever arrived.
+    folder = await create_folder(pymap.port)
+    await append(pymap.port, folder, mail(1, subject="Unreadable"))
+    await append(pymap.port, folder, mail(2, subject="Fine"))
+    bad, good = sorted(await folder_state(pymap.port, folder))
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    try:
+        proxy.drop_on = f"FETCH {bad} ".encode()
+        host = FakeHost()
+        channel = EmailChannel(make_config(tmp_path, proxy.port, smtp.port, folder), None)
+        channels.append(channel)
+        await channel.start(host)
+        [got] = await host.wait_for(1, timeout=20)
+        assert got.message_id == "<m2@example.org>"
+        assert channel.connects >= FETCH_ATTEMPTS
+        for _ in range(50):
+            state = await folder_state(pymap.port, folder)
+            if is_seen(state[good]):
+                break
+            await asyncio.sleep(0.05)
+        assert not is_seen(state[bad]) and is_seen(state[good])  # the owner still sees it
     finally:
         await proxy.stop()
 
