@@ -8,6 +8,7 @@ which the session is discarded and the adapter reconnects.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import re
 import ssl
@@ -28,6 +29,30 @@ _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
 _FETCH_UID = re.compile(rb"UID (\d+)")
 _LITERAL = re.compile(rb"\{(\d+)\}$")
+
+
+def mailbox_name(folder: str) -> str:
+    """``folder`` as an IMAP mailbox argument: modified UTF-7 (RFC 3501 section 5.1.3)
+    for non-ASCII names, always quoted. aioimaplib sends arguments as they are, so
+    ``Bot Inbox`` went out as two words and ``Erledigt/Gelöscht`` as raw UTF-8."""
+    out: list[str] = []
+    pending: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            data = "".join(pending).encode("utf-16-be")
+            out.append("&" + base64.b64encode(data).decode().rstrip("=").replace("/", ",") + "-")
+            pending.clear()
+
+    for ch in folder:
+        if " " <= ch <= "~":
+            flush()
+            out.append("&-" if ch == "&" else ch)
+        else:
+            pending.append(ch)
+    flush()
+    encoded = "".join(out).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{encoded}"'
 
 
 class ImapError(Exception):
@@ -158,7 +183,7 @@ class ImapSession:
 
     # -- commands ------------------------------------------------------------------
     async def select(self, folder: str) -> Mailbox:
-        response = await self._command(self.client.select(folder), f"SELECT {folder}")
+        response = await self._command(self.client.select(mailbox_name(folder)), f"SELECT {folder}")
         text = b"\n".join(bytes(line) for line in response.lines)
         validity = _UIDVALIDITY.search(text)
         if validity is None:
@@ -211,9 +236,11 @@ class ImapSession:
     async def move(self, uid: int, folder: str) -> None:
         """MOVE, or COPY + \\Deleted + UID EXPUNGE on servers without MOVE."""
         if self.has_capability("MOVE"):
-            await self._command(self.client.uid("move", str(uid), folder), f"MOVE {uid}")
+            await self._command(
+                self.client.uid("move", str(uid), mailbox_name(folder)), f"MOVE {uid}"
+            )
             return
-        await self._command(self.client.uid("copy", str(uid), folder), f"COPY {uid}")
+        await self._command(self.client.uid("copy", str(uid), mailbox_name(folder)), f"COPY {uid}")
         await self._command(
             self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Deleted \\Seen)"),
             f"STORE {uid}",
@@ -222,7 +249,9 @@ class ImapSession:
             await self._command(self.client.uid("expunge", str(uid)), f"UID EXPUNGE {uid}")
 
     async def ensure_folder(self, folder: str) -> None:
-        response = await self._until_lost(self.client.create(folder), f"CREATE {folder}")
+        response = await self._until_lost(
+            self.client.create(mailbox_name(folder)), f"CREATE {folder}"
+        )
         if response.result != "OK":
             log.debug("CREATE %s: %s (probably exists)", folder, response.lines[-1:])
 

@@ -16,6 +16,7 @@ from bot.channel import PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import OutboundMessage
 from channels.email.adapter import FETCH_ATTEMPTS, Backoff, EmailChannel
+from channels.email.imap import mailbox_name
 from tests.channels.email.conftest import (
     PASSWORD,
     USER,
@@ -26,6 +27,7 @@ from tests.channels.email.conftest import (
     append,
     create_folder,
     folder_state,
+    imap_client,
 )
 
 OWNER = "owner@example.org"
@@ -401,6 +403,38 @@ async def test_processed_folder_move(
         await asyncio.sleep(0.05)
     assert await folder_state(pymap.port, folder) == {}
     assert len(await folder_state(pymap.port, done)) == 1
+
+
+async def test_folder_names_with_spaces_and_accents(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # aioimaplib sends a mailbox name as it is: "Bot Inbox" went out as two words (SELECT
+    # failed, reconnecting forever) and "Erledigt Ä" as raw UTF-8 instead of modified
+    # UTF-7 (every MOVE failed after the delivery, and the session with it).
+    base = await create_folder(pymap.port)
+    folder, done = f"{base} Bot Inbox", f"{base} Erledigt Ä"
+    client = await imap_client(pymap.port)
+    try:
+        assert (await client.create(mailbox_name(folder))).result == "OK"
+    finally:
+        await client.logout()
+    assert mailbox_name(done).endswith(' Erledigt &AMQ-"')
+    await append(pymap.port, mailbox_name(folder), mail(1))
+    host = FakeHost()
+    config = make_config(
+        tmp_path, pymap.port, smtp.port, folder, imap={"processed_folder": done, "timeout": 2}
+    )
+    channel = EmailChannel(config, None)
+    channels.append(channel)
+    await channel.start(host)
+    await host.wait_for(1, timeout=10)
+    for _ in range(50):
+        if not await folder_state(pymap.port, mailbox_name(folder)):
+            break
+        await asyncio.sleep(0.05)
+    assert await folder_state(pymap.port, mailbox_name(folder)) == {}
+    assert len(await folder_state(pymap.port, mailbox_name(done))) == 1
+    assert channel.connects == 1
 
 
 async def test_own_mail_skipped_and_spoof_unverified(
