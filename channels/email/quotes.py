@@ -90,7 +90,8 @@ _MOBILE = re.compile(
     r")\s*$",
     re.IGNORECASE,
 )
-_SIGNOFF_DASH = re.compile(r"^-[A-Za-z][\w.']*( [\w.']+){0,2}\s*$")
+_SIGNOFF_DASH = re.compile(r"^-[A-Z][\w.']*( [\w.']+){0,2}\s*$")
+_DASH_ITEM = re.compile(r"^\s*-\S")
 _DECORATION = re.compile(r"^[\s\-_=*~]*$")
 _QUOTE = re.compile(r"^\s*>")
 
@@ -172,10 +173,22 @@ def _strip_signature(block: list[str]) -> list[str]:
         if last < 0:
             return []
         tail = block[last]
-        if _MOBILE.match(tail) or (_SIGNOFF_DASH.match(tail) and last > 0):
+        if _MOBILE.match(tail) or (_SIGNOFF_DASH.match(tail) and _after_text(block, last)):
             block = block[:last]
             continue
         return block[: last + 1]
+
+
+def _after_text(block: list[str], last: int) -> bool:
+    """Whether the line before ``block[last]`` is prose, so that a ``-Name`` there is a
+    sign-off and not the last item of a list typed with dashes ("-eggs", "-Milk")."""
+    prev = last - 1
+    while prev >= 0 and not block[prev].strip():
+        prev -= 1
+    if prev < 0:
+        return False
+    line = block[prev].rstrip()
+    return not _DASH_ITEM.match(line) and not line.endswith(":")
 
 
 def strip_reply(text: str, forward: bool = False) -> str:

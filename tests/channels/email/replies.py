@@ -307,4 +307,16 @@ REPLIES: list[tuple[str, str, str]] = [
         "> Dinner at 8pm.\n",
         "Done, it is in the calendar.",
     ),
+    # A list typed with dashes on a phone: its items are not "-Name" sign-offs (they
+    # used to be dropped one by one from the bottom, the whole list with them).
+    (
+        "iphone_dash_list",
+        "Add to my shopping list:\n-eggs\n-Milk\n-Bread\n\nSent from my iPhone\n",
+        "Add to my shopping list:\n-eggs\n-Milk\n-Bread",
+    ),
+    (
+        "dash_list_then_signoff",
+        "Todo for tomorrow:\n-Call mum\n\nThanks\n-John\n",
+        "Todo for tomorrow:\n-Call mum\n\nThanks",
+    ),
 ]
