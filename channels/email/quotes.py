@@ -60,6 +60,14 @@ _HEADER_OTHER = re.compile(
     r"тема|lähetetty|vastaanottaja|aihe|elküldve|címzett|tárgy)\s*:",
     re.IGNORECASE,
 )
+# The labels only a mail header block has: "From/To/Date" alone is just as likely to be
+# a request ("Book me a flight: From: Berlin / To: Lisbon / Date: Friday").
+_HEADER_STRONG = {
+    "sent", "subject", "gesendet", "betreff", "envoyé", "date d'envoi", "objet", "enviado",
+    "asunto", "inviato", "oggetto", "verzonden", "onderwerp", "skickat", "ämne", "sendt",
+    "emne", "wysłano", "temat", "odesláno", "předmět", "отправлено", "тема", "lähetetty",
+    "aihe", "elküldve", "tárgy",
+}  # fmt: skip
 # The first word(s) of an attribution line in the languages mail clients ship with.
 _ATTRIBUTION_START = re.compile(
     r"^\s*(on|le|am|el|il|op|em|den|på|w dniu|dne|dnia|\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}|"
@@ -116,7 +124,8 @@ def _attribution_end(lines: list[str], i: int) -> int | None:
 
 
 def _outlook_block(lines: list[str], i: int) -> bool:
-    """``From:`` followed within six lines by at least two of Sent/To/Subject/Cc/Date."""
+    """``From:`` followed within six lines by at least two of Sent/To/Subject/Cc/Date, one
+    of them Sent or Subject unless the From line holds an address."""
     if not _HEADER_FROM.match(lines[i]):
         return False
     seen: set[str] = set()
@@ -124,7 +133,7 @@ def _outlook_block(lines: list[str], i: int) -> bool:
         match = _HEADER_OTHER.match(line)
         if match:
             seen.add(match.group(1).lower())
-    return len(seen) >= 2
+    return len(seen) >= 2 and ("@" in lines[i] or bool(seen & _HEADER_STRONG))
 
 
 def _classify(lines: list[str]) -> list[int]:

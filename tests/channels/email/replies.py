@@ -319,4 +319,18 @@ REPLIES: list[tuple[str, str, str]] = [
         "Todo for tomorrow:\n-Call mum\n\nThanks\n-John\n",
         "Todo for tomorrow:\n-Call mum\n\nThanks",
     ),
+    # A request laid out like a header block (From/To/Date) is the request, not history:
+    # it used to be cut at "From: Berlin", leaving "Please book me a flight:".
+    (
+        "travel_request_from_to_date",
+        "Please book me a flight:\nFrom: Berlin\nTo: Lisbon\nDate: Friday 14 March\n"
+        "Seat: aisle\n\nSent from my iPhone\n",
+        "Please book me a flight:\nFrom: Berlin\nTo: Lisbon\nDate: Friday 14 March\nSeat: aisle",
+    ),
+    (
+        "outlook_block_without_subject_but_with_address",
+        "Fine by me.\n\nFrom: My Assistant <assistant@example.com>\nTo: Jane Doe\n"
+        "Date: 14 January 2025 09:13\n\nShall I book?\n",
+        "Fine by me.",
+    ),
 ]
