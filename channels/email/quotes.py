@@ -159,6 +159,11 @@ def _classify(lines: list[str]) -> list[int]:
                     kinds[k] = _DROPPED
                 i = end + 1
                 continue
+            if not re.search(r"[\d@]", " ".join(lines[i : end + 1])):
+                # Every client's attribution has a date or an address; "On the budget,
+                # Anna wrote:" followed by the sender's own words is not one.
+                i += 1
+                continue
             # Unquoted history (Gmail's plain part of some clients, Apple Mail
             # forwards rendered flat): everything below the attribution is old.
             for k in range(i, len(lines)):

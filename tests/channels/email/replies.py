@@ -333,4 +333,17 @@ REPLIES: list[tuple[str, str, str]] = [
         "Date: 14 January 2025 09:13\n\nShall I book?\n",
         "Fine by me.",
     ),
+    # "On <topic>, <name> wrote:" in the sender's own words, with no date or address,
+    # is not an attribution: what follows used to be dropped as unquoted history.
+    (
+        "own_words_look_like_an_attribution",
+        "Two things.\nOn the budget, Anna wrote:\nwe are 10% over. Can you check why?\n",
+        "Two things.\nOn the budget, Anna wrote:\nwe are 10% over. Can you check why?",
+    ),
+    (
+        "unquoted_history_after_a_dated_attribution",
+        "Yes, Thursday.\n\nOn Tue, Jan 14, 2025 at 9:12 AM My Assistant wrote:\n"
+        "Which day suits you?\n",
+        "Yes, Thursday.",
+    ),
 ]
