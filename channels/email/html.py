@@ -37,7 +37,9 @@ _BLOCK = {
     "dd",
     "center",
 }
-_SKIP = {"script", "style", "head", "title", "template", "noscript"}
+# Not "head": its end tag is optional (HTML5), and "<head><meta ...><body>" left
+# everything skipped; the text a head can hold is in title/style/script, skipped anyway.
+_SKIP = {"script", "style", "title", "template", "noscript"}
 _SPACES = re.compile(r"[ \t\r\n\f\u200b\xa0]+")
 
 

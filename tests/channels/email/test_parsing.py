@@ -185,6 +185,10 @@ def test_html_to_text_edge_cases() -> None:
     assert html_to_text("<pre>  keep\n    spacing</pre>") == "  keep\n    spacing"
     assert html_to_text("a<br>b<br><br>c") == "a\nb\n\nc"
     assert html_to_text("<table><tr><td>x</td><td>y</td></tr></table>") == "x y"
+    # </head> is optional in HTML5: the whole body used to be skipped with the head.
+    assert html_to_text('<html><head><meta charset="utf-8"><body><p>Hi</p>') == "Hi"
+    head = "<head><title>T</title><style>p{color:red}</style><script>x()</script></head>"
+    assert html_to_text(f"<html>{head}<body>Body</body></html>") == "Body"
 
 
 # -- fuzzing -------------------------------------------------------------------------
