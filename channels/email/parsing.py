@@ -40,6 +40,8 @@ _CHARSET_ALIASES = {
     "utf8": "utf-8",
 }
 _MSGID_RE = re.compile(r"<[^<>\s]+>")
+# A boundary delimiter line (RFC 2046 bchars, without the space).
+_BOUNDARY_LINE = re.compile(rb"^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$", re.MULTILINE)
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
 
 
@@ -251,6 +253,8 @@ class _Walker:
     def text(self, part: Message) -> str:
         """Readable text of ``part``; attachments under it are recorded on the way."""
         ctype = _content_type(part)
+        if ctype.startswith("multipart/") and not part.is_multipart():
+            return self._unsplit(part, ctype)
         if ctype == "message/rfc822" or (not part.is_multipart() and _is_attachment(part)):
             self.attach(part)
             return ""
@@ -275,6 +279,20 @@ class _Walker:
             return ""
         self.attach(part)
         return ""
+
+    def _unsplit(self, part: Message, ctype: str) -> str:
+        """A multipart whose boundary is missing or wrong (the parser left its body one
+        string, which used to become an "attachment", the text lost): split it on the
+        boundary lines the body does have, else read it as plain text."""
+        body = _payload_bytes(part)
+        found = _BOUNDARY_LINE.search(body)
+        if found is not None:
+            boundary = found.group(1).decode("ascii", "replace")
+            head = f'Content-Type: {ctype}; boundary="{boundary}"\r\n\r\n'.encode()
+            reparsed = email.message_from_bytes(head + body, policy=policy.default)
+            if reparsed.is_multipart():
+                return self.text(reparsed)
+        return decode_bytes(body).replace("\r\n", "\n").replace("\r", "\n")
 
     def _alternative(self, children: list[Message]) -> str:
         # Prefer text/plain, then HTML, then whatever nested structure carries text.

@@ -162,6 +162,30 @@ def test_broken_base64_and_structures() -> None:
     assert mail.attachments[0].name == "Original.eml"
 
 
+def test_multipart_without_a_usable_boundary_keeps_its_text() -> None:
+    # The parser leaves such a body one string; it used to become an "attachment" named
+    # multipart/mixed, and the sender's words were lost.
+    missing = parse_message(
+        b"From: a@x.org\r\nContent-Type: multipart/mixed\r\n\r\nAre you there?\r\n"
+    )
+    assert missing.text == "Are you there?" and missing.attachments == ()
+    wrong = parse_message(
+        b'From: a@x.org\r\nContent-Type: multipart/alternative; boundary="zz"\r\n\r\n'
+        b"--yy\r\nContent-Type: text/plain\r\n\r\nPlain words\r\n"
+        b"--yy\r\nContent-Type: text/html\r\n\r\n<p>HTML words</p>\r\n--yy--\r\n"
+    )
+    assert wrong.text == "Plain words" and wrong.attachments == ()
+    with_file = parse_message(
+        b"From: a@x.org\r\nContent-Type: multipart/mixed\r\n\r\n"
+        b"--b1\r\nContent-Type: text/plain\r\n\r\nSee attached\r\n"
+        b"--b1\r\nContent-Type: application/pdf\r\n"
+        b"Content-Disposition: attachment; filename=a.pdf\r\n"
+        b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0=\r\n--b1--\r\n"
+    )
+    assert with_file.text == "See attached"
+    assert [(a.name, a.size) for a in with_file.attachments] == [("a.pdf", 5)]
+
+
 def test_automatic_mail_detected() -> None:
     assert parse_message(b"From: MAILER-DAEMON@x.org\r\n\r\nbounce").auto_submitted
     assert parse_message(b"From: a@x.org\r\nAuto-Submitted: auto-replied\r\n\r\nx").auto_submitted
