@@ -40,6 +40,7 @@ _CHARSET_ALIASES = {
     "utf8": "utf-8",
 }
 _MSGID_RE = re.compile(r"<[^<>\s]+>")
+_META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
 # A boundary delimiter line (RFC 2046 bchars, without the space).
 _BOUNDARY_LINE = re.compile(rb"^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$", re.MULTILINE)
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
@@ -217,7 +218,13 @@ def _part_text(part: Message) -> str:
         charset = part.get_content_charset()
     except Exception:
         charset = None
-    text = decode_bytes(_payload_bytes(part), charset)
+    data = _payload_bytes(part)
+    if charset is None and _content_type(part) == "text/html":
+        # An HTML body may name its charset only in a <meta> tag; without it a
+        # windows-1251 or Shift_JIS mail came out as cp1252 mojibake.
+        meta = _META_CHARSET.search(data[:4096])
+        charset = meta.group(1).decode("ascii") if meta else None
+    text = decode_bytes(data, charset)
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

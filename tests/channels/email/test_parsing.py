@@ -162,6 +162,22 @@ def test_broken_base64_and_structures() -> None:
     assert mail.attachments[0].name == "Original.eml"
 
 
+def test_html_charset_named_only_in_a_meta_tag() -> None:
+    # Without a charset parameter the body was tried as UTF-8, then cp1252: Russian or
+    # Japanese HTML mail came out as mojibake although its <meta> said what it was.
+    for meta, text in (
+        ('<meta charset="windows-1251">', "Привет, как дела?"),
+        (
+            '<meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS">',
+            "こんにちは、元気ですか",
+        ),
+    ):
+        charset = "windows-1251" if "1251" in meta else "shift_jis"
+        body = f"<html><head>{meta}</head><body><p>{text}</p></body></html>".encode(charset)
+        raw = b"From: a@x.org\r\nContent-Type: text/html\r\n\r\n" + body
+        assert parse_message(raw).text == text
+
+
 def test_multipart_without_a_usable_boundary_keeps_its_text() -> None:
     # The parser leaves such a body one string; it used to become an "attachment" named
     # multipart/mixed, and the sender's words were lost.
