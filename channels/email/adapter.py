@@ -385,12 +385,17 @@ class EmailChannel:
         elif not subject:
             subject = f"Message from {self._cfg.display_name}"
         meta = message.metadata
+        original_to = list(meta.get("to", parent.to if parent else ()))
+        original_cc = list(meta.get("cc", parent.cc if parent else ()))
+        # Blind-copied (we are in neither To nor Cc): answering all would show the
+        # others the reply, and that we were there at all.
+        openly = self.address in {a.lower() for a in (*original_to, *original_cc)}
         to, cc = reply_recipients(
             recipient,
-            list(meta.get("to", parent.to if parent else ())),
-            list(meta.get("cc", parent.cc if parent else ())),
+            original_to,
+            original_cc,
             [self.address],
-            self._cfg.reply_all and message.kind == "reply",
+            self._cfg.reply_all and message.kind == "reply" and openly,
         )
         try:
             composed = compose(

@@ -487,6 +487,28 @@ async def test_send_threaded_reply(smtp: SmtpServer, tmp_path: Path) -> None:
     )
 
 
+async def test_reply_all_never_answers_all_when_we_were_blind_copied(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # The owner writes to Bob and Bcc's the assistant: with reply_all, the reply (the
+    # model's, recall included) went to Bob too, and told him of the blind copy.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX", reply_all=True))
+    await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id=OWNER,
+            text="Noted: dinner with Bob on Friday.",
+            in_reply_to="<m9@example.org>",
+            subject="Dinner",
+            metadata={"to": ["bob@example.net"], "cc": ["anna@example.net"]},
+        )
+    )
+    [sent] = await smtp.capture.wait_for(1)
+    assert sent["To"] == OWNER and sent["Cc"] is None
+    envelope, _ = smtp.capture.messages[0]
+    assert envelope.rcpt_tos == [OWNER]
+
+
 async def test_send_failures(smtp: SmtpServer, tmp_path: Path) -> None:
     channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
     smtp.capture.reject_rcpt["gone@example.org"] = "550 5.1.1 No such user"
