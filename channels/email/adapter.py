@@ -43,11 +43,11 @@ log = logging.getLogger("my_agent.email")
 
 # "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
 _FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
-_REMEMBERED = 512
+_REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
 # A mail whose FETCH fails this many times in a row (the server refuses it or drops the
 # connection over it, as Dovecot does for an unreadable file and Exchange for an item it
 # cannot convert) is passed over, left unread, so that it holds up no later mail.
-FETCH_ATTEMPTS = 5  # recent inbound mails kept for reply-all and acknowledgement threading
+FETCH_ATTEMPTS = 5
 
 
 def _is_msgid(value: str | None) -> bool:
