@@ -325,7 +325,7 @@ class EmailChannel:
             self._automatic.discard(sender)
         refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
         text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
-        if mail.attachments and not text.startswith("/"):  # a command stays one
+        if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
             # A PDF without a word used to be an empty turn, and the model never knew a
             # file had come with the mail: name what came (the bytes are not kept).
             text = "\n\n".join(

@@ -456,7 +456,7 @@ async def test_attachments_are_named_in_the_turn(
     pdf = b"%PDF-1.4\n" + bytes(range(256)) * 400
     only_file = owner_mail(80, "", subject="Invoice")
     only_file.add_attachment(pdf, maintype="application", subtype="pdf", filename="invoice.pdf")
-    command = owner_mail(81, "/rename Garden plans", subject="Garden")
+    command = owner_mail(81, "  /rename Garden plans", subject="Garden")  # indented
     command.add_attachment(b"\x89PNG", maintype="image", subtype="png", filename="logo.png")
     await append(pymap.port, folder, only_file)
     await append(pymap.port, folder, command)
