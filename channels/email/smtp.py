@@ -52,11 +52,11 @@ class SmtpSender:
                 timeout=self._timeout,
             )
         except aiosmtplib.SMTPNotSupported as exc:
-            if not "".join([sender, *recipients]).isascii():
-                # An internationalised address and a server without SMTPUTF8: every retry
-                # fails alike, and would hold up the mail queued behind this one.
+            if sender.isascii() and not "".join(recipients).isascii():
+                # An internationalised recipient and a server without SMTPUTF8: every
+                # retry fails alike, and would hold up the mail queued behind this one.
                 raise PermanentSendError(f"cannot send to {recipients}: {exc}") from exc
-            raise  # STARTTLS/AUTH missing: a configuration the owner can fix
+            raise  # STARTTLS/AUTH missing, or our own address: what the owner can fix
         except aiosmtplib.SMTPRecipientsRefused as exc:
             codes = [r.code for r in exc.recipients]
             if codes and all(500 <= code < 600 for code in codes):

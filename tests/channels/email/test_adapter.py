@@ -544,6 +544,11 @@ async def test_internationalised_address_without_smtputf8_is_not_retried(
     await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="still fine"))
     [sent] = await smtp.capture.wait_for(1)
     assert sent["To"] == OWNER
+    # Our own address is the owner's configuration to fix: retried, kept meanwhile.
+    channel.address = "bøt@example.com"
+    with pytest.raises(Exception) as info:
+        await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
+    assert not isinstance(info.value, PermanentSendError)
 
 
 async def test_escalation_and_acknowledgement_rendering(
