@@ -72,7 +72,9 @@ class InboundMessage:
     # Groups (seed 000 "Group chats"): one conversation per group.
     group_id: str | None = None
     group_title: str | None = None
-    addressed: bool = True  # False: a group message that only gets recorded as context
+    # False: recorded as context, never answered (a group message not meant for us, an
+    # automatic mail: a bounce or an out-of-office reply, where answering loops)
+    addressed: bool = True
     # Threading (e-mail): our own reference and the ones it points back to, nearest first.
     message_ref: str | None = None
     thread_refs: tuple[str, ...] = ()

@@ -51,9 +51,17 @@ class PartyRecord:
     model: str | None = None
 
     @property
-    def label(self) -> str:
+    def who(self) -> str:
+        """The name, with the address beside it on e-mail: a display name is whatever the
+        sender typed ("Your Bank", the owner's own name); the address is who it is."""
         name = self.display_name or self.party_key
-        return f"{name} ({self.channel})"
+        if self.channel == "email" and name.lower() != self.party_key.lower():
+            return f"{name} <{self.party_key}>"
+        return name
+
+    @property
+    def label(self) -> str:
+        return f"{self.who} ({self.channel})"
 
     def to_dict(self) -> dict[str, Any]:
         return {

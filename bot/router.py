@@ -11,7 +11,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
@@ -30,6 +30,7 @@ log = logging.getLogger("my_agent.router")
 
 THREADED_CHANNELS = {"email"}
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|sv|wg)(\[\d+\])?\s*:\s*)+", re.I)
+_REPLY_SUBJECT = re.compile(r"^\s*(re|aw|sv)(\[\d+\])?\s*:", re.I)  # not forwards: new topics
 STORAGE_RETRIES = (0.1, 0.5, 1.5)
 
 
@@ -183,27 +184,12 @@ class Router:
         return rec
 
     async def _resolve_thread(self, msg: InboundMessage) -> ConversationRecord:
-        """E-mail: In-Reply-To, then References, then (bounded) subject + sender."""
-        manager = self.s.conversations
-        for ref in msg.thread_refs:
-            conv_id = await self.s.index.conversation_for_ref(msg.channel, ref)
-            if conv_id:
-                rec = await manager.require(conv_id)
-                if not rec.pinned and rec.identity_key:  # /new moved the thread on
-                    rec = await manager.pinned_for(rec.identity_key) or rec
-                return rec
-        subject = normalise_subject(msg.subject)
-        if subject and msg.thread_refs:  # a reply whose references we never saw
-            window = self.s.config.channels.email.subject_thread_window_days
-            for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
-                if (
-                    normalise_subject(rec.channel_meta.get("subject")) == subject
-                    and rec.channel_meta.get("chatId") == msg.chat_id
-                    and _age_days(rec.updated) <= window
-                ):
-                    return rec
+        """The thread's conversation (:meth:`_find_thread`), else a new one."""
+        rec = await self._find_thread(msg)
+        if rec is not None:
+            return rec
         root = msg.message_ref or msg.message_id
-        return await manager.create(
+        return await self.s.conversations.create(
             msg.channel,
             identity_key=f"{msg.channel}-thread:{root}",
             pinned=True,
@@ -215,6 +201,30 @@ class Router:
             },
             reason="first_contact",
         )
+
+    async def _find_thread(self, msg: InboundMessage) -> ConversationRecord | None:
+        """E-mail: In-Reply-To, then References, then (bounded) subject + sender."""
+        manager = self.s.conversations
+        for ref in msg.thread_refs:
+            conv_id = await self.s.index.conversation_for_ref(msg.channel, ref)
+            if conv_id:
+                rec = await manager.require(conv_id)
+                if not rec.pinned and rec.identity_key:  # /new moved the thread on
+                    rec = await manager.pinned_for(rec.identity_key) or rec
+                return rec
+        subject = normalise_subject(msg.subject)
+        # A reply whose references we never saw, or that came without any (some phone
+        # and web clients drop In-Reply-To and References but keep "Re:").
+        if subject and (msg.thread_refs or _REPLY_SUBJECT.match(msg.subject or "")):
+            window = self.s.config.channels.email.subject_thread_window_days
+            for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
+                if (
+                    normalise_subject(rec.channel_meta.get("subject")) == subject
+                    and rec.channel_meta.get("chatId") == msg.chat_id
+                    and _age_days(rec.updated) <= window
+                ):
+                    return rec
+        return None
 
     def _turn_metadata(self, msg: InboundMessage) -> dict[str, Any]:
         meta: dict[str, Any] = {"messageId": msg.message_id, "chatId": msg.chat_id}
@@ -243,17 +253,16 @@ class Router:
         )
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:
-        command = parse_command(msg.text)
-        if (
-            command is not None
-            and command[0] in DETACHED_COMMANDS
-            and msg.channel == "web"
-            and msg.conversation_id is None
-        ):
-            # A dashboard tab with no conversation yet: /search, /help, /status answer
-            # without creating an (empty) conversation to record them in.
-            await self._run_command(msg, None, *command)
-            return
+        command = parse_command(msg.text) if msg.addressed else None
+        if command is not None and command[0] in DETACHED_COMMANDS:
+            # A dashboard tab with no conversation yet, or a mail that starts a thread:
+            # /search, /help, /status answer without creating an (empty) conversation to
+            # record them in.
+            if (msg.channel == "web" and msg.conversation_id is None) or (
+                msg.channel in THREADED_CHANNELS and await self._find_thread(msg) is None
+            ):
+                await self._run_command(msg, None, *command)
+                return
         rec = await self._resolve(msg, identity_key)
         if command is not None:
             await self._run_command(msg, rec, *command)
@@ -355,6 +364,14 @@ class Router:
             ),
             dedup_key=dedup,
         )
+        if name == "new" and owner and args and result.switched_to is not None:
+            # "/new" then a message ("/new" on the first line of a mail, the request
+            # below it): the text is the fresh conversation's first message, not dropped.
+            await self._record_and_reply(
+                replace(msg, text=args),
+                result.switched_to,
+                sender=None if msg.channel == "web" else msg.sender_id,
+            )
 
     async def _group_flow(self, msg: InboundMessage) -> None:
         key = f"{msg.channel}:group:{msg.group_id}"

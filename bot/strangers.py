@@ -67,6 +67,12 @@ class StrangerFlow:
         if party.tier == "blocked":
             log.info("message from blocked party %s recorded, not answered", party.id)
             return
+        if not msg.addressed:
+            # A bounce or an out-of-office reply: answering it (a known party's model
+            # reply, an acknowledgement) risks a mail loop. The owner still hears of it.
+            if ext.escalation_due(party):
+                await self.escalate(party, msg.text)
+            return
         command = parse_command(msg.text)
         # Only the commands we know are commands: anything else from a stranger is a
         # message like any other, above all Telegram's "/start", a new user's first
@@ -207,6 +213,6 @@ class StrangerFlow:
                 conversation_id=rec.id,
                 party_id=party.id,
                 actions=actions,
-                subject=f"Message from {party.display_name or party.party_key}",
+                subject=f"Message from {party.who}",
             )
         )

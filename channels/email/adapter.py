@@ -18,10 +18,11 @@ import hashlib
 import logging
 import os
 import random
+import re
 from collections import OrderedDict
 from typing import Any
 
-from bot.channel import ChannelHost, DeliveryError
+from bot.channel import ChannelHost, DeliveryError, PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult, iso
 from bot.tasks import spawn
@@ -34,13 +35,19 @@ from channels.email.compose import (
     reply_subject,
 )
 from channels.email.imap import ImapSession
-from channels.email.parsing import ParsedMail, parse_message
+from channels.email.parsing import ParsedMail, attachment_lines, parse_message
 from channels.email.quotes import strip_reply
 from channels.email.smtp import SmtpSender
 
 log = logging.getLogger("my_agent.email")
 
+# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
+_FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
 _REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
+# A mail whose FETCH fails this many times in a row (the server refuses it or drops the
+# connection over it, as Dovecot does for an unreadable file and Exchange for an item it
+# cannot convert) is passed over, left unread, so that it holds up no later mail.
+FETCH_ATTEMPTS = 5
 
 
 def _is_msgid(value: str | None) -> bool:
@@ -92,10 +99,18 @@ class EmailChannel:
         self.connects = 0
         self.delivered = 0
         self.backoff = Backoff(cfg.imap.reconnect_initial, cfg.imap.reconnect_max)
+        if cfg.require_auth and not cfg.auth_serv_id:
+            log.warning(
+                "channels.email.auth_serv_id is not set: the owner's mail is checked against "
+                "the topmost Authentication-Results header only; set it to your receiving "
+                "server's id so that no other header can vouch for the owner's address"
+            )
         self._recent: OrderedDict[str, ParsedMail] = OrderedDict()
         # sender address -> their latest Message-ID (bounded like _recent)
         self._last_from: OrderedDict[str, str] = OrderedDict()
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
+        self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
+        self._fetch_failures: dict[tuple[str, int], int] = {}
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -137,6 +152,7 @@ class EmailChannel:
     async def _run(self) -> None:
         while not self._stopping.is_set():
             session = self._session()
+            self._fetching = None
             try:
                 mailbox = await session.connect()
                 if self._cfg.imap.processed_folder:
@@ -153,6 +169,10 @@ class EmailChannel:
                 session.abort()
                 raise
             except Exception as exc:
+                if self._fetching is not None:  # the session died over this mail
+                    failures = self._fetch_failures.get(self._fetching, 0) + 1
+                    self._fetch_failures = {self._fetching: failures}
+                    self._fetching = None
                 delay = self.backoff.next()
                 log.warning(
                     "IMAP session ended (%s: %s); reconnecting in %.1fs",
@@ -231,28 +251,46 @@ class EmailChannel:
         assert self._host is not None
         _, key_uid = self._keys()
         for uid in uids:
-            raw = await session.fetch(uid)
-            if raw is not None:
-                parsed = parse_message(raw)
-                if parsed.from_addr == self.address:
-                    log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
-                else:
-                    message = self._inbound(parsed, raw, uid, validity)
-                    try:
-                        await self._host.deliver(message)
-                    except DeliveryError as exc:
-                        log.warning("core refused mail uid %d (%s); will retry", uid, exc)
-                        return False
-                    except Exception:
-                        # A bug, not an outage: still never acknowledge what may not be
-                        # stored; retry on the next check instead of reconnecting.
-                        log.exception("delivering mail uid %d failed; will retry", uid)
-                        return False
-                    self.delivered += 1
+            if self._fetch_failures.get((validity, uid), 0) >= FETCH_ATTEMPTS:
+                # Not marked: it stays unread, where the owner's own client shows it.
+                log.error(
+                    "mail uid %d in %s could not be fetched in %d attempts: passed over, "
+                    "left unread",
+                    uid,
+                    self._cfg.imap.folder,
+                    FETCH_ATTEMPTS,
+                )
+            else:
+                self._fetching = (validity, uid)
+                raw = await session.fetch(uid)
+                self._fetching = None
+                self._fetch_failures.pop((validity, uid), None)
+                if raw is not None and not await self._deliver(raw, uid, validity):
+                    return False
                 await self._mark(session, uid)
             if cursor is not None:
                 cursor = uid
                 await self._host.set_cursor("email", key_uid, str(uid))
+        return True
+
+    async def _deliver(self, raw: bytes, uid: int, validity: str) -> bool:
+        """Hand one fetched mail to the core; False when it was not stored."""
+        assert self._host is not None
+        parsed = parse_message(raw)
+        if parsed.from_addr == self.address:
+            log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
+            return True
+        try:
+            await self._host.deliver(self._inbound(parsed, raw, uid, validity))
+        except DeliveryError as exc:
+            log.warning("core refused mail uid %d (%s); will retry", uid, exc)
+            return False
+        except Exception:
+            # A bug, not an outage: still never acknowledge what may not be stored;
+            # retry on the next check instead of reconnecting.
+            log.exception("delivering mail uid %d failed; will retry", uid)
+            return False
+        self.delivered += 1
         return True
 
     async def _mark(self, session: ImapSession, uid: int) -> None:
@@ -286,12 +324,19 @@ class EmailChannel:
         else:
             self._automatic.discard(sender)
         refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
+        text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
+        if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
+            # A PDF without a word used to be an empty turn, and the model never knew a
+            # file had come with the mail: name what came (the bytes are not kept).
+            text = "\n\n".join(
+                part for part in (text, "\n".join(attachment_lines(mail.attachments))) if part
+            )
         return InboundMessage(
             channel="email",
             sender_id=sender,
             sender_name=mail.from_name,
             chat_id=sender,
-            text=strip_reply(mail.text),
+            text=text,
             # Without a Message-ID the content hash is the identity: stable across a
             # UIDVALIDITY change, so a resync cannot deliver it twice.
             message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],
@@ -299,6 +344,8 @@ class EmailChannel:
             thread_refs=tuple(dict.fromkeys(refs)),
             subject=mail.subject or None,
             identity_verified=verdict.verified,
+            # Bounces, auto-replies, list mail: recorded, never answered (mail loops).
+            addressed=not (mail.auto_submitted or mail.from_addr is None),
             attachments=mail.attachments,
             metadata={
                 "full_body": mail.text,
@@ -338,27 +385,37 @@ class EmailChannel:
         elif not subject:
             subject = f"Message from {self._cfg.display_name}"
         meta = message.metadata
+        original_to = list(meta.get("to", parent.to if parent else ()))
+        original_cc = list(meta.get("cc", parent.cc if parent else ()))
+        # Blind-copied (we are in neither To nor Cc): answering all would show the
+        # others the reply, and that we were there at all.
+        openly = self.address in {a.lower() for a in (*original_to, *original_cc)}
         to, cc = reply_recipients(
             recipient,
-            list(meta.get("to", parent.to if parent else ())),
-            list(meta.get("cc", parent.cc if parent else ())),
+            original_to,
+            original_cc,
             [self.address],
-            self._cfg.reply_all and message.kind == "reply",
+            self._cfg.reply_all and message.kind == "reply" and openly,
         )
-        composed = compose(
-            from_addr=self.address,
-            display_name=self._cfg.display_name,
-            to=to or [recipient],
-            cc=cc,
-            subject=subject,
-            text=render_actions(message.text, message.actions),
-            in_reply_to=in_reply_to,
-            references=references_chain(refs, in_reply_to),
-            message_id=self._stable_id(message),
-            extra_headers={"Auto-Submitted": "auto-replied"}
-            if message.kind == "acknowledgement"
-            else None,
-        )
+        try:
+            composed = compose(
+                from_addr=self.address,
+                display_name=self._cfg.display_name,
+                to=to or [recipient],
+                cc=cc,
+                subject=subject,
+                text=render_actions(message.text, message.actions),
+                in_reply_to=in_reply_to,
+                references=references_chain(refs, in_reply_to),
+                message_id=self._stable_id(message),
+                extra_headers={"Auto-Submitted": "auto-replied"}
+                if message.kind == "acknowledgement"
+                else None,
+            )
+        except Exception as exc:
+            # The same message would fail the same way on every retry, and the outbox
+            # sends in order: retrying would hold up every mail queued behind it.
+            raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
         await self._smtp.send(composed.message, self.address, composed.recipients)
         log.info("sent %s %s to %s", message.kind, composed.message_id, composed.recipients)
         if message.conversation_id and self._host is not None:

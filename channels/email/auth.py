@@ -9,7 +9,9 @@ domain*:
   ``require_all=False`` means any one passing is enough;
 * with ``auth_serv_id`` set, only headers written by that server count (a sender can put
   any ``Authentication-Results`` header into the mail it sends; only the ones added by
-  our own receiving server are trustworthy, so production setups should set it);
+  our own receiving server are trustworthy, so production setups should set it); without
+  it only the topmost header counts, the one the receiving server prepended (RFC 8601
+  section 4): a forged header the sender wrote lies below it;
 * with ``aligned=True`` (the default), a DKIM pass counts only for a signing domain
   (``header.d``) and an SPF pass only for an envelope domain (``smtp.mailfrom``) that is
   the From domain or a parent/child of it, the "relaxed alignment" of DMARC. Without it an
@@ -167,6 +169,10 @@ def verify_sender(
             continue
         if auth_serv_id is not None and parsed.authserv_id != auth_serv_id.lower():
             continue
+        if auth_serv_id is None and considered:
+            # Which server wrote the others is unknown: any sender can add a header
+            # claiming "dkim=pass" for the owner's domain below the receiver's own.
+            break
         considered += 1
         for res in parsed.results:
             if res.method in wanted and _passes(res, from_domain, aligned):

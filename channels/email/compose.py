@@ -30,6 +30,13 @@ _REPLY_PREFIX = re.compile(
 MAX_REFERENCES = 20
 
 
+def one_line(value: str) -> str:
+    """``value`` made safe for a header: every line break (CR, LF, U+2028, and whatever
+    else :meth:`str.splitlines` splits on, which the email policy refuses) becomes a
+    space. Subjects and names come from other people's mail (RFC 2047 can encode a CR)."""
+    return " ".join(part.strip() for part in value.splitlines() if part.strip())
+
+
 def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
     base = _REPLY_PREFIX.sub("", subject or "").strip()
@@ -108,11 +115,11 @@ def compose(
     domain = from_addr.rpartition("@")[2] or "localhost"
     msg = EmailMessage(policy=policy.SMTP)
     message_id = message_id or make_msgid(domain=domain)
-    msg["From"] = _address(from_addr, display_name)
+    msg["From"] = _address(from_addr, one_line(display_name or ""))
     msg["To"] = [_address(a) for a in to]
     if cc:
         msg["Cc"] = [_address(a) for a in cc]
-    msg["Subject"] = subject
+    msg["Subject"] = one_line(subject)
     msg["Date"] = format_datetime(utcnow())
     msg["Message-ID"] = message_id
     if in_reply_to:
@@ -120,7 +127,7 @@ def compose(
     if references:
         msg["References"] = " ".join(references)
     for name, value in (extra_headers or {}).items():
-        msg[name] = value
+        msg[name] = one_line(value)
     msg.set_content(text if text.endswith("\n") else text + "\n", charset="utf-8")
     return ComposedMail(message=msg, message_id=message_id, recipients=[*to, *cc])
 

@@ -2,7 +2,9 @@
 
 Block elements become line breaks, list items get a dash, links keep their target, and
 ``<blockquote>`` content is prefixed with ``> `` so that the quote stripper treats quoted
-history in HTML-only mail exactly like quoted history in plain-text mail.
+history in HTML-only mail exactly like quoted history in plain-text mail. Text a mail
+client would not show (``display:none``, ``visibility:hidden``, zero font size, the
+``hidden`` attribute) is left out: the model reads what the owner sees.
 """
 
 from __future__ import annotations
@@ -37,7 +39,19 @@ _BLOCK = {
     "dd",
     "center",
 }
-_SKIP = {"script", "style", "head", "title", "template", "noscript"}
+# Not "head": its end tag is optional (HTML5), and "<head><meta ...><body>" left
+# everything skipped; the text a head can hold is in title/style/script, skipped anyway.
+_SKIP = {"script", "style", "title", "template", "noscript"}
+# Text nobody sees in a mail client (preheaders, and instructions slipped to a model):
+# display:none, visibility:hidden, zero font size or opacity, the hidden attribute.
+_HIDDEN_STYLE = re.compile(
+    r"display\s*:\s*none|visibility\s*:\s*hidden|"
+    r"(font-size|opacity|max-height)\s*:\s*0+(\.0*)?(px|pt|em|rem|%)?\s*(;|!|$)",
+    re.IGNORECASE,
+)
+# Elements whose end tag may be omitted cannot be followed reliably: never hidden.
+_OPTIONAL_END = {"p", "li", "td", "th", "tr", "dt", "dd", "option", "thead", "tbody"}
+_VOID = {"br", "hr", "img", "input", "meta", "link", "wbr", "col", "area", "base", "source"}
 _SPACES = re.compile(r"[ \t\r\n\f\u200b\xa0]+")
 
 
@@ -52,6 +66,8 @@ class _TextExtractor(HTMLParser):
         self._pre = 0
         self._href: str | None = None
         self._link_text: list[str] = []
+        self._hidden_tag: str | None = None  # the element hiding what is inside it
+        self._hidden_depth = 0
 
     # -- line assembly -------------------------------------------------------------
     def _flush(self, force_blank: bool = False) -> None:
@@ -73,7 +89,20 @@ class _TextExtractor(HTMLParser):
         self._current.append(data)
 
     # -- parser callbacks ----------------------------------------------------------
+    def _hides(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+        if tag in _OPTIONAL_END or tag in _VOID:
+            return False
+        values = dict(attrs)
+        return "hidden" in values or bool(_HIDDEN_STYLE.search(values.get("style") or ""))
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self._hidden_tag is not None:
+            if tag == self._hidden_tag:
+                self._hidden_depth += 1
+            return
+        if self._hides(tag, attrs):
+            self._hidden_tag, self._hidden_depth = tag, 1
+            return
         if tag in _SKIP:
             self._skip += 1
             return
@@ -102,6 +131,12 @@ class _TextExtractor(HTMLParser):
                 self._write(f"[{alt}]")
 
     def handle_endtag(self, tag: str) -> None:
+        if self._hidden_tag is not None:
+            if tag == self._hidden_tag:
+                self._hidden_depth -= 1
+                if self._hidden_depth == 0:
+                    self._hidden_tag = None
+            return
         if tag in _SKIP:
             self._skip = max(0, self._skip - 1)
             return
@@ -128,7 +163,7 @@ class _TextExtractor(HTMLParser):
             self.handle_endtag(tag)
 
     def handle_data(self, data: str) -> None:
-        if self._skip:
+        if self._skip or self._hidden_tag is not None:
             return
         if self._href is not None:
             self._link_text.append(data)

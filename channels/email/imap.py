@@ -8,6 +8,7 @@ which the session is discarded and the adapter reconnects.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import re
 import ssl
@@ -28,6 +29,30 @@ _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
 _FETCH_UID = re.compile(rb"UID (\d+)")
 _LITERAL = re.compile(rb"\{(\d+)\}$")
+
+
+def mailbox_name(folder: str) -> str:
+    """``folder`` as an IMAP mailbox argument: modified UTF-7 (RFC 3501 section 5.1.3)
+    for non-ASCII names, always quoted. aioimaplib sends arguments as they are, so
+    ``Bot Inbox`` went out as two words and ``Erledigt/Gelöscht`` as raw UTF-8."""
+    out: list[str] = []
+    pending: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            data = "".join(pending).encode("utf-16-be")
+            out.append("&" + base64.b64encode(data).decode().rstrip("=").replace("/", ",") + "-")
+            pending.clear()
+
+    for ch in folder:
+        if " " <= ch <= "~":
+            flush()
+            out.append("&-" if ch == "&" else ch)
+        else:
+            pending.append(ch)
+    flush()
+    encoded = "".join(out).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{encoded}"'
 
 
 class ImapError(Exception):
@@ -121,15 +146,21 @@ class ImapSession:
         if client is not None and client.protocol.transport is not None:
             client.protocol.transport.close()
 
-    async def _until_lost(self, awaitable: Awaitable[T], what: str) -> T:
+    async def _until_lost(self, awaitable: Awaitable[T], what: str, deadline: bool = True) -> T:
         """``awaitable`` (a command's response), or :class:`ImapError` as soon as the
         connection is lost: aioimaplib notices a lost socket but leaves a command
         waiting for its whole timeout (30 s of unseen mail after a server restart,
-        which sends BYE and closes while the IDLE is being ended)."""
+        which sends BYE and closes while the IDLE is being ended). Without ``deadline``
+        the command may take longer than the timeout as long as data keeps arriving
+        (aioimaplib's own command timer, restarted by every chunk, bounds silence)."""
         task = asyncio.ensure_future(awaitable)
         lost = asyncio.ensure_future(self.lost.wait())
         try:
-            await asyncio.wait({task, lost}, timeout=self._timeout, return_when=FIRST_COMPLETED)
+            await asyncio.wait(
+                {task, lost},
+                timeout=self._timeout if deadline else None,
+                return_when=FIRST_COMPLETED,
+            )
         finally:
             lost.cancel()
         if task.done():
@@ -139,8 +170,10 @@ class ImapSession:
             raise ImapError(f"connection lost during {what}")
         raise TimeoutError(f"{what}: no answer within {self._timeout:g}s")
 
-    async def _command(self, awaitable: Awaitable[aioimaplib.Response], what: str) -> Any:
-        return self._check(await self._until_lost(awaitable, what), what)
+    async def _command(
+        self, awaitable: Awaitable[aioimaplib.Response], what: str, deadline: bool = True
+    ) -> Any:
+        return self._check(await self._until_lost(awaitable, what, deadline), what)
 
     @staticmethod
     def _check(response: aioimaplib.Response, what: str) -> aioimaplib.Response:
@@ -150,7 +183,7 @@ class ImapSession:
 
     # -- commands ------------------------------------------------------------------
     async def select(self, folder: str) -> Mailbox:
-        response = await self._command(self.client.select(folder), f"SELECT {folder}")
+        response = await self._command(self.client.select(mailbox_name(folder)), f"SELECT {folder}")
         text = b"\n".join(bytes(line) for line in response.lines)
         validity = _UIDVALIDITY.search(text)
         if validity is None:
@@ -176,8 +209,12 @@ class ImapSession:
 
     async def fetch(self, uid: int) -> bytes | None:
         """The whole message without setting \\Seen; None when it no longer exists."""
+        # A big mail on a slow link may take longer than the timeout to arrive: only
+        # silence (aioimaplib's timer, restarted by every chunk) ends this command.
         response = await self._command(
-            self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), f"UID FETCH {uid}"
+            self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"),
+            f"UID FETCH {uid}",
+            deadline=False,
         )
         lines = response.lines
         for idx, line in enumerate(lines):
@@ -199,9 +236,11 @@ class ImapSession:
     async def move(self, uid: int, folder: str) -> None:
         """MOVE, or COPY + \\Deleted + UID EXPUNGE on servers without MOVE."""
         if self.has_capability("MOVE"):
-            await self._command(self.client.uid("move", str(uid), folder), f"MOVE {uid}")
+            await self._command(
+                self.client.uid("move", str(uid), mailbox_name(folder)), f"MOVE {uid}"
+            )
             return
-        await self._command(self.client.uid("copy", str(uid), folder), f"COPY {uid}")
+        await self._command(self.client.uid("copy", str(uid), mailbox_name(folder)), f"COPY {uid}")
         await self._command(
             self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Deleted \\Seen)"),
             f"STORE {uid}",
@@ -210,7 +249,9 @@ class ImapSession:
             await self._command(self.client.uid("expunge", str(uid)), f"UID EXPUNGE {uid}")
 
     async def ensure_folder(self, folder: str) -> None:
-        response = await self._until_lost(self.client.create(folder), f"CREATE {folder}")
+        response = await self._until_lost(
+            self.client.create(mailbox_name(folder)), f"CREATE {folder}"
+        )
         if response.result != "OK":
             log.debug("CREATE %s: %s (probably exists)", folder, response.lines[-1:])
 

@@ -3,7 +3,8 @@
 :func:`parse_message` never raises: malformed headers, broken transfer encodings, unknown
 or missing charsets all degrade to the best readable text. text/plain is preferred;
 HTML-only mail is converted to text (:mod:`channels.email.html`), attachments are reduced
-to :class:`bot.events.Attachment` metadata and never reach the text.
+to :class:`bot.events.Attachment` metadata (the channel names them in the turn with
+:func:`attachment_lines`); their bytes never reach the text.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ _CHARSET_ALIASES = {
     "utf8": "utf-8",
 }
 _MSGID_RE = re.compile(r"<[^<>\s]+>")
+_META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
+# A boundary delimiter line (RFC 2046 bchars, without the space).
+_BOUNDARY_LINE = re.compile(rb"^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$", re.MULTILINE)
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
-# A boundary line ("--" + 1-70 characters, RFC 2046), guessed when the header has none
+# Boundaries guessed per mail (_Walker._unsplit): each parses the rest of the body again
 _MAX_BOUNDARY_GUESSES = 16
-_BOUNDARY_LINE_RE = re.compile(rb"^--([!-~][ -~]{0,69}?)[ \t]*\r?$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,9 @@ def decode_header_value(value: str) -> str:
 def _unfold(value: str) -> str:
     # Raw 8-bit header bytes arrive as surrogate escapes: decode them like a body.
     value = decode_bytes(value.encode("utf-8", "surrogateescape"))
-    return re.sub(r"\r?\n[ \t]*", " ", value).strip()
+    # Any line break left (an encoded CR, U+2028...) would make the value unusable in a
+    # header of our reply, and is no part of a one-line subject or name anyway.
+    return " ".join(part.strip() for part in value.splitlines() if part.strip())
 
 
 def _raw_header(msg: Message, name: str) -> list[str]:
@@ -215,7 +220,13 @@ def _part_text(part: Message) -> str:
         charset = part.get_content_charset()
     except Exception:
         charset = None
-    text = decode_bytes(_payload_bytes(part), charset)
+    data = _payload_bytes(part)
+    if charset is None and _content_type(part) == "text/html":
+        # An HTML body may name its charset only in a <meta> tag; without it a
+        # windows-1251 or Shift_JIS mail came out as cp1252 mojibake.
+        meta = _META_CHARSET.search(data[:4096])
+        charset = meta.group(1).decode("ascii") if meta else None
+    text = decode_bytes(data, charset)
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -253,7 +264,7 @@ class _Walker:
         """Readable text of ``part``; attachments under it are recorded on the way."""
         ctype = _content_type(part)
         if ctype.startswith("multipart/") and not part.is_multipart():
-            return self._unsplit(part)
+            return self._unsplit(part, ctype)
         if ctype == "message/rfc822" or (not part.is_multipart() and _is_attachment(part)):
             self.attach(part)
             return ""
@@ -279,19 +290,19 @@ class _Walker:
         self.attach(part)
         return ""
 
-    def _unsplit(self, part: Message) -> str:
+    def _unsplit(self, part: Message, ctype: str) -> str:
         """A multipart the parser could not split: its header names no boundary, or one
         the body never uses (broken mailers, hand-made mail). The body's first boundary
         line is tried instead; without one the body is read as text. It used to be
         recorded as an attachment only, and the mail's text was lost."""
         body = _payload_bytes(part)
-        found = _BOUNDARY_LINE_RE.search(body)
+        found = _BOUNDARY_LINE.search(body)
         # Each guess parses the rest of the body again: a bounded number of them, so a
         # mail nesting thousands of such parts costs linear time, not quadratic.
         self.guesses += 1
         if found is not None and self.guesses <= _MAX_BOUNDARY_GUESSES:
             boundary = found.group(1).decode("ascii")
-            header = f'Content-Type: {_content_type(part)}; boundary="{boundary}"\n\n'
+            header = f'Content-Type: {ctype}; boundary="{boundary}"\n\n'
             rebuilt = email.message_from_bytes(header.encode() + body, policy=policy.default)
             if rebuilt.is_multipart():
                 return self.text(rebuilt)
@@ -352,6 +363,27 @@ def parse_message(raw: bytes) -> ParsedMail:
     )
 
 
+def attachment_lines(attachments: tuple[Attachment, ...]) -> list[str]:
+    """One placeholder per attachment (``[attachment: invoice.pdf, 12 KB]``), so that the
+    transcript, search and the model know what came with a mail whose bytes are not kept
+    (as Telegram's ``[document: ...]``)."""
+    lines: list[str] = []
+    for item in attachments:
+        what = "attached mail" if item.mime_type == "message/rfc822" else "attachment"
+        name = item.name or item.mime_type or "file"
+        size = ""
+        if item.size is not None and item.size < 1024:
+            size = f", {item.size} bytes"
+        elif item.size is not None:
+            size = (
+                f", {item.size / 1024:.0f} KB"
+                if item.size < 1024 * 1024
+                else f", {item.size / 1048576:.1f} MB"
+            )
+        lines.append(f"[{what}: {name}{size}]")
+    return lines
+
+
 def _is_automatic(msg: Message, sender: str | None) -> bool:
     """RFC 3834 auto-replies, bounces and bulk mail (answering them risks mail loops)."""
     auto = _header(msg, "Auto-Submitted").lower()
@@ -359,7 +391,13 @@ def _is_automatic(msg: Message, sender: str | None) -> bool:
         return True
     if _header(msg, "Precedence").lower() in ("bulk", "junk", "list", "auto_reply"):
         return True
-    if _raw_header(msg, "List-Id") or _raw_header(msg, "X-Autoreply"):
+    if any(_raw_header(msg, name) for name in ("List-Id", "X-Autoreply", "X-Autorespond")):
+        return True
+    # A null envelope sender (RFC 5321: bounces, and the auto-replies of servers that
+    # follow RFC 3834) and delivery/read reports (multipart/report) want no answer.
+    if _header(msg, "Return-Path").replace(" ", "") == "<>":
+        return True
+    if _content_type(msg) == "multipart/report":
         return True
     local = (sender or "").split("@", 1)[0]
     return local in ("mailer-daemon", "postmaster", "noreply", "no-reply", "donotreply")

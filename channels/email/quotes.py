@@ -18,6 +18,11 @@ turn's metadata. The rules, in order:
   signature ("Sent from my iPhone", "Get Outlook for Android", "Von meinem iPhone
   gesendet", ...) or a ``-Name`` sign-off is dropped.
 
+A forwarded message is not history but what the sender wants read: from a forward marker
+on ("---------- Forwarded message ---------", "Begin forwarded message:", "-------- Forwarded
+Message --------" and their translations; for a mail whose subject says it is a forward,
+also an Outlook header block) the text is kept as it is.
+
 If nothing is left (a message that is all quote), the full text is returned rather than
 an empty turn. Runs in time linear in the number of lines.
 """
@@ -34,6 +39,16 @@ _ORIGINAL = re.compile(
     r"\s*[-=_*]{2,}\s*$",
     re.IGNORECASE,
 )
+_FORWARD = re.compile(
+    r"^\s*([-=_*]{2,}\s*(forwarded message|weitergeleitete nachricht|message transféré|"
+    r"mensaje reenviado|messaggio inoltrato|doorgestuurd bericht|mensagem encaminhada|"
+    r"vidarebefordrat meddelande|videresendt meddelelse|videresendt melding|"
+    r"wiadomość przekazana dalej|přeposlaná zpráva|пересылаемое сообщение)\s*[-=_*]{2,}|"
+    r"begin forwarded message|anfang der weitergeleiteten nachricht|"
+    r"début du message réexpédié|inicio del mensaje reenviado|inizio messaggio inoltrato|"
+    r"begin doorgestuurd bericht)\s*:?\s*$",
+    re.IGNORECASE,
+)
 _UNDERSCORES = re.compile(r"^\s*_{20,}\s*$")
 _HEADER_FROM = re.compile(
     r"^\s*\*?(from|von|de|da|van|från|fra|od|от|lähettäjä|feladó)\s*:\s*\*?\s*\S", re.IGNORECASE
@@ -45,6 +60,14 @@ _HEADER_OTHER = re.compile(
     r"тема|lähetetty|vastaanottaja|aihe|elküldve|címzett|tárgy)\s*:",
     re.IGNORECASE,
 )
+# The labels only a mail header block has: "From/To/Date" alone is just as likely to be
+# a request ("Book me a flight: From: Berlin / To: Lisbon / Date: Friday").
+_HEADER_STRONG = {
+    "sent", "subject", "gesendet", "betreff", "envoyé", "date d'envoi", "objet", "enviado",
+    "asunto", "inviato", "oggetto", "verzonden", "onderwerp", "skickat", "ämne", "sendt",
+    "emne", "wysłano", "temat", "odesláno", "předmět", "отправлено", "тема", "lähetetty",
+    "aihe", "elküldve", "tárgy",
+}  # fmt: skip
 # The first word(s) of an attribution line in the languages mail clients ship with.
 _ATTRIBUTION_START = re.compile(
     r"^\s*(on|le|am|el|il|op|em|den|på|w dniu|dne|dnia|\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}|"
@@ -75,7 +98,8 @@ _MOBILE = re.compile(
     r")\s*$",
     re.IGNORECASE,
 )
-_SIGNOFF_DASH = re.compile(r"^-[A-Za-z][\w.']*( [\w.']+){0,2}\s*$")
+_SIGNOFF_DASH = re.compile(r"^-[A-Z][\w.']*( [\w.']+){0,2}\s*$")
+_DASH_ITEM = re.compile(r"^\s*-\S")
 _DECORATION = re.compile(r"^[\s\-_=*~]*$")
 _QUOTE = re.compile(r"^\s*>")
 
@@ -100,7 +124,8 @@ def _attribution_end(lines: list[str], i: int) -> int | None:
 
 
 def _outlook_block(lines: list[str], i: int) -> bool:
-    """``From:`` followed within six lines by at least two of Sent/To/Subject/Cc/Date."""
+    """``From:`` followed within six lines by at least two of Sent/To/Subject/Cc/Date, one
+    of them Sent or Subject unless the From line holds an address."""
     if not _HEADER_FROM.match(lines[i]):
         return False
     seen: set[str] = set()
@@ -108,7 +133,7 @@ def _outlook_block(lines: list[str], i: int) -> bool:
         match = _HEADER_OTHER.match(line)
         if match:
             seen.add(match.group(1).lower())
-    return len(seen) >= 2
+    return len(seen) >= 2 and ("@" in lines[i] or bool(seen & _HEADER_STRONG))
 
 
 def _classify(lines: list[str]) -> list[int]:
@@ -134,6 +159,11 @@ def _classify(lines: list[str]) -> list[int]:
                     kinds[k] = _DROPPED
                 i = end + 1
                 continue
+            if not re.search(r"[\d@]", " ".join(lines[i : end + 1])):
+                # Every client's attribution has a date or an address; "On the budget,
+                # Anna wrote:" followed by the sender's own words is not one.
+                i += 1
+                continue
             # Unquoted history (Gmail's plain part of some clients, Apple Mail
             # forwards rendered flat): everything below the attribution is old.
             for k in range(i, len(lines)):
@@ -157,16 +187,46 @@ def _strip_signature(block: list[str]) -> list[str]:
         if last < 0:
             return []
         tail = block[last]
-        if _MOBILE.match(tail) or (_SIGNOFF_DASH.match(tail) and last > 0):
+        if _MOBILE.match(tail) or (_SIGNOFF_DASH.match(tail) and _after_text(block, last)):
             block = block[:last]
             continue
         return block[: last + 1]
 
 
-def strip_reply(text: str) -> str:
-    """The visible, newly written part of a mail body (see the module docstring)."""
+def _after_text(block: list[str], last: int) -> bool:
+    """Whether the line before ``block[last]`` is prose, so that a ``-Name`` there is a
+    sign-off and not the last item of a list typed with dashes ("-eggs", "-Milk")."""
+    prev = last - 1
+    while prev >= 0 and not block[prev].strip():
+        prev -= 1
+    if prev < 0:
+        return False
+    line = block[prev].rstrip()
+    return not _DASH_ITEM.match(line) and not line.endswith(":")
+
+
+def strip_reply(text: str, forward: bool = False) -> str:
+    """The visible, newly written part of a mail body (see the module docstring).
+
+    ``forward``: the mail is a forward (its subject says so) even without a forward
+    marker, as Outlook's, which use the header block of a reply: what looks like
+    history is the forwarded message and is kept."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     kinds = _classify(lines)
+    for i, (line, kind) in enumerate(zip(lines, kinds, strict=True)):
+        if (kind == _TEXT and _FORWARD.match(line)) or (forward and kind == _DROPPED):
+            # The sender's note above the marker is stripped like any reply; the
+            # forwarded message itself is kept whole (its headers included).
+            note = _visible(lines[:i], kinds[:i])
+            forwarded = "\n".join(lines[i:]).strip("\n")
+            return f"{note}\n\n{forwarded}" if note.strip() else forwarded
+    visible = _visible(lines, kinds)
+    if not visible.strip():
+        return text.strip()
+    return visible
+
+
+def _visible(lines: list[str], kinds: list[int]) -> str:
     blocks: list[list[str]] = [[]]
     for line, kind in zip(lines, kinds, strict=True):
         if kind == _TEXT:
@@ -184,7 +244,4 @@ def strip_reply(text: str) -> str:
             if out:
                 out.append("")
             out.extend(kept)
-    visible = "\n".join(out).strip("\n")
-    if not visible.strip():
-        return text.strip()
-    return visible
+    return "\n".join(out).strip("\n")

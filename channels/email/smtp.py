@@ -1,7 +1,8 @@
 """Sending over SMTP with aiosmtplib, sorting failures into "retry later" and "never".
 
 The core's outbox retries whatever raises; :class:`bot.channel.PermanentSendError` stops
-the retries. Only a 5xx answer about the recipients or the message itself is permanent:
+the retries. Only a 5xx answer about the recipients or the message itself, or a non-ASCII
+address the server cannot take (no SMTPUTF8), is permanent:
 connection problems, timeouts, 4xx answers and authentication failures (a wrong password
 is fixed by the owner, after which the queued replies should still go out) are retried.
 """
@@ -50,6 +51,12 @@ class SmtpSender:
                 else None,
                 timeout=self._timeout,
             )
+        except aiosmtplib.SMTPNotSupported as exc:
+            if sender.isascii() and not "".join(recipients).isascii():
+                # An internationalised recipient and a server without SMTPUTF8: every
+                # retry fails alike, and would hold up the mail queued behind this one.
+                raise PermanentSendError(f"cannot send to {recipients}: {exc}") from exc
+            raise  # STARTTLS/AUTH missing, or our own address: what the owner can fix
         except aiosmtplib.SMTPRecipientsRefused as exc:
             codes = [r.code for r in exc.recipients]
             if codes and all(500 <= code < 600 for code in codes):

@@ -238,11 +238,15 @@ class FakeHost:
 class Proxy:
     """Forwards 127.0.0.1:port to a target; :meth:`cut` drops every live connection;
     with ``hold`` set, what the client sends is swallowed (a command that never gets its
-    answer)."""
+    answer); with ``rate`` (bytes per second), the server's answers trickle (a slow link);
+    a client command containing ``drop_on`` ends the connection (as Dovecot hangs up on a
+    FETCH of a message it cannot read)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.hold = False
+        self.rate: float | None = None
+        self.drop_on: bytes | None = None
         self.port = 0
         self.connections = 0
         self._writers: list[asyncio.StreamWriter] = []
@@ -263,6 +267,16 @@ class Proxy:
             try:
                 while data := await src.read(65536):
                     if self.hold and dst is up_writer:
+                        continue
+                    if self.drop_on and dst is up_writer and self.drop_on in data:
+                        writer.transport.abort()
+                        up_writer.transport.abort()
+                        break
+                    if self.rate and dst is writer:
+                        for at in range(0, len(data), 4096):
+                            dst.write(data[at : at + 4096])
+                            await dst.drain()
+                            await asyncio.sleep(4096 / self.rate)
                         continue
                     dst.write(data)
                     await dst.drain()

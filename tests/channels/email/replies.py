@@ -225,4 +225,125 @@ REPLIES: list[tuple[str, str, str]] = [
         "Die Unterlagen für die Steuererklärung fehlen noch.\n",
         "Bitte bis Freitag erledigen.",
     ),
+    # Forwards: the forwarded message is what the owner wants read, not history (it used
+    # to be cut at its header block, leaving the bare marker line as the whole turn).
+    (
+        "gmail_forward_with_note",
+        "Can you add this to my calendar?\n"
+        "\n"
+        "Sent from my iPhone\n"
+        "\n"
+        "---------- Forwarded message ---------\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Date: Mon, 13 Jan 2025 at 18:02\n"
+        "Subject: Dinner on Friday\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "\n"
+        "\n"
+        "Dinner at 8pm on Friday at Luigi's, 12 Main St.\n"
+        "Alice\n",
+        "Can you add this to my calendar?\n"
+        "\n"
+        "---------- Forwarded message ---------\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Date: Mon, 13 Jan 2025 at 18:02\n"
+        "Subject: Dinner on Friday\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "\n"
+        "\n"
+        "Dinner at 8pm on Friday at Luigi's, 12 Main St.\n"
+        "Alice",
+    ),
+    (
+        "apple_mail_forward_alone",
+        "\n"
+        "Begin forwarded message:\n"
+        "\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Subject: Dinner on Friday\n"
+        "Date: 13 January 2025 at 18:02:11 CET\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "\n"
+        "Dinner at 8pm on Friday.\n",
+        "Begin forwarded message:\n"
+        "\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Subject: Dinner on Friday\n"
+        "Date: 13 January 2025 at 18:02:11 CET\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "\n"
+        "Dinner at 8pm on Friday.",
+    ),
+    (
+        "thunderbird_forward_german",
+        "Zur Info.\n"
+        "\n"
+        "-------- Weitergeleitete Nachricht --------\n"
+        "Betreff: Abendessen\n"
+        "Datum: Mon, 13 Jan 2025 18:02:11 +0100\n"
+        "Von: Alice <alice@example.net>\n"
+        "An: Jane <jane@example.com>\n"
+        "\n"
+        "Freitag um 20 Uhr.\n",
+        "Zur Info.\n"
+        "\n"
+        "-------- Weitergeleitete Nachricht --------\n"
+        "Betreff: Abendessen\n"
+        "Datum: Mon, 13 Jan 2025 18:02:11 +0100\n"
+        "Von: Alice <alice@example.net>\n"
+        "An: Jane <jane@example.com>\n"
+        "\n"
+        "Freitag um 20 Uhr.",
+    ),
+    (
+        "gmail_reply_to_a_forward_drops_the_quoted_forward",
+        "Done, it is in the calendar.\n"
+        "\n"
+        "On Mon, 13 Jan 2025 at 18:05, Jane Doe <jane@example.com> wrote:\n"
+        "> Can you add this to my calendar?\n"
+        ">\n"
+        "> ---------- Forwarded message ---------\n"
+        "> From: Alice Example <alice@example.net>\n"
+        "> Dinner at 8pm.\n",
+        "Done, it is in the calendar.",
+    ),
+    # A list typed with dashes on a phone: its items are not "-Name" sign-offs (they
+    # used to be dropped one by one from the bottom, the whole list with them).
+    (
+        "iphone_dash_list",
+        "Add to my shopping list:\n-eggs\n-Milk\n-Bread\n\nSent from my iPhone\n",
+        "Add to my shopping list:\n-eggs\n-Milk\n-Bread",
+    ),
+    (
+        "dash_list_then_signoff",
+        "Todo for tomorrow:\n-Call mum\n\nThanks\n-John\n",
+        "Todo for tomorrow:\n-Call mum\n\nThanks",
+    ),
+    # A request laid out like a header block (From/To/Date) is the request, not history:
+    # it used to be cut at "From: Berlin", leaving "Please book me a flight:".
+    (
+        "travel_request_from_to_date",
+        "Please book me a flight:\nFrom: Berlin\nTo: Lisbon\nDate: Friday 14 March\n"
+        "Seat: aisle\n\nSent from my iPhone\n",
+        "Please book me a flight:\nFrom: Berlin\nTo: Lisbon\nDate: Friday 14 March\nSeat: aisle",
+    ),
+    (
+        "outlook_block_without_subject_but_with_address",
+        "Fine by me.\n\nFrom: My Assistant <assistant@example.com>\nTo: Jane Doe\n"
+        "Date: 14 January 2025 09:13\n\nShall I book?\n",
+        "Fine by me.",
+    ),
+    # "On <topic>, <name> wrote:" in the sender's own words, with no date or address,
+    # is not an attribution: what follows used to be dropped as unquoted history.
+    (
+        "own_words_look_like_an_attribution",
+        "Two things.\nOn the budget, Anna wrote:\nwe are 10% over. Can you check why?\n",
+        "Two things.\nOn the budget, Anna wrote:\nwe are 10% over. Can you check why?",
+    ),
+    (
+        "unquoted_history_after_a_dated_attribution",
+        "Yes, Thursday.\n\nOn Tue, Jan 14, 2025 at 9:12 AM My Assistant wrote:\n"
+        "Which day suits you?\n",
+        "Yes, Thursday.",
+    ),
 ]

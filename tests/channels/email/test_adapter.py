@@ -4,6 +4,7 @@ driven by a fake ChannelHost (the end-to-end tests with the real core are elsewh
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from email.message import EmailMessage
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 from bot.channel import PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import OutboundMessage
-from channels.email.adapter import Backoff, EmailChannel
+from channels.email.adapter import FETCH_ATTEMPTS, Backoff, EmailChannel
+from channels.email.imap import mailbox_name
 from tests.channels.email.conftest import (
     PASSWORD,
     USER,
@@ -25,6 +27,7 @@ from tests.channels.email.conftest import (
     append,
     create_folder,
     folder_state,
+    imap_client,
 )
 
 OWNER = "owner@example.org"
@@ -136,7 +139,7 @@ async def test_inbound_parsed_delivered_then_seen(
     [msg] = await host.wait_for(1)
     assert msg.channel == "email"
     assert msg.sender_id == OWNER and msg.chat_id == OWNER and msg.sender_name == "Owner"
-    assert msg.text == "Sounds good."
+    assert msg.text == "Sounds good.\n\n[attachment: plan.pdf, 8 bytes]"
     assert "Shall we meet?" in msg.metadata["full_body"]
     assert msg.message_id == msg.message_ref == "<m1@example.org>"
     assert msg.thread_refs == ("<ours2@example.com>", "<ours1@example.com>")
@@ -296,6 +299,91 @@ async def test_a_command_fails_as_soon_as_the_connection_is_lost(pymap: PymapSer
         await proxy.stop()
 
 
+async def test_a_big_mail_on_a_slow_link_is_fetched_not_retried_forever(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # imap.timeout bounds silence, not a whole download: a mail with a large attachment
+    # that took longer than the timeout to arrive (while arriving all along) was cut off,
+    # refetched after a reconnect, cut off again, forever, and every later mail waited.
+    folder = await create_folder(pymap.port)
+    big = mail(1, subject="Scans")
+    big.add_attachment(os.urandom(400_000), maintype="application", subtype="pdf", filename="a.pdf")
+    await append(pymap.port, folder, big)
+    await append(pymap.port, folder, mail(2))
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    try:
+        proxy.rate = 200_000  # bytes/s: the mail takes about 3 s, the timeout is 1 s
+        host = FakeHost()
+        config = make_config(tmp_path, proxy.port, smtp.port, folder, imap={"timeout": 1})
+        channel = EmailChannel(config, None)
+        channels.append(channel)
+        await channel.start(host)
+        got = await host.wait_for(2, timeout=20)
+        assert [m.message_id for m in got] == ["<m1@example.org>", "<m2@example.org>"]
+        assert got[0].attachments[0].size == 400_000
+    finally:
+        await proxy.stop()
+
+
+async def test_a_mail_that_cannot_be_fetched_holds_up_no_later_mail(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # A server that hangs up on (or refuses) the FETCH of one mail, every time: the
+    # channel reconnected and fetched it again forever, and no later mail ever arrived.
+    folder = await create_folder(pymap.port)
+    await append(pymap.port, folder, mail(1, subject="Unreadable"))
+    await append(pymap.port, folder, mail(2, subject="Fine"))
+    bad, good = sorted(await folder_state(pymap.port, folder))
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    try:
+        proxy.drop_on = f"FETCH {bad} ".encode()
+        host = FakeHost()
+        channel = EmailChannel(make_config(tmp_path, proxy.port, smtp.port, folder), None)
+        channels.append(channel)
+        await channel.start(host)
+        [got] = await host.wait_for(1, timeout=20)
+        assert got.message_id == "<m2@example.org>"
+        assert channel.connects >= FETCH_ATTEMPTS
+        for _ in range(50):
+            state = await folder_state(pymap.port, folder)
+            if is_seen(state[good]):
+                break
+            await asyncio.sleep(0.05)
+        assert not is_seen(state[bad]) and is_seen(state[good])  # the owner still sees it
+    finally:
+        await proxy.stop()
+
+
+async def test_a_forwarded_mail_reaches_the_core_whole(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # "Please handle this" + a forward is what an assistant gets mailed most; the quote
+    # stripper used to cut the forwarded message off as history (it looks like one).
+    folder = await create_folder(pymap.port)
+    outlook = (
+        "Please book it.\n\n________________________________\n"
+        "From: Alice <alice@example.net>\nSent: Monday, January 13, 2025 6:02 PM\n"
+        "To: Owner <owner@example.org>\nSubject: Dinner\n\nDinner at 8pm on Friday.\n"
+    )
+    gmail = (
+        "\n---------- Forwarded message ---------\nFrom: Bob <bob@example.net>\n"
+        "Date: Mon, 13 Jan 2025 at 18:02\nSubject: Lunch\nTo: <owner@example.org>\n\n"
+        "Lunch at noon on Saturday.\n"
+    )
+    reply = "Thanks!\n\n" + outlook.split("\n\n", 1)[1]  # the same history, as a reply
+    await append(pymap.port, folder, mail(1, subject="FW: Dinner", body=outlook))
+    await append(pymap.port, folder, mail(2, subject="Fwd: Lunch", body=gmail))
+    await append(pymap.port, folder, mail(3, subject="RE: Dinner", body=reply))
+    host = FakeHost()
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    first, second, third = await host.wait_for(3)
+    assert first.text.startswith("Please book it.\n\n") and first.text.endswith("Friday.")
+    assert second.text.startswith("---------- Forwarded message") and "noon" in second.text
+    assert third.text == "Thanks!"
+
+
 async def test_processed_folder_move(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
 ) -> None:
@@ -315,6 +403,38 @@ async def test_processed_folder_move(
         await asyncio.sleep(0.05)
     assert await folder_state(pymap.port, folder) == {}
     assert len(await folder_state(pymap.port, done)) == 1
+
+
+async def test_folder_names_with_spaces_and_accents(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # aioimaplib sends a mailbox name as it is: "Bot Inbox" went out as two words (SELECT
+    # failed, reconnecting forever) and "Erledigt Ä" as raw UTF-8 instead of modified
+    # UTF-7 (every MOVE failed after the delivery, and the session with it).
+    base = await create_folder(pymap.port)
+    folder, done = f"{base} Bot Inbox", f"{base} Erledigt Ä"
+    client = await imap_client(pymap.port)
+    try:
+        assert (await client.create(mailbox_name(folder))).result == "OK"
+    finally:
+        await client.logout()
+    assert mailbox_name(done).endswith(' Erledigt &AMQ-"')
+    await append(pymap.port, mailbox_name(folder), mail(1))
+    host = FakeHost()
+    config = make_config(
+        tmp_path, pymap.port, smtp.port, folder, imap={"processed_folder": done, "timeout": 2}
+    )
+    channel = EmailChannel(config, None)
+    channels.append(channel)
+    await channel.start(host)
+    await host.wait_for(1, timeout=10)
+    for _ in range(50):
+        if not await folder_state(pymap.port, mailbox_name(folder)):
+            break
+        await asyncio.sleep(0.05)
+    assert await folder_state(pymap.port, mailbox_name(folder)) == {}
+    assert len(await folder_state(pymap.port, mailbox_name(done))) == 1
+    assert channel.connects == 1
 
 
 async def test_own_mail_skipped_and_spoof_unverified(
@@ -367,6 +487,28 @@ async def test_send_threaded_reply(smtp: SmtpServer, tmp_path: Path) -> None:
     )
 
 
+async def test_reply_all_never_answers_all_when_we_were_blind_copied(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # The owner writes to Bob and Bcc's the assistant: with reply_all, the reply (the
+    # model's, recall included) went to Bob too, and told him of the blind copy.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX", reply_all=True))
+    await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id=OWNER,
+            text="Noted: dinner with Bob on Friday.",
+            in_reply_to="<m9@example.org>",
+            subject="Dinner",
+            metadata={"to": ["bob@example.net"], "cc": ["anna@example.net"]},
+        )
+    )
+    [sent] = await smtp.capture.wait_for(1)
+    assert sent["To"] == OWNER and sent["Cc"] is None
+    envelope, _ = smtp.capture.messages[0]
+    assert envelope.rcpt_tos == [OWNER]
+
+
 async def test_send_failures(smtp: SmtpServer, tmp_path: Path) -> None:
     channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
     smtp.capture.reject_rcpt["gone@example.org"] = "550 5.1.1 No such user"
@@ -384,6 +526,29 @@ async def test_send_failures(smtp: SmtpServer, tmp_path: Path) -> None:
     await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="back"))
     [sent] = await smtp.capture.wait_for(1)
     assert sent["Subject"] == "Message from My Assistant"
+    # A mail that cannot even be composed fails the same way on every retry, and the
+    # outbox sends in order: it must not be retried (holding up all later mail).
+    with pytest.raises(PermanentSendError):
+        await channel.send(OutboundMessage(channel="email", chat_id="a@b\rc.example", text="x"))
+
+
+async def test_internationalised_address_without_smtputf8_is_not_retried(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # A stranger writing from jöhn@example.de, and a server without SMTPUTF8 (aiosmtpd's
+    # default): the same refusal on every retry, and the outbox sends in order, so
+    # retrying would hold up every mail behind the acknowledgement for hours.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    with pytest.raises(PermanentSendError):
+        await channel.send(OutboundMessage(channel="email", chat_id="jöhn@example.de", text="x"))
+    await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="still fine"))
+    [sent] = await smtp.capture.wait_for(1)
+    assert sent["To"] == OWNER
+    # Our own address is the owner's configuration to fix: retried, kept meanwhile.
+    channel.address = "bøt@example.com"
+    with pytest.raises(Exception) as info:
+        await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
+    assert not isinstance(info.value, PermanentSendError)
 
 
 async def test_escalation_and_acknowledgement_rendering(

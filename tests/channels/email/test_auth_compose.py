@@ -74,6 +74,17 @@ def test_parse_rfc8601() -> None:
             {"auth_serv_id": "MX.example.com"},
             True,
         ),
+        # Without auth_serv_id only the topmost header counts (the receiving server
+        # prepends its own): a "pass" the sender forged below it used to vouch for them.
+        (
+            [
+                "mx.real.example; dkim=none; spf=fail smtp.mailfrom=evil.example",
+                "mx.google.com; dkim=pass header.d=example.org; spf=pass smtp.mailfrom=example.org",
+            ],
+            {},
+            False,
+        ),
+        (["mx; dkim=pass header.d=example.org", "mx; dkim=fail header.d=example.org"], {}, True),
         (["mx; dmarc=pass header.from=example.org"], {"require": ["dmarc"]}, True),
         (["mx; dmarc=pass header.from=other.org"], {"require": ["dmarc"]}, False),
         (["garbage without semicolons"], {}, False),
@@ -160,3 +171,21 @@ def test_render_actions() -> None:
     assert out.count("/trust p1") == 1  # already in the text: not repeated
     assert "/block p1    (Block)" in out
     assert render_actions("x", []) == "x"
+
+
+def test_compose_keeps_every_header_on_one_line() -> None:
+    # str.splitlines() breaks (CR, LF, U+2028, U+0085, ...) make the email policy refuse
+    # a header value; other people's subjects and names may carry any of them.
+    composed = compose(
+        from_addr="bot@example.com",
+        display_name="My\u2028Assistant",
+        to=["o@x.org"],
+        subject="Re: Cheap\u2028offer\r\nBcc: x@evil.example\x85now",
+        text="body",
+        extra_headers={"Auto-Submitted": "auto-replied\r\n"},
+    )
+    parsed = message_from_bytes(composed.message.as_bytes(), policy=policy.default)
+    assert parsed["Subject"] == "Re: Cheap offer Bcc: x@evil.example now"
+    assert str(parsed["From"]) == "My Assistant <bot@example.com>"
+    assert parsed["Auto-Submitted"] == "auto-replied"
+    assert parsed["Bcc"] is None

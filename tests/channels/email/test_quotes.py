@@ -106,3 +106,22 @@ def test_third_party_fixture(suite: str, name: str, spec: dict[str, Any]) -> Non
                 continue  # "--", ">": too short to say anything about what was hidden
             found = (re.search(pat, visible, re.M) is not None) if is_regex else pat in visible
             assert found == shown, (idx, pat, visible)
+
+
+def test_a_forward_without_a_marker_keeps_the_forwarded_message() -> None:
+    # Outlook forwards with the header block of a reply: only the subject ("FW:") tells.
+    body = (
+        "FYI, please book it.\n"
+        "\n"
+        "________________________________\n"
+        "From: Alice Example <alice@example.net>\n"
+        "Sent: Monday, January 13, 2025 6:02 PM\n"
+        "To: Jane Doe <jane@example.com>\n"
+        "Subject: Dinner on Friday\n"
+        "\n"
+        "Dinner at 8pm on Friday.\n"
+    )
+    assert strip_reply(body) == "FYI, please book it."  # as a reply: history
+    kept = strip_reply(body, forward=True)
+    assert kept.startswith("FYI, please book it.\n\n________________________________\nFrom: Alice")
+    assert kept.endswith("Dinner at 8pm on Friday.")
