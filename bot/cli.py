@@ -288,12 +288,15 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors exit 64 (EX_USAGE, README's table), not argparse's 2; the
     sub-command parsers are of the same class."""
 
+    # the ``bench`` sub-command's parser (build_parser sets it): its usage and help
+    bench: argparse.ArgumentParser | None = None
+
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(exitcodes.EX_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(prog="my-agent", description=__doc__)
     parser.add_argument(
         "--config",
@@ -334,8 +337,12 @@ def build_parser() -> argparse.ArgumentParser:
         service_unit.add_arguments(install)
     except ImportError:  # pragma: no cover
         pass
-    bench = add("bench", f"benchmarks: {', '.join(BENCHMARKS)}")
-    bench.add_argument("name", choices=BENCHMARKS)
+    # No -h of its own: ``bench NAME --help`` must reach the benchmark's parser, which
+    # knows its options (:func:`cmd_bench`); ``bench --help`` alone lists the names.
+    bench = sub.add_parser("bench", help=f"benchmarks: {', '.join(BENCHMARKS)}", add_help=False)
+    bench.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    bench.add_argument("name", nargs="?", choices=BENCHMARKS)
+    parser.bench = bench
     return parser
 
 
@@ -356,6 +363,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "status": cmd_status,
         "install-service": cmd_install_service,
     }
+    if args.command == "bench" and args.name is None:
+        bench_usage = parser.bench or parser
+        if {"-h", "--help"} & set(rest):
+            bench_usage.print_help()
+            bench_usage.exit(0)
+        bench_usage.error("a benchmark name is required")
     try:
         if args.command == "bench":
             return cmd_bench(args, rest)

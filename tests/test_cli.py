@@ -244,6 +244,36 @@ def test_benchmark_receives_the_config_file(name: str) -> None:
     assert cli.bench_parser(name)[1].parse_args(positional).config is None
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_bench_help_shows_the_benchmarks_own_options(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``my-agent bench search --help`` printed the generic ``bench`` usage
+    (the sub-command parser answered the flag itself), so a benchmark's options
+    (``--conversations``, ``--db``, ...) could only be found in the source."""
+    with pytest.raises(SystemExit) as done:
+        cli.main(["bench", "search", flag])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "my-agent bench search" in out
+    assert "--conversations" in out
+
+
+def test_bench_help_without_a_name_lists_the_benchmarks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["bench", "--help"])
+    assert done.value.code == 0
+    assert "locomo" in capsys.readouterr().out
+
+
+def test_bench_without_a_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["bench"])
+    assert done.value.code == exitcodes.EX_USAGE
+
+
 def test_reindex_refuses_while_a_daemon_holds_the_data_directory(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
