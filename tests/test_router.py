@@ -568,3 +568,37 @@ async def test_escalation_follows_the_configured_channel(tmp_path: Path) -> None
         assert len(core.telegram.of_kind("acknowledgement")) == 1  # ack on their channel
     finally:
         await shutdown_services(services)
+
+
+async def test_new_with_a_first_message_keeps_it_when_recording_it_failed_once(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (follows c1fb2bd): "/new <text>" queued the command's answer, then
+    # recorded <text>; when that write failed (the disk, a crash) the redelivery was taken
+    # for a duplicate command and dropped, and the message was acknowledged but lost.
+    await core.deliver("hello", sender="424242", message_id="tg-20")
+    await settle(core.s)
+    manager = core.s.conversations
+    real_append = manager.append_turn
+    failures = [OSError(28, "No space left on device")]
+
+    async def flaky_append(conv_id: str, role: str, text: str, **kwargs: Any) -> Any:
+        if role == "user" and text == "plan my week" and failures:
+            raise failures.pop()
+        return await real_append(conv_id, role, text, **kwargs)
+
+    monkeypatch.setattr(manager, "append_turn", flaky_append)
+    await core.deliver("/new plan my week", sender="424242", message_id="tg-21")
+    await settle(core.s)
+    assert failures == []  # the failure happened
+    convs = await core.conversations()
+    assert len(convs) == 2  # the original and exactly one new one
+    fresh = next(c for c in convs if c.pinned)
+    users = [
+        line["content"]
+        for line in core.s.store.read_lines(fresh.id)
+        if line.get("type") == "turn" and line.get("role") == "user"
+    ]
+    assert users == ["plan my week"]
+    assert core.telegram.texts("reply") == ["re: hello", "re: plan my week"]
+    assert len(core.telegram.of_kind("command")) == 1
