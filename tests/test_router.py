@@ -602,3 +602,30 @@ async def test_new_with_a_first_message_keeps_it_when_recording_it_failed_once(
     assert users == ["plan my week"]
     assert core.telegram.texts("reply") == ["re: hello", "re: plan my week"]
     assert len(core.telegram.of_kind("command")) == 1
+
+
+async def test_an_owners_automatic_mail_is_recorded_never_run_as_a_command(core: Core) -> None:
+    # (follows 8c227a5) An automatic mail from the owner (an out-of-office reply) is
+    # recorded, never answered: also when its text reads like a command, which must not
+    # run (a /new would unpin the conversation, /status would mail an answer: a loop).
+    for number, text in enumerate(("/new I am away until Monday.", "/status")):
+        await core.deliver(
+            text,
+            channel="email",
+            sender="robin.owner@example.org",
+            identity_verified=True,
+            subject="Automatic reply",
+            message_id=f"<auto-{number}@example.org>",
+            addressed=False,
+        )
+    await settle(core.s)
+    convs = await core.conversations()
+    assert len(convs) == 2 and all(c.pinned for c in convs)  # one thread per mail
+    recorded = [
+        line["content"]
+        for conv in convs
+        for line in core.s.store.read_lines(conv.id)
+        if line.get("type") == "turn"
+    ]
+    assert sorted(recorded) == ["/new I am away until Monday.", "/status"]
+    assert core.email.sent == []
