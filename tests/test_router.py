@@ -570,13 +570,19 @@ async def test_escalation_follows_the_configured_channel(tmp_path: Path) -> None
         await shutdown_services(services)
 
 
+@pytest.mark.parametrize("channel", ["telegram", "email"])
 async def test_new_with_a_first_message_keeps_it_when_recording_it_failed_once(
-    core: Core, monkeypatch: pytest.MonkeyPatch
+    core: Core, monkeypatch: pytest.MonkeyPatch, channel: str
 ) -> None:
     # Regression (follows c1fb2bd): "/new <text>" queued the command's answer, then
     # recorded <text>; when that write failed (the disk, a crash) the redelivery was taken
-    # for a duplicate command and dropped, and the message was acknowledged but lost.
-    await core.deliver("hello", sender="424242", message_id="tg-20")
+    # for a duplicate (the command's, or on e-mail the message's ref recorded for the
+    # thread) and dropped: the message was acknowledged but lost.
+    mail = channel == "email"
+    sender = "robin.owner@example.org" if mail else "424242"
+    fields: dict[str, Any] = {"identity_verified": True, "subject": "Plans"} if mail else {}
+    first, second = ("<m20@example.org>", "<m21@example.org>") if mail else ("tg-20", "tg-21")
+    await core.deliver("hello", channel=channel, sender=sender, message_id=first, **fields)
     await settle(core.s)
     manager = core.s.conversations
     real_append = manager.append_turn
@@ -588,7 +594,15 @@ async def test_new_with_a_first_message_keeps_it_when_recording_it_failed_once(
         return await real_append(conv_id, role, text, **kwargs)
 
     monkeypatch.setattr(manager, "append_turn", flaky_append)
-    await core.deliver("/new plan my week", sender="424242", message_id="tg-21")
+    if mail:  # a reply in the thread, "/new" on its first line
+        fields.update(message_ref=second, thread_refs=(first,))
+    await core.deliver(
+        "/new\n\nplan my week" if mail else "/new plan my week",
+        channel=channel,
+        sender=sender,
+        message_id=second,
+        **fields,
+    )
     await settle(core.s)
     assert failures == []  # the failure happened
     convs = await core.conversations()
@@ -600,8 +614,9 @@ async def test_new_with_a_first_message_keeps_it_when_recording_it_failed_once(
         if line.get("type") == "turn" and line.get("role") == "user"
     ]
     assert users == ["plan my week"]
-    assert core.telegram.texts("reply") == ["re: hello", "re: plan my week"]
-    assert len(core.telegram.of_kind("command")) == 1
+    sent = core.email if mail else core.telegram
+    assert sent.texts("reply") == ["re: hello", "re: plan my week"]
+    assert len(sent.of_kind("command")) == 1
 
 
 async def test_an_owners_automatic_mail_is_recorded_never_run_as_a_command(core: Core) -> None:
