@@ -122,6 +122,13 @@ class Outbox:
         row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))
         return row is not None
 
+    async def conversation_for_key(self, dedup_key: str) -> str | None:
+        """The conversation of the message queued under ``dedup_key``, if any."""
+        row = await self.db.fetchone(
+            "SELECT conversation_id FROM outbox WHERE dedup_key = ?", (dedup_key,)
+        )
+        return str(row[0]) if row and row[0] else None
+
     async def pending_count(self) -> int:
         row = await self.db.fetchone("SELECT count(*) FROM outbox WHERE status = 'pending'")
         return int(row[0]) if row else 0

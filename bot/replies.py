@@ -318,7 +318,13 @@ class ReplyEngine:
         reply, with every later message queued behind it, kept waiting for that one."""
         if request.conversation_id is None:
             return request
-        rec = await self.s.conversations.get(request.conversation_id)
+        try:
+            rec = await self.s.conversations.get(request.conversation_id)
+        except Exception:
+            # (storage trouble) the model it waits for, rather than ending the reply job
+            # and leaving the message unanswered until a restart
+            log.exception("cannot read the model of %s; retrying", request.conversation_id)
+            return request
         alias = getattr(rec, "model", None) or self.s.config.models.default
         if alias == request.model_alias:
             return request

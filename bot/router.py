@@ -319,9 +319,18 @@ class Router:
         owner: bool = True,
     ) -> None:
         dedup = f"{msg.channel}:{msg.message_id}:command"
+        # "/new" then a message ("/new" on the first line of a mail, the request below
+        # it): the text is the fresh conversation's first message, not dropped.
+        first = args if name == "new" and owner and args else ""
         if await self.s.outbox.has_key(dedup):
             # A redelivered command (its answer is queued already): never run it twice,
             # a second /new would create a second conversation.
+            if first:
+                # Its first message was not recorded (recorded, its id would have made
+                # this a duplicate message): the write failed after the answer was
+                # queued. It goes to the conversation that /new made, not lost.
+                await self._record_first_message(msg, first, dedup)
+                return
             log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
             return
         if rec is not None:
@@ -342,7 +351,9 @@ class Router:
             result = CommandResult("That command is not available here.")
         else:
             result = await self.commands.run_stranger(name, args, _no_party(msg))
-        if result.switched_to is not None and msg.channel in THREADED_CHANNELS:
+        if result.switched_to is not None and msg.channel in THREADED_CHANNELS and not first:
+            # (with a first message, its turn records the mail's refs: recorded here, a
+            # failure to write that turn made the redelivery a duplicate, the text lost)
             await self.s.conversations.record_message_ref(
                 result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in"
             )
@@ -364,14 +375,27 @@ class Router:
             ),
             dedup_key=dedup,
         )
-        if name == "new" and owner and args and result.switched_to is not None:
-            # "/new" then a message ("/new" on the first line of a mail, the request
-            # below it): the text is the fresh conversation's first message, not dropped.
+        if first and result.switched_to is not None:
             await self._record_and_reply(
-                replace(msg, text=args),
+                replace(msg, text=first),
                 result.switched_to,
                 sender=None if msg.channel == "web" else msg.sender_id,
             )
+
+    async def _record_first_message(self, msg: InboundMessage, text: str, dedup: str) -> None:
+        """Record the first message of a redelivered ``/new <text>`` in the conversation
+        that the command's queued answer names."""
+        conv_id = await self.s.outbox.conversation_for_key(dedup)
+        rec = await self.s.conversations.get(conv_id) if conv_id else None
+        if rec is None:
+            log.warning(
+                "first message of %s /new %s: its conversation is gone", msg.channel, msg.message_id
+            )
+            return
+        log.info("recording the first message of %s /new %s", msg.channel, msg.message_id)
+        await self._record_and_reply(
+            replace(msg, text=text), rec, sender=None if msg.channel == "web" else msg.sender_id
+        )
 
     async def _group_flow(self, msg: InboundMessage) -> None:
         key = f"{msg.channel}:group:{msg.group_id}"

@@ -568,3 +568,79 @@ async def test_escalation_follows_the_configured_channel(tmp_path: Path) -> None
         assert len(core.telegram.of_kind("acknowledgement")) == 1  # ack on their channel
     finally:
         await shutdown_services(services)
+
+
+@pytest.mark.parametrize("channel", ["telegram", "email"])
+async def test_new_with_a_first_message_keeps_it_when_recording_it_failed_once(
+    core: Core, monkeypatch: pytest.MonkeyPatch, channel: str
+) -> None:
+    # Regression (follows c1fb2bd): "/new <text>" queued the command's answer, then
+    # recorded <text>; when that write failed (the disk, a crash) the redelivery was taken
+    # for a duplicate (the command's, or on e-mail the message's ref recorded for the
+    # thread) and dropped: the message was acknowledged but lost.
+    mail = channel == "email"
+    sender = "robin.owner@example.org" if mail else "424242"
+    fields: dict[str, Any] = {"identity_verified": True, "subject": "Plans"} if mail else {}
+    first, second = ("<m20@example.org>", "<m21@example.org>") if mail else ("tg-20", "tg-21")
+    await core.deliver("hello", channel=channel, sender=sender, message_id=first, **fields)
+    await settle(core.s)
+    manager = core.s.conversations
+    real_append = manager.append_turn
+    failures = [OSError(28, "No space left on device")]
+
+    async def flaky_append(conv_id: str, role: str, text: str, **kwargs: Any) -> Any:
+        if role == "user" and text == "plan my week" and failures:
+            raise failures.pop()
+        return await real_append(conv_id, role, text, **kwargs)
+
+    monkeypatch.setattr(manager, "append_turn", flaky_append)
+    if mail:  # a reply in the thread, "/new" on its first line
+        fields.update(message_ref=second, thread_refs=(first,))
+    await core.deliver(
+        "/new\n\nplan my week" if mail else "/new plan my week",
+        channel=channel,
+        sender=sender,
+        message_id=second,
+        **fields,
+    )
+    await settle(core.s)
+    assert failures == []  # the failure happened
+    convs = await core.conversations()
+    assert len(convs) == 2  # the original and exactly one new one
+    fresh = next(c for c in convs if c.pinned)
+    users = [
+        line["content"]
+        for line in core.s.store.read_lines(fresh.id)
+        if line.get("type") == "turn" and line.get("role") == "user"
+    ]
+    assert users == ["plan my week"]
+    sent = core.email if mail else core.telegram
+    assert sent.texts("reply") == ["re: hello", "re: plan my week"]
+    assert len(sent.of_kind("command")) == 1
+
+
+async def test_an_owners_automatic_mail_is_recorded_never_run_as_a_command(core: Core) -> None:
+    # (follows 8c227a5) An automatic mail from the owner (an out-of-office reply) is
+    # recorded, never answered: also when its text reads like a command, which must not
+    # run (a /new would unpin the conversation, /status would mail an answer: a loop).
+    for number, text in enumerate(("/new I am away until Monday.", "/status")):
+        await core.deliver(
+            text,
+            channel="email",
+            sender="robin.owner@example.org",
+            identity_verified=True,
+            subject="Automatic reply",
+            message_id=f"<auto-{number}@example.org>",
+            addressed=False,
+        )
+    await settle(core.s)
+    convs = await core.conversations()
+    assert len(convs) == 2 and all(c.pinned for c in convs)  # one thread per mail
+    recorded = [
+        line["content"]
+        for conv in convs
+        for line in core.s.store.read_lines(conv.id)
+        if line.get("type") == "turn"
+    ]
+    assert sorted(recorded) == ["/new I am away until Monday.", "/status"]
+    assert core.email.sent == []

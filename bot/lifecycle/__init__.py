@@ -215,12 +215,16 @@ class Lifecycle:
         except Exception:  # storage trouble: keep the flag for the next pass
             log.exception("abbreviation of %s failed", conv_id)
             self.counters["failed"] += 1
+            if late:  # the retry must still rewrite them (the notes cover the turn number)
+                self._late_replies.add(conv_id)
             await self._flag(conv_id)
             return
         self.counters[outcome.status] += 1
         if outcome.embedded is False:
             self.counters["embedding_failed"] += 1
         if outcome.status == "failed":
+            if late:  # the sweep's retry must still rewrite them, not only embed them
+                self._late_replies.add(conv_id)
             if self.abbreviator.method == "llm":
                 rest = self.config.conversations.abbreviation_sweep_seconds / 2
                 self._model_down_until = self.clock.now() + timedelta(seconds=rest)

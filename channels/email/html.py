@@ -43,12 +43,18 @@ _BLOCK = {
 # everything skipped; the text a head can hold is in title/style/script, skipped anyway.
 _SKIP = {"script", "style", "title", "template", "noscript"}
 # Text nobody sees in a mail client (preheaders, and instructions slipped to a model):
-# display:none, visibility:hidden, zero font size or opacity, the hidden attribute.
+# display:none, zero opacity or max-height, the hidden attribute hide an element with
+# everything inside it.
 _HIDDEN_STYLE = re.compile(
-    r"display\s*:\s*none|visibility\s*:\s*hidden|"
-    r"(font-size|opacity|max-height)\s*:\s*0+(\.0*)?(px|pt|em|rem|%)?\s*(;|!|$)",
+    r"display\s*:\s*none|(opacity|max-height)\s*:\s*0+(\.0*)?(px|pt|em|rem|%)?\s*(;|!|$)",
     re.IGNORECASE,
 )
+# A zero font size and visibility:hidden are inherited, but an element inside can set
+# them back (templates wrap their columns in font-size:0 and size the text inside):
+# followed per open element (_TextExtractor._open), not hidden wholesale.
+_FONT_SIZE = re.compile(r"(?<![\w-])font-size\s*:\s*([^;!]*)", re.IGNORECASE)
+_ZERO_SIZE = re.compile(r"0+(\.0*)?(px|pt|em|rem|%)?\s*$", re.IGNORECASE)
+_VISIBILITY = re.compile(r"(?<![\w-])visibility\s*:\s*([a-z]+)", re.IGNORECASE)
 # Elements whose end tag may be omitted cannot be followed reliably: never hidden.
 _OPTIONAL_END = {"p", "li", "td", "th", "tr", "dt", "dd", "option", "thead", "tbody"}
 _VOID = {"br", "hr", "img", "input", "meta", "link", "wbr", "col", "area", "base", "source"}
@@ -68,6 +74,10 @@ class _TextExtractor(HTMLParser):
         self._link_text: list[str] = []
         self._hidden_tag: str | None = None  # the element hiding what is inside it
         self._hidden_depth = 0
+        # open elements (not void, end tag required): (tag, zero font size, invisible)
+        self._open: list[tuple[str, bool, bool]] = []
+        self._open_count: dict[str, int] = {}  # tag -> entries in _open (an end tag of
+        # none is passed over at once: a scan of thousands left open for each, quadratic)
 
     # -- line assembly -------------------------------------------------------------
     def _flush(self, force_blank: bool = False) -> None:
@@ -95,6 +105,17 @@ class _TextExtractor(HTMLParser):
         values = dict(attrs)
         return "hidden" in values or bool(_HIDDEN_STYLE.search(values.get("style") or ""))
 
+    def _inherited(self, style: str) -> tuple[bool, bool]:
+        """(zero font size, invisible) inside an element with ``style``."""
+        zero, invisible = self._open[-1][1:] if self._open else (False, False)
+        size = _FONT_SIZE.search(style)
+        if size:
+            zero = bool(_ZERO_SIZE.match(size.group(1).strip()))
+        visibility = _VISIBILITY.search(style)
+        if visibility:
+            invisible = visibility.group(1).lower() in ("hidden", "collapse")
+        return zero, invisible
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._hidden_tag is not None:
             if tag == self._hidden_tag:
@@ -103,6 +124,9 @@ class _TextExtractor(HTMLParser):
         if self._hides(tag, attrs):
             self._hidden_tag, self._hidden_depth = tag, 1
             return
+        if tag not in _OPTIONAL_END and tag not in _VOID:
+            self._open.append((tag, *self._inherited(dict(attrs).get("style") or "")))
+            self._open_count[tag] = self._open_count.get(tag, 0) + 1
         if tag in _SKIP:
             self._skip += 1
             return
@@ -137,6 +161,12 @@ class _TextExtractor(HTMLParser):
                 if self._hidden_depth == 0:
                     self._hidden_tag = None
             return
+        if self._open_count.get(tag):
+            while self._open:  # it, and whatever was left open inside it
+                closed = self._open.pop()[0]
+                self._open_count[closed] -= 1
+                if closed == tag:
+                    break
         if tag in _SKIP:
             self._skip = max(0, self._skip - 1)
             return
@@ -165,6 +195,8 @@ class _TextExtractor(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._skip or self._hidden_tag is not None:
             return
+        if self._open and (self._open[-1][1] or self._open[-1][2]):
+            return  # zero-size or invisible, as its element says or inherits
         if self._href is not None:
             self._link_text.append(data)
         self._write(data)

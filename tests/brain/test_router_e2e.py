@@ -257,3 +257,35 @@ async def test_switching_model_during_an_outage_unblocks_the_waiting_reply(
     await say("/model sonnet", "o3")
     await wait_for(lambda: len([m for m in web.sent if m.kind == "reply"]) == 2)
     assert [m.text for m in web.sent if m.kind == "reply"] == ["From sonnet.", "From sonnet."]
+
+
+async def test_a_failed_model_lookup_during_an_outage_does_not_drop_the_reply(
+    services: Services, fake_api: FakeAnthropicAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (follows 9400e42): each retry of a reply waiting out an outage reads the
+    # conversation's model again; when that read failed (the index on a failing disk),
+    # the error ended the reply job: the message was left unanswered until a restart.
+    import sqlite3
+
+    web: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
+    fake_api.down_for(3600)
+    await services.router.deliver(
+        InboundMessage(
+            channel="web", sender_id="owner", text="Still there?", message_id="m1", chat_id="d"
+        )
+    )
+    await wait_for(lambda: any(m.text == OUTAGE for m in web.sent))
+    real_get = services.conversations.get
+    failures = [sqlite3.OperationalError("disk I/O error")]
+
+    async def flaky_get(conv_id: str) -> object:
+        if failures:
+            raise failures.pop()
+        return await real_get(conv_id)
+
+    monkeypatch.setattr(services.conversations, "get", flaky_get)
+    await wait_for(lambda: not failures)  # a retry read the model and failed
+    fake_api.up()
+    fake_api.push_text("Yes.")
+    await wait_for(lambda: any(m.kind == "reply" for m in web.sent))
+    assert [m.text for m in web.sent] == [OUTAGE, "Yes."]

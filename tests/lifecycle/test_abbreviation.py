@@ -380,3 +380,31 @@ async def test_a_reply_that_lands_after_its_turn_was_noted_is_noted_later(
     clock.advance(3600)  # and only once
     await lifecycle.run_due()
     assert model.count("abbreviation") == 2
+
+
+async def test_a_late_reply_whose_rewrite_failed_is_noted_on_the_sweep(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression (follows 1d4c4cc): the pass meant to rewrite the notes for a late reply
+    # forgot it before calling the model; when that call failed, the sweep found the notes
+    # "current" (they cover the turn number) and only embedded them again: the answer
+    # never reached the notes.
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    lifecycle.enqueue(conv, "switch")
+    await lifecycle.settle()
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    model.abbreviation = unavailable()
+    clock.advance(600)  # the idle pass the reply restarted: the model is down
+    await lifecycle.run_due()
+    assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2]
+    assert (await core.row(conv)).needs_abbreviation
+    model.abbreviation = "Notes with the answer: two 8 TB IronWolf drives."
+    clock.advance(600)  # the sweep, once the model is back
+    await lifecycle.run_due()
+    texts = [e["text"] for e in core.events(conv, "abbreviation")]
+    assert texts[-1] == "Notes with the answer: two 8 TB IronWolf drives."
+    last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
+    assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
+    assert not (await core.row(conv)).needs_abbreviation

@@ -227,6 +227,23 @@ def test_text_no_mail_client_shows_is_left_out() -> None:
     assert html_to_text(html) == "Please pay the invoice.\nSmall print stays.\n\nThanks"
 
 
+def test_text_a_descendant_makes_visible_again_is_kept() -> None:
+    # Regression (follows a7ca27c): font-size and visibility are inherited, and an inner
+    # element can set them back. Newsletter and receipt templates (MJML's columns) wrap
+    # their content in font-size:0 to close the gaps between inline blocks and size the
+    # text inside: every word of such an HTML-only mail was left out, the mail empty.
+    html = (
+        '<div style="font-size:0px;text-align:left;display:inline-block">'
+        '<div style="font-family:Arial;font-size:13px;line-height:1">Your order has shipped.'
+        '</div><span> </span><div style="font-size:13px">Track it with code 7781.</div></div>'
+        '<div style="visibility:hidden">a<div style="visibility: visible">shown</div>c</div>'
+        '<div style="font-size:0">zero<div>still zero</div>gone</div><p>Thanks</p>'
+    )
+    assert html_to_text(html) == (
+        "Your order has shipped.\nTrack it with code 7781.\nshown\n\nThanks"
+    )
+
+
 def test_html_charset_named_only_in_a_meta_tag() -> None:
     # Without a charset parameter the body was tried as UTF-8, then cp1252: Russian or
     # Japanese HTML mail came out as mojibake although its <meta> said what it was.
