@@ -144,7 +144,9 @@ class ReplyEngine:
     def __init__(self, services: Services) -> None:
         self.s = services
         self.queue = KeyedSerialQueue(services.config.brain.max_concurrent_replies)
-        self._generations: dict[str, asyncio.Task[BrainReply]] = {}
+        # the stoppable step of each reply: its brain call, or its wait between two
+        # attempts while the model is unreachable
+        self._generations: dict[str, asyncio.Future[Any]] = {}
         # conversations whose reply is written and waits for the storage to take it
         self.storage_waiting: set[str] = set()
         self._stop_requested: set[str] = set()
@@ -358,17 +360,8 @@ class ReplyEngine:
                 reply = await task
                 return reply
             except asyncio.CancelledError:
-                if key in self._stop_requested and task.cancelled():
-                    current = asyncio.current_task()
-                    if current is None or not current.cancelling():
-                        self._stop_requested.discard(key)
-                        return BrainReply(
-                            text="".join(streamed) + STOPPED,
-                            model="stopped",
-                            # the tokens of a stopped reply were spent all the same
-                            usage=spend.usage if spend.any else None,
-                            cost=spend.cost,
-                        )
+                if self._stopped(key, task):
+                    return stopped_reply("".join(streamed), spend)
                 raise
             except BrainUnavailable as exc:
                 log.warning("brain unavailable for %s turn %s: %s", key, turn, exc)
@@ -384,7 +377,16 @@ class ReplyEngine:
                         ),
                         dedup_key=f"{dedup}:outage",
                     )
-                await asyncio.sleep(self.retry_interval)
+                # The wait is the reply's stoppable step now: a stop from the dashboard
+                # gives up on the model instead of holding the conversation's queue.
+                wait = asyncio.ensure_future(asyncio.sleep(self.retry_interval))
+                self._generations[key] = wait
+                try:
+                    await wait
+                except asyncio.CancelledError:
+                    if self._stopped(key, wait):
+                        return stopped_reply("", spend)
+                    raise
                 request = await self._current_model(request)
             except Exception:
                 log.exception("brain failed for %s turn %s", key, turn)
@@ -395,6 +397,28 @@ class ReplyEngine:
                     await self.s.stream_sink(
                         StreamEvent(request.conversation_id, turn, "", done=True)
                     )
+
+    def _stopped(self, key: str, step: asyncio.Future[Any]) -> bool:
+        """Whether ``step`` ended by the owner's stop (:meth:`cancel`), not by the
+        reply job itself being cancelled (a shutdown), which must propagate."""
+        if key not in self._stop_requested or not step.cancelled():
+            return False
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            return False
+        self._stop_requested.discard(key)
+        return True
+
+
+def stopped_reply(streamed: str, spend: Spend) -> BrainReply:
+    """The reply recorded for a stopped generation: what was streamed, labelled."""
+    return BrainReply(
+        text=streamed + STOPPED,
+        model="stopped",
+        # the tokens of a stopped reply were spent all the same
+        usage=spend.usage if spend.any else None,
+        cost=spend.cost,
+    )
 
 
 def outage_notice(exc: BrainUnavailable, profile: Profile) -> str:
