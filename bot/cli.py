@@ -187,13 +187,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     setup_logging("WARNING")
 
     async def _search(s: Any) -> int:
+        from bot.owner_days import day_range, local_day, owner_zone
+
         await s.search.start()  # keyword-only without a model: the warning says why
+        zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
         try:
+            date_from, date_to = day_range(args.date_from, args.date_to, zone)
             page = await s.search.search(
                 args.query,
                 channel=args.channel,
-                date_from=args.date_from,
-                date_to=args.date_to,
+                date_from=date_from,
+                date_to=date_to,
                 limit=args.limit,
                 cursor=args.cursor,
             )
@@ -208,7 +212,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         for r in page.results:
             print(
                 f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or 'Untitled'} "
-                f"({r.turn_range}, {r.timestamp[:10]})"
+                f"({r.turn_range}, {local_day(r.timestamp, zone)})"
             )
             print(f"       {' '.join((r.snippet or '').split())[:150]}")
         if page.next_cursor:  # the plain listing can be paged too, not only --json

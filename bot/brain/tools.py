@@ -20,13 +20,12 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.config.model import AppConfig
-from bot.events import iso
-from bot.search.results import InvalidFilter, iso_date
+from bot.owner_days import day_bound, local_day
+from bot.search.results import InvalidFilter
 
 log = logging.getLogger("my_agent.brain.tools")
 
@@ -94,34 +93,13 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def _date(value: Any, field: str, zone: ZoneInfo, *, end: bool = False) -> str | None:
-    """A date bound of the model's (a day of the owner's calendar, or a timestamp) as the
-    UTC timestamp the search compares with: the day's first moment, or with ``end`` its
-    last. Taken as UTC days, "yesterday" missed an evening conversation in New York."""
+    """A dateRange bound of the model's as the search's UTC bound (bot.owner_days)."""
     if value is not None and not isinstance(value, str):
         raise ToolError(f"{field} must be an ISO date string like 2026-02-14")
     try:
-        text = iso_date(value, field)
+        return day_bound(value, field, zone, end=end)
     except InvalidFilter as exc:
         raise ToolError(str(exc)) from None
-    if text is None:
-        return None
-    if len(text) <= 10:
-        day = date.fromisoformat(text) + timedelta(days=1 if end else 0)
-        moment = datetime.combine(day, time(), tzinfo=zone)
-        return iso(moment - timedelta(milliseconds=1) if end else moment)
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return iso(moment if moment.tzinfo else moment.replace(tzinfo=zone))
-
-
-def local_day(timestamp: str, zone: ZoneInfo) -> str:
-    """The owner's calendar day (in ``zone``) of a stored UTC timestamp."""
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return timestamp[:10]
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(zone).date().isoformat()
 
 
 def _int(value: Any, field: str) -> int | None:
