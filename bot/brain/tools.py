@@ -24,7 +24,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.config.model import AppConfig
-from bot.owner_days import day_bound, local_day
+from bot.owner_days import day_range, local_day
 from bot.search.results import InvalidFilter
 
 log = logging.getLogger("my_agent.brain.tools")
@@ -92,12 +92,14 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-def _date(value: Any, field: str, zone: ZoneInfo, *, end: bool = False) -> str | None:
-    """A dateRange bound of the model's as the search's UTC bound (bot.owner_days)."""
-    if value is not None and not isinstance(value, str):
-        raise ToolError(f"{field} must be an ISO date string like 2026-02-14")
+def _dates(span: Mapping[str, Any], zone: ZoneInfo) -> tuple[str | None, str | None]:
+    """The model's dateRange (days of the owner's calendar, or timestamps) as the
+    search's UTC bounds (bot.owner_days.day_range)."""
+    for key in ("from", "to"):
+        if span.get(key) is not None and not isinstance(span.get(key), str):
+            raise ToolError(f"dateRange.{key} must be an ISO date string like 2026-02-14")
     try:
-        return day_bound(value, field, zone, end=end)
+        return day_range(span.get("from"), span.get("to"), zone, ("dateRange.from", "dateRange.to"))
     except InvalidFilter as exc:
         raise ToolError(str(exc)) from None
 
@@ -198,12 +200,13 @@ class RecallTools:
         limit = _int(args.get("limit"), "limit") or self.config.search.default_limit
         limit = max(1, min(limit, SEARCH_MAX_LIMIT))
         zone = ZoneInfo(self.config.owner.timezone)
+        date_from, date_to = _dates(dates, zone)
         page = await _maybe_await(
             self.services.search.search(
                 query.strip(),
                 channel=channel,
-                date_from=_date(dates.get("from"), "dateRange.from", zone),
-                date_to=_date(dates.get("to"), "dateRange.to", zone, end=True),
+                date_from=date_from,
+                date_to=date_to,
                 limit=limit,
             )
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.brain.anthropic import EMPTY_REPLY, AnthropicBrain
 from bot.brain.base import BrainRequest
@@ -262,3 +264,22 @@ async def test_dates_are_the_owners_calendar_days(
     assert not err
     results = unwrap(content)["results"]
     assert [(r["conversationId"], r["date"]) for r in results] == [(evening.id, "2999-03-01")]
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Tokyo"])
+async def test_a_date_range_reversed_by_one_day_is_refused(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace, zone: str
+) -> None:
+    # Regression: turned into UTC bounds first, "from 2 March to 1 March" had the same
+    # UTC date at both ends, so the search's reversed-range check let it through and it
+    # matched nothing: the model read "no such conversation" instead of its mistake.
+    config = make_config(tmp_path, fake_api)
+    config.owner.timezone = zone
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(
+        tools,
+        "search_conversations",
+        {"query": "kayaks", "dateRange": {"from": "2999-03-02", "to": "2999-03-01"}},
+    )
+    assert err
+    assert "dateRange.from 2999-03-02 is after dateRange.to 2999-03-01" in content
