@@ -40,6 +40,22 @@ log = logging.getLogger("my_agent.healthcheck")
 STALE_INTERVALS = 3.0
 
 
+# Less free space than this in the data directory's file system: it counts as full (a
+# message, its journal record and its index rows no longer fit for long).
+FULL_BYTES = 1 << 20
+
+
+def disk_space(path: Path) -> dict[str, Any]:
+    """Free and total bytes of the file system holding ``path`` (as the daemon's
+    unprivileged user sees it: without the blocks reserved for root)."""
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        return {"error": str(exc), "full": False}
+    free = st.f_bavail * st.f_frsize
+    return {"free_bytes": free, "total_bytes": st.f_blocks * st.f_frsize, "full": free < FULL_BYTES}
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -282,7 +298,17 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
         if daemon["state"] in ("unknown", "stopped") and readyz["ok"]:
             daemon["state"] = "ready"  # a daemon without a status file (older build)
     report["daemon"] = daemon
-    if daemon["state"] == "stale":
+    report["disk"] = disk = disk_space(data_dir)
+    if disk["full"]:
+        problems.append(
+            f"the data directory's file system is full ({disk['free_bytes'] // 1024} KiB "
+            "free): new messages cannot be stored"
+        )
+    if daemon["state"] == "stale" and disk["full"]:
+        # Its status file cannot be written either: blaming the event loop sent the owner
+        # looking for a deadlock while every message was refused for lack of space.
+        problems.append("daemon heartbeat is stale: the disk is full, so it cannot be written")
+    elif daemon["state"] == "stale":
         problems.append("daemon heartbeat is stale (event loop stuck?)")
     elif daemon["state"] not in ("ready", "starting", "reloading"):
         problems.append(f"daemon is not running ({daemon['state']})")
@@ -335,6 +361,12 @@ def format_text(report: dict[str, Any]) -> str:
     if "readyz" in daemon:
         rz = daemon["readyz"]
         lines.append(f"readyz:       {'ok' if rz['ok'] else 'FAIL'} ({rz['url']})")
+    disk = report.get("disk") or {}
+    if "free_bytes" in disk:
+        lines.append(
+            f"disk:         {'FULL — ' if disk['full'] else ''}"
+            f"{disk['free_bytes'] / 2**20:.1f} MiB free of {disk['total_bytes'] / 2**20:.1f} MiB"
+        )
     counts = report.get("counts")
     if counts:
         chans = ", ".join(f"{k} {v}" for k, v in sorted(counts["by_channel"].items()))

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -244,3 +245,54 @@ async def test_live_status_line(services: Any) -> None:
     assert line.startswith("ready: channels none")
     assert "1 conversations" in line and "outbox 0 pending" in line
     assert "1 abbreviations pending" in line and "held in memory" not in line
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        reason = f"cannot mount a tmpfs (needs root): {proc.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) -> None:
+    # Regression: on a full data disk the daemon cannot write its status file, so
+    # `my-agent status` blamed a stuck event loop ("heartbeat is stale") and said nothing
+    # of the disk, while every incoming message was being refused for lack of space.
+    config = _config(tmp_path)
+    _mount_tmpfs(config.data_dir, "4m")
+    try:
+        await _populate(config)
+        report = await asyncio.to_thread(healthcheck.collect, config)
+        assert report["disk"]["free_bytes"] > 1 << 20 and not report["disk"]["full"]
+        assert not any("full" in p for p in report["problems"])
+        Notifier(env={}, status_path=config.data_dir / STATUS_FILE_NAME).ready("ready")
+        status = json.loads((config.data_dir / STATUS_FILE_NAME).read_text())
+        status["updated_at"] = time.time() - 120  # its last beat before the disk filled
+        (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(status))
+        fd = os.open(config.data_dir / "filler.bin", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            for size in (1 << 16, 512, 1):  # to the last byte
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+        report = await asyncio.to_thread(healthcheck.collect, config)
+        assert report["disk"]["full"] and report["daemon"]["state"] == "stale"
+        problems = report["problems"]
+        assert any(p.startswith("the data directory's file system is full") for p in problems)
+        assert not any("event loop stuck" in p for p in problems), problems
+        assert any("disk is full" in p and "heartbeat" in p for p in problems), problems
+        assert report["exit_code"] != 0  # 74 here: a closed WAL index cannot be opened
+        assert "disk:         FULL" in healthcheck.format_text(report)
+    finally:
+        subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
