@@ -56,14 +56,42 @@ def disk_space(path: Path) -> dict[str, Any]:
     return {"free_bytes": free, "total_bytes": st.f_blocks * st.f_frsize, "full": free < FULL_BYTES}
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid: int, started_at: float | None = None) -> bool:
+    """Whether ``pid`` is still the daemon that wrote its status file at ``started_at``.
+
+    ``os.kill(pid, 0)`` alone also succeeds for a daemon killed (``kill -9``) but not yet
+    reaped by its parent (a zombie), and for another process that got the pid later:
+    both were reported as a ready daemon.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # exists, owned by another user (the service's DynamicUser)
-    return True
+        pass  # exists, owned by another user (the service's DynamicUser)
+    proc = _proc_state(pid)
+    if proc is None:
+        return True  # no /proc to ask: trust the signal check
+    state, started = proc
+    if state == "Z":
+        return False
+    # The daemon wrote started_at after it started; a process started later is another.
+    return not (started_at and started > started_at + 2.0)
+
+
+def _proc_state(pid: int) -> tuple[str, float] | None:
+    """(state letter, start time as a Unix time) of ``pid`` from /proc, None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        fields = stat.rpartition(")")[2].split()  # after the command name, which may hold ")"
+        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[str, Any]:
@@ -84,7 +112,9 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
         "uptime_seconds": round(now - float(data.get("started_at") or now), 1),
         "systemd": bool(data.get("systemd")),
     }
-    if data.get("state") == "stopped" or not pid or not _pid_alive(pid):
+    started_at = data.get("started_at")
+    started = float(started_at) if isinstance(started_at, int | float) else None
+    if data.get("state") == "stopped" or not pid or not _pid_alive(pid, started):
         out["state"] = "stopped"
     elif isinstance(interval, int | float) and age > STALE_INTERVALS * interval + 2:
         out["state"] = "stale"  # alive but no heartbeat: the event loop is stuck

@@ -296,3 +296,28 @@ async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) ->
         assert "disk:         FULL" in healthcheck.format_text(report)
     finally:
         subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
+
+
+def test_a_killed_or_replaced_pid_is_stopped(tmp_path: Path) -> None:
+    # Regression: after `kill -9` the daemon stays a zombie until its parent reaps it,
+    # and later its pid may belong to another process: `os.kill(pid, 0)` succeeds for
+    # both, so status reported a dead daemon as "ready" with no problem at all.
+    zombie = os.fork()
+    if zombie == 0:
+        os._exit(0)
+    try:
+        for _ in range(200):  # until the child has exited (not reaped: a zombie)
+            if Path(f"/proc/{zombie}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                break
+            time.sleep(0.01)
+        status = {"pid": zombie, "state": "ready", "updated_at": time.time()}
+        (tmp_path / STATUS_FILE_NAME).write_text(json.dumps(status | {"started_at": time.time()}))
+        assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "stopped"
+    finally:
+        os.waitpid(zombie, 0)
+    # This process is alive, but it started long after that daemon wrote its file.
+    status = {"pid": os.getpid(), "state": "ready", "updated_at": time.time()}
+    (tmp_path / STATUS_FILE_NAME).write_text(json.dumps(status | {"started_at": 1_000_000.0}))
+    assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "stopped"
+    (tmp_path / STATUS_FILE_NAME).write_text(json.dumps(status | {"started_at": time.time()}))
+    assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "ready"
