@@ -33,6 +33,18 @@ def local_day(timestamp: str, zone: ZoneInfo) -> str:
     return moment.astimezone(zone).date().isoformat()
 
 
+def local_time(timestamp: str, zone: ZoneInfo) -> str:
+    """A stored UTC timestamp as the owner's local time with its UTC offset
+    (``2026-03-01T20:30:00-05:00``); text that is no timestamp is returned as it is."""
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return timestamp
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(zone).isoformat(timespec="seconds")
+
+
 def day_bound(value: str | None, field: str, zone: ZoneInfo, *, end: bool = False) -> str | None:
     """A date filter given by the owner (a day of their calendar, or a timestamp) as the
     UTC timestamp the search compares with: the day's first moment, or with ``end`` its

@@ -24,7 +24,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.config.model import AppConfig
-from bot.owner_days import day_range, local_day
+from bot.owner_days import day_range, local_day, local_time
 from bot.search.results import InvalidFilter
 
 log = logging.getLogger("my_agent.brain.tools")
@@ -261,7 +261,8 @@ class RecallTools:
         if last - first + 1 > FETCH_MAX_TURNS:
             last = first + FETCH_MAX_TURNS - 1
             note = f"range cut to {FETCH_MAX_TURNS} turns ({first}-{last}); fetch more separately"
-        out = [_turn_view(t) for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
+        zone = ZoneInfo(self.config.owner.timezone)
+        out = [_turn_view(t, zone) for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
         payload: dict[str, Any] = {
             "conversationId": conv_id,
             "conversationName": getattr(record, "title", None),
@@ -274,14 +275,17 @@ class RecallTools:
         return wrap_data("fetch_context", payload)
 
 
-def _turn_view(line: Mapping[str, Any]) -> dict[str, Any]:
+def _turn_view(line: Mapping[str, Any], zone: ZoneInfo) -> dict[str, Any]:
     content = str(line.get("content", ""))
     if len(content) > FETCH_MAX_CHARS_PER_TURN:
         content = content[:FETCH_MAX_CHARS_PER_TURN] + " [...truncated]"
+    stamp = line.get("timestamp")
     return {
         "role": line.get("role"),
         "content": content,
-        "timestamp": line.get("timestamp"),
+        # the owner's local time, like search's dates and the prompt's "now": the UTC
+        # stamp put an evening turn in New York on the next day
+        "timestamp": local_time(stamp, zone) if isinstance(stamp, str) else stamp,
         "turnNumber": line.get("turnNumber"),
     }
 

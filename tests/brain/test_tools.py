@@ -283,3 +283,24 @@ async def test_a_date_range_reversed_by_one_day_is_refused(
     )
     assert err
     assert "dateRange.from 2999-03-02 is after dateRange.to 2999-03-01" in content
+
+
+async def test_fetched_turns_are_timed_in_the_owners_zone(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: fetch_context gave each turn's stored UTC timestamp while
+    # search_conversations dates results by the owner's calendar and the system prompt
+    # tells the owner's local time: an evening turn in New York read as the next day
+    # ("2999-03-02T01:30:00.000Z"), and search and fetch named different days for it.
+    config = make_config(tmp_path, fake_api)
+    config.owner.timezone = "America/New_York"
+    manager = core.conversations
+    rec = await manager.create("web")
+    await manager.append_turn(
+        rec.id, "user", "the evening chat about kayaks", timestamp="2999-03-02T01:30:00.000Z"
+    )
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(tools, "fetch_context", {"conversationId": rec.id})
+    assert not err
+    turns = unwrap(content)["turns"]
+    assert [t["timestamp"] for t in turns] == ["2999-03-01T20:30:00-05:00"]
