@@ -159,7 +159,13 @@ class AnthropicBrain:
         turn = _Turn(spend=request.spend)
         deltas = DeltaForwarder(on_delta)
         try:
-            await self._tool_loop(alias, system, ctx.messages(), self.recall.tools(), turn, deltas)
+            current = (
+                (request.conversation_id, request.turn_number)
+                if request.conversation_id and request.turn_number
+                else None
+            )
+            tools = self.recall.tools(current)
+            await self._tool_loop(alias, system, ctx.messages(), tools, turn, deltas)
         except asyncio.CancelledError:
             if deltas.cut is not None:  # stopped mid-stream: that call's tokens were spent
                 self._add(turn, alias, deltas.cut)

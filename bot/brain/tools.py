@@ -33,6 +33,7 @@ FETCH_DEFAULT_TURNS = 10
 FETCH_MAX_TURNS = 40
 FETCH_MAX_CHARS_PER_TURN = 4000
 SEARCH_MAX_LIMIT = 25
+SNIPPET_CHARS = 220  # as long as the search's own snippets
 
 
 class ToolError(Exception):
@@ -169,14 +170,20 @@ class RecallTools:
         self.config = config
         self.services = services
 
-    def tools(self) -> list[Tool]:
+    def tools(self, current: tuple[str, int] | None = None) -> list[Tool]:
+        """The tools for one reply; ``current`` (conversation id, turn number) is the
+        message being answered, which search leaves out of its results."""
+
+        async def search(args: dict[str, Any]) -> str:
+            return await self.search_conversations(args, current)
+
         return [
             Tool(
                 "search_conversations",
                 "Search the owner's past conversations (all channels) by meaning and "
                 "keywords. Returns conversation ids, titles, snippets and matching turns.",
                 SEARCH_SCHEMA,
-                self.search_conversations,
+                search,
             ),
             Tool(
                 "fetch_context",
@@ -187,7 +194,9 @@ class RecallTools:
             ),
         ]
 
-    async def search_conversations(self, args: dict[str, Any]) -> str:
+    async def search_conversations(
+        self, args: dict[str, Any], current: tuple[str, int] | None = None
+    ) -> str:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ToolError("query must be a non-empty string")
@@ -207,11 +216,13 @@ class RecallTools:
                 channel=channel,
                 date_from=date_from,
                 date_to=date_to,
-                limit=limit,
+                limit=limit + (current is not None),  # the message itself may drop out
             )
         )
-        results = [
-            {
+        results = []
+        total = page.total
+        for r in page.results:
+            item = {
                 "conversationId": r.conversation_id,
                 "conversationName": r.title,
                 "channel": r.channel,
@@ -222,12 +233,34 @@ class RecallTools:
                 "score": round(float(r.score), 4),
                 "topics": list(r.topics),
             }
-            for r in page.results
-        ]
-        found = {"results": results, "totalMatches": page.total}
+            if current is not None and r.conversation_id == current[0]:
+                if not await self._without_current(item, r, current[1]):
+                    total -= 1
+                    continue
+            results.append(item)
+        found = {"results": results[:limit], "totalMatches": max(total, len(results[:limit]))}
         if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
             found["totalIsLowerBound"] = True
         return wrap_data("search_conversations", found)
+
+    async def _without_current(self, item: dict[str, Any], result: Any, turn: int) -> bool:
+        """Take the message being answered out of ``item`` (a result in its own
+        conversation): it is stored before the reply, so search found the question it
+        was asked for. False when nothing else of the conversation matched."""
+        others = [n for n in result.matched_turns if n != turn]
+        if result.matched_turns and not others:
+            return False
+        item["matchedTurns"] = others
+        item["currentConversation"] = True  # the model is in it: not a past conversation
+        best = [n for n, _ in result.turn_scores if n != turn]
+        if result.turn_scores and result.turn_scores[0][0] == turn and best:
+            # the snippet quoted the question: quote the best other matching turn instead
+            lines = await self.services.conversations.read_turns(
+                result.conversation_id, best[0], best[0], readouts=False
+            )
+            text = " ".join(" ".join(str(x.get("content") or "").split()) for x in lines)
+            item["snippet"] = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+        return True
 
     async def fetch_context(self, args: dict[str, Any]) -> str:
         conv_id = args.get("conversationId")

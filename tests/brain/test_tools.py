@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -304,3 +305,39 @@ async def test_fetched_turns_are_timed_in_the_owners_zone(
     assert not err
     turns = unwrap(content)["turns"]
     assert [t["timestamp"] for t in turns] == ["2999-03-01T20:30:00-05:00"]
+
+
+async def test_the_message_being_answered_is_not_a_search_result(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: the owner's message is stored (and indexed) before the reply, so
+    # search_conversations found the very question it was asked for, often near the top
+    # ("what did the plumber quote for the boiler?" matches itself), taking a result's
+    # place and passing the question off as a past conversation.
+    boiler = await seed_conversation(
+        core, [("user", "The plumber Jonas quoted 240 euros for the boiler")], title="Boiler"
+    )
+    asking = {
+        "alone": "What did the plumber quote for the boiler?",
+        "here": "And the plumber's boiler quote?",
+    }
+    here = await seed_conversation(
+        core, [("user", "the boiler is loud again"), ("assistant", "ok")]
+    )
+    await core.conversations.append_turn(here, "user", asking["here"])
+    alone = await seed_conversation(core, [("user", asking["alone"])])
+    for name, conv, turn in (("alone", alone, 1), ("here", here, 2)):
+        fake_api.push_tool_use("search_conversations", {"query": "plumber quote boiler"})
+        fake_api.push_text("Jonas quoted 240 euros.")
+        req = request(conv, asking[name])
+        await brain.reply(dataclasses.replace(req, turn_number=turn))
+        (result,) = tool_results(fake_api.requests[-1].body)
+        found = {r["conversationId"]: r for r in unwrap(result["content"])["results"]}
+        assert boiler in found and "currentConversation" not in found[boiler]
+        if conv == alone:  # its only match is the question: not a result at all
+            assert alone not in found
+        else:  # an earlier turn of this conversation matched: kept, marked, without it
+            assert found[here]["matchedTurns"] == [1]
+            assert found[here]["currentConversation"] is True
+            assert found[here]["snippet"].startswith("the boiler is loud again")
+        assert asking[name] not in result["content"]
