@@ -138,6 +138,15 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     config = _config(args, secrets=False)
     setup_logging("WARNING")
 
+    from bot.owner_days import local_time, owner_zone
+
+    zone = owner_zone(config)
+
+    def when(stamp: Any) -> str:
+        """A stored UTC time as the owner's local minute (``2026-03-01 20:30``): printed
+        bare, UTC read as local time and put evenings west of UTC on the next day."""
+        return local_time(str(stamp or ""), zone)[:16].replace("T", " ")
+
     async def _list(s: Any) -> int:
         records = await s.conversations.list(channel=args.channel, limit=args.limit)
         if args.json:
@@ -146,7 +155,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         for r in records:
             pin = " pinned" if r.pinned else ""
             print(
-                f"{r.id}  {r.channel:<9} {r.updated[:16]}  {r.turn_count:>4} turns{pin}  "
+                f"{r.id}  {r.channel:<9} {when(r.updated)}  {r.turn_count:>4} turns{pin}  "
                 f"{r.title or 'New conversation'}"
             )
         return 0
@@ -169,7 +178,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             if line.get("type") == "turn":
                 who = line.get("sender") or line["role"]
                 print(
-                    f"[{line.get('turnNumber')}] {line.get('timestamp', '')[:16]} {who}: "
+                    f"[{line.get('turnNumber')}] {when(line.get('timestamp'))} {who}: "
                     f"{line.get('content')}"
                 )
             elif line.get("type") == "event":

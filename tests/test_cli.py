@@ -422,3 +422,35 @@ def test_reading_commands_on_a_corrupt_index_exit_74_naming_the_file(
         assert "Traceback" not in err
     assert store.run("reindex", capsys=capsys)[0] == 0  # the remedy it names works
     assert store.json("search", "sourdough", capsys=capsys)["results"]
+
+
+def test_conversations_are_listed_and_shown_in_the_owners_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `conversations list` and `conversations show` printed UTC times with no
+    # zone: for an owner in New York an evening conversation (20:30) showed at 01:30 on
+    # the next day, unlike the dates of `my-agent search`, /search and the assistant.
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    owner = {"identities": owner_identities(), "timezone": "America/New_York"}
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(raw_config(tmp_path, owner=owner)), encoding="utf-8")
+    config = make_config(tmp_path, owner=owner)
+
+    async def fill() -> str:
+        services = await open_services(config, brain=ScriptedBrain())
+        try:
+            rec = await services.conversations.create("web")
+            await services.conversations.append_turn(
+                rec.id, "user", "kayaks at dusk", timestamp="2999-03-02T01:30:00.000Z"
+            )
+            return str(rec.id)
+        finally:
+            await shutdown_services(services)
+
+    conv = asyncio.run(fill())
+    for args in (["conversations", "list"], ["conversations", "show", conv]):
+        capsys.readouterr()
+        assert cli.main(["--config", str(config_path), *args]) == 0
+        out = capsys.readouterr().out
+        assert "2999-03-01 20:30" in out and "2999-03-02" not in out, out
