@@ -182,6 +182,14 @@ def index_counts(conn: Any) -> dict[str, Any]:
         "abbreviations_to_retry": _scalar(
             conn, "SELECT count(*) FROM conversations WHERE needs_abbreviation = 1"
         ),
+        # Owner messages with no reply yet (bot.recovery.pending_replies): in flight
+        # while the daemon runs; after a stop or during an outage, answered later.
+        "replies_pending": _scalar(
+            conn,
+            "SELECT count(*) FROM turns u WHERE u.role = 'user' AND u.awaits_reply = 1 "
+            "AND NOT EXISTS (SELECT 1 FROM turns a WHERE a.conversation_id = "
+            "u.conversation_id AND a.turn_number = u.turn_number AND a.role = 'assistant')",
+        ),
         "external_parties": _scalar(conn, "SELECT count(*) FROM external_parties"),
         "pending_escalations": _scalar(
             conn, "SELECT count(*) FROM escalations WHERE status = 'pending'"
@@ -407,6 +415,7 @@ def format_text(report: dict[str, Any]) -> str:
             f"abbreviations pending: {counts['pending_abbreviations']} "
             f"({counts['abbreviations_to_retry']} to retry)"
         )
+        lines.append(f"replies pending:  {counts.get('replies_pending', 0)}")
         lines.append(
             f"external:     {counts['external_parties']} parties, "
             f"{counts['pending_escalations']} escalations pending"

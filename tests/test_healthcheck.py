@@ -321,3 +321,26 @@ def test_a_killed_or_replaced_pid_is_stopped(tmp_path: Path) -> None:
     assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "stopped"
     (tmp_path / STATUS_FILE_NAME).write_text(json.dumps(status | {"started_at": time.time()}))
     assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "ready"
+
+
+async def test_messages_waiting_for_a_reply_are_counted(
+    populated: tuple[AppConfig, list[str]],
+) -> None:
+    # Regression: a stop while replies were still queued (SIGTERM drains for a bounded
+    # time; the rest are answered after the restart), or an outage of the model, left
+    # owner messages unanswered, and `my-agent status` showed no trace of them.
+    config, ids = populated
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["counts"]["replies_pending"] == 0
+    db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+    mgr = ConversationManager(
+        config,
+        TranscriptStore(config.conversations_dir, fsync=False),
+        ConversationIndex(db),
+        EventBus(),
+    )
+    await mgr.append_turn(ids[1], "user", "still waiting for an answer")
+    await db.close()
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["counts"]["replies_pending"] == 1
+    assert "replies pending:  1" in healthcheck.format_text(report)
