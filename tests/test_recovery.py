@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot import cli
+from bot import cli, healthcheck
 from bot.config import AppConfig
 from bot.services import DatabaseOpenError, open_services
 from tests.conftest import (
@@ -324,3 +324,39 @@ async def test_an_edited_older_pinned_transcript_keeps_the_current_pin(tmp_path:
 def turns_of(services: Any, conv_id: str, role: str) -> list[dict[str, Any]]:
     lines = services.store.read_lines(conv_id)
     return [x for x in lines if x.get("type") == "turn" and x.get("role") == role]
+
+
+async def test_a_deleted_transcript_takes_its_conversation_out_of_the_index(
+    tmp_path: Path,
+) -> None:
+    """Regression: the transcripts are the truth, but a conversation whose transcript the
+    owner deleted stayed in the index for good: still listed, still found by search
+    (what the owner meant to forget), and `my-agent status` INCONSISTENT at every start."""
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        await attach_channel(services, RecordingChannel("telegram"))
+        for text in ("my bank PIN is 4711, forget it later", "/new", "the roses need water"):
+            await services.router.deliver(inbound(text, sender="424242", chat="77"))
+        await settle(services)
+        forget, keep = sorted(r.id for r in await services.conversations.list())
+    finally:
+        await shutdown_services(services)
+    (config.conversations_dir / f"{forget}.jsonl").unlink()
+
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        assert [r.id for r in await services.conversations.list()] == [keep]
+        assert await services.conversations.get(forget) is None
+        assert (await services.search.search("bank PIN 4711")).results == []
+        assert [r.conversation_id for r in (await services.search.search("roses")).results] == [
+            keep
+        ]
+        rows = await services.index_db.fetchall(
+            "SELECT count(*) FROM turns WHERE conversation_id = ?", (forget,)
+        )
+        assert rows[0][0] == 0
+    finally:
+        await shutdown_services(services)
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["index"]["ok"], report["index"]
