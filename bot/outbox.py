@@ -122,6 +122,13 @@ class Outbox:
         row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))
         return row is not None
 
+    async def queued(self, dedup_key: str) -> OutboundMessage | None:
+        """The message queued under ``dedup_key`` (whatever its status), None if none."""
+        row = await self.db.fetchone(
+            "SELECT id, payload FROM outbox WHERE dedup_key = ?", (dedup_key,)
+        )
+        return _decode(str(row[1]), int(row[0])) if row else None
+
     async def pending_count(self) -> int:
         row = await self.db.fetchone("SELECT count(*) FROM outbox WHERE status = 'pending'")
         return int(row[0]) if row else 0

@@ -319,10 +319,23 @@ class Router:
         owner: bool = True,
     ) -> None:
         dedup = f"{msg.channel}:{msg.message_id}:command"
-        if await self.s.outbox.has_key(dedup):
+        queued = await self.s.outbox.queued(dedup)
+        if queued is not None:
             # A redelivered command (its answer is queued already): never run it twice,
             # a second /new would create a second conversation.
             log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
+            switched = queued.metadata.get("switchedTo")
+            if name == "new" and owner and args and isinstance(switched, str):
+                # Its message was not stored (else the delivery would have been dropped
+                # as a duplicate before this): the store failed or the process died
+                # after the command. Stored now; it used to be acknowledged and lost.
+                fresh = await self.s.conversations.get(switched)
+                if fresh is not None:
+                    await self._record_and_reply(
+                        replace(msg, text=args),
+                        fresh,
+                        sender=None if msg.channel == "web" else msg.sender_id,
+                    )
             return
         if rec is not None:
             await self.s.conversations.append_event(
@@ -342,7 +355,16 @@ class Router:
             result = CommandResult("That command is not available here.")
         else:
             result = await self.commands.run_stranger(name, args, _no_party(msg))
-        if result.switched_to is not None and msg.channel in THREADED_CHANNELS:
+        first_message = name == "new" and owner and bool(args)
+        if (
+            result.switched_to is not None
+            and msg.channel in THREADED_CHANNELS
+            and not (
+                first_message  # its turn files the ref, once it is stored (below)
+            )
+        ):
+            # Filed before the message was stored, the ref made a redelivery after a
+            # failed store a duplicate, dropped: the message was lost.
             await self.s.conversations.record_message_ref(
                 result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in"
             )
@@ -364,7 +386,7 @@ class Router:
             ),
             dedup_key=dedup,
         )
-        if name == "new" and owner and args and result.switched_to is not None:
+        if first_message and result.switched_to is not None:
             # "/new" then a message ("/new" on the first line of a mail, the request
             # below it): the text is the fresh conversation's first message, not dropped.
             await self._record_and_reply(
