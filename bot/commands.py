@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from bot.events import InboundMessage
 from bot.external import PartyRecord
 from bot.index import ConversationRecord
+from bot.owner_days import local_day, owner_zone
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -174,10 +175,11 @@ class Commands:
         if not page.results:
             return CommandResult(f"No conversations match {args!r}.")
         lines = [f"Results for {args!r} ({page.method}):"]
+        zone = owner_zone(self.s.config)  # the owner's day, as the assistant dates it
         for i, r in enumerate(page.results, 1):
             snippet = " ".join((r.snippet or "").split())[:160]
             lines.append(
-                f"{i}. {r.title or 'Untitled'} [{r.channel}, {r.timestamp[:10]}, "
+                f"{i}. {r.title or 'Untitled'} [{r.channel}, {local_day(r.timestamp, zone)}, "
                 f"{r.turn_range}] {snippet} ({r.conversation_id})"
             )
         return CommandResult("\n".join(lines))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import os
@@ -218,6 +219,7 @@ class TranscriptStore:
     def _put(self, path: Path, data: bytes, sync: bool = False) -> tuple[int, bytes]:
         """Append ``data`` (fsync when ``sync``); returns the offset and bytes written."""
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        size = -1
         try:
             size = os.fstat(fd).st_size
             if size and self._ends.get(path) != size:
@@ -236,6 +238,12 @@ class TranscriptStore:
             return size, data
         except BaseException:
             self._ends.pop(path, None)
+            if size >= 0:
+                # Nothing of a failed append stays (a full disk takes part of a write):
+                # the caller retries it whole, and a fragment was a corrupt line for good,
+                # or, cut just before its newline, a second copy of the message.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
             raise
         finally:
             os.close(fd)
