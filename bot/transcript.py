@@ -193,7 +193,10 @@ class TranscriptStore:
             return 0
         # looked up per call, not bound now: the write can be swapped (fault injection)
         journal = Journal(
-            self.directory, lambda path, data: self._put(path, data), self.checkpoint_seconds
+            self.directory,
+            lambda path, data: self._put(path, data),
+            self.checkpoint_seconds,
+            undo=self._cut,
         )
         try:
             repaired = journal.open()
@@ -247,6 +250,12 @@ class TranscriptStore:
             raise
         finally:
             os.close(fd)
+
+    def _cut(self, path: Path, size: int) -> None:
+        """Truncate ``path`` back to ``size`` (an append the journal could not make
+        durable, refused to its caller)."""
+        self._ends.pop(path, None)  # the next append checks the last byte again
+        os.truncate(path, size)
 
     def _write(self, path: Path, data: bytes) -> int:
         """Append ``data`` durably without the journal; returns the file size after it."""
