@@ -348,6 +348,9 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
         problems.append("daemon heartbeat is stale: the disk is full, so it cannot be written")
     elif daemon["state"] == "stale":
         problems.append("daemon heartbeat is stale (event loop stuck?)")
+    elif daemon["state"] == "stopping":
+        # still running: finishing its replies and notes before it exits
+        problems.append(f"daemon is {daemon.get('status') or 'stopping'}")
     elif daemon["state"] not in ("ready", "starting", "reloading"):
         problems.append(f"daemon is not running ({daemon['state']})")
     elif readyz is not None and not readyz["ok"]:

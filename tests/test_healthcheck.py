@@ -104,6 +104,22 @@ async def test_live_status_file_means_healthy(populated: tuple[AppConfig, list[s
     assert healthcheck.daemon_from_status_file(config.data_dir)["state"] == "stopped"
 
 
+async def test_a_draining_daemon_is_reported_stopping_not_stopped(
+    populated: tuple[AppConfig, list[str]],
+) -> None:
+    # Regression: during a SIGTERM drain the status said "daemon is not running
+    # (stopping)" while the daemon ran on, finishing its replies.
+    config, _ = populated
+    n = Notifier(env={}, status_path=config.data_dir / STATUS_FILE_NAME)
+    n.ready("channels up: loopback")
+    n.stopping()
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["daemon"]["state"] == "stopping"
+    assert not any("not running" in p for p in report["problems"])
+    assert "daemon is stopping: draining replies" in report["problems"]
+    n.stopped()
+
+
 def test_dead_pid_is_stopped(tmp_path: Path) -> None:
     proc_pid = os.fork()
     if proc_pid == 0:
