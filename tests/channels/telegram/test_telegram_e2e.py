@@ -285,3 +285,28 @@ async def test_response_models_survive_a_collection_between_messages(
     tg_server.inject_message(OWNER_ID, "and the roses?")
     await tg_server.wait_sent(OWNER_ID, 2)
     assert [Response[t] for t in (Message, bool, list[Update])] == [ref() for ref in used]
+
+
+async def test_a_long_flood_wait_is_kept_by_the_outbox(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    # Longer than max_retry_after (60 s): the sender hands it back to the outbox, which
+    # retried within a second or two (each retry another 429 that lengthens the ban).
+    tg_server.fail_next("sendMessage", code=429, retry_after=100)
+    tg_server.inject_message(OWNER_ID, "are you rate limited?")
+    outbox = stack.services.outbox
+
+    async def attempted() -> bool:
+        row = await outbox.db.fetchone("SELECT attempts FROM outbox")
+        return row is not None and row[0] == 1
+
+    await stack.wait(attempted)
+    row = await outbox.db.fetchone("SELECT next_attempt, status FROM outbox")
+    assert row is not None and row[1] == "pending"
+    assert row[0] - outbox.clock() >= 99
+    assert len(tg_server.calls_of("sendMessage")) == 1
+    later = outbox.clock() + 100
+    outbox.clock = lambda: later  # the flood wait is over
+    outbox.kick()
+    await tg_server.wait_sent(OWNER_ID, 1)
+    assert len(tg_server.calls_of("sendMessage")) == 2
