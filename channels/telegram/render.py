@@ -8,7 +8,8 @@ subset is turned into tags by a stack-based parser that can only emit balanced o
 
 :func:`split_html` cuts a rendered text into parts of at most 4,096 UTF-16 units (the
 Bot API limit) on paragraph, then line, then word boundaries, never inside a tag or an
-entity; tags open at a cut are closed at the end of the part and reopened in the next.
+entity; tags open at a cut are closed at the end of the part and reopened in the next
+(inside a code block, the next part keeps the indentation of its first line).
 """
 
 from __future__ import annotations
@@ -241,8 +242,13 @@ def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
                     k += 1
                 gap = "".join(units[x].text for x in range(j, k))
                 prio = 0 if gap.count("\n") >= 2 else 1 if "\n" in gap else 2
+                resume = k
+                if "\n" in gap and any(t.tag == "pre" for t in local):
+                    # Code: the next part starts its line with that line's indentation
+                    # (Telegram keeps leading spaces inside an entity).
+                    resume = j + gap.rindex("\n") + 1
                 if j > start:
-                    best[prio] = (j, k, list(local))
+                    best[prio] = (j, resume, list(local))
             size += cost
             local = new_local
             j += 1
