@@ -187,6 +187,26 @@ def describe_media(message: Message) -> tuple[str, Attachment] | None:
     return f"[{ct.replace('_', ' ')}]", Attachment(ct)
 
 
+def forward_source(message: Message) -> str | None:
+    """Whose words a forwarded message carries (a person's or a chat's name), or None
+    when it is not a forward."""
+    origin = message.forward_origin
+    if origin is None:
+        return None
+    user = getattr(origin, "sender_user", None)
+    if user is not None:
+        return str(user.full_name)
+    name = getattr(origin, "sender_user_name", None)
+    if name:
+        return str(name)
+    chat = getattr(origin, "chat", None) or getattr(origin, "sender_chat", None)
+    title = getattr(chat, "title", None) or getattr(chat, "username", None)
+    signature = getattr(origin, "author_signature", None)
+    if title and signature:
+        return f"{signature} ({title})"
+    return str(title or signature or "someone")
+
+
 def translate_message(
     message: Message,
     *,
@@ -235,6 +255,10 @@ def translate_message(
         placeholder, attachment = media
         body = f"{placeholder} {body}".strip()
         attachments = (attachment,)
+    source = forward_source(message)
+    if source is not None:
+        # Someone else's words, passed on: never the sender's own (nor their command).
+        body = f"[forwarded from {source}] {body}".strip()
 
     reply_to = message.reply_to_message
     replied_to_bot = bool(reply_to and reply_to.from_user and reply_to.from_user.id == me.id)
@@ -244,8 +268,8 @@ def translate_message(
         prompt_cmd = command_from_prompt(reply_to.text) if replied_to_bot else None
         if prompt_cmd and message.text:
             body = f"{prompt_cmd} {message.text.strip()}"  # the answer to a Reply button
-    if message.forward_origin is not None:
-        metadata["forwarded"] = True
+    if source is not None:
+        metadata.update(forwarded=True, forwarded_from=source)
     message_id = f"{chat.id}:{message.message_id}"
     received = message.date if isinstance(message.date, datetime) else utcnow()
     if edited:

@@ -186,6 +186,41 @@ async def test_media_edits_and_odd_updates_never_crash(
     assert edit.metadata["edited"] is True
 
 
+async def test_a_forward_says_whose_words_it_carries(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    anna = {"id": 5, "is_bot": False, "first_name": "Anna", "last_name": "Berg"}
+    news = {"id": -1001, "type": "channel", "title": "City News"}
+    origins = [
+        {"type": "user", "date": 1700000000, "sender_user": anna},
+        {"type": "hidden_user", "date": 1700000000, "sender_user_name": "Bob K"},
+        {"type": "channel", "date": 1700000000, "chat": news, "message_id": 9},
+        {"type": "chat", "date": 1700000000, "sender_chat": dict(news, type="supergroup")},
+    ]
+    tg_server.inject_message(OWNER_ID, "I quit.", forward_origin=origins[0])
+    tg_server.inject_message(OWNER_ID, "Meet at 5", forward_origin=origins[1])
+    tg_server.inject_message(OWNER_ID, "Road closed", forward_origin=origins[2])
+    tg_server.inject_message(OWNER_ID, "/new", forward_origin=origins[3])
+    tg_server.inject_message(
+        OWNER_ID,
+        photo=[{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}],
+        caption="look",
+        forward_origin=origins[0],
+    )
+    await host.wait_delivered(5)
+    # Before, a forward read as the owner's own words ("I quit.") and a forwarded
+    # "/new" ran as the owner's command.
+    assert [m.text for m in host.delivered] == [
+        "[forwarded from Anna Berg] I quit.",
+        "[forwarded from Bob K] Meet at 5",
+        "[forwarded from City News] Road closed",
+        "[forwarded from City News] /new",
+        "[forwarded from Anna Berg] [photo] look",
+    ]
+    assert all(m.metadata["forwarded"] for m in host.delivered)
+    assert host.delivered[0].metadata["forwarded_from"] == "Anna Berg"
+
+
 async def test_buttons_are_answered_and_delivered_as_commands(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
