@@ -342,7 +342,10 @@ class ReplyEngine:
                 if sink is not None and conv_id is not None:
                     await sink(StreamEvent(conv_id, turn, delta))
 
-            await self._typing(target)
+            if not told:
+                # Once told that the model is down, "typing…" would claim otherwise
+                # through an outage of hours (each retry showed it for minutes).
+                await self._typing(target)
             # Streaming only when someone watches (the dashboard): otherwise the brain
             # need not cut its reply into pieces for nobody.
             watched = self.s.stream_sink is not None and request.conversation_id is not None

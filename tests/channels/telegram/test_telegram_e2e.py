@@ -15,7 +15,9 @@ from aiogram.methods.base import Response
 from aiogram.types import Message, Update
 
 from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
+from bot.replies import OUTAGE
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
 from .stack import ScriptedBrain, Stack, start_stack, texts
@@ -310,3 +312,43 @@ async def test_a_long_flood_wait_is_kept_by_the_outbox(
     outbox.kick()
     await tg_server.wait_sent(OWNER_ID, 1)
     assert len(tg_server.calls_of("sendMessage")) == 2
+
+
+class DownBrain(ScriptedBrain):
+    """Unreachable until ``up`` is set (each call counted)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = False
+        self.calls = 0
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        self.calls += 1
+        if not self.up:
+            raise BrainUnavailable("overloaded (test)")
+        return await super().reply(request, on_delta)
+
+
+async def test_no_typing_after_the_owner_was_told_the_model_is_down(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    brain = DownBrain()
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain)
+    stack.services.replies.retry_interval = 0.02
+    try:
+        tg_server.inject_message(OWNER_ID, "are you there?")
+        await tg_server.wait_sent(OWNER_ID, 1)
+        assert texts(tg_server.sent_to(OWNER_ID)) == [OUTAGE]
+        told = brain.calls
+        await stack.wait(lambda: brain.calls >= told + 3)  # still retrying
+        # Before, every retry showed "typing…" again (refreshed for up to two minutes):
+        # during an outage of hours the chat said "typing" nearly all the time.
+        methods = [c.method.lower() for c in tg_server.calls]
+        notice = methods.index("sendmessage")
+        assert "sendchataction" in methods[:notice]
+        assert "sendchataction" not in methods[notice:]
+        brain.up = True
+        await tg_server.wait_sent(OWNER_ID, 2)
+        assert texts(tg_server.sent_to(OWNER_ID))[1] == "echo: are you there?"
+    finally:
+        await stack.stop()
