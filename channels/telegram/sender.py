@@ -42,6 +42,7 @@ from channels.telegram.render import escape, html_to_plain, render_parts, split_
 log = logging.getLogger("my_agent.telegram")
 
 T = TypeVar("T")
+LITERAL_KINDS = frozenset({"escalation", "command"})  # sent as written, never as Markdown
 Sleep = Callable[[float], Awaitable[None]]
 Markup = InlineKeyboardMarkup | ForceReply
 
@@ -154,8 +155,10 @@ class TelegramSender:
         if listed:
             text = f"{text}\n\n{actions_as_text(listed)}".strip()
         # An escalation quotes a stranger word for word: never as Markdown, or a planted
-        # link or heading would look like the owner's own bot vouching for it.
-        parts = split_html(escape(text)) if msg.kind == "escalation" else render_parts(text)
+        # link or heading would look like the owner's own bot vouching for it. A command's
+        # answer (/search, /rename, /status) quotes stored text: "*args" stays "*args".
+        literal = msg.kind in LITERAL_KINDS
+        parts = split_html(escape(text)) if literal else render_parts(text)
         markup = inline_keyboard(buttons)
         if not parts:
             if markup is None:

@@ -352,3 +352,20 @@ async def test_no_typing_after_the_owner_was_told_the_model_is_down(
         assert texts(tg_server.sent_to(OWNER_ID))[1] == "echo: are you there?"
     finally:
         await stack.stop()
+
+
+async def test_search_results_show_the_words_as_they_were_written(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    said = "use *args and **kwargs, see __init__ and 2*3*4 or [docs](https://d.example)"
+    tg_server.inject_message(OWNER_ID, said)
+    await tg_server.wait_sent(OWNER_ID, 1)
+    tg_server.inject_message(OWNER_ID, "/rename my_notes *draft*")
+    tg_server.inject_message(OWNER_ID, "/search kwargs")
+    await tg_server.wait_sent(OWNER_ID, 3)
+    renamed, found = tg_server.sent_to(OWNER_ID)[1:]
+    # A command's answer quotes stored text: before, it was read as Markdown, and the
+    # snippet showed as "use args and **kwargs, see init and 23*4" in italics.
+    assert renamed["text"] == "Renamed to: my_notes *draft*"
+    assert said in found["text"] and "my_notes *draft*" in found["text"]
+    assert "<i>" not in found["raw_text"] and "<a " not in found["raw_text"]
