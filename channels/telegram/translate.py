@@ -286,11 +286,16 @@ def translate_message(
     if group_cfg is not None:
         group_id, group_title = str(chat.id), chat.title or group_cfg.title
         addressed = (
-            group_cfg.respond == "always"
-            or replied_to_bot
-            or command_for_us is True
-            or _mentions_bot(message, message.text or message.caption or "", me)
-        ) and not (user is not None and user.is_bot)
+            (
+                group_cfg.respond == "always"
+                or replied_to_bot
+                or command_for_us is True
+                or _mentions_bot(message, message.text or message.caption or "", me)
+            )
+            # ``/new@other_bot`` is another bot's, even where everything else is ours
+            and command_for_us is not False
+            and not (user is not None and user.is_bot)
+        )
     return InboundMessage(
         channel="telegram",
         sender_id=sender_id,

@@ -131,6 +131,25 @@ async def test_groups_allow_list_mentions_and_replies(
     assert host.delivered[-1].addressed is True
 
 
+async def test_a_command_for_another_bot_is_not_ours_even_where_all_is_answered(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    ops = -100777  # respond: always
+    tg_server.inject_message(ops, "/new@other_bot", from_id=OWNER_ID, title="Ops")
+    tg_server.inject_message(ops, "/status@other_bot now", from_id=OWNER_ID, title="Ops")
+    tg_server.inject_message(ops, "/status@my_agent_bot", from_id=OWNER_ID, title="Ops")
+    tg_server.inject_message(ops, "/status", from_id=OWNER_ID, title="Ops")
+    await host.wait_delivered(4)
+    # Before, both were ours to answer: the other bot's /new started a new conversation
+    # of the group and its /status was answered by this bot.
+    assert [(m.text, m.addressed) for m in host.delivered] == [
+        ("/new@other_bot", False),
+        ("/status@other_bot now", False),
+        ("/status", True),
+        ("/status", True),
+    ]
+
+
 async def test_media_edits_and_odd_updates_never_crash(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
