@@ -126,6 +126,28 @@ async def test_stranger_gets_an_acknowledgement_and_the_owner_buttons_that_work(
     assert tg_server.sent_to(STRANGER_ID)[2]["text"].startswith(OFFLINE_LABEL)
 
 
+async def test_a_strangers_first_words_after_start_reach_the_owner(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    # Telegram's Start button sends "/start" before anyone types a word.
+    tg_server.inject_message(STRANGER_ID, "/start", first_name="Mallory")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    await tg_server.wait_sent(STRANGER_ID, 1)  # the acknowledgement
+    tg_server.inject_message(STRANGER_ID, "It's about the flat on Elm Street.")
+    tg_server.inject_message(STRANGER_ID, "Please call me.")
+    # Before, the escalation (one per party an hour) was spent on "/start": the owner
+    # read “/start” and never heard what they wanted.
+    await tg_server.wait_sent(OWNER_ID, 2)
+    await stack.wait(lambda: stack.channel.offset >= 1004)
+    escalations = texts(tg_server.sent_to(OWNER_ID))
+    assert "“/start”" in escalations[0]
+    assert "Elm Street" in escalations[1]
+    # then the rate limit holds again, and they were acknowledged once
+    assert len(await stack.services.external.pending_escalations()) == 2
+    assert await stack.services.outbox.pending_count() == 0
+    assert len(tg_server.sent_to(STRANGER_ID)) == 1
+
+
 async def test_stranger_gets_silence_when_configured(
     tmp_path: Path, tg_server: FakeTelegramServer
 ) -> None:
