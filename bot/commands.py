@@ -72,6 +72,8 @@ class Commands:
     ) -> CommandResult:
         """Run an owner command; ``conversation`` is None only for
         :data:`DETACHED_COMMANDS` from a dashboard tab with no conversation yet."""
+        if name == "start":
+            name = "help"  # Telegram's Start button: the owner's first message to the bot
         handler = getattr(self, f"_owner_{name}", None)
         if name not in COMMANDS or handler is None:
             return CommandResult(f"Unknown command /{name}. Send /help for the list.")

@@ -391,3 +391,14 @@ async def test_search_results_show_the_words_as_they_were_written(
     assert renamed["text"] == "Renamed to: my_notes *draft*"
     assert said in found["text"] and "my_notes *draft*" in found["text"]
     assert "<i>" not in found["raw_text"] and "<a " not in found["raw_text"]
+
+
+async def test_the_owners_start_button_shows_the_commands(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    # The first thing Telegram sends when the owner opens the bot; before, it was
+    # answered "Unknown command /start".
+    tg_server.inject_message(OWNER_ID, "/start")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    answer = tg_server.sent_to(OWNER_ID)[0]["text"]
+    assert "Unknown command" not in answer and "/search <query>" in answer
