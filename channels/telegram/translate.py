@@ -81,6 +81,19 @@ def _entity_text(text: str, entity: MessageEntity) -> str:
     )
 
 
+def _with_link_targets(text: str, entities: list[MessageEntity] | None) -> str:
+    """``text`` with each hidden link's address after its words: Telegram shows "the
+    article", the address is only in the ``text_link`` entity (forwarded posts, formatted
+    messages), and without it the assistant could not tell where it points."""
+    links = [e for e in entities or () if e.type == "text_link" and e.url]
+    raw = text.encode("utf-16-le")
+    for entity in sorted(links, key=lambda e: e.offset + e.length, reverse=True):
+        if entity.url and entity.url not in _entity_text(text, entity):
+            end = (entity.offset + entity.length) * 2  # UTF-16 units, two bytes each
+            raw = raw[:end] + f" ({entity.url})".encode("utf-16-le") + raw[end:]
+    return raw.decode("utf-16-le", errors="replace")
+
+
 def _mentions_bot(message: Message, text: str, me: BotIdentity) -> bool:
     entities = message.entities or message.caption_entities or []
     for entity in entities:
@@ -248,7 +261,10 @@ def translate_message(
         return None
 
     media = describe_media(message)
-    body = message.text if message.text is not None else (message.caption or "")
+    if message.text is not None:
+        body = _with_link_targets(message.text, message.entities)
+    else:
+        body = _with_link_targets(message.caption or "", message.caption_entities)
     body, command_for_us = _normalise_command(body, me)
     attachments: tuple[Attachment, ...] = ()
     if media is not None:

@@ -240,6 +240,35 @@ async def test_a_forward_says_whose_words_it_carries(
     assert host.delivered[0].metadata["forwarded_from"] == "Anna Berg"
 
 
+async def test_a_hidden_link_keeps_its_address(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    text = "😀 Read the article and the docs."
+    tg_server.inject_message(
+        OWNER_ID,
+        text,
+        entities=[
+            {"type": "text_link", "offset": 8, "length": 11, "url": "https://news.example/a?id=1"},
+            {"type": "bold", "offset": 0, "length": 7},
+            {"type": "text_link", "offset": 28, "length": 4, "url": "https://docs.example/"},
+        ],  # offsets in UTF-16 units: the emoji counts two
+    )
+    tg_server.inject_message(
+        OWNER_ID,
+        photo=[{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}],
+        caption="source",
+        caption_entities=[
+            {"type": "text_link", "offset": 0, "length": 6, "url": "https://s.example/"}
+        ],
+    )
+    await host.wait_delivered(2)
+    # Before, only the words were kept: the address behind them was lost.
+    assert [m.text for m in host.delivered] == [
+        "😀 Read the article (https://news.example/a?id=1) and the docs (https://docs.example/).",
+        "[photo] source (https://s.example/)",
+    ]
+
+
 async def test_buttons_are_answered_and_delivered_as_commands(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
