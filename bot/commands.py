@@ -30,6 +30,11 @@ STRANGER_HELP = """Commands:
 /new - start over (forget this exchange's context)
 /help - this list"""
 
+# Other members of the owner's group: the conversation is the owner's, so only /help.
+GROUP_MEMBER_HELP = """Commands:
+/help - this list
+Mention me or reply to one of my messages to ask me something."""
+
 COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
 # Commands that need no conversation: from a dashboard tab that has none yet they run
 # without one, instead of creating an empty conversation to record them in.

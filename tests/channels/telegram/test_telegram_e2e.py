@@ -402,3 +402,15 @@ async def test_the_owners_start_button_shows_the_commands(
     await tg_server.wait_sent(OWNER_ID, 1)
     answer = tg_server.sent_to(OWNER_ID)[0]["text"]
     assert "Unknown command" not in answer and "/search <query>" in answer
+
+
+async def test_a_group_members_help_lists_only_what_they_may_use(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    tg_server.inject_message(GROUP_ID, "/help@my_agent_bot", from_id=STRANGER_ID)
+    tg_server.inject_message(GROUP_ID, "/new@my_agent_bot", from_id=STRANGER_ID)
+    await tg_server.wait_sent(GROUP_ID, 2)
+    help_text, new_answer = texts(tg_server.sent_to(GROUP_ID))
+    # Before, the help offered "/new - start over", which then answered "not available".
+    assert "not available" in new_answer
+    assert "/new" not in help_text and "/help" in help_text
