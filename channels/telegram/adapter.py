@@ -28,6 +28,7 @@ from bot.config.model import AppConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.telegram.keyboards import bare_reply_target, reply_prompt
+from channels.telegram.migration import GroupMigrations
 from channels.telegram.render import escape
 from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.sender import Backoff, Sleep, TelegramSender, chat_ref
@@ -83,6 +84,7 @@ class TelegramChannel:
         self.groups = {g.id: g for g in cfg.groups} | {
             g.id.lower(): g for g in cfg.groups if g.id.startswith("@")
         }
+        self.migrations = GroupMigrations(self.groups)
         self.me: BotIdentity | None = None
         self.offset = 0
         self._host: ChannelHost | None = None
@@ -105,6 +107,7 @@ class TelegramChannel:
         self._closed = False
         stored = await host.get_cursor(self.name, "offset")
         self.offset = int(stored) if stored and stored.lstrip("-").isdigit() else 0
+        await self.migrations.load(host)
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
         except (AiogramError, TimeoutError) as exc:
@@ -229,6 +232,7 @@ class TelegramChannel:
         assert self._host is not None and self.me is not None
         try:
             if update.message is not None:
+                await self.migrations.observe(update.message, self._host)
                 inbound = translate_message(update.message, me=self.me, groups=self.groups)
             elif update.edited_message is not None:
                 inbound = translate_message(
@@ -240,7 +244,7 @@ class TelegramChannel:
                 log.info("skipping update %s of an unsupported type", update.update_id)
                 inbound = None
             if inbound is not None:
-                await self._host.deliver(inbound)
+                await self._host.deliver(self.migrations.apply(inbound))
         except asyncio.CancelledError:
             raise
         except DeliveryError as exc:

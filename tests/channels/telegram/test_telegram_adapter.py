@@ -131,6 +131,35 @@ async def test_groups_allow_list_mentions_and_replies(
     assert host.delivered[-1].addressed is True
 
 
+async def test_an_allowed_group_upgraded_to_a_supergroup_stays_allowed(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    upgraded = -1009990001  # Telegram moved the Family group to a new id
+    cfg = telegram_config(tg_server.base_url)
+    first = TelegramChannel(cfg, None, sleep=sleeps)
+    await first.start(host)
+    try:
+        tg_server.inject_message(GROUP_ID, migrate_to_chat_id=upgraded, from_id=OWNER_ID)
+        tg_server.inject_message(upgraded, migrate_from_chat_id=GROUP_ID, from_id=OWNER_ID)
+        tg_server.inject_message(upgraded, "@my_agent_bot still there?", from_id=OWNER_ID)
+        await host.wait_delivered(1)
+    finally:
+        await first.stop()
+    second = TelegramChannel(cfg, None, sleep=sleeps)  # and after a restart
+    await second.start(host)
+    try:
+        tg_server.inject_message(upgraded, "@my_agent_bot and now?", from_id=STRANGER_ID)
+        await host.wait_delivered(2)
+    finally:
+        await second.stop()
+    # Before, the new id was not on the allow-list: the bot went silent in the group.
+    # The conversation stays the group's (its configured id); answers go to the new chat.
+    assert [(m.text, m.group_id, m.chat_id, m.addressed) for m in host.delivered] == [
+        ("@my_agent_bot still there?", str(GROUP_ID), str(upgraded), True),
+        ("@my_agent_bot and now?", str(GROUP_ID), str(upgraded), True),
+    ]
+
+
 async def test_a_command_for_another_bot_is_not_ours_even_where_all_is_answered(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
