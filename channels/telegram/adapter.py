@@ -27,6 +27,7 @@ from bot.channel import ChannelHost, DeliveryError
 from bot.config.model import AppConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.tasks import spawn
+from channels.telegram.albums import Albums
 from channels.telegram.keyboards import bare_reply_target, reply_prompt
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.render import escape
@@ -85,6 +86,7 @@ class TelegramChannel:
             g.id.lower(): g for g in cfg.groups if g.id.startswith("@")
         }
         self.migrations = GroupMigrations(self.groups)
+        self.albums = Albums()
         self.me: BotIdentity | None = None
         self.offset = 0
         self._host: ChannelHost | None = None
@@ -244,7 +246,7 @@ class TelegramChannel:
                 log.info("skipping update %s of an unsupported type", update.update_id)
                 inbound = None
             if inbound is not None:
-                await self._host.deliver(self.migrations.apply(inbound))
+                await self._host.deliver(self.albums.apply(self.migrations.apply(inbound)))
         except asyncio.CancelledError:
             raise
         except DeliveryError as exc:

@@ -286,6 +286,8 @@ def translate_message(
             body = f"{prompt_cmd} {message.text.strip()}"  # the answer to a Reply button
     if source is not None:
         metadata.update(forwarded=True, forwarded_from=source)
+    if message.media_group_id:
+        metadata["media_group"] = message.media_group_id  # an album (channels/.../albums.py)
     message_id = f"{chat.id}:{message.message_id}"
     received = message.date if isinstance(message.date, datetime) else utcnow()
     if edited:

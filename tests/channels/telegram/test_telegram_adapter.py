@@ -298,6 +298,28 @@ async def test_a_hidden_link_keeps_its_address(
     ]
 
 
+async def test_an_album_is_answered_once(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    def photo(n: int) -> list[dict[str, object]]:
+        return [{"file_id": f"p{n}", "file_unique_id": f"p{n}", "width": 9, "height": 9}]
+
+    # Telegram sends an album as one message per photo, the caption on the first.
+    tg_server.inject_message(OWNER_ID, photo=photo(1), caption="our trip", media_group_id="a1")
+    tg_server.inject_message(OWNER_ID, photo=photo(2), media_group_id="a1")
+    tg_server.inject_message(OWNER_ID, photo=photo(3), media_group_id="a1")
+    tg_server.inject_message(OWNER_ID, photo=photo(4), media_group_id="b2")
+    await host.wait_delivered(4)
+    # Before, each photo was answered: three replies to one album.
+    assert [(m.text, m.addressed) for m in host.delivered] == [
+        ("[photo] our trip", True),
+        ("[photo]", False),
+        ("[photo]", False),
+        ("[photo]", True),
+    ]
+    assert {m.metadata["media_group"] for m in host.delivered[:3]} == {"a1"}
+
+
 async def test_buttons_are_answered_and_delivered_as_commands(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
