@@ -312,7 +312,9 @@ def translate_message(
             )
             # ``/new@other_bot`` is another bot's, even where everything else is ours
             and command_for_us is not False
-            and not (user is not None and user.is_bot)
+            # never a bot (no loops); an anonymous admin writes as the group, through
+            # Telegram's GroupAnonymousBot, and is a person
+            and not (user is not None and user.is_bot and message.sender_chat is None)
         )
     return InboundMessage(
         channel="telegram",

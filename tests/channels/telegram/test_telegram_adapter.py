@@ -160,6 +160,25 @@ async def test_an_allowed_group_upgraded_to_a_supergroup_stays_allowed(
     ]
 
 
+async def test_an_anonymous_admin_can_address_the_bot(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    family = {"id": GROUP_ID, "type": "supergroup", "title": "Family"}
+    anonymous = {"id": 1087968824, "is_bot": True, "first_name": "Group",
+                 "username": "GroupAnonymousBot"}  # fmt: skip
+    other_bot = {"id": 555, "is_bot": True, "first_name": "Echo", "username": "echo_bot"}
+    tg_server.inject_message(
+        GROUP_ID, "@my_agent_bot what's for dinner?", sender_chat=family, **{"from": anonymous}
+    )
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot echo!", **{"from": other_bot})
+    await host.wait_delivered(2)
+    # An admin who remains anonymous writes as the group itself (Telegram's
+    # GroupAnonymousBot): before, that was taken for a bot and never answered.
+    asked, echoed = host.delivered
+    assert (asked.sender_id, asked.sender_name, asked.addressed) == (str(GROUP_ID), "Family", True)
+    assert echoed.addressed is False  # a real bot is still never answered (no loops)
+
+
 async def test_a_command_for_another_bot_is_not_ours_even_where_all_is_answered(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
