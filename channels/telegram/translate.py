@@ -220,6 +220,34 @@ def forward_source(message: Message) -> str | None:
     return str(title or signature or "someone")
 
 
+QUOTE_CHARS = 120  # of the message replied to: enough to tell which one it was
+
+
+def reply_context(message: Message, me: BotIdentity) -> str | None:
+    """``[replying to Max: “…”]`` for a reply, so it can be told what it answers once
+    that message has left the working context; None when it is no reply (a forum
+    topic's messages all answer its service message)."""
+    original = message.reply_to_message
+    if original is None or content_type(original) in SERVICE_TYPES:
+        return None
+    quote = message.quote.text if message.quote is not None else None  # a part picked
+    if quote is None:
+        media = describe_media(original)
+        words = original.text if original.text is not None else original.caption or ""
+        quote = f"{media[0] if media else ''} {words}"
+    excerpt = " ".join(quote.split())
+    if len(excerpt) > QUOTE_CHARS:
+        excerpt = excerpt[:QUOTE_CHARS].rsplit(" ", 1)[0] + "…"
+    author = original.from_user
+    if author is not None and author.id == me.id:
+        who = "your message"
+    elif original.sender_chat is not None and (author is None or author.is_bot):
+        who = original.sender_chat.title or "a chat"
+    else:
+        who = author.full_name if author is not None else "a message"
+    return f"[replying to {who}: \u201c{excerpt}\u201d]"
+
+
 def translate_message(
     message: Message,
     *,
@@ -282,8 +310,11 @@ def translate_message(
     if reply_to is not None:
         metadata["reply_to"] = f"{chat.id}:{reply_to.message_id}"
         prompt_cmd = command_from_prompt(reply_to.text) if replied_to_bot else None
+        context = reply_context(message, me)
         if prompt_cmd and message.text:
             body = f"{prompt_cmd} {message.text.strip()}"  # the answer to a Reply button
+        elif context is not None and not body.startswith("/"):  # a command stays one
+            body = f"{context} {body}"
     if source is not None:
         metadata.update(forwarded=True, forwarded_from=source)
     if message.media_group_id:

@@ -339,6 +339,33 @@ async def test_an_album_is_answered_once(
     assert {m.metadata["media_group"] for m in host.delivered[:3]} == {"a1"}
 
 
+async def test_a_reply_says_what_it_answers(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), "Options: Lisbon or Porto."))
+    ours = tg_server.sent[-1]
+    max_said = tg_server.make_message(
+        GROUP_ID, "The ferry leaves at 7.", from_id=7, first_name="Max"
+    )
+    long_one = tg_server.make_message(OWNER_ID, "word " * 60)
+    tg_server.inject_message(OWNER_ID, "the second one", reply_to=ours)
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot true?", from_id=OWNER_ID, reply_to=max_said)
+    tg_server.inject_message(OWNER_ID, "why?", reply_to=long_one)
+    tg_server.inject_message(OWNER_ID, "/model haiku", reply_to=ours)  # still a command
+    topic = tg_server.make_message(GROUP_ID, forum_topic_created={"name": "t", "icon_color": 1})
+    tg_server.inject_message(GROUP_ID, "in a topic", from_id=OWNER_ID, reply_to=topic)
+    await host.wait_delivered(5)
+    # Before, only the words were kept: "the second one" of what, no one could tell
+    # once that message had left the assistant's working context.
+    assert [m.text for m in host.delivered] == [
+        "[replying to your message: “Options: Lisbon or Porto.”] the second one",
+        "[replying to Max: “The ferry leaves at 7.”] @my_agent_bot true?",
+        "[replying to Ann: “" + "word " * 23 + "word…”] why?",
+        "/model haiku",
+        "in a topic",
+    ]
+
+
 async def test_buttons_are_answered_and_delivered_as_commands(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
