@@ -209,6 +209,18 @@ def _visible(units: list[_Unit]) -> str:
     return html.unescape("".join(u.text for u in units if u.kind == "char"))
 
 
+def _drop_element(units: list[_Unit], index: int) -> None:
+    """Blank the open tag at ``index`` and its matching close tag (content stays)."""
+    tag, depth = units[index].tag, 0
+    for k in range(index, len(units)):
+        u = units[k]
+        if u.tag == tag and u.kind in ("open", "close"):
+            depth += 1 if u.kind == "open" else -1
+            units[k] = _Unit("", "char")
+            if depth == 0:
+                return
+
+
 def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """Cut balanced HTML into ordered parts of at most ``limit`` UTF-16 units each."""
     if utf16_len(markup) <= limit:
@@ -270,6 +282,11 @@ def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
             if chosen is None or chosen[0] <= start:
                 chosen = (j, j, local)  # hard split
             cut, resume, snap = chosen
+            if cut <= start and units[start].kind == "open":
+                # A tag that fits in no part (a link whose escaped address passes the
+                # limit): its words are kept, without it.
+                _drop_element(units, start)
+                continue
             if cut <= start:  # a single unit larger than the limit cannot happen for text
                 cut = resume = start + 1
                 snap = local
