@@ -64,6 +64,7 @@ INVALID = [
     # one: the owner was a stranger to their own bot.
     ({"owner": {"identities": {"telegram": ["123", "olga"]}}}, "owner.identities.telegram.1"),
     ({"owner": {"identities": {"telegram": ["Olga Berg"]}}}, "owner.identities.telegram.0"),
+    ({"trust": {"contacts": {"telegram": {"alice": "known"}}}}, "trust.contacts.telegram.alice"),
 ]
 
 
