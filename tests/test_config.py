@@ -65,6 +65,9 @@ INVALID = [
     ({"owner": {"identities": {"telegram": ["123", "olga"]}}}, "owner.identities.telegram.1"),
     ({"owner": {"identities": {"telegram": ["Olga Berg"]}}}, "owner.identities.telegram.0"),
     ({"trust": {"contacts": {"telegram": {"alice": "known"}}}}, "trust.contacts.telegram.alice"),
+    # Regression: a group named by its title was accepted and never matched: the bot
+    # ignored the group it was configured for.
+    ({"channels": {"telegram": {"groups": [{"id": "Family"}]}}}, "channels.telegram.groups.0.id"),
 ]
 
 
@@ -73,6 +76,13 @@ def test_telegram_owner_identities_are_ids_or_usernames() -> None:
     assert cfg.owner.identities["telegram"] == ["1001", "@Olga_B", " 42 "]
     with pytest.raises(ConfigError, match="did you mean '@olga'"):
         build_config({"owner": {"identities": {"telegram": ["olga"]}}}, env={})
+
+
+def test_telegram_group_ids_may_be_written_as_numbers() -> None:
+    # YAML reads an unquoted chat id as a number (it was refused as "not a string")
+    groups = [{"id": -1001234567890}, {"id": "@family_chat"}]
+    cfg = build_config({"channels": {"telegram": {"groups": groups}}}, env={})
+    assert [g.id for g in cfg.channels.telegram.groups] == ["-1001234567890", "@family_chat"]
 
 
 def test_trust_contacts_accept_every_configurable_channel() -> None:
