@@ -279,7 +279,11 @@ class TelegramChannel:
         target = bare_reply_target(data)
         if target is not None:
             text, markup = reply_prompt(target)
-            await self.sender.send_part(chat_id, escape(text), markup=markup)
+            # under the escalation: the prompt names the party by id, the quote says who
+            button_message = getattr(message, "message_id", None)
+            await self.sender.send_part(
+                chat_id, escape(text), markup=markup, reply_to=button_message
+            )
             return None
         user = query.from_user
         return InboundMessage(

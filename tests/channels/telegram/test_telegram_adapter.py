@@ -393,6 +393,10 @@ async def test_buttons_are_answered_and_delivered_as_commands(
     await tg_server.wait_sent(OWNER_ID, 2)
     prompt = tg_server.sent[-1]
     assert prompt["reply_markup"]["force_reply"] is True
+    # The prompt names the party by id only: it quotes the escalation it belongs to, so
+    # with several pending the owner sees whom they answer (before, "p1a2b3" alone).
+    asked = tg_server.calls_of("sendMessage")[-1]
+    assert asked["reply_parameters"]["message_id"] == escalation["message_id"]
     tg_server.inject_message(OWNER_ID, "Sure, Tuesday works.", reply_to=prompt)
     await host.wait_delivered(2)
     assert host.delivered[1].text == "/reply p1a2b3 Sure, Tuesday works."
