@@ -20,7 +20,7 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
 from aiogram.exceptions import AiogramError, ClientDecodeError, TelegramRetryAfter
 from aiogram.methods import GetUpdates, SendChatAction
-from aiogram.types import BotCommand, CallbackQuery, Update
+from aiogram.types import CallbackQuery, Update
 from pydantic import ValidationError
 
 from bot.channel import ChannelHost, DeliveryError
@@ -29,6 +29,7 @@ from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.telegram.albums import Albums
 from channels.telegram.keyboards import bare_reply_target, reply_prompt
+from channels.telegram.menus import set_menus, set_owner_menu
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.render import escape
 from channels.telegram.response_types import KeepResponseTypes
@@ -38,17 +39,6 @@ from channels.telegram.translate import BotIdentity, translate_message
 log = logging.getLogger("my_agent.telegram")
 
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
-COMMANDS = [
-    BotCommand(command="new", description="Start a fresh conversation (model kept)"),
-    BotCommand(command="model", description="Show or switch the model: opus, sonnet, haiku"),
-    BotCommand(command="help", description="What I can do"),
-    BotCommand(command="status", description="Conversation and assistant status"),
-    BotCommand(command="rename", description="Rename this conversation"),
-    BotCommand(command="search", description="Search past conversations"),
-    BotCommand(command="trust", description="Trust an external party"),
-    BotCommand(command="block", description="Block an external party"),
-    BotCommand(command="reply", description="Reply to an external party"),
-]
 MAX_UPDATE_FAILURES = 5  # an update whose handling keeps crashing is skipped after this
 TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing" for about 5 s
 
@@ -77,6 +67,10 @@ class TelegramChannel:
         if cfg.mode == "webhook":
             log.warning("channels.telegram.mode=webhook is not supported yet; using polling")
         self.config = cfg
+        self._menu_waiting: set[str] = set()  # owners whose chat has no menu yet
+        self.owner_ids = [
+            i.strip().lstrip("+") for i in config.owner.identities.get("telegram", [])
+        ]
         api = TelegramAPIServer.from_base(cfg.api_base) if cfg.api_base else PRODUCTION
         self.session = AiohttpSession(api=api)
         self.session.middleware(KeepResponseTypes())
@@ -119,7 +113,7 @@ class TelegramChannel:
     async def _setup(self) -> None:
         me = await self.bot.get_me()
         await self.bot.delete_webhook(drop_pending_updates=False)
-        await self.bot.set_my_commands(COMMANDS)
+        self._menu_waiting = await set_menus(self.bot, self.owner_ids)
         self.me = BotIdentity(me.id, me.username)
         self.started = True
         log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
@@ -247,6 +241,8 @@ class TelegramChannel:
                 inbound = None
             if inbound is not None:
                 await self._host.deliver(self.albums.apply(self.migrations.apply(inbound)))
+                if inbound.chat_id in self._menu_waiting:
+                    await self._owner_menu(inbound.chat_id)
         except asyncio.CancelledError:
             raise
         except DeliveryError as exc:
@@ -262,6 +258,14 @@ class TelegramChannel:
             log.exception("update %s failed %d times; skipping it", update.update_id, count)
         self._failures.pop(update.update_id, None)
         return True
+
+    async def _owner_menu(self, chat_id: str) -> None:
+        """The owner wrote for the first time: now their chat can have its menu."""
+        try:
+            if await set_owner_menu(self.bot, chat_id):
+                self._menu_waiting.discard(chat_id)
+        except AiogramError as exc:  # cosmetic: tried again at their next message
+            log.debug("setMyCommands for %s failed: %s", chat_id, exc)
 
     async def _on_callback(self, query: CallbackQuery) -> InboundMessage | None:
         """A button press: acknowledge it, then hand its command to the core."""

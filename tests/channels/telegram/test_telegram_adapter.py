@@ -27,10 +27,50 @@ async def test_start_registers_without_dropping_pending_updates(
 ) -> None:
     hook = tg_server.calls_of("deleteWebhook")
     assert hook == [{"drop_pending_updates": "false"}]
-    names = [c["command"] for c in tg_server.calls_of("setMyCommands")[0]["commands"]]
-    assert names == ["new", "model", "help", "status", "rename", "search", "trust", "block",
-                     "reply"]  # fmt: skip
+    menus = {
+        str(c.get("scope", {"type": "default"})): [x["command"] for x in c["commands"]]
+        for c in tg_server.calls_of("setMyCommands")
+    }
+    # The owner's chat has every command; before, everyone's menu offered /trust,
+    # /block, /reply and /search, which a stranger or group member cannot use.
+    assert menus == {
+        str({"type": "chat", "chat_id": OWNER_ID}): ["new", "model", "help", "status",
+                                                      "rename", "search", "trust", "block",
+                                                      "reply"],
+        str({"type": "default"}): ["new", "help"],
+        str({"type": "all_group_chats"}): ["help"],
+    }  # fmt: skip
     assert channel.me is not None and channel.me.username == "my_agent_bot"
+
+
+async def test_an_owner_who_never_wrote_to_the_bot_does_not_stop_it(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    tg_server.missing_chats.add(OWNER_ID)  # a new bot: the owner has not pressed Start
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None, sleep=sleeps)
+    await ch.start(host)
+    try:
+        assert ch.started  # polling runs, so the owner's first message is heard
+        tg_server.missing_chats.discard(OWNER_ID)
+        tg_server.inject_message(OWNER_ID, "/start")
+        await host.wait_delivered(1)
+        await tg_server.wait_for("setMyCommands", 4)
+    finally:
+        await ch.stop()
+    menus = [c.get("scope", {}).get("type") for c in tg_server.calls_of("setMyCommands")]
+    assert menus == ["chat", None, "all_group_chats", "chat"]  # the owner's menu, now
+
+
+async def test_an_owner_known_only_by_username_keeps_the_full_menu(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    cfg = telegram_config(tg_server.base_url)
+    cfg.owner.identities["telegram"] = ["@olga"]  # no chat to give the owner's menu to
+    ch = TelegramChannel(cfg, None, sleep=sleeps)
+    await ch.start(host)
+    await ch.stop()
+    (call,) = tg_server.calls_of("setMyCommands")
+    assert "scope" not in call and len(call["commands"]) == 9
 
 
 async def test_private_text_is_delivered_then_acknowledged(
