@@ -156,8 +156,9 @@ class TelegramSender:
             text = f"{text}\n\n{actions_as_text(listed)}".strip()
         # An escalation quotes a stranger word for word: never as Markdown, or a planted
         # link or heading would look like the owner's own bot vouching for it. A command's
-        # answer (/search, /rename, /status) quotes stored text: "*args" stays "*args".
-        literal = msg.kind in LITERAL_KINDS
+        # answer (/search, /rename, /status) quotes stored text: "*args" stays "*args";
+        # so does a readout (the offline brain's recall), which the core marks plain.
+        literal = msg.kind in LITERAL_KINDS or bool(msg.metadata.get("plain"))
         parts = split_html(escape(text)) if literal else render_parts(text)
         markup = inline_keyboard(buttons)
         if not parts:

@@ -414,3 +414,18 @@ async def test_a_group_members_help_lists_only_what_they_may_use(
     # Before, the help offered "/new - start over", which then answered "not available".
     assert "not available" in new_answer
     assert "/new" not in help_text and "/help" in help_text
+
+
+async def test_the_offline_brains_recall_shows_the_words_as_they_were_written(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    said = "use *args and **kwargs, see __init__ and 2*3*4"
+    tg_server.inject_message(OWNER_ID, said)
+    await tg_server.wait_sent(OWNER_ID, 1)
+    tg_server.inject_message(OWNER_ID, "/new what about kwargs?")  # recalls past ones
+    await tg_server.wait_sent(OWNER_ID, 3)
+    listing = tg_server.sent_to(OWNER_ID)[2]
+    # A readout quotes stored text: before, it was read as Markdown ("*args and **" in
+    # italics, the asterisks gone).
+    assert said in listing["text"]
+    assert "<i>" not in listing["raw_text"] and "<b>" not in listing["raw_text"]
