@@ -31,6 +31,11 @@ STRANGER_HELP = """Commands:
 /new - start over (forget this exchange's context)
 /help - this list"""
 
+# Other members of the owner's group: the conversation is the owner's, so only /help.
+GROUP_MEMBER_HELP = """Commands:
+/help - this list
+Mention me or reply to one of my messages to ask me something."""
+
 COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
 # Commands that need no conversation: from a dashboard tab that has none yet they run
 # without one, instead of creating an empty conversation to record them in.
@@ -73,6 +78,8 @@ class Commands:
     ) -> CommandResult:
         """Run an owner command; ``conversation`` is None only for
         :data:`DETACHED_COMMANDS` from a dashboard tab with no conversation yet."""
+        if name == "start":
+            name = "help"  # Telegram's Start button: the owner's first message to the bot
         handler = getattr(self, f"_owner_{name}", None)
         if name not in COMMANDS or handler is None:
             return CommandResult(f"Unknown command /{name}. Send /help for the list.")

@@ -28,6 +28,7 @@ from bot.brain.base import (
 )
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
+from bot.transcript import READOUT_MODELS
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -67,8 +68,12 @@ class ReplyTarget:
     subject: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
-    def reply(self, text: str, conversation_id: str) -> OutboundMessage:
-        """The outbound reply to this target."""
+    def reply(self, text: str, conversation_id: str, *, plain: bool = False) -> OutboundMessage:
+        """The outbound reply to this target. ``plain``: a readout (the offline brain's,
+        an apology) that quotes stored text, so a channel must not read it as Markdown."""
+        metadata = dict(self.metadata)
+        if plain:
+            metadata["plain"] = True
         return OutboundMessage(
             channel=self.channel,
             chat_id=self.chat_id,
@@ -78,7 +83,7 @@ class ReplyTarget:
             in_reply_to=self.in_reply_to,
             thread_refs=self.thread_refs,
             subject=self.subject,
-            metadata=dict(self.metadata),
+            metadata=metadata,
         )
 
 
@@ -262,7 +267,8 @@ class ReplyEngine:
         ):
             return False
         await self.s.outbox.enqueue(
-            target.reply(reply.text, conv_id), dedup_key=f"{conv_id}:{turn}:reply"
+            target.reply(reply.text, conv_id, plain=reply.model in READOUT_MODELS),
+            dedup_key=f"{conv_id}:{turn}:reply",
         )
         return True
 
@@ -288,7 +294,7 @@ class ReplyEngine:
             also=(
                 self.s.state,
                 self.s.outbox.insert_unit(
-                    target.reply(reply.text, conv_id),
+                    target.reply(reply.text, conv_id, plain=reply.model in READOUT_MODELS),
                     dedup_key=f"{conv_id}:{turn}:reply",
                     recoverable=True,
                 ),
@@ -350,7 +356,10 @@ class ReplyEngine:
                 if sink is not None and conv_id is not None:
                     await sink(StreamEvent(conv_id, turn, delta))
 
-            await self._typing(target)
+            if not told:
+                # Once told that the model is down, "typing…" would claim otherwise
+                # through an outage of hours (each retry showed it for minutes).
+                await self._typing(target)
             # Streaming only when someone watches (the dashboard): otherwise the brain
             # need not cut its reply into pieces for nobody.
             watched = self.s.stream_sink is not None and request.conversation_id is not None
