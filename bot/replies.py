@@ -156,6 +156,8 @@ class ReplyEngine:
         self.storage_waiting: set[str] = set()
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
+        # conversation -> (its latest user turn submitted, when): the debounce (_merged)
+        self._arrivals: dict[str, tuple[int, float]] = {}
 
     # -- owner conversations --------------------------------------------------------
     def submit(
@@ -169,6 +171,10 @@ class ReplyEngine:
     ) -> None:
         """Queue the reply to a user turn. ``owner``: whether the sender is the owner, as
         the router established it (ids, aliases); None for a turn recorded without it."""
+        if self._debounce(target.channel) and owner is not False:
+            latest = self._arrivals.get(conversation_id, (0, 0.0))[0]
+            now = asyncio.get_running_loop().time()
+            self._arrivals[conversation_id] = (max(turn_number, latest), now)
         self.queue.submit(
             conversation_id,
             lambda: self._reply(conversation_id, turn_number, text, target, sender, owner),
@@ -208,6 +214,8 @@ class ReplyEngine:
             # A turn recorded before "fromOwner" was: the sender as stored is all there is.
             owner = sender is None or self.s.identities.match(target.channel, sender) is not None
         profile: Profile = "restricted" if group and not owner else "owner"
+        if not group and profile == "owner" and await self._merged(conv_id, turn, target):
+            return
         history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
             history = await self._group_history(conv_id, turn)
@@ -248,6 +256,35 @@ class ReplyEngine:
         if conv_id in self.storage_waiting:
             self.storage_waiting.discard(conv_id)
             log.info("reply to %s turn %d stored after the storage trouble", conv_id, turn)
+
+    def _debounce(self, channel: str) -> float:
+        return self.s.config.brain.debounce_seconds.get(channel, 0.0)
+
+    async def _merged(self, conv_id: str, turn: int, target: ReplyTarget) -> bool:
+        """The debounce (``brain.debounce_seconds``): wait until the owner's messages in
+        this conversation pause for that long, then whether a later one answers this
+        one. The reply to the last message of a burst sees every message before it in
+        its context, so one reply answers them all; each merged turn is marked with a
+        ``reply_merged`` event, which tells recovery it expects no reply of its own."""
+        debounce = self._debounce(target.channel)
+        if not debounce:
+            return False
+        loop = asyncio.get_running_loop()
+        while True:
+            latest, at = self._arrivals.get(conv_id, (turn, 0.0))
+            if latest > turn:
+                break
+            wait = at + debounce - loop.time()
+            if wait <= 0:
+                if latest == turn:
+                    self._arrivals.pop(conv_id, None)
+                return False
+            await asyncio.sleep(wait)
+        await self.s.conversations.append_event(
+            conv_id, "reply_merged", turnNumber=turn, into=latest
+        )
+        log.debug("%s turn %d is answered with turn %d", conv_id, turn, latest)
+        return True
 
     async def _reply_on_disk(
         self, conv_id: str, turn: int, reply: BrainReply, target: ReplyTarget

@@ -60,6 +60,7 @@ INVALID = [
     ({"channels": {"email": {"imap": {"timeout": float("inf")}}}}, "channels.email.imap.timeout"),
     # Regression: accepted, then every reply was refused by the API (budget < 1024).
     ({"brain": {"thinking_budget_tokens": 500}}, "brain.thinking_budget_tokens"),
+    ({"brain": {"debounce_seconds": {"telegram": 90}}}, "brain.debounce_seconds.telegram"),
     # Regression: a username without "@" (or a display name) was accepted and matched no
     # one: the owner was a stranger to their own bot.
     ({"owner": {"identities": {"telegram": ["123", "olga"]}}}, "owner.identities.telegram.1"),
