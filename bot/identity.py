@@ -23,7 +23,11 @@ class OwnerIdentities:
         if not known:
             return None
         candidates = {normalise_identity(channel, sender_id)}
-        candidates.update(normalise_identity(channel, a) for a in aliases)
+        if not (channel == "telegram" and any(not i.startswith("@") for i in known)):
+            # A Telegram @username is the owner only while no numeric id is configured:
+            # a username is given up when its holder renames, and whoever registers it
+            # next would have been taken for the owner, recall tools and all.
+            candidates.update(normalise_identity(channel, a) for a in aliases)
         for identity in known:
             if identity in candidates:
                 return known[0]  # one pinned conversation per owner per channel

@@ -395,9 +395,12 @@ async def test_group_replies_tell_the_owner_from_others_by_id_not_display_name(
         await core.say("what did the owner plan?", sender="31337", sender_name=impostor, **group)
         request = core.brain.requests[-1]
         assert request.profile == "restricted" and request.conversation_id is None
-    # the owner's alias (@username) still counts, as for commands
-    await core.say("and me again", sender="999", sender_aliases=(OWNER_TELEGRAM_USER,), **group)
+    # the owner's id counts (their @username alone not, with the id configured: a
+    # username can be taken over; tests/test_router.py)
+    await core.say("and me again", sender="424242", sender_aliases=(OWNER_TELEGRAM_USER,), **group)
     assert core.brain.requests[-1].profile == "owner"
+    await core.say("me too", sender="999", sender_aliases=(OWNER_TELEGRAM_USER,), **group)
+    assert core.brain.requests[-1].profile == "restricted"
 
 
 async def test_a_resumed_group_reply_keeps_the_senders_standing(core: Core) -> None:

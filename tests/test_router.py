@@ -17,6 +17,7 @@ from bot.external import normalise_identity
 from bot.services import open_services
 from tests.conftest import (
     OWNER_TELEGRAM_ID,
+    OWNER_TELEGRAM_USER,
     RecordingChannel,
     attach_channel,
     make_config,
@@ -106,31 +107,56 @@ async def test_a_lone_surrogate_is_stored_replaced_not_lost(core: Core) -> None:
     [
         ("424242", ()),
         ("+424242", ()),
-        ("10001", ("@robinowner",)),  # matched by @username, any case
-        ("10001", ("@ROBINOWNER",)),
+        ("424242", ("@robinowner",)),  # with its @username, any case
+        ("424242", ("@ROBINOWNER",)),
     ],
 )
-async def test_owner_on_telegram_by_id_or_username(
-    core: Core, sender: str, aliases: tuple[str, ...]
-) -> None:
+async def test_owner_on_telegram_by_id(core: Core, sender: str, aliases: tuple[str, ...]) -> None:
     await core.deliver("hello it's me", sender=sender, sender_aliases=aliases)
     await settle(core.s)
     convs = await core.conversations()
     assert len(convs) == 1
     rec = convs[0]
-    # One pinned conversation per owner per channel, whichever identity was used.
+    # One pinned conversation per owner per channel.
     assert rec.channel == "telegram" and rec.pinned
     assert rec.identity_key == f"telegram:{OWNER_TELEGRAM_ID}"
     assert core.telegram.texts("reply") == ["re: hello it's me"]
     assert await core.s.external.list_parties() == []
 
 
-async def test_owner_username_and_id_share_the_pinned_conversation(core: Core) -> None:
+async def test_a_taken_over_username_is_not_the_owner_when_the_id_is_known(core: Core) -> None:
+    # Regression: any account carrying the owner's @username was the owner, though the
+    # owner's numeric id was configured. A username is given up when its holder renames
+    # and anyone may then register it: that stranger got the owner's assistant, recall
+    # tools included. With an id configured only the id is the owner.
     await core.deliver("first", sender="424242")
-    await core.deliver("second", sender="55", sender_aliases=("@RobinOwner",))
+    await core.deliver("what did the owner plan?", sender="55", sender_aliases=("@RobinOwner",))
     await settle(core.s)
     convs = await core.conversations()
-    assert len(convs) == 1 and convs[0].turn_count == 2
+    assert len(convs) == 1 and convs[0].turn_count == 1
+    users = [
+        line["content"]
+        for line in core.s.store.read_lines(convs[0].id)
+        if line.get("role") == "user"
+    ]
+    assert users == ["first"]
+    (party,) = await core.s.external.list_parties()
+    assert party.party_key == "55"
+    assert [r.profile for r in core.brain.requests] == ["owner"]
+
+
+async def test_an_owner_known_only_by_username_is_matched_by_it(tmp_path: Path) -> None:
+    brain = ScriptedBrain()
+    config = _config(tmp_path, owner={"identities": {"telegram": [OWNER_TELEGRAM_USER]}})
+    services = await open_services(config, brain=brain)
+    try:
+        core = await Core(services, brain).start()
+        await core.deliver("hello", sender="10001", sender_aliases=("@robinowner",))
+        await settle(services)
+        (rec,) = await core.conversations()
+        assert rec.pinned and core.telegram.texts("reply") == ["re: hello"]
+    finally:
+        await shutdown_services(services)
 
 
 @pytest.mark.parametrize(
@@ -510,7 +536,7 @@ async def test_first_contact_races_create_one_pinned_conversation(core: Core) ->
     await asyncio.gather(
         core.deliver("owner's first words", sender="424242"),
         core.deliver("stranger at the door", sender="5151"),
-        core.deliver("owner again", sender="10001", sender_aliases=("@robinowner",)),
+        core.deliver("owner again", sender="424242", sender_aliases=("@robinowner",)),
     )
     await settle(core.s)
     convs = await core.conversations()
