@@ -43,6 +43,13 @@ _MSGID_RE = re.compile(r"<[^<>\s]+>")
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
 # A boundary delimiter line (RFC 2046 bchars, without the space).
 _BOUNDARY_LINE = re.compile(rb"^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$", re.MULTILINE)
+# What follows a guessed boundary line in a real body part: one of its MIME headers. A
+# divider the sender typed ("------") is followed by text, and must not be guessed.
+_PART_HEADER = re.compile(rb"\r?\ncontent-[a-z-]+[ \t]*:", re.IGNORECASE)
+# The notice mailers put before the first part, for clients without MIME: not the text.
+_MIME_NOTICE = re.compile(
+    r"(?i)\s*this is a (multi-?part message in mime format|mime-encapsulated message)\.?\s*"
+)
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
 # Boundaries guessed per mail (_Walker._unsplit): each parses the rest of the body again
 _MAX_BOUNDARY_GUESSES = 16
@@ -293,10 +300,15 @@ class _Walker:
     def _unsplit(self, part: Message, ctype: str) -> str:
         """A multipart the parser could not split: its header names no boundary, or one
         the body never uses (broken mailers, hand-made mail). The body's first boundary
-        line is tried instead; without one the body is read as text. It used to be
-        recorded as an attachment only, and the mail's text was lost."""
+        line followed by a part's header is tried instead (a divider the sender typed,
+        "------", is none: the text above it was lost as a preamble); without one the
+        body is read as text. It used to be recorded as an attachment only, and the
+        mail's text was lost."""
         body = _payload_bytes(part)
-        found = _BOUNDARY_LINE.search(body)
+        found = next(
+            (m for m in _BOUNDARY_LINE.finditer(body) if _PART_HEADER.match(body, m.end())),
+            None,
+        )
         # Each guess parses the rest of the body again: a bounded number of them, so a
         # mail nesting thousands of such parts costs linear time, not quadratic.
         self.guesses += 1
@@ -305,7 +317,17 @@ class _Walker:
             header = f'Content-Type: {ctype}; boundary="{boundary}"\n\n'
             rebuilt = email.message_from_bytes(header.encode() + body, policy=policy.default)
             if rebuilt.is_multipart():
-                return self.text(rebuilt)
+                # No header declared what comes before the first part a preamble, and a
+                # client shows it: the sender's words there are kept, the notice is not.
+                above = self._plain(body[: found.start()]).strip("\n")
+                if _MIME_NOTICE.fullmatch(above):
+                    above = ""
+                below = self.text(rebuilt)
+                return "\n\n".join(t.strip("\n") for t in (above, below) if t.strip())
+        return self._plain(body)
+
+    @staticmethod
+    def _plain(body: bytes) -> str:
         text = decode_bytes(body, None).replace("\r\n", "\n").replace("\r", "\n")
         return html_to_text(text) if re.search(r"(?i)<(html|body|div|p)[\s>]", text) else text
 

@@ -147,6 +147,32 @@ def test_a_multipart_without_its_boundary_keeps_its_text() -> None:
     assert parse_message(html).text.strip() == "Just HTML."
 
 
+def test_a_divider_line_is_not_taken_for_a_boundary() -> None:
+    # Regression: in a multipart without a usable boundary, a "------" line the sender
+    # typed was taken for the boundary, and everything above it was dropped as preamble.
+    head = b"From: a@x.org\r\nContent-Type: multipart/mixed\r\n\r\n"
+    notes = b"Minutes of Monday\r\n------\r\nItem 1: budget\r\nItem 2: hiring\r\n"
+    mail = parse_message(head + notes)
+    assert mail.text == "Minutes of Monday\n------\nItem 1: budget\nItem 2: hiring"
+    assert mail.attachments == ()
+    # A real boundary further down is still found, and the words above it are kept
+    # (a client shows them: no header says they are a preamble to be hidden).
+    parts = (
+        b"--b1\r\nContent-Type: text/plain\r\n\r\nSee the menu\r\n"
+        b"--b1\r\nContent-Type: application/pdf\r\n"
+        b"Content-Disposition: attachment; filename=a.pdf\r\n"
+        b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0=\r\n--b1--\r\n"
+    )
+    mail = parse_message(head + notes + parts)
+    assert mail.text == (
+        "Minutes of Monday\n------\nItem 1: budget\nItem 2: hiring\n\nSee the menu"
+    )
+    assert [a.name for a in mail.attachments] == ["a.pdf"]
+    # The usual MIME notice before the first part is no text of the sender's.
+    notice = b"This is a multi-part message in MIME format.\r\n"
+    assert parse_message(head + notice + parts).text == "See the menu"
+
+
 def test_guessed_boundaries_are_bounded(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # Each guessed boundary parses the rest of the body again: thousands of nested parts
     # without a boundary must not parse it thousands of times (quadratic time).
