@@ -416,8 +416,8 @@ class EmailChannel:
             # The same message would fail the same way on every retry, and the outbox
             # sends in order: retrying would hold up every mail queued behind it.
             raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
-        await self._smtp.send(composed.message, self.address, composed.recipients)
-        log.info("sent %s %s to %s", message.kind, composed.message_id, composed.recipients)
+        sent_to = await self._smtp.send(composed.message, self.address, composed.recipients)
+        log.info("sent %s %s to %s", message.kind, composed.message_id, sent_to)
         if message.conversation_id and self._host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
             try:
