@@ -38,16 +38,13 @@ from channels.email.imap import ImapSession
 from channels.email.parsing import ParsedMail, attachment_lines, parse_message
 from channels.email.quotes import strip_reply
 from channels.email.smtp import SmtpSender
+from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
 
 log = logging.getLogger("my_agent.email")
 
 # "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
 _FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
 _REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
-# A mail whose FETCH fails this many times in a row (the server refuses it or drops the
-# connection over it, as Dovecot does for an unreadable file and Exchange for an item it
-# cannot convert) is passed over, left unread, so that it holds up no later mail.
-FETCH_ATTEMPTS = 5
 
 
 def _is_msgid(value: str | None) -> bool:
@@ -111,6 +108,7 @@ class EmailChannel:
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
         self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
         self._fetch_failures: dict[tuple[str, int], int] = {}
+        self._unfetched: Unfetched | None = None  # passed-over mails, retried (start)
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -118,6 +116,9 @@ class EmailChannel:
         (``imap.timeout`` if shorter) with the connection still being retried in the
         background, so an unreachable server never holds up the daemon's start."""
         self._host = host
+        if self._unfetched is None:
+            imap = self._cfg.imap
+            self._unfetched = Unfetched(host, imap.folder, imap.reconnect_max)
         self._stopping.clear()
         self._task = spawn(self._run(), name="email-imap")
         try:
@@ -139,6 +140,10 @@ class EmailChannel:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
                     raise
+
+    def problems(self) -> list[str]:
+        """What an operator should know: mails the server would not hand over yet."""
+        return self._unfetched.problems() if self._unfetched is not None else []
 
     def poke(self) -> None:
         """Check the mailbox now (tests, and a hook for a future 'check mail' command)."""
@@ -170,9 +175,7 @@ class EmailChannel:
                 raise
             except Exception as exc:
                 if self._fetching is not None:  # the session died over this mail
-                    failures = self._fetch_failures.get(self._fetching, 0) + 1
-                    self._fetch_failures = {self._fetching: failures}
-                    self._fetching = None
+                    await self._fetch_failed(*self._fetching)
                 delay = self.backoff.next()
                 log.warning(
                     "IMAP session ended (%s: %s); reconnecting in %.1fs",
@@ -182,6 +185,17 @@ class EmailChannel:
                 )
                 session.abort()
                 await self._sleep(delay)
+
+    async def _fetch_failed(self, validity: str, uid: int) -> None:
+        failures = self._fetch_failures.get((validity, uid), 0) + 1
+        self._fetch_failures = {(validity, uid): failures}  # counts failures in a row
+        self._fetching = None
+        unfetched = self._unfetched
+        if unfetched is not None and unfetched.validity == validity and uid in unfetched:
+            try:  # a passed-over mail's retry: a longer pause before the next
+                await unfetched.failed(uid, failures)
+            except Exception:  # unsaved, it is only retried sooner
+                log.exception("could not record the failed retry of mail uid %d", uid)
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
@@ -218,6 +232,8 @@ class EmailChannel:
         key_validity, key_uid = self._keys()
         await session.noop()  # some servers refresh the selected mailbox only on a command
         validity = str(session.mailbox.uidvalidity)
+        assert self._unfetched is not None
+        await self._unfetched.load(validity)
         stored = await host.get_cursor("email", key_validity)
         if stored != validity:
             # First run, or the server renumbered the folder: every UID we stored is
@@ -243,7 +259,9 @@ class EmailChannel:
             return True
         last = int(await host.get_cursor("email", key_uid) or 0)
         uids = [u for u in await session.search_uids(f"UID {last + 1}:*") if u > last]
-        return await self._process(session, uids, validity, cursor=last)
+        if not await self._process(session, uids, validity, cursor=last):
+            return False
+        return await self._retry_unfetched(session, validity)
 
     async def _process(
         self, session: ImapSession, uids: list[int], validity: str, cursor: int | None = None
@@ -252,25 +270,41 @@ class EmailChannel:
         _, key_uid = self._keys()
         for uid in uids:
             if self._fetch_failures.get((validity, uid), 0) >= FETCH_ATTEMPTS:
+                # Passed over so that it holds up no later mail, but recorded before
+                # the cursor moves past it and retried later (it used to be lost).
                 # Not marked: it stays unread, where the owner's own client shows it.
-                log.error(
-                    "mail uid %d in %s could not be fetched in %d attempts: passed over, "
-                    "left unread",
-                    uid,
-                    self._cfg.imap.folder,
-                    FETCH_ATTEMPTS,
-                )
-            else:
-                self._fetching = (validity, uid)
-                raw = await session.fetch(uid)
-                self._fetching = None
+                assert self._unfetched is not None
+                await self._unfetched.failed(uid, self._fetch_failures[(validity, uid)])
                 self._fetch_failures.pop((validity, uid), None)
-                if raw is not None and not await self._deliver(raw, uid, validity):
-                    return False
-                await self._mark(session, uid)
+            elif not await self._fetch_and_deliver(session, uid, validity):
+                return False
             if cursor is not None:
                 cursor = uid
                 await self._host.set_cursor("email", key_uid, str(uid))
+        return True
+
+    async def _retry_unfetched(self, session: ImapSession, validity: str) -> bool:
+        """Try again the passed-over mails whose pause is over (after the new mail, so a
+        retry that ends the session again delays nothing newer)."""
+        assert self._unfetched is not None
+        for uid in self._unfetched.due():
+            if not await self._fetch_and_deliver(session, uid, validity):
+                return False
+            log.info(
+                "mail uid %d in %s, passed over before, handled at last", uid, self._cfg.imap.folder
+            )
+            await self._unfetched.done(uid)
+        return True
+
+    async def _fetch_and_deliver(self, session: ImapSession, uid: int, validity: str) -> bool:
+        """Fetch, deliver and mark one mail; False when the core did not store it."""
+        self._fetching = (validity, uid)
+        raw = await session.fetch(uid)
+        self._fetching = None
+        self._fetch_failures.pop((validity, uid), None)
+        if raw is not None and not await self._deliver(raw, uid, validity):
+            return False
+        await self._mark(session, uid)
         return True
 
     async def _deliver(self, raw: bytes, uid: int, validity: str) -> bool:
