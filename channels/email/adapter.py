@@ -18,15 +18,13 @@ import hashlib
 import logging
 import os
 import random
-import re
 from collections import OrderedDict
 from typing import Any
 
 from bot.channel import ChannelHost, DeliveryError, PermanentSendError
 from bot.config.model import AppConfig
-from bot.events import InboundMessage, OutboundMessage, SendResult, iso
+from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.tasks import spawn
-from channels.email.auth import verify_sender
 from channels.email.compose import (
     compose,
     references_chain,
@@ -35,15 +33,13 @@ from channels.email.compose import (
     reply_subject,
 )
 from channels.email.imap import ImapSession
-from channels.email.parsing import ParsedMail, attachment_lines, parse_message
-from channels.email.quotes import strip_reply
+from channels.email.inbound import to_inbound
+from channels.email.parsing import ParsedMail, parse_message
 from channels.email.smtp import SmtpSender
 from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
 
 log = logging.getLogger("my_agent.email")
 
-# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
-_FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
 _REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
 
 
@@ -335,15 +331,6 @@ class EmailChannel:
             await session.mark_seen(uid)
 
     def _inbound(self, mail: ParsedMail, raw: bytes, uid: int, validity: str) -> InboundMessage:
-        cfg = self._cfg
-        verdict = verify_sender(
-            mail.auth_results,
-            mail.from_addr,
-            require=cfg.require_auth,
-            require_all=cfg.require_all,
-            auth_serv_id=cfg.auth_serv_id,
-            aligned=cfg.auth_require_alignment,
-        )
         sender = mail.from_addr or "unknown@invalid"
         if mail.message_id:
             self._remember(mail)
@@ -357,40 +344,7 @@ class EmailChannel:
             self._automatic.add(sender)
         else:
             self._automatic.discard(sender)
-        refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
-        text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
-        if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
-            # A PDF without a word used to be an empty turn, and the model never knew a
-            # file had come with the mail: name what came (the bytes are not kept).
-            text = "\n\n".join(
-                part for part in (text, "\n".join(attachment_lines(mail.attachments))) if part
-            )
-        return InboundMessage(
-            channel="email",
-            sender_id=sender,
-            sender_name=mail.from_name,
-            chat_id=sender,
-            text=text,
-            # Without a Message-ID the content hash is the identity: stable across a
-            # UIDVALIDITY change, so a resync cannot deliver it twice.
-            message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],
-            message_ref=mail.message_id,
-            thread_refs=tuple(dict.fromkeys(refs)),
-            subject=mail.subject or None,
-            identity_verified=verdict.verified,
-            # Bounces, auto-replies, list mail: recorded, never answered (mail loops).
-            addressed=not (mail.auto_submitted or mail.from_addr is None),
-            attachments=mail.attachments,
-            metadata={
-                "full_body": mail.text,
-                "to": list(mail.to),
-                "cc": list(mail.cc),
-                "date": iso(mail.date) if mail.date else None,
-                "auth": verdict.reason,
-                "auto_submitted": mail.auto_submitted,
-                "imap": {"uidvalidity": int(validity), "uid": uid},
-            },
-        )
+        return to_inbound(mail, raw, uid, validity, self._cfg)
 
     def _remember(self, mail: ParsedMail) -> None:
         assert mail.message_id is not None
