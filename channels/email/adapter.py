@@ -34,9 +34,9 @@ from channels.email.compose import (
 )
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
+from channels.email.inbox import Inbox
 from channels.email.parsing import ParsedMail, parse_message
 from channels.email.smtp import SmtpSender
-from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
 
 log = logging.getLogger("my_agent.email")
 
@@ -102,9 +102,7 @@ class EmailChannel:
         # sender address -> their latest Message-ID (bounded like _recent)
         self._last_from: OrderedDict[str, str] = OrderedDict()
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
-        self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
-        self._fetch_failures: dict[tuple[str, int], int] = {}
-        self._unfetched: Unfetched | None = None  # passed-over mails, retried (start)
+        self._inbox: Inbox | None = None  # the folder's reader (made at start)
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -112,9 +110,8 @@ class EmailChannel:
         (``imap.timeout`` if shorter) with the connection still being retried in the
         background, so an unreachable server never holds up the daemon's start."""
         self._host = host
-        if self._unfetched is None:
-            imap = self._cfg.imap
-            self._unfetched = Unfetched(host, imap.folder, imap.reconnect_max)
+        if self._inbox is None:
+            self._inbox = Inbox(self._cfg, host, self._deliver)
         self._stopping.clear()
         self._task = spawn(self._run(), name="email-imap")
         try:
@@ -139,7 +136,7 @@ class EmailChannel:
 
     def problems(self) -> list[str]:
         """What an operator should know: mails the server would not hand over yet."""
-        return self._unfetched.problems() if self._unfetched is not None else []
+        return self._inbox.unfetched.problems() if self._inbox is not None else []
 
     def poke(self) -> None:
         """Check the mailbox now (tests, and a hook for a future 'check mail' command)."""
@@ -151,9 +148,11 @@ class EmailChannel:
         return ImapSession(imap, imap.username or self.address, self._password, imap.timeout)
 
     async def _run(self) -> None:
+        assert self._inbox is not None
+        inbox = self._inbox
         while not self._stopping.is_set():
             session = self._session()
-            self._fetching = None
+            inbox.session_started()
             try:
                 mailbox = await session.connect()
                 if self._cfg.imap.processed_folder:
@@ -161,7 +160,7 @@ class EmailChannel:
                     await session.select(self._cfg.imap.folder)
                 self.connects += 1
                 log.info("IMAP connected to %s (UIDVALIDITY %d)", mailbox.name, mailbox.uidvalidity)
-                await self._sync(session)
+                await inbox.sync(session)
                 self.backoff.reset()
                 self.ready.set()
                 await self._watch(session)
@@ -170,8 +169,7 @@ class EmailChannel:
                 session.abort()
                 raise
             except Exception as exc:
-                if self._fetching is not None:  # the session died over this mail
-                    await self._fetch_failed(*self._fetching)
+                await inbox.session_failed()  # over a mail: counted against it
                 delay = self.backoff.next()
                 log.warning(
                     "IMAP session ended (%s: %s); reconnecting in %.1fs",
@@ -181,17 +179,6 @@ class EmailChannel:
                 )
                 session.abort()
                 await self._sleep(delay)
-
-    async def _fetch_failed(self, validity: str, uid: int) -> None:
-        failures = self._fetch_failures.get((validity, uid), 0) + 1
-        self._fetch_failures = {(validity, uid): failures}  # counts failures in a row
-        self._fetching = None
-        unfetched = self._unfetched
-        if unfetched is not None and unfetched.validity == validity and uid in unfetched:
-            try:  # a passed-over mail's retry: a longer pause before the next
-                await unfetched.failed(uid, failures)
-            except Exception:  # unsaved, it is only retried sooner
-                log.exception("could not record the failed retry of mail uid %d", uid)
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
@@ -215,93 +202,8 @@ class EmailChannel:
                 await self._sleep(imap.poll_interval)
             if self._stopping.is_set():
                 return
-            await self._sync(session)
-
-    def _keys(self) -> tuple[str, str]:
-        folder = self._cfg.imap.folder
-        return f"{folder}:uidvalidity", f"{folder}:last_uid"
-
-    async def _sync(self, session: ImapSession) -> bool:
-        """Deliver every message not yet delivered. False when the core refused one."""
-        assert self._host is not None and session.mailbox is not None
-        host = self._host
-        key_validity, key_uid = self._keys()
-        await session.noop()  # some servers refresh the selected mailbox only on a command
-        validity = str(session.mailbox.uidvalidity)
-        assert self._unfetched is not None
-        await self._unfetched.load(validity)
-        stored = await host.get_cursor("email", key_validity)
-        if stored != validity:
-            # First run, or the server renumbered the folder: every UID we stored is
-            # meaningless. Unprocessed mail is exactly what is still unseen (or still in
-            # the folder when processed mail is moved away); the core drops by Message-ID
-            # anything that was delivered but not yet marked.
-            if stored is not None:
-                log.warning("UIDVALIDITY changed (%s -> %s): resynchronising", stored, validity)
-            criteria = "ALL" if self._cfg.imap.processed_folder else "UNSEEN"
-            # Everything up to the baseline is handled by this pass (taken before the
-            # search, so mail arriving meanwhile lies above it or in the search).
-            baseline = session.mailbox.uidnext - 1
-            if baseline < 0:  # the server sent no UIDNEXT
-                baseline = max(await session.search_uids("ALL"), default=0)
-            if stored is None and self._cfg.imap.initial_sync == "none":
-                uids = []
-            else:
-                uids = await session.search_uids(criteria)
-            if not await self._process(session, uids, validity):
-                return False
-            await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
-            await host.set_cursor("email", key_validity, validity)
-            return True
-        last = int(await host.get_cursor("email", key_uid) or 0)
-        uids = [u for u in await session.search_uids(f"UID {last + 1}:*") if u > last]
-        if not await self._process(session, uids, validity, cursor=last):
-            return False
-        return await self._retry_unfetched(session, validity)
-
-    async def _process(
-        self, session: ImapSession, uids: list[int], validity: str, cursor: int | None = None
-    ) -> bool:
-        assert self._host is not None
-        _, key_uid = self._keys()
-        for uid in uids:
-            if self._fetch_failures.get((validity, uid), 0) >= FETCH_ATTEMPTS:
-                # Passed over so that it holds up no later mail, but recorded before
-                # the cursor moves past it and retried later (it used to be lost).
-                # Not marked: it stays unread, where the owner's own client shows it.
-                assert self._unfetched is not None
-                await self._unfetched.failed(uid, self._fetch_failures[(validity, uid)])
-                self._fetch_failures.pop((validity, uid), None)
-            elif not await self._fetch_and_deliver(session, uid, validity):
-                return False
-            if cursor is not None:
-                cursor = uid
-                await self._host.set_cursor("email", key_uid, str(uid))
-        return True
-
-    async def _retry_unfetched(self, session: ImapSession, validity: str) -> bool:
-        """Try again the passed-over mails whose pause is over (after the new mail, so a
-        retry that ends the session again delays nothing newer)."""
-        assert self._unfetched is not None
-        for uid in self._unfetched.due():
-            if not await self._fetch_and_deliver(session, uid, validity):
-                return False
-            log.info(
-                "mail uid %d in %s, passed over before, handled at last", uid, self._cfg.imap.folder
-            )
-            await self._unfetched.done(uid)
-        return True
-
-    async def _fetch_and_deliver(self, session: ImapSession, uid: int, validity: str) -> bool:
-        """Fetch, deliver and mark one mail; False when the core did not store it."""
-        self._fetching = (validity, uid)
-        raw = await session.fetch(uid)
-        self._fetching = None
-        self._fetch_failures.pop((validity, uid), None)
-        if raw is not None and not await self._deliver(raw, uid, validity):
-            return False
-        await self._mark(session, uid)
-        return True
+            assert self._inbox is not None
+            await self._inbox.sync(session)
 
     async def _deliver(self, raw: bytes, uid: int, validity: str) -> bool:
         """Hand one fetched mail to the core; False when it was not stored."""
@@ -322,13 +224,6 @@ class EmailChannel:
             return False
         self.delivered += 1
         return True
-
-    async def _mark(self, session: ImapSession, uid: int) -> None:
-        folder = self._cfg.imap.processed_folder
-        if folder:
-            await session.move(uid, folder)
-        else:
-            await session.mark_seen(uid)
 
     def _inbound(self, mail: ParsedMail, raw: bytes, uid: int, validity: str) -> InboundMessage:
         sender = mail.from_addr or "unknown@invalid"
