@@ -47,19 +47,20 @@ class SmtpSender:
             ascii_form = {r: _ascii_address(r) for r in recipients}
             reachable = [a for a in ascii_form.values() if a is not None]
             lost = [r for r, a in ascii_form.items() if a is None]
-            if not lost:
-                raise  # STARTTLS or AUTH missing: what the owner can fix
+            if all(ascii_form[r] == r for r in recipients):
+                raise  # every address is ASCII: STARTTLS or AUTH missing, the owner's to fix
             if not reachable:
                 # Every retry fails alike, and would hold up the mail queued behind it.
                 raise PermanentSendError(f"cannot send to {recipients}: {exc}") from exc
-            # One Cc'd jöhn@example.de must not cost the owner and everyone else the
-            # reply: it goes to whoever can be addressed, its headers naming only them.
-            log.warning(
-                "SMTP server has no SMTPUTF8: %s left out of %s, sent to the other %d",
-                ", ".join(lost),
-                message.get("Message-ID", "a mail"),
-                len(reachable),
-            )
+            if lost:
+                # One Cc'd jöhn@example.de must not cost the owner and everyone else the
+                # reply: it goes to whoever can be addressed, its headers naming only them.
+                log.warning(
+                    "SMTP server has no SMTPUTF8: %s left out of %s, sent to the other %d",
+                    ", ".join(lost),
+                    message.get("Message-ID", "a mail"),
+                    len(reachable),
+                )
             await self._send(_readdressed(message, ascii_form), sender, reachable)
             return reachable
         return recipients

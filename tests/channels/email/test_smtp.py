@@ -63,3 +63,13 @@ async def test_no_addressable_recipient_is_still_a_permanent_failure(
             )
         )
     assert smtp.capture.messages == []
+
+
+async def test_an_accented_domain_alone_goes_out_in_its_ascii_form(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # Nobody is left out, so nothing is lost: the mail is sent, not retried forever.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    await channel.send(OutboundMessage(channel="email", chat_id="ben@bücher.example", text="x"))
+    [sent] = await smtp.capture.wait_for(1)
+    assert sent["To"] == "ben@xn--bcher-kva.example"
