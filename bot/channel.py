@@ -23,6 +23,16 @@ class PermanentSendError(Exception):
     """A send that will never succeed (chat gone, address rejected): not retried."""
 
 
+class RetryLater(Exception):
+    """The peer refuses sends for ``retry_after`` seconds (Telegram's flood control): the
+    outbox retries no sooner, since every earlier attempt is refused and may lengthen the
+    ban."""
+
+    def __init__(self, retry_after: float, message: str = "") -> None:
+        super().__init__(message or f"retry after {retry_after:g}s")
+        self.retry_after = retry_after
+
+
 @runtime_checkable
 class ChannelHost(Protocol):
     """What the core offers a channel. Implemented by :class:`bot.router.Router`'s host."""
@@ -57,8 +67,9 @@ class Channel(Protocol):
         """Stop receiving, finish in-flight sends, disconnect. Idempotent."""
 
     async def send(self, message: OutboundMessage) -> SendResult:
-        """Deliver one message. Raise to have the outbox retry it later, or
-        :class:`PermanentSendError` when retrying cannot help."""
+        """Deliver one message. Raise to have the outbox retry it later (no sooner than
+        :class:`RetryLater` says), or :class:`PermanentSendError` when retrying cannot
+        help."""
 
 
 @runtime_checkable

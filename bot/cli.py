@@ -138,6 +138,15 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     config = _config(args, secrets=False)
     setup_logging("WARNING")
 
+    from bot.owner_days import local_time, owner_zone
+
+    zone = owner_zone(config)
+
+    def when(stamp: Any) -> str:
+        """A stored UTC time as the owner's local minute (``2026-03-01 20:30``): printed
+        bare, UTC read as local time and put evenings west of UTC on the next day."""
+        return local_time(str(stamp or ""), zone)[:16].replace("T", " ")
+
     async def _list(s: Any) -> int:
         records = await s.conversations.list(channel=args.channel, limit=args.limit)
         if args.json:
@@ -146,7 +155,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         for r in records:
             pin = " pinned" if r.pinned else ""
             print(
-                f"{r.id}  {r.channel:<9} {r.updated[:16]}  {r.turn_count:>4} turns{pin}  "
+                f"{r.id}  {r.channel:<9} {when(r.updated)}  {r.turn_count:>4} turns{pin}  "
                 f"{r.title or 'New conversation'}"
             )
         return 0
@@ -169,7 +178,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             if line.get("type") == "turn":
                 who = line.get("sender") or line["role"]
                 print(
-                    f"[{line.get('turnNumber')}] {line.get('timestamp', '')[:16]} {who}: "
+                    f"[{line.get('turnNumber')}] {when(line.get('timestamp'))} {who}: "
                     f"{line.get('content')}"
                 )
             elif line.get("type") == "event":
@@ -187,13 +196,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     setup_logging("WARNING")
 
     async def _search(s: Any) -> int:
+        from bot.owner_days import day_range, local_day, owner_zone
+
         await s.search.start()  # keyword-only without a model: the warning says why
+        zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
         try:
+            date_from, date_to = day_range(args.date_from, args.date_to, zone)
             page = await s.search.search(
                 args.query,
                 channel=args.channel,
-                date_from=args.date_from,
-                date_to=args.date_to,
+                date_from=date_from,
+                date_to=date_to,
                 limit=args.limit,
                 cursor=args.cursor,
             )
@@ -208,7 +221,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         for r in page.results:
             print(
                 f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or 'Untitled'} "
-                f"({r.turn_range}, {r.timestamp[:10]})"
+                f"({r.turn_range}, {local_day(r.timestamp, zone)})"
             )
             print(f"       {' '.join((r.snippet or '').split())[:150]}")
         if page.next_cursor:  # the plain listing can be paged too, not only --json

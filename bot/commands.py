@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from bot.events import InboundMessage
 from bot.external import PartyRecord
 from bot.index import ConversationRecord
+from bot.owner_days import local_day, owner_zone
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -29,6 +30,11 @@ OWNER_HELP = """Commands:
 STRANGER_HELP = """Commands:
 /new - start over (forget this exchange's context)
 /help - this list"""
+
+# Other members of the owner's group: the conversation is the owner's, so only /help.
+GROUP_MEMBER_HELP = """Commands:
+/help - this list
+Mention me or reply to one of my messages to ask me something."""
 
 COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
 # Commands that need no conversation: from a dashboard tab that has none yet they run
@@ -72,6 +78,8 @@ class Commands:
     ) -> CommandResult:
         """Run an owner command; ``conversation`` is None only for
         :data:`DETACHED_COMMANDS` from a dashboard tab with no conversation yet."""
+        if name == "start":
+            name = "help"  # Telegram's Start button: the owner's first message to the bot
         handler = getattr(self, f"_owner_{name}", None)
         if name not in COMMANDS or handler is None:
             return CommandResult(f"Unknown command /{name}. Send /help for the list.")
@@ -174,10 +182,11 @@ class Commands:
         if not page.results:
             return CommandResult(f"No conversations match {args!r}.")
         lines = [f"Results for {args!r} ({page.method}):"]
+        zone = owner_zone(self.s.config)  # the owner's day, as the assistant dates it
         for i, r in enumerate(page.results, 1):
             snippet = " ".join((r.snippet or "").split())[:160]
             lines.append(
-                f"{i}. {r.title or 'Untitled'} [{r.channel}, {r.timestamp[:10]}, "
+                f"{i}. {r.title or 'Untitled'} [{r.channel}, {local_day(r.timestamp, zone)}, "
                 f"{r.turn_range}] {snippet} ({r.conversation_id})"
             )
         return CommandResult("\n".join(lines))

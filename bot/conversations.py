@@ -342,7 +342,7 @@ class ConversationManager:
         return rec
 
     async def rename(self, conv_id: str, title: str, manual: bool = True) -> ConversationRecord:
-        title = " ".join(title.split())[:80]
+        title = " ".join(title.split())[:80].rstrip()
         if not title:
             raise ValueError("a title cannot be empty")
         rec = await self._meta_update(

@@ -40,14 +40,58 @@ log = logging.getLogger("my_agent.healthcheck")
 STALE_INTERVALS = 3.0
 
 
-def _pid_alive(pid: int) -> bool:
+# Less free space than this in the data directory's file system: it counts as full (a
+# message, its journal record and its index rows no longer fit for long).
+FULL_BYTES = 1 << 20
+
+
+def disk_space(path: Path) -> dict[str, Any]:
+    """Free and total bytes of the file system holding ``path`` (as the daemon's
+    unprivileged user sees it: without the blocks reserved for root)."""
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        return {"error": str(exc), "full": False}
+    free = st.f_bavail * st.f_frsize
+    return {"free_bytes": free, "total_bytes": st.f_blocks * st.f_frsize, "full": free < FULL_BYTES}
+
+
+def _pid_alive(pid: int, started_at: float | None = None) -> bool:
+    """Whether ``pid`` is still the daemon that wrote its status file at ``started_at``.
+
+    ``os.kill(pid, 0)`` alone also succeeds for a daemon killed (``kill -9``) but not yet
+    reaped by its parent (a zombie), and for another process that got the pid later:
+    both were reported as a ready daemon.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # exists, owned by another user (the service's DynamicUser)
-    return True
+        pass  # exists, owned by another user (the service's DynamicUser)
+    proc = _proc_state(pid)
+    if proc is None:
+        return True  # no /proc to ask: trust the signal check
+    state, started = proc
+    if state == "Z":
+        return False
+    # The daemon wrote started_at after it started; a process started later is another.
+    return not (started_at and started > started_at + 2.0)
+
+
+def _proc_state(pid: int) -> tuple[str, float] | None:
+    """(state letter, start time as a Unix time) of ``pid`` from /proc, None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        fields = stat.rpartition(")")[2].split()  # after the command name, which may hold ")"
+        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[str, Any]:
@@ -68,7 +112,9 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
         "uptime_seconds": round(now - float(data.get("started_at") or now), 1),
         "systemd": bool(data.get("systemd")),
     }
-    if data.get("state") == "stopped" or not pid or not _pid_alive(pid):
+    started_at = data.get("started_at")
+    started = float(started_at) if isinstance(started_at, int | float) else None
+    if data.get("state") == "stopped" or not pid or not _pid_alive(pid, started):
         out["state"] = "stopped"
     elif isinstance(interval, int | float) and age > STALE_INTERVALS * interval + 2:
         out["state"] = "stale"  # alive but no heartbeat: the event loop is stuck
@@ -135,6 +181,14 @@ def index_counts(conn: Any) -> dict[str, Any]:
         # of those, flagged by a failed or unfinished pass: retried by the sweep
         "abbreviations_to_retry": _scalar(
             conn, "SELECT count(*) FROM conversations WHERE needs_abbreviation = 1"
+        ),
+        # Owner messages with no reply yet (bot.recovery.pending_replies): in flight
+        # while the daemon runs; after a stop or during an outage, answered later.
+        "replies_pending": _scalar(
+            conn,
+            "SELECT count(*) FROM turns u WHERE u.role = 'user' AND u.awaits_reply = 1 "
+            "AND NOT EXISTS (SELECT 1 FROM turns a WHERE a.conversation_id = "
+            "u.conversation_id AND a.turn_number = u.turn_number AND a.role = 'assistant')",
         ),
         "external_parties": _scalar(conn, "SELECT count(*) FROM external_parties"),
         "pending_escalations": _scalar(
@@ -282,8 +336,21 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
         if daemon["state"] in ("unknown", "stopped") and readyz["ok"]:
             daemon["state"] = "ready"  # a daemon without a status file (older build)
     report["daemon"] = daemon
-    if daemon["state"] == "stale":
+    report["disk"] = disk = disk_space(data_dir)
+    if disk["full"]:
+        problems.append(
+            f"the data directory's file system is full ({disk['free_bytes'] // 1024} KiB "
+            "free): new messages cannot be stored"
+        )
+    if daemon["state"] == "stale" and disk["full"]:
+        # Its status file cannot be written either: blaming the event loop sent the owner
+        # looking for a deadlock while every message was refused for lack of space.
+        problems.append("daemon heartbeat is stale: the disk is full, so it cannot be written")
+    elif daemon["state"] == "stale":
         problems.append("daemon heartbeat is stale (event loop stuck?)")
+    elif daemon["state"] == "stopping":
+        # still running: finishing its replies and notes before it exits
+        problems.append(f"daemon is {daemon.get('status') or 'stopping'}")
     elif daemon["state"] not in ("ready", "starting", "reloading"):
         problems.append(f"daemon is not running ({daemon['state']})")
     elif readyz is not None and not readyz["ok"]:
@@ -335,6 +402,12 @@ def format_text(report: dict[str, Any]) -> str:
     if "readyz" in daemon:
         rz = daemon["readyz"]
         lines.append(f"readyz:       {'ok' if rz['ok'] else 'FAIL'} ({rz['url']})")
+    disk = report.get("disk") or {}
+    if "free_bytes" in disk:
+        lines.append(
+            f"disk:         {'FULL — ' if disk['full'] else ''}"
+            f"{disk['free_bytes'] / 2**20:.1f} MiB free of {disk['total_bytes'] / 2**20:.1f} MiB"
+        )
     counts = report.get("counts")
     if counts:
         chans = ", ".join(f"{k} {v}" for k, v in sorted(counts["by_channel"].items()))
@@ -345,6 +418,7 @@ def format_text(report: dict[str, Any]) -> str:
             f"abbreviations pending: {counts['pending_abbreviations']} "
             f"({counts['abbreviations_to_retry']} to retry)"
         )
+        lines.append(f"replies pending:  {counts.get('replies_pending', 0)}")
         lines.append(
             f"external:     {counts['external_parties']} parties, "
             f"{counts['pending_escalations']} escalations pending"

@@ -11,7 +11,7 @@ import builtins
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from bot.db import Database, SyncConn
@@ -175,6 +175,14 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
         elif event == "message_ref":
             for channel, ref, direction in line_refs(line, rec.channel):
                 _add_ref(conn, channel, ref, rec.id, direction)
+        elif event == "reply_merged" and isinstance(line.get("turnNumber"), int):
+            # answered by the reply to a later message of the same burst (the debounce):
+            # not a pending reply for recovery
+            conn.execute(
+                "UPDATE turns SET awaits_reply = 0 WHERE conversation_id = ? AND "
+                "turn_number = ? AND role = 'user'",
+                (rec.id, line["turnNumber"]),
+            )
         if event in COSTED_EVENTS:
             # The summary call (and the silent flush turn), the notes and the title cost
             # tokens too.
@@ -229,10 +237,13 @@ def apply_lines(
     indexed_bytes: int | None = None,
 ) -> ConversationRecord:
     """Apply transcript lines and save the record (inside the caller's transaction)."""
-    if not rec.indexed_bytes:
+    fresh = not rec.indexed_bytes
+    if fresh:
         # A record not in the index yet (recovery, reindex): its row must exist before
-        # its turns reference it (turns.conversation_id is a foreign key).
-        upsert_conversation(conn, rec)
+        # its turns reference it (turns.conversation_id is a foreign key). It goes in
+        # unpinned and its pin is settled below: inserted pinned, an older transcript
+        # indexed again (edited by hand) broke the one-pin index and recovery failed.
+        upsert_conversation(conn, replace(rec, pinned=False))
     only_turns = True
     for line in lines:
         if line.get("type") == "meta":
@@ -241,7 +252,7 @@ def apply_lines(
         apply_line(conn, rec, line)
     if indexed_bytes is not None:
         rec.indexed_bytes = indexed_bytes
-    if only_turns and rec.indexed_bytes:
+    if only_turns and rec.indexed_bytes and not fresh:
         # The hot path (a message or a reply): only the counters change.
         conn.execute(
             "UPDATE conversations SET updated = ?, turn_count = ?, tokens_in = ?, "
@@ -258,12 +269,23 @@ def apply_lines(
         )
         return rec
     if rec.pinned and rec.identity_key:
-        # Only one pinned conversation per identity: a newer pin wins (the transcript
+        # Only one pinned conversation per identity: the newer pin wins (the transcript
         # of the older one records its unpin first, so this only heals partial writes).
-        conn.execute(
-            "UPDATE conversations SET pinned = 0 WHERE identity_key = ? AND pinned = 1 AND id != ?",
-            (rec.identity_key, rec.id),
-        )
+        # Newer by creation, not by which was applied last: recovery may index an old
+        # transcript again after the current one.
+        newer = conn.execute(
+            "SELECT 1 FROM conversations WHERE identity_key = ? AND pinned = 1 AND id != ? "
+            "AND (created, id) > (?, ?)",
+            (rec.identity_key, rec.id, rec.created, rec.id),
+        ).fetchone()
+        if newer is not None:
+            rec.pinned = False
+        else:
+            conn.execute(
+                "UPDATE conversations SET pinned = 0 WHERE identity_key = ? AND pinned = 1 "
+                "AND id != ?",
+                (rec.identity_key, rec.id),
+            )
     upsert_conversation(conn, rec)
     return rec
 

@@ -48,6 +48,7 @@ __all__ = ["Journal", "journal_in_use", "lock_journal", "sync_files"]
 log = logging.getLogger("my_agent.journal")
 
 Writer = Callable[[Path, bytes], tuple[int, bytes]]  # (path, data) -> (offset, bytes written)
+Undo = Callable[[Path, int], None]  # (path, offset): cut the file back to that size
 Request = tuple[Path, bytes, "concurrent.futures.Future[int]", bool]  # ..., background
 _WAKE = "wake"  # queued by checkpoint_soon(): no append, only a wake-up
 # How long a batch of background appends only (replies) waits for a foreground one
@@ -60,10 +61,17 @@ MAX_SPARE_BYTES = 64 * 1024 * 1024  # a file grown past this (a burst) is not ke
 class Journal:
     """The write-ahead journal of one directory of JSONL files (see the module doc)."""
 
-    def __init__(self, directory: Path, write: Writer, checkpoint_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        write: Writer,
+        checkpoint_seconds: float = 1.0,
+        undo: Undo | None = None,
+    ) -> None:
         self.files = directory
         self.directory = directory / "journal"
         self._write = write
+        self._undo = undo
         self.checkpoint_seconds = checkpoint_seconds
         self._queue: queue.SimpleQueue[Request | str | None] = queue.SimpleQueue()
         self._checkpoint_requested = False
@@ -203,6 +211,7 @@ class Journal:
         records: list[bytes] = []
         written: list[tuple[concurrent.futures.Future[int], int]] = []
         paths: set[Path] = set()
+        starts: dict[Path, int] = {}  # where this batch began writing each file
         for path, data, future, _ in requests:
             if not future.set_running_or_notify_cancel():
                 continue
@@ -214,6 +223,7 @@ class Journal:
             records.append(encode_record(self._generation, path.name, offset, raw))
             written.append((future, offset + len(raw)))
             paths.add(path)
+            starts.setdefault(path, offset)
         if not records:
             return
         blob = b"".join(records)
@@ -222,7 +232,12 @@ class Journal:
             datasync(self._fd)
         except OSError as exc:
             log.error("journal write failed: %s", exc)
-            self._dirty |= paths  # the transcripts may hold the bytes: sync them anyway
+            # Every append of the batch is refused, and its caller retries it: what the
+            # batch wrote to the transcripts is cut off again, else each retry stored a
+            # second copy of its message. (This thread is the files' only writer.)
+            for path, offset in starts.items():
+                self._cut(path, offset)
+            self._dirty |= paths  # sync what is left of them anyway
             for future, _ in written:
                 future.set_exception(exc)
             try:  # a torn record would hide every later one: go on in a fresh generation
@@ -235,6 +250,14 @@ class Journal:
         self._dirty |= paths
         for future, size in written:
             future.set_result(size)
+
+    def _cut(self, path: Path, offset: int) -> None:
+        if self._undo is None:
+            return
+        try:
+            self._undo(path, offset)
+        except OSError as exc:  # the lines stay: a retry may then store a second copy
+            log.error("cannot cut %s back to %d bytes: %s", path.name, offset, exc)
 
     def _rotate(self) -> None:
         """Start the next generation, in a spare file if there is one."""

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
 
-from bot.channel import Channel, PermanentSendError
+from bot.channel import Channel, PermanentSendError, RetryLater
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
 from bot.tasks import spawn
@@ -247,6 +247,8 @@ class Outbox:
             except Exception as exc:
                 attempts += 1
                 delay = backoff(attempts, self.base_delay)
+                if isinstance(exc, RetryLater):
+                    delay = max(delay, exc.retry_after)
                 status = "failed" if attempts >= self.max_attempts else "pending"
                 log.warning(
                     "outbox %s to %s failed (attempt %d, retry in %.1fs): %s",

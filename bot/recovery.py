@@ -33,6 +33,7 @@ class RecoveryReport:
     conversations: int = 0
     registered: int = 0
     caught_up_lines: int = 0
+    removed: int = 0
     parties: int = 0
     pending_replies: list[tuple[str, int]] = field(default_factory=list)
     needs_abbreviation: list[str] = field(default_factory=list)
@@ -42,6 +43,7 @@ class RecoveryReport:
             "conversations": self.conversations,
             "registered": self.registered,
             "caughtUpLines": self.caught_up_lines,
+            "removed": self.removed,
             "parties": self.parties,
             "pendingReplies": len(self.pending_replies),
             "needsAbbreviation": len(self.needs_abbreviation),
@@ -51,7 +53,16 @@ class RecoveryReport:
 def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: RecoveryReport) -> None:
     """Bring every conversation's rows up to its transcript (runs on the db thread)."""
     known = {row[0]: row for row in conn.execute(SELECT_CONVERSATION)}
-    for conv_id in store.conversation_ids():
+    present = store.conversation_ids()
+    if store.directory.is_dir():  # a missing directory (not mounted?) proves nothing
+        for conv_id in sorted(set(known) - set(present)):
+            # Its transcript was deleted (by the owner, to forget it): the index is
+            # derived from the transcripts, and kept it listed and searchable for good.
+            log.warning("%s has no transcript any more: taken out of the index", conv_id)
+            _delete_turns(conn, conv_id)
+            conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+            report.removed += 1
+    for conv_id in present:
         report.conversations += 1
         path = store.path(conv_id)
         size = path.stat().st_size

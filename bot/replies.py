@@ -28,6 +28,7 @@ from bot.brain.base import (
 )
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
+from bot.transcript import READOUT_MODELS
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -67,8 +68,12 @@ class ReplyTarget:
     subject: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
-    def reply(self, text: str, conversation_id: str) -> OutboundMessage:
-        """The outbound reply to this target."""
+    def reply(self, text: str, conversation_id: str, *, plain: bool = False) -> OutboundMessage:
+        """The outbound reply to this target. ``plain``: a readout (the offline brain's,
+        an apology) that quotes stored text, so a channel must not read it as Markdown."""
+        metadata = dict(self.metadata)
+        if plain:
+            metadata["plain"] = True
         return OutboundMessage(
             channel=self.channel,
             chat_id=self.chat_id,
@@ -78,7 +83,7 @@ class ReplyTarget:
             in_reply_to=self.in_reply_to,
             thread_refs=self.thread_refs,
             subject=self.subject,
-            metadata=dict(self.metadata),
+            metadata=metadata,
         )
 
 
@@ -144,11 +149,15 @@ class ReplyEngine:
     def __init__(self, services: Services) -> None:
         self.s = services
         self.queue = KeyedSerialQueue(services.config.brain.max_concurrent_replies)
-        self._generations: dict[str, asyncio.Task[BrainReply]] = {}
+        # the stoppable step of each reply: its brain call, or its wait between two
+        # attempts while the model is unreachable
+        self._generations: dict[str, asyncio.Future[Any]] = {}
         # conversations whose reply is written and waits for the storage to take it
         self.storage_waiting: set[str] = set()
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
+        # conversation -> (its latest user turn submitted, when): the debounce (_merged)
+        self._arrivals: dict[str, tuple[int, float]] = {}
 
     # -- owner conversations --------------------------------------------------------
     def submit(
@@ -162,6 +171,10 @@ class ReplyEngine:
     ) -> None:
         """Queue the reply to a user turn. ``owner``: whether the sender is the owner, as
         the router established it (ids, aliases); None for a turn recorded without it."""
+        if self._debounce(target.channel) and owner is not False:
+            latest = self._arrivals.get(conversation_id, (0, 0.0))[0]
+            now = asyncio.get_running_loop().time()
+            self._arrivals[conversation_id] = (max(turn_number, latest), now)
         self.queue.submit(
             conversation_id,
             lambda: self._reply(conversation_id, turn_number, text, target, sender, owner),
@@ -201,6 +214,8 @@ class ReplyEngine:
             # A turn recorded before "fromOwner" was: the sender as stored is all there is.
             owner = sender is None or self.s.identities.match(target.channel, sender) is not None
         profile: Profile = "restricted" if group and not owner else "owner"
+        if not group and profile == "owner" and await self._merged(conv_id, turn, target):
+            return
         history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
             history = await self._group_history(conv_id, turn)
@@ -242,6 +257,35 @@ class ReplyEngine:
             self.storage_waiting.discard(conv_id)
             log.info("reply to %s turn %d stored after the storage trouble", conv_id, turn)
 
+    def _debounce(self, channel: str) -> float:
+        return self.s.config.brain.debounce_seconds.get(channel, 0.0)
+
+    async def _merged(self, conv_id: str, turn: int, target: ReplyTarget) -> bool:
+        """The debounce (``brain.debounce_seconds``): wait until the owner's messages in
+        this conversation pause for that long, then whether a later one answers this
+        one. The reply to the last message of a burst sees every message before it in
+        its context, so one reply answers them all; each merged turn is marked with a
+        ``reply_merged`` event, which tells recovery it expects no reply of its own."""
+        debounce = self._debounce(target.channel)
+        if not debounce:
+            return False
+        loop = asyncio.get_running_loop()
+        while True:
+            latest, at = self._arrivals.get(conv_id, (turn, 0.0))
+            if latest > turn:
+                break
+            wait = at + debounce - loop.time()
+            if wait <= 0:
+                if latest == turn:
+                    self._arrivals.pop(conv_id, None)
+                return False
+            await asyncio.sleep(wait)
+        await self.s.conversations.append_event(
+            conv_id, "reply_merged", turnNumber=turn, into=latest
+        )
+        log.debug("%s turn %d is answered with turn %d", conv_id, turn, latest)
+        return True
+
     async def _reply_on_disk(
         self, conv_id: str, turn: int, reply: BrainReply, target: ReplyTarget
     ) -> bool:
@@ -260,7 +304,8 @@ class ReplyEngine:
         ):
             return False
         await self.s.outbox.enqueue(
-            target.reply(reply.text, conv_id), dedup_key=f"{conv_id}:{turn}:reply"
+            target.reply(reply.text, conv_id, plain=reply.model in READOUT_MODELS),
+            dedup_key=f"{conv_id}:{turn}:reply",
         )
         return True
 
@@ -286,7 +331,7 @@ class ReplyEngine:
             also=(
                 self.s.state,
                 self.s.outbox.insert_unit(
-                    target.reply(reply.text, conv_id),
+                    target.reply(reply.text, conv_id, plain=reply.model in READOUT_MODELS),
                     dedup_key=f"{conv_id}:{turn}:reply",
                     recoverable=True,
                 ),
@@ -348,7 +393,10 @@ class ReplyEngine:
                 if sink is not None and conv_id is not None:
                     await sink(StreamEvent(conv_id, turn, delta))
 
-            await self._typing(target)
+            if not told:
+                # Once told that the model is down, "typing…" would claim otherwise
+                # through an outage of hours (each retry showed it for minutes).
+                await self._typing(target)
             # Streaming only when someone watches (the dashboard): otherwise the brain
             # need not cut its reply into pieces for nobody.
             watched = self.s.stream_sink is not None and request.conversation_id is not None
@@ -358,17 +406,8 @@ class ReplyEngine:
                 reply = await task
                 return reply
             except asyncio.CancelledError:
-                if key in self._stop_requested and task.cancelled():
-                    current = asyncio.current_task()
-                    if current is None or not current.cancelling():
-                        self._stop_requested.discard(key)
-                        return BrainReply(
-                            text="".join(streamed) + STOPPED,
-                            model="stopped",
-                            # the tokens of a stopped reply were spent all the same
-                            usage=spend.usage if spend.any else None,
-                            cost=spend.cost,
-                        )
+                if self._stopped(key, task):
+                    return stopped_reply("".join(streamed), spend)
                 raise
             except BrainUnavailable as exc:
                 log.warning("brain unavailable for %s turn %s: %s", key, turn, exc)
@@ -384,7 +423,16 @@ class ReplyEngine:
                         ),
                         dedup_key=f"{dedup}:outage",
                     )
-                await asyncio.sleep(self.retry_interval)
+                # The wait is the reply's stoppable step now: a stop from the dashboard
+                # gives up on the model instead of holding the conversation's queue.
+                wait = asyncio.ensure_future(asyncio.sleep(self.retry_interval))
+                self._generations[key] = wait
+                try:
+                    await wait
+                except asyncio.CancelledError:
+                    if self._stopped(key, wait):
+                        return stopped_reply("", spend)
+                    raise
                 request = await self._current_model(request)
             except Exception:
                 log.exception("brain failed for %s turn %s", key, turn)
@@ -395,6 +443,28 @@ class ReplyEngine:
                     await self.s.stream_sink(
                         StreamEvent(request.conversation_id, turn, "", done=True)
                     )
+
+    def _stopped(self, key: str, step: asyncio.Future[Any]) -> bool:
+        """Whether ``step`` ended by the owner's stop (:meth:`cancel`), not by the
+        reply job itself being cancelled (a shutdown), which must propagate."""
+        if key not in self._stop_requested or not step.cancelled():
+            return False
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            return False
+        self._stop_requested.discard(key)
+        return True
+
+
+def stopped_reply(streamed: str, spend: Spend) -> BrainReply:
+    """The reply recorded for a stopped generation: what was streamed, labelled."""
+    return BrainReply(
+        text=streamed + STOPPED,
+        model="stopped",
+        # the tokens of a stopped reply were spent all the same
+        usage=spend.usage if spend.any else None,
+        cost=spend.cost,
+    )
 
 
 def outage_notice(exc: BrainUnavailable, profile: Profile) -> str:

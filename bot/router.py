@@ -15,7 +15,13 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
-from bot.commands import DETACHED_COMMANDS, CommandResult, Commands, parse_command
+from bot.commands import (
+    DETACHED_COMMANDS,
+    GROUP_MEMBER_HELP,
+    CommandResult,
+    Commands,
+    parse_command,
+)
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage, scrubbed
 from bot.external import PartyRecord
@@ -349,6 +355,8 @@ class Router:
             # Another member of the owner's group: the group conversation is the owner's
             # record, and /search would show the owner's conversations. Only /help.
             result = CommandResult("That command is not available here.")
+        elif name == "help":
+            result = CommandResult(GROUP_MEMBER_HELP)  # not a stranger's "/new - start over"
         else:
             result = await self.commands.run_stranger(name, args, _no_party(msg))
         if result.switched_to is not None and msg.channel in THREADED_CHANNELS and not first:

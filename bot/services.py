@@ -213,12 +213,12 @@ class Services:
         newest = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
         since = iso(newest - timedelta(seconds=window_seconds))
         rows = await self.index_db.fetchall(
-            "SELECT conversation_id, turn_number, content, channel FROM turns "
+            "SELECT conversation_id, turn_number, content, channel, recall FROM turns "
             "WHERE role = 'assistant' AND timestamp >= ? ORDER BY id",
             (since,),
         )
         queued = 0
-        for conv_id, turn, content, channel in rows:
+        for conv_id, turn, content, channel, recall in rows:
             key = f"{conv_id}:{turn}:reply"
             if await self.outbox.has_key(key):
                 continue
@@ -236,7 +236,9 @@ class Services:
                 None,
             )
             target = _target_from_turn(user or {}, rec, channel)
-            await self.outbox.enqueue(target.reply(content, conv_id), dedup_key=key)
+            # a readout (recall = 0) stays plain text, as when it was first queued
+            reply = target.reply(content, conv_id, plain=not recall)
+            await self.outbox.enqueue(reply, dedup_key=key)
             log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
             queued += 1
         return queued

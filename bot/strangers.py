@@ -88,6 +88,11 @@ class StrangerFlow:
             return
         due = ext.escalation_due(party)
         ack = self.s.config.trust.acknowledgement
+        if not due and not _opener(msg.text) and await self._said_nothing_yet(party):
+            # Their escalation quoted only Telegram's "/start": these are their first
+            # words, which the owner hears (they were acknowledged already).
+            await self.escalate(party, msg.text)
+            return
         if ack and due:
             await self.send_to_party(
                 party,
@@ -99,6 +104,12 @@ class StrangerFlow:
             )
         if due:
             await self.escalate(party, msg.text)
+
+    async def _said_nothing_yet(self, party: PartyRecord) -> bool:
+        """Whether all the party sent before their latest message (already recorded) was
+        Telegram's "/start" (the Start button, perhaps with a deep-link payload)."""
+        said = [h for h in await self.s.external.history(party) if h["direction"] == "in"]
+        return len(said) > 1 and all(_opener(h["content"]) for h in said[:-1])
 
     async def _answer_known(
         self, party: PartyRecord, msg: InboundMessage, target: ReplyTarget
@@ -216,3 +227,9 @@ class StrangerFlow:
                 subject=f"Message from {party.who}",
             )
         )
+
+
+def _opener(text: str) -> bool:
+    """Telegram's "/start": what the Start button sends before anyone says a word."""
+    command = parse_command(text)
+    return command is not None and command[0] == "start"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import os
@@ -192,7 +193,10 @@ class TranscriptStore:
             return 0
         # looked up per call, not bound now: the write can be swapped (fault injection)
         journal = Journal(
-            self.directory, lambda path, data: self._put(path, data), self.checkpoint_seconds
+            self.directory,
+            lambda path, data: self._put(path, data),
+            self.checkpoint_seconds,
+            undo=self._cut,
         )
         try:
             repaired = journal.open()
@@ -218,6 +222,7 @@ class TranscriptStore:
     def _put(self, path: Path, data: bytes, sync: bool = False) -> tuple[int, bytes]:
         """Append ``data`` (fsync when ``sync``); returns the offset and bytes written."""
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        size = -1
         try:
             size = os.fstat(fd).st_size
             if size and self._ends.get(path) != size:
@@ -236,9 +241,21 @@ class TranscriptStore:
             return size, data
         except BaseException:
             self._ends.pop(path, None)
+            if size >= 0:
+                # Nothing of a failed append stays (a full disk takes part of a write):
+                # the caller retries it whole, and a fragment was a corrupt line for good,
+                # or, cut just before its newline, a second copy of the message.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
             raise
         finally:
             os.close(fd)
+
+    def _cut(self, path: Path, size: int) -> None:
+        """Truncate ``path`` back to ``size`` (an append the journal could not make
+        durable, refused to its caller)."""
+        self._ends.pop(path, None)  # the next append checks the last byte again
+        os.truncate(path, size)
 
     def _write(self, path: Path, data: bytes) -> int:
         """Append ``data`` durably without the journal; returns the file size after it."""

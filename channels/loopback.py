@@ -43,15 +43,19 @@ class LoopbackChannel:
         self._lock = asyncio.Lock()
         self.port: int | None = None
         self.started = False
-        # outbox id -> ref of what was already delivered: the receiver is idempotent, so
-        # a resend after a crash between the send and the outbox's "sent" mark is a no-op.
-        self._delivered: dict[int, str] = {}
+        # (outbox id, what it said) -> ref of what was already delivered: the receiver is
+        # idempotent, so a resend after a crash between the send and the outbox's "sent"
+        # mark is a no-op. The content is part of the key: a lost or replaced state.db
+        # numbers the outbox from 1 again, and the id alone silently dropped every new
+        # message that reused one.
+        self._delivered: dict[tuple[int, str], str] = {}
 
     async def start(self, host: ChannelHost) -> None:
         self._host = host
         for line in read_json_lines(self.sent_path):
             if isinstance(line.get("outbox"), int):
-                self._delivered[line["outbox"]] = str(line.get("ref"))
+                key = (line["outbox"], _fingerprint(line))
+                self._delivered[key] = str(line.get("ref"))
         app = web.Application(client_max_size=4 * 1024 * 1024)
         app.router.add_post("/inbound", self._inbound)
         app.router.add_get("/sent", self._sent)
@@ -73,9 +77,6 @@ class LoopbackChannel:
             self._runner = None
 
     async def send(self, message: OutboundMessage) -> SendResult:
-        if message.outbox_id is not None and message.outbox_id in self._delivered:
-            log.info("outbox %s was delivered before a crash: not sent again", message.outbox_id)
-            return SendResult(message_ref=self._delivered[message.outbox_id])
         ref = f"loop-{uuid.uuid4().hex[:12]}"
         record = {
             "ref": ref,
@@ -89,11 +90,15 @@ class LoopbackChannel:
             "actions": [list(a) for a in message.actions],
             "timestamp": iso(utcnow()),
         }
+        key = (message.outbox_id, _fingerprint(record)) if message.outbox_id is not None else None
+        if key is not None and key in self._delivered:
+            log.info("outbox %s was delivered before a crash: not sent again", message.outbox_id)
+            return SendResult(message_ref=self._delivered[key])
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
         async with self._lock:
             await asyncio.to_thread(_append_durably, str(self.sent_path), data)
-        if message.outbox_id is not None:
-            self._delivered[message.outbox_id] = ref
+        if key is not None:
+            self._delivered[key] = ref
         return SendResult(message_ref=ref)
 
     async def _inbound(self, request: web.Request) -> web.Response:
@@ -135,6 +140,12 @@ class LoopbackChannel:
             except ValueError:
                 continue
         return web.json_response(items)
+
+
+def _fingerprint(record: dict[str, Any]) -> str:
+    """What a sent record said and where to: the same outbox entry sent again matches."""
+    fields = ("chat", "text", "kind", "conversation", "party", "inReplyTo")
+    return json.dumps([record.get(f) for f in fields], ensure_ascii=False)
 
 
 def _append_durably(path: str, data: bytes) -> None:

@@ -44,7 +44,8 @@ def raw_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     """The raw (YAML-shaped) mapping :func:`make_config` validates."""
     raw: dict[str, Any] = {
         "data_dir": str(tmp_path / "data"),
-        "brain": {"provider": "offline"},
+        # no debounce: a reply to every message, at once (tests/test_debounce.py has it)
+        "brain": {"provider": "offline", "debounce_seconds": {}},
         "embedding": {"enabled": False},
         "channels": {"web": {"enabled": False}},
     }

@@ -72,11 +72,13 @@ async def add_conversation(
     day: str = "2026-01-10",
     abbreviation: str | None = None,
     topics: list[str] | None = None,
+    at: str | None = None,
 ) -> list[int]:
-    """Insert a conversation and its turns ((role, content) pairs); returns the turn ids."""
+    """Insert a conversation and its turns ((role, content) pairs); returns the turn ids.
+    Every turn is stamped ``at`` (a UTC timestamp), else noon UTC of ``day``."""
 
     def _write(conn) -> list[int]:  # type: ignore[no-untyped-def]
-        stamp = f"{day}T12:00:00+00:00"
+        stamp = at or f"{day}T12:00:00+00:00"
         conn.execute(
             "INSERT INTO conversations (id, channel, title, topics, created, updated, "
             "turn_count, abbreviation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -93,7 +95,7 @@ async def add_conversation(
         )
         ids = []
         for number, (role, content) in enumerate(turns, start=1):
-            ts = f"{day}T12:{number % 60:02d}:00+00:00"
+            ts = at or f"{day}T12:{number % 60:02d}:00+00:00"
             cur = conn.execute(
                 "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, "
                 "channel, sender) VALUES (?, ?, ?, ?, ?, ?, ?)",

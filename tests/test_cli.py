@@ -166,6 +166,57 @@ def test_search_pages_dates_and_channel_case(
     assert "date_from is not an ISO date" in capsys.readouterr().err
 
 
+def test_search_dates_are_the_owners_calendar_days(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `my-agent search` printed the UTC day of each result and read --from
+    # and --to as UTC days, unlike the recall tool (owner.timezone): in New York an
+    # evening conversation (20:30, the next day in UTC) was listed as the day after and
+    # was not found with --from/--to naming its day.
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    owner = {"identities": owner_identities(), "timezone": "America/New_York"}
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(raw_config(tmp_path, owner=owner)), encoding="utf-8")
+    config = make_config(tmp_path, owner=owner)
+
+    async def fill() -> dict[str, str]:
+        services = await open_services(config, brain=ScriptedBrain())
+        try:
+            ids = {}
+            for name, ts in (
+                ("evening", "2999-03-02T01:30:00.000Z"),  # 1 March, 20:30 in New York
+                ("night", "2999-03-02T05:30:00.000Z"),  # 2 March, 00:30 in New York
+            ):
+                rec = await services.conversations.create("web")
+                text = f"the {name} chat about kayaks"
+                await services.conversations.append_turn(rec.id, "user", text, timestamp=ts)
+                ids[name] = rec.id
+            return ids
+        finally:
+            await shutdown_services(services)
+
+    ids = asyncio.run(fill())
+
+    def search(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        status = cli.main(["--config", str(config_path), "search", "kayaks", *args])
+        captured = capsys.readouterr()
+        return status, captured.out + captured.err
+
+    status, out = search("--from", "2999-03-01", "--to", "2999-03-01")
+    assert status == 0
+    assert ids["evening"] in out and ids["night"] not in out
+    assert "2999-03-01)" in out and "2999-03-02" not in out
+    status, out = search("--from", "2999-03-02")
+    assert ids["night"] in out and ids["evening"] not in out
+    assert "2999-03-02)" in out
+    # Reversed by one day it is still refused, naming the dates as typed.
+    status, out = search("--from", "2999-03-02", "--to", "2999-03-01")
+    assert status == exitcodes.EX_USAGE
+    assert "date_from 2999-03-02 is after date_to 2999-03-01" in out
+
+
 def test_reindex(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     before = store.json("conversations", "list", capsys=capsys)
     search_before = store.json("search", "trip sourdough", capsys=capsys)
@@ -401,3 +452,35 @@ def test_reading_commands_on_a_corrupt_index_exit_74_naming_the_file(
         assert "Traceback" not in err
     assert store.run("reindex", capsys=capsys)[0] == 0  # the remedy it names works
     assert store.json("search", "sourdough", capsys=capsys)["results"]
+
+
+def test_conversations_are_listed_and_shown_in_the_owners_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `conversations list` and `conversations show` printed UTC times with no
+    # zone: for an owner in New York an evening conversation (20:30) showed at 01:30 on
+    # the next day, unlike the dates of `my-agent search`, /search and the assistant.
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    owner = {"identities": owner_identities(), "timezone": "America/New_York"}
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(raw_config(tmp_path, owner=owner)), encoding="utf-8")
+    config = make_config(tmp_path, owner=owner)
+
+    async def fill() -> str:
+        services = await open_services(config, brain=ScriptedBrain())
+        try:
+            rec = await services.conversations.create("web")
+            await services.conversations.append_turn(
+                rec.id, "user", "kayaks at dusk", timestamp="2999-03-02T01:30:00.000Z"
+            )
+            return str(rec.id)
+        finally:
+            await shutdown_services(services)
+
+    conv = asyncio.run(fill())
+    for args in (["conversations", "list"], ["conversations", "show", conv]):
+        capsys.readouterr()
+        assert cli.main(["--config", str(config_path), *args]) == 0
+        out = capsys.readouterr().out
+        assert "2999-03-01 20:30" in out and "2999-03-02" not in out, out

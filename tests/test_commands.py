@@ -231,6 +231,21 @@ async def test_search_command_finds_past_conversations(core: Core) -> None:
     assert "No conversations match" in await core.say("/search xylophone")
 
 
+async def test_search_command_dates_results_by_the_owners_calendar(core: Core) -> None:
+    # Regression: /search dated results by their UTC day while the recall tool and the
+    # offline brain use the owner's: in New York an evening conversation (20:30, the
+    # next day in UTC) showed as the day after, and disagreed with the assistant.
+    core.s.config.owner.timezone = "America/New_York"
+    manager = core.s.conversations
+    evening = await manager.create("web")  # in the future: it stays the last update
+    await manager.append_turn(
+        evening.id, "user", "kayak rental by the lake", timestamp="2999-03-02T01:30:00.000Z"
+    )
+    answer = await core.say("/search kayak rental")
+    assert evening.id in answer
+    assert "[web, 2999-03-01, " in answer and "2999-03-02" not in answer
+
+
 # -- /trust, /block, /reply ---------------------------------------------------------------
 async def _stranger(core: Core, sender: str = "777", text: str = "hello, it's Alice") -> Any:
     await core.say(text, sender=sender, sender_name="Alice")

@@ -60,7 +60,30 @@ INVALID = [
     ({"channels": {"email": {"imap": {"timeout": float("inf")}}}}, "channels.email.imap.timeout"),
     # Regression: accepted, then every reply was refused by the API (budget < 1024).
     ({"brain": {"thinking_budget_tokens": 500}}, "brain.thinking_budget_tokens"),
+    ({"brain": {"debounce_seconds": {"telegram": 90}}}, "brain.debounce_seconds.telegram"),
+    # Regression: a username without "@" (or a display name) was accepted and matched no
+    # one: the owner was a stranger to their own bot.
+    ({"owner": {"identities": {"telegram": ["123", "olga"]}}}, "owner.identities.telegram.1"),
+    ({"owner": {"identities": {"telegram": ["Olga Berg"]}}}, "owner.identities.telegram.0"),
+    ({"trust": {"contacts": {"telegram": {"alice": "known"}}}}, "trust.contacts.telegram.alice"),
+    # Regression: a group named by its title was accepted and never matched: the bot
+    # ignored the group it was configured for.
+    ({"channels": {"telegram": {"groups": [{"id": "Family"}]}}}, "channels.telegram.groups.0.id"),
 ]
+
+
+def test_telegram_owner_identities_are_ids_or_usernames() -> None:
+    cfg = build_config({"owner": {"identities": {"telegram": ["1001", "@Olga_B", " 42 "]}}}, env={})
+    assert cfg.owner.identities["telegram"] == ["1001", "@Olga_B", " 42 "]
+    with pytest.raises(ConfigError, match="did you mean '@olga'"):
+        build_config({"owner": {"identities": {"telegram": ["olga"]}}}, env={})
+
+
+def test_telegram_group_ids_may_be_written_as_numbers() -> None:
+    # YAML reads an unquoted chat id as a number (it was refused as "not a string")
+    groups = [{"id": -1001234567890}, {"id": "@family_chat"}]
+    cfg = build_config({"channels": {"telegram": {"groups": groups}}}, env={})
+    assert [g.id for g in cfg.channels.telegram.groups] == ["-1001234567890", "@family_chat"]
 
 
 def test_trust_contacts_accept_every_configurable_channel() -> None:

@@ -323,6 +323,41 @@ async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
     again.close()
 
 
+@pytest.mark.parametrize("fails", ["write_all", "datasync"])
+async def test_a_failed_journal_batch_leaves_nothing_in_the_transcripts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """Regression: the transcripts were written before the journal record; when the
+    journal's write or sync then failed, the refused appends' lines stayed in their
+    transcripts, so the retry of a refused message (the router's, the channel's
+    redelivery) stored it a second time."""
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
+    real = getattr(journal_module, fails)
+    broken = {"on": True}
+
+    def failing(*args: object) -> None:
+        if broken["on"]:
+            raise OSError(28, "No space left on device")
+        real(*args)
+
+    monkeypatch.setattr(journal_module, fails, failing)
+    other = encode([meta_line("conv-b", "web", ["owner"])])
+    refused = await asyncio.gather(
+        store.append("conv-a", [turn_line("user", "message 2", 2)]),
+        store.append("conv-a", [turn_line("user", "message 3", 3)]),
+        store.append_file(tmp_path / "conv-b.jsonl", other),
+        return_exceptions=True,
+    )
+    assert all(isinstance(r, OSError) for r in refused)
+    assert (tmp_path / "conv-b.jsonl").read_bytes() == b""
+    broken["on"] = False
+    await store.append("conv-a", [turn_line("user", "message 2", 2)])  # the retries
+    await store.append("conv-a", [turn_line("user", "message 3", 3)])
+    contents = [line["content"] for line in store.read_lines("conv-a") if line["type"] == "turn"]
+    assert contents == ["message 1", "message 2", "message 3"]
+    store.close()
+
+
 async def test_daemon_rebuilds_from_the_journal_after_a_machine_crash(tmp_path: Path) -> None:
     """End to end: messages acknowledged by the router, transcripts cut back to their
     meta lines and the index deleted: the next start has every message, searchable."""

@@ -136,6 +136,40 @@ async def test_failures_are_retried_in_order_on_the_clock(state: Database) -> No
     assert await _status(state) == [("first", "sent", 2), ("second", "sent", 1)]
 
 
+async def test_a_retry_later_is_not_retried_sooner(state: Database) -> None:
+    from bot.channel import RetryLater
+
+    clock = Clock()
+    outbox = Outbox(state, base_delay=0.01, clock=clock)
+
+    class Flooded(RecordingChannel):
+        async def send(self, message: OutboundMessage) -> SendResult:
+            if self.attempts == 0:
+                self.attempts += 1
+                raise RetryLater(120.0, "Too Many Requests: retry after 120")
+            return await super().send(message)
+
+    channel = Flooded()
+    await outbox.enqueue(msg("during a flood wait"))
+    outbox.attach(channel)
+    try:
+        await _first_attempt(channel)
+        row = None
+        for _ in range(200):
+            row = await state.fetchone("SELECT attempts, next_attempt FROM outbox")
+            if row is not None and row[0] == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert row is not None and row[0] == 1
+        assert row[1] >= clock.now + 120  # not the 0.01 s backoff
+        clock.now += 120
+        outbox.kick()
+        await channel.wait_count(1)
+    finally:
+        await outbox.stop()
+    assert await _status(state) == [("during a flood wait", "sent", 2)]
+
+
 async def test_permanent_failure_does_not_block_the_queue(state: Database) -> None:
     from bot.channel import PermanentSendError
 

@@ -61,3 +61,22 @@ def test_single_days_months_and_years_read_as_before(
     text: str, expected: list[tuple[date, date]]
 ) -> None:
     assert query_dates(text) == expected
+
+
+def test_local_days_follow_the_owners_zone_across_dst_and_half_hours() -> None:
+    from zoneinfo import ZoneInfo
+
+    from bot.search.rows import local_days
+
+    stamps = [
+        "2026-03-08T06:30:00.000Z",  # New York: 01:30 EST on March 8 (before the switch)
+        "2026-03-09T03:30:00.000Z",  # New York: 23:30 EDT on March 8 (after it)
+        "2026-03-09T04:30:00+00:00",  # New York: 00:30 EDT on March 9
+        "",  # no timestamp
+        "not a timestamp",
+    ]
+    days = local_days(stamps, ZoneInfo("America/New_York"))
+    assert days == [date(2026, 3, 8), date(2026, 3, 8), date(2026, 3, 9), None, None]
+    # a half-hour zone: 18:40 UTC is 00:10 the next day in India (+05:30)
+    assert local_days(["2026-03-01T18:40:00Z"], ZoneInfo("Asia/Kolkata")) == [date(2026, 3, 2)]
+    assert local_days(["2026-03-01T18:40:00Z"], None) == [date(2026, 3, 1)]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot import cli
+from bot import cli, healthcheck
 from bot.config import AppConfig
 from bot.services import DatabaseOpenError, open_services
 from tests.conftest import (
@@ -278,3 +278,85 @@ async def test_needs_abbreviation_is_queued_for_idle_conversations(tmp_path: Pat
         assert await services.index.needing_abbreviation() == [ids["idle"]]
     finally:
         await shutdown_services(services)
+
+
+async def test_an_edited_older_pinned_transcript_keeps_the_current_pin(tmp_path: Path) -> None:
+    """Regression: a transcript shortened by hand (or a torn line cut off) is re-indexed
+    from its start; when it was pinned before a ``/new``, inserting it again broke the
+    one-pin-per-identity index and the daemon could not start at all ("recovery from the
+    transcripts failed: UNIQUE constraint failed", exit 74, restarted forever)."""
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        await attach_channel(services, RecordingChannel("telegram"))
+        for text in ("the boiler valve is worn", "plumber comes tuesday", "/new", "garden"):
+            await services.router.deliver(inbound(text, sender="424242", chat="77"))
+        await settle(services)
+        old, new = sorted(r.id for r in await services.conversations.list(channel="telegram"))
+    finally:
+        await shutdown_services(services)
+    path = config.conversations_dir / f"{old}.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    # the owner deletes the first exchange's reply by hand
+    kept = [raw for raw in lines if b"re: the boiler valve" not in raw]
+    assert len(kept) == len(lines) - 1
+    path.write_bytes(b"".join(kept))
+
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        assert services.recovery is not None and services.recovery.registered == 1
+        pinned = await services.conversations.list(channel="telegram", pinned=True)
+        assert [r.id for r in pinned] == [new]
+        edited = await services.conversations.get(old)
+        assert edited is not None and not edited.pinned and edited.turn_count == 2
+        channel = await attach_channel(services, RecordingChannel("telegram"))
+        await services.router.deliver(inbound("and the roses", sender="424242", chat="77"))
+        await settle(services)
+        assert channel.texts("reply") == ["re: and the roses"]
+        assert [t["content"] for t in turns_of(services, new, "user")] == [
+            "garden",
+            "and the roses",
+        ]
+    finally:
+        await shutdown_services(services)
+
+
+def turns_of(services: Any, conv_id: str, role: str) -> list[dict[str, Any]]:
+    lines = services.store.read_lines(conv_id)
+    return [x for x in lines if x.get("type") == "turn" and x.get("role") == role]
+
+
+async def test_a_deleted_transcript_takes_its_conversation_out_of_the_index(
+    tmp_path: Path,
+) -> None:
+    """Regression: the transcripts are the truth, but a conversation whose transcript the
+    owner deleted stayed in the index for good: still listed, still found by search
+    (what the owner meant to forget), and `my-agent status` INCONSISTENT at every start."""
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        await attach_channel(services, RecordingChannel("telegram"))
+        for text in ("my bank PIN is 4711, forget it later", "/new", "the roses need water"):
+            await services.router.deliver(inbound(text, sender="424242", chat="77"))
+        await settle(services)
+        forget, keep = sorted(r.id for r in await services.conversations.list())
+    finally:
+        await shutdown_services(services)
+    (config.conversations_dir / f"{forget}.jsonl").unlink()
+
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        assert [r.id for r in await services.conversations.list()] == [keep]
+        assert await services.conversations.get(forget) is None
+        assert (await services.search.search("bank PIN 4711")).results == []
+        assert [r.conversation_id for r in (await services.search.search("roses")).results] == [
+            keep
+        ]
+        rows = await services.index_db.fetchall(
+            "SELECT count(*) FROM turns WHERE conversation_id = ?", (forget,)
+        )
+        assert rows[0][0] == 0
+    finally:
+        await shutdown_services(services)
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["index"]["ok"], report["index"]

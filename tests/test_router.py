@@ -644,3 +644,47 @@ async def test_an_owners_automatic_mail_is_recorded_never_run_as_a_command(core:
     ]
     assert sorted(recorded) == ["/new I am away until Monday.", "/status"]
     assert core.email.sent == []
+
+
+@pytest.mark.parametrize("channel", ["telegram", "email"])
+async def test_new_with_a_message_keeps_the_message_when_storing_it_is_retried(
+    core: Core, monkeypatch: pytest.MonkeyPatch, channel: str
+) -> None:
+    # Regression: "/new <message>" ran the command, queued its answer (the command's
+    # dedup row), then stored the message. When that store failed once (a disk hiccup:
+    # the router retries; or a crash: the channel redelivers), the retry found the
+    # command done (e-mail: the mail's Message-ID already filed under the new
+    # conversation) and dropped the whole delivery: the message was acknowledged and
+    # never stored nor answered.
+    sender = "424242" if channel == "telegram" else "robin.owner@example.org"
+    extra: dict[str, Any] = {"sender": sender, "channel": channel}
+    if channel == "email":
+        extra |= {"identity_verified": True, "subject": "Garden"}
+    await core.deliver("hello", message_id="<m20@example.org>", **extra)
+    await settle(core.s)
+    real = core.s.conversations.append_turn
+    failures = [OSError(28, "No space left on device")]
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures and args[1] == "user":
+            raise failures.pop()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(core.s.conversations, "append_turn", flaky)
+    if channel == "email":
+        extra |= {"message_ref": "<m21@example.org>", "thread_refs": ("<m20@example.org>",)}
+    for _ in range(2):  # the router's own retry, then the channel's redelivery
+        await core.deliver("/new plan the garden party", message_id="<m21@example.org>", **extra)
+    await settle(core.s)
+    assert not failures
+    convs = await core.conversations()
+    assert len(convs) == 2  # the original and exactly one new one
+    fresh = max(convs, key=lambda c: c.created)
+    turns = [x for x in core.s.store.read_lines(fresh.id) if x["type"] == "turn"]
+    assert [(t["role"], t["content"]) for t in turns] == [
+        ("user", "plan the garden party"),
+        ("assistant", "re: plan the garden party"),
+    ]
+    sent = getattr(core, channel)
+    assert len(sent.of_kind("command")) == 1
+    assert sent.texts("reply")[-1] == "re: plan the garden party"

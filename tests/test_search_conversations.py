@@ -191,6 +191,25 @@ async def test_search_lists_the_covering_conversation_first(db: Database) -> Non
     ]
 
 
+async def test_a_named_date_is_a_day_of_the_owners_calendar(db: Database) -> None:
+    """Regression: the date a query names was matched against the turns' UTC days, so an
+    owner in New York asking about "March 2" got the conversation of the next morning
+    ahead of their own evening one (after 19:00 there, already March 3 in UTC)."""
+    said = [("user", "We planted the tomatoes in the garden today")]
+    await add_conversation(db, "conv-a", said, at="2026-03-03T15:00:00.000Z")  # March 3
+    await add_conversation(db, "conv-b", said, at="2026-03-03T01:30:00.000Z")  # March 2, 20:30
+    config = AppConfig()
+    config.owner.timezone = "America/New_York"
+    query = "the tomatoes in the garden on March 2, 2026"
+    page = await SearchService(config, db).search(query)
+    assert [r.conversation_id for r in page.results] == ["conv-b", "conv-a"]
+    ranked = await SearchService(config, db).rank(query)
+    assert ranked.turns[0].conversation_id == "conv-b"
+    # in UTC both are March 3, a day after the named date: a tie, listed by id
+    page = await SearchService(AppConfig(), db).search(query)
+    assert [r.conversation_id for r in page.results] == ["conv-a", "conv-b"]
+
+
 async def test_the_ranker_trains_on_the_conversation_order_it_ranks_with(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +279,58 @@ async def test_fsync_policy_never_still_writes(tmp_path: Path) -> None:
     size = await store.append(meta["id"], [turn_line("user", "x", 1)])
     assert size == store.path(meta["id"]).stat().st_size
     assert len(store.read_lines(meta["id"])) == 2
+
+
+async def test_an_append_the_full_disk_cuts_short_leaves_nothing_behind(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: on a full disk a write went in part (the file's last page had room),
+    # then failed; the message was refused (and stored later from memory), but its
+    # first bytes stayed in the transcript as a corrupt line for good, warned about at
+    # every read. Had the cut fallen just before the newline, the line would have read
+    # as a whole turn and the message would have been in the transcript twice.
+    data = tmp_path / "data"
+    data.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(data)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        reason = f"cannot mount a tmpfs (needs root): {proc.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        services = await open_services(make_config(tmp_path), brain=ScriptedBrain())
+        try:
+            rec = await services.conversations.create("web")
+            await services.conversations.append_turn(rec.id, "user", "before the disk fills")
+            path = services.store.path(rec.id)
+            before = path.read_bytes()
+            fd = os.open(data / "filler.bin", os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                for size in (1 << 16, 512, 1):  # to the last byte
+                    try:
+                        while True:
+                            os.write(fd, b"\0" * size)
+                    except OSError:
+                        pass
+            finally:
+                os.close(fd)
+            with pytest.raises(OSError):  # larger than the slack of the file's last page
+                await services.conversations.append_turn(rec.id, "user", "big " * 5000)
+            assert path.read_bytes() == before
+            os.unlink(data / "filler.bin")
+            caplog.set_level(logging.WARNING, "my_agent.transcript")
+            await services.conversations.append_turn(rec.id, "user", "after the space came back")
+            lines = services.store.read_lines(rec.id)
+            assert [x.get("content") for x in lines if x["type"] == "turn"] == [
+                "before the disk fills",
+                "after the space came back",
+            ]
+            assert not [r for r in caplog.records if "line" in r.getMessage()]
+        finally:
+            await shutdown_services(services)
+    finally:
+        subprocess.run(["umount", "-l", str(data)], capture_output=True)

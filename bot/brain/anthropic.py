@@ -24,7 +24,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -69,6 +69,9 @@ REFUSED_STATUSES = frozenset({400, 413, 422})
 
 RESTRICTED_FALLBACK = "Sorry, I can't help with that."
 EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
+# Turns left out of the context by a restart and folded into the next summary: at most
+# this many compression budgets of them (the summarising model's input stays bounded).
+GAP_BUDGETS = 4
 CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
 
 
@@ -156,7 +159,13 @@ class AnthropicBrain:
         turn = _Turn(spend=request.spend)
         deltas = DeltaForwarder(on_delta)
         try:
-            await self._tool_loop(alias, system, ctx.messages(), self.recall.tools(), turn, deltas)
+            current = (
+                (request.conversation_id, request.turn_number)
+                if request.conversation_id and request.turn_number
+                else None
+            )
+            tools = self.recall.tools(current)
+            await self._tool_loop(alias, system, ctx.messages(), tools, turn, deltas)
         except asyncio.CancelledError:
             if deltas.cut is not None:  # stopped mid-stream: that call's tokens were spent
                 self._add(turn, alias, deltas.cut)
@@ -192,7 +201,7 @@ class AnthropicBrain:
             + self._tools_tokens
         )
         if size > self.config.brain.compression_budget_tokens:
-            ctx = await self._compress(conv_id, request, ctx, title)
+            ctx = await self._compress(conv_id, request, ctx, title, lines)
         return ctx, title
 
     def _owner_system(self, request: BrainRequest, ctx: WorkingContext, title: str | None) -> str:
@@ -209,7 +218,12 @@ class AnthropicBrain:
         )
 
     async def _compress(
-        self, conv_id: str, request: BrainRequest, ctx: WorkingContext, title: str | None
+        self,
+        conv_id: str,
+        request: BrainRequest,
+        ctx: WorkingContext,
+        title: str | None,
+        lines: Sequence[Mapping[str, Any]],
     ) -> WorkingContext:
         """Flush hook, then summarise the older turns with ``haiku`` and record it."""
         old, recent = self.contexts.plan(ctx)
@@ -218,6 +232,11 @@ class AnthropicBrain:
             return ctx
         spent = _Turn()
         await self._pre_compaction_flush(conv_id, request, ctx, title, spent)
+        # The summary covers everything through the last turn it folds in, so the turns
+        # a restart's hydration left out go in too (the most recent ones, when there are
+        # more than a few budgets' worth).
+        gap_tokens = GAP_BUDGETS * self.config.brain.compression_budget_tokens
+        old = [*self.contexts.unsummarised(lines, ctx, gap_tokens), *old]
         prompt = compression_prompt(ctx.summary, old)
         try:
             # Half the budget: if the API is down, the reply itself still gets its turn
@@ -261,7 +280,7 @@ class AnthropicBrain:
         log.info(
             "%s: compressed turns %d-%d (%d turns kept)",
             conv_id,
-            ctx.start_turn,
+            old[0].turn_number,
             through,
             len({t.turn_number for t in recent}),
         )

@@ -214,6 +214,27 @@ class WorkingContexts:
         recent = [t for t in ctx.turns if t.turn_number >= keep_from]
         return old, recent
 
+    def unsummarised(
+        self, lines: Sequence[Mapping[str, Any]], ctx: WorkingContext, max_tokens: int
+    ) -> list[ContextTurn]:
+        """Turns after ``ctx``'s summary and before its first turn: after a restart only
+        the last turns are loaded, and a compression that left these out recorded its
+        ``compressedThrough`` past them, so they were in no summary ever. The most recent
+        of them within ``max_tokens`` (each cut like a turn in the context)."""
+        turns = [
+            t.capped(self.max_turn_tokens)
+            for t in transcript_turns(lines)
+            if ctx.compressed_through < t.turn_number < ctx.start_turn
+        ]
+        kept: list[ContextTurn] = []
+        used = 0
+        for turn in reversed(turns):
+            used += turn.tokens
+            if used > max_tokens:
+                break
+            kept.append(turn)
+        return kept[::-1]
+
     def moved(self, conv_id: str, start: int) -> None:
         """Compression summarised everything before turn ``start``."""
         self._remember(conv_id, start)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink
-from bot.brain.tools import local_day
+from bot.owner_days import local_day
 from bot.search.fusion import snippet
 from bot.search.query import query_terms
 

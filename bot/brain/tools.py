@@ -20,13 +20,12 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.config.model import AppConfig
-from bot.events import iso
-from bot.search.results import InvalidFilter, iso_date
+from bot.owner_days import day_range, local_day, local_time
+from bot.search.results import InvalidFilter
 
 log = logging.getLogger("my_agent.brain.tools")
 
@@ -34,6 +33,7 @@ FETCH_DEFAULT_TURNS = 10
 FETCH_MAX_TURNS = 40
 FETCH_MAX_CHARS_PER_TURN = 4000
 SEARCH_MAX_LIMIT = 25
+SNIPPET_CHARS = 220  # as long as the search's own snippets
 
 
 class ToolError(Exception):
@@ -93,35 +93,16 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-def _date(value: Any, field: str, zone: ZoneInfo, *, end: bool = False) -> str | None:
-    """A date bound of the model's (a day of the owner's calendar, or a timestamp) as the
-    UTC timestamp the search compares with: the day's first moment, or with ``end`` its
-    last. Taken as UTC days, "yesterday" missed an evening conversation in New York."""
-    if value is not None and not isinstance(value, str):
-        raise ToolError(f"{field} must be an ISO date string like 2026-02-14")
+def _dates(span: Mapping[str, Any], zone: ZoneInfo) -> tuple[str | None, str | None]:
+    """The model's dateRange (days of the owner's calendar, or timestamps) as the
+    search's UTC bounds (bot.owner_days.day_range)."""
+    for key in ("from", "to"):
+        if span.get(key) is not None and not isinstance(span.get(key), str):
+            raise ToolError(f"dateRange.{key} must be an ISO date string like 2026-02-14")
     try:
-        text = iso_date(value, field)
+        return day_range(span.get("from"), span.get("to"), zone, ("dateRange.from", "dateRange.to"))
     except InvalidFilter as exc:
         raise ToolError(str(exc)) from None
-    if text is None:
-        return None
-    if len(text) <= 10:
-        day = date.fromisoformat(text) + timedelta(days=1 if end else 0)
-        moment = datetime.combine(day, time(), tzinfo=zone)
-        return iso(moment - timedelta(milliseconds=1) if end else moment)
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return iso(moment if moment.tzinfo else moment.replace(tzinfo=zone))
-
-
-def local_day(timestamp: str, zone: ZoneInfo) -> str:
-    """The owner's calendar day (in ``zone``) of a stored UTC timestamp."""
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return timestamp[:10]
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(zone).date().isoformat()
 
 
 def _int(value: Any, field: str) -> int | None:
@@ -189,14 +170,20 @@ class RecallTools:
         self.config = config
         self.services = services
 
-    def tools(self) -> list[Tool]:
+    def tools(self, current: tuple[str, int] | None = None) -> list[Tool]:
+        """The tools for one reply; ``current`` (conversation id, turn number) is the
+        message being answered, which search leaves out of its results."""
+
+        async def search(args: dict[str, Any]) -> str:
+            return await self.search_conversations(args, current)
+
         return [
             Tool(
                 "search_conversations",
                 "Search the owner's past conversations (all channels) by meaning and "
                 "keywords. Returns conversation ids, titles, snippets and matching turns.",
                 SEARCH_SCHEMA,
-                self.search_conversations,
+                search,
             ),
             Tool(
                 "fetch_context",
@@ -207,7 +194,9 @@ class RecallTools:
             ),
         ]
 
-    async def search_conversations(self, args: dict[str, Any]) -> str:
+    async def search_conversations(
+        self, args: dict[str, Any], current: tuple[str, int] | None = None
+    ) -> str:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ToolError("query must be a non-empty string")
@@ -220,17 +209,20 @@ class RecallTools:
         limit = _int(args.get("limit"), "limit") or self.config.search.default_limit
         limit = max(1, min(limit, SEARCH_MAX_LIMIT))
         zone = ZoneInfo(self.config.owner.timezone)
+        date_from, date_to = _dates(dates, zone)
         page = await _maybe_await(
             self.services.search.search(
                 query.strip(),
                 channel=channel,
-                date_from=_date(dates.get("from"), "dateRange.from", zone),
-                date_to=_date(dates.get("to"), "dateRange.to", zone, end=True),
-                limit=limit,
+                date_from=date_from,
+                date_to=date_to,
+                limit=limit + (current is not None),  # the message itself may drop out
             )
         )
-        results = [
-            {
+        results = []
+        total = page.total
+        for r in page.results:
+            item = {
                 "conversationId": r.conversation_id,
                 "conversationName": r.title,
                 "channel": r.channel,
@@ -241,12 +233,34 @@ class RecallTools:
                 "score": round(float(r.score), 4),
                 "topics": list(r.topics),
             }
-            for r in page.results
-        ]
-        found = {"results": results, "totalMatches": page.total}
+            if current is not None and r.conversation_id == current[0]:
+                if not await self._without_current(item, r, current[1]):
+                    total -= 1
+                    continue
+            results.append(item)
+        found = {"results": results[:limit], "totalMatches": max(total, len(results[:limit]))}
         if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
             found["totalIsLowerBound"] = True
         return wrap_data("search_conversations", found)
+
+    async def _without_current(self, item: dict[str, Any], result: Any, turn: int) -> bool:
+        """Take the message being answered out of ``item`` (a result in its own
+        conversation): it is stored before the reply, so search found the question it
+        was asked for. False when nothing else of the conversation matched."""
+        others = [n for n in result.matched_turns if n != turn]
+        if result.matched_turns and not others:
+            return False
+        item["matchedTurns"] = others
+        item["currentConversation"] = True  # the model is in it: not a past conversation
+        best = [n for n, _ in result.turn_scores if n != turn]
+        if result.turn_scores and result.turn_scores[0][0] == turn and best:
+            # the snippet quoted the question: quote the best other matching turn instead
+            lines = await self.services.conversations.read_turns(
+                result.conversation_id, best[0], best[0], readouts=False
+            )
+            text = " ".join(" ".join(str(x.get("content") or "").split()) for x in lines)
+            item["snippet"] = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+        return True
 
     async def fetch_context(self, args: dict[str, Any]) -> str:
         conv_id = args.get("conversationId")
@@ -280,7 +294,8 @@ class RecallTools:
         if last - first + 1 > FETCH_MAX_TURNS:
             last = first + FETCH_MAX_TURNS - 1
             note = f"range cut to {FETCH_MAX_TURNS} turns ({first}-{last}); fetch more separately"
-        out = [_turn_view(t) for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
+        zone = ZoneInfo(self.config.owner.timezone)
+        out = [_turn_view(t, zone) for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
         payload: dict[str, Any] = {
             "conversationId": conv_id,
             "conversationName": getattr(record, "title", None),
@@ -293,14 +308,17 @@ class RecallTools:
         return wrap_data("fetch_context", payload)
 
 
-def _turn_view(line: Mapping[str, Any]) -> dict[str, Any]:
+def _turn_view(line: Mapping[str, Any], zone: ZoneInfo) -> dict[str, Any]:
     content = str(line.get("content", ""))
     if len(content) > FETCH_MAX_CHARS_PER_TURN:
         content = content[:FETCH_MAX_CHARS_PER_TURN] + " [...truncated]"
+    stamp = line.get("timestamp")
     return {
         "role": line.get("role"),
         "content": content,
-        "timestamp": line.get("timestamp"),
+        # the owner's local time, like search's dates and the prompt's "now": the UTC
+        # stamp put an evening turn in New York on the next day
+        "timestamp": local_time(stamp, zone) if isinstance(stamp, str) else stamp,
         "turnNumber": line.get("turnNumber"),
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,28 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
 
+# A numeric user id, or an @username: what a Telegram sender can be matched by.
+_TELEGRAM_IDENTITY = re.compile(r"\+?\d+|@\w{1,32}")
+
+
+def _check_telegram_identities(cfg: AppConfig) -> None:
+    owner = cfg.owner.identities.get("telegram", [])
+    contacts = cfg.trust.contacts.get("telegram", {})
+    named = [(f"owner.identities.telegram.{i}", v) for i, v in enumerate(owner)]
+    named += [(f"trust.contacts.telegram.{v}", v) for v in contacts]
+    for key, identity in named:
+        value = identity.strip()
+        if not _TELEGRAM_IDENTITY.fullmatch(value):
+            hint = f" (did you mean '@{value}'?)" if re.fullmatch(r"\w{1,32}", value) else ""
+            raise ConfigError(
+                key,
+                f"{identity!r} is neither a numeric user id nor an @username, so no one "
+                f"would match it{hint}",
+            )
+
+
 def _check_consistency(cfg: AppConfig, secrets: bool = True) -> None:
+    _check_telegram_identities(cfg)
     tg = cfg.channels.telegram
     if secrets and tg.enabled and not tg.token:
         raise ConfigError(

@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Section(BaseModel):
@@ -29,6 +30,16 @@ class TelegramGroupConfig(_Section):
     id: str
     title: str | None = None
     respond: Literal["always", "mention"] = "mention"
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _chat_id(cls, value: object) -> object:
+        # YAML reads an unquoted -100... as a number; a title matches no chat at all.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if isinstance(value, str) and not re.fullmatch(r"-?\d+|@\w{1,32}", value.strip()):
+            raise ValueError(f"{value!r} is not a chat id (-100...) nor a public @name")
+        return value.strip() if isinstance(value, str) else value
 
 
 class TelegramChannelConfig(_Section):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -88,6 +88,11 @@ class BrainConfig(_Section):
     restricted_context_tokens: int = Field(default=2000, ge=100)
     thinking_budget_tokens: int = Field(default=0, ge=0)  # 0 disables extended thinking
     persona_file: str = "persona.md"  # relative to data_dir
+    # channel -> seconds: the owner's messages arriving within this of each other get one
+    # reply (a long paste the phone splits in two, three quick lines); 0 or absent: off
+    debounce_seconds: dict[str, Annotated[float, Field(ge=0, le=30)]] = Field(
+        default_factory=lambda: {"telegram": 1.5}
+    )
 
     @field_validator("thinking_budget_tokens")
     @classmethod

@@ -78,6 +78,9 @@ class Lifecycle:
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
         self._naming_locks: dict[str, asyncio.Lock] = {}
         self._split_noted: set[str] = set()
+        # First titles made of keywords because the model failed: idle passes ask the
+        # model again until it names them (in memory: a restart keeps the keyword title).
+        self._keyword_named: set[str] = set()
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
@@ -277,6 +280,7 @@ class Lifecycle:
         if initial and not never_named:
             return None  # named once already: later names come from idle passes
         stale = rec.turn_count - rec.last_named_turn >= cfg.renaming_interval_turns
+        stale = stale or conv_id in self._keyword_named
         if not initial and not (never_named or stale):
             # (An idle pass also names a conversation whose turn-5 naming never ran,
             # e.g. because the daemon was down at that message.)
@@ -296,6 +300,10 @@ class Lifecycle:
             # keywords replaced its good title. Keep it; the next idle pass asks again.
             log.info("re-naming %s skipped: no answer from the model", conv_id)
             return None
+        if naming.method == "llm" or self.namer.model is None:
+            self._keyword_named.discard(conv_id)
+        else:
+            self._keyword_named.add(conv_id)
         event = "title_assigned" if naming.title != fresh.title else "meta_update"
         await self.conversations.set_title_topics(
             conv_id, naming.title, naming.topics, fresh.turn_count, event=event, **spent.fields()

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from datetime import date
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bot.config.model import SearchConfig
-from bot.ranking import date_match, minmax, parse_day, query_dates
+from bot.ranking import date_match, minmax, query_dates
 from bot.search.query import query_terms
 from bot.search.rows import Rows
 
@@ -119,13 +120,14 @@ def bonuses(cfg: SearchConfig, scored: Scored) -> dict[str, float]:
     out: dict[str, float] = {}
     dates = query_dates(scored.query) if cfg.date_rank_weight else []
     if dates:
-        days: dict[str, float] = {}  # "YYYY-MM-DD" -> match: parsed once a day, not a row
+        matches: dict[date | None, float] = {}  # day -> match: once a day, not a row
+        days = rows.days()
         best: dict[str, float] = {}
         for i in order:
-            day = (rows.timestamp[i] or "")[:10]
-            match = days.get(day)
+            day = days[i]
+            match = matches.get(day)
             if match is None:
-                match = days[day] = date_match(parse_day(day), dates)
+                match = matches[day] = date_match(day, dates)
             if match > best.get(rows.conv[i], 0.0):
                 best[rows.conv[i]] = match
         for conv, match in best.items():

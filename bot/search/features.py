@@ -20,7 +20,6 @@ from bot.ranking import (
     asks,
     date_match,
     is_when_question,
-    parse_day,
     query_dates,
     time_word,
 )
@@ -217,7 +216,8 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
     put("when_time", timed * when)
     dates = query_dates(query)
     if dates:
-        put("date", [date_match(parse_day(rows.timestamp[i]), dates) for i in idx.tolist()])
+        days = rows.days()
+        put("date", [date_match(days[i], dates) for i in idx.tolist()])
 
     terms = {stem(t) for t in query_terms(query) if t not in names}
     if terms:

@@ -22,7 +22,6 @@ from bot.ranking import (
     length_prior,
     matvec,
     minmax,
-    parse_day,
     query_dates,
     rrf,
 )
@@ -258,7 +257,7 @@ def priors(cfg: SearchConfig, query: str, rows: Rows, names: dict[str, str]) -> 
     dates = query_dates(query)
     if dates and cfg.date_weight:
         extra += cfg.date_weight * np.fromiter(
-            (date_match(parse_day(ts), dates) for ts in rows.timestamp), np.float64, n
+            (date_match(day, dates) for day in rows.days()), np.float64, n
         )
     if cfg.time_weight and is_when_question(query):
         extra += cfg.time_weight * np.fromiter(

@@ -8,11 +8,14 @@ side of the query embedding, see :mod:`bot.search.service`) over disjoint spans
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from bot.db import SyncConn
+from bot.ranking import parse_day
 from bot.vector_codec import half_matrix
 
 
@@ -31,7 +34,19 @@ class Rows:
     has: np.ndarray  # bool: the row has a vector
     codes: np.ndarray  # int conversation codes (same code = same conversation)
     role: list[str] = field(default_factory=list)  # "user" / "assistant" (may be absent)
+    # the owner's time zone: a date the query names is a day of the owner's calendar
+    zone: ZoneInfo | None = None
     _speakers: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _days: list[date | None] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def days(self) -> list[date | None]:
+        """Each row's day in the owner's calendar (:attr:`zone`; the stored timestamps
+        are UTC: an evening turn west of UTC is dated the next day there, and missed a
+        question naming its own day). Computed once per ranking, on the first use (only
+        queries that name a date read it)."""
+        if self._days is None:
+            self._days = local_days(self.timestamp, self.zone)
+        return self._days
 
     def speakers(self) -> np.ndarray | None:
         """Int codes of who spoke each row (role and sender), or None when the roles are
@@ -45,6 +60,26 @@ class Rows:
             codes = (code_of.setdefault(p, len(code_of)) for p in pairs)
             self._speakers = np.fromiter(codes, np.int64, len(self.ids))
         return self._speakers
+
+
+def local_days(timestamps: list[str], zone: ZoneInfo | None) -> list[date | None]:
+    """The days of stored UTC ``timestamps`` in ``zone`` (None: UTC), None where a
+    timestamp is not one. The zone's offset is looked up once per UTC hour."""
+    if zone is None or zone.key in ("UTC", "Etc/UTC"):
+        return [parse_day(t) for t in timestamps]
+    offsets: dict[str, timedelta | None] = {}
+    out: list[date | None] = []
+    for text in timestamps:
+        hour = text[:13]
+        try:
+            offset = offsets.get(hour)
+            if offset is None:
+                moment = datetime.fromisoformat(hour + ":00").replace(tzinfo=UTC)
+                offset = offsets[hour] = moment.astimezone(zone).utcoffset()
+            out.append((datetime.fromisoformat(text[:16]) + (offset or timedelta())).date())
+        except ValueError:
+            out.append(parse_day(text))
+    return out
 
 
 def turn_positions(conn: SyncConn, ids: list[int]) -> dict[int, tuple[str, int]]:
@@ -97,9 +132,12 @@ def _order(row: tuple[Any, ...]) -> tuple[str, int, int]:
     return (row[1], row[2], row[0])
 
 
-def build_rows(raw: list[tuple[Any, ...]], want_vectors: bool, dims: int) -> Rows:
+def build_rows(
+    raw: list[tuple[Any, ...]], want_vectors: bool, dims: int, zone: ZoneInfo | None = None
+) -> Rows:
     """:class:`Rows` from :func:`fetch_spans` rows (of one or several calls over disjoint
-    spans), in (conversation, turn number, id) order, duplicates dropped."""
+    spans), in (conversation, turn number, id) order, duplicates dropped; ``zone``: the
+    owner's time zone (:meth:`Rows.days`)."""
     rows = sorted({r[0]: r for r in raw}.values(), key=_order)
     n = len(rows)
     columns: list[Any] = list(zip(*rows, strict=True)) if n else [()] * 9
@@ -125,6 +163,7 @@ def build_rows(raw: list[tuple[Any, ...]], want_vectors: bool, dims: int) -> Row
         has=has,
         codes=codes,
         role=list(role),
+        zone=zone,
     )
 
 

@@ -14,6 +14,7 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -78,6 +79,8 @@ class SearchService:
         self.config = config
         self.db = db
         self.embedder = embedder
+        # a date the query names is a day of the owner's calendar (Rows.days)
+        self.zone = ZoneInfo(config.owner.timezone or "UTC")
         if vectors is None and embedder is not None:
             from bot.vectors import VectorIndex
 
@@ -308,7 +311,9 @@ class SearchService:
                 kw_raw = fetch_spans(conn, kw_spans, want_vectors)
             near = cfg.vector_window if want_vectors else 0
             more = subtract(vector_spans(conn, keyword, knn, near, cfg.expand), kw_spans)
-            rows = build_rows(kw_raw + fetch_spans(conn, more, want_vectors), want_vectors, dims)
+            rows = build_rows(
+                kw_raw + fetch_spans(conn, more, want_vectors), want_vectors, dims, self.zone
+            )
             scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
             if (
                 cfg.soft_coverage

@@ -20,14 +20,17 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
 from aiogram.exceptions import AiogramError, ClientDecodeError, TelegramRetryAfter
 from aiogram.methods import GetUpdates, SendChatAction
-from aiogram.types import BotCommand, CallbackQuery, Update
+from aiogram.types import CallbackQuery, Update
 from pydantic import ValidationError
 
 from bot.channel import ChannelHost, DeliveryError
 from bot.config.model import AppConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.tasks import spawn
+from channels.telegram.albums import Albums
 from channels.telegram.keyboards import bare_reply_target, reply_prompt
+from channels.telegram.menus import set_menus, set_owner_menu
+from channels.telegram.migration import GroupMigrations
 from channels.telegram.render import escape
 from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.sender import Backoff, Sleep, TelegramSender, chat_ref
@@ -36,17 +39,6 @@ from channels.telegram.translate import BotIdentity, translate_message
 log = logging.getLogger("my_agent.telegram")
 
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
-COMMANDS = [
-    BotCommand(command="new", description="Start a fresh conversation (model kept)"),
-    BotCommand(command="model", description="Show or switch the model: opus, sonnet, haiku"),
-    BotCommand(command="help", description="What I can do"),
-    BotCommand(command="status", description="Conversation and assistant status"),
-    BotCommand(command="rename", description="Rename this conversation"),
-    BotCommand(command="search", description="Search past conversations"),
-    BotCommand(command="trust", description="Trust an external party"),
-    BotCommand(command="block", description="Block an external party"),
-    BotCommand(command="reply", description="Reply to an external party"),
-]
 MAX_UPDATE_FAILURES = 5  # an update whose handling keeps crashing is skipped after this
 TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing" for about 5 s
 
@@ -75,6 +67,10 @@ class TelegramChannel:
         if cfg.mode == "webhook":
             log.warning("channels.telegram.mode=webhook is not supported yet; using polling")
         self.config = cfg
+        self._menu_waiting: set[str] = set()  # owners whose chat has no menu yet
+        self.owner_ids = [
+            i.strip().lstrip("+") for i in config.owner.identities.get("telegram", [])
+        ]
         api = TelegramAPIServer.from_base(cfg.api_base) if cfg.api_base else PRODUCTION
         self.session = AiohttpSession(api=api)
         self.session.middleware(KeepResponseTypes())
@@ -83,6 +79,8 @@ class TelegramChannel:
         self.groups = {g.id: g for g in cfg.groups} | {
             g.id.lower(): g for g in cfg.groups if g.id.startswith("@")
         }
+        self.migrations = GroupMigrations(self.groups)
+        self.albums = Albums()
         self.me: BotIdentity | None = None
         self.offset = 0
         self._host: ChannelHost | None = None
@@ -105,6 +103,7 @@ class TelegramChannel:
         self._closed = False
         stored = await host.get_cursor(self.name, "offset")
         self.offset = int(stored) if stored and stored.lstrip("-").isdigit() else 0
+        await self.migrations.load(host)
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
         except (AiogramError, TimeoutError) as exc:
@@ -114,7 +113,7 @@ class TelegramChannel:
     async def _setup(self) -> None:
         me = await self.bot.get_me()
         await self.bot.delete_webhook(drop_pending_updates=False)
-        await self.bot.set_my_commands(COMMANDS)
+        self._menu_waiting = await set_menus(self.bot, self.owner_ids)
         self.me = BotIdentity(me.id, me.username)
         self.started = True
         log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
@@ -229,6 +228,7 @@ class TelegramChannel:
         assert self._host is not None and self.me is not None
         try:
             if update.message is not None:
+                await self.migrations.observe(update.message, self._host)
                 inbound = translate_message(update.message, me=self.me, groups=self.groups)
             elif update.edited_message is not None:
                 inbound = translate_message(
@@ -240,7 +240,9 @@ class TelegramChannel:
                 log.info("skipping update %s of an unsupported type", update.update_id)
                 inbound = None
             if inbound is not None:
-                await self._host.deliver(inbound)
+                await self._host.deliver(self.albums.apply(self.migrations.apply(inbound)))
+                if inbound.chat_id in self._menu_waiting:
+                    await self._owner_menu(inbound.chat_id)
         except asyncio.CancelledError:
             raise
         except DeliveryError as exc:
@@ -256,6 +258,14 @@ class TelegramChannel:
             log.exception("update %s failed %d times; skipping it", update.update_id, count)
         self._failures.pop(update.update_id, None)
         return True
+
+    async def _owner_menu(self, chat_id: str) -> None:
+        """The owner wrote for the first time: now their chat can have its menu."""
+        try:
+            if await set_owner_menu(self.bot, chat_id):
+                self._menu_waiting.discard(chat_id)
+        except AiogramError as exc:  # cosmetic: tried again at their next message
+            log.debug("setMyCommands for %s failed: %s", chat_id, exc)
 
     async def _on_callback(self, query: CallbackQuery) -> InboundMessage | None:
         """A button press: acknowledge it, then hand its command to the core."""
@@ -273,7 +283,11 @@ class TelegramChannel:
         target = bare_reply_target(data)
         if target is not None:
             text, markup = reply_prompt(target)
-            await self.sender.send_part(chat_id, escape(text), markup=markup)
+            # under the escalation: the prompt names the party by id, the quote says who
+            button_message = getattr(message, "message_id", None)
+            await self.sender.send_part(
+                chat_id, escape(text), markup=markup, reply_to=button_message
+            )
             return None
         user = query.from_user
         return InboundMessage(

@@ -8,7 +8,8 @@ subset is turned into tags by a stack-based parser that can only emit balanced o
 
 :func:`split_html` cuts a rendered text into parts of at most 4,096 UTF-16 units (the
 Bot API limit) on paragraph, then line, then word boundaries, never inside a tag or an
-entity; tags open at a cut are closed at the end of the part and reopened in the next.
+entity; tags open at a cut are closed at the end of the part and reopened in the next
+(inside a code block, the next part keeps the indentation of its first line).
 """
 
 from __future__ import annotations
@@ -208,6 +209,18 @@ def _visible(units: list[_Unit]) -> str:
     return html.unescape("".join(u.text for u in units if u.kind == "char"))
 
 
+def _drop_element(units: list[_Unit], index: int) -> None:
+    """Blank the open tag at ``index`` and its matching close tag (content stays)."""
+    tag, depth = units[index].tag, 0
+    for k in range(index, len(units)):
+        u = units[k]
+        if u.tag == tag and u.kind in ("open", "close"):
+            depth += 1 if u.kind == "open" else -1
+            units[k] = _Unit("", "char")
+            if depth == 0:
+                return
+
+
 def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """Cut balanced HTML into ordered parts of at most ``limit`` UTF-16 units each."""
     if utf16_len(markup) <= limit:
@@ -241,8 +254,13 @@ def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
                     k += 1
                 gap = "".join(units[x].text for x in range(j, k))
                 prio = 0 if gap.count("\n") >= 2 else 1 if "\n" in gap else 2
+                resume = k
+                if "\n" in gap and any(t.tag == "pre" for t in local):
+                    # Code: the next part starts its line with that line's indentation
+                    # (Telegram keeps leading spaces inside an entity).
+                    resume = j + gap.rindex("\n") + 1
                 if j > start:
-                    best[prio] = (j, k, list(local))
+                    best[prio] = (j, resume, list(local))
             size += cost
             local = new_local
             j += 1
@@ -264,6 +282,11 @@ def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
             if chosen is None or chosen[0] <= start:
                 chosen = (j, j, local)  # hard split
             cut, resume, snap = chosen
+            if cut <= start and units[start].kind == "open":
+                # A tag that fits in no part (a link whose escaped address passes the
+                # limit): its words are kept, without it.
+                _drop_element(units, start)
+                continue
             if cut <= start:  # a single unit larger than the limit cannot happen for text
                 cut = resume = start + 1
                 snap = local

@@ -4,7 +4,8 @@ One :class:`~bot.events.OutboundMessage` may become several Telegram messages (4
 UTF-16 units each). They are sent in order; the inline keyboard goes on the last one.
 Inside one ``send`` call, flood control (429 ``retry_after``) is waited out and network
 or 5xx errors are retried with exponential backoff and jitter, a bounded number of times;
-then the exception goes to the core's outbox, which retries the message later. Parts
+then the exception goes to the core's outbox, which retries the message later (a flood
+wait over ``max_retry_after`` as :class:`~bot.channel.RetryLater`: no sooner). Parts
 already delivered are remembered per outbox id, so that retry does not send them twice.
 Errors that no retry can fix (chat not found, bot blocked) raise
 :class:`~bot.channel.PermanentSendError`. A part Telegram refuses to parse is resent as
@@ -32,7 +33,7 @@ from aiogram.exceptions import (
 from aiogram.methods import SendMessage, TelegramMethod
 from aiogram.types import ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
 
-from bot.channel import PermanentSendError
+from bot.channel import PermanentSendError, RetryLater
 from bot.config.channels import TelegramChannelConfig
 from bot.events import OutboundMessage, SendResult
 from channels.telegram.keyboards import actions_as_text, inline_keyboard, split_actions
@@ -41,6 +42,7 @@ from channels.telegram.render import escape, html_to_plain, render_parts, split_
 log = logging.getLogger("my_agent.telegram")
 
 T = TypeVar("T")
+LITERAL_KINDS = frozenset({"escalation", "command"})  # sent as written, never as Markdown
 Sleep = Callable[[float], Awaitable[None]]
 Markup = InlineKeyboardMarkup | ForceReply
 
@@ -96,7 +98,8 @@ class TelegramSender:
                 if attempts > self.config.send_retries or (
                     exc.retry_after > self.config.max_retry_after
                 ):
-                    raise
+                    # The outbox waits it out: any request sooner is refused again.
+                    raise RetryLater(float(exc.retry_after), exc.message) from exc
                 log.warning("flood control on %s: waiting %ss", type(method).__name__,
                             exc.retry_after)  # fmt: skip
                 await self.sleep(float(exc.retry_after))
@@ -152,8 +155,11 @@ class TelegramSender:
         if listed:
             text = f"{text}\n\n{actions_as_text(listed)}".strip()
         # An escalation quotes a stranger word for word: never as Markdown, or a planted
-        # link or heading would look like the owner's own bot vouching for it.
-        parts = split_html(escape(text)) if msg.kind == "escalation" else render_parts(text)
+        # link or heading would look like the owner's own bot vouching for it. A command's
+        # answer (/search, /rename, /status) quotes stored text: "*args" stays "*args";
+        # so does a readout (the offline brain's recall), which the core marks plain.
+        literal = msg.kind in LITERAL_KINDS or bool(msg.metadata.get("plain"))
+        parts = split_html(escape(text)) if literal else render_parts(text)
         markup = inline_keyboard(buttons)
         if not parts:
             if markup is None:

@@ -20,6 +20,7 @@ from aiogram.types import Message, MessageEntity
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
 from channels.telegram.keyboards import command_from_prompt
+from channels.telegram.media import content_type, describe_media
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -81,6 +82,19 @@ def _entity_text(text: str, entity: MessageEntity) -> str:
     )
 
 
+def _with_link_targets(text: str, entities: list[MessageEntity] | None) -> str:
+    """``text`` with each hidden link's address after its words: Telegram shows "the
+    article", the address is only in the ``text_link`` entity (forwarded posts, formatted
+    messages), and without it the assistant could not tell where it points."""
+    links = [e for e in entities or () if e.type == "text_link" and e.url]
+    raw = text.encode("utf-16-le")
+    for entity in sorted(links, key=lambda e: e.offset + e.length, reverse=True):
+        if entity.url and entity.url not in _entity_text(text, entity):
+            end = (entity.offset + entity.length) * 2  # UTF-16 units, two bytes each
+            raw = raw[:end] + f" ({entity.url})".encode("utf-16-le") + raw[end:]
+    return raw.decode("utf-16-le", errors="replace")
+
+
 def _mentions_bot(message: Message, text: str, me: BotIdentity) -> bool:
     entities = message.entities or message.caption_entities or []
     for entity in entities:
@@ -104,87 +118,52 @@ def _normalise_command(text: str, me: BotIdentity) -> tuple[str, bool | None]:
     return text, False
 
 
-def _kb(size: int | None) -> str:
-    if size is None:
-        return ""
-    return f", {size / 1024:.0f} KB" if size < 1024 * 1024 else f", {size / 1048576:.1f} MB"
-
-
-def content_type(message: Message) -> str:
-    """aiogram's content type as a plain string ("text", "photo", ..., "unknown")."""
-    ct = message.content_type
-    return str(getattr(ct, "value", ct))
-
-
-def describe_media(message: Message) -> tuple[str, Attachment] | None:
-    """A placeholder such as ``[photo]`` and the attachment metadata, or None for text."""
-    ct = content_type(message)
-    if message.photo:
-        big = max(message.photo, key=lambda p: p.width * p.height)
-        dims = f"{big.width}x{big.height}"
-        return "[photo]", Attachment("photo", None, "image/jpeg", big.file_size, dims)
-    if message.document:
-        d = message.document
-        name = d.file_name or "file"
-        return (
-            f"[document: {name}{_kb(d.file_size)}]",
-            Attachment("document", name, d.mime_type, d.file_size),
-        )
-    if message.voice:
-        v = message.voice
-        desc = f"{v.duration}s"
-        return f"[voice message, {desc}]", Attachment("voice", None, v.mime_type, v.file_size, desc)
-    if message.audio:
-        a = message.audio
-        title = " – ".join(x for x in (a.performer, a.title) if x) or a.file_name or "audio"
-        return (
-            f"[audio: {title}, {a.duration}s]",
-            Attachment("audio", a.file_name or title, a.mime_type, a.file_size, f"{a.duration}s"),
-        )
-    if message.video:
-        v2 = message.video
-        return (
-            f"[video, {v2.duration}s]",
-            Attachment("video", v2.file_name, v2.mime_type, v2.file_size, f"{v2.duration}s"),
-        )
-    if message.video_note:
-        n = message.video_note
-        desc = f"{n.duration}s"
-        return f"[video message, {desc}]", Attachment("video_note", None, None, n.file_size, desc)
-    if message.animation:
-        an = message.animation
-        return "[GIF]", Attachment("animation", an.file_name, an.mime_type, an.file_size)
-    if message.sticker:
-        s = message.sticker
-        emoji = s.emoji or ""
-        return (
-            f"[sticker {emoji}]".replace(" ]", "]"),
-            Attachment("sticker", s.set_name, None, s.file_size, emoji or None),
-        )
-    if message.venue:
-        ve = message.venue
-        where = f"{ve.location.latitude:.5f}, {ve.location.longitude:.5f}"
-        return (
-            f"[venue: {ve.title}, {ve.address} ({where})]",
-            Attachment("location", ve.title, None, None, where),
-        )
-    if message.location:
-        loc = message.location
-        where = f"{loc.latitude:.5f}, {loc.longitude:.5f}"
-        return f"[location {where}]", Attachment("location", None, None, None, where)
-    if message.contact:
-        c = message.contact
-        name = " ".join(x for x in (c.first_name, c.last_name) if x)
-        return f"[contact: {name}, {c.phone_number}]", Attachment("contact", name, None, None, None)
-    if message.poll:
-        options = " / ".join(o.text for o in message.poll.options)
-        return f"[poll: {message.poll.question}]", Attachment("poll", None, None, None, options)
-    if message.dice:
-        dice = f"{message.dice.emoji} {message.dice.value}"
-        return f"[dice {dice}]", Attachment("dice", None, None, None, dice)
-    if message.text is not None:
+def forward_source(message: Message) -> str | None:
+    """Whose words a forwarded message carries (a person's or a chat's name), or None
+    when it is not a forward."""
+    origin = message.forward_origin
+    if origin is None:
         return None
-    return f"[{ct.replace('_', ' ')}]", Attachment(ct)
+    user = getattr(origin, "sender_user", None)
+    if user is not None:
+        return str(user.full_name)
+    name = getattr(origin, "sender_user_name", None)
+    if name:
+        return str(name)
+    chat = getattr(origin, "chat", None) or getattr(origin, "sender_chat", None)
+    title = getattr(chat, "title", None) or getattr(chat, "username", None)
+    signature = getattr(origin, "author_signature", None)
+    if title and signature:
+        return f"{signature} ({title})"
+    return str(title or signature or "someone")
+
+
+QUOTE_CHARS = 120  # of the message replied to: enough to tell which one it was
+
+
+def reply_context(message: Message, me: BotIdentity) -> str | None:
+    """``[replying to Max: “…”]`` for a reply, so it can be told what it answers once
+    that message has left the working context; None when it is no reply (a forum
+    topic's messages all answer its service message)."""
+    original = message.reply_to_message
+    if original is None or content_type(original) in SERVICE_TYPES:
+        return None
+    quote = message.quote.text if message.quote is not None else None  # a part picked
+    if quote is None:
+        media = describe_media(original)
+        words = original.text if original.text is not None else original.caption or ""
+        quote = f"{media[0] if media else ''} {words}"
+    excerpt = " ".join(quote.split())
+    if len(excerpt) > QUOTE_CHARS:
+        excerpt = excerpt[:QUOTE_CHARS].rsplit(" ", 1)[0] + "…"
+    author = original.from_user
+    if author is not None and author.id == me.id:
+        who = "your message"
+    elif original.sender_chat is not None and (author is None or author.is_bot):
+        who = original.sender_chat.title or "a chat"
+    else:
+        who = author.full_name if author is not None else "a message"
+    return f"[replying to {who}: \u201c{excerpt}\u201d]"
 
 
 def translate_message(
@@ -228,13 +207,20 @@ def translate_message(
         return None
 
     media = describe_media(message)
-    body = message.text if message.text is not None else (message.caption or "")
+    if message.text is not None:
+        body = _with_link_targets(message.text, message.entities)
+    else:
+        body = _with_link_targets(message.caption or "", message.caption_entities)
     body, command_for_us = _normalise_command(body, me)
     attachments: tuple[Attachment, ...] = ()
     if media is not None:
         placeholder, attachment = media
         body = f"{placeholder} {body}".strip()
         attachments = (attachment,)
+    source = forward_source(message)
+    if source is not None:
+        # Someone else's words, passed on: never the sender's own (nor their command).
+        body = f"[forwarded from {source}] {body}".strip()
 
     reply_to = message.reply_to_message
     replied_to_bot = bool(reply_to and reply_to.from_user and reply_to.from_user.id == me.id)
@@ -242,10 +228,15 @@ def translate_message(
     if reply_to is not None:
         metadata["reply_to"] = f"{chat.id}:{reply_to.message_id}"
         prompt_cmd = command_from_prompt(reply_to.text) if replied_to_bot else None
+        context = reply_context(message, me)
         if prompt_cmd and message.text:
             body = f"{prompt_cmd} {message.text.strip()}"  # the answer to a Reply button
-    if message.forward_origin is not None:
-        metadata["forwarded"] = True
+        elif context is not None and not body.startswith("/"):  # a command stays one
+            body = f"{context} {body}"
+    if source is not None:
+        metadata.update(forwarded=True, forwarded_from=source)
+    if message.media_group_id:
+        metadata["media_group"] = message.media_group_id  # an album (channels/.../albums.py)
     message_id = f"{chat.id}:{message.message_id}"
     received = message.date if isinstance(message.date, datetime) else utcnow()
     if edited:
@@ -262,11 +253,18 @@ def translate_message(
     if group_cfg is not None:
         group_id, group_title = str(chat.id), chat.title or group_cfg.title
         addressed = (
-            group_cfg.respond == "always"
-            or replied_to_bot
-            or command_for_us is True
-            or _mentions_bot(message, message.text or message.caption or "", me)
-        ) and not (user is not None and user.is_bot)
+            (
+                group_cfg.respond == "always"
+                or replied_to_bot
+                or command_for_us is True
+                or _mentions_bot(message, message.text or message.caption or "", me)
+            )
+            # ``/new@other_bot`` is another bot's, even where everything else is ours
+            and command_for_us is not False
+            # never a bot (no loops); an anonymous admin writes as the group, through
+            # Telegram's GroupAnonymousBot, and is a person
+            and not (user is not None and user.is_bot and message.sender_chat is None)
+        )
     return InboundMessage(
         channel="telegram",
         sender_id=sender_id,

@@ -403,3 +403,52 @@ def test_a_group_members_message_is_labelled_in_the_owners_context() -> None:
         "\n\nthoughts?"
     )
     assert ctx.messages()[0]["content"] == "hello all"
+
+
+async def test_after_a_restart_compression_also_summarises_the_turns_before_the_window(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: after a restart only the last turns are loaded; the next compression
+    # summarised those and recorded compressedThrough past them, so the turns between the
+    # previous summary and the restart's window were in no summary, ever: the owner's
+    # early facts vanished from the working context for good (only fetch_context knew).
+    config = make_config(
+        tmp_path, fake_api, compression_budget_tokens=1500, working_context_turns=4
+    )
+    brain = make_brain(config, core, ManualClock())  # a fresh process: cold hydration
+    try:
+        huge = "lorem ipsum dolor sit amet " * 60  # ~400 tokens
+        turns = [
+            (role, f"{role} turn {n}: fact {n}")
+            for n in range(1, 11)
+            for role in ("user", "assistant")
+        ]
+        turns += [
+            (role, f"{role} turn {n}: {huge}")
+            for n in range(11, 14)
+            for role in ("user", "assistant")
+        ]
+        conv = await seed_conversation(core, [*turns, ("user", f"user turn 14: {huge}")])
+        fake_api.push_text("SUMMARY of turns 1-13")
+        fake_api.push_text("reply 14")
+        await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text=f"user turn 14: {huge}",
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        prompt = last_user_text(fake_api.requests[0].body)
+        assert fake_api.requests[0].body["system"].startswith("You maintain the running summary")
+        for n in range(1, 14):
+            assert prompt.count(f"[turn {n}] Owner: user turn {n}") == 1, n
+            assert prompt.count(f"[turn {n}] Assistant: assistant turn {n}") == 1, n
+        event = next(ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event")
+        assert event["compressedThrough"] == 13
+        reply_body = fake_api.requests[1].body
+        assert "SUMMARY of turns 1-13" in reply_body["system"]
+        assert [m["content"][:12] for m in reply_body["messages"]] == ["user turn 14"]
+    finally:
+        await brain.client.close()

@@ -13,7 +13,7 @@ from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import AnthropicBrain
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig, TrustConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult
-from bot.replies import OUTAGE
+from bot.replies import OUTAGE, STOPPED
 from bot.services import Services, close_services, open_services
 
 
@@ -289,3 +289,35 @@ async def test_a_failed_model_lookup_during_an_outage_does_not_drop_the_reply(
     fake_api.push_text("Yes.")
     await wait_for(lambda: any(m.kind == "reply" for m in web.sent))
     assert [m.text for m in web.sent] == [OUTAGE, "Yes."]
+
+
+async def test_stop_ends_a_reply_waiting_out_an_outage(
+    services: Services, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: between two attempts the reply's generation was a finished task, so
+    # the dashboard's stop did nothing; the reply (and every later message of the
+    # conversation, queued behind it) kept waiting for the model to come back.
+    web: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
+    fake_api.down_for(3600)
+    services.replies.retry_interval = 3600  # the stop comes between two attempts
+
+    async def say(text: str, message_id: str) -> None:
+        await services.router.deliver(
+            InboundMessage(
+                channel="web", sender_id="owner", text=text, message_id=message_id, chat_id="d"
+            )
+        )
+
+    await say("Still there?", "m1")
+    await wait_for(lambda: any(m.text == OUTAGE for m in web.sent))
+    conv = next(m.conversation_id for m in web.sent if m.text == OUTAGE)
+    assert conv is not None
+    await wait_for(lambda: services.router.cancel(conv))
+    await wait_for(lambda: any(m.kind == "reply" for m in web.sent))
+    assert [m.text.strip() for m in web.sent if m.kind == "reply"] == [STOPPED.strip()]
+    assert not services.replies.queue.busy(conv)
+    fake_api.up()
+    fake_api.push_text("Yes, here.")
+    await say("And now?", "m2")
+    await wait_for(lambda: len([m for m in web.sent if m.kind == "reply"]) == 2)
+    assert [m.text for m in web.sent if m.kind == "reply"][1] == "Yes, here."

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
+
+import pytest
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.brain.anthropic import EMPTY_REPLY, AnthropicBrain
@@ -262,3 +265,79 @@ async def test_dates_are_the_owners_calendar_days(
     assert not err
     results = unwrap(content)["results"]
     assert [(r["conversationId"], r["date"]) for r in results] == [(evening.id, "2999-03-01")]
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Tokyo"])
+async def test_a_date_range_reversed_by_one_day_is_refused(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace, zone: str
+) -> None:
+    # Regression: turned into UTC bounds first, "from 2 March to 1 March" had the same
+    # UTC date at both ends, so the search's reversed-range check let it through and it
+    # matched nothing: the model read "no such conversation" instead of its mistake.
+    config = make_config(tmp_path, fake_api)
+    config.owner.timezone = zone
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(
+        tools,
+        "search_conversations",
+        {"query": "kayaks", "dateRange": {"from": "2999-03-02", "to": "2999-03-01"}},
+    )
+    assert err
+    assert "dateRange.from 2999-03-02 is after dateRange.to 2999-03-01" in content
+
+
+async def test_fetched_turns_are_timed_in_the_owners_zone(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: fetch_context gave each turn's stored UTC timestamp while
+    # search_conversations dates results by the owner's calendar and the system prompt
+    # tells the owner's local time: an evening turn in New York read as the next day
+    # ("2999-03-02T01:30:00.000Z"), and search and fetch named different days for it.
+    config = make_config(tmp_path, fake_api)
+    config.owner.timezone = "America/New_York"
+    manager = core.conversations
+    rec = await manager.create("web")
+    await manager.append_turn(
+        rec.id, "user", "the evening chat about kayaks", timestamp="2999-03-02T01:30:00.000Z"
+    )
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(tools, "fetch_context", {"conversationId": rec.id})
+    assert not err
+    turns = unwrap(content)["turns"]
+    assert [t["timestamp"] for t in turns] == ["2999-03-01T20:30:00-05:00"]
+
+
+async def test_the_message_being_answered_is_not_a_search_result(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: the owner's message is stored (and indexed) before the reply, so
+    # search_conversations found the very question it was asked for, often near the top
+    # ("what did the plumber quote for the boiler?" matches itself), taking a result's
+    # place and passing the question off as a past conversation.
+    boiler = await seed_conversation(
+        core, [("user", "The plumber Jonas quoted 240 euros for the boiler")], title="Boiler"
+    )
+    asking = {
+        "alone": "What did the plumber quote for the boiler?",
+        "here": "And the plumber's boiler quote?",
+    }
+    here = await seed_conversation(
+        core, [("user", "the boiler is loud again"), ("assistant", "ok")]
+    )
+    await core.conversations.append_turn(here, "user", asking["here"])
+    alone = await seed_conversation(core, [("user", asking["alone"])])
+    for name, conv, turn in (("alone", alone, 1), ("here", here, 2)):
+        fake_api.push_tool_use("search_conversations", {"query": "plumber quote boiler"})
+        fake_api.push_text("Jonas quoted 240 euros.")
+        req = request(conv, asking[name])
+        await brain.reply(dataclasses.replace(req, turn_number=turn))
+        (result,) = tool_results(fake_api.requests[-1].body)
+        found = {r["conversationId"]: r for r in unwrap(result["content"])["results"]}
+        assert boiler in found and "currentConversation" not in found[boiler]
+        if conv == alone:  # its only match is the question: not a result at all
+            assert alone not in found
+        else:  # an earlier turn of this conversation matched: kept, marked, without it
+            assert found[here]["matchedTurns"] == [1]
+            assert found[here]["currentConversation"] is True
+            assert found[here]["snippet"].startswith("the boiler is loud again")
+        assert asking[name] not in result["content"]

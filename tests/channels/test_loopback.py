@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.services import open_services
 from channels import loopback
+from tests.conftest import attach_channel, make_config, settle, shutdown_services
+from tests.support import ScriptedBrain, inbound
 
 
 def test_a_short_write_leaves_the_record_whole(
@@ -33,3 +36,39 @@ def test_a_short_write_leaves_the_record_whole(
     assert path.read_bytes() == b'{"ref": "first"}\n'  # no torn record
     loopback._append_durably(str(path), b'{"ref": "second"}\n')
     assert path.read_bytes().splitlines() == [b'{"ref": "first"}', b'{"ref": "second"}']
+
+
+async def test_replies_are_sent_after_state_db_was_lost(tmp_path: Path) -> None:
+    # Regression: the channel skipped any message whose outbox id it had delivered
+    # before (its crash-resend guard). With state.db deleted or replaced, the outbox
+    # numbers from 1 again, so every new reply and command answer was dropped in
+    # silence ("outbox 1 was delivered before a crash: not sent again").
+    config = make_config(
+        tmp_path,
+        owner={"identities": {"loopback": ["owner"]}},
+        channels={"loopback": {"enabled": True}},
+    )
+
+    async def exchange(text: str, message_id: str) -> None:
+        services = await open_services(config, brain=ScriptedBrain())
+        try:
+            await attach_channel(services, loopback.LoopbackChannel(config, services))  # type: ignore[arg-type]
+            await services.router.deliver(
+                inbound(
+                    text, channel="loopback", sender="owner", chat="owner", message_id=message_id
+                )
+            )
+            await settle(services)
+        finally:
+            await shutdown_services(services)
+
+    await exchange("first, before the loss", "m-1")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{config.data_dir / 'state.db'}{suffix}").unlink(missing_ok=True)
+    await exchange("second, after it", "m-2")
+    sent = loopback.read_json_lines(config.data_dir / "loopback-sent.jsonl")
+    assert [(s["inReplyTo"], s["text"]) for s in sent] == [
+        ("m-1", "re: first, before the loss"),
+        ("m-2", "re: second, after it"),
+    ]
+    assert [s["outbox"] for s in sent] == [1, 1]  # the same number, a different message

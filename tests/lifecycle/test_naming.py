@@ -354,3 +354,33 @@ async def test_a_failed_renaming_keeps_the_models_title(
     clock.advance(600)
     await lifecycle.run_due()  # the next idle pass asks the model again
     assert (await core.row(conv)).title == "Photo Archive Rotation"
+
+
+async def test_a_first_title_from_keywords_in_an_outage_is_asked_again_on_idle(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: when the model was down at the 5th message the conversation got the
+    # offline keyword title, and the idle passes after the model came back kept it:
+    # only ten more turns brought a real title, so a conversation that ended there kept
+    # the keyword one for good.
+    model.naming = unavailable()
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5, text="kitchen renovation budget")
+    await lifecycle.settle()
+    keywords = (await core.row(conv)).title
+    assert keywords and keywords != "NAS Backup Plan"
+    clock.advance(600)
+    await lifecycle.run_due()  # still down: the keyword title stays
+    assert (await core.row(conv)).title == keywords
+    model.naming = '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
+    await _user_turns(core, conv, 1, text="kitchen renovation budget")
+    clock.advance(600)
+    await lifecycle.run_due()  # the model is back: the next idle pass names it
+    row = await core.row(conv)
+    assert row.title == "Kitchen Renovation Budget" and row.last_named_turn == 6
+    calls = model.count("naming")
+    await _user_turns(core, conv, 1, text="kitchen renovation budget")
+    clock.advance(600)
+    await lifecycle.run_due()  # named by the model now: no more asking every pass
+    assert model.count("naming") == calls

@@ -334,6 +334,9 @@ class FakeTelegramServer:
         if method in ("deletewebhook", "sendchataction", "answercallbackquery", "deletemessage"):
             return True
         if method == "setmycommands":
+            chat = (p.get("scope") or {}).get("chat_id")
+            if chat is not None and int(chat) in self.missing_chats:
+                raise ApiError(400, "Bad Request: chat not found")  # never wrote to the bot
             self.commands = list(p.get("commands") or [])
             return True
         if method == "getmycommands":

@@ -37,8 +37,14 @@ class ScriptedBrain:
 
 
 def stack_config(
-    data_dir: Path, base_url: str, trust: dict[str, Any] | None = None, **telegram: Any
+    data_dir: Path,
+    base_url: str,
+    trust: dict[str, Any] | None = None,
+    debounce: dict[str, float] | None = None,
+    **telegram: Any,
 ) -> AppConfig:
+    """The telegram stack's config; ``debounce``: ``brain.debounce_seconds`` (off unless
+    given, so that every message gets its reply at once)."""
     tg: dict[str, Any] = {
         "enabled": True,
         "token": TOKEN,
@@ -50,7 +56,7 @@ def stack_config(
     return AppConfig.model_validate(
         {
             "data_dir": str(data_dir),
-            "brain": {"provider": "offline"},
+            "brain": {"provider": "offline", "debounce_seconds": debounce or {}},
             "embedding": {"enabled": False},
             "owner": {"identities": {"telegram": [str(OWNER_ID), "@olga"]}},
             "channels": {"telegram": tg, "web": {"enabled": False}},
@@ -96,8 +102,9 @@ async def start_stack(
     brain: Brain | None = None,
     telegram: dict[str, Any] | None = None,
     trust: dict[str, Any] | None = None,
+    debounce: dict[str, float] | None = None,
 ) -> Stack:
-    config = stack_config(data_dir, server.base_url, trust, **(telegram or {}))
+    config = stack_config(data_dir, server.base_url, trust, debounce, **(telegram or {}))
     services = await open_services(config, brain=brain)
     services.outbox.base_delay = 0.05
     sleeps = SleepRecorder()

@@ -27,10 +27,50 @@ async def test_start_registers_without_dropping_pending_updates(
 ) -> None:
     hook = tg_server.calls_of("deleteWebhook")
     assert hook == [{"drop_pending_updates": "false"}]
-    names = [c["command"] for c in tg_server.calls_of("setMyCommands")[0]["commands"]]
-    assert names == ["new", "model", "help", "status", "rename", "search", "trust", "block",
-                     "reply"]  # fmt: skip
+    menus = {
+        str(c.get("scope", {"type": "default"})): [x["command"] for x in c["commands"]]
+        for c in tg_server.calls_of("setMyCommands")
+    }
+    # The owner's chat has every command; before, everyone's menu offered /trust,
+    # /block, /reply and /search, which a stranger or group member cannot use.
+    assert menus == {
+        str({"type": "chat", "chat_id": OWNER_ID}): ["new", "model", "help", "status",
+                                                      "rename", "search", "trust", "block",
+                                                      "reply"],
+        str({"type": "default"}): ["new", "help"],
+        str({"type": "all_group_chats"}): ["help"],
+    }  # fmt: skip
     assert channel.me is not None and channel.me.username == "my_agent_bot"
+
+
+async def test_an_owner_who_never_wrote_to_the_bot_does_not_stop_it(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    tg_server.missing_chats.add(OWNER_ID)  # a new bot: the owner has not pressed Start
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None, sleep=sleeps)
+    await ch.start(host)
+    try:
+        assert ch.started  # polling runs, so the owner's first message is heard
+        tg_server.missing_chats.discard(OWNER_ID)
+        tg_server.inject_message(OWNER_ID, "/start")
+        await host.wait_delivered(1)
+        await tg_server.wait_for("setMyCommands", 4)
+    finally:
+        await ch.stop()
+    menus = [c.get("scope", {}).get("type") for c in tg_server.calls_of("setMyCommands")]
+    assert menus == ["chat", None, "all_group_chats", "chat"]  # the owner's menu, now
+
+
+async def test_an_owner_known_only_by_username_keeps_the_full_menu(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    cfg = telegram_config(tg_server.base_url)
+    cfg.owner.identities["telegram"] = ["@olga"]  # no chat to give the owner's menu to
+    ch = TelegramChannel(cfg, None, sleep=sleeps)
+    await ch.start(host)
+    await ch.stop()
+    (call,) = tg_server.calls_of("setMyCommands")
+    assert "scope" not in call and len(call["commands"]) == 9
 
 
 async def test_private_text_is_delivered_then_acknowledged(
@@ -131,6 +171,73 @@ async def test_groups_allow_list_mentions_and_replies(
     assert host.delivered[-1].addressed is True
 
 
+async def test_an_allowed_group_upgraded_to_a_supergroup_stays_allowed(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    upgraded = -1009990001  # Telegram moved the Family group to a new id
+    cfg = telegram_config(tg_server.base_url)
+    first = TelegramChannel(cfg, None, sleep=sleeps)
+    await first.start(host)
+    try:
+        tg_server.inject_message(GROUP_ID, migrate_to_chat_id=upgraded, from_id=OWNER_ID)
+        tg_server.inject_message(upgraded, migrate_from_chat_id=GROUP_ID, from_id=OWNER_ID)
+        tg_server.inject_message(upgraded, "@my_agent_bot still there?", from_id=OWNER_ID)
+        await host.wait_delivered(1)
+    finally:
+        await first.stop()
+    second = TelegramChannel(cfg, None, sleep=sleeps)  # and after a restart
+    await second.start(host)
+    try:
+        tg_server.inject_message(upgraded, "@my_agent_bot and now?", from_id=STRANGER_ID)
+        await host.wait_delivered(2)
+    finally:
+        await second.stop()
+    # Before, the new id was not on the allow-list: the bot went silent in the group.
+    # The conversation stays the group's (its configured id); answers go to the new chat.
+    assert [(m.text, m.group_id, m.chat_id, m.addressed) for m in host.delivered] == [
+        ("@my_agent_bot still there?", str(GROUP_ID), str(upgraded), True),
+        ("@my_agent_bot and now?", str(GROUP_ID), str(upgraded), True),
+    ]
+
+
+async def test_an_anonymous_admin_can_address_the_bot(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    family = {"id": GROUP_ID, "type": "supergroup", "title": "Family"}
+    anonymous = {"id": 1087968824, "is_bot": True, "first_name": "Group",
+                 "username": "GroupAnonymousBot"}  # fmt: skip
+    other_bot = {"id": 555, "is_bot": True, "first_name": "Echo", "username": "echo_bot"}
+    tg_server.inject_message(
+        GROUP_ID, "@my_agent_bot what's for dinner?", sender_chat=family, **{"from": anonymous}
+    )
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot echo!", **{"from": other_bot})
+    await host.wait_delivered(2)
+    # An admin who remains anonymous writes as the group itself (Telegram's
+    # GroupAnonymousBot): before, that was taken for a bot and never answered.
+    asked, echoed = host.delivered
+    assert (asked.sender_id, asked.sender_name, asked.addressed) == (str(GROUP_ID), "Family", True)
+    assert echoed.addressed is False  # a real bot is still never answered (no loops)
+
+
+async def test_a_command_for_another_bot_is_not_ours_even_where_all_is_answered(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    ops = -100777  # respond: always
+    tg_server.inject_message(ops, "/new@other_bot", from_id=OWNER_ID, title="Ops")
+    tg_server.inject_message(ops, "/status@other_bot now", from_id=OWNER_ID, title="Ops")
+    tg_server.inject_message(ops, "/status@my_agent_bot", from_id=OWNER_ID, title="Ops")
+    tg_server.inject_message(ops, "/status", from_id=OWNER_ID, title="Ops")
+    await host.wait_delivered(4)
+    # Before, both were ours to answer: the other bot's /new started a new conversation
+    # of the group and its /status was answered by this bot.
+    assert [(m.text, m.addressed) for m in host.delivered] == [
+        ("/new@other_bot", False),
+        ("/status@other_bot now", False),
+        ("/status", True),
+        ("/status", True),
+    ]
+
+
 async def test_media_edits_and_odd_updates_never_crash(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
@@ -186,6 +293,119 @@ async def test_media_edits_and_odd_updates_never_crash(
     assert edit.metadata["edited"] is True
 
 
+async def test_a_forward_says_whose_words_it_carries(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    anna = {"id": 5, "is_bot": False, "first_name": "Anna", "last_name": "Berg"}
+    news = {"id": -1001, "type": "channel", "title": "City News"}
+    origins = [
+        {"type": "user", "date": 1700000000, "sender_user": anna},
+        {"type": "hidden_user", "date": 1700000000, "sender_user_name": "Bob K"},
+        {"type": "channel", "date": 1700000000, "chat": news, "message_id": 9},
+        {"type": "chat", "date": 1700000000, "sender_chat": dict(news, type="supergroup")},
+    ]
+    tg_server.inject_message(OWNER_ID, "I quit.", forward_origin=origins[0])
+    tg_server.inject_message(OWNER_ID, "Meet at 5", forward_origin=origins[1])
+    tg_server.inject_message(OWNER_ID, "Road closed", forward_origin=origins[2])
+    tg_server.inject_message(OWNER_ID, "/new", forward_origin=origins[3])
+    tg_server.inject_message(
+        OWNER_ID,
+        photo=[{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}],
+        caption="look",
+        forward_origin=origins[0],
+    )
+    await host.wait_delivered(5)
+    # Before, a forward read as the owner's own words ("I quit.") and a forwarded
+    # "/new" ran as the owner's command.
+    assert [m.text for m in host.delivered] == [
+        "[forwarded from Anna Berg] I quit.",
+        "[forwarded from Bob K] Meet at 5",
+        "[forwarded from City News] Road closed",
+        "[forwarded from City News] /new",
+        "[forwarded from Anna Berg] [photo] look",
+    ]
+    assert all(m.metadata["forwarded"] for m in host.delivered)
+    assert host.delivered[0].metadata["forwarded_from"] == "Anna Berg"
+
+
+async def test_a_hidden_link_keeps_its_address(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    text = "😀 Read the article and the docs."
+    tg_server.inject_message(
+        OWNER_ID,
+        text,
+        entities=[
+            {"type": "text_link", "offset": 8, "length": 11, "url": "https://news.example/a?id=1"},
+            {"type": "bold", "offset": 0, "length": 7},
+            {"type": "text_link", "offset": 28, "length": 4, "url": "https://docs.example/"},
+        ],  # offsets in UTF-16 units: the emoji counts two
+    )
+    tg_server.inject_message(
+        OWNER_ID,
+        photo=[{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}],
+        caption="source",
+        caption_entities=[
+            {"type": "text_link", "offset": 0, "length": 6, "url": "https://s.example/"}
+        ],
+    )
+    await host.wait_delivered(2)
+    # Before, only the words were kept: the address behind them was lost.
+    assert [m.text for m in host.delivered] == [
+        "😀 Read the article (https://news.example/a?id=1) and the docs (https://docs.example/).",
+        "[photo] source (https://s.example/)",
+    ]
+
+
+async def test_an_album_is_answered_once(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    def photo(n: int) -> list[dict[str, object]]:
+        return [{"file_id": f"p{n}", "file_unique_id": f"p{n}", "width": 9, "height": 9}]
+
+    # Telegram sends an album as one message per photo, the caption on the first.
+    tg_server.inject_message(OWNER_ID, photo=photo(1), caption="our trip", media_group_id="a1")
+    tg_server.inject_message(OWNER_ID, photo=photo(2), media_group_id="a1")
+    tg_server.inject_message(OWNER_ID, photo=photo(3), media_group_id="a1")
+    tg_server.inject_message(OWNER_ID, photo=photo(4), media_group_id="b2")
+    await host.wait_delivered(4)
+    # Before, each photo was answered: three replies to one album.
+    assert [(m.text, m.addressed) for m in host.delivered] == [
+        ("[photo] our trip", True),
+        ("[photo]", False),
+        ("[photo]", False),
+        ("[photo]", True),
+    ]
+    assert {m.metadata["media_group"] for m in host.delivered[:3]} == {"a1"}
+
+
+async def test_a_reply_says_what_it_answers(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), "Options: Lisbon or Porto."))
+    ours = tg_server.sent[-1]
+    max_said = tg_server.make_message(
+        GROUP_ID, "The ferry leaves at 7.", from_id=7, first_name="Max"
+    )
+    long_one = tg_server.make_message(OWNER_ID, "word " * 60)
+    tg_server.inject_message(OWNER_ID, "the second one", reply_to=ours)
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot true?", from_id=OWNER_ID, reply_to=max_said)
+    tg_server.inject_message(OWNER_ID, "why?", reply_to=long_one)
+    tg_server.inject_message(OWNER_ID, "/model haiku", reply_to=ours)  # still a command
+    topic = tg_server.make_message(GROUP_ID, forum_topic_created={"name": "t", "icon_color": 1})
+    tg_server.inject_message(GROUP_ID, "in a topic", from_id=OWNER_ID, reply_to=topic)
+    await host.wait_delivered(5)
+    # Before, only the words were kept: "the second one" of what, no one could tell
+    # once that message had left the assistant's working context.
+    assert [m.text for m in host.delivered] == [
+        "[replying to your message: “Options: Lisbon or Porto.”] the second one",
+        "[replying to Max: “The ferry leaves at 7.”] @my_agent_bot true?",
+        "[replying to Ann: “" + "word " * 23 + "word…”] why?",
+        "/model haiku",
+        "in a topic",
+    ]
+
+
 async def test_buttons_are_answered_and_delivered_as_commands(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
@@ -213,6 +433,10 @@ async def test_buttons_are_answered_and_delivered_as_commands(
     await tg_server.wait_sent(OWNER_ID, 2)
     prompt = tg_server.sent[-1]
     assert prompt["reply_markup"]["force_reply"] is True
+    # The prompt names the party by id only: it quotes the escalation it belongs to, so
+    # with several pending the owner sees whom they answer (before, "p1a2b3" alone).
+    asked = tg_server.calls_of("sendMessage")[-1]
+    assert asked["reply_parameters"]["message_id"] == escalation["message_id"]
     tg_server.inject_message(OWNER_ID, "Sure, Tuesday works.", reply_to=prompt)
     await host.wait_delivered(2)
     assert host.delivered[1].text == "/reply p1a2b3 Sure, Tuesday works."

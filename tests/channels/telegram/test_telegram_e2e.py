@@ -15,7 +15,9 @@ from aiogram.methods.base import Response
 from aiogram.types import Message, Update
 
 from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
+from bot.replies import OUTAGE
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
 from .stack import ScriptedBrain, Stack, start_stack, texts
@@ -122,6 +124,28 @@ async def test_stranger_gets_an_acknowledgement_and_the_owner_buttons_that_work(
     tg_server.inject_message(STRANGER_ID, "Thanks! One more question.")
     await tg_server.wait_sent(STRANGER_ID, 3)
     assert tg_server.sent_to(STRANGER_ID)[2]["text"].startswith(OFFLINE_LABEL)
+
+
+async def test_a_strangers_first_words_after_start_reach_the_owner(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    # Telegram's Start button sends "/start" before anyone types a word.
+    tg_server.inject_message(STRANGER_ID, "/start", first_name="Mallory")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    await tg_server.wait_sent(STRANGER_ID, 1)  # the acknowledgement
+    tg_server.inject_message(STRANGER_ID, "It's about the flat on Elm Street.")
+    tg_server.inject_message(STRANGER_ID, "Please call me.")
+    # Before, the escalation (one per party an hour) was spent on "/start": the owner
+    # read “/start” and never heard what they wanted.
+    await tg_server.wait_sent(OWNER_ID, 2)
+    await stack.wait(lambda: stack.channel.offset >= 1004)
+    escalations = texts(tg_server.sent_to(OWNER_ID))
+    assert "“/start”" in escalations[0]
+    assert "Elm Street" in escalations[1]
+    # then the rate limit holds again, and they were acknowledged once
+    assert len(await stack.services.external.pending_escalations()) == 2
+    assert await stack.services.outbox.pending_count() == 0
+    assert len(tg_server.sent_to(STRANGER_ID)) == 1
 
 
 async def test_stranger_gets_silence_when_configured(
@@ -285,3 +309,123 @@ async def test_response_models_survive_a_collection_between_messages(
     tg_server.inject_message(OWNER_ID, "and the roses?")
     await tg_server.wait_sent(OWNER_ID, 2)
     assert [Response[t] for t in (Message, bool, list[Update])] == [ref() for ref in used]
+
+
+async def test_a_long_flood_wait_is_kept_by_the_outbox(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    # Longer than max_retry_after (60 s): the sender hands it back to the outbox, which
+    # retried within a second or two (each retry another 429 that lengthens the ban).
+    tg_server.fail_next("sendMessage", code=429, retry_after=100)
+    tg_server.inject_message(OWNER_ID, "are you rate limited?")
+    outbox = stack.services.outbox
+
+    async def attempted() -> bool:
+        row = await outbox.db.fetchone("SELECT attempts FROM outbox")
+        return row is not None and row[0] == 1
+
+    await stack.wait(attempted)
+    row = await outbox.db.fetchone("SELECT next_attempt, status FROM outbox")
+    assert row is not None and row[1] == "pending"
+    assert row[0] - outbox.clock() >= 99
+    assert len(tg_server.calls_of("sendMessage")) == 1
+    later = outbox.clock() + 100
+    outbox.clock = lambda: later  # the flood wait is over
+    outbox.kick()
+    await tg_server.wait_sent(OWNER_ID, 1)
+    assert len(tg_server.calls_of("sendMessage")) == 2
+
+
+class DownBrain(ScriptedBrain):
+    """Unreachable until ``up`` is set (each call counted)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = False
+        self.calls = 0
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        self.calls += 1
+        if not self.up:
+            raise BrainUnavailable("overloaded (test)")
+        return await super().reply(request, on_delta)
+
+
+async def test_no_typing_after_the_owner_was_told_the_model_is_down(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    brain = DownBrain()
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain)
+    stack.services.replies.retry_interval = 0.02
+    try:
+        tg_server.inject_message(OWNER_ID, "are you there?")
+        await tg_server.wait_sent(OWNER_ID, 1)
+        assert texts(tg_server.sent_to(OWNER_ID)) == [OUTAGE]
+        told = brain.calls
+        await stack.wait(lambda: brain.calls >= told + 3)  # still retrying
+        # Before, every retry showed "typing…" again (refreshed for up to two minutes):
+        # during an outage of hours the chat said "typing" nearly all the time.
+        methods = [c.method.lower() for c in tg_server.calls]
+        notice = methods.index("sendmessage")
+        assert "sendchataction" in methods[:notice]
+        assert "sendchataction" not in methods[notice:]
+        brain.up = True
+        await tg_server.wait_sent(OWNER_ID, 2)
+        assert texts(tg_server.sent_to(OWNER_ID))[1] == "echo: are you there?"
+    finally:
+        await stack.stop()
+
+
+async def test_search_results_show_the_words_as_they_were_written(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    said = "use *args and **kwargs, see __init__ and 2*3*4 or [docs](https://d.example)"
+    tg_server.inject_message(OWNER_ID, said)
+    await tg_server.wait_sent(OWNER_ID, 1)
+    tg_server.inject_message(OWNER_ID, "/rename my_notes *draft*")
+    tg_server.inject_message(OWNER_ID, "/search kwargs")
+    await tg_server.wait_sent(OWNER_ID, 3)
+    renamed, found = tg_server.sent_to(OWNER_ID)[1:]
+    # A command's answer quotes stored text: before, it was read as Markdown, and the
+    # snippet showed as "use args and **kwargs, see init and 23*4" in italics.
+    assert renamed["text"] == "Renamed to: my_notes *draft*"
+    assert said in found["text"] and "my_notes *draft*" in found["text"]
+    assert "<i>" not in found["raw_text"] and "<a " not in found["raw_text"]
+
+
+async def test_the_owners_start_button_shows_the_commands(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    # The first thing Telegram sends when the owner opens the bot; before, it was
+    # answered "Unknown command /start".
+    tg_server.inject_message(OWNER_ID, "/start")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    answer = tg_server.sent_to(OWNER_ID)[0]["text"]
+    assert "Unknown command" not in answer and "/search <query>" in answer
+
+
+async def test_a_group_members_help_lists_only_what_they_may_use(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    tg_server.inject_message(GROUP_ID, "/help@my_agent_bot", from_id=STRANGER_ID)
+    tg_server.inject_message(GROUP_ID, "/new@my_agent_bot", from_id=STRANGER_ID)
+    await tg_server.wait_sent(GROUP_ID, 2)
+    help_text, new_answer = texts(tg_server.sent_to(GROUP_ID))
+    # Before, the help offered "/new - start over", which then answered "not available".
+    assert "not available" in new_answer
+    assert "/new" not in help_text and "/help" in help_text
+
+
+async def test_the_offline_brains_recall_shows_the_words_as_they_were_written(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    said = "use *args and **kwargs, see __init__ and 2*3*4"
+    tg_server.inject_message(OWNER_ID, said)
+    await tg_server.wait_sent(OWNER_ID, 1)
+    tg_server.inject_message(OWNER_ID, "/new what about kwargs?")  # recalls past ones
+    await tg_server.wait_sent(OWNER_ID, 3)
+    listing = tg_server.sent_to(OWNER_ID)[2]
+    # A readout quotes stored text: before, it was read as Markdown ("*args and **" in
+    # italics, the asterisks gone).
+    assert said in listing["text"]
+    assert "<i>" not in listing["raw_text"] and "<b>" not in listing["raw_text"]

@@ -112,6 +112,31 @@ def test_split_inside_code_block_and_entities() -> None:
     assert all(p.count("&") == p.count("&amp;") for p in amp)
 
 
+def test_code_split_across_parts_keeps_the_indentation_of_each_line() -> None:
+    lines = ["def f(x):"] + [f"    if x == {i}:\n        return {i}" for i in range(400)]
+    code = "\n".join(lines)
+    parts = render_parts(f"Here it is:\n\n```python\n{code}\n```")
+    assert len(parts) >= 3
+    shown = [parse_telegram_html(p) for p in parts]
+    # every part after the first starts a line of code with its own indentation
+    for text in shown[1:]:
+        assert text.startswith("    "), text[:40]
+    # read back part after part, the code is the same, line for line
+    assert "\n".join(shown).split("\n")[2:] == code.split("\n")
+
+
+def test_a_link_too_long_for_any_part_is_kept_as_its_words() -> None:
+    # A link whose escaped address alone passes the limit (each "&" of a tracking URL
+    # becomes "&amp;"): its tag was put in a part whose end did not close it, and the
+    # next part closed a tag it never opened; Telegram refused both.
+    url = "https://t.example/?" + "a&&&" * 495
+    assert len(url) <= 2000 and utf16_len(markdown_to_html(f"[x]({url})")) > TELEGRAM_LIMIT
+    parts = render_parts(f"See [the booking page]({url}) and **call** them.")
+    shown = [parse_telegram_html(p) for p in parts]  # raises on what Telegram refuses
+    assert " ".join(shown).split() == "See the booking page and call them.".split()
+    assert all(utf16_len(p) <= TELEGRAM_LIMIT for p in parts)
+
+
 def test_hard_split_counts_utf16_units() -> None:
     parts = render_parts("😀" * 5000)
     assert [utf16_len(p) for p in parts] == [4096, 4096, 1808]

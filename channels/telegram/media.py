@@ -1,0 +1,95 @@
+"""What a Telegram message holds besides text: a clear placeholder and its metadata.
+
+Files are not downloaded: a photo becomes ``[photo]``, a document ``[document:
+report.pdf, 2 KB]``, a voice message ``[voice message, 7s]``, a location its coordinates,
+each with an :class:`~bot.events.Attachment` (kind, name, MIME type, size).
+"""
+
+from __future__ import annotations
+
+from aiogram.types import Message
+
+from bot.events import Attachment
+
+
+def _kb(size: int | None) -> str:
+    if size is None:
+        return ""
+    return f", {size / 1024:.0f} KB" if size < 1024 * 1024 else f", {size / 1048576:.1f} MB"
+
+
+def content_type(message: Message) -> str:
+    """aiogram's content type as a plain string ("text", "photo", ..., "unknown")."""
+    ct = message.content_type
+    return str(getattr(ct, "value", ct))
+
+
+def describe_media(message: Message) -> tuple[str, Attachment] | None:
+    """A placeholder such as ``[photo]`` and the attachment metadata, or None for text."""
+    ct = content_type(message)
+    if message.photo:
+        big = max(message.photo, key=lambda p: p.width * p.height)
+        dims = f"{big.width}x{big.height}"
+        return "[photo]", Attachment("photo", None, "image/jpeg", big.file_size, dims)
+    if message.document:
+        d = message.document
+        name = d.file_name or "file"
+        return (
+            f"[document: {name}{_kb(d.file_size)}]",
+            Attachment("document", name, d.mime_type, d.file_size),
+        )
+    if message.voice:
+        v = message.voice
+        desc = f"{v.duration}s"
+        return f"[voice message, {desc}]", Attachment("voice", None, v.mime_type, v.file_size, desc)
+    if message.audio:
+        a = message.audio
+        title = " – ".join(x for x in (a.performer, a.title) if x) or a.file_name or "audio"
+        return (
+            f"[audio: {title}, {a.duration}s]",
+            Attachment("audio", a.file_name or title, a.mime_type, a.file_size, f"{a.duration}s"),
+        )
+    if message.video:
+        v2 = message.video
+        return (
+            f"[video, {v2.duration}s]",
+            Attachment("video", v2.file_name, v2.mime_type, v2.file_size, f"{v2.duration}s"),
+        )
+    if message.video_note:
+        n = message.video_note
+        desc = f"{n.duration}s"
+        return f"[video message, {desc}]", Attachment("video_note", None, None, n.file_size, desc)
+    if message.animation:
+        an = message.animation
+        return "[GIF]", Attachment("animation", an.file_name, an.mime_type, an.file_size)
+    if message.sticker:
+        s = message.sticker
+        emoji = s.emoji or ""
+        return (
+            f"[sticker {emoji}]".replace(" ]", "]"),
+            Attachment("sticker", s.set_name, None, s.file_size, emoji or None),
+        )
+    if message.venue:
+        ve = message.venue
+        where = f"{ve.location.latitude:.5f}, {ve.location.longitude:.5f}"
+        return (
+            f"[venue: {ve.title}, {ve.address} ({where})]",
+            Attachment("location", ve.title, None, None, where),
+        )
+    if message.location:
+        loc = message.location
+        where = f"{loc.latitude:.5f}, {loc.longitude:.5f}"
+        return f"[location {where}]", Attachment("location", None, None, None, where)
+    if message.contact:
+        c = message.contact
+        name = " ".join(x for x in (c.first_name, c.last_name) if x)
+        return f"[contact: {name}, {c.phone_number}]", Attachment("contact", name, None, None, None)
+    if message.poll:
+        options = " / ".join(o.text for o in message.poll.options)
+        return f"[poll: {message.poll.question}]", Attachment("poll", None, None, None, options)
+    if message.dice:
+        dice = f"{message.dice.emoji} {message.dice.value}"
+        return f"[dice {dice}]", Attachment("dice", None, None, None, dice)
+    if message.text is not None:
+        return None
+    return f"[{ct.replace('_', ' ')}]", Attachment(ct)

@@ -1,0 +1,60 @@
+"""The command menus Telegram shows (``setMyCommands``), per kind of chat.
+
+The owner's chats get every command; anyone else only what they may use (a stranger's
+menu offered /trust, /block, /reply and /search, which answered "not available"). An
+owner known only by @username has no chat to scope to, so the full menu stays everyone's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from aiogram import Bot
+from aiogram.exceptions import TelegramBadRequest
+from aiogram.types import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeChat
+
+log = logging.getLogger("my_agent.telegram")
+
+# The owner's.
+COMMANDS = [
+    BotCommand(command="new", description="Start a fresh conversation (model kept)"),
+    BotCommand(command="model", description="Show or switch the model: opus, sonnet, haiku"),
+    BotCommand(command="help", description="What I can do"),
+    BotCommand(command="status", description="Conversation and assistant status"),
+    BotCommand(command="rename", description="Rename this conversation"),
+    BotCommand(command="search", description="Search past conversations"),
+    BotCommand(command="trust", description="Trust an external party"),
+    BotCommand(command="block", description="Block an external party"),
+    BotCommand(command="reply", description="Reply to an external party"),
+]
+# What anyone else may use (bot/commands.py run_stranger; in groups only /help).
+STRANGER_COMMANDS = [
+    BotCommand(command="new", description="Start over"),
+    BotCommand(command="help", description="What I can do"),
+]
+GROUP_COMMANDS = [BotCommand(command="help", description="What I can do")]
+
+
+async def set_owner_menu(bot: Bot, owner: str) -> bool:
+    """The full menu in the owner's chat; False while there is no such chat (Telegram
+    answers "chat not found" until the owner has written to the bot)."""
+    try:
+        await bot.set_my_commands(COMMANDS, scope=BotCommandScopeChat(chat_id=int(owner)))
+    except TelegramBadRequest as exc:
+        log.info("the owner's menu waits for their first message (%s)", exc.message)
+        return False
+    return True
+
+
+async def set_menus(bot: Bot, owner_ids: Sequence[str]) -> set[str]:
+    """Register the menus: the owner's chats (numeric ids), everyone else, groups.
+    Returns the owners whose chat does not exist yet (set their menu when they write)."""
+    owners = [i for i in owner_ids if i.lstrip("-").isdigit()]
+    if not owners:
+        await bot.set_my_commands(COMMANDS)
+        return set()
+    waiting = {owner for owner in owners if not await set_owner_menu(bot, owner)}
+    await bot.set_my_commands(STRANGER_COMMANDS)
+    await bot.set_my_commands(GROUP_COMMANDS, scope=BotCommandScopeAllGroupChats())
+    return waiting
