@@ -460,6 +460,8 @@ async def live_status(services: Services) -> str:
         parts.append(
             f"{health['repliesWaitingForStorage']} replies waiting to be written (storage failing)"
         )
+    for name, problems in (health.get("channelProblems") or {}).items():
+        parts.extend(f"{name}: {problem}" for problem in problems)
     return "ready: " + "; ".join(parts)
 
 

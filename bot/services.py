@@ -98,7 +98,19 @@ class Services:
             # messages refused (shutting down) or not stored / replies not written (storage)
             "accepting": self.router.accepting,
             "repliesWaitingForStorage": len(self.replies.storage_waiting),
+            # what a channel reports about itself (e-mail: mails the server holds back)
+            "channelProblems": self.channel_problems(),
         }
+
+    def channel_problems(self) -> dict[str, list[str]]:
+        """Per channel, what its optional ``problems()`` reports (only channels with any)."""
+        out: dict[str, list[str]] = {}
+        for name, channel in self.channels.items():
+            report = getattr(channel, "problems", None)
+            found = report() if callable(report) else None
+            if found:
+                out[name] = list(found)
+        return out
 
     # -- storage trouble -------------------------------------------------------------
     def spool(self, message: InboundMessage) -> None:

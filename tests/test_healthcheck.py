@@ -261,6 +261,27 @@ async def test_live_status_line(services: Any) -> None:
     assert line.startswith("ready: channels none")
     assert "1 conversations" in line and "outbox 0 pending" in line
     assert "1 abbreviations pending" in line and "held in memory" not in line
+    assert "email:" not in line
+
+
+async def test_live_status_names_what_a_channel_reports(services: Any) -> None:
+    # The e-mail channel's mails the server would not hand over (retried) show in the
+    # status line, which `my-agent status` and `systemctl status` print.
+    class Stuck:
+        name = "email"
+
+        def problems(self) -> list[str]:
+            return ["1 mail in INBOX the server would not hand over (uid 103), retried"]
+
+        async def stop(self) -> None:
+            pass
+
+    services.channels["email"] = Stuck()
+    assert services.health()["channelProblems"] == {"email": Stuck().problems()}
+    line = await healthcheck.live_status(services)
+    assert line.endswith(
+        "; email: 1 mail in INBOX the server would not hand over (uid 103), retried"
+    )
 
 
 def _mount_tmpfs(path: Path, size: str) -> None:

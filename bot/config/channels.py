@@ -73,6 +73,7 @@ class ImapConfig(_Section):
     poll_interval: float = Field(default=60.0, gt=0)  # also the longest IDLE before re-issuing
     timeout: float = Field(default=30.0, gt=0)  # per command and for the first connection
     reconnect_initial: float = Field(default=1.0, gt=0)  # backoff: doubles, with jitter
+    # also the first pause before retrying a mail the server would not hand over
     reconnect_max: float = Field(default=300.0, gt=0)
     tls_ca_file: str | None = None  # extra CA bundle to trust (a self-signed server)
     # First start (no cursor yet): "unseen" handles the unread mail already there,

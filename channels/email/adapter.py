@@ -18,15 +18,13 @@ import hashlib
 import logging
 import os
 import random
-import re
 from collections import OrderedDict
 from typing import Any
 
 from bot.channel import ChannelHost, DeliveryError, PermanentSendError
 from bot.config.model import AppConfig
-from bot.events import InboundMessage, OutboundMessage, SendResult, iso
+from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.tasks import spawn
-from channels.email.auth import verify_sender
 from channels.email.compose import (
     compose,
     references_chain,
@@ -35,19 +33,14 @@ from channels.email.compose import (
     reply_subject,
 )
 from channels.email.imap import ImapSession
-from channels.email.parsing import ParsedMail, attachment_lines, parse_message
-from channels.email.quotes import strip_reply
+from channels.email.inbound import to_inbound
+from channels.email.inbox import Inbox
+from channels.email.parsing import ParsedMail, parse_message
 from channels.email.smtp import SmtpSender
 
 log = logging.getLogger("my_agent.email")
 
-# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
-_FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
 _REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
-# A mail whose FETCH fails this many times in a row (the server refuses it or drops the
-# connection over it, as Dovecot does for an unreadable file and Exchange for an item it
-# cannot convert) is passed over, left unread, so that it holds up no later mail.
-FETCH_ATTEMPTS = 5
 
 
 def _is_msgid(value: str | None) -> bool:
@@ -109,8 +102,7 @@ class EmailChannel:
         # sender address -> their latest Message-ID (bounded like _recent)
         self._last_from: OrderedDict[str, str] = OrderedDict()
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
-        self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
-        self._fetch_failures: dict[tuple[str, int], int] = {}
+        self._inbox: Inbox | None = None  # the folder's reader (made at start)
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -118,6 +110,8 @@ class EmailChannel:
         (``imap.timeout`` if shorter) with the connection still being retried in the
         background, so an unreachable server never holds up the daemon's start."""
         self._host = host
+        if self._inbox is None:
+            self._inbox = Inbox(self._cfg, host, self._deliver)
         self._stopping.clear()
         self._task = spawn(self._run(), name="email-imap")
         try:
@@ -140,6 +134,10 @@ class EmailChannel:
                 if current is not None and current.cancelling():
                     raise
 
+    def problems(self) -> list[str]:
+        """What an operator should know: mails the server would not hand over yet."""
+        return self._inbox.unfetched.problems() if self._inbox is not None else []
+
     def poke(self) -> None:
         """Check the mailbox now (tests, and a hook for a future 'check mail' command)."""
         self._wake.set()
@@ -150,9 +148,11 @@ class EmailChannel:
         return ImapSession(imap, imap.username or self.address, self._password, imap.timeout)
 
     async def _run(self) -> None:
+        assert self._inbox is not None
+        inbox = self._inbox
         while not self._stopping.is_set():
             session = self._session()
-            self._fetching = None
+            inbox.session_started()
             try:
                 mailbox = await session.connect()
                 if self._cfg.imap.processed_folder:
@@ -160,7 +160,7 @@ class EmailChannel:
                     await session.select(self._cfg.imap.folder)
                 self.connects += 1
                 log.info("IMAP connected to %s (UIDVALIDITY %d)", mailbox.name, mailbox.uidvalidity)
-                await self._sync(session)
+                await inbox.sync(session)
                 self.backoff.reset()
                 self.ready.set()
                 await self._watch(session)
@@ -169,10 +169,7 @@ class EmailChannel:
                 session.abort()
                 raise
             except Exception as exc:
-                if self._fetching is not None:  # the session died over this mail
-                    failures = self._fetch_failures.get(self._fetching, 0) + 1
-                    self._fetch_failures = {self._fetching: failures}
-                    self._fetching = None
+                await inbox.session_failed()  # over a mail: counted against it
                 delay = self.backoff.next()
                 log.warning(
                     "IMAP session ended (%s: %s); reconnecting in %.1fs",
@@ -205,73 +202,8 @@ class EmailChannel:
                 await self._sleep(imap.poll_interval)
             if self._stopping.is_set():
                 return
-            await self._sync(session)
-
-    def _keys(self) -> tuple[str, str]:
-        folder = self._cfg.imap.folder
-        return f"{folder}:uidvalidity", f"{folder}:last_uid"
-
-    async def _sync(self, session: ImapSession) -> bool:
-        """Deliver every message not yet delivered. False when the core refused one."""
-        assert self._host is not None and session.mailbox is not None
-        host = self._host
-        key_validity, key_uid = self._keys()
-        await session.noop()  # some servers refresh the selected mailbox only on a command
-        validity = str(session.mailbox.uidvalidity)
-        stored = await host.get_cursor("email", key_validity)
-        if stored != validity:
-            # First run, or the server renumbered the folder: every UID we stored is
-            # meaningless. Unprocessed mail is exactly what is still unseen (or still in
-            # the folder when processed mail is moved away); the core drops by Message-ID
-            # anything that was delivered but not yet marked.
-            if stored is not None:
-                log.warning("UIDVALIDITY changed (%s -> %s): resynchronising", stored, validity)
-            criteria = "ALL" if self._cfg.imap.processed_folder else "UNSEEN"
-            # Everything up to the baseline is handled by this pass (taken before the
-            # search, so mail arriving meanwhile lies above it or in the search).
-            baseline = session.mailbox.uidnext - 1
-            if baseline < 0:  # the server sent no UIDNEXT
-                baseline = max(await session.search_uids("ALL"), default=0)
-            if stored is None and self._cfg.imap.initial_sync == "none":
-                uids = []
-            else:
-                uids = await session.search_uids(criteria)
-            if not await self._process(session, uids, validity):
-                return False
-            await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
-            await host.set_cursor("email", key_validity, validity)
-            return True
-        last = int(await host.get_cursor("email", key_uid) or 0)
-        uids = [u for u in await session.search_uids(f"UID {last + 1}:*") if u > last]
-        return await self._process(session, uids, validity, cursor=last)
-
-    async def _process(
-        self, session: ImapSession, uids: list[int], validity: str, cursor: int | None = None
-    ) -> bool:
-        assert self._host is not None
-        _, key_uid = self._keys()
-        for uid in uids:
-            if self._fetch_failures.get((validity, uid), 0) >= FETCH_ATTEMPTS:
-                # Not marked: it stays unread, where the owner's own client shows it.
-                log.error(
-                    "mail uid %d in %s could not be fetched in %d attempts: passed over, "
-                    "left unread",
-                    uid,
-                    self._cfg.imap.folder,
-                    FETCH_ATTEMPTS,
-                )
-            else:
-                self._fetching = (validity, uid)
-                raw = await session.fetch(uid)
-                self._fetching = None
-                self._fetch_failures.pop((validity, uid), None)
-                if raw is not None and not await self._deliver(raw, uid, validity):
-                    return False
-                await self._mark(session, uid)
-            if cursor is not None:
-                cursor = uid
-                await self._host.set_cursor("email", key_uid, str(uid))
-        return True
+            assert self._inbox is not None
+            await self._inbox.sync(session)
 
     async def _deliver(self, raw: bytes, uid: int, validity: str) -> bool:
         """Hand one fetched mail to the core; False when it was not stored."""
@@ -293,23 +225,7 @@ class EmailChannel:
         self.delivered += 1
         return True
 
-    async def _mark(self, session: ImapSession, uid: int) -> None:
-        folder = self._cfg.imap.processed_folder
-        if folder:
-            await session.move(uid, folder)
-        else:
-            await session.mark_seen(uid)
-
     def _inbound(self, mail: ParsedMail, raw: bytes, uid: int, validity: str) -> InboundMessage:
-        cfg = self._cfg
-        verdict = verify_sender(
-            mail.auth_results,
-            mail.from_addr,
-            require=cfg.require_auth,
-            require_all=cfg.require_all,
-            auth_serv_id=cfg.auth_serv_id,
-            aligned=cfg.auth_require_alignment,
-        )
         sender = mail.from_addr or "unknown@invalid"
         if mail.message_id:
             self._remember(mail)
@@ -323,40 +239,7 @@ class EmailChannel:
             self._automatic.add(sender)
         else:
             self._automatic.discard(sender)
-        refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
-        text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
-        if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
-            # A PDF without a word used to be an empty turn, and the model never knew a
-            # file had come with the mail: name what came (the bytes are not kept).
-            text = "\n\n".join(
-                part for part in (text, "\n".join(attachment_lines(mail.attachments))) if part
-            )
-        return InboundMessage(
-            channel="email",
-            sender_id=sender,
-            sender_name=mail.from_name,
-            chat_id=sender,
-            text=text,
-            # Without a Message-ID the content hash is the identity: stable across a
-            # UIDVALIDITY change, so a resync cannot deliver it twice.
-            message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],
-            message_ref=mail.message_id,
-            thread_refs=tuple(dict.fromkeys(refs)),
-            subject=mail.subject or None,
-            identity_verified=verdict.verified,
-            # Bounces, auto-replies, list mail: recorded, never answered (mail loops).
-            addressed=not (mail.auto_submitted or mail.from_addr is None),
-            attachments=mail.attachments,
-            metadata={
-                "full_body": mail.text,
-                "to": list(mail.to),
-                "cc": list(mail.cc),
-                "date": iso(mail.date) if mail.date else None,
-                "auth": verdict.reason,
-                "auto_submitted": mail.auto_submitted,
-                "imap": {"uidvalidity": int(validity), "uid": uid},
-            },
-        )
+        return to_inbound(mail, raw, uid, validity, self._cfg)
 
     def _remember(self, mail: ParsedMail) -> None:
         assert mail.message_id is not None
@@ -416,8 +299,8 @@ class EmailChannel:
             # The same message would fail the same way on every retry, and the outbox
             # sends in order: retrying would hold up every mail queued behind it.
             raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
-        await self._smtp.send(composed.message, self.address, composed.recipients)
-        log.info("sent %s %s to %s", message.kind, composed.message_id, composed.recipients)
+        sent_to = await self._smtp.send(composed.message, self.address, composed.recipients)
+        log.info("sent %s %s to %s", message.kind, composed.message_id, sent_to)
         if message.conversation_id and self._host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
             try:

@@ -1,16 +1,20 @@
 """Sending over SMTP with aiosmtplib, sorting failures into "retry later" and "never".
 
 The core's outbox retries whatever raises; :class:`bot.channel.PermanentSendError` stops
-the retries. Only a 5xx answer about the recipients or the message itself, or a non-ASCII
-address the server cannot take (no SMTPUTF8), is permanent:
+the retries. Only a 5xx answer about the recipients or the message itself, or non-ASCII
+addresses the server cannot take (no SMTPUTF8) for every recipient, is permanent:
 connection problems, timeouts, 4xx answers and authentication failures (a wrong password
 is fixed by the owner, after which the queued replies should still go out) are retried.
+A recipient a server without SMTPUTF8 cannot address is left out, with a warning, and the
+mail goes to the others (an accented domain is written in its ASCII form, IDNA).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import ssl
+from email.headerregistry import Address
 from email.message import EmailMessage
 
 import aiosmtplib
@@ -32,8 +36,36 @@ class SmtpSender:
         self._password = password
         self._timeout = timeout
 
-    async def send(self, message: EmailMessage, sender: str, recipients: list[str]) -> None:
-        """Deliver ``message``; raise to retry, :class:`PermanentSendError` when pointless."""
+    async def send(self, message: EmailMessage, sender: str, recipients: list[str]) -> list[str]:
+        """Deliver ``message``; raise to retry, :class:`PermanentSendError` when pointless.
+        Returns the recipients it was sent to."""
+        try:
+            await self._send(message, sender, recipients)
+        except aiosmtplib.SMTPNotSupported as exc:
+            if not sender.isascii():
+                raise  # our own address: the owner's configuration to fix, retried
+            ascii_form = {r: _ascii_address(r) for r in recipients}
+            reachable = [a for a in ascii_form.values() if a is not None]
+            lost = [r for r, a in ascii_form.items() if a is None]
+            if all(ascii_form[r] == r for r in recipients):
+                raise  # every address is ASCII: STARTTLS or AUTH missing, the owner's to fix
+            if not reachable:
+                # Every retry fails alike, and would hold up the mail queued behind it.
+                raise PermanentSendError(f"cannot send to {recipients}: {exc}") from exc
+            if lost:
+                # One Cc'd jöhn@example.de must not cost the owner and everyone else the
+                # reply: it goes to whoever can be addressed, its headers naming only them.
+                log.warning(
+                    "SMTP server has no SMTPUTF8: %s left out of %s, sent to the other %d",
+                    ", ".join(lost),
+                    message.get("Message-ID", "a mail"),
+                    len(reachable),
+                )
+            await self._send(_readdressed(message, ascii_form), sender, reachable)
+            return reachable
+        return recipients
+
+    async def _send(self, message: EmailMessage, sender: str, recipients: list[str]) -> None:
         cfg = self._config
         try:
             errors, response = await aiosmtplib.send(
@@ -51,12 +83,6 @@ class SmtpSender:
                 else None,
                 timeout=self._timeout,
             )
-        except aiosmtplib.SMTPNotSupported as exc:
-            if sender.isascii() and not "".join(recipients).isascii():
-                # An internationalised recipient and a server without SMTPUTF8: every
-                # retry fails alike, and would hold up the mail queued behind this one.
-                raise PermanentSendError(f"cannot send to {recipients}: {exc}") from exc
-            raise  # STARTTLS/AUTH missing, or our own address: what the owner can fix
         except aiosmtplib.SMTPRecipientsRefused as exc:
             codes = [r.code for r in exc.recipients]
             if codes and all(500 <= code < 600 for code in codes):
@@ -79,3 +105,39 @@ class SmtpSender:
             # Partly delivered: the others got it; resending would duplicate for them.
             log.warning("SMTP refused recipient %s: %s %s", rcpt, code, text)
         log.debug("SMTP accepted message for %s: %s", recipients, response)
+
+
+def _ascii_address(addr: str) -> str | None:
+    """``addr`` as a server without SMTPUTF8 takes it, or None: an accented local part
+    has no ASCII form; an accented domain has one (IDNA)."""
+    if addr.isascii():
+        return addr
+    local, _, domain = addr.rpartition("@")
+    if not local.isascii():
+        return None
+    try:
+        return f"{local}@{domain.encode('idna').decode('ascii')}"
+    except UnicodeError:
+        return None
+
+
+def _readdressed(message: EmailMessage, ascii_form: dict[str, str | None]) -> EmailMessage:
+    """A copy of ``message`` whose To and Cc name each recipient in its ASCII form and
+    leave out those without one (a header naming them could not be sent either)."""
+    out = copy.deepcopy(message)
+    kept: dict[str, list[Address]] = {}
+    for name in ("To", "Cc"):
+        header = out[name]
+        del out[name]
+        kept[name] = []
+        for addr in getattr(header, "addresses", ()):
+            new = ascii_form.get(addr.addr_spec, _ascii_address(addr.addr_spec))
+            if new is not None:
+                local, _, domain = new.rpartition("@")
+                kept[name].append(Address(addr.display_name, local, domain))
+    if not kept["To"]:  # the sender was the one left out: the others become the To
+        kept["To"], kept["Cc"] = kept["Cc"], []
+    for name, addresses in kept.items():
+        if addresses:
+            out[name] = addresses
+    return out

@@ -14,7 +14,7 @@ import os
 import re
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -221,7 +221,19 @@ class FakeHost:
         return self.cursors.get((channel, key))
 
     async def set_cursor(self, channel: str, key: str, value: str) -> None:
-        self.cursors[(channel, key)] = value
+        async with self.arrived:
+            self.cursors[(channel, key)] = value
+            self.arrived.notify_all()
+
+    async def wait_cursor(
+        self, key: str, until: Callable[[str | None], bool], timeout: float = 30.0
+    ) -> str | None:
+        """The e-mail cursor ``key`` once ``until`` holds for its value."""
+        async with self.arrived:
+            await asyncio.wait_for(
+                self.arrived.wait_for(lambda: until(self.cursors.get(("email", key)))), timeout
+            )
+        return self.cursors.get(("email", key))
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         self.refs[ref] = conversation_id

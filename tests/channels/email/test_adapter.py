@@ -15,8 +15,9 @@ import pytest
 from bot.channel import PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import OutboundMessage
-from channels.email.adapter import FETCH_ATTEMPTS, Backoff, EmailChannel
+from channels.email.adapter import Backoff, EmailChannel
 from channels.email.imap import mailbox_name
+from channels.email.unfetched import FETCH_ATTEMPTS
 from tests.channels.email.conftest import (
     PASSWORD,
     USER,

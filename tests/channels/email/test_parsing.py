@@ -130,21 +130,60 @@ _NO_BOUNDARY = (
 )
 
 
-def test_a_multipart_without_its_boundary_keeps_its_text() -> None:
+def test_a_multipart_without_a_usable_boundary_keeps_its_text() -> None:
     # Regression: a multipart whose header names no boundary (or one the body never
-    # uses) was recorded as one "multipart/mixed" attachment, and its text was lost.
+    # uses) is left one string by the parser; it was recorded as one "multipart/mixed"
+    # attachment, and the sender's words were lost.
     wrong = _NO_BOUNDARY.replace(b"multipart/mixed", b'multipart/mixed; boundary="nope"')
     for raw in (_NO_BOUNDARY, wrong):
         mail = parse_message(raw)
         assert mail.text == "Please book the table for Friday at 8."
-        assert [(a.name, a.mime_type) for a in mail.attachments] == [
-            ("menu.pdf", "application/pdf")
+        assert [(a.name, a.mime_type, a.size) for a in mail.attachments] == [
+            ("menu.pdf", "application/pdf", 9)
         ]
-    # No boundary line at all: the body is the text.
+    # A wrong boundary on an alternative: split on the lines the body has, plain chosen.
+    alternative = parse_message(
+        b'From: a@x.org\r\nContent-Type: multipart/alternative; boundary="zz"\r\n\r\n'
+        b"--yy\r\nContent-Type: text/plain\r\n\r\nPlain words\r\n"
+        b"--yy\r\nContent-Type: text/html\r\n\r\n<p>HTML words</p>\r\n--yy--\r\n"
+    )
+    assert alternative.text == "Plain words" and alternative.attachments == ()
+    # No boundary line at all: the body is the text (HTML converted), no attachment.
     bare = b"From: a@example.com\r\nContent-Type: multipart/alternative\r\n\r\nJust text.\r\n"
     assert parse_message(bare).text == "Just text."
+    assert parse_message(bare).attachments == ()
     html = bare.replace(b"Just text.", b"<html><body><p>Just <b>HTML</b>.</p></body></html>")
     assert parse_message(html).text.strip() == "Just HTML."
+    mixed = parse_message(
+        b"From: a@x.org\r\nContent-Type: multipart/mixed\r\n\r\nAre you there?\r\n"
+    )
+    assert mixed.text == "Are you there?" and mixed.attachments == ()
+
+
+def test_a_divider_line_is_not_taken_for_a_boundary() -> None:
+    # Regression: in a multipart without a usable boundary, a "------" line the sender
+    # typed was taken for the boundary, and everything above it was dropped as preamble.
+    head = b"From: a@x.org\r\nContent-Type: multipart/mixed\r\n\r\n"
+    notes = b"Minutes of Monday\r\n------\r\nItem 1: budget\r\nItem 2: hiring\r\n"
+    mail = parse_message(head + notes)
+    assert mail.text == "Minutes of Monday\n------\nItem 1: budget\nItem 2: hiring"
+    assert mail.attachments == ()
+    # A real boundary further down is still found, and the words above it are kept
+    # (a client shows them: no header says they are a preamble to be hidden).
+    parts = (
+        b"--b1\r\nContent-Type: text/plain\r\n\r\nSee the menu\r\n"
+        b"--b1\r\nContent-Type: application/pdf\r\n"
+        b"Content-Disposition: attachment; filename=a.pdf\r\n"
+        b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0=\r\n--b1--\r\n"
+    )
+    mail = parse_message(head + notes + parts)
+    assert mail.text == (
+        "Minutes of Monday\n------\nItem 1: budget\nItem 2: hiring\n\nSee the menu"
+    )
+    assert [a.name for a in mail.attachments] == ["a.pdf"]
+    # The usual MIME notice before the first part is no text of the sender's.
+    notice = b"This is a multi-part message in MIME format.\r\n"
+    assert parse_message(head + notice + parts).text == "See the menu"
 
 
 def test_guessed_boundaries_are_bounded(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -258,30 +297,6 @@ def test_html_charset_named_only_in_a_meta_tag() -> None:
         body = f"<html><head>{meta}</head><body><p>{text}</p></body></html>".encode(charset)
         raw = b"From: a@x.org\r\nContent-Type: text/html\r\n\r\n" + body
         assert parse_message(raw).text == text
-
-
-def test_multipart_without_a_usable_boundary_keeps_its_text() -> None:
-    # The parser leaves such a body one string; it used to become an "attachment" named
-    # multipart/mixed, and the sender's words were lost.
-    missing = parse_message(
-        b"From: a@x.org\r\nContent-Type: multipart/mixed\r\n\r\nAre you there?\r\n"
-    )
-    assert missing.text == "Are you there?" and missing.attachments == ()
-    wrong = parse_message(
-        b'From: a@x.org\r\nContent-Type: multipart/alternative; boundary="zz"\r\n\r\n'
-        b"--yy\r\nContent-Type: text/plain\r\n\r\nPlain words\r\n"
-        b"--yy\r\nContent-Type: text/html\r\n\r\n<p>HTML words</p>\r\n--yy--\r\n"
-    )
-    assert wrong.text == "Plain words" and wrong.attachments == ()
-    with_file = parse_message(
-        b"From: a@x.org\r\nContent-Type: multipart/mixed\r\n\r\n"
-        b"--b1\r\nContent-Type: text/plain\r\n\r\nSee attached\r\n"
-        b"--b1\r\nContent-Type: application/pdf\r\n"
-        b"Content-Disposition: attachment; filename=a.pdf\r\n"
-        b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0=\r\n--b1--\r\n"
-    )
-    assert with_file.text == "See attached"
-    assert [(a.name, a.size) for a in with_file.attachments] == [("a.pdf", 5)]
 
 
 def test_automatic_mail_detected() -> None:

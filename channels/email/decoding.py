@@ -1,0 +1,93 @@
+"""Decoding what mail carries: bodies in whatever charset they declare (or none), and
+RFC 2047 header values, never failing (:func:`decode_bytes` ends with latin-1, which
+maps every byte)."""
+
+from __future__ import annotations
+
+import codecs
+import email.header
+import re
+from email.message import Message
+
+# Charsets mail clients declare that Python knows under another (or a wider) name.
+_CHARSET_ALIASES = {
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "x-gbk": "gb18030",
+    "ks_c_5601-1987": "cp949",
+    "iso-8859-8-i": "iso-8859-8",
+    "windows-874": "cp874",
+    "unknown-8bit": "utf-8",
+    "x-unknown": "utf-8",
+    "us-ascii": "utf-8",  # ASCII mislabels are common; utf-8 is a strict superset
+    "ascii": "utf-8",
+    "utf8": "utf-8",
+}
+
+
+def decode_bytes(data: bytes, charset: str | None = None) -> str:
+    """Decode ``data`` with the declared charset, else utf-8, else cp1252, never failing."""
+    tried: list[str] = []
+    for candidate in (_normalise_charset(charset), "utf-8", "cp1252"):
+        if candidate is None or candidate in tried:
+            continue
+        tried.append(candidate)
+        try:
+            return data.decode(candidate)
+        except (UnicodeDecodeError, LookupError):
+            continue
+    # latin-1 maps every byte: the last resort can not fail.
+    return data.decode("latin-1")
+
+
+def _normalise_charset(charset: str | None) -> str | None:
+    if not charset:
+        return None
+    name = charset.strip().strip("\"'").lower()
+    name = _CHARSET_ALIASES.get(name, name)
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return None
+
+
+def decode_header_value(value: str) -> str:
+    """RFC 2047-decode a raw header value (``=?utf-8?q?...?=``), tolerating garbage."""
+    if not value:
+        return ""
+    value = re.sub(r"\r?\n[ \t]*", " ", value)
+    try:
+        parts = email.header.decode_header(value)
+    except Exception:  # malformed encoded words: keep the raw text
+        return unfold(value)
+    out: list[str] = []
+    for chunk, charset in parts:
+        if isinstance(chunk, bytes):
+            out.append(decode_bytes(chunk, charset))
+        else:
+            out.append(chunk)
+    return unfold("".join(out))
+
+
+def unfold(value: str) -> str:
+    """``value`` decoded like a body and put on one line."""
+    # Raw 8-bit header bytes arrive as surrogate escapes: decode them like a body.
+    value = decode_bytes(value.encode("utf-8", "surrogateescape"))
+    # Any line break left (an encoded CR, U+2028...) would make the value unusable in a
+    # header of our reply, and is no part of a one-line subject or name anyway.
+    return " ".join(part.strip() for part in value.splitlines() if part.strip())
+
+
+def raw_header(msg: Message, name: str) -> list[str]:
+    """Every raw value of header ``name``, never parsed by the policy (which may raise)."""
+    values: list[str] = []
+    for key, value in msg.raw_items():
+        if key.lower() == name.lower():
+            values.append(str(value))
+    return values
+
+
+def header_value(msg: Message, name: str) -> str:
+    """The first value of header ``name``, decoded (empty when it is missing)."""
+    values = raw_header(msg, name)
+    return decode_header_value(values[0]) if values else ""

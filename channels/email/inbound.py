@@ -1,0 +1,70 @@
+"""One fetched mail as the core's :class:`~bot.events.InboundMessage`.
+
+The turn text is what the sender wrote this time (quoted history and signatures
+stripped, a forward kept whole), followed by one line per attachment; the sender's
+``Authentication-Results`` decide ``identity_verified``; automatic mail (bounces,
+auto-replies, lists) is handed over unaddressed, recorded and never answered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from bot.config.channels import EmailChannelConfig
+from bot.events import InboundMessage, iso
+from channels.email.auth import verify_sender
+from channels.email.parsing import ParsedMail, attachment_lines
+from channels.email.quotes import strip_reply
+
+# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
+_FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
+
+
+def to_inbound(
+    mail: ParsedMail, raw: bytes, uid: int, validity: str, cfg: EmailChannelConfig
+) -> InboundMessage:
+    """``mail`` (fetched as ``raw``, IMAP ``uid`` under ``validity``) for the core."""
+    verdict = verify_sender(
+        mail.auth_results,
+        mail.from_addr,
+        require=cfg.require_auth,
+        require_all=cfg.require_all,
+        auth_serv_id=cfg.auth_serv_id,
+        aligned=cfg.auth_require_alignment,
+    )
+    sender = mail.from_addr or "unknown@invalid"
+    refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
+    text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
+    if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
+        # A PDF without a word used to be an empty turn, and the model never knew a
+        # file had come with the mail: name what came (the bytes are not kept).
+        text = "\n\n".join(
+            part for part in (text, "\n".join(attachment_lines(mail.attachments))) if part
+        )
+    return InboundMessage(
+        channel="email",
+        sender_id=sender,
+        sender_name=mail.from_name,
+        chat_id=sender,
+        text=text,
+        # Without a Message-ID the content hash is the identity: stable across a
+        # UIDVALIDITY change, so a resync cannot deliver it twice.
+        message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],
+        message_ref=mail.message_id,
+        thread_refs=tuple(dict.fromkeys(refs)),
+        subject=mail.subject or None,
+        identity_verified=verdict.verified,
+        # Bounces, auto-replies, list mail: recorded, never answered (mail loops).
+        addressed=not (mail.auto_submitted or mail.from_addr is None),
+        attachments=mail.attachments,
+        metadata={
+            "full_body": mail.text,
+            "to": list(mail.to),
+            "cc": list(mail.cc),
+            "date": iso(mail.date) if mail.date else None,
+            "auth": verdict.reason,
+            "auto_submitted": mail.auto_submitted,
+            "imap": {"uidvalidity": int(validity), "uid": uid},
+        },
+    )

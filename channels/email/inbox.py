@@ -1,0 +1,147 @@
+"""Reading the watched folder: every mail not yet delivered, in UID order.
+
+For each: ``UID FETCH`` with ``BODY.PEEK[]`` (it stays unseen), hand it to the channel's
+``deliver`` (the core makes it durable), and only then mark it ``\\Seen`` or move it to
+``imap.processed_folder`` and advance the persisted UID cursor. The cursor is stored with
+the folder's UIDVALIDITY; when the server renumbers the folder, what is still unseen (or
+still in the folder) is delivered again and the core drops what it already has. A mail
+the server would not hand over is passed over for now and retried
+(:mod:`channels.email.unfetched`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from bot.channel import ChannelHost
+from bot.config.channels import EmailChannelConfig
+from channels.email.imap import ImapSession
+from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
+
+log = logging.getLogger("my_agent.email")
+
+# Hands one fetched mail (raw, UID, UIDVALIDITY) to the core; False when not stored.
+Deliver = Callable[[bytes, int, str], Awaitable[bool]]
+
+
+class Inbox:
+    """The folder's reader, one IMAP session after another; its cursors live with the
+    host's (``<folder>:uidvalidity``, ``<folder>:last_uid``, ``<folder>:unfetched``)."""
+
+    def __init__(self, cfg: EmailChannelConfig, host: ChannelHost, deliver: Deliver) -> None:
+        self._cfg = cfg
+        self._host = host
+        self._deliver = deliver
+        self.unfetched = Unfetched(host, cfg.imap.folder, cfg.imap.reconnect_max)
+        self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
+        self._fetch_failures: dict[tuple[str, int], int] = {}
+
+    def session_started(self) -> None:
+        """A new session: no FETCH is under way."""
+        self._fetching = None
+
+    async def session_failed(self) -> None:
+        """The session ended in an error; one during a FETCH counts against that mail."""
+        if self._fetching is not None:
+            await self._fetch_failed(*self._fetching)
+
+    def _keys(self) -> tuple[str, str]:
+        folder = self._cfg.imap.folder
+        return f"{folder}:uidvalidity", f"{folder}:last_uid"
+
+    async def sync(self, session: ImapSession) -> bool:
+        """Deliver every message not yet delivered. False when the core refused one."""
+        assert session.mailbox is not None
+        host = self._host
+        key_validity, key_uid = self._keys()
+        await session.noop()  # some servers refresh the selected mailbox only on a command
+        validity = str(session.mailbox.uidvalidity)
+        await self.unfetched.load(validity)
+        stored = await host.get_cursor("email", key_validity)
+        if stored != validity:
+            # First run, or the server renumbered the folder: every UID we stored is
+            # meaningless. Unprocessed mail is exactly what is still unseen (or still in
+            # the folder when processed mail is moved away); the core drops by Message-ID
+            # anything that was delivered but not yet marked.
+            if stored is not None:
+                log.warning("UIDVALIDITY changed (%s -> %s): resynchronising", stored, validity)
+            criteria = "ALL" if self._cfg.imap.processed_folder else "UNSEEN"
+            # Everything up to the baseline is handled by this pass (taken before the
+            # search, so mail arriving meanwhile lies above it or in the search).
+            baseline = session.mailbox.uidnext - 1
+            if baseline < 0:  # the server sent no UIDNEXT
+                baseline = max(await session.search_uids("ALL"), default=0)
+            if stored is None and self._cfg.imap.initial_sync == "none":
+                uids = []
+            else:
+                uids = await session.search_uids(criteria)
+            if not await self._process(session, uids, validity):
+                return False
+            await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
+            await host.set_cursor("email", key_validity, validity)
+            return True
+        last = int(await host.get_cursor("email", key_uid) or 0)
+        uids = [u for u in await session.search_uids(f"UID {last + 1}:*") if u > last]
+        if not await self._process(session, uids, validity, cursor=last):
+            return False
+        return await self._retry_unfetched(session, validity)
+
+    async def _process(
+        self, session: ImapSession, uids: list[int], validity: str, cursor: int | None = None
+    ) -> bool:
+        _, key_uid = self._keys()
+        for uid in uids:
+            if self._fetch_failures.get((validity, uid), 0) >= FETCH_ATTEMPTS:
+                # Passed over so that it holds up no later mail, but recorded before
+                # the cursor moves past it and retried later (it used to be lost).
+                # Not marked: it stays unread, where the owner's own client shows it.
+                await self.unfetched.failed(uid, self._fetch_failures[(validity, uid)])
+                self._fetch_failures.pop((validity, uid), None)
+            elif not await self._fetch_and_deliver(session, uid, validity):
+                return False
+            if cursor is not None:
+                cursor = uid
+                await self._host.set_cursor("email", key_uid, str(uid))
+        return True
+
+    async def _retry_unfetched(self, session: ImapSession, validity: str) -> bool:
+        """Try again the passed-over mails whose pause is over (after the new mail, so a
+        retry that ends the session again delays nothing newer)."""
+        for uid in self.unfetched.due():
+            if not await self._fetch_and_deliver(session, uid, validity):
+                return False
+            log.info(
+                "mail uid %d in %s, passed over before, handled at last", uid, self._cfg.imap.folder
+            )
+            await self.unfetched.done(uid)
+        return True
+
+    async def _fetch_and_deliver(self, session: ImapSession, uid: int, validity: str) -> bool:
+        """Fetch, deliver and mark one mail; False when the core did not store it."""
+        self._fetching = (validity, uid)
+        raw = await session.fetch(uid)
+        self._fetching = None
+        self._fetch_failures.pop((validity, uid), None)
+        if raw is not None and not await self._deliver(raw, uid, validity):
+            return False
+        await self._mark(session, uid)
+        return True
+
+    async def _fetch_failed(self, validity: str, uid: int) -> None:
+        failures = self._fetch_failures.get((validity, uid), 0) + 1
+        self._fetch_failures = {(validity, uid): failures}  # counts failures in a row
+        self._fetching = None
+        unfetched = self.unfetched
+        if unfetched.validity == validity and uid in unfetched:
+            try:  # a passed-over mail's retry: a longer pause before the next
+                await unfetched.failed(uid, failures)
+            except Exception:  # unsaved, it is only retried sooner
+                log.exception("could not record the failed retry of mail uid %d", uid)
+
+    async def _mark(self, session: ImapSession, uid: int) -> None:
+        folder = self._cfg.imap.processed_folder
+        if folder:
+            await session.move(uid, folder)
+        else:
+            await session.mark_seen(uid)

@@ -1,0 +1,202 @@
+"""The body of a mail: its text (plain preferred over HTML) and its attachments, from a
+MIME tree however broken (a multipart without a usable boundary is split on the boundary
+lines its body has, else read as text)."""
+
+from __future__ import annotations
+
+import email
+import email.utils
+import re
+from email import policy
+from email.message import Message
+
+from bot.events import Attachment
+from channels.email.decoding import decode_bytes, decode_header_value, header_value
+from channels.email.html import html_to_text
+
+_META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
+# A boundary delimiter line (RFC 2046 bchars, without the space).
+_BOUNDARY_LINE = re.compile(rb"^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$", re.MULTILINE)
+# What follows a guessed boundary line in a real body part: one of its MIME headers. A
+# divider the sender typed ("------") is followed by text, and must not be guessed.
+_PART_HEADER = re.compile(rb"\r?\ncontent-[a-z-]+[ \t]*:", re.IGNORECASE)
+# The notice mailers put before the first part, for clients without MIME: not the text.
+_MIME_NOTICE = re.compile(
+    r"(?i)\s*this is a (multi-?part message in mime format|mime-encapsulated message)\.?\s*"
+)
+_SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
+# Boundaries guessed per mail (Walker._unsplit): each parses the rest of the body again
+_MAX_BOUNDARY_GUESSES = 16
+
+
+def content_type(part: Message) -> str:
+    try:
+        return part.get_content_type()
+    except Exception:
+        return "text/plain"
+
+
+def _filename(part: Message) -> str | None:
+    try:
+        name = part.get_filename()
+    except Exception:
+        name = None
+    if name is None:
+        try:
+            name = part.get_param("name")  # type: ignore[assignment]
+        except Exception:
+            name = None
+    if isinstance(name, tuple):  # RFC 2231 triple from compat code paths
+        name = email.utils.collapse_rfc2231_value(name)
+    return decode_header_value(str(name)) if name else None
+
+
+def _is_attachment(part: Message) -> bool:
+    try:
+        disposition = (part.get_content_disposition() or "").lower()
+    except Exception:
+        disposition = ""
+    return disposition == "attachment" or (
+        _filename(part) is not None and content_type(part) not in ("text/plain", "text/html")
+    )
+
+
+def _payload_bytes(part: Message) -> bytes:
+    try:
+        payload = part.get_payload(decode=True)
+    except Exception:
+        payload = None
+    if isinstance(payload, bytes):
+        return payload
+    raw = part.get_payload()
+    if isinstance(raw, str):
+        return raw.encode("utf-8", "surrogateescape")
+    return b""
+
+
+def _part_text(part: Message) -> str:
+    try:
+        charset = part.get_content_charset()
+    except Exception:
+        charset = None
+    data = _payload_bytes(part)
+    if charset is None and content_type(part) == "text/html":
+        # An HTML body may name its charset only in a <meta> tag; without it a
+        # windows-1251 or Shift_JIS mail came out as cp1252 mojibake.
+        meta = _META_CHARSET.search(data[:4096])
+        charset = meta.group(1).decode("ascii") if meta else None
+    text = decode_bytes(data, charset)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class Walker:
+    """Collects text and attachments from a MIME tree, choosing plain over HTML."""
+
+    def __init__(self) -> None:
+        self.attachments: list[Attachment] = []
+        self.guesses = 0  # boundaries guessed (_unsplit)
+
+    def attach(self, part: Message) -> None:
+        ctype = content_type(part)
+        name = _filename(part)
+        if ctype == "message/rfc822" and name is None:
+            name = self._embedded_subject(part)
+        self.attachments.append(
+            Attachment(kind="file", name=name, mime_type=ctype, size=self._size(part))
+        )
+
+    @staticmethod
+    def _size(part: Message) -> int:
+        if part.is_multipart():
+            return len(part.as_bytes()) if hasattr(part, "as_bytes") else 0
+        return len(_payload_bytes(part))
+
+    @staticmethod
+    def _embedded_subject(part: Message) -> str | None:
+        inner = part.get_payload()
+        if isinstance(inner, list) and inner and isinstance(inner[0], Message):
+            subject = header_value(inner[0], "Subject")
+            return f"{subject}.eml" if subject else None
+        return None
+
+    def text(self, part: Message) -> str:
+        """Readable text of ``part``; attachments under it are recorded on the way."""
+        ctype = content_type(part)
+        if ctype.startswith("multipart/") and not part.is_multipart():
+            return self._unsplit(part, ctype)
+        if ctype == "message/rfc822" or (not part.is_multipart() and _is_attachment(part)):
+            self.attach(part)
+            return ""
+        if part.is_multipart():
+            children = [c for c in part.get_payload() if isinstance(c, Message)]
+            if ctype == "multipart/alternative":
+                return self._alternative(children)
+            if ctype == "multipart/signed" and children:
+                for extra in children[1:]:
+                    if content_type(extra) not in _SIGNATURE_TYPES:
+                        self.attach(extra)
+                return self.text(children[0])
+            texts = [self.text(child) for child in children]
+            return "\n\n".join(t.strip("\n") for t in texts if t.strip())
+        if ctype == "text/plain" or ctype == "text":
+            return _part_text(part)
+        if ctype == "text/html":
+            return html_to_text(_part_text(part))
+        if ctype.startswith("text/") and ctype not in ("text/calendar", "text/x-vcard"):
+            return _part_text(part)
+        if ctype in _SIGNATURE_TYPES:
+            return ""
+        self.attach(part)
+        return ""
+
+    def _unsplit(self, part: Message, ctype: str) -> str:
+        """A multipart the parser could not split: its header names no boundary, or one
+        the body never uses (broken mailers, hand-made mail). The body's first boundary
+        line followed by a part's header is tried instead (a divider the sender typed,
+        "------", is none: the text above it was lost as a preamble); without one the
+        body is read as text. It used to be recorded as an attachment only, and the
+        mail's text was lost."""
+        body = _payload_bytes(part)
+        found = next(
+            (m for m in _BOUNDARY_LINE.finditer(body) if _PART_HEADER.match(body, m.end())),
+            None,
+        )
+        # Each guess parses the rest of the body again: a bounded number of them, so a
+        # mail nesting thousands of such parts costs linear time, not quadratic.
+        self.guesses += 1
+        if found is not None and self.guesses <= _MAX_BOUNDARY_GUESSES:
+            boundary = found.group(1).decode("ascii")
+            header = f'Content-Type: {ctype}; boundary="{boundary}"\n\n'
+            rebuilt = email.message_from_bytes(header.encode() + body, policy=policy.default)
+            if rebuilt.is_multipart():
+                # No header declared what comes before the first part a preamble, and a
+                # client shows it: the sender's words there are kept, the notice is not.
+                above = self._plain(body[: found.start()]).strip("\n")
+                if _MIME_NOTICE.fullmatch(above):
+                    above = ""
+                below = self.text(rebuilt)
+                return "\n\n".join(t.strip("\n") for t in (above, below) if t.strip())
+        return self._plain(body)
+
+    @staticmethod
+    def _plain(body: bytes) -> str:
+        text = decode_bytes(body, None).replace("\r\n", "\n").replace("\r", "\n")
+        return html_to_text(text) if re.search(r"(?i)<(html|body|div|p)[\s>]", text) else text
+
+    def _alternative(self, children: list[Message]) -> str:
+        # Prefer text/plain, then HTML, then whatever nested structure carries text.
+        # Attachments inside the unchosen alternatives are not recorded (they are the
+        # same inline images in another rendering).
+        by_pref = sorted(
+            children,
+            key=lambda c: {"text/plain": 0, "text/html": 1}.get(content_type(c), 2),
+        )
+        for child in by_pref:
+            sub = Walker()
+            sub.guesses = self.guesses  # one budget for the whole mail
+            text = sub.text(child)
+            self.guesses = sub.guesses
+            if text.strip():
+                self.attachments.extend(sub.attachments)
+                return text
+        return ""

@@ -1,0 +1,75 @@
+"""SmtpSender against a real aiosmtpd server: which recipients a server without SMTPUTF8
+can still be sent to, and what is given up on."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from bot.channel import PermanentSendError
+from bot.events import OutboundMessage
+from channels.email.adapter import EmailChannel
+from tests.channels.email.conftest import USER, SmtpServer
+from tests.channels.email.test_adapter import OWNER, make_config
+
+
+async def test_reply_all_reaches_everyone_a_server_without_smtputf8_can_address(
+    smtp: SmtpServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: one Cc'd jöhn@example.de on a server without SMTPUTF8 (aiosmtpd's
+    # default) made the whole reply a PermanentSendError: the owner and every other
+    # recipient lost it too. An accented domain has an ASCII form (IDNA) and is kept.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX", reply_all=True))
+    caplog.set_level(logging.WARNING, logger="my_agent.email")
+    await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id=OWNER,
+            text="Friday at 8 it is.",
+            in_reply_to="<m1@example.org>",
+            subject="Dinner",
+            metadata={
+                "to": [USER, "jöhn@example.de"],
+                "cc": ["jöhn@example.de", "anna@example.org", "ben@bücher.example"],
+            },
+        )
+    )
+    [sent] = await smtp.capture.wait_for(1)
+    envelope, _ = smtp.capture.messages[0]
+    assert envelope.rcpt_tos == [OWNER, "anna@example.org", "ben@xn--bcher-kva.example"]
+    assert sent["To"] == OWNER  # the header names who got it, nobody it never reached
+    assert sent["Cc"] == "anna@example.org, ben@xn--bcher-kva.example"
+    assert "Friday at 8 it is." in sent.get_content()
+    [warning] = [r for r in caplog.records if "jöhn@example.de" in r.getMessage()]
+    assert warning.levelno == logging.WARNING and "SMTPUTF8" in warning.getMessage()
+
+
+async def test_no_addressable_recipient_is_still_a_permanent_failure(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # The sender alone, unaddressable, and its Cc too: nothing can go out, every retry
+    # would fail alike and hold up the outbox behind it.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX", reply_all=True))
+    with pytest.raises(PermanentSendError, match=r"jöhn@example\.de"):
+        await channel.send(
+            OutboundMessage(
+                channel="email",
+                chat_id="jöhn@example.de",
+                text="x",
+                in_reply_to="<m1@example.org>",
+                metadata={"to": [USER], "cc": ["zoë@example.de"]},
+            )
+        )
+    assert smtp.capture.messages == []
+
+
+async def test_an_accented_domain_alone_goes_out_in_its_ascii_form(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # Nobody is left out, so nothing is lost: the mail is sent, not retried forever.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    await channel.send(OutboundMessage(channel="email", chat_id="ben@bücher.example", text="x"))
+    [sent] = await smtp.capture.wait_for(1)
+    assert sent["To"] == "ben@xn--bcher-kva.example"

@@ -1,0 +1,113 @@
+"""A mail the server would not hand over for a while (a flaky link dropping it, five times
+in a row): passed over so that later mail still arrives, retried with growing pauses,
+across reconnects and restarts, until it is delivered. Real pymap behind a TCP proxy."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from channels.email.adapter import EmailChannel
+from channels.email.unfetched import FETCH_ATTEMPTS, MAX_PAUSE, Unfetched
+from tests.channels.email.conftest import (
+    FakeHost,
+    Proxy,
+    PymapServer,
+    SmtpServer,
+    append,
+    create_folder,
+    folder_state,
+)
+from tests.channels.email.test_adapter import is_seen, mail, make_config
+
+
+async def _stuck(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, host: FakeHost
+) -> tuple[str, int, int, Proxy, EmailChannel]:
+    """A folder whose first mail the link drops on every FETCH, its second delivered."""
+    folder = await create_folder(pymap.port)
+    await append(pymap.port, folder, mail(1, subject="Scans"))
+    await append(pymap.port, folder, mail(2, subject="Lunch"))
+    bad, good = sorted(await folder_state(pymap.port, folder))
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    proxy.drop_on = f"FETCH {bad} ".encode()
+    channel = EmailChannel(make_config(tmp_path, proxy.port, smtp.port, folder), None)
+    await channel.start(host)
+    [got] = await host.wait_for(1, timeout=20)
+    assert got.message_id == "<m2@example.org>"  # later mail is not held up
+    return folder, bad, good, proxy, channel
+
+
+async def test_a_mail_the_link_keeps_dropping_is_retried_not_skipped(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: after five dropped FETCHes the UID cursor moved past the mail and it
+    # was never read again, though the server still held it.
+    caplog.set_level(logging.WARNING, logger="my_agent.email")
+    host = FakeHost()
+    folder, bad, good, proxy, channel = await _stuck(pymap, smtp, tmp_path, host)
+    try:
+        # The cursor moves past it (after the later mail is marked), its record stays.
+        await host.wait_cursor(f"{folder}:last_uid", lambda v: v == str(good))
+        record = json.loads(host.cursors[("email", f"{folder}:unfetched")])
+        assert record["mails"][str(bad)]["failures"] >= FETCH_ATTEMPTS
+        [problem] = channel.problems()  # what `my-agent status` shows
+        assert f"uid {bad}" in problem and folder in problem
+        assert any(f"mail uid {bad} in {folder}" in r.getMessage() for r in caplog.records)
+        assert not is_seen((await folder_state(pymap.port, folder))[bad])
+        proxy.drop_on = None  # the link is good again: the next retry gets it
+        delivered = await host.wait_for(2, timeout=20)
+        assert [m.message_id for m in delivered] == ["<m2@example.org>", "<m1@example.org>"]
+        await host.wait_cursor(f"{folder}:unfetched", lambda v: '"mails": {}' in (v or ""))
+        assert channel.problems() == []
+    finally:
+        await channel.stop()
+        await proxy.stop()
+    assert is_seen((await folder_state(pymap.port, folder))[bad])
+
+
+async def test_a_passed_over_mail_is_retried_after_a_restart(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path
+) -> None:
+    host = FakeHost()  # its cursors are the daemon's state.db
+    folder, bad, _, proxy, channel = await _stuck(pymap, smtp, tmp_path, host)
+    await channel.stop()
+    proxy.drop_on = None
+    restarted = EmailChannel(make_config(tmp_path, proxy.port, smtp.port, folder), None)
+    try:
+        await restarted.start(host)
+        delivered = await host.wait_for(2, timeout=20)
+        assert delivered[1].message_id == "<m1@example.org>"
+        assert delivered[1].metadata["imap"]["uid"] == bad
+    finally:
+        await restarted.stop()
+        await proxy.stop()
+
+
+async def test_retry_pauses_double_to_an_hour_and_a_renumbering_drops_the_record() -> None:
+    now = [1000.0]
+    host = FakeHost()
+    unfetched = Unfetched(host, "INBOX", 300.0, clock=lambda: now[0])
+    await unfetched.load("7")
+    await unfetched.failed(103, FETCH_ATTEMPTS)
+    assert unfetched.due() == []
+    now[0] += 300
+    assert unfetched.due() == [103]
+    pauses = []
+    for _ in range(6):
+        before = now[0]
+        await unfetched.failed(103, 1)  # after a restart the caller counts from 1 again
+        pauses.append(unfetched.entries[103].retry_at - before)
+    assert pauses == [600, 1200, 2400, MAX_PAUSE, MAX_PAUSE, MAX_PAUSE]
+    assert unfetched.entries[103].failures == FETCH_ATTEMPTS + 6
+    # A restart reads it back; a new UIDVALIDITY makes its UIDs meaningless.
+    again = Unfetched(host, "INBOX", 300.0, clock=lambda: now[0])
+    await again.load("7")
+    assert 103 in again and again.problems()
+    await again.load("8")
+    assert again.entries == {} and again.problems() == []
+    await again.done(103)  # gone already: nothing to do
