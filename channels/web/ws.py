@@ -99,7 +99,7 @@ class WsHub:
         self.clients[client.id] = client
         log.debug("client %s connected (%d open)", client.id, len(self.clients))
         try:
-            await self._on_connect(client)
+            await self._on_connect(client, request.query.get("conversation"))
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
@@ -132,9 +132,18 @@ class WsHub:
                 client.writer.cancel()
         self.clients.clear()
 
-    async def _on_connect(self, client: Client) -> None:
-        """Reconnect protocol: resume the most recent web conversation, then the list."""
-        rec = await self.services.conversations.most_recent(channel="web")
+    async def _on_connect(self, client: Client, viewing: str | None = None) -> None:
+        """Reconnect protocol: resume the most recent web conversation, then the list.
+
+        ``viewing`` (``/ws?conversation=``) is what a reconnecting tab showed: that
+        conversation, or ``new`` for an empty chat. A dropped socket must not move the
+        tab to another conversation, where the owner's next message would go.
+        """
+        rec = None
+        if viewing and viewing != "new":
+            rec = await self.services.conversations.get(viewing)
+        if rec is None and viewing != "new":
+            rec = await self.services.conversations.most_recent(channel="web")
         await self._load(client, rec.id if rec is not None else None)
         await self.send_list(client)
 

@@ -13,6 +13,7 @@
     conversations: new Map(),
     activeMinutes: 60,
     current: null, // ConversationMeta or null (empty chat)
+    loaded: false, // a conversation_loaded arrived: a reconnect asks for the same view
     models: { aliases: [], default: null },
     pendingModel: null,
     streams: new Map(), // turnNumber -> {node, text}
@@ -103,7 +104,10 @@
   // ---------------------------------------------------------------- WebSocket
   function connect() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(proto + "//" + location.host + "/ws");
+    // Reconnecting: ask for what this tab shows (a conversation, or "new" for an empty
+    // chat), not the most recent one, where the next message would otherwise go.
+    const query = state.loaded ? "?conversation=" + encodeURIComponent(state.current ? state.current.id : "new") : "";
+    const ws = new WebSocket(proto + "//" + location.host + "/ws" + query);
     state.ws = ws;
     setStatus("connecting…", "connecting");
     ws.onopen = () => {
@@ -284,6 +288,7 @@
   }
 
   function showConversation(msg) {
+    state.loaded = true;
     state.current = msg.conversation;
     state.streams.clear();
     if (msg.models) state.models = msg.models;

@@ -5,10 +5,10 @@ Playwright driving Debian's Chromium against the real core (see test_web_browser
 from __future__ import annotations
 
 import pytest
-from playwright.async_api import Page
+from playwright.async_api import Page, expect
 
 from tests.channels.web.conftest import Stack
-from tests.channels.web.test_web_browser import browser, log_in, page
+from tests.channels.web.test_web_browser import browser, log_in, page, send
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
@@ -20,7 +20,60 @@ async def test_log_out_ends_the_session(page: Page, stack: Stack) -> None:
     # no-referrer policy Chromium sends a form POST with "Origin: null".
     await log_in(page, stack)
     await page.click(".logout button")
-    await page.wait_for_url(f"{stack.url}/login")
+    await expect(page).to_have_url(f"{stack.url}/login")
     await page.goto(f"{stack.url}/")
-    await page.wait_for_url(f"{stack.url}/login")
+    await expect(page).to_have_url(f"{stack.url}/login")
     assert len(stack.channel.sessions) == 0
+
+
+# Keeps every WebSocket the page opens, so a test can drop the connection.
+SOCKET_HOOK = """(() => {
+    const Native = window.WebSocket;
+    window.__sockets = [];
+    window.WebSocket = function (...args) {
+        const socket = new Native(...args);
+        window.__sockets.push(socket);
+        return socket;
+    };
+    window.WebSocket.prototype = Native.prototype;
+    Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+})();"""
+
+
+async def drop_connection(page: Page) -> None:
+    """Close the page's socket and wait until it is live again on a new one."""
+    count = await page.evaluate("window.__sockets.at(-1).close(); window.__sockets.length")
+    await page.wait_for_function(
+        "(n) => window.__sockets.length > n && window.__sockets.at(-1).readyState === 1",
+        arg=count,
+    )
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+
+
+async def test_a_reconnect_keeps_the_conversation_in_view(page: Page, stack: Stack) -> None:
+    # Regression: a dropped socket (network, daemon restart) reconnected to the most
+    # recent web conversation: the tab jumped away from what it showed, and from an empty
+    # new chat the next message went into that old conversation.
+    manager = stack.services.conversations
+    older = await manager.create("web")
+    await manager.append_turn(older.id, "user", "the older conversation")
+    newest = await manager.create("web")
+    await manager.append_turn(newest.id, "user", "the newest conversation")
+    await page.context.add_init_script(SOCKET_HOOK)
+    await log_in(page, stack)
+    await expect(page.locator("body")).to_have_attribute("data-conversation", newest.id)
+    await page.locator(f'.conv[data-id="{older.id}"] button').click()
+    await expect(page.locator("body")).to_have_attribute("data-conversation", older.id)
+    await drop_connection(page)
+    await expect(page.locator("body")).to_have_attribute("data-conversation", older.id)
+    await expect(page.locator(".msg-user .msg-body")).to_have_text(["the older conversation"])
+
+    await page.click("#new-conversation")
+    await expect(page.locator("#empty-state")).to_be_visible()
+    await drop_connection(page)
+    await expect(page.locator("#empty-state")).to_be_visible()
+    await send(page, "a message for a fresh conversation")
+    await expect(page.locator(".msg-assistant")).to_have_count(1)
+    fresh = await page.get_attribute("body", "data-conversation")
+    assert fresh not in (None, "", older.id, newest.id)
+    assert (await manager.get(newest.id)).turn_count == 1
