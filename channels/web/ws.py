@@ -83,6 +83,9 @@ class WsHub:
     def __init__(self, channel: WebChannel) -> None:
         self.channel = channel
         self.clients: dict[str, Client] = {}
+        # conversation id -> (turn number, text streamed so far) of a reply being written,
+        # so a tab that opens or reconnects mid-reply gets its beginning too
+        self.streaming: dict[str, tuple[int, list[str]]] = {}
 
     @property
     def services(self) -> Any:
@@ -223,9 +226,11 @@ class WsHub:
                 },
             )
             return
-        client.conversation_id = rec.id
         client.pending_model = None
         items, has_more = page_of(await self._items(rec.id), limit=PAGE_SIZE, around=around)
+        # Viewing from here on, without an await in between: every delta of a reply being
+        # written is either in the catch-up frame below or streamed after it, never both.
+        client.conversation_id = rec.id
         self.send(
             client,
             {
@@ -237,6 +242,9 @@ class WsHub:
                 "focusTurn": around,
             },
         )
+        if rec.id in self.streaming:
+            turn, pieces = self.streaming[rec.id]
+            self.send(client, self._stream_frame(rec.id, turn, "".join(pieces), False))
 
     # -- client messages -------------------------------------------------------------
     async def dispatch(self, client: Client, data: dict[str, Any]) -> None:
@@ -355,16 +363,29 @@ class WsHub:
             self.send(client, {"type": "error", "message": str(exc)})
 
     # -- from the core ----------------------------------------------------------------
+    @staticmethod
+    def _stream_frame(conversation_id: str, turn: int, delta: str, done: bool) -> dict[str, Any]:
+        return {
+            "type": "stream",
+            "conversationId": conversation_id,
+            "turnNumber": turn,
+            "delta": delta,
+            "done": done,
+        }
+
     def on_stream(self, event: StreamEvent) -> None:
+        cid = event.conversation_id
+        if event.done:
+            self.streaming.pop(cid, None)
+        else:
+            turn, pieces = self.streaming.get(cid, (event.turn_number, []))
+            if turn != event.turn_number:  # a reply whose "done" never came
+                pieces = []
+            pieces.append(event.delta)
+            self.streaming[cid] = (event.turn_number, pieces)
         self.broadcast(
-            {
-                "type": "stream",
-                "conversationId": event.conversation_id,
-                "turnNumber": event.turn_number,
-                "delta": event.delta,
-                "done": event.done,
-            },
-            self.viewing(event.conversation_id),
+            self._stream_frame(cid, event.turn_number, event.delta, event.done),
+            self.viewing(cid),
         )
 
     def on_outbound(self, message: OutboundMessage) -> None:

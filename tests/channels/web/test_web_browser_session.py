@@ -4,11 +4,13 @@ Playwright driving Debian's Chromium against the real core (see test_web_browser
 
 from __future__ import annotations
 
-import pytest
-from playwright.async_api import Page, expect
+from pathlib import Path
 
-from tests.channels.web.conftest import Stack
-from tests.channels.web.test_web_browser import browser, log_in, page, send
+import pytest
+from playwright.async_api import Browser, Page, expect
+
+from tests.channels.web.conftest import GatedBrain, Stack, start_stack, stop_stack
+from tests.channels.web.test_web_browser import TIMEOUT, browser, log_in, page, send
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
@@ -77,3 +79,35 @@ async def test_a_reconnect_keeps_the_conversation_in_view(page: Page, stack: Sta
     fresh = await page.get_attribute("body", "data-conversation")
     assert fresh not in (None, "", older.id, newest.id)
     assert (await manager.get(newest.id)).turn_count == 1
+
+
+async def test_a_tab_joining_mid_stream_shows_the_reply_so_far(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Regression: a tab opened, reloaded or reconnected while a reply streamed showed
+    # only the deltas after it joined ("word11 word12 ..."), the start was missing until
+    # the reply was complete.
+    brain = GatedBrain()
+    gated = await start_stack(tmp_path / "gated", brain=brain)
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(TIMEOUT)
+    await context.add_init_script(SOCKET_HOOK)
+    try:
+        first = await context.new_page()
+        await log_in(first, gated)
+        await send(first, "Write me a long essay")
+        await expect(first.locator(".msg.streaming")).to_contain_text("Thinking about it")
+        second = await context.new_page()
+        await second.goto(f"{gated.url}/")
+        await expect(second.locator(".msg.streaming .msg-body")).to_have_text("Thinking about it")
+        await drop_connection(first)
+        await expect(first.locator(".msg.streaming .msg-body")).to_have_text("Thinking about it")
+        brain.release.set()
+        for tab in (first, second):
+            reply = tab.locator(".msg-assistant .msg-body")
+            await expect(reply).to_have_text(["Thinking about it — done."])
+            await expect(tab.locator(".msg.streaming")).to_have_count(0)
+    finally:
+        brain.release.set()
+        await context.close()
+        await stop_stack(gated)
