@@ -524,11 +524,11 @@
       // An error from the HTTP layer itself is plain text, not our JSON.
       page = await r.json().catch(() => ({ error: "Search failed (HTTP " + r.status + ")" }));
     } catch (err) {
-      $("search-status").textContent = "Search failed: the daemon cannot be reached";
+      searchFailed(more, "Search failed: the daemon cannot be reached");
       return;
     }
     if (!r.ok) {
-      $("search-status").textContent = page.error || "Search failed";
+      searchFailed(more, page.error || "Search failed");
       return;
     }
     const list = $("search-results");
@@ -539,6 +539,17 @@
     const total = page.total + (page.total_exact === false ? "+" : "");
     $("search-status").textContent = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
     $("search-more").hidden = !page.next_cursor;
+  }
+
+  function searchFailed(more, message) {
+    $("search-status").textContent = message;
+    // A new query that failed has no results: the previous query's must not look like
+    // its answer (a failed "more" keeps the pages already shown).
+    if (!more) {
+      $("search-results").textContent = "";
+      $("search-more").hidden = true;
+      state.search = { query: null, cursor: null };
+    }
   }
 
   function renderResult(res) {

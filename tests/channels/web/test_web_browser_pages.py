@@ -1,0 +1,43 @@
+"""The dashboard's other screens in a real browser: search, analytics and the layout on a
+phone. Playwright driving Debian's Chromium against the real core (see
+test_web_browser.py)."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.async_api import Page, expect
+
+from tests.channels.web.conftest import Stack
+from tests.channels.web.test_web_browser import browser, log_in, page
+
+__all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
+
+
+async def search(page: Page, query: str, **dates: str) -> None:
+    for key, value in dates.items():
+        await page.fill(f"#search-{key}", value)
+    await page.fill("#search-input", query)
+    await page.press("#search-input", "Enter")
+
+
+async def test_a_refused_search_does_not_show_the_previous_results(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: after a refused search (a date range that ends before it starts) the
+    # results and "More results" of the previous query stayed under the error, as if
+    # they answered the new one.
+    manager = stack.services.conversations
+    for n in range(25):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", f"the allotment rota, week {n}")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "allotment")
+    await expect(page.locator("#search-results .result")).to_have_count(20)
+    await expect(page.locator("#search-more")).to_be_visible()
+    await search(page, "allotment", **{"from": "2026-03-10", "to": "2026-03-01"})
+    await expect(page.locator("#search-status")).to_contain_text("is after")
+    await expect(page.locator("#search-results .result")).to_have_count(0)
+    await expect(page.locator("#search-more")).to_be_hidden()
