@@ -506,6 +506,7 @@
 
   // ---------------------------------------------------------------- search
   const SEARCH_MAX = 1000; // characters, as the input's maxlength
+  let searchSeq = 0;
   async function runSearch(more) {
     const params = new URLSearchParams();
     // Capped like the input: a query of many kilobytes would not fit a request line.
@@ -517,6 +518,9 @@
     }
     if (more && state.search.cursor) params.set("cursor", state.search.cursor);
     $("search-status").textContent = "Searching…";
+    // Only the latest request is shown: an earlier, slower one must not replace its
+    // results (nor a double-clicked "More results" add one page twice).
+    const seq = ++searchSeq;
     let r, page;
     try {
       r = await fetch("/api/search?" + params, { credentials: "same-origin" });
@@ -524,9 +528,10 @@
       // An error from the HTTP layer itself is plain text, not our JSON.
       page = await r.json().catch(() => ({ error: "Search failed (HTTP " + r.status + ")" }));
     } catch (err) {
-      searchFailed(more, "Search failed: the daemon cannot be reached");
+      if (seq === searchSeq) searchFailed(more, "Search failed: the daemon cannot be reached");
       return;
     }
+    if (seq !== searchSeq) return;
     if (!r.ok) {
       searchFailed(more, page.error || "Search failed");
       return;

@@ -4,8 +4,10 @@ test_web_browser.py)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Page, Route, expect
 
 from tests.channels.web.conftest import Stack
 from tests.channels.web.test_web_browser import browser, log_in, page
@@ -41,3 +43,33 @@ async def test_a_refused_search_does_not_show_the_previous_results(
     await expect(page.locator("#search-status")).to_contain_text("is after")
     await expect(page.locator("#search-results .result")).to_have_count(0)
     await expect(page.locator("#search-more")).to_be_hidden()
+
+
+async def test_only_the_latest_search_is_shown(page: Page, stack: Stack) -> None:
+    # Regression: results were shown as they arrived, so a slow earlier query answered
+    # after a later one replaced its results (and a double-clicked "More results" added
+    # the same page twice).
+    manager = stack.services.conversations
+    for word in ("walnut", "hazelnut"):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", f"the {word} harvest")
+    gate = asyncio.Event()
+
+    async def slow(route: Route) -> None:
+        await gate.wait()
+        await route.continue_()
+
+    await page.route("**/api/search?q=walnut*", slow)
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "walnut")
+    await expect(page.locator("#search-status")).to_have_text("Searching…")
+    await search(page, "hazelnut")
+    await expect(page.locator("#search-results .result")).to_have_count(1)
+    await expect(page.locator("#search-results")).to_contain_text("hazelnut")
+    async with page.expect_response("**/api/search?q=walnut*"):
+        gate.set()
+    await page.evaluate("() => new Promise(requestAnimationFrame)")
+    await expect(page.locator("#search-results .result")).to_have_count(1)
+    await expect(page.locator("#search-results")).to_contain_text("hazelnut")
+    await expect(page.locator("#search-status")).to_contain_text("1 conversation found")
