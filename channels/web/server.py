@@ -351,7 +351,9 @@ class WebChannel:
         return response
 
     async def _logout(self, request: web.Request) -> web.StreamResponse:
-        self.sessions.revoke(request.cookies.get(COOKIE_NAME))
+        sid = request.cookies.get(COOKIE_NAME)
+        self.sessions.revoke(sid)
+        self.hub.close_session(sid)
         response = _redirect("/login")
         response.del_cookie(COOKIE_NAME, path="/")
         return response

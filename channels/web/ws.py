@@ -35,6 +35,7 @@ from bot.commands import DETACHED_COMMANDS, parse_command
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage, StreamEvent
 from bot.tasks import spawn
+from channels.web.auth import COOKIE_NAME
 from channels.web.views import conversation_meta, event_view, line_views, page_of, turn_view
 
 if TYPE_CHECKING:
@@ -50,9 +51,10 @@ QUEUE_LIMIT = 1000
 class Client:
     """One open dashboard tab."""
 
-    def __init__(self, ws: web.WebSocketResponse) -> None:
+    def __init__(self, ws: web.WebSocketResponse, session: str | None = None) -> None:
         self.id = f"ws-{uuid.uuid4().hex[:12]}"
         self.ws = ws
+        self.session = session  # the login session it was opened with (closed on logout)
         self.conversation_id: str | None = None
         self.pending_model: str | None = None  # chosen before the first message
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_LIMIT)
@@ -97,7 +99,7 @@ class WsHub:
         # nothing on a local dashboard.
         ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1 << 20, compress=False)
         await ws.prepare(request)
-        client = Client(ws)
+        client = Client(ws, request.cookies.get(COOKIE_NAME))
         client.writer = spawn(client.write_loop(), name=f"web-writer-{client.id}")
         self.clients[client.id] = client
         log.debug("client %s connected (%d open)", client.id, len(self.clients))
@@ -134,6 +136,14 @@ class WsHub:
             if client.writer is not None:
                 client.writer.cancel()
         self.clients.clear()
+
+    def close_session(self, session: str | None) -> None:
+        """Close the tabs opened with ``session`` (logged out): a revoked session must
+        not go on receiving every new turn. In the background: the logout need not wait
+        for each tab's closing handshake."""
+        for client in [c for c in self.clients.values() if session and c.session == session]:
+            self.clients.pop(client.id, None)
+            spawn(client.ws.close(code=4401, message=b"logged out"), name="web-close-logout")
 
     async def _on_connect(self, client: Client, viewing: str | None = None) -> None:
         """Reconnect protocol: resume the most recent web conversation, then the list.
