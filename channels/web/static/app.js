@@ -290,6 +290,10 @@
   function showConversation(msg) {
     state.loaded = true;
     state.current = msg.conversation;
+    // The model chosen for an empty chat belongs to the conversation its first message
+    // creates: spent once one is shown, told again to a server that reconnected.
+    if (msg.conversation) state.pendingModel = null;
+    else if (state.pendingModel) send({ type: "set_model", model: state.pendingModel });
     state.streams.clear();
     if (msg.models) state.models = msg.models;
     const list = items();

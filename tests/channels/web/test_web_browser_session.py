@@ -111,3 +111,28 @@ async def test_a_tab_joining_mid_stream_shows_the_reply_so_far(
         brain.release.set()
         await context.close()
         await stop_stack(gated)
+
+
+async def test_the_model_shown_for_a_new_chat_is_the_one_it_gets(page: Page, stack: Stack) -> None:
+    # Regression: the selector kept showing the model chosen for the previous new chat
+    # (the conversation got the default), and a reconnect forgot the model chosen for the
+    # empty chat while the selector still showed it.
+    manager = stack.services.conversations
+    await page.context.add_init_script(SOCKET_HOOK)
+    await log_in(page, stack)
+    await page.select_option("#model-select", "opus")
+    await drop_connection(page)
+    await expect(page.locator("#model-select")).to_have_value("opus")
+    await send(page, "plan the week")
+    await expect(page.locator(".msg-assistant")).to_have_count(1)
+    first = await page.get_attribute("body", "data-conversation")
+    assert first and (await manager.get(first)).model == "opus"
+
+    await page.click("#new-conversation")
+    await expect(page.locator("#empty-state")).to_be_visible()
+    shown = await page.input_value("#model-select")
+    await send(page, "plan the month")
+    await expect(page.locator(".msg-assistant")).to_have_count(1)
+    second = await page.get_attribute("body", "data-conversation")
+    assert second and second != first
+    assert (await manager.get(second)).model == shown == stack.config.models.default
