@@ -381,6 +381,7 @@
       b.appendChild(text);
       b.addEventListener("click", () => {
         showPanel("chat");
+        showList(false);
         send({ type: "switch_conversation", conversationId: c.id });
       });
       li.appendChild(b);
@@ -388,6 +389,12 @@
     }
     if (!active.childNodes.length) active.appendChild(el("li", "muted empty-list", "Nothing in the last " + state.activeMinutes + " min"));
     if (!recent.childNodes.length) recent.appendChild(el("li", "muted empty-list", "—"));
+  }
+
+  // On a phone the conversation list folds away above the chat (style.css).
+  function showList(open) {
+    document.body.classList.toggle("list-open", open);
+    $("sidebar-toggle").setAttribute("aria-expanded", open ? "true" : "false");
   }
 
   function upsertMeta(meta) {
@@ -707,8 +714,10 @@
       }
     });
     $("stop").addEventListener("click", () => send({ type: "stop_generation", conversationId: state.current ? state.current.id : null }));
+    $("sidebar-toggle").addEventListener("click", () => showList(!document.body.classList.contains("list-open")));
     $("new-conversation").addEventListener("click", () => {
       showPanel("chat");
+      showList(false);
       send({ type: "new_conversation" });
       $("input").focus();
     });
@@ -726,7 +735,11 @@
     $("load-more").addEventListener("click", () => {
       if (state.current && state.oldestTurn != null) send({ type: "load_more", conversationId: state.current.id, beforeTurn: state.oldestTurn });
     });
-    for (const b of document.querySelectorAll("#panel-nav button")) b.addEventListener("click", () => showPanel(b.dataset.panel));
+    for (const b of document.querySelectorAll("#panel-nav button"))
+      b.addEventListener("click", () => {
+        showList(false);
+        showPanel(b.dataset.panel);
+      });
     $("search-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       runSearch(false);

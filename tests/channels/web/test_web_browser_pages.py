@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from playwright.async_api import Page, Route, expect
+from playwright.async_api import Browser, Page, Route, expect
 
 from tests.channels.web.conftest import Stack
-from tests.channels.web.test_web_browser import browser, log_in, page
+from tests.channels.web.test_web_browser import browser, log_in, page, shot
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
@@ -73,3 +73,38 @@ async def test_only_the_latest_search_is_shown(page: Page, stack: Stack) -> None
     await expect(page.locator("#search-results .result")).to_have_count(1)
     await expect(page.locator("#search-results")).to_contain_text("hazelnut")
     await expect(page.locator("#search-status")).to_contain_text("1 conversation found")
+
+
+async def test_a_phone_shows_the_chat_and_the_list_on_demand(
+    browser: Browser, stack: Stack
+) -> None:
+    # Regression: at phone width the 290-pixel sidebar stayed beside the chat, which
+    # was squeezed to a column of one word per line and the page scrolled sideways.
+    manager = stack.services.conversations
+    older = await manager.create("web")
+    await manager.append_turn(older.id, "user", "the bicycle repair list")
+    newest = await manager.create("web")
+    await manager.append_turn(newest.id, "user", "a rather long message " * 12)
+    context = await browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
+    try:
+        phone = await context.new_page()
+        await log_in(phone, stack)
+        width = await phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, width
+        message = await phone.locator(".msg-user").bounding_box()
+        composer = await phone.locator("#input").bounding_box()
+        assert message and message["width"] >= 250, message
+        assert composer and composer["width"] >= 250, composer
+        await expect(phone.locator("#conversation-list")).to_be_hidden()
+        await shot(phone, "10-phone-chat")
+        await phone.click("#sidebar-toggle")
+        await expect(phone.locator("#conversation-list")).to_be_visible()
+        await shot(phone, "11-phone-list")
+        await phone.locator(f'.conv[data-id="{older.id}"] button').click()
+        await expect(phone.locator("body")).to_have_attribute("data-conversation", older.id)
+        await expect(phone.locator("#conversation-list")).to_be_hidden()
+        await expect(phone.locator("#input")).to_be_in_viewport()
+    finally:
+        await context.close()
