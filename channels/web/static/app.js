@@ -20,7 +20,7 @@
     oldestTurn: null,
     focusTurns: [],
     panel: "chat",
-    search: { query: null, cursor: null },
+    search: { query: null, params: null, cursor: null }, // the query shown and its next page
   };
 
   // ---------------------------------------------------------------- DOM helpers
@@ -518,20 +518,48 @@
   // ---------------------------------------------------------------- search
   const SEARCH_MAX = 1000; // characters, as the input's maxlength
   let searchSeq = 0;
-  async function runSearch(more) {
-    const params = new URLSearchParams();
+  // A day of the date pickers is a day of the owner's calendar (the browser's, like every
+  // time shown): sent as the UTC moment it starts, or the last millisecond of it.
+  function dayBound(value, end) {
+    const [y, m, d] = value.split("-").map(Number);
+    const moment = new Date(0);
+    moment.setFullYear(y, m - 1, d + (end ? 1 : 0));
+    moment.setHours(0, 0, 0, 0);
+    return new Date(moment.getTime() - (end ? 1 : 0)).toISOString();
+  }
+
+  function searchParams() {
     // Capped like the input: a query of many kilobytes would not fit a request line.
-    const q = more ? state.search.query : $("search-input").value.trim().slice(0, SEARCH_MAX);
-    if (!q) return;
-    params.set("q", q);
-    for (const [key, id] of [["channel", "search-channel"], ["from", "search-from"], ["to", "search-to"]]) {
-      if ($(id).value) params.set(key, $(id).value);
-    }
-    if (more && state.search.cursor) params.set("cursor", state.search.cursor);
-    $("search-status").textContent = "Searching…";
+    const q = $("search-input").value.trim().slice(0, SEARCH_MAX);
+    if (!q) return null;
+    const params = new URLSearchParams({ q });
+    if ($("search-channel").value) params.set("channel", $("search-channel").value);
+    const from = $("search-from").value;
+    const to = $("search-to").value;
+    if (from && to && from > to) return { error: "The start date " + from + " is after the end date " + to + "." };
+    if (from) params.set("from", dayBound(from, false));
+    if (to) params.set("to", dayBound(to, true));
+    return { q, params };
+  }
+
+  async function runSearch(more) {
     // Only the latest request is shown: an earlier, slower one must not replace its
     // results (nor a double-clicked "More results" add one page twice).
     const seq = ++searchSeq;
+    let q, params;
+    if (more) {
+      // the next page of the query shown, with its filters (not the inputs' new ones)
+      q = state.search.query;
+      if (!q || !state.search.cursor) return;
+      params = new URLSearchParams(state.search.params);
+      params.set("cursor", state.search.cursor);
+    } else {
+      const built = searchParams();
+      if (!built) return;
+      if (built.error) return searchFailed(false, built.error);
+      ({ q, params } = built);
+    }
+    $("search-status").textContent = "Searching…";
     let r, page;
     try {
       r = await fetch("/api/search?" + params, { credentials: "same-origin" });
@@ -549,7 +577,7 @@
     }
     const list = $("search-results");
     if (!more) list.textContent = "";
-    state.search = { query: q, cursor: page.next_cursor };
+    state.search = { query: q, params: params.toString(), cursor: page.next_cursor };
     for (const res of page.results) list.appendChild(renderResult(res));
     // total_exact false: more turns match than the ranking read; "more" lists the rest
     const total = page.total + (page.total_exact === false ? "+" : "");
@@ -564,7 +592,7 @@
     if (!more) {
       $("search-results").textContent = "";
       $("search-more").hidden = true;
-      state.search = { query: null, cursor: null };
+      state.search = { query: null, params: null, cursor: null };
     }
   }
 

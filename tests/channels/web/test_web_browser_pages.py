@@ -108,3 +108,37 @@ async def test_a_phone_shows_the_chat_and_the_list_on_demand(
         await expect(phone.locator("#input")).to_be_in_viewport()
     finally:
         await context.close()
+
+
+async def test_search_dates_are_days_of_the_owners_calendar(browser: Browser, stack: Stack) -> None:
+    # Regression: the date filters were UTC days, while the date pickers and the result
+    # times are the owner's: a conversation at 00:30 in Berlin on 10 March was not found
+    # "from 10 March to 10 March", and was found for 9 March. The "More results" page
+    # also took the filters from the inputs as they were then, not as searched.
+    manager = stack.services.conversations
+    late = await manager.create("web")
+    await manager.append_turn(
+        late.id, "user", "the quince jelly recipe", timestamp="2026-03-09T23:30:00.000Z"
+    )
+    context = await browser.new_context(timezone_id="Europe/Berlin")
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        await page.click('#panel-nav button[data-panel="search"]')
+        result = page.locator(f'#search-results .result[data-id="{late.id}"]')
+        await search(page, "quince", **{"from": "2026-03-10", "to": "2026-03-10"})
+        await expect(result).to_have_count(1)
+        await search(page, "quince", **{"from": "2026-03-09", "to": "2026-03-09"})
+        await expect(page.locator("#search-status")).to_contain_text("0 conversations")
+        await expect(result).to_have_count(0)
+        # "More results" pages through the query shown, whatever the inputs say now.
+        for n in range(22):
+            conv = await manager.create("web")
+            await manager.append_turn(conv.id, "user", f"quince tart number {n}")
+        await search(page, "quince", **{"from": "", "to": ""})
+        await expect(page.locator("#search-results .result")).to_have_count(20)
+        await page.fill("#search-from", "2026-03-10")
+        await page.click("#search-more")
+        await expect(page.locator("#search-results .result")).to_have_count(23)
+    finally:
+        await context.close()
