@@ -375,6 +375,7 @@
       const text = el("span", "conv-text");
       const line1 = el("span", "conv-title", (c.label ? c.label + " · " : "") + titleOf(c));
       line1.title = titleOf(c);
+      line1.dir = "auto";
       text.appendChild(line1);
       const line2 = el("span", "conv-time", relTime(c.updated) + (c.readOnly ? " · read-only" : "") + " · " + plural(c.turnCount || 0, "turn"));
       text.appendChild(line2);
@@ -603,6 +604,7 @@
     head.appendChild(icon(res.channel));
     const title = el("a", "result-title", res.title || "New conversation");
     title.href = "#c=" + res.conversation_id;
+    title.dir = "auto";
     head.appendChild(title);
     const when = el("time", "muted", res.timestamp ? new Date(res.timestamp).toLocaleString() + " · " + relTime(res.timestamp) : "");
     head.appendChild(when);
@@ -612,7 +614,9 @@
       for (const t of res.topics) tags.appendChild(el("span", "tag", t));
       li.appendChild(tags);
     }
-    li.appendChild(el("p", "snippet", res.snippet || res.abbreviation || ""));
+    const snippet = el("p", "snippet", res.snippet || res.abbreviation || "");
+    snippet.dir = "auto";
+    li.appendChild(snippet);
     li.appendChild(el("p", "muted", res.turn_range ? "Matched: " + res.turn_range : ""));
     const open = (ev) => {
       ev.preventDefault();

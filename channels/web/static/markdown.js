@@ -29,6 +29,14 @@
     return node;
   }
 
+  // Blocks of text take their direction from their own first letters: a Hebrew or
+  // Arabic paragraph reads right to left, an English one beside it left to right.
+  function block(tag) {
+    const node = el(tag);
+    node.dir = "auto";
+    return node;
+  }
+
   // One alternation; the group that matched says which construct it is.
   const INLINE = new RegExp(
     [
@@ -127,7 +135,7 @@
         pre.appendChild(code);
         parent.appendChild(pre);
       } else if ((m = HEADING.exec(line))) {
-        const h = el("h" + Math.min(m[1].length + 2, 6));
+        const h = block("h" + Math.min(m[1].length + 2, 6));
         inline(m[2], h);
         parent.appendChild(h);
         i++;
@@ -140,13 +148,13 @@
           inner.push(m[1]);
           i++;
         }
-        const q = el("blockquote");
+        const q = block("blockquote");
         blocks(inner, q);
         parent.appendChild(q);
       } else if (BULLET.test(line) || ORDERED.test(line)) {
         const ordered = !BULLET.test(line);
         const pattern = ordered ? ORDERED : BULLET;
-        const list = el(ordered ? "ol" : "ul");
+        const list = block(ordered ? "ol" : "ul");
         if (ordered) {
           const start = parseInt(ORDERED.exec(line)[1], 10);
           if (start !== 1) list.start = start;
@@ -155,7 +163,7 @@
         while (i < lines.length && lines[i].trim()) {
           const im = pattern.exec(lines[i]);
           if (im) {
-            item = el("li");
+            item = block("li");
             inline(ordered ? im[2] : im[1], item);
             list.appendChild(item);
           } else if (item && /^\s+/.test(lines[i])) {
@@ -180,7 +188,7 @@
           para.push(lines[i]);
           i++;
         }
-        const p = el("p");
+        const p = block("p");
         inlineLines(para, p);
         parent.appendChild(p);
       }

@@ -142,3 +142,21 @@ async def test_search_dates_are_days_of_the_owners_calendar(browser: Browser, st
         await expect(page.locator("#search-results .result")).to_have_count(23)
     finally:
         await context.close()
+
+
+async def test_right_to_left_text_reads_right_to_left(page: Page, stack: Stack) -> None:
+    # Regression: a Hebrew or Arabic message was laid out left to right: aligned left,
+    # its closing "?" or "." on the wrong side. Each paragraph and title now takes its
+    # direction from its own text.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    await manager.append_turn(conv.id, "user", "מה שלומך?\n\nAnd in English?\n\n- פריט ראשון")
+    await manager.rename(conv.id, "שיחה על הגינה")
+    await log_in(page, stack)
+    direction = "(sel) => getComputedStyle(document.querySelector(sel)).direction"
+    body = ".msg-user .msg-body"
+    assert await page.evaluate(direction, f"{body} p:first-child") == "rtl"
+    assert await page.evaluate(direction, f"{body} p:nth-child(2)") == "ltr"
+    assert await page.evaluate(direction, f"{body} li") == "rtl"
+    assert await page.evaluate(direction, "#chat-title") == "rtl"
+    assert await page.evaluate(direction, f'.conv[data-id="{conv.id}"] .conv-title') == "rtl"
