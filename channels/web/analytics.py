@@ -70,6 +70,9 @@ def bar_chart(title: str, bars: list[Bar], *, width: int = 640, empty: str = "No
         f"aria-label='{_e(title)}'>",
         f"<rect width='{width}' height='{height}' fill='#ffffff'/>",
         f"<text x='8' y='20' font-size='14' font-weight='bold'>{_e(title)}</text>",
+        # Labels start at the left and are cut at their column: however wide the
+        # letters, a title keeps its beginning (right-aligned, it lost it off the edge).
+        f"<clipPath id='labels'><rect width='{label_w - 8}' height='{height}'/></clipPath>",
     ]
     if not bars:
         parts.append(f"<text x='8' y='{top + 14}' fill='#6b7280'>{_e(empty)}</text>")
@@ -77,8 +80,8 @@ def bar_chart(title: str, bars: list[Bar], *, width: int = 640, empty: str = "No
         y = top + i * row
         w = max(bar.value / peak * plot_w, 1 if bar.value else 0)
         parts.append(
-            f"<text x='{label_w - 6}' y='{y + 14}' text-anchor='end'>"
-            f"<title>{_e(bar.label)}</title>{_e(_clip(bar.label, 30))}</text>"
+            f"<text x='8' y='{y + 14}' clip-path='url(#labels)'>"
+            f"<title>{_e(bar.label)}</title>{_e(_clip(bar.label, 28))}</text>"
         )
         parts.append(
             f"<rect x='{label_w}' y='{y + 3}' width='{w:.1f}' height='{row - 6}' "

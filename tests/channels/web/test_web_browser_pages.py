@@ -160,3 +160,21 @@ async def test_right_to_left_text_reads_right_to_left(page: Page, stack: Stack) 
     assert await page.evaluate(direction, f"{body} li") == "rtl"
     assert await page.evaluate(direction, "#chat-title") == "rtl"
     assert await page.evaluate(direction, f'.conv[data-id="{conv.id}"] .conv-title') == "rtl"
+
+
+async def test_long_titles_in_the_analytics_chart_show_their_beginning(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: labels were right-aligned to the bars and cut at 30 characters, which
+    # is wider than their column: long titles lost their first letters off the left edge.
+    manager = stack.services.conversations
+    for title in ("Quarterly budget review with the accountant", "WWWWWWWWWWWWWWWWWWWWWWWWWWWW"):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", "numbers")
+        await manager.rename(conv.id, title)
+    await log_in(page, stack)
+    await page.goto(f"{stack.url}/analytics/conversations.svg")
+    edges = await page.evaluate("""() => Array.from(document.querySelectorAll('text'))
+        .filter((t) => t.querySelector('title'))
+        .map((t) => t.getBBox().x)""")
+    assert len(edges) == 2 and min(edges) >= 0, edges
