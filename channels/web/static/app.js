@@ -602,7 +602,7 @@
     li.dataset.id = res.conversation_id;
     const head = el("div", "result-head");
     head.appendChild(icon(res.channel));
-    const title = el("a", "result-title", res.title || "New conversation");
+    const title = el("a", "result-title", (res.label ? res.label + " · " : "") + (res.title || "New conversation"));
     title.href = "#c=" + res.conversation_id;
     title.dir = "auto";
     head.appendChild(title);

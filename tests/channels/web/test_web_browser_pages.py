@@ -178,3 +178,31 @@ async def test_long_titles_in_the_analytics_chart_show_their_beginning(
         .filter((t) => t.querySelector('title'))
         .map((t) => t.getBBox().x)""")
     assert len(edges) == 2 and min(edges) >= 0, edges
+
+
+async def test_search_results_name_the_sender_of_channel_conversations(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: a result from an e-mail thread or a Telegram chat said only "New
+    # conversation" beside its icon; the sidebar names the sender (and the subject).
+    manager = stack.services.conversations
+    mail = await manager.create(
+        "email",
+        identity_key="email-thread:<q1@example.com>",
+        pinned=True,
+        participants=["Anna Example"],
+        channel_meta={"chatId": "anna@example.com", "subject": "Quarterly numbers"},
+    )
+    await manager.append_turn(mail.id, "user", "the pomegranate invoice", channel="email")
+    await stack.deliver_telegram("and the pomegranate delivery", name="Hanan <b>K</b>")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "pomegranate")
+    titles = page.locator("#search-results .result-title")
+    await expect(titles).to_have_count(2)
+    await expect(page.locator(f'.result[data-id="{mail.id}"] .result-title')).to_have_text(
+        "Anna Example — Quarterly numbers · New conversation"
+    )
+    await expect(
+        page.locator('.result:not([data-id="' + mail.id + '"]) .result-title')
+    ).to_have_text("Hanan <b>K</b> · New conversation")
