@@ -14,6 +14,9 @@
     activeMinutes: 60,
     current: null, // ConversationMeta or null (empty chat)
     loaded: false, // a conversation_loaded arrived: a reconnect asks for the same view
+    addressed: false, // the address names the view (see updateAddress)
+    navigating: false, // a view asked for by Back/Forward is on its way
+    creating: false, // a first message was sent from the empty chat
     models: { aliases: [], default: null },
     pendingModel: null,
     streams: new Map(), // turnNumber -> {node, text}
@@ -104,9 +107,10 @@
   // ---------------------------------------------------------------- WebSocket
   function connect() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    // Reconnecting: ask for what this tab shows (a conversation, or "new" for an empty
+    // Ask for what this tab shows (its address, or a conversation, or "new" for an empty
     // chat), not the most recent one, where the next message would otherwise go.
-    const query = state.loaded ? "?conversation=" + encodeURIComponent(state.current ? state.current.id : "new") : "";
+    const view = addressView() || (state.loaded ? (state.current ? state.current.id : "new") : null);
+    const query = view ? "?conversation=" + encodeURIComponent(view) : "";
     const ws = new WebSocket(proto + "//" + location.host + "/ws" + query);
     state.ws = ws;
     setStatus("connecting…", "connecting");
@@ -136,6 +140,40 @@
       const delay = Math.min(1000 * 2 ** state.retry++, 15000);
       setTimeout(connect, delay);
     };
+  }
+
+  // ---------------------------------------------------------------- address
+  // The address names the conversation in view (#c=ID, #new for an empty chat): Back and
+  // Forward move between conversations, and a refresh keeps the one shown.
+  function addressOf(conv) {
+    return conv ? "#c=" + encodeURIComponent(conv.id) : "#new";
+  }
+
+  function addressView() {
+    const hash = location.hash.slice(1);
+    return hash === "new" ? "new" : new URLSearchParams(hash).get("c");
+  }
+
+  function updateAddress(conv) {
+    const address = addressOf(conv);
+    // The first view, one reached through Back/Forward, and an empty chat that became
+    // its conversation replace the entry; any other view is a new one.
+    const replace = !state.addressed || state.navigating || state.creating;
+    state.addressed = true;
+    state.navigating = state.creating = false;
+    if (location.hash === address) return;
+    if (replace) history.replaceState(null, "", address);
+    else history.pushState(null, "", address);
+  }
+
+  function onHistory() {
+    const view = addressView();
+    if (!view) return;
+    state.navigating = true;
+    state.creating = false;
+    showPanel("chat");
+    if (view === "new") send({ type: "new_conversation" });
+    else send({ type: "switch_conversation", conversationId: view });
   }
 
   function setStatus(text, cls) {
@@ -294,6 +332,7 @@
     // creates: spent once one is shown, told again to a server that reconnected.
     if (msg.conversation) state.pendingModel = null;
     else if (state.pendingModel) send({ type: "set_model", model: state.pendingModel });
+    updateAddress(msg.conversation);
     state.streams.clear();
     if (msg.models) state.models = msg.models;
     const list = items();
@@ -383,6 +422,7 @@
       b.addEventListener("click", () => {
         showPanel("chat");
         showList(false);
+        state.creating = false;
         send({ type: "switch_conversation", conversationId: c.id });
       });
       li.appendChild(b);
@@ -477,6 +517,7 @@
   // ---------------------------------------------------------------- actions
   function sendText(text) {
     const ok = send({ type: "send_message", text, conversationId: state.current ? state.current.id : null });
+    if (ok && !state.current) state.creating = true; // the empty chat becomes its conversation
     if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
     return ok;
   }
@@ -750,6 +791,7 @@
     $("new-conversation").addEventListener("click", () => {
       showPanel("chat");
       showList(false);
+      state.creating = false;
       send({ type: "new_conversation" });
       $("input").focus();
     });
@@ -781,6 +823,7 @@
       renderSidebar();
       for (const t of document.querySelectorAll("time.when")) t.textContent = relTime(t.dateTime);
     }, 30000);
+    window.addEventListener("popstate", onHistory);
     renderHeader();
     connect();
   }

@@ -136,3 +136,39 @@ async def test_the_model_shown_for_a_new_chat_is_the_one_it_gets(page: Page, sta
     second = await page.get_attribute("body", "data-conversation")
     assert second and second != first
     assert (await manager.get(second)).model == shown == stack.config.models.default
+
+
+async def test_back_and_forward_move_between_conversations(page: Page, stack: Stack) -> None:
+    # Regression: the address never changed: Back left the dashboard (through /login back
+    # to the most recent conversation) instead of returning to the previous conversation,
+    # and a refresh lost the conversation in view.
+    manager = stack.services.conversations
+    older = await manager.create("web")
+    await manager.append_turn(older.id, "user", "the older conversation")
+    newest = await manager.create("web")
+    await manager.append_turn(newest.id, "user", "the newest conversation")
+    body = page.locator("body")
+    await log_in(page, stack)
+    await expect(body).to_have_attribute("data-conversation", newest.id)
+    await page.locator(f'.conv[data-id="{older.id}"] button').click()
+    await expect(body).to_have_attribute("data-conversation", older.id)
+    await page.click("#new-conversation")
+    await expect(page.locator("#empty-state")).to_be_visible()
+    await page.go_back()
+    await expect(body).to_have_attribute("data-conversation", older.id)
+    await page.go_back()
+    await expect(body).to_have_attribute("data-conversation", newest.id)
+    await page.go_forward()
+    await expect(body).to_have_attribute("data-conversation", older.id)
+    await page.reload()
+    await expect(body).to_have_attribute("data-connection", "live")
+    await expect(body).to_have_attribute("data-conversation", older.id)
+    await page.go_forward()
+    await expect(page.locator("#empty-state")).to_be_visible()
+    await send(page, "a fresh start")  # the empty chat becomes its conversation
+    await expect(page.locator(".msg-assistant")).to_have_count(1)
+    fresh = await page.get_attribute("body", "data-conversation")
+    await page.go_back()
+    await expect(body).to_have_attribute("data-conversation", older.id)
+    await page.go_forward()
+    await expect(body).to_have_attribute("data-conversation", fresh or "")
