@@ -160,6 +160,14 @@ async def test_right_to_left_text_reads_right_to_left(page: Page, stack: Stack) 
     assert await page.evaluate(direction, f"{body} li") == "rtl"
     assert await page.evaluate(direction, "#chat-title") == "rtl"
     assert await page.evaluate(direction, f'.conv[data-id="{conv.id}"] .conv-title') == "rtl"
+    # Directions are set once a block is filled: set before, every line added to an
+    # "auto" block made it re-read its text, and a pasted log took seconds to show.
+    timings = await page.evaluate("""() => ['line\\n', '- item\\n'].map((line) => {
+        const start = performance.now();
+        renderMarkdown(line.repeat(40000));
+        return performance.now() - start;
+    })""")
+    assert max(timings) < 2000, timings  # seconds each before (quadratic)
 
 
 async def test_long_titles_in_the_analytics_chart_show_their_beginning(
