@@ -316,12 +316,22 @@
       state.streams.set(msg.turnNumber, s);
       $("empty-state").hidden = true;
     }
+    if (s.ended && !msg.done) {
+      // An attempt ended without its answer (the model went away) and the reply is being
+      // tried again: the retry streams from its own beginning.
+      s.text = "";
+      s.ended = false;
+      s.node.classList.remove("stream-done");
+    }
     s.text += msg.delta || "";
     const body = s.node.querySelector(".msg-body");
     body.textContent = "";
     body.appendChild(window.renderMarkdown(s.text));
     setGenerating(!msg.done);
-    if (msg.done) s.node.classList.add("stream-done");
+    if (msg.done) {
+      s.ended = true;
+      s.node.classList.add("stream-done");
+    }
     scrollToBottom();
   }
 

@@ -4,11 +4,14 @@ Playwright driving Debian's Chromium against the real core (see test_web_browser
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
 from tests.channels.web.conftest import GatedBrain, Stack, start_stack, stop_stack
 from tests.channels.web.test_web_browser import TIMEOUT, browser, log_in, page, send
 
@@ -172,3 +175,69 @@ async def test_back_and_forward_move_between_conversations(page: Page, stack: St
     await expect(body).to_have_attribute("data-conversation", older.id)
     await page.go_forward()
     await expect(body).to_have_attribute("data-conversation", fresh or "")
+
+
+# Every text the streaming bubble showed, in order.
+STREAM_LOG = """document.addEventListener("DOMContentLoaded", () => {
+    window.__seen = [];
+    new MutationObserver(() => {
+        for (const b of document.querySelectorAll(".msg.streaming .msg-body")) {
+            window.__seen.push(b.textContent);
+        }
+    }).observe(document.body, {childList: true, subtree: true, characterData: true});
+});"""
+
+
+class CutOffBrain:
+    """Streams the start of an answer, then the model is gone (retry budget spent); the
+    retry, once released, streams the whole answer."""
+
+    name = "cut-off"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        if self.calls == 1:
+            await on_delta("The first half of")
+            raise BrainUnavailable("overloaded mid-stream")
+        await self.release.wait()
+        await on_delta("The whole")
+        await on_delta(" answer.")
+        return BrainReply(text="The whole answer.", model="cut-off")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_reply_retried_after_an_outage_streams_once(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Regression: when the model went away mid-answer and the reply was retried, the
+    # retry's text was appended to the cut-off start in the streaming bubble ("The first
+    # half ofThe whole answer.") until the reply was complete.
+    brain = CutOffBrain()
+    stack = await start_stack(tmp_path / "cut", brain=brain)
+    stack.services.replies.retry_interval = 0.01
+    context = await browser.new_context()
+    context.set_default_timeout(TIMEOUT)
+    await context.add_init_script(STREAM_LOG)
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        await send(page, "Explain the boiler settings")
+        await expect(page.locator(".msg-notice")).to_be_visible()  # the outage notice
+        await expect(page.locator(".msg.streaming .msg-body")).to_have_text("The first half of")
+        brain.release.set()
+        await expect(page.locator(".msg-assistant:not(.streaming) .msg-body")).to_have_text(
+            "The whole answer."
+        )
+        # the retry's stream, as it arrived, never carried the cut-off start
+        seen = await page.evaluate("window.__seen")
+        assert "The whole" in seen and not [t for t in seen if "half ofThe" in t], seen
+    finally:
+        brain.release.set()
+        await context.close()
+        await stop_stack(stack)
