@@ -214,3 +214,22 @@ async def test_search_results_name_the_sender_of_channel_conversations(
     await expect(
         page.locator('.result:not([data-id="' + mail.id + '"]) .result-title')
     ).to_have_text("Hanan <b>K</b> · New conversation")
+
+
+async def test_a_long_unbroken_word_stays_inside_its_search_result(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: a snippet with a long unbroken word (a URL, a hash, a line of code)
+    # ran out of its result card and off the page, which scrolled sideways.
+    conv = await stack.services.conversations.create("web")
+    token = "sha256:" + "9f" * 150
+    await stack.services.conversations.append_turn(conv.id, "user", f"the checksum {token}")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "checksum")
+    result = page.locator(f'.result[data-id="{conv.id}"]')
+    await expect(result.locator(".snippet")).to_contain_text("9f9f")
+    overflow = "(n) => [n.scrollWidth, n.clientWidth]"
+    for node in (result.locator(".snippet"), page.locator("#panel-search")):
+        scroll, client = await node.evaluate(overflow)
+        assert scroll <= client, (scroll, client)
