@@ -233,3 +233,16 @@ async def test_a_long_unbroken_word_stays_inside_its_search_result(
     for node in (result.locator(".snippet"), page.locator("#panel-search")):
         scroll, client = await node.evaluate(overflow)
         assert scroll <= client, (scroll, client)
+
+
+async def test_the_pages_load_without_an_error_in_the_console(page: Page, stack: Stack) -> None:
+    # Regression: every page load asked for /favicon.ico, which does not exist: a 404
+    # error in the browser console each time.
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    await page.goto(f"{stack.url}/login")
+    await expect(page.locator("#token")).to_be_visible()
+    await log_in(page, stack)
+    await page.reload()
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    assert errors == []
