@@ -293,10 +293,19 @@
     } else {
       list.appendChild(node);
     }
-    if (turn.role === "assistant") setGenerating(false);
+    if (turn.role === "assistant") setGenerating(awaitingReply());
     if (turn.role === "user" && state.current && !state.current.readOnly) setGenerating(true);
     $("empty-state").hidden = true;
     scrollToBottom();
+  }
+
+  // A message sent while the previous one was answered is still waiting for its reply
+  // when that answer is complete: Stop stays for it.
+  function awaitingReply() {
+    if (!state.current || state.current.readOnly) return false;
+    const users = items().querySelectorAll('.msg[data-role="user"]');
+    const last = users[users.length - 1];
+    return !!last && !items().querySelector('.msg[data-role="assistant"][data-turn="' + last.dataset.turn + '"]:not(.streaming)');
   }
 
   function setGenerating(on) {
@@ -327,7 +336,7 @@
     const body = s.node.querySelector(".msg-body");
     body.textContent = "";
     body.appendChild(window.renderMarkdown(s.text));
-    setGenerating(!msg.done);
+    setGenerating(!msg.done || awaitingReply());
     if (msg.done) {
       s.ended = true;
       s.node.classList.add("stream-done");
@@ -500,10 +509,11 @@
     },
     stream: onStream,
     reply(msg) {
-      setGenerating(false);
       // A conversation reply is already in the transcript and arrived as its turn
-      // (conversation_updated); only a reply outside any conversation is shown here.
+      // (conversation_updated), which settled Stop; only a reply outside any
+      // conversation is shown here.
       if (msg.conversationId) return;
+      setGenerating(false);
       items().appendChild(renderNotice({ kind: "reply", text: msg.text, actions: msg.actions }));
       scrollToBottom();
     },

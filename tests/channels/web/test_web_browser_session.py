@@ -241,3 +241,52 @@ async def test_a_reply_retried_after_an_outage_streams_once(
         brain.release.set()
         await context.close()
         await stop_stack(stack)
+
+
+class TwoGatesBrain:
+    """Each reply waits for its own gate before it writes anything."""
+
+    name = "two-gates"
+
+    def __init__(self) -> None:
+        self.gates = [asyncio.Event(), asyncio.Event()]
+        self.calls = 0
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        gate = self.gates[min(self.calls, 1)]
+        self.calls += 1
+        await gate.wait()
+        if on_delta is not None:
+            await on_delta(f"answer {self.calls}")
+        return BrainReply(text=f"answer {self.calls}", model="two-gates")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_stop_stays_while_a_queued_reply_waits(browser: Browser, tmp_path: Path) -> None:
+    # Regression: with a second message sent while the first was answered, Stop vanished
+    # when the first answer was complete, though the second was still being prepared
+    # (until its first word; seconds with a model that thinks first).
+    brain = TwoGatesBrain()
+    stack = await start_stack(tmp_path / "queued", brain=brain)
+    context = await browser.new_context()
+    context.set_default_timeout(TIMEOUT)
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        await send(page, "first question")
+        await expect(page.locator(".msg-user")).to_have_count(1)
+        await send(page, "second question")
+        await expect(page.locator(".msg-user")).to_have_count(2)
+        brain.gates[0].set()
+        await expect(page.locator(".msg-assistant .msg-body")).to_have_text(["answer 1"])
+        await expect(page.locator("#stop")).to_be_visible()
+        brain.gates[1].set()
+        await expect(page.locator(".msg-assistant")).to_have_count(2)
+        await expect(page.locator("#stop")).to_be_hidden()
+    finally:
+        for gate in brain.gates:
+            gate.set()
+        await context.close()
+        await stop_stack(stack)
