@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
+from zoneinfo import ZoneInfo
 
 from aiohttp import web
+
+from bot.events import iso
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
@@ -67,6 +70,9 @@ def bar_chart(title: str, bars: list[Bar], *, width: int = 640, empty: str = "No
         f"aria-label='{_e(title)}'>",
         f"<rect width='{width}' height='{height}' fill='#ffffff'/>",
         f"<text x='8' y='20' font-size='14' font-weight='bold'>{_e(title)}</text>",
+        # Labels start at the left and are cut at their column: however wide the
+        # letters, a title keeps its beginning (right-aligned, it lost it off the edge).
+        f"<clipPath id='labels'><rect width='{label_w - 8}' height='{height}'/></clipPath>",
     ]
     if not bars:
         parts.append(f"<text x='8' y='{top + 14}' fill='#6b7280'>{_e(empty)}</text>")
@@ -74,8 +80,8 @@ def bar_chart(title: str, bars: list[Bar], *, width: int = 640, empty: str = "No
         y = top + i * row
         w = max(bar.value / peak * plot_w, 1 if bar.value else 0)
         parts.append(
-            f"<text x='{label_w - 6}' y='{y + 14}' text-anchor='end'>"
-            f"<title>{_e(bar.label)}</title>{_e(_clip(bar.label, 30))}</text>"
+            f"<text x='8' y='{y + 14}' clip-path='url(#labels)'>"
+            f"<title>{_e(bar.label)}</title>{_e(_clip(bar.label, 28))}</text>"
         )
         parts.append(
             f"<rect x='{label_w}' y='{y + 3}' width='{w:.1f}' height='{row - 6}' "
@@ -179,20 +185,31 @@ class Analytics:
         return bar_chart("Turns and cost per conversation", bars)
 
     async def channels_chart(self, days: int = 30) -> str:
-        today = self._now().astimezone(UTC).date()
+        """Messages per channel per day of the owner's calendar (``owner.timezone``)."""
+        zone = ZoneInfo(self.channel.config.owner.timezone)
+        today = self._now().astimezone(zone).date()
         first = today - timedelta(days=days - 1)
+        start = datetime.combine(first, time(), tzinfo=zone)
+        # Counted per UTC minute, then put on the owner's day: a message at 00:30 in
+        # Berlin belongs to that day, not the one before (and minutes keep zones that are
+        # half an hour off UTC right too).
         rows = await self.db.fetchall(
-            "SELECT substr(t.timestamp, 1, 10) AS day, coalesce(t.channel, c.channel), count(*)"
-            " FROM turns t JOIN conversations c ON c.id = t.conversation_id"
-            " WHERE t.timestamp >= ? GROUP BY day, 2",
-            (first.isoformat(),),
+            "SELECT substr(t.timestamp, 1, 16) AS minute, coalesce(t.channel, c.channel),"
+            " count(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id"
+            " WHERE t.timestamp >= ? GROUP BY minute, 2",
+            (iso(start),),
         )
         span = [first + timedelta(days=i) for i in range(days)]
-        index = {d.isoformat(): i for i, d in enumerate(span)}
+        index = {d: i for i, d in enumerate(span)}
         series: dict[str, list[int]] = {}
-        for day, channel, count in rows:
-            if day in index:
-                series.setdefault(str(channel), [0] * days)[index[day]] += int(count)
+        for minute, channel, count in rows:
+            try:
+                moment = datetime.fromisoformat(f"{minute}+00:00")
+            except ValueError:
+                continue
+            i = index.get(moment.astimezone(zone).date())
+            if i is not None:
+                series.setdefault(str(channel), [0] * days)[i] += int(count)
         ordered = dict(sorted(series.items(), key=lambda kv: (kv[0] not in CHANNEL_COLOURS, kv[0])))
         return column_chart(f"Messages per channel per day, last {days} days", span, ordered)
 

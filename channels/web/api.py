@@ -93,7 +93,13 @@ class Api:
             page = await self.services.search.search(query, **kwargs)
         except ValueError as exc:  # a stale or foreign cursor, a date that is not one
             return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response(page.to_dict())
+        body = page.to_dict()
+        for result in body["results"]:
+            # The contact, or sender and subject, as in the sidebar (seed 000 "Channel
+            # Indicators"): a channel conversation's title alone does not say whose it is.
+            rec = await self.services.conversations.get(result["conversation_id"])
+            result["label"] = conversation_meta(rec)["label"] if rec is not None else ""
+        return web.json_response(body)
 
     # -- external communications ----------------------------------------------------
     async def external(self, request: web.Request) -> web.Response:

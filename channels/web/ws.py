@@ -35,6 +35,7 @@ from bot.commands import DETACHED_COMMANDS, parse_command
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage, StreamEvent
 from bot.tasks import spawn
+from channels.web.auth import COOKIE_NAME
 from channels.web.views import conversation_meta, event_view, line_views, page_of, turn_view
 
 if TYPE_CHECKING:
@@ -50,9 +51,10 @@ QUEUE_LIMIT = 1000
 class Client:
     """One open dashboard tab."""
 
-    def __init__(self, ws: web.WebSocketResponse) -> None:
+    def __init__(self, ws: web.WebSocketResponse, session: str | None = None) -> None:
         self.id = f"ws-{uuid.uuid4().hex[:12]}"
         self.ws = ws
+        self.session = session  # the login session it was opened with (closed on logout)
         self.conversation_id: str | None = None
         self.pending_model: str | None = None  # chosen before the first message
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_LIMIT)
@@ -83,6 +85,9 @@ class WsHub:
     def __init__(self, channel: WebChannel) -> None:
         self.channel = channel
         self.clients: dict[str, Client] = {}
+        # conversation id -> (turn number, text streamed so far) of a reply being written,
+        # so a tab that opens or reconnects mid-reply gets its beginning too
+        self.streaming: dict[str, tuple[int, list[str]]] = {}
 
     @property
     def services(self) -> Any:
@@ -94,12 +99,12 @@ class WsHub:
         # nothing on a local dashboard.
         ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1 << 20, compress=False)
         await ws.prepare(request)
-        client = Client(ws)
+        client = Client(ws, request.cookies.get(COOKIE_NAME))
         client.writer = spawn(client.write_loop(), name=f"web-writer-{client.id}")
         self.clients[client.id] = client
         log.debug("client %s connected (%d open)", client.id, len(self.clients))
         try:
-            await self._on_connect(client)
+            await self._on_connect(client, request.query.get("conversation"))
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
@@ -132,9 +137,26 @@ class WsHub:
                 client.writer.cancel()
         self.clients.clear()
 
-    async def _on_connect(self, client: Client) -> None:
-        """Reconnect protocol: resume the most recent web conversation, then the list."""
-        rec = await self.services.conversations.most_recent(channel="web")
+    def close_session(self, session: str | None) -> None:
+        """Close the tabs opened with ``session`` (logged out): a revoked session must
+        not go on receiving every new turn. In the background: the logout need not wait
+        for each tab's closing handshake."""
+        for client in [c for c in self.clients.values() if session and c.session == session]:
+            self.clients.pop(client.id, None)
+            spawn(client.ws.close(code=4401, message=b"logged out"), name="web-close-logout")
+
+    async def _on_connect(self, client: Client, viewing: str | None = None) -> None:
+        """Reconnect protocol: resume the most recent web conversation, then the list.
+
+        ``viewing`` (``/ws?conversation=``) is what a reconnecting tab showed: that
+        conversation, or ``new`` for an empty chat. A dropped socket must not move the
+        tab to another conversation, where the owner's next message would go.
+        """
+        rec = None
+        if viewing and viewing != "new":
+            rec = await self.services.conversations.get(viewing)
+        if rec is None and viewing != "new":
+            rec = await self.services.conversations.most_recent(channel="web")
         await self._load(client, rec.id if rec is not None else None)
         await self.send_list(client)
 
@@ -214,9 +236,11 @@ class WsHub:
                 },
             )
             return
-        client.conversation_id = rec.id
         client.pending_model = None
         items, has_more = page_of(await self._items(rec.id), limit=PAGE_SIZE, around=around)
+        # Viewing from here on, without an await in between: every delta of a reply being
+        # written is either in the catch-up frame below or streamed after it, never both.
+        client.conversation_id = rec.id
         self.send(
             client,
             {
@@ -228,6 +252,9 @@ class WsHub:
                 "focusTurn": around,
             },
         )
+        if rec.id in self.streaming:
+            turn, pieces = self.streaming[rec.id]
+            self.send(client, self._stream_frame(rec.id, turn, "".join(pieces), False))
 
     # -- client messages -------------------------------------------------------------
     async def dispatch(self, client: Client, data: dict[str, Any]) -> None:
@@ -346,16 +373,29 @@ class WsHub:
             self.send(client, {"type": "error", "message": str(exc)})
 
     # -- from the core ----------------------------------------------------------------
+    @staticmethod
+    def _stream_frame(conversation_id: str, turn: int, delta: str, done: bool) -> dict[str, Any]:
+        return {
+            "type": "stream",
+            "conversationId": conversation_id,
+            "turnNumber": turn,
+            "delta": delta,
+            "done": done,
+        }
+
     def on_stream(self, event: StreamEvent) -> None:
+        cid = event.conversation_id
+        if event.done:
+            self.streaming.pop(cid, None)
+        else:
+            turn, pieces = self.streaming.get(cid, (event.turn_number, []))
+            if turn != event.turn_number:  # a reply whose "done" never came
+                pieces = []
+            pieces.append(event.delta)
+            self.streaming[cid] = (event.turn_number, pieces)
         self.broadcast(
-            {
-                "type": "stream",
-                "conversationId": event.conversation_id,
-                "turnNumber": event.turn_number,
-                "delta": event.delta,
-                "done": event.done,
-            },
-            self.viewing(event.conversation_id),
+            self._stream_frame(cid, event.turn_number, event.delta, event.done),
+            self.viewing(cid),
         )
 
     def on_outbound(self, message: OutboundMessage) -> None:

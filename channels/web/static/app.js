@@ -13,13 +13,17 @@
     conversations: new Map(),
     activeMinutes: 60,
     current: null, // ConversationMeta or null (empty chat)
+    loaded: false, // a conversation_loaded arrived: a reconnect asks for the same view
+    addressed: false, // the address names the view (see updateAddress)
+    navigating: false, // a view asked for by Back/Forward is on its way
+    creating: false, // a first message was sent from the empty chat
     models: { aliases: [], default: null },
     pendingModel: null,
     streams: new Map(), // turnNumber -> {node, text}
     oldestTurn: null,
     focusTurns: [],
     panel: "chat",
-    search: { query: null, cursor: null },
+    search: { query: null, params: null, cursor: null }, // the query shown and its next page
   };
 
   // ---------------------------------------------------------------- DOM helpers
@@ -103,7 +107,11 @@
   // ---------------------------------------------------------------- WebSocket
   function connect() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(proto + "//" + location.host + "/ws");
+    // Ask for what this tab shows (its address, or a conversation, or "new" for an empty
+    // chat), not the most recent one, where the next message would otherwise go.
+    const view = addressView() || (state.loaded ? (state.current ? state.current.id : "new") : null);
+    const query = view ? "?conversation=" + encodeURIComponent(view) : "";
+    const ws = new WebSocket(proto + "//" + location.host + "/ws" + query);
     state.ws = ws;
     setStatus("connecting…", "connecting");
     ws.onopen = () => {
@@ -132,6 +140,40 @@
       const delay = Math.min(1000 * 2 ** state.retry++, 15000);
       setTimeout(connect, delay);
     };
+  }
+
+  // ---------------------------------------------------------------- address
+  // The address names the conversation in view (#c=ID, #new for an empty chat): Back and
+  // Forward move between conversations, and a refresh keeps the one shown.
+  function addressOf(conv) {
+    return conv ? "#c=" + encodeURIComponent(conv.id) : "#new";
+  }
+
+  function addressView() {
+    const hash = location.hash.slice(1);
+    return hash === "new" ? "new" : new URLSearchParams(hash).get("c");
+  }
+
+  function updateAddress(conv) {
+    const address = addressOf(conv);
+    // The first view, one reached through Back/Forward, and an empty chat that became
+    // its conversation replace the entry; any other view is a new one.
+    const replace = !state.addressed || state.navigating || state.creating;
+    state.addressed = true;
+    state.navigating = state.creating = false;
+    if (location.hash === address) return;
+    if (replace) history.replaceState(null, "", address);
+    else history.pushState(null, "", address);
+  }
+
+  function onHistory() {
+    const view = addressView();
+    if (!view) return;
+    state.navigating = true;
+    state.creating = false;
+    showPanel("chat");
+    if (view === "new") send({ type: "new_conversation" });
+    else send({ type: "switch_conversation", conversationId: view });
   }
 
   function setStatus(text, cls) {
@@ -251,10 +293,19 @@
     } else {
       list.appendChild(node);
     }
-    if (turn.role === "assistant") setGenerating(false);
+    if (turn.role === "assistant") setGenerating(awaitingReply());
     if (turn.role === "user" && state.current && !state.current.readOnly) setGenerating(true);
     $("empty-state").hidden = true;
     scrollToBottom();
+  }
+
+  // A message sent while the previous one was answered is still waiting for its reply
+  // when that answer is complete: Stop stays for it.
+  function awaitingReply() {
+    if (!state.current || state.current.readOnly) return false;
+    const users = items().querySelectorAll('.msg[data-role="user"]');
+    const last = users[users.length - 1];
+    return !!last && !items().querySelector('.msg[data-role="assistant"][data-turn="' + last.dataset.turn + '"]:not(.streaming)');
   }
 
   function setGenerating(on) {
@@ -274,17 +325,33 @@
       state.streams.set(msg.turnNumber, s);
       $("empty-state").hidden = true;
     }
+    if (s.ended && !msg.done) {
+      // An attempt ended without its answer (the model went away) and the reply is being
+      // tried again: the retry streams from its own beginning.
+      s.text = "";
+      s.ended = false;
+      s.node.classList.remove("stream-done");
+    }
     s.text += msg.delta || "";
     const body = s.node.querySelector(".msg-body");
     body.textContent = "";
     body.appendChild(window.renderMarkdown(s.text));
-    setGenerating(!msg.done);
-    if (msg.done) s.node.classList.add("stream-done");
+    setGenerating(!msg.done || awaitingReply());
+    if (msg.done) {
+      s.ended = true;
+      s.node.classList.add("stream-done");
+    }
     scrollToBottom();
   }
 
   function showConversation(msg) {
+    state.loaded = true;
     state.current = msg.conversation;
+    // The model chosen for an empty chat belongs to the conversation its first message
+    // creates: spent once one is shown, told again to a server that reconnected.
+    if (msg.conversation) state.pendingModel = null;
+    else if (state.pendingModel) send({ type: "set_model", model: state.pendingModel });
+    updateAddress(msg.conversation);
     state.streams.clear();
     if (msg.models) state.models = msg.models;
     const list = items();
@@ -366,12 +433,15 @@
       const text = el("span", "conv-text");
       const line1 = el("span", "conv-title", (c.label ? c.label + " · " : "") + titleOf(c));
       line1.title = titleOf(c);
+      line1.dir = "auto";
       text.appendChild(line1);
       const line2 = el("span", "conv-time", relTime(c.updated) + (c.readOnly ? " · read-only" : "") + " · " + plural(c.turnCount || 0, "turn"));
       text.appendChild(line2);
       b.appendChild(text);
       b.addEventListener("click", () => {
         showPanel("chat");
+        showList(false);
+        state.creating = false;
         send({ type: "switch_conversation", conversationId: c.id });
       });
       li.appendChild(b);
@@ -379,6 +449,12 @@
     }
     if (!active.childNodes.length) active.appendChild(el("li", "muted empty-list", "Nothing in the last " + state.activeMinutes + " min"));
     if (!recent.childNodes.length) recent.appendChild(el("li", "muted empty-list", "—"));
+  }
+
+  // On a phone the conversation list folds away above the chat (style.css).
+  function showList(open) {
+    document.body.classList.toggle("list-open", open);
+    $("sidebar-toggle").setAttribute("aria-expanded", open ? "true" : "false");
   }
 
   function upsertMeta(meta) {
@@ -433,10 +509,11 @@
     },
     stream: onStream,
     reply(msg) {
-      setGenerating(false);
       // A conversation reply is already in the transcript and arrived as its turn
-      // (conversation_updated); only a reply outside any conversation is shown here.
+      // (conversation_updated), which settled Stop; only a reply outside any
+      // conversation is shown here.
       if (msg.conversationId) return;
+      setGenerating(false);
       items().appendChild(renderNotice({ kind: "reply", text: msg.text, actions: msg.actions }));
       scrollToBottom();
     },
@@ -460,6 +537,7 @@
   // ---------------------------------------------------------------- actions
   function sendText(text) {
     const ok = send({ type: "send_message", text, conversationId: state.current ? state.current.id : null });
+    if (ok && !state.current) state.creating = true; // the empty chat becomes its conversation
     if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
     return ok;
   }
@@ -501,16 +579,48 @@
 
   // ---------------------------------------------------------------- search
   const SEARCH_MAX = 1000; // characters, as the input's maxlength
-  async function runSearch(more) {
-    const params = new URLSearchParams();
+  let searchSeq = 0;
+  // A day of the date pickers is a day of the owner's calendar (the browser's, like every
+  // time shown): sent as the UTC moment it starts, or the last millisecond of it.
+  function dayBound(value, end) {
+    const [y, m, d] = value.split("-").map(Number);
+    const moment = new Date(0);
+    moment.setFullYear(y, m - 1, d + (end ? 1 : 0));
+    moment.setHours(0, 0, 0, 0);
+    return new Date(moment.getTime() - (end ? 1 : 0)).toISOString();
+  }
+
+  function searchParams() {
     // Capped like the input: a query of many kilobytes would not fit a request line.
-    const q = more ? state.search.query : $("search-input").value.trim().slice(0, SEARCH_MAX);
-    if (!q) return;
-    params.set("q", q);
-    for (const [key, id] of [["channel", "search-channel"], ["from", "search-from"], ["to", "search-to"]]) {
-      if ($(id).value) params.set(key, $(id).value);
+    const q = $("search-input").value.trim().slice(0, SEARCH_MAX);
+    if (!q) return null;
+    const params = new URLSearchParams({ q });
+    if ($("search-channel").value) params.set("channel", $("search-channel").value);
+    const from = $("search-from").value;
+    const to = $("search-to").value;
+    if (from && to && from > to) return { error: "The start date " + from + " is after the end date " + to + "." };
+    if (from) params.set("from", dayBound(from, false));
+    if (to) params.set("to", dayBound(to, true));
+    return { q, params };
+  }
+
+  async function runSearch(more) {
+    // Only the latest request is shown: an earlier, slower one must not replace its
+    // results (nor a double-clicked "More results" add one page twice).
+    const seq = ++searchSeq;
+    let q, params;
+    if (more) {
+      // the next page of the query shown, with its filters (not the inputs' new ones)
+      q = state.search.query;
+      if (!q || !state.search.cursor) return;
+      params = new URLSearchParams(state.search.params);
+      params.set("cursor", state.search.cursor);
+    } else {
+      const built = searchParams();
+      if (!built) return;
+      if (built.error) return searchFailed(false, built.error);
+      ({ q, params } = built);
     }
-    if (more && state.search.cursor) params.set("cursor", state.search.cursor);
     $("search-status").textContent = "Searching…";
     let r, page;
     try {
@@ -519,16 +629,17 @@
       // An error from the HTTP layer itself is plain text, not our JSON.
       page = await r.json().catch(() => ({ error: "Search failed (HTTP " + r.status + ")" }));
     } catch (err) {
-      $("search-status").textContent = "Search failed: the daemon cannot be reached";
+      if (seq === searchSeq) searchFailed(more, "Search failed: the daemon cannot be reached");
       return;
     }
+    if (seq !== searchSeq) return;
     if (!r.ok) {
-      $("search-status").textContent = page.error || "Search failed";
+      searchFailed(more, page.error || "Search failed");
       return;
     }
     const list = $("search-results");
     if (!more) list.textContent = "";
-    state.search = { query: q, cursor: page.next_cursor };
+    state.search = { query: q, params: params.toString(), cursor: page.next_cursor };
     for (const res of page.results) list.appendChild(renderResult(res));
     // total_exact false: more turns match than the ranking read; "more" lists the rest
     const total = page.total + (page.total_exact === false ? "+" : "");
@@ -536,13 +647,25 @@
     $("search-more").hidden = !page.next_cursor;
   }
 
+  function searchFailed(more, message) {
+    $("search-status").textContent = message;
+    // A new query that failed has no results: the previous query's must not look like
+    // its answer (a failed "more" keeps the pages already shown).
+    if (!more) {
+      $("search-results").textContent = "";
+      $("search-more").hidden = true;
+      state.search = { query: null, params: null, cursor: null };
+    }
+  }
+
   function renderResult(res) {
     const li = el("li", "result");
     li.dataset.id = res.conversation_id;
     const head = el("div", "result-head");
     head.appendChild(icon(res.channel));
-    const title = el("a", "result-title", res.title || "New conversation");
+    const title = el("a", "result-title", (res.label ? res.label + " · " : "") + (res.title || "New conversation"));
     title.href = "#c=" + res.conversation_id;
+    title.dir = "auto";
     head.appendChild(title);
     const when = el("time", "muted", res.timestamp ? new Date(res.timestamp).toLocaleString() + " · " + relTime(res.timestamp) : "");
     head.appendChild(when);
@@ -552,7 +675,9 @@
       for (const t of res.topics) tags.appendChild(el("span", "tag", t));
       li.appendChild(tags);
     }
-    li.appendChild(el("p", "snippet", res.snippet || res.abbreviation || ""));
+    const snippet = el("p", "snippet", res.snippet || res.abbreviation || "");
+    snippet.dir = "auto";
+    li.appendChild(snippet);
     li.appendChild(el("p", "muted", res.turn_range ? "Matched: " + res.turn_range : ""));
     const open = (ev) => {
       ev.preventDefault();
@@ -682,8 +807,11 @@
       }
     });
     $("stop").addEventListener("click", () => send({ type: "stop_generation", conversationId: state.current ? state.current.id : null }));
+    $("sidebar-toggle").addEventListener("click", () => showList(!document.body.classList.contains("list-open")));
     $("new-conversation").addEventListener("click", () => {
       showPanel("chat");
+      showList(false);
+      state.creating = false;
       send({ type: "new_conversation" });
       $("input").focus();
     });
@@ -701,7 +829,11 @@
     $("load-more").addEventListener("click", () => {
       if (state.current && state.oldestTurn != null) send({ type: "load_more", conversationId: state.current.id, beforeTurn: state.oldestTurn });
     });
-    for (const b of document.querySelectorAll("#panel-nav button")) b.addEventListener("click", () => showPanel(b.dataset.panel));
+    for (const b of document.querySelectorAll("#panel-nav button"))
+      b.addEventListener("click", () => {
+        showList(false);
+        showPanel(b.dataset.panel);
+      });
     $("search-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       runSearch(false);
@@ -711,6 +843,7 @@
       renderSidebar();
       for (const t of document.querySelectorAll("time.when")) t.textContent = relTime(t.dateTime);
     }, 30000);
+    window.addEventListener("popstate", onHistory);
     renderHeader();
     connect();
   }

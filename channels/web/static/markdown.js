@@ -29,6 +29,7 @@
     return node;
   }
 
+
   // One alternation; the group that matched says which construct it is.
   const INLINE = new RegExp(
     [
@@ -191,6 +192,12 @@
   function renderMarkdown(text) {
     const frag = document.createDocumentFragment();
     blocks(String(text == null ? "" : text).replace(/\r\n?/g, "\n").split("\n"), frag);
+    // Blocks of text take their direction from their own first letters: a Hebrew or
+    // Arabic paragraph reads right to left, an English one beside it left to right. Set
+    // once they are filled, innermost first: on an "auto" block, every change inside it
+    // re-reads its whole text (20,000 lines took seconds).
+    const filled = frag.querySelectorAll("p, li, ul, ol, blockquote, h3, h4, h5, h6");
+    for (let i = filled.length - 1; i >= 0; i--) filled[i].dir = "auto";
     return frag;
   }
 

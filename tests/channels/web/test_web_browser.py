@@ -5,6 +5,7 @@ Screenshots of the main screens go to test-artifacts/screenshots/."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -57,11 +58,16 @@ async def page(browser: Browser, stack: Stack) -> AsyncIterator[Page]:
     assert not errors, f"JavaScript errors: {errors}"
 
 
+def dashboard(stack: Stack) -> re.Pattern[str]:
+    """The dashboard's address, whatever conversation its fragment names (#c=ID, #new)."""
+    return re.compile(re.escape(f"{stack.url}/") + "(#.*)?$")
+
+
 async def log_in(page: Page, stack: Stack) -> None:
     await page.goto(f"{stack.url}/login")
     await page.fill("#token", stack.channel.token)
     await page.click("#login-submit")
-    await page.wait_for_url(f"{stack.url}/")
+    await expect(page).to_have_url(dashboard(stack))
     await expect(page.locator("body")).to_have_attribute("data-connection", "live")
 
 
@@ -99,7 +105,7 @@ async def test_login_required(page: Page, stack: Stack) -> None:
     await shot(page, "01-login")
     # The printed link (#token=...) logs in and drops the token from the address bar.
     await page.goto(f"{stack.url}/login#token={stack.channel.token}")
-    await page.wait_for_url(f"{stack.url}/")
+    await expect(page).to_have_url(dashboard(stack))
     await expect(page.locator("#list-active .conv")).to_have_count(1)
 
 

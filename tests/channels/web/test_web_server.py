@@ -168,6 +168,14 @@ async def test_websocket_origin_and_host_checked(stack: Stack, client) -> None:
         headers={"Origin": "http://evil.example"},
     ) as r:
         assert r.status == 403
+    # "Origin: null" (a sandboxed frame, or our own form under no-referrer) is ours only
+    # when the browser's own Sec-Fetch-Site says so.
+    for site in (None, "cross-site", "same-site"):
+        headers = {"Origin": "null", **({"Sec-Fetch-Site": site} if site else {})}
+        async with client.post(
+            f"{stack.url}/api/external/p0000000/tier", json={"tier": "known"}, headers=headers
+        ) as r:
+            assert r.status == 403, site
 
 
 async def test_pages_carry_a_strict_csp(stack: Stack, client) -> None:

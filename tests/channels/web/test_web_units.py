@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import stat
 import xml.etree.ElementTree as ET
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 
 from bot.index import ConversationRecord
-from channels.web.analytics import Bar, bar_chart, column_chart
+from channels.web.analytics import Analytics, Bar, bar_chart, column_chart
 from channels.web.auth import RateLimiter, SessionStore, load_or_create_token, token_matches
 from channels.web.views import conversation_meta, event_view, line_views, page_of
 from tests.channels.web.conftest import Stack
@@ -218,3 +218,27 @@ async def test_analytics_endpoints_over_real_index(stack: Stack, client) -> None
         "web",
         "telegram",
     }
+
+
+@pytestmark_stack
+async def test_activity_per_day_counts_days_of_the_owners_calendar(stack: Stack) -> None:
+    # Regression: messages were counted per UTC day: a message sent at 00:30 in Berlin
+    # appeared on the day before in the owner's chart.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    await manager.append_turn(conv.id, "user", "late", timestamp="2026-03-09T23:30:00.000Z")
+    await manager.append_turn(conv.id, "user", "early", timestamp="2026-03-10T06:00:00.000Z")
+    owner = stack.config.owner
+    zone, owner.timezone = owner.timezone, "Europe/Berlin"
+    try:
+        noon = datetime(2026, 3, 12, 12, tzinfo=UTC)
+        svg = await Analytics(stack.channel, now=lambda: noon).channels_chart(days=7)
+    finally:
+        owner.timezone = zone
+    root = ET.fromstring(svg)
+    counts = {
+        r.get("data-day"): int(r.get("data-value"))
+        for r in root.iter(f"{SVG}rect")
+        if r.get("data-channel") == "web"
+    }
+    assert counts == {"2026-03-10": 2}

@@ -348,3 +348,29 @@ async def test_a_command_in_a_new_chat_creates_no_conversation(ws_factory, stack
         assert expected in tab.of_type("notice")[-1]["text"]
     assert len(await stack.services.conversations.list(limit=1000)) == before
     assert not tab.of_type("conversation_created")
+
+
+async def test_logging_out_closes_that_sessions_sockets(stack: Stack) -> None:
+    # Regression: Log out revoked the session, but the tabs it had open kept their
+    # sockets and went on receiving every new turn.
+    jars = [aiohttp.CookieJar(unsafe=True) for _ in range(2)]
+    async with (
+        aiohttp.ClientSession(cookie_jar=jars[0]) as mine,
+        aiohttp.ClientSession(cookie_jar=jars[1]) as other,
+    ):
+        await login(mine, stack)
+        await login(other, stack)
+        headers = {"Origin": stack.origin}
+        kept = await other.ws_connect(f"{stack.url}/ws", headers=headers)
+        tabs = [await mine.ws_connect(f"{stack.url}/ws", headers=headers) for _ in range(2)]
+        async with mine.post(f"{stack.url}/logout", headers=headers, allow_redirects=False):
+            pass
+        for tab in tabs:
+            while (await tab.receive(timeout=5)).type == aiohttp.WSMsgType.TEXT:
+                pass
+            assert tab.closed
+        await kept.send_json({"type": "ping", "t": 7})
+        while (frame := await kept.receive_json(timeout=5))["type"] != "pong":
+            pass
+        assert frame["t"] == 7
+        await kept.close()

@@ -1,0 +1,248 @@
+"""The dashboard's other screens in a real browser: search, analytics and the layout on a
+phone. Playwright driving Debian's Chromium against the real core (see
+test_web_browser.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from playwright.async_api import Browser, Page, Route, expect
+
+from tests.channels.web.conftest import Stack
+from tests.channels.web.test_web_browser import browser, log_in, page, shot
+
+__all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
+
+
+async def search(page: Page, query: str, **dates: str) -> None:
+    for key, value in dates.items():
+        await page.fill(f"#search-{key}", value)
+    await page.fill("#search-input", query)
+    await page.press("#search-input", "Enter")
+
+
+async def test_a_refused_search_does_not_show_the_previous_results(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: after a refused search (a date range that ends before it starts) the
+    # results and "More results" of the previous query stayed under the error, as if
+    # they answered the new one.
+    manager = stack.services.conversations
+    for n in range(25):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", f"the allotment rota, week {n}")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "allotment")
+    await expect(page.locator("#search-results .result")).to_have_count(20)
+    await expect(page.locator("#search-more")).to_be_visible()
+    await search(page, "allotment", **{"from": "2026-03-10", "to": "2026-03-01"})
+    await expect(page.locator("#search-status")).to_contain_text("is after")
+    await expect(page.locator("#search-results .result")).to_have_count(0)
+    await expect(page.locator("#search-more")).to_be_hidden()
+
+
+async def test_only_the_latest_search_is_shown(page: Page, stack: Stack) -> None:
+    # Regression: results were shown as they arrived, so a slow earlier query answered
+    # after a later one replaced its results (and a double-clicked "More results" added
+    # the same page twice).
+    manager = stack.services.conversations
+    for word in ("walnut", "hazelnut"):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", f"the {word} harvest")
+    gate = asyncio.Event()
+
+    async def slow(route: Route) -> None:
+        await gate.wait()
+        await route.continue_()
+
+    await page.route("**/api/search?q=walnut*", slow)
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "walnut")
+    await expect(page.locator("#search-status")).to_have_text("Searching…")
+    await search(page, "hazelnut")
+    await expect(page.locator("#search-results .result")).to_have_count(1)
+    await expect(page.locator("#search-results")).to_contain_text("hazelnut")
+    async with page.expect_response("**/api/search?q=walnut*"):
+        gate.set()
+    await page.evaluate("() => new Promise(requestAnimationFrame)")
+    await expect(page.locator("#search-results .result")).to_have_count(1)
+    await expect(page.locator("#search-results")).to_contain_text("hazelnut")
+    await expect(page.locator("#search-status")).to_contain_text("1 conversation found")
+
+
+async def test_a_phone_shows_the_chat_and_the_list_on_demand(
+    browser: Browser, stack: Stack
+) -> None:
+    # Regression: at phone width the 290-pixel sidebar stayed beside the chat, which
+    # was squeezed to a column of one word per line and the page scrolled sideways.
+    manager = stack.services.conversations
+    older = await manager.create("web")
+    await manager.append_turn(older.id, "user", "the bicycle repair list")
+    newest = await manager.create("web")
+    await manager.append_turn(newest.id, "user", "a rather long message " * 12)
+    context = await browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
+    try:
+        phone = await context.new_page()
+        await log_in(phone, stack)
+        width = await phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, width
+        message = await phone.locator(".msg-user").bounding_box()
+        composer = await phone.locator("#input").bounding_box()
+        assert message and message["width"] >= 250, message
+        assert composer and composer["width"] >= 250, composer
+        await expect(phone.locator("#conversation-list")).to_be_hidden()
+        await shot(phone, "10-phone-chat")
+        await phone.click("#sidebar-toggle")
+        await expect(phone.locator("#conversation-list")).to_be_visible()
+        await shot(phone, "11-phone-list")
+        await phone.locator(f'.conv[data-id="{older.id}"] button').click()
+        await expect(phone.locator("body")).to_have_attribute("data-conversation", older.id)
+        await expect(phone.locator("#conversation-list")).to_be_hidden()
+        await expect(phone.locator("#input")).to_be_in_viewport()
+    finally:
+        await context.close()
+
+
+async def test_search_dates_are_days_of_the_owners_calendar(browser: Browser, stack: Stack) -> None:
+    # Regression: the date filters were UTC days, while the date pickers and the result
+    # times are the owner's: a conversation at 00:30 in Berlin on 10 March was not found
+    # "from 10 March to 10 March", and was found for 9 March. The "More results" page
+    # also took the filters from the inputs as they were then, not as searched.
+    manager = stack.services.conversations
+    late = await manager.create("web")
+    await manager.append_turn(
+        late.id, "user", "the quince jelly recipe", timestamp="2026-03-09T23:30:00.000Z"
+    )
+    context = await browser.new_context(timezone_id="Europe/Berlin")
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        await page.click('#panel-nav button[data-panel="search"]')
+        result = page.locator(f'#search-results .result[data-id="{late.id}"]')
+        await search(page, "quince", **{"from": "2026-03-10", "to": "2026-03-10"})
+        await expect(result).to_have_count(1)
+        await search(page, "quince", **{"from": "2026-03-09", "to": "2026-03-09"})
+        await expect(page.locator("#search-status")).to_contain_text("0 conversations")
+        await expect(result).to_have_count(0)
+        # "More results" pages through the query shown, whatever the inputs say now.
+        for n in range(22):
+            conv = await manager.create("web")
+            await manager.append_turn(conv.id, "user", f"quince tart number {n}")
+        await search(page, "quince", **{"from": "", "to": ""})
+        await expect(page.locator("#search-results .result")).to_have_count(20)
+        await page.fill("#search-from", "2026-03-10")
+        await page.click("#search-more")
+        await expect(page.locator("#search-results .result")).to_have_count(23)
+    finally:
+        await context.close()
+
+
+async def test_right_to_left_text_reads_right_to_left(page: Page, stack: Stack) -> None:
+    # Regression: a Hebrew or Arabic message was laid out left to right: aligned left,
+    # its closing "?" or "." on the wrong side. Each paragraph and title now takes its
+    # direction from its own text.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    await manager.append_turn(conv.id, "user", "מה שלומך?\n\nAnd in English?\n\n- פריט ראשון")
+    await manager.rename(conv.id, "שיחה על הגינה")
+    await log_in(page, stack)
+    direction = "(sel) => getComputedStyle(document.querySelector(sel)).direction"
+    body = ".msg-user .msg-body"
+    assert await page.evaluate(direction, f"{body} p:first-child") == "rtl"
+    assert await page.evaluate(direction, f"{body} p:nth-child(2)") == "ltr"
+    assert await page.evaluate(direction, f"{body} li") == "rtl"
+    assert await page.evaluate(direction, "#chat-title") == "rtl"
+    assert await page.evaluate(direction, f'.conv[data-id="{conv.id}"] .conv-title') == "rtl"
+    # Directions are set once a block is filled: set before, every line added to an
+    # "auto" block made it re-read its text, and a pasted log took seconds to show.
+    timings = await page.evaluate("""() => ['line\\n', '- item\\n'].map((line) => {
+        const start = performance.now();
+        renderMarkdown(line.repeat(40000));
+        return performance.now() - start;
+    })""")
+    assert max(timings) < 2000, timings  # seconds each before (quadratic)
+
+
+async def test_long_titles_in_the_analytics_chart_show_their_beginning(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: labels were right-aligned to the bars and cut at 30 characters, which
+    # is wider than their column: long titles lost their first letters off the left edge.
+    manager = stack.services.conversations
+    for title in ("Quarterly budget review with the accountant", "WWWWWWWWWWWWWWWWWWWWWWWWWWWW"):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", "numbers")
+        await manager.rename(conv.id, title)
+    await log_in(page, stack)
+    await page.goto(f"{stack.url}/analytics/conversations.svg")
+    edges = await page.evaluate("""() => Array.from(document.querySelectorAll('text'))
+        .filter((t) => t.querySelector('title'))
+        .map((t) => t.getBBox().x)""")
+    assert len(edges) == 2 and min(edges) >= 0, edges
+
+
+async def test_search_results_name_the_sender_of_channel_conversations(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: a result from an e-mail thread or a Telegram chat said only "New
+    # conversation" beside its icon; the sidebar names the sender (and the subject).
+    manager = stack.services.conversations
+    mail = await manager.create(
+        "email",
+        identity_key="email-thread:<q1@example.com>",
+        pinned=True,
+        participants=["Anna Example"],
+        channel_meta={"chatId": "anna@example.com", "subject": "Quarterly numbers"},
+    )
+    await manager.append_turn(mail.id, "user", "the pomegranate invoice", channel="email")
+    await stack.deliver_telegram("and the pomegranate delivery", name="Hanan <b>K</b>")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "pomegranate")
+    titles = page.locator("#search-results .result-title")
+    await expect(titles).to_have_count(2)
+    await expect(page.locator(f'.result[data-id="{mail.id}"] .result-title')).to_have_text(
+        "Anna Example — Quarterly numbers · New conversation"
+    )
+    await expect(
+        page.locator('.result:not([data-id="' + mail.id + '"]) .result-title')
+    ).to_have_text("Hanan <b>K</b> · New conversation")
+
+
+async def test_a_long_unbroken_word_stays_inside_its_search_result(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: a snippet with a long unbroken word (a URL, a hash, a line of code)
+    # ran out of its result card and off the page, which scrolled sideways.
+    conv = await stack.services.conversations.create("web")
+    token = "sha256:" + "9f" * 150
+    await stack.services.conversations.append_turn(conv.id, "user", f"the checksum {token}")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "checksum")
+    result = page.locator(f'.result[data-id="{conv.id}"]')
+    await expect(result.locator(".snippet")).to_contain_text("9f9f")
+    overflow = "(n) => [n.scrollWidth, n.clientWidth]"
+    for node in (result.locator(".snippet"), page.locator("#panel-search")):
+        scroll, client = await node.evaluate(overflow)
+        assert scroll <= client, (scroll, client)
+
+
+async def test_the_pages_load_without_an_error_in_the_console(page: Page, stack: Stack) -> None:
+    # Regression: every page load asked for /favicon.ico, which does not exist: a 404
+    # error in the browser console each time.
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    await page.goto(f"{stack.url}/login")
+    await expect(page.locator("#token")).to_be_visible()
+    await log_in(page, stack)
+    await page.reload()
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    assert errors == []
