@@ -84,7 +84,9 @@ def _config(data_dir: Path, fsync: str, base_url: str | None) -> Any:
 
     tree: dict[str, Any] = {
         "data_dir": str(data_dir),
-        "brain": {"provider": "offline"},
+        # no debounce: the bench times the channel per message (a burst answered once,
+        # brain.debounce_seconds, would time the wait instead)
+        "brain": {"provider": "offline", "debounce_seconds": {}},
         "embedding": {"enabled": False},
         "transcripts": {"fsync": fsync},
         "owner": {"identities": {"telegram": [str(OWNER_ID)]}},
