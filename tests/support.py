@@ -4,17 +4,20 @@ brains, and a child-process daemon on the loopback channel."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import yaml
 
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink, Usage
@@ -239,3 +242,38 @@ def turns(lines: Sequence[dict[str, Any]], role: str | None = None) -> list[dict
         for line in lines
         if line.get("type") == "turn" and (role is None or line.get("role") == role)
     ]
+
+
+# -- a full disk ---------------------------------------------------------------------
+def mount_tmpfs(path: Path, size: str) -> None:
+    """A tmpfs of ``size`` ("4m") at ``path``, for full-disk tests (needs root: a failure
+    in CI, a skip elsewhere). The caller unmounts it (``umount -l``)."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        reason = f"cannot mount a tmpfs (needs root): {proc.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def fill_disk(path: Path) -> Path:
+    """Fill the file system at ``path`` up to the last byte; returns the filler file."""
+    filler = path / "filler.bin"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 20, 4096, 512, 1):  # big chunks, then whatever is left
+            chunk = b"\0" * size
+            while True:
+                try:
+                    os.write(fd, chunk)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+    finally:
+        os.close(fd)
+    return filler

@@ -25,6 +25,7 @@ from bot.index import ConversationIndex
 from bot.notify import STATUS_FILE_NAME, Notifier
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.transcript import TranscriptStore, encode, turn_line
+from tests.support import fill_disk, mount_tmpfs
 
 
 def _config(tmp_path: Path, web_port: int = 0, web: bool = False) -> AppConfig:
@@ -284,26 +285,12 @@ async def test_live_status_names_what_a_channel_reports(services: Any) -> None:
     )
 
 
-def _mount_tmpfs(path: Path, size: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        reason = f"cannot mount a tmpfs (needs root): {proc.stderr.strip()}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
 async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) -> None:
     # Regression: on a full data disk the daemon cannot write its status file, so
     # `my-agent status` blamed a stuck event loop ("heartbeat is stale") and said nothing
     # of the disk, while every incoming message was being refused for lack of space.
     config = _config(tmp_path)
-    _mount_tmpfs(config.data_dir, "4m")
+    mount_tmpfs(config.data_dir, "4m")
     try:
         await _populate(config)
         report = await asyncio.to_thread(healthcheck.collect, config)
@@ -313,16 +300,7 @@ async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) ->
         status = json.loads((config.data_dir / STATUS_FILE_NAME).read_text())
         status["updated_at"] = time.time() - 120  # its last beat before the disk filled
         (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(status))
-        fd = os.open(config.data_dir / "filler.bin", os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            for size in (1 << 16, 512, 1):  # to the last byte
-                try:
-                    while True:
-                        os.write(fd, b"\0" * size)
-                except OSError:
-                    pass
-        finally:
-            os.close(fd)
+        fill_disk(config.data_dir)
         report = await asyncio.to_thread(healthcheck.collect, config)
         assert report["disk"]["full"] and report["daemon"]["state"] == "stale"
         problems = report["problems"]

@@ -24,7 +24,6 @@ intervals together).
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import subprocess
 import time
@@ -41,6 +40,7 @@ from bot.config import build_config
 from bot.transcript import recallable
 from channels.loopback import read_json_lines
 from tests.ops.daemon import DaemonProcess
+from tests.support import fill_disk, mount_tmpfs
 
 IN_CI = os.environ.get("CI") == "true"
 OWNERS = ("owner", "owner2")
@@ -519,38 +519,6 @@ def daemon_cli() -> list[str]:
 
 
 # -- full disk -------------------------------------------------------------------------
-def _mount_tmpfs(path: Path, size: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        reason = f"cannot mount a tmpfs (needs root): {proc.stderr.strip()}"
-        if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
-def _fill(path: Path) -> Path:
-    """Fill the file system at ``path`` up to the last byte; returns the filler file."""
-    filler = path / "filler.bin"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (1 << 20, 4096, 512, 1):  # big chunks, then whatever is left
-            chunk = b"\0" * size
-            while True:
-                try:
-                    os.write(fd, chunk)
-                except OSError as exc:
-                    assert exc.errno == errno.ENOSPC
-                    break
-    finally:
-        os.close(fd)
-    return filler
-
-
 @pytest.fixture
 async def telegram_fake() -> AsyncIterator[Any]:
     from bot.bench.fakes.telegram_api import FakeTelegramServer
@@ -570,7 +538,7 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
     from bot.bench.fakes.telegram_api import TOKEN
 
     data = tmp_path / "data"
-    _mount_tmpfs(data, "24m")
+    mount_tmpfs(data, "24m")
     try:
         config = base_config(
             tmp_path,
@@ -594,7 +562,7 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
         assert await loop.post("owner", "before the disk fills", "owner-0") == 200
         await wait_until(lambda: "owner-0" in replies_by_message(data), 30, "a reply", daemon)
 
-        filler = _fill(data)
+        filler = fill_disk(data)
         # While the disk is full a delivery cannot be made durable: the channel is told
         # (503, so it would redeliver) and the daemon holds the message in memory.
         full = [f"owner-full-{i}" for i in range(3)]

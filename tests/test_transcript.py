@@ -16,7 +16,14 @@ from bot.config import AppConfig
 from bot.services import open_services
 from bot.transcript import TranscriptStore, event_line, meta_line, turn_line
 from tests.conftest import RecordingChannel, attach_channel, make_config, settle, shutdown_services
-from tests.support import ScriptedBrain, inbound, seed_jsonl_blocks, seed_transcript_example
+from tests.support import (
+    ScriptedBrain,
+    fill_disk,
+    inbound,
+    mount_tmpfs,
+    seed_jsonl_blocks,
+    seed_transcript_example,
+)
 
 SEED_TURN_FIELDS = {
     "role",
@@ -290,17 +297,7 @@ async def test_an_append_the_full_disk_cuts_short_leaves_nothing_behind(
     # every read. Had the cut fallen just before the newline, the line would have read
     # as a whole turn and the message would have been in the transcript twice.
     data = tmp_path / "data"
-    data.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(data)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        reason = f"cannot mount a tmpfs (needs root): {proc.stderr.strip()}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    mount_tmpfs(data, "4m")
     try:
         services = await open_services(make_config(tmp_path), brain=ScriptedBrain())
         try:
@@ -308,16 +305,7 @@ async def test_an_append_the_full_disk_cuts_short_leaves_nothing_behind(
             await services.conversations.append_turn(rec.id, "user", "before the disk fills")
             path = services.store.path(rec.id)
             before = path.read_bytes()
-            fd = os.open(data / "filler.bin", os.O_WRONLY | os.O_CREAT, 0o600)
-            try:
-                for size in (1 << 16, 512, 1):  # to the last byte
-                    try:
-                        while True:
-                            os.write(fd, b"\0" * size)
-                    except OSError:
-                        pass
-            finally:
-                os.close(fd)
+            fill_disk(data)
             with pytest.raises(OSError):  # larger than the slack of the file's last page
                 await services.conversations.append_turn(rec.id, "user", "big " * 5000)
             assert path.read_bytes() == before
