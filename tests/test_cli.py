@@ -166,6 +166,17 @@ def test_search_pages_dates_and_channel_case(
     assert "date_from is not an ISO date" in capsys.readouterr().err
 
 
+def _new_york_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
+    """A config file (and its validated config) for an owner in New York, with none of
+    the developer's environment."""
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    owner = {"identities": owner_identities(), "timezone": "America/New_York"}
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(raw_config(tmp_path, owner=owner)), encoding="utf-8")
+    return config_path, make_config(tmp_path, owner=owner)
+
+
 def test_search_dates_are_the_owners_calendar_days(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -173,12 +184,7 @@ def test_search_dates_are_the_owners_calendar_days(
     # and --to as UTC days, unlike the recall tool (owner.timezone): in New York an
     # evening conversation (20:30, the next day in UTC) was listed as the day after and
     # was not found with --from/--to naming its day.
-    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
-    owner = {"identities": owner_identities(), "timezone": "America/New_York"}
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump(raw_config(tmp_path, owner=owner)), encoding="utf-8")
-    config = make_config(tmp_path, owner=owner)
+    config_path, config = _new_york_owner(tmp_path, monkeypatch)
 
     async def fill() -> dict[str, str]:
         services = await open_services(config, brain=ScriptedBrain())
@@ -460,12 +466,7 @@ def test_conversations_are_listed_and_shown_in_the_owners_time(
     # Regression: `conversations list` and `conversations show` printed UTC times with no
     # zone: for an owner in New York an evening conversation (20:30) showed at 01:30 on
     # the next day, unlike the dates of `my-agent search`, /search and the assistant.
-    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
-    owner = {"identities": owner_identities(), "timezone": "America/New_York"}
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump(raw_config(tmp_path, owner=owner)), encoding="utf-8")
-    config = make_config(tmp_path, owner=owner)
+    config_path, config = _new_york_owner(tmp_path, monkeypatch)
 
     async def fill() -> str:
         services = await open_services(config, brain=ScriptedBrain())
