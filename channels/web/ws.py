@@ -165,6 +165,12 @@ class WsHub:
         self._push(client, json.dumps(payload, ensure_ascii=False))
 
     def _push(self, client: Client, data: str) -> None:
+        if client.session is not None and not self.channel.sessions.valid(client.session):
+            # Its login expired (session_ttl_hours) while the tab stayed open: it gets
+            # nothing more, as after Log out, and the page asks for the login again.
+            self.clients.pop(client.id, None)
+            spawn(client.ws.close(code=4401, message=b"session expired"), name="web-close-ttl")
+            return
         if not client.push(data):
             log.warning("web client %s too slow, disconnecting", client.id)
             self.clients.pop(client.id, None)

@@ -374,3 +374,32 @@ async def test_logging_out_closes_that_sessions_sockets(stack: Stack) -> None:
             pass
         assert frame["t"] == 7
         await kept.close()
+
+
+async def test_a_tab_whose_session_expired_gets_no_more_turns(stack: Stack) -> None:
+    # Regression: a tab kept its socket after its login session expired
+    # (session_ttl_hours) and went on receiving every new turn, the same leak Log out
+    # had; only a reconnect asked for the login again.
+    jars = [aiohttp.CookieJar(unsafe=True) for _ in range(2)]
+    async with (
+        aiohttp.ClientSession(cookie_jar=jars[0]) as old,
+        aiohttp.ClientSession(cookie_jar=jars[1]) as fresh,
+    ):
+        await login(old, stack)
+        headers = {"Origin": stack.origin}
+        stale = await old.ws_connect(f"{stack.url}/ws", headers=headers)
+        sessions = stack.channel.sessions
+        real_clock = sessions._clock
+        ttl = sessions._ttl
+        sessions._clock = lambda: real_clock() + ttl + 60  # the old session has expired
+        await login(fresh, stack)  # a session made now is valid
+        kept = await fresh.ws_connect(f"{stack.url}/ws", headers=headers)
+        await kept.send_json({"type": "send_message", "text": "a secret for later"})
+        seen: list[str] = []
+        while (frame := await stale.receive(timeout=5)).type == aiohttp.WSMsgType.TEXT:
+            seen.append(frame.data)
+        assert stale.closed
+        assert not any("a secret for later" in text for text in seen)
+        while "a secret for later" not in (await kept.receive(timeout=5)).data:
+            pass
+        await kept.close()
