@@ -253,7 +253,8 @@ class WebChannel:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "no-referrer")
         response.headers.setdefault("X-Frame-Options", "DENY")
-        if request.path.startswith("/api/") or request.path.startswith("/analytics/"):
+        if request.path in ("/", "/login") or request.path.startswith(("/api/", "/analytics/")):
+            # the dashboard page too: cached, Back after Log out showed it again
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 

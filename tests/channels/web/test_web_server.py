@@ -184,6 +184,8 @@ async def test_pages_carry_a_strict_csp(stack: Stack, client) -> None:
         csp = r.headers["Content-Security-Policy"]
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp
         assert r.headers["X-Frame-Options"] == "DENY"
+        # regression: the dashboard page was cacheable, so Back after Log out showed it
+        assert r.headers["Cache-Control"] == "no-store"
         html = await r.text()
         assert "http://" not in html and "https://" not in html  # no CDN
 
