@@ -137,11 +137,13 @@ def iso_date(value: str | None, field: str) -> str | None:
     return value
 
 
-def check_range(filters: Filters) -> None:
-    """Refuse a date range that ends before it starts: it matched nothing, silently."""
-    start, end = filters.date_from, filters.date_to
+def check_range(
+    start: str | None, end: str | None, names: tuple[str, str] = ("date_from", "date_to")
+) -> None:
+    """Refuse a date range that ends before it starts (it matched nothing, silently),
+    naming both bounds by ``names`` (the caller's own parameters)."""
     if start and end and start[:10] > end[:10]:
-        raise InvalidFilter(f"date_from {start} is after date_to {end}")
+        raise InvalidFilter(f"{names[0]} {start} is after {names[1]} {end}")
 
 
 def fingerprint(query: str, filters: Filters) -> str:

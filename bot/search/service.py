@@ -136,7 +136,7 @@ class SearchService:
             iso_date(date_to, "date_to"),
             conversation_id,
         )
-        check_range(filters)
+        check_range(filters.date_from, filters.date_to)
         limit = max(1, min(int(limit), 100))
         offset = decode_cursor(cursor, query, filters) if cursor else 0
         key = fingerprint(query, filters)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.search import iso_date
+from bot.search.results import check_range, iso_date
 from channels.web.views import conversation_meta, line_views, page_of
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ class Api:
             )
         try:  # checked here too, so that the error names this API's parameter
             dates = {key: iso_date(request.query.get(key), key) for key in ("from", "to")}
+            check_range(dates["from"], dates["to"], ("from", "to"))
         except ValueError as exc:
             return web.json_response({"error": str(exc)}, status=400)
         kwargs: dict[str, Any] = {

@@ -287,3 +287,9 @@ async def test_search_filters_reach_the_engine(stack: Stack, client) -> None:
             assert r.status == 400
             error = (await r.json())["error"]
             assert error.startswith(f"{key} is not an ISO date") and bad in error
+    # Regression: a reversed range named the search engine's date_from / date_to, not
+    # this API's own parameters.
+    params = {"q": "quokka", "from": "2026-03-10", "to": "2026-03-01"}
+    async with client.get(f"{stack.url}/api/search", params=params) as r:
+        assert r.status == 400
+        assert (await r.json())["error"] == "from 2026-03-10 is after to 2026-03-01"
