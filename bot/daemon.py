@@ -14,6 +14,7 @@ from bot.channel import Channel
 from bot.config import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.notify import Notifier
+from bot.send_failures import SendFailureAlerts
 from bot.services import ChannelStartError, Services, close_services, open_services
 from bot.tasks import cancel_all, spawn
 
@@ -105,6 +106,8 @@ def wire_channels(services: Services, channels: list[Channel]) -> None:
             )
 
     services.outbox.on_sent(on_sent)
+    # a message given up on is told to the owner, not only logged (bot/send_failures.py)
+    services.outbox.on_failed(SendFailureAlerts(services).on_failed)
 
 
 async def start_channels(services: Services, channels: list[Channel]) -> None:

@@ -25,6 +25,7 @@ from bot.tasks import spawn
 log = logging.getLogger("my_agent.outbox")
 
 SentCallback = Callable[[OutboundMessage, SendResult], Awaitable[None]]
+FailedCallback = Callable[[OutboundMessage, str], Awaitable[None]]  # message, error
 
 
 _FIELDS = tuple(f.name for f in fields(OutboundMessage))  # fields() costs a reply's worth
@@ -66,6 +67,7 @@ class Outbox:
         self._wake: dict[str, asyncio.Event] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._on_sent: list[SentCallback] = []
+        self._on_failed: list[FailedCallback] = []
         self._stopping = False
         # outbox id -> result of a send whose "sent" mark could not be written (state.db
         # full): the mark is retried, never the send.
@@ -76,6 +78,10 @@ class Outbox:
 
     def on_sent(self, callback: SentCallback) -> None:
         self._on_sent.append(callback)
+
+    def on_failed(self, callback: FailedCallback) -> None:
+        """``callback(message, error)`` when a message fails for good (not retried)."""
+        self._on_failed.append(callback)
 
     async def enqueue(self, msg: OutboundMessage, dedup_key: str | None = None) -> int | None:
         """Persist ``msg`` for delivery; returns its id, or None if the key was queued before."""
@@ -243,6 +249,7 @@ class Outbox:
             except PermanentSendError as exc:
                 log.error("outbox %s to %s failed permanently: %s", msg.outbox_id, msg.channel, exc)
                 await self._mark(msg, "failed", attempts + 1, error=str(exc))
+                await self._failed(msg, str(exc))
                 return
             except Exception as exc:
                 attempts += 1
@@ -259,6 +266,8 @@ class Outbox:
                     exc,
                 )
                 await self._mark(msg, status, attempts, error=repr(exc), delay=delay)
+                if status == "failed":
+                    await self._failed(msg, f"{attempts} attempts, the last: {exc}")
                 return
             if msg.outbox_id is not None:
                 self._unmarked[msg.outbox_id] = result
@@ -270,6 +279,13 @@ class Outbox:
                 await callback(sent, result)
             except Exception:
                 log.exception("outbox sent-callback failed for %s", msg.outbox_id)
+
+    async def _failed(self, msg: OutboundMessage, error: str) -> None:
+        for callback in self._on_failed:
+            try:
+                await callback(msg, error)
+            except Exception:
+                log.exception("outbox failed-callback failed for %s", msg.outbox_id)
 
     async def _mark(
         self,

@@ -1,0 +1,80 @@
+"""Telling the owner about messages that could not be delivered.
+
+A message the outbox gives up on (the channel refused it for good, or it failed
+``max_attempts`` times) used to leave a log line and a count in ``my-agent status``
+only: the owner never learnt that their ``/reply`` to someone, or the assistant's
+answer, had not arrived. Now the owner is told on the escalation channel
+(:meth:`bot.services.Services.alert_owner`, which bypasses the outbox, so a failing
+alert cannot feed itself). A channel that is down fails every message it holds: at
+most one alert per channel per ``interval`` seconds, the next one counting those
+left out meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from bot.events import OutboundMessage
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.send_failures")
+
+ALERT_INTERVAL = 600.0  # seconds between two alerts about one channel
+PREVIEW = 80  # characters of the undelivered text quoted in the alert
+
+_WHAT = {
+    "reply": "a reply",
+    "command": "a command's answer",
+    "escalation": "an alert about a stranger",
+    "acknowledgement": "an acknowledgement",
+    "notice": "a notice",
+}
+
+
+class SendFailureAlerts:
+    """``on_failed`` is the outbox's failed-for-good callback (``Outbox.on_failed``)."""
+
+    def __init__(
+        self,
+        services: Services,
+        interval: float = ALERT_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.services = services
+        self.interval = interval
+        self.clock = clock
+        self._last: dict[str, float] = {}  # channel -> when its last alert went out
+        self._held: Counter[str] = Counter()  # channel -> failures not alerted yet
+
+    async def on_failed(self, message: OutboundMessage, error: str) -> None:
+        now = self.clock()
+        last = self._last.get(message.channel)
+        if last is not None and now - last < self.interval:
+            self._held[message.channel] += 1
+            log.info("undelivered %s message held for the next alert", message.channel)
+            return
+        self._last[message.channel] = now
+        held = self._held.pop(message.channel, 0)
+        await self.services.alert_owner(alert_text(message, error, held))
+
+
+def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
+    """The owner's alert about ``message``, which will not be delivered."""
+    text = " ".join(message.text.split())
+    preview = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    what = _WHAT.get(message.kind, "a message")
+    out = (
+        f"Could not deliver {what} on {message.channel} to {message.chat_id}: "
+        f'"{preview}" ({error}). It will not be retried'
+    )
+    out += "; the conversation keeps it." if message.conversation_id else "."
+    if held:
+        plural = "s" if held > 1 else ""
+        out += f" {held} more message{plural} on {message.channel} failed since the last alert."
+    return out

@@ -1,0 +1,106 @@
+"""A message the outbox gives up on is told to the owner (bot.send_failures)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.daemon import wire_channels
+from bot.events import OutboundMessage
+from bot.send_failures import SendFailureAlerts, alert_text
+from bot.services import open_services
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import ScriptedBrain, inbound
+
+
+class Stack:
+    def __init__(self, services: Any) -> None:
+        self.s = services
+        self.telegram = RecordingChannel("telegram")
+        self.email = RecordingChannel("email")
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    )
+    services = await open_services(config, brain=ScriptedBrain())
+    stack = Stack(services)
+    wire_channels(services, [stack.telegram, stack.email])  # the daemon's wiring
+    for channel in (stack.telegram, stack.email):
+        await attach_channel(services, channel)
+    try:
+        yield stack
+    finally:
+        await shutdown_services(services)
+
+
+def _mail(text: str, number: int) -> Any:
+    return inbound(
+        text,
+        channel="email",
+        sender="robin.owner@example.org",
+        identity_verified=True,
+        subject=f"Question {number}",
+        message_id=f"<q{number}@example.org>",
+    )
+
+
+async def test_an_undeliverable_reply_is_told_to_the_owner(stack: Stack) -> None:
+    # Regression: a reply the channel refused for good was logged and counted in
+    # `my-agent status`, and the owner never learnt that it had not arrived.
+    stack.email.permanent = True
+    await stack.s.router.deliver(_mail("Where is the spare key?", 1))
+    await settle(stack.s)
+    assert stack.email.sent == []
+    (alert,) = [m for m in stack.telegram.sent if m.kind == "notice"]
+    assert alert.text.startswith("Could not deliver a reply on email to robin.owner@example.org")
+    assert '"re: Where is the spare key?"' in alert.text
+    assert "the conversation keeps it" in alert.text
+    # a channel that stays down fails each message: the owner is not flooded
+    await stack.s.router.deliver(_mail("And the garage code?", 2))
+    await settle(stack.s)
+    assert len([m for m in stack.telegram.sent if m.kind == "notice"]) == 1
+
+
+async def test_alerts_about_one_channel_are_spaced_and_count_the_rest() -> None:
+    alerted: list[str] = []
+
+    class Owner:
+        async def alert_owner(self, text: str) -> None:
+            alerted.append(text)
+
+    now = [0.0]
+    alerts = SendFailureAlerts(Owner(), interval=600, clock=lambda: now[0])  # type: ignore[arg-type]
+    message = OutboundMessage(channel="telegram", chat_id="42", text="hello " * 40)
+    for _ in range(3):
+        await alerts.on_failed(message, "chat not found")
+    await alerts.on_failed(OutboundMessage(channel="email", chat_id="a@b", text="x"), "550")
+    assert len(alerted) == 2  # one per channel
+    now[0] = 601.0
+    await alerts.on_failed(message, "chat not found")
+    assert len(alerted) == 3
+    assert alerted[2].endswith("2 more messages on telegram failed since the last alert.")
+    assert "…" in alerted[0] and len(alerted[0]) < 300  # the text is cut
+
+
+def test_alert_text_names_what_failed() -> None:
+    message = OutboundMessage(channel="telegram", chat_id="42", text="Hi", kind="escalation")
+    text = alert_text(message, "blocked by the user")
+    assert text == (
+        'Could not deliver an alert about a stranger on telegram to 42: "Hi" '
+        "(blocked by the user). It will not be retried."
+    )
