@@ -6,7 +6,8 @@ conversationId?}, ``stop_generation``, ``set_model`` {model}, ``load_more``
 {conversationId, beforeTurn}, ``ping``.
 
 Server → client: ``conversation_loaded`` {conversation, turns, hasMore, models},
-``conversation_list`` {conversations, activeMinutes}, ``conversation_created``,
+``conversation_list`` {conversations, activeMinutes, hasMore}, ``conversation_list_more``
+{conversations, hasMore} (after ``list_more`` {offset}), ``conversation_created``,
 ``conversation_renamed``, ``conversation_updated`` {conversationId, turn?, event?,
 conversation?}, ``history`` {conversationId, turns, hasMore}, ``stream``
 {conversationId, turnNumber, delta, done}, ``reply``, ``notice``, ``external_updated``,
@@ -188,11 +189,12 @@ class WsHub:
         return [c for c in self.clients.values() if c.conversation_id == conversation_id]
 
     async def send_list(self, client: Client | None = None) -> None:
-        records = await self.services.conversations.list(limit=LIST_SIZE)
+        records = await self.services.conversations.list(limit=LIST_SIZE + 1)
         payload = {
             "type": "conversation_list",
-            "conversations": [conversation_meta(r) for r in records],
+            "conversations": [conversation_meta(r) for r in records[:LIST_SIZE]],
             "activeMinutes": self.channel.config.conversations.list_active_minutes,
+            "hasMore": len(records) > LIST_SIZE,  # "Older conversations" pages on
         }
         if client is None:
             self.broadcast(payload)
@@ -279,6 +281,8 @@ class WsHub:
             )
         elif kind == "load_more":
             await self._load_more(client, data)
+        elif kind == "list_more":
+            await self._list_more(client, data)
         elif kind == "rename_conversation":
             await self._rename(client, data)
         elif kind == "send_message":
@@ -293,6 +297,24 @@ class WsHub:
             await self._set_model(client, data)
         else:
             self.send(client, {"type": "error", "message": f"unknown message type {kind!r}"})
+
+    async def _list_more(self, client: Client, data: dict[str, Any]) -> None:
+        """The next page of the conversation list, after the ``offset`` the tab holds
+        (the list stopped at :data:`LIST_SIZE`; older ones were reachable only by
+        search). Newer conversations arriving meanwhile sit on top, so the count the tab
+        holds is still where its page ends."""
+        offset = data.get("offset")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            return
+        records = await self.services.conversations.list(limit=LIST_SIZE + 1, offset=offset)
+        self.send(
+            client,
+            {
+                "type": "conversation_list_more",
+                "conversations": [conversation_meta(r) for r in records[:LIST_SIZE]],
+                "hasMore": len(records) > LIST_SIZE,
+            },
+        )
 
     async def _load_more(self, client: Client, data: dict[str, Any]) -> None:
         cid, before = data.get("conversationId"), data.get("beforeTurn")

@@ -449,6 +449,19 @@
     }
     if (!active.childNodes.length) active.appendChild(el("li", "muted empty-list", "Nothing in the last " + state.activeMinutes + " min"));
     if (!recent.childNodes.length) recent.appendChild(el("li", "muted empty-list", "—"));
+    if (state.listHasMore) {
+      // The list comes a page at a time: the older ones after what this tab holds.
+      const li = el("li", "list-more");
+      const more = el("button", null, "Older conversations");
+      more.type = "button";
+      more.id = "list-more";
+      more.addEventListener("click", () => {
+        more.disabled = true;
+        send({ type: "list_more", offset: state.conversations.size });
+      });
+      li.appendChild(more);
+      recent.appendChild(li);
+    }
   }
 
   // On a phone the conversation list folds away above the chat (style.css).
@@ -473,6 +486,14 @@
     conversation_list(msg) {
       state.conversations = new Map((msg.conversations || []).map((c) => [c.id, c]));
       state.activeMinutes = msg.activeMinutes || 60;
+      state.listHasMore = !!msg.hasMore;
+      renderSidebar();
+    },
+    conversation_list_more(msg) {
+      for (const c of msg.conversations || []) {
+        if (!state.conversations.has(c.id)) state.conversations.set(c.id, c);
+      }
+      state.listHasMore = !!msg.hasMore;
       renderSidebar();
     },
     conversation_created(msg) {

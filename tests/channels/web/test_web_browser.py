@@ -366,3 +366,23 @@ async def test_load_older_new_conversation_and_model(page: Page, stack: Stack) -
         "Model set to haiku"
     )
     assert (await manager.get(new_id)).model == "haiku"
+
+
+async def test_the_conversation_list_pages_past_its_first_200(page: Page, stack: Stack) -> None:
+    # Regression: the sidebar stopped at 200 conversations, with nothing to page on:
+    # after months of use the older ones were reachable through search only.
+    from channels.web.ws import LIST_SIZE
+
+    manager = stack.services.conversations
+    for n in range(LIST_SIZE + 5):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", f"note number {n}")
+    await log_in(page, stack)
+    items = page.locator("#list-active li.conv, #list-recent li.conv")
+    await expect(items).to_have_count(LIST_SIZE)
+    await page.click("#list-more")
+    await expect(items).to_have_count(LIST_SIZE + 5)
+    await expect(page.locator("#list-more")).to_have_count(0)
+    # an older one opens like any other
+    await items.last.locator("button").click()
+    await expect(page.locator("#message-items .msg").first).to_contain_text("note number 0")
