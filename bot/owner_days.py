@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.events import iso
-from bot.search.results import InvalidFilter, iso_date
+from bot.ranking import parse_day
 
 
 def owner_zone(config: object | None) -> ZoneInfo:
@@ -33,6 +33,27 @@ def local_day(timestamp: str, zone: ZoneInfo) -> str:
     return moment.astimezone(zone).date().isoformat()
 
 
+def local_days(timestamps: list[str], zone: ZoneInfo | None) -> list[date | None]:
+    """:func:`local_day` for many ``timestamps`` at once, as dates (the search's date
+    priors read every candidate's): ``zone`` None is UTC, None where a timestamp is not
+    one. The zone's offset is looked up once per UTC hour."""
+    if zone is None or zone.key in ("UTC", "Etc/UTC"):
+        return [parse_day(t) for t in timestamps]
+    offsets: dict[str, timedelta | None] = {}
+    out: list[date | None] = []
+    for text in timestamps:
+        hour = text[:13]
+        try:
+            offset = offsets.get(hour)
+            if offset is None:
+                moment = datetime.fromisoformat(hour + ":00").replace(tzinfo=UTC)
+                offset = offsets[hour] = moment.astimezone(zone).utcoffset()
+            out.append((datetime.fromisoformat(text[:16]) + (offset or timedelta())).date())
+        except ValueError:
+            out.append(parse_day(text))
+    return out
+
+
 def local_time(timestamp: str, zone: ZoneInfo) -> str:
     """A stored UTC timestamp as the owner's local time with its UTC offset
     (``2026-03-01T20:30:00-05:00``); text that is no timestamp is returned as it is."""
@@ -50,6 +71,8 @@ def day_bound(value: str | None, field: str, zone: ZoneInfo, *, end: bool = Fals
     UTC timestamp the search compares with: the day's first moment, or with ``end`` its
     last. None for no bound; ``InvalidFilter`` (a ValueError naming ``field``) for a
     value that is no date."""
+    from bot.search.results import iso_date  # here: bot.search itself reads this module
+
     text = iso_date(value, field)
     if text is None:
         return None
@@ -70,7 +93,8 @@ def day_range(
     """Both bounds of an owner's date range (:func:`day_bound`), the end inclusive. A
     range that ends before it starts is refused naming both dates as given: once turned
     into UTC bounds, adjacent days share a UTC date and it silently matched nothing."""
+    from bot.search.results import check_range, iso_date  # (as in day_bound)
+
     first, last = iso_date(start, names[0]), iso_date(end, names[1])
-    if first and last and first[:10] > last[:10]:
-        raise InvalidFilter(f"{names[0]} {first} is after {names[1]} {last}")
+    check_range(first, last, names)
     return day_bound(first, names[0], zone), day_bound(last, names[1], zone, end=True)

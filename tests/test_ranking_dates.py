@@ -66,7 +66,7 @@ def test_single_days_months_and_years_read_as_before(
 def test_local_days_follow_the_owners_zone_across_dst_and_half_hours() -> None:
     from zoneinfo import ZoneInfo
 
-    from bot.search.rows import local_days
+    from bot.owner_days import local_days
 
     stamps = [
         "2026-03-08T06:30:00.000Z",  # New York: 01:30 EST on March 8 (before the switch)

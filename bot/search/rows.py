@@ -8,14 +8,14 @@ side of the query embedding, see :mod:`bot.search.service`) over disjoint spans
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from bot.db import SyncConn
-from bot.ranking import parse_day
+from bot.owner_days import local_days
 from bot.vector_codec import half_matrix
 
 
@@ -60,26 +60,6 @@ class Rows:
             codes = (code_of.setdefault(p, len(code_of)) for p in pairs)
             self._speakers = np.fromiter(codes, np.int64, len(self.ids))
         return self._speakers
-
-
-def local_days(timestamps: list[str], zone: ZoneInfo | None) -> list[date | None]:
-    """The days of stored UTC ``timestamps`` in ``zone`` (None: UTC), None where a
-    timestamp is not one. The zone's offset is looked up once per UTC hour."""
-    if zone is None or zone.key in ("UTC", "Etc/UTC"):
-        return [parse_day(t) for t in timestamps]
-    offsets: dict[str, timedelta | None] = {}
-    out: list[date | None] = []
-    for text in timestamps:
-        hour = text[:13]
-        try:
-            offset = offsets.get(hour)
-            if offset is None:
-                moment = datetime.fromisoformat(hour + ":00").replace(tzinfo=UTC)
-                offset = offsets[hour] = moment.astimezone(zone).utcoffset()
-            out.append((datetime.fromisoformat(text[:16]) + (offset or timedelta())).date())
-        except ValueError:
-            out.append(parse_day(text))
-    return out
 
 
 def turn_positions(conn: SyncConn, ids: list[int]) -> dict[int, tuple[str, int]]:

@@ -14,13 +14,13 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from bot.config.model import AppConfig
 from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
+from bot.owner_days import owner_zone
 from bot.search import conversations as conversation_list
 from bot.search import learned, soft
 from bot.search.fusion import Ranked, Scored, fuse, snippet
@@ -80,7 +80,7 @@ class SearchService:
         self.db = db
         self.embedder = embedder
         # a date the query names is a day of the owner's calendar (Rows.days)
-        self.zone = ZoneInfo(config.owner.timezone or "UTC")
+        self.zone = owner_zone(config)
         if vectors is None and embedder is not None:
             from bot.vectors import VectorIndex
 
