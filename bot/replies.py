@@ -86,6 +86,10 @@ class ReplyTarget:
             metadata=metadata,
         )
 
+    def answer(self, reply: BrainReply, conversation_id: str) -> OutboundMessage:
+        """The outbound message of ``reply`` (plain text when it is a readout)."""
+        return self.reply(reply.text, conversation_id, plain=reply.model in READOUT_MODELS)
+
 
 class KeyedSerialQueue:
     """Jobs run strictly one after another per key; different keys run concurrently."""
@@ -214,7 +218,9 @@ class ReplyEngine:
             # A turn recorded before "fromOwner" was: the sender as stored is all there is.
             owner = sender is None or self.s.identities.match(target.channel, sender) is not None
         profile: Profile = "restricted" if group and not owner else "owner"
-        if not group and profile == "owner" and await self._merged(conv_id, turn, target):
+        if group:
+            self._arrivals.pop(conv_id, None)  # a group is never merged (submit noted it)
+        elif profile == "owner" and await self._merged(conv_id, turn, target):
             return
         history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
@@ -304,7 +310,7 @@ class ReplyEngine:
         ):
             return False
         await self.s.outbox.enqueue(
-            target.reply(reply.text, conv_id, plain=reply.model in READOUT_MODELS),
+            target.answer(reply, conv_id),
             dedup_key=f"{conv_id}:{turn}:reply",
         )
         return True
@@ -331,7 +337,7 @@ class ReplyEngine:
             also=(
                 self.s.state,
                 self.s.outbox.insert_unit(
-                    target.reply(reply.text, conv_id, plain=reply.model in READOUT_MODELS),
+                    target.answer(reply, conv_id),
                     dedup_key=f"{conv_id}:{turn}:reply",
                     recoverable=True,
                 ),
