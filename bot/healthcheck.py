@@ -30,6 +30,7 @@ from bot.config.model import AppConfig
 from bot.db import select_driver
 from bot.exitcodes import EX_DATABASE, EX_DATADIR
 from bot.notify import STATUS_FILE_NAME, read_status_file
+from bot.recovery import PENDING_REPLIES
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -184,12 +185,7 @@ def index_counts(conn: Any) -> dict[str, Any]:
         ),
         # Owner messages with no reply yet (bot.recovery.pending_replies): in flight
         # while the daemon runs; after a stop or during an outage, answered later.
-        "replies_pending": _scalar(
-            conn,
-            "SELECT count(*) FROM turns u WHERE u.role = 'user' AND u.awaits_reply = 1 "
-            "AND NOT EXISTS (SELECT 1 FROM turns a WHERE a.conversation_id = "
-            "u.conversation_id AND a.turn_number = u.turn_number AND a.role = 'assistant')",
-        ),
+        "replies_pending": _scalar(conn, f"SELECT count(*) FROM ({PENDING_REPLIES})"),
         "external_parties": _scalar(conn, "SELECT count(*) FROM external_parties"),
         "pending_escalations": _scalar(
             conn, "SELECT count(*) FROM escalations WHERE status = 'pending'"

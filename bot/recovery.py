@@ -138,16 +138,21 @@ def catch_up_parties(conn: SyncConn, directory: Path, config: Any, report: Recov
         )
 
 
+# User turns that expect a reply and have none (the pending-reply markers); also
+# counted by `my-agent status` (bot.healthcheck).
+PENDING_REPLIES = (
+    "SELECT u.conversation_id, u.turn_number FROM turns u WHERE u.role = 'user' "
+    "AND u.awaits_reply = 1 AND NOT EXISTS (SELECT 1 FROM turns a WHERE "
+    "a.conversation_id = u.conversation_id AND a.turn_number = u.turn_number AND "
+    "a.role = 'assistant')"
+)
+
+
 def pending_replies(conn: SyncConn) -> list[tuple[str, int]]:
     """User turns that expect a reply and have none (the pending-reply markers)."""
     return [
         (r[0], r[1])
-        for r in conn.execute(
-            "SELECT u.conversation_id, u.turn_number FROM turns u WHERE u.role = 'user' "
-            "AND u.awaits_reply = 1 AND NOT EXISTS (SELECT 1 FROM turns a WHERE "
-            "a.conversation_id = u.conversation_id AND a.turn_number = u.turn_number AND "
-            "a.role = 'assistant') ORDER BY u.conversation_id, u.turn_number"
-        )
+        for r in conn.execute(f"{PENDING_REPLIES} ORDER BY u.conversation_id, u.turn_number")
     ]
 
 
