@@ -18,7 +18,6 @@ moved on the LoCoMo development slice.
 
 from __future__ import annotations
 
-import calendar
 import functools
 import re
 from collections.abc import Sequence
@@ -27,37 +26,12 @@ from datetime import date
 
 import numpy as np
 
-_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
-_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_ORD = r"(?:st|nd|rd|th)?"  # "3rd", "15th"
-_DAY_MONTH_YEAR = re.compile(
-    rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.I
-)
-_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD},?\s+(\d{{4}})\b", re.I)
-_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-# spans of days with one year: "between August 11 and August 15 2023", "August 11-15,
-# 2023", "from 11 to 15 August 2023", "11 July - 2 August 2023" (the first day borrows the
-# second's month and year; read day by day, only the second day would be found)
-_SPAN_SEP = r"\s*(?:-|\u2013|\bto\b|\band\b|\buntil\b|\btill\b|\bthrough\b)\s*(?:the\s+)?"
-_SPAN_MONTH_FIRST = re.compile(
-    rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD}{_SPAN_SEP}(?:({_MONTH})\.?\s+)?(\d{{1,2}}){_ORD},?\s+"
-    r"(\d{4})\b",
-    re.I,
-)
-_SPAN_DAY_FIRST = re.compile(
-    rf"\b(\d{{1,2}}){_ORD}(?:\s+(?:of\s+)?({_MONTH})\.?)?{_SPAN_SEP}(\d{{1,2}}){_ORD}\s+"
-    rf"(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b",
-    re.I,
-)
-_SPAN_MAX_DAYS = 62  # longer is no span of days someone names (or a misreading)
-_MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)
-_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+from bot.named_dates import MONTH
 
 TIME_WORDS = re.compile(
     rf"\b(yesterday|today|tonight|tomorrow|last|next|ago|week|weekend|month|year|morning|"
     rf"afternoon|evening|night|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
-    rf"{_MONTH}|recently|earlier|since|before|after|\d{{4}})\b",
+    rf"{MONTH}|recently|earlier|since|before|after|\d{{4}})\b",
     re.I,
 )
 _TOKEN = re.compile(r"\w+")  # maximal runs of word characters: what ``\bword\b`` can match
@@ -105,80 +79,8 @@ def length_prior(texts: Sequence[str], full: int) -> np.ndarray:
     return np.minimum(1.0, lengths / max(1, full))
 
 
-def _safe_date(year: int, month: int, day: int) -> date | None:
-    try:
-        return date(year, month, day)
-    except ValueError:
-        return None
-
-
-def _span(
-    first_month: str | None, first_day: str, month: str, day: str, year: str
-) -> tuple[date, date] | None:
-    """The days from the first to the second (inclusive); the first day takes the second's
-    month when it names none, and the year before when it would fall after it."""
-    end = _safe_date(int(year), _MONTHS[month.lower()], int(day))
-    if end is None:
-        return None
-    start_month = _MONTHS[first_month.lower()] if first_month else end.month
-    start = _safe_date(end.year, start_month, int(first_day))
-    if start is not None and start > end and first_month:
-        start = _safe_date(end.year - 1, start_month, int(first_day))  # "28 Dec - 3 Jan"
-    if start is None or start > end or (end - start).days > _SPAN_MAX_DAYS:
-        return None
-    return start, end
-
-
-def _day_spans(text: str) -> list[tuple[date, date]]:
-    spans = [_span(m[1], m[2], m[3] or m[1], m[4], m[5]) for m in _SPAN_MONTH_FIRST.finditer(text)]
-    spans += [_span(m[2], m[1], m[4], m[3], m[5]) for m in _SPAN_DAY_FIRST.finditer(text)]
-    return [span for span in spans if span is not None]
-
-
-def query_dates(text: str) -> list[tuple[date, date]]:
-    """Date ranges the query names: days (single days and spans of days), else a month,
-    else a year (inclusive)."""
-    days: list[tuple[date, date]] = _day_spans(text)
-    for m in _DAY_MONTH_YEAR.finditer(text):
-        d = _safe_date(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)))
-        if d:
-            days.append((d, d))
-    for m in _MONTH_DAY_YEAR.finditer(text):
-        d = _safe_date(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)))
-        if d:
-            days.append((d, d))
-    for m in _ISO_DAY.finditer(text):
-        d = _safe_date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        if d:
-            days.append((d, d))
-    if days:
-        return days
-    months = []
-    for m in _MONTH_YEAR.finditer(text):
-        year, month = int(m.group(2)), _MONTHS[m.group(1).lower()]
-        last = calendar.monthrange(year, month)[1]
-        months.append((date(year, month, 1), date(year, month, last)))
-    if months:
-        return months
-    return [(date(int(y), 1, 1), date(int(y), 12, 31)) for y in _YEAR.findall(text)]
-
-
 def is_when_question(text: str) -> bool:
     return bool(_WHEN.search(text))
-
-
-def date_match(day: date | None, ranges: Sequence[tuple[date, date]], slack_days: int = 7) -> float:
-    """1 inside a named range, fading linearly to 0 at ``slack_days`` outside it."""
-    if day is None:
-        return 0.0
-    best = 0.0
-    for start, end in ranges:
-        if start <= day <= end:
-            return 1.0
-        gap = min(abs((day - start).days), abs((day - end).days))
-        if gap <= slack_days:
-            best = max(best, 1.0 - gap / (slack_days + 1))
-    return best
 
 
 def parse_day(timestamp: str | None) -> date | None:

@@ -3,11 +3,11 @@ months and years."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
 
-from bot.ranking import date_match, query_dates
+from bot.named_dates import ANY_YEAR, date_match, query_dates
 
 
 def _covers(text: str, first: date, last: date) -> bool:
@@ -80,3 +80,77 @@ def test_local_days_follow_the_owners_zone_across_dst_and_half_hours() -> None:
     # a half-hour zone: 18:40 UTC is 00:10 the next day in India (+05:30)
     assert local_days(["2026-03-01T18:40:00Z"], ZoneInfo("Asia/Kolkata")) == [date(2026, 3, 2)]
     assert local_days(["2026-03-01T18:40:00Z"], None) == [date(2026, 3, 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "first", "last"),
+    [
+        # regression: "December 1,2023" (no space after the comma) read only as 2023
+        ("Where was the picture shared on December 1,2023 taken?", date(2023, 12, 1), None),
+        ("on 8 May,2023", date(2023, 5, 8), None),
+        # regression: read only as November (all of it), not August to November
+        ("did they meet between August and November 2023?", date(2023, 8, 1), date(2023, 11, 30)),
+        ("from November to February 2024", date(2023, 11, 1), date(2024, 2, 29)),
+        # regression: seasons were read as the whole year
+        ("What state did she visit in summer 2021?", date(2021, 6, 1), date(2021, 8, 31)),
+        ("in the spring of 2022", date(2022, 3, 1), date(2022, 5, 31)),
+        # a part of a month is the month: conversations about it often come after it
+        ("during the last week of August 2023", date(2023, 8, 1), date(2023, 8, 31)),
+        ("in early June 2023", date(2023, 6, 1), date(2023, 6, 30)),
+    ],
+)
+def test_phrases_people_use_for_days_months_and_seasons(
+    text: str, first: date, last: date | None
+) -> None:
+    assert _covers(text, first, last or first)
+    assert date_match(first - timedelta(days=8), query_dates(text)) == 0.0
+
+
+def test_winter_is_the_winter_months_at_both_ends_of_the_year() -> None:
+    ranges = query_dates("in winter 2022")
+    assert date_match(date(2022, 1, 15), ranges, slack_days=0) == 1.0
+    assert date_match(date(2022, 12, 15), ranges, slack_days=0) == 1.0
+    assert date_match(date(2022, 7, 15), ranges) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("text", "inside", "outside"),
+    [
+        # regression: a month, day or season without a year named no date at all
+        ("When did Melanie go camping in June?", date(2021, 6, 12), date(2021, 8, 1)),
+        ("during the second week of November", date(2019, 11, 30), date(2019, 10, 1)),
+        ("what did we talk about on March 3?", date(2024, 3, 3), date(2024, 3, 20)),
+        ("the 4th of July party", date(2022, 7, 4), date(2022, 8, 4)),
+        ("what did I do in the summer", date(2023, 7, 20), date(2023, 10, 1)),
+        ("in mid-June", date(2020, 6, 15), date(2020, 9, 15)),
+    ],
+)
+def test_a_date_without_a_year_is_that_date_in_every_year(
+    text: str, inside: date, outside: date
+) -> None:
+    ranges = query_dates(text)
+    for year in (inside.year, inside.year + 3, 2026):
+        assert date_match(inside.replace(year=year), ranges, slack_days=0) == 1.0
+    assert date_match(outside, ranges) == 0.0
+    # February 29 has a place in a year without one
+    assert date_match(date(2024, 2, 29), query_dates("on February 29"), slack_days=0) == 1.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "She may come over later",  # "may" the verb
+        "March on, whatever happens",  # "march" the verb
+        "we need to sort out the budget",
+        "call me at 3 pm",
+    ],
+)
+def test_words_that_are_also_month_names_are_not_dates(text: str) -> None:
+    assert query_dates(text) == []
+
+
+def test_a_named_year_still_wins_over_the_same_month_without_one() -> None:
+    # "in June 2023" is June 2023 only, not June of every year
+    ranges = query_dates("What did we decide in June 2023?")
+    assert ranges == [(date(2023, 6, 1), date(2023, 6, 30))]
+    assert ANY_YEAR not in {start.year for start, _ in ranges}

@@ -17,7 +17,7 @@ Two more (docs/search.md "Sixth pass: conversations"), both read from the candid
 turns the ranking already holds:
 
 - **date**: when the query names a date ("in October 2023", "on 9 May, 2022"), the best
-  :func:`bot.ranking.date_match` of the conversation's candidate turns' days,
+  :func:`bot.named_dates.date_match` of the conversation's candidate turns' days,
   ``date_rank_weight`` x it. The turns get the same prior, but a conversation held on
   that date may have no turn that also matches the words well ("What was Dave doing in
   the first weekend of October 2023?"), and the list is where the date says most;
@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bot.config.model import SearchConfig
-from bot.ranking import date_match, minmax, query_dates
+from bot.named_dates import date_match, query_dates
+from bot.ranking import minmax
 from bot.search.query import query_terms
 from bot.search.rows import Rows
 

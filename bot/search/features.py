@@ -15,12 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from bot.named_dates import date_match, query_dates
 from bot.ranking import (
     Neighbourhood,
     asks,
-    date_match,
     is_when_question,
-    query_dates,
     time_word,
 )
 from bot.search.fusion import Scored

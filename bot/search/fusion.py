@@ -13,16 +13,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bot.config.model import SearchConfig
+from bot.named_dates import date_match, query_dates
 from bot.ranking import (
     Neighbourhood,
     asks,
-    date_match,
     has_time_words,
     is_when_question,
     length_prior,
     matvec,
     minmax,
-    query_dates,
     rrf,
 )
 from bot.search.results import Filters, TurnHit

@@ -1,0 +1,218 @@
+"""The dates a search query names, read as ranges of days (pure functions, no I/O).
+
+A query's dates become a prior on the turns dated inside them (:mod:`bot.search.fusion`,
+the learned ranker's date feature, the conversation list's date term). What is read:
+
+- single days ("8 May 2023", "October 3rd, 2023", "December 1,2023", "2023-10-03") and
+  spans of days with one year ("between August 11 and 15, 2023", "11 July - 2 August
+  2023");
+- months with a year ("in October 2023", also "the last week of October 2023": a
+  conversation about a part of a month is often held after it, and reading only that
+  week lost such questions on the LoCoMo slice, docs/search.md "Session 15"), spans of
+  months ("between August and November 2023") and seasons ("summer 2021", meteorological
+  seasons of the northern hemisphere);
+- a day, month or season named without a year ("on March 3", "in June", "during the
+  second week of November", "in the summer"): that part of *every* year
+  (:data:`ANY_YEAR`), because nothing in the words says which; the keywords decide
+  between the years;
+- else whole years ("in 2022").
+
+Days win over months, months over years: "on 8 May 2023" is that day, not all of 2023.
+Relative dates ("yesterday", "last week") are not read here: they need the owner's today,
+and the assistant's tools take explicit date ranges for them.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Sequence
+from datetime import date
+
+ANY_YEAR = 1
+"""The year of a range read from a month named without one: it matches that month of any
+year (:func:`date_match`)."""
+
+MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+MONTHS["sept"] = 9
+MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+# a month named without a year must be a full name after a preposition: "may", "march"
+# and "jan" are also words, and "in May" is the month, "she may" is not
+_FULL_MONTH = "|".join(name.lower() for name in calendar.month_name if name)
+_ORD = r"(?:st|nd|rd|th)?"  # "3rd", "15th"
+
+_DAY_MONTH_YEAR = re.compile(
+    rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({MONTH})\.?(?:,\s*|\s+)(\d{{4}})\b", re.I
+)
+_MONTH_DAY_YEAR = re.compile(rf"\b({MONTH})\.?\s+(\d{{1,2}}){_ORD}(?:,\s*|\s+)(\d{{4}})\b", re.I)
+# a day named without a year ("on March 3", "the 4th of July"): that day in every year
+_DAY_MONTH_NO_YEAR = re.compile(
+    rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_FULL_MONTH})\b(?!\.?,?\s*\d)", re.I
+)
+_MONTH_DAY_NO_YEAR = re.compile(
+    rf"\b({_FULL_MONTH})\s+(\d{{1,2}}){_ORD}\b(?!\s*(?:-|\u2013|,?\s*\d|:))", re.I
+)
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+# spans of days with one year: "between August 11 and August 15 2023", "August 11-15,
+# 2023", "from 11 to 15 August 2023", "11 July - 2 August 2023" (the first day borrows the
+# second's month and year; read day by day, only the second day would be found)
+_SPAN_SEP = r"\s*(?:-|\u2013|\bto\b|\band\b|\buntil\b|\btill\b|\bthrough\b)\s*(?:the\s+)?"
+_SPAN_MONTH_FIRST = re.compile(
+    rf"\b({MONTH})\.?\s+(\d{{1,2}}){_ORD}{_SPAN_SEP}(?:({MONTH})\.?\s+)?(\d{{1,2}}){_ORD}"
+    r"(?:,\s*|\s+)(\d{4})\b",
+    re.I,
+)
+_SPAN_DAY_FIRST = re.compile(
+    rf"\b(\d{{1,2}}){_ORD}(?:\s+(?:of\s+)?({MONTH})\.?)?{_SPAN_SEP}(\d{{1,2}}){_ORD}\s+"
+    rf"(?:of\s+)?({MONTH})\.?(?:,\s*|\s+)(\d{{4}})\b",
+    re.I,
+)
+_SPAN_MAX_DAYS = 62  # longer is no span of days someone names (or a misreading)
+
+_MONTH_YEAR = re.compile(rf"\b({MONTH})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)
+# "in June", "during the second week of November", "in mid-June": the whole month (a
+# part of a month is read as the month, see the module docstring)
+_MONTH_NO_YEAR = re.compile(
+    rf"\b(?:in|during|throughout|over|around|at|of)\s+(?:(?:early|mid|late)(?:\s+|-))?"
+    rf"({_FULL_MONTH})\b(?!\.?,?\s*(?:of\s+)?\d)",
+    re.I,
+)
+_MONTH_SPAN = re.compile(
+    rf"\b(?:between|from)\s+({MONTH})\.?\s+(?:and|to|until|till|through)\s+({MONTH})\.?,?\s+"
+    r"(?:of\s+)?(\d{4})\b",
+    re.I,
+)
+_SEASON = re.compile(r"\b(spring|summer|autumn|fall|winter)(?:\s+of)?\s+(\d{4})\b", re.I)
+_SEASON_NO_YEAR = re.compile(
+    r"\b(?:in|during|over|throughout)\s+the\s+(spring|summer|autumn|fall)\b(?!\s*(?:of\s+)?\d)",
+    re.I,
+)
+_SEASON_MONTHS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11)}
+_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+
+DateRange = tuple[date, date]
+
+
+def _safe_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _span(
+    first_month: str | None, first_day: str, month: str, day: str, year: str
+) -> DateRange | None:
+    """The days from the first to the second (inclusive); the first day takes the second's
+    month when it names none, and the year before when it would fall after it."""
+    end = _safe_date(int(year), MONTHS[month.lower()], int(day))
+    if end is None:
+        return None
+    start_month = MONTHS[first_month.lower()] if first_month else end.month
+    start = _safe_date(end.year, start_month, int(first_day))
+    if start is not None and start > end and first_month:
+        start = _safe_date(end.year - 1, start_month, int(first_day))  # "28 Dec - 3 Jan"
+    if start is None or start > end or (end - start).days > _SPAN_MAX_DAYS:
+        return None
+    return start, end
+
+
+def _day_spans(text: str) -> list[DateRange]:
+    spans = [_span(m[1], m[2], m[3] or m[1], m[4], m[5]) for m in _SPAN_MONTH_FIRST.finditer(text)]
+    spans += [_span(m[2], m[1], m[4], m[3], m[5]) for m in _SPAN_DAY_FIRST.finditer(text)]
+    return [span for span in spans if span is not None]
+
+
+def _days(text: str) -> list[DateRange]:
+    days = _day_spans(text)
+    for m in _DAY_MONTH_YEAR.finditer(text):
+        d = _safe_date(int(m.group(3)), MONTHS[m.group(2).lower()], int(m.group(1)))
+        if d:
+            days.append((d, d))
+    for m in _MONTH_DAY_YEAR.finditer(text):
+        d = _safe_date(int(m.group(3)), MONTHS[m.group(1).lower()], int(m.group(2)))
+        if d:
+            days.append((d, d))
+    for m in _ISO_DAY.finditer(text):
+        d = _safe_date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        if d:
+            days.append((d, d))
+    if not days:
+        named = [(m[1], m[2]) for m in _DAY_MONTH_NO_YEAR.finditer(text)]
+        named += [(m[2], m[1]) for m in _MONTH_DAY_NO_YEAR.finditer(text)]
+        for day, month in named:
+            # year 1 has no February 29: "on February 29" is the 28th there
+            d = _safe_date(
+                ANY_YEAR,
+                MONTHS[month.lower()],
+                min(int(day), 28) if month.lower() == "february" else int(day),
+            )
+            if d:
+                days.append((d, d))
+    return days
+
+
+def _month(year: int, month: int) -> DateRange:
+    return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _months(text: str) -> list[DateRange]:
+    months: list[DateRange] = []
+    for m in _MONTH_SPAN.finditer(text):
+        year, first, second = int(m[3]), MONTHS[m[1].lower()], MONTHS[m[2].lower()]
+        start_year = year if first <= second else year - 1  # "from November to February 2024"
+        end = _month(year, second)[1]
+        months.append((date(start_year, first, 1), end))
+    for m in _MONTH_YEAR.finditer(text):
+        months.append(_month(int(m[2]), MONTHS[m[1].lower()]))
+    for m in _SEASON.finditer(text):
+        season, year = m[1].lower(), int(m[2])
+        if season == "winter":  # the winter months of that year, at both of its ends
+            months.append((date(year, 1, 1), _month(year, 2)[1]))
+            months.append((date(year, 12, 1), date(year, 12, 31)))
+        else:
+            first, last = _SEASON_MONTHS[season]
+            months.append((date(year, first, 1), _month(year, last)[1]))
+    if not months:
+        for m in _MONTH_NO_YEAR.finditer(text):
+            months.append(_month(ANY_YEAR, MONTHS[m[1].lower()]))
+        for m in _SEASON_NO_YEAR.finditer(text):
+            first, last = _SEASON_MONTHS[m[1].lower()]
+            months.append((date(ANY_YEAR, first, 1), _month(ANY_YEAR, last)[1]))
+    return months
+
+
+def query_dates(text: str) -> list[DateRange]:
+    """Date ranges the query names (inclusive; module docstring): days, else months, else
+    years. A range in :data:`ANY_YEAR` stands for that part of every year."""
+    days = _days(text)
+    if days:
+        return days
+    months = _months(text)
+    if months:
+        return months
+    return [(date(int(y), 1, 1), date(int(y), 12, 31)) for y in _YEAR.findall(text)]
+
+
+def _in_year(day: date, year: int) -> date:
+    """``day`` moved into ``year`` (February 29 to the 28th where there is none)."""
+    try:
+        return day.replace(year=year)
+    except ValueError:
+        return day.replace(year=year, day=28)
+
+
+def date_match(day: date | None, ranges: Sequence[DateRange], slack_days: int = 7) -> float:
+    """1 inside a named range, fading linearly to 0 at ``slack_days`` outside it."""
+    if day is None:
+        return 0.0
+    best = 0.0
+    for start, end in ranges:
+        when = _in_year(day, ANY_YEAR) if start.year == ANY_YEAR else day
+        if start <= when <= end:
+            return 1.0
+        gap = min(abs((when - start).days), abs((when - end).days))
+        if gap <= slack_days:
+            best = max(best, 1.0 - gap / (slack_days + 1))
+    return best
