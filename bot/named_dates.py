@@ -18,8 +18,10 @@ the learned ranker's date feature, the conversation list's date term). What is r
 - else whole years ("in 2022").
 
 Days win over months, months over years: "on 8 May 2023" is that day, not all of 2023.
-Relative dates ("yesterday", "last week") are not read here: they need the owner's today,
-and the assistant's tools take explicit date ranges for them.
+Only when none of those is named, and the caller gives the owner's ``today``, relative
+dates in the past are read ("today", "yesterday", "3 days ago", "two weeks ago", "last
+week", "this month", "last Friday", "over the weekend", "last year"); the future ("next
+week") names no conversation yet, and "recently" no range.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, timedelta
 
 ANY_YEAR = 1
 """The year of a range read from a month named without one: it matches that month of any
@@ -183,16 +185,96 @@ def _months(text: str) -> list[DateRange]:
     return months
 
 
-def query_dates(text: str) -> list[DateRange]:
+_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_COUNT.update({"seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "couple": 2})
+_N = r"(?P<n>\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|a couple of)"
+_WEEKDAYS = [name.lower() for name in calendar.day_name]
+_RELATIVE = re.compile(
+    r"\b(?:(?P<before>the day before yesterday)|(?P<today>today|tonight|this morning|"
+    r"this afternoon|this evening)|(?P<yesterday>yesterday|last night)|"
+    rf"{_N}\s+(?P<unit>days?|weeks?|months?|years?)\s+ago|"
+    r"(?P<span>last|this|past)\s+(?P<period>week|month|year|weekend)\b(?!\s+of\b)|"
+    r"(?:the\s+)?weekend\b(?P<plain_weekend>)|"
+    rf"(?P<on>last|on|this|past)\s+(?P<weekday>{'|'.join(_WEEKDAYS)})s?)\b",
+    re.I,
+)
+
+
+def _count(word: str) -> int:
+    word = " ".join(word.lower().split())
+    return int(word) if word.isdigit() else _COUNT.get(word, 1)
+
+
+def _relative(text: str, today: date) -> list[DateRange]:
+    """The past the words name relative to ``today`` (module docstring)."""
+    out: list[DateRange] = []
+    monday = today - timedelta(days=today.weekday())
+    for m in _RELATIVE.finditer(text):
+        if m["before"]:
+            out.append((today - timedelta(days=2),) * 2)
+        elif m["today"]:
+            out.append((today, today))
+        elif m["yesterday"]:
+            out.append((today - timedelta(days=1),) * 2)
+        elif m["unit"]:
+            n, unit = _count(m["n"]), m["unit"].lower().rstrip("s")
+            days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * n
+            around = {"day": 0, "week": 3, "month": 7, "year": 30}[unit]
+            day = today - timedelta(days=days)
+            out.append((day - timedelta(days=around), day + timedelta(days=around)))
+        elif m["period"]:
+            out.append(_period(m["span"].lower(), m["period"].lower(), today, monday))
+        elif m["plain_weekend"] is not None:
+            out.append(_period("last", "weekend", today, monday))
+        elif m["weekday"]:
+            back = (today.weekday() - _WEEKDAYS.index(m["weekday"].lower())) % 7
+            if back == 0 and m["on"].lower() in ("last", "past"):
+                back = 7  # "last Monday" on a Monday is a week ago
+            out.append((today - timedelta(days=back),) * 2)
+    return out
+
+
+def _period(span: str, period: str, today: date, monday: date) -> DateRange:
+    """ "last / this / past" week, month, year or weekend before ``today``."""
+    if period == "weekend":  # the latest Saturday and Sunday up to today
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+        return saturday, min(today, saturday + timedelta(days=1))
+    if span == "past":  # the last seven / thirty / 365 days
+        length = {"week": 7, "month": 30, "year": 365}[period]
+        return today - timedelta(days=length), today
+    if period == "week":
+        return (
+            (monday - timedelta(days=7), monday - timedelta(days=1))
+            if span == "last"
+            else (
+                monday,
+                today,
+            )
+        )
+    if period == "month":
+        if span == "this":
+            return today.replace(day=1), today
+        last = today.replace(day=1) - timedelta(days=1)
+        return last.replace(day=1), last
+    if span == "this":
+        return date(today.year, 1, 1), today
+    return date(today.year - 1, 1, 1), date(today.year - 1, 12, 31)
+
+
+def query_dates(text: str, today: date | None = None) -> list[DateRange]:
     """Date ranges the query names (inclusive; module docstring): days, else months, else
-    years. A range in :data:`ANY_YEAR` stands for that part of every year."""
+    years, else (with ``today``, the owner's) relative dates in the past. A range in
+    :data:`ANY_YEAR` stands for that part of every year."""
     days = _days(text)
     if days:
         return days
     months = _months(text)
     if months:
         return months
-    return [(date(int(y), 1, 1), date(int(y), 12, 31)) for y in _YEAR.findall(text)]
+    years = [(date(int(y), 1, 1), date(int(y), 12, 31)) for y in _YEAR.findall(text)]
+    if years or today is None:
+        return years
+    return _relative(text, today)
 
 
 def _in_year(day: date, year: int) -> date:

@@ -154,3 +154,57 @@ def test_a_named_year_still_wins_over_the_same_month_without_one() -> None:
     ranges = query_dates("What did we decide in June 2023?")
     assert ranges == [(date(2023, 6, 1), date(2023, 6, 30))]
     assert ANY_YEAR not in {start.year for start, _ in ranges}
+
+
+_THURSDAY = date(2026, 11, 26)
+
+
+@pytest.mark.parametrize(
+    ("text", "first", "last"),
+    [
+        ("what did we talk about yesterday?", date(2026, 11, 25), date(2026, 11, 25)),
+        ("the day before yesterday", date(2026, 11, 24), date(2026, 11, 24)),
+        ("what did I say this morning", _THURSDAY, _THURSDAY),
+        ("3 days ago", date(2026, 11, 23), date(2026, 11, 23)),
+        ("two weeks ago", date(2026, 11, 9), date(2026, 11, 15)),
+        ("last week", date(2026, 11, 16), date(2026, 11, 22)),  # Monday to Sunday
+        ("this week", date(2026, 11, 23), _THURSDAY),
+        ("the past week", date(2026, 11, 19), _THURSDAY),
+        ("last month", date(2026, 10, 1), date(2026, 10, 31)),
+        ("this month", date(2026, 11, 1), _THURSDAY),
+        ("last year", date(2025, 1, 1), date(2025, 12, 31)),
+        ("last Friday", date(2026, 11, 20), date(2026, 11, 20)),
+        ("on Monday", date(2026, 11, 23), date(2026, 11, 23)),
+        ("last Thursday", date(2026, 11, 19), date(2026, 11, 19)),  # not today
+        ("over the weekend", date(2026, 11, 21), date(2026, 11, 22)),
+    ],
+)
+def test_relative_dates_are_read_from_the_owners_today(text: str, first: date, last: date) -> None:
+    ranges = query_dates(text, _THURSDAY)
+    assert _covers_ranges(ranges, first, last), ranges
+    assert date_match(first - timedelta(days=1), ranges, slack_days=0) == 0.0
+    assert date_match(last + timedelta(days=1), ranges, slack_days=0) == 0.0
+    # without a today (a caller that does not know it) nothing relative is read
+    assert query_dates(text) == []
+
+
+def _covers_ranges(ranges: list[tuple[date, date]], first: date, last: date) -> bool:
+    return all(
+        date_match(date.fromordinal(d), ranges, slack_days=0) == 1.0
+        for d in range(first.toordinal(), last.toordinal() + 1)
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the last time we met", "what are we doing next week?", "what did I recently say"],
+)
+def test_the_future_and_vague_words_name_no_dates(text: str) -> None:
+    assert query_dates(text, _THURSDAY) == []
+
+
+def test_a_named_date_wins_over_a_relative_one() -> None:
+    # "last week, as mentioned on November 6, 2023": the day the words name
+    assert query_dates("her issue last week, as mentioned on November 6, 2023", _THURSDAY) == [
+        (date(2023, 11, 6), date(2023, 11, 6))
+    ]

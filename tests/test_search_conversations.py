@@ -210,6 +210,31 @@ async def test_a_named_date_is_a_day_of_the_owners_calendar(db: Database) -> Non
     assert [r.conversation_id for r in page.results] == ["conv-a", "conv-b"]
 
 
+async def test_yesterday_is_the_day_before_the_owners_today(db: Database) -> None:
+    """Regression: relative dates named no date at all, so "the tomatoes yesterday" ranked
+    an old conversation with the same words ahead of yesterday's (and, west of UTC,
+    "yesterday" must be the owner's yesterday, not UTC's)."""
+    from datetime import UTC, datetime
+
+    said = [("user", "We planted the tomatoes in the garden today")]
+    await add_conversation(db, "conv-a", said, at="2026-02-10T15:00:00.000Z")  # weeks ago
+    await add_conversation(db, "conv-b", said, at="2026-03-03T01:30:00.000Z")  # NY: March 2
+    config = AppConfig()
+    config.owner.timezone = "America/New_York"
+    service = SearchService(config, db)
+    # 02:00 UTC on March 4 is March 3, 21:00 in New York: yesterday there is March 2
+    service.now = lambda: datetime(2026, 3, 4, 2, 0, tzinfo=UTC)
+    for query in ("the tomatoes in the garden yesterday", "what did I plant yesterday?"):
+        page = await service.search(query)
+        assert page.results[0].conversation_id == "conv-b", query
+    # "three weeks ago" is around February 10
+    page = await service.search("the tomatoes in the garden three weeks ago")
+    assert page.results[0].conversation_id == "conv-a"
+    # with no date in the words, the tie is listed by id
+    page = await service.search("the tomatoes in the garden")
+    assert [r.conversation_id for r in page.results] == ["conv-a", "conv-b"]
+
+
 async def test_the_ranker_trains_on_the_conversation_order_it_ranks_with(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bot.config.model import SearchConfig
-from bot.named_dates import date_match, query_dates
+from bot.named_dates import date_match
 from bot.ranking import minmax
 from bot.search.query import query_terms
 from bot.search.rows import Rows
@@ -119,7 +119,7 @@ def bonuses(cfg: SearchConfig, scored: Scored) -> dict[str, float]:
     from the ranked candidate turns of ``scored``."""
     rows, order = scored.rows, scored.order.tolist()
     out: dict[str, float] = {}
-    dates = query_dates(scored.query) if cfg.date_rank_weight else []
+    dates = rows.named_dates(scored.query) if cfg.date_rank_weight else []
     if dates:
         matches: dict[date | None, float] = {}  # day -> match: once a day, not a row
         days = rows.days()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bot.named_dates import date_match, query_dates
+from bot.named_dates import date_match
 from bot.ranking import (
     Neighbourhood,
     asks,
@@ -213,7 +213,7 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
     put("time_words", timed)
     when = is_when_question(query)
     put("when_time", timed * when)
-    dates = query_dates(query)
+    dates = rows.named_dates(query)
     if dates:
         days = rows.days()
         put("date", [date_match(days[i], dates) for i in idx.tolist()])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bot.config.model import SearchConfig
-from bot.named_dates import date_match, query_dates
+from bot.named_dates import date_match
 from bot.ranking import (
     Neighbourhood,
     asks,
@@ -253,7 +253,7 @@ def priors(cfg: SearchConfig, query: str, rows: Rows, names: dict[str, str]) -> 
     if names and len(set(names.values())) == 1 and cfg.participant_weight:
         speaker = next(iter(names.values()))
         extra += cfg.participant_weight * (np.asarray(rows.sender, dtype=object) == speaker)
-    dates = query_dates(query)
+    dates = rows.named_dates(query)
     if dates and cfg.date_weight:
         extra += cfg.date_weight * np.fromiter(
             (date_match(day, dates) for day in rows.days()), np.float64, n

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 from bot.db import SyncConn
+from bot.named_dates import DateRange, query_dates
 from bot.owner_days import local_days
 from bot.vector_codec import half_matrix
 
@@ -36,8 +37,21 @@ class Rows:
     role: list[str] = field(default_factory=list)  # "user" / "assistant" (may be absent)
     # the owner's time zone: a date the query names is a day of the owner's calendar
     zone: ZoneInfo | None = None
+    # the owner's today, for the relative dates a query names ("yesterday", "last week")
+    today: date | None = None
     _speakers: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _days: list[date | None] | None = field(default=None, init=False, repr=False, compare=False)
+    _named: tuple[str, list[DateRange]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def named_dates(self, query: str) -> list[DateRange]:
+        """:func:`~bot.named_dates.query_dates` of ``query`` on the owner's :attr:`today`,
+        read once per ranking (the fusion's prior, the learned ranker's feature and the
+        conversation list's date term all ask)."""
+        if self._named is None or self._named[0] != query:
+            self._named = (query, query_dates(query, self.today))
+        return self._named[1]
 
     def days(self) -> list[date | None]:
         """Each row's day in the owner's calendar (:attr:`zone`; the stored timestamps
@@ -113,11 +127,15 @@ def _order(row: tuple[Any, ...]) -> tuple[str, int, int]:
 
 
 def build_rows(
-    raw: list[tuple[Any, ...]], want_vectors: bool, dims: int, zone: ZoneInfo | None = None
+    raw: list[tuple[Any, ...]],
+    want_vectors: bool,
+    dims: int,
+    zone: ZoneInfo | None = None,
+    today: date | None = None,
 ) -> Rows:
     """:class:`Rows` from :func:`fetch_spans` rows (of one or several calls over disjoint
     spans), in (conversation, turn number, id) order, duplicates dropped; ``zone``: the
-    owner's time zone (:meth:`Rows.days`)."""
+    owner's time zone (:meth:`Rows.days`), ``today`` the owner's (:meth:`Rows.named_dates`)."""
     rows = sorted({r[0]: r for r in raw}.values(), key=_order)
     n = len(rows)
     columns: list[Any] = list(zip(*rows, strict=True)) if n else [()] * 9
@@ -144,6 +162,7 @@ def build_rows(
         codes=codes,
         role=list(role),
         zone=zone,
+        today=today,
     )
 
 

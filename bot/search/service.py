@@ -12,7 +12,9 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -79,8 +81,10 @@ class SearchService:
         self.config = config
         self.db = db
         self.embedder = embedder
-        # a date the query names is a day of the owner's calendar (Rows.days)
+        # a date the query names is a day of the owner's calendar (Rows.days), and
+        # "yesterday" is the day before the owner's today (Rows.named_dates)
         self.zone = owner_zone(config)
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         if vectors is None and embedder is not None:
             from bot.vectors import VectorIndex
 
@@ -312,7 +316,11 @@ class SearchService:
             near = cfg.vector_window if want_vectors else 0
             more = subtract(vector_spans(conn, keyword, knn, near, cfg.expand), kw_spans)
             rows = build_rows(
-                kw_raw + fetch_spans(conn, more, want_vectors), want_vectors, dims, self.zone
+                kw_raw + fetch_spans(conn, more, want_vectors),
+                want_vectors,
+                dims,
+                self.zone,
+                self.now().astimezone(self.zone or UTC).date(),
             )
             scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
             if (
