@@ -331,7 +331,7 @@ def _analyse(turns: Sequence[Turn]) -> tuple[dict[str, _Word], Counter[tuple[str
     """Per-stem evidence and the counts of stems written next to each other."""
     words: dict[str, _Word] = {}
     pairs: Counter[tuple[str, str]] = Counter()
-    senders = [(s or "").lower() for _, _, s in turns if s]
+    senders = sorted({s.lower() for _, _, s in turns if s})
     for role, content, _ in turns:
         for sentence in _sentences(content):
             spans = list(_TOKEN.finditer(sentence))
