@@ -4,7 +4,7 @@ The float vectors live in sqlite-vec tables (``turns_vec``, ``abbreviations_vec`
 by :func:`bot.schema.create_vector_tables` when the extension loads). These plain tables
 record what each vector was made from, so new turns, edited abbreviations and a changed
 model can be detected, and keep what interactive search reads: the sign bits of every
-turn vector (the in-memory prefilter of :mod:`bot.vectors`) and a float16 copy of each
+turn vector (the in-memory prefilter of :mod:`bot.vector_knn`) and a float16 copy of each
 vector. sqlite-vec 0.1.9 reads a vec0 row by rowid in about 0.4 ms (a scan per lookup),
 a plain table in microseconds, and rescoring needs hundreds of rows per query.
 """

@@ -6,9 +6,10 @@ The learned ranker's soft-coverage features (:mod:`bot.search.soft`, docs/search
 word (3+ letters, no stop word, no number; :func:`bot.search.soft.content_words`) is
 embedded once, alone, and kept as float16 in ``term_vectors`` (``bot/schema_recall.py``).
 Words are added in the background as turns arrive
-(:meth:`bot.vectors.VectorIndex.index_turns`, batched on the embedding worker) and all at
-once by ``reindex_all``, only while ``search.soft_coverage`` is on (nothing reads them
-otherwise); a model change deletes them with the turn vectors.
+(:meth:`bot.vectors.VectorIndex.index_turns` through :func:`index_terms`, batched on the
+embedding worker) and all at once by ``reindex_all`` (:func:`index_all_terms`), only
+while ``search.soft_coverage`` is on (nothing reads them otherwise); a model change
+deletes them with the turn vectors.
 ``index_meta['term_vectors']`` names the model once the table covers every turn: until
 then (an index from before the table, a rebuild under way) the ranker uses its model
 without these features (:data:`bot.search.learned.NO_TERMS`).
@@ -20,13 +21,16 @@ one statement per 500 missing words, through an in-memory cache of :data:`CACHE_
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from bot.db import SyncConn
+from bot.db import Database, SyncConn
+from bot.embedding import EmbeddingService, EmbeddingUnavailable
+from bot.search.soft import content_words
 from bot.search.vocabulary import Vocabulary
 from bot.vector_codec import half_matrix, to_half
 
@@ -53,6 +57,57 @@ def store(conn: SyncConn, words: list[str], vectors: np.ndarray) -> None:
         "INSERT OR REPLACE INTO term_vectors (term, vector) VALUES (?, ?)",
         [(w, to_half(v)) for w, v in zip(words, vectors, strict=True)],
     )
+
+
+async def index_terms(db: Database, embedder: EmbeddingService, words: set[str]) -> int:
+    """Embed and store the ``words`` that have no vector yet (batched on the embedding
+    worker); returns how many were added."""
+    if not words:
+        return 0
+    new = await db.run(lambda c: missing(c, words), write=False)
+    added = 0
+    step = 512  # words per write: a full rebuild does not hold the writer for long
+    for start in range(0, len(new), step):
+        chunk = new[start : start + step]
+        try:
+            vectors = await embedder.embed(chunk)
+        except EmbeddingUnavailable:
+            return added
+        await db.run(functools.partial(store, words=chunk, vectors=vectors))
+        added += len(chunk)
+    return added
+
+
+async def term_count(db: Database) -> int:
+    """How many words have a stored vector."""
+    row = await db.fetchone("SELECT count(*) FROM term_vectors")
+    return int(row[0]) if row else 0
+
+
+async def index_all_terms(db: Database, embedder: EmbeddingService) -> tuple[int, bool]:
+    """Every turn's words (after a rebuild, a model change, or an index from before the
+    term table); returns (words added, whether the table is now marked complete)."""
+    words: set[str] = set()
+    last = -(1 << 63)
+    while True:
+        rows = await db.fetchall(
+            "SELECT id, content FROM turns WHERE id > ? AND recall = 1 ORDER BY id LIMIT 5000",
+            (last,),
+        )
+        if not rows:
+            break
+        for _, content in rows:
+            words |= content_words(str(content))
+        last = int(rows[-1][0])
+        await asyncio.sleep(0)
+    added = await index_terms(db, embedder, words)
+    if not embedder.available:
+        return added, False
+    await db.execute(
+        "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+        (META_KEY, embedder.model_id),
+    )
+    return added, True
 
 
 def read_vectors(conn: SyncConn, dims: int, words: list[str]) -> tuple[list[str], np.ndarray]:

@@ -59,8 +59,8 @@ def title_case(text: str) -> str:
     out = []
     for i, word in enumerate(words):
         core = word.strip("\"'()[]")
-        if any(c.isupper() for c in core[1:]) or any(c.isdigit() for c in core):
-            out.append(word)  # API, iPhone, v2.1: keep
+        if any(c.isupper() or c.isdigit() for c in core[1:]) or "_" in core:
+            out.append(word)  # API, iPhone, v2.1, user_id: keep
         elif 0 < i < len(words) - 1 and core.lower() in _SMALL_WORDS:
             out.append(word.lower())
         else:

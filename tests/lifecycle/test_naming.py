@@ -244,6 +244,7 @@ async def test_email_titles_start_from_the_subject() -> None:
 def test_title_rules() -> None:
     assert title_case("weekend trip to the alps") == "Weekend Trip to the Alps"
     assert title_case("fixing the API for iPhone users") == "Fixing the API for iPhone Users"
+    assert title_case("parsing user_id and P60 forms") == "Parsing user_id and P60 Forms"
     assert clean_title('"Title: debugging the login flow."') == "Debugging the Login Flow"
     long = clean_title("one two three four five six seven eight")
     assert long == "One Two Three Four Five Six"

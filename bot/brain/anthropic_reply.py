@@ -1,0 +1,131 @@
+"""One Claude reply's parts: request parameters, usage and cost, the final text.
+
+What :class:`~bot.brain.anthropic.AnthropicBrain` builds around each Messages API call,
+as functions of the configuration alone: the parameters of a call
+(:func:`request_params`: model alias resolved, thinking budget), the running usage and
+cost of a reply across its tool rounds (:class:`ReplyParts`, :func:`account`), and the
+reply that comes out of them (:func:`finish`: the empty and cut-short notices;
+:func:`rejected_reply` for a request the API refuses for good).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.brain.anthropic_api import Rejected
+from bot.brain.base import BrainReply, Spend, Usage
+from bot.brain.cost import add_cost, add_usage, cost_usd
+from bot.config.model import AppConfig
+
+log = logging.getLogger("my_agent.brain")
+
+EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
+CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
+
+
+@dataclass
+class ReplyParts:
+    """Accumulates what one reply produced across tool-loop iterations."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = None
+    texts: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    stop_reason: str | None = None  # of the last call
+    spend: Spend | None = None  # the request's running total (BrainRequest.spend)
+
+
+def request_params(
+    config: AppConfig,
+    alias: str,
+    system: str,
+    messages: list[dict[str, Any]],
+    *,
+    max_tokens: int | None = None,
+    thinking: bool = True,
+) -> dict[str, Any]:
+    """Messages API parameters; extended thinking only for a reply at the default size."""
+    cfg = config.brain
+    params: dict[str, Any] = {
+        "model": config.resolve_model(alias),
+        "system": system,
+        "messages": messages,
+        "max_tokens": max_tokens or cfg.max_tokens,
+    }
+    if thinking and cfg.thinking_budget_tokens > 0 and max_tokens is None:
+        params["thinking"] = {"type": "enabled", "budget_tokens": cfg.thinking_budget_tokens}
+        params["max_tokens"] = cfg.max_tokens + cfg.thinking_budget_tokens
+    return params
+
+
+def account(config: AppConfig, parts: ReplyParts, alias: str, message: Any) -> None:
+    """Add one API answer's usage (and its price) to ``parts``."""
+    usage = Usage(message.usage.input_tokens or 0, message.usage.output_tokens or 0)
+    add_spent(config, parts, alias, usage)
+
+
+def add_spent(config: AppConfig, parts: ReplyParts, alias: str, usage: Usage) -> None:
+    """Add ``usage`` to ``parts`` and to the request's running total, if it has one."""
+    cost = cost_usd(config, alias, usage)
+    parts.usage = add_usage(parts.usage, usage)
+    parts.cost = add_cost(parts.cost, cost)
+    if parts.spend is not None:
+        parts.spend.add(usage, cost)
+
+
+def finish(config: AppConfig, alias: str, parts: ReplyParts) -> BrainReply:
+    """The reply: its texts joined, or a labelled notice when there is none."""
+    thinking = "\n\n".join(parts.thinking).strip() or None
+    text = "\n\n".join(parts.texts)
+    extra: dict[str, Any] = {}
+    if not text.strip():
+        # No text at all (a refusal, an empty answer, a tool loop cut at its limit):
+        # an empty reply showed nothing on Telegram and a blank bubble elsewhere.
+        log.warning("the model returned no text (%s)", parts.stop_reason or "no reason")
+        text = EMPTY_REPLY
+        extra = {"error": "empty", "stopReason": parts.stop_reason}
+    elif parts.stop_reason == "max_tokens":
+        # The answer stops mid-sentence (brain.max_tokens): say so, or it reads as if
+        # the model had meant to end there.
+        log.warning("the reply was cut at max_tokens (%d)", config.brain.max_tokens)
+        text += "\n\n" + CUT_SHORT
+        extra = {"stopReason": "max_tokens"}
+    return BrainReply(
+        text=text,
+        model=config.resolve_model(alias),
+        usage=parts.usage,
+        cost=parts.cost,
+        thinking_text=thinking,
+        extra=extra,
+    )
+
+
+def rejected_reply(config: AppConfig, alias: str, exc: Rejected, parts: ReplyParts) -> BrainReply:
+    """The short notice that replaces a reply the API rejected (it would fail again)."""
+    log.error("the API rejected the request (%d): %s", exc.status, exc)
+    text = (
+        "I could not answer this: the model service rejected the request "
+        f"({exc.status}). Try rephrasing, or start a new conversation with /new."
+    )
+    return BrainReply(
+        text,
+        config.resolve_model(alias),
+        parts.usage,
+        parts.cost,
+        None,
+        {"error": "rejected", "status": exc.status},
+    )
+
+
+__all__ = [
+    "CUT_SHORT",
+    "EMPTY_REPLY",
+    "ReplyParts",
+    "account",
+    "add_spent",
+    "finish",
+    "rejected_reply",
+    "request_params",
+]

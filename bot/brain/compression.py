@@ -1,0 +1,188 @@
+"""Compression of a Claude conversation's working context (SPEC.md "Compression is ours").
+
+When system prompt + summary + turns pass ``brain.compression_budget_tokens``,
+:class:`Compressor` runs the pre-compaction flush (seed 002: one silent turn with the
+memory hook's tools, :class:`FlushRequest`), summarises the older turns together with the
+previous summary (and the turns a restart's hydration left out) with the ``haiku`` alias,
+appends a ``compression`` event and returns the shortened context. A failed or empty
+summary is not fatal: the reply goes out uncompressed and the next one tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.brain.anthropic_api import DeltaForwarder, MessagesCaller, Rejected, text_of
+from bot.brain.anthropic_reply import ReplyParts, account, request_params
+from bot.brain.base import BrainUnavailable
+from bot.brain.context import (
+    COMPRESSION_SYSTEM,
+    FLUSH_PROMPT,
+    WorkingContext,
+    WorkingContexts,
+    compression_prompt,
+)
+from bot.brain.cost import add_cost, add_usage
+from bot.brain.tools import Tool
+from bot.config.model import AppConfig
+
+log = logging.getLogger("my_agent.brain")
+
+# Turns left out of the context by a restart and folded into the next summary: at most
+# this many compression budgets of them (the summarising model's input stays bounded).
+GAP_BUDGETS = 4
+
+# The brain's tool loop: (alias, system, messages, tools, parts, deltas).
+ToolLoop = Callable[
+    [str, str, list[dict[str, Any]], list[Tool], ReplyParts, DeltaForwarder], Awaitable[None]
+]
+
+
+@dataclass(frozen=True)
+class FlushRequest:
+    """The pre-compaction flush (seed 002): what a ``services.memory_flush`` hook gets.
+
+    ``run_turn(tools)`` runs one silent model turn over the working context followed by
+    ``prompt``, with ``tools`` (e.g. the notebook's ``remember``) available; its text is
+    never shown to anyone.
+    """
+
+    conversation_id: str
+    prompt: str
+    context: WorkingContext
+    run_turn: Callable[[Sequence[Tool]], Awaitable[str]]
+
+
+class Compressor:
+    """Summarises the older part of a working context; ``services`` gives
+    ``conversations`` (and, optionally, ``memory_flush``)."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        services: Any,
+        contexts: WorkingContexts,
+        api: MessagesCaller,
+        tool_loop: ToolLoop,
+    ) -> None:
+        self.config = config
+        self.services = services
+        self.contexts = contexts
+        self.api = api
+        self.tool_loop = tool_loop
+
+    async def compress(
+        self,
+        conv_id: str,
+        alias: str,
+        system: str,
+        ctx: WorkingContext,
+        lines: Sequence[Mapping[str, Any]],
+    ) -> WorkingContext:
+        """Flush hook, then summarise the older turns with ``haiku`` and record it.
+
+        ``alias`` and ``system`` are the reply's (the flush turn runs with them)."""
+        old, recent = self.contexts.plan(ctx)
+        if not old:
+            log.info("%s: context over budget but the recent window is all there is", conv_id)
+            return ctx
+        spent = ReplyParts()
+        await self._pre_compaction_flush(conv_id, alias, system, ctx, spent)
+        # The summary covers everything through the last turn it folds in, so the turns
+        # a restart's hydration left out go in too (the most recent ones, when there are
+        # more than a few budgets' worth).
+        gap_tokens = GAP_BUDGETS * self.config.brain.compression_budget_tokens
+        old = [*self.contexts.unsummarised(lines, ctx, gap_tokens), *old]
+        prompt = compression_prompt(ctx.summary, old)
+        try:
+            # Half the budget: if the API is down, the reply itself still gets its turn
+            # to retry (and to raise BrainUnavailable) within about 1.5 budgets.
+            message = await self.api.call(
+                request_params(
+                    self.config,
+                    "haiku",
+                    COMPRESSION_SYSTEM,
+                    [{"role": "user", "content": prompt}],
+                    max_tokens=1024,
+                ),
+                None,
+                budget=self.config.brain.retry_budget_seconds / 2,
+            )
+        except (BrainUnavailable, Rejected) as exc:
+            # Not fatal: this reply goes out with the uncompressed context, the next
+            # reply tries again.
+            log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
+            return ctx
+        summary = text_of(message).strip()
+        if not summary:
+            # A refusal or an empty answer: recorded, it would replace the older turns
+            # with nothing, for good (the event is what every later hydration reads).
+            log.warning(
+                "%s: compression returned no summary (%s); continuing uncompressed",
+                conv_id,
+                message.stop_reason,
+            )
+            return ctx
+        account(self.config, spent, "haiku", message)
+        through = old[-1].turn_number
+        await self.services.conversations.append_event(
+            conv_id,
+            "compression",
+            compressedThrough=through,
+            summary=summary,
+            usage={"input": spent.usage.input, "output": spent.usage.output},
+            cost=spent.cost,
+        )
+        self.contexts.moved(conv_id, recent[0].turn_number if recent else through + 1)
+        log.info(
+            "%s: compressed turns %d-%d (%d turns kept)",
+            conv_id,
+            old[0].turn_number,
+            through,
+            len({t.turn_number for t in recent}),
+        )
+        # The cost is on the compression event; the reply carries its own.
+        return WorkingContext(summary, through, recent)
+
+    async def _pre_compaction_flush(
+        self,
+        conv_id: str,
+        alias: str,
+        system: str,
+        ctx: WorkingContext,
+        spent: ReplyParts,
+    ) -> None:
+        """Seed 002: one silent turn to save durable facts, if a memory hook exists."""
+        hook = getattr(self.services, "memory_flush", None)
+        if hook is None:
+            log.debug("%s: no memory_flush hook; pre-compaction flush skipped", conv_id)
+            return
+
+        async def run_turn(tools: Sequence[Tool]) -> str:
+            turns = list(ctx.turns)
+            while turns and turns[-1].role == "user" and len(turns) > 1:
+                turns.pop()  # the unanswered message is answered after compression
+            messages = WorkingContext(ctx.summary, ctx.compressed_through, turns).messages()
+            if messages and messages[-1]["role"] == "user":
+                messages[-1]["content"] += "\n\n" + FLUSH_PROMPT
+            else:
+                messages.append({"role": "user", "content": FLUSH_PROMPT})
+            silent = ReplyParts()
+            await self.tool_loop(alias, system, messages, list(tools), silent, DeltaForwarder(None))
+            spent.usage = add_usage(spent.usage, silent.usage)
+            spent.cost = add_cost(spent.cost, silent.cost)
+            return "\n\n".join(silent.texts)
+
+        try:
+            await hook(FlushRequest(conv_id, FLUSH_PROMPT, ctx, run_turn))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s: pre-compaction flush failed; compressing anyway", conv_id)
+
+
+__all__ = ["GAP_BUDGETS", "Compressor", "FlushRequest", "ToolLoop"]

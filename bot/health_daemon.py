@@ -1,0 +1,142 @@
+"""Daemon liveness, read from outside the daemon (part of ``my-agent status``).
+
+- the status file the daemon's :class:`bot.notify.Notifier` rewrites on every heartbeat
+  (``data_dir/daemon.json``: pid, state, last beat), checked against the process table
+  (a zombie or a reused pid is no daemon);
+- ``/readyz`` on the web channel when it is enabled;
+- free space in the data directory's file system.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bot.config.model import AppConfig
+from bot.notify import STATUS_FILE_NAME, read_status_file
+
+# A heartbeat older than this many intervals means the loop is stuck or the process died.
+STALE_INTERVALS = 3.0
+
+
+# Less free space than this in the data directory's file system: it counts as full (a
+# message, its journal record and its index rows no longer fit for long).
+FULL_BYTES = 1 << 20
+
+
+def disk_space(path: Path) -> dict[str, Any]:
+    """Free and total bytes of the file system holding ``path`` (as the daemon's
+    unprivileged user sees it: without the blocks reserved for root)."""
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        return {"error": str(exc), "full": False}
+    free = st.f_bavail * st.f_frsize
+    return {"free_bytes": free, "total_bytes": st.f_blocks * st.f_frsize, "full": free < FULL_BYTES}
+
+
+def _pid_alive(pid: int, started_at: float | None = None) -> bool:
+    """Whether ``pid`` is still the daemon that wrote its status file at ``started_at``.
+
+    ``os.kill(pid, 0)`` alone also succeeds for a daemon killed (``kill -9``) but not yet
+    reaped by its parent (a zombie), and for another process that got the pid later:
+    both were reported as a ready daemon.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by another user (the service's DynamicUser)
+    proc = _proc_state(pid)
+    if proc is None:
+        return True  # no /proc to ask: trust the signal check
+    state, started = proc
+    if state == "Z":
+        return False
+    # The daemon wrote started_at after it started; a process started later is another.
+    return not (started_at and started > started_at + 2.0)
+
+
+def _proc_state(pid: int) -> tuple[str, float] | None:
+    """(state letter, start time as a Unix time) of ``pid`` from /proc, None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        fields = stat.rpartition(")")[2].split()  # after the command name, which may hold ")"
+        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[str, Any]:
+    """Interpret ``daemon.json``: running / stale / stopped / unknown."""
+    data = read_status_file(data_dir / STATUS_FILE_NAME)
+    if data is None:
+        return {"state": "unknown", "source": "none", "detail": "no status file"}
+    now = time.time() if now is None else now
+    pid = int(data.get("pid") or 0)
+    age = now - float(data.get("updated_at") or 0)
+    interval = data.get("heartbeat_interval")
+    out: dict[str, Any] = {
+        "source": "status-file",
+        "pid": pid,
+        "reported_state": data.get("state"),
+        "status": data.get("status", ""),
+        "heartbeat_age_seconds": round(age, 1),
+        "uptime_seconds": round(now - float(data.get("started_at") or now), 1),
+        "systemd": bool(data.get("systemd")),
+    }
+    started_at = data.get("started_at")
+    started = float(started_at) if isinstance(started_at, int | float) else None
+    if data.get("state") == "stopped" or not pid or not _pid_alive(pid, started):
+        out["state"] = "stopped"
+    elif isinstance(interval, int | float) and age > STALE_INTERVALS * interval + 2:
+        out["state"] = "stale"  # alive but no heartbeat: the event loop is stuck
+    else:
+        out["state"] = str(data.get("state") or "unknown")
+    return out
+
+
+def _fetch_readyz(url: str, timeout: float) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            body = resp.read(65536)
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        body, status = exc.read(65536), exc.code
+    except (OSError, ValueError) as exc:
+        return {"url": url, "ok": False, "error": str(exc)}
+    try:
+        payload: Any = json.loads(body)
+    except ValueError:
+        payload = body.decode("utf-8", "replace")[:200]
+    return {"url": url, "ok": status == 200, "http_status": status, "body": payload}
+
+
+def check_readyz(config: AppConfig, timeout: float = 2.0) -> dict[str, Any] | None:
+    """GET ``/readyz`` of the web channel (None when the web channel is disabled)."""
+    web = config.channels.web
+    if not web.enabled or not web.port:
+        return None
+    host = "127.0.0.1" if web.host in ("0.0.0.0", "", "::") else web.host
+    host = f"[{host}]" if ":" in host else host
+    return _fetch_readyz(f"http://{host}:{web.port}/readyz", timeout)
+
+
+__all__ = [
+    "FULL_BYTES",
+    "STALE_INTERVALS",
+    "check_readyz",
+    "daemon_from_status_file",
+    "disk_space",
+]

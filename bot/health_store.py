@@ -1,0 +1,192 @@
+"""The stores, read from outside the daemon (part of ``my-agent status``).
+
+- counts from ``conversations.db`` (opened read-only) and the outbox from ``state.db``;
+- index consistency: turn lines in every transcript against ``turns`` rows per
+  conversation, FTS documents against ``turns``, bytes not yet indexed, and FTS5's own
+  ``integrity-check`` (which compares the index with its content table).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bot.db import select_driver
+from bot.recovery import PENDING_REPLIES
+
+
+def connect_ro(path: Path) -> Any:
+    """A read-only connection (busy timeout 10 s) to the database at ``path``."""
+    drv = select_driver()
+    conn = drv.module.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0)
+    conn.execute("PRAGMA busy_timeout=10000")
+    return conn
+
+
+def _scalar(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> int:
+    row = conn.execute(sql, params).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def index_counts(conn: Any) -> dict[str, Any]:
+    """Counts from ``conversations.db``."""
+    by_channel = dict(
+        conn.execute("SELECT channel, count(*) FROM conversations GROUP BY channel").fetchall()
+    )
+    return {
+        "conversations": _scalar(conn, "SELECT count(*) FROM conversations"),
+        "by_channel": by_channel,
+        "turns": _scalar(conn, "SELECT count(*) FROM turns"),
+        # Notes missing or behind the last turn: what the daemon will write (at the idle
+        # timeout, or at its next start), as bot.lifecycle.records.pending_abbreviations
+        # selects them. The flag alone missed conversations left before their timeout.
+        "pending_abbreviations": _scalar(
+            conn,
+            "SELECT count(*) FROM conversations WHERE turn_count > 0 AND "
+            "(needs_abbreviation = 1 OR abbreviated_turn < turn_count)",
+        ),
+        # of those, flagged by a failed or unfinished pass: retried by the sweep
+        "abbreviations_to_retry": _scalar(
+            conn, "SELECT count(*) FROM conversations WHERE needs_abbreviation = 1"
+        ),
+        # Owner messages with no reply yet (bot.recovery.pending_replies): in flight
+        # while the daemon runs; after a stop or during an outage, answered later.
+        "replies_pending": _scalar(conn, f"SELECT count(*) FROM ({PENDING_REPLIES})"),
+        "external_parties": _scalar(conn, "SELECT count(*) FROM external_parties"),
+        "pending_escalations": _scalar(
+            conn, "SELECT count(*) FROM escalations WHERE status = 'pending'"
+        ),
+    }
+
+
+def outbox_counts(state_path: Path, now: float | None = None) -> dict[str, Any]:
+    """Outbox sizes from ``state.db`` (pending, failed, oldest pending age)."""
+    conn = connect_ro(state_path)
+    try:
+        rows = dict(conn.execute("SELECT status, count(*) FROM outbox GROUP BY status").fetchall())
+        oldest = conn.execute(
+            "SELECT min(created) FROM outbox WHERE status = 'pending'"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    return {
+        "pending": int(rows.get("pending", 0)),
+        "failed": int(rows.get("failed", 0)),
+        "sent": int(rows.get("sent", 0)),
+        "oldest_pending": oldest,
+    }
+
+
+def _valid_turn(line: dict[str, Any]) -> bool:
+    # The same acceptance rule as bot.index.apply_line: what the index should contain.
+    return (
+        line.get("type") == "turn"
+        and line.get("role") in ("user", "assistant")
+        and isinstance(line.get("content"), str)
+        and isinstance(line.get("turnNumber"), int)
+    )
+
+
+def transcript_turns(conversations_dir: Path) -> dict[str, tuple[int, int]]:
+    """conv id -> (turn lines, size of the complete-line prefix in bytes)."""
+    out: dict[str, tuple[int, int]] = {}
+    if not conversations_dir.is_dir():
+        return out
+    for path in sorted(conversations_dir.glob("conv-*.jsonl")):
+        data = path.read_bytes()
+        end = data.rfind(b"\n") + 1  # a torn last line is not counted (nor indexed)
+        count = 0
+        for raw in data[:end].split(b"\n"):
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(line, dict) and _valid_turn(line):
+                count += 1
+        out[path.stem] = (count, end)
+    return out
+
+
+def index_consistency(conn: Any, conversations_dir: Path) -> dict[str, Any]:
+    """Compare the index with the transcripts; ``problems`` lists every mismatch found."""
+    problems: list[str] = []
+    files = transcript_turns(conversations_dir)
+    rows = {
+        cid: (int(turns), int(indexed))
+        for cid, turns, indexed in conn.execute(
+            "SELECT c.id, (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id),"
+            " c.indexed_bytes FROM conversations c"
+        ).fetchall()
+    }
+    missing = sorted(set(files) - set(rows))
+    orphans = sorted(set(rows) - set(files))
+    mismatched = []
+    lag_bytes = 0
+    for cid, (count, size) in files.items():
+        if cid not in rows:
+            continue
+        indexed_turns, indexed_bytes = rows[cid]
+        if indexed_bytes < size:
+            lag_bytes += size - indexed_bytes
+        elif indexed_turns != count:
+            mismatched.append({"id": cid, "transcript": count, "index": indexed_turns})
+    if missing:
+        problems.append(f"{len(missing)} transcript(s) not in the index")
+    if orphans:
+        problems.append(f"{len(orphans)} indexed conversation(s) without a transcript")
+    if mismatched:
+        problems.append(f"{len(mismatched)} conversation(s) with a different turn count")
+    turns = _scalar(conn, "SELECT count(*) FROM turns")
+    fts_docs = _scalar(conn, "SELECT count(*) FROM turns_fts_docsize")
+    searchable = turns
+    if any(row[1] == "recall" for row in conn.execute("PRAGMA table_info(turns)")):
+        # readouts are not searchable; an index from before version 5 has no such column
+        searchable = _scalar(conn, "SELECT count(*) FROM turns WHERE recall = 1")
+    if fts_docs != searchable:
+        problems.append(f"FTS holds {fts_docs} documents for {searchable} searchable turns")
+    return {
+        "ok": not problems,
+        "transcripts": len(files),
+        "transcript_turns": sum(c for c, _ in files.values()),
+        "index_turns": turns,
+        "searchable_turns": searchable,
+        "fts_documents": fts_docs,
+        "fts_integrity": "skipped",
+        "unindexed_bytes": lag_bytes,
+        "missing_from_index": missing[:20],
+        "without_transcript": orphans[:20],
+        "mismatched": mismatched[:20],
+        "problems": problems,
+    }
+
+
+def fts_integrity(index_path: Path) -> str:
+    """FTS5 ``integrity-check`` of ``turns_fts``: "ok", "read-only" or the error."""
+    # rank=1 also compares an external-content index with its content table (`turns`).
+    # It is spelled as an INSERT but changes nothing; it needs a writable connection.
+    try:
+        conn = select_driver().module.connect(str(index_path), timeout=10.0)
+    except Exception as exc:  # sqlite3 and pysqlite3 raise their own classes
+        return str(exc)
+    try:
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES ('integrity-check', 1)")
+    except Exception as exc:
+        msg = str(exc)
+        return "read-only" if "readonly" in msg.replace(" ", "").lower() else msg
+    finally:
+        conn.close()
+    return "ok"
+
+
+__all__ = [
+    "connect_ro",
+    "fts_integrity",
+    "index_consistency",
+    "index_counts",
+    "outbox_counts",
+    "transcript_turns",
+]

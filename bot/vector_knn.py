@@ -1,0 +1,107 @@
+"""The in-memory side of vector KNN (see :mod:`bot.vectors`, SPEC.md "Vector search cost").
+
+:class:`VectorMatrices` holds what interactive search scans without touching SQLite: the
+sign bits of every turn window (:class:`~bot.vector_codec.BitMatrix`, the first stage of
+the two-stage turn KNN) and a float copy of every abbreviation vector (few enough, one per
+conversation, to score exactly). The exact stage of the turn KNN reads float16 copies from
+``turn_vectors`` on a connection's thread (:meth:`VectorMatrices.rescore_turns`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from bot.db import SyncConn
+from bot.ranking import matvec
+from bot.vector_codec import BitMatrix, rescore, sign_bits
+
+
+class VectorMatrices:
+    """Turn-window sign bits and abbreviation vectors, in memory, kept in step with the
+    tables by :class:`~bot.vectors.VectorIndex`."""
+
+    def __init__(self, dims: int, turns: BitMatrix, abbr_ids: list[str], abbr: np.ndarray):
+        self.dims = dims
+        self.turns = turns
+        self._abbr_ids = abbr_ids
+        self._abbr_pos = {c: i for i, c in enumerate(abbr_ids)}
+        self._abbr = abbr
+
+    @classmethod
+    def read(cls, conn: SyncConn, dims: int) -> VectorMatrices:
+        """Load both matrices from ``turn_vectors`` and ``abbreviation_vectors`` (on the
+        connection's thread)."""
+        words = (dims + 63) // 64
+        rows = conn.execute("SELECT turn_id, bits FROM turn_vectors").fetchall()
+        if rows:
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            bits = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint64)
+            turns = BitMatrix(ids, bits.reshape(len(rows), words).copy())
+        else:
+            turns = BitMatrix.empty(words)
+        rows = conn.execute("SELECT conversation_id, vector FROM abbreviation_vectors").fetchall()
+        abbr_ids = [str(r[0]) for r in rows]
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16)
+        # float32 in memory: numpy's float16 matmul is ~10x slower
+        return cls(dims, turns, abbr_ids, matrix.reshape(len(rows), dims).astype(np.float32))
+
+    @property
+    def abbreviation_count(self) -> int:
+        return len(self._abbr_ids)
+
+    def set_abbreviation(self, conversation_id: str, vector: np.ndarray | None) -> None:
+        """Replace (or, with None, drop) one conversation's abbreviation vector."""
+        at = self._abbr_pos.get(conversation_id)
+        if vector is None:
+            if at is not None:
+                self._abbr = np.delete(self._abbr, at, axis=0)
+                self._abbr_ids.pop(at)
+                self._abbr_pos = {c: i for i, c in enumerate(self._abbr_ids)}
+            return
+        row = np.asarray(vector, dtype=np.float16).astype(np.float32)  # as stored
+        if at is None:
+            self._abbr_pos[conversation_id] = len(self._abbr_ids)
+            self._abbr_ids.append(conversation_id)
+            self._abbr = np.vstack([self._abbr, row[None, :]])
+        else:
+            self._abbr[at] = row
+
+    def turn_shortlist(self, query: np.ndarray, k: int) -> list[int]:
+        """The sign-bit stage: the ``max(8k, 256)`` turn ids nearest in Hamming distance."""
+        query_bits = sign_bits(query.reshape(1, -1))[0]
+        return self.turns.shortlist(query_bits, max(8 * k, 256)).tolist()
+
+    def rescore_turns(
+        self,
+        conn: SyncConn,
+        shortlist: Sequence[int],
+        query: np.ndarray,
+        k: int,
+        conversation_id: str | None = None,
+    ) -> dict[int, float]:
+        """The exact stage: cosine over the float16 copies of ``shortlist`` (or of every
+        window of ``conversation_id``), on the connection's thread."""
+        if conversation_id is not None:
+            rows = conn.execute(
+                "SELECT turn_id FROM turn_vectors WHERE conversation_id = ?", (conversation_id,)
+            ).fetchall()
+            shortlist = [int(r[0]) for r in rows]
+        return rescore(conn, shortlist, query, k, self.dims)
+
+    def knn_abbreviations(self, query: np.ndarray, k: int) -> dict[str, float]:
+        """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact)."""
+        if not self._abbr_ids:
+            return {}
+        scores = matvec(self._abbr, query)
+        count = min(k, len(scores))
+        top = (
+            np.argpartition(-scores, count - 1)[:count]
+            if count < len(scores)
+            else range(len(scores))
+        )
+        return {self._abbr_ids[i]: float(scores[i]) for i in top}
+
+
+__all__ = ["VectorMatrices"]

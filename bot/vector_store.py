@@ -1,0 +1,168 @@
+"""The vector tables of ``conversations.db``: their vector space, reads, writes, pruning.
+
+``index_meta['embedding_model']`` names the model the vectors were made with. Opening the
+vector index with another model (or dimension count) drops every stored vector and marks
+them for a background rebuild (:func:`prepare`); :func:`prune` drops the vectors of turns
+that are gone or are readouts. Each turn window and abbreviation is written twice: float32
+into sqlite-vec's ``turns_vec`` / ``abbreviations_vec``, and sign bits plus a float16 copy
+into the plain ``turn_vectors`` / ``abbreviation_vectors`` that KNN reads
+(:mod:`bot.vector_knn`). Every function runs on a connection's thread
+(:meth:`bot.db.Database.run`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bot.db import SyncConn
+from bot.schema import create_vector_tables
+from bot.term_vectors import META_KEY as TERMS_KEY
+from bot.vector_codec import to_blob, to_half
+
+META_KEY = "embedding_model"
+
+
+def prepare(conn: SyncConn, model_id: str, dims: int, build_terms: bool) -> tuple[bool, bool]:
+    """Create the vector tables for ``model_id`` (dropping another model's vectors).
+
+    Returns ``(rebuild, terms_ready)``: whether vectors must be rebuilt in the background
+    (a model change, or turns indexed before any vector), and whether the word vectors
+    of soft coverage cover every turn.
+    """
+    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
+    stale = row is not None and row[0] != model_id
+    if stale:
+        conn.execute("DROP TABLE IF EXISTS turns_vec")
+        conn.execute("DROP TABLE IF EXISTS abbreviations_vec")
+        conn.execute("DELETE FROM turn_vectors")
+        conn.execute("DELETE FROM abbreviation_vectors")
+        conn.execute("DELETE FROM term_vectors")
+    create_vector_tables(conn, dims)
+    conn.execute(
+        "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (META_KEY, model_id)
+    )
+    has_turns = bool(conn.execute("SELECT 1 FROM turns LIMIT 1").fetchone())
+    if not build_terms:
+        # turns stored from now on get no word vectors: the table stops being
+        # complete, and a later start with soft coverage on completes it
+        conn.execute("DELETE FROM index_meta WHERE key = ?", (TERMS_KEY,))
+        return stale or (row is None and has_turns), False
+    terms = conn.execute("SELECT value FROM index_meta WHERE key = ?", (TERMS_KEY,)).fetchone()
+    terms_ready = not stale and terms is not None and terms[0] == model_id
+    if not has_turns and not terms_ready:
+        # an empty index: every word arrives with its turn (index_turns)
+        conn.execute(
+            "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+            (TERMS_KEY, model_id),
+        )
+        terms_ready = True
+    rebuild = stale or (row is None and has_turns) or not terms_ready
+    return rebuild, terms_ready
+
+
+def prune(conn: SyncConn) -> list[int]:
+    """Drop vectors whose turn no longer exists (a rebuilt or trimmed index) or is a
+    readout (``turns.recall = 0``, embedded before index version 5); returns the turn
+    ids dropped from ``turns_vec``."""
+    gone = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT rowid FROM turns_vec WHERE rowid NOT IN (SELECT id FROM turns WHERE recall = 1)"
+        )
+    ]
+    conn.executemany("DELETE FROM turns_vec WHERE rowid = ?", [(g,) for g in gone])
+    conn.execute(
+        "DELETE FROM turn_vectors WHERE turn_id NOT IN (SELECT id FROM turns WHERE recall = 1)"
+    )
+    conn.execute(
+        "DELETE FROM abbreviations_vec WHERE conversation_id NOT IN (SELECT id FROM conversations)"
+    )
+    return gone
+
+
+def read_windows(conn: SyncConn, conversation_id: str) -> tuple[list[Any], dict[int, int]]:
+    """A conversation's recallable turns ``(id, content)`` in order, and the
+    ``window_last`` each stored window saw (turn id -> last turn id)."""
+    # A user turn and its reply share a turn number: order by id within it.
+    turns = conn.execute(
+        "SELECT id, content FROM turns WHERE conversation_id = ? AND recall = 1 "
+        "ORDER BY turn_number, id",
+        (conversation_id,),
+    ).fetchall()
+    done = dict(
+        conn.execute(
+            "SELECT turn_id, window_last FROM turn_vectors WHERE conversation_id = ?",
+            (conversation_id,),
+        ).fetchall()
+    )
+    return turns, done
+
+
+def store_turn_vectors(
+    conn: SyncConn,
+    conversation_id: str,
+    todo: list[tuple[int, int, str]],
+    vectors: np.ndarray,
+    bits: np.ndarray,
+) -> None:
+    """Write the windows ``todo`` ((turn id, window_last, text)) with their vectors."""
+    ids = [int(t[0]) for t in todo]
+    # vec0 has no upsert: delete then insert.
+    conn.executemany("DELETE FROM turns_vec WHERE rowid = ?", [(i,) for i in ids])
+    conn.executemany(
+        "INSERT INTO turns_vec (rowid, embedding) VALUES (?, ?)",
+        [(i, to_blob(v)) for i, v in zip(ids, vectors, strict=True)],
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO turn_vectors (turn_id, conversation_id, window_last, "
+        "bits, vector) VALUES (?, ?, ?, ?, ?)",
+        [
+            (t[0], conversation_id, t[1], b.tobytes(), to_half(v))
+            for t, b, v in zip(todo, bits, vectors, strict=True)
+        ],
+    )
+
+
+def abbreviation_hash(conn: SyncConn, conversation_id: str) -> str | None:
+    """The hash of the abbreviation text whose vector is stored, if any."""
+    row = conn.execute(
+        "SELECT text_hash FROM abbreviation_vectors WHERE conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def store_abbreviation(
+    conn: SyncConn, conversation_id: str, text_hash: str, vector: np.ndarray
+) -> None:
+    """Write (replace) one conversation's abbreviation vector."""
+    conn.execute("DELETE FROM abbreviations_vec WHERE conversation_id = ?", (conversation_id,))
+    conn.execute(
+        "INSERT INTO abbreviations_vec (conversation_id, embedding) VALUES (?, ?)",
+        (conversation_id, to_blob(vector)),
+    )
+    conn.execute(
+        "INSERT OR REPLACE INTO abbreviation_vectors (conversation_id, text_hash, "
+        "vector) VALUES (?, ?, ?)",
+        (conversation_id, text_hash, to_half(vector)),
+    )
+
+
+def delete_abbreviation(conn: SyncConn, conversation_id: str) -> None:
+    """Drop one conversation's abbreviation vector (its notes are empty now)."""
+    conn.execute("DELETE FROM abbreviations_vec WHERE conversation_id = ?", (conversation_id,))
+    conn.execute("DELETE FROM abbreviation_vectors WHERE conversation_id = ?", (conversation_id,))
+
+
+__all__ = [
+    "META_KEY",
+    "abbreviation_hash",
+    "delete_abbreviation",
+    "prepare",
+    "prune",
+    "read_windows",
+    "store_abbreviation",
+    "store_turn_vectors",
+]
