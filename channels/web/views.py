@@ -46,7 +46,9 @@ def channel_label(channel: str, meta: Mapping[str, Any], participants: list[str]
         if isinstance(value, str) and value:
             name = value
             break
-    if not name and participants:
+    if not name and participants and not str(participants[0]).lstrip("-").isdigit():
+        # (A bare Telegram id says nothing to a reader: an escalation used to create
+        # the owner's conversation with only that as its participant.)
         name = str(participants[0])
     subject = meta.get("subject")
     if channel == "email" and isinstance(subject, str) and subject:
