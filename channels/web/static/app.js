@@ -743,7 +743,9 @@
     head.appendChild(el("strong", null, p.name || p.identity));
     if (p.name) head.appendChild(el("span", "muted", p.identity));
     head.appendChild(el("span", "tier tag", p.tier));
-    head.appendChild(el("span", "muted", plural(p.messageCount, "message") + " · " + relTime(p.updated)));
+    // Both directions, each named: the count alone was taken for the whole exchange.
+    const counts = plural(p.messageCount, "message") + " (" + p.messagesIn + " in, " + p.messagesOut + " out)";
+    head.appendChild(el("span", "muted party-count", counts + " · " + relTime(p.updated)));
     card.appendChild(head);
     for (const e of p.escalations) {
       const esc = el("div", "escalation");
