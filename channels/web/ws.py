@@ -434,6 +434,10 @@ class WsHub:
             "conversationId": message.conversation_id,
             "actions": [list(a) for a in message.actions],
         }
+        results = message.metadata.get("results")
+        if isinstance(results, list):  # /search: the page links each conversation
+            payload["results"] = results
+            payload["heading"] = message.metadata.get("heading")
         origin = self.clients.get(message.chat_id)
         if message.kind in ("command", "notice") and origin is not None:
             self.send(origin, payload)  # a command's answer is for the tab that asked
