@@ -42,3 +42,27 @@ async def test_search_typed_in_the_chat_links_the_conversations_it_finds(
     await expect(page.locator("body")).to_have_attribute("data-conversation", titled.id)
     await expect(page.locator("#chat-title")).to_have_text("Orchard plans")
     await expect(page.locator(".msg.matched")).to_contain_text("walnut harvest")
+
+
+async def test_the_status_box_has_no_blank_lines(page: Page, stack: Stack) -> None:
+    # Regression: the paragraph's default 1em margins left an empty line above and below
+    # /status's text inside its box.
+    await log_in(page, stack)
+    await send(page, "/status")
+    notice = page.locator(".msg-notice").last
+    await expect(notice).to_contain_text("Brain:")
+    gaps = await notice.evaluate("""(box) => {
+        const outer = box.getBoundingClientRect();
+        const style = getComputedStyle(box);
+        const inset = (side) =>
+            parseFloat(style["padding" + side]) + parseFloat(style["border" + side + "Width"]);
+        const range = document.createRange();
+        range.selectNodeContents(box);
+        const text = range.getBoundingClientRect();
+        return {
+            top: text.top - outer.top - inset("Top"),
+            bottom: outer.bottom - text.bottom - inset("Bottom"),
+        };
+    }""")
+    assert gaps["top"] <= 1 and gaps["bottom"] <= 1, gaps
+    await shot(page, "21-status-in-chat")
