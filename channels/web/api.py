@@ -174,7 +174,7 @@ class Api:
             return web.json_response({"error": "no such party"}, status=404)
         await self.services.external.set_tier(party_id, tier)
         log.info("owner set tier of %s to %s from the dashboard", party_id, tier)
-        await self.channel.hub.on_external("tier")
+        await self.channel.hub.feed.on_external("tier")
         return web.json_response({"ok": True, "tier": tier})
 
     async def reply(self, request: web.Request) -> web.Response:
@@ -189,7 +189,7 @@ class Api:
         # Same path as the owner's /reply command: recorded, queued in the outbox.
         await self.services.router.send_to_party(party, text, kind="reply")
         await self.services.external.resolve_escalations(party_id, "replied")
-        await self.channel.hub.on_external("reply")
+        await self.channel.hub.feed.on_external("reply")
         return web.json_response({"ok": True})
 
 
