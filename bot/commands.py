@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from bot.events import InboundMessage
 from bot.external import PartyRecord
 from bot.index import ConversationRecord
+from bot.labels import UNTITLED, display_title
 from bot.owner_days import local_day, owner_zone
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ def parse_command(text: str) -> tuple[str, str] | None:
 
 @dataclass
 class CommandResult:
+    """A command's answer: ``text`` for every channel; ``extra`` is structured data
+    sent along in the answer's metadata (the ``/search`` results as links)."""
+
     text: str
     actions: tuple[tuple[str, str], ...] = ()
     switched_to: ConversationRecord | None = None
@@ -181,15 +185,38 @@ class Commands:
         page = await self.s.search.search(args, limit=5)
         if not page.results:
             return CommandResult(f"No conversations match {args!r}.")
-        lines = [f"Results for {args!r} ({page.method}):"]
+        heading = f"Results for {args!r} ({page.method}):"
+        lines = [heading]
+        found: list[dict[str, object]] = []
         zone = owner_zone(self.s.config)  # the owner's day, as the assistant dates it
         for i, r in enumerate(page.results, 1):
             snippet = " ".join((r.snippet or "").split())[:160]
-            lines.append(
-                f"{i}. {r.title or 'Untitled'} [{r.channel}, {local_day(r.timestamp, zone)}, "
-                f"{r.turn_range}] {snippet} ({r.conversation_id})"
+            rec = await self.s.conversations.get(r.conversation_id)
+            # Named as the dashboard lists it (not "Untitled"): the record's title is
+            # also fresher than the index row the search read.
+            title = (
+                display_title(rec.channel, rec.title, rec.channel_meta, rec.participants)
+                if rec is not None
+                else r.title or UNTITLED
             )
-        return CommandResult("\n".join(lines))
+            day = local_day(r.timestamp, zone)
+            lines.append(
+                f"{i}. {title} [{r.channel}, {day}, {r.turn_range}] {snippet} ({r.conversation_id})"
+            )
+            found.append(
+                {
+                    "conversationId": r.conversation_id,
+                    "title": title,
+                    "channel": r.channel,
+                    "day": day,
+                    "turnRange": r.turn_range,
+                    "focusTurn": r.matched_turns[0] if r.matched_turns else None,
+                    "snippet": snippet,
+                }
+            )
+        # The same results as data, for a channel that can link them (the dashboard
+        # opens each conversation from its answer); the text is for the others.
+        return CommandResult("\n".join(lines), extra={"heading": heading, "results": found})
 
     async def _party(self, args: str, usage: str) -> tuple[PartyRecord, str] | CommandResult:
         """(party, the rest of the arguments), or the answer instead: ``usage`` when no

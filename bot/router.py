@@ -377,6 +377,7 @@ class Router:
                 thread_refs=target.thread_refs,
                 subject=msg.subject,
                 metadata={
+                    **result.extra,
                     "command": name,
                     **({"switchedTo": result.switched_to.id} if result.switched_to else {}),
                 },

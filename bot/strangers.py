@@ -203,13 +203,16 @@ class StrangerFlow:
                     identity_key=key,
                     pinned=True,
                     participants=[owner],
-                    channel_meta={"chatId": address},
+                    # Whose chat it is, as the router records for one the owner starts:
+                    # without it the dashboard labelled it with the owner's bare id.
+                    channel_meta={"chatId": address, "contact": self.s.config.owner.name},
                     reason="escalation",
                 )
         chat_id = rec.channel_meta.get("chatId") or address
         if not chat_id:
             return
         await self.s.conversations.append_event(rec.id, "escalation", partyId=party.id, text=body)
+        await self._title_escalations(rec.id, party)
         actions = (
             ("Trust", f"/trust {party.id}"),
             ("Block", f"/block {party.id}"),
@@ -227,6 +230,17 @@ class StrangerFlow:
                 subject=f"Message from {party.who}",
             )
         )
+
+    async def _title_escalations(self, conv_id: str, party: PartyRecord) -> None:
+        """Name a conversation that holds only escalations after the first party who
+        wrote: untitled, the dashboard showed it as "New conversation" beside an id.
+
+        The title is an automatic one (``throughTurn`` 0): a manual name always wins,
+        and the naming at turn 5 replaces it once the owner talks there."""
+        rec = await self.s.conversations.get(conv_id)
+        if rec is None or rec.title or rec.manually_named or rec.turn_count:
+            return
+        await self.s.conversations.set_title_topics(conv_id, f"Escalation: {party.label}", [], 0)
 
 
 def _opener(text: str) -> bool:

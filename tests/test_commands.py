@@ -231,6 +231,27 @@ async def test_search_command_finds_past_conversations(core: Core) -> None:
     assert "No conversations match" in await core.say("/search xylophone")
 
 
+async def test_search_command_names_conversations_as_the_dashboard_lists_them(
+    core: Core,
+) -> None:
+    # Regression: an untitled conversation was listed as "Untitled" (the sidebar says
+    # "New conversation", after the contact for a channel one), and the dashboard got
+    # only this text, with ids it could not open.
+    await core.say("the heat pump makes a rattling noise", sender_name="Hanan")
+    answer = await core.say("/search rattling heat pump")
+    (conv,) = [r for r in await core.s.conversations.list() if r.channel == "telegram"]
+    assert "Untitled" not in answer
+    assert "1. Hanan · New conversation [telegram" in answer and conv.id in answer
+    sent = core.channels["telegram"].sent[-1]
+    (found,) = sent.metadata["results"]
+    assert sent.metadata["heading"] == answer.splitlines()[0]
+    assert found["conversationId"] == conv.id and found["title"] == "Hanan · New conversation"
+    assert found["focusTurn"] == 1 and found["channel"] == "telegram"
+    await core.s.conversations.rename(conv.id, "Heat pump noise")
+    answer = await core.say("/search rattling heat pump")
+    assert "1. Hanan · Heat pump noise [telegram" in answer
+
+
 async def test_search_command_dates_results_by_the_owners_calendar(core: Core) -> None:
     # Regression: /search dated results by their UTC day while the recall tool and the
     # offline brain use the owner's: in New York an evening conversation (20:30, the

@@ -15,6 +15,7 @@ import pytest
 from bot.config import AppConfig
 from bot.external import normalise_identity
 from bot.services import open_services
+from channels.web.views import conversation_meta
 from tests.conftest import (
     OWNER_TELEGRAM_ID,
     OWNER_TELEGRAM_USER,
@@ -204,7 +205,10 @@ async def test_stranger_goes_to_external_flow_never_to_conversations(core: Core)
     ]
     owner_conv = (await core.conversations())[0]
     lines = core.s.store.read_lines(owner_conv.id)
-    assert [line.get("event") for line in lines if line["type"] == "event"] == ["escalation"]
+    assert [line.get("event") for line in lines if line["type"] == "event"] == [
+        "escalation",
+        "title_assigned",  # named after the stranger, for the dashboard's list
+    ]
     assert not [line for line in lines if line["type"] == "turn"]  # never a turn
     assert (await core.s.search.search("who is this")).results == []
     party = (await core.s.external.list_parties())[0]
@@ -339,6 +343,35 @@ async def test_escalation_before_any_owner_message_creates_the_pinned_conversati
     await settle(core.s)
     convs = await core.conversations()
     assert len(convs) == 1 and convs[0].id == escalation.conversation_id
+
+
+async def test_an_escalation_conversation_has_a_readable_title_and_label(core: Core) -> None:
+    # Regression: created by an escalation, the owner's conversation had no title and
+    # only the owner's bare Telegram id as its participant, so the dashboard listed it
+    # as "424242 · New conversation".
+    await core.deliver("knock knock", sender="8081", sender_name="Eve")
+    await settle(core.s)
+    (conv,) = await core.conversations()
+    meta = conversation_meta(conv)
+    assert meta["title"] == "Escalation: Eve (telegram)"
+    assert meta["label"] == core.s.config.owner.name
+    # A later escalation leaves the title alone, and so does one after a manual name.
+    await core.deliver("hello?", sender="8082", sender_name="Bob")
+    await settle(core.s)
+    assert (await core.s.conversations.require(conv.id)).title == "Escalation: Eve (telegram)"
+    await core.s.conversations.rename(conv.id, "Strangers")
+    await core.deliver("anyone there?", sender="8083", sender_name="Kim")
+    await settle(core.s)
+    assert (await core.s.conversations.require(conv.id)).title == "Strangers"
+
+
+async def test_an_escalation_into_a_conversation_with_turns_leaves_its_title(core: Core) -> None:
+    await core.deliver("owner says hi", sender="424242", chat="424242")
+    await settle(core.s)
+    await core.deliver("I am a stranger", sender="8080", sender_name="Eve")
+    await settle(core.s)
+    (conv,) = await core.conversations()
+    assert conv.title is None  # the owner's chat: named from its turns, at turn 5
 
 
 async def test_silence_instead_of_acknowledgement(tmp_path: Path) -> None:

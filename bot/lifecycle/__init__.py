@@ -276,7 +276,9 @@ class Lifecycle:
         rec = await self.conversations.get(conv_id)
         if rec is None or rec.manually_named or rec.turn_count < cfg.naming_turn:
             return None
-        never_named = not rec.title and rec.last_named_turn == 0
+        # A title given before any turn (an escalation's, bot.strangers) is a placeholder:
+        # it has no named turn, and the turn-5 naming still replaces it.
+        never_named = rec.last_named_turn == 0
         if initial and not never_named:
             return None  # named once already: later names come from idle passes
         stale = rec.turn_count - rec.last_named_turn >= cfg.renaming_interval_turns
@@ -326,7 +328,7 @@ class Lifecycle:
         number = turn.get("turnNumber")
         if isinstance(number, int) and number >= self.config.conversations.naming_turn:
             rec = payload.get("conversation")
-            if rec is None or not (rec.title or rec.manually_named or rec.last_named_turn):
+            if rec is None or not (rec.manually_named or rec.last_named_turn):
                 self._spawn_naming(conversation_id)
 
     def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> None:

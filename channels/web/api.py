@@ -105,9 +105,16 @@ class Api:
     # -- external communications ----------------------------------------------------
     async def external(self, request: web.Request) -> web.Response:
         db = self.services.index.db
+        # Messages counted both ways from external_messages: the parties' message_count
+        # counts only what they sent, and a party answered twice read "1 message".
         parties = await db.fetchall(
-            "SELECT id, channel, party_key, display_name, tier, tier_source, created, updated,"
-            " message_count FROM external_parties ORDER BY updated DESC LIMIT 200"
+            "SELECT p.id, p.channel, p.party_key, p.display_name, p.tier, p.tier_source,"
+            " p.created, p.updated,"
+            " (SELECT count(*) FROM external_messages m"
+            "  WHERE m.party_id = p.id AND m.direction = 'in'),"
+            " (SELECT count(*) FROM external_messages m"
+            "  WHERE m.party_id = p.id AND m.direction = 'out')"
+            " FROM external_parties p ORDER BY p.updated DESC LIMIT 200"
         )
         escalations = await db.fetchall(
             "SELECT id, party_id, created, text FROM escalations WHERE status = 'pending'"
@@ -117,7 +124,7 @@ class Api:
         for eid, pid, created, text in escalations:
             pending.setdefault(pid, []).append({"id": eid, "created": created, "text": text})
         out = []
-        for pid, channel, key, name, tier, source, created, updated, count in parties:
+        for pid, channel, key, name, tier, source, created, updated, n_in, n_out in parties:
             rows = await db.fetchall(
                 "SELECT direction, content, timestamp, kind FROM external_messages"
                 " WHERE party_id = ? ORDER BY id DESC LIMIT ?",
@@ -133,7 +140,9 @@ class Api:
                     "tierSource": source,
                     "created": created,
                     "updated": updated,
-                    "messageCount": count,
+                    "messageCount": n_in + n_out,
+                    "messagesIn": n_in,
+                    "messagesOut": n_out,
                     "escalations": pending.get(pid, []),
                     "messages": [
                         {"direction": d, "content": c, "timestamp": t, "kind": k}
@@ -165,7 +174,7 @@ class Api:
             return web.json_response({"error": "no such party"}, status=404)
         await self.services.external.set_tier(party_id, tier)
         log.info("owner set tier of %s to %s from the dashboard", party_id, tier)
-        await self.channel.hub.on_external("tier")
+        await self.channel.hub.feed.on_external("tier")
         return web.json_response({"ok": True, "tier": tier})
 
     async def reply(self, request: web.Request) -> web.Response:
@@ -180,7 +189,7 @@ class Api:
         # Same path as the owner's /reply command: recorded, queued in the outbox.
         await self.services.router.send_to_party(party, text, kind="reply")
         await self.services.external.resolve_escalations(party_id, "replied")
-        await self.channel.hub.on_external("reply")
+        await self.channel.hub.feed.on_external("reply")
         return web.json_response({"ok": True})
 
 

@@ -141,19 +141,19 @@ class WebChannel:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe.clear()
-        await self.hub.close_all()
+        await self.hub.tabs.close_all()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
 
     async def send(self, message: OutboundMessage) -> SendResult:
         """Show a reply or notice in the open tabs (the transcript already holds replies)."""
-        self.hub.on_outbound(message)
+        self.hub.feed.on_outbound(message)
         return SendResult(message_ref=f"web-{uuid.uuid4().hex}")
 
     async def stream(self, event: StreamEvent) -> None:
         """Forward a token delta to the tabs viewing that conversation."""
-        self.hub.on_stream(event)
+        self.hub.feed.on_stream(event)
 
     # -- helpers used by the hub and the API -----------------------------------------
     async def read_lines(self, conversation_id: str) -> list[dict[str, Any]]:
@@ -172,42 +172,7 @@ class WebChannel:
         return rec
 
     def _subscribe(self) -> None:
-        bus = self.services.bus
-        hub = self.hub
-
-        async def turn_appended(
-            conversation_id: str, turn: dict[str, Any], conversation: Any = None, **_: Any
-        ) -> None:
-            await hub.on_turn(conversation_id, turn, conversation)
-
-        async def event_appended(conversation_id: str, event: dict[str, Any], **_: Any) -> None:
-            await hub.on_event(conversation_id, event)
-
-        async def created(conversation: Any, **_: Any) -> None:
-            await hub.on_conversation(conversation, created=True)
-
-        async def updated(conversation: Any, **_: Any) -> None:
-            await hub.on_conversation(conversation, created=False)
-
-        async def renamed(conversation_id: str, title: str, **_: Any) -> None:
-            await hub.on_renamed(conversation_id, title)
-
-        async def external(**_: Any) -> None:
-            await hub.on_external("party")
-
-        async def escalation(**_: Any) -> None:
-            await hub.on_external("escalation")
-
-        for name, handler in (
-            ("turn_appended", turn_appended),
-            ("event_appended", event_appended),
-            ("conversation_created", created),
-            ("conversation_updated", updated),
-            ("conversation_renamed", renamed),
-            ("external_updated", external),
-            ("escalation_created", escalation),
-        ):
-            self._unsubscribe.append(bus.subscribe(name, handler))
+        self._unsubscribe += self.hub.feed.subscribe(self.services.bus)
 
     # -- middleware -------------------------------------------------------------------
     def _host_allowed(self, request: web.Request) -> bool:
@@ -354,7 +319,7 @@ class WebChannel:
     async def _logout(self, request: web.Request) -> web.StreamResponse:
         sid = request.cookies.get(COOKIE_NAME)
         self.sessions.revoke(sid)
-        self.hub.close_session(sid)
+        self.hub.tabs.close_session(sid)
         response = _redirect("/login")
         response.del_cookie(COOKIE_NAME, path="/")
         return response

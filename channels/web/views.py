@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.labels import channel_label
+
 # Transcript events shown in the chat as folded system notes.
 NOTE_EVENTS = frozenset(
     {
@@ -23,35 +25,6 @@ NOTE_EVENTS = frozenset(
         "escalation",
     }
 )
-
-
-def channel_label(channel: str, meta: Mapping[str, Any], participants: list[str]) -> str:
-    """The contact (Telegram) or sender + subject (e-mail) shown beside a channel icon."""
-    if channel == "web":
-        return ""
-    name = ""
-    for key in (
-        "group_title",
-        "groupTitle",
-        "contact",
-        "sender_name",
-        "senderName",
-        "display_name",
-        "name",
-        "username",
-        "from",
-        "address",
-    ):
-        value = meta.get(key)
-        if isinstance(value, str) and value:
-            name = value
-            break
-    if not name and participants:
-        name = str(participants[0])
-    subject = meta.get("subject")
-    if channel == "email" and isinstance(subject, str) and subject:
-        return f"{name} — {subject}" if name else subject
-    return name
 
 
 def conversation_meta(record: Any) -> dict[str, Any]:

@@ -13,20 +13,18 @@ conversation?}, ``history`` {conversationId, turns, hasMore}, ``stream``
 {conversationId, turnNumber, delta, done}, ``reply``, ``notice``, ``external_updated``,
 ``error``, ``pong``.
 
-Each client has a bounded send queue drained by its own writer task, so one slow tab
-never delays a broadcast to the others; a tab that falls too far behind is closed (it
-reconnects and reloads).
+This module is the conversation with one tab: connecting, and answering what it sends.
+The tabs and their send queues are :mod:`channels.web.tabs`; what the core announces to
+them (streams, replies, new turns, renames), :mod:`channels.web.feed`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
 import logging
 import uuid
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
@@ -34,10 +32,11 @@ from aiohttp import WSMsgType, web
 from bot.channel import DeliveryError
 from bot.commands import DETACHED_COMMANDS, parse_command
 from bot.conversations import ConversationNotFound
-from bot.events import InboundMessage, OutboundMessage, StreamEvent
-from bot.tasks import spawn
+from bot.events import InboundMessage
 from channels.web.auth import COOKIE_NAME
-from channels.web.views import conversation_meta, event_view, line_views, page_of, turn_view
+from channels.web.feed import Feed
+from channels.web.tabs import Client, Tabs
+from channels.web.views import conversation_meta, line_views, page_of
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
@@ -46,49 +45,15 @@ log = logging.getLogger("my_agent.web.ws")
 
 PAGE_SIZE = 50
 LIST_SIZE = 200
-QUEUE_LIMIT = 1000
-
-
-class Client:
-    """One open dashboard tab."""
-
-    def __init__(self, ws: web.WebSocketResponse, session: str | None = None) -> None:
-        self.id = f"ws-{uuid.uuid4().hex[:12]}"
-        self.ws = ws
-        self.session = session  # the login session it was opened with (closed on logout)
-        self.conversation_id: str | None = None
-        self.pending_model: str | None = None  # chosen before the first message
-        self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_LIMIT)
-        self.writer: asyncio.Task[None] | None = None
-
-    def push(self, data: str) -> bool:
-        """Queue a frame; False when the client is hopelessly behind."""
-        try:
-            self.queue.put_nowait(data)
-            return True
-        except asyncio.QueueFull:
-            return False
-
-    async def write_loop(self) -> None:
-        while True:
-            data = await self.queue.get()
-            if data is None or self.ws.closed:
-                return
-            try:
-                await self.ws.send_str(data)
-            except (ConnectionError, RuntimeError):
-                return
 
 
 class WsHub:
-    """Connected tabs, the protocol handlers and the broadcasts."""
+    """The protocol: each tab's connection and the handlers of what it sends."""
 
     def __init__(self, channel: WebChannel) -> None:
         self.channel = channel
-        self.clients: dict[str, Client] = {}
-        # conversation id -> (turn number, text streamed so far) of a reply being written,
-        # so a tab that opens or reconnects mid-reply gets its beginning too
-        self.streaming: dict[str, tuple[int, list[str]]] = {}
+        self.tabs = Tabs(channel.sessions.valid)
+        self.feed = Feed(self.tabs, follow=self._load)
 
     @property
     def services(self) -> Any:
@@ -100,10 +65,7 @@ class WsHub:
         # nothing on a local dashboard.
         ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1 << 20, compress=False)
         await ws.prepare(request)
-        client = Client(ws, request.cookies.get(COOKIE_NAME))
-        client.writer = spawn(client.write_loop(), name=f"web-writer-{client.id}")
-        self.clients[client.id] = client
-        log.debug("client %s connected (%d open)", client.id, len(self.clients))
+        client = self.tabs.open(ws, request.cookies.get(COOKIE_NAME))
         try:
             await self._on_connect(client, request.query.get("conversation"))
             async for msg in ws:
@@ -124,27 +86,8 @@ class WsHub:
                     log.exception("web: handling %r failed", data.get("type"))
                     self.send(client, {"type": "error", "message": "internal error"})
         finally:
-            self.clients.pop(client.id, None)
-            if client.writer is not None:
-                client.writer.cancel()
-            log.debug("client %s gone (%d open)", client.id, len(self.clients))
+            self.tabs.closed(client)
         return ws
-
-    async def close_all(self) -> None:
-        for client in list(self.clients.values()):
-            with contextlib.suppress(Exception):
-                await client.ws.close(code=1001, message=b"server shutdown")
-            if client.writer is not None:
-                client.writer.cancel()
-        self.clients.clear()
-
-    def close_session(self, session: str | None) -> None:
-        """Close the tabs opened with ``session`` (logged out): a revoked session must
-        not go on receiving every new turn. In the background: the logout need not wait
-        for each tab's closing handshake."""
-        for client in [c for c in self.clients.values() if session and c.session == session]:
-            self.clients.pop(client.id, None)
-            spawn(client.ws.close(code=4401, message=b"logged out"), name="web-close-logout")
 
     async def _on_connect(self, client: Client, viewing: str | None = None) -> None:
         """Reconnect protocol: resume the most recent web conversation, then the list.
@@ -163,30 +106,7 @@ class WsHub:
 
     # -- sending ----------------------------------------------------------------------
     def send(self, client: Client, payload: dict[str, Any]) -> None:
-        self._push(client, json.dumps(payload, ensure_ascii=False))
-
-    def _push(self, client: Client, data: str) -> None:
-        if client.session is not None and not self.channel.sessions.valid(client.session):
-            # Its login expired (session_ttl_hours) while the tab stayed open: it gets
-            # nothing more, as after Log out, and the page asks for the login again.
-            self.clients.pop(client.id, None)
-            spawn(client.ws.close(code=4401, message=b"session expired"), name="web-close-ttl")
-            return
-        if not client.push(data):
-            log.warning("web client %s too slow, disconnecting", client.id)
-            self.clients.pop(client.id, None)
-            spawn(client.ws.close(code=1013, message=b"too slow"), name="web-close-slow")
-
-    def broadcast(self, payload: dict[str, Any], clients: Iterable[Client] | None = None) -> int:
-        """Send one frame to ``clients`` (all by default); returns how many got it."""
-        data = json.dumps(payload, ensure_ascii=False)
-        targets = list(self.clients.values() if clients is None else clients)
-        for client in targets:
-            self._push(client, data)
-        return len(targets)
-
-    def viewing(self, conversation_id: str) -> list[Client]:
-        return [c for c in self.clients.values() if c.conversation_id == conversation_id]
+        self.tabs.send(client, payload)
 
     async def send_list(self, client: Client | None = None) -> None:
         records = await self.services.conversations.list(limit=LIST_SIZE + 1)
@@ -197,7 +117,7 @@ class WsHub:
             "hasMore": len(records) > LIST_SIZE,  # "Older conversations" pages on
         }
         if client is None:
-            self.broadcast(payload)
+            self.tabs.broadcast(payload)
         else:
             self.send(client, payload)
 
@@ -260,9 +180,7 @@ class WsHub:
                 "focusTurn": around,
             },
         )
-        if rec.id in self.streaming:
-            turn, pieces = self.streaming[rec.id]
-            self.send(client, self._stream_frame(rec.id, turn, "".join(pieces), False))
+        self.feed.catch_up(client, rec.id)
 
     # -- client messages -------------------------------------------------------------
     async def dispatch(self, client: Client, data: dict[str, Any]) -> None:
@@ -348,7 +266,7 @@ class WsHub:
         await self.services.conversations.set_model(client.conversation_id, alias)
         rec = await self.services.conversations.get(client.conversation_id)
         if rec is not None:
-            self.broadcast(
+            self.tabs.broadcast(
                 {
                     "type": "conversation_updated",
                     "conversationId": rec.id,
@@ -399,82 +317,3 @@ class WsHub:
             )
         except DeliveryError as exc:  # read-only, shutting down, storage full
             self.send(client, {"type": "error", "message": str(exc)})
-
-    # -- from the core ----------------------------------------------------------------
-    @staticmethod
-    def _stream_frame(conversation_id: str, turn: int, delta: str, done: bool) -> dict[str, Any]:
-        return {
-            "type": "stream",
-            "conversationId": conversation_id,
-            "turnNumber": turn,
-            "delta": delta,
-            "done": done,
-        }
-
-    def on_stream(self, event: StreamEvent) -> None:
-        cid = event.conversation_id
-        if event.done:
-            self.streaming.pop(cid, None)
-        else:
-            turn, pieces = self.streaming.get(cid, (event.turn_number, []))
-            if turn != event.turn_number:  # a reply whose "done" never came
-                pieces = []
-            pieces.append(event.delta)
-            self.streaming[cid] = (event.turn_number, pieces)
-        self.broadcast(
-            self._stream_frame(cid, event.turn_number, event.delta, event.done),
-            self.viewing(cid),
-        )
-
-    def on_outbound(self, message: OutboundMessage) -> None:
-        payload = {
-            "type": "reply" if message.kind == "reply" else "notice",
-            "kind": message.kind,
-            "text": message.text,
-            "conversationId": message.conversation_id,
-            "actions": [list(a) for a in message.actions],
-        }
-        origin = self.clients.get(message.chat_id)
-        if message.kind in ("command", "notice") and origin is not None:
-            self.send(origin, payload)  # a command's answer is for the tab that asked
-            switched = message.metadata.get("switchedTo")
-            if isinstance(switched, str):  # "/new" typed in the dashboard: follow it
-                spawn(self._load(origin, switched), name="web-follow-switch")
-        else:
-            self.broadcast(payload)
-
-    async def on_turn(
-        self, conversation_id: str, turn: dict[str, Any], conversation: Any = None
-    ) -> None:
-        payload: dict[str, Any] = {
-            "type": "conversation_updated",
-            "conversationId": conversation_id,
-            "turn": turn_view(turn),
-        }
-        if conversation is not None:
-            payload["conversation"] = conversation_meta(conversation)
-        self.broadcast(payload)
-
-    async def on_event(self, conversation_id: str, event: dict[str, Any]) -> None:
-        view = event_view(event)
-        if view is not None:
-            self.broadcast(
-                {"type": "conversation_updated", "conversationId": conversation_id, "event": view}
-            )
-
-    async def on_conversation(self, conversation: Any, created: bool) -> None:
-        meta = conversation_meta(conversation)
-        if created:
-            self.broadcast({"type": "conversation_created", "conversation": meta})
-        else:
-            self.broadcast(
-                {"type": "conversation_updated", "conversationId": meta["id"], "conversation": meta}
-            )
-
-    async def on_renamed(self, conversation_id: str, title: str) -> None:
-        self.broadcast(
-            {"type": "conversation_renamed", "conversationId": conversation_id, "title": title}
-        )
-
-    async def on_external(self, kind: str) -> None:
-        self.broadcast({"type": "external_updated", "kind": kind})

@@ -62,6 +62,22 @@ async def test_named_after_the_fifth_user_message_exactly_once(
     assert "Message 1 about the NAS backup" in call["prompt"]
 
 
+async def test_a_title_given_before_any_turn_is_replaced_at_turn_five(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # An escalation names the owner's conversation before it holds a turn (bot.strangers):
+    # that title must not stop the naming at turn 5 once the owner talks there.
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("telegram")).id
+    await core.manager.set_title_topics(conv, "Escalation: Eve (telegram)", [], 0)
+    await _user_turns(core, conv, 4)
+    await core.manager.append_turn(conv, "user", "Message 5 about the NAS backup")
+    await lifecycle.settle()
+    row = await core.row(conv)
+    assert row.title is not None and "NAS Backup Plan" in row.title
+    assert row.last_named_turn == 5 and model.count("naming") == 1
+
+
 async def test_concurrent_fifth_and_sixth_messages_name_once(
     core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
 ) -> None:

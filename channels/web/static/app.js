@@ -255,7 +255,8 @@
 
   function renderNotice(msg) {
     const node = el("div", "msg msg-notice notice-" + msg.kind);
-    node.appendChild(window.renderMarkdown(msg.text || ""));
+    if (msg.results) node.appendChild(renderFound(msg));
+    else node.appendChild(window.renderMarkdown(msg.text || ""));
     if (msg.actions && msg.actions.length) {
       const row = el("div", "actions");
       for (const [label, command] of msg.actions) {
@@ -268,6 +269,33 @@
       node.appendChild(row);
     }
     return node;
+  }
+
+  // "/search" typed in the chat: each result a link that opens its conversation around
+  // the matched turn, as in the Search panel (the text the other channels get names
+  // conversations by id, which the page cannot open).
+  function renderFound(msg) {
+    const frag = document.createDocumentFragment();
+    frag.appendChild(el("p", null, msg.heading || ""));
+    const list = el("ol", "found");
+    for (const res of msg.results) {
+      const li = el("li");
+      li.dir = "auto";
+      li.appendChild(icon(res.channel));
+      const link = el("a", "found-title", res.title || "New conversation");
+      link.href = "#c=" + encodeURIComponent(res.conversationId);
+      link.addEventListener("click", (ev) => {
+        ev.preventDefault();
+        state.focusTurns = res.focusTurn != null ? [res.focusTurn] : [];
+        send({ type: "switch_conversation", conversationId: res.conversationId, aroundTurn: res.focusTurn });
+      });
+      li.appendChild(link);
+      li.appendChild(el("span", "muted", " " + [res.day, res.turnRange].filter(Boolean).join(", ")));
+      if (res.snippet) li.appendChild(el("div", "found-snippet", res.snippet));
+      list.appendChild(li);
+    }
+    frag.appendChild(list);
+    return frag;
   }
 
   function items() {
@@ -743,7 +771,9 @@
     head.appendChild(el("strong", null, p.name || p.identity));
     if (p.name) head.appendChild(el("span", "muted", p.identity));
     head.appendChild(el("span", "tier tag", p.tier));
-    head.appendChild(el("span", "muted", plural(p.messageCount, "message") + " · " + relTime(p.updated)));
+    // Both directions, each named: the count alone was taken for the whole exchange.
+    const counts = plural(p.messageCount, "message") + " (" + p.messagesIn + " in, " + p.messagesOut + " out)";
+    head.appendChild(el("span", "muted party-count", counts + " · " + relTime(p.updated)));
     card.appendChild(head);
     for (const e of p.escalations) {
       const esc = el("div", "escalation");

@@ -288,6 +288,11 @@ async def test_external_panel_lists_stranger_and_trust_works(page: Page, stack: 
     await expect(card.locator(".tier")).to_have_text("untrusted")
     await expect(card.locator(".escalation")).to_contain_text("not a known contact")
     await expect(card.locator(".party-messages")).to_contain_text("call me back")
+    # Both directions counted and named (the count was of incoming messages only).
+    sent = await card.locator(".party-messages li.dir-out").count()
+    await expect(card.locator(".party-count")).to_contain_text(
+        f"{1 + sent} message{'' if sent == 0 else 's'} (1 in, {sent} out)"
+    )
     await shot(page, "06-external")
     await card.get_by_role("button", name="Trust", exact=True).click()
     await expect(card.locator(".tier")).to_have_text("known")

@@ -257,6 +257,32 @@ async def test_external_panel_api_trust_and_reply(stack: Stack, client) -> None:
     }
 
 
+async def test_external_party_counts_messages_both_ways(stack: Stack, client) -> None:
+    # Regression: messageCount was the party's incoming messages only, so an exchange of
+    # two messages each way was shown as "2 messages".
+    for text in ("are you there?", "hello again"):
+        await stack.services.router.deliver(
+            InboundMessage(
+                channel="telegram",
+                sender_id="778",
+                sender_name="Counted",
+                text=text,
+                message_id=f"tg-{uuid.uuid4().hex[:6]}",
+                chat_id="778",
+            )
+        )
+    party = next(p for p in await stack.services.external.list_parties() if p.party_key == "778")
+    for text in ("Yes.", "Hello."):
+        await stack.services.router.send_to_party(party, text, kind="reply")
+    async with client.get(f"{stack.url}/api/external") as r:
+        shown = next(p for p in (await r.json())["parties"] if p["id"] == party.id)
+    directions = [m["direction"] for m in shown["messages"]]
+    assert directions.count("in") == 2 and directions.count("out") >= 2
+    assert shown["messagesIn"] == 2
+    assert shown["messagesOut"] == directions.count("out")
+    assert shown["messageCount"] == len(directions)
+
+
 async def test_unauthenticated_login_page_redirects_when_logged_in(stack: Stack) -> None:
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
         await login(s, stack)

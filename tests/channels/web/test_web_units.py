@@ -102,6 +102,14 @@ def test_conversation_meta_read_only_and_label() -> None:
     assert conversation_meta(rec)["readOnly"] is False
     web = ConversationRecord(id="conv-2", channel="web", created="x", updated="x", pinned=True)
     assert conversation_meta(web)["readOnly"] is False and conversation_meta(web)["label"] == ""
+    # An escalation made the owner's Telegram conversation with only the owner's id as
+    # its participant: a bare id is no label (it showed as "1001 · New conversation").
+    tg = ConversationRecord(
+        id="conv-3", channel="telegram", created="x", updated="x", participants=["1001"]
+    )
+    assert conversation_meta(tg)["label"] == ""
+    tg.participants = ["Hanan"]
+    assert conversation_meta(tg)["label"] == "Hanan"
 
 
 def test_line_views_keep_notes_and_drop_internals() -> None:

@@ -1,0 +1,159 @@
+"""What the core tells the open dashboard tabs: streamed tokens, replies and command
+answers, new turns and events, created, updated and renamed conversations, changes to
+third parties. Subscribed to the event bus (:meth:`Feed.subscribe`), and called by the
+channel for what it is asked to send (:meth:`Feed.on_outbound`, :meth:`Feed.on_stream`).
+
+It also keeps the text streamed so far of each reply being written, so a tab that opens
+or reconnects mid-reply is sent its beginning (:meth:`Feed.catch_up`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from bot.events import OutboundMessage, StreamEvent
+from bot.tasks import spawn
+from channels.web.tabs import Client, Tabs
+from channels.web.views import conversation_meta, event_view, turn_view
+
+# Shows a conversation in a tab: how a tab follows "/new" typed in it.
+Follow = Callable[[Client, str], Coroutine[Any, Any, None]]
+
+
+def stream_frame(conversation_id: str, turn: int, delta: str, done: bool) -> dict[str, Any]:
+    """A ``stream`` frame: one piece of a reply being written."""
+    return {
+        "type": "stream",
+        "conversationId": conversation_id,
+        "turnNumber": turn,
+        "delta": delta,
+        "done": done,
+    }
+
+
+class Feed:
+    """Turns the core's announcements into frames for :class:`~channels.web.tabs.Tabs`."""
+
+    def __init__(self, tabs: Tabs, follow: Follow) -> None:
+        self.tabs = tabs
+        self.follow = follow
+        # conversation id -> (turn number, text streamed so far) of a reply being written,
+        # so a tab that opens or reconnects mid-reply gets its beginning too
+        self.streaming: dict[str, tuple[int, list[str]]] = {}
+
+    def subscribe(self, bus: Any) -> list[Callable[[], None]]:
+        """Follow the event bus; returns the unsubscribe callables."""
+
+        async def turn_appended(
+            conversation_id: str, turn: dict[str, Any], conversation: Any = None, **_: Any
+        ) -> None:
+            await self.on_turn(conversation_id, turn, conversation)
+
+        async def event_appended(conversation_id: str, event: dict[str, Any], **_: Any) -> None:
+            await self.on_event(conversation_id, event)
+
+        async def created(conversation: Any, **_: Any) -> None:
+            await self.on_conversation(conversation, created=True)
+
+        async def updated(conversation: Any, **_: Any) -> None:
+            await self.on_conversation(conversation, created=False)
+
+        async def renamed(conversation_id: str, title: str, **_: Any) -> None:
+            await self.on_renamed(conversation_id, title)
+
+        async def external(**_: Any) -> None:
+            await self.on_external("party")
+
+        async def escalation(**_: Any) -> None:
+            await self.on_external("escalation")
+
+        handlers: tuple[tuple[str, Callable[..., Awaitable[None]]], ...] = (
+            ("turn_appended", turn_appended),
+            ("event_appended", event_appended),
+            ("conversation_created", created),
+            ("conversation_updated", updated),
+            ("conversation_renamed", renamed),
+            ("external_updated", external),
+            ("escalation_created", escalation),
+        )
+        return [bus.subscribe(name, handler) for name, handler in handlers]
+
+    def catch_up(self, client: Client, conversation_id: str) -> None:
+        """Send ``client``, which has just loaded the conversation, the reply being
+        written in it so far (the rest streams to it from here)."""
+        if conversation_id in self.streaming:
+            turn, pieces = self.streaming[conversation_id]
+            self.tabs.send(client, stream_frame(conversation_id, turn, "".join(pieces), False))
+
+    def on_stream(self, event: StreamEvent) -> None:
+        cid = event.conversation_id
+        if event.done:
+            self.streaming.pop(cid, None)
+        else:
+            turn, pieces = self.streaming.get(cid, (event.turn_number, []))
+            if turn != event.turn_number:  # a reply whose "done" never came
+                pieces = []
+            pieces.append(event.delta)
+            self.streaming[cid] = (event.turn_number, pieces)
+        self.tabs.broadcast(
+            stream_frame(cid, event.turn_number, event.delta, event.done),
+            self.tabs.viewing(cid),
+        )
+
+    def on_outbound(self, message: OutboundMessage) -> None:
+        payload = {
+            "type": "reply" if message.kind == "reply" else "notice",
+            "kind": message.kind,
+            "text": message.text,
+            "conversationId": message.conversation_id,
+            "actions": [list(a) for a in message.actions],
+        }
+        results = message.metadata.get("results")
+        if isinstance(results, list):  # /search: the page links each conversation
+            payload["results"] = results
+            payload["heading"] = message.metadata.get("heading")
+        origin = self.tabs.get(message.chat_id)
+        if message.kind in ("command", "notice") and origin is not None:
+            self.tabs.send(origin, payload)  # a command's answer is for the tab that asked
+            switched = message.metadata.get("switchedTo")
+            if isinstance(switched, str):  # "/new" typed in the dashboard: follow it
+                spawn(self.follow(origin, switched), name="web-follow-switch")
+        else:
+            self.tabs.broadcast(payload)
+
+    async def on_turn(
+        self, conversation_id: str, turn: dict[str, Any], conversation: Any = None
+    ) -> None:
+        payload: dict[str, Any] = {
+            "type": "conversation_updated",
+            "conversationId": conversation_id,
+            "turn": turn_view(turn),
+        }
+        if conversation is not None:
+            payload["conversation"] = conversation_meta(conversation)
+        self.tabs.broadcast(payload)
+
+    async def on_event(self, conversation_id: str, event: dict[str, Any]) -> None:
+        view = event_view(event)
+        if view is not None:
+            self.tabs.broadcast(
+                {"type": "conversation_updated", "conversationId": conversation_id, "event": view}
+            )
+
+    async def on_conversation(self, conversation: Any, created: bool) -> None:
+        meta = conversation_meta(conversation)
+        if created:
+            self.tabs.broadcast({"type": "conversation_created", "conversation": meta})
+        else:
+            self.tabs.broadcast(
+                {"type": "conversation_updated", "conversationId": meta["id"], "conversation": meta}
+            )
+
+    async def on_renamed(self, conversation_id: str, title: str) -> None:
+        self.tabs.broadcast(
+            {"type": "conversation_renamed", "conversationId": conversation_id, "title": title}
+        )
+
+    async def on_external(self, kind: str) -> None:
+        self.tabs.broadcast({"type": "external_updated", "kind": kind})

@@ -1,0 +1,127 @@
+"""The open dashboard tabs and how frames reach them.
+
+Each tab (:class:`Client`) has a bounded send queue drained by its own writer task, so
+one slow tab never delays a frame to the others; a tab that falls too far behind is
+closed (it reconnects and reloads), and so is one whose login session ended (logged
+out, or expired while the tab stayed open). :class:`Tabs` holds them and sends: to one
+tab, to every tab, or to the tabs viewing a conversation. What is said over the
+WebSocket is :mod:`channels.web.ws`; what the core announces, :mod:`channels.web.feed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from aiohttp import web
+
+from bot.tasks import spawn
+
+log = logging.getLogger("my_agent.web.ws")
+
+QUEUE_LIMIT = 1000
+
+
+class Client:
+    """One open dashboard tab."""
+
+    def __init__(self, ws: web.WebSocketResponse, session: str | None = None) -> None:
+        self.id = f"ws-{uuid.uuid4().hex[:12]}"
+        self.ws = ws
+        self.session = session  # the login session it was opened with (closed on logout)
+        self.conversation_id: str | None = None
+        self.pending_model: str | None = None  # chosen before the first message
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_LIMIT)
+        self.writer: asyncio.Task[None] | None = None
+
+    def push(self, data: str) -> bool:
+        """Queue a frame; False when the client is hopelessly behind."""
+        try:
+            self.queue.put_nowait(data)
+            return True
+        except asyncio.QueueFull:
+            return False
+
+    async def write_loop(self) -> None:
+        """Send the queued frames in order until the queue's end marker or a closed socket."""
+        while True:
+            data = await self.queue.get()
+            if data is None or self.ws.closed:
+                return
+            try:
+                await self.ws.send_str(data)
+            except (ConnectionError, RuntimeError):
+                return
+
+
+class Tabs:
+    """The connected tabs; ``session_valid`` says whether a login session still holds."""
+
+    def __init__(self, session_valid: Callable[[str], bool]) -> None:
+        self.session_valid = session_valid
+        self.clients: dict[str, Client] = {}
+
+    def open(self, ws: web.WebSocketResponse, session: str | None) -> Client:
+        """Register a new tab and start its writer."""
+        client = Client(ws, session)
+        client.writer = spawn(client.write_loop(), name=f"web-writer-{client.id}")
+        self.clients[client.id] = client
+        log.debug("client %s connected (%d open)", client.id, len(self.clients))
+        return client
+
+    def closed(self, client: Client) -> None:
+        """Forget a tab whose socket ended, and stop its writer."""
+        self.clients.pop(client.id, None)
+        if client.writer is not None:
+            client.writer.cancel()
+        log.debug("client %s gone (%d open)", client.id, len(self.clients))
+
+    def get(self, client_id: str) -> Client | None:
+        return self.clients.get(client_id)
+
+    async def close_all(self) -> None:
+        for client in list(self.clients.values()):
+            with contextlib.suppress(Exception):
+                await client.ws.close(code=1001, message=b"server shutdown")
+            if client.writer is not None:
+                client.writer.cancel()
+        self.clients.clear()
+
+    def close_session(self, session: str | None) -> None:
+        """Close the tabs opened with ``session`` (logged out): a revoked session must
+        not go on receiving every new turn. In the background: the logout need not wait
+        for each tab's closing handshake."""
+        for client in [c for c in self.clients.values() if session and c.session == session]:
+            self.clients.pop(client.id, None)
+            spawn(client.ws.close(code=4401, message=b"logged out"), name="web-close-logout")
+
+    def send(self, client: Client, payload: dict[str, Any]) -> None:
+        self._push(client, json.dumps(payload, ensure_ascii=False))
+
+    def _push(self, client: Client, data: str) -> None:
+        if client.session is not None and not self.session_valid(client.session):
+            # Its login expired (session_ttl_hours) while the tab stayed open: it gets
+            # nothing more, as after Log out, and the page asks for the login again.
+            self.clients.pop(client.id, None)
+            spawn(client.ws.close(code=4401, message=b"session expired"), name="web-close-ttl")
+            return
+        if not client.push(data):
+            log.warning("web client %s too slow, disconnecting", client.id)
+            self.clients.pop(client.id, None)
+            spawn(client.ws.close(code=1013, message=b"too slow"), name="web-close-slow")
+
+    def broadcast(self, payload: dict[str, Any], clients: Iterable[Client] | None = None) -> int:
+        """Send one frame to ``clients`` (all by default); returns how many got it."""
+        data = json.dumps(payload, ensure_ascii=False)
+        targets = list(self.clients.values() if clients is None else clients)
+        for client in targets:
+            self._push(client, data)
+        return len(targets)
+
+    def viewing(self, conversation_id: str) -> list[Client]:
+        return [c for c in self.clients.values() if c.conversation_id == conversation_id]

@@ -1,0 +1,68 @@
+"""Slash commands typed in the dashboard's chat box, in a real browser (Playwright driving
+Debian's Chromium against the real core, see test_web_browser.py): how their answers
+look and what they link to."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.async_api import Page, expect
+
+from tests.channels.web.conftest import Stack
+from tests.channels.web.test_web_browser import browser, log_in, page, send, shot
+
+__all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
+
+
+async def test_search_typed_in_the_chat_links_the_conversations_it_finds(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: "/search" in the chat box listed "Untitled" and each conversation's id
+    # as plain text; nothing could be opened from it.
+    manager = stack.services.conversations
+    titled = await manager.create("web")
+    for n in range(1, 4):
+        await manager.append_turn(titled.id, "user", f"note {n} about the garden")
+    await manager.append_turn(titled.id, "user", "the walnut harvest is late this year")
+    await manager.rename(titled.id, "Orchard plans")
+    await stack.deliver_telegram("walnut tree pruning advice")
+    await log_in(page, stack)
+    await send(page, "/search walnut")
+    notice = page.locator(".msg-notice").last
+    links = notice.locator("a.found-title")
+    await expect(links).to_have_count(2)
+    await expect(notice).to_contain_text("Results for 'walnut'")
+    await expect(links.filter(has_text="Orchard plans")).to_have_count(1)
+    await expect(links.filter(has_text="Hanan · New conversation")).to_have_count(1)
+    assert "Untitled" not in await notice.inner_text()
+    assert "conv-" not in await notice.inner_text()
+    await shot(page, "20-search-in-chat")
+    await links.filter(has_text="Orchard plans").click()
+    await expect(page.locator("body")).to_have_attribute("data-conversation", titled.id)
+    await expect(page.locator("#chat-title")).to_have_text("Orchard plans")
+    await expect(page.locator(".msg.matched")).to_contain_text("walnut harvest")
+
+
+async def test_the_status_box_has_no_blank_lines(page: Page, stack: Stack) -> None:
+    # Regression: the paragraph's default 1em margins left an empty line above and below
+    # /status's text inside its box.
+    await log_in(page, stack)
+    await send(page, "/status")
+    notice = page.locator(".msg-notice").last
+    await expect(notice).to_contain_text("Brain:")
+    gaps = await notice.evaluate("""(box) => {
+        const outer = box.getBoundingClientRect();
+        const style = getComputedStyle(box);
+        const inset = (side) =>
+            parseFloat(style["padding" + side]) + parseFloat(style["border" + side + "Width"]);
+        const range = document.createRange();
+        range.selectNodeContents(box);
+        const text = range.getBoundingClientRect();
+        return {
+            top: text.top - outer.top - inset("Top"),
+            bottom: outer.bottom - text.bottom - inset("Bottom"),
+        };
+    }""")
+    assert gaps["top"] <= 1 and gaps["bottom"] <= 1, gaps
+    await shot(page, "21-status-in-chat")
