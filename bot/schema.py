@@ -216,10 +216,17 @@ def _index_v6(conn: SyncConn) -> None:
     conn.execute("INSERT INTO turns_fts (turns_fts, rank) VALUES ('automerge', 0)")
 
 
+def _index_v7(conn: SyncConn) -> None:
+    """Turns by time: a search filtered by dates (or naming them) takes its vector
+    candidates among the turns of those days (:mod:`bot.search.pool`), read as a range of
+    this index instead of a scan of every turn."""
+    conn.execute("CREATE INDEX turns_by_time ON turns(timestamp)")
+
+
 def _index_migrations() -> list[Migration]:
     from bot.schema_recall import RECALL_MIGRATIONS
 
-    return [_index_v1, *RECALL_MIGRATIONS, _index_v4, _index_v5, _index_v6]
+    return [_index_v1, *RECALL_MIGRATIONS, _index_v4, _index_v5, _index_v6, _index_v7]
 
 
 INDEX_MIGRATIONS: list[Migration] = _index_migrations()

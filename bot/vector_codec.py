@@ -155,6 +155,20 @@ class BitMatrix:
             return self.ids.copy()
         return self._ids[np.argpartition(self.distances(query_bits), count)[:count]]
 
+    def shortlist_among(self, query_bits: np.ndarray, count: int, ids: Sequence[int]) -> np.ndarray:
+        """:meth:`shortlist` over the vectors of ``ids`` only (the turns a search's filter
+        or named dates allow); ids without a vector are skipped."""
+        positions = [at for at in map(self._pos.get, ids) if at is not None]
+        if not positions:
+            return np.zeros(0, dtype=np.int64)
+        at = np.asarray(positions, dtype=np.int64)
+        if len(at) <= count:
+            return self._ids[at].copy()
+        cols = self._cols[:, at]
+        query = np.asarray(query_bits, dtype=np.uint64).reshape(cols.shape[0], 1)
+        distance = np.bitwise_count(np.bitwise_xor(cols, query)).sum(axis=0, dtype=np.uint16)
+        return self._ids[at[np.argpartition(distance, count)[:count]]]
+
     def distances(self, query_bits: np.ndarray) -> np.ndarray:
         """Hamming distance of every vector to ``query_bits`` (uint16, in load order).
 

@@ -9,7 +9,7 @@ conversation, to score exactly). The exact stage of the turn KNN reads float16 c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -68,10 +68,16 @@ class VectorMatrices:
         else:
             self._abbr[at] = row
 
-    def turn_shortlist(self, query: np.ndarray, k: int) -> list[int]:
-        """The sign-bit stage: the ``max(8k, 256)`` turn ids nearest in Hamming distance."""
+    def turn_shortlist(
+        self, query: np.ndarray, k: int, among: Sequence[int] | None = None
+    ) -> list[int]:
+        """The sign-bit stage: the ``max(8k, 256)`` turn ids nearest in Hamming distance
+        (with ``among``, nearest among those turns only)."""
         query_bits = sign_bits(query.reshape(1, -1))[0]
-        return self.turns.shortlist(query_bits, max(8 * k, 256)).tolist()
+        count = max(8 * k, 256)
+        if among is not None:
+            return self.turns.shortlist_among(query_bits, count, among).tolist()
+        return self.turns.shortlist(query_bits, count).tolist()
 
     def rescore_turns(
         self,
@@ -90,8 +96,16 @@ class VectorMatrices:
             shortlist = [int(r[0]) for r in rows]
         return rescore(conn, shortlist, query, k, self.dims)
 
-    def knn_abbreviations(self, query: np.ndarray, k: int) -> dict[str, float]:
-        """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact)."""
+    def knn_abbreviations(
+        self, query: np.ndarray, k: int, among: Collection[str] | None = None
+    ) -> dict[str, float]:
+        """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact);
+        with ``among``, of those conversations only."""
+        if among is not None:
+            rows = [at for at in map(self._abbr_pos.get, among) if at is not None]
+            scores = matvec(self._abbr[rows], query) if rows else np.zeros(0)
+            best = np.argsort(-scores, kind="stable")[:k]
+            return {self._abbr_ids[rows[i]]: float(scores[i]) for i in best.tolist()}
         if not self._abbr_ids:
             return {}
         scores = matvec(self._abbr, query)

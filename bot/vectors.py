@@ -30,7 +30,7 @@ import asyncio
 import functools
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -294,13 +294,19 @@ class VectorIndex:
         )
 
     def turn_shortlist(
-        self, query: np.ndarray, k: int, *, conversation_id: str | None = None
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        conversation_id: str | None = None,
+        among: Sequence[int] | None = None,
     ) -> list[int]:
         """The in-memory sign-bit stage of :meth:`knn_turns`: ``max(8k, 256)`` turn ids
-        (none within one conversation, where :meth:`rescore_turns` scores every vector)."""
+        (none within one conversation, where :meth:`rescore_turns` scores every vector;
+        with ``among``, the nearest of those turns: a search's filtered pool)."""
         if not self.ready or self._knn is None or conversation_id is not None:
             return []
-        return self._knn.turn_shortlist(query, k)
+        return self._knn.turn_shortlist(query, k, among)
 
     def rescore_turns(
         self,
@@ -316,11 +322,14 @@ class VectorIndex:
             return {}
         return self._knn.rescore_turns(conn, shortlist, query, k, conversation_id)
 
-    async def knn_abbreviations(self, query: np.ndarray, k: int) -> dict[str, float]:
-        """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact)."""
+    async def knn_abbreviations(
+        self, query: np.ndarray, k: int, among: Collection[str] | None = None
+    ) -> dict[str, float]:
+        """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact);
+        with ``among``, of those conversations only."""
         if not self.ready or self._knn is None:
             return {}
-        return self._knn.knn_abbreviations(query, k)
+        return self._knn.knn_abbreviations(query, k, among)
 
 
 # META_KEY stays importable from here (it names the vector space in index_meta).

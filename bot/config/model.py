@@ -173,6 +173,8 @@ class SearchConfig(_Section):
     abbreviation_weight: float = Field(default=0.3, ge=0, le=2)  # abbreviation similarity
     participant_weight: float = Field(default=0.2, ge=0, le=2)  # turns by a person named
     date_weight: float = Field(default=0.3, ge=0, le=2)  # turns on a date the query names
+    # the nearest turns of the days a query names join the candidates (bot/search/pool.py)
+    date_candidates: int = Field(default=50, ge=0, le=500)
     time_weight: float = Field(default=0.1, ge=0, le=2)  # time words, for "when" questions
     # a turn that asks a question passes this share of its score to the reply after it
     answer_weight: float = Field(default=0.8, ge=0, le=1)

@@ -22,11 +22,20 @@ import numpy as np
 from bot.config.model import AppConfig
 from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
+from bot.named_dates import query_dates
 from bot.owner_days import owner_zone
 from bot.search import conversations as conversation_list
 from bot.search import learned, soft
 from bot.search.fusion import Ranked, Scored, fuse, snippet
 from bot.search.keyword import DocFreqs, fts_candidates
+from bot.search.pool import (
+    Pool,
+    dated_filters,
+    narrows,
+    pool_of,
+    scoped_candidates,
+    turn_pool,
+)
 from bot.search.query import fts_parts, name_terms, or_terms, query_terms
 from bot.search.results import (
     Filters,
@@ -268,22 +277,34 @@ class SearchService:
         guess = self._will_embed(query)
 
         match = [""]  # the keyword stage's FTS5 query, for the tail (bot.search.tail)
+        # a filtered search takes its vector candidates among the turns that pass the
+        # filter, and the dates a query names add their nearest turns (bot.search.pool)
+        today = self.now().astimezone(self.zone).date()
+        dated = dated_filters(query_dates(query, today), filters, self.zone) if guess else []
+        narrowed = guess and narrows(filters)
+        pools: list[Pool | None] = [None, None]  # the filter's, the named dates'
 
         def _keyword(conn: SyncConn) -> tuple[list[Hit], Spans, list[Any]]:
+            if narrowed:
+                pools[0] = turn_pool(conn, filters)
+            if dated:
+                pools[1] = pool_of(conn, dated)
+            if not parts:
+                return [], {}, []
             match[0] = or_terms(freqs.selective(conn, parts))
             hits = fts_candidates(conn, match[0], filters, depth)
             spans = keyword_spans(hits, self._radius(guess), cfg.expand)
             return hits, spans, fetch_spans(conn, spans, guess)
 
         async def _keyword_hop() -> tuple[list[Hit], Spans, list[Any]]:
-            if not parts:
+            if not parts and not narrowed and not dated:
                 return [], {}, []
             return await self.db.run(_keyword, write=False)
 
         async def _vectors() -> tuple[np.ndarray | None, list[int], dict[str, float]]:
             qvec = await self._query_vector(query)
-            if qvec is None or self.vectors is None:
-                return qvec, [], {}
+            if qvec is None or self.vectors is None or narrowed:
+                return qvec, [], {}  # narrowed: among the filter's turns, below
             # in memory, on this thread: the sign-bit prefilter and the abbreviations
             shortlist = self.vectors.turn_shortlist(
                 qvec, depth, conversation_id=filters.conversation_id
@@ -296,6 +317,16 @@ class SearchService:
         (qvec, shortlist, abbreviations), (keyword, spans, raw) = await asyncio.gather(
             _vectors(), _keyword_hop()
         )
+        dated_short: list[int] = []
+        if qvec is not None and self.vectors is not None:
+            if narrowed:
+                shortlist, abbreviations = await scoped_candidates(
+                    self.vectors, qvec, depth, pools[0], cfg.abbreviation_weight > 0
+                )
+            if pools[1] is not None and cfg.date_candidates:
+                dated_short = self.vectors.turn_shortlist(
+                    qvec, cfg.date_candidates, among=pools[1].turns
+                )
         want_vectors = qvec is not None
         method = "hybrid" if want_vectors else "keyword"
         vectors = self.vectors if want_vectors else None
@@ -304,6 +335,10 @@ class SearchService:
             knn: dict[int, float] = {}
             if vectors is not None and qvec is not None and vectors.ready:
                 knn = vectors.rescore_turns(conn, shortlist, qvec, depth, filters.conversation_id)
+                if dated_short:
+                    near_dates = vectors.rescore_turns(conn, dated_short, qvec, cfg.date_candidates)
+                    for turn_id, score in near_dates.items():
+                        knn.setdefault(turn_id, score)
             abbr = abbreviations
             if abbr and filters.active:
                 abbr = _accepted(conn, abbr, filters)
@@ -320,7 +355,7 @@ class SearchService:
                 want_vectors,
                 dims,
                 self.zone,
-                self.now().astimezone(self.zone or UTC).date(),
+                today,
             )
             scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
             if (

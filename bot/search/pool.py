@@ -1,0 +1,129 @@
+"""The turns a search may draw its vector candidates from, when that is not every turn.
+
+The vector stage's sign-bit shortlist is taken over every turn of the store. A search
+that is filtered (a channel, a date range: the assistant's ``dateRange``, the CLI's
+``--from``/``--to``) used to keep only those of the store-wide nearest turns that pass the
+filter, and a day whose conversation was not among them came back empty: asked for "what
+did we discuss" on a given day, nothing, though a conversation was held that day. So a
+filtered search now takes its nearest turns among the turns that pass the filter
+(:func:`turn_pool`), and a query that names dates ("yesterday", "on 14 October 2026")
+adds the nearest turns of those days as candidates (:func:`dated_filters`): the date
+prior can only lift a turn that is a candidate.
+
+The pool is read on the reader thread in the keyword hop (a range of the ``turns_by_time``
+index, migration 7; a channel alone through ``conversations_channel``), bounded by
+:data:`POOL_CAP` turns: past it the filter keeps so much of the store that the store-wide
+shortlist serves it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+import numpy as np
+
+from bot.db import SyncConn
+from bot.named_dates import ANY_YEAR, DateRange
+from bot.owner_days import day_bound
+from bot.search.results import Filters
+
+if TYPE_CHECKING:
+    from bot.vectors import VectorIndex
+
+POOL_CAP = 50_000  # turns: the sign bits of 50,000 turns are gathered in ~2 ms
+DATED_MAX_DAYS = 92  # a query naming more (a year) gets no dated candidates
+
+
+@dataclass
+class Pool:
+    """Turn ids and their conversations, as read for one search."""
+
+    turns: list[int] = field(default_factory=list)
+    conversations: set[str] = field(default_factory=set)
+
+    def add(self, other: Pool) -> None:
+        seen = set(self.turns)
+        self.turns.extend(t for t in other.turns if t not in seen)
+        self.conversations |= other.conversations
+
+
+def narrows(filters: Filters) -> bool:
+    """The filter keeps only part of the store (and is not one conversation, whose every
+    turn the vector stage scores anyway)."""
+    return bool(filters.channel or filters.date_from or filters.date_to) and not (
+        filters.conversation_id
+    )
+
+
+def turn_pool(conn: SyncConn, filters: Filters, cap: int | None = None) -> Pool | None:
+    """The turns passing ``filters`` and their conversations; None when more than ``cap``
+    turns pass (or the filter does not narrow); ``cap`` defaults to :data:`POOL_CAP`."""
+    if not narrows(filters):
+        return None
+    cap = POOL_CAP if cap is None else cap
+    where, params = filters.sql("t")
+    if filters.date_to:
+        # the same end as the filter's prefix comparison, in a form the `turns_by_time`
+        # index can stop at ("~" sorts after every character of a timestamp)
+        where += " AND t.timestamp <= ?"
+        params.append(filters.date_to + "~")
+    join = " JOIN conversations c ON c.id = t.conversation_id" if filters.channel else ""
+    rows = conn.execute(
+        f"SELECT t.id, t.conversation_id FROM turns t{join} WHERE {where} LIMIT ?",
+        [*params, cap + 1],
+    ).fetchall()
+    if len(rows) > cap:
+        return None
+    return Pool([int(r[0]) for r in rows], {str(r[1]) for r in rows})
+
+
+def dated_filters(
+    ranges: Sequence[DateRange], filters: Filters, zone: ZoneInfo | None
+) -> list[Filters]:
+    """``filters`` narrowed to each of the owner's day ranges a query names, as UTC
+    bounds; none when the filter already has dates or is one conversation, for ranges in
+    every year (:data:`~bot.named_dates.ANY_YEAR`), or when together they exceed
+    :data:`DATED_MAX_DAYS`."""
+    if filters.date_from or filters.date_to or filters.conversation_id or not ranges:
+        return []
+    if any(start.year == ANY_YEAR for start, _ in ranges):
+        return []
+    if sum((end - start).days + 1 for start, end in ranges) > DATED_MAX_DAYS:
+        return []
+    zone = zone or ZoneInfo("UTC")
+    return [
+        replace(
+            filters,
+            date_from=day_bound(start.isoformat(), "date_from", zone),
+            date_to=day_bound(end.isoformat(), "date_to", zone, end=True),
+        )
+        for start, end in ranges
+    ]
+
+
+def pool_of(conn: SyncConn, many: Sequence[Filters], cap: int | None = None) -> Pool | None:
+    """The union of :func:`turn_pool` over ``many`` filters (None if there are none or
+    any is over ``cap``)."""
+    if not many:
+        return None
+    total = Pool()
+    for one in many:
+        pool = turn_pool(conn, one, cap)
+        if pool is None:
+            return None
+        total.add(pool)
+    return total
+
+
+async def scoped_candidates(
+    vectors: VectorIndex, query: np.ndarray, depth: int, pool: Pool | None, abbreviations: bool
+) -> tuple[list[int], dict[str, float]]:
+    """The sign-bit shortlist and the nearest abbreviations among ``pool`` (a filtered
+    search's turns and conversations); store-wide when the pool was over its cap."""
+    shortlist = vectors.turn_shortlist(query, depth, among=pool.turns if pool else None)
+    among = pool.conversations if pool else None
+    abbr = await vectors.knn_abbreviations(query, depth, among) if abbreviations else {}
+    return shortlist, abbr

@@ -1,0 +1,138 @@
+"""Vector candidates of filtered searches and of queries that name dates
+(bot.search.pool), with the real local MiniLM model (fails under CI=true if it is missing)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.config.model import AppConfig, EmbeddingConfig
+from bot.embedding import EmbeddingService
+from bot.search import SearchService
+from bot.search.pool import dated_filters, turn_pool
+from bot.search.results import Filters
+from tests.recall_helpers import add_conversation, model_path, open_index
+
+GARDEN = [
+    "planting tomatoes and peppers in the vegetable garden",
+    "watering the roses and pruning the hedge",
+    "the lawn mower broke while cutting the grass",
+    "composting kitchen scraps for the garden beds",
+]
+BUDGET = [
+    ("user", "Let's go over the quarterly budget review with the finance team"),
+    ("assistant", "The budget is 4% over plan in the third quarter."),
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> EmbeddingService:
+    service = EmbeddingService(EmbeddingConfig(model_path=str(model_path())))
+    yield service
+    service.close()
+
+
+@pytest.fixture
+async def store(tmp_path: Path, embedder: EmbeddingService):  # type: ignore[no-untyped-def]
+    """40 conversations about the garden on other days, and one about the budget on
+    14 October 2026; ``candidates`` 10, so the budget turns are nowhere near the
+    store-wide nearest ten for a question that names no subject."""
+    db = await open_index(tmp_path / "conversations.db")
+    config = AppConfig(data_dir=tmp_path)
+    config.search.candidates = 10
+    service = SearchService(config, db, embedder)
+    assert await service.start()
+    assert service.vectors is not None
+    for i in range(40):
+        topic = GARDEN[i % len(GARDEN)]
+        turns = [("user", f"Today we talked about {topic}, note {i}"), ("assistant", "Noted.")]
+        day = f"2026-0{1 + i % 9}-{1 + i % 27:02d}"
+        await add_conversation(db, f"conv-{i:02d}", turns, day=day, channel="telegram")
+        await service.vectors.index_turns(f"conv-{i:02d}")
+    await add_conversation(db, "conv-budget", BUDGET, day="2026-10-14")
+    await service.vectors.index_turns("conv-budget")
+    service.now = lambda: datetime(2026, 10, 15, 9, 0, tzinfo=UTC)
+    yield db, service
+    await db.close()
+
+
+async def test_a_date_filter_finds_the_days_conversation_by_meaning(store) -> None:  # type: ignore[no-untyped-def]
+    """Regression: a filtered search kept only those of the store-wide nearest turns that
+    passed the filter, so "what did we discuss" on a day with a conversation found
+    nothing (the assistant's dateRange, the CLI's --from/--to)."""
+    _, service = store
+    for query in ("what did we discuss", "meeting notes"):
+        page = await service.search(query, date_from="2026-10-14", date_to="2026-10-14")
+        assert page.method == "hybrid"
+        assert [r.conversation_id for r in page.results] == ["conv-budget"], query
+    # a channel filter the same way: the one web conversation
+    page = await service.search("what did we discuss", channel="web")
+    assert [r.conversation_id for r in page.results] == ["conv-budget"]
+
+
+async def test_a_day_the_query_names_brings_its_turns_in(store) -> None:  # type: ignore[no-untyped-def]
+    _, service = store
+    unnamed = await service.search("what did we discuss")
+    assert "conv-budget" not in [r.conversation_id for r in unnamed.results[:5]]
+    for query in (
+        "what did we discuss on 14 October 2026",
+        "what did we discuss yesterday",  # the owner's today is 15 October
+    ):
+        page = await service.search(query)
+        assert page.results[0].conversation_id == "conv-budget", query
+    # with no dated candidates the date prior has nothing of that day to lift
+    service.config.search.date_candidates = 0
+    page = await service.search("what did we discuss yesterday")
+    assert "conv-budget" not in [r.conversation_id for r in page.results[:5]]
+
+
+async def test_the_pool_is_a_range_of_the_time_index_and_bounded(store) -> None:  # type: ignore[no-untyped-def]
+    db, service = store
+    day = dated_filters([(datetime(2026, 10, 14).date(),) * 2], Filters(), service.zone)
+
+    def _read(conn):  # type: ignore[no-untyped-def]
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM turns t WHERE t.timestamp >= ? AND t.timestamp <= ?",
+            ("2026-10-14", "2026-10-14~"),
+        ).fetchall()
+        return plan, turn_pool(conn, day[0]), turn_pool(conn, Filters(channel="telegram"), 79)
+
+    plan, pool, over = await db.run(_read, write=False)
+    assert "turns_by_time" in " ".join(str(row) for row in plan)
+    assert pool is not None and pool.conversations == {"conv-budget"} and len(pool.turns) == 2
+    assert over is None  # 80 telegram turns over a cap of 79: the store-wide shortlist
+    # no filter, one conversation, dates in every year, a year: no pool
+    assert await db.run(lambda c: turn_pool(c, Filters()), write=False) is None
+    only = Filters(channel="web", conversation_id="conv-budget")
+    assert await db.run(lambda c: turn_pool(c, only), write=False) is None
+    from bot.named_dates import query_dates
+
+    assert dated_filters(query_dates("in June"), Filters(), service.zone) == []
+    assert dated_filters(query_dates("in 2026"), Filters(), service.zone) == []
+    # an explicit date filter wins over the words
+    assert dated_filters(query_dates("on 3 May 2026"), Filters(date_from="2026-01-01"), None) == []
+
+
+async def test_over_the_cap_a_filtered_search_still_answers(
+    store,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, service = store
+    monkeypatch.setattr("bot.search.pool.POOL_CAP", 1)
+    page = await service.search("budget review", date_from="2026-10-14", date_to="2026-10-14")
+    assert [r.conversation_id for r in page.results] == ["conv-budget"]
+
+
+async def test_keyword_only_search_is_unchanged_by_dates(tmp_path: Path) -> None:
+    db = await open_index(tmp_path / "conversations.db")
+    await add_conversation(
+        db, "conv-a", [("user", "The budget review went well")], day="2026-10-14"
+    )
+    service = SearchService(AppConfig(data_dir=tmp_path), db)  # no model: keyword only
+    service.now = lambda: datetime(2026, 10, 15, 9, 0, tzinfo=UTC)
+    page = await service.search("budget yesterday")
+    assert page.method == "keyword"
+    assert [r.conversation_id for r in page.results] == ["conv-a"]
+    await db.close()
