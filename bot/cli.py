@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from bot import exitcodes
 from bot.config import AppConfig, ConfigError, default_config_path, load_config
+from bot.labels import UNTITLED
 
 log = logging.getLogger("my_agent.cli")
 
@@ -220,7 +221,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"no match ({page.method})")
         for r in page.results:
             print(
-                f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or 'Untitled'} "
+                f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
                 f"({r.turn_range}, {local_day(r.timestamp, zone)})"
             )
             print(f"       {' '.join((r.snippet or '').split())[:150]}")

@@ -128,6 +128,9 @@ def test_search(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     assert store.json("search", '"unbalanced (quote* NEAR', capsys=capsys)["results"] == []
     status, text = store.run("search", "trip", capsys=capsys)
     assert status == 0 and store.ids["web"] in text
+    # an untitled conversation is named as the dashboard names it (it said "Untitled")
+    status, text = store.run("search", "sourdough feeding", capsys=capsys)
+    assert status == 0 and "New conversation" in text and "Untitled" not in text
 
 
 def test_search_pages_dates_and_channel_case(

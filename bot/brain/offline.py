@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink
+from bot.labels import UNTITLED
 from bot.owner_days import local_day
 from bot.search.fusion import snippet
 from bot.search.query import query_terms
@@ -82,7 +83,7 @@ class OfflineBrain:
             # already the next day in UTC).
             zone = ZoneInfo(config.owner.timezone) if config is not None else ZoneInfo("UTC")
             for i, result in enumerate(found, 1):
-                title = result.title or "Untitled conversation"
+                title = result.title or UNTITLED  # as the dashboard lists it
                 date = local_day(result.timestamp or "", zone)
                 snippet = " ".join((result.snippet or result.abbreviation or "").split())
                 if len(snippet) > 200:
