@@ -150,8 +150,11 @@ class ConversationManager:
         participants: Iterable[str] = ("user",),
         channel_meta: Mapping[str, Any] | None = None,
         reason: str = "new",
+        conv_id: str | None = None,
     ) -> ConversationRecord:
-        conv_id = new_conversation_id()
+        """A new conversation; ``conv_id`` when its id was chosen (and recorded) before,
+        so that it can be recognised after a crash (``/new``, bot/command_runs.py)."""
+        conv_id = conv_id or new_conversation_id()
         meta = meta_line(conv_id, channel, participants)
         if identity_key:
             meta["identityKey"] = identity_key
@@ -424,9 +427,11 @@ class ConversationManager:
     async def unpin(self, conv_id: str) -> ConversationRecord:
         return await self._meta_update(conv_id, pinned=False)
 
-    async def new_for_channel(self, current: ConversationRecord) -> ConversationRecord:
-        """/new on a channel: unpin the current conversation, pin a fresh one that
-        inherits the model, identity and channel metadata (seed 000 "/new")."""
+    async def new_for_channel(
+        self, current: ConversationRecord, conv_id: str | None = None
+    ) -> ConversationRecord:
+        """/new on a channel: unpin the current conversation, pin a fresh one (``conv_id``
+        if given) that inherits the model, identity and channel metadata (seed 000 "/new")."""
         if current.pinned:
             await self.unpin(current.id)
         fresh = await self.create(
@@ -437,6 +442,7 @@ class ConversationManager:
             participants=current.participants,
             channel_meta=current.channel_meta,
             reason="new",
+            conv_id=conv_id,
         )
         await self.bus.emit(
             "conversation_switched",

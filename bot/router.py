@@ -15,6 +15,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
+from bot.command_runs import CommandRuns, has_effects
 from bot.commands import (
     DETACHED_COMMANDS,
     GROUP_MEMBER_HELP,
@@ -28,6 +29,7 @@ from bot.external import PartyRecord
 from bot.index import ConversationRecord
 from bot.replies import ReplyTarget
 from bot.strangers import StrangerFlow
+from bot.transcript import new_conversation_id
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -57,6 +59,7 @@ class Router:
     def __init__(self, services: Services) -> None:
         self.s = services
         self.commands = Commands(services)
+        self.runs = CommandRuns(services.state)
         self.accepting = True
         self._storage_alerted = False
         # (channel, message_id) being routed -> [lock, users]: a redelivery racing the
@@ -339,7 +342,14 @@ class Router:
                 return
             log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
             return
-        if rec is not None:
+        run = None
+        if owner and has_effects(name, args):
+            # Claimed (synced) before any effect: a redelivery after a crash before the
+            # answer below finds the claim and completes the command instead of running
+            # it again (a second /new made a second conversation).
+            effect = {"conversation": new_conversation_id()} if name == "new" else {}
+            run = await self.runs.claim(msg.channel, msg.message_id, name, effect)
+        if rec is not None and not (run and run.resumed):  # recorded before the crash
             await self.s.conversations.append_event(
                 rec.id,
                 "command",
@@ -350,7 +360,7 @@ class Router:
                 metadata={"messageId": msg.message_id},
             )
         if owner:
-            result = await self.commands.run_owner(name, args, msg, rec)
+            result = await self.commands.run_owner(name, args, msg, rec, run)
         elif name == "new":
             # Another member of the owner's group: the group conversation is the owner's
             # record, and /search would show the owner's conversations. Only /help.
@@ -366,7 +376,7 @@ class Router:
                 result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in"
             )
         target = self._target(msg)
-        await self.s.outbox.enqueue(
+        answer = self.s.outbox.insert_unit(
             OutboundMessage(
                 channel=msg.channel,
                 chat_id=msg.chat_id,
@@ -383,6 +393,9 @@ class Router:
             ),
             dedup_key=dedup,
         )
+        # The answer's row now records that the command ran: the claim goes with it.
+        await self.s.state.run(answer if run is None else self.runs.release_unit(run, answer))
+        self.s.outbox.wake(msg.channel)
         if first and result.switched_to is not None:
             await self._record_and_reply(
                 replace(msg, text=first),
