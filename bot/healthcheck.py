@@ -153,8 +153,28 @@ def check_readyz(config: AppConfig, timeout: float = 2.0) -> dict[str, Any] | No
 def _connect_ro(path: Path) -> Any:
     drv = select_driver()
     conn = drv.module.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0)
-    conn.execute("PRAGMA busy_timeout=10000")
+    try:
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL index
+        return conn
+    except Exception:
+        conn.close()
+        if _wal_left(path):
+            raise
+    # A closed WAL database (its -wal gone, as a clean stop leaves it) still needs its
+    # -shm file created to be read, which a full disk refuses (status exited 74 and
+    # reported nothing). With no -wal left the main file is the whole database: read it
+    # as immutable, which needs no -shm.
+    conn = drv.module.connect(f"file:{path}?immutable=1", uri=True, timeout=10.0)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     return conn
+
+
+def _wal_left(path: Path) -> bool:
+    try:
+        return os.path.getsize(f"{path}-wal") > 0
+    except OSError:
+        return False
 
 
 def _scalar(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> int:
@@ -309,7 +329,9 @@ def fts_integrity(index_path: Path) -> str:
         conn.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES ('integrity-check', 1)")
     except Exception as exc:
         msg = str(exc)
-        return "read-only" if "readonly" in msg.replace(" ", "").lower() else msg
+        if "readonly" in msg.replace(" ", "").lower() or disk_space(index_path.parent)["full"]:
+            return "read-only"  # a full disk cannot take the -shm file it needs either
+        return msg
     finally:
         conn.close()
     return "ok"
