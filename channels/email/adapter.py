@@ -313,11 +313,20 @@ class EmailChannel:
 
     def _stable_id(self, message: OutboundMessage) -> str | None:
         """A Message-ID that stays the same when the outbox retries the same entry, so a
-        retry after a lost SMTP answer is recognised as the same mail by the receiver."""
+        retry after a lost SMTP answer is recognised as the same mail by the receiver,
+        and is never that of another mail: it comes from the entry's ``send_key`` (its
+        transcript turn or received message, else a random token kept with it), not from
+        its row id, which a lost state.db hands out again from 1."""
+        domain = self.address.rpartition("@")[2] or "localhost"
+        if message.send_key:
+            digest = hashlib.sha256(
+                f"{message.send_key}\0{message.conversation_id}\0{message.text}".encode()
+            ).hexdigest()[:32]
+            return f"<my-agent.{digest}@{domain}>"
         if message.outbox_id is None:
             return None
+        # an entry queued by a daemon before session 15 (no send_key): as it was then
         digest = hashlib.sha256(
             f"{message.outbox_id}\0{message.conversation_id}\0{message.text}".encode()
         ).hexdigest()[:20]
-        domain = self.address.rpartition("@")[2] or "localhost"
         return f"<my-agent.{message.outbox_id}.{digest}@{domain}>"
