@@ -122,6 +122,10 @@ class SendResult:
     """What a channel reports after sending: its own id for the message (e.g. Message-ID)."""
 
     message_ref: str | None = None
+    # Recipients the channel could not address (the others got the message), and why:
+    # the owner is told (bot/send_failures.py), not only the log.
+    left_out: tuple[str, ...] = ()
+    left_out_reason: str = ""
 
 
 @dataclass(frozen=True)
