@@ -231,6 +231,28 @@ def outbox_counts(state_path: Path, now: float | None = None) -> dict[str, Any]:
     }
 
 
+def stored_channel_problems(state_path: Path) -> list[str]:
+    """The problems channels keep with their cursors in ``state.db`` (a JSON value with a
+    ``problem`` line, bot.channel.ChannelHost.set_cursor): what the daemon's status line
+    says while it runs (a mail the server would not hand over), shown while it is not."""
+    conn = _connect_ro(state_path)
+    try:
+        rows = conn.execute(
+            "SELECT channel, value FROM channel_cursors WHERE value LIKE '{%' ORDER BY channel, key"
+        ).fetchall()
+    finally:
+        conn.close()
+    out = []
+    for channel, value in rows:
+        try:
+            problem = json.loads(value).get("problem")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(problem, str) and problem:
+            out.append(f"{channel}: {problem}")
+    return out
+
+
 def _valid_turn(line: dict[str, Any]) -> bool:
     # The same acceptance rule as bot.index.apply_line: what the index should contain.
     return (
@@ -398,12 +420,19 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     if config.state_path.is_file():
         try:
             report["outbox"] = outbox_counts(config.state_path)
+            # while the daemon runs, its status line says these
+            stored = (
+                stored_channel_problems(config.state_path)
+                if daemon["state"] in ("stopped", "unknown")
+                else []
+            )
         except Exception as exc:
             problems.append(f"cannot read {config.state_path}: {exc}")
             exit_code = EX_DATABASE
         else:
             if report["outbox"]["failed"]:
                 problems.append(f"{report['outbox']['failed']} outbox message(s) failed for good")
+            problems.extend(stored)
     report["exit_code"] = exit_code or (1 if problems else 0)
     return report
 
