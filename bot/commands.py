@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRun
 from bot.events import InboundMessage
-from bot.external import PartyRecord
 from bot.index import ConversationRecord
 from bot.owner_days import local_day, owner_zone
+from bot.parties import PartyRecord
 
 if TYPE_CHECKING:
     from bot.services import Services

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from bot.db import SyncConn
-from bot.external import apply_party_lines
 from bot.index import (
     SELECT_CONVERSATION,
     apply_lines,
     record_from_meta,
     row_to_record,
 )
+from bot.parties import apply_party_lines
 from bot.transcript import TranscriptStore, parse_lines
 
 log = logging.getLogger("my_agent.recovery")

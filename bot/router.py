@@ -25,8 +25,8 @@ from bot.commands import (
 )
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage, scrubbed
-from bot.external import PartyRecord
 from bot.index import ConversationRecord
+from bot.parties import PartyRecord
 from bot.replies import ReplyTarget
 from bot.strangers import StrangerFlow
 from bot.transcript import new_conversation_id
