@@ -31,6 +31,7 @@ from bot.db import select_driver
 from bot.exitcodes import EX_DATABASE, EX_DATADIR
 from bot.notify import STATUS_FILE_NAME, read_status_file
 from bot.recovery import PENDING_REPLIES
+from bot.status_reads import connect_readonly, stored_channel_problems
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -151,30 +152,7 @@ def check_readyz(config: AppConfig, timeout: float = 2.0) -> dict[str, Any] | No
 
 
 def _connect_ro(path: Path) -> Any:
-    drv = select_driver()
-    conn = drv.module.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0)
-    try:
-        conn.execute("PRAGMA busy_timeout=10000")
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL index
-        return conn
-    except Exception:
-        conn.close()
-        if _wal_left(path):
-            raise
-    # A closed WAL database (its -wal gone, as a clean stop leaves it) still needs its
-    # -shm file created to be read, which a full disk refuses (status exited 74 and
-    # reported nothing). With no -wal left the main file is the whole database: read it
-    # as immutable, which needs no -shm.
-    conn = drv.module.connect(f"file:{path}?immutable=1", uri=True, timeout=10.0)
-    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    return conn
-
-
-def _wal_left(path: Path) -> bool:
-    try:
-        return os.path.getsize(f"{path}-wal") > 0
-    except OSError:
-        return False
+    return connect_readonly(path)  # also on a full disk (bot.status_reads)
 
 
 def _scalar(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> int:
@@ -229,28 +207,6 @@ def outbox_counts(state_path: Path, now: float | None = None) -> dict[str, Any]:
         "sent": int(rows.get("sent", 0)),
         "oldest_pending": oldest,
     }
-
-
-def stored_channel_problems(state_path: Path) -> list[str]:
-    """The problems channels keep with their cursors in ``state.db`` (a JSON value with a
-    ``problem`` line, bot.channel.ChannelHost.set_cursor): what the daemon's status line
-    says while it runs (a mail the server would not hand over), shown while it is not."""
-    conn = _connect_ro(state_path)
-    try:
-        rows = conn.execute(
-            "SELECT channel, value FROM channel_cursors WHERE value LIKE '{%' ORDER BY channel, key"
-        ).fetchall()
-    finally:
-        conn.close()
-    out = []
-    for channel, value in rows:
-        try:
-            problem = json.loads(value).get("problem")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(problem, str) and problem:
-            out.append(f"{channel}: {problem}")
-    return out
 
 
 def _valid_turn(line: dict[str, Any]) -> bool:
