@@ -6,7 +6,8 @@ created the fresh conversation, its answer is not queued yet) got the same messa
 again from its channel after the restart, and the command ran a second time (a second
 empty conversation). So before a command with effects runs, its *claim* is committed to
 ``state.db`` (``command_runs``, state migration 2) with what the effect needs to be
-recognised afterwards (``/new``: the id the fresh conversation will get). A redelivery
+recognised afterwards (``/new``: the id the fresh conversation will get, and the one it
+was run in, which it may have unpinned before the crash). A redelivery
 that finds the claim but no answer resumes the command: each command checks whether its
 effect is there already and only completes what is missing, then answers. The claim is
 deleted in the transaction that queues the answer, so the table holds only commands
@@ -55,6 +56,16 @@ class CommandRuns:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+
+    async def find(self, channel: str, message_id: str) -> CommandRun | None:
+        """The claim of message ``message_id``'s command, if one was left by a crash."""
+        row = await self.db.fetchone(
+            "SELECT command, effect FROM command_runs WHERE channel = ? AND message_id = ?",
+            (channel, message_id),
+        )
+        if row is None:
+            return None
+        return CommandRun(channel, message_id, str(row[0]), json.loads(row[1]), True)
 
     async def claim(
         self, channel: str, message_id: str, command: str, effect: dict[str, Any]

@@ -272,13 +272,25 @@ class Router:
             ):
                 await self._run_command(msg, None, *command)
                 return
-        rec = await self._resolve(msg, identity_key)
+        rec = await self._interrupted_new(msg, command) or await self._resolve(msg, identity_key)
         if command is not None:
             await self._run_command(msg, rec, *command)
             return
         await self._record_and_reply(
             msg, rec, sender=None if msg.channel == "web" else msg.sender_id
         )
+
+    async def _interrupted_new(
+        self, msg: InboundMessage, command: tuple[str, str] | None
+    ) -> ConversationRecord | None:
+        """The conversation a ``/new`` interrupted by a crash was run in: it may have
+        unpinned it already without pinning the fresh one, and resolving the message
+        afresh would then create a conversation for it (bot/command_runs.py)."""
+        if command is None or command[0] != "new":
+            return None
+        run = await self.runs.find(msg.channel, msg.message_id)
+        previous = run.effect.get("previous") if run else None
+        return await self.s.conversations.get(previous) if previous else None
 
     async def _record_and_reply(
         self,
@@ -348,6 +360,8 @@ class Router:
             # answer below finds the claim and completes the command instead of running
             # it again (a second /new made a second conversation).
             effect = {"conversation": new_conversation_id()} if name == "new" else {}
+            if name == "new" and rec is not None:
+                effect["previous"] = rec.id
             run = await self.runs.claim(msg.channel, msg.message_id, name, effect)
         if rec is not None and not (run and run.resumed):  # recorded before the crash
             await self.s.conversations.append_event(

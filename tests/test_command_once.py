@@ -41,12 +41,18 @@ def answers(data_dir: Path, message_id: str) -> list[dict[str, Any]]:
 
 
 async def killed_while_answering(
-    daemon: DaemonProcess, loop: Loopback, name: str, text: str, message_id: str
+    daemon: DaemonProcess,
+    loop: Loopback,
+    name: str,
+    text: str,
+    message_id: str,
+    point: str = "",
 ) -> None:
-    """Deliver ``text`` to a daemon that is killed right before it queues the answer of
-    ``/name``, then deliver it again (nobody acknowledged it) to a restarted daemon."""
+    """Deliver ``text`` to a daemon that is killed at ``point`` (by default right before
+    it queues the answer of ``/name``), then deliver it again (nobody acknowledged it) to
+    a restarted daemon."""
     await daemon.terminate()
-    daemon.crash_at = f"command-answer:{name}"
+    daemon.crash_at = point or f"command-answer:{name}"
     await daemon.start()
     assert await loop.post("owner", text, message_id) is None  # no acknowledgement
     assert daemon.proc is not None and await daemon.proc.wait() == -9, daemon.log()
@@ -57,13 +63,16 @@ async def killed_while_answering(
     await wait_until(lambda: answers(daemon.data_dir, message_id) != [], 30, "the answer", daemon)
 
 
+@pytest.mark.parametrize("point", ["command-answer:new", "new-conversation"])
 async def test_new_killed_before_its_answer_makes_one_conversation(
-    daemon: DaemonProcess, session: aiohttp.ClientSession
+    daemon: DaemonProcess, session: aiohttp.ClientSession, point: str
 ) -> None:
+    # command-answer: the fresh conversation exists, its answer is not queued;
+    # new-conversation: the current one is unpinned, the fresh one not created yet.
     loop = Loopback(daemon, session)
     await daemon.start()
     assert await loop.post("owner", "hello about tomatoes", "m1") == 200
-    await killed_while_answering(daemon, loop, "new", "/new", "m2")
+    await killed_while_answering(daemon, loop, "new", "/new", "m2", point)
     assert await loop.post("owner", "and now about peppers", "m3") == 200
     await wait_until(
         lambda: any(r["inReplyTo"] == "m3" for r in sent(daemon.data_dir)), 30, "reply", daemon

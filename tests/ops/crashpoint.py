@@ -6,6 +6,8 @@ moment a random kill under load would rarely hit.
 
 - ``command-answer:NAME``: an owner command ``/NAME`` ran (its effect is made) and its
   answer is about to be queued in the outbox.
+- ``new-conversation``: ``/new`` has unpinned the current conversation and is about to
+  create the fresh one.
 """
 
 from __future__ import annotations
@@ -35,12 +37,29 @@ def _at_command_answer(name: str) -> None:
     Outbox.insert_unit = insert_unit  # type: ignore[method-assign]
 
 
+def _at_new_conversation() -> None:
+    from bot.conversations import ConversationManager
+
+    original = ConversationManager.create
+
+    async def create(self: ConversationManager, channel: str, **kw: Any) -> Any:
+        if kw.get("reason") == "new":
+            print("crashpoint: killed before /new created its conversation", flush=True)
+            _kill()
+        return await original(self, channel, **kw)
+
+    ConversationManager.create = create  # type: ignore[method-assign]
+
+
 def main() -> int:
     point, *argv = sys.argv[1:]
     kind, _, arg = point.partition(":")
-    if kind != "command-answer":
+    if kind == "command-answer":
+        _at_command_answer(arg)
+    elif kind == "new-conversation":
+        _at_new_conversation()
+    else:
         raise SystemExit(f"unknown crash point {point!r}")
-    _at_command_answer(arg)
     from bot.cli import main as cli_main
 
     return cli_main(argv)
