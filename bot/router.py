@@ -354,16 +354,10 @@ class Router:
                 return
             log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
             return
-        run = None
-        if owner and has_effects(name, args):
-            # Claimed (synced) before any effect: a redelivery after a crash before the
-            # answer below finds the claim and completes the command instead of running
-            # it again (a second /new made a second conversation).
-            effect = {"conversation": new_conversation_id()} if name == "new" else {}
-            if name == "new" and rec is not None:
-                effect["previous"] = rec.id
-            run = await self.runs.claim(msg.channel, msg.message_id, name, effect)
-        if rec is not None and not (run and run.resumed):  # recorded before the crash
+        effects = owner and has_effects(name, args)
+        # A claim left by a crash: the command was recorded and may have taken effect.
+        run = await self.runs.find(msg.channel, msg.message_id) if effects else None
+        if rec is not None and run is None:
             await self.s.conversations.append_event(
                 rec.id,
                 "command",
@@ -373,6 +367,16 @@ class Router:
                 sender=msg.sender_id,
                 metadata={"messageId": msg.message_id},
             )
+        if effects and run is None:
+            # Claimed (synced) after its record and before any effect: a redelivery
+            # after a crash before the answer below finds the claim and completes the
+            # command instead of running it again (a second /new made a second
+            # conversation). A crash before the claim records the command twice, never
+            # not at all.
+            effect = {"conversation": new_conversation_id()} if name == "new" else {}
+            if name == "new" and rec is not None:
+                effect["previous"] = rec.id
+            run = await self.runs.claim(msg.channel, msg.message_id, name, effect)
         if owner:
             result = await self.commands.run_owner(name, args, msg, rec, run)
         elif name == "new":

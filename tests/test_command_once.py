@@ -100,8 +100,11 @@ async def test_rename_and_reply_killed_before_their_answers_run_once(
     await killed_while_answering(daemon, loop, "reply", "/reply stranger1 It is me.", "m3")
     assert await daemon.terminate() == 0, daemon.log()
     [conv] = [p for p in (daemon.data_dir / "conversations").glob("conv-*.jsonl")]
-    titles = [x for x in read_json_lines(conv) if x.get("title") == "Garden plans"]
+    lines = read_json_lines(conv)
+    titles = [x for x in lines if x.get("title") == "Garden plans"]
     assert len(titles) == 1, titles
+    recorded = [x for x in lines if x.get("event") == "command"]
+    assert [x["command"] for x in recorded] == ["/rename", "/reply"], recorded  # once each
     to_party = Counter(r["text"] for r in sent(daemon.data_dir) if r["chat"] == "stranger1")
     assert to_party["It is me."] == 1, to_party
     [party_file] = (daemon.data_dir / "external").glob("*.jsonl")
