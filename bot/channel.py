@@ -44,7 +44,9 @@ class ChannelHost(Protocol):
         """A persisted channel cursor (Telegram offset, IMAP UIDVALIDITY/UID)."""
 
     async def set_cursor(self, channel: str, key: str, value: str) -> None:
-        """Persist a channel cursor durably."""
+        """Persist a channel cursor durably. A value that is a JSON object with a
+        ``problem`` string (one of the channel's :meth:`Channel.problems` lines) is also
+        listed by ``my-agent status`` while the daemon is stopped."""
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         """Remember that message ``ref`` (e.g. an e-mail Message-ID) belongs to a conversation."""

@@ -6,11 +6,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bot.command_runs import CommandRun
 from bot.events import InboundMessage
-from bot.external import PartyRecord
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title
 from bot.owner_days import local_day, owner_zone
+from bot.parties import PartyRecord
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -79,15 +80,20 @@ class Commands:
         args: str,
         message: InboundMessage,
         conversation: ConversationRecord | None,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         """Run an owner command; ``conversation`` is None only for
-        :data:`DETACHED_COMMANDS` from a dashboard tab with no conversation yet."""
+        :data:`DETACHED_COMMANDS` from a dashboard tab with no conversation yet.
+
+        ``run``: the claim of a command with effects (bot/command_runs.py); when it is
+        ``resumed`` the command ran before a crash, perhaps in part, and each handler
+        completes only what is missing of its effect."""
         if name == "start":
             name = "help"  # Telegram's Start button: the owner's first message to the bot
         handler = getattr(self, f"_owner_{name}", None)
         if name not in COMMANDS or handler is None:
             return CommandResult(f"Unknown command /{name}. Send /help for the list.")
-        result: CommandResult = await handler(args, message, conversation)
+        result: CommandResult = await handler(args, message, conversation, run)
         return result
 
     async def run_stranger(self, name: str, args: str, party: PartyRecord) -> CommandResult:
@@ -102,21 +108,33 @@ class Commands:
 
     # -- owner commands ------------------------------------------------------------
     async def _owner_help(
-        self, args: str, message: InboundMessage, conv: ConversationRecord | None
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord | None,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         return CommandResult(OWNER_HELP)
 
     async def _owner_new(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         manager = self.s.conversations
-        if conv.channel == "web" or message.channel == "web":
-            fresh = await manager.create("web", model=conv.model, reason="new")
+        conv_id = run.effect.get("conversation") if run else None
+        done = await manager.get(conv_id) if conv_id and run and run.resumed else None
+        if done is not None:
+            fresh = done  # created before the crash: only its answer is missing
+        elif conv.channel == "web" or message.channel == "web":
+            fresh = await manager.create("web", model=conv.model, reason="new", conv_id=conv_id)
             await self.s.bus.emit(
                 "conversation_switched", previous_id=conv.id, current_id=fresh.id, channel="web"
             )
         else:
-            fresh = await manager.new_for_channel(conv)
+            fresh = await manager.new_for_channel(conv, conv_id)
         return CommandResult(
             f"Started a new conversation (model {fresh.model}). The previous one stays "
             "searchable and can be continued from the dashboard.",
@@ -124,7 +142,11 @@ class Commands:
         )
 
     async def _owner_model(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         aliases = self.s.config.models.aliases
         current = conv.model or self.s.config.models.default
@@ -137,11 +159,16 @@ class Commands:
         alias = args.split()[0].lower()
         if alias not in aliases:
             return CommandResult(f"Unknown model {alias!r}. Available: {', '.join(aliases)}.")
-        await self.s.conversations.set_model(conv.id, alias)
+        if not (run and run.resumed and conv.model == alias):
+            await self.s.conversations.set_model(conv.id, alias)
         return CommandResult(f"Model switched to {alias} ({aliases[alias]}) for this conversation.")
 
     async def _owner_status(
-        self, args: str, message: InboundMessage, conv: ConversationRecord | None
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord | None,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         total = await self.s.index.count()
         pending = await self.s.outbox.pending_count()
@@ -170,15 +197,25 @@ class Commands:
         return CommandResult("\n".join(lines))
 
     async def _owner_rename(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         if not args.strip():
             return CommandResult("Usage: /rename <title>")
-        rec = await self.s.conversations.rename(conv.id, args)
+        rec = await self.s.conversations.get(conv.id) or conv
+        if not (run and run.resumed and rec.manually_named and rec.title == _title(args)):
+            rec = await self.s.conversations.rename(conv.id, args)
         return CommandResult(f"Renamed to: {rec.title}")
 
     async def _owner_search(
-        self, args: str, message: InboundMessage, conv: ConversationRecord | None
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord | None,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         if not args.strip():
             return CommandResult("Usage: /search <query>")
@@ -233,7 +270,11 @@ class Commands:
         return party, rest.strip()
 
     async def _owner_trust(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         found = await self._party(
             args,
@@ -246,23 +287,33 @@ class Commands:
         tier = (rest.split() or ["known"])[0].lower()
         if tier not in ("known", "untrusted"):
             return CommandResult("Tier must be known or untrusted (use /block to block).")
-        await self.s.external.set_tier(party.id, tier)
+        if not (run and run.resumed and party.tier == tier and party.tier_source == "owner"):
+            await self.s.external.set_tier(party.id, tier)
         return CommandResult(f"{party.label} is now {tier}.")
 
     async def _owner_block(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         found = await self._party(args, "Usage: /block <party>")
         if isinstance(found, CommandResult):
             return found
         party, _ = found
-        await self.s.external.set_tier(party.id, "blocked")
+        if not (run and run.resumed and party.tier == "blocked"):
+            await self.s.external.set_tier(party.id, "blocked")
         return CommandResult(
             f"{party.label} is blocked: their messages are kept but never answered or escalated."
         )
 
     async def _owner_reply(
-        self, args: str, message: InboundMessage, conv: ConversationRecord
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
     ) -> CommandResult:
         usage = "Usage: /reply <party> <text>"
         found = await self._party(args, usage)
@@ -271,6 +322,14 @@ class Commands:
         party, text = found
         if not text:
             return CommandResult(usage)
-        await self.s.router.send_to_party(party, text, kind="reply")
+        # Keyed by the owner's message: queued once, also when a crash interrupted it.
+        dedup = f"{message.channel}:{message.message_id}:to-party"
+        if not (run and run.resumed and await self.s.outbox.has_key(dedup)):
+            await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup)
         await self.s.external.resolve_escalations(party.id, "replied")
         return CommandResult(f"Sent to {party.label}.")
+
+
+def _title(args: str) -> str:
+    """The title ``/rename args`` gives (as :meth:`ConversationManager.rename` makes it)."""
+    return " ".join(args.split())[:80].rstrip()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bot.config import AppConfig
+from bot.conversation_updates import ConversationUpdates
 from bot.db import CHAINED, AfterWrite, Database, SyncConn
 from bot.hooks import EventBus
 from bot.index import (
@@ -47,8 +48,9 @@ class ConversationNotFound(LookupError):
     pass
 
 
-class ConversationManager:
-    """Create, resume, switch, rename and append to conversations."""
+class ConversationManager(ConversationUpdates):
+    """Create, resume, switch, rename and append to conversations (the metadata
+    changes: :class:`~bot.conversation_updates.ConversationUpdates`)."""
 
     def __init__(
         self, config: AppConfig, store: TranscriptStore, index: ConversationIndex, bus: EventBus
@@ -150,8 +152,11 @@ class ConversationManager:
         participants: Iterable[str] = ("user",),
         channel_meta: Mapping[str, Any] | None = None,
         reason: str = "new",
+        conv_id: str | None = None,
     ) -> ConversationRecord:
-        conv_id = new_conversation_id()
+        """A new conversation; ``conv_id`` when its id was chosen (and recorded) before,
+        so that it can be recognised after a crash (``/new``, bot/command_runs.py)."""
+        conv_id = conv_id or new_conversation_id()
         meta = meta_line(conv_id, channel, participants)
         if identity_key:
             meta["identityKey"] = identity_key
@@ -330,128 +335,6 @@ class ConversationManager:
             await self._append(conv_id, [line])
         await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
         return line
-
-    async def _meta_update(
-        self, conv_id: str, event: str = "meta_update", **fields: Any
-    ) -> ConversationRecord:
-        line = event_line(event, **fields)
-        async with self._lock(conv_id):
-            rec = await self._append(conv_id, [line])
-        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
-        await self.bus.emit("conversation_updated", conversation=rec)
-        return rec
-
-    async def rename(self, conv_id: str, title: str, manual: bool = True) -> ConversationRecord:
-        title = " ".join(title.split())[:80].rstrip()
-        if not title:
-            raise ValueError("a title cannot be empty")
-        rec = await self._meta_update(
-            conv_id, title=title, manuallyNamed=manual or None, manual=manual or None
-        )
-        await self.bus.emit(
-            "conversation_renamed", conversation_id=conv_id, title=title, manual=manual
-        )
-        return rec
-
-    async def set_title_topics(
-        self,
-        conv_id: str,
-        title: str | None,
-        topics: builtins.list[str],
-        through_turn: int,
-        event: str = "title_assigned",
-        **extra: Any,
-    ) -> ConversationRecord | None:
-        """Automatic naming; never overrides a manual title. ``extra``: more event fields
-        (the ``usage`` and ``cost`` of the naming call)."""
-        # The check and the write under one lock: checked before waiting for it, a
-        # /rename being written meanwhile went first and was then overwritten.
-        async with self._lock(conv_id):
-            rec = await self.require(conv_id)
-            if rec.manually_named:
-                title = None
-            fields: dict[str, Any] = {"topics": topics, "throughTurn": through_turn, **extra}
-            if title:
-                fields["title"] = title
-            line = event_line(event, **fields)
-            rec = await self._append(conv_id, [line])
-        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
-        await self.bus.emit("conversation_updated", conversation=rec)
-        if title:
-            await self.bus.emit(
-                "conversation_renamed", conversation_id=conv_id, title=title, manual=False
-            )
-        return rec
-
-    async def set_model(self, conv_id: str, alias: str) -> ConversationRecord:
-        return await self._meta_update(conv_id, model=alias)
-
-    async def set_channel_meta(self, conv_id: str, **meta: Any) -> ConversationRecord:
-        return await self._meta_update(conv_id, channelMeta=meta)
-
-    async def set_abbreviation(
-        self, conv_id: str, text: str, through_turn: int | None = None, **extra: Any
-    ) -> ConversationRecord:
-        """The conversation's notes; ``extra``: more event fields (``usage``, ``cost``)."""
-        rec = await self.require(conv_id)
-        through = rec.turn_count if through_turn is None else through_turn
-        line = event_line("abbreviation", text=text, throughTurn=through, **extra)
-        async with self._lock(conv_id):
-            rec = await self._append(conv_id, [line])
-        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
-        await self.bus.emit("conversation_updated", conversation=rec)
-        return rec
-
-    async def mark_needs_abbreviation(self, conv_id: str, flag: bool = True) -> None:
-        """Operational flag only (derivable after a rebuild from abbreviated_turn)."""
-        await self.index.db.run(
-            lambda c: c.execute(
-                "UPDATE conversations SET needs_abbreviation = ? WHERE id = ?", (int(flag), conv_id)
-            )
-        )
-        rec = self._cache.get(conv_id)
-        if rec is not None:
-            rec.needs_abbreviation = flag
-
-    async def record_message_ref(
-        self, conv_id: str, channel: str, ref: str, direction: str = "out"
-    ) -> None:
-        await self.append_event(
-            conv_id, "message_ref", channel=channel, ref=ref, direction=direction
-        )
-
-    # -- pinning and /new ------------------------------------------------------------
-    async def unpin(self, conv_id: str) -> ConversationRecord:
-        return await self._meta_update(conv_id, pinned=False)
-
-    async def new_for_channel(self, current: ConversationRecord) -> ConversationRecord:
-        """/new on a channel: unpin the current conversation, pin a fresh one that
-        inherits the model, identity and channel metadata (seed 000 "/new")."""
-        if current.pinned:
-            await self.unpin(current.id)
-        fresh = await self.create(
-            current.channel,
-            identity_key=current.identity_key,
-            pinned=True,
-            model=current.model,
-            participants=current.participants,
-            channel_meta=current.channel_meta,
-            reason="new",
-        )
-        await self.bus.emit(
-            "conversation_switched",
-            previous_id=current.id,
-            current_id=fresh.id,
-            channel=current.channel,
-        )
-        return fresh
-
-    # -- notes for the next reply (e.g. naming's suggestSplit) -------------------------
-    def add_note(self, conv_id: str, text: str) -> None:
-        self._notes.setdefault(conv_id, []).append(text)
-
-    def take_notes(self, conv_id: str) -> builtins.list[str]:
-        return self._notes.pop(conv_id, [])
 
 
 def _copy(rec: ConversationRecord) -> ConversationRecord:

@@ -107,7 +107,8 @@ def wire_channels(services: Services, channels: list[Channel]) -> None:
 
     services.outbox.on_sent(on_sent)
     # a message given up on is told to the owner, not only logged (bot/send_failures.py)
-    services.outbox.on_failed(SendFailureAlerts(services).on_failed)
+    # and so is a recipient a message was sent without (a Cc the mail server cannot address)
+    SendFailureAlerts(services).attach(services.outbox)
 
 
 async def start_channels(services: Services, channels: list[Channel]) -> None:

@@ -110,6 +110,11 @@ class OutboundMessage:
     actions: tuple[tuple[str, str], ...] = ()
     outbox_id: int | None = None
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    # Set by the outbox, stored with its row: the same for every retry of the row, never
+    # the same for two rows, also across a lost state.db (whose row ids start again at
+    # 1): the row's dedup key (a transcript turn, a received message), else a random
+    # token. A channel derives its own message ids from it (e-mail's Message-ID).
+    send_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,10 @@ class SendResult:
     """What a channel reports after sending: its own id for the message (e.g. Message-ID)."""
 
     message_ref: str | None = None
+    # Recipients the channel could not address (the others got the message), and why:
+    # the owner is told (bot/send_failures.py), not only the log.
+    left_out: tuple[str, ...] = ()
+    left_out_reason: str = ""
 
 
 @dataclass(frozen=True)

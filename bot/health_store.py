@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from bot.db import select_driver
+from bot.health_daemon import disk_space
 from bot.recovery import PENDING_REPLIES
+from bot.status_reads import connect_readonly
 
 
 def connect_ro(path: Path) -> Any:
-    """A read-only connection (busy timeout 10 s) to the database at ``path``."""
-    drv = select_driver()
-    conn = drv.module.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0)
-    conn.execute("PRAGMA busy_timeout=10000")
-    return conn
+    """A read-only connection (busy timeout 10 s) to the database at ``path``, also on
+    a full disk (:func:`bot.status_reads.connect_readonly`)."""
+    return connect_readonly(path)
 
 
 def _scalar(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> int:
@@ -176,7 +176,9 @@ def fts_integrity(index_path: Path) -> str:
         conn.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES ('integrity-check', 1)")
     except Exception as exc:
         msg = str(exc)
-        return "read-only" if "readonly" in msg.replace(" ", "").lower() else msg
+        if "readonly" in msg.replace(" ", "").lower() or disk_space(index_path.parent)["full"]:
+            return "read-only"  # a full disk cannot take the -shm file it needs either
+        return msg
     finally:
         conn.close()
     return "ok"

@@ -34,6 +34,7 @@ from bot.health_store import (
     index_counts,
     outbox_counts,
 )
+from bot.status_reads import stored_channel_problems
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -102,12 +103,19 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     if config.state_path.is_file():
         try:
             report["outbox"] = outbox_counts(config.state_path)
+            # while the daemon runs, its status line says these
+            stored = (
+                stored_channel_problems(config.state_path)
+                if daemon["state"] in ("stopped", "unknown")
+                else []
+            )
         except Exception as exc:
             problems.append(f"cannot read {config.state_path}: {exc}")
             exit_code = EX_DATABASE
         else:
             if report["outbox"]["failed"]:
                 problems.append(f"{report['outbox']['failed']} outbox message(s) failed for good")
+            problems.extend(stored)
     report["exit_code"] = exit_code or (1 if problems else 0)
     return report
 

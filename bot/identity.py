@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bot.config import AppConfig
-from bot.external import normalise_identity
+from bot.parties import normalise_identity
 
 
 class OwnerIdentities:

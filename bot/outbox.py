@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import random
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
@@ -31,9 +32,10 @@ FailedCallback = Callable[[OutboundMessage, str], Awaitable[None]]  # message, e
 _FIELDS = tuple(f.name for f in fields(OutboundMessage))  # fields() costs a reply's worth
 
 
-def _encode(msg: OutboundMessage) -> str:
+def _encode(msg: OutboundMessage, dedup_key: str | None = None) -> str:
     data = {name: getattr(msg, name) for name in _FIELDS}
     data["metadata"] = dict(msg.metadata)
+    data["send_key"] = msg.send_key or dedup_key or f"row:{secrets.token_hex(12)}"
     return json.dumps(data, ensure_ascii=False, default=str)
 
 
@@ -105,7 +107,7 @@ class Outbox:
         flush less per reply, which otherwise competes with the transcript journal's
         flush of the next incoming message (docs/benchmarks.md, ingest session 4).
         """
-        payload = _encode(msg)
+        payload = _encode(msg, dedup_key)
         created = iso(utcnow())
 
         def _insert(conn: SyncConn) -> int | None:

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from bot.db import SyncConn
-from bot.external import apply_party_lines
 from bot.index import (
     SELECT_CONVERSATION,
     apply_lines,
     record_from_meta,
     row_to_record,
 )
+from bot.parties import apply_party_lines
 from bot.transcript import TranscriptStore, parse_lines
 
 log = logging.getLogger("my_agent.recovery")
@@ -35,6 +35,7 @@ class RecoveryReport:
     caught_up_lines: int = 0
     removed: int = 0
     parties: int = 0
+    removed_parties: int = 0
     pending_replies: list[tuple[str, int]] = field(default_factory=list)
     needs_abbreviation: list[str] = field(default_factory=list)
 
@@ -45,6 +46,7 @@ class RecoveryReport:
             "caughtUpLines": self.caught_up_lines,
             "removed": self.removed,
             "parties": self.parties,
+            "removedParties": self.removed_parties,
             "pendingReplies": len(self.pending_replies),
             "needsAbbreviation": len(self.needs_abbreviation),
         }
@@ -115,14 +117,27 @@ def _first_ts(lines: list[dict[str, Any]]) -> str:
 
 
 def catch_up_parties(conn: SyncConn, directory: Path, config: Any, report: RecoveryReport) -> None:
-    if not directory.is_dir():
+    """Bring every third party's rows up to its record file (runs on the db thread)."""
+    if not directory.is_dir():  # a missing directory (not mounted?) proves nothing
         return
     offsets = dict(conn.execute("SELECT key, value FROM index_meta WHERE key LIKE 'ext:%'"))
-    for path in sorted(directory.glob("p*.jsonl")):
-        party_id = path.stem
+    paths = {path.stem: path for path in sorted(directory.glob("p*.jsonl"))}
+    known = [row[0] for row in conn.execute("SELECT id FROM external_parties")]
+    for party_id in sorted(set(known) - set(paths)):
+        # Its record was deleted (to forget them), as a conversation's transcript can be:
+        # the index is derived from the records (before session 15 it kept the party,
+        # their messages and escalations for good).
+        log.warning("party %s has no record any more: taken out of the index", party_id)
+        _forget_party(conn, party_id)
+        report.removed_parties += 1
+    for party_id, path in paths.items():
         report.parties += 1
         done = int(offsets.get(f"ext:{party_id}", 0))
         size = path.stat().st_size
+        if done > size:
+            log.warning("party record %s shrank below its indexed size: re-indexing it", party_id)
+            _forget_party(conn, party_id)
+            done = 0
         if done >= size:
             continue
         with open(path, "rb") as fh:
@@ -136,6 +151,12 @@ def catch_up_parties(conn: SyncConn, directory: Path, config: Any, report: Recov
             "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
             (f"ext:{party_id}", str(done + end + 1)),
         )
+
+
+def _forget_party(conn: SyncConn, party_id: str) -> None:
+    # external_messages and escalations go with the party (ON DELETE CASCADE)
+    conn.execute("DELETE FROM external_parties WHERE id = ?", (party_id,))
+    conn.execute("DELETE FROM index_meta WHERE key = ?", (f"ext:{party_id}",))
 
 
 # User turns that expect a reply and have none (the pending-reply markers); also

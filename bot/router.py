@@ -15,6 +15,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
+from bot.command_runs import CommandRuns, has_effects
 from bot.commands import (
     DETACHED_COMMANDS,
     GROUP_MEMBER_HELP,
@@ -24,10 +25,11 @@ from bot.commands import (
 )
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, OutboundMessage, scrubbed
-from bot.external import PartyRecord
 from bot.index import ConversationRecord
+from bot.parties import PartyRecord
 from bot.replies import ReplyTarget
 from bot.strangers import StrangerFlow
+from bot.transcript import new_conversation_id
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -57,6 +59,7 @@ class Router:
     def __init__(self, services: Services) -> None:
         self.s = services
         self.commands = Commands(services)
+        self.runs = CommandRuns(services.state)
         self.accepting = True
         self._storage_alerted = False
         # (channel, message_id) being routed -> [lock, users]: a redelivery racing the
@@ -269,13 +272,25 @@ class Router:
             ):
                 await self._run_command(msg, None, *command)
                 return
-        rec = await self._resolve(msg, identity_key)
+        rec = await self._interrupted_new(msg, command) or await self._resolve(msg, identity_key)
         if command is not None:
             await self._run_command(msg, rec, *command)
             return
         await self._record_and_reply(
             msg, rec, sender=None if msg.channel == "web" else msg.sender_id
         )
+
+    async def _interrupted_new(
+        self, msg: InboundMessage, command: tuple[str, str] | None
+    ) -> ConversationRecord | None:
+        """The conversation a ``/new`` interrupted by a crash was run in: it may have
+        unpinned it already without pinning the fresh one, and resolving the message
+        afresh would then create a conversation for it (bot/command_runs.py)."""
+        if command is None or command[0] != "new":
+            return None
+        run = await self.runs.find(msg.channel, msg.message_id)
+        previous = run.effect.get("previous") if run else None
+        return await self.s.conversations.get(previous) if previous else None
 
     async def _record_and_reply(
         self,
@@ -339,7 +354,10 @@ class Router:
                 return
             log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
             return
-        if rec is not None:
+        effects = owner and has_effects(name, args)
+        # A claim left by a crash: the command was recorded and may have taken effect.
+        run = await self.runs.find(msg.channel, msg.message_id) if effects else None
+        if rec is not None and run is None:
             await self.s.conversations.append_event(
                 rec.id,
                 "command",
@@ -349,8 +367,18 @@ class Router:
                 sender=msg.sender_id,
                 metadata={"messageId": msg.message_id},
             )
+        if effects and run is None:
+            # Claimed (synced) after its record and before any effect: a redelivery
+            # after a crash before the answer below finds the claim and completes the
+            # command instead of running it again (a second /new made a second
+            # conversation). A crash before the claim records the command twice, never
+            # not at all.
+            effect = {"conversation": new_conversation_id()} if name == "new" else {}
+            if name == "new" and rec is not None:
+                effect["previous"] = rec.id
+            run = await self.runs.claim(msg.channel, msg.message_id, name, effect)
         if owner:
-            result = await self.commands.run_owner(name, args, msg, rec)
+            result = await self.commands.run_owner(name, args, msg, rec, run)
         elif name == "new":
             # Another member of the owner's group: the group conversation is the owner's
             # record, and /search would show the owner's conversations. Only /help.
@@ -366,7 +394,7 @@ class Router:
                 result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in"
             )
         target = self._target(msg)
-        await self.s.outbox.enqueue(
+        answer = self.s.outbox.insert_unit(
             OutboundMessage(
                 channel=msg.channel,
                 chat_id=msg.chat_id,
@@ -384,6 +412,9 @@ class Router:
             ),
             dedup_key=dedup,
         )
+        # The answer's row now records that the command ran: the claim goes with it.
+        await self.s.state.run(answer if run is None else self.runs.release_unit(run, answer))
+        self.s.outbox.wake(msg.channel)
         if first and result.switched_to is not None:
             await self._record_and_reply(
                 replace(msg, text=first),

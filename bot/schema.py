@@ -2,7 +2,8 @@
 
 ``conversations.db`` can always be rebuilt from the transcripts (``my-agent reindex``).
 ``state.db`` holds operational state that is not in any transcript: the outbox of
-replies not yet delivered and the channel cursors. It is never deleted by reindex.
+replies not yet delivered, the channel cursors and the claims of commands in progress
+(``bot/command_runs.py``). It is never deleted by reindex.
 """
 
 from __future__ import annotations
@@ -264,7 +265,25 @@ def _state_v1(conn: SyncConn) -> None:
     )
 
 
-STATE_MIGRATIONS = [_state_v1]
+def _state_v2(conn: SyncConn) -> None:
+    # Commands with effects claimed before they run (bot/command_runs.py): a row lives
+    # from the claim until the transaction that queues the command's answer.
+    run_script(
+        conn,
+        """
+        CREATE TABLE command_runs (
+            channel TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            command TEXT NOT NULL,
+            effect TEXT NOT NULL DEFAULT '{}',  -- JSON: what the effect is recognised by
+            created TEXT NOT NULL,
+            PRIMARY KEY (channel, message_id)
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
+STATE_MIGRATIONS = [_state_v1, _state_v2]
 
 
 def create_vector_tables(conn: SyncConn, dimensions: int) -> None:

@@ -8,6 +8,11 @@ answer, had not arrived. Now the owner is told on the escalation channel
 alert cannot feed itself). A channel that is down fails every message it holds: at
 most one alert per channel per ``interval`` seconds, the next one counting those
 left out meanwhile.
+
+A message that was sent, but not to every recipient (a reply-all whose Cc the mail
+server cannot address: the channel reports it in ``SendResult.left_out``), is told too:
+before session 15 only the log knew that someone on the thread never got the answer.
+At most once per recipient per ``interval``.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from bot.events import OutboundMessage
+from bot.events import OutboundMessage, SendResult
 
 if TYPE_CHECKING:
+    from bot.outbox import Outbox
     from bot.services import Services
 
 log = logging.getLogger("my_agent.send_failures")
@@ -51,6 +57,27 @@ class SendFailureAlerts:
         self.clock = clock
         self._last: dict[str, float] = {}  # channel -> when its last alert went out
         self._held: Counter[str] = Counter()  # channel -> failures not alerted yet
+        self._left_out: dict[tuple[str, str], float] = {}  # (channel, address) -> alerted
+
+    def attach(self, outbox: Outbox) -> None:
+        """Listen to ``outbox``: messages given up on, and those sent to some only."""
+        outbox.on_failed(self.on_failed)
+        outbox.on_sent(self.on_sent)
+
+    async def on_sent(self, message: OutboundMessage, result: SendResult) -> None:
+        """Tell the owner of the recipients ``message`` was sent without."""
+        now = self.clock()
+        fresh = [
+            addr
+            for addr in result.left_out
+            if now - self._left_out.get((message.channel, addr), -self.interval) >= self.interval
+        ]
+        if not fresh:
+            return
+        for addr in fresh:
+            self._left_out[(message.channel, addr)] = now
+        log.info("telling the owner %d recipient(s) were left out", len(fresh))
+        await self.services.alert_owner(left_out_text(message, fresh, result.left_out_reason))
 
     async def on_failed(self, message: OutboundMessage, error: str) -> None:
         now = self.clock()
@@ -78,3 +105,15 @@ def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
         plural = "s" if held > 1 else ""
         out += f" {held} more message{plural} on {message.channel} failed since the last alert."
     return out
+
+
+def left_out_text(message: OutboundMessage, left_out: list[str], reason: str) -> str:
+    """The owner's alert that ``message`` went out without ``left_out``."""
+    text = " ".join(message.text.split())
+    preview = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    what = _WHAT.get(message.kind, "a message")
+    who = ", ".join(left_out)
+    return (
+        f"Sent {what} on {message.channel} without {who}: {reason or 'not addressable'}. "
+        f'The others got it. Forward it yourself if they need it: "{preview}"'
+    )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, OutboundMessage
-from bot.external import PartyRecord, normalise_identity
+from bot.parties import PartyRecord, normalise_identity
 from bot.replies import ReplyTarget
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.external import party_handle
+from bot.parties import party_handle
 from bot.services import open_services
 from tests.conftest import make_config, owner_identities, shutdown_services
 

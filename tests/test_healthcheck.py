@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -307,8 +308,42 @@ async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) ->
         assert any(p.startswith("the data directory's file system is full") for p in problems)
         assert not any("event loop stuck" in p for p in problems), problems
         assert any("disk is full" in p and "heartbeat" in p for p in problems), problems
-        assert report["exit_code"] != 0  # 74 here: a closed WAL index cannot be opened
+        assert report["exit_code"] == 1  # problems listed (it was 74 before session 15)
         assert "disk:         FULL" in healthcheck.format_text(report)
+    finally:
+        subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
+
+
+async def test_status_on_a_full_disk_with_the_daemon_stopped_reports_what_it_can(
+    tmp_path: Path,
+) -> None:
+    # Regression: with the daemon stopped its databases are closed (no -wal, no -shm), and
+    # a read-only open must create the -shm file: on a full disk `my-agent status` said
+    # "cannot read conversations.db: unable to open database file" and exited 74, the
+    # counts, the outbox and the index check all lost, when the disk was the problem.
+    config = _config(tmp_path)
+    mount_tmpfs(config.data_dir, "4m")
+    try:
+        await _populate(config)
+        assert not list(config.data_dir.glob("*.db-shm"))
+        config_file = tmp_path / "config.yaml"
+        config_file.write_text(
+            f"data_dir: {config.data_dir}\nchannels: {{web: {{enabled: false}}}}\n"
+        )
+        fill_disk(config.data_dir)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "status", "--config", str(config_file), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr  # problems listed, not 74
+        report = json.loads(proc.stdout)
+        assert report["disk"]["full"]
+        assert report["counts"]["conversations"] == 2 and report["counts"]["turns"] == 10
+        assert report["outbox"]["pending"] == 2 and report["outbox"]["failed"] == 1
+        assert report["index"]["ok"], report["index"]
+        assert not any("cannot read" in p for p in report["problems"]), report["problems"]
     finally:
         subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
 

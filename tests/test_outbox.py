@@ -95,7 +95,10 @@ async def test_roundtrip_of_every_field(state: Database) -> None:
     finally:
         await outbox.stop()
     assert got.outbox_id is not None
-    assert got == OutboundMessage(**{**original.__dict__, "outbox_id": got.outbox_id})
+    assert got.send_key is not None and got.send_key.startswith("row:")  # no dedup key
+    assert got == OutboundMessage(
+        **{**original.__dict__, "outbox_id": got.outbox_id, "send_key": got.send_key}
+    )
 
 
 async def test_failures_are_retried_in_order_on_the_clock(state: Database) -> None:

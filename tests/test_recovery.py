@@ -360,3 +360,40 @@ async def test_a_deleted_transcript_takes_its_conversation_out_of_the_index(
         await shutdown_services(services)
     report = await asyncio.to_thread(healthcheck.collect, config)
     assert report["index"]["ok"], report["index"]
+
+
+async def test_a_deleted_party_record_takes_the_party_out_of_the_index(tmp_path: Path) -> None:
+    """Regression: a third party whose record file (external/p*.jsonl) was deleted stayed
+    in the index for good, with their messages and a pending escalation, where a deleted
+    conversation transcript is taken out at the next start."""
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        await attach_channel(services, RecordingChannel("telegram"))
+        await services.router.deliver(inbound("my account number is 99", sender="555", chat="555"))
+        await services.router.deliver(inbound("hello from the florist", sender="666", chat="666"))
+        await settle(services)
+        forget, keep = (await services.external.find("555")), (await services.external.find("666"))
+        assert forget is not None and keep is not None
+    finally:
+        await shutdown_services(services)
+    (config.data_dir / "external" / f"{forget.id}.jsonl").unlink()
+
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        assert [p.id for p in await services.external.list_parties()] == [keep.id]
+        assert await services.external.get(forget.id) is None
+        assert await services.external.messages(forget.id) == []
+        assert {e["partyId"] for e in await services.external.pending_escalations()} == {keep.id}
+        assert services.recovery is not None and services.recovery.removed_parties == 1
+        # they write again: a new record, as for anyone writing for the first time
+        await services.router.deliver(inbound("me again", sender="555", chat="555"))
+        await settle(services)
+        again = await services.external.find("555")
+        assert again is not None
+        said = [m["content"] for m in await services.external.messages(again.id)]
+        assert "me again" in said and "my account number is 99" not in said
+    finally:
+        await shutdown_services(services)
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["index"]["ok"], report["index"]

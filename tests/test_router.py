@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.config import AppConfig
-from bot.external import normalise_identity
+from bot.parties import normalise_identity
 from bot.services import open_services
 from channels.web.views import conversation_meta
 from tests.conftest import (

@@ -36,7 +36,7 @@ from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
 from channels.email.inbox import Inbox
 from channels.email.parsing import ParsedMail, parse_message
-from channels.email.smtp import SmtpSender
+from channels.email.smtp import NO_SMTPUTF8, SmtpSender
 
 log = logging.getLogger("my_agent.email")
 
@@ -299,7 +299,9 @@ class EmailChannel:
             # The same message would fail the same way on every retry, and the outbox
             # sends in order: retrying would hold up every mail queued behind it.
             raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
-        sent_to = await self._smtp.send(composed.message, self.address, composed.recipients)
+        sent_to, left_out = await self._smtp.send(
+            composed.message, self.address, composed.recipients
+        )
         log.info("sent %s %s to %s", message.kind, composed.message_id, sent_to)
         if message.conversation_id and self._host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
@@ -309,15 +311,28 @@ class EmailChannel:
                 )
             except Exception:  # sent already: a failure here must not cause a resend
                 log.exception("could not record Message-ID %s", composed.message_id)
-        return SendResult(message_ref=composed.message_id)
+        return SendResult(
+            message_ref=composed.message_id,
+            left_out=tuple(left_out),
+            left_out_reason=NO_SMTPUTF8 if left_out else "",
+        )
 
     def _stable_id(self, message: OutboundMessage) -> str | None:
         """A Message-ID that stays the same when the outbox retries the same entry, so a
-        retry after a lost SMTP answer is recognised as the same mail by the receiver."""
+        retry after a lost SMTP answer is recognised as the same mail by the receiver,
+        and is never that of another mail: it comes from the entry's ``send_key`` (its
+        transcript turn or received message, else a random token kept with it), not from
+        its row id, which a lost state.db hands out again from 1."""
+        domain = self.address.rpartition("@")[2] or "localhost"
+        if message.send_key:
+            digest = hashlib.sha256(
+                f"{message.send_key}\0{message.conversation_id}\0{message.text}".encode()
+            ).hexdigest()[:32]
+            return f"<my-agent.{digest}@{domain}>"
         if message.outbox_id is None:
             return None
+        # an entry queued by a daemon before session 15 (no send_key): as it was then
         digest = hashlib.sha256(
             f"{message.outbox_id}\0{message.conversation_id}\0{message.text}".encode()
         ).hexdigest()[:20]
-        domain = self.address.rpartition("@")[2] or "localhost"
         return f"<my-agent.{message.outbox_id}.{digest}@{domain}>"

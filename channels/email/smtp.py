@@ -24,6 +24,12 @@ from bot.config.channels import SmtpConfig
 
 log = logging.getLogger("my_agent.email.smtp")
 
+# Why a recipient was left out, as the owner is told it.
+NO_SMTPUTF8 = (
+    "the mail server does not take non-ASCII addresses (no SMTPUTF8), and this one has "
+    "no ASCII form"
+)
+
 
 class SmtpSender:
     """Sends one message per connection (replies are rare; no pool to go stale)."""
@@ -36,9 +42,11 @@ class SmtpSender:
         self._password = password
         self._timeout = timeout
 
-    async def send(self, message: EmailMessage, sender: str, recipients: list[str]) -> list[str]:
+    async def send(
+        self, message: EmailMessage, sender: str, recipients: list[str]
+    ) -> tuple[list[str], list[str]]:
         """Deliver ``message``; raise to retry, :class:`PermanentSendError` when pointless.
-        Returns the recipients it was sent to."""
+        Returns the recipients it was sent to and those left out (see :data:`NO_SMTPUTF8`)."""
         try:
             await self._send(message, sender, recipients)
         except aiosmtplib.SMTPNotSupported as exc:
@@ -62,8 +70,8 @@ class SmtpSender:
                     len(reachable),
                 )
             await self._send(_readdressed(message, ascii_form), sender, reachable)
-            return reachable
-        return recipients
+            return reachable, lost
+        return recipients, []
 
     async def _send(self, message: EmailMessage, sender: str, recipients: list[str]) -> None:
         cfg = self._config

@@ -123,5 +123,8 @@ class Unfetched:
             str(uid): {"failures": e.failures, "retry_at": round(e.retry_at, 3)}
             for uid, e in sorted(self.entries.items())
         }
-        value = json.dumps({"uidvalidity": self.validity, "mails": mails})
+        # "problem": the status line, for `my-agent status` while the daemon is stopped
+        # (bot/channel.py, ChannelHost.set_cursor)
+        problem = next(iter(self.problems()), None)
+        value = json.dumps({"uidvalidity": self.validity, "mails": mails, "problem": problem})
         await self._host.set_cursor("email", self._key, value)

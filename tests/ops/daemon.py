@@ -31,8 +31,11 @@ class DaemonProcess:
         *,
         env: dict[str, str] | None = None,
         watchdog_usec: int | None = None,
+        crash_at: str | None = None,
     ) -> None:
         self.root = root
+        # tests/ops/crashpoint.py: SIGKILL at that point of the code (for the next start)
+        self.crash_at = crash_at
         self.config = config
         self.extra_env = env or {}
         self.watchdog_usec = watchdog_usec
@@ -82,7 +85,7 @@ class DaemonProcess:
         log = self.log_path.open("wb")
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.cli", "run", "--config", str(self.config_path),
+                sys.executable, "-m", *self._module(), "run", "--config", str(self.config_path),
                 cwd=str(self.root), env=self._env(), stdin=asyncio.subprocess.DEVNULL,
                 stdout=log, stderr=asyncio.subprocess.STDOUT,
             )  # fmt: skip
@@ -90,6 +93,11 @@ class DaemonProcess:
             log.close()
         if wait_ready:
             await self.wait_ready(timeout)
+
+    def _module(self) -> list[str]:
+        if self.crash_at:
+            return ["tests.ops.crashpoint", self.crash_at]
+        return ["bot.cli"]
 
     async def wait_ready(self, timeout: float = 60.0) -> dict[str, str]:
         assert self.notify is not None and self.proc is not None

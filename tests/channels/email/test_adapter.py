@@ -620,6 +620,60 @@ async def test_outbox_retry_keeps_message_id(smtp: SmtpServer, tmp_path: Path) -
     assert sent[0]["Message-ID"] == sent[1]["Message-ID"]
 
 
+async def test_message_ids_stay_unique_after_state_db_is_lost(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # Regression: the Message-ID was derived from the outbox row's id, the conversation
+    # and the text. A lost state.db numbers the outbox from 1 again, so an identical
+    # answer in the same conversation (a "Noted." acknowledgement, a command's answer) got
+    # the Message-ID of an earlier mail: recipients' clients hid it as a duplicate, and
+    # the owner's reply to it was threaded by an id that meant two mails.
+    from bot.db import Database
+    from bot.outbox import Outbox
+    from bot.schema import STATE_MIGRATIONS
+
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    notice = OutboundMessage(
+        channel="email", chat_id=OWNER, text="Noted.", kind="notice", conversation_id="conv-1"
+    )
+    for attempt in range(2):  # the second state.db replaces a lost one
+        state = await Database.open(tmp_path / f"state-{attempt}.db", STATE_MIGRATIONS)
+        outbox = Outbox(state)
+        try:
+            assert await outbox.enqueue(notice) == 1
+            outbox.attach(channel)
+            await smtp.capture.wait_for(2 * attempt + 1)
+            for _ in range(500):  # the "sent" mark commits after the SMTP answer
+                if await outbox.pending_count() == 0:
+                    break
+                await asyncio.sleep(0.02)
+            [row] = await outbox.sent_messages("email")
+        finally:
+            await outbox.stop()
+            await state.close()
+        await channel.send(row)  # the same row again (a retry after a lost SMTP answer)
+    sent = await smtp.capture.wait_for(4)
+    first, first_retry, second, second_retry = (m["Message-ID"] for m in sent)
+    assert first == first_retry and second == second_retry
+    assert first != second
+    # a reply is keyed by its transcript turn: the same turn, the same id, state.db or not
+    reply = OutboundMessage(channel="email", chat_id=OWNER, text="Hi", conversation_id="conv-1")
+    state = await Database.open(tmp_path / "state-2.db", STATE_MIGRATIONS)
+    try:
+        outbox = Outbox(state)
+        await outbox.enqueue(reply, dedup_key="conv-1:3:reply")
+        await outbox.enqueue(reply, dedup_key="conv-1:5:reply")
+        rows = await state.fetchall("SELECT id, payload FROM outbox ORDER BY id")
+    finally:
+        await state.close()
+    from bot.outbox import _decode
+
+    three = await channel.send(_decode(rows[0][1], rows[0][0]))
+    five = await channel.send(_decode(rows[1][1], rows[1][0]))
+    assert three.message_ref != five.message_ref
+    assert three.message_ref not in (first, second)
+
+
 def test_backoff_grows_with_jitter_and_resets() -> None:
     backoff = Backoff(1.0, 8.0)
     delays = [backoff.next() for _ in range(6)]

@@ -3,7 +3,9 @@ can still be sent to, and what is given up on."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from email.policy import SMTPUTF8
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from bot.channel import PermanentSendError
 from bot.events import OutboundMessage
 from channels.email.adapter import EmailChannel
-from tests.channels.email.conftest import USER, SmtpServer
+from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append, create_folder
 from tests.channels.email.test_adapter import OWNER, make_config
 
 
@@ -73,3 +75,37 @@ async def test_an_accented_domain_alone_goes_out_in_its_ascii_form(
     await channel.send(OutboundMessage(channel="email", chat_id="ben@bücher.example", text="x"))
     [sent] = await smtp.capture.wait_for(1)
     assert sent["To"] == "ben@xn--bcher-kva.example"
+
+
+async def test_the_owner_is_told_of_a_cc_the_reply_all_left_out(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # Regression: the reply-all reached the others, but that jöhn@example.de never got
+    # it was only logged: the owner believed everyone on the thread had the answer.
+    from bot.send_failures import SendFailureAlerts
+    from tests.channels.email.test_e2e import close_stack, e2e_config, open_stack, owner_mail
+
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    config.channels.email.reply_all = True
+    stack = await open_stack(config)
+    try:
+        SendFailureAlerts(stack.services).attach(stack.services.outbox)  # as bot.daemon does
+        for n in (1, 2):  # the second reply to the thread: told once, not per reply
+            mail = owner_mail(n, f"Dinner on Friday, part {n}?", subject="Dinner")
+            mail["Cc"] = "jöhn@example.de, anna@example.org"
+            # as an MTA with SMTPUTF8 delivers it: the address in UTF-8, not RFC 2047
+            await append(pymap.port, folder, mail.as_bytes(policy=SMTPUTF8))
+            await smtp.capture.wait_for(n + 1)
+        await asyncio.sleep(0.3)  # an alert for the second reply would have come by now
+        sent = await smtp.capture.wait_for(3)
+    finally:
+        await close_stack(stack)
+    assert len(sent) == 3, [m["Subject"] for m in sent]
+    reply, alert, second = sent
+    assert reply["Subject"] == second["Subject"] == "Re: Dinner"
+    assert reply["Cc"] == "anna@example.org"
+    assert alert["To"] == OWNER and alert["Subject"] == "my-agent alert"
+    body = alert.get_content()
+    assert "without jöhn@example.de" in body and "SMTPUTF8" in body, body
+    assert "anna@example.org" not in body

@@ -4,6 +4,7 @@ across reconnects and restarts, until it is delivered. Real pymap behind a TCP p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -111,3 +112,41 @@ async def test_retry_pauses_double_to_an_hour_and_a_renumbering_drops_the_record
     await again.load("8")
     assert again.entries == {} and again.problems() == []
     await again.done(103)  # gone already: nothing to do
+
+
+async def test_status_shows_a_passed_over_mail_while_the_daemon_is_stopped(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # Regression: the daemon's status line names a mail the server would not hand over,
+    # but with the daemon stopped `my-agent status` said nothing of it, though its record
+    # is in state.db: the owner checking why a mail was never answered learnt nothing.
+    from bot import healthcheck
+    from tests.channels.email.test_e2e import close_stack, e2e_config, open_stack, owner_mail
+
+    folder = await create_folder(pymap.port)
+    await append(pymap.port, folder, owner_mail(1, "The scans", subject="Scans"))
+    await append(pymap.port, folder, owner_mail(2, "Lunch?", subject="Lunch"))
+    bad, _ = sorted(await folder_state(pymap.port, folder))
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    proxy.drop_on = f"FETCH {bad} ".encode()
+    config = e2e_config(tmp_path, proxy.port, smtp.port, folder)
+    stack = await open_stack(config)  # the real core: its cursors go to state.db
+    try:
+        await smtp.capture.wait_for(1)  # the later mail is answered
+        for _ in range(400):
+            raw = await stack.services.router.get_cursor("email", f"{folder}:unfetched")
+            if raw and str(bad) in json.loads(raw)["mails"]:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the mail was never passed over")
+        assert stack.channel.problems()  # what the running daemon's status line says
+    finally:
+        await close_stack(stack)
+        await proxy.stop()
+    report = await asyncio.to_thread(healthcheck.collect, config, deep=False)
+    assert report["daemon"]["state"] in ("stopped", "unknown")
+    expected = f"email: 1 mail in {folder} the server would not hand over (uid {bad}), retried"
+    assert expected in report["problems"], report["problems"]
+    assert f"problem:      {expected}" in healthcheck.format_text(report)

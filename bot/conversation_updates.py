@@ -1,0 +1,175 @@
+"""Changes to a conversation's metadata: title and topics, notes (abbreviation), model,
+channel metadata, pinning and ``/new``.
+
+Each is an event appended to the conversation's transcript like any other line (so a
+rebuilt index has it), through the append path of :class:`bot.conversations.
+ConversationManager`, which this class is a part of: it holds the store, the index and
+the per-conversation locks this code uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from typing import TYPE_CHECKING, Any
+
+from bot.hooks import EventBus
+from bot.index import ConversationIndex, ConversationRecord
+from bot.transcript import Line, event_line
+
+
+class ConversationUpdates:
+    """The metadata half of :class:`~bot.conversations.ConversationManager`."""
+
+    bus: EventBus
+    index: ConversationIndex
+    _cache: dict[str, ConversationRecord]
+    _notes: dict[str, builtins.list[str]]
+
+    if TYPE_CHECKING:  # the manager's own (bot.conversations)
+
+        def _lock(self, conv_id: str) -> asyncio.Lock: ...
+
+        async def _append(self, conv_id: str, lines: builtins.list[Line]) -> ConversationRecord: ...
+
+        async def require(self, conv_id: str) -> ConversationRecord: ...
+
+        async def append_event(self, conv_id: str, event: str, **fields: Any) -> Line: ...
+
+        async def create(
+            self,
+            channel: str,
+            *,
+            identity_key: str | None = None,
+            pinned: bool = False,
+            model: str | None = None,
+            participants: Any = ("user",),
+            channel_meta: Any = None,
+            reason: str = "new",
+            conv_id: str | None = None,
+        ) -> ConversationRecord: ...
+
+    async def _meta_update(
+        self, conv_id: str, event: str = "meta_update", **fields: Any
+    ) -> ConversationRecord:
+        line = event_line(event, **fields)
+        async with self._lock(conv_id):
+            rec = await self._append(conv_id, [line])
+        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
+        await self.bus.emit("conversation_updated", conversation=rec)
+        return rec
+
+    async def rename(self, conv_id: str, title: str, manual: bool = True) -> ConversationRecord:
+        title = " ".join(title.split())[:80].rstrip()
+        if not title:
+            raise ValueError("a title cannot be empty")
+        rec = await self._meta_update(
+            conv_id, title=title, manuallyNamed=manual or None, manual=manual or None
+        )
+        await self.bus.emit(
+            "conversation_renamed", conversation_id=conv_id, title=title, manual=manual
+        )
+        return rec
+
+    async def set_title_topics(
+        self,
+        conv_id: str,
+        title: str | None,
+        topics: builtins.list[str],
+        through_turn: int,
+        event: str = "title_assigned",
+        **extra: Any,
+    ) -> ConversationRecord | None:
+        """Automatic naming; never overrides a manual title. ``extra``: more event fields
+        (the ``usage`` and ``cost`` of the naming call)."""
+        # The check and the write under one lock: checked before waiting for it, a
+        # /rename being written meanwhile went first and was then overwritten.
+        async with self._lock(conv_id):
+            rec = await self.require(conv_id)
+            if rec.manually_named:
+                title = None
+            fields: dict[str, Any] = {"topics": topics, "throughTurn": through_turn, **extra}
+            if title:
+                fields["title"] = title
+            line = event_line(event, **fields)
+            rec = await self._append(conv_id, [line])
+        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
+        await self.bus.emit("conversation_updated", conversation=rec)
+        if title:
+            await self.bus.emit(
+                "conversation_renamed", conversation_id=conv_id, title=title, manual=False
+            )
+        return rec
+
+    async def set_model(self, conv_id: str, alias: str) -> ConversationRecord:
+        return await self._meta_update(conv_id, model=alias)
+
+    async def set_channel_meta(self, conv_id: str, **meta: Any) -> ConversationRecord:
+        return await self._meta_update(conv_id, channelMeta=meta)
+
+    async def set_abbreviation(
+        self, conv_id: str, text: str, through_turn: int | None = None, **extra: Any
+    ) -> ConversationRecord:
+        """The conversation's notes; ``extra``: more event fields (``usage``, ``cost``)."""
+        rec = await self.require(conv_id)
+        through = rec.turn_count if through_turn is None else through_turn
+        line = event_line("abbreviation", text=text, throughTurn=through, **extra)
+        async with self._lock(conv_id):
+            rec = await self._append(conv_id, [line])
+        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
+        await self.bus.emit("conversation_updated", conversation=rec)
+        return rec
+
+    async def mark_needs_abbreviation(self, conv_id: str, flag: bool = True) -> None:
+        """Operational flag only (derivable after a rebuild from abbreviated_turn)."""
+        await self.index.db.run(
+            lambda c: c.execute(
+                "UPDATE conversations SET needs_abbreviation = ? WHERE id = ?", (int(flag), conv_id)
+            )
+        )
+        rec = self._cache.get(conv_id)
+        if rec is not None:
+            rec.needs_abbreviation = flag
+
+    async def record_message_ref(
+        self, conv_id: str, channel: str, ref: str, direction: str = "out"
+    ) -> None:
+        await self.append_event(
+            conv_id, "message_ref", channel=channel, ref=ref, direction=direction
+        )
+
+    # -- pinning and /new ------------------------------------------------------------
+    async def unpin(self, conv_id: str) -> ConversationRecord:
+        return await self._meta_update(conv_id, pinned=False)
+
+    async def new_for_channel(
+        self, current: ConversationRecord, conv_id: str | None = None
+    ) -> ConversationRecord:
+        """/new on a channel: unpin the current conversation, pin a fresh one (``conv_id``
+        if given) that inherits the model, identity and channel metadata (seed 000 "/new")."""
+        if current.pinned:
+            await self.unpin(current.id)
+        fresh = await self.create(
+            current.channel,
+            identity_key=current.identity_key,
+            pinned=True,
+            model=current.model,
+            participants=current.participants,
+            channel_meta=current.channel_meta,
+            reason="new",
+            conv_id=conv_id,
+        )
+        await self.bus.emit(
+            "conversation_switched",
+            previous_id=current.id,
+            current_id=fresh.id,
+            channel=current.channel,
+        )
+        return fresh
+
+    # -- notes for the next reply (e.g. naming's suggestSplit) -------------------------
+    def add_note(self, conv_id: str, text: str) -> None:
+        self._notes.setdefault(conv_id, []).append(text)
+
+    def take_notes(self, conv_id: str) -> builtins.list[str]:
+        return self._notes.pop(conv_id, [])

@@ -1,0 +1,211 @@
+"""Third parties' records, as the index mirrors them (seed 000 "External
+Communications").
+
+The model of a party (:class:`PartyRecord`, its handle, its tier from the config) and
+:func:`apply_party_lines`, which reflects a party file's lines in the ``external_*``
+tables: the one projection both :class:`bot.external.ExternalStore` (as it appends) and
+start-up recovery (as it replays, :mod:`bot.recovery`) use. Pure functions of their
+arguments and a connection; the files themselves are the store's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.config import AppConfig
+from bot.db import SyncConn
+from bot.events import iso, utcnow
+from bot.transcript import Line
+
+TIERS = ("known", "untrusted", "blocked")
+
+
+def party_handle(channel: str, party_key: str) -> str:
+    """A short stable id the owner can type: ``p`` + 7 hex digits."""
+    return "p" + hashlib.sha1(f"{channel}:{party_key}".encode()).hexdigest()[:7]
+
+
+@dataclass
+class PartyRecord:
+    id: str
+    channel: str
+    party_key: str
+    display_name: str | None
+    chat_id: str | None
+    tier: str
+    tier_source: str
+    created: str
+    updated: str
+    message_count: int = 0
+    last_escalation: str | None = None
+    context_reset_at: int = 0
+    model: str | None = None
+
+    @property
+    def who(self) -> str:
+        """The name, with the address beside it on e-mail: a display name is whatever the
+        sender typed ("Your Bank", the owner's own name); the address is who it is."""
+        name = self.display_name or self.party_key
+        if self.channel == "email" and name.lower() != self.party_key.lower():
+            return f"{name} <{self.party_key}>"
+        return name
+
+    @property
+    def label(self) -> str:
+        return f"{self.who} ({self.channel})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "channel": self.channel,
+            "party": self.party_key,
+            "name": self.display_name,
+            "tier": self.tier,
+            "tierSource": self.tier_source,
+            "created": self.created,
+            "updated": self.updated,
+            "messageCount": self.message_count,
+            "lastEscalation": self.last_escalation,
+        }
+
+
+PARTY_COLUMNS = (
+    "id, channel, party_key, display_name, chat_id, tier, tier_source, created, "
+    "updated, message_count, last_escalation, context_reset_at, model"
+)
+
+
+def party_from_row(row: Any) -> PartyRecord:
+    """A :class:`PartyRecord` from a row of ``SELECT {PARTY_COLUMNS}``."""
+    return PartyRecord(*row)
+
+
+def configured_tier(
+    config: AppConfig, channel: str, party_key: str, aliases: Sequence[str] = ()
+) -> str | None:
+    """The tier ``trust.contacts`` gives this party (identities normalised), if any:
+    by its key, else by one of its ``aliases`` (``"@alice": known`` for a Telegram user
+    whose key is the numeric id)."""
+    names = [party_key, *(normalise_identity(channel, a) for a in aliases if a)]
+    contacts = {
+        normalise_identity(channel, identity): tier
+        for identity, tier in config.trust.contacts.get(channel, {}).items()
+    }
+    for name in names:
+        if name in contacts:
+            return contacts[name]
+    return None
+
+
+def normalise_identity(channel: str, identity: str) -> str:
+    """Canonical form of an identity on a channel (compared case-insensitively)."""
+    value = identity.strip()
+    if channel == "email":
+        from email.utils import parseaddr
+
+        value = parseaddr(value)[1] or value
+        return value.lower()
+    if channel == "telegram":
+        return value.lower() if value.startswith("@") else value.lstrip("+")
+    return value.lower()
+
+
+def apply_party_lines(
+    conn: SyncConn, party_id: str, lines: list[Line], config: AppConfig
+) -> list[int]:
+    """Reflect party-record lines in the tables; returns escalation row ids created."""
+    created: list[int] = []
+    for line in lines:
+        kind, ts = line.get("type"), line.get("timestamp") or iso(utcnow())
+        if kind == "meta":
+            conn.execute(
+                "INSERT OR IGNORE INTO external_parties (id, channel, party_key, display_name,"
+                " chat_id, tier, tier_source, created, updated) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    party_id,
+                    line.get("channel"),
+                    line.get("party"),
+                    line.get("name"),
+                    line.get("chatId"),
+                    line.get("tier", "untrusted"),
+                    line.get("tierSource", "default"),
+                    line.get("created", ts),
+                    line.get("created", ts),
+                ),
+            )
+            # Config may have changed since the record was created: config beats default.
+            configured = configured_tier(config, str(line.get("channel")), str(line.get("party")))
+            if configured:
+                conn.execute(
+                    "UPDATE external_parties SET tier = ?, tier_source = 'config' "
+                    "WHERE id = ? AND tier_source != 'owner'",
+                    (configured, party_id),
+                )
+        elif kind == "message":
+            cur = conn.execute(
+                "INSERT INTO external_messages (party_id, direction, content, timestamp,"
+                " message_ref, kind) VALUES (?,?,?,?,?,?)",
+                (
+                    party_id,
+                    line.get("direction", "in"),
+                    line.get("content", ""),
+                    ts,
+                    line.get("messageRef"),
+                    line.get("kind", "message"),
+                ),
+            )
+            del cur
+            if line.get("handles"):
+                conn.execute(
+                    "UPDATE external_parties SET meta = json_set(meta, '$.handles', json(?))"
+                    " WHERE id = ?",
+                    (json.dumps(line["handles"]), party_id),
+                )
+            conn.execute(
+                "UPDATE external_parties SET updated = ?, message_count = message_count + ?,"
+                " display_name = coalesce(?, display_name), chat_id = coalesce(?, chat_id)"
+                " WHERE id = ?",
+                (
+                    ts,
+                    1 if line.get("direction") == "in" else 0,
+                    line.get("name"),
+                    line.get("chatId"),
+                    party_id,
+                ),
+            )
+        elif kind == "event":
+            event = line.get("event")
+            if event == "tier":
+                conn.execute(
+                    "UPDATE external_parties SET tier = ?, tier_source = ? WHERE id = ?",
+                    (line.get("tier"), line.get("source", "owner"), party_id),
+                )
+            elif event == "escalation":
+                cur = conn.execute(
+                    "INSERT INTO escalations (party_id, created, text) VALUES (?,?,?)",
+                    (party_id, ts, line.get("text", "")),
+                )
+                created.append(int(cur.lastrowid))
+                conn.execute(
+                    "UPDATE external_parties SET last_escalation = ? WHERE id = ?", (ts, party_id)
+                )
+            elif event == "resolved":
+                conn.execute(
+                    "UPDATE escalations SET status = 'resolved', resolution = ? "
+                    "WHERE party_id = ? AND status = 'pending'",
+                    (line.get("resolution"), party_id),
+                )
+            elif event == "reset":
+                row = conn.execute(
+                    "SELECT coalesce(max(id), 0) FROM external_messages WHERE party_id = ?",
+                    (party_id,),
+                ).fetchone()
+                conn.execute(
+                    "UPDATE external_parties SET context_reset_at = ? WHERE id = ?",
+                    (row[0], party_id),
+                )
+    return created

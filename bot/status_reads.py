@@ -1,0 +1,69 @@
+"""What ``my-agent status`` reads from the databases, with or without the daemon.
+
+Kept apart from the report (:mod:`bot.healthcheck`) so that each read can be used where
+the report is put together, whichever module that is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from bot.db import select_driver
+
+
+def connect_readonly(path: Path) -> Any:
+    """A read-only connection to the SQLite database at ``path``.
+
+    A closed WAL database (its ``-wal`` gone, as a clean stop leaves it) still needs its
+    ``-shm`` file created to be read in ``mode=ro``, which a full disk refuses: before
+    session 15 ``my-agent status`` exited 74 there and reported nothing. With no ``-wal``
+    left, the main file is the whole database, so it is read as ``immutable`` instead,
+    which needs no ``-shm``. With a ``-wal`` left the error stands (reading the main file
+    alone would report an older state as the current one).
+    """
+    drv = select_driver()
+    conn = drv.module.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0)
+    try:
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL index
+        return conn
+    except Exception:
+        conn.close()
+        if _wal_left(path):
+            raise
+    conn = drv.module.connect(f"file:{path}?immutable=1", uri=True, timeout=10.0)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return conn
+
+
+def _wal_left(path: Path) -> bool:
+    try:
+        return os.path.getsize(f"{path}-wal") > 0
+    except OSError:
+        return False
+
+
+def stored_channel_problems(state_path: Path) -> list[str]:
+    """The problems channels keep with their cursors in ``state.db`` (a JSON value with a
+    ``problem`` line, :meth:`bot.channel.ChannelHost.set_cursor`): what the daemon's
+    status line says while it runs (a mail the server would not hand over), for a
+    report made while it does not."""
+    conn = connect_readonly(state_path)
+    try:
+        rows = conn.execute(
+            "SELECT channel, value FROM channel_cursors WHERE value LIKE '{%' ORDER BY channel, key"
+        ).fetchall()
+    finally:
+        conn.close()
+    out = []
+    for channel, value in rows:
+        try:
+            problem = json.loads(value).get("problem")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(problem, str) and problem:
+            out.append(f"{channel}: {problem}")
+    return out
