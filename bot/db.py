@@ -1,9 +1,7 @@
-"""SQLite access: driver selection, extension loading, pragmas and numbered migrations.
+"""SQLite access for the daemon: connections on their own threads and batched writes.
 
-Some Python builds cannot load SQLite extensions (``enable_load_extension`` missing). We
-use the standard module when it can, ``pysqlite3`` otherwise, and when neither can load
-sqlite-vec the index works FTS-only with a logged warning (SPEC.md "SQLite with
-extensions").
+Driver selection, extension loading, pragmas and numbered migrations are in
+:mod:`bot.sqlite_conn` (re-exported here, where the rest of the code imports them).
 
 Connections are wrapped in :class:`aiosqlite.Connection` so every statement runs on the
 connection's own thread. A unit of work (one ingest batch, one migration) runs there as a
@@ -16,258 +14,47 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.walcheckpoint import BUSY_TIMEOUT_MS, WAL_FLUSH_INTERVAL, WalCheckpointer
+from bot.sqlite_conn import (
+    WAL_SIZE_LIMIT,
+    Driver,
+    Migration,
+    SyncConn,
+    apply_migrations,
+    connect_sync,
+    in_transaction,
+    select_driver,
+)
+from bot.walcheckpoint import WAL_FLUSH_INTERVAL, WalCheckpointer
+from bot.write_units import AfterWrite, Unit, Unsynced, _resolve_batch, _transaction
+
+__all__ = [
+    "WAL_SIZE_LIMIT",
+    "AfterWrite",
+    "Database",
+    "Driver",
+    "Migration",
+    "SyncConn",
+    "Unsynced",
+    "apply_migrations",
+    "connect_sync",
+    "in_transaction",
+    "select_driver",
+]
 
 log = logging.getLogger("my_agent.db")
 
 T = TypeVar("T")
-SyncConn = Any  # sqlite3.Connection or pysqlite3.dbapi2.Connection (same API)
-Migration = Callable[[SyncConn], None]
-Unit = tuple[Callable[[SyncConn], Any], "asyncio.Future[Any]", Callable[[bool, Any], Any] | None]
 CHAINED = object()
 # address space the reader connection may map (SQLite caps it at its compile-time maximum)
 READER_MMAP_BYTES = 1 << 40
-WAL_SIZE_LIMIT = 64 * 1024 * 1024
-
-
-class AfterWrite:
-    """A unit of work queued only once a write on another thread is done.
-
-    ``fn(conn, result)`` gets the write's result (e.g. a transcript's new size). The
-    write thread queues the unit itself, so the event loop is not woken in between; a
-    failed write fails the unit (and :meth:`Database.run`) with the write's exception.
-    """
-
-    __slots__ = ("_result", "after", "fn")
-
-    def __init__(
-        self, after: concurrent.futures.Future[Any], fn: Callable[[SyncConn, Any], Any]
-    ) -> None:
-        self.after: concurrent.futures.Future[Any] | None = after
-        self.fn = fn
-        self._result: Any = None
-
-    def took(self, done: concurrent.futures.Future[Any]) -> None:
-        """Keep the finished write's result and let go of its future.
-
-        A ``concurrent.futures.Future`` keeps its done-callbacks for good, and the
-        callback that queues this unit refers to the unit: without this the future,
-        its Condition and lock, the unit and whatever ``fn`` holds (a conversation
-        record, the lines) form a reference cycle per message, which only the cyclic
-        garbage collector frees, in pauses of tens of milliseconds under load.
-        """
-        self._result = done.result()
-        self.after = None
-
-    def __call__(self, conn: SyncConn) -> Any:
-        if self.after is not None:  # queued without Database.chain
-            self.took(self.after)
-        return self.fn(conn, self._result)
-
-
-class Unsynced:
-    """A unit of work whose commit need not be synced to disk on its own.
-
-    For a write that is durable elsewhere already and rebuilt from there after a crash:
-    the outbox row of a reply, which :meth:`bot.services.Services.requeue_unsent_replies`
-    queues again from the reply's (durable) transcript turn. In a database that syncs
-    every commit (``synchronous=FULL``, state.db), a batch made only of such units
-    commits with ``NORMAL``: the WAL frames reach the disk with the next synced commit
-    or WAL checkpoint (normally within :attr:`bot.walcheckpoint.WalCheckpointer.interval`;
-    WAL order means a later synced commit covers every earlier frame, so what is lost in
-    a crash is always the newest rows). A batch with any other unit is synced as before.
-    """
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[[SyncConn], Any]) -> None:
-        self.fn = fn
-
-    def __call__(self, conn: SyncConn) -> Any:
-        return self.fn(conn)
-
-
-def _transaction(raw: SyncConn, batch: list[Unit]) -> list[tuple[bool, Any]]:
-    """One transaction, one SAVEPOINT per unit: a failing unit rolls back alone."""
-    outcomes: list[tuple[bool, Any]] = []
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        for fn, _, _ in batch:
-            raw.execute("SAVEPOINT unit")
-            try:
-                result = fn(raw)
-            except Exception as exc:
-                raw.execute("ROLLBACK TO unit")
-                raw.execute("RELEASE unit")
-                outcomes.append((False, exc))
-                continue
-            raw.execute("RELEASE unit")
-            outcomes.append((True, result))
-        raw.execute("COMMIT")
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
-    return outcomes
-
-
-def _set(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.done():  # the caller was cancelled meanwhile
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
-
-
-def _resolve_all(resolutions: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
-    for future, ok, value in resolutions:
-        _set(future, ok, value)
-
-
-def _resolve_batch(resolutions: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
-    """Resolve a batch's futures with one wake-up per event loop (from any thread)."""
-    by_loop: dict[Any, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
-    for item in resolutions:
-        by_loop.setdefault(item[0].get_loop(), []).append(item)
-    for loop, items in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_resolve_all, items)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
-
-
-@dataclass(frozen=True)
-class Driver:
-    """Which sqlite3 module we use and whether it can load sqlite-vec."""
-
-    name: str
-    module: Any
-    vec_available: bool
-    sqlite_version: str
-    reason: str = ""
-
-
-_driver: Driver | None = None
-
-
-def _try_vec(module: Any) -> tuple[bool, str]:
-    try:
-        import sqlite_vec
-    except ImportError as exc:  # pragma: no cover - dependency missing
-        return False, f"sqlite-vec not installed ({exc})"
-    conn = module.connect(":memory:")
-    try:
-        if not hasattr(conn, "enable_load_extension"):
-            return False, "this sqlite3 build cannot load extensions"
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-        conn.execute("select vec_version()").fetchone()
-        return True, ""
-    except Exception as exc:
-        return False, f"sqlite-vec failed to load: {exc}"
-    finally:
-        conn.close()
-
-
-def select_driver(force: str | None = None) -> Driver:
-    """Pick the sqlite3 module: the standard one if it loads sqlite-vec, else pysqlite3.
-
-    ``force`` ("sqlite3", "pysqlite3", "novec") is for tests of the fallbacks.
-    """
-    global _driver
-    if _driver is not None and force is None:
-        return _driver
-    candidates: list[tuple[str, Any]] = [("sqlite3", sqlite3)]
-    try:
-        import pysqlite3.dbapi2 as pysqlite3_mod
-
-        candidates.append(("pysqlite3", pysqlite3_mod))
-    except ImportError:
-        pass
-    if force in ("sqlite3", "pysqlite3"):
-        candidates = [c for c in candidates if c[0] == force]
-    reasons = []
-    chosen: Driver | None = None
-    if force != "novec":
-        for name, module in candidates:
-            ok, reason = _try_vec(module)
-            if ok:
-                chosen = Driver(name, module, True, module.sqlite_version)
-                break
-            reasons.append(f"{name}: {reason}")
-    if chosen is None:
-        reason = "; ".join(reasons) or "vector search disabled"
-        chosen = Driver("sqlite3", sqlite3, False, sqlite3.sqlite_version, reason)
-        log.warning("sqlite-vec unavailable, search degrades to FTS only (%s)", reason)
-    if force is None:
-        _driver = chosen
-    return chosen
-
-
-def connect_sync(path: Path | str, driver: Driver | None = None) -> SyncConn:
-    """Open a connection with WAL, busy_timeout, foreign keys and sqlite-vec if available."""
-    drv = driver or select_driver()
-    conn = drv.module.connect(
-        str(path), timeout=10.0, isolation_level=None, check_same_thread=False
-    )
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA foreign_keys=ON")
-    # A WAL file left long by a burst is cut back to this when it starts over
-    # (bot.walcheckpoint); without it the file keeps its largest size for good.
-    conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-    # The index is derived data (rebuildable from transcripts); NORMAL is durable across
-    # process crashes in WAL mode. state.db raises this to FULL itself.
-    conn.execute("PRAGMA synchronous=NORMAL")
-    if drv.vec_available:
-        import sqlite_vec
-
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-    return conn
-
-
-def in_transaction(conn: SyncConn, fn: Callable[[SyncConn], T]) -> T:
-    """``fn(conn)`` in a transaction of its own: committed, or rolled back and raised."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = fn(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return result
-
-
-def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
-    """Apply numbered migrations (index+1 = version) each in its own transaction."""
-    current = conn.execute("PRAGMA user_version").fetchone()[0]
-    for number, migration in enumerate(migrations, start=1):
-        if number <= current:
-            continue
-
-        def _step(c: SyncConn, migration: Migration = migration, number: int = number) -> None:
-            migration(c)
-            c.execute(f"PRAGMA user_version={number}")
-
-        in_transaction(conn, _step)
-        log.info("applied migration %d", number)
-        current = number
-    return int(current)
 
 
 async def _connected(conn: aiosqlite.Connection) -> None:

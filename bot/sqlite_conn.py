@@ -1,0 +1,148 @@
+"""SQLite connections: driver selection, extension loading, pragmas and numbered migrations.
+
+Some Python builds cannot load SQLite extensions (``enable_load_extension`` missing). We
+use the standard module when it can, ``pysqlite3`` otherwise, and when neither can load
+sqlite-vec the index works FTS-only with a logged warning (SPEC.md "SQLite with
+extensions"). Every connection gets WAL, ``busy_timeout`` and foreign keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bot.walcheckpoint import BUSY_TIMEOUT_MS
+
+log = logging.getLogger("my_agent.db")
+
+T = TypeVar("T")
+SyncConn = Any  # sqlite3.Connection or pysqlite3.dbapi2.Connection (same API)
+Migration = Callable[[SyncConn], None]
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Driver:
+    """Which sqlite3 module we use and whether it can load sqlite-vec."""
+
+    name: str
+    module: Any
+    vec_available: bool
+    sqlite_version: str
+    reason: str = ""
+
+
+_driver: Driver | None = None
+
+
+def _try_vec(module: Any) -> tuple[bool, str]:
+    try:
+        import sqlite_vec
+    except ImportError as exc:  # pragma: no cover - dependency missing
+        return False, f"sqlite-vec not installed ({exc})"
+    conn = module.connect(":memory:")
+    try:
+        if not hasattr(conn, "enable_load_extension"):
+            return False, "this sqlite3 build cannot load extensions"
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        conn.execute("select vec_version()").fetchone()
+        return True, ""
+    except Exception as exc:
+        return False, f"sqlite-vec failed to load: {exc}"
+    finally:
+        conn.close()
+
+
+def select_driver(force: str | None = None) -> Driver:
+    """Pick the sqlite3 module: the standard one if it loads sqlite-vec, else pysqlite3.
+
+    ``force`` ("sqlite3", "pysqlite3", "novec") is for tests of the fallbacks.
+    """
+    global _driver
+    if _driver is not None and force is None:
+        return _driver
+    candidates: list[tuple[str, Any]] = [("sqlite3", sqlite3)]
+    try:
+        import pysqlite3.dbapi2 as pysqlite3_mod
+
+        candidates.append(("pysqlite3", pysqlite3_mod))
+    except ImportError:
+        pass
+    if force in ("sqlite3", "pysqlite3"):
+        candidates = [c for c in candidates if c[0] == force]
+    reasons = []
+    chosen: Driver | None = None
+    if force != "novec":
+        for name, module in candidates:
+            ok, reason = _try_vec(module)
+            if ok:
+                chosen = Driver(name, module, True, module.sqlite_version)
+                break
+            reasons.append(f"{name}: {reason}")
+    if chosen is None:
+        reason = "; ".join(reasons) or "vector search disabled"
+        chosen = Driver("sqlite3", sqlite3, False, sqlite3.sqlite_version, reason)
+        log.warning("sqlite-vec unavailable, search degrades to FTS only (%s)", reason)
+    if force is None:
+        _driver = chosen
+    return chosen
+
+
+def connect_sync(path: Path | str, driver: Driver | None = None) -> SyncConn:
+    """Open a connection with WAL, busy_timeout, foreign keys and sqlite-vec if available."""
+    drv = driver or select_driver()
+    conn = drv.module.connect(
+        str(path), timeout=10.0, isolation_level=None, check_same_thread=False
+    )
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    # A WAL file left long by a burst is cut back to this when it starts over
+    # (bot.walcheckpoint); without it the file keeps its largest size for good.
+    conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+    # The index is derived data (rebuildable from transcripts); NORMAL is durable across
+    # process crashes in WAL mode. state.db raises this to FULL itself.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    if drv.vec_available:
+        import sqlite_vec
+
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+    return conn
+
+
+def in_transaction(conn: SyncConn, fn: Callable[[SyncConn], T]) -> T:
+    """``fn(conn)`` in a transaction of its own: committed, or rolled back and raised."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
+    """Apply numbered migrations (index+1 = version) each in its own transaction."""
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    for number, migration in enumerate(migrations, start=1):
+        if number <= current:
+            continue
+
+        def _step(c: SyncConn, migration: Migration = migration, number: int = number) -> None:
+            migration(c)
+            c.execute(f"PRAGMA user_version={number}")
+
+        in_transaction(conn, _step)
+        log.info("applied migration %d", number)
+        current = number
+    return int(current)
