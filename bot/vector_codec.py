@@ -113,6 +113,7 @@ class BitMatrix:
         self._cols = np.zeros((words, capacity), dtype=np.uint64)
         self._cols[:, : self._n] = bits.T
         self._pos = {int(t): i for i, t in enumerate(ids.tolist())}
+        self._by_id: tuple[np.ndarray, np.ndarray] | None = None  # (sorted ids, positions)
 
     @classmethod
     def empty(cls, words: int) -> BitMatrix:
@@ -127,6 +128,7 @@ class BitMatrix:
         return self._cols[:, : self._n].T
 
     def upsert(self, ids: np.ndarray, bits: np.ndarray) -> None:
+        self._by_id = None
         for turn_id, row in zip(ids.tolist(), bits, strict=True):
             at = self._pos.get(int(turn_id))
             if at is None:
@@ -158,16 +160,28 @@ class BitMatrix:
     def shortlist_among(self, query_bits: np.ndarray, count: int, ids: Sequence[int]) -> np.ndarray:
         """:meth:`shortlist` over the vectors of ``ids`` only (the turns a search's filter
         or named dates allow); ids without a vector are skipped."""
-        positions = [at for at in map(self._pos.get, ids) if at is not None]
-        if not positions:
+        at = self._positions(np.asarray(ids, dtype=np.int64))
+        if not len(at):
             return np.zeros(0, dtype=np.int64)
-        at = np.asarray(positions, dtype=np.int64)
         if len(at) <= count:
             return self._ids[at].copy()
         cols = self._cols[:, at]
         query = np.asarray(query_bits, dtype=np.uint64).reshape(cols.shape[0], 1)
         distance = np.bitwise_count(np.bitwise_xor(cols, query)).sum(axis=0, dtype=np.uint16)
         return self._ids[at[np.argpartition(distance, count)[:count]]]
+
+    def _positions(self, ids: np.ndarray) -> np.ndarray:
+        """Where the vectors of ``ids`` are (those without one left out): a binary search
+        in the ids sorted once per change (a dict lookup per id took 2 ms for a month's
+        16,000 turns)."""
+        if self._by_id is None:
+            order = np.argsort(self.ids, kind="stable")
+            self._by_id = (self.ids[order], order)
+        ordered, order = self._by_id
+        if not len(ordered):
+            return np.zeros(0, dtype=np.int64)
+        found = np.searchsorted(ordered, ids).clip(0, len(ordered) - 1)
+        return order[found[ordered[found] == ids]]
 
     def distances(self, query_bits: np.ndarray) -> np.ndarray:
         """Hamming distance of every vector to ``query_bits`` (uint16, in load order).

@@ -97,7 +97,11 @@ async def test_the_pool_is_a_range_of_the_time_index_and_bounded(store) -> None:
             "EXPLAIN QUERY PLAN SELECT id FROM turns t WHERE t.timestamp >= ? AND t.timestamp <= ?",
             ("2026-10-14", "2026-10-14~"),
         ).fetchall()
-        return plan, turn_pool(conn, day[0]), turn_pool(conn, Filters(channel="telegram"), 79)
+        return (
+            plan,
+            turn_pool(conn, day[0], conversations=True),
+            turn_pool(conn, Filters(channel="telegram"), 79),
+        )
 
     plan, pool, over = await db.run(_read, write=False)
     assert "turns_by_time" in " ".join(str(row) for row in plan)

@@ -58,3 +58,26 @@ def test_distances_follow_upserts_and_growth(monkeypatch: pytest.MonkeyPatch) ->
     assert np.array_equal(matrix.distances(query_bits), _reference_distances(expected, query_bits))
     assert len(BitMatrix.empty(6).distances(query_bits)) == 0
     assert len(BitMatrix.empty(6).shortlist(query_bits, 10)) == 0
+
+
+def test_shortlist_among_keeps_the_nearest_of_the_allowed_turns() -> None:
+    """A filtered search's sign-bit stage (bot.search.pool): only the allowed ids, the
+    nearest of them, ids without a vector skipped, and it follows upserts and removals."""
+    rng = np.random.default_rng(7)
+    ids = rng.permutation(np.arange(10, 5010, dtype=np.int64))  # not in id order
+    matrix = BitMatrix(ids, sign_bits(rng.standard_normal((len(ids), 384)).astype(np.float32)))
+    query = sign_bits(rng.standard_normal((1, 384)).astype(np.float32))[0]
+    distance = dict(zip(matrix.ids.tolist(), matrix.distances(query).tolist(), strict=True))
+    allowed = [*rng.choice(ids, 700, replace=False).tolist(), 999_999]  # one has no vector
+    got = matrix.shortlist_among(query, 100, allowed).tolist()
+    assert len(got) == 100 and set(got) <= set(allowed)
+    rest = set(allowed) - set(got) - {999_999}
+    assert max(distance[i] for i in got) <= min(distance[i] for i in rest)
+    # fewer allowed than asked for: all of them that have a vector
+    assert sorted(matrix.shortlist_among(query, 100, allowed[:40]).tolist()) == sorted(allowed[:40])
+    # a new vector is found, a removed one is not
+    matrix.upsert(np.array([999_999]), query.reshape(1, -1))
+    assert 999_999 in matrix.shortlist_among(query, 100, allowed).tolist()
+    matrix.remove({999_999})
+    assert 999_999 not in matrix.shortlist_among(query, 100, allowed).tolist()
+    assert matrix.shortlist_among(query, 5, [1, 2, 3]).tolist() == []

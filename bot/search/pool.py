@@ -58,9 +58,12 @@ def narrows(filters: Filters) -> bool:
     )
 
 
-def turn_pool(conn: SyncConn, filters: Filters, cap: int | None = None) -> Pool | None:
-    """The turns passing ``filters`` and their conversations; None when more than ``cap``
-    turns pass (or the filter does not narrow); ``cap`` defaults to :data:`POOL_CAP`."""
+def turn_pool(
+    conn: SyncConn, filters: Filters, cap: int | None = None, *, conversations: bool = False
+) -> Pool | None:
+    """The turns passing ``filters`` (and with ``conversations`` the conversations whose
+    abbreviations may be listed); None when more than ``cap`` turns pass (or the filter
+    does not narrow); ``cap`` defaults to :data:`POOL_CAP`."""
     if not narrows(filters):
         return None
     cap = POOL_CAP if cap is None else cap
@@ -71,13 +74,36 @@ def turn_pool(conn: SyncConn, filters: Filters, cap: int | None = None) -> Pool 
         where += " AND t.timestamp <= ?"
         params.append(filters.date_to + "~")
     join = " JOIN conversations c ON c.id = t.conversation_id" if filters.channel else ""
+    # ids only: read from the index alone (16,000 turns of a month in 9 ms; 31 ms with
+    # each turn's conversation, which is a read of the table per turn)
     rows = conn.execute(
-        f"SELECT t.id, t.conversation_id FROM turns t{join} WHERE {where} LIMIT ?",
-        [*params, cap + 1],
+        f"SELECT t.id FROM turns t{join} WHERE {where} LIMIT ?", [*params, cap + 1]
     ).fetchall()
     if len(rows) > cap:
         return None
-    return Pool([int(r[0]) for r in rows], {str(r[1]) for r in rows})
+    pool = Pool([int(r[0]) for r in rows])
+    if conversations:
+        pool.conversations = _conversations(conn, filters)
+    return pool
+
+
+def _conversations(conn: SyncConn, filters: Filters) -> set[str]:
+    """The conversations a filtered search may list by their abbreviation: the same test
+    as for the store-wide ones (``bot.search.service._accepted``: the channel, and the
+    span from ``created`` to ``updated`` meeting the dates)."""
+    where: list[str] = []
+    params: list[object] = []
+    if filters.channel:
+        where.append("channel = ?")
+        params.append(filters.channel)
+    if filters.date_from:
+        where.append("updated >= ?")
+        params.append(filters.date_from)
+    if filters.date_to:
+        where.append("substr(created, 1, ?) <= ?")
+        params.extend([len(filters.date_to), filters.date_to])
+    sql = "SELECT id FROM conversations WHERE " + " AND ".join(where or ["1"])
+    return {str(r[0]) for r in conn.execute(sql, params)}
 
 
 def dated_filters(

@@ -286,7 +286,7 @@ class SearchService:
 
         def _keyword(conn: SyncConn) -> tuple[list[Hit], Spans, list[Any]]:
             if narrowed:
-                pools[0] = turn_pool(conn, filters)
+                pools[0] = turn_pool(conn, filters, conversations=True)
             if dated:
                 pools[1] = pool_of(conn, dated)
             if not parts:
