@@ -14,7 +14,7 @@ there take precedence over these.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import pytest
 
 from bot.channel import ChannelHost, PermanentSendError
 from bot.config import AppConfig, build_config
+from bot.embedding import EmbeddingService
 from bot.events import OutboundMessage, SendResult
 
 OWNER_TELEGRAM_ID = "424242"
@@ -180,3 +181,15 @@ async def services(config: AppConfig) -> AsyncIterator[Any]:
         yield core
     finally:
         await shutdown_services(core)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Iterator[EmbeddingService]:
+    """The real local MiniLM model, one per test module (fails under CI=true, skips
+    elsewhere, when it is missing: tests.recall_helpers.model_path)."""
+    from bot.config.model import EmbeddingConfig
+    from tests.recall_helpers import model_path
+
+    service = EmbeddingService(EmbeddingConfig(model_path=str(model_path())))
+    yield service
+    service.close()

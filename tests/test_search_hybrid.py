@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.config.model import AppConfig, EmbeddingConfig
+from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService
-from tests.recall_helpers import add_conversation, model_path, open_index
+from tests.recall_helpers import add_conversation, open_index
 
 CONVERSATIONS = {
     "conv-car": (
@@ -54,13 +54,6 @@ CONVERSATIONS = {
         "Beach holiday in Portugal (Algarve) in August.",
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def embedder() -> EmbeddingService:
-    service = EmbeddingService(EmbeddingConfig(model_path=str(model_path())))
-    yield service
-    service.close()
 
 
 @pytest.fixture

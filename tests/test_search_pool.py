@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.config.model import AppConfig, EmbeddingConfig
+from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService
 from bot.search.pool import dated_filters, turn_pool
 from bot.search.results import Filters
-from tests.recall_helpers import add_conversation, model_path, open_index
+from tests.recall_helpers import add_conversation, open_index
 
 GARDEN = [
     "planting tomatoes and peppers in the vegetable garden",
@@ -25,13 +25,6 @@ BUDGET = [
     ("user", "Let's go over the quarterly budget review with the finance team"),
     ("assistant", "The budget is 4% over plan in the third quarter."),
 ]
-
-
-@pytest.fixture(scope="module")
-def embedder() -> EmbeddingService:
-    service = EmbeddingService(EmbeddingConfig(model_path=str(model_path())))
-    yield service
-    service.close()
 
 
 @pytest.fixture

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from bot.bench.search import add_term_vectors
-from bot.config.model import AppConfig, EmbeddingConfig
+from bot.config.model import AppConfig
 from bot.db import Database
-from bot.embedding import EmbeddingService
 from bot.search import SearchService, learned, soft
 from bot.search.features import INDEX, turn_features
 from bot.search.learned import DEFAULT_MODEL, NO_TERMS, load_models, model_key
@@ -18,7 +17,7 @@ from bot.search.soft import content_words
 from bot.search.training import TERM_FEATURES, VECTOR_FEATURES, default_features
 from bot.term_vectors import Bound, TermCache, missing
 from bot.vectors import VectorIndex
-from tests.recall_helpers import add_conversation, model_path, open_index
+from tests.recall_helpers import add_conversation, open_index
 
 MUSIC = [
     ("user", "Caroline: How was your weekend?"),
@@ -27,13 +26,6 @@ MUSIC = [
     ("assistant", "Mel: The weather was lovely for that."),
 ]
 QUESTION = "What instruments does Mel play?"
-
-
-@pytest.fixture(scope="module")
-def embedder() -> EmbeddingService:
-    service = EmbeddingService(EmbeddingConfig(model_path=str(model_path())))
-    yield service
-    service.close()
 
 
 def _soft_config(tmp_path: Path, on: bool = True) -> AppConfig:

@@ -6,20 +6,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from bot.config.model import AppConfig, EmbeddingConfig
-from bot.embedding import EmbeddingService
+from bot.config.model import AppConfig
 from bot.vector_codec import BitMatrix, sign_bits
 from bot.vectors import VectorIndex, window_text
-from tests.recall_helpers import add_conversation, model_path, open_index, shared_dir
-
-
-@pytest.fixture(scope="module")
-def embedder() -> EmbeddingService:
-    service = EmbeddingService(EmbeddingConfig(model_path=str(model_path())))
-    yield service
-    service.close()
+from tests.recall_helpers import add_conversation, open_index, shared_dir
 
 
 async def _append(db, conv_id: str, number: int, content: str) -> None:  # type: ignore[no-untyped-def]
