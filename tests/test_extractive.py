@@ -6,14 +6,8 @@ import re
 import subprocess
 import sys
 
-from bot.extractive import (
-    HEADER,
-    entities,
-    extractive_abbreviation,
-    kebab,
-    keyword_title,
-    keyword_topics,
-)
+from bot.extractive import HEADER, entities, extractive_abbreviation
+from bot.keyword_titles import kebab, keyword_title, keyword_topics
 
 TURNS = [
     ("user", "Hi there! How are you?", "Owner"),
@@ -161,7 +155,8 @@ def test_a_huge_line_without_a_stop_is_handled_in_linear_time() -> None:
     # holding the GIL: the whole daemon froze, for hours on a pasted log of a few MB).
     # Run in a child process so a regression fails here instead of hanging the suite.
     code = (
-        "from bot.extractive import extractive_abbreviation, keyword_title\n"
+        "from bot.extractive import extractive_abbreviation\n"
+        "from bot.keyword_titles import keyword_title\n"
         "text = 'word ' * 400_000 + '\\nend of the log'\n"
         "assert extractive_abbreviation([('user', text, 'Ann')])\n"
         "assert keyword_title([('user', text, 'Ann')])\n"

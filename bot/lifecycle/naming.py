@@ -4,7 +4,7 @@ seed 001 "M2-S5").
 With a utility model (the ``haiku`` alias) the model returns a JSON object that is parsed
 defensively: anything unusable falls back to the offline naming. Offline (no API key, or
 the model failed) the title comes from the conversation's keywords
-(:func:`bot.extractive.keyword_title`) and never suggests a split.
+(:func:`bot.keyword_titles.keyword_title`) and never suggests a split.
 
 Titles are channel-aware: a Telegram chat is "Contact — Topic", an e-mail thread starts
 from its subject.
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.brain.base import UtilityModel
-from bot.extractive import keyword_title, keyword_topics
 from bot.index import ConversationRecord
+from bot.keyword_titles import keyword_title, keyword_topics
 from bot.lifecycle import prompts
 from bot.lifecycle.abbreviation import as_tuples
 
