@@ -264,7 +264,7 @@ async def test_failed_query_embedding_ranks_like_keyword_search(store: Path) -> 
 async def test_senders_read_new_turns_only_and_rescan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import bot.search.service as service_module
+    import bot.search.senders as service_module
     from tests.recall_helpers import add_conversation
 
     db = await open_index(tmp_path / "conversations.db")
@@ -281,11 +281,11 @@ async def test_senders_read_new_turns_only_and_rescan(
     assert await service._senders() == {"user"}
     await say("Zelda")
     assert await service._senders() == {"user"}  # cached for a minute
-    monkeypatch.setattr(service_module, "_SENDERS_TTL", -1.0)
+    monkeypatch.setattr(service_module, "TTL", -1.0)
     assert await service._senders() == {"user", "Zelda"}  # the new turns only
     await db.execute("DELETE FROM turns WHERE sender = 'Zelda'")
     assert "Zelda" in await service._senders()  # until the next full scan
-    monkeypatch.setattr(service_module, "_SENDERS_RESCAN", -1.0)
+    monkeypatch.setattr(service_module, "RESCAN", -1.0)
     assert await service._senders() == {"user"}
     await db.close()
 

@@ -89,7 +89,7 @@ def turn_pool(
 
 def _conversations(conn: SyncConn, filters: Filters) -> set[str]:
     """The conversations a filtered search may list by their abbreviation: the same test
-    as for the store-wide ones (``bot.search.service._accepted``: the channel, and the
+    as for the store-wide ones (:func:`accepted`: the channel, and the
     span from ``created`` to ``updated`` meeting the dates)."""
     where: list[str] = []
     params: list[object] = []
@@ -153,3 +153,19 @@ async def scoped_candidates(
     among = pool.conversations if pool else None
     abbr = await vectors.knn_abbreviations(query, depth, among) if abbreviations else {}
     return shortlist, abbr
+
+
+def accepted(conn: SyncConn, scores: dict[str, float], filters: Filters) -> dict[str, float]:
+    """Keep the conversations that pass ``filters`` (their turns' span for dates)."""
+    ids = list(scores)
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT id, channel, created, updated FROM conversations WHERE id IN ({marks})", ids
+    ).fetchall()
+    keep = {
+        str(conv)
+        for conv, channel, created, updated in rows
+        if filters.accepts(str(conv), str(channel), str(updated or ""))
+        and not (filters.date_to and str(created or "")[: len(filters.date_to)] > filters.date_to)
+    }
+    return {c: v for c, v in scores.items() if c in keep}

@@ -9,11 +9,9 @@ side by side; their candidates and neighbour windows are loaded in one hop
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +24,12 @@ from bot.named_dates import query_dates
 from bot.owner_days import owner_zone
 from bot.search import conversations as conversation_list
 from bot.search import learned, soft
-from bot.search.fusion import Ranked, Scored, fuse, snippet
+from bot.search.fusion import Ranked, Scored, fuse
 from bot.search.keyword import DocFreqs, fts_candidates
+from bot.search.pages import conversation_rows, search_results
 from bot.search.pool import (
     Pool,
+    accepted,
     dated_filters,
     narrows,
     pool_of,
@@ -48,7 +48,9 @@ from bot.search.results import (
     fingerprint,
     iso_date,
 )
-from bot.search.rows import build_rows, fetch_spans, subtract, turn_positions
+from bot.search.rows import build_rows, fetch_spans, subtract
+from bot.search.senders import Senders
+from bot.search.spans import Hit, Spans, keyword_spans, vector_spans
 from bot.search.tail import Listing, keyword_tail
 
 if TYPE_CHECKING:
@@ -58,16 +60,6 @@ log = logging.getLogger("my_agent.search")
 
 _CACHED_QUERIES = 64  # query embeddings and rankings kept (LRU)
 _PAGE_TTL = 120.0  # seconds a ranking serves the next pages of its cursor
-_SENDERS_TTL = 60.0  # seconds before new turns' senders are looked up
-_SENDERS_RESCAN = 600.0  # seconds between full scans of the senders
-
-
-@dataclass(frozen=True)
-class _SenderCache:
-    names: set[str]
-    last_id: int  # turns up to this id are reflected in ``names``
-    checked: float
-    scanned: float  # last full scan
 
 
 class SearchService:
@@ -101,7 +93,7 @@ class SearchService:
         self.vectors = vectors
         self._opened = False
         self._open_lock = asyncio.Lock()
-        self._sender_cache: _SenderCache | None = None
+        self._sender_names = Senders()
         self._freqs = DocFreqs()
         # per-query work kept for repeats: query embeddings (the same question asked again,
         # by the agent or another page) and rankings (a cursor continues the same ranking)
@@ -215,30 +207,8 @@ class SearchService:
         return vector
 
     async def _senders(self) -> set[str]:
-        """Distinct turn senders (participant names): new turns' senders are added after
-        at most a minute, with a read of the new turns only; every 10 minutes a full scan
-        forgets senders whose turns are gone (it reads every turn: 0.4 s at 2,000,000)."""
-        now = time.monotonic()
-        cache = self._sender_cache
-        if cache is not None and now - cache.checked <= _SENDERS_TTL:
-            return cache.names
-        full = cache is None or now - cache.scanned > _SENDERS_RESCAN
-        last = -(1 << 63) if cache is None or full else cache.last_id
-
-        def _read(conn: SyncConn) -> tuple[int, set[str]]:
-            row = conn.execute("SELECT max(id) FROM turns").fetchone()
-            top = int(row[0]) if row and row[0] is not None else 0
-            names = conn.execute(
-                "SELECT DISTINCT sender FROM turns WHERE id > ? AND id <= ?", (last, top)
-            ).fetchall()
-            return top, {str(r[0]) for r in names if r[0]}
-
-        top, names = await self.db.run(_read, write=False)
-        if full or cache is None:
-            self._sender_cache = _SenderCache(names, top, now, now)
-        else:
-            self._sender_cache = _SenderCache(cache.names | names, top, now, cache.scanned)
-        return self._sender_cache.names
+        """Distinct turn senders (participant names): :class:`~bot.search.senders.Senders`."""
+        return await self._sender_names.read(self.db)
 
     def _will_embed(self, query: str) -> bool:
         """Whether :meth:`_query_vector` should return a vector (checked afterwards)."""
@@ -341,7 +311,7 @@ class SearchService:
                         knn.setdefault(turn_id, score)
             abbr = abbreviations
             if abbr and filters.active:
-                abbr = _accepted(conn, abbr, filters)
+                abbr = accepted(conn, abbr, filters)
             if not keyword and not knn and not abbr:
                 return Listing(Scored.empty(method)), {}
             kw_spans, kw_raw = spans, raw
@@ -372,7 +342,7 @@ class SearchService:
             if page is not None:
                 offset, limit = page
                 shown = scored.conversations[offset : offset + limit]
-                meta = _conversation_rows(conn, [c for c, _ in shown])
+                meta = conversation_rows(conn, [c for c, _ in shown])
             return Listing(scored, match[0], len(keyword) >= depth), meta
 
         return await self.db.run(_rank, write=False)
@@ -389,97 +359,5 @@ class SearchService:
             return []
         if meta is None:
             conv_ids = [r.conversation_id for r in page]
-            meta = await self.db.run(lambda c: _conversation_rows(c, conv_ids), write=False)
-        terms = query_terms(query)
-        results = []
-        for item in page:
-            row = meta.get(item.conversation_id)
-            if row is None:  # deleted between ranking and loading
-                continue
-            numbers = sorted(item.matched[:10])
-            if len(numbers) > 1:
-                turn_range = f"turns {numbers[0]}-{numbers[-1]}"
-            else:
-                turn_range = f"turn {numbers[0]}" if numbers else ""
-            try:
-                topics = [str(t) for t in json.loads(row[5] or "[]")]
-            except ValueError:
-                topics = []
-            results.append(
-                SearchResult(
-                    conversation_id=item.conversation_id,
-                    title=row[1],
-                    channel=str(row[2]),
-                    abbreviation=row[3],
-                    matched_turns=numbers,
-                    timestamp=str(row[4]),
-                    score=float(item.score),
-                    topics=topics,
-                    snippet=snippet(item.text or str(row[3] or ""), terms),
-                    turn_range=turn_range,
-                    turn_scores=list(item.turns),
-                )
-            )
-        return results
-
-
-Hit = tuple[int, str, int, float]  # keyword hit: (turn id, conversation, turn number, -bm25)
-Spans = dict[str, list[tuple[int, int]]]  # conversation -> inclusive turn-number spans
-
-
-def keyword_spans(keyword: list[Hit], radius: int, expand: int) -> Spans:
-    """Turn-number spans around the keyword hits: the best ``expand`` bring +-``radius``
-    neighbours (their windows compete too), the rest only themselves."""
-    spans: Spans = {}
-    for rank, (_, conv, number, _) in enumerate(keyword):
-        r = radius if rank < expand else 0
-        spans.setdefault(conv, []).append((max(1, number - r), number + r))
-    return spans
-
-
-def vector_spans(
-    conn: SyncConn, keyword: list[Hit], knn: dict[int, float], near: int, expand: int
-) -> Spans:
-    """Spans of the vector hits that are not keyword hits: the best ``expand`` with
-    +-``near`` neighbours (for the window centroids), the rest alone."""
-    found = {k[0] for k in keyword}
-    ordered = sorted(knn, key=lambda t: -knn[t])
-    near_ids = {t for t in ordered[:expand] if t not in found}
-    spans: Spans = {}
-    for turn_id, (conv, number) in turn_positions(
-        conn, [t for t in ordered if t not in found]
-    ).items():
-        r = near if turn_id in near_ids else 0
-        spans.setdefault(conv, []).append((max(1, number - r), number + r))
-    return spans
-
-
-def _accepted(conn: SyncConn, scores: dict[str, float], filters: Filters) -> dict[str, float]:
-    """Keep the conversations that pass ``filters`` (their turns' span for dates)."""
-    ids = list(scores)
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        f"SELECT id, channel, created, updated FROM conversations WHERE id IN ({marks})", ids
-    ).fetchall()
-    keep = {
-        str(conv)
-        for conv, channel, created, updated in rows
-        if filters.accepts(str(conv), str(channel), str(updated or ""))
-        and not (filters.date_to and str(created or "")[: len(filters.date_to)] > filters.date_to)
-    }
-    return {c: v for c, v in scores.items() if c in keep}
-
-
-def _conversation_rows(conn: SyncConn, conv_ids: list[str]) -> dict[str, tuple[Any, ...]]:
-    """id -> (id, title, channel, abbreviation, updated, topics) of ``conv_ids``."""
-    if not conv_ids:
-        return {}
-    marks = ",".join("?" * len(conv_ids))
-    return {
-        str(r[0]): r
-        for r in conn.execute(
-            "SELECT id, title, channel, abbreviation, updated, topics "
-            f"FROM conversations WHERE id IN ({marks})",
-            conv_ids,
-        )
-    }
+            meta = await self.db.run(lambda c: conversation_rows(c, conv_ids), write=False)
+        return search_results(page, query, meta)
