@@ -179,9 +179,7 @@ def test_any_markdown_renders_and_splits_into_valid_parts(text: str, limit: int)
 
 @settings(max_examples=400, deadline=None)
 @given(markdownish, st.integers(min_value=MIN_SPLIT_LIMIT, max_value=40))
-def test_split_at_tiny_limits_never_passes_the_limit_nor_loses_text(
-    text: str, limit: int
-) -> None:
+def test_split_at_tiny_limits_never_passes_the_limit_nor_loses_text(text: str, limit: int) -> None:
     # Before, a part was cut anyway when the tags to reopen and close left no room for a
     # character, or a character was spelt longer than the limit: it passed the limit.
     html = markdown_to_html(text)
