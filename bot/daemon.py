@@ -135,6 +135,12 @@ async def shutdown(
         # (up to 300) was cut short by systemd's SIGKILL. This only ever extends it.
         notifier.extend_timeout(drain_seconds + STOP_MARGIN_SECONDS)
     services.router.accepting = False
+    for channel in channels:
+        # A send waiting out a peer's ban (Telegram's flood control) would hold the stop
+        # for as long: it gives up, and the outbox keeps the message for the next start.
+        stop_waiting = getattr(channel, "stop_waiting", None)
+        if stop_waiting is not None:
+            stop_waiting()
     deadline = time.monotonic() + drain_seconds
     finished = await services.replies.queue.drain(timeout=drain_seconds / 2)
     if not finished:

@@ -100,6 +100,7 @@ class TelegramChannel:
         """
         self._host = host
         self._stopping.clear()
+        self.sender.stopping.clear()
         self._closed = False
         stored = await host.get_cursor(self.name, "offset")
         self.offset = int(stored) if stored and stored.lstrip("-").isdigit() else 0
@@ -119,9 +120,16 @@ class TelegramChannel:
         log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
                  self.offset)  # fmt: skip
 
+    def stop_waiting(self) -> None:
+        """The daemon is stopping: a send waiting out a flood ban (or a network backoff)
+        gives up now, its message kept in the outbox; before, a stop in a 30 s flood
+        wait took 30 s. Sends that need no wait still go until :meth:`stop`."""
+        self.sender.stopping.set()
+
     async def stop(self) -> None:
         """Finish the update in hand, stop polling, stop typing, close the HTTP session."""
         self._stopping.set()
+        self.sender.stopping.set()
         self._closed = True
         self.started = False
         task, self._task = self._task, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,3 +61,36 @@ async def test_daemon_restart_mid_stream(tmp_path: Path, tg_server: FakeTelegram
     assert users == [f"note {i}" for i in range(1, 7)]
     assert len(tg_server.sent_to(OWNER_ID)) == 6
     assert len(tg_server.calls_of("deleteWebhook")) == 2
+
+
+async def test_a_stop_during_a_flood_wait_is_prompt_and_keeps_the_message(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    config = stack_config(tmp_path / "data", tg_server.base_url)
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(config, stop))
+    await tg_server.wait_for("setMyCommands", timeout=30)
+    # within max_retry_after (60 s): the sender waits it out itself
+    tg_server.fail_next("sendMessage", code=429, retry_after=30)
+    tg_server.inject_message(OWNER_ID, "are you rate limited?")
+    await tg_server.wait_for("sendMessage", timeout=20)
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    stop.set()  # SIGTERM in the middle of the flood wait
+    assert await asyncio.wait_for(daemon, 60) == 0
+    # Before, the stop waited for the drain (20 s) and then the outbox's last send (10 s).
+    assert loop.time() - asked < 5
+    assert tg_server.sent_to(OWNER_ID) == []
+    with sqlite3.connect(config.state_path) as conn:
+        rows = conn.execute("SELECT status, next_attempt FROM outbox").fetchall()
+        assert [status for status, _ in rows] == ["pending"]  # kept for the next start
+        conn.execute("UPDATE outbox SET next_attempt = 0")  # the flood wait is over
+
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(config, stop))
+    try:
+        await _wait(lambda: len(tg_server.sent_to(OWNER_ID)) >= 1)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(daemon, 30) == 0
+    assert len(tg_server.sent_to(OWNER_ID)) == 1
