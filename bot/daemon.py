@@ -244,5 +244,16 @@ async def reload(services: Services, notifier: Notifier) -> None:
     from bot.identity import OwnerIdentities
 
     services.identities = OwnerIdentities(services.config)
+    for channel in list(services.channels.values()):
+        # what a channel derives from them (Telegram's command menus per owner chat)
+        refresh = getattr(channel, "reload", None)
+        if refresh is None:
+            continue
+        try:
+            await refresh(services.config)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("channel %s did not take the reloaded configuration", channel.name)
     log.info("configuration reloaded (trust list, owner identities)")
     notifier.ready("ready: configuration reloaded")

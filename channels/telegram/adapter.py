@@ -43,6 +43,10 @@ MAX_UPDATE_FAILURES = 5  # an update whose handling keeps crashing is skipped af
 TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing" for about 5 s
 
 
+def _owner_ids(config: AppConfig) -> list[str]:
+    return [i.strip().lstrip("+") for i in config.owner.identities.get("telegram", [])]
+
+
 class ChannelStopped(RuntimeError):
     """A send after :meth:`TelegramChannel.stop`; the outbox retries it after a restart."""
 
@@ -68,9 +72,8 @@ class TelegramChannel:
             log.warning("channels.telegram.mode=webhook is not supported yet; using polling")
         self.config = cfg
         self._menu_waiting: set[str] = set()  # owners whose chat has no menu yet
-        self.owner_ids = [
-            i.strip().lstrip("+") for i in config.owner.identities.get("telegram", [])
-        ]
+        self.owner_ids = _owner_ids(config)
+        self._menus_stale: list[str] | None = None  # a reload's former owners, menus not set
         api = TelegramAPIServer.from_base(cfg.api_base) if cfg.api_base else PRODUCTION
         self.session = AiohttpSession(api=api)
         self.session.middleware(KeepResponseTypes())
@@ -114,11 +117,32 @@ class TelegramChannel:
     async def _setup(self) -> None:
         me = await self.bot.get_me()
         await self.bot.delete_webhook(drop_pending_updates=False)
-        self._menu_waiting = await set_menus(self.bot, self.owner_ids)
+        self._menu_waiting = await set_menus(self.bot, self.owner_ids, self._menus_stale or ())
+        self._menus_stale = None
         self.me = BotIdentity(me.id, me.username)
         self.started = True
         log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
                  self.offset)  # fmt: skip
+
+    async def reload(self, config: AppConfig) -> None:
+        """SIGHUP re-read the owner identities: the command menus follow them (the full
+        one to each owner's chat, none to an id no longer the owner's); before, they
+        were set at start only. Telegram unreachable: tried again after the next poll."""
+        former, self.owner_ids = self.owner_ids, _owner_ids(config)
+        self._menus_stale = [*(self._menus_stale or ()), *former]
+        if self.started:
+            await self._refresh_menus()
+
+    async def _refresh_menus(self) -> None:
+        former = self._menus_stale or []
+        try:
+            self._menu_waiting = await set_menus(self.bot, self.owner_ids, former)
+        except AiogramError as exc:
+            log.warning("command menus not refreshed (%s); trying again after the next poll",
+                        exc)  # fmt: skip
+            return
+        self._menus_stale = None
+        log.info("command menus refreshed for owner ids %s", ", ".join(self.owner_ids) or "-")
 
     def stop_waiting(self) -> None:
         """The daemon is stopping: a send waiting out a flood ban (or a network backoff)
@@ -159,6 +183,8 @@ class TelegramChannel:
                     await self._setup()
                 updates = await self._poll()
                 backoff.reset()
+                if self._menus_stale is not None:
+                    await self._refresh_menus()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # network down, 5xx, conflict, bad token...
