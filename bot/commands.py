@@ -242,8 +242,20 @@ class Commands:
         if isinstance(found, CommandResult):
             return found
         party, text = found
+        # Only words are passed on (files are not downloaded): the owner is told what
+        # stayed behind, never left to believe a photo or file reached them.
+        kept = ", ".join(a.name or a.kind for a in message.attachments)
         if not text:
+            if kept:
+                return CommandResult(
+                    f"Nothing sent to {party.label}: I can pass on words only, and your "
+                    f"{kept} had none. Answer again with text."
+                )
             return CommandResult(usage)
         await self.s.router.send_to_party(party, text, kind="reply")
         await self.s.external.resolve_escalations(party.id, "replied")
+        if kept:
+            return CommandResult(
+                f"Sent to {party.label}: your words only, the {kept} was not passed on."
+            )
         return CommandResult(f"Sent to {party.label}.")

@@ -347,7 +347,11 @@ class Router:
                 args=args or None,
                 channel=msg.channel,
                 sender=msg.sender_id,
-                metadata={"messageId": msg.message_id},
+                # (a photo answering Telegram's Reply prompt: what came, though not sent)
+                metadata={"messageId": msg.message_id}
+                | (
+                    {"attachments": [asdict(a) for a in msg.attachments]} if msg.attachments else {}
+                ),
             )
         if owner:
             result = await self.commands.run_owner(name, args, msg, rec)

@@ -429,3 +429,39 @@ async def test_the_offline_brains_recall_shows_the_words_as_they_were_written(
     # italics, the asterisks gone).
     assert said in listing["text"]
     assert "<i>" not in listing["raw_text"] and "<b>" not in listing["raw_text"]
+
+
+PHOTO = [{"file_id": "p", "file_unique_id": "p", "width": 640, "height": 480}]
+
+
+async def test_a_photo_answering_the_reply_prompt_goes_where_the_prompt_says(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    tg_server.inject_message(STRANGER_ID, "Have you got the floor plan?", first_name="Mallory")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    escalation = tg_server.sent_to(OWNER_ID)[0]
+    reply_button = escalation["reply_markup"]["inline_keyboard"][0][2]["callback_data"]
+    tg_server.inject_callback(OWNER_ID, reply_button, escalation)
+    await tg_server.wait_sent(OWNER_ID, 2)
+    prompt = tg_server.sent_to(OWNER_ID)[1]
+    # Before, a photo (or any file) answering the prompt went to the assistant as
+    # "[replying to your message: …] [photo] …", and Mallory heard nothing.
+    tg_server.inject_message(OWNER_ID, reply_to=prompt, photo=PHOTO, caption="Plan attached.")
+    await tg_server.wait_sent(STRANGER_ID, 2)  # the acknowledgement, then the words
+    assert tg_server.sent_to(STRANGER_ID)[1]["text"] == "Plan attached."
+    await tg_server.wait_sent(OWNER_ID, 3)
+    told = tg_server.sent_to(OWNER_ID)[2]["text"]
+    assert told.startswith("Sent to Mallory") and "photo was not passed on" in told
+    # without words there is nothing to pass on: nothing is sent, and the owner is told
+    tg_server.inject_message(OWNER_ID, reply_to=prompt, photo=PHOTO)
+    await tg_server.wait_sent(OWNER_ID, 4)
+    told = tg_server.sent_to(OWNER_ID)[3]["text"]
+    assert told.startswith("Nothing sent to Mallory") and "photo" in told
+    assert len(tg_server.sent_to(STRANGER_ID)) == 2
+    # none of it reached the assistant; the owner's conversation keeps what came
+    rec = await stack.services.conversations.pinned_for(OWNER_KEY)
+    assert rec is not None
+    lines = stack.services.store.read_lines(rec.id)
+    assert [ln for ln in lines if ln.get("type") == "turn"] == []
+    commands = [ln for ln in lines if ln.get("event") == "command"]
+    assert [c["metadata"]["attachments"][0]["kind"] for c in commands[-2:]] == ["photo"] * 2
