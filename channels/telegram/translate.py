@@ -247,7 +247,12 @@ def translate_message(
         stamp = message.edit_date or int(utcnow().timestamp())
         message_id = f"{message_id}:edit:{stamp}"
         metadata.update(edited=True, original_message_id=f"{chat.id}:{message.message_id}")
-        body = f"[edited] {body}".strip()
+        if not body.startswith("/") or source is not None:
+            body = f"[edited] {body}".strip()
+        # else a message edited into a command (often a typo fixed: "/model opsu") is
+        # run as one, once: its id carries the edit's date, so a redelivered edit is
+        # the same command and the core's dedup drops it. Before, "[edited] /model
+        # opus" went to the model and nothing switched.
         received = datetime.fromtimestamp(stamp, UTC)
     if not body:
         body = "[empty message]"

@@ -465,3 +465,26 @@ async def test_a_photo_answering_the_reply_prompt_goes_where_the_prompt_says(
     assert [ln for ln in lines if ln.get("type") == "turn"] == []
     commands = [ln for ln in lines if ln.get("event") == "command"]
     assert [c["metadata"]["attachments"][0]["kind"] for c in commands[-2:]] == ["photo"] * 2
+
+
+async def test_a_message_edited_into_a_command_runs_it_once(
+    scripted: tuple[Stack, ScriptedBrain], tg_server: FakeTelegramServer
+) -> None:
+    stack, brain = scripted
+    original = tg_server.inject_message(OWNER_ID, "/model opsu")  # a typo
+    await tg_server.wait_sent(OWNER_ID, 1)
+    edited = tg_server.inject_edit(original, "/model opus")
+    await tg_server.wait_sent(OWNER_ID, 2)
+    # Before, the edit reached the model as "[edited] /model opus" and nothing switched.
+    assert tg_server.sent_to(OWNER_ID)[1]["text"].startswith("Model switched to opus")
+    rec = await stack.services.conversations.pinned_for(OWNER_KEY)
+    assert rec is not None and rec.model == "opus"
+    # Telegram sends the edit again (its confirmation was lost): it is not run twice
+    redelivered = tg_server.push_update("edited_message", edited)
+    await stack.wait(lambda: stack.channel.offset > redelivered)
+    tg_server.inject_message(OWNER_ID, "thanks")
+    await tg_server.wait_sent(OWNER_ID, 3)
+    assert texts(tg_server.sent_to(OWNER_ID))[2] == "echo: thanks"
+    assert [r.text for r in brain.requests] == ["thanks"]  # no command reached the model
+    turns = await stack.turns(OWNER_KEY)
+    assert [t["content"] for t in turns if t["role"] == "user"] == ["thanks"]
