@@ -55,6 +55,9 @@ STOPPED = "\n\n[generation stopped]"
 # A reply that cannot be written (disk full) is tried again after 1, 2, 4 ... 30 s.
 STORAGE_RETRY_FIRST = 1.0
 STORAGE_RETRY_MAX = 30.0
+# An album (photos sent together, one message each) is answered once no more of it has
+# come for this long: its items arrive within milliseconds of each other.
+ALBUM_SETTLE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,8 @@ class ReplyEngine:
         self.retry_interval = services.config.brain.pending_retry_interval
         # conversation -> (its latest user turn submitted, when): the debounce (_merged)
         self._arrivals: dict[str, tuple[int, float]] = {}
+        # (conversation, album) -> (its latest turn submitted, when): _album_merged
+        self._albums: dict[tuple[str, str], tuple[int, float]] = {}
 
     # -- owner conversations --------------------------------------------------------
     def submit(
@@ -172,16 +177,22 @@ class ReplyEngine:
         target: ReplyTarget,
         sender: str | None = None,
         owner: bool | None = None,
+        album: str | None = None,
     ) -> None:
         """Queue the reply to a user turn. ``owner``: whether the sender is the owner, as
-        the router established it (ids, aliases); None for a turn recorded without it."""
+        the router established it (ids, aliases); None for a turn recorded without it.
+        ``album``: the turn is one item of an album (Telegram's ``media_group_id``),
+        which gets one reply, to its last item, with every caption in its context."""
+        now = asyncio.get_running_loop().time()
         if self._debounce(target.channel) and owner is not False:
             latest = self._arrivals.get(conversation_id, (0, 0.0))[0]
-            now = asyncio.get_running_loop().time()
             self._arrivals[conversation_id] = (max(turn_number, latest), now)
+        if album:
+            key = (conversation_id, album)
+            self._albums[key] = (max(turn_number, self._albums.get(key, (0, 0.0))[0]), now)
         self.queue.submit(
             conversation_id,
-            lambda: self._reply(conversation_id, turn_number, text, target, sender, owner),
+            lambda: self._reply(conversation_id, turn_number, text, target, sender, owner, album),
         )
 
     def cancel(self, conversation_id: str) -> bool:
@@ -211,7 +222,10 @@ class ReplyEngine:
         target: ReplyTarget,
         sender: str | None,
         owner: bool | None = None,
+        album: str | None = None,
     ) -> None:
+        if album and await self._album_merged(conv_id, turn, album):
+            return
         rec = await self.s.conversations.require(conv_id)
         group = rec.identity_key is not None and ":group:" in rec.identity_key
         if owner is None:
@@ -290,6 +304,29 @@ class ReplyEngine:
             conv_id, "reply_merged", turnNumber=turn, into=latest
         )
         log.debug("%s turn %d is answered with turn %d", conv_id, turn, latest)
+        return True
+
+    async def _album_merged(self, conv_id: str, turn: int, album: str) -> bool:
+        """Whether a later item of ``album`` answers this one: waits until the album has
+        had no new item for :data:`ALBUM_SETTLE_SECONDS`. Before, the reply to its first
+        photo was made at once, and the captions of the others reached only the reply
+        to the next message. In groups too (the debounce is the owner's, private)."""
+        key = (conv_id, album)
+        loop = asyncio.get_running_loop()
+        while True:
+            latest, at = self._albums.get(key, (turn, 0.0))
+            if latest > turn:
+                break
+            wait = at + ALBUM_SETTLE_SECONDS - loop.time()
+            if wait <= 0:
+                if latest == turn:
+                    self._albums.pop(key, None)
+                return False
+            await asyncio.sleep(wait)
+        await self.s.conversations.append_event(
+            conv_id, "reply_merged", turnNumber=turn, into=latest
+        )
+        log.debug("%s turn %d (album %s) is answered with turn %d", conv_id, turn, album, latest)
         return True
 
     async def _reply_on_disk(

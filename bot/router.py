@@ -159,6 +159,10 @@ class Router:
                 "handled as a third party",
                 msg.channel,
             )
+        if msg.metadata.get("album_part"):
+            # A third party's album keeps one answer, at its first photo: their flow
+            # answers each message it is handed (the owner's albums are merged instead).
+            msg = replace(msg, addressed=False)
         await self.strangers.handle(msg, self._target(msg))
 
     async def _resolve(self, msg: InboundMessage, identity_key: str) -> ConversationRecord:
@@ -314,6 +318,7 @@ class Router:
                 self._target(msg),
                 sender=sender,
                 owner=True if owner is None else owner,
+                album=msg.metadata.get("media_group"),
             )
 
     async def _run_command(

@@ -14,6 +14,7 @@ import pytest
 from aiogram.methods.base import Response
 from aiogram.types import Message, Update
 
+from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
@@ -488,3 +489,52 @@ async def test_a_message_edited_into_a_command_runs_it_once(
     assert [r.text for r in brain.requests] == ["thanks"]  # no command reached the model
     turns = await stack.turns(OWNER_KEY)
     assert [t["content"] for t in turns if t["role"] == "user"] == ["thanks"]
+
+
+async def test_an_albums_captions_all_reach_its_one_reply(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    def photo(n: int) -> list[dict[str, object]]:
+        return [{"file_id": f"p{n}", "file_unique_id": f"p{n}", "width": 9, "height": 9}]
+
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        brain = {"provider": "anthropic", "base_url": model.base_url, "api_key": "test-key"}
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=brain)
+        try:
+            for n, caption in enumerate(("our trip", "the beach at dawn", "the hotel"), 1):
+                tg_server.inject_message(OWNER_ID, photo=photo(n), caption=caption,
+                                         media_group_id="a1")  # fmt: skip
+            await tg_server.wait_sent(OWNER_ID, 1)
+            # in a group, the album that mentions the bot on its first photo
+            tg_server.inject_message(GROUP_ID, photo=photo(4), caption="@my_agent_bot where?",
+                                     media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+            tg_server.inject_message(GROUP_ID, photo=photo(5), caption="the second beach",
+                                     media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 1)
+            tg_server.inject_message(OWNER_ID, "nice, right?")
+            await tg_server.wait_sent(OWNER_ID, 2)
+            await stack.wait(lambda: len(model.requests) >= 3)
+        finally:
+            await stack.stop()
+    # One reply per album, and its request holds every caption: before, the captions of
+    # the second and third photo reached only the reply to the next message.
+    assert len(tg_server.sent_to(OWNER_ID)) == 2 and len(tg_server.sent_to(GROUP_ID)) == 1
+    album, group, _ = (r.text for r in model.requests)
+    assert all(c in album for c in ("our trip", "the beach at dawn", "the hotel"))
+    assert "where?" in group and "the second beach" in group
+
+
+async def test_a_strangers_album_is_acknowledged_once(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    photo = [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}]
+    tg_server.inject_message(STRANGER_ID, photo=photo, caption="my flat", media_group_id="s1")
+    tg_server.inject_message(STRANGER_ID, photo=photo, caption="the kitchen", media_group_id="s1")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    await stack.wait(lambda: stack.channel.offset >= 1003)
+
+    async def sent_all() -> bool:
+        return await stack.services.outbox.pending_count() == 0
+
+    await stack.wait(sent_all)
+    assert len(tg_server.sent_to(STRANGER_ID)) == 1 and len(tg_server.sent_to(OWNER_ID)) == 1
