@@ -92,6 +92,9 @@ class TelegramChannel:
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._failures: dict[int, int] = {}
         self._closed = False
+        self._sends = 0  # sends in progress: stop() closes the session once they are done
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.started = False  # True once Telegram accepted getMe/deleteWebhook/setMyCommands
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -165,6 +168,12 @@ class TelegramChannel:
         for typing_task in self._typing.values():
             typing_task.cancel()
         self._typing.clear()
+        try:
+            # A send cut off by closing the session may have reached Telegram all the
+            # same: the outbox, told it failed, sent it again at the next start.
+            await asyncio.wait_for(self._idle.wait(), timeout=10)
+        except TimeoutError:
+            log.warning("closing the Telegram session under a send still in progress")
         await self.session.close()
 
     async def _pause(self, seconds: float) -> None:
@@ -341,9 +350,14 @@ class TelegramChannel:
         if self._closed:
             # Raise (not PermanentSendError): the outbox keeps it for the next start.
             raise ChannelStopped("the Telegram channel is stopped")
+        self._sends += 1
+        self._idle.clear()
         try:
             return await self.sender.send(msg)
         finally:
+            self._sends -= 1
+            if not self._sends:
+                self._idle.set()
             task = self._typing.pop(msg.chat_id, None)
             if task is not None:
                 task.cancel()
