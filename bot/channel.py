@@ -66,7 +66,11 @@ class Channel(Protocol):
         """Connect and begin delivering inbound messages to ``host``. Returns when up."""
 
     async def stop(self) -> None:
-        """Stop receiving, finish in-flight sends, disconnect. Idempotent."""
+        """Stop receiving, finish in-flight sends, disconnect. Idempotent.
+
+        A channel whose sends may wait (a flood ban) can also offer ``stop_waiting()``,
+        called first when the daemon stops: such a send then raises at once, and the
+        outbox keeps its message for the next start."""
 
     async def send(self, message: OutboundMessage) -> SendResult:
         """Deliver one message. Raise to have the outbox retry it later (no sooner than

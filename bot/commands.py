@@ -320,13 +320,25 @@ class Commands:
         if isinstance(found, CommandResult):
             return found
         party, text = found
+        # Only words are passed on (files are not downloaded): the owner is told what
+        # stayed behind, never left to believe a photo or file reached them.
+        kept = ", ".join(a.name or a.kind for a in message.attachments)
         if not text:
+            if kept:
+                return CommandResult(
+                    f"Nothing sent to {party.label}: I can pass on words only, and your "
+                    f"{kept} had none. Answer again with text."
+                )
             return CommandResult(usage)
         # Keyed by the owner's message: queued once, also when a crash interrupted it.
         dedup = f"{message.channel}:{message.message_id}:to-party"
         if not (run and run.resumed and await self.s.outbox.has_key(dedup)):
             await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup)
         await self.s.external.resolve_escalations(party.id, "replied")
+        if kept:
+            return CommandResult(
+                f"Sent to {party.label}: your words only, the {kept} was not passed on."
+            )
         return CommandResult(f"Sent to {party.label}.")
 
 

@@ -136,6 +136,12 @@ async def shutdown(
         # (up to 300) was cut short by systemd's SIGKILL. This only ever extends it.
         notifier.extend_timeout(drain_seconds + STOP_MARGIN_SECONDS)
     services.router.accepting = False
+    for channel in channels:
+        # A send waiting out a peer's ban (Telegram's flood control) would hold the stop
+        # for as long: it gives up, and the outbox keeps the message for the next start.
+        stop_waiting = getattr(channel, "stop_waiting", None)
+        if stop_waiting is not None:
+            stop_waiting()
     deadline = time.monotonic() + drain_seconds
     finished = await services.replies.queue.drain(timeout=drain_seconds / 2)
     if not finished:
@@ -239,5 +245,16 @@ async def reload(services: Services, notifier: Notifier) -> None:
     from bot.identity import OwnerIdentities
 
     services.identities = OwnerIdentities(services.config)
+    for channel in list(services.channels.values()):
+        # what a channel derives from them (Telegram's command menus per owner chat)
+        refresh = getattr(channel, "reload", None)
+        if refresh is None:
+            continue
+        try:
+            await refresh(services.config)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("channel %s did not take the reloaded configuration", channel.name)
     log.info("configuration reloaded (trust list, owner identities)")
     notifier.ready("ready: configuration reloaded")

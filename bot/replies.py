@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from bot.brain.base import (
     Profile,
     Spend,
 )
+from bot.bursts import Bursts
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
 from bot.transcript import READOUT_MODELS
@@ -55,6 +56,9 @@ STOPPED = "\n\n[generation stopped]"
 # A reply that cannot be written (disk full) is tried again after 1, 2, 4 ... 30 s.
 STORAGE_RETRY_FIRST = 1.0
 STORAGE_RETRY_MAX = 30.0
+# An album (photos sent together, one message each) is answered once no more of it has
+# come for this long: its items arrive within milliseconds of each other.
+ALBUM_SETTLE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -160,8 +164,10 @@ class ReplyEngine:
         self.storage_waiting: set[str] = set()
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
-        # conversation -> (its latest user turn submitted, when): the debounce (_merged)
-        self._arrivals: dict[str, tuple[int, float]] = {}
+        # conversation -> its latest user turn submitted: the debounce
+        self._arrivals = Bursts()
+        # (conversation, album) -> its latest turn submitted: an album's one reply
+        self._albums = Bursts()
 
     # -- owner conversations --------------------------------------------------------
     def submit(
@@ -172,16 +178,19 @@ class ReplyEngine:
         target: ReplyTarget,
         sender: str | None = None,
         owner: bool | None = None,
+        album: str | None = None,
     ) -> None:
         """Queue the reply to a user turn. ``owner``: whether the sender is the owner, as
-        the router established it (ids, aliases); None for a turn recorded without it."""
+        the router established it (ids, aliases); None for a turn recorded without it.
+        ``album``: the turn is one item of an album (Telegram's ``media_group_id``),
+        which gets one reply, to its last item, with every caption in its context."""
         if self._debounce(target.channel) and owner is not False:
-            latest = self._arrivals.get(conversation_id, (0, 0.0))[0]
-            now = asyncio.get_running_loop().time()
-            self._arrivals[conversation_id] = (max(turn_number, latest), now)
+            self._arrivals.note(conversation_id, turn_number)
+        if album:
+            self._albums.note((conversation_id, album), turn_number)
         self.queue.submit(
             conversation_id,
-            lambda: self._reply(conversation_id, turn_number, text, target, sender, owner),
+            lambda: self._reply(conversation_id, turn_number, text, target, sender, owner, album),
         )
 
     def cancel(self, conversation_id: str) -> bool:
@@ -211,7 +220,12 @@ class ReplyEngine:
         target: ReplyTarget,
         sender: str | None,
         owner: bool | None = None,
+        album: str | None = None,
     ) -> None:
+        # An album is answered once no more of it has come, in groups too; before, at
+        # its first photo, and the other captions reached only the next reply.
+        if album and await self._merged(conv_id, turn, self._albums, (conv_id, album)):
+            return
         rec = await self.s.conversations.require(conv_id)
         group = rec.identity_key is not None and ":group:" in rec.identity_key
         if owner is None:
@@ -219,8 +233,12 @@ class ReplyEngine:
             owner = sender is None or self.s.identities.match(target.channel, sender) is not None
         profile: Profile = "restricted" if group and not owner else "owner"
         if group:
-            self._arrivals.pop(conv_id, None)  # a group is never merged (submit noted it)
-        elif profile == "owner" and await self._merged(conv_id, turn, target):
+            self._arrivals.forget(conv_id)  # a group is never merged (submit noted it)
+        elif (
+            profile == "owner"
+            and self._debounce(target.channel)
+            and await self._merged(conv_id, turn, self._arrivals, conv_id, target.channel)
+        ):
             return
         history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
@@ -266,26 +284,19 @@ class ReplyEngine:
     def _debounce(self, channel: str) -> float:
         return self.s.config.brain.debounce_seconds.get(channel, 0.0)
 
-    async def _merged(self, conv_id: str, turn: int, target: ReplyTarget) -> bool:
-        """The debounce (``brain.debounce_seconds``): wait until the owner's messages in
-        this conversation pause for that long, then whether a later one answers this
-        one. The reply to the last message of a burst sees every message before it in
-        its context, so one reply answers them all; each merged turn is marked with a
-        ``reply_merged`` event, which tells recovery it expects no reply of its own."""
-        debounce = self._debounce(target.channel)
-        if not debounce:
+    async def _merged(
+        self, conv_id: str, turn: int, bursts: Bursts, key: Hashable, channel: str | None = None
+    ) -> bool:
+        """Whether a later turn of this burst answers this one, once the burst paused:
+        for ``brain.debounce_seconds`` of ``channel`` (the owner's messages in this
+        conversation), else :data:`ALBUM_SETTLE_SECONDS` (an album's items). The reply to
+        the last turn of a burst sees every turn before it in its context, so one reply
+        answers them all; each merged turn is marked with a ``reply_merged`` event, which
+        tells recovery it expects no reply of its own."""
+        pause = self._debounce(channel) if channel else ALBUM_SETTLE_SECONDS
+        latest = await bursts.answered_by(key, turn, pause)
+        if latest is None:
             return False
-        loop = asyncio.get_running_loop()
-        while True:
-            latest, at = self._arrivals.get(conv_id, (turn, 0.0))
-            if latest > turn:
-                break
-            wait = at + debounce - loop.time()
-            if wait <= 0:
-                if latest == turn:
-                    self._arrivals.pop(conv_id, None)
-                return False
-            await asyncio.sleep(wait)
         await self.s.conversations.append_event(
             conv_id, "reply_merged", turnNumber=turn, into=latest
         )

@@ -162,6 +162,10 @@ class Router:
                 "handled as a third party",
                 msg.channel,
             )
+        if msg.metadata.get("album_part"):
+            # A third party's album keeps one answer, at its first photo: their flow
+            # answers each message it is handed (the owner's albums are merged instead).
+            msg = replace(msg, addressed=False)
         await self.strangers.handle(msg, self._target(msg))
 
     async def _resolve(self, msg: InboundMessage, identity_key: str) -> ConversationRecord:
@@ -329,6 +333,7 @@ class Router:
                 self._target(msg),
                 sender=sender,
                 owner=True if owner is None else owner,
+                album=msg.metadata.get("media_group"),
             )
 
     async def _run_command(
@@ -365,7 +370,11 @@ class Router:
                 args=args or None,
                 channel=msg.channel,
                 sender=msg.sender_id,
-                metadata={"messageId": msg.message_id},
+                # (a photo answering Telegram's Reply prompt: what came, though not sent)
+                metadata={"messageId": msg.message_id}
+                | (
+                    {"attachments": [asdict(a) for a in msg.attachments]} if msg.attachments else {}
+                ),
             )
         if effects and run is None:
             # Claimed (synced) after its record and before any effect: a redelivery

@@ -194,6 +194,7 @@ class Services:
                     target,
                     sender=line.get("sender"),
                     owner=owner if isinstance(owner, bool) else None,
+                    album=(line.get("metadata") or {}).get("media_group"),
                 )
         if self.recovery:
             self.recovery.pending_replies = []

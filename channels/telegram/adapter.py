@@ -43,6 +43,10 @@ MAX_UPDATE_FAILURES = 5  # an update whose handling keeps crashing is skipped af
 TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing" for about 5 s
 
 
+def _owner_ids(config: AppConfig) -> list[str]:
+    return [i.strip().lstrip("+") for i in config.owner.identities.get("telegram", [])]
+
+
 class ChannelStopped(RuntimeError):
     """A send after :meth:`TelegramChannel.stop`; the outbox retries it after a restart."""
 
@@ -68,9 +72,8 @@ class TelegramChannel:
             log.warning("channels.telegram.mode=webhook is not supported yet; using polling")
         self.config = cfg
         self._menu_waiting: set[str] = set()  # owners whose chat has no menu yet
-        self.owner_ids = [
-            i.strip().lstrip("+") for i in config.owner.identities.get("telegram", [])
-        ]
+        self.owner_ids = _owner_ids(config)
+        self._menus_stale: list[str] | None = None  # a reload's former owners, menus not set
         api = TelegramAPIServer.from_base(cfg.api_base) if cfg.api_base else PRODUCTION
         self.session = AiohttpSession(api=api)
         self.session.middleware(KeepResponseTypes())
@@ -89,6 +92,9 @@ class TelegramChannel:
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._failures: dict[int, int] = {}
         self._closed = False
+        self._sends = 0  # sends in progress: stop() closes the session once they are done
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.started = False  # True once Telegram accepted getMe/deleteWebhook/setMyCommands
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -100,6 +106,7 @@ class TelegramChannel:
         """
         self._host = host
         self._stopping.clear()
+        self.sender.stopping.clear()
         self._closed = False
         stored = await host.get_cursor(self.name, "offset")
         self.offset = int(stored) if stored and stored.lstrip("-").isdigit() else 0
@@ -113,15 +120,43 @@ class TelegramChannel:
     async def _setup(self) -> None:
         me = await self.bot.get_me()
         await self.bot.delete_webhook(drop_pending_updates=False)
-        self._menu_waiting = await set_menus(self.bot, self.owner_ids)
+        self._menu_waiting = await set_menus(self.bot, self.owner_ids, self._menus_stale or ())
+        self._menus_stale = None
         self.me = BotIdentity(me.id, me.username)
         self.started = True
         log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
                  self.offset)  # fmt: skip
 
+    async def reload(self, config: AppConfig) -> None:
+        """SIGHUP re-read the owner identities: the command menus follow them (the full
+        one to each owner's chat, none to an id no longer the owner's); before, they
+        were set at start only. Telegram unreachable: tried again after the next poll."""
+        former, self.owner_ids = self.owner_ids, _owner_ids(config)
+        self._menus_stale = [*(self._menus_stale or ()), *former]
+        if self.started:
+            await self._refresh_menus()
+
+    async def _refresh_menus(self) -> None:
+        former = self._menus_stale or []
+        try:
+            self._menu_waiting = await set_menus(self.bot, self.owner_ids, former)
+        except AiogramError as exc:
+            log.warning("command menus not refreshed (%s); trying again after the next poll",
+                        exc)  # fmt: skip
+            return
+        self._menus_stale = None
+        log.info("command menus refreshed for owner ids %s", ", ".join(self.owner_ids) or "-")
+
+    def stop_waiting(self) -> None:
+        """The daemon is stopping: a send waiting out a flood ban (or a network backoff)
+        gives up now, its message kept in the outbox; before, a stop in a 30 s flood
+        wait took 30 s. Sends that need no wait still go until :meth:`stop`."""
+        self.sender.stopping.set()
+
     async def stop(self) -> None:
         """Finish the update in hand, stop polling, stop typing, close the HTTP session."""
         self._stopping.set()
+        self.sender.stopping.set()
         self._closed = True
         self.started = False
         task, self._task = self._task, None
@@ -133,6 +168,12 @@ class TelegramChannel:
         for typing_task in self._typing.values():
             typing_task.cancel()
         self._typing.clear()
+        try:
+            # A send cut off by closing the session may have reached Telegram all the
+            # same: the outbox, told it failed, sent it again at the next start.
+            await asyncio.wait_for(self._idle.wait(), timeout=10)
+        except TimeoutError:
+            log.warning("closing the Telegram session under a send still in progress")
         await self.session.close()
 
     async def _pause(self, seconds: float) -> None:
@@ -151,6 +192,8 @@ class TelegramChannel:
                     await self._setup()
                 updates = await self._poll()
                 backoff.reset()
+                if self._menus_stale is not None:
+                    await self._refresh_menus()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # network down, 5xx, conflict, bad token...
@@ -307,9 +350,14 @@ class TelegramChannel:
         if self._closed:
             # Raise (not PermanentSendError): the outbox keeps it for the next start.
             raise ChannelStopped("the Telegram channel is stopped")
+        self._sends += 1
+        self._idle.clear()
         try:
             return await self.sender.send(msg)
         finally:
+            self._sends -= 1
+            if not self._sends:
+                self._idle.set()
             task = self._typing.pop(msg.chat_id, None)
             if task is not None:
                 task.cancel()

@@ -47,12 +47,26 @@ async def set_owner_menu(bot: Bot, owner: str) -> bool:
     return True
 
 
-async def set_menus(bot: Bot, owner_ids: Sequence[str]) -> set[str]:
+def numeric(owner_ids: Sequence[str]) -> list[str]:
+    """The owner identities that name a chat (numeric ids, not @usernames)."""
+    return [i for i in owner_ids if i.lstrip("-").isdigit()]
+
+
+async def set_menus(bot: Bot, owner_ids: Sequence[str], former: Sequence[str] = ()) -> set[str]:
     """Register the menus: the owner's chats (numeric ids), everyone else, groups.
-    Returns the owners whose chat does not exist yet (set their menu when they write)."""
-    owners = [i for i in owner_ids if i.lstrip("-").isdigit()]
+    ``former``: owner ids no longer configured (a reload), whose chat loses the owner's
+    menu. Returns the owners whose chat does not exist yet (set their menu when they
+    write)."""
+    owners = numeric(owner_ids)
+    for gone in set(numeric(former)) - set(owners):
+        try:
+            await bot.delete_my_commands(scope=BotCommandScopeChat(chat_id=int(gone)))
+        except TelegramBadRequest as exc:  # no such chat: it has no menu either
+            log.info("the former owner %s had no menu to remove (%s)", gone, exc.message)
     if not owners:
         await bot.set_my_commands(COMMANDS)
+        # (groups had only /help while a numeric id was configured)
+        await bot.delete_my_commands(scope=BotCommandScopeAllGroupChats())
         return set()
     waiting = {owner for owner in owners if not await set_owner_menu(bot, owner)}
     await bot.set_my_commands(STRANGER_COMMANDS)

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 TELEGRAM_LIMIT = 4096
+MIN_SPLIT_LIMIT = 5  # the longest escaped character, "&amp;"
 
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)\s*([\w+#.-]*)\s*$")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
@@ -221,8 +222,34 @@ def _drop_element(units: list[_Unit], index: int) -> None:
                 return
 
 
+def _drop_open(units: list[_Unit], start: int, stack: list[_Unit]) -> None:
+    """Blank the close tags (from ``start`` on) of the elements open in ``stack``."""
+    for opened in reversed(stack):
+        depth = 0
+        for k in range(start, len(units)):
+            u = units[k]
+            if u.tag == opened.tag and u.kind in ("open", "close"):
+                depth += 1 if u.kind == "open" else -1
+                if depth < 0:
+                    units[k] = _Unit("", "char")
+                    break
+
+
+def _shortest(unit: _Unit) -> list[_Unit]:
+    """A character (entity) in its shortest spelling: ``&#x1F600;`` as the emoji itself,
+    ``&quot;`` as ``"``; ``&amp;`` (5 units) is the longest there is."""
+    return _units(escape(html.unescape(unit.text)))
+
+
 def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    """Cut balanced HTML into ordered parts of at most ``limit`` UTF-16 units each."""
+    """Cut balanced HTML into ordered parts of at most ``limit`` UTF-16 units each.
+
+    A limit too small for the formatting (the tags to reopen and close around even one
+    character) keeps the words without it; ``limit`` must hold one escaped character
+    (``&amp;``, :data:`MIN_SPLIT_LIMIT`), else ValueError.
+    """
+    if limit < MIN_SPLIT_LIMIT:
+        raise ValueError(f"limit {limit} cannot hold one escaped character ({MIN_SPLIT_LIMIT})")
     if utf16_len(markup) <= limit:
         return [markup] if _visible(_units(markup)).strip() else []
     units = _units(markup)
@@ -287,9 +314,21 @@ def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
                 # limit): its words are kept, without it.
                 _drop_element(units, start)
                 continue
-            if cut <= start:  # a single unit larger than the limit cannot happen for text
-                cut = resume = start + 1
-                snap = local
+            if cut <= start and stack:
+                # Not even one character fits between the tags reopened here and their
+                # closing (a tiny limit): the rest of those elements goes without them.
+                # Before, the part was cut anyway and passed the limit.
+                _drop_open(units, start, stack)
+                stack = []
+                continue
+            if cut <= start:
+                # One character spelt longer than the limit (``&#x1F600;``): respelt.
+                # Before, it went alone in a part over the limit.
+                shorter = _shortest(units[start])
+                if len(shorter) != 1 or utf16_len(shorter[0].text) > limit:
+                    raise ValueError(f"{units[start].text!r} does not fit in {limit} units")
+                units[start] = shorter[0]
+                continue
         body = units[start:cut]
         text = prefix + "".join(u.text for u in body) + _closing(snap)
         if _visible(body).strip():

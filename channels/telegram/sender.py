@@ -7,7 +7,8 @@ or 5xx errors are retried with exponential backoff and jitter, a bounded number 
 then the exception goes to the core's outbox, which retries the message later (a flood
 wait over ``max_retry_after`` as :class:`~bot.channel.RetryLater`: no sooner). Parts
 already delivered are remembered per outbox id, so that retry does not send them twice.
-Errors that no retry can fix (chat not found, bot blocked) raise
+A stop ends those waits at once (:meth:`TelegramChannel.stop_waiting`): the message stays
+in the outbox for the next start. Errors that no retry can fix (chat not found, bot blocked) raise
 :class:`~bot.channel.PermanentSendError`. A part Telegram refuses to parse is resent as
 plain text: a reply is never lost to a formatting problem.
 """
@@ -85,6 +86,26 @@ class TelegramSender:
         self.config = config
         self.sleep = sleep
         self._progress: dict[int, tuple[int, str | None]] = {}  # outbox id -> parts sent, ref
+        # Set when the daemon stops: a wait between attempts ends at once and the message
+        # goes back to the outbox (kept for the next start) instead of holding the stop.
+        self.stopping = asyncio.Event()
+
+    async def _wait(self, seconds: float) -> float:
+        """Sleep ``seconds`` unless stopping; returns what was left of them (0: slept)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        if not self.stopping.is_set():
+            nap = asyncio.ensure_future(self.sleep(seconds))
+            stop = asyncio.ensure_future(self.stopping.wait())
+            try:
+                await asyncio.wait({nap, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (nap, stop):
+                    task.cancel()
+                await asyncio.gather(nap, stop, return_exceptions=True)
+            if not self.stopping.is_set():
+                return 0.0
+        return max(0.0, until - loop.time())
 
     async def call(self, method: TelegramMethod[T]) -> T:
         """One API call with flood-control waits and network retries (bounded)."""
@@ -102,7 +123,9 @@ class TelegramSender:
                     raise RetryLater(float(exc.retry_after), exc.message) from exc
                 log.warning("flood control on %s: waiting %ss", type(method).__name__,
                             exc.retry_after)  # fmt: skip
-                await self.sleep(float(exc.retry_after))
+                left = await self._wait(float(exc.retry_after))
+                if left:  # stopping: the outbox keeps it, to send no sooner than this
+                    raise RetryLater(left, exc.message) from exc
             except TelegramMigrateToChat as exc:
                 attempts += 1
                 if attempts > self.config.send_retries or not hasattr(method, "chat_id"):
@@ -116,7 +139,8 @@ class TelegramSender:
                 delay = backoff.next()
                 log.warning("%s failed (%s); retry %d in %.1fs", type(method).__name__, exc,
                             attempts, delay)  # fmt: skip
-                await self.sleep(delay)
+                if await self._wait(delay):
+                    raise  # stopping: the outbox retries it at the next start
 
     async def send_part(
         self,

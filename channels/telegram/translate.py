@@ -229,8 +229,12 @@ def translate_message(
         metadata["reply_to"] = f"{chat.id}:{reply_to.message_id}"
         prompt_cmd = command_from_prompt(reply_to.text) if replied_to_bot else None
         context = reply_context(message, me)
-        if prompt_cmd and message.text:
-            body = f"{prompt_cmd} {message.text.strip()}"  # the answer to a Reply button
+        if prompt_cmd:
+            # The answer to a Reply button, whatever it holds: a photo's caption is its
+            # words (the /reply command tells the owner what it cannot pass on); before,
+            # anything but text went to the assistant.
+            words = message.text if message.text is not None else message.caption or ""
+            body = f"{prompt_cmd} {words.strip()}".strip()
         elif context is not None and not body.startswith("/"):  # a command stays one
             body = f"{context} {body}"
     if source is not None:
@@ -243,7 +247,12 @@ def translate_message(
         stamp = message.edit_date or int(utcnow().timestamp())
         message_id = f"{message_id}:edit:{stamp}"
         metadata.update(edited=True, original_message_id=f"{chat.id}:{message.message_id}")
-        body = f"[edited] {body}".strip()
+        if not body.startswith("/") or source is not None:
+            body = f"[edited] {body}".strip()
+        # else a message edited into a command (often a typo fixed: "/model opsu") is
+        # run as one, once: its id carries the edit's date, so a redelivered edit is
+        # the same command and the core's dedup drops it. Before, "[edited] /model
+        # opus" went to the model and nothing switched.
         received = datetime.fromtimestamp(stamp, UTC)
     if not body:
         body = "[empty message]"

@@ -114,7 +114,8 @@ class FakeTelegramServer:
         self.me = {"id": bot_id, "is_bot": True, "first_name": "My Agent", "username": bot_username}
         self.calls: list[ApiCall] = []
         self.sent: list[dict[str, Any]] = []  # messages the bot sent, in order
-        self.commands: list[dict[str, Any]] = []
+        self.commands: list[dict[str, Any]] = []  # the last menu set, whatever its scope
+        self.menus: dict[str, list[str]] = {}  # scope ("default", "chat:1001"...) -> commands
         self.missing_chats: set[int] = set()  # 400 chat not found
         self.blocked_chats: set[int] = set()  # 403 bot was blocked by the user
         self._updates: list[dict[str, Any]] = []
@@ -333,11 +334,17 @@ class FakeTelegramServer:
             return self.me
         if method in ("deletewebhook", "sendchataction", "answercallbackquery", "deletemessage"):
             return True
-        if method == "setmycommands":
-            chat = (p.get("scope") or {}).get("chat_id")
+        if method in ("setmycommands", "deletemycommands"):
+            scope = p.get("scope") or {"type": "default"}
+            chat = scope.get("chat_id")
             if chat is not None and int(chat) in self.missing_chats:
                 raise ApiError(400, "Bad Request: chat not found")  # never wrote to the bot
+            key = scope["type"] if chat is None else f"{scope['type']}:{chat}"
+            if method == "deletemycommands":
+                self.menus.pop(key, None)
+                return True
             self.commands = list(p.get("commands") or [])
+            self.menus[key] = [c["command"] for c in self.commands]
             return True
         if method == "getmycommands":
             return self.commands

@@ -41,10 +41,12 @@ def stack_config(
     base_url: str,
     trust: dict[str, Any] | None = None,
     debounce: dict[str, float] | None = None,
+    brain: dict[str, Any] | None = None,
     **telegram: Any,
 ) -> AppConfig:
     """The telegram stack's config; ``debounce``: ``brain.debounce_seconds`` (off unless
-    given, so that every message gets its reply at once)."""
+    given, so that every message gets its reply at once); ``brain``: other ``brain`` keys
+    (``provider: anthropic`` with a fake API's ``base_url``)."""
     tg: dict[str, Any] = {
         "enabled": True,
         "token": TOKEN,
@@ -56,7 +58,7 @@ def stack_config(
     return AppConfig.model_validate(
         {
             "data_dir": str(data_dir),
-            "brain": {"provider": "offline", "debounce_seconds": debounce or {}},
+            "brain": {"provider": "offline", "debounce_seconds": debounce or {}, **(brain or {})},
             "embedding": {"enabled": False},
             "owner": {"identities": {"telegram": [str(OWNER_ID), "@olga"]}},
             "channels": {"telegram": tg, "web": {"enabled": False}},
@@ -103,8 +105,11 @@ async def start_stack(
     telegram: dict[str, Any] | None = None,
     trust: dict[str, Any] | None = None,
     debounce: dict[str, float] | None = None,
+    brain_config: dict[str, Any] | None = None,
 ) -> Stack:
-    config = stack_config(data_dir, server.base_url, trust, debounce, **(telegram or {}))
+    config = stack_config(
+        data_dir, server.base_url, trust, debounce, brain_config, **(telegram or {})
+    )
     services = await open_services(config, brain=brain)
     services.outbox.base_delay = 0.05
     sleeps = SleepRecorder()

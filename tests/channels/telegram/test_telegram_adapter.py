@@ -357,7 +357,7 @@ async def test_a_hidden_link_keeps_its_address(
     ]
 
 
-async def test_an_album_is_answered_once(
+async def test_an_albums_items_carry_the_album(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
     def photo(n: int) -> list[dict[str, object]]:
@@ -369,12 +369,13 @@ async def test_an_album_is_answered_once(
     tg_server.inject_message(OWNER_ID, photo=photo(3), media_group_id="a1")
     tg_server.inject_message(OWNER_ID, photo=photo(4), media_group_id="b2")
     await host.wait_delivered(4)
-    # Before, each photo was answered: three replies to one album.
-    assert [(m.text, m.addressed) for m in host.delivered] == [
-        ("[photo] our trip", True),
-        ("[photo]", False),
-        ("[photo]", False),
-        ("[photo]", True),
+    # Each carries its album, the later ones marked as its parts (the core answers the
+    # album once: test_an_albums_captions_all_reach_its_one_reply).
+    assert [(m.text, m.addressed, m.metadata.get("album_part")) for m in host.delivered] == [
+        ("[photo] our trip", True, None),
+        ("[photo]", True, True),
+        ("[photo]", True, True),
+        ("[photo]", True, None),
     ]
     assert {m.metadata["media_group"] for m in host.delivered[:3]} == {"a1"}
 

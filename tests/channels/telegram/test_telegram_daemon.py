@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
-from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
+from bot.config import load_config
 from bot.daemon import run_daemon
 
 from .conftest import OWNER_ID
@@ -60,3 +65,78 @@ async def test_daemon_restart_mid_stream(tmp_path: Path, tg_server: FakeTelegram
     assert users == [f"note {i}" for i in range(1, 7)]
     assert len(tg_server.sent_to(OWNER_ID)) == 6
     assert len(tg_server.calls_of("deleteWebhook")) == 2
+
+
+async def test_a_stop_during_a_flood_wait_is_prompt_and_keeps_the_message(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    config = stack_config(tmp_path / "data", tg_server.base_url)
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(config, stop))
+    await tg_server.wait_for("setMyCommands", timeout=30)
+    # within max_retry_after (60 s): the sender waits it out itself
+    tg_server.fail_next("sendMessage", code=429, retry_after=30)
+    tg_server.inject_message(OWNER_ID, "are you rate limited?")
+    await tg_server.wait_for("sendMessage", timeout=20)
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    stop.set()  # SIGTERM in the middle of the flood wait
+    assert await asyncio.wait_for(daemon, 60) == 0
+    # Before, the stop waited for the drain (20 s) and then the outbox's last send (10 s).
+    assert loop.time() - asked < 5
+    assert tg_server.sent_to(OWNER_ID) == []
+    with sqlite3.connect(config.state_path) as conn:
+        rows = conn.execute("SELECT status, next_attempt FROM outbox").fetchall()
+        assert [status for status, _ in rows] == ["pending"]  # kept for the next start
+        conn.execute("UPDATE outbox SET next_attempt = 0")  # the flood wait is over
+
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(config, stop))
+    try:
+        await _wait(lambda: len(tg_server.sent_to(OWNER_ID)) >= 1)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(daemon, 30) == 0
+    assert len(tg_server.sent_to(OWNER_ID)) == 1
+
+
+async def test_sighup_refreshes_the_command_menus(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    def write(owner_ids: list[str]) -> None:
+        raw = {
+            "data_dir": str(tmp_path / "data"),
+            "brain": {"provider": "offline"},
+            "embedding": {"enabled": False},
+            "owner": {"identities": {"telegram": owner_ids}},
+            "channels": {
+                "web": {"enabled": False},
+                "telegram": {"enabled": True, "token": TOKEN, "api_base": tg_server.base_url,
+                             "polling_timeout": 1},
+            },
+        }  # fmt: skip
+        path.write_text(yaml.safe_dump(raw))
+
+    path = tmp_path / "config.yaml"
+    write([str(OWNER_ID)])
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(load_config(path), stop, config_path=path))
+    try:
+        await _wait(lambda: f"chat:{OWNER_ID}" in tg_server.menus)
+        assert tg_server.menus["all_group_chats"] == ["help"]
+        # The owner's new account; the old one is no longer theirs.
+        write(["3003"])
+        os.kill(os.getpid(), signal.SIGHUP)
+        # Before, SIGHUP re-read the owner identities but the menus stayed as at start:
+        # the old account kept /trust, /block, /reply, the new one had /new and /help.
+        await _wait(lambda: "chat:3003" in tg_server.menus, timeout=10)
+        assert len(tg_server.menus["chat:3003"]) == 9
+        await _wait(lambda: f"chat:{OWNER_ID}" not in tg_server.menus, timeout=10)
+        # and with only an @username the full menu is everyone's, groups' included
+        write(["@olga"])
+        os.kill(os.getpid(), signal.SIGHUP)
+        await _wait(lambda: "all_group_chats" not in tg_server.menus, timeout=10)
+        assert len(tg_server.menus["default"]) == 9 and "chat:3003" not in tg_server.menus
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(daemon, 30) == 0

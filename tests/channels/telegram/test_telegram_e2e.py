@@ -14,6 +14,7 @@ import pytest
 from aiogram.methods.base import Response
 from aiogram.types import Message, Update
 
+from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
@@ -429,3 +430,111 @@ async def test_the_offline_brains_recall_shows_the_words_as_they_were_written(
     # italics, the asterisks gone).
     assert said in listing["text"]
     assert "<i>" not in listing["raw_text"] and "<b>" not in listing["raw_text"]
+
+
+PHOTO = [{"file_id": "p", "file_unique_id": "p", "width": 640, "height": 480}]
+
+
+async def test_a_photo_answering_the_reply_prompt_goes_where_the_prompt_says(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    tg_server.inject_message(STRANGER_ID, "Have you got the floor plan?", first_name="Mallory")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    escalation = tg_server.sent_to(OWNER_ID)[0]
+    reply_button = escalation["reply_markup"]["inline_keyboard"][0][2]["callback_data"]
+    tg_server.inject_callback(OWNER_ID, reply_button, escalation)
+    await tg_server.wait_sent(OWNER_ID, 2)
+    prompt = tg_server.sent_to(OWNER_ID)[1]
+    # Before, a photo (or any file) answering the prompt went to the assistant as
+    # "[replying to your message: …] [photo] …", and Mallory heard nothing.
+    tg_server.inject_message(OWNER_ID, reply_to=prompt, photo=PHOTO, caption="Plan attached.")
+    await tg_server.wait_sent(STRANGER_ID, 2)  # the acknowledgement, then the words
+    assert tg_server.sent_to(STRANGER_ID)[1]["text"] == "Plan attached."
+    await tg_server.wait_sent(OWNER_ID, 3)
+    told = tg_server.sent_to(OWNER_ID)[2]["text"]
+    assert told.startswith("Sent to Mallory") and "photo was not passed on" in told
+    # without words there is nothing to pass on: nothing is sent, and the owner is told
+    tg_server.inject_message(OWNER_ID, reply_to=prompt, photo=PHOTO)
+    await tg_server.wait_sent(OWNER_ID, 4)
+    told = tg_server.sent_to(OWNER_ID)[3]["text"]
+    assert told.startswith("Nothing sent to Mallory") and "photo" in told
+    assert len(tg_server.sent_to(STRANGER_ID)) == 2
+    # none of it reached the assistant; the owner's conversation keeps what came
+    rec = await stack.services.conversations.pinned_for(OWNER_KEY)
+    assert rec is not None
+    lines = stack.services.store.read_lines(rec.id)
+    assert [ln for ln in lines if ln.get("type") == "turn"] == []
+    commands = [ln for ln in lines if ln.get("event") == "command"]
+    assert [c["metadata"]["attachments"][0]["kind"] for c in commands[-2:]] == ["photo"] * 2
+
+
+async def test_a_message_edited_into_a_command_runs_it_once(
+    scripted: tuple[Stack, ScriptedBrain], tg_server: FakeTelegramServer
+) -> None:
+    stack, brain = scripted
+    original = tg_server.inject_message(OWNER_ID, "/model opsu")  # a typo
+    await tg_server.wait_sent(OWNER_ID, 1)
+    edited = tg_server.inject_edit(original, "/model opus")
+    await tg_server.wait_sent(OWNER_ID, 2)
+    # Before, the edit reached the model as "[edited] /model opus" and nothing switched.
+    assert tg_server.sent_to(OWNER_ID)[1]["text"].startswith("Model switched to opus")
+    rec = await stack.services.conversations.pinned_for(OWNER_KEY)
+    assert rec is not None and rec.model == "opus"
+    # Telegram sends the edit again (its confirmation was lost): it is not run twice
+    redelivered = tg_server.push_update("edited_message", edited)
+    await stack.wait(lambda: stack.channel.offset > redelivered)
+    tg_server.inject_message(OWNER_ID, "thanks")
+    await tg_server.wait_sent(OWNER_ID, 3)
+    assert texts(tg_server.sent_to(OWNER_ID))[2] == "echo: thanks"
+    assert [r.text for r in brain.requests] == ["thanks"]  # no command reached the model
+    turns = await stack.turns(OWNER_KEY)
+    assert [t["content"] for t in turns if t["role"] == "user"] == ["thanks"]
+
+
+async def test_an_albums_captions_all_reach_its_one_reply(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    def photo(n: int) -> list[dict[str, object]]:
+        return [{"file_id": f"p{n}", "file_unique_id": f"p{n}", "width": 9, "height": 9}]
+
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        brain = {"provider": "anthropic", "base_url": model.base_url, "api_key": "test-key"}
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=brain)
+        try:
+            for n, caption in enumerate(("our trip", "the beach at dawn", "the hotel"), 1):
+                tg_server.inject_message(OWNER_ID, photo=photo(n), caption=caption,
+                                         media_group_id="a1")  # fmt: skip
+            await tg_server.wait_sent(OWNER_ID, 1)
+            # in a group, the album that mentions the bot on its first photo
+            tg_server.inject_message(GROUP_ID, photo=photo(4), caption="@my_agent_bot where?",
+                                     media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+            tg_server.inject_message(GROUP_ID, photo=photo(5), caption="the second beach",
+                                     media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 1)
+            tg_server.inject_message(OWNER_ID, "nice, right?")
+            await tg_server.wait_sent(OWNER_ID, 2)
+            await stack.wait(lambda: len(model.requests) >= 3)
+        finally:
+            await stack.stop()
+    # One reply per album, and its request holds every caption: before, the captions of
+    # the second and third photo reached only the reply to the next message.
+    assert len(tg_server.sent_to(OWNER_ID)) == 2 and len(tg_server.sent_to(GROUP_ID)) == 1
+    album, group, _ = (r.text for r in model.requests)
+    assert all(c in album for c in ("our trip", "the beach at dawn", "the hotel"))
+    assert "where?" in group and "the second beach" in group
+
+
+async def test_a_strangers_album_is_acknowledged_once(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    photo = [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}]
+    tg_server.inject_message(STRANGER_ID, photo=photo, caption="my flat", media_group_id="s1")
+    tg_server.inject_message(STRANGER_ID, photo=photo, caption="the kitchen", media_group_id="s1")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    await stack.wait(lambda: stack.channel.offset >= 1003)
+
+    async def sent_all() -> bool:
+        return await stack.services.outbox.pending_count() == 0
+
+    await stack.wait(sent_all)
+    assert len(tg_server.sent_to(STRANGER_ID)) == 1 and len(tg_server.sent_to(OWNER_ID)) == 1

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from bot.bench.fakes.telegram_api import HtmlError, parse_telegram_html
 from channels.telegram.render import (
+    MIN_SPLIT_LIMIT,
     TELEGRAM_LIMIT,
     html_to_plain,
     markdown_to_html,
@@ -174,3 +175,25 @@ def test_any_markdown_renders_and_splits_into_valid_parts(text: str, limit: int)
         joined += parse_telegram_html(part)
     # only whitespace may be lost at the cuts; the characters keep their order
     assert re.sub(r"\s", "", joined) == re.sub(r"\s", "", visible)
+
+
+@settings(max_examples=400, deadline=None)
+@given(markdownish, st.integers(min_value=MIN_SPLIT_LIMIT, max_value=40))
+def test_split_at_tiny_limits_never_passes_the_limit_nor_loses_text(text: str, limit: int) -> None:
+    # Before, a part was cut anyway when the tags to reopen and close left no room for a
+    # character, or a character was spelt longer than the limit: it passed the limit.
+    html = markdown_to_html(text)
+    parts = split_html(html, limit)
+    assert all(utf16_len(p) <= limit for p in parts), parts
+    joined = "".join(parse_telegram_html(p) for p in parts)
+    assert re.sub(r"\s", "", joined) == re.sub(r"\s", "", parse_telegram_html(html))
+
+
+def test_split_at_tiny_limits_keeps_the_words_without_their_tags() -> None:
+    parts = split_html("<b>bold</b> &#x1F600; <i>x</i>", 7)
+    assert all(utf16_len(p) <= 7 for p in parts), parts
+    # (the spaces at the cuts are the message boundaries)
+    assert "".join(parse_telegram_html(p) for p in parts) == "bold😀x"
+    assert split_html("<b><i>ab</i></b>", 9) == ["<b>ab</b>"]  # the inner tag gives way
+    with pytest.raises(ValueError):
+        split_html("&amp;&amp;", MIN_SPLIT_LIMIT - 1)  # "&amp;" alone passes it
