@@ -103,6 +103,16 @@ class Compressor:
         prompt = compression_prompt(ctx.summary, old)
         summary = await self._summarise(conv_id, prompt, spent)
         if summary is None:
+            if spent.usage.input or spent.usage.output:
+                # Paid for (the flush, a refused, empty or cut summary) and no summary to
+                # carry it: recorded nowhere, /status showed less than was spent. An
+                # event of its own: a "compression" event would move compressedThrough.
+                await self.services.conversations.append_event(
+                    conv_id,
+                    "compression_failed",
+                    usage={"input": spent.usage.input, "output": spent.usage.output},
+                    cost=spent.cost,
+                )
             return ctx
         through = old[-1].turn_number
         await self.services.conversations.append_event(

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.base import BrainRequest
+from bot.brain.cost import summarize_costs
 from tests.brain.conftest import ManualClock, make_brain, make_config, seed_conversation
 
 
@@ -82,6 +85,59 @@ async def test_a_summary_cut_twice_leaves_the_context_uncompressed(
         )
         assert reply.text == "reply 9"
         assert "user turn 1:" in str(fake_api.requests[2].body["messages"])  # nothing dropped
-        assert not events(core, conv)
+        assert [e["event"] for e in events(core, conv)] == ["compression_failed"]
+    finally:
+        await brain.client.close()
+
+
+async def test_a_compression_that_records_no_summary_still_records_what_it_cost(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: a summarising call answered with a refusal, an empty or a cut summary
+    # was paid for (its input is the whole older conversation) and recorded nowhere:
+    # /status and the dashboard showed less than was spent, on every reply that tried.
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
+    brain = make_brain(config, core, ManualClock())
+    try:
+        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
+        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        fake_api.push(Scripted([], stop_reason="refusal", input_tokens=7000, output_tokens=2))
+        fake_api.push_text("reply 9", input_tokens=1800, output_tokens=5)
+        reply = await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text=big(9, "user"),
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        assert reply.text == "reply 9"
+        await core.conversations.append_turn(
+            conv, "assistant", reply.text, usage={"input": 1800, "output": 5}, cost=reply.cost
+        )
+        lines = core.conversations.read_lines(conv)
+        [event] = events(core, conv)
+        assert event["event"] == "compression_failed" and "summary" not in event
+        assert event["usage"] == {"input": 7000, "output": 2}
+        costs = summarize_costs(lines)
+        assert costs.input_tokens == 7000 + 1800
+        assert costs.cost == pytest.approx(7000 * 1.0 / 1e6 + 2 * 5.0 / 1e6 + reply.cost)
+        record = await core.conversations.get(conv)
+        assert record.tokens_in == 7000 + 1800  # the index's totals (/status)
+        # and the failed attempt is no summary: the next reply still sees every turn
+        fake_api.push(Scripted([], stop_reason="refusal"))
+        fake_api.push_text("reply 10")
+        await core.conversations.append_turn(conv, "user", big(10, "user"))
+        await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="web",
+                text=big(10, "user"),
+                model_alias="sonnet",
+                conversation_id=conv,
+            )
+        )
+        assert "user turn 1:" in str(fake_api.requests[-1].body["messages"])
     finally:
         await brain.client.close()
