@@ -35,6 +35,7 @@ FETCH_MAX_TURNS = 40
 FETCH_MAX_CHARS_PER_TURN = 4000
 SEARCH_MAX_LIMIT = 25
 SNIPPET_CHARS = 220  # as long as the search's own snippets
+SEARCH_CHANNELS = ("web", "telegram", "email")
 
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
@@ -116,7 +117,7 @@ SEARCH_SCHEMA: dict[str, Any] = {
         "query": {"type": "string", "description": "What to look for, in natural language."},
         "channel": {
             "type": "string",
-            "enum": ["web", "telegram", "email"],
+            "enum": list(SEARCH_CHANNELS),
             "description": "Only conversations on this channel.",
         },
         "dateRange": {
@@ -206,8 +207,11 @@ class RecallTools:
         if not isinstance(query, str) or not query.strip():
             raise ToolError("query must be a non-empty string")
         channel = args.get("channel") or None
-        if channel is not None and not isinstance(channel, str):
-            raise ToolError("channel must be a string")
+        if channel is not None and (
+            not isinstance(channel, str) or channel.strip().lower() not in SEARCH_CHANNELS
+        ):
+            # "mail" matched nothing and read as "never talked about it" to the model
+            raise ToolError(f"channel must be one of {', '.join(SEARCH_CHANNELS)} (or left out)")
         dates = args.get("dateRange") or {}
         if not isinstance(dates, dict):
             raise ToolError("dateRange must be an object with from/to")
