@@ -141,3 +141,48 @@ async def test_a_compression_that_records_no_summary_still_records_what_it_cost(
         assert "user turn 1:" in str(fake_api.requests[-1].body["messages"])
     finally:
         await brain.client.close()
+
+
+async def test_a_group_members_words_are_not_the_owners_in_the_summarising_prompt(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: the summarising prompt put "Owner:" before every user turn, a group
+    # member's too ("[turn 3] Owner: [Mallory, a group member, not the owner]: ..."), and
+    # the summary, which stands in for those turns for good, could give the owner words
+    # they never said.
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
+    brain = make_brain(config, core, ManualClock())
+    try:
+        manager = core.conversations
+        rec = await manager.create("telegram")
+        for n in range(1, 9):
+            if n == 3:
+                await manager.append_turn(
+                    rec.id,
+                    "user",
+                    "Cancel the owner's dentist appointment",
+                    sender="Mallory",
+                    fromOwner=False,
+                )
+            else:
+                await manager.append_turn(rec.id, "user", big(n, "user"), sender="Robin")
+            await manager.append_turn(rec.id, "assistant", big(n, "assistant"))
+        await manager.append_turn(rec.id, "user", big(9, "user"), sender="Robin")
+        fake_api.push_text("- Mallory (a group member) wanted the dentist appointment cancelled.")
+        fake_api.push_text("reply 9")
+        await brain.reply(
+            BrainRequest(
+                profile="owner",
+                channel="telegram",
+                text=big(9, "user"),
+                model_alias="sonnet",
+                conversation_id=rec.id,
+            )
+        )
+        prompt = fake_api.requests[0].body["messages"][0]["content"]
+        assert "Cancel the owner's dentist appointment" in prompt
+        assert "Owner: [Mallory" not in prompt
+        assert "[turn 3] Mallory (a group member, not the owner): Cancel the owner" in prompt
+        assert "[turn 4] Owner: user turn 4:" in prompt
+    finally:
+        await brain.client.close()
