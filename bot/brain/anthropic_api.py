@@ -29,6 +29,9 @@ from bot.config.model import BrainConfig
 log = logging.getLogger("my_agent.brain")
 
 UNAVAILABLE_NOW = (401, 402, 403)
+# Seconds an attempt gets at least (capped by brain.request_timeout), however little of
+# the retry budget is left when it starts.
+ATTEMPT_FLOOR = 20.0
 REJECTED = (400, 404, 413, 422)
 
 
@@ -108,8 +111,11 @@ class MessagesCaller:
         deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
         attempt = unreadable = 0
         while True:
+            # The budget bounds when a new attempt may start, not how long one may take:
+            # cut to what was left of it, the attempt after a long outage timed out before
+            # a model slow to start on a long context could answer (at least ATTEMPT_FLOOR).
             remaining = deadline - self._clock()
-            timeout = max(0.5, min(cfg.request_timeout, remaining))
+            timeout = min(cfg.request_timeout, max(ATTEMPT_FLOOR, remaining))
             try:
                 if deltas is None:
                     return await self.client.messages.create(**params, timeout=timeout)

@@ -246,3 +246,27 @@ async def test_tool_input_that_is_not_json_is_asked_again(
     with pytest.raises(UnreadableAnswer):
         await brain.reply(request(conv, "hello"), Deltas())
     assert len(fake_api.requests) == 5
+
+
+async def test_the_attempt_after_a_long_outage_gets_time_to_answer(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: each attempt's timeout was what was left of the retry budget, at least
+    # 0.5 s. After an outage that used most of the budget the API came back, the attempt
+    # that would have answered (a model that takes a few seconds to start on a long
+    # context) timed out at once, and the owner was told the service was unavailable.
+    config = make_config(
+        tmp_path, fake_api, retry_budget_seconds=10.0, request_timeout=30.0, retry_max_delay=10.0
+    )
+    clock = ManualClock()
+    brain = make_brain(config, core, clock)
+    try:
+        conv = await seed_conversation(core, [("user", "hello")])
+        fake_api.push_error(529, retry_after=9.5)  # overloaded: come back in 9.5 s
+        fake_api.push(Scripted([Block("text", text="back")], delay=1.5))  # slow to start
+        deltas = Deltas()
+        reply = await brain.reply(request(conv, "hello"), deltas)
+        assert reply.text == deltas.text == "back"
+        assert len(fake_api.requests) == 2
+    finally:
+        await brain.client.close()
