@@ -128,7 +128,7 @@ class MessagesCaller:
                         raise
                     return await stream.get_final_message()
             except anthropic.APIStatusError as exc:
-                status = exc.status_code
+                status = _status(exc)
                 if status in UNAVAILABLE_NOW:
                     raise BrainAccessRefused(
                         status, f"Anthropic API refused access ({status}): {error_message(exc)}"
@@ -285,6 +285,34 @@ def error_message(exc: anthropic.APIStatusError) -> str:
     return str(exc)
 
 
+# The status each error type is sent with before a stream starts (the Messages API's
+# error documentation): an error frame inside a stream comes after the 200.
+STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+def _status(exc: anthropic.APIStatusError) -> int:
+    """The HTTP status of an API error; for an error frame inside a stream (the SDK
+    gives the stream's 200), the status its type has before a stream. Taken for an
+    outage, an invalid request or a refused key was retried for the whole budget and
+    then by the pending reply every 30 s, for ever."""
+    if exc.status_code >= 400:
+        return exc.status_code
+    body = exc.body
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return STREAM_ERROR_STATUS.get(str(kind), 500)
+
+
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
     headers = exc.response.headers
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -299,5 +327,5 @@ def _retry_after(exc: anthropic.APIStatusError) -> float | None:
 
 def _describe(exc: Exception) -> str:
     if isinstance(exc, anthropic.APIStatusError):
-        return f"{exc.status_code} {error_message(exc)}"
+        return f"{_status(exc)} {error_message(exc)}"
     return type(exc).__name__
