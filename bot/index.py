@@ -121,7 +121,9 @@ def record_from_meta(meta: Mapping[str, Any]) -> ConversationRecord:
 
 
 # Events that may carry the ``usage`` and ``cost`` of the model call that produced them.
-COSTED_EVENTS = frozenset({"compression", "abbreviation", "title_assigned", "meta_update"})
+COSTED_EVENTS = frozenset(
+    {"compression", "compression_failed", "abbreviation", "title_assigned", "meta_update"}
+)
 
 
 def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any]) -> None:

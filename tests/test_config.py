@@ -49,6 +49,10 @@ INVALID = [
     ({"trust": {"escalation_channel": "telegram"}}, "trust.escalation_channel"),
     ({"brain": {"provider": "anthropic"}}, "brain.api_key"),
     ({"models": {"default": "gpt"}}, "models.default"),
+    # Regression: accepted, then every note and title call was refused (404 for the model
+    # "haku") and the conversations got offline notes and titles for good, unannounced.
+    ({"conversations": {"naming_model": "haku"}}, "conversations.naming_model"),
+    ({"conversations": {"abbreviation_model": "gpt-4o"}}, "conversations.abbreviation_model"),
     ({"transcripts": {"fsync": "sometimes"}}, "transcripts.fsync"),
     # regression: "" was the current directory, which the daemon then chmodded to 0700
     ({"data_dir": ""}, "data_dir"),

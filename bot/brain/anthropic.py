@@ -237,24 +237,31 @@ class AnthropicBrain:
     async def complete(
         self, *, system: str, prompt: str, model_alias: str = "haiku", max_tokens: int = 400
     ) -> str:
-        """One-shot completion (abbreviation, naming); BrainUnavailable when unreachable."""
-        params = request_params(
-            self.config,
-            model_alias,
-            system,
-            [{"role": "user", "content": prompt}],
-            max_tokens=max_tokens,
-            thinking=False,
-        )
-        try:
-            message = await self.api.call(params, None)
-        except Rejected as exc:
-            if exc.status in REFUSED_STATUSES:  # this prompt, not the service
-                raise RequestRefused(f"request refused ({exc.status}): {exc}") from exc
-            raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
-        spent = ReplyParts()
-        account(self.config, spent, model_alias, message)
-        record_spending(spent.usage, spent.cost)  # onto the event it produces
+        """One-shot completion (abbreviation, naming); BrainUnavailable when unreachable.
+
+        An answer cut at ``max_tokens`` is asked again once with twice the room: notes cut
+        mid-sentence were stored as they were, a title's JSON cut short was no JSON."""
+        for attempt_tokens in (max_tokens, 2 * max_tokens):
+            params = request_params(
+                self.config,
+                model_alias,
+                system,
+                [{"role": "user", "content": prompt}],
+                max_tokens=attempt_tokens,
+                thinking=False,
+            )
+            try:
+                message = await self.api.call(params, None)
+            except Rejected as exc:
+                if exc.status in REFUSED_STATUSES:  # this prompt, not the service
+                    raise RequestRefused(f"request refused ({exc.status}): {exc}") from exc
+                raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
+            spent = ReplyParts()
+            account(self.config, spent, model_alias, message)
+            record_spending(spent.usage, spent.cost)  # onto the event it produces
+            if message.stop_reason != "max_tokens":
+                break
+            log.warning("a %s answer was cut at %d tokens", model_alias, attempt_tokens)
         return text_of(message).strip()
 
     # -- the tool loop -------------------------------------------------------------------

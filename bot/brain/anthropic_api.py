@@ -29,6 +29,9 @@ from bot.config.model import BrainConfig
 log = logging.getLogger("my_agent.brain")
 
 UNAVAILABLE_NOW = (401, 402, 403)
+# Seconds an attempt gets at least (capped by brain.request_timeout), however little of
+# the retry budget is left when it starts.
+ATTEMPT_FLOOR = 20.0
 REJECTED = (400, 404, 413, 422)
 
 
@@ -108,8 +111,11 @@ class MessagesCaller:
         deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
         attempt = unreadable = 0
         while True:
+            # The budget bounds when a new attempt may start, not how long one may take:
+            # cut to what was left of it, the attempt after a long outage timed out before
+            # a model slow to start on a long context could answer (at least ATTEMPT_FLOOR).
             remaining = deadline - self._clock()
-            timeout = max(0.5, min(cfg.request_timeout, remaining))
+            timeout = min(cfg.request_timeout, max(ATTEMPT_FLOOR, remaining))
             try:
                 if deltas is None:
                     return await self.client.messages.create(**params, timeout=timeout)
@@ -122,7 +128,7 @@ class MessagesCaller:
                         raise
                     return await stream.get_final_message()
             except anthropic.APIStatusError as exc:
-                status = exc.status_code
+                status = _status(exc)
                 if status in UNAVAILABLE_NOW:
                     raise BrainAccessRefused(
                         status, f"Anthropic API refused access ({status}): {error_message(exc)}"
@@ -279,6 +285,34 @@ def error_message(exc: anthropic.APIStatusError) -> str:
     return str(exc)
 
 
+# The status each error type is sent with before a stream starts (the Messages API's
+# error documentation): an error frame inside a stream comes after the 200.
+STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+def _status(exc: anthropic.APIStatusError) -> int:
+    """The HTTP status of an API error; for an error frame inside a stream (the SDK
+    gives the stream's 200), the status its type has before a stream. Taken for an
+    outage, an invalid request or a refused key was retried for the whole budget and
+    then by the pending reply every 30 s, for ever."""
+    if exc.status_code >= 400:
+        return exc.status_code
+    body = exc.body
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return STREAM_ERROR_STATUS.get(str(kind), 500)
+
+
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
     headers = exc.response.headers
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -293,5 +327,5 @@ def _retry_after(exc: anthropic.APIStatusError) -> float | None:
 
 def _describe(exc: Exception) -> str:
     if isinstance(exc, anthropic.APIStatusError):
-        return f"{exc.status_code} {error_message(exc)}"
+        return f"{_status(exc)} {error_message(exc)}"
     return type(exc).__name__

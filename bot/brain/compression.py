@@ -35,6 +35,9 @@ log = logging.getLogger("my_agent.brain")
 # Turns left out of the context by a restart and folded into the next summary: at most
 # this many compression budgets of them (the summarising model's input stays bounded).
 GAP_BUDGETS = 4
+# The summarising call's max_tokens: the prompt asks for about 300 words; a summary cut at
+# the first is asked again once with more room (never recorded cut).
+SUMMARY_MAX_TOKENS = (1024, 4096)
 
 # The brain's tool loop: (alias, system, messages, tools, parts, deltas).
 ToolLoop = Callable[
@@ -98,36 +101,19 @@ class Compressor:
         gap_tokens = GAP_BUDGETS * self.config.brain.compression_budget_tokens
         old = [*self.contexts.unsummarised(lines, ctx, gap_tokens), *old]
         prompt = compression_prompt(ctx.summary, old)
-        try:
-            # Half the budget: if the API is down, the reply itself still gets its turn
-            # to retry (and to raise BrainUnavailable) within about 1.5 budgets.
-            message = await self.api.call(
-                request_params(
-                    self.config,
-                    "haiku",
-                    COMPRESSION_SYSTEM,
-                    [{"role": "user", "content": prompt}],
-                    max_tokens=1024,
-                ),
-                None,
-                budget=self.config.brain.retry_budget_seconds / 2,
-            )
-        except (BrainUnavailable, Rejected) as exc:
-            # Not fatal: this reply goes out with the uncompressed context, the next
-            # reply tries again.
-            log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
+        summary = await self._summarise(conv_id, prompt, spent)
+        if summary is None:
+            if spent.usage.input or spent.usage.output:
+                # Paid for (the flush, a refused, empty or cut summary) and no summary to
+                # carry it: recorded nowhere, /status showed less than was spent. An
+                # event of its own: a "compression" event would move compressedThrough.
+                await self.services.conversations.append_event(
+                    conv_id,
+                    "compression_failed",
+                    usage={"input": spent.usage.input, "output": spent.usage.output},
+                    cost=spent.cost,
+                )
             return ctx
-        summary = text_of(message).strip()
-        if not summary:
-            # A refusal or an empty answer: recorded, it would replace the older turns
-            # with nothing, for good (the event is what every later hydration reads).
-            log.warning(
-                "%s: compression returned no summary (%s); continuing uncompressed",
-                conv_id,
-                message.stop_reason,
-            )
-            return ctx
-        account(self.config, spent, "haiku", message)
         through = old[-1].turn_number
         await self.services.conversations.append_event(
             conv_id,
@@ -147,6 +133,47 @@ class Compressor:
         )
         # The cost is on the compression event; the reply carries its own.
         return WorkingContext(summary, through, recent)
+
+    async def _summarise(self, conv_id: str, prompt: str, spent: ReplyParts) -> str | None:
+        """The summary of ``prompt`` by ``haiku`` (its usage added to ``spent``), or None
+        when there is none to record: the call failed, or the answer was empty or cut."""
+        for max_tokens in SUMMARY_MAX_TOKENS:
+            try:
+                # Half the budget: if the API is down, the reply itself still gets its
+                # turn to retry (and to raise BrainUnavailable) within about 1.5 budgets.
+                message = await self.api.call(
+                    request_params(
+                        self.config,
+                        "haiku",
+                        COMPRESSION_SYSTEM,
+                        [{"role": "user", "content": prompt}],
+                        max_tokens=max_tokens,
+                    ),
+                    None,
+                    budget=self.config.brain.retry_budget_seconds / 2,
+                )
+            except (BrainUnavailable, Rejected) as exc:
+                # Not fatal: this reply goes out with the uncompressed context, the next
+                # reply tries again.
+                log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
+                return None
+            account(self.config, spent, "haiku", message)
+            summary = text_of(message).strip()
+            if not summary:
+                # A refusal or an empty answer: recorded, it would replace the older turns
+                # with nothing, for good (the event is what every later hydration reads).
+                log.warning(
+                    "%s: compression returned no summary (%s); continuing uncompressed",
+                    conv_id,
+                    message.stop_reason,
+                )
+                return None
+            if message.stop_reason != "max_tokens":
+                return summary
+            # Cut mid-sentence: recorded, what it had not reached would be gone for good.
+            log.warning("%s: the summary was cut at %d tokens", conv_id, max_tokens)
+        log.warning("%s: no summary fitted; continuing uncompressed", conv_id)
+        return None
 
     async def _pre_compaction_flush(
         self,

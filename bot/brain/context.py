@@ -43,6 +43,9 @@ class ContextTurn:
     role: str  # "user" | "assistant"
     content: str
     turn_number: int
+    # a group member's message (not the owner's): its sender; ``content`` starts with
+    # the label that says so (see transcript_turns)
+    member: str | None = None
 
     @property
     def tokens(self) -> int:
@@ -55,7 +58,7 @@ class ContextTurn:
             return self
         rest = len(self.content) - limit
         note = f"\n[... {rest} more characters not shown: longer than the working context allows]"
-        return ContextTurn(self.role, self.content[:limit] + note, self.turn_number)
+        return ContextTurn(self.role, self.content[:limit] + note, self.turn_number, self.member)
 
 
 @dataclass
@@ -118,11 +121,17 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
             continue
         role, content, number = line.get("role"), line.get("content"), line.get("turnNumber")
         if role in ("user", "assistant") and isinstance(content, str) and isinstance(number, int):
+            who = None
             if role == "user" and line.get("fromOwner") is False:
                 who = " ".join(str(line.get("sender") or "another member").split())[:60]
-                content = f"[{who}, a group member, not the owner]: {content}"
-            out.append(ContextTurn(role, content, number))
+                content = member_label(who) + content
+            out.append(ContextTurn(role, content, number, who))
     return out
+
+
+def member_label(who: str) -> str:
+    """The prefix of a group member's message in the owner's context."""
+    return f"[{who}, a group member, not the owner]: "
 
 
 def window_start(turns: Sequence[ContextTurn], max_turns: int, max_tokens: int) -> int:
@@ -268,13 +277,22 @@ def compression_prompt(previous_summary: str | None, turns: Sequence[ContextTurn
     parts = []
     if previous_summary:
         parts.append("<previous_summary>\n" + previous_summary.strip() + "\n</previous_summary>")
-    lines = [
-        f"[turn {t.turn_number}] {'Owner' if t.role == 'user' else 'Assistant'}: {t.content}"
-        for t in turns
-    ]
+    lines = [f"[turn {t.turn_number}] {_speaker(t)}" for t in turns]
     parts.append("<turns>\n" + "\n\n".join(lines) + "\n</turns>")
     parts.append("Write the updated summary covering the previous summary and these turns.")
     return "\n\n".join(parts)
+
+
+def _speaker(turn: ContextTurn) -> str:
+    """``Speaker: text`` of one turn in the summarising prompt. A group member's words
+    under "Owner:" (its label inside them) could become the owner's in the summary,
+    which stands in for those turns for good."""
+    if turn.role == "assistant":
+        return f"Assistant: {turn.content}"
+    if turn.member is None:
+        return f"Owner: {turn.content}"
+    text = turn.content.removeprefix(member_label(turn.member))
+    return f"{turn.member} (a group member, not the owner): {text}"
 
 
 FLUSH_PROMPT = (

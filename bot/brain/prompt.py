@@ -78,7 +78,7 @@ class PersonaFile:
             return self._text
         if mtime != self._mtime:
             try:
-                self._text = self.path.read_text(encoding="utf-8").strip() or DEFAULT_PERSONA
+                self._text = _decode(self.path.read_bytes(), self.path).strip() or DEFAULT_PERSONA
                 self._mtime = mtime
             except OSError as exc:
                 log.warning("cannot read persona file %s: %s", self.path, exc)
@@ -93,6 +93,16 @@ class PersonaFile:
         except OSError as exc:
             log.warning("cannot create persona file %s: %s (using the default)", self.path, exc)
         self._text = DEFAULT_PERSONA.strip()
+
+
+def _decode(data: bytes, path: Path) -> str:
+    """UTF-8, else Windows-1252 (what editors on Windows save): a file in a legacy
+    encoding raised UnicodeDecodeError out of every owner reply."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        log.warning("persona file %s is not UTF-8; read as Windows-1252", path)
+        return data.decode("cp1252", errors="replace")
 
 
 def format_now(config: AppConfig, now: datetime) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot.brain.tool_budget import ResultBudget, ToolError, fit_turns
 from bot.config.model import AppConfig
 from bot.owner_days import day_range, local_day, local_time
 from bot.search.results import InvalidFilter
@@ -34,10 +35,7 @@ FETCH_MAX_TURNS = 40
 FETCH_MAX_CHARS_PER_TURN = 4000
 SEARCH_MAX_LIMIT = 25
 SNIPPET_CHARS = 220  # as long as the search's own snippets
-
-
-class ToolError(Exception):
-    """Bad tool input or an expected failure; the message goes back to the model."""
+SEARCH_CHANNELS = ("web", "telegram", "email")
 
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
@@ -119,7 +117,7 @@ SEARCH_SCHEMA: dict[str, Any] = {
         "query": {"type": "string", "description": "What to look for, in natural language."},
         "channel": {
             "type": "string",
-            "enum": ["web", "telegram", "email"],
+            "enum": list(SEARCH_CHANNELS),
             "description": "Only conversations on this channel.",
         },
         "dateRange": {
@@ -172,10 +170,18 @@ class RecallTools:
 
     def tools(self, current: tuple[str, int] | None = None) -> list[Tool]:
         """The tools for one reply; ``current`` (conversation id, turn number) is the
-        message being answered, which search leaves out of its results."""
+        message being answered, which search leaves out of its results. Their results
+        share one :class:`ResultBudget`: every round re-sends them all."""
+        budget = ResultBudget()
 
         async def search(args: dict[str, Any]) -> str:
-            return await self.search_conversations(args, current)
+            return budget.take(
+                "search_conversations", await self.search_conversations(args, current)
+            )
+
+        async def fetch(args: dict[str, Any]) -> str:
+            # a page cut to what is left beats a refusal: the note says what to fetch next
+            return budget.take("fetch_context", await self.fetch_context(args, budget.left))
 
         return [
             Tool(
@@ -190,7 +196,7 @@ class RecallTools:
                 "Load turns of one past conversation by id (from search_conversations). "
                 f"Without turnRange returns the last {FETCH_DEFAULT_TURNS} turns.",
                 FETCH_SCHEMA,
-                self.fetch_context,
+                fetch,
             ),
         ]
 
@@ -201,8 +207,11 @@ class RecallTools:
         if not isinstance(query, str) or not query.strip():
             raise ToolError("query must be a non-empty string")
         channel = args.get("channel") or None
-        if channel is not None and not isinstance(channel, str):
-            raise ToolError("channel must be a string")
+        if channel is not None and (
+            not isinstance(channel, str) or channel.strip().lower() not in SEARCH_CHANNELS
+        ):
+            # "mail" matched nothing and read as "never talked about it" to the model
+            raise ToolError(f"channel must be one of {', '.join(SEARCH_CHANNELS)} (or left out)")
         dates = args.get("dateRange") or {}
         if not isinstance(dates, dict):
             raise ToolError("dateRange must be an object with from/to")
@@ -262,7 +271,9 @@ class RecallTools:
             item["snippet"] = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
         return True
 
-    async def fetch_context(self, args: dict[str, Any]) -> str:
+    async def fetch_context(self, args: dict[str, Any], max_chars: int | None = None) -> str:
+        """The turns ``args`` asks for, wrapped; at most ``max_chars`` characters (the
+        later turns left out, with a note saying which)."""
         conv_id = args.get("conversationId")
         if not isinstance(conv_id, str) or not conv_id:
             raise ToolError("conversationId must be a conversation id from search_conversations")
@@ -296,6 +307,15 @@ class RecallTools:
             note = f"range cut to {FETCH_MAX_TURNS} turns ({first}-{last}); fetch more separately"
         zone = ZoneInfo(self.config.owner.timezone)
         out = [_turn_view(t, zone) for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
+        if max_chars is not None:
+            out, cut = fit_turns(out, max_chars - 1000)  # the envelope and the note
+            if cut is not None and not out:
+                raise ToolError("this reply's recall budget is used up; answer with what you have")
+            if cut is not None:
+                note = (
+                    f"turns {cut}-{last} left out: this reply's recall budget is nearly used "
+                    "up; fetch them in a later reply, or answer with what is here"
+                )
         payload: dict[str, Any] = {
             "conversationId": conv_id,
             "conversationName": getattr(record, "title", None),

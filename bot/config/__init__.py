@@ -130,6 +130,11 @@ def _check_consistency(cfg: AppConfig, secrets: bool = True) -> None:
     for alias in ("opus", "sonnet", "haiku"):
         if alias not in cfg.models.aliases:
             raise ConfigError(f"models.aliases.{alias}", "missing")
+    for key in ("abbreviation_model", "naming_model"):
+        # a typo was sent as the model id: every call refused (404), offline notes for good
+        alias = getattr(cfg.conversations, key)
+        if alias not in cfg.models.aliases:
+            raise ConfigError(f"conversations.{key}", f"{alias!r} is not in models.aliases")
     esc = cfg.trust.escalation_channel
     if esc and esc not in ("web", "telegram", "email"):
         raise ConfigError("trust.escalation_channel", f"unknown channel {esc!r}")

@@ -207,3 +207,19 @@ async def test_a_reply_cut_at_max_tokens_says_so(
     reply = await brain.reply(owner_request(conv, "Write the whole script"), Deltas())
     assert reply.text == "Step 1: open the\n\n" + CUT_SHORT
     assert reply.extra == {"stopReason": "max_tokens"}
+
+
+async def test_a_persona_file_saved_in_a_legacy_encoding_does_not_stop_replies(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, config: AppConfig
+) -> None:
+    # Regression: persona.md saved by an editor in Windows-1252 ("Grüße" as b"Gr\xfc\xdfe")
+    # raised UnicodeDecodeError, no OSError, out of every owner reply: the owner got the
+    # apology to every message until the file was re-saved.
+    path = config.data_dir / config.brain.persona_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes("Du bist Jeeves. Grüße immer höflich.".encode("cp1252"))
+    conv = await seed_conversation(core, [("user", "hi")])
+    fake_api.push_text("Guten Tag.")
+    reply = await brain.reply(owner_request(conv, "hi"))
+    assert reply.text == "Guten Tag."
+    assert fake_api.requests[0].body["system"].startswith("Du bist Jeeves. Grüße immer höflich.")

@@ -301,7 +301,9 @@ async def test_an_empty_summary_is_not_recorded_as_a_compression(
         )
         assert reply.text == "reply 9"
         assert "user turn 1:" in str(fake_api.requests[1].body["messages"])
-        assert not [ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event"]
+        # no summary recorded; what the refused call cost is, on an event of its own
+        events = [ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event"]
+        assert [e["event"] for e in events] == ["compression_failed"]
     finally:
         await brain.client.close()
 

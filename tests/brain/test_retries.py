@@ -246,3 +246,61 @@ async def test_tool_input_that_is_not_json_is_asked_again(
     with pytest.raises(UnreadableAnswer):
         await brain.reply(request(conv, "hello"), Deltas())
     assert len(fake_api.requests) == 5
+
+
+async def test_the_attempt_after_a_long_outage_gets_time_to_answer(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: each attempt's timeout was what was left of the retry budget, at least
+    # 0.5 s. After an outage that used most of the budget the API came back, the attempt
+    # that would have answered (a model that takes a few seconds to start on a long
+    # context) timed out at once, and the owner was told the service was unavailable.
+    config = make_config(
+        tmp_path, fake_api, retry_budget_seconds=10.0, request_timeout=30.0, retry_max_delay=10.0
+    )
+    clock = ManualClock()
+    brain = make_brain(config, core, clock)
+    try:
+        conv = await seed_conversation(core, [("user", "hello")])
+        fake_api.push_error(529, retry_after=9.5)  # overloaded: come back in 9.5 s
+        fake_api.push(Scripted([Block("text", text="back")], delay=1.5))  # slow to start
+        deltas = Deltas()
+        reply = await brain.reply(request(conv, "hello"), deltas)
+        assert reply.text == deltas.text == "back"
+        assert len(fake_api.requests) == 2
+    finally:
+        await brain.client.close()
+
+
+@pytest.mark.parametrize(
+    ("error_type", "raised"),
+    [("invalid_request_error", None), ("authentication_error", "401"), ("billing_error", "402")],
+)
+async def test_an_error_mid_stream_is_classed_by_its_type(
+    brain: AnthropicBrain,
+    core: SimpleNamespace,
+    fake_api: FakeAnthropicAPI,
+    clock: ManualClock,
+    error_type: str,
+    raised: str | None,
+) -> None:
+    # Regression: an error frame inside a stream arrives after the 200, and the SDK's
+    # exception carries status 200, which the retry policy took for an outage whatever
+    # the error: an invalid request or a refused key was retried for the whole budget,
+    # then reported as an outage, and the pending reply retried it every 30 s for ever.
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.push(
+        Scripted(
+            [Block("text", text="The answer", chunks=["The ", "answer"])],
+            fail_after_deltas=1,
+            error_type=error_type,
+            error_message=f"{error_type} mid-stream",
+        )
+    )
+    if raised is None:  # the request itself: a notice, as for a 400 before the stream
+        reply = await brain.reply(request(conv, "hello"))
+        assert reply.extra["error"] == "rejected" and reply.extra["status"] == 400
+    else:  # the key or the account: refused at once, no retry
+        with pytest.raises(BrainUnavailable, match=raised):
+            await brain.reply(request(conv, "hello"))
+    assert len(fake_api.requests) == 1 and clock.sleeps == []

@@ -341,3 +341,25 @@ async def test_the_message_being_answered_is_not_a_search_result(
             assert found[here]["currentConversation"] is True
             assert found[here]["snippet"].startswith("the boiler is loud again")
         assert asking[name] not in result["content"]
+
+
+async def test_a_channel_the_search_does_not_know_is_an_error_not_an_empty_result(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: "mail" (or "e-mail", "Gmail") matched no conversation and came back as
+    # an empty result, so the model told the owner they had never written about it.
+    await seed_conversation(core, [("user", "The tax return is due on 31 July")], channel="email")
+    conv = await seed_conversation(core, [("user", "When is the tax return due? Check my mail")])
+    fake_api.push_tool_use("search_conversations", {"query": "tax return", "channel": "mail"})
+    fake_api.push_tool_use("search_conversations", {"query": "tax return", "channel": "Email"})
+    fake_api.push_text("On 31 July.")
+    reply = await brain.reply(request(conv, "When is the tax return due? Check my mail"))
+    assert reply.text == "On 31 July."
+    refused = tool_results(fake_api.requests[1].body)[0]
+    assert (
+        refused["is_error"] and "email" in refused["content"] and "telegram" in refused["content"]
+    )
+    found = tool_results(fake_api.requests[2].body)[0]
+    assert not found["is_error"] and [
+        r["channel"] for r in unwrap(found["content"])["results"]
+    ] == ["email"]

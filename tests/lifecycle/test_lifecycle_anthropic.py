@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
+from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.base import UtilityModel
 from bot.brain.cost import summarize_costs
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig
@@ -126,5 +126,61 @@ async def test_notes_and_naming_are_counted_in_the_conversations_cost(
         rec = await manager.require(conv)  # what /status and the dashboard show
         assert (rec.tokens_in, rec.tokens_out) == (2000, 100)
         assert rec.cost_total == pytest.approx(total.cost)
+    finally:
+        await lifecycle.stop(1)
+
+
+async def test_notes_and_titles_cut_at_max_tokens_are_asked_again_with_room(
+    services: Services, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    # Regression: the one-shot calls ignored their stop reason. Notes cut at
+    # abbreviation_max_tokens (200 words of German or Russian pass 400 tokens) were stored
+    # mid-sentence, and a naming answer cut inside its JSON was no JSON: offline title.
+    lifecycle = Lifecycle(services.config, services, clock=clock)
+    await lifecycle.start()
+    try:
+        manager = services.conversations
+        conv = (await manager.create("web")).id
+        for n in range(1, 5):
+            await manager.append_turn(conv, "user", f"Soll das NAS RAID-{n} nutzen?")
+            await manager.append_turn(
+                conv, "assistant", f"RAID-{n} tauscht Platz gegen Sicherheit."
+            )
+        fake_api.push(
+            Scripted(
+                [Block("text", text='{"title": "NAS RAID Wahl", "topics": ["na')],
+                stop_reason="max_tokens",
+                output_tokens=200,
+            )
+        )
+        fake_api.push_text('{"title": "NAS RAID Wahl", "topics": ["nas", "raid"]}')
+        await manager.append_turn(conv, "user", "Dann nehmen wir RAID-6.")
+        await lifecycle.settle()
+        first, second = fake_api.requests[-2].body, fake_api.requests[-1].body
+        assert second["max_tokens"] > first["max_tokens"]
+        rec = await manager.require(conv)
+        assert rec.title == "NAS RAID Wahl" and rec.topics == ["nas", "raid"]
+
+        fake_api.push(
+            Scripted(
+                [Block("text", text="User entschied sich nach dem Vergleich von RAID-1 bis")],
+                stop_reason="max_tokens",
+                output_tokens=400,
+            )
+        )
+        fake_api.push_text(
+            "User entschied sich nach dem Vergleich von RAID-1 bis RAID-4 für RAID-6."
+        )
+        clock.advance(600)
+        await lifecycle.run_due()
+        rec = await manager.require(conv)
+        assert rec.abbreviation == (
+            "User entschied sich nach dem Vergleich von RAID-1 bis RAID-4 für RAID-6."
+        )
+        assert fake_api.requests[-1].body["max_tokens"] == 2 * (
+            services.config.conversations.abbreviation_max_tokens
+        )
+        (noted,) = [ln for ln in manager.read_lines(conv) if ln.get("event") == "abbreviation"]
+        assert noted["usage"]["output"] >= 400  # the cut answer was paid for too
     finally:
         await lifecycle.stop(1)

@@ -69,7 +69,7 @@ class Scripted:
     error_message: str = "scripted error"
     retry_after: float | None = None
     # Streaming only: after this many content deltas, send an SSE ``error`` frame instead
-    # of the rest (a failure mid-stream).
+    # of the rest (a failure mid-stream), of ``error_type`` (default overloaded_error).
     fail_after_deltas: int | None = None
     # Streaming only: after this many content deltas, end the stream without an error
     # frame and without message_stop: ``"eof"`` closes the body cleanly, ``"reset"``
@@ -320,8 +320,10 @@ class FakeAnthropicAPI:
                         {
                             "type": "error",
                             "error": {
-                                "type": "overloaded_error",
-                                "message": "overloaded mid-stream",
+                                "type": scripted.error_type or "overloaded_error",
+                                "message": "overloaded mid-stream"
+                                if scripted.error_type is None
+                                else scripted.error_message,
                             },
                         },
                     )
