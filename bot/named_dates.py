@@ -91,12 +91,19 @@ _SEASON_NO_YEAR = re.compile(
     re.I,
 )
 _SEASON_MONTHS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11)}
-_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+_YEAR = re.compile(r"\b(19\d\d|2[01]\d\d)\b")
+# the years a query can name (others are no date: "31 December 9999" would overflow the
+# day after it, and year 1 is ANY_YEAR)
+YEARS = range(1900, 2200)
 
 DateRange = tuple[date, date]
 
 
-def _safe_date(year: int, month: int, day: int) -> date | None:
+def _safe_date(year: int, month: int, day: int, *, any_year: bool = False) -> date | None:
+    """The date, or None when it is none or in a year no query names (:data:`YEARS`);
+    ``any_year``: a day of :data:`ANY_YEAR`."""
+    if year not in YEARS and not (any_year and year == ANY_YEAR):
+        return None
     try:
         return date(year, month, day)
     except ValueError:
@@ -149,6 +156,7 @@ def _days(text: str) -> list[DateRange]:
                 ANY_YEAR,
                 MONTHS[month.lower()],
                 min(int(day), 28) if month.lower() == "february" else int(day),
+                any_year=True,
             )
             if d:
                 days.append((d, d))
@@ -163,13 +171,18 @@ def _months(text: str) -> list[DateRange]:
     months: list[DateRange] = []
     for m in _MONTH_SPAN.finditer(text):
         year, first, second = int(m[3]), MONTHS[m[1].lower()], MONTHS[m[2].lower()]
+        if year not in YEARS:
+            continue
         start_year = year if first <= second else year - 1  # "from November to February 2024"
         end = _month(year, second)[1]
         months.append((date(start_year, first, 1), end))
     for m in _MONTH_YEAR.finditer(text):
-        months.append(_month(int(m[2]), MONTHS[m[1].lower()]))
+        if int(m[2]) in YEARS:
+            months.append(_month(int(m[2]), MONTHS[m[1].lower()]))
     for m in _SEASON.finditer(text):
         season, year = m[1].lower(), int(m[2])
+        if year not in YEARS:
+            continue
         if season == "winter":  # the winter months of that year, at both of its ends
             months.append((date(year, 1, 1), _month(year, 2)[1]))
             months.append((date(year, 12, 1), date(year, 12, 31)))

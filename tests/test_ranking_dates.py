@@ -208,3 +208,27 @@ def test_a_named_date_wins_over_a_relative_one() -> None:
     assert query_dates("her issue last week, as mentioned on November 6, 2023", _THURSDAY) == [
         (date(2023, 11, 6), date(2023, 11, 6))
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "on 31 December 9999",
+        "in December 9999",
+        "9999-12-31",
+        "between 30 and 31 December 9999",
+        "winter 9999",
+        "between November and December 9999",
+        "on 1 January 0001",
+        "in May 1066",
+    ],
+)
+def test_years_no_one_names_are_no_dates(text: str) -> None:
+    # regression: "31 December 9999" was read, and the search's dated pool overflowed on
+    # the day after it (OverflowError: the whole search failed)
+    from bot.search.pool import dated_filters
+    from bot.search.results import Filters
+
+    ranges = query_dates(text)
+    assert ranges == []
+    assert dated_filters(ranges, Filters(), None) == []
