@@ -75,18 +75,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = asyncio.run(_main())
     except DataDirError as exc:
         log.error("%s", exc)
-        return exitcodes.EX_DATADIR
+        code = exitcodes.EX_DATADIR
     except DatabaseOpenError as exc:
         log.error("%s", exc)
-        return exitcodes.EX_DATABASE
+        code = exitcodes.EX_DATABASE
     except DataDirInUse as exc:
         log.error("%s", exc)
-        return exitcodes.EX_TEMPFAIL
+        code = exitcodes.EX_TEMPFAIL
     except ChannelStartError as exc:
         log.error("%s", exc)
-        return exitcodes.EX_UNAVAILABLE
+        code = exitcodes.EX_UNAVAILABLE
     # Everything is closed and flushed. A worker thread still inside a library call (a
-    # model download retrying with long sleeps) must not hold the exit hostage.
+    # model download retrying with long sleeps) must not hold the exit hostage: not after
+    # a stop, nor after a failed start (a port in use waited 40 s for fastembed's retries
+    # offline before exiting 69, the unit "activating" all along).
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
