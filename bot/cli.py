@@ -394,6 +394,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exitcodes.EX_CONFIG
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `my-agent conversations list | head`: the reader has what it wanted. Point
+        # stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exitcodes.EX_PIPE
 
 
 if __name__ == "__main__":

@@ -281,6 +281,35 @@ def test_installed_console_script(store: Store) -> None:
     assert sorted(c["id"] for c in json.loads(done.stdout)) == sorted(store.ids.values())
 
 
+@pytest.mark.parametrize(
+    "argv", [["conversations", "list", "--json"], ["search", "sourdough"], ["status", "--json"]]
+)
+def test_output_read_by_head_ends_quietly(store: Store, argv: list[str]) -> None:
+    # Regression: `my-agent status --json | head` ended in a BrokenPipeError traceback
+    # (exit 1, the same as "a problem is listed"); now exit 141 like cat, and no noise.
+    exe = Path(sys.executable).with_name("my-agent")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "bot.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MY_AGENT_")}
+    env.pop("ANTHROPIC_API_KEY", None)
+    env["PYTHONPATH"] = str(REPO)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run(
+            [*cmd, "--config", str(store.config_path), *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env=env,
+            cwd=store.root,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == exitcodes.EX_PIPE, done.stderr
+    assert done.stderr == ""
+
+
 @pytest.mark.parametrize("name", cli.BENCHMARKS)
 def test_every_benchmark_parses_its_arguments(name: str) -> None:
     """Regression: a benchmark defining --config itself clashed with the CLI's own."""
