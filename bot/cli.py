@@ -116,12 +116,14 @@ async def _with_services(
     """``fn(services)`` on services opened for one command. One-shot commands do not
     download an embedding model (offline, fastembed's retries took ~40 s): they use
     ``embedding.model_path`` or the model cache; the daemon is the one that downloads."""
+    from bot.health_daemon import data_dir_unreadable
     from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
 
-    if not config.data_dir.is_dir():
+    unreadable = data_dir_unreadable(config.data_dir)
+    if unreadable:
         # Reading commands never create a data directory: with a wrong path (a typo, the
         # wrong config) they answered "nothing here" and left an empty store behind.
-        print(f"my-agent: data directory {config.data_dir} does not exist", file=sys.stderr)
+        print(f"my-agent: {unreadable}", file=sys.stderr)
         return exitcodes.EX_DATADIR
     try:
         services = await open_services(
@@ -236,11 +238,16 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    from bot.health_daemon import data_dir_unreadable
     from bot.journal import journal_in_use
     from bot.recovery import delete_index
 
     config = _config(args, secrets=False)
     setup_logging(config.logging.level)
+    unreadable = data_dir_unreadable(config.data_dir)
+    if unreadable:  # before anything is deleted (an unlink denied was a traceback)
+        print(f"my-agent: {unreadable}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
     if journal_in_use(config.conversations_dir):
         # deleting the index under a running daemon would break its searches and writes
         log.error("my-agent is running on %s: stop it before reindexing", config.data_dir)

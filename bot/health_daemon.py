@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +28,30 @@ STALE_INTERVALS = 3.0
 # Less free space than this in the data directory's file system: it counts as full (a
 # message, its journal record and its index rows no longer fit for long).
 FULL_BYTES = 1 << 20
+
+
+def data_dir_unreadable(path: Path) -> str | None:
+    """Why a command that reads the store cannot use the data directory ``path`` (None:
+    it can). ``Path.is_dir`` is False for a directory this user may not enter as well:
+    ``my-agent status`` without sudo next to the system unit (``/var/lib/private`` is
+    0700) said the data directory did not exist, as if the history were gone."""
+    denied = (
+        f"data directory {path} cannot be read as this user (permission denied): run the "
+        "command as the service's user or with sudo"
+    )
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"data directory {path} does not exist"
+    except PermissionError:
+        return denied
+    except OSError as exc:
+        return f"data directory {path} cannot be read: {exc}"
+    if not stat.S_ISDIR(mode):
+        return f"data directory {path} is not a directory"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return denied
+    return None
 
 
 def disk_space(path: Path) -> dict[str, Any]:
@@ -138,5 +163,6 @@ __all__ = [
     "STALE_INTERVALS",
     "check_readyz",
     "daemon_from_status_file",
+    "data_dir_unreadable",
     "disk_space",
 ]

@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
 from bot.exitcodes import EX_DATABASE, EX_DATADIR
-from bot.health_daemon import check_readyz, daemon_from_status_file, disk_space
+from bot.health_daemon import (
+    check_readyz,
+    daemon_from_status_file,
+    data_dir_unreadable,
+    disk_space,
+)
 from bot.health_store import (
     connect_ro,
     fts_integrity,
@@ -47,9 +52,10 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     data_dir = config.data_dir
     report: dict[str, Any] = {"data_dir": str(data_dir), "problems": []}
     problems: list[str] = report["problems"]
-    if not data_dir.is_dir():
+    unreadable = data_dir_unreadable(data_dir)
+    if unreadable:
         report["daemon"] = {"state": "unknown", "detail": "no data directory"}
-        problems.append(f"data directory {data_dir} does not exist")
+        problems.append(unreadable)
         report["exit_code"] = EX_DATADIR
         return report
     daemon = daemon_from_status_file(data_dir)

@@ -422,6 +422,40 @@ def test_reading_commands_never_create_a_data_directory(
     assert not missing.exists()
 
 
+@pytest.mark.parametrize("denied_at", ["stat", "access"])
+def test_a_data_directory_this_user_cannot_read_is_not_called_missing(
+    store: Store,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    denied_at: str,
+) -> None:
+    # Regression: `my-agent status` without sudo next to the system unit (the state
+    # directory under /var/lib/private, 0700) said "data directory ... does not exist",
+    # as if the history were gone; `reindex` went on to delete the index (a traceback).
+    # Root reads everything, so the denial is simulated where the check asks the kernel.
+    data_dir = store.config.data_dir
+    if denied_at == "stat":
+        real_stat = Path.stat
+
+        def stat(self: Path, **kwargs: Any) -> os.stat_result:
+            if self == data_dir:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_stat(self, **kwargs)
+
+        monkeypatch.setattr(Path, "stat", stat)
+    else:
+        real_access = os.access
+        monkeypatch.setattr(
+            os, "access", lambda p, mode, **kw: Path(p) != data_dir and real_access(p, mode, **kw)
+        )
+    for argv in (["status"], ["conversations", "list"], ["search", "sourdough"], ["reindex"]):
+        status = cli.main(["--config", str(store.config_path), *argv])
+        said = "".join(capsys.readouterr())
+        assert status == exitcodes.EX_DATADIR, argv
+        assert "permission denied" in said and "does not exist" not in said, argv
+    assert store.config.index_path.is_file()  # reindex deleted nothing
+
+
 def test_reading_commands_need_no_daemon_secrets(
     store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
