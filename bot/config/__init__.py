@@ -84,7 +84,9 @@ def _find_placeholders(node: Any, prefix: str = "") -> str | None:
     return None
 
 
-def _duplicate_key(node: yaml.Node, prefix: str = "", seen: set[int] | None = None) -> str | None:
+def _duplicate_key(
+    node: yaml.Node | None, prefix: str = "", seen: set[int] | None = None
+) -> str | None:
     """The dotted key of the first mapping key given twice, with both lines.
 
     YAML loaders keep the last value silently: a second ``channels:`` block pasted below
