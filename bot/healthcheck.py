@@ -62,8 +62,11 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     readyz = check_readyz(config, readyz_timeout)
     if readyz is not None:
         daemon["readyz"] = readyz
-        if daemon["state"] in ("unknown", "stopped") and readyz["ok"]:
-            daemon["state"] = "ready"  # a daemon without a status file (older build)
+        # A daemon without a status file (an older build). One whose file says it
+        # stopped, or whose pid is gone, is not brought back to life by a dashboard
+        # answering on the same port: that is another daemon, on another data directory.
+        if daemon["state"] == "unknown" and readyz["ok"]:
+            daemon["state"] = "ready"
     report["daemon"] = daemon
     report["disk"] = disk = disk_space(data_dir)
     if disk["full"]:
@@ -81,7 +84,12 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
         # still running: finishing its replies and notes before it exits
         problems.append(f"daemon is {daemon.get('status') or 'stopping'}")
     elif daemon["state"] not in ("ready", "starting", "reloading"):
-        problems.append(f"daemon is not running ({daemon['state']})")
+        other = (
+            f"; {readyz['url']} answers for another daemon (another data directory?)"
+            if readyz is not None and readyz["ok"]
+            else ""
+        )
+        problems.append(f"daemon is not running ({daemon['state']}){other}")
     elif readyz is not None and not readyz["ok"]:
         problems.append(f"/readyz is not ok: {readyz.get('error') or readyz.get('http_status')}")
 

@@ -231,6 +231,26 @@ async def test_readyz(tmp_path: Path, status: int) -> None:
         assert any("not running" in p for p in report["problems"])
 
 
+async def test_a_stopped_daemon_is_not_revived_by_another_ones_dashboard(
+    tmp_path: Path,
+) -> None:
+    # Regression: a status file saying "stopped" (or a dead pid) plus a 200 from /readyz
+    # on the configured port was reported "ready", no problem, exit 0. That answer comes
+    # from another daemon (the service, while the owner checks an old local data dir).
+    runner, port = await _readyz_server(200)
+    try:
+        config = _config(tmp_path, web_port=port, web=True)
+        await _populate(config)
+        stopped = {"pid": os.getpid(), "state": "stopped", "updated_at": time.time()}
+        (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(stopped))
+        report = await asyncio.to_thread(healthcheck.collect, config)
+    finally:
+        await runner.cleanup()
+    assert report["daemon"]["state"] == "stopped"
+    assert report["exit_code"] == 1
+    assert any("not running (stopped)" in p and "another" in p for p in report["problems"])
+
+
 def test_readyz_refused(tmp_path: Path) -> None:
     import socket
 
