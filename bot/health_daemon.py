@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import time
@@ -109,27 +110,39 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
     if data is None:
         return {"state": "unknown", "source": "none", "detail": "no status file"}
     now = time.time() if now is None else now
-    pid = int(data.get("pid") or 0)
-    age = now - float(data.get("updated_at") or 0)
-    interval = data.get("heartbeat_interval")
+    # Whatever the file holds (an edit by hand, another version): never a traceback, and
+    # never a pid below 1 (``os.kill(-1, 0)`` succeeds: "any process", read as ready).
+    raw_pid = _number(data.get("pid"))
+    valid = raw_pid is not None and raw_pid.is_integer() and 1 <= raw_pid < 2**31
+    pid = int(raw_pid) if valid and raw_pid is not None else 0
+    age = now - (_number(data.get("updated_at")) or 0.0)
+    interval = _number(data.get("heartbeat_interval"))
     out: dict[str, Any] = {
         "source": "status-file",
         "pid": pid,
         "reported_state": data.get("state"),
         "status": data.get("status", ""),
         "heartbeat_age_seconds": round(age, 1),
-        "uptime_seconds": round(now - float(data.get("started_at") or now), 1),
+        "uptime_seconds": round(now - (_number(data.get("started_at")) or now), 1),
         "systemd": bool(data.get("systemd")),
     }
-    started_at = data.get("started_at")
-    started = float(started_at) if isinstance(started_at, int | float) else None
+    started = _number(data.get("started_at"))
     if data.get("state") == "stopped" or not pid or not _pid_alive(pid, started):
         out["state"] = "stopped"
-    elif isinstance(interval, int | float) and age > STALE_INTERVALS * interval + 2:
+    elif interval is not None and age > STALE_INTERVALS * interval + 2:
         out["state"] = "stale"  # alive but no heartbeat: the event loop is stuck
     else:
-        out["state"] = str(data.get("state") or "unknown")
+        state = data.get("state")
+        out["state"] = state if isinstance(state, str) and state else "unknown"
     return out
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from the status file, None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _fetch_readyz(url: str, timeout: float) -> dict[str, Any]:

@@ -393,6 +393,27 @@ def test_a_killed_or_replaced_pid_is_stopped(tmp_path: Path) -> None:
     assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "ready"
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"pid": "abc", "state": "ready"},
+        {"pid": 0, "state": "ready", "updated_at": "yesterday"},
+        {"pid": 99999999999, "state": "ready"},
+        {"pid": -1, "state": "ready", "updated_at": 1e300},
+        {"pid": True, "state": ["ready"], "heartbeat_interval": "10", "started_at": None},
+    ],
+)
+def test_a_mangled_status_file_is_no_traceback_and_no_live_daemon(
+    tmp_path: Path, body: dict[str, Any]
+) -> None:
+    # Regression: a status file edited by hand (or from another version) ended `status`
+    # in a ValueError or OverflowError traceback, and pid -1 (os.kill(-1, 0) succeeds)
+    # was reported as a ready daemon.
+    (tmp_path / STATUS_FILE_NAME).write_text(json.dumps(body))
+    daemon = healthcheck.daemon_from_status_file(tmp_path)
+    assert daemon["state"] == "stopped" and daemon["pid"] == 0
+
+
 async def test_messages_waiting_for_a_reply_are_counted(
     populated: tuple[AppConfig, list[str]],
 ) -> None:
