@@ -372,6 +372,12 @@ def build_parser() -> _Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the locale could not decode (surrogateescape)
+            # a usage error, not a traceback from deep inside SQLite or the index
+            parser.error(f"argument {arg!r} is not valid UTF-8")
     args, rest = parser.parse_known_args(argv)
     if args.command != "bench" and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -310,6 +310,21 @@ def test_output_read_by_head_ends_quietly(store: Store, argv: list[str]) -> None
     assert done.stderr == ""
 
 
+@pytest.mark.parametrize(
+    "argv", [["conversations", "show", "conv-\udcff"], ["search", "sour\udcffdough"]]
+)
+def test_an_argument_that_is_not_utf8_is_a_usage_error(
+    store: Store, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: bytes that are not UTF-8 on the command line (a pasted binary id)
+    # reached SQLite as lone surrogates: `conversations show` ended in a
+    # UnicodeEncodeError traceback, `search` in "codec can't encode character".
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--config", str(store.config_path), *argv])
+    assert done.value.code == exitcodes.EX_USAGE
+    assert "is not valid UTF-8" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", cli.BENCHMARKS)
 def test_every_benchmark_parses_its_arguments(name: str) -> None:
     """Regression: a benchmark defining --config itself clashed with the CLI's own."""
