@@ -307,6 +307,18 @@ def cmd_bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    """``--limit``: 0 listed nothing, and a negative one everything (SQLite's LIMIT -1)
+    or, for search, the default page: neither what was asked."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {value}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors exit 64 (EX_USAGE, README's table), not argparse's 2; the
     sub-command parsers are of the same class."""
@@ -340,12 +352,12 @@ def build_parser() -> _Parser:
     conv.add_argument("action", choices=("list", "show"))
     conv.add_argument("id", nargs="?")
     conv.add_argument("--channel")
-    conv.add_argument("--limit", type=int, default=50)
+    conv.add_argument("--limit", type=_positive_int, default=50)
     conv.add_argument("--json", action="store_true")
     search = add("search", "hybrid search over every conversation")
     search.add_argument("query")
     search.add_argument("--channel")
-    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--limit", type=_positive_int, default=10)
     search.add_argument("--from", dest="date_from", help="turns on or after this ISO date")
     search.add_argument("--to", dest="date_to", help="turns on or before this ISO date")
     search.add_argument("--cursor", help="the next page: next_cursor of the previous --json")

@@ -325,6 +325,19 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(
     assert "is not valid UTF-8" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("limit", ["0", "-1", "ten"])
+@pytest.mark.parametrize("argv", [["conversations", "list"], ["search", "sourdough"]])
+def test_a_limit_below_one_is_a_usage_error(
+    store: Store, argv: list[str], limit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `--limit 0` listed nothing, `--limit -1` listed every conversation
+    # (SQLite's LIMIT -1) and search gave its default page for both, all with exit 0.
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--config", str(store.config_path), *argv, "--limit", limit])
+    assert done.value.code == exitcodes.EX_USAGE
+    assert "--limit" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", cli.BENCHMARKS)
 def test_every_benchmark_parses_its_arguments(name: str) -> None:
     """Regression: a benchmark defining --config itself clashed with the CLI's own."""
