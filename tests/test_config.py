@@ -159,6 +159,17 @@ def test_a_key_given_twice_exits_78_naming_it(
     assert f"configuration error: {key}: given twice ({lines})" in err
 
 
+def test_an_alias_inside_its_own_anchor_exits_78(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: the cyclic value it loads as ended validation in a RecursionError
+    # traceback, exit 1, which systemd restarts (only 78 is not).
+    path = _write(tmp_path, "owner:\n  identities:\n    telegram: &ids ['1', *ids]\n")
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    err = capsys.readouterr().err
+    assert "configuration error: owner.identities.telegram.1: a YAML alias" in err
+
+
 def test_config_file_not_in_utf8_exits_78(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

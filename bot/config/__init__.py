@@ -85,13 +85,21 @@ def _find_placeholders(node: Any, prefix: str = "") -> str | None:
 
 
 def _duplicate_key(
-    node: yaml.Node | None, prefix: str = "", seen: set[int] | None = None
+    node: yaml.Node | None,
+    prefix: str = "",
+    seen: set[int] | None = None,
+    ancestors: frozenset[int] = frozenset(),
 ) -> str | None:
-    """The dotted key of the first mapping key given twice, with both lines.
+    """``dotted.key: what is wrong`` for the first mapping key given twice (with both
+    lines), or an alias inside its own anchor; None when there is neither.
 
     YAML loaders keep the last value silently: a second ``channels:`` block pasted below
     the first switched off every channel the first one enabled, and check-config said OK.
+    A self-containing alias (``a: &x [*x]``) loads as a cyclic value, on which validation
+    ended in a RecursionError: exit 1, which systemd restarts forever, not 78.
     """
+    if id(node) in ancestors:
+        return f"{prefix}: a YAML alias inside its own anchor (an endless value)"
     seen = set() if seen is None else seen
     if id(node) in seen:  # an alias of a node already walked
         return None
@@ -109,8 +117,9 @@ def _duplicate_key(
             children.append((dotted, value_node))
     elif isinstance(node, yaml.SequenceNode):
         children = [(f"{prefix}.{i}", item) for i, item in enumerate(node.value)]
+    within = ancestors | {id(node)}
     for dotted, child in children:
-        found = _duplicate_key(child, dotted, seen)
+        found = _duplicate_key(child, dotted, seen, within)
         if found:
             return found
     return None
