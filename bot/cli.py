@@ -75,18 +75,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = asyncio.run(_main())
     except DataDirError as exc:
         log.error("%s", exc)
-        return exitcodes.EX_DATADIR
+        code = exitcodes.EX_DATADIR
     except DatabaseOpenError as exc:
         log.error("%s", exc)
-        return exitcodes.EX_DATABASE
+        code = exitcodes.EX_DATABASE
     except DataDirInUse as exc:
         log.error("%s", exc)
-        return exitcodes.EX_TEMPFAIL
+        code = exitcodes.EX_TEMPFAIL
     except ChannelStartError as exc:
         log.error("%s", exc)
-        return exitcodes.EX_UNAVAILABLE
+        code = exitcodes.EX_UNAVAILABLE
     # Everything is closed and flushed. A worker thread still inside a library call (a
-    # model download retrying with long sleeps) must not hold the exit hostage.
+    # model download retrying with long sleeps) must not hold the exit hostage: not after
+    # a stop, nor after a failed start (a port in use waited 40 s for fastembed's retries
+    # offline before exiting 69, the unit "activating" all along).
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -114,12 +116,14 @@ async def _with_services(
     """``fn(services)`` on services opened for one command. One-shot commands do not
     download an embedding model (offline, fastembed's retries took ~40 s): they use
     ``embedding.model_path`` or the model cache; the daemon is the one that downloads."""
+    from bot.health_daemon import data_dir_unreadable
     from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
 
-    if not config.data_dir.is_dir():
+    unreadable = data_dir_unreadable(config.data_dir)
+    if unreadable:
         # Reading commands never create a data directory: with a wrong path (a typo, the
         # wrong config) they answered "nothing here" and left an empty store behind.
-        print(f"my-agent: data directory {config.data_dir} does not exist", file=sys.stderr)
+        print(f"my-agent: {unreadable}", file=sys.stderr)
         return exitcodes.EX_DATADIR
     try:
         services = await open_services(
@@ -234,11 +238,16 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    from bot.health_daemon import data_dir_unreadable
     from bot.journal import journal_in_use
     from bot.recovery import delete_index
 
     config = _config(args, secrets=False)
     setup_logging(config.logging.level)
+    unreadable = data_dir_unreadable(config.data_dir)
+    if unreadable:  # before anything is deleted (an unlink denied was a traceback)
+        print(f"my-agent: {unreadable}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
     if journal_in_use(config.conversations_dir):
         # deleting the index under a running daemon would break its searches and writes
         log.error("my-agent is running on %s: stop it before reindexing", config.data_dir)
@@ -298,6 +307,18 @@ def cmd_bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    """``--limit``: 0 listed nothing, and a negative one everything (SQLite's LIMIT -1)
+    or, for search, the default page: neither what was asked."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {value}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors exit 64 (EX_USAGE, README's table), not argparse's 2; the
     sub-command parsers are of the same class."""
@@ -331,12 +352,12 @@ def build_parser() -> _Parser:
     conv.add_argument("action", choices=("list", "show"))
     conv.add_argument("id", nargs="?")
     conv.add_argument("--channel")
-    conv.add_argument("--limit", type=int, default=50)
+    conv.add_argument("--limit", type=_positive_int, default=50)
     conv.add_argument("--json", action="store_true")
     search = add("search", "hybrid search over every conversation")
     search.add_argument("query")
     search.add_argument("--channel")
-    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--limit", type=_positive_int, default=10)
     search.add_argument("--from", dest="date_from", help="turns on or after this ISO date")
     search.add_argument("--to", dest="date_to", help="turns on or before this ISO date")
     search.add_argument("--cursor", help="the next page: next_cursor of the previous --json")
@@ -363,6 +384,12 @@ def build_parser() -> _Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the locale could not decode (surrogateescape)
+            # a usage error, not a traceback from deep inside SQLite or the index
+            parser.error(f"argument {arg!r} is not valid UTF-8")
     args, rest = parser.parse_known_args(argv)
     if args.command != "bench" and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -392,6 +419,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exitcodes.EX_CONFIG
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `my-agent conversations list | head`: the reader has what it wanted. Point
+        # stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exitcodes.EX_PIPE
 
 
 if __name__ == "__main__":

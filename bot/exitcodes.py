@@ -11,3 +11,4 @@ EX_DATABASE = 74  # EX_IOERR: conversations.db / state.db cannot be opened or mi
 EX_SOFTWARE = 70  # an internal error stopped the daemon
 EX_TEMPFAIL = 75  # another daemon runs on this data directory (try again later)
 EX_CONFIG = 78  # invalid configuration (the message names the dotted key)
+EX_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`), as for cat

@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +29,30 @@ STALE_INTERVALS = 3.0
 # Less free space than this in the data directory's file system: it counts as full (a
 # message, its journal record and its index rows no longer fit for long).
 FULL_BYTES = 1 << 20
+
+
+def data_dir_unreadable(path: Path) -> str | None:
+    """Why a command that reads the store cannot use the data directory ``path`` (None:
+    it can). ``Path.is_dir`` is False for a directory this user may not enter as well:
+    ``my-agent status`` without sudo next to the system unit (``/var/lib/private`` is
+    0700) said the data directory did not exist, as if the history were gone."""
+    denied = (
+        f"data directory {path} cannot be read as this user (permission denied): run the "
+        "command as the service's user or with sudo"
+    )
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"data directory {path} does not exist"
+    except PermissionError:
+        return denied
+    except OSError as exc:
+        return f"data directory {path} cannot be read: {exc}"
+    if not stat.S_ISDIR(mode):
+        return f"data directory {path} is not a directory"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return denied
+    return None
 
 
 def disk_space(path: Path) -> dict[str, Any]:
@@ -84,27 +110,39 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
     if data is None:
         return {"state": "unknown", "source": "none", "detail": "no status file"}
     now = time.time() if now is None else now
-    pid = int(data.get("pid") or 0)
-    age = now - float(data.get("updated_at") or 0)
-    interval = data.get("heartbeat_interval")
+    # Whatever the file holds (an edit by hand, another version): never a traceback, and
+    # never a pid below 1 (``os.kill(-1, 0)`` succeeds: "any process", read as ready).
+    raw_pid = _number(data.get("pid"))
+    valid = raw_pid is not None and raw_pid.is_integer() and 1 <= raw_pid < 2**31
+    pid = int(raw_pid) if valid and raw_pid is not None else 0
+    age = now - (_number(data.get("updated_at")) or 0.0)
+    interval = _number(data.get("heartbeat_interval"))
     out: dict[str, Any] = {
         "source": "status-file",
         "pid": pid,
         "reported_state": data.get("state"),
         "status": data.get("status", ""),
         "heartbeat_age_seconds": round(age, 1),
-        "uptime_seconds": round(now - float(data.get("started_at") or now), 1),
+        "uptime_seconds": round(now - (_number(data.get("started_at")) or now), 1),
         "systemd": bool(data.get("systemd")),
     }
-    started_at = data.get("started_at")
-    started = float(started_at) if isinstance(started_at, int | float) else None
+    started = _number(data.get("started_at"))
     if data.get("state") == "stopped" or not pid or not _pid_alive(pid, started):
         out["state"] = "stopped"
-    elif isinstance(interval, int | float) and age > STALE_INTERVALS * interval + 2:
+    elif interval is not None and age > STALE_INTERVALS * interval + 2:
         out["state"] = "stale"  # alive but no heartbeat: the event loop is stuck
     else:
-        out["state"] = str(data.get("state") or "unknown")
+        state = data.get("state")
+        out["state"] = state if isinstance(state, str) and state else "unknown"
     return out
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from the status file, None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _fetch_readyz(url: str, timeout: float) -> dict[str, Any]:
@@ -138,5 +176,6 @@ __all__ = [
     "STALE_INTERVALS",
     "check_readyz",
     "daemon_from_status_file",
+    "data_dir_unreadable",
     "disk_space",
 ]

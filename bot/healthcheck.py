@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
 from bot.exitcodes import EX_DATABASE, EX_DATADIR
-from bot.health_daemon import check_readyz, daemon_from_status_file, disk_space
+from bot.health_daemon import (
+    check_readyz,
+    daemon_from_status_file,
+    data_dir_unreadable,
+    disk_space,
+)
 from bot.health_store import (
     connect_ro,
     fts_integrity,
@@ -47,17 +52,21 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     data_dir = config.data_dir
     report: dict[str, Any] = {"data_dir": str(data_dir), "problems": []}
     problems: list[str] = report["problems"]
-    if not data_dir.is_dir():
+    unreadable = data_dir_unreadable(data_dir)
+    if unreadable:
         report["daemon"] = {"state": "unknown", "detail": "no data directory"}
-        problems.append(f"data directory {data_dir} does not exist")
+        problems.append(unreadable)
         report["exit_code"] = EX_DATADIR
         return report
     daemon = daemon_from_status_file(data_dir)
     readyz = check_readyz(config, readyz_timeout)
     if readyz is not None:
         daemon["readyz"] = readyz
-        if daemon["state"] in ("unknown", "stopped") and readyz["ok"]:
-            daemon["state"] = "ready"  # a daemon without a status file (older build)
+        # A daemon without a status file (an older build). One whose file says it
+        # stopped, or whose pid is gone, is not brought back to life by a dashboard
+        # answering on the same port: that is another daemon, on another data directory.
+        if daemon["state"] == "unknown" and readyz["ok"]:
+            daemon["state"] = "ready"
     report["daemon"] = daemon
     report["disk"] = disk = disk_space(data_dir)
     if disk["full"]:
@@ -75,7 +84,12 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
         # still running: finishing its replies and notes before it exits
         problems.append(f"daemon is {daemon.get('status') or 'stopping'}")
     elif daemon["state"] not in ("ready", "starting", "reloading"):
-        problems.append(f"daemon is not running ({daemon['state']})")
+        other = (
+            f"; {readyz['url']} answers for another daemon (another data directory?)"
+            if readyz is not None and readyz["ok"]
+            else ""
+        )
+        problems.append(f"daemon is not running ({daemon['state']}){other}")
     elif readyz is not None and not readyz["ok"]:
         problems.append(f"/readyz is not ok: {readyz.get('error') or readyz.get('http_status')}")
 

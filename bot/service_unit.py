@@ -259,7 +259,10 @@ def install_service(
         f"journalctl {'--user ' if user else ''}-u {UNIT_NAME} -f",
     ]
     state = "~/.local/state/my-agent" if user else "/var/lib/my-agent"
-    cmds.append(f"{sudo}MY_AGENT_DATA_DIR={state} {' '.join(exe)} status")
+    # status reads the service's config too: without it, it probed the default web port
+    # (a false "/readyz is not ok" when the config moves the dashboard) and showed UTC
+    status = [*exe, "status"] + (["--config", str(chosen)] if chosen is not None else [])
+    cmds.append(f"{sudo}MY_AGENT_DATA_DIR={state} {' '.join(status)}")
     if user:
         cmds.append("loginctl enable-linger $USER   # keep it running after you log out")
     return InstallResult(path=path, text=text, next_commands=cmds, warnings=warnings)

@@ -281,6 +281,63 @@ def test_installed_console_script(store: Store) -> None:
     assert sorted(c["id"] for c in json.loads(done.stdout)) == sorted(store.ids.values())
 
 
+@pytest.mark.parametrize(
+    "argv", [["conversations", "list", "--json"], ["search", "sourdough"], ["status", "--json"]]
+)
+def test_output_read_by_head_ends_quietly(store: Store, argv: list[str]) -> None:
+    # Regression: `my-agent status --json | head` ended in a BrokenPipeError traceback
+    # (exit 1, the same as "a problem is listed"); now exit 141 like cat, and no noise.
+    exe = Path(sys.executable).with_name("my-agent")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "bot.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MY_AGENT_")}
+    env.pop("ANTHROPIC_API_KEY", None)
+    env["PYTHONPATH"] = str(REPO)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run(
+            [*cmd, "--config", str(store.config_path), *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env=env,
+            cwd=store.root,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == exitcodes.EX_PIPE, done.stderr
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "argv", [["conversations", "show", "conv-\udcff"], ["search", "sour\udcffdough"]]
+)
+def test_an_argument_that_is_not_utf8_is_a_usage_error(
+    store: Store, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: bytes that are not UTF-8 on the command line (a pasted binary id)
+    # reached SQLite as lone surrogates: `conversations show` ended in a
+    # UnicodeEncodeError traceback, `search` in "codec can't encode character".
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--config", str(store.config_path), *argv])
+    assert done.value.code == exitcodes.EX_USAGE
+    assert "is not valid UTF-8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "ten"])
+@pytest.mark.parametrize("argv", [["conversations", "list"], ["search", "sourdough"]])
+def test_a_limit_below_one_is_a_usage_error(
+    store: Store, argv: list[str], limit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `--limit 0` listed nothing, `--limit -1` listed every conversation
+    # (SQLite's LIMIT -1) and search gave its default page for both, all with exit 0.
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--config", str(store.config_path), *argv, "--limit", limit])
+    assert done.value.code == exitcodes.EX_USAGE
+    assert "--limit" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", cli.BENCHMARKS)
 def test_every_benchmark_parses_its_arguments(name: str) -> None:
     """Regression: a benchmark defining --config itself clashed with the CLI's own."""
@@ -391,6 +448,40 @@ def test_reading_commands_never_create_a_data_directory(
         assert cli.main(["--config", str(config_path), *argv]) == exitcodes.EX_DATADIR, argv
         assert "does not exist" in capsys.readouterr().err
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("denied_at", ["stat", "access"])
+def test_a_data_directory_this_user_cannot_read_is_not_called_missing(
+    store: Store,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    denied_at: str,
+) -> None:
+    # Regression: `my-agent status` without sudo next to the system unit (the state
+    # directory under /var/lib/private, 0700) said "data directory ... does not exist",
+    # as if the history were gone; `reindex` went on to delete the index (a traceback).
+    # Root reads everything, so the denial is simulated where the check asks the kernel.
+    data_dir = store.config.data_dir
+    if denied_at == "stat":
+        real_stat = Path.stat
+
+        def stat(self: Path, **kwargs: Any) -> os.stat_result:
+            if self == data_dir:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_stat(self, **kwargs)
+
+        monkeypatch.setattr(Path, "stat", stat)
+    else:
+        real_access = os.access
+        monkeypatch.setattr(
+            os, "access", lambda p, mode, **kw: Path(p) != data_dir and real_access(p, mode, **kw)
+        )
+    for argv in (["status"], ["conversations", "list"], ["search", "sourdough"], ["reindex"]):
+        status = cli.main(["--config", str(store.config_path), *argv])
+        said = "".join(capsys.readouterr())
+        assert status == exitcodes.EX_DATADIR, argv
+        assert "permission denied" in said and "does not exist" not in said, argv
+    assert store.config.index_path.is_file()  # reindex deleted nothing
 
 
 def test_reading_commands_need_no_daemon_secrets(

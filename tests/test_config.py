@@ -130,6 +130,50 @@ def test_unreadable_yaml_exits_78(
     assert "configuration error" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "lines"),
+    [
+        # a second block pasted below the first: YAML kept it alone, Telegram went off
+        (
+            "channels:\n  telegram:\n    enabled: true\n    token: '1:x'\n"
+            "owner:\n  name: Robin\nchannels:\n  web:\n    port: 8080\n",
+            "channels",
+            "lines 1 and 7",
+        ),
+        (
+            "channels:\n  web:\n    port: 4321\n    host: 0.0.0.0\n    port: 8080\n",
+            "channels.web.port",
+            "lines 3 and 5",
+        ),
+        (
+            "owner:\n  identities:\n    - {telegram: ['1'], telegram: ['2']}\n",
+            "owner.identities.0.telegram",
+            "lines 3 and 3",
+        ),
+    ],
+)
+def test_a_key_given_twice_exits_78_naming_it(
+    tmp_path: Path, text: str, key: str, lines: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: YAML keeps the last of two equal keys without a word, so check-config
+    # said OK about a file the daemon then ran with half of.
+    path = _write(tmp_path, text)
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    err = capsys.readouterr().err
+    assert f"configuration error: {key}: given twice ({lines})" in err
+
+
+def test_an_alias_inside_its_own_anchor_exits_78(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: the cyclic value it loads as ended validation in a RecursionError
+    # traceback, exit 1, which systemd restarts (only 78 is not).
+    path = _write(tmp_path, "owner:\n  identities:\n    telegram: &ids ['1', *ids]\n")
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    err = capsys.readouterr().err
+    assert "configuration error: owner.identities.telegram.1: a YAML alias" in err
+
+
 def test_config_file_not_in_utf8_exits_78(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

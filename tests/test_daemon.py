@@ -265,6 +265,58 @@ async def test_sigterm_while_the_model_is_loading(tmp_path: Path) -> None:
         await daemon.close()
 
 
+# The same, with the channels started only once the load is stuck (as when the web
+# channel takes its time): the start then fails with a loading thread left behind.
+STUCK_MODEL_BEFORE_CHANNELS = STUCK_MODEL.replace(
+    "bot.embedding._without_spinning = stuck",
+    """import asyncio, threading
+import bot.daemon
+
+loading = threading.Event()
+def stuck_and_said(factory, kwargs):
+    loading.set()
+    stuck(factory, kwargs)
+
+original_start_channels = bot.daemon.start_channels
+async def start_channels(*args):
+    await asyncio.to_thread(loading.wait, 10)
+    await original_start_channels(*args)
+
+bot.embedding._without_spinning = stuck_and_said
+bot.daemon.start_channels = start_channels""",
+)
+
+
+async def test_a_failed_start_does_not_wait_for_the_model_load(tmp_path: Path) -> None:
+    # Regression: exit 69 (a port in use) came only once the embedding model's load gave
+    # up (40 s of fastembed's retries offline): the error paths of `run` returned through
+    # the interpreter's exit, which joins the loading thread; only a stop used os._exit.
+    import socket
+
+    entry = tmp_path / "stuck_model.py"
+    entry.write_text(STUCK_MODEL_BEFORE_CHANNELS, encoding="utf-8")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        config = {
+            "data_dir": str(tmp_path / "data"),
+            "brain": {"provider": "offline"},
+            "embedding": {"enabled": True},  # no model_path: the (stuck) cache or hub
+            "channels": {
+                "web": {"enabled": True, "host": "127.0.0.1", "port": taken.getsockname()[1]}
+            },
+        }
+        proc = Daemon(tmp_path, config, entry=entry)
+        with pytest.raises(RuntimeError, match="daemon exited 69"):
+            await proc.start(timeout=20)
+        log = proc.log()
+        assert "model load stuck" in log and "channel web cannot start" in log
+    finally:
+        taken.close()
+        await proc.close()
+
+
 async def test_sighup_without_a_config_file_says_there_is_nothing_to_reload(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

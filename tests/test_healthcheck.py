@@ -231,6 +231,26 @@ async def test_readyz(tmp_path: Path, status: int) -> None:
         assert any("not running" in p for p in report["problems"])
 
 
+async def test_a_stopped_daemon_is_not_revived_by_another_ones_dashboard(
+    tmp_path: Path,
+) -> None:
+    # Regression: a status file saying "stopped" (or a dead pid) plus a 200 from /readyz
+    # on the configured port was reported "ready", no problem, exit 0. That answer comes
+    # from another daemon (the service, while the owner checks an old local data dir).
+    runner, port = await _readyz_server(200)
+    try:
+        config = _config(tmp_path, web_port=port, web=True)
+        await _populate(config)
+        stopped = {"pid": os.getpid(), "state": "stopped", "updated_at": time.time()}
+        (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(stopped))
+        report = await asyncio.to_thread(healthcheck.collect, config)
+    finally:
+        await runner.cleanup()
+    assert report["daemon"]["state"] == "stopped"
+    assert report["exit_code"] == 1
+    assert any("not running (stopped)" in p and "another" in p for p in report["problems"])
+
+
 def test_readyz_refused(tmp_path: Path) -> None:
     import socket
 
@@ -371,6 +391,27 @@ def test_a_killed_or_replaced_pid_is_stopped(tmp_path: Path) -> None:
     assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "stopped"
     (tmp_path / STATUS_FILE_NAME).write_text(json.dumps(status | {"started_at": time.time()}))
     assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "ready"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"pid": "abc", "state": "ready"},
+        {"pid": 0, "state": "ready", "updated_at": "yesterday"},
+        {"pid": 99999999999, "state": "ready"},
+        {"pid": -1, "state": "ready", "updated_at": 1e300},
+        {"pid": True, "state": ["ready"], "heartbeat_interval": "10", "started_at": None},
+    ],
+)
+def test_a_mangled_status_file_is_no_traceback_and_no_live_daemon(
+    tmp_path: Path, body: dict[str, Any]
+) -> None:
+    # Regression: a status file edited by hand (or from another version) ended `status`
+    # in a ValueError or OverflowError traceback, and pid -1 (os.kill(-1, 0) succeeds)
+    # was reported as a ready daemon.
+    (tmp_path / STATUS_FILE_NAME).write_text(json.dumps(body))
+    daemon = healthcheck.daemon_from_status_file(tmp_path)
+    assert daemon["state"] == "stopped" and daemon["pid"] == 0
 
 
 async def test_messages_waiting_for_a_reply_are_counted(

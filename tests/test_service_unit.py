@@ -314,3 +314,23 @@ def test_an_interpreter_in_a_home_directory_is_seen(
     assert any(str(base) in w and "home directory" in w for w in result.warnings)
     # and a config in /tmp, which the service's private /tmp hides
     assert any("PrivateTmp" in w for w in result.warnings) == str(tmp_path).startswith("/tmp/")
+
+
+@pytest.mark.parametrize("user", [False, True])
+def test_the_status_command_printed_reads_the_services_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: bool
+) -> None:
+    # Regression: the printed `my-agent status` had no --config, so it read the embedded
+    # default (or a .my_agent/config.yaml in the current directory): with the dashboard
+    # moved to another port it probed 4321 and reported a healthy service as failing.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("channels: {web: {port: 8080}}\n")
+    result = install_service(
+        user, output=tmp_path / "u.service", config=cfg, executable=["/opt/v/bin/my-agent"]
+    )
+    status = [c for c in result.next_commands if " status" in c and "systemctl" not in c]
+    assert len(status) == 1 and status[0].endswith(f"/opt/v/bin/my-agent status --config {cfg}")
+    # without a config file the service runs on the defaults, and so does status
+    bare = install_service(user, output=tmp_path / "v.service", executable=["/opt/v/bin/my-agent"])
+    assert [c for c in bare.next_commands if c.endswith("/opt/v/bin/my-agent status")]

@@ -84,6 +84,47 @@ def _find_placeholders(node: Any, prefix: str = "") -> str | None:
     return None
 
 
+def _duplicate_key(
+    node: yaml.Node | None,
+    prefix: str = "",
+    seen: set[int] | None = None,
+    ancestors: frozenset[int] = frozenset(),
+) -> str | None:
+    """``dotted.key: what is wrong`` for the first mapping key given twice (with both
+    lines), or an alias inside its own anchor; None when there is neither.
+
+    YAML loaders keep the last value silently: a second ``channels:`` block pasted below
+    the first switched off every channel the first one enabled, and check-config said OK.
+    A self-containing alias (``a: &x [*x]``) loads as a cyclic value, on which validation
+    ended in a RecursionError: exit 1, which systemd restarts forever, not 78.
+    """
+    if id(node) in ancestors:
+        return f"{prefix}: a YAML alias inside its own anchor (an endless value)"
+    seen = set() if seen is None else seen
+    if id(node) in seen:  # an alias of a node already walked
+        return None
+    seen.add(id(node))
+    children: list[tuple[str, yaml.Node]] = []
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else ""
+            dotted = f"{prefix}.{key}" if prefix else key
+            line = key_node.start_mark.line + 1
+            if key and key != "<<" and key in lines:
+                return f"{dotted}: given twice (lines {lines[key]} and {line}); only one may stay"
+            lines[key] = line
+            children.append((dotted, value_node))
+    elif isinstance(node, yaml.SequenceNode):
+        children = [(f"{prefix}.{i}", item) for i, item in enumerate(node.value)]
+    within = ancestors | {id(node)}
+    for dotted, child in children:
+        found = _duplicate_key(child, dotted, seen, within)
+        if found:
+            return found
+    return None
+
+
 def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
@@ -204,4 +245,8 @@ def load_config(
             raise ConfigError("", f"{chosen} is not valid YAML{where}: {exc}") from exc
         if raw is not None and not isinstance(raw, dict):
             raise ConfigError("", f"{chosen} must hold a mapping at top level")
+        duplicate = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
+        if duplicate:
+            key, _, message = duplicate.partition(": ")
+            raise ConfigError(key, message)
     return build_config(raw, env, secrets=secrets)
