@@ -13,6 +13,7 @@ from anthropic import AsyncAnthropic
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.brain.anthropic import AnthropicBrain
+from bot.brain.base import BrainRequest
 from bot.config import AppConfig
 from bot.config.model import BrainConfig
 from bot.conversations import ConversationManager
@@ -134,3 +135,19 @@ class Deltas:
     @property
     def text(self) -> str:
         return "".join(self.items)
+
+
+def big(n: int, who: str) -> str:
+    """A turn of about 105 tokens, numbered so a test can find it in a request."""
+    return f"{who} turn {n}: " + ("lorem ipsum dolor sit amet " * 15)
+
+
+def owner_request(text: str, conversation_id: str) -> BrainRequest:
+    """The owner's message ``text`` on the web, to the ``sonnet`` alias."""
+    return BrainRequest(
+        profile="owner",
+        channel="web",
+        text=text,
+        model_alias="sonnet",
+        conversation_id=conversation_id,
+    )

@@ -16,11 +16,14 @@ import pytest
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.base import BrainRequest
 from bot.brain.cost import summarize_costs
-from tests.brain.conftest import ManualClock, make_brain, make_config, seed_conversation
-
-
-def big(n: int, who: str) -> str:
-    return f"{who} turn {n}: " + ("lorem ipsum dolor sit amet " * 15)  # ~105 tokens
+from tests.brain.conftest import (
+    ManualClock,
+    big,
+    make_brain,
+    make_config,
+    owner_request,
+    seed_conversation,
+)
 
 
 def events(core: SimpleNamespace, conv: str) -> list[dict]:
@@ -42,15 +45,7 @@ async def test_a_summary_cut_at_max_tokens_is_asked_again_with_room_not_recorded
         )
         fake_api.push_text("- Owner's passport: X1234567, expires 3 May 2027.\n- Boiler: done.")
         fake_api.push_text("reply 9")
-        reply = await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=big(9, "user"),
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "reply 9"
         first, second = fake_api.requests[0].body, fake_api.requests[1].body
         assert second["model"] == first["model"] == "claude-haiku-4-5"
@@ -74,15 +69,7 @@ async def test_a_summary_cut_twice_leaves_the_context_uncompressed(
         for _ in range(2):
             fake_api.push(Scripted([Block("text", text="- the owner")], stop_reason="max_tokens"))
         fake_api.push_text("reply 9")
-        reply = await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=big(9, "user"),
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "reply 9"
         assert "user turn 1:" in str(fake_api.requests[2].body["messages"])  # nothing dropped
         assert [e["event"] for e in events(core, conv)] == ["compression_failed"]
@@ -103,15 +90,7 @@ async def test_a_compression_that_records_no_summary_still_records_what_it_cost(
         conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
         fake_api.push(Scripted([], stop_reason="refusal", input_tokens=7000, output_tokens=2))
         fake_api.push_text("reply 9", input_tokens=1800, output_tokens=5)
-        reply = await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=big(9, "user"),
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "reply 9"
         await core.conversations.append_turn(
             conv, "assistant", reply.text, usage={"input": 1800, "output": 5}, cost=reply.cost
@@ -129,15 +108,7 @@ async def test_a_compression_that_records_no_summary_still_records_what_it_cost(
         fake_api.push(Scripted([], stop_reason="refusal"))
         fake_api.push_text("reply 10")
         await core.conversations.append_turn(conv, "user", big(10, "user"))
-        await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=big(10, "user"),
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        await brain.reply(owner_request(big(10, "user"), conv))
         assert "user turn 1:" in str(fake_api.requests[-1].body["messages"])
     finally:
         await brain.client.close()

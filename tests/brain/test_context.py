@@ -20,7 +20,14 @@ from bot.brain.context import (
 )
 from bot.brain.tools import Tool
 from bot.transcript import event_line, turn_line
-from tests.brain.conftest import ManualClock, make_brain, make_config, seed_conversation
+from tests.brain.conftest import (
+    ManualClock,
+    big,
+    make_brain,
+    make_config,
+    owner_request,
+    seed_conversation,
+)
 
 
 def lines_for(n_turns: int, chars: int = 40) -> list[dict[str, Any]]:
@@ -86,10 +93,6 @@ def test_window_always_keeps_the_last_turn() -> None:
     assert window_start(huge, 20, 100) == 7
 
 
-def big(n: int, who: str) -> str:
-    return f"{who} turn {n}: " + ("lorem ipsum dolor sit amet " * 15)  # ~105 tokens
-
-
 async def test_compression_fires_at_budget_and_next_request_is_summary_plus_recent(
     tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
 ) -> None:
@@ -110,15 +113,7 @@ async def test_compression_fires_at_budget_and_next_request_is_summary_plus_rece
 
         fake_api.push(summarise)
         fake_api.push_text("reply 9", input_tokens=700, output_tokens=10)
-        reply = await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=big(9, "user"),
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "reply 9"
         assert len(fake_api.requests) == 2  # no flush hook: compression + reply only
         # the reply's cost is its own; the compression's is on its event
@@ -147,30 +142,14 @@ async def test_compression_fires_at_budget_and_next_request_is_summary_plus_rece
         await core.conversations.append_turn(conv, "assistant", "reply 9")
         await core.conversations.append_turn(conv, "user", "user turn 10: short")
         fake_api.push_text("reply 10")
-        await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text="user turn 10: short",
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        await brain.reply(owner_request("user turn 10: short", conv))
         assert len(fake_api.requests) == 3
         check_summary_plus_recent(fake_api.requests[2].body, through + 1, 10)
 
         # after a restart, hydration finds the same summary and later turns
         fresh = make_brain(config, core, ManualClock())
         fake_api.push_text("reply 10 again")
-        await fresh.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text="user turn 10: short",
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        await fresh.reply(owner_request("user turn 10: short", conv))
         check_summary_plus_recent(fake_api.requests[3].body, through + 1, 10)
         await fresh.client.close()
     finally:
@@ -208,15 +187,7 @@ async def test_pre_compaction_flush_runs_a_silent_turn_with_the_hook_tools(
         fake_api.push_text("", output_tokens=1)
         fake_api.push_text("SUMMARY")
         fake_api.push_text("reply 9", chunks=["reply ", "9"])
-        reply = await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=big(9, "user"),
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "reply 9"
         assert len(calls) == 1 and calls[0].conversation_id == conv
         assert calls[0].prompt == FLUSH_PROMPT
@@ -243,15 +214,7 @@ async def test_failed_compression_still_answers(
         conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
         fake_api.push_error(529)
         fake_api.push_text("still here")
-        reply = await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=big(9, "user"),
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "still here"
         assert "user turn 1:" in str(fake_api.requests[1].body["messages"])
         assert not [ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event"]
@@ -290,15 +253,7 @@ async def test_an_empty_summary_is_not_recorded_as_a_compression(
         conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
         fake_api.push(Scripted([], stop_reason="refusal"))
         fake_api.push_text("reply 9")
-        reply = await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=big(9, "user"),
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "reply 9"
         assert "user turn 1:" in str(fake_api.requests[1].body["messages"])
         # no summary recorded; what the refused call cost is, on an event of its own
@@ -342,15 +297,7 @@ async def test_one_huge_message_does_not_lock_the_conversation_out_of_the_model(
         assert "ERROR disk full at sector 42" in sent and "more characters not shown" in sent
         await core.conversations.append_turn(conv, "assistant", first.text)
         await core.conversations.append_turn(conv, "user", "what does the log say?")
-        second = await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text="what does the log say?",
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        second = await brain.reply(owner_request("what does the log say?", conv))
         assert second.text == "answered"
         assert all(len(json.dumps(r.body)) <= limit for r in fake_api.requests)
     finally:
@@ -369,15 +316,7 @@ async def test_after_a_restart_the_model_is_told_where_the_older_turns_are(
         turns = [(role, f"{role} turn {n}") for n in range(1, 31) for role in ("user", "assistant")]
         conv = await seed_conversation(core, [*turns, ("user", "what did I say first?")])
         fake_api.push_text("Let me look.")
-        await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text="what did I say first?",
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        await brain.reply(owner_request("what did I say first?", conv))
         body = fake_api.requests[0].body
         assert "user turn 11" not in str(body["messages"])  # outside the window
         assert "Turns 1-11 of this conversation are not shown" in body["system"]
@@ -433,15 +372,7 @@ async def test_after_a_restart_compression_also_summarises_the_turns_before_the_
         conv = await seed_conversation(core, [*turns, ("user", f"user turn 14: {huge}")])
         fake_api.push_text("SUMMARY of turns 1-13")
         fake_api.push_text("reply 14")
-        await brain.reply(
-            BrainRequest(
-                profile="owner",
-                channel="web",
-                text=f"user turn 14: {huge}",
-                model_alias="sonnet",
-                conversation_id=conv,
-            )
-        )
+        await brain.reply(owner_request(f"user turn 14: {huge}", conv))
         prompt = last_user_text(fake_api.requests[0].body)
         assert fake_api.requests[0].body["system"].startswith("You maintain the running summary")
         for n in range(1, 14):
