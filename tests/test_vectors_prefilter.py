@@ -60,11 +60,15 @@ def test_distances_follow_upserts_and_growth(monkeypatch: pytest.MonkeyPatch) ->
     assert len(BitMatrix.empty(6).shortlist(query_bits, 10)) == 0
 
 
-def test_shortlist_among_keeps_the_nearest_of_the_allowed_turns() -> None:
+@pytest.mark.parametrize("in_id_order", [True, False])
+def test_shortlist_among_keeps_the_nearest_of_the_allowed_turns(in_id_order: bool) -> None:
     """A filtered search's sign-bit stage (bot.search.pool): only the allowed ids, the
-    nearest of them, ids without a vector skipped, and it follows upserts and removals."""
+    nearest of them, ids without a vector skipped, and it follows upserts and removals;
+    with the ids in id order (a binary search) or not (the id -> position dict)."""
     rng = np.random.default_rng(7)
-    ids = rng.permutation(np.arange(10, 5010, dtype=np.int64))  # not in id order
+    ids = np.arange(10, 5010, dtype=np.int64)
+    if not in_id_order:
+        ids = rng.permutation(ids)
     matrix = BitMatrix(ids, sign_bits(rng.standard_normal((len(ids), 384)).astype(np.float32)))
     query = sign_bits(rng.standard_normal((1, 384)).astype(np.float32))[0]
     distance = dict(zip(matrix.ids.tolist(), matrix.distances(query).tolist(), strict=True))
@@ -75,9 +79,13 @@ def test_shortlist_among_keeps_the_nearest_of_the_allowed_turns() -> None:
     assert max(distance[i] for i in got) <= min(distance[i] for i in rest)
     # fewer allowed than asked for: all of them that have a vector
     assert sorted(matrix.shortlist_among(query, 100, allowed[:40]).tolist()) == sorted(allowed[:40])
-    # a new vector is found, a removed one is not
+    # a new vector is found (after the others, or before them: no longer in id order),
+    # a removed one is not
     matrix.upsert(np.array([999_999]), query.reshape(1, -1))
     assert 999_999 in matrix.shortlist_among(query, 100, allowed).tolist()
+    matrix.upsert(np.array([3]), query.reshape(1, -1))
+    assert 3 in matrix.shortlist_among(query, 100, [*allowed, 3]).tolist()
+    assert set(matrix.shortlist_among(query, 100, allowed[:40]).tolist()) == set(allowed[:40])
     matrix.remove({999_999})
     assert 999_999 not in matrix.shortlist_among(query, 100, allowed).tolist()
-    assert matrix.shortlist_among(query, 5, [1, 2, 3]).tolist() == []
+    assert matrix.shortlist_among(query, 5, [1, 2, 4]).tolist() == []
