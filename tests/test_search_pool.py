@@ -100,6 +100,23 @@ async def test_the_pool_is_a_range_of_the_time_index_and_bounded(store) -> None:
     assert "turns_by_time" in " ".join(str(row) for row in plan)
     assert pool is not None and pool.conversations == {"conv-budget"} and len(pool.turns) == 2
     assert over is None  # 80 telegram turns over a cap of 79: the store-wide shortlist
+
+    def _statements(conn, filters: Filters, cap: int):  # type: ignore[no-untyped-def]
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        try:
+            return turn_pool(conn, filters, cap), seen
+        finally:
+            conn.set_trace_callback(None)
+
+    # a channel over the cap is known from its conversations' turn numbers: its turns
+    # are not read (they were, cap + 1 of them, on every search filtered by it)
+    pool, seen = await db.run(
+        lambda c: _statements(c, Filters(channel="telegram"), 79), write=False
+    )
+    assert pool is None and not any("FROM turns" in sql for sql in seen)
+    pool, seen = await db.run(lambda c: _statements(c, Filters(channel="web"), 79), write=False)
+    assert pool is not None and len(pool.turns) == 2 and any("FROM turns" in q for q in seen)
     # no filter, one conversation, dates in every year, a year: no pool
     assert await db.run(lambda c: turn_pool(c, Filters()), write=False) is None
     only = Filters(channel="web", conversation_id="conv-budget")

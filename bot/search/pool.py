@@ -67,6 +67,10 @@ def turn_pool(
     if not narrows(filters):
         return None
     cap = POOL_CAP if cap is None else cap
+    if not (filters.date_from or filters.date_to) and _turns_at_least(conn, filters) > cap:
+        # a channel alone: its conversations' turn numbers say it is over the cap without
+        # reading cap + 1 turns (30 ms) on every search filtered by a large channel
+        return None
     where, params = filters.sql("t")
     if filters.date_to:
         # the same end as the filter's prefix comparison, in a form the `turns_by_time`
@@ -87,23 +91,22 @@ def turn_pool(
     return pool
 
 
+def _turns_at_least(conn: SyncConn, filters: Filters) -> int:
+    """About the fewest turns passing ``filters``: the sum of the conversations' last
+    turn numbers (``turn_count``; a number holds the message and its reply, so there are
+    at least as many rows), read through the ``conversations_channel`` index."""
+    where, params = filters.conversation_sql()
+    row = conn.execute(
+        f"SELECT coalesce(sum(turn_count), 0) FROM conversations WHERE {where}", params
+    ).fetchone()
+    return int(row[0])
+
+
 def _conversations(conn: SyncConn, filters: Filters) -> set[str]:
     """The conversations a filtered search may list by their abbreviation: the same test
-    as for the store-wide ones (:func:`accepted`: the channel, and the
-    span from ``created`` to ``updated`` meeting the dates)."""
-    where: list[str] = []
-    params: list[object] = []
-    if filters.channel:
-        where.append("channel = ?")
-        params.append(filters.channel)
-    if filters.date_from:
-        where.append("updated >= ?")
-        params.append(filters.date_from)
-    if filters.date_to:
-        where.append("substr(created, 1, ?) <= ?")
-        params.extend([len(filters.date_to), filters.date_to])
-    sql = "SELECT id FROM conversations WHERE " + " AND ".join(where or ["1"])
-    return {str(r[0]) for r in conn.execute(sql, params)}
+    as for the store-wide ones (:func:`accepted`)."""
+    where, params = filters.conversation_sql()
+    return {str(r[0]) for r in conn.execute(f"SELECT id FROM conversations WHERE {where}", params)}
 
 
 def dated_filters(

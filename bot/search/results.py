@@ -92,6 +92,26 @@ class Filters:
             params.extend([len(self.date_to), self.date_to])
         return (" AND ".join(where) if where else "1"), params
 
+    def conversation_sql(self) -> tuple[str, list[Any]]:
+        """SQL conditions over ``conversations`` rows for the same filter: the channel,
+        and the span from ``created`` to ``updated`` meeting the dates (a conversation's
+        ``updated`` is its latest turn's time)."""
+        where: list[str] = []
+        params: list[Any] = []
+        if self.channel:
+            where.append("channel = ?")
+            params.append(self.channel)
+        if self.conversation_id:
+            where.append("id = ?")
+            params.append(self.conversation_id)
+        if self.date_from:
+            where.append("updated >= ?")
+            params.append(self.date_from)
+        if self.date_to:
+            where.append("substr(created, 1, ?) <= ?")
+            params.extend([len(self.date_to), self.date_to])
+        return (" AND ".join(where) if where else "1"), params
+
     @property
     def active(self) -> bool:
         return bool(self.channel or self.date_from or self.date_to or self.conversation_id)
