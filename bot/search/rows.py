@@ -37,21 +37,20 @@ class Rows:
     role: list[str] = field(default_factory=list)  # "user" / "assistant" (may be absent)
     # the owner's time zone: a date the query names is a day of the owner's calendar
     zone: ZoneInfo | None = None
-    # the owner's today, for the relative dates a query names ("yesterday", "last week")
-    today: date | None = None
+    # the dates the ranked query names, as the search read them (on the owner's today:
+    # "yesterday", "last week"); None: read from the query by :meth:`named_dates`
+    dates: list[DateRange] | None = None
     _speakers: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _days: list[date | None] | None = field(default=None, init=False, repr=False, compare=False)
-    _named: tuple[str, list[DateRange]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     def named_dates(self, query: str) -> list[DateRange]:
-        """:func:`~bot.named_dates.query_dates` of ``query`` on the owner's :attr:`today`,
-        read once per ranking (the fusion's prior, the learned ranker's feature and the
-        conversation list's date term all ask)."""
-        if self._named is None or self._named[0] != query:
-            self._named = (query, query_dates(query, self.today))
-        return self._named[1]
+        """The dates ``query`` names: :attr:`dates` as the search read them once per
+        ranking (the fusion's prior, the learned ranker's feature and the conversation
+        list's date term all ask), else :func:`~bot.named_dates.query_dates` without a
+        today (rows built outside a search)."""
+        if self.dates is None:
+            self.dates = query_dates(query)
+        return self.dates
 
     def days(self) -> list[date | None]:
         """Each row's day in the owner's calendar (:attr:`zone`; the stored timestamps
@@ -131,11 +130,12 @@ def build_rows(
     want_vectors: bool,
     dims: int,
     zone: ZoneInfo | None = None,
-    today: date | None = None,
+    dates: list[DateRange] | None = None,
 ) -> Rows:
     """:class:`Rows` from :func:`fetch_spans` rows (of one or several calls over disjoint
     spans), in (conversation, turn number, id) order, duplicates dropped; ``zone``: the
-    owner's time zone (:meth:`Rows.days`), ``today`` the owner's (:meth:`Rows.named_dates`)."""
+    owner's time zone (:meth:`Rows.days`); ``dates``: those the query names
+    (:meth:`Rows.named_dates`)."""
     rows = sorted({r[0]: r for r in raw}.values(), key=_order)
     n = len(rows)
     columns: list[Any] = list(zip(*rows, strict=True)) if n else [()] * 9
@@ -162,7 +162,7 @@ def build_rows(
         codes=codes,
         role=list(role),
         zone=zone,
-        today=today,
+        dates=dates,
     )
 
 

@@ -83,7 +83,7 @@ class SearchService:
         self.db = db
         self.embedder = embedder
         # a date the query names is a day of the owner's calendar (Rows.days), and
-        # "yesterday" is the day before the owner's today (Rows.named_dates)
+        # "yesterday" is the day before the owner's today (query_dates)
         self.zone = owner_zone(config)
         self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         if vectors is None and embedder is not None:
@@ -249,8 +249,8 @@ class SearchService:
         match = [""]  # the keyword stage's FTS5 query, for the tail (bot.search.tail)
         # a filtered search takes its vector candidates among the turns that pass the
         # filter, and the dates a query names add their nearest turns (bot.search.pool)
-        today = self.now().astimezone(self.zone).date()
-        dated = dated_filters(query_dates(query, today), filters, self.zone) if guess else []
+        named = query_dates(query, self.now().astimezone(self.zone).date())
+        dated = dated_filters(named, filters, self.zone) if guess else []
         narrowed = guess and narrows(filters)
         pools: list[Pool | None] = [None, None]  # the filter's, the named dates'
 
@@ -325,7 +325,7 @@ class SearchService:
                 want_vectors,
                 dims,
                 self.zone,
-                today,
+                named,
             )
             scored = fuse(cfg, query, filters, rows, keyword, knn, abbr, qvec, names)
             if (
