@@ -250,7 +250,7 @@ class SearchService:
         # a filtered search takes its vector candidates among the turns that pass the
         # filter, and the dates a query names add their nearest turns (bot.search.pool)
         named = query_dates(query, self.now().astimezone(self.zone).date())
-        dated = dated_filters(named, filters, self.zone) if guess else []
+        dated = dated_filters(named, filters, self.zone) if guess and cfg.date_candidates else []
         narrowed = guess and narrows(filters)
         pools: list[Pool | None] = [None, None]  # the filter's, the named dates'
 
@@ -293,7 +293,7 @@ class SearchService:
                 shortlist, abbreviations = await scoped_candidates(
                     self.vectors, qvec, depth, pools[0], cfg.abbreviation_weight > 0
                 )
-            if pools[1] is not None and cfg.date_candidates:
+            if pools[1] is not None:
                 dated_short = self.vectors.turn_shortlist(
                     qvec, cfg.date_candidates, among=pools[1].turns
                 )
@@ -310,8 +310,8 @@ class SearchService:
                     for turn_id, score in near_dates.items():
                         knn.setdefault(turn_id, score)
             abbr = abbreviations
-            if abbr and filters.active:
-                abbr = accepted(conn, abbr, filters)
+            if abbr and filters.active and not (narrowed and pools[0] is not None):
+                abbr = accepted(conn, abbr, filters)  # (a pool's are chosen among its own)
             if not keyword and not knn and not abbr:
                 return Listing(Scored.empty(method)), {}
             kw_spans, kw_raw = spans, raw
