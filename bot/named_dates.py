@@ -207,7 +207,7 @@ _RELATIVE = re.compile(
     r"this afternoon|this evening)|(?P<yesterday>yesterday|last night)|"
     rf"{_N}\s+(?P<unit>days?|weeks?|months?|years?)\s+ago|"
     r"(?P<span>last|this|past)\s+(?P<period>week|month|year|weekend)\b(?!\s+of\b)|"
-    r"(?:the\s+)?weekend\b(?P<plain_weekend>)|"
+    r"(?:over|on|at|during)\s+the\s+weekend\b(?P<plain_weekend>)|"
     rf"(?P<on>last|on|this|past)\s+(?P<weekday>{'|'.join(_WEEKDAYS)})s?)\b",
     re.I,
 )
@@ -221,7 +221,6 @@ def _count(word: str) -> int:
 def _relative(text: str, today: date) -> list[DateRange]:
     """The past the words name relative to ``today`` (module docstring)."""
     out: list[DateRange] = []
-    monday = today - timedelta(days=today.weekday())
     for m in _RELATIVE.finditer(text):
         if m["before"]:
             out.append((today - timedelta(days=2),) * 2)
@@ -236,9 +235,9 @@ def _relative(text: str, today: date) -> list[DateRange]:
             day = today - timedelta(days=days)
             out.append((day - timedelta(days=around), day + timedelta(days=around)))
         elif m["period"]:
-            out.append(_period(m["span"].lower(), m["period"].lower(), today, monday))
+            out.append(_period(m["span"].lower(), m["period"].lower(), today))
         elif m["plain_weekend"] is not None:
-            out.append(_period("last", "weekend", today, monday))
+            out.append(_period("last", "weekend", today))
         elif m["weekday"]:
             back = (today.weekday() - _WEEKDAYS.index(m["weekday"].lower())) % 7
             if back == 0 and m["on"].lower() in ("last", "past"):
@@ -247,7 +246,7 @@ def _relative(text: str, today: date) -> list[DateRange]:
     return out
 
 
-def _period(span: str, period: str, today: date, monday: date) -> DateRange:
+def _period(span: str, period: str, today: date) -> DateRange:
     """ "last / this / past" week, month, year or weekend before ``today``."""
     if period == "weekend":  # the latest Saturday and Sunday up to today
         saturday = today - timedelta(days=(today.weekday() - 5) % 7)
@@ -255,15 +254,11 @@ def _period(span: str, period: str, today: date, monday: date) -> DateRange:
     if span == "past":  # the last seven / thirty / 365 days
         length = {"week": 7, "month": 30, "year": 365}[period]
         return today - timedelta(days=length), today
-    if period == "week":
-        return (
-            (monday - timedelta(days=7), monday - timedelta(days=1))
-            if span == "last"
-            else (
-                monday,
-                today,
-            )
-        )
+    if period == "week":  # Monday to Sunday
+        monday = today - timedelta(days=today.weekday())
+        if span == "this":
+            return monday, today
+        return monday - timedelta(days=7), monday - timedelta(days=1)
     if period == "month":
         if span == "this":
             return today.replace(day=1), today

@@ -197,7 +197,12 @@ def _covers_ranges(ranges: list[tuple[date, date]], first: date, last: date) -> 
 
 @pytest.mark.parametrize(
     "text",
-    ["the last time we met", "what are we doing next week?", "what did I recently say"],
+    [
+        "the last time we met",
+        "what are we doing next week?",
+        "what did I recently say",
+        "what are my plans for the weekend?",
+    ],
 )
 def test_the_future_and_vague_words_name_no_dates(text: str) -> None:
     assert query_dates(text, _THURSDAY) == []
