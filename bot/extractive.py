@@ -60,6 +60,21 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
 
 
+def unlabelled(content: str, sender: str | None) -> str:
+    """``content`` without a leading label naming its own speaker ("Anna: I went ...").
+
+    Chat logs pasted or imported as turns often carry the speaker's name in front of
+    every line. The notes already say who spoke, so the label came out twice ("Anna:
+    Anna: I went ..."), and the word after it ("Yep", "Congrats") counted as a name in
+    the middle of a sentence."""
+    if not sender:
+        return content
+    head, colon, rest = content.partition(":")
+    if colon and head.strip().lower() in {sender.lower(), sender.split()[0].lower()}:
+        return rest.lstrip()
+    return content
+
+
 def _words(text: str) -> list[str]:
     return [w.lower().strip("'\u2019-") for w in _WORD.findall(text)]
 
@@ -87,8 +102,8 @@ def entities(turns: Sequence[Turn], limit: int = 10) -> list[str]:
     counts: Counter[str] = Counter()
     first_seen: dict[str, int] = {}
     senders = [s.lower() for _, _, s in turns if s]
-    for _, content, _ in turns:
-        for sentence in sentences(content):
+    for _, content, sender in turns:
+        for sentence in sentences(unlabelled(content, sender)):
             for match in _CAPITAL.finditer(sentence):
                 parts = match.group(0).split()
                 # "Hey Mel", "Thanks Anna": drop greeting words in front of a name.
@@ -115,8 +130,11 @@ def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str |
     # The statistics count the very words the sentences are scored on (a turn's words are
     # its sentences' words), so every scored word has a document frequency of at least 1.
     split = [
-        [(sentence, _content_words(sentence)) for sentence in sentences(content)]
-        for _, content, _ in turns
+        [
+            (sentence, _content_words(sentence))
+            for sentence in sentences(unlabelled(content, sender))
+        ]
+        for _, content, sender in turns
     ]
     df: Counter[str] = Counter(w for doc in split for w in {w for _, ws in doc for w in ws})
     tf: Counter[str] = Counter(w for doc in split for _, ws in doc for w in ws)

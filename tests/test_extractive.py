@@ -271,3 +271,22 @@ def test_offline_topics_skip_dates_and_keep_identifiers() -> None:
     topics = keyword_topics(TITLED["Stripe user_id Webhook Payload"])
     assert topics[:2] == ["stripe", "user-id"] or topics[:2] == ["stripe", "user_id"]
     assert "may" not in keyword_topics(TITLED["Lisbon Alfama Sintra Trip"])
+
+
+def test_a_speaker_label_in_the_text_is_not_repeated_or_taken_for_a_name() -> None:
+    # Imported chat logs carry "Name: " in front of each line; the notes add the speaker
+    # themselves, and the word after the label is a sentence start, not a name.
+    turns = [
+        ("user", "Anna: Congrats on the new job at the harbour office!", "Anna"),
+        ("assistant", "Ben: Thanks! I start on Monday with Laura Diaz from logistics.", "Ben"),
+        ("user", "Anna: Yep, the harbour office is lucky to have you there.", "Anna"),
+        ("assistant", "Ben: Laura Diaz says the harbour office opens a second site soon.", "Ben"),
+    ]
+    notes = extractive_abbreviation(turns)
+    assert "Anna: Anna:" not in notes and "Ben: Ben:" not in notes
+    names = entities(turns)
+    assert names[0] == "Laura Diaz" and not {"Congrats", "Yep"} & set(names)
+    # A colon that is not the speaker's own label stays.
+    assert "Note: " in extractive_abbreviation(
+        [("user", "Note: the harbour office opens soon.", "Anna")] * 4
+    )
