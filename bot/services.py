@@ -30,11 +30,11 @@ from bot.index import ConversationIndex
 from bot.outbox import Outbox
 from bot.recovery import RecoveryReport, recover
 from bot.replies import ReplyEngine, ReplyTarget
-from bot.router import recipients
 from bot.schema import STATE_MIGRATIONS, create_vector_tables
 from bot.search import SearchService
 from bot.tasks import spawn
 from bot.transcript import TranscriptStore
+from bot.turn_recorder import recipients
 
 log = logging.getLogger("my_agent.services")
 
