@@ -5,7 +5,8 @@ durable; replies are produced afterwards by the :class:`~bot.replies.ReplyEngine
 Seed 000 "Flow 3" and SPEC.md "Routing and trust". Here: duplicates, the choice of flow
 (owner, group, third party) and storage trouble; the conversation a message belongs to is
 found by bot/resolver.py, recorded by bot/turn_recorder.py, a slash command is run by
-bot/command_flow.py and a third party's message handled by bot/strangers.py.
+bot/command_flow.py and a third party's message handled by bot/strangers.py; a message
+the disk refuses is held by bot/spool.py.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, scrubbed
 from bot.index import ConversationRecord
 from bot.resolver import THREADED_CHANNELS, ConversationResolver, ReadOnlyConversation
+from bot.spool import InboundSpool
 from bot.strangers import StrangerFlow
 from bot.turn_recorder import TurnRecorder, reply_target
 
@@ -51,6 +53,7 @@ class Router:
         # (channel, message_id) being routed -> [lock, users]: a redelivery racing the
         # original waits for it and is then recognised as a duplicate.
         self._arriving: dict[tuple[str, str], list[Any]] = {}
+        self.spool = InboundSpool(self._route, self._storage_recovered)
         self.resolver = ConversationResolver(services)
         self.turns = TurnRecorder(services)
         self.command_flow = CommandFlow(services, self.commands, self.runs, self.turns)
@@ -82,7 +85,7 @@ class Router:
                     "cannot store message %s from %s (%s)", message.message_id, message.channel, exc
                 )
                 if delay is None:
-                    self.s.spool(message)
+                    self.spool.hold(message)
                     await self._alert_owner_storage(exc)
                     raise DeliveryError(f"storage failure: {exc}") from exc
                 await asyncio.sleep(delay)
@@ -191,6 +194,9 @@ class Router:
         await self.turns.record_and_reply(
             msg, rec, sender=msg.sender_name or msg.sender_id, owner=is_owner is not None
         )
+
+    def _storage_recovered(self) -> None:
+        self._storage_alerted = False  # the next failure alerts the owner again
 
     async def _alert_owner_storage(self, exc: OSError) -> None:
         if self._storage_alerted:
