@@ -1,8 +1,8 @@
 """The conversation manager: one writer for transcripts and the index.
 
 Every change is first appended durably to the conversation's transcript, then reflected
-in the index through :func:`bot.index.apply_lines` (the same code recovery uses), then
-announced on the :class:`~bot.hooks.EventBus`. Routing state (pinned, identity, model)
+in the index through :func:`bot.index_writes.apply_lines` (the same code recovery uses),
+then announced on the :class:`~bot.hooks.EventBus`. Routing state (pinned, identity, model)
 travels in the transcript too (``meta`` extensions and ``meta_update`` events), so a
 deleted ``conversations.db`` is rebuilt exactly.
 """
@@ -23,11 +23,10 @@ from bot.index import (
     SELECT_CONVERSATION,
     ConversationIndex,
     ConversationRecord,
-    apply_lines,
-    record_from_meta,
     row_to_record,
     upsert_conversation,
 )
+from bot.index_writes import apply_lines, record_from_meta
 from bot.transcript import (
     Line,
     TranscriptStore,
