@@ -26,7 +26,7 @@ class ConversationUpdates:
     _cache: dict[str, ConversationRecord]
     _notes: dict[str, builtins.list[str]]
 
-    if TYPE_CHECKING:  # the manager's own (bot.conversations)
+    if TYPE_CHECKING:  # the manager's own (bot.conversations, bot.conversation_writes)
 
         def _lock(self, conv_id: str) -> asyncio.Lock: ...
 

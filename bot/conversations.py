@@ -1,8 +1,9 @@
 """The conversation manager: one writer for transcripts and the index.
 
 Every change is first appended durably to the conversation's transcript, then reflected
-in the index through :func:`bot.index.apply_lines` (the same code recovery uses), then
-announced on the :class:`~bot.hooks.EventBus`. Routing state (pinned, identity, model)
+in the index through :func:`bot.index_writes.apply_lines` (the same code recovery uses),
+then announced on the :class:`~bot.hooks.EventBus` (the append path itself:
+bot/conversation_writes.py). Routing state (pinned, identity, model)
 travels in the transcript too (``meta`` extensions and ``meta_update`` events), so a
 deleted ``conversations.db`` is rebuilt exactly.
 """
@@ -12,22 +13,22 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.config import AppConfig
 from bot.conversation_updates import ConversationUpdates
-from bot.db import CHAINED, AfterWrite, Database, SyncConn
+from bot.conversation_writes import Also, ConversationWrites
+from bot.db import SyncConn
 from bot.hooks import EventBus
 from bot.index import (
     SELECT_CONVERSATION,
     ConversationIndex,
     ConversationRecord,
-    apply_lines,
-    record_from_meta,
     row_to_record,
     upsert_conversation,
 )
+from bot.index_writes import record_from_meta
 from bot.transcript import (
     Line,
     TranscriptStore,
@@ -40,17 +41,15 @@ from bot.transcript import (
 
 log = logging.getLogger("my_agent.conversations")
 
-# A write chained after a turn's index update: (database, unit of work).
-Also = tuple[Database, Callable[[SyncConn], Any]]
-
 
 class ConversationNotFound(LookupError):
     pass
 
 
-class ConversationManager(ConversationUpdates):
+class ConversationManager(ConversationWrites, ConversationUpdates):
     """Create, resume, switch, rename and append to conversations (the metadata
-    changes: :class:`~bot.conversation_updates.ConversationUpdates`)."""
+    changes: :class:`~bot.conversation_updates.ConversationUpdates`; the append path:
+    :class:`~bot.conversation_writes.ConversationWrites`)."""
 
     def __init__(
         self, config: AppConfig, store: TranscriptStore, index: ConversationIndex, bus: EventBus
@@ -189,111 +188,7 @@ class ConversationManager(ConversationUpdates):
         await self.bus.emit("conversation_created", conversation=rec, reason=reason)
         return rec
 
-    # -- appending --------------------------------------------------------------------
-    async def _append(
-        self,
-        conv_id: str,
-        lines: builtins.list[Line],
-        also: Also | None = None,
-        background: bool = False,
-    ) -> ConversationRecord:
-        """Durable transcript append, then index update (caller holds the lock).
-
-        ``also`` (a database and a unit of work) is written after the index, still
-        before this returns, whether or not the index update succeeded: e.g. the outbox
-        row of a reply, which must only exist once the reply is durable.
-
-        Both run off the event loop as one chain: the transcript thread writes and
-        fsyncs, then queues the index update in the database's group commit; the loop
-        wakes up once, when both are done. ``background`` (a reply): the transcript append
-        may wait to share the next incoming message's fsync
-        (:meth:`bot.journal.Journal.submit`).
-        """
-        rec = await self.require(conv_id)
-        updated = _copy(rec)
-        if conv_id in self._index_behind:
-            # An earlier index write failed: catch up from the transcript instead.
-            await self.store.append(conv_id, lines)
-            try:
-                updated = await self._catch_up(updated)
-            except Exception:
-                self._index_failed(conv_id, updated, lines)
-            self._cache[conv_id] = updated
-            self.index.note_refs(lines, updated.channel)
-            if also is not None:
-                await also[0].run(also[1])
-            return updated
-        db = self.index.db
-        if also is not None:
-            return await self._append_also(conv_id, updated, lines, also, background)
-        async with self.store.lock(conv_id):
-            write = self.store.submit_append(conv_id, lines, background)
-            try:
-                await db.run(
-                    AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size))
-                )
-            except Exception as exc:
-                await asyncio.wrap_future(write)  # a failed transcript write raises here
-                self._index_failed(conv_id, updated, lines, exc)
-        self._cache[conv_id] = updated
-        self.index.note_refs(lines, updated.channel)
-        return updated
-
-    async def _append_also(
-        self,
-        conv_id: str,
-        updated: ConversationRecord,
-        lines: builtins.list[Line],
-        also: Also,
-        background: bool = False,
-    ) -> ConversationRecord:
-        """Transcript -> index -> ``also`` as one chain across three threads: the loop
-        wakes up once, when the last write is committed."""
-        also_db, also_fn = also
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def _after_index(ok: bool, value: Any) -> Any:
-            index_error = None if ok else value
-            also_db.submit(also_fn, future, lambda ok2, value2: (index_error, ok2, value2))
-            return CHAINED
-
-        async with self.store.lock(conv_id):
-            write = self.store.submit_append(conv_id, lines, background)
-            self.index.db.chain(
-                AfterWrite(write, lambda c, size: apply_lines(c, updated, lines, size)),
-                future,
-                _after_index,
-            )
-            index_error, ok, value = await future  # a failed transcript write raises
-        if index_error is not None:
-            self._index_failed(conv_id, updated, lines, index_error)
-        self._cache[conv_id] = updated
-        self.index.note_refs(lines, updated.channel)
-        if not ok:
-            raise value
-        return updated
-
-    def _index_failed(
-        self,
-        conv_id: str,
-        updated: ConversationRecord,
-        lines: builtins.list[Line],
-        error: BaseException | None = None,
-    ) -> None:
-        # The transcript is the source of truth and already has the lines; the index
-        # catches up on the next write or at the next start.
-        log.error("index update failed for %s; will catch up", conv_id, exc_info=error or True)
-        self._index_behind.add(conv_id)
-        for line in lines:  # keep the in-memory view right for routing decisions
-            _apply_in_memory(updated, line)
-
-    async def _catch_up(self, rec: ConversationRecord) -> ConversationRecord:
-        lines, offset = self.store.read_from(rec.id, rec.indexed_bytes)
-        fresh = _copy(rec)
-        await self.index.db.run(lambda c: apply_lines(c, fresh, lines, offset))
-        self._index_behind.discard(rec.id)
-        return fresh
-
+    # -- appending (the write path itself: bot/conversation_writes.py) -----------------
     async def append_turn(
         self,
         conv_id: str,
@@ -335,32 +230,3 @@ class ConversationManager(ConversationUpdates):
             await self._append(conv_id, [line])
         await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
         return line
-
-
-def _copy(rec: ConversationRecord) -> ConversationRecord:
-    """A working copy for an index update (the cached record stays intact on failure)."""
-    # a shallow copy of the fields, not dataclasses.replace or copy.copy: no __init__
-    # and no pickle protocol run per message (a hot path)
-    new = object.__new__(ConversationRecord)
-    new.__dict__.update(rec.__dict__)
-    new.topics = list(rec.topics)
-    new.participants = list(rec.participants)
-    new.channel_meta = dict(rec.channel_meta)
-    return new
-
-
-def _apply_in_memory(rec: ConversationRecord, line: Mapping[str, Any]) -> None:
-    """Mirror of apply_line for the cache when the index could not be written."""
-    if line.get("type") == "turn" and isinstance(line.get("turnNumber"), int):
-        rec.turn_count = max(rec.turn_count, line["turnNumber"])
-        if isinstance(line.get("timestamp"), str):
-            rec.updated = max(rec.updated, line["timestamp"])
-    elif line.get("type") == "event" and line.get("event") in ("meta_update", "title_assigned"):
-        for key, attr in (
-            ("title", "title"),
-            ("model", "model"),
-            ("pinned", "pinned"),
-            ("manuallyNamed", "manually_named"),
-        ):
-            if key in line:
-                setattr(rec, attr, line[key])

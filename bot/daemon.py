@@ -14,6 +14,7 @@ from bot.channel import Channel
 from bot.config import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.notify import Notifier
+from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
 from bot.services import ChannelStartError, Services, close_services, open_services
 from bot.tasks import cancel_all, spawn
@@ -201,7 +202,7 @@ async def run_daemon(
     try:
         await attach_background(services)
         await start_channels(services, channels)
-        resumed = await services.resume_pending_replies()
+        resumed = await resume_pending_replies(services)
         services.ready = True
         conversations = await services.index.count()
         names = ", ".join(c.name for c in channels) or "none"

@@ -79,7 +79,7 @@ def outbox_counts(state_path: Path, now: float | None = None) -> dict[str, Any]:
 
 
 def _valid_turn(line: dict[str, Any]) -> bool:
-    # The same acceptance rule as bot.index.apply_line: what the index should contain.
+    # The same acceptance rule as bot.index_writes.apply_line: what the index should contain.
     return (
         line.get("type") == "turn"
         and line.get("role") in ("user", "assistant")

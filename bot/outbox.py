@@ -100,7 +100,7 @@ class Outbox:
 
         ``recoverable``: ``msg`` is a reply already durable in its transcript, under the
         key ``<conversation>:<turn>:reply``. After a crash that lost its row,
-        :meth:`~bot.services.Services.requeue_unsent_replies` queues it again from the
+        :func:`bot.resume.requeue_unsent_replies` queues it again from the
         transcript: every reply turn newer than the newest row left is checked. So once
         :attr:`anchored` (a synced row exists for that scan to start from), the row's
         commit need not be synced on its own (:class:`bot.db.Unsynced`): one device

@@ -16,12 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.db import SyncConn
-from bot.index import (
-    SELECT_CONVERSATION,
-    apply_lines,
-    record_from_meta,
-    row_to_record,
-)
+from bot.index import SELECT_CONVERSATION, row_to_record
+from bot.index_writes import apply_lines, record_from_meta
 from bot.parties import apply_party_lines
 from bot.transcript import TranscriptStore, parse_lines
 

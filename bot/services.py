@@ -2,6 +2,8 @@
 
 ``open_services`` is what the daemon, the CLI, the benchmarks and the tests use to get a
 working core in-process; channels receive the :class:`Services` in their constructor.
+What is done once with them at start, answering the replies a restart owes, is in
+bot/resume.py.
 """
 
 from __future__ import annotations
@@ -10,10 +12,8 @@ import asyncio
 import gc
 import logging
 import os
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from bot.brain.base import Brain
 from bot.channel import Channel
 from bot.config import AppConfig
 from bot.db import Database
-from bot.events import InboundMessage, OutboundMessage, StreamEvent, iso
+from bot.events import OutboundMessage, StreamEvent
 from bot.external import ExternalStore
 from bot.ftsmerge import open_index_database
 from bot.hooks import EventBus
@@ -29,11 +29,9 @@ from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
 from bot.outbox import Outbox
 from bot.recovery import RecoveryReport, recover
-from bot.replies import ReplyEngine, ReplyTarget
-from bot.router import recipients
+from bot.replies import ReplyEngine
 from bot.schema import STATE_MIGRATIONS, create_vector_tables
 from bot.search import SearchService
-from bot.tasks import spawn
 from bot.transcript import TranscriptStore
 
 log = logging.getLogger("my_agent.services")
@@ -80,8 +78,6 @@ class Services:
     recovery: RecoveryReport | None = None
     config_path: Path | None = None
     ready: bool = False
-    _spool: deque[InboundMessage] = field(default_factory=deque)
-    _spool_task: asyncio.Task[None] | None = None
 
     # -- health ----------------------------------------------------------------------
     def vector_search_available(self) -> bool:
@@ -94,7 +90,7 @@ class Services:
             "brain": self.brain.name,
             "vectorSearch": self.vector_search_available(),
             "channels": {name: getattr(ch, "started", True) for name, ch in self.channels.items()},
-            "spooled": len(self._spool),
+            "spooled": len(self.router.spool),
             # messages refused (shutting down) or not stored / replies not written (storage)
             "accepting": self.router.accepting,
             "repliesWaitingForStorage": len(self.replies.storage_waiting),
@@ -111,35 +107,6 @@ class Services:
             if found:
                 out[name] = list(found)
         return out
-
-    # -- storage trouble -------------------------------------------------------------
-    def spool(self, message: InboundMessage) -> None:
-        """Hold a message we could not store; retried in the background (deduplicated)."""
-        if len(self._spool) >= 10_000:
-            log.error(
-                "spool full: oldest held message dropped from memory (%s)",
-                self._spool[0].message_id,
-            )
-            self._spool.popleft()
-        self._spool.append(message)
-        if self._spool_task is None or self._spool_task.done():
-            self._spool_task = spawn(self._drain_spool(), name="spool")
-
-    async def _drain_spool(self) -> None:
-        delay = 1.0
-        while self._spool:
-            message = self._spool[0]
-            try:
-                await self.router._route(message)
-            except OSError as exc:
-                log.warning("spooled message still cannot be stored: %s", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            self._spool.popleft()
-            delay = 1.0
-        self.router._storage_alerted = False
-        log.info("all spooled messages stored")
 
     async def alert_owner(self, text: str) -> None:
         """Tell the owner directly (bypassing storage), on the escalation channel."""
@@ -163,102 +130,6 @@ class Services:
         except Exception:
             log.exception("could not alert the owner: %s", text)
         await self.bus.emit("notice", text=text)
-
-    # -- background work after start ---------------------------------------------------
-    async def resume_pending_replies(self) -> int:
-        """Answer user turns left unanswered by a crash, a stop or an outage."""
-        pending = self.recovery.pending_replies if self.recovery else []
-        by_conv: dict[str, list[int]] = {}
-        for conv_id, turn in pending:
-            by_conv.setdefault(conv_id, []).append(turn)
-        for conv_id, turns in by_conv.items():
-            rec = await self.conversations.get(conv_id)
-            if rec is None:
-                continue
-            lines = {
-                line.get("turnNumber"): line
-                for line in self.store.read_lines(conv_id)
-                if line.get("type") == "turn" and line.get("role") == "user"
-            }
-            for turn in turns:
-                line = lines.get(turn)
-                if line is None:
-                    continue
-                target = _target_from_turn(line, rec)
-                log.info("resuming reply to %s turn %d", conv_id, turn)
-                owner = line.get("fromOwner")
-                self.replies.submit(
-                    conv_id,
-                    turn,
-                    line.get("content", ""),
-                    target,
-                    sender=line.get("sender"),
-                    owner=owner if isinstance(owner, bool) else None,
-                    album=(line.get("metadata") or {}).get("media_group"),
-                )
-        if self.recovery:
-            self.recovery.pending_replies = []
-        await self.requeue_unsent_replies()
-        return len(pending)
-
-    async def requeue_unsent_replies(self, window_seconds: float = 600.0) -> int:
-        """Replies made durable in a transcript whose outbox row was never written (a
-        crash between the two): queue them now under their usual dedup key.
-
-        Only assistant turns from ``window_seconds`` before the newest outbox row are
-        considered, so a lost or replaced state.db never re-sends old history.
-        """
-        row = await self.state.fetchone("SELECT max(created) FROM outbox")
-        if row is None or row[0] is None:
-            return 0
-        newest = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
-        since = iso(newest - timedelta(seconds=window_seconds))
-        rows = await self.index_db.fetchall(
-            "SELECT conversation_id, turn_number, content, channel, recall FROM turns "
-            "WHERE role = 'assistant' AND timestamp >= ? ORDER BY id",
-            (since,),
-        )
-        queued = 0
-        for conv_id, turn, content, channel, recall in rows:
-            key = f"{conv_id}:{turn}:reply"
-            if await self.outbox.has_key(key):
-                continue
-            rec = await self.conversations.get(conv_id)
-            if rec is None:
-                continue
-            user = next(
-                (
-                    line
-                    for line in self.store.read_lines(conv_id)
-                    if line.get("type") == "turn"
-                    and line.get("role") == "user"
-                    and line.get("turnNumber") == turn
-                ),
-                None,
-            )
-            target = _target_from_turn(user or {}, rec, channel)
-            # a readout (recall = 0) stays plain text, as when it was first queued
-            reply = target.reply(content, conv_id, plain=not recall)
-            await self.outbox.enqueue(reply, dedup_key=key)
-            log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
-            queued += 1
-        return queued
-
-
-def _target_from_turn(line: dict[str, Any], rec: Any, channel: str | None = None) -> ReplyTarget:
-    """Where the reply to a recorded user turn goes (its channel metadata)."""
-    meta = line.get("metadata") or {}
-    chat = meta.get("chatId") or rec.channel_meta.get("chatId") or "dashboard"
-    ref = meta.get("messageRef") or meta.get("messageId")
-    refs = tuple(reversed(meta.get("threadRefs") or ()))
-    return ReplyTarget(
-        channel=channel or line.get("channel") or rec.channel,
-        chat_id=str(chat),
-        in_reply_to=ref,
-        thread_refs=tuple(dict.fromkeys((*refs, ref) if ref else refs)),
-        subject=meta.get("subject"),
-        metadata=recipients(meta),
-    )
 
 
 def _check_data_dir(config: AppConfig) -> None:

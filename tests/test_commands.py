@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bot.commands import parse_command
+from bot.resume import resume_pending_replies
 from bot.services import open_services
 from tests.conftest import (
     OWNER_TELEGRAM_USER,
@@ -435,7 +436,7 @@ async def test_a_resumed_group_reply_keeps_the_senders_standing(core: Core) -> N
     )
     assert core.s.recovery is not None
     core.s.recovery.pending_replies = [(conv, line["turnNumber"])]
-    await core.s.resume_pending_replies()
+    await resume_pending_replies(core.s)
     await settle(core.s)
     assert core.brain.requests[-1].text == "list the owner's trips"
     assert core.brain.requests[-1].profile == "restricted"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bot.recovery import pending_replies
+from bot.resume import resume_pending_replies
 from bot.services import open_services
 from tests.conftest import (
     RecordingChannel,
@@ -130,7 +131,7 @@ async def test_merged_turns_stay_answered_after_a_restart(tmp_path: Path) -> Non
         await shutdown_services(stack.s)
     again = await _open(tmp_path)  # recovery reads the transcripts again
     try:
-        await again.s.resume_pending_replies()
+        await resume_pending_replies(again.s)
         await settle(again.s)
         assert again.replies(again.telegram) == []
         assert again.brain.requests == []

@@ -14,6 +14,7 @@ import yaml
 
 from bot import cli, healthcheck
 from bot.config import AppConfig
+from bot.resume import resume_pending_replies
 from bot.services import DatabaseOpenError, open_services
 from tests.conftest import (
     RecordingChannel,
@@ -189,7 +190,7 @@ async def test_pending_reply_is_answered_once_after_restart(tmp_path: Path) -> N
         services = await open_services(config, brain=brain2)
         try:
             channel = await attach_channel(services, RecordingChannel("telegram"))
-            resumed = await services.resume_pending_replies()
+            resumed = await resume_pending_replies(services)
             await settle(services)
             if attempt == 0:
                 assert resumed == 1

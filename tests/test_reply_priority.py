@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.db import Database, Unsynced
+from bot.resume import resume_pending_replies
 from bot.transcript import TranscriptStore
 
 
@@ -198,7 +199,7 @@ async def test_reply_rows_after_the_first_skip_their_sync_and_come_back_if_lost(
 
     services = await open_services(config)
     try:
-        await services.resume_pending_replies()
+        await resume_pending_replies(services)
         again = await services.state.fetchall("SELECT dedup_key, payload FROM outbox ORDER BY id")
     finally:
         await services.replies.queue.drain(timeout=5)

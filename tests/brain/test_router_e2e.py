@@ -14,6 +14,7 @@ from bot.brain.anthropic import AnthropicBrain
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig, TrustConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.replies import OUTAGE, STOPPED
+from bot.resume import resume_pending_replies
 from bot.services import Services, close_services, open_services
 
 
@@ -166,7 +167,7 @@ async def test_pending_reply_survives_a_restart(tmp_path: Path, fake_api: FakeAn
     second = await start(config)
     try:
         assert second.recovery is not None and len(second.recovery.pending_replies) == 1
-        await second.resume_pending_replies()
+        await resume_pending_replies(second)
         web2: RecordingChannel = second.channels["web"]  # type: ignore[assignment]
         await wait_for(lambda: any(m.kind == "reply" for m in web2.sent))
         await asyncio.sleep(0.2)

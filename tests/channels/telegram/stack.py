@@ -12,6 +12,7 @@ from typing import Any
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.brain.base import Brain, BrainReply, BrainRequest, DeltaSink
 from bot.config.model import AppConfig
+from bot.resume import resume_pending_replies
 from bot.services import Services, close_services, open_services
 from channels.telegram.adapter import TelegramChannel
 
@@ -119,7 +120,7 @@ async def start_stack(
     services.outbox.attach(channel)
     await channel.start(services.router)
     services.ready = True
-    await services.resume_pending_replies()
+    await resume_pending_replies(services)
     return Stack(config, services, channel, sleeps)
 
 

@@ -1,0 +1,166 @@
+"""A slash command from the owner's side: recorded, run at most once, answered.
+
+The router hands over every command written in an owner conversation or the owner's
+group (a third party's own commands go through bot/strangers.py). Separate from the
+router because running a command exactly once across crashes and redeliveries (the
+outbox dedup key, the claims of bot/command_runs.py) is its own protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING
+
+from bot.command_runs import CommandRuns, has_effects
+from bot.commands import GROUP_MEMBER_HELP, CommandResult, Commands
+from bot.events import InboundMessage, OutboundMessage
+from bot.index import ConversationRecord
+from bot.parties import PartyRecord
+from bot.resolver import THREADED_CHANNELS
+from bot.transcript import new_conversation_id
+from bot.turn_recorder import TurnRecorder, reply_target
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.router")
+
+
+class CommandFlow:
+    """Runs the owner's (and the owner's group members') slash commands."""
+
+    def __init__(
+        self, services: Services, commands: Commands, runs: CommandRuns, turns: TurnRecorder
+    ) -> None:
+        self.s = services
+        self.commands = commands
+        self.runs = runs
+        self.turns = turns
+
+    async def run(
+        self,
+        msg: InboundMessage,
+        rec: ConversationRecord | None,
+        name: str,
+        args: str,
+        owner: bool = True,
+    ) -> None:
+        """Record ``/name args`` in ``rec`` (None: a command needing no conversation),
+        run it unless it ran already, queue its answer; ``owner``: False for another
+        member of the owner's group."""
+        dedup = f"{msg.channel}:{msg.message_id}:command"
+        # "/new" then a message ("/new" on the first line of a mail, the request below
+        # it): the text is the fresh conversation's first message, not dropped.
+        first = args if name == "new" and owner and args else ""
+        if await self.s.outbox.has_key(dedup):
+            # A redelivered command (its answer is queued already): never run it twice,
+            # a second /new would create a second conversation.
+            if first:
+                # Its first message was not recorded (recorded, its id would have made
+                # this a duplicate message): the write failed after the answer was
+                # queued. It goes to the conversation that /new made, not lost.
+                await self._record_first_message(msg, first, dedup)
+                return
+            log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
+            return
+        effects = owner and has_effects(name, args)
+        # A claim left by a crash: the command was recorded and may have taken effect.
+        run = await self.runs.find(msg.channel, msg.message_id) if effects else None
+        if rec is not None and run is None:
+            await self.s.conversations.append_event(
+                rec.id,
+                "command",
+                command=f"/{name}",
+                args=args or None,
+                channel=msg.channel,
+                sender=msg.sender_id,
+                # (a photo answering Telegram's Reply prompt: what came, though not sent)
+                metadata={"messageId": msg.message_id}
+                | (
+                    {"attachments": [asdict(a) for a in msg.attachments]} if msg.attachments else {}
+                ),
+            )
+        if effects and run is None:
+            # Claimed (synced) after its record and before any effect: a redelivery
+            # after a crash before the answer below finds the claim and completes the
+            # command instead of running it again (a second /new made a second
+            # conversation). A crash before the claim records the command twice, never
+            # not at all.
+            effect = {"conversation": new_conversation_id()} if name == "new" else {}
+            if name == "new" and rec is not None:
+                effect["previous"] = rec.id
+            run = await self.runs.claim(msg.channel, msg.message_id, name, effect)
+        if owner:
+            result = await self.commands.run_owner(name, args, msg, rec, run)
+        elif name == "new":
+            # Another member of the owner's group: the group conversation is the owner's
+            # record, and /search would show the owner's conversations. Only /help.
+            result = CommandResult("That command is not available here.")
+        elif name == "help":
+            result = CommandResult(GROUP_MEMBER_HELP)  # not a stranger's "/new - start over"
+        else:
+            result = await self.commands.run_stranger(name, args, _no_party(msg))
+        if result.switched_to is not None and msg.channel in THREADED_CHANNELS and not first:
+            # (with a first message, its turn records the mail's refs: recorded here, a
+            # failure to write that turn made the redelivery a duplicate, the text lost)
+            await self.s.conversations.record_message_ref(
+                result.switched_to.id, msg.channel, msg.message_ref or msg.message_id, "in"
+            )
+        target = reply_target(msg)
+        answer = self.s.outbox.insert_unit(
+            OutboundMessage(
+                channel=msg.channel,
+                chat_id=msg.chat_id,
+                text=result.text,
+                kind="command",
+                conversation_id=getattr(result.switched_to or rec, "id", None),
+                in_reply_to=target.in_reply_to,
+                thread_refs=target.thread_refs,
+                subject=msg.subject,
+                metadata={
+                    **result.extra,
+                    "command": name,
+                    **({"switchedTo": result.switched_to.id} if result.switched_to else {}),
+                },
+            ),
+            dedup_key=dedup,
+        )
+        # The answer's row now records that the command ran: the claim goes with it.
+        await self.s.state.run(answer if run is None else self.runs.release_unit(run, answer))
+        self.s.outbox.wake(msg.channel)
+        if first and result.switched_to is not None:
+            await self.turns.record_and_reply(
+                replace(msg, text=first),
+                result.switched_to,
+                sender=None if msg.channel == "web" else msg.sender_id,
+            )
+
+    async def _record_first_message(self, msg: InboundMessage, text: str, dedup: str) -> None:
+        """Record the first message of a redelivered ``/new <text>`` in the conversation
+        that the command's queued answer names."""
+        conv_id = await self.s.outbox.conversation_for_key(dedup)
+        rec = await self.s.conversations.get(conv_id) if conv_id else None
+        if rec is None:
+            log.warning(
+                "first message of %s /new %s: its conversation is gone", msg.channel, msg.message_id
+            )
+            return
+        log.info("recording the first message of %s /new %s", msg.channel, msg.message_id)
+        await self.turns.record_and_reply(
+            replace(msg, text=text), rec, sender=None if msg.channel == "web" else msg.sender_id
+        )
+
+
+def _no_party(msg: InboundMessage) -> PartyRecord:
+    return PartyRecord(
+        id="",
+        channel=msg.channel,
+        party_key=msg.sender_id,
+        display_name=None,
+        chat_id=msg.chat_id,
+        tier="known",
+        tier_source="group",
+        created="",
+        updated="",
+    )

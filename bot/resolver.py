@@ -1,0 +1,157 @@
+"""Which owner conversation an inbound message belongs to.
+
+The router's owner and group flows ask here: the dashboard's named (or most recent)
+conversation, a contact's or a group's pinned conversation (created at first contact),
+or an e-mail thread's (found by its references, else by subject and sender). Separate
+from the router because finding a thread is a set of rules of its own, and because the
+per-contact locks held while a pinned conversation is found or created are shared with
+the stranger flow (an escalation can create the owner's pinned conversation too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import TYPE_CHECKING
+
+from bot.events import InboundMessage
+from bot.index import ConversationRecord
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+THREADED_CHANNELS = {"email"}
+_SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|sv|wg)(\[\d+\])?\s*:\s*)+", re.I)
+_REPLY_SUBJECT = re.compile(r"^\s*(re|aw|sv)(\[\d+\])?\s*:", re.I)  # not forwards: new topics
+
+
+class ReadOnlyConversation(Exception):
+    """A pinned channel conversation cannot be written to from the dashboard."""
+
+
+def normalise_subject(subject: str | None) -> str:
+    """A mail subject without its Re:/Fwd: prefixes, lower-cased, spaces collapsed."""
+    return " ".join(_SUBJECT_PREFIX.sub("", subject or "").lower().split())
+
+
+class ConversationResolver:
+    """Finds or creates the owner-side conversation of a message."""
+
+    def __init__(self, services: Services) -> None:
+        self.s = services
+        # identity key -> lock held while finding or creating its pinned conversation, so
+        # racing first messages (or an escalation) never create two.
+        self._contact_locks: dict[str, asyncio.Lock] = {}
+
+    def contact_lock(self, key: str) -> asyncio.Lock:
+        """The lock of one identity key (created on first use)."""
+        lock = self._contact_locks.get(key)
+        if lock is None:
+            lock = self._contact_locks[key] = asyncio.Lock()
+        return lock
+
+    async def owner(self, msg: InboundMessage, identity_key: str) -> ConversationRecord:
+        """The owner's conversation for ``msg``: the dashboard's, the thread's or the
+        contact's pinned one. Raises :class:`ReadOnlyConversation` for a dashboard write
+        to another channel's pinned conversation."""
+        manager = self.s.conversations
+        if msg.channel == "web":
+            if msg.conversation_id:
+                rec = await manager.require(msg.conversation_id)
+                if rec.pinned and rec.channel != "web":
+                    raise ReadOnlyConversation(rec.id)
+                return rec
+            async with self.contact_lock(identity_key):
+                return await manager.most_recent("web") or await manager.create("web")
+        if msg.channel in THREADED_CHANNELS:
+            return await self.thread(msg)
+        async with self.contact_lock(identity_key):
+            rec = await manager.pinned_for(identity_key)
+            if rec is None:
+                rec = await manager.create(
+                    msg.channel,
+                    identity_key=identity_key,
+                    pinned=True,
+                    participants=[msg.sender_name or msg.sender_id],
+                    channel_meta={
+                        "chatId": msg.chat_id,
+                        "contact": msg.sender_name or msg.sender_id,
+                    },
+                    reason="first_contact",
+                )
+        return rec
+
+    async def group(self, msg: InboundMessage) -> ConversationRecord:
+        """The pinned conversation of the group ``msg`` was written in."""
+        key = f"{msg.channel}:group:{msg.group_id}"
+        async with self.contact_lock(key):
+            rec = await self.s.conversations.pinned_for(key)
+            if rec is None:
+                rec = await self.s.conversations.create(
+                    msg.channel,
+                    identity_key=key,
+                    pinned=True,
+                    participants=[],
+                    channel_meta={
+                        "chatId": msg.chat_id,
+                        "groupId": msg.group_id,
+                        "contact": msg.group_title or msg.group_id,
+                    },
+                    reason="first_contact",
+                )
+        return rec
+
+    async def thread(self, msg: InboundMessage) -> ConversationRecord:
+        """The thread's conversation (:meth:`find_thread`), else a new one."""
+        rec = await self.find_thread(msg)
+        if rec is not None:
+            return rec
+        root = msg.message_ref or msg.message_id
+        return await self.s.conversations.create(
+            msg.channel,
+            identity_key=f"{msg.channel}-thread:{root}",
+            pinned=True,
+            participants=[msg.sender_name or msg.sender_id],
+            channel_meta={
+                "chatId": msg.chat_id,
+                "subject": msg.subject or "",
+                "contact": msg.sender_name or msg.sender_id,
+            },
+            reason="first_contact",
+        )
+
+    async def find_thread(self, msg: InboundMessage) -> ConversationRecord | None:
+        """E-mail: In-Reply-To, then References, then (bounded) subject + sender."""
+        manager = self.s.conversations
+        for ref in msg.thread_refs:
+            conv_id = await self.s.index.conversation_for_ref(msg.channel, ref)
+            if conv_id:
+                rec = await manager.require(conv_id)
+                if not rec.pinned and rec.identity_key:  # /new moved the thread on
+                    rec = await manager.pinned_for(rec.identity_key) or rec
+                return rec
+        subject = normalise_subject(msg.subject)
+        # A reply whose references we never saw, or that came without any (some phone
+        # and web clients drop In-Reply-To and References but keep "Re:").
+        if subject and (msg.thread_refs or _REPLY_SUBJECT.match(msg.subject or "")):
+            window = self.s.config.channels.email.subject_thread_window_days
+            for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
+                if (
+                    normalise_subject(rec.channel_meta.get("subject")) == subject
+                    and rec.channel_meta.get("chatId") == msg.chat_id
+                    and _age_days(rec.updated) <= window
+                ):
+                    return rec
+        return None
+
+
+def _age_days(timestamp: str) -> float:
+    from datetime import datetime
+
+    from bot.events import utcnow
+
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")
+    return (utcnow() - then).total_seconds() / 86400

@@ -1,0 +1,121 @@
+"""Replies a restart owes: resumed, or queued again from their transcript.
+
+At start (bot/daemon.py, after the channels), the user turns that recovery found
+unanswered are answered now (:func:`resume_pending_replies`), and replies that reached a
+transcript without reaching the outbox (a crash between the two writes) are queued again
+(:func:`requeue_unsent_replies`). Apart from :class:`~bot.services.Services`, which only
+opens and holds the core: this is work done once with it, from what the transcripts
+record.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.events import iso
+from bot.replies import ReplyTarget
+from bot.turn_recorder import recipients
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.services")
+
+
+async def resume_pending_replies(services: Services) -> int:
+    """Answer user turns left unanswered by a crash, a stop or an outage."""
+    pending = services.recovery.pending_replies if services.recovery else []
+    by_conv: dict[str, list[int]] = {}
+    for conv_id, turn in pending:
+        by_conv.setdefault(conv_id, []).append(turn)
+    for conv_id, turns in by_conv.items():
+        rec = await services.conversations.get(conv_id)
+        if rec is None:
+            continue
+        lines = {
+            line.get("turnNumber"): line
+            for line in services.store.read_lines(conv_id)
+            if line.get("type") == "turn" and line.get("role") == "user"
+        }
+        for turn in turns:
+            line = lines.get(turn)
+            if line is None:
+                continue
+            target = _target_from_turn(line, rec)
+            log.info("resuming reply to %s turn %d", conv_id, turn)
+            owner = line.get("fromOwner")
+            services.replies.submit(
+                conv_id,
+                turn,
+                line.get("content", ""),
+                target,
+                sender=line.get("sender"),
+                owner=owner if isinstance(owner, bool) else None,
+                album=(line.get("metadata") or {}).get("media_group"),
+            )
+    if services.recovery:
+        services.recovery.pending_replies = []
+    await requeue_unsent_replies(services)
+    return len(pending)
+
+
+async def requeue_unsent_replies(services: Services, window_seconds: float = 600.0) -> int:
+    """Replies made durable in a transcript whose outbox row was never written (a
+    crash between the two): queue them now under their usual dedup key.
+
+    Only assistant turns from ``window_seconds`` before the newest outbox row are
+    considered, so a lost or replaced state.db never re-sends old history.
+    """
+    row = await services.state.fetchone("SELECT max(created) FROM outbox")
+    if row is None or row[0] is None:
+        return 0
+    newest = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
+    since = iso(newest - timedelta(seconds=window_seconds))
+    rows = await services.index_db.fetchall(
+        "SELECT conversation_id, turn_number, content, channel, recall FROM turns "
+        "WHERE role = 'assistant' AND timestamp >= ? ORDER BY id",
+        (since,),
+    )
+    queued = 0
+    for conv_id, turn, content, channel, recall in rows:
+        key = f"{conv_id}:{turn}:reply"
+        if await services.outbox.has_key(key):
+            continue
+        rec = await services.conversations.get(conv_id)
+        if rec is None:
+            continue
+        user = next(
+            (
+                line
+                for line in services.store.read_lines(conv_id)
+                if line.get("type") == "turn"
+                and line.get("role") == "user"
+                and line.get("turnNumber") == turn
+            ),
+            None,
+        )
+        target = _target_from_turn(user or {}, rec, channel)
+        # a readout (recall = 0) stays plain text, as when it was first queued
+        reply = target.reply(content, conv_id, plain=not recall)
+        await services.outbox.enqueue(reply, dedup_key=key)
+        log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
+        queued += 1
+    return queued
+
+
+def _target_from_turn(line: dict[str, Any], rec: Any, channel: str | None = None) -> ReplyTarget:
+    """Where the reply to a recorded user turn goes (its channel metadata)."""
+    meta = line.get("metadata") or {}
+    chat = meta.get("chatId") or rec.channel_meta.get("chatId") or "dashboard"
+    ref = meta.get("messageRef") or meta.get("messageId")
+    refs = tuple(reversed(meta.get("threadRefs") or ()))
+    return ReplyTarget(
+        channel=channel or line.get("channel") or rec.channel,
+        chat_id=str(chat),
+        in_reply_to=ref,
+        thread_refs=tuple(dict.fromkeys((*refs, ref) if ref else refs)),
+        subject=meta.get("subject"),
+        metadata=recipients(meta),
+    )

@@ -1,0 +1,70 @@
+"""Inbound messages that could not be stored, held in memory and retried.
+
+When storage keeps failing after the router's own retries, the router refuses the
+message to its channel (which redelivers it, if it can) and also holds it here: a
+background task routes the held messages again, oldest first, backing off while the
+disk still refuses them (a redelivery that overtakes one is recognised as a duplicate).
+Separate from the router because this is the one place an inbound message lives only in
+memory, bounded and reported in the daemon's health (``spooled``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from bot.events import InboundMessage
+from bot.tasks import spawn
+
+log = logging.getLogger("my_agent.services")
+
+SPOOL_LIMIT = 10_000
+
+
+class InboundSpool:
+    """Held messages and the task that stores them once the disk accepts writes again."""
+
+    def __init__(
+        self,
+        route: Callable[[InboundMessage], Awaitable[None]],
+        drained: Callable[[], None],
+    ) -> None:
+        """``route`` stores (and answers) one message; ``drained`` is called once all
+        held messages are stored."""
+        self._route = route
+        self._drained = drained
+        self._held: deque[InboundMessage] = deque()
+        self._task: asyncio.Task[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def hold(self, message: InboundMessage) -> None:
+        """Hold a message we could not store; retried in the background (deduplicated)."""
+        if len(self._held) >= SPOOL_LIMIT:
+            log.error(
+                "spool full: oldest held message dropped from memory (%s)",
+                self._held[0].message_id,
+            )
+            self._held.popleft()
+        self._held.append(message)
+        if self._task is None or self._task.done():
+            self._task = spawn(self._drain(), name="spool")
+
+    async def _drain(self) -> None:
+        delay = 1.0
+        while self._held:
+            message = self._held[0]
+            try:
+                await self._route(message)
+            except OSError as exc:
+                log.warning("spooled message still cannot be stored: %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            self._held.popleft()
+            delay = 1.0
+        self._drained()
+        log.info("all spooled messages stored")

@@ -1,0 +1,103 @@
+"""An owner-side message recorded as a user turn, and its reply asked for.
+
+Used by the router's owner and group flows and by a ``/new <first message>`` (bot/
+command_flow.py). Also where a message's reply goes (:func:`reply_target`) and what of
+the message a turn keeps (:func:`turn_metadata`): the stranger flow, the command answers
+and the replies resumed after a restart (bot/resume.py) address their answers the same
+way, so these live apart from any one flow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from bot.events import InboundMessage
+from bot.index import ConversationRecord
+from bot.replies import ReplyTarget
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+
+def recipients(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The original To/Cc of a message (e-mail reply-all needs them after a restart too)."""
+    return {k: list(metadata[k]) for k in ("to", "cc") if isinstance(metadata.get(k), list)}
+
+
+def turn_metadata(msg: InboundMessage) -> dict[str, Any]:
+    """What a user turn records of the channel message it came from."""
+    meta: dict[str, Any] = {"messageId": msg.message_id, "chatId": msg.chat_id}
+    if msg.message_ref and msg.message_ref != msg.message_id:
+        meta["messageRef"] = msg.message_ref
+    if msg.thread_refs:
+        meta["threadRefs"] = list(msg.thread_refs)
+    if msg.subject:
+        meta["subject"] = msg.subject
+    if msg.attachments:
+        meta["attachments"] = [asdict(a) for a in msg.attachments]
+    meta.update(msg.metadata)
+    return meta
+
+
+def reply_target(msg: InboundMessage) -> ReplyTarget:
+    """Where the answer to ``msg`` goes: its chat, in reply to it, in its thread."""
+    refs = tuple(reversed(msg.thread_refs))
+    if msg.message_ref:
+        refs = (*refs, msg.message_ref)
+    return ReplyTarget(
+        channel=msg.channel,
+        chat_id=msg.chat_id,
+        in_reply_to=msg.message_ref or msg.message_id,
+        thread_refs=tuple(dict.fromkeys(refs)),
+        subject=msg.subject,
+        metadata=recipients(msg.metadata),
+    )
+
+
+class TurnRecorder:
+    """Appends a message to an owner-side conversation and submits its reply."""
+
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    async def record_and_reply(
+        self,
+        msg: InboundMessage,
+        rec: ConversationRecord,
+        sender: str | None,
+        owner: bool | None = None,
+    ) -> None:
+        """``owner``: in a group, whether the sender is the owner (by id and aliases; the
+        display name proves nothing); None elsewhere (the owner's own conversations)."""
+        extra: dict[str, Any] = {}
+        if not msg.addressed:
+            extra["awaitReply"] = False
+        if owner is not None:
+            extra["fromOwner"] = owner  # read again when a pending reply is resumed
+        rec, line = await self.s.conversations.append_turn(
+            rec.id,
+            "user",
+            msg.text,
+            channel=msg.channel,
+            sender=sender,
+            metadata=turn_metadata(msg),
+            **extra,
+        )
+        if (
+            msg.channel != "web"
+            and rec.channel_meta.get("chatId") != msg.chat_id
+            and rec.channel == msg.channel
+        ):
+            await self.s.conversations.set_channel_meta(rec.id, chatId=msg.chat_id)
+        if msg.addressed:
+            self.s.replies.submit(
+                rec.id,
+                line["turnNumber"],
+                msg.text,
+                reply_target(msg),
+                sender=sender,
+                owner=True if owner is None else owner,
+                album=msg.metadata.get("media_group"),
+            )
