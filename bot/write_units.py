@@ -53,7 +53,7 @@ class Unsynced:
     """A unit of work whose commit need not be synced to disk on its own.
 
     For a write that is durable elsewhere already and rebuilt from there after a crash:
-    the outbox row of a reply, which :meth:`bot.services.Services.requeue_unsent_replies`
+    the outbox row of a reply, which :meth:`bot.resume.requeue_unsent_replies`
     queues again from the reply's (durable) transcript turn. In a database that syncs
     every commit (``synchronous=FULL``, state.db), a batch made only of such units
     commits with ``NORMAL``: the WAL frames reach the disk with the next synced commit
