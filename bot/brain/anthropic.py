@@ -37,6 +37,7 @@ from bot.brain.anthropic_api import (
     DeltaForwarder,
     MessagesCaller,
     Rejected,
+    UnreadableAnswer,
     as_params,
     text_of,
 )
@@ -49,6 +50,7 @@ from bot.brain.anthropic_reply import (
     finish,
     rejected_reply,
     request_params,
+    unreadable_reply,
 )
 from bot.brain.base import (
     BrainReply,
@@ -149,6 +151,12 @@ class AnthropicBrain:
             raise
         except Rejected as exc:
             return rejected_reply(self.config, alias, exc, turn)
+        except UnreadableAnswer as exc:
+            if not turn.texts:
+                raise  # nothing said yet: the reply engine's apology
+            # A later round: the owner keeps what earlier rounds said (and watched stream in).
+            log.warning("the model's answer could not be read after a tool round: %s", exc)
+            return unreadable_reply(self.config, alias, turn)
         return finish(self.config, alias, turn)
 
     async def build_request(self, request: BrainRequest) -> dict[str, Any]:
