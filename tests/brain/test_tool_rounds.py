@@ -1,17 +1,24 @@
 """What the owner gets when a tool round goes wrong: a later round rejected or unreadable,
-a refusal after some text. What was already said stays said, with a notice after it."""
+a refusal after some text, a response with too many tool calls, a tool call cut at
+``max_tokens``. What was already said stays said, with a notice after it."""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
-from bot.brain.anthropic import AnthropicBrain
+from bot.brain.anthropic import CUT_SHORT, AnthropicBrain
 from bot.brain.anthropic_api import UnreadableAnswer
 from bot.brain.anthropic_reply import REFUSAL_NOTE
-from tests.brain.conftest import Deltas, owner_request, seed_conversation
+from bot.config.model import BrainConfig
+from tests.brain.conftest import Deltas, make_brain, make_config, owner_request, seed_conversation
+
+
+def tool_results(body: dict) -> list[dict]:
+    return [b for b in body["messages"][-1]["content"] if b.get("type") == "tool_result"]
 
 
 async def test_a_rejection_in_a_later_round_keeps_what_was_said(
@@ -78,3 +85,64 @@ async def test_a_refusal_after_text_keeps_it_with_a_note(
     reply = await brain.reply(owner_request("tell me", conv), Deltas())
     assert reply.text == "Part one.\n\n" + REFUSAL_NOTE
     assert reply.extra == {"stopReason": "refusal"}
+
+
+async def test_tool_calls_over_the_cap_get_an_error_result(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: a response with 50 tool_use blocks ran all 50 searches.
+    config = make_config(tmp_path, fake_api, max_tool_calls_per_response=3)
+    brain = make_brain(config, core)
+    searched: list[str] = []
+    search = core.search.search
+
+    async def counting(query: str, **kwargs: object) -> object:
+        searched.append(query)
+        return await search(query, **kwargs)
+
+    core.search.search = counting
+    try:
+        conv = await seed_conversation(core, [("user", "search everything")])
+        blocks = [
+            Block("tool_use", name="search_conversations", input={"query": f"q{n}"})
+            for n in range(50)
+        ]
+        fake_api.push(Scripted(blocks))
+        fake_api.push_text("Done.")
+        with caplog.at_level(logging.WARNING, logger="my_agent.brain"):
+            reply = await brain.reply(owner_request("search everything", conv))
+        assert reply.text == "Done."
+        assert searched == ["q0", "q1", "q2"]
+        results = tool_results(fake_api.requests[1].body)
+        assert len(results) == 50  # every tool_use needs its tool_result
+        assert [r["is_error"] for r in results[:3]] == [False] * 3
+        assert all(r["is_error"] for r in results[3:])
+        assert "at most 3 tool calls" in results[3]["content"]
+        assert any("50 tool calls" in r.getMessage() for r in caplog.records)
+    finally:
+        await brain.client.close()
+
+
+def test_the_tool_call_cap_has_a_default() -> None:
+    assert BrainConfig().max_tool_calls_per_response == 8
+
+
+async def test_a_tool_call_cut_at_max_tokens_is_answered_and_the_loop_goes_on(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: the reply stopped there with "cut short ... say continue" and the tool
+    # never ran; now the cut call gets an error result and the model may call it again.
+    conv = await seed_conversation(core, [("user", "what about the boiler?")])
+    cut = Block("tool_use", name="search_conversations", chunks=['{"query": "boi'])
+    fake_api.push(Scripted([Block("text", text="Let me look."), cut], stop_reason="max_tokens"))
+    fake_api.push_tool_use("search_conversations", {"query": "boiler"})
+    fake_api.push_text("Nothing about the boiler yet.")
+    deltas = Deltas()
+    reply = await brain.reply(owner_request("what about the boiler?", conv), deltas)
+    assert reply.text == "Let me look.\n\nNothing about the boiler yet."
+    assert CUT_SHORT not in reply.text and reply.extra == {}
+    assert deltas.text == reply.text
+    first = tool_results(fake_api.requests[1].body)
+    assert len(first) == 1 and first[0]["is_error"]
+    assert "max_tokens" in first[0]["content"]
+    assert tool_results(fake_api.requests[2].body)[0]["is_error"] is False
