@@ -25,6 +25,9 @@ log = logging.getLogger("my_agent.brain")
 EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
 CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
 REFUSAL_NOTE = "[The model stopped here and declined to continue this answer.]"
+# Stop reasons that cut an answer off: its max_tokens, or the model's context window (the
+# tool results of one reply can fill it).
+CUT_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 
 @dataclass
@@ -88,12 +91,14 @@ def finish(config: AppConfig, alias: str, parts: ReplyParts) -> BrainReply:
         log.warning("the model returned no text (%s)", parts.stop_reason or "no reason")
         text = EMPTY_REPLY
         extra = {"error": "empty", "stopReason": parts.stop_reason}
-    elif parts.stop_reason == "max_tokens":
-        # The answer stops mid-sentence (brain.max_tokens): say so, or it reads as if
-        # the model had meant to end there.
-        log.warning("the reply was cut at max_tokens (%d)", config.brain.max_tokens)
+    elif parts.stop_reason in CUT_REASONS:
+        # The answer stops mid-sentence (brain.max_tokens, or the context window): say
+        # so, or it reads as if the model had meant to end there.
+        log.warning(
+            "the reply was cut (%s, max_tokens %d)", parts.stop_reason, config.brain.max_tokens
+        )
         text += "\n\n" + CUT_SHORT
-        extra = {"stopReason": "max_tokens"}
+        extra = {"stopReason": parts.stop_reason}
     elif parts.stop_reason == "refusal":
         # The text before it went out as if it were the whole answer, with no sign that
         # the model had stopped.
@@ -162,6 +167,7 @@ def failed_reply(
 
 
 __all__ = [
+    "CUT_REASONS",
     "CUT_SHORT",
     "EMPTY_REPLY",
     "REFUSAL_NOTE",

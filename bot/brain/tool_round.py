@@ -5,9 +5,10 @@ call that is not run is answered too, with an error result saying why:
 
 - calls past ``brain.max_tool_calls_per_response`` (a response with 50 ``tool_use`` blocks
   ran all 50 searches, and sent all their results back in every later round);
-- a call cut by ``max_tokens`` while the model was writing its input (the SDK reads the
-  partial JSON as it can: ``{"query": "boi"}``). Before, the reply ended there with "cut
-  short, say continue" and the tool never ran; answered, the model can call it again.
+- a call cut by ``max_tokens`` (or the context window) while the model was writing its
+  input (the SDK reads the partial JSON as it can: ``{"query": "boi"}``). Before, the
+  reply ended there with "cut short, say continue" and the tool never ran; answered, the
+  model can call it again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from bot.brain.anthropic_reply import CUT_REASONS
 from bot.brain.tools import Tool, execute
 
 log = logging.getLogger("my_agent.brain")
@@ -26,16 +28,17 @@ OVER_CAP = (
     "next response if you still need it."
 )
 CUT_CALL = (
-    "Not run: your response reached its output limit (max_tokens) while you were writing "
-    "this call, so its input is incomplete. Call it again if you still need it."
+    "Not run: your response was cut off (max_tokens or the context window) while you were "
+    "writing this call, so its input is incomplete. Call it again if you still need it."
 )
 
 
 def cut_call(message: Any) -> bool:
-    """Whether ``message`` was cut by ``max_tokens`` inside a ``tool_use`` block (its last
-    block; a call followed by more content was complete)."""
+    """Whether ``message`` was cut (``max_tokens``, the context window) inside a
+    ``tool_use`` block (its last block; a call followed by more content was complete)."""
     content = message.content
-    return message.stop_reason == "max_tokens" and bool(content) and content[-1].type == "tool_use"
+    cut = message.stop_reason in CUT_REASONS
+    return cut and bool(content) and content[-1].type == "tool_use"
 
 
 def wants_tools(message: Any) -> bool:

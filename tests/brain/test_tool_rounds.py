@@ -146,3 +146,32 @@ async def test_a_tool_call_cut_at_max_tokens_is_answered_and_the_loop_goes_on(
     assert len(first) == 1 and first[0]["is_error"]
     assert "max_tokens" in first[0]["content"]
     assert tool_results(fake_api.requests[2].body)[0]["is_error"] is False
+
+
+async def test_a_reply_cut_by_the_context_window_says_so(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: stop_reason "model_context_window_exceeded" (the answer ran into the
+    # model's context window: the tool results of a reply can fill it) went out
+    # mid-sentence with no sign that more was coming, as max_tokens used to.
+    conv = await seed_conversation(core, [("user", "summarise it all")])
+    fake_api.push_tool_use("fetch_context", {"conversationId": conv}, text="Reading.")
+    cut = Scripted(
+        [Block("text", text="The first point is")], stop_reason="model_context_window_exceeded"
+    )
+    fake_api.push(cut)
+    reply = await brain.reply(owner_request("summarise it all", conv), Deltas())
+    assert reply.text == "Reading.\n\nThe first point is\n\n" + CUT_SHORT
+    assert reply.extra == {"stopReason": "model_context_window_exceeded"}
+
+
+async def test_a_tool_call_cut_by_the_context_window_is_answered(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    conv = await seed_conversation(core, [("user", "and the boiler?")])
+    cut = Block("tool_use", name="search_conversations", chunks=['{"query": "boi'])
+    fake_api.push(Scripted([cut], stop_reason="model_context_window_exceeded"))
+    fake_api.push_text("Nothing found.")
+    reply = await brain.reply(owner_request("and the boiler?", conv), Deltas())
+    assert reply.text == "Nothing found."
+    assert tool_results(fake_api.requests[1].body)[0]["is_error"]
