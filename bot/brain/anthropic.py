@@ -37,6 +37,7 @@ from bot.brain.anthropic_api import (
     DeltaForwarder,
     MessagesCaller,
     Rejected,
+    UnreadableAnswer,
     as_params,
     text_of,
 )
@@ -49,6 +50,7 @@ from bot.brain.anthropic_reply import (
     finish,
     rejected_reply,
     request_params,
+    unreadable_reply,
 )
 from bot.brain.base import (
     BrainReply,
@@ -67,7 +69,8 @@ from bot.brain.context import (
 )
 from bot.brain.cost import record_spending
 from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
-from bot.brain.tools import RecallTools, Tool, execute, tool_map
+from bot.brain.tool_round import answer_calls, wants_tools
+from bot.brain.tools import RecallTools, Tool, tool_map
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -149,6 +152,12 @@ class AnthropicBrain:
             raise
         except Rejected as exc:
             return rejected_reply(self.config, alias, exc, turn)
+        except UnreadableAnswer as exc:
+            if not turn.texts:
+                raise  # nothing said yet: the reply engine's apology
+            # A later round: the owner keeps what earlier rounds said (and watched stream in).
+            log.warning("the model's answer could not be read after a tool round: %s", exc)
+            return unreadable_reply(self.config, alias, turn)
         return finish(self.config, alias, turn)
 
     async def build_request(self, request: BrainRequest) -> dict[str, Any]:
@@ -275,9 +284,12 @@ class AnthropicBrain:
         deltas: DeltaForwarder,
     ) -> None:
         """Call the model, run the tools it asks for, repeat; at most
-        ``brain.max_tool_iterations`` rounds of tools, then a final answer without them."""
+        ``brain.max_tool_iterations`` rounds of tools, then a final answer without them;
+        at most ``brain.max_tool_calls_per_response`` calls run per round
+        (:mod:`bot.brain.tool_round`)."""
         available = tool_map(tools)
         limit = self.config.brain.max_tool_iterations
+        cap = self.config.brain.max_tool_calls_per_response
         for iteration in range(limit + 1):
             params = request_params(self.config, alias, system, messages)
             if tools:
@@ -292,27 +304,10 @@ class AnthropicBrain:
             if text:
                 turn.texts.append(text)
             turn.thinking.extend(b.thinking for b in message.content if b.type == "thinking")
-            calls = [b for b in message.content if b.type == "tool_use"]
-            if not calls or message.stop_reason != "tool_use":
+            if not wants_tools(message):
                 return
             messages.append({"role": "assistant", "content": as_params(message.content)})
-            results = []
-            for call in calls:
-                content, is_error = await execute(available, call.name, call.input)
-                log.info(
-                    "tool %s -> %s (%d chars)",
-                    call.name,
-                    "error" if is_error else "ok",
-                    len(content),
-                )
-                results.append(
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": call.id,
-                        "content": content,
-                        "is_error": is_error,
-                    }
-                )
+            results = await answer_calls(available, message, cap)
             messages.append({"role": "user", "content": results})
         log.warning("tool loop ended at the iteration limit (%d)", limit)
 

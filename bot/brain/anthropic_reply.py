@@ -4,8 +4,9 @@ What :class:`~bot.brain.anthropic.AnthropicBrain` builds around each Messages AP
 as functions of the configuration alone: the parameters of a call
 (:func:`request_params`: model alias resolved, thinking budget), the running usage and
 cost of a reply across its tool rounds (:class:`ReplyParts`, :func:`account`), and the
-reply that comes out of them (:func:`finish`: the empty and cut-short notices;
-:func:`rejected_reply` for a request the API refuses for good).
+reply that comes out of them (:func:`finish`: the empty, cut-short and refusal notices;
+:func:`rejected_reply` for a request the API refuses for good, :func:`unreadable_reply` for
+an answer that cannot be read, both keeping what earlier rounds said).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ log = logging.getLogger("my_agent.brain")
 
 EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
 CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
+REFUSAL_NOTE = "[The model stopped here and declined to continue this answer.]"
+# Stop reasons that cut an answer off: its max_tokens, or the model's context window (the
+# tool results of one reply can fill it).
+CUT_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 
 @dataclass
@@ -86,12 +91,20 @@ def finish(config: AppConfig, alias: str, parts: ReplyParts) -> BrainReply:
         log.warning("the model returned no text (%s)", parts.stop_reason or "no reason")
         text = EMPTY_REPLY
         extra = {"error": "empty", "stopReason": parts.stop_reason}
-    elif parts.stop_reason == "max_tokens":
-        # The answer stops mid-sentence (brain.max_tokens): say so, or it reads as if
-        # the model had meant to end there.
-        log.warning("the reply was cut at max_tokens (%d)", config.brain.max_tokens)
+    elif parts.stop_reason in CUT_REASONS:
+        # The answer stops mid-sentence (brain.max_tokens, or the context window): say
+        # so, or it reads as if the model had meant to end there.
+        log.warning(
+            "the reply was cut (%s, max_tokens %d)", parts.stop_reason, config.brain.max_tokens
+        )
         text += "\n\n" + CUT_SHORT
-        extra = {"stopReason": "max_tokens"}
+        extra = {"stopReason": parts.stop_reason}
+    elif parts.stop_reason == "refusal":
+        # The text before it went out as if it were the whole answer, with no sign that
+        # the model had stopped.
+        log.warning("the model refused after %d character(s) of reply", len(text))
+        text += "\n\n" + REFUSAL_NOTE
+        extra = {"stopReason": "refusal"}
     return BrainReply(
         text=text,
         model=config.resolve_model(alias),
@@ -103,29 +116,67 @@ def finish(config: AppConfig, alias: str, parts: ReplyParts) -> BrainReply:
 
 
 def rejected_reply(config: AppConfig, alias: str, exc: Rejected, parts: ReplyParts) -> BrainReply:
-    """The short notice that replaces a reply the API rejected (it would fail again)."""
+    """The notice for a reply the API rejected (it would fail again): the whole reply,
+    or appended to what earlier tool rounds said."""
     log.error("the API rejected the request (%d): %s", exc.status, exc)
-    text = (
-        "I could not answer this: the model service rejected the request "
-        f"({exc.status}). Try rephrasing, or start a new conversation with /new."
+    what = f"the model service rejected the request ({exc.status})"
+    return failed_reply(
+        config,
+        alias,
+        parts,
+        f"I could not answer this: {what}. Try rephrasing, or start a new conversation with /new.",
+        f"[I could not finish this answer: {what}. Try rephrasing, or start a new "
+        "conversation with /new.]",
+        {"error": "rejected", "status": exc.status},
     )
+
+
+def unreadable_reply(config: AppConfig, alias: str, parts: ReplyParts) -> BrainReply:
+    """What earlier tool rounds said, and a notice that the next answer could not be read
+    (only when they said something: else the reply engine's apology)."""
+    return failed_reply(
+        config,
+        alias,
+        parts,
+        "I could not answer this: the model's answer could not be read. Ask again.",
+        "[I could not finish this answer: the model's next answer could not be read. Ask again.]",
+        {"error": "unreadable"},
+    )
+
+
+def failed_reply(
+    config: AppConfig,
+    alias: str,
+    parts: ReplyParts,
+    alone: str,
+    appended: str,
+    extra: dict[str, Any],
+) -> BrainReply:
+    """A reply ended by an error: ``alone`` if nothing was said, else what earlier tool
+    rounds said (the owner had watched it stream in) with ``appended`` after it."""
+    said = "\n\n".join(parts.texts)
+    text = f"{said}\n\n{appended}" if said.strip() else alone
     return BrainReply(
         text,
         config.resolve_model(alias),
         parts.usage,
         parts.cost,
-        None,
-        {"error": "rejected", "status": exc.status},
+        "\n\n".join(parts.thinking).strip() or None,
+        extra,
     )
 
 
 __all__ = [
+    "CUT_REASONS",
     "CUT_SHORT",
     "EMPTY_REPLY",
+    "REFUSAL_NOTE",
     "ReplyParts",
     "account",
     "add_spent",
+    "failed_reply",
     "finish",
     "rejected_reply",
     "request_params",
+    "unreadable_reply",
 ]

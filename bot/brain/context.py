@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
 EMPTY_MESSAGE = "(a message without text)"
+# An earlier reply the API refused (stop_reason "refusal"), as the model sees it: the
+# API's documentation says the refused turn must be removed or changed before going on,
+# or the requests after it are refused too (the transcript keeps what was said).
+REFUSED_IN_CONTEXT = "(an earlier answer here was stopped by the model service; not shown)"
 
 
 def estimate_tokens(text: str) -> int:
@@ -114,6 +118,7 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
     In a group, a message from another member (``fromOwner: false``) is labelled with its
     sender: unlabelled, it read as the owner's own words in the owner's context, where
     the recall tools are, so a member could ask for the owner's data in the owner's name.
+    A reply the API refused (``stopReason: "refusal"``) becomes :data:`REFUSED_IN_CONTEXT`.
     """
     out = []
     for line in lines:
@@ -125,6 +130,8 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
             if role == "user" and line.get("fromOwner") is False:
                 who = " ".join(str(line.get("sender") or "another member").split())[:60]
                 content = member_label(who) + content
+            if role == "assistant" and line.get("stopReason") == "refusal":
+                content = REFUSED_IN_CONTEXT
             out.append(ContextTurn(role, content, number, who))
     return out
 

@@ -79,6 +79,9 @@ class BrainConfig(_Section):
     retry_base_delay: float = Field(default=0.5, gt=0)
     retry_max_delay: float = Field(default=8.0, gt=0)
     max_tool_iterations: int = Field(default=6, ge=1)
+    # Tool calls run from one model response; the rest get an error result
+    # (bot/brain/tool_round.py): 50 tool_use blocks ran 50 searches.
+    max_tool_calls_per_response: int = Field(default=8, ge=1)
     # Replies generated at once across conversations (API rate limits; under a burst,
     # storing what arrives goes first and replies follow).
     max_concurrent_replies: int = Field(default=8, ge=1)

@@ -13,6 +13,7 @@ from bot.brain.base import BrainRequest
 from bot.brain.context import (
     EMPTY_MESSAGE,
     FLUSH_PROMPT,
+    REFUSED_IN_CONTEXT,
     ContextTurn,
     WorkingContexts,
     estimate_tokens,
@@ -385,3 +386,25 @@ async def test_after_a_restart_compression_also_summarises_the_turns_before_the_
         assert [m["content"][:12] for m in reply_body["messages"]] == ["user turn 14"]
     finally:
         await brain.client.close()
+
+
+async def test_a_refused_reply_is_not_sent_back_to_the_model(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: the text a refusal cut off went back to the model in every later reply
+    # of the conversation. The API's documentation on streaming refusals: the refused turn
+    # must be removed or changed before continuing, or the next requests are refused too.
+    manager = core.conversations
+    conv = await seed_conversation(core, [("user", "explain the thing")])
+    fake_api.push(Scripted([Block("text", text="Step one: take the")], stop_reason="refusal"))
+    reply = await brain.reply(owner_request("explain the thing", conv))
+    assert reply.extra["stopReason"] == "refusal"
+    await manager.append_turn(conv, "assistant", reply.text, turn_number=1, **reply.extra)
+    assert "Step one" in manager.read_lines(conv)[-1]["content"]  # the transcript keeps it
+    await manager.append_turn(conv, "user", "something else then")
+    fake_api.push_text("Sure.")
+    await brain.reply(owner_request("something else then", conv))
+    messages = fake_api.requests[1].body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert "Step one" not in json.dumps(messages)
+    assert messages[1]["content"] == REFUSED_IN_CONTEXT

@@ -1,0 +1,89 @@
+"""One round of the tool loop: the tool calls of one model response, answered.
+
+Every ``tool_use`` block of a response needs its ``tool_result`` in the next request, so a
+call that is not run is answered too, with an error result saying why:
+
+- calls past ``brain.max_tool_calls_per_response`` (a response with 50 ``tool_use`` blocks
+  ran all 50 searches, and sent all their results back in every later round);
+- a call cut by ``max_tokens`` (or the context window) while the model was writing its
+  input (the SDK reads the partial JSON as it can: ``{"query": "boi"}``). Before, the
+  reply ended there with "cut short, say continue" and the tool never ran; answered, the
+  model can call it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from bot.brain.anthropic_reply import CUT_REASONS
+from bot.brain.tools import Tool, execute
+
+log = logging.getLogger("my_agent.brain")
+
+OVER_CAP = (
+    "Not run: at most {cap} tool calls are run per response "
+    "(brain.max_tool_calls_per_response). Ask for fewer at once; call it again in your "
+    "next response if you still need it."
+)
+CUT_CALL = (
+    "Not run: your response was cut off (max_tokens or the context window) while you were "
+    "writing this call, so its input is incomplete. Call it again if you still need it."
+)
+
+
+def cut_call(message: Any) -> bool:
+    """Whether ``message`` was cut (``max_tokens``, the context window) inside a
+    ``tool_use`` block (its last block; a call followed by more content was complete)."""
+    content = message.content
+    cut = message.stop_reason in CUT_REASONS
+    return cut and bool(content) and content[-1].type == "tool_use"
+
+
+def wants_tools(message: Any) -> bool:
+    """Whether ``message`` asks for tool calls to be answered: it stopped for them, or it
+    was cut while writing one."""
+    if not any(b.type == "tool_use" for b in message.content):
+        return False
+    return message.stop_reason == "tool_use" or cut_call(message)
+
+
+async def answer_calls(
+    available: Mapping[str, Tool], message: Any, cap: int
+) -> list[dict[str, Any]]:
+    """The ``tool_result`` blocks for every ``tool_use`` of ``message``, in order: the
+    first ``cap`` calls run, the rest (and a call cut at ``max_tokens``) get an error."""
+    calls = [b for b in message.content if b.type == "tool_use"]
+    cut = len(calls) - 1 if cut_call(message) else None  # the index of a cut call
+    if len(calls) > cap:
+        log.warning(
+            "a response asked for %d tool calls; the first %d run, the rest get an error "
+            "(brain.max_tool_calls_per_response)",
+            len(calls),
+            cap,
+        )
+    results = []
+    for n, call in enumerate(calls):
+        if n >= cap:
+            content, is_error = OVER_CAP.format(cap=cap), True
+        elif n == cut:
+            log.warning("tool call %s was cut at max_tokens; answered with an error", call.name)
+            content, is_error = CUT_CALL, True
+        else:
+            content, is_error = await execute(available, call.name, call.input)
+            log.info(
+                "tool %s -> %s (%d chars)", call.name, "error" if is_error else "ok", len(content)
+            )
+        results.append(
+            {
+                "type": "tool_result",
+                "tool_use_id": call.id,
+                "content": content,
+                "is_error": is_error,
+            }
+        )
+    return results
+
+
+__all__ = ["CUT_CALL", "OVER_CAP", "answer_calls", "cut_call", "wants_tools"]
