@@ -3,6 +3,7 @@ reply engine and outbox (offline brain, or a scripted one where the exact reply 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import sqlite3
@@ -20,7 +21,7 @@ from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
 from bot.replies import OUTAGE
 
-from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
+from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, assert_no_tasks_left
 from .stack import ScriptedBrain, Stack, start_stack, texts
 
 pytestmark = pytest.mark.slow
@@ -33,6 +34,7 @@ async def stack(tmp_path: Path, tg_server: FakeTelegramServer) -> AsyncIterator[
     s = await start_stack(tmp_path / "data", tg_server)
     yield s
     await s.stop()
+    await assert_no_tasks_left()
 
 
 @pytest.fixture
@@ -43,6 +45,7 @@ async def scripted(
     s = await start_stack(tmp_path / "data", tg_server, brain=brain)
     yield s, brain
     await s.stop()
+    await assert_no_tasks_left()
 
 
 async def test_owner_message_is_answered_in_the_pinned_conversation(
@@ -538,3 +541,32 @@ async def test_a_strangers_album_is_acknowledged_once(
 
     await stack.wait(sent_all)
     assert len(tg_server.sent_to(STRANGER_ID)) == 1 and len(tg_server.sent_to(OWNER_ID)) == 1
+
+
+class StuckBrain(ScriptedBrain):
+    """A brain that never answers (until cancelled): a reply in flight at the stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        self.requests.append(request)
+        self.called.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_the_stack_stops_with_a_reply_in_flight_and_leaves_no_task(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    brain = StuckBrain()
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain)
+    try:
+        tg_server.inject_message(OWNER_ID, "think hard")
+        await asyncio.wait_for(brain.called.wait(), 15)
+    finally:
+        await stack.stop()
+    # Before, the stack stopped its channel, then its services, like no daemon does: the
+    # reply worker, stuck in the brain, outlived the test (and the fake server under it).
+    await assert_no_tasks_left()
