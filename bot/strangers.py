@@ -10,18 +10,18 @@ Trust / Block / Reply actions on the configured channel, both rate-limited per p
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, OutboundMessage
+from bot.labels import escalated_party_ids, escalation_title, is_escalation_titled
 from bot.parties import PartyRecord, normalise_identity
 from bot.replies import ReplyTarget
 
 if TYPE_CHECKING:
-    import asyncio
-
     from bot.commands import Commands
     from bot.services import Services
 
@@ -208,11 +208,15 @@ class StrangerFlow:
                     channel_meta={"chatId": address, "contact": self.s.config.owner.name},
                     reason="escalation",
                 )
-        chat_id = rec.channel_meta.get("chatId") or address
-        if not chat_id:
-            return
-        await self.s.conversations.append_event(rec.id, "escalation", partyId=party.id, text=body)
-        await self._title_escalations(rec.id, party)
+            chat_id = rec.channel_meta.get("chatId") or address
+            if not chat_id:
+                return
+            await self.s.conversations.append_event(
+                rec.id, "escalation", partyId=party.id, text=body
+            )
+            # Under the lock: two parties escalating at once would each title the
+            # conversation after the escalations it read, and the later one lose one.
+            await self._title_escalations(rec.id, party)
         actions = (
             ("Trust", f"/trust {party.id}"),
             ("Block", f"/block {party.id}"),
@@ -232,15 +236,24 @@ class StrangerFlow:
         )
 
     async def _title_escalations(self, conv_id: str, party: PartyRecord) -> None:
-        """Name a conversation that holds only escalations after the first party who
-        wrote: untitled, the dashboard showed it as "New conversation" beside an id.
+        """Name a conversation that holds only escalations after the parties who wrote:
+        untitled, the dashboard showed it as "New conversation" beside an id; titled
+        after the first party only, it hid everyone who escalated there since.
 
         The title is an automatic one (``throughTurn`` 0): a manual name always wins,
         and the naming at turn 5 replaces it once the owner talks there."""
         rec = await self.s.conversations.get(conv_id)
-        if rec is None or rec.title or rec.manually_named or rec.turn_count:
+        if rec is None or not is_escalation_titled(rec):
             return
-        await self.s.conversations.set_title_topics(conv_id, f"Escalation: {party.label}", [], 0)
+        lines = await asyncio.to_thread(self.s.conversations.read_lines, conv_id)
+        parties = [
+            found
+            for pid in escalated_party_ids(lines)
+            if (found := party if pid == party.id else await self.s.external.get(pid))
+        ]
+        title = escalation_title(parties or [party])
+        if title != rec.title:
+            await self.s.conversations.set_title_topics(conv_id, title, [], 0)
 
 
 def _opener(text: str) -> bool:
