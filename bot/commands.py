@@ -181,20 +181,35 @@ class Commands:
             f"Search: {vec}",
         ]
         fresh = (await self.s.conversations.get(conv.id) or conv) if conv is not None else None
+        # The dashboard links the conversation by its title (the text showed it with its
+        # internal id, which the page cannot open); the other channels keep the id, which
+        # `my-agent conversations show` takes.
+        linked: dict[str, object] | None = None
         if fresh is None:
             lines.append("Conversation: none yet (it starts with your first message)")
         else:
-            lines += [
-                f"Conversation: {fresh.title or 'New conversation'} ({fresh.id})",
+            if message.channel == "web":
+                title = display_title(
+                    fresh.channel, fresh.title, fresh.channel_meta, fresh.participants
+                )
+                linked = {"prefix": "Conversation: ", "conversationId": fresh.id, "title": title}
+                lines.append(f"Conversation: {title}")
+            else:
+                lines.append(f"Conversation: {fresh.title or UNTITLED} ({fresh.id})")
+            lines.append(
                 f"Model: {fresh.model or self.s.config.models.default}; turns: "
                 f"{fresh.turn_count}; cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / "
-                f"{fresh.tokens_out} out tokens)",
-            ]
+                f"{fresh.tokens_out} out tokens)"
+            )
         lines.append(
             f"Conversations: {total}; outbox pending: {pending}; "
             f"escalations pending: {len(escalations)}"
         )
-        return CommandResult("\n".join(lines))
+        if linked is None:
+            return CommandResult("\n".join(lines))
+        # The same lines as data, the conversation's one as a link (``statusLines``).
+        status = [linked if line.startswith("Conversation: ") else line for line in lines]
+        return CommandResult("\n".join(lines), extra={"statusLines": status})
 
     async def _owner_rename(
         self,

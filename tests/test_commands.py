@@ -210,6 +210,29 @@ async def test_commands_never_reach_the_brain(core: Core) -> None:
     ]
 
 
+async def test_status_names_the_conversation_by_title_and_links_it_on_the_web(
+    core: Core,
+) -> None:
+    # Regression: on the web, /status read "Conversation: Heating (conv-01…)": an
+    # internal id where the dashboard can link the conversation by its title.
+    await core.say("web hello", channel="web")
+    rec = await core.s.conversations.most_recent("web")
+    assert rec is not None
+    await core.say("/rename Heating", channel="web")
+    text = await core.say("/status", channel="web", conversation_id=rec.id)
+    assert "Conversation: Heating" in text and rec.id not in text
+    lines = core.channels["web"].sent[-1].metadata["statusLines"]
+    assert {"prefix": "Conversation: ", "conversationId": rec.id, "title": "Heating"} in lines
+    assert [line for line in lines if isinstance(line, str)] == [
+        line for line in text.splitlines() if not line.startswith("Conversation: ")
+    ]
+    # Telegram cannot link: the id stays, what `my-agent conversations show` takes.
+    await core.say("phone hello")
+    phone = await core.say("/status")
+    assert "Conversation: New conversation (conv-" in phone
+    assert "statusLines" not in core.telegram.sent[-1].metadata
+
+
 async def test_rename_is_manual_and_protected(core: Core) -> None:
     await core.say("hi")
     await core.say("/rename   Tax   return 2026 ")
