@@ -10,6 +10,7 @@ import sqlite3
 import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiogram.methods.base import Response
@@ -19,6 +20,7 @@ from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
+from bot.parties import party_handle
 from bot.replies import OUTAGE
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, assert_no_tasks_left
@@ -570,3 +572,84 @@ async def test_the_stack_stops_with_a_reply_in_flight_and_leaves_no_task(
     # Before, the stack stopped its channel, then its services, like no daemon does: the
     # reply worker, stuck in the brain, outlived the test (and the fake server under it).
     await assert_no_tasks_left()
+
+
+async def test_a_known_partys_album_gets_one_answer_with_the_history_as_it_came(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    def photo(n: int) -> list[dict[str, object]]:
+        return [{"file_id": f"k{n}", "file_unique_id": f"k{n}", "width": 9, "height": 9}]
+
+    brain = GatedScriptedBrain()
+    trust = {"contacts": {"telegram": {str(STRANGER_ID): "known"}}}
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain, trust=trust)
+    try:
+        tg_server.inject_message(STRANGER_ID, "hello, it's Kim", first_name="Kim")
+        for n, caption in enumerate(("my flat", "the kitchen", "the garden"), 1):
+            tg_server.inject_message(STRANGER_ID, photo=photo(n), caption=caption,
+                                     media_group_id="k1", first_name="Kim")  # fmt: skip
+        tg_server.inject_message(STRANGER_ID, "so, what do you think?", first_name="Kim")
+        # Everything is recorded while the answer to "hello" is still being written.
+        party_id = party_handle("telegram", str(STRANGER_ID))
+        await stack.wait(lambda: _count(stack.services.external.messages(party_id), 5))
+        brain.release.set()
+        await tg_server.wait_sent(STRANGER_ID, 3)
+        await asyncio.sleep(0.3)  # would another answer (or an escalation) still come?
+    finally:
+        await stack.stop()
+    # One answer to the album, with every caption, then one to the next message. Before,
+    # the album's first photo was answered with its caption only (the other captions
+    # never reached the model), given the party's exchange as of when the answer ran:
+    # the later photos and "so, what do you think?" in it, as if said before the photo.
+    assert len(tg_server.sent_to(STRANGER_ID)) == 3
+    _hello, album, after = brain.requests
+    assert album.text == "[photo] my flat\n[photo] the kitchen\n[photo] the garden"
+    assert [h.content for h in album.history] == ["hello, it's Kim", "echo: hello, it's Kim"]
+    assert after.text == "so, what do you think?"
+    said = [h.content for h in after.history]  # in the order recorded
+    assert sorted(said) == sorted(
+        ["hello, it's Kim", "echo: hello, it's Kim", *album.text.split("\n"),
+         f"echo: {album.text}"]
+    )  # fmt: skip
+    assert said[-1] == f"echo: {album.text}"
+    # A known party's album photos are not "unaddressed" mail to escalate to the owner
+    # (the owner was told "Message from Kim, not a known contact").
+    assert tg_server.sent_to(OWNER_ID) == []
+
+
+async def test_a_known_partys_answer_is_given_their_exchange_as_of_the_message(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    brain = GatedScriptedBrain()
+    trust = {"contacts": {"telegram": {str(STRANGER_ID): "known"}}}
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain, trust=trust)
+    try:
+        for text in ("one", "two", "three"):
+            tg_server.inject_message(STRANGER_ID, text, first_name="Kim")
+        party_id = party_handle("telegram", str(STRANGER_ID))
+        await stack.wait(lambda: _count(stack.services.external.messages(party_id), 3))
+        brain.release.set()  # "two" and "three" came while "one" was being answered
+        await tg_server.wait_sent(STRANGER_ID, 3)
+    finally:
+        await stack.stop()
+    # Before, "two" was given what the party had sent when its answer ran: "two" itself
+    # and "three", as if said before it.
+    one, two, three = ([h.content for h in r.history] for r in brain.requests)
+    assert one == [] and two == ["one", "echo: one"]
+    assert three == ["one", "two", "echo: one", "echo: two"]  # in the order recorded
+
+
+class GatedScriptedBrain(ScriptedBrain):
+    """A scripted brain whose first answer waits for ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        await self.release.wait()
+        return await super().reply(request, on_delta)
+
+
+async def _count(messages: Any, n: int) -> bool:
+    return len(await messages) >= n
