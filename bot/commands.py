@@ -41,6 +41,7 @@ Mention me or reply to one of my messages to ask me something."""
 COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
 # Commands that need no conversation: from a dashboard tab that has none yet they run
 # without one, instead of creating an empty conversation to record them in.
+PASSED_ON = ("photo", "document")  # what /reply sends on to a party (Telegram to Telegram)
 DETACHED_COMMANDS = ("help", "search", "status")
 
 
@@ -335,26 +336,35 @@ class Commands:
         if isinstance(found, CommandResult):
             return found
         party, text = found
-        # Only words are passed on (files are not downloaded): the owner is told what
-        # stayed behind, never left to believe a photo or file reached them.
-        kept = ", ".join(a.name or a.kind for a in message.attachments)
-        if not text:
-            if kept:
+        # A photo or document on Telegram goes on to a Telegram party by its file_id;
+        # nothing else can (files are never downloaded): the owner is told what stayed
+        # behind and why, never left to believe it reached them.
+        relay = message.channel == "telegram" and party.channel == "telegram"
+        files = [a for a in message.attachments if relay and a.ref and a.kind in PASSED_ON]
+        left = ", ".join(a.name or a.kind for a in message.attachments if a not in files)
+        why = (
+            "I pass on photos and documents only"
+            if relay
+            else "files go on only from Telegram to Telegram, as I never download them"
+        )
+        if not text and not files:
+            if left:
                 return CommandResult(
-                    f"Nothing sent to {party.label}: I can pass on words only, and your "
-                    f"{kept} had none. Answer again with text."
+                    f"Nothing sent to {party.label}: your {left} cannot be passed on ({why}) "
+                    "and there were no words with it. Answer again with text."
                 )
             return CommandResult(usage)
         # Keyed by the owner's message: queued once, also when a crash interrupted it.
         dedup = f"{message.channel}:{message.message_id}:to-party"
         if not (run and run.resumed and await self.s.outbox.has_key(dedup)):
-            await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup)
+            await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup, files=files)
         await self.s.external.resolve_escalations(party.id, "replied")
-        if kept:
-            return CommandResult(
-                f"Sent to {party.label}: your words only, the {kept} was not passed on."
-            )
-        return CommandResult(f"Sent to {party.label}.")
+        sent = ", ".join(a.name or a.kind for a in files)
+        what = f"your words and {sent}" if text and sent else f"your {sent}" if sent else ""
+        answer = f"Sent to {party.label}" + (f": {what}." if what else ".")
+        if left:
+            answer += f" Your {left} was not passed on: {why}."
+        return CommandResult(answer)
 
 
 def _title(args: str) -> str:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
-from bot.events import InboundMessage, OutboundMessage
+from bot.events import Attachment, InboundMessage, OutboundMessage
 from bot.labels import escalated_party_ids, escalation_title, is_escalation_titled
 from bot.parties import PartyRecord, normalise_identity
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
@@ -189,14 +189,18 @@ class StrangerFlow:
         dedup: str | None = None,
         in_reply_to: str | None = None,
         subject: str | None = None,
+        files: Sequence[Attachment] = (),
     ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply).
 
         Without ``in_reply_to`` (the owner's ``/reply``, an answer to a command) it goes
-        under the party's last message, so a mail client shows it in the same thread."""
+        under the party's last message, so a mail client shows it in the same thread.
+        ``files``: attachments the party's channel sends on after the words, by their
+        ``ref`` (the owner's Telegram photo to a Telegram party)."""
         if in_reply_to is None and subject is None:
             in_reply_to, subject = await self.s.external.reply_thread(party.id)
-        await self.s.external.record_outbound(party.id, text, kind=kind)
+        recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
+        await self.s.external.record_outbound(party.id, recorded, kind=kind)
         await self.s.outbox.enqueue(
             OutboundMessage(
                 channel=party.channel,
@@ -206,6 +210,11 @@ class StrangerFlow:
                 party_id=party.id,  # type: ignore[arg-type]
                 in_reply_to=in_reply_to,
                 subject=subject,
+                metadata=(
+                    {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
+                    if files
+                    else {}
+                ),
             ),
             dedup_key=dedup,
         )

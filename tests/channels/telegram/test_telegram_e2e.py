@@ -451,26 +451,42 @@ async def test_a_photo_answering_the_reply_prompt_goes_where_the_prompt_says(
     await tg_server.wait_sent(OWNER_ID, 2)
     prompt = tg_server.sent_to(OWNER_ID)[1]
     # Before, a photo (or any file) answering the prompt went to the assistant as
-    # "[replying to your message: …] [photo] …", and Mallory heard nothing.
+    # "[replying to your message: …] [photo] …", and Mallory heard nothing; then only
+    # the words went on, the photo dropped.
     tg_server.inject_message(OWNER_ID, reply_to=prompt, photo=PHOTO, caption="Plan attached.")
-    await tg_server.wait_sent(STRANGER_ID, 2)  # the acknowledgement, then the words
-    assert tg_server.sent_to(STRANGER_ID)[1]["text"] == "Plan attached."
+    await tg_server.wait_sent(STRANGER_ID, 3)  # the acknowledgement, the words, the photo
+    words, photo = tg_server.sent_to(STRANGER_ID)[1:3]
+    assert words["text"] == "Plan attached."
+    assert photo["photo"][0]["file_id"] == "p"  # sent on by its file_id: nothing downloaded
     await tg_server.wait_sent(OWNER_ID, 3)
     told = tg_server.sent_to(OWNER_ID)[2]["text"]
-    assert told.startswith("Sent to Mallory") and "photo was not passed on" in told
-    # without words there is nothing to pass on: nothing is sent, and the owner is told
+    assert told == "Sent to Mallory (telegram): your words and photo."
+    # a photo alone, and a document, go on too
     tg_server.inject_message(OWNER_ID, reply_to=prompt, photo=PHOTO)
     await tg_server.wait_sent(OWNER_ID, 4)
-    told = tg_server.sent_to(OWNER_ID)[3]["text"]
-    assert told.startswith("Nothing sent to Mallory") and "photo" in told
-    assert len(tg_server.sent_to(STRANGER_ID)) == 2
+    assert tg_server.sent_to(OWNER_ID)[3]["text"] == "Sent to Mallory (telegram): your photo."
+    doc = {"file_id": "d1", "file_unique_id": "d1", "file_name": "plan.pdf"}
+    tg_server.inject_message(OWNER_ID, reply_to=prompt, document=doc)
+    await tg_server.wait_sent(STRANGER_ID, 5)
+    assert tg_server.sent_to(STRANGER_ID)[4]["document"]["file_id"] == "d1"
+    await tg_server.wait_sent(OWNER_ID, 5)
+    assert "plan.pdf" in tg_server.sent_to(OWNER_ID)[4]["text"]
+    # what cannot go on is said, with why; without words nothing is sent
+    sticker = {"file_id": "s", "file_unique_id": "s", "width": 9, "height": 9,
+               "is_animated": False, "is_video": False, "type": "regular"}  # fmt: skip
+    tg_server.inject_message(OWNER_ID, reply_to=prompt, sticker=sticker)
+    await tg_server.wait_sent(OWNER_ID, 6)
+    told = tg_server.sent_to(OWNER_ID)[5]["text"]
+    assert told.startswith("Nothing sent to Mallory") and "photos and documents only" in told
+    assert len(tg_server.sent_to(STRANGER_ID)) == 5
     # none of it reached the assistant; the owner's conversation keeps what came
     rec = await stack.services.conversations.pinned_for(OWNER_KEY)
     assert rec is not None
     lines = stack.services.store.read_lines(rec.id)
     assert [ln for ln in lines if ln.get("type") == "turn"] == []
     commands = [ln for ln in lines if ln.get("event") == "command"]
-    assert [c["metadata"]["attachments"][0]["kind"] for c in commands[-2:]] == ["photo"] * 2
+    kinds = [c["metadata"]["attachments"][0]["kind"] for c in commands[-4:]]
+    assert kinds == ["photo", "photo", "document", "sticker"]
 
 
 async def test_a_message_edited_into_a_command_runs_it_once(
