@@ -41,6 +41,7 @@ Mention me or reply to one of my messages to ask me something."""
 COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
 # Commands that need no conversation: from a dashboard tab that has none yet they run
 # without one, instead of creating an empty conversation to record them in.
+PASSED_ON = ("photo", "document")  # what /reply sends on to a party (Telegram to Telegram)
 DETACHED_COMMANDS = ("help", "search", "status")
 
 
@@ -181,20 +182,35 @@ class Commands:
             f"Search: {vec}",
         ]
         fresh = (await self.s.conversations.get(conv.id) or conv) if conv is not None else None
+        # The dashboard links the conversation by its title (the text showed it with its
+        # internal id, which the page cannot open); the other channels keep the id, which
+        # `my-agent conversations show` takes.
+        linked: dict[str, object] | None = None
         if fresh is None:
             lines.append("Conversation: none yet (it starts with your first message)")
         else:
-            lines += [
-                f"Conversation: {fresh.title or 'New conversation'} ({fresh.id})",
+            if message.channel == "web":
+                title = display_title(
+                    fresh.channel, fresh.title, fresh.channel_meta, fresh.participants
+                )
+                linked = {"prefix": "Conversation: ", "conversationId": fresh.id, "title": title}
+                lines.append(f"Conversation: {title}")
+            else:
+                lines.append(f"Conversation: {fresh.title or UNTITLED} ({fresh.id})")
+            lines.append(
                 f"Model: {fresh.model or self.s.config.models.default}; turns: "
                 f"{fresh.turn_count}; cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / "
-                f"{fresh.tokens_out} out tokens)",
-            ]
+                f"{fresh.tokens_out} out tokens)"
+            )
         lines.append(
             f"Conversations: {total}; outbox pending: {pending}; "
             f"escalations pending: {len(escalations)}"
         )
-        return CommandResult("\n".join(lines))
+        if linked is None:
+            return CommandResult("\n".join(lines))
+        # The same lines as data, the conversation's one as a link (``statusLines``).
+        status = [linked if line.startswith("Conversation: ") else line for line in lines]
+        return CommandResult("\n".join(lines), extra={"statusLines": status})
 
     async def _owner_rename(
         self,
@@ -320,26 +336,35 @@ class Commands:
         if isinstance(found, CommandResult):
             return found
         party, text = found
-        # Only words are passed on (files are not downloaded): the owner is told what
-        # stayed behind, never left to believe a photo or file reached them.
-        kept = ", ".join(a.name or a.kind for a in message.attachments)
-        if not text:
-            if kept:
+        # A photo or document on Telegram goes on to a Telegram party by its file_id;
+        # nothing else can (files are never downloaded): the owner is told what stayed
+        # behind and why, never left to believe it reached them.
+        relay = message.channel == "telegram" and party.channel == "telegram"
+        files = [a for a in message.attachments if relay and a.ref and a.kind in PASSED_ON]
+        left = ", ".join(a.name or a.kind for a in message.attachments if a not in files)
+        why = (
+            "I pass on photos and documents only"
+            if relay
+            else "files go on only from Telegram to Telegram, as I never download them"
+        )
+        if not text and not files:
+            if left:
                 return CommandResult(
-                    f"Nothing sent to {party.label}: I can pass on words only, and your "
-                    f"{kept} had none. Answer again with text."
+                    f"Nothing sent to {party.label}: your {left} cannot be passed on ({why}) "
+                    "and there were no words with it. Answer again with text."
                 )
             return CommandResult(usage)
         # Keyed by the owner's message: queued once, also when a crash interrupted it.
         dedup = f"{message.channel}:{message.message_id}:to-party"
         if not (run and run.resumed and await self.s.outbox.has_key(dedup)):
-            await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup)
+            await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup, files=files)
         await self.s.external.resolve_escalations(party.id, "replied")
-        if kept:
-            return CommandResult(
-                f"Sent to {party.label}: your words only, the {kept} was not passed on."
-            )
-        return CommandResult(f"Sent to {party.label}.")
+        sent = ", ".join(a.name or a.kind for a in files)
+        what = f"your words and {sent}" if text and sent else f"your {sent}" if sent else ""
+        answer = f"Sent to {party.label}" + (f": {what}." if what else ".")
+        if left:
+            answer += f" Your {left} was not passed on: {why}."
+        return CommandResult(answer)
 
 
 def _title(args: str) -> str:

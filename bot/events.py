@@ -47,6 +47,9 @@ class Attachment:
     mime_type: str | None = None
     size: int | None = None
     description: str | None = None  # e.g. "52.52, 13.40" for a location, emoji for a sticker
+    # The channel's own handle on the file (Telegram's file_id), by which that channel can
+    # send it on (the owner's /reply with a photo) without the bytes ever passing here.
+    ref: str | None = None
 
 
 @dataclass(frozen=True)

@@ -118,14 +118,28 @@ class ExternalStore:
             for r in reversed(rows)
         ]
 
-    async def history(self, party: PartyRecord, limit: int = 20) -> list[dict[str, Any]]:
-        """The party's own exchange since their last /new, for the restricted brain."""
+    async def history(
+        self, party: PartyRecord, limit: int = 20, *, through: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The party's own exchange since their last /new, for the restricted brain.
+
+        ``through``: the ref of one of their messages: what they said up to it, as of
+        its arrival (what they sent after it, recorded while its answer waited its turn,
+        is left out; our messages to them all count). Each row has its ``ref``."""
+        bound = ""
+        args: tuple[Any, ...] = (party.id, party.context_reset_at)
+        if through is not None:
+            bound = (
+                " AND (direction = 'out' OR id <= coalesce((SELECT max(id) FROM"
+                " external_messages WHERE party_id = ? AND message_ref = ?), id))"
+            )
+            args += (party.id, through)
         rows = await self.db.fetchall(
-            "SELECT direction, content FROM external_messages WHERE party_id = ? AND id > ? "
-            "AND kind IN ('message', 'reply') ORDER BY id DESC LIMIT ?",
-            (party.id, party.context_reset_at, limit),
+            "SELECT direction, content, message_ref FROM external_messages WHERE party_id = ?"
+            f" AND id > ? AND kind IN ('message', 'reply'){bound} ORDER BY id DESC LIMIT ?",
+            (*args, limit),
         )
-        return [{"direction": r[0], "content": r[1]} for r in reversed(rows)]
+        return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
 
     async def reply_thread(self, party_id: str) -> tuple[str | None, str | None]:
         """(reference, subject) of the party's last message that has them: where an

@@ -8,7 +8,7 @@ conversation").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 UNTITLED = "New conversation"  # what the dashboard shows until a conversation is named
@@ -55,3 +55,41 @@ def display_title(
     label = channel_label(channel, meta, participants)
     name = title or UNTITLED
     return f"{label} · {name}" if label else name
+
+
+ESCALATION_PREFIX = "Escalation"  # "Escalation: Eve (telegram)", "Escalations: Ann, Bob"
+
+
+def escalated_party_ids(lines: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The parties whose escalations a transcript holds, in order of their first one."""
+    seen: dict[str, None] = {}
+    for line in lines:
+        if line.get("type") == "event" and line.get("event") == "escalation":
+            party_id = line.get("partyId")
+            if isinstance(party_id, str) and party_id:
+                seen.setdefault(party_id)
+    return list(seen)
+
+
+def escalation_title(parties: Sequence[Any]) -> str:
+    """The automatic title of a conversation that holds only escalations, from the
+    parties (:class:`bot.parties.PartyRecord`) in order: "Escalation: Eve (telegram)"
+    for one, "Escalations: Ann, Bob and Kim" for three, "Escalations: Ann, Bob and 2
+    others" beyond (it named only the first, however many had written since)."""
+    if len(parties) == 1:
+        return f"{ESCALATION_PREFIX}: {parties[0].label}"
+    names = [p.who for p in parties]
+    if len(names) <= 3:
+        listed = f"{', '.join(names[:-1])} and {names[-1]}"
+    else:
+        listed = f"{names[0]}, {names[1]} and {len(names) - 2} others"
+    return f"{ESCALATION_PREFIX}s: {listed}"
+
+
+def is_escalation_titled(rec: Any) -> bool:
+    """Whether a conversation record still has an escalation's automatic title (or none):
+    no turn yet, never named by hand, a channel's (escalations go to a channel's owner
+    conversation; naming at turn 5 takes over once the owner talks there)."""
+    if rec.channel == "web" or rec.turn_count or rec.manually_named:
+        return False
+    return not rec.title or str(rec.title).startswith(ESCALATION_PREFIX)

@@ -10,18 +10,19 @@ Trust / Block / Reply actions on the configured channel, both rate-limited per p
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
+from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
-from bot.events import InboundMessage, OutboundMessage
+from bot.events import Attachment, InboundMessage, OutboundMessage
+from bot.labels import escalated_party_ids, escalation_title, is_escalation_titled
 from bot.parties import PartyRecord, normalise_identity
-from bot.replies import ReplyTarget
+from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
 if TYPE_CHECKING:
-    import asyncio
-
     from bot.commands import Commands
     from bot.services import Services
 
@@ -44,6 +45,10 @@ class StrangerFlow:
         # The router's lock per identity key: an escalation that creates the owner's
         # pinned conversation must not race the owner's own first message.
         self._contact_lock = contact_lock
+        # A known party's albums, by (party, media group): the last photo noted (by the
+        # party's message count) and the photos so far, answered once together.
+        self._albums = Bursts()
+        self._album_items: dict[tuple[str, str], list[InboundMessage]] = {}
 
     async def handle(self, msg: InboundMessage, target: ReplyTarget) -> None:
         """Record ``msg`` from a third party, then answer it by the party's tier: blocked
@@ -67,6 +72,12 @@ class StrangerFlow:
         if party.tier == "blocked":
             log.info("message from blocked party %s recorded, not answered", party.id)
             return
+        album = msg.metadata.get("media_group")
+        if party.tier == "known" and album and not msg.metadata.get("edited"):
+            # Its photos after the first come unaddressed (the router keeps a stranger's
+            # album to one answer): they are not mail to escalate, but part of it.
+            self._album_item(party, msg, str(album), target)
+            return
         if not msg.addressed:
             # A bounce or an out-of-office reply: answering it (a known party's model
             # reply, an acknowledgement) risks a mail loop. The owner still hears of it.
@@ -84,7 +95,7 @@ class StrangerFlow:
             )
             return
         if party.tier == "known":
-            self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, msg, target))
+            self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, [msg], target))
             return
         due = ext.escalation_due(party)
         ack = self.s.config.trust.acknowledgement
@@ -111,18 +122,44 @@ class StrangerFlow:
         said = [h for h in await self.s.external.history(party) if h["direction"] == "in"]
         return len(said) > 1 and all(_opener(h["content"]) for h in said[:-1])
 
-    async def _answer_known(
-        self, party: PartyRecord, msg: InboundMessage, target: ReplyTarget
+    def _album_item(
+        self, party: PartyRecord, msg: InboundMessage, album: str, target: ReplyTarget
     ) -> None:
+        """Queue the answer to a known party's album, given once to all its photos (as
+        the owner's albums are, :mod:`bot.bursts`): at its first photo alone, the other
+        captions never reached the model."""
+        key = (party.id, album)
+        self._album_items.setdefault(key, []).append(msg)
+        seq = party.message_count  # theirs, counted as recorded: the photo's place
+        self._albums.note(key, seq)
+
+        async def answer() -> None:
+            if await self._albums.answered_by(key, seq, ALBUM_SETTLE_SECONDS) is not None:
+                return  # a later photo of it answers
+            items = self._album_items.pop(key, [msg])
+            await self._answer_known(party, items, target)
+
+        self.s.replies.queue.submit(party.id, answer)
+
+    async def _answer_known(
+        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
+    ) -> None:
+        """Answer what a known party ``said`` (a message, or an album's photos) with the
+        restricted brain, given their exchange as of its arrival: read when the answer
+        ran, it held what they sent since (queued behind it), as if said before it."""
         from bot.brain.base import BrainRequest, HistoryTurn
 
-        history = await self.s.external.history(party)
-        if history and history[-1]["direction"] == "in" and history[-1]["content"] == msg.text:
-            history = history[:-1]
+        msg = said[-1]
+        refs = {m.message_id for m in said}
+        history = [
+            h
+            for h in await self.s.external.history(party, through=msg.message_id)
+            if not (h["direction"] == "in" and h["ref"] in refs)
+        ]
         request = BrainRequest(
             profile="restricted",
             channel=msg.channel,
-            text=msg.text,
+            text="\n".join(m.text for m in said),
             model_alias=party.model or self.s.config.models.default,
             party_name=msg.sender_name or party.party_key,
             scope=self.s.config.trust.known_scope,
@@ -152,14 +189,18 @@ class StrangerFlow:
         dedup: str | None = None,
         in_reply_to: str | None = None,
         subject: str | None = None,
+        files: Sequence[Attachment] = (),
     ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply).
 
         Without ``in_reply_to`` (the owner's ``/reply``, an answer to a command) it goes
-        under the party's last message, so a mail client shows it in the same thread."""
+        under the party's last message, so a mail client shows it in the same thread.
+        ``files``: attachments the party's channel sends on after the words, by their
+        ``ref`` (the owner's Telegram photo to a Telegram party)."""
         if in_reply_to is None and subject is None:
             in_reply_to, subject = await self.s.external.reply_thread(party.id)
-        await self.s.external.record_outbound(party.id, text, kind=kind)
+        recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
+        await self.s.external.record_outbound(party.id, recorded, kind=kind)
         await self.s.outbox.enqueue(
             OutboundMessage(
                 channel=party.channel,
@@ -169,6 +210,11 @@ class StrangerFlow:
                 party_id=party.id,  # type: ignore[arg-type]
                 in_reply_to=in_reply_to,
                 subject=subject,
+                metadata=(
+                    {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
+                    if files
+                    else {}
+                ),
             ),
             dedup_key=dedup,
         )
@@ -208,11 +254,15 @@ class StrangerFlow:
                     channel_meta={"chatId": address, "contact": self.s.config.owner.name},
                     reason="escalation",
                 )
-        chat_id = rec.channel_meta.get("chatId") or address
-        if not chat_id:
-            return
-        await self.s.conversations.append_event(rec.id, "escalation", partyId=party.id, text=body)
-        await self._title_escalations(rec.id, party)
+            chat_id = rec.channel_meta.get("chatId") or address
+            if not chat_id:
+                return
+            await self.s.conversations.append_event(
+                rec.id, "escalation", partyId=party.id, text=body
+            )
+            # Under the lock: two parties escalating at once would each title the
+            # conversation after the escalations it read, and the later one lose one.
+            await self._title_escalations(rec.id, party)
         actions = (
             ("Trust", f"/trust {party.id}"),
             ("Block", f"/block {party.id}"),
@@ -232,15 +282,24 @@ class StrangerFlow:
         )
 
     async def _title_escalations(self, conv_id: str, party: PartyRecord) -> None:
-        """Name a conversation that holds only escalations after the first party who
-        wrote: untitled, the dashboard showed it as "New conversation" beside an id.
+        """Name a conversation that holds only escalations after the parties who wrote:
+        untitled, the dashboard showed it as "New conversation" beside an id; titled
+        after the first party only, it hid everyone who escalated there since.
 
         The title is an automatic one (``throughTurn`` 0): a manual name always wins,
         and the naming at turn 5 replaces it once the owner talks there."""
         rec = await self.s.conversations.get(conv_id)
-        if rec is None or rec.title or rec.manually_named or rec.turn_count:
+        if rec is None or not is_escalation_titled(rec):
             return
-        await self.s.conversations.set_title_topics(conv_id, f"Escalation: {party.label}", [], 0)
+        lines = await asyncio.to_thread(self.s.conversations.read_lines, conv_id)
+        parties = [
+            found
+            for pid in escalated_party_ids(lines)
+            if (found := party if pid == party.id else await self.s.external.get(pid))
+        ]
+        title = escalation_title(parties or [party])
+        if title != rec.title:
+            await self.s.conversations.set_title_topics(conv_id, title, [], 0)
 
 
 def _opener(text: str) -> bool:

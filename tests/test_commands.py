@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bot.commands import parse_command
+from bot.events import Attachment
 from bot.resume import resume_pending_replies
 from bot.services import open_services
 from tests.conftest import (
@@ -211,6 +212,29 @@ async def test_commands_never_reach_the_brain(core: Core) -> None:
     ]
 
 
+async def test_status_names_the_conversation_by_title_and_links_it_on_the_web(
+    core: Core,
+) -> None:
+    # Regression: on the web, /status read "Conversation: Heating (conv-01…)": an
+    # internal id where the dashboard can link the conversation by its title.
+    await core.say("web hello", channel="web")
+    rec = await core.s.conversations.most_recent("web")
+    assert rec is not None
+    await core.say("/rename Heating", channel="web")
+    text = await core.say("/status", channel="web", conversation_id=rec.id)
+    assert "Conversation: Heating" in text and rec.id not in text
+    lines = core.channels["web"].sent[-1].metadata["statusLines"]
+    assert {"prefix": "Conversation: ", "conversationId": rec.id, "title": "Heating"} in lines
+    assert [line for line in lines if isinstance(line, str)] == [
+        line for line in text.splitlines() if not line.startswith("Conversation: ")
+    ]
+    # Telegram cannot link: the id stays, what `my-agent conversations show` takes.
+    await core.say("phone hello")
+    phone = await core.say("/status")
+    assert "Conversation: New conversation (conv-" in phone
+    assert "statusLines" not in core.telegram.sent[-1].metadata
+
+
 async def test_rename_is_manual_and_protected(core: Core) -> None:
     await core.say("hi")
     await core.say("/rename   Tax   return 2026 ")
@@ -301,6 +325,32 @@ async def test_block_silences_a_party(core: Core) -> None:
     refreshed = await core.s.external.get(party.id)
     assert refreshed is not None and refreshed.tier == "blocked"
     assert refreshed.message_count == 2
+
+
+async def test_reply_says_which_files_could_not_go_to_the_party_and_why(core: Core) -> None:
+    await core.say("Hi", channel="email", sender="bob@else.example.com",
+                   chat="bob@else.example.com", message_ref="<b1@else.example.com>")  # fmt: skip
+    bob = await core.s.external.find("bob@else.example.com")
+    alice = await _stranger(core)
+    assert bob is not None
+    photo = Attachment("photo", None, "image/jpeg", 10, "9x9", ref="tg-file-1")
+    # A Telegram photo cannot go by e-mail (never downloaded): the words go, and why
+    # the photo did not is said.
+    answer = await core.say(f"/reply {bob.id} the plan", attachments=(photo,))
+    assert answer.endswith(
+        "Your photo was not passed on: files go on only from Telegram to Telegram, "
+        "as I never download them."
+    )
+    assert core.channels["email"].sent[-1].text == "the plan"
+    assert "files" not in core.channels["email"].sent[-1].metadata
+    # To a Telegram party it goes on by its file_id, after the words.
+    answer = await core.say(f"/reply {alice.id} the plan", attachments=(photo,))
+    assert answer == "Sent to Alice (telegram): your words and photo."
+    to_alice = core.telegram.sent[-2]  # then the owner's answer
+    assert to_alice.chat_id == "777" and to_alice.text == "the plan"
+    assert to_alice.metadata["files"] == [{"kind": "photo", "ref": "tg-file-1", "name": None}]
+    said = await core.s.external.messages(alice.id)
+    assert said[-1]["content"] == "the plan [photo]"  # what the party got, as recorded
 
 
 async def test_reply_sends_to_the_party_on_its_channel(core: Core) -> None:

@@ -355,12 +355,20 @@ async def test_an_escalation_conversation_has_a_readable_title_and_label(core: C
     meta = conversation_meta(conv)
     assert meta["title"] == "Escalation: Eve (telegram)"
     assert meta["label"] == core.s.config.owner.name
-    # A later escalation leaves the title alone, and so does one after a manual name.
+    # A later escalation by another party names them too (before, the title named Eve
+    # only, however many had written since); one by Eve again changes nothing.
     await core.deliver("hello?", sender="8082", sender_name="Bob")
     await settle(core.s)
-    assert (await core.s.conversations.require(conv.id)).title == "Escalation: Eve (telegram)"
+    assert (await core.s.conversations.require(conv.id)).title == "Escalations: Eve and Bob"
+    for n, name in enumerate(("Kim", "Lou"), 3):
+        await core.deliver("hi", sender=f"808{n}", sender_name=name)
+        await settle(core.s)
+    titled = await core.s.conversations.require(conv.id)
+    assert titled.title == "Escalations: Eve, Bob and 2 others"
+    assert not titled.manually_named
+    # ... and a manual name wins over every later one.
     await core.s.conversations.rename(conv.id, "Strangers")
-    await core.deliver("anyone there?", sender="8083", sender_name="Kim")
+    await core.deliver("anyone there?", sender="8085", sender_name="Max")
     await settle(core.s)
     assert (await core.s.conversations.require(conv.id)).title == "Strangers"
 

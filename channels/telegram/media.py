@@ -30,13 +30,15 @@ def describe_media(message: Message) -> tuple[str, Attachment] | None:
     if message.photo:
         big = max(message.photo, key=lambda p: p.width * p.height)
         dims = f"{big.width}x{big.height}"
-        return "[photo]", Attachment("photo", None, "image/jpeg", big.file_size, dims)
+        return "[photo]", Attachment(
+            "photo", None, "image/jpeg", big.file_size, dims, ref=big.file_id
+        )
     if message.document:
         d = message.document
         name = d.file_name or "file"
         return (
             f"[document: {name}{_kb(d.file_size)}]",
-            Attachment("document", name, d.mime_type, d.file_size),
+            Attachment("document", name, d.mime_type, d.file_size, ref=d.file_id),
         )
     if message.voice:
         v = message.voice

@@ -1,7 +1,9 @@
 """Sending to Telegram: rendering, splitting, buttons and a bounded retry policy.
 
 One :class:`~bot.events.OutboundMessage` may become several Telegram messages (4,096
-UTF-16 units each). They are sent in order; the inline keyboard goes on the last one.
+UTF-16 units each), then one per file it passes on (``metadata["files"]``, the owner's
+``/reply`` with a photo: by file_id). They are sent in order; the inline keyboard goes on
+the last text part.
 Inside one ``send`` call, flood control (429 ``retry_after``) is waited out and network
 or 5xx errors are retried with exponential backoff and jitter, a bounded number of times;
 then the exception goes to the core's outbox, which retries the message later (a flood
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from aiogram import Bot
@@ -31,7 +33,7 @@ from aiogram.exceptions import (
     TelegramRetryAfter,
     TelegramServerError,
 )
-from aiogram.methods import SendMessage, TelegramMethod
+from aiogram.methods import SendDocument, SendMessage, SendPhoto, TelegramMethod
 from aiogram.types import ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
 
 from bot.channel import PermanentSendError, RetryLater
@@ -171,6 +173,20 @@ class TelegramSender:
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             raise PermanentSendError(f"telegram refused the message: {exc.message}") from exc
 
+    async def send_file(self, chat_id: int | str, file: Mapping[str, Any]) -> Any:
+        """Send on a file this bot received, by its ``ref`` (Telegram's file_id: no
+        download, no upload): a photo as a photo, anything else as a document."""
+        ref = str(file["ref"])
+        method: TelegramMethod[Any] = (
+            SendPhoto(chat_id=chat_id, photo=ref)
+            if file.get("kind") == "photo"
+            else SendDocument(chat_id=chat_id, document=ref)
+        )
+        try:
+            return await self.call(method)
+        except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
+            raise PermanentSendError(f"telegram refused the file: {exc.message}") from exc
+
     async def send(self, msg: OutboundMessage) -> SendResult:
         """Render ``msg`` and send it as ordered parts; returns the ref of the last part."""
         chat_id = chat_ref(msg.chat_id)
@@ -185,11 +201,14 @@ class TelegramSender:
         literal = msg.kind in LITERAL_KINDS or bool(msg.metadata.get("plain"))
         parts = split_html(escape(text)) if literal else render_parts(text)
         markup = inline_keyboard(buttons)
+        # Files sent on after the words (the owner's /reply with a photo to a party).
+        files = [f for f in msg.metadata.get("files") or () if isinstance(f, dict) and f.get("ref")]
         if not parts:
-            if markup is None:
+            if markup is None and not files:
                 log.info("nothing to send to %s (empty text)", chat_id)
                 return SendResult(message_ref=None)
-            parts = [escape("…")]
+            if markup is not None:
+                parts = [escape("…")]
         reply_to = None
         if msg.in_reply_to and isinstance(chat_id, int) and chat_id < 0:
             # In groups, thread the answer under the message it answers.
@@ -200,15 +219,18 @@ class TelegramSender:
         done, ref = self._progress.get(key, (0, None)) if key is not None else (0, None)
         if done:
             log.info("resuming outbox message %s after %d delivered part(s)", key, done)
-        for index in range(done, len(parts)):
+        for index in range(done, len(parts) + len(files)):
             last = index == len(parts) - 1
             try:
-                sent = await self.send_part(
-                    chat_id,
-                    parts[index],
-                    markup=markup if last else None,
-                    reply_to=reply_to if index == 0 else None,
-                )
+                if index >= len(parts):
+                    sent = await self.send_file(chat_id, files[index - len(parts)])
+                else:
+                    sent = await self.send_part(
+                        chat_id,
+                        parts[index],
+                        markup=markup if last else None,
+                        reply_to=reply_to if index == 0 else None,
+                    )
             except PermanentSendError:
                 if key is not None:
                     self._progress.pop(key, None)  # the outbox gives up on it

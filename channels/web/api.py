@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bot.search.results import check_range, iso_date
+from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta, line_views, page_of
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ class Api:
         records = await self.services.conversations.list(
             channel=channel, limit=limit, offset=offset
         )
-        return web.json_response({"conversations": [conversation_meta(r) for r in records]})
+        titles = await derived_titles(self.services, records)
+        return web.json_response({"conversations": [conversation_meta(r, titles) for r in records]})
 
     async def conversation(self, request: web.Request) -> web.Response:
         cid = request.match_info["conversation_id"]
@@ -68,8 +70,9 @@ class Api:
             before=_int(request.query.get("before"), None),
             around=_int(request.query.get("around"), None),
         )
+        titles = await derived_titles(self.services, [rec])
         return web.json_response(
-            {"conversation": conversation_meta(rec), "turns": page, "hasMore": has_more}
+            {"conversation": conversation_meta(rec, titles), "turns": page, "hasMore": has_more}
         )
 
     async def search(self, request: web.Request) -> web.Response:

@@ -113,6 +113,9 @@ class Feed:
         if isinstance(results, list):  # /search: the page links each conversation
             payload["results"] = results
             payload["heading"] = message.metadata.get("heading")
+        status = message.metadata.get("statusLines")
+        if isinstance(status, list):  # /status: its conversation a link, not an id
+            payload["statusLines"] = status
         origin = self.tabs.get(message.chat_id)
         if message.kind in ("command", "notice") and origin is not None:
             self.tabs.send(origin, payload)  # a command's answer is for the tab that asked

@@ -27,16 +27,19 @@ NOTE_EVENTS = frozenset(
 )
 
 
-def conversation_meta(record: Any) -> dict[str, Any]:
+def conversation_meta(record: Any, titles: Mapping[str, str] | None = None) -> dict[str, Any]:
     """ConversationMeta for a record, plus ``readOnly`` and ``label`` for the sidebar.
 
     A conversation pinned to a channel identity is read-only on the web (the channel owns
     it); once unpinned (``/new`` on that channel) the dashboard may continue it.
+    ``titles``: titles derived at read time (:mod:`channels.web.titles`) by id.
     """
     if hasattr(record, "to_meta"):
         meta: dict[str, Any] = dict(record.to_meta())
     else:  # a plain mapping (tests, older records)
         meta = dict(record)
+    if titles and meta.get("id") in titles:
+        meta["title"] = titles[meta["id"]]
     channel = str(meta.get("channel") or "web")
     channel_meta = meta.get("channelMeta") or {}
     meta.pop("participants", None)

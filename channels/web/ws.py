@@ -36,6 +36,7 @@ from bot.events import InboundMessage
 from channels.web.auth import COOKIE_NAME
 from channels.web.feed import Feed
 from channels.web.tabs import Client, Tabs
+from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta, line_views, page_of
 
 if TYPE_CHECKING:
@@ -110,9 +111,10 @@ class WsHub:
 
     async def send_list(self, client: Client | None = None) -> None:
         records = await self.services.conversations.list(limit=LIST_SIZE + 1)
+        titles = await derived_titles(self.services, records[:LIST_SIZE])
         payload = {
             "type": "conversation_list",
-            "conversations": [conversation_meta(r) for r in records[:LIST_SIZE]],
+            "conversations": [conversation_meta(r, titles) for r in records[:LIST_SIZE]],
             "activeMinutes": self.channel.config.conversations.list_active_minutes,
             "hasMore": len(records) > LIST_SIZE,  # "Older conversations" pages on
         }
@@ -165,6 +167,7 @@ class WsHub:
             )
             return
         client.pending_model = None
+        titles = await derived_titles(self.services, [rec])
         items, has_more = page_of(await self._items(rec.id), limit=PAGE_SIZE, around=around)
         # Viewing from here on, without an await in between: every delta of a reply being
         # written is either in the catch-up frame below or streamed after it, never both.
@@ -173,7 +176,7 @@ class WsHub:
             client,
             {
                 "type": "conversation_loaded",
-                "conversation": conversation_meta(rec),
+                "conversation": conversation_meta(rec, titles),
                 "turns": items,
                 "hasMore": has_more,
                 "models": self._models(),
@@ -225,11 +228,12 @@ class WsHub:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             return
         records = await self.services.conversations.list(limit=LIST_SIZE + 1, offset=offset)
+        titles = await derived_titles(self.services, records[:LIST_SIZE])
         self.send(
             client,
             {
                 "type": "conversation_list_more",
-                "conversations": [conversation_meta(r) for r in records[:LIST_SIZE]],
+                "conversations": [conversation_meta(r, titles) for r in records[:LIST_SIZE]],
                 "hasMore": len(records) > LIST_SIZE,
             },
         )

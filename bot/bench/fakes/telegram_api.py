@@ -352,6 +352,8 @@ class FakeTelegramServer:
             return await self._get_updates(p)
         if method == "sendmessage":
             return self._send_message(p)
+        if method in ("sendphoto", "senddocument"):
+            return self._send_file(method[len("send") :], p)
         raise ApiError(404, "Not Found: method not found")
 
     async def _get_updates(self, p: dict[str, Any]) -> list[dict[str, Any]]:
@@ -416,3 +418,35 @@ class FakeTelegramServer:
             msg["reply_markup"] = markup
         self.sent.append(msg)
         return self.as_message(msg)
+
+    def _send_file(self, kind: str, p: dict[str, Any]) -> dict[str, Any]:
+        """sendPhoto / sendDocument by a file_id the bot received (no upload here): the
+        record has ``photo`` (as Telegram's sizes) or ``document``, and any caption."""
+        chat_id = int(p["chat_id"])
+        if chat_id in self.missing_chats:
+            raise ApiError(400, "Bad Request: chat not found")
+        if chat_id in self.blocked_chats:
+            raise ApiError(403, "Forbidden: bot was blocked by the user")
+        file_id = p.get(kind)
+        if not file_id:
+            raise ApiError(400, f"Bad Request: there is no {kind} in the request")
+        caption = p.get("caption", "")
+        if len(caption) > 1024:
+            raise ApiError(400, "Bad Request: message caption is too long")
+        self._message_ids[chat_id] += 1
+        content: dict[str, Any] = (
+            {"photo": [{"file_id": file_id, "file_unique_id": file_id, "width": 9, "height": 9}]}
+            if kind == "photo"
+            else {"document": {"file_id": file_id, "file_unique_id": file_id}}
+        )
+        msg: dict[str, Any] = {
+            "message_id": self._message_ids[chat_id],
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": self.me,
+            **content,
+            **({"caption": caption} if caption else {}),
+            "text": caption,  # kept for assertions, as for sendMessage's records
+        }
+        self.sent.append(msg)
+        return {k: v for k, v in self.as_message(msg).items() if k != "text"}

@@ -256,6 +256,7 @@
   function renderNotice(msg) {
     const node = el("div", "msg msg-notice notice-" + msg.kind);
     if (msg.results) node.appendChild(renderFound(msg));
+    else if (msg.statusLines) node.appendChild(renderStatus(msg.statusLines));
     else node.appendChild(window.renderMarkdown(msg.text || ""));
     if (msg.actions && msg.actions.length) {
       const row = el("div", "actions");
@@ -296,6 +297,28 @@
     }
     frag.appendChild(list);
     return frag;
+  }
+
+  // "/status" typed in the chat: its lines as text, the conversation's line a link that
+  // opens it by its title (the text the other channels get names it by its id).
+  function renderStatus(lines) {
+    const p = el("p");
+    lines.forEach((line, i) => {
+      if (i) p.appendChild(document.createElement("br"));
+      if (typeof line === "string") {
+        p.appendChild(document.createTextNode(line));
+        return;
+      }
+      p.appendChild(document.createTextNode(line.prefix || ""));
+      const link = el("a", "status-conversation", line.title || "New conversation");
+      link.href = "#c=" + encodeURIComponent(line.conversationId);
+      link.addEventListener("click", (ev) => {
+        ev.preventDefault();
+        send({ type: "switch_conversation", conversationId: line.conversationId });
+      });
+      p.appendChild(link);
+    });
+    return p;
   }
 
   function items() {

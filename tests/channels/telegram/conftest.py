@@ -83,6 +83,20 @@ def telegram_config(base_url: str, **overrides: Any) -> AppConfig:
     )  # fmt: skip
 
 
+async def assert_no_tasks_left(settle: float = 1.0) -> None:
+    """Fail if a task other than the caller is still running once everything stopped
+    (a typing loop, a poll, an outbox worker left behind would outlive its test)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + settle
+    while True:
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if not left:
+            return
+        if loop.time() > end:
+            raise AssertionError(f"tasks left running: {sorted(t.get_name() for t in left)}")
+        await asyncio.sleep(0.02)
+
+
 @pytest.fixture
 async def tg_server() -> AsyncIterator[FakeTelegramServer]:
     server = FakeTelegramServer()
@@ -120,3 +134,4 @@ async def channel(
     await ch.start(host)
     yield ch
     await ch.stop()
+    await assert_no_tasks_left()

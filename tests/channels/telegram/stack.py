@@ -12,8 +12,9 @@ from typing import Any
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.brain.base import Brain, BrainReply, BrainRequest, DeltaSink
 from bot.config.model import AppConfig
+from bot.daemon import shutdown
 from bot.resume import resume_pending_replies
-from bot.services import Services, close_services, open_services
+from bot.services import Services, open_services
 from channels.telegram.adapter import TelegramChannel
 
 from .conftest import GROUP_ID, OWNER_ID, SleepRecorder
@@ -75,9 +76,13 @@ class Stack:
     channel: TelegramChannel
     sleeps: SleepRecorder
 
-    async def stop(self) -> None:
-        await self.channel.stop()
-        await close_services(self.services)
+    async def stop(self, drain_seconds: float = 2.0) -> None:
+        """Stop as the daemon does (:func:`bot.daemon.shutdown`): replies drained or
+        left pending, the outbox, then the channel, the tasks spawned, the services.
+
+        Before, the channel stopped first and then the services, leaving a reply still
+        running (its worker, its typing loop) to outlive the test and its fake server."""
+        await shutdown(self.services, [self.channel], None, drain_seconds=drain_seconds)
 
     async def wait(self, predicate: Callable[[], Any], timeout: float = 15.0) -> None:
         loop = asyncio.get_running_loop()

@@ -3,12 +3,14 @@ reply engine and outbox (offline brain, or a scripted one where the exact reply 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import sqlite3
 import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiogram.methods.base import Response
@@ -18,9 +20,10 @@ from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
+from bot.parties import party_handle
 from bot.replies import OUTAGE
 
-from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
+from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, assert_no_tasks_left
 from .stack import ScriptedBrain, Stack, start_stack, texts
 
 pytestmark = pytest.mark.slow
@@ -33,6 +36,7 @@ async def stack(tmp_path: Path, tg_server: FakeTelegramServer) -> AsyncIterator[
     s = await start_stack(tmp_path / "data", tg_server)
     yield s
     await s.stop()
+    await assert_no_tasks_left()
 
 
 @pytest.fixture
@@ -43,6 +47,7 @@ async def scripted(
     s = await start_stack(tmp_path / "data", tg_server, brain=brain)
     yield s, brain
     await s.stop()
+    await assert_no_tasks_left()
 
 
 async def test_owner_message_is_answered_in_the_pinned_conversation(
@@ -446,26 +451,42 @@ async def test_a_photo_answering_the_reply_prompt_goes_where_the_prompt_says(
     await tg_server.wait_sent(OWNER_ID, 2)
     prompt = tg_server.sent_to(OWNER_ID)[1]
     # Before, a photo (or any file) answering the prompt went to the assistant as
-    # "[replying to your message: …] [photo] …", and Mallory heard nothing.
+    # "[replying to your message: …] [photo] …", and Mallory heard nothing; then only
+    # the words went on, the photo dropped.
     tg_server.inject_message(OWNER_ID, reply_to=prompt, photo=PHOTO, caption="Plan attached.")
-    await tg_server.wait_sent(STRANGER_ID, 2)  # the acknowledgement, then the words
-    assert tg_server.sent_to(STRANGER_ID)[1]["text"] == "Plan attached."
+    await tg_server.wait_sent(STRANGER_ID, 3)  # the acknowledgement, the words, the photo
+    words, photo = tg_server.sent_to(STRANGER_ID)[1:3]
+    assert words["text"] == "Plan attached."
+    assert photo["photo"][0]["file_id"] == "p"  # sent on by its file_id: nothing downloaded
     await tg_server.wait_sent(OWNER_ID, 3)
     told = tg_server.sent_to(OWNER_ID)[2]["text"]
-    assert told.startswith("Sent to Mallory") and "photo was not passed on" in told
-    # without words there is nothing to pass on: nothing is sent, and the owner is told
+    assert told == "Sent to Mallory (telegram): your words and photo."
+    # a photo alone, and a document, go on too
     tg_server.inject_message(OWNER_ID, reply_to=prompt, photo=PHOTO)
     await tg_server.wait_sent(OWNER_ID, 4)
-    told = tg_server.sent_to(OWNER_ID)[3]["text"]
-    assert told.startswith("Nothing sent to Mallory") and "photo" in told
-    assert len(tg_server.sent_to(STRANGER_ID)) == 2
+    assert tg_server.sent_to(OWNER_ID)[3]["text"] == "Sent to Mallory (telegram): your photo."
+    doc = {"file_id": "d1", "file_unique_id": "d1", "file_name": "plan.pdf"}
+    tg_server.inject_message(OWNER_ID, reply_to=prompt, document=doc)
+    await tg_server.wait_sent(STRANGER_ID, 5)
+    assert tg_server.sent_to(STRANGER_ID)[4]["document"]["file_id"] == "d1"
+    await tg_server.wait_sent(OWNER_ID, 5)
+    assert "plan.pdf" in tg_server.sent_to(OWNER_ID)[4]["text"]
+    # what cannot go on is said, with why; without words nothing is sent
+    sticker = {"file_id": "s", "file_unique_id": "s", "width": 9, "height": 9,
+               "is_animated": False, "is_video": False, "type": "regular"}  # fmt: skip
+    tg_server.inject_message(OWNER_ID, reply_to=prompt, sticker=sticker)
+    await tg_server.wait_sent(OWNER_ID, 6)
+    told = tg_server.sent_to(OWNER_ID)[5]["text"]
+    assert told.startswith("Nothing sent to Mallory") and "photos and documents only" in told
+    assert len(tg_server.sent_to(STRANGER_ID)) == 5
     # none of it reached the assistant; the owner's conversation keeps what came
     rec = await stack.services.conversations.pinned_for(OWNER_KEY)
     assert rec is not None
     lines = stack.services.store.read_lines(rec.id)
     assert [ln for ln in lines if ln.get("type") == "turn"] == []
     commands = [ln for ln in lines if ln.get("event") == "command"]
-    assert [c["metadata"]["attachments"][0]["kind"] for c in commands[-2:]] == ["photo"] * 2
+    kinds = [c["metadata"]["attachments"][0]["kind"] for c in commands[-4:]]
+    assert kinds == ["photo", "photo", "document", "sticker"]
 
 
 async def test_a_message_edited_into_a_command_runs_it_once(
@@ -538,3 +559,113 @@ async def test_a_strangers_album_is_acknowledged_once(
 
     await stack.wait(sent_all)
     assert len(tg_server.sent_to(STRANGER_ID)) == 1 and len(tg_server.sent_to(OWNER_ID)) == 1
+
+
+class StuckBrain(ScriptedBrain):
+    """A brain that never answers (until cancelled): a reply in flight at the stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        self.requests.append(request)
+        self.called.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_the_stack_stops_with_a_reply_in_flight_and_leaves_no_task(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    brain = StuckBrain()
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain)
+    try:
+        tg_server.inject_message(OWNER_ID, "think hard")
+        await asyncio.wait_for(brain.called.wait(), 15)
+    finally:
+        await stack.stop()
+    # Before, the stack stopped its channel, then its services, like no daemon does: the
+    # reply worker, stuck in the brain, outlived the test (and the fake server under it).
+    await assert_no_tasks_left()
+
+
+async def test_a_known_partys_album_gets_one_answer_with_the_history_as_it_came(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    def photo(n: int) -> list[dict[str, object]]:
+        return [{"file_id": f"k{n}", "file_unique_id": f"k{n}", "width": 9, "height": 9}]
+
+    brain = GatedScriptedBrain()
+    trust = {"contacts": {"telegram": {str(STRANGER_ID): "known"}}}
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain, trust=trust)
+    try:
+        tg_server.inject_message(STRANGER_ID, "hello, it's Kim", first_name="Kim")
+        for n, caption in enumerate(("my flat", "the kitchen", "the garden"), 1):
+            tg_server.inject_message(STRANGER_ID, photo=photo(n), caption=caption,
+                                     media_group_id="k1", first_name="Kim")  # fmt: skip
+        tg_server.inject_message(STRANGER_ID, "so, what do you think?", first_name="Kim")
+        # Everything is recorded while the answer to "hello" is still being written.
+        party_id = party_handle("telegram", str(STRANGER_ID))
+        await stack.wait(lambda: _count(stack.services.external.messages(party_id), 5))
+        brain.release.set()
+        await tg_server.wait_sent(STRANGER_ID, 3)
+        await asyncio.sleep(0.3)  # would another answer (or an escalation) still come?
+    finally:
+        await stack.stop()
+    # One answer to the album, with every caption, then one to the next message. Before,
+    # the album's first photo was answered with its caption only (the other captions
+    # never reached the model), given the party's exchange as of when the answer ran:
+    # the later photos and "so, what do you think?" in it, as if said before the photo.
+    assert len(tg_server.sent_to(STRANGER_ID)) == 3
+    _hello, album, after = brain.requests
+    assert album.text == "[photo] my flat\n[photo] the kitchen\n[photo] the garden"
+    assert [h.content for h in album.history] == ["hello, it's Kim", "echo: hello, it's Kim"]
+    assert after.text == "so, what do you think?"
+    said = [h.content for h in after.history]  # in the order recorded
+    assert sorted(said) == sorted(
+        ["hello, it's Kim", "echo: hello, it's Kim", *album.text.split("\n"),
+         f"echo: {album.text}"]
+    )  # fmt: skip
+    assert said[-1] == f"echo: {album.text}"
+    # A known party's album photos are not "unaddressed" mail to escalate to the owner
+    # (the owner was told "Message from Kim, not a known contact").
+    assert tg_server.sent_to(OWNER_ID) == []
+
+
+async def test_a_known_partys_answer_is_given_their_exchange_as_of_the_message(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    brain = GatedScriptedBrain()
+    trust = {"contacts": {"telegram": {str(STRANGER_ID): "known"}}}
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain, trust=trust)
+    try:
+        for text in ("one", "two", "three"):
+            tg_server.inject_message(STRANGER_ID, text, first_name="Kim")
+        party_id = party_handle("telegram", str(STRANGER_ID))
+        await stack.wait(lambda: _count(stack.services.external.messages(party_id), 3))
+        brain.release.set()  # "two" and "three" came while "one" was being answered
+        await tg_server.wait_sent(STRANGER_ID, 3)
+    finally:
+        await stack.stop()
+    # Before, "two" was given what the party had sent when its answer ran: "two" itself
+    # and "three", as if said before it.
+    one, two, three = ([h.content for h in r.history] for r in brain.requests)
+    assert one == [] and two == ["one", "echo: one"]
+    assert three == ["one", "two", "echo: one", "echo: two"]  # in the order recorded
+
+
+class GatedScriptedBrain(ScriptedBrain):
+    """A scripted brain whose first answer waits for ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        await self.release.wait()
+        return await super().reply(request, on_delta)
+
+
+async def _count(messages: Any, n: int) -> bool:
+    return len(await messages) >= n

@@ -66,3 +66,27 @@ async def test_the_status_box_has_no_blank_lines(page: Page, stack: Stack) -> No
     }""")
     assert gaps["top"] <= 1 and gaps["bottom"] <= 1, gaps
     await shot(page, "21-status-in-chat")
+
+
+async def test_status_typed_in_a_conversation_links_it_by_its_title(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: /status on the web named the conversation by its internal id
+    # ("Conversation: Boiler service (conv-01…)"), which the page cannot open.
+    manager = stack.services.conversations
+    boiler = await manager.create("web")
+    await manager.append_turn(boiler.id, "user", "the boiler needs its yearly service")
+    await manager.rename(boiler.id, "Boiler service")
+    await log_in(page, stack)
+    await page.goto(f"{stack.url}/#c={boiler.id}")
+    await expect(page.locator("body")).to_have_attribute("data-conversation", boiler.id)
+    await send(page, "/status")
+    notice = page.locator(".msg-notice").last
+    await expect(notice).to_contain_text("Brain:")
+    link = notice.locator("a.status-conversation")
+    await expect(link).to_have_text("Boiler service")
+    await expect(link).to_have_attribute("href", f"#c={boiler.id}")
+    assert "conv-" not in await notice.inner_text()
+    await shot(page, "22-status-links-the-conversation")
+    await link.click()  # opens it (here: the one in view, loaded again)
+    await expect(page.locator("#chat-title")).to_have_text("Boiler service")

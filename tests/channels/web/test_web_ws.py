@@ -403,3 +403,50 @@ async def test_a_tab_whose_session_expired_gets_no_more_turns(stack: Stack) -> N
         while "a secret for later" not in (await kept.receive(timeout=5)).data:
             pass
         await kept.close()
+
+
+async def test_an_older_escalation_conversation_names_the_party_as_known_now(
+    ws_factory, stack: Stack, client: aiohttp.ClientSession
+) -> None:
+    services = stack.services
+    # As an older version left it: the party wrote with no name (only their id was
+    # known), and the owner's conversation the escalation opened named them by it.
+    party, _ = await services.external.record_inbound(
+        "telegram", "8081", display_name=None, chat_id="8081", text="hi", message_ref="o-1"
+    )
+    old = await services.conversations.create(
+        "telegram",
+        identity_key="telegram:1001",
+        pinned=True,
+        participants=["1001"],
+        channel_meta={"chatId": "1001"},
+        reason="escalation",
+    )
+    await services.conversations.append_event(old.id, "escalation", partyId=party.id, text="hi")
+    await services.conversations.set_title_topics(old.id, "Escalation: 8081 (telegram)", [], 0)
+    # Their name is known since.
+    await services.external.record_inbound(
+        "telegram", "8081", display_name="Eve", chat_id="8081", text="?", message_ref="o-2"
+    )
+    before = services.store.read_lines(old.id)
+
+    tab = await ws_factory()
+    listed = next(
+        c for c in tab.of_type("conversation_list")[-1]["conversations"] if c["id"] == old.id
+    )
+    assert listed["title"] == "Escalation: Eve (telegram)"  # before: "... 8081 (telegram)"
+    await tab.send(type="switch_conversation", conversationId=old.id)
+    loaded = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded"
+            and bool(f["conversation"])
+            and f["conversation"]["id"] == old.id
+        )
+    )
+    assert loaded["conversation"]["title"] == "Escalation: Eve (telegram)"
+    async with client.get(f"{stack.url}/api/conversations") as r:
+        api = next(c for c in (await r.json())["conversations"] if c["id"] == old.id)
+    assert api["title"] == "Escalation: Eve (telegram)"
+    # Derived when read: the history is as it was.
+    assert services.store.read_lines(old.id) == before
+    assert (await services.conversations.require(old.id)).title == "Escalation: 8081 (telegram)"
