@@ -62,7 +62,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from bot.config.checks import config_warnings
+
     config = command_config(args)
+    # Settings the daemon starts with but cannot use as they are (a missing model folder,
+    # a host name that does not resolve): warned about, not refused (exit 0).
+    for warning in config_warnings(config):
+        print(f"warning: {warning}", file=sys.stderr)
     source = args.config or default_config_path() or "embedded default"
     print(
         f"configuration OK ({source}): brain {config.brain_provider()}, data in "
