@@ -90,9 +90,10 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         for line in lines:
             if line.get("type") == "turn":
                 who = line.get("sender") or line["role"]
+                number = line.get("turnNumber")
                 print(
-                    f"[{line.get('turnNumber')}] {when(line.get('timestamp'))} {who}: "
-                    f"{line.get('content')}"
+                    f"{'' if number is None else f'[{number}] '}"
+                    f"{when(line.get('timestamp'))} {who}: {line.get('content')}"
                 )
             elif line.get("type") == "event":
                 print(

@@ -579,3 +579,31 @@ def test_conversations_are_listed_and_shown_in_the_owners_time(
         assert cli.main(["--config", str(config_path), *args]) == 0
         out = capsys.readouterr().out
         assert "2999-03-01 20:30" in out and "2999-03-02" not in out, out
+
+
+def test_conversations_show_skips_lines_of_the_wrong_shape(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: valid JSON that is no turn (`{"type":"turn"}`, a turn without content)
+    # was shown as "[None] ... None", or ended `conversations show` in a KeyError.
+    conv_id = store.ids["web"]
+    path = store.config.conversations_dir / f"{conv_id}.jsonl"
+    with open(path, "ab") as fh:
+        for raw in (b"[1,2]", b'"x"', b'{"type":"turn"}', b'{"type":"turn","role":"user"}'):
+            fh.write(raw + b"\n")
+        fh.write(json.dumps({"type": "event"}).encode() + b"\n")
+        # SPEC.md's channel example: a turn without a number is kept, shown without one
+        unnumbered = {"type": "turn", "role": "user", "content": "unnumbered", "sender": "me"}
+        fh.write(json.dumps(unnumbered).encode() + b"\n")
+    status, out = store.run("conversations", "show", conv_id, capsys=capsys)
+    assert status == 0
+    assert "None" not in out and "(: )" not in out
+    assert out.splitlines()[-1].endswith(" me: unnumbered")
+    assert len([line for line in out.splitlines() if line.startswith("[1] ")]) == 2
+    shown = store.json("conversations", "show", conv_id, capsys=capsys)["lines"]
+    assert [line.get("content") for line in shown if line["type"] == "turn"] == [
+        "Plan the trip to Porto in May",
+        "re: Plan the trip to Porto in May",
+        "unnumbered",
+    ]
+    assert all(line.get("event") for line in shown if line["type"] == "event")
