@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,6 +52,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ChannelStartError as exc:
         log.error("%s", exc)
         code = exitcodes.EX_UNAVAILABLE
+    except Exception:
+        # The daemon's log is where its traceback belongs (systemd's journal); then the
+        # same exit as the end below, or a worker thread could keep the process alive.
+        log.exception("internal error: the daemon stops")
+        code = exitcodes.EX_SOFTWARE
     # Everything is closed and flushed. A worker thread still inside a library call (a
     # model download retrying with long sleeps) must not hold the exit hostage: not after
     # a stop, nor after a failed start (a port in use waited 40 s for fastembed's retries
@@ -103,10 +109,16 @@ def build_parser() -> Parser:
         help="config file (default: $MY_AGENT_CONFIG, "
         ".my_agent/config.yaml, else the embedded default)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="on an internal error (exit 70), print its traceback, not only one line",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, help_text: str, config_option: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
+        p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
         if config_option:
             p.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         return p
@@ -141,6 +153,7 @@ def build_parser() -> Parser:
     # knows its options (:func:`cmd_bench`); ``bench --help`` alone lists the names.
     bench = sub.add_parser("bench", help=f"benchmarks: {', '.join(BENCHMARKS)}", add_help=False)
     bench.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    bench.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
     bench.add_argument("name", nargs="?", choices=BENCHMARKS)
     parser.bench = bench
     return parser
@@ -189,6 +202,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return exitcodes.EX_PIPE
+    except Exception as exc:
+        # A bug, not the operator's mistake: one line saying so (the traceback of a
+        # command was 30 lines ending in exit 1, which `status` uses for "a problem is
+        # listed"), the whole traceback with --verbose.
+        if args.verbose:
+            traceback.print_exc()
+        print(
+            f"my-agent {args.command}: internal error: {type(exc).__name__}: {exc}"
+            + ("" if args.verbose else " (--verbose shows the traceback)"),
+            file=sys.stderr,
+        )
+        return exitcodes.EX_SOFTWARE
 
 
 if __name__ == "__main__":
