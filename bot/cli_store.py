@@ -10,7 +10,7 @@ import logging
 import sys
 from typing import Any
 
-from bot import exitcodes
+from bot import exitcodes, store_lock
 from bot.cli_common import command_config, print_json, setup_logging
 from bot.config import AppConfig
 from bot.labels import UNTITLED
@@ -19,13 +19,18 @@ log = logging.getLogger("my_agent.cli")
 
 
 async def _with_services(
-    config: AppConfig, fn: Any, recover_now: bool = True, download_models: bool = False
+    config: AppConfig,
+    fn: Any,
+    recover_now: bool = True,
+    download_models: bool = False,
+    maintenance: bool = True,
 ) -> Any:
     """``fn(services)`` on services opened for one command. One-shot commands do not
     download an embedding model (offline, fastembed's retries took ~40 s): they use
-    ``embedding.model_path`` or the model cache; the daemon is the one that downloads."""
+    ``embedding.model_path`` or the model cache; the daemon is the one that downloads.
+    ``maintenance``: hold the store's maintenance lock shared (``reindex``, which holds it
+    exclusively itself, passes False; :mod:`bot.store_lock`)."""
     from bot.health_daemon import data_dir_unreadable
-    from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
 
     unreadable = data_dir_unreadable(config.data_dir)
     if unreadable:
@@ -33,6 +38,32 @@ async def _with_services(
         # wrong config) they answered "nothing here" and left an empty store behind.
         print(f"my-agent: {unreadable}", file=sys.stderr)
         return exitcodes.EX_DATADIR
+    lock: int | None = None
+    if maintenance:
+        try:
+            lock = store_lock.try_lock(config.data_dir, exclusive=False)
+        except OSError as exc:  # a directory this user may read but not write: no lock
+            log.debug("no maintenance lock in %s: %s", config.data_dir, exc)
+        else:
+            if lock is None:
+                # its index is deleted and half rebuilt: a search would find nothing
+                print(
+                    f"my-agent: a reindex is rebuilding the index of {config.data_dir}: "
+                    "try again once it has ended",
+                    file=sys.stderr,
+                )
+                return exitcodes.EX_TEMPFAIL
+    try:
+        return await _open_and_run(config, fn, recover_now, download_models)
+    finally:
+        store_lock.release(lock)
+
+
+async def _open_and_run(
+    config: AppConfig, fn: Any, recover_now: bool, download_models: bool
+) -> Any:
+    from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
+
     try:
         services = await open_services(
             config, recover_now=recover_now, download_models=download_models
@@ -157,22 +188,41 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if unreadable:  # before anything is deleted (an unlink denied was a traceback)
         print(f"my-agent: {unreadable}", file=sys.stderr)
         return exitcodes.EX_DATADIR
-    if journal_in_use(config.conversations_dir):
+    try:
+        # Held from before the delete until the rebuilt index is closed: a daemon starting
+        # meanwhile waits for it (bot.store_lock) instead of opening the index about to be
+        # deleted, or taking the journal before the rebuild could.
+        lock = store_lock.try_lock(config.data_dir, exclusive=True)
+    except OSError as exc:
+        print(f"my-agent: cannot lock {config.data_dir} for the reindex: {exc}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
+    # (the journal too: a daemon of a version that did not take the maintenance lock)
+    if lock is None or journal_in_use(config.conversations_dir):
+        store_lock.release(lock)
         # deleting the index under a running daemon would break its searches and writes
-        log.error("my-agent is running on %s: stop it before reindexing", config.data_dir)
+        log.error(
+            "my-agent is running on %s (the daemon, or a conversations or search command): "
+            "stop it before reindexing",
+            config.data_dir,
+        )
         return exitcodes.EX_TEMPFAIL
-    delete_index(config.index_path)
+    try:
+        delete_index(config.index_path)
+        return int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
+    finally:
+        store_lock.release(lock)
 
-    async def _rebuild(s: Any) -> int:
-        report = s.recovery.to_dict() if s.recovery else {}
-        if await s.search.start():
-            report["vectors"] = await s.search.vectors.reindex_all()
-        else:
-            log.warning(
-                "vectors not rebuilt here (no local embedding model or no sqlite-vec): "
-                "the daemon embeds them at its next start once it has the model"
-            )
-        print(json.dumps(report))
-        return 0
 
-    return int(asyncio.run(_with_services(config, _rebuild)))
+async def _rebuild(s: Any) -> int:
+    """``reindex``'s work once the index is deleted and the services opened (recovery
+    has rebuilt the rows): the vectors, when a local model is there."""
+    report = s.recovery.to_dict() if s.recovery else {}
+    if await s.search.start():
+        report["vectors"] = await s.search.vectors.reindex_all()
+    else:
+        log.warning(
+            "vectors not rebuilt here (no local embedding model or no sqlite-vec): "
+            "the daemon embeds them at its next start once it has the model"
+        )
+    print(json.dumps(report))
+    return 0
