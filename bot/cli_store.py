@@ -75,6 +75,10 @@ async def _open_and_run(
     try:
         return await fn(services)
     finally:
+        # The third parties' journal first: a daemon waiting for the transcript journal
+        # (bot.store_lock) took it the moment close_services let it go, found this one
+        # still held and ran with its third-party files unjournaled until restarted.
+        await asyncio.to_thread(services.external.close)
         await close_services(services)
 
 

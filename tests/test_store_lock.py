@@ -154,3 +154,27 @@ def test_reading_commands_refuse_clearly_while_a_reindex_runs(
     finally:
         store_lock.release(reindex)
     assert cli.main(["--config", str(path), "conversations", "list"]) == exitcodes.OK
+
+
+def test_a_command_lets_the_third_party_journal_go_before_the_transcript_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a daemon waiting for the transcript journal got it as soon as the
+    # command closed its store, while the command still held the third-party journal:
+    # the daemon then ran with that one "in use by another process" (not journaled).
+    import bot.services
+    from bot.journal import journal_in_use
+
+    path = _config_file(tmp_path)
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True)
+    real = bot.services.close_services
+    held: list[bool] = []
+
+    async def close_services(services: object) -> None:
+        held.append(journal_in_use(config.external_dir))
+        await real(services)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bot.services, "close_services", close_services)
+    assert cli.main(["--config", str(path), "conversations", "list"]) == exitcodes.OK
+    assert held == [False]
