@@ -10,13 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bot import store_lock
 from bot.channel import Channel
 from bot.config import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.notify import Notifier
 from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
-from bot.services import ChannelStartError, Services, close_services, open_services
+from bot.services import ChannelStartError, DataDirInUse, Services, close_services
 from bot.tasks import cancel_all, spawn
 
 log = logging.getLogger("my_agent.daemon")
@@ -184,9 +185,25 @@ async def run_daemon(
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
+    try:
+        # Before anything is opened: a reindex deletes conversations.db and rebuilds it.
+        maintenance = await store_lock.lock_for_daemon(config.data_dir, stop)
+    except TimeoutError as exc:
+        raise DataDirInUse(f"{exc}: start the daemon once it has ended") from exc
+    try:
+        if stop.is_set():
+            return 0
+        return await _serve(config, stop, config_path)
+    finally:
+        store_lock.release(maintenance)
+
+
+async def _serve(config: AppConfig, stop: asyncio.Event, config_path: Path | None) -> int:
+    """Open the store, start the channels, serve until ``stop``, then shut down."""
+    loop = asyncio.get_running_loop()
     notifier = Notifier(status_path=config.data_dir / "daemon.json")
     notifier.status("opening the store and index")
-    services = await open_services(config, exclusive=True)
+    services = await store_lock.open_services_waiting(config, stop)
     services.config_path = config_path
     if stop.is_set():  # asked to stop while opening: start nothing, never say ready
         log.info("stopping (asked to while the store was opening)")

@@ -120,8 +120,31 @@ def parse_lines(data: bytes, source: str = "", start_line: int = 1) -> list[Line
         if not isinstance(obj, dict) or "type" not in obj:
             log.warning("%s:%d: transcript line without a type skipped", source, number)
             continue
+        if not well_formed(obj):
+            # Valid JSON of the wrong shape (a hand edit, another program): a turn without
+            # its content was shown as "[None] ... None" or ended `conversations show`
+            # in a KeyError. The index never took such a line either.
+            log.warning("%s:%d: malformed %s line skipped", source, number, str(obj["type"])[:20])
+            continue
         out.append(obj)
     return out
+
+
+def well_formed(line: Mapping[str, Any]) -> bool:
+    """False for a ``turn`` line without a user or assistant role and text content, or
+    with a turn number that is not an integer, and for an ``event`` line without its
+    event name. (A turn without a number is kept: SPEC.md's channel example has none;
+    the index, :func:`bot.index.apply_line`, does not take it.)"""
+    kind = line.get("type")
+    if kind == "turn":
+        return (
+            line.get("role") in ("user", "assistant")
+            and isinstance(line.get("content"), str)
+            and isinstance(line.get("turnNumber", 0), int)
+        )
+    if kind == "event":
+        return isinstance(line.get("event"), str)
+    return isinstance(kind, str)
 
 
 class TranscriptStore:

@@ -579,3 +579,76 @@ def test_conversations_are_listed_and_shown_in_the_owners_time(
         assert cli.main(["--config", str(config_path), *args]) == 0
         out = capsys.readouterr().out
         assert "2999-03-01 20:30" in out and "2999-03-02" not in out, out
+
+
+def test_conversations_show_skips_lines_of_the_wrong_shape(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: valid JSON that is no turn (`{"type":"turn"}`, a turn without content)
+    # was shown as "[None] ... None", or ended `conversations show` in a KeyError.
+    conv_id = store.ids["web"]
+    path = store.config.conversations_dir / f"{conv_id}.jsonl"
+    with open(path, "ab") as fh:
+        for raw in (b"[1,2]", b'"x"', b'{"type":"turn"}', b'{"type":"turn","role":"user"}'):
+            fh.write(raw + b"\n")
+        fh.write(json.dumps({"type": "event"}).encode() + b"\n")
+        # SPEC.md's channel example: a turn without a number is kept, shown without one
+        unnumbered = {"type": "turn", "role": "user", "content": "unnumbered", "sender": "me"}
+        fh.write(json.dumps(unnumbered).encode() + b"\n")
+    status, out = store.run("conversations", "show", conv_id, capsys=capsys)
+    assert status == 0
+    assert "None" not in out and "(: )" not in out
+    assert out.splitlines()[-1].endswith(" me: unnumbered")
+    assert len([line for line in out.splitlines() if line.startswith("[1] ")]) == 2
+    shown = store.json("conversations", "show", conv_id, capsys=capsys)["lines"]
+    assert [line.get("content") for line in shown if line["type"] == "turn"] == [
+        "Plan the trip to Porto in May",
+        "re: Plan the trip to Porto in May",
+        "unnumbered",
+    ]
+    assert all(line.get("event") for line in shown if line["type"] == "event")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_an_internal_error_exits_70_with_one_line(
+    store: Store,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    verbose: bool,
+) -> None:
+    # Regression: a bug in a command ended in a 30-line traceback and exit 1, the status
+    # `status` uses for "a problem is listed"; EX_SOFTWARE (70) was defined but unused.
+    def broken(*_args: Any) -> int:
+        raise RuntimeError("a bug in the health check")
+
+    monkeypatch.setattr("bot.healthcheck.main", broken)
+    capsys.readouterr()
+    argv = ["--config", str(store.config_path), "status", *(["--verbose"] if verbose else [])]
+    assert cli.main(argv) == exitcodes.EX_SOFTWARE == 70
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("my-agent status: internal error: RuntimeError: a bug in the health")
+    assert ("Traceback" in err) is verbose
+    if not verbose:
+        assert err.strip() == last and "--verbose" in last
+
+
+def test_an_internal_error_stops_the_daemon_with_70_and_its_traceback_in_the_log(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*_args: Any, **_kwargs: Any) -> int:
+        raise RuntimeError("a bug at start")
+
+    class Exited(BaseException):
+        pass
+
+    def fake_exit(code: int) -> None:
+        raise Exited(code)
+
+    monkeypatch.setattr("bot.daemon.run_daemon", broken)
+    monkeypatch.setattr(os, "_exit", fake_exit)  # `run` ends in os._exit (bot.cli)
+    with pytest.raises(Exited) as exited:
+        cli.main(["--config", str(store.config_path), "run"])
+    assert exited.value.args == (exitcodes.EX_SOFTWARE,)
+    err = capsys.readouterr().err
+    assert "internal error: the daemon stops" in err and "Traceback" in err

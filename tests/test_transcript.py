@@ -238,6 +238,39 @@ async def test_corrupt_middle_line_is_skipped(
     assert services.store.read_lines(conv_id)[-1]["content"] == "still writable delta"
 
 
+MALFORMED = [
+    b"[1, 2]",
+    b'"x"',
+    b'{"type":"turn"}',
+    b'{"type":"turn","role":"user","turnNumber":3}',
+    b'{"type":"turn","role":"user","content":"odd number epsilon","turnNumber":"3"}',
+    b'{"type":"turn","role":"robot","content":"no role epsilon","turnNumber":3}',
+    b'{"type":"event"}',
+    b'{"type":null}',
+]
+
+
+async def test_valid_json_of_the_wrong_shape_is_skipped_like_a_corrupt_line(
+    services: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: a turn line without its content or role was read back as a turn:
+    # `conversations show` printed "[None] ... None", or ended in a KeyError (exit 1).
+    conv_id = await _conversation_with_turns(services, 1)
+    path = services.store.path(conv_id)
+    with open(path, "ab") as fh:
+        fh.write(b"".join(raw + b"\n" for raw in MALFORMED))
+    caplog.set_level(logging.WARNING, "my_agent.transcript")
+    lines = services.store.read_lines(conv_id)
+    assert [line["type"] for line in lines] == ["meta", "turn", "turn"]
+    skipped = [r.getMessage() for r in caplog.records if r.name == "my_agent.transcript"]
+    assert len(skipped) == len(MALFORMED), skipped
+    await services.conversations.append_turn(conv_id, "user", "still writable zeta")
+    lines = services.store.read_lines(conv_id)
+    assert (lines[-1]["content"], lines[-1]["turnNumber"]) == ("still writable zeta", 2)
+    assert (await services.search.search("zeta")).results[0].conversation_id == conv_id
+    assert (await services.search.search("epsilon")).results == []
+
+
 @pytest.mark.parametrize("damage", ["torn_tail", "corrupt_middle"])
 async def test_recovery_indexes_the_good_lines(tmp_path: Path, damage: str) -> None:
     config: AppConfig = make_config(tmp_path)

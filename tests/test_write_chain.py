@@ -81,12 +81,14 @@ async def test_after_write_runs_with_the_write_result(tmp_path: Path) -> None:
 async def test_torn_tail_written_by_someone_else_is_still_terminated(tmp_path: Path) -> None:
     store = TranscriptStore(tmp_path)
     conv = "conv-01HZZZZZZZZZZZZZZZZZZZZZZZ"
-    await store.append(conv, [{"type": "turn", "n": 1}])
+    await store.append(conv, [{"type": "turn", "role": "user", "content": "x", "n": 1}])
     with open(store.path(conv), "ab") as fh:  # a crash mid-write (another process)
         fh.write(b'{"type":"turn","n"')
     async with store.lock(conv):
-        await asyncio.wrap_future(store.submit_append(conv, [{"type": "turn", "n": 2}]))
-    await store.append(conv, [{"type": "turn", "n": 3}])
+        await asyncio.wrap_future(
+            store.submit_append(conv, [{"type": "turn", "role": "user", "content": "x", "n": 2}])
+        )
+    await store.append(conv, [{"type": "turn", "role": "user", "content": "x", "n": 3}])
     assert [line["n"] for line in store.read_lines(conv)] == [1, 2, 3]
 
 

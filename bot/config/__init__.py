@@ -237,6 +237,14 @@ def load_config(
             raise ConfigError("", f"cannot read config file {chosen}: {exc}") from exc
         except UnicodeDecodeError as exc:  # saved in Latin-1, or not a text file at all
             raise ConfigError("", f"{chosen} is not UTF-8 text: {exc}") from exc
+        if not text.strip():
+            # Zero bytes (a full disk, an editor that died, `>` for `>>`) ran the embedded
+            # default: every configured channel silently off. A file of comments only, or
+            # `{}`, is written on purpose and still means the defaults.
+            raise ConfigError(
+                "",
+                f"{chosen} is empty (write `{{}}` in it to run on the built-in defaults)",
+            )
         try:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as exc:

@@ -1,0 +1,60 @@
+"""Helpers shared by the ``my-agent`` commands (:mod:`bot.cli` and its command modules):
+logging set-up, the configuration, JSON output and the argument parser's class."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any, NoReturn
+
+from bot import exitcodes
+from bot.config import AppConfig, load_config
+
+
+def setup_logging(level: str = "INFO") -> None:
+    """Log to stderr (with times on a terminal; systemd's journal adds its own)."""
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    if sys.stderr.isatty():
+        fmt = "%(asctime)s " + fmt
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO), format=fmt, stream=sys.stderr, force=True
+    )
+    for noisy in ("aiosqlite", "aiohttp.access", "httpx", "httpcore", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def command_config(args: argparse.Namespace, secrets: bool = True) -> AppConfig:
+    """The config; ``secrets=False`` for commands that only read the store (the daemon's
+    API key, bot token and mail password may be absent from an operator's shell)."""
+    return load_config(getattr(args, "config", None), secrets=secrets)
+
+
+def print_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout (dates and paths as strings)."""
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def positive_int(text: str) -> int:
+    """``--limit``: 0 listed nothing, and a negative one everything (SQLite's LIMIT -1)
+    or, for search, the default page: neither what was asked."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {value}")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors exit 64 (EX_USAGE, README's table), not argparse's 2; the
+    sub-command parsers are of the same class."""
+
+    # the ``bench`` sub-command's parser (build_parser sets it): its usage and help
+    bench: argparse.ArgumentParser | None = None
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(exitcodes.EX_USAGE, f"{self.prog}: error: {message}\n")

@@ -1,0 +1,232 @@
+"""The ``my-agent`` commands that read the conversation store: ``conversations``,
+``search`` and ``reindex`` (each opens the services for one command, then closes them)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+from bot import exitcodes, store_lock
+from bot.cli_common import command_config, print_json, setup_logging
+from bot.config import AppConfig
+from bot.labels import UNTITLED
+
+log = logging.getLogger("my_agent.cli")
+
+
+async def _with_services(
+    config: AppConfig,
+    fn: Any,
+    recover_now: bool = True,
+    download_models: bool = False,
+    maintenance: bool = True,
+) -> Any:
+    """``fn(services)`` on services opened for one command. One-shot commands do not
+    download an embedding model (offline, fastembed's retries took ~40 s): they use
+    ``embedding.model_path`` or the model cache; the daemon is the one that downloads.
+    ``maintenance``: hold the store's maintenance lock shared (``reindex``, which holds it
+    exclusively itself, passes False; :mod:`bot.store_lock`)."""
+    from bot.health_daemon import data_dir_unreadable
+
+    unreadable = data_dir_unreadable(config.data_dir)
+    if unreadable:
+        # Reading commands never create a data directory: with a wrong path (a typo, the
+        # wrong config) they answered "nothing here" and left an empty store behind.
+        print(f"my-agent: {unreadable}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
+    lock: int | None = None
+    if maintenance:
+        try:
+            lock = store_lock.try_lock(config.data_dir, exclusive=False)
+        except OSError as exc:  # a directory this user may read but not write: no lock
+            log.debug("no maintenance lock in %s: %s", config.data_dir, exc)
+        else:
+            if lock is None:
+                # its index is deleted and half rebuilt: a search would find nothing
+                print(
+                    f"my-agent: a reindex is rebuilding the index of {config.data_dir}: "
+                    "try again once it has ended",
+                    file=sys.stderr,
+                )
+                return exitcodes.EX_TEMPFAIL
+    try:
+        return await _open_and_run(config, fn, recover_now, download_models)
+    finally:
+        store_lock.release(lock)
+
+
+async def _open_and_run(
+    config: AppConfig, fn: Any, recover_now: bool, download_models: bool
+) -> Any:
+    from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
+
+    try:
+        services = await open_services(
+            config, recover_now=recover_now, download_models=download_models
+        )
+    except (DataDirError, DatabaseOpenError) as exc:
+        # the message names the file and the remedy; a traceback (exit 1) hid it
+        print(f"my-agent: {exc}", file=sys.stderr)
+        return exitcodes.EX_DATADIR if isinstance(exc, DataDirError) else exitcodes.EX_DATABASE
+    try:
+        return await fn(services)
+    finally:
+        # The third parties' journal first: a daemon waiting for the transcript journal
+        # (bot.store_lock) took it the moment close_services let it go, found this one
+        # still held and ran with its third-party files unjournaled until restarted.
+        await asyncio.to_thread(services.external.close)
+        await close_services(services)
+
+
+def cmd_conversations(args: argparse.Namespace) -> int:
+    config = command_config(args, secrets=False)
+    setup_logging("WARNING")
+
+    from bot.owner_days import local_time, owner_zone
+
+    zone = owner_zone(config)
+
+    def when(stamp: Any) -> str:
+        """A stored UTC time as the owner's local minute (``2026-03-01 20:30``): printed
+        bare, UTC read as local time and put evenings west of UTC on the next day."""
+        return local_time(str(stamp or ""), zone)[:16].replace("T", " ")
+
+    async def _list(s: Any) -> int:
+        records = await s.conversations.list(channel=args.channel, limit=args.limit)
+        if args.json:
+            print_json([r.to_meta() for r in records])
+            return 0
+        for r in records:
+            pin = " pinned" if r.pinned else ""
+            print(
+                f"{r.id}  {r.channel:<9} {when(r.updated)}  {r.turn_count:>4} turns{pin}  "
+                f"{r.title or 'New conversation'}"
+            )
+        return 0
+
+    async def _show(s: Any) -> int:
+        rec = await s.conversations.get(args.id)
+        if rec is None:
+            print(f"no conversation {args.id}", file=sys.stderr)
+            return 1
+        lines = s.store.read_lines(args.id)
+        if args.json:
+            print_json(
+                {"conversation": rec.to_meta(), "abbreviation": rec.abbreviation, "lines": lines}
+            )
+            return 0
+        print(f"{rec.title or 'New conversation'} ({rec.id}, {rec.channel}, model {rec.model})")
+        if rec.abbreviation:
+            print(f"Abbreviation: {rec.abbreviation}")
+        for line in lines:
+            if line.get("type") == "turn":
+                who = line.get("sender") or line["role"]
+                number = line.get("turnNumber")
+                print(
+                    f"{'' if number is None else f'[{number}] '}"
+                    f"{when(line.get('timestamp'))} {who}: {line.get('content')}"
+                )
+            elif line.get("type") == "event":
+                print(
+                    f"    ({line.get('event')}: "
+                    f"{line.get('title') or line.get('text') or line.get('summary') or ''})"
+                )
+        return 0
+
+    return int(asyncio.run(_with_services(config, _show if args.action == "show" else _list)))
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    config = command_config(args, secrets=False)
+    setup_logging("WARNING")
+
+    async def _search(s: Any) -> int:
+        from bot.owner_days import day_range, local_day, owner_zone
+
+        await s.search.start()  # keyword-only without a model: the warning says why
+        zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
+        try:
+            date_from, date_to = day_range(args.date_from, args.date_to, zone)
+            page = await s.search.search(
+                args.query,
+                channel=args.channel,
+                date_from=date_from,
+                date_to=date_to,
+                limit=args.limit,
+                cursor=args.cursor,
+            )
+        except ValueError as exc:  # a date that is not one, a cursor of another query
+            print(f"my-agent search: {exc}", file=sys.stderr)
+            return exitcodes.EX_USAGE
+        if args.json:
+            print_json(page.to_dict())
+            return 0
+        if not page.results:
+            print(f"no match ({page.method})")
+        for r in page.results:
+            print(
+                f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
+                f"({r.turn_range}, {local_day(r.timestamp, zone)})"
+            )
+            print(f"       {' '.join((r.snippet or '').split())[:150]}")
+        if page.next_cursor:  # the plain listing can be paged too, not only --json
+            found = f"{page.total}{'' if page.total_exact else '+'}"
+            print(f"({len(page.results)} of {found} shown; next page: --cursor {page.next_cursor})")
+        return 0
+
+    return int(asyncio.run(_with_services(config, _search)))
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from bot.health_daemon import data_dir_unreadable
+    from bot.journal import journal_in_use
+    from bot.recovery import delete_index
+
+    config = command_config(args, secrets=False)
+    setup_logging(config.logging.level)
+    unreadable = data_dir_unreadable(config.data_dir)
+    if unreadable:  # before anything is deleted (an unlink denied was a traceback)
+        print(f"my-agent: {unreadable}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
+    try:
+        # Held from before the delete until the rebuilt index is closed: a daemon starting
+        # meanwhile waits for it (bot.store_lock) instead of opening the index about to be
+        # deleted, or taking the journal before the rebuild could.
+        lock = store_lock.try_lock(config.data_dir, exclusive=True)
+    except OSError as exc:
+        print(f"my-agent: cannot lock {config.data_dir} for the reindex: {exc}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
+    # (the journal too: a daemon of a version that did not take the maintenance lock)
+    if lock is None or journal_in_use(config.conversations_dir):
+        store_lock.release(lock)
+        # deleting the index under a running daemon would break its searches and writes
+        log.error(
+            "my-agent is running on %s (the daemon, or a conversations or search command): "
+            "stop it before reindexing",
+            config.data_dir,
+        )
+        return exitcodes.EX_TEMPFAIL
+    try:
+        delete_index(config.index_path)
+        return int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
+    finally:
+        store_lock.release(lock)
+
+
+async def _rebuild(s: Any) -> int:
+    """``reindex``'s work once the index is deleted and the services opened (recovery
+    has rebuilt the rows): the vectors, when a local model is there."""
+    report = s.recovery.to_dict() if s.recovery else {}
+    if await s.search.start():
+        report["vectors"] = await s.search.vectors.reindex_all()
+    else:
+        log.warning(
+            "vectors not rebuilt here (no local embedding model or no sqlite-vec): "
+            "the daemon embeds them at its next start once it has the model"
+        )
+    print(json.dumps(report))
+    return 0

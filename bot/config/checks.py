@@ -1,0 +1,102 @@
+"""What ``my-agent check-config`` warns about in a valid configuration.
+
+These settings are not errors: the daemon starts with them, but not as the owner
+expects. A missing ``embedding.model_path`` makes search keyword-only (the daemon logs
+it once and goes on); a server host name that does not resolve now may resolve later
+(DNS can be down while the config is checked, and the mail channel keeps retrying).
+Each warning is ``dotted.key: what is wrong``, like the errors of :mod:`bot.config`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from bot.config.model import AppConfig
+
+# How long all host name look-ups together may take: a resolver that does not answer
+# (no network) must not hold check-config for its own timeouts and retries (30 s+).
+RESOLVE_SECONDS = 3.0
+
+
+def config_warnings(cfg: AppConfig, resolve_seconds: float = RESOLVE_SECONDS) -> list[str]:
+    """``dotted.key: message`` for each setting the daemon accepts but cannot use as is."""
+    found = _model_path_warnings(cfg)
+    found += _host_warnings(_server_hosts(cfg), resolve_seconds)
+    return found
+
+
+def _model_path_warnings(cfg: AppConfig) -> list[str]:
+    """The daemon loads a local model folder when one is named (bot.embedding), and with
+    none there it does not fall back to a download: search stays keyword-only."""
+    path = cfg.embedding.model_path
+    if not cfg.embedding.enabled or not path:
+        return []
+    key = "embedding.model_path"
+    if os.environ.get("MY_AGENT_EMBEDDING_MODEL_PATH"):
+        key += " (from MY_AGENT_EMBEDDING_MODEL_PATH)"
+    folder = Path(path).expanduser()
+    effect = "the daemon runs with keyword-only search"
+    if not folder.is_dir():
+        return [f"{key}: no model folder at {folder}: {effect}"]
+    try:
+        has_model = any(folder.glob("*.onnx"))
+    except OSError as exc:
+        return [f"{key}: {folder} cannot be read ({exc}): {effect}"]
+    if not has_model:
+        return [f"{key}: {folder} holds no .onnx model file: {effect}"]
+    return []
+
+
+def _server_hosts(cfg: AppConfig) -> list[tuple[str, str]]:
+    """(dotted key, host name) of every server the enabled channels connect to or bind."""
+    channels = cfg.channels
+    hosts: list[tuple[str, str]] = []
+    if channels.web.enabled:
+        hosts.append(("channels.web.host", channels.web.host))
+    if channels.loopback.enabled:
+        hosts.append(("channels.loopback.host", channels.loopback.host))
+    if channels.email.enabled:
+        hosts.append(("channels.email.imap.host", channels.email.imap.host))
+        hosts.append(("channels.email.smtp.host", channels.email.smtp.host))
+    if channels.telegram.enabled and channels.telegram.api_base:
+        hosts.append(
+            ("channels.telegram.api_base", urlsplit(channels.telegram.api_base).hostname or "")
+        )
+    if cfg.brain_provider() == "anthropic" and cfg.brain.base_url:
+        hosts.append(("brain.base_url", urlsplit(cfg.brain.base_url).hostname or ""))
+    return [(key, host) for key, host in hosts if host]
+
+
+def _host_warnings(hosts: list[tuple[str, str]], seconds: float) -> list[str]:
+    """Resolve every host at once on daemon threads, waiting at most ``seconds`` in all
+    (a thread still inside getaddrinfo does not keep the process from exiting)."""
+    results: dict[str, str | None] = {}
+
+    def resolve(host: str) -> None:
+        try:
+            socket.getaddrinfo(host, None)
+        except (OSError, UnicodeError) as exc:
+            results[host] = str(exc) or type(exc).__name__
+        else:
+            results[host] = None
+
+    threads = {}
+    for host in {host for _, host in hosts}:
+        thread = threading.Thread(target=resolve, args=(host,), daemon=True, name="resolve")
+        thread.start()
+        threads[host] = thread
+    deadline = time.monotonic() + seconds
+    for thread in threads.values():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    found = []
+    for key, host in hosts:
+        if host not in results:
+            found.append(f"{key}: {host!r} did not resolve within {seconds:g} s (is DNS up?)")
+        elif results[host] is not None:
+            found.append(f"{key}: {host!r} does not resolve ({results[host]})")
+    return found

@@ -1,0 +1,138 @@
+"""Who may use a data directory at the same time: the daemon, the reading commands and
+``my-agent reindex``.
+
+``data_dir/maintenance.lock`` is an flock(2) lock. The daemon and the reading commands
+(``conversations``, ``search``) hold it shared for as long as they run; ``reindex``
+holds it exclusively, from before it deletes ``conversations.db`` until the rebuilt
+index is closed. So a reindex refuses while anything else uses the store, and a daemon
+starting during a reindex waits for it (bounded) instead of opening the index that is
+about to be deleted, or running on one half rebuilt.
+
+The transcript journal's own lock (:func:`bot.journal.lock_journal`) still keeps a
+second daemon off the directory. A reading command holds that one too while it replays
+the journal and catches the index up; a daemon starting meanwhile waits for it
+(:func:`wait_for_journal`) rather than exiting 75 and being restarted by systemd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.journal import journal_in_use
+
+if TYPE_CHECKING:
+    from bot.config import AppConfig
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.store_lock")
+
+LOCK_NAME = "maintenance.lock"
+# A daemon starting during a reindex waits this long for it; under the unit's
+# TimeoutStartSec (180 s), and long enough that systemd's restarts after a refusal
+# (RestartSec=5) stay far below StartLimitBurst (5 in 300 s).
+REINDEX_WAIT_SECONDS = 120.0
+# ... and this long for a reading command that holds the transcript journal (it replays
+# the journal and catches the index up: seconds); a second daemon is refused after it.
+JOURNAL_WAIT_SECONDS = 15.0
+POLL_SECONDS = 0.1
+
+
+def try_lock(data_dir: Path, exclusive: bool) -> int | None:
+    """The maintenance lock's fd, taken shared or exclusive; None while it is held in the
+    other mode (or exclusively). Raises :class:`OSError` when the file cannot be opened.
+
+    Opened read-only, created 0644: root running a command (sudo) next to the service's
+    own user must not leave a file that user cannot open."""
+    fd = os.open(data_dir / LOCK_NAME, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release(fd: int | None) -> None:
+    """Release a lock :func:`try_lock` took (None: nothing to release)."""
+    if fd is not None:
+        os.close(fd)
+
+
+async def _poll(ready: Callable[[], bool], seconds: float, stop: asyncio.Event | None) -> bool:
+    """Call ``ready()`` every POLL_SECONDS until it is true (True), ``seconds`` pass or
+    ``stop`` is set (False). On the loop: a SIGTERM while waiting is seen at once."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if (stop is not None and stop.is_set()) or time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(POLL_SECONDS)
+    return True
+
+
+async def lock_for_daemon(
+    data_dir: Path, stop: asyncio.Event | None = None, seconds: float | None = None
+) -> int | None:
+    """The daemon's shared maintenance lock, waiting up to ``seconds`` for a running
+    reindex. None when the data directory cannot be used yet (opening the services then
+    says why, exit 73) or when ``stop`` was set while waiting. Raises
+    :class:`TimeoutError` when the reindex is still running after ``seconds``."""
+    seconds = REINDEX_WAIT_SECONDS if seconds is None else seconds
+    try:
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # as open_services
+        fd = try_lock(data_dir, exclusive=False)
+    except OSError as exc:
+        log.debug("no maintenance lock in %s: %s", data_dir, exc)
+        return None
+    if fd is not None:
+        return fd
+    log.warning("a reindex is running on %s: waiting up to %.0f s for it to end", data_dir, seconds)
+    taken: list[int] = []
+
+    def ready() -> bool:
+        got = try_lock(data_dir, exclusive=False)
+        if got is not None:
+            taken.append(got)
+        return got is not None
+
+    if await _poll(ready, seconds, stop):
+        return taken[0]
+    if stop is not None and stop.is_set():
+        return None
+    raise TimeoutError(f"a reindex is still running on {data_dir} after {seconds:.0f} s")
+
+
+async def open_services_waiting(config: AppConfig, stop: asyncio.Event | None = None) -> Services:
+    """The daemon's ``open_services(exclusive=True)``, retried for up to
+    JOURNAL_WAIT_SECONDS while another process holds the transcript journal: a reading
+    command started just before the daemon made it exit 75 (and systemd restart it).
+    Raises :class:`bot.services.DataDirInUse` when it is still held then (a daemon)."""
+    from bot.services import DataDirInUse, open_services
+
+    def free() -> bool:
+        return not journal_in_use(config.conversations_dir)
+
+    deadline = time.monotonic() + JOURNAL_WAIT_SECONDS
+    warned = False
+    while True:
+        try:
+            return await open_services(config, exclusive=True)
+        except DataDirInUse:
+            left = deadline - time.monotonic()
+            if left <= 0 or (stop is not None and stop.is_set()):
+                raise
+            if not warned:
+                log.warning(
+                    "the transcript journal of %s is held by another process (a my-agent "
+                    "command, or another daemon): waiting up to %.0f s",
+                    config.data_dir,
+                    left,
+                )
+                warned = True
+            await _poll(free, left, stop)

@@ -1,0 +1,153 @@
+"""``my-agent check-config`` on settings the daemon starts with but cannot use as they
+are (bot/config/checks.py), and on an empty config file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot import cli, exitcodes
+from bot.config import ConfigError, load_config
+from bot.config.checks import config_warnings
+from tests.conftest import raw_config
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in list(os.environ):
+        if var.startswith("MY_AGENT_") or var in ("ANTHROPIC_API_KEY", "EMAIL_PASSWORD"):
+            monkeypatch.delenv(var, raising=False)
+
+
+def _write(tmp_path: Path, raw: Any) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(raw if isinstance(raw, str) else yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+def _check(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    capsys.readouterr()
+    status = cli.main(["--config", str(path), "check-config"])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_a_missing_embedding_model_folder_is_warned_about_by_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: check-config said OK, and the daemon then ran keyword-only (its one
+    # warning in the journal being the only sign).
+    missing = tmp_path / "no-model-here"
+    path = _write(
+        tmp_path, raw_config(tmp_path, embedding={"enabled": True, "model_path": str(missing)})
+    )
+    status, out, err = _check(path, capsys)
+    assert status == exitcodes.OK and "configuration OK" in out
+    assert f"warning: embedding.model_path: no model folder at {missing}" in err
+    assert "keyword-only" in err
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    _write(tmp_path, raw_config(tmp_path, embedding={"enabled": True, "model_path": str(empty)}))
+    assert "embedding.model_path: " in _check(path, capsys)[2]
+    assert "no .onnx model" in _check(path, capsys)[2]
+    (empty / "model.onnx").write_bytes(b"")
+    assert "embedding.model_path" not in _check(path, capsys)[2]
+
+
+def test_the_daemon_degrades_to_keyword_search_on_a_missing_model_folder(
+    tmp_path: Path,
+) -> None:
+    """Why the missing folder is a warning and not an error (exit 78): `run` starts."""
+    from bot.embedding import EmbeddingService
+
+    config = load_config(
+        _write(
+            tmp_path,
+            raw_config(tmp_path, embedding={"enabled": True, "model_path": str(tmp_path / "x")}),
+        ),
+        env={},
+    )
+    service = EmbeddingService(config.embedding)
+    try:
+        assert asyncio.run(service.load()) is False
+        assert "no model folder" in (service.unavailable_reason or "")
+    finally:
+        service.close()
+
+
+def test_an_unresolvable_server_host_is_warned_about_by_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a typo in the IMAP host passed check-config; the mail channel then
+    # retried forever at run time. A warning, not an error: DNS may be down right now.
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host == "imap.typo.test":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setenv("EMAIL_PASSWORD", "secret")
+    email = {
+        "enabled": True,
+        "address": "bot@mail.test",
+        "imap": {"host": "imap.typo.test"},
+        "smtp": {"host": "127.0.0.1"},
+    }
+    path = _write(tmp_path, raw_config(tmp_path, channels={"email": email}))
+    status, out, err = _check(path, capsys)
+    assert status == exitcodes.OK and "configuration OK" in out
+    assert "warning: channels.email.imap.host: 'imap.typo.test' does not resolve" in err
+    assert "smtp" not in err
+
+
+def test_a_resolver_that_does_not_answer_is_waited_for_a_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    release = threading.Event()
+
+    def hanging(host: str, *args: Any, **kwargs: Any) -> Any:
+        release.wait(10)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    config = load_config(
+        _write(tmp_path, raw_config(tmp_path, channels={"web": {"enabled": True}})), env={}
+    )
+    try:
+        found = config_warnings(config, resolve_seconds=0.2)
+    finally:
+        release.set()
+    assert found == ["channels.web.host: '127.0.0.1' did not resolve within 0.2 s (is DNS up?)"]
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_an_empty_config_file_is_refused_by_check_config_and_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    # Regression: an empty file (truncated by a full disk, an editor that died, a
+    # redirection typo) ran the embedded default: every configured channel silently off.
+    path = _write(tmp_path, text)
+    for command in ("check-config", "run"):
+        capsys.readouterr()
+        assert cli.main(["--config", str(path), command]) == exitcodes.EX_CONFIG, command
+        err = capsys.readouterr().err
+        assert f"{path} is empty" in err, command
+    with pytest.raises(ConfigError, match="is empty"):
+        load_config(path, env={})
+
+
+def test_a_file_of_comments_only_or_braces_means_the_defaults(tmp_path: Path) -> None:
+    """Written on purpose: every key commented out, or ``{}``."""
+    for text in ("# all defaults\n# data_dir: x\n", "{}\n"):
+        config = load_config(_write(tmp_path, text), env={})
+        assert config.channels.web.enabled and config.brain_provider() == "offline"

@@ -1,0 +1,180 @@
+"""The daemon, the reading commands and ``reindex`` on one data directory at the same
+time (bot/store_lock.py): a daemon starting next to a command waits for it instead of
+exiting 75; a reindex and a daemon never run on the index together."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot import cli, exitcodes, store_lock
+from bot.config import AppConfig
+from bot.daemon import run_daemon
+from bot.notify import read_status_file
+from bot.services import DataDirInUse
+from bot.transcript import TranscriptStore
+from tests.conftest import make_config, raw_config
+
+
+async def _until_ready(config: AppConfig, daemon: asyncio.Task[int], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status = read_status_file(config.data_dir / "daemon.json") or {}
+        if status.get("state") == "ready":
+            return
+        if daemon.done():
+            daemon.result()  # raises what stopped it
+            raise AssertionError("the daemon ended before it was ready")
+        await asyncio.sleep(0.05)
+    raise AssertionError("the daemon was not ready in time")
+
+
+async def _stop(daemon: asyncio.Task[int], stop: asyncio.Event) -> None:
+    stop.set()
+    assert await asyncio.wait_for(daemon, 30) == 0
+
+
+async def test_a_daemon_starting_while_a_command_holds_the_journal_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    # Regression: `my-agent conversations list` (or search) run while the daemon was
+    # starting held the transcript journal's lock: the daemon exited 75 and systemd
+    # restarted it. The command holds it for seconds (journal replay, catching up).
+    config = make_config(tmp_path)
+    config.conversations_dir.mkdir(parents=True)
+    command = TranscriptStore(config.conversations_dir)
+    command.open()  # what a reading command holds while no daemon runs
+    assert not command.shared
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(config, stop))
+    try:
+        await asyncio.sleep(0.5)
+        assert not daemon.done()  # waiting, not refused
+    finally:
+        command.close()
+    await _until_ready(config, daemon, 10)
+    await _stop(daemon, stop)
+
+
+async def test_a_second_daemon_is_still_refused_after_the_bounded_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_lock, "JOURNAL_WAIT_SECONDS", 0.5)
+    config = make_config(tmp_path)
+    config.conversations_dir.mkdir(parents=True)
+    first = TranscriptStore(config.conversations_dir)
+    first.open(exclusive=True)  # what a running daemon holds
+    try:
+        started = time.monotonic()
+        with pytest.raises(DataDirInUse, match="another my-agent daemon"):
+            await asyncio.wait_for(run_daemon(config, asyncio.Event()), 10)
+        assert 0.4 < time.monotonic() - started < 5
+    finally:
+        first.close()
+
+
+async def test_a_daemon_starting_during_a_reindex_waits_before_opening_the_index(
+    tmp_path: Path,
+) -> None:
+    # Regression: a daemon started while `my-agent reindex` ran opened conversations.db
+    # before the reindex deleted it (then ran on the deleted file), or took the journal
+    # between the reindex's delete and its rebuild (the reindex then rebuilt nothing).
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True)
+    reindex = store_lock.try_lock(config.data_dir, exclusive=True)  # what reindex holds
+    assert reindex is not None
+    stop = asyncio.Event()
+    daemon = asyncio.create_task(run_daemon(config, stop))
+    try:
+        await asyncio.sleep(0.5)
+        assert not daemon.done()
+        assert not config.index_path.exists()  # nothing opened under the reindex
+    finally:
+        store_lock.release(reindex)
+    await _until_ready(config, daemon, 10)
+    await _stop(daemon, stop)
+
+
+async def test_a_reindex_longer_than_the_wait_refuses_the_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_lock, "REINDEX_WAIT_SECONDS", 0.3)
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True)
+    reindex = store_lock.try_lock(config.data_dir, exclusive=True)
+    try:
+        with pytest.raises(DataDirInUse, match="a reindex is still running"):
+            await asyncio.wait_for(run_daemon(config, asyncio.Event()), 10)
+        assert not config.index_path.exists()
+    finally:
+        store_lock.release(reindex)
+
+
+def _config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw_config(tmp_path)), encoding="utf-8")
+    return path
+
+
+def test_reindex_refuses_while_a_daemon_runs_even_before_it_holds_the_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: reindex only asked whether the journal was locked; a daemon that had
+    # started but not yet taken it (opening the index) had its index deleted under it.
+    path = _config_file(tmp_path)
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True)
+    config.conversations_dir.mkdir()
+    config.index_path.write_bytes(b"")  # stands for the index the daemon has open
+    daemon = asyncio.run(store_lock.lock_for_daemon(config.data_dir))
+    try:
+        assert cli.main(["--config", str(path), "reindex"]) == exitcodes.EX_TEMPFAIL
+        assert "stop it before reindexing" in capsys.readouterr().err
+        assert config.index_path.exists()  # nothing deleted
+    finally:
+        store_lock.release(daemon)
+    assert cli.main(["--config", str(path), "reindex"]) == exitcodes.OK
+
+
+def test_reading_commands_refuse_clearly_while_a_reindex_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _config_file(tmp_path)
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True)
+    reindex = store_lock.try_lock(config.data_dir, exclusive=True)
+    try:
+        for argv in (["conversations", "list"], ["search", "anything"]):
+            assert cli.main(["--config", str(path), *argv]) == exitcodes.EX_TEMPFAIL, argv
+            assert "a reindex is rebuilding" in capsys.readouterr().err
+    finally:
+        store_lock.release(reindex)
+    assert cli.main(["--config", str(path), "conversations", "list"]) == exitcodes.OK
+
+
+def test_a_command_lets_the_third_party_journal_go_before_the_transcript_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a daemon waiting for the transcript journal got it as soon as the
+    # command closed its store, while the command still held the third-party journal:
+    # the daemon then ran with that one "in use by another process" (not journaled).
+    import bot.services
+    from bot.journal import journal_in_use
+
+    path = _config_file(tmp_path)
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True)
+    real = bot.services.close_services
+    held: list[bool] = []
+
+    async def close_services(services: object) -> None:
+        held.append(journal_in_use(config.external_dir))
+        await real(services)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bot.services, "close_services", close_services)
+    assert cli.main(["--config", str(path), "conversations", "list"]) == exitcodes.OK
+    assert held == [False]
