@@ -43,9 +43,17 @@ class ExternalStore:
         self.directory = config.external_dir
         self._files = TranscriptStore(self.directory, fsync=config.transcripts.fsync == "always")
 
-    def open(self) -> int:
-        """Replay the party files' journal after a crash (see :mod:`bot.journal`)."""
-        return self._files.open()
+    def open(self, exclusive: bool = False, shared: bool = False) -> int:
+        """Replay the party files' journal after a crash (see :mod:`bot.journal`).
+
+        ``exclusive`` (the daemon): :class:`BlockingIOError` when another process holds
+        it. ``shared`` (a command next to a running daemon, whose transcript journal is
+        held): the journal is left to the daemon, neither locked nor replayed. Taking it
+        because the daemon had not opened it yet (it opens the transcripts' first) made
+        the daemon run with party files outside any journal."""
+        if shared:
+            return self._files.open_shared()
+        return self._files.open(exclusive=exclusive)
 
     def close(self) -> None:
         self._files.close()

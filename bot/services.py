@@ -235,12 +235,15 @@ async def open_services(
         # from the journal first. On the loop's thread: nothing else runs yet, and the
         # replay is a no-op after a clean stop.
         store.open(exclusive=exclusive)
-        services.external.open()
+        # the party files' journal goes with the transcripts': the daemon holds both,
+        # a command next to a daemon neither
+        services.external.open(exclusive=exclusive, shared=store.shared)
     except BlockingIOError as exc:
+        store.close()
         await _close_all(opened)
         raise DataDirInUse(
-            f"another my-agent daemon is running on {config.data_dir} (its transcript "
-            "journal is locked); stop it first"
+            f"another my-agent daemon is running on {config.data_dir} (its journals "
+            "are locked); stop it first"
         ) from exc
     except OSError as exc:
         store.close()

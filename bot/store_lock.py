@@ -115,8 +115,8 @@ async def open_services_waiting(config: AppConfig, stop: asyncio.Event | None = 
     Raises :class:`bot.services.DataDirInUse` when it is still held then (a daemon)."""
     from bot.services import DataDirInUse, open_services
 
-    def free() -> bool:
-        return not journal_in_use(config.conversations_dir)
+    def free() -> bool:  # the daemon takes both journals (bot.services.open_services)
+        return not (journal_in_use(config.conversations_dir) or journal_in_use(config.external_dir))
 
     deadline = time.monotonic() + JOURNAL_WAIT_SECONDS
     warned = False

@@ -232,6 +232,14 @@ class TranscriptStore:
         self._journal = journal
         return repaired
 
+    def open_shared(self) -> int:
+        """Use the store next to the process that owns its journal, without trying to
+        take it: appends are fsynced one by one (as when :meth:`open` finds it held)."""
+        if self._journal is None and self._lock_fd < 0:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.shared = True
+        return 0
+
     def close(self) -> None:
         """Checkpoint and close the journal (queued appends finish first)."""
         journal, self._journal = self._journal, None

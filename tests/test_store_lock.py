@@ -5,6 +5,7 @@ exiting 75; a reindex and a daemon never run on the index together."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -178,3 +179,42 @@ def test_a_command_lets_the_third_party_journal_go_before_the_transcript_journal
     monkeypatch.setattr(bot.services, "close_services", close_services)
     assert cli.main(["--config", str(path), "conversations", "list"]) == exitcodes.OK
     assert held == [False]
+
+
+async def test_a_command_next_to_a_daemon_leaves_the_party_journal_to_it(tmp_path: Path) -> None:
+    # Regression: a reading command that started after the daemon took the transcript
+    # journal, but before it opened the party files' journal, took (and replayed) that
+    # one: the daemon then ran with party files outside any journal.
+    from bot.journal_files import journal_in_use, lock_journal
+    from bot.services import close_services, open_services
+
+    config = make_config(tmp_path)
+    config.conversations_dir.mkdir(parents=True)
+    daemon_fd = lock_journal(config.conversations_dir)  # the daemon, half way through
+    try:
+        services = await open_services(config, recover_now=False)
+        try:
+            assert services.store.shared
+            assert not journal_in_use(config.external_dir)
+        finally:
+            await close_services(services)
+    finally:
+        os.close(daemon_fd)
+
+
+async def test_a_daemon_does_not_run_without_the_party_journal(tmp_path: Path) -> None:
+    # The other order: the party files' journal held elsewhere. The daemon used to open
+    # it shared and run with its party files unjournaled; now it is refused like a held
+    # transcript journal (and lets the transcripts' go again).
+    from bot.journal_files import journal_in_use, lock_journal
+    from bot.services import close_services, open_services
+
+    config = make_config(tmp_path)
+    config.external_dir.mkdir(parents=True)
+    held = lock_journal(config.external_dir)
+    try:
+        with pytest.raises(DataDirInUse):
+            await close_services(await open_services(config, exclusive=True))
+        assert not journal_in_use(config.conversations_dir)
+    finally:
+        os.close(held)
