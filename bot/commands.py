@@ -1,77 +1,53 @@
-"""Slash commands, intercepted before any model call on every channel (seed 000)."""
+"""Slash commands, intercepted before any model call on every channel (seed 000).
+
+:class:`Commands` runs them: the conversation commands here, the party commands
+(``/trust``, ``/block``, ``/reply``) in :mod:`bot.party_commands`. Their names, help
+texts and parsing: :mod:`bot.command_syntax` (re-exported here).
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRun
+from bot.command_syntax import (
+    COMMANDS,
+    DETACHED_COMMANDS,
+    GROUP_MEMBER_HELP,
+    OWNER_HELP,
+    STRANGER_HELP,
+    CommandResult,
+    parse_command,
+)
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title
 from bot.owner_days import local_day, owner_zone
 from bot.parties import PartyRecord
+from bot.party_commands import PartyCommands
 
 if TYPE_CHECKING:
     from bot.services import Services
 
 log = logging.getLogger("my_agent.commands")
 
-OWNER_HELP = """Commands:
-/new - start a fresh conversation
-/model [opus|sonnet|haiku] - show or switch the model
-/rename <title> - rename this conversation
-/search <query> - search past conversations
-/status - what is running and how this conversation stands
-/trust <party> [known|untrusted] - let a third party be answered
-/block <party> - ignore a third party
-/reply <party> <text> - answer a third party yourself
-/help - this list"""
-
-STRANGER_HELP = """Commands:
-/new - start over (forget this exchange's context)
-/help - this list"""
-
-# Other members of the owner's group: the conversation is the owner's, so only /help.
-GROUP_MEMBER_HELP = """Commands:
-/help - this list
-Mention me or reply to one of my messages to ask me something."""
-
-COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
-# Commands that need no conversation: from a dashboard tab that has none yet they run
-# without one, instead of creating an empty conversation to record them in.
-PASSED_ON = ("photo", "document")  # what /reply sends on to a party (Telegram to Telegram)
-DETACHED_COMMANDS = ("help", "search", "status")
+__all__ = [
+    "COMMANDS",
+    "DETACHED_COMMANDS",
+    "GROUP_MEMBER_HELP",
+    "OWNER_HELP",
+    "STRANGER_HELP",
+    "CommandResult",
+    "Commands",
+    "parse_command",
+]
 
 
-def parse_command(text: str) -> tuple[str, str] | None:
-    """``"/model@MyBot  haiku"`` -> ``("model", "haiku")``; None if not a command."""
-    stripped = text.strip()
-    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1] in "/ ":
-        return None
-    head, _, rest = stripped[1:].partition(" ")
-    first_line, _, more = head.partition("\n")
-    if more:
-        rest = more + (" " + rest if rest else "")
-    name = first_line.split("@", 1)[0].lower()
-    if not name or not name.replace("_", "").isalnum():
-        return None
-    return name, rest.strip()
+class Commands(PartyCommands):
+    """Runs the owner's and third parties' commands (:meth:`run_owner`,
+    :meth:`run_stranger`)."""
 
-
-@dataclass
-class CommandResult:
-    """A command's answer: ``text`` for every channel; ``extra`` is structured data
-    sent along in the answer's metadata (the ``/search`` results as links)."""
-
-    text: str
-    actions: tuple[tuple[str, str], ...] = ()
-    switched_to: ConversationRecord | None = None
-    extra: dict[str, object] = field(default_factory=dict)
-
-
-class Commands:
     def __init__(self, services: Services) -> None:
         self.s = services
 
@@ -270,101 +246,6 @@ class Commands:
         # The same results as data, for a channel that can link them (the dashboard
         # opens each conversation from its answer); the text is for the others.
         return CommandResult("\n".join(lines), extra={"heading": heading, "results": found})
-
-    async def _party(self, args: str, usage: str) -> tuple[PartyRecord, str] | CommandResult:
-        """(party, the rest of the arguments), or the answer instead: ``usage`` when no
-        party is named, that nobody is known by it when none matches."""
-        ref, _, rest = args.strip().partition(" ")
-        if not ref:
-            return CommandResult(usage)
-        party = await self.s.external.find(ref)
-        if party is None:
-            return CommandResult(
-                f"No one who wrote to me is known as {ref!r}: use the id from the "
-                "escalation, their handle or their address."
-            )
-        return party, rest.strip()
-
-    async def _owner_trust(
-        self,
-        args: str,
-        message: InboundMessage,
-        conv: ConversationRecord,
-        run: CommandRun | None = None,
-    ) -> CommandResult:
-        found = await self._party(
-            args,
-            "Usage: /trust <party> [known|untrusted] (party id from the "
-            "escalation, or their handle/address).",
-        )
-        if isinstance(found, CommandResult):
-            return found
-        party, rest = found
-        tier = (rest.split() or ["known"])[0].lower()
-        if tier not in ("known", "untrusted"):
-            return CommandResult("Tier must be known or untrusted (use /block to block).")
-        if not (run and run.resumed and party.tier == tier and party.tier_source == "owner"):
-            await self.s.external.set_tier(party.id, tier)
-        return CommandResult(f"{party.label} is now {tier}.")
-
-    async def _owner_block(
-        self,
-        args: str,
-        message: InboundMessage,
-        conv: ConversationRecord,
-        run: CommandRun | None = None,
-    ) -> CommandResult:
-        found = await self._party(args, "Usage: /block <party>")
-        if isinstance(found, CommandResult):
-            return found
-        party, _ = found
-        if not (run and run.resumed and party.tier == "blocked"):
-            await self.s.external.set_tier(party.id, "blocked")
-        return CommandResult(
-            f"{party.label} is blocked: their messages are kept but never answered or escalated."
-        )
-
-    async def _owner_reply(
-        self,
-        args: str,
-        message: InboundMessage,
-        conv: ConversationRecord,
-        run: CommandRun | None = None,
-    ) -> CommandResult:
-        usage = "Usage: /reply <party> <text>"
-        found = await self._party(args, usage)
-        if isinstance(found, CommandResult):
-            return found
-        party, text = found
-        # A photo or document on Telegram goes on to a Telegram party by its file_id;
-        # nothing else can (files are never downloaded): the owner is told what stayed
-        # behind and why, never left to believe it reached them.
-        relay = message.channel == "telegram" and party.channel == "telegram"
-        files = [a for a in message.attachments if relay and a.ref and a.kind in PASSED_ON]
-        left = ", ".join(a.name or a.kind for a in message.attachments if a not in files)
-        why = (
-            "I pass on photos and documents only"
-            if relay
-            else "files go on only from Telegram to Telegram, as I never download them"
-        )
-        if not text and not files:
-            if left:
-                return CommandResult(
-                    f"Nothing sent to {party.label}: your {left} cannot be passed on ({why}) "
-                    "and there were no words with it. Answer again with text."
-                )
-            return CommandResult(usage)
-        # Keyed by the owner's message: queued once, also when a crash interrupted it.
-        dedup = f"{message.channel}:{message.message_id}:to-party"
-        if not (run and run.resumed and await self.s.outbox.has_key(dedup)):
-            await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup, files=files)
-        await self.s.external.resolve_escalations(party.id, "replied")
-        sent = ", ".join(a.name or a.kind for a in files)
-        what = f"your words and {sent}" if text and sent else f"your {sent}" if sent else ""
-        answer = f"Sent to {party.label}" + (f": {what}." if what else ".")
-        if left:
-            answer += f" Your {left} was not passed on: {why}."
-        return CommandResult(answer)
 
 
 def _title(args: str) -> str:

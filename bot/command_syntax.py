@@ -1,0 +1,66 @@
+"""What the slash commands are: their names, help texts, parsing and answer type.
+
+Apart from :mod:`bot.commands` (which runs them) because the channels read it too (the
+dashboard and the Telegram menus list and recognise commands without running one), and
+the party commands (:mod:`bot.party_commands`) answer with the same type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.index import ConversationRecord
+
+OWNER_HELP = """Commands:
+/new - start a fresh conversation
+/model [opus|sonnet|haiku] - show or switch the model
+/rename <title> - rename this conversation
+/search <query> - search past conversations
+/status - what is running and how this conversation stands
+/trust <party> [known|untrusted] - let a third party be answered
+/block <party> - ignore a third party
+/reply <party> <text> - answer a third party yourself
+/help - this list"""
+
+STRANGER_HELP = """Commands:
+/new - start over (forget this exchange's context)
+/help - this list"""
+
+# Other members of the owner's group: the conversation is the owner's, so only /help.
+GROUP_MEMBER_HELP = """Commands:
+/help - this list
+Mention me or reply to one of my messages to ask me something."""
+
+COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
+# Commands that need no conversation: from a dashboard tab that has none yet they run
+# without one, instead of creating an empty conversation to record them in.
+PASSED_ON = ("photo", "document")  # what /reply sends on to a party (Telegram to Telegram)
+DETACHED_COMMANDS = ("help", "search", "status")
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``"/model@MyBot  haiku"`` -> ``("model", "haiku")``; None if not a command."""
+    stripped = text.strip()
+    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1] in "/ ":
+        return None
+    head, _, rest = stripped[1:].partition(" ")
+    first_line, _, more = head.partition("\n")
+    if more:
+        rest = more + (" " + rest if rest else "")
+    name = first_line.split("@", 1)[0].lower()
+    if not name or not name.replace("_", "").isalnum():
+        return None
+    return name, rest.strip()
+
+
+@dataclass
+class CommandResult:
+    """A command's answer: ``text`` for every channel; ``extra`` is structured data
+    sent along in the answer's metadata (the ``/search`` results as links)."""
+
+    text: str
+    actions: tuple[tuple[str, str], ...] = ()
+    switched_to: ConversationRecord | None = None
+    extra: dict[str, object] = field(default_factory=dict)

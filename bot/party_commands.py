@@ -1,0 +1,120 @@
+"""The owner's commands on third parties: ``/trust``, ``/block`` and ``/reply``.
+
+Apart from the conversation commands (:mod:`bot.commands`): these act on the
+external-communication records (seed 000 "External Communications"), not on the owner's
+conversations, and ``/reply`` is the one command that sends to someone else.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.command_runs import CommandRun
+from bot.command_syntax import PASSED_ON, CommandResult
+from bot.events import InboundMessage
+from bot.index import ConversationRecord
+from bot.parties import PartyRecord
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+
+class PartyCommands:
+    """The party commands, a base of :class:`bot.commands.Commands`."""
+
+    s: Services
+
+    async def _party(self, args: str, usage: str) -> tuple[PartyRecord, str] | CommandResult:
+        """(party, the rest of the arguments), or the answer instead: ``usage`` when no
+        party is named, that nobody is known by it when none matches."""
+        ref, _, rest = args.strip().partition(" ")
+        if not ref:
+            return CommandResult(usage)
+        party = await self.s.external.find(ref)
+        if party is None:
+            return CommandResult(
+                f"No one who wrote to me is known as {ref!r}: use the id from the "
+                "escalation, their handle or their address."
+            )
+        return party, rest.strip()
+
+    async def _owner_trust(
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
+    ) -> CommandResult:
+        found = await self._party(
+            args,
+            "Usage: /trust <party> [known|untrusted] (party id from the "
+            "escalation, or their handle/address).",
+        )
+        if isinstance(found, CommandResult):
+            return found
+        party, rest = found
+        tier = (rest.split() or ["known"])[0].lower()
+        if tier not in ("known", "untrusted"):
+            return CommandResult("Tier must be known or untrusted (use /block to block).")
+        if not (run and run.resumed and party.tier == tier and party.tier_source == "owner"):
+            await self.s.external.set_tier(party.id, tier)
+        return CommandResult(f"{party.label} is now {tier}.")
+
+    async def _owner_block(
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
+    ) -> CommandResult:
+        found = await self._party(args, "Usage: /block <party>")
+        if isinstance(found, CommandResult):
+            return found
+        party, _ = found
+        if not (run and run.resumed and party.tier == "blocked"):
+            await self.s.external.set_tier(party.id, "blocked")
+        return CommandResult(
+            f"{party.label} is blocked: their messages are kept but never answered or escalated."
+        )
+
+    async def _owner_reply(
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
+    ) -> CommandResult:
+        usage = "Usage: /reply <party> <text>"
+        found = await self._party(args, usage)
+        if isinstance(found, CommandResult):
+            return found
+        party, text = found
+        # A photo or document on Telegram goes on to a Telegram party by its file_id;
+        # nothing else can (files are never downloaded): the owner is told what stayed
+        # behind and why, never left to believe it reached them.
+        relay = message.channel == "telegram" and party.channel == "telegram"
+        files = [a for a in message.attachments if relay and a.ref and a.kind in PASSED_ON]
+        left = ", ".join(a.name or a.kind for a in message.attachments if a not in files)
+        why = (
+            "I pass on photos and documents only"
+            if relay
+            else "files go on only from Telegram to Telegram, as I never download them"
+        )
+        if not text and not files:
+            if left:
+                return CommandResult(
+                    f"Nothing sent to {party.label}: your {left} cannot be passed on ({why}) "
+                    "and there were no words with it. Answer again with text."
+                )
+            return CommandResult(usage)
+        # Keyed by the owner's message: queued once, also when a crash interrupted it.
+        dedup = f"{message.channel}:{message.message_id}:to-party"
+        if not (run and run.resumed and await self.s.outbox.has_key(dedup)):
+            await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup, files=files)
+        await self.s.external.resolve_escalations(party.id, "replied")
+        sent = ", ".join(a.name or a.kind for a in files)
+        what = f"your words and {sent}" if text and sent else f"your {sent}" if sent else ""
+        answer = f"Sent to {party.label}" + (f": {what}." if what else ".")
+        if left:
+            answer += f" Your {left} was not passed on: {why}."
+        return CommandResult(answer)
