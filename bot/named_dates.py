@@ -5,7 +5,10 @@ the learned ranker's date feature, the conversation list's date term). What is r
 
 - single days ("8 May 2023", "October 3rd, 2023", "December 1,2023", "2023-10-03") and
   spans of days with one year ("between August 11 and 15, 2023", "11 July - 2 August
-  2023");
+  2023"); numeric days with a year ("14/3/2024", "3/14/24", "14.3.2024") in both
+  orders where both are days (the query cannot say whether 8/5 is 8 May or August 5,
+  and a prior on both days costs less than one on the wrong one); "the week of March
+  3, 2024" is that week, Monday to Sunday;
 - months with a year ("in October 2023", also "the last week of October 2023": a
   conversation about a part of a month is often held after it, and reading only that
   week lost such questions on the LoCoMo slice, docs/search.md "Session 15"), spans of
@@ -30,6 +33,10 @@ import calendar
 import re
 from collections.abc import Sequence
 from datetime import date, timedelta
+
+from bot.relative_dates import DateRange, relative_dates
+
+__all__ = ["ANY_YEAR", "MONTH", "DateRange", "date_match", "query_dates"]
 
 ANY_YEAR = 1
 """The year of a range read from a month named without one: it matches that month of any
@@ -56,6 +63,11 @@ _MONTH_DAY_NO_YEAR = re.compile(
     rf"\b({_FULL_MONTH})\s+(\d{{1,2}}){_ORD}\b(?!\s*(?:-|\u2013|,?\s*\d|:))", re.I
 )
 _ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+# 14/3/2024, 3/14/24, 14.3.2024 (dots only with four digits: "1.2.23" is a version)
+_NUMERIC_DAY = re.compile(
+    r"(?<![\w./])(\d{1,2})(?:/(\d{1,2})/(\d{4}|\d{2})|\.(\d{1,2})\.(\d{4}))(?![\w./])"
+)
+_WEEK_OF = re.compile(r"\bweek\s+of\s+(?:the\s+)?$", re.I)
 # spans of days with one year: "between August 11 and August 15 2023", "August 11-15,
 # 2023", "from 11 to 15 August 2023", "11 July - 2 August 2023" (the first day borrows the
 # second's month and year; read day by day, only the second day would be found)
@@ -95,8 +107,6 @@ _YEAR = re.compile(r"\b(19\d\d|2[01]\d\d)\b")
 # the years a query can name (others are no date: "31 December 9999" would overflow the
 # day after it, and year 1 is ANY_YEAR)
 YEARS = range(1900, 2200)
-
-DateRange = tuple[date, date]
 
 
 def _safe_date(year: int, month: int, day: int, *, any_year: bool = False) -> date | None:
@@ -138,15 +148,16 @@ def _days(text: str) -> list[DateRange]:
     for m in _DAY_MONTH_YEAR.finditer(text):
         d = _safe_date(int(m.group(3)), MONTHS[m.group(2).lower()], int(m.group(1)))
         if d:
-            days.append((d, d))
+            days.append(_week_of(text, m.start(), d))
     for m in _MONTH_DAY_YEAR.finditer(text):
         d = _safe_date(int(m.group(3)), MONTHS[m.group(1).lower()], int(m.group(2)))
         if d:
-            days.append((d, d))
+            days.append(_week_of(text, m.start(), d))
     for m in _ISO_DAY.finditer(text):
         d = _safe_date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
         if d:
             days.append((d, d))
+    days += _numeric_days(text)
     if not days:
         named = [(m[1], m[2]) for m in _DAY_MONTH_NO_YEAR.finditer(text)]
         named += [(m[2], m[1]) for m in _MONTH_DAY_NO_YEAR.finditer(text)]
@@ -160,6 +171,32 @@ def _days(text: str) -> list[DateRange]:
             )
             if d:
                 days.append((d, d))
+    return days
+
+
+def _week_of(text: str, at: int, day: date) -> DateRange:
+    """``day`` alone, or its week (Monday to Sunday) when the text before ``at`` says
+    "the week of"."""
+    if _WEEK_OF.search(text, max(0, at - 20), at):
+        monday = day - timedelta(days=day.weekday())
+        return monday, monday + timedelta(days=6)
+    return day, day
+
+
+def _numeric_days(text: str) -> list[DateRange]:
+    """Numeric days with a year, both ways round when both read as a date."""
+    days: list[DateRange] = []
+    for m in _NUMERIC_DAY.finditer(text):
+        first = int(m[1])
+        second = int(m[2] or m[4])
+        year = int(m[3] or m[5])
+        year += 2000 if year < 100 else 0
+        readings = {(second, first), (first, second)}  # (month, day) either way
+        for month, day in sorted(readings):
+            if 1 <= month <= 12:
+                d = _safe_date(year, month, day)
+                if d:
+                    days.append((d, d))
     return days
 
 
@@ -198,77 +235,6 @@ def _months(text: str) -> list[DateRange]:
     return months
 
 
-_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-_COUNT.update({"seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "couple": 2})
-_N = r"(?P<n>\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|a couple of)"
-_WEEKDAYS = [name.lower() for name in calendar.day_name]
-_RELATIVE = re.compile(
-    r"\b(?:(?P<before>the day before yesterday)|(?P<today>today|tonight|this morning|"
-    r"this afternoon|this evening)|(?P<yesterday>yesterday|last night)|"
-    rf"{_N}\s+(?P<unit>days?|weeks?|months?|years?)\s+ago|"
-    r"(?P<span>last|this|past)\s+(?P<period>week|month|year|weekend)\b(?!\s+of\b)|"
-    r"(?:over|on|at|during)\s+the\s+weekend\b(?P<plain_weekend>)|"
-    rf"(?P<on>last|on|this|past)\s+(?P<weekday>{'|'.join(_WEEKDAYS)})s?)\b",
-    re.I,
-)
-
-
-def _count(word: str) -> int:
-    word = " ".join(word.lower().split())
-    return int(word) if word.isdigit() else _COUNT.get(word, 1)
-
-
-def _relative(text: str, today: date) -> list[DateRange]:
-    """The past the words name relative to ``today`` (module docstring)."""
-    out: list[DateRange] = []
-    for m in _RELATIVE.finditer(text):
-        if m["before"]:
-            out.append((today - timedelta(days=2),) * 2)
-        elif m["today"]:
-            out.append((today, today))
-        elif m["yesterday"]:
-            out.append((today - timedelta(days=1),) * 2)
-        elif m["unit"]:
-            n, unit = _count(m["n"]), m["unit"].lower().rstrip("s")
-            days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * n
-            around = {"day": 0, "week": 3, "month": 7, "year": 30}[unit]
-            day = today - timedelta(days=days)
-            out.append((day - timedelta(days=around), day + timedelta(days=around)))
-        elif m["period"]:
-            out.append(_period(m["span"].lower(), m["period"].lower(), today))
-        elif m["plain_weekend"] is not None:
-            out.append(_period("last", "weekend", today))
-        elif m["weekday"]:
-            back = (today.weekday() - _WEEKDAYS.index(m["weekday"].lower())) % 7
-            if back == 0 and m["on"].lower() in ("last", "past"):
-                back = 7  # "last Monday" on a Monday is a week ago
-            out.append((today - timedelta(days=back),) * 2)
-    return out
-
-
-def _period(span: str, period: str, today: date) -> DateRange:
-    """ "last / this / past" week, month, year or weekend before ``today``."""
-    if period == "weekend":  # the latest Saturday and Sunday up to today
-        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
-        return saturday, min(today, saturday + timedelta(days=1))
-    if span == "past":  # the last seven / thirty / 365 days
-        length = {"week": 7, "month": 30, "year": 365}[period]
-        return today - timedelta(days=length), today
-    if period == "week":  # Monday to Sunday
-        monday = today - timedelta(days=today.weekday())
-        if span == "this":
-            return monday, today
-        return monday - timedelta(days=7), monday - timedelta(days=1)
-    if period == "month":
-        if span == "this":
-            return today.replace(day=1), today
-        last = today.replace(day=1) - timedelta(days=1)
-        return last.replace(day=1), last
-    if span == "this":
-        return date(today.year, 1, 1), today
-    return date(today.year - 1, 1, 1), date(today.year - 1, 12, 31)
-
-
 def query_dates(text: str, today: date | None = None) -> list[DateRange]:
     """Date ranges the query names (inclusive; module docstring): days, else months, else
     years, else (with ``today``, the owner's) relative dates in the past. A range in
@@ -282,7 +248,7 @@ def query_dates(text: str, today: date | None = None) -> list[DateRange]:
     years = [(date(int(y), 1, 1), date(int(y), 12, 31)) for y in _YEAR.findall(text)]
     if years or today is None:
         return years
-    return _relative(text, today)
+    return relative_dates(text, today)
 
 
 def _in_year(day: date, year: int) -> date:

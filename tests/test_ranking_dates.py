@@ -237,3 +237,29 @@ def test_years_no_one_names_are_no_dates(text: str) -> None:
     ranges = query_dates(text)
     assert ranges == []
     assert dated_filters(ranges, Filters(), None) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        ("what did we say on 14/3/2024", [date(2024, 3, 14)]),
+        ("notes from 3/14/24", [date(2024, 3, 14)]),
+        ("the call on 14.3.2024", [date(2024, 3, 14)]),
+        # both ways round: nothing says which the owner meant
+        ("plans for 8/5/2023", [date(2023, 5, 8), date(2023, 8, 5)]),
+        ("on 12/12/2023", [date(2023, 12, 12)]),
+    ],
+)
+def test_numeric_days_with_a_year(text: str, days: list[date]) -> None:
+    assert query_dates(text) == [(d, d) for d in days]
+
+
+@pytest.mark.parametrize("text", ["release 1.2.23 notes", "ratio 1/2/2023x", "on 31/31/2023"])
+def test_numbers_that_are_no_day_are_not_read_as_one(text: str) -> None:
+    # a version, a number glued to a word, no month 31: at most the year is read
+    assert all((last - first).days >= 364 for first, last in query_dates(text))
+
+
+@pytest.mark.parametrize("text", ["the week of March 3, 2024", "during the week of 3 March 2024"])
+def test_the_week_of_a_day_is_that_week(text: str) -> None:
+    assert query_dates(text) == [(date(2024, 2, 26), date(2024, 3, 3))]
