@@ -37,6 +37,11 @@ def one_line(value: str) -> str:
     return " ".join(part.strip() for part in value.splitlines() if part.strip())
 
 
+def is_reply_subject(subject: str | None) -> bool:
+    """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...)."""
+    return bool(_REPLY_PREFIX.match(subject or ""))
+
+
 def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
     base = _REPLY_PREFIX.sub("", subject or "").strip()

@@ -161,6 +161,32 @@ async def test_inbound_parsed_delivered_then_seen(
     assert host.cursors[("email", f"{folder}:last_uid")] == str(max(state))
 
 
+async def test_a_mail_that_says_everything_in_its_subject_is_not_an_empty_turn(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # "Book a table at Luigi's for 8 tonight" typed as the subject, the body left empty:
+    # the model never sees a subject, and the turn used to be empty.
+    folder = await create_folder(pymap.port)
+    only_subject = mail(1, subject="Book a table at Luigi's for 8 tonight", body="")
+    with_file = mail(2, subject="Invoice for March", body="\n")
+    with_file.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="m.pdf")
+    command = mail(3, subject="/status", body="")
+    # A reply's subject only repeats the thread's: not taken for the sender's words.
+    empty_reply = mail(4, subject="Re: Plans", body="", headers={"In-Reply-To": "<o@x.com>"})
+    said = mail(5, subject="Lunch", body="Friday at one?")
+    for item in (only_subject, with_file, command, empty_reply, said):
+        await append(pymap.port, folder, item)
+    host = FakeHost()
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    got = {m.message_id: m for m in await host.wait_for(5)}
+    assert got["<m1@example.org>"].text == "Book a table at Luigi's for 8 tonight"
+    assert got["<m2@example.org>"].text == "Invoice for March\n\n[attachment: m.pdf, 8 bytes]"
+    assert got["<m3@example.org>"].text == "/status"
+    assert got["<m4@example.org>"].text == ""
+    assert got["<m5@example.org>"].text == "Friday at one?"
+    assert all(m.subject for m in got.values())
+
+
 @pytest.mark.parametrize("idle", [True, False], ids=["idle", "polling"])
 async def test_new_mail_arrives_while_running(
     pymap: PymapServer,
