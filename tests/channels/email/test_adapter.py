@@ -514,6 +514,30 @@ async def test_send_threaded_reply(smtp: SmtpServer, tmp_path: Path) -> None:
     )
 
 
+async def test_a_reply_with_a_stray_surrogate_is_sent_not_lost(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # A lone surrogate (a JavaScript string cut in the middle of an emoji, a pair split
+    # between two streamed pieces) could not be encoded: the reply failed for good
+    # (PermanentSendError), the owner's or the model's whole text lost for one character.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    text = "Done \ud83d" + "\ude00 see you at 8 \ud83d"
+    message = OutboundMessage(
+        channel="email",
+        chat_id=OWNER,
+        text=text,
+        subject="Dinner \udc80",
+        conversation_id="c1",
+        send_key="c1:3:reply",
+    )
+    first = await channel.send(message)
+    again = await channel.send(message)  # a retry keeps its Message-ID
+    sent = await smtp.capture.wait_for(2)
+    assert sent[0].get_content().strip() == "Done \U0001f600 see you at 8 \ufffd"
+    assert sent[0]["Subject"] == "Dinner \ufffd"
+    assert first.message_ref == again.message_ref == sent[0]["Message-ID"]
+
+
 async def test_reply_all_never_answers_all_when_we_were_blind_copied(
     smtp: SmtpServer, tmp_path: Path
 ) -> None:
