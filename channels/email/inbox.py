@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from bot.events import utcnow
 
 from bot.channel import ChannelHost
 from bot.config.channels import EmailChannelConfig
@@ -20,6 +23,9 @@ from channels.email.imap import ImapSession
 from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
 
 log = logging.getLogger("my_agent.email")
+
+# IMAP dates (RFC 3501 date-text) name months in English whatever the locale.
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 # Hands one fetched mail (raw, UID, UIDVALIDITY) to the core; False when not stored.
 Deliver = Callable[[bytes, int, str], Awaitable[bool]]
@@ -76,6 +82,8 @@ class Inbox:
                 uids = []
             else:
                 uids = await session.search_uids(criteria)
+                if stored is None:
+                    uids = await self._without_backlog(session, criteria, uids)
             if not await self._process(session, uids, validity):
                 return False
             await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
@@ -86,6 +94,28 @@ class Inbox:
         if not await self._process(session, uids, validity, cursor=last):
             return False
         return await self._retry_unfetched(session, validity)
+
+    async def _without_backlog(
+        self, session: ImapSession, criteria: str, uids: list[int]
+    ) -> list[int]:
+        """``uids`` without the mail that arrived before yesterday (the server's arrival
+        date, not the sender's Date). On the first start in a mailbox with years of
+        unread mail, every one was answered, every stranger acknowledged and escalated;
+        the backlog is left where it is, unread, for the owner's own mail client."""
+        if not uids:
+            return uids
+        day = utcnow().date() - timedelta(days=1)
+        before = f"{day.day}-{_MONTHS[day.month - 1]}-{day.year}"
+        old = set(await session.search_uids(f"{criteria} BEFORE {before}"))
+        if old:
+            log.warning(
+                "first start: %d mail(s) in %s that arrived before %s left alone, not "
+                "answered (a backlog; they stay unread in the folder)",
+                len(old),
+                self._cfg.imap.folder,
+                before,
+            )
+        return [uid for uid in uids if uid not in old]
 
     async def _process(
         self, session: ImapSession, uids: list[int], validity: str, cursor: int | None = None

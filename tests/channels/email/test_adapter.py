@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from datetime import UTC, datetime, timedelta
 from collections.abc import AsyncIterator, Callable
 from email.message import EmailMessage
 from pathlib import Path
@@ -749,6 +750,41 @@ async def test_initial_sync_none_starts_with_the_next_mail(
     got = await host.wait_for(1)
     await asyncio.sleep(0.2)
     assert [m.message_id for m in got] == ["<m2@example.org>"]
+
+
+@pytest.mark.parametrize("processed", [None, "Done"], ids=["unseen", "processed-folder"])
+async def test_the_first_start_does_not_answer_the_backlog(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    channels: list[EmailChannel],
+    processed: str | None,
+) -> None:
+    # Pointed at a mailbox with years of unread mail (or, with a processed folder, of
+    # any mail), the first start handed every one to the core: an answer to each, an
+    # acknowledgement and an escalation for each stranger. What arrived before
+    # yesterday is left where it is, unread; what came since is still handled.
+    folder = await create_folder(pymap.port)
+    client = await imap_client(pymap.port)
+    try:
+        old = datetime.now(UTC) - timedelta(days=400)
+        for n in range(1, 31):
+            response = await client.append(mail(n).as_bytes(), mailbox=folder, date=old)
+            assert response.result == "OK", response
+    finally:
+        await client.logout()
+    await append(pymap.port, folder, mail(31))  # arrived just before the first start
+    host = FakeHost()
+    imap: dict[str, Any] = {"processed_folder": f"{folder}{processed}"} if processed else {}
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder, imap=imap), host)
+    await append(pymap.port, folder, mail(32))
+    got = await host.wait_for(2)
+    await asyncio.sleep(0.3)
+    assert [m.message_id for m in host.delivered] == ["<m31@example.org>", "<m32@example.org>"]
+    state = await folder_state(pymap.port, folder)
+    backlog = [state[uid] for uid in sorted(state)[:30]]
+    assert len(backlog) == 30 and not any(is_seen(flags) for flags in backlog)
+    assert len(got) == 2
 
 
 def test_config_requires_address_when_enabled(tmp_path: Path) -> None:
