@@ -35,7 +35,7 @@ from channels.email.compose import (
 )
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
-from channels.email.inbox import Inbox
+from channels.email.inbox import Inbox, Unstorable
 from channels.email.parsing import ParsedMail, parse_message
 from channels.email.smtp import NO_SMTPUTF8, SmtpSender
 
@@ -218,11 +218,12 @@ class EmailChannel:
         except DeliveryError as exc:
             log.warning("core refused mail uid %d (%s); will retry", uid, exc)
             return False
-        except Exception:
+        except Exception as exc:
             # A bug, not an outage: still never acknowledge what may not be stored;
-            # retry on the next check instead of reconnecting.
+            # retried on the next check (without reconnecting), and passed over for now
+            # if it keeps failing, so that one mail holds up no later mail forever.
             log.exception("delivering mail uid %d failed; will retry", uid)
-            return False
+            raise Unstorable(f"uid {uid}: {exc!r}") from exc
         self.delivered += 1
         return True
 
