@@ -398,3 +398,21 @@ def test_fuzz_8bit_body_without_charset(body: bytes, cte: str | None) -> None:
     _check(mail)
     if body.strip():
         assert mail.text or not body.decode("latin-1").strip()
+
+
+def test_a_file_name_in_raw_8bit_header_bytes_is_decoded() -> None:
+    # Older mailers put "résumé.pdf" into the headers as raw latin-1 bytes, unencoded:
+    # the name in the turn and in search came out as "r\ufffdsum\ufffd.pdf".
+    raw = (
+        b"From: a@example.org\r\nSubject: CV\r\nMIME-Version: 1.0\r\n"
+        b"Content-Type: multipart/mixed; boundary=X\r\n\r\n"
+        b"--X\r\nContent-Type: text/plain\r\n\r\nMy CV.\r\n"
+        b'--X\r\nContent-Type: application/pdf; name="r\xe9sum\xe9.pdf"\r\n'
+        b'Content-Disposition: attachment; filename="r\xe9sum\xe9.pdf"\r\n\r\nxx\r\n'
+        b'--X\r\nContent-Type: image/png; name="Gr\xc3\xbc\xc3\x9fe.png"\r\n\r\nxx\r\n'
+        b"--X\r\nContent-Type: application/pdf\r\n"
+        b"Content-Disposition: attachment; filename*=utf-8''%C3%A9t%C3%A9.pdf\r\n\r\nxx\r\n"
+        b"--X--\r\n"
+    )
+    mail = parse_message(raw)
+    assert [a.name for a in mail.attachments] == ["résumé.pdf", "Grüße.png", "été.pdf"]
