@@ -11,7 +11,13 @@ from email import policy
 from email.message import Message
 
 from bot.events import Attachment
-from channels.email.decoding import decode_bytes, decode_header_value, header_value, raw_header
+from channels.email.decoding import (
+    decode_bytes,
+    decode_header_value,
+    header_value,
+    padded_base64,
+    raw_header,
+)
 from channels.email.html import html_to_text
 
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
@@ -85,12 +91,19 @@ def _payload_bytes(part: Message) -> bytes:
         payload = part.get_payload(decode=True)
     except Exception:
         payload = None
-    if isinstance(payload, bytes):
-        return payload
     raw = part.get_payload()
+    if isinstance(payload, bytes):
+        if isinstance(raw, str) and _is_base64(part):
+            return padded_base64(raw.encode("ascii", "ignore")) or payload
+        return payload
     if isinstance(raw, str):
         return raw.encode("utf-8", "surrogateescape")
     return b""
+
+
+def _is_base64(part: Message) -> bool:
+    values = raw_header(part, "Content-Transfer-Encoding")
+    return bool(values) and values[0].strip().lower() == "base64"
 
 
 def _part_text(part: Message) -> str:

@@ -416,3 +416,21 @@ def test_a_file_name_in_raw_8bit_header_bytes_is_decoded() -> None:
     )
     mail = parse_message(raw)
     assert [a.name for a in mail.attachments] == ["résumé.pdf", "Grüße.png", "été.pdf"]
+
+
+def test_a_base64_body_encoded_line_by_line_is_read_whole() -> None:
+    # Some mailers encode each line apart, each with its padding: Python's decoder stops
+    # at the first "=", and everything after the first line was lost.
+    lines = ["Hi,", "I need the signed contract by Friday.", "Thanks, Anna"]
+    body = b"\r\n".join(base64.b64encode(f"{line}\n".encode()) for line in lines)
+    head = (
+        b"From: anna@example.org\r\nSubject: Contract\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+    )
+    assert parse_message(head + body + b"\r\n").text == "\n".join(lines)
+    # A text a list server appended below the base64 is no part of it, as before.
+    footer = base64.b64encode("Café à 8h ?\n".encode()) + b"\r\n\r\n___\r\nList footer\r\n"
+    assert parse_message(head + footer).text == "Café à 8h ?"
+    # Ordinary wrapped base64 decodes as it always did.
+    wrapped = base64.encodebytes(("Long line. " * 40).encode())
+    assert parse_message(head + wrapped).text == "Long line. " * 40
