@@ -235,6 +235,8 @@ class EmailChannel:
             self._last_from.move_to_end(sender)
             while len(self._last_from) > _REMEMBERED:
                 self._last_from.popitem(last=False)
+        else:  # their last mail has no id: an acknowledgement of it threads under nothing
+            self._last_from.pop(sender, None)  # (it went under their mail before, unrelated)
         if mail.auto_submitted or mail.from_addr is None:
             if len(self._automatic) >= 4 * _REMEMBERED:
                 self._automatic.clear()  # a bounded memory; bounces repeat their flag

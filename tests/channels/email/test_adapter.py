@@ -654,6 +654,36 @@ async def test_escalation_and_acknowledgement_rendering(
     assert escalation["In-Reply-To"] is None
 
 
+async def test_the_acknowledgement_of_a_mail_without_message_id_joins_no_other_thread(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # A stranger's mail without a Message-ID: its acknowledgement went In-Reply-To their
+    # previous mail, and showed up in that (unrelated) thread in their client.
+    folder = await create_folder(pymap.port)
+    lunch = mail(1, sender="stranger@example.net", subject="Lunch")
+    invoice = mail(2, sender="stranger@example.net", subject="Invoice")
+    del invoice["Message-ID"]
+    for msg in (lunch, invoice):
+        await append(pymap.port, folder, msg)
+    host = FakeHost()
+    channel = await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    _, got = await host.wait_for(2)
+    assert got.message_id.startswith("sha256:")
+    await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id="stranger@example.net",
+            text="Thanks",
+            kind="acknowledgement",
+            in_reply_to=got.message_id,
+            subject=got.subject,
+        )
+    )
+    [ack] = await smtp.capture.wait_for(1)
+    assert ack["In-Reply-To"] is None and ack["References"] is None
+    assert ack["Subject"] == "Invoice"
+
+
 async def test_outbox_retry_keeps_message_id(smtp: SmtpServer, tmp_path: Path) -> None:
     channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
     msg = OutboundMessage(
