@@ -31,10 +31,11 @@ from channels.email.compose import (
     render_actions,
     reply_recipients,
     reply_subject,
+    well_formed,
 )
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
-from channels.email.inbox import Inbox
+from channels.email.inbox import Inbox, Unstorable
 from channels.email.parsing import ParsedMail, parse_message
 from channels.email.smtp import NO_SMTPUTF8, SmtpSender
 
@@ -217,11 +218,12 @@ class EmailChannel:
         except DeliveryError as exc:
             log.warning("core refused mail uid %d (%s); will retry", uid, exc)
             return False
-        except Exception:
+        except Exception as exc:
             # A bug, not an outage: still never acknowledge what may not be stored;
-            # retry on the next check instead of reconnecting.
+            # retried on the next check (without reconnecting), and passed over for now
+            # if it keeps failing, so that one mail holds up no later mail forever.
             log.exception("delivering mail uid %d failed; will retry", uid)
-            return False
+            raise Unstorable(f"uid {uid}: {exc!r}") from exc
         self.delivered += 1
         return True
 
@@ -233,6 +235,8 @@ class EmailChannel:
             self._last_from.move_to_end(sender)
             while len(self._last_from) > _REMEMBERED:
                 self._last_from.popitem(last=False)
+        else:  # their last mail has no id: an acknowledgement of it threads under nothing
+            self._last_from.pop(sender, None)  # (it went under their mail before, unrelated)
         if mail.auto_submitted or mail.from_addr is None:
             if len(self._automatic) >= 4 * _REMEMBERED:
                 self._automatic.clear()  # a bounded memory; bounces repeat their flag
@@ -252,6 +256,11 @@ class EmailChannel:
     async def send(self, message: OutboundMessage) -> SendResult:
         """Compose and send one mail; raises for the outbox to retry."""
         recipient = message.chat_id.strip().lower()
+        # A lone surrogate (a JavaScript string cut in an emoji, a pair split between two
+        # streamed pieces) cannot be encoded: the reply failed for good, lost for one
+        # character. Joined or made U+FFFD, it goes out.
+        text = well_formed(message.text)
+        subject_given = well_formed(message.subject) if message.subject else None
         if message.kind == "acknowledgement" and recipient in self._automatic:
             log.info("not acknowledging automatic mail from %s (mail loop guard)", recipient)
             return SendResult(message_ref=None)
@@ -262,7 +271,7 @@ class EmailChannel:
         refs = [r for r in message.thread_refs if _is_msgid(r)]
         if parent is not None and not refs:
             refs = list(parent.references)
-        subject = message.subject or (parent.subject if parent else None)
+        subject = subject_given or (parent.subject if parent else None)
         if in_reply_to:
             subject = reply_subject(subject)
         elif not subject:
@@ -287,10 +296,10 @@ class EmailChannel:
                 to=to or [recipient],
                 cc=cc,
                 subject=subject,
-                text=render_actions(message.text, message.actions),
+                text=render_actions(text, message.actions),
                 in_reply_to=in_reply_to,
                 references=references_chain(refs, in_reply_to),
-                message_id=self._stable_id(message),
+                message_id=self._stable_id(message, text),
                 extra_headers={"Auto-Submitted": "auto-replied"}
                 if message.kind == "acknowledgement"
                 else None,
@@ -317,7 +326,7 @@ class EmailChannel:
             left_out_reason=NO_SMTPUTF8 if left_out else "",
         )
 
-    def _stable_id(self, message: OutboundMessage) -> str | None:
+    def _stable_id(self, message: OutboundMessage, text: str) -> str | None:
         """A Message-ID that stays the same when the outbox retries the same entry, so a
         retry after a lost SMTP answer is recognised as the same mail by the receiver,
         and is never that of another mail: it comes from the entry's ``send_key`` (its
@@ -326,13 +335,13 @@ class EmailChannel:
         domain = self.address.rpartition("@")[2] or "localhost"
         if message.send_key:
             digest = hashlib.sha256(
-                f"{message.send_key}\0{message.conversation_id}\0{message.text}".encode()
+                f"{message.send_key}\0{message.conversation_id}\0{text}".encode()
             ).hexdigest()[:32]
             return f"<my-agent.{digest}@{domain}>"
         if message.outbox_id is None:
             return None
         # an entry queued by a daemon before session 15 (no send_key): as it was then
         digest = hashlib.sha256(
-            f"{message.outbox_id}\0{message.conversation_id}\0{message.text}".encode()
+            f"{message.outbox_id}\0{message.conversation_id}\0{text}".encode()
         ).hexdigest()[:20]
         return f"<my-agent.{message.outbox_id}.{digest}@{domain}>"

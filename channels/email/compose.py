@@ -37,6 +37,21 @@ def one_line(value: str) -> str:
     return " ".join(part.strip() for part in value.splitlines() if part.strip())
 
 
+def well_formed(text: str) -> str:
+    """``text`` with its surrogates as a mail can carry them: a pair split in two (as
+    text put together from pieces may hold it) joined, a lone one made U+FFFD. Python
+    cannot encode either, and a reply that cannot be encoded fails the same way on
+    every retry."""
+    if text.isascii():
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def is_reply_subject(subject: str | None) -> bool:
+    """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...)."""
+    return bool(_REPLY_PREFIX.match(subject or ""))
+
+
 def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
     base = _REPLY_PREFIX.sub("", subject or "").strip()

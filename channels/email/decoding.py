@@ -4,6 +4,7 @@ maps every byte)."""
 
 from __future__ import annotations
 
+import binascii
 import codecs
 import email.header
 import re
@@ -38,6 +39,29 @@ def decode_bytes(data: bytes, charset: str | None = None) -> str:
             continue
     # latin-1 maps every byte: the last resort can not fail.
     return data.decode("latin-1")
+
+
+# A line of base64 as encoders write it: whole 4-character groups, padding at its end.
+_B64_LINE = re.compile(rb"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def padded_base64(data: bytes) -> bytes | None:
+    """``data`` decoded line by line when a padded line is followed by more base64 lines
+    (mailers that encode each line apart), else None. Python's decoder stops at the
+    first padding: "Hi" came through, the lines after it were lost. Lines that are no
+    base64 (text a list server appended) end it, as they ended Python's decoder."""
+    lines = [line.strip() for line in data.splitlines() if line.strip()]
+    out: list[bytes] = []
+    padded_inside = False
+    for line in lines:
+        if not _B64_LINE.fullmatch(line):
+            break
+        if out and out[-1].endswith(b"="):
+            padded_inside = True
+        out.append(line)
+    if not padded_inside:
+        return None
+    return b"".join(binascii.a2b_base64(line) for line in out)
 
 
 def _normalise_charset(charset: str | None) -> str | None:

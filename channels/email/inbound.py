@@ -14,6 +14,7 @@ import re
 from bot.config.channels import EmailChannelConfig
 from bot.events import InboundMessage, iso
 from channels.email.auth import verify_sender
+from channels.email.compose import is_reply_subject
 from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
 
@@ -36,6 +37,11 @@ def to_inbound(
     sender = mail.from_addr or "unknown@invalid"
     refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
     text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
+    if not text.strip() and not is_reply_subject(mail.subject):
+        # "Subject: Book a table for 8 tonight" and nothing below it: the subject is
+        # what the sender wrote, and the model never sees a subject (it used to get an
+        # empty turn). A reply's subject repeats the thread's, and says nothing new.
+        text = mail.subject.strip()
     if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
         # A PDF without a word used to be an empty turn, and the model never knew a
         # file had come with the mail: name what came (the bytes are not kept).

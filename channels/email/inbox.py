@@ -13,16 +13,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 from bot.channel import ChannelHost
 from bot.config.channels import EmailChannelConfig
+from bot.events import utcnow
 from channels.email.imap import ImapSession
 from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
 
 log = logging.getLogger("my_agent.email")
 
-# Hands one fetched mail (raw, UID, UIDVALIDITY) to the core; False when not stored.
+# IMAP dates (RFC 3501 date-text) name months in English whatever the locale.
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+# Hands one fetched mail (raw, UID, UIDVALIDITY) to the core; False when not stored
+# (an outage: retried, holding up later mail); raises Unstorable when the core failed over it.
 Deliver = Callable[[bytes, int, str], Awaitable[bool]]
+
+
+class Unstorable(Exception):
+    """The core failed over this mail with an error that is no outage (a bug it hits)."""
 
 
 class Inbox:
@@ -36,6 +46,7 @@ class Inbox:
         self.unfetched = Unfetched(host, cfg.imap.folder, cfg.imap.reconnect_max)
         self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
         self._fetch_failures: dict[tuple[str, int], int] = {}
+        self._core_failures: dict[tuple[str, int], int] = {}  # Unstorable, in a row
 
     def session_started(self) -> None:
         """A new session: no FETCH is under way."""
@@ -76,6 +87,8 @@ class Inbox:
                 uids = []
             else:
                 uids = await session.search_uids(criteria)
+                if stored is None:
+                    uids = await self._without_backlog(session, criteria, uids)
             if not await self._process(session, uids, validity):
                 return False
             await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
@@ -86,6 +99,28 @@ class Inbox:
         if not await self._process(session, uids, validity, cursor=last):
             return False
         return await self._retry_unfetched(session, validity)
+
+    async def _without_backlog(
+        self, session: ImapSession, criteria: str, uids: list[int]
+    ) -> list[int]:
+        """``uids`` without the mail that arrived before yesterday (the server's arrival
+        date, not the sender's Date). On the first start in a mailbox with years of
+        unread mail, every one was answered, every stranger acknowledged and escalated;
+        the backlog is left where it is, unread, for the owner's own mail client."""
+        if not uids:
+            return uids
+        day = utcnow().date() - timedelta(days=1)
+        before = f"{day.day}-{_MONTHS[day.month - 1]}-{day.year}"
+        old = set(await session.search_uids(f"{criteria} BEFORE {before}"))
+        if old:
+            log.warning(
+                "first start: %d mail(s) in %s that arrived before %s left alone, not "
+                "answered (a backlog; they stay unread in the folder)",
+                len(old),
+                self._cfg.imap.folder,
+                before,
+            )
+        return [uid for uid in uids if uid not in old]
 
     async def _process(
         self, session: ImapSession, uids: list[int], validity: str, cursor: int | None = None
@@ -98,7 +133,7 @@ class Inbox:
                 # Not marked: it stays unread, where the owner's own client shows it.
                 await self.unfetched.failed(uid, self._fetch_failures[(validity, uid)])
                 self._fetch_failures.pop((validity, uid), None)
-            elif not await self._fetch_and_deliver(session, uid, validity):
+            elif await self._fetch_and_deliver(session, uid, validity) is False:
                 return False
             if cursor is not None:
                 cursor = uid
@@ -109,24 +144,48 @@ class Inbox:
         """Try again the passed-over mails whose pause is over (after the new mail, so a
         retry that ends the session again delays nothing newer)."""
         for uid in self.unfetched.due():
-            if not await self._fetch_and_deliver(session, uid, validity):
+            handled = await self._fetch_and_deliver(session, uid, validity)
+            if handled is False:
                 return False
+            if handled is None:  # failed over again: a longer pause
+                continue
             log.info(
                 "mail uid %d in %s, passed over before, handled at last", uid, self._cfg.imap.folder
             )
             await self.unfetched.done(uid)
         return True
 
-    async def _fetch_and_deliver(self, session: ImapSession, uid: int, validity: str) -> bool:
-        """Fetch, deliver and mark one mail; False when the core did not store it."""
+    async def _fetch_and_deliver(
+        self, session: ImapSession, uid: int, validity: str
+    ) -> bool | None:
+        """Fetch, deliver and mark one mail. False when the core did not store it (retry
+        it next, before any later mail); None when it is passed over for now."""
         self._fetching = (validity, uid)
         raw = await session.fetch(uid)
         self._fetching = None
         self._fetch_failures.pop((validity, uid), None)
-        if raw is not None and not await self._deliver(raw, uid, validity):
-            return False
+        if raw is not None:
+            try:
+                if not await self._deliver(raw, uid, validity):
+                    return False
+            except Unstorable:
+                return await self._unstorable(uid, validity)
+        self._core_failures.pop((validity, uid), None)
         await self._mark(session, uid)
         return True
+
+    async def _unstorable(self, uid: int, validity: str) -> bool | None:
+        """The core failed over ``uid`` again. Retried at once it held up every later mail
+        forever: after FETCH_ATTEMPTS failures in a row it is passed over like a mail the
+        server would not hand over (recorded, left unread, retried after a pause)."""
+        key = (validity, uid)
+        failures = self._core_failures.get(key, 0) + 1
+        self._core_failures = {key: failures}  # counts failures in a row
+        if failures < FETCH_ATTEMPTS and uid not in self.unfetched:
+            return False
+        await self.unfetched.failed(uid, failures, unstorable=True)
+        self._core_failures.pop(key, None)
+        return None
 
     async def _fetch_failed(self, validity: str, uid: int) -> None:
         failures = self._fetch_failures.get((validity, uid), 0) + 1

@@ -11,7 +11,13 @@ from email import policy
 from email.message import Message
 
 from bot.events import Attachment
-from channels.email.decoding import decode_bytes, decode_header_value, header_value
+from channels.email.decoding import (
+    decode_bytes,
+    decode_header_value,
+    header_value,
+    padded_base64,
+    raw_header,
+)
 from channels.email.html import html_to_text
 
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
@@ -24,6 +30,11 @@ _PART_HEADER = re.compile(rb"\r?\ncontent-[a-z-]+[ \t]*:", re.IGNORECASE)
 _MIME_NOTICE = re.compile(
     r"(?i)\s*this is a (multi-?part message in mime format|mime-encapsulated message)\.?\s*"
 )
+# A parameter in a raw header value: name="..." (quoted) or name=token.
+_RAW_PARAM = {
+    param: re.compile(rf'(?i)(?:^|;)\s*{param}\s*=\s*("[^"]*"|[^;\s]+)')
+    for param in ("filename", "name")
+}
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
 # Boundaries guessed per mail (Walker._unsplit): each parses the rest of the body again
 _MAX_BOUNDARY_GUESSES = 16
@@ -48,7 +59,21 @@ def _filename(part: Message) -> str | None:
             name = None
     if isinstance(name, tuple):  # RFC 2231 triple from compat code paths
         name = email.utils.collapse_rfc2231_value(name)
+    if name and "\ufffd" in str(name):
+        name = _raw_filename(part) or name
     return decode_header_value(str(name)) if name else None
+
+
+def _raw_filename(part: Message) -> str | None:
+    """The file name as the sender's raw 8-bit header bytes have it (``résumé.pdf`` in
+    latin-1, unencoded, as older mailers send it), which the parser turns into U+FFFD:
+    the name in the turn and in search came out as ``r�sum�.pdf``."""
+    for header, param in (("Content-Disposition", "filename"), ("Content-Type", "name")):
+        for value in raw_header(part, header):
+            found = _RAW_PARAM[param].search(value)
+            if found and "\ufffd" not in found.group(1):
+                return found.group(1).strip('"')
+    return None
 
 
 def _is_attachment(part: Message) -> bool:
@@ -66,12 +91,19 @@ def _payload_bytes(part: Message) -> bytes:
         payload = part.get_payload(decode=True)
     except Exception:
         payload = None
-    if isinstance(payload, bytes):
-        return payload
     raw = part.get_payload()
+    if isinstance(payload, bytes):
+        if isinstance(raw, str) and _is_base64(part):
+            return padded_base64(raw.encode("ascii", "ignore")) or payload
+        return payload
     if isinstance(raw, str):
         return raw.encode("utf-8", "surrogateescape")
     return b""
+
+
+def _is_base64(part: Message) -> bool:
+    values = raw_header(part, "Content-Transfer-Encoding")
+    return bool(values) and values[0].strip().lower() == "base64"
 
 
 def _part_text(part: Message) -> str:

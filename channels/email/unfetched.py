@@ -7,7 +7,9 @@ every later mail if it were retried at once forever. Such a mail is recorded her
 the channel's cursors (``<folder>:unfetched``) before the UID cursor moves past it, and
 retried after a pause that doubles from ``imap.reconnect_max`` up to an hour, across
 reconnects and restarts, until it is delivered or the server no longer has it. It stays
-unread meanwhile, where the owner's own client shows it.
+unread meanwhile, where the owner's own client shows it. So is a mail the core fails
+over as many times in a row with an error that is no outage (a bug this one mail
+triggers), which was retried at once forever, holding up every later mail.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ log = logging.getLogger("my_agent.email")
 FETCH_ATTEMPTS = 5
 # The longest pause between two retries of a passed-over mail.
 MAX_PAUSE = 3600.0
+# How the status line names mails the core failed over (see Inbox).
+_UNSTORABLE = "the assistant failed over (see the log)"
 
 
 @dataclass
 class _Entry:
     failures: int  # FETCHes that failed, the first FETCH_ATTEMPTS included
     retry_at: float  # wall-clock time of the next try (a restart keeps the pause)
+    unstorable: bool = False  # fetched, but the core failed over it (not the server)
 
 
 class Unfetched:
@@ -63,7 +68,9 @@ class Unfetched:
                 data = json.loads(raw) if raw else {}
                 self.validity = str(data["uidvalidity"]) if data else None
                 self.entries = {
-                    int(uid): _Entry(int(e["failures"]), float(e["retry_at"]))
+                    int(uid): _Entry(
+                        int(e["failures"]), float(e["retry_at"]), bool(e.get("unstorable"))
+                    )
                     for uid, e in data.get("mails", {}).items()
                 }
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -84,20 +91,22 @@ class Unfetched:
         now = self._clock()
         return sorted(uid for uid, entry in self.entries.items() if entry.retry_at <= now)
 
-    async def failed(self, uid: int, failures: int) -> None:
+    async def failed(self, uid: int, failures: int, unstorable: bool = False) -> None:
         """Record a FETCH of ``uid`` that failed (its ``failures``-th in a row) and when
-        to try again; persisted before the caller moves its cursor past the mail."""
+        to try again; persisted before the caller moves its cursor past the mail.
+        ``unstorable``: the mail was fetched, and the core failed over it."""
         entry = self.entries.get(uid)
         if entry is not None:  # a retry: the count survives a restart, the caller's not
             failures = max(failures, entry.failures + 1)
         pause = min(MAX_PAUSE, self.first_pause * 2 ** max(0, failures - FETCH_ATTEMPTS))
-        self.entries[uid] = _Entry(failures, self._clock() + pause)
+        self.entries[uid] = _Entry(failures, self._clock() + pause, unstorable)
         await self._save()
         log.warning(
-            "mail uid %d in %s could not be fetched (%d attempts): passed over for now, "
+            "mail uid %d in %s could not be %s (%d attempts): passed over for now, "
             "left unread, next try in %.0fs",
             uid,
             self.folder,
+            "taken in by the core" if unstorable else "fetched",
             failures,
             pause,
         )
@@ -109,22 +118,26 @@ class Unfetched:
 
     def problems(self) -> list[str]:
         """What an operator should know (``my-agent status``, the health check)."""
-        if not self.entries:
-            return []
-        uids = ", ".join(str(uid) for uid in sorted(self.entries))
-        count = len(self.entries)
-        return [
-            f"{count} mail{'s' if count > 1 else ''} in {self.folder} the server would not "
-            f"hand over (uid {uids}), retried"
-        ]
+        out: list[str] = []
+        for unstorable, what in ((False, "the server would not hand over"), (True, _UNSTORABLE)):
+            uids = sorted(uid for uid, e in self.entries.items() if e.unstorable == unstorable)
+            if uids:
+                count = len(uids)
+                listed = ", ".join(str(uid) for uid in uids)
+                out.append(
+                    f"{count} mail{'s' if count > 1 else ''} in {self.folder} {what} "
+                    f"(uid {listed}), retried"
+                )
+        return out
 
     async def _save(self) -> None:
         mails = {
             str(uid): {"failures": e.failures, "retry_at": round(e.retry_at, 3)}
+            | ({"unstorable": True} if e.unstorable else {})
             for uid, e in sorted(self.entries.items())
         }
         # "problem": the status line, for `my-agent status` while the daemon is stopped
         # (bot/channel.py, ChannelHost.set_cursor)
-        problem = next(iter(self.problems()), None)
+        problem = "; ".join(self.problems()) or None
         value = json.dumps({"uidvalidity": self.validity, "mails": mails, "problem": problem})
         await self._host.set_cursor("email", self._key, value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,32 @@ async def test_inbound_parsed_delivered_then_seen(
         await asyncio.sleep(0.05)
     assert all(is_seen(f) for f in state.values())
     assert host.cursors[("email", f"{folder}:last_uid")] == str(max(state))
+
+
+async def test_a_mail_that_says_everything_in_its_subject_is_not_an_empty_turn(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # "Book a table at Luigi's for 8 tonight" typed as the subject, the body left empty:
+    # the model never sees a subject, and the turn used to be empty.
+    folder = await create_folder(pymap.port)
+    only_subject = mail(1, subject="Book a table at Luigi's for 8 tonight", body="")
+    with_file = mail(2, subject="Invoice for March", body="\n")
+    with_file.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="m.pdf")
+    command = mail(3, subject="/status", body="")
+    # A reply's subject only repeats the thread's: not taken for the sender's words.
+    empty_reply = mail(4, subject="Re: Plans", body="", headers={"In-Reply-To": "<o@x.com>"})
+    said = mail(5, subject="Lunch", body="Friday at one?")
+    for item in (only_subject, with_file, command, empty_reply, said):
+        await append(pymap.port, folder, item)
+    host = FakeHost()
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    got = {m.message_id: m for m in await host.wait_for(5)}
+    assert got["<m1@example.org>"].text == "Book a table at Luigi's for 8 tonight"
+    assert got["<m2@example.org>"].text == "Invoice for March\n\n[attachment: m.pdf, 8 bytes]"
+    assert got["<m3@example.org>"].text == "/status"
+    assert got["<m4@example.org>"].text == ""
+    assert got["<m5@example.org>"].text == "Friday at one?"
+    assert all(m.subject for m in got.values())
 
 
 @pytest.mark.parametrize("idle", [True, False], ids=["idle", "polling"])
@@ -488,6 +515,30 @@ async def test_send_threaded_reply(smtp: SmtpServer, tmp_path: Path) -> None:
     )
 
 
+async def test_a_reply_with_a_stray_surrogate_is_sent_not_lost(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # A lone surrogate (a JavaScript string cut in the middle of an emoji, a pair split
+    # between two streamed pieces) could not be encoded: the reply failed for good
+    # (PermanentSendError), the owner's or the model's whole text lost for one character.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
+    text = "Done \ud83d" + "\ude00 see you at 8 \ud83d"
+    message = OutboundMessage(
+        channel="email",
+        chat_id=OWNER,
+        text=text,
+        subject="Dinner \udc80",
+        conversation_id="c1",
+        send_key="c1:3:reply",
+    )
+    first = await channel.send(message)
+    again = await channel.send(message)  # a retry keeps its Message-ID
+    sent = await smtp.capture.wait_for(2)
+    assert sent[0].get_content().strip() == "Done \U0001f600 see you at 8 \ufffd"
+    assert sent[0]["Subject"] == "Dinner \ufffd"
+    assert first.message_ref == again.message_ref == sent[0]["Message-ID"]
+
+
 async def test_reply_all_never_answers_all_when_we_were_blind_copied(
     smtp: SmtpServer, tmp_path: Path
 ) -> None:
@@ -603,6 +654,36 @@ async def test_escalation_and_acknowledgement_rendering(
     assert escalation["In-Reply-To"] is None
 
 
+async def test_the_acknowledgement_of_a_mail_without_message_id_joins_no_other_thread(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # A stranger's mail without a Message-ID: its acknowledgement went In-Reply-To their
+    # previous mail, and showed up in that (unrelated) thread in their client.
+    folder = await create_folder(pymap.port)
+    lunch = mail(1, sender="stranger@example.net", subject="Lunch")
+    invoice = mail(2, sender="stranger@example.net", subject="Invoice")
+    del invoice["Message-ID"]
+    for msg in (lunch, invoice):
+        await append(pymap.port, folder, msg)
+    host = FakeHost()
+    channel = await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    _, got = await host.wait_for(2)
+    assert got.message_id.startswith("sha256:")
+    await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id="stranger@example.net",
+            text="Thanks",
+            kind="acknowledgement",
+            in_reply_to=got.message_id,
+            subject=got.subject,
+        )
+    )
+    [ack] = await smtp.capture.wait_for(1)
+    assert ack["In-Reply-To"] is None and ack["References"] is None
+    assert ack["Subject"] == "Invoice"
+
+
 async def test_outbox_retry_keeps_message_id(smtp: SmtpServer, tmp_path: Path) -> None:
     channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX"))
     msg = OutboundMessage(
@@ -699,6 +780,41 @@ async def test_initial_sync_none_starts_with_the_next_mail(
     got = await host.wait_for(1)
     await asyncio.sleep(0.2)
     assert [m.message_id for m in got] == ["<m2@example.org>"]
+
+
+@pytest.mark.parametrize("processed", [None, "Done"], ids=["unseen", "processed-folder"])
+async def test_the_first_start_does_not_answer_the_backlog(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    channels: list[EmailChannel],
+    processed: str | None,
+) -> None:
+    # Pointed at a mailbox with years of unread mail (or, with a processed folder, of
+    # any mail), the first start handed every one to the core: an answer to each, an
+    # acknowledgement and an escalation for each stranger. What arrived before
+    # yesterday is left where it is, unread; what came since is still handled.
+    folder = await create_folder(pymap.port)
+    client = await imap_client(pymap.port)
+    try:
+        old = datetime.now(UTC) - timedelta(days=400)
+        for n in range(1, 31):
+            response = await client.append(mail(n).as_bytes(), mailbox=folder, date=old)
+            assert response.result == "OK", response
+    finally:
+        await client.logout()
+    await append(pymap.port, folder, mail(31))  # arrived just before the first start
+    host = FakeHost()
+    imap: dict[str, Any] = {"processed_folder": f"{folder}{processed}"} if processed else {}
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder, imap=imap), host)
+    await append(pymap.port, folder, mail(32))
+    got = await host.wait_for(2)
+    await asyncio.sleep(0.3)
+    assert [m.message_id for m in host.delivered] == ["<m31@example.org>", "<m32@example.org>"]
+    state = await folder_state(pymap.port, folder)
+    backlog = [state[uid] for uid in sorted(state)[:30]]
+    assert len(backlog) == 30 and not any(is_seen(flags) for flags in backlog)
+    assert len(got) == 2
 
 
 def test_config_requires_address_when_enabled(tmp_path: Path) -> None:

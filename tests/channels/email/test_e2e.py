@@ -467,7 +467,7 @@ async def test_attachments_are_named_in_the_turn(
         for line in stack.services.store.read_lines(conv)
         if line.get("type") == "turn" and line.get("role") == "user"
     ]
-    assert turn["content"] == "[attachment: invoice.pdf, 100 KB]"
+    assert turn["content"] == "Invoice\n\n[attachment: invoice.pdf, 100 KB]"
     page = await stack.services.search.search("invoice.pdf")
     assert conv in {r.conversation_id for r in page.results}
     # A command with a signature logo attached is still the command.

@@ -398,3 +398,39 @@ def test_fuzz_8bit_body_without_charset(body: bytes, cte: str | None) -> None:
     _check(mail)
     if body.strip():
         assert mail.text or not body.decode("latin-1").strip()
+
+
+def test_a_file_name_in_raw_8bit_header_bytes_is_decoded() -> None:
+    # Older mailers put "résumé.pdf" into the headers as raw latin-1 bytes, unencoded:
+    # the name in the turn and in search came out as "r\ufffdsum\ufffd.pdf".
+    raw = (
+        b"From: a@example.org\r\nSubject: CV\r\nMIME-Version: 1.0\r\n"
+        b"Content-Type: multipart/mixed; boundary=X\r\n\r\n"
+        b"--X\r\nContent-Type: text/plain\r\n\r\nMy CV.\r\n"
+        b'--X\r\nContent-Type: application/pdf; name="r\xe9sum\xe9.pdf"\r\n'
+        b'Content-Disposition: attachment; filename="r\xe9sum\xe9.pdf"\r\n\r\nxx\r\n'
+        b'--X\r\nContent-Type: image/png; name="Gr\xc3\xbc\xc3\x9fe.png"\r\n\r\nxx\r\n'
+        b"--X\r\nContent-Type: application/pdf\r\n"
+        b"Content-Disposition: attachment; filename*=utf-8''%C3%A9t%C3%A9.pdf\r\n\r\nxx\r\n"
+        b"--X--\r\n"
+    )
+    mail = parse_message(raw)
+    assert [a.name for a in mail.attachments] == ["résumé.pdf", "Grüße.png", "été.pdf"]
+
+
+def test_a_base64_body_encoded_line_by_line_is_read_whole() -> None:
+    # Some mailers encode each line apart, each with its padding: Python's decoder stops
+    # at the first "=", and everything after the first line was lost.
+    lines = ["Hi,", "I need the signed contract by Friday.", "Thanks, Anna"]
+    body = b"\r\n".join(base64.b64encode(f"{line}\n".encode()) for line in lines)
+    head = (
+        b"From: anna@example.org\r\nSubject: Contract\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+    )
+    assert parse_message(head + body + b"\r\n").text == "\n".join(lines)
+    # A text a list server appended below the base64 is no part of it, as before.
+    footer = base64.b64encode("Café à 8h ?\n".encode()) + b"\r\n\r\n___\r\nList footer\r\n"
+    assert parse_message(head + footer).text == "Café à 8h ?"
+    # Ordinary wrapped base64 decodes as it always did.
+    wrapped = base64.encodebytes(("Long line. " * 40).encode())
+    assert parse_message(head + wrapped).text == "Long line. " * 40

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.events import InboundMessage
 from channels.email.adapter import EmailChannel
 from channels.email.unfetched import FETCH_ATTEMPTS, MAX_PAUSE, Unfetched
 from tests.channels.email.conftest import (
@@ -150,3 +151,55 @@ async def test_status_shows_a_passed_over_mail_while_the_daemon_is_stopped(
     expected = f"email: 1 mail in {folder} the server would not hand over (uid {bad}), retried"
     assert expected in report["problems"], report["problems"]
     assert f"problem:      {expected}" in healthcheck.format_text(report)
+
+
+class _BuggyHost(FakeHost):
+    """A core that fails over one mail with an error that is no outage (a bug)."""
+
+    def __init__(self, poison: str) -> None:
+        super().__init__()
+        self.poison: str | None = poison
+        self.crashes = 0
+
+    async def deliver(self, message: InboundMessage) -> None:
+        if message.message_id == self.poison:
+            self.crashes += 1
+            raise RuntimeError("a bug this one mail triggers")
+        await super().deliver(message)
+
+
+async def test_a_mail_the_core_keeps_failing_over_holds_up_no_later_mail(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # A bug in the core that one mail triggers made every check retry that mail at once
+    # and stop there: no later mail was ever read. It is passed over like a mail the
+    # server would not hand over: recorded, left unread, retried, delivered once fixed.
+    folder = await create_folder(pymap.port)
+    await append(pymap.port, folder, mail(1, subject="Poison"))
+    await append(pymap.port, folder, mail(2, subject="Lunch"))
+    bad, good = sorted(await folder_state(pymap.port, folder))
+    host = _BuggyHost("<m1@example.org>")
+    channel = EmailChannel(make_config(tmp_path, pymap.port, smtp.port, folder), None)
+    await channel.start(host)
+    try:
+        [got] = await host.wait_for(1, timeout=20)
+        assert got.message_id == "<m2@example.org>"
+        assert host.crashes == FETCH_ATTEMPTS
+        state = await folder_state(pymap.port, folder)
+        assert not is_seen(state[bad]) and is_seen(state[good])
+        record = json.loads(host.cursors[("email", f"{folder}:unfetched")])
+        assert record["mails"][str(bad)]["unstorable"] is True
+        assert channel.problems() == [
+            f"1 mail in {folder} the assistant failed over (see the log) (uid {bad}), retried"
+        ]
+        host.poison = None  # the bug fixed: the retry after the pause delivers it
+        got2 = await host.wait_for(2, timeout=20)
+        assert got2[1].message_id == "<m1@example.org>"
+        for _ in range(100):
+            if channel.problems() == [] and is_seen((await folder_state(pymap.port, folder))[bad]):
+                break
+            await asyncio.sleep(0.05)
+        assert channel.problems() == []
+        assert is_seen((await folder_state(pymap.port, folder))[bad])
+    finally:
+        await channel.stop()
