@@ -201,6 +201,16 @@ class SearchService:
                 vector = (await self.embedder.embed([query]))[0]
             except EmbeddingUnavailable:
                 return None
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # The model loaded but failed on this query (onnxruntime out of memory, a
+                # damaged session): this search is keyword-only and says so
+                # (``SearchPage.method``); the next one tries the model again. It used to
+                # raise out of the search: /search, the recall tool and the offline
+                # brain's reply all failed for as long as the model did.
+                log.warning("query embedding failed (%s); this search is keyword-only", exc)
+                return None
         self._query_vectors[key] = vector  # most recently used last
         while len(self._query_vectors) > _CACHED_QUERIES:
             self._query_vectors.pop(next(iter(self._query_vectors)))
