@@ -295,6 +295,10 @@ class RecallTools:
         ]
         total = max((int(t.get("turnNumber", 0)) for t in turns), default=0)
         first, last = _int(span.get("from"), "turnRange.from"), _int(span.get("to"), "turnRange.to")
+        if total == 0:
+            # /new before any message, or a transcript deleted under the index: the default
+            # range came out as 1-0 and the model was told its turnRange was reversed
+            return _fetched(record, conv_id, [], 0, "this conversation has no turns to fetch")
         if first is None and last is None:
             first, last = max(1, total - FETCH_DEFAULT_TURNS + 1), total
         first = max(1, first if first is not None else (last or total) - FETCH_DEFAULT_TURNS + 1)
@@ -305,6 +309,12 @@ class RecallTools:
         if last - first + 1 > FETCH_MAX_TURNS:
             last = first + FETCH_MAX_TURNS - 1
             note = f"range cut to {FETCH_MAX_TURNS} turns ({first}-{last}); fetch more separately"
+        if first > total:
+            # an empty page read as "nothing was said there"; say where the turns end
+            note = (
+                f"the conversation has {total} turns: turns {first}-{last} do not exist "
+                f"(its last turns are {max(1, total - FETCH_DEFAULT_TURNS + 1)}-{total})"
+            )
         zone = ZoneInfo(self.config.owner.timezone)
         out = [_turn_view(t, zone) for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
         if max_chars is not None:
@@ -316,16 +326,23 @@ class RecallTools:
                     f"turns {cut}-{last} left out: this reply's recall budget is nearly used "
                     "up; fetch them in a later reply, or answer with what is here"
                 )
-        payload: dict[str, Any] = {
-            "conversationId": conv_id,
-            "conversationName": getattr(record, "title", None),
-            "channel": getattr(record, "channel", None),
-            "turns": out,
-            "totalTurns": total,
-        }
-        if note:
-            payload["note"] = note
-        return wrap_data("fetch_context", payload)
+        return _fetched(record, conv_id, out, total, note)
+
+
+def _fetched(
+    record: Any, conv_id: str, turns: list[dict[str, Any]], total: int, note: str | None
+) -> str:
+    """The wrapped ``fetch_context`` result (seed 000's fields, and ``note`` when set)."""
+    payload: dict[str, Any] = {
+        "conversationId": conv_id,
+        "conversationName": getattr(record, "title", None),
+        "channel": getattr(record, "channel", None),
+        "turns": turns,
+        "totalTurns": total,
+    }
+    if note:
+        payload["note"] = note
+    return wrap_data("fetch_context", payload)
 
 
 def _turn_view(line: Mapping[str, Any], zone: ZoneInfo) -> dict[str, Any]:

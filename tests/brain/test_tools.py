@@ -169,6 +169,31 @@ async def test_fetch_context_ranges(config: AppConfig, core: SimpleNamespace) ->
     assert not err and "range cut" in unwrap(content)["note"]
 
 
+
+async def test_fetch_context_past_the_end_and_without_turns(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression: a conversation with no turns (/new before any message, a transcript
+    # deleted under the index) answered "turnRange.to is before turnRange.from" to a call
+    # without any turnRange, and a range past the end came back empty without a word.
+    conv = await seed_conversation(core, [("user", "one"), ("assistant", "two")] * 3)
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(
+        tools, "fetch_context", {"conversationId": conv, "turnRange": {"from": 50, "to": 60}}
+    )
+    data = unwrap(content)
+    assert not err and data["turns"] == [] and data["totalTurns"] == 3
+    assert "has 3 turns" in data["note"] and "1-3" in data["note"]
+    empty = (await core.conversations.create("web")).id
+    for args in ({"conversationId": empty}, {"conversationId": empty, "turnRange": {"to": 4}}):
+        content, err = await execute(tools, "fetch_context", args)
+        data = unwrap(content)
+        assert not err, content
+        assert data["turns"] == [] and data["totalTurns"] == 0 and "no turns" in data["note"]
+    core.conversations.store.path(conv).unlink()  # deleted while the index still lists it
+    content, err = await execute(tools, "fetch_context", {"conversationId": conv})
+    assert not err and unwrap(content)["totalTurns"] == 0, content
+
 async def test_search_filters_reach_the_search_service(
     config: AppConfig, core: SimpleNamespace
 ) -> None:
