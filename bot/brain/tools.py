@@ -36,6 +36,11 @@ FETCH_MAX_CHARS_PER_TURN = 4000
 SEARCH_MAX_LIMIT = 25
 SNIPPET_CHARS = 220  # as long as the search's own snippets
 SEARCH_CHANNELS = ("web", "telegram", "email")
+KEYWORD_ONLY_NOTE = (
+    "search by meaning is unavailable right now: only conversations containing the "
+    "query's words were found; try other words (synonyms) before concluding that a "
+    "subject never came up"
+)
 
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
@@ -250,6 +255,11 @@ class RecallTools:
         found = {"results": results[:limit], "totalMatches": max(total, len(results[:limit]))}
         if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
             found["totalIsLowerBound"] = True
+        if page.method != "hybrid":
+            # No model (none configured, or it failed on this query): only the query's own
+            # words were looked for, and an empty list read as "never talked about it".
+            found["searchMode"] = "keyword-only"
+            found["note"] = KEYWORD_ONLY_NOTE
         return wrap_data("search_conversations", found)
 
     async def _without_current(self, item: dict[str, Any], result: Any, turn: int) -> bool:

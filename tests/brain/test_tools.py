@@ -388,3 +388,30 @@ async def test_a_channel_the_search_does_not_know_is_an_error_not_an_empty_resul
     assert not found["is_error"] and [
         r["channel"] for r in unwrap(found["content"])["results"]
     ] == ["email"]
+
+
+async def test_a_keyword_only_search_is_labelled_for_the_model(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression: without a model (none configured, or one failing on the query) the
+    # search found only the query's words, and an empty list read like "never discussed".
+    await seed_conversation(core, [("user", "the grinding noise of the brakes")])
+    tools = tool_map(RecallTools(config, core).tools())
+    for query in ("brakes", "car squealing when slowing down"):
+        content, err = await execute(tools, "search_conversations", {"query": query})
+        found = unwrap(content)
+        assert not err and found["searchMode"] == "keyword-only"
+        assert "synonyms" in found["note"]
+    keyword = core.search
+
+    class Hybrid:  # the same results, as a hybrid search returns them
+        async def search(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            page = await keyword.search(*args, **kwargs)
+            return dataclasses.replace(page, method="hybrid")
+
+    hybrid = SimpleNamespace(search=Hybrid(), conversations=core.conversations)
+    tools = tool_map(RecallTools(config, hybrid).tools())
+    content, err = await execute(tools, "search_conversations", {"query": "brakes"})
+    found = unwrap(content)
+    assert not err and len(found["results"]) == 1
+    assert "searchMode" not in found and "note" not in found
