@@ -181,7 +181,7 @@ async def test_a_model_failing_mid_run_degrades_one_search_to_keyword_and_recove
 ) -> None:
     # Regression: an error from a loaded model (onnxruntime out of memory) raised out of
     # the search, so /search, the recall tool and the offline reply failed with it.
-    db, service = store
+    _db, service = store
     embedder = service.embedder
     working = embedder.embed_sync
 
