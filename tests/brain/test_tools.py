@@ -169,7 +169,6 @@ async def test_fetch_context_ranges(config: AppConfig, core: SimpleNamespace) ->
     assert not err and "range cut" in unwrap(content)["note"]
 
 
-
 async def test_fetch_context_past_the_end_and_without_turns(
     config: AppConfig, core: SimpleNamespace
 ) -> None:
@@ -193,6 +192,7 @@ async def test_fetch_context_past_the_end_and_without_turns(
     core.conversations.store.path(conv).unlink()  # deleted while the index still lists it
     content, err = await execute(tools, "fetch_context", {"conversationId": conv})
     assert not err and unwrap(content)["totalTurns"] == 0, content
+
 
 async def test_search_filters_reach_the_search_service(
     config: AppConfig, core: SimpleNamespace
