@@ -120,7 +120,13 @@ class VectorIndex:
         model_id = self.embedder.model_id
         dims = self.embedder.dimensions
         self.stale, self.terms_ready = await self.db.run(
-            functools.partial(prepare, model_id=model_id, dims=dims, build_terms=self.build_terms)
+            functools.partial(
+                prepare,
+                model_id=model_id,
+                dims=dims,
+                build_terms=self.build_terms,
+                probe=getattr(self.embedder, "probe", None),  # (test stubs have none)
+            )
         )
         self.terms.clear()
         if self.stale:

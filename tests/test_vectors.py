@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from bot.config.model import AppConfig
+import bot.embedding
+from bot.config.model import AppConfig, EmbeddingConfig
+from bot.embedding import EmbeddingService
 from bot.vector_codec import BitMatrix, sign_bits
 from bot.vectors import VectorIndex, window_text
 from tests.recall_helpers import add_conversation, open_index, shared_dir
@@ -159,6 +162,53 @@ async def test_model_change_marks_vectors_stale_and_rebuilds(tmp_path: Path, emb
     meta = await db.fetchone("SELECT value FROM index_meta WHERE key = 'embedding_model'")
     assert meta == (embedder.model_id,)
     await db.close()
+
+
+async def test_another_model_under_the_same_name_marks_vectors_stale(  # type: ignore[no-untyped-def]
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the vector space was named by embedding.model_name and the dimension
+    # count only, so pointing embedding.model_path (or MY_AGENT_EMBEDDING_MODEL_PATH) at
+    # another 384-dimension model kept every old vector, and search compared the new
+    # model's queries with the old model's turns without a word.
+    db = await open_index(tmp_path / "c.db")
+    load = bot.embedding._without_spinning
+
+    def another_model(factory, kwargs):  # type: ignore[no-untyped-def]
+        model = load(factory, kwargs)
+
+        class Other:  # same name, same dimensions, another vector space
+            def embed(self, texts, **options):  # type: ignore[no-untyped-def]
+                for vector in model.embed(texts, **options):
+                    yield np.roll(vector, 7)
+
+        return Other()
+
+    same = EmbeddingService(EmbeddingConfig(model_path=embedder.model_path))
+    other = EmbeddingService(EmbeddingConfig(model_path=embedder.model_path))
+    try:
+        vectors = VectorIndex(AppConfig(), db, embedder)
+        assert await vectors.open()
+        await add_conversation(
+            db, "conv-a", [("user", "one"), ("user", "two")], abbreviation="notes"
+        )
+        await vectors.index_turns("conv-a")
+        reopened = VectorIndex(AppConfig(), db, same)
+        assert await reopened.open() and not reopened.stale  # the same model: nothing to redo
+        monkeypatch.setattr(bot.embedding, "_without_spinning", another_model)
+        assert other.model_id == embedder.model_id
+        switched = VectorIndex(AppConfig(), db, other)
+        assert await switched.open()
+        assert switched.stale
+        assert await db.fetchone("SELECT count(*) FROM turn_vectors") == (0,)
+        done = await switched.reindex_all()
+        assert done["turns"] == 2 and done["abbreviations"] == 1
+        again = VectorIndex(AppConfig(), db, other)
+        assert await again.open() and not again.stale
+    finally:
+        same.close()
+        other.close()
+        await db.close()
 
 
 async def test_reindex_prunes_vectors_of_deleted_turns(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
