@@ -223,3 +223,38 @@ async def test_reindex_prunes_vectors_of_deleted_turns(tmp_path: Path, embedder)
     query = await embedder.embed_one("drop me")
     assert len(await vectors.knn_turns(query, 5)) == 1
     await db.close()
+
+
+async def test_a_failing_conversation_does_not_end_the_rebuild(  # type: ignore[no-untyped-def]
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: one embedding error (onnxruntime on one odd text, out of memory for a
+    # moment) raised out of reindex_all, so the daemon's background rebuild after a model
+    # change stopped there and every conversation after it kept no vector until a restart.
+    db = await open_index(tmp_path / "c.db")
+    try:
+        for name in ("a", "b", "c"):
+            text = "broken text" if name == "b" else f"turn of {name}"
+            await add_conversation(
+                db,
+                f"conv-{name}",
+                [("user", text)],
+            )
+        vectors = VectorIndex(AppConfig(), db, embedder)
+        assert await vectors.open() and vectors.stale  # turns indexed before any vector
+        working = embedder.embed_sync
+
+        def flaky(texts: list[str]):  # type: ignore[no-untyped-def]
+            if any("broken" in t for t in texts):
+                raise RuntimeError("onnxruntime: failed to allocate memory")
+            return working(texts)
+
+        monkeypatch.setattr(embedder, "embed_sync", flaky)
+        done = await vectors.reindex_all()
+        assert done["turns"] == 2  # conv-a and conv-c, whatever the order
+        assert vectors.stale  # not complete: the next rebuild finishes it
+        monkeypatch.setattr(embedder, "embed_sync", working)
+        done = await vectors.reindex_all()
+        assert done["turns"] == 1 and not vectors.stale
+    finally:
+        await db.close()
