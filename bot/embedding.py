@@ -90,6 +90,9 @@ class EmbeddingService:
         self.download = download
         self.dimensions = config.dimensions
         self._model: Any = None
+        # The loaded model's unit vector for a fixed text: it identifies the vector space
+        # whatever the model is called (bot.vector_store.prepare compares it).
+        self.probe: np.ndarray | None = None
         self._failed: str | None = None if config.enabled else "embeddings disabled in config"
         self._load_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding")
@@ -160,6 +163,7 @@ class EmbeddingService:
                 self.config.model_name,
                 self.model_path or "fastembed cache",
             )
+            self.probe = probe / max(float(np.linalg.norm(probe)), 1e-12)
             self._model = model
             return model
 

@@ -12,6 +12,7 @@ into the plain ``turn_vectors`` / ``abbreviation_vectors`` that KNN reads
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -22,10 +23,39 @@ from bot.term_vectors import META_KEY as TERMS_KEY
 from bot.vector_codec import to_blob, to_half
 
 META_KEY = "embedding_model"
+PROBE_KEY = "embedding_probe"  # the model's vector for a fixed text (EmbeddingService.probe)
+# The same model gives the same probe vector up to float noise (cosine 1.0); another
+# model's is unrelated to it (MiniLM against a rolled copy of itself: ~0.1).
+SAME_SPACE_COSINE = 0.99
 
 
-def prepare(conn: SyncConn, model_id: str, dims: int, build_terms: bool) -> tuple[bool, bool]:
+def _another_space(conn: SyncConn, probe: np.ndarray) -> bool:
+    """Whether the stored vectors come from another model than the one giving ``probe``.
+    A store without a recorded probe (made before session 16) is taken as the same."""
+    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (PROBE_KEY,)).fetchone()
+    if row is None:
+        return False
+    try:
+        stored = np.asarray(json.loads(row[0]), dtype=np.float32)
+    except (ValueError, TypeError):
+        return True  # unreadable: rebuilding is the safe side
+    if stored.shape != probe.shape:
+        return True
+    return float(stored @ probe) < SAME_SPACE_COSINE * float(np.linalg.norm(stored))
+
+
+def prepare(
+    conn: SyncConn,
+    model_id: str,
+    dims: int,
+    build_terms: bool,
+    probe: np.ndarray | None = None,
+) -> tuple[bool, bool]:
     """Create the vector tables for ``model_id`` (dropping another model's vectors).
+
+    ``probe`` (the loaded model's unit vector for a fixed text) also tells another model
+    apart when it has the same name and dimensions (``embedding.model_path`` pointed at
+    another model): the name alone kept the old vectors, compared with the new model's.
 
     Returns ``(rebuild, terms_ready)``: whether vectors must be rebuilt in the background
     (a model change, or turns indexed before any vector), and whether the word vectors
@@ -33,6 +63,8 @@ def prepare(conn: SyncConn, model_id: str, dims: int, build_terms: bool) -> tupl
     """
     row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
     stale = row is not None and row[0] != model_id
+    if not stale and row is not None and probe is not None:
+        stale = _another_space(conn, probe)
     if stale:
         conn.execute("DROP TABLE IF EXISTS turns_vec")
         conn.execute("DROP TABLE IF EXISTS abbreviations_vec")
@@ -43,6 +75,11 @@ def prepare(conn: SyncConn, model_id: str, dims: int, build_terms: bool) -> tupl
     conn.execute(
         "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (META_KEY, model_id)
     )
+    if probe is not None:
+        conn.execute(
+            "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+            (PROBE_KEY, json.dumps([round(float(x), 6) for x in probe])),
+        )
     has_turns = bool(conn.execute("SELECT 1 FROM turns LIMIT 1").fetchone())
     if not build_terms:
         # turns stored from now on get no word vectors: the table stops being

@@ -120,7 +120,13 @@ class VectorIndex:
         model_id = self.embedder.model_id
         dims = self.embedder.dimensions
         self.stale, self.terms_ready = await self.db.run(
-            functools.partial(prepare, model_id=model_id, dims=dims, build_terms=self.build_terms)
+            functools.partial(
+                prepare,
+                model_id=model_id,
+                dims=dims,
+                build_terms=self.build_terms,
+                probe=getattr(self.embedder, "probe", None),  # (test stubs have none)
+            )
         )
         self.terms.clear()
         if self.stale:
@@ -239,26 +245,43 @@ class VectorIndex:
         rows = await self.db.fetchall("SELECT id, abbreviation FROM conversations ORDER BY updated")
         turns = abbreviations = 0
         words_before = await term_count(self.db) if self.build_terms else 0
+        failed = 0
         for conv_id, abbreviation in rows:
-            turns += await self.index_turns(str(conv_id))
-            if abbreviation and await self.index_abbreviation(str(conv_id), str(abbreviation)):
-                abbreviations += 1
+            try:
+                turns += await self.index_turns(str(conv_id))
+                if abbreviation and await self.index_abbreviation(str(conv_id), str(abbreviation)):
+                    abbreviations += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # One error (a text the model chokes on, memory for a moment) ended the
+                # whole rebuild: every conversation after it kept no vector until a restart.
+                failed += 1
+                log.warning("embedding %s failed (%s); rebuilding the others", conv_id, exc)
             await asyncio.sleep(0)  # let interactive work in between conversations
         terms = 0
         if self.build_terms:
             if not self.terms_ready:  # a full scan of every turn's words: when incomplete
                 async with self._lock:
-                    _, complete = await index_all_terms(self.db, self.embedder)
+                    try:
+                        _, complete = await index_all_terms(self.db, self.embedder)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:  # ranked without them until the next rebuild
+                        failed += 1
+                        complete = False
+                        log.warning("embedding the term vectors failed (%s)", exc)
                     self.terms_ready = self.terms_ready or complete
             terms = await term_count(self.db) - words_before
         await self._prune()
         await self._load_matrix()
-        self.stale = False
+        self.stale = failed > 0  # the next reindex_all (restart, `my-agent reindex`) finishes
         log.info(
-            "reindexed vectors: %d turn windows, %d abbreviations, %d words",
+            "reindexed vectors: %d turn windows, %d abbreviations, %d words (%d failed)",
             turns,
             abbreviations,
             terms,
+            failed,
         )
         return {"turns": turns, "abbreviations": abbreviations, "terms": terms}
 

@@ -174,3 +174,25 @@ async def test_keyword_weight_zero_is_pure_vectors(store, config: AppConfig) -> 
         "sourdough bread baking"
     )
     assert ranking.conversations[0][0] == "conv-bread"
+
+
+async def test_a_model_failing_mid_run_degrades_one_search_to_keyword_and_recovers(  # type: ignore[no-untyped-def]
+    store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: an error from a loaded model (onnxruntime out of memory) raised out of
+    # the search, so /search, the recall tool and the offline reply failed with it.
+    _db, service = store
+    embedder = service.embedder
+    working = embedder.embed_sync
+
+    def broken(texts: list[str]):  # type: ignore[no-untyped-def]
+        raise RuntimeError("onnxruntime: failed to allocate memory")
+
+    monkeypatch.setattr(embedder, "embed_sync", broken)
+    page = await service.search("brake pads mechanic")
+    assert page.method == "keyword"  # labelled: the caller can say recall is degraded
+    assert page.results[0].conversation_id == "conv-car"
+    monkeypatch.setattr(embedder, "embed_sync", working)
+    page = await service.search("vehicle squealing sound when slowing down")
+    assert page.method == "hybrid"
+    assert page.results[0].conversation_id == "conv-car"

@@ -168,6 +168,37 @@ async def test_cursor_pagination(db: Database) -> None:
         await service.search("invoice", cursor="not-a-cursor!")
 
 
+async def test_cursor_pages_survive_new_turns_between_pages(db: Database) -> None:
+    # Regression: the cursor was an offset into a ranking cached for 2 minutes in one
+    # process. `my-agent search --cursor` (a new process), a page after the 2 minutes or
+    # after another search replaced the ranking ranked again, and a turn arriving in
+    # between moved conversations across the page boundary: one listed twice, another
+    # (the one the new turn lifted) never.
+    for i in range(10):
+        await add_conversation(db, f"conv-{i}", [("user", "invoice " * (10 - i) + "x " * 30)])
+    first = await SearchService(AppConfig(), db).search("invoice", limit=4)
+    seen = [r.conversation_id for r in first.results]
+    assert seen == ["conv-0", "conv-1", "conv-2", "conv-3"]
+    # the owner goes on talking: a new turn makes an old conversation the best match
+    await add_conversation(db, "conv-new", [("user", "invoice " * 20)])
+    cursor = first.next_cursor
+    while cursor is not None:
+        page = await SearchService(AppConfig(), db).search("invoice", limit=4, cursor=cursor)
+        seen.extend(r.conversation_id for r in page.results)
+        cursor = page.next_cursor
+    assert len(seen) == len(set(seen)), seen  # nothing twice
+    assert set(seen) == {f"conv-{i}" for i in range(10)} | {"conv-new"}  # nothing skipped
+    # within one process too, when a search without a cursor re-ranked meanwhile
+    service = SearchService(AppConfig(), db)
+    first = await service.search("invoice", limit=4)
+    await add_conversation(db, "conv-newer", [("user", "invoice " * 30)])
+    await service.search("invoice", limit=4)  # another client's first page
+    page = await service.search("invoice", limit=4, cursor=first.next_cursor)
+    shown = {r.conversation_id for r in first.results}
+    assert not shown & {r.conversation_id for r in page.results}
+    assert "conv-newer" in {r.conversation_id for r in page.results}
+
+
 async def test_no_match(seeded: Database) -> None:
     page = await SearchService(AppConfig(), seeded).search("zeppelin")
     assert page.results == [] and page.total == 0 and page.next_cursor is None

@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from bot.config.model import AppConfig
+import bot.embedding
+from bot.config.model import AppConfig, EmbeddingConfig
+from bot.embedding import EmbeddingService
 from bot.vector_codec import BitMatrix, sign_bits
 from bot.vectors import VectorIndex, window_text
 from tests.recall_helpers import add_conversation, open_index, shared_dir
@@ -161,6 +164,53 @@ async def test_model_change_marks_vectors_stale_and_rebuilds(tmp_path: Path, emb
     await db.close()
 
 
+async def test_another_model_under_the_same_name_marks_vectors_stale(  # type: ignore[no-untyped-def]
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the vector space was named by embedding.model_name and the dimension
+    # count only, so pointing embedding.model_path (or MY_AGENT_EMBEDDING_MODEL_PATH) at
+    # another 384-dimension model kept every old vector, and search compared the new
+    # model's queries with the old model's turns without a word.
+    db = await open_index(tmp_path / "c.db")
+    load = bot.embedding._without_spinning
+
+    def another_model(factory, kwargs):  # type: ignore[no-untyped-def]
+        model = load(factory, kwargs)
+
+        class Other:  # same name, same dimensions, another vector space
+            def embed(self, texts, **options):  # type: ignore[no-untyped-def]
+                for vector in model.embed(texts, **options):
+                    yield np.roll(vector, 7)
+
+        return Other()
+
+    same = EmbeddingService(EmbeddingConfig(model_path=embedder.model_path))
+    other = EmbeddingService(EmbeddingConfig(model_path=embedder.model_path))
+    try:
+        vectors = VectorIndex(AppConfig(), db, embedder)
+        assert await vectors.open()
+        await add_conversation(
+            db, "conv-a", [("user", "one"), ("user", "two")], abbreviation="notes"
+        )
+        await vectors.index_turns("conv-a")
+        reopened = VectorIndex(AppConfig(), db, same)
+        assert await reopened.open() and not reopened.stale  # the same model: nothing to redo
+        monkeypatch.setattr(bot.embedding, "_without_spinning", another_model)
+        assert other.model_id == embedder.model_id
+        switched = VectorIndex(AppConfig(), db, other)
+        assert await switched.open()
+        assert switched.stale
+        assert await db.fetchone("SELECT count(*) FROM turn_vectors") == (0,)
+        done = await switched.reindex_all()
+        assert done["turns"] == 2 and done["abbreviations"] == 1
+        again = VectorIndex(AppConfig(), db, other)
+        assert await again.open() and not again.stale
+    finally:
+        same.close()
+        other.close()
+        await db.close()
+
+
 async def test_reindex_prunes_vectors_of_deleted_turns(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     db = await open_index(tmp_path / "c.db")
     vectors = VectorIndex(AppConfig(), db, embedder)
@@ -173,3 +223,38 @@ async def test_reindex_prunes_vectors_of_deleted_turns(tmp_path: Path, embedder)
     query = await embedder.embed_one("drop me")
     assert len(await vectors.knn_turns(query, 5)) == 1
     await db.close()
+
+
+async def test_a_failing_conversation_does_not_end_the_rebuild(  # type: ignore[no-untyped-def]
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: one embedding error (onnxruntime on one odd text, out of memory for a
+    # moment) raised out of reindex_all, so the daemon's background rebuild after a model
+    # change stopped there and every conversation after it kept no vector until a restart.
+    db = await open_index(tmp_path / "c.db")
+    try:
+        for name in ("a", "b", "c"):
+            text = "broken text" if name == "b" else f"turn of {name}"
+            await add_conversation(
+                db,
+                f"conv-{name}",
+                [("user", text)],
+            )
+        vectors = VectorIndex(AppConfig(), db, embedder)
+        assert await vectors.open() and vectors.stale  # turns indexed before any vector
+        working = embedder.embed_sync
+
+        def flaky(texts: list[str]):  # type: ignore[no-untyped-def]
+            if any("broken" in t for t in texts):
+                raise RuntimeError("onnxruntime: failed to allocate memory")
+            return working(texts)
+
+        monkeypatch.setattr(embedder, "embed_sync", flaky)
+        done = await vectors.reindex_all()
+        assert done["turns"] == 2  # conv-a and conv-c, whatever the order
+        assert vectors.stale  # not complete: the next rebuild finishes it
+        monkeypatch.setattr(embedder, "embed_sync", working)
+        done = await vectors.reindex_all()
+        assert done["turns"] == 1 and not vectors.stale
+    finally:
+        await db.close()

@@ -36,6 +36,11 @@ FETCH_MAX_CHARS_PER_TURN = 4000
 SEARCH_MAX_LIMIT = 25
 SNIPPET_CHARS = 220  # as long as the search's own snippets
 SEARCH_CHANNELS = ("web", "telegram", "email")
+KEYWORD_ONLY_NOTE = (
+    "search by meaning is unavailable right now: only conversations containing the "
+    "query's words were found; try other words (synonyms) before concluding that a "
+    "subject never came up"
+)
 
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
@@ -250,6 +255,11 @@ class RecallTools:
         found = {"results": results[:limit], "totalMatches": max(total, len(results[:limit]))}
         if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
             found["totalIsLowerBound"] = True
+        if page.method != "hybrid":
+            # No model (none configured, or it failed on this query): only the query's own
+            # words were looked for, and an empty list read as "never talked about it".
+            found["searchMode"] = "keyword-only"
+            found["note"] = KEYWORD_ONLY_NOTE
         return wrap_data("search_conversations", found)
 
     async def _without_current(self, item: dict[str, Any], result: Any, turn: int) -> bool:
@@ -295,6 +305,10 @@ class RecallTools:
         ]
         total = max((int(t.get("turnNumber", 0)) for t in turns), default=0)
         first, last = _int(span.get("from"), "turnRange.from"), _int(span.get("to"), "turnRange.to")
+        if total == 0:
+            # /new before any message, or a transcript deleted under the index: the default
+            # range came out as 1-0 and the model was told its turnRange was reversed
+            return _fetched(record, conv_id, [], 0, "this conversation has no turns to fetch")
         if first is None and last is None:
             first, last = max(1, total - FETCH_DEFAULT_TURNS + 1), total
         first = max(1, first if first is not None else (last or total) - FETCH_DEFAULT_TURNS + 1)
@@ -305,6 +319,12 @@ class RecallTools:
         if last - first + 1 > FETCH_MAX_TURNS:
             last = first + FETCH_MAX_TURNS - 1
             note = f"range cut to {FETCH_MAX_TURNS} turns ({first}-{last}); fetch more separately"
+        if first > total:
+            # an empty page read as "nothing was said there"; say where the turns end
+            note = (
+                f"the conversation has {total} turns: turns {first}-{last} do not exist "
+                f"(its last turns are {max(1, total - FETCH_DEFAULT_TURNS + 1)}-{total})"
+            )
         zone = ZoneInfo(self.config.owner.timezone)
         out = [_turn_view(t, zone) for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
         if max_chars is not None:
@@ -316,16 +336,23 @@ class RecallTools:
                     f"turns {cut}-{last} left out: this reply's recall budget is nearly used "
                     "up; fetch them in a later reply, or answer with what is here"
                 )
-        payload: dict[str, Any] = {
-            "conversationId": conv_id,
-            "conversationName": getattr(record, "title", None),
-            "channel": getattr(record, "channel", None),
-            "turns": out,
-            "totalTurns": total,
-        }
-        if note:
-            payload["note"] = note
-        return wrap_data("fetch_context", payload)
+        return _fetched(record, conv_id, out, total, note)
+
+
+def _fetched(
+    record: Any, conv_id: str, turns: list[dict[str, Any]], total: int, note: str | None
+) -> str:
+    """The wrapped ``fetch_context`` result (seed 000's fields, and ``note`` when set)."""
+    payload: dict[str, Any] = {
+        "conversationId": conv_id,
+        "conversationName": getattr(record, "title", None),
+        "channel": getattr(record, "channel", None),
+        "turns": turns,
+        "totalTurns": total,
+    }
+    if note:
+        payload["note"] = note
+    return wrap_data("fetch_context", payload)
 
 
 def _turn_view(line: Mapping[str, Any], zone: ZoneInfo) -> dict[str, Any]:

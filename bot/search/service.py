@@ -38,6 +38,7 @@ from bot.search.pool import (
 )
 from bot.search.query import fts_parts, name_terms, or_terms, query_terms
 from bot.search.results import (
+    SHOWN_BYTES,
     Filters,
     Ranking,
     SearchPage,
@@ -47,6 +48,7 @@ from bot.search.results import (
     encode_cursor,
     fingerprint,
     iso_date,
+    shown_digest,
 )
 from bot.search.rows import build_rows, fetch_spans, subtract
 from bot.search.senders import Senders
@@ -143,7 +145,8 @@ class SearchService:
         )
         check_range(filters.date_from, filters.date_to)
         limit = max(1, min(int(limit), 100))
-        offset = decode_cursor(cursor, query, filters) if cursor else 0
+        shown = decode_cursor(cursor, query, filters) if cursor else b""
+        listed = {shown[i : i + SHOWN_BYTES] for i in range(0, len(shown), SHOWN_BYTES)}
         key = fingerprint(query, filters)
         cached = self._pages.get(key) if cursor else None
         meta: dict[str, tuple[Any, ...]] | None = None
@@ -151,16 +154,22 @@ class SearchService:
             # the next page of a ranking made moments ago: the same order, no re-ranking
             listing = cached[1]
         else:
-            listing, meta = await self._score(query, filters, (offset, limit))
+            # a first page reads its rows with the ranking; a later one below, by id
+            listing, rows = await self._score(query, filters, None if cursor else (0, limit))
+            meta = None if cursor else rows
             self._pages[key] = (time.monotonic(), listing)
             while len(self._pages) > _CACHED_QUERIES:
                 self._pages.pop(next(iter(self._pages)))
-        end = offset + limit
-        if listing.needs_tail(end):  # paging past the ranked candidates (bot.search.tail)
+        if listing.needs_tail(listed, limit):  # paging past the ranked ones (bot.search.tail)
             await self._read_tail(listing, filters)
             meta = None  # the tail's conversations were not read with the ranking
-        results = await self._materialise(listing.page(offset, limit), query, meta)
-        next_cursor = encode_cursor(end, query, filters) if listing.has_more(end) else None
+        # The conversations not listed yet, best first: whichever ranking serves the
+        # page (this one, or one made again since with new turns), none comes twice and
+        # none is skipped. An offset into a ranking made again did both.
+        items, more = listing.page(listed, limit)
+        results = await self._materialise(items, query, meta)
+        added = b"".join(shown_digest(r.conversation_id) for r in items)
+        next_cursor = encode_cursor(shown + added, query, filters) if more else None
         return SearchPage(
             results, next_cursor, listing.known, listing.scored.method, listing.total_exact
         )
@@ -200,6 +209,16 @@ class SearchService:
             try:
                 vector = (await self.embedder.embed([query]))[0]
             except EmbeddingUnavailable:
+                return None
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # The model loaded but failed on this query (onnxruntime out of memory, a
+                # damaged session): this search is keyword-only and says so
+                # (``SearchPage.method``); the next one tries the model again. It used to
+                # raise out of the search: /search, the recall tool and the offline
+                # brain's reply all failed for as long as the model did.
+                log.warning("query embedding failed (%s); this search is keyword-only", exc)
                 return None
         self._query_vectors[key] = vector  # most recently used last
         while len(self._query_vectors) > _CACHED_QUERIES:

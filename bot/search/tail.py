@@ -14,11 +14,12 @@ the same cache as the ranking; ``total`` is a lower bound until then
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 
 from bot.db import SyncConn
 from bot.search.fusion import Ranked, Scored
-from bot.search.results import Filters
+from bot.search.results import Filters, shown_digest
 
 # Conversations the tail lists at most: more than anyone pages through; past it, a
 # narrower query (or a date or channel filter) finds the rest.
@@ -47,21 +48,33 @@ class Listing:
     def total_exact(self) -> bool:
         return not self.saturated or (self.tail is not None and self.tail_complete)
 
-    def needs_tail(self, end: int) -> bool:
-        """Whether a page ending at ``end`` reaches past what is listed so far."""
-        return self.saturated and self.tail is None and end > len(self.scored.conversations)
+    def needs_tail(self, shown: Container[bytes], limit: int) -> bool:
+        """Whether the next ``limit`` conversations after ``shown`` reach past the
+        ranked ones into an unread tail."""
+        return self.saturated and self.tail is None and self.unlisted(shown) < limit
 
-    def has_more(self, end: int) -> bool:
-        return end < self.known or self.needs_tail(end + 1)
+    def unlisted(self, shown: Container[bytes]) -> int:
+        """How many ranked conversations (not the tail's) are not in ``shown``."""
+        return sum(shown_digest(c) not in shown for c, _ in self.scored.conversations)
 
-    def page(self, offset: int, limit: int) -> list[Ranked]:
-        """The items ``offset:offset+limit`` of the ranking followed by the tail."""
-        ranked = self.scored.conversations
-        items = [self.scored.conversation(c, s) for c, s in ranked[offset : offset + limit]]
-        if len(items) < limit and self.tail:
-            start = max(0, offset - len(ranked))
-            items += self.tail[start : start + limit - len(items)]
-        return items
+    def page(self, shown: Container[bytes], limit: int) -> tuple[list[Ranked], bool]:
+        """The first ``limit`` conversations of the ranking, then of the tail, that are
+        not in ``shown`` (:func:`~bot.search.results.shown_digest`), and whether any
+        other is left (an unread tail counts as more)."""
+        items: list[Ranked] = []
+        for conv, score in self.scored.conversations:
+            if shown_digest(conv) in shown:
+                continue
+            if len(items) == limit:
+                return items, True
+            items.append(self.scored.conversation(conv, score))
+        for item in self.tail or ():
+            if shown_digest(item.conversation_id) in shown:
+                continue
+            if len(items) == limit:
+                return items, True
+            items.append(item)
+        return items, self.saturated and self.tail is None
 
 
 def keyword_tail(

@@ -169,6 +169,31 @@ async def test_fetch_context_ranges(config: AppConfig, core: SimpleNamespace) ->
     assert not err and "range cut" in unwrap(content)["note"]
 
 
+async def test_fetch_context_past_the_end_and_without_turns(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression: a conversation with no turns (/new before any message, a transcript
+    # deleted under the index) answered "turnRange.to is before turnRange.from" to a call
+    # without any turnRange, and a range past the end came back empty without a word.
+    conv = await seed_conversation(core, [("user", "one"), ("assistant", "two")] * 3)
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(
+        tools, "fetch_context", {"conversationId": conv, "turnRange": {"from": 50, "to": 60}}
+    )
+    data = unwrap(content)
+    assert not err and data["turns"] == [] and data["totalTurns"] == 3
+    assert "has 3 turns" in data["note"] and "1-3" in data["note"]
+    empty = (await core.conversations.create("web")).id
+    for args in ({"conversationId": empty}, {"conversationId": empty, "turnRange": {"to": 4}}):
+        content, err = await execute(tools, "fetch_context", args)
+        data = unwrap(content)
+        assert not err, content
+        assert data["turns"] == [] and data["totalTurns"] == 0 and "no turns" in data["note"]
+    core.conversations.store.path(conv).unlink()  # deleted while the index still lists it
+    content, err = await execute(tools, "fetch_context", {"conversationId": conv})
+    assert not err and unwrap(content)["totalTurns"] == 0, content
+
+
 async def test_search_filters_reach_the_search_service(
     config: AppConfig, core: SimpleNamespace
 ) -> None:
@@ -363,3 +388,30 @@ async def test_a_channel_the_search_does_not_know_is_an_error_not_an_empty_resul
     assert not found["is_error"] and [
         r["channel"] for r in unwrap(found["content"])["results"]
     ] == ["email"]
+
+
+async def test_a_keyword_only_search_is_labelled_for_the_model(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression: without a model (none configured, or one failing on the query) the
+    # search found only the query's words, and an empty list read like "never discussed".
+    await seed_conversation(core, [("user", "the grinding noise of the brakes")])
+    tools = tool_map(RecallTools(config, core).tools())
+    for query in ("brakes", "car squealing when slowing down"):
+        content, err = await execute(tools, "search_conversations", {"query": query})
+        found = unwrap(content)
+        assert not err and found["searchMode"] == "keyword-only"
+        assert "synonyms" in found["note"]
+    keyword = core.search
+
+    class Hybrid:  # the same results, as a hybrid search returns them
+        async def search(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            page = await keyword.search(*args, **kwargs)
+            return dataclasses.replace(page, method="hybrid")
+
+    hybrid = SimpleNamespace(search=Hybrid(), conversations=core.conversations)
+    tools = tool_map(RecallTools(config, hybrid).tools())
+    content, err = await execute(tools, "search_conversations", {"query": "brakes"})
+    found = unwrap(content)
+    assert not err and len(found["results"]) == 1
+    assert "searchMode" not in found and "note" not in found
