@@ -167,10 +167,16 @@ def cmd_search(args: argparse.Namespace) -> int:
             return 0
         if not page.results:
             print(f"no match ({page.method})")
+        elif page.method != "hybrid":
+            # found by their words only (no embedding model, or it failed on this query):
+            # said before the results, as a miss by meaning is not a miss
+            print("(keyword search only: conversations that say it in other words are missed)")
         for r in page.results:
+            # a conversation found through its notes alone has no matched turn to name
+            where = r.turn_range or "its notes"
             print(
                 f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
-                f"({r.turn_range}, {local_day(r.timestamp, zone)})"
+                f"({where}, {local_day(r.timestamp, zone)})"
             )
             print(f"       {' '.join((r.snippet or '').split())[:150]}")
         if page.next_cursor:  # the plain listing can be paged too, not only --json

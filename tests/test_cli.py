@@ -652,3 +652,13 @@ def test_an_internal_error_stops_the_daemon_with_70_and_its_traceback_in_the_log
     assert exited.value.args == (exitcodes.EX_SOFTWARE,)
     err = capsys.readouterr().err
     assert "internal error: the daemon stops" in err and "Traceback" in err
+
+
+def test_a_keyword_only_listing_says_so(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    # The plain listing named the search method only when nothing was found: results of a
+    # keyword-only search (no model here) read like a full search's.
+    method = store.json("search", "sourdough feeding", capsys=capsys)["method"]
+    status, text = store.run("search", "sourdough feeding", capsys=capsys)
+    assert status == 0
+    assert ("keyword search only" in text) == (method != "hybrid")
+    assert "(, " not in text
