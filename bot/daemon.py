@@ -15,6 +15,7 @@ from bot.channel import Channel
 from bot.config import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.notify import Notifier
+from bot.party_resume import resume_known_parties
 from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
 from bot.services import ChannelStartError, DataDirInUse, Services, close_services
@@ -218,6 +219,9 @@ async def _serve(config: AppConfig, stop: asyncio.Event, config_path: Path | Non
     notifier.start_watchdog()
     try:
         await attach_background(services)
+        # Before the channels: a party's message they deliver now (Telegram hands over
+        # what came while we were down at once) queues behind the answer it is owed.
+        await resume_known_parties(services)
         await start_channels(services, channels)
         resumed = await resume_pending_replies(services)
         services.ready = True

@@ -149,6 +149,17 @@ class ExternalStore:
         )
         return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
 
+    async def read_lines(self, party_id: str) -> list[Line]:
+        """The party's file, line by line (empty if it has none)."""
+
+        def _read() -> list[Line]:
+            try:
+                return parse_lines(self._path(party_id).read_bytes())
+            except FileNotFoundError:
+                return []
+
+        return await asyncio.to_thread(_read)
+
     async def reply_thread(self, party_id: str) -> tuple[str | None, str | None]:
         """(reference, subject) of the party's last message that has them: where an
         answer that is not a direct reply (the owner's ``/reply``) goes in their thread.
@@ -209,13 +220,18 @@ class ExternalStore:
         aliases: Sequence[str] = (),
         reply_ref: str | None = None,
         subject: str | None = None,
+        addressed: bool = True,
+        album: str | None = None,
     ) -> tuple[PartyRecord, bool]:
         """Durably record a third party's message. Returns (party, is_duplicate).
 
         ``aliases``: other identities of the sender (a Telegram @username beside the
         numeric id), which ``trust.contacts`` may name instead of ``party_key``;
         ``reply_ref`` / ``subject``: what an answer threads under (an e-mail's Message-ID
-        and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`)."""
+        and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`);
+        ``addressed`` (False: a bounce, an album's later photo) and ``album`` (the media
+        group it is a photo of): whether it expects an answer, kept for a restart that
+        owes one (:mod:`bot.party_resume`)."""
         party_id = party_handle(channel, party_key)
         handles = sorted({normalise_identity(channel, a) for a in aliases if a.strip()})
         if await self.is_duplicate(party_id, message_ref):
@@ -264,6 +280,8 @@ class ExternalStore:
                 "chatId": chat_id,
                 **({"replyRef": reply_ref} if reply_ref else {}),
                 **({"subject": subject} if subject else {}),
+                **({} if addressed else {"addressed": False}),
+                **({"album": album} if album else {}),
                 # the sender's handles as of this message (a Telegram @username), so
                 # that the owner can name them: "/trust @eve"
                 **({"handles": handles} if handles else {}),
@@ -275,13 +293,19 @@ class ExternalStore:
         await self.bus.emit("external_updated", party=party, message=lines[-1])
         return party, False
 
-    async def record_outbound(self, party_id: str, text: str, kind: str = "reply") -> None:
+    async def record_outbound(
+        self, party_id: str, text: str, kind: str = "reply", *, answers: str | None = None
+    ) -> None:
+        """Record a message to the party. ``answers``: the ref of their message it is the
+        answer to (the last of those it answers), which a restart reads to know it is
+        answered even without the outbox row (a lost ``state.db``)."""
         line = {
             "type": "message",
             "direction": "out",
             "content": text,
             "kind": kind,
             "timestamp": iso(utcnow()),
+            **({"answers": answers} if answers else {}),
         }
         await self._record(party_id, [line])
         party = await self.get(party_id)

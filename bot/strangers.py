@@ -56,6 +56,8 @@ class StrangerFlow:
         configured) and an escalation to the owner, both rate-limited."""
         ext = self.s.external
         party_key = normalise_identity(msg.channel, msg.sender_id)
+        album = msg.metadata.get("media_group")
+        album = str(album) if album and not msg.metadata.get("edited") else None
         party, duplicate = await ext.record_inbound(
             msg.channel,
             party_key,
@@ -66,17 +68,18 @@ class StrangerFlow:
             aliases=msg.sender_aliases,
             reply_ref=msg.message_ref,
             subject=msg.subject,
+            addressed=msg.addressed,
+            album=album,
         )
         if duplicate:
             return
         if party.tier == "blocked":
             log.info("message from blocked party %s recorded, not answered", party.id)
             return
-        album = msg.metadata.get("media_group")
-        if party.tier == "known" and album and not msg.metadata.get("edited"):
+        if party.tier == "known" and album:
             # Its photos after the first come unaddressed (the router keeps a stranger's
             # album to one answer): they are not mail to escalate, but part of it.
-            self._album_item(party, msg, str(album), target)
+            self._album_item(party, msg, album, target)
             return
         if not msg.addressed:
             # A bounce or an out-of-office reply: answering it (a known party's model
@@ -141,6 +144,13 @@ class StrangerFlow:
 
         self.s.replies.queue.submit(party.id, answer)
 
+    def answer_owed(
+        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
+    ) -> None:
+        """Queue one answer to what a known party ``said`` that a restart found
+        unanswered (:mod:`bot.party_resume`), as their messages are answered live."""
+        self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, said, target))
+
     async def _answer_known(
         self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
     ) -> None:
@@ -175,9 +185,12 @@ class StrangerFlow:
             party,
             reply.text,
             kind="reply",
+            # per their last message: a restart finds it answered by this key (or by
+            # "answers" in their file) and does not answer it again
             dedup=f"{msg.channel}:{msg.message_id}:reply",
             in_reply_to=msg.message_ref or msg.message_id,
             subject=msg.subject,
+            answers=msg.message_id,
         )
 
     async def send_to_party(
@@ -190,17 +203,19 @@ class StrangerFlow:
         in_reply_to: str | None = None,
         subject: str | None = None,
         files: Sequence[Attachment] = (),
+        answers: str | None = None,
     ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply).
 
         Without ``in_reply_to`` (the owner's ``/reply``, an answer to a command) it goes
         under the party's last message, so a mail client shows it in the same thread.
         ``files``: attachments the party's channel sends on after the words, by their
-        ``ref`` (the owner's Telegram photo to a Telegram party)."""
+        ``ref`` (the owner's Telegram photo to a Telegram party); ``answers``: the ref of
+        their message the model's reply answers (kept in their file, for a restart)."""
         if in_reply_to is None and subject is None:
             in_reply_to, subject = await self.s.external.reply_thread(party.id)
         recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
-        await self.s.external.record_outbound(party.id, recorded, kind=kind)
+        await self.s.external.record_outbound(party.id, recorded, kind=kind, answers=answers)
         await self.s.outbox.enqueue(
             OutboundMessage(
                 channel=party.channel,

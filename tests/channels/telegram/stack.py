@@ -13,6 +13,7 @@ from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.brain.base import Brain, BrainReply, BrainRequest, DeltaSink
 from bot.config.model import AppConfig
 from bot.daemon import shutdown
+from bot.party_resume import resume_known_parties
 from bot.resume import resume_pending_replies
 from bot.services import Services, open_services
 from channels.telegram.adapter import TelegramChannel
@@ -122,6 +123,7 @@ async def start_stack(
     channel = TelegramChannel(config, services, sleep=sleeps)
     # the wiring bot/daemon.py does for every channel:
     services.channels["telegram"] = channel
+    await resume_known_parties(services)  # before the channel starts, as the daemon does
     services.outbox.attach(channel)
     await channel.start(services.router)
     services.ready = True

@@ -1,0 +1,121 @@
+"""A known party's messages a restart owes an answer.
+
+A known party's message is recorded in their file (:mod:`bot.external`) before its
+answer is queued (:mod:`bot.strangers`), and that queue lives in memory: a stop or a
+crash before the answer, an outage of the model that outlasted the process, or an album
+still being collected, left it unanswered, and nothing answered it after the restart
+(the owner's turns have :mod:`bot.resume`). At start (bot/daemon.py, before the channels,
+so that what they deliver queues behind it) :func:`resume_known_parties` answers them.
+
+Owed is a message of a party known now and when it came, received within
+:data:`RESUME_WINDOW_SECONDS`, that expected an answer (addressed or a photo of an album,
+not a command), after the party's last ``/new`` and after their last answered message.
+Answered is exact, per message: the answer is queued under ``{channel}:{ref}:reply`` of
+the last message it answers, and its line in the party's file says ``answers: ref``; the
+answers run one after another per party, so an answered message answers all before it.
+A party owed several messages gets one answer to them all, as an album does.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.commands import COMMANDS, parse_command
+from bot.events import InboundMessage, iso, utcnow
+from bot.parties import PartyRecord
+from bot.transcript import Line
+from bot.turn_recorder import reply_target
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.router")
+
+# A restart after a long outage does not answer what is older than this: by then the
+# party has given up waiting, and an answer to last week's chatter is noise.
+RESUME_WINDOW_SECONDS = 24 * 3600
+
+
+async def resume_known_parties(services: Services, now: datetime | None = None) -> int:
+    """Queue one answer per known party whose latest messages a stop or a crash left
+    unanswered; returns how many parties are answered."""
+    since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
+    rows = await services.external.db.fetchall(
+        "SELECT DISTINCT m.party_id FROM external_messages m JOIN external_parties p"
+        " ON p.id = m.party_id WHERE p.tier = 'known' AND m.direction = 'in'"
+        " AND m.timestamp >= ?",
+        (since,),
+    )
+    resumed = 0
+    for (party_id,) in rows:
+        party = await services.external.get(party_id)
+        if party is None or party.tier != "known":
+            continue
+        said = await owed_messages(services, party, since)
+        if not said:
+            continue
+        log.info("answering %d message(s) of %s left unanswered", len(said), party.id)
+        services.router.strangers.answer_owed(party, said, reply_target(said[-1]))
+        resumed += 1
+    return resumed
+
+
+async def owed_messages(services: Services, party: PartyRecord, since: str) -> list[InboundMessage]:
+    """What ``party`` said since ``since`` that is owed an answer, oldest first."""
+    lines = await services.external.read_lines(party.id)
+    tier = "untrusted"
+    answered: set[str] = set()  # the refs our answers in the file name
+    recent: list[tuple[Line, bool]] = []  # their messages since the window: (line, owed)
+    for line in lines:
+        kind = line.get("type")
+        if kind == "meta":
+            tier = str(line.get("tier", tier))
+        elif kind == "event" and line.get("event") == "tier":
+            tier = str(line.get("tier", tier))
+        elif kind == "event" and line.get("event") == "reset":
+            recent = []  # they started afresh (/new): what came before is not owed
+        elif kind == "message" and line.get("direction") == "out":
+            if line.get("answers"):
+                answered.add(str(line["answers"]))
+        elif kind == "message" and str(line.get("timestamp", "")) >= since:
+            ref = line.get("messageRef")
+            if ref:
+                recent.append((line, tier == "known" and _expects_answer(line)))
+    owed: list[Line] = []
+    for line, expects in reversed(recent):
+        ref = str(line["messageRef"])
+        if ref in answered or await services.outbox.has_key(f"{party.channel}:{ref}:reply"):
+            break  # answered: so is everything before it
+        if expects:
+            owed.append(line)
+    return [_inbound(party, line) for line in reversed(owed)]
+
+
+def _expects_answer(line: Line) -> bool:
+    """Whether a known party's message got an answer from the model when it came, as
+    :meth:`bot.strangers.StrangerFlow.handle` decides: an album's photos do, a message
+    not addressed to us (a bounce, an out-of-office reply) and a command do not."""
+    if line.get("kind", "message") != "message":
+        return False
+    if line.get("album"):
+        return True
+    if line.get("addressed") is False:
+        return False
+    command = parse_command(str(line.get("content", "")))
+    return command is None or command[0] not in COMMANDS
+
+
+def _inbound(party: PartyRecord, line: dict[str, Any]) -> InboundMessage:
+    """The message as it came, from its line in the party's file."""
+    return InboundMessage(
+        channel=party.channel,
+        sender_id=party.party_key,
+        text=str(line.get("content", "")),
+        message_id=str(line["messageRef"]),
+        chat_id=str(line.get("chatId") or party.chat_id or party.party_key),
+        sender_name=line.get("name") or party.display_name,
+        message_ref=line.get("replyRef"),
+        subject=line.get("subject"),
+    )

@@ -1,0 +1,230 @@
+"""A known party's messages left unanswered by a stop are answered after the restart
+(bot/party_resume.py): once, in one answer, within a window, only while still known."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bot.config import AppConfig
+from bot.events import utcnow
+from bot.parties import party_handle
+from bot.party_resume import RESUME_WINDOW_SECONDS, resume_known_parties
+from bot.services import close_services, open_services
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import ScriptedBrain, inbound
+
+KIM = "7001"
+PARTY = party_handle("telegram", KIM)
+
+
+def _config(tmp_path: Path) -> AppConfig:
+    return make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+        trust={"contacts": {"telegram": {KIM: "known"}}},
+    )
+
+
+class Run:
+    """One life of the daemon's core, with a recording Telegram channel."""
+
+    def __init__(self, services: Any, brain: ScriptedBrain, telegram: RecordingChannel) -> None:
+        self.s = services
+        self.brain = brain
+        self.telegram = telegram
+
+    @classmethod
+    async def start(cls, config: AppConfig, *, resume: bool = True, **at: Any) -> Run:
+        brain = ScriptedBrain()
+        services = await open_services(config, brain=brain)
+        run = cls(services, brain, RecordingChannel("telegram"))
+        if resume:  # as bot/daemon.py does, before the channels
+            await resume_known_parties(services, **at)
+        await attach_channel(services, run.telegram)
+        return run
+
+    async def kim(self, text: str, **fields: Any) -> None:
+        await self.s.router.deliver(inbound(text, sender=KIM, sender_name="Kim", **fields))
+
+    async def stop(self) -> None:
+        """A stop that cuts the answers in progress (the drain's time is up)."""
+        await self.s.replies.queue.drain(timeout=0.05)
+        await shutdown_services(self.s)
+
+    def replies(self) -> list[str]:
+        return self.telegram.texts("reply")
+
+
+async def test_a_message_cut_by_a_stop_is_answered_once_after_the_restart(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    first.brain.gate = asyncio.Event()  # the model is slow: the stop comes first
+    await first.kim("are you open on sunday?", message_id="k1")
+    await first.brain.started.wait()
+    await first.stop()
+    assert first.replies() == []
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.replies() == ["re: are you open on sunday?"]
+    request = second.brain.requests[0]
+    assert (request.profile, request.conversation_id) == ("restricted", None)
+    assert request.scope == config.trust.known_scope
+    assert second.telegram.of_kind("reply")[0].in_reply_to == "k1"
+    await shutdown_services(second.s)
+
+    third = await Run.start(config)  # answered: never again
+    await settle(third.s)
+    assert third.replies() == [] and third.brain.requests == []
+    await shutdown_services(third.s)
+
+
+async def test_several_unanswered_messages_get_one_answer(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    await first.kim("hello", message_id="k1")
+    await settle(first.s)
+    first.s.replies.queue.accepting = False  # stopping: queued answers are not taken
+    await first.kim("are you open on sunday?", message_id="k2")
+    await first.kim("/status", message_id="k3")  # a command: answered as one, at once
+    await first.kim("or monday?", message_id="k4")
+    await first.stop()
+    assert first.replies() == ["re: hello"]
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.replies() == ["re: are you open on sunday?\nor monday?"]
+    assert second.telegram.of_kind("reply")[0].in_reply_to == "k4"
+    history = [(h.role, h.content) for h in second.brain.requests[0].history]
+    assert history == [("user", "hello"), ("assistant", "re: hello"), ("user", "/status")]
+    await shutdown_services(second.s)
+
+
+async def test_a_message_answered_before_the_stop_gets_nothing_after(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    await first.kim("are you open on sunday?", message_id="k1")
+    await settle(first.s)
+    await first.stop()
+    assert first.replies() == ["re: are you open on sunday?"]
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.replies() == [] and second.brain.requests == []
+    await shutdown_services(second.s)
+
+
+async def test_an_answer_queued_but_not_sent_is_not_made_again(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    first.telegram.failing = True  # queued, never sent before the stop
+    await first.kim("are you open on sunday?", message_id="k1")
+    while not first.telegram.attempts:
+        await asyncio.sleep(0.01)
+    await first.stop()
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.brain.requests == []  # the outbox sends the answer it holds
+    assert second.replies() == ["re: are you open on sunday?"]
+    await shutdown_services(second.s)
+
+
+async def test_an_answer_in_the_party_file_counts_without_its_outbox_row(
+    tmp_path: Path,
+) -> None:
+    """A lost or replaced state.db does not make a restart answer everything again."""
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    await first.kim("are you open on sunday?", message_id="k1")
+    await settle(first.s)
+    await first.s.state.execute("DELETE FROM outbox")
+    await first.stop()
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.brain.requests == []
+    await shutdown_services(second.s)
+
+
+async def test_a_message_older_than_the_window_is_not_answered(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    first.s.replies.queue.accepting = False
+    await first.kim("are you open on sunday?", message_id="k1")
+    await first.stop()
+
+    later = utcnow() + timedelta(seconds=RESUME_WINDOW_SECONDS + 60)
+    second = await Run.start(config, now=later)
+    await settle(second.s)
+    assert second.brain.requests == [] and second.replies() == []
+    await shutdown_services(second.s)
+
+
+async def test_a_party_blocked_meanwhile_is_not_answered(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    first.s.replies.queue.accepting = False
+    await first.kim("are you open on sunday?", message_id="k1")
+    await first.s.external.set_tier(PARTY, "blocked")  # the owner's /block
+    await first.stop()
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.brain.requests == [] and second.replies() == []
+    await shutdown_services(second.s)
+
+
+async def test_messages_from_before_the_party_was_known_are_not_answered(
+    tmp_path: Path,
+) -> None:
+    """Untrusted, they were acknowledged and escalated: a /trust later does not make a
+    restart answer them."""
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    lee = party_handle("telegram", "7002")  # not a contact: untrusted
+    await first.s.router.deliver(inbound("hi, is this Robin's assistant?", sender="7002"))
+    await settle(first.s)
+    await first.s.external.set_tier(lee, "known")  # the owner's /trust
+    not_for_us = inbound("Auto-reply: away", sender="7002", addressed=False)
+    await first.s.router.deliver(not_for_us)  # (an out-of-office reply) gets none
+    await first.stop()
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.brain.requests == [] and second.replies() == []
+    await shutdown_services(second.s)
+
+
+async def test_an_album_cut_by_a_stop_is_answered_once(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    await first.kim("my flat", message_id="k1", metadata={"media_group": "a1"})
+    await first.kim(
+        "the kitchen", message_id="k2", metadata={"media_group": "a1", "album_part": True}
+    )
+    await first.stop()  # while the album was collected in memory
+    assert first.brain.requests == []
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.replies() == ["re: my flat\nthe kitchen"]
+    await shutdown_services(second.s)
+
+    third = await Run.start(config)
+    await settle(third.s)
+    assert third.brain.requests == []
+    await close_services(third.s)
