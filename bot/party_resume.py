@@ -14,6 +14,12 @@ Answered is exact, per message: the answer is queued under ``{channel}:{ref}:rep
 the last message it answers, and its line in the party's file says ``answers: ref``; the
 answers run one after another per party, so an answered message answers all before it.
 A party owed several messages gets one answer to them all, as an album does.
+
+An answer is written to the party's file before its outbox row: one whose row a crash
+kept from being written counts as answered there, so it is queued again from the file
+(:func:`requeue_unqueued_answers`, as :func:`bot.resume.requeue_unsent_replies` does
+for the owner), only when made in the ten minutes before the newest outbox row: a lost
+or replaced state.db never re-sends old answers.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.commands import COMMANDS, parse_command
-from bot.events import InboundMessage, iso, utcnow
+from bot.events import InboundMessage, OutboundMessage, iso, utcnow
 from bot.parties import PartyRecord
 from bot.transcript import Line
 from bot.turn_recorder import reply_target
@@ -49,10 +55,13 @@ async def resume_known_parties(services: Services, now: datetime | None = None) 
         (since,),
     )
     resumed = 0
+    newest = await services.state.fetchone("SELECT max(created) FROM outbox")
     for (party_id,) in rows:
         party = await services.external.get(party_id)
         if party is None or party.tier != "known":
             continue
+        if newest is not None and newest[0] is not None:
+            await requeue_unqueued_answers(services, party, str(newest[0]))
         said = await owed_messages(services, party, since)
         if not said:
             continue
@@ -119,3 +128,48 @@ def _inbound(party: PartyRecord, line: dict[str, Any]) -> InboundMessage:
         message_ref=line.get("replyRef"),
         subject=line.get("subject"),
     )
+
+
+async def requeue_unqueued_answers(
+    services: Services, party: PartyRecord, newest: str, window_seconds: float = 600.0
+) -> int:
+    """Queue again the answers to ``party`` in their file whose outbox row a crash kept
+    from being written (module docstring); ``newest``: the newest outbox row's time."""
+    start = datetime.fromisoformat(newest.replace("Z", "+00:00")) - timedelta(
+        seconds=window_seconds
+    )
+    since = iso(start)
+    lines = await services.external.read_lines(party.id)
+    threads = {  # their message -> where an answer to it goes
+        str(line["messageRef"]): (line.get("replyRef") or line["messageRef"], line.get("subject"))
+        for line in lines
+        if line.get("type") == "message"
+        and line.get("direction") == "in"
+        and line.get("messageRef")
+    }
+    queued = 0
+    for line in lines:
+        ref = line.get("answers")
+        if not (line.get("type") == "message" and line.get("direction") == "out" and ref):
+            continue
+        if str(line.get("timestamp", "")) < since:
+            continue
+        key = f"{party.channel}:{ref}:reply"
+        if await services.outbox.has_key(key):
+            continue
+        in_reply_to, subject = threads.get(str(ref), (None, None))
+        log.warning("answer to %s's message %s was never queued: queuing it now", party.id, ref)
+        await services.outbox.enqueue(
+            OutboundMessage(
+                channel=party.channel,
+                chat_id=party.chat_id or party.party_key,
+                text=str(line.get("content", "")),
+                kind="reply",
+                party_id=party.id,  # type: ignore[arg-type]
+                in_reply_to=str(in_reply_to) if in_reply_to else None,
+                subject=subject,
+            ),
+            dedup_key=key,
+        )
+        queued += 1
+    return queued

@@ -228,3 +228,35 @@ async def test_an_album_cut_by_a_stop_is_answered_once(tmp_path: Path) -> None:
     await settle(third.s)
     assert third.brain.requests == []
     await close_services(third.s)
+
+
+async def test_an_answer_a_crash_kept_from_the_outbox_is_queued_from_the_file(
+    tmp_path: Path,
+) -> None:
+    # The answer is written to the party's file, then queued: a crash between the two
+    # left it counted as answered (the file says so) and never sent.
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    await first.kim("are you open on sunday?", message_id="k0")
+    await settle(first.s)
+    first.telegram.failing = True  # the row is written but not sent: as if it never was
+    sent = first.telegram.attempts
+    await first.kim("and on monday?", message_id="k1")
+    while first.telegram.attempts == sent:
+        await asyncio.sleep(0.01)
+    assert await first.s.outbox.has_key("telegram:k1:reply")
+    await first.s.state.execute("DELETE FROM outbox WHERE dedup_key = 'telegram:k1:reply'")
+    await first.stop()
+    assert first.replies() == ["re: are you open on sunday?"]
+
+    second = await Run.start(config)
+    await settle(second.s)
+    assert second.brain.requests == []  # not made again: queued from the file
+    assert second.replies() == ["re: and on monday?"]
+    assert second.telegram.of_kind("reply")[0].in_reply_to == "k1"
+    await shutdown_services(second.s)
+
+    third = await Run.start(config)  # queued now: never again
+    await settle(third.s)
+    assert third.replies() == [] and third.brain.requests == []
+    await shutdown_services(third.s)
