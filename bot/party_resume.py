@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.commands import COMMANDS, parse_command
-from bot.events import InboundMessage, OutboundMessage, iso, utcnow
+from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord
 from bot.transcript import Line
 from bot.turn_recorder import reply_target
@@ -60,9 +60,10 @@ async def resume_known_parties(services: Services, now: datetime | None = None) 
         party = await services.external.get(party_id)
         if party is None or party.tier != "known":
             continue
+        lines = await services.external.read_lines(party.id)  # read once for both
         if newest is not None and newest[0] is not None:
-            await requeue_unqueued_answers(services, party, str(newest[0]))
-        said = await owed_messages(services, party, since)
+            await requeue_unqueued_answers(services, party, lines, str(newest[0]))
+        said = await owed_messages(services, party, lines, since)
         if not said:
             continue
         log.info("answering %d message(s) of %s left unanswered", len(said), party.id)
@@ -71,9 +72,11 @@ async def resume_known_parties(services: Services, now: datetime | None = None) 
     return resumed
 
 
-async def owed_messages(services: Services, party: PartyRecord, since: str) -> list[InboundMessage]:
-    """What ``party`` said since ``since`` that is owed an answer, oldest first."""
-    lines = await services.external.read_lines(party.id)
+async def owed_messages(
+    services: Services, party: PartyRecord, lines: list[Line], since: str
+) -> list[InboundMessage]:
+    """What ``party`` said since ``since`` that is owed an answer, oldest first
+    (``lines``: their file)."""
     tier = "untrusted"
     answered: set[str] = set()  # the refs our answers in the file name
     recent: list[tuple[Line, bool]] = []  # their messages since the window: (line, owed)
@@ -131,45 +134,40 @@ def _inbound(party: PartyRecord, line: dict[str, Any]) -> InboundMessage:
 
 
 async def requeue_unqueued_answers(
-    services: Services, party: PartyRecord, newest: str, window_seconds: float = 600.0
+    services: Services,
+    party: PartyRecord,
+    lines: list[Line],
+    newest: str,
+    window_seconds: float = 600.0,
 ) -> int:
-    """Queue again the answers to ``party`` in their file whose outbox row a crash kept
-    from being written (module docstring); ``newest``: the newest outbox row's time."""
-    start = datetime.fromisoformat(newest.replace("Z", "+00:00")) - timedelta(
-        seconds=window_seconds
-    )
-    since = iso(start)
-    lines = await services.external.read_lines(party.id)
-    threads = {  # their message -> where an answer to it goes
-        str(line["messageRef"]): (line.get("replyRef") or line["messageRef"], line.get("subject"))
-        for line in lines
-        if line.get("type") == "message"
-        and line.get("direction") == "in"
-        and line.get("messageRef")
-    }
+    """Queue again the answers to ``party`` in their file (``lines``) whose outbox row a
+    crash kept from being written (module docstring); ``newest``: the newest outbox
+    row's time."""
+    start = datetime.fromisoformat(newest.replace("Z", "+00:00"))
+    since = iso(start - timedelta(seconds=window_seconds))
+    theirs = {str(line["messageRef"]): line for line in lines if _inbound_line(line)}
     queued = 0
     for line in lines:
         ref = line.get("answers")
         if not (line.get("type") == "message" and line.get("direction") == "out" and ref):
             continue
-        if str(line.get("timestamp", "")) < since:
-            continue
         key = f"{party.channel}:{ref}:reply"
-        if await services.outbox.has_key(key):
+        if str(line.get("timestamp", "")) < since or await services.outbox.has_key(key):
             continue
-        in_reply_to, subject = threads.get(str(ref), (None, None))
+        answered = theirs.get(str(ref), {})
         log.warning("answer to %s's message %s was never queued: queuing it now", party.id, ref)
-        await services.outbox.enqueue(
-            OutboundMessage(
-                channel=party.channel,
-                chat_id=party.chat_id or party.party_key,
-                text=str(line.get("content", "")),
-                kind="reply",
-                party_id=party.id,  # type: ignore[arg-type]
-                in_reply_to=str(in_reply_to) if in_reply_to else None,
-                subject=subject,
-            ),
-            dedup_key=key,
+        await services.router.strangers.queue_to_party(
+            party,
+            str(line.get("content", "")),
+            dedup=key,
+            in_reply_to=answered.get("replyRef") or answered.get("messageRef"),
+            subject=answered.get("subject"),
         )
         queued += 1
     return queued
+
+
+def _inbound_line(line: Line) -> bool:
+    return bool(
+        line.get("type") == "message" and line.get("direction") == "in" and line.get("messageRef")
+    )

@@ -216,6 +216,30 @@ class StrangerFlow:
             in_reply_to, subject = await self.s.external.reply_thread(party.id)
         recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
         await self.s.external.record_outbound(party.id, recorded, kind=kind, answers=answers)
+        await self.queue_to_party(
+            party,
+            text,
+            kind=kind,
+            dedup=dedup,
+            in_reply_to=in_reply_to,
+            subject=subject,
+            files=files,
+        )
+
+    async def queue_to_party(
+        self,
+        party: PartyRecord,
+        text: str,
+        *,
+        kind: OutboundKind = "reply",
+        dedup: str | None = None,
+        in_reply_to: str | None = None,
+        subject: str | None = None,
+        files: Sequence[Attachment] = (),
+    ) -> None:
+        """Queue a message to the party that their file already records
+        (:meth:`send_to_party`, or a restart queuing an answer a crash kept from the
+        outbox: :mod:`bot.party_resume`)."""
         await self.s.outbox.enqueue(
             OutboundMessage(
                 channel=party.channel,
