@@ -16,6 +16,7 @@ from bot.db import select_driver
 from bot.health_daemon import disk_space
 from bot.recovery import PENDING_REPLIES
 from bot.status_reads import connect_readonly
+from bot.transcript import well_formed
 
 
 def connect_ro(path: Path) -> Any:
@@ -79,12 +80,9 @@ def outbox_counts(state_path: Path, now: float | None = None) -> dict[str, Any]:
 
 
 def _valid_turn(line: dict[str, Any]) -> bool:
-    # The same acceptance rule as bot.index_writes.apply_line: what the index should contain.
+    # What the index takes (bot.index_writes.apply_line): a well-formed turn with a number.
     return (
-        line.get("type") == "turn"
-        and line.get("role") in ("user", "assistant")
-        and isinstance(line.get("content"), str)
-        and isinstance(line.get("turnNumber"), int)
+        line.get("type") == "turn" and well_formed(line) and isinstance(line.get("turnNumber"), int)
     )
 
 
