@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.brain.base import (
-    BrainAccessRefused,
     BrainReply,
     BrainRequest,
-    BrainUnavailable,
     HistoryTurn,
     Profile,
-    Spend,
 )
 from bot.bursts import Bursts
-from bot.events import OutboundMessage, StreamEvent
-from bot.tasks import spawn
+from bot.events import OutboundMessage
+from bot.reply_generation import ReplyGeneration
+from bot.reply_queue import KeyedSerialQueue
 from bot.transcript import READOUT_MODELS
 
 if TYPE_CHECKING:
@@ -36,23 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("my_agent.replies")
 
-APOLOGY = "Sorry, something went wrong while answering. Your message is saved."
-OUTAGE = (
-    "I can't reach the language model right now. Your message is saved and I will "
-    "answer as soon as it is back."
-)
-# The owner's notice when the service refuses the key (401), billing (402) or access
-# (403): waiting cannot end that, so "can't reach" sent them looking for an outage.
-ACCESS_REFUSED = (
-    "The language model service refuses my access ({status}: {what}). Your message is "
-    "saved and I will answer once that is fixed; the daemon's log has the details."
-)
-ACCESS_PROBLEMS = {
-    401: "the API key is not accepted",
-    402: "a billing problem",
-    403: "permission denied",
-}
-STOPPED = "\n\n[generation stopped]"
 # A reply that cannot be written (disk full) is tried again after 1, 2, 4 ... 30 s.
 STORAGE_RETRY_FIRST = 1.0
 STORAGE_RETRY_MAX = 30.0
@@ -95,75 +75,15 @@ class ReplyTarget:
         return self.reply(reply.text, conversation_id, plain=reply.model in READOUT_MODELS)
 
 
-class KeyedSerialQueue:
-    """Jobs run strictly one after another per key; different keys run concurrently."""
-
-    def __init__(self, max_running: int = 0) -> None:
-        self._queues: dict[str, deque[Callable[[], Awaitable[None]]]] = {}
-        self._workers: dict[str, asyncio.Task[None]] = {}
-        self.accepting = True
-        # At most ``max_running`` jobs at once across keys (0: no limit). Replies wait
-        # for a slot; storing incoming messages never does.
-        self._slots = asyncio.Semaphore(max_running) if max_running > 0 else None
-
-    def submit(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
-        self._queues.setdefault(key, deque()).append(job)
-        if key not in self._workers:
-            self._workers[key] = spawn(self._run(key), name=f"serial-{key}")
-
-    def busy(self, key: str) -> bool:
-        return key in self._workers
-
-    def pending(self) -> int:
-        return sum(len(q) for q in self._queues.values()) + len(self._workers)
-
-    async def _run(self, key: str) -> None:
-        queue = self._queues[key]
-        try:
-            while queue and self.accepting:
-                job = queue.popleft()
-                try:
-                    if self._slots is None:
-                        await job()
-                    else:
-                        async with self._slots:
-                            await job()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("job for %s failed", key)
-        finally:
-            self._workers.pop(key, None)
-            if not queue:
-                self._queues.pop(key, None)
-
-    async def drain(self, timeout: float) -> bool:
-        """Stop taking queued jobs, let running ones finish within ``timeout``."""
-        self.accepting = False
-        workers = list(self._workers.values())
-        if workers:
-            _done, pending = await asyncio.wait(workers, timeout=timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=2)
-                return False
-        return True
-
-
 class ReplyEngine:
     """Runs the brain for owner conversations and restricted third-party exchanges."""
 
     def __init__(self, services: Services) -> None:
         self.s = services
         self.queue = KeyedSerialQueue(services.config.brain.max_concurrent_replies)
-        # the stoppable step of each reply: its brain call, or its wait between two
-        # attempts while the model is unreachable
-        self._generations: dict[str, asyncio.Future[Any]] = {}
+        self.generation = ReplyGeneration(services)
         # conversations whose reply is written and waits for the storage to take it
         self.storage_waiting: set[str] = set()
-        self._stop_requested: set[str] = set()
-        self.retry_interval = services.config.brain.pending_retry_interval
         # conversation -> its latest user turn submitted: the debounce
         self._arrivals = Bursts()
         # (conversation, album) -> its latest turn submitted: an album's one reply
@@ -195,22 +115,16 @@ class ReplyEngine:
 
     def cancel(self, conversation_id: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
-        task = self._generations.get(conversation_id)
-        if task is None or task.done():
-            return False
-        self._stop_requested.add(conversation_id)
-        task.cancel()
-        return True
+        return self.generation.cancel(conversation_id)
 
-    async def _typing(self, target: ReplyTarget) -> None:
-        channel = self.s.channels.get(target.channel)
-        typing = getattr(channel, "typing", None)
-        if typing is None:
-            return
-        try:
-            await typing(target.chat_id)
-        except Exception as exc:  # a typing indicator is cosmetic
-            log.debug("typing indicator failed: %s", exc)
+    @property
+    def retry_interval(self) -> float:
+        """Seconds between two attempts while the model is unreachable."""
+        return self.generation.retry_interval
+
+    @retry_interval.setter
+    def retry_interval(self, seconds: float) -> None:
+        self.generation.retry_interval = seconds
 
     async def _reply(
         self,
@@ -257,7 +171,7 @@ class ReplyEngine:
             # and taking them there lost them (the split offer was never made).
             notes=tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else (),
         )
-        reply = await self._generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
+        reply = await self.generation.generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
         delay = STORAGE_RETRY_FIRST
         while True:
             try:
@@ -373,121 +287,3 @@ class ReplyEngine:
             )
             for role, content, sender in rows
         )
-
-    async def _current_model(self, request: BrainRequest) -> BrainRequest:
-        """``request`` with its conversation's model as it is now: the owner may have
-        switched (``/model``) because the one this reply waits for is down, and the
-        reply, with every later message queued behind it, kept waiting for that one."""
-        if request.conversation_id is None:
-            return request
-        try:
-            rec = await self.s.conversations.get(request.conversation_id)
-        except Exception:
-            # (storage trouble) the model it waits for, rather than ending the reply job
-            # and leaving the message unanswered until a restart
-            log.exception("cannot read the model of %s; retrying", request.conversation_id)
-            return request
-        alias = getattr(rec, "model", None) or self.s.config.models.default
-        if alias == request.model_alias:
-            return request
-        log.info("reply to %s now waits for %s (/model)", request.conversation_id, alias)
-        return replace(request, model_alias=alias)
-
-    async def _generate(
-        self, key: str, turn: int, request: BrainRequest, target: ReplyTarget, dedup: str
-    ) -> BrainReply:
-        """Call the brain; wait out outages (telling the user once); honour stop."""
-        told = False
-        conv_id = request.conversation_id  # the same on every retry (the model may change)
-        spend = Spend()  # what the brain's calls cost, kept even if the reply is stopped
-        request = replace(request, spend=spend)
-        while True:
-            streamed: list[str] = []
-
-            async def on_delta(delta: str) -> None:
-                streamed.append(delta)  # noqa: B023 - used within this iteration only
-                sink = self.s.stream_sink
-                if sink is not None and conv_id is not None:
-                    await sink(StreamEvent(conv_id, turn, delta))
-
-            if not told:
-                # Once told that the model is down, "typing…" would claim otherwise
-                # through an outage of hours (each retry showed it for minutes).
-                await self._typing(target)
-            # Streaming only when someone watches (the dashboard): otherwise the brain
-            # need not cut its reply into pieces for nobody.
-            watched = self.s.stream_sink is not None and request.conversation_id is not None
-            task = asyncio.ensure_future(self.s.brain.reply(request, on_delta if watched else None))
-            self._generations[key] = task
-            try:
-                reply = await task
-                return reply
-            except asyncio.CancelledError:
-                if self._stopped(key, task):
-                    return stopped_reply("".join(streamed), spend)
-                raise
-            except BrainUnavailable as exc:
-                log.warning("brain unavailable for %s turn %s: %s", key, turn, exc)
-                if not told:
-                    told = True
-                    await self.s.outbox.enqueue(
-                        OutboundMessage(
-                            channel=target.channel,
-                            chat_id=target.chat_id,
-                            text=outage_notice(exc, request.profile),
-                            kind="notice",
-                            conversation_id=request.conversation_id,
-                        ),
-                        dedup_key=f"{dedup}:outage",
-                    )
-                # The wait is the reply's stoppable step now: a stop from the dashboard
-                # gives up on the model instead of holding the conversation's queue.
-                wait = asyncio.ensure_future(asyncio.sleep(self.retry_interval))
-                self._generations[key] = wait
-                try:
-                    await wait
-                except asyncio.CancelledError:
-                    if self._stopped(key, wait):
-                        return stopped_reply("", spend)
-                    raise
-                request = await self._current_model(request)
-            except Exception:
-                log.exception("brain failed for %s turn %s", key, turn)
-                return BrainReply(text=APOLOGY, model="error", extra={"error": True})
-            finally:
-                self._generations.pop(key, None)
-                if request.conversation_id is not None and self.s.stream_sink is not None:
-                    await self.s.stream_sink(
-                        StreamEvent(request.conversation_id, turn, "", done=True)
-                    )
-
-    def _stopped(self, key: str, step: asyncio.Future[Any]) -> bool:
-        """Whether ``step`` ended by the owner's stop (:meth:`cancel`), not by the
-        reply job itself being cancelled (a shutdown), which must propagate."""
-        if key not in self._stop_requested or not step.cancelled():
-            return False
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            return False
-        self._stop_requested.discard(key)
-        return True
-
-
-def stopped_reply(streamed: str, spend: Spend) -> BrainReply:
-    """The reply recorded for a stopped generation: what was streamed, labelled."""
-    return BrainReply(
-        text=streamed + STOPPED,
-        model="stopped",
-        # the tokens of a stopped reply were spent all the same
-        usage=spend.usage if spend.any else None,
-        cost=spend.cost,
-    )
-
-
-def outage_notice(exc: BrainUnavailable, profile: Profile) -> str:
-    """What the user is told, once, while their reply waits for the model: the owner
-    learns when it is the key or the account (a third party only that it waits)."""
-    if isinstance(exc, BrainAccessRefused) and profile == "owner":
-        what = ACCESS_PROBLEMS.get(exc.status, "access refused")
-        return ACCESS_REFUSED.format(status=exc.status, what=what)
-    return OUTAGE

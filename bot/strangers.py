@@ -178,7 +178,7 @@ class StrangerFlow:
                 for h in history
             ),
         )
-        reply = await self.s.replies._generate(
+        reply = await self.s.replies.generation.generate(
             party.id, 0, request, target, f"{msg.channel}:{msg.message_id}"
         )
         await self.send_to_party(

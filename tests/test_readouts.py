@@ -17,7 +17,7 @@ from bot.events import InboundMessage
 from bot.healthcheck import index_consistency
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.abbreviation import Abbreviator, abbreviate
-from bot.replies import APOLOGY
+from bot.reply_generation import APOLOGY
 from bot.schema import INDEX_MIGRATIONS
 from bot.transcript import recallable
 

@@ -13,7 +13,7 @@ from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import AnthropicBrain
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig, TrustConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult
-from bot.replies import OUTAGE, STOPPED
+from bot.reply_generation import OUTAGE, STOPPED
 from bot.resume import resume_pending_replies
 from bot.services import Services, close_services, open_services
 

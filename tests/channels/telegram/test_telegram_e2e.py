@@ -21,7 +21,7 @@ from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
 from bot.parties import party_handle
-from bot.replies import OUTAGE
+from bot.reply_generation import OUTAGE
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, assert_no_tasks_left
 from .stack import ScriptedBrain, Stack, start_stack, texts

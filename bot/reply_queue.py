@@ -1,0 +1,68 @@
+"""Jobs run one after another per key (a conversation, a party), keys concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from bot.tasks import spawn
+
+log = logging.getLogger("my_agent.replies")
+
+
+class KeyedSerialQueue:
+    """Jobs run strictly one after another per key; different keys run concurrently."""
+
+    def __init__(self, max_running: int = 0) -> None:
+        self._queues: dict[str, deque[Callable[[], Awaitable[None]]]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self.accepting = True
+        # At most ``max_running`` jobs at once across keys (0: no limit). Replies wait
+        # for a slot; storing incoming messages never does.
+        self._slots = asyncio.Semaphore(max_running) if max_running > 0 else None
+
+    def submit(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
+        self._queues.setdefault(key, deque()).append(job)
+        if key not in self._workers:
+            self._workers[key] = spawn(self._run(key), name=f"serial-{key}")
+
+    def busy(self, key: str) -> bool:
+        return key in self._workers
+
+    def pending(self) -> int:
+        return sum(len(q) for q in self._queues.values()) + len(self._workers)
+
+    async def _run(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue and self.accepting:
+                job = queue.popleft()
+                try:
+                    if self._slots is None:
+                        await job()
+                    else:
+                        async with self._slots:
+                            await job()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("job for %s failed", key)
+        finally:
+            self._workers.pop(key, None)
+            if not queue:
+                self._queues.pop(key, None)
+
+    async def drain(self, timeout: float) -> bool:
+        """Stop taking queued jobs, let running ones finish within ``timeout``."""
+        self.accepting = False
+        workers = list(self._workers.values())
+        if workers:
+            _done, pending = await asyncio.wait(workers, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2)
+                return False
+        return True
