@@ -42,6 +42,7 @@ from bot.journal_files import (
     sync_files,
     write_all,
 )
+from bot.journal_replay import restore_records
 
 __all__ = ["Journal", "journal_in_use", "lock_journal", "sync_files"]
 
@@ -331,19 +332,11 @@ class Journal:
         read = [(path, *read_journal(path)) for path in files]
         lives = [(legacy_path, read_legacy_records(legacy_path)) for legacy_path in legacy]
         lives += [
-            (path, records) for path, _, live, records in sorted(read, key=_by_generation) if live
+            (path, records)
+            for path, _, live, records in sorted(read, key=lambda item: item[1])
+            if live
         ]
-        repaired = 0
-        touched: set[Path] = set()
-        for journal, records in lives:
-            for name, offset, data in records:
-                if "/" in name or name.startswith("."):
-                    log.warning("%s: record for %r ignored", journal.name, name)
-                    continue
-                path = self.files / name
-                if _restore(path, offset, data):
-                    repaired += 1
-                    touched.add(path)
+        repaired, touched = restore_records(self.files, lives)
         for path in touched:
             fsync_path(path)
         if touched:
@@ -374,32 +367,3 @@ class Journal:
                 len(touched),
             )
         return repaired
-
-
-def _by_generation(item: tuple[Path, int, bool, list[tuple[str, int, bytes]]]) -> int:
-    return item[1]
-
-
-def _restore(path: Path, offset: int, data: bytes) -> bool:
-    """Make ``path`` hold ``data`` at ``offset``; True when it had to be written."""
-    try:
-        # A record at offset 0 created its file (a party file is created by its first
-        # append) and may have lost its directory entry: create it again. Any other
-        # missing file was deleted on purpose, and a deleted one is not brought back.
-        fd = os.open(path, os.O_RDWR | (os.O_CREAT if offset == 0 else 0), 0o600)
-    except FileNotFoundError:
-        log.warning("journal record for missing %s skipped", path.name)
-        return False
-    try:
-        if os.pread(fd, len(data), offset) == data:
-            return False
-        size = os.fstat(fd).st_size
-        if size < offset:
-            log.error("%s is shorter than its journal expects; appending at its end", path.name)
-            offset = size
-        os.ftruncate(fd, offset)
-        os.pwrite(fd, data, offset)
-        log.warning("%s: restored %d bytes at %d from the journal", path.name, len(data), offset)
-        return True
-    finally:
-        os.close(fd)
