@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import shutil
 import statistics
 import tempfile
@@ -39,15 +37,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bot.bench.ingest_load import (
+    baseline,
+    message_text,
+    per_message,
+    percentiles,
+    written_bytes,
+)
 from bot.config import build_config
 from bot.db import connect_sync
 from bot.events import InboundMessage
-
-WORDS = (
-    "server deploy invoice garden holiday budget kiwi lasagne marathon python "
-    "schedule contract dentist birthday paris tickets printer backup laptop insurance "
-    "meeting report draft recipe flight hotel museum concert bicycle repair"
-).split()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,120 +73,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=2000,
         help="messages of the sequential phase (one in flight at a time)",
     )
-
-
-_SYLLABLES = (
-    "ka",
-    "lo",
-    "mi",
-    "ne",
-    "ru",
-    "sa",
-    "ti",
-    "vo",
-    "ze",
-    "pa",
-    "do",
-    "gu",
-    "he",
-    "ji",
-    "ba",
-    "co",
-    "fe",
-    "ly",
-    "wa",
-    "xi",
-)
-# A Zipf-like vocabulary: a few common words and many rare ones, like real messages, so
-# keyword search selectivity is realistic (a 30-word vocabulary matches every message).
-VOCABULARY = list(WORDS) + [
-    a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES[:12]
-]
-
-
-def written_bytes() -> int | None:
-    """Bytes this process has passed to write calls so far (``wchar``), None if unknown."""
-    try:
-        with open("/proc/self/io") as counters:
-            for line in counters:
-                if line.startswith("wchar:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _per_message(before: int | None, after: int | None, count: int) -> float | None:
-    if before is None or after is None or count <= 0:
-        return None
-    return round((after - before) / count, 1)
-
-
-def _text(i: int) -> str:
-    n = len(VOCABULARY)
-    words = []
-    for k in range(12):
-        x = ((i * 2654435761 + k * 40503) % 1_000_003) / 1_000_003
-        words.append(VOCABULARY[min(n - 1, int(n * x**3))])  # skewed towards common words
-    return f"message {i}: " + " ".join(words)
-
-
-def baseline(
-    directory: Path,
-    count: int,
-    latencies: list[float] | None = None,
-    rate: float = 0.0,
-    written: list[float] | None = None,
-) -> float:
-    """Bare loop: JSONL append + fsync + FTS5 insert + commit. Returns messages/s and
-    adds each message's duration (ms) to ``latencies``: the disk's own p99, and the bytes
-    it wrote per message to ``written``.
-
-    With ``rate``, message ``i`` arrives at ``i / rate`` s (the open-loop schedule of the
-    product's latency phase) and its latency counts from that arrival: what the bare loop
-    gives under the same load, stalls of the disk included."""
-    directory.mkdir(parents=True, exist_ok=True)
-    conn = connect_sync(directory / "baseline.db")
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS t USING fts5(content, conversation_id "
-        "UNINDEXED, tokenize='porter unicode61')"
-    )
-    path = directory / "baseline.jsonl"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    bytes_before = written_bytes()
-    start = time.perf_counter()
-    try:
-        for i in range(count):
-            t0 = time.perf_counter()
-            if rate > 0:
-                due = start + i / rate
-                if t0 < due:
-                    time.sleep(due - t0)
-                t0 = due
-            line = {"type": "turn", "role": "user", "content": _text(i), "turnNumber": i + 1}
-            os.write(fd, (json.dumps(line) + "\n").encode())
-            os.fsync(fd)
-            conn.execute("BEGIN")
-            conn.execute(
-                "INSERT INTO t (content, conversation_id) VALUES (?, ?)",
-                (line["content"], "conv-x"),
-            )
-            conn.execute("COMMIT")
-            if latencies is not None:
-                latencies.append((time.perf_counter() - t0) * 1000)
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # the product's checkpoints count too
-    finally:
-        os.close(fd)
-        conn.close()
-    per_message = _per_message(bytes_before, written_bytes(), count)
-    if written is not None and per_message is not None:
-        written.append(per_message)
-    return count / (time.perf_counter() - start)
-
-
-def _percentiles(values: list[float]) -> tuple[float, float]:
-    values = sorted(values)
-    return statistics.median(values), values[min(len(values) - 1, int(len(values) * 0.99))]
 
 
 async def open_loop(
@@ -236,7 +121,7 @@ async def open_loop(
     if failures:
         raise failures[0]
     achieved = count / (loop.time() - start)
-    p50, p99 = _percentiles(latencies)
+    p50, p99 = percentiles(latencies)
     return p50, p99, achieved
 
 
@@ -245,7 +130,7 @@ def _message(i: int, parties: int, replies: bool, prefix: str = "m") -> InboundM
     return InboundMessage(
         channel="bench",
         sender_id=f"user{p}",
-        text=_text(i),
+        text=message_text(i),
         message_id=f"{prefix}{i}",
         chat_id=f"g{p}",
         group_id=f"g{p}",
@@ -266,7 +151,7 @@ async def sequential(
         await services.router.deliver(msg)
         latencies.append((time.perf_counter() - t0) * 1000)
     achieved = count / (time.perf_counter() - start)
-    p50, p99 = _percentiles(latencies)
+    p50, p99 = percentiles(latencies)
     return p50, p99, achieved
 
 
@@ -314,7 +199,7 @@ async def product(
             checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         finally:
             checkpointer.close()
-    written = _per_message(bytes_before, written_bytes(), count)
+    written = per_message(bytes_before, written_bytes(), count)
     open_p50 = open_p99 = achieved = 0.0
     if latency_messages and rate > 0:
         open_p50, open_p99, achieved = await open_loop(
@@ -393,7 +278,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 base / f"baseline-c{k}", args.curve_messages, bare_curve, point["rate_msgs_per_s"]
             )
             point["baseline_p50_ms"], point["baseline_p99_ms"] = (
-                round(v, 3) for v in _percentiles(bare_curve)
+                round(v, 3) for v in percentiles(bare_curve)
             )
     finally:
         if not args.dir:
@@ -426,11 +311,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_throughput_msgs_per_s": round(baseline_tp, 1),
         "baseline_runs_msgs_per_s": [round(before, 1), round(after, 1)],
         # the bare loop's own per-message latency: what the disk allows a p99 to be
-        "baseline_p50_ms": round(_percentiles(bare)[0], 3),
-        "baseline_p99_ms": round(_percentiles(bare)[1], 3),
+        "baseline_p50_ms": round(percentiles(bare)[0], 3),
+        "baseline_p99_ms": round(percentiles(bare)[1], 3),
         # the bare loop on the latency phase's schedule (same rate, same count)
-        "baseline_open_p50_ms": round(_percentiles(bare_open)[0], 3) if bare_open else None,
-        "baseline_open_p99_ms": round(_percentiles(bare_open)[1], 3) if bare_open else None,
+        "baseline_open_p50_ms": round(percentiles(bare_open)[0], 3) if bare_open else None,
+        "baseline_open_p99_ms": round(percentiles(bare_open)[1], 3) if bare_open else None,
         "ratio": round(ratio, 3),
         "replies_completed_seconds": round(ours["replies_done_seconds"], 2),
         # bytes written per message (and reply): the volume the flushes push to the disk

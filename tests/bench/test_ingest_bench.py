@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench import ingest
+from bot.bench import ingest, ingest_load
 
 
 async def test_ingest_bench_small_run_reports_every_mode(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ async def test_ingest_bench_without_replies_indexes_only_the_messages(tmp_path: 
 
 def test_the_open_loop_baseline_follows_the_arrival_schedule(tmp_path: Path) -> None:
     latencies: list[float] = []
-    achieved = ingest.baseline(tmp_path, 20, latencies, rate=200)
+    achieved = ingest_load.baseline(tmp_path, 20, latencies, rate=200)
     assert 20 / achieved >= 19 / 200  # never ahead of the schedule: 20 arrivals span 95 ms
     assert len(latencies) == 20 and min(latencies) > 0
 
