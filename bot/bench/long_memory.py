@@ -28,7 +28,6 @@ import re
 import shutil
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.bench.embed import model_config
+from bot.bench.locomo_metrics import CATEGORIES, Metrics, average, sessions_in_order
 from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.extractive import extractive_abbreviation
@@ -46,9 +46,6 @@ from bot.vectors import window_text
 
 log = logging.getLogger("my_agent.bench.locomo")
 
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-TURN_KS = (5, 10, 25, 50)
-SESSION_KS = (5, 10)
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 _SESSION_DATE = re.compile(
     r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I
@@ -279,56 +276,6 @@ async def build_store(
 Ranker = Callable[[str], Awaitable[tuple[list[str], list[str]]]]
 
 
-class Metrics:
-    """Recall@k, hit@k and MRR at turn level, recall@k at session level, per category."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-
-    def add(
-        self,
-        category: int,
-        turns: list[str],
-        sessions: list[str],
-        evidence: set[str],
-        evidence_sessions: set[str],
-    ) -> None:
-        out: dict[str, float] = {}
-        for k in TURN_KS:
-            top = set(turns[:k])
-            out[f"turn_recall@{k}"] = len(evidence & top) / len(evidence)
-            out[f"turn_hit@{k}"] = 1.0 if evidence & top else 0.0
-        rank = next((i for i, t in enumerate(turns) if t in evidence), None)
-        out["turn_mrr"] = 0.0 if rank is None else 1.0 / (rank + 1)
-        for k in SESSION_KS:
-            out[f"session_recall@{k}"] = len(evidence_sessions & set(sessions[:k])) / len(
-                evidence_sessions
-            )
-        for name in ("all", CATEGORIES[category]):
-            for key, value in out.items():
-                self.values[name][key].append(value)
-
-    def summary(self) -> dict[str, Any]:
-        def mean(values: list[float]) -> float:
-            return round(sum(values) / len(values), 4) if values else 0.0
-
-        overall: dict[str, Any] = {k: mean(v) for k, v in self.values["all"].items()}
-        overall["queries"] = len(self.values["all"].get("turn_mrr", []))
-        overall["per_category"] = {
-            name: {
-                **{k: mean(v) for k, v in self.values[name].items()},
-                "queries": len(self.values[name].get("turn_mrr", [])),
-            }
-            for name in CATEGORIES.values()
-            if name in self.values
-        }
-        return overall
-
-
-def _sessions_in_order(turn_keys: list[str]) -> list[str]:
-    return list(dict.fromkeys(k.rsplit(":", 1)[0] for k in turn_keys))
-
-
 async def evaluate(store: Store, samples: list[Sample]) -> dict[str, Any]:
     """The product and both baselines over ``samples`` (all loaded in ``store``)."""
     from bot.search import fts_query  # noqa: F401  (the product's quoting, for reference)
@@ -355,10 +302,10 @@ async def evaluate(store: Store, samples: list[Sample]) -> dict[str, Any]:
                 sessions.append(_session_key(store, conv))
             product.add(category, turns, sessions, ev, ev_sessions)
             bm_turns = await _bare_fts(store, question)
-            bm25.add(category, bm_turns, _sessions_in_order(bm_turns), ev, ev_sessions)
+            bm25.add(category, bm_turns, sessions_in_order(bm_turns), ev, ev_sessions)
             if vec is not None and vec.ready and store.embedder.available:
                 dn_turns = await _bare_knn(store, question)
-                dense.add(category, dn_turns, _sessions_in_order(dn_turns), ev, ev_sessions)
+                dense.add(category, dn_turns, sessions_in_order(dn_turns), ev, ev_sessions)
     elapsed = time.perf_counter() - started
     result = product.summary()
     result["method"] = method
@@ -402,30 +349,6 @@ async def _bare_knn(store: Store, question: str) -> list[str]:
     return [store.turn_key[(str(c), int(r))] for r, c in rows if (str(c), int(r)) in store.turn_key]
 
 
-def _average(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Query-weighted mean of per-conversation summaries; nested dicts (per category,
-    baselines) are averaged alike over the runs that have them."""
-    out: dict[str, Any] = {}
-    keys = list(dict.fromkeys(k for r in runs for k in r))
-    for key in keys:
-        present = [r for r in runs if r.get(key) is not None]
-        values = [r[key] for r in present]
-        if all(isinstance(v, dict) for v in values):
-            out[key] = _average(values)
-        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-            if key in ("queries", "query_seconds"):
-                out[key] = round(sum(values), 2) if key == "query_seconds" else sum(values)
-            else:
-                weights = [r.get("queries", 0) for r in present]
-                total = sum(weights) or 1
-                out[key] = round(
-                    sum(v * w for v, w in zip(values, weights, strict=True)) / total, 4
-                )
-        else:
-            out[key] = values[0] if values else None
-    return out
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     path = Path(args.path).expanduser().resolve()
     samples = load_samples(path)
@@ -448,7 +371,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             reused += seconds is None
             per_conversation.append(await evaluate(store, [sample]))
             await store.close()
-        result = _average(per_conversation)
+        result = average(per_conversation)
         if not getattr(args, "no_pooled", False):
             store, _ = await build_store(
                 base / "pooled", samples, embedder, config, keep is not None

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from bot.bench.embed import model_config
-from bot.bench.long_memory import Metrics, Sample, Store, _session_key, build_store, load_samples
+from bot.bench.locomo_metrics import Metrics
+from bot.bench.long_memory import Sample, Store, _session_key, build_store, load_samples
 from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService

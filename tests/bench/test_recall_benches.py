@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench import embed, search
+from bot.bench import embed, locomo_metrics, search
 from bot.bench import long_memory as locomo
 from tests.recall_helpers import model_path, shared_dir
 
@@ -158,7 +158,7 @@ def test_average_weights_by_queries_and_keeps_missing_categories() -> None:
             },
         },
     ]
-    out = locomo._average(runs)
+    out = locomo_metrics.average(runs)
     assert out["queries"] == 3 and out["turn_mrr"] == pytest.approx(0.6667)
     assert out["per_category"]["temporal"] == {"queries": 3, "turn_mrr": pytest.approx(0.6667)}
     assert out["per_category"]["open-domain"] == {"queries": 1, "turn_mrr": 1.0}
