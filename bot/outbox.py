@@ -21,7 +21,7 @@ from dataclasses import fields, replace
 from bot.channel import Channel, PermanentSendError, RetryLater
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
-from bot.tasks import spawn
+from bot.tasks import finish_within, spawn
 
 log = logging.getLogger("my_agent.outbox")
 
@@ -182,13 +182,7 @@ class Outbox:
         self._stopping = True
         for event in self._wake.values():
             event.set()
-        workers = list(self._workers.values())
-        if workers:
-            _, pending = await asyncio.wait(workers, timeout=timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=2)
+        await finish_within(list(self._workers.values()), timeout)
         self._workers.clear()
 
     async def _next_due(self, channel: str) -> tuple[OutboundMessage, int, float | None] | None:

@@ -7,7 +7,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from bot.tasks import spawn
+from bot.tasks import finish_within, spawn
 
 log = logging.getLogger("my_agent.replies")
 
@@ -57,12 +57,4 @@ class KeyedSerialQueue:
     async def drain(self, timeout: float) -> bool:
         """Stop taking queued jobs, let running ones finish within ``timeout``."""
         self.accepting = False
-        workers = list(self._workers.values())
-        if workers:
-            _done, pending = await asyncio.wait(workers, timeout=timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=2)
-                return False
-        return True
+        return await finish_within(list(self._workers.values()), timeout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Collection, Coroutine
 from typing import Any, TypeVar
 
 log = logging.getLogger("my_agent.tasks")
@@ -41,3 +41,16 @@ async def cancel_all(timeout: float = 5.0) -> None:
         task.cancel()
     if tasks:
         await asyncio.wait(tasks, timeout=timeout)
+
+
+async def finish_within(tasks: Collection[asyncio.Task[Any]], timeout: float) -> bool:
+    """Let ``tasks`` finish for ``timeout`` seconds, then cancel the rest and wait for them
+    (at most 2 s more); True when all of them finished in time."""
+    if not tasks:
+        return True
+    _done_in_time, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=2)
+    return not pending
