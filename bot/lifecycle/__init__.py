@@ -45,6 +45,10 @@ __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemCloc
 
 log = logging.getLogger("my_agent.lifecycle")
 
+# Sweep periods the retry of stale vectors waits at most while the model keeps failing
+# (64 x 300 s: about 5 hours), so a permanently broken model does not spin.
+MAX_VECTOR_BACKOFF = 64
+
 
 class Lifecycle:
     """Wires idle timers, the abbreviation queue and naming to the conversation manager."""
@@ -84,6 +88,11 @@ class Lifecycle:
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
+        # Vectors a failed embedding left stale are retried by the sweep, backing off
+        # (one sweep period, doubling up to MAX_VECTOR_BACKOFF of them) while it fails.
+        self._vector_retry: asyncio.Task[None] | None = None
+        self._vector_retry_at: datetime | None = None
+        self._vector_backoff = timedelta(0)
         self._running = False
 
     @property
@@ -127,6 +136,10 @@ class Lifecycle:
         self._unsubscribe = []
         self.timers.shutdown()
         deadline = time.monotonic() + timeout
+        retry = self._vector_retry
+        if retry is not None and not retry.done():  # re-embedding: the next sweep redoes it
+            retry.cancel()
+            await asyncio.gather(retry, return_exceptions=True)
         naming = [t for t in self._naming_tasks.values() if not t.done()]
         if naming:
             _, late = await asyncio.wait(naming, timeout=max(timeout / 2, 0.01))
@@ -174,7 +187,46 @@ class Lifecycle:
                 queued += self.enqueue(rec.id, "sweep")
         if queued:
             log.info("abbreviation sweep queued %d conversation(s)", queued)
+        self._retry_vectors()
         return queued
+
+    def _retry_vectors(self) -> None:
+        """Start re-embedding what a failed embedding left stale (in the background),
+        unless one runs or the backoff after a failed retry has not passed."""
+        vectors = self.vectors
+        retry = getattr(vectors, "retry_unfinished", None)
+        if retry is None or not getattr(vectors, "stale", False):
+            return
+        if self._vector_retry is not None and not self._vector_retry.done():
+            return
+        now = self.clock.now()
+        if self._vector_retry_at is not None and now < self._vector_retry_at:
+            return
+        self._vector_retry = spawn(self._run_vector_retry(retry), name="retry-vectors")
+
+    async def _run_vector_retry(self, retry: Callable[[], Any]) -> None:
+        try:
+            complete = await retry()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("retrying the stale vectors failed")
+            complete = False
+        if complete is False:
+            period = timedelta(seconds=self.config.conversations.abbreviation_sweep_seconds)
+            self._vector_backoff = min(
+                max(self._vector_backoff * 2, period), period * MAX_VECTOR_BACKOFF
+            )
+            self._vector_retry_at = self.clock.now() + self._vector_backoff
+            self.counters["vectors_retry_failed"] += 1
+            log.warning(
+                "some vectors are still missing; retrying in %d s",
+                int(self._vector_backoff.total_seconds()),
+            )
+        elif complete:
+            self._vector_backoff = timedelta(0)
+            self._vector_retry_at = None
+            self.counters["vectors_retried"] += 1
 
     # -- the queue -----------------------------------------------------------------------
     def enqueue(self, conv_id: str, reason: str = "idle") -> bool:
@@ -191,13 +243,16 @@ class Lifecycle:
         return fired
 
     async def settle(self) -> None:
-        """Wait until queued abbreviations and naming in flight are done (tests, bench)."""
+        """Wait until queued abbreviations, naming and a vector retry in flight are done
+        (tests, bench)."""
         while True:
             await self.queue.join()
-            naming = [t for t in self._naming_tasks.values() if not t.done()]
-            if not naming:
+            busy: list[asyncio.Task[Any]] = [t for t in self._naming_tasks.values() if not t.done()]
+            if self._vector_retry is not None and not self._vector_retry.done():
+                busy.append(self._vector_retry)
+            if not busy:
                 return
-            await asyncio.gather(*naming, return_exceptions=True)
+            await asyncio.gather(*busy, return_exceptions=True)
 
     async def _process(self, conv_id: str) -> None:
         now = self.clock.now()
