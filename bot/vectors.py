@@ -393,7 +393,7 @@ class VectorIndex:
         k: int,
         *,
         conversation_id: str | None = None,
-        among: Sequence[int] | None = None,
+        among: Sequence[int] | np.ndarray | None = None,
     ) -> list[int]:
         """The in-memory sign-bit stage of :meth:`knn_turns`: ``max(8k, 256)`` turn ids
         (none within one conversation, where :meth:`rescore_turns` scores every vector;

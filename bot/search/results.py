@@ -71,8 +71,12 @@ class Filters:
     date_to: str | None = None
     conversation_id: str | None = None
 
-    def sql(self, alias: str = "t") -> tuple[str, list[Any]]:
-        """SQL conditions over ``turns`` rows (``alias``) and their parameters."""
+    def sql(self, alias: str = "t", *, prefix_end: bool = True) -> tuple[str, list[Any]]:
+        """SQL conditions over ``turns`` rows (``alias``) and their parameters.
+
+        ``prefix_end=False`` leaves out the ``date_to`` condition, for a caller that
+        bounds the timestamps by ``date_to + "~"`` instead (the same turns, since a
+        timestamp holds no character above "~", and a condition an index can stop at)."""
         where: list[str] = []
         params: list[Any] = []
         if self.channel:
@@ -84,7 +88,7 @@ class Filters:
         if self.date_from:
             where.append(f"{alias}.timestamp >= ?")
             params.append(self.date_from)
-        if self.date_to:
+        if self.date_to and prefix_end:
             # A bare date means the whole day: compare on the same prefix length.
             where.append(f"substr({alias}.timestamp, 1, ?) <= ?")
             params.extend([len(self.date_to), self.date_to])
