@@ -36,6 +36,7 @@ from bot.lifecycle.records import (
     VectorIndex,
     as_datetime,
     pending_abbreviations,
+    unnamed,
 )
 from bot.lifecycle.timers import Clock, IdleTimers, ManualClock, SystemClock
 from bot.tasks import spawn
@@ -91,6 +92,7 @@ class Lifecycle:
         # Vectors a failed embedding left stale are retried by the sweep, backing off
         # (one sweep period, doubling up to MAX_VECTOR_BACKOFF of them) while it fails.
         self._vector_retry: asyncio.Task[None] | None = None
+        self._owed_naming: asyncio.Task[None] | None = None  # names recover() found owed
         self._vector_retry_at: datetime | None = None
         self._vector_backoff = timedelta(0)
         self._running = False
@@ -140,7 +142,9 @@ class Lifecycle:
         if retry is not None and not retry.done():  # re-embedding: the next sweep redoes it
             retry.cancel()
             await asyncio.gather(retry, return_exceptions=True)
-        naming = [t for t in self._naming_tasks.values() if not t.done()]
+        naming: list[asyncio.Task[Any]] = [t for t in self._naming_tasks.values() if not t.done()]
+        if self._owed_naming is not None and not self._owed_naming.done():
+            naming.append(self._owed_naming)  # the rest is found again at the next start
         if naming:
             _, late = await asyncio.wait(naming, timeout=max(timeout / 2, 0.01))
             for task in late:  # naming is retried at the next user message or idle pass
@@ -159,13 +163,30 @@ class Lifecycle:
         idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
         now = self.clock.now()
         queued = 0
+        pending = set()
         for rec in await pending_abbreviations(self.conversations):
+            pending.add(rec.id)
             last = as_datetime(rec.updated) or now
             if rec.needs_abbreviation or last + idle <= now:
                 queued += self.enqueue(rec.id, "recovery")
             else:
                 self.timers.touch(rec.id, last)
+        # A naming owed by the last run (killed after the notes that precede it, or
+        # during the turn-5 naming): nothing else records it once the notes cover every
+        # turn. Those with notes to write are named after them (_process).
+        owed = [
+            rec.id
+            for rec in await unnamed(self.conversations, self.config.conversations.naming_turn)
+            if rec.id not in pending
+        ]
+        if owed:
+            log.info("naming %d conversation(s) a previous run left unnamed", len(owed))
+            self._owed_naming = spawn(self._name_owed(owed), name="naming-recovery")
         return queued
+
+    async def _name_owed(self, conv_ids: list[str]) -> None:
+        for conv_id in conv_ids:  # one at a time: a model call each
+            await self._name(conv_id, initial=True)
 
     async def sweep(self) -> int:
         """The periodic retry: failed passes, and idle conversations with new turns that
@@ -248,8 +269,9 @@ class Lifecycle:
         while True:
             await self.queue.join()
             busy: list[asyncio.Task[Any]] = [t for t in self._naming_tasks.values() if not t.done()]
-            if self._vector_retry is not None and not self._vector_retry.done():
-                busy.append(self._vector_retry)
+            for task in (self._vector_retry, self._owed_naming):
+                if task is not None and not task.done():
+                    busy.append(task)
             if not busy:
                 return
             await asyncio.gather(*busy, return_exceptions=True)
