@@ -311,9 +311,19 @@ class Lifecycle:
             return
         if outcome.status == "abbreviated":
             self._model_down_until = None
+        if conv_id in self._late_replies:  # a reply landed while they were written
+            await self._notes_behind(conv_id)
         if outcome.status in ("abbreviated", "embedded", "skipped"):
             # Flow 5 (h): re-name from the fresh notes when enough turns passed.
             await self._name(conv_id, initial=False)
+
+    async def _notes_behind(self, conv_id: str) -> None:
+        """Record in the index that the notes owe a late reply (:meth:`_note_late_reply`):
+        ``_late_replies`` alone was lost by a restart before the next idle pass."""
+        try:
+            await self.conversations.mark_notes_behind(conv_id)
+        except Exception:
+            log.exception("could not mark the notes of %s for a rewrite", conv_id)
 
     async def _flag(self, conv_id: str) -> None:
         try:
@@ -400,7 +410,9 @@ class Lifecycle:
     async def _on_turn(self, conversation_id: str, turn: dict[str, Any], **payload: Any) -> None:
         self.timers.touch(conversation_id)
         if turn.get("role") != "user":
-            self._note_late_reply(conversation_id, turn, payload.get("conversation"))
+            late = self._note_late_reply(conversation_id, turn, payload.get("conversation"))
+            if late and self.queue.current != conversation_id:
+                await self._notes_behind(conversation_id)  # (else once the pass is done)
             return
         number = turn.get("turnNumber")
         if isinstance(number, int) and number >= self.config.conversations.naming_turn:
@@ -408,7 +420,7 @@ class Lifecycle:
             if rec is None or not (rec.manually_named or rec.last_named_turn):
                 self._spawn_naming(conversation_id)
 
-    def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> None:
+    def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> bool:
         """A reply to a turn the notes already cover, or landing while they are written
         (``/new`` or the idle timer while it was generated): the reply shares its user
         turn's number, so the notes counted as current and never got the answer. The
@@ -418,6 +430,8 @@ class Lifecycle:
         covered = isinstance(number, int) and number <= noted
         if recallable(turn) and (covered or self.queue.current == conv_id):
             self._late_replies.add(conv_id)
+            return True
+        return False
 
     async def _on_switched(
         self, previous_id: str | None = None, current_id: str | None = None, **_: Any
