@@ -186,13 +186,10 @@ class SearchService:
 
     async def _resolve(self, listing: Listing, state: cursors.Cursor, filters: Filters) -> set[str]:
         """The conversations listed before a cursor this process does not hold, found in
-        ``listing`` (whose tail is read first when the cursor reaches into it)."""
-        reach = state.prefix + len(state.extra)
-        if (
-            listing.saturated
-            and listing.tail is None
-            and reach >= len(listing.scored.conversations)
-        ):
+        ``listing`` (whose tail is read first when the cursor may reach into it: its
+        prefix covers the ranked ones, or a listed one dropped below the prefix)."""
+        ranked = len(listing.scored.conversations)
+        if listing.saturated and listing.tail is None and (state.extra or state.prefix >= ranked):
             await self._read_tail(listing, filters)
         listed = cursors.resolve(state, listing.order())
         if listed is None:
