@@ -160,7 +160,9 @@ class BitMatrix:
             return self.ids.copy()
         return self._ids[np.argpartition(self.distances(query_bits), count)[:count]]
 
-    def shortlist_among(self, query_bits: np.ndarray, count: int, ids: Sequence[int]) -> np.ndarray:
+    def shortlist_among(
+        self, query_bits: np.ndarray, count: int, ids: Sequence[int] | np.ndarray
+    ) -> np.ndarray:
         """:meth:`shortlist` over the vectors of ``ids`` only (the turns a search's filter
         or named dates allow); ids without a vector are skipped."""
         at = self._positions(np.asarray(ids, dtype=np.int64))

@@ -69,7 +69,7 @@ class VectorMatrices:
             self._abbr[at] = row
 
     def turn_shortlist(
-        self, query: np.ndarray, k: int, among: Sequence[int] | None = None
+        self, query: np.ndarray, k: int, among: Sequence[int] | np.ndarray | None = None
     ) -> list[int]:
         """The sign-bit stage: the ``max(8k, 256)`` turn ids nearest in Hamming distance
         (with ``among``, nearest among those turns only)."""

@@ -90,6 +90,11 @@ class VectorIndex:
         self._lock = asyncio.Lock()  # one writer: background indexing is serial
         self._ready = False
         self.stale = False
+        # Conversations whose embedding failed (the model raised for one of their texts)
+        # in a rebuild or an incremental pass: :meth:`retry_unfinished` redoes them, so a
+        # running daemon finishes a partly failed rebuild without a restart.
+        self._unfinished: set[str] = set()
+        self._rebuild_lock = asyncio.Lock()  # one rebuild or retry at a time
         # word vectors for the ranker's soft coverage (bot.term_vectors); usable once
         # they cover every turn (``terms_ready``), completed by reindex_all otherwise.
         # Built only while ``search.soft_coverage`` is on: nobody reads them otherwise.
@@ -159,7 +164,16 @@ class VectorIndex:
         if not self.ready:
             return 0
         async with self._lock:
-            return await self._index_turns(conversation_id)
+            try:
+                count = await self._index_turns(conversation_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self._unfinished.add(conversation_id)  # retried by retry_unfinished
+                self.stale = True
+                raise
+        self._unfinished.discard(conversation_id)
+        return count
 
     async def _index_turns(self, conversation_id: str) -> int:
         radius = self.radius
@@ -242,48 +256,105 @@ class VectorIndex:
         """Embed every missing or outdated vector (after ``reindex`` or a model change)."""
         if not self.ready:
             return {"turns": 0, "abbreviations": 0, "terms": 0}
+        async with self._rebuild_lock:
+            return await self._reindex_all()
+
+    async def _reindex_all(self) -> dict[str, int]:
         rows = await self.db.fetchall("SELECT id, abbreviation FROM conversations ORDER BY updated")
-        turns = abbreviations = 0
+        done = {"turns": 0, "abbreviations": 0}
         words_before = await term_count(self.db) if self.build_terms else 0
         failed = 0
         for conv_id, abbreviation in rows:
-            try:
-                turns += await self.index_turns(str(conv_id))
-                if abbreviation and await self.index_abbreviation(str(conv_id), str(abbreviation)):
-                    abbreviations += 1
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                # One error (a text the model chokes on, memory for a moment) ended the
-                # whole rebuild: every conversation after it kept no vector until a restart.
-                failed += 1
-                log.warning("embedding %s failed (%s); rebuilding the others", conv_id, exc)
+            # One error (a text the model chokes on, memory for a moment) ended the whole
+            # rebuild: every conversation after it kept no vector until a restart.
+            failed += not await self._embed_conversation(str(conv_id), abbreviation, done)
             await asyncio.sleep(0)  # let interactive work in between conversations
         terms = 0
         if self.build_terms:
-            if not self.terms_ready:  # a full scan of every turn's words: when incomplete
-                async with self._lock:
-                    try:
-                        _, complete = await index_all_terms(self.db, self.embedder)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception as exc:  # ranked without them until the next rebuild
-                        failed += 1
-                        complete = False
-                        log.warning("embedding the term vectors failed (%s)", exc)
-                    self.terms_ready = self.terms_ready or complete
+            failed += not await self._complete_terms()
             terms = await term_count(self.db) - words_before
         await self._prune()
         await self._load_matrix()
-        self.stale = failed > 0  # the next reindex_all (restart, `my-agent reindex`) finishes
+        self.stale = failed > 0  # retry_unfinished (the lifecycle's sweep) finishes it
         log.info(
             "reindexed vectors: %d turn windows, %d abbreviations, %d words (%d failed)",
-            turns,
-            abbreviations,
+            done["turns"],
+            done["abbreviations"],
             terms,
             failed,
         )
-        return {"turns": turns, "abbreviations": abbreviations, "terms": terms}
+        return {**done, "terms": terms}
+
+    async def _embed_conversation(
+        self, conv_id: str, abbreviation: str | None, done: dict[str, int]
+    ) -> bool:
+        """Embed one conversation's outdated windows and its abbreviation, counting them
+        in ``done``; False (logged, and kept for :meth:`retry_unfinished`) if it failed."""
+        try:
+            done["turns"] += await self.index_turns(conv_id)
+            if abbreviation and await self.index_abbreviation(conv_id, str(abbreviation)):
+                done["abbreviations"] += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._unfinished.add(conv_id)
+            log.warning("embedding %s failed (%s); rebuilding the others", conv_id, exc)
+            return False
+        self._unfinished.discard(conv_id)
+        return True
+
+    async def _complete_terms(self) -> bool:
+        """A full scan of every turn's words, when the term vectors are incomplete;
+        False if it failed (ranked without them until a retry completes them)."""
+        if not self.build_terms or self.terms_ready:
+            return True
+        async with self._lock:
+            try:
+                _, complete = await index_all_terms(self.db, self.embedder)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("embedding the term vectors failed (%s)", exc)
+                return False
+            self.terms_ready = complete
+        return True
+
+    async def retry_unfinished(self) -> bool | None:
+        """Embed again what a failed pass left (``stale``): the conversations whose
+        embedding failed, the term vectors; a full :meth:`reindex_all` when the rebuild
+        never ran to its end. True when the vectors are now complete, False when some
+        failed again, None when there was nothing to do or a rebuild is running.
+
+        Before, a partly failed rebuild (a model that fails on some texts) was finished
+        only by the next start or ``my-agent reindex``: those conversations were found by
+        keyword only meanwhile. The caller (the lifecycle's sweep) backs off on False.
+        """
+        if not self.ready or not self.stale or self._rebuild_lock.locked():
+            return None
+        if not self._unfinished and (self.terms_ready or not self.build_terms):
+            await self.reindex_all()  # stale with nothing recorded: a rebuild cut short
+            return not self.stale
+        async with self._rebuild_lock:
+            failed = 0
+            done = {"turns": 0, "abbreviations": 0}
+            for conv_id in sorted(self._unfinished):
+                row = await self.db.fetchone(
+                    "SELECT abbreviation FROM conversations WHERE id = ?", (conv_id,)
+                )
+                if row is None:  # deleted meanwhile
+                    self._unfinished.discard(conv_id)
+                    continue
+                failed += not await self._embed_conversation(conv_id, row[0], done)
+                await asyncio.sleep(0)
+            failed += not await self._complete_terms()
+            self.stale = failed > 0
+            log.info(
+                "retried unfinished vectors: %d turn windows, %d abbreviations (%d failed)",
+                done["turns"],
+                done["abbreviations"],
+                failed,
+            )
+            return not self.stale
 
     async def _prune(self) -> None:
         """Drop the vectors of turns that are gone or are readouts (:func:`prune`)."""
@@ -322,7 +393,7 @@ class VectorIndex:
         k: int,
         *,
         conversation_id: str | None = None,
-        among: Sequence[int] | None = None,
+        among: Sequence[int] | np.ndarray | None = None,
     ) -> list[int]:
         """The in-memory sign-bit stage of :meth:`knn_turns`: ``max(8k, 256)`` turn ids
         (none within one conversation, where :meth:`rescore_turns` scores every vector;

@@ -150,3 +150,54 @@ async def test_keyword_only_search_is_unchanged_by_dates(tmp_path: Path) -> None
     assert page.method == "keyword"
     assert [r.conversation_id for r in page.results] == ["conv-a"]
     await db.close()
+
+
+async def test_the_pool_reads_the_same_turns_in_one_row_without_a_substr_per_turn(
+    tmp_path: Path,
+) -> None:
+    # Regression (latency, session 17): a dated query cost 10-12 ms more than an undated
+    # one, most of it here: a month's 16,000 turn ids came back as a Python row each, and
+    # every turn of the range was also compared by substr(). The pool is now one row
+    # (group_concat) bounded by the index alone: the same turns, in the same order (it
+    # decides ties at the shortlist's cut).
+    db = await open_index(tmp_path / "conversations.db")
+    try:
+        stamps = [
+            "2026-10-13T23:59:59.999Z",
+            "2026-10-14T00:00:00Z",
+            "2026-10-14T12:00:00+00:00",
+            "2026-10-14T23:59:59.999Z",
+            "2026-10-14T23:59:59.999+00:00",
+            "2026-10-14",
+            "2026-10-15T00:00:00Z",
+        ]
+        for i, stamp in enumerate(stamps):
+            await add_conversation(db, f"conv-{i}", [("user", f"turn {i}")], at=stamp)
+        cases = [
+            Filters(date_from="2026-10-14", date_to="2026-10-14"),
+            Filters(date_to="2026-10-14T23:59:59.999Z"),
+            Filters(channel="web", date_from="2026-10-14T00:00:00Z", date_to="2026-10-14T12"),
+        ]
+
+        def _read(conn, filters: Filters):  # type: ignore[no-untyped-def]
+            where, params = filters.sql("t")  # the filter's own comparison
+            join = " JOIN conversations c ON c.id = t.conversation_id" if filters.channel else ""
+            expected = [
+                r[0] for r in conn.execute(f"SELECT t.id FROM turns t{join} WHERE {where}", params)
+            ]
+            seen: list[str] = []
+            conn.set_trace_callback(seen.append)
+            try:
+                pool = turn_pool(conn, filters)
+            finally:
+                conn.set_trace_callback(None)
+            return expected, pool, seen
+
+        for filters in cases:
+            expected, pool, seen = await db.run(lambda c, f=filters: _read(c, f), write=False)
+            assert pool is not None and [int(t) for t in pool.turns] == expected, filters
+            read = [q for q in seen if "FROM turns" in q]
+            assert read and not any("substr(" in q for q in read)
+            assert all("group_concat" in q for q in read)
+    finally:
+        await db.close()

@@ -36,6 +36,7 @@ from bot.lifecycle.records import (
     VectorIndex,
     as_datetime,
     pending_abbreviations,
+    unnamed,
 )
 from bot.lifecycle.timers import Clock, IdleTimers, ManualClock, SystemClock
 from bot.tasks import spawn
@@ -44,6 +45,10 @@ from bot.transcript import recallable
 __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
 
 log = logging.getLogger("my_agent.lifecycle")
+
+# Sweep periods the retry of stale vectors waits at most while the model keeps failing
+# (64 x 300 s: about 5 hours), so a permanently broken model does not spin.
+MAX_VECTOR_BACKOFF = 64
 
 
 class Lifecycle:
@@ -84,6 +89,12 @@ class Lifecycle:
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
+        # Vectors a failed embedding left stale are retried by the sweep, backing off
+        # (one sweep period, doubling up to MAX_VECTOR_BACKOFF of them) while it fails.
+        self._vector_retry: asyncio.Task[None] | None = None
+        self._owed_naming: asyncio.Task[None] | None = None  # names recover() found owed
+        self._vector_retry_at: datetime | None = None
+        self._vector_backoff = timedelta(0)
         self._running = False
 
     @property
@@ -127,7 +138,13 @@ class Lifecycle:
         self._unsubscribe = []
         self.timers.shutdown()
         deadline = time.monotonic() + timeout
-        naming = [t for t in self._naming_tasks.values() if not t.done()]
+        retry = self._vector_retry
+        if retry is not None and not retry.done():  # re-embedding: the next sweep redoes it
+            retry.cancel()
+            await asyncio.gather(retry, return_exceptions=True)
+        naming: list[asyncio.Task[Any]] = [t for t in self._naming_tasks.values() if not t.done()]
+        if self._owed_naming is not None and not self._owed_naming.done():
+            naming.append(self._owed_naming)  # the rest is found again at the next start
         if naming:
             _, late = await asyncio.wait(naming, timeout=max(timeout / 2, 0.01))
             for task in late:  # naming is retried at the next user message or idle pass
@@ -146,13 +163,30 @@ class Lifecycle:
         idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
         now = self.clock.now()
         queued = 0
+        pending = set()
         for rec in await pending_abbreviations(self.conversations):
+            pending.add(rec.id)
             last = as_datetime(rec.updated) or now
             if rec.needs_abbreviation or last + idle <= now:
                 queued += self.enqueue(rec.id, "recovery")
             else:
                 self.timers.touch(rec.id, last)
+        # A naming owed by the last run (killed after the notes that precede it, or
+        # during the turn-5 naming): nothing else records it once the notes cover every
+        # turn. Those with notes to write are named after them (_process).
+        owed = [
+            rec.id
+            for rec in await unnamed(self.conversations, self.config.conversations.naming_turn)
+            if rec.id not in pending
+        ]
+        if owed:
+            log.info("naming %d conversation(s) a previous run left unnamed", len(owed))
+            self._owed_naming = spawn(self._name_owed(owed), name="naming-recovery")
         return queued
+
+    async def _name_owed(self, conv_ids: list[str]) -> None:
+        for conv_id in conv_ids:  # one at a time: a model call each
+            await self._name(conv_id, initial=True)
 
     async def sweep(self) -> int:
         """The periodic retry: failed passes, and idle conversations with new turns that
@@ -174,7 +208,46 @@ class Lifecycle:
                 queued += self.enqueue(rec.id, "sweep")
         if queued:
             log.info("abbreviation sweep queued %d conversation(s)", queued)
+        self._retry_vectors()
         return queued
+
+    def _retry_vectors(self) -> None:
+        """Start re-embedding what a failed embedding left stale (in the background),
+        unless one runs or the backoff after a failed retry has not passed."""
+        vectors = self.vectors
+        retry = getattr(vectors, "retry_unfinished", None)
+        if retry is None or not getattr(vectors, "stale", False):
+            return
+        if self._vector_retry is not None and not self._vector_retry.done():
+            return
+        now = self.clock.now()
+        if self._vector_retry_at is not None and now < self._vector_retry_at:
+            return
+        self._vector_retry = spawn(self._run_vector_retry(retry), name="retry-vectors")
+
+    async def _run_vector_retry(self, retry: Callable[[], Any]) -> None:
+        try:
+            complete = await retry()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("retrying the stale vectors failed")
+            complete = False
+        if complete is False:
+            period = timedelta(seconds=self.config.conversations.abbreviation_sweep_seconds)
+            self._vector_backoff = min(
+                max(self._vector_backoff * 2, period), period * MAX_VECTOR_BACKOFF
+            )
+            self._vector_retry_at = self.clock.now() + self._vector_backoff
+            self.counters["vectors_retry_failed"] += 1
+            log.warning(
+                "some vectors are still missing; retrying in %d s",
+                int(self._vector_backoff.total_seconds()),
+            )
+        elif complete:
+            self._vector_backoff = timedelta(0)
+            self._vector_retry_at = None
+            self.counters["vectors_retried"] += 1
 
     # -- the queue -----------------------------------------------------------------------
     def enqueue(self, conv_id: str, reason: str = "idle") -> bool:
@@ -191,13 +264,17 @@ class Lifecycle:
         return fired
 
     async def settle(self) -> None:
-        """Wait until queued abbreviations and naming in flight are done (tests, bench)."""
+        """Wait until queued abbreviations, naming and a vector retry in flight are done
+        (tests, bench)."""
         while True:
             await self.queue.join()
-            naming = [t for t in self._naming_tasks.values() if not t.done()]
-            if not naming:
+            busy: list[asyncio.Task[Any]] = [t for t in self._naming_tasks.values() if not t.done()]
+            for task in (self._vector_retry, self._owed_naming):
+                if task is not None and not task.done():
+                    busy.append(task)
+            if not busy:
                 return
-            await asyncio.gather(*naming, return_exceptions=True)
+            await asyncio.gather(*busy, return_exceptions=True)
 
     async def _process(self, conv_id: str) -> None:
         now = self.clock.now()
@@ -234,9 +311,19 @@ class Lifecycle:
             return
         if outcome.status == "abbreviated":
             self._model_down_until = None
+        if conv_id in self._late_replies:  # a reply landed while they were written
+            await self._notes_behind(conv_id)
         if outcome.status in ("abbreviated", "embedded", "skipped"):
             # Flow 5 (h): re-name from the fresh notes when enough turns passed.
             await self._name(conv_id, initial=False)
+
+    async def _notes_behind(self, conv_id: str) -> None:
+        """Record in the index that the notes owe a late reply (:meth:`_note_late_reply`):
+        ``_late_replies`` alone was lost by a restart before the next idle pass."""
+        try:
+            await self.conversations.mark_notes_behind(conv_id)
+        except Exception:
+            log.exception("could not mark the notes of %s for a rewrite", conv_id)
 
     async def _flag(self, conv_id: str) -> None:
         try:
@@ -323,7 +410,9 @@ class Lifecycle:
     async def _on_turn(self, conversation_id: str, turn: dict[str, Any], **payload: Any) -> None:
         self.timers.touch(conversation_id)
         if turn.get("role") != "user":
-            self._note_late_reply(conversation_id, turn, payload.get("conversation"))
+            late = self._note_late_reply(conversation_id, turn, payload.get("conversation"))
+            if late and self.queue.current != conversation_id:
+                await self._notes_behind(conversation_id)  # (else once the pass is done)
             return
         number = turn.get("turnNumber")
         if isinstance(number, int) and number >= self.config.conversations.naming_turn:
@@ -331,7 +420,7 @@ class Lifecycle:
             if rec is None or not (rec.manually_named or rec.last_named_turn):
                 self._spawn_naming(conversation_id)
 
-    def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> None:
+    def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> bool:
         """A reply to a turn the notes already cover, or landing while they are written
         (``/new`` or the idle timer while it was generated): the reply shares its user
         turn's number, so the notes counted as current and never got the answer. The
@@ -341,6 +430,8 @@ class Lifecycle:
         covered = isinstance(number, int) and number <= noted
         if recallable(turn) and (covered or self.queue.current == conv_id):
             self._late_replies.add(conv_id)
+            return True
+        return False
 
     async def _on_switched(
         self, previous_id: str | None = None, current_id: str | None = None, **_: Any

@@ -50,6 +50,17 @@ async def pending_abbreviations(manager: ConversationManager) -> list[Conversati
     return [row_to_record(row) for row in rows]
 
 
+async def unnamed(manager: ConversationManager, naming_turn: int) -> list[ConversationRecord]:
+    """Conversations past the naming turn that were never named from their turns (no
+    title, or one given before any turn) and not renamed by hand, oldest activity first."""
+    rows = await manager.index.db.fetchall(
+        f"{SELECT_CONVERSATION} WHERE turn_count >= ? AND last_named_turn = 0 AND "
+        "manually_named = 0 ORDER BY updated",
+        (naming_turn,),
+    )
+    return [row_to_record(row) for row in rows]
+
+
 def as_datetime(value: str | datetime | None) -> datetime | None:
     """Parse the ISO timestamps of records (``...Z``) into aware datetimes."""
     if value is None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -73,8 +71,12 @@ class Filters:
     date_to: str | None = None
     conversation_id: str | None = None
 
-    def sql(self, alias: str = "t") -> tuple[str, list[Any]]:
-        """SQL conditions over ``turns`` rows (``alias``) and their parameters."""
+    def sql(self, alias: str = "t", *, prefix_end: bool = True) -> tuple[str, list[Any]]:
+        """SQL conditions over ``turns`` rows (``alias``) and their parameters.
+
+        ``prefix_end=False`` leaves out the ``date_to`` condition, for a caller that
+        bounds the timestamps by ``date_to + "~"`` instead (the same turns, since a
+        timestamp holds no character above "~", and a condition an index can stop at)."""
         where: list[str] = []
         params: list[Any] = []
         if self.channel:
@@ -86,7 +88,7 @@ class Filters:
         if self.date_from:
             where.append(f"{alias}.timestamp >= ?")
             params.append(self.date_from)
-        if self.date_to:
+        if self.date_to and prefix_end:
             # A bare date means the whole day: compare on the same prefix length.
             where.append(f"substr({alias}.timestamp, 1, ?) <= ?")
             params.extend([len(self.date_to), self.date_to])
@@ -166,55 +168,9 @@ def check_range(
         raise InvalidFilter(f"{names[0]} {start} is after {names[1]} {end}")
 
 
-def fingerprint(query: str, filters: Filters) -> str:
-    return hashlib.sha1(f"{query}\x00{filters.key()}".encode()).hexdigest()[:12]
-
-
-SHOWN_BYTES = 4  # of each listed conversation id's SHA-1, in a cursor
-
-
-def shown_digest(conversation_id: str) -> bytes:
-    """What a cursor keeps of a conversation it listed (4 bytes: a cursor grows by ~5.3
-    characters per result; two ids sharing them among a few thousand listed is unlikely,
-    and would only leave the second one out)."""
-    return hashlib.sha1(conversation_id.encode()).digest()[:SHOWN_BYTES]
-
-
-def encode_cursor(shown: bytes, query: str, filters: Filters) -> str:
-    """A cursor continuing ``query`` after the conversations ``shown`` (their
-    :func:`shown_digest`, concatenated).
-
-    It names what was listed, not a position: the next page is the best conversations
-    not listed yet in whatever ranking serves it, so a ranking made again (another
-    process, an expired cache entry) with new turns in it neither repeats nor skips one.
-    """
-    raw = {
-        "o": len(shown) // SHOWN_BYTES,
-        "f": fingerprint(query, filters),
-        "s": base64.urlsafe_b64encode(shown).decode().rstrip("="),
-    }
-    return base64.urlsafe_b64encode(json.dumps(raw).encode()).decode().rstrip("=")
-
-
-def _unpad(text: str) -> bytes:
-    return base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode())
-
-
-def decode_cursor(cursor: str, query: str, filters: Filters) -> bytes:
-    """The digests of the conversations listed before ``cursor``; :class:`InvalidCursor`
-    for a malformed cursor, one of another query, or one from before session 16 (an
-    offset)."""
-    try:
-        data = json.loads(_unpad(cursor))
-        given = str(data["f"])
-        shown = _unpad(str(data["s"])) if "s" in data else None
-    except Exception as exc:
-        raise InvalidCursor("malformed search cursor") from exc
-    if given != fingerprint(query, filters):
-        raise InvalidCursor("this cursor belongs to another search")
-    if shown is None or len(shown) % SHOWN_BYTES:
-        raise InvalidCursor("this search cursor has expired: search again")
-    return shown
+def fingerprint(query: str, filters: Filters) -> bytes:
+    """6 bytes naming a query and its filters (a cursor of another search is refused)."""
+    return hashlib.sha1(f"{query}\x00{filters.key()}".encode()).digest()[:6]
 
 
 @dataclass

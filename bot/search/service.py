@@ -23,6 +23,7 @@ from bot.embedding import EmbeddingService, EmbeddingUnavailable
 from bot.named_dates import query_dates
 from bot.owner_days import owner_zone
 from bot.search import conversations as conversation_list
+from bot.search import cursor as cursors
 from bot.search import learned, soft
 from bot.search.fusion import Ranked, Scored, fuse
 from bot.search.keyword import DocFreqs, fts_candidates
@@ -38,17 +39,14 @@ from bot.search.pool import (
 )
 from bot.search.query import fts_parts, name_terms, or_terms, query_terms
 from bot.search.results import (
-    SHOWN_BYTES,
     Filters,
+    InvalidCursor,
     Ranking,
     SearchPage,
     SearchResult,
     check_range,
-    decode_cursor,
-    encode_cursor,
     fingerprint,
     iso_date,
-    shown_digest,
 )
 from bot.search.rows import build_rows, fetch_spans, subtract
 from bot.search.senders import Senders
@@ -62,6 +60,7 @@ log = logging.getLogger("my_agent.search")
 
 _CACHED_QUERIES = 64  # query embeddings and rankings kept (LRU)
 _PAGE_TTL = 120.0  # seconds a ranking serves the next pages of its cursor
+_CURSORS = 256  # cursors whose listed conversations are kept exactly (LRU)
 
 
 class SearchService:
@@ -100,7 +99,11 @@ class SearchService:
         # per-query work kept for repeats: query embeddings (the same question asked again,
         # by the agent or another page) and rankings (a cursor continues the same ranking)
         self._query_vectors: dict[str, np.ndarray] = {}
-        self._pages: dict[str, tuple[float, Listing]] = {}
+        self._pages: dict[bytes, tuple[float, Listing]] = {}
+        # the conversations listed before each recent cursor of this process, exactly: a
+        # cursor only summarises them (bot.search.cursor), matched against the ranking
+        # when it comes from another process or an earlier run
+        self._listed: dict[str, frozenset[str]] = {}
         # the learned ranker's soft coverage (``search.soft_coverage``) reads the term
         # vectors when they are complete; False ranks as without them (benchmarks
         # measure that degraded mode)
@@ -145,9 +148,8 @@ class SearchService:
         )
         check_range(filters.date_from, filters.date_to)
         limit = max(1, min(int(limit), 100))
-        shown = decode_cursor(cursor, query, filters) if cursor else b""
-        listed = {shown[i : i + SHOWN_BYTES] for i in range(0, len(shown), SHOWN_BYTES)}
         key = fingerprint(query, filters)
+        state = cursors.decode(cursor, key) if cursor else None
         cached = self._pages.get(key) if cursor else None
         meta: dict[str, tuple[Any, ...]] | None = None
         if cached is not None and time.monotonic() - cached[0] < _PAGE_TTL:
@@ -160,6 +162,9 @@ class SearchService:
             self._pages[key] = (time.monotonic(), listing)
             while len(self._pages) > _CACHED_QUERIES:
                 self._pages.pop(next(iter(self._pages)))
+        listed: set[str] | frozenset[str] = frozenset()
+        if cursor and state is not None:
+            listed = self._listed.get(cursor) or await self._resolve(listing, state, filters)
         if listing.needs_tail(listed, limit):  # paging past the ranked ones (bot.search.tail)
             await self._read_tail(listing, filters)
             meta = None  # the tail's conversations were not read with the ranking
@@ -168,11 +173,28 @@ class SearchService:
         # none is skipped. An offset into a ranking made again did both.
         items, more = listing.page(listed, limit)
         results = await self._materialise(items, query, meta)
-        added = b"".join(shown_digest(r.conversation_id) for r in items)
-        next_cursor = encode_cursor(shown + added, query, filters) if more else None
+        next_cursor = None
+        if more:
+            now_listed = frozenset(listed | {item.conversation_id for item in items})
+            next_cursor = cursors.encode(cursors.after(now_listed, listing.order(), key))
+            self._listed[next_cursor] = now_listed
+            while len(self._listed) > _CURSORS:
+                self._listed.pop(next(iter(self._listed)))
         return SearchPage(
             results, next_cursor, listing.known, listing.scored.method, listing.total_exact
         )
+
+    async def _resolve(self, listing: Listing, state: cursors.Cursor, filters: Filters) -> set[str]:
+        """The conversations listed before a cursor this process does not hold, found in
+        ``listing`` (whose tail is read first when the cursor may reach into it: its
+        prefix covers the ranked ones, or a listed one dropped below the prefix)."""
+        ranked = len(listing.scored.conversations)
+        if listing.saturated and listing.tail is None and (state.extra or state.prefix >= ranked):
+            await self._read_tail(listing, filters)
+        listed = cursors.resolve(state, listing.order())
+        if listed is None:
+            raise InvalidCursor("the results changed too much since the last page: search again")
+        return listed
 
     async def _read_tail(self, listing: Listing, filters: Filters) -> None:
         ranked = listing.scored.conversations

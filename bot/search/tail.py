@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from bot.db import SyncConn
 from bot.search.fusion import Ranked, Scored
-from bot.search.results import Filters, shown_digest
+from bot.search.results import Filters
 
 # Conversations the tail lists at most: more than anyone pages through; past it, a
 # narrower query (or a date or channel filter) finds the rest.
@@ -48,28 +48,33 @@ class Listing:
     def total_exact(self) -> bool:
         return not self.saturated or (self.tail is not None and self.tail_complete)
 
-    def needs_tail(self, shown: Container[bytes], limit: int) -> bool:
-        """Whether the next ``limit`` conversations after ``shown`` reach past the
+    def needs_tail(self, shown: Container[str], limit: int) -> bool:
+        """Whether the next ``limit`` conversations after ``shown`` (ids) reach past the
         ranked ones into an unread tail."""
         return self.saturated and self.tail is None and self.unlisted(shown) < limit
 
-    def unlisted(self, shown: Container[bytes]) -> int:
+    def unlisted(self, shown: Container[str]) -> int:
         """How many ranked conversations (not the tail's) are not in ``shown``."""
-        return sum(shown_digest(c) not in shown for c, _ in self.scored.conversations)
+        return sum(c not in shown for c, _ in self.scored.conversations)
 
-    def page(self, shown: Container[bytes], limit: int) -> tuple[list[Ranked], bool]:
+    def order(self) -> list[str]:
+        """Every conversation listed so far, in listing order: the ranking, then the tail."""
+        ranked = [c for c, _ in self.scored.conversations]
+        return ranked + [item.conversation_id for item in self.tail or ()]
+
+    def page(self, shown: Container[str], limit: int) -> tuple[list[Ranked], bool]:
         """The first ``limit`` conversations of the ranking, then of the tail, that are
-        not in ``shown`` (:func:`~bot.search.results.shown_digest`), and whether any
-        other is left (an unread tail counts as more)."""
+        not in ``shown`` (ids), and whether any other is left (an unread tail counts as
+        more)."""
         items: list[Ranked] = []
         for conv, score in self.scored.conversations:
-            if shown_digest(conv) in shown:
+            if conv in shown:
                 continue
             if len(items) == limit:
                 return items, True
             items.append(self.scored.conversation(conv, score))
         for item in self.tail or ():
-            if shown_digest(item.conversation_id) in shown:
+            if item.conversation_id in shown:
                 continue
             if len(items) == limit:
                 return items, True

@@ -408,3 +408,35 @@ async def test_a_late_reply_whose_rewrite_failed_is_noted_on_the_sweep(
     last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
     assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
     assert not (await core.row(conv)).needs_abbreviation
+
+
+@pytest.mark.parametrize("when", ["after", "during"])
+async def test_a_late_replys_rewrite_survives_a_restart(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel, when: str
+) -> None:
+    # Regression: the rewrite a late reply owes (the notes cover its turn number but not
+    # the answer) was kept in memory only: a restart before the next idle pass found the
+    # notes current, and the answer never reached them.
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    if when == "during":
+        model.gate = asyncio.Event()  # the notes are being written when the reply lands
+    lifecycle.enqueue(conv, "switch")
+    await asyncio.sleep(0)
+    if when == "after":
+        await lifecycle.settle()
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    if model.gate is not None:
+        model.gate.set()
+    await lifecycle.settle()
+    assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2]
+    await lifecycle.stop(timeout=1.0)  # the daemon restarts before the idle pass
+    again = await make_lifecycle(model)
+    clock.advance(660)  # recovery re-arms the timer from the wall-clock turn stamps
+    await again.run_due()
+    assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2, 2]
+    last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
+    assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
+    row = await core.row(conv)
+    assert row.abbreviated_turn == 2 and not row.needs_abbreviation

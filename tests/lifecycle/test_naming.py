@@ -401,3 +401,32 @@ async def test_a_first_title_from_keywords_in_an_outage_is_asked_again_on_idle(
     clock.advance(600)
     await lifecycle.run_due()  # named by the model now: no more asking every pass
     assert model.count("naming") == calls
+
+
+async def test_a_naming_killed_after_the_notes_is_done_at_the_next_start(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: the idle pass wrote the notes through turn 6 and the process was killed
+    # during the naming that follows them (or the turn-5 naming in flight). Nothing
+    # recorded that naming was owed: with notes covering every turn and no flag, the next
+    # start queued nothing, and only a further message from the owner named it, so a
+    # finished conversation stayed "Untitled" for good.
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 6)  # the process that received them, no lifecycle
+    # a conversation renamed by hand, or short of the naming turn, is left alone
+    renamed = (await core.manager.create("web")).id
+    await _user_turns(core, renamed, 6)
+    await core.manager.rename(renamed, "My own title")
+    short = (await core.manager.create("web")).id
+    await _user_turns(core, short, 3)
+    for each in (conv, renamed, short):
+        await core.manager.set_abbreviation(each, "Notes about the NAS backup.", None)
+    row = await core.row(conv)
+    assert row.abbreviated_turn == 6 and not row.needs_abbreviation and row.title is None
+    lifecycle = await make_lifecycle(model)  # the next start
+    await lifecycle.settle()
+    row = await core.row(conv)
+    assert row.title == "NAS Backup Plan" and row.last_named_turn == 6
+    assert model.count("naming") == 1 and model.count("abbreviation") == 0
+    assert (await core.row(renamed)).title == "My own title"
+    assert (await core.row(short)).title is None

@@ -1,0 +1,96 @@
+"""The sweep finishes vectors a failed embedding left stale, backing off while it fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config.model import AppConfig
+from bot.lifecycle import ManualClock
+from bot.vectors import VectorIndex
+from tests.lifecycle.conftest import MakeLifecycle
+from tests.recall_helpers import add_conversation, open_index
+
+
+async def test_the_sweep_retries_conversations_a_failed_rebuild_left(  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    make_lifecycle: MakeLifecycle,
+    clock: ManualClock,
+    config: AppConfig,
+) -> None:
+    # Regression: the background rebuild after a model change went on past a conversation
+    # the model failed on, but only the next start or `my-agent reindex` embedded it: in
+    # a daemon that runs for weeks it was found by keyword only all that time.
+    db = await open_index(tmp_path / "c.db")
+    try:
+        await add_conversation(db, "conv-a", [("user", "planning the kayak trip")])
+        await add_conversation(db, "conv-b", [("user", "broken text about the tax return")])
+        vectors = VectorIndex(AppConfig(), db, embedder)
+        assert await vectors.open() and vectors.stale
+        working = embedder.embed_sync
+        attempts: set[float] = set()  # the clock times the model was asked (and failed)
+        healed = False
+
+        def flaky(texts: list[str]):  # type: ignore[no-untyped-def]
+            if any("broken" in t for t in texts) and not healed:
+                attempts.add(clock.now().timestamp())
+                raise RuntimeError("onnxruntime: failed to allocate memory")
+            return working(texts)
+
+        monkeypatch.setattr(embedder, "embed_sync", flaky)
+        await vectors.reindex_all()  # the daemon's rebuild: conv-b fails
+        assert vectors.stale and len(attempts) == 1
+        lifecycle = await make_lifecycle(vectors_=vectors)
+        sweep = config.conversations.abbreviation_sweep_seconds
+        for _ in range(8):  # sweeps at 1..8 periods: retried at 1, 2, 4 and 8 (backoff)
+            clock.advance(sweep)
+            await lifecycle.run_due()
+        assert len(attempts) == 1 + 4, attempts
+        assert vectors.stale and lifecycle.status()["vectors_retry_failed"] == 4
+        healed = True  # the model works again: the next due retry completes the vectors
+        for _ in range(16):
+            clock.advance(sweep)
+            await lifecycle.run_due()
+        assert not vectors.stale and lifecycle.status()["vectors_retried"] == 1
+        query = await embedder.embed_one("tax return")
+        ids = await db.fetchall("SELECT id FROM turns WHERE conversation_id = 'conv-b'")
+        assert ids[0][0] in await vectors.knn_turns(query, 5)
+    finally:
+        await db.close()
+
+
+async def test_a_failed_incremental_embedding_is_retried_by_the_sweep(  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    make_lifecycle: MakeLifecycle,
+    clock: ManualClock,
+    config: AppConfig,
+) -> None:
+    # A new turn's windows whose embedding failed stayed without a vector until the
+    # conversation's next turn (or a restart): the sweep embeds them again.
+    db = await open_index(tmp_path / "c.db")
+    try:
+        vectors = VectorIndex(AppConfig(), db, embedder)
+        assert await vectors.open() and not vectors.stale
+        working = embedder.embed_sync
+
+        def failing(texts: list[str]):  # type: ignore[no-untyped-def]
+            raise RuntimeError("onnxruntime: failed to allocate memory")
+
+        await add_conversation(db, "conv-a", [("user", "the boiler service is due")])
+        monkeypatch.setattr(embedder, "embed_sync", failing)
+        with pytest.raises(RuntimeError):
+            await vectors.index_turns("conv-a")
+        assert vectors.stale
+        monkeypatch.setattr(embedder, "embed_sync", working)
+        lifecycle = await make_lifecycle(vectors_=vectors)
+        clock.advance(config.conversations.abbreviation_sweep_seconds)
+        await lifecycle.run_due()
+        assert not vectors.stale
+        assert await db.fetchone("SELECT count(*) FROM turn_vectors") == (1,)
+    finally:
+        await db.close()
