@@ -229,7 +229,7 @@ class ExternalStore:
         numeric id), which ``trust.contacts`` may name instead of ``party_key``;
         ``reply_ref`` / ``subject``: what an answer threads under (an e-mail's Message-ID
         and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`);
-        ``addressed`` (False: a bounce, an album's later photo) and ``album`` (the media
+        ``addressed`` (False: a bounce, an out-of-office reply) and ``album`` (the media
         group it is a photo of): whether it expects an answer, kept for a restart that
         owes one (:mod:`bot.party_resume`)."""
         party_id = party_handle(channel, party_key)

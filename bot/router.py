@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
@@ -145,10 +144,8 @@ class Router:
                 "handled as a third party",
                 msg.channel,
             )
-        if msg.metadata.get("album_part"):
-            # A third party's album keeps one answer, at its first photo: their flow
-            # answers each message it is handed (the owner's albums are merged instead).
-            msg = replace(msg, addressed=False)
+        # (An album's photos all come as they are: the party's flow handles an album
+        # once, bot/strangers.py.)
         await self.strangers.handle(msg, reply_target(msg))
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:

@@ -45,7 +45,7 @@ class StrangerFlow:
         # The router's lock per identity key: an escalation that creates the owner's
         # pinned conversation must not race the owner's own first message.
         self._contact_lock = contact_lock
-        # A known party's albums, by (party, media group): the last photo noted (by the
+        # A party's albums, by (party, media group): the last photo noted (by the
         # party's message count) and the photos so far, answered once together.
         self._albums = Bursts()
         self._album_items: dict[tuple[str, str], list[InboundMessage]] = {}
@@ -76,11 +76,33 @@ class StrangerFlow:
         if party.tier == "blocked":
             log.info("message from blocked party %s recorded, not answered", party.id)
             return
-        if party.tier == "known" and album:
-            # Its photos after the first come unaddressed (the router keeps a stranger's
-            # album to one answer): they are not mail to escalate, but part of it.
+        if album:
+            # An album is one message to the owner's eyes: its photos are handled once,
+            # together (one answer, or one acknowledgement and one escalation quoting
+            # every caption); before, an untrusted party's later photos came marked as
+            # unaddressed, and the escalation quoted the first caption only.
             self._album_item(party, msg, album, target)
             return
+        if party.tier != "known" and self.s.replies.queue.busy(party.id):
+            # Their album is still being collected: what they sent after it is
+            # handled after it (an escalation quoting this alone went first, and the
+            # album's, no longer due, never went).
+            self.s.replies.queue.submit(party.id, lambda: self._respond_later(party, msg, target))
+            return
+        await self._respond(party, msg, target)
+
+    async def _respond_later(
+        self, party: PartyRecord, msg: InboundMessage, target: ReplyTarget
+    ) -> None:
+        """:meth:`_respond`, queued behind their album: as the party is now (the album's
+        escalation counts against the rate limit; the owner may have trusted them)."""
+        now = await self.s.external.get(party.id) or party
+        if now.tier != "blocked":
+            await self._respond(now, msg, target)
+
+    async def _respond(self, party: PartyRecord, msg: InboundMessage, target: ReplyTarget) -> None:
+        """Answer one recorded message (not an album's photo) of a party not blocked."""
+        ext = self.s.external
         if not msg.addressed:
             # A bounce or an out-of-office reply: answering it (a known party's model
             # reply, an acknowledgement) risks a mail loop. The owner still hears of it.
@@ -100,12 +122,24 @@ class StrangerFlow:
         if party.tier == "known":
             self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, [msg], target))
             return
+        await self._acknowledge_and_escalate(party, [msg])
+
+    async def _acknowledge_and_escalate(
+        self, party: PartyRecord, said: list[InboundMessage]
+    ) -> None:
+        """What an untrusted party ``said`` (a message, or an album's photos): the
+        acknowledgement (if configured) and an escalation to the owner, both
+        rate-limited per party."""
+        ext = self.s.external
+        msg = said[-1]
+        text = "\n".join(m.text for m in said)
         due = ext.escalation_due(party)
         ack = self.s.config.trust.acknowledgement
-        if not due and not _opener(msg.text) and await self._said_nothing_yet(party):
+        refs = {m.message_id for m in said}
+        if not due and not _opener(text) and await self._said_nothing_yet(party, refs):
             # Their escalation quoted only Telegram's "/start": these are their first
             # words, which the owner hears (they were acknowledged already).
-            await self.escalate(party, msg.text)
+            await self.escalate(party, text)
             return
         if ack and due:
             await self.send_to_party(
@@ -117,32 +151,41 @@ class StrangerFlow:
                 subject=msg.subject,
             )
         if due:
-            await self.escalate(party, msg.text)
+            await self.escalate(party, text)
 
-    async def _said_nothing_yet(self, party: PartyRecord) -> bool:
-        """Whether all the party sent before their latest message (already recorded) was
-        Telegram's "/start" (the Start button, perhaps with a deep-link payload)."""
+    async def _said_nothing_yet(self, party: PartyRecord, refs: set[str]) -> bool:
+        """Whether all the party sent before ``refs`` (their latest message, or album,
+        already recorded) was Telegram's "/start" (the Start button, perhaps with a
+        deep-link payload)."""
         said = [h for h in await self.s.external.history(party) if h["direction"] == "in"]
-        return len(said) > 1 and all(_opener(h["content"]) for h in said[:-1])
+        before = [h for h in said if h["ref"] not in refs]
+        return bool(before) and all(_opener(h["content"]) for h in before)
 
     def _album_item(
         self, party: PartyRecord, msg: InboundMessage, album: str, target: ReplyTarget
     ) -> None:
-        """Queue the answer to a known party's album, given once to all its photos (as
-        the owner's albums are, :mod:`bot.bursts`): at its first photo alone, the other
-        captions never reached the model."""
+        """Queue what is done with a party's album, once for all its photos (as the
+        owner's albums are answered, :mod:`bot.bursts`): a known party's answer (at its
+        first photo alone, the other captions never reached the model), an untrusted
+        party's acknowledgement and escalation."""
         key = (party.id, album)
         self._album_items.setdefault(key, []).append(msg)
         seq = party.message_count  # theirs, counted as recorded: the photo's place
         self._albums.note(key, seq)
 
-        async def answer() -> None:
+        async def handle_album() -> None:
             if await self._albums.answered_by(key, seq, ALBUM_SETTLE_SECONDS) is not None:
                 return  # a later photo of it answers
             items = self._album_items.pop(key, [msg])
-            await self._answer_known(party, items, target)
+            # their tier as it is now: the owner may have trusted or blocked them while
+            # the album came
+            now = await self.s.external.get(party.id) or party
+            if now.tier == "known":
+                await self._answer_known(now, items, target)
+            elif now.tier != "blocked":
+                await self._acknowledge_and_escalate(now, items)
 
-        self.s.replies.queue.submit(party.id, answer)
+        self.s.replies.queue.submit(party.id, handle_album)
 
     def answer_owed(
         self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
