@@ -55,7 +55,9 @@ class Router:
         self.spool = InboundSpool(self._route, self._storage_recovered)
         self.resolver = ConversationResolver(services)
         self.turns = TurnRecorder(services)
-        self.command_flow = CommandFlow(services, self.commands, self.runs, self.turns)
+        self.command_flow = CommandFlow(
+            services, self.commands, self.runs, self.turns, self.resolver.contact_lock
+        )
         self.strangers = StrangerFlow(services, self.commands, self.resolver.contact_lock)
         self.send_to_party = self.strangers.send_to_party
         self.escalate = self.strangers.escalate

@@ -808,3 +808,38 @@ async def test_new_with_a_message_keeps_the_message_when_storing_it_is_retried(
     sent = getattr(core, channel)
     assert len(sent.of_kind("command")) == 1
     assert sent.texts("reply")[-1] == "re: plan the garden party"
+
+
+async def test_an_escalation_during_new_goes_to_the_fresh_conversation(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The owner's /new on Telegram unpins their conversation, then pins a fresh one; an
+    # e-mail stranger's escalation (to the owner on Telegram) came in between. Before,
+    # it found no pinned conversation and created one: the owner had two pinned.
+    await core.deliver("hello", sender=OWNER_TELEGRAM_ID)
+    await settle(core.s)
+    manager = core.s.conversations
+    real = manager.unpin
+    stranger: list[asyncio.Task[None]] = []
+
+    async def unpin_then_escalation(conv_id: str) -> Any:
+        done = await real(conv_id)
+        mail = inbound("who is there?", channel="email", sender="eve@example.org")
+        stranger.append(asyncio.create_task(core.s.router.deliver(mail)))
+        await asyncio.sleep(0.2)  # the escalation runs now, if nothing holds it
+        return done
+
+    monkeypatch.setattr(manager, "unpin", unpin_then_escalation)
+    await core.deliver("/new", sender=OWNER_TELEGRAM_ID)
+    await asyncio.gather(*stranger)
+    await settle(core.s)
+    pinned = [
+        c
+        for c in await core.conversations()
+        if c.pinned and c.identity_key == f"telegram:{OWNER_TELEGRAM_ID}"
+    ]
+    assert len(pinned) == 1
+    (command,) = core.telegram.of_kind("command")
+    assert command.conversation_id == pinned[0].id  # the one /new made
+    events = [x.get("event") for x in core.s.store.read_lines(pinned[0].id)]
+    assert "escalation" in events
