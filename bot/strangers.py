@@ -19,7 +19,7 @@ from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
 from bot.events import Attachment, InboundMessage, OutboundMessage
 from bot.labels import escalated_party_ids, escalation_title, is_escalation_titled
-from bot.parties import PartyRecord, normalise_identity
+from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
 if TYPE_CHECKING:
@@ -54,11 +54,16 @@ class StrangerFlow:
         """Record ``msg`` from a third party, then answer it by the party's tier: blocked
         -> nothing, known -> the restricted brain, untrusted -> acknowledgement (if
         configured) and an escalation to the owner, both rate-limited."""
-        ext = self.s.external
         party_key = normalise_identity(msg.channel, msg.sender_id)
         album = msg.metadata.get("media_group")
         album = str(album) if album and not msg.metadata.get("edited") else None
-        party, duplicate = await ext.record_inbound(
+        async with self.s.external.party_lock(party_handle(msg.channel, party_key)):
+            await self._handle(msg, target, party_key, album)
+
+    async def _handle(
+        self, msg: InboundMessage, target: ReplyTarget, party_key: str, album: str | None
+    ) -> None:
+        party, duplicate = await self.s.external.record_inbound(
             msg.channel,
             party_key,
             display_name=msg.sender_name,
@@ -96,9 +101,10 @@ class StrangerFlow:
     ) -> None:
         """:meth:`_respond`, queued behind their album: as the party is now (the album's
         escalation counts against the rate limit; the owner may have trusted them)."""
-        now = await self.s.external.get(party.id) or party
-        if now.tier != "blocked":
-            await self._respond(now, msg, target)
+        async with self.s.external.party_lock(party.id):
+            now = await self.s.external.get(party.id) or party
+            if now.tier != "blocked":
+                await self._respond(now, msg, target)
 
     async def _respond(self, party: PartyRecord, msg: InboundMessage, target: ReplyTarget) -> None:
         """Answer one recorded message (not an album's photo) of a party not blocked."""
@@ -177,13 +183,15 @@ class StrangerFlow:
             if await self._albums.answered_by(key, seq, ALBUM_SETTLE_SECONDS) is not None:
                 return  # a later photo of it answers
             items = self._album_items.pop(key, [msg])
-            # their tier as it is now: the owner may have trusted or blocked them while
-            # the album came
-            now = await self.s.external.get(party.id) or party
-            if now.tier == "known":
+            async with self.s.external.party_lock(party.id):
+                # their tier as it is now: the owner may have trusted or blocked them
+                # while the album came
+                now = await self.s.external.get(party.id) or party
+                if now.tier == "untrusted":
+                    await self._acknowledge_and_escalate(now, items)
+                    return
+            if now.tier == "known":  # (the model's answer is not made under the lock)
                 await self._answer_known(now, items, target)
-            elif now.tier != "blocked":
-                await self._acknowledge_and_escalate(now, items)
 
         self.s.replies.queue.submit(party.id, handle_album)
 

@@ -843,3 +843,35 @@ async def test_an_escalation_during_new_goes_to_the_fresh_conversation(
     assert command.conversation_id == pinned[0].id  # the one /new made
     events = [x.get("event") for x in core.s.store.read_lines(pinned[0].id)]
     assert "escalation" in events
+
+
+async def test_a_trust_during_an_escalation_resolves_it(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stranger's message is being acknowledged and escalated when the owner trusts
+    # them from the dashboard. Before, /trust resolved the escalations there were, and
+    # the one made just after stayed pending, asking the owner to /trust them.
+    external = core.s.external
+    real = external.record_outbound
+    acknowledging = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_acknowledgement(*args: Any, **kwargs: Any) -> Any:
+        acknowledging.set()
+        await release.wait()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(external, "record_outbound", slow_acknowledgement)
+    message = asyncio.create_task(core.deliver("hello, it's Ann", sender="6060"))
+    await acknowledging.wait()
+    party = await external.find("6060")
+    assert party is not None
+    trust = asyncio.create_task(
+        core.deliver(f"/trust {party.id}", channel="web", sender="owner", chat="dashboard")
+    )
+    await asyncio.sleep(0.2)
+    release.set()
+    await asyncio.gather(message, trust)
+    await settle(core.s)
+    assert (await external.get(party.id)).tier == "known"  # type: ignore[union-attr]
+    assert await external.pending_escalations() == []
