@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from bot.bursts import Bursts
@@ -129,16 +130,24 @@ class StrangerFlow(PartySends):
             return
         await self._acknowledge_and_escalate(party, [msg])
 
+    async def escalate_owed(
+        self, party: PartyRecord, said: list[InboundMessage], at: datetime
+    ) -> None:
+        """Acknowledge and escalate an untrusted party's album that a restart found cut
+        short (:mod:`bot.party_resume`), as it would have been ``at`` its end."""
+        async with self.s.external.party_lock(party.id):
+            await self._acknowledge_and_escalate(party, said, at)
+
     async def _acknowledge_and_escalate(
-        self, party: PartyRecord, said: list[InboundMessage]
+        self, party: PartyRecord, said: list[InboundMessage], at: datetime | None = None
     ) -> None:
         """What an untrusted party ``said`` (a message, or an album's photos): the
         acknowledgement (if configured) and an escalation to the owner, both
-        rate-limited per party."""
+        rate-limited per party (as of ``at``, else now)."""
         ext = self.s.external
         msg = said[-1]
         text = "\n".join(m.text for m in said)
-        due = ext.escalation_due(party)
+        due = ext.escalation_due(party, at)
         ack = self.s.config.trust.acknowledgement
         refs = {m.message_id for m in said}
         if not due and not _opener(text) and await self._said_nothing_yet(party, refs):
