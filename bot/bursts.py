@@ -18,11 +18,24 @@ class Bursts:
 
     def __init__(self) -> None:
         self._latest: dict[Hashable, tuple[int, float]] = {}
+        self._open = asyncio.Event()  # cleared: no burst ends (:meth:`hold`)
+        self._open.set()
 
     def note(self, key: Hashable, turn: int) -> None:
         """``turn`` arrived now under ``key``."""
         latest = self._latest.get(key, (0, 0.0))[0]
         self._latest[key] = (max(turn, latest), asyncio.get_running_loop().time())
+
+    def hold(self) -> None:
+        """No burst ends until :meth:`release` (the channels are starting: what they
+        deliver first joins the bursts resumed before them)."""
+        self._open.clear()
+
+    def release(self) -> None:
+        """Bursts end again, each once it has paused from now."""
+        now = asyncio.get_running_loop().time()
+        self._latest = {key: (turn, now) for key, (turn, _at) in self._latest.items()}
+        self._open.set()
 
     def forget(self, key: Hashable) -> None:
         self._latest.pop(key, None)
@@ -36,6 +49,9 @@ class Bursts:
             if latest > turn:
                 return latest
             wait = at + pause - loop.time()
+            if wait <= 0 and not self._open.is_set():
+                await self._open.wait()
+                continue
             if wait <= 0:
                 if latest == turn:
                     self._latest.pop(key, None)

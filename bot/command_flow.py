@@ -8,7 +8,9 @@ outbox dedup key, the claims of bot/command_runs.py) is its own protocol.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
@@ -31,12 +33,20 @@ class CommandFlow:
     """Runs the owner's (and the owner's group members') slash commands."""
 
     def __init__(
-        self, services: Services, commands: Commands, runs: CommandRuns, turns: TurnRecorder
+        self,
+        services: Services,
+        commands: Commands,
+        runs: CommandRuns,
+        turns: TurnRecorder,
+        contact_lock: Callable[[str], asyncio.Lock],
     ) -> None:
         self.s = services
         self.commands = commands
         self.runs = runs
         self.turns = turns
+        # The router's lock per identity key (bot/resolver.py), held by /new between
+        # unpinning the conversation and pinning the fresh one.
+        self._contact_lock = contact_lock
 
     async def run(
         self,
@@ -91,7 +101,13 @@ class CommandFlow:
             if name == "new" and rec is not None:
                 effect["previous"] = rec.id
             run = await self.runs.claim(msg.channel, msg.message_id, name, effect)
-        if owner:
+        if owner and name == "new" and rec is not None and rec.identity_key:
+            # No pinned conversation for a moment: an escalation to the owner (from a
+            # party on another channel) that came then created one of its own, and the
+            # owner had two, the escalation in the one no longer pinned.
+            async with self._contact_lock(rec.identity_key):
+                result = await self.commands.run_owner(name, args, msg, rec, run)
+        elif owner:
             result = await self.commands.run_owner(name, args, msg, rec, run)
         elif name == "new":
             # Another member of the owner's group: the group conversation is the owner's

@@ -22,7 +22,7 @@ from bot.command_syntax import (
 )
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
-from bot.labels import UNTITLED, display_title
+from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import local_day, owner_zone
 from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
@@ -165,14 +165,15 @@ class Commands(PartyCommands):
         if fresh is None:
             lines.append("Conversation: none yet (it starts with your first message)")
         else:
+            # as the dashboard names it (an older escalation conversation: its parties
+            # as known now, not their bare ids of then)
+            shown = await shown_title(self.s, fresh)
             if message.channel == "web":
-                title = display_title(
-                    fresh.channel, fresh.title, fresh.channel_meta, fresh.participants
-                )
+                title = display_title(fresh.channel, shown, fresh.channel_meta, fresh.participants)
                 linked = {"prefix": "Conversation: ", "conversationId": fresh.id, "title": title}
                 lines.append(f"Conversation: {title}")
             else:
-                lines.append(f"Conversation: {fresh.title or UNTITLED} ({fresh.id})")
+                lines.append(f"Conversation: {shown or UNTITLED} ({fresh.id})")
             lines.append(
                 f"Model: {fresh.model or self.s.config.models.default}; turns: "
                 f"{fresh.turn_count}; cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / "
@@ -224,7 +225,9 @@ class Commands(PartyCommands):
             # Named as the dashboard lists it (not "Untitled"): the record's title is
             # also fresher than the index row the search read.
             title = (
-                display_title(rec.channel, rec.title, rec.channel_meta, rec.participants)
+                display_title(
+                    rec.channel, await shown_title(self.s, rec), rec.channel_meta, rec.participants
+                )
                 if rec is not None
                 else r.title or UNTITLED
             )

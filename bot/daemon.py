@@ -15,7 +15,7 @@ from bot.channel import Channel
 from bot.config import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.notify import Notifier
-from bot.party_resume import resume_known_parties
+from bot.party_resume import escalate_cut_albums, resume_known_parties
 from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
 from bot.services import ChannelStartError, DataDirInUse, Services, close_services
@@ -124,6 +124,33 @@ async def start_channels(services: Services, channels: list[Channel]) -> None:
         log.info("channel %s started", channel.name)
 
 
+async def start_serving(services: Services, channels: list[Channel]) -> int:
+    """Queue what a restart owes, then start the channels; returns the owner's turns
+    resumed.
+
+    The owed answers go first, the known parties' (:mod:`bot.party_resume`, with an
+    untrusted party's album a stop cut short) and the owner's (:mod:`bot.resume`): a
+    channel hands over at once what came while we were down (Telegram's first poll),
+    and those messages must queue behind them. Started
+    after the channels, a resumed reply raced the first poll: the owner's new message
+    was answered first, then the older one on its own, out of order, where one reply
+    would have answered both (the debounce, an album). Nothing is sent before its
+    channel starts: the outbox delivers a channel's rows once it is attached.
+    """
+    await resume_known_parties(services)
+    await escalate_cut_albums(services)
+    # A resumed turn's debounce counts from when the channels have started: a channel's
+    # start (Telegram's setup) may outlast it, and the first poll's messages still join
+    # its reply.
+    services.replies.hold_bursts()
+    try:
+        resumed = await resume_pending_replies(services)
+        await start_channels(services, channels)
+    finally:
+        services.replies.release_bursts()
+    return resumed
+
+
 async def shutdown(
     services: Services,
     channels: list[Channel],
@@ -219,11 +246,7 @@ async def _serve(config: AppConfig, stop: asyncio.Event, config_path: Path | Non
     notifier.start_watchdog()
     try:
         await attach_background(services)
-        # Before the channels: a party's message they deliver now (Telegram hands over
-        # what came while we were down at once) queues behind the answer it is owed.
-        await resume_known_parties(services)
-        await start_channels(services, channels)
-        resumed = await resume_pending_replies(services)
+        resumed = await start_serving(services, channels)
         services.ready = True
         conversations = await services.index.count()
         names = ", ".join(c.name for c in channels) or "none"

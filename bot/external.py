@@ -42,6 +42,9 @@ class ExternalStore:
         self.bus = bus
         self.directory = config.external_dir
         self._files = TranscriptStore(self.directory, fsync=config.transcripts.fsync == "always")
+        # party id -> lock held while their tier is read and acted on (bot/strangers.py)
+        # and while it is changed or their escalations resolved (here)
+        self._party_locks: dict[str, asyncio.Lock] = {}
 
     def open(self, exclusive: bool = False, shared: bool = False) -> int:
         """Replay the party files' journal after a crash (see :mod:`bot.journal`).
@@ -57,6 +60,17 @@ class ExternalStore:
 
     def close(self) -> None:
         self._files.close()
+
+    def party_lock(self, party_id: str) -> asyncio.Lock:
+        """The lock of one party (created on first use). :meth:`set_tier` and
+        :meth:`resolve_escalations` take it, and the stranger flow holds it from reading
+        a party's tier to escalating their message: an escalation made while the
+        owner's /trust (or the dashboard's Trust) ran stayed pending, asking the owner
+        to trust a party already trusted."""
+        lock = self._party_locks.get(party_id)
+        if lock is None:
+            lock = self._party_locks[party_id] = asyncio.Lock()
+        return lock
 
     def _path(self, party_id: str) -> Path:
         return self.directory / f"{party_id}.jsonl"
@@ -229,7 +243,7 @@ class ExternalStore:
         numeric id), which ``trust.contacts`` may name instead of ``party_key``;
         ``reply_ref`` / ``subject``: what an answer threads under (an e-mail's Message-ID
         and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`);
-        ``addressed`` (False: a bounce, an album's later photo) and ``album`` (the media
+        ``addressed`` (False: a bounce, an out-of-office reply) and ``album`` (the media
         group it is a photo of): whether it expects an answer, kept for a restart that
         owes one (:mod:`bot.party_resume`)."""
         party_id = party_handle(channel, party_key)
@@ -322,10 +336,11 @@ class ExternalStore:
             "source": "owner",
             "timestamp": iso(utcnow()),
         }
-        await self._record(party_id, [line])
-        party = await self.get(party_id)
-        assert party is not None
-        await self.resolve_escalations(party_id, f"tier:{tier}")
+        async with self.party_lock(party_id):
+            await self._record(party_id, [line])
+            party = await self.get(party_id)
+            assert party is not None
+            await self._resolve(party_id, f"tier:{tier}")
         await self.bus.emit("external_updated", party=party, message=None)
         return party
 
@@ -350,6 +365,12 @@ class ExternalStore:
         return ids[-1] if ids else 0
 
     async def resolve_escalations(self, party_id: str, resolution: str) -> None:
+        """Mark the party's pending escalations as resolved (the owner answered them,
+        or set their tier)."""
+        async with self.party_lock(party_id):
+            await self._resolve(party_id, resolution)
+
+    async def _resolve(self, party_id: str, resolution: str) -> None:
         line = {
             "type": "event",
             "event": "resolved",

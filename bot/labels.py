@@ -3,13 +3,18 @@ who it is with (the contact, or sender and subject), as the dashboard's sidebar 
 
 One home for both, so that ``/search`` answered on any channel names a conversation as the
 dashboard lists it (it said "Untitled" where the sidebar said "Hanan · New
-conversation").
+conversation"), and for the titles derived when a conversation is read
+(:func:`shown_titles`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+log = logging.getLogger("my_agent.labels")
 
 UNTITLED = "New conversation"  # what the dashboard shows until a conversation is named
 
@@ -93,3 +98,41 @@ def is_escalation_titled(rec: Any) -> bool:
     if rec.channel == "web" or rec.turn_count or rec.manually_named:
         return False
     return not rec.title or str(rec.title).startswith(ESCALATION_PREFIX)
+
+
+async def shown_titles(services: Any, records: Iterable[Any]) -> dict[str, str]:
+    """``{conversation id: title}`` for the records whose title, as shown to the owner,
+    differs from the stored one.
+
+    An escalation conversation (:func:`is_escalation_titled`) opened by an older version
+    has no title, or one naming a party by the bare id they had when they first wrote
+    (``Escalation: 8081 (telegram)``): it is named after its parties as known now. That
+    is derived when read, from the transcript's escalation events and the parties'
+    records, so that history files are never rewritten for it (the next escalation there
+    stores the fresh title, :meth:`bot.party_sends.PartySends.escalate`). Only such
+    conversations are read, and they hold no turn: a cheap read. The dashboard, ``/status``
+    and ``/search`` show these titles on every channel."""
+    out: dict[str, str] = {}
+    for rec in records:
+        if not is_escalation_titled(rec):
+            continue
+        try:
+            lines = await asyncio.to_thread(services.conversations.read_lines, rec.id)
+        except OSError as exc:  # the stored title is still a title
+            log.warning("cannot read %s for its title: %s", rec.id, exc)
+            continue
+        parties = [
+            p for pid in escalated_party_ids(lines) if (p := await services.external.get(pid))
+        ]
+        if not parties:
+            continue
+        title = escalation_title(parties)
+        if title != rec.title:
+            out[rec.id] = title
+    return out
+
+
+async def shown_title(services: Any, rec: Any) -> str | None:
+    """The title of ``rec`` as shown to the owner (:func:`shown_titles`), else its own."""
+    derived = await shown_titles(services, [rec])
+    return derived.get(rec.id, rec.title)

@@ -15,6 +15,11 @@ the last message it answers, and its line in the party's file says ``answers: re
 answers run one after another per party, so an answered message answers all before it.
 A party owed several messages gets one answer to them all, as an album does.
 
+An untrusted party's album is acknowledged and escalated once it is complete (a second
+after its last photo, :mod:`bot.strangers`): a stop or a crash in that second left it
+recorded and never escalated. :func:`escalate_cut_albums` makes that escalation at start,
+when their file ends in that album, within the window, with nothing of ours after it.
+
 An answer is written to the party's file before its outbox row: one whose row a crash
 kept from being written counts as answered there, so it is queued again from the file
 (:func:`requeue_unqueued_answers`, as :func:`bot.resume.requeue_unsent_replies` does
@@ -25,6 +30,7 @@ or replaced state.db never re-sends old answers.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -171,3 +177,54 @@ def _inbound_line(line: Line) -> bool:
     return bool(
         line.get("type") == "message" and line.get("direction") == "in" and line.get("messageRef")
     )
+
+
+async def escalate_cut_albums(services: Services, now: datetime | None = None) -> int:
+    """Acknowledge and escalate (as it would have been, rate limits included) the album an
+    untrusted party sent last when a stop or a crash came before it was complete
+    (module docstring); returns how many albums."""
+    since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
+    rows = await services.external.db.fetchall(
+        "SELECT DISTINCT m.party_id FROM external_messages m JOIN external_parties p"
+        " ON p.id = m.party_id WHERE p.tier = 'untrusted' AND m.direction = 'in'"
+        " AND m.timestamp >= ?",
+        (since,),
+    )
+    escalated = 0
+    for (party_id,) in rows:
+        party = await services.external.get(party_id)
+        if party is None or party.tier != "untrusted":
+            continue
+        album, last_escalation = cut_album(await services.external.read_lines(party.id))
+        if not album or str(album[0].get("timestamp", "")) < since:
+            continue
+        log.info("escalating the album %s of %s cut by a restart", album[0]["album"], party.id)
+        # the rate limit as it was when the album came, not as it is now
+        at = datetime.fromisoformat(str(album[-1]["timestamp"]).replace("Z", "+00:00"))
+        as_then = replace(party, last_escalation=last_escalation)
+        said = [_inbound(party, line) for line in album]
+        await services.router.strangers.escalate_owed(as_then, said, at)
+        escalated += 1
+    return escalated
+
+
+def cut_album(lines: list[Line]) -> tuple[list[Line], str | None]:
+    """The album a party's file (``lines``) ends in, when nothing came after its first
+    photo but more of it (no message, no escalation, no tier set), and the time of their
+    last escalation before it."""
+    album: list[Line] = []
+    escalated: str | None = None  # their last escalation's time
+    before: str | None = None  # ... as it was when the album began
+    for line in lines:
+        kind = line.get("type")
+        group = line.get("album")
+        if kind == "message" and line.get("direction") == "in" and group:
+            if not (album and album[0].get("album") == group):
+                album, before = [], escalated
+            album.append(line)
+            continue
+        if kind == "event" and line.get("event") == "escalation":
+            escalated = str(line.get("timestamp") or "") or escalated
+        if kind in ("message", "event"):
+            album = []  # handled (an escalation, an acknowledgement) or overtaken
+    return album, before

@@ -113,6 +113,18 @@ class ReplyEngine:
             lambda: self._reply(conversation_id, turn_number, text, target, sender, owner, album),
         )
 
+    def hold_bursts(self) -> None:
+        """The channels are starting (bot/daemon.py): the replies resumed before them
+        wait, however long that takes, so that what a channel delivers first (what came
+        while we were down) can join their burst (the debounce, an album)."""
+        self._arrivals.hold()
+        self._albums.hold()
+
+    def release_bursts(self) -> None:
+        """The channels have started: held replies wait out their pause from now."""
+        self._arrivals.release()
+        self._albums.release()
+
     def cancel(self, conversation_id: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
         return self.generation.cancel(conversation_id)

@@ -1,7 +1,8 @@
 """Replies a restart owes: resumed, or queued again from their transcript.
 
-At start (bot/daemon.py, after the channels), the user turns that recovery found
-unanswered are answered now (:func:`resume_pending_replies`), and replies that reached a
+At start (bot/daemon.py, before the channels, so that what they deliver first queues
+behind them and joins their debounce), the user turns that recovery found unanswered
+are answered now (:func:`resume_pending_replies`), and replies that reached a
 transcript without reaching the outbox (a crash between the two writes) are queued again
 (:func:`requeue_unsent_replies`). Apart from :class:`~bot.services.Services`, which only
 opens and holds the core: this is work done once with it, from what the transcripts

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
@@ -56,7 +55,9 @@ class Router:
         self.spool = InboundSpool(self._route, self._storage_recovered)
         self.resolver = ConversationResolver(services)
         self.turns = TurnRecorder(services)
-        self.command_flow = CommandFlow(services, self.commands, self.runs, self.turns)
+        self.command_flow = CommandFlow(
+            services, self.commands, self.runs, self.turns, self.resolver.contact_lock
+        )
         self.strangers = StrangerFlow(services, self.commands, self.resolver.contact_lock)
         self.send_to_party = self.strangers.send_to_party
         self.escalate = self.strangers.escalate
@@ -145,10 +146,8 @@ class Router:
                 "handled as a third party",
                 msg.channel,
             )
-        if msg.metadata.get("album_part"):
-            # A third party's album keeps one answer, at its first photo: their flow
-            # answers each message it is handed (the owner's albums are merged instead).
-            msg = replace(msg, addressed=False)
+        # (An album's photos all come as they are: the party's flow handles an album
+        # once, bot/strangers.py.)
         await self.strangers.handle(msg, reply_target(msg))
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:

@@ -6,20 +6,24 @@ conversations. By tier: ``blocked`` is recorded and not answered; ``known`` is a
 through the restricted brain profile (no recall tools, no owner data); ``untrusted`` (the
 default) gets the configured acknowledgement, if any, and the owner an escalation with
 Trust / Block / Reply actions on the configured channel, both rate-limited per party.
+An album (photos sent together, one message each) is one message here: handled once,
+when complete. Here: what a message gets; how it is given (a message to the party, an
+escalation to the owner): :mod:`bot.party_sends`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
-from bot.events import Attachment, InboundMessage, OutboundMessage
-from bot.labels import escalated_party_ids, escalation_title, is_escalation_titled
-from bot.parties import PartyRecord, normalise_identity
+from bot.events import InboundMessage
+from bot.parties import PartyRecord, normalise_identity, party_handle
+from bot.party_sends import PartySends
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
 if TYPE_CHECKING:
@@ -28,10 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("my_agent.router")
 
-OutboundKind = Literal["reply", "command", "escalation", "acknowledgement", "notice"]
 
-
-class StrangerFlow:
+class StrangerFlow(PartySends):
     """What the router does with a message that is not the owner's."""
 
     def __init__(
@@ -42,10 +44,8 @@ class StrangerFlow:
     ) -> None:
         self.s = services
         self.commands = commands
-        # The router's lock per identity key: an escalation that creates the owner's
-        # pinned conversation must not race the owner's own first message.
-        self._contact_lock = contact_lock
-        # A known party's albums, by (party, media group): the last photo noted (by the
+        self._contact_lock = contact_lock  # the router's, per identity key (PartySends)
+        # A party's albums, by (party, media group): the last photo noted (by the
         # party's message count) and the photos so far, answered once together.
         self._albums = Bursts()
         self._album_items: dict[tuple[str, str], list[InboundMessage]] = {}
@@ -54,11 +54,16 @@ class StrangerFlow:
         """Record ``msg`` from a third party, then answer it by the party's tier: blocked
         -> nothing, known -> the restricted brain, untrusted -> acknowledgement (if
         configured) and an escalation to the owner, both rate-limited."""
-        ext = self.s.external
         party_key = normalise_identity(msg.channel, msg.sender_id)
         album = msg.metadata.get("media_group")
         album = str(album) if album and not msg.metadata.get("edited") else None
-        party, duplicate = await ext.record_inbound(
+        async with self.s.external.party_lock(party_handle(msg.channel, party_key)):
+            await self._handle(msg, target, party_key, album)
+
+    async def _handle(
+        self, msg: InboundMessage, target: ReplyTarget, party_key: str, album: str | None
+    ) -> None:
+        party, duplicate = await self.s.external.record_inbound(
             msg.channel,
             party_key,
             display_name=msg.sender_name,
@@ -76,11 +81,34 @@ class StrangerFlow:
         if party.tier == "blocked":
             log.info("message from blocked party %s recorded, not answered", party.id)
             return
-        if party.tier == "known" and album:
-            # Its photos after the first come unaddressed (the router keeps a stranger's
-            # album to one answer): they are not mail to escalate, but part of it.
+        if album:
+            # An album is one message to the owner's eyes: its photos are handled once,
+            # together (one answer, or one acknowledgement and one escalation quoting
+            # every caption); before, an untrusted party's later photos came marked as
+            # unaddressed, and the escalation quoted the first caption only.
             self._album_item(party, msg, album, target)
             return
+        if party.tier != "known" and self.s.replies.queue.busy(party.id):
+            # Their album is still being collected: what they sent after it is
+            # handled after it (an escalation quoting this alone went first, and the
+            # album's, no longer due, never went).
+            self.s.replies.queue.submit(party.id, lambda: self._respond_later(party, msg, target))
+            return
+        await self._respond(party, msg, target)
+
+    async def _respond_later(
+        self, party: PartyRecord, msg: InboundMessage, target: ReplyTarget
+    ) -> None:
+        """:meth:`_respond`, queued behind their album: as the party is now (the album's
+        escalation counts against the rate limit; the owner may have trusted them)."""
+        async with self.s.external.party_lock(party.id):
+            now = await self.s.external.get(party.id) or party
+            if now.tier != "blocked":
+                await self._respond(now, msg, target)
+
+    async def _respond(self, party: PartyRecord, msg: InboundMessage, target: ReplyTarget) -> None:
+        """Answer one recorded message (not an album's photo) of a party not blocked."""
+        ext = self.s.external
         if not msg.addressed:
             # A bounce or an out-of-office reply: answering it (a known party's model
             # reply, an acknowledgement) risks a mail loop. The owner still hears of it.
@@ -100,12 +128,32 @@ class StrangerFlow:
         if party.tier == "known":
             self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, [msg], target))
             return
-        due = ext.escalation_due(party)
+        await self._acknowledge_and_escalate(party, [msg])
+
+    async def escalate_owed(
+        self, party: PartyRecord, said: list[InboundMessage], at: datetime
+    ) -> None:
+        """Acknowledge and escalate an untrusted party's album that a restart found cut
+        short (:mod:`bot.party_resume`), as it would have been ``at`` its end."""
+        async with self.s.external.party_lock(party.id):
+            await self._acknowledge_and_escalate(party, said, at)
+
+    async def _acknowledge_and_escalate(
+        self, party: PartyRecord, said: list[InboundMessage], at: datetime | None = None
+    ) -> None:
+        """What an untrusted party ``said`` (a message, or an album's photos): the
+        acknowledgement (if configured) and an escalation to the owner, both
+        rate-limited per party (as of ``at``, else now)."""
+        ext = self.s.external
+        msg = said[-1]
+        text = "\n".join(m.text for m in said)
+        due = ext.escalation_due(party, at)
         ack = self.s.config.trust.acknowledgement
-        if not due and not _opener(msg.text) and await self._said_nothing_yet(party):
+        refs = {m.message_id for m in said}
+        if not due and not _opener(text) and await self._said_nothing_yet(party, refs):
             # Their escalation quoted only Telegram's "/start": these are their first
             # words, which the owner hears (they were acknowledged already).
-            await self.escalate(party, msg.text)
+            await self.escalate(party, text)
             return
         if ack and due:
             await self.send_to_party(
@@ -117,32 +165,43 @@ class StrangerFlow:
                 subject=msg.subject,
             )
         if due:
-            await self.escalate(party, msg.text)
+            await self.escalate(party, text)
 
-    async def _said_nothing_yet(self, party: PartyRecord) -> bool:
-        """Whether all the party sent before their latest message (already recorded) was
-        Telegram's "/start" (the Start button, perhaps with a deep-link payload)."""
+    async def _said_nothing_yet(self, party: PartyRecord, refs: set[str]) -> bool:
+        """Whether all the party sent before ``refs`` (their latest message, or album,
+        already recorded) was Telegram's "/start" (the Start button, perhaps with a
+        deep-link payload)."""
         said = [h for h in await self.s.external.history(party) if h["direction"] == "in"]
-        return len(said) > 1 and all(_opener(h["content"]) for h in said[:-1])
+        before = [h for h in said if h["ref"] not in refs]
+        return bool(before) and all(_opener(h["content"]) for h in before)
 
     def _album_item(
         self, party: PartyRecord, msg: InboundMessage, album: str, target: ReplyTarget
     ) -> None:
-        """Queue the answer to a known party's album, given once to all its photos (as
-        the owner's albums are, :mod:`bot.bursts`): at its first photo alone, the other
-        captions never reached the model."""
+        """Queue what is done with a party's album, once for all its photos (as the
+        owner's albums are answered, :mod:`bot.bursts`): a known party's answer (at its
+        first photo alone, the other captions never reached the model), an untrusted
+        party's acknowledgement and escalation."""
         key = (party.id, album)
         self._album_items.setdefault(key, []).append(msg)
         seq = party.message_count  # theirs, counted as recorded: the photo's place
         self._albums.note(key, seq)
 
-        async def answer() -> None:
+        async def handle_album() -> None:
             if await self._albums.answered_by(key, seq, ALBUM_SETTLE_SECONDS) is not None:
                 return  # a later photo of it answers
             items = self._album_items.pop(key, [msg])
-            await self._answer_known(party, items, target)
+            async with self.s.external.party_lock(party.id):
+                # their tier as it is now: the owner may have trusted or blocked them
+                # while the album came
+                now = await self.s.external.get(party.id) or party
+                if now.tier == "untrusted":
+                    await self._acknowledge_and_escalate(now, items)
+                    return
+            if now.tier == "known":  # (the model's answer is not made under the lock)
+                await self._answer_known(now, items, target)
 
-        self.s.replies.queue.submit(party.id, answer)
+        self.s.replies.queue.submit(party.id, handle_album)
 
     def answer_owed(
         self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
@@ -192,153 +251,6 @@ class StrangerFlow:
             subject=msg.subject,
             answers=msg.message_id,
         )
-
-    async def send_to_party(
-        self,
-        party: PartyRecord,
-        text: str,
-        *,
-        kind: OutboundKind = "reply",
-        dedup: str | None = None,
-        in_reply_to: str | None = None,
-        subject: str | None = None,
-        files: Sequence[Attachment] = (),
-        answers: str | None = None,
-    ) -> None:
-        """Record and queue a message to a third party (reply, acknowledgement, /reply).
-
-        Without ``in_reply_to`` (the owner's ``/reply``, an answer to a command) it goes
-        under the party's last message, so a mail client shows it in the same thread.
-        ``files``: attachments the party's channel sends on after the words, by their
-        ``ref`` (the owner's Telegram photo to a Telegram party); ``answers``: the ref of
-        their message the model's reply answers (kept in their file, for a restart)."""
-        if in_reply_to is None and subject is None:
-            in_reply_to, subject = await self.s.external.reply_thread(party.id)
-        recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
-        await self.s.external.record_outbound(party.id, recorded, kind=kind, answers=answers)
-        await self.queue_to_party(
-            party,
-            text,
-            kind=kind,
-            dedup=dedup,
-            in_reply_to=in_reply_to,
-            subject=subject,
-            files=files,
-        )
-
-    async def queue_to_party(
-        self,
-        party: PartyRecord,
-        text: str,
-        *,
-        kind: OutboundKind = "reply",
-        dedup: str | None = None,
-        in_reply_to: str | None = None,
-        subject: str | None = None,
-        files: Sequence[Attachment] = (),
-    ) -> None:
-        """Queue a message to the party that their file already records
-        (:meth:`send_to_party`, or a restart queuing an answer a crash kept from the
-        outbox: :mod:`bot.party_resume`)."""
-        await self.s.outbox.enqueue(
-            OutboundMessage(
-                channel=party.channel,
-                chat_id=party.chat_id or party.party_key,
-                text=text,
-                kind=kind,
-                party_id=party.id,  # type: ignore[arg-type]
-                in_reply_to=in_reply_to,
-                subject=subject,
-                metadata=(
-                    {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
-                    if files
-                    else {}
-                ),
-            ),
-            dedup_key=dedup,
-        )
-
-    async def escalate(self, party: PartyRecord, text: str) -> None:
-        """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
-        quoted = text if len(text) <= 500 else text[:497] + "..."
-        body = (
-            f"Message from {party.label}, not a known contact (id {party.id}):\n"
-            f"\u201c{quoted}\u201d\n"
-            f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
-            f"/reply {party.id} <text> to answer yourself."
-        )
-        await self.s.external.add_escalation(party, body)
-        channel = self.s.config.escalation_channel()
-        if channel == "web" or channel not in self.s.channels:
-            return  # the dashboard shows pending escalations
-        owner = self.s.identities.first(channel)
-        if owner is None:
-            log.warning("no owner identity on %s to escalate to", channel)
-            return
-        key = f"{channel}:{owner}"
-        address = self.s.identities.address_for(channel)
-        async with self._contact_lock(key):
-            rec = await self.s.conversations.pinned_for(key)
-            if rec is None:
-                if address is None:
-                    log.warning("cannot reach the owner on %s yet (no numeric id)", channel)
-                    return
-                rec = await self.s.conversations.create(
-                    channel,
-                    identity_key=key,
-                    pinned=True,
-                    participants=[owner],
-                    # Whose chat it is, as the router records for one the owner starts:
-                    # without it the dashboard labelled it with the owner's bare id.
-                    channel_meta={"chatId": address, "contact": self.s.config.owner.name},
-                    reason="escalation",
-                )
-            chat_id = rec.channel_meta.get("chatId") or address
-            if not chat_id:
-                return
-            await self.s.conversations.append_event(
-                rec.id, "escalation", partyId=party.id, text=body
-            )
-            # Under the lock: two parties escalating at once would each title the
-            # conversation after the escalations it read, and the later one lose one.
-            await self._title_escalations(rec.id, party)
-        actions = (
-            ("Trust", f"/trust {party.id}"),
-            ("Block", f"/block {party.id}"),
-            ("Reply", f"/reply {party.id}"),
-        )
-        await self.s.outbox.enqueue(
-            OutboundMessage(
-                channel=channel,
-                chat_id=str(chat_id),
-                text=body,
-                kind="escalation",
-                conversation_id=rec.id,
-                party_id=party.id,
-                actions=actions,
-                subject=f"Message from {party.who}",
-            )
-        )
-
-    async def _title_escalations(self, conv_id: str, party: PartyRecord) -> None:
-        """Name a conversation that holds only escalations after the parties who wrote:
-        untitled, the dashboard showed it as "New conversation" beside an id; titled
-        after the first party only, it hid everyone who escalated there since.
-
-        The title is an automatic one (``throughTurn`` 0): a manual name always wins,
-        and the naming at turn 5 replaces it once the owner talks there."""
-        rec = await self.s.conversations.get(conv_id)
-        if rec is None or not is_escalation_titled(rec):
-            return
-        lines = await asyncio.to_thread(self.s.conversations.read_lines, conv_id)
-        parties = [
-            found
-            for pid in escalated_party_ids(lines)
-            if (found := party if pid == party.id else await self.s.external.get(pid))
-        ]
-        title = escalation_title(parties or [party])
-        if title != rec.title:
-            await self.s.conversations.set_title_topics(conv_id, title, [], 0)
 
 
 def _opener(text: str) -> bool:

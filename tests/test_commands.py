@@ -235,6 +235,34 @@ async def test_status_names_the_conversation_by_title_and_links_it_on_the_web(
     assert "statusLines" not in core.telegram.sent[-1].metadata
 
 
+async def test_status_names_an_older_escalation_conversation_as_the_dashboard_does(
+    core: Core,
+) -> None:
+    # As an older version left it: the party wrote with no name, and the owner's
+    # conversation their escalation opened is titled by their bare id.
+    party, _ = await core.s.external.record_inbound(
+        "telegram", "8081", display_name=None, chat_id="8081", text="hi", message_ref="o-1"
+    )
+    old = await core.s.conversations.create(
+        "telegram",
+        identity_key=f"telegram:{OWNER}",
+        pinned=True,
+        participants=[OWNER],
+        channel_meta={"chatId": OWNER},
+        reason="escalation",
+    )
+    await core.s.conversations.append_event(old.id, "escalation", partyId=party.id, text="hi")
+    await core.s.conversations.set_title_topics(old.id, "Escalation: 8081 (telegram)", [], 0)
+    await core.s.external.record_inbound(  # their name is known since
+        "telegram", "8081", display_name="Eve", chat_id="8081", text="?", message_ref="o-2"
+    )
+    text = await core.say("/status")
+    # Before, only the dashboard derived it: "Conversation: Escalation: 8081 (telegram)".
+    assert f"Conversation: Escalation: Eve (telegram) ({old.id})" in text
+    # derived when read: the stored title is as it was
+    assert (await core.s.conversations.require(old.id)).title == "Escalation: 8081 (telegram)"
+
+
 async def test_rename_is_manual_and_protected(core: Core) -> None:
     await core.say("hi")
     await core.say("/rename   Tax   return 2026 ")

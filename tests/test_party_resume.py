@@ -11,7 +11,12 @@ from typing import Any
 from bot.config import AppConfig
 from bot.events import utcnow
 from bot.parties import party_handle
-from bot.party_resume import RESUME_WINDOW_SECONDS, resume_known_parties
+from bot.party_resume import (
+    RESUME_WINDOW_SECONDS,
+    cut_album,
+    escalate_cut_albums,
+    resume_known_parties,
+)
 from bot.services import close_services, open_services
 from tests.conftest import (
     RecordingChannel,
@@ -49,8 +54,10 @@ class Run:
         brain = ScriptedBrain()
         services = await open_services(config, brain=brain)
         run = cls(services, brain, RecordingChannel("telegram"))
+        services.channels["telegram"] = run.telegram  # wired, not started yet
         if resume:  # as bot/daemon.py does, before the channels
             await resume_known_parties(services, **at)
+            await escalate_cut_albums(services, **at)
         await attach_channel(services, run.telegram)
         return run
 
@@ -260,3 +267,48 @@ async def test_an_answer_a_crash_kept_from_the_outbox_is_queued_from_the_file(
     await settle(third.s)
     assert third.replies() == [] and third.brain.requests == []
     await shutdown_services(third.s)
+
+
+async def test_an_untrusted_partys_album_cut_by_a_stop_is_escalated_once(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    for n, caption in enumerate(("my flat", "the kitchen"), 1):
+        metadata: dict[str, Any] = {"media_group": "u1"} | ({"album_part": True} if n > 1 else {})
+        await first.s.router.deliver(
+            inbound(caption, sender="7009", message_id=f"u{n}", metadata=metadata)
+        )
+    await first.stop()  # while the album was collected in memory
+    assert first.telegram.of_kind("escalation") == []
+
+    second = await Run.start(config)
+    await settle(second.s)
+    # Before, it was recorded and never escalated (nor acknowledged).
+    (escalation,) = second.telegram.of_kind("escalation")
+    assert "my flat" in escalation.text and "the kitchen" in escalation.text
+    assert len(second.telegram.of_kind("acknowledgement")) == 1
+    await shutdown_services(second.s)
+
+    third = await Run.start(config)
+    await settle(third.s)
+    assert third.telegram.sent == []
+    await close_services(third.s)
+
+
+def test_only_an_album_nothing_followed_is_cut() -> None:
+    def photo(n: int, group: str = "a") -> dict[str, Any]:
+        return {"type": "message", "direction": "in", "album": group, "messageRef": f"p{n}",
+                "timestamp": f"2026-03-01T10:00:0{n}.000Z"}  # fmt: skip
+
+    escalation = {"type": "event", "event": "escalation", "timestamp": "2026-03-01T09:00:00Z"}
+    ack = {"type": "message", "direction": "out", "kind": "acknowledgement"}
+    message = {"type": "message", "direction": "in", "messageRef": "m"}
+    assert cut_album([escalation, photo(1), photo(2)]) == (
+        [photo(1), photo(2)],
+        "2026-03-01T09:00:00Z",  # the rate limit as of the album
+    )
+    assert cut_album([photo(1), photo(2, "b")]) == ([photo(2, "b")], None)
+    assert cut_album([photo(1), ack]) == ([], None)  # handled
+    assert cut_album([photo(1), {**escalation, "timestamp": "x"}])[0] == []
+    assert cut_album([photo(1), message]) == ([], None)  # overtaken

@@ -382,6 +382,59 @@ async def test_an_escalation_into_a_conversation_with_turns_leaves_its_title(cor
     assert conv.title is None  # the owner's chat: named from its turns, at turn 5
 
 
+def _album(text: str, n: int, **fields: Any) -> dict[str, Any]:
+    """An album's ``n``-th photo as the Telegram adapter hands it over (the later photos
+    marked as its parts, channels/telegram/albums.py)."""
+    metadata: dict[str, Any] = {"media_group": "al1"}
+    if n > 1:
+        metadata["album_part"] = True
+    return {"message_id": f"al-{n}", "metadata": metadata, **fields}
+
+
+async def test_a_strangers_album_is_escalated_and_acknowledged_once_as_one(
+    core: Core,
+) -> None:
+    for n, caption in enumerate(("[photo] my flat", "[photo] the kitchen", "[photo] rent?"), 1):
+        await core.deliver(caption, **_album(caption, n, sender="8088", sender_name="Ola"))
+    await settle(core.s)
+    # One escalation quoting every caption, one acknowledgement. Before, the photos after
+    # the first came marked unaddressed (as if bounces): the escalation, made at the first
+    # photo, quoted its caption only.
+    (escalation,) = core.telegram.of_kind("escalation")
+    assert all(c in escalation.text for c in ("my flat", "the kitchen", "rent?"))
+    (ack,) = core.telegram.of_kind("acknowledgement")
+    assert ack.chat_id == "8088"
+    party = await core.s.external.find("8088")
+    assert party is not None
+    lines = await core.s.external.read_lines(party.id)
+    said = [line for line in lines if line.get("direction") == "in"]
+    assert [line["album"] for line in said] == ["al1"] * 3
+    assert not any(line.get("addressed") is False for line in said)  # none is a bounce
+    assert len(await core.s.external.pending_escalations()) == 1
+
+
+async def test_a_message_after_a_strangers_album_comes_after_it(core: Core) -> None:
+    for n, caption in enumerate(("[photo] my flat", "[photo] the kitchen"), 1):
+        await core.deliver(caption, **_album(caption, n, sender="8089"))
+    await core.deliver("what do you think?", sender="8089")
+    await settle(core.s)
+    # The escalation is the album's (the message after it is within the rate limit).
+    (escalation,) = core.telegram.of_kind("escalation")
+    assert "my flat" in escalation.text and "the kitchen" in escalation.text
+    assert len(core.telegram.of_kind("acknowledgement")) == 1
+
+
+async def test_a_strangers_album_trusted_while_it_comes_is_answered(core: Core) -> None:
+    await core.deliver("[photo] my flat", **_album("", 1, sender="8090"))
+    party = await core.s.external.find("8090")
+    assert party is not None
+    await core.s.external.set_tier(party.id, "known")  # the owner's /trust meanwhile
+    await core.deliver("[photo] the kitchen", **_album("", 2, sender="8090"))
+    await settle(core.s)
+    assert core.telegram.of_kind("escalation") == []
+    assert core.telegram.texts("reply") == ["re: [photo] my flat\n[photo] the kitchen"]
+
+
 async def test_silence_instead_of_acknowledgement(tmp_path: Path) -> None:
     brain = ScriptedBrain()
     services = await open_services(_config(tmp_path, trust={"acknowledgement": None}), brain=brain)
@@ -755,3 +808,70 @@ async def test_new_with_a_message_keeps_the_message_when_storing_it_is_retried(
     sent = getattr(core, channel)
     assert len(sent.of_kind("command")) == 1
     assert sent.texts("reply")[-1] == "re: plan the garden party"
+
+
+async def test_an_escalation_during_new_goes_to_the_fresh_conversation(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The owner's /new on Telegram unpins their conversation, then pins a fresh one; an
+    # e-mail stranger's escalation (to the owner on Telegram) came in between. Before,
+    # it found no pinned conversation and created one: the owner had two pinned.
+    await core.deliver("hello", sender=OWNER_TELEGRAM_ID)
+    await settle(core.s)
+    manager = core.s.conversations
+    real = manager.unpin
+    stranger: list[asyncio.Task[None]] = []
+
+    async def unpin_then_escalation(conv_id: str) -> Any:
+        done = await real(conv_id)
+        mail = inbound("who is there?", channel="email", sender="eve@example.org")
+        stranger.append(asyncio.create_task(core.s.router.deliver(mail)))
+        await asyncio.sleep(0.2)  # the escalation runs now, if nothing holds it
+        return done
+
+    monkeypatch.setattr(manager, "unpin", unpin_then_escalation)
+    await core.deliver("/new", sender=OWNER_TELEGRAM_ID)
+    await asyncio.gather(*stranger)
+    await settle(core.s)
+    pinned = [
+        c
+        for c in await core.conversations()
+        if c.pinned and c.identity_key == f"telegram:{OWNER_TELEGRAM_ID}"
+    ]
+    assert len(pinned) == 1
+    (command,) = core.telegram.of_kind("command")
+    assert command.conversation_id == pinned[0].id  # the one /new made
+    events = [x.get("event") for x in core.s.store.read_lines(pinned[0].id)]
+    assert "escalation" in events
+
+
+async def test_a_trust_during_an_escalation_resolves_it(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stranger's message is being acknowledged and escalated when the owner trusts
+    # them from the dashboard. Before, /trust resolved the escalations there were, and
+    # the one made just after stayed pending, asking the owner to /trust them.
+    external = core.s.external
+    real = external.record_outbound
+    acknowledging = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_acknowledgement(*args: Any, **kwargs: Any) -> Any:
+        acknowledging.set()
+        await release.wait()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(external, "record_outbound", slow_acknowledgement)
+    message = asyncio.create_task(core.deliver("hello, it's Ann", sender="6060"))
+    await acknowledging.wait()
+    party = await external.find("6060")
+    assert party is not None
+    trust = asyncio.create_task(
+        core.deliver(f"/trust {party.id}", channel="web", sender="owner", chat="dashboard")
+    )
+    await asyncio.sleep(0.2)
+    release.set()
+    await asyncio.gather(message, trust)
+    await settle(core.s)
+    assert (await external.get(party.id)).tier == "known"  # type: ignore[union-attr]
+    assert await external.pending_escalations() == []

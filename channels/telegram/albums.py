@@ -8,8 +8,8 @@ gives the album one reply, once it is complete, with every caption in its contex
 
 Here the later items take the album's addressing: in a group, the mention is usually in
 the first caption only, and the other photos are part of the same question. They are
-marked ``album_part``, so that a third party's album keeps one answer (their flow
-answers each message it is handed).
+marked ``album_part`` (a third party's album is handled once, as one message, by
+:mod:`bot.strangers`, which collects its photos by ``media_group``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,186 @@
+"""What is sent to a third party, and what the owner is told about one.
+
+The outbound half of the stranger flow (:class:`bot.strangers.StrangerFlow` is built on
+:class:`PartySends`): a message to a party is recorded in their file, then queued in the
+outbox (:meth:`PartySends.send_to_party`); an escalation is recorded, written to the
+owner's pinned conversation on the escalation channel (which it may create), which it
+titles after the parties who escalated there, and queued with Trust / Block / Reply
+actions (:meth:`PartySends.escalate`). Apart from the inbound flow, which decides by
+tier what a message gets: these are the ways it is given, also used by the owner's
+``/reply`` and by a restart (:mod:`bot.party_resume`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from bot.events import Attachment, OutboundMessage
+from bot.labels import escalated_party_ids, escalation_title, is_escalation_titled
+from bot.parties import PartyRecord
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.router")
+
+OutboundKind = Literal["reply", "command", "escalation", "acknowledgement", "notice"]
+
+
+class PartySends:
+    """Messages to a party and escalations about one (a base of
+    :class:`bot.strangers.StrangerFlow`)."""
+
+    s: Services
+    # The router's lock per identity key: an escalation that creates the owner's
+    # pinned conversation must not race the owner's own first message.
+    _contact_lock: Callable[[str], asyncio.Lock]
+
+    async def send_to_party(
+        self,
+        party: PartyRecord,
+        text: str,
+        *,
+        kind: OutboundKind = "reply",
+        dedup: str | None = None,
+        in_reply_to: str | None = None,
+        subject: str | None = None,
+        files: Sequence[Attachment] = (),
+        answers: str | None = None,
+    ) -> None:
+        """Record and queue a message to a third party (reply, acknowledgement, /reply).
+
+        Without ``in_reply_to`` (the owner's ``/reply``, an answer to a command) it goes
+        under the party's last message, so a mail client shows it in the same thread.
+        ``files``: attachments the party's channel sends on after the words, by their
+        ``ref`` (the owner's Telegram photo to a Telegram party); ``answers``: the ref of
+        their message the model's reply answers (kept in their file, for a restart)."""
+        if in_reply_to is None and subject is None:
+            in_reply_to, subject = await self.s.external.reply_thread(party.id)
+        recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
+        await self.s.external.record_outbound(party.id, recorded, kind=kind, answers=answers)
+        await self.queue_to_party(
+            party,
+            text,
+            kind=kind,
+            dedup=dedup,
+            in_reply_to=in_reply_to,
+            subject=subject,
+            files=files,
+        )
+
+    async def queue_to_party(
+        self,
+        party: PartyRecord,
+        text: str,
+        *,
+        kind: OutboundKind = "reply",
+        dedup: str | None = None,
+        in_reply_to: str | None = None,
+        subject: str | None = None,
+        files: Sequence[Attachment] = (),
+    ) -> None:
+        """Queue a message to the party that their file already records
+        (:meth:`send_to_party`, or a restart queuing an answer a crash kept from the
+        outbox: :mod:`bot.party_resume`)."""
+        await self.s.outbox.enqueue(
+            OutboundMessage(
+                channel=party.channel,
+                chat_id=party.chat_id or party.party_key,
+                text=text,
+                kind=kind,
+                party_id=party.id,  # type: ignore[arg-type]
+                in_reply_to=in_reply_to,
+                subject=subject,
+                metadata=(
+                    {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
+                    if files
+                    else {}
+                ),
+            ),
+            dedup_key=dedup,
+        )
+
+    async def escalate(self, party: PartyRecord, text: str) -> None:
+        """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
+        quoted = text if len(text) <= 500 else text[:497] + "..."
+        body = (
+            f"Message from {party.label}, not a known contact (id {party.id}):\n"
+            f"\u201c{quoted}\u201d\n"
+            f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
+            f"/reply {party.id} <text> to answer yourself."
+        )
+        await self.s.external.add_escalation(party, body)
+        channel = self.s.config.escalation_channel()
+        if channel == "web" or channel not in self.s.channels:
+            return  # the dashboard shows pending escalations
+        owner = self.s.identities.first(channel)
+        if owner is None:
+            log.warning("no owner identity on %s to escalate to", channel)
+            return
+        key = f"{channel}:{owner}"
+        address = self.s.identities.address_for(channel)
+        async with self._contact_lock(key):
+            rec = await self.s.conversations.pinned_for(key)
+            if rec is None:
+                if address is None:
+                    log.warning("cannot reach the owner on %s yet (no numeric id)", channel)
+                    return
+                rec = await self.s.conversations.create(
+                    channel,
+                    identity_key=key,
+                    pinned=True,
+                    participants=[owner],
+                    # Whose chat it is, as the router records for one the owner starts:
+                    # without it the dashboard labelled it with the owner's bare id.
+                    channel_meta={"chatId": address, "contact": self.s.config.owner.name},
+                    reason="escalation",
+                )
+            chat_id = rec.channel_meta.get("chatId") or address
+            if not chat_id:
+                return
+            await self.s.conversations.append_event(
+                rec.id, "escalation", partyId=party.id, text=body
+            )
+            # Under the lock: two parties escalating at once would each title the
+            # conversation after the escalations it read, and the later one lose one.
+            await self._title_escalations(rec.id, party)
+        actions = (
+            ("Trust", f"/trust {party.id}"),
+            ("Block", f"/block {party.id}"),
+            ("Reply", f"/reply {party.id}"),
+        )
+        await self.s.outbox.enqueue(
+            OutboundMessage(
+                channel=channel,
+                chat_id=str(chat_id),
+                text=body,
+                kind="escalation",
+                conversation_id=rec.id,
+                party_id=party.id,
+                actions=actions,
+                subject=f"Message from {party.who}",
+            )
+        )
+
+    async def _title_escalations(self, conv_id: str, party: PartyRecord) -> None:
+        """Name a conversation that holds only escalations after the parties who wrote:
+        untitled, the dashboard showed it as "New conversation" beside an id; titled
+        after the first party only, it hid everyone who escalated there since.
+
+        The title is an automatic one (``throughTurn`` 0): a manual name always wins,
+        and the naming at turn 5 replaces it once the owner talks there."""
+        rec = await self.s.conversations.get(conv_id)
+        if rec is None or not is_escalation_titled(rec):
+            return
+        lines = await asyncio.to_thread(self.s.conversations.read_lines, conv_id)
+        parties = [
+            found
+            for pid in escalated_party_ids(lines)
+            if (found := party if pid == party.id else await self.s.external.get(pid))
+        ]
+        title = escalation_title(parties or [party])
+        if title != rec.title:
+            await self.s.conversations.set_title_topics(conv_id, title, [], 0)
