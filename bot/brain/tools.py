@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot.brain.context import member_label
 from bot.brain.tool_budget import ResultBudget, ToolError, fit_turns
 from bot.config.model import AppConfig
 from bot.owner_days import day_range, local_day, local_time
@@ -33,6 +34,9 @@ log = logging.getLogger("my_agent.brain.tools")
 FETCH_DEFAULT_TURNS = 10
 FETCH_MAX_TURNS = 40
 FETCH_MAX_CHARS_PER_TURN = 4000
+# A message fetched alone (turnRange of one turn): a long paste, a forwarded mail. Cut at
+# 4,000 characters with no way to read on, its end was out of the model's reach for good.
+FETCH_MAX_CHARS_ALONE = 40_000
 SEARCH_MAX_LIMIT = 25
 SNIPPET_CHARS = 220  # as long as the search's own snippets
 SEARCH_CHANNELS = ("web", "telegram", "email")
@@ -155,7 +159,9 @@ FETCH_SCHEMA: dict[str, Any] = {
         "turnRange": {
             "type": "object",
             "properties": {"from": {"type": "integer"}, "to": {"type": "integer"}},
-            "description": f"Inclusive turn numbers; default the last {FETCH_DEFAULT_TURNS}.",
+            "description": f"Inclusive turn numbers; default the last {FETCH_DEFAULT_TURNS}. "
+            f"Messages are cut at {FETCH_MAX_CHARS_PER_TURN} characters, at "
+            f"{FETCH_MAX_CHARS_ALONE} when one turn is fetched alone (from = to).",
         },
     },
     "required": ["conversationId"],
@@ -326,7 +332,12 @@ class RecallTools:
                 f"(its last turns are {max(1, total - FETCH_DEFAULT_TURNS + 1)}-{total})"
             )
         zone = ZoneInfo(self.config.owner.timezone)
-        out = [_turn_view(t, zone) for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
+        limit = FETCH_MAX_CHARS_ALONE if first == last else FETCH_MAX_CHARS_PER_TURN
+        out = [
+            _turn_view(t, zone, limit)
+            for t in turns
+            if first <= int(t.get("turnNumber", 0)) <= last
+        ]
         if max_chars is not None:
             out, cut = fit_turns(out, max_chars - 1000)  # the envelope and the note
             if cut is not None and not out:
@@ -355,10 +366,23 @@ def _fetched(
     return wrap_data("fetch_context", payload)
 
 
-def _turn_view(line: Mapping[str, Any], zone: ZoneInfo) -> dict[str, Any]:
+def _turn_view(line: Mapping[str, Any], zone: ZoneInfo, limit: int) -> dict[str, Any]:
     content = str(line.get("content", ""))
-    if len(content) > FETCH_MAX_CHARS_PER_TURN:
-        content = content[:FETCH_MAX_CHARS_PER_TURN] + " [...truncated]"
+    number = line.get("turnNumber")
+    if len(content) > limit:
+        rest = len(content) - limit
+        how = (
+            f"; fetch turn {number} alone (turnRange from {number} to {number}) to read up "
+            f"to {FETCH_MAX_CHARS_ALONE} characters"
+            if limit < FETCH_MAX_CHARS_ALONE
+            else ""
+        )
+        content = f"{content[:limit]} [...truncated: {rest} more characters{how}]"
+    if line.get("role") == "user" and line.get("fromOwner") is False:
+        # A group member's words, labelled as in the working context: bare, they read as
+        # the owner's own (a member could put words in the owner's mouth for later).
+        who = " ".join(str(line.get("sender") or "another member").split())[:60]
+        content = member_label(who) + content
     stamp = line.get("timestamp")
     return {
         "role": line.get("role"),
@@ -366,7 +390,7 @@ def _turn_view(line: Mapping[str, Any], zone: ZoneInfo) -> dict[str, Any]:
         # the owner's local time, like search's dates and the prompt's "now": the UTC
         # stamp put an evening turn in New York on the next day
         "timestamp": local_time(stamp, zone) if isinstance(stamp, str) else stamp,
-        "turnNumber": line.get("turnNumber"),
+        "turnNumber": number,
     }
 
 

@@ -110,6 +110,8 @@ class TelegramChannel:
         self._closed = False
         stored = await host.get_cursor(self.name, "offset")
         self.offset = int(stored) if stored and stored.lstrip("-").isdigit() else 0
+        self.sender.restore(await host.get_cursor(self.name, "parts"))
+        self.sender.save = lambda value: host.set_cursor(self.name, "parts", value)
         await self.migrations.load(host)
         try:
             await asyncio.wait_for(self._setup(), timeout=15)

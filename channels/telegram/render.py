@@ -21,7 +21,10 @@ from dataclasses import dataclass
 TELEGRAM_LIMIT = 4096
 MIN_SPLIT_LIMIT = 5  # the longest escaped character, "&amp;"
 
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)\s*([\w+#.-]*)\s*$")
+# A fence at any indentation: inside a list item the model indents it (often by four
+# spaces), and a fence taken for text had its code read as Markdown (``a*b*c`` lost its
+# asterisks to italics, the copied command was wrong).
+_FENCE = re.compile(r"^(\s*)(```|~~~)\s*([\w+#.-]*)\s*$")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
@@ -144,18 +147,25 @@ def markdown_to_html(markdown: str) -> str:
         fence = _FENCE.match(line)
         if fence:
             flush_quote()
-            marker, lang = fence.group(1), fence.group(2)
+            indent, marker, lang = fence.group(1), fence.group(2), fence.group(3)
             body: list[str] = []
             i += 1
             while i < len(lines) and not lines[i].strip().startswith(marker):
-                body.append(lines[i])
+                # the fence's own indentation is the list's, not the code's
+                body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
                 i += 1
-            i += 1  # the closing fence (or the end of the text)
             code = escape("\n".join(body)) or " "
             if lang and re.fullmatch(r"[\w+#.-]+", lang):
                 out.append(f'<pre><code class="language-{escape(lang)}">{code}</code></pre>')
             else:
                 out.append(f"<pre>{code}</pre>")
+            if i < len(lines):
+                # The closing fence; words after it ("``` and then run it") were dropped.
+                after = lines[i].strip()[len(marker) :].lstrip(marker[0]).strip()
+                if after:
+                    lines[i] = after
+                    continue
+            i += 1
             continue
         q = _QUOTE.match(line)
         if q:

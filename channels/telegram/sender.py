@@ -10,14 +10,18 @@ then the exception goes to the core's outbox, which retries the message later (a
 wait over ``max_retry_after`` as :class:`~bot.channel.RetryLater`: no sooner). Parts
 already delivered are remembered per outbox id, so that retry does not send them twice.
 A stop ends those waits at once (:meth:`TelegramChannel.stop_waiting`): the message stays
-in the outbox for the next start. Errors that no retry can fix (chat not found, bot blocked) raise
-:class:`~bot.channel.PermanentSendError`. A part Telegram refuses to parse is resent as
-plain text: a reply is never lost to a formatting problem.
+in the outbox for the next start. The parts delivered of a message that goes back to the
+outbox are also saved (:attr:`TelegramSender.save`, the channel's cursor ``parts``), so the
+retry after a restart does not send them twice either. Errors that no retry can fix (chat
+not found, bot blocked) raise :class:`~bot.channel.PermanentSendError`. A part Telegram
+refuses to parse is resent as plain text: a reply is never lost to a formatting problem.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
@@ -48,6 +52,8 @@ T = TypeVar("T")
 LITERAL_KINDS = frozenset({"escalation", "command"})  # sent as written, never as Markdown
 Sleep = Callable[[float], Awaitable[None]]
 Markup = InlineKeyboardMarkup | ForceReply
+Save = Callable[[str], Awaitable[None]]
+SAVED_MAX = 200  # messages whose delivered parts are kept across restarts, newest
 
 
 class Backoff:
@@ -88,9 +94,42 @@ class TelegramSender:
         self.config = config
         self.sleep = sleep
         self._progress: dict[int, tuple[int, str | None]] = {}  # outbox id -> parts sent, ref
+        # The same for messages that went back to the outbox part-way, as saved across
+        # restarts (outbox id -> parts sent, ref, fingerprint): an id may be used again
+        # once its row is gone, so an entry counts only for the message it was made for.
+        self._saved: dict[int, tuple[int, str | None, str]] = {}
+        self.save: Save | None = None  # set by the channel: persists what restore reads
         # Set when the daemon stops: a wait between attempts ends at once and the message
         # goes back to the outbox (kept for the next start) instead of holding the stop.
         self.stopping = asyncio.Event()
+
+    def restore(self, stored: str | None) -> None:
+        """Take back the partial deliveries :attr:`save` persisted (JSON), if readable."""
+        try:
+            raw = json.loads(stored) if stored else {}
+            self._saved = {int(k): (int(v[0]), v[1], str(v[2])) for k, v in raw.items()}
+        except (ValueError, TypeError, IndexError, AttributeError):
+            log.warning("the saved Telegram part progress is unreadable; ignoring it")
+            self._saved = {}
+
+    async def _keep(self, key: int, mark: str, progress: tuple[int, str | None] | None) -> None:
+        """Save (or, ``progress`` None, drop) the parts of outbox ``key`` delivered."""
+        if progress is None:
+            if self._saved.pop(key, None) is None:
+                return
+        else:
+            self._saved[key] = (*progress, mark)
+            while len(self._saved) > SAVED_MAX:
+                del self._saved[min(self._saved)]
+        if self.save is None:
+            return
+        try:
+            await self.save(json.dumps({str(k): list(v) for k, v in self._saved.items()}))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Only a duplicate part at worst (after a restart): not worth failing a send.
+            log.exception("could not save the Telegram part progress of outbox %s", key)
 
     async def _wait(self, seconds: float) -> float:
         """Sleep ``seconds`` unless stopping; returns what was left of them (0: slept)."""
@@ -216,9 +255,37 @@ class TelegramSender:
             if ref_chat == str(chat_id) and ref_id.isdigit():
                 reply_to = int(ref_id)
         key = msg.outbox_id
+        mark = hashlib.sha256(f"{msg.chat_id}\n{text}\n{len(files)}".encode()).hexdigest()[:16]
         done, ref = self._progress.get(key, (0, None)) if key is not None else (0, None)
+        saved = self._saved.get(key) if key is not None else None
+        if key is not None and not done and saved is not None and saved[2] == mark:
+            done, ref = saved[0], saved[1]  # delivered before a restart
+            self._progress[key] = (done, ref)
         if done:
             log.info("resuming outbox message %s after %d delivered part(s)", key, done)
+        try:
+            return await self._send_parts(chat_id, parts, files, markup, reply_to, key, done, ref)
+        except BaseException:
+            if key is not None:
+                # back to the outbox: remember what it got, across a restart too
+                await self._keep(key, mark, self._progress.get(key))
+            raise
+        finally:
+            if key is not None and key not in self._progress:
+                await self._keep(key, mark, None)  # delivered, or given up on
+
+    async def _send_parts(
+        self,
+        chat_id: int | str,
+        parts: list[str],
+        files: list[dict[str, Any]],
+        markup: Markup | None,
+        reply_to: int | None,
+        key: int | None,
+        done: int,
+        ref: str | None,
+    ) -> SendResult:
+        """Send ``parts`` then ``files`` from index ``done`` on (see :meth:`send`)."""
         for index in range(done, len(parts) + len(files)):
             last = index == len(parts) - 1
             try:

@@ -124,6 +124,11 @@ def forward_source(message: Message) -> str | None:
     origin = message.forward_origin
     if origin is None:
         return None
+    return origin_name(origin)
+
+
+def origin_name(origin: Any) -> str:
+    """Who wrote a message from elsewhere (a ``MessageOrigin``): a person or a chat."""
     user = getattr(origin, "sender_user", None)
     if user is not None:
         return str(user.full_name)
@@ -139,6 +144,36 @@ def forward_source(message: Message) -> str | None:
 
 
 QUOTE_CHARS = 120  # of the message replied to: enough to tell which one it was
+# What a message of another chat holds besides words (ExternalReplyInfo has no text).
+EXTERNAL_KINDS = ("photo", "video", "document", "audio", "voice", "video_note", "animation",
+                  "sticker", "story", "poll", "location", "venue", "contact")  # fmt: skip
+
+
+def _excerpt(quote: str) -> str:
+    excerpt = " ".join(quote.split())
+    if len(excerpt) > QUOTE_CHARS:
+        excerpt = excerpt[:QUOTE_CHARS].rsplit(" ", 1)[0] + "…"
+    return excerpt
+
+
+def external_reply_context(message: Message) -> str | None:
+    """``[replying to a message of News (another chat): “…”]`` for a reply to a message
+    of another chat (Telegram's "Reply in another chat": a channel post asked about in
+    the bot's chat), or None. Telegram sends no text of that message, only the part
+    quoted, if any; before, the owner's "what do you make of this?" came without a word
+    of what "this" was."""
+    ext = message.external_reply
+    if ext is None:
+        return None
+    who = origin_name(ext.origin)
+    chat = getattr(ext.chat, "title", None) or getattr(ext.chat, "username", None)
+    if chat and chat not in who:
+        who = f"{who} in {chat}"
+    kind = next((k for k in EXTERNAL_KINDS if getattr(ext, k, None)), None)
+    what = f"a {kind.replace('_', ' ')}" if kind else "a message"
+    quote = message.quote.text if message.quote is not None else ""
+    said = f": \u201c{_excerpt(quote)}\u201d" if quote.strip() else ""
+    return f"[replying to {what} of {who} (another chat){said}]"
 
 
 def reply_context(message: Message, me: BotIdentity) -> str | None:
@@ -153,9 +188,7 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
         media = describe_media(original)
         words = original.text if original.text is not None else original.caption or ""
         quote = f"{media[0] if media else ''} {words}"
-    excerpt = " ".join(quote.split())
-    if len(excerpt) > QUOTE_CHARS:
-        excerpt = excerpt[:QUOTE_CHARS].rsplit(" ", 1)[0] + "…"
+    excerpt = _excerpt(quote)
     author = original.from_user
     if author is not None and author.id == me.id:
         who = "your message"
@@ -237,6 +270,9 @@ def translate_message(
             body = f"{prompt_cmd} {words.strip()}".strip()
         elif context is not None and not body.startswith("/"):  # a command stays one
             body = f"{context} {body}"
+    elif message.external_reply is not None and not body.startswith("/"):
+        context = external_reply_context(message)
+        body = f"{context} {body}" if context else body
     if source is not None:
         metadata.update(forwarded=True, forwarded_from=source)
     if message.media_group_id:

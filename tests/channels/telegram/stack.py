@@ -124,8 +124,8 @@ async def start_stack(
     # the wiring bot/daemon.py does for every channel:
     services.channels["telegram"] = channel
     await resume_known_parties(services)  # before the channel starts, as the daemon does
-    services.outbox.attach(channel)
     await channel.start(services.router)
+    services.outbox.attach(channel)  # once started (bot.daemon.start_channels)
     services.ready = True
     await resume_pending_replies(services)
     return Stack(config, services, channel, sleeps)

@@ -407,6 +407,42 @@ async def test_a_reply_says_what_it_answers(
     ]
 
 
+async def test_a_reply_to_a_message_of_another_chat_says_what_it_answers(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    # Regression: a reply made with Telegram's "Reply in another chat" (a channel post
+    # asked about in the bot's chat) carries the post in ``external_reply``, not in
+    # ``reply_to_message``, and only the words were kept: "what do you make of this?"
+    # reached the assistant with nothing to say what "this" was.
+    post = {
+        "origin": {"type": "channel", "date": 1, "message_id": 77,
+                   "chat": {"id": -1009, "type": "channel", "title": "City News"}},
+        "chat": {"id": -1009, "type": "channel", "title": "City News"},
+        "message_id": 77,
+    }  # fmt: skip
+    tg_server.inject_message(
+        OWNER_ID,
+        "what do you make of this?",
+        external_reply=post,
+        quote={"text": "The bridge closes on Monday\nfor six weeks", "position": 0},
+    )
+    photo = [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}]
+    by_max = {
+        "origin": {"type": "user", "date": 1,
+                   "sender_user": {"id": 7, "is_bot": False, "first_name": "Max"}},
+        "photo": photo,
+    }  # fmt: skip
+    tg_server.inject_message(OWNER_ID, "where is this?", external_reply=by_max)
+    tg_server.inject_message(OWNER_ID, "/search bridge", external_reply=post)  # a command
+    await host.wait_delivered(3)
+    assert [m.text for m in host.delivered] == [
+        "[replying to a message of City News (another chat): \u201cThe bridge closes on "
+        "Monday for six weeks\u201d] what do you make of this?",
+        "[replying to a photo of Max (another chat)] where is this?",
+        "/search bridge",
+    ]
+
+
 async def test_buttons_are_answered_and_delivered_as_commands(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:

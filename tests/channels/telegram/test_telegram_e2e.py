@@ -17,7 +17,7 @@ from aiogram.methods.base import Response
 from aiogram.types import Message, Update
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
-from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.bench.fakes.telegram_api import ApiError, FakeTelegramServer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
 from bot.parties import party_handle
@@ -669,3 +669,49 @@ class GatedScriptedBrain(ScriptedBrain):
 
 async def _count(messages: Any, n: int) -> bool:
     return len(await messages) >= n
+
+
+async def test_a_long_reply_cut_off_by_a_restart_resumes_without_repeating_its_parts(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    # Regression: the parts of a long reply already delivered were remembered in memory
+    # only. Its second part met a long flood wait (back to the outbox), the daemon
+    # restarted, and the owner got the first part twice.
+    words = [f"w{n:05d}" for n in range(1800)]  # four parts
+    brain = ScriptedBrain()
+    brain.replies.append(" ".join(words))
+    sends = 0
+    send_message = tg_server._send_message
+
+    def second_is_flood_limited(params: dict[str, Any]) -> dict[str, Any]:
+        nonlocal sends
+        sends += 1
+        if sends == 2:
+            raise ApiError(429, "Too Many Requests: retry after 30", retry_after=30)
+        return send_message(params)
+
+    tg_server._send_message = second_is_flood_limited  # type: ignore[method-assign]
+    telegram = {"max_retry_after": 1}  # the outbox waits the 30 s out
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain, telegram=telegram)
+    try:
+        tg_server.inject_message(OWNER_ID, "the long version, please")
+        await tg_server.wait_sent(OWNER_ID, 1)
+        await stack.wait(lambda: _outbox_attempts(stack) == [1])  # back in the outbox
+    finally:
+        await stack.stop()
+    assert len(tg_server.sent_to(OWNER_ID)) == 1
+    with sqlite3.connect(stack.config.state_path) as conn:
+        conn.execute("UPDATE outbox SET next_attempt = 0")  # the flood wait is over
+    stack = await start_stack(tmp_path / "data", tg_server, brain=brain, telegram=telegram)
+    try:
+        await tg_server.wait_sent(OWNER_ID, 4)
+        await asyncio.sleep(0.5)  # nothing more comes
+    finally:
+        await stack.stop()
+    sent = texts(tg_server.sent_to(OWNER_ID))
+    assert len(sent) == 4 and " ".join(sent).split() == words
+
+
+def _outbox_attempts(stack: Stack) -> list[int]:
+    with sqlite3.connect(stack.config.state_path) as conn:
+        return [n for (n,) in conn.execute("SELECT attempts FROM outbox")]

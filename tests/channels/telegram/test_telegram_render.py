@@ -81,6 +81,21 @@ def test_markdown_subset() -> None:
     parse_telegram_html(html)
 
 
+def test_a_code_block_inside_a_list_item_stays_code() -> None:
+    # Regression: a fence indented by four spaces (the model's code block inside a
+    # numbered step) was taken for text, its code read as Markdown: "a*b*c" lost its
+    # asterisks to italics, and the command the owner copied was not the one written.
+    html = markdown_to_html(
+        "1. Install:\n    ```bash\n    pip install a_b *x*\n      --flag\n    ```\n2. Done"
+    )
+    assert html == (
+        '1. Install:\n<pre><code class="language-bash">pip install a_b *x*\n  --flag'
+        "</code></pre>\n2. Done"
+    )
+    # and words after a closing fence are kept (they were dropped with it)
+    assert markdown_to_html("```\nls\n``` then *run* it") == "<pre>ls</pre>\nthen <i>run</i> it"
+
+
 def test_ten_thousand_character_reply_is_split_in_order() -> None:
     paragraphs = [f"Paragraph {i}: " + " ".join(f"w{i}_{j}" for j in range(60)) for i in range(40)]
     text = "\n\n".join(paragraphs)[:10_000]
