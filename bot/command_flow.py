@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRuns, has_effects
 from bot.commands import GROUP_MEMBER_HELP, CommandResult, Commands
-from bot.events import InboundMessage, OutboundMessage
+from bot.events import InboundMessage, OutboundMessage, placement
 from bot.index import ConversationRecord
 from bot.parties import PartyRecord
 from bot.resolver import THREADED_CHANNELS
@@ -136,6 +136,7 @@ class CommandFlow:
                 subject=msg.subject,
                 metadata={
                     **result.extra,
+                    **placement(msg.metadata),
                     "command": name,
                     **({"switchedTo": result.switched_to.id} if result.switched_to else {}),
                 },

@@ -159,6 +159,14 @@ _SCRUBBED_FIELDS = (
 )
 
 
+def placement(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Where in its chat a message was: the ``topic`` of a chat with topics (a Telegram
+    forum group's thread). Everything said back to it goes there, replies, notices and
+    command answers alike; without it they landed in the chat's general topic."""
+    topic = metadata.get("topic")
+    return {"topic": topic} if isinstance(topic, int | str) and topic != "" else {}
+
+
 def _clean(value: Any) -> Any:
     """``value`` with lone surrogates replaced; the very same object when it has none."""
     if not value:

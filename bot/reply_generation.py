@@ -20,7 +20,7 @@ from bot.brain.base import (
     Profile,
     Spend,
 )
-from bot.events import OutboundMessage, StreamEvent
+from bot.events import OutboundMessage, StreamEvent, placement
 
 if TYPE_CHECKING:
     from bot.replies import ReplyTarget
@@ -140,6 +140,7 @@ class ReplyGeneration:
                             text=outage_notice(exc, request.profile),
                             kind="notice",
                             conversation_id=request.conversation_id,
+                            metadata=placement(target.metadata),
                         ),
                         dedup_key=f"{dedup}:outage",
                     )

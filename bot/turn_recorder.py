@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from bot.events import InboundMessage
+from bot.events import InboundMessage, placement
 from bot.index import ConversationRecord
 from bot.replies import ReplyTarget
 
@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
 
 def recipients(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The original To/Cc of a message (e-mail reply-all needs them after a restart too)."""
-    return {k: list(metadata[k]) for k in ("to", "cc") if isinstance(metadata.get(k), list)}
+    """The original To/Cc of a message (e-mail reply-all needs them after a restart too)
+    and its :func:`placement`."""
+    found = {k: list(metadata[k]) for k in ("to", "cc") if isinstance(metadata.get(k), list)}
+    return {**found, **placement(metadata)}
 
 
 def turn_metadata(msg: InboundMessage) -> dict[str, Any]:

@@ -190,13 +190,17 @@ class TelegramSender:
         *,
         markup: Markup | None = None,
         reply_to: int | None = None,
+        topic: int | None = None,
     ) -> Any:
-        """Send one HTML part (plain-text fallback on a parse error); returns the Message."""
+        """Send one HTML part (plain-text fallback on a parse error); returns the Message.
+        ``topic``: the forum topic (``message_thread_id``) it goes to."""
         kwargs: dict[str, Any] = {
             "chat_id": chat_id,
             "reply_markup": markup,
             "link_preview_options": LinkPreviewOptions(is_disabled=True),
         }
+        if topic is not None:
+            kwargs["message_thread_id"] = topic
         if reply_to is not None:
             kwargs["reply_parameters"] = ReplyParameters(
                 message_id=reply_to, allow_sending_without_reply=True
@@ -212,14 +216,16 @@ class TelegramSender:
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             raise PermanentSendError(f"telegram refused the message: {exc.message}") from exc
 
-    async def send_file(self, chat_id: int | str, file: Mapping[str, Any]) -> Any:
+    async def send_file(
+        self, chat_id: int | str, file: Mapping[str, Any], topic: int | None = None
+    ) -> Any:
         """Send on a file this bot received, by its ``ref`` (Telegram's file_id: no
         download, no upload): a photo as a photo, anything else as a document."""
         ref = str(file["ref"])
         method: TelegramMethod[Any] = (
-            SendPhoto(chat_id=chat_id, photo=ref)
+            SendPhoto(chat_id=chat_id, photo=ref, message_thread_id=topic)
             if file.get("kind") == "photo"
-            else SendDocument(chat_id=chat_id, document=ref)
+            else SendDocument(chat_id=chat_id, document=ref, message_thread_id=topic)
         )
         try:
             return await self.call(method)
@@ -264,7 +270,9 @@ class TelegramSender:
         if done:
             log.info("resuming outbox message %s after %d delivered part(s)", key, done)
         try:
-            return await self._send_parts(chat_id, parts, files, markup, reply_to, key, done, ref)
+            return await self._send_parts(
+                chat_id, parts, files, markup, reply_to, key, done, ref, topic=_topic(msg)
+            )
         except BaseException:
             if key is not None:
                 # back to the outbox: remember what it got, across a restart too
@@ -284,19 +292,22 @@ class TelegramSender:
         key: int | None,
         done: int,
         ref: str | None,
+        *,
+        topic: int | None = None,
     ) -> SendResult:
         """Send ``parts`` then ``files`` from index ``done`` on (see :meth:`send`)."""
         for index in range(done, len(parts) + len(files)):
             last = index == len(parts) - 1
             try:
                 if index >= len(parts):
-                    sent = await self.send_file(chat_id, files[index - len(parts)])
+                    sent = await self.send_file(chat_id, files[index - len(parts)], topic)
                 else:
                     sent = await self.send_part(
                         chat_id,
                         parts[index],
                         markup=markup if last else None,
                         reply_to=reply_to if index == 0 else None,
+                        topic=topic,
                     )
             except PermanentSendError:
                 if key is not None:
@@ -308,3 +319,13 @@ class TelegramSender:
         if key is not None:
             self._progress.pop(key, None)
         return SendResult(message_ref=ref)
+
+
+def _topic(msg: OutboundMessage) -> int | None:
+    """The forum topic ``msg`` goes to (:func:`bot.events.placement`), if any."""
+    topic = msg.metadata.get("topic")
+    if isinstance(topic, int) and not isinstance(topic, bool):
+        return topic
+    if isinstance(topic, str) and topic.isdigit():
+        return int(topic)
+    return None

@@ -275,6 +275,9 @@ def translate_message(
         body = f"{context} {body}" if context else body
     if source is not None:
         metadata.update(forwarded=True, forwarded_from=source)
+    if message.is_topic_message and message.message_thread_id is not None:
+        # a forum group's topic: what is said back goes there (bot.events.placement)
+        metadata["topic"] = message.message_thread_id
     if message.media_group_id:
         metadata["media_group"] = message.media_group_id  # an album (channels/.../albums.py)
     message_id = f"{chat.id}:{message.message_id}"

@@ -715,3 +715,26 @@ async def test_a_long_reply_cut_off_by_a_restart_resumes_without_repeating_its_p
 def _outbox_attempts(stack: Stack) -> list[int]:
     with sqlite3.connect(stack.config.state_path) as conn:
         return [n for (n,) in conn.execute("SELECT attempts FROM outbox")]
+
+
+async def test_what_is_said_in_a_forum_topic_is_answered_in_that_topic(
+    scripted: tuple[Stack, ScriptedBrain], tg_server: FakeTelegramServer
+) -> None:
+    _, brain = scripted
+    brain.replies.append("\n\n".join(f"Part {i}. " + "word " * 300 for i in range(4)))
+    topic = {"message_thread_id": 7, "is_topic_message": True}
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot plan the trip", from_id=OWNER_ID, **topic)
+    await tg_server.wait_sent(GROUP_ID, 2)
+    tg_server.inject_message(GROUP_ID, "/help@my_agent_bot", from_id=OWNER_ID, **topic)
+    await tg_server.wait_sent(GROUP_ID, 3)
+    sends = [c for c in tg_server.calls_of("sendMessage") if c["chat_id"] == str(GROUP_ID)]
+    # Every part of the long reply and the command's answer go to the topic they answer;
+    # before, only the first part (threaded under the question) landed there, and the
+    # rest, like every command answer, in the group's general topic.
+    assert len(sends) == 3
+    assert [c.get("message_thread_id") for c in sends] == ["7", "7", "7"]
+    # a message outside any topic is answered outside any (no thread id sent)
+    tg_server.inject_message(GROUP_ID, "/help@my_agent_bot", from_id=OWNER_ID)
+    await tg_server.wait_sent(GROUP_ID, 4)
+    last = [c for c in tg_server.calls_of("sendMessage") if c["chat_id"] == str(GROUP_ID)][-1]
+    assert "message_thread_id" not in last
