@@ -257,6 +257,7 @@ class RecallTools:
                 if not await self._without_current(item, r, current[1]):
                     total -= 1
                     continue
+            await self._label_members_snippet(item, r)
             results.append(item)
         found = {"results": results[:limit], "totalMatches": max(total, len(results[:limit]))}
         if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
@@ -286,6 +287,27 @@ class RecallTools:
             text = " ".join(" ".join(str(x.get("content") or "").split()) for x in lines)
             item["snippet"] = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
         return True
+
+    async def _label_members_snippet(self, item: dict[str, Any], result: Any) -> None:
+        """Label a snippet that quotes a group member as :func:`_turn_view` labels their
+        turn: bare, a member's words read as the owner's own (a member of an allow-listed
+        group could put words in the owner's mouth for a later recall). Only a group's
+        conversation has members; its best turns are read to find whose words these are."""
+        conversations = self.services.conversations
+        record = await _maybe_await(conversations.get(result.conversation_id))
+        if ":group:" not in str(getattr(record, "identity_key", None) or ""):
+            return
+        quoted = " ".join(str(item.get("snippet") or "").strip("…").split())[:60]
+        for number, _ in list(result.turn_scores)[:3]:
+            lines = await conversations.read_turns(
+                result.conversation_id, number, number, readouts=False
+            )
+            for line in lines:
+                if quoted and quoted in " ".join(str(line.get("content") or "").split()):
+                    if line.get("role") == "user" and line.get("fromOwner") is False:
+                        who = " ".join(str(line.get("sender") or "another member").split())
+                        item["snippet"] = member_label(who[:60]) + str(item["snippet"])
+                    return
 
     async def fetch_context(self, args: dict[str, Any], max_chars: int | None = None) -> str:
         """The turns ``args`` asks for, wrapped; at most ``max_chars`` characters (the
