@@ -19,7 +19,7 @@ log = logging.getLogger("my_agent.telegram")
 # The owner's.
 COMMANDS = [
     BotCommand(command="new", description="Start a fresh conversation (model kept)"),
-    BotCommand(command="model", description="Show or switch the model: opus, sonnet, haiku"),
+    BotCommand(command="model", description="Show the model and the choices, or switch"),
     BotCommand(command="help", description="What I can do"),
     BotCommand(command="status", description="Conversation and assistant status"),
     BotCommand(command="rename", description="Rename this conversation"),
