@@ -35,6 +35,7 @@ from channels.telegram.render import escape
 from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.sender import Backoff, Sleep, TelegramSender, chat_ref
 from channels.telegram.translate import BotIdentity, translate_message
+from channels.telegram.unreadable import unreadable_message
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -293,15 +294,45 @@ class TelegramChannel:
         except DeliveryError as exc:
             log.warning("update %s not recorded (%s); will retry", update.update_id, exc)
             return False
-        except Exception:
+        except Exception as exc:
             count = self._failures.get(update.update_id, 0) + 1
             self._failures[update.update_id] = count
             if count < MAX_UPDATE_FAILURES:
                 log.exception("update %s failed (attempt %d); will retry", update.update_id,
                               count)  # fmt: skip
                 return False
-            log.exception("update %s failed %d times; skipping it", update.update_id, count)
+            log.exception("update %s failed %d times; recording it as received",
+                          update.update_id, count)  # fmt: skip
+            if not await self._record_unreadable(update, type(exc).__name__):
+                return False
         self._failures.pop(update.update_id, None)
+        return True
+
+    async def _record_unreadable(self, update: Update, error: str) -> bool:
+        """Deliver what can be kept of an update that cannot be handled
+        (:mod:`channels.telegram.unreadable`); False: not durable, poll it again."""
+        assert self._host is not None
+        message = update.message or update.edited_message
+        try:
+            inbound = (
+                unreadable_message(
+                    message,
+                    groups=self.groups,
+                    error=error,
+                    edited=update.message is None,
+                )
+                if message is not None
+                else None
+            )
+            if inbound is not None:
+                await self._host.deliver(inbound)
+        except asyncio.CancelledError:
+            raise
+        except DeliveryError as exc:
+            log.warning("update %s not recorded (%s); will retry", update.update_id, exc)
+            return False
+        except Exception:
+            log.exception("update %s cannot be recorded at all; skipping it", update.update_id)
         return True
 
     async def _owner_menu(self, chat_id: str) -> None:

@@ -633,3 +633,41 @@ def test_backoff_grows_with_jitter_and_resets() -> None:
     assert [high.next() for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
     high.reset()
     assert high.next() == 1.0
+
+
+async def test_a_message_that_cannot_be_read_is_recorded_as_received_not_skipped(
+    tg_server: FakeTelegramServer,
+    channel: TelegramChannel,
+    host: RecordingHost,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import channels.telegram.adapter as adapter_module
+
+    real = adapter_module.translate_message
+
+    def fragile(message, **kw):  # type: ignore[no-untyped-def]
+        if message.text == "call the  bank at 9":
+            raise ValueError("a shape this version does not expect")
+        return real(message, **kw)
+
+    monkeypatch.setattr(adapter_module, "translate_message", fragile)
+    tg_server.inject_message(OWNER_ID, "call the  bank at 9")
+    tg_server.inject_message(OWNER_ID, "and then?")
+    await host.wait_delivered(2, timeout=20)
+    # Before, the update was skipped after five failures: the owner's words were lost
+    # and only the log knew. Now they are recorded as received, labelled, in order.
+    assert [(m.text, m.chat_id, m.addressed) for m in host.delivered] == [
+        (
+            "[a message the assistant could not read (ValueError); as received:] "
+            "call the bank at 9",
+            str(OWNER_ID),
+            True,
+        ),
+        ("and then?", str(OWNER_ID), True),
+    ]
+    assert host.delivered[0].message_id == f"{OWNER_ID}:101"  # its id: a redelivery is a duplicate
+    # a message in a group that is not allowed stays ignored, readable or not
+    tg_server.inject_message(-100999, "call the  bank at 9", from_id=OWNER_ID)
+    tg_server.inject_message(OWNER_ID, "last")
+    await host.wait_delivered(3, timeout=20)
+    assert host.delivered[-1].text == "last"

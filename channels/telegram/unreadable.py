@@ -1,0 +1,80 @@
+"""What is kept of a message the adapter cannot read.
+
+An update whose handling keeps failing (a message of a shape the translation does not
+expect, a defect) is retried :data:`~channels.telegram.adapter.MAX_UPDATE_FAILURES`
+times and then passed over, so that one message cannot stop every later one. Passed
+over silently, it was lost: nobody but the log knew it had come. Its chat, sender and
+words as Telegram sent them are recorded instead, labelled, and answered like any
+message (the owner learns that something they sent was not understood).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from aiogram.types import Message
+
+from bot.config.channels import TelegramGroupConfig
+from bot.events import InboundMessage, utcnow
+from channels.telegram.translate import GROUP_TYPES
+
+
+def unreadable_message(
+    message: Message,
+    *,
+    groups: Mapping[str, TelegramGroupConfig],
+    error: str,
+    edited: bool = False,
+) -> InboundMessage | None:
+    """The event recording ``message`` as received (its text or caption), labelled with
+    ``error``; None where the message would not have been taken anyway (a group that is
+    not allowed, a channel post)."""
+    chat = message.chat
+    group_id = group_title = None
+    if chat.type in GROUP_TYPES:
+        config = groups.get(str(chat.id))
+        if config is None and chat.username:
+            config = groups.get("@" + chat.username.lower())
+        if config is None:
+            return None
+        group_id, group_title = str(chat.id), chat.title or config.title
+    elif chat.type != "private":
+        return None
+    user, as_chat = message.from_user, message.sender_chat
+    if user is not None:
+        sender_id, sender_name = str(user.id), user.full_name
+        aliases: tuple[str, ...] = (f"@{user.username}",) if user.username else ()
+    elif as_chat is not None:
+        sender_id, sender_name, aliases = str(as_chat.id), as_chat.title or str(as_chat.id), ()
+    else:
+        return None
+    words = " ".join((message.text or message.caption or "").split())
+    label = f"[a message the assistant could not read ({error})"
+    text = f"{label}; as received:] {words}" if words else f"{label}]"
+    message_id = f"{chat.id}:{message.message_id}"
+    received = message.date if isinstance(message.date, datetime) else utcnow()
+    if edited:
+        stamp = message.edit_date or int(utcnow().timestamp())
+        message_id = f"{message_id}:edit:{stamp}"
+        received = datetime.fromtimestamp(stamp, UTC)
+    return InboundMessage(
+        channel="telegram",
+        sender_id=sender_id,
+        sender_name=sender_name,
+        sender_aliases=aliases,
+        text=text,
+        message_id=message_id,
+        chat_id=str(chat.id),
+        received_at=received,
+        group_id=group_id,
+        group_title=group_title,
+        # in a group, whether it asked the bot is what could not be read: kept as context
+        addressed=group_id is None,
+        message_ref=f"{chat.id}:{message.message_id}",
+        metadata={
+            "telegram_message_id": message.message_id,
+            "chat_type": chat.type,
+            "unreadable": error,
+        },
+    )
