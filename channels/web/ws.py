@@ -297,9 +297,18 @@ class WsHub:
                     },
                 )
                 return
-        elif (parse_command(text) or ("",))[0] in DETACHED_COMMANDS:
+        elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
             rec = None  # /search, /help, /status in a new chat: answered, no conversation
+        elif command[0] == "new" and not command[1]:
+            # A new chat is already a fresh start: /new here created a conversation only
+            # to record the command in, and left it empty in the list.
+            await self._load(client, None)
+            return
         else:
+            if command[0] == "new":
+                # "/new <first message>" in a new chat: that message starts the chat.
+                # Run as a command it created two conversations, the first one empty.
+                text = command[1]
             rec = await self.channel.create_web_conversation(client.pending_model)
             client.pending_model = None
             await self._load(client, rec.id)

@@ -450,3 +450,29 @@ async def test_an_older_escalation_conversation_names_the_party_as_known_now(
     # Derived when read: the history is as it was.
     assert services.store.read_lines(old.id) == before
     assert (await services.conversations.require(old.id)).title == "Escalation: 8081 (telegram)"
+
+
+async def test_new_typed_in_a_new_chat_leaves_no_empty_conversation(
+    ws_factory, stack: Stack
+) -> None:
+    # Regression: "/new <first message>" typed in a new chat created a conversation to
+    # record the command in, then the fresh one: the first stayed in the list, empty
+    # ("0 turns"); a bare "/new" left two empty ones.
+    before = {r.id for r in await stack.services.conversations.list(limit=1000)}
+    tab = await ws_factory()
+    await tab.send(type="new_conversation")
+    await tab.send(type="send_message", text="/new")
+    await tab.wait_for(lambda f: f["type"] == "conversation_loaded", start=len(tab.frames))
+    await tab.send(type="send_message", text="/new Plan the harpsichord recital")
+    await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated" and (f.get("turn") or {}).get("role") == "assistant"
+        )
+    )
+    await settle(stack.services)
+    created = [r for r in await stack.services.conversations.list(limit=1000) if r.id not in before]
+    assert len(created) == 1
+    lines = stack.services.store.read_lines(created[0].id)
+    turns = [line for line in lines if line.get("type") == "turn"]
+    assert turns[0]["role"] == "user" and turns[0]["content"] == "Plan the harpsichord recital"
+    assert tab.of_type("conversation_loaded")[-1]["conversation"]["id"] == created[0].id
