@@ -82,9 +82,22 @@ async def _open_and_run(
         await close_services(services)
 
 
+def unknown_channel(config: AppConfig, args: argparse.Namespace) -> str | None:
+    """The usage error for a ``--channel`` that names no channel, else None. A typo
+    (``--channel telgram``) listed nothing and exited 0, as if there were nothing there."""
+    known = tuple(type(config.channels).model_fields)
+    if args.channel is None or args.channel.strip().lower() in known:
+        return None
+    return f"--channel {args.channel!r} is not a channel (one of {', '.join(known)})"
+
+
 def cmd_conversations(args: argparse.Namespace) -> int:
     config = command_config(args, secrets=False)
     setup_logging("WARNING")
+    wrong = unknown_channel(config, args)
+    if wrong:
+        print(f"my-agent conversations: {wrong}", file=sys.stderr)
+        return exitcodes.EX_USAGE
 
     from bot.owner_days import local_time, owner_zone
 
@@ -143,6 +156,10 @@ def cmd_conversations(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     config = command_config(args, secrets=False)
     setup_logging("WARNING")
+    wrong = unknown_channel(config, args)
+    if wrong:
+        print(f"my-agent search: {wrong}", file=sys.stderr)
+        return exitcodes.EX_USAGE
 
     async def _search(s: Any) -> int:
         from bot.owner_days import day_range, local_day, owner_zone
@@ -150,7 +167,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         await s.search.start()  # keyword-only without a model: the warning says why
         zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
         try:
-            date_from, date_to = day_range(args.date_from, args.date_to, zone)
+            # named as typed: "date_from is not an ISO date" named no option of this command
+            date_from, date_to = day_range(args.date_from, args.date_to, zone, ("--from", "--to"))
             page = await s.search.search(
                 args.query,
                 channel=args.channel,

@@ -166,7 +166,37 @@ def test_search_pages_dates_and_channel_case(
         ["--config", str(store.config_path), "search", "sourdough", "--from", "2026-13-01"]
     )
     assert status == exitcodes.EX_USAGE
-    assert "date_from is not an ISO date" in capsys.readouterr().err
+    # named as typed (it said "date_from", which is no option of this command)
+    assert "--from is not an ISO date" in capsys.readouterr().err
+    status = cli.main(
+        [
+            "--config",
+            str(store.config_path),
+            "search",
+            "x",
+            "--from",
+            "2026-03-02",
+            "--to",
+            "2026-03-01",
+        ]
+    )
+    assert status == exitcodes.EX_USAGE
+    assert "--from 2026-03-02 is after --to 2026-03-01" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["conversations", "list", "--channel", "telgram"], ["search", "Porto", "--channel", "mail"]],
+)
+def test_an_unknown_channel_is_a_usage_error(
+    store: Store, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: a misspelt channel listed nothing and exited 0, as if it were empty.
+    capsys.readouterr()
+    assert cli.main(["--config", str(store.config_path), *argv]) == exitcodes.EX_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"--channel {argv[-1]!r} is not a channel (one of web, telegram, email" in captured.err
 
 
 def _new_york_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
