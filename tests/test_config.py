@@ -118,6 +118,33 @@ def test_check_config_exits_78_naming_the_key(
     assert f"configuration error: {key}:" in err
 
 
+def test_check_config_names_every_wrong_key_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: only the first problem was reported, so a copied example with three
+    # placeholders and a typo took four runs of check-config to put right.
+    path = _write(
+        tmp_path,
+        "owner:\n  identities:\n    telegram: ['CHANGE_ME_id', '@CHANGE_ME_name']\n"
+        "channels:\n  web:\n    port: abc\n    prot: 4321\n",
+    )
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "configuration error: owner.identities.telegram.0: still holds a placeholder from "
+        "config.example.yaml",
+        "configuration error: owner.identities.telegram.1: still holds a placeholder from "
+        "config.example.yaml",
+        "configuration error: channels.web.port: Input should be a valid integer, unable to "
+        "parse string as an integer",
+        "configuration error: channels.web.prot: Extra inputs are not permitted",
+    ]
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert info.value.key == "owner.identities.telegram.0"  # the first, as before
+    assert [key for key, _ in info.value.problems][2:] == ["channels.web.port", "channels.web.prot"]
+
+
 @pytest.mark.parametrize(
     "text",
     ["brain: [unclosed", "- just\n- a list\n", "owner:\n  timezone: UTC\n   bad: indent\n"],

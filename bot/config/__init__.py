@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +39,20 @@ ENV_OVERRIDES = {
 
 
 class ConfigError(Exception):
-    """Invalid configuration; ``key`` is the dotted path of the offending setting."""
+    """Invalid configuration; ``key`` is the dotted path of the offending setting.
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}" if key else message)
+    ``more``: further ``(key, message)`` problems found in the same pass, so that one
+    ``check-config`` names every wrong key of a file instead of one per run."""
+
+    def __init__(self, key: str, message: str, more: Sequence[tuple[str, str]] = ()) -> None:
         self.key = key
         self.message = message
+        self.problems = [(key, message), *more]
+        super().__init__("; ".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        """One ``dotted.key: what is wrong`` per problem."""
+        return [f"{key}: {message}" if key else message for key, message in self.problems]
 
 
 def default_config_path() -> Path | None:
@@ -68,20 +76,23 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _find_placeholders(node: Any, prefix: str = "") -> str | None:
+def _find_placeholders(node: Any, prefix: str = "") -> list[str]:
+    """The dotted keys of every value still holding a placeholder, in file order."""
     if isinstance(node, Mapping):
-        for key, value in node.items():
-            found = _find_placeholders(value, f"{prefix}.{key}" if prefix else str(key))
-            if found:
-                return found
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            found = _find_placeholders(value, f"{prefix}.{i}")
-            if found:
-                return found
-    elif isinstance(node, str) and any(m.lower() in node.lower() for m in PLACEHOLDER_MARKERS):
-        return prefix
-    return None
+        return [
+            found
+            for key, value in node.items()
+            for found in _find_placeholders(value, f"{prefix}.{key}" if prefix else str(key))
+        ]
+    if isinstance(node, list):
+        return [
+            found
+            for i, value in enumerate(node)
+            for found in _find_placeholders(value, f"{prefix}.{i}")
+        ]
+    if isinstance(node, str) and any(m.lower() in node.lower() for m in PLACEHOLDER_MARKERS):
+        return [prefix]
+    return []
 
 
 def _duplicate_key(
@@ -202,9 +213,12 @@ def build_config(
     # A deep copy: environment overrides (secrets) must not be written into the caller's
     # mapping, which may be reused or dumped.
     tree: dict[str, Any] = copy.deepcopy(dict(raw or {}))
-    placeholder = _find_placeholders(tree)
-    if placeholder:
-        raise ConfigError(placeholder, "still holds a placeholder from config.example.yaml")
+    # Every problem of the file at once: reported one per run, a copied example took
+    # a check-config run per placeholder and per wrong key to fix.
+    problems = [
+        (key, "still holds a placeholder from config.example.yaml")
+        for key in _find_placeholders(tree)
+    ]
     environ = os.environ if env is None else env
     for var, dotted in ENV_OVERRIDES.items():
         value = environ.get(var)
@@ -213,8 +227,10 @@ def build_config(
     try:
         cfg = AppConfig.model_validate(tree)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(_dotted(first["loc"]), first["msg"]) from exc
+        problems += [(_dotted(e["loc"]), e["msg"]) for e in exc.errors()]
+        raise ConfigError(*problems[0], more=problems[1:]) from exc
+    if problems:
+        raise ConfigError(*problems[0], more=problems[1:])
     _check_consistency(cfg, secrets)
     return cfg
 
