@@ -144,13 +144,30 @@ def cmd_conversations(args: argparse.Namespace) -> int:
                     f"{when(line.get('timestamp'))} {who}: {line.get('content')}"
                 )
             elif line.get("type") == "event":
-                print(
-                    f"    ({line.get('event')}: "
-                    f"{line.get('title') or line.get('text') or line.get('summary') or ''})"
-                )
+                print(f"    ({line.get('event')}: {event_text(line)})")
         return 0
 
     return int(asyncio.run(_with_services(config, _show if args.action == "show" else _list)))
+
+
+def event_text(line: dict[str, Any]) -> str:
+    """What a transcript event says, for ``conversations show``: a command with its
+    arguments, a change of title, model or pinning, a note's text. Only the title, text
+    or summary was read, so commands and model changes showed as "(command: )"."""
+    if line.get("event") == "command":
+        return f"{line.get('command') or ''} {line.get('args') or ''}".strip()
+    changes = []
+    if isinstance(line.get("title"), str) and line["title"]:
+        changes.append(f"title {line['title']!r}")
+    if isinstance(line.get("model"), str) and line["model"]:
+        changes.append(f"model {line['model']}")
+    if isinstance(line.get("pinned"), bool):
+        changes.append("pinned" if line["pinned"] else "unpinned")
+    for key in ("text", "summary", "message", "name"):
+        if isinstance(line.get(key), str) and line[key]:
+            changes.append(line[key])
+            break
+    return "; ".join(changes)
 
 
 def cmd_search(args: argparse.Namespace) -> int:

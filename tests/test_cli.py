@@ -692,3 +692,29 @@ def test_a_keyword_only_listing_says_so(store: Store, capsys: pytest.CaptureFixt
     assert status == 0
     assert ("keyword search only" in text) == (method != "hybrid")
     assert "(, " not in text
+
+
+def test_conversations_show_says_what_commands_and_changes_were(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: only an event's title, text or summary was printed, so a command and a
+    # model change read "(command: )" and "(meta_update: )".
+    conv_id = store.ids["web"]
+    path = store.config.conversations_dir / f"{conv_id}.jsonl"
+    with open(path, "ab") as fh:
+        for line in (
+            {"type": "event", "event": "command", "command": "/model", "args": "haiku"},
+            {"type": "event", "event": "meta_update", "model": "haiku"},
+            {"type": "event", "event": "command", "command": "/new"},
+            {"type": "event", "event": "meta_update", "pinned": False},
+        ):
+            fh.write(json.dumps(line).encode() + b"\n")
+    status, out = store.run("conversations", "show", conv_id, capsys=capsys)
+    assert status == 0
+    assert out.splitlines()[-4:] == [
+        "    (command: /model haiku)",
+        "    (meta_update: model haiku)",
+        "    (command: /new)",
+        "    (meta_update: unpinned)",
+    ]
+    assert "    (meta_update: title 'Porto trip')" in out
