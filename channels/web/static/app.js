@@ -411,7 +411,9 @@
     state.oldestTurn = firstTurn(msg.turns);
     $("load-more").hidden = !msg.hasMore;
     $("empty-state").hidden = !!(msg.turns && msg.turns.length);
-    setGenerating(false);
+    // A reply still owed (being prepared, or waiting out an outage) keeps Stop after a
+    // reload or a reconnect: it was hidden until the reply's first word arrived.
+    setGenerating(awaitingReply());
     renderHeader();
     renderSidebar();
     if (msg.focusTurn != null || state.focusTurns.length) {

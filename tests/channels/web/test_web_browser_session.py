@@ -290,3 +290,36 @@ async def test_stop_stays_while_a_queued_reply_waits(browser: Browser, tmp_path:
             gate.set()
         await context.close()
         await stop_stack(stack)
+
+
+async def test_a_reloaded_page_keeps_stop_for_a_reply_still_owed(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Regression: a page loaded (a reload, a reconnect after a daemon restart) while a
+    # reply was still owed and had written nothing yet (the model thinking, or an outage
+    # being waited out) hid Stop, so that wait could not be ended from the dashboard.
+    brain = TwoGatesBrain()
+    stack = await start_stack(tmp_path / "owed", brain=brain)
+    context = await browser.new_context()
+    context.set_default_timeout(TIMEOUT)
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        await send(page, "a question the model is slow to answer")
+        await expect(page.locator(".msg-user")).to_have_count(1)
+        await expect(page.locator("#stop")).to_be_visible()
+        await page.reload()
+        await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+        await expect(page.locator(".msg-user")).to_have_count(1)
+        await expect(page.locator("#stop")).to_be_visible()
+        brain.gates[0].set()
+        await expect(page.locator(".msg-assistant .msg-body")).to_have_text(["answer 1"])
+        await expect(page.locator("#stop")).to_be_hidden()
+        await page.reload()  # nothing owed now: no Stop
+        await expect(page.locator(".msg-assistant")).to_have_count(1)
+        await expect(page.locator("#stop")).to_be_hidden()
+    finally:
+        for gate in brain.gates:
+            gate.set()
+        await context.close()
+        await stop_stack(stack)
