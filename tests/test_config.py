@@ -100,6 +100,32 @@ def test_trust_contacts_accept_every_configurable_channel() -> None:
     assert info.value.key == "trust.contacts.fax"
 
 
+def test_owner_identities_on_an_unknown_channel_are_refused() -> None:
+    # Regression: a misspelt channel under owner.identities passed check-config, and the
+    # owner, matched on no channel, was handled as a third party there.
+    with pytest.raises(ConfigError) as info:
+        build_config({"owner": {"identities": {"telgram": ["123456789"]}}}, env={})
+    assert info.value.key == "owner.identities.telgram"
+    assert "unknown channel" in info.value.message
+    cfg = build_config({"owner": {"identities": {"loopback": ["x1"]}}}, env={})
+    assert cfg.owner.identities["loopback"] == ["x1"]
+
+
+def test_numeric_telegram_ids_may_be_written_unquoted() -> None:
+    # Regression: `telegram: [123456789]`, a number in YAML, was refused as "Input should
+    # be a valid string"; so was a contact id written as a mapping key of digits.
+    raw = yaml.safe_load(
+        "owner:\n  identities:\n    telegram: [123456789, '@robin']\n"
+        "trust:\n  contacts:\n    telegram:\n      987654321: known\n"
+    )
+    cfg = build_config(raw, env={})
+    assert cfg.owner.identities["telegram"] == ["123456789", "@robin"]
+    assert cfg.trust.contacts["telegram"] == {"987654321": "known"}
+    with pytest.raises(ConfigError) as info:  # a yes/no is still no id
+        build_config({"owner": {"identities": {"telegram": [True]}}}, env={})
+    assert info.value.key == "owner.identities.telegram.0"
+
+
 @pytest.mark.parametrize(("raw", "key"), INVALID)
 def test_invalid_values_name_the_dotted_key(raw: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError) as info:

@@ -193,6 +193,11 @@ def _check_consistency(cfg: AppConfig, secrets: bool = True) -> None:
     if esc and esc != "web" and not getattr(cfg.channels, esc).enabled:
         raise ConfigError("trust.escalation_channel", f"channel {esc!r} is not enabled")
     channels = {*type(cfg.channels).model_fields, "test"}  # every configurable channel
+    for channel in cfg.owner.identities:
+        # a misspelt channel ("telgram") matched no one: the owner's own messages were
+        # handled as a stranger's, and check-config said OK
+        if channel not in channels:
+            raise ConfigError(f"owner.identities.{channel}", "unknown channel")
     for channel, contacts in cfg.trust.contacts.items():
         if channel not in channels:
             raise ConfigError(f"trust.contacts.{channel}", "unknown channel")
