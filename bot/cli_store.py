@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from bot import exitcodes, store_lock
-from bot.cli_common import command_config, print_json, setup_logging
+from bot.cli_common import command_config, print_json, print_text, setup_logging
 from bot.config import AppConfig
 from bot.labels import UNTITLED
 
@@ -115,7 +115,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             return 0
         for r in records:
             pin = " pinned" if r.pinned else ""
-            print(
+            print_text(
                 f"{r.id}  {r.channel:<9} {when(r.updated)}  {r.turn_count:>4} turns{pin}  "
                 f"{r.title or 'New conversation'}"
             )
@@ -132,19 +132,21 @@ def cmd_conversations(args: argparse.Namespace) -> int:
                 {"conversation": rec.to_meta(), "abbreviation": rec.abbreviation, "lines": lines}
             )
             return 0
-        print(f"{rec.title or 'New conversation'} ({rec.id}, {rec.channel}, model {rec.model})")
+        print_text(
+            f"{rec.title or 'New conversation'} ({rec.id}, {rec.channel}, model {rec.model})"
+        )
         if rec.abbreviation:
-            print(f"Abbreviation: {rec.abbreviation}")
+            print_text(f"Abbreviation: {rec.abbreviation}")
         for line in lines:
             if line.get("type") == "turn":
                 who = line.get("sender") or line["role"]
                 number = line.get("turnNumber")
-                print(
+                print_text(
                     f"{'' if number is None else f'[{number}] '}"
                     f"{when(line.get('timestamp'))} {who}: {line.get('content')}"
                 )
             elif line.get("type") == "event":
-                print(f"    ({line.get('event')}: {event_text(line)})")
+                print_text(f"    ({line.get('event')}: {event_text(line)})")
         return 0
 
     return int(asyncio.run(_with_services(config, _show if args.action == "show" else _list)))
@@ -209,11 +211,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         for r in page.results:
             # a conversation found through its notes alone has no matched turn to name
             where = r.turn_range or "its notes"
-            print(
+            print_text(
                 f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
                 f"({where}, {local_day(r.timestamp, zone)})"
             )
-            print(f"       {' '.join((r.snippet or '').split())[:150]}")
+            print_text(f"       {' '.join((r.snippet or '').split())[:150]}")
         if page.next_cursor:  # the plain listing can be paged too, not only --json
             found = f"{page.total}{'' if page.total_exact else '+'}"
             print(f"({len(page.results)} of {found} shown; next page: --cursor {page.next_cursor})")

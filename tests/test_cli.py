@@ -718,3 +718,24 @@ def test_conversations_show_says_what_commands_and_changes_were(
         "    (meta_update: unpinned)",
     ]
     assert "    (meta_update: title 'Porto trip')" in out
+
+
+def test_control_characters_in_stored_text_reach_no_terminal_raw(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: conversations list/show and search printed stored text as it was, so
+    # an escape sequence in a message (a group member's, a pasted log) cleared the
+    # owner's screen or rewrote the lines above; --json keeps the text exact.
+    hostile = "Porto \x1b[2J\x1b]0;pwned\x07 \x9b31m back\roverwritten"
+    conv_id = store.ids["web"]
+    path = store.config.conversations_dir / f"{conv_id}.jsonl"
+    with open(path, "ab") as fh:
+        line = {"type": "turn", "role": "user", "content": hostile, "turnNumber": 2}
+        fh.write(json.dumps(line).encode() + b"\n")
+    for argv in (["conversations", "show", conv_id], ["search", "overwritten"]):
+        status, out = store.run(*argv, capsys=capsys)
+        assert status == 0
+        assert not set(out) & {"\x1b", "\x07", "\x9b", "\r"}, out
+        assert "\\x1b[2J\\x1b]0;pwned\\x07 \\x9b31m back" in out
+    shown = store.json("conversations", "show", conv_id, capsys=capsys)["lines"]
+    assert hostile in [line.get("content") for line in shown]
