@@ -100,6 +100,30 @@ def test_trust_contacts_accept_every_configurable_channel() -> None:
     assert info.value.key == "trust.contacts.fax"
 
 
+@pytest.mark.parametrize(
+    ("raw", "key", "hint"),
+    [
+        ({"brian": {}}, "brian", " (did you mean brain?)"),
+        ({"channels": {"web": {"prot": 1}}}, "channels.web.prot", " (did you mean port?)"),
+        (
+            {"channels": {"telegram": {"groups": [{"id": "-100123", "respnd": "always"}]}}},
+            "channels.telegram.groups.0.respnd",
+            " (did you mean respond?)",
+        ),
+        ({"owner": {"shoe_size": 44}}, "owner.shoe_size", ""),
+    ],
+)
+def test_an_unknown_key_is_called_so_with_the_key_meant(
+    raw: dict[str, Any], key: str, hint: str
+) -> None:
+    # Regression: a misspelt key was "Extra inputs are not permitted", pydantic's words,
+    # which said neither that the key is unknown nor which one was meant.
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert info.value.key == key
+    assert info.value.message == f"unknown key{hint}; config.example.yaml lists every key"
+
+
 def test_owner_identities_on_an_unknown_channel_are_refused() -> None:
     # Regression: a misspelt channel under owner.identities passed check-config, and the
     # owner, matched on no channel, was handled as a third party there.
@@ -163,7 +187,8 @@ def test_check_config_names_every_wrong_key_at_once(
         "config.example.yaml",
         "configuration error: channels.web.port: Input should be a valid integer, unable to "
         "parse string as an integer",
-        "configuration error: channels.web.prot: Extra inputs are not permitted",
+        "configuration error: channels.web.prot: unknown key (did you mean port?); "
+        "config.example.yaml lists every key",
     ]
     with pytest.raises(ConfigError) as info:
         load_config(path, env={})

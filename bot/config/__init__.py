@@ -8,8 +8,10 @@ and ``my-agent check-config`` turns them into exit status 78 (EX_CONFIG).
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -140,6 +142,35 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
 
+def _section_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the section at ``loc`` accepts (``("channels", "web")``), [] when ``loc``
+    is no section (a mapping of the owner's own keys, a list)."""
+    model: Any = AppConfig
+    for part in loc:
+        if isinstance(part, int):  # an item of a list of sections (channels.telegram.groups)
+            continue  # (the list's section, unwrapped below with its field)
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = field.annotation
+        # a list of sections, or one that may be left out (``X | None``): its own keys
+        model = next((a for a in typing.get_args(model) if hasattr(a, "model_fields")), model)
+    return list(getattr(model, "model_fields", {}))
+
+
+def _problem(error: Any) -> tuple[str, str]:
+    """``(dotted.key, message)`` for one pydantic error. A key the section does not have
+    was "Extra inputs are not permitted", which did not say the key itself is wrong, nor
+    which one was meant."""
+    loc = tuple(error["loc"])
+    if error["type"] != "extra_forbidden" or not loc:
+        return _dotted(loc), error["msg"]
+    keys = _section_keys(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return _dotted(loc), f"unknown key{hint}; config.example.yaml lists every key"
+
+
 # A numeric user id, or an @username: what a Telegram sender can be matched by.
 _TELEGRAM_IDENTITY = re.compile(r"\+?\d+|@\w{1,32}")
 
@@ -232,7 +263,7 @@ def build_config(
     try:
         cfg = AppConfig.model_validate(tree)
     except ValidationError as exc:
-        problems += [(_dotted(e["loc"]), e["msg"]) for e in exc.errors()]
+        problems += [_problem(e) for e in exc.errors()]
         raise ConfigError(*problems[0], more=problems[1:]) from exc
     if problems:
         raise ConfigError(*problems[0], more=problems[1:])
