@@ -253,7 +253,7 @@ def test_search_dates_are_the_owners_calendar_days(
     # Reversed by one day it is still refused, naming the dates as typed.
     status, out = search("--from", "2999-03-02", "--to", "2999-03-01")
     assert status == exitcodes.EX_USAGE
-    assert "date_from 2999-03-02 is after date_to 2999-03-01" in out
+    assert "--from 2999-03-02 is after --to 2999-03-01" in out
 
 
 def test_reindex(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
