@@ -100,6 +100,26 @@ def test_trust_contacts_accept_every_configurable_channel() -> None:
     assert info.value.key == "trust.contacts.fax"
 
 
+def test_every_inconsistency_is_listed_at_once() -> None:
+    # Regression: the checks between valid values (a channel enabled without its secret,
+    # an escalation channel that is none) stopped at the first, one run per mistake.
+    raw = {
+        "channels": {"telegram": {"enabled": True}, "email": {"enabled": True}},
+        "brain": {"provider": "anthropic"},
+        "trust": {"escalation_channel": "fax"},
+    }
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert [key for key, _ in info.value.problems] == [
+        "channels.telegram.token",
+        "channels.email.address",
+        "channels.email.password",
+        "brain.api_key",
+        "trust.escalation_channel",
+    ]
+    assert info.value.key == "channels.telegram.token"  # the first, as before
+
+
 @pytest.mark.parametrize(
     ("raw", "key", "hint"),
     [

@@ -12,7 +12,7 @@ import difflib
 import os
 import re
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +175,7 @@ def _problem(error: Any) -> tuple[str, str]:
 _TELEGRAM_IDENTITY = re.compile(r"\+?\d+|@\w{1,32}")
 
 
-def _check_telegram_identities(cfg: AppConfig) -> None:
+def _check_telegram_identities(cfg: AppConfig) -> Iterator[tuple[str, str]]:
     owner = cfg.owner.identities.get("telegram", [])
     contacts = cfg.trust.contacts.get("telegram", {})
     named = [(f"owner.identities.telegram.{i}", v) for i, v in enumerate(owner)]
@@ -184,54 +184,56 @@ def _check_telegram_identities(cfg: AppConfig) -> None:
         value = identity.strip()
         if not _TELEGRAM_IDENTITY.fullmatch(value):
             hint = f" (did you mean '@{value}'?)" if re.fullmatch(r"\w{1,32}", value) else ""
-            raise ConfigError(
+            yield (
                 key,
                 f"{identity!r} is neither a numeric user id nor an @username, so no one "
                 f"would match it{hint}",
             )
 
 
-def _check_consistency(cfg: AppConfig, secrets: bool = True) -> None:
-    _check_telegram_identities(cfg)
+def _check_consistency(cfg: AppConfig, secrets: bool = True) -> Iterator[tuple[str, str]]:
+    """Every ``(dotted.key, message)`` problem between valid values, in order."""
+    yield from _check_telegram_identities(cfg)
     tg = cfg.channels.telegram
     if secrets and tg.enabled and not tg.token:
-        raise ConfigError(
-            "channels.telegram.token", "required when Telegram is enabled (or TELEGRAM_BOT_TOKEN)"
+        yield (
+            "channels.telegram.token",
+            "required when Telegram is enabled (or TELEGRAM_BOT_TOKEN)",
         )
     if tg.enabled and tg.token and ":" not in tg.token:
-        raise ConfigError("channels.telegram.token", "does not look like a bot token (id:secret)")
+        yield ("channels.telegram.token", "does not look like a bot token (id:secret)")
     mail = cfg.channels.email
     if mail.enabled:
         if not mail.address or "@" not in mail.address:
-            raise ConfigError("channels.email.address", "a mailbox address is required")
+            yield ("channels.email.address", "a mailbox address is required")
         if secrets and not mail.password:
-            raise ConfigError("channels.email.password", "required (or EMAIL_PASSWORD)")
+            yield ("channels.email.password", "required (or EMAIL_PASSWORD)")
     if secrets and cfg.brain.provider == "anthropic" and not cfg.brain.api_key:
-        raise ConfigError("brain.api_key", "brain.provider is anthropic but no ANTHROPIC_API_KEY")
+        yield ("brain.api_key", "brain.provider is anthropic but no ANTHROPIC_API_KEY")
     if cfg.models.default not in cfg.models.aliases:
-        raise ConfigError("models.default", f"{cfg.models.default!r} is not in models.aliases")
+        yield ("models.default", f"{cfg.models.default!r} is not in models.aliases")
     for alias in ("opus", "sonnet", "haiku"):
         if alias not in cfg.models.aliases:
-            raise ConfigError(f"models.aliases.{alias}", "missing")
+            yield (f"models.aliases.{alias}", "missing")
     for key in ("abbreviation_model", "naming_model"):
         # a typo was sent as the model id: every call refused (404), offline notes for good
         alias = getattr(cfg.conversations, key)
         if alias not in cfg.models.aliases:
-            raise ConfigError(f"conversations.{key}", f"{alias!r} is not in models.aliases")
+            yield (f"conversations.{key}", f"{alias!r} is not in models.aliases")
     esc = cfg.trust.escalation_channel
     if esc and esc not in ("web", "telegram", "email"):
-        raise ConfigError("trust.escalation_channel", f"unknown channel {esc!r}")
-    if esc and esc != "web" and not getattr(cfg.channels, esc).enabled:
-        raise ConfigError("trust.escalation_channel", f"channel {esc!r} is not enabled")
+        yield ("trust.escalation_channel", f"unknown channel {esc!r}")
+    elif esc and esc != "web" and not getattr(cfg.channels, esc).enabled:
+        yield ("trust.escalation_channel", f"channel {esc!r} is not enabled")
     channels = {*type(cfg.channels).model_fields, "test"}  # every configurable channel
     for channel in cfg.owner.identities:
         # a misspelt channel ("telgram") matched no one: the owner's own messages were
         # handled as a stranger's, and check-config said OK
         if channel not in channels:
-            raise ConfigError(f"owner.identities.{channel}", "unknown channel")
+            yield (f"owner.identities.{channel}", "unknown channel")
     for channel, contacts in cfg.trust.contacts.items():
         if channel not in channels:
-            raise ConfigError(f"trust.contacts.{channel}", "unknown channel")
+            yield (f"trust.contacts.{channel}", "unknown channel")
         del contacts
 
 
@@ -267,7 +269,9 @@ def build_config(
         raise ConfigError(*problems[0], more=problems[1:]) from exc
     if problems:
         raise ConfigError(*problems[0], more=problems[1:])
-    _check_consistency(cfg, secrets)
+    problems = list(_check_consistency(cfg, secrets))
+    if problems:
+        raise ConfigError(*problems[0], more=problems[1:])
     return cfg
 
 
