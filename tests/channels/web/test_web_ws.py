@@ -552,3 +552,20 @@ async def test_a_tab_opened_during_an_outage_is_told_why_the_reply_waits(tmp_pat
     finally:
         brain.release.set()
         await stop_stack(stack)
+
+
+async def test_a_message_is_answered_accepted_or_refused_by_its_ref(
+    ws_factory, stack: Stack
+) -> None:
+    # The page clears its box on sending: it needs to know whether the message was
+    # stored ("accepted") or refused (the error names it, and whether it is kept).
+    tab = await ws_factory()
+    await tab.send(type="send_message", text="stored, please", ref="r1")
+    assert (await tab.wait_for(lambda f: f["type"] == "accepted"))["ref"] == "r1"
+    stack.services.router.accepting = False
+    try:
+        await tab.send(type="send_message", text="are you there?", ref="r2")
+        err = await tab.wait_for(lambda f: f["type"] == "error")
+        assert err["ref"] == "r2" and err["kept"] is False
+    finally:
+        stack.services.router.accepting = True
