@@ -193,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bench(args, rest)
         return handlers[args.command](args)
     except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        for line in exc.lines():  # one line per wrong key
+            print(f"configuration error: {line}", file=sys.stderr)
         return exitcodes.EX_CONFIG
     except KeyboardInterrupt:
         return 130

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -29,6 +30,24 @@ def command_config(args: argparse.Namespace, secrets: bool = True) -> AppConfig:
     """The config; ``secrets=False`` for commands that only read the store (the daemon's
     API key, bot token and mail password may be absent from an operator's shell)."""
     return load_config(getattr(args, "config", None), secrets=secrets)
+
+
+# C0 and C1 control characters but newline and tab: ESC, CSI (U+009B), BEL, CR, ...
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal, its control characters shown as ``\\x1b`` escapes.
+
+    Transcripts hold what others wrote too (a group's members, a mail's subject): printed
+    raw, an escape sequence in them could clear the screen, rewrite the lines above, set
+    the window title or the clipboard of the owner's terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def print_text(text: str) -> None:
+    """A line of stored text on stdout, its control characters escaped (:func:`printable`)."""
+    print(printable(text))
 
 
 def print_json(data: Any) -> None:

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from bot import exitcodes, store_lock
-from bot.cli_common import command_config, print_json, setup_logging
+from bot.cli_common import command_config, print_json, print_text, setup_logging
 from bot.config import AppConfig
 from bot.labels import UNTITLED
 
@@ -82,9 +82,22 @@ async def _open_and_run(
         await close_services(services)
 
 
+def unknown_channel(config: AppConfig, args: argparse.Namespace) -> str | None:
+    """The usage error for a ``--channel`` that names no channel, else None. A typo
+    (``--channel telgram``) listed nothing and exited 0, as if there were nothing there."""
+    known = tuple(type(config.channels).model_fields)
+    if args.channel is None or args.channel.strip().lower() in known:
+        return None
+    return f"--channel {args.channel!r} is not a channel (one of {', '.join(known)})"
+
+
 def cmd_conversations(args: argparse.Namespace) -> int:
     config = command_config(args, secrets=False)
     setup_logging("WARNING")
+    wrong = unknown_channel(config, args)
+    if wrong:
+        print(f"my-agent conversations: {wrong}", file=sys.stderr)
+        return exitcodes.EX_USAGE
 
     from bot.owner_days import local_time, owner_zone
 
@@ -102,7 +115,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             return 0
         for r in records:
             pin = " pinned" if r.pinned else ""
-            print(
+            print_text(
                 f"{r.id}  {r.channel:<9} {when(r.updated)}  {r.turn_count:>4} turns{pin}  "
                 f"{r.title or 'New conversation'}"
             )
@@ -119,30 +132,53 @@ def cmd_conversations(args: argparse.Namespace) -> int:
                 {"conversation": rec.to_meta(), "abbreviation": rec.abbreviation, "lines": lines}
             )
             return 0
-        print(f"{rec.title or 'New conversation'} ({rec.id}, {rec.channel}, model {rec.model})")
+        print_text(
+            f"{rec.title or 'New conversation'} ({rec.id}, {rec.channel}, model {rec.model})"
+        )
         if rec.abbreviation:
-            print(f"Abbreviation: {rec.abbreviation}")
+            print_text(f"Abbreviation: {rec.abbreviation}")
         for line in lines:
             if line.get("type") == "turn":
                 who = line.get("sender") or line["role"]
                 number = line.get("turnNumber")
-                print(
+                print_text(
                     f"{'' if number is None else f'[{number}] '}"
                     f"{when(line.get('timestamp'))} {who}: {line.get('content')}"
                 )
             elif line.get("type") == "event":
-                print(
-                    f"    ({line.get('event')}: "
-                    f"{line.get('title') or line.get('text') or line.get('summary') or ''})"
-                )
+                print_text(f"    ({line.get('event')}: {event_text(line)})")
         return 0
 
     return int(asyncio.run(_with_services(config, _show if args.action == "show" else _list)))
 
 
+def event_text(line: dict[str, Any]) -> str:
+    """What a transcript event says, for ``conversations show``: a command with its
+    arguments, a change of title, model or pinning, a note's text. Only the title, text
+    or summary was read, so commands and model changes showed as "(command: )"."""
+    if line.get("event") == "command":
+        return f"{line.get('command') or ''} {line.get('args') or ''}".strip()
+    changes = []
+    if isinstance(line.get("title"), str) and line["title"]:
+        changes.append(f"title {line['title']!r}")
+    if isinstance(line.get("model"), str) and line["model"]:
+        changes.append(f"model {line['model']}")
+    if isinstance(line.get("pinned"), bool):
+        changes.append("pinned" if line["pinned"] else "unpinned")
+    for key in ("text", "summary", "message", "name"):
+        if isinstance(line.get(key), str) and line[key]:
+            changes.append(line[key])
+            break
+    return "; ".join(changes)
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     config = command_config(args, secrets=False)
     setup_logging("WARNING")
+    wrong = unknown_channel(config, args)
+    if wrong:
+        print(f"my-agent search: {wrong}", file=sys.stderr)
+        return exitcodes.EX_USAGE
 
     async def _search(s: Any) -> int:
         from bot.owner_days import day_range, local_day, owner_zone
@@ -150,7 +186,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         await s.search.start()  # keyword-only without a model: the warning says why
         zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
         try:
-            date_from, date_to = day_range(args.date_from, args.date_to, zone)
+            # named as typed: "date_from is not an ISO date" named no option of this command
+            date_from, date_to = day_range(args.date_from, args.date_to, zone, ("--from", "--to"))
             page = await s.search.search(
                 args.query,
                 channel=args.channel,
@@ -174,11 +211,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         for r in page.results:
             # a conversation found through its notes alone has no matched turn to name
             where = r.turn_range or "its notes"
-            print(
+            print_text(
                 f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
                 f"({where}, {local_day(r.timestamp, zone)})"
             )
-            print(f"       {' '.join((r.snippet or '').split())[:150]}")
+            print_text(f"       {' '.join((r.snippet or '').split())[:150]}")
         if page.next_cursor:  # the plain listing can be paged too, not only --json
             found = f"{page.total}{'' if page.total_exact else '+'}"
             print(f"({len(page.results)} of {found} shown; next page: --cursor {page.next_cursor})")

@@ -166,7 +166,37 @@ def test_search_pages_dates_and_channel_case(
         ["--config", str(store.config_path), "search", "sourdough", "--from", "2026-13-01"]
     )
     assert status == exitcodes.EX_USAGE
-    assert "date_from is not an ISO date" in capsys.readouterr().err
+    # named as typed (it said "date_from", which is no option of this command)
+    assert "--from is not an ISO date" in capsys.readouterr().err
+    status = cli.main(
+        [
+            "--config",
+            str(store.config_path),
+            "search",
+            "x",
+            "--from",
+            "2026-03-02",
+            "--to",
+            "2026-03-01",
+        ]
+    )
+    assert status == exitcodes.EX_USAGE
+    assert "--from 2026-03-02 is after --to 2026-03-01" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["conversations", "list", "--channel", "telgram"], ["search", "Porto", "--channel", "mail"]],
+)
+def test_an_unknown_channel_is_a_usage_error(
+    store: Store, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: a misspelt channel listed nothing and exited 0, as if it were empty.
+    capsys.readouterr()
+    assert cli.main(["--config", str(store.config_path), *argv]) == exitcodes.EX_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"--channel {argv[-1]!r} is not a channel (one of web, telegram, email" in captured.err
 
 
 def _new_york_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
@@ -223,7 +253,7 @@ def test_search_dates_are_the_owners_calendar_days(
     # Reversed by one day it is still refused, naming the dates as typed.
     status, out = search("--from", "2999-03-02", "--to", "2999-03-01")
     assert status == exitcodes.EX_USAGE
-    assert "date_from 2999-03-02 is after date_to 2999-03-01" in out
+    assert "--from 2999-03-02 is after --to 2999-03-01" in out
 
 
 def test_reindex(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
@@ -662,3 +692,50 @@ def test_a_keyword_only_listing_says_so(store: Store, capsys: pytest.CaptureFixt
     assert status == 0
     assert ("keyword search only" in text) == (method != "hybrid")
     assert "(, " not in text
+
+
+def test_conversations_show_says_what_commands_and_changes_were(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: only an event's title, text or summary was printed, so a command and a
+    # model change read "(command: )" and "(meta_update: )".
+    conv_id = store.ids["web"]
+    path = store.config.conversations_dir / f"{conv_id}.jsonl"
+    with open(path, "ab") as fh:
+        for line in (
+            {"type": "event", "event": "command", "command": "/model", "args": "haiku"},
+            {"type": "event", "event": "meta_update", "model": "haiku"},
+            {"type": "event", "event": "command", "command": "/new"},
+            {"type": "event", "event": "meta_update", "pinned": False},
+        ):
+            fh.write(json.dumps(line).encode() + b"\n")
+    status, out = store.run("conversations", "show", conv_id, capsys=capsys)
+    assert status == 0
+    assert out.splitlines()[-4:] == [
+        "    (command: /model haiku)",
+        "    (meta_update: model haiku)",
+        "    (command: /new)",
+        "    (meta_update: unpinned)",
+    ]
+    assert "    (meta_update: title 'Porto trip')" in out
+
+
+def test_control_characters_in_stored_text_reach_no_terminal_raw(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: conversations list/show and search printed stored text as it was, so
+    # an escape sequence in a message (a group member's, a pasted log) cleared the
+    # owner's screen or rewrote the lines above; --json keeps the text exact.
+    hostile = "Porto \x1b[2J\x1b]0;pwned\x07 \x9b31m back\roverwritten"
+    conv_id = store.ids["web"]
+    path = store.config.conversations_dir / f"{conv_id}.jsonl"
+    with open(path, "ab") as fh:
+        line = {"type": "turn", "role": "user", "content": hostile, "turnNumber": 2}
+        fh.write(json.dumps(line).encode() + b"\n")
+    for argv in (["conversations", "show", conv_id], ["search", "overwritten"]):
+        status, out = store.run(*argv, capsys=capsys)
+        assert status == 0
+        assert not set(out) & {"\x1b", "\x07", "\x9b", "\r"}, out
+        assert "\\x1b[2J\\x1b]0;pwned\\x07 \\x9b31m back" in out
+    shown = store.json("conversations", "show", conv_id, capsys=capsys)["lines"]
+    assert hostile in [line.get("content") for line in shown]

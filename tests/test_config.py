@@ -100,6 +100,76 @@ def test_trust_contacts_accept_every_configurable_channel() -> None:
     assert info.value.key == "trust.contacts.fax"
 
 
+def test_every_inconsistency_is_listed_at_once() -> None:
+    # Regression: the checks between valid values (a channel enabled without its secret,
+    # an escalation channel that is none) stopped at the first, one run per mistake.
+    raw = {
+        "channels": {"telegram": {"enabled": True}, "email": {"enabled": True}},
+        "brain": {"provider": "anthropic"},
+        "trust": {"escalation_channel": "fax"},
+    }
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert [key for key, _ in info.value.problems] == [
+        "channels.telegram.token",
+        "channels.email.address",
+        "channels.email.password",
+        "brain.api_key",
+        "trust.escalation_channel",
+    ]
+    assert info.value.key == "channels.telegram.token"  # the first, as before
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "hint"),
+    [
+        ({"brian": {}}, "brian", " (did you mean brain?)"),
+        ({"channels": {"web": {"prot": 1}}}, "channels.web.prot", " (did you mean port?)"),
+        (
+            {"channels": {"telegram": {"groups": [{"id": "-100123", "respnd": "always"}]}}},
+            "channels.telegram.groups.0.respnd",
+            " (did you mean respond?)",
+        ),
+        ({"owner": {"shoe_size": 44}}, "owner.shoe_size", ""),
+    ],
+)
+def test_an_unknown_key_is_called_so_with_the_key_meant(
+    raw: dict[str, Any], key: str, hint: str
+) -> None:
+    # Regression: a misspelt key was "Extra inputs are not permitted", pydantic's words,
+    # which said neither that the key is unknown nor which one was meant.
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert info.value.key == key
+    assert info.value.message == f"unknown key{hint}; config.example.yaml lists every key"
+
+
+def test_owner_identities_on_an_unknown_channel_are_refused() -> None:
+    # Regression: a misspelt channel under owner.identities passed check-config, and the
+    # owner, matched on no channel, was handled as a third party there.
+    with pytest.raises(ConfigError) as info:
+        build_config({"owner": {"identities": {"telgram": ["123456789"]}}}, env={})
+    assert info.value.key == "owner.identities.telgram"
+    assert "unknown channel" in info.value.message
+    cfg = build_config({"owner": {"identities": {"loopback": ["x1"]}}}, env={})
+    assert cfg.owner.identities["loopback"] == ["x1"]
+
+
+def test_numeric_telegram_ids_may_be_written_unquoted() -> None:
+    # Regression: `telegram: [123456789]`, a number in YAML, was refused as "Input should
+    # be a valid string"; so was a contact id written as a mapping key of digits.
+    raw = yaml.safe_load(
+        "owner:\n  identities:\n    telegram: [123456789, '@robin']\n"
+        "trust:\n  contacts:\n    telegram:\n      987654321: known\n"
+    )
+    cfg = build_config(raw, env={})
+    assert cfg.owner.identities["telegram"] == ["123456789", "@robin"]
+    assert cfg.trust.contacts["telegram"] == {"987654321": "known"}
+    with pytest.raises(ConfigError) as info:  # a yes/no is still no id
+        build_config({"owner": {"identities": {"telegram": [True]}}}, env={})
+    assert info.value.key == "owner.identities.telegram.0"
+
+
 @pytest.mark.parametrize(("raw", "key"), INVALID)
 def test_invalid_values_name_the_dotted_key(raw: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -116,6 +186,34 @@ def test_check_config_exits_78_naming_the_key(
     assert cli.main(["check-config", "--config", str(path)]) == 78
     err = capsys.readouterr().err
     assert f"configuration error: {key}:" in err
+
+
+def test_check_config_names_every_wrong_key_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: only the first problem was reported, so a copied example with three
+    # placeholders and a typo took four runs of check-config to put right.
+    path = _write(
+        tmp_path,
+        "owner:\n  identities:\n    telegram: ['CHANGE_ME_id', '@CHANGE_ME_name']\n"
+        "channels:\n  web:\n    port: abc\n    prot: 4321\n",
+    )
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "configuration error: owner.identities.telegram.0: still holds a placeholder from "
+        "config.example.yaml",
+        "configuration error: owner.identities.telegram.1: still holds a placeholder from "
+        "config.example.yaml",
+        "configuration error: channels.web.port: Input should be a valid integer, unable to "
+        "parse string as an integer",
+        "configuration error: channels.web.prot: unknown key (did you mean port?); "
+        "config.example.yaml lists every key",
+    ]
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert info.value.key == "owner.identities.telegram.0"  # the first, as before
+    assert [key for key, _ in info.value.problems][2:] == ["channels.web.port", "channels.web.prot"]
 
 
 @pytest.mark.parametrize(

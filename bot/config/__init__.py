@@ -8,9 +8,11 @@ and ``my-agent check-config`` turns them into exit status 78 (EX_CONFIG).
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import re
-from collections.abc import Mapping
+import typing
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +41,20 @@ ENV_OVERRIDES = {
 
 
 class ConfigError(Exception):
-    """Invalid configuration; ``key`` is the dotted path of the offending setting."""
+    """Invalid configuration; ``key`` is the dotted path of the offending setting.
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}" if key else message)
+    ``more``: further ``(key, message)`` problems found in the same pass, so that one
+    ``check-config`` names every wrong key of a file instead of one per run."""
+
+    def __init__(self, key: str, message: str, more: Sequence[tuple[str, str]] = ()) -> None:
         self.key = key
         self.message = message
+        self.problems = [(key, message), *more]
+        super().__init__("; ".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        """One ``dotted.key: what is wrong`` per problem."""
+        return [f"{key}: {message}" if key else message for key, message in self.problems]
 
 
 def default_config_path() -> Path | None:
@@ -68,20 +78,23 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _find_placeholders(node: Any, prefix: str = "") -> str | None:
+def _find_placeholders(node: Any, prefix: str = "") -> list[str]:
+    """The dotted keys of every value still holding a placeholder, in file order."""
     if isinstance(node, Mapping):
-        for key, value in node.items():
-            found = _find_placeholders(value, f"{prefix}.{key}" if prefix else str(key))
-            if found:
-                return found
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            found = _find_placeholders(value, f"{prefix}.{i}")
-            if found:
-                return found
-    elif isinstance(node, str) and any(m.lower() in node.lower() for m in PLACEHOLDER_MARKERS):
-        return prefix
-    return None
+        return [
+            found
+            for key, value in node.items()
+            for found in _find_placeholders(value, f"{prefix}.{key}" if prefix else str(key))
+        ]
+    if isinstance(node, list):
+        return [
+            found
+            for i, value in enumerate(node)
+            for found in _find_placeholders(value, f"{prefix}.{i}")
+        ]
+    if isinstance(node, str) and any(m.lower() in node.lower() for m in PLACEHOLDER_MARKERS):
+        return [prefix]
+    return []
 
 
 def _duplicate_key(
@@ -129,11 +142,40 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
 
+def _section_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the section at ``loc`` accepts (``("channels", "web")``), [] when ``loc``
+    is no section (a mapping of the owner's own keys, a list)."""
+    model: Any = AppConfig
+    for part in loc:
+        if isinstance(part, int):  # an item of a list of sections (channels.telegram.groups)
+            continue  # (the list's section, unwrapped below with its field)
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = field.annotation
+        # a list of sections, or one that may be left out (``X | None``): its own keys
+        model = next((a for a in typing.get_args(model) if hasattr(a, "model_fields")), model)
+    return list(getattr(model, "model_fields", {}))
+
+
+def _problem(error: Any) -> tuple[str, str]:
+    """``(dotted.key, message)`` for one pydantic error. A key the section does not have
+    was "Extra inputs are not permitted", which did not say the key itself is wrong, nor
+    which one was meant."""
+    loc = tuple(error["loc"])
+    if error["type"] != "extra_forbidden" or not loc:
+        return _dotted(loc), error["msg"]
+    keys = _section_keys(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return _dotted(loc), f"unknown key{hint}; config.example.yaml lists every key"
+
+
 # A numeric user id, or an @username: what a Telegram sender can be matched by.
 _TELEGRAM_IDENTITY = re.compile(r"\+?\d+|@\w{1,32}")
 
 
-def _check_telegram_identities(cfg: AppConfig) -> None:
+def _check_telegram_identities(cfg: AppConfig) -> Iterator[tuple[str, str]]:
     owner = cfg.owner.identities.get("telegram", [])
     contacts = cfg.trust.contacts.get("telegram", {})
     named = [(f"owner.identities.telegram.{i}", v) for i, v in enumerate(owner)]
@@ -142,49 +184,56 @@ def _check_telegram_identities(cfg: AppConfig) -> None:
         value = identity.strip()
         if not _TELEGRAM_IDENTITY.fullmatch(value):
             hint = f" (did you mean '@{value}'?)" if re.fullmatch(r"\w{1,32}", value) else ""
-            raise ConfigError(
+            yield (
                 key,
                 f"{identity!r} is neither a numeric user id nor an @username, so no one "
                 f"would match it{hint}",
             )
 
 
-def _check_consistency(cfg: AppConfig, secrets: bool = True) -> None:
-    _check_telegram_identities(cfg)
+def _check_consistency(cfg: AppConfig, secrets: bool = True) -> Iterator[tuple[str, str]]:
+    """Every ``(dotted.key, message)`` problem between valid values, in order."""
+    yield from _check_telegram_identities(cfg)
     tg = cfg.channels.telegram
     if secrets and tg.enabled and not tg.token:
-        raise ConfigError(
-            "channels.telegram.token", "required when Telegram is enabled (or TELEGRAM_BOT_TOKEN)"
+        yield (
+            "channels.telegram.token",
+            "required when Telegram is enabled (or TELEGRAM_BOT_TOKEN)",
         )
     if tg.enabled and tg.token and ":" not in tg.token:
-        raise ConfigError("channels.telegram.token", "does not look like a bot token (id:secret)")
+        yield ("channels.telegram.token", "does not look like a bot token (id:secret)")
     mail = cfg.channels.email
     if mail.enabled:
         if not mail.address or "@" not in mail.address:
-            raise ConfigError("channels.email.address", "a mailbox address is required")
+            yield ("channels.email.address", "a mailbox address is required")
         if secrets and not mail.password:
-            raise ConfigError("channels.email.password", "required (or EMAIL_PASSWORD)")
+            yield ("channels.email.password", "required (or EMAIL_PASSWORD)")
     if secrets and cfg.brain.provider == "anthropic" and not cfg.brain.api_key:
-        raise ConfigError("brain.api_key", "brain.provider is anthropic but no ANTHROPIC_API_KEY")
+        yield ("brain.api_key", "brain.provider is anthropic but no ANTHROPIC_API_KEY")
     if cfg.models.default not in cfg.models.aliases:
-        raise ConfigError("models.default", f"{cfg.models.default!r} is not in models.aliases")
+        yield ("models.default", f"{cfg.models.default!r} is not in models.aliases")
     for alias in ("opus", "sonnet", "haiku"):
         if alias not in cfg.models.aliases:
-            raise ConfigError(f"models.aliases.{alias}", "missing")
+            yield (f"models.aliases.{alias}", "missing")
     for key in ("abbreviation_model", "naming_model"):
         # a typo was sent as the model id: every call refused (404), offline notes for good
         alias = getattr(cfg.conversations, key)
         if alias not in cfg.models.aliases:
-            raise ConfigError(f"conversations.{key}", f"{alias!r} is not in models.aliases")
+            yield (f"conversations.{key}", f"{alias!r} is not in models.aliases")
     esc = cfg.trust.escalation_channel
     if esc and esc not in ("web", "telegram", "email"):
-        raise ConfigError("trust.escalation_channel", f"unknown channel {esc!r}")
-    if esc and esc != "web" and not getattr(cfg.channels, esc).enabled:
-        raise ConfigError("trust.escalation_channel", f"channel {esc!r} is not enabled")
+        yield ("trust.escalation_channel", f"unknown channel {esc!r}")
+    elif esc and esc != "web" and not getattr(cfg.channels, esc).enabled:
+        yield ("trust.escalation_channel", f"channel {esc!r} is not enabled")
     channels = {*type(cfg.channels).model_fields, "test"}  # every configurable channel
+    for channel in cfg.owner.identities:
+        # a misspelt channel ("telgram") matched no one: the owner's own messages were
+        # handled as a stranger's, and check-config said OK
+        if channel not in channels:
+            yield (f"owner.identities.{channel}", "unknown channel")
     for channel, contacts in cfg.trust.contacts.items():
         if channel not in channels:
-            raise ConfigError(f"trust.contacts.{channel}", "unknown channel")
+            yield (f"trust.contacts.{channel}", "unknown channel")
         del contacts
 
 
@@ -202,9 +251,12 @@ def build_config(
     # A deep copy: environment overrides (secrets) must not be written into the caller's
     # mapping, which may be reused or dumped.
     tree: dict[str, Any] = copy.deepcopy(dict(raw or {}))
-    placeholder = _find_placeholders(tree)
-    if placeholder:
-        raise ConfigError(placeholder, "still holds a placeholder from config.example.yaml")
+    # Every problem of the file at once: reported one per run, a copied example took
+    # a check-config run per placeholder and per wrong key to fix.
+    problems = [
+        (key, "still holds a placeholder from config.example.yaml")
+        for key in _find_placeholders(tree)
+    ]
     environ = os.environ if env is None else env
     for var, dotted in ENV_OVERRIDES.items():
         value = environ.get(var)
@@ -213,9 +265,13 @@ def build_config(
     try:
         cfg = AppConfig.model_validate(tree)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(_dotted(first["loc"]), first["msg"]) from exc
-    _check_consistency(cfg, secrets)
+        problems += [_problem(e) for e in exc.errors()]
+        raise ConfigError(*problems[0], more=problems[1:]) from exc
+    if problems:
+        raise ConfigError(*problems[0], more=problems[1:])
+    problems = list(_check_consistency(cfg, secrets))
+    if problems:
+        raise ConfigError(*problems[0], more=problems[1:])
     return cfg
 
 

@@ -19,11 +19,28 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+def _id_text(value: object) -> object:
+    """A whole number (a Telegram user id written unquoted in YAML) as its text."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class OwnerConfig(_Section):
     name: str = "Owner"
     timezone: str = "UTC"
     # channel -> identities (Telegram numeric ids and @usernames, e-mail addresses)
     identities: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("identities", mode="before")
+    @classmethod
+    def _numeric_ids(cls, value: object) -> object:
+        """``telegram: [123456789]``, the natural way to write a numeric id, was refused
+        ("Input should be a valid string") unless quoted: a whole number is its text."""
+        if not isinstance(value, dict):
+            return value
+        return {
+            channel: [_id_text(i) for i in ids] if isinstance(ids, list) else ids
+            for channel, ids in value.items()
+        }
 
     @field_validator("timezone")
     @classmethod
@@ -110,6 +127,19 @@ class TrustConfig(_Section):
     default_tier: Tier = "untrusted"
     # channel -> identity -> tier
     contacts: dict[str, dict[str, Tier]] = Field(default_factory=dict)
+
+    @field_validator("contacts", mode="before")
+    @classmethod
+    def _numeric_ids(cls, value: object) -> object:
+        """``telegram: {123456789: known}``: a YAML key of digits is a number (refused
+        as "Input should be a valid string"); a whole number is its text."""
+        if not isinstance(value, dict):
+            return value
+        return {
+            channel: {_id_text(k): v for k, v in ids.items()} if isinstance(ids, dict) else ids
+            for channel, ids in value.items()
+        }
+
     acknowledgement: str | None = (
         "Thanks for your message. It has been passed on and you will hear back if a reply is "
         "needed."

@@ -4,7 +4,8 @@ third parties. Subscribed to the event bus (:meth:`Feed.subscribe`), and called 
 channel for what it is asked to send (:meth:`Feed.on_outbound`, :meth:`Feed.on_stream`).
 
 It also keeps the text streamed so far of each reply being written, so a tab that opens
-or reconnects mid-reply is sent its beginning (:meth:`Feed.catch_up`).
+or reconnects mid-reply is sent its beginning, and the notice of a reply still owed (an
+outage), which no transcript holds (:meth:`Feed.catch_up`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ class Feed:
         # conversation id -> (turn number, text streamed so far) of a reply being written,
         # so a tab that opens or reconnects mid-reply gets its beginning too
         self.streaming: dict[str, tuple[int, list[str]]] = {}
+        # conversation id -> the notice frame of a reply still owed there (the model is
+        # unreachable, or refuses the key): notices are in no transcript, so a tab opened
+        # or reloaded afterwards showed the owner's message unanswered, with no reason
+        self.owed: dict[str, dict[str, Any]] = {}
 
     def subscribe(self, bus: Any) -> list[Callable[[], None]]:
         """Follow the event bus; returns the unsubscribe callables."""
@@ -82,6 +87,8 @@ class Feed:
     def catch_up(self, client: Client, conversation_id: str) -> None:
         """Send ``client``, which has just loaded the conversation, the reply being
         written in it so far (the rest streams to it from here)."""
+        if conversation_id in self.owed:
+            self.tabs.send(client, self.owed[conversation_id])
         if conversation_id in self.streaming:
             turn, pieces = self.streaming[conversation_id]
             self.tabs.send(client, stream_frame(conversation_id, turn, "".join(pieces), False))
@@ -116,6 +123,8 @@ class Feed:
         status = message.metadata.get("statusLines")
         if isinstance(status, list):  # /status: its conversation a link, not an id
             payload["statusLines"] = status
+        if message.kind == "notice" and message.conversation_id:
+            self.owed[message.conversation_id] = payload  # until the reply is written
         origin = self.tabs.get(message.chat_id)
         if message.kind in ("command", "notice") and origin is not None:
             self.tabs.send(origin, payload)  # a command's answer is for the tab that asked
@@ -128,6 +137,8 @@ class Feed:
     async def on_turn(
         self, conversation_id: str, turn: dict[str, Any], conversation: Any = None
     ) -> None:
+        if turn.get("role") == "assistant":
+            self.owed.pop(conversation_id, None)  # the reply owed is here (or stopped)
         payload: dict[str, Any] = {
             "type": "conversation_updated",
             "conversationId": conversation_id,

@@ -282,30 +282,45 @@ class WsHub:
         text = str(data.get("text") or "")
         if not text.strip():
             return
+        # The page's name for this message: answered "accepted" once it is stored, or
+        # named in the error that refused it, so the page can put the text back in the
+        # box (it cleared the box on sending, and a refusal lost the text).
+        ref = data.get("ref") if isinstance(data.get("ref"), str) else None
+
+        def refuse(message: str, kept: bool = False) -> None:
+            frame: dict[str, Any] = {"type": "error", "message": message}
+            if ref is not None:
+                frame.update(ref=ref[:64], kept=kept)
+            self.send(client, frame)
+
         cid = data.get("conversationId") or client.conversation_id
         if cid:
             rec = await self.services.conversations.get(str(cid))
             if rec is None:
-                self.send(client, {"type": "error", "message": "no such conversation"})
+                refuse("no such conversation")
                 return
             if conversation_meta(rec)["readOnly"]:
-                self.send(
-                    client,
-                    {
-                        "type": "error",
-                        "message": "this conversation belongs to its channel and is read-only",
-                    },
-                )
+                refuse("this conversation belongs to its channel and is read-only")
                 return
-        elif (parse_command(text) or ("",))[0] in DETACHED_COMMANDS:
+        elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
             rec = None  # /search, /help, /status in a new chat: answered, no conversation
+        elif command[0] == "new" and not command[1]:
+            # A new chat is already a fresh start: /new here created a conversation only
+            # to record the command in, and left it empty in the list.
+            await self._load(client, None)
+            self._accepted(client, ref)
+            return
         else:
+            if command[0] == "new":
+                # "/new <first message>" in a new chat: that message starts the chat.
+                # Run as a command it created two conversations, the first one empty.
+                text = command[1]
             rec = await self.channel.create_web_conversation(client.pending_model)
             client.pending_model = None
             await self._load(client, rec.id)
         host = self.channel.host
         if host is None:
-            self.send(client, {"type": "error", "message": "not ready"})
+            refuse("not ready")
             return
         try:
             await host.deliver(
@@ -320,4 +335,12 @@ class WsHub:
                 )
             )
         except DeliveryError as exc:  # read-only, shutting down, storage full
-            self.send(client, {"type": "error", "message": str(exc)})
+            # A storage failure holds the message in memory and stores it later (the
+            # router's spool): that one is kept, and must not be sent a second time.
+            refuse(str(exc), kept=isinstance(exc.__cause__, OSError))
+            return
+        self._accepted(client, ref)
+
+    def _accepted(self, client: Client, ref: str | None) -> None:
+        if ref is not None:
+            self.send(client, {"type": "accepted", "ref": ref[:64]})

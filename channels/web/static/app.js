@@ -19,6 +19,11 @@
     creating: false, // a first message was sent from the empty chat
     models: { aliases: [], default: null },
     pendingModel: null,
+    // The message sent and not yet confirmed stored ({ref, text}): the box was cleared on
+    // sending, so a refusal or a connection lost before it was stored lost the text.
+    unsent: null,
+    connections: 0,
+    reconnected: false, // the next conversation_loaded answers a reconnect
     streams: new Map(), // turnNumber -> {node, text}
     oldestTurn: null,
     focusTurns: [],
@@ -116,6 +121,7 @@
     setStatus("connecting…", "connecting");
     ws.onopen = () => {
       state.retry = 0;
+      state.reconnected = state.connections++ > 0;
       setStatus("live", "live");
     };
     ws.onmessage = (ev) => {
@@ -411,7 +417,13 @@
     state.oldestTurn = firstTurn(msg.turns);
     $("load-more").hidden = !msg.hasMore;
     $("empty-state").hidden = !!(msg.turns && msg.turns.length);
-    setGenerating(false);
+    if (state.reconnected) {
+      state.reconnected = false;
+      settleUnsent(msg.turns);
+    }
+    // A reply still owed (being prepared, or waiting out an outage) keeps Stop after a
+    // reload or a reconnect: it was hidden until the reply's first word arrived.
+    setGenerating(awaitingReply());
     renderHeader();
     renderSidebar();
     if (msg.focusTurn != null || state.focusTurns.length) {
@@ -600,7 +612,21 @@
       if (state.panel === "external") loadExternal();
       else $("external-badge").hidden = false;
     },
+    accepted(msg) {
+      if (state.unsent && msg.ref === state.unsent.ref) state.unsent = null;
+    },
     error(msg) {
+      if (msg.ref && state.unsent && msg.ref === state.unsent.ref) {
+        const unsent = state.unsent;
+        state.unsent = null;
+        setGenerating(awaitingReply());
+        // not stored (a storage failure keeps it to store later: not to be sent again)
+        if (!msg.kept) {
+          restoreInput(unsent.text);
+          toast((msg.message || "Error") + ": not sent; your message is back in the box.");
+          return;
+        }
+      }
       toast(msg.message || "Error");
     },
     pong() {},
@@ -608,10 +634,32 @@
 
   // ---------------------------------------------------------------- actions
   function sendText(text) {
-    const ok = send({ type: "send_message", text, conversationId: state.current ? state.current.id : null });
+    const ref = Date.now().toString(36) + Math.random().toString(36).slice(2);
+    const ok = send({ type: "send_message", text, ref, conversationId: state.current ? state.current.id : null });
+    if (ok) state.unsent = { ref, text };
     if (ok && !state.current) state.creating = true; // the empty chat becomes its conversation
     if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
     return ok;
+  }
+
+  // Puts a message that was not sent back in the box, before anything typed since.
+  function restoreInput(text) {
+    const input = $("input");
+    if (input.value === text) return;
+    input.value = input.value.trim() ? text + "\n\n" + input.value : text;
+  }
+
+  // After a reconnect: the message sent before the connection dropped is either in the
+  // conversation now (stored) or back in the box. A command is not put back, as it may
+  // have run.
+  function settleUnsent(turns) {
+    const unsent = state.unsent;
+    state.unsent = null;
+    if (!unsent || unsent.text.trim().startsWith("/")) return;
+    const stored = (turns || []).some((t) => t.type === "turn" && t.role === "user" && t.content === unsent.text);
+    if (stored) return;
+    restoreInput(unsent.text);
+    toast("The connection dropped before your message was stored: it is back in the box.");
   }
 
   function startRename() {

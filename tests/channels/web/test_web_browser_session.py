@@ -290,3 +290,76 @@ async def test_stop_stays_while_a_queued_reply_waits(browser: Browser, tmp_path:
             gate.set()
         await context.close()
         await stop_stack(stack)
+
+
+async def test_a_reloaded_page_keeps_stop_for_a_reply_still_owed(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Regression: a page loaded (a reload, a reconnect after a daemon restart) while a
+    # reply was still owed and had written nothing yet (the model thinking, or an outage
+    # being waited out) hid Stop, so that wait could not be ended from the dashboard.
+    brain = TwoGatesBrain()
+    stack = await start_stack(tmp_path / "owed", brain=brain)
+    context = await browser.new_context()
+    context.set_default_timeout(TIMEOUT)
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        await send(page, "a question the model is slow to answer")
+        await expect(page.locator(".msg-user")).to_have_count(1)
+        await expect(page.locator("#stop")).to_be_visible()
+        await page.reload()
+        await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+        await expect(page.locator(".msg-user")).to_have_count(1)
+        await expect(page.locator("#stop")).to_be_visible()
+        brain.gates[0].set()
+        await expect(page.locator(".msg-assistant .msg-body")).to_have_text(["answer 1"])
+        await expect(page.locator("#stop")).to_be_hidden()
+        await page.reload()  # nothing owed now: no Stop
+        await expect(page.locator(".msg-assistant")).to_have_count(1)
+        await expect(page.locator("#stop")).to_be_hidden()
+    finally:
+        for gate in brain.gates:
+            gate.set()
+        await context.close()
+        await stop_stack(stack)
+
+
+async def test_a_message_not_stored_comes_back_to_the_box(page: Page, stack: Stack) -> None:
+    # Regression: the box was cleared as the message left the page, so a message the
+    # daemon refused (draining after SIGTERM: a restart while typing) or one lost with the
+    # connection before it was stored was gone: not in the conversation, not in the box.
+    await page.context.add_init_script(SOCKET_HOOK)
+    await log_in(page, stack)
+    stack.services.router.accepting = False  # what a draining daemon does on SIGTERM
+    try:
+        await send(page, "the list for Saturday: bread, olives, figs")
+        await expect(page.locator("#toast")).to_contain_text("back in the box")
+        await expect(page.locator("#input")).to_have_value(
+            "the list for Saturday: bread, olives, figs"
+        )
+        await expect(page.locator("#stop")).to_be_hidden()
+    finally:
+        stack.services.router.accepting = True
+    await page.fill("#input", "")
+    # The connection drops with the message (never reaches the daemon): back in the box
+    # once the tab has reconnected and sees it is not in the conversation.
+    count = await page.evaluate("""() => {
+        const socket = window.__sockets.at(-1);
+        socket.send = () => socket.close();
+        return window.__sockets.length;
+    }""")
+    await send(page, "call the plumber about the boiler")
+    await page.wait_for_function(
+        "(n) => window.__sockets.length > n && window.__sockets.at(-1).readyState === 1",
+        arg=count,
+    )
+    await expect(page.locator("#input")).to_have_value("call the plumber about the boiler")
+    await expect(page.locator("#toast")).to_contain_text("back in the box")
+    # Sent and stored, then the connection drops: nothing comes back (no second copy).
+    await send(page, "call the plumber about the boiler")
+    await expect(page.locator(".msg-assistant")).to_have_count(1)
+    await expect(page.locator("#input")).to_have_value("")
+    await drop_connection(page)
+    await expect(page.locator(".msg-user")).to_have_count(1)
+    await expect(page.locator("#input")).to_have_value("")

@@ -3,10 +3,21 @@ streaming, multi-tab sync, rename, model, paging, read-only channel conversation
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import aiohttp
 import pytest
 
-from tests.channels.web.conftest import GatedBrain, Stack, login, start_stack, stop_stack
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
+from tests.channels.web.conftest import (
+    GatedBrain,
+    Stack,
+    WsClient,
+    login,
+    start_stack,
+    stop_stack,
+)
 from tests.conftest import settle
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -450,3 +461,111 @@ async def test_an_older_escalation_conversation_names_the_party_as_known_now(
     # Derived when read: the history is as it was.
     assert services.store.read_lines(old.id) == before
     assert (await services.conversations.require(old.id)).title == "Escalation: 8081 (telegram)"
+
+
+async def test_new_typed_in_a_new_chat_leaves_no_empty_conversation(
+    ws_factory, stack: Stack
+) -> None:
+    # Regression: "/new <first message>" typed in a new chat created a conversation to
+    # record the command in, then the fresh one: the first stayed in the list, empty
+    # ("0 turns"); a bare "/new" left two empty ones.
+    before = {r.id for r in await stack.services.conversations.list(limit=1000)}
+    tab = await ws_factory()
+    await tab.send(type="new_conversation")
+    await tab.send(type="send_message", text="/new")
+    await tab.wait_for(lambda f: f["type"] == "conversation_loaded", start=len(tab.frames))
+    await tab.send(type="send_message", text="/new Plan the harpsichord recital")
+    await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated" and (f.get("turn") or {}).get("role") == "assistant"
+        )
+    )
+    await settle(stack.services)
+    created = [r for r in await stack.services.conversations.list(limit=1000) if r.id not in before]
+    assert len(created) == 1
+    lines = stack.services.store.read_lines(created[0].id)
+    turns = [line for line in lines if line.get("type") == "turn"]
+    assert turns[0]["role"] == "user" and turns[0]["content"] == "Plan the harpsichord recital"
+    assert tab.of_type("conversation_loaded")[-1]["conversation"]["id"] == created[0].id
+
+
+class DownBrain:
+    """The model is unreachable until ``release`` is set; then it answers."""
+
+    name = "down"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        if not self.release.is_set():
+            raise BrainUnavailable("connection refused")
+        return BrainReply(text="Back again.", model="down")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_tab_opened_during_an_outage_is_told_why_the_reply_waits(tmp_path) -> None:
+    # Regression: the outage notice went only to the tabs open when it was sent and is in
+    # no transcript: a tab opened or reloaded later showed the owner's message unanswered,
+    # with no reason, for as long as the outage lasted.
+    brain = DownBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+
+            async def open_tab(query: str = "") -> WsClient:
+                tab = WsClient(
+                    await http.ws_connect(
+                        f"{stack.url}/ws{query}", headers={"Origin": stack.origin}
+                    )
+                )
+                await tab.wait_for(lambda f: f["type"] == "conversation_list")
+                return tab
+
+            first = await open_tab()
+            await first.send(type="send_message", text="What is on for Friday?")
+            notice = await first.wait_for(lambda f: f["type"] == "notice")
+            cid = notice["conversationId"]
+            await first.close()
+            later = await open_tab(f"?conversation={cid}")
+            loaded = later.of_type("conversation_loaded")[0]
+            assert loaded["conversation"]["id"] == cid
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["text"] == notice["text"] and told["conversationId"] == cid
+            assert later.frames.index(told) > later.frames.index(loaded)
+            brain.release.set()
+            await later.wait_for(
+                lambda f: (
+                    f["type"] == "conversation_updated"
+                    and f.get("turn", {}).get("role") == "assistant"
+                )
+            )
+            await later.close()
+            answered = await open_tab(f"?conversation={cid}")  # the reply is there: no notice
+            await asyncio.sleep(0.2)
+            assert not answered.of_type("notice")
+            await answered.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
+
+
+async def test_a_message_is_answered_accepted_or_refused_by_its_ref(
+    ws_factory, stack: Stack
+) -> None:
+    # The page clears its box on sending: it needs to know whether the message was
+    # stored ("accepted") or refused (the error names it, and whether it is kept).
+    tab = await ws_factory()
+    await tab.send(type="send_message", text="stored, please", ref="r1")
+    assert (await tab.wait_for(lambda f: f["type"] == "accepted"))["ref"] == "r1"
+    stack.services.router.accepting = False
+    try:
+        await tab.send(type="send_message", text="are you there?", ref="r2")
+        err = await tab.wait_for(lambda f: f["type"] == "error")
+        assert err["ref"] == "r2" and err["kept"] is False
+    finally:
+        stack.services.router.accepting = True
