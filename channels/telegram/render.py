@@ -348,9 +348,25 @@ def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     return parts
 
 
+def split_visible(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
+    """:func:`split_html` by Telegram's own count: at most ``limit`` UTF-16 units *after
+    entity parsing* per part (a tag counts nothing, ``&lt;`` one). Cut by the markup's
+    length, a reply full of ``<`` and ``&`` (HTML or shell code) went out in three to
+    five times as many messages as it needed. :func:`split_html` is run with a larger
+    budget, as dense as the markup, and a smaller one until every part fits (at worst
+    ``limit`` itself, where every part fits by construction)."""
+    shown = utf16_len(_visible(_units(markup)))
+    budget = limit if shown == 0 else max(limit, min(5 * limit, utf16_len(markup) * limit // shown))
+    while True:
+        parts = split_html(markup, budget)
+        if budget <= limit or all(utf16_len(html_to_plain(p)) <= limit for p in parts):
+            return parts
+        budget = max(limit, budget * 9 // 10)
+
+
 def render_parts(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """Markdown -> Telegram HTML parts, ready for ``sendMessage(parse_mode="HTML")``."""
-    return split_html(markdown_to_html(markdown), limit)
+    return split_visible(markdown_to_html(markdown), limit)
 
 
 def html_to_plain(markup: str) -> str:

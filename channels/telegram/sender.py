@@ -44,7 +44,7 @@ from bot.channel import PermanentSendError, RetryLater
 from bot.config.channels import TelegramChannelConfig
 from bot.events import OutboundMessage, SendResult
 from channels.telegram.keyboards import actions_as_text, inline_keyboard, split_actions
-from channels.telegram.render import escape, html_to_plain, render_parts, split_html
+from channels.telegram.render import escape, html_to_plain, render_parts, split_visible
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -244,7 +244,7 @@ class TelegramSender:
         # answer (/search, /rename, /status) quotes stored text: "*args" stays "*args";
         # so does a readout (the offline brain's recall), which the core marks plain.
         literal = msg.kind in LITERAL_KINDS or bool(msg.metadata.get("plain"))
-        parts = split_html(escape(text)) if literal else render_parts(text)
+        parts = split_visible(escape(text)) if literal else render_parts(text)
         markup = inline_keyboard(buttons)
         # Files sent on after the words (the owner's /reply with a photo to a party).
         files = [f for f in msg.metadata.get("files") or () if isinstance(f, dict) and f.get("ref")]

@@ -12,10 +12,12 @@ from bot.bench.fakes.telegram_api import HtmlError, parse_telegram_html
 from channels.telegram.render import (
     MIN_SPLIT_LIMIT,
     TELEGRAM_LIMIT,
+    escape,
     html_to_plain,
     markdown_to_html,
     render_parts,
     split_html,
+    split_visible,
     utf16_len,
 )
 
@@ -122,7 +124,7 @@ def test_split_inside_code_block_and_entities() -> None:
     parts = render_parts(text)
     for part in parts:
         assert part.startswith("<pre>") and part.endswith("</pre>")
-        assert utf16_len(part) <= TELEGRAM_LIMIT
+        assert utf16_len(html_to_plain(part)) <= TELEGRAM_LIMIT  # as Telegram counts
         parse_telegram_html(part)
     amp = split_html("&amp;" * 2000, limit=100)
     assert all(p.count("&") == p.count("&amp;") for p in amp)
@@ -150,7 +152,11 @@ def test_a_link_too_long_for_any_part_is_kept_as_its_words() -> None:
     parts = render_parts(f"See [the booking page]({url}) and **call** them.")
     shown = [parse_telegram_html(p) for p in parts]  # raises on what Telegram refuses
     assert " ".join(shown).split() == "See the booking page and call them.".split()
-    assert all(utf16_len(p) <= TELEGRAM_LIMIT for p in parts)
+    assert all(utf16_len(html_to_plain(p)) <= TELEGRAM_LIMIT for p in parts)
+    # cut by the markup (as before session 17), the link still gives way to its words
+    cut = split_html(markdown_to_html(f"See [the booking page]({url}) and **call** them."))
+    assert all(utf16_len(p) <= TELEGRAM_LIMIT for p in cut)
+    assert " ".join(parse_telegram_html(p) for p in cut).split() == " ".join(shown).split()
 
 
 def test_hard_split_counts_utf16_units() -> None:
@@ -212,3 +218,18 @@ def test_split_at_tiny_limits_keeps_the_words_without_their_tags() -> None:
     assert split_html("<b><i>ab</i></b>", 9) == ["<b>ab</b>"]  # the inner tag gives way
     with pytest.raises(ValueError):
         split_html("&amp;&amp;", MIN_SPLIT_LIMIT - 1)  # "&amp;" alone passes it
+
+
+def test_parts_are_cut_by_what_telegram_counts_not_by_the_markup() -> None:
+    # Telegram's 4,096 is counted after entity parsing: "&lt;" is one character, a tag
+    # none. Cut by the markup's length, HTML code went out in four or five messages.
+    code = "<div class='x'>&amp;</div>\n" * 140  # 3,780 characters, 5,460 escaped
+    parts = render_parts(f"```html\n{code}```")
+    assert len(parts) == 1
+    assert html_to_plain(parts[0]).strip() == code.strip()
+    long = "a < b && c > d\n" * 1000  # 15,000 characters, 30,000 escaped
+    parts = split_visible(escape(long))
+    assert len(parts) == 4
+    assert all(utf16_len(html_to_plain(p)) <= TELEGRAM_LIMIT for p in parts)
+    assert " ".join(html_to_plain(p) for p in parts).split() == long.split()
+    assert split_visible("") == [] and split_visible("&lt;") == ["&lt;"]
