@@ -5,7 +5,8 @@ Inbound, for every new message in the watched folder, in UID order: fetch it wit
 core, and only once ``deliver`` has returned (the message is durable) mark it ``\\Seen``
 or move it to ``imap.processed_folder``, then advance the persisted UID cursor. A crash
 anywhere in between leads to the same message being delivered again, which the core drops
-as a duplicate of its Message-ID: nothing is lost and nothing is handled twice.
+as a duplicate (by its Message-ID and content, :mod:`channels.email.dedup`): nothing
+is lost and nothing is handled twice.
 
 Outbound, :meth:`EmailChannel.send` composes a threaded reply and sends it over SMTP;
 failures raise so that the core's outbox retries them.
@@ -214,7 +215,8 @@ class EmailChannel:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
         try:
-            await self._host.deliver(self._inbound(parsed, raw, uid, validity))
+            legacy = self._inbox is not None and self._inbox.keys.legacy(validity, uid, parsed.date)
+            await self._host.deliver(self._inbound(parsed, raw, uid, validity, legacy))
         except DeliveryError as exc:
             log.warning("core refused mail uid %d (%s); will retry", uid, exc)
             return False
@@ -227,7 +229,9 @@ class EmailChannel:
         self.delivered += 1
         return True
 
-    def _inbound(self, mail: ParsedMail, raw: bytes, uid: int, validity: str) -> InboundMessage:
+    def _inbound(
+        self, mail: ParsedMail, raw: bytes, uid: int, validity: str, legacy: bool = False
+    ) -> InboundMessage:
         sender = mail.from_addr or "unknown@invalid"
         if mail.message_id:
             self._remember(mail)
@@ -243,7 +247,7 @@ class EmailChannel:
             self._automatic.add(sender)
         else:
             self._automatic.discard(sender)
-        return to_inbound(mail, raw, uid, validity, self._cfg)
+        return to_inbound(mail, raw, uid, validity, self._cfg, legacy_key=legacy)
 
     def _remember(self, mail: ParsedMail) -> None:
         assert mail.message_id is not None

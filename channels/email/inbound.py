@@ -8,13 +8,13 @@ auto-replies, lists) is handed over unaddressed, recorded and never answered.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import InboundMessage, iso
 from channels.email.auth import verify_sender
 from channels.email.compose import is_reply_subject
+from channels.email.dedup import dedup_key
 from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
 
@@ -23,9 +23,17 @@ _FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECA
 
 
 def to_inbound(
-    mail: ParsedMail, raw: bytes, uid: int, validity: str, cfg: EmailChannelConfig
+    mail: ParsedMail,
+    raw: bytes,
+    uid: int,
+    validity: str,
+    cfg: EmailChannelConfig,
+    *,
+    legacy_key: bool = False,
 ) -> InboundMessage:
-    """``mail`` (fetched as ``raw``, IMAP ``uid`` under ``validity``) for the core."""
+    """``mail`` (fetched as ``raw``, IMAP ``uid`` under ``validity``) for the core;
+    ``legacy_key``: it may have been delivered before under its bare Message-ID
+    (:mod:`channels.email.dedup`)."""
     verdict = verify_sender(
         mail.auth_results,
         mail.from_addr,
@@ -54,9 +62,17 @@ def to_inbound(
         sender_name=mail.from_name,
         chat_id=sender,
         text=text,
-        # Without a Message-ID the content hash is the identity: stable across a
-        # UIDVALIDITY change, so a resync cannot deliver it twice.
-        message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],
+        # Message-ID plus a hash of the content: a sender reusing one Message-ID for new
+        # content (a cron job) sends a new message each time (it was dropped as a
+        # duplicate); a redelivery of the same mail is still dropped.
+        message_id=dedup_key(
+            mail.message_id,
+            raw,
+            from_addr=mail.from_addr,
+            date=mail.date,
+            subject=mail.subject,
+            legacy=legacy_key,
+        ),
         message_ref=mail.message_id,
         thread_refs=tuple(dict.fromkeys(refs)),
         subject=mail.subject or None,
