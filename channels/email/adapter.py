@@ -49,6 +49,22 @@ def _is_msgid(value: str | None) -> bool:
     return value is not None and value.startswith("<") and value.endswith(">") and "@" in value
 
 
+def _answers_automatically(message: OutboundMessage) -> bool:
+    """Whether ``message`` answers a third party with no person writing it: an
+    acknowledgement, the answer to their command, the model's reply to a known contact
+    (keyed ``<channel>:<their message>:reply`` by the core). RFC 3834 wants such mail
+    marked ``Auto-Submitted: auto-replied``, which keeps their auto-responder from
+    answering it (a mail loop). The owner's own words (``/reply``) and the replies to
+    the owner are no such mail."""
+    if message.kind == "acknowledgement":
+        return True
+    if message.party_id is None:
+        return False
+    if message.kind == "command":
+        return True
+    return message.kind == "reply" and (message.send_key or "").endswith(":reply")
+
+
 class Backoff:
     """Exponential reconnect delays with jitter, reset after a successful connection."""
 
@@ -305,7 +321,7 @@ class EmailChannel:
                 references=references_chain(refs, in_reply_to),
                 message_id=self._stable_id(message, text),
                 extra_headers={"Auto-Submitted": "auto-replied"}
-                if message.kind == "acknowledgement"
+                if _answers_automatically(message)
                 else None,
             )
         except Exception as exc:
