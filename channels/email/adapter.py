@@ -119,6 +119,9 @@ class EmailChannel:
         self._recent: OrderedDict[str, ParsedMail] = OrderedDict()
         # sender address -> their latest Message-ID (bounded like _recent)
         self._last_from: OrderedDict[str, str] = OrderedDict()
+        # Message-ID of a mail we sent -> its subject (bounded like _recent): whether a
+        # reply to it changes the subject, which the model is then shown
+        self._sent_subjects: OrderedDict[str, str] = OrderedDict()
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
         self._inbox: Inbox | None = None  # the folder's reader (made at start)
 
@@ -263,7 +266,18 @@ class EmailChannel:
             self._automatic.add(sender)
         else:
             self._automatic.discard(sender)
-        return to_inbound(mail, raw, uid, validity, self._cfg, legacy_key=legacy)
+        parent = self._recent.get(mail.in_reply_to) if mail.in_reply_to else None
+        return to_inbound(
+            mail,
+            raw,
+            uid,
+            validity,
+            self._cfg,
+            legacy_key=legacy,
+            thread_subject=parent.subject
+            if parent is not None
+            else self._sent_subjects.get(mail.in_reply_to or ""),
+        )
 
     def _remember(self, mail: ParsedMail) -> None:
         assert mail.message_id is not None
@@ -332,6 +346,9 @@ class EmailChannel:
             composed.message, self.address, composed.recipients
         )
         log.info("sent %s %s to %s", message.kind, composed.message_id, sent_to)
+        self._sent_subjects[composed.message_id] = subject
+        while len(self._sent_subjects) > _REMEMBERED:
+            self._sent_subjects.popitem(last=False)
         if message.conversation_id and self._host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
             try:

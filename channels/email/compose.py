@@ -52,6 +52,12 @@ def is_reply_subject(subject: str | None) -> bool:
     return bool(_REPLY_PREFIX.match(subject or ""))
 
 
+def subject_base(subject: str | None) -> str:
+    """``subject`` without its reply prefixes, case and spacing: what two mails of one
+    thread have in common (``Re: Trip`` and ``AW: RE: trip``)."""
+    return " ".join(_REPLY_PREFIX.sub("", subject or "").casefold().split())
+
+
 def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
     base = _REPLY_PREFIX.sub("", subject or "").strip()

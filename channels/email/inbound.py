@@ -1,7 +1,8 @@
 """One fetched mail as the core's :class:`~bot.events.InboundMessage`.
 
 The turn text is what the sender wrote this time (quoted history and signatures
-stripped, a forward kept whole), followed by one line per attachment; the sender's
+stripped, a forward kept whole), after a ``Subject: ...`` line when the subject says
+something the thread has not, followed by one line per attachment; the sender's
 ``Authentication-Results`` decide ``identity_verified``; automatic mail (bounces,
 auto-replies, lists) is handed over unaddressed, recorded and never answered.
 """
@@ -13,13 +14,32 @@ import re
 from bot.config.channels import EmailChannelConfig
 from bot.events import InboundMessage, iso
 from channels.email.auth import verify_sender
-from channels.email.compose import is_reply_subject
+from channels.email.compose import is_reply_subject, one_line, subject_base
 from channels.email.dedup import dedup_key
 from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
 
 # "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
 _FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
+
+
+def subject_line(subject: str, text: str, thread_subject: str | None) -> str | None:
+    """``Subject: ...``, the first line of the turn, when the subject says something the
+    text does not (the model sees the turn's text, never the headers: "Trip planning"
+    over "Find me a train" lost what the train was for). None for a reply whose subject
+    repeats the thread's (``Re:`` the subject of the mail it answers, or of a mail we do
+    not know: a repeat, most likely), before a command (it stays what was typed), and
+    when the text starts with it already."""
+    subject = one_line(subject)
+    if not subject or text.lstrip().startswith("/"):
+        return None
+    if is_reply_subject(subject) and (
+        thread_subject is None or subject_base(subject) == subject_base(thread_subject)
+    ):
+        return None
+    if " ".join(text.split()).casefold().startswith(" ".join(subject.split()).casefold()):
+        return None
+    return f"Subject: {subject}"
 
 
 def to_inbound(
@@ -30,10 +50,12 @@ def to_inbound(
     cfg: EmailChannelConfig,
     *,
     legacy_key: bool = False,
+    thread_subject: str | None = None,
 ) -> InboundMessage:
     """``mail`` (fetched as ``raw``, IMAP ``uid`` under ``validity``) for the core;
     ``legacy_key``: it may have been delivered before under its bare Message-ID
-    (:mod:`channels.email.dedup`)."""
+    (:mod:`channels.email.dedup`); ``thread_subject``: the subject of the mail it
+    answers, when the channel knows it."""
     verdict = verify_sender(
         mail.auth_results,
         mail.from_addr,
@@ -47,9 +69,11 @@ def to_inbound(
     text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
     if not text.strip() and not is_reply_subject(mail.subject):
         # "Subject: Book a table for 8 tonight" and nothing below it: the subject is
-        # what the sender wrote, and the model never sees a subject (it used to get an
-        # empty turn). A reply's subject repeats the thread's, and says nothing new.
+        # the whole message, taken as it is (the turn used to be empty). A reply's
+        # subject repeats the thread's, and says nothing new.
         text = mail.subject.strip()
+    elif label := subject_line(mail.subject, text, thread_subject):
+        text = "\n\n".join(part for part in (label, text) if part.strip())
     if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
         # A PDF without a word used to be an empty turn, and the model never knew a
         # file had come with the mail: name what came (the bytes are not kept).

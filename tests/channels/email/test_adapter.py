@@ -167,7 +167,7 @@ async def test_a_mail_that_says_everything_in_its_subject_is_not_an_empty_turn(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
 ) -> None:
     # "Book a table at Luigi's for 8 tonight" typed as the subject, the body left empty:
-    # the model never sees a subject, and the turn used to be empty.
+    # the model was shown no subject, and the turn used to be empty.
     folder = await create_folder(pymap.port)
     only_subject = mail(1, subject="Book a table at Luigi's for 8 tonight", body="")
     with_file = mail(2, subject="Invoice for March", body="\n")
@@ -185,7 +185,8 @@ async def test_a_mail_that_says_everything_in_its_subject_is_not_an_empty_turn(
     assert got["<m2@example.org>"].text == "Invoice for March\n\n[attachment: m.pdf, 8 bytes]"
     assert got["<m3@example.org>"].text == "/status"
     assert got["<m4@example.org>"].text == ""
-    assert got["<m5@example.org>"].text == "Friday at one?"
+    # A subject beside a body says something too: the model is shown it (test_subject.py).
+    assert got["<m5@example.org>"].text == "Subject: Lunch\n\nFriday at one?"
     assert all(m.subject for m in got.values())
 
 
@@ -411,8 +412,11 @@ async def test_a_forwarded_mail_reaches_the_core_whole(
     host = FakeHost()
     await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
     first, second, third = await host.wait_for(3)
-    assert first.text.startswith("Please book it.\n\n") and first.text.endswith("Friday.")
-    assert second.text.startswith("---------- Forwarded message") and "noon" in second.text
+    # (a forward's subject is shown first: it says what comes)
+    assert first.text.startswith("Subject: FW: Dinner\n\nPlease book it.\n\n")
+    assert first.text.endswith("Friday.")
+    assert second.text.startswith("Subject: Fwd: Lunch\n\n---------- Forwarded message")
+    assert "noon" in second.text
     assert third.text == "Thanks!"
 
 

@@ -177,5 +177,5 @@ async def test_a_mail_delivered_under_the_old_key_is_still_dropped_after_the_upg
         for rec in await services.conversations.list(channel="email", limit=10)
         for turn in user_turns(stack, rec.id)
     ]
-    assert sorted(turns) == ["And the ID card.", "Renew the passport."]
+    assert sorted(turns) == ["Renew the passport.", "Subject: Passport\n\nAnd the ID card."]
     assert len(smtp.capture.messages) == 2
