@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.events import OutboundMessage
+from bot.keyword_titles import keyword_title, keyword_topics
 from channels.email.adapter import EmailChannel
 from tests.channels.email.conftest import FakeHost, PymapServer, SmtpServer, append, create_folder
 from tests.channels.email.helpers import mail_id
@@ -110,3 +111,14 @@ async def test_the_stored_turn_is_what_the_model_is_shown(
     [party] = await stack.services.external.list_parties()
     said = [m["content"] for m in await stack.services.external.messages(party.id)]
     assert "Subject: Friday\n\nDinner at eight?" in said
+
+
+def test_the_label_is_no_keyword_of_the_conversation() -> None:
+    # The "Subject" of the label was the title word and topic of every mail thread.
+    turns = [
+        ("user", "Subject: Lisbon trip\n\nFind me a train to Lisbon next Friday.", None),
+        ("assistant", "There is one at nine.", None),
+    ]
+    assert "Subject" not in keyword_title(turns)
+    assert "subject" not in keyword_topics(turns)
+    assert "Lisbon" in keyword_title(turns)
