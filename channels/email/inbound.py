@@ -31,8 +31,8 @@ def subject_line(subject: str, text: str, thread_subject: str | None) -> str | N
     not know: a repeat, most likely), before a command (it stays what was typed), and
     when the text starts with it already."""
     subject = one_line(subject)
-    if not subject or text.lstrip().startswith("/"):
-        return None
+    if not subject_base(subject) or text.lstrip().startswith("/"):
+        return None  # none, or a bare "Re:"
     if is_reply_subject(subject) and (
         thread_subject is None or subject_base(subject) == subject_base(thread_subject)
     ):

@@ -57,6 +57,8 @@ async def test_the_subject_is_a_labelled_first_line_when_it_says_something(
         ),
         # a reply to a mail we do not know (sent before a restart): taken as a repeat
         mail(4, subject="Re: Budget", body="Fine.", headers={"In-Reply-To": "<old@x.com>"}),
+        # a bare "Re:" says nothing, whatever the thread's subject was
+        mail(9, subject="Re:", body="Sure.", headers={"In-Reply-To": ours}),
         # a command stays exactly what was typed
         mail(5, subject="Status please", body="/status"),
         # the body already starts with the subject: not twice
@@ -68,11 +70,12 @@ async def test_the_subject_is_a_labelled_first_line_when_it_says_something(
     ]
     for item in replies:
         await append(pymap.port, folder, item)
-    got = {mail_id(m.message_id): m.text for m in (await host.wait_for(8))[1:]}
+    got = {mail_id(m.message_id): m.text for m in (await host.wait_for(9))[1:]}
     assert got == {
         "<m2@example.org>": "Friday.",
         "<m3@example.org>": "Subject: RE: Trip planning - now Porto\n\nMake it Porto.",
         "<m4@example.org>": "Fine.",
+        "<m9@example.org>": "Sure.",
         "<m5@example.org>": "/status",
         "<m6@example.org>": "Lunch on Friday? At one.",
         "<m7@example.org>": "Subject: Fwd: Invoice 42\n\nPlease pay this.",
