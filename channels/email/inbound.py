@@ -67,6 +67,9 @@ def to_inbound(
     sender = mail.from_addr or "unknown@invalid"
     refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
     text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
+    # The body as sent is kept when the text is not all of it (history, a signature
+    # stripped); else it was the same megabytes twice in the turn.
+    stripped = text.strip() != mail.text.strip()
     if not text.strip() and not is_reply_subject(mail.subject):
         # "Subject: Book a table for 8 tonight" and nothing below it: the subject is
         # the whole message, taken as it is (the turn used to be empty). A reply's
@@ -105,7 +108,7 @@ def to_inbound(
         addressed=not (mail.auto_submitted or mail.from_addr is None),
         attachments=mail.attachments,
         metadata={
-            "full_body": mail.text,
+            **({"full_body": mail.text} if stripped else {}),
             "to": list(mail.to),
             "cc": list(mail.cc),
             "date": iso(mail.date) if mail.date else None,
