@@ -125,3 +125,22 @@ def test_the_label_is_no_keyword_of_the_conversation() -> None:
     assert "Subject" not in keyword_title(turns)
     assert "subject" not in keyword_topics(turns)
     assert "Lisbon" in keyword_title(turns)
+
+
+async def test_the_label_recalls_nothing_in_the_offline_reply(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # The offline brain recalls by the message's words: "Subject", in every mail's turn,
+    # recalled every earlier mail as related to the new one.
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(1, "Feed the zebrafish.", subject="Pets"))
+    await smtp.capture.wait_for(1)
+    await append(pymap.port, folder, owner_mail(2, "Order the pelican cake.", subject="Party"))
+    second = (await smtp.capture.wait_for(2))[1]
+    assert "Nothing related turned up" in second.get_content()
+    # the subject's own words are still recalled by
+    await append(pymap.port, folder, owner_mail(3, "What do they eat?", subject="Pets"))
+    third = (await smtp.capture.wait_for(3))[2]
+    assert "zebrafish" in third.get_content()
