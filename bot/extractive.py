@@ -52,7 +52,10 @@ _PLEASANTRY = re.compile(
 EXTRA_STOP = frozenset(
     "hi hey hello thanks thank bye great cool nice awesome wow lol haha good glad sure "
     "pretty maybe still even always never everything anything totally definitely oh ah "
-    "hmm gonna wanna yay omg dear".split()
+    "hmm gonna wanna yay omg dear "
+    # the label of the line an e-mail turn may start with ("Subject: Lisbon trip",
+    # channels/email/inbound.py): it named every mail conversation "... Subject ..."
+    "subject".split()
 )
 
 

@@ -65,8 +65,10 @@ from tests.channels.email.conftest import (
     start_pymap,
     stop_pymap,
 )
+from tests.channels.email.helpers import mail_id
 from tests.ops.daemon import DaemonProcess
-from tests.test_reliability import owner_turns, stored_stranger_ids
+from tests.test_reliability import owner_turns
+from tests.test_reliability import stored_stranger_ids as stored_stranger_keys
 
 pytestmark = pytest.mark.slow
 
@@ -346,7 +348,16 @@ def stored_owner_ids(data_dir: Path) -> Counter[str]:
     for turns in owner_turns(data_dir).values():
         for t in turns:
             if t["role"] == "user":
-                ids[(t.get("metadata") or {}).get("messageId")] += 1
+                ids[mail_id((t.get("metadata") or {}).get("messageId"))] += 1
+    return ids
+
+
+def stored_stranger_ids(data_dir: Path) -> Counter[str]:
+    """The Message-IDs of the strangers' mails on disk, each as often as it is stored
+    (recorded by its dedup key, the Message-ID plus a content hash)."""
+    ids: Counter[str] = Counter()
+    for key, count in stored_stranger_keys(data_dir).items():
+        ids[mail_id(key)] += count
     return ids
 
 
@@ -548,7 +559,7 @@ async def test_kill9_with_email_loses_nothing(
     # escalations to the owner have a conversation of their own, without turns).
     convs: dict[str, list[str]] = {}
     for conv_id, turns in owner_turns(data).items():
-        if mids := [t["metadata"]["messageId"] for t in turns if t["role"] == "user"]:
+        if mids := [mail_id(t["metadata"]["messageId"]) for t in turns if t["role"] == "user"]:
             convs[conv_id] = mids
     assert len(convs) == THREADS, convs
     for mids in convs.values():

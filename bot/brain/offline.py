@@ -28,6 +28,10 @@ OFFLINE_LABEL = "[offline mode: no language model is configured]"
 # Turns of the current conversation this close to the message are not "recall": they are
 # the message itself and what the owner still sees above it.
 RECENT_TURNS = 10
+# An e-mail turn may start with its subject, labelled ("Subject: Lisbon trip",
+# channels/email/inbound.py): the label is in every such turn, no word to recall by (it
+# recalled every earlier mail as related); the subject's own words are.
+_SUBJECT_LABEL = "Subject: "
 
 
 class OfflineBrain:
@@ -59,7 +63,8 @@ class OfflineBrain:
         found = []
         if self.search is not None and request.text.strip():
             try:
-                page = await self.search.search(request.text, limit=self.max_results + 2)
+                query = request.text.removeprefix(_SUBJECT_LABEL)
+                page = await self.search.search(query, limit=self.max_results + 2)
                 for result in page.results:
                     if result.conversation_id == request.conversation_id and self._recent(
                         result, request.turn_number

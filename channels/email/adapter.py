@@ -5,7 +5,8 @@ Inbound, for every new message in the watched folder, in UID order: fetch it wit
 core, and only once ``deliver`` has returned (the message is durable) mark it ``\\Seen``
 or move it to ``imap.processed_folder``, then advance the persisted UID cursor. A crash
 anywhere in between leads to the same message being delivered again, which the core drops
-as a duplicate of its Message-ID: nothing is lost and nothing is handled twice.
+as a duplicate (by its Message-ID and content, :mod:`channels.email.dedup`): nothing
+is lost and nothing is handled twice.
 
 Outbound, :meth:`EmailChannel.send` composes a threaded reply and sends it over SMTP;
 failures raise so that the core's outbox retries them.
@@ -46,6 +47,22 @@ _REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement
 
 def _is_msgid(value: str | None) -> bool:
     return value is not None and value.startswith("<") and value.endswith(">") and "@" in value
+
+
+def _answers_automatically(message: OutboundMessage) -> bool:
+    """Whether ``message`` answers a third party with no person writing it: an
+    acknowledgement, the answer to their command, the model's reply to a known contact
+    (keyed ``<channel>:<their message>:reply`` by the core). RFC 3834 wants such mail
+    marked ``Auto-Submitted: auto-replied``, which keeps their auto-responder from
+    answering it (a mail loop). The owner's own words (``/reply``) and the replies to
+    the owner are no such mail."""
+    if message.kind == "acknowledgement":
+        return True
+    if message.party_id is None:
+        return False
+    if message.kind == "command":
+        return True
+    return message.kind == "reply" and (message.send_key or "").endswith(":reply")
 
 
 class Backoff:
@@ -102,6 +119,9 @@ class EmailChannel:
         self._recent: OrderedDict[str, ParsedMail] = OrderedDict()
         # sender address -> their latest Message-ID (bounded like _recent)
         self._last_from: OrderedDict[str, str] = OrderedDict()
+        # Message-ID of a mail we sent -> its subject (bounded like _recent): whether a
+        # reply to it changes the subject, which the model is then shown
+        self._sent_subjects: OrderedDict[str, str] = OrderedDict()
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
         self._inbox: Inbox | None = None  # the folder's reader (made at start)
 
@@ -214,7 +234,8 @@ class EmailChannel:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
         try:
-            await self._host.deliver(self._inbound(parsed, raw, uid, validity))
+            legacy = self._inbox is not None and self._inbox.keys.legacy(validity, uid, parsed.date)
+            await self._host.deliver(self._inbound(parsed, raw, uid, validity, legacy))
         except DeliveryError as exc:
             log.warning("core refused mail uid %d (%s); will retry", uid, exc)
             return False
@@ -227,7 +248,9 @@ class EmailChannel:
         self.delivered += 1
         return True
 
-    def _inbound(self, mail: ParsedMail, raw: bytes, uid: int, validity: str) -> InboundMessage:
+    def _inbound(
+        self, mail: ParsedMail, raw: bytes, uid: int, validity: str, legacy: bool = False
+    ) -> InboundMessage:
         sender = mail.from_addr or "unknown@invalid"
         if mail.message_id:
             self._remember(mail)
@@ -243,7 +266,18 @@ class EmailChannel:
             self._automatic.add(sender)
         else:
             self._automatic.discard(sender)
-        return to_inbound(mail, raw, uid, validity, self._cfg)
+        parent = self._recent.get(mail.in_reply_to) if mail.in_reply_to else None
+        return to_inbound(
+            mail,
+            raw,
+            uid,
+            validity,
+            self._cfg,
+            legacy_key=legacy,
+            thread_subject=parent.subject
+            if parent is not None
+            else self._sent_subjects.get(mail.in_reply_to or ""),
+        )
 
     def _remember(self, mail: ParsedMail) -> None:
         assert mail.message_id is not None
@@ -301,7 +335,7 @@ class EmailChannel:
                 references=references_chain(refs, in_reply_to),
                 message_id=self._stable_id(message, text),
                 extra_headers={"Auto-Submitted": "auto-replied"}
-                if message.kind == "acknowledgement"
+                if _answers_automatically(message)
                 else None,
             )
         except Exception as exc:
@@ -312,6 +346,9 @@ class EmailChannel:
             composed.message, self.address, composed.recipients
         )
         log.info("sent %s %s to %s", message.kind, composed.message_id, sent_to)
+        self._sent_subjects[composed.message_id] = subject
+        while len(self._sent_subjects) > _REMEMBERED:
+            self._sent_subjects.popitem(last=False)
         if message.conversation_id and self._host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
             try:

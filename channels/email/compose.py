@@ -25,6 +25,7 @@ _REPLY_PREFIX = re.compile(
     r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
     re.IGNORECASE,
 )
+_CONTROL = re.compile(r" *[\x00-\x1f\x7f]+ *")
 # References headers grow with a thread; keep the first and the most recent ids when it
 # gets long (the RFC 5322 advice), which keeps every client's threading intact.
 MAX_REFERENCES = 20
@@ -32,8 +33,11 @@ MAX_REFERENCES = 20
 
 def one_line(value: str) -> str:
     """``value`` made safe for a header: every line break (CR, LF, U+2028, and whatever
-    else :meth:`str.splitlines` splits on, which the email policy refuses) becomes a
-    space. Subjects and names come from other people's mail (RFC 2047 can encode a CR)."""
+    else :meth:`str.splitlines` splits on, which the email policy refuses) and every
+    other control character (a NUL, which RFC 5322 forbids anywhere in a mail, an
+    escape: the policy writes them raw) becomes one space with the spaces around it.
+    Subjects and names come from other people's mail (RFC 2047 can encode any of them)."""
+    value = _CONTROL.sub(" ", value)
     return " ".join(part.strip() for part in value.splitlines() if part.strip())
 
 
@@ -50,6 +54,12 @@ def well_formed(text: str) -> str:
 def is_reply_subject(subject: str | None) -> bool:
     """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...)."""
     return bool(_REPLY_PREFIX.match(subject or ""))
+
+
+def subject_base(subject: str | None) -> str:
+    """``subject`` without its reply prefixes, case and spacing: what two mails of one
+    thread have in common (``Re: Trip`` and ``AW: RE: trip``)."""
+    return " ".join(_REPLY_PREFIX.sub("", subject or "").casefold().split())
 
 
 def reply_subject(subject: str | None) -> str:

@@ -1,20 +1,21 @@
 """One fetched mail as the core's :class:`~bot.events.InboundMessage`.
 
 The turn text is what the sender wrote this time (quoted history and signatures
-stripped, a forward kept whole), followed by one line per attachment; the sender's
+stripped, a forward kept whole), after a ``Subject: ...`` line when the subject says
+something the thread has not, followed by one line per attachment; the sender's
 ``Authentication-Results`` decide ``identity_verified``; automatic mail (bounces,
 auto-replies, lists) is handed over unaddressed, recorded and never answered.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import InboundMessage, iso
 from channels.email.auth import verify_sender
-from channels.email.compose import is_reply_subject
+from channels.email.compose import is_reply_subject, one_line, subject_base
+from channels.email.dedup import dedup_key
 from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
 
@@ -22,10 +23,39 @@ from channels.email.quotes import strip_reply
 _FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
 
 
+def subject_line(subject: str, text: str, thread_subject: str | None) -> str | None:
+    """``Subject: ...``, the first line of the turn, when the subject says something the
+    text does not (the model sees the turn's text, never the headers: "Trip planning"
+    over "Find me a train" lost what the train was for). None for a reply whose subject
+    repeats the thread's (``Re:`` the subject of the mail it answers, or of a mail we do
+    not know: a repeat, most likely), before a command (it stays what was typed), and
+    when the text starts with it already."""
+    subject = one_line(subject)
+    if not subject_base(subject) or text.lstrip().startswith("/"):
+        return None  # none, or a bare "Re:"
+    if is_reply_subject(subject) and (
+        thread_subject is None or subject_base(subject) == subject_base(thread_subject)
+    ):
+        return None
+    if " ".join(text.split()).casefold().startswith(" ".join(subject.split()).casefold()):
+        return None
+    return f"Subject: {subject}"
+
+
 def to_inbound(
-    mail: ParsedMail, raw: bytes, uid: int, validity: str, cfg: EmailChannelConfig
+    mail: ParsedMail,
+    raw: bytes,
+    uid: int,
+    validity: str,
+    cfg: EmailChannelConfig,
+    *,
+    legacy_key: bool = False,
+    thread_subject: str | None = None,
 ) -> InboundMessage:
-    """``mail`` (fetched as ``raw``, IMAP ``uid`` under ``validity``) for the core."""
+    """``mail`` (fetched as ``raw``, IMAP ``uid`` under ``validity``) for the core;
+    ``legacy_key``: it may have been delivered before under its bare Message-ID
+    (:mod:`channels.email.dedup`); ``thread_subject``: the subject of the mail it
+    answers, when the channel knows it."""
     verdict = verify_sender(
         mail.auth_results,
         mail.from_addr,
@@ -37,11 +67,16 @@ def to_inbound(
     sender = mail.from_addr or "unknown@invalid"
     refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
     text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
+    # The body as sent is kept when the text is not all of it (history, a signature
+    # stripped); else it was the same megabytes twice in the turn.
+    stripped = text.strip() != mail.text.strip()
     if not text.strip() and not is_reply_subject(mail.subject):
         # "Subject: Book a table for 8 tonight" and nothing below it: the subject is
-        # what the sender wrote, and the model never sees a subject (it used to get an
-        # empty turn). A reply's subject repeats the thread's, and says nothing new.
+        # the whole message, taken as it is (the turn used to be empty). A reply's
+        # subject repeats the thread's, and says nothing new.
         text = mail.subject.strip()
+    elif label := subject_line(mail.subject, text, thread_subject):
+        text = "\n\n".join(part for part in (label, text) if part.strip())
     if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
         # A PDF without a word used to be an empty turn, and the model never knew a
         # file had come with the mail: name what came (the bytes are not kept).
@@ -54,9 +89,17 @@ def to_inbound(
         sender_name=mail.from_name,
         chat_id=sender,
         text=text,
-        # Without a Message-ID the content hash is the identity: stable across a
-        # UIDVALIDITY change, so a resync cannot deliver it twice.
-        message_id=mail.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()[:32],
+        # Message-ID plus a hash of the content: a sender reusing one Message-ID for new
+        # content (a cron job) sends a new message each time (it was dropped as a
+        # duplicate); a redelivery of the same mail is still dropped.
+        message_id=dedup_key(
+            mail.message_id,
+            raw,
+            from_addr=mail.from_addr,
+            date=mail.date,
+            subject=mail.subject,
+            legacy=legacy_key,
+        ),
         message_ref=mail.message_id,
         thread_refs=tuple(dict.fromkeys(refs)),
         subject=mail.subject or None,
@@ -65,7 +108,7 @@ def to_inbound(
         addressed=not (mail.auto_submitted or mail.from_addr is None),
         attachments=mail.attachments,
         metadata={
-            "full_body": mail.text,
+            **({"full_body": mail.text} if stripped else {}),
             "to": list(mail.to),
             "cc": list(mail.cc),
             "date": iso(mail.date) if mail.date else None,

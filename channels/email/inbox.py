@@ -18,6 +18,7 @@ from datetime import timedelta
 from bot.channel import ChannelHost
 from bot.config.channels import EmailChannelConfig
 from bot.events import utcnow
+from channels.email.dedup import KeyEpoch
 from channels.email.imap import ImapSession
 from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
 
@@ -44,6 +45,7 @@ class Inbox:
         self._host = host
         self._deliver = deliver
         self.unfetched = Unfetched(host, cfg.imap.folder, cfg.imap.reconnect_max)
+        self.keys = KeyEpoch(host, cfg.imap.folder)  # which mails keep the old dedup key
         self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
         self._fetch_failures: dict[tuple[str, int], int] = {}
         self._core_failures: dict[tuple[str, int], int] = {}  # Unstorable, in a row
@@ -70,19 +72,19 @@ class Inbox:
         validity = str(session.mailbox.uidvalidity)
         await self.unfetched.load(validity)
         stored = await host.get_cursor("email", key_validity)
+        if not self.keys.loaded:
+            await self.keys.load(validity, stored is not None, await self._last_uid(session))
         if stored != validity:
             # First run, or the server renumbered the folder: every UID we stored is
             # meaningless. Unprocessed mail is exactly what is still unseen (or still in
-            # the folder when processed mail is moved away); the core drops by Message-ID
+            # the folder when processed mail is moved away); the core drops by its key
             # anything that was delivered but not yet marked.
             if stored is not None:
                 log.warning("UIDVALIDITY changed (%s -> %s): resynchronising", stored, validity)
             criteria = "ALL" if self._cfg.imap.processed_folder else "UNSEEN"
             # Everything up to the baseline is handled by this pass (taken before the
             # search, so mail arriving meanwhile lies above it or in the search).
-            baseline = session.mailbox.uidnext - 1
-            if baseline < 0:  # the server sent no UIDNEXT
-                baseline = max(await session.search_uids("ALL"), default=0)
+            baseline = await self._last_uid(session)
             if stored is None and self._cfg.imap.initial_sync == "none":
                 uids = []
             else:
@@ -99,6 +101,15 @@ class Inbox:
         if not await self._process(session, uids, validity, cursor=last):
             return False
         return await self._retry_unfetched(session, validity)
+
+    @staticmethod
+    async def _last_uid(session: ImapSession) -> int:
+        """The UID of the folder's newest mail (``UIDNEXT - 1``)."""
+        assert session.mailbox is not None
+        last = session.mailbox.uidnext - 1
+        if last < 0:  # the server sent no UIDNEXT
+            last = max(await session.search_uids("ALL"), default=0)
+        return last
 
     async def _without_backlog(
         self, session: ImapSession, criteria: str, uids: list[int]

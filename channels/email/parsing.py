@@ -33,6 +33,20 @@ from channels.email.mime import Walker, content_type
 log = logging.getLogger("my_agent.email.parsing")
 
 _MSGID_RE = re.compile(r"<[^<>\s]+>")
+# Headers only automatic mail carries: auto-responders' own, and mailing lists' (RFC 2369,
+# RFC 2919: newsletters, list traffic, notifications).
+_AUTOMATIC_HEADERS = ("X-Autoreply", "X-Autorespond", "List-Id", "List-Unsubscribe")
+# The subject Exchange and Outlook give an out-of-office reply, in the recipient's language
+# ("Automatic reply:", before Exchange 2010 "Out of Office:"; "Automatische Antwort:",
+# "Réponse automatique :", ...), always followed by a colon.
+_AUTO_REPLY_SUBJECT = re.compile(
+    r"^\s*(automatic reply|auto[- ]?reply|auto response|out of (the )?office|"
+    r"automatische antwort|abwesenheitsnotiz|réponse automatique|respuesta automática|"
+    r"risposta automatica|resposta automática|automatisch antwoord|autosvar|"
+    r"automatisk svar|automaattinen vastaus|automatyczna odpowiedź|automatická odpověď|"
+    r"otomatik yanıt|автоматический ответ|自動応答|自动回复)\s*:",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -152,9 +166,17 @@ def _is_automatic(msg: Message, sender: str | None) -> bool:
     auto = header_value(msg, "Auto-Submitted").lower()
     if auto and auto != "no":
         return True
-    if header_value(msg, "Precedence").lower() in ("bulk", "junk", "list", "auto_reply"):
+    for name in ("Precedence", "X-Precedence"):
+        if header_value(msg, name).lower() in ("bulk", "junk", "list", "auto_reply"):
+            return True
+    if any(raw_header(msg, name) for name in _AUTOMATIC_HEADERS):
         return True
-    if any(raw_header(msg, name) for name in ("List-Id", "X-Autoreply", "X-Autorespond")):
+    # Exchange's out-of-office reply has no Auto-Submitted: it says what it is with
+    # X-Auto-Response-Suppress and its subject. The header alone is no sign (Exchange
+    # adds it to ordinary mail too: the owner's own mail would go unanswered), nor is
+    # the subject alone (a person may type "Out of office next week: ...").
+    suppress = header_value(msg, "X-Auto-Response-Suppress").strip().lower()
+    if suppress and suppress != "none" and _AUTO_REPLY_SUBJECT.match(header_value(msg, "Subject")):
         return True
     # A null envelope sender (RFC 5321: bounces, and the auto-replies of servers that
     # follow RFC 3834) and delivery/read reports (multipart/report) want no answer.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import NoReturn
 
@@ -24,3 +25,15 @@ def missing(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+# The key the core deduplicates a mail by: its Message-ID plus a hash of its content.
+_DEDUP_KEY = re.compile(r"(<[^<>\s]+>)#sha256:[0-9a-f]{32}")
+
+
+def mail_id(key: str) -> str:
+    """The Message-ID in a delivered mail's dedup key (``<id>#sha256:<content hash>``);
+    fails on a key of any other form."""
+    found = _DEDUP_KEY.fullmatch(key)
+    assert found is not None, f"not a Message-ID plus content hash: {key!r}"
+    return found.group(1)

@@ -31,6 +31,7 @@ from tests.channels.email.conftest import (
     folder_state,
     imap_client,
 )
+from tests.channels.email.helpers import mail_id
 
 OWNER = "owner@example.org"
 
@@ -143,7 +144,7 @@ async def test_inbound_parsed_delivered_then_seen(
     assert msg.sender_id == OWNER and msg.chat_id == OWNER and msg.sender_name == "Owner"
     assert msg.text == "Sounds good.\n\n[attachment: plan.pdf, 8 bytes]"
     assert "Shall we meet?" in msg.metadata["full_body"]
-    assert msg.message_id == msg.message_ref == "<m1@example.org>"
+    assert mail_id(msg.message_id) == msg.message_ref == "<m1@example.org>"
     assert msg.thread_refs == ("<ours2@example.com>", "<ours1@example.com>")
     assert msg.subject == "Re: Plans"
     assert msg.identity_verified is True
@@ -166,7 +167,7 @@ async def test_a_mail_that_says_everything_in_its_subject_is_not_an_empty_turn(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
 ) -> None:
     # "Book a table at Luigi's for 8 tonight" typed as the subject, the body left empty:
-    # the model never sees a subject, and the turn used to be empty.
+    # the model was shown no subject, and the turn used to be empty.
     folder = await create_folder(pymap.port)
     only_subject = mail(1, subject="Book a table at Luigi's for 8 tonight", body="")
     with_file = mail(2, subject="Invoice for March", body="\n")
@@ -179,12 +180,13 @@ async def test_a_mail_that_says_everything_in_its_subject_is_not_an_empty_turn(
         await append(pymap.port, folder, item)
     host = FakeHost()
     await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
-    got = {m.message_id: m for m in await host.wait_for(5)}
+    got = {mail_id(m.message_id): m for m in await host.wait_for(5)}
     assert got["<m1@example.org>"].text == "Book a table at Luigi's for 8 tonight"
     assert got["<m2@example.org>"].text == "Invoice for March\n\n[attachment: m.pdf, 8 bytes]"
     assert got["<m3@example.org>"].text == "/status"
     assert got["<m4@example.org>"].text == ""
-    assert got["<m5@example.org>"].text == "Friday at one?"
+    # A subject beside a body says something too: the model is shown it (test_subject.py).
+    assert got["<m5@example.org>"].text == "Subject: Lunch\n\nFriday at one?"
     assert all(m.subject for m in got.values())
 
 
@@ -209,7 +211,7 @@ async def test_new_mail_arrives_while_running(
     await append(pymap.port, folder, mail(1))
     await append(pymap.port, folder, mail(2))
     got = await host.wait_for(2)
-    assert [m.message_id for m in got] == ["<m1@example.org>", "<m2@example.org>"]
+    assert [mail_id(m.message_id) for m in got] == ["<m1@example.org>", "<m2@example.org>"]
 
 
 async def test_refused_delivery_is_not_marked_and_retried(
@@ -232,7 +234,7 @@ async def test_refused_delivery_is_not_marked_and_retried(
     assert not any(is_seen(f) for f in state.values())  # refused: still unseen
     host.fail_next = 0
     got = await host.wait_for(1)
-    assert [m.message_id for m in got] == ["<m1@example.org>"]
+    assert [mail_id(m.message_id) for m in got] == ["<m1@example.org>"]
     await asyncio.sleep(0.3)
     assert len(host.delivered) == 1
 
@@ -252,7 +254,7 @@ async def test_restart_reprocesses_nothing(
     await start(channels, config, host)
     got = await host.wait_for(3)
     await asyncio.sleep(0.2)
-    assert [m.message_id for m in host.delivered] == [
+    assert [mail_id(m.message_id) for m in host.delivered] == [
         "<m1@example.org>",
         "<m2@example.org>",
         "<m3@example.org>",
@@ -277,7 +279,10 @@ async def test_uidvalidity_change_resyncs_unseen_only(
     await start(channels, config, host)
     await host.wait_for(2)
     await asyncio.sleep(0.2)
-    assert [m.message_id for m in host.delivered] == ["<m1@example.org>", "<m2@example.org>"]
+    assert [mail_id(m.message_id) for m in host.delivered] == [
+        "<m1@example.org>",
+        "<m2@example.org>",
+    ]
 
 
 async def test_connection_dropped_during_idle_reconnects_without_loss(
@@ -296,7 +301,7 @@ async def test_connection_dropped_during_idle_reconnects_without_loss(
         proxy.cut()
         await append(pymap.port, folder, mail(1))  # delivered while we are cut off
         got = await host.wait_for(1)
-        assert [m.message_id for m in got] == ["<m1@example.org>"]
+        assert [mail_id(m.message_id) for m in got] == ["<m1@example.org>"]
         assert channel.connects >= 2
         await append(pymap.port, folder, mail(2))  # and IDLE works again afterwards
         await host.wait_for(2)
@@ -348,7 +353,7 @@ async def test_a_big_mail_on_a_slow_link_is_fetched_not_retried_forever(
         channels.append(channel)
         await channel.start(host)
         got = await host.wait_for(2, timeout=20)
-        assert [m.message_id for m in got] == ["<m1@example.org>", "<m2@example.org>"]
+        assert [mail_id(m.message_id) for m in got] == ["<m1@example.org>", "<m2@example.org>"]
         assert got[0].attachments[0].size == 400_000
     finally:
         await proxy.stop()
@@ -372,7 +377,7 @@ async def test_a_mail_that_cannot_be_fetched_holds_up_no_later_mail(
         channels.append(channel)
         await channel.start(host)
         [got] = await host.wait_for(1, timeout=20)
-        assert got.message_id == "<m2@example.org>"
+        assert mail_id(got.message_id) == "<m2@example.org>"
         assert channel.connects >= FETCH_ATTEMPTS
         for _ in range(50):
             state = await folder_state(pymap.port, folder)
@@ -407,8 +412,11 @@ async def test_a_forwarded_mail_reaches_the_core_whole(
     host = FakeHost()
     await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
     first, second, third = await host.wait_for(3)
-    assert first.text.startswith("Please book it.\n\n") and first.text.endswith("Friday.")
-    assert second.text.startswith("---------- Forwarded message") and "noon" in second.text
+    # (a forward's subject is shown first: it says what comes)
+    assert first.text.startswith("Subject: FW: Dinner\n\nPlease book it.\n\n")
+    assert first.text.endswith("Friday.")
+    assert second.text.startswith("Subject: Fwd: Lunch\n\n---------- Forwarded message")
+    assert "noon" in second.text
     assert third.text == "Thanks!"
 
 
@@ -478,7 +486,7 @@ async def test_own_mail_skipped_and_spoof_unverified(
         await append(pymap.port, folder, msg)
     await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
     [got] = await host.wait_for(1)
-    assert got.message_id == "<m2@example.org>"
+    assert mail_id(got.message_id) == "<m2@example.org>"
     assert got.identity_verified is False
 
 
@@ -779,7 +787,7 @@ async def test_initial_sync_none_starts_with_the_next_mail(
     await append(pymap.port, folder, mail(2))
     got = await host.wait_for(1)
     await asyncio.sleep(0.2)
-    assert [m.message_id for m in got] == ["<m2@example.org>"]
+    assert [mail_id(m.message_id) for m in got] == ["<m2@example.org>"]
 
 
 @pytest.mark.parametrize("processed", [None, "Done"], ids=["unseen", "processed-folder"])
@@ -810,7 +818,10 @@ async def test_the_first_start_does_not_answer_the_backlog(
     await append(pymap.port, folder, mail(32))
     got = await host.wait_for(2)
     await asyncio.sleep(0.3)
-    assert [m.message_id for m in host.delivered] == ["<m31@example.org>", "<m32@example.org>"]
+    assert [mail_id(m.message_id) for m in host.delivered] == [
+        "<m31@example.org>",
+        "<m32@example.org>",
+    ]
     state = await folder_state(pymap.port, folder)
     backlog = [state[uid] for uid in sorted(state)[:30]]
     assert len(backlog) == 30 and not any(is_seen(flags) for flags in backlog)

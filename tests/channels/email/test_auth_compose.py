@@ -189,3 +189,22 @@ def test_compose_keeps_every_header_on_one_line() -> None:
     assert str(parsed["From"]) == "My Assistant <bot@example.com>"
     assert parsed["Auto-Submitted"] == "auto-replied"
     assert parsed["Bcc"] is None
+
+
+def test_compose_writes_no_control_character_into_a_header() -> None:
+    # A subject may carry any character RFC 2047 can encode ("=?utf-8?q?a=00b?="), and
+    # the reply's subject copied it: a NUL (which RFC 5322 forbids anywhere in a mail,
+    # and which servers may refuse) or a terminal escape went out in the header as raw.
+    composed = compose(
+        from_addr="bot@example.com",
+        display_name="My\x00Assistant",
+        to=["o@x.org"],
+        subject="Re: Disk\x00 full on \x1b[31mdb1\x7f\tnow",
+        text="body",
+    )
+    raw = composed.message.as_bytes()
+    head = raw.split(b"\r\n\r\n", 1)[0]
+    assert not any((byte < 32 and byte not in (9, 10, 13)) or byte == 127 for byte in head)
+    parsed = message_from_bytes(raw, policy=policy.default)
+    assert parsed["Subject"] == "Re: Disk full on [31mdb1 now"
+    assert str(parsed["From"]) == "My Assistant <bot@example.com>"

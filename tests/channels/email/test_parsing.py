@@ -313,6 +313,32 @@ def test_automatic_mail_detected() -> None:
         b"--b\r\nContent-Type: text/plain\r\n\r\nUndeliverable\r\n--b--\r\n"
     )
     assert parse_message(report).auto_submitted
+
+
+def automatic(headers: str) -> bool:
+    return parse_message(f"From: a@x.org\r\n{headers}\r\n\r\nI am away.".encode()).auto_submitted
+
+
+def test_exchange_out_of_office_and_list_mail_detected() -> None:
+    # Exchange's out-of-office reply carries no Auto-Submitted, only
+    # X-Auto-Response-Suppress and its "Automatic reply:" (older: "Out of Office:")
+    # subject, in the recipient's language: it was answered like a person's mail.
+    suppress = "X-Auto-Response-Suppress: All\r\n"
+    assert automatic(suppress + "Subject: Automatic reply: Trip planning")
+    assert automatic(suppress + "Subject: Out of Office: Re: Trip planning")
+    assert automatic(suppress + "Subject: Automatische Antwort: Reise")
+    assert automatic(suppress + "Subject: =?utf-8?q?R=C3=A9ponse_automatique=C2=A0=3A_Voyage?=")
+    assert automatic("X-Auto-Response-Suppress: DR, OOF, AutoReply\r\nSubject: Autosvar: Resa")
+    # Alone, the header is no sign: Exchange adds it to ordinary mail (and list servers
+    # to theirs), so the owner's own mail from Outlook would go unanswered.
+    assert not automatic(suppress + "Subject: Trip planning")
+    assert not automatic("Subject: Out of office next week: please move my meetings")
+    # Other automatic-reply and bulk markers.
+    assert automatic("X-Autoreply: yes")
+    assert automatic("X-Precedence: auto_reply")
+    assert automatic("Precedence: junk") and automatic("Precedence: list")
+    assert automatic("List-Unsubscribe: <mailto:leave@lists.example>")
+    assert automatic("List-Id: News <news.lists.example>")
     assert not parse_message(b"From: a@x.org\r\nReturn-Path: <a@x.org>\r\n\r\nx").auto_submitted
 
 

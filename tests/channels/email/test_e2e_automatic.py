@@ -1,0 +1,120 @@
+"""End to end: automatic mail is recorded and never answered; what the assistant answers
+on its own to a third party says that it is automatic (RFC 3834), so that their
+auto-responder does not answer it in turn."""
+
+from __future__ import annotations
+
+import asyncio
+from email.message import EmailMessage
+from pathlib import Path
+
+from tests.channels.email.conftest import PymapServer, SmtpServer, append, create_folder
+from tests.channels.email.test_e2e import (
+    OWNER,
+    Stack,
+    drain,
+    e2e_config,
+    open_stack,
+    owner_mail,
+    stacks,
+    wait_ref,
+)
+
+__all__ = ["stacks"]  # the fixture, imported to be used here
+
+FRIEND = "friend@example.net"
+
+
+def sent_to(smtp: SmtpServer, address: str) -> list[EmailMessage]:
+    return [m for _, m in smtp.capture.messages if m["To"] == address]
+
+
+async def test_exchange_out_of_office_replies_are_not_answered(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Exchange's out-of-office reply carries no Auto-Submitted header, only
+    # X-Auto-Response-Suppress and an "Automatic reply:" subject: a known contact's was
+    # answered by the model, whose answer their Exchange answered again (a mail loop).
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    config.trust.contacts["email"] = {FRIEND: "known"}
+    stack = await open_stack(config)
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(1, "Plan the trip.", subject="Trip"))
+    await append(
+        pymap.port, folder, owner_mail(2, "Dinner on Friday?", subject="Dinner", sender=FRIEND)
+    )
+    await smtp.capture.wait_for(2)
+    [to_owner] = sent_to(smtp, OWNER)
+    [to_friend] = sent_to(smtp, FRIEND)
+    away = "I am out of the office until Monday."
+    owner_away = owner_mail(
+        3, away, subject="Automatic reply: Re: Trip", in_reply_to=to_owner["Message-ID"]
+    )
+    friend_away = owner_mail(
+        4,
+        away,
+        subject="Automatic reply: Re: Dinner",
+        sender=FRIEND,
+        in_reply_to=to_friend["Message-ID"],
+    )
+    # The owner's ordinary mail from Outlook may carry the header too: it is answered.
+    outlook = owner_mail(5, "Also book a hotel.", subject="Hotel")
+    for mail in (owner_away, friend_away, outlook):
+        mail["X-Auto-Response-Suppress"] = "All"
+        await append(pymap.port, folder, mail)
+    conv = await wait_ref(stack, "<e2e-1@example.org>")
+    assert await wait_ref(stack, "<e2e-3@example.org>") == conv  # recorded, in its thread
+    await wait_ref(stack, "<e2e-5@example.org>")
+    await smtp.capture.wait_for(3)
+    async with asyncio.timeout(10):
+        while True:
+            [party] = await stack.services.external.list_parties()
+            said = await stack.services.external.messages(party.id)
+            if any(str(m["content"]).endswith(away) for m in said):
+                break
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # time for any (wrong) answer to be generated and queued
+    await drain(stack)
+    assert len(sent_to(smtp, FRIEND)) == 1
+    # the answers to the owner (an escalation of the friend's notice threads under none)
+    assert [m["In-Reply-To"] for m in sent_to(smtp, OWNER) if m["In-Reply-To"]] == [
+        "<e2e-1@example.org>",
+        "<e2e-5@example.org>",
+    ]
+
+
+async def test_automatic_answers_to_a_third_party_say_so(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Only acknowledgements carried Auto-Submitted: auto-replied; the model's answer to a
+    # known contact and the answer to a stranger's command went out as if a person wrote
+    # them, and their auto-responder answered. The owner's own words (/reply) are no
+    # automatic mail, and neither are the replies to the owner.
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    config.trust.contacts["email"] = {FRIEND: "known"}
+    stack = await open_stack(config)
+    stacks.append(stack)
+    await append(
+        pymap.port, folder, owner_mail(10, "Dinner on Friday?", subject="Dinner", sender=FRIEND)
+    )
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(11, "/help", subject="Help", sender="stranger@example.org", auth=None),
+    )
+    await smtp.capture.wait_for(2)
+    [party] = [p for p in await stack.services.external.list_parties() if p.party_key == FRIEND]
+    await append(
+        pymap.port, folder, owner_mail(12, f"/reply {party.id} See you there!", subject="x")
+    )
+    await smtp.capture.wait_for(4)
+    await drain(stack)
+    [model_answer, relayed] = sent_to(smtp, FRIEND)
+    [command_answer] = sent_to(smtp, "stranger@example.org")
+    assert model_answer["Auto-Submitted"] == "auto-replied"
+    assert command_answer["Auto-Submitted"] == "auto-replied"
+    assert "See you there!" in relayed.get_content()
+    assert relayed["Auto-Submitted"] is None
+    assert all(m["Auto-Submitted"] is None for m in sent_to(smtp, OWNER))

@@ -1,0 +1,41 @@
+"""End to end: mail that is unusual in size or shape, through the real core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.channels.email.conftest import PymapServer, SmtpServer, append, create_folder
+from tests.channels.email.test_e2e import (
+    Stack,
+    e2e_config,
+    open_stack,
+    owner_mail,
+    stacks,
+    wait_ref,
+)
+
+__all__ = ["stacks"]  # the fixture, imported to be used here
+
+
+async def test_a_big_mail_is_stored_once(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # A 1 MB log pasted into a mail was stored twice in its turn: as the text and again
+    # as metadata.full_body, although nothing had been stripped from it (2 MB in the
+    # transcript, 2 MB more in the journal).
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    log = "\n".join(f"12:00:{n % 60:02d} worker finished its batch" for n in range(30000))
+    await append(pymap.port, folder, owner_mail(1, log, subject="Logs"))
+    conv = await wait_ref(stack, "<e2e-1@example.org>", timeout=60)
+    await smtp.capture.wait_for(1, timeout=60)
+    [turn] = [
+        line
+        for line in stack.services.store.read_lines(conv)
+        if line.get("type") == "turn" and line.get("role") == "user"
+    ]
+    assert turn["content"] == "Subject: Logs\n\n" + log
+    assert "full_body" not in turn["metadata"]
+    transcript = tmp_path / "conversations" / f"{conv}.jsonl"
+    assert transcript.stat().st_size < 1.2 * len(log)

@@ -1,0 +1,146 @@
+"""The subject of a mail reaches the model, labelled, once per thread: the model saw only
+the body, and "Trip planning" / "Find me a train to Lisbon" lost what the train was for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.events import OutboundMessage
+from bot.keyword_titles import keyword_title, keyword_topics
+from channels.email.adapter import EmailChannel
+from tests.channels.email.conftest import FakeHost, PymapServer, SmtpServer, append, create_folder
+from tests.channels.email.helpers import mail_id
+from tests.channels.email.test_adapter import OWNER, channels, mail, make_config, start
+from tests.channels.email.test_e2e import (
+    Stack,
+    e2e_config,
+    open_stack,
+    owner_mail,
+    stacks,
+    wait_ref,
+)
+
+__all__ = ["channels", "stacks"]  # the fixture, imported to be used here
+
+
+async def test_the_subject_is_a_labelled_first_line_when_it_says_something(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    channel = await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    await append(pymap.port, folder, mail(1, subject="Trip planning", body="Find me a train."))
+    [first] = await host.wait_for(1)
+    assert first.text == "Subject: Trip planning\n\nFind me a train."
+    assert first.subject == "Trip planning"  # threading still goes by the header
+    assert "full_body" not in first.metadata  # nothing stripped: the text has the body
+    sent = await channel.send(
+        OutboundMessage(
+            channel="email",
+            chat_id=OWNER,
+            text="Which day?",
+            in_reply_to=first.message_ref,
+            subject=first.subject,
+        )
+    )
+    ours = sent.message_ref
+    assert ours is not None
+    replies = [
+        # "Re:" the same subject: it only repeats the thread's, no line
+        mail(2, subject="Re: Trip planning", body="Friday.", headers={"In-Reply-To": ours}),
+        # a reply that changes the subject says something new
+        mail(
+            3,
+            subject="RE: Trip planning - now Porto",
+            body="Make it Porto.",
+            headers={"In-Reply-To": ours},
+        ),
+        # a reply to a mail we do not know (sent before a restart): taken as a repeat
+        mail(4, subject="Re: Budget", body="Fine.", headers={"In-Reply-To": "<old@x.com>"}),
+        # a bare "Re:" says nothing, whatever the thread's subject was
+        mail(9, subject="Re:", body="Sure.", headers={"In-Reply-To": ours}),
+        # a command stays exactly what was typed
+        mail(5, subject="Status please", body="/status"),
+        # the body already starts with the subject: not twice
+        mail(6, subject="Lunch on Friday?", body="Lunch on Friday? At one."),
+        # a forward's subject says what it is
+        mail(7, subject="Fwd: Invoice 42", body="Please pay this."),
+        # the subject is the whole message: as before, without a label
+        mail(8, subject="Book a table for 8 tonight", body=""),
+    ]
+    for item in replies:
+        await append(pymap.port, folder, item)
+    got = {mail_id(m.message_id): m.text for m in (await host.wait_for(9))[1:]}
+    assert got == {
+        "<m2@example.org>": "Friday.",
+        "<m3@example.org>": "Subject: RE: Trip planning - now Porto\n\nMake it Porto.",
+        "<m4@example.org>": "Fine.",
+        "<m9@example.org>": "Sure.",
+        "<m5@example.org>": "/status",
+        "<m6@example.org>": "Lunch on Friday? At one.",
+        "<m7@example.org>": "Subject: Fwd: Invoice 42\n\nPlease pay this.",
+        "<m8@example.org>": "Book a table for 8 tonight",
+    }
+
+
+async def test_the_stored_turn_is_what_the_model_is_shown(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # With the real core: the subject line is in the stored turn (the model's context is
+    # built from it, and search finds the mail by its subject), once per thread, and
+    # threading still goes by the headers.
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    config.trust.contacts["email"] = {"friend@example.net": "known"}
+    stack = await open_stack(config)
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(1, "Find me a train.", subject="Lisbon trip"))
+    [reply] = await smtp.capture.wait_for(1)
+    answer = owner_mail(2, "Friday.", subject="Re: Lisbon trip", in_reply_to=reply["Message-ID"])
+    await append(pymap.port, folder, answer)
+    friend = owner_mail(3, "Dinner at eight?", subject="Friday", sender="friend@example.net")
+    await append(pymap.port, folder, friend)
+    await smtp.capture.wait_for(3)
+    conv = await wait_ref(stack, "<e2e-1@example.org>")
+    assert await wait_ref(stack, "<e2e-2@example.org>") == conv
+    turns = [
+        line["content"]
+        for line in stack.services.store.read_lines(conv)
+        if line.get("type") == "turn" and line.get("role") == "user"
+    ]
+    assert turns == ["Subject: Lisbon trip\n\nFind me a train.", "Friday."]
+    page = await stack.services.search.search("Lisbon")
+    assert conv in {r.conversation_id for r in page.results}
+    [party] = await stack.services.external.list_parties()
+    said = [m["content"] for m in await stack.services.external.messages(party.id)]
+    assert "Subject: Friday\n\nDinner at eight?" in said
+
+
+def test_the_label_is_no_keyword_of_the_conversation() -> None:
+    # The "Subject" of the label was the title word and topic of every mail thread.
+    turns = [
+        ("user", "Subject: Lisbon trip\n\nFind me a train to Lisbon next Friday.", None),
+        ("assistant", "There is one at nine.", None),
+    ]
+    assert "Subject" not in keyword_title(turns)
+    assert "subject" not in keyword_topics(turns)
+    assert "Lisbon" in keyword_title(turns)
+
+
+async def test_the_label_recalls_nothing_in_the_offline_reply(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # The offline brain recalls by the message's words: "Subject", in every mail's turn,
+    # recalled every earlier mail as related to the new one.
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    await append(pymap.port, folder, owner_mail(1, "Feed the zebrafish.", subject="Pets"))
+    await smtp.capture.wait_for(1)
+    await append(pymap.port, folder, owner_mail(2, "Order the pelican cake.", subject="Party"))
+    second = (await smtp.capture.wait_for(2))[1]
+    assert "Nothing related turned up" in second.get_content()
+    # the subject's own words are still recalled by
+    await append(pymap.port, folder, owner_mail(3, "What do they eat?", subject="Pets"))
+    third = (await smtp.capture.wait_for(3))[2]
+    assert "zebrafish" in third.get_content()
