@@ -116,6 +116,29 @@ async def test_bm25_sign_best_match_first(seeded: Database) -> None:
     assert page.total == 2
 
 
+async def test_a_pasted_log_as_a_query_reads_only_its_opening(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the offline brain searches with the owner's whole message; a pasted
+    # log of megabytes made thousands of distinct words, each a keyword lookup of its
+    # own, and held the index's reader for over a minute.
+    from bot.search.keyword import DocFreqs
+
+    looked_up: list[int] = []
+    real = DocFreqs.selective
+
+    def counting(self: DocFreqs, conn: object, parts: list[str]) -> list[str]:
+        looked_up.append(len(parts))
+        return real(self, conn, parts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DocFreqs, "selective", counting)
+    log = "ERR-4521 on staging: " + " ".join(f"line{i} token{i * 7}" for i in range(200_000))
+    assert len(log) > 2_000_000
+    page = await SearchService(AppConfig(), seeded).search(log)
+    assert [r.conversation_id for r in page.results][:1] == ["conv-deploy"]
+    assert looked_up and max(looked_up) < 400
+
+
 async def test_exact_identifier(seeded: Database) -> None:
     page = await SearchService(AppConfig(), seeded).search("ERR-4521")
     assert [r.conversation_id for r in page.results] == ["conv-deploy"]

@@ -64,6 +64,23 @@ def _is_word(piece: str) -> bool:
     return piece[0] == "_" or piece[0].isalnum()  # what \w is, for str patterns
 
 
+MAX_QUERY_CHARS = 2000
+"""What a search reads of its query. The offline brain searches with the owner's whole
+message, and a pasted log or a forwarded mail of megabytes made thousands of distinct
+words, each a keyword lookup of its own: one search held the index's reader for over a
+minute (every other search and read waited). Past a few paragraphs more words narrow
+nothing down; the embedding model reads only its first 256 tokens anyway."""
+
+
+def bounded_query(text: str) -> str:
+    """``text`` cut to :data:`MAX_QUERY_CHARS` characters, at a space where there is one."""
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    cut = text[:MAX_QUERY_CHARS]
+    space = cut.rfind(" ", MAX_QUERY_CHARS // 2)
+    return cut[:space] if space > 0 else cut
+
+
 def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
     """Lower-cased distinct words of ``text`` in order (stop words dropped when possible)."""
     words = [w.lower().replace("\u2019", "'") for w in _WORD.findall(text)]

@@ -37,7 +37,7 @@ from bot.search.pool import (
     scoped_candidates,
     turn_pool,
 )
-from bot.search.query import fts_parts, name_terms, or_terms, query_terms
+from bot.search.query import bounded_query, fts_parts, name_terms, or_terms, query_terms
 from bot.search.results import (
     Filters,
     InvalidCursor,
@@ -140,6 +140,7 @@ class SearchService:
 
         Raises :class:`InvalidCursor` for a cursor from another query.
         """
+        query = bounded_query(query)
         filters = Filters(
             (channel or "").strip().lower() or None,  # channel names are lower case
             iso_date(date_from, "date_from"),
@@ -209,6 +210,7 @@ class SearchService:
 
         Used by benchmarks and diagnostics (turn-level recall needs the turn order).
         """
+        query = bounded_query(query)
         scored = (await self._score(query, filters or Filters()))[0].scored
         return Ranking(
             turns=scored.hits(), conversations=scored.conversations, method=scored.method
@@ -218,6 +220,7 @@ class SearchService:
         """The fused ranking with its signals, as the learned ranker's features see it:
         before the conversation list's re-scoring (``my-agent bench ranker`` trains on
         these, so training and ranking read the same conversation order)."""
+        query = bounded_query(query)
         return (await self._score(query, filters or Filters(), rescore=False))[0].scored
 
     async def _query_vector(self, query: str) -> np.ndarray | None:
