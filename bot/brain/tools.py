@@ -293,7 +293,9 @@ class RecallTools:
         turn: bare, a member's words read as the owner's own (a member of an allow-listed
         group could put words in the owner's mouth for a later recall). Only a group's
         conversation has members; its best turns are read to find whose words these are."""
-        conversations = self.services.conversations
+        conversations = getattr(self.services, "conversations", None)
+        if conversations is None:  # a search service alone (tests, diagnostics)
+            return
         record = await _maybe_await(conversations.get(result.conversation_id))
         if ":group:" not in str(getattr(record, "identity_key", None) or ""):
             return
