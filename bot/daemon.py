@@ -15,7 +15,7 @@ from bot.channel import Channel
 from bot.config import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.notify import Notifier
-from bot.party_resume import escalate_cut_albums, resume_known_parties
+from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
 from bot.services import ChannelStartError, DataDirInUse, Services, close_services
@@ -138,7 +138,7 @@ async def start_serving(services: Services, channels: list[Channel]) -> int:
     channel starts: the outbox delivers a channel's rows once it is attached.
     """
     await resume_known_parties(services)
-    await escalate_cut_albums(services)
+    await escalate_cut_messages(services)
     # A resumed turn's debounce counts from when the channels have started: a channel's
     # start (Telegram's setup) may outlast it, and the first poll's messages still join
     # its reply.

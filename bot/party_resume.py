@@ -15,10 +15,13 @@ the last message it answers, and its line in the party's file says ``answers: re
 answers run one after another per party, so an answered message answers all before it.
 A party owed several messages gets one answer to them all, as an album does.
 
-An untrusted party's album is acknowledged and escalated once it is complete (a second
-after its last photo, :mod:`bot.strangers`): a stop or a crash in that second left it
-recorded and never escalated. :func:`escalate_cut_albums` makes that escalation at start,
-when their file ends in that album, within the window, with nothing of ours after it.
+An untrusted party's message is recorded in their file before it is acknowledged and
+escalated; an album is handled once it is complete (a second after its last photo), and
+what they send meanwhile after it (:mod:`bot.strangers`). A stop or a crash in between
+left it recorded and never escalated: the owner never heard of it.
+:func:`escalate_cut_messages` makes that escalation at start, when their file ends in
+such messages (within the window, with nothing of ours after them), with the rate limit
+as it was then (a message the rate limit held back is held back again).
 
 An answer is written to the party's file before its outbox row: one whose row a crash
 kept from being written counts as answered there, so it is queued again from the file
@@ -179,10 +182,10 @@ def _inbound_line(line: Line) -> bool:
     )
 
 
-async def escalate_cut_albums(services: Services, now: datetime | None = None) -> int:
-    """Acknowledge and escalate (as it would have been, rate limits included) the album an
-    untrusted party sent last when a stop or a crash came before it was complete
-    (module docstring); returns how many albums."""
+async def escalate_cut_messages(services: Services, now: datetime | None = None) -> int:
+    """Acknowledge and escalate (as it would have been, rate limits included) what an
+    untrusted party sent last when a stop or a crash came before it was handled (module
+    docstring); returns for how many parties."""
     since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
     rows = await services.external.db.fetchall(
         "SELECT DISTINCT m.party_id FROM external_messages m JOIN external_parties p"
@@ -195,36 +198,38 @@ async def escalate_cut_albums(services: Services, now: datetime | None = None) -
         party = await services.external.get(party_id)
         if party is None or party.tier != "untrusted":
             continue
-        album, last_escalation = cut_album(await services.external.read_lines(party.id))
-        if not album or str(album[0].get("timestamp", "")) < since:
+        cut, last_escalation = cut_messages(await services.external.read_lines(party.id))
+        cut = [line for line in cut if str(line.get("timestamp", "")) >= since]
+        if not cut:
             continue
-        log.info("escalating the album %s of %s cut by a restart", album[0]["album"], party.id)
-        # the rate limit as it was when the album came, not as it is now
-        at = datetime.fromisoformat(str(album[-1]["timestamp"]).replace("Z", "+00:00"))
+        log.info("escalating %d message(s) of %s cut by a restart", len(cut), party.id)
+        # the rate limit as it was when they came, not as it is now
+        at = datetime.fromisoformat(str(cut[-1]["timestamp"]).replace("Z", "+00:00"))
         as_then = replace(party, last_escalation=last_escalation)
-        said = [_inbound(party, line) for line in album]
+        said = [_inbound(party, line) for line in cut]
         await services.router.strangers.escalate_owed(as_then, said, at)
         escalated += 1
     return escalated
 
 
-def cut_album(lines: list[Line]) -> tuple[list[Line], str | None]:
-    """The album a party's file (``lines``) ends in, when nothing came after its first
-    photo but more of it (no message, no escalation, no tier set), and the time of their
-    last escalation before it."""
-    album: list[Line] = []
+def cut_messages(lines: list[Line]) -> tuple[list[Line], str | None]:
+    """The messages a party's file (``lines``) ends in with nothing of ours after them
+    (no answer, acknowledgement or escalation, no tier set), among those that get an
+    acknowledgement and an escalation (an album's photos, a message addressed to us
+    that is not a command: :func:`_expects_answer`), and the time of their last
+    escalation before them."""
+    cut: list[Line] = []
     escalated: str | None = None  # their last escalation's time
-    before: str | None = None  # ... as it was when the album began
+    before: str | None = None  # ... as it was when the cut messages began
     for line in lines:
         kind = line.get("type")
-        group = line.get("album")
-        if kind == "message" and line.get("direction") == "in" and group:
-            if not (album and album[0].get("album") == group):
-                album, before = [], escalated
-            album.append(line)
+        if kind == "message" and line.get("direction") == "in":
+            if not cut:
+                before = escalated
+            cut.append(line)
             continue
         if kind == "event" and line.get("event") == "escalation":
             escalated = str(line.get("timestamp") or "") or escalated
         if kind in ("message", "event"):
-            album = []  # handled (an escalation, an acknowledgement) or overtaken
-    return album, before
+            cut = []  # handled (an escalation, an acknowledgement, a command's answer)
+    return [line for line in cut if _expects_answer(line)], before

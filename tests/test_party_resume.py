@@ -13,8 +13,8 @@ from bot.events import utcnow
 from bot.parties import party_handle
 from bot.party_resume import (
     RESUME_WINDOW_SECONDS,
-    cut_album,
-    escalate_cut_albums,
+    cut_messages,
+    escalate_cut_messages,
     resume_known_parties,
 )
 from bot.services import close_services, open_services
@@ -57,7 +57,7 @@ class Run:
         services.channels["telegram"] = run.telegram  # wired, not started yet
         if resume:  # as bot/daemon.py does, before the channels
             await resume_known_parties(services, **at)
-            await escalate_cut_albums(services, **at)
+            await escalate_cut_messages(services, **at)
         await attach_channel(services, run.telegram)
         return run
 
@@ -304,11 +304,47 @@ def test_only_an_album_nothing_followed_is_cut() -> None:
     escalation = {"type": "event", "event": "escalation", "timestamp": "2026-03-01T09:00:00Z"}
     ack = {"type": "message", "direction": "out", "kind": "acknowledgement"}
     message = {"type": "message", "direction": "in", "messageRef": "m"}
-    assert cut_album([escalation, photo(1), photo(2)]) == (
+    assert cut_messages([escalation, photo(1), photo(2)]) == (
         [photo(1), photo(2)],
         "2026-03-01T09:00:00Z",  # the rate limit as of the album
     )
-    assert cut_album([photo(1), photo(2, "b")]) == ([photo(2, "b")], None)
-    assert cut_album([photo(1), ack]) == ([], None)  # handled
-    assert cut_album([photo(1), {**escalation, "timestamp": "x"}])[0] == []
-    assert cut_album([photo(1), message]) == ([], None)  # overtaken
+    # two albums, or an album and the message queued behind it: neither was handled
+    assert cut_messages([photo(1), photo(2, "b")]) == ([photo(1), photo(2, "b")], None)
+    assert cut_messages([photo(1), message]) == ([photo(1), message], None)
+    assert cut_messages([photo(1), ack]) == ([], None)  # handled
+    assert cut_messages([photo(1), {**escalation, "timestamp": "x"}])[0] == []
+    command = {**message, "content": "/help"}
+    bounce = {**message, "addressed": False}
+    assert cut_messages([command, bounce]) == ([], None)  # neither is acknowledged
+
+
+async def test_an_untrusted_partys_message_cut_before_its_escalation_is_escalated_at_start(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+
+    async def crash(*args: Any, **kwargs: Any) -> None:
+        return None  # the process died right after the message was recorded
+
+    first.s.router.strangers._acknowledge_and_escalate = crash
+    await first.s.router.deliver(inbound("is the flat still free?", sender="7009", message_id="x1"))
+    await first.stop()
+    assert first.telegram.sent == []
+
+    second = await Run.start(config)
+    await settle(second.s)
+    # Before, only a cut album was escalated at start: the message was recorded and the
+    # owner never heard of it.
+    (escalation,) = second.telegram.of_kind("escalation")
+    assert "is the flat still free?" in escalation.text
+    await second.s.router.deliver(inbound("hello?", sender="7009", message_id="x2"))
+    await settle(second.s)
+    assert len(second.telegram.of_kind("escalation")) == 1  # rate-limited, as always
+    await shutdown_services(second.s)
+
+    # the message the rate limit held back is held back at the next start too
+    third = await Run.start(config)
+    await settle(third.s)
+    assert third.telegram.sent == []
+    await close_services(third.s)
