@@ -72,8 +72,10 @@ class ReplyGeneration:
         typing = getattr(channel, "typing", None)
         if typing is None:
             return
+        topic = placement(target.metadata).get("topic")
         try:
-            await typing(target.chat_id)
+            # in a forum topic, "typing…" shows there (not in the general topic)
+            await (typing(target.chat_id) if topic is None else typing(target.chat_id, topic))
         except Exception as exc:  # a typing indicator is cosmetic
             log.debug("typing indicator failed: %s", exc)
 

@@ -395,28 +395,34 @@ class TelegramChannel:
             if task is not None:
                 task.cancel()
 
-    async def typing(self, chat_id: str) -> None:
-        """Show "typing…" in ``chat_id`` until the next send there (bounded)."""
-        await self._chat_action(chat_id)
+    async def typing(self, chat_id: str, topic: int | str | None = None) -> None:
+        """Show "typing…" in ``chat_id`` (in its forum ``topic``, if any) until the next
+        send there (bounded)."""
+        thread = int(topic) if topic is not None and str(topic).isdigit() else None
+        await self._chat_action(chat_id, thread)
         old = self._typing.pop(chat_id, None)
         if old is not None:
             old.cancel()
         if self.config.typing_max_seconds > 0:
-            self._typing[chat_id] = spawn(self._keep_typing(chat_id), name=f"typing-{chat_id}")
+            self._typing[chat_id] = spawn(
+                self._keep_typing(chat_id, thread), name=f"typing-{chat_id}"
+            )
 
-    async def _keep_typing(self, chat_id: str) -> None:
+    async def _keep_typing(self, chat_id: str, topic: int | None) -> None:
         loop = asyncio.get_running_loop()
         until = loop.time() + self.config.typing_max_seconds
         while loop.time() + TYPING_REFRESH_SECONDS < until:
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
-            await self._chat_action(chat_id)
+            await self._chat_action(chat_id, topic)
         if self._typing.get(chat_id) is asyncio.current_task():
             del self._typing[chat_id]
 
-    async def _chat_action(self, chat_id: str) -> None:
+    async def _chat_action(self, chat_id: str, topic: int | None = None) -> None:
         if self._closed:
             return
         try:
-            await self.bot(SendChatAction(chat_id=chat_ref(chat_id), action="typing"))
+            await self.bot(
+                SendChatAction(chat_id=chat_ref(chat_id), action="typing", message_thread_id=topic)
+            )
         except AiogramError as exc:  # cosmetic: never worth failing a reply for
             log.debug("sendChatAction to %s failed: %s", chat_id, exc)

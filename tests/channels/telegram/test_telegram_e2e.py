@@ -733,6 +733,8 @@ async def test_what_is_said_in_a_forum_topic_is_answered_in_that_topic(
     # rest, like every command answer, in the group's general topic.
     assert len(sends) == 3
     assert [c.get("message_thread_id") for c in sends] == ["7", "7", "7"]
+    typing = [c for c in tg_server.calls_of("sendChatAction") if c["chat_id"] == str(GROUP_ID)]
+    assert typing and all(c.get("message_thread_id") == "7" for c in typing)
     # a message outside any topic is answered outside any (no thread id sent)
     tg_server.inject_message(GROUP_ID, "/help@my_agent_bot", from_id=OWNER_ID)
     await tg_server.wait_sent(GROUP_ID, 4)
