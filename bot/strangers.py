@@ -155,7 +155,14 @@ class StrangerFlow(PartySends):
             # words, which the owner hears (they were acknowledged already).
             await self.escalate(party, text)
             return
-        if ack and due:
+        if not due:
+            return
+        # The owner hears of it first: a stop or a crash between the two leaves the party
+        # unacknowledged rather than the owner uninformed (the acknowledgement came first,
+        # and its line in their file hid the missed escalation from the next start's
+        # check, bot.party_resume.escalate_cut_messages).
+        await self.escalate(party, text)
+        if ack:
             await self.send_to_party(
                 party,
                 ack,
@@ -164,8 +171,6 @@ class StrangerFlow(PartySends):
                 in_reply_to=msg.message_ref or msg.message_id,
                 subject=msg.subject,
             )
-        if due:
-            await self.escalate(party, text)
 
     async def _said_nothing_yet(self, party: PartyRecord, refs: set[str]) -> bool:
         """Whether all the party sent before ``refs`` (their latest message, or album,

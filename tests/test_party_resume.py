@@ -8,6 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.config import AppConfig
 from bot.events import utcnow
 from bot.parties import party_handle
@@ -348,3 +350,30 @@ async def test_an_untrusted_partys_message_cut_before_its_escalation_is_escalate
     await settle(third.s)
     assert third.telegram.sent == []
     await close_services(third.s)
+
+
+async def test_a_crash_at_the_escalation_is_made_good_at_start_even_after_an_acknowledgement(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+
+    async def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the process died here")
+
+    first.s.router.strangers.escalate = crash
+    with pytest.raises(RuntimeError):
+        await first.s.router.deliver(
+            inbound("can I view the flat?", sender="7009", message_id="y1")
+        )
+    await first.stop()
+    assert first.telegram.of_kind("escalation") == []
+
+    second = await Run.start(config)
+    await settle(second.s)
+    # The acknowledgement used to go first: its line in the party's file hid the missed
+    # escalation from the start's check, and the owner never heard of the message.
+    (escalation,) = second.telegram.of_kind("escalation")
+    assert "can I view the flat?" in escalation.text
+    assert len(second.telegram.of_kind("acknowledgement")) == 1
+    await shutdown_services(second.s)
