@@ -33,7 +33,7 @@ from channels.telegram.menus import set_menus, set_owner_menu
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.render import escape
 from channels.telegram.response_types import KeepResponseTypes
-from channels.telegram.sender import Backoff, Sleep, TelegramSender, chat_ref
+from channels.telegram.sender import Backoff, Sleep, TelegramSender, chat_ref, topic_id
 from channels.telegram.translate import BotIdentity, translate_message
 from channels.telegram.unreadable import unreadable_message
 
@@ -398,7 +398,7 @@ class TelegramChannel:
     async def typing(self, chat_id: str, topic: int | str | None = None) -> None:
         """Show "typing…" in ``chat_id`` (in its forum ``topic``, if any) until the next
         send there (bounded)."""
-        thread = int(topic) if topic is not None and str(topic).isdigit() else None
+        thread = topic_id(topic)
         await self._chat_action(chat_id, thread)
         old = self._typing.pop(chat_id, None)
         if old is not None:

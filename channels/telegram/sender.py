@@ -323,7 +323,12 @@ class TelegramSender:
 
 def _topic(msg: OutboundMessage) -> int | None:
     """The forum topic ``msg`` goes to (:func:`bot.events.placement`), if any."""
-    topic = msg.metadata.get("topic")
+    return topic_id(msg.metadata.get("topic"))
+
+
+def topic_id(topic: object) -> int | None:
+    """A forum topic's ``message_thread_id`` as the core keeps it (an int, or digits
+    after a round trip through text), None for anything else."""
     if isinstance(topic, int) and not isinstance(topic, bool):
         return topic
     if isinstance(topic, str) and topic.isdigit():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aiogram.types import Message, MessageEntity
+from aiogram.types import Chat, Message, MessageEntity
 
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
@@ -199,6 +199,17 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
     return f"[replying to {who}: \u201c{excerpt}\u201d]"
 
 
+def allowed_group(
+    chat: Chat, groups: Mapping[str, TelegramGroupConfig]
+) -> TelegramGroupConfig | None:
+    """The configuration of a group chat on the allow-list (by id, or by the ``@name`` of
+    a public group), None when it is not on it."""
+    found = groups.get(str(chat.id))
+    if found is None and chat.username:
+        found = groups.get("@" + chat.username.lower())
+    return found
+
+
 def translate_message(
     message: Message,
     *,
@@ -225,9 +236,7 @@ def translate_message(
 
     group_cfg: TelegramGroupConfig | None = None
     if chat.type in GROUP_TYPES:
-        group_cfg = groups.get(str(chat.id))
-        if group_cfg is None and chat.username:
-            group_cfg = groups.get("@" + chat.username.lower())
+        group_cfg = allowed_group(chat, groups)
         if group_cfg is None:
             log.info(
                 "ignoring a message in group %s (%r): not in channels.telegram.groups",

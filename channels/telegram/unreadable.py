@@ -17,7 +17,7 @@ from aiogram.types import Message
 
 from bot.config.channels import TelegramGroupConfig
 from bot.events import InboundMessage, utcnow
-from channels.telegram.translate import GROUP_TYPES
+from channels.telegram.translate import GROUP_TYPES, allowed_group
 
 
 def unreadable_message(
@@ -33,9 +33,7 @@ def unreadable_message(
     chat = message.chat
     group_id = group_title = None
     if chat.type in GROUP_TYPES:
-        config = groups.get(str(chat.id))
-        if config is None and chat.username:
-            config = groups.get("@" + chat.username.lower())
+        config = allowed_group(chat, groups)
         if config is None:
             return None
         group_id, group_title = str(chat.id), chat.title or config.title
