@@ -100,6 +100,21 @@ def is_escalation_titled(rec: Any) -> bool:
     return not rec.title or str(rec.title).startswith(ESCALATION_PREFIX)
 
 
+async def escalated_parties(services: Any, conv_id: str, known: Any = None) -> list[Any]:
+    """The party records of everyone who escalated into ``conv_id``, first escalation
+    first, as known now (``known``, a record already in hand, is used as it is).
+    Raises ``OSError`` when the transcript cannot be read."""
+    lines = await asyncio.to_thread(services.conversations.read_lines, conv_id)
+    parties = []
+    for pid in escalated_party_ids(lines):
+        found = known if known is not None and pid == known.id else None
+        if found is None:
+            found = await services.external.get(pid)
+        if found is not None:
+            parties.append(found)
+    return parties
+
+
 async def shown_titles(services: Any, records: Iterable[Any]) -> dict[str, str]:
     """``{conversation id: title}`` for the records whose title, as shown to the owner,
     differs from the stored one.
@@ -117,13 +132,10 @@ async def shown_titles(services: Any, records: Iterable[Any]) -> dict[str, str]:
         if not is_escalation_titled(rec):
             continue
         try:
-            lines = await asyncio.to_thread(services.conversations.read_lines, rec.id)
+            parties = await escalated_parties(services, rec.id)
         except OSError as exc:  # the stored title is still a title
             log.warning("cannot read %s for its title: %s", rec.id, exc)
             continue
-        parties = [
-            p for pid in escalated_party_ids(lines) if (p := await services.external.get(pid))
-        ]
         if not parties:
             continue
         title = escalation_title(parties)

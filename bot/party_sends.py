@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from bot.events import Attachment, OutboundMessage
-from bot.labels import escalated_party_ids, escalation_title, is_escalation_titled
+from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.parties import PartyRecord
 
 if TYPE_CHECKING:
@@ -175,12 +175,7 @@ class PartySends:
         rec = await self.s.conversations.get(conv_id)
         if rec is None or not is_escalation_titled(rec):
             return
-        lines = await asyncio.to_thread(self.s.conversations.read_lines, conv_id)
-        parties = [
-            found
-            for pid in escalated_party_ids(lines)
-            if (found := party if pid == party.id else await self.s.external.get(pid))
-        ]
+        parties = await escalated_parties(self.s, conv_id, known=party)
         title = escalation_title(parties or [party])
         if title != rec.title:
             await self.s.conversations.set_title_topics(conv_id, title, [], 0)
