@@ -32,7 +32,8 @@ from channels.email.mime import Walker, content_type
 
 log = logging.getLogger("my_agent.email.parsing")
 
-_MSGID_RE = re.compile(r"<[^<>\s]+>")
+_MSGID_RE = re.compile(r"<([^<>]*)>")
+_COMMENT = re.compile(r"\([^()]*\)")
 # Headers only automatic mail carries: auto-responders' own, and mailing lists' (RFC 2369,
 # RFC 2919: newsletters, list traffic, notifications).
 _AUTOMATIC_HEADERS = ("X-Autoreply", "X-Autorespond", "List-Id", "List-Unsubscribe")
@@ -86,10 +87,24 @@ def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
 
 
 def _msgids(value: str) -> list[str]:
-    ids = _MSGID_RE.findall(value)
-    if not ids and value.strip() and " " not in value.strip():
-        ids = [f"<{value.strip().strip('<>')}>"]  # a bare id without brackets
-    return ids
+    """The ids in a Message-ID, In-Reply-To or References value, in order.
+
+    Real mailers send malformed ones, which were taken for none (the mail then keyed by
+    its raw bytes, a reply naming it threaded under nothing): whitespace inside the
+    brackets is dropped (RFC 5322's obsolete syntax lets folding white space into an
+    id, no part of it; a mailer folding a long id in its middle leaves a space there);
+    without brackets, the one word with an ``@`` is the id (or the only word), a
+    comment is none, a lost closing bracket is restored. An empty ``<>`` is no id: it
+    made one thread of every mail carrying it."""
+    ids = [f"<{inner}>" for inner in ("".join(m.split()) for m in _MSGID_RE.findall(value))]
+    ids = [i for i in ids if i != "<>"]
+    if ids:
+        return ids
+    words = [w.strip("<>,;") for w in _COMMENT.sub(" ", value).split()]
+    words = [w for w in words if w]
+    if len(words) > 1:
+        words = [w for w in words if "@" in w]
+    return [f"<{words[0]}>"] if len(words) == 1 else []
 
 
 def _date(msg: Message) -> datetime | None:

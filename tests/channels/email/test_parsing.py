@@ -460,3 +460,38 @@ def test_a_base64_body_encoded_line_by_line_is_read_whole() -> None:
     # Ordinary wrapped base64 decodes as it always did.
     wrapped = base64.encodebytes(("Long line. " * 40).encode())
     assert parse_message(head + wrapped).text == "Long line. " * 40
+
+
+def _with_ids(value: bytes) -> bytes:
+    return (
+        b"From: a@example.org\r\nSubject: s\r\nMessage-ID: " + value + b"\r\n"
+        b"In-Reply-To: " + value + b"\r\nReferences: " + value + b"\r\n\r\nhi\r\n"
+    )
+
+
+def test_malformed_message_ids_are_recovered() -> None:
+    # A Message-ID with a space in it, folded inside the brackets, without brackets but
+    # with a comment, or with its closing bracket lost was taken for none: the mail was
+    # keyed by its raw bytes (a second copy with its own Received header was answered
+    # again) and a reply naming it found no thread.
+    cases = {
+        b"<abc def@example.org>": "<abcdef@example.org>",
+        b"\r\n <a-long-id-1234567890\r\n @example.org>": "<a-long-id-1234567890@example.org>",
+        b"abc@example.org (added by the relay)": "<abc@example.org>",
+        b"<abc@example.org": "<abc@example.org>",
+        b"<a@example.org> <b@example.org>": "<a@example.org>",
+    }
+    for value, expected in cases.items():
+        mail = parse_message(_with_ids(value))
+        assert (mail.message_id, mail.in_reply_to) == (expected, expected), value
+        assert mail.references[0] == expected, value
+    folded = parse_message(_with_ids(b"<root @example.org>\r\n <par\r\n ent@example.org>"))
+    assert folded.references == ("<root@example.org>", "<parent@example.org>")
+
+
+def test_unrecoverable_message_ids_are_none() -> None:
+    # "<>" was a Message-ID, and every mail carrying it one thread; words are no id.
+    for value in (b"<>", b"< >", b"not an id", b"Your message of Monday"):
+        mail = parse_message(_with_ids(value))
+        assert (mail.message_id, mail.in_reply_to, mail.references) == (None, None, ()), value
+    assert parse_message(_with_ids(b"<12345>")).message_id == "<12345>"  # no @: kept
