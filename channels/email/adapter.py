@@ -15,6 +15,7 @@ failures raise so that the core's outbox retries them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import os
@@ -95,6 +96,10 @@ class EmailChannel:
             raise ValueError("channels.email.address is required")
         self._cfg = cfg
         self.address = cfg.address.lower()
+        # Our mailbox's names: in a loop marker of a mail, it came back round.
+        self._ours = {
+            a.lower() for a in (cfg.address, cfg.imap.username, cfg.smtp.username) if a and "@" in a
+        }
         self._password = cfg.password or os.environ.get("EMAIL_PASSWORD") or ""
         self._smtp = SmtpSender(
             cfg.smtp,
@@ -233,6 +238,11 @@ class EmailChannel:
         if parsed.from_addr == self.address:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
+        if not parsed.auto_submitted and self._ours.intersection(parsed.loop_addresses):
+            # A forwarding rule of our own mailbox (or one it forwards to) sent it round
+            # and back: answering it would send the answer round the loop too.
+            log.info("mail uid %d came back through our mailbox: not answered", uid)
+            parsed = dataclasses.replace(parsed, auto_submitted=True)
         try:
             legacy = self._inbox is not None and self._inbox.keys.legacy(validity, uid, parsed.date)
             await self._host.deliver(self._inbound(parsed, raw, uid, validity, legacy))

@@ -37,6 +37,11 @@ _COMMENT = re.compile(r"\([^()]*\)")
 # Headers only automatic mail carries: auto-responders' own, and mailing lists' (RFC 2369,
 # RFC 2919: newsletters, list traffic, notifications).
 _AUTOMATIC_HEADERS = ("X-Autoreply", "X-Autorespond", "List-Id", "List-Unsubscribe")
+# Headers naming the mailboxes a mail has passed through on its way (loop markers):
+# Exchange's forwarding rules, procmail, Sieve and ticket systems (X-Loop), Mailman,
+# and a redirect (Resent-From). Our own address in one: the mail came back round.
+_LOOP_HEADERS = ("X-MS-Exchange-Inbox-Rules-Loop", "X-Loop", "X-Been-There", "Resent-From")
+_LOOP_ADDRESS = re.compile(r"[^\s<>,;:\"()\[\]]+@[^\s<>,;:\"()\[\]]+")
 # The subject Exchange and Outlook give an out-of-office reply, in the recipient's language
 # ("Automatic reply:", before Exchange 2010 "Out of Office:"; "Automatische Antwort:",
 # "Réponse automatique :", ...), always followed by a colon.
@@ -68,6 +73,9 @@ class ParsedMail:
     attachments: tuple[Attachment, ...]
     auth_results: tuple[str, ...]  # raw Authentication-Results values, top first
     auto_submitted: bool  # bounce, auto-reply, mailing-list bulk: never acknowledge these
+    # lower-cased addresses in loop markers (X-Loop, X-MS-Exchange-Inbox-Rules-Loop, ...):
+    # whether one is ours is for the channel, which knows its address, to say
+    loop_addresses: tuple[str, ...] = ()
 
 
 def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
@@ -152,6 +160,14 @@ def parse_message(raw: bytes) -> ParsedMail:
         attachments=tuple(walker.attachments),
         auth_results=tuple(unfold(v) for v in raw_header(msg, "Authentication-Results")),
         auto_submitted=_is_automatic(msg, sender[0][1] if sender else None),
+        loop_addresses=tuple(
+            dict.fromkeys(
+                found.lower()
+                for name in _LOOP_HEADERS
+                for value in raw_header(msg, name)
+                for found in _LOOP_ADDRESS.findall(unfold(value))
+            )
+        ),
     )
 
 

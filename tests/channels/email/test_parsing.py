@@ -495,3 +495,24 @@ def test_unrecoverable_message_ids_are_none() -> None:
         mail = parse_message(_with_ids(value))
         assert (mail.message_id, mail.in_reply_to, mail.references) == (None, None, ()), value
     assert parse_message(_with_ids(b"<12345>")).message_id == "<12345>"  # no @: kept
+
+
+def test_loop_markers_name_their_addresses() -> None:
+    # X-MS-Exchange-Inbox-Rules-Loop (an Exchange forwarding rule's mailbox), X-Loop
+    # (procmail, Sieve, ticket systems), X-Been-There (Mailman) and Resent-From say which
+    # mailboxes a mail has passed through: were ours among them, the mail came back.
+    raw = (
+        b"From: friend@example.net\r\nSubject: s\r\n"
+        b"X-MS-Exchange-Inbox-Rules-Loop: Bot@Example.com\r\n"
+        b"X-Loop: <loop@example.org>, my-script\r\n"
+        b"X-Been-There: list@example.org\r\n"
+        b"Resent-From: Me <resent@example.org>\r\n\r\nhi\r\n"
+    )
+    mail = parse_message(raw)
+    assert set(mail.loop_addresses) == {
+        "bot@example.com",
+        "loop@example.org",
+        "list@example.org",
+        "resent@example.org",
+    }
+    assert parse_message(b"From: a@example.org\r\n\r\nhi\r\n").loop_addresses == ()
