@@ -35,6 +35,7 @@ from channels.email.compose import (
     reply_subject,
     well_formed,
 )
+from channels.email.dsn import Undeliverable
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
 from channels.email.inbox import Inbox, Unstorable
@@ -127,6 +128,7 @@ class EmailChannel:
         # Message-ID of a mail we sent -> its subject (bounded like _recent): whether a
         # reply to it changes the subject, which the model is then shown
         self._sent_subjects: OrderedDict[str, str] = OrderedDict()
+        self._undeliverable = Undeliverable()  # addresses our mail bounced from lately
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
         self._inbox: Inbox | None = None  # the folder's reader (made at start)
 
@@ -243,6 +245,13 @@ class EmailChannel:
             # and back: answering it would send the answer round the loop too.
             log.info("mail uid %d came back through our mailbox: not answered", uid)
             parsed = dataclasses.replace(parsed, auto_submitted=True)
+        if parsed.bounce is not None and (failed := self._undeliverable.reported(parsed.bounce)):
+            log.warning(
+                "mail %s to %s bounced (%s)",
+                parsed.bounce.original_id,
+                ", ".join(failed),
+                parsed.bounce.status or parsed.bounce.action,
+            )
         try:
             legacy = self._inbox is not None and self._inbox.keys.legacy(validity, uid, parsed.date)
             await self._host.deliver(self._inbound(parsed, raw, uid, validity, legacy))
@@ -308,6 +317,12 @@ class EmailChannel:
         if message.kind == "acknowledgement" and recipient in self._automatic:
             log.info("not acknowledging automatic mail from %s (mail loop guard)", recipient)
             return SendResult(message_ref=None)
+        if message.kind == "escalation" and self._undeliverable.holds(recipient):
+            # Mail to this address bounced within the hour: the escalation (the
+            # dashboard shows it) would bounce as well, and were it about that bounce,
+            # its own bounce would be escalated again (a mail loop).
+            log.warning("escalation to %s not mailed: mail to it bounced lately", recipient)
+            return SendResult(message_ref=None)
         in_reply_to = message.in_reply_to if _is_msgid(message.in_reply_to) else None
         if in_reply_to is None and message.kind == "acknowledgement":
             in_reply_to = self._last_from.get(recipient)  # thread the ack under their mail
@@ -357,6 +372,7 @@ class EmailChannel:
         )
         log.info("sent %s %s to %s", message.kind, composed.message_id, sent_to)
         self._sent_subjects[composed.message_id] = subject
+        self._undeliverable.sent(composed.message_id, sent_to)
         while len(self._sent_subjects) > _REMEMBERED:
             self._sent_subjects.popitem(last=False)
         if message.conversation_id and self._host is not None:

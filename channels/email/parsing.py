@@ -28,6 +28,7 @@ from channels.email.decoding import (
     raw_header,
     unfold,
 )
+from channels.email.dsn import Bounce, read_bounce
 from channels.email.mime import Walker, content_type
 
 log = logging.getLogger("my_agent.email.parsing")
@@ -76,6 +77,7 @@ class ParsedMail:
     # lower-cased addresses in loop markers (X-Loop, X-MS-Exchange-Inbox-Rules-Loop, ...):
     # whether one is ours is for the channel, which knows its address, to say
     loop_addresses: tuple[str, ...] = ()
+    bounce: Bounce | None = None  # what a delivery report says (channels.email.dsn)
 
 
 def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
@@ -145,6 +147,11 @@ def parse_message(raw: bytes) -> ParsedMail:
     sender = _addresses(msg, "From")
     in_reply = _msgids(header_value(msg, "In-Reply-To"))
     message_ids = _msgids(header_value(msg, "Message-ID"))
+    try:
+        bounce = read_bounce(msg, _msgids)
+    except Exception:  # a report too broken to read is still automatic mail (below)
+        log.warning("could not read a delivery report", exc_info=True)
+        bounce = None
     return ParsedMail(
         message_id=message_ids[0] if message_ids else None,
         in_reply_to=in_reply[0] if in_reply else None,
@@ -159,7 +166,7 @@ def parse_message(raw: bytes) -> ParsedMail:
         text=text.strip("\n"),
         attachments=tuple(walker.attachments),
         auth_results=tuple(unfold(v) for v in raw_header(msg, "Authentication-Results")),
-        auto_submitted=_is_automatic(msg, sender[0][1] if sender else None),
+        auto_submitted=bounce is not None or _is_automatic(msg, sender[0][1] if sender else None),
         loop_addresses=tuple(
             dict.fromkeys(
                 found.lower()
@@ -168,6 +175,7 @@ def parse_message(raw: bytes) -> ParsedMail:
                 for found in _LOOP_ADDRESS.findall(unfold(value))
             )
         ),
+        bounce=bounce,
     )
 
 
