@@ -40,7 +40,7 @@ from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
 from channels.email.inbox import Inbox, Unstorable
 from channels.email.parsing import ParsedMail, parse_message
-from channels.email.smtp import NO_SMTPUTF8, SmtpSender
+from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
 
 log = logging.getLogger("my_agent.email")
 
@@ -108,6 +108,7 @@ class EmailChannel:
             (self._password or None) if cfg.smtp.auth else None,
             cfg.smtp.timeout,
         )
+        self._owed = Owed()  # mails some recipients are still owed (refused for now)
         self._host: ChannelHost | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -367,27 +368,44 @@ class EmailChannel:
             # The same message would fail the same way on every retry, and the outbox
             # sends in order: retrying would hold up every mail queued behind it.
             raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
-        sent_to, left_out = await self._smtp.send(
-            composed.message, self.address, composed.recipients
+        mail_id = composed.message_id
+        try:
+            sent = await self._smtp.send(
+                composed.message, self.address, self._owed.recipients(mail_id, composed.recipients)
+            )
+        except Deferred as exc:
+            # Some have it: so that their replies find the thread, it is recorded now;
+            # the outbox retries it for those refused for now.
+            self._owed.deferred(mail_id, exc.sent)
+            await self._sent(message, mail_id, subject, exc.sent.to)
+            raise
+        except PermanentSendError as exc:
+            sent = self._owed.refused(mail_id, exc)
+        sent = self._owed.done(mail_id, sent)
+        await self._sent(message, mail_id, subject, sent.to)
+        return SendResult(
+            message_ref=mail_id,
+            left_out=tuple(sent.left_out),
+            left_out_reason=left_out_reason(sent.left_out),
         )
-        log.info("sent %s %s to %s", message.kind, composed.message_id, sent_to)
-        self._sent_subjects[composed.message_id] = subject
-        self._undeliverable.sent(composed.message_id, sent_to)
+
+    async def _sent(
+        self, message: OutboundMessage, mail_id: str, subject: str, to: list[str]
+    ) -> None:
+        """Bookkeeping once the server took ``mail_id`` for ``to`` (some, or all)."""
+        if not to:
+            return
+        log.info("sent %s %s to %s", message.kind, mail_id, to)
+        self._sent_subjects[mail_id] = subject
+        self._undeliverable.sent(mail_id, to)
         while len(self._sent_subjects) > _REMEMBERED:
             self._sent_subjects.popitem(last=False)
         if message.conversation_id and self._host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
             try:
-                await self._host.record_message_ref(
-                    "email", composed.message_id, message.conversation_id
-                )
+                await self._host.record_message_ref("email", mail_id, message.conversation_id)
             except Exception:  # sent already: a failure here must not cause a resend
-                log.exception("could not record Message-ID %s", composed.message_id)
-        return SendResult(
-            message_ref=composed.message_id,
-            left_out=tuple(left_out),
-            left_out_reason=NO_SMTPUTF8 if left_out else "",
-        )
+                log.exception("could not record Message-ID %s", mail_id)
 
     def _stable_id(self, message: OutboundMessage, text: str) -> str | None:
         """A Message-ID that stays the same when the outbox retries the same entry, so a
