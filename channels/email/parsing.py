@@ -12,6 +12,7 @@ to :class:`bot.events.Attachment` metadata (the channel names them in the turn w
 from __future__ import annotations
 
 import email
+import email.parser
 import email.utils
 import logging
 import re
@@ -34,6 +35,7 @@ from channels.email.mime import Walker, content_type
 log = logging.getLogger("my_agent.email.parsing")
 
 _MSGID_RE = re.compile(r"<([^<>]*)>")
+_HEADER_END = re.compile(rb"\r?\n\r?\n")  # the blank line that ends the header block
 _COMMENT = re.compile(r"\([^()]*\)")
 # Headers only automatic mail carries: auto-responders' own, and mailing lists' (RFC 2369,
 # RFC 2919: newsletters, list traffic, notifications).
@@ -117,6 +119,14 @@ def _msgids(value: str) -> list[str]:
     return [f"<{words[0]}>"] if len(words) == 1 else []
 
 
+def _raw_body(raw: bytes) -> str:
+    """What follows the header block, as text. (It was split at ``\\n\\n``, which a
+    CRLF mail, any an IMAP server hands over, does not have: the text began with
+    every header of the mail.)"""
+    parts = _HEADER_END.split(raw, maxsplit=1)
+    return decode_bytes(parts[-1]).replace("\r\n", "\n")
+
+
 def _date(msg: Message) -> datetime | None:
     value = header_value(msg, "Date")
     if not value:
@@ -133,17 +143,24 @@ def _date(msg: Message) -> datetime | None:
 def parse_message(raw: bytes) -> ParsedMail:
     """Parse a raw RFC 5322 message. Never raises; missing pieces come back empty."""
     msg: Message
-    try:
-        msg = email.message_from_bytes(raw, policy=policy.default)
-    except Exception:  # pragma: no cover - the parser is itself tolerant
-        log.warning("unparseable message (%d bytes), reading it as plain text", len(raw))
-        msg = email.message_from_bytes(b"\n\n" + raw)
     walker = Walker()
     try:
-        text = walker.text(msg)
-    except Exception:  # a defect the walker did not foresee: fall back to the raw body
-        log.warning("could not walk the MIME tree, using the raw body", exc_info=True)
-        text = decode_bytes(raw.split(b"\n\n", 1)[-1])
+        msg = email.message_from_bytes(raw, policy=policy.default)
+    except Exception:  # the parser's own limits: a MIME tree nested thousands deep
+        # The headers alone still parse: the sender, its Message-ID and its subject
+        # are kept (reading the whole mail as a body lost them), the body is text.
+        log.warning("unparseable MIME (%d bytes): headers kept, the body read as text", len(raw))
+        try:
+            msg = email.parser.BytesParser(policy=policy.default).parsebytes(raw, headersonly=True)
+        except Exception:  # pragma: no cover - the header parser is itself tolerant
+            msg = email.message_from_bytes(b"\n\n" + raw)
+        text = _raw_body(raw)
+    else:
+        try:
+            text = walker.text(msg)
+        except Exception:  # a defect the walker did not foresee: fall back to the raw body
+            log.warning("could not walk the MIME tree, using the raw body", exc_info=True)
+            text = _raw_body(raw)
     sender = _addresses(msg, "From")
     in_reply = _msgids(header_value(msg, "In-Reply-To"))
     message_ids = _msgids(header_value(msg, "Message-ID"))

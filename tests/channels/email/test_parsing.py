@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import time
 from email.message import EmailMessage
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -530,3 +531,55 @@ def test_a_huge_subject_is_cut_and_decoded_in_no_time() -> None:
     assert 0 < len(mail.subject) <= 8192 and set(mail.subject) == {"ä"}
     folded = parse_message(b"From: a@b.org\r\nSubject: " + b"word\r\n " * 200_000 + b"\r\n\r\nx")
     assert len(folded.subject) <= 8192 and folded.subject.endswith("word")
+
+
+def _nested(depth: int) -> bytes:
+    """A mail whose attachment is a forward of a forward of ... ``depth`` deep."""
+    inner = b"From: c@example.org\r\nSubject: innermost\r\n\r\ndeep text\r\n"
+    for n in range(depth):
+        inner = (
+            (
+                b"From: n%d@example.org\r\nSubject: level %d\r\n"
+                b'Content-Type: multipart/mixed; boundary="b%d"\r\n\r\n'
+                b"--b%d\r\nContent-Type: text/plain\r\n\r\nlevel %d\r\n"
+                b"--b%d\r\nContent-Type: message/rfc822\r\n\r\n" % (n, n, n, n, n, n)
+            )
+            + inner
+            + b"\r\n--b%d--\r\n" % n
+        )
+    return (
+        b"From: a@example.org\r\nMessage-ID: <x@example.org>\r\nSubject: top\r\n"
+        b'Content-Type: multipart/mixed; boundary="top"\r\n\r\n'
+        b"--top\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n"
+        b"--top\r\nContent-Type: message/rfc822\r\n\r\n" + inner + b"\r\n--top--\r\n"
+    )
+
+
+def test_deeply_nested_attached_mails_keep_the_text_and_the_headers() -> None:
+    # 300 forwards deep, the attachment's size (serialising it) exceeded the recursion
+    # limit: the whole walk failed and the turn was the raw body, MIME headers and all.
+    mail = parse_message(_nested(300))
+    assert mail.text == "see attached"
+    assert [a.name for a in mail.attachments] == ["level 299.eml"]
+    # 3000 deep, the parser itself gave up and the mail was read as a body without
+    # headers: its sender, Message-ID and subject were lost.
+    deep = parse_message(_nested(3000))
+    assert (deep.from_addr, deep.message_id, deep.subject) == (
+        "a@example.org",
+        "<x@example.org>",
+        "top",
+    )
+    assert "see attached" in deep.text and "Message-ID" not in deep.text
+
+
+def test_a_walk_that_fails_leaves_the_headers_out_of_the_text(monkeypatch: Any) -> None:
+    # The fallback split the raw mail at "\n\n", which a CRLF mail (every mail an IMAP
+    # server hands over) does not have: the turn began with every header of the mail.
+    from channels.email import mime
+
+    def broken(self: object, part: object) -> str:
+        raise ValueError("a defect the walker did not foresee")
+
+    monkeypatch.setattr(mime.Walker, "text", broken)
+    mail = parse_message(b"From: a@example.org\r\nSubject: s\r\nX-Secret: 1\r\n\r\nHello.\r\n")
+    assert mail.text == "Hello." and mail.from_addr == "a@example.org"
