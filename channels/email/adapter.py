@@ -15,6 +15,7 @@ failures raise so that the core's outbox retries them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import os
@@ -34,11 +35,12 @@ from channels.email.compose import (
     reply_subject,
     well_formed,
 )
+from channels.email.dsn import Undeliverable
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
 from channels.email.inbox import Inbox, Unstorable
 from channels.email.parsing import ParsedMail, parse_message
-from channels.email.smtp import NO_SMTPUTF8, SmtpSender
+from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
 
 log = logging.getLogger("my_agent.email")
 
@@ -95,6 +97,10 @@ class EmailChannel:
             raise ValueError("channels.email.address is required")
         self._cfg = cfg
         self.address = cfg.address.lower()
+        # Our mailbox's names: in a loop marker of a mail, it came back round.
+        self._ours = {
+            a.lower() for a in (cfg.address, cfg.imap.username, cfg.smtp.username) if a and "@" in a
+        }
         self._password = cfg.password or os.environ.get("EMAIL_PASSWORD") or ""
         self._smtp = SmtpSender(
             cfg.smtp,
@@ -102,6 +108,7 @@ class EmailChannel:
             (self._password or None) if cfg.smtp.auth else None,
             cfg.smtp.timeout,
         )
+        self._owed = Owed()  # mails some recipients are still owed (refused for now)
         self._host: ChannelHost | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -122,6 +129,7 @@ class EmailChannel:
         # Message-ID of a mail we sent -> its subject (bounded like _recent): whether a
         # reply to it changes the subject, which the model is then shown
         self._sent_subjects: OrderedDict[str, str] = OrderedDict()
+        self._undeliverable = Undeliverable()  # addresses our mail bounced from lately
         self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
         self._inbox: Inbox | None = None  # the folder's reader (made at start)
 
@@ -233,6 +241,18 @@ class EmailChannel:
         if parsed.from_addr == self.address:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
+        if not parsed.auto_submitted and self._ours.intersection(parsed.loop_addresses):
+            # A forwarding rule of our own mailbox (or one it forwards to) sent it round
+            # and back: answering it would send the answer round the loop too.
+            log.info("mail uid %d came back through our mailbox: not answered", uid)
+            parsed = dataclasses.replace(parsed, auto_submitted=True)
+        if parsed.bounce is not None and (failed := self._undeliverable.reported(parsed.bounce)):
+            log.warning(
+                "mail %s to %s bounced (%s)",
+                parsed.bounce.original_id,
+                ", ".join(failed),
+                parsed.bounce.status or parsed.bounce.action,
+            )
         try:
             legacy = self._inbox is not None and self._inbox.keys.legacy(validity, uid, parsed.date)
             await self._host.deliver(self._inbound(parsed, raw, uid, validity, legacy))
@@ -298,6 +318,12 @@ class EmailChannel:
         if message.kind == "acknowledgement" and recipient in self._automatic:
             log.info("not acknowledging automatic mail from %s (mail loop guard)", recipient)
             return SendResult(message_ref=None)
+        if message.kind == "escalation" and self._undeliverable.holds(recipient):
+            # Mail to this address bounced within the hour: the escalation (the
+            # dashboard shows it) would bounce as well, and were it about that bounce,
+            # its own bounce would be escalated again (a mail loop).
+            log.warning("escalation to %s not mailed: mail to it bounced lately", recipient)
+            return SendResult(message_ref=None)
         in_reply_to = message.in_reply_to if _is_msgid(message.in_reply_to) else None
         if in_reply_to is None and message.kind == "acknowledgement":
             in_reply_to = self._last_from.get(recipient)  # thread the ack under their mail
@@ -342,26 +368,44 @@ class EmailChannel:
             # The same message would fail the same way on every retry, and the outbox
             # sends in order: retrying would hold up every mail queued behind it.
             raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
-        sent_to, left_out = await self._smtp.send(
-            composed.message, self.address, composed.recipients
+        mail_id = composed.message_id
+        try:
+            sent = await self._smtp.send(
+                composed.message, self.address, self._owed.recipients(mail_id, composed.recipients)
+            )
+        except Deferred as exc:
+            # Some have it: so that their replies find the thread, it is recorded now;
+            # the outbox retries it for those refused for now.
+            self._owed.deferred(mail_id, exc.sent)
+            await self._sent(message, mail_id, subject, exc.sent.to)
+            raise
+        except PermanentSendError as exc:
+            sent = self._owed.refused(mail_id, exc)
+        sent = self._owed.done(mail_id, sent)
+        await self._sent(message, mail_id, subject, sent.to)
+        return SendResult(
+            message_ref=mail_id,
+            left_out=tuple(sent.left_out),
+            left_out_reason=left_out_reason(sent.left_out),
         )
-        log.info("sent %s %s to %s", message.kind, composed.message_id, sent_to)
-        self._sent_subjects[composed.message_id] = subject
+
+    async def _sent(
+        self, message: OutboundMessage, mail_id: str, subject: str, to: list[str]
+    ) -> None:
+        """Bookkeeping once the server took ``mail_id`` for ``to`` (some, or all)."""
+        if not to:
+            return
+        log.info("sent %s %s to %s", message.kind, mail_id, to)
+        self._sent_subjects[mail_id] = subject
+        self._undeliverable.sent(mail_id, to)
         while len(self._sent_subjects) > _REMEMBERED:
             self._sent_subjects.popitem(last=False)
         if message.conversation_id and self._host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
             try:
-                await self._host.record_message_ref(
-                    "email", composed.message_id, message.conversation_id
-                )
+                await self._host.record_message_ref("email", mail_id, message.conversation_id)
             except Exception:  # sent already: a failure here must not cause a resend
-                log.exception("could not record Message-ID %s", composed.message_id)
-        return SendResult(
-            message_ref=composed.message_id,
-            left_out=tuple(left_out),
-            left_out_reason=NO_SMTPUTF8 if left_out else "",
-        )
+                log.exception("could not record Message-ID %s", mail_id)
 
     def _stable_id(self, message: OutboundMessage, text: str) -> str | None:
         """A Message-ID that stays the same when the outbox retries the same entry, so a

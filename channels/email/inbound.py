@@ -16,6 +16,7 @@ from bot.events import InboundMessage, iso
 from channels.email.auth import verify_sender
 from channels.email.compose import is_reply_subject, one_line, subject_base
 from channels.email.dedup import dedup_key
+from channels.email.dsn import Bounce
 from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
 
@@ -42,6 +43,17 @@ def subject_line(subject: str, text: str, thread_subject: str | None) -> str | N
     return f"Subject: {subject}"
 
 
+def bounce_metadata(bounce: Bounce) -> dict[str, object]:
+    """A delivery report's reading, kept with the turn."""
+    return {
+        "action": bounce.action,
+        "recipients": list(bounce.recipients),
+        "status": bounce.status,
+        "diagnostic": bounce.diagnostic,
+        "original_id": bounce.original_id,
+    }
+
+
 def to_inbound(
     mail: ParsedMail,
     raw: bytes,
@@ -65,7 +77,7 @@ def to_inbound(
         aligned=cfg.auth_require_alignment,
     )
     sender = mail.from_addr or "unknown@invalid"
-    refs = [r for r in (mail.in_reply_to, *reversed(mail.references)) if r]
+    refs = [r or "" for r in (mail.in_reply_to, *reversed(mail.references))]
     text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
     # The body as sent is kept when the text is not all of it (history, a signature
     # stripped); else it was the same megabytes twice in the turn.
@@ -77,6 +89,11 @@ def to_inbound(
         text = mail.subject.strip()
     elif label := subject_line(mail.subject, text, thread_subject):
         text = "\n\n".join(part for part in (label, text) if part.strip())
+    if mail.bounce is not None:
+        # What failed, to whom and why, first: the escalation quotes the first 500
+        # characters, which in a bounce were the reporting server's boilerplate.
+        text = "\n\n".join(part for part in (mail.bounce.summary(), text) if part.strip())
+        refs.insert(0, mail.bounce.original_id or "")
     if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
         # A PDF without a word used to be an empty turn, and the model never knew a
         # file had come with the mail: name what came (the bytes are not kept).
@@ -101,7 +118,7 @@ def to_inbound(
             legacy=legacy_key,
         ),
         message_ref=mail.message_id,
-        thread_refs=tuple(dict.fromkeys(refs)),
+        thread_refs=tuple(dict.fromkeys(r for r in refs if r)),
         subject=mail.subject or None,
         identity_verified=verdict.verified,
         # Bounces, auto-replies, list mail: recorded, never answered (mail loops).
@@ -114,6 +131,7 @@ def to_inbound(
             "date": iso(mail.date) if mail.date else None,
             "auth": verdict.reason,
             "auto_submitted": mail.auto_submitted,
+            **({"bounce": bounce_metadata(mail.bounce)} if mail.bounce else {}),
             "imap": {"uidvalidity": int(validity), "uid": uid},
         },
     )

@@ -138,9 +138,15 @@ class Walker:
         )
 
     @staticmethod
-    def _size(part: Message) -> int:
+    def _size(part: Message) -> int | None:
         if part.is_multipart():
-            return len(part.as_bytes()) if hasattr(part, "as_bytes") else 0
+            try:
+                return len(part.as_bytes()) if hasattr(part, "as_bytes") else 0
+            except Exception:
+                # An attached mail forwarding a forward ... hundreds deep exceeds the
+                # recursion limit when serialised: its size is unknown, and the walk
+                # (which failed as a whole: the raw body became the text) goes on.
+                return None
         return len(_payload_bytes(part))
 
     @staticmethod

@@ -12,6 +12,7 @@ to :class:`bot.events.Attachment` metadata (the channel names them in the turn w
 from __future__ import annotations
 
 import email
+import email.parser
 import email.utils
 import logging
 import re
@@ -28,14 +29,22 @@ from channels.email.decoding import (
     raw_header,
     unfold,
 )
+from channels.email.dsn import Bounce, read_bounce
 from channels.email.mime import Walker, content_type
 
 log = logging.getLogger("my_agent.email.parsing")
 
-_MSGID_RE = re.compile(r"<[^<>\s]+>")
+_MSGID_RE = re.compile(r"<([^<>]*)>")
+_HEADER_END = re.compile(rb"\r?\n\r?\n")  # the blank line that ends the header block
+_COMMENT = re.compile(r"\([^()]*\)")
 # Headers only automatic mail carries: auto-responders' own, and mailing lists' (RFC 2369,
 # RFC 2919: newsletters, list traffic, notifications).
 _AUTOMATIC_HEADERS = ("X-Autoreply", "X-Autorespond", "List-Id", "List-Unsubscribe")
+# Headers naming the mailboxes a mail has passed through on its way (loop markers):
+# Exchange's forwarding rules, procmail, Sieve and ticket systems (X-Loop), Mailman,
+# and a redirect (Resent-From). Our own address in one: the mail came back round.
+_LOOP_HEADERS = ("X-MS-Exchange-Inbox-Rules-Loop", "X-Loop", "X-Been-There", "Resent-From")
+_LOOP_ADDRESS = re.compile(r"[^\s<>,;:\"()\[\]]+@[^\s<>,;:\"()\[\]]+")
 # The subject Exchange and Outlook give an out-of-office reply, in the recipient's language
 # ("Automatic reply:", before Exchange 2010 "Out of Office:"; "Automatische Antwort:",
 # "Réponse automatique :", ...), always followed by a colon.
@@ -67,6 +76,10 @@ class ParsedMail:
     attachments: tuple[Attachment, ...]
     auth_results: tuple[str, ...]  # raw Authentication-Results values, top first
     auto_submitted: bool  # bounce, auto-reply, mailing-list bulk: never acknowledge these
+    # lower-cased addresses in loop markers (X-Loop, X-MS-Exchange-Inbox-Rules-Loop, ...):
+    # whether one is ours is for the channel, which knows its address, to say
+    loop_addresses: tuple[str, ...] = ()
+    bounce: Bounce | None = None  # what a delivery report says (channels.email.dsn)
 
 
 def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
@@ -86,10 +99,32 @@ def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
 
 
 def _msgids(value: str) -> list[str]:
-    ids = _MSGID_RE.findall(value)
-    if not ids and value.strip() and " " not in value.strip():
-        ids = [f"<{value.strip().strip('<>')}>"]  # a bare id without brackets
-    return ids
+    """The ids in a Message-ID, In-Reply-To or References value, in order.
+
+    Real mailers send malformed ones, which were taken for none (the mail then keyed by
+    its raw bytes, a reply naming it threaded under nothing): whitespace inside the
+    brackets is dropped (RFC 5322's obsolete syntax lets folding white space into an
+    id, no part of it; a mailer folding a long id in its middle leaves a space there);
+    without brackets, the one word with an ``@`` is the id (or the only word), a
+    comment is none, a lost closing bracket is restored. An empty ``<>`` is no id: it
+    made one thread of every mail carrying it."""
+    ids = [f"<{inner}>" for inner in ("".join(m.split()) for m in _MSGID_RE.findall(value))]
+    ids = [i for i in ids if i != "<>"]
+    if ids:
+        return ids
+    words = [w.strip("<>,;") for w in _COMMENT.sub(" ", value).split()]
+    words = [w for w in words if w]
+    if len(words) > 1:
+        words = [w for w in words if "@" in w]
+    return [f"<{words[0]}>"] if len(words) == 1 else []
+
+
+def _raw_body(raw: bytes) -> str:
+    """What follows the header block, as text. (It was split at ``\\n\\n``, which a
+    CRLF mail, any an IMAP server hands over, does not have: the text began with
+    every header of the mail.)"""
+    parts = _HEADER_END.split(raw, maxsplit=1)
+    return decode_bytes(parts[-1]).replace("\r\n", "\n")
 
 
 def _date(msg: Message) -> datetime | None:
@@ -108,20 +143,32 @@ def _date(msg: Message) -> datetime | None:
 def parse_message(raw: bytes) -> ParsedMail:
     """Parse a raw RFC 5322 message. Never raises; missing pieces come back empty."""
     msg: Message
-    try:
-        msg = email.message_from_bytes(raw, policy=policy.default)
-    except Exception:  # pragma: no cover - the parser is itself tolerant
-        log.warning("unparseable message (%d bytes), reading it as plain text", len(raw))
-        msg = email.message_from_bytes(b"\n\n" + raw)
     walker = Walker()
     try:
-        text = walker.text(msg)
-    except Exception:  # a defect the walker did not foresee: fall back to the raw body
-        log.warning("could not walk the MIME tree, using the raw body", exc_info=True)
-        text = decode_bytes(raw.split(b"\n\n", 1)[-1])
+        msg = email.message_from_bytes(raw, policy=policy.default)
+    except Exception:  # the parser's own limits: a MIME tree nested thousands deep
+        # The headers alone still parse: the sender, its Message-ID and its subject
+        # are kept (reading the whole mail as a body lost them), the body is text.
+        log.warning("unparseable MIME (%d bytes): headers kept, the body read as text", len(raw))
+        try:
+            msg = email.parser.BytesParser(policy=policy.default).parsebytes(raw, headersonly=True)
+        except Exception:  # pragma: no cover - the header parser is itself tolerant
+            msg = email.message_from_bytes(b"\n\n" + raw)
+        text = _raw_body(raw)
+    else:
+        try:
+            text = walker.text(msg)
+        except Exception:  # a defect the walker did not foresee: fall back to the raw body
+            log.warning("could not walk the MIME tree, using the raw body", exc_info=True)
+            text = _raw_body(raw)
     sender = _addresses(msg, "From")
     in_reply = _msgids(header_value(msg, "In-Reply-To"))
     message_ids = _msgids(header_value(msg, "Message-ID"))
+    try:
+        bounce = read_bounce(msg, _msgids)
+    except Exception:  # a report too broken to read is still automatic mail (below)
+        log.warning("could not read a delivery report", exc_info=True)
+        bounce = None
     return ParsedMail(
         message_id=message_ids[0] if message_ids else None,
         in_reply_to=in_reply[0] if in_reply else None,
@@ -136,7 +183,16 @@ def parse_message(raw: bytes) -> ParsedMail:
         text=text.strip("\n"),
         attachments=tuple(walker.attachments),
         auth_results=tuple(unfold(v) for v in raw_header(msg, "Authentication-Results")),
-        auto_submitted=_is_automatic(msg, sender[0][1] if sender else None),
+        auto_submitted=bounce is not None or _is_automatic(msg, sender[0][1] if sender else None),
+        loop_addresses=tuple(
+            dict.fromkeys(
+                found.lower()
+                for name in _LOOP_HEADERS
+                for value in raw_header(msg, name)
+                for found in _LOOP_ADDRESS.findall(unfold(value))
+            )
+        ),
+        bounce=bounce,
     )
 
 

@@ -6,7 +6,9 @@ addresses the server cannot take (no SMTPUTF8) for every recipient, is permanent
 connection problems, timeouts, 4xx answers and authentication failures (a wrong password
 is fixed by the owner, after which the queued replies should still go out) are retried.
 A recipient a server without SMTPUTF8 cannot address is left out, with a warning, and the
-mail goes to the others (an accented domain is written in its ASCII form, IDNA).
+mail goes to the others (an accented domain is written in its ASCII form, IDNA). So is a
+recipient the server refuses with 5xx while it takes the others; one it refuses with
+4xx is :class:`Deferred`: the mail went to the others, and is owed to it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import copy
 import logging
 import ssl
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from email.headerregistry import Address
 from email.message import EmailMessage
 
@@ -31,6 +35,26 @@ NO_SMTPUTF8 = (
 )
 
 
+@dataclass
+class Sent:
+    """What one send did: who the server took, who was left out for good (address ->
+    why, as the owner is told it) and who it refused for now (address -> its answer)."""
+
+    to: list[str]
+    left_out: dict[str, str] = field(default_factory=dict)
+    deferred: dict[str, str] = field(default_factory=dict)
+
+
+class Deferred(Exception):
+    """The server took the mail for some recipients and refused others for now (4xx):
+    retried later for those alone (the channel remembers who has it)."""
+
+    def __init__(self, sent: Sent) -> None:
+        self.sent = sent
+        answers = "; ".join(f"{a} {why}" for a, why in sent.deferred.items())
+        super().__init__(f"recipients refused for now, to be retried: {answers}")
+
+
 class SmtpSender:
     """Sends one message per connection (replies are rare; no pool to go stale)."""
 
@@ -42,13 +66,13 @@ class SmtpSender:
         self._password = password
         self._timeout = timeout
 
-    async def send(
-        self, message: EmailMessage, sender: str, recipients: list[str]
-    ) -> tuple[list[str], list[str]]:
+    async def send(self, message: EmailMessage, sender: str, recipients: list[str]) -> Sent:
         """Deliver ``message``; raise to retry, :class:`PermanentSendError` when pointless.
-        Returns the recipients it was sent to and those left out (see :data:`NO_SMTPUTF8`)."""
+        Returns who has it, and who was left out and why (:data:`NO_SMTPUTF8`, a 5xx
+        refusal); :class:`Deferred` when some have it and others are refused for now."""
         try:
-            await self._send(message, sender, recipients)
+            refused = await self._send(message, sender, recipients)
+            sent = Sent(recipients)
         except aiosmtplib.SMTPNotSupported as exc:
             if not sender.isascii():
                 raise  # our own address: the owner's configuration to fix, retried
@@ -69,11 +93,28 @@ class SmtpSender:
                     message.get("Message-ID", "a mail"),
                     len(reachable),
                 )
-            await self._send(_readdressed(message, ascii_form), sender, reachable)
-            return reachable, lost
-        return recipients, []
+            refused = await self._send(_readdressed(message, ascii_form), sender, reachable)
+            sent = Sent(reachable, dict.fromkeys(lost, NO_SMTPUTF8))
+        if refused:
+            # Partly delivered: the others have it; sent again as a whole, it would reach
+            # them twice. Those refused for good are left out (the owner is told), those
+            # refused for now are owed the mail (it was only logged, and lost to them).
+            for rcpt, (code, text) in refused.items():
+                log.warning("SMTP refused recipient %s: %s %s", rcpt, code, text)
+                answer = f"{code} {text}".strip()
+                if 400 <= code < 500:
+                    sent.deferred[rcpt] = answer
+                else:
+                    sent.left_out[rcpt] = f"the mail server refused it ({answer})"
+            sent.to = [r for r in sent.to if r not in refused]
+        if sent.deferred:
+            raise Deferred(sent)
+        return sent
 
-    async def _send(self, message: EmailMessage, sender: str, recipients: list[str]) -> None:
+    async def _send(
+        self, message: EmailMessage, sender: str, recipients: list[str]
+    ) -> dict[str, tuple[int, str]]:
+        """Send; the recipients the server refused while it took the others."""
         cfg = self._config
         try:
             errors, response = await aiosmtplib.send(
@@ -109,10 +150,8 @@ class SmtpSender:
             if 500 <= exc.code < 600:
                 raise PermanentSendError(f"message refused: {exc.code} {exc.message}") from exc
             raise
-        for rcpt, (code, text) in errors.items():
-            # Partly delivered: the others got it; resending would duplicate for them.
-            log.warning("SMTP refused recipient %s: %s %s", rcpt, code, text)
         log.debug("SMTP accepted message for %s: %s", recipients, response)
+        return {rcpt: (answer.code, answer.message) for rcpt, answer in errors.items()}
 
 
 def _ascii_address(addr: str) -> str | None:
@@ -149,3 +188,53 @@ def _readdressed(message: EmailMessage, ascii_form: dict[str, str | None]) -> Em
         if addresses:
             out[name] = addresses
     return out
+
+
+class Owed:
+    """Mails the server took for some recipients and refused others for now: who is
+    still owed each (by Message-ID), and who was left out meanwhile. The outbox retries
+    the entry with the same Message-ID; the retry goes to those owed it alone (sent
+    again as a whole, the others had it twice). In memory: after a restart, a retry
+    goes to everyone again, under the same Message-ID (clients show it once)."""
+
+    _REMEMBERED = 512
+
+    def __init__(self) -> None:
+        self._owed: OrderedDict[str, tuple[set[str], dict[str, str]]] = OrderedDict()
+
+    def recipients(self, message_id: str, recipients: list[str]) -> list[str]:
+        """Who this send of ``message_id`` goes to."""
+        owed = self._owed.get(message_id)
+        if owed is None:
+            return recipients
+        return [r for r in recipients if r in owed[0] or _ascii_address(r) in owed[0]]
+
+    def deferred(self, message_id: str, sent: Sent) -> None:
+        """``sent`` was refused for now to some: remember who is owed it."""
+        left_out = {**self._owed.get(message_id, (set(), {}))[1], **sent.left_out}
+        self._owed[message_id] = (set(sent.deferred), left_out)
+        self._owed.move_to_end(message_id)
+        while len(self._owed) > self._REMEMBERED:
+            self._owed.popitem(last=False)
+
+    def refused(self, message_id: str, exc: PermanentSendError) -> Sent:
+        """The retry of ``message_id`` was refused for good to all it owed: when others
+        had it from an earlier send, those are left out (the mail did not fail as a
+        whole); else ``exc`` stands."""
+        owed = self._owed.get(message_id)
+        if owed is None:
+            raise exc
+        return Sent([], dict.fromkeys(sorted(owed[0]), f"the mail server refused it ({exc})"))
+
+    def done(self, message_id: str, sent: Sent) -> Sent:
+        """The last send of ``message_id``: ``sent`` with whoever an earlier one left out."""
+        _, left_out = self._owed.pop(message_id, (set(), {}))
+        return Sent(sent.to, {**left_out, **sent.left_out})
+
+
+def left_out_reason(left_out: dict[str, str]) -> str:
+    """Why ``left_out`` (address -> why) were left out, as the owner is told it."""
+    reasons = set(left_out.values())
+    if len(reasons) <= 1:
+        return next(iter(reasons), "")
+    return "; ".join(f"{address}: {why}" for address, why in left_out.items())

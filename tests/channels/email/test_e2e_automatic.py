@@ -8,7 +8,7 @@ import asyncio
 from email.message import EmailMessage
 from pathlib import Path
 
-from tests.channels.email.conftest import PymapServer, SmtpServer, append, create_folder
+from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append, create_folder
 from tests.channels.email.test_e2e import (
     OWNER,
     Stack,
@@ -118,3 +118,36 @@ async def test_automatic_answers_to_a_third_party_say_so(
     assert "See you there!" in relayed.get_content()
     assert relayed["Auto-Submitted"] is None
     assert all(m["Auto-Submitted"] is None for m in sent_to(smtp, OWNER))
+
+
+async def test_mail_that_looped_back_through_our_mailbox_is_not_answered(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # A known contact's mail that a forwarding rule of our own mailbox sent round and
+    # back (Exchange's X-MS-Exchange-Inbox-Rules-Loop, X-Loop, naming our address) was
+    # answered like a new mail: each answer went round the loop again.
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    config.trust.contacts["email"] = {FRIEND: "known"}
+    stack = await open_stack(config)
+    stacks.append(stack)
+    exchange = owner_mail(20, "Dinner on Friday?", subject="Dinner", sender=FRIEND)
+    exchange["X-MS-Exchange-Inbox-Rules-Loop"] = USER
+    procmail = owner_mail(21, "Lunch on Monday?", subject="Lunch", sender=FRIEND)
+    procmail["X-Loop"] = f"<{USER.upper()}>"
+    elsewhere = owner_mail(22, "Tea on Sunday?", subject="Tea", sender=FRIEND)
+    elsewhere["X-MS-Exchange-Inbox-Rules-Loop"] = "friend-old@example.net"  # not ours
+    for mail in (exchange, procmail, elsewhere):
+        await append(pymap.port, folder, mail)
+    async with asyncio.timeout(10):
+        while True:
+            [party] = await stack.services.external.list_parties()
+            said = await stack.services.external.messages(party.id)
+            if sum(m["direction"] == "in" for m in said) == 3:
+                break
+            await asyncio.sleep(0.05)
+    await smtp.capture.wait_for(1)
+    await asyncio.sleep(1.0)  # time for any (wrong) answer to be generated and queued
+    await drain(stack)
+    [answer] = sent_to(smtp, FRIEND)
+    assert answer["In-Reply-To"] == "<e2e-22@example.org>"

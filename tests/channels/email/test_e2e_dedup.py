@@ -21,6 +21,7 @@ from tests.channels.email.conftest import (
     imap_client,
 )
 from tests.channels.email.test_e2e import (
+    GOOD_AUTH,
     OWNER,
     Stack,
     drain,
@@ -178,4 +179,47 @@ async def test_a_mail_delivered_under_the_old_key_is_still_dropped_after_the_upg
         for turn in user_turns(stack, rec.id)
     ]
     assert sorted(turns) == ["Renew the passport.", "Subject: Passport\n\nAnd the ID card."]
+    assert len(smtp.capture.messages) == 2
+
+
+def raw_mail(message_id: bytes, body: bytes, subject: bytes, extra: bytes = b"") -> bytes:
+    return (
+        extra + b"From: Owner <" + OWNER.encode() + b">\r\n"
+        b"To: bot@example.com\r\n"
+        b"Subject: " + subject + b"\r\n"
+        b"Message-ID: " + message_id + b"\r\n"
+        b"Date: Tue, 14 Jan 2025 09:12:00 +0100\r\n"
+        b"Authentication-Results: " + GOOD_AUTH.encode() + b"\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\n\r\n" + body + b"\r\n"
+    )
+
+
+async def test_a_message_id_with_a_space_still_threads_and_deduplicates(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Real mailers send "<trip plan 7@example.org>": it was taken for no Message-ID, so a
+    # second copy of the mail (its own Received header) was answered again, and a mail
+    # naming it in In-Reply-To found no thread (a new conversation).
+    folder = await create_folder(pymap.port)
+    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
+    stacks.append(stack)
+    first = raw_mail(b"<trip plan 7@example.org>", b"Find me a train.", b"Trip")
+    await append(pymap.port, folder, first)
+    [reply] = await smtp.capture.wait_for(1)
+    assert reply["In-Reply-To"] == "<tripplan7@example.org>"
+    conv = await wait_ref(stack, "<tripplan7@example.org>")
+    copy = b"Received: from relay2.example.org by mx.example.com\r\n" + first
+    follow_up = raw_mail(b"<e2e-71@example.org>", b"And a hotel.", b"Hotel")
+    follow_up = follow_up.replace(
+        b"\r\n\r\n", b"\r\nIn-Reply-To: <trip plan 7@example.org>\r\n\r\n", 1
+    )
+    await append(pymap.port, folder, copy)
+    await append(pymap.port, folder, follow_up)
+    assert await wait_ref(stack, "<e2e-71@example.org>") == conv
+    await smtp.capture.wait_for(2)
+    await drain(stack)
+    assert user_turns(stack, conv) == [
+        "Subject: Trip\n\nFind me a train.",
+        "Subject: Hotel\n\nAnd a hotel.",
+    ]
     assert len(smtp.capture.messages) == 2

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from tests.channels.email.conftest import PymapServer, SmtpServer, append, create_folder
 from tests.channels.email.test_e2e import (
+    OWNER,
     Stack,
+    drain,
     e2e_config,
     open_stack,
     owner_mail,
@@ -39,3 +42,33 @@ async def test_a_big_mail_is_stored_once(
     assert "full_body" not in turn["metadata"]
     transcript = tmp_path / "conversations" / f"{conv}.jsonl"
     assert transcript.stat().st_size < 1.2 * len(log)
+
+
+async def test_a_cc_refused_for_now_gets_the_outbox_retry_alone(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Through the real outbox: the reply-all went to the owner and Anna while the server
+    # refused Ben for now (451); it counted as sent and Ben never had it. The outbox now
+    # retries it, to Ben alone, under the same Message-ID.
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    config.channels.email.reply_all = True
+    stack = await open_stack(config)
+    stacks.append(stack)
+    smtp.capture.reject_rcpt["ben@example.org"] = "451 4.7.1 Greylisted, try again"
+    mail = owner_mail(1, "Dinner on Friday?", subject="Dinner")
+    mail["Cc"] = "anna@example.org, ben@example.org"
+    await append(pymap.port, folder, mail)
+    [first] = await smtp.capture.wait_for(1)
+    await asyncio.sleep(0.3)  # a retry or two, refused again
+    del smtp.capture.reject_rcpt["ben@example.org"]
+    [_, again] = await smtp.capture.wait_for(2)
+    await drain(stack)
+    assert [e.rcpt_tos for e, _ in smtp.capture.messages] == [
+        [OWNER, "anna@example.org"],
+        ["ben@example.org"],
+    ]
+    assert again["Message-ID"] == first["Message-ID"]
+    assert await wait_ref(stack, first["Message-ID"]) == await wait_ref(
+        stack, "<e2e-1@example.org>"
+    )

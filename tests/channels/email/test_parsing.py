@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import time
 from email.message import EmailMessage
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -460,3 +462,124 @@ def test_a_base64_body_encoded_line_by_line_is_read_whole() -> None:
     # Ordinary wrapped base64 decodes as it always did.
     wrapped = base64.encodebytes(("Long line. " * 40).encode())
     assert parse_message(head + wrapped).text == "Long line. " * 40
+
+
+def _with_ids(value: bytes) -> bytes:
+    return (
+        b"From: a@example.org\r\nSubject: s\r\nMessage-ID: " + value + b"\r\n"
+        b"In-Reply-To: " + value + b"\r\nReferences: " + value + b"\r\n\r\nhi\r\n"
+    )
+
+
+def test_malformed_message_ids_are_recovered() -> None:
+    # A Message-ID with a space in it, folded inside the brackets, without brackets but
+    # with a comment, or with its closing bracket lost was taken for none: the mail was
+    # keyed by its raw bytes (a second copy with its own Received header was answered
+    # again) and a reply naming it found no thread.
+    cases = {
+        b"<abc def@example.org>": "<abcdef@example.org>",
+        b"\r\n <a-long-id-1234567890\r\n @example.org>": "<a-long-id-1234567890@example.org>",
+        b"abc@example.org (added by the relay)": "<abc@example.org>",
+        b"<abc@example.org": "<abc@example.org>",
+        b"<a@example.org> <b@example.org>": "<a@example.org>",
+    }
+    for value, expected in cases.items():
+        mail = parse_message(_with_ids(value))
+        assert (mail.message_id, mail.in_reply_to) == (expected, expected), value
+        assert mail.references[0] == expected, value
+    folded = parse_message(_with_ids(b"<root @example.org>\r\n <par\r\n ent@example.org>"))
+    assert folded.references == ("<root@example.org>", "<parent@example.org>")
+
+
+def test_unrecoverable_message_ids_are_none() -> None:
+    # "<>" was a Message-ID, and every mail carrying it one thread; words are no id.
+    for value in (b"<>", b"< >", b"not an id", b"Your message of Monday"):
+        mail = parse_message(_with_ids(value))
+        assert (mail.message_id, mail.in_reply_to, mail.references) == (None, None, ()), value
+    assert parse_message(_with_ids(b"<12345>")).message_id == "<12345>"  # no @: kept
+
+
+def test_loop_markers_name_their_addresses() -> None:
+    # X-MS-Exchange-Inbox-Rules-Loop (an Exchange forwarding rule's mailbox), X-Loop
+    # (procmail, Sieve, ticket systems), X-Been-There (Mailman) and Resent-From say which
+    # mailboxes a mail has passed through: were ours among them, the mail came back.
+    raw = (
+        b"From: friend@example.net\r\nSubject: s\r\n"
+        b"X-MS-Exchange-Inbox-Rules-Loop: Bot@Example.com\r\n"
+        b"X-Loop: <loop@example.org>, my-script\r\n"
+        b"X-Been-There: list@example.org\r\n"
+        b"Resent-From: Me <resent@example.org>\r\n\r\nhi\r\n"
+    )
+    mail = parse_message(raw)
+    assert set(mail.loop_addresses) == {
+        "bot@example.com",
+        "loop@example.org",
+        "list@example.org",
+        "resent@example.org",
+    }
+    assert parse_message(b"From: a@example.org\r\n\r\nhi\r\n").loop_addresses == ()
+
+
+def test_a_huge_subject_is_cut_and_decoded_in_no_time() -> None:
+    # A subject of 100,000 RFC 2047 encoded words (1.4 MB) took 12 s to decode, the
+    # event loop held all the while (Python's decoder is quadratic in the words); a
+    # subject of 200,000 folded words came whole into the turn and the reply's header.
+    raw = b"From: a@example.org\r\nSubject: " + b"=?utf-8?q?=C3=A4?= " * 100_000 + b"\r\n\r\nx\r\n"
+    started = time.perf_counter()
+    mail = parse_message(raw)
+    assert time.perf_counter() - started < 3.0
+    assert 0 < len(mail.subject) <= 8192 and set(mail.subject) == {"ä"}
+    folded = parse_message(b"From: a@b.org\r\nSubject: " + b"word\r\n " * 200_000 + b"\r\n\r\nx")
+    assert len(folded.subject) <= 8192 and folded.subject.endswith("word")
+
+
+def _nested(depth: int) -> bytes:
+    """A mail whose attachment is a forward of a forward of ... ``depth`` deep."""
+    inner = b"From: c@example.org\r\nSubject: innermost\r\n\r\ndeep text\r\n"
+    for n in range(depth):
+        inner = (
+            (
+                b"From: n%d@example.org\r\nSubject: level %d\r\n"
+                b'Content-Type: multipart/mixed; boundary="b%d"\r\n\r\n'
+                b"--b%d\r\nContent-Type: text/plain\r\n\r\nlevel %d\r\n"
+                b"--b%d\r\nContent-Type: message/rfc822\r\n\r\n" % (n, n, n, n, n, n)
+            )
+            + inner
+            + b"\r\n--b%d--\r\n" % n
+        )
+    return (
+        b"From: a@example.org\r\nMessage-ID: <x@example.org>\r\nSubject: top\r\n"
+        b'Content-Type: multipart/mixed; boundary="top"\r\n\r\n'
+        b"--top\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n"
+        b"--top\r\nContent-Type: message/rfc822\r\n\r\n" + inner + b"\r\n--top--\r\n"
+    )
+
+
+def test_deeply_nested_attached_mails_keep_the_text_and_the_headers() -> None:
+    # 300 forwards deep, the attachment's size (serialising it) exceeded the recursion
+    # limit: the whole walk failed and the turn was the raw body, MIME headers and all.
+    mail = parse_message(_nested(300))
+    assert mail.text == "see attached"
+    assert [a.name for a in mail.attachments] == ["level 299.eml"]
+    # 3000 deep, the parser itself gave up and the mail was read as a body without
+    # headers: its sender, Message-ID and subject were lost.
+    deep = parse_message(_nested(3000))
+    assert (deep.from_addr, deep.message_id, deep.subject) == (
+        "a@example.org",
+        "<x@example.org>",
+        "top",
+    )
+    assert "see attached" in deep.text and "Message-ID" not in deep.text
+
+
+def test_a_walk_that_fails_leaves_the_headers_out_of_the_text(monkeypatch: Any) -> None:
+    # The fallback split the raw mail at "\n\n", which a CRLF mail (every mail an IMAP
+    # server hands over) does not have: the turn began with every header of the mail.
+    from channels.email import mime
+
+    def broken(self: object, part: object) -> str:
+        raise ValueError("a defect the walker did not foresee")
+
+    monkeypatch.setattr(mime.Walker, "text", broken)
+    mail = parse_message(b"From: a@example.org\r\nSubject: s\r\nX-Secret: 1\r\n\r\nHello.\r\n")
+    assert mail.text == "Hello." and mail.from_addr == "a@example.org"

@@ -109,3 +109,58 @@ async def test_the_owner_is_told_of_a_cc_the_reply_all_left_out(
     body = alert.get_content()
     assert "without jöhn@example.de" in body and "SMTPUTF8" in body, body
     assert "anna@example.org" not in body
+
+
+def reply_all(text: str, cc: list[str]) -> OutboundMessage:
+    return OutboundMessage(
+        channel="email",
+        chat_id=OWNER,
+        text=text,
+        in_reply_to="<m1@example.org>",
+        subject="Dinner",
+        metadata={"to": [USER], "cc": cc},
+        send_key="email:<m1@example.org>:reply",
+    )
+
+
+async def test_a_recipient_refused_for_now_gets_the_retry_and_nobody_else(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # Regression: a Cc the server refused with 451 while it took the others was only
+    # logged: the mail counted as sent, never retried to them, and nobody told.
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX", reply_all=True))
+    smtp.capture.reject_rcpt["busy@example.org"] = "451 4.3.0 Try again later"
+    message = reply_all("Friday at 8.", ["anna@example.org", "busy@example.org"])
+    with pytest.raises(Exception, match=r"busy@example\.org") as info:
+        await channel.send(message)  # the outbox retries it later
+    assert not isinstance(info.value, PermanentSendError)
+    [first] = await smtp.capture.wait_for(1)
+    assert smtp.capture.messages[0][0].rcpt_tos == [OWNER, "anna@example.org"]
+    del smtp.capture.reject_rcpt["busy@example.org"]
+    result = await channel.send(message)  # the outbox's retry: to the one left
+    [_, again] = await smtp.capture.wait_for(2)
+    assert smtp.capture.messages[1][0].rcpt_tos == ["busy@example.org"]
+    assert again["Message-ID"] == first["Message-ID"] == result.message_ref
+    assert again["Cc"] == first["Cc"]  # the same mail: its headers name everyone
+    assert result.left_out == ()
+
+
+async def test_a_recipient_refused_for_good_is_left_out_and_the_owner_told(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # Regression: a Cc the server refused with 550 while it took the others was only
+    # logged: the owner believed everyone on the thread had the answer. Refused for
+    # now at first and for good at the retry, it is left out as well (the others have
+    # the mail: it is not failed as a whole).
+    channel = EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX", reply_all=True))
+    smtp.capture.reject_rcpt["gone@example.org"] = "550 5.1.1 No such user"
+    smtp.capture.reject_rcpt["busy@example.org"] = "451 4.3.0 Try again later"
+    message = reply_all("Friday at 8.", ["gone@example.org", "busy@example.org"])
+    with pytest.raises(Exception, match=r"busy@example\.org"):
+        await channel.send(message)
+    smtp.capture.reject_rcpt["busy@example.org"] = "550 5.2.1 Mailbox disabled"
+    result = await channel.send(message)
+    assert [e.rcpt_tos for e, _ in smtp.capture.messages] == [[OWNER]]
+    assert result.left_out == ("gone@example.org", "busy@example.org")
+    assert "550 5.1.1 No such user" in result.left_out_reason
+    assert "Mailbox disabled" in result.left_out_reason
