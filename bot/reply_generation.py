@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,8 @@ class ReplyGeneration:
         self._generations: dict[str, asyncio.Future[Any]] = {}
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
+        # this process's part of an outage notice's dedup key (see _tell_outage)
+        self._run = secrets.token_hex(6)
 
     def cancel(self, key: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
@@ -135,17 +138,7 @@ class ReplyGeneration:
                 log.warning("brain unavailable for %s turn %s: %s", key, turn, exc)
                 if not told:
                     told = True
-                    await self.s.outbox.enqueue(
-                        OutboundMessage(
-                            channel=target.channel,
-                            chat_id=target.chat_id,
-                            text=outage_notice(exc, request.profile),
-                            kind="notice",
-                            conversation_id=request.conversation_id,
-                            metadata=placement(target.metadata),
-                        ),
-                        dedup_key=f"{dedup}:outage",
-                    )
+                    await self._tell_outage(exc, request, target, dedup)
                 # The wait is the reply's stoppable step now: a stop from the dashboard
                 # gives up on the model instead of holding the conversation's queue.
                 wait = asyncio.ensure_future(asyncio.sleep(self.retry_interval))
@@ -166,6 +159,28 @@ class ReplyGeneration:
                     await self.s.stream_sink(
                         StreamEvent(request.conversation_id, turn, "", done=True)
                     )
+
+    async def _tell_outage(
+        self, exc: BrainUnavailable, request: BrainRequest, target: ReplyTarget, dedup: str
+    ) -> None:
+        """Queue the outage notice of the reply ``dedup``: once in this process, so a
+        reply resumed after a restart that still waits is told again (under the old
+        key ``dedup:outage`` it counted as sent before the restart, and the owner, or a
+        dashboard opened since, never learnt why it waited), but not while an earlier
+        one is still unsent (the channel down as well): that one says it already."""
+        if await self.s.outbox.pending_under(f"{dedup}:outage"):
+            return
+        await self.s.outbox.enqueue(
+            OutboundMessage(
+                channel=target.channel,
+                chat_id=target.chat_id,
+                text=outage_notice(exc, request.profile),
+                kind="notice",
+                conversation_id=request.conversation_id,
+                metadata=placement(target.metadata),
+            ),
+            dedup_key=f"{dedup}:outage:{self._run}",
+        )
 
     def _stopped(self, key: str, step: asyncio.Future[Any]) -> bool:
         """Whether ``step`` ended by the owner's stop (:meth:`cancel`), not by the
