@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
+from bot.resume import resume_pending_replies
 from tests.channels.web.conftest import (
     GatedBrain,
     Stack,
@@ -569,3 +570,55 @@ async def test_a_message_is_answered_accepted_or_refused_by_its_ref(
         assert err["ref"] == "r2" and err["kept"] is False
     finally:
         stack.services.router.accepting = True
+
+
+async def _open_tab(http: aiohttp.ClientSession, stack: Stack, query: str = "") -> WsClient:
+    tab = WsClient(
+        await http.ws_connect(f"{stack.url}/ws{query}", headers={"Origin": stack.origin})
+    )
+    await tab.wait_for(lambda f: f["type"] == "conversation_list")
+    return tab
+
+
+async def test_a_tab_opened_after_a_restart_during_an_outage_is_told_why_the_reply_waits(
+    tmp_path,
+) -> None:
+    # Regression: the notice kept for tabs opened later lives in memory, and after a
+    # restart the resumed reply's notice counted as sent (the same dedup key as before
+    # the restart): a tab opened then showed the owner's message unanswered, no reason.
+    brain = DownBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            first = await _open_tab(http, stack)
+            await first.send(type="send_message", text="When is the piano tuner coming?")
+            notice = await first.wait_for(lambda f: f["type"] == "notice")
+            cid = notice["conversationId"]
+            await first.close()
+    finally:
+        await stack.services.replies.queue.drain(timeout=0.1)  # the daemon stops
+        await stop_stack(stack)
+
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        assert await resume_pending_replies(stack.services) == 1
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            await asyncio.sleep(0.3)  # the resumed reply has met the outage again
+            later = await _open_tab(http, stack, f"?conversation={cid}")
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["text"] == notice["text"] and told["conversationId"] == cid
+            brain.release.set()
+            await later.wait_for(
+                lambda f: (
+                    f["type"] == "conversation_updated"
+                    and f.get("turn", {}).get("role") == "assistant"
+                )
+            )
+            await later.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
