@@ -130,14 +130,14 @@ class Outbox:
         row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))
         return row is not None
 
-    async def pending_under(self, dedup_key: str) -> bool:
+    async def told_under(self, dedup_key: str, since: str) -> bool:
         """Whether a message queued under ``dedup_key`` or ``dedup_key:<anything>`` is
-        still waiting to be sent."""
+        still waiting to be sent, or was sent at or after ``since`` (ISO time)."""
         row = await self.db.fetchone(
-            "SELECT 1 FROM outbox WHERE status = 'pending' AND (dedup_key = ?"
+            "SELECT 1 FROM outbox WHERE (status = 'pending' OR sent >= ?) AND (dedup_key = ?"
             " OR (dedup_key > ? AND dedup_key < ?)) LIMIT 1",
             # ";" follows ":": the range is every key that starts with "dedup_key:"
-            (dedup_key, f"{dedup_key}:", f"{dedup_key};"),
+            (since, dedup_key, f"{dedup_key}:", f"{dedup_key};"),
         )
         return row is not None
 

@@ -21,7 +21,7 @@ from bot.brain.base import (
     Profile,
     Spend,
 )
-from bot.events import OutboundMessage, StreamEvent, placement
+from bot.events import OutboundMessage, StreamEvent, iso, placement, utcnow
 
 if TYPE_CHECKING:
     from bot.replies import ReplyTarget
@@ -58,8 +58,10 @@ class ReplyGeneration:
         self._generations: dict[str, asyncio.Future[Any]] = {}
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
-        # this process's part of an outage notice's dedup key (see _tell_outage)
+        # this process's part of an outage notice's dedup key, and its start (see
+        # _tell_outage)
         self._run = secrets.token_hex(6)
+        self._started = iso(utcnow())
 
     def cancel(self, key: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
@@ -167,8 +169,9 @@ class ReplyGeneration:
         reply resumed after a restart that still waits is told again (under the old
         key ``dedup:outage`` it counted as sent before the restart, and the owner, or a
         dashboard opened since, never learnt why it waited), but not while an earlier
-        one is still unsent (the channel down as well): that one says it already."""
-        if await self.s.outbox.pending_under(f"{dedup}:outage"):
+        one is still unsent (the channel down as well), or was sent since this process
+        started (the channel came back first): that one says it already."""
+        if await self.s.outbox.told_under(f"{dedup}:outage", self._started):
             return
         await self.s.outbox.enqueue(
             OutboundMessage(

@@ -234,7 +234,9 @@ async def _wait_until(predicate: Any, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _outage_run(config: AppConfig, *, failing: bool, first: bool) -> RecordingChannel:
+async def _outage_run(
+    config: AppConfig, *, failing: bool, first: bool, sent_first: bool = False
+) -> RecordingChannel:
     """One process's life during an outage: its reply tried several times, then a stop."""
     brain = DownBrain()
     services = await open_services(config, brain=brain)
@@ -249,6 +251,8 @@ async def _outage_run(config: AppConfig, *, failing: bool, first: bool) -> Recor
         if first:
             await services.router.deliver(inbound("is the roof fixed?", sender="424242", chat="77"))
         else:
+            if sent_first:  # what the last process left unsent goes first
+                await _wait_until(lambda: bool(channel.texts("notice")))
             assert await resume_pending_replies(services) == 1
         await _wait_until(lambda: brain.calls >= 4)  # a notice per retry would show now
         if not failing:
@@ -281,6 +285,17 @@ async def test_an_unsent_outage_notice_is_not_doubled_by_a_restart(tmp_path: Pat
     await _outage_run(config, failing=True, first=True)
     await _outage_run(config, failing=True, first=False)
     last = await _outage_run(config, failing=False, first=False)
+    assert last.texts("notice") == [OUTAGE]
+
+
+async def test_an_outage_notice_sent_late_after_a_restart_is_not_followed_by_another(
+    tmp_path: Path,
+) -> None:
+    # The channel came back with the restart: the notice left unsent goes out first, and
+    # the resumed reply, meeting the outage, must not repeat it a minute later.
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    await _outage_run(config, failing=True, first=True)
+    last = await _outage_run(config, failing=False, first=False, sent_first=True)
     assert last.texts("notice") == [OUTAGE]
 
 
