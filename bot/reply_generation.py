@@ -62,6 +62,10 @@ class ReplyGeneration:
         # _tell_outage)
         self._run = secrets.token_hex(6)
         self._started = iso(utcnow())
+        # conversation id -> the outage notice of its reply waiting for the model now:
+        # what the dashboard shows a tab opened later, whichever channel the notice
+        # went to (and after a restart, whether or not it was sent again)
+        self.waiting: dict[str, str] = {}
 
     def cancel(self, key: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
@@ -107,6 +111,15 @@ class ReplyGeneration:
         self, key: str, turn: int, request: BrainRequest, target: ReplyTarget, dedup: str
     ) -> BrainReply:
         """Call the brain; wait out outages (telling the user once); honour stop."""
+        try:
+            return await self._attempts(key, turn, request, target, dedup)
+        finally:
+            if request.conversation_id is not None:
+                self.waiting.pop(request.conversation_id, None)  # no longer waits
+
+    async def _attempts(
+        self, key: str, turn: int, request: BrainRequest, target: ReplyTarget, dedup: str
+    ) -> BrainReply:
         told = False
         conv_id = request.conversation_id  # the same on every retry (the model may change)
         spend = Spend()  # what the brain's calls cost, kept even if the reply is stopped
@@ -171,16 +184,25 @@ class ReplyGeneration:
         dashboard opened since, never learnt why it waited), but not while an earlier
         one is still unsent (the channel down as well), or was sent since this process
         started (the channel came back first): that one says it already."""
+        text = outage_notice(exc, request.profile)
+        conv_id = request.conversation_id
+        if conv_id is not None:
+            self.waiting[conv_id] = text
+            await self.s.bus.emit(
+                "reply_waiting", conversation_id=conv_id, text=text, channel=target.channel
+            )
         if await self.s.outbox.told_under(f"{dedup}:outage", self._started):
             return
         await self.s.outbox.enqueue(
             OutboundMessage(
                 channel=target.channel,
                 chat_id=target.chat_id,
-                text=outage_notice(exc, request.profile),
+                text=text,
                 kind="notice",
                 conversation_id=request.conversation_id,
-                metadata=placement(target.metadata),
+                # "waiting": the dashboard shows it from "reply_waiting", to every tab
+                # viewing the conversation and to one opened later
+                metadata={**placement(target.metadata), "waiting": True},
             ),
             dedup_key=f"{dedup}:outage:{self._run}",
         )

@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
+from bot.reply_generation import OUTAGE
 from bot.resume import resume_pending_replies
 from tests.channels.web.conftest import (
     GatedBrain,
@@ -621,4 +622,90 @@ async def test_a_tab_opened_after_a_restart_during_an_outage_is_told_why_the_rep
             await later.close()
     finally:
         brain.release.set()
+        await stop_stack(stack)
+
+
+class SwitchBrain:
+    """Answers while ``down`` is false; an outage while it is true."""
+
+    name = "switch"
+
+    def __init__(self) -> None:
+        self.down = False
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        if self.down:
+            raise BrainUnavailable("connection refused")
+        return BrainReply(text="Here now.", model="switch")
+
+    async def close(self) -> None:
+        return None
+
+
+def _answered(frame: dict[str, Any]) -> bool:
+    return (
+        frame["type"] == "conversation_updated" and frame.get("turn", {}).get("role") == "assistant"
+    )
+
+
+async def test_the_dashboard_shows_why_a_telegram_reply_waits(tmp_path) -> None:
+    # Regression: the dashboard knew only the notices sent to itself. A Telegram
+    # conversation whose reply waited out an outage showed the owner's message
+    # unanswered, with no reason, in a tab open on it and in one opened later.
+    brain = SwitchBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        await stack.deliver_telegram("Is the boiler serviced?")
+        await settle(stack.services)
+        cid = (await stack.services.conversations.list(channel="telegram"))[0].id
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            watching = await _open_tab(http, stack, f"?conversation={cid}")
+            brain.down = True
+            await stack.deliver_telegram("And the chimney?")
+            live = await watching.wait_for(lambda f: f["type"] == "notice")
+            assert live["conversationId"] == cid and live["text"] == OUTAGE
+            later = await _open_tab(http, stack, f"?conversation={cid}")
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["conversationId"] == cid and told["text"] == OUTAGE
+            brain.down = False
+            await later.wait_for(_answered)
+            after = await _open_tab(http, stack, f"?conversation={cid}")  # no stale notice
+            await asyncio.sleep(0.2)
+            assert not after.of_type("notice")
+            assert len(watching.of_type("notice")) == 1  # once, not once per retry
+            for tab in (watching, later, after):
+                await tab.close()
+    finally:
+        brain.down = False
+        await stop_stack(stack)
+
+
+async def test_every_tab_on_the_conversation_is_told_why_the_reply_waits(tmp_path) -> None:
+    # Regression: the outage notice of a dashboard message went only to the tab that
+    # sent it; another tab open on the same conversation showed no reason.
+    brain = SwitchBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            sender = await _open_tab(http, stack)
+            await sender.send(type="send_message", text="Hello")
+            first = await sender.wait_for(_answered)
+            cid = first["conversationId"]
+            other = await _open_tab(http, stack, f"?conversation={cid}")
+            brain.down = True
+            await sender.send(type="send_message", text="Still there?", conversationId=cid)
+            for tab in (sender, other):
+                notice = await tab.wait_for(lambda f: f["type"] == "notice")
+                assert notice["conversationId"] == cid and notice["text"] == OUTAGE
+            brain.down = False
+            await other.wait_for(_answered, start=other.frames.index(notice))
+            assert len(sender.of_type("notice")) == 1 and len(other.of_type("notice")) == 1
+            await sender.close()
+            await other.close()
+    finally:
+        brain.down = False
         await stop_stack(stack)
