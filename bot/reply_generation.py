@@ -131,6 +131,8 @@ class ReplyGeneration:
                 streamed.append(delta)  # noqa: B023 - used within this iteration only
                 sink = self.s.stream_sink
                 if sink is not None and conv_id is not None:
+                    # the model answers: a tab opened now is not told it is unreachable
+                    self.waiting.pop(conv_id, None)
                     await sink(StreamEvent(conv_id, turn, delta))
 
             if not told:
@@ -154,6 +156,8 @@ class ReplyGeneration:
                 if not told:
                     told = True
                     await self._tell_outage(exc, request, target, dedup)
+                elif conv_id is not None:  # (again, after a retry that began to answer)
+                    self.waiting[conv_id] = outage_notice(exc, request.profile)
                 # The wait is the reply's stoppable step now: a stop from the dashboard
                 # gives up on the model instead of holding the conversation's queue.
                 wait = asyncio.ensure_future(asyncio.sleep(self.retry_interval))

@@ -709,3 +709,104 @@ async def test_every_tab_on_the_conversation_is_told_why_the_reply_waits(tmp_pat
     finally:
         brain.down = False
         await stop_stack(stack)
+
+
+class ComesBackBrain:
+    """Down for the first call; the next one streams a first piece, then waits."""
+
+    name = "comes-back"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        if self.calls == 1:
+            raise BrainUnavailable("connection refused")
+        if on_delta is not None:
+            await on_delta("Back, and")
+        await self.release.wait()
+        return BrainReply(text="Back, and answering.", model="comes-back")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_tab_opened_once_the_model_answers_again_is_not_told_it_is_down(
+    tmp_path,
+) -> None:
+    # Regression: the reason a reply waited was kept until the reply was written, so a
+    # tab opened while the model, back again, was writing it was told that the model
+    # could not be reached.
+    brain = ComesBackBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            sender = await _open_tab(http, stack)
+            await sender.send(type="send_message", text="Anyone home?")
+            notice = await sender.wait_for(lambda f: f["type"] == "notice")
+            cid = notice["conversationId"]
+            await sender.wait_for(lambda f: f["type"] == "stream" and f["delta"] == "Back, and")
+            later = await _open_tab(http, stack, f"?conversation={cid}")
+            caught = await later.wait_for(lambda f: f["type"] == "stream")
+            assert caught["delta"] == "Back, and"
+            assert not later.of_type("notice")
+            brain.release.set()
+            await later.wait_for(_answered)
+            await sender.close()
+            await later.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
+
+
+class FlickerBrain:
+    """Down; then a retry that begins to answer and is cut off; then down until released."""
+
+    name = "flicker"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        if self.calls == 2 and on_delta is not None:
+            await on_delta("The first half of")
+        if self.calls <= 2 or not self.release.is_set():
+            raise BrainUnavailable("overloaded")
+        return BrainReply(text="The whole answer.", model="flicker")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_tab_is_told_again_when_the_model_goes_away_mid_answer(tmp_path) -> None:
+    # The reason is dropped while the model answers (the test above); when that answer
+    # is cut off by the model going away again, a tab opened then is told once more.
+    brain = FlickerBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            sender = await _open_tab(http, stack)
+            await sender.send(type="send_message", text="Explain the boiler settings")
+            notice = await sender.wait_for(lambda f: f["type"] == "notice")
+            cid = notice["conversationId"]
+            while brain.calls < 4:  # cut off mid-answer, then waiting again
+                await asyncio.sleep(0.01)
+            later = await _open_tab(http, stack, f"?conversation={cid}")
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["text"] == OUTAGE
+            assert len(sender.of_type("notice")) == 1  # the tabs open were told once
+            brain.release.set()
+            await later.wait_for(_answered)
+            await sender.close()
+            await later.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
