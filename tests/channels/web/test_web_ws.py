@@ -810,3 +810,58 @@ async def test_a_tab_is_told_again_when_the_model_goes_away_mid_answer(tmp_path)
     finally:
         brain.release.set()
         await stop_stack(stack)
+
+
+class SlowDownBrain:
+    """The model is unreachable, and says so only after a while (the retry budget)."""
+
+    name = "slow-down"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        if not self.release.is_set():
+            await asyncio.sleep(0.2)
+            raise BrainUnavailable("connection refused")
+        return BrainReply(text="Answered at last.", model="slow-down")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_reply_that_began_waiting_with_no_tab_open_shows_why_in_the_next_tab(
+    tmp_path,
+) -> None:
+    # The owner sends and closes the tab; only then does the reply start waiting for
+    # the model (its retry budget spent), with no tab open to tell. The next tab, on the
+    # conversation it opens by default, is told why; once answered, not any more.
+    brain = SlowDownBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            sender = await _open_tab(http, stack)
+            await sender.send(type="send_message", text="Book the boiler service", ref="r1")
+            await sender.wait_for(lambda f: f["type"] == "accepted")
+            await sender.close()
+            assert not sender.of_type("notice")
+            while brain.calls < 2:  # told nobody: no tab was open
+                await asyncio.sleep(0.01)
+            later = await _open_tab(http, stack)
+            cid = later.of_type("conversation_loaded")[0]["conversation"]["id"]
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["conversationId"] == cid and told["text"] == OUTAGE
+            brain.release.set()
+            await later.wait_for(_answered)
+            await later.close()
+            after = await _open_tab(http, stack)
+            await asyncio.sleep(0.2)
+            assert not after.of_type("notice")
+            await after.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
