@@ -156,7 +156,7 @@ class ReplyGeneration:
                 if not told:
                     told = True
                     await self._tell_outage(exc, request, target, dedup)
-                elif conv_id is not None:  # (again, after a retry that began to answer)
+                elif conv_id is not None:  # again, if a retry's first words dropped it
                     self.waiting[conv_id] = outage_notice(exc, request.profile)
                 # The wait is the reply's stoppable step now: a stop from the dashboard
                 # gives up on the model instead of holding the conversation's queue.
