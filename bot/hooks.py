@@ -10,6 +10,9 @@ Events and their keyword payloads:
 - ``event_appended``: conversation_id, event (the transcript line dict: compression, ...)
 - ``external_updated``: party (PartyRecord), message (dict | None)
 - ``escalation_created``: party (PartyRecord), escalation_id, text
+- ``reply_waiting``: conversation_id, text (the outage notice), channel (the notice's): the
+  reply owed there waits for the model (once per reply and process; the state itself is
+  ``ReplyGeneration.waiting``, until the model answers again or the reply ends)
 
 Handlers are async callables taking keyword arguments. A failing handler is logged and
 never affects the emitter or other handlers.

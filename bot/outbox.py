@@ -130,6 +130,17 @@ class Outbox:
         row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))
         return row is not None
 
+    async def told_under(self, dedup_key: str, since: str) -> bool:
+        """Whether a message queued under ``dedup_key`` or ``dedup_key:<anything>`` is
+        still waiting to be sent, or was sent at or after ``since`` (ISO time)."""
+        row = await self.db.fetchone(
+            "SELECT 1 FROM outbox WHERE (status = 'pending' OR sent >= ?) AND (dedup_key = ?"
+            " OR (dedup_key > ? AND dedup_key < ?)) LIMIT 1",
+            # ";" follows ":": the range is every key that starts with "dedup_key:"
+            (since, dedup_key, f"{dedup_key}:", f"{dedup_key};"),
+        )
+        return row is not None
+
     async def conversation_for_key(self, dedup_key: str) -> str | None:
         """The conversation of the message queued under ``dedup_key``, if any."""
         row = await self.db.fetchone(

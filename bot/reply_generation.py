@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from bot.brain.base import (
     Profile,
     Spend,
 )
-from bot.events import OutboundMessage, StreamEvent, placement
+from bot.events import OutboundMessage, StreamEvent, iso, placement, utcnow
 
 if TYPE_CHECKING:
     from bot.replies import ReplyTarget
@@ -57,6 +58,14 @@ class ReplyGeneration:
         self._generations: dict[str, asyncio.Future[Any]] = {}
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
+        # this process's part of an outage notice's dedup key, and its start (see
+        # _tell_outage)
+        self._run = secrets.token_hex(6)
+        self._started = iso(utcnow())
+        # conversation id -> the outage notice of its reply waiting for the model now:
+        # what the dashboard shows a tab opened later, whichever channel the notice
+        # went to (and after a restart, whether or not it was sent again)
+        self.waiting: dict[str, str] = {}
 
     def cancel(self, key: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
@@ -102,6 +111,15 @@ class ReplyGeneration:
         self, key: str, turn: int, request: BrainRequest, target: ReplyTarget, dedup: str
     ) -> BrainReply:
         """Call the brain; wait out outages (telling the user once); honour stop."""
+        try:
+            return await self._attempts(key, turn, request, target, dedup)
+        finally:
+            if request.conversation_id is not None:
+                self.waiting.pop(request.conversation_id, None)  # no longer waits
+
+    async def _attempts(
+        self, key: str, turn: int, request: BrainRequest, target: ReplyTarget, dedup: str
+    ) -> BrainReply:
         told = False
         conv_id = request.conversation_id  # the same on every retry (the model may change)
         spend = Spend()  # what the brain's calls cost, kept even if the reply is stopped
@@ -113,6 +131,8 @@ class ReplyGeneration:
                 streamed.append(delta)  # noqa: B023 - used within this iteration only
                 sink = self.s.stream_sink
                 if sink is not None and conv_id is not None:
+                    # the model answers: a tab opened now is not told it is unreachable
+                    self.waiting.pop(conv_id, None)
                     await sink(StreamEvent(conv_id, turn, delta))
 
             if not told:
@@ -135,17 +155,9 @@ class ReplyGeneration:
                 log.warning("brain unavailable for %s turn %s: %s", key, turn, exc)
                 if not told:
                     told = True
-                    await self.s.outbox.enqueue(
-                        OutboundMessage(
-                            channel=target.channel,
-                            chat_id=target.chat_id,
-                            text=outage_notice(exc, request.profile),
-                            kind="notice",
-                            conversation_id=request.conversation_id,
-                            metadata=placement(target.metadata),
-                        ),
-                        dedup_key=f"{dedup}:outage",
-                    )
+                    await self._tell_outage(exc, request, target, dedup)
+                elif conv_id is not None:  # again, if a retry's first words dropped it
+                    self.waiting[conv_id] = outage_notice(exc, request.profile)
                 # The wait is the reply's stoppable step now: a stop from the dashboard
                 # gives up on the model instead of holding the conversation's queue.
                 wait = asyncio.ensure_future(asyncio.sleep(self.retry_interval))
@@ -166,6 +178,38 @@ class ReplyGeneration:
                     await self.s.stream_sink(
                         StreamEvent(request.conversation_id, turn, "", done=True)
                     )
+
+    async def _tell_outage(
+        self, exc: BrainUnavailable, request: BrainRequest, target: ReplyTarget, dedup: str
+    ) -> None:
+        """Queue the outage notice of the reply ``dedup``: once in this process, so a
+        reply resumed after a restart that still waits is told again (under the old
+        key ``dedup:outage`` it counted as sent before the restart, and the owner, or a
+        dashboard opened since, never learnt why it waited), but not while an earlier
+        one is still unsent (the channel down as well), or was sent since this process
+        started (the channel came back first): that one says it already."""
+        text = outage_notice(exc, request.profile)
+        conv_id = request.conversation_id
+        if conv_id is not None:
+            self.waiting[conv_id] = text
+            await self.s.bus.emit(
+                "reply_waiting", conversation_id=conv_id, text=text, channel=target.channel
+            )
+        if await self.s.outbox.told_under(f"{dedup}:outage", self._started):
+            return
+        await self.s.outbox.enqueue(
+            OutboundMessage(
+                channel=target.channel,
+                chat_id=target.chat_id,
+                text=text,
+                kind="notice",
+                conversation_id=request.conversation_id,
+                # "waiting": the dashboard shows it from "reply_waiting", to every tab
+                # viewing the conversation and to one opened later
+                metadata={**placement(target.metadata), "waiting": True},
+            ),
+            dedup_key=f"{dedup}:outage:{self._run}",
+        )
 
     def _stopped(self, key: str, step: asyncio.Future[Any]) -> bool:
         """Whether ``step`` ended by the owner's stop (:meth:`cancel`), not by the

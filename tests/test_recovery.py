@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from bot import cli, healthcheck
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
 from bot.config import AppConfig
+from bot.reply_generation import OUTAGE
 from bot.resume import resume_pending_replies
 from bot.services import DatabaseOpenError, open_services
 from tests.conftest import (
@@ -206,6 +208,95 @@ async def test_pending_reply_is_answered_once_after_restart(tmp_path: Path) -> N
             ]
         finally:
             await shutdown_services(services)
+
+
+class DownBrain:
+    """The model is unreachable: every call fails as an outage."""
+
+    name = "down"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        raise BrainUnavailable("connection refused")
+
+    async def close(self) -> None:
+        return None
+
+
+async def _wait_until(predicate: Any, timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < end, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+async def _outage_run(
+    config: AppConfig, *, failing: bool, first: bool, sent_first: bool = False
+) -> RecordingChannel:
+    """One process's life during an outage: its reply tried several times, then a stop."""
+    brain = DownBrain()
+    services = await open_services(config, brain=brain)
+    services.replies.retry_interval = 0.01
+    services.outbox.base_delay = 0.01
+    try:
+        channel = RecordingChannel("telegram")
+        channel.failing = failing
+        # the backoff a failing channel's notice earned: retried at once here
+        await services.state.run(lambda conn: conn.execute("UPDATE outbox SET next_attempt = 0"))
+        await attach_channel(services, channel)
+        if first:
+            await services.router.deliver(inbound("is the roof fixed?", sender="424242", chat="77"))
+        else:
+            if sent_first:  # what the last process left unsent goes first
+                await _wait_until(lambda: bool(channel.texts("notice")))
+            assert await resume_pending_replies(services) == 1
+        await _wait_until(lambda: brain.calls >= 4)  # a notice per retry would show now
+        if not failing:
+            await _wait_until(lambda: bool(channel.texts("notice")))
+            await asyncio.sleep(0.05)
+    finally:
+        await services.replies.queue.drain(timeout=0.1)  # the reply still waits: stopped
+        await shutdown_services(services)
+    return channel
+
+
+async def test_a_reply_resumed_into_a_continuing_outage_tells_the_owner_again(
+    tmp_path: Path,
+) -> None:
+    # Regression: the notice's dedup key was the reply's, so after a restart the reply
+    # still waiting found it "already queued" and the owner was never told again (nor
+    # a dashboard opened since). Told once per process, not once per retry.
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    before = await _outage_run(config, failing=False, first=True)
+    assert before.texts("notice") == [OUTAGE]
+    after = await _outage_run(config, failing=False, first=False)
+    assert after.texts("notice") == [OUTAGE]
+    assert after.sent[0].chat_id == "77"
+
+
+async def test_an_unsent_outage_notice_is_not_doubled_by_a_restart(tmp_path: Path) -> None:
+    # The channel is down too (no network): the notice queued before the restart is
+    # still unsent after it, and says all a second one would.
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    await _outage_run(config, failing=True, first=True)
+    await _outage_run(config, failing=True, first=False)
+    last = await _outage_run(config, failing=False, first=False)
+    assert last.texts("notice") == [OUTAGE]
+
+
+async def test_an_outage_notice_sent_late_after_a_restart_is_not_followed_by_another(
+    tmp_path: Path,
+) -> None:
+    # The channel came back with the restart: the notice left unsent goes out first, and
+    # the resumed reply, meeting the outage, must not repeat it a minute later.
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    await _outage_run(config, failing=True, first=True)
+    last = await _outage_run(config, failing=False, first=False, sent_first=True)
+    assert last.texts("notice") == [OUTAGE]
 
 
 async def test_parties_are_rebuilt_from_their_records(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ third parties. Subscribed to the event bus (:meth:`Feed.subscribe`), and called 
 channel for what it is asked to send (:meth:`Feed.on_outbound`, :meth:`Feed.on_stream`).
 
 It also keeps the text streamed so far of each reply being written, so a tab that opens
-or reconnects mid-reply is sent its beginning, and the notice of a reply still owed (an
-outage), which no transcript holds (:meth:`Feed.catch_up`).
+or reconnects mid-reply is sent its beginning, and asks the core for the notice of a reply
+that waits for the model (an outage), which no transcript holds (:meth:`Feed.catch_up`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,20 @@ from channels.web.views import conversation_meta, event_view, turn_view
 
 # Shows a conversation in a tab: how a tab follows "/new" typed in it.
 Follow = Callable[[Client, str], Coroutine[Any, Any, None]]
+# The outage notice of the reply owed in a conversation while it waits for the model
+# (bot.reply_generation.ReplyGeneration.waiting), else None.
+Waiting = Callable[[str], str | None]
+
+
+def waiting_frame(conversation_id: str, text: str) -> dict[str, Any]:
+    """A ``notice`` frame: why the reply owed in the conversation waits."""
+    return {
+        "type": "notice",
+        "kind": "notice",
+        "text": text,
+        "conversationId": conversation_id,
+        "actions": [],
+    }
 
 
 def stream_frame(conversation_id: str, turn: int, delta: str, done: bool) -> dict[str, Any]:
@@ -36,16 +50,17 @@ def stream_frame(conversation_id: str, turn: int, delta: str, done: bool) -> dic
 class Feed:
     """Turns the core's announcements into frames for :class:`~channels.web.tabs.Tabs`."""
 
-    def __init__(self, tabs: Tabs, follow: Follow) -> None:
+    def __init__(self, tabs: Tabs, follow: Follow, waiting: Waiting) -> None:
         self.tabs = tabs
         self.follow = follow
+        # The core's state rather than the notices this channel was sent, which only
+        # cover the dashboard's own conversations and not past a restart (its notice
+        # may be the one sent before it, or one still unsent): a tab opened or
+        # reloaded afterwards showed the owner's message unanswered, with no reason.
+        self.waiting = waiting
         # conversation id -> (turn number, text streamed so far) of a reply being written,
         # so a tab that opens or reconnects mid-reply gets its beginning too
         self.streaming: dict[str, tuple[int, list[str]]] = {}
-        # conversation id -> the notice frame of a reply still owed there (the model is
-        # unreachable, or refuses the key): notices are in no transcript, so a tab opened
-        # or reloaded afterwards showed the owner's message unanswered, with no reason
-        self.owed: dict[str, dict[str, Any]] = {}
 
     def subscribe(self, bus: Any) -> list[Callable[[], None]]:
         """Follow the event bus; returns the unsubscribe callables."""
@@ -73,6 +88,9 @@ class Feed:
         async def escalation(**_: Any) -> None:
             await self.on_external("escalation")
 
+        async def reply_waiting(conversation_id: str, text: str, **_: Any) -> None:
+            self.on_waiting(conversation_id, text)
+
         handlers: tuple[tuple[str, Callable[..., Awaitable[None]]], ...] = (
             ("turn_appended", turn_appended),
             ("event_appended", event_appended),
@@ -81,14 +99,16 @@ class Feed:
             ("conversation_renamed", renamed),
             ("external_updated", external),
             ("escalation_created", escalation),
+            ("reply_waiting", reply_waiting),
         )
         return [bus.subscribe(name, handler) for name, handler in handlers]
 
     def catch_up(self, client: Client, conversation_id: str) -> None:
         """Send ``client``, which has just loaded the conversation, the reply being
         written in it so far (the rest streams to it from here)."""
-        if conversation_id in self.owed:
-            self.tabs.send(client, self.owed[conversation_id])
+        notice = self.waiting(conversation_id)
+        if notice is not None:
+            self.tabs.send(client, waiting_frame(conversation_id, notice))
         if conversation_id in self.streaming:
             turn, pieces = self.streaming[conversation_id]
             self.tabs.send(client, stream_frame(conversation_id, turn, "".join(pieces), False))
@@ -108,7 +128,16 @@ class Feed:
             self.tabs.viewing(cid),
         )
 
+    def on_waiting(self, conversation_id: str, text: str) -> None:
+        """The reply owed in ``conversation_id`` waits for the model: the tabs viewing it
+        are told why, whichever channel the conversation is on (its notice went there)."""
+        self.tabs.broadcast(
+            waiting_frame(conversation_id, text), self.tabs.viewing(conversation_id)
+        )
+
     def on_outbound(self, message: OutboundMessage) -> None:
+        if message.metadata.get("waiting"):
+            return  # an outage notice: shown from the core's "reply_waiting" (on_waiting)
         payload = {
             "type": "reply" if message.kind == "reply" else "notice",
             "kind": message.kind,
@@ -123,8 +152,6 @@ class Feed:
         status = message.metadata.get("statusLines")
         if isinstance(status, list):  # /status: its conversation a link, not an id
             payload["statusLines"] = status
-        if message.kind == "notice" and message.conversation_id:
-            self.owed[message.conversation_id] = payload  # until the reply is written
         origin = self.tabs.get(message.chat_id)
         if message.kind in ("command", "notice") and origin is not None:
             self.tabs.send(origin, payload)  # a command's answer is for the tab that asked
@@ -137,8 +164,6 @@ class Feed:
     async def on_turn(
         self, conversation_id: str, turn: dict[str, Any], conversation: Any = None
     ) -> None:
-        if turn.get("role") == "assistant":
-            self.owed.pop(conversation_id, None)  # the reply owed is here (or stopped)
         payload: dict[str, Any] = {
             "type": "conversation_updated",
             "conversationId": conversation_id,

@@ -54,11 +54,16 @@ class WsHub:
     def __init__(self, channel: WebChannel) -> None:
         self.channel = channel
         self.tabs = Tabs(channel.sessions.valid)
-        self.feed = Feed(self.tabs, follow=self._load)
+        self.feed = Feed(self.tabs, follow=self._load, waiting=self._waiting)
 
     @property
     def services(self) -> Any:
         return self.channel.services
+
+    def _waiting(self, conversation_id: str) -> str | None:
+        """Why the reply owed in the conversation waits (the model is down), if it does."""
+        waiting: dict[str, str] = self.services.replies.generation.waiting
+        return waiting.get(conversation_id)
 
     # -- connection -------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.WebSocketResponse:

@@ -373,6 +373,12 @@
   function onStream(msg) {
     if (!state.current || msg.conversationId !== state.current.id) return;
     let s = state.streams.get(msg.turnNumber);
+    if (!s && msg.done && !msg.delta) {
+      // An attempt that ended before its first word (the model unreachable): nothing
+      // to show; as a bubble it was an empty reply under the outage notice.
+      setGenerating(awaitingReply());
+      return;
+    }
     if (!s) {
       if (items().querySelector('.msg[data-turn="' + msg.turnNumber + '"][data-role="assistant"]')) return;
       const node = renderItem({ role: "assistant", content: "", turnNumber: msg.turnNumber, timestamp: new Date().toISOString() });

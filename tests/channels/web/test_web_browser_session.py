@@ -363,3 +363,51 @@ async def test_a_message_not_stored_comes_back_to_the_box(page: Page, stack: Sta
     await drop_connection(page)
     await expect(page.locator(".msg-user")).to_have_count(1)
     await expect(page.locator("#input")).to_have_value("")
+
+
+class DownUntilReleased:
+    """The model is unreachable, writing nothing, until ``release`` is set."""
+
+    name = "down"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        if not self.release.is_set():
+            raise BrainUnavailable("connection refused")
+        return BrainReply(text="Back with the answer.", model="down")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_an_outage_shows_no_empty_reply_bubble(browser: Browser, tmp_path: Path) -> None:
+    # Regression: every attempt that failed before writing a word ended its (empty)
+    # stream, and the page made an empty "Assistant" bubble of that end: through an
+    # outage the chat showed a reply with no text under the notice.
+    brain = DownUntilReleased()
+    stack = await start_stack(tmp_path / "down", brain=brain)
+    stack.services.replies.retry_interval = 0.01
+    context = await browser.new_context()
+    context.set_default_timeout(TIMEOUT)
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        await send(page, "Is the heating on?")
+        await expect(page.locator(".msg-notice")).to_be_visible()
+        while brain.calls < 4:
+            await asyncio.sleep(0.01)
+        await expect(page.locator(".msg-assistant")).to_have_count(0)
+        await expect(page.locator("#stop")).to_be_visible()  # the reply is still owed
+        brain.release.set()
+        await expect(page.locator(".msg-assistant .msg-body")).to_have_text(
+            ["Back with the answer."]
+        )
+        await expect(page.locator("#stop")).to_be_hidden()
+    finally:
+        brain.release.set()
+        await context.close()
+        await stop_stack(stack)

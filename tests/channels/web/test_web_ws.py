@@ -10,6 +10,8 @@ import aiohttp
 import pytest
 
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable
+from bot.reply_generation import OUTAGE
+from bot.resume import resume_pending_replies
 from tests.channels.web.conftest import (
     GatedBrain,
     Stack,
@@ -569,3 +571,297 @@ async def test_a_message_is_answered_accepted_or_refused_by_its_ref(
         assert err["ref"] == "r2" and err["kept"] is False
     finally:
         stack.services.router.accepting = True
+
+
+async def _open_tab(http: aiohttp.ClientSession, stack: Stack, query: str = "") -> WsClient:
+    tab = WsClient(
+        await http.ws_connect(f"{stack.url}/ws{query}", headers={"Origin": stack.origin})
+    )
+    await tab.wait_for(lambda f: f["type"] == "conversation_list")
+    return tab
+
+
+async def test_a_tab_opened_after_a_restart_during_an_outage_is_told_why_the_reply_waits(
+    tmp_path,
+) -> None:
+    # Regression: the notice kept for tabs opened later lives in memory, and after a
+    # restart the resumed reply's notice counted as sent (the same dedup key as before
+    # the restart): a tab opened then showed the owner's message unanswered, no reason.
+    brain = DownBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            first = await _open_tab(http, stack)
+            await first.send(type="send_message", text="When is the piano tuner coming?")
+            notice = await first.wait_for(lambda f: f["type"] == "notice")
+            cid = notice["conversationId"]
+            await first.close()
+    finally:
+        await stack.services.replies.queue.drain(timeout=0.1)  # the daemon stops
+        await stop_stack(stack)
+
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        assert await resume_pending_replies(stack.services) == 1
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            await asyncio.sleep(0.3)  # the resumed reply has met the outage again
+            later = await _open_tab(http, stack, f"?conversation={cid}")
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["text"] == notice["text"] and told["conversationId"] == cid
+            brain.release.set()
+            await later.wait_for(
+                lambda f: (
+                    f["type"] == "conversation_updated"
+                    and f.get("turn", {}).get("role") == "assistant"
+                )
+            )
+            await later.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
+
+
+class SwitchBrain:
+    """Answers while ``down`` is false; an outage while it is true."""
+
+    name = "switch"
+
+    def __init__(self) -> None:
+        self.down = False
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        if self.down:
+            raise BrainUnavailable("connection refused")
+        return BrainReply(text="Here now.", model="switch")
+
+    async def close(self) -> None:
+        return None
+
+
+def _answered(frame: dict[str, Any]) -> bool:
+    return (
+        frame["type"] == "conversation_updated" and frame.get("turn", {}).get("role") == "assistant"
+    )
+
+
+async def test_the_dashboard_shows_why_a_telegram_reply_waits(tmp_path) -> None:
+    # Regression: the dashboard knew only the notices sent to itself. A Telegram
+    # conversation whose reply waited out an outage showed the owner's message
+    # unanswered, with no reason, in a tab open on it and in one opened later.
+    brain = SwitchBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        await stack.deliver_telegram("Is the boiler serviced?")
+        await settle(stack.services)
+        cid = (await stack.services.conversations.list(channel="telegram"))[0].id
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            watching = await _open_tab(http, stack, f"?conversation={cid}")
+            brain.down = True
+            await stack.deliver_telegram("And the chimney?")
+            live = await watching.wait_for(lambda f: f["type"] == "notice")
+            assert live["conversationId"] == cid and live["text"] == OUTAGE
+            later = await _open_tab(http, stack, f"?conversation={cid}")
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["conversationId"] == cid and told["text"] == OUTAGE
+            brain.down = False
+            await later.wait_for(_answered)
+            after = await _open_tab(http, stack, f"?conversation={cid}")  # no stale notice
+            await asyncio.sleep(0.2)
+            assert not after.of_type("notice")
+            assert len(watching.of_type("notice")) == 1  # once, not once per retry
+            for tab in (watching, later, after):
+                await tab.close()
+    finally:
+        brain.down = False
+        await stop_stack(stack)
+
+
+async def test_every_tab_on_the_conversation_is_told_why_the_reply_waits(tmp_path) -> None:
+    # Regression: the outage notice of a dashboard message went only to the tab that
+    # sent it; another tab open on the same conversation showed no reason.
+    brain = SwitchBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            sender = await _open_tab(http, stack)
+            await sender.send(type="send_message", text="Hello")
+            first = await sender.wait_for(_answered)
+            cid = first["conversationId"]
+            other = await _open_tab(http, stack, f"?conversation={cid}")
+            brain.down = True
+            await sender.send(type="send_message", text="Still there?", conversationId=cid)
+            for tab in (sender, other):
+                notice = await tab.wait_for(lambda f: f["type"] == "notice")
+                assert notice["conversationId"] == cid and notice["text"] == OUTAGE
+            brain.down = False
+            await other.wait_for(_answered, start=other.frames.index(notice))
+            assert len(sender.of_type("notice")) == 1 and len(other.of_type("notice")) == 1
+            await sender.close()
+            await other.close()
+    finally:
+        brain.down = False
+        await stop_stack(stack)
+
+
+class ComesBackBrain:
+    """Down for the first call; the next one streams a first piece, then waits."""
+
+    name = "comes-back"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        if self.calls == 1:
+            raise BrainUnavailable("connection refused")
+        if on_delta is not None:
+            await on_delta("Back, and")
+        await self.release.wait()
+        return BrainReply(text="Back, and answering.", model="comes-back")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_tab_opened_once_the_model_answers_again_is_not_told_it_is_down(
+    tmp_path,
+) -> None:
+    # Regression: the reason a reply waited was kept until the reply was written, so a
+    # tab opened while the model, back again, was writing it was told that the model
+    # could not be reached.
+    brain = ComesBackBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            sender = await _open_tab(http, stack)
+            await sender.send(type="send_message", text="Anyone home?")
+            notice = await sender.wait_for(lambda f: f["type"] == "notice")
+            cid = notice["conversationId"]
+            await sender.wait_for(lambda f: f["type"] == "stream" and f["delta"] == "Back, and")
+            later = await _open_tab(http, stack, f"?conversation={cid}")
+            caught = await later.wait_for(lambda f: f["type"] == "stream")
+            assert caught["delta"] == "Back, and"
+            assert not later.of_type("notice")
+            brain.release.set()
+            await later.wait_for(_answered)
+            await sender.close()
+            await later.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
+
+
+class FlickerBrain:
+    """Down; then a retry that begins to answer and is cut off; then down until released."""
+
+    name = "flicker"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        if self.calls == 2 and on_delta is not None:
+            await on_delta("The first half of")
+        if self.calls <= 2 or not self.release.is_set():
+            raise BrainUnavailable("overloaded")
+        return BrainReply(text="The whole answer.", model="flicker")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_tab_is_told_again_when_the_model_goes_away_mid_answer(tmp_path) -> None:
+    # The reason is dropped while the model answers (the test above); when that answer
+    # is cut off by the model going away again, a tab opened then is told once more.
+    brain = FlickerBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            sender = await _open_tab(http, stack)
+            await sender.send(type="send_message", text="Explain the boiler settings")
+            notice = await sender.wait_for(lambda f: f["type"] == "notice")
+            cid = notice["conversationId"]
+            while brain.calls < 4:  # cut off mid-answer, then waiting again
+                await asyncio.sleep(0.01)
+            later = await _open_tab(http, stack, f"?conversation={cid}")
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["text"] == OUTAGE
+            assert len(sender.of_type("notice")) == 1  # the tabs open were told once
+            brain.release.set()
+            await later.wait_for(_answered)
+            await sender.close()
+            await later.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
+
+
+class SlowDownBrain:
+    """The model is unreachable, and says so only after a while (the retry budget)."""
+
+    name = "slow-down"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
+        if not self.release.is_set():
+            await asyncio.sleep(0.2)
+            raise BrainUnavailable("connection refused")
+        return BrainReply(text="Answered at last.", model="slow-down")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_reply_that_began_waiting_with_no_tab_open_shows_why_in_the_next_tab(
+    tmp_path,
+) -> None:
+    # The owner sends and closes the tab; only then does the reply start waiting for
+    # the model (its retry budget spent), with no tab open to tell. The next tab, on the
+    # conversation it opens by default, is told why; once answered, not any more.
+    brain = SlowDownBrain()
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            sender = await _open_tab(http, stack)
+            await sender.send(type="send_message", text="Book the boiler service", ref="r1")
+            await sender.wait_for(lambda f: f["type"] == "accepted")
+            await sender.close()
+            assert not sender.of_type("notice")
+            while brain.calls < 2:  # told nobody: no tab was open
+                await asyncio.sleep(0.01)
+            later = await _open_tab(http, stack)
+            cid = later.of_type("conversation_loaded")[0]["conversation"]["id"]
+            told = await later.wait_for(lambda f: f["type"] == "notice")
+            assert told["conversationId"] == cid and told["text"] == OUTAGE
+            brain.release.set()
+            await later.wait_for(_answered)
+            await later.close()
+            after = await _open_tab(http, stack)
+            await asyncio.sleep(0.2)
+            assert not after.of_type("notice")
+            await after.close()
+    finally:
+        brain.release.set()
+        await stop_stack(stack)
