@@ -35,7 +35,7 @@
   function el(tag, cls, text) {
     const node = document.createElement(tag);
     if (cls) node.className = cls;
-    if (text !== undefined && text !== null) node.textContent = text;
+    if (text !== undefined && text !== null) node.textContent = window.showBidiControls(text);
     return node;
   }
 
@@ -97,13 +97,13 @@
   }
 
   function titleOf(meta) {
-    return (meta && meta.title) || "New conversation";
+    return window.showBidiControls((meta && meta.title) || "New conversation");
   }
 
   let toastTimer = null;
   function toast(text) {
     const box = $("toast");
-    box.textContent = text;
+    box.textContent = window.showBidiControls(text);
     box.hidden = false;
     clearTimeout(toastTimer);
     toastTimer = setTimeout(() => (box.hidden = true), 4000);
@@ -312,10 +312,10 @@
     lines.forEach((line, i) => {
       if (i) p.appendChild(document.createElement("br"));
       if (typeof line === "string") {
-        p.appendChild(document.createTextNode(line));
+        p.appendChild(document.createTextNode(window.showBidiControls(line)));
         return;
       }
-      p.appendChild(document.createTextNode(line.prefix || ""));
+      p.appendChild(document.createTextNode(window.showBidiControls(line.prefix || "")));
       const link = el("a", "status-conversation", line.title || "New conversation");
       link.href = "#c=" + encodeURIComponent(line.conversationId);
       link.addEventListener("click", (ev) => {
@@ -465,7 +465,7 @@
     const chan = $("chat-channel");
     chan.textContent = "";
     chan.appendChild(icon(c ? c.channel : "web"));
-    $("chat-label").textContent = c && c.label ? c.label : "";
+    $("chat-label").textContent = c && c.label ? window.showBidiControls(c.label) : "";
     $("readonly-badge").hidden = !readOnly;
     $("composer").hidden = readOnly;
     $("readonly-note").hidden = !readOnly;
@@ -881,7 +881,7 @@
     actions.appendChild(tierButton("Block", "blocked"));
     const reply = el("form", "reply");
     const input = el("input");
-    input.placeholder = "Reply to " + (p.name || p.identity);
+    input.placeholder = "Reply to " + window.showBidiControls(p.name || p.identity);
     const go = el("button", null, "Reply");
     go.type = "submit";
     reply.appendChild(input);

@@ -23,6 +23,21 @@
     }
   }
 
+  // Bidirectional embedding, override and isolate controls (U+202A-U+202E,
+  // U+2066-U+2069) re-order the characters around them: "\u202Eevil" displays as "live",
+  // so a stranger in a group could make a message, a file name or a link read as
+  // something else ("Trojan Source"). Shown as what they are, e.g. [U+202E]; the
+  // stored text keeps them. Each block's own direction (dir=auto) still handles
+  // Hebrew and Arabic, which need no such character.
+  const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+
+  function showBidiControls(text) {
+    return String(text).replace(
+      BIDI_CONTROLS,
+      (c) => "[U+" + c.charCodeAt(0).toString(16).toUpperCase() + "]"
+    );
+  }
+
   function el(tag, cls) {
     const node = document.createElement(tag);
     if (cls) node.className = cls;
@@ -191,7 +206,8 @@
   /** Render Markdown `text` into a new DocumentFragment (never via innerHTML). */
   function renderMarkdown(text) {
     const frag = document.createDocumentFragment();
-    blocks(String(text == null ? "" : text).replace(/\r\n?/g, "\n").split("\n"), frag);
+    const shown = showBidiControls(text == null ? "" : text);
+    blocks(shown.replace(/\r\n?/g, "\n").split("\n"), frag);
     // Blocks of text take their direction from their own first letters: a Hebrew or
     // Arabic paragraph reads right to left, an English one beside it left to right. Set
     // once they are filled, innermost first: on an "auto" block, every change inside it
@@ -202,4 +218,5 @@
   }
 
   global.renderMarkdown = renderMarkdown;
+  global.showBidiControls = showBidiControls;
 })(window);

@@ -271,6 +271,28 @@ async def test_hostile_html_renders_inert(page: Page, stack: Stack) -> None:
     await shot(page, "05-hostile-html")
 
 
+async def test_bidirectional_controls_cannot_disguise_text(page: Page, stack: Stack) -> None:
+    """A right-to-left override makes "\u202eexe.fdp" display as "pdf.exe"; the
+    dashboard shows such controls as [U+202E] in messages and titles, so no text can be
+    made to read as something else. The stored text keeps them."""
+    disguised = "invoice_\u202egnp.exe and \u2067isolated\u2069"
+    await stack.deliver_telegram(disguised, name="Ha\u202enan")
+    await log_in(page, stack)
+    item = page.locator('#conversation-list .conv[data-channel="telegram"]')
+    await expect(item).to_contain_text("Ha[U+202E]nan")
+    await item.locator("button").click()
+    body = page.locator(".msg-user .msg-body").first
+    await expect(body).to_contain_text("invoice_[U+202E]gnp.exe and [U+2067]isolated[U+2069]")
+    shown = await page.evaluate(
+        "() => document.querySelector('#message-items').textContent"
+        " + document.querySelector('#conversation-list').textContent"
+    )
+    assert not any(c in shown for c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    rec = (await stack.services.conversations.list())[0]
+    lines = stack.services.conversations.read_lines(rec.id)
+    assert any(line.get("content") == disguised for line in lines)
+
+
 async def test_external_panel_lists_stranger_and_trust_works(page: Page, stack: Stack) -> None:
     await stack.services.router.deliver(
         InboundMessage(
