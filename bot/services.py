@@ -125,6 +125,9 @@ class Services:
                     text=text,
                     kind="notice",
                     subject="my-agent alert",
+                    # Shown by the dashboard from the "notice" event below, which
+                    # every path emits: sent to it as well, it showed twice.
+                    metadata={"alert": True},
                 )
             )
         except Exception:

@@ -6,10 +6,14 @@ channel for what it is asked to send (:meth:`Feed.on_outbound`, :meth:`Feed.on_s
 It also keeps the text streamed so far of each reply being written, so a tab that opens
 or reconnects mid-reply is sent its beginning, and asks the core for the notice of a reply
 that waits for the model (an outage), which no transcript holds (:meth:`Feed.catch_up`).
+Owner alerts (:meth:`bot.services.Services.alert_owner`) go to every tab, and the last
+day's to each tab that connects later (:meth:`Feed.send_alerts`).
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -36,6 +40,17 @@ def waiting_frame(conversation_id: str, text: str) -> dict[str, Any]:
     }
 
 
+# Owner alerts (a disk full, sends given up) kept for tabs opened later: how many, and
+# for how long. In memory: they are about this run of the daemon.
+ALERTS_KEPT = 20
+ALERT_SECONDS = 24 * 3600
+
+
+def alert_frame(text: str) -> dict[str, Any]:
+    """A ``notice`` frame for an owner alert (:meth:`bot.services.Services.alert_owner`)."""
+    return {"type": "notice", "kind": "alert", "text": text, "actions": []}
+
+
 def stream_frame(conversation_id: str, turn: int, delta: str, done: bool) -> dict[str, Any]:
     """A ``stream`` frame: one piece of a reply being written."""
     return {
@@ -58,6 +73,7 @@ class Feed:
         # may be the one sent before it, or one still unsent): a tab opened or
         # reloaded afterwards showed the owner's message unanswered, with no reason.
         self.waiting = waiting
+        self.alerts: deque[tuple[float, str]] = deque(maxlen=ALERTS_KEPT)
         # conversation id -> (turn number, text streamed so far) of a reply being written,
         # so a tab that opens or reconnects mid-reply gets its beginning too
         self.streaming: dict[str, tuple[int, list[str]]] = {}
@@ -91,6 +107,9 @@ class Feed:
         async def reply_waiting(conversation_id: str, text: str, **_: Any) -> None:
             self.on_waiting(conversation_id, text)
 
+        async def alert(text: str, **_: Any) -> None:
+            self.on_alert(text)
+
         handlers: tuple[tuple[str, Callable[..., Awaitable[None]]], ...] = (
             ("turn_appended", turn_appended),
             ("event_appended", event_appended),
@@ -100,6 +119,7 @@ class Feed:
             ("external_updated", external),
             ("escalation_created", escalation),
             ("reply_waiting", reply_waiting),
+            ("notice", alert),
         )
         return [bus.subscribe(name, handler) for name, handler in handlers]
 
@@ -135,9 +155,25 @@ class Feed:
             waiting_frame(conversation_id, text), self.tabs.viewing(conversation_id)
         )
 
+    def on_alert(self, text: str) -> None:
+        """An owner alert: every open tab is told, and tabs opened later
+        (:meth:`send_alerts`). With the dashboard as the only channel (the embedded
+        default) the alert had no address and only the log saw it."""
+        self.alerts.append((time.monotonic(), text))
+        self.tabs.broadcast(alert_frame(text))
+
+    def send_alerts(self, client: Client) -> None:
+        """Send ``client`` the alerts of the last :data:`ALERT_SECONDS`, oldest first."""
+        since = time.monotonic() - ALERT_SECONDS
+        for at, text in self.alerts:
+            if at >= since:
+                self.tabs.send(client, alert_frame(text))
+
     def on_outbound(self, message: OutboundMessage) -> None:
         if message.metadata.get("waiting"):
             return  # an outage notice: shown from the core's "reply_waiting" (on_waiting)
+        if message.metadata.get("alert"):
+            return  # an owner alert: shown from the core's "notice" event (on_alert)
         payload = {
             "type": "reply" if message.kind == "reply" else "notice",
             "kind": message.kind,

@@ -109,6 +109,7 @@ class WsHub:
             rec = await self.services.conversations.most_recent(channel="web")
         await self._load(client, rec.id if rec is not None else None)
         await self.send_list(client)
+        self.feed.send_alerts(client)
 
     # -- sending ----------------------------------------------------------------------
     def send(self, client: Client, payload: dict[str, Any]) -> None:

@@ -865,3 +865,38 @@ async def test_a_reply_that_began_waiting_with_no_tab_open_shows_why_in_the_next
     finally:
         brain.release.set()
         await stop_stack(stack)
+
+
+async def test_owner_alerts_reach_the_dashboard_alone_and_tabs_opened_later(
+    ws_factory, stack: Stack
+) -> None:
+    # Regression: with the dashboard as the only channel (the embedded default) an
+    # owner alert (the disk full, a send given up) had no address to go to: only the
+    # log saw it. Every open tab is told, and a tab opened later, once each.
+    tab = await ws_factory()
+    await stack.services.alert_owner("Disk full: messages are not being stored.")
+    told = await tab.wait_for(lambda f: f["type"] == "notice")
+    assert told["kind"] == "alert" and "Disk full" in told["text"]
+    later = await ws_factory()
+    seen = await later.wait_for(lambda f: f["type"] == "notice")
+    assert seen == told
+    await asyncio.sleep(0.1)
+    assert len(tab.of_type("notice")) == 1 and len(later.of_type("notice")) == 1
+
+
+async def test_an_alert_sent_to_the_dashboard_by_address_shows_once(tmp_path) -> None:
+    # The dashboard as the escalation channel with an address: the alert is sent to it
+    # and announced on the bus; tabs show it once.
+    stack = await start_stack(tmp_path / "d")
+    stack.services.identities.address_for = lambda channel: "owner"  # type: ignore[method-assign]
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            tab = await _open_tab(http, stack)
+            await stack.services.alert_owner("A reply to Ana could not be delivered.")
+            await tab.wait_for(lambda f: f["type"] == "notice")
+            await asyncio.sleep(0.2)
+            assert len(tab.of_type("notice")) == 1
+            await tab.close()
+    finally:
+        await stop_stack(stack)
