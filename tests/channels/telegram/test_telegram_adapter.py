@@ -671,3 +671,23 @@ async def test_a_message_that_cannot_be_read_is_recorded_as_received_not_skipped
     tg_server.inject_message(OWNER_ID, "last")
     await host.wait_delivered(3, timeout=20)
     assert host.delivered[-1].text == "last"
+
+
+async def test_a_command_for_another_bot_is_never_ours_in_a_private_chat(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    tg_server.inject_message(OWNER_ID, "/model@other_bot opus")
+    tg_server.inject_message(OWNER_ID, "/model@My_Agent_Bot haiku")
+    tg_server.inject_message(STRANGER_ID, "/new@other_bot")
+    anna = {"id": 5, "is_bot": False, "first_name": "Anna"}
+    origin = {"type": "user", "date": 1, "sender_user": anna}
+    tg_server.inject_message(OWNER_ID, "/start@other_bot", forward_origin=origin)
+    await host.wait_delivered(4)
+    # Before, a private chat has no "addressed" test at all: the other bot's /model was
+    # run by this one. Ours (any case) is still ours, its @suffix stripped.
+    assert [(m.text, m.addressed) for m in host.delivered] == [
+        ("/model@other_bot opus", False),
+        ("/model haiku", True),
+        ("/new@other_bot", False),
+        ("[forwarded from Anna] /start@other_bot", True),  # words passed on: no command
+    ]

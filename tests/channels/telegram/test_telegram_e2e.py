@@ -740,3 +740,18 @@ async def test_what_is_said_in_a_forum_topic_is_answered_in_that_topic(
     await tg_server.wait_sent(GROUP_ID, 4)
     last = [c for c in tg_server.calls_of("sendMessage") if c["chat_id"] == str(GROUP_ID)][-1]
     assert "message_thread_id" not in last
+
+
+async def test_another_bots_command_in_the_owners_chat_is_not_run(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    tg_server.inject_message(OWNER_ID, "/model@other_bot opus")
+    tg_server.inject_message(OWNER_ID, "/model@my_agent_bot haiku")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    # Before, the other bot's /model was run here too (two answers, the model opus first).
+    await stack.wait(lambda: stack.channel.offset > 1002)
+    await asyncio.sleep(0.3)
+    answers = [m["text"] for m in tg_server.sent_to(OWNER_ID)]
+    assert len(answers) == 1 and answers[0].startswith("Model switched to haiku")
+    rec = await stack.services.conversations.pinned_for(OWNER_KEY)
+    assert rec is not None and rec.model == "haiku"
