@@ -84,6 +84,8 @@ class TelegramChannel:
             g.id.lower(): g for g in cfg.groups if g.id.startswith("@")
         }
         self.migrations = GroupMigrations(self.groups)
+        self.sender.route = self.migrations.current  # a moved group's sends: its new id
+        self.sender.on_moved = self._moved
         self.albums = Albums()
         self.me: BotIdentity | None = None
         self.offset = 0
@@ -335,6 +337,19 @@ class TelegramChannel:
             log.exception("update %s cannot be recorded at all; skipping it", update.update_id)
         return True
 
+    async def _moved(self, old: str, new: str) -> None:
+        """A send was told chat ``old`` is now the supergroup ``new``: follow it."""
+        if self._host is None:
+            return
+        try:
+            await self.migrations.learn(old, new, self._host)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Followed in memory already; only a restart forgets it, and the next
+            # send to the old id tells it again: not worth failing this send for.
+            log.exception("could not persist the move of chat %s to %s", old, new)
+
     async def _owner_menu(self, chat_id: str) -> None:
         """The owner wrote for the first time: now their chat can have its menu."""
         try:
@@ -422,7 +437,11 @@ class TelegramChannel:
             return
         try:
             await self.bot(
-                SendChatAction(chat_id=chat_ref(chat_id), action="typing", message_thread_id=topic)
+                SendChatAction(
+                    chat_id=chat_ref(self.migrations.current(chat_id)),
+                    action="typing",
+                    message_thread_id=topic,
+                )
             )
         except AiogramError as exc:  # cosmetic: never worth failing a reply for
             log.debug("sendChatAction to %s failed: %s", chat_id, exc)

@@ -53,6 +53,7 @@ LITERAL_KINDS = frozenset({"escalation", "command"})  # sent as written, never a
 Sleep = Callable[[float], Awaitable[None]]
 Markup = InlineKeyboardMarkup | ForceReply
 Save = Callable[[str], Awaitable[None]]
+Moved = Callable[[str, str], Awaitable[None]]  # old chat id, new chat id
 SAVED_MAX = 200  # messages whose delivered parts are kept across restarts, newest
 
 
@@ -99,6 +100,10 @@ class TelegramSender:
         # once its row is gone, so an entry counts only for the message it was made for.
         self._saved: dict[int, tuple[int, str | None, str]] = {}
         self.save: Save | None = None  # set by the channel: persists what restore reads
+        # Set by the channel (channels/telegram/migration.py): where a chat is now, and
+        # what to do when a send learns that a group was upgraded to a supergroup.
+        self.route: Callable[[str], str] = str
+        self.on_moved: Moved | None = None
         # Set when the daemon stops: a wait between attempts ends at once and the message
         # goes back to the outbox (kept for the next start) instead of holding the stop.
         self.stopping = asyncio.Event()
@@ -152,6 +157,7 @@ class TelegramSender:
         """One API call with flood-control waits and network retries (bounded)."""
         backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)
         attempts = 0
+        moved = False
         while True:
             try:
                 return await self.bot(method)
@@ -168,10 +174,17 @@ class TelegramSender:
                 if left:  # stopping: the outbox keeps it, to send no sooner than this
                     raise RetryLater(left, exc.message) from exc
             except TelegramMigrateToChat as exc:
-                attempts += 1
-                if attempts > self.config.send_retries or not hasattr(method, "chat_id"):
+                # Not a failure, and not one of the retries: the message goes to the
+                # group's new id at once (a supergroup never moves again, so once).
+                # Before, it took one of ``send_retries`` (with 0, the outbox retried
+                # the old id until it gave up) and each later send asked the old id.
+                old = getattr(method, "chat_id", None)
+                if moved or old is None:
                     raise
-                log.info("chat migrated to supergroup %s", exc.migrate_to_chat_id)
+                moved = True
+                log.info("chat %s migrated to supergroup %s", old, exc.migrate_to_chat_id)
+                if self.on_moved is not None:
+                    await self.on_moved(str(old), str(exc.migrate_to_chat_id))
                 method = method.model_copy(update={"chat_id": exc.migrate_to_chat_id})
             except (TelegramNetworkError, TelegramServerError) as exc:
                 attempts += 1
@@ -234,7 +247,7 @@ class TelegramSender:
 
     async def send(self, msg: OutboundMessage) -> SendResult:
         """Render ``msg`` and send it as ordered parts; returns the ref of the last part."""
-        chat_id = chat_ref(msg.chat_id)
+        chat_id = chat_ref(self.route(msg.chat_id))
         buttons, listed = split_actions(msg.actions)
         text = msg.text
         if listed:

@@ -691,3 +691,35 @@ async def test_a_command_for_another_bot_is_never_ours_in_a_private_chat(
         ("/new@other_bot", False),
         ("[forwarded from Anna] /start@other_bot", True),  # words passed on: no command
     ]
+
+
+async def test_a_send_to_a_group_upgraded_unseen_follows_it_to_the_supergroup(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    upgraded = -1009990002
+    # Telegram upgraded the Family group while the bot was away: the service messages
+    # announcing it were never seen, only the 400 of a send tells the new id.
+    tg_server.migrated_chats[GROUP_ID] = upgraded
+    cfg = telegram_config(tg_server.base_url, send_retries=0)
+    ch = TelegramChannel(cfg, None, sleep=sleeps)
+    await ch.start(host)
+    try:
+        first = await ch.send(OutboundMessage("telegram", str(GROUP_ID), "one"))
+        await ch.send(OutboundMessage("telegram", str(GROUP_ID), "two"))
+        await ch.typing(str(GROUP_ID))
+        tg_server.inject_message(upgraded, "@my_agent_bot still there?", from_id=OWNER_ID)
+        await host.wait_delivered(1)
+    finally:
+        await ch.stop()
+    # Before, the move counted as a failed attempt (send_retries 0: the outbox retried
+    # it, in vain, until it gave up), every later send asked the old id first, and the
+    # group's messages from its new id were dropped as not on the allow-list.
+    assert first.message_ref is not None and first.message_ref.startswith(f"{upgraded}:")
+    assert [m["text"] for m in tg_server.sent_to(upgraded)] == ["one", "two"]
+    assert [c["chat_id"] for c in tg_server.calls_of("sendMessage")] == [
+        str(GROUP_ID), str(upgraded), str(upgraded)
+    ]  # fmt: skip
+    assert tg_server.calls_of("sendChatAction")[-1]["chat_id"] == str(upgraded)
+    (asked,) = host.delivered
+    assert (asked.group_id, asked.chat_id, asked.addressed) == (str(GROUP_ID), str(upgraded), True)
+    assert str(upgraded) in host.cursors[("telegram", "migrated_groups")]  # kept for a restart

@@ -20,6 +20,7 @@ from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import ApiError, FakeTelegramServer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
+from bot.events import OutboundMessage
 from bot.parties import party_handle
 from bot.reply_generation import OUTAGE
 
@@ -755,3 +756,31 @@ async def test_another_bots_command_in_the_owners_chat_is_not_run(
     assert len(answers) == 1 and answers[0].startswith("Model switched to haiku")
     rec = await stack.services.conversations.pinned_for(OWNER_KEY)
     assert rec is not None and rec.model == "haiku"
+
+
+async def test_a_group_upgraded_to_a_supergroup_keeps_its_conversation_and_answers(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    upgraded = -1009990003
+    key = f"telegram:group:{GROUP_ID}"
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot first question", from_id=OWNER_ID)
+    await tg_server.wait_sent(GROUP_ID, 1)
+    before = await stack.services.conversations.pinned_for(key)
+    # Telegram upgrades the group: the old id refuses sends from now on
+    tg_server.migrated_chats[GROUP_ID] = upgraded
+    tg_server.inject_message(GROUP_ID, migrate_to_chat_id=upgraded, from_id=OWNER_ID)
+    tg_server.inject_message(upgraded, migrate_from_chat_id=GROUP_ID, from_id=OWNER_ID)
+    tg_server.inject_message(upgraded, "@my_agent_bot second question", from_id=STRANGER_ID)
+    await tg_server.wait_sent(upgraded, 1)
+    # a reply the conversation still addresses to the old id (a resumed one, a /status)
+    await stack.channel.send(OutboundMessage("telegram", str(GROUP_ID), "to the old id"))
+    after = await stack.services.conversations.pinned_for(key)
+    assert before is not None and after is not None and after.id == before.id
+    turns = await stack.turns(key)
+    assert [t["content"] for t in turns if t["role"] == "user"] == [
+        "@my_agent_bot first question", "@my_agent_bot second question"
+    ]  # fmt: skip
+    assert after.channel_meta.get("chatId") == str(upgraded)
+    assert len(tg_server.sent_to(upgraded)) == 2
+    # once followed, no send asks the old id again
+    assert [c["chat_id"] for c in tg_server.calls_of("sendMessage")].count(str(GROUP_ID)) == 1
