@@ -784,3 +784,25 @@ async def test_a_group_upgraded_to_a_supergroup_keeps_its_conversation_and_answe
     assert len(tg_server.sent_to(upgraded)) == 2
     # once followed, no send asks the old id again
     assert [c["chat_id"] for c in tg_server.calls_of("sendMessage")].count(str(GROUP_ID)) == 1
+
+
+@pytest.mark.parametrize(
+    ("chat", "refusal"),
+    [(GROUP_ID, "kicked"), (GROUP_ID, "missing")],
+)
+async def test_a_reply_telegram_refuses_for_good_is_not_retried_and_the_owner_is_told(
+    stack: Stack, tg_server: FakeTelegramServer, chat: int, refusal: str
+) -> None:
+    {"kicked": tg_server.kicked_chats, "missing": tg_server.missing_chats}[refusal].add(chat)
+    tg_server.inject_message(chat, "@my_agent_bot are you there?", from_id=OWNER_ID)
+    await tg_server.wait_sent(OWNER_ID, 1)  # the owner's alert
+    outbox = stack.services.outbox
+    row = await outbox.db.fetchone("SELECT status, attempts, last_error FROM outbox")
+    assert row is not None and row[0] == "failed" and row[1] == 1
+    alert = tg_server.sent_to(OWNER_ID)[0]["text"]
+    assert alert.startswith("Could not deliver a reply on telegram") and "keeps it" in alert
+    turns = await stack.turns(f"telegram:group:{GROUP_ID}")
+    assert [t["role"] for t in turns] == ["user", "assistant"]  # the reply stays
+    await asyncio.sleep(0.3)
+    tries = [c for c in tg_server.calls_of("sendMessage") if c["chat_id"] == str(chat)]
+    assert len(tries) == 1  # never retried
