@@ -18,7 +18,12 @@ from typing import Any
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
-from aiogram.exceptions import AiogramError, ClientDecodeError, TelegramRetryAfter
+from aiogram.exceptions import (
+    AiogramError,
+    ClientDecodeError,
+    TelegramConflictError,
+    TelegramRetryAfter,
+)
 from aiogram.methods import GetUpdates, SendChatAction
 from aiogram.types import CallbackQuery, Update
 from pydantic import ValidationError
@@ -206,6 +211,12 @@ class TelegramChannel:
                 if isinstance(exc, TelegramRetryAfter):
                     # Flood control says when: polling sooner only lengthens the ban.
                     delay = max(delay, float(exc.retry_after))
+                elif isinstance(exc, TelegramConflictError) and "webhook" in exc.message.lower():
+                    # A webhook was set since start (the same token used elsewhere):
+                    # getUpdates is refused until it is gone, so set up again, which
+                    # deletes it (pending updates kept). Before, polling retried forever
+                    # and nothing came in until a restart.
+                    self.me = None
                 log.warning("Telegram polling failed (%s); retrying in %.1fs", exc, delay)
                 await self._pause(delay)
                 continue

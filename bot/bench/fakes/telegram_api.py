@@ -128,6 +128,7 @@ class FakeTelegramServer:
         self.kicked_chats: set[int] = set()  # 403 bot was kicked from the group chat
         # old group id -> its supergroup's id: 400 with parameters.migrate_to_chat_id
         self.migrated_chats: dict[int, int] = {}
+        self.webhook: str | None = None  # set: getUpdates is refused with 409, as there
         self._updates: list[dict[str, Any]] = []
         self._history: list[dict[str, Any]] = []
         self._next_update_id = 1000
@@ -347,7 +348,10 @@ class FakeTelegramServer:
         if method == "sendchataction":
             self._check_chat(int(p["chat_id"]))
             return True
-        if method in ("deletewebhook", "answercallbackquery", "deletemessage"):
+        if method == "deletewebhook":
+            self.webhook = None
+            return True
+        if method in ("answercallbackquery", "deletemessage"):
             return True
         if method in ("setmycommands", "deletemycommands"):
             scope = p.get("scope") or {"type": "default"}
@@ -372,6 +376,12 @@ class FakeTelegramServer:
         raise ApiError(404, "Not Found: method not found")
 
     async def _get_updates(self, p: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.webhook is not None:
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use "
+                "deleteWebhook to delete the webhook first",
+            )
         offset = int(p.get("offset", 0))
         timeout = float(p.get("timeout", 0))
         limit = int(p.get("limit", 100))

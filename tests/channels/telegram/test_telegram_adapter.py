@@ -723,3 +723,20 @@ async def test_a_send_to_a_group_upgraded_unseen_follows_it_to_the_supergroup(
     (asked,) = host.delivered
     assert (asked.group_id, asked.chat_id, asked.addressed) == (str(GROUP_ID), str(upgraded), True)
     assert str(upgraded) in host.cursors[("telegram", "migrated_groups")]  # kept for a restart
+
+
+async def test_a_webhook_set_while_polling_is_deleted_again(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    await tg_server.wait_for("getUpdates")
+    # Someone (a test deployment with the same token, a BotFather tool) sets a webhook:
+    # every getUpdates is refused with 409 until it is deleted.
+    tg_server.webhook = "https://example.invalid/hook"
+    polls = len(tg_server.calls_of("getUpdates"))
+    await tg_server.wait_for("getUpdates", polls + 1)  # the poll in progress ends (1 s)
+    tg_server.inject_message(OWNER_ID, "are you there?")
+    await host.wait_delivered(1, timeout=15)
+    # Before, polling retried the refused getUpdates forever and nothing came in.
+    assert host.delivered[0].text == "are you there?"
+    deletes = tg_server.calls_of("deleteWebhook")
+    assert len(deletes) == 2 and all(d.get("drop_pending_updates") != "true" for d in deletes)
