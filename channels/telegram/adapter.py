@@ -121,6 +121,7 @@ class TelegramChannel:
         self.sender.restore(await host.get_cursor(self.name, "parts"))
         self.sender.save = lambda value: host.set_cursor(self.name, "parts", value)
         await self.migrations.load(host)
+        self.albums.load(await host.get_cursor(self.name, "albums"))
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
         except (AiogramError, TimeoutError) as exc:
@@ -300,6 +301,8 @@ class TelegramChannel:
                 inbound = None
             if inbound is not None:
                 await self._host.deliver(self.albums.apply(self.migrations.apply(inbound)))
+                if self.albums.changed:
+                    await self._save_albums()
                 if inbound.chat_id in self._menu_waiting:
                     await self._owner_menu(inbound.chat_id)
         except asyncio.CancelledError:
@@ -347,6 +350,16 @@ class TelegramChannel:
         except Exception:
             log.exception("update %s cannot be recorded at all; skipping it", update.update_id)
         return True
+
+    async def _save_albums(self) -> None:
+        assert self._host is not None
+        try:
+            await self._host.set_cursor(self.name, "albums", self.albums.dump())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # At worst a restart right now forgets whether the album was addressed.
+            log.exception("could not save the Telegram albums")
 
     async def _moved(self, old: str, new: str) -> None:
         """A send was told chat ``old`` is now the supergroup ``new``: follow it."""

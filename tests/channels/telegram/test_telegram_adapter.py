@@ -740,3 +740,30 @@ async def test_a_webhook_set_while_polling_is_deleted_again(
     assert host.delivered[0].text == "are you there?"
     deletes = tg_server.calls_of("deleteWebhook")
     assert len(deletes) == 2 and all(d.get("drop_pending_updates") != "true" for d in deletes)
+
+
+async def test_an_album_cut_by_a_restart_keeps_its_addressing(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    photo = [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}]
+    cfg = telegram_config(tg_server.base_url)
+    first = TelegramChannel(cfg, None, sleep=sleeps)
+    await first.start(host)
+    try:
+        tg_server.inject_message(GROUP_ID, photo=photo, caption="@my_agent_bot where?",
+                                 media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+        await host.wait_delivered(1)
+    finally:
+        await first.stop()
+    second = TelegramChannel(cfg, None, sleep=sleeps)
+    await second.start(host)
+    try:
+        tg_server.inject_message(GROUP_ID, photo=photo, caption="the second beach",
+                                 media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+        await host.wait_delivered(2)
+    finally:
+        await second.stop()
+    # Before, the restart forgot the album: its second photo came as a first one, not
+    # addressed (no mention in its caption), and was left out of the album's reply.
+    later = host.delivered[1]
+    assert later.addressed is True and later.metadata.get("album_part") is True

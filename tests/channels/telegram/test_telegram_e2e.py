@@ -806,3 +806,30 @@ async def test_a_reply_telegram_refuses_for_good_is_not_retried_and_the_owner_is
     await asyncio.sleep(0.3)
     tries = [c for c in tg_server.calls_of("sendMessage") if c["chat_id"] == str(chat)]
     assert len(tries) == 1  # never retried
+
+
+async def test_an_album_cut_by_a_restart_gets_one_reply_to_its_last_photo(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    photo = [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}]
+    first = await start_stack(tmp_path / "data", tg_server, brain=ScriptedBrain())
+    try:
+        tg_server.inject_message(GROUP_ID, photo=photo, caption="@my_agent_bot where?",
+                                 media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+        await first.wait(lambda: first.channel.offset > 1001)
+    finally:
+        await first.stop(drain_seconds=0)  # its reply is owed: resumed at the next start
+    assert tg_server.sent_to(GROUP_ID) == []
+    second = await start_stack(tmp_path / "data", tg_server, brain=ScriptedBrain())
+    try:
+        tg_server.inject_message(GROUP_ID, photo=photo, caption="the second beach",
+                                 media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+        await tg_server.wait_sent(GROUP_ID, 1)
+        await asyncio.sleep(1.5)  # no second reply comes
+        turns = await second.turns(f"telegram:group:{GROUP_ID}")
+    finally:
+        await second.stop()
+    # Before, the second photo was recorded as not addressed and the reply answered the
+    # first photo alone.
+    assert texts(tg_server.sent_to(GROUP_ID)) == ["echo: [photo] the second beach"]
+    assert [t.get("awaitReply") for t in turns if t["role"] == "user"] == [None, None]
