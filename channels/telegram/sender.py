@@ -14,7 +14,8 @@ in the outbox for the next start. The parts delivered of a message that goes bac
 outbox are also saved (:attr:`TelegramSender.save`, the channel's cursor ``parts``), so the
 retry after a restart does not send them twice either. Errors that no retry can fix (chat
 not found, bot blocked) raise :class:`~bot.channel.PermanentSendError`. A part Telegram
-refuses to parse is resent as plain text: a reply is never lost to a formatting problem.
+refuses to parse is resent as plain text: a reply is never lost to a formatting problem,
+nor to a forum topic deleted since (sent to the general topic instead).
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ def chat_ref(chat_id: str) -> int | str:
 
 def _is_parse_error(exc: TelegramBadRequest) -> bool:
     return "can't parse entities" in exc.message.lower()
+
+
+def _is_lost_topic(exc: TelegramBadRequest) -> bool:
+    return "message thread not found" in exc.message.lower()
 
 
 class TelegramSender:
@@ -196,6 +201,20 @@ class TelegramSender:
                 if await self._wait(delay):
                     raise  # stopping: the outbox retries it at the next start
 
+    async def _call_in_topic(self, method: TelegramMethod[T]) -> T:
+        """:meth:`call`, sent without its forum topic when Telegram no longer knows it
+        (the topic deleted, or the group's topics turned off, since it was asked there):
+        before, "message thread not found" was a permanent failure and the reply lost."""
+        try:
+            return await self.call(method)
+        except TelegramBadRequest as exc:
+            if not _is_lost_topic(exc) or getattr(method, "message_thread_id", None) is None:
+                raise
+            log.warning("forum topic %s of chat %s is gone; sending to the general topic",
+                        getattr(method, "message_thread_id", None),
+                        getattr(method, "chat_id", None))  # fmt: skip
+            return await self.call(method.model_copy(update={"message_thread_id": None}))
+
     async def send_part(
         self,
         chat_id: int | str,
@@ -220,12 +239,16 @@ class TelegramSender:
             )
         try:
             try:
-                return await self.call(SendMessage(text=part_html, parse_mode="HTML", **kwargs))
+                return await self._call_in_topic(
+                    SendMessage(text=part_html, parse_mode="HTML", **kwargs)
+                )
             except TelegramBadRequest as exc:
                 if not _is_parse_error(exc):
                     raise
                 log.error("Telegram refused our HTML (%s); sending plain text", exc.message)
-                return await self.call(SendMessage(text=html_to_plain(part_html), **kwargs))
+                return await self._call_in_topic(
+                    SendMessage(text=html_to_plain(part_html), **kwargs)
+                )
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             raise PermanentSendError(f"telegram refused the message: {exc.message}") from exc
 
@@ -241,7 +264,7 @@ class TelegramSender:
             else SendDocument(chat_id=chat_id, document=ref, message_thread_id=topic)
         )
         try:
-            return await self.call(method)
+            return await self._call_in_topic(method)
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             raise PermanentSendError(f"telegram refused the file: {exc.message}") from exc
 

@@ -129,6 +129,7 @@ class FakeTelegramServer:
         # old group id -> its supergroup's id: 400 with parameters.migrate_to_chat_id
         self.migrated_chats: dict[int, int] = {}
         self.webhook: str | None = None  # set: getUpdates is refused with 409, as there
+        self.deleted_topics: set[int] = set()  # message_thread_id: 400 thread not found
         self._updates: list[dict[str, Any]] = []
         self._history: list[dict[str, Any]] = []
         self._next_update_id = 1000
@@ -346,7 +347,7 @@ class FakeTelegramServer:
         if method == "getme":
             return self.me
         if method == "sendchataction":
-            self._check_chat(int(p["chat_id"]))
+            self._check_chat(int(p["chat_id"]), p)
             return True
         if method == "deletewebhook":
             self.webhook = None
@@ -404,8 +405,11 @@ class FakeTelegramServer:
                 pass
         return ready()
 
-    def _check_chat(self, chat_id: int) -> None:
+    def _check_chat(self, chat_id: int, p: dict[str, Any]) -> None:
         """Refuse a send to ``chat_id`` as Telegram does when it cannot be written to."""
+        thread = p.get("message_thread_id")
+        if thread is not None and int(thread) in self.deleted_topics:
+            raise ApiError(400, "Bad Request: message thread not found")
         if chat_id in self.missing_chats:
             raise ApiError(400, "Bad Request: chat not found")
         if chat_id in self.blocked_chats:
@@ -421,7 +425,7 @@ class FakeTelegramServer:
 
     def _send_message(self, p: dict[str, Any]) -> dict[str, Any]:
         chat_id = int(p["chat_id"])
-        self._check_chat(chat_id)
+        self._check_chat(chat_id, p)
         text = p.get("text", "")
         visible = text
         if p.get("parse_mode", "").upper() == "HTML":
@@ -460,7 +464,7 @@ class FakeTelegramServer:
         """sendPhoto / sendDocument by a file_id the bot received (no upload here): the
         record has ``photo`` (as Telegram's sizes) or ``document``, and any caption."""
         chat_id = int(p["chat_id"])
-        self._check_chat(chat_id)
+        self._check_chat(chat_id, p)
         file_id = p.get(kind)
         if not file_id:
             raise ApiError(400, f"Bad Request: there is no {kind} in the request")

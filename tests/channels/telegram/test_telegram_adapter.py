@@ -767,3 +767,16 @@ async def test_an_album_cut_by_a_restart_keeps_its_addressing(
     # addressed (no mention in its caption), and was left out of the album's reply.
     later = host.delivered[1]
     assert later.addressed is True and later.metadata.get("album_part") is True
+
+
+async def test_a_reply_to_a_deleted_forum_topic_goes_to_the_general_topic(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    tg_server.deleted_topics.add(7)  # deleted (or topics turned off) since it was asked
+    meta = {"topic": 7, "files": [{"ref": "file-1", "kind": "photo"}]}
+    msg = OutboundMessage("telegram", str(GROUP_ID), "the answer", metadata=meta)
+    await channel.send(msg)
+    # Before, "message thread not found" was a permanent failure: the reply was lost.
+    assert [m["text"] for m in tg_server.sent_to(GROUP_ID)] == ["the answer", ""]
+    calls = [c for c in tg_server.calls if c.method.lower() in ("sendmessage", "sendphoto")]
+    assert [c.params.get("message_thread_id") for c in calls] == ["7", None, "7", None]
