@@ -18,7 +18,12 @@ from typing import Any
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
-from aiogram.exceptions import AiogramError, ClientDecodeError, TelegramRetryAfter
+from aiogram.exceptions import (
+    AiogramError,
+    ClientDecodeError,
+    TelegramConflictError,
+    TelegramRetryAfter,
+)
 from aiogram.methods import GetUpdates, SendChatAction
 from aiogram.types import CallbackQuery, Update
 from pydantic import ValidationError
@@ -84,6 +89,8 @@ class TelegramChannel:
             g.id.lower(): g for g in cfg.groups if g.id.startswith("@")
         }
         self.migrations = GroupMigrations(self.groups)
+        self.sender.route = self.migrations.current  # a moved group's sends: its new id
+        self.sender.on_moved = self._moved
         self.albums = Albums()
         self.me: BotIdentity | None = None
         self.offset = 0
@@ -114,6 +121,7 @@ class TelegramChannel:
         self.sender.restore(await host.get_cursor(self.name, "parts"))
         self.sender.save = lambda value: host.set_cursor(self.name, "parts", value)
         await self.migrations.load(host)
+        self.albums.load(await host.get_cursor(self.name, "albums"))
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
         except (AiogramError, TimeoutError) as exc:
@@ -204,6 +212,12 @@ class TelegramChannel:
                 if isinstance(exc, TelegramRetryAfter):
                     # Flood control says when: polling sooner only lengthens the ban.
                     delay = max(delay, float(exc.retry_after))
+                elif isinstance(exc, TelegramConflictError) and "webhook" in exc.message.lower():
+                    # A webhook was set since start (the same token used elsewhere):
+                    # getUpdates is refused until it is gone, so set up again, which
+                    # deletes it (pending updates kept). Before, polling retried forever
+                    # and nothing came in until a restart.
+                    self.me = None
                 log.warning("Telegram polling failed (%s); retrying in %.1fs", exc, delay)
                 await self._pause(delay)
                 continue
@@ -287,6 +301,8 @@ class TelegramChannel:
                 inbound = None
             if inbound is not None:
                 await self._host.deliver(self.albums.apply(self.migrations.apply(inbound)))
+                if self.albums.changed:
+                    await self._save_albums()
                 if inbound.chat_id in self._menu_waiting:
                     await self._owner_menu(inbound.chat_id)
         except asyncio.CancelledError:
@@ -334,6 +350,29 @@ class TelegramChannel:
         except Exception:
             log.exception("update %s cannot be recorded at all; skipping it", update.update_id)
         return True
+
+    async def _save_albums(self) -> None:
+        assert self._host is not None
+        try:
+            await self._host.set_cursor(self.name, "albums", self.albums.dump())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # At worst a restart right now forgets whether the album was addressed.
+            log.exception("could not save the Telegram albums")
+
+    async def _moved(self, old: str, new: str) -> None:
+        """A send was told chat ``old`` is now the supergroup ``new``: follow it."""
+        if self._host is None:
+            return
+        try:
+            await self.migrations.learn(old, new, self._host)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Followed in memory already; only a restart forgets it, and the next
+            # send to the old id tells it again: not worth failing this send for.
+            log.exception("could not persist the move of chat %s to %s", old, new)
 
     async def _owner_menu(self, chat_id: str) -> None:
         """The owner wrote for the first time: now their chat can have its menu."""
@@ -422,7 +461,11 @@ class TelegramChannel:
             return
         try:
             await self.bot(
-                SendChatAction(chat_id=chat_ref(chat_id), action="typing", message_thread_id=topic)
+                SendChatAction(
+                    chat_id=chat_ref(self.migrations.current(chat_id)),
+                    action="typing",
+                    message_thread_id=topic,
+                )
             )
         except AiogramError as exc:  # cosmetic: never worth failing a reply for
             log.debug("sendChatAction to %s failed: %s", chat_id, exc)

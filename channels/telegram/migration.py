@@ -5,8 +5,12 @@ settings) and gives it a new chat id, announcing the move with a service message
 chat (``migrate_to_chat_id`` in the old one, ``migrate_from_chat_id`` in the new one).
 The allow-list names the old id, so without this the bot went silent in the group. The
 new id inherits the old one's settings, and its messages keep the old id as ``group_id``
-so the group's conversation goes on. The moves are kept as a channel cursor in
-``state.db`` so they survive a restart.
+so the group's conversation goes on. Sends to the old id go to the new one
+(:meth:`GroupMigrations.current`). A move is also learnt from a send's 400 "group chat
+was upgraded to a supergroup chat" (:meth:`GroupMigrations.learn`): the service messages
+are not seen when the upgrade happened while the bot was away (Telegram keeps updates
+24 hours). The moves are kept as a channel cursor in ``state.db`` so they survive a
+restart.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class GroupMigrations:
     def __init__(self, groups: MutableMapping[str, TelegramGroupConfig]) -> None:
         self.groups = groups
         self.moved: dict[str, str] = {}  # new chat id -> the group's configured id
+        self.chats: dict[str, str] = {}  # the group's configured id -> its chat id now
 
     async def load(self, host: ChannelHost) -> None:
         """Apply the moves recorded before a restart."""
@@ -53,6 +58,10 @@ class GroupMigrations:
             old, new = str(message.migrate_from_chat_id), str(message.chat.id)
         else:
             return
+        await self.learn(old, new, host)
+
+    async def learn(self, old: str, new: str, host: ChannelHost) -> None:
+        """Chat ``old`` is now chat ``new``: follow it, when it is an allowed group."""
         old = self.moved.get(old, old)  # moved twice: still the configured group
         if new in self.moved or old not in self.groups:
             return
@@ -64,7 +73,13 @@ class GroupMigrations:
         group = self.groups.get(old)
         if group is not None:
             self.moved[new] = old
+            self.chats[old] = new  # in the order of the moves: the last is the newest
             self.groups.setdefault(new, group)
+
+    def current(self, chat_id: str) -> str:
+        """Where a message to ``chat_id`` goes now: its supergroup's id if it moved
+        (before, every send asked the old id first and was told of the move again)."""
+        return self.chats.get(self.moved.get(chat_id, chat_id), chat_id)
 
     def apply(self, inbound: InboundMessage) -> InboundMessage:
         """The group's configured id for a message from its new chat (same conversation)."""

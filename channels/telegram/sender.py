@@ -14,7 +14,8 @@ in the outbox for the next start. The parts delivered of a message that goes bac
 outbox are also saved (:attr:`TelegramSender.save`, the channel's cursor ``parts``), so the
 retry after a restart does not send them twice either. Errors that no retry can fix (chat
 not found, bot blocked) raise :class:`~bot.channel.PermanentSendError`. A part Telegram
-refuses to parse is resent as plain text: a reply is never lost to a formatting problem.
+refuses to parse is resent as plain text: a reply is never lost to a formatting problem,
+nor to a forum topic deleted since (sent to the general topic instead).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ LITERAL_KINDS = frozenset({"escalation", "command"})  # sent as written, never a
 Sleep = Callable[[float], Awaitable[None]]
 Markup = InlineKeyboardMarkup | ForceReply
 Save = Callable[[str], Awaitable[None]]
+Moved = Callable[[str, str], Awaitable[None]]  # old chat id, new chat id
 SAVED_MAX = 200  # messages whose delivered parts are kept across restarts, newest
 
 
@@ -84,6 +86,10 @@ def _is_parse_error(exc: TelegramBadRequest) -> bool:
     return "can't parse entities" in exc.message.lower()
 
 
+def _is_lost_topic(exc: TelegramBadRequest) -> bool:
+    return "message thread not found" in exc.message.lower()
+
+
 class TelegramSender:
     """Sends rendered messages through an aiogram :class:`Bot` with the retry policy."""
 
@@ -99,6 +105,10 @@ class TelegramSender:
         # once its row is gone, so an entry counts only for the message it was made for.
         self._saved: dict[int, tuple[int, str | None, str]] = {}
         self.save: Save | None = None  # set by the channel: persists what restore reads
+        # Set by the channel (channels/telegram/migration.py): where a chat is now, and
+        # what to do when a send learns that a group was upgraded to a supergroup.
+        self.route: Callable[[str], str] = str
+        self.on_moved: Moved | None = None
         # Set when the daemon stops: a wait between attempts ends at once and the message
         # goes back to the outbox (kept for the next start) instead of holding the stop.
         self.stopping = asyncio.Event()
@@ -152,6 +162,7 @@ class TelegramSender:
         """One API call with flood-control waits and network retries (bounded)."""
         backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)
         attempts = 0
+        moved = False
         while True:
             try:
                 return await self.bot(method)
@@ -168,10 +179,17 @@ class TelegramSender:
                 if left:  # stopping: the outbox keeps it, to send no sooner than this
                     raise RetryLater(left, exc.message) from exc
             except TelegramMigrateToChat as exc:
-                attempts += 1
-                if attempts > self.config.send_retries or not hasattr(method, "chat_id"):
+                # Not a failure, and not one of the retries: the message goes to the
+                # group's new id at once (a supergroup never moves again, so once).
+                # Before, it took one of ``send_retries`` (with 0, the outbox retried
+                # the old id until it gave up) and each later send asked the old id.
+                old = getattr(method, "chat_id", None)
+                if moved or old is None:
                     raise
-                log.info("chat migrated to supergroup %s", exc.migrate_to_chat_id)
+                moved = True
+                log.info("chat %s migrated to supergroup %s", old, exc.migrate_to_chat_id)
+                if self.on_moved is not None:
+                    await self.on_moved(str(old), str(exc.migrate_to_chat_id))
                 method = method.model_copy(update={"chat_id": exc.migrate_to_chat_id})
             except (TelegramNetworkError, TelegramServerError) as exc:
                 attempts += 1
@@ -182,6 +200,20 @@ class TelegramSender:
                             attempts, delay)  # fmt: skip
                 if await self._wait(delay):
                     raise  # stopping: the outbox retries it at the next start
+
+    async def _call_in_topic(self, method: TelegramMethod[T]) -> T:
+        """:meth:`call`, sent without its forum topic when Telegram no longer knows it
+        (the topic deleted, or the group's topics turned off, since it was asked there):
+        before, "message thread not found" was a permanent failure and the reply lost."""
+        try:
+            return await self.call(method)
+        except TelegramBadRequest as exc:
+            if not _is_lost_topic(exc) or getattr(method, "message_thread_id", None) is None:
+                raise
+            log.warning("forum topic %s of chat %s is gone; sending to the general topic",
+                        getattr(method, "message_thread_id", None),
+                        getattr(method, "chat_id", None))  # fmt: skip
+            return await self.call(method.model_copy(update={"message_thread_id": None}))
 
     async def send_part(
         self,
@@ -207,12 +239,16 @@ class TelegramSender:
             )
         try:
             try:
-                return await self.call(SendMessage(text=part_html, parse_mode="HTML", **kwargs))
+                return await self._call_in_topic(
+                    SendMessage(text=part_html, parse_mode="HTML", **kwargs)
+                )
             except TelegramBadRequest as exc:
                 if not _is_parse_error(exc):
                     raise
                 log.error("Telegram refused our HTML (%s); sending plain text", exc.message)
-                return await self.call(SendMessage(text=html_to_plain(part_html), **kwargs))
+                return await self._call_in_topic(
+                    SendMessage(text=html_to_plain(part_html), **kwargs)
+                )
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             raise PermanentSendError(f"telegram refused the message: {exc.message}") from exc
 
@@ -228,13 +264,13 @@ class TelegramSender:
             else SendDocument(chat_id=chat_id, document=ref, message_thread_id=topic)
         )
         try:
-            return await self.call(method)
+            return await self._call_in_topic(method)
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             raise PermanentSendError(f"telegram refused the file: {exc.message}") from exc
 
     async def send(self, msg: OutboundMessage) -> SendResult:
         """Render ``msg`` and send it as ordered parts; returns the ref of the last part."""
-        chat_id = chat_ref(msg.chat_id)
+        chat_id = chat_ref(self.route(msg.chat_id))
         buttons, listed = split_actions(msg.actions)
         text = msg.text
         if listed:

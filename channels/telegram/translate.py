@@ -305,19 +305,24 @@ def translate_message(
     if not body:
         body = "[empty message]"
 
-    addressed = True
+    # ``/new@other_bot`` is another bot's, even where everything else is ours: in a
+    # group set to ``respond: always`` and in a private chat too (pasted from elsewhere,
+    # or typed by habit). Before, a private chat was always addressed, and the router ran
+    # the other bot's /model or /new here. It is recorded, not answered. Asked of the
+    # body as it is now: a forward, a caption under a placeholder, the words of a Reply
+    # prompt's answer are no command.
+    addressed = _normalise_command(body, me)[1] is not False
     group_id = group_title = None
     if group_cfg is not None:
         group_id, group_title = str(chat.id), chat.title or group_cfg.title
         addressed = (
-            (
+            addressed
+            and (
                 group_cfg.respond == "always"
                 or replied_to_bot
                 or command_for_us is True
                 or _mentions_bot(message, message.text or message.caption or "", me)
             )
-            # ``/new@other_bot`` is another bot's, even where everything else is ours
-            and command_for_us is not False
             # never a bot (no loops); an anonymous admin writes as the group, through
             # Telegram's GroupAnonymousBot, and is a person
             and not (user is not None and user.is_bot and message.sender_chat is None)

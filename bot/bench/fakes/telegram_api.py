@@ -90,9 +90,16 @@ def parse_telegram_html(text: str) -> str:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, description: str, retry_after: int | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        description: str,
+        retry_after: int | None = None,
+        migrate_to_chat_id: int | None = None,
+    ) -> None:
         super().__init__(description)
         self.code, self.description, self.retry_after = code, description, retry_after
+        self.migrate_to_chat_id = migrate_to_chat_id
 
 
 @dataclass
@@ -118,6 +125,11 @@ class FakeTelegramServer:
         self.menus: dict[str, list[str]] = {}  # scope ("default", "chat:1001"...) -> commands
         self.missing_chats: set[int] = set()  # 400 chat not found
         self.blocked_chats: set[int] = set()  # 403 bot was blocked by the user
+        self.kicked_chats: set[int] = set()  # 403 bot was kicked from the group chat
+        # old group id -> its supergroup's id: 400 with parameters.migrate_to_chat_id
+        self.migrated_chats: dict[int, int] = {}
+        self.webhook: str | None = None  # set: getUpdates is refused with 409, as there
+        self.deleted_topics: set[int] = set()  # message_thread_id: 400 thread not found
         self._updates: list[dict[str, Any]] = []
         self._history: list[dict[str, Any]] = []
         self._next_update_id = 1000
@@ -325,6 +337,8 @@ class FakeTelegramServer:
             }  # fmt: skip
             if exc.retry_after is not None:
                 body["parameters"] = {"retry_after": exc.retry_after}
+            if exc.migrate_to_chat_id is not None:
+                body["parameters"] = {"migrate_to_chat_id": exc.migrate_to_chat_id}
             return web.json_response(body, status=exc.code)
         await self._notify()
         return web.json_response({"ok": True, "result": result})
@@ -332,7 +346,13 @@ class FakeTelegramServer:
     async def _dispatch(self, method: str, p: dict[str, Any]) -> Any:
         if method == "getme":
             return self.me
-        if method in ("deletewebhook", "sendchataction", "answercallbackquery", "deletemessage"):
+        if method == "sendchataction":
+            self._check_chat(int(p["chat_id"]), p)
+            return True
+        if method == "deletewebhook":
+            self.webhook = None
+            return True
+        if method in ("answercallbackquery", "deletemessage"):
             return True
         if method in ("setmycommands", "deletemycommands"):
             scope = p.get("scope") or {"type": "default"}
@@ -357,6 +377,12 @@ class FakeTelegramServer:
         raise ApiError(404, "Not Found: method not found")
 
     async def _get_updates(self, p: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.webhook is not None:
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use "
+                "deleteWebhook to delete the webhook first",
+            )
         offset = int(p.get("offset", 0))
         timeout = float(p.get("timeout", 0))
         limit = int(p.get("limit", 100))
@@ -379,12 +405,27 @@ class FakeTelegramServer:
                 pass
         return ready()
 
-    def _send_message(self, p: dict[str, Any]) -> dict[str, Any]:
-        chat_id = int(p["chat_id"])
+    def _check_chat(self, chat_id: int, p: dict[str, Any]) -> None:
+        """Refuse a send to ``chat_id`` as Telegram does when it cannot be written to."""
+        thread = p.get("message_thread_id")
+        if thread is not None and int(thread) in self.deleted_topics:
+            raise ApiError(400, "Bad Request: message thread not found")
         if chat_id in self.missing_chats:
             raise ApiError(400, "Bad Request: chat not found")
         if chat_id in self.blocked_chats:
             raise ApiError(403, "Forbidden: bot was blocked by the user")
+        if chat_id in self.kicked_chats:
+            raise ApiError(403, "Forbidden: bot was kicked from the group chat")
+        if chat_id in self.migrated_chats:
+            raise ApiError(
+                400,
+                "Bad Request: group chat was upgraded to a supergroup chat",
+                migrate_to_chat_id=self.migrated_chats[chat_id],
+            )
+
+    def _send_message(self, p: dict[str, Any]) -> dict[str, Any]:
+        chat_id = int(p["chat_id"])
+        self._check_chat(chat_id, p)
         text = p.get("text", "")
         visible = text
         if p.get("parse_mode", "").upper() == "HTML":
@@ -423,10 +464,7 @@ class FakeTelegramServer:
         """sendPhoto / sendDocument by a file_id the bot received (no upload here): the
         record has ``photo`` (as Telegram's sizes) or ``document``, and any caption."""
         chat_id = int(p["chat_id"])
-        if chat_id in self.missing_chats:
-            raise ApiError(400, "Bad Request: chat not found")
-        if chat_id in self.blocked_chats:
-            raise ApiError(403, "Forbidden: bot was blocked by the user")
+        self._check_chat(chat_id, p)
         file_id = p.get(kind)
         if not file_id:
             raise ApiError(400, f"Bad Request: there is no {kind} in the request")

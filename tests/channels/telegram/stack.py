@@ -12,7 +12,7 @@ from typing import Any
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.brain.base import Brain, BrainReply, BrainRequest, DeltaSink
 from bot.config.model import AppConfig
-from bot.daemon import shutdown
+from bot.daemon import shutdown, wire_channels
 from bot.party_resume import resume_known_parties
 from bot.resume import resume_pending_replies
 from bot.services import Services, open_services
@@ -121,8 +121,9 @@ async def start_stack(
     services.outbox.base_delay = 0.05
     sleeps = SleepRecorder()
     channel = TelegramChannel(config, services, sleep=sleeps)
-    # the wiring bot/daemon.py does for every channel:
-    services.channels["telegram"] = channel
+    # the wiring bot/daemon.py does for every channel (with the owner's alert about a
+    # message the outbox gives up on: before, the stack left it out)
+    wire_channels(services, [channel])
     await resume_known_parties(services)  # before the channel starts, as the daemon does
     await channel.start(services.router)
     services.outbox.attach(channel)  # once started (bot.daemon.start_channels)

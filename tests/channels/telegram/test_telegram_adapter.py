@@ -671,3 +671,112 @@ async def test_a_message_that_cannot_be_read_is_recorded_as_received_not_skipped
     tg_server.inject_message(OWNER_ID, "last")
     await host.wait_delivered(3, timeout=20)
     assert host.delivered[-1].text == "last"
+
+
+async def test_a_command_for_another_bot_is_never_ours_in_a_private_chat(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    tg_server.inject_message(OWNER_ID, "/model@other_bot opus")
+    tg_server.inject_message(OWNER_ID, "/model@My_Agent_Bot haiku")
+    tg_server.inject_message(STRANGER_ID, "/new@other_bot")
+    anna = {"id": 5, "is_bot": False, "first_name": "Anna"}
+    origin = {"type": "user", "date": 1, "sender_user": anna}
+    tg_server.inject_message(OWNER_ID, "/start@other_bot", forward_origin=origin)
+    await host.wait_delivered(4)
+    # Before, a private chat has no "addressed" test at all: the other bot's /model was
+    # run by this one. Ours (any case) is still ours, its @suffix stripped.
+    assert [(m.text, m.addressed) for m in host.delivered] == [
+        ("/model@other_bot opus", False),
+        ("/model haiku", True),
+        ("/new@other_bot", False),
+        ("[forwarded from Anna] /start@other_bot", True),  # words passed on: no command
+    ]
+
+
+async def test_a_send_to_a_group_upgraded_unseen_follows_it_to_the_supergroup(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    upgraded = -1009990002
+    # Telegram upgraded the Family group while the bot was away: the service messages
+    # announcing it were never seen, only the 400 of a send tells the new id.
+    tg_server.migrated_chats[GROUP_ID] = upgraded
+    cfg = telegram_config(tg_server.base_url, send_retries=0)
+    ch = TelegramChannel(cfg, None, sleep=sleeps)
+    await ch.start(host)
+    try:
+        first = await ch.send(OutboundMessage("telegram", str(GROUP_ID), "one"))
+        await ch.send(OutboundMessage("telegram", str(GROUP_ID), "two"))
+        await ch.typing(str(GROUP_ID))
+        tg_server.inject_message(upgraded, "@my_agent_bot still there?", from_id=OWNER_ID)
+        await host.wait_delivered(1)
+    finally:
+        await ch.stop()
+    # Before, the move counted as a failed attempt (send_retries 0: the outbox retried
+    # it, in vain, until it gave up), every later send asked the old id first, and the
+    # group's messages from its new id were dropped as not on the allow-list.
+    assert first.message_ref is not None and first.message_ref.startswith(f"{upgraded}:")
+    assert [m["text"] for m in tg_server.sent_to(upgraded)] == ["one", "two"]
+    assert [c["chat_id"] for c in tg_server.calls_of("sendMessage")] == [
+        str(GROUP_ID), str(upgraded), str(upgraded)
+    ]  # fmt: skip
+    assert tg_server.calls_of("sendChatAction")[-1]["chat_id"] == str(upgraded)
+    (asked,) = host.delivered
+    assert (asked.group_id, asked.chat_id, asked.addressed) == (str(GROUP_ID), str(upgraded), True)
+    assert str(upgraded) in host.cursors[("telegram", "migrated_groups")]  # kept for a restart
+
+
+async def test_a_webhook_set_while_polling_is_deleted_again(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    await tg_server.wait_for("getUpdates")
+    # Someone (a test deployment with the same token, a BotFather tool) sets a webhook:
+    # every getUpdates is refused with 409 until it is deleted.
+    tg_server.webhook = "https://example.invalid/hook"
+    polls = len(tg_server.calls_of("getUpdates"))
+    await tg_server.wait_for("getUpdates", polls + 1)  # the poll in progress ends (1 s)
+    tg_server.inject_message(OWNER_ID, "are you there?")
+    await host.wait_delivered(1, timeout=15)
+    # Before, polling retried the refused getUpdates forever and nothing came in.
+    assert host.delivered[0].text == "are you there?"
+    deletes = tg_server.calls_of("deleteWebhook")
+    assert len(deletes) == 2 and all(d.get("drop_pending_updates") != "true" for d in deletes)
+
+
+async def test_an_album_cut_by_a_restart_keeps_its_addressing(
+    tg_server: FakeTelegramServer, host: RecordingHost, sleeps: SleepRecorder
+) -> None:
+    photo = [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}]
+    cfg = telegram_config(tg_server.base_url)
+    first = TelegramChannel(cfg, None, sleep=sleeps)
+    await first.start(host)
+    try:
+        tg_server.inject_message(GROUP_ID, photo=photo, caption="@my_agent_bot where?",
+                                 media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+        await host.wait_delivered(1)
+    finally:
+        await first.stop()
+    second = TelegramChannel(cfg, None, sleep=sleeps)
+    await second.start(host)
+    try:
+        tg_server.inject_message(GROUP_ID, photo=photo, caption="the second beach",
+                                 media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+        await host.wait_delivered(2)
+    finally:
+        await second.stop()
+    # Before, the restart forgot the album: its second photo came as a first one, not
+    # addressed (no mention in its caption), and was left out of the album's reply.
+    later = host.delivered[1]
+    assert later.addressed is True and later.metadata.get("album_part") is True
+
+
+async def test_a_reply_to_a_deleted_forum_topic_goes_to_the_general_topic(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    tg_server.deleted_topics.add(7)  # deleted (or topics turned off) since it was asked
+    meta = {"topic": 7, "files": [{"ref": "file-1", "kind": "photo"}]}
+    msg = OutboundMessage("telegram", str(GROUP_ID), "the answer", metadata=meta)
+    await channel.send(msg)
+    # Before, "message thread not found" was a permanent failure: the reply was lost.
+    assert [m["text"] for m in tg_server.sent_to(GROUP_ID)] == ["the answer", ""]
+    calls = [c for c in tg_server.calls if c.method.lower() in ("sendmessage", "sendphoto")]
+    assert [c.params.get("message_thread_id") for c in calls] == ["7", None, "7", None]

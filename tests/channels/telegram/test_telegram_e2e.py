@@ -20,6 +20,7 @@ from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import ApiError, FakeTelegramServer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.offline import OFFLINE_LABEL
+from bot.events import OutboundMessage
 from bot.parties import party_handle
 from bot.reply_generation import OUTAGE
 
@@ -740,3 +741,95 @@ async def test_what_is_said_in_a_forum_topic_is_answered_in_that_topic(
     await tg_server.wait_sent(GROUP_ID, 4)
     last = [c for c in tg_server.calls_of("sendMessage") if c["chat_id"] == str(GROUP_ID)][-1]
     assert "message_thread_id" not in last
+
+
+async def test_another_bots_command_in_the_owners_chat_is_not_run(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    tg_server.inject_message(OWNER_ID, "/model@other_bot opus")
+    tg_server.inject_message(OWNER_ID, "/model@my_agent_bot haiku")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    # Before, the other bot's /model was run here too (two answers, the model opus first).
+    await stack.wait(lambda: stack.channel.offset > 1002)
+    await asyncio.sleep(0.3)
+    answers = [m["text"] for m in tg_server.sent_to(OWNER_ID)]
+    assert len(answers) == 1 and answers[0].startswith("Model switched to haiku")
+    rec = await stack.services.conversations.pinned_for(OWNER_KEY)
+    assert rec is not None and rec.model == "haiku"
+
+
+async def test_a_group_upgraded_to_a_supergroup_keeps_its_conversation_and_answers(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    upgraded = -1009990003
+    key = f"telegram:group:{GROUP_ID}"
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot first question", from_id=OWNER_ID)
+    await tg_server.wait_sent(GROUP_ID, 1)
+    before = await stack.services.conversations.pinned_for(key)
+    # Telegram upgrades the group: the old id refuses sends from now on
+    tg_server.migrated_chats[GROUP_ID] = upgraded
+    tg_server.inject_message(GROUP_ID, migrate_to_chat_id=upgraded, from_id=OWNER_ID)
+    tg_server.inject_message(upgraded, migrate_from_chat_id=GROUP_ID, from_id=OWNER_ID)
+    tg_server.inject_message(upgraded, "@my_agent_bot second question", from_id=STRANGER_ID)
+    await tg_server.wait_sent(upgraded, 1)
+    # a reply the conversation still addresses to the old id (a resumed one, a /status)
+    await stack.channel.send(OutboundMessage("telegram", str(GROUP_ID), "to the old id"))
+    after = await stack.services.conversations.pinned_for(key)
+    assert before is not None and after is not None and after.id == before.id
+    turns = await stack.turns(key)
+    assert [t["content"] for t in turns if t["role"] == "user"] == [
+        "@my_agent_bot first question", "@my_agent_bot second question"
+    ]  # fmt: skip
+    assert after.channel_meta.get("chatId") == str(upgraded)
+    assert len(tg_server.sent_to(upgraded)) == 2
+    # once followed, no send asks the old id again
+    assert [c["chat_id"] for c in tg_server.calls_of("sendMessage")].count(str(GROUP_ID)) == 1
+
+
+@pytest.mark.parametrize(
+    ("chat", "refusal"),
+    [(GROUP_ID, "kicked"), (GROUP_ID, "missing")],
+)
+async def test_a_reply_telegram_refuses_for_good_is_not_retried_and_the_owner_is_told(
+    stack: Stack, tg_server: FakeTelegramServer, chat: int, refusal: str
+) -> None:
+    {"kicked": tg_server.kicked_chats, "missing": tg_server.missing_chats}[refusal].add(chat)
+    tg_server.inject_message(chat, "@my_agent_bot are you there?", from_id=OWNER_ID)
+    await tg_server.wait_sent(OWNER_ID, 1)  # the owner's alert
+    outbox = stack.services.outbox
+    row = await outbox.db.fetchone("SELECT status, attempts, last_error FROM outbox")
+    assert row is not None and row[0] == "failed" and row[1] == 1
+    alert = tg_server.sent_to(OWNER_ID)[0]["text"]
+    assert alert.startswith("Could not deliver a reply on telegram") and "keeps it" in alert
+    turns = await stack.turns(f"telegram:group:{GROUP_ID}")
+    assert [t["role"] for t in turns] == ["user", "assistant"]  # the reply stays
+    await asyncio.sleep(0.3)
+    tries = [c for c in tg_server.calls_of("sendMessage") if c["chat_id"] == str(chat)]
+    assert len(tries) == 1  # never retried
+
+
+async def test_an_album_cut_by_a_restart_gets_one_reply_to_its_last_photo(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    photo = [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}]
+    first = await start_stack(tmp_path / "data", tg_server, brain=ScriptedBrain())
+    try:
+        tg_server.inject_message(GROUP_ID, photo=photo, caption="@my_agent_bot where?",
+                                 media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+        await first.wait(lambda: first.channel.offset > 1001)
+    finally:
+        await first.stop(drain_seconds=0)  # its reply is owed: resumed at the next start
+    assert tg_server.sent_to(GROUP_ID) == []
+    second = await start_stack(tmp_path / "data", tg_server, brain=ScriptedBrain())
+    try:
+        tg_server.inject_message(GROUP_ID, photo=photo, caption="the second beach",
+                                 media_group_id="g1", from_id=OWNER_ID)  # fmt: skip
+        await tg_server.wait_sent(GROUP_ID, 1)
+        await asyncio.sleep(1.5)  # no second reply comes
+        turns = await second.turns(f"telegram:group:{GROUP_ID}")
+    finally:
+        await second.stop()
+    # Before, the second photo was recorded as not addressed and the reply answered the
+    # first photo alone.
+    assert texts(tg_server.sent_to(GROUP_ID)) == ["echo: [photo] the second beach"]
+    assert [t.get("awaitReply") for t in turns if t["role"] == "user"] == [None, None]
