@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
 import os
 import random
@@ -27,44 +26,18 @@ from bot.channel import ChannelHost, DeliveryError, PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.tasks import spawn
-from channels.email.compose import (
-    compose,
-    references_chain,
-    render_actions,
-    reply_recipients,
-    reply_subject,
-    well_formed,
-)
+from channels.email.compose import well_formed
 from channels.email.dsn import Undeliverable
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
 from channels.email.inbox import Inbox, Unstorable
+from channels.email.outgoing import compose_outgoing
 from channels.email.parsing import ParsedMail, parse_message
 from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
 
 log = logging.getLogger("my_agent.email")
 
 _REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
-
-
-def _is_msgid(value: str | None) -> bool:
-    return value is not None and value.startswith("<") and value.endswith(">") and "@" in value
-
-
-def _answers_automatically(message: OutboundMessage) -> bool:
-    """Whether ``message`` answers a third party with no person writing it: an
-    acknowledgement, the answer to their command, the model's reply to a known contact
-    (keyed ``<channel>:<their message>:reply`` by the core). RFC 3834 wants such mail
-    marked ``Auto-Submitted: auto-replied``, which keeps their auto-responder from
-    answering it (a mail loop). The owner's own words (``/reply``) and the replies to
-    the owner are no such mail."""
-    if message.kind == "acknowledgement":
-        return True
-    if message.party_id is None:
-        return False
-    if message.kind == "command":
-        return True
-    return message.kind == "reply" and (message.send_key or "").endswith(":reply")
 
 
 class Backoff:
@@ -324,45 +297,15 @@ class EmailChannel:
             # its own bounce would be escalated again (a mail loop).
             log.warning("escalation to %s not mailed: mail to it bounced lately", recipient)
             return SendResult(message_ref=None)
-        in_reply_to = message.in_reply_to if _is_msgid(message.in_reply_to) else None
-        if in_reply_to is None and message.kind == "acknowledgement":
-            in_reply_to = self._last_from.get(recipient)  # thread the ack under their mail
-        parent = self._recent.get(in_reply_to) if in_reply_to else None
-        refs = [r for r in message.thread_refs if _is_msgid(r)]
-        if parent is not None and not refs:
-            refs = list(parent.references)
-        subject = subject_given or (parent.subject if parent else None)
-        if in_reply_to:
-            subject = reply_subject(subject)
-        elif not subject:
-            subject = f"Message from {self._cfg.display_name}"
-        meta = message.metadata
-        original_to = list(meta.get("to", parent.to if parent else ()))
-        original_cc = list(meta.get("cc", parent.cc if parent else ()))
-        # Blind-copied (we are in neither To nor Cc): answering all would show the
-        # others the reply, and that we were there at all.
-        openly = self.address in {a.lower() for a in (*original_to, *original_cc)}
-        to, cc = reply_recipients(
-            recipient,
-            original_to,
-            original_cc,
-            [self.address],
-            self._cfg.reply_all and message.kind == "reply" and openly,
-        )
         try:
-            composed = compose(
-                from_addr=self.address,
-                display_name=self._cfg.display_name,
-                to=to or [recipient],
-                cc=cc,
-                subject=subject,
-                text=render_actions(text, message.actions),
-                in_reply_to=in_reply_to,
-                references=references_chain(refs, in_reply_to),
-                message_id=self._stable_id(message, text),
-                extra_headers={"Auto-Submitted": "auto-replied"}
-                if _answers_automatically(message)
-                else None,
+            composed, subject = compose_outgoing(
+                message,
+                text,
+                subject_given,
+                address=self.address,
+                cfg=self._cfg,
+                recent=self._recent,
+                last_from=self._last_from,
             )
         except Exception as exc:
             # The same message would fail the same way on every retry, and the outbox
@@ -406,23 +349,3 @@ class EmailChannel:
                 await self._host.record_message_ref("email", mail_id, message.conversation_id)
             except Exception:  # sent already: a failure here must not cause a resend
                 log.exception("could not record Message-ID %s", mail_id)
-
-    def _stable_id(self, message: OutboundMessage, text: str) -> str | None:
-        """A Message-ID that stays the same when the outbox retries the same entry, so a
-        retry after a lost SMTP answer is recognised as the same mail by the receiver,
-        and is never that of another mail: it comes from the entry's ``send_key`` (its
-        transcript turn or received message, else a random token kept with it), not from
-        its row id, which a lost state.db hands out again from 1."""
-        domain = self.address.rpartition("@")[2] or "localhost"
-        if message.send_key:
-            digest = hashlib.sha256(
-                f"{message.send_key}\0{message.conversation_id}\0{text}".encode()
-            ).hexdigest()[:32]
-            return f"<my-agent.{digest}@{domain}>"
-        if message.outbox_id is None:
-            return None
-        # an entry queued by a daemon before session 15 (no send_key): as it was then
-        digest = hashlib.sha256(
-            f"{message.outbox_id}\0{message.conversation_id}\0{text}".encode()
-        ).hexdigest()[:20]
-        return f"<my-agent.{message.outbox_id}.{digest}@{domain}>"

@@ -1,0 +1,124 @@
+"""What a mail we send says in its headers: whom it threads under, who gets it, its
+subject, whether it is marked automatic, and a Message-ID that a retry keeps.
+
+:func:`compose_outgoing` works out a :class:`~channels.email.compose.ComposedMail` from
+an :class:`OutboundMessage` and what the channel remembers of the mail it answers;
+:class:`channels.email.adapter.EmailChannel` sends it and does the bookkeeping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from bot.config.channels import EmailChannelConfig
+from bot.events import OutboundMessage
+from channels.email.compose import (
+    ComposedMail,
+    compose,
+    references_chain,
+    render_actions,
+    reply_recipients,
+    reply_subject,
+)
+from channels.email.parsing import ParsedMail
+
+
+def is_msgid(value: str | None) -> bool:
+    """Whether ``value`` is a Message-ID in its brackets."""
+    return value is not None and value.startswith("<") and value.endswith(">") and "@" in value
+
+
+def answers_automatically(message: OutboundMessage) -> bool:
+    """Whether ``message`` answers a third party with no person writing it: an
+    acknowledgement, the answer to their command, the model's reply to a known contact
+    (keyed ``<channel>:<their message>:reply`` by the core). RFC 3834 wants such mail
+    marked ``Auto-Submitted: auto-replied``, which keeps their auto-responder from
+    answering it (a mail loop). The owner's own words (``/reply``) and the replies to
+    the owner are no such mail."""
+    if message.kind == "acknowledgement":
+        return True
+    if message.party_id is None:
+        return False
+    if message.kind == "command":
+        return True
+    return message.kind == "reply" and (message.send_key or "").endswith(":reply")
+
+
+def stable_message_id(message: OutboundMessage, text: str, address: str) -> str | None:
+    """A Message-ID that stays the same when the outbox retries the same entry, so a
+    retry after a lost SMTP answer is recognised as the same mail by the receiver,
+    and is never that of another mail: it comes from the entry's ``send_key`` (its
+    transcript turn or received message, else a random token kept with it), not from
+    its row id, which a lost state.db hands out again from 1."""
+    domain = address.rpartition("@")[2] or "localhost"
+    if message.send_key:
+        digest = hashlib.sha256(
+            f"{message.send_key}\0{message.conversation_id}\0{text}".encode()
+        ).hexdigest()[:32]
+        return f"<my-agent.{digest}@{domain}>"
+    if message.outbox_id is None:
+        return None
+    # an entry queued by a daemon before session 15 (no send_key): as it was then
+    digest = hashlib.sha256(
+        f"{message.outbox_id}\0{message.conversation_id}\0{text}".encode()
+    ).hexdigest()[:20]
+    return f"<my-agent.{message.outbox_id}.{digest}@{domain}>"
+
+
+def compose_outgoing(
+    message: OutboundMessage,
+    text: str,
+    subject_given: str | None,
+    *,
+    address: str,
+    cfg: EmailChannelConfig,
+    recent: Mapping[str, ParsedMail],
+    last_from: Mapping[str, str],
+) -> tuple[ComposedMail, str]:
+    """The mail for ``message`` (its ``text`` and ``subject_given`` made well formed)
+    and its subject. ``recent``: the mails we received lately by Message-ID (the one
+    answered gives the thread, subject and recipients); ``last_from``: each sender's
+    latest Message-ID (an acknowledgement threads under it). Raises what composing
+    raises (the caller makes that a permanent failure)."""
+    recipient = message.chat_id.strip().lower()
+    in_reply_to = message.in_reply_to if is_msgid(message.in_reply_to) else None
+    if in_reply_to is None and message.kind == "acknowledgement":
+        in_reply_to = last_from.get(recipient)  # thread the ack under their mail
+    parent = recent.get(in_reply_to) if in_reply_to else None
+    refs = [r for r in message.thread_refs if is_msgid(r)]
+    if parent is not None and not refs:
+        refs = list(parent.references)
+    subject = subject_given or (parent.subject if parent else None)
+    if in_reply_to:
+        subject = reply_subject(subject)
+    elif not subject:
+        subject = f"Message from {cfg.display_name}"
+    meta = message.metadata
+    original_to = list(meta.get("to", parent.to if parent else ()))
+    original_cc = list(meta.get("cc", parent.cc if parent else ()))
+    # Blind-copied (we are in neither To nor Cc): answering all would show the
+    # others the reply, and that we were there at all.
+    openly = address in {a.lower() for a in (*original_to, *original_cc)}
+    to, cc = reply_recipients(
+        recipient,
+        original_to,
+        original_cc,
+        [address],
+        cfg.reply_all and message.kind == "reply" and openly,
+    )
+    composed = compose(
+        from_addr=address,
+        display_name=cfg.display_name,
+        to=to or [recipient],
+        cc=cc,
+        subject=subject,
+        text=render_actions(text, message.actions),
+        in_reply_to=in_reply_to,
+        references=references_chain(refs, in_reply_to),
+        message_id=stable_message_id(message, text, address),
+        extra_headers={"Auto-Submitted": "auto-replied"}
+        if answers_automatically(message)
+        else None,
+    )
+    return composed, subject
