@@ -4,6 +4,8 @@ streaming, multi-tab sync, rename, model, paging, read-only channel conversation
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -513,47 +515,37 @@ async def test_a_tab_opened_during_an_outage_is_told_why_the_reply_waits(tmp_pat
     # no transcript: a tab opened or reloaded later showed the owner's message unanswered,
     # with no reason, for as long as the outage lasted.
     brain = DownBrain()
-    stack = await start_stack(tmp_path / "d", brain=brain)
-    stack.services.replies.retry_interval = 0.05
-    try:
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-            await login(http, stack)
+    async with outage_dashboard(tmp_path, brain) as (stack, http):
 
-            async def open_tab(query: str = "") -> WsClient:
-                tab = WsClient(
-                    await http.ws_connect(
-                        f"{stack.url}/ws{query}", headers={"Origin": stack.origin}
-                    )
-                )
-                await tab.wait_for(lambda f: f["type"] == "conversation_list")
-                return tab
-
-            first = await open_tab()
-            await first.send(type="send_message", text="What is on for Friday?")
-            notice = await first.wait_for(lambda f: f["type"] == "notice")
-            cid = notice["conversationId"]
-            await first.close()
-            later = await open_tab(f"?conversation={cid}")
-            loaded = later.of_type("conversation_loaded")[0]
-            assert loaded["conversation"]["id"] == cid
-            told = await later.wait_for(lambda f: f["type"] == "notice")
-            assert told["text"] == notice["text"] and told["conversationId"] == cid
-            assert later.frames.index(told) > later.frames.index(loaded)
-            brain.release.set()
-            await later.wait_for(
-                lambda f: (
-                    f["type"] == "conversation_updated"
-                    and f.get("turn", {}).get("role") == "assistant"
-                )
+        async def open_tab(query: str = "") -> WsClient:
+            tab = WsClient(
+                await http.ws_connect(f"{stack.url}/ws{query}", headers={"Origin": stack.origin})
             )
-            await later.close()
-            answered = await open_tab(f"?conversation={cid}")  # the reply is there: no notice
-            await asyncio.sleep(0.2)
-            assert not answered.of_type("notice")
-            await answered.close()
-    finally:
+            await tab.wait_for(lambda f: f["type"] == "conversation_list")
+            return tab
+
+        first = await open_tab()
+        await first.send(type="send_message", text="What is on for Friday?")
+        notice = await first.wait_for(lambda f: f["type"] == "notice")
+        cid = notice["conversationId"]
+        await first.close()
+        later = await open_tab(f"?conversation={cid}")
+        loaded = later.of_type("conversation_loaded")[0]
+        assert loaded["conversation"]["id"] == cid
+        told = await later.wait_for(lambda f: f["type"] == "notice")
+        assert told["text"] == notice["text"] and told["conversationId"] == cid
+        assert later.frames.index(told) > later.frames.index(loaded)
         brain.release.set()
-        await stop_stack(stack)
+        await later.wait_for(
+            lambda f: (
+                f["type"] == "conversation_updated" and f.get("turn", {}).get("role") == "assistant"
+            )
+        )
+        await later.close()
+        answered = await open_tab(f"?conversation={cid}")  # the reply is there: no notice
+        await asyncio.sleep(0.2)
+        assert not answered.of_type("notice")
+        await answered.close()
 
 
 async def test_a_message_is_answered_accepted_or_refused_by_its_ref(
@@ -571,6 +563,25 @@ async def test_a_message_is_answered_accepted_or_refused_by_its_ref(
         assert err["ref"] == "r2" and err["kept"] is False
     finally:
         stack.services.router.accepting = True
+
+
+@contextlib.asynccontextmanager
+async def outage_dashboard(tmp_path: Any, brain: Any) -> AsyncIterator[tuple[Stack, Any]]:
+    """A daemon on ``brain`` whose replies retry every 50 ms, and a logged-in HTTP
+    session to open tabs with; the brain is let answer again before the stop (its
+    ``down`` cleared, its ``release`` set), so that no reply is still owed."""
+    stack = await start_stack(tmp_path / "d", brain=brain)
+    stack.services.replies.retry_interval = 0.05
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            await login(http, stack)
+            yield stack, http
+    finally:
+        if hasattr(brain, "down"):
+            brain.down = False
+        if isinstance(getattr(brain, "release", None), asyncio.Event):
+            brain.release.set()
+        await stop_stack(stack)
 
 
 async def _open_tab(http: aiohttp.ClientSession, stack: Stack, query: str = "") -> WsClient:
@@ -686,29 +697,22 @@ async def test_every_tab_on_the_conversation_is_told_why_the_reply_waits(tmp_pat
     # Regression: the outage notice of a dashboard message went only to the tab that
     # sent it; another tab open on the same conversation showed no reason.
     brain = SwitchBrain()
-    stack = await start_stack(tmp_path / "d", brain=brain)
-    stack.services.replies.retry_interval = 0.05
-    try:
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-            await login(http, stack)
-            sender = await _open_tab(http, stack)
-            await sender.send(type="send_message", text="Hello")
-            first = await sender.wait_for(_answered)
-            cid = first["conversationId"]
-            other = await _open_tab(http, stack, f"?conversation={cid}")
-            brain.down = True
-            await sender.send(type="send_message", text="Still there?", conversationId=cid)
-            for tab in (sender, other):
-                notice = await tab.wait_for(lambda f: f["type"] == "notice")
-                assert notice["conversationId"] == cid and notice["text"] == OUTAGE
-            brain.down = False
-            await other.wait_for(_answered, start=other.frames.index(notice))
-            assert len(sender.of_type("notice")) == 1 and len(other.of_type("notice")) == 1
-            await sender.close()
-            await other.close()
-    finally:
+    async with outage_dashboard(tmp_path, brain) as (stack, http):
+        sender = await _open_tab(http, stack)
+        await sender.send(type="send_message", text="Hello")
+        first = await sender.wait_for(_answered)
+        cid = first["conversationId"]
+        other = await _open_tab(http, stack, f"?conversation={cid}")
+        brain.down = True
+        await sender.send(type="send_message", text="Still there?", conversationId=cid)
+        for tab in (sender, other):
+            notice = await tab.wait_for(lambda f: f["type"] == "notice")
+            assert notice["conversationId"] == cid and notice["text"] == OUTAGE
         brain.down = False
-        await stop_stack(stack)
+        await other.wait_for(_answered, start=other.frames.index(notice))
+        assert len(sender.of_type("notice")) == 1 and len(other.of_type("notice")) == 1
+        await sender.close()
+        await other.close()
 
 
 class ComesBackBrain:
@@ -740,27 +744,20 @@ async def test_a_tab_opened_once_the_model_answers_again_is_not_told_it_is_down(
     # tab opened while the model, back again, was writing it was told that the model
     # could not be reached.
     brain = ComesBackBrain()
-    stack = await start_stack(tmp_path / "d", brain=brain)
-    stack.services.replies.retry_interval = 0.05
-    try:
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-            await login(http, stack)
-            sender = await _open_tab(http, stack)
-            await sender.send(type="send_message", text="Anyone home?")
-            notice = await sender.wait_for(lambda f: f["type"] == "notice")
-            cid = notice["conversationId"]
-            await sender.wait_for(lambda f: f["type"] == "stream" and f["delta"] == "Back, and")
-            later = await _open_tab(http, stack, f"?conversation={cid}")
-            caught = await later.wait_for(lambda f: f["type"] == "stream")
-            assert caught["delta"] == "Back, and"
-            assert not later.of_type("notice")
-            brain.release.set()
-            await later.wait_for(_answered)
-            await sender.close()
-            await later.close()
-    finally:
+    async with outage_dashboard(tmp_path, brain) as (stack, http):
+        sender = await _open_tab(http, stack)
+        await sender.send(type="send_message", text="Anyone home?")
+        notice = await sender.wait_for(lambda f: f["type"] == "notice")
+        cid = notice["conversationId"]
+        await sender.wait_for(lambda f: f["type"] == "stream" and f["delta"] == "Back, and")
+        later = await _open_tab(http, stack, f"?conversation={cid}")
+        caught = await later.wait_for(lambda f: f["type"] == "stream")
+        assert caught["delta"] == "Back, and"
+        assert not later.of_type("notice")
         brain.release.set()
-        await stop_stack(stack)
+        await later.wait_for(_answered)
+        await sender.close()
+        await later.close()
 
 
 class FlickerBrain:
@@ -788,28 +785,21 @@ async def test_a_tab_is_told_again_when_the_model_goes_away_mid_answer(tmp_path)
     # The reason is dropped while the model answers (the test above); when that answer
     # is cut off by the model going away again, a tab opened then is told once more.
     brain = FlickerBrain()
-    stack = await start_stack(tmp_path / "d", brain=brain)
-    stack.services.replies.retry_interval = 0.05
-    try:
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-            await login(http, stack)
-            sender = await _open_tab(http, stack)
-            await sender.send(type="send_message", text="Explain the boiler settings")
-            notice = await sender.wait_for(lambda f: f["type"] == "notice")
-            cid = notice["conversationId"]
-            while brain.calls < 4:  # cut off mid-answer, then waiting again
-                await asyncio.sleep(0.01)
-            later = await _open_tab(http, stack, f"?conversation={cid}")
-            told = await later.wait_for(lambda f: f["type"] == "notice")
-            assert told["text"] == OUTAGE
-            assert len(sender.of_type("notice")) == 1  # the tabs open were told once
-            brain.release.set()
-            await later.wait_for(_answered)
-            await sender.close()
-            await later.close()
-    finally:
+    async with outage_dashboard(tmp_path, brain) as (stack, http):
+        sender = await _open_tab(http, stack)
+        await sender.send(type="send_message", text="Explain the boiler settings")
+        notice = await sender.wait_for(lambda f: f["type"] == "notice")
+        cid = notice["conversationId"]
+        while brain.calls < 4:  # cut off mid-answer, then waiting again
+            await asyncio.sleep(0.01)
+        later = await _open_tab(http, stack, f"?conversation={cid}")
+        told = await later.wait_for(lambda f: f["type"] == "notice")
+        assert told["text"] == OUTAGE
+        assert len(sender.of_type("notice")) == 1  # the tabs open were told once
         brain.release.set()
-        await stop_stack(stack)
+        await later.wait_for(_answered)
+        await sender.close()
+        await later.close()
 
 
 class SlowDownBrain:
@@ -839,32 +829,25 @@ async def test_a_reply_that_began_waiting_with_no_tab_open_shows_why_in_the_next
     # the model (its retry budget spent), with no tab open to tell. The next tab, on the
     # conversation it opens by default, is told why; once answered, not any more.
     brain = SlowDownBrain()
-    stack = await start_stack(tmp_path / "d", brain=brain)
-    stack.services.replies.retry_interval = 0.05
-    try:
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-            await login(http, stack)
-            sender = await _open_tab(http, stack)
-            await sender.send(type="send_message", text="Book the boiler service", ref="r1")
-            await sender.wait_for(lambda f: f["type"] == "accepted")
-            await sender.close()
-            assert not sender.of_type("notice")
-            while brain.calls < 2:  # told nobody: no tab was open
-                await asyncio.sleep(0.01)
-            later = await _open_tab(http, stack)
-            cid = later.of_type("conversation_loaded")[0]["conversation"]["id"]
-            told = await later.wait_for(lambda f: f["type"] == "notice")
-            assert told["conversationId"] == cid and told["text"] == OUTAGE
-            brain.release.set()
-            await later.wait_for(_answered)
-            await later.close()
-            after = await _open_tab(http, stack)
-            await asyncio.sleep(0.2)
-            assert not after.of_type("notice")
-            await after.close()
-    finally:
+    async with outage_dashboard(tmp_path, brain) as (stack, http):
+        sender = await _open_tab(http, stack)
+        await sender.send(type="send_message", text="Book the boiler service", ref="r1")
+        await sender.wait_for(lambda f: f["type"] == "accepted")
+        await sender.close()
+        assert not sender.of_type("notice")
+        while brain.calls < 2:  # told nobody: no tab was open
+            await asyncio.sleep(0.01)
+        later = await _open_tab(http, stack)
+        cid = later.of_type("conversation_loaded")[0]["conversation"]["id"]
+        told = await later.wait_for(lambda f: f["type"] == "notice")
+        assert told["conversationId"] == cid and told["text"] == OUTAGE
         brain.release.set()
-        await stop_stack(stack)
+        await later.wait_for(_answered)
+        await later.close()
+        after = await _open_tab(http, stack)
+        await asyncio.sleep(0.2)
+        assert not after.of_type("notice")
+        await after.close()
 
 
 async def test_owner_alerts_reach_the_dashboard_alone_and_tabs_opened_later(
