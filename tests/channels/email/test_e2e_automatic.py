@@ -29,17 +29,25 @@ def sent_to(smtp: SmtpServer, address: str) -> list[EmailMessage]:
     return [m for _, m in smtp.capture.messages if m["To"] == address]
 
 
+async def open_with_friend(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> tuple[str, Stack]:
+    """A new folder and a daemon reading it, with :data:`FRIEND` a known contact."""
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    config.trust.contacts["email"] = {FRIEND: "known"}
+    stack = await open_stack(config)
+    stacks.append(stack)
+    return folder, stack
+
+
 async def test_exchange_out_of_office_replies_are_not_answered(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
 ) -> None:
     # Exchange's out-of-office reply carries no Auto-Submitted header, only
     # X-Auto-Response-Suppress and an "Automatic reply:" subject: a known contact's was
     # answered by the model, whose answer their Exchange answered again (a mail loop).
-    folder = await create_folder(pymap.port)
-    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
-    config.trust.contacts["email"] = {FRIEND: "known"}
-    stack = await open_stack(config)
-    stacks.append(stack)
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
     await append(pymap.port, folder, owner_mail(1, "Plan the trip.", subject="Trip"))
     await append(
         pymap.port, folder, owner_mail(2, "Dinner on Friday?", subject="Dinner", sender=FRIEND)
@@ -91,11 +99,7 @@ async def test_automatic_answers_to_a_third_party_say_so(
     # known contact and the answer to a stranger's command went out as if a person wrote
     # them, and their auto-responder answered. The owner's own words (/reply) are no
     # automatic mail, and neither are the replies to the owner.
-    folder = await create_folder(pymap.port)
-    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
-    config.trust.contacts["email"] = {FRIEND: "known"}
-    stack = await open_stack(config)
-    stacks.append(stack)
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
     await append(
         pymap.port, folder, owner_mail(10, "Dinner on Friday?", subject="Dinner", sender=FRIEND)
     )
@@ -126,11 +130,7 @@ async def test_mail_that_looped_back_through_our_mailbox_is_not_answered(
     # A known contact's mail that a forwarding rule of our own mailbox sent round and
     # back (Exchange's X-MS-Exchange-Inbox-Rules-Loop, X-Loop, naming our address) was
     # answered like a new mail: each answer went round the loop again.
-    folder = await create_folder(pymap.port)
-    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
-    config.trust.contacts["email"] = {FRIEND: "known"}
-    stack = await open_stack(config)
-    stacks.append(stack)
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
     exchange = owner_mail(20, "Dinner on Friday?", subject="Dinner", sender=FRIEND)
     exchange["X-MS-Exchange-Inbox-Rules-Loop"] = USER
     procmail = owner_mail(21, "Lunch on Monday?", subject="Lunch", sender=FRIEND)

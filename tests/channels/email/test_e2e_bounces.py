@@ -17,7 +17,7 @@ from tests.channels.email.test_e2e import (
     owner_mail,
     stacks,
 )
-from tests.channels.email.test_e2e_automatic import FRIEND, sent_to
+from tests.channels.email.test_e2e_automatic import FRIEND, open_with_friend, sent_to
 
 __all__ = ["stacks"]  # the fixture, imported to be used here
 
@@ -83,11 +83,7 @@ async def test_a_bounce_tells_the_owner_what_failed_and_is_not_answered(
     # The owner's escalation quoted the bounce's first 500 characters: the reporting
     # server's boilerplate ("This is the mail system at host ..."); which mail had
     # failed, and why, came after the cut.
-    folder = await create_folder(pymap.port)
-    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
-    config.trust.contacts["email"] = {FRIEND: "known"}
-    stack = await open_stack(config)
-    stacks.append(stack)
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
     await append(
         pymap.port, folder, owner_mail(1, "Dinner on Friday?", subject="Dinner", sender=FRIEND)
     )
