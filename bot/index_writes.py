@@ -87,6 +87,10 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
                 rec.abbreviation = text
                 rec.abbreviated_turn = int(line.get("throughTurn", rec.turn_count) or 0)
                 rec.needs_abbreviation = False
+        elif event == "notes_behind":
+            # A reply landed after the notes of its turn number (bot.lifecycle): the next
+            # pass writes them again. Until the next ``abbreviation`` event, which resets it.
+            rec.abbreviated_turn = min(rec.abbreviated_turn, rec.turn_count - 1)
         elif event == "message_ref":
             for channel, ref, direction in line_refs(line, rec.channel):
                 _add_ref(conn, channel, ref, rec.id, direction)

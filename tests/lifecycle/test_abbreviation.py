@@ -11,6 +11,7 @@ from bot.extractive import HEADER
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.abbreviation import AbbreviationQueue
 from bot.lifecycle.prompts import ABBREVIATION_SYSTEM
+from bot.recovery import delete_index, recover
 
 from .conftest import Core, MakeLifecycle, RecordingVectors, ScriptedModel, unavailable
 
@@ -440,3 +441,46 @@ async def test_a_late_replys_rewrite_survives_a_restart(
     assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
     row = await core.row(conv)
     assert row.abbreviated_turn == 2 and not row.needs_abbreviation
+
+
+@pytest.mark.parametrize("when", ["after", "during"])
+async def test_a_late_replys_rewrite_survives_a_reindex(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel, when: str
+) -> None:
+    # Regression: the owed rewrite was recorded in the index only (abbreviated_turn
+    # lowered), which `my-agent reindex` rebuilds from the transcripts: the rebuilt row
+    # had the notes current again, and the answer never reached them.
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    if when == "during":
+        model.gate = asyncio.Event()  # the notes are being written when the reply lands
+    lifecycle.enqueue(conv, "switch")
+    await asyncio.sleep(0)
+    if when == "after":
+        await lifecycle.settle()
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    if model.gate is not None:
+        model.gate.set()
+    await lifecycle.settle()
+    await lifecycle.stop(timeout=1.0)
+    await core.close()
+    delete_index(core.config.index_path)  # my-agent reindex: the index from the transcripts
+    rebuilt = await Core.open(core.config)
+    try:
+        await rebuilt.db.run(
+            lambda c: recover(c, rebuilt.manager.store, core.config.external_dir, core.config)
+        )
+        row = await rebuilt.row(conv)
+        assert row.abbreviated_turn < row.turn_count == 2
+        again = await make_lifecycle(model, on=rebuilt)
+        clock.advance(660)
+        await again.run_due()
+        assert [e["throughTurn"] for e in rebuilt.events(conv, "abbreviation")] == [2, 2]
+        last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
+        assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
+        row = await rebuilt.row(conv)
+        assert row.abbreviated_turn == 2 and not row.needs_abbreviation
+        await again.stop(timeout=1.0)
+    finally:
+        await rebuilt.close()
