@@ -38,7 +38,7 @@ from bot.lifecycle.records import (
     pending_abbreviations,
     unnamed,
 )
-from bot.lifecycle.timers import Clock, IdleTimers, ManualClock, SystemClock
+from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock
 from bot.tasks import spawn
 from bot.transcript import recallable
 
@@ -46,8 +46,8 @@ __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemCloc
 
 log = logging.getLogger("my_agent.lifecycle")
 
-# Sweep periods the retry of stale vectors waits at most while the model keeps failing
-# (64 x 300 s: about 5 hours), so a permanently broken model does not spin.
+# Sweep periods a retry (stale vectors, an owed naming) waits at most while the model
+# keeps failing (64 x 300 s: about 5 hours), so a permanently broken model does not spin.
 MAX_VECTOR_BACKOFF = 64
 
 
@@ -83,18 +83,18 @@ class Lifecycle:
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
         self._naming_locks: dict[str, asyncio.Lock] = {}
         self._split_noted: set[str] = set()
-        # First titles made of keywords because the model failed: idle passes ask the
-        # model again until it names them (in memory: a restart keeps the keyword title).
-        self._keyword_named: set[str] = set()
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
-        # Vectors a failed embedding left stale are retried by the sweep, backing off
-        # (one sweep period, doubling up to MAX_VECTOR_BACKOFF of them) while it fails.
+        # Vectors a failed embedding left stale, and namings the model could not give, are
+        # retried by the sweep, backing off (one sweep period, doubling up to
+        # MAX_VECTOR_BACKOFF of them) while it fails.
+        period = timedelta(seconds=cfg.abbreviation_sweep_seconds)
         self._vector_retry: asyncio.Task[None] | None = None
-        self._owed_naming: asyncio.Task[None] | None = None  # names recover() found owed
-        self._vector_retry_at: datetime | None = None
-        self._vector_backoff = timedelta(0)
+        self._vector_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
+        self._owed_naming: asyncio.Task[None] | None = None  # namings still owed, in turn
+        self._naming_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
+        self._naming_failures: Counter[str] = Counter()  # the order of the retries
         self._running = False
 
     @property
@@ -172,8 +172,9 @@ class Lifecycle:
             else:
                 self.timers.touch(rec.id, last)
         # A naming owed by the last run (killed after the notes that precede it, or
-        # during the turn-5 naming): nothing else records it once the notes cover every
-        # turn. Those with notes to write are named after them (_process).
+        # during the turn-5 naming, or the model down then): nothing else records it once
+        # the notes cover every turn. Those with notes to write are named after them
+        # (_process).
         owed = [
             rec.id
             for rec in await unnamed(self.conversations, self.config.conversations.naming_turn)
@@ -186,7 +187,33 @@ class Lifecycle:
 
     async def _name_owed(self, conv_ids: list[str]) -> None:
         for conv_id in conv_ids:  # one at a time: a model call each
+            if not self._naming_backoff.ready(self.clock.now()):
+                return  # the model failed on the one before: the sweep goes on later
+            before = self.counters["naming_model_failed"]
             await self._name(conv_id, initial=True)
+            if self.counters["naming_model_failed"] > before:
+                self._naming_failures[conv_id] += 1
+
+    async def _retry_naming(self, pending: set[str]) -> None:
+        """Name, in the background, the conversations still owed a naming (the model
+        failed at their naming, or at the start's), once the backoff after the last
+        failure passed; those in ``pending`` are named after their notes (_process)."""
+        if not self._naming_backoff.ready(self.clock.now()):
+            return
+        if self._owed_naming is not None and not self._owed_naming.done():
+            return
+        try:
+            records = await unnamed(self.conversations, self.config.conversations.naming_turn)
+        except Exception:
+            log.exception("listing the conversations owed a naming failed")
+            return
+        owed = [rec.id for rec in records if rec.id not in pending]
+        # Those the model failed on most go last: one it always refuses (its prompt, not
+        # an outage) would otherwise stop every retry at the first conversation.
+        owed.sort(key=lambda conv_id: self._naming_failures[conv_id])
+        if owed:
+            log.info("naming sweep: %d conversation(s) still owed a naming", len(owed))
+            self._owed_naming = spawn(self._name_owed(owed), name="naming-retry")
 
     async def sweep(self) -> int:
         """The periodic retry: failed passes, and idle conversations with new turns that
@@ -209,6 +236,7 @@ class Lifecycle:
         if queued:
             log.info("abbreviation sweep queued %d conversation(s)", queued)
         self._retry_vectors()
+        await self._retry_naming({rec.id for rec in records})
         return queued
 
     def _retry_vectors(self) -> None:
@@ -220,8 +248,7 @@ class Lifecycle:
             return
         if self._vector_retry is not None and not self._vector_retry.done():
             return
-        now = self.clock.now()
-        if self._vector_retry_at is not None and now < self._vector_retry_at:
+        if not self._vector_backoff.ready(self.clock.now()):
             return
         self._vector_retry = spawn(self._run_vector_retry(retry), name="retry-vectors")
 
@@ -234,19 +261,11 @@ class Lifecycle:
             log.exception("retrying the stale vectors failed")
             complete = False
         if complete is False:
-            period = timedelta(seconds=self.config.conversations.abbreviation_sweep_seconds)
-            self._vector_backoff = min(
-                max(self._vector_backoff * 2, period), period * MAX_VECTOR_BACKOFF
-            )
-            self._vector_retry_at = self.clock.now() + self._vector_backoff
+            wait = self._vector_backoff.failed(self.clock.now())
             self.counters["vectors_retry_failed"] += 1
-            log.warning(
-                "some vectors are still missing; retrying in %d s",
-                int(self._vector_backoff.total_seconds()),
-            )
+            log.warning("some vectors are still missing; retrying in %d s", wait.total_seconds())
         elif complete:
-            self._vector_backoff = timedelta(0)
-            self._vector_retry_at = None
+            self._vector_backoff.succeeded()
             self.counters["vectors_retried"] += 1
 
     # -- the queue -----------------------------------------------------------------------
@@ -369,10 +388,13 @@ class Lifecycle:
         if initial and not never_named:
             return None  # named once already: later names come from idle passes
         stale = rec.turn_count - rec.last_named_turn >= cfg.renaming_interval_turns
-        stale = stale or conv_id in self._keyword_named
         if not initial and not (never_named or stale):
             # (An idle pass also names a conversation whose turn-5 naming never ran,
             # e.g. because the daemon was down at that message.)
+            return None
+        if never_named and rec.title and not self._naming_backoff.ready(self.clock.now()):
+            # It holds a stand-in title (keywords from an outage, an escalation's) and
+            # the model failed moments ago: the sweep asks again after the backoff.
             return None
         first = max(1, rec.turn_count - cfg.naming_context_turns + 1)
         turns = await self.conversations.read_turns(conv_id, first, readouts=False)
@@ -384,18 +406,29 @@ class Lifecycle:
         if fresh is None or fresh.manually_named:
             log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
             return None
-        if naming.method != "llm" and self.namer.model is not None and fresh.title:
-            # The model could not re-name it (down, no usable answer): the offline
-            # keywords replaced its good title. Keep it; the next idle pass asks again.
-            log.info("re-naming %s skipped: no answer from the model", conv_id)
-            return None
-        if naming.method == "llm" or self.namer.model is None:
-            self._keyword_named.discard(conv_id)
-        else:
-            self._keyword_named.add(conv_id)
+        through = fresh.turn_count
+        if naming.method != "llm" and self.namer.model is not None:
+            wait = self._naming_backoff.failed(self.clock.now())
+            self.counters["naming_model_failed"] += 1
+            if fresh.title:
+                # The model could not (re-)name it (down, no usable answer): the offline
+                # keywords would replace its title. Keep it; the model is asked again
+                # (idle pass, sweep) after the backoff.
+                log.info(
+                    "naming %s skipped: no answer from the model (again in %d s)",
+                    conv_id,
+                    wait.total_seconds(),
+                )
+                return None
+            # A first title from keywords: a stand-in, stored as named through turn 0 so
+            # the naming stays owed (asked again on the sweep, at the next message or
+            # idle pass, and after a restart or a reindex, since the transcript says so).
+            through = 0
+        elif naming.method == "llm":
+            self._naming_backoff.succeeded()
         event = "title_assigned" if naming.title != fresh.title else "meta_update"
         await self.conversations.set_title_topics(
-            conv_id, naming.title, naming.topics, fresh.turn_count, event=event, **spent.fields()
+            conv_id, naming.title, naming.topics, through, event=event, **spent.fields()
         )
         self.counters["named" if initial else "renamed"] += 1
         log.info("named %s %r %s (%s)", conv_id, naming.title, naming.topics, naming.method)
