@@ -175,11 +175,7 @@ class Lifecycle:
         # during the turn-5 naming, or the model down then): nothing else records it once
         # the notes cover every turn. Those with notes to write are named after them
         # (_process).
-        owed = [
-            rec.id
-            for rec in await unnamed(self.conversations, self.config.conversations.naming_turn)
-            if rec.id not in pending
-        ]
+        owed = [rec.id for rec in await self._owed_names() if rec.id not in pending]
         if owed:
             log.info("naming %d conversation(s) a previous run left unnamed", len(owed))
             self._owed_naming = spawn(self._name_owed(owed), name="naming-recovery")
@@ -190,9 +186,15 @@ class Lifecycle:
             if not self._naming_backoff.ready(self.clock.now()):
                 return  # the model failed on the one before: the sweep goes on later
             before = self.counters["naming_model_failed"]
-            await self._name(conv_id, initial=True)
+            # As an idle pass names: a first name, or a re-name once enough turns passed.
+            await self._name(conv_id, initial=False)
             if self.counters["naming_model_failed"] > before:
                 self._naming_failures[conv_id] += 1
+
+    async def _owed_names(self) -> list[Any]:
+        """Conversations owed a naming or a re-naming (:func:`unnamed`)."""
+        cfg = self.config.conversations
+        return await unnamed(self.conversations, cfg.naming_turn, cfg.renaming_interval_turns)
 
     async def _retry_naming(self, pending: set[str]) -> None:
         """Name, in the background, the conversations still owed a naming (the model
@@ -203,7 +205,7 @@ class Lifecycle:
         if self._owed_naming is not None and not self._owed_naming.done():
             return
         try:
-            records = await unnamed(self.conversations, self.config.conversations.naming_turn)
+            records = await self._owed_names()
         except Exception:
             log.exception("listing the conversations owed a naming failed")
             return

@@ -519,3 +519,27 @@ async def test_one_conversation_the_model_refuses_does_not_stop_the_naming_retri
         await lifecycle.run_due()
     assert (await core.row(owed)).title == "Kitchen Renovation Budget"
     assert (await core.row(refused)).last_named_turn == 0  # still owed
+
+
+async def test_a_renaming_the_model_failed_is_retried_on_the_sweep(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: a re-naming the model failed (down at the idle pass) was asked again
+    # only at the next idle pass, which a conversation that ended there never has: its
+    # title stayed the one of its first five turns.
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "NAS Backup Plan"
+    await _user_turns(core, conv, 10, text="photographs archive rotation")
+    model.naming = unavailable()
+    clock.advance(600)
+    await lifecycle.run_due()  # the notes are written, the re-naming fails
+    row = await core.row(conv)
+    assert row.abbreviated_turn == 15 and row.title == "NAS Backup Plan"
+    model.naming = '{"title": "Photo Archive Rotation", "topics": ["photos"]}'
+    clock.advance(3600)  # no more messages: the sweep asks again
+    await lifecycle.run_due()
+    row = await core.row(conv)
+    assert row.title == "Photo Archive Rotation" and row.last_named_turn == 15
