@@ -151,6 +151,10 @@ class Lifecycle(NamingRuns):
         left = await self.queue.stop(max(deadline - time.monotonic(), 0.0))
         for conv_id in left:
             await self._flag(conv_id)
+        for conv_id in sorted(self._late_replies):
+            # A reply landed during a pass the stop cut (its record waits for the pass's
+            # end), or its rewrite is queued: the notes may cover its turn number already.
+            await self._notes_behind(conv_id)
         if left:
             log.info("lifecycle stopped; %d abbreviation(s) left for the next start", len(left))
         return left

@@ -484,3 +484,34 @@ async def test_a_late_replys_rewrite_survives_a_reindex(
         await again.stop(timeout=1.0)
     finally:
         await rebuilt.close()
+
+
+async def test_a_late_reply_during_a_pass_a_stop_cuts_is_still_owed(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: a reply landing while the notes were embedded is recorded as owed once
+    # the pass is done; a stop that cut the pass there lost it: the next start found the
+    # notes current (only their vector missing) and the answer never reached them.
+    class Blocking(RecordingVectors):
+        def __init__(self) -> None:
+            super().__init__()
+            self.entered = asyncio.Event()
+
+        async def index_abbreviation(self, conv_id: str, text: str) -> None:
+            self.entered.set()
+            await asyncio.Event().wait()  # until the stop cancels it
+
+    blocking = Blocking()
+    lifecycle = await make_lifecycle(model, vectors_=blocking)
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    lifecycle.enqueue(conv, "switch")
+    await blocking.entered.wait()  # the notes through turn 2 are written, not embedded
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    await lifecycle.stop(timeout=0.1)
+    again = await make_lifecycle(model)
+    clock.advance(660)
+    await again.run_due()
+    last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
+    assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
+    assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2, 2]
