@@ -515,3 +515,41 @@ async def test_a_late_reply_during_a_pass_a_stop_cuts_is_still_owed(
     last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
     assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
     assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2, 2]
+
+
+@pytest.mark.parametrize("after", ["crash", "reindex"])
+async def test_a_reply_landing_while_the_notes_are_written_is_owed_in_the_transcript(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel, after: str
+) -> None:
+    # Regression: a reply that landed after a pass read the turns and before it ended
+    # was recorded as owed only once the pass was done (or at a stop): a crash in between
+    # (the notes written, being embedded) left the notes "current" without the answer.
+    # The notes now say whether they saw the reply to their last turn.
+    class Blocking(RecordingVectors):
+        async def index_abbreviation(self, conv_id: str, text: str) -> None:
+            await asyncio.Event().wait()  # the process dies here
+
+    lifecycle = await make_lifecycle(model, vectors_=Blocking())
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    model.gate = asyncio.Event()
+    lifecycle.enqueue(conv, "switch")
+    while not model.count("abbreviation"):
+        await asyncio.sleep(0.001)  # the turns are read, the model is writing the notes
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    model.gate.set()
+    while not core.events(conv, "abbreviation"):
+        await asyncio.sleep(0.001)
+    (event,) = core.events(conv, "abbreviation")
+    assert event["throughTurn"] == 2 and event["answered"] is False
+    if after == "reindex":
+        await core.close()
+        delete_index(core.config.index_path)
+        core = await Core.open(core.config)
+        await core.db.run(
+            lambda c: recover(c, core.manager.store, core.config.external_dir, core.config)
+        )
+    row = await core.row(conv)  # what a crash leaves in the index, or a rebuild makes
+    assert row.abbreviated_turn < row.turn_count == 2
+    if after == "reindex":
+        await core.close()
