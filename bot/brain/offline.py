@@ -137,7 +137,7 @@ class OfflineBrain:
         """Whether the result's best turn only says the message again (same words)."""
         if not result.turn_scores:
             return False
-        text = await self._turn_text(result.conversation_id, result.turn_scores[0][0])
+        text, _ = await self._turn_text(result.conversation_id, result.turn_scores[0][0])
         return _words(text) == _words(request.text)
 
     async def _recall_part(
@@ -162,7 +162,7 @@ class OfflineBrain:
             (n, s) for n, s in result.turn_scores if s >= floor and (not older or n <= cut)
         ]
         for i, (number, _) in enumerate(candidates):
-            text = await self._turn_text(result.conversation_id, number)
+            text, said = await self._turn_text(result.conversation_id, number)
             if not text.strip() or _words(text) == asked:
                 continue
             return replace(
@@ -170,18 +170,20 @@ class OfflineBrain:
                 snippet=snippet(text, query_terms(request.text)),
                 turn_range=f"turn {number}",
                 turn_scores=candidates[i:],
+                timestamp=said or result.timestamp,  # dated as the turn shown
             )
         return None
 
-    async def _turn_text(self, conversation_id: str, number: int) -> str:
-        """The recallable lines of one turn number (not the offline replies)."""
+    async def _turn_text(self, conversation_id: str, number: int) -> tuple[str, str]:
+        """The recallable lines of one turn number (not the offline replies), and when
+        the first was said."""
         assert self.search is not None
         rows = await self.search.db.fetchall(
-            "SELECT content FROM turns WHERE conversation_id = ? AND turn_number = ? "
-            "AND recall = 1 ORDER BY id",
+            "SELECT content, timestamp FROM turns WHERE conversation_id = ? AND "
+            "turn_number = ? AND recall = 1 ORDER BY id",
             (conversation_id, number),
         )
-        return " ".join(str(row[0]) for row in rows)
+        return " ".join(str(row[0]) for row in rows), str(rows[0][1] or "") if rows else ""
 
     async def close(self) -> None:
         return None
