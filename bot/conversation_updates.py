@@ -134,20 +134,16 @@ class ConversationUpdates:
     async def mark_notes_behind(self, conv_id: str) -> None:
         """The notes miss a line of the last turn number (a reply that landed after them,
         sharing its question's number): ``abbreviated_turn`` goes below ``turn_count``, so
-        the next pass, in this run or after a restart, writes them again. Operational,
-        like ``needs_abbreviation``: a rebuild restores the transcript's value."""
-
-        def _lower(conn: Any) -> None:
-            conn.execute(
-                "UPDATE conversations SET abbreviated_turn = min(abbreviated_turn, "
-                "turn_count - 1) WHERE id = ?",
-                (conv_id,),
-            )
-
-        await self.index.db.run(_lower)
-        rec = self._cache.get(conv_id)
-        if rec is not None:
-            rec.abbreviated_turn = min(rec.abbreviated_turn, rec.turn_count - 1)
+        the next pass, in this run, after a restart or after ``my-agent reindex``, writes
+        them again. Recorded as a ``notes_behind`` event: kept in the index only, a
+        rebuild from the transcripts found the notes current and the answer never reached
+        them. Nothing is written when they are behind already (the next pass reads every
+        turn anyway)."""
+        async with self._lock(conv_id):
+            rec = await self.require(conv_id)
+            if rec.abbreviated_turn < rec.turn_count:
+                return
+            await self._append(conv_id, [event_line("notes_behind", throughTurn=rec.turn_count)])
 
     async def record_message_ref(
         self, conv_id: str, channel: str, ref: str, direction: str = "out"

@@ -87,6 +87,14 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
                 rec.abbreviation = text
                 rec.abbreviated_turn = int(line.get("throughTurn", rec.turn_count) or 0)
                 rec.needs_abbreviation = False
+                if line.get("answered") is False and _answered(conn, rec.id, rec.abbreviated_turn):
+                    # The reply to their last turn landed while they were written (it
+                    # shares the turn's number): they are behind it.
+                    rec.abbreviated_turn -= 1
+        elif event == "notes_behind":
+            # A reply landed after the notes of its turn number (bot.lifecycle): the next
+            # pass writes them again. Until the next ``abbreviation`` event, which resets it.
+            rec.abbreviated_turn = min(rec.abbreviated_turn, rec.turn_count - 1)
         elif event == "message_ref":
             for channel, ref, direction in line_refs(line, rec.channel):
                 _add_ref(conn, channel, ref, rec.id, direction)
@@ -104,6 +112,16 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
             _add_usage(rec, line)
     if isinstance(ts, str) and ts > rec.updated and kind == "turn":
         rec.updated = ts
+
+
+def _answered(conn: SyncConn, conv_id: str, number: int) -> bool:
+    """Whether turn ``number`` of ``conv_id`` has a recallable reply in the index."""
+    row = conn.execute(
+        "SELECT 1 FROM turns WHERE conversation_id = ? AND turn_number = ? AND "
+        "role = 'assistant' AND recall = 1 LIMIT 1",
+        (conv_id, number),
+    ).fetchone()
+    return row is not None
 
 
 def _add_usage(rec: ConversationRecord, line: Mapping[str, Any]) -> None:

@@ -534,3 +534,15 @@ async def test_a_members_reply_leaves_the_owners_notes_for_the_owner(core: Core)
     assert core.brain.requests[-1].notes == ()
     await core.say("and now?", **group)
     assert core.brain.requests[-1].notes == ("offer to split the conversation",)
+
+
+async def test_search_command_says_when_more_conversations_matched(core: Core) -> None:
+    # Regression: /search listed five results and nothing else: with more found, the
+    # owner took those five for every conversation that matched.
+    for i in range(7):
+        await core.say(f"the boiler pressure dropped, note {i}", channel="web")
+        await core.say("/new", channel="web")
+    answer = await core.say("/search boiler pressure")
+    assert answer.splitlines()[-1] == "5 of 7 shown; add words to narrow it down."
+    await core.say("the kayak is in the boathouse", channel="web")
+    assert "shown" not in await core.say("/search kayak boathouse")

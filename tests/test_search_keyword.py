@@ -274,3 +274,34 @@ async def test_matched_turns_name_each_turn_once(db: Database) -> None:
     await db.execute("UPDATE turns SET turn_number = 1 WHERE conversation_id = 'conv-pair'")
     page = await SearchService(AppConfig(), db).search("boiler pressure")
     assert page.results[0].matched_turns == [1]
+
+
+async def test_a_result_is_dated_when_its_matched_words_were_said(db: Database) -> None:
+    # Regression: a result carried its conversation's last activity, so a long (pinned)
+    # conversation's words of January, found with --from/--to in January, were listed
+    # (CLI, /search, the recall tool, the offline brain) under the day of its last
+    # message, months later: the filter looked broken.
+    await add_conversation(
+        db,
+        "conv-long",
+        [
+            ("user", "the garden hose broke again"),
+            ("assistant", "noted"),
+            ("user", "we bought a new lawn mower"),
+        ],
+        day="2026-01-10",
+    )
+
+    def _later(conn) -> None:  # type: ignore[no-untyped-def]
+        conn.execute(
+            "UPDATE turns SET timestamp = '2026-03-02T12:00:00+00:00' WHERE turn_number = 3"
+        )
+        conn.execute("UPDATE conversations SET updated = '2026-03-02T12:00:00+00:00'")
+
+    await db.run(_later)
+    service = SearchService(AppConfig(), db)
+    for dates in ({}, {"date_from": "2026-01-10", "date_to": "2026-01-10"}):
+        (result,) = (await service.search("garden hose", **dates)).results
+        assert result.timestamp.startswith("2026-01-10"), dates
+    (result,) = (await service.search("lawn mower")).results
+    assert result.timestamp.startswith("2026-03-02")

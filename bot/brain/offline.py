@@ -32,6 +32,9 @@ RECENT_TURNS = 10
 # channels/email/inbound.py): the label is in every such turn, no word to recall by (it
 # recalled every earlier mail as related); the subject's own words are.
 _SUBJECT_LABEL = "Subject: "
+# Pages of results read at most to find ``max_results`` that are recall (the message
+# itself and its earlier copies are skipped).
+MAX_PAGES = 3
 
 
 class OfflineBrain:
@@ -63,21 +66,7 @@ class OfflineBrain:
         found = []
         if self.search is not None and request.text.strip():
             try:
-                query = request.text.removeprefix(_SUBJECT_LABEL)
-                page = await self.search.search(query, limit=self.max_results + 2)
-                for result in page.results:
-                    if result.conversation_id == request.conversation_id and self._recent(
-                        result, request.turn_number
-                    ):
-                        # The message itself, or what is still on the owner's screen; an
-                        # older part of this conversation that matched too is recall.
-                        older = await self._older_part(result, request)
-                        if older is None:
-                            continue
-                        result = older
-                    found.append(result)
-                    if len(found) >= self.max_results:
-                        break
+                found = await self._recall(request)
             except Exception:
                 log.exception("recall failed for the offline reply")
                 lines.append("Recall is unavailable at the moment.")
@@ -102,6 +91,37 @@ class OfflineBrain:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
 
+    async def _recall(self, request: BrainRequest) -> list[SearchResult]:
+        """Up to ``max_results`` past conversations on the message's subject."""
+        assert self.search is not None
+        query = request.text.removeprefix(_SUBJECT_LABEL)
+        found: list[SearchResult] = []
+        cursor = None
+        for _ in range(MAX_PAGES):
+            page = await self.search.search(query, limit=self.max_results + 2, cursor=cursor)
+            for result in page.results:
+                if result.conversation_id == request.conversation_id and self._recent(
+                    result, request.turn_number
+                ):
+                    # The message itself, or what is still on the owner's screen; an
+                    # older part of this conversation that matched too is recall.
+                    part = await self._recall_part(result, request, older=True)
+                elif await self._repeats_message(result, request):
+                    # The owner asked this before (unanswered offline: the replies are
+                    # not recalled): word for word, it outranks the conversation it asks
+                    # about, with the model most of all. Its other turns may be recall.
+                    part = await self._recall_part(result, request, older=False)
+                else:
+                    part = result
+                if part is not None:
+                    found.append(part)
+                if len(found) >= self.max_results:
+                    return found
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return found
+
     @staticmethod
     def _recent(result: SearchResult, turn_number: int | None) -> bool:
         """Whether a result in the current conversation is shown by its message or the
@@ -113,38 +133,65 @@ class OfflineBrain:
             return False
         return result.turn_scores[0][0] > turn_number - RECENT_TURNS
 
-    async def _older_part(self, result: SearchResult, request: BrainRequest) -> SearchResult | None:
-        """The current conversation's best-matching turn older than the recent ones, as
-        a result of its own; None when none matched well (half the best turn's score).
+    async def _repeats_message(self, result: SearchResult, request: BrainRequest) -> bool:
+        """Whether the result's best turn only says the message again (same words)."""
+        if not result.turn_scores:
+            return False
+        text, _ = await self._turn_text(result.conversation_id, result.turn_scores[0][0])
+        return _words(text) == _words(request.text)
+
+    async def _recall_part(
+        self, result: SearchResult, request: BrainRequest, *, older: bool
+    ) -> SearchResult | None:
+        """The result's best-matching turn that is recall, as a result of its own: one
+        that does not only repeat the message and (``older``: the current conversation)
+        is older than the recent turns; None when none matched well (half the best
+        turn's score).
 
         Before, a current conversation whose best turn was the message itself was skipped
         whole, and the older turn that holds the answer ("what was my hotel budget?",
         asked 15 turns later in a long pinned conversation) never showed."""
-        if self.search is None or request.turn_number is None or not result.turn_scores:
+        if self.search is None or not result.turn_scores:
             return None
-        cut = request.turn_number - RECENT_TURNS
+        if older and request.turn_number is None:
+            return None
+        cut = (request.turn_number or 0) - RECENT_TURNS
         floor = result.turn_scores[0][1] / 2
-        older = [(n, s) for n, s in result.turn_scores if n <= cut and s >= floor]
-        if not older:
-            return None
-        number = older[0][0]
+        asked = _words(request.text)
+        candidates = [
+            (n, s) for n, s in result.turn_scores if s >= floor and (not older or n <= cut)
+        ]
+        for i, (number, _) in enumerate(candidates):
+            text, said = await self._turn_text(result.conversation_id, number)
+            if not text.strip() or _words(text) == asked:
+                continue
+            return replace(
+                result,
+                snippet=snippet(text, query_terms(request.text)),
+                turn_range=f"turn {number}",
+                turn_scores=candidates[i:],
+                timestamp=said or result.timestamp,  # dated as the turn shown
+            )
+        return None
+
+    async def _turn_text(self, conversation_id: str, number: int) -> tuple[str, str]:
+        """The recallable lines of one turn number (not the offline replies), and when
+        the first was said."""
+        assert self.search is not None
         rows = await self.search.db.fetchall(
-            "SELECT content FROM turns WHERE conversation_id = ? AND turn_number = ? "
-            "AND recall = 1 ORDER BY id",
-            (result.conversation_id, number),
+            "SELECT content, timestamp FROM turns WHERE conversation_id = ? AND "
+            "turn_number = ? AND recall = 1 ORDER BY id",
+            (conversation_id, number),
         )
-        text = " ".join(str(row[0]) for row in rows)
-        if not text.strip():
-            return None
-        return replace(
-            result,
-            snippet=snippet(text, query_terms(request.text)),
-            turn_range=f"turn {number}",
-            turn_scores=older,
-        )
+        return " ".join(str(row[0]) for row in rows), str(rows[0][1] or "") if rows else ""
 
     async def close(self) -> None:
         return None
+
+
+def _words(text: str) -> list[str]:
+    """The words of a message, to tell the same question asked again."""
+    return query_terms(text.removeprefix(_SUBJECT_LABEL), drop_stop_words=False)
 
 
 def _chunks(text: str, size: int) -> list[str]:

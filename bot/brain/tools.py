@@ -286,6 +286,9 @@ class RecallTools:
             )
             text = " ".join(" ".join(str(x.get("content") or "").split()) for x in lines)
             item["snippet"] = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+            said = next((str(x["timestamp"]) for x in lines if x.get("timestamp")), None)
+            if said:  # dated as the turn quoted, not as the question (today)
+                item["date"] = local_day(said, ZoneInfo(self.config.owner.timezone))
         return True
 
     async def _label_members_snippet(self, item: dict[str, Any], result: Any) -> None:

@@ -17,7 +17,6 @@ unfinished. Compression never triggers any of this, and nothing here delays a re
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections import Counter
@@ -26,19 +25,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.brain.base import UtilityModel
-from bot.brain.cost import tracking
 from bot.config.model import AppConfig
 from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, Outcome, abbreviate
 from bot.lifecycle.naming import Namer, Naming
-from bot.lifecycle.prompts import SPLIT_NOTE
+from bot.lifecycle.naming_runs import NamingRuns
 from bot.lifecycle.records import (
     LifecycleServices,
     VectorIndex,
     as_datetime,
     pending_abbreviations,
-    unnamed,
 )
-from bot.lifecycle.timers import Clock, IdleTimers, ManualClock, SystemClock
+from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock
 from bot.tasks import spawn
 from bot.transcript import recallable
 
@@ -46,13 +43,14 @@ __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemCloc
 
 log = logging.getLogger("my_agent.lifecycle")
 
-# Sweep periods the retry of stale vectors waits at most while the model keeps failing
-# (64 x 300 s: about 5 hours), so a permanently broken model does not spin.
+# Sweep periods a retry (stale vectors, an owed naming) waits at most while the model
+# keeps failing (64 x 300 s: about 5 hours), so a permanently broken model does not spin.
 MAX_VECTOR_BACKOFF = 64
 
 
-class Lifecycle:
-    """Wires idle timers, the abbreviation queue and naming to the conversation manager."""
+class Lifecycle(NamingRuns):
+    """Wires idle timers, the abbreviation queue and naming to the conversation manager
+    (the naming runs: :class:`~bot.lifecycle.naming_runs.NamingRuns`)."""
 
     def __init__(
         self, config: AppConfig, services: LifecycleServices, clock: Clock | None = None
@@ -83,18 +81,18 @@ class Lifecycle:
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
         self._naming_locks: dict[str, asyncio.Lock] = {}
         self._split_noted: set[str] = set()
-        # First titles made of keywords because the model failed: idle passes ask the
-        # model again until it names them (in memory: a restart keeps the keyword title).
-        self._keyword_named: set[str] = set()
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
-        # Vectors a failed embedding left stale are retried by the sweep, backing off
-        # (one sweep period, doubling up to MAX_VECTOR_BACKOFF of them) while it fails.
+        # Vectors a failed embedding left stale, and namings the model could not give, are
+        # retried by the sweep, backing off (one sweep period, doubling up to
+        # MAX_VECTOR_BACKOFF of them) while it fails.
+        period = timedelta(seconds=cfg.abbreviation_sweep_seconds)
         self._vector_retry: asyncio.Task[None] | None = None
-        self._owed_naming: asyncio.Task[None] | None = None  # names recover() found owed
-        self._vector_retry_at: datetime | None = None
-        self._vector_backoff = timedelta(0)
+        self._vector_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
+        self._owed_naming: asyncio.Task[None] | None = None  # namings still owed, in turn
+        self._naming_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
+        self._naming_failures: Counter[str] = Counter()  # the order of the retries
         self._running = False
 
     @property
@@ -153,6 +151,10 @@ class Lifecycle:
         left = await self.queue.stop(max(deadline - time.monotonic(), 0.0))
         for conv_id in left:
             await self._flag(conv_id)
+        for conv_id in sorted(self._late_replies):
+            # A reply landed during a pass the stop cut (its record waits for the pass's
+            # end), or its rewrite is queued: the notes may cover its turn number already.
+            await self._notes_behind(conv_id)
         if left:
             log.info("lifecycle stopped; %d abbreviation(s) left for the next start", len(left))
         return left
@@ -172,21 +174,14 @@ class Lifecycle:
             else:
                 self.timers.touch(rec.id, last)
         # A naming owed by the last run (killed after the notes that precede it, or
-        # during the turn-5 naming): nothing else records it once the notes cover every
-        # turn. Those with notes to write are named after them (_process).
-        owed = [
-            rec.id
-            for rec in await unnamed(self.conversations, self.config.conversations.naming_turn)
-            if rec.id not in pending
-        ]
+        # during the turn-5 naming, or the model down then): nothing else records it once
+        # the notes cover every turn. Those with notes to write are named after them
+        # (_process).
+        owed = [rec.id for rec in await self._owed_names() if rec.id not in pending]
         if owed:
             log.info("naming %d conversation(s) a previous run left unnamed", len(owed))
             self._owed_naming = spawn(self._name_owed(owed), name="naming-recovery")
         return queued
-
-    async def _name_owed(self, conv_ids: list[str]) -> None:
-        for conv_id in conv_ids:  # one at a time: a model call each
-            await self._name(conv_id, initial=True)
 
     async def sweep(self) -> int:
         """The periodic retry: failed passes, and idle conversations with new turns that
@@ -209,6 +204,7 @@ class Lifecycle:
         if queued:
             log.info("abbreviation sweep queued %d conversation(s)", queued)
         self._retry_vectors()
+        await self._retry_naming({rec.id for rec in records})
         return queued
 
     def _retry_vectors(self) -> None:
@@ -220,8 +216,7 @@ class Lifecycle:
             return
         if self._vector_retry is not None and not self._vector_retry.done():
             return
-        now = self.clock.now()
-        if self._vector_retry_at is not None and now < self._vector_retry_at:
+        if not self._vector_backoff.ready(self.clock.now()):
             return
         self._vector_retry = spawn(self._run_vector_retry(retry), name="retry-vectors")
 
@@ -234,19 +229,11 @@ class Lifecycle:
             log.exception("retrying the stale vectors failed")
             complete = False
         if complete is False:
-            period = timedelta(seconds=self.config.conversations.abbreviation_sweep_seconds)
-            self._vector_backoff = min(
-                max(self._vector_backoff * 2, period), period * MAX_VECTOR_BACKOFF
-            )
-            self._vector_retry_at = self.clock.now() + self._vector_backoff
+            wait = self._vector_backoff.failed(self.clock.now())
             self.counters["vectors_retry_failed"] += 1
-            log.warning(
-                "some vectors are still missing; retrying in %d s",
-                int(self._vector_backoff.total_seconds()),
-            )
+            log.warning("some vectors are still missing; retrying in %d s", wait.total_seconds())
         elif complete:
-            self._vector_backoff = timedelta(0)
-            self._vector_retry_at = None
+            self._vector_backoff.succeeded()
             self.counters["vectors_retried"] += 1
 
     # -- the queue -----------------------------------------------------------------------
@@ -331,80 +318,6 @@ class Lifecycle:
         except Exception:
             # Still safe: abbreviated_turn < turn_count makes the next start queue it.
             log.exception("could not mark %s for abbreviation", conv_id)
-
-    # -- naming ---------------------------------------------------------------------------
-    def _spawn_naming(self, conv_id: str) -> None:
-        task = self._naming_tasks.get(conv_id)
-        if task is not None and not task.done():
-            return
-        task = spawn(self._name(conv_id, initial=True), name=f"naming-{conv_id}")
-        self._naming_tasks[conv_id] = task
-        task.add_done_callback(functools.partial(self._forget_naming, conv_id))
-
-    def _forget_naming(self, conv_id: str, task: asyncio.Task[Naming | None]) -> None:
-        if self._naming_tasks.get(conv_id) is task:
-            del self._naming_tasks[conv_id]
-
-    async def _name(self, conv_id: str, *, initial: bool) -> Naming | None:
-        """Name (``initial``) or re-name a conversation unless the rules say not to."""
-        lock = self._naming_locks.setdefault(conv_id, asyncio.Lock())
-        async with lock:
-            try:
-                return await self._name_locked(conv_id, initial=initial)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("naming %s failed", conv_id)
-                self.counters["naming_failed"] += 1
-                return None
-
-    async def _name_locked(self, conv_id: str, *, initial: bool) -> Naming | None:
-        cfg = self.config.conversations
-        rec = await self.conversations.get(conv_id)
-        if rec is None or rec.manually_named or rec.turn_count < cfg.naming_turn:
-            return None
-        # A title given before any turn (an escalation's, bot.strangers) is a placeholder:
-        # it has no named turn, and the turn-5 naming still replaces it.
-        never_named = rec.last_named_turn == 0
-        if initial and not never_named:
-            return None  # named once already: later names come from idle passes
-        stale = rec.turn_count - rec.last_named_turn >= cfg.renaming_interval_turns
-        stale = stale or conv_id in self._keyword_named
-        if not initial and not (never_named or stale):
-            # (An idle pass also names a conversation whose turn-5 naming never ran,
-            # e.g. because the daemon was down at that message.)
-            return None
-        first = max(1, rec.turn_count - cfg.naming_context_turns + 1)
-        turns = await self.conversations.read_turns(conv_id, first, readouts=False)
-        with tracking() as spent:
-            naming = await self.namer.name(
-                rec, turns, abbreviation=None if initial else rec.abbreviation
-            )
-        fresh = await self.conversations.get(conv_id)
-        if fresh is None or fresh.manually_named:
-            log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
-            return None
-        if naming.method != "llm" and self.namer.model is not None and fresh.title:
-            # The model could not re-name it (down, no usable answer): the offline
-            # keywords replaced its good title. Keep it; the next idle pass asks again.
-            log.info("re-naming %s skipped: no answer from the model", conv_id)
-            return None
-        if naming.method == "llm" or self.namer.model is None:
-            self._keyword_named.discard(conv_id)
-        else:
-            self._keyword_named.add(conv_id)
-        event = "title_assigned" if naming.title != fresh.title else "meta_update"
-        await self.conversations.set_title_topics(
-            conv_id, naming.title, naming.topics, fresh.turn_count, event=event, **spent.fields()
-        )
-        self.counters["named" if initial else "renamed"] += 1
-        log.info("named %s %r %s (%s)", conv_id, naming.title, naming.topics, naming.method)
-        if naming.suggest_split and conv_id not in self._split_noted:
-            self._split_noted.add(conv_id)
-            topics = ", ".join(naming.topics) or "several subjects"
-            split = naming.split_topic or "one of them"
-            self.conversations.add_note(conv_id, SPLIT_NOTE.format(topics=topics, split=split))
-        return naming
 
     # -- bus handlers (quick: they run inside the emitter, on the reply path) -------------
     async def _on_turn(self, conversation_id: str, turn: dict[str, Any], **payload: Any) -> None:

@@ -158,7 +158,12 @@ async def abbreviate(
             log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
             await conversations.mark_needs_abbreviation(conv_id, True)
             return Outcome(conv_id, "failed", error=str(exc))
-        await conversations.set_abbreviation(conv_id, text, through, **spent.fields())
+        extra = spent.fields()
+        if not any(t.get("role") == "assistant" and t.get("turnNumber") == through for t in turns):
+            # Its reply may land while the notes are written: the index then counts them
+            # as behind (bot.index_writes), also after a crash or in a rebuild.
+            extra["answered"] = False
+        await conversations.set_abbreviation(conv_id, text, through, **extra)
         status = "abbreviated"
         log.info(
             "abbreviated %s through turn %d (%s, %d chars)",

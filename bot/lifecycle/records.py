@@ -50,13 +50,19 @@ async def pending_abbreviations(manager: ConversationManager) -> list[Conversati
     return [row_to_record(row) for row in rows]
 
 
-async def unnamed(manager: ConversationManager, naming_turn: int) -> list[ConversationRecord]:
+async def unnamed(
+    manager: ConversationManager, naming_turn: int, renaming_interval: int | None = None
+) -> list[ConversationRecord]:
     """Conversations past the naming turn that were never named from their turns (no
-    title, or one given before any turn) and not renamed by hand, oldest activity first."""
+    title, or one given before any turn) and not renamed by hand, oldest activity first;
+    with ``renaming_interval``, also those named that many turns ago or more (a re-naming
+    owed: the idle pass that should have made it failed or was cut short)."""
+    stale = "" if renaming_interval is None else " OR turn_count - last_named_turn >= ?"
+    args = (naming_turn,) if renaming_interval is None else (naming_turn, renaming_interval)
     rows = await manager.index.db.fetchall(
-        f"{SELECT_CONVERSATION} WHERE turn_count >= ? AND last_named_turn = 0 AND "
+        f"{SELECT_CONVERSATION} WHERE turn_count >= ? AND (last_named_turn = 0{stale}) AND "
         "manually_named = 0 ORDER BY updated",
-        (naming_turn,),
+        args,
     )
     return [row_to_record(row) for row in rows]
 

@@ -185,3 +185,28 @@ class IdleTimers:
 
     async def _sweep(self) -> None:
         await self._on_sweep()
+
+
+class Backoff:
+    """The pacing of a retry that keeps failing (the model down): after a failure the
+    next try waits one ``period``, doubling up to ``limit`` periods; a success resets it."""
+
+    def __init__(self, period: timedelta, limit: int) -> None:
+        self.period = period
+        self.limit = limit
+        self.delay = timedelta(0)
+        self.until: datetime | None = None
+
+    def ready(self, now: datetime) -> bool:
+        """Whether a try is due (none failed, or the wait after the last failure passed)."""
+        return self.until is None or now >= self.until
+
+    def failed(self, now: datetime) -> timedelta:
+        """Record a failure at ``now``; returns the wait before the next try."""
+        self.delay = min(max(self.delay * 2, self.period), self.period * self.limit)
+        self.until = now + self.delay
+        return self.delay
+
+    def succeeded(self) -> None:
+        self.delay = timedelta(0)
+        self.until = None

@@ -53,6 +53,7 @@ class Ranked:
     turns: list[tuple[int, float]]
     text: str
     matched: list[int]
+    when: str = ""  # the best turn's timestamp: when the snippet was said
 
 
 @dataclass
@@ -124,6 +125,7 @@ class Scored:
             r.content[idx[0]] if idx else "",
             # a user turn and its reply share a number: each number once
             list(dict.fromkeys(r.number[i] for i in idx if self._direct(i))),
+            r.timestamp[idx[0]] if idx else "",
         )
 
 

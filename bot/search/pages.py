@@ -39,7 +39,9 @@ def search_results(
                 channel=str(row[2]),
                 abbreviation=row[3],
                 matched_turns=numbers,
-                timestamp=str(row[4]),
+                # when the matched words were said (a long conversation's last message
+                # may be months later); its last activity when only its notes matched
+                timestamp=item.when or str(row[4]),
                 score=float(item.score),
                 topics=topics,
                 snippet=snippet(item.text or str(row[3] or ""), terms),

@@ -97,7 +97,7 @@ def keyword_tail(
     rows = conn.execute(
         "WITH m AS MATERIALIZED (SELECT rowid, -bm25(turns_fts) AS s FROM turns_fts "
         "WHERE turns_fts MATCH ?) "
-        "SELECT t.conversation_id, max(m.s), t.turn_number, t.content "
+        "SELECT t.conversation_id, max(m.s), t.turn_number, t.content, t.timestamp "
         f"FROM m JOIN turns t ON t.id = m.rowid{join} WHERE {where} "
         "GROUP BY t.conversation_id ORDER BY 2 DESC, 1 LIMIT ?",
         [match, *params, TAIL_LIMIT + len(listed) + 1],
@@ -110,7 +110,8 @@ def keyword_tail(
     best = max(float(found[0][1]), 1e-9)
     top = max(0.0, floor) * _TAIL_SCALE
     items = []
-    for conv, score, number, content in found:
+    for conv, score, number, content, when in found:
         value = top * max(0.0, float(score)) / best
-        items.append(Ranked(str(conv), value, [(int(number), value)], str(content), [int(number)]))
+        turns = [(int(number), value)]
+        items.append(Ranked(str(conv), value, turns, str(content), [int(number)], str(when or "")))
     return items, complete

@@ -28,3 +28,36 @@ async def test_recalled_conversations_are_dated_by_the_owners_calendar(
     )
     assert reply.text.startswith(OFFLINE_LABEL)
     assert "(web, 2999-03-01, " in reply.text
+
+
+async def test_an_older_part_of_this_conversation_is_dated_when_it_was_said(
+    core: SimpleNamespace,
+) -> None:
+    # Regression: the older turn listed from the current conversation was dated by the
+    # message that asked for it (its best match), not by the day the answer was given.
+    manager = core.conversations
+    conv = (await manager.create("web")).id
+    await manager.append_turn(
+        conv,
+        "user",
+        "For the Kyoto trip the ryokan near Gion costs 32000 yen a night",
+        timestamp="2999-01-05T10:00:00.000Z",
+    )
+    for n in range(12):
+        await manager.append_turn(
+            conv, "user", f"chatter {n} about the weather", timestamp="2999-03-01T10:00:00.000Z"
+        )
+    question = "what was the ryokan price per night in Kyoto again?"
+    await manager.append_turn(conv, "user", question, timestamp="2999-03-01T10:05:00.000Z")
+    reply = await OfflineBrain(core.search).reply(
+        BrainRequest(
+            profile="owner",
+            channel="web",
+            text=question,
+            model_alias="",
+            conversation_id=conv,
+            turn_number=14,
+        )
+    )
+    (line,) = [line for line in reply.text.splitlines() if "32000 yen" in line]
+    assert "(web, 2999-01-05, turn 1)" in line

@@ -483,3 +483,29 @@ async def test_a_long_message_can_be_read_past_its_first_4000_characters(
     alone = {"conversationId": conv, "turnRange": {"from": 2, "to": 2}}
     content, err = await execute(tools, "fetch_context", alone)
     assert not err and unwrap(content)["turns"][-1]["content"] == contract
+
+
+async def test_an_earlier_turn_of_the_current_conversation_is_dated_when_it_was_said(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: with the question taken out, the result quoted an earlier turn of the
+    # current conversation but kept the question's date (today): "when did I say that?"
+    # got today's date.
+    manager = core.conversations
+    here = (await manager.create("web")).id
+    await manager.append_turn(
+        here,
+        "user",
+        "Jonas said 240 euros, fine by me",
+        timestamp="2999-01-05T10:00:00.000Z",
+    )
+    question = "Tell me the date the plumber quoted the boiler repair, the date please"
+    await manager.append_turn(here, "user", question, timestamp="2999-03-01T10:00:00.000Z")
+    fake_api.push_tool_use(
+        "search_conversations", {"query": "date plumber quoted boiler repair Jonas"}
+    )
+    fake_api.push_text("On 5 January.")
+    await brain.reply(dataclasses.replace(request(here, question), turn_number=2))
+    (result,) = tool_results(fake_api.requests[-1].body)
+    (found,) = unwrap(result["content"])["results"]
+    assert found["snippet"].startswith("Jonas said") and found["date"] == "2999-01-05"

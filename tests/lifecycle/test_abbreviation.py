@@ -11,6 +11,7 @@ from bot.extractive import HEADER
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.abbreviation import AbbreviationQueue
 from bot.lifecycle.prompts import ABBREVIATION_SYSTEM
+from bot.recovery import delete_index, recover
 
 from .conftest import Core, MakeLifecycle, RecordingVectors, ScriptedModel, unavailable
 
@@ -440,3 +441,115 @@ async def test_a_late_replys_rewrite_survives_a_restart(
     assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
     row = await core.row(conv)
     assert row.abbreviated_turn == 2 and not row.needs_abbreviation
+
+
+@pytest.mark.parametrize("when", ["after", "during"])
+async def test_a_late_replys_rewrite_survives_a_reindex(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel, when: str
+) -> None:
+    # Regression: the owed rewrite was recorded in the index only (abbreviated_turn
+    # lowered), which `my-agent reindex` rebuilds from the transcripts: the rebuilt row
+    # had the notes current again, and the answer never reached them.
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    if when == "during":
+        model.gate = asyncio.Event()  # the notes are being written when the reply lands
+    lifecycle.enqueue(conv, "switch")
+    await asyncio.sleep(0)
+    if when == "after":
+        await lifecycle.settle()
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    if model.gate is not None:
+        model.gate.set()
+    await lifecycle.settle()
+    await lifecycle.stop(timeout=1.0)
+    await core.close()
+    delete_index(core.config.index_path)  # my-agent reindex: the index from the transcripts
+    rebuilt = await Core.open(core.config)
+    try:
+        await rebuilt.db.run(
+            lambda c: recover(c, rebuilt.manager.store, core.config.external_dir, core.config)
+        )
+        row = await rebuilt.row(conv)
+        assert row.abbreviated_turn < row.turn_count == 2
+        again = await make_lifecycle(model, on=rebuilt)
+        clock.advance(660)
+        await again.run_due()
+        assert [e["throughTurn"] for e in rebuilt.events(conv, "abbreviation")] == [2, 2]
+        last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
+        assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
+        row = await rebuilt.row(conv)
+        assert row.abbreviated_turn == 2 and not row.needs_abbreviation
+        await again.stop(timeout=1.0)
+    finally:
+        await rebuilt.close()
+
+
+async def test_a_late_reply_during_a_pass_a_stop_cuts_is_still_owed(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: a reply landing while the notes were embedded is recorded as owed once
+    # the pass is done; a stop that cut the pass there lost it: the next start found the
+    # notes current (only their vector missing) and the answer never reached them.
+    class Blocking(RecordingVectors):
+        def __init__(self) -> None:
+            super().__init__()
+            self.entered = asyncio.Event()
+
+        async def index_abbreviation(self, conv_id: str, text: str) -> None:
+            self.entered.set()
+            await asyncio.Event().wait()  # until the stop cancels it
+
+    blocking = Blocking()
+    lifecycle = await make_lifecycle(model, vectors_=blocking)
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    lifecycle.enqueue(conv, "switch")
+    await blocking.entered.wait()  # the notes through turn 2 are written, not embedded
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    await lifecycle.stop(timeout=0.1)
+    again = await make_lifecycle(model)
+    clock.advance(660)
+    await again.run_due()
+    last = [c for c in model.calls if c["kind"] == "abbreviation"][-1]
+    assert "[2] Assistant: Answer 2: two 8 TB IronWolf drives." in last["prompt"]
+    assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2, 2]
+
+
+@pytest.mark.parametrize("after", ["crash", "reindex"])
+async def test_a_reply_landing_while_the_notes_are_written_is_owed_in_the_transcript(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel, after: str
+) -> None:
+    # Regression: a reply that landed after a pass read the turns and before it ended
+    # was recorded as owed only once the pass was done (or at a stop): a crash in between
+    # (the notes written, being embedded) left the notes "current" without the answer.
+    # The notes now say whether they saw the reply to their last turn.
+    class Blocking(RecordingVectors):
+        async def index_abbreviation(self, conv_id: str, text: str) -> None:
+            await asyncio.Event().wait()  # the process dies here
+
+    lifecycle = await make_lifecycle(model, vectors_=Blocking())
+    conv = await _chatted(core, 1)
+    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
+    model.gate = asyncio.Event()
+    lifecycle.enqueue(conv, "switch")
+    while not model.count("abbreviation"):
+        await asyncio.sleep(0.001)  # the turns are read, the model is writing the notes
+    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
+    model.gate.set()
+    while not core.events(conv, "abbreviation"):
+        await asyncio.sleep(0.001)
+    (event,) = core.events(conv, "abbreviation")
+    assert event["throughTurn"] == 2 and event["answered"] is False
+    if after == "reindex":
+        await core.close()
+        delete_index(core.config.index_path)
+        core = await Core.open(core.config)
+        await core.db.run(
+            lambda c: recover(c, core.manager.store, core.config.external_dir, core.config)
+        )
+    row = await core.row(conv)  # what a crash leaves in the index, or a rebuild makes
+    assert row.abbreviated_turn < row.turn_count == 2
+    if after == "reindex":
+        await core.close()

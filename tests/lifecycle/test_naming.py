@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from bot.brain.base import RequestRefused
 from bot.index import ConversationRecord
 from bot.lifecycle import ManualClock
 from bot.lifecycle.naming import (
@@ -430,3 +431,115 @@ async def test_a_naming_killed_after_the_notes_is_done_at_the_next_start(
     assert model.count("naming") == 1 and model.count("abbreviation") == 0
     assert (await core.row(renamed)).title == "My own title"
     assert (await core.row(short)).title is None
+
+
+async def test_naming_owed_at_a_start_in_an_outage_is_retried_on_the_sweep(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: the start's naming of conversations a previous run left unnamed asked
+    # the model once; down then, one got the offline keyword title (counted as named, so
+    # no later start or sweep asked again) and one with an escalation's placeholder title
+    # kept it. Both stayed so while the daemon ran, and the first for good.
+    untitled = (await core.manager.create("web")).id
+    await _user_turns(core, untitled, 6, text="kitchen renovation budget")
+    placeholder = (await core.manager.create("telegram")).id
+    await core.manager.set_title_topics(placeholder, "Escalation: Eve (telegram)", [], 0)
+    await _user_turns(core, placeholder, 6)
+    for each in (untitled, placeholder):
+        await core.manager.set_abbreviation(each, "Notes.", None)
+    model.naming = unavailable()
+    lifecycle = await make_lifecycle(model)  # the start, in an outage
+    await lifecycle.settle()
+    keywords = (await core.row(untitled)).title
+    assert keywords and keywords != "NAS Backup Plan"
+    assert (await core.row(placeholder)).title == "Escalation: Eve (telegram)"
+    calls = model.count("naming")
+    for _ in range(3):  # still down: retried with a backoff, not at every sweep
+        clock.advance(300)
+        await lifecycle.run_due()
+    assert 0 < model.count("naming") - calls <= 2
+    model.naming = '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
+    clock.advance(3600)  # the model is back: a sweep names them
+    await lifecycle.run_due()
+    row = await core.row(untitled)
+    assert row.title == "Kitchen Renovation Budget" and row.last_named_turn == 6
+    row = await core.row(placeholder)
+    assert row.title is not None and "Kitchen Renovation Budget" in row.title
+    assert row.last_named_turn == 6
+    calls = model.count("naming")
+    clock.advance(3600)
+    await lifecycle.run_due()  # named: no more asking
+    assert model.count("naming") == calls
+
+
+async def test_a_keyword_title_from_an_outage_is_still_owed_after_a_restart(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: the offline title given in an outage counted as a naming, and the
+    # "ask the model again" was kept in memory: after a restart the conversation kept
+    # its keyword title until ten more turns.
+    model.naming = unavailable()
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5, text="kitchen renovation budget")
+    await lifecycle.settle()
+    assert (await core.row(conv)).title
+    await lifecycle.stop(timeout=1.0)
+    model.naming = '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
+    again = await make_lifecycle(model)  # the next start, the model back
+    clock.advance(660)  # recovery re-arms the timer from the wall-clock turn stamps
+    await again.run_due()  # the idle pass: notes, then the naming still owed
+    row = await core.row(conv)
+    assert row.title == "Kitchen Renovation Budget" and row.last_named_turn == 5
+
+
+async def test_one_conversation_the_model_refuses_does_not_stop_the_naming_retries(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # The retry stops at the first failure (the model down: no call per conversation);
+    # one the model always refuses went first every time and no other was retried.
+    refused = (await core.manager.create("web")).id
+    await _user_turns(core, refused, 6, text="zebra crossing fines")
+    owed = (await core.manager.create("web")).id
+    await _user_turns(core, owed, 6, text="kitchen renovation budget")
+    for each in (refused, owed):
+        await core.manager.set_abbreviation(each, "Notes.", None)
+
+    def naming(system: str, prompt: str) -> str:
+        if "zebra" in prompt:
+            raise RequestRefused("400 invalid request")
+        return '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
+
+    model.naming = unavailable()
+    lifecycle = await make_lifecycle(model)
+    await lifecycle.settle()
+    model.naming = naming
+    for _ in range(4):
+        clock.advance(1200)
+        await lifecycle.run_due()
+    assert (await core.row(owed)).title == "Kitchen Renovation Budget"
+    assert (await core.row(refused)).last_named_turn == 0  # still owed
+
+
+async def test_a_renaming_the_model_failed_is_retried_on_the_sweep(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: a re-naming the model failed (down at the idle pass) was asked again
+    # only at the next idle pass, which a conversation that ended there never has: its
+    # title stayed the one of its first five turns.
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "NAS Backup Plan"
+    await _user_turns(core, conv, 10, text="photographs archive rotation")
+    model.naming = unavailable()
+    clock.advance(600)
+    await lifecycle.run_due()  # the notes are written, the re-naming fails
+    row = await core.row(conv)
+    assert row.abbreviated_turn == 15 and row.title == "NAS Backup Plan"
+    model.naming = '{"title": "Photo Archive Rotation", "topics": ["photos"]}'
+    clock.advance(3600)  # no more messages: the sweep asks again
+    await lifecycle.run_due()
+    row = await core.row(conv)
+    assert row.title == "Photo Archive Rotation" and row.last_named_turn == 15

@@ -1,0 +1,167 @@
+"""Naming runs of the lifecycle: the turn-5 naming, re-naming after an idle pass, and
+the namings still owed (a previous run cut short, the model down), retried by the sweep
+with a backoff. A part of :class:`bot.lifecycle.Lifecycle` (its base): the rules are
+in :meth:`NamingRuns._name_locked`, the model call and the offline titles in
+:mod:`bot.lifecycle.naming`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from bot.brain.cost import tracking
+from bot.config.model import AppConfig
+from bot.lifecycle.naming import Namer, Naming
+from bot.lifecycle.prompts import SPLIT_NOTE
+from bot.lifecycle.records import unnamed
+from bot.lifecycle.timers import Backoff, Clock
+from bot.tasks import spawn
+
+log = logging.getLogger("my_agent.lifecycle")
+
+
+class NamingRuns:
+    """The naming half of :class:`~bot.lifecycle.Lifecycle`."""
+
+    config: AppConfig
+    clock: Clock
+    namer: Namer
+    counters: Counter[str]
+    _naming_tasks: dict[str, asyncio.Task[Naming | None]]
+    _naming_locks: dict[str, asyncio.Lock]
+    _split_noted: set[str]
+    _owed_naming: asyncio.Task[None] | None
+    _naming_backoff: Backoff
+    _naming_failures: Counter[str]
+
+    if TYPE_CHECKING:  # Lifecycle's own
+
+        @property
+        def conversations(self) -> Any: ...
+
+    def _spawn_naming(self, conv_id: str) -> None:
+        task = self._naming_tasks.get(conv_id)
+        if task is not None and not task.done():
+            return
+        task = spawn(self._name(conv_id, initial=True), name=f"naming-{conv_id}")
+        self._naming_tasks[conv_id] = task
+        task.add_done_callback(functools.partial(self._forget_naming, conv_id))
+
+    def _forget_naming(self, conv_id: str, task: asyncio.Task[Naming | None]) -> None:
+        if self._naming_tasks.get(conv_id) is task:
+            del self._naming_tasks[conv_id]
+
+    async def _name(self, conv_id: str, *, initial: bool) -> Naming | None:
+        """Name (``initial``) or re-name a conversation unless the rules say not to."""
+        lock = self._naming_locks.setdefault(conv_id, asyncio.Lock())
+        async with lock:
+            try:
+                return await self._name_locked(conv_id, initial=initial)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("naming %s failed", conv_id)
+                self.counters["naming_failed"] += 1
+                return None
+
+    async def _name_locked(self, conv_id: str, *, initial: bool) -> Naming | None:
+        cfg = self.config.conversations
+        rec = await self.conversations.get(conv_id)
+        if rec is None or rec.manually_named or rec.turn_count < cfg.naming_turn:
+            return None
+        # A title given before any turn (an escalation's, bot.strangers) is a placeholder:
+        # it has no named turn, and the turn-5 naming still replaces it.
+        never_named = rec.last_named_turn == 0
+        if initial and not never_named:
+            return None  # named once already: later names come from idle passes
+        stale = rec.turn_count - rec.last_named_turn >= cfg.renaming_interval_turns
+        if not initial and not (never_named or stale):
+            # (An idle pass also names a conversation whose turn-5 naming never ran,
+            # e.g. because the daemon was down at that message.)
+            return None
+        if never_named and rec.title and not self._naming_backoff.ready(self.clock.now()):
+            # It holds a stand-in title (keywords from an outage, an escalation's) and
+            # the model failed moments ago: the sweep asks again after the backoff.
+            return None
+        first = max(1, rec.turn_count - cfg.naming_context_turns + 1)
+        turns = await self.conversations.read_turns(conv_id, first, readouts=False)
+        with tracking() as spent:
+            naming = await self.namer.name(
+                rec, turns, abbreviation=None if initial else rec.abbreviation
+            )
+        fresh = await self.conversations.get(conv_id)
+        if fresh is None or fresh.manually_named:
+            log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
+            return None
+        through = fresh.turn_count
+        if naming.method != "llm" and self.namer.model is not None:
+            wait = self._naming_backoff.failed(self.clock.now())
+            self.counters["naming_model_failed"] += 1
+            if fresh.title:
+                # The model could not (re-)name it (down, no usable answer): the offline
+                # keywords would replace its title. Keep it; the model is asked again
+                # (idle pass, sweep) after the backoff.
+                log.info(
+                    "naming %s skipped: no answer from the model (again in %d s)",
+                    conv_id,
+                    wait.total_seconds(),
+                )
+                return None
+            # A first title from keywords: a stand-in, stored as named through turn 0 so
+            # the naming stays owed (asked again on the sweep, at the next message or
+            # idle pass, and after a restart or a reindex, since the transcript says so).
+            through = 0
+        elif naming.method == "llm":
+            self._naming_backoff.succeeded()
+        event = "title_assigned" if naming.title != fresh.title else "meta_update"
+        await self.conversations.set_title_topics(
+            conv_id, naming.title, naming.topics, through, event=event, **spent.fields()
+        )
+        self.counters["named" if initial else "renamed"] += 1
+        log.info("named %s %r %s (%s)", conv_id, naming.title, naming.topics, naming.method)
+        if naming.suggest_split and conv_id not in self._split_noted:
+            self._split_noted.add(conv_id)
+            topics = ", ".join(naming.topics) or "several subjects"
+            split = naming.split_topic or "one of them"
+            self.conversations.add_note(conv_id, SPLIT_NOTE.format(topics=topics, split=split))
+        return naming
+
+    async def _name_owed(self, conv_ids: list[str]) -> None:
+        for conv_id in conv_ids:  # one at a time: a model call each
+            if not self._naming_backoff.ready(self.clock.now()):
+                return  # the model failed on the one before: the sweep goes on later
+            before = self.counters["naming_model_failed"]
+            # As an idle pass names: a first name, or a re-name once enough turns passed.
+            await self._name(conv_id, initial=False)
+            if self.counters["naming_model_failed"] > before:
+                self._naming_failures[conv_id] += 1
+
+    async def _owed_names(self) -> list[Any]:
+        """Conversations owed a naming or a re-naming (:func:`unnamed`)."""
+        cfg = self.config.conversations
+        return await unnamed(self.conversations, cfg.naming_turn, cfg.renaming_interval_turns)
+
+    async def _retry_naming(self, pending: set[str]) -> None:
+        """Name, in the background, the conversations still owed a naming (the model
+        failed at their naming, or at the start's), once the backoff after the last
+        failure passed; those in ``pending`` are named after their notes (_process)."""
+        if not self._naming_backoff.ready(self.clock.now()):
+            return
+        if self._owed_naming is not None and not self._owed_naming.done():
+            return
+        try:
+            records = await self._owed_names()
+        except Exception:
+            log.exception("listing the conversations owed a naming failed")
+            return
+        owed = [rec.id for rec in records if rec.id not in pending]
+        # Those the model failed on most go last: one it always refuses (its prompt, not
+        # an outage) would otherwise stop every retry at the first conversation.
+        owed.sort(key=lambda conv_id: self._naming_failures[conv_id])
+        if owed:
+            log.info("naming sweep: %d conversation(s) still owed a naming", len(owed))
+            self._owed_naming = spawn(self._name_owed(owed), name="naming-retry")
