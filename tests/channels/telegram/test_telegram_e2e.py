@@ -23,6 +23,7 @@ from bot.brain.offline import OFFLINE_LABEL
 from bot.events import OutboundMessage
 from bot.parties import party_handle
 from bot.reply_generation import OUTAGE
+from tests.conftest import settle
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, assert_no_tasks_left
 from .stack import ScriptedBrain, Stack, start_stack, texts
@@ -552,13 +553,18 @@ async def test_a_strangers_album_is_acknowledged_once(
     photo = [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}]
     tg_server.inject_message(STRANGER_ID, photo=photo, caption="my flat", media_group_id="s1")
     tg_server.inject_message(STRANGER_ID, photo=photo, caption="the kitchen", media_group_id="s1")
+    # The escalation goes out before the acknowledgement is queued (an escalation
+    # first, so a crash between the two cannot hide it): wait for both, then for the
+    # outbox to be empty, before counting (the outbox could be empty in between).
     await tg_server.wait_sent(OWNER_ID, 1)
+    await tg_server.wait_sent(STRANGER_ID, 1)
     await stack.wait(lambda: stack.channel.offset >= 1003)
 
     async def sent_all() -> bool:
         return await stack.services.outbox.pending_count() == 0
 
     await stack.wait(sent_all)
+    await settle(stack.services)
     assert len(tg_server.sent_to(STRANGER_ID)) == 1 and len(tg_server.sent_to(OWNER_ID)) == 1
 
 
