@@ -146,7 +146,8 @@ def cmd_conversations(args: argparse.Namespace) -> int:
                     f"{when(line.get('timestamp'))} {who}: {line.get('content')}"
                 )
             elif line.get("type") == "event":
-                print_text(f"    ({line.get('event')}: {event_text(line)})")
+                said = event_text(line)
+                print_text(f"    ({line.get('event')}{': ' + said if said else ''})")
         return 0
 
     return int(asyncio.run(_with_services(config, _show if args.action == "show" else _list)))
@@ -158,6 +159,8 @@ def event_text(line: dict[str, Any]) -> str:
     or summary was read, so commands and model changes showed as "(command: )"."""
     if line.get("event") == "command":
         return f"{line.get('command') or ''} {line.get('args') or ''}".strip()
+    if line.get("event") == "notes_behind" and isinstance(line.get("throughTurn"), int):
+        return f"a late reply: the notes are to be written again after turn {line['throughTurn']}"
     changes = []
     if isinstance(line.get("title"), str) and line["title"]:
         changes.append(f"title {line['title']!r}")

@@ -707,15 +707,19 @@ def test_conversations_show_says_what_commands_and_changes_were(
             {"type": "event", "event": "meta_update", "model": "haiku"},
             {"type": "event", "event": "command", "command": "/new"},
             {"type": "event", "event": "meta_update", "pinned": False},
+            {"type": "event", "event": "notes_behind", "throughTurn": 4},
+            {"type": "event", "event": "something_new"},
         ):
             fh.write(json.dumps(line).encode() + b"\n")
     status, out = store.run("conversations", "show", conv_id, capsys=capsys)
     assert status == 0
-    assert out.splitlines()[-4:] == [
+    assert out.splitlines()[-6:] == [
         "    (command: /model haiku)",
         "    (meta_update: model haiku)",
         "    (command: /new)",
         "    (meta_update: unpinned)",
+        "    (notes_behind: a late reply: the notes are to be written again after turn 4)",
+        "    (something_new)",  # an event with nothing to say: no dangling ": "
     ]
     assert "    (meta_update: title 'Porto trip')" in out
 
