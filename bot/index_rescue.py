@@ -11,7 +11,12 @@ transcript journal's lock (the data directory's claim): a one-shot command still
 74 naming the file, and never pulls the index from under a running daemon.
 
 ``state.db`` is not derived from anything (outbox, channel cursors, command claims):
-it is never set aside here.
+it is never set aside. A corrupt one stops the start (exit 74, naming the file and
+what to do), and so does an empty one next to stored conversations
+(:func:`check_state_file`): SQLite takes a file of 0 bytes for a new database, so one
+that lost its content (a crash of the machine before the data reached the disk, a
+restore cut short) was silently started over: unsent replies dropped, and e-mail
+resynchronised from scratch (a first run's ``initial_sync``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,48 @@ def is_corruption(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+class StateLost(Exception):
+    """state.db is empty while conversations are stored: its content was lost."""
+
+
+def check_state_file(state: Path, conversations: Path, external: Path) -> None:
+    """Raise :class:`StateLost` when ``state`` exists empty (its WAL too) next to stored
+    conversations or party records; log an error when it is missing next to them."""
+    if not _stored_anything(conversations, "conv-*.jsonl") and not _stored_anything(
+        external, "p*.jsonl"
+    ):
+        return  # a first start (or a crash during one): nothing to lose
+    try:
+        size = state.stat().st_size
+    except FileNotFoundError:
+        # moved aside or deleted by hand (what the error below says to do): start over,
+        # but say so
+        log.error(
+            "%s is missing while conversations are stored: a new one is made (unsent "
+            "replies, channel cursors and command claims start empty)",
+            state,
+        )
+        return
+    if size == 0 and _size(Path(f"{state}-wal")) == 0:
+        raise StateLost(
+            f"{state} is empty (0 bytes) while conversations are stored: its content was "
+            "lost (a crash of the machine or a full disk?). Restore it from a backup; or "
+            "delete it to start with a new one (unsent replies, channel cursors and "
+            "command claims are then lost)"
+        )
+
+
+def _stored_anything(directory: Path, pattern: str) -> bool:
+    return next(directory.glob(pattern), None) is not None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def set_aside(path: Path, files: Path, reason: BaseException) -> Path:

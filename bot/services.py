@@ -27,7 +27,7 @@ from bot.ftsmerge import open_index_database
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
-from bot.index_rescue import is_corruption, set_aside
+from bot.index_rescue import StateLost, check_state_file, is_corruption, set_aside
 from bot.outbox import Outbox
 from bot.recovery import RecoveryReport, recover
 from bot.replies import ReplyEngine
@@ -222,8 +222,12 @@ async def _open_services(
         index_db = await _open_index(config, exclusive)
         opened.append(index_db)
         path = config.state_path
+        check_state_file(path, config.conversations_dir, config.external_dir)
         state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
         opened.append(state)
+    except StateLost as exc:  # the message says what to do
+        await _close_all(opened)
+        raise DatabaseOpenError(str(exc)) from exc
     except Exception as exc:
         await _close_all(opened)
         # Name the file and what can be done: the index is rebuilt from the transcripts;

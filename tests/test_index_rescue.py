@@ -148,3 +148,54 @@ def test_is_corruption_reads_sqlites_code_through_the_cause_chain() -> None:
     wrapped = DatabaseOpenError("recovery failed")
     wrapped.__cause__ = vtab
     assert is_corruption(wrapped)
+
+
+# -- state.db: never silently started over ---------------------------------------------
+async def test_an_empty_state_db_next_to_conversations_stops_the_start(tmp_path: Path) -> None:
+    """Regression: SQLite took a state.db that lost its content (0 bytes) for a new
+    database and the daemon started over without a word: unsent replies dropped, channel
+    cursors gone (e-mail resynchronised as on a first run)."""
+    config = make_config(tmp_path)
+    await _store(config)
+    os.truncate(config.state_path, 0)
+    Path(f"{config.state_path}-wal").unlink(missing_ok=True)
+    try:
+        services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
+    except DatabaseOpenError as exc:
+        assert "state.db is empty" in str(exc) and "backup" in str(exc)
+    else:
+        await shutdown_services(services)
+        pytest.fail("an empty state.db was started over")
+    assert config.state_path.stat().st_size == 0  # left as found, for a restore
+
+
+async def test_an_empty_state_db_with_its_wal_opens(tmp_path: Path) -> None:
+    """A state.db whose pages are all still in its WAL (never checkpointed) is fine."""
+    config = make_config(tmp_path)
+    await _store(config)
+    Path(f"{config.state_path}-wal").write_bytes(b"\0" * 32)  # a WAL, unreadable or not
+    os.truncate(config.state_path, 0)
+    services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
+    await shutdown_services(services)
+
+
+async def test_an_empty_state_db_on_a_first_start_opens(tmp_path: Path) -> None:
+    """A crash during the very first start: nothing stored yet, nothing to lose."""
+    config = make_config(tmp_path)
+    config.state_path.parent.mkdir(parents=True, exist_ok=True)
+    config.state_path.write_bytes(b"")
+    services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
+    await shutdown_services(services)
+
+
+async def test_a_missing_state_db_next_to_conversations_is_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Moved aside by hand (what the error says to do): a new one, with an error logged."""
+    config = make_config(tmp_path)
+    await _store(config)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{config.state_path}{suffix}").unlink(missing_ok=True)
+    services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
+    await shutdown_services(services)
+    assert any("state.db is missing" in r.getMessage() for r in caplog.records)
