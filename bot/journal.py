@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bot.journal_files import (
     HEADER_SIZE,
+    VOID_RECORD,
     datasync,
     encode_header,
     encode_record,
@@ -233,6 +234,7 @@ class Journal:
             datasync(self._fd)
         except OSError as exc:
             log.error("journal write failed: %s", exc)
+            self._void(self._pos)
             # Every append of the batch is refused, and its caller retries it: what the
             # batch wrote to the transcripts is cut off again, else each retry stored a
             # second copy of its message. (This thread is the files' only writer.)
@@ -251,6 +253,21 @@ class Journal:
         self._dirty |= paths
         for future, size in written:
             future.set_result(size)
+
+    def _void(self, pos: int) -> None:
+        """End the generation's records at ``pos``, where a refused batch began.
+
+        Its records may be readable there (their write landed and only the sync failed,
+        or the first ones of a write cut short), and the generation stays live if its
+        checkpoint fails too: replayed at the next start, a refused record cut its
+        transcript at its offset, where the retry and every later message had been
+        stored since (acknowledged messages lost). A record header of zeros is of no
+        generation, so reading stops there. Best effort: the disk may refuse it too."""
+        try:
+            write_all(self._fd, VOID_RECORD, pos)
+            datasync(self._fd)
+        except OSError as exc:
+            log.error("cannot void the refused batch in %s: %s", self._path, exc)
 
     def _cut(self, path: Path, offset: int) -> None:
         if self._undo is None:

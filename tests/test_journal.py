@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -321,6 +322,49 @@ async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
     again.open()
     assert again.read_lines("conv-a")[-1]["content"] == "message 2"
     again.close()
+
+
+async def test_a_refused_batch_is_never_replayed_over_later_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a refused batch's records stayed readable in its journal file (their
+    write had landed, only the sync failed). When that generation's checkpoint failed
+    too (the disk still failing), the file stayed live, and the next start, even after a
+    clean stop, replayed the refused record at its offset: the transcript was cut there,
+    and every message acknowledged after it (the retry stored at that very offset, and
+    the rest) was lost."""
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
+    real = journal_module.datasync
+    broken = {"on": True}
+
+    def failing_once(fd: int) -> None:
+        if broken["on"]:
+            broken["on"] = False
+            raise OSError(5, "simulated I/O error")
+        real(fd)
+
+    tried = threading.Event()
+
+    def checkpoint_fails(path: Path, generation: int) -> None:
+        tried.set()
+        raise OSError(5, "simulated I/O error")
+
+    journal = store._journal
+    assert journal is not None
+    monkeypatch.setattr(journal_module, "datasync", failing_once)
+    monkeypatch.setattr(journal, "_make_spare", checkpoint_fails)  # the refused generation's
+    with pytest.raises(OSError, match="simulated"):
+        await store.append("conv-a", [turn_line("user", "refused", 2)])
+    assert await asyncio.to_thread(tried.wait, 10)  # that generation stays live
+    monkeypatch.undo()
+    await store.append("conv-a", [turn_line("user", "message 2", 2)])  # the retry
+    await store.append("conv-a", [turn_line("user", "message 3", 3)])
+    store.close()  # a clean stop: the later generations are checkpointed
+    again = TranscriptStore(tmp_path)
+    again.open()
+    contents = [line["content"] for line in again.read_lines("conv-a") if line["type"] == "turn"]
+    again.close()
+    assert contents == ["message 1", "message 2", "message 3"]
 
 
 @pytest.mark.parametrize("fails", ["write_all", "datasync"])
