@@ -231,7 +231,12 @@ async def _serve(config: AppConfig, stop: asyncio.Event, config_path: Path | Non
     loop = asyncio.get_running_loop()
     notifier = Notifier(status_path=config.data_dir / "daemon.json")
     notifier.status("opening the store and index")
-    services = await store_lock.open_services_waiting(config, stop)
+
+    def waiting(text: str) -> None:  # the disk refuses writes: say so, and take longer
+        notifier.status(text)
+        notifier.extend_timeout(store_lock.STORAGE_WAIT_MAX + 60)
+
+    services = await store_lock.open_services_waiting(config, stop, waiting)
     services.config_path = config_path
     if stop.is_set():  # asked to stop while opening: start nothing, never say ready
         log.info("stopping (asked to while the store was opening)")

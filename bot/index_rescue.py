@@ -21,6 +21,7 @@ resynchronised from scratch (a first run's ``initial_sync``).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -36,17 +37,38 @@ SQLITE_CORRUPT = 11
 SQLITE_NOTADB = 26
 
 
+# ... and for storage that refuses writes: SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL,
+# SQLITE_CANTOPEN (the -shm file cannot be sized on a full disk)
+_REFUSALS = (8, 10, 13, 14)
+_REFUSAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+
+
 def is_corruption(exc: BaseException) -> bool:
     """Whether ``exc`` (or what it was raised from) is SQLite reporting a damaged file."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        code = getattr(current, "sqlite_errorcode", None)
-        if isinstance(code, int) and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
+    return any(code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB) for code in _sqlite_codes(exc))
+
+
+def is_storage_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is the disk refusing writes: full,
+    read-only or failing (SQLite's codes for it, or the OSError)."""
+    for current in _chain(exc):
+        if isinstance(current, OSError) and current.errno in _REFUSAL_ERRNOS:
             return True
+    return any(code & 0xFF in _REFUSALS for code in _sqlite_codes(exc))
+
+
+def _sqlite_codes(exc: BaseException) -> list[int]:
+    codes = [getattr(current, "sqlite_errorcode", None) for current in _chain(exc)]
+    return [code for code in codes if isinstance(code, int)]
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
         current = current.__cause__ or current.__context__
-    return False
+    return seen
 
 
 class StateLost(Exception):

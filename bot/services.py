@@ -27,7 +27,13 @@ from bot.ftsmerge import open_index_database
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
-from bot.index_rescue import StateLost, check_state_file, is_corruption, set_aside
+from bot.index_rescue import (
+    StateLost,
+    check_state_file,
+    is_corruption,
+    is_storage_refusal,
+    set_aside,
+)
 from bot.outbox import Outbox
 from bot.recovery import RecoveryReport, recover
 from bot.replies import ReplyEngine
@@ -233,7 +239,10 @@ async def _open_services(
         # Name the file and what can be done: the index is rebuilt from the transcripts;
         # state.db (outbox, channel cursors) is not derived from them.
         remedy = (
-            "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
+            "the disk refuses writes (full, read-only or failing): free space or repair "
+            "it; the file itself may be fine"
+            if is_storage_refusal(exc)
+            else "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
             if path == config.index_path
             else "it holds the outbox and channel cursors: restore it from a backup, or "
             "move it aside to start with an empty one"

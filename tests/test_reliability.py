@@ -659,6 +659,43 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
         subprocess.run(["umount", "-l", str(data)], capture_output=True)
 
 
+async def test_a_start_on_a_full_disk_waits_for_space_and_then_serves(
+    tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
+) -> None:
+    """Regression: a daemon (re)started while the disk was full exited 74 at once with
+    "move conversations.db aside"; systemd restarted it every 5 s and gave up after 5
+    starts in 300 s (StartLimitBurst), so it stayed down once space came back."""
+    data = tmp_path / "data"
+    mount_tmpfs(data, "24m")
+    try:
+        config = base_config(tmp_path)
+        daemon = DaemonProcess(tmp_path, config)
+        daemons.append(daemon)
+        await daemon.start()
+        loop = Loopback(daemon, session)
+        assert await loop.post("owner", "before the disk fills", "owner-0") == 200
+        await wait_until(lambda: "owner-0" in replies_by_message(data), 30, "a reply", daemon)
+        assert await daemon.terminate() == 0, daemon.log()
+
+        filler = fill_disk(data)
+        await daemon.start(wait_ready=False)
+        await wait_until(
+            lambda: "cannot open the store" in daemon.log(), 30, "the store's refusal", daemon
+        )
+        await asyncio.sleep(1.5)
+        assert daemon.proc is not None and daemon.proc.returncode is None, daemon.log()
+        assert "free in" in daemon.log() and "move it aside" not in daemon.log()
+
+        filler.unlink()  # space comes back: the daemon starts by itself
+        await daemon.wait_ready(timeout=30)
+        assert await loop.post("owner", "after the disk had room again", "owner-1") == 200
+        await wait_until(lambda: "owner-1" in replies_by_message(data), 30, "a reply", daemon)
+        assert await daemon.terminate() == 0, daemon.log()
+        assert_promises(data, config, {"owner-0", "owner-1"}, set())
+    finally:
+        subprocess.run(["umount", "-l", str(data)], capture_output=True)
+
+
 # -- Anthropic down for 60 (simulated) seconds -----------------------------------------
 SCALE = 40.0  # 60 simulated seconds last 1.5 real seconds
 
