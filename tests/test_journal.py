@@ -558,3 +558,44 @@ async def test_checkpoint_soon_rotates_once_and_only_after_writes(tmp_path: Path
     assert journal._generation == generation + 1
     store.close()
     assert [line["content"] for line in store.read_lines("conv-a")[1:]] == ["message 1", "later"]
+
+
+async def test_a_failed_checkpoint_is_tried_again_with_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a generation whose checkpoint failed (the disk failing for a moment)
+    stayed live until the next start, which replayed it over whatever happened to its
+    files meanwhile."""
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
+    journal = store._journal
+    assert journal is not None
+    real = journal._make_spare
+    failed: list[int] = []
+
+    def fails_once(path: Path, generation: int) -> None:
+        if not failed:
+            failed.append(generation)
+            raise OSError(5, "simulated I/O error")
+        real(path, generation)
+
+    monkeypatch.setattr(journal, "_make_spare", fails_once)
+    journal.checkpoint_soon()
+    await store.append("conv-a", [turn_line("user", "message 2", 2)])
+    for _ in range(200):  # the failed checkpoint has run
+        if failed and journal._checkpoint is not None and journal._checkpoint.done():
+            break
+        await asyncio.sleep(0.01)
+    assert failed
+    journal.checkpoint_soon()
+    await store.append("conv-a", [turn_line("user", "message 3", 3)])
+
+    def lives() -> list[int]:
+        files = (tmp_path / "journal").glob("*.jnl")
+        return [generation for generation, live, _ in map(read_journal, files) if live]
+
+    for _ in range(200):  # the next generation's checkpoint has run
+        if failed[0] not in lives():
+            break
+        await asyncio.sleep(0.01)
+    assert failed[0] not in lives(), lives()  # checkpointed with the next generation
+    store.close()
