@@ -271,3 +271,25 @@ async def test_the_daemon_waits_while_the_disk_refuses_its_store(
     monkeypatch.setattr(services_module, "open_services", broken)
     with pytest.raises(DatabaseOpenError, match="not a database"):
         await asyncio.wait_for(store_lock.open_services_waiting(config, asyncio.Event()), 5)
+
+
+async def test_a_stop_while_waiting_for_the_disk_exits_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM while the daemon waits for a full disk is a clean stop, not exit 74."""
+    import errno
+
+    from bot import services as services_module
+    from bot.services import DataDirError
+
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+
+    async def full(*args: object, **kwargs: object) -> object:
+        raise DataDirError("not usable") from OSError(errno.ENOSPC, "No space left")
+
+    monkeypatch.setattr(services_module, "open_services", full)
+    monkeypatch.setattr(store_lock, "STORAGE_WAIT_FIRST", 0.05)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.3, stop.set)
+    assert await asyncio.wait_for(run_daemon(config, stop), 10) == 0
