@@ -14,6 +14,7 @@ from bot import store_lock
 from bot.channel import Channel
 from bot.config import AppConfig
 from bot.events import OutboundMessage, SendResult
+from bot.index_rescue import is_storage_refusal
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.resume import resume_pending_replies
@@ -231,7 +232,20 @@ async def _serve(config: AppConfig, stop: asyncio.Event, config_path: Path | Non
     loop = asyncio.get_running_loop()
     notifier = Notifier(status_path=config.data_dir / "daemon.json")
     notifier.status("opening the store and index")
-    services = await store_lock.open_services_waiting(config, stop)
+
+    def waiting(text: str) -> None:  # the disk refuses writes: say so, and take longer
+        notifier.status(text)
+        notifier.extend_timeout(store_lock.STORAGE_WAIT_MAX + 60)
+
+    try:
+        services = await store_lock.open_services_waiting(config, stop, waiting)
+    except Exception as exc:
+        if not (stop.is_set() and is_storage_refusal(exc)):
+            raise
+        log.info("stopping (asked to while waiting for the disk to take writes)")
+        notifier.stopped()
+        notifier.close()
+        return 0
     services.config_path = config_path
     if stop.is_set():  # asked to stop while opening: start nothing, never say ready
         log.info("stopping (asked to while the store was opening)")

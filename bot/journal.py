@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bot.journal_files import (
     HEADER_SIZE,
+    VOID_RECORD,
     datasync,
     encode_header,
     encode_record,
@@ -82,6 +83,9 @@ class Journal:
             max_workers=1, thread_name_prefix="journal-checkpoint"
         )
         self._checkpoint: concurrent.futures.Future[None] | None = None
+        # generations whose checkpoint failed: (file, generation, transcripts to sync);
+        # only the checkpoint thread uses it
+        self._unchecked: list[tuple[Path, int, set[Path]]] = []
         self._lock_fd = -1
         self._fd = -1
         self._path: Path | None = None  # the file of the current generation
@@ -233,6 +237,7 @@ class Journal:
             datasync(self._fd)
         except OSError as exc:
             log.error("journal write failed: %s", exc)
+            self._void(self._pos)
             # Every append of the batch is refused, and its caller retries it: what the
             # batch wrote to the transcripts is cut off again, else each retry stored a
             # second copy of its message. (This thread is the files' only writer.)
@@ -251,6 +256,21 @@ class Journal:
         self._dirty |= paths
         for future, size in written:
             future.set_result(size)
+
+    def _void(self, pos: int) -> None:
+        """End the generation's records at ``pos``, where a refused batch began.
+
+        Its records may be readable there (their write landed and only the sync failed,
+        or the first ones of a write cut short), and the generation stays live if its
+        checkpoint fails too: replayed at the next start, a refused record cut its
+        transcript at its offset, where the retry and every later message had been
+        stored since (acknowledged messages lost). A record header of zeros is of no
+        generation, so reading stops there. Best effort: the disk may refuse it too."""
+        try:
+            write_all(self._fd, VOID_RECORD, pos)
+            datasync(self._fd)
+        except OSError as exc:
+            log.error("cannot void the refused batch in %s: %s", self._path, exc)
 
     def _cut(self, path: Path, offset: int) -> None:
         if self._undo is None:
@@ -294,13 +314,22 @@ class Journal:
             self._checkpoint_now(path, generation, dirty)
 
     def _checkpoint_now(self, path: Path, generation: int, dirty: set[Path]) -> None:
-        """Make the transcripts durable, then turn the generation's file into a spare."""
-        try:
-            sync_files(self.files, dirty)
-            self._make_spare(path, generation)
-        except OSError as exc:
-            # The file stays live: the next start replays it (cheap, idempotent).
-            log.error("journal checkpoint of %s failed: %s", path.name, exc)
+        """Make the transcripts durable, then turn the generation's file into a spare.
+
+        A generation whose checkpoint failed (the disk failing for a while) is tried
+        again with every later one: left live until the next start, its records were
+        replayed then over whatever happened to their files meanwhile (a transcript
+        deleted to forget it came back from its record at offset 0)."""
+        retry, self._unchecked = self._unchecked, []
+        for item in [*retry, (path, generation, dirty)]:
+            try:
+                sync_files(self.files, item[2])
+                self._make_spare(item[0], item[1])
+            except OSError as exc:
+                # The file stays live: tried again with the next checkpoint, else the
+                # next start replays it.
+                log.error("journal checkpoint of %s failed: %s", item[0].name, exc)
+                self._unchecked.append(item)
 
     def _make_spare(self, path: Path, generation: int) -> None:
         fd = os.open(path, os.O_RDWR)

@@ -42,6 +42,8 @@ HEADER_SIZE = _FILE_HEAD.size
 _HEAD = struct.Struct("<IIQQH")
 _TAIL = struct.Struct("<QQH")  # the part of a record's header its CRC covers
 _LEGACY_HEAD = struct.Struct("<IIQH")
+# written where a refused batch began: generation 0 is no file's, so reading stops there
+VOID_RECORD = bytes(_HEAD.size)
 
 # fdatasync skips timestamps-only inode updates; fsync would commit them every time.
 datasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)

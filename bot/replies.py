@@ -184,18 +184,39 @@ class ReplyEngine:
             notes=tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else (),
         )
         reply = await self.generation.generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
+        await self._store_retrying(conv_id, turn, reply, target)
+
+    async def _store_retrying(
+        self, conv_id: str, turn: int, reply: BrainReply, target: ReplyTarget
+    ) -> None:
+        """Store the reply (:meth:`_store`), trying again while storage refuses it.
+
+        The disk is full or failing, or another process holds state.db's write lock
+        longer than its busy timeout (SQLite's ``OperationalError``: locked, full, I/O):
+        the user's turn is durable and stays unanswered until the reply can be written;
+        keep trying while running (a stop leaves it to the next start), holding this
+        conversation's later messages back so that order is kept. Once the reply is in
+        the transcript (its outbox row failed, or its bytes landed before the journal's
+        sync failed) only its outbox row is queued, never the reply written twice
+        (before session 18 an outbox row refused by a locked state.db failed the job:
+        the reply stayed unsent until the next start).
+        """
+        refused = (OSError, self.s.state.driver.module.OperationalError)
         delay = STORAGE_RETRY_FIRST
+        recorded = False
         while True:
             try:
-                await self._store(conv_id, turn, reply, target)
+                if recorded:
+                    await self.s.outbox.enqueue(
+                        target.answer(reply, conv_id), dedup_key=f"{conv_id}:{turn}:reply"
+                    )
+                else:
+                    await self._store(conv_id, turn, reply, target)
                 break
-            except OSError as exc:
-                # The disk is full or failing: the user's turn is durable and stays
-                # unanswered until the reply can be written; keep trying while running
-                # (a stop leaves it to the next start), holding this conversation's
-                # later messages back so that order is kept.
-                if await self._reply_on_disk(conv_id, turn, reply, target):
-                    break
+            except refused as exc:
+                if not recorded and await self._reply_on_disk(conv_id, turn):
+                    recorded = True
+                    continue  # its outbox row from the transcript's copy, now
                 self.storage_waiting.add(conv_id)
                 log.error(
                     "cannot store the reply to %s turn %d (%s); trying again in %.0f s",
@@ -229,28 +250,19 @@ class ReplyEngine:
         log.debug("%s turn %d is answered with turn %d", conv_id, turn, latest)
         return True
 
-    async def _reply_on_disk(
-        self, conv_id: str, turn: int, reply: BrainReply, target: ReplyTarget
-    ) -> bool:
-        """Whether a failed append reached the transcript anyway (its bytes were written,
-        the journal's sync failed): then its outbox row is queued from it instead of
-        writing the reply twice."""
+    async def _reply_on_disk(self, conv_id: str, turn: int) -> bool:
+        """Whether the reply to ``turn`` is in the transcript (a failed append whose bytes
+        were written before the journal's sync failed, or one whose outbox row failed)."""
         try:
             lines = await asyncio.to_thread(self.s.store.read_lines, conv_id)
         except OSError:
             return False
-        if not any(
+        return any(
             line.get("type") == "turn"
             and line.get("role") == "assistant"
             and line.get("turnNumber") == turn
             for line in lines
-        ):
-            return False
-        await self.s.outbox.enqueue(
-            target.answer(reply, conv_id),
-            dedup_key=f"{conv_id}:{turn}:reply",
         )
-        return True
 
     async def _store(self, conv_id: str, turn: int, reply: BrainReply, target: ReplyTarget) -> None:
         """The reply's transcript turn, then its outbox row, then wake the channel."""

@@ -27,6 +27,13 @@ from bot.ftsmerge import open_index_database
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
+from bot.index_rescue import (
+    StateLost,
+    check_state_file,
+    is_corruption,
+    is_storage_refusal,
+    set_aside,
+)
 from bot.outbox import Outbox
 from bot.recovery import RecoveryReport, recover
 from bot.replies import ReplyEngine
@@ -51,6 +58,10 @@ class ChannelStartError(Exception):
 
 class DatabaseOpenError(Exception):
     """conversations.db or state.db cannot be opened or migrated (exit 74)."""
+
+
+class IndexCorrupt(DatabaseOpenError):
+    """The daemon's recovery found conversations.db damaged (set aside and rebuilt)."""
 
 
 @dataclass
@@ -174,11 +185,42 @@ async def open_services(
     """Open the store and databases, run recovery, build the brain. No channel yet.
 
     ``exclusive`` (the daemon): raise :class:`DataDirInUse` when another daemon holds
-    the data directory's transcript journal. ``download_models=False`` (a one-shot
-    command): the embedding model comes from ``embedding.model_path`` or the model cache
-    only, never from the network (:mod:`bot.embedding`). Recovery (``recover_now``) is
-    skipped when a running daemon holds the data directory: it indexes its own writes.
+    the data directory's transcript journal; a corrupt conversations.db is set aside
+    and rebuilt from the transcripts (:mod:`bot.index_rescue`). ``download_models=False``
+    (a one-shot command): the embedding model comes from ``embedding.model_path`` or the
+    model cache only, never from the network (:mod:`bot.embedding`). Recovery
+    (``recover_now``) is skipped when a running daemon holds the data directory: it
+    indexes its own writes.
     """
+    options: dict[str, Any] = {
+        "brain": brain,
+        "embedder": embedder,
+        "recover_now": recover_now,
+        "exclusive": exclusive,
+        "download_models": download_models,
+    }
+    try:
+        return await _open_services(config, **options)
+    except IndexCorrupt as exc:
+        # Damage the open did not see (a page only recovery read): once, from scratch.
+        try:
+            set_aside(config.index_path, config.conversations_dir, exc.__cause__ or exc)
+        except OSError:
+            log.exception("cannot set the corrupt %s aside", config.index_path)
+            raise exc from None
+    return await _open_services(config, **options)
+
+
+async def _open_services(
+    config: AppConfig,
+    *,
+    brain: Brain | None,
+    embedder: Any,
+    recover_now: bool,
+    exclusive: bool,
+    download_models: bool,
+) -> Services:
+    """:func:`open_services`, once."""
     from bot.conversations import ConversationManager
     from bot.router import Router
 
@@ -186,17 +228,24 @@ async def open_services(
     opened: list[Database] = []
     path = config.index_path
     try:
-        index_db = await open_index_database(path)
+        index_db = await _open_index(config, exclusive)
         opened.append(index_db)
         path = config.state_path
+        check_state_file(path, config.conversations_dir, config.external_dir)
         state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
         opened.append(state)
+    except StateLost as exc:  # the message says what to do
+        await _close_all(opened)
+        raise DatabaseOpenError(str(exc)) from exc
     except Exception as exc:
         await _close_all(opened)
         # Name the file and what can be done: the index is rebuilt from the transcripts;
         # state.db (outbox, channel cursors) is not derived from them.
         remedy = (
-            "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
+            "the disk refuses writes (full, read-only or failing): free space or repair "
+            "it; the file itself may be fine"
+            if is_storage_refusal(exc)
+            else "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
             if path == config.index_path
             else "it holds the outbox and channel cursors: restore it from a backup, or "
             "move it aside to start with an empty one"
@@ -255,30 +304,47 @@ async def open_services(
     services.brain = brain if brain is not None else build_brain(config, services)
     services.router = Router(services)
     services.replies = ReplyEngine(services)
-    if recover_now and store.shared:
-        # A daemon runs on this data directory (a one-shot command next to it): it is
-        # between writing a transcript and indexing those lines, so catching up here
-        # indexed them a second time (duplicate turns). Its index is read as it is.
-        log.info("a daemon runs on %s: its index is not caught up here", config.data_dir)
-    elif recover_now:
-        try:
+    try:
+        if recover_now and store.shared:
+            # A daemon runs on this data directory (a one-shot command next to it): it is
+            # between writing a transcript and indexing those lines, so catching up here
+            # indexed them a second time (duplicate turns). Its index is read as it is.
+            log.info("a daemon runs on %s: its index is not caught up here", config.data_dir)
+        elif recover_now:
             services.recovery = await index_db.run(
                 lambda c: recover(c, store, config.external_dir, config)
             )
-        except Exception as exc:
-            # Close the connections: their threads would otherwise keep the process alive.
-            store.close()
-            services.external.close()
-            await _close_all(opened)
-            raise DatabaseOpenError(f"recovery from the transcripts failed: {exc}") from exc
-        log.info("recovery: %s", services.recovery.to_dict())
-    await index.load_refs()
+            log.info("recovery: %s", services.recovery.to_dict())
+        await index.load_refs()
+    except Exception as exc:
+        # Close the connections: their threads would otherwise keep the process alive.
+        store.close()
+        services.external.close()
+        await _close_all(opened)
+        error = IndexCorrupt if exclusive and is_corruption(exc) else DatabaseOpenError
+        raise error(f"recovery from the transcripts failed: {exc}") from exc
     # What exists now (config, caches, the loaded refs, every module) lives as long as the
     # services: out of the collector's sight, a full collection no longer walks it. Such a
     # collection paused the loop (and every thread waiting for the GIL) 30-60 ms, the
     # largest stall in the ingest latency tail (docs/benchmarks.md).
     gc.freeze()
     return services
+
+
+async def _open_index(config: AppConfig, exclusive: bool) -> Database:
+    """conversations.db; the daemon (``exclusive``) sets a corrupt one aside and starts
+    a new one, which recovery rebuilds from the transcripts (:mod:`bot.index_rescue`)."""
+    try:
+        return await open_index_database(config.index_path)
+    except Exception as exc:
+        if not (exclusive and is_corruption(exc)):
+            raise
+        try:
+            set_aside(config.index_path, config.conversations_dir, exc)
+        except OSError:  # another daemon holds the directory; or the rename failed
+            log.exception("cannot set the corrupt %s aside", config.index_path)
+            raise exc from None
+    return await open_index_database(config.index_path)
 
 
 async def _close_all(databases: list[Database]) -> None:

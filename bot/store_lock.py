@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.index_rescue import is_storage_refusal
 from bot.journal import journal_in_use
 
 if TYPE_CHECKING:
@@ -42,6 +43,10 @@ REINDEX_WAIT_SECONDS = 120.0
 # the journal and catches the index up: seconds); a second daemon is refused after it.
 JOURNAL_WAIT_SECONDS = 15.0
 POLL_SECONDS = 0.1
+# The daemon's start on a disk that refuses writes: tried again after 1, 2, 4 ... 10 s.
+STORAGE_WAIT_FIRST = 1.0
+STORAGE_WAIT_MAX = 10.0
+STORAGE_LOG_SECONDS = 60.0  # while waiting, the log is told again this often
 
 
 def try_lock(data_dir: Path, exclusive: bool) -> int | None:
@@ -108,11 +113,23 @@ async def lock_for_daemon(
     raise TimeoutError(f"a reindex is still running on {data_dir} after {seconds:.0f} s")
 
 
-async def open_services_waiting(config: AppConfig, stop: asyncio.Event | None = None) -> Services:
+async def open_services_waiting(
+    config: AppConfig,
+    stop: asyncio.Event | None = None,
+    waiting: Callable[[str], None] | None = None,
+) -> Services:
     """The daemon's ``open_services(exclusive=True)``, retried for up to
     JOURNAL_WAIT_SECONDS while another process holds the transcript journal: a reading
     command started just before the daemon made it exit 75 (and systemd restart it).
-    Raises :class:`bot.services.DataDirInUse` when it is still held then (a daemon)."""
+    Raises :class:`bot.services.DataDirInUse` when it is still held then (a daemon).
+
+    While the disk refuses writes (full, read-only, failing) the open is tried again,
+    backing off up to STORAGE_WAIT_MAX seconds, until it works or ``stop`` is set (then
+    the error is raised); ``waiting(text)`` is told each time (the daemon's systemd
+    status, and more start time: :meth:`bot.notify.Notifier.extend_timeout`). Before
+    session 18 the daemon exited 74 at once; systemd restarted it every 5 s, gave up
+    after 5 starts in 300 s (StartLimitBurst) and left it down once space came back.
+    """
     from bot.services import DataDirInUse, open_services
 
     def free() -> bool:  # the daemon takes both journals (bot.services.open_services)
@@ -120,6 +137,8 @@ async def open_services_waiting(config: AppConfig, stop: asyncio.Event | None = 
 
     deadline = time.monotonic() + JOURNAL_WAIT_SECONDS
     warned = False
+    delay = STORAGE_WAIT_FIRST
+    said = -STORAGE_LOG_SECONDS
     while True:
         try:
             return await open_services(config, exclusive=True)
@@ -136,3 +155,27 @@ async def open_services_waiting(config: AppConfig, stop: asyncio.Event | None = 
                 )
                 warned = True
             await _poll(free, left, stop)
+        except Exception as exc:
+            if not is_storage_refusal(exc) or (stop is not None and stop.is_set()):
+                raise
+            text = (
+                f"cannot open the store: {exc} ({_free_space(config.data_dir)}); "
+                f"trying again in {delay:.0f} s"
+            )
+            if time.monotonic() >= said + STORAGE_LOG_SECONDS:
+                log.error("%s", text)
+                said = time.monotonic()
+            if waiting is not None:
+                waiting(text)
+            await _poll(lambda: False, delay, stop)
+            if stop is not None and stop.is_set():
+                raise
+            delay = min(delay * 2, STORAGE_WAIT_MAX)
+
+
+def _free_space(data_dir: Path) -> str:
+    try:
+        st = os.statvfs(data_dir)
+    except OSError as exc:
+        return f"free space of {data_dir} unknown: {exc}"
+    return f"{st.f_bavail * st.f_frsize // 1024} KiB free in {data_dir}"

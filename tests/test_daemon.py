@@ -212,19 +212,38 @@ async def test_a_port_in_use_exits_69_with_one_line(tmp_path: Path) -> None:
         taken.close()
 
 
-@pytest.mark.parametrize("name", ["conversations/conversations.db", "state.db"])
-async def test_a_corrupt_database_is_named_with_what_to_do(tmp_path: Path, name: str) -> None:
-    # Regression: "cannot open the databases: file is not a database" for either file,
-    # then "Event loop is closed" tracebacks from the connection's thread.
+async def test_a_corrupt_state_db_is_named_with_what_to_do(tmp_path: Path) -> None:
+    # Regression: "cannot open the databases: file is not a database", then "Event loop
+    # is closed" tracebacks from the connection's thread.
     data = tmp_path / "data"
     (data / "conversations").mkdir(parents=True)
-    (data / name).write_bytes(os.urandom(8192))
+    (data / "state.db").write_bytes(os.urandom(8192))
     proc = Daemon(tmp_path, {"data_dir": str(data), "embedding": {"enabled": False}})
     with pytest.raises(RuntimeError, match="daemon exited 74"):
         await proc.start(timeout=30)
     log = proc.log()
-    assert f"cannot open {data / name}" in log and "Traceback" not in log
-    assert ("reindex" in log) == name.startswith("conversations")
+    assert f"cannot open {data / 'state.db'}" in log and "Traceback" not in log
+    assert "outbox" in log and "reindex" not in log
+
+
+async def test_a_corrupt_index_is_set_aside_and_the_daemon_starts(tmp_path: Path) -> None:
+    # Before session 18 it exited 74 like a corrupt state.db (tests/test_index_rescue.py)
+    data = tmp_path / "data"
+    (data / "conversations").mkdir(parents=True)
+    (data / "conversations" / "conversations.db").write_bytes(os.urandom(8192))
+    config = {
+        "data_dir": str(data),
+        "embedding": {"enabled": False},
+        "channels": {"web": {"enabled": False}, "loopback": {"enabled": True, "port": 0}},
+    }
+    proc = Daemon(tmp_path, config)
+    try:
+        await proc.start(timeout=30)
+        assert "conversations.db is corrupt" in proc.log() and "Traceback" not in proc.log()
+        assert list((data / "conversations").glob("conversations.db.corrupt-*"))
+        assert await proc.signal() == 0
+    finally:
+        await proc.close()
 
 
 STUCK_MODEL = """

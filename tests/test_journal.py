@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -323,6 +324,49 @@ async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
     again.close()
 
 
+async def test_a_refused_batch_is_never_replayed_over_later_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a refused batch's records stayed readable in its journal file (their
+    write had landed, only the sync failed). When that generation's checkpoint failed
+    too (the disk still failing), the file stayed live, and the next start, even after a
+    clean stop, replayed the refused record at its offset: the transcript was cut there,
+    and every message acknowledged after it (the retry stored at that very offset, and
+    the rest) was lost."""
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
+    real = journal_module.datasync
+    broken = {"on": True}
+
+    def failing_once(fd: int) -> None:
+        if broken["on"]:
+            broken["on"] = False
+            raise OSError(5, "simulated I/O error")
+        real(fd)
+
+    tried = threading.Event()
+
+    def checkpoint_fails(path: Path, generation: int) -> None:
+        tried.set()
+        raise OSError(5, "simulated I/O error")
+
+    journal = store._journal
+    assert journal is not None
+    monkeypatch.setattr(journal_module, "datasync", failing_once)
+    monkeypatch.setattr(journal, "_make_spare", checkpoint_fails)  # the refused generation's
+    with pytest.raises(OSError, match="simulated"):
+        await store.append("conv-a", [turn_line("user", "refused", 2)])
+    assert await asyncio.to_thread(tried.wait, 10)  # that generation stays live
+    monkeypatch.undo()
+    await store.append("conv-a", [turn_line("user", "message 2", 2)])  # the retry
+    await store.append("conv-a", [turn_line("user", "message 3", 3)])
+    store.close()  # a clean stop: the later generations are checkpointed
+    again = TranscriptStore(tmp_path)
+    again.open()
+    contents = [line["content"] for line in again.read_lines("conv-a") if line["type"] == "turn"]
+    again.close()
+    assert contents == ["message 1", "message 2", "message 3"]
+
+
 @pytest.mark.parametrize("fails", ["write_all", "datasync"])
 async def test_a_failed_journal_batch_leaves_nothing_in_the_transcripts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
@@ -514,3 +558,44 @@ async def test_checkpoint_soon_rotates_once_and_only_after_writes(tmp_path: Path
     assert journal._generation == generation + 1
     store.close()
     assert [line["content"] for line in store.read_lines("conv-a")[1:]] == ["message 1", "later"]
+
+
+async def test_a_failed_checkpoint_is_tried_again_with_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a generation whose checkpoint failed (the disk failing for a moment)
+    stayed live until the next start, which replayed it over whatever happened to its
+    files meanwhile."""
+    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
+    journal = store._journal
+    assert journal is not None
+    real = journal._make_spare
+    failed: list[int] = []
+
+    def fails_once(path: Path, generation: int) -> None:
+        if not failed:
+            failed.append(generation)
+            raise OSError(5, "simulated I/O error")
+        real(path, generation)
+
+    monkeypatch.setattr(journal, "_make_spare", fails_once)
+    journal.checkpoint_soon()
+    await store.append("conv-a", [turn_line("user", "message 2", 2)])
+    for _ in range(200):  # the failed checkpoint has run
+        if failed and journal._checkpoint is not None and journal._checkpoint.done():
+            break
+        await asyncio.sleep(0.01)
+    assert failed
+    journal.checkpoint_soon()
+    await store.append("conv-a", [turn_line("user", "message 3", 3)])
+
+    def lives() -> list[int]:
+        files = (tmp_path / "journal").glob("*.jnl")
+        return [generation for generation, live, _ in map(read_journal, files) if live]
+
+    for _ in range(200):  # the next generation's checkpoint has run
+        if failed[0] not in lives():
+            break
+        await asyncio.sleep(0.01)
+    assert failed[0] not in lives(), lives()  # checkpointed with the next generation
+    store.close()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import subprocess
 import time
 from collections import Counter
@@ -257,6 +258,68 @@ async def test_kill9_under_load_loses_nothing(
     # more per crash is tolerated if it fell between the ack and its escalation record).
     acks = Counter(r["chat"] for r in sent(daemon.data_dir) if r["kind"] == "acknowledgement")
     assert set(acks) == set(STRANGERS) and max(acks.values()) <= 1 + CRASHES, acks
+
+
+RANDOM_KILLS = 6
+
+
+async def test_kill9_at_random_moments_loses_nothing(
+    tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
+) -> None:
+    """SIGKILL at a random moment, again and again: during the start (the journal's
+    replay, recovery, the channels starting) as well as under load. Every message
+    acknowledged before a kill is on disk once, and once in the index at the end."""
+    seed = int(os.environ.get("KILL_SEED", time.time_ns() % 1_000_000))
+    rng = random.Random(seed)
+    config = base_config(tmp_path)
+    daemon = DaemonProcess(tmp_path, config)
+    daemons.append(daemon)
+    loop = Loopback(daemon, session)
+    acked: dict[str, str] = {}
+    unacked: dict[str, str] = {}
+
+    async def client(sender: str, round_: int, stop: asyncio.Event) -> None:
+        n, mid = 0, ""
+        while not stop.is_set():
+            if not mid:
+                n += 1
+                mid = f"{sender}-r{round_}-{n}"
+            # the same id again until acknowledged: a message stored but not acknowledged
+            # before a kill must not be stored twice
+            if await loop.post(sender, f"message {mid} about tomatoes", mid) == 200:
+                acked[mid] = unacked.pop(mid, sender)
+                mid = ""
+            else:
+                unacked[mid] = sender
+                await asyncio.sleep(0.02)
+
+    for round_ in range(RANDOM_KILLS):
+        (daemon.data_dir / "loopback.port").unlink(missing_ok=True)  # the last run's
+        await daemon.start(wait_ready=round_ % 2 == 1)
+        stop = asyncio.Event()
+        clients = [asyncio.create_task(client(s, round_, stop)) for s in (*OWNERS, *STRANGERS)]
+        await asyncio.sleep(rng.uniform(0.0, 1.5))
+        await daemon.kill9()
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*clients), 30)
+        on_disk = stored_owner_ids(daemon.data_dir) + stored_stranger_ids(daemon.data_dir)
+        assert [m for m in acked if on_disk[m] != 1] == [], f"seed {seed}, round {round_}"
+
+    await daemon.start()
+    for mid, sender in list(unacked.items()):
+        assert await loop.post(sender, f"retry of {mid}", mid) == 200
+    everything = {**acked, **unacked}
+    owner_ids = {m for m, s in everything.items() if s in OWNERS}
+    stranger_ids = {m for m, s in everything.items() if s in STRANGERS}
+    assert len(acked) > 20, f"seed {seed}: too little load to mean anything"
+    await wait_until(
+        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
+        30,
+        "a reply to every owner message",
+        daemon,
+    )
+    assert await daemon.terminate() == 0, daemon.log()
+    assert_promises(daemon.data_dir, config, owner_ids, stranger_ids)
 
 
 # -- kill -9 with Telegram ---------------------------------------------------------------
@@ -592,6 +655,43 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
         assert_promises(data, config, owner_ids, set())
         # One alert for the episode, not one per message.
         assert len(telegram_fake.sent_to(1001)) == 1
+    finally:
+        subprocess.run(["umount", "-l", str(data)], capture_output=True)
+
+
+async def test_a_start_on_a_full_disk_waits_for_space_and_then_serves(
+    tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
+) -> None:
+    """Regression: a daemon (re)started while the disk was full exited 74 at once with
+    "move conversations.db aside"; systemd restarted it every 5 s and gave up after 5
+    starts in 300 s (StartLimitBurst), so it stayed down once space came back."""
+    data = tmp_path / "data"
+    mount_tmpfs(data, "24m")
+    try:
+        config = base_config(tmp_path)
+        daemon = DaemonProcess(tmp_path, config)
+        daemons.append(daemon)
+        await daemon.start()
+        loop = Loopback(daemon, session)
+        assert await loop.post("owner", "before the disk fills", "owner-0") == 200
+        await wait_until(lambda: "owner-0" in replies_by_message(data), 30, "a reply", daemon)
+        assert await daemon.terminate() == 0, daemon.log()
+
+        filler = fill_disk(data)
+        await daemon.start(wait_ready=False)
+        await wait_until(
+            lambda: "cannot open the store" in daemon.log(), 30, "the store's refusal", daemon
+        )
+        await asyncio.sleep(1.5)
+        assert daemon.proc is not None and daemon.proc.returncode is None, daemon.log()
+        assert "free in" in daemon.log() and "move it aside" not in daemon.log()
+
+        filler.unlink()  # space comes back: the daemon starts by itself
+        await daemon.wait_ready(timeout=30)
+        assert await loop.post("owner", "after the disk had room again", "owner-1") == 200
+        await wait_until(lambda: "owner-1" in replies_by_message(data), 30, "a reply", daemon)
+        assert await daemon.terminate() == 0, daemon.log()
+        assert_promises(data, config, {"owner-0", "owner-1"}, set())
     finally:
         subprocess.run(["umount", "-l", str(data)], capture_output=True)
 

@@ -218,3 +218,78 @@ async def test_a_daemon_does_not_run_without_the_party_journal(tmp_path: Path) -
         assert not journal_in_use(config.conversations_dir)
     finally:
         os.close(held)
+
+
+async def test_the_daemon_waits_while_the_disk_refuses_its_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a start on a full disk exited 74 (73 when the data directory's probe
+    write failed) at once, and systemd gave up after 5 starts in 300 s. Now the open is
+    tried again until the disk takes writes; a stop ends the wait with the error."""
+    import errno
+    import sqlite3
+
+    from bot import services as services_module
+    from bot.services import DatabaseOpenError, DataDirError, close_services
+
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    real = services_module.open_services
+    refusals: list[Exception] = []
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = 13  # type: ignore[attr-defined]
+    opening = DatabaseOpenError("cannot open conversations.db")
+    opening.__cause__ = full
+    probe = DataDirError("data directory not usable")
+    probe.__cause__ = OSError(errno.ENOSPC, "No space left on device")
+
+    async def refusing(*args: object, **kwargs: object) -> object:
+        if len(refusals) < 2:
+            refusals.append([opening, probe][len(refusals)])
+            raise refusals[-1]
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(services_module, "open_services", refusing)
+    monkeypatch.setattr(store_lock, "STORAGE_WAIT_FIRST", 0.05)
+    told: list[str] = []
+    services = await store_lock.open_services_waiting(config, asyncio.Event(), told.append)
+    await close_services(services)
+    assert len(refusals) == 2 and len(told) == 2
+    assert "KiB free in" in told[0]
+
+    # a stop while waiting raises the refusal; another error is never waited on
+    refusals.clear()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.2, stop.set)
+    monkeypatch.setattr(store_lock, "STORAGE_WAIT_FIRST", 30.0)
+    with pytest.raises(DatabaseOpenError):
+        await asyncio.wait_for(store_lock.open_services_waiting(config, stop), 5)
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise DatabaseOpenError("file is not a database")
+
+    monkeypatch.setattr(services_module, "open_services", broken)
+    with pytest.raises(DatabaseOpenError, match="not a database"):
+        await asyncio.wait_for(store_lock.open_services_waiting(config, asyncio.Event()), 5)
+
+
+async def test_a_stop_while_waiting_for_the_disk_exits_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM while the daemon waits for a full disk is a clean stop, not exit 74."""
+    import errno
+
+    from bot import services as services_module
+    from bot.services import DataDirError
+
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+
+    async def full(*args: object, **kwargs: object) -> object:
+        raise DataDirError("not usable") from OSError(errno.ENOSPC, "No space left")
+
+    monkeypatch.setattr(services_module, "open_services", full)
+    monkeypatch.setattr(store_lock, "STORAGE_WAIT_FIRST", 0.05)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.3, stop.set)
+    assert await asyncio.wait_for(run_daemon(config, stop), 10) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
+import sys
 import threading
 import weakref
 from pathlib import Path
@@ -338,3 +339,62 @@ async def test_a_reply_that_cannot_be_written_is_tried_again(
     if not landed:
         assert waiting[1:] == [1, 1]  # reported while it waited
     assert services.health()["repliesWaitingForStorage"] == 0
+
+
+HOLD_WRITE_LOCK = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+async def test_a_reply_whose_outbox_row_meets_a_locked_state_db_is_sent_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: another process holding state.db's write lock past the busy timeout
+    # (the sqlite3 CLI, a backup script) failed the reply's outbox row with "database is
+    # locked" after its transcript turn was written: the job failed and the reply stayed
+    # unsent until the next start. Now only the row is tried again; the reply is written
+    # once and sent once.
+    from bot import replies, sqlite_conn, walcheckpoint
+    from bot.services import open_services
+    from tests.conftest import RecordingChannel, attach_channel, settle, shutdown_services
+
+    monkeypatch.setattr(replies, "STORAGE_RETRY_FIRST", 0.05)
+    monkeypatch.setattr(sqlite_conn, "BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(walcheckpoint, "BUSY_TIMEOUT_MS", 50)
+    services = await open_services(make_config(tmp_path))
+    channel = RecordingChannel("web")
+    await attach_channel(services, channel)
+    real = services.replies._store
+    holders: list[asyncio.subprocess.Process] = []
+
+    async def store_while_locked(*args: Any) -> None:
+        if not holders:  # another process (locks do not apply within one) holds it
+            holder = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", HOLD_WRITE_LOCK, str(services.state.path), "0.6",
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            holders.append(holder)
+            assert holder.stdout is not None
+            assert await holder.stdout.readline() == b"locked\n"
+        await real(*args)
+
+    services.replies._store = store_while_locked
+    try:
+        await services.router.deliver(
+            InboundMessage("web", "owner", "the kiwi count is 12", "w1", "tab")
+        )
+        await asyncio.sleep(0.8)
+        await settle(services)
+        assert len(channel.sent) == 1  # answered once, while running
+        rec = (await services.conversations.list(channel="web"))[0]
+        roles = [t["role"] for t in await services.conversations.read_turns(rec.id)]
+        assert roles == ["user", "assistant"]
+        assert services.health()["repliesWaitingForStorage"] == 0
+    finally:
+        await shutdown_services(services)
+    assert [await h.wait() for h in holders] == [0]

@@ -1,0 +1,140 @@
+"""A corrupt ``conversations.db`` is set aside at the daemon's start and rebuilt.
+
+The index is derived from the transcripts (recovery rebuilds a deleted one), so a file
+SQLite calls corrupt (a torn write on a failing disk, a restore cut short, a file
+truncated by a full disk) need not keep the daemon down: before session 18 the daemon
+exited 74 on it, and systemd restarted it into the same error every 5 seconds while no
+message could be received. The daemon now renames the file (and its WAL) to
+``conversations.db.corrupt-<UTC time>``, kept for a post-mortem, and opens a new one,
+which recovery fills from the transcripts. Only the daemon does this, holding the
+transcript journal's lock (the data directory's claim): a one-shot command still exits
+74 naming the file, and never pulls the index from under a running daemon.
+
+``state.db`` is not derived from anything (outbox, channel cursors, command claims):
+it is never set aside. A corrupt one stops the start (exit 74, naming the file and
+what to do), and so does an empty one next to stored conversations
+(:func:`check_state_file`): SQLite takes a file of 0 bytes for a new database, so one
+that lost its content (a crash of the machine before the data reached the disk, a
+restore cut short) was silently started over: unsent replies dropped, and e-mail
+resynchronised from scratch (a first run's ``initial_sync``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+from pathlib import Path
+
+from bot.journal_files import lock_journal
+
+log = logging.getLogger("my_agent.db")
+
+# SQLite's primary result codes for a damaged file (extended codes carry them in the
+# low byte: SQLITE_CORRUPT_VTAB is an FTS5 index that is damaged)
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
+
+
+# ... and for storage that refuses writes: SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL,
+# SQLITE_CANTOPEN (the -shm file cannot be sized on a full disk)
+_REFUSALS = (8, 10, 13, 14)
+_REFUSAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is SQLite reporting a damaged file."""
+    return any(code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB) for code in _sqlite_codes(exc))
+
+
+def is_storage_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is the disk refusing writes: full,
+    read-only or failing (SQLite's codes for it, or the OSError)."""
+    for current in _chain(exc):
+        if isinstance(current, OSError) and current.errno in _REFUSAL_ERRNOS:
+            return True
+    return any(code & 0xFF in _REFUSALS for code in _sqlite_codes(exc))
+
+
+def _sqlite_codes(exc: BaseException) -> list[int]:
+    codes = [getattr(current, "sqlite_errorcode", None) for current in _chain(exc)]
+    return [code for code in codes if isinstance(code, int)]
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+class StateLost(Exception):
+    """state.db is empty while conversations are stored: its content was lost."""
+
+
+def check_state_file(state: Path, conversations: Path, external: Path) -> None:
+    """Raise :class:`StateLost` when ``state`` exists empty (its WAL too) next to stored
+    conversations or party records; log an error when it is missing next to them."""
+    if not _stored_anything(conversations, "conv-*.jsonl") and not _stored_anything(
+        external, "p*.jsonl"
+    ):
+        return  # a first start (or a crash during one): nothing to lose
+    try:
+        size = state.stat().st_size
+    except FileNotFoundError:
+        # moved aside or deleted by hand (what the error below says to do): start over,
+        # but say so
+        log.error(
+            "%s is missing while conversations are stored: a new one is made (unsent "
+            "replies, channel cursors and command claims start empty)",
+            state,
+        )
+        return
+    if size == 0 and _size(Path(f"{state}-wal")) == 0:
+        raise StateLost(
+            f"{state} is empty (0 bytes) while conversations are stored: its content was "
+            "lost (a crash of the machine or a full disk?). Restore it from a backup; or "
+            "delete it to start with a new one (unsent replies, channel cursors and "
+            "command claims are then lost)"
+        )
+
+
+def _stored_anything(directory: Path, pattern: str) -> bool:
+    return next(directory.glob(pattern), None) is not None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def set_aside(path: Path, files: Path, reason: BaseException) -> Path:
+    """Rename the corrupt index ``path`` (and its WAL) out of the way; returns the new name.
+
+    ``files`` is the transcripts' directory, whose journal lock is held meanwhile: a
+    daemon running on it (its lock held) raises :class:`BlockingIOError` and nothing is
+    renamed. The shared-memory file is removed: it only mirrors the WAL's index.
+    """
+    lock = lock_journal(files)
+    try:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = path.with_name(f"{path.name}.corrupt-{stamp}")
+        os.replace(path, target)
+        wal = Path(f"{path}-wal")
+        if wal.exists():
+            os.replace(wal, f"{target}-wal")
+        Path(f"{path}-shm").unlink(missing_ok=True)
+    finally:
+        os.close(lock)
+    log.error(
+        "%s is corrupt (%s): moved to %s, a new index is rebuilt from the transcripts",
+        path,
+        reason,
+        target.name,
+    )
+    return target
