@@ -352,14 +352,9 @@ async def test_a_refused_conversation_gets_offline_notes_and_starves_nobody(
     assert lifecycle.status().get("deferred", 0) == 0 and not lifecycle.status().get("failed")
 
 
-@pytest.mark.parametrize("when", ["after", "during"])
-async def test_a_reply_that_lands_after_its_turn_was_noted_is_noted_later(
-    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel, when: str
-) -> None:
-    # Regression: /new (or the idle timer) while a reply was still being generated wrote
-    # notes through the unanswered turn; the reply shares that turn number, so the notes
-    # counted as current and the answer (often the conclusion) never reached them.
-    lifecycle = await make_lifecycle(model)
+async def _late_reply(core: Core, lifecycle: Lifecycle, model: ScriptedModel, when: str) -> str:
+    """A conversation whose reply to turn 2 lands ``after`` the notes through turn 2
+    were written, or ``during`` it; returns its id once the lifecycle has settled."""
     conv = await _chatted(core, 1)
     await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
     if when == "during":
@@ -372,6 +367,18 @@ async def test_a_reply_that_lands_after_its_turn_was_noted_is_noted_later(
     if model.gate is not None:
         model.gate.set()
     await lifecycle.settle()
+    return conv
+
+
+@pytest.mark.parametrize("when", ["after", "during"])
+async def test_a_reply_that_lands_after_its_turn_was_noted_is_noted_later(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel, when: str
+) -> None:
+    # Regression: /new (or the idle timer) while a reply was still being generated wrote
+    # notes through the unanswered turn; the reply shares that turn number, so the notes
+    # counted as current and the answer (often the conclusion) never reached them.
+    lifecycle = await make_lifecycle(model)
+    conv = await _late_reply(core, lifecycle, model, when)
     assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2]
     clock.advance(600)  # the reply restarted the idle timer
     await lifecycle.run_due()
@@ -419,18 +426,7 @@ async def test_a_late_replys_rewrite_survives_a_restart(
     # the answer) was kept in memory only: a restart before the next idle pass found the
     # notes current, and the answer never reached them.
     lifecycle = await make_lifecycle(model)
-    conv = await _chatted(core, 1)
-    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
-    if when == "during":
-        model.gate = asyncio.Event()  # the notes are being written when the reply lands
-    lifecycle.enqueue(conv, "switch")
-    await asyncio.sleep(0)
-    if when == "after":
-        await lifecycle.settle()
-    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
-    if model.gate is not None:
-        model.gate.set()
-    await lifecycle.settle()
+    conv = await _late_reply(core, lifecycle, model, when)
     assert [e["throughTurn"] for e in core.events(conv, "abbreviation")] == [2]
     await lifecycle.stop(timeout=1.0)  # the daemon restarts before the idle pass
     again = await make_lifecycle(model)
@@ -451,18 +447,7 @@ async def test_a_late_replys_rewrite_survives_a_reindex(
     # lowered), which `my-agent reindex` rebuilds from the transcripts: the rebuilt row
     # had the notes current again, and the answer never reached them.
     lifecycle = await make_lifecycle(model)
-    conv = await _chatted(core, 1)
-    await core.manager.append_turn(conv, "user", "Question 2: which disks for the NAS?")
-    if when == "during":
-        model.gate = asyncio.Event()  # the notes are being written when the reply lands
-    lifecycle.enqueue(conv, "switch")
-    await asyncio.sleep(0)
-    if when == "after":
-        await lifecycle.settle()
-    await core.manager.append_turn(conv, "assistant", "Answer 2: two 8 TB IronWolf drives.")
-    if model.gate is not None:
-        model.gate.set()
-    await lifecycle.settle()
+    conv = await _late_reply(core, lifecycle, model, when)
     await lifecycle.stop(timeout=1.0)
     await core.close()
     delete_index(core.config.index_path)  # my-agent reindex: the index from the transcripts
