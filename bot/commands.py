@@ -105,6 +105,11 @@ class Commands(PartyCommands):
         done = await manager.get(conv_id) if conv_id and run and run.resumed else None
         if done is not None:
             fresh = done  # created before the crash: only its answer is missing
+        elif conv.channel == "web" and not conv.turn_count:
+            # Typed in a dashboard conversation that has nothing yet ("/new" twice): it
+            # is already new. Another left it empty in the list. (Escalations, which
+            # hold no turn either, never go to a web conversation.)
+            fresh = conv
         elif conv.channel == "web" or message.channel == "web":
             fresh = await manager.create("web", model=conv.model, reason="new", conv_id=conv_id)
             await self.s.bus.emit(

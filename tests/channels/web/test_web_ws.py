@@ -493,6 +493,35 @@ async def test_new_typed_in_a_new_chat_leaves_no_empty_conversation(
     assert tab.of_type("conversation_loaded")[-1]["conversation"]["id"] == created[0].id
 
 
+async def test_new_typed_twice_leaves_no_empty_conversation(ws_factory, stack: Stack) -> None:
+    # Regression: "/new" typed in a conversation that "/new" had just made (nothing said
+    # in it yet) made another, and the first stayed in the list, empty, for good.
+    tab = await ws_factory()
+    await tab.send(type="send_message", text="Plan the harpsichord recital")
+    await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated" and (f.get("turn") or {}).get("role") == "assistant"
+        )
+    )
+    await settle(stack.services)
+    before = {r.id for r in await stack.services.conversations.list(limit=1000)}
+    for _ in range(2):
+        start = len(tab.frames)
+        await tab.send(type="send_message", text="/new")
+        await tab.wait_for(lambda f: f["type"] == "conversation_loaded", start=start)
+    await tab.send(type="send_message", text="Now the tuning schedule")
+    await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_updated"
+            and (f.get("turn") or {}).get("content") == "Now the tuning schedule"
+        )
+    )
+    await settle(stack.services)
+    created = [r for r in await stack.services.conversations.list(limit=1000) if r.id not in before]
+    assert len(created) == 1 and created[0].turn_count == 1
+    assert tab.of_type("conversation_loaded")[-1]["conversation"]["id"] == created[0].id
+
+
 class DownBrain:
     """The model is unreachable until ``release`` is set; then it answers."""
 
