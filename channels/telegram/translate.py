@@ -8,6 +8,7 @@ Groups that are not on ``channels.telegram.groups`` are dropped here, with a log
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Mapping
@@ -199,6 +200,17 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
     return f"[replying to {who}: \u201c{excerpt}\u201d]"
 
 
+def edit_id(message: Message) -> tuple[str, int]:
+    """An edit's message id and its date (seconds). The date alone left two edits made
+    within one second with one id, and the core dropped the second as a duplicate: the
+    owner's correction was lost. A hash of what the edit says tells them apart, and a
+    redelivered edit (its confirmation lost) still has the same id."""
+    stamp = message.edit_date or int(utcnow().timestamp())
+    said = (message.text or message.caption or "").encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(said).hexdigest()[:8]
+    return f"{message.chat.id}:{message.message_id}:edit:{stamp}:{digest}", stamp
+
+
 def allowed_group(
     chat: Chat, groups: Mapping[str, TelegramGroupConfig]
 ) -> TelegramGroupConfig | None:
@@ -292,8 +304,7 @@ def translate_message(
     message_id = f"{chat.id}:{message.message_id}"
     received = message.date if isinstance(message.date, datetime) else utcnow()
     if edited:
-        stamp = message.edit_date or int(utcnow().timestamp())
-        message_id = f"{message_id}:edit:{stamp}"
+        message_id, stamp = edit_id(message)
         metadata.update(edited=True, original_message_id=f"{chat.id}:{message.message_id}")
         if not body.startswith("/") or source is not None:
             body = f"[edited] {body}".strip()

@@ -17,7 +17,7 @@ from aiogram.types import Message
 
 from bot.config.channels import TelegramGroupConfig
 from bot.events import InboundMessage, utcnow
-from channels.telegram.translate import GROUP_TYPES, allowed_group
+from channels.telegram.translate import GROUP_TYPES, allowed_group, edit_id
 
 
 def unreadable_message(
@@ -53,8 +53,7 @@ def unreadable_message(
     message_id = f"{chat.id}:{message.message_id}"
     received = message.date if isinstance(message.date, datetime) else utcnow()
     if edited:
-        stamp = message.edit_date or int(utcnow().timestamp())
-        message_id = f"{message_id}:edit:{stamp}"
+        message_id, stamp = edit_id(message)
         received = datetime.fromtimestamp(stamp, UTC)
     return InboundMessage(
         channel="telegram",

@@ -514,6 +514,25 @@ async def test_a_message_edited_into_a_command_runs_it_once(
     assert [t["content"] for t in turns if t["role"] == "user"] == ["thanks"]
 
 
+async def test_two_edits_within_one_second_are_both_kept(
+    scripted: tuple[Stack, ScriptedBrain], tg_server: FakeTelegramServer
+) -> None:
+    # Regression: an edit's id carried only its date in seconds; a second edit made
+    # within the same second (a typo fixed twice) had the first one's id and the core
+    # dropped it as a duplicate: the owner's final words were lost.
+    stack, _ = scripted
+    original = tg_server.inject_message(OWNER_ID, "meet at 5")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    first = tg_server.inject_edit(original, "meet at 6")
+    tg_server.push_update("edited_message", dict(first, text="meet at 7"))
+    again = tg_server.push_update("edited_message", first)  # a redelivery: no third
+    await stack.wait(lambda: stack.channel.offset > again)
+    await settle(stack.services)
+    turns = await stack.turns(OWNER_KEY)
+    said = [t["content"] for t in turns if t["role"] == "user"]
+    assert said == ["meet at 5", "[edited] meet at 6", "[edited] meet at 7"]
+
+
 async def test_an_albums_captions_all_reach_its_one_reply(
     tmp_path: Path, tg_server: FakeTelegramServer
 ) -> None:
