@@ -200,15 +200,19 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
     return f"[replying to {who}: \u201c{excerpt}\u201d]"
 
 
-def edit_id(message: Message) -> tuple[str, int]:
-    """An edit's message id and its date (seconds). The date alone left two edits made
-    within one second with one id, and the core dropped the second as a duplicate: the
-    owner's correction was lost. A hash of what the edit says tells them apart, and a
-    redelivered edit (its confirmation lost) still has the same id."""
+def message_identity(message: Message, edited: bool) -> tuple[str, datetime]:
+    """The id and time the core records ``message`` under. An edit is its own message,
+    dated when it was made: its id adds the edit's date and a hash of what it says.
+    With the date alone, two edits within one second had one id and the core dropped
+    the second as a duplicate (the owner's correction lost); a redelivered edit (its
+    confirmation lost) keeps its id and is still dropped."""
+    message_id = f"{message.chat.id}:{message.message_id}"
+    if not edited:
+        return message_id, message.date if isinstance(message.date, datetime) else utcnow()
     stamp = message.edit_date or int(utcnow().timestamp())
     said = (message.text or message.caption or "").encode("utf-8", "surrogatepass")
     digest = hashlib.sha256(said).hexdigest()[:8]
-    return f"{message.chat.id}:{message.message_id}:edit:{stamp}:{digest}", stamp
+    return f"{message_id}:edit:{stamp}:{digest}", datetime.fromtimestamp(stamp, UTC)
 
 
 def allowed_group(
@@ -301,10 +305,8 @@ def translate_message(
         metadata["topic"] = message.message_thread_id
     if message.media_group_id:
         metadata["media_group"] = message.media_group_id  # an album (channels/.../albums.py)
-    message_id = f"{chat.id}:{message.message_id}"
-    received = message.date if isinstance(message.date, datetime) else utcnow()
+    message_id, received = message_identity(message, edited)
     if edited:
-        message_id, stamp = edit_id(message)
         metadata.update(edited=True, original_message_id=f"{chat.id}:{message.message_id}")
         if not body.startswith("/") or source is not None:
             body = f"[edited] {body}".strip()
@@ -312,7 +314,6 @@ def translate_message(
         # run as one, once: its id carries the edit's date, so a redelivered edit is
         # the same command and the core's dedup drops it. Before, "[edited] /model
         # opus" went to the model and nothing switched.
-        received = datetime.fromtimestamp(stamp, UTC)
     if not body:
         body = "[empty message]"
 

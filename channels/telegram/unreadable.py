@@ -11,13 +11,12 @@ message (the owner learns that something they sent was not understood).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from aiogram.types import Message
 
 from bot.config.channels import TelegramGroupConfig
-from bot.events import InboundMessage, utcnow
-from channels.telegram.translate import GROUP_TYPES, allowed_group, edit_id
+from bot.events import InboundMessage
+from channels.telegram.translate import GROUP_TYPES, allowed_group, message_identity
 
 
 def unreadable_message(
@@ -50,11 +49,7 @@ def unreadable_message(
     words = " ".join((message.text or message.caption or "").split())
     label = f"[a message the assistant could not read ({error})"
     text = f"{label}; as received:] {words}" if words else f"{label}]"
-    message_id = f"{chat.id}:{message.message_id}"
-    received = message.date if isinstance(message.date, datetime) else utcnow()
-    if edited:
-        message_id, stamp = edit_id(message)
-        received = datetime.fromtimestamp(stamp, UTC)
+    message_id, received = message_identity(message, edited)
     return InboundMessage(
         channel="telegram",
         sender_id=sender_id,
