@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -274,3 +275,21 @@ async def test_the_ranker_trains_on_the_conversation_order_it_ranks_with(
     np.testing.assert_array_equal(
         seen[0], turn_features(scored, scored.order[: AppConfig().search.ranker_depth])
     )
+
+
+def test_a_conversations_turns_are_its_rows_in_ranking_order() -> None:
+    """``Scored.conversation`` finds a conversation's rows through their codes; the turns
+    and matched numbers are those of a scan of the whole ranking, best first."""
+    rng = random.Random(7)
+    turns = [(f"c{rng.randint(0, 9)}", "Ann", "2024-05-01") for _ in range(120)]
+    turns.sort(key=lambda t: t[0])  # rows come in conversation order
+    scored = _scored("what happened", turns, {})
+    scored.order = np.asarray(rng.sample(range(len(turns)), 90))  # some rows dropped
+    scored.kw_raw = np.asarray([rng.random() < 0.5 for _ in turns], np.float64)
+    for conv in [*{c for c, _, _ in turns}, "absent"]:
+        got = scored.conversation(conv, 0.5)
+        want = [i for i in scored.order.tolist() if scored.rows.conv[i] == conv]
+        assert got.turns == [(scored.rows.number[i], float(scored.final[i])) for i in want]
+        direct = [scored.rows.number[i] for i in want if scored.kw_raw[i] > 0]
+        assert got.matched == list(dict.fromkeys(direct))
+        assert got.text == (scored.rows.content[want[0]] if want else "")

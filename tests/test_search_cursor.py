@@ -3,7 +3,10 @@ while new turns arrive between them (bot.search.cursor)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator
+from functools import reduce
+from operator import xor
 from pathlib import Path
 
 import pytest
@@ -113,3 +116,23 @@ async def test_a_cursor_of_session_16_is_refused_as_expired(db: Database) -> Non
     old = "eyJvIjogMSwgImYiOiAiYWJjIiwgInMiOiAiQUFBQSJ9"  # {"o": 1, "f": "abc", "s": "AAAA"}
     with pytest.raises(InvalidCursor, match="expired"):
         await SearchService(AppConfig(), db).search("invoice", cursor=old)
+
+
+def test_after_matches_a_full_scan_of_the_ranking() -> None:
+    """``after`` stops scanning once every listed conversation past the prefix is found;
+    the cursor is the one a scan of the whole ranking gives (listed ones beyond the
+    prefix, and listed ones the ranking no longer holds)."""
+    rng = random.Random(3)
+    order = [f"conv-{i}" for i in range(400)]
+    for _ in range(200):
+        listed = set(order[: rng.randint(0, 30)])
+        listed |= set(rng.sample(order, rng.randint(0, 5)))
+        if rng.random() < 0.3:
+            listed.add("conv-gone")
+        got = cursors.after(listed, order, b"f" * 6)
+        prefix = 0
+        while prefix < len(order) and order[prefix] in listed:
+            prefix += 1
+        head = reduce(xor, (cursors.id_hash(c) for c in order[:prefix]), 0)
+        extra = frozenset(cursors.digest(c) for c in order[prefix:] if c in listed)
+        assert (got.prefix, got.prefix_hash, got.extra) == (prefix, head, extra)

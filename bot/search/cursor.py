@@ -73,7 +73,15 @@ def after(listed: Collection[str], order: Sequence[str], fingerprint: bytes) -> 
         prefix += 1
     prefix = min(prefix, 0xFFFF)
     head = reduce(xor, (id_hash(c) for c in order[:prefix]), 0)
-    extra = frozenset(digest(c) for c in order[prefix:] if c in listed)
+    # the listed ones past the prefix (few, near it): the scan stops at the last of them
+    wanted = len(listed) - prefix
+    found: list[bytes] = []
+    for c in itertools.islice(order, prefix, None):
+        if len(found) >= wanted:
+            break
+        if c in listed:
+            found.append(digest(c))
+    extra = frozenset(found)
     return Cursor(fingerprint, prefix, head, extra)
 
 

@@ -79,6 +79,9 @@ class Scored:
     # the query's words matched with the best rows' words by meaning, for the
     # soft-coverage features (bot.search.soft.attach); None: no complete term vectors
     terms: Matches | None = None
+    # :meth:`_turns_of`'s lookups, made on the first page read
+    _order_codes: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _code_of: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def empty(cls, method: str) -> Scored:
@@ -115,9 +118,24 @@ class Scored:
             for i in self.order.tolist()
         ]
 
+    def _turns_of(self, conv: str) -> list[int]:
+        """The kept rows of ``conv``, best first (numpy over the conversation codes: a
+        page of ten used to scan the whole ranking ten times in Python)."""
+        if self._order_codes is None:
+            codes = self.rows.codes
+            # rows come in (conversation, number, id) order: a conversation's rows are
+            # contiguous, so its code is read at the first of them
+            starts = np.flatnonzero(np.diff(codes, prepend=-1)) if len(codes) else codes
+            self._code_of = {self.rows.conv[i]: int(codes[i]) for i in starts.tolist()}
+            self._order_codes = codes[self.order]
+        code = self._code_of.get(conv)
+        if code is None:
+            return []
+        return self.order[self._order_codes == code].tolist()
+
     def conversation(self, conv: str, score: float) -> Ranked:
         r = self.rows
-        idx = [i for i in self.order.tolist() if r.conv[i] == conv] if conv in r.conv else []
+        idx = self._turns_of(conv)
         return Ranked(
             conv,
             score,

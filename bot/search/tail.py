@@ -51,11 +51,15 @@ class Listing:
     def needs_tail(self, shown: Container[str], limit: int) -> bool:
         """Whether the next ``limit`` conversations after ``shown`` (ids) reach past the
         ranked ones into an unread tail."""
-        return self.saturated and self.tail is None and self.unlisted(shown) < limit
-
-    def unlisted(self, shown: Container[str]) -> int:
-        """How many ranked conversations (not the tail's) are not in ``shown``."""
-        return sum(c not in shown for c, _ in self.scored.conversations)
+        if not self.saturated or self.tail is not None:
+            return False
+        left = 0  # counted only up to ``limit``: a first page has thousands unlisted
+        for conv, _ in self.scored.conversations:
+            if conv not in shown:
+                left += 1
+                if left >= limit:
+                    return False
+        return True
 
     def order(self) -> list[str]:
         """Every conversation listed so far, in listing order: the ranking, then the tail."""
