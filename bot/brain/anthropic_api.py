@@ -24,6 +24,7 @@ import anthropic
 from anthropic import AsyncAnthropic
 
 from bot.brain.base import BrainAccessRefused, BrainUnavailable, DeltaSink, Usage
+from bot.brain.context import estimate_tokens
 from bot.config.model import BrainConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -173,13 +174,14 @@ class MessagesCaller:
 def _usage_so_far(stream: Any, streamed: str) -> Usage:
     """What a stream cancelled midway had billed: its input tokens (message_start gives
     them exactly) and its output so far: the final count only comes with message_delta,
-    so at least the text streamed, at about four characters a token."""
+    so at least the text streamed, estimated (:func:`~bot.brain.context.estimate_tokens`:
+    at four characters a token, a stopped Chinese answer was billed a quarter of it)."""
     try:
         usage = stream.current_message_snapshot.usage
         given_in, given_out = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
     except Exception:  # cancelled before message_start: nothing known
         given_in = given_out = 0
-    return Usage(given_in, max(given_out, (len(streamed) + 3) // 4))
+    return Usage(given_in, max(given_out, estimate_tokens(streamed)))
 
 
 class StreamStalled(Exception):
