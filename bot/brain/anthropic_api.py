@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import logging
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -36,12 +37,28 @@ ATTEMPT_FLOOR = 20.0
 REJECTED = (400, 404, 413, 422)
 
 
+# The API's message for a request over the model's window (400 invalid_request_error).
+PROMPT_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum", re.IGNORECASE)
+
+
 class Rejected(Exception):
     """The API refused the request itself (it would fail the same way on retry)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+    @property
+    def too_long(self) -> bool:
+        """Refused for its size ("prompt is too long", or 413 request_too_large): a
+        smaller request can succeed where the same one cannot."""
+        return self.status == 413 or "prompt is too long" in str(self).lower()
+
+    @property
+    def counted(self) -> tuple[int, int] | None:
+        """(tokens the API counted, its maximum) when its message says, else None."""
+        found = PROMPT_TOO_LONG.search(str(self))
+        return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 class DeltaForwarder:

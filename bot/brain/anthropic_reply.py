@@ -25,6 +25,15 @@ log = logging.getLogger("my_agent.brain")
 EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
 CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
 REFUSAL_NOTE = "[The model stopped here and declined to continue this answer.]"
+TOO_LONG = (
+    "I could not answer this: this conversation is too long for the model to read at once, "
+    "even shortened. Start a new conversation with /new (this one stays searchable)."
+)
+# After a tool round said something (not asked again: the owner watched it stream in).
+TOO_LONG_LATER = (
+    "[I could not finish this answer: with what the tools found, it became too long for "
+    "the model to read at once. Ask for less at a time, or start a new conversation with /new.]"
+)
 # Stop reasons that cut an answer off: its max_tokens, or the model's context window (the
 # tool results of one reply can fill it).
 CUT_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
@@ -119,6 +128,17 @@ def rejected_reply(config: AppConfig, alias: str, exc: Rejected, parts: ReplyPar
     """The notice for a reply the API rejected (it would fail again): the whole reply,
     or appended to what earlier tool rounds said."""
     log.error("the API rejected the request (%d): %s", exc.status, exc)
+    if exc.too_long:
+        # Asked again with a smaller context already (bot.brain.anthropic): say what is
+        # wrong and what helps, not a status code.
+        return failed_reply(
+            config,
+            alias,
+            parts,
+            TOO_LONG,
+            TOO_LONG_LATER,
+            {"error": "too_long", "status": exc.status},
+        )
     what = f"the model service rejected the request ({exc.status})"
     return failed_reply(
         config,
@@ -171,6 +191,8 @@ __all__ = [
     "CUT_SHORT",
     "EMPTY_REPLY",
     "REFUSAL_NOTE",
+    "TOO_LONG",
+    "TOO_LONG_LATER",
     "ReplyParts",
     "account",
     "add_spent",

@@ -257,11 +257,14 @@ class WorkingContexts:
         kept = [t.capped(self.max_turn_tokens) for t in kept]
         return WorkingContext(summary, through, kept)
 
-    def plan(self, ctx: WorkingContext) -> tuple[list[ContextTurn], list[ContextTurn]]:
+    def plan(
+        self, ctx: WorkingContext, keep_tokens: int | None = None
+    ) -> tuple[list[ContextTurn], list[ContextTurn]]:
         """Split ``ctx.turns`` into (to compress, to keep): the kept window is the last
-        turns within ``max_turns`` and ``keep_tokens``. Nothing to compress if the window
-        already covers every turn."""
-        keep_from = window_start(ctx.turns, self.max_turns, self.keep_tokens)
+        turns within ``max_turns`` and ``keep_tokens`` (default: the configured one).
+        Nothing to compress if the window already covers every turn."""
+        keep = self.keep_tokens if keep_tokens is None else keep_tokens
+        keep_from = window_start(ctx.turns, self.max_turns, keep)
         old = [t for t in ctx.turns if t.turn_number < keep_from]
         recent = [t for t in ctx.turns if t.turn_number >= keep_from]
         return old, recent
