@@ -63,7 +63,12 @@ class Rejected(Exception):
 
 class DeltaForwarder:
     """Forwards text deltas once: retried attempts do not resend what was already sent,
-    and text of consecutive tool-loop iterations is separated by a blank line."""
+    and text of consecutive tool-loop iterations is separated by a blank line.
+
+    A retry continues what an earlier attempt sent only while it repeats it: the model
+    words a retry differently, and its deltas past the length already sent, spliced
+    onto the first attempt's words, showed the watcher text nobody wrote. Once they
+    differ, the rest of that call is not streamed (the finished reply replaces it)."""
 
     def __init__(self, sink: DeltaSink | None) -> None:
         self.sink = sink
@@ -71,14 +76,16 @@ class DeltaForwarder:
         # billed by then (bot.brain.anthropic reports it; the final message never comes)
         self.cut: Usage | None = None
         self.any_sent = False
-        self._call_sent = 0
+        self._sent = ""  # of the current call, by its attempts so far
         self._attempt = ""
         self._separated = True
+        self._diverged = False
 
     def new_call(self) -> None:
-        self._call_sent = 0
+        self._sent = ""
         self._attempt = ""
         self._separated = not self.any_sent
+        self._diverged = False
 
     def new_attempt(self) -> None:
         self._attempt = ""
@@ -89,11 +96,20 @@ class DeltaForwarder:
         return self._attempt
 
     async def text(self, delta: str) -> None:
+        start = len(self._attempt)
         self._attempt += delta
-        if self.sink is None or len(self._attempt) <= self._call_sent:
+        if self.sink is None or self._diverged:
             return
-        fresh = self._attempt[self._call_sent :]
-        self._call_sent = len(self._attempt)
+        # only the part of this delta that overlaps what was sent needs comparing
+        end = min(len(self._attempt), len(self._sent))
+        if start < end and self._attempt[start:end] != self._sent[start:end]:
+            self._diverged = True
+            log.info("a retried stream differs from what was sent; not streaming the rest")
+            return
+        if len(self._attempt) <= len(self._sent):
+            return
+        fresh = self._attempt[len(self._sent) :]
+        self._sent = self._attempt
         if not self._separated:
             fresh = "\n\n" + fresh
             self._separated = True
