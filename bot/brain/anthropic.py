@@ -332,6 +332,12 @@ class AnthropicBrain:
             if text:
                 turn.texts.append(text)
             turn.thinking.extend(b.thinking for b in message.content if b.type == "thinking")
+            paused = as_params(message.content) if message.stop_reason == "pause_turn" else []
+            if paused:
+                # The API paused a long turn: sent back as it is, the model continues it
+                # (ended here, the reply stopped wherever the pause fell).
+                messages.append({"role": "assistant", "content": paused})
+                continue
             if not wants_tools(message):
                 return
             messages.append({"role": "assistant", "content": as_params(message.content)})

@@ -23,6 +23,13 @@ from bot.config.model import AppConfig
 log = logging.getLogger("my_agent.brain")
 
 EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
+# No text, by stop reason: "no answer, ask again" read as a glitch for a model that
+# declined, and was not what happened to an answer cut before its first word.
+REFUSED_REPLY = "(The model declined to answer this. Rephrase it, or ask something else.)"
+CUT_BEFORE_ANSWER = (
+    "(The answer was cut at the length limit before it began. Ask again, perhaps for a "
+    "shorter answer.)"
+)
 CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
 REFUSAL_NOTE = "[The model stopped here and declined to continue this answer.]"
 TOO_LONG = (
@@ -98,7 +105,12 @@ def finish(config: AppConfig, alias: str, parts: ReplyParts) -> BrainReply:
         # No text at all (a refusal, an empty answer, a tool loop cut at its limit):
         # an empty reply showed nothing on Telegram and a blank bubble elsewhere.
         log.warning("the model returned no text (%s)", parts.stop_reason or "no reason")
-        text = EMPTY_REPLY
+        if parts.stop_reason == "refusal":
+            text = REFUSED_REPLY
+        elif parts.stop_reason in CUT_REASONS:
+            text = CUT_BEFORE_ANSWER
+        else:
+            text = EMPTY_REPLY
         extra = {"error": "empty", "stopReason": parts.stop_reason}
     elif parts.stop_reason in CUT_REASONS:
         # The answer stops mid-sentence (brain.max_tokens, or the context window): say
@@ -187,10 +199,12 @@ def failed_reply(
 
 
 __all__ = [
+    "CUT_BEFORE_ANSWER",
     "CUT_REASONS",
     "CUT_SHORT",
     "EMPTY_REPLY",
     "REFUSAL_NOTE",
+    "REFUSED_REPLY",
     "TOO_LONG",
     "TOO_LONG_LATER",
     "ReplyParts",

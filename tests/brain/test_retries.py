@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
-from bot.brain.anthropic import EMPTY_REPLY, AnthropicBrain
+from bot.brain.anthropic import AnthropicBrain
 from bot.brain.anthropic_api import UnreadableAnswer
+from bot.brain.anthropic_reply import REFUSED_REPLY
 from bot.brain.base import BrainRequest, BrainUnavailable, RequestRefused
 from tests.brain.conftest import Deltas, ManualClock, make_brain, make_config, seed_conversation
 
@@ -199,7 +200,7 @@ async def test_an_empty_answer_becomes_a_labelled_notice(
     conv = await seed_conversation(core, [("user", "hello")])
     fake_api.push(Scripted([], stop_reason="refusal"))
     reply = await brain.reply(request(conv, "hello"), Deltas())
-    assert reply.text == EMPTY_REPLY
+    assert reply.text == REFUSED_REPLY  # a notice, and one that says the model declined
     assert reply.extra == {"error": "empty", "stopReason": "refusal"}
 
 
