@@ -10,7 +10,9 @@ exponential backoff and full jitter, honouring ``retry-after``, for at most
 router keeps the user turn as the pending-reply marker. Authentication, permission and
 billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them; the
 owner can). A request the API rejects as invalid (400/404/413/422) would fail the same
-way forever, so the reply becomes a short error notice instead of a pending retry.
+way forever, so the reply becomes a short error notice instead of a pending retry; one
+refused as too long before anything was said is first asked again once with a smaller
+context (:meth:`~bot.brain.compression.Compressor.shrink`).
 
 Restricted profile (a ``known`` third party): no tools in the request, a system prompt
 made of the configured scope only (see :mod:`bot.brain.prompt`), only the party's own

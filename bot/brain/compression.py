@@ -6,6 +6,8 @@ memory hook's tools, :class:`FlushRequest`), summarises the older turns together
 previous summary (and the turns a restart's hydration left out) with the ``haiku`` alias,
 appends a ``compression`` event and returns the shortened context. A failed or empty
 summary is not fatal: the reply goes out uncompressed and the next one tries again.
+:meth:`Compressor.shrink` makes a context the API refused as too long small enough to
+ask again.
 """
 
 from __future__ import annotations
