@@ -10,7 +10,9 @@ exponential backoff and full jitter, honouring ``retry-after``, for at most
 router keeps the user turn as the pending-reply marker. Authentication, permission and
 billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them; the
 owner can). A request the API rejects as invalid (400/404/413/422) would fail the same
-way forever, so the reply becomes a short error notice instead of a pending retry.
+way forever, so the reply becomes a short error notice instead of a pending retry; one
+refused as too long before anything was said is first asked again once with a smaller
+context (:meth:`~bot.brain.compression.Compressor.shrink`).
 
 Restricted profile (a ``known`` third party): no tools in the request, a system prompt
 made of the configured scope only (see :mod:`bot.brain.prompt`), only the party's own
@@ -144,8 +146,19 @@ class AnthropicBrain:
                 if request.conversation_id and request.turn_number
                 else None
             )
-            tools = self.recall.tools(current)
-            await self._tool_loop(alias, system, ctx.messages(), tools, turn, deltas)
+            try:
+                tools = self.recall.tools(current)
+                await self._tool_loop(alias, system, ctx.messages(), tools, turn, deltas)
+            except Rejected as exc:
+                if not exc.too_long or turn.texts or deltas.any_sent:
+                    raise  # said something already: it stays, with the notice after it
+                # Once, with a smaller context: refused as it was, this reply and every
+                # later one of the conversation got "rejected the request (400)".
+                ctx = await self._shrunk(request, alias, system, ctx, exc)
+                system = self._owner_system(request, ctx, title)
+                turn.thinking.clear()  # of the refused attempt's tool rounds
+                tools = self.recall.tools(current)  # a fresh recall budget
+                await self._tool_loop(alias, system, ctx.messages(), tools, turn, deltas)
         except asyncio.CancelledError:
             if deltas.cut is not None:  # stopped mid-stream: that call's tokens were spent
                 add_spent(self.config, turn, alias, deltas.cut)
@@ -188,6 +201,23 @@ class AnthropicBrain:
             alias = request.model_alias or self.config.models.default
             ctx = await self.compressor.compress(conv_id, alias, system, ctx, lines)
         return ctx, title
+
+    async def _shrunk(
+        self,
+        request: BrainRequest,
+        alias: str,
+        system: str,
+        ctx: WorkingContext,
+        refused: Rejected,
+    ) -> WorkingContext:
+        """``ctx`` made smaller after the API refused it as too long
+        (:meth:`~bot.brain.compression.Compressor.shrink`)."""
+        conv_id = request.conversation_id
+        lines = []
+        if conv_id is not None:
+            lines = await asyncio.to_thread(self.services.conversations.read_lines, conv_id)
+        fixed = estimate_tokens(system) + self._tools_tokens
+        return await self.compressor.shrink(conv_id, alias, system, ctx, lines, fixed, refused)
 
     def _owner_system(self, request: BrainRequest, ctx: WorkingContext, title: str | None) -> str:
         return owner_system_prompt(
@@ -304,6 +334,12 @@ class AnthropicBrain:
             if text:
                 turn.texts.append(text)
             turn.thinking.extend(b.thinking for b in message.content if b.type == "thinking")
+            paused = as_params(message.content) if message.stop_reason == "pause_turn" else []
+            if paused:
+                # The API paused a long turn: sent back as it is, the model continues it
+                # (ended here, the reply stopped wherever the pause fell).
+                messages.append({"role": "assistant", "content": paused})
+                continue
             if not wants_tools(message):
                 return
             messages.append({"role": "assistant", "content": as_params(message.content)})

@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import logging
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ import anthropic
 from anthropic import AsyncAnthropic
 
 from bot.brain.base import BrainAccessRefused, BrainUnavailable, DeltaSink, Usage
+from bot.brain.context import estimate_tokens
 from bot.config.model import BrainConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -35,6 +37,10 @@ ATTEMPT_FLOOR = 20.0
 REJECTED = (400, 404, 413, 422)
 
 
+# The API's message for a request over the model's window (400 invalid_request_error).
+PROMPT_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum", re.IGNORECASE)
+
+
 class Rejected(Exception):
     """The API refused the request itself (it would fail the same way on retry)."""
 
@@ -42,10 +48,27 @@ class Rejected(Exception):
         super().__init__(message)
         self.status = status
 
+    @property
+    def too_long(self) -> bool:
+        """Refused for its size ("prompt is too long", or 413 request_too_large): a
+        smaller request can succeed where the same one cannot."""
+        return self.status == 413 or "prompt is too long" in str(self).lower()
+
+    @property
+    def counted(self) -> tuple[int, int] | None:
+        """(tokens the API counted, its maximum) when its message says, else None."""
+        found = PROMPT_TOO_LONG.search(str(self))
+        return (int(found.group(1)), int(found.group(2))) if found else None
+
 
 class DeltaForwarder:
     """Forwards text deltas once: retried attempts do not resend what was already sent,
-    and text of consecutive tool-loop iterations is separated by a blank line."""
+    and text of consecutive tool-loop iterations is separated by a blank line.
+
+    A retry continues what an earlier attempt sent only while it repeats it: the model
+    words a retry differently, and its deltas past the length already sent, spliced
+    onto the first attempt's words, showed the watcher text nobody wrote. Once they
+    differ, the rest of that call is not streamed (the finished reply replaces it)."""
 
     def __init__(self, sink: DeltaSink | None) -> None:
         self.sink = sink
@@ -53,14 +76,16 @@ class DeltaForwarder:
         # billed by then (bot.brain.anthropic reports it; the final message never comes)
         self.cut: Usage | None = None
         self.any_sent = False
-        self._call_sent = 0
+        self._sent = ""  # of the current call, by its attempts so far
         self._attempt = ""
         self._separated = True
+        self._diverged = False
 
     def new_call(self) -> None:
-        self._call_sent = 0
+        self._sent = ""
         self._attempt = ""
         self._separated = not self.any_sent
+        self._diverged = False
 
     def new_attempt(self) -> None:
         self._attempt = ""
@@ -71,11 +96,20 @@ class DeltaForwarder:
         return self._attempt
 
     async def text(self, delta: str) -> None:
+        start = len(self._attempt)
         self._attempt += delta
-        if self.sink is None or len(self._attempt) <= self._call_sent:
+        if self.sink is None or self._diverged:
             return
-        fresh = self._attempt[self._call_sent :]
-        self._call_sent = len(self._attempt)
+        # only the part of this delta that overlaps what was sent needs comparing
+        end = min(len(self._attempt), len(self._sent))
+        if start < end and self._attempt[start:end] != self._sent[start:end]:
+            self._diverged = True
+            log.info("a retried stream differs from what was sent; not streaming the rest")
+            return
+        if len(self._attempt) <= len(self._sent):
+            return
+        fresh = self._attempt[len(self._sent) :]
+        self._sent = self._attempt
         if not self._separated:
             fresh = "\n\n" + fresh
             self._separated = True
@@ -173,13 +207,14 @@ class MessagesCaller:
 def _usage_so_far(stream: Any, streamed: str) -> Usage:
     """What a stream cancelled midway had billed: its input tokens (message_start gives
     them exactly) and its output so far: the final count only comes with message_delta,
-    so at least the text streamed, at about four characters a token."""
+    so at least the text streamed, estimated (:func:`~bot.brain.context.estimate_tokens`:
+    at four characters a token, a stopped Chinese answer was billed a quarter of it)."""
     try:
         usage = stream.current_message_snapshot.usage
         given_in, given_out = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
     except Exception:  # cancelled before message_start: nothing known
         given_in = given_out = 0
-    return Usage(given_in, max(given_out, (len(streamed) + 3) // 4))
+    return Usage(given_in, max(given_out, estimate_tokens(streamed)))
 
 
 class StreamStalled(Exception):

@@ -23,8 +23,24 @@ from bot.config.model import AppConfig
 log = logging.getLogger("my_agent.brain")
 
 EMPTY_REPLY = "(The model returned no answer to this. Ask again, or rephrase it.)"
+# No text, by stop reason: "no answer, ask again" read as a glitch for a model that
+# declined, and was not what happened to an answer cut before its first word.
+REFUSED_REPLY = "(The model declined to answer this. Rephrase it, or ask something else.)"
+CUT_BEFORE_ANSWER = (
+    "(The answer was cut at the length limit before it began. Ask again, perhaps for a "
+    "shorter answer.)"
+)
 CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
 REFUSAL_NOTE = "[The model stopped here and declined to continue this answer.]"
+TOO_LONG = (
+    "I could not answer this: this conversation is too long for the model to read at once, "
+    "even shortened. Start a new conversation with /new (this one stays searchable)."
+)
+# After a tool round said something (not asked again: the owner watched it stream in).
+TOO_LONG_LATER = (
+    "[I could not finish this answer: with what the tools found, it became too long for "
+    "the model to read at once. Ask for less at a time, or start a new conversation with /new.]"
+)
 # Stop reasons that cut an answer off: its max_tokens, or the model's context window (the
 # tool results of one reply can fill it).
 CUT_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
@@ -89,7 +105,12 @@ def finish(config: AppConfig, alias: str, parts: ReplyParts) -> BrainReply:
         # No text at all (a refusal, an empty answer, a tool loop cut at its limit):
         # an empty reply showed nothing on Telegram and a blank bubble elsewhere.
         log.warning("the model returned no text (%s)", parts.stop_reason or "no reason")
-        text = EMPTY_REPLY
+        if parts.stop_reason == "refusal":
+            text = REFUSED_REPLY
+        elif parts.stop_reason in CUT_REASONS:
+            text = CUT_BEFORE_ANSWER
+        else:
+            text = EMPTY_REPLY
         extra = {"error": "empty", "stopReason": parts.stop_reason}
     elif parts.stop_reason in CUT_REASONS:
         # The answer stops mid-sentence (brain.max_tokens, or the context window): say
@@ -119,6 +140,17 @@ def rejected_reply(config: AppConfig, alias: str, exc: Rejected, parts: ReplyPar
     """The notice for a reply the API rejected (it would fail again): the whole reply,
     or appended to what earlier tool rounds said."""
     log.error("the API rejected the request (%d): %s", exc.status, exc)
+    if exc.too_long:
+        # Asked again with a smaller context already (bot.brain.anthropic): say what is
+        # wrong and what helps, not a status code.
+        return failed_reply(
+            config,
+            alias,
+            parts,
+            TOO_LONG,
+            TOO_LONG_LATER,
+            {"error": "too_long", "status": exc.status},
+        )
     what = f"the model service rejected the request ({exc.status})"
     return failed_reply(
         config,
@@ -167,10 +199,14 @@ def failed_reply(
 
 
 __all__ = [
+    "CUT_BEFORE_ANSWER",
     "CUT_REASONS",
     "CUT_SHORT",
     "EMPTY_REPLY",
     "REFUSAL_NOTE",
+    "REFUSED_REPLY",
+    "TOO_LONG",
+    "TOO_LONG_LATER",
     "ReplyParts",
     "account",
     "add_spent",

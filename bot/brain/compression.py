@@ -6,6 +6,8 @@ memory hook's tools, :class:`FlushRequest`), summarises the older turns together
 previous summary (and the turns a restart's hydration left out) with the ``haiku`` alias,
 appends a ``compression`` event and returns the shortened context. A failed or empty
 summary is not fatal: the reply goes out uncompressed and the next one tries again.
+:meth:`Compressor.shrink` makes a context the API refused as too long small enough to
+ask again.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from bot.brain.context import (
     WorkingContext,
     WorkingContexts,
     compression_prompt,
+    estimate_tokens,
+    window_start,
 )
 from bot.brain.cost import add_cost, add_usage
 from bot.brain.tools import Tool
@@ -38,6 +42,10 @@ GAP_BUDGETS = 4
 # The summarising call's max_tokens: the prompt asks for about 300 words; a summary cut at
 # the first is asked again once with more room (never recorded cut).
 SUMMARY_MAX_TOKENS = (1024, 4096)
+# After a "prompt is too long": the share of the model's maximum to aim for (our estimate
+# is off by some amount, the API's count was exact), and the fewest tokens of turns kept.
+SHRINK_MARGIN = 0.8
+SHRINK_FLOOR = 200
 
 # The brain's tool loop: (alias, system, messages, tools, parts, deltas).
 ToolLoop = Callable[
@@ -85,11 +93,13 @@ class Compressor:
         system: str,
         ctx: WorkingContext,
         lines: Sequence[Mapping[str, Any]],
+        keep_tokens: int | None = None,
     ) -> WorkingContext:
         """Flush hook, then summarise the older turns with ``haiku`` and record it.
 
-        ``alias`` and ``system`` are the reply's (the flush turn runs with them)."""
-        old, recent = self.contexts.plan(ctx)
+        ``alias`` and ``system`` are the reply's (the flush turn runs with them);
+        ``keep_tokens`` bounds the recent turns kept (default: the configured window)."""
+        old, recent = self.contexts.plan(ctx, keep_tokens)
         if not old:
             log.info("%s: context over budget but the recent window is all there is", conv_id)
             return ctx
@@ -133,6 +143,52 @@ class Compressor:
         )
         # The cost is on the compression event; the reply carries its own.
         return WorkingContext(summary, through, recent)
+
+    async def shrink(
+        self,
+        conv_id: str | None,
+        alias: str,
+        system: str,
+        ctx: WorkingContext,
+        lines: Sequence[Mapping[str, Any]],
+        fixed_tokens: int,
+        refused: Rejected,
+    ) -> WorkingContext:
+        """A smaller ``ctx`` to ask again with, after the API refused it as too long
+        (``refused``): our estimate fell short of the model's count (a script it
+        undercounts, long notes). The older turns are compressed (recorded as any
+        compression) so that the rest fits what the API said it takes, scaled to our
+        estimate; if no summary can be had, the oldest turns are left out of this reply;
+        a single message still over it is cut. ``fixed_tokens``: the estimate of what
+        does not shrink (the system prompt, the tool definitions)."""
+        turns_tokens = sum(t.tokens for t in ctx.turns)
+        counted = refused.counted
+        if counted:
+            # what the model takes, in our estimate's units, with a margin for its error
+            said, maximum = counted
+            fits = int(SHRINK_MARGIN * maximum * (fixed_tokens + turns_tokens) / max(1, said))
+            room = fits - fixed_tokens
+        else:
+            room = turns_tokens // 2
+        room = max(SHRINK_FLOOR, room)
+        smaller = ctx
+        if conv_id is not None:
+            smaller = await self.compress(conv_id, alias, system, ctx, lines, room)
+        if smaller.summary != ctx.summary:  # the new summary goes into the system prompt
+            grown = estimate_tokens(smaller.summary or "") - estimate_tokens(ctx.summary or "")
+            room = max(SHRINK_FLOOR, room - grown)
+        keep_from = window_start(smaller.turns, self.contexts.max_turns, room)
+        turns = [t.capped(room) for t in smaller.turns if t.turn_number >= keep_from]
+        log.warning(
+            "%s: the API refused the context as too long (%s); asking again with %d of %d "
+            "turn(s), about %d tokens",
+            conv_id,
+            refused,
+            len(turns),
+            len(ctx.turns),
+            sum(t.tokens for t in turns),
+        )
+        return WorkingContext(smaller.summary, smaller.compressed_through, turns)
 
     async def _summarise(self, conv_id: str, prompt: str, spent: ReplyParts) -> str | None:
         """The summary of ``prompt`` by ``haiku`` (its usage added to ``spent``), or None

@@ -14,8 +14,9 @@ transcript on every reply, with one piece of in-memory state per conversation, t
   a ``compression`` event, and moves the start to the window (:meth:`moved`). After a
   restart, hydration finds the same summary and the same window.
 
-Token counts are estimates (about four characters per token): compression needs a stable,
-cheap measure, not the tokenizer's exact count.
+Token counts are estimates (:func:`estimate_tokens`: about four characters per token of
+ASCII, one per Chinese, Japanese or Korean character): compression needs a stable, cheap
+measure, not the tokenizer's exact count.
 """
 
 from __future__ import annotations
@@ -38,8 +39,41 @@ REFUSED_IN_CONTEXT = "(an earlier answer here was stopped by the model service; 
 
 
 def estimate_tokens(text: str) -> int:
-    """Estimated tokens of ``text`` (ceil of characters / 4)."""
-    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    """Estimated tokens of ``text``, by the length of each character in UTF-8: a quarter
+    of a token per ASCII character, half per 2-byte one (accented Latin, Greek, Cyrillic,
+    Hebrew, Arabic), one per 3-byte one (Chinese, Japanese, Korean, Thai, Devanagari) and
+    two per 4-byte one (emoji). Characters / 4 for all of them took a Chinese conversation
+    for a quarter of its size: compression came too late and the API refused the reply
+    ("prompt is too long"). Conservative, and cheap (three encodings, no loop)."""
+    if text.isascii():
+        return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    chars = len(text)
+    ascii_ = len(text.encode("ascii", "ignore"))
+    astral = len(text.encode("utf-16-le", "surrogatepass")) // 2 - chars  # 4 UTF-8 bytes
+    # the rest take 2 or 3 bytes each: their bytes beyond 2 each are the 3-byte ones
+    rest = chars - ascii_ - astral
+    three = len(text.encode("utf-8", "surrogatepass")) - ascii_ - 4 * astral - 2 * rest
+    two = rest - three
+    quarters = ascii_ + 2 * two + 4 * three + 8 * astral
+    return (quarters + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def cut_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest start of ``text`` whose :func:`estimate_tokens` is at most
+    ``max_tokens`` (cutting at ``max_tokens`` * 4 characters kept four times the
+    budget of a Chinese text)."""
+    # no character is under a quarter of a token: nothing longer than this can fit
+    hi = min(len(text), max(0, max_tokens) * CHARS_PER_TOKEN)
+    if estimate_tokens(text[:hi]) <= max_tokens:
+        return text[:hi]
+    lo = 0  # text[:lo] fits, text[:hi] does not (the estimate grows with the length)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if estimate_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid
+    return text[:lo]
 
 
 @dataclass(frozen=True)
@@ -57,12 +91,14 @@ class ContextTurn:
 
     def capped(self, max_tokens: int | None) -> ContextTurn:
         """This turn with its content cut to ``max_tokens`` (with a note saying so)."""
-        limit = (max_tokens or 0) * CHARS_PER_TOKEN
-        if not limit or len(self.content) <= limit:
+        if not max_tokens:
             return self
-        rest = len(self.content) - limit
+        kept = cut_to_tokens(self.content, max_tokens)
+        if len(kept) == len(self.content):
+            return self
+        rest = len(self.content) - len(kept)
         note = f"\n[... {rest} more characters not shown: longer than the working context allows]"
-        return ContextTurn(self.role, self.content[:limit] + note, self.turn_number, self.member)
+        return ContextTurn(self.role, kept + note, self.turn_number, self.member)
 
 
 @dataclass
@@ -221,11 +257,14 @@ class WorkingContexts:
         kept = [t.capped(self.max_turn_tokens) for t in kept]
         return WorkingContext(summary, through, kept)
 
-    def plan(self, ctx: WorkingContext) -> tuple[list[ContextTurn], list[ContextTurn]]:
+    def plan(
+        self, ctx: WorkingContext, keep_tokens: int | None = None
+    ) -> tuple[list[ContextTurn], list[ContextTurn]]:
         """Split ``ctx.turns`` into (to compress, to keep): the kept window is the last
-        turns within ``max_turns`` and ``keep_tokens``. Nothing to compress if the window
-        already covers every turn."""
-        keep_from = window_start(ctx.turns, self.max_turns, self.keep_tokens)
+        turns within ``max_turns`` and ``keep_tokens`` (default: the configured one).
+        Nothing to compress if the window already covers every turn."""
+        keep = self.keep_tokens if keep_tokens is None else keep_tokens
+        keep_from = window_start(ctx.turns, self.max_turns, keep)
         old = [t for t in ctx.turns if t.turn_number < keep_from]
         recent = [t for t in ctx.turns if t.turn_number >= keep_from]
         return old, recent
@@ -320,7 +359,7 @@ def restricted_messages(
     if history and history[-1].role == "user" and history[-1].content == text:
         history.pop()  # the message itself, already stored as the latest turn
     if estimate_tokens(text) > budget:
-        text = text[: budget * 4] + " [...truncated]"
+        text = cut_to_tokens(text, budget) + " [...truncated]"
     used = estimate_tokens(text)
     kept: list[dict[str, Any]] = []
     for item in reversed(history):

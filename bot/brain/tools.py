@@ -314,9 +314,9 @@ class RecallTools:
                         item["snippet"] = member_label(who[:60]) + str(item["snippet"])
                     return
 
-    async def fetch_context(self, args: dict[str, Any], max_chars: int | None = None) -> str:
-        """The turns ``args`` asks for, wrapped; at most ``max_chars`` characters (the
-        later turns left out, with a note saying which)."""
+    async def fetch_context(self, args: dict[str, Any], max_tokens: int | None = None) -> str:
+        """The turns ``args`` asks for, wrapped; at most ``max_tokens`` tokens, estimated
+        (the later turns left out, with a note saying which)."""
         conv_id = args.get("conversationId")
         if not isinstance(conv_id, str) or not conv_id:
             raise ToolError("conversationId must be a conversation id from search_conversations")
@@ -365,8 +365,8 @@ class RecallTools:
             for t in turns
             if first <= int(t.get("turnNumber", 0)) <= last
         ]
-        if max_chars is not None:
-            out, cut = fit_turns(out, max_chars - 1000)  # the envelope and the note
+        if max_tokens is not None:
+            out, cut = fit_turns(out, max_tokens - 250)  # the envelope and the note
             if cut is not None and not out:
                 raise ToolError("this reply's recall budget is used up; answer with what you have")
             if cut is not None:

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
-from bot.brain.anthropic import EMPTY_REPLY, AnthropicBrain
+from bot.brain.anthropic import AnthropicBrain
 from bot.brain.anthropic_api import UnreadableAnswer
+from bot.brain.anthropic_reply import REFUSED_REPLY
 from bot.brain.base import BrainRequest, BrainUnavailable, RequestRefused
 from tests.brain.conftest import Deltas, ManualClock, make_brain, make_config, seed_conversation
 
@@ -199,7 +200,7 @@ async def test_an_empty_answer_becomes_a_labelled_notice(
     conv = await seed_conversation(core, [("user", "hello")])
     fake_api.push(Scripted([], stop_reason="refusal"))
     reply = await brain.reply(request(conv, "hello"), Deltas())
-    assert reply.text == EMPTY_REPLY
+    assert reply.text == REFUSED_REPLY  # a notice, and one that says the model declined
     assert reply.extra == {"error": "empty", "stopReason": "refusal"}
 
 
@@ -304,3 +305,25 @@ async def test_an_error_mid_stream_is_classed_by_its_type(
         with pytest.raises(BrainUnavailable, match=raised):
             await brain.reply(request(conv, "hello"))
     assert len(fake_api.requests) == 1 and clock.sleeps == []
+
+
+async def test_a_retry_that_words_it_differently_is_not_spliced_onto_the_first(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: after a failure mid-stream the retry's deltas were forwarded past the
+    # length already sent, whatever they said: the model words a retry differently, and
+    # the watcher saw "The answer " + "42." (the end of "Well, it is 42."), text the model
+    # never wrote. Now what was sent is only continued while the retry repeats it.
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake_api.push(
+        Scripted(
+            [Block("text", text="The answer is 42.", chunks=["The ", "answer ", "is 42."])],
+            fail_after_deltas=2,
+        )
+    )
+    fake_api.push_text("Well, it is 42.", chunks=["Well, ", "it is ", "42."])
+    deltas = Deltas()
+    reply = await brain.reply(request(conv, "hello"), deltas)
+    assert reply.text == "Well, it is 42."  # the stored reply is the retry's, whole
+    assert deltas.text == "The answer "  # held, not spliced: the final turn replaces it
+    assert len(fake_api.requests) == 2

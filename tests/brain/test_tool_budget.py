@@ -16,7 +16,8 @@ from typing import Any
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, estimate_tokens
 from bot.brain.anthropic import AnthropicBrain
 from bot.brain.base import BrainRequest
-from bot.brain.tool_budget import TOOL_RESULTS_MAX_CHARS
+from bot.brain.context import estimate_tokens as context_tokens
+from bot.brain.tool_budget import TOOL_RESULTS_MAX_TOKENS
 from tests.brain.conftest import seed_conversation
 
 WINDOW = 200_000  # the models' context window, in the fake's estimate
@@ -77,7 +78,7 @@ async def test_many_large_recall_results_stay_within_the_context_window(
         if b.get("type") == "tool_result"
     ]
     assert len(results) == 6
-    assert sum(len(r["content"]) for r in results) <= TOOL_RESULTS_MAX_CHARS + 6 * 400
+    assert sum(context_tokens(r["content"]) for r in results) <= TOOL_RESULTS_MAX_TOKENS + 6 * 100
     # the first page comes whole; the second is cut to what is left at a whole turn and
     # says which turns it left out; the pages past the budget are errors saying so
     assert not results[0]["is_error"] and len(unwrap(results[0]["content"])["turns"]) == 40
@@ -93,3 +94,52 @@ async def test_many_large_recall_results_stay_within_the_context_window(
 def unwrap(content: str) -> dict[str, Any]:
     assert content.startswith('<recalled_data source="fetch_context">')
     return json.loads(content.split("\n", 2)[2].rsplit("\n</recalled_data>", 1)[0])
+
+
+async def test_chinese_recall_results_stay_within_the_context_window(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: the budget was 192,000 characters, about 48,000 tokens of English but
+    # 192,000 of Chinese (a token a character): two pages of a long Chinese conversation
+    # filled the model's window and the whole reply was refused as too long.
+    line = "服务器日志显示磁盘已满，请检查第四十二号扇区并清理旧文件。"
+    long_turns = [
+        ("user" if i % 2 == 0 else "assistant", f"turn {i} " + (line * 140)[:3990])
+        for i in range(240)
+    ]
+    old = await seed_conversation(core, long_turns, title="服务器日志")
+    conv = await seed_conversation(core, [("user", "把日志对话全部看一遍")])
+
+    def within(answer: Scripted) -> Any:
+        def respond(body: dict[str, Any]) -> Scripted:
+            sent = {k: body.get(k) for k in ("system", "messages", "tools")}
+            size = context_tokens(json.dumps(sent, ensure_ascii=False))
+            if size > WINDOW:
+                message = f"prompt is too long: {size} tokens > {WINDOW} maximum"
+                return Scripted(status=400, error_message=message)
+            return answer
+
+        return respond
+
+    for page in range(6):
+        fake_api.push(within(fetch(old, page * 20 + 1, page * 20 + 20)))
+    fake_api.push(within(Scripted([Block("text", text="日志说磁盘满了。")])))
+    reply = await brain.reply(
+        BrainRequest(
+            profile="owner",
+            channel="web",
+            text="把日志对话全部看一遍",
+            model_alias="sonnet",
+            conversation_id=conv,
+        )
+    )
+    assert reply.text == "日志说磁盘满了。", reply.text
+    results = [
+        b
+        for m in fake_api.requests[-1].body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+    assert sum(context_tokens(r["content"]) for r in results) <= TOOL_RESULTS_MAX_TOKENS + 6 * 100
+    assert not results[0]["is_error"] and "note" in unwrap(results[0]["content"])

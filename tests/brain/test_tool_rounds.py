@@ -35,8 +35,8 @@ async def test_a_rejection_in_a_later_round_keeps_what_was_said(
     assert deltas.text == "Let me look that up."
     said, notice = reply.text.split("\n\n", 1)
     assert said == "Let me look that up."
-    assert "rejected the request (400)" in notice and notice.startswith("[")
-    assert reply.extra == {"error": "rejected", "status": 400}
+    assert "too long" in notice and notice.startswith("[")
+    assert reply.extra == {"error": "too_long", "status": 400}
     assert reply.usage is not None and reply.usage.input > 0  # the first round was paid
 
 
