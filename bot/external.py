@@ -30,7 +30,8 @@ from bot.parties import (
     party_from_row,
     party_handle,
 )
-from bot.transcript import Line, TranscriptStore, encode, parse_lines
+from bot.transcript import TranscriptStore
+from bot.transcript_lines import Line, encode, parse_lines
 
 log = logging.getLogger("my_agent.external")
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord
-from bot.transcript import Line
+from bot.transcript_lines import Line
 from bot.turn_recorder import reply_target
 
 if TYPE_CHECKING:

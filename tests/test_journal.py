@@ -28,7 +28,8 @@ from bot.journal_files import (
 )
 from bot.journal_generations import MAX_SPARES
 from bot.services import close_services, open_services
-from bot.transcript import TranscriptStore, encode, meta_line, turn_line
+from bot.transcript import TranscriptStore
+from bot.transcript_lines import encode, meta_line, turn_line
 from tests.conftest import make_config
 from tests.support import inbound
 

@@ -38,7 +38,7 @@ import pytest
 
 from bot import healthcheck
 from bot.config import build_config
-from bot.transcript import recallable
+from bot.transcript_lines import recallable
 from channels.loopback import read_json_lines
 from tests.ops.daemon import DaemonProcess
 from tests.support import fill_disk, mount_tmpfs
@@ -186,7 +186,7 @@ def assert_promises(
     assert index["ok"], index
     assert index["fts_integrity"] == "ok"
     assert index["transcript_turns"] == index["index_turns"]
-    # the offline brain's replies are readouts, kept out of FTS (bot.transcript.recallable)
+    # the offline brain's replies are readouts, kept out of FTS (bot.transcript_lines.recallable)
     searchable = sum(recallable(t) for turns in owner_turns(data_dir).values() for t in turns)
     assert index["fts_documents"] == index["searchable_turns"] == searchable
 

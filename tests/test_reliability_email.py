@@ -53,7 +53,7 @@ import pytest
 
 from bot import healthcheck
 from bot.config import build_config
-from bot.transcript import recallable
+from bot.transcript_lines import recallable
 from tests.channels.email.conftest import (
     PASSWORD,
     USER,
@@ -614,7 +614,7 @@ async def test_kill9_with_email_loses_nothing(
     index = healthcheck.collect(build_config(config, env={}))["index"]
     assert index["ok"] and index["fts_integrity"] == "ok", index
     assert index["transcript_turns"] == index["index_turns"]
-    # the offline brain's replies are readouts, kept out of FTS (bot.transcript.recallable)
+    # the offline brain's replies are readouts, kept out of FTS (bot.transcript_lines.recallable)
     searchable = sum(recallable(t) for turns in owner_turns(data).values() for t in turns)
     assert index["fts_documents"] == index["searchable_turns"] == searchable
 
