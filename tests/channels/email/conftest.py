@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aioimaplib
 import pytest
@@ -28,6 +28,10 @@ from bot.bench import email as bench_email
 from bot.channel import DeliveryError
 from bot.events import InboundMessage
 from tests.channels.email.helpers import missing
+
+if TYPE_CHECKING:
+    from channels.email.adapter import EmailChannel
+    from tests.channels.email.stack import Stack
 
 USER = "bot@example.com"
 PASSWORD = "secret"
@@ -316,3 +320,25 @@ class Proxy:
             await self._server.wait_closed()
         for task in list(self._tasks):
             task.cancel()
+
+
+@pytest.fixture
+async def stacks() -> AsyncIterator[list[Stack]]:
+    """The end-to-end stacks a test opened (:mod:`tests.channels.email.stack`), closed
+    after it."""
+    # imported here: the stack module imports this one
+    from tests.channels.email.stack import close_stack
+
+    opened: list[Stack] = []
+    yield opened
+    for stack in opened:
+        await close_stack(stack)
+
+
+@pytest.fixture
+async def channels() -> AsyncIterator[list[EmailChannel]]:
+    """The channels a test started (``test_adapter.start``), stopped after it."""
+    started: list[EmailChannel] = []
+    yield started
+    for channel in started:
+        await channel.stop()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
@@ -98,14 +98,6 @@ def mail(
 
 
 Factory = Callable[..., "asyncio.Future[EmailChannel]"]
-
-
-@pytest.fixture
-async def channels() -> AsyncIterator[list[EmailChannel]]:
-    started: list[EmailChannel] = []
-    yield started
-    for channel in started:
-        await channel.stop()
 
 
 async def start(channels: list[EmailChannel], config: AppConfig, host: FakeHost) -> EmailChannel:

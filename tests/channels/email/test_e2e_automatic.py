@@ -9,18 +9,15 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append
-from tests.channels.email.test_e2e import (
+from tests.channels.email.stack import (
     FRIEND,
     OWNER,
     Stack,
     drain,
     open_with_friend,
     owner_mail,
-    stacks,
     wait_ref,
 )
-
-__all__ = ["stacks"]  # the fixture, imported to be used here
 
 
 def sent_to(smtp: SmtpServer, address: str) -> list[EmailMessage]:

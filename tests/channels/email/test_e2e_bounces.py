@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bot.config.model import AppConfig
 from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append
-from tests.channels.email.test_e2e import (
+from tests.channels.email.stack import (
     FRIEND,
     OWNER,
     Stack,
@@ -17,11 +17,8 @@ from tests.channels.email.test_e2e import (
     open_in_new_folder,
     open_with_friend,
     owner_mail,
-    stacks,
 )
 from tests.channels.email.test_e2e_automatic import sent_to
-
-__all__ = ["stacks"]  # the fixture, imported to be used here
 
 STRANGER = "stranger@example.org"
 

@@ -20,7 +20,7 @@ from tests.channels.email.conftest import (
     create_folder,
     imap_client,
 )
-from tests.channels.email.test_e2e import (
+from tests.channels.email.stack import (
     GOOD_AUTH,
     OWNER,
     Stack,
@@ -28,11 +28,8 @@ from tests.channels.email.test_e2e import (
     e2e_config,
     open_in_new_folder,
     owner_mail,
-    stacks,
     wait_ref,
 )
-
-__all__ = ["stacks"]  # the fixture, imported to be used here
 
 
 def user_turns(stack: Stack, conv: str) -> list[str]:

@@ -7,17 +7,14 @@ from pathlib import Path
 
 from bot.config.model import AppConfig
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
-from tests.channels.email.test_e2e import (
+from tests.channels.email.stack import (
     OWNER,
     Stack,
     drain,
     open_in_new_folder,
     owner_mail,
-    stacks,
     wait_ref,
 )
-
-__all__ = ["stacks"]  # the fixture, imported to be used here
 
 
 async def test_a_big_mail_is_stored_once(

@@ -10,17 +10,14 @@ from bot.keyword_titles import keyword_title, keyword_topics
 from channels.email.adapter import EmailChannel
 from tests.channels.email.conftest import FakeHost, PymapServer, SmtpServer, append, create_folder
 from tests.channels.email.helpers import mail_id
-from tests.channels.email.test_adapter import OWNER, channels, mail, make_config, start
-from tests.channels.email.test_e2e import (
+from tests.channels.email.stack import (
     Stack,
     open_in_new_folder,
     open_with_friend,
     owner_mail,
-    stacks,
     wait_ref,
 )
-
-__all__ = ["channels", "stacks"]  # the fixture, imported to be used here
+from tests.channels.email.test_adapter import OWNER, mail, make_config, start
 
 
 async def test_the_subject_is_a_labelled_first_line_when_it_says_something(
