@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from email.message import EmailMessage
@@ -67,8 +66,8 @@ from tests.channels.email.conftest import (
 )
 from tests.channels.email.helpers import mail_id
 from tests.ops.daemon import DaemonProcess
-from tests.test_reliability import owner_turns
-from tests.test_reliability import stored_stranger_ids as stored_stranger_keys
+from tests.ops.loopback import owner_turns, wait_until
+from tests.ops.loopback import stored_stranger_ids as stored_stranger_keys
 
 pytestmark = pytest.mark.slow
 
@@ -178,14 +177,6 @@ async def imap_proxy(pymap: PymapServer) -> AsyncIterator[SlowMarkProxy]:
     await proxy.start()
     yield proxy
     await proxy.stop()
-
-
-@pytest.fixture
-async def daemons() -> AsyncIterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for d in started:
-        await d.close()
 
 
 def email_config(root: Path, imap_port: int, smtp_port: int, folder: str) -> dict[str, Any]:
@@ -363,23 +354,6 @@ def stored_stranger_ids(data_dir: Path) -> Counter[str]:
 
 def stored(data_dir: Path) -> Counter[str]:
     return stored_owner_ids(data_dir) + stored_stranger_ids(data_dir)
-
-
-async def wait_until(
-    predicate: Callable[[], Any], timeout: float, what: str, daemon: DaemonProcess
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not await _call(predicate):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{daemon.log()}")
-        await asyncio.sleep(0.1)
-
-
-async def _call(predicate: Callable[[], Any]) -> bool:
-    result = predicate()
-    if asyncio.iscoroutine(result):
-        result = await result
-    return bool(result)
 
 
 def smtp_mails(capture: Capture) -> list[EmailMessage]:
