@@ -47,8 +47,10 @@ from tests.ops.loopback import (
     owner_turns,
     replies_by_message,
     sent,
+    start_daemon,
     stored_owner_ids,
     stored_stranger_ids,
+    wait_replies,
     wait_until,
 )
 from tests.support import fill_disk, mount_tmpfs
@@ -146,12 +148,7 @@ async def test_kill9_under_load_loses_nothing(
     everything = {**acked, **unacked, **after}
     owner_ids = {m for m, s in everything.items() if s in OWNERS}
     stranger_ids = {m for m, s in everything.items() if s in STRANGERS}
-    await wait_until(
-        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-        30,
-        "a reply to every owner message",
-        daemon,
-    )
+    await wait_replies(daemon, owner_ids, 30, "a reply to every owner message")
     assert await daemon.terminate() == 0, daemon.log()
     assert_promises(daemon.data_dir, config, owner_ids, stranger_ids)
     # Both owner identities are one person on one channel: one pinned conversation, even
@@ -215,12 +212,7 @@ async def test_kill9_at_random_moments_loses_nothing(
     owner_ids = {m for m, s in everything.items() if s in OWNERS}
     stranger_ids = {m for m, s in everything.items() if s in STRANGERS}
     assert len(acked) > 20, f"seed {seed}: too little load to mean anything"
-    await wait_until(
-        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-        30,
-        "a reply to every owner message",
-        daemon,
-    )
+    await wait_replies(daemon, owner_ids, 30, "a reply to every owner message")
     assert await daemon.terminate() == 0, daemon.log()
     assert_promises(daemon.data_dir, config, owner_ids, stranger_ids)
 
@@ -272,9 +264,7 @@ async def test_kill9_with_telegram_loses_nothing(
         },
         owner={"identities": {"telegram": [str(TG_OWNER)]}},
     )
-    daemon = DaemonProcess(tmp_path, config)
-    daemons.append(daemon)
-    await daemon.start(timeout=90)
+    daemon = await start_daemon(daemons, tmp_path, config, timeout=90)
     injected: list[tuple[int, int]] = []
     stop = asyncio.Event()
 
@@ -349,9 +339,9 @@ async def test_sigterm_drains_in_flight_replies_and_exits_0(
         for _ in range(400):
             fake.push(slow_echo)
         config = base_config(tmp_path, brain={"provider": "anthropic", "base_url": fake.base_url})
-        daemon = DaemonProcess(tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"})
-        daemons.append(daemon)
-        await daemon.start()
+        daemon = await start_daemon(
+            daemons, tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"}
+        )
         loop = Loopback(daemon, session)
         owner_ids = set()
         for i in range(6):
@@ -367,12 +357,7 @@ async def test_sigterm_drains_in_flight_replies_and_exits_0(
         answered_before = set(replies_by_message(daemon.data_dir))
         assert answered_before < owner_ids  # the stop really interrupted work
         await daemon.start()
-        await wait_until(
-            lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-            60,
-            "the pending replies after the restart",
-            daemon,
-        )
+        await wait_replies(daemon, owner_ids, 60, "the pending replies after the restart")
         assert await daemon.terminate() == 0, daemon.log()
     assert_promises(daemon.data_dir, config, owner_ids, set(), env={"ANTHROPIC_API_KEY": "k"})
 
@@ -383,9 +368,7 @@ async def test_sighup_reloads_owner_identities_without_dropping_the_channel(
     import signal
 
     config = base_config(tmp_path)
-    daemon = DaemonProcess(tmp_path, config)
-    daemons.append(daemon)
-    await daemon.start()
+    daemon = await start_daemon(daemons, tmp_path, config)
     loop = Loopback(daemon, session)
     port = (daemon.data_dir / "loopback.port").read_text()
     assert await loop.post("owner3", "hello?", "owner3-0") == 200  # a stranger for now
@@ -418,9 +401,7 @@ async def test_deleted_index_is_rebuilt_on_start(
     tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
 ) -> None:
     config = base_config(tmp_path)
-    daemon = DaemonProcess(tmp_path, config)
-    daemons.append(daemon)
-    await daemon.start()
+    daemon = await start_daemon(daemons, tmp_path, config)
     loop = Loopback(daemon, session)
     owner_ids = set()
     for i in range(4):
@@ -430,9 +411,7 @@ async def test_deleted_index_is_rebuilt_on_start(
             owner_ids.add(mid)
     for s in STRANGERS:
         assert await loop.post(s, "hello, is Robin there?", f"{s}-0") == 200
-    await wait_until(
-        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids, 30, "replies", daemon
-    )
+    await wait_replies(daemon, owner_ids, 30)
     assert await daemon.terminate() == 0, daemon.log()
     before = healthcheck.collect(build_config(config, env={}))
 
@@ -446,9 +425,7 @@ async def test_deleted_index_is_rebuilt_on_start(
     # Pinned conversations survive the rebuild: the next message continues the same one.
     assert await loop.post("owner", "one more about the boiler", "owner-after") == 200
     owner_ids.add("owner-after")
-    await wait_until(
-        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids, 30, "replies", daemon
-    )
+    await wait_replies(daemon, owner_ids, 30)
     assert await daemon.terminate() == 0, daemon.log()
     after = healthcheck.collect(build_config(config, env={}))
     # Both owner identities are one person: one pinned conversation on the channel.
@@ -521,9 +498,7 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
             owner={"identities": {"loopback": list(OWNERS), "telegram": ["1001"]}},
             trust={"escalation_channel": "telegram"},
         )
-        daemon = DaemonProcess(tmp_path, config)
-        daemons.append(daemon)
-        await daemon.start(timeout=90)
+        daemon = await start_daemon(daemons, tmp_path, config, timeout=90)
         loop = Loopback(daemon, session)
         assert await loop.post("owner", "before the disk fills", "owner-0") == 200
         await wait_until(lambda: "owner-0" in replies_by_message(data), 30, "a reply", daemon)
@@ -548,9 +523,7 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
         await wait_until(
             lambda: set(stored_owner_ids(data)) >= owner_ids, 60, "held messages stored", daemon
         )
-        await wait_until(
-            lambda: set(replies_by_message(data)) >= owner_ids, 60, "their replies", daemon
-        )
+        await wait_replies(daemon, owner_ids, 60, "their replies", data_dir=data)
         # A redelivery by the channel after space came back is not stored twice.
         for mid in full:
             assert await loop.post("owner", f"redelivered {mid}", mid) == 200
@@ -572,9 +545,7 @@ async def test_a_start_on_a_full_disk_waits_for_space_and_then_serves(
     mount_tmpfs(data, "24m")
     try:
         config = base_config(tmp_path)
-        daemon = DaemonProcess(tmp_path, config)
-        daemons.append(daemon)
-        await daemon.start()
+        daemon = await start_daemon(daemons, tmp_path, config)
         loop = Loopback(daemon, session)
         assert await loop.post("owner", "before the disk fills", "owner-0") == 200
         await wait_until(lambda: "owner-0" in replies_by_message(data), 30, "a reply", daemon)
@@ -621,9 +592,9 @@ async def test_anthropic_outage_loses_nothing_and_answers_once(
                 "retry_max_delay": 8.0 / SCALE,
             },
         )
-        daemon = DaemonProcess(tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"})
-        daemons.append(daemon)
-        await daemon.start()
+        daemon = await start_daemon(
+            daemons, tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"}
+        )
         loop = Loopback(daemon, session)
         fake.down_for(60.0 / SCALE)
         owner_ids = set()
@@ -634,12 +605,7 @@ async def test_anthropic_outage_loses_nothing_and_answers_once(
                 owner_ids.add(mid)
                 posts.append(loop.post(owner, f"question {i} from {owner}", mid))
         assert await asyncio.gather(*posts) == [200] * len(owner_ids)
-        await wait_until(
-            lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-            60,
-            "a reply to every message after the outage",
-            daemon,
-        )
+        await wait_replies(daemon, owner_ids, 60, "a reply to every message after the outage")
         # The outage was hit: more requests than messages (retries), all answered after.
         assert len(fake.requests) > len(owner_ids)
         assert await daemon.terminate() == 0, daemon.log()

@@ -122,3 +122,32 @@ async def _call(predicate: Callable[[], Any]) -> bool:
     if asyncio.iscoroutine(result):
         result = await result
     return bool(result)
+
+
+async def start_daemon(
+    daemons: list[DaemonProcess],
+    root: Path,
+    config: dict[str, Any],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+) -> DaemonProcess:
+    """A daemon on ``config``, started (its READY=1 came) and handed to the ``daemons``
+    fixture, which kills it after the test if it is still running."""
+    daemon = DaemonProcess(root, config, env=env)
+    daemons.append(daemon)
+    await daemon.start(timeout=timeout)
+    return daemon
+
+
+async def wait_replies(
+    daemon: DaemonProcess,
+    message_ids: set[str],
+    timeout: float,
+    what: str = "replies",
+    data_dir: Path | None = None,
+) -> None:
+    """Until a reply to each of ``message_ids`` was sent (``loopback-sent.jsonl`` of
+    ``data_dir``, else the daemon's)."""
+    data = data_dir or daemon.data_dir
+    await wait_until(lambda: set(replies_by_message(data)) >= message_ids, timeout, what, daemon)
