@@ -60,6 +60,7 @@ from tests.channels.email.conftest import (
     PymapServer,
     SmtpServer,
     create_folder,
+    email_channel,
     imap_client,
     start_pymap,
     stop_pymap,
@@ -190,25 +191,13 @@ def email_config(root: Path, imap_port: int, smtp_port: int, folder: str) -> dic
         "channels": {
             "web": {"enabled": False},
             "loopback": {"enabled": False},
-            "email": {
-                "enabled": True,
-                "address": USER,
-                "display_name": "My Assistant",
-                "password": PASSWORD,
-                "auth_serv_id": "mx.example.com",
-                "imap": {
-                    "host": "127.0.0.1",
-                    "port": imap_port,
-                    "security": "none",
-                    "folder": folder,
-                    "idle": True,
-                    "poll_interval": 0.5,
-                    "timeout": 10,
-                    "reconnect_initial": 0.05,
-                    "reconnect_max": 0.5,
-                },
-                "smtp": {"host": "127.0.0.1", "port": smtp_port, "security": "none", "timeout": 5},
-            },
+            "email": email_channel(
+                imap_port,
+                smtp_port,
+                folder,
+                imap={"idle": True, "poll_interval": 0.5, "timeout": 10, "reconnect_max": 0.5},
+                auth_serv_id="mx.example.com",
+            ),
         },
     }
 

@@ -48,6 +48,39 @@ class PymapServer:
     process: subprocess.Popen[bytes]
 
 
+def email_channel(
+    imap_port: int, smtp_port: int, folder: str, *, imap: Any = None, smtp: Any = None, **email: Any
+) -> dict[str, Any]:
+    """The ``channels.email`` config of the tests: this mailbox (:data:`USER`) on the
+    local servers, in ``folder``, with short timeouts and reconnect delays; ``imap``,
+    ``smtp`` and ``email`` override those of the IMAP, SMTP and channel keys."""
+    return {
+        "enabled": True,
+        "address": USER,
+        "display_name": "My Assistant",
+        "password": PASSWORD,
+        "imap": {
+            "host": "127.0.0.1",
+            "port": imap_port,
+            "security": "none",
+            "folder": folder,
+            "poll_interval": 0.3,
+            "timeout": 5,
+            "reconnect_initial": 0.05,
+            "reconnect_max": 0.2,
+            **(imap or {}),
+        },
+        "smtp": {
+            "host": "127.0.0.1",
+            "port": smtp_port,
+            "security": "none",
+            "timeout": 5,
+            **(smtp or {}),
+        },
+        **email,
+    }
+
+
 def start_pymap(port: int | None = None) -> PymapServer:
     try:
         process, port = bench_email.start_pymap(port, USER, PASSWORD)

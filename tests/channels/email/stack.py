@@ -15,7 +15,13 @@ from typing import Any
 from bot.config.model import AppConfig
 from bot.services import Services, close_services, open_services
 from channels.email.adapter import EmailChannel
-from tests.channels.email.conftest import PASSWORD, USER, PymapServer, SmtpServer, create_folder
+from tests.channels.email.conftest import (
+    USER,
+    PymapServer,
+    SmtpServer,
+    create_folder,
+    email_channel,
+)
 
 OWNER = "owner@example.org"
 FRIEND = "friend@example.net"
@@ -34,30 +40,14 @@ def e2e_config(
             "trust": {"escalation_channel": "email"},
             "channels": {
                 "web": {"enabled": False},
-                "email": {
-                    "enabled": True,
-                    "address": USER,
-                    "display_name": "My Assistant",
-                    "password": PASSWORD,
-                    "auth_serv_id": "mx.example.com",
-                    "imap": {
-                        "host": "127.0.0.1",
-                        "port": imap_port,
-                        "security": "none",
-                        "folder": folder,
-                        "poll_interval": 0.3,
-                        "timeout": 5,
-                        "reconnect_initial": 0.05,
-                        "reconnect_max": 0.2,
-                        **imap,
-                    },
-                    "smtp": {
-                        "host": "127.0.0.1",
-                        "port": smtp_port,
-                        "security": "none",
-                        "timeout": 3,
-                    },
-                },
+                "email": email_channel(
+                    imap_port,
+                    smtp_port,
+                    folder,
+                    imap=imap,
+                    smtp={"timeout": 3},
+                    auth_serv_id="mx.example.com",
+                ),
             },
         }
     )
