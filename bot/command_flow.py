@@ -20,7 +20,7 @@ from bot.events import InboundMessage, OutboundMessage, placement
 from bot.index import ConversationRecord
 from bot.parties import PartyRecord
 from bot.resolver import THREADED_CHANNELS
-from bot.transcript import new_conversation_id
+from bot.transcript_lines import new_conversation_id
 from bot.turn_recorder import TurnRecorder, reply_target
 
 if TYPE_CHECKING:

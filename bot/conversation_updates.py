@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.hooks import EventBus
 from bot.index import ConversationIndex, ConversationRecord
-from bot.transcript import Line, event_line
+from bot.transcript_lines import Line, event_line
 
 
 class ConversationUpdates:

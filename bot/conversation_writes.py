@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from bot.db import CHAINED, AfterWrite, Database, SyncConn
 from bot.index import ConversationIndex, ConversationRecord
 from bot.index_writes import apply_lines
-from bot.transcript import Line, TranscriptStore
+from bot.transcript import TranscriptStore
+from bot.transcript_lines import Line
 
 log = logging.getLogger("my_agent.conversations")
 

@@ -29,9 +29,9 @@ from bot.index import (
     upsert_conversation,
 )
 from bot.index_writes import record_from_meta
-from bot.transcript import (
+from bot.transcript import TranscriptStore
+from bot.transcript_lines import (
     Line,
-    TranscriptStore,
     event_line,
     meta_line,
     new_conversation_id,
@@ -126,7 +126,7 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
     ) -> builtins.list[Line]:
         """Turn lines (both roles) with ``from_turn <= turnNumber <= to_turn``; without
         the offline brain's readouts when ``readouts`` is False (notes and naming read
-        what was said, :func:`bot.transcript.recallable`)."""
+        what was said, :func:`bot.transcript_lines.recallable`)."""
         lines = await self.store.aread_lines(conv_id)
         out = []
         for line in lines:

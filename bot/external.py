@@ -14,28 +14,30 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from bot.config import AppConfig
 from bot.db import Database, SyncConn
 from bot.events import iso, utcnow
 from bot.hooks import EventBus
 from bot.parties import (
-    PARTY_COLUMNS,
     TIERS,
     PartyRecord,
     apply_party_lines,
     configured_tier,
     normalise_identity,
-    party_from_row,
     party_handle,
 )
-from bot.transcript import Line, TranscriptStore, encode, parse_lines
+from bot.party_reads import PartyReads
+from bot.transcript import TranscriptStore
+from bot.transcript_lines import Line, encode, parse_lines
 
 log = logging.getLogger("my_agent.external")
 
 
-class ExternalStore:
+class ExternalStore(PartyReads):
+    """Third parties' records: their files (the source of truth), written and mirrored
+    here; read from the index by :class:`~bot.party_reads.PartyReads`, the base."""
+
     def __init__(self, config: AppConfig, db: Database, bus: EventBus) -> None:
         self.config = config
         self.db = db
@@ -102,67 +104,7 @@ class ExternalStore:
     ) -> str | None:
         return configured_tier(self.config, channel, party_key, aliases)
 
-    # -- reading -------------------------------------------------------------------
-    async def get(self, party_id: str) -> PartyRecord | None:
-        row = await self.db.fetchone(
-            f"SELECT {PARTY_COLUMNS} FROM external_parties WHERE id = ?", (party_id,)
-        )
-        return party_from_row(row) if row else None
-
-    async def find(self, reference: str) -> PartyRecord | None:
-        """By handle, or by identity on any channel (``@name``, address, numeric id)."""
-        ref = reference.strip()
-        party = await self.get(ref)
-        if party:
-            return party
-        rows = await self.db.fetchall(
-            f"SELECT {PARTY_COLUMNS} FROM external_parties WHERE party_key = ? OR party_key = ? "
-            "OR lower(display_name) = ? OR EXISTS (SELECT 1 FROM json_each("
-            "external_parties.meta, '$.handles') WHERE value = ?) ORDER BY updated DESC",
-            (ref.lower(), ref.lower().lstrip("@"), ref.lower(), ref.lower()),
-        )
-        return party_from_row(rows[0]) if rows else None
-
-    async def list_parties(self, limit: int = 200) -> list[PartyRecord]:
-        rows = await self.db.fetchall(
-            f"SELECT {PARTY_COLUMNS} FROM external_parties ORDER BY updated DESC LIMIT ?", (limit,)
-        )
-        return [party_from_row(r) for r in rows]
-
-    async def messages(self, party_id: str, limit: int = 100) -> list[dict[str, Any]]:
-        rows = await self.db.fetchall(
-            "SELECT id, direction, content, timestamp, kind FROM external_messages "
-            "WHERE party_id = ? ORDER BY id DESC LIMIT ?",
-            (party_id, limit),
-        )
-        return [
-            {"id": r[0], "direction": r[1], "content": r[2], "timestamp": r[3], "kind": r[4]}
-            for r in reversed(rows)
-        ]
-
-    async def history(
-        self, party: PartyRecord, limit: int = 20, *, through: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The party's own exchange since their last /new, for the restricted brain.
-
-        ``through``: the ref of one of their messages: what they said up to it, as of
-        its arrival (what they sent after it, recorded while its answer waited its turn,
-        is left out; our messages to them all count). Each row has its ``ref``."""
-        bound = ""
-        args: tuple[Any, ...] = (party.id, party.context_reset_at)
-        if through is not None:
-            bound = (
-                " AND (direction = 'out' OR id <= coalesce((SELECT max(id) FROM"
-                " external_messages WHERE party_id = ? AND message_ref = ?), id))"
-            )
-            args += (party.id, through)
-        rows = await self.db.fetchall(
-            "SELECT direction, content, message_ref FROM external_messages WHERE party_id = ?"
-            f" AND id > ? AND kind IN ('message', 'reply'){bound} ORDER BY id DESC LIMIT ?",
-            (*args, limit),
-        )
-        return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
-
+    # -- reading the party's file ----------------------------------------------------
     async def read_lines(self, party_id: str) -> list[Line]:
         """The party's file, line by line (empty if it has none)."""
 
@@ -192,33 +134,6 @@ class ExternalStore:
             return None, None
 
         return await asyncio.to_thread(_last)
-
-    async def pending_escalations(self) -> list[dict[str, Any]]:
-        rows = await self.db.fetchall(
-            "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"
-            " p.tier FROM escalations e JOIN external_parties p ON p.id = e.party_id "
-            "WHERE e.status = 'pending' ORDER BY e.id"
-        )
-        return [
-            {
-                "id": r[0],
-                "partyId": r[1],
-                "created": r[2],
-                "text": r[3],
-                "name": r[4],
-                "party": r[5],
-                "channel": r[6],
-                "tier": r[7],
-            }
-            for r in rows
-        ]
-
-    async def is_duplicate(self, party_id: str, message_ref: str) -> bool:
-        row = await self.db.fetchone(
-            "SELECT 1 FROM external_messages WHERE party_id = ? AND message_ref = ?",
-            (party_id, message_ref),
-        )
-        return row is not None
 
     # -- writing -------------------------------------------------------------------
     async def record_inbound(

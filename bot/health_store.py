@@ -16,7 +16,7 @@ from bot.db import select_driver
 from bot.health_daemon import disk_space
 from bot.recovery import PENDING_REPLIES
 from bot.status_reads import connect_readonly
-from bot.transcript import well_formed
+from bot.transcript_lines import well_formed
 
 
 def connect_ro(path: Path) -> Any:

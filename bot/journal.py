@@ -8,7 +8,7 @@ syncs the journal once (``fdatasync``); then the appends are durable and their f
 resolve. Every ``checkpoint_seconds`` the journal moves on to a new generation: a
 checkpoint thread fsyncs the transcripts written during the old one and then marks its
 file a spare, which a later generation overwrites (the format and why reusing files
-matters: :mod:`bot.journal_files`).
+matters: :mod:`bot.journal_files`; the generations: :mod:`bot.journal_generations`).
 
 After a crash of the machine (a killed process loses nothing: the page cache survives
 it), :meth:`Journal.open` replays what is left: for every record, the transcript must hold
@@ -30,22 +30,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.journal_files import (
-    HEADER_SIZE,
     VOID_RECORD,
     datasync,
-    encode_header,
     encode_record,
-    fsync_path,
     journal_in_use,
     lock_journal,
-    read_journal,
-    read_legacy_records,
-    sync_files,
     write_all,
 )
-from bot.journal_replay import restore_records
+from bot.journal_generations import Generations
 
-__all__ = ["Journal", "journal_in_use", "lock_journal", "sync_files"]
+__all__ = ["Journal", "journal_in_use", "lock_journal"]
 
 log = logging.getLogger("my_agent.journal")
 
@@ -56,12 +50,11 @@ _WAKE = "wake"  # queued by checkpoint_soon(): no append, only a wake-up
 # How long a batch of background appends only (replies) waits for a foreground one
 # (an incoming message) to share its fsync with: see Journal._run.
 BACKGROUND_LINGER = 0.002
-MAX_SPARES = 2  # files kept for reuse; more are deleted
-MAX_SPARE_BYTES = 64 * 1024 * 1024  # a file grown past this (a burst) is not kept
 
 
-class Journal:
-    """The write-ahead journal of one directory of JSONL files (see the module doc)."""
+class Journal(Generations):
+    """The write-ahead journal of one directory of JSONL files (see the module doc); its
+    generation files, checkpoints and replay are :class:`~bot.journal_generations.Generations`'."""
 
     def __init__(
         self,
@@ -70,8 +63,7 @@ class Journal:
         checkpoint_seconds: float = 1.0,
         undo: Undo | None = None,
     ) -> None:
-        self.files = directory
-        self.directory = directory / "journal"
+        super().__init__(directory)
         self._write = write
         self._undo = undo
         self.checkpoint_seconds = checkpoint_seconds
@@ -79,23 +71,7 @@ class Journal:
         self._checkpoint_requested = False
         self.background_linger = BACKGROUND_LINGER
         self._thread: threading.Thread | None = None
-        self._checkpoints = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="journal-checkpoint"
-        )
-        self._checkpoint: concurrent.futures.Future[None] | None = None
-        # generations whose checkpoint failed: (file, generation, transcripts to sync);
-        # only the checkpoint thread uses it
-        self._unchecked: list[tuple[Path, int, set[Path]]] = []
         self._lock_fd = -1
-        self._fd = -1
-        self._path: Path | None = None  # the file of the current generation
-        self._pos = 0  # where its next record goes
-        self._generation = 0
-        self._started = 0.0
-        self._dirty: set[Path] = set()
-        self._spares: list[Path] = []  # checkpointed files, ready to be overwritten
-        self._spares_lock = threading.Lock()
-        self._next_name = 1
 
     # -- lifecycle -----------------------------------------------------------------
     def open(self) -> int:
@@ -279,120 +255,3 @@ class Journal:
             self._undo(path, offset)
         except OSError as exc:  # the lines stay: a retry may then store a second copy
             log.error("cannot cut %s back to %d bytes: %s", path.name, offset, exc)
-
-    def _rotate(self) -> None:
-        """Start the next generation, in a spare file if there is one."""
-        with self._spares_lock:
-            path = self._spares.pop() if self._spares else None
-        if path is None:
-            path = self.directory / f"{self._next_name:06d}.jnl"
-            self._next_name += 1
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-            fsync_path(self.directory)  # the new file's name must survive a crash too
-        else:
-            fd = os.open(path, os.O_RDWR)
-        self._generation += 1
-        try:  # durable with the generation's first batch
-            write_all(fd, encode_header(self._generation, live=True), 0)
-        except OSError:
-            os.close(fd)
-            raise
-        self._fd, self._path, self._pos = fd, path, HEADER_SIZE
-        self._started = time.monotonic()
-
-    def _retire(self) -> None:
-        """Hand the current generation to the checkpoint thread."""
-        path, generation, dirty = self._path, self._generation, self._dirty
-        os.close(self._fd)
-        self._fd, self._path, self._dirty = -1, None, set()
-        assert path is not None
-        try:
-            self._checkpoint = self._checkpoints.submit(
-                self._checkpoint_now, path, generation, dirty
-            )
-        except RuntimeError:  # the interpreter is exiting (no close()): checkpoint here
-            self._checkpoint_now(path, generation, dirty)
-
-    def _checkpoint_now(self, path: Path, generation: int, dirty: set[Path]) -> None:
-        """Make the transcripts durable, then turn the generation's file into a spare.
-
-        A generation whose checkpoint failed (the disk failing for a while) is tried
-        again with every later one: left live until the next start, its records were
-        replayed then over whatever happened to their files meanwhile (a transcript
-        deleted to forget it came back from its record at offset 0)."""
-        retry, self._unchecked = self._unchecked, []
-        for item in [*retry, (path, generation, dirty)]:
-            try:
-                sync_files(self.files, item[2])
-                self._make_spare(item[0], item[1])
-            except OSError as exc:
-                # The file stays live: tried again with the next checkpoint, else the
-                # next start replays it.
-                log.error("journal checkpoint of %s failed: %s", item[0].name, exc)
-                self._unchecked.append(item)
-
-    def _make_spare(self, path: Path, generation: int) -> None:
-        fd = os.open(path, os.O_RDWR)
-        try:
-            write_all(fd, encode_header(generation, live=False), 0)
-            datasync(fd)
-            size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-        self._offer_spare(path, size)
-
-    def _offer_spare(self, path: Path, size: int) -> None:
-        with self._spares_lock:
-            keep = len(self._spares) < MAX_SPARES and size <= MAX_SPARE_BYTES
-            if keep:
-                self._spares.append(path)
-        if not keep:
-            path.unlink(missing_ok=True)  # a spare: nothing lost if the unlink is not durable
-
-    # -- replay ----------------------------------------------------------------------
-    def replay(self) -> int:
-        """Bring every transcript up to its journal records; returns records rewritten.
-
-        Then every journal file is a spare, and the generations go on above the highest
-        one any file ever held (so no stale record can pass for a new one).
-        """
-        legacy = sorted(p for p in self.directory.glob("*.wal") if p.stem.isdigit())
-        files = sorted(p for p in self.directory.glob("*.jnl") if p.stem.isdigit())
-        read = [(path, *read_journal(path)) for path in files]
-        lives = [(legacy_path, read_legacy_records(legacy_path)) for legacy_path in legacy]
-        lives += [
-            (path, records)
-            for path, _, live, records in sorted(read, key=lambda item: item[1])
-            if live
-        ]
-        repaired, touched = restore_records(self.files, lives)
-        for path in touched:
-            fsync_path(path)
-        if touched:
-            fsync_path(self.files)  # files created again by the replay
-        # Above every header, and above the clock in milliseconds: the records of a batch
-        # torn by a crash may outlive the header write of their generation, which is then
-        # in no header; a restart is later than that batch, and rotations are far rarer
-        # than one per millisecond.
-        self._generation = max(
-            max((generation for _, generation, _, _ in read), default=0),
-            time.time_ns() // 1_000_000,
-        )
-        self._next_name = max((int(p.stem) for p in files), default=0) + 1
-        for path, generation, live, _ in read:
-            if live:
-                self._make_spare(path, generation)
-            else:
-                self._offer_spare(path, path.stat().st_size)
-        for legacy_path in legacy:
-            legacy_path.unlink()
-        if legacy:
-            fsync_path(self.directory)
-        if lives:
-            log.info(
-                "journal replayed: %d files, %d records rewritten in %d transcripts",
-                len(lives),
-                repaired,
-                len(touched),
-            )
-        return repaired

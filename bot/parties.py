@@ -19,7 +19,7 @@ from typing import Any
 from bot.config import AppConfig
 from bot.db import SyncConn
 from bot.events import iso, utcnow
-from bot.transcript import Line
+from bot.transcript_lines import Line
 
 TIERS = ("known", "untrusted", "blocked")
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord
-from bot.transcript import Line
+from bot.transcript_lines import Line
 from bot.turn_recorder import reply_target
 
 if TYPE_CHECKING:
@@ -53,22 +53,30 @@ log = logging.getLogger("my_agent.router")
 RESUME_WINDOW_SECONDS = 24 * 3600
 
 
+async def _recent_parties(services: Services, tier: str, since: str) -> list[PartyRecord]:
+    """The parties of ``tier`` who wrote since ``since``, as they are now (one whose
+    tier changed between the query and its read is left out)."""
+    rows = await services.external.db.fetchall(
+        "SELECT DISTINCT m.party_id FROM external_messages m JOIN external_parties p"
+        " ON p.id = m.party_id WHERE p.tier = ? AND m.direction = 'in'"
+        " AND m.timestamp >= ?",
+        (tier, since),
+    )
+    parties = []
+    for (party_id,) in rows:
+        party = await services.external.get(party_id)
+        if party is not None and party.tier == tier:
+            parties.append(party)
+    return parties
+
+
 async def resume_known_parties(services: Services, now: datetime | None = None) -> int:
     """Queue one answer per known party whose latest messages a stop or a crash left
     unanswered; returns how many parties are answered."""
     since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
-    rows = await services.external.db.fetchall(
-        "SELECT DISTINCT m.party_id FROM external_messages m JOIN external_parties p"
-        " ON p.id = m.party_id WHERE p.tier = 'known' AND m.direction = 'in'"
-        " AND m.timestamp >= ?",
-        (since,),
-    )
     resumed = 0
     newest = await services.state.fetchone("SELECT max(created) FROM outbox")
-    for (party_id,) in rows:
-        party = await services.external.get(party_id)
-        if party is None or party.tier != "known":
-            continue
+    for party in await _recent_parties(services, "known", since):
         lines = await services.external.read_lines(party.id)  # read once for both
         if newest is not None and newest[0] is not None:
             await requeue_unqueued_answers(services, party, lines, str(newest[0]))
@@ -187,17 +195,8 @@ async def escalate_cut_messages(services: Services, now: datetime | None = None)
     untrusted party sent last when a stop or a crash came before it was handled (module
     docstring); returns for how many parties."""
     since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
-    rows = await services.external.db.fetchall(
-        "SELECT DISTINCT m.party_id FROM external_messages m JOIN external_parties p"
-        " ON p.id = m.party_id WHERE p.tier = 'untrusted' AND m.direction = 'in'"
-        " AND m.timestamp >= ?",
-        (since,),
-    )
     escalated = 0
-    for (party_id,) in rows:
-        party = await services.external.get(party_id)
-        if party is None or party.tier != "untrusted":
-            continue
+    for party in await _recent_parties(services, "untrusted", since):
         cut, last_escalation = cut_messages(await services.external.read_lines(party.id))
         cut = [line for line in cut if str(line.get("timestamp", "")) >= since]
         if not cut:

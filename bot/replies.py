@@ -26,7 +26,7 @@ from bot.bursts import Bursts
 from bot.events import OutboundMessage
 from bot.reply_generation import ReplyGeneration
 from bot.reply_queue import KeyedSerialQueue
-from bot.transcript import READOUT_MODELS
+from bot.transcript_lines import READOUT_MODELS
 
 if TYPE_CHECKING:
     from bot.services import Services

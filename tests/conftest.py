@@ -193,3 +193,23 @@ def embedder() -> Iterator[EmbeddingService]:
     service = EmbeddingService(EmbeddingConfig(model_path=str(model_path())))
     yield service
     service.close()
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[Any]:
+    """An HTTP client (30 s a request) for the loopback channel of a daemon run as a
+    child process (:class:`tests.ops.loopback.Loopback`)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as client:
+        yield client
+
+
+@pytest.fixture
+async def daemons() -> AsyncIterator[list[Any]]:
+    """The daemons (:class:`tests.ops.daemon.DaemonProcess`) a test appended, killed
+    after it if still running."""
+    started: list[Any] = []
+    yield started
+    for daemon in started:
+        await daemon.close()

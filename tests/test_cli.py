@@ -538,7 +538,8 @@ def test_reading_commands_next_to_a_daemon_do_not_index_its_lines(
     # Regression: `conversations` and `search` ran start-up recovery. Next to a running
     # daemon they indexed the lines it had written but not yet indexed itself, and then
     # the daemon indexed them too: `status` reported duplicate turns under load.
-    from bot.transcript import TranscriptStore, turn_line
+    from bot.transcript import TranscriptStore
+    from bot.transcript_lines import turn_line
 
     conv_id = store.ids["web"]
 

@@ -18,15 +18,9 @@ import pytest
 
 from channels.loopback import read_json_lines
 from tests.ops.daemon import DaemonProcess
-from tests.test_reliability import Loopback, base_config, owner_turns, sent, wait_until
+from tests.ops.loopback import Loopback, base_config, owner_turns, sent, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
-        yield s
 
 
 @pytest.fixture

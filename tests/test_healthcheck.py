@@ -25,7 +25,8 @@ from bot.hooks import EventBus
 from bot.index import ConversationIndex
 from bot.notify import STATUS_FILE_NAME, Notifier
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
-from bot.transcript import TranscriptStore, encode, turn_line
+from bot.transcript import TranscriptStore
+from bot.transcript_lines import encode, turn_line
 from tests.support import fill_disk, mount_tmpfs
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import bot.journal as journal_module
 import bot.journal_files as files_module
-from bot.journal import MAX_SPARES
+import bot.journal_generations as generations_module
 from bot.journal_files import (
     HEADER_SIZE,
     decode_header,
@@ -26,8 +26,10 @@ from bot.journal_files import (
     encode_record,
     read_journal,
 )
+from bot.journal_generations import MAX_SPARES
 from bot.services import close_services, open_services
-from bot.transcript import TranscriptStore, encode, meta_line, turn_line
+from bot.transcript import TranscriptStore
+from bot.transcript_lines import encode, meta_line, turn_line
 from tests.conftest import make_config
 from tests.support import inbound
 
@@ -297,6 +299,13 @@ async def test_concurrent_appends_share_batches_and_keep_per_file_order(tmp_path
         ]
 
 
+def _on_disk(monkeypatch: pytest.MonkeyPatch, name: str, value: object) -> None:
+    """Replace the journal's disk primitive ``name`` (``datasync``, ``write_all``) for
+    its writer thread and its generations alike: the disk fails for both."""
+    monkeypatch.setattr(journal_module, name, value)
+    monkeypatch.setattr(generations_module, name, value)
+
+
 async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -310,11 +319,11 @@ async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
             raise OSError(5, "simulated I/O error")
         real_datasync(fd)
 
-    monkeypatch.setattr(journal_module, "datasync", failing_once)
+    _on_disk(monkeypatch, "datasync", failing_once)
     with pytest.raises(OSError, match="simulated"):
         await store.append("conv-a", [turn_line("user", "lost?", 2)])
     await store.append("conv-a", [turn_line("user", "message 2", 2)])
-    monkeypatch.setattr(journal_module, "datasync", real_datasync)
+    _on_disk(monkeypatch, "datasync", real_datasync)
     _crash_copy(tmp_path, tmp_path.parent / "crashed")
     store.close()
     # the failed batch was never acknowledged; the later one is in a readable journal file
@@ -351,7 +360,7 @@ async def test_a_refused_batch_is_never_replayed_over_later_messages(
 
     journal = store._journal
     assert journal is not None
-    monkeypatch.setattr(journal_module, "datasync", failing_once)
+    _on_disk(monkeypatch, "datasync", failing_once)
     monkeypatch.setattr(journal, "_make_spare", checkpoint_fails)  # the refused generation's
     with pytest.raises(OSError, match="simulated"):
         await store.append("conv-a", [turn_line("user", "refused", 2)])
@@ -384,7 +393,7 @@ async def test_a_failed_journal_batch_leaves_nothing_in_the_transcripts(
             raise OSError(28, "No space left on device")
         real(*args)
 
-    monkeypatch.setattr(journal_module, fails, failing)
+    _on_disk(monkeypatch, fails, failing)
     other = encode([meta_line("conv-b", "web", ["owner"])])
     refused = await asyncio.gather(
         store.append("conv-a", [turn_line("user", "message 2", 2)]),

@@ -63,6 +63,13 @@ class Run:
         await attach_channel(services, run.telegram)
         return run
 
+    @classmethod
+    async def restarted(cls, config: AppConfig, **at: Any) -> Run:
+        """A start (resuming) and then everything it resumed done (settled)."""
+        run = await cls.start(config, **at)
+        await settle(run.s)
+        return run
+
     async def kim(self, text: str, **fields: Any) -> None:
         await self.s.router.deliver(inbound(text, sender=KIM, sender_name="Kim", **fields))
 
@@ -86,8 +93,7 @@ async def test_a_message_cut_by_a_stop_is_answered_once_after_the_restart(
     await first.stop()
     assert first.replies() == []
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.replies() == ["re: are you open on sunday?"]
     request = second.brain.requests[0]
     assert (request.profile, request.conversation_id) == ("restricted", None)
@@ -95,8 +101,7 @@ async def test_a_message_cut_by_a_stop_is_answered_once_after_the_restart(
     assert second.telegram.of_kind("reply")[0].in_reply_to == "k1"
     await shutdown_services(second.s)
 
-    third = await Run.start(config)  # answered: never again
-    await settle(third.s)
+    third = await Run.restarted(config)  # answered: never again
     assert third.replies() == [] and third.brain.requests == []
     await shutdown_services(third.s)
 
@@ -113,8 +118,7 @@ async def test_several_unanswered_messages_get_one_answer(tmp_path: Path) -> Non
     await first.stop()
     assert first.replies() == ["re: hello"]
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.replies() == ["re: are you open on sunday?\nor monday?"]
     assert second.telegram.of_kind("reply")[0].in_reply_to == "k4"
     history = [(h.role, h.content) for h in second.brain.requests[0].history]
@@ -130,8 +134,7 @@ async def test_a_message_answered_before_the_stop_gets_nothing_after(tmp_path: P
     await first.stop()
     assert first.replies() == ["re: are you open on sunday?"]
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.replies() == [] and second.brain.requests == []
     await shutdown_services(second.s)
 
@@ -145,8 +148,7 @@ async def test_an_answer_queued_but_not_sent_is_not_made_again(tmp_path: Path) -
         await asyncio.sleep(0.01)
     await first.stop()
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.brain.requests == []  # the outbox sends the answer it holds
     assert second.replies() == ["re: are you open on sunday?"]
     await shutdown_services(second.s)
@@ -163,8 +165,7 @@ async def test_an_answer_in_the_party_file_counts_without_its_outbox_row(
     await first.s.state.execute("DELETE FROM outbox")
     await first.stop()
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.brain.requests == []
     await shutdown_services(second.s)
 
@@ -177,8 +178,7 @@ async def test_a_message_older_than_the_window_is_not_answered(tmp_path: Path) -
     await first.stop()
 
     later = utcnow() + timedelta(seconds=RESUME_WINDOW_SECONDS + 60)
-    second = await Run.start(config, now=later)
-    await settle(second.s)
+    second = await Run.restarted(config, now=later)
     assert second.brain.requests == [] and second.replies() == []
     await shutdown_services(second.s)
 
@@ -191,8 +191,7 @@ async def test_a_party_blocked_meanwhile_is_not_answered(tmp_path: Path) -> None
     await first.s.external.set_tier(PARTY, "blocked")  # the owner's /block
     await first.stop()
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.brain.requests == [] and second.replies() == []
     await shutdown_services(second.s)
 
@@ -212,8 +211,7 @@ async def test_messages_from_before_the_party_was_known_are_not_answered(
     await first.s.router.deliver(not_for_us)  # (an out-of-office reply) gets none
     await first.stop()
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.brain.requests == [] and second.replies() == []
     await shutdown_services(second.s)
 
@@ -228,13 +226,11 @@ async def test_an_album_cut_by_a_stop_is_answered_once(tmp_path: Path) -> None:
     await first.stop()  # while the album was collected in memory
     assert first.brain.requests == []
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.replies() == ["re: my flat\nthe kitchen"]
     await shutdown_services(second.s)
 
-    third = await Run.start(config)
-    await settle(third.s)
+    third = await Run.restarted(config)
     assert third.brain.requests == []
     await close_services(third.s)
 
@@ -258,15 +254,13 @@ async def test_an_answer_a_crash_kept_from_the_outbox_is_queued_from_the_file(
     await first.stop()
     assert first.replies() == ["re: are you open on sunday?"]
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     assert second.brain.requests == []  # not made again: queued from the file
     assert second.replies() == ["re: and on monday?"]
     assert second.telegram.of_kind("reply")[0].in_reply_to == "k1"
     await shutdown_services(second.s)
 
-    third = await Run.start(config)  # queued now: never again
-    await settle(third.s)
+    third = await Run.restarted(config)  # queued now: never again
     assert third.replies() == [] and third.brain.requests == []
     await shutdown_services(third.s)
 
@@ -284,16 +278,14 @@ async def test_an_untrusted_partys_album_cut_by_a_stop_is_escalated_once(
     await first.stop()  # while the album was collected in memory
     assert first.telegram.of_kind("escalation") == []
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     # Before, it was recorded and never escalated (nor acknowledged).
     (escalation,) = second.telegram.of_kind("escalation")
     assert "my flat" in escalation.text and "the kitchen" in escalation.text
     assert len(second.telegram.of_kind("acknowledgement")) == 1
     await shutdown_services(second.s)
 
-    third = await Run.start(config)
-    await settle(third.s)
+    third = await Run.restarted(config)
     assert third.telegram.sent == []
     await close_services(third.s)
 
@@ -334,8 +326,7 @@ async def test_an_untrusted_partys_message_cut_before_its_escalation_is_escalate
     await first.stop()
     assert first.telegram.sent == []
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     # Before, only a cut album was escalated at start: the message was recorded and the
     # owner never heard of it.
     (escalation,) = second.telegram.of_kind("escalation")
@@ -346,8 +337,7 @@ async def test_an_untrusted_partys_message_cut_before_its_escalation_is_escalate
     await shutdown_services(second.s)
 
     # the message the rate limit held back is held back at the next start too
-    third = await Run.start(config)
-    await settle(third.s)
+    third = await Run.restarted(config)
     assert third.telegram.sent == []
     await close_services(third.s)
 
@@ -369,8 +359,7 @@ async def test_a_crash_at_the_escalation_is_made_good_at_start_even_after_an_ack
     await first.stop()
     assert first.telegram.of_kind("escalation") == []
 
-    second = await Run.start(config)
-    await settle(second.s)
+    second = await Run.restarted(config)
     # The acknowledgement used to go first: its line in the party's file hid the missed
     # escalation from the start's check, and the owner never heard of the message.
     (escalation,) = second.telegram.of_kind("escalation")

@@ -1,4 +1,4 @@
-"""Readouts (``bot.transcript.recallable``): the offline brain's labelled replies and the
+"""Readouts (``bot.transcript_lines.recallable``): the offline brain's labelled replies and the
 apology stay in the transcript and in ``turns`` but are never searched, embedded,
 abbreviated or used for a title. Regression tests for the offline brain quoting its own
 earlier listing ("a quote of a quote") and for offline notes built from the label."""
@@ -19,7 +19,7 @@ from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.abbreviation import Abbreviator, abbreviate
 from bot.reply_generation import APOLOGY
 from bot.schema import INDEX_MIGRATIONS
-from bot.transcript import recallable
+from bot.transcript_lines import recallable
 
 _ids = itertools.count(1)
 

@@ -29,7 +29,7 @@ import random
 import subprocess
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -38,122 +38,27 @@ import pytest
 
 from bot import healthcheck
 from bot.config import build_config
-from bot.transcript import recallable
-from channels.loopback import read_json_lines
+from bot.transcript_lines import recallable
 from tests.ops.daemon import DaemonProcess
+from tests.ops.loopback import (
+    OWNERS,
+    Loopback,
+    base_config,
+    owner_turns,
+    replies_by_message,
+    sent,
+    start_daemon,
+    stored_owner_ids,
+    stored_stranger_ids,
+    wait_replies,
+    wait_until,
+)
 from tests.support import fill_disk, mount_tmpfs
 
 IN_CI = os.environ.get("CI") == "true"
-OWNERS = ("owner", "owner2")
 STRANGERS = ("stranger1", "stranger2", "stranger3")
 
 pytestmark = pytest.mark.slow
-
-
-def base_config(root: Path, **extra: Any) -> dict[str, Any]:
-    cfg: dict[str, Any] = {
-        "data_dir": str(root / "data"),
-        "channels": {"web": {"enabled": False}, "loopback": {"enabled": True}},
-        "embedding": {"enabled": False},
-        "owner": {"identities": {"loopback": list(OWNERS)}},
-        "logging": {"level": "INFO"},
-        # a reply to every message (these tests count them); the debounce, which answers
-        # a burst once, is tests/test_debounce.py's and the soak bench's
-        "brain": {"debounce_seconds": {}},
-    }
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
-            cfg[key] = {**cfg[key], **value}
-        else:
-            cfg[key] = value
-    return cfg
-
-
-class Loopback:
-    """Client of the daemon's loopback channel."""
-
-    def __init__(self, daemon: DaemonProcess, session: aiohttp.ClientSession) -> None:
-        self.daemon = daemon
-        self.session = session
-
-    @property
-    def url(self) -> str:
-        port = (self.daemon.data_dir / "loopback.port").read_text().strip()
-        return f"http://127.0.0.1:{port}"
-
-    async def post(self, sender: str, text: str, message_id: str) -> int | None:
-        """HTTP status of the delivery, or None when the connection failed."""
-        body = {"sender": sender, "text": text, "message_id": message_id}
-        try:
-            async with self.session.post(f"{self.url}/inbound", json=body) as resp:
-                await resp.read()
-                return resp.status
-        except (TimeoutError, aiohttp.ClientError, OSError):
-            return None
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(timeout=timeout) as s:
-        yield s
-
-
-@pytest.fixture
-async def daemons() -> AsyncIterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for d in started:
-        await d.close()
-
-
-# -- reading what the daemon left on disk ------------------------------------------------
-# the loopback channel's own tolerant JSONL reader (torn lines after a kill are skipped)
-_jsonl = read_json_lines
-
-
-def owner_turns(data_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """conversation id -> its turn lines."""
-    return {
-        p.stem: [x for x in _jsonl(p) if x.get("type") == "turn"]
-        for p in sorted((data_dir / "conversations").glob("conv-*.jsonl"))
-    }
-
-
-def stored_owner_ids(data_dir: Path) -> Counter[str]:
-    ids: Counter[str] = Counter()
-    for turns in owner_turns(data_dir).values():
-        for t in turns:
-            if t["role"] == "user":
-                ids[(t.get("metadata") or {}).get("messageId")] += 1
-    return ids
-
-
-def stored_stranger_ids(data_dir: Path) -> Counter[str]:
-    ids: Counter[str] = Counter()
-    for p in (data_dir / "external").glob("*.jsonl"):
-        for x in _jsonl(p):
-            if x.get("type") == "message" and x.get("direction") == "in":
-                ids[x.get("messageRef")] += 1
-    return ids
-
-
-def sent(data_dir: Path) -> list[dict[str, Any]]:
-    return _jsonl(data_dir / "loopback-sent.jsonl")
-
-
-def replies_by_message(data_dir: Path) -> Counter[str]:
-    return Counter(r["inReplyTo"] for r in sent(data_dir) if r["kind"] == "reply")
-
-
-async def wait_until(
-    predicate: Callable[[], bool], timeout: float, what: str, daemon: DaemonProcess
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{daemon.log()}")
-        await asyncio.sleep(0.05)
 
 
 def assert_promises(
@@ -186,7 +91,7 @@ def assert_promises(
     assert index["ok"], index
     assert index["fts_integrity"] == "ok"
     assert index["transcript_turns"] == index["index_turns"]
-    # the offline brain's replies are readouts, kept out of FTS (bot.transcript.recallable)
+    # the offline brain's replies are readouts, kept out of FTS (bot.transcript_lines.recallable)
     searchable = sum(recallable(t) for turns in owner_turns(data_dir).values() for t in turns)
     assert index["fts_documents"] == index["searchable_turns"] == searchable
 
@@ -243,12 +148,7 @@ async def test_kill9_under_load_loses_nothing(
     everything = {**acked, **unacked, **after}
     owner_ids = {m for m, s in everything.items() if s in OWNERS}
     stranger_ids = {m for m, s in everything.items() if s in STRANGERS}
-    await wait_until(
-        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-        30,
-        "a reply to every owner message",
-        daemon,
-    )
+    await wait_replies(daemon, owner_ids, 30, "a reply to every owner message")
     assert await daemon.terminate() == 0, daemon.log()
     assert_promises(daemon.data_dir, config, owner_ids, stranger_ids)
     # Both owner identities are one person on one channel: one pinned conversation, even
@@ -312,12 +212,7 @@ async def test_kill9_at_random_moments_loses_nothing(
     owner_ids = {m for m, s in everything.items() if s in OWNERS}
     stranger_ids = {m for m, s in everything.items() if s in STRANGERS}
     assert len(acked) > 20, f"seed {seed}: too little load to mean anything"
-    await wait_until(
-        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-        30,
-        "a reply to every owner message",
-        daemon,
-    )
+    await wait_replies(daemon, owner_ids, 30, "a reply to every owner message")
     assert await daemon.terminate() == 0, daemon.log()
     assert_promises(daemon.data_dir, config, owner_ids, stranger_ids)
 
@@ -369,9 +264,7 @@ async def test_kill9_with_telegram_loses_nothing(
         },
         owner={"identities": {"telegram": [str(TG_OWNER)]}},
     )
-    daemon = DaemonProcess(tmp_path, config)
-    daemons.append(daemon)
-    await daemon.start(timeout=90)
+    daemon = await start_daemon(daemons, tmp_path, config, timeout=90)
     injected: list[tuple[int, int]] = []
     stop = asyncio.Event()
 
@@ -446,9 +339,9 @@ async def test_sigterm_drains_in_flight_replies_and_exits_0(
         for _ in range(400):
             fake.push(slow_echo)
         config = base_config(tmp_path, brain={"provider": "anthropic", "base_url": fake.base_url})
-        daemon = DaemonProcess(tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"})
-        daemons.append(daemon)
-        await daemon.start()
+        daemon = await start_daemon(
+            daemons, tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"}
+        )
         loop = Loopback(daemon, session)
         owner_ids = set()
         for i in range(6):
@@ -464,12 +357,7 @@ async def test_sigterm_drains_in_flight_replies_and_exits_0(
         answered_before = set(replies_by_message(daemon.data_dir))
         assert answered_before < owner_ids  # the stop really interrupted work
         await daemon.start()
-        await wait_until(
-            lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-            60,
-            "the pending replies after the restart",
-            daemon,
-        )
+        await wait_replies(daemon, owner_ids, 60, "the pending replies after the restart")
         assert await daemon.terminate() == 0, daemon.log()
     assert_promises(daemon.data_dir, config, owner_ids, set(), env={"ANTHROPIC_API_KEY": "k"})
 
@@ -480,9 +368,7 @@ async def test_sighup_reloads_owner_identities_without_dropping_the_channel(
     import signal
 
     config = base_config(tmp_path)
-    daemon = DaemonProcess(tmp_path, config)
-    daemons.append(daemon)
-    await daemon.start()
+    daemon = await start_daemon(daemons, tmp_path, config)
     loop = Loopback(daemon, session)
     port = (daemon.data_dir / "loopback.port").read_text()
     assert await loop.post("owner3", "hello?", "owner3-0") == 200  # a stranger for now
@@ -515,9 +401,7 @@ async def test_deleted_index_is_rebuilt_on_start(
     tmp_path: Path, session: aiohttp.ClientSession, daemons: list[DaemonProcess]
 ) -> None:
     config = base_config(tmp_path)
-    daemon = DaemonProcess(tmp_path, config)
-    daemons.append(daemon)
-    await daemon.start()
+    daemon = await start_daemon(daemons, tmp_path, config)
     loop = Loopback(daemon, session)
     owner_ids = set()
     for i in range(4):
@@ -527,9 +411,7 @@ async def test_deleted_index_is_rebuilt_on_start(
             owner_ids.add(mid)
     for s in STRANGERS:
         assert await loop.post(s, "hello, is Robin there?", f"{s}-0") == 200
-    await wait_until(
-        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids, 30, "replies", daemon
-    )
+    await wait_replies(daemon, owner_ids, 30)
     assert await daemon.terminate() == 0, daemon.log()
     before = healthcheck.collect(build_config(config, env={}))
 
@@ -543,9 +425,7 @@ async def test_deleted_index_is_rebuilt_on_start(
     # Pinned conversations survive the rebuild: the next message continues the same one.
     assert await loop.post("owner", "one more about the boiler", "owner-after") == 200
     owner_ids.add("owner-after")
-    await wait_until(
-        lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids, 30, "replies", daemon
-    )
+    await wait_replies(daemon, owner_ids, 30)
     assert await daemon.terminate() == 0, daemon.log()
     after = healthcheck.collect(build_config(config, env={}))
     # Both owner identities are one person: one pinned conversation on the channel.
@@ -618,9 +498,7 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
             owner={"identities": {"loopback": list(OWNERS), "telegram": ["1001"]}},
             trust={"escalation_channel": "telegram"},
         )
-        daemon = DaemonProcess(tmp_path, config)
-        daemons.append(daemon)
-        await daemon.start(timeout=90)
+        daemon = await start_daemon(daemons, tmp_path, config, timeout=90)
         loop = Loopback(daemon, session)
         assert await loop.post("owner", "before the disk fills", "owner-0") == 200
         await wait_until(lambda: "owner-0" in replies_by_message(data), 30, "a reply", daemon)
@@ -645,9 +523,7 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
         await wait_until(
             lambda: set(stored_owner_ids(data)) >= owner_ids, 60, "held messages stored", daemon
         )
-        await wait_until(
-            lambda: set(replies_by_message(data)) >= owner_ids, 60, "their replies", daemon
-        )
+        await wait_replies(daemon, owner_ids, 60, "their replies", data_dir=data)
         # A redelivery by the channel after space came back is not stored twice.
         for mid in full:
             assert await loop.post("owner", f"redelivered {mid}", mid) == 200
@@ -669,9 +545,7 @@ async def test_a_start_on_a_full_disk_waits_for_space_and_then_serves(
     mount_tmpfs(data, "24m")
     try:
         config = base_config(tmp_path)
-        daemon = DaemonProcess(tmp_path, config)
-        daemons.append(daemon)
-        await daemon.start()
+        daemon = await start_daemon(daemons, tmp_path, config)
         loop = Loopback(daemon, session)
         assert await loop.post("owner", "before the disk fills", "owner-0") == 200
         await wait_until(lambda: "owner-0" in replies_by_message(data), 30, "a reply", daemon)
@@ -718,9 +592,9 @@ async def test_anthropic_outage_loses_nothing_and_answers_once(
                 "retry_max_delay": 8.0 / SCALE,
             },
         )
-        daemon = DaemonProcess(tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"})
-        daemons.append(daemon)
-        await daemon.start()
+        daemon = await start_daemon(
+            daemons, tmp_path, config, env={"ANTHROPIC_API_KEY": "test-key"}
+        )
         loop = Loopback(daemon, session)
         fake.down_for(60.0 / SCALE)
         owner_ids = set()
@@ -731,12 +605,7 @@ async def test_anthropic_outage_loses_nothing_and_answers_once(
                 owner_ids.add(mid)
                 posts.append(loop.post(owner, f"question {i} from {owner}", mid))
         assert await asyncio.gather(*posts) == [200] * len(owner_ids)
-        await wait_until(
-            lambda: set(replies_by_message(daemon.data_dir)) >= owner_ids,
-            60,
-            "a reply to every message after the outage",
-            daemon,
-        )
+        await wait_replies(daemon, owner_ids, 60, "a reply to every message after the outage")
         # The outage was hit: more requests than messages (retries), all answered after.
         assert len(fake.requests) > len(owner_ids)
         assert await daemon.terminate() == 0, daemon.log()

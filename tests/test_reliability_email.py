@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from email.message import EmailMessage
@@ -53,7 +52,7 @@ import pytest
 
 from bot import healthcheck
 from bot.config import build_config
-from bot.transcript import recallable
+from bot.transcript_lines import recallable
 from tests.channels.email.conftest import (
     PASSWORD,
     USER,
@@ -61,14 +60,15 @@ from tests.channels.email.conftest import (
     PymapServer,
     SmtpServer,
     create_folder,
+    email_channel,
     imap_client,
     start_pymap,
     stop_pymap,
 )
 from tests.channels.email.helpers import mail_id
 from tests.ops.daemon import DaemonProcess
-from tests.test_reliability import owner_turns
-from tests.test_reliability import stored_stranger_ids as stored_stranger_keys
+from tests.ops.loopback import owner_turns, wait_until
+from tests.ops.loopback import stored_stranger_ids as stored_stranger_keys
 
 pytestmark = pytest.mark.slow
 
@@ -180,14 +180,6 @@ async def imap_proxy(pymap: PymapServer) -> AsyncIterator[SlowMarkProxy]:
     await proxy.stop()
 
 
-@pytest.fixture
-async def daemons() -> AsyncIterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for d in started:
-        await d.close()
-
-
 def email_config(root: Path, imap_port: int, smtp_port: int, folder: str) -> dict[str, Any]:
     return {
         "data_dir": str(root / "data"),
@@ -199,25 +191,13 @@ def email_config(root: Path, imap_port: int, smtp_port: int, folder: str) -> dic
         "channels": {
             "web": {"enabled": False},
             "loopback": {"enabled": False},
-            "email": {
-                "enabled": True,
-                "address": USER,
-                "display_name": "My Assistant",
-                "password": PASSWORD,
-                "auth_serv_id": "mx.example.com",
-                "imap": {
-                    "host": "127.0.0.1",
-                    "port": imap_port,
-                    "security": "none",
-                    "folder": folder,
-                    "idle": True,
-                    "poll_interval": 0.5,
-                    "timeout": 10,
-                    "reconnect_initial": 0.05,
-                    "reconnect_max": 0.5,
-                },
-                "smtp": {"host": "127.0.0.1", "port": smtp_port, "security": "none", "timeout": 5},
-            },
+            "email": email_channel(
+                imap_port,
+                smtp_port,
+                folder,
+                imap={"idle": True, "poll_interval": 0.5, "timeout": 10, "reconnect_max": 0.5},
+                auth_serv_id="mx.example.com",
+            ),
         },
     }
 
@@ -363,23 +343,6 @@ def stored_stranger_ids(data_dir: Path) -> Counter[str]:
 
 def stored(data_dir: Path) -> Counter[str]:
     return stored_owner_ids(data_dir) + stored_stranger_ids(data_dir)
-
-
-async def wait_until(
-    predicate: Callable[[], Any], timeout: float, what: str, daemon: DaemonProcess
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not await _call(predicate):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{daemon.log()}")
-        await asyncio.sleep(0.1)
-
-
-async def _call(predicate: Callable[[], Any]) -> bool:
-    result = predicate()
-    if asyncio.iscoroutine(result):
-        result = await result
-    return bool(result)
 
 
 def smtp_mails(capture: Capture) -> list[EmailMessage]:
@@ -614,7 +577,7 @@ async def test_kill9_with_email_loses_nothing(
     index = healthcheck.collect(build_config(config, env={}))["index"]
     assert index["ok"] and index["fts_integrity"] == "ok", index
     assert index["transcript_turns"] == index["index_turns"]
-    # the offline brain's replies are readouts, kept out of FTS (bot.transcript.recallable)
+    # the offline brain's replies are readouts, kept out of FTS (bot.transcript_lines.recallable)
     searchable = sum(recallable(t) for turns in owner_turns(data).values() for t in turns)
     assert index["fts_documents"] == index["searchable_turns"] == searchable
 

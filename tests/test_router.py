@@ -647,7 +647,7 @@ def test_reply_context_holds_turns_up_to_the_one_answered() -> None:
     """Messages 2 and 3 arrived while reply 1 was generated, so the file order is
     u1 u2 u3 a1. Answering turn 2 must show u1 a1 u2, not later turns or joined users."""
     from bot.brain.context import WorkingContexts
-    from bot.transcript import meta_line, turn_line
+    from bot.transcript_lines import meta_line, turn_line
 
     lines = [
         meta_line("conv-01HQXK5J7G8M3N4P5R6S7T8V9W", "telegram", ["x"]),

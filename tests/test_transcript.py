@@ -14,7 +14,8 @@ import pytest
 
 from bot.config import AppConfig
 from bot.services import open_services
-from bot.transcript import TranscriptStore, event_line, meta_line, turn_line
+from bot.transcript import TranscriptStore
+from bot.transcript_lines import event_line, meta_line, turn_line
 from tests.conftest import RecordingChannel, attach_channel, make_config, settle, shutdown_services
 from tests.support import (
     ScriptedBrain,

@@ -92,7 +92,7 @@ async def test_windows_reembedded_when_neighbours_arrive(tmp_path: Path, embedde
 
 
 async def test_readouts_are_neither_embedded_nor_in_windows(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
-    """A readout (``turns.recall = 0``, bot.transcript.recallable) gets no vector and is
+    """A readout (``turns.recall = 0``, bot.transcript_lines.recallable) gets no vector and is
     no neighbour in a window; one embedded before migration 5 is pruned at reindex."""
     db = await open_index(tmp_path / "c.db")
     vectors = VectorIndex(AppConfig(), db, embedder)

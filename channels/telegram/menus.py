@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 
 from aiogram import Bot
-from aiogram.exceptions import TelegramBadRequest
+from aiogram.exceptions import AiogramError, TelegramBadRequest
 from aiogram.types import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeChat
 
 log = logging.getLogger("my_agent.telegram")
@@ -72,3 +72,49 @@ async def set_menus(bot: Bot, owner_ids: Sequence[str], former: Sequence[str] = 
     await bot.set_my_commands(STRANGER_COMMANDS)
     await bot.set_my_commands(GROUP_COMMANDS, scope=BotCommandScopeAllGroupChats())
     return waiting
+
+
+class OwnerMenus:
+    """The menus as the owner identities change: set at start, again after a reload
+    (:meth:`changed`; Telegram unreachable: tried again after the next poll), and an
+    owner's own once their chat exists (:meth:`first_message`)."""
+
+    def __init__(self, bot: Bot, owner_ids: list[str]) -> None:
+        self.bot = bot
+        self.owner_ids = owner_ids
+        self.waiting: set[str] = set()  # owners whose chat has no menu yet
+        self.stale: list[str] | None = None  # a reload's former owners, menus not set
+
+    async def setup(self) -> None:
+        """Set every menu (at start); an error is the caller's (setup is retried)."""
+        self.waiting = await set_menus(self.bot, self.owner_ids, self.stale or ())
+        self.stale = None
+
+    def changed(self, owner_ids: list[str]) -> None:
+        """The owner identities are now ``owner_ids``: the menus are stale until
+        :meth:`refresh`."""
+        former, self.owner_ids = self.owner_ids, owner_ids
+        self.stale = [*(self.stale or ()), *former]
+
+    async def refresh(self) -> None:
+        """Set the menus again after :meth:`changed`; on failure they stay stale."""
+        former = self.stale or []
+        try:
+            self.waiting = await set_menus(self.bot, self.owner_ids, former)
+        except AiogramError as exc:
+            log.warning("command menus not refreshed (%s); trying again after the next poll",
+                        exc)  # fmt: skip
+            return
+        self.stale = None
+        log.info("command menus refreshed for owner ids %s", ", ".join(self.owner_ids) or "-")
+
+    async def first_message(self, chat_id: str) -> None:
+        """A message came from ``chat_id``: an owner writing for the first time now has
+        a chat, so it can have its menu."""
+        if chat_id not in self.waiting:
+            return
+        try:
+            if await set_owner_menu(self.bot, chat_id):
+                self.waiting.discard(chat_id)
+        except AiogramError as exc:  # cosmetic: tried again at their next message
+            log.debug("setMyCommands for %s failed: %s", chat_id, exc)

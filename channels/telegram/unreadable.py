@@ -10,13 +10,51 @@ message (the owner learns that something they sent was not understood).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 
-from aiogram.types import Message
+from aiogram.types import Message, Update
 
+from bot.channel import ChannelHost, DeliveryError
 from bot.config.channels import TelegramGroupConfig
 from bot.events import InboundMessage
 from channels.telegram.translate import GROUP_TYPES, allowed_group, message_identity
+
+log = logging.getLogger("my_agent.telegram")
+
+
+async def record_unreadable(
+    host: ChannelHost,
+    update: Update,
+    *,
+    groups: Mapping[str, TelegramGroupConfig],
+    error: str,
+) -> bool:
+    """Deliver what can be kept of an update that cannot be handled
+    (:func:`unreadable_message`); False: not durable, poll it again."""
+    message = update.message or update.edited_message
+    try:
+        inbound = (
+            unreadable_message(
+                message,
+                groups=groups,
+                error=error,
+                edited=update.message is None,
+            )
+            if message is not None
+            else None
+        )
+        if inbound is not None:
+            await host.deliver(inbound)
+    except asyncio.CancelledError:
+        raise
+    except DeliveryError as exc:
+        log.warning("update %s not recorded (%s); will retry", update.update_id, exc)
+        return False
+    except Exception:
+        log.exception("update %s cannot be recorded at all; skipping it", update.update_id)
+    return True
 
 
 def unreadable_message(

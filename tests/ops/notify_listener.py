@@ -69,13 +69,9 @@ class NotifyListener:
         seen = since
         deadline = time.monotonic() + timeout
         while True:
-            self.drain()
-            for msg in self.messages[seen:]:
-                if predicate(msg):
-                    return msg
-            seen = len(self.messages)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no matching notify message; got {self.messages!r}")
+            found, seen = self._look(predicate, seen, deadline)
+            if found is not None:
+                return found
             await asyncio.sleep(0.02)
 
     def wait_for_sync(
@@ -85,14 +81,23 @@ class NotifyListener:
         seen = 0
         deadline = time.monotonic() + timeout
         while True:
-            self.drain()
-            for msg in self.messages[seen:]:
-                if predicate(msg):
-                    return msg
-            seen = len(self.messages)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no matching notify message; got {self.messages!r}")
+            found, seen = self._look(predicate, seen, deadline)
+            if found is not None:
+                return found
             time.sleep(0.02)
+
+    def _look(
+        self, predicate: Callable[[dict[str, str]], bool], seen: int, deadline: float
+    ) -> tuple[dict[str, str] | None, int]:
+        """One look at what came: the first message after the ``seen`` first that
+        matches (else None) and how many are seen now; TimeoutError past ``deadline``."""
+        self.drain()
+        for msg in self.messages[seen:]:
+            if predicate(msg):
+                return msg, seen
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no matching notify message; got {self.messages!r}")
+        return None, len(self.messages)
 
     def close(self) -> None:
         self.sock.close()

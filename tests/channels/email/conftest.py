@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aioimaplib
 import pytest
@@ -28,6 +28,10 @@ from bot.bench import email as bench_email
 from bot.channel import DeliveryError
 from bot.events import InboundMessage
 from tests.channels.email.helpers import missing
+
+if TYPE_CHECKING:
+    from channels.email.adapter import EmailChannel
+    from tests.channels.email.stack import Stack
 
 USER = "bot@example.com"
 PASSWORD = "secret"
@@ -42,6 +46,39 @@ _pymap_binary = bench_email.pymap_binary
 class PymapServer:
     port: int
     process: subprocess.Popen[bytes]
+
+
+def email_channel(
+    imap_port: int, smtp_port: int, folder: str, *, imap: Any = None, smtp: Any = None, **email: Any
+) -> dict[str, Any]:
+    """The ``channels.email`` config of the tests: this mailbox (:data:`USER`) on the
+    local servers, in ``folder``, with short timeouts and reconnect delays; ``imap``,
+    ``smtp`` and ``email`` override those of the IMAP, SMTP and channel keys."""
+    return {
+        "enabled": True,
+        "address": USER,
+        "display_name": "My Assistant",
+        "password": PASSWORD,
+        "imap": {
+            "host": "127.0.0.1",
+            "port": imap_port,
+            "security": "none",
+            "folder": folder,
+            "poll_interval": 0.3,
+            "timeout": 5,
+            "reconnect_initial": 0.05,
+            "reconnect_max": 0.2,
+            **(imap or {}),
+        },
+        "smtp": {
+            "host": "127.0.0.1",
+            "port": smtp_port,
+            "security": "none",
+            "timeout": 5,
+            **(smtp or {}),
+        },
+        **email,
+    }
 
 
 def start_pymap(port: int | None = None) -> PymapServer:
@@ -316,3 +353,25 @@ class Proxy:
             await self._server.wait_closed()
         for task in list(self._tasks):
             task.cancel()
+
+
+@pytest.fixture
+async def stacks() -> AsyncIterator[list[Stack]]:
+    """The end-to-end stacks a test opened (:mod:`tests.channels.email.stack`), closed
+    after it."""
+    # imported here: the stack module imports this one
+    from tests.channels.email.stack import close_stack
+
+    opened: list[Stack] = []
+    yield opened
+    for stack in opened:
+        await close_stack(stack)
+
+
+@pytest.fixture
+async def channels() -> AsyncIterator[list[EmailChannel]]:
+    """The channels a test started (``test_adapter.start``), stopped after it."""
+    started: list[EmailChannel] = []
+    yield started
+    for channel in started:
+        await channel.stop()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
@@ -28,6 +28,7 @@ from tests.channels.email.conftest import (
     SmtpServer,
     append,
     create_folder,
+    email_channel,
     folder_state,
     imap_client,
 )
@@ -39,37 +40,12 @@ OWNER = "owner@example.org"
 def make_config(
     tmp_path: Path, imap_port: int, smtp_port: int, folder: str, **email: Any
 ) -> AppConfig:
-    imap = {
-        "host": "127.0.0.1",
-        "port": imap_port,
-        "security": "none",
-        "folder": folder,
-        "poll_interval": 0.3,
-        "timeout": 5,
-        "reconnect_initial": 0.05,
-        "reconnect_max": 0.2,
-        **email.pop("imap", {}),
-    }
+    imap = email.pop("imap", {})
     return AppConfig.model_validate(
         {
             "data_dir": str(tmp_path),
             "owner": {"identities": {"email": [OWNER]}},
-            "channels": {
-                "email": {
-                    "enabled": True,
-                    "address": USER,
-                    "display_name": "My Assistant",
-                    "password": PASSWORD,
-                    "imap": imap,
-                    "smtp": {
-                        "host": "127.0.0.1",
-                        "port": smtp_port,
-                        "security": "none",
-                        "timeout": 5,
-                    },
-                    **email,
-                }
-            },
+            "channels": {"email": email_channel(imap_port, smtp_port, folder, imap=imap, **email)},
         }
     )
 
@@ -98,14 +74,6 @@ def mail(
 
 
 Factory = Callable[..., "asyncio.Future[EmailChannel]"]
-
-
-@pytest.fixture
-async def channels() -> AsyncIterator[list[EmailChannel]]:
-    started: list[EmailChannel] = []
-    yield started
-    for channel in started:
-        await channel.stop()
 
 
 async def start(channels: list[EmailChannel], config: AppConfig, host: FakeHost) -> EmailChannel:

@@ -8,37 +8,20 @@ import asyncio
 from email.message import EmailMessage
 from pathlib import Path
 
-from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append, create_folder
-from tests.channels.email.test_e2e import (
+from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append
+from tests.channels.email.stack import (
+    FRIEND,
     OWNER,
     Stack,
     drain,
-    e2e_config,
-    open_stack,
+    open_with_friend,
     owner_mail,
-    stacks,
     wait_ref,
 )
-
-__all__ = ["stacks"]  # the fixture, imported to be used here
-
-FRIEND = "friend@example.net"
 
 
 def sent_to(smtp: SmtpServer, address: str) -> list[EmailMessage]:
     return [m for _, m in smtp.capture.messages if m["To"] == address]
-
-
-async def open_with_friend(
-    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
-) -> tuple[str, Stack]:
-    """A new folder and a daemon reading it, with :data:`FRIEND` a known contact."""
-    folder = await create_folder(pymap.port)
-    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
-    config.trust.contacts["email"] = {FRIEND: "known"}
-    stack = await open_stack(config)
-    stacks.append(stack)
-    return folder, stack
 
 
 async def test_exchange_out_of_office_replies_are_not_answered(

@@ -7,19 +7,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append, create_folder
-from tests.channels.email.test_e2e import (
+from bot.config.model import AppConfig
+from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append
+from tests.channels.email.stack import (
+    FRIEND,
     OWNER,
     Stack,
     drain,
-    e2e_config,
-    open_stack,
+    open_in_new_folder,
+    open_with_friend,
     owner_mail,
-    stacks,
 )
-from tests.channels.email.test_e2e_automatic import FRIEND, open_with_friend, sent_to
-
-__all__ = ["stacks"]  # the fixture, imported to be used here
+from tests.channels.email.test_e2e_automatic import sent_to
 
 STRANGER = "stranger@example.org"
 
@@ -111,11 +110,10 @@ async def test_a_bounced_escalation_is_not_escalated_again_by_mail(
     # The owner's mailbox refused the escalation of a stranger's mail: its bounce was
     # escalated to that mailbox again, which bounced that one too (a mail loop, one
     # turn per escalation interval, and the owner never told).
-    folder = await create_folder(pymap.port)
-    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
-    config.trust.acknowledgement = None
-    stack = await open_stack(config)
-    stacks.append(stack)
+    def no_acknowledgement(config: AppConfig) -> None:
+        config.trust.acknowledgement = None
+
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, no_acknowledgement)
     await append(
         pymap.port, folder, owner_mail(2, "Hello there", subject="Hi", sender=STRANGER, auth=None)
     )

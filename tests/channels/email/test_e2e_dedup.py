@@ -20,19 +20,16 @@ from tests.channels.email.conftest import (
     create_folder,
     imap_client,
 )
-from tests.channels.email.test_e2e import (
+from tests.channels.email.stack import (
     GOOD_AUTH,
     OWNER,
     Stack,
     drain,
     e2e_config,
-    open_stack,
+    open_in_new_folder,
     owner_mail,
-    stacks,
     wait_ref,
 )
-
-__all__ = ["stacks"]  # the fixture, imported to be used here
 
 
 def user_turns(stack: Stack, conv: str) -> list[str]:
@@ -48,9 +45,7 @@ async def test_a_reused_message_id_with_new_content_is_a_new_message(
 ) -> None:
     # A backup job that always sends <backup@example.org>: its second report was dropped
     # as a duplicate of the first, silently; nothing recorded it.
-    folder = await create_folder(pymap.port)
-    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
-    stacks.append(stack)
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
     first = owner_mail(1, "Backup of Monday: OK.", subject="Backup report")
     first.replace_header("Message-ID", "<backup@example.org>")
     second = owner_mail(2, "Backup of Tuesday: FAILED, disk full.", subject="Backup report")
@@ -75,9 +70,7 @@ async def test_a_second_copy_of_the_same_mail_is_still_dropped(
 ) -> None:
     # The same mail twice in the folder (sent To and Cc two aliases of the mailbox, each
     # copy with its own Received header) is one message: recorded and answered once.
-    folder = await create_folder(pymap.port)
-    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
-    stacks.append(stack)
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
     mail = owner_mail(3, "Book the dentist.", subject="Dentist")
     await append(pymap.port, folder, b"Received: from a.example by mx\r\n" + mail.as_bytes())
     await append(pymap.port, folder, b"Received: from b.example by mx\r\n" + mail.as_bytes())
@@ -94,9 +87,7 @@ async def test_a_strangers_reused_message_id_is_recorded_each_time(
 ) -> None:
     # A third party's monitoring alert with a fixed Message-ID: only the first alert was
     # in their file and reached the owner.
-    folder = await create_folder(pymap.port)
-    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
-    stacks.append(stack)
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
     for n, (day, text) in enumerate([("14", "CPU at 95%"), ("15", "Disk at 99%")]):
         alert = owner_mail(10 + n, text, subject="Alert", sender="monitor@example.net", auth=None)
         alert.replace_header("Message-ID", "<alert@example.net>")
@@ -200,9 +191,7 @@ async def test_a_message_id_with_a_space_still_threads_and_deduplicates(
     # Real mailers send "<trip plan 7@example.org>": it was taken for no Message-ID, so a
     # second copy of the mail (its own Received header) was answered again, and a mail
     # naming it in In-Reply-To found no thread (a new conversation).
-    folder = await create_folder(pymap.port)
-    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
-    stacks.append(stack)
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
     first = raw_mail(b"<trip plan 7@example.org>", b"Find me a train.", b"Trip")
     await append(pymap.port, folder, first)
     [reply] = await smtp.capture.wait_for(1)

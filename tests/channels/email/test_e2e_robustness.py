@@ -5,19 +5,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.channels.email.conftest import PymapServer, SmtpServer, append, create_folder
-from tests.channels.email.test_e2e import (
+from bot.config.model import AppConfig
+from tests.channels.email.conftest import PymapServer, SmtpServer, append
+from tests.channels.email.stack import (
     OWNER,
     Stack,
     drain,
-    e2e_config,
-    open_stack,
+    open_in_new_folder,
     owner_mail,
-    stacks,
     wait_ref,
 )
-
-__all__ = ["stacks"]  # the fixture, imported to be used here
 
 
 async def test_a_big_mail_is_stored_once(
@@ -26,9 +23,7 @@ async def test_a_big_mail_is_stored_once(
     # A 1 MB log pasted into a mail was stored twice in its turn: as the text and again
     # as metadata.full_body, although nothing had been stripped from it (2 MB in the
     # transcript, 2 MB more in the journal).
-    folder = await create_folder(pymap.port)
-    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
-    stacks.append(stack)
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
     log = "\n".join(f"12:00:{n % 60:02d} worker finished its batch" for n in range(30000))
     await append(pymap.port, folder, owner_mail(1, log, subject="Logs"))
     conv = await wait_ref(stack, "<e2e-1@example.org>", timeout=60)
@@ -50,11 +45,10 @@ async def test_a_cc_refused_for_now_gets_the_outbox_retry_alone(
     # Through the real outbox: the reply-all went to the owner and Anna while the server
     # refused Ben for now (451); it counted as sent and Ben never had it. The outbox now
     # retries it, to Ben alone, under the same Message-ID.
-    folder = await create_folder(pymap.port)
-    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
-    config.channels.email.reply_all = True
-    stack = await open_stack(config)
-    stacks.append(stack)
+    def reply_all(config: AppConfig) -> None:
+        config.channels.email.reply_all = True
+
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, reply_all)
     smtp.capture.reject_rcpt["ben@example.org"] = "451 4.7.1 Greylisted, try again"
     mail = owner_mail(1, "Dinner on Friday?", subject="Dinner")
     mail["Cc"] = "anna@example.org, ben@example.org"

@@ -83,7 +83,7 @@ async def test_the_owner_is_told_of_a_cc_the_reply_all_left_out(
     # Regression: the reply-all reached the others, but that jöhn@example.de never got
     # it was only logged: the owner believed everyone on the thread had the answer.
     from bot.send_failures import SendFailureAlerts
-    from tests.channels.email.test_e2e import close_stack, e2e_config, open_stack, owner_mail
+    from tests.channels.email.stack import close_stack, e2e_config, open_stack, owner_mail
 
     folder = await create_folder(pymap.port)
     config = e2e_config(tmp_path, pymap.port, smtp.port, folder)

@@ -10,17 +10,14 @@ from bot.keyword_titles import keyword_title, keyword_topics
 from channels.email.adapter import EmailChannel
 from tests.channels.email.conftest import FakeHost, PymapServer, SmtpServer, append, create_folder
 from tests.channels.email.helpers import mail_id
-from tests.channels.email.test_adapter import OWNER, channels, mail, make_config, start
-from tests.channels.email.test_e2e import (
+from tests.channels.email.stack import (
     Stack,
-    e2e_config,
-    open_stack,
+    open_in_new_folder,
+    open_with_friend,
     owner_mail,
-    stacks,
     wait_ref,
 )
-
-__all__ = ["channels", "stacks"]  # the fixture, imported to be used here
+from tests.channels.email.test_adapter import OWNER, mail, make_config, start
 
 
 async def test_the_subject_is_a_labelled_first_line_when_it_says_something(
@@ -89,11 +86,7 @@ async def test_the_stored_turn_is_what_the_model_is_shown(
     # With the real core: the subject line is in the stored turn (the model's context is
     # built from it, and search finds the mail by its subject), once per thread, and
     # threading still goes by the headers.
-    folder = await create_folder(pymap.port)
-    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
-    config.trust.contacts["email"] = {"friend@example.net": "known"}
-    stack = await open_stack(config)
-    stacks.append(stack)
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
     await append(pymap.port, folder, owner_mail(1, "Find me a train.", subject="Lisbon trip"))
     [reply] = await smtp.capture.wait_for(1)
     answer = owner_mail(2, "Friday.", subject="Re: Lisbon trip", in_reply_to=reply["Message-ID"])
@@ -132,9 +125,7 @@ async def test_the_label_recalls_nothing_in_the_offline_reply(
 ) -> None:
     # The offline brain recalls by the message's words: "Subject", in every mail's turn,
     # recalled every earlier mail as related to the new one.
-    folder = await create_folder(pymap.port)
-    stack = await open_stack(e2e_config(tmp_path, pymap.port, smtp.port, folder))
-    stacks.append(stack)
+    folder, _ = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
     await append(pymap.port, folder, owner_mail(1, "Feed the zebrafish.", subject="Pets"))
     await smtp.capture.wait_for(1)
     await append(pymap.port, folder, owner_mail(2, "Order the pelican cake.", subject="Party"))

@@ -1,0 +1,106 @@
+"""What the index knows of third parties: their records, messages and escalations.
+
+The ``external_*`` tables and ``escalations`` mirror the parties' own files
+(:mod:`bot.external`, :mod:`bot.parties`): every read here is a query, none touches a
+file. The base of :class:`bot.external.ExternalStore`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.db import Database
+from bot.parties import PARTY_COLUMNS, PartyRecord, party_from_row
+
+
+class PartyReads:
+    """The index reads of :class:`~bot.external.ExternalStore` (its ``db``)."""
+
+    db: Database
+
+    async def get(self, party_id: str) -> PartyRecord | None:
+        row = await self.db.fetchone(
+            f"SELECT {PARTY_COLUMNS} FROM external_parties WHERE id = ?", (party_id,)
+        )
+        return party_from_row(row) if row else None
+
+    async def find(self, reference: str) -> PartyRecord | None:
+        """By handle, or by identity on any channel (``@name``, address, numeric id)."""
+        ref = reference.strip()
+        party = await self.get(ref)
+        if party:
+            return party
+        rows = await self.db.fetchall(
+            f"SELECT {PARTY_COLUMNS} FROM external_parties WHERE party_key = ? OR party_key = ? "
+            "OR lower(display_name) = ? OR EXISTS (SELECT 1 FROM json_each("
+            "external_parties.meta, '$.handles') WHERE value = ?) ORDER BY updated DESC",
+            (ref.lower(), ref.lower().lstrip("@"), ref.lower(), ref.lower()),
+        )
+        return party_from_row(rows[0]) if rows else None
+
+    async def list_parties(self, limit: int = 200) -> list[PartyRecord]:
+        rows = await self.db.fetchall(
+            f"SELECT {PARTY_COLUMNS} FROM external_parties ORDER BY updated DESC LIMIT ?", (limit,)
+        )
+        return [party_from_row(r) for r in rows]
+
+    async def messages(self, party_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        rows = await self.db.fetchall(
+            "SELECT id, direction, content, timestamp, kind FROM external_messages "
+            "WHERE party_id = ? ORDER BY id DESC LIMIT ?",
+            (party_id, limit),
+        )
+        return [
+            {"id": r[0], "direction": r[1], "content": r[2], "timestamp": r[3], "kind": r[4]}
+            for r in reversed(rows)
+        ]
+
+    async def history(
+        self, party: PartyRecord, limit: int = 20, *, through: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The party's own exchange since their last /new, for the restricted brain.
+
+        ``through``: the ref of one of their messages: what they said up to it, as of
+        its arrival (what they sent after it, recorded while its answer waited its turn,
+        is left out; our messages to them all count). Each row has its ``ref``."""
+        bound = ""
+        args: tuple[Any, ...] = (party.id, party.context_reset_at)
+        if through is not None:
+            bound = (
+                " AND (direction = 'out' OR id <= coalesce((SELECT max(id) FROM"
+                " external_messages WHERE party_id = ? AND message_ref = ?), id))"
+            )
+            args += (party.id, through)
+        rows = await self.db.fetchall(
+            "SELECT direction, content, message_ref FROM external_messages WHERE party_id = ?"
+            f" AND id > ? AND kind IN ('message', 'reply'){bound} ORDER BY id DESC LIMIT ?",
+            (*args, limit),
+        )
+        return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
+
+    async def pending_escalations(self) -> list[dict[str, Any]]:
+        rows = await self.db.fetchall(
+            "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"
+            " p.tier FROM escalations e JOIN external_parties p ON p.id = e.party_id "
+            "WHERE e.status = 'pending' ORDER BY e.id"
+        )
+        return [
+            {
+                "id": r[0],
+                "partyId": r[1],
+                "created": r[2],
+                "text": r[3],
+                "name": r[4],
+                "party": r[5],
+                "channel": r[6],
+                "tier": r[7],
+            }
+            for r in rows
+        ]
+
+    async def is_duplicate(self, party_id: str, message_ref: str) -> bool:
+        row = await self.db.fetchone(
+            "SELECT 1 FROM external_messages WHERE party_id = ? AND message_ref = ?",
+            (party_id, message_ref),
+        )
+        return row is not None

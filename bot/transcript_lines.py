@@ -1,0 +1,137 @@
+"""The lines of a transcript (seed 000 "Transcript (JSONL)"): how each kind is made,
+encoded, parsed and checked.
+
+A transcript is a ``meta`` line, then ``turn`` and ``event`` lines, one JSON object a
+line. Parsing is tolerant: a corrupt line, or valid JSON of the wrong shape, is skipped
+with a warning (:func:`parse_lines`). The files themselves: :mod:`bot.transcript`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ulid import ULID
+
+from bot.events import iso, utcnow
+
+log = logging.getLogger("my_agent.transcript")
+
+Line = dict[str, Any]
+
+
+# Assistant turns written by these "models" are mechanical readouts, not conversation:
+# the offline brain's labelled notice and recall listing (which quotes snippets of
+# *other* conversations) and the apology after a failure. They stay in the transcript and
+# in ``turns`` (the record, the dashboard, the reply history) but are kept out of recall:
+# indexed, the offline brain's next listing found its own earlier listing first (a quote
+# of a quote), and the extractive notes and titles of an offline conversation were built
+# from the label ("Set ANTHROPIC_API_KEY ...") and from other conversations' facts.
+READOUT_MODELS = frozenset({"offline", "error"})
+
+
+def recallable(line: Mapping[str, Any]) -> bool:
+    """False for a turn line that is a mechanical readout (``READOUT_MODELS``): it is not
+    searched, embedded, abbreviated or used for naming."""
+    return not (line.get("role") == "assistant" and line.get("model") in READOUT_MODELS)
+
+
+def new_conversation_id() -> str:
+    return f"conv-{ULID()}"
+
+
+def meta_line(
+    conv_id: str, channel: str, participants: Iterable[str], created: str | None = None
+) -> Line:
+    return {
+        "type": "meta",
+        "id": conv_id,
+        "channel": channel,
+        "created": created or iso(utcnow()),
+        "participants": list(participants),
+    }
+
+
+def turn_line(
+    role: str,
+    content: str,
+    turn_number: int,
+    *,
+    timestamp: str | None = None,
+    channel: str | None = None,
+    sender: str | None = None,
+    **extra: Any,
+) -> Line:
+    """A ``turn`` line; optional seed fields (usage, cost, thinkingText, ...) via ``extra``."""
+    line: Line = {
+        "type": "turn",
+        "role": role,
+        "content": content,
+        "timestamp": timestamp or iso(utcnow()),
+        "turnNumber": turn_number,
+    }
+    if channel is not None:
+        line["channel"] = channel
+    if sender is not None:
+        line["sender"] = sender
+    line.update({k: v for k, v in extra.items() if v is not None})
+    return line
+
+
+def event_line(event: str, *, timestamp: str | None = None, **fields: Any) -> Line:
+    line: Line = {"type": "event", "event": event}
+    line.update({k: v for k, v in fields.items() if v is not None})
+    line["timestamp"] = timestamp or iso(utcnow())
+    return line
+
+
+def encode(lines: Iterable[Mapping[str, Any]]) -> bytes:
+    return b"".join(
+        json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        for line in lines
+    )
+
+
+def parse_lines(data: bytes, source: str = "", start_line: int = 1) -> list[Line]:
+    """Parse complete JSONL lines, skipping (and logging) anything that is not an object."""
+    out: list[Line] = []
+    for number, raw in enumerate(data.split(b"\n"), start=start_line):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            log.warning(
+                "%s:%d: corrupt transcript line skipped (%d bytes)", source, number, len(raw)
+            )
+            continue
+        if not isinstance(obj, dict) or "type" not in obj:
+            log.warning("%s:%d: transcript line without a type skipped", source, number)
+            continue
+        if not well_formed(obj):
+            # Valid JSON of the wrong shape (a hand edit, another program): a turn without
+            # its content was shown as "[None] ... None" or ended `conversations show`
+            # in a KeyError. The index never took such a line either.
+            log.warning("%s:%d: malformed %s line skipped", source, number, str(obj["type"])[:20])
+            continue
+        out.append(obj)
+    return out
+
+
+def well_formed(line: Mapping[str, Any]) -> bool:
+    """False for a ``turn`` line without a user or assistant role and text content, or
+    with a turn number that is not an integer, and for an ``event`` line without its
+    event name. (A turn without a number is kept: SPEC.md's channel example has none;
+    the index, :func:`bot.index.apply_line`, does not take it.)"""
+    kind = line.get("type")
+    if kind == "turn":
+        return (
+            line.get("role") in ("user", "assistant")
+            and isinstance(line.get("content"), str)
+            and isinstance(line.get("turnNumber", 0), int)
+        )
+    if kind == "event":
+        return isinstance(line.get("event"), str)
+    return isinstance(kind, str)

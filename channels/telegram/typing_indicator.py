@@ -1,0 +1,86 @@
+"""The "typing…" indicator of the chats a reply is being written for.
+
+Telegram shows a chat action for about 5 s, so it is sent again every 4.5 s until the
+reply is sent there, or for ``channels.telegram.typing_max_seconds`` at the most.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from aiogram import Bot
+from aiogram.exceptions import AiogramError
+from aiogram.methods import SendChatAction
+
+from bot.config.channels import TelegramChannelConfig
+from bot.tasks import spawn
+from channels.telegram.sender import chat_ref, topic_id
+
+log = logging.getLogger("my_agent.telegram")
+
+TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing" for about 5 s
+
+
+class TypingIndicator:
+    """One refreshing "typing…" task per chat. ``route`` maps a chat id to the one to
+    send to (a group that moved to a supergroup: its new id)."""
+
+    def __init__(
+        self, bot: Bot, config: TelegramChannelConfig, route: Callable[[str], str]
+    ) -> None:
+        self.bot = bot
+        self.config = config
+        self.route = route
+        self.closed = False  # the channel is stopped: no more chat actions
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def __contains__(self, chat_id: object) -> bool:
+        return chat_id in self._tasks
+
+    async def start(self, chat_id: str, topic: int | str | None = None) -> None:
+        """Show "typing…" in ``chat_id`` (in its forum ``topic``, if any) until
+        :meth:`stop` for that chat (bounded)."""
+        thread = topic_id(topic)
+        await self._chat_action(chat_id, thread)
+        self.stop(chat_id)
+        if self.config.typing_max_seconds > 0:
+            self._tasks[chat_id] = spawn(
+                self._keep_typing(chat_id, thread), name=f"typing-{chat_id}"
+            )
+
+    def stop(self, chat_id: str) -> None:
+        """Stop refreshing the indicator of ``chat_id`` (a reply was sent there)."""
+        task = self._tasks.pop(chat_id, None)
+        if task is not None:
+            task.cancel()
+
+    def stop_all(self) -> None:
+        """Stop every chat's indicator (the channel stops)."""
+        for task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()
+
+    async def _keep_typing(self, chat_id: str, topic: int | None) -> None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.config.typing_max_seconds
+        while loop.time() + TYPING_REFRESH_SECONDS < until:
+            await asyncio.sleep(TYPING_REFRESH_SECONDS)
+            await self._chat_action(chat_id, topic)
+        if self._tasks.get(chat_id) is asyncio.current_task():
+            del self._tasks[chat_id]
+
+    async def _chat_action(self, chat_id: str, topic: int | None = None) -> None:
+        if self.closed:
+            return
+        try:
+            await self.bot(
+                SendChatAction(
+                    chat_id=chat_ref(self.route(chat_id)),
+                    action="typing",
+                    message_thread_id=topic,
+                )
+            )
+        except AiogramError as exc:  # cosmetic: never worth failing a reply for
+            log.debug("sendChatAction to %s failed: %s", chat_id, exc)

@@ -1,0 +1,149 @@
+"""The real core with the e-mail channel, for the end-to-end tests: pymap ->
+EmailChannel -> the core (router, store, outbox, offline brain) -> EmailChannel ->
+aiosmtpd. A test opens a :class:`Stack` (:func:`open_in_new_folder`) and hands it to the
+``stacks`` fixture (conftest), which closes it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+from bot.config.model import AppConfig
+from bot.services import Services, close_services, open_services
+from channels.email.adapter import EmailChannel
+from tests.channels.email.conftest import (
+    USER,
+    PymapServer,
+    SmtpServer,
+    create_folder,
+    email_channel,
+)
+
+OWNER = "owner@example.org"
+FRIEND = "friend@example.net"
+GOOD_AUTH = "mx.example.com; dkim=pass header.d=example.org; spf=pass smtp.mailfrom=example.org"
+
+
+def e2e_config(
+    data_dir: Path, imap_port: int, smtp_port: int, folder: str, **imap: Any
+) -> AppConfig:
+    return AppConfig.model_validate(
+        {
+            "data_dir": str(data_dir),
+            "owner": {"identities": {"email": [OWNER]}},
+            "brain": {"provider": "offline"},
+            "embedding": {"enabled": False},
+            "trust": {"escalation_channel": "email"},
+            "channels": {
+                "web": {"enabled": False},
+                "email": email_channel(
+                    imap_port,
+                    smtp_port,
+                    folder,
+                    imap=imap,
+                    smtp={"timeout": 3},
+                    auth_serv_id="mx.example.com",
+                ),
+            },
+        }
+    )
+
+
+@dataclass
+class Stack:
+    config: AppConfig
+    services: Services
+    channel: EmailChannel
+
+
+async def open_stack(config: AppConfig) -> Stack:
+    services = await open_services(config)
+    services.outbox.base_delay = 0.05  # fast retries: the SMTP outage test waits on them
+    channel = EmailChannel(config, services)
+    services.channels["email"] = channel
+    services.outbox.attach(channel)
+    await channel.start(services.router)
+    services.ready = True
+    return Stack(config, services, channel)
+
+
+async def open_in_new_folder(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    stacks: list[Stack],
+    adjust: Callable[[AppConfig], None] | None = None,
+) -> tuple[str, Stack]:
+    """A new folder and a stack reading it, closed by the ``stacks`` fixture (conftest);
+    ``adjust`` changes the stack's config first."""
+    folder = await create_folder(pymap.port)
+    config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
+    if adjust is not None:
+        adjust(config)
+    stack = await open_stack(config)
+    stacks.append(stack)
+    return folder, stack
+
+
+def knows_friend(config: AppConfig) -> None:
+    """:data:`FRIEND` is a known contact."""
+    config.trust.contacts["email"] = {FRIEND: "known"}
+
+
+async def open_with_friend(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> tuple[str, Stack]:
+    """A new folder and a daemon reading it, with :data:`FRIEND` a known contact."""
+    return await open_in_new_folder(pymap, smtp, tmp_path, stacks, knows_friend)
+
+
+async def drain(stack: Stack, timeout: float = 30.0) -> None:
+    async with asyncio.timeout(timeout):
+        while await stack.services.outbox.pending_count():
+            await asyncio.sleep(0.05)
+
+
+async def close_stack(stack: Stack) -> None:
+    await stack.channel.stop()
+    await close_services(stack.services)
+
+
+def owner_mail(
+    n: int,
+    body: str,
+    subject: str = "Trip planning",
+    *,
+    sender: str = OWNER,
+    auth: str | None = GOOD_AUTH,
+    in_reply_to: str | None = None,
+    references: str | None = None,
+) -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = f"Owner <{sender}>"
+    msg["To"] = f"My Assistant <{USER}>"
+    msg["Subject"] = subject
+    msg["Message-ID"] = f"<e2e-{n}@example.org>"
+    msg["Date"] = "Tue, 14 Jan 2025 09:12:00 +0100"
+    if auth:
+        msg["Authentication-Results"] = auth
+    if in_reply_to:
+        msg["In-Reply-To"] = in_reply_to
+    if references:
+        msg["References"] = references
+    msg.set_content(body)
+    return msg
+
+
+async def conversation_of(stack: Stack, ref: str) -> str | None:
+    return await stack.services.index.conversation_for_ref("email", ref)
+
+
+async def wait_ref(stack: Stack, ref: str, timeout: float = 30.0) -> str:
+    async with asyncio.timeout(timeout):
+        while (conv := await conversation_of(stack, ref)) is None:
+            await asyncio.sleep(0.05)
+    return conv
