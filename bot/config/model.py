@@ -169,7 +169,8 @@ class ConversationsConfig(_Section):
     naming_model: str = "haiku"
     abbreviation_max_tokens: int = Field(default=400, ge=50)
     # Characters of transcript sent for one abbreviation; a longer conversation sends its
-    # previous notes plus its most recent turns.
+    # previous notes plus its most recent turns. English characters: other scripts count
+    # four per estimated token (a Chinese character is about one token).
     abbreviation_input_chars: int = Field(default=48000, ge=1000)
     naming_context_turns: int = Field(default=20, ge=1)  # last N turn numbers read
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.brain.context import CHARS_PER_TOKEN, cut_to_tokens, estimate_tokens
+
 ABBREVIATION_SYSTEM = """\
 You write the meeting notes of a conversation between a person and their personal \
 assistant. The notes are stored in a search index so the conversation can be found and \
@@ -63,8 +65,22 @@ SPLIT_NOTE = (
 )
 
 # Per-turn and total character budgets of what we send: a very long conversation keeps
-# its previous notes plus its most recent turns.
+# its previous notes plus its most recent turns. The characters are English ones: a text
+# in another script counts by its estimated tokens (bot.brain.context.estimate_tokens, four
+# characters a token), so that a Chinese conversation, about one token a character, sends
+# no more tokens than an English one (counted in characters it sent four times as many).
 TURN_CHARS = 2000
+
+
+def size(text: str) -> int:
+    """``text``'s length in English characters: its length when it is ASCII, else four
+    per estimated token."""
+    return len(text) if text.isascii() else estimate_tokens(text) * CHARS_PER_TOKEN
+
+
+def cut(text: str, chars: int) -> str:
+    """The longest start of ``text`` whose :func:`size` is at most ``chars``."""
+    return text[:chars] if text.isascii() else cut_to_tokens(text, chars // CHARS_PER_TOKEN)
 
 
 def format_turns(turns: Sequence[Mapping[str, Any]], *, turn_chars: int = TURN_CHARS) -> str:
@@ -73,8 +89,8 @@ def format_turns(turns: Sequence[Mapping[str, Any]], *, turn_chars: int = TURN_C
     for turn in turns:
         role = "User" if turn.get("role") == "user" else "Assistant"
         text = str(turn.get("content") or "").strip()
-        if len(text) > turn_chars:
-            text = text[:turn_chars].rstrip() + " […]"
+        if size(text) > turn_chars:
+            text = cut(text, turn_chars).rstrip() + " […]"
         parts.append(f"[{turn.get('turnNumber', '?')}] {role}: {text}")
     return "\n\n".join(parts)
 
@@ -86,11 +102,11 @@ def fit_turns(
     kept: list[Mapping[str, Any]] = []
     used = 0
     for turn in reversed(turns):
-        size = min(len(str(turn.get("content") or "")), turn_chars) + 20
-        if kept and used + size > budget_chars:
+        length = min(size(str(turn.get("content") or "")), turn_chars) + 20
+        if kept and used + length > budget_chars:
             return list(reversed(kept)), True
         kept.append(turn)
-        used += size
+        used += length
     return list(reversed(kept)), False
 
 

@@ -1,0 +1,46 @@
+"""The background calls' prompts (bot.lifecycle.prompts): budgets in English characters,
+other scripts by their estimated tokens."""
+
+from __future__ import annotations
+
+from bot.brain.context import estimate_tokens
+from bot.lifecycle import prompts
+
+
+def _turns(text: str, count: int) -> list[dict[str, object]]:
+    return [
+        {"turnNumber": n // 2 + 1, "role": "user" if n % 2 == 0 else "assistant", "content": text}
+        for n in range(count)
+    ]
+
+
+def test_a_chinese_conversation_sends_no_more_tokens_than_an_english_one() -> None:
+    chinese = "我们明天去东京看樱花，然后去吃寿司。" * 60  # ~1,080 characters, ~1 token each
+    english = "We go to Tokyo tomorrow to see the cherry blossoms, then sushi. " * 17
+    budget = 48_000
+    zh = prompts.abbreviation_prompt(
+        _turns(chinese, 200), channel="web", title=None, previous=None, budget_chars=budget
+    )
+    en = prompts.abbreviation_prompt(
+        _turns(english, 200), channel="web", title=None, previous=None, budget_chars=budget
+    )
+    # counted in characters, the Chinese prompt was ~48,000 tokens: four times the English
+    assert estimate_tokens(en) <= budget // 4 + 1_000
+    assert estimate_tokens(zh) <= budget // 4 + 1_000
+    assert "The conversation is long" in zh
+
+
+def test_a_long_chinese_turn_is_cut_by_tokens_and_an_english_one_by_characters() -> None:
+    chinese = "樱" * 5_000
+    shown = prompts.format_turns(_turns(chinese, 1), turn_chars=800)
+    assert shown.endswith(" […]")
+    assert shown.count("樱") == 200  # 800 English characters = 200 tokens = 200 characters
+    english = "a" * 5_000
+    shown = prompts.format_turns(_turns(english, 1), turn_chars=800)
+    assert shown.count("a") == 800 + shown[: shown.index(":")].count("a")
+
+
+def test_english_budgets_are_unchanged() -> None:
+    turns = _turns("word " * 300, 50)  # 1,500 characters a turn
+    kept, cut = prompts.fit_turns(turns, 10_000)
+    assert cut and len(kept) == 10_000 // (1_500 + 20)
