@@ -19,6 +19,7 @@ import numpy as np
 # fewer than this many refs recorded: the filter is sized for it anyway (1.2 MB)
 MIN_CAPACITY = 1 << 20
 ERROR_RATE = 0.01
+LOAD_CHUNK = 20_000  # refs hashed per numpy pass at start
 
 
 def line_refs(line: Mapping[str, Any], default_channel: str) -> list[tuple[str, str, str]]:
@@ -52,13 +53,16 @@ class RefFilter:
         """Every ref in ``message_refs``, with room for as many again.
 
         Runs at every daemon start over every ref ever recorded (hundreds of thousands
-        after a year): one read of the table, the digests hashed in one pass and the
-        bits set with numpy. Adding them one by one took 1.8 s at 150,000 refs
-        (docs/benchmarks.md, "scale (session 19)"); the bits are the same.
+        after a year): read in chunks (a list of them all held 27 MB the process kept),
+        each hashed in one pass and its bits set with numpy. Adding them one by one took
+        2 s at 150,000 refs (docs/benchmarks.md, "scale (session 19)"); the bits are the
+        same.
         """
-        rows = conn.execute("SELECT channel, ref FROM message_refs").fetchall()
-        refs = cls(max(MIN_CAPACITY, 2 * len(rows)))
-        refs.add_many(rows)
+        count = int(conn.execute("SELECT count(*) FROM message_refs").fetchone()[0])
+        refs = cls(max(MIN_CAPACITY, 2 * count))
+        cursor = conn.execute("SELECT channel, ref FROM message_refs")
+        while rows := cursor.fetchmany(LOAD_CHUNK):
+            refs.add_many(rows)
         return refs
 
     def add_many(self, keys: Iterable[tuple[str, str]]) -> None:
@@ -67,15 +71,16 @@ class RefFilter:
         if not digests:
             return
         pairs = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+        bits = np.uint64(self.bits)
         # (first + i * second) % bits as in _positions, reduced first so that nothing
-        # overflows 64 bits: bits < 2**40 and hashes < 2**20 here.
-        first = pairs[:, 0] % np.uint64(self.bits)
-        second = (pairs[:, 1] | np.uint64(1)) % np.uint64(self.bits)
+        # overflows 64 bits (bits and hashes are far below 2**32)
+        first = pairs[:, 0] % bits
+        second = (pairs[:, 1] | np.uint64(1)) % bits
         steps = np.arange(self.hashes, dtype=np.uint64)
-        positions = (first[:, None] + steps[None, :] * second[:, None]) % np.uint64(self.bits)
-        flags = np.unpackbits(np.frombuffer(self._array, dtype=np.uint8), bitorder="little")
-        flags[positions.ravel()] = 1
-        self._array[:] = np.packbits(flags, bitorder="little").tobytes()
+        positions = ((first[:, None] + steps[None, :] * second[:, None]) % bits).ravel()
+        array = np.frombuffer(self._array, dtype=np.uint8)  # a view: set in place
+        masks = np.left_shift(np.uint8(1), (positions & np.uint64(7)).astype(np.uint8))
+        np.bitwise_or.at(array, (positions >> np.uint64(3)).astype(np.intp), masks)
         self.count += len(pairs)
 
     @property

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bot import reffilter
 from bot.reffilter import RefFilter, line_refs
 from bot.services import close_services, open_services
 from bot.transcript import event_line, turn_line
@@ -128,6 +129,7 @@ def test_the_filter_loaded_at_start_sets_the_bits_of_add_in_bulk(
         return real(self, channel, ref)
 
     monkeypatch.setattr(RefFilter, "_positions", counting)
+    monkeypatch.setattr(reffilter, "LOAD_CHUNK", 64)  # read in several chunks
     loaded = RefFilter.from_index(conn)
     assert calls == 0
     assert loaded._array == one_by_one._array
