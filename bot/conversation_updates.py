@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.hooks import EventBus
 from bot.index import ConversationIndex, ConversationRecord
+from bot.record_cache import RecordCache
 from bot.transcript_lines import Line, event_line
 
 
@@ -23,7 +24,7 @@ class ConversationUpdates:
 
     bus: EventBus
     index: ConversationIndex
-    _cache: dict[str, ConversationRecord]
+    _cache: RecordCache[ConversationRecord]
     _notes: dict[str, builtins.list[str]]
 
     if TYPE_CHECKING:  # the manager's own (bot.conversations, bot.conversation_writes)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bot.db import CHAINED, AfterWrite, Database, SyncConn
 from bot.index import ConversationIndex, ConversationRecord
 from bot.index_writes import apply_lines
+from bot.record_cache import RecordCache
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import Line
 
@@ -34,7 +35,7 @@ class ConversationWrites:
 
     store: TranscriptStore
     index: ConversationIndex
-    _cache: dict[str, ConversationRecord]
+    _cache: RecordCache[ConversationRecord]
     _index_behind: set[str]
 
     if TYPE_CHECKING:  # the manager's own (bot.conversations)

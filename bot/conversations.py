@@ -29,6 +29,7 @@ from bot.index import (
     upsert_conversation,
 )
 from bot.index_writes import record_from_meta
+from bot.record_cache import RecordCache, keyed_locks
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import (
     Line,
@@ -58,11 +59,15 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
         self.store = store
         self.index = index
         self.bus = bus
-        self._cache: dict[str, ConversationRecord] = {}
-        self._pins: dict[str, str] = {}  # identity_key -> pinned conversation id
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._notes: dict[str, list[str]] = {}
         self._index_behind: set[str] = set()
+        # The records read lately (bounded: the daemon runs for months); a record ahead
+        # of the index (a failed index write) is the only copy of its state: kept.
+        self._cache: RecordCache[ConversationRecord] = RecordCache(
+            keep=self._index_behind.__contains__
+        )
+        self._pins: dict[str, str] = {}  # identity_key -> pinned conversation id
+        self._locks = keyed_locks()
+        self._notes: dict[str, list[str]] = {}
 
     def _lock(self, conv_id: str) -> asyncio.Lock:
         lock = self._locks.get(conv_id)
@@ -108,8 +113,8 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
         )
         if row is None:
             return None
-        rec = row_to_record(row)
-        rec = self._cache.setdefault(rec.id, rec)
+        rec = self._cache.get(row[0]) or row_to_record(row)
+        self._cache[rec.id] = rec
         self._pins[identity_key] = rec.id
         return rec
 

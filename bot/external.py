@@ -28,6 +28,7 @@ from bot.parties import (
     party_handle,
 )
 from bot.party_reads import PartyReads
+from bot.record_cache import keyed_locks
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import Line, encode, parse_lines
 
@@ -46,7 +47,7 @@ class ExternalStore(PartyReads):
         self._files = TranscriptStore(self.directory, fsync=config.transcripts.fsync == "always")
         # party id -> lock held while their tier is read and acted on (bot/strangers.py)
         # and while it is changed or their escalations resolved (here)
-        self._party_locks: dict[str, asyncio.Lock] = {}
+        self._party_locks = keyed_locks()  # held or waited for only: thousands of parties
 
     def open(self, exclusive: bool = False, shared: bool = False) -> int:
         """Replay the party files' journal after a crash (see :mod:`bot.journal`).

@@ -86,12 +86,18 @@ def _valid_turn(line: dict[str, Any]) -> bool:
     )
 
 
-def transcript_turns(conversations_dir: Path) -> dict[str, tuple[int, int]]:
-    """conv id -> (turn lines, size of the complete-line prefix in bytes)."""
-    out: dict[str, tuple[int, int]] = {}
+def transcript_turns(
+    conversations_dir: Path, count_lines: bool = True
+) -> dict[str, tuple[int | None, int]]:
+    """conv id -> (turn lines, size of the complete-line prefix in bytes); without
+    ``count_lines``, (None, size of the file): a stat per transcript, no read."""
+    out: dict[str, tuple[int | None, int]] = {}
     if not conversations_dir.is_dir():
         return out
     for path in sorted(conversations_dir.glob("conv-*.jsonl")):
+        if not count_lines:
+            out[path.stem] = (None, path.stat().st_size)
+            continue
         data = path.read_bytes()
         end = data.rfind(b"\n") + 1  # a torn last line is not counted (nor indexed)
         count = 0
@@ -108,10 +114,17 @@ def transcript_turns(conversations_dir: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def index_consistency(conn: Any, conversations_dir: Path) -> dict[str, Any]:
-    """Compare the index with the transcripts; ``problems`` lists every mismatch found."""
+def index_consistency(
+    conn: Any, conversations_dir: Path, count_lines: bool = True
+) -> dict[str, Any]:
+    """Compare the index with the transcripts; ``problems`` lists every mismatch found.
+
+    Without ``count_lines`` (``status --quick``) each transcript is compared by its size with
+    the bytes its conversation reflects, not read: counting every turn line of a year's
+    transcripts (10,000, 330,000 lines) took 4 of the 5 s of a quick status.
+    """
     problems: list[str] = []
-    files = transcript_turns(conversations_dir)
+    files = transcript_turns(conversations_dir, count_lines)
     rows = {
         cid: (int(turns), int(indexed))
         for cid, turns, indexed in conn.execute(
@@ -129,7 +142,7 @@ def index_consistency(conn: Any, conversations_dir: Path) -> dict[str, Any]:
         indexed_turns, indexed_bytes = rows[cid]
         if indexed_bytes < size:
             lag_bytes += size - indexed_bytes
-        elif indexed_turns != count:
+        elif count is not None and indexed_turns != count:
             mismatched.append({"id": cid, "transcript": count, "index": indexed_turns})
     if missing:
         problems.append(f"{len(missing)} transcript(s) not in the index")
@@ -148,7 +161,7 @@ def index_consistency(conn: Any, conversations_dir: Path) -> dict[str, Any]:
     return {
         "ok": not problems,
         "transcripts": len(files),
-        "transcript_turns": sum(c for c, _ in files.values()),
+        "transcript_turns": sum(c or 0 for c, _ in files.values()) if count_lines else None,
         "index_turns": turns,
         "searchable_turns": searchable,
         "fts_documents": fts_docs,

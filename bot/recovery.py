@@ -50,7 +50,10 @@ class RecoveryReport:
 
 def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: RecoveryReport) -> None:
     """Bring every conversation's rows up to its transcript (runs on the db thread)."""
-    known = {row[0]: row for row in conn.execute(SELECT_CONVERSATION)}
+    # Only the size each conversation reflects: a restart finds almost every transcript
+    # indexed already, and building the records of a year's 10,000 conversations cost
+    # more than the stats that show it. The record of one that changed is read then.
+    known = dict(conn.execute("SELECT id, indexed_bytes FROM conversations").fetchall())
     present = store.conversation_ids()
     if store.directory.is_dir():  # a missing directory (not mounted?) proves nothing
         for conv_id in sorted(set(known) - set(present)):
@@ -64,10 +67,12 @@ def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: Recov
         report.conversations += 1
         path = store.path(conv_id)
         size = path.stat().st_size
-        row = known.get(conv_id)
-        rec = row_to_record(row) if row else None
-        if rec is not None and rec.indexed_bytes == size:
+        if conv_id in known and known[conv_id] == size:
             continue
+        row = None
+        if conv_id in known:
+            row = conn.execute(f"{SELECT_CONVERSATION} WHERE id = ?", (conv_id,)).fetchone()
+        rec = row_to_record(row) if row else None
         if rec is not None and rec.indexed_bytes > size:
             log.warning("%s shrank below its indexed size: re-indexing it", conv_id)
             # FTS rows first: deleting the conversation cascades to its turns, and the

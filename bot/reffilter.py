@@ -14,9 +14,12 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 # fewer than this many refs recorded: the filter is sized for it anyway (1.2 MB)
 MIN_CAPACITY = 1 << 20
 ERROR_RATE = 0.01
+LOAD_CHUNK = 20_000  # refs hashed per numpy pass at start
 
 
 def line_refs(line: Mapping[str, Any], default_channel: str) -> list[tuple[str, str, str]]:
@@ -47,12 +50,38 @@ class RefFilter:
 
     @classmethod
     def from_index(cls, conn: Any) -> RefFilter:
-        """Every ref in ``message_refs``, with room for as many again."""
+        """Every ref in ``message_refs``, with room for as many again.
+
+        Runs at every daemon start over every ref ever recorded (hundreds of thousands
+        after a year): read in chunks (a list of them all held 27 MB the process kept),
+        each hashed in one pass and its bits set with numpy. Adding them one by one took
+        2 s at 150,000 refs (docs/benchmarks.md, "scale (session 19)"); the bits are the
+        same.
+        """
         count = int(conn.execute("SELECT count(*) FROM message_refs").fetchone()[0])
         refs = cls(max(MIN_CAPACITY, 2 * count))
-        for channel, ref in conn.execute("SELECT channel, ref FROM message_refs"):
-            refs.add(str(channel), str(ref))
+        cursor = conn.execute("SELECT channel, ref FROM message_refs")
+        while rows := cursor.fetchmany(LOAD_CHUNK):
+            refs.add_many(rows)
         return refs
+
+    def add_many(self, keys: Iterable[tuple[str, str]]) -> None:
+        """:meth:`add` for many keys at once (the same bits, set in bulk)."""
+        digests = b"".join(_digest(str(channel), str(ref)) for channel, ref in keys)
+        if not digests:
+            return
+        pairs = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+        bits = np.uint64(self.bits)
+        # (first + i * second) % bits as in _positions, reduced first so that nothing
+        # overflows 64 bits (bits and hashes are far below 2**32)
+        first = pairs[:, 0] % bits
+        second = (pairs[:, 1] | np.uint64(1)) % bits
+        steps = np.arange(self.hashes, dtype=np.uint64)
+        positions = ((first[:, None] + steps[None, :] * second[:, None]) % bits).ravel()
+        array = np.frombuffer(self._array, dtype=np.uint8)  # a view: set in place
+        masks = np.left_shift(np.uint8(1), (positions & np.uint64(7)).astype(np.uint8))
+        np.bitwise_or.at(array, (positions >> np.uint64(3)).astype(np.intp), masks)
+        self.count += len(pairs)
 
     @property
     def full(self) -> bool:
@@ -60,7 +89,7 @@ class RefFilter:
         return self.count > self.capacity
 
     def _positions(self, channel: str, ref: str) -> Iterable[int]:
-        digest = hashlib.blake2b(f"{channel}\x00{ref}".encode(), digest_size=16).digest()
+        digest = _digest(channel, ref)
         first = int.from_bytes(digest[:8], "little")
         second = int.from_bytes(digest[8:], "little") | 1
         return ((first + i * second) % self.bits for i in range(self.hashes))
@@ -73,3 +102,7 @@ class RefFilter:
     def might_contain(self, channel: str, ref: str) -> bool:
         array = self._array
         return all(array[bit >> 3] & (1 << (bit & 7)) for bit in self._positions(channel, ref))
+
+
+def _digest(channel: str, ref: str) -> bytes:
+    return hashlib.blake2b(f"{channel}\x00{ref}".encode(), digest_size=16).digest()

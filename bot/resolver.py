@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
+from bot.record_cache import keyed_locks
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -41,7 +42,7 @@ class ConversationResolver:
         self.s = services
         # identity key -> lock held while finding or creating its pinned conversation, so
         # racing first messages (or an escalation) never create two.
-        self._contact_locks: dict[str, asyncio.Lock] = {}
+        self._contact_locks = keyed_locks()  # held or waited for only (bounded)
 
     def contact_lock(self, key: str) -> asyncio.Lock:
         """The lock of one identity key (created on first use)."""

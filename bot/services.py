@@ -181,6 +181,7 @@ async def open_services(
     recover_now: bool = True,
     exclusive: bool = False,
     download_models: bool = True,
+    load_refs: bool = True,
 ) -> Services:
     """Open the store and databases, run recovery, build the brain. No channel yet.
 
@@ -190,7 +191,8 @@ async def open_services(
     (a one-shot command): the embedding model comes from ``embedding.model_path`` or the
     model cache only, never from the network (:mod:`bot.embedding`). Recovery
     (``recover_now``) is skipped when a running daemon holds the data directory: it
-    indexes its own writes.
+    indexes its own writes. ``load_refs=False`` (a one-shot command, which delivers no
+    message): the message-ref filter is not built, duplicate checks ask the database.
     """
     options: dict[str, Any] = {
         "brain": brain,
@@ -198,6 +200,7 @@ async def open_services(
         "recover_now": recover_now,
         "exclusive": exclusive,
         "download_models": download_models,
+        "load_refs": load_refs,
     }
     try:
         return await _open_services(config, **options)
@@ -219,6 +222,7 @@ async def _open_services(
     recover_now: bool,
     exclusive: bool,
     download_models: bool,
+    load_refs: bool,
 ) -> Services:
     """:func:`open_services`, once."""
     from bot.conversations import ConversationManager
@@ -315,7 +319,8 @@ async def _open_services(
                 lambda c: recover(c, store, config.external_dir, config)
             )
             log.info("recovery: %s", services.recovery.to_dict())
-        await index.load_refs()
+        if load_refs:  # every ref ever recorded: 0.3 s at 150,000 (docs/benchmarks.md)
+            await index.load_refs()
     except Exception as exc:
         # Close the connections: their threads would otherwise keep the process alive.
         store.close()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.journal import Journal, lock_journal
+from bot.record_cache import keyed_locks
 from bot.transcript_lines import (
     READOUT_MODELS,
     Line,
@@ -68,7 +69,7 @@ class TranscriptStore:
         self.shared = False
         self._lock_fd = -1  # the journal's lock, held without a journal (no fsync)
         self._paths: dict[str, Path] = {}  # conversation id -> path (built once)
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = keyed_locks()  # held or waited for only (bounded)
         # Many concurrent fsyncs on different files are committed together by the
         # filesystem journal: a wide pool turns per-message fsync latency into throughput.
         self._executor = ThreadPoolExecutor(max_workers=6, thread_name_prefix="transcript")

@@ -134,6 +134,37 @@ def test_dead_pid_is_stopped(tmp_path: Path) -> None:
     assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "stopped"
 
 
+async def test_quick_status_compares_transcripts_by_size_without_reading_them(
+    populated: tuple[AppConfig, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A year of transcripts (10,000, 330,000 turn lines) took 4 of the 5 s of a quick
+    # status to read and count; --quick compares each one's size with the index.
+    config, ids = populated
+    path = config.conversations_dir / f"{ids[1]}.jsonl"
+    with path.open("ab") as fh:  # written, not indexed yet
+        fh.write(encode([turn_line("user", "not yet indexed", 3)]))
+    (config.conversations_dir / "conv-01JZZZZZZZZZZZZZZZZZZZZZZZ.jsonl").write_bytes(
+        encode([{"type": "meta", "id": "conv-01JZZZZZZZZZZZZZZZZZZZZZZZ", "channel": "web"}])
+    )
+    reads: list[str] = []
+    real = Path.read_bytes
+
+    def counting(self: Path) -> bytes:
+        if self.name.startswith("conv-"):
+            reads.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    report = await asyncio.to_thread(healthcheck.collect, config, deep=False)
+    assert reads == []
+    idx = report["index"]
+    assert idx["missing_from_index"] == ["conv-01JZZZZZZZZZZZZZZZZZZZZZZZ"]
+    assert idx["unindexed_bytes"] > 0 and idx["transcript_turns"] is None
+    assert "uncounted (--quick)" in healthcheck.format_text(report)
+    full = await asyncio.to_thread(healthcheck.collect, config)  # still counts them
+    assert len(reads) == 3 and full["index"]["transcript_turns"] >= 4
+
+
 async def test_inconsistencies_are_reported(populated: tuple[AppConfig, list[str]]) -> None:
     config, ids = populated
     # A turn line that reached the transcript and was marked indexed but is not in the

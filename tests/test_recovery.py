@@ -18,6 +18,7 @@ from bot.config import AppConfig
 from bot.reply_generation import OUTAGE
 from bot.resume import resume_pending_replies
 from bot.services import DatabaseOpenError, open_services
+from bot.transcript import turn_line
 from tests.conftest import (
     RecordingChannel,
     attach_channel,
@@ -170,6 +171,47 @@ async def test_lines_written_but_not_indexed_are_caught_up(tmp_path: Path) -> No
         # The unanswered user turn is a pending reply.
         assert services.recovery.pending_replies == [(rec.id, 2)]
         fresh = await services.conversations.get(rec.id)
+        assert fresh is not None and fresh.turn_count == 2
+    finally:
+        await shutdown_services(services)
+
+
+async def test_a_restart_reads_no_transcript_and_no_record_already_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A year's store restarts in seconds only if start costs a stat per transcript: no
+    # read of one the index has to its last byte, and no record built for it.
+    import bot.recovery
+    from bot.transcript import TranscriptStore
+
+    config = make_config(tmp_path)
+    services = await open_services(config)
+    try:
+        ids = [(await services.conversations.create("web")).id for _ in range(6)]
+        for conv_id in ids:
+            await services.conversations.append_turn(conv_id, "user", f"note {conv_id}")
+        await services.store.append(ids[2], [turn_line("user", "written, not indexed", 2)])
+    finally:
+        await shutdown_services(services)
+    reads: list[str] = []
+    records: list[str] = []
+    real_read, real_record = TranscriptStore.read_from, bot.recovery.row_to_record
+
+    def read_from(self: TranscriptStore, conv_id: str, offset: int) -> Any:
+        reads.append(conv_id)
+        return real_read(self, conv_id, offset)
+
+    def row_to_record(row: Any) -> Any:
+        records.append(row[0])
+        return real_record(row)
+
+    monkeypatch.setattr(TranscriptStore, "read_from", read_from)
+    monkeypatch.setattr(bot.recovery, "row_to_record", row_to_record)
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        assert services.recovery is not None and services.recovery.caught_up_lines == 1
+        assert reads == [ids[2]] and records == [ids[2]]
+        fresh = await services.conversations.get(ids[2])
         assert fresh is not None and fresh.turn_count == 2
     finally:
         await shutdown_services(services)

@@ -4,9 +4,13 @@ the database, and refs recorded while the filter loads are not missed."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bot import reffilter
 from bot.reffilter import RefFilter, line_refs
 from bot.services import close_services, open_services
 from bot.transcript import event_line, turn_line
@@ -100,5 +104,67 @@ async def test_refs_noted_while_loading_are_kept(tmp_path: Path) -> None:
         index.note_refs([turn_line("user", "x", 1, metadata={"messageId": "late"})], "web")
         await loading
         assert index.refs is not None and index.refs.might_contain("web", "late")
+    finally:
+        await close_services(services)
+
+
+def test_the_filter_loaded_at_start_sets_the_bits_of_add_in_bulk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every start reads every ref ever recorded (150,000 after a year took 1.8 s one by
+    # one): from_index hashes them in bulk, never through add's per-ref positions.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE message_refs (channel TEXT, ref TEXT)")
+    keys = [("telegram", f"m{i}") for i in range(500)] + [("email", f"<{i}@x>") for i in range(9)]
+    conn.executemany("INSERT INTO message_refs VALUES (?, ?)", keys)
+    one_by_one = RefFilter()
+    for key in keys:
+        one_by_one.add(*key)
+    calls = 0
+    real = RefFilter._positions
+
+    def counting(self: RefFilter, channel: str, ref: str) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(self, channel, ref)
+
+    monkeypatch.setattr(RefFilter, "_positions", counting)
+    monkeypatch.setattr(reffilter, "LOAD_CHUNK", 64)  # read in several chunks
+    loaded = RefFilter.from_index(conn)
+    assert calls == 0
+    assert loaded._array == one_by_one._array
+    assert loaded.count == len(keys) and loaded.capacity == one_by_one.capacity
+    small = RefFilter(capacity=50)  # few bits: positions wrap around many times
+    small.add_many(keys[:60])
+    assert all(small.might_contain(*key) for key in keys[:60])
+
+
+async def test_one_shot_commands_do_not_load_the_filter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `conversations list`, `search`, `reindex` deliver no message: reading every ref
+    # was half of a 3.5 s `conversations list` at 10,000 conversations.
+    from bot.cli_store import _open_and_run
+
+    config = make_config(tmp_path)
+    loads = 0
+    real = RefFilter.from_index
+
+    def counting(conn: Any) -> RefFilter:
+        nonlocal loads
+        loads += 1
+        return real(conn)
+
+    monkeypatch.setattr(RefFilter, "from_index", staticmethod(counting))
+
+    async def listed(services: Any) -> int:
+        assert services.index.refs is None
+        return len(await services.conversations.list())
+
+    assert await _open_and_run(config, listed, True, False) == 0
+    assert loads == 0
+    services = await open_services(config)  # the daemon's open still loads it
+    try:
+        assert loads == 1 and services.index.refs is not None
     finally:
         await close_services(services)

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +36,7 @@ from bot.lifecycle.records import (
     pending_abbreviations,
 )
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock
+from bot.record_cache import keyed_locks
 from bot.tasks import spawn
 from bot.transcript import recallable
 
@@ -79,7 +80,7 @@ class Lifecycle(NamingRuns):
         self.counters: Counter[str] = Counter()
         self._unsubscribe: list[Callable[[], None]] = []
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
-        self._naming_locks: dict[str, asyncio.Lock] = {}
+        self._naming_locks: MutableMapping[str, asyncio.Lock] = keyed_locks()
         self._split_noted: set[str] = set()
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 from collections import Counter
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from bot.brain.cost import tracking
@@ -32,7 +33,7 @@ class NamingRuns:
     namer: Namer
     counters: Counter[str]
     _naming_tasks: dict[str, asyncio.Task[Naming | None]]
-    _naming_locks: dict[str, asyncio.Lock]
+    _naming_locks: MutableMapping[str, asyncio.Lock]
     _split_noted: set[str]
     _owed_naming: asyncio.Task[None] | None
     _naming_backoff: Backoff
