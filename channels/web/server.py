@@ -56,6 +56,24 @@ def _redirect(location: str, headers: dict[str, str] | None = None) -> web.Respo
     return web.Response(status=303, headers={"Location": location, **(headers or {})})
 
 
+def _over_https(request: web.Request) -> bool:
+    """Whether the browser reached us over HTTPS, directly or through a TLS proxy.
+
+    Behind the proxy docs/web.md recommends, the request arrives as plain HTTP and
+    ``request.secure`` is False, so the session cookie went out without ``Secure``. The
+    proxy's ``X-Forwarded-Proto`` (or ``Forwarded: proto=``) says what the browser used;
+    trusting it costs nothing, since a forged value only makes the forger's own cookie
+    stricter.
+    """
+    if request.secure:
+        return True
+    forwarded_proto = request.headers.get("X-Forwarded-Proto", "").split(",")[0]
+    if forwarded_proto.strip().lower() == "https":
+        return True
+    first = request.headers.get("Forwarded", "").split(",")[0]
+    return any(part.strip().lower().replace('"', "") == "proto=https" for part in first.split(";"))
+
+
 class WebChannel:
     """The dashboard (implements :class:`bot.channel.StreamingChannel`)."""
 
@@ -312,7 +330,7 @@ class WebChannel:
             samesite="Strict",
             path="/",
             max_age=int(self.settings.session_ttl_hours * 3600),
-            secure=request.secure,
+            secure=_over_https(request),
         )
         return response
 

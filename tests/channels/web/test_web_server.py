@@ -138,6 +138,26 @@ async def test_login_sets_a_strict_httponly_cookie(stack: Stack) -> None:
             assert r.status == 401
 
 
+async def test_the_session_cookie_is_secure_behind_an_https_proxy(stack: Stack) -> None:
+    # Regression: behind a TLS proxy the login arrives as plain HTTP, and the cookie
+    # went out without Secure, so the browser would also send it over plain HTTP.
+    for headers in (
+        {"X-Forwarded-Proto": "https"},
+        {"Forwarded": 'for=10.0.0.1;proto="https";host=agent.example.org'},
+    ):
+        async with (
+            aiohttp.ClientSession() as s,
+            s.post(f"{stack.url}/login", json={"token": stack.channel.token}, headers=headers) as r,
+        ):
+            assert r.status == 200
+            assert "Secure" in r.headers["Set-Cookie"], headers
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(f"{stack.url}/login", json={"token": stack.channel.token}) as r,
+    ):
+        assert "Secure" not in r.headers["Set-Cookie"]  # plain local HTTP keeps working
+
+
 async def test_login_attempts_are_rate_limited(stack: Stack) -> None:
     limit = stack.config.channels.web.login_attempts_per_minute
     async with aiohttp.ClientSession() as s:
