@@ -257,3 +257,17 @@ async def test_the_pages_load_without_an_error_in_the_console(page: Page, stack:
     await page.reload()
     await expect(page.locator("body")).to_have_attribute("data-connection", "live")
     assert errors == []
+
+
+async def test_every_control_has_an_accessible_name(page: Page, stack: Stack) -> None:
+    # Regression: the message box had only a placeholder, which is no label: a screen
+    # reader announced a bare "edit text" (and the hint vanishes once typing starts).
+    await log_in(page, stack)
+    await expect(page.get_by_label("Message", exact=True)).to_be_visible()
+    unnamed = await page.evaluate("""() => Array.from(
+        document.querySelectorAll('button, input, textarea, select, [tabindex]')
+    ).filter((n) => n.offsetParent !== null).filter((n) => !(
+        n.getAttribute('aria-label') || (n.labels && n.labels.length) ||
+        (n.textContent || '').trim()
+    )).map((n) => n.outerHTML.slice(0, 80))""")
+    assert unnamed == []
