@@ -168,6 +168,36 @@ async def test_paging_and_open_around_a_turn(ws_factory, stack: Stack) -> None:
     assert 3 in numbers and around["focusTurn"] == 3 and not around["hasMore"]
 
 
+async def test_paging_back_shows_every_turn_once(ws_factory, stack: Stack) -> None:
+    # Regression: a question and its answer share a turn number, and "older than turn N"
+    # ended before the question N. A page that began with answer N (an odd count of
+    # items: a question still unanswered, or a note) never showed question N at all.
+    conv = await stack.services.conversations.create("web")
+    for n in range(1, 121):
+        await stack.services.conversations.append_turn(conv.id, "user", f"question {n}")
+        await stack.services.conversations.append_turn(
+            conv.id, "assistant", f"answer {n}", turn_number=n
+        )
+    await stack.services.conversations.append_turn(conv.id, "user", "question 121")
+    tab = await ws_factory()
+    await tab.send(type="switch_conversation", conversationId=conv.id)
+    page = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded" and (f["conversation"] or {}).get("id") == conv.id
+        )
+    )
+    shown = [t["content"] for t in page["turns"]]
+    while page["hasMore"]:
+        start = len(tab.frames)
+        await tab.send(
+            type="load_more", conversationId=conv.id, beforeTurn=page["turns"][0]["turnNumber"]
+        )
+        page = await tab.wait_for(lambda f: f["type"] == "history", start=start)
+        shown = [t["content"] for t in page["turns"]] + shown
+    expected = [f"{role} {n}" for n in range(1, 121) for role in ("question", "answer")]
+    assert shown == [*expected, "question 121"]
+
+
 async def test_telegram_conversation_is_read_only_and_live(ws_factory, stack: Stack) -> None:
     await stack.deliver_telegram("from my phone: buy oat milk")
     tg = (await stack.services.conversations.list(channel="telegram"))[0]
