@@ -77,6 +77,12 @@ class WsHub:
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
+                if not self.channel.sessions.valid(client.session):
+                    # Expired (or logged out) while the socket stayed open: checking only
+                    # the frames sent to the tab still let this one deliver a message.
+                    log.info("web: closing a socket whose session ended (%s)", client.id)
+                    await ws.close(code=4401, message=b"session expired")
+                    break
                 try:
                     data = json.loads(msg.data)
                     if not isinstance(data, dict):

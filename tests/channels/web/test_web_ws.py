@@ -450,6 +450,30 @@ async def test_a_tab_whose_session_expired_gets_no_more_turns(stack: Stack) -> N
         await kept.close()
 
 
+async def test_a_tab_whose_session_expired_can_no_longer_act(stack: Stack) -> None:
+    # Regression: only frames sent *to* a tab checked its session, so a socket opened
+    # before the session expired still delivered a message (and could stop replies,
+    # which answer nothing) until some frame happened to go back to it.
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as old:
+        await login(old, stack)
+        stale = await old.ws_connect(f"{stack.url}/ws", headers={"Origin": stack.origin})
+        while (await stale.receive_json(timeout=5))["type"] != "conversation_list":
+            pass
+        sessions = stack.channel.sessions
+        real_clock = sessions._clock
+        sessions._clock = lambda: real_clock() + sessions._ttl + 60
+        try:
+            await stale.send_json({"type": "send_message", "text": "sent after expiry"})
+            while (await stale.receive(timeout=5)).type == aiohttp.WSMsgType.TEXT:
+                pass
+            assert stale.closed and stale.close_code == 4401
+        finally:
+            sessions._clock = real_clock
+        for rec in await stack.services.conversations.list(limit=1000):
+            lines = await stack.channel.read_lines(rec.id)
+            assert not any("sent after expiry" in str(line.get("content")) for line in lines)
+
+
 async def test_an_older_escalation_conversation_names_the_party_as_known_now(
     ws_factory, stack: Stack, client: aiohttp.ClientSession
 ) -> None:
