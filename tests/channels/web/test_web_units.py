@@ -188,6 +188,15 @@ def test_bar_chart_escapes_and_scales() -> None:
     assert "No data yet" in bar_chart("Empty", [])
 
 
+def test_a_label_with_control_characters_keeps_the_chart_well_formed() -> None:
+    # Regression: escaping left characters XML forbids (a title or a group name with
+    # \x01, \x1b or a lone surrogate): the SVG did not parse and the chart showed broken.
+    svg = bar_chart("T\x1b[31m", [Bar("a\x01b\x0bc\ud800d\ufffe", 3, "3 \x00turns")])
+    root = ET.fromstring(svg)
+    texts = "".join(root.itertext())
+    assert "abcd" in texts.replace("\ufffd", "")
+
+
 def test_column_chart_stacks_per_channel() -> None:
     days = [date(2026, 1, d) for d in (1, 2, 3)]
     svg = column_chart("Activity", days, {"web": [1, 0, 3], "telegram": [2, 0, 0]})
