@@ -371,6 +371,8 @@
     document.body.dataset.generating = on ? "1" : "0";
   }
 
+  const STREAM_EAGER_CHARS = 2000; // drawn per delta up to here: cheap, and every word shows
+
   function onStream(msg) {
     if (!state.current || msg.conversationId !== state.current.id || state.behind) return;
     let s = state.streams.get(msg.turnNumber);
@@ -397,14 +399,23 @@
       s.node.classList.remove("stream-done");
     }
     s.text += msg.delta || "";
-    const body = s.node.querySelector(".msg-body");
-    body.textContent = "";
-    body.appendChild(window.renderMarkdown(s.text));
+    // A long reply is drawn once per animation frame, not per word: each drawing renders
+    // the whole reply so far, so drawing per delta cost time quadratic in its length.
+    if (msg.done || s.text.length < STREAM_EAGER_CHARS) paintStream(s);
+    else if (!s.frame) s.frame = requestAnimationFrame(() => paintStream(s));
     setGenerating(!msg.done || awaitingReply());
     if (msg.done) {
       s.ended = true;
       s.node.classList.add("stream-done");
     }
+  }
+
+  function paintStream(s) {
+    if (s.frame) cancelAnimationFrame(s.frame);
+    s.frame = 0;
+    const body = s.node.querySelector(".msg-body");
+    body.textContent = "";
+    body.appendChild(window.renderMarkdown(s.text));
     scrollToBottom();
   }
 
