@@ -210,6 +210,26 @@ async def test_pages_carry_a_strict_csp(stack: Stack, client) -> None:
         assert "http://" not in html and "https://" not in html  # no CDN
 
 
+async def test_refusals_and_redirects_carry_the_security_headers(stack: Stack, client) -> None:
+    # Regression: responses raised rather than returned (the redirect to /login, an
+    # unknown path, a directory, a wrong method) went out without CSP, X-Frame-Options,
+    # nosniff or Referrer-Policy.
+    async with aiohttp.ClientSession() as anon:
+        answers = [await anon.get(f"{stack.url}{p}", allow_redirects=False) for p in ("/", "/x")]
+    answers += [
+        await client.get(f"{stack.url}/nothing-here"),
+        await client.get(f"{stack.url}/static/"),
+        await client.put(f"{stack.url}/api/conversations", headers={"Origin": stack.origin}),
+    ]
+    assert [r.status for r in answers] == [303, 303, 404, 403, 405]
+    for r in answers:
+        r.release()
+        assert r.headers["X-Frame-Options"] == "DENY", r.url
+        assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+        assert r.headers["Referrer-Policy"] == "no-referrer"
+
+
 async def test_conversation_api_and_search(stack: Stack, client) -> None:
     await stack.deliver_telegram("the zeppelin maintenance schedule is on Thursday")
     async with client.get(f"{stack.url}/api/conversations") as r:
