@@ -291,6 +291,11 @@ async def test_a_search_result_opened_far_back_still_reaches_the_latest_turns(
     await page.locator(f'#search-results .result[data-id="{conv.id}"] .result-title').click()
     await expect(page.locator(".msg.matched").first).to_contain_text("harpsichord")
     newer = page.get_by_role("button", name="Jump to the latest messages")
+    # The page ends with a whole turn, and no reply is owed: no Stop.
+    await expect(page.locator("#message-items .msg").last).to_have_attribute(
+        "data-role", "assistant"
+    )
+    await expect(page.locator("#stop")).to_be_hidden()
     await page.fill("#input", "and the organ too")
     await page.press("#input", "Enter")
     # The message joins the latest turns, not the page of turn 3.
