@@ -9,6 +9,7 @@ where a browser never runs scripts anyway. ``/api/analytics`` gives the totals.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -28,8 +29,13 @@ OTHER_COLOUR = "#6b7280"
 FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
 
 
+# Characters XML 1.0 forbids even escaped (controls, lone surrogates, U+FFFE/FFFF): one
+# in a title made the whole chart unparseable, and a surrogate failed to encode at all.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def _e(text: Any) -> str:
-    return escape(str(text), {'"': "&quot;", "'": "&apos;"})
+    return escape(NOT_XML.sub("\ufffd", str(text)), {'"': "&quot;", "'": "&apos;"})
 
 
 def _clip(text: str, n: int) -> str:

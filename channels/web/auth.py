@@ -161,9 +161,16 @@ class RateLimiter:
             return max(hits[0] + self._window - now, 0.001)
         hits.append(now)
         if len(self._hits) > 10_000:  # bound memory under a flood of distinct clients
-            for key in [k for k, v in self._hits.items() if not v]:
+            # Forget clients whose attempts have all left the window. (Dropping only empty
+            # ones freed nothing: a client's deque is emptied just before it is refilled.)
+            horizon = now - self._window
+            for key in [k for k, v in self._hits.items() if v[-1] <= horizon]:
                 del self._hits[key]
         return 0.0
+
+    def __len__(self) -> int:
+        """How many clients are remembered."""
+        return len(self._hits)
 
     def reset(self, client: str) -> None:
         """Forget ``client``'s attempts (after a successful login)."""

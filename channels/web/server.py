@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -54,6 +54,35 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def _redirect(location: str, headers: dict[str, str] | None = None) -> web.Response:
     """A 303 we can still attach cookies to (aiohttp's HTTPSeeOther is raised, not returned)."""
     return web.Response(status=303, headers={"Location": location, **(headers or {})})
+
+
+def _harden(request: web.Request, headers: MutableMapping[str, str]) -> None:
+    """The security headers every response carries."""
+    headers.setdefault("Content-Security-Policy", CSP)
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("Referrer-Policy", "no-referrer")
+    headers.setdefault("X-Frame-Options", "DENY")
+    if request.path in ("/", "/login") or request.path.startswith(("/api/", "/analytics/")):
+        # the dashboard page too: cached, Back after Log out showed it again
+        headers.setdefault("Cache-Control", "no-store")
+
+
+def _over_https(request: web.Request) -> bool:
+    """Whether the browser reached us over HTTPS, directly or through a TLS proxy.
+
+    Behind the proxy docs/web.md recommends, the request arrives as plain HTTP and
+    ``request.secure`` is False, so the session cookie went out without ``Secure``. The
+    proxy's ``X-Forwarded-Proto`` (or ``Forwarded: proto=``) says what the browser used;
+    trusting it costs nothing, since a forged value only makes the forger's own cookie
+    stricter.
+    """
+    if request.secure:
+        return True
+    forwarded_proto = request.headers.get("X-Forwarded-Proto", "").split(",")[0]
+    if forwarded_proto.strip().lower() == "https":
+        return True
+    first = request.headers.get("Forwarded", "").split(",")[0]
+    return any(part.strip().lower().replace('"', "") == "proto=https" for part in first.split(";"))
 
 
 class WebChannel:
@@ -213,14 +242,14 @@ class WebChannel:
     async def _security_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if not self._host_allowed(request):
             return web.Response(status=421, text="misdirected request")
-        response = await handler(request)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        if request.path in ("/", "/login") or request.path.startswith(("/api/", "/analytics/")):
-            # the dashboard page too: cached, Back after Log out showed it again
-            response.headers.setdefault("Cache-Control", "no-store")
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            # Raised, not returned (the redirect to /login, 404, 403, 405): they went out
+            # without any of these headers.
+            _harden(request, exc.headers)
+            raise
+        _harden(request, response.headers)
         return response
 
     @web.middleware
@@ -312,7 +341,7 @@ class WebChannel:
             samesite="Strict",
             path="/",
             max_age=int(self.settings.session_ttl_hours * 3600),
-            secure=request.secure,
+            secure=_over_https(request),
         )
         return response
 

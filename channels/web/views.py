@@ -132,5 +132,26 @@ def page_of(
         hit = next((i for i in positions if (items[i]["turnNumber"] or 0) >= around), None)
         if hit is not None:
             end = min(len(items), hit + max(limit // 2, 1))
+            # End with a whole turn: a question without its answer, which lay just past
+            # the page, read as unanswered.
+            last = next((i for i in reversed(positions) if i < end), None)
+            while (
+                last is not None
+                and end < len(items)
+                and items[end]["type"] == "turn"
+                and items[end]["turnNumber"] == items[last]["turnNumber"]
+            ):
+                end += 1
     start = max(0, end - limit)
+    first = next((i for i in positions if start <= i < end), None)
+    if start > 0 and first is not None:
+        # Begin where paging on from here ends ("before" the page's first turn number):
+        # a question and its answer share a number, so a page that began with answer N
+        # left question N out of every page; notes before the first turn come next page.
+        start = first
+        number = items[first]["turnNumber"]
+        for i in reversed([i for i in positions if i < first]):
+            if items[i]["turnNumber"] != number:
+                break
+            start = i
     return items[start:end], start > 0

@@ -5,7 +5,7 @@ aroundTurn?}, ``rename_conversation`` {title, conversationId?}, ``send_message``
 conversationId?}, ``stop_generation``, ``set_model`` {model}, ``load_more``
 {conversationId, beforeTurn}, ``ping``.
 
-Server → client: ``conversation_loaded`` {conversation, turns, hasMore, models},
+Server → client: ``conversation_loaded`` {conversation, turns, hasMore, hasNewer, models},
 ``conversation_list`` {conversations, activeMinutes, hasMore}, ``conversation_list_more``
 {conversations, hasMore} (after ``list_more`` {offset}), ``conversation_created``,
 ``conversation_renamed``, ``conversation_updated`` {conversationId, turn?, event?,
@@ -77,6 +77,12 @@ class WsHub:
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
+                if not self.channel.sessions.valid(client.session):
+                    # Expired (or logged out) while the socket stayed open: checking only
+                    # the frames sent to the tab still let this one deliver a message.
+                    log.info("web: closing a socket whose session ended (%s)", client.id)
+                    await ws.close(code=4401, message=b"session expired")
+                    break
                 try:
                     data = json.loads(msg.data)
                     if not isinstance(data, dict):
@@ -174,7 +180,11 @@ class WsHub:
             return
         client.pending_model = None
         titles = await derived_titles(self.services, [rec])
-        items, has_more = page_of(await self._items(rec.id), limit=PAGE_SIZE, around=around)
+        every = await self._items(rec.id)
+        items, has_more = page_of(every, limit=PAGE_SIZE, around=around)
+        # Opened around an older turn (a search result): later turns exist past the page,
+        # and the tab must not show new ones right under it, as if none came between.
+        has_newer = bool(items) and items[-1] is not every[-1]
         # Viewing from here on, without an await in between: every delta of a reply being
         # written is either in the catch-up frame below or streamed after it, never both.
         client.conversation_id = rec.id
@@ -185,6 +195,7 @@ class WsHub:
                 "conversation": conversation_meta(rec, titles),
                 "turns": items,
                 "hasMore": has_more,
+                "hasNewer": has_newer,
                 "models": self._models(),
                 "focusTurn": around,
             },

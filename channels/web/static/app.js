@@ -24,6 +24,7 @@
     unsent: null,
     connections: 0,
     reconnected: false, // the next conversation_loaded answers a reconnect
+    behind: false, // the page shows older turns only (opened around a search result)
     streams: new Map(), // turnNumber -> {node, text}
     oldestTurn: null,
     focusTurns: [],
@@ -370,8 +371,10 @@
     document.body.dataset.generating = on ? "1" : "0";
   }
 
+  const STREAM_EAGER_CHARS = 2000; // drawn per delta up to here: cheap, and every word shows
+
   function onStream(msg) {
-    if (!state.current || msg.conversationId !== state.current.id) return;
+    if (!state.current || msg.conversationId !== state.current.id || state.behind) return;
     let s = state.streams.get(msg.turnNumber);
     if (!s && msg.done && !msg.delta) {
       // An attempt that ended before its first word (the model unreachable): nothing
@@ -396,14 +399,23 @@
       s.node.classList.remove("stream-done");
     }
     s.text += msg.delta || "";
-    const body = s.node.querySelector(".msg-body");
-    body.textContent = "";
-    body.appendChild(window.renderMarkdown(s.text));
+    // A long reply is drawn once per animation frame, not per word: each drawing renders
+    // the whole reply so far, so drawing per delta cost time quadratic in its length.
+    if (msg.done || s.text.length < STREAM_EAGER_CHARS) paintStream(s);
+    else if (!s.frame) s.frame = requestAnimationFrame(() => paintStream(s));
     setGenerating(!msg.done || awaitingReply());
     if (msg.done) {
       s.ended = true;
       s.node.classList.add("stream-done");
     }
+  }
+
+  function paintStream(s) {
+    if (s.frame) cancelAnimationFrame(s.frame);
+    s.frame = 0;
+    const body = s.node.querySelector(".msg-body");
+    body.textContent = "";
+    body.appendChild(window.renderMarkdown(s.text));
     scrollToBottom();
   }
 
@@ -422,6 +434,11 @@
     for (const item of msg.turns || []) list.appendChild(renderItem(item));
     state.oldestTurn = firstTurn(msg.turns);
     $("load-more").hidden = !msg.hasMore;
+    // Opened around an older turn: newer ones exist past this page. New turns are not
+    // shown under it (they would seem to follow it directly); the button, or sending a
+    // message, jumps to the latest.
+    state.behind = !!msg.hasNewer;
+    $("load-newer").hidden = !state.behind;
     $("empty-state").hidden = !!(msg.turns && msg.turns.length);
     if (state.reconnected) {
       state.reconnected = false;
@@ -582,7 +599,7 @@
         const meta = state.conversations.get(msg.conversationId);
         upsertMeta(Object.assign({}, meta, { updated: msg.turn.timestamp, turnCount: Math.max(meta.turnCount || 0, msg.turn.turnNumber || 0) }));
       }
-      if (!state.current || state.current.id !== msg.conversationId) return;
+      if (!state.current || state.current.id !== msg.conversationId || state.behind) return;
       if (msg.turn) appendTurn(msg.turn);
       if (msg.event) {
         items().appendChild(renderEvent(msg.event));
@@ -639,7 +656,13 @@
   };
 
   // ---------------------------------------------------------------- actions
+  function jumpToLatest() {
+    if (state.current) send({ type: "switch_conversation", conversationId: state.current.id });
+  }
+
   function sendText(text) {
+    // Sent from a page of older turns: show the latest first, where the message goes.
+    if (state.behind) jumpToLatest();
     const ref = Date.now().toString(36) + Math.random().toString(36).slice(2);
     const ok = send({ type: "send_message", text, ref, conversationId: state.current ? state.current.id : null });
     if (ok) state.unsent = { ref, text };
@@ -954,6 +977,7 @@
       state.pendingModel = ev.target.value;
       send({ type: "set_model", model: ev.target.value });
     });
+    $("load-newer").addEventListener("click", jumpToLatest);
     $("load-more").addEventListener("click", () => {
       if (state.current && state.oldestTurn != null) send({ type: "load_more", conversationId: state.current.id, beforeTurn: state.oldestTurn });
     });

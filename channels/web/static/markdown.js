@@ -45,22 +45,57 @@
   }
 
 
-  // One alternation; the group that matched says which construct it is.
+  // One alternation; the group that matched says which construct it is. Every span is
+  // bounded (SPAN characters of content, 16 backticks, URL_CHARS of a link): an opening
+  // mark without its closing one was otherwise searched for to the end of the line from
+  // every such mark, so a stranger's 60 kB of "*a " froze the tab for a second, 1 MB of
+  // it for minutes, and 20 kB of backticks for over a minute.
+  const SPAN = "{0,500}?";
+  const URL_CHARS = "{1,4096}";
   const INLINE = new RegExp(
     [
-      "(`+)([\\s\\S]*?[^`])\\1(?!`)", // 1,2 code span
-      "\\*\\*(?=\\S)([\\s\\S]*?\\S)\\*\\*", // 3 bold
-      "__(?=\\S)([\\s\\S]*?\\S)__(?!\\w)", // 4 bold
-      "\\*(?=[^\\s*])([\\s\\S]*?[^\\s*])\\*(?!\\*)", // 5 italic
-      "(?<!\\w)_(?=[^\\s_])([\\s\\S]*?[^\\s_])_(?!\\w)", // 6 italic
-      "~~(?=\\S)([\\s\\S]*?\\S)~~", // 7 strike
-      "\\[([^\\]\\n]+)\\]\\(([^)\\s]+)\\)", // 8,9 link
-      "(https?:\\/\\/[^\\s<>\"']*[^\\s<>\"'.,:;!?)\\]])", // 10 bare URL
+      "(?<!`)(`{1,16})(?!`)([\\s\\S]" + SPAN + "[^`])\\1(?!`)", // 1,2 code span
+      "\\*\\*(?=\\S)([\\s\\S]" + SPAN + "\\S)\\*\\*", // 3 bold
+      "__(?=\\S)([\\s\\S]" + SPAN + "\\S)__(?!\\w)", // 4 bold
+      "\\*(?=[^\\s*])([\\s\\S]" + SPAN + "[^\\s*])\\*(?!\\*)", // 5 italic
+      "(?<!\\w)_(?=[^\\s_])([\\s\\S]" + SPAN + "[^\\s_])_(?!\\w)", // 6 italic
+      "~~(?=\\S)([\\s\\S]" + SPAN + "\\S)~~", // 7 strike
+      "\\[([^[\\]\\n]{1,1000})\\]\\(([^)[\\]\\s]" + URL_CHARS + ")\\)", // 8,9 link
+      "(https?:\\/\\/[^\\s<>\"']{0,4096}[^\\s<>\"'.,:;!?)\\]])", // 10 bare URL
     ].join("|"),
     "g"
   );
 
-  function inline(text, parent) {
+  // Deeper nesting (quotes in quotes, emphasis in emphasis) is shown as its text: each
+  // level is a recursive call, and 5,000 ">" overflowed the stack, so the conversation
+  // holding such a message could not be shown at all.
+  const MAX_DEPTH = 16;
+
+  // Even bounded, each opening mark may be searched SPAN characters ahead: a line with
+  // more marks than this is shown as its plain text (nothing legible has that many), and
+  // once a message has spent BUDGET_MS on inline formatting, its remaining lines are
+  // shown as plain text too, so a 1 MB message costs well under a second whatever it
+  // holds (each line costs at most MAX_MARKS searches, a few milliseconds).
+  const MAX_MARKS = 1000;
+  const BUDGET_MS = 200;
+  let deadline = Infinity;
+  const MARKS = new Set(["*", "_", "~", "`", "["]);
+
+  function tooManyMarks(text) {
+    if (text.length <= MAX_MARKS) return false;
+    let count = 0;
+    for (let i = 0; i < text.length; i++) {
+      if (MARKS.has(text[i]) && ++count > MAX_MARKS) return true;
+    }
+    return false;
+  }
+
+  function inline(text, parent, depth) {
+    depth = depth || 0;
+    if (depth >= MAX_DEPTH || tooManyMarks(text) || performance.now() > deadline) {
+      parent.appendChild(document.createTextNode(text));
+      return;
+    }
     let last = 0;
     INLINE.lastIndex = 0;
     let m;
@@ -73,13 +108,13 @@
         node.textContent = m[2];
       } else if (m[3] !== undefined || m[4] !== undefined) {
         node = el("strong");
-        inline(m[3] !== undefined ? m[3] : m[4], node);
+        inline(m[3] !== undefined ? m[3] : m[4], node, depth + 1);
       } else if (m[5] !== undefined || m[6] !== undefined) {
         node = el("em");
-        inline(m[5] !== undefined ? m[5] : m[6], node);
+        inline(m[5] !== undefined ? m[5] : m[6], node, depth + 1);
       } else if (m[7] !== undefined) {
         node = el("del");
-        inline(m[7], node);
+        inline(m[7], node, depth + 1);
       } else if (m[8] !== undefined) {
         const href = safeUrl(m[9]);
         if (href) {
@@ -87,7 +122,7 @@
           node.href = href;
           node.target = "_blank";
           node.rel = "noopener noreferrer nofollow";
-          inline(m[8], node);
+          inline(m[8], node, depth + 1);
         } else {
           node = document.createTextNode(m[0]);
         }
@@ -123,7 +158,8 @@
   const BULLET = /^\s*[-*+]\s+(.*)$/;
   const ORDERED = /^\s*(\d{1,9})[.)]\s+(.*)$/;
 
-  function blocks(lines, parent) {
+  function blocks(lines, parent, depth) {
+    depth = depth || 0;
     let i = 0;
     while (i < lines.length) {
       const line = lines[i];
@@ -157,7 +193,8 @@
           i++;
         }
         const q = el("blockquote");
-        blocks(inner, q);
+        if (depth >= MAX_DEPTH) inlineLines(inner, q);
+        else blocks(inner, q, depth + 1);
         parent.appendChild(q);
       } else if (BULLET.test(line) || ORDERED.test(line)) {
         const ordered = !BULLET.test(line);
@@ -207,7 +244,12 @@
   function renderMarkdown(text) {
     const frag = document.createDocumentFragment();
     const shown = showBidiControls(text == null ? "" : text);
-    blocks(shown.replace(/\r\n?/g, "\n").split("\n"), frag);
+    deadline = performance.now() + BUDGET_MS;
+    try {
+      blocks(shown.replace(/\r\n?/g, "\n").split("\n"), frag);
+    } finally {
+      deadline = Infinity;
+    }
     // Blocks of text take their direction from their own first letters: a Hebrew or
     // Arabic paragraph reads right to left, an English one beside it left to right. Set
     // once they are filled, innermost first: on an "auto" block, every change inside it

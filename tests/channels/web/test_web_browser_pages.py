@@ -257,3 +257,60 @@ async def test_the_pages_load_without_an_error_in_the_console(page: Page, stack:
     await page.reload()
     await expect(page.locator("body")).to_have_attribute("data-connection", "live")
     assert errors == []
+
+
+async def test_every_control_has_an_accessible_name(page: Page, stack: Stack) -> None:
+    # Regression: the message box had only a placeholder, which is no label: a screen
+    # reader announced a bare "edit text" (and the hint vanishes once typing starts).
+    await log_in(page, stack)
+    await expect(page.get_by_label("Message", exact=True)).to_be_visible()
+    unnamed = await page.evaluate("""() => Array.from(
+        document.querySelectorAll('button, input, textarea, select, [tabindex]')
+    ).filter((n) => n.offsetParent !== null).filter((n) => !(
+        n.getAttribute('aria-label') || (n.labels && n.labels.length) ||
+        (n.textContent || '').trim()
+    )).map((n) => n.outerHTML.slice(0, 80))""")
+    assert unnamed == []
+
+
+async def test_a_search_result_opened_far_back_still_reaches_the_latest_turns(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: opened around turn 3 of 60, the page showed turns 1-27 with no way
+    # forward, and a message sent from there appeared right under turn 27, as if the 33
+    # turns between did not exist.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    for n in range(1, 61):
+        text = "the harpsichord needs tuning" if n == 3 else f"small talk number {n}"
+        await manager.append_turn(conv.id, "user", text)
+        await manager.append_turn(conv.id, "assistant", f"noted {n}", turn_number=n)
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "harpsichord")
+    await page.locator(f'#search-results .result[data-id="{conv.id}"] .result-title').click()
+    await expect(page.locator(".msg.matched").first).to_contain_text("harpsichord")
+    newer = page.get_by_role("button", name="Jump to the latest messages")
+    # The page ends with a whole turn, and no reply is owed: no Stop.
+    await expect(page.locator("#message-items .msg").last).to_have_attribute(
+        "data-role", "assistant"
+    )
+    await expect(page.locator("#stop")).to_be_hidden()
+    await page.fill("#input", "and the organ too")
+    await page.press("#input", "Enter")
+    # The message joins the latest turns, not the page of turn 3.
+    last = page.locator("#message-items .msg-user").last
+    await expect(last).to_contain_text("and the organ too")
+    turns = page.locator("#message-items")
+    await expect(turns.get_by_text("noted 60", exact=True)).to_have_count(1)
+    await expect(turns.get_by_text("noted 3", exact=True)).to_have_count(0)
+    await expect(newer).to_be_hidden()
+    # Or the button jumps there, offered whenever newer turns are past the page.
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "harpsichord")
+    await page.locator(f'#search-results .result[data-id="{conv.id}"] .result-title').click()
+    await expect(page.locator(".msg.matched").first).to_contain_text("harpsichord")
+    await expect(newer).to_be_visible()
+    await newer.click()
+    await expect(page.locator("#message-items .msg-user").last).to_contain_text("the organ")
+    await expect(newer).to_be_hidden()

@@ -138,6 +138,26 @@ async def test_login_sets_a_strict_httponly_cookie(stack: Stack) -> None:
             assert r.status == 401
 
 
+async def test_the_session_cookie_is_secure_behind_an_https_proxy(stack: Stack) -> None:
+    # Regression: behind a TLS proxy the login arrives as plain HTTP, and the cookie
+    # went out without Secure, so the browser would also send it over plain HTTP.
+    for headers in (
+        {"X-Forwarded-Proto": "https"},
+        {"Forwarded": 'for=10.0.0.1;proto="https";host=agent.example.org'},
+    ):
+        async with (
+            aiohttp.ClientSession() as s,
+            s.post(f"{stack.url}/login", json={"token": stack.channel.token}, headers=headers) as r,
+        ):
+            assert r.status == 200
+            assert "Secure" in r.headers["Set-Cookie"], headers
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(f"{stack.url}/login", json={"token": stack.channel.token}) as r,
+    ):
+        assert "Secure" not in r.headers["Set-Cookie"]  # plain local HTTP keeps working
+
+
 async def test_login_attempts_are_rate_limited(stack: Stack) -> None:
     limit = stack.config.channels.web.login_attempts_per_minute
     async with aiohttp.ClientSession() as s:
@@ -188,6 +208,26 @@ async def test_pages_carry_a_strict_csp(stack: Stack, client) -> None:
         assert r.headers["Cache-Control"] == "no-store"
         html = await r.text()
         assert "http://" not in html and "https://" not in html  # no CDN
+
+
+async def test_refusals_and_redirects_carry_the_security_headers(stack: Stack, client) -> None:
+    # Regression: responses raised rather than returned (the redirect to /login, an
+    # unknown path, a directory, a wrong method) went out without CSP, X-Frame-Options,
+    # nosniff or Referrer-Policy.
+    async with aiohttp.ClientSession() as anon:
+        answers = [await anon.get(f"{stack.url}{p}", allow_redirects=False) for p in ("/", "/x")]
+    answers += [
+        await client.get(f"{stack.url}/nothing-here"),
+        await client.get(f"{stack.url}/static/"),
+        await client.put(f"{stack.url}/api/conversations", headers={"Origin": stack.origin}),
+    ]
+    assert [r.status for r in answers] == [303, 303, 404, 403, 405]
+    for r in answers:
+        r.release()
+        assert r.headers["X-Frame-Options"] == "DENY", r.url
+        assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+        assert r.headers["Referrer-Policy"] == "no-referrer"
 
 
 async def test_conversation_api_and_search(stack: Stack, client) -> None:

@@ -81,6 +81,21 @@ def test_rate_limiter_sliding_window_per_client() -> None:
     assert all(limiter.check("a") == 0.0 for _ in range(2))
 
 
+def test_rate_limiter_forgets_clients_that_stopped_trying() -> None:
+    # Regression: past 10,000 clients only empty entries were dropped, and none ever is,
+    # so a flood of distinct addresses (one IPv6 /64 is plenty) grew the table forever,
+    # scanning all of it on every attempt.
+    clock = Clock()
+    limiter = RateLimiter(attempts=3, window_seconds=60, clock=clock)
+    for i in range(10_001):
+        limiter.check(f"2001:db8::{i:x}")
+    clock.now += 61
+    limiter.check("2001:db8::ffff:1")
+    assert len(limiter) == 1
+    assert limiter.check("2001:db8::ffff:1") == 0.0  # the live client is still counted
+    assert [limiter.check("2001:db8::ffff:1") for _ in range(2)][-1] > 0
+
+
 def test_conversation_meta_read_only_and_label() -> None:
     rec = ConversationRecord(
         id="conv-1",
@@ -171,6 +186,15 @@ def test_bar_chart_escapes_and_scales() -> None:
     widths = {r.get("data-value"): float(r.get("width")) for r in rects}
     assert widths["10"] == pytest.approx(2 * widths["5"])
     assert "No data yet" in bar_chart("Empty", [])
+
+
+def test_a_label_with_control_characters_keeps_the_chart_well_formed() -> None:
+    # Regression: escaping left characters XML forbids (a title or a group name with
+    # \x01, \x1b or a lone surrogate): the SVG did not parse and the chart showed broken.
+    svg = bar_chart("T\x1b[31m", [Bar("a\x01b\x0bc\ud800d\ufffe", 3, "3 \x00turns")])
+    root = ET.fromstring(svg)
+    texts = "".join(root.itertext())
+    assert "abcd" in texts.replace("\ufffd", "")
 
 
 def test_column_chart_stacks_per_channel() -> None:

@@ -168,6 +168,36 @@ async def test_paging_and_open_around_a_turn(ws_factory, stack: Stack) -> None:
     assert 3 in numbers and around["focusTurn"] == 3 and not around["hasMore"]
 
 
+async def test_paging_back_shows_every_turn_once(ws_factory, stack: Stack) -> None:
+    # Regression: a question and its answer share a turn number, and "older than turn N"
+    # ended before the question N. A page that began with answer N (an odd count of
+    # items: a question still unanswered, or a note) never showed question N at all.
+    conv = await stack.services.conversations.create("web")
+    for n in range(1, 121):
+        await stack.services.conversations.append_turn(conv.id, "user", f"question {n}")
+        await stack.services.conversations.append_turn(
+            conv.id, "assistant", f"answer {n}", turn_number=n
+        )
+    await stack.services.conversations.append_turn(conv.id, "user", "question 121")
+    tab = await ws_factory()
+    await tab.send(type="switch_conversation", conversationId=conv.id)
+    page = await tab.wait_for(
+        lambda f: (
+            f["type"] == "conversation_loaded" and (f["conversation"] or {}).get("id") == conv.id
+        )
+    )
+    shown = [t["content"] for t in page["turns"]]
+    while page["hasMore"]:
+        start = len(tab.frames)
+        await tab.send(
+            type="load_more", conversationId=conv.id, beforeTurn=page["turns"][0]["turnNumber"]
+        )
+        page = await tab.wait_for(lambda f: f["type"] == "history", start=start)
+        shown = [t["content"] for t in page["turns"]] + shown
+    expected = [f"{role} {n}" for n in range(1, 121) for role in ("question", "answer")]
+    assert shown == [*expected, "question 121"]
+
+
 async def test_telegram_conversation_is_read_only_and_live(ws_factory, stack: Stack) -> None:
     await stack.deliver_telegram("from my phone: buy oat milk")
     tg = (await stack.services.conversations.list(channel="telegram"))[0]
@@ -418,6 +448,30 @@ async def test_a_tab_whose_session_expired_gets_no_more_turns(stack: Stack) -> N
         while "a secret for later" not in (await kept.receive(timeout=5)).data:
             pass
         await kept.close()
+
+
+async def test_a_tab_whose_session_expired_can_no_longer_act(stack: Stack) -> None:
+    # Regression: only frames sent *to* a tab checked its session, so a socket opened
+    # before the session expired still delivered a message (and could stop replies,
+    # which answer nothing) until some frame happened to go back to it.
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as old:
+        await login(old, stack)
+        stale = await old.ws_connect(f"{stack.url}/ws", headers={"Origin": stack.origin})
+        while (await stale.receive_json(timeout=5))["type"] != "conversation_list":
+            pass
+        sessions = stack.channel.sessions
+        real_clock = sessions._clock
+        sessions._clock = lambda: real_clock() + sessions._ttl + 60
+        try:
+            await stale.send_json({"type": "send_message", "text": "sent after expiry"})
+            while (await stale.receive(timeout=5)).type == aiohttp.WSMsgType.TEXT:
+                pass
+            assert stale.closed and stale.close_code == 4401
+        finally:
+            sessions._clock = real_clock
+        for rec in await stack.services.conversations.list(limit=1000):
+            lines = await stack.channel.read_lines(rec.id)
+            assert not any("sent after expiry" in str(line.get("content")) for line in lines)
 
 
 async def test_an_older_escalation_conversation_names_the_party_as_known_now(

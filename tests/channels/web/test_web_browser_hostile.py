@@ -1,0 +1,123 @@
+"""Messages built to hurt the dashboard, in a real browser: whatever a stranger (or a
+pasted log) puts in a message, the tab shows it promptly and keeps working. Playwright
+driving Debian's Chromium against the real core (see test_web_browser.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser, Page, expect
+
+from bot.brain.base import BrainReply, BrainRequest
+from tests.channels.web.conftest import Stack, start_stack, stop_stack
+from tests.channels.web.test_web_browser import browser, log_in, page
+
+__all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
+
+# Each about 1 MB, or small but deeply nested: shapes the renderer once spent seconds to
+# minutes on (an opening mark searched for its closing one to the end of the line, from
+# every mark) or overflowed the stack with (one recursive call per level of nesting).
+HOSTILE = {
+    "unclosed italics": "'*a '.repeat(350000)",
+    "unclosed bold, many lines": "('**a '.repeat(333) + '\\n').repeat(780)",
+    "unclosed strike": "'~~a '.repeat(250000)",
+    "unclosed links": "'[a](b'.repeat(200000)",
+    "open brackets": "'[a'.repeat(500000)",
+    "backtick run": "'`'.repeat(20000) + 'a'",
+    "nested emphasis": "'*_'.repeat(250000) + 'x' + '_*'.repeat(250000)",
+    "nested quotes": "'>'.repeat(1000000)",
+}
+
+
+async def test_a_deeply_nested_message_does_not_break_its_conversation(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: 5,000 ">" made the renderer recurse 5,000 times and overflow the stack;
+    # the conversation holding that message could not be opened at all.
+    await stack.deliver_telegram(">" * 5000 + " deep\n\nand the line after it", name="Hanan")
+    await log_in(page, stack)
+    item = page.locator('#conversation-list .conv[data-channel="telegram"]')
+    await item.locator("button").click()
+    await expect(page.locator(".msg-user").first).to_contain_text("and the line after it")
+    await expect(page.locator(".msg-user").first).to_contain_text(">>> deep")
+
+
+async def test_hostile_markdown_renders_in_well_under_a_second(page: Page, stack: Stack) -> None:
+    await log_in(page, stack)
+    for name, source in HOSTILE.items():
+        timed = await asyncio.wait_for(
+            page.evaluate(
+                f"""() => {{
+                    const text = {source};
+                    const start = performance.now();
+                    const shown = document.createElement('div');
+                    shown.appendChild(renderMarkdown(text));
+                    return [performance.now() - start, shown.textContent.length, text.length];
+                }}"""
+            ),
+            30,
+        )
+        elapsed, shown_chars, length = timed
+        # A second or more froze the tab (the limit leaves room for a slow machine).
+        assert elapsed < 1500, (name, elapsed)
+        assert shown_chars >= length // 2, name  # the text is shown, not dropped
+
+
+class ChattyBrain:
+    """Streams a long reply in many small deltas, then waits for release."""
+
+    name = "chatty"
+
+    def __init__(self, deltas: int) -> None:
+        self.deltas = deltas
+        self.release = asyncio.Event()
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        words = [f"word{i} " for i in range(self.deltas)]
+        if on_delta is not None:
+            for word in words:
+                await on_delta(word)
+                await asyncio.sleep(0)
+        await self.release.wait()
+        return BrainReply(text="".join(words), model="chatty")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_long_streamed_reply_is_not_rerendered_per_word(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Regression: every delta rendered the whole reply so far again, so a long reply
+    # cost time quadratic in its length and the tab lagged further behind each word.
+    brain = ChattyBrain(2000)
+    chatty = await start_stack(tmp_path / "chatty", brain=brain)
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(10_000)
+    try:
+        page = await context.new_page()
+        await log_in(page, chatty)
+        await page.evaluate("""() => {
+            window.__renders = 0;
+            const render = window.renderMarkdown;
+            window.renderMarkdown = (text) => { window.__renders++; return render(text); };
+        }""")
+        await page.fill("#input", "Write me a long essay")
+        await page.press("#input", "Enter")
+        await expect(page.locator(".msg.streaming")).to_contain_text("word1999")
+        renders = await page.evaluate("window.__renders")
+        # Per delta while short (about 2,000 characters), then per animation frame.
+        assert renders < 600, renders  # not one per delta, 2,000
+        brain.release.set()
+        final = page.locator(".msg-assistant:not(.streaming)")
+        await expect(final).to_contain_text("word0 word1")
+        await expect(final).to_contain_text("word1999")
+    finally:
+        brain.release.set()
+        await context.close()
+        await stop_stack(chatty)
