@@ -225,9 +225,10 @@ def _index_v7(conn: SyncConn) -> None:
 
 
 def _index_migrations() -> list[Migration]:
+    from bot.schema_fts import index_v8
     from bot.schema_recall import RECALL_MIGRATIONS
 
-    return [_index_v1, *RECALL_MIGRATIONS, _index_v4, _index_v5, _index_v6, _index_v7]
+    return [_index_v1, *RECALL_MIGRATIONS, _index_v4, _index_v5, _index_v6, _index_v7, index_v8]
 
 
 INDEX_MIGRATIONS: list[Migration] = _index_migrations()
