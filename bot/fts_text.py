@@ -88,6 +88,8 @@ def latin_of(text: str) -> str:
 
 def split_runs(text: str) -> tuple[list[str], str]:
     """(the runs of spaceless-script characters of ``text``, ``text`` without them)."""
+    if text.isascii():
+        return [], text
     runs = _SPACELESS_RUN.findall(text)
     return runs, (_SPACELESS_RUN.sub(" ", text) if runs else text)
 

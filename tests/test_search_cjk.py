@@ -268,9 +268,12 @@ async def test_a_query_naming_a_participant_still_splits_its_cjk_words(tmp_path:
     db = await open_index(tmp_path / "conversations.db")
     try:
         await add_conversation(db, "conv-tower", [("user", "東京タワーに行った")])
-        await add_conversation(db, "conv-other", [("user", "大阪に行った")])
-        page = await SearchService(AppConfig(data_dir=tmp_path), db).search("user 東京")
+        await add_conversation(db, "conv-other", [("user", "大阪に行った, code ABC123")])
+        service = SearchService(AppConfig(data_dir=tmp_path), db)
+        page = await service.search("user 東京")
         assert [r.conversation_id for r in page.results] == ["conv-tower"]
+        page = await service.search("user ＡＢＣ１２３")
+        assert [r.conversation_id for r in page.results] == ["conv-other"]
     finally:
         await db.close()
 

@@ -116,14 +116,16 @@ def fts_parts(text: str) -> list[str]:
 
 
 def fts_words(terms: list[str]) -> list[str]:
-    """``terms`` (of :func:`query_terms`) as FTS5 phrases: a term holding characters of a
-    script written without spaces becomes the phrases of its runs, the others stay."""
+    """``terms`` (of :func:`query_terms`) as FTS5 phrases, in NFKC: a term holding
+    characters of a script written without spaces becomes the phrases of its runs, the
+    others stay."""
     parts: list[str] = []
     for term in terms:
+        term = normalise(term)  # NFKC, as the index reads
         if not has_spaceless(term):
             parts.append(term)
             continue
-        runs, rest = split_runs(normalise(term))
+        runs, rest = split_runs(term)
         parts.extend(rest.split())
         parts.extend(runs_phrases(runs))
     return list(dict.fromkeys(parts))
