@@ -18,6 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from bot.fts_text import has_spaceless, latin_of, run_phrases, split_runs
 from bot.search import STOP_WORDS
 
 Turn = tuple[str, str, str | None]  # (role, content, sender)
@@ -32,7 +33,11 @@ TARGET_WORDS = 150
 # optional, so matching is linear: the earlier "[^.!?\n]+(?:[.!?]+|$)" backtracked over
 # every start of a line with no stop before its line break (quadratic: 20 s for a
 # 40 KB line, holding the GIL, i.e. the whole daemon) and then dropped that line.
-_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))+[.!?]*")
+#
+# Chinese and Japanese end sentences with the full-width "。！？" (and the half-width
+# "｡"), followed by no space: those always end one.
+_SENTENCE = re.compile(r"(?:[^.!?\n。！？｡]|[.!?]+(?=[^\s.!?。！？｡]))+[.!?。！？｡]*")
+_ASKS = ("?", "？")  # a question's last character
 # Numbers end on a digit: "19." at the end of a sentence is the number 19.
 _WORD = re.compile(r"[A-Za-z\u00C0-\u024F][\w'\u2019-]*|\d(?:[\d.,:/-]*\d)?")
 _CAPITAL = re.compile(r"\b[A-Z][a-z\u00E0-\u00FF]+(?:\s+[A-Z][a-z\u00E0-\u00FF]+)*\b")
@@ -63,6 +68,21 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
 
 
+def _cjk_words(text: str) -> list[str]:
+    """The runs of spaceless-script characters as "words": pairs of neighbours (a run of
+    one or two characters is one), as the keyword search reads them."""
+    runs, _ = split_runs(text)
+    return [p.replace(" ", "") for run in runs for p in run_phrases(run)]
+
+
+def size(text: str) -> int:
+    """Words of ``text`` for the notes' budget: its white-space pieces, a piece holding
+    spaceless-script characters counted as one word per two of them."""
+    if not has_spaceless(text):
+        return len(text.split())
+    return sum(max(1, len(p) // 2) if has_spaceless(p) else 1 for p in text.split())
+
+
 def unlabelled(content: str, sender: str | None) -> str:
     """``content`` without a leading label naming its own speaker ("Anna: I went ...").
 
@@ -79,18 +99,23 @@ def unlabelled(content: str, sender: str | None) -> str:
 
 
 def _words(text: str) -> list[str]:
+    if has_spaceless(text):
+        found = [w.lower().strip("'\u2019-") for w in _WORD.findall(latin_of(text))]
+        return found + _cjk_words(text)
     return [w.lower().strip("'\u2019-") for w in _WORD.findall(text)]
 
 
 def _content_words(text: str) -> list[str]:
     out = []
-    for w in _words(text):
+    cjk = has_spaceless(text)
+    # the Latin words, then the spaceless-script "words" (not subject to the length rule)
+    for w in _words(latin_of(text)) if cjk else _words(text):
         base = re.split(r"['\u2019]", w)[0]
         if len(w) <= 2 or w.isdigit() or (base != w and base in STOP_WORDS):
             continue  # short words, numbers, contractions of stop words (i'm, that's)
         if w not in STOP_WORDS and w not in EXTRA_STOP:
             out.append(w)
-    return out
+    return out + _cjk_words(text) if cjk else out
 
 
 def _is_pleasantry(sentence: str) -> bool:
@@ -107,7 +132,7 @@ def entities(turns: Sequence[Turn], limit: int = 10) -> list[str]:
     senders = [s.lower() for _, _, s in turns if s]
     for _, content, sender in turns:
         for sentence in sentences(unlabelled(content, sender)):
-            for match in _CAPITAL.finditer(sentence):
+            for match in _CAPITAL.finditer(latin_of(sentence)):
                 parts = match.group(0).split()
                 # "Hey Mel", "Thanks Anna": drop greeting words in front of a name.
                 start = match.start()
@@ -157,7 +182,7 @@ def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str |
             weight = sum(math.log1p(tf[w]) * math.log1p(n / df[w]) for w in sorted(set(words)))
             score = weight / math.sqrt(len(words) + 4)
             score += 0.6 * len(_NUMBER.findall(sentence))
-            score += 0.4 * sum(1 for m in _CAPITAL.finditer(sentence) if m.start() > 0)
+            score += 0.4 * sum(1 for m in _CAPITAL.finditer(latin_of(sentence)) if m.start() > 0)
             if _DECISION.search(sentence):
                 score *= 1.3
             scored.append((score, order, sentence, sender))
@@ -165,6 +190,8 @@ def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str |
 
 
 def _clip(sentence: str, words: int = 40) -> str:
+    if has_spaceless(sentence):  # no spaces to cut at: characters, two to a word
+        return sentence if size(sentence) <= words else sentence[: 2 * words] + "…"
     parts = sentence.split()
     return sentence if len(parts) <= words else " ".join(parts[:words]) + " …"
 
@@ -175,10 +202,10 @@ def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS
         return ""
     participants = list(dict.fromkeys(s or r for r, _, s in turns))
     scored = _score_sentences(turns)
-    decisions = [s for s in scored if _DECISION.search(s[2]) and not s[2].endswith("?")]
-    questions = [s for s in scored if s[2].endswith("?") and len(_content_words(s[2])) >= 2]
+    decisions = [s for s in scored if _DECISION.search(s[2]) and not s[2].endswith(_ASKS)]
+    questions = [s for s in scored if s[2].endswith(_ASKS) and len(_content_words(s[2])) >= 2]
     lines = [HEADER, "Participants: " + ", ".join(participants) + "."]
-    budget = max_words - sum(len(line.split()) for line in lines)
+    budget = max_words - sum(size(line) for line in lines)
 
     def take(pool: Iterable[tuple[float, int, str, str | None]], share: int) -> list[str]:
         nonlocal budget
@@ -188,13 +215,13 @@ def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS
             if any(order == o for o, _ in chosen) or sentence in taken:
                 continue
             text = f"{sender}: {_clip(sentence)}" if sender else _clip(sentence)
-            size = len(text.split())
-            if used + size > share or size > budget:
+            words = size(text)
+            if used + words > share or words > budget:
                 continue
             chosen.append((order, text))
             taken.add(sentence)
-            used += size
-            budget -= size
+            used += words
+            budget -= words
         return [t for _, t in sorted(chosen)]
 
     taken: set[str] = set()
@@ -211,6 +238,6 @@ def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS
     names = entities(turns)
     if names:
         entity_line = "Entities: " + ", ".join(names) + "."
-        if len(entity_line.split()) <= budget:
+        if size(entity_line) <= budget:
             lines.append(entity_line)
     return "\n".join(lines)

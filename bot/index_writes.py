@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.db import SyncConn
+from bot.fts_text import searchable
 from bot.index import ConversationRecord, upsert_conversation
 from bot.reffilter import line_refs
 from bot.transcript import recallable
@@ -52,9 +53,10 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
         if not isinstance(number, int):
             return
         recall = recallable(line)
+        derived = searchable(content)  # what turns_fts indexes, when not the content
         cur = conn.execute(
             "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, channel,"
-            " sender, awaits_reply, recall) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " sender, awaits_reply, recall, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rec.id,
                 number,
@@ -65,13 +67,14 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
                 line.get("sender"),
                 0 if line.get("awaitReply") is False else 1,
                 int(recall),
+                derived,
             ),
         )
         if recall:  # a readout stays out of the keyword index (bot.transcript.recallable)
             conn.execute(
                 "INSERT INTO turns_fts (rowid, content, conversation_id, turn_number, timestamp)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (cur.lastrowid, content, rec.id, number, ts or rec.updated),
+                (cur.lastrowid, derived or content, rec.id, number, ts or rec.updated),
             )
         rec.turn_count = max(rec.turn_count, number)
         _add_usage(rec, line)

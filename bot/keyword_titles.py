@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from bot.extractive import EXTRA_STOP, Turn, entities, sentences
+from bot.fts_text import has_spaceless, latin_of
 from bot.search import STOP_WORDS
 
 # Words that carry no subject in a title or a topic ("We need to renew the passport"
@@ -155,7 +156,9 @@ def _analyse(turns: Sequence[Turn]) -> tuple[dict[str, _Word], Counter[tuple[str
     senders = sorted({s.lower() for _, _, s in turns if s})
     for role, content, _ in turns:
         for sentence in sentences(content):
-            spans = list(_TOKEN.finditer(sentence))
+            # Latin words only: \w would carry one on through a run of Chinese or
+            # Japanese ("iPhone用の新しいケースを買いました" was one word, and a title)
+            spans = list(_TOKEN.finditer(latin_of(sentence)))
             tokens = [m.group(0) for m in spans]
             lows = [t.lower().replace("\u2019", "'") for t in tokens]
             opening = True  # a capital here is the sentence's, or follows a greeting
@@ -295,6 +298,9 @@ def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
             chosen.append(partner)
     words = lead + [spelled[k] for k in _in_reading_order(chosen, pairs)]
     if not words:
+        opening = _opening(turns, max_chars)
+        if opening:
+            return opening
         words = ["General", "Conversation"]
     elif len(words) == 1:
         words = ["Chat", "About", words[0]]
@@ -303,6 +309,25 @@ def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
         words = words[:-1]
         title = " ".join(_capitalised(w) for w in words)
     return title[:max_chars].strip()
+
+
+# Characters of a title taken from a sentence in a script written without spaces.
+OPENING_CHARS = 20
+
+
+def _opening(turns: Sequence[Turn], max_chars: int) -> str:
+    """The start of the first sentence in a script written without spaces (the owner's
+    first, else anyone's), at most :data:`OPENING_CHARS` characters: the title of a
+    conversation in Chinese, Japanese, Korean or Thai, whose words the keywords above
+    cannot pick out."""
+    ordered = [t for t in turns if t[0] == "user"] + [t for t in turns if t[0] != "user"]
+    for _, content, _ in ordered:
+        for sentence in sentences(content):
+            if has_spaceless(sentence):
+                text = " ".join(sentence.split()).rstrip(".!?。！？｡、,")
+                limit = min(OPENING_CHARS, max_chars)
+                return text if len(text) <= limit else text[:limit].rstrip() + "…"
+    return ""
 
 
 def _capitalised(word: str) -> str:

@@ -96,8 +96,9 @@ def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: Recov
 
 def _delete_turns(conn: SyncConn, conv_id: str) -> None:
     rows = conn.execute(
-        "SELECT id, content, conversation_id, turn_number, timestamp FROM turns "
-        "WHERE conversation_id = ? AND recall = 1",  # readouts were never in turns_fts
+        # the text turns_fts holds (bot.fts_text); readouts were never in it
+        "SELECT id, content, conversation_id, turn_number, timestamp FROM recall_turns "
+        "WHERE conversation_id = ?",
         (conv_id,),
     ).fetchall()
     for row in rows:

@@ -240,9 +240,19 @@ def _index_v8(conn: SyncConn) -> None:
 
 
 def _index_migrations() -> list[Migration]:
+    from bot.schema_fts import index_v9
     from bot.schema_recall import RECALL_MIGRATIONS
 
-    return [_index_v1, *RECALL_MIGRATIONS, _index_v4, _index_v5, _index_v6, _index_v7, _index_v8]
+    return [
+        _index_v1,
+        *RECALL_MIGRATIONS,
+        _index_v4,
+        _index_v5,
+        _index_v6,
+        _index_v7,
+        _index_v8,
+        index_v9,
+    ]
 
 
 INDEX_MIGRATIONS: list[Migration] = _index_migrations()

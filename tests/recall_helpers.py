@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.db import Database, connect_sync
+from bot.fts_text import searchable
 from bot.schema import INDEX_MIGRATIONS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,16 +97,17 @@ async def add_conversation(
         ids = []
         for number, (role, content) in enumerate(turns, start=1):
             ts = at or f"{day}T12:{number % 60:02d}:00+00:00"
+            derived = searchable(content)  # as bot.index_writes does
             cur = conn.execute(
                 "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, "
-                "channel, sender) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conv_id, number, role, content, ts, channel, role),
+                "channel, sender, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (conv_id, number, role, content, ts, channel, role, derived),
             )
             rowid = cur.lastrowid
             conn.execute(
                 "INSERT INTO turns_fts (rowid, content, conversation_id, turn_number, "
                 "timestamp) VALUES (?, ?, ?, ?, ?)",
-                (rowid, content, conv_id, number, ts),
+                (rowid, derived or content, conv_id, number, ts),
             )
             ids.append(int(rowid))
         return ids

@@ -28,7 +28,7 @@ import numpy as np
 from bot.config.model import SearchConfig
 from bot.search.features import FEATURES, INDEX, turn_features
 from bot.search.fusion import Scored
-from bot.search.query import fts_parts, query_terms
+from bot.search.query import identifiers, query_terms
 
 log = logging.getLogger("my_agent.search.learned")
 
@@ -158,7 +158,7 @@ def rerank(scored: Scored, model: LinearRanker, depth: int) -> Scored:
 
 def has_identifier(query: str) -> bool:
     """The query holds an identifier-like token (``ERR-4521``, ``v1.2.3``, ``a@b.c``)."""
-    return bool(set(fts_parts(query)) - set(query_terms(query)))
+    return bool({i.lower() for i in identifiers(query)} - set(query_terms(query)))
 
 
 def apply(scored: Scored, cfg: SearchConfig) -> Scored:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from bot.fts_text import has_spaceless, normalise, runs_phrases, split_runs
+
 # Words that carry no topic on their own. Dropped from the OR query (they would match
 # most turns and only add noise to bm25); kept when the query has nothing else.
 STOP_WORDS = frozenset(
@@ -89,19 +91,48 @@ def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
         seen.setdefault(word, None)
     terms = list(seen)
     if drop_stop_words:
-        kept = [w for w in terms if w not in STOP_WORDS and not (len(w) == 1 and w.isalpha())]
+        kept = [w for w in terms if _content_term(w)]
         if kept:
             return kept
     return terms
 
 
 def fts_parts(text: str) -> list[str]:
-    """The distinct phrases :func:`fts_query` ORs: identifiers first, then the words."""
+    """The distinct phrases :func:`fts_query` ORs: identifiers first, then the words, then
+    the phrases of the runs of scripts written without spaces (:mod:`bot.fts_text`).
+
+    The text is read in NFKC, as the index is (full-width "ＡＢＣ" is "ABC")."""
+    runs, text = split_runs(normalise(text))
     parts: list[str] = []
     for ident in dict.fromkeys(i.lower() for i in identifiers(text)):
         parts.append(ident)
-    parts.extend(query_terms(text))
+    phrases = runs_phrases(runs)
+    words = query_terms(text)
+    if phrases:  # the runs are the content: stop words are not kept for want of others
+        words = [w for w in words if _content_term(w)]
+    parts.extend(words)
+    parts.extend(phrases)
     return list(dict.fromkeys(parts))
+
+
+def fts_words(terms: list[str]) -> list[str]:
+    """``terms`` (of :func:`query_terms`) as FTS5 phrases, in NFKC: a term holding
+    characters of a script written without spaces becomes the phrases of its runs, the
+    others stay."""
+    parts: list[str] = []
+    for term in terms:
+        term = normalise(term)  # NFKC, as the index reads
+        if not has_spaceless(term):
+            parts.append(term)
+            continue
+        runs, rest = split_runs(term)
+        parts.extend(rest.split())
+        parts.extend(runs_phrases(runs))
+    return list(dict.fromkeys(parts))
+
+
+def _content_term(word: str) -> bool:
+    return word not in STOP_WORDS and not (len(word) == 1 and word.isalpha())
 
 
 def fts_query(text: str) -> str | None:

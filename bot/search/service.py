@@ -37,7 +37,14 @@ from bot.search.pool import (
     scoped_candidates,
     turn_pool,
 )
-from bot.search.query import bounded_query, fts_parts, name_terms, or_terms, query_terms
+from bot.search.query import (
+    bounded_query,
+    fts_parts,
+    fts_words,
+    name_terms,
+    or_terms,
+    query_terms,
+)
 from bot.search.results import (
     Filters,
     InvalidCursor,
@@ -282,7 +289,7 @@ class SearchService:
         # the keyword query (they match every "Name:" line and greeting otherwise).
         names = name_terms(terms, await self._senders())
         rest = [t for t in terms if t not in names]
-        parts = fts_parts(query) if not names or not rest else rest
+        parts = fts_parts(query) if not names or not rest else fts_words(rest)
         depth = cfg.candidates
         freqs = self._freqs
         dims = self.embedder.dimensions if self.embedder is not None else 0

@@ -1,0 +1,62 @@
+"""Offline notes and titles of conversations in Chinese, Japanese, Korean and Thai
+(bot/extractive.py, bot/keyword_titles.py): sentences end at "。！？", the notes keep
+them, and no title is a whole run of characters."""
+
+from __future__ import annotations
+
+from bot.extractive import extractive_abbreviation, sentences
+from bot.keyword_titles import keyword_title, keyword_topics
+
+MEETING = [
+    (
+        "user",
+        "来週の月曜日に東京で会議があります。新しいプロジェクトの予算を決めなければなりませ"
+        "ん！資料はもう準備しましたか？",
+        "太郎",
+    ),
+    ("assistant", "はい、資料は準備しました。予算は五百万円を提案します。", "AI"),
+    ("user", "ありがとう。では予算は五百万円で決定しましょう。", "太郎"),
+]
+
+
+def test_sentences_end_at_full_width_stops() -> None:
+    assert sentences("東京に行きました。楽しかった！また行く？はい") == [
+        "東京に行きました。",
+        "楽しかった！",
+        "また行く？",
+        "はい",
+    ]
+    # English is split as before: a stop inside a token is part of the sentence
+    assert sentences("Version 2.14 works. Really?Yes") == ["Version 2.14 works.", "Really?Yes"]
+
+
+def test_notes_of_a_japanese_conversation_hold_its_sentences() -> None:
+    notes = extractive_abbreviation(MEETING)
+    assert "Key points:" in notes
+    assert "予算は五百万円を提案します。" in notes
+    assert "Open questions: 太郎: 資料はもう準備しましたか？" in notes
+
+
+def test_a_long_run_without_spaces_is_clipped_in_the_notes() -> None:
+    long = "".join(chr(0x4E00 + 7 * i) for i in range(300))  # 300 distinct characters
+    notes = extractive_abbreviation([("user", long + "。", "太郎"), ("user", long[::-1], "太郎")])
+    line = next(x for x in notes.splitlines() if x.startswith("Key points"))
+    assert long[:80] + "…" in line
+    assert len(line) < 200 + len("Key points: ") + 2 * len("太郎: ")
+
+
+def test_a_title_is_never_a_run_of_characters() -> None:
+    mixed = [
+        ("user", "iPhone用の新しいケースを買いました。とても気に入っています。", "太郎"),
+        ("assistant", "iPhoneケースの購入おめでとうございます。", "AI"),
+    ]
+    # was "iPhone用の新しいケースを買いました iPhoneケースの購入おめでとうございます"
+    assert keyword_title(mixed) == "Chat About iPhone"
+    assert keyword_topics(mixed) == ["iphone"]
+
+
+def test_a_conversation_without_latin_words_is_titled_by_its_opening() -> None:
+    assert keyword_title(MEETING) == "来週の月曜日に東京で会議があります"
+    assert keyword_title([("user", "ก" * 300, None)]) == "ก" * 20 + "…"
+    assert keyword_title([("user", "서울에서 친구를 만났어", None)]) == "서울에서 친구를 만났어"
+    assert keyword_title([("user", "hi", None)]) == "General Conversation"
