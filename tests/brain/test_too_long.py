@@ -9,8 +9,11 @@ one of the conversation, since nothing made the context any smaller."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from tests.brain.conftest import (
@@ -41,67 +44,63 @@ def model_with_window(limit: int, *, summary: str = "SUMMARY of the early turns"
     return respond
 
 
+@pytest.fixture
+async def brain(tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace) -> AsyncIterator[Any]:
+    made = make_brain(make_config(tmp_path, fake_api), core, ManualClock())
+    yield made
+    await made.client.close()
+
+
+async def long_conversation(core: SimpleNamespace) -> str:
+    """Eight long exchanges, then "and now?" waiting for its reply."""
+    turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
+    return await seed_conversation(core, [*turns, ("user", "and now?")])
+
+
 async def test_a_prompt_too_long_is_shrunk_and_asked_again(
-    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+    brain: Any, fake_api: FakeAnthropicAPI, core: SimpleNamespace
 ) -> None:
     # Under our budget by the estimate (about 2,000 tokens of 24,000), over the model's.
-    config = make_config(tmp_path, fake_api)
-    brain = make_brain(config, core, ManualClock())
-    try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-        conv = await seed_conversation(core, [*turns, ("user", "and now?")])
-        for _ in range(4):
-            fake_api.push(model_with_window(9000))
-        deltas = Deltas()
-        reply = await brain.reply(owner_request("and now?", conv), deltas)
-        assert reply.text == deltas.text == "answered"
-        models = [r.body["model"] for r in fake_api.requests]
-        assert models == ["claude-sonnet-4-6", HAIKU, "claude-sonnet-4-6"]
-        last = fake_api.requests[-1].body
-        assert "SUMMARY of the early turns" in last["system"]
-        assert "user turn 1:" not in json.dumps(last["messages"])
-        assert last["messages"][-1]["content"] == "and now?"
-        # recorded: the next reply starts from the summary, not from the 400 again
-        lines = core.conversations.read_lines(conv)
-        assert any(line.get("event") == "compression" for line in lines)
-    finally:
-        await brain.client.close()
+    conv = await long_conversation(core)
+    for _ in range(4):
+        fake_api.push(model_with_window(9000))
+    deltas = Deltas()
+    reply = await brain.reply(owner_request("and now?", conv), deltas)
+    assert reply.text == deltas.text == "answered"
+    models = [r.body["model"] for r in fake_api.requests]
+    assert models == ["claude-sonnet-4-6", HAIKU, "claude-sonnet-4-6"]
+    last = fake_api.requests[-1].body
+    assert "SUMMARY of the early turns" in last["system"]
+    assert "user turn 1:" not in json.dumps(last["messages"])
+    assert last["messages"][-1]["content"] == "and now?"
+    # recorded: the next reply starts from the summary, not from the 400 again
+    lines = core.conversations.read_lines(conv)
+    assert any(line.get("event") == "compression" for line in lines)
 
 
 async def test_without_a_summary_the_oldest_turns_are_left_out(
-    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+    brain: Any, fake_api: FakeAnthropicAPI, core: SimpleNamespace
 ) -> None:
-    config = make_config(tmp_path, fake_api)
-    brain = make_brain(config, core, ManualClock())
-    try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-        conv = await seed_conversation(core, [*turns, ("user", "and now?")])
+    conv = await long_conversation(core)
+    fake_api.push(model_with_window(9000))
+    fake_api.push(Scripted(status=400, error_message="no"))  # the summary cannot be had
+    for _ in range(3):
         fake_api.push(model_with_window(9000))
-        fake_api.push(Scripted(status=400, error_message="no"))  # the summary cannot be had
-        for _ in range(3):
-            fake_api.push(model_with_window(9000))
-        reply = await brain.reply(owner_request("and now?", conv))
-        assert reply.text == "answered"
-        last = fake_api.requests[-1].body
-        assert last["model"] == "claude-sonnet-4-6"
-        assert last["messages"][-1]["content"] == "and now?"
-        assert len(json.dumps(last["messages"])) < 9000
-    finally:
-        await brain.client.close()
+    reply = await brain.reply(owner_request("and now?", conv))
+    assert reply.text == "answered"
+    last = fake_api.requests[-1].body
+    assert last["model"] == "claude-sonnet-4-6"
+    assert last["messages"][-1]["content"] == "and now?"
+    assert len(json.dumps(last["messages"])) < 9000
 
 
 async def test_still_too_long_after_shrinking_says_so_once(
-    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+    brain: Any, fake_api: FakeAnthropicAPI, core: SimpleNamespace
 ) -> None:
-    config = make_config(tmp_path, fake_api)
-    brain = make_brain(config, core, ManualClock())
-    try:
-        conv = await seed_conversation(core, [("user", "hello")])
-        for _ in range(4):
-            fake_api.push(model_with_window(100))  # not even the system prompt fits
-        reply = await brain.reply(owner_request("hello", conv))
-        assert reply.extra == {"error": "too_long", "status": 400}
-        assert "too long" in reply.text and "/new" in reply.text
-        assert [r.body["model"] for r in fake_api.requests] == ["claude-sonnet-4-6"] * 2
-    finally:
-        await brain.client.close()
+    conv = await seed_conversation(core, [("user", "hello")])
+    for _ in range(4):
+        fake_api.push(model_with_window(100))  # not even the system prompt fits
+    reply = await brain.reply(owner_request("hello", conv))
+    assert reply.extra == {"error": "too_long", "status": 400}
+    assert "too long" in reply.text and "/new" in reply.text
+    assert [r.body["model"] for r in fake_api.requests] == ["claude-sonnet-4-6"] * 2
