@@ -154,7 +154,7 @@ class Commands(PartyCommands):
     ) -> CommandResult:
         total = await self.s.index.count()
         pending = await self.s.outbox.pending_count()
-        escalations = await self.s.external.pending_escalations()
+        escalations = await self.s.external.pending_escalation_count()
         brain = self.s.brain.name
         vec = "hybrid (keyword + vectors)" if self.s.vector_search_available() else "keyword only"
         lines = [
@@ -185,8 +185,7 @@ class Commands(PartyCommands):
                 f"{fresh.tokens_out} out tokens)"
             )
         lines.append(
-            f"Conversations: {total}; outbox pending: {pending}; "
-            f"escalations pending: {len(escalations)}"
+            f"Conversations: {total}; outbox pending: {pending}; escalations pending: {escalations}"
         )
         if linked is None:
             return CommandResult("\n".join(lines))

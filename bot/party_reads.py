@@ -78,6 +78,12 @@ class PartyReads:
         )
         return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
 
+    async def pending_escalation_count(self) -> int:
+        """How many escalations wait for the owner (``/status``: counted by the index
+        ``escalations_pending``, not read; a flood of strangers leaves thousands)."""
+        row = await self.db.fetchone("SELECT count(*) FROM escalations WHERE status = 'pending'")
+        return int(row[0]) if row else 0
+
     async def pending_escalations(self) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"

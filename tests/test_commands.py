@@ -331,6 +331,7 @@ async def _stranger(core: Core, sender: str = "777", text: str = "hello, it's Al
 async def test_trust_makes_a_party_known_and_answered(core: Core) -> None:
     party = await _stranger(core)
     assert len(await core.s.external.pending_escalations()) == 1
+    assert "escalations pending: 1" in await core.say("/status")
     answer = await core.say(f"/trust {party.id}")
     assert "now known" in answer
     assert (await core.s.external.get(party.id)).tier == "known"  # type: ignore[union-attr]
