@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import os
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 log = logging.getLogger("my_agent.web.auth")
@@ -51,6 +52,33 @@ def load_or_create_token(path: Path) -> str:
         os.close(fd)
     path.chmod(0o600)
     return token
+
+
+def login_client(remote: str | None, headers: Mapping[str, str]) -> str:
+    """Who the login rate limit counts a request against: its peer address, or, when the
+    peer is this machine (the reverse proxy docs/web.md recommends), the client address
+    that proxy appended (the last ``X-Forwarded-For`` entry, or ``Forwarded: for=``).
+
+    Behind the proxy every browser arrived from 127.0.0.1, so one stranger guessing
+    tokens locked the owner out too, a minute at a time. Only the last entry is read: a
+    client can write earlier ones itself, but the proxy appends the address it saw; and
+    a peer that is not local cannot choose its key through the header at all.
+    """
+    peer = remote or "unknown"
+    try:
+        local = ipaddress.ip_address(peer).is_loopback
+    except ValueError:
+        local = peer == "unknown"  # a Unix socket: only a local proxy reaches it
+    if not local:
+        return peer
+    forwarded_for = headers.get("X-Forwarded-For", "").split(",")[-1].strip()
+    if not forwarded_for:
+        last = headers.get("Forwarded", "").split(",")[-1]
+        for part in last.split(";"):
+            name, _, value = part.strip().partition("=")
+            if name.lower() == "for":
+                forwarded_for = value.strip().strip('"')
+    return f"{peer} for {forwarded_for}" if forwarded_for else peer
 
 
 def token_matches(expected: str, given: str) -> bool:

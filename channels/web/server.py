@@ -30,6 +30,7 @@ from channels.web.auth import (
     RateLimiter,
     SessionStore,
     load_or_create_token,
+    login_client,
     token_matches,
 )
 from channels.web.ws import WsHub
@@ -306,7 +307,7 @@ class WebChannel:
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         wants_json = request.content_type == "application/json"
-        client = request.remote or "unknown"
+        client = login_client(request.remote, request.headers)
         wait = self.limiter.check(client)
         if wait:
             log.warning("web login rate limited for %s", client)

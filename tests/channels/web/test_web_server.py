@@ -171,6 +171,28 @@ async def test_login_attempts_are_rate_limited(stack: Stack) -> None:
             assert r.status == 303 and r.headers["Location"] == "/login?error=rate"
 
 
+async def test_behind_a_local_proxy_one_guesser_does_not_lock_the_owner_out(stack: Stack) -> None:
+    # Regression: behind the reverse proxy every browser arrived from 127.0.0.1, so a
+    # stranger's guesses used up the owner's attempts too.
+    limit = stack.config.channels.web.login_attempts_per_minute
+    guesser = {"X-Forwarded-For": "203.0.113.9"}
+    async with aiohttp.ClientSession() as s:
+        for _ in range(limit):
+            async with s.post(f"{stack.url}/login", json={"token": "guess"}, headers=guesser) as r:
+                assert r.status == 401
+        async with s.post(f"{stack.url}/login", json={"token": "guess"}, headers=guesser) as r:
+            assert r.status == 429
+        # the guesser cannot pick a fresh key by writing an earlier entry itself
+        forged = {"X-Forwarded-For": "10.9.9.9, 203.0.113.9"}
+        async with s.post(f"{stack.url}/login", json={"token": "guess"}, headers=forged) as r:
+            assert r.status == 429
+        owner = {"Forwarded": 'for="198.51.100.7";proto=https'}
+        async with s.post(
+            f"{stack.url}/login", json={"token": stack.channel.token}, headers=owner
+        ) as r:
+            assert r.status == 200
+
+
 async def test_websocket_origin_and_host_checked(stack: Stack, client) -> None:
     for origin in ("http://evil.example", "null", f"{stack.origin}.evil.example"):
         with pytest.raises(aiohttp.WSServerHandshakeError) as err:

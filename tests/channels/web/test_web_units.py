@@ -10,7 +10,13 @@ import pytest
 
 from bot.index import ConversationRecord
 from channels.web.analytics import Analytics, Bar, bar_chart, column_chart
-from channels.web.auth import RateLimiter, SessionStore, load_or_create_token, token_matches
+from channels.web.auth import (
+    RateLimiter,
+    SessionStore,
+    load_or_create_token,
+    login_client,
+    token_matches,
+)
 from channels.web.views import conversation_meta, event_view, line_views, page_of
 from tests.channels.web.conftest import Stack
 
@@ -274,3 +280,13 @@ async def test_activity_per_day_counts_days_of_the_owners_calendar(stack: Stack)
         if r.get("data-channel") == "web"
     }
     assert counts == {"2026-03-10": 2}
+
+
+def test_the_login_client_is_the_proxys_client_only_behind_a_local_peer() -> None:
+    xff = {"X-Forwarded-For": "10.0.0.1, 203.0.113.9"}
+    assert login_client("127.0.0.1", xff) == "127.0.0.1 for 203.0.113.9"
+    assert login_client("::1", {"Forwarded": 'for="[2001:db8::1]"'}) == "::1 for [2001:db8::1]"
+    assert login_client("127.0.0.1", {}) == "127.0.0.1"
+    # a peer on the network cannot choose its key through the header
+    assert login_client("192.0.2.5", xff) == "192.0.2.5"
+    assert login_client(None, {}) == "unknown"
