@@ -168,7 +168,11 @@ class IdleTimers:
         ``last_activity`` defaults to now; startup recovery passes the conversation's
         last update so a restart does not extend the idle period.
         """
-        when = (last_activity or self.clock.now()) + timedelta(seconds=self.idle_seconds)
+        now = self.clock.now()
+        idle = timedelta(seconds=self.idle_seconds)
+        # A last activity "in the future" was stamped before the clock was set back (and
+        # a restart): the timer waited until the clock caught up. Now is the latest.
+        when = min(last_activity or now, now) + idle
         self._scheduler.add_job(
             self._idle,
             DateTrigger(run_date=when, timezone=UTC),

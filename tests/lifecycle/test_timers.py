@@ -240,3 +240,22 @@ def test_a_backoff_keeps_its_length_when_the_clock_is_set_back() -> None:
     backoff.shift(-timedelta(days=1))
     assert not backoff.ready(earlier)
     assert backoff.ready(earlier + timedelta(minutes=5))
+
+
+async def test_an_idle_timer_from_a_last_activity_ahead_of_the_clock() -> None:
+    """A restart after the clock was set back a day re-arms a conversation last active
+    "tomorrow": it goes idle after the idle time, not a day later."""
+    clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    fired: list[str] = []
+    timers = _timers(clock, fired, [])
+    timers.start()
+    try:
+        when = timers.touch("conv-ahead", clock.now() + timedelta(days=1))
+        assert when == clock.now() + timedelta(seconds=600)
+        earlier = timers.touch("conv-past", clock.now() - timedelta(seconds=100))
+        assert earlier == clock.now() + timedelta(seconds=500)  # a restart keeps the rest
+        clock.advance(600)
+        await timers.run_due()
+        assert sorted(fired) == ["conv-ahead", "conv-past"]
+    finally:
+        timers.shutdown()
