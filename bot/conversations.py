@@ -68,6 +68,9 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
         self._pins: dict[str, str] = {}  # identity_key -> pinned conversation id
         self._locks = keyed_locks()
         self._notes: dict[str, list[str]] = {}
+        # channel -> the conversation created or given a turn last by this process (see
+        # most_recent)
+        self._latest: dict[str, str] = {}
 
     def _lock(self, conv_id: str) -> asyncio.Lock:
         lock = self._locks.get(conv_id)
@@ -100,6 +103,16 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
         return await self.index.list(channel=channel, limit=limit, offset=offset, pinned=pinned)
 
     async def most_recent(self, channel: str = "web") -> ConversationRecord | None:
+        """The ``channel``'s conversation with the latest activity: the one this process
+        created or gave a turn last, else the index's latest ``updated``. By timestamps
+        alone, once the clock was set back, a conversation started after ``/new`` dated
+        before the previous one's last turn, and the next message went to the previous
+        one until the clock caught up."""
+        latest = self._latest.get(channel)
+        if latest is not None:
+            rec = await self.get(latest)
+            if rec is not None and rec.channel == channel:
+                return rec
         found = await self.index.list(channel=channel, limit=1)
         return found[0] if found else None
 
@@ -189,6 +202,7 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
                     other.pinned = False
             self._pins[rec.identity_key] = conv_id
         self._cache[conv_id] = rec
+        self._latest[rec.channel] = conv_id
         log.info("created %s (%s%s)", conv_id, channel, ", pinned" if pinned else "")
         await self.bus.emit("conversation_created", conversation=rec, reason=reason)
         return rec
@@ -226,6 +240,7 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
                 **extra,
             )
             rec = await self._append(conv_id, [line], also, background)
+            self._latest[rec.channel] = conv_id
         await self.bus.emit("turn_appended", conversation_id=conv_id, turn=line, conversation=rec)
         return rec, line
 

@@ -270,7 +270,10 @@ class ExternalStore(PartyReads):
             return True
         last = datetime.fromisoformat(party.last_escalation.replace("Z", "+00:00"))
         elapsed = ((now or utcnow()) - last).total_seconds()
-        return elapsed >= self.config.trust.escalation_interval_seconds
+        # The last escalation "in the future": the clock was set back since. Waiting for
+        # the clock to catch up kept the owner from hearing of this party for as long
+        # (a day's jump, a day); this escalation's time restarts the interval instead.
+        return elapsed < 0 or elapsed >= self.config.trust.escalation_interval_seconds
 
     async def add_escalation(self, party: PartyRecord, text: str) -> int:
         line = {"type": "event", "event": "escalation", "text": text, "timestamp": iso(utcnow())}

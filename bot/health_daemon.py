@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config.model import AppConfig
-from bot.notify import STATUS_FILE_NAME, read_status_file
+from bot.notify import STATUS_FILE_NAME, process_start_ticks, read_status_file
 
 # A heartbeat older than this many intervals means the loop is stuck or the process died.
 STALE_INTERVALS = 3.0
@@ -66,7 +66,7 @@ def disk_space(path: Path) -> dict[str, Any]:
     return {"free_bytes": free, "total_bytes": st.f_blocks * st.f_frsize, "full": free < FULL_BYTES}
 
 
-def _pid_alive(pid: int, started_at: float | None = None) -> bool:
+def _pid_alive(pid: int, started_at: float | None = None, start_ticks: int | None = None) -> bool:
     """Whether ``pid`` is still the daemon that wrote its status file at ``started_at``.
 
     ``os.kill(pid, 0)`` alone also succeeds for a daemon killed (``kill -9``) but not yet
@@ -85,7 +85,12 @@ def _pid_alive(pid: int, started_at: float | None = None) -> bool:
     state, started = proc
     if state == "Z":
         return False
-    # The daemon wrote started_at after it started; a process started later is another.
+    ticks = process_start_ticks(pid)
+    if start_ticks is not None and ticks is not None:
+        return ticks == start_ticks
+    # (A status file without start_ticks, from an older version.) The daemon wrote
+    # started_at after it started; a process started later is another. Both sides are
+    # wall-clock times: a clock set forward since makes this one look started later.
     return not (started_at and started > started_at + 2.0)
 
 
@@ -127,7 +132,9 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
         "systemd": bool(data.get("systemd")),
     }
     started = _number(data.get("started_at"))
-    if data.get("state") == "stopped" or not pid or not _pid_alive(pid, started):
+    ticks = _number(data.get("start_ticks"))
+    alive = bool(pid) and _pid_alive(pid, started, int(ticks) if ticks is not None else None)
+    if data.get("state") == "stopped" or not pid or not alive:
         out["state"] = "stopped"
     elif interval is not None and age > STALE_INTERVALS * interval + 2:
         out["state"] = "stale"  # alive but no heartbeat: the event loop is stuck

@@ -91,6 +91,7 @@ class Notifier:
         self.state = "starting"
         self.status_text = ""
         self.started_at = time.time()
+        self.start_ticks = process_start_ticks(self.pid)
         self.heartbeats = 0
         self._sock: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
@@ -250,6 +251,7 @@ class Notifier:
             "state": self.state,
             "status": self.status_text,
             "started_at": self.started_at,
+            "start_ticks": self.start_ticks,
             "updated_at": time.time(),
             "heartbeat_interval": self.ping_interval,
             "systemd": self.enabled,
@@ -280,3 +282,14 @@ def read_status_file(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``), None
+    without /proc. Unlike a wall-clock start time it does not move when the clock is
+    set: it tells this process from a later one that got its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None

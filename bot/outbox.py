@@ -47,6 +47,37 @@ def _decode(payload: str, outbox_id: int) -> OutboundMessage:
     return OutboundMessage(**data)
 
 
+# A row whose retry time lies further ahead than this, and that this process did not
+# mark, was marked before the wall clock was set back (or by a clock that ran ahead): it
+# is tried after this long at most rather than when the clock catches up (a day's jump
+# stalled its channel for a day). Longer than the backoff's cap; a longer flood-control
+# wait from the last run is at worst asked once more, and refused again.
+STALE_WAIT_SECONDS = 3600.0
+
+
+class SteadyClock:
+    """Wall-clock seconds that never jump: the wall clock as it was at the first call,
+    advanced by the monotonic clock since. The outbox stores retry times in wall time (the
+    queue outlives the process), but within a run a retry's wait must not grow or shrink
+    when the wall clock is set back or forward (NTP, a clock fixed by hours or days).
+    """
+
+    def __init__(
+        self,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._wall = wall
+        self._monotonic = monotonic
+        self._anchor: tuple[float, float] | None = None
+
+    def __call__(self) -> float:
+        if self._anchor is None:
+            self._anchor = (self._wall(), self._monotonic())
+        wall, mono = self._anchor
+        return wall + (self._monotonic() - mono)
+
+
 def backoff(attempt: int, base: float = 1.0, cap: float = 300.0) -> float:
     """Exponential backoff with full jitter (attempt counts from 1)."""
     return random.uniform(0, min(cap, base * (2 ** min(attempt, 16))))
@@ -59,12 +90,14 @@ class Outbox:
         *,
         max_attempts: int = 50,
         base_delay: float = 1.0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.db = db
         self.max_attempts = max_attempts
         self.base_delay = base_delay
-        self.clock = clock
+        self.clock: Callable[[], float] = clock or SteadyClock()
+        # outbox id -> the retry delay this process gave it (see STALE_WAIT_SECONDS)
+        self._delays: dict[int, float] = {}
         self._channels: dict[str, Channel] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -205,7 +238,7 @@ class Outbox:
         if not rows:
             return None
         outbox_id, payload, attempts, next_attempt = rows[0]
-        wait = next_attempt - self.clock()
+        wait = min(next_attempt - self.clock(), self._delays.get(outbox_id, STALE_WAIT_SECONDS))
         return _decode(payload, outbox_id), attempts, (wait if wait > 0 else None)
 
     async def _worker(self, channel_name: str) -> None:
@@ -305,6 +338,11 @@ class Outbox:
         delay: float = 0.0,
     ) -> None:
         now = self.clock()
+        if msg.outbox_id is not None:
+            if status == "pending":
+                self._delays[msg.outbox_id] = delay
+            else:
+                self._delays.pop(msg.outbox_id, None)
 
         def _update(conn: SyncConn) -> None:
             conn.execute(

@@ -4,6 +4,7 @@ the index catching up after a failed write."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,27 @@ async def test_resume_most_recent_by_updated(services: Any) -> None:
     assert [r.id for r in await manager.list(channel="web")] == [b.id, a.id]
     assert len(await manager.list(pinned=True)) == 1
     assert [r.id for r in await manager.list(channel="web", limit=1, offset=1)] == [a.id]
+
+
+async def test_resume_the_latest_after_the_clock_was_set_back(
+    services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clock set back a day after a turn in A, then /new: B (dated a day before A's
+    last turn) is the most recent, and stays so as it is talked to; a turn in A again
+    makes A the latest."""
+    import bot.transcript_lines as lines
+    from bot.events import utcnow
+
+    manager = services.conversations
+    a = await manager.create("web")
+    await manager.append_turn(a.id, "user", "before the jump")
+    monkeypatch.setattr(lines, "utcnow", lambda: utcnow() - timedelta(days=1))
+    b = await manager.create("web")
+    assert (await manager.most_recent("web")).id == b.id
+    await manager.append_turn(b.id, "user", "after the jump")
+    assert (await manager.most_recent("web")).id == b.id
+    await manager.append_turn(a.id, "user", "back to a")
+    assert (await manager.most_recent("web")).id == a.id
 
 
 async def test_rename_model_and_naming(services: Any) -> None:

@@ -90,6 +90,18 @@ async def test_escalation_due_honours_the_interval(services: Any) -> None:
     assert await external.pending_escalations() == []
 
 
+async def test_escalation_due_after_the_clock_was_set_back(services: Any) -> None:
+    """The clock set back a day after an escalation: the next message escalates (it was
+    held back a day), and the one after it is rate-limited from there as usual."""
+    external = services.external
+    party, _ = await _inbound(services, "telegram", "558", "hello", "x2")
+    await external.add_escalation(party, "someone wrote")
+    party = await external.get(party.id)
+    last = datetime.fromisoformat(party.last_escalation.replace("Z", "+00:00"))
+    assert external.escalation_due(party, now=last - timedelta(days=1))
+    assert not external.escalation_due(party, now=last + timedelta(seconds=1))
+
+
 async def test_reset_context_limits_the_history(services: Any) -> None:
     external = services.external
     party, _ = await _inbound(services, "telegram", "557", "old topic", "r1")

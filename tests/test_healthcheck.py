@@ -425,6 +425,21 @@ def test_a_killed_or_replaced_pid_is_stopped(tmp_path: Path) -> None:
     assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "ready"
 
 
+def test_a_running_daemon_stays_running_when_the_clock_is_set_forward(tmp_path: Path) -> None:
+    """The clock set forward a day after the daemon started (NTP fixing a slow clock):
+    the kernel's start time of its pid moves a day later too, which read as another
+    process that got the pid, and status called the running daemon stopped."""
+    n = Notifier(env={}, status_path=tmp_path / STATUS_FILE_NAME)
+    n.started_at -= 86400  # as written before the clock was set forward by a day
+    n.ready("channels up: loopback")
+    assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "ready"
+    # another process with this pid (it started at another tick) is not the daemon
+    data = json.loads((tmp_path / STATUS_FILE_NAME).read_text())
+    data["start_ticks"] += 1
+    (tmp_path / STATUS_FILE_NAME).write_text(json.dumps(data))
+    assert healthcheck.daemon_from_status_file(tmp_path)["state"] == "stopped"
+
+
 @pytest.mark.parametrize(
     "body",
     [

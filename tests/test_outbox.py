@@ -346,3 +346,50 @@ async def test_a_state_db_write_failure_does_not_stop_the_channel_or_send_twice(
         ("sent while the disk was full", "sent", 1),
         ("after the space came back", "sent", 1),
     ]
+
+
+async def test_a_retry_is_not_stalled_when_the_wall_clock_is_set_back(state: Database) -> None:
+    """The wall clock set back a day after a failure (NTP, a wrong clock fixed): the
+    retry still comes after its backoff, not a day later (it blocked the channel)."""
+    import time
+
+    from bot.outbox import SteadyClock
+
+    offset = [0.0]
+    outbox = Outbox(state, base_delay=0.01, clock=SteadyClock(lambda: time.time() - offset[0]))
+    channel = RecordingChannel()
+    channel.fail_next(1)
+    await outbox.enqueue(msg("after the jump"))
+    outbox.attach(channel)
+    try:
+        await _first_attempt(channel)
+        offset[0] = 86400.0
+        outbox.kick()
+        await asyncio.wait_for(channel.wait_count(1), timeout=5)
+    finally:
+        await outbox.stop()
+    assert await _status(state) == [("after the jump", "sent", 2)]
+
+
+async def test_a_retry_time_left_far_ahead_by_an_earlier_run_is_bounded(
+    state: Database,
+) -> None:
+    """A row marked by the last run before the clock was set back a day waits at most
+    STALE_WAIT_SECONDS, not until the clock catches up; one this run gave a long
+    flood-control wait keeps it."""
+    from bot.outbox import STALE_WAIT_SECONDS
+
+    clock = Clock()
+    outbox = Outbox(state, clock=clock)
+    outbox_id = await outbox.enqueue(msg("queued before the jump"))
+    await state.run(
+        lambda conn: conn.execute(
+            "UPDATE outbox SET attempts = 1, next_attempt = ? WHERE id = ?",
+            (clock.now + 86400 + 30, outbox_id),
+        )
+    )
+    item = await outbox._next_due("test")
+    assert item is not None and item[2] is not None and item[2] <= STALE_WAIT_SECONDS
+    await outbox._mark(item[0], "pending", 2, delay=7200.0)
+    item = await outbox._next_due("test")
+    assert item is not None and item[2] == 7200.0

@@ -75,6 +75,7 @@ class Lifecycle(NamingRuns):
             sweep_seconds=cfg.abbreviation_sweep_seconds,
             on_idle=self._on_idle,
             on_sweep=self.sweep,
+            on_set_back=self._clock_set_back,
         )
         self.queue = AbbreviationQueue(self._process)
         self.counters: Counter[str] = Counter()
@@ -263,6 +264,15 @@ class Lifecycle(NamingRuns):
             if not busy:
                 return
             await asyncio.gather(*busy, return_exceptions=True)
+
+    def _clock_set_back(self, delta: timedelta) -> None:
+        """The system clock was set back by ``-delta``: the waits kept in clock time keep
+        their length (they would otherwise defer abbreviations, re-embedding and naming
+        until the clock caught up)."""
+        if self._model_down_until is not None:
+            self._model_down_until += delta
+        self._vector_backoff.shift(delta)
+        self._naming_backoff.shift(delta)
 
     async def _process(self, conv_id: str) -> None:
         now = self.clock.now()

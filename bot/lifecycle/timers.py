@@ -13,7 +13,9 @@ AsyncIOScheduler runs the jobs itself on the event loop. With :class:`ManualCloc
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -28,6 +30,10 @@ log = logging.getLogger("my_agent.lifecycle")
 
 IDLE_PREFIX = "idle:"
 SWEEP_JOB = "sweep"
+# How often the system clock is compared with the monotonic one, and by how much the wall
+# clock must have fallen behind to count as set back (not NTP's slewing).
+CLOCK_WATCH_SECONDS = 10.0
+CLOCK_JUMP_SECONDS = 5.0
 
 
 class Clock(Protocol):
@@ -75,14 +81,18 @@ class IdleTimers:
         sweep_seconds: float,
         on_idle: IdleCallback,
         on_sweep: SweepCallback,
+        on_set_back: Callable[[timedelta], None] | None = None,
     ) -> None:
         self.clock = clock
         self.idle_seconds = idle_seconds
         self.sweep_seconds = sweep_seconds
         self._on_idle = on_idle
         self._on_sweep = on_sweep
+        self._on_set_back = on_set_back
         self._store = MemoryJobStore()
         self._manual = not isinstance(clock, SystemClock)
+        self.watch_seconds = CLOCK_WATCH_SECONDS
+        self._watch: asyncio.Task[None] | None = None
         # APScheduler logs every add/run at INFO, i.e. a line per message here; keep its
         # warnings (missed runs, executor errors) unless the operator configured it.
         aps_log = logging.getLogger("apscheduler")
@@ -112,10 +122,44 @@ class IdleTimers:
             # Explicit, so the first run is computed from our clock, not the wall clock.
             next_run_time=start,
         )
+        if not self._manual:
+            self._watch = asyncio.get_running_loop().create_task(
+                self._watch_clock(), name="lifecycle-clock-watch"
+            )
 
     def shutdown(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+
+    async def _watch_clock(self) -> None:
+        """Keep the jobs' waits when the wall clock is set back.
+
+        APScheduler runs a job when the wall clock reaches its run time: set back a day
+        (NTP, a wrong clock fixed), every idle timer and the sweep waited a day more.
+        Their run times move back with the clock instead. A clock set forward (or a
+        suspend, which the monotonic clock skips) is left alone: that time did pass for
+        the owner, and the jobs due run at once, once.
+        """
+        wall, mono = self.clock.now(), time.monotonic()
+        while True:
+            await asyncio.sleep(self.watch_seconds)
+            now_wall, now_mono = self.clock.now(), time.monotonic()
+            behind = timedelta(seconds=now_mono - mono) - (now_wall - wall)
+            wall, mono = now_wall, now_mono
+            if behind.total_seconds() >= CLOCK_JUMP_SECONDS:
+                self.shift(-behind)
+
+    def shift(self, delta: timedelta) -> None:
+        """Move every pending job's run time by ``delta`` (the clock was set back)."""
+        log.warning("system clock set back by %s; idle timers and sweep follow", -delta)
+        for job in self._scheduler.get_jobs():
+            if job.next_run_time is not None:
+                job.modify(next_run_time=job.next_run_time + delta)
+        if self._on_set_back is not None:
+            self._on_set_back(delta)
 
     # -- idle timers ---------------------------------------------------------------
     def touch(self, conv_id: str, last_activity: datetime | None = None) -> datetime:
@@ -124,7 +168,11 @@ class IdleTimers:
         ``last_activity`` defaults to now; startup recovery passes the conversation's
         last update so a restart does not extend the idle period.
         """
-        when = (last_activity or self.clock.now()) + timedelta(seconds=self.idle_seconds)
+        now = self.clock.now()
+        idle = timedelta(seconds=self.idle_seconds)
+        # A last activity "in the future" was stamped before the clock was set back (and
+        # a restart): the timer waited until the clock caught up. Now is the latest.
+        when = min(last_activity or now, now) + idle
         self._scheduler.add_job(
             self._idle,
             DateTrigger(run_date=when, timezone=UTC),
@@ -210,3 +258,8 @@ class Backoff:
     def succeeded(self) -> None:
         self.delay = timedelta(0)
         self.until = None
+
+    def shift(self, delta: timedelta) -> None:
+        """The clock was set back by ``-delta``: the wait keeps its length."""
+        if self.until is not None:
+            self.until += delta

@@ -133,10 +133,14 @@ def _date(msg: Message) -> datetime | None:
         return None
     try:
         parsed = email.utils.parsedate_to_datetime(value)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        # A date at the calendar's edge ("31 Dec 9999 23:59 -1200") has no UTC time:
+        # every stored timestamp is UTC, and the mail failed at each delivery until it
+        # was passed over. Such a Date says nothing; the mail is kept without it.
+        parsed.astimezone(UTC)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
     return parsed
 
 

@@ -89,7 +89,13 @@ class Unfetched:
     def due(self) -> list[int]:
         """The passed-over mails whose pause is over, oldest UID first."""
         now = self._clock()
-        return sorted(uid for uid, entry in self.entries.items() if entry.retry_at <= now)
+        # No pause is longer than MAX_PAUSE: a retry time further ahead was set before
+        # the clock was set back (by a day: the mail waited a day more). Due now.
+        return sorted(
+            uid
+            for uid, entry in self.entries.items()
+            if entry.retry_at <= now or entry.retry_at - now > MAX_PAUSE
+        )
 
     async def failed(self, uid: int, failures: int, unstorable: bool = False) -> None:
         """Record a FETCH of ``uid`` that failed (its ``failures``-th in a row) and when

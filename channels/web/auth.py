@@ -122,10 +122,16 @@ class SessionStore:
         expiry = self._sessions.get(key)
         if expiry is None:
             return False
-        if expiry < self._clock():
+        now = self._clock()
+        if expiry < now:
             del self._sessions[key]
             self._save()
             return False
+        if expiry > now + self._ttl:
+            # Dated before the clock was set back (a wrong clock fixed by days): it
+            # lived the ttl plus the jump. The ttl counts from now instead.
+            self._sessions[key] = now + self._ttl
+            self._save()
         return True
 
     def revoke(self, sid: str | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bot.lifecycle.timers import IdleTimers, ManualClock, SystemClock
 
@@ -176,3 +177,85 @@ async def test_production_clock_end_to_end(core: Core) -> None:
         assert len(core.events(conv, "abbreviation")) == 1
     finally:
         await lifecycle.stop(1)
+
+
+async def test_idle_timers_and_sweep_follow_a_clock_set_back(monkeypatch: Any) -> None:
+    """The system clock set back a day while a conversation's idle timer was pending: it
+    still fires after its idle time, not a day later; so does the sweep."""
+    import apscheduler.schedulers.base as aps_base
+
+    offset = [timedelta(0)]
+
+    class SetBack(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime.now(tz) - offset[0]
+
+    class SetBackClock(SystemClock):
+        def now(self) -> datetime:
+            return datetime.now(UTC) - offset[0]
+
+    monkeypatch.setattr(aps_base, "datetime", SetBack)
+    fired: list[str] = []
+    sweeps: list[datetime] = []
+
+    async def on_idle(conv_id: str) -> None:
+        fired.append(conv_id)
+
+    async def on_sweep() -> None:
+        sweeps.append(datetime.now(UTC))
+
+    set_back: list[timedelta] = []
+    timers = IdleTimers(
+        SetBackClock(),
+        idle_seconds=1.0,
+        sweep_seconds=1.0,
+        on_idle=on_idle,
+        on_sweep=on_sweep,
+        on_set_back=set_back.append,
+    )
+    timers.watch_seconds = 0.1
+    timers.start()
+    try:
+        timers.touch("conv-jump")
+        await asyncio.sleep(0.2)
+        offset[0] = timedelta(days=1)
+        for _ in range(100):
+            if fired and sweeps:
+                break
+            await asyncio.sleep(0.05)
+        assert fired == ["conv-jump"] and sweeps
+        assert len(set_back) == 1 and set_back[0] < -timedelta(hours=23)
+    finally:
+        timers.shutdown()
+
+
+def test_a_backoff_keeps_its_length_when_the_clock_is_set_back() -> None:
+    from bot.lifecycle.timers import Backoff
+
+    backoff = Backoff(timedelta(minutes=5), 8)
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    backoff.failed(now)
+    earlier = now - timedelta(days=1)
+    backoff.shift(-timedelta(days=1))
+    assert not backoff.ready(earlier)
+    assert backoff.ready(earlier + timedelta(minutes=5))
+
+
+async def test_an_idle_timer_from_a_last_activity_ahead_of_the_clock() -> None:
+    """A restart after the clock was set back a day re-arms a conversation last active
+    "tomorrow": it goes idle after the idle time, not a day later."""
+    clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    fired: list[str] = []
+    timers = _timers(clock, fired, [])
+    timers.start()
+    try:
+        when = timers.touch("conv-ahead", clock.now() + timedelta(days=1))
+        assert when == clock.now() + timedelta(seconds=600)
+        earlier = timers.touch("conv-past", clock.now() - timedelta(seconds=100))
+        assert earlier == clock.now() + timedelta(seconds=500)  # a restart keeps the rest
+        clock.advance(600)
+        await timers.run_due()
+        assert sorted(fired) == ["conv-ahead", "conv-past"]
+    finally:
+        timers.shutdown()

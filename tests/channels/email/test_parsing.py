@@ -40,6 +40,31 @@ def test_headers_decoded() -> None:
     assert mail.text == "body"
 
 
+def test_dates_from_outside() -> None:
+    """Missing, malformed, far, and odd-zoned Date headers: a date or None, and never
+    one without a UTC time (9999-12-31 at -12:00 is past year 9999 in UTC; its mail
+    failed every delivery)."""
+    from datetime import UTC
+
+    from bot.events import iso
+
+    def date(value: str | None) -> Any:
+        head = f"Date: {value}\r\n" if value is not None else ""
+        raw = f"From: a@example.org\r\n{head}Subject: s\r\n\r\nhi\r\n".encode()
+        return parse_message(raw).date
+
+    assert date(None) is None and date("yesterday-ish") is None
+    assert date("Fri, 31 Dec 9999 23:59:59 -1200") is None
+    assert iso(date("Fri, 31 Dec 9999 10:00:00 +1400")) == "9999-12-30T20:00:00.000Z"
+    assert iso(date("Mon, 1 Jan 2024 10:00:00 +1400")) == "2023-12-31T20:00:00.000Z"
+    assert iso(date("Mon, 1 Jan 2024 10:00:00 -1200")) == "2024-01-01T22:00:00.000Z"
+    assert date("Mon, 1 Jan 2024 10:00:00 GMT+2").tzinfo is not None
+    assert date("Mon, 1 Jan 1900 10:00:00 +0000").year == 1900
+    for value in ("Sat, 1 Jan 0001 00:00:00 +1400", "Mon, 1 Jan 2024 10:00:00 +9999"):
+        found = date(value)
+        assert found is None or iso(found.astimezone(UTC))
+
+
 def test_plain_preferred_over_html_and_attachments_kept_out() -> None:
     msg = EmailMessage()
     msg["From"] = "a@example.com"

@@ -119,6 +119,19 @@ async def test_retry_pauses_double_to_an_hour_and_a_renumbering_drops_the_record
     await again.done(103)  # gone already: nothing to do
 
 
+async def test_a_passed_over_mail_is_retried_when_the_clock_was_set_back() -> None:
+    """The clock set back a day after a mail was passed over: it is retried now, not
+    when the clock catches up with its retry time (a day later)."""
+    now = [100_000.0]
+    unfetched = Unfetched(FakeHost(), "INBOX", 300.0, clock=lambda: now[0])
+    await unfetched.load("7")
+    await unfetched.failed(103, FETCH_ATTEMPTS)
+    await unfetched.failed(104, FETCH_ATTEMPTS + 10)  # the longest pause
+    assert unfetched.due() == []
+    now[0] -= 86400
+    assert unfetched.due() == [103, 104]
+
+
 async def test_status_shows_a_passed_over_mail_while_the_daemon_is_stopped(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path
 ) -> None:

@@ -55,6 +55,18 @@ def test_sessions_expire_and_revoke() -> None:
     assert not sessions.valid(other) and len(sessions) == 0
 
 
+def test_a_session_outlives_no_ttl_when_the_clock_is_set_back() -> None:
+    """The clock set back a day after a login: the session ends a ttl later, not a day
+    and a ttl later."""
+    clock = Clock()
+    sessions = SessionStore(ttl_seconds=60, clock=clock)
+    sid = sessions.create()
+    clock.now -= 86400
+    assert sessions.valid(sid)
+    clock.now += 61
+    assert not sessions.valid(sid)
+
+
 def test_sessions_survive_a_restart_as_hashes(tmp_path) -> None:
     clock = Clock()
     path = tmp_path / "web_sessions.json"
