@@ -217,7 +217,12 @@ class Commands(PartyCommands):
     ) -> CommandResult:
         if not args.strip():
             return CommandResult("Usage: /search <query>")
-        page = await self.s.search.search(args, limit=5)
+        # Typed in a group, the answer is read by every member: the group's own
+        # conversation only (it listed the owner's private chats to the group).
+        in_group = bool(message.group_id) and conv is not None
+        page = await self.s.search.search(
+            args, limit=5, conversation_id=conv.id if in_group and conv else None
+        )
         if not page.results:
             return CommandResult(f"No conversations match {args!r}.")
         heading = f"Results for {args!r} ({page.method}):"
