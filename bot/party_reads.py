@@ -78,6 +78,14 @@ class PartyReads:
         )
         return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
 
+    async def escalations_since(self, since: str) -> int:
+        """How many escalations (any party, any status) were created at ``since`` (an
+        :func:`~bot.events.iso` time) or later: the hourly budget, across restarts."""
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) FROM escalations WHERE created >= ?", (since,)
+        )
+        return int(row[0]) if row else 0
+
     async def pending_escalations(self) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"
