@@ -113,6 +113,13 @@ class PartySends:
             dedup_key=dedup,
         )
 
+    async def escalations_in_budget(self) -> bool:
+        """Whether the escalations of the last hour (all parties, the one just recorded
+        included) are within ``trust.escalations_per_hour``."""
+        since = iso(utcnow() - timedelta(hours=1))
+        count = await self.s.external.escalations_since(since)
+        return count <= self.s.config.trust.escalations_per_hour
+
     async def _within_budget(self, channel: str, key: str) -> bool:
         """Whether the escalation just recorded may go to the owner's chat: at most
         ``trust.escalations_per_hour`` of all parties' do (counted in the index, so a

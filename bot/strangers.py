@@ -162,7 +162,10 @@ class StrangerFlow(PartySends):
         # and its line in their file hid the missed escalation from the next start's
         # check, bot.party_resume.escalate_cut_messages).
         await self.escalate(party, text)
-        if ack:
+        if ack and await self.escalations_in_budget():
+            # Past the hourly budget of all parties' escalations (identities rotated
+            # per message) no acknowledgement either: by e-mail each went to a sender
+            # address nobody checked, backscatter for whoever forged it.
             await self.send_to_party(
                 party,
                 ack,

@@ -83,10 +83,14 @@ async def test_rotating_identities_do_not_flood_the_owner(tmp_path: Path) -> Non
         await settle(services)
         sent = len(_to_owner(telegram))
         pinned = await _pinned_escalations(services)
+        acks = [m for m in telegram.sent if m.kind == "acknowledgement"]
     finally:
         await shutdown_services(services)
     limit = getattr(services.config.trust, "escalations_per_hour", 20)
     assert sent <= limit + 1 and pinned <= limit, (sent, pinned)
+    # nor are the strangers acknowledged without end (by e-mail: backscatter to forged
+    # senders)
+    assert len(acks) <= limit, len(acks)
     # each party is still recorded, its escalation pending (the dashboard lists them)
     services, telegram = await _start(tmp_path)
     try:
@@ -99,5 +103,24 @@ async def test_rotating_identities_do_not_flood_the_owner(tmp_path: Path) -> Non
         assert len(_to_owner(telegram)) <= 1, [m.text for m in _to_owner(telegram)]
         assert await _pinned_escalations(services) == pinned
         assert len(await services.external.pending_escalations()) == 300
+    finally:
+        await shutdown_services(services)
+
+
+async def test_the_per_party_limit_holds_across_a_restart(tmp_path: Path) -> None:
+    services, telegram = await _start(tmp_path)
+    try:
+        await services.router.deliver(inbound("first", sender="777", chat="777"))
+        await settle(services)
+        assert len(_to_owner(telegram)) == 1
+    finally:
+        await shutdown_services(services)
+    services, telegram = await _start(tmp_path)
+    try:
+        for n in range(20):
+            await services.router.deliver(inbound(f"again {n}", sender="777", chat="777"))
+        await settle(services)
+        assert _to_owner(telegram) == []
+        assert await _pinned_escalations(services) == 1
     finally:
         await shutdown_services(services)
