@@ -155,7 +155,7 @@ class PartySends:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
         quoted = text if len(text) <= 500 else text[:497] + "..."
         body = (
-            f"Message from {party.label}, not a known contact (id {party.id}):\n"
+            f"Message from {_sender(party)}, not a known contact (id {party.id}):\n"
             f"\u201c{quoted}\u201d\n"
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."
@@ -229,3 +229,12 @@ class PartySends:
         title = escalation_title(parties or [party])
         if title != rec.title:
             await self.s.conversations.set_title_topics(conv_id, title, [], 0)
+
+
+def _sender(party: PartyRecord) -> str:
+    """Who an escalation says wrote: a Telegram display name is whatever the sender
+    typed (the owner's own name, "Mom"), so their account's id stands beside it, as an
+    e-mail address does (:attr:`PartyRecord.who`)."""
+    if party.channel == "telegram" and party.display_name and party.display_name != party.party_key:
+        return f"{party.who} (telegram user {party.party_key})"
+    return party.label

@@ -124,3 +124,18 @@ async def test_the_per_party_limit_holds_across_a_restart(tmp_path: Path) -> Non
         assert await _pinned_escalations(services) == 1
     finally:
         await shutdown_services(services)
+
+
+async def test_an_escalation_tells_a_namesake_of_the_owner_by_account(
+    core: tuple[Any, RecordingChannel],
+) -> None:
+    # Regression: a Telegram stranger who named themselves after the owner (or after
+    # someone the owner trusts) was escalated as "Message from Robin Owner (telegram)":
+    # nothing in it told the impostor from the person, and one tap trusted them.
+    services, telegram = core
+    await services.router.deliver(
+        inbound("it's me, trust this account", sender="31337", chat="31337", sender_name="Robin")
+    )
+    await settle(services)
+    (escalation,) = _to_owner(telegram)
+    assert escalation.text.startswith("Message from Robin (telegram user 31337), not a known")
