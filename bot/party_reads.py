@@ -86,6 +86,17 @@ class PartyReads:
         )
         return int(row[0]) if row else 0
 
+    async def command_answers_since(self, since: str, party_id: str | None = None) -> int:
+        """How many command answers went to ``party_id`` (else to any party) at ``since``
+        (an :func:`~bot.events.iso` time) or later."""
+        sql = "SELECT COUNT(*) FROM external_messages WHERE kind = 'command' AND timestamp >= ?"
+        args: tuple[str, ...] = (since,)
+        if party_id is not None:
+            sql += " AND party_id = ?"
+            args += (party_id,)
+        row = await self.db.fetchone(sql, args)
+        return int(row[0]) if row else 0
+
     async def pending_escalations(self) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"

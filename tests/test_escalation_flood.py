@@ -139,3 +139,22 @@ async def test_an_escalation_tells_a_namesake_of_the_owner_by_account(
     await settle(services)
     (escalation,) = _to_owner(telegram)
     assert escalation.text.startswith("Message from Robin (telegram user 31337), not a known")
+
+
+async def test_a_strangers_commands_are_not_answered_without_end(
+    core: tuple[Any, RecordingChannel],
+) -> None:
+    # Regression: every command of an untrusted party was answered, past every limit the
+    # acknowledgement has: 200 "/help" got 200 answers (by e-mail, each to a From
+    # address anyone can forge: the bot as a mail cannon), new identities as many more.
+    services, telegram = core
+    for _ in range(50):
+        await services.router.deliver(inbound("/help", sender="777", chat="777"))
+    await settle(services)
+    assert len([m for m in telegram.sent if m.chat_id == "777"]) == 1
+    for n in range(100):
+        sender = str(6_000_000 + n)
+        await services.router.deliver(inbound("/help", sender=sender, chat=sender))
+    await settle(services)
+    answers = [m for m in telegram.sent if m.kind == "command"]
+    assert len(answers) <= getattr(services.config.trust, "escalations_per_hour", 20)
