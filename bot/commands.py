@@ -184,10 +184,13 @@ class Commands(PartyCommands):
                 f"{fresh.turn_count}; cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / "
                 f"{fresh.tokens_out} out tokens)"
             )
-        lines.append(
-            f"Conversations: {total}; outbox pending: {pending}; "
-            f"escalations pending: {len(escalations)}"
-        )
+        if not message.group_id:
+            # (In a group every member reads it: how many conversations the owner has
+            # and how many strangers wait for an answer are the owner's to know.)
+            lines.append(
+                f"Conversations: {total}; outbox pending: {pending}; "
+                f"escalations pending: {len(escalations)}"
+            )
         if linked is None:
             return CommandResult("\n".join(lines))
         # The same lines as data, the conversation's one as a link (``statusLines``).

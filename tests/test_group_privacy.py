@@ -78,3 +78,22 @@ async def test_search_typed_by_the_owner_in_a_group_lists_only_the_group(
     telegram.sent.clear()
     await _say(services, "/search salary")
     assert "95000" in telegram.sent[-1].text
+
+
+async def test_status_typed_by_the_owner_in_a_group_shows_the_group_only(
+    offline_core: tuple[Any, RecordingChannel],
+) -> None:
+    # Regression: /status in a group told every member how many conversations the owner
+    # has and how many strangers' escalations wait for them.
+    services, telegram = offline_core
+    await _say(services, "hello, just me")
+    await _say(services, "hi from a stranger", sender="31337", chat="31337")
+    await _say(services, "picnic on Sunday", **GROUP)
+    telegram.sent.clear()
+    await _say(services, "/status", **GROUP)
+    (answer,) = [m.text for m in telegram.sent if m.chat_id == "-100"]
+    assert "Conversation: " in answer
+    assert "escalations pending" not in answer and "Conversations: " not in answer, answer
+    telegram.sent.clear()
+    await _say(services, "/status")
+    assert "escalations pending: 1" in telegram.sent[-1].text
