@@ -151,11 +151,14 @@ class PartySends:
             )
         return False
 
-    async def escalate(self, party: PartyRecord, text: str) -> None:
-        """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
+    async def escalate(
+        self, party: PartyRecord, text: str, standing: str = "not a known contact"
+    ) -> None:
+        """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
+        ``standing``: what the party is to the owner, as the message says it."""
         quoted = text if len(text) <= 500 else text[:497] + "..."
         body = (
-            f"Message from {_sender(party)}, not a known contact (id {party.id}):\n"
+            f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
             f"\u201c{quoted}\u201d\n"
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."

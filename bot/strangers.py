@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("my_agent.router")
 
+# What an escalation says of a known party whose mail the server did not vouch for.
+UNVERIFIED = "a known contact, but this mail is not verified as theirs (it may be forged)"
+
 
 class StrangerFlow(PartySends):
     """What the router does with a message that is not the owner's."""
@@ -127,6 +130,14 @@ class StrangerFlow(PartySends):
             await self.send_to_party(
                 party, result.text, kind="command", dedup=f"{msg.channel}:{msg.message_id}:command"
             )
+            return
+        if party.tier == "known" and msg.identity_verified is False:
+            # Their address, not vouched for by the receiving server (e-mail): anyone
+            # can write as a known contact, and had the model answer with the contact's
+            # exchange in its context. The owner hears of it; nothing is answered.
+            log.warning("known party %s: a mail not verified as theirs, escalated", party.id)
+            if ext.escalation_due(party):
+                await self.escalate(party, msg.text, standing=UNVERIFIED)
             return
         if party.tier == "known":
             self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, [msg], target))
