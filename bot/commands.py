@@ -184,9 +184,13 @@ class Commands(PartyCommands):
                 f"{fresh.turn_count}; cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / "
                 f"{fresh.tokens_out} out tokens)"
             )
-        lines.append(
-            f"Conversations: {total}; outbox pending: {pending}; escalations pending: {escalations}"
-        )
+        if not message.group_id:
+            # (In a group every member reads it: how many conversations the owner has
+            # and how many strangers wait for an answer are the owner's to know.)
+            lines.append(
+                f"Conversations: {total}; outbox pending: {pending}; "
+                f"escalations pending: {escalations}"
+            )
         if linked is None:
             return CommandResult("\n".join(lines))
         # The same lines as data, the conversation's one as a link (``statusLines``).
@@ -216,7 +220,12 @@ class Commands(PartyCommands):
     ) -> CommandResult:
         if not args.strip():
             return CommandResult("Usage: /search <query>")
-        page = await self.s.search.search(args, limit=5)
+        # Typed in a group, the answer is read by every member: the group's own
+        # conversation only (it listed the owner's private chats to the group).
+        in_group = bool(message.group_id) and conv is not None
+        page = await self.s.search.search(
+            args, limit=5, conversation_id=conv.id if in_group and conv else None
+        )
         if not page.results:
             return CommandResult(f"No conversations match {args!r}.")
         heading = f"Results for {args!r} ({page.method}):"

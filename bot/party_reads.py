@@ -84,6 +84,25 @@ class PartyReads:
         row = await self.db.fetchone("SELECT count(*) FROM escalations WHERE status = 'pending'")
         return int(row[0]) if row else 0
 
+    async def escalations_since(self, since: str) -> int:
+        """How many escalations (any party, any status) were created at ``since`` (an
+        :func:`~bot.events.iso` time) or later: the hourly budget, across restarts."""
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) FROM escalations WHERE created >= ?", (since,)
+        )
+        return int(row[0]) if row else 0
+
+    async def command_answers_since(self, since: str, party_id: str | None = None) -> int:
+        """How many command answers went to ``party_id`` (else to any party) at ``since``
+        (an :func:`~bot.events.iso` time) or later."""
+        sql = "SELECT COUNT(*) FROM external_messages WHERE kind = 'command' AND timestamp >= ?"
+        args: tuple[str, ...] = (since,)
+        if party_id is not None:
+            sql += " AND party_id = ?"
+            args += (party_id,)
+        row = await self.db.fetchone(sql, args)
+        return int(row[0]) if row else 0
+
     async def pending_escalations(self) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"

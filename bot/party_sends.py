@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
-from bot.events import Attachment, OutboundMessage
+from bot.events import Attachment, OutboundMessage, iso, utcnow
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.parties import PartyRecord
 
@@ -28,6 +30,12 @@ log = logging.getLogger("my_agent.router")
 
 OutboundKind = Literal["reply", "command", "escalation", "acknowledgement", "notice"]
 
+HELD_NOTICE = (
+    "More strangers are writing than I pass on here: {count} escalations in the last hour. "
+    "The others wait in the dashboard's list of escalations (/status counts them); new ones "
+    "come here again once it is quieter."
+)
+
 
 class PartySends:
     """Messages to a party and escalations about one (a base of
@@ -37,6 +45,8 @@ class PartySends:
     # The router's lock per identity key: an escalation that creates the owner's
     # pinned conversation must not race the owner's own first message.
     _contact_lock: Callable[[str], asyncio.Lock]
+    # When the owner was last told that escalations are held (monotonic), this run.
+    _held_noticed: float | None = None
 
     async def send_to_party(
         self,
@@ -103,11 +113,52 @@ class PartySends:
             dedup_key=dedup,
         )
 
-    async def escalate(self, party: PartyRecord, text: str) -> None:
-        """Tell the owner, on the configured channel, with Trust / Block / Reply actions."""
+    async def escalations_in_budget(self) -> bool:
+        """Whether the escalations of the last hour (all parties, the one just recorded
+        included) are within ``trust.escalations_per_hour``."""
+        since = iso(utcnow() - timedelta(hours=1))
+        count = await self.s.external.escalations_since(since)
+        return count <= self.s.config.trust.escalations_per_hour
+
+    async def _within_budget(self, channel: str, key: str) -> bool:
+        """Whether the escalation just recorded may go to the owner's chat: at most
+        ``trust.escalations_per_hour`` of all parties' do (counted in the index, so a
+        restart resets nothing). Past it the owner is told once an hour (per run) how
+        many there are; their pinned conversation and chat are not flooded by a
+        stranger who takes a new address for every message."""
+        limit = self.s.config.trust.escalations_per_hour
+        count = await self.s.external.escalations_since(iso(utcnow() - timedelta(hours=1)))
+        if count <= limit:
+            return True
+        log.warning("%d escalations in the last hour: this one is listed, not sent", count)
+        now = time.monotonic()
+        if self._held_noticed is not None and now - self._held_noticed < 3600:
+            return False
+        rec = await self.s.conversations.pinned_for(key)
+        chat_id = (rec.channel_meta.get("chatId") if rec else None) or (
+            self.s.identities.address_for(channel)
+        )
+        if chat_id:
+            self._held_noticed = now
+            await self.s.outbox.enqueue(
+                OutboundMessage(
+                    channel=channel,
+                    chat_id=str(chat_id),
+                    text=HELD_NOTICE.format(count=count),
+                    kind="notice",
+                    conversation_id=rec.id if rec else None,
+                )
+            )
+        return False
+
+    async def escalate(
+        self, party: PartyRecord, text: str, standing: str = "not a known contact"
+    ) -> None:
+        """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
+        ``standing``: what the party is to the owner, as the message says it."""
         quoted = text if len(text) <= 500 else text[:497] + "..."
         body = (
-            f"Message from {party.label}, not a known contact (id {party.id}):\n"
+            f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
             f"\u201c{quoted}\u201d\n"
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."
@@ -122,6 +173,8 @@ class PartySends:
             return
         key = f"{channel}:{owner}"
         address = self.s.identities.address_for(channel)
+        if not await self._within_budget(channel, key):
+            return  # recorded and pending (above): listed, not sent
         async with self._contact_lock(key):
             rec = await self.s.conversations.pinned_for(key)
             if rec is None:
@@ -179,3 +232,12 @@ class PartySends:
         title = escalation_title(parties or [party])
         if title != rec.title:
             await self.s.conversations.set_title_topics(conv_id, title, [], 0)
+
+
+def _sender(party: PartyRecord) -> str:
+    """Who an escalation says wrote: a Telegram display name is whatever the sender
+    typed (the owner's own name, "Mom"), so their account's id stands beside it, as an
+    e-mail address does (:attr:`PartyRecord.who`)."""
+    if party.channel == "telegram" and party.display_name and party.display_name != party.party_key:
+        return f"{party.who} (telegram user {party.party_key})"
+    return party.label

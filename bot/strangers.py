@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
-from bot.events import InboundMessage
+from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_sends import PartySends
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from bot.services import Services
 
 log = logging.getLogger("my_agent.router")
+
+# What an escalation says of a known party whose mail the server did not vouch for.
+UNVERIFIED = "a known contact, but this mail is not verified as theirs (it may be forged)"
 
 
 class StrangerFlow(PartySends):
@@ -120,15 +123,39 @@ class StrangerFlow(PartySends):
         # message like any other, above all Telegram's "/start", a new user's first
         # message, which used to get "Unknown command" and never reached the owner.
         if command is not None and command[0] in COMMANDS:
+            if party.tier != "known" and not await self._command_answer_due(party):
+                log.info("command of untrusted party %s recorded, not answered (limit)", party.id)
+                return
             result = await self.commands.run_stranger(command[0], command[1], party)
             await self.send_to_party(
                 party, result.text, kind="command", dedup=f"{msg.channel}:{msg.message_id}:command"
             )
             return
+        if party.tier == "known" and msg.identity_verified is False:
+            # Their address, not vouched for by the receiving server (e-mail): anyone
+            # can write as a known contact, and had the model answer with the contact's
+            # exchange in its context. The owner hears of it; nothing is answered.
+            log.warning("known party %s: a mail not verified as theirs, escalated", party.id)
+            if ext.escalation_due(party):
+                await self.escalate(party, msg.text, standing=UNVERIFIED)
+            return
         if party.tier == "known":
             self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, [msg], target))
             return
         await self._acknowledge_and_escalate(party, [msg])
+
+    async def _command_answer_due(self, party: PartyRecord) -> bool:
+        """Whether an untrusted party's command is answered: once per escalation
+        interval per party, and within the hourly escalation budget for all parties
+        together (counted in the index: a restart resets nothing). Each answer went out
+        before, and by e-mail to a From address anyone can forge."""
+        ext, trust = self.s.external, self.s.config.trust
+        now = utcnow()
+        recent = iso(now - timedelta(seconds=trust.escalation_interval_seconds))
+        if trust.escalation_interval_seconds and await ext.command_answers_since(recent, party.id):
+            return False
+        hour = iso(now - timedelta(hours=1))
+        return await ext.command_answers_since(hour) < trust.escalations_per_hour
 
     async def escalate_owed(
         self, party: PartyRecord, said: list[InboundMessage], at: datetime
@@ -162,7 +189,10 @@ class StrangerFlow(PartySends):
         # and its line in their file hid the missed escalation from the next start's
         # check, bot.party_resume.escalate_cut_messages).
         await self.escalate(party, text)
-        if ack:
+        if ack and await self.escalations_in_budget():
+            # Past the hourly budget of all parties' escalations (identities rotated
+            # per message) no acknowledgement either: by e-mail each went to a sender
+            # address nobody checked, backscatter for whoever forged it.
             await self.send_to_party(
                 party,
                 ack,

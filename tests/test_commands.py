@@ -418,6 +418,9 @@ async def test_strangers_commands_never_touch_owner_records(core: Core) -> None:
     await core.say("owner's private note about the safe code")
     await core.say("/model haiku")
     victim = await _stranger(core, sender="666")
+    # each of them answered here (at most one an interval otherwise: tests/
+    # test_escalation_flood.py)
+    core.s.config.trust.escalation_interval_seconds = 0
     owner_before = await core.records()
     parties_before = {p.id: p.to_dict() for p in await core.s.external.list_parties()}
 

@@ -147,7 +147,7 @@ class AnthropicBrain:
                 else None
             )
             try:
-                tools = self.recall.tools(current)
+                tools = self.recall.tools(current, only=request.recall_scope)
                 await self._tool_loop(alias, system, ctx.messages(), tools, turn, deltas)
             except Rejected as exc:
                 if not exc.too_long or turn.texts or deltas.any_sent:
@@ -157,7 +157,7 @@ class AnthropicBrain:
                 ctx = await self._shrunk(request, alias, system, ctx, exc)
                 system = self._owner_system(request, ctx, title)
                 turn.thinking.clear()  # of the refused attempt's tool rounds
-                tools = self.recall.tools(current)  # a fresh recall budget
+                tools = self.recall.tools(current, only=request.recall_scope)  # fresh budget
                 await self._tool_loop(alias, system, ctx.messages(), tools, turn, deltas)
         except asyncio.CancelledError:
             if deltas.cut is not None:  # stopped mid-stream: that call's tokens were spent
@@ -181,7 +181,7 @@ class AnthropicBrain:
         ctx, title = await self._owner_context(request)
         system = self._owner_system(request, ctx, title)
         params = request_params(self.config, alias, system, ctx.messages())
-        params["tools"] = [t.spec() for t in self.recall.tools()]
+        params["tools"] = [t.spec() for t in self.recall.tools(only=request.recall_scope)]
         return params
 
     async def _owner_context(self, request: BrainRequest) -> tuple[WorkingContext, str | None]:
@@ -230,6 +230,7 @@ class AnthropicBrain:
             notes=request.notes,
             conversation_id=request.conversation_id,
             first_turn=ctx.start_turn,
+            group=request.recall_scope is not None,
         )
 
     async def _reply_restricted(

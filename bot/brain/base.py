@@ -39,6 +39,9 @@ class BrainRequest:
     history: Sequence[HistoryTurn] = ()
     # A hint for the brain to mention naturally (e.g. the conversation could be split).
     notes: Sequence[str] = ()
+    # The one conversation recall may read (the owner's profile only): a group's own,
+    # whose members read the reply; None: every conversation (the owner's own chats).
+    recall_scope: str | None = None
     # What the model calls of this request have cost so far, kept up to date by the brain
     # as each call completes (and for a call cut short): a reply that is stopped has no
     # BrainReply of the brain's, but its tokens were spent (bot.replies).

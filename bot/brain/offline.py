@@ -98,7 +98,13 @@ class OfflineBrain:
         found: list[SearchResult] = []
         cursor = None
         for _ in range(MAX_PAGES):
-            page = await self.search.search(query, limit=self.max_results + 2, cursor=cursor)
+            # a group's members read the reply: its own conversation only (recall_scope)
+            page = await self.search.search(
+                query,
+                conversation_id=request.recall_scope,
+                limit=self.max_results + 2,
+                cursor=cursor,
+            )
             for result in page.results:
                 if result.conversation_id == request.conversation_id and self._recent(
                     result, request.turn_number

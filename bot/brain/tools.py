@@ -45,6 +45,11 @@ KEYWORD_ONLY_NOTE = (
     "query's words were found; try other words (synonyms) before concluding that a "
     "subject never came up"
 )
+# A group's members read the owner's reply there: no other conversation is theirs to see.
+GROUP_ONLY = (
+    "in a group chat only this group's own conversation can be read: the owner's other "
+    "conversations are private and the group's members read your reply"
+)
 
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
@@ -179,26 +184,37 @@ class RecallTools:
         self.config = config
         self.services = services
 
-    def tools(self, current: tuple[str, int] | None = None) -> list[Tool]:
+    def tools(
+        self, current: tuple[str, int] | None = None, *, only: str | None = None
+    ) -> list[Tool]:
         """The tools for one reply; ``current`` (conversation id, turn number) is the
-        message being answered, which search leaves out of its results. Their results
-        share one :class:`ResultBudget`: every round re-sends them all."""
+        message being answered, which search leaves out of its results; ``only``: the one
+        conversation they may read (a group's own, whose members read the reply). Their
+        results share one :class:`ResultBudget`: every round re-sends them all."""
         budget = ResultBudget()
 
         async def search(args: dict[str, Any]) -> str:
             return budget.take(
-                "search_conversations", await self.search_conversations(args, current)
+                "search_conversations", await self.search_conversations(args, current, only)
             )
 
         async def fetch(args: dict[str, Any]) -> str:
+            if only is not None and args.get("conversationId") != only:
+                raise ToolError(GROUP_ONLY)
             # a page cut to what is left beats a refusal: the note says what to fetch next
             return budget.take("fetch_context", await self.fetch_context(args, budget.left))
 
+        where = (
+            "this group chat's own earlier messages (its members read your reply: no other "
+            "conversation is reachable here)"
+            if only is not None
+            else "the owner's past conversations (all channels)"
+        )
         return [
             Tool(
                 "search_conversations",
-                "Search the owner's past conversations (all channels) by meaning and "
-                "keywords. Returns conversation ids, titles, snippets and matching turns.",
+                f"Search {where} by meaning and keywords. Returns conversation ids, "
+                "titles, snippets and matching turns.",
                 SEARCH_SCHEMA,
                 search,
             ),
@@ -212,7 +228,10 @@ class RecallTools:
         ]
 
     async def search_conversations(
-        self, args: dict[str, Any], current: tuple[str, int] | None = None
+        self,
+        args: dict[str, Any],
+        current: tuple[str, int] | None = None,
+        only: str | None = None,
     ) -> str:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -236,6 +255,7 @@ class RecallTools:
                 channel=channel,
                 date_from=date_from,
                 date_to=date_to,
+                conversation_id=only,
                 limit=limit + (current is not None),  # the message itself may drop out
             )
         )

@@ -146,6 +146,10 @@ class TrustConfig(_Section):
     )  # null: stay silent
     escalation_channel: str | None = None  # None: the first enabled of telegram, email, web
     escalation_interval_seconds: float = Field(default=3600.0, ge=0)
+    # All parties together: escalations passed to the owner's chat in any hour. A
+    # stranger with a new address per message escalated each time (the limit above is
+    # per party); past this they are recorded and listed (dashboard, /status), not sent.
+    escalations_per_hour: int = Field(default=20, ge=1)
     known_scope: str = (
         "You may answer general questions politely. You do not share anything about the "
         "owner, their schedule, contacts or conversations."

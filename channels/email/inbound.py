@@ -13,7 +13,7 @@ import re
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import InboundMessage, iso
-from channels.email.auth import verify_sender
+from channels.email.auth import AuthVerdict, verify_sender
 from channels.email.compose import is_reply_subject, one_line, subject_base
 from channels.email.dedup import dedup_key
 from channels.email.dsn import Bounce
@@ -76,6 +76,11 @@ def to_inbound(
         auth_serv_id=cfg.auth_serv_id,
         aligned=cfg.auth_require_alignment,
     )
+    if mail.from_count > 1:
+        # Two From headers, or two mailboxes in one: the server's "dmarc=pass" may be
+        # about the other one (a pass without header.from counts for any From domain),
+        # and the first address, the owner's, would have been taken as vouched for.
+        verdict = AuthVerdict(False, (), f"{mail.from_count} From addresses")
     sender = mail.from_addr or "unknown@invalid"
     refs = [r or "" for r in (mail.in_reply_to, *reversed(mail.references))]
     text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))

@@ -80,6 +80,9 @@ class ParsedMail:
     # whether one is ours is for the channel, which knows its address, to say
     loop_addresses: tuple[str, ...] = ()
     bounce: Bounce | None = None  # what a delivery report says (channels.email.dsn)
+    # From addresses in the mail (headers and mailboxes): more than one, and which of
+    # them the receiving server's verdict was about is unknown (channels.email.inbound)
+    from_count: int = 1
 
 
 def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
@@ -197,6 +200,7 @@ def parse_message(raw: bytes) -> ParsedMail:
             )
         ),
         bounce=bounce,
+        from_count=len(sender),
     )
 
 

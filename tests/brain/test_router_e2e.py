@@ -322,3 +322,41 @@ async def test_stop_ends_a_reply_waiting_out_an_outage(
     await say("And now?", "m2")
     await wait_for(lambda: len([m for m in web.sent if m.kind == "reply"]) == 2)
     assert [m.text for m in web.sent if m.kind == "reply"][1] == "Yes, here."
+
+
+async def test_the_owners_recall_in_a_group_reads_the_group_only(
+    tmp_path: Path, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: the owner's message in a group had search_conversations over every
+    # conversation; what it found in the owner's private chat was the model's to post
+    # to the group's members.
+    from bot.config.model import OwnerConfig
+
+    config = e2e_config(tmp_path, fake_api).model_copy(
+        update={"owner": OwnerConfig(identities={"test": ["owner1"]})}
+    )
+    s = await start(config)
+    try:
+        test: RecordingChannel = s.channels["test"]  # type: ignore[assignment]
+        private = await s.conversations.create("test", identity_key="test:owner1")
+        await s.conversations.append_turn(private.id, "user", "my salary is 95000 a year")
+        fake_api.push_tool_use("search_conversations", {"query": "salary"})
+        fake_api.push_text("Nothing about that here.")
+        await s.router.deliver(
+            InboundMessage(
+                channel="test",
+                sender_id="owner1",
+                message_id="g1",
+                chat_id="group-7",
+                group_id="group-7",
+                text="what did we say about my salary?",
+            )
+        )
+        await wait_for(lambda: any(m.kind == "reply" for m in test.sent))
+        first, second = fake_api.requests
+        assert "95000" not in second.text
+        assert "every member reads your replies" in first.body["system"]
+        (search,) = [t for t in first.body["tools"] if t["name"] == "search_conversations"]
+        assert "this group chat's own" in search["description"]
+    finally:
+        await close_services(s)

@@ -509,3 +509,27 @@ async def test_an_earlier_turn_of_the_current_conversation_is_dated_when_it_was_
     (result,) = tool_results(fake_api.requests[-1].body)
     (found,) = unwrap(result["content"])["results"]
     assert found["snippet"].startswith("Jonas said") and found["date"] == "2999-01-05"
+
+
+async def test_recall_in_a_group_reaches_the_group_conversation_only(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression: the owner's reply in a group had recall over every conversation, and
+    # the group's members read what it found in the owner's private chats.
+    manager = core.conversations
+    private = await manager.create("telegram", identity_key="telegram:424242")
+    await manager.append_turn(private.id, "user", "my salary is 95000 a year")
+    group = await manager.create("telegram", identity_key="telegram:group:-100777")
+    await manager.append_turn(group.id, "user", "the babysitter salary is due Friday")
+    tools = tool_map(RecallTools(config, core).tools(only=group.id))
+    content, err = await execute(tools, "search_conversations", {"query": "salary"})
+    assert not err
+    assert [r["conversationId"] for r in unwrap(content)["results"]] == [group.id]
+    content, err = await execute(tools, "fetch_context", {"conversationId": private.id})
+    assert err and "95000" not in content
+    content, err = await execute(tools, "fetch_context", {"conversationId": group.id})
+    assert not err and "babysitter" in content
+    # the owner's own chats: everything, as before
+    everywhere = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(everywhere, "search_conversations", {"query": "salary"})
+    assert {r["conversationId"] for r in unwrap(content)["results"]} == {private.id, group.id}

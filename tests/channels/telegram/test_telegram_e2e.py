@@ -173,6 +173,8 @@ async def test_stranger_gets_silence_when_configured(
 async def test_stranger_commands_only_touch_their_own_record(
     stack: Stack, tg_server: FakeTelegramServer
 ) -> None:
+    # both answered (at most one an interval otherwise: tests/test_escalation_flood.py)
+    stack.services.config.trust.escalation_interval_seconds = 0
     tg_server.inject_message(OWNER_ID, "hello")
     await tg_server.wait_sent(OWNER_ID, 1)
     tg_server.inject_message(STRANGER_ID, "/model opus")

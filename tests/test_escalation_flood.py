@@ -1,0 +1,160 @@
+"""Strangers flooding the owner: one party writing thousands of messages, or many new
+parties (rotating identities), must not flood the owner's pinned conversation with
+escalations (SPEC.md "Routing and trust": escalations rate-limited)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.services import open_services
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import ScriptedBrain, inbound
+
+OWNER = "424242"
+
+
+def _config(tmp_path: Path) -> Any:
+    return make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    )
+
+
+async def _start(tmp_path: Path) -> tuple[Any, RecordingChannel]:
+    services = await open_services(_config(tmp_path), brain=ScriptedBrain())
+    telegram = RecordingChannel("telegram")
+    await attach_channel(services, telegram)
+    return services, telegram
+
+
+@pytest.fixture
+async def core(tmp_path: Path) -> AsyncIterator[tuple[Any, RecordingChannel]]:
+    services, telegram = await _start(tmp_path)
+    try:
+        yield services, telegram
+    finally:
+        await shutdown_services(services)
+
+
+def _to_owner(telegram: RecordingChannel) -> list[Any]:
+    return [m for m in telegram.sent if m.chat_id == OWNER]
+
+
+async def _pinned_escalations(services: Any) -> int:
+    rec = await services.conversations.pinned_for(f"telegram:{OWNER}")
+    if rec is None:
+        return 0
+    lines = services.conversations.read_lines(rec.id)
+    return sum(1 for ln in lines if ln.get("event") == "escalation")
+
+
+async def test_one_party_flooding_gets_one_escalation(
+    core: tuple[Any, RecordingChannel],
+) -> None:
+    services, telegram = core
+    for n in range(200):
+        await services.router.deliver(inbound(f"spam {n}", sender="777", chat="777"))
+    await settle(services)
+    assert len(_to_owner(telegram)) == 1
+    assert await _pinned_escalations(services) == 1
+
+
+async def test_rotating_identities_do_not_flood_the_owner(tmp_path: Path) -> None:
+    # Regression: the rate limit was per party only; a stranger with a new address (or
+    # Telegram account) per message put one escalation each into the owner's pinned
+    # conversation and chat: 300 identities, 300 escalations; a restart reset nothing.
+    services, telegram = await _start(tmp_path)
+    try:
+        for n in range(150):
+            sender = str(5_000_000 + n)
+            await services.router.deliver(inbound(f"hello {n}", sender=sender, chat=sender))
+        await settle(services)
+        sent = len(_to_owner(telegram))
+        pinned = await _pinned_escalations(services)
+        acks = [m for m in telegram.sent if m.kind == "acknowledgement"]
+    finally:
+        await shutdown_services(services)
+    limit = getattr(services.config.trust, "escalations_per_hour", 20)
+    assert sent <= limit + 1 and pinned <= limit, (sent, pinned)
+    # nor are the strangers acknowledged without end (by e-mail: backscatter to forged
+    # senders)
+    assert len(acks) <= limit, len(acks)
+    # each party is still recorded, its escalation pending (the dashboard lists them)
+    services, telegram = await _start(tmp_path)
+    try:
+        assert len(await services.external.pending_escalations()) == 150
+        for n in range(150, 300):
+            sender = str(5_000_000 + n)
+            await services.router.deliver(inbound(f"hello {n}", sender=sender, chat=sender))
+        await settle(services)
+        # the budget holds across the restart: nothing more reached the owner's chat
+        assert len(_to_owner(telegram)) <= 1, [m.text for m in _to_owner(telegram)]
+        assert await _pinned_escalations(services) == pinned
+        assert len(await services.external.pending_escalations()) == 300
+    finally:
+        await shutdown_services(services)
+
+
+async def test_the_per_party_limit_holds_across_a_restart(tmp_path: Path) -> None:
+    services, telegram = await _start(tmp_path)
+    try:
+        await services.router.deliver(inbound("first", sender="777", chat="777"))
+        await settle(services)
+        assert len(_to_owner(telegram)) == 1
+    finally:
+        await shutdown_services(services)
+    services, telegram = await _start(tmp_path)
+    try:
+        for n in range(20):
+            await services.router.deliver(inbound(f"again {n}", sender="777", chat="777"))
+        await settle(services)
+        assert _to_owner(telegram) == []
+        assert await _pinned_escalations(services) == 1
+    finally:
+        await shutdown_services(services)
+
+
+async def test_an_escalation_tells_a_namesake_of_the_owner_by_account(
+    core: tuple[Any, RecordingChannel],
+) -> None:
+    # Regression: a Telegram stranger who named themselves after the owner (or after
+    # someone the owner trusts) was escalated as "Message from Robin Owner (telegram)":
+    # nothing in it told the impostor from the person, and one tap trusted them.
+    services, telegram = core
+    await services.router.deliver(
+        inbound("it's me, trust this account", sender="31337", chat="31337", sender_name="Robin")
+    )
+    await settle(services)
+    (escalation,) = _to_owner(telegram)
+    assert escalation.text.startswith("Message from Robin (telegram user 31337), not a known")
+
+
+async def test_a_strangers_commands_are_not_answered_without_end(
+    core: tuple[Any, RecordingChannel],
+) -> None:
+    # Regression: every command of an untrusted party was answered, past every limit the
+    # acknowledgement has: 200 "/help" got 200 answers (by e-mail, each to a From
+    # address anyone can forge: the bot as a mail cannon), new identities as many more.
+    services, telegram = core
+    for _ in range(50):
+        await services.router.deliver(inbound("/help", sender="777", chat="777"))
+    await settle(services)
+    assert len([m for m in telegram.sent if m.chat_id == "777"]) == 1
+    for n in range(100):
+        sender = str(6_000_000 + n)
+        await services.router.deliver(inbound("/help", sender=sender, chat=sender))
+    await settle(services)
+    answers = [m for m in telegram.sent if m.kind == "command"]
+    assert len(answers) <= getattr(services.config.trust, "escalations_per_hour", 20)

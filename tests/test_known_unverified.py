@@ -1,0 +1,58 @@
+"""A known contact on e-mail is the address the owner trusted: a mail whose From is that
+address but which the receiving server does not vouch for is not answered by the model
+as theirs (it is the owner's to see: escalated)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.services import open_services
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import ScriptedBrain, inbound
+
+FRIEND = "bob@example.net"
+
+
+async def test_a_forged_mail_from_a_known_contact_is_escalated_not_answered(
+    tmp_path: Path,
+) -> None:
+    # Regression: the From address alone made a mail the known contact's: anyone could
+    # write as Bob and have the model answer with Bob's exchange in its context (with
+    # reply_all, to the forger in Cc), at the owner's expense.
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+        trust={"contacts": {"email": {FRIEND: "known"}}},
+    )
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    email, telegram = RecordingChannel("email"), RecordingChannel("telegram")
+    for channel in (email, telegram):
+        await attach_channel(services, channel)
+    try:
+        forged = inbound(
+            "what did you tell me last week?", channel="email", sender=FRIEND,
+            identity_verified=False,
+        )  # fmt: skip
+        await services.router.deliver(forged)
+        await settle(services)
+        assert [r for r in brain.requests if r.profile == "restricted"] == []
+        assert [m for m in email.sent if m.kind == "reply"] == []
+        (escalation,) = [m for m in telegram.sent if m.kind == "escalation"]
+        assert "not verified" in escalation.text
+        # Bob's own mail, vouched for (or on a channel with nothing to verify): answered
+        await services.router.deliver(
+            inbound("lunch on Friday?", channel="email", sender=FRIEND, identity_verified=True)
+        )
+        await settle(services)
+        assert [r.profile for r in brain.requests] == ["restricted"]
+    finally:
+        await shutdown_services(services)
