@@ -20,7 +20,7 @@ from typing import Any
 from bot.brain.base import Brain
 from bot.channel import Channel
 from bot.config import AppConfig
-from bot.db import Database
+from bot.db import Database, SchemaTooNew
 from bot.events import OutboundMessage, StreamEvent
 from bot.external import ExternalStore
 from bot.ftsmerge import open_index_database
@@ -238,7 +238,7 @@ async def _open_services(
         check_state_file(path, config.conversations_dir, config.external_dir)
         state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
         opened.append(state)
-    except StateLost as exc:  # the message says what to do
+    except (StateLost, SchemaTooNew) as exc:  # the message says what to do
         await _close_all(opened)
         raise DatabaseOpenError(str(exc)) from exc
     except Exception as exc:

@@ -131,9 +131,38 @@ def in_transaction(conn: SyncConn, fn: Callable[[SyncConn], T]) -> T:
     return result
 
 
+class SchemaTooNew(Exception):
+    """The database was written by a newer my-agent (its schema version is past the last
+    migration this code knows): opening it would write rows the newer schema does not
+    expect, so it is refused untouched."""
+
+
+class MigrationFailed(Exception):
+    """A migration raised: its transaction was rolled back, the database stays at the
+    version before it (the cause is chained: a full disk, a locked database...)."""
+
+
+def _file_name(conn: SyncConn) -> str:
+    for _seq, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main" and file:
+            return str(file)
+    return "the database"
+
+
 def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
-    """Apply numbered migrations (index+1 = version) each in its own transaction."""
+    """Apply numbered migrations (index+1 = version) each in its own transaction.
+
+    Raises :class:`SchemaTooNew` for a database from a newer version (a downgrade) and
+    :class:`MigrationFailed` when a step fails, which leaves the previous version.
+    """
     current = conn.execute("PRAGMA user_version").fetchone()[0]
+    known = len(migrations)
+    if current > known:
+        raise SchemaTooNew(
+            f"{_file_name(conn)} has schema version {current}, newer than this my-agent "
+            f"knows ({known}): it was written by a newer version of my-agent. Run that "
+            "version again (a downgrade is not supported); the file is left untouched"
+        )
     for number, migration in enumerate(migrations, start=1):
         if number <= current:
             continue
@@ -142,7 +171,13 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
             migration(c)
             c.execute(f"PRAGMA user_version={number}")
 
-        in_transaction(conn, _step)
+        try:
+            in_transaction(conn, _step)
+        except Exception as exc:
+            raise MigrationFailed(
+                f"migration {number} of {_file_name(conn)} failed ({exc}): it was rolled "
+                f"back, the file stays at schema version {current}"
+            ) from exc
         log.info("applied migration %d", number)
         current = number
     return int(current)
