@@ -259,7 +259,9 @@ def build_config(
     ]
     environ = os.environ if env is None else env
     for var, dotted in ENV_OVERRIDES.items():
-        value = environ.get(var)
+        # Empty or blank is unset: an EnvironmentFile line `ANTHROPIC_API_KEY= ` chose the
+        # Anthropic brain with a key of one space, and `EMAIL_PASSWORD= ` passed as given.
+        value = (environ.get(var) or "").strip()
         if value:
             _set_dotted(tree, dotted, value)
     try:
