@@ -478,3 +478,23 @@ def test_blank_secrets_in_the_file_are_missing_and_set_ones_are_trimmed() -> Non
     assert cfg.brain.api_key == "sk-ant-123"
     cfg = build_config({"channels": {"telegram": {"token": " 1:abc "}}}, {})
     assert cfg.channels.telegram.token == "1:abc"
+
+
+def test_placeholders_in_keys_and_in_the_environment_are_refused() -> None:
+    # Regression: a placeholder was looked for in values only. A contact copied as
+    # `"CHANGE_ME@x.org": known` and an environment file left with
+    # `ANTHROPIC_API_KEY=CHANGE_ME` (a key sent on every reply, each one refused with 401)
+    # both passed check-config.
+    with pytest.raises(ConfigError) as raised:
+        build_config({"trust": {"contacts": {"email": {"CHANGE_ME@x.org": "known"}}}}, {})
+    assert raised.value.key == "trust.contacts.email.CHANGE_ME@x.org"
+    assert "placeholder" in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        build_config({}, {"ANTHROPIC_API_KEY": "CHANGE_ME"})
+    assert raised.value.key == "brain.api_key"
+    assert "ANTHROPIC_API_KEY still holds a placeholder" in str(raised.value)
+    telegram = {"channels": {"telegram": {"enabled": True}}}
+    with pytest.raises(ConfigError) as raised:
+        build_config(telegram, {"TELEGRAM_BOT_TOKEN": "<your bot token>"})
+    assert raised.value.key == "channels.telegram.token"
+    assert "placeholder" in str(raised.value)
