@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,9 +164,13 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
             f"knows ({known}): it was written by a newer version of my-agent. Run that "
             "version again (a downgrade is not supported); the file is left untouched"
         )
+    if current < known:
+        # an upgrade of a year's store can take a while: say what is going on
+        log.info("%s: schema version %d, migrating to %d", _file_name(conn), current, known)
     for number, migration in enumerate(migrations, start=1):
         if number <= current:
             continue
+        started = time.monotonic()
 
         def _step(c: SyncConn, migration: Migration = migration, number: int = number) -> None:
             migration(c)
@@ -178,6 +183,11 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
                 f"migration {number} of {_file_name(conn)} failed ({exc}): it was rolled "
                 f"back, the file stays at schema version {current}"
             ) from exc
-        log.info("applied migration %d", number)
+        log.info(
+            "applied migration %d of %s (%.1f s)",
+            number,
+            _file_name(conn),
+            time.monotonic() - started,
+        )
         current = number
     return int(current)
