@@ -240,7 +240,12 @@ async def _open_services(
         opened.append(state)
     except (StateLost, SchemaTooNew) as exc:  # the message says what to do
         await _close_all(opened)
-        raise DatabaseOpenError(str(exc)) from exc
+        also = (
+            "; or rebuild it for this version from the transcripts: my-agent reindex"
+            if isinstance(exc, SchemaTooNew) and path == config.index_path
+            else ""
+        )
+        raise DatabaseOpenError(f"{exc}{also}") from exc
     except Exception as exc:
         await _close_all(opened)
         # Name the file and what can be done: the index is rebuilt from the transcripts;

@@ -153,12 +153,13 @@ def _file_name(conn: SyncConn) -> str:
 def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
     """Apply numbered migrations (index+1 = version) each in its own transaction.
 
-    Raises :class:`SchemaTooNew` for a database from a newer version (a downgrade) and
+    Raises :class:`SchemaTooNew` for a database from a newer version (a downgrade; not
+    checked without migrations, an open of the file as it is) and
     :class:`MigrationFailed` when a step fails, which leaves the previous version.
     """
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     known = len(migrations)
-    if current > known:
+    if migrations and current > known:  # (no migrations: opened as it is, by a tool)
         raise SchemaTooNew(
             f"{_file_name(conn)} has schema version {current}, newer than this my-agent "
             f"knows ({known}): it was written by a newer version of my-agent. Run that "

@@ -152,6 +152,8 @@ async def test_a_store_from_a_newer_version_is_refused_untouched(tmp_path: Path,
     assert f"newer than this my-agent knows ({known})" in message
     assert _digest(path) == digest
     assert path.exists()  # not set aside as if it were damaged
+    # the index is derived: it can be rebuilt by this version; state.db cannot
+    assert ("my-agent reindex" in message) == (name == "conversations.db")
 
 
 def test_apply_migrations_refuses_a_newer_version(tmp_path: Path) -> None:
