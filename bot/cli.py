@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"configuration error: {line}", file=sys.stderr)
         return exitcodes.EX_CONFIG
     except KeyboardInterrupt:
-        return 130
+        return exitcodes.EX_INTERRUPTED
     except BrokenPipeError:
         # `my-agent conversations list | head`: the reader has what it wanted. Point
         # stdout at /dev/null so the interpreter's final flush does not fail again.

@@ -214,6 +214,13 @@ async def run_daemon(
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
+    # A SIGHUP before the daemon is ready (waiting for a reindex or the disk, replaying
+    # the journal) killed the process by its default action; it is now done once ready.
+    reload_asked = asyncio.Event()
+    try:
+        loop.add_signal_handler(signal.SIGHUP, reload_asked.set)
+    except (NotImplementedError, RuntimeError):
+        pass
     try:
         # Before anything is opened: a reindex deletes conversations.db and rebuilds it.
         maintenance = await store_lock.lock_for_daemon(config.data_dir, stop)
@@ -222,13 +229,19 @@ async def run_daemon(
     try:
         if stop.is_set():
             return 0
-        return await _serve(config, stop, config_path)
+        return await _serve(config, stop, config_path, reload_asked)
     finally:
         store_lock.release(maintenance)
 
 
-async def _serve(config: AppConfig, stop: asyncio.Event, config_path: Path | None) -> int:
-    """Open the store, start the channels, serve until ``stop``, then shut down."""
+async def _serve(
+    config: AppConfig,
+    stop: asyncio.Event,
+    config_path: Path | None,
+    reload_asked: asyncio.Event | None = None,
+) -> int:
+    """Open the store, start the channels, serve until ``stop``, then shut down.
+    ``reload_asked``: set by a SIGHUP that came before the daemon was ready."""
     loop = asyncio.get_running_loop()
     notifier = Notifier(status_path=config.data_dir / "daemon.json")
     notifier.status("opening the store and index")
@@ -251,10 +264,6 @@ async def _serve(config: AppConfig, stop: asyncio.Event, config_path: Path | Non
         log.info("stopping (asked to while the store was opening)")
         await shutdown(services, [], notifier)
         return 0
-    try:
-        loop.add_signal_handler(signal.SIGHUP, lambda: spawn(reload(services, notifier)))
-    except (NotImplementedError, RuntimeError):
-        pass
     channels = build_channels(config, services)
     wire_channels(services, channels)
     notifier.start_watchdog()
@@ -274,6 +283,15 @@ async def _serve(config: AppConfig, stop: asyncio.Event, config_path: Path | Non
         notifier.ready(
             f"ready: brain {services.brain.name}; channels {names}; {conversations} conversations"
         )
+        # Only now: a reload's READY=1 before this one told systemd the start was done
+        # while the channels were still starting.
+        try:
+            loop.add_signal_handler(signal.SIGHUP, lambda: spawn(reload(services, notifier)))
+        except (NotImplementedError, RuntimeError):
+            pass
+        if reload_asked is not None and reload_asked.is_set():
+            log.info("a reload was asked for while the daemon started: reloading now")
+            spawn(reload(services, notifier))
         from bot.healthcheck import live_status
 
         notifier.start_status_updates(lambda: live_status(services), 30.0)

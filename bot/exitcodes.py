@@ -11,4 +11,5 @@ EX_DATABASE = 74  # EX_IOERR: conversations.db / state.db cannot be opened or mi
 EX_SOFTWARE = 70  # an internal error (a bug): the daemon stopped, or a command failed
 EX_TEMPFAIL = 75  # another daemon runs on this data directory (try again later)
 EX_CONFIG = 78  # invalid configuration (the message names the dotted key)
+EX_INTERRUPTED = 130  # 128 + SIGINT: a command stopped by Ctrl-C, as the shell reports it
 EX_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`), as for cat

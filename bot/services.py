@@ -20,7 +20,7 @@ from typing import Any
 from bot.brain.base import Brain
 from bot.channel import Channel
 from bot.config import AppConfig
-from bot.db import Database
+from bot.db import Database, SchemaTooNew
 from bot.events import OutboundMessage, StreamEvent
 from bot.external import ExternalStore
 from bot.ftsmerge import open_index_database
@@ -238,9 +238,14 @@ async def _open_services(
         check_state_file(path, config.conversations_dir, config.external_dir)
         state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
         opened.append(state)
-    except StateLost as exc:  # the message says what to do
+    except (StateLost, SchemaTooNew) as exc:  # the message says what to do
         await _close_all(opened)
-        raise DatabaseOpenError(str(exc)) from exc
+        also = (
+            "; or rebuild it for this version from the transcripts: my-agent reindex"
+            if isinstance(exc, SchemaTooNew) and path == config.index_path
+            else ""
+        )
+        raise DatabaseOpenError(f"{exc}{also}") from exc
     except Exception as exc:
         await _close_all(opened)
         # Name the file and what can be done: the index is rebuilt from the transcripts;

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,18 +132,63 @@ def in_transaction(conn: SyncConn, fn: Callable[[SyncConn], T]) -> T:
     return result
 
 
+class SchemaTooNew(Exception):
+    """The database was written by a newer my-agent (its schema version is past the last
+    migration this code knows): opening it would write rows the newer schema does not
+    expect, so it is refused untouched."""
+
+
+class MigrationFailed(Exception):
+    """A migration raised: its transaction was rolled back, the database stays at the
+    version before it (the cause is chained: a full disk, a locked database...)."""
+
+
+def _file_name(conn: SyncConn) -> str:
+    for _seq, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main" and file:
+            return str(file)
+    return "the database"
+
+
 def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
-    """Apply numbered migrations (index+1 = version) each in its own transaction."""
+    """Apply numbered migrations (index+1 = version) each in its own transaction.
+
+    Raises :class:`SchemaTooNew` for a database from a newer version (a downgrade; not
+    checked without migrations, an open of the file as it is) and
+    :class:`MigrationFailed` when a step fails, which leaves the previous version.
+    """
     current = conn.execute("PRAGMA user_version").fetchone()[0]
+    known = len(migrations)
+    if migrations and current > known:  # (no migrations: opened as it is, by a tool)
+        raise SchemaTooNew(
+            f"{_file_name(conn)} has schema version {current}, newer than this my-agent "
+            f"knows ({known}): it was written by a newer version of my-agent. Run that "
+            "version again (a downgrade is not supported); the file is left untouched"
+        )
+    if current < known:
+        # an upgrade of a year's store can take a while: say what is going on
+        log.info("%s: schema version %d, migrating to %d", _file_name(conn), current, known)
     for number, migration in enumerate(migrations, start=1):
         if number <= current:
             continue
+        started = time.monotonic()
 
         def _step(c: SyncConn, migration: Migration = migration, number: int = number) -> None:
             migration(c)
             c.execute(f"PRAGMA user_version={number}")
 
-        in_transaction(conn, _step)
-        log.info("applied migration %d", number)
+        try:
+            in_transaction(conn, _step)
+        except Exception as exc:
+            raise MigrationFailed(
+                f"migration {number} of {_file_name(conn)} failed ({exc}): it was rolled "
+                f"back, the file stays at schema version {current}"
+            ) from exc
+        log.info(
+            "applied migration %d of %s (%.1f s)",
+            number,
+            _file_name(conn),
+            time.monotonic() - started,
+        )
         current = number
     return int(current)

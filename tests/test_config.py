@@ -441,3 +441,60 @@ def test_process_environment_is_read_by_default(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-process")
     assert build_config({}).brain_provider() == "anthropic"
     assert build_config({"brain": {"provider": "offline"}}).brain_provider() == "offline"
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t", " \n"])
+def test_blank_secrets_in_the_environment_are_missing(blank: str) -> None:
+    # Regression: `ANTHROPIC_API_KEY= ` (an EnvironmentFile line left blank) chose the
+    # Anthropic brain with a key of one space: every reply failed with 401 instead of
+    # the labelled offline brain; `EMAIL_PASSWORD= ` passed check-config.
+    env = {var: blank for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
+    env["MY_AGENT_EMBEDDING_MODEL_PATH"] = blank
+    cfg = build_config({}, env)
+    assert cfg.brain_provider() == "offline"
+    assert cfg.brain.api_key is None and cfg.brain.base_url is None
+    assert cfg.embedding.model_path is None
+    mail = {"channels": {"email": {"enabled": True, "address": "a@example.com"}}}
+    with pytest.raises(ConfigError) as raised:
+        build_config(mail, {"EMAIL_PASSWORD": blank})
+    assert raised.value.key == "channels.email.password"
+    telegram = {"channels": {"telegram": {"enabled": True}}}
+    with pytest.raises(ConfigError) as raised:
+        build_config(telegram, {"TELEGRAM_BOT_TOKEN": blank})
+    assert raised.value.key == "channels.telegram.token"
+    assert "required" in str(raised.value)
+
+
+def test_blank_secrets_in_the_file_are_missing_and_set_ones_are_trimmed() -> None:
+    cfg = build_config({"brain": {"api_key": "  "}, "embedding": {"model_path": " "}}, {})
+    assert cfg.brain_provider() == "offline" and cfg.embedding.model_path is None
+    with pytest.raises(ConfigError) as raised:
+        build_config(
+            {"channels": {"email": {"enabled": True, "address": "a@x.org", "password": " "}}}, {}
+        )
+    assert raised.value.key == "channels.email.password"
+    # the newline of an environment file written with `echo`: not part of the key
+    cfg = build_config({}, {"ANTHROPIC_API_KEY": "sk-ant-123\n"})
+    assert cfg.brain.api_key == "sk-ant-123"
+    cfg = build_config({"channels": {"telegram": {"token": " 1:abc "}}}, {})
+    assert cfg.channels.telegram.token == "1:abc"
+
+
+def test_placeholders_in_keys_and_in_the_environment_are_refused() -> None:
+    # Regression: a placeholder was looked for in values only. A contact copied as
+    # `"CHANGE_ME@x.org": known` and an environment file left with
+    # `ANTHROPIC_API_KEY=CHANGE_ME` (a key sent on every reply, each one refused with 401)
+    # both passed check-config.
+    with pytest.raises(ConfigError) as raised:
+        build_config({"trust": {"contacts": {"email": {"CHANGE_ME@x.org": "known"}}}}, {})
+    assert raised.value.key == "trust.contacts.email.CHANGE_ME@x.org"
+    assert "placeholder" in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        build_config({}, {"ANTHROPIC_API_KEY": "CHANGE_ME"})
+    assert raised.value.key == "brain.api_key"
+    assert "ANTHROPIC_API_KEY still holds a placeholder" in str(raised.value)
+    telegram = {"channels": {"telegram": {"enabled": True}}}
+    with pytest.raises(ConfigError) as raised:
+        build_config(telegram, {"TELEGRAM_BOT_TOKEN": "<your bot token>"})
+    assert raised.value.key == "channels.telegram.token"
+    assert "placeholder" in str(raised.value)

@@ -429,3 +429,42 @@ async def test_a_stop_while_the_store_opens_exits_0_without_starting(
         assert "Traceback" not in daemon.log()
     finally:
         await daemon.close()
+
+
+async def test_a_sighup_while_the_daemon_starts_does_not_kill_it(tmp_path: Path) -> None:
+    # Regression: the SIGHUP handler was installed once the store had opened. A reload
+    # (`systemctl reload`, logrotate's `kill -HUP`) while the daemon waited for a reindex
+    # or the disk, or replayed its journal, killed it by the signal (status -1/129).
+    from bot import store_lock
+    from tests.ops.daemon import DaemonProcess
+
+    config = {
+        "data_dir": str(tmp_path / "data"),
+        "owner": {"identities": {"loopback": ["owner"]}},
+        "brain": {"provider": "offline"},
+        "embedding": {"enabled": False},
+        "channels": {"web": {"enabled": False}, "loopback": {"enabled": True, "port": 0}},
+    }
+    (tmp_path / "data").mkdir()
+    reindex = store_lock.try_lock(tmp_path / "data", exclusive=True)  # as a reindex
+    proc = DaemonProcess(tmp_path, config)
+    try:
+        await proc.start(wait_ready=False)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while "a reindex is running" not in proc.log():
+            assert proc.proc is not None and proc.proc.returncode is None, proc.log()
+            assert loop.time() < deadline, proc.log()
+            await asyncio.sleep(0.05)
+        assert proc.proc is not None
+        proc.proc.send_signal(signal.SIGHUP)
+        await asyncio.sleep(0.5)
+        assert proc.proc.returncode is None, proc.log()
+        store_lock.release(reindex)
+        reindex = None
+        await proc.wait_ready(30)
+        assert "configuration reloaded" in proc.log()  # the reload asked for is done
+        assert await proc.terminate() == 0
+    finally:
+        store_lock.release(reindex)
+        await proc.close()

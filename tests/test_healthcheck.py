@@ -482,3 +482,32 @@ async def test_messages_waiting_for_a_reply_are_counted(
     report = await asyncio.to_thread(healthcheck.collect, config)
     assert report["counts"]["replies_pending"] == 1
     assert "replies pending:  1" in healthcheck.format_text(report)
+
+
+def _documented_json_keys() -> dict[str, set[str]]:
+    """The keys docs/operations.md lists under "status --json", per section."""
+    import re
+
+    from tests.support import REPO
+
+    text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    table = text.split("### `status --json`", 1)[1].split("\n## ", 1)[0]
+    keys: dict[str, set[str]] = {}
+    for line in table.splitlines():
+        match = re.match(r"\| `(\w+)` \| (.*) \|$", line)
+        if match:
+            keys[match[1]] = set(re.findall(r"`(\w+)`", match[2]))
+    return keys
+
+
+async def test_status_json_keys_are_the_documented_ones(tmp_path: Path) -> None:
+    # The fields of `status --json` are an interface (monitoring scripts read them):
+    # every one the code writes is documented, and none documented is gone.
+    config = _config(tmp_path)
+    await _populate(config)
+    report = await asyncio.to_thread(healthcheck.collect, config, deep=True)
+    documented = _documented_json_keys()
+    assert set(report) == set(documented)
+    for section in ("disk", "counts", "index", "outbox"):
+        assert set(report[section]) == documented[section], section
+    assert set(report["daemon"]) <= documented["daemon"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.db import Database, apply_migrations, connect_sync, select_driver
+from bot.db import Database, MigrationFailed, apply_migrations, connect_sync, select_driver
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.search import SearchService
 from bot.services import open_services
@@ -128,7 +128,7 @@ def test_migrations_are_numbered_and_atomic(tmp_path: Path) -> None:
             raise RuntimeError("migration 2 fails half-way")
 
         assert apply_migrations(conn, [first]) == 1
-        with pytest.raises(RuntimeError):
+        with pytest.raises(MigrationFailed, match=r"migration 2 of .* stays at schema version 1"):
             apply_migrations(conn, [first, broken])
         assert ran == [1, 2]  # migration 1 not applied twice
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 1

@@ -78,13 +78,22 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def _is_placeholder(text: str) -> bool:
+    return any(m.lower() in text.lower() for m in PLACEHOLDER_MARKERS)
+
+
 def _find_placeholders(node: Any, prefix: str = "") -> list[str]:
-    """The dotted keys of every value still holding a placeholder, in file order."""
+    """The dotted keys of every value, or key of the owner's own (``trust.contacts``'
+    addresses), still holding a placeholder, in file order."""
     if isinstance(node, Mapping):
         return [
             found
             for key, value in node.items()
-            for found in _find_placeholders(value, f"{prefix}.{key}" if prefix else str(key))
+            for found in (
+                [f"{prefix}.{key}" if prefix else str(key)]
+                if isinstance(key, str) and _is_placeholder(key)
+                else _find_placeholders(value, f"{prefix}.{key}" if prefix else str(key))
+            )
         ]
     if isinstance(node, list):
         return [
@@ -92,7 +101,7 @@ def _find_placeholders(node: Any, prefix: str = "") -> list[str]:
             for i, value in enumerate(node)
             for found in _find_placeholders(value, f"{prefix}.{i}")
         ]
-    if isinstance(node, str) and any(m.lower() in node.lower() for m in PLACEHOLDER_MARKERS):
+    if isinstance(node, str) and _is_placeholder(node):
         return [prefix]
     return []
 
@@ -259,8 +268,12 @@ def build_config(
     ]
     environ = os.environ if env is None else env
     for var, dotted in ENV_OVERRIDES.items():
-        value = environ.get(var)
-        if value:
+        # Empty or blank is unset: an EnvironmentFile line `ANTHROPIC_API_KEY= ` chose the
+        # Anthropic brain with a key of one space, and `EMAIL_PASSWORD= ` passed as given.
+        value = (environ.get(var) or "").strip()
+        if value and _is_placeholder(value):  # an environment file copied unedited
+            problems.append((dotted, f"{var} still holds a placeholder"))
+        elif value:
             _set_dotted(tree, dotted, value)
     try:
         cfg = AppConfig.model_validate(tree)

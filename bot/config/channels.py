@@ -5,9 +5,23 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+
+def _blank_is_none(value: object) -> object:
+    """Text trimmed, and left out when nothing remains: a secret written as ``"  "`` (or
+    with the newline an editor adds) was taken as given, so ``api_key: " "`` chose the
+    Anthropic brain and every reply failed with 401 instead of the labelled offline one,
+    and ``password: " "`` passed check-config."""
+    if isinstance(value, str):
+        return value.strip() or None
+    return value
+
+
+# A secret or a path that may be left out (and may come from the environment).
+OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
 
 
 class _Section(BaseModel):
@@ -44,7 +58,7 @@ class TelegramGroupConfig(_Section):
 
 class TelegramChannelConfig(_Section):
     enabled: bool = False
-    token: str | None = None  # or TELEGRAM_BOT_TOKEN
+    token: OptionalText = None  # or TELEGRAM_BOT_TOKEN
     api_base: str | None = None  # a Bot API server other than api.telegram.org (tests)
     mode: Literal["polling", "webhook"] = "polling"
     polling_timeout: int = Field(default=30, ge=0, le=60)
@@ -102,7 +116,7 @@ class EmailChannelConfig(_Section):
     enabled: bool = False
     address: str | None = None
     display_name: str = "Assistant"
-    password: str | None = None  # or EMAIL_PASSWORD
+    password: OptionalText = None  # or EMAIL_PASSWORD
     imap: ImapConfig = Field(default_factory=ImapConfig)
     smtp: SmtpConfig = Field(default_factory=SmtpConfig)
     reply_all: bool = False

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bot.config.channels import ChannelsConfig
+from bot.config.channels import ChannelsConfig, OptionalText
 
 Tier = Literal["known", "untrusted", "blocked"]
 
@@ -86,8 +86,8 @@ MIN_THINKING_BUDGET = 1024
 
 class BrainConfig(_Section):
     provider: Literal["anthropic", "offline"] | None = None  # None: anthropic iff a key exists
-    base_url: str | None = None
-    api_key: str | None = None  # normally ANTHROPIC_API_KEY
+    base_url: OptionalText = None
+    api_key: OptionalText = None  # normally ANTHROPIC_API_KEY
     max_tokens: int = Field(default=2048, ge=1)
     request_timeout: float = Field(default=120.0, gt=0)
     retry_budget_seconds: float = Field(default=60.0, ge=0)
@@ -182,7 +182,7 @@ class ConversationsConfig(_Section):
 class EmbeddingConfig(_Section):
     enabled: bool = True
     model_name: str = "sentence-transformers/all-MiniLM-L6-v2"
-    model_path: str | None = None  # overridden by MY_AGENT_EMBEDDING_MODEL_PATH
+    model_path: OptionalText = None  # overridden by MY_AGENT_EMBEDDING_MODEL_PATH
     # where a model fastembed downloads is kept (default: <data_dir>/models, which
     # survives restarts; fastembed's own default is in /tmp, private to a systemd unit)
     cache_dir: str | None = None
