@@ -12,7 +12,7 @@ So the index reads a derived text (:func:`searchable`): the content in Unicode N
 each side of every character of those scripts, each of which becomes a token of its own;
 Latin text is left as it is. It is stored in ``turns.fts_text`` only when it differs from
 the content (NULL otherwise: ASCII and most Latin text), and the view ``recall_turns``
-hands FTS5 ``coalesce(fts_text, content)`` (migration 9), so FTS5's ``rebuild`` and
+hands FTS5 ``coalesce(fts_text, content)`` (migration 8), so FTS5's ``rebuild`` and
 ``integrity-check`` agree with what the writers insert. Snippets are cut from ``content``.
 
 A query's run of such characters becomes FTS5 phrases of its characters

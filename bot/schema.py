@@ -224,23 +224,8 @@ def _index_v7(conn: SyncConn) -> None:
     conn.execute("CREATE INDEX turns_by_time ON turns(timestamp)")
 
 
-def _index_v8(conn: SyncConn) -> None:
-    """The pending-reply markers (:data:`bot.recovery.PENDING_REPLIES`), read at every
-    start, by every command and by ``my-agent status``: the user turns that await a reply
-    and the assistant turns, each as an index of (conversation, turn number) alone. The
-    query was a scan of every turn's row, 0.68 s at a year's 330,000 turns, and is now
-    two index walks, 0.15 s (docs/benchmarks.md, "scale (session 19)")."""
-    conn.execute(
-        "CREATE INDEX turns_awaiting_reply ON turns(conversation_id, turn_number) "
-        "WHERE role = 'user' AND awaits_reply = 1"
-    )
-    conn.execute(
-        "CREATE INDEX turns_replies ON turns(conversation_id, turn_number) WHERE role = 'assistant'"
-    )
-
-
 def _index_migrations() -> list[Migration]:
-    from bot.schema_fts import index_v9
+    from bot.schema_fts import index_v8
     from bot.schema_recall import RECALL_MIGRATIONS
 
     return [
@@ -250,8 +235,7 @@ def _index_migrations() -> list[Migration]:
         _index_v5,
         _index_v6,
         _index_v7,
-        _index_v8,
-        index_v9,
+        index_v8,
     ]
 
 

@@ -1,4 +1,4 @@
-"""Migration 9 of ``conversations.db``: ``turns_fts`` indexes a derived text
+"""Migration 8 of ``conversations.db``: ``turns_fts`` indexes a derived text
 (:mod:`bot.fts_text`), so words of Chinese, Japanese, Korean and Thai are found inside the
 runs of characters they are written in."""
 
@@ -13,7 +13,7 @@ from bot.schema import run_script
 _NON_ASCII = "content GLOB '*[^' || char(1) || '-' || char(127) || ']*'"
 
 
-def index_v9(conn: SyncConn) -> None:
+def index_v8(conn: SyncConn) -> None:
     """``turns.fts_text`` (NULL: the content itself) and ``recall_turns`` handing FTS5
     ``coalesce(fts_text, content)``; the turns already indexed whose text changes are
     taken out of ``turns_fts`` with their old text and put back with the new one (a

@@ -236,18 +236,14 @@ async def test_a_shrunken_transcript_is_reindexed(tmp_path: Path) -> None:
         await shutdown_services(services)
 
 
-async def test_the_pending_replies_are_found_without_reading_every_turn(services: Any) -> None:
-    # Read at every start, by every command and by `my-agent status`: a scan of every
-    # turn's row took 0.68 s at a year's 330,000 turns; two index walks take 0.15 s.
+async def test_the_pending_replies_are_the_unanswered_turns(services: Any) -> None:
+    # Read at every start, by every command and by `my-agent status` (a scan of the
+    # turns: partial indexes for it cost ingest a fifth more bytes written per message).
     from bot.recovery import PENDING_REPLIES
 
     conv = await services.conversations.create("web")
     await services.conversations.append_turn(conv.id, "user", "answered")
     await services.conversations.append_turn(conv.id, "assistant", "yes", turn_number=1)
     await services.conversations.append_turn(conv.id, "user", "waiting")
-    plan = " | ".join(
-        row[-1] for row in await services.index_db.fetchall(f"EXPLAIN QUERY PLAN {PENDING_REPLIES}")
-    )
-    assert "INDEX turns_awaiting_reply" in plan and "INDEX turns_replies" in plan
     rows = await services.index_db.fetchall(PENDING_REPLIES)
     assert [tuple(r) for r in rows] == [(conv.id, 2)]

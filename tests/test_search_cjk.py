@@ -1,5 +1,5 @@
 """Search in languages written without spaces (Chinese, Japanese, Thai), Korean and
-full-width forms (bot/fts_text.py, migration 9, bot/search/query.py).
+full-width forms (bot/fts_text.py, migration 8, bot/search/query.py).
 
 ``porter unicode61`` made a whole run of such characters one token: "東京" did not find
 "東京タワーに行った" (docs/search.md "Languages written without spaces")."""
@@ -145,11 +145,11 @@ async def test_document_frequencies_keep_a_rare_character_and_never_empty_the_qu
     assert len((await services.search.search("の")).results) == 4  # only frequent: kept
 
 
-async def test_migration_9_makes_existing_turns_searchable(tmp_path: Path) -> None:
+async def test_migration_8_makes_existing_turns_searchable(tmp_path: Path) -> None:
     path = tmp_path / "conversations.db"
     conn = connect_sync(path)
     try:
-        assert apply_migrations(conn, INDEX_MIGRATIONS[:8]) == 8
+        assert apply_migrations(conn, INDEX_MIGRATIONS[:7]) == 7
         conn.execute(
             "INSERT INTO conversations (id, channel, created, updated) "
             "VALUES ('c', 'web', 't', 't')"
