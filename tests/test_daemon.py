@@ -463,7 +463,11 @@ async def test_a_sighup_while_the_daemon_starts_does_not_kill_it(tmp_path: Path)
         store_lock.release(reindex)
         reindex = None
         await proc.wait_ready(30)
-        assert "configuration reloaded" in proc.log()  # the reload asked for is done
+        # the reload asked for is done once ready (logged a moment after READY=1)
+        deadline = loop.time() + 30
+        while "configuration reloaded" not in proc.log():
+            assert loop.time() < deadline, proc.log()
+            await asyncio.sleep(0.05)
         assert await proc.terminate() == 0
     finally:
         store_lock.release(reindex)
