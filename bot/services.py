@@ -205,7 +205,8 @@ async def open_services(
     try:
         return await _open_services(config, **options)
     except IndexCorrupt as exc:
-        # Damage the open did not see (a page only recovery read): once, from scratch.
+        # Damage the open found, or one only recovery read (a page the open did not
+        # touch): once, from scratch.
         try:
             set_aside(config.index_path, config.conversations_dir, exc.__cause__ or exc)
         except OSError:
@@ -238,6 +239,9 @@ async def _open_services(
         check_state_file(path, config.conversations_dir, config.external_dir)
         state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
         opened.append(state)
+    except IndexCorrupt:
+        await _close_all(opened)
+        raise
     except (StateLost, SchemaTooNew) as exc:  # the message says what to do
         await _close_all(opened)
         also = (
@@ -342,19 +346,15 @@ async def _open_services(
 
 
 async def _open_index(config: AppConfig, exclusive: bool) -> Database:
-    """conversations.db; the daemon (``exclusive``) sets a corrupt one aside and starts
-    a new one, which recovery rebuilds from the transcripts (:mod:`bot.index_rescue`)."""
+    """conversations.db; for the daemon (``exclusive``) a corrupt one raises
+    :class:`IndexCorrupt`, which :func:`open_services` answers by setting it aside and
+    starting again (recovery rebuilds it from the transcripts, :mod:`bot.index_rescue`)."""
     try:
         return await open_index_database(config.index_path)
     except Exception as exc:
-        if not (exclusive and is_corruption(exc)):
-            raise
-        try:
-            set_aside(config.index_path, config.conversations_dir, exc)
-        except OSError:  # another daemon holds the directory; or the rename failed
-            log.exception("cannot set the corrupt %s aside", config.index_path)
-            raise exc from None
-    return await open_index_database(config.index_path)
+        if exclusive and is_corruption(exc):
+            raise IndexCorrupt(f"{config.index_path} is corrupt: {exc}") from exc
+        raise
 
 
 async def _close_all(databases: list[Database]) -> None:
