@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from bot.brain.base import RequestRefused
 from bot.index import ConversationRecord
-from bot.lifecycle import ManualClock
+from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.naming import (
     Namer,
     clean_subject,
@@ -35,6 +35,19 @@ async def _user_turns(core: Core, conv_id: str, count: int, text: str = "the NAS
         n = rec.turn_count + 1
         await core.manager.append_turn(conv_id, "user", f"Message {n} about {text}")
         await core.manager.append_turn(conv_id, "assistant", f"Reply {n} about {text}")
+
+
+async def _named_in_an_outage(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> tuple[Lifecycle, str]:
+    """A lifecycle whose naming model is down, and a conversation it named at its 5th
+    user message (with the offline keyword title)."""
+    model.naming = unavailable()
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5, text="kitchen renovation budget")
+    await lifecycle.settle()
+    return lifecycle, conv
 
 
 async def test_named_after_the_fifth_user_message_exactly_once(
@@ -195,11 +208,7 @@ async def test_garbage_from_the_model_falls_back_to_offline_naming(
 async def test_model_outage_names_offline(
     core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
 ) -> None:
-    model.naming = unavailable()
-    lifecycle = await make_lifecycle(model)
-    conv = (await core.manager.create("web")).id
-    await _user_turns(core, conv, 5, text="kitchen renovation budget")
-    await lifecycle.settle()
+    _, conv = await _named_in_an_outage(core, make_lifecycle, model)
     assert (await core.row(conv)).title
 
 
@@ -381,11 +390,7 @@ async def test_a_first_title_from_keywords_in_an_outage_is_asked_again_on_idle(
     # offline keyword title, and the idle passes after the model came back kept it:
     # only ten more turns brought a real title, so a conversation that ended there kept
     # the keyword one for good.
-    model.naming = unavailable()
-    lifecycle = await make_lifecycle(model)
-    conv = (await core.manager.create("web")).id
-    await _user_turns(core, conv, 5, text="kitchen renovation budget")
-    await lifecycle.settle()
+    lifecycle, conv = await _named_in_an_outage(core, make_lifecycle, model)
     keywords = (await core.row(conv)).title
     assert keywords and keywords != "NAS Backup Plan"
     clock.advance(600)
@@ -478,11 +483,7 @@ async def test_a_keyword_title_from_an_outage_is_still_owed_after_a_restart(
     # Regression: the offline title given in an outage counted as a naming, and the
     # "ask the model again" was kept in memory: after a restart the conversation kept
     # its keyword title until ten more turns.
-    model.naming = unavailable()
-    lifecycle = await make_lifecycle(model)
-    conv = (await core.manager.create("web")).id
-    await _user_turns(core, conv, 5, text="kitchen renovation budget")
-    await lifecycle.settle()
+    lifecycle, conv = await _named_in_an_outage(core, make_lifecycle, model)
     assert (await core.row(conv)).title
     await lifecycle.stop(timeout=1.0)
     model.naming = '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
