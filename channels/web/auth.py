@@ -73,12 +73,19 @@ def login_client(remote: str | None, headers: Mapping[str, str]) -> str:
         return peer
     forwarded_for = headers.get("X-Forwarded-For", "").split(",")[-1].strip()
     if not forwarded_for:
-        last = headers.get("Forwarded", "").split(",")[-1]
-        for part in last.split(";"):
-            name, _, value = part.strip().partition("=")
-            if name.lower() == "for":
-                forwarded_for = value.strip().strip('"')
+        forwarded_for = forwarded(headers, "for", last=True)
     return f"{peer} for {forwarded_for}" if forwarded_for else peer
+
+
+def forwarded(headers: Mapping[str, str], name: str, *, last: bool = False) -> str:
+    """The ``name`` parameter of the ``Forwarded`` header's first element (the browser's
+    side), or with ``last`` of its last one (what the nearest proxy saw); "" if absent."""
+    elements = headers.get("Forwarded", "").split(",")
+    for part in elements[-1 if last else 0].split(";"):
+        key, _, value = part.strip().partition("=")
+        if key.lower() == name:
+            return value.strip().strip('"')
+    return ""
 
 
 def token_matches(expected: str, given: str) -> bool:

@@ -29,6 +29,7 @@ from channels.web.auth import (
     COOKIE_NAME,
     RateLimiter,
     SessionStore,
+    forwarded,
     load_or_create_token,
     login_client,
     token_matches,
@@ -82,8 +83,7 @@ def _over_https(request: web.Request) -> bool:
     forwarded_proto = request.headers.get("X-Forwarded-Proto", "").split(",")[0]
     if forwarded_proto.strip().lower() == "https":
         return True
-    first = request.headers.get("Forwarded", "").split(",")[0]
-    return any(part.strip().lower().replace('"', "") == "proto=https" for part in first.split(";"))
+    return forwarded(request.headers, "proto").lower() == "https"
 
 
 class WebChannel:
