@@ -113,12 +113,15 @@ class PartySends:
             dedup_key=dedup,
         )
 
+    async def _escalations_last_hour(self) -> int:
+        """All parties' escalations of the last hour (the one just recorded included),
+        counted in the index: a restart resets nothing."""
+        return await self.s.external.escalations_since(iso(utcnow() - timedelta(hours=1)))
+
     async def escalations_in_budget(self) -> bool:
-        """Whether the escalations of the last hour (all parties, the one just recorded
-        included) are within ``trust.escalations_per_hour``."""
-        since = iso(utcnow() - timedelta(hours=1))
-        count = await self.s.external.escalations_since(since)
-        return count <= self.s.config.trust.escalations_per_hour
+        """Whether the escalations of the last hour are within
+        ``trust.escalations_per_hour``."""
+        return await self._escalations_last_hour() <= self.s.config.trust.escalations_per_hour
 
     async def _within_budget(self, channel: str, key: str) -> bool:
         """Whether the escalation just recorded may go to the owner's chat: at most
@@ -126,9 +129,8 @@ class PartySends:
         restart resets nothing). Past it the owner is told once an hour (per run) how
         many there are; their pinned conversation and chat are not flooded by a
         stranger who takes a new address for every message."""
-        limit = self.s.config.trust.escalations_per_hour
-        count = await self.s.external.escalations_since(iso(utcnow() - timedelta(hours=1)))
-        if count <= limit:
+        count = await self._escalations_last_hour()
+        if count <= self.s.config.trust.escalations_per_hour:
             return True
         log.warning("%d escalations in the last hour: this one is listed, not sent", count)
         now = time.monotonic()
