@@ -233,7 +233,38 @@
     const body = el("div", "msg-body");
     body.appendChild(window.renderMarkdown(item.content || ""));
     node.appendChild(body);
+    if (item.cut) node.appendChild(renderCut(item, body));
     return node;
+  }
+
+  function kb(chars) {
+    return chars >= 1048576 ? (chars / 1048576).toFixed(1) + " M" : Math.round(chars / 1024) + " K";
+  }
+
+  // A turn too long for one page arrives cut (channels/web/pages.py): say so, and fetch
+  // the whole of it on request.
+  function renderCut(item, body) {
+    const bar = el("div", "msg-cut");
+    bar.appendChild(el("span", "muted", "Showing the first " + kb(item.cut.shown) + "characters of " + kb(item.cut.total) + "characters. "));
+    const button = el("button", null, "Show all");
+    button.type = "button";
+    button.addEventListener("click", async () => {
+      if (!state.current) return;
+      button.disabled = true;
+      const url = "/api/conversations/" + encodeURIComponent(state.current.id) + "/turns/" + item.turnNumber + "?role=" + encodeURIComponent(item.role);
+      try {
+        const r = await fetch(url, { credentials: "same-origin" });
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        const data = await r.json();
+        body.replaceChildren(window.renderMarkdown(data.turn.content || ""));
+        bar.remove();
+      } catch (err) {
+        button.disabled = false;
+        toast("Could not load the whole message: " + err.message);
+      }
+    });
+    bar.appendChild(button);
+    return bar;
   }
 
   const EVENT_LABELS = {
