@@ -238,14 +238,14 @@
   }
 
   function kb(chars) {
-    return chars >= 1048576 ? (chars / 1048576).toFixed(1) + " M" : Math.round(chars / 1024) + " K";
+    return chars >= 1048576 ? (chars / 1048576).toFixed(1) + " M" : chars >= 1024 ? Math.round(chars / 1024) + " K" : String(chars);
   }
 
   // A turn too long for one page arrives cut (channels/web/pages.py): say so, and fetch
   // the whole of it on request.
   function renderCut(item, body) {
     const bar = el("div", "msg-cut");
-    bar.appendChild(el("span", "muted", "Showing the first " + kb(item.cut.shown) + "characters of " + kb(item.cut.total) + "characters. "));
+    bar.appendChild(el("span", "muted", "Showing the first " + kb(item.cut.shown) + " of " + kb(item.cut.total) + " characters. "));
     const button = el("button", null, "Show all");
     button.type = "button";
     button.addEventListener("click", async () => {

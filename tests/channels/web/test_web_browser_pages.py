@@ -314,3 +314,21 @@ async def test_a_search_result_opened_far_back_still_reaches_the_latest_turns(
     await newer.click()
     await expect(page.locator("#message-items .msg-user").last).to_contain_text("the organ")
     await expect(newer).to_be_hidden()
+
+
+async def test_a_very_long_message_shows_cut_with_show_all(page: Page, stack: Stack) -> None:
+    # Regression: a page sent every turn whole (50 turns of 1 MB: 50 MB to the tab); a
+    # turn over 64 K characters now comes cut, and "Show all" fetches the rest.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    await manager.append_turn(conv.id, "user", "paste the whole log please")
+    long_text = "".join(f"log line {n} is fine\n\n" for n in range(12_000)) + "THE VERY END"
+    await manager.append_turn(conv.id, "assistant", long_text, turn_number=1)
+    await log_in(page, stack)
+    await page.goto(f"{stack.url}/#c={conv.id}")
+    reply = page.locator("#message-items .msg-assistant").last
+    await expect(reply.locator(".msg-cut")).to_contain_text("Showing the first 64 K of")
+    await expect(reply).not_to_contain_text("THE VERY END")
+    await reply.get_by_role("button", name="Show all").click()
+    await expect(reply).to_contain_text("THE VERY END")
+    await expect(reply.locator(".msg-cut")).to_have_count(0)
