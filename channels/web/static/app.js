@@ -823,7 +823,11 @@
     for (const res of page.results) list.appendChild(renderResult(res));
     // total_exact false: more turns match than the ranking read; "more" lists the rest
     const total = page.total + (page.total_exact === false ? "+" : "");
-    $("search-status").textContent = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+    let status = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+    // The listing stops at a bound (bot/search/tail.py TAIL_LIMIT) with more still
+    // matching: say so, or the last page read as the end of the matches.
+    if (!page.next_cursor && page.total_exact === false) status += ". More match than can be listed: use more words, or a channel or date filter, to reach the rest.";
+    $("search-status").textContent = status;
     $("search-more").hidden = !page.next_cursor;
   }
 
