@@ -188,16 +188,6 @@ class WebChannel:
         self.hub.feed.on_stream(event)
 
     # -- helpers used by the hub and the API -----------------------------------------
-    async def read_lines(self, conversation_id: str) -> list[dict[str, Any]]:
-        """The transcript lines (turns and events) of a conversation."""
-        store = self.services.store
-        try:
-            if not store.exists(conversation_id):
-                return []
-        except ValueError:  # not a conversation id at all
-            return []
-        return list(await store.aread_lines(conversation_id))
-
     def _transcript(self, conversation_id: str) -> Path | None:
         try:
             return Path(self.services.store.path(conversation_id))
