@@ -4,8 +4,9 @@
 brain and recovery, which need every line, but a dashboard page of 50 turns out of
 20,000 then cost time and memory in proportion to the conversation, on every page. A
 :class:`LineReader` reads lines backward from a byte offset or forward from one, and
-finds the line where a turn number begins by bisection (turn numbers never decrease
-along a transcript), so a window costs the lines it holds plus a few probes.
+finds the line where a turn number begins by bisection (turn numbers do not decrease
+along a transcript, but for a few lines where a reply was written after the next
+message), so a window costs the lines it holds plus a few probes.
 
 Lines are parsed as :func:`bot.transcript_lines.parse_lines` does (a corrupt or
 malformed line is skipped with a warning). A torn last line (no newline yet) is left out.
@@ -22,6 +23,8 @@ from typing import BinaryIO
 from bot.transcript_lines import Line, parse_lines
 
 BLOCK = 64 * 1024  # bytes read at a time, at most
+# Turn lines read back from where the bisection ends (see LineReader._back).
+BACK_TURNS = 16
 FIRST_READ = 4096  # the first read of a scan (lines are mostly short); doubled up to BLOCK
 
 
@@ -156,9 +159,28 @@ class LineReader:
                 hi = found[0]
             else:
                 lo = found[0] + 1
-        for start, _, raw in self._from(lo):
+        first = next(self._from(lo), None)
+        lo = self._back(self.end if first is None else first[0])
+        for start, _, raw in self.forward(lo):
             line = self.parse(raw)
             if line is not None and line.get("type") == "turn":
                 if int(line.get("turnNumber") or 0) >= number:
                     return start
         return self.end
+
+    def _back(self, start: int) -> int:
+        """The start of the :data:`BACK_TURNS` th turn line before ``start`` (or 0).
+
+        Turn numbers only nearly never decrease: a message that arrives while the reply
+        to the one before is being written is stored first (5 question, 6 question,
+        5 answer), and a probe that lands on such an answer puts ``lo`` past the turn
+        sought. Such inversions span the few messages sent during one reply."""
+        turns = 0
+        for begin, raw in self.backward(start):
+            start = begin
+            line = self.parse(raw)
+            if line is not None and line.get("type") == "turn":
+                turns += 1
+                if turns >= BACK_TURNS:
+                    break
+        return start

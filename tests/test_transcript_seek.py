@@ -16,12 +16,18 @@ from bot.transcript_seek import LineReader
 def _transcript(turns: int, seed: int = 7) -> list[dict]:
     rng = random.Random(seed)
     lines: list[dict] = [{"type": "meta", "id": "conv-x"}]
+    late: list[dict] = []
     for n in range(1, turns + 1):
         if rng.random() < 0.3:
             lines.append(event_line("compression", summary="s" * rng.randint(0, 90)))
         lines.append(turn_line("user", "u" * rng.randint(0, 300), n))
-        lines.append(turn_line("assistant", "a" * rng.randint(0, 300), n))
-    return lines
+        lines += late
+        answer = turn_line("assistant", "a" * rng.randint(0, 300), n)
+        # Now and then an answer is written after the next question (5 5 6 6 -> 5 6 5 6).
+        late = [answer] if rng.random() < 0.2 else []
+        if not late:
+            lines.append(answer)
+    return lines + late
 
 
 @pytest.mark.parametrize("block", [1, 7, 64, 65536])

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.transcript_seek import LineReader
+from bot.transcript_seek import BACK_TURNS, LineReader
 from channels.web.views import event_view, turn_view
 
 PAGE_BYTES = 512 * 1024  # text of one page, about
@@ -157,12 +157,15 @@ def read_turn(path: Path, number: int, role: str) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     with reader:
+        others = 0  # turns of other numbers: an answer can follow the next question
         for _, _, raw in reader.forward(reader.turn_offset(number)):
             line = reader.parse(raw)
             if line is None or line.get("type") != "turn":
                 continue
-            if line.get("turnNumber") != number:
-                return None
-            if line.get("role") == role:
+            if line.get("turnNumber") == number and line.get("role") == role:
                 return turn_view(line)
+            if line.get("turnNumber") != number:
+                others += 1
+                if others >= BACK_TURNS:
+                    break
     return None

@@ -11,7 +11,7 @@ import pytest
 from bot import transcript_seek
 from bot.transcript_lines import encode, event_line, turn_line
 from channels.web import pages
-from channels.web.pages import TURN_CHARS, read_page
+from channels.web.pages import TURN_CHARS, read_page, read_turn
 from channels.web.views import line_views, page_of
 from tests.channels.web.conftest import Stack
 
@@ -20,15 +20,21 @@ IO = Path("/proc/self/io")
 
 def _random_transcript(rng: random.Random) -> list[dict]:
     lines: list[dict] = [{"type": "meta", "id": "conv-x"}]
+    late: list[dict] = []
     for n in range(1, rng.randint(0, 40) + 1):
         if rng.random() < 0.2:
             lines.append(event_line(rng.choice(["compression", "pinned", "not_shown"]), text="e"))
         lines.append(turn_line("user", "u" * rng.randint(0, 200), n))
+        lines += late
+        late = []
         if rng.random() < 0.2:
             lines.append(event_line("error", text="failed"))
-        if rng.random() < 0.9:  # now and then a question left unanswered
-            lines.append(turn_line("assistant", "a" * rng.randint(0, 200), n))
-    return lines
+        answer = turn_line("assistant", "a" * rng.randint(0, 200), n)
+        if rng.random() < 0.15:  # written after the next question (5 6 5 6)
+            late = [answer]
+        elif rng.random() < 0.9:  # now and then a question left unanswered
+            lines.append(answer)
+    return lines + late
 
 
 def test_pages_are_those_of_page_of_over_the_whole_transcript(
@@ -130,3 +136,13 @@ async def test_a_page_is_bounded_in_bytes_and_a_cut_turn_shows_whole_on_request(
             break
         before = page["turns"][0]["turnNumber"]
     assert seen and seen[-1]["turnNumber"] < 6 and min(t["turnNumber"] for t in seen) == 1
+
+
+def test_show_all_finds_an_answer_written_after_the_next_question(tmp_path: Path) -> None:
+    # A message sent while the reply to the one before was written is stored first.
+    path = tmp_path / "t.jsonl"
+    order = [(1, "user"), (2, "user"), (1, "assistant"), (2, "assistant")]
+    path.write_bytes(encode([turn_line(role, f"{role} {n}", n) for n, role in order]))
+    assert read_turn(path, 1, "assistant")["content"] == "assistant 1"
+    assert read_turn(path, 2, "assistant")["content"] == "assistant 2"
+    assert read_turn(path, 3, "user") is None
