@@ -14,6 +14,7 @@ the whole of it (the chat's "Show all").
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,7 +134,7 @@ def read_page(
         # turn of the same number comes before them.
         pending = page[first - 1 :: -1] if first else []
         page = page[first:]
-        for item in _chain(left_out, older):
+        for item in itertools.chain([left_out], older):
             if item["type"] == "event":
                 pending.append(item)
                 continue
@@ -143,11 +144,6 @@ def read_page(
             page = [item, *reversed(pending), *page]
             pending = []
         return Page(page, more or bool(pending), has_newer)
-
-
-def _chain(first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    yield first
-    yield from rest
 
 
 def read_turn(path: Path, number: int, role: str) -> dict[str, Any] | None:
