@@ -1,6 +1,8 @@
 """JSON endpoints of the dashboard (all behind the session cookie).
 
-- ``GET /api/conversations`` and ``GET /api/conversations/{id}?before=&around=``
+- ``GET /api/conversations`` and ``GET /api/conversations/{id}?before=&around=``: a page
+  (:mod:`channels.web.pages`); ``GET /api/conversations/{id}/turns/{n}?role=``: a cut
+  turn whole
 - ``GET /api/search?q=&channel=&from=&to=&cursor=``: the hybrid search (seed 000 Flow 4)
 - ``GET /api/external``: parties with tier, recent messages and pending escalations
 - ``POST /api/external/{party_id}/tier`` {tier} and ``.../reply`` {text}: Trust/Block/Reply
@@ -18,7 +20,7 @@ from aiohttp import web
 
 from bot.search.results import check_range, iso_date
 from channels.web.titles import derived_titles
-from channels.web.views import conversation_meta, line_views, page_of
+from channels.web.views import conversation_meta
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
@@ -63,17 +65,35 @@ class Api:
         rec = await self.services.conversations.get(cid)
         if rec is None:
             return web.json_response({"error": "not found"}, status=404)
-        items = line_views(await self.channel.read_lines(cid))
-        page, has_more = page_of(
-            items,
-            limit=_int(request.query.get("limit"), 50, 1, 500) or 50,
+        page = await self.channel.read_page(
+            cid,
+            _int(request.query.get("limit"), 50, 1, 500) or 50,
             before=_int(request.query.get("before"), None),
             around=_int(request.query.get("around"), None),
         )
         titles = await derived_titles(self.services, [rec])
         return web.json_response(
-            {"conversation": conversation_meta(rec, titles), "turns": page, "hasMore": has_more}
+            {
+                "conversation": conversation_meta(rec, titles),
+                "turns": page.items,
+                "hasMore": page.has_more,
+                "hasNewer": page.has_newer,
+            }
         )
+
+    async def turn(self, request: web.Request) -> web.Response:
+        """The whole of a turn that a page showed cut (``cut`` in the turn): "Show all"."""
+        cid = request.match_info["conversation_id"]
+        number = _int(request.match_info["number"], None, 0, 2**62)
+        role = request.query.get("role", "")
+        if role not in ("user", "assistant") or number is None:
+            return web.json_response({"error": "role must be user or assistant"}, status=400)
+        if await self.services.conversations.get(cid) is None:
+            return web.json_response({"error": "not found"}, status=404)
+        turn = await self.channel.read_turn(cid, number, role)
+        if turn is None:
+            return web.json_response({"error": "no such turn"}, status=404)
+        return web.json_response({"turn": turn})
 
     async def search(self, request: web.Request) -> web.Response:
         query = request.query.get("q", "").strip()
@@ -200,6 +220,7 @@ def setup_api(app: web.Application, channel: WebChannel) -> None:
     api = Api(channel)
     app.router.add_get("/api/conversations", api.conversations)
     app.router.add_get("/api/conversations/{conversation_id}", api.conversation)
+    app.router.add_get("/api/conversations/{conversation_id}/turns/{number}", api.turn)
     app.router.add_get("/api/search", api.search)
     app.router.add_get("/api/external", api.external)
     app.router.add_post("/api/external/{party_id}/tier", api.set_tier)

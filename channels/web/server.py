@@ -10,6 +10,7 @@ dashboard shows (turns from other channels, renames, externals) comes from the e
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -34,6 +35,7 @@ from channels.web.auth import (
     login_client,
     token_matches,
 )
+from channels.web.pages import Page, read_page, read_turn
 from channels.web.ws import WsHub
 
 log = logging.getLogger("my_agent.web")
@@ -186,15 +188,31 @@ class WebChannel:
         self.hub.feed.on_stream(event)
 
     # -- helpers used by the hub and the API -----------------------------------------
-    async def read_lines(self, conversation_id: str) -> list[dict[str, Any]]:
-        """The transcript lines (turns and events) of a conversation."""
-        store = self.services.store
+    def _transcript(self, conversation_id: str) -> Path | None:
         try:
-            if not store.exists(conversation_id):
-                return []
+            return Path(self.services.store.path(conversation_id))
         except ValueError:  # not a conversation id at all
-            return []
-        return list(await store.aread_lines(conversation_id))
+            return None
+
+    async def read_page(
+        self,
+        conversation_id: str,
+        limit: int,
+        before: int | None = None,
+        around: int | None = None,
+    ) -> Page:
+        """A page of the chat (:func:`channels.web.pages.read_page`), read in a thread."""
+        path = self._transcript(conversation_id)
+        if path is None:
+            return Page()
+        return await asyncio.to_thread(read_page, path, limit=limit, before=before, around=around)
+
+    async def read_turn(self, conversation_id: str, number: int, role: str) -> Any:
+        """The whole of one turn (a cut one's "Show all"), or None."""
+        path = self._transcript(conversation_id)
+        if path is None:
+            return None
+        return await asyncio.to_thread(read_turn, path, number, role)
 
     async def create_web_conversation(self, model: str | None) -> Any:
         """A new web conversation, created when its first message is sent."""

@@ -24,7 +24,11 @@ from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.web.ws")
 
-QUEUE_LIMIT = 1000
+QUEUE_LIMIT = 1000  # frames queued for one tab, at most
+# Characters queued for one tab, at most: the frame count alone let a tab that stopped
+# reading hold 1000 frames of whatever size (a 64 KB delta each, 64 MB). A page of the
+# chat is under 1 MB (channels.web.pages), so a reading tab never comes near it.
+QUEUE_CHARS = 8 * 1024 * 1024
 
 
 class Client:
@@ -37,15 +41,28 @@ class Client:
         self.conversation_id: str | None = None
         self.pending_model: str | None = None  # chosen before the first message
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_LIMIT)
+        self.queued = 0  # characters in the queue
         self.writer: asyncio.Task[None] | None = None
 
     def push(self, data: str) -> bool:
-        """Queue a frame; False when the client is hopelessly behind."""
+        """Queue a frame; False when the client is hopelessly behind (too many frames or
+        characters queued: one frame alone is always taken)."""
+        if self.queued and self.queued + len(data) > QUEUE_CHARS:
+            return False
         try:
             self.queue.put_nowait(data)
-            return True
         except asyncio.QueueFull:
             return False
+        self.queued += len(data)
+        return True
+
+    def drop(self) -> None:
+        """Forget the queued frames and end the writer (a tab closed for being too slow:
+        its closing handshake can take a while, and its frames would be held meanwhile)."""
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queued = 0
+        self.queue.put_nowait(None)
 
     async def write_loop(self) -> None:
         """Send the queued frames in order until the queue's end marker or a closed socket."""
@@ -53,6 +70,7 @@ class Client:
             data = await self.queue.get()
             if data is None or self.ws.closed:
                 return
+            self.queued -= len(data)
             try:
                 await self.ws.send_str(data)
             except (ConnectionError, RuntimeError):
@@ -113,6 +131,7 @@ class Tabs:
         if not client.push(data):
             log.warning("web client %s too slow, disconnecting", client.id)
             self.clients.pop(client.id, None)
+            client.drop()
             spawn(client.ws.close(code=1013, message=b"too slow"), name="web-close-slow")
 
     def broadcast(self, payload: dict[str, Any], clients: Iterable[Client] | None = None) -> int:

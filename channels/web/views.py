@@ -123,6 +123,9 @@ def page_of(
 
     ``before``: items strictly before that turn number (paging up). ``around``: a window
     that contains that turn (opening a search result). Otherwise the last ``limit``.
+    The chat reads its pages with :func:`channels.web.pages.read_page`, which gives these
+    same windows without reading the whole transcript; this is their definition, over a
+    list in memory, and the tests hold the two to each other.
     """
     positions = [i for i, it in enumerate(items) if it["type"] == "turn"]
     end = len(items)

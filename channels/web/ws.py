@@ -37,7 +37,7 @@ from channels.web.auth import COOKIE_NAME
 from channels.web.feed import Feed
 from channels.web.tabs import Client, Tabs
 from channels.web.titles import derived_titles
-from channels.web.views import conversation_meta, line_views, page_of
+from channels.web.views import conversation_meta
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
@@ -139,10 +139,6 @@ class WsHub:
         models = self.channel.config.models
         return {"aliases": sorted(models.aliases), "default": models.default}
 
-    async def _items(self, conversation_id: str) -> list[dict[str, Any]]:
-        lines = await self.channel.read_lines(conversation_id)
-        return line_views(lines)
-
     async def _load(
         self, client: Client, conversation_id: str | None, around: int | None = None
     ) -> None:
@@ -180,11 +176,9 @@ class WsHub:
             return
         client.pending_model = None
         titles = await derived_titles(self.services, [rec])
-        every = await self._items(rec.id)
-        items, has_more = page_of(every, limit=PAGE_SIZE, around=around)
+        page = await self.channel.read_page(rec.id, PAGE_SIZE, around=around)
         # Opened around an older turn (a search result): later turns exist past the page,
         # and the tab must not show new ones right under it, as if none came between.
-        has_newer = bool(items) and items[-1] is not every[-1]
         # Viewing from here on, without an await in between: every delta of a reply being
         # written is either in the catch-up frame below or streamed after it, never both.
         client.conversation_id = rec.id
@@ -193,9 +187,9 @@ class WsHub:
             {
                 "type": "conversation_loaded",
                 "conversation": conversation_meta(rec, titles),
-                "turns": items,
-                "hasMore": has_more,
-                "hasNewer": has_newer,
+                "turns": page.items,
+                "hasMore": page.has_more,
+                "hasNewer": page.has_newer,
                 "models": self._models(),
                 "focusTurn": around,
             },
@@ -259,9 +253,15 @@ class WsHub:
         cid, before = data.get("conversationId"), data.get("beforeTurn")
         if not isinstance(cid, str) or not isinstance(before, int):
             return
-        items, has_more = page_of(await self._items(cid), limit=PAGE_SIZE, before=before)
+        page = await self.channel.read_page(cid, PAGE_SIZE, before=before)
         self.send(
-            client, {"type": "history", "conversationId": cid, "turns": items, "hasMore": has_more}
+            client,
+            {
+                "type": "history",
+                "conversationId": cid,
+                "turns": page.items,
+                "hasMore": page.has_more,
+            },
         )
 
     async def _rename(self, client: Client, data: dict[str, Any]) -> None:

@@ -233,7 +233,38 @@
     const body = el("div", "msg-body");
     body.appendChild(window.renderMarkdown(item.content || ""));
     node.appendChild(body);
+    if (item.cut) node.appendChild(renderCut(item, body));
     return node;
+  }
+
+  function kb(chars) {
+    return chars >= 1048576 ? (chars / 1048576).toFixed(1) + " M" : chars >= 1024 ? Math.round(chars / 1024) + " K" : String(chars);
+  }
+
+  // A turn too long for one page arrives cut (channels/web/pages.py): say so, and fetch
+  // the whole of it on request.
+  function renderCut(item, body) {
+    const bar = el("div", "msg-cut");
+    bar.appendChild(el("span", "muted", "Showing the first " + kb(item.cut.shown) + " of " + kb(item.cut.total) + " characters. "));
+    const button = el("button", null, "Show all");
+    button.type = "button";
+    button.addEventListener("click", async () => {
+      if (!state.current) return;
+      button.disabled = true;
+      const url = "/api/conversations/" + encodeURIComponent(state.current.id) + "/turns/" + item.turnNumber + "?role=" + encodeURIComponent(item.role);
+      try {
+        const r = await fetch(url, { credentials: "same-origin" });
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        const data = await r.json();
+        body.replaceChildren(window.renderMarkdown(data.turn.content || ""));
+        bar.remove();
+      } catch (err) {
+        button.disabled = false;
+        toast("Could not load the whole message: " + err.message);
+      }
+    });
+    bar.appendChild(button);
+    return bar;
   }
 
   const EVENT_LABELS = {
@@ -792,7 +823,11 @@
     for (const res of page.results) list.appendChild(renderResult(res));
     // total_exact false: more turns match than the ranking read; "more" lists the rest
     const total = page.total + (page.total_exact === false ? "+" : "");
-    $("search-status").textContent = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+    let status = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+    // The listing stops at a bound (bot/search/tail.py TAIL_LIMIT) with more still
+    // matching: say so, or the last page read as the end of the matches.
+    if (!page.next_cursor && page.total_exact === false) status += ". More match than can be listed: use more words, or a channel or date filter, to reach the rest.";
+    $("search-status").textContent = status;
     $("search-more").hidden = !page.next_cursor;
   }
 

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from playwright.async_api import Browser, Page, Route, expect
 
+from bot.search import tail
 from tests.channels.web.conftest import Stack
 from tests.channels.web.test_web_browser import browser, log_in, page, shot
 
@@ -314,3 +315,43 @@ async def test_a_search_result_opened_far_back_still_reaches_the_latest_turns(
     await newer.click()
     await expect(page.locator("#message-items .msg-user").last).to_contain_text("the organ")
     await expect(newer).to_be_hidden()
+
+
+async def test_a_very_long_message_shows_cut_with_show_all(page: Page, stack: Stack) -> None:
+    # Regression: a page sent every turn whole (50 turns of 1 MB: 50 MB to the tab); a
+    # turn over 64 K characters now comes cut, and "Show all" fetches the rest.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    await manager.append_turn(conv.id, "user", "paste the whole log please")
+    long_text = "".join(f"log line {n} is fine\n\n" for n in range(12_000)) + "THE VERY END"
+    await manager.append_turn(conv.id, "assistant", long_text, turn_number=1)
+    await log_in(page, stack)
+    await page.goto(f"{stack.url}/#c={conv.id}")
+    reply = page.locator("#message-items .msg-assistant").last
+    await expect(reply.locator(".msg-cut")).to_contain_text("Showing the first 64 K of")
+    await expect(reply).not_to_contain_text("THE VERY END")
+    await reply.get_by_role("button", name="Show all").click()
+    await expect(reply).to_contain_text("THE VERY END")
+    await expect(reply.locator(".msg-cut")).to_have_count(0)
+
+
+async def test_a_search_listing_cut_at_its_bound_says_so(
+    page: Page, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a word in thousands of conversations lists the ranked ones and then
+    # at most 1000 more (bot.search.tail); the last page hid "More results" and the
+    # status read "1050+ conversations found", as if that were the end of them.
+    monkeypatch.setattr(tail, "TAIL_LIMIT", 5)  # 50 ranked + 5 listed of 60
+    manager = stack.services.conversations
+    for n in range(60):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", f"the gazebo varnish, coat {n}")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "gazebo")
+    await expect(page.locator("#search-results .result")).to_have_count(20)
+    for shown in (40, 55):
+        await page.click("#search-more")
+        await expect(page.locator("#search-results .result")).to_have_count(shown)
+    await expect(page.locator("#search-more")).to_be_hidden()
+    await expect(page.locator("#search-status")).to_contain_text("More match than can be listed")

@@ -470,7 +470,7 @@ async def test_a_tab_whose_session_expired_can_no_longer_act(stack: Stack) -> No
         finally:
             sessions._clock = real_clock
         for rec in await stack.services.conversations.list(limit=1000):
-            lines = await stack.channel.read_lines(rec.id)
+            lines = await stack.services.store.aread_lines(rec.id)
             assert not any("sent after expiry" in str(line.get("content")) for line in lines)
 
 

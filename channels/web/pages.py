@@ -1,0 +1,167 @@
+"""Pages of a conversation for the chat, read from the transcript a page at a time.
+
+A page is what :func:`channels.web.views.page_of` cuts from the whole list of items (the
+same rules; tests hold the two to the same pages), but read with
+:class:`bot.transcript_seek.LineReader`: from the end of the file, or from the turn a
+``before``/``around`` names, found by bisection. On 20,000 turns every page read and
+parsed the whole file before (docs/web.md "Big conversations").
+
+A page is bounded by bytes as well as by count: it stops before the item that would take
+it past :data:`PAGE_BYTES` (one item always shows), and a turn longer than
+:data:`TURN_CHARS` is cut, marked ``cut: {"shown", "total"}``; :func:`read_turn` gives
+the whole of it (the chat's "Show all").
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.transcript_seek import BACK_TURNS, LineReader
+from channels.web.views import event_view, turn_view
+
+PAGE_BYTES = 512 * 1024  # text of one page, about
+TURN_CHARS = 64 * 1024  # a longer turn is cut (its "Show all" fetches the rest)
+ITEM_OVERHEAD = 200  # the JSON around an item's text, roughly
+
+
+@dataclass
+class Page:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    has_more: bool = False  # older items exist
+    has_newer: bool = False  # newer items exist (a page opened around an older turn)
+
+
+def _view(line: dict[str, Any]) -> dict[str, Any] | None:
+    if line.get("type") == "turn":
+        view = turn_view(line)
+        content = view.get("content")
+        if isinstance(content, str) and len(content) > TURN_CHARS:
+            view["content"] = content[:TURN_CHARS]
+            view["cut"] = {"shown": TURN_CHARS, "total": len(content)}
+        return view
+    if line.get("type") == "event":
+        return event_view(line)
+    return None
+
+
+def _cost(item: dict[str, Any]) -> int:
+    text = item.get("content") if item["type"] == "turn" else item.get("text")
+    return ITEM_OVERHEAD + len(text or "")
+
+
+def _backward(reader: LineReader, end: int) -> Iterator[dict[str, Any]]:
+    for _, raw in reader.backward(end):
+        line = reader.parse(raw)
+        view = _view(line) if line is not None else None
+        if view is not None:
+            yield view
+
+
+def _forward(reader: LineReader, start: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(offset after it, item)`` from ``start`` on."""
+    for _, nxt, raw in reader.forward(start):
+        line = reader.parse(raw)
+        view = _view(line) if line is not None else None
+        if view is not None:
+            yield nxt, view
+
+
+def _end_around(reader: LineReader, hit: int, half: int, max_bytes: int) -> tuple[int, bool]:
+    """Where a page around the turn at ``hit`` ends, and whether newer items follow.
+
+    ``half`` items from the hit on, then the rest of the last turn: a question without
+    its answer, which lay just past the page, read as unanswered."""
+    end, count, cost, last = hit, 0, 0, None
+    for nxt, item in _forward(reader, hit):
+        number = item.get("turnNumber") if item["type"] == "turn" else None
+        if count >= half or (count and cost + _cost(item) > max_bytes):
+            if last is None or number != last:
+                return end, True
+        end, count, cost = nxt, count + 1, cost + _cost(item)
+        if number is not None:
+            last = number
+    return end, False
+
+
+def read_page(
+    path: Path,
+    *,
+    limit: int,
+    before: int | None = None,
+    around: int | None = None,
+    max_bytes: int = PAGE_BYTES,
+) -> Page:
+    """The page :func:`~channels.web.views.page_of` would give (``before``: items before
+    that turn number; ``around``: a window holding that turn; else the last), bounded by
+    ``max_bytes`` too. A missing transcript is an empty page. Blocking: run it in a thread.
+    """
+    try:
+        reader = LineReader(path)
+    except FileNotFoundError:
+        return Page()
+    with reader:
+        end, has_newer = reader.end, False
+        if before is not None:
+            end = reader.turn_offset(before)
+        elif around is not None:
+            hit = reader.turn_offset(around)
+            if hit < reader.end:
+                end, has_newer = _end_around(reader, hit, max(limit // 2, 1), max_bytes // 2)
+        older = _backward(reader, end)
+        page: list[dict[str, Any]] = []  # newest first until reversed below
+        cost, left_out = 0, None
+        for item in older:
+            if len(page) >= limit or (page and cost + _cost(item) > max_bytes):
+                left_out = item
+                break
+            page.append(item)
+            cost += _cost(item)
+        page.reverse()
+        if left_out is None:
+            return Page(page, False, has_newer)
+        # Begin where paging on from here ends ("before" the first turn number): notes
+        # before the first turn come with the next page, and a question sharing its
+        # number with the answer that begins the page comes with this one.
+        first = next((i for i, it in enumerate(page) if it["type"] == "turn"), None)
+        if first is None:
+            return Page(page, True, has_newer)
+        number, more = page[first]["turnNumber"], False
+        # Notes before the page's first turn, newest first: on the next page unless a
+        # turn of the same number comes before them.
+        pending = page[first - 1 :: -1] if first else []
+        page = page[first:]
+        for item in itertools.chain([left_out], older):
+            if item["type"] == "event":
+                pending.append(item)
+                continue
+            if item["turnNumber"] != number:
+                more = True
+                break
+            page = [item, *reversed(pending), *page]
+            pending = []
+        return Page(page, more or bool(pending), has_newer)
+
+
+def read_turn(path: Path, number: int, role: str) -> dict[str, Any] | None:
+    """The whole of turn ``number`` by ``role`` (a cut one's "Show all"), or None."""
+    try:
+        reader = LineReader(path)
+    except FileNotFoundError:
+        return None
+    with reader:
+        others = 0  # turns of other numbers: an answer can follow the next question
+        for _, _, raw in reader.forward(reader.turn_offset(number)):
+            line = reader.parse(raw)
+            if line is None or line.get("type") != "turn":
+                continue
+            if line.get("turnNumber") == number and line.get("role") == role:
+                return turn_view(line)
+            if line.get("turnNumber") != number:
+                others += 1
+                if others >= BACK_TURNS:
+                    break
+    return None
