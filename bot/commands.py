@@ -21,6 +21,7 @@ from bot.command_syntax import (
     parse_command,
 )
 from bot.events import InboundMessage
+from bot.graphemes import cut
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import local_day, owner_zone
@@ -270,4 +271,4 @@ class Commands(PartyCommands):
 
 def _title(args: str) -> str:
     """The title ``/rename args`` gives (as :meth:`ConversationManager.rename` makes it)."""
-    return " ".join(args.split())[:80].rstrip()
+    return cut(" ".join(args.split()), 80).rstrip()

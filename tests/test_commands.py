@@ -550,3 +550,11 @@ async def test_search_command_says_when_more_conversations_matched(core: Core) -
     assert answer.splitlines()[-1] == "5 of 7 shown; add words to narrow it down."
     await core.say("the kayak is in the boathouse", channel="web")
     assert "shown" not in await core.say("/search kayak boathouse")
+
+
+def test_the_rename_title_is_cut_between_characters() -> None:
+    # Regression: /rename's title (matched against the stored one on a resumed run) was
+    # cut at 80 code points, inside a skin-toned emoji.
+    from bot.commands import _title
+
+    assert _title("b" * 79 + "\U0001f44d\U0001f3fd") == "b" * 79
