@@ -234,7 +234,7 @@ class Commands(PartyCommands):
         found: list[dict[str, object]] = []
         zone = owner_zone(self.s.config)  # the owner's day, as the assistant dates it
         for i, r in enumerate(page.results, 1):
-            snippet = " ".join((r.snippet or "").split())[:160]
+            snippet = cut(" ".join((r.snippet or "").split()), 160)
             rec = await self.s.conversations.get(r.conversation_id)
             # Named as the dashboard lists it (not "Untitled"): the record's title is
             # also fresher than the index row the search read.

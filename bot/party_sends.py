@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from bot.events import Attachment, OutboundMessage, iso, utcnow
+from bot.graphemes import cut
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.parties import PartyRecord
 
@@ -158,7 +159,7 @@ class PartySends:
     ) -> None:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
         ``standing``: what the party is to the owner, as the message says it."""
-        quoted = text if len(text) <= 500 else text[:497] + "..."
+        quoted = text if len(text) <= 500 else cut(text, 497) + "..."
         body = (
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
             f"\u201c{quoted}\u201d\n"

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bot.events import OutboundMessage, SendResult
+from bot.graphemes import shorten
 
 if TYPE_CHECKING:
     from bot.outbox import Outbox
@@ -94,7 +95,7 @@ class SendFailureAlerts:
 def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
     """The owner's alert about ``message``, which will not be delivered."""
     text = " ".join(message.text.split())
-    preview = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    preview = shorten(text, PREVIEW)
     what = _WHAT.get(message.kind, "a message")
     out = (
         f"Could not deliver {what} on {message.channel} to {message.chat_id}: "
@@ -110,7 +111,7 @@ def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
 def left_out_text(message: OutboundMessage, left_out: list[str], reason: str) -> str:
     """The owner's alert that ``message`` went out without ``left_out``."""
     text = " ".join(message.text.split())
-    preview = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    preview = shorten(text, PREVIEW)
     what = _WHAT.get(message.kind, "a message")
     who = ", ".join(left_out)
     return (
