@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bot.events import OutboundMessage, SendResult
-from bot.graphemes import shorten
+from bot.graphemes import isolate, shorten
 
 if TYPE_CHECKING:
     from bot.outbox import Outbox
@@ -99,7 +99,7 @@ def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
     what = _WHAT.get(message.kind, "a message")
     out = (
         f"Could not deliver {what} on {message.channel} to {message.chat_id}: "
-        f'"{preview}" ({error}). It will not be retried'
+        f'"{isolate(preview)}" ({error}). It will not be retried'
     )
     out += "; the conversation keeps it." if message.conversation_id else "."
     if held:
@@ -116,5 +116,5 @@ def left_out_text(message: OutboundMessage, left_out: list[str], reason: str) ->
     who = ", ".join(left_out)
     return (
         f"Sent {what} on {message.channel} without {who}: {reason or 'not addressable'}. "
-        f'The others got it. Forward it yourself if they need it: "{preview}"'
+        f'The others got it. Forward it yourself if they need it: "{isolate(preview)}"'
     )

@@ -558,3 +558,10 @@ def test_the_rename_title_is_cut_between_characters() -> None:
     from bot.commands import _title
 
     assert _title("b" * 79 + "\U0001f44d\U0001f3fd") == "b" * 79
+
+
+async def test_a_right_to_left_title_is_isolated_in_the_answer(core: Core) -> None:
+    # Regression: "Renamed to: שלום 2" put the number before the Hebrew word; the title
+    # is isolated from our words around it now.
+    answer = await core.say("/rename שלום 2")
+    assert "Renamed to: \u2068שלום 2\u2069" in answer
