@@ -565,3 +565,12 @@ async def test_a_right_to_left_title_is_isolated_in_the_answer(core: Core) -> No
     # is isolated from our words around it now.
     answer = await core.say("/rename שלום 2")
     assert "Renamed to: \u2068שלום 2\u2069" in answer
+
+
+async def test_search_results_cut_their_snippet_between_characters(core: Core) -> None:
+    # Regression: /search cut each snippet at 160 code points, here inside a family emoji.
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    rec = await core.s.conversations.create("web")
+    await core.s.conversations.append_turn(rec.id, "user", "boiler " + "z" * 150 + family * 20)
+    answer = await core.say("/search boiler")
+    assert "boiler " + "z" * 150 + f" ({rec.id})" in answer
