@@ -10,7 +10,7 @@ from __future__ import annotations
 from email import message_from_string
 from zoneinfo import ZoneInfo
 
-from bot.brain.context import cut_to_tokens
+from bot.brain.context import cut_to_tokens, transcript_turns
 from bot.brain.tools import _turn_view
 from bot.events import OutboundMessage
 from bot.extractive import _clip
@@ -101,3 +101,17 @@ def test_a_bounce_diagnostic_keeps_whole_characters() -> None:
     found = read_bounce(message_from_string(raw), lambda _: [])
     assert found is not None
     assert found.diagnostic.endswith("z" * 196 + "...")  # not the man of the family
+
+
+def test_a_group_members_name_is_cut_between_characters() -> None:
+    # the owner's context labels another member's message with their name, 60 at most
+    line = {
+        "type": "turn",
+        "role": "user",
+        "content": "hi",
+        "turnNumber": 1,
+        "fromOwner": False,
+        "sender": "n" * 59 + FLAG,
+    }
+    (turn,) = transcript_turns([line])
+    assert turn.member == "n" * 59  # not half a flag
