@@ -8,8 +8,9 @@ subset is turned into tags by a stack-based parser that can only emit balanced o
 
 :func:`split_html` cuts a rendered text into parts of at most 4,096 UTF-16 units (the
 Bot API limit) on paragraph, then line, then word boundaries, never inside a tag, an
-entity or a character (a run without spaces is cut between grapheme clusters); tags open at a cut are closed at the end of the part and reopened in the next
-(inside a code block, the next part keeps the indentation of its first line).
+entity or a character (a run without spaces is cut between grapheme clusters); tags
+open at a cut are closed at the end of the part and reopened in the next (inside a code
+block, the next part keeps the indentation of its first line).
 """
 
 from __future__ import annotations
