@@ -13,6 +13,7 @@ from typing import Any
 from bot import exitcodes, store_lock
 from bot.cli_common import command_config, print_json, print_text, setup_logging
 from bot.config import AppConfig
+from bot.graphemes import cut
 from bot.labels import UNTITLED
 
 log = logging.getLogger("my_agent.cli")
@@ -220,7 +221,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
                 f"({where}, {local_day(r.timestamp, zone)})"
             )
-            print_text(f"       {' '.join((r.snippet or '').split())[:150]}")
+            print_text(f"       {cut(' '.join((r.snippet or '').split()), 150)}")
         if page.next_cursor:  # the plain listing can be paged too, not only --json
             found = f"{page.total}{'' if page.total_exact else '+'}"
             print(f"({len(page.results)} of {found} shown; next page: --cursor {page.next_cursor})")

@@ -21,6 +21,7 @@ from bot.command_syntax import (
     parse_command,
 )
 from bot.events import InboundMessage
+from bot.graphemes import cut, isolate
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import local_day, owner_zone
@@ -178,7 +179,7 @@ class Commands(PartyCommands):
                 linked = {"prefix": "Conversation: ", "conversationId": fresh.id, "title": title}
                 lines.append(f"Conversation: {title}")
             else:
-                lines.append(f"Conversation: {shown or UNTITLED} ({fresh.id})")
+                lines.append(f"Conversation: {isolate(shown or UNTITLED)} ({fresh.id})")
             lines.append(
                 f"Model: {fresh.model or self.s.config.models.default}; turns: "
                 f"{fresh.turn_count}; cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / "
@@ -209,7 +210,7 @@ class Commands(PartyCommands):
         rec = await self.s.conversations.get(conv.id) or conv
         if not (run and run.resumed and rec.manually_named and rec.title == _title(args)):
             rec = await self.s.conversations.rename(conv.id, args)
-        return CommandResult(f"Renamed to: {rec.title}")
+        return CommandResult(f"Renamed to: {isolate(rec.title or '')}")
 
     async def _owner_search(
         self,
@@ -233,7 +234,7 @@ class Commands(PartyCommands):
         found: list[dict[str, object]] = []
         zone = owner_zone(self.s.config)  # the owner's day, as the assistant dates it
         for i, r in enumerate(page.results, 1):
-            snippet = " ".join((r.snippet or "").split())[:160]
+            snippet = cut(" ".join((r.snippet or "").split()), 160)
             rec = await self.s.conversations.get(r.conversation_id)
             # Named as the dashboard lists it (not "Untitled"): the record's title is
             # also fresher than the index row the search read.
@@ -246,7 +247,8 @@ class Commands(PartyCommands):
             )
             day = local_day(r.timestamp, zone)
             lines.append(
-                f"{i}. {title} [{r.channel}, {day}, {r.turn_range}] {snippet} ({r.conversation_id})"
+                f"{i}. {title} [{r.channel}, {day}, {r.turn_range}] {isolate(snippet)} "
+                f"({r.conversation_id})"
             )
             found.append(
                 {
@@ -270,4 +272,4 @@ class Commands(PartyCommands):
 
 def _title(args: str) -> str:
     """The title ``/rename args`` gives (as :meth:`ConversationManager.rename` makes it)."""
-    return " ".join(args.split())[:80].rstrip()
+    return cut(" ".join(args.split()), 80).rstrip()

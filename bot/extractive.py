@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from bot.fts_text import has_spaceless, latin_of, run_phrases, split_runs
+from bot.graphemes import cut
 from bot.search import STOP_WORDS
 
 Turn = tuple[str, str, str | None]  # (role, content, sender)
@@ -191,7 +192,7 @@ def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str |
 
 def _clip(sentence: str, words: int = 40) -> str:
     if has_spaceless(sentence):  # no spaces to cut at: characters, two to a word
-        return sentence if size(sentence) <= words else sentence[: 2 * words] + "…"
+        return sentence if size(sentence) <= words else cut(sentence, 2 * words) + "…"
     parts = sentence.split()
     return sentence if len(parts) <= words else " ".join(parts[:words]) + " …"
 

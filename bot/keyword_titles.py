@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from bot.extractive import EXTRA_STOP, Turn, entities, sentences
 from bot.fts_text import has_spaceless, latin_of
+from bot.graphemes import cut
 from bot.search import STOP_WORDS
 
 # Words that carry no subject in a title or a topic ("We need to renew the passport"
@@ -308,7 +309,7 @@ def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
     while len(title) > max_chars and len(words) > 2:
         words = words[:-1]
         title = " ".join(_capitalised(w) for w in words)
-    return title[:max_chars].strip()
+    return cut(title, max_chars).strip()
 
 
 # Characters of a title taken from a sentence in a script written without spaces.
@@ -326,7 +327,7 @@ def _opening(turns: Sequence[Turn], max_chars: int) -> str:
             if has_spaceless(sentence):
                 text = " ".join(sentence.split()).rstrip(".!?。！？｡、,")
                 limit = min(OPENING_CHARS, max_chars)
-                return text if len(text) <= limit else text[:limit].rstrip() + "…"
+                return text if len(text) <= limit else cut(text, limit).rstrip() + "…"
     return ""
 
 

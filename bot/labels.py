@@ -14,6 +14,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bot.graphemes import isolate
+
 log = logging.getLogger("my_agent.labels")
 
 UNTITLED = "New conversation"  # what the dashboard shows until a conversation is named
@@ -56,10 +58,14 @@ def display_title(
     meta: Mapping[str, Any],
     participants: list[str],
 ) -> str:
-    """``label · title`` (or just the title on the web), :data:`UNTITLED` before naming."""
+    """``label · title`` (or just the title on the web), :data:`UNTITLED` before naming.
+
+    Each part right-to-left is isolated (:func:`bot.graphemes.isolate`): a Hebrew contact
+    before an English title made the line right-to-left and put the title first, and an
+    Arabic title pulled our " · " and the brackets after it into its own run."""
     label = channel_label(channel, meta, participants)
-    name = title or UNTITLED
-    return f"{label} · {name}" if label else name
+    name = isolate(title or UNTITLED)
+    return f"{isolate(label)} · {name}" if label else name
 
 
 ESCALATION_PREFIX = "Escalation"  # "Escalation: Eve (telegram)", "Escalations: Ann, Bob"

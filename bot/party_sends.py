@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from bot.events import Attachment, OutboundMessage, iso, utcnow
+from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.parties import PartyRecord
 
@@ -158,10 +159,10 @@ class PartySends:
     ) -> None:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
         ``standing``: what the party is to the owner, as the message says it."""
-        quoted = text if len(text) <= 500 else text[:497] + "..."
+        quoted = text if len(text) <= 500 else cut(text, 497) + "..."
         body = (
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
-            f"\u201c{quoted}\u201d\n"
+            f"\u201c{isolate(quoted)}\u201d\n"
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."
         )
@@ -241,5 +242,5 @@ def _sender(party: PartyRecord) -> str:
     typed (the owner's own name, "Mom"), so their account's id stands beside it, as an
     e-mail address does (:attr:`PartyRecord.who`)."""
     if party.channel == "telegram" and party.display_name and party.display_name != party.party_key:
-        return f"{party.who} (telegram user {party.party_key})"
-    return party.label
+        return f"{isolate(party.who)} (telegram user {party.party_key})"
+    return f"{isolate(party.who)} ({party.channel})"  # party.label, its name isolated

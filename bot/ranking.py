@@ -60,13 +60,17 @@ _WHEN = re.compile(
 
 def asks(text: str) -> bool:
     """The turn ends with a question (a trailing bracketed note, e.g. an attachment's
-    description, is ignored)."""
+    description, is ignored). Chinese and Japanese ask with the full-width "？", Arabic
+    and Persian with "؟": only "?" counted, no question in those scripts was one."""
     body = text.rstrip()
     if body.endswith("]"):
         cut = body.rfind("[")
         if cut > 0:
             body = body[:cut].rstrip()
-    return body.endswith("?")
+    return body.endswith(_QUESTION_MARKS)
+
+
+_QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # ASCII, full-width, Arabic
 
 
 def length_prior(texts: Sequence[str], full: int) -> np.ndarray:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bot.events import OutboundMessage, SendResult
+from bot.graphemes import isolate, shorten
 
 if TYPE_CHECKING:
     from bot.outbox import Outbox
@@ -94,11 +95,11 @@ class SendFailureAlerts:
 def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
     """The owner's alert about ``message``, which will not be delivered."""
     text = " ".join(message.text.split())
-    preview = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    preview = shorten(text, PREVIEW)
     what = _WHAT.get(message.kind, "a message")
     out = (
         f"Could not deliver {what} on {message.channel} to {message.chat_id}: "
-        f'"{preview}" ({error}). It will not be retried'
+        f'"{isolate(preview)}" ({error}). It will not be retried'
     )
     out += "; the conversation keeps it." if message.conversation_id else "."
     if held:
@@ -110,10 +111,10 @@ def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
 def left_out_text(message: OutboundMessage, left_out: list[str], reason: str) -> str:
     """The owner's alert that ``message`` went out without ``left_out``."""
     text = " ".join(message.text.split())
-    preview = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    preview = shorten(text, PREVIEW)
     what = _WHAT.get(message.kind, "a message")
     who = ", ".join(left_out)
     return (
         f"Sent {what} on {message.channel} without {who}: {reason or 'not addressable'}. "
-        f'The others got it. Forward it yourself if they need it: "{preview}"'
+        f'The others got it. Forward it yourself if they need it: "{isolate(preview)}"'
     )

@@ -550,3 +550,27 @@ async def test_search_command_says_when_more_conversations_matched(core: Core) -
     assert answer.splitlines()[-1] == "5 of 7 shown; add words to narrow it down."
     await core.say("the kayak is in the boathouse", channel="web")
     assert "shown" not in await core.say("/search kayak boathouse")
+
+
+def test_the_rename_title_is_cut_between_characters() -> None:
+    # Regression: /rename's title (matched against the stored one on a resumed run) was
+    # cut at 80 code points, inside a skin-toned emoji.
+    from bot.commands import _title
+
+    assert _title("b" * 79 + "\U0001f44d\U0001f3fd") == "b" * 79
+
+
+async def test_a_right_to_left_title_is_isolated_in_the_answer(core: Core) -> None:
+    # Regression: "Renamed to: שלום 2" put the number before the Hebrew word; the title
+    # is isolated from our words around it now.
+    answer = await core.say("/rename שלום 2")
+    assert "Renamed to: \u2068שלום 2\u2069" in answer
+
+
+async def test_search_results_cut_their_snippet_between_characters(core: Core) -> None:
+    # Regression: /search cut each snippet at 160 code points, here inside a family emoji.
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    rec = await core.s.conversations.create("web")
+    await core.s.conversations.append_turn(rec.id, "user", "boiler " + "z" * 150 + family * 20)
+    answer = await core.say("/search boiler")
+    assert "boiler " + "z" * 150 + f" ({rec.id})" in answer

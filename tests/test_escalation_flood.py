@@ -158,3 +158,31 @@ async def test_a_strangers_commands_are_not_answered_without_end(
     await settle(services)
     answers = [m for m in telegram.sent if m.kind == "command"]
     assert len(answers) <= getattr(services.config.trust, "escalations_per_hour", 20)
+
+
+async def test_an_escalations_quote_is_cut_between_characters(
+    core: tuple[Any, RecordingChannel],
+) -> None:
+    # Regression: the stranger's message, quoted up to 497 code points, was cut inside a
+    # family emoji: the owner saw "man + ZWJ" and a stray joiner before the "...".
+    services, telegram = core
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    await services.router.deliver(inbound("a" * 495 + family * 2, sender="555", chat="555"))
+    await settle(services)
+    (escalation,) = _to_owner(telegram)
+    assert "a" * 495 + "...\u201d" in escalation.text
+
+
+async def test_an_escalation_isolates_a_right_to_left_name_and_quote(
+    core: tuple[Any, RecordingChannel],
+) -> None:
+    # Regression: a Hebrew display name reordered "(telegram user 556)" around it, and an
+    # Arabic message its closing quotation mark and the line after it.
+    services, telegram = core
+    await services.router.deliver(
+        inbound("مرحبا 123", sender="556", chat="556", sender_name="דוד כהן")
+    )
+    await settle(services)
+    (escalation,) = _to_owner(telegram)
+    assert escalation.text.startswith("Message from \u2068דוד כהן\u2069 (telegram user 556)")
+    assert "\u201c\u2068مرحبا 123\u2069\u201d" in escalation.text

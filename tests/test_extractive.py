@@ -290,3 +290,11 @@ def test_a_speaker_label_in_the_text_is_not_repeated_or_taken_for_a_name() -> No
     assert "Note: " in extractive_abbreviation(
         [("user", "Note: the harbour office opens soon.", "Anna")] * 4
     )
+
+
+def test_an_opening_title_keeps_its_last_character_whole() -> None:
+    # Regression: a Thai opening cut at 20 code points kept a consonant without the tone
+    # mark after it ("ที่" is three code points, one character).
+    thai = "ที่" * 10 + "ไป"
+    title = keyword_title([("user", thai, None)])
+    assert title == "ที่" * 6 + "…"

@@ -11,6 +11,7 @@ import pytest
 
 from bot.config.model import AppConfig
 from bot.db import Database
+from bot.ranking import asks
 from bot.search import SearchService, learned
 from bot.search.features import FEATURES, INDEX, turn_features
 from bot.search.learned import DEFAULT_MODEL, LinearRanker, ModelError, load_models, rerank
@@ -186,3 +187,56 @@ def test_fit_learns_which_feature_marks_the_evidence() -> None:
     order = np.argsort(-model.score(x))
     positives = int(groups[0].labels.sum())
     assert set(order[:positives].tolist()) == set(np.flatnonzero(groups[0].labels).tolist())
+
+
+ZH_FILLER = [("user", f"今天的天气不错，第{i}路公交车很准时。") for i in range(6)]
+ZH_POTTERY = [
+    *ZH_FILLER,
+    ("user", "你去上陶艺课了吗？"),
+    (
+        "assistant",
+        "去了！周日的陶艺课上我做了一个蓝色的碗和一个小杯子，老师还教我们窑是怎么工作的。",
+    ),
+    ("user", "陶艺课听起来很有趣。"),
+    *ZH_FILLER,
+]
+
+
+async def test_chinese_query_terms_are_covered_as_english_ones_are(tmp_path: Path) -> None:
+    # Regression: a run of Han characters was one term (its 5-character stem): a Chinese
+    # query's terms were in no turn, every coverage feature was 0 and the learned ranker
+    # ranked Chinese without the evidence it weighs most in English. Pieces of the run
+    # (pairs of characters, a one-character word itself) are the terms now: the same
+    # 1, 2/3, 1/3 as the English store above.
+    database = await open_index(tmp_path / "zh.db")
+    try:
+        await add_conversation(database, "conv-pottery", ZH_POTTERY)
+        await add_conversation(database, "conv-other", [("user", "晚饭喝了一碗汤。")])
+        scored = await _service(database, tmp_path, ranker="rules").scored("陶艺课 碗")
+        idx = scored.order[:10]
+        x = turn_features(scored, idx)
+        at = {(scored.rows.conv[i], scored.rows.number[i]): j for j, i in enumerate(idx.tolist())}
+        coverage = _column(x, "coverage")
+        assert coverage[at[("conv-pottery", 8)]] == pytest.approx(1.0)
+        assert coverage[at[("conv-pottery", 7)]] == pytest.approx(2 / 3)
+        assert coverage[at[("conv-other", 1)]] == pytest.approx(1 / 3)
+        assert _column(x, "win_coverage")[at[("conv-pottery", 6)]] == pytest.approx(2 / 3)
+        question = await _service(database, tmp_path, ranker="rules").scored(
+            "他们什么时候在陶艺课上做了碗？"
+        )
+        best = turn_features(question, question.order[:3])
+        assert _column(best, "coverage").max() > 0
+        # and the shipped model orders it as it orders the English store: the answer, the
+        # reply after it, then the question (a question asked with "？" is one too)
+        for query in ("陶艺课 碗", "他们什么时候在陶艺课上做了碗？"):
+            ranked = await _service(database, tmp_path).scored(query)
+            top = [ranked.rows.number[i] for i in ranked.order[:3].tolist()]
+            assert top == [8, 9, 7]
+    finally:
+        await database.close()
+
+
+def test_a_full_width_or_arabic_question_mark_asks() -> None:
+    # Regression: only "?" made a turn a question; "你去了吗？" and "هل ذهبت؟" did not.
+    assert asks("你去上陶艺课了吗？") and asks("هل ذهبت؟") and asks("Did you go? ")
+    assert not asks("去了！")

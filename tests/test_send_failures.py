@@ -104,3 +104,10 @@ def test_alert_text_names_what_failed() -> None:
         'Could not deliver an alert about a stranger on telegram to 42: "Hi" '
         "(blocked by the user). It will not be retried."
     )
+
+
+def test_a_right_to_left_preview_is_isolated() -> None:
+    # Regression: an undelivered Arabic message swallowed the quote and the error after
+    # it into its right-to-left run.
+    alert = alert_text(OutboundMessage(channel="telegram", chat_id="1", text="مرحبا"), "refused")
+    assert '"\u2068مرحبا\u2069" (refused)' in alert

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bot.graphemes import boundary_before, cut
+
 if TYPE_CHECKING:
     from bot.brain.base import HistoryTurn
 
@@ -65,7 +67,7 @@ def cut_to_tokens(text: str, max_tokens: int) -> str:
     # no character is under a quarter of a token: nothing longer than this can fit
     hi = min(len(text), max(0, max_tokens) * CHARS_PER_TOKEN)
     if estimate_tokens(text[:hi]) <= max_tokens:
-        return text[:hi]
+        return text[:hi] if hi == len(text) else text[: boundary_before(text, hi)]
     lo = 0  # text[:lo] fits, text[:hi] does not (the estimate grows with the length)
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -73,7 +75,7 @@ def cut_to_tokens(text: str, max_tokens: int) -> str:
             lo = mid
         else:
             hi = mid
-    return text[:lo]
+    return text[: boundary_before(text, lo)]  # never half a character: the model reads it
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
         if role in ("user", "assistant") and isinstance(content, str) and isinstance(number, int):
             who = None
             if role == "user" and line.get("fromOwner") is False:
-                who = " ".join(str(line.get("sender") or "another member").split())[:60]
+                who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
                 content = member_label(who) + content
             if role == "assistant" and line.get("stopReason") == "refusal":
                 content = REFUSED_IN_CONTEXT

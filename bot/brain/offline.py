@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink
+from bot.graphemes import cut, isolate
 from bot.labels import UNTITLED
 from bot.owner_days import local_day
 from bot.search.fusion import snippet
@@ -81,9 +82,10 @@ class OfflineBrain:
                 date = local_day(result.timestamp or "", zone)
                 snippet = " ".join((result.snippet or result.abbreviation or "").split())
                 if len(snippet) > 200:
-                    snippet = snippet[:197] + "..."
+                    snippet = cut(snippet, 197) + "..."
                 lines.append(
-                    f"{i}. {title} ({result.channel}, {date}, {result.turn_range}): {snippet}"
+                    f"{i}. {isolate(title)} ({result.channel}, {date}, {result.turn_range}): "
+                    f"{isolate(snippet)}"
                 )
         elif len(lines) == 1:
             lines.append("Nothing related turned up in past conversations.")

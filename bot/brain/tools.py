@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 from bot.brain.context import member_label
 from bot.brain.tool_budget import ResultBudget, ToolError, fit_turns
 from bot.config.model import AppConfig
+from bot.graphemes import cut
 from bot.owner_days import day_range, local_day, local_time
 from bot.search.results import InvalidFilter
 
@@ -305,7 +306,7 @@ class RecallTools:
                 result.conversation_id, best[0], best[0], readouts=False
             )
             text = " ".join(" ".join(str(x.get("content") or "").split()) for x in lines)
-            item["snippet"] = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+            item["snippet"] = text if len(text) <= SNIPPET_CHARS else cut(text, SNIPPET_CHARS) + "…"
             said = next((str(x["timestamp"]) for x in lines if x.get("timestamp")), None)
             if said:  # dated as the turn quoted, not as the question (today)
                 item["date"] = local_day(said, ZoneInfo(self.config.owner.timezone))
@@ -331,7 +332,7 @@ class RecallTools:
                 if quoted and quoted in " ".join(str(line.get("content") or "").split()):
                     if line.get("role") == "user" and line.get("fromOwner") is False:
                         who = " ".join(str(line.get("sender") or "another member").split())
-                        item["snippet"] = member_label(who[:60]) + str(item["snippet"])
+                        item["snippet"] = member_label(cut(who, 60)) + str(item["snippet"])
                     return
 
     async def fetch_context(self, args: dict[str, Any], max_tokens: int | None = None) -> str:
@@ -417,18 +418,19 @@ def _turn_view(line: Mapping[str, Any], zone: ZoneInfo, limit: int) -> dict[str,
     content = str(line.get("content", ""))
     number = line.get("turnNumber")
     if len(content) > limit:
-        rest = len(content) - limit
+        kept = cut(content, limit)  # on a character's end: never half an emoji
+        rest = len(content) - len(kept)
         how = (
             f"; fetch turn {number} alone (turnRange from {number} to {number}) to read up "
             f"to {FETCH_MAX_CHARS_ALONE} characters"
             if limit < FETCH_MAX_CHARS_ALONE
             else ""
         )
-        content = f"{content[:limit]} [...truncated: {rest} more characters{how}]"
+        content = f"{kept} [...truncated: {rest} more characters{how}]"
     if line.get("role") == "user" and line.get("fromOwner") is False:
         # A group member's words, labelled as in the working context: bare, they read as
         # the owner's own (a member could put words in the owner's mouth for later).
-        who = " ".join(str(line.get("sender") or "another member").split())[:60]
+        who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
         content = member_label(who) + content
     stamp = line.get("timestamp")
     return {

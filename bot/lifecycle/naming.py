@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.brain.base import UtilityModel
+from bot.graphemes import cut
 from bot.index import ConversationRecord
 from bot.keyword_titles import keyword_title, keyword_topics
 from bot.lifecycle import prompts
@@ -88,8 +89,11 @@ def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
 def _truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
-    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
-    return cut.rstrip(" -—,:;")
+    # On a grapheme boundary: a title of Devanagari or emoji cut by code points ended in
+    # a consonant without its vowel sign, or half a family emoji.
+    start = cut(text, limit)
+    start = start.rsplit(" ", 1)[0] if " " in start else start
+    return start.rstrip(" -—,:;")
 
 
 def kebab(label: str) -> str:
@@ -132,7 +136,7 @@ def contact_name(record: ConversationRecord, turns: Sequence[Mapping[str, Any]])
     for value in candidates:
         # A bare numeric id ("123456", "-100123") says nothing to a reader: skip it.
         if isinstance(value, str) and value.strip() and not _NUMERIC_ID.match(value.strip()):
-            return " ".join(value.split())[:40]
+            return cut(" ".join(value.split()), 40)
     return None
 
 
@@ -303,7 +307,7 @@ class Namer:
             title=compose_title(record.channel, topic_title, contact),
             topics=clean_topics(data.get("topics")),
             suggest_split=split,
-            split_topic=" ".join(split_topic.split())[:60]
+            split_topic=cut(" ".join(split_topic.split()), 60)
             if split and isinstance(split_topic, str) and split_topic.strip()
             else None,
             method="llm",

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from bot.fts_text import has_spaceless, split_runs
 from bot.named_dates import date_match
 from bot.ranking import (
     Neighbourhood,
@@ -112,7 +114,42 @@ def _body(text: str) -> str:
 
 
 def _stems(text: str) -> set[str]:
-    return {stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS}
+    """The stems a turn offers query terms: its words' stems, and for each run of a script
+    written without spaces its characters and their neighbouring pairs."""
+    words = _WORD.findall(text.lower())
+    found = {stem(w) for w in words if w not in STOP_WORDS}
+    if has_spaceless(text):
+        for run in split_runs(" ".join(words))[0]:
+            found.update(run)
+            found.update(_pieces(run))
+    return found
+
+
+def _pieces(run: str) -> list[str]:
+    """What one run of Chinese, Japanese, Thai... (no spaces between words) counts as
+    query terms: itself when one or two characters long, else its neighbouring pairs (as
+    the keyword query reads it, bot.fts_text.run_phrases). Taken whole, a Chinese question
+    was a single term that no turn held (coverage 0 everywhere, the English features
+    the learned ranker leans on were blank), or, by a 5-character stem, one a turn held
+    by the chance of starting with it."""
+    return [run] if len(run) <= 2 else [a + b for a, b in pairwise(run)]
+
+
+def _query_stems(query: str, names: dict[str, str]) -> set[str]:
+    """The stems of the query's content terms (participants' names left out); runs of a
+    script without spaces by their :func:`_pieces`."""
+    terms: set[str] = set()
+    kept = query_terms(query)
+    # a one-character word is a Chinese or Japanese word ("碗", bowl), not an "a" or "I"
+    single = [t for t in query_terms(query, drop_stop_words=False) if has_spaceless(t)]
+    for term in kept + [t for t in single if t not in kept]:
+        if term in names:
+            continue
+        runs, rest = split_runs(term)
+        terms.update(stem(w) for w in rest.split())
+        for run in runs:
+            terms.update(_pieces(run))
+    return terms
 
 
 def _log_rank(values: np.ndarray) -> np.ndarray:
@@ -218,7 +255,7 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
         days = rows.days()
         put("date", [date_match(days[i], dates) for i in idx.tolist()])
 
-    terms = {stem(t) for t in query_terms(query) if t not in names}
+    terms = _query_stems(query, names)
     if terms:
         df = {t: sum(t in s for s in stems) for t in terms}
         idf = {t: math.log((k + 1) / (df[t] + 0.5)) for t in terms}

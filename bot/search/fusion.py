@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bot.config.model import SearchConfig
+from bot.graphemes import boundary_before
 from bot.named_dates import date_match
 from bot.ranking import (
     Neighbourhood,
@@ -39,9 +40,10 @@ def snippet(text: str, terms: list[str], width: int = 220) -> str:
     lower = flat.lower()
     positions = [p for p in (lower.find(t) for t in terms) if p >= 0]
     start = max(0, min(positions) - width // 4) if positions else 0
-    start = min(start, len(flat) - width)
-    piece = flat[start : start + width]
-    return ("…" if start > 0 else "") + piece + ("…" if start + width < len(flat) else "")
+    start = boundary_before(flat, min(start, len(flat) - width))
+    end = boundary_before(flat, start + width)  # both ends between characters
+    piece = flat[start:end]
+    return ("…" if start > 0 else "") + piece + ("…" if end < len(flat) else "")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from bot.fts_text import has_spaceless, normalise, runs_phrases, split_runs
+from bot.graphemes import cut
 
 # Words that carry no topic on their own. Dropped from the OR query (they would match
 # most turns and only add noise to bm25); kept when the query has nothing else.
@@ -78,9 +79,9 @@ def bounded_query(text: str) -> str:
     """``text`` cut to :data:`MAX_QUERY_CHARS` characters, at a space where there is one."""
     if len(text) <= MAX_QUERY_CHARS:
         return text
-    cut = text[:MAX_QUERY_CHARS]
-    space = cut.rfind(" ", MAX_QUERY_CHARS // 2)
-    return cut[:space] if space > 0 else cut
+    start = cut(text, MAX_QUERY_CHARS)
+    space = start.rfind(" ", MAX_QUERY_CHARS // 2)
+    return start[:space] if space > 0 else start
 
 
 def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:

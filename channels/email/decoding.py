@@ -10,6 +10,8 @@ import email.header
 import re
 from email.message import Message
 
+from bot.graphemes import cut as grapheme_cut
+
 # Charsets mail clients declare that Python knows under another (or a wider) name.
 _CHARSET_ALIASES = {
     "gb2312": "gb18030",
@@ -90,7 +92,9 @@ def decode_header_value(value: str) -> str:
     value = re.sub(r"\r?\n[ \t]*", " ", value)
     if len(value) > MAX_HEADER_CHARS:
         cut = value[: MAX_HEADER_CHARS + 1]
-        value = cut.rsplit(None, 1)[0] if " " in cut.strip() else cut[:MAX_HEADER_CHARS]
+        value = (
+            cut.rsplit(None, 1)[0] if " " in cut.strip() else grapheme_cut(cut, MAX_HEADER_CHARS)
+        )
     try:
         parts = email.header.decode_header(value)
     except Exception:  # malformed encoded words: keep the raw text

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from email import policy
 from email.message import Message
 
+from bot.graphemes import cut
 from channels.email.decoding import decode_bytes, header_value, raw_header, unfold
 from channels.email.mime import content_type
 
@@ -155,7 +156,7 @@ def read_bounce(msg: Message, msgids: Callable[[str], list[str]]) -> Bounce | No
         original_id = replied[0] if replied else None
     diagnostic = " ".join(diagnostic.split())
     if len(diagnostic) > _MAX_DIAGNOSTIC:
-        diagnostic = diagnostic[: _MAX_DIAGNOSTIC - 3] + "..."
+        diagnostic = cut(diagnostic, _MAX_DIAGNOSTIC - 3) + "..."
     return Bounce(
         action=action,
         recipients=tuple(dict.fromkeys(recipients)),

@@ -7,9 +7,10 @@ subset is turned into tags by a stack-based parser that can only emit balanced o
 (bold, italic, strikethrough, inline code, fenced code, http(s) links, headings, quotes).
 
 :func:`split_html` cuts a rendered text into parts of at most 4,096 UTF-16 units (the
-Bot API limit) on paragraph, then line, then word boundaries, never inside a tag or an
-entity; tags open at a cut are closed at the end of the part and reopened in the next
-(inside a code block, the next part keeps the indentation of its first line).
+Bot API limit) on paragraph, then line, then word boundaries, never inside a tag, an
+entity or a character (a run without spaces is cut between grapheme clusters); tags
+open at a cut are closed at the end of the part and reopened in the next (inside a code
+block, the next part keeps the indentation of its first line).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+
+from bot.graphemes import MAX_CLUSTER, is_boundary
 
 TELEGRAM_LIMIT = 4096
 MIN_SPLIT_LIMIT = 5  # the longest escaped character, "&amp;"
@@ -251,6 +254,24 @@ def _shortest(unit: _Unit) -> list[_Unit]:
     return _units(escape(html.unescape(unit.text)))
 
 
+def _between_characters(units: list[_Unit], start: int, j: int) -> int:
+    """``j`` moved back so that a cut before ``units[j]`` falls between two characters
+    (grapheme clusters); ``j`` itself when everything since ``start`` is one cluster. A
+    tag between two units is a boundary: no cluster spans one."""
+    k = j
+    while k > start and j - k <= MAX_CLUSTER:
+        if units[k].kind != "char" or units[k - 1].kind != "char":
+            return k
+        lo = k - 1
+        while lo > start and units[lo - 1].kind == "char" and k - lo <= MAX_CLUSTER:
+            lo -= 1
+        before = html.unescape("".join(u.text for u in units[lo:k]))
+        if is_boundary(before + html.unescape(units[k].text), len(before)):
+            return k
+        k -= 1
+    return j
+
+
 def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """Cut balanced HTML into ordered parts of at most ``limit`` UTF-16 units each.
 
@@ -317,7 +338,10 @@ def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
             if chosen is None and best:
                 chosen = best[max(best, key=lambda p: best[p][0])]
             if chosen is None or chosen[0] <= start:
-                chosen = (j, j, local)  # hard split
+                # hard split, between two characters: cut by units, a wall of emoji
+                # ended a part in "man + ZWJ" and began the next with "woman + girl"
+                at = _between_characters(units, start, j)
+                chosen = (at, at, local)  # only characters are stepped over: same tags
             cut, resume, snap = chosen
             if cut <= start and units[start].kind == "open":
                 # A tag that fits in no part (a link whose escaped address passes the

@@ -20,6 +20,7 @@ from aiogram.types import Chat, Message, MessageEntity
 
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
+from bot.graphemes import cut
 from channels.telegram.keyboards import command_from_prompt
 from channels.telegram.media import content_type, describe_media
 
@@ -153,7 +154,7 @@ EXTERNAL_KINDS = ("photo", "video", "document", "audio", "voice", "video_note", 
 def _excerpt(quote: str) -> str:
     excerpt = " ".join(quote.split())
     if len(excerpt) > QUOTE_CHARS:
-        excerpt = excerpt[:QUOTE_CHARS].rsplit(" ", 1)[0] + "…"
+        excerpt = cut(excerpt, QUOTE_CHARS).rsplit(" ", 1)[0] + "…"
     return excerpt
 
 

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 from aiohttp import web
 
 from bot.events import iso
+from bot.graphemes import shorten
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
@@ -39,7 +40,7 @@ def _e(text: Any) -> str:
 
 
 def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return shorten(text, n)
 
 
 def _conversation_label(title: str | None, channel: str, meta_json: str, cid: str) -> str:

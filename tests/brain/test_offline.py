@@ -61,3 +61,21 @@ async def test_an_older_part_of_this_conversation_is_dated_when_it_was_said(
     )
     (line,) = [line for line in reply.text.splitlines() if "32000 yen" in line]
     assert "(web, 2999-01-05, turn 1)" in line
+
+
+async def test_a_recalled_title_and_snippet_are_whole_and_isolated(
+    core: SimpleNamespace,
+) -> None:
+    # Regression: the snippet was cut at 197 code points inside a family emoji, and a
+    # Hebrew title pulled "(web, date, turns)" after it into its right-to-left run.
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    manager = core.conversations
+    rec = await manager.create("web")
+    await manager.append_turn(rec.id, "user", "kayak " + "y" * 190 + family * 10)
+    await manager.rename(rec.id, "סירה 2")
+    brain = OfflineBrain(core.search)
+    reply = await brain.reply(
+        BrainRequest(profile="owner", channel="web", text="the kayak?", model_alias="")
+    )
+    assert "1. \u2068סירה 2\u2069 (web, " in reply.text
+    assert "kayak " + "y" * 190 + "..." in reply.text and "\U0001f468" not in reply.text

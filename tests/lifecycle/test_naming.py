@@ -544,3 +544,16 @@ async def test_a_renaming_the_model_failed_is_retried_on_the_sweep(
     await lifecycle.run_due()
     row = await core.row(conv)
     assert row.title == "Photo Archive Rotation" and row.last_named_turn == 15
+
+
+FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # man ZWJ woman ZWJ girl: one character
+
+
+def test_titles_are_cut_between_characters_not_inside_them() -> None:
+    # Regression: cut at 80 code points, a title ended on a consonant whose vowel sign
+    # (or a family emoji whose child) was past the cut.
+    hindi = clean_title("क्षत्रिय" * 12)  # 8 code points, 3 clusters each, no space
+    assert len(hindi) <= 80 and hindi == "क्षत्रिय" * 10
+    emoji = clean_title("a" * 78 + FAMILY)
+    assert emoji == "A" + "a" * 77
+    assert contact_name(_record("telegram", contact="x" * 38 + FAMILY), []) == "x" * 38

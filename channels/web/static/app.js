@@ -101,6 +101,17 @@
     return window.showBidiControls((meta && meta.title) || "New conversation");
   }
 
+  // Hebrew, Arabic, Syriac, Thaana, N'Ko... (the strong right-to-left blocks)
+  const RTL = /[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFF]|\uD802[\uDC00-\uDFFF]|\uD803[\uDC00-\uDE7F]|\uD83A[\uDC00-\uDFFF]|\uD83B[\uDC00-\uDEFF]/;
+
+  // "label · title": the title in a first-strong isolate when it holds right-to-left
+  // letters, so that an Arabic or Hebrew title after an English contact (or a number
+  // at the end of one) does not reorder the label and the dot around it.
+  function labelled(label, title) {
+    if (!label) return title;
+    return label + " · " + (RTL.test(title) ? "\u2068" + title + "\u2069" : title);
+  }
+
   let toastTimer = null;
   function toast(text) {
     const box = $("toast");
@@ -548,7 +559,7 @@
       b.type = "button";
       b.appendChild(icon(c.channel));
       const text = el("span", "conv-text");
-      const line1 = el("span", "conv-title", (c.label ? c.label + " · " : "") + titleOf(c));
+      const line1 = el("span", "conv-title", labelled(c.label, titleOf(c)));
       line1.title = titleOf(c);
       line1.dir = "auto";
       text.appendChild(line1);
@@ -847,7 +858,7 @@
     li.dataset.id = res.conversation_id;
     const head = el("div", "result-head");
     head.appendChild(icon(res.channel));
-    const title = el("a", "result-title", (res.label ? res.label + " · " : "") + (res.title || "New conversation"));
+    const title = el("a", "result-title", labelled(res.label, res.title || "New conversation"));
     title.href = "#c=" + res.conversation_id;
     title.dir = "auto";
     head.appendChild(title);

@@ -29,12 +29,15 @@
   // something else ("Trojan Source"). Shown as what they are, e.g. [U+202E]; the
   // stored text keeps them. Each block's own direction (dir=auto) still handles
   // Hebrew and Arabic, which need no such character.
-  const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+  // One exception: a first-strong isolate closed on the same line with no control
+  // inside (U+2068 ... U+2069), which the assistant puts around a Hebrew or Arabic name
+  // or title in its own lines (bot.graphemes.isolate). It can move nothing outside it,
+  // and what is inside is laid out as it would be alone: it is left to do its work.
+  const BIDI_CONTROLS = /\u2068[^\u202A-\u202E\u2066-\u2069\n]*\u2069|[\u202A-\u202E\u2066-\u2069]/g;
 
   function showBidiControls(text) {
-    return String(text).replace(
-      BIDI_CONTROLS,
-      (c) => "[U+" + c.charCodeAt(0).toString(16).toUpperCase() + "]"
+    return String(text).replace(BIDI_CONTROLS, (c) =>
+      c.length > 1 ? c : "[U+" + c.charCodeAt(0).toString(16).toUpperCase() + "]"
     );
   }
 

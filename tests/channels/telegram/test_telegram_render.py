@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.bench.fakes.telegram_api import HtmlError, parse_telegram_html
+from bot.graphemes import boundary_before
 from channels.telegram.render import (
     MIN_SPLIT_LIMIT,
     TELEGRAM_LIMIT,
@@ -233,3 +234,22 @@ def test_parts_are_cut_by_what_telegram_counts_not_by_the_markup() -> None:
     assert all(utf16_len(html_to_plain(p)) <= TELEGRAM_LIMIT for p in parts)
     assert " ".join(html_to_plain(p) for p in parts).split() == long.split()
     assert split_visible("") == [] and split_visible("&lt;") == ["&lt;"]
+
+
+def test_a_hard_split_falls_between_characters() -> None:
+    # Regression: a run without spaces was cut by UTF-16 units wherever the limit fell:
+    # a part ended in "man + ZWJ" and the next began with "woman + girl", a Devanagari
+    # consonant went without its vowel sign.
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # 8 UTF-16 units
+    parts = split_html(family * 30, 100)
+    assert all(p == family * (len(p) // len(family)) for p in parts)
+    assert all(utf16_len(p) <= 100 for p in parts) and "".join(parts) == family * 30
+    hindi = "ab" + "क्षत्रिय" * 30
+    parts = split_html(hindi, 50)
+    assert "".join(parts) == hindi
+    assert all(
+        boundary_before(hindi, len("".join(parts[: i + 1]))) == len("".join(parts[: i + 1]))
+        for i in range(len(parts))
+    )
+    flags = "\U0001f1eb\U0001f1f7" * 40  # each flag: 4 units
+    assert all(len(p) % 2 == 0 for p in split_html(flags, 50))

@@ -355,3 +355,23 @@ async def test_a_search_listing_cut_at_its_bound_says_so(
         await expect(page.locator("#search-results .result")).to_have_count(shown)
     await expect(page.locator("#search-more")).to_be_hidden()
     await expect(page.locator("#search-status")).to_contain_text("More match than can be listed")
+
+
+async def test_a_right_to_left_title_is_isolated_beside_its_label(page: Page, stack: Stack) -> None:
+    # Regression: "Ann · שיחה 2" was laid out by its parts' directions: the Hebrew title
+    # pulled the dot and the "2" around, and the assistant's own isolates (a Hebrew name
+    # in an escalation, bot.graphemes.isolate) showed as [U+2068] ... [U+2069].
+    await stack.deliver_telegram("hello", name="Ann")
+    rec = (await stack.services.conversations.list())[0]
+    await stack.services.conversations.rename(rec.id, "שיחה 2")
+    await stack.services.conversations.append_turn(
+        rec.id, "assistant", "Message from \u2068דוד\u2069 (telegram user 5)"
+    )
+    await log_in(page, stack)
+    title = page.locator(f'.conv[data-id="{rec.id}"] .conv-title')
+    await expect(title).to_have_text("Ann · \u2068שיחה 2\u2069")
+    direction = "(sel) => getComputedStyle(document.querySelector(sel)).direction"
+    assert await page.evaluate(direction, f'.conv[data-id="{rec.id}"] .conv-title') == "ltr"
+    await page.locator(f'.conv[data-id="{rec.id}"] button').click()
+    body = page.locator(".msg-assistant .msg-body").last
+    await expect(body).to_have_text("Message from \u2068דוד\u2069 (telegram user 5)")
