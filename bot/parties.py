@@ -155,7 +155,9 @@ def apply_party_lines(
                     line.get("content", ""),
                     ts,
                     line.get("messageRef"),
-                    line.get("kind", "message"),
+                    # the model's answer to a known party (its line names what it
+                    # answers): counted apart, for trust.known_replies_per_hour
+                    "answer" if line.get("answers") else line.get("kind", "message"),
                 ),
             )
             del cur
