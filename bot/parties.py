@@ -24,6 +24,19 @@ from bot.transcript_lines import Line
 TIERS = ("known", "untrusted", "blocked")
 
 
+# What the index keeps of one message to or from a party (the dashboard's list, the
+# restricted brain's history): their file keeps up to trust.party_message_max_chars.
+INDEX_MESSAGE_CHARS = 8000
+
+
+def cut_text(text: str, limit: int, label: str) -> str:
+    """``text``, or its first ``limit`` characters and a line saying how many more
+    there were and ``label`` (where they are, or that they were not kept)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[cut: {len(text) - limit} more characters {label}]"
+
+
 def party_handle(channel: str, party_key: str) -> str:
     """A short stable id the owner can type: ``p`` + 7 hex digits."""
     return "p" + hashlib.sha1(f"{channel}:{party_key}".encode()).hexdigest()[:7]
@@ -152,7 +165,11 @@ def apply_party_lines(
                 (
                     party_id,
                     line.get("direction", "in"),
-                    line.get("content", ""),
+                    cut_text(
+                        str(line.get("content", "")),
+                        INDEX_MESSAGE_CHARS,
+                        "in the party's file",
+                    ),
                     ts,
                     line.get("messageRef"),
                     # the model's answer to a known party (its line names what it

@@ -155,6 +155,10 @@ class TrustConfig(_Section):
     # either, their messages are recorded, not answered, and the owner is told once.
     known_replies_per_hour: int = Field(default=20, ge=1)
     known_replies_per_hour_total: int = Field(default=60, ge=1)
+    # What a third party's message keeps (their file; the index keeps 8,000 characters of
+    # it): longer is cut, with a line saying how much was not kept. A stranger's
+    # megabytes were stored whole, and a flood of them filled the disk.
+    party_message_max_chars: int = Field(default=50_000, ge=1000)
     known_scope: str = (
         "You may answer general questions politely. You do not share anything about the "
         "owner, their schedule, contacts or conversations."
