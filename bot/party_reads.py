@@ -116,6 +116,21 @@ class PartyReads:
         row = await self.db.fetchone(sql, args)
         return int(row[0]) if row else 0
 
+    async def untrusted_messages_since(self, since: str, party_id: str | None = None) -> int:
+        """How many messages untrusted parties (or ``party_id`` alone) sent at ``since``
+        (an :func:`~bot.events.iso` time) or later: their hourly budget of storage."""
+        sql = (
+            "SELECT COUNT(*) FROM external_messages m JOIN external_parties p"
+            " ON p.id = m.party_id WHERE m.direction = 'in' AND m.timestamp >= ?"
+            " AND p.tier = 'untrusted'"
+        )
+        args: tuple[str, ...] = (since,)
+        if party_id is not None:
+            sql += " AND m.party_id = ?"
+            args += (party_id,)
+        row = await self.db.fetchone(sql, args)
+        return int(row[0]) if row else 0
+
     async def pending_escalations(self) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT e.id, e.party_id, e.created, e.text, p.display_name, p.party_key, p.channel,"

@@ -16,15 +16,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
-from bot.parties import PartyRecord, cut_text, normalise_identity, party_handle
+from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
+from bot.party_limits import kept
 from bot.party_sends import PartySends
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
@@ -60,14 +60,6 @@ class StrangerFlow(PartySends):
         """Record ``msg`` from a third party, then answer it by the party's tier: blocked
         -> nothing, known -> the restricted brain, untrusted -> acknowledgement (if
         configured) and an escalation to the owner, both rate-limited."""
-        # A stranger's 5 MB mail was stored whole (their file, the index), and a flood
-        # of them filled the disk: what is kept of one message is bounded, and said so.
-        limit = self.s.config.trust.party_message_max_chars
-        if len(msg.text) > limit:
-            log.warning(
-                "%s message of %d characters from a third party cut", msg.channel, len(msg.text)
-            )
-            msg = replace(msg, text=cut_text(msg.text, limit, "not kept (party_message_max_chars)"))
         party_key = normalise_identity(msg.channel, msg.sender_id)
         album = msg.metadata.get("media_group")
         album = str(album) if album and not msg.metadata.get("edited") else None
@@ -77,6 +69,7 @@ class StrangerFlow(PartySends):
     async def _handle(
         self, msg: InboundMessage, target: ReplyTarget, party_key: str, album: str | None
     ) -> None:
+        msg = await kept(self.s, msg, party_key)  # a huge message, a flood: cut, said so
         party, duplicate = await self.s.external.record_inbound(
             msg.channel,
             party_key,

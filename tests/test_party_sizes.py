@@ -64,3 +64,47 @@ async def test_a_huge_message_from_a_third_party_is_stored_cut_and_labelled(
         assert said[-1]["content"] == "a normal message"
     finally:
         await shutdown_services(services)
+
+
+async def test_a_flood_of_untrusted_messages_keeps_little_of_each(tmp_path: Path) -> None:
+    # Regression: a stranger (or one with a new address per message) could send message
+    # after message of the full size, each stored whole: a flood filled the disk.
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+        trust={
+            "contacts": {"telegram": {FRIEND: "known"}},
+            "untrusted_messages_per_hour": 3,
+            "untrusted_messages_per_hour_total": 5,
+        },
+    )
+    services = await open_services(config, brain=ScriptedBrain())
+    await attach_channel(services, RecordingChannel("telegram"))
+    long = "word " * 1200  # 6,000 characters
+    try:
+        for _ in range(4):
+            await services.router.deliver(inbound(long, sender=STRANGER))
+        for sender in ("601", "602", "603"):  # a new identity each time
+            await services.router.deliver(inbound(long, sender=sender))
+        await services.router.deliver(inbound(long, sender=FRIEND))  # known: not limited
+        await settle(services)
+
+        async def kept(sender: str) -> list[int]:
+            pid = party_handle("telegram", sender)
+            said = await services.external.messages(pid)
+            return [len(m["content"]) for m in said if m["direction"] == "in"]
+
+        assert [n < 1000 for n in await kept(STRANGER)] == [False, False, False, True]
+        # five untrusted messages in the hour: the sixth and seventh keep little
+        assert [n < 1000 for s in ("601", "602", "603") for n in await kept(s)] == [
+            False,
+            True,
+            True,
+        ]
+        assert await kept(FRIEND) == [len(long)]
+        pid = party_handle("telegram", "603")
+        (cut,) = [m for m in await services.external.messages(pid) if m["direction"] == "in"]
+        assert "not kept (untrusted_messages_per_hour)" in cut["content"]
+    finally:
+        await shutdown_services(services)

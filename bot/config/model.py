@@ -159,6 +159,10 @@ class TrustConfig(_Section):
     # it): longer is cut, with a line saying how much was not kept. A stranger's
     # megabytes were stored whole, and a flood of them filled the disk.
     party_message_max_chars: int = Field(default=50_000, ge=1000)
+    # An untrusted party's messages in any hour (and all untrusted parties' together)
+    # past which each keeps only its first 500 characters: a flood cannot fill the disk.
+    untrusted_messages_per_hour: int = Field(default=30, ge=1)
+    untrusted_messages_per_hour_total: int = Field(default=300, ge=1)
     known_scope: str = (
         "You may answer general questions politely. You do not share anything about the "
         "owner, their schedule, contacts or conversations."
