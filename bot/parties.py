@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,26 @@ def cut_text(text: str, limit: int, label: str) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n[cut: {len(text) - limit} more characters {label}]"
+
+
+# Characters that change how text around them reads without showing themselves: bidi
+# embeddings, overrides and isolates (U+202E shows "gpj.exe" as "exe.jpg"), marks,
+# zero-width ones, controls. A stranger's name and words must not rearrange our lines.
+_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# The longest name shown for a party: a name of pages pushed our own lines out of view.
+NAME_CHARS = 64
+
+
+def visible(text: str) -> str:
+    """``text`` without :data:`_UNSEEN` characters (line breaks and tabs stay)."""
+    return _UNSEEN.sub("", text)
+
+
+def shown_name(name: str) -> str:
+    """A name a party chose, as our lines show it: visible, on one line, at most
+    :data:`NAME_CHARS` characters (cut with an ellipsis)."""
+    name = " ".join(visible(name).split())
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "\u2026"
 
 
 def party_handle(channel: str, party_key: str) -> str:
@@ -62,7 +83,7 @@ class PartyRecord:
     def who(self) -> str:
         """The name, with the address beside it on e-mail: a display name is whatever the
         sender typed ("Your Bank", the owner's own name); the address is who it is."""
-        name = self.display_name or self.party_key
+        name = shown_name(self.display_name or "") or self.party_key
         if self.channel == "email" and name.lower() != self.party_key.lower():
             return f"{name} <{self.party_key}>"
         return name

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from bot.events import Attachment, OutboundMessage, iso, utcnow
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
-from bot.parties import PartyRecord
+from bot.parties import PartyRecord, visible
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -158,10 +158,14 @@ class PartySends:
     ) -> None:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
         ``standing``: what the party is to the owner, as the message says it."""
-        quoted = text if len(text) <= 500 else text[:497] + "..."
+        quoted = visible(text.strip())
+        quoted = quoted if len(quoted) <= 500 else quoted[:497] + "..."
+        # Every line of theirs is marked as quoted: a line of their text ("/trust p..."
+        # or "Message from Mom, a known contact") cannot pass for one of ours.
+        quoted = "\n".join(f"> {line}" for line in f"\u201c{quoted}\u201d".splitlines())
         body = (
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
-            f"\u201c{quoted}\u201d\n"
+            f"{quoted}\n"
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."
         )
