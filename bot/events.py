@@ -88,6 +88,8 @@ class InboundMessage:
     # Web: the dashboard names the conversation it is writing into.
     conversation_id: str | None = None
     # Anything else worth keeping in the transcript (full mail body, edit marker, ...).
+    # ``readers``: who besides the sender will read the reply (e-mail reply-all's other
+    # recipients); the owner's reply then recalls this conversation only.
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 

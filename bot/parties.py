@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +20,48 @@ from typing import Any
 from bot.config import AppConfig
 from bot.db import SyncConn
 from bot.events import iso, utcnow
+from bot.graphemes import cut
 from bot.transcript_lines import Line
 
 TIERS = ("known", "untrusted", "blocked")
+
+
+# What the index keeps of one message to or from a party (the dashboard's list, the
+# restricted brain's history): their file keeps up to trust.party_message_max_chars.
+INDEX_MESSAGE_CHARS = 8000
+
+
+def cut_text(text: str, limit: int, label: str) -> str:
+    """``text``, or its first ``limit`` characters and a line saying how many more
+    there were and ``label`` (where they are, or that they were not kept)."""
+    if len(text) <= limit:
+        return text
+    kept = cut(text, limit)
+    return f"{kept}\n[cut: {len(text) - len(kept)} more characters {label}]"
+
+
+# Characters that change how text around them reads without showing themselves: bidi
+# embeddings, overrides and isolates (U+202E shows "gpj.exe" as "exe.jpg"), marks,
+# zero-width spaces, controls. A stranger's name and words must not rearrange our lines.
+# The zero-width joiner and non-joiner stay: emoji sequences (a family) and Persian or
+# Indic words are spelled with them, and neither moves text.
+_UNSEEN = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
+)
+# The longest name shown for a party: a name of pages pushed our own lines out of view.
+NAME_CHARS = 64
+
+
+def visible(text: str) -> str:
+    """``text`` without :data:`_UNSEEN` characters (line breaks and tabs stay)."""
+    return _UNSEEN.sub("", text)
+
+
+def shown_name(name: str) -> str:
+    """A name a party chose, as our lines show it: visible, on one line, at most
+    :data:`NAME_CHARS` characters (cut with an ellipsis)."""
+    name = " ".join(visible(name).split())
+    return name if len(name) <= NAME_CHARS else cut(name, NAME_CHARS - 1) + "\u2026"
 
 
 def party_handle(channel: str, party_key: str) -> str:
@@ -49,7 +89,7 @@ class PartyRecord:
     def who(self) -> str:
         """The name, with the address beside it on e-mail: a display name is whatever the
         sender typed ("Your Bank", the owner's own name); the address is who it is."""
-        name = self.display_name or self.party_key
+        name = shown_name(self.display_name or "") or self.party_key
         if self.channel == "email" and name.lower() != self.party_key.lower():
             return f"{name} <{self.party_key}>"
         return name
@@ -152,10 +192,16 @@ def apply_party_lines(
                 (
                     party_id,
                     line.get("direction", "in"),
-                    line.get("content", ""),
+                    cut_text(
+                        str(line.get("content", "")),
+                        INDEX_MESSAGE_CHARS,
+                        "in the party's file",
+                    ),
                     ts,
                     line.get("messageRef"),
-                    line.get("kind", "message"),
+                    # the model's answer to a known party (its line names what it
+                    # answers): counted apart, for trust.known_replies_per_hour
+                    "answer" if line.get("answers") else line.get("kind", "message"),
                 ),
             )
             del cur

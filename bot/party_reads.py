@@ -73,7 +73,8 @@ class PartyReads:
             args += (party.id, through)
         rows = await self.db.fetchall(
             "SELECT direction, content, message_ref FROM external_messages WHERE party_id = ?"
-            f" AND id > ? AND kind IN ('message', 'reply'){bound} ORDER BY id DESC LIMIT ?",
+            f" AND id > ? AND kind IN ('message', 'reply', 'answer'){bound}"
+            " ORDER BY id DESC LIMIT ?",
             (*args, limit),
         )
         return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
@@ -99,6 +100,33 @@ class PartyReads:
         args: tuple[str, ...] = (since,)
         if party_id is not None:
             sql += " AND party_id = ?"
+            args += (party_id,)
+        row = await self.db.fetchone(sql, args)
+        return int(row[0]) if row else 0
+
+    async def answers_since(self, since: str, party_id: str | None = None) -> int:
+        """How many of the model's answers went to ``party_id`` (else to any party) at
+        ``since`` (an :func:`~bot.events.iso` time) or later: the known contacts' hourly
+        budget, across restarts."""
+        sql = "SELECT COUNT(*) FROM external_messages WHERE kind = 'answer' AND timestamp >= ?"
+        args: tuple[str, ...] = (since,)
+        if party_id is not None:
+            sql += " AND party_id = ?"
+            args += (party_id,)
+        row = await self.db.fetchone(sql, args)
+        return int(row[0]) if row else 0
+
+    async def untrusted_messages_since(self, since: str, party_id: str | None = None) -> int:
+        """How many messages untrusted parties (or ``party_id`` alone) sent at ``since``
+        (an :func:`~bot.events.iso` time) or later: their hourly budget of storage."""
+        sql = (
+            "SELECT COUNT(*) FROM external_messages m JOIN external_parties p"
+            " ON p.id = m.party_id WHERE m.direction = 'in' AND m.timestamp >= ?"
+            " AND p.tier = 'untrusted'"
+        )
+        args: tuple[str, ...] = (since,)
+        if party_id is not None:
+            sql += " AND m.party_id = ?"
             args += (party_id,)
         row = await self.db.fetchone(sql, args)
         return int(row[0]) if row else 0

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from bot.events import Attachment, OutboundMessage, iso, utcnow
 from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
-from bot.parties import PartyRecord
+from bot.parties import PartyRecord, visible
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -159,10 +159,18 @@ class PartySends:
     ) -> None:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
         ``standing``: what the party is to the owner, as the message says it."""
-        quoted = text if len(text) <= 500 else cut(text, 497) + "..."
+        quoted = visible(text.strip())
+        quoted = quoted if len(quoted) <= 500 else cut(quoted, 497) + "..."
+        # Every line of theirs is marked as quoted: a line of their text ("/trust p..."
+        # or "Message from Mom, a known contact") cannot pass for one of ours; and each
+        # is isolated, so right-to-left words do not reorder the marks around them.
+        lines = [isolate(line) for line in quoted.splitlines()] or [""]
+        lines[0] = "\u201c" + lines[0]
+        lines[-1] += "\u201d"
+        quoted = "\n".join(f"> {line}" for line in lines)
         body = (
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
-            f"\u201c{isolate(quoted)}\u201d\n"
+            f"{quoted}\n"
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."
         )

@@ -182,10 +182,11 @@ class ReplyEngine:
             # For the owner's reply only: a member's restricted reply never shows them,
             # and taking them there lost them (the split offer was never made).
             notes=tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else (),
-            # Every member reads the owner's reply in a group: what it recalls comes from
-            # the group's own conversation, never the owner's private ones (a "what did
-            # we say about my salary?" there posted the salary to the group).
-            recall_scope=conv_id if group else None,
+            # Every member reads the owner's reply in a group, and the other recipients
+            # read a reply-all mail: what it recalls comes from this conversation, never
+            # the owner's private ones (a "what did we say about my salary?" there
+            # posted the salary to the group, or mailed it to the owner's Cc).
+            recall_scope=conv_id if group or target.metadata.get("readers") else None,
         )
         reply = await self.generation.generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
         await self._store_retrying(conv_id, turn, reply, target)

@@ -23,6 +23,8 @@ from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord, normalise_identity, party_handle
+from bot.party_budget import KnownBudget
+from bot.party_limits import kept
 from bot.party_sends import PartySends
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
@@ -52,6 +54,7 @@ class StrangerFlow(PartySends):
         # party's message count) and the photos so far, answered once together.
         self._albums = Bursts()
         self._album_items: dict[tuple[str, str], list[InboundMessage]] = {}
+        self.budget = KnownBudget(services)
 
     async def handle(self, msg: InboundMessage, target: ReplyTarget) -> None:
         """Record ``msg`` from a third party, then answer it by the party's tier: blocked
@@ -66,6 +69,7 @@ class StrangerFlow(PartySends):
     async def _handle(
         self, msg: InboundMessage, target: ReplyTarget, party_key: str, album: str | None
     ) -> None:
+        msg = await kept(self.s, msg, party_key)  # a huge message, a flood: cut, said so
         party, duplicate = await self.s.external.record_inbound(
             msg.channel,
             party_key,
@@ -250,7 +254,16 @@ class StrangerFlow(PartySends):
     ) -> None:
         """Answer what a known party ``said`` (a message, or an album's photos) with the
         restricted brain, given their exchange as of its arrival: read when the answer
-        ran, it held what they sent since (queued behind it), as if said before it."""
+        ran, it held what they sent since (queued behind it), as if said before it.
+        Within the hourly budget of answers (:mod:`bot.party_budget`); past it, what
+        they said stays recorded, unanswered."""
+        async with self.budget.answer(party) as allowed:
+            if allowed:
+                await self._answer_known_now(party, said, target)
+
+    async def _answer_known_now(
+        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
+    ) -> None:
         from bot.brain.base import BrainRequest, HistoryTurn
 
         msg = said[-1]

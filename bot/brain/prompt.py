@@ -57,6 +57,12 @@ This is a group chat: every member reads your replies. Recall reaches only this 
 own conversation. Never share the owner's private information here (what you know of
 other conversations, the owner's notes); offer to continue in a private chat instead."""
 
+SHARED_MAIL_POLICY = """\
+# Other recipients
+This mail's reply also goes to its other recipients (To/Cc). Recall reaches only this
+thread's own conversation. Never share the owner's private information here (what you
+know of other conversations, the owner's notes); offer to answer the owner alone instead."""
+
 RESTRICTED_PREAMBLE = """\
 You are an AI assistant answering a message from someone other than the person you work
 for. Follow the scope below exactly. You have no access to anyone's conversations,
@@ -137,7 +143,8 @@ def owner_system_prompt(
 
     ``first_turn``: the first turn number in the messages; earlier turns of
     ``conversation_id`` are pointed to (fetch_context), so the model knows they exist.
-    ``group``: the owner writes in a group chat, whose members read the reply.
+    ``group``: others read the reply (a group chat's members, a reply-all mail's other
+    recipients).
     """
     style = CHANNEL_STYLE.get(channel, f"the {channel} channel")
     parts = [
@@ -158,7 +165,7 @@ def owner_system_prompt(
     if tools:
         parts.append(TOOL_POLICY)
     if group:
-        parts.append(GROUP_POLICY)
+        parts.append(SHARED_MAIL_POLICY if channel == "email" else GROUP_POLICY)
     if notes:
         parts.append("# Notes for this reply\n" + "\n".join(f"- {n}" for n in notes))
     return "\n\n".join(p.strip() for p in parts if p.strip())

@@ -150,6 +150,19 @@ class TrustConfig(_Section):
     # stranger with a new address per message escalated each time (the limit above is
     # per party); past this they are recorded and listed (dashboard, /status), not sent.
     escalations_per_hour: int = Field(default=20, ge=1)
+    # The model's answers to known contacts in any hour: per contact and all together
+    # (each is a paid model call; a chatty or compromised contact ran up the bill). Past
+    # either, their messages are recorded, not answered, and the owner is told once.
+    known_replies_per_hour: int = Field(default=20, ge=1)
+    known_replies_per_hour_total: int = Field(default=60, ge=1)
+    # What a third party's message keeps (their file; the index keeps 8,000 characters of
+    # it): longer is cut, with a line saying how much was not kept. A stranger's
+    # megabytes were stored whole, and a flood of them filled the disk.
+    party_message_max_chars: int = Field(default=50_000, ge=1000)
+    # An untrusted party's messages in any hour (and all untrusted parties' together)
+    # past which each keeps only its first 500 characters: a flood cannot fill the disk.
+    untrusted_messages_per_hour: int = Field(default=30, ge=1)
+    untrusted_messages_per_hour_total: int = Field(default=300, ge=1)
     known_scope: str = (
         "You may answer general questions politely. You do not share anything about the "
         "owner, their schedule, contacts or conversations."

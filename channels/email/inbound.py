@@ -17,6 +17,7 @@ from channels.email.auth import AuthVerdict, verify_sender
 from channels.email.compose import is_reply_subject, one_line, subject_base
 from channels.email.dedup import dedup_key
 from channels.email.dsn import Bounce
+from channels.email.outgoing import reply_all_readers
 from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
 
@@ -105,6 +106,11 @@ def to_inbound(
         text = "\n\n".join(
             part for part in (text, "\n".join(attachment_lines(mail.attachments))) if part
         )
+    # Who else reads the reply (reply_all): the core then keeps the owner's other
+    # conversations out of it (recall_scope), as it does in a group chat.
+    readers = reply_all_readers(
+        sender, mail.to, mail.cc, (cfg.address or "").lower(), cfg.reply_all
+    )
     return InboundMessage(
         channel="email",
         sender_id=sender,
@@ -133,6 +139,7 @@ def to_inbound(
             **({"full_body": mail.text} if stripped else {}),
             "to": list(mail.to),
             "cc": list(mail.cc),
+            **({"readers": readers} if readers else {}),
             "date": iso(mail.date) if mail.date else None,
             "auth": verdict.reason,
             "auto_submitted": mail.auto_submitted,

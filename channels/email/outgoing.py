@@ -9,7 +9,7 @@ an :class:`OutboundMessage` and what the channel remembers of the mail it answer
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import OutboundMessage
@@ -66,6 +66,19 @@ def stable_message_id(message: OutboundMessage, text: str, address: str) -> str 
     return f"<my-agent.{message.outbox_id}.{digest}@{domain}>"
 
 
+def reply_all_readers(
+    sender: str, to: Sequence[str], cc: Sequence[str], address: str, reply_all: bool
+) -> list[str]:
+    """Who besides ``sender`` a reply-all reply to a mail (To ``to``, Cc ``cc``) reaches:
+    nobody without ``reply_all`` or when we were blind-copied (in neither To nor Cc:
+    answering all would show the others the reply, and that we were there at all)."""
+    openly = address.lower() in {a.lower() for a in (*to, *cc)}
+    if not (reply_all and openly):
+        return []
+    first, second = reply_recipients(sender, to, cc, [address, sender], True)
+    return [*first, *second]
+
+
 def compose_outgoing(
     message: OutboundMessage,
     text: str,
@@ -97,16 +110,11 @@ def compose_outgoing(
     meta = message.metadata
     original_to = list(meta.get("to", parent.to if parent else ()))
     original_cc = list(meta.get("cc", parent.cc if parent else ()))
-    # Blind-copied (we are in neither To nor Cc): answering all would show the
-    # others the reply, and that we were there at all.
-    openly = address in {a.lower() for a in (*original_to, *original_cc)}
-    to, cc = reply_recipients(
-        recipient,
-        original_to,
-        original_cc,
-        [address],
-        cfg.reply_all and message.kind == "reply" and openly,
+    answer_all = bool(
+        message.kind == "reply"
+        and reply_all_readers(recipient, original_to, original_cc, address, cfg.reply_all)
     )
+    to, cc = reply_recipients(recipient, original_to, original_cc, [address], answer_all)
     composed = compose(
         from_addr=address,
         display_name=cfg.display_name,

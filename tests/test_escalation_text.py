@@ -1,0 +1,71 @@
+"""What an escalation shows of a stranger: their name and words, which they choose, must
+not pass for the assistant's own lines (a fake "/trust", a line break in a name, bidi
+overrides, a name of pages)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.parties import party_handle, shown_name, visible
+from bot.services import open_services
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import inbound
+
+STRANGER = "666"
+
+
+async def test_a_strangers_name_and_words_cannot_pass_for_our_lines(tmp_path: Path) -> None:
+    # Regression: the escalation put a stranger's display name and message in as sent:
+    # a name with a line break or a message with "/trust p..." lines read as the
+    # assistant's own instructions, U+202E reversed what followed, and a name of
+    # thousands of characters pushed the real commands out of view.
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    )
+    services = await open_services(config)
+    telegram = RecordingChannel("telegram")
+    await attach_channel(services, telegram)
+    name = "Mom\n/trust p0000000 to let me answer them\u202e" + "x" * 5000
+    text = (
+        "hi\u201d\nMessage from Mom, a known contact (id p0000000):\n"
+        "/trust p0000000 to let me answer them\u2028/block p1 \u202egnp.exe"
+    )
+    try:
+        await services.router.deliver(inbound(text, sender=STRANGER, sender_name=name))
+        await settle(services)
+        (escalation,) = [m for m in telegram.sent if m.kind == "escalation"]
+        body = escalation.text
+        lines = body.splitlines()
+        pid = party_handle("telegram", STRANGER)
+        assert lines[0].startswith("Message from Mom /trust p0000000") and len(lines[0]) < 200
+        assert all(line.startswith("> ") for line in lines[1:-1]), lines
+        assert lines[-1].startswith(f"/trust {pid} ")
+        assert [line for line in lines if line.startswith(("/", "Message from"))] == [
+            lines[0],
+            lines[-1],
+        ]
+        assert "\u202e" not in body and "\u2028" not in body
+        assert escalation.subject is not None and len(escalation.subject) < 100
+        assert "\n" not in escalation.subject and "\u202e" not in escalation.subject
+    finally:
+        await shutdown_services(services)
+
+
+def test_joiners_that_spell_words_and_emoji_stay_visible() -> None:
+    # Regression (merge of the privacy and scripts work): every zero-width character was
+    # taken out of a stranger's words, which broke a family emoji into three people and
+    # Persian words spelled with the non-joiner; a name was cut inside a cluster.
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
+    assert visible(f"{family} {persian}") == f"{family} {persian}"
+    assert visible("a\u200bb\u202ec\u2066d") == "abcd"
+    assert shown_name("x" * 62 + family) == "x" * 62 + "\u2026"

@@ -1,0 +1,130 @@
+"""What the owner's reply-all mail may show: its other recipients (To/Cc) read the
+reply, so recall reaches no conversation but the mail thread's own, as in a group chat
+(SPEC.md "Routing and trust": the owner's data stays the owner's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config.channels import EmailChannelConfig
+from bot.services import open_services
+from channels.email.inbound import to_inbound
+from channels.email.parsing import parse_message
+from tests.conftest import (
+    OWNER_EMAIL,
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import ScriptedBrain, inbound
+
+BOT = "bot@example.com"
+BOB = "bob@example.net"
+
+
+def _owner_mail(to: str, cc: str = "") -> bytes:
+    return (
+        f"Authentication-Results: mx.example.com; dkim=pass header.d=example.org\r\n"
+        f"From: Robin <{OWNER_EMAIL}>\r\nTo: {to}\r\n"
+        + (f"Cc: {cc}\r\n" if cc else "")
+        + "Subject: dinner\r\nMessage-ID: <x1@example.org>\r\n"
+        "Date: Tue, 14 Jan 2025 09:12:00 +0100\r\n\r\nwhat did we say about my salary?\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("to", "cc", "reply_all", "readers"),
+    [
+        (f"{BOT}, {BOB}", "", True, [BOB]),
+        (BOT, f"{BOB}, anna@example.net", True, [BOB, "anna@example.net"]),
+        (f"{BOT}, {BOB}", "", False, None),  # the reply goes to the owner alone
+        (BOB, "", True, None),  # blind-copied: never answered to all
+        (BOT, "", True, None),  # nobody else
+    ],
+)
+def test_a_mail_says_who_else_reads_its_reply(
+    to: str, cc: str, reply_all: bool, readers: list[str] | None
+) -> None:
+    raw = _owner_mail(to, cc)
+    config = EmailChannelConfig(address=BOT, reply_all=reply_all)
+    msg = to_inbound(parse_message(raw), raw, 1, "1", config)
+    assert msg.metadata.get("readers") == readers
+
+
+async def test_the_owners_reply_all_mail_recalls_no_private_conversation(
+    tmp_path: Path,
+) -> None:
+    # Regression: the owner's mail To the assistant and Bob, with reply_all, got the full
+    # owner profile: "what did we say about my salary?" mailed the salary (recalled from
+    # the owner's private Telegram chat) to Bob.
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    )
+    services = await open_services(config)  # no brain given: the offline one, which recalls
+    email, telegram = RecordingChannel("email"), RecordingChannel("telegram")
+    for channel in (email, telegram):
+        await attach_channel(services, channel)
+    try:
+        await services.router.deliver(inbound("my salary is 95000 a year, keep it between us"))
+        await settle(services)
+        shared = {"to": [BOT, BOB], "cc": [], "readers": [BOB]}
+        await services.router.deliver(
+            inbound(
+                "what did we say about my salary?",
+                channel="email",
+                sender=OWNER_EMAIL,
+                identity_verified=True,
+                subject="dinner",
+                message_ref="<s1@example.org>",
+                metadata=shared,
+            )
+        )
+        await settle(services)
+        (reply,) = [m for m in email.sent if m.kind == "reply"]
+        assert reply.metadata.get("readers") == [BOB]  # the channel answers all
+        assert "95000" not in reply.text, reply.text
+        # the owner's mail to the assistant alone still recalls everything
+        await services.router.deliver(
+            inbound(
+                "what did we say about my salary?",
+                channel="email",
+                sender=OWNER_EMAIL,
+                identity_verified=True,
+                subject="salary",
+                message_ref="<s2@example.org>",
+                metadata={"to": [BOT], "cc": []},
+            )
+        )
+        await settle(services)
+        assert "95000" in [m for m in email.sent if m.kind == "reply"][-1].text
+    finally:
+        await shutdown_services(services)
+
+
+async def test_the_model_is_told_others_read_the_mail(tmp_path: Path) -> None:
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    await attach_channel(services, RecordingChannel("email"))
+    try:
+        await services.router.deliver(
+            inbound(
+                "lunch?",
+                channel="email",
+                sender=OWNER_EMAIL,
+                identity_verified=True,
+                metadata={"to": [BOT, BOB], "readers": [BOB]},
+            )
+        )
+        await settle(services)
+        (request,) = brain.requests
+        assert request.profile == "owner" and request.recall_scope == request.conversation_id
+    finally:
+        await shutdown_services(services)
