@@ -71,8 +71,9 @@ from bot.brain.context import (
 )
 from bot.brain.cost import record_spending
 from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
+from bot.brain.tool_calls import Tool, tool_map
 from bot.brain.tool_round import answer_calls, wants_tools
-from bot.brain.tools import RecallTools, Tool, tool_map
+from bot.brain.tools import RecallTools
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")

@@ -31,7 +31,7 @@ from bot.brain.context import (
     window_start,
 )
 from bot.brain.cost import add_cost, add_usage
-from bot.brain.tools import Tool
+from bot.brain.tool_calls import Tool
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")

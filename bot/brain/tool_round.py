@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.brain.anthropic_reply import CUT_REASONS
-from bot.brain.tools import Tool, execute
+from bot.brain.tool_calls import Tool, execute
 
 log = logging.getLogger("my_agent.brain")
 
