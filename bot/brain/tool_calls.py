@@ -71,6 +71,15 @@ def wrap_data(source: str, payload: Any) -> str:
     )
 
 
+def int_input(value: Any, field: str) -> int | None:
+    """A tool input's whole number (``None`` when absent); else :class:`ToolError`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise ToolError(f"{field} must be an integer")
+    return int(value)
+
+
 def tool_map(tools: Sequence[Tool]) -> dict[str, Tool]:
     """The tools by name, as :func:`execute` looks them up."""
     return {t.name: t for t in tools}
