@@ -25,7 +25,7 @@ import anthropic
 from anthropic import AsyncAnthropic
 
 from bot.brain.base import BrainAccessRefused, BrainUnavailable, DeltaSink, Usage
-from bot.brain.context import estimate_tokens
+from bot.brain.tokens import estimate_tokens
 from bot.config.model import BrainConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -207,7 +207,7 @@ class MessagesCaller:
 def _usage_so_far(stream: Any, streamed: str) -> Usage:
     """What a stream cancelled midway had billed: its input tokens (message_start gives
     them exactly) and its output so far: the final count only comes with message_delta,
-    so at least the text streamed, estimated (:func:`~bot.brain.context.estimate_tokens`:
+    so at least the text streamed, estimated (:func:`~bot.brain.tokens.estimate_tokens`:
     at four characters a token, a stopped Chinese answer was billed a quarter of it)."""
     try:
         usage = stream.current_message_snapshot.usage
