@@ -35,14 +35,7 @@ from typing import Any
 
 from anthropic import AsyncAnthropic
 
-from bot.brain.anthropic_api import (
-    DeltaForwarder,
-    MessagesCaller,
-    Rejected,
-    UnreadableAnswer,
-    as_params,
-    text_of,
-)
+from bot.brain.anthropic_api import MessagesCaller, Rejected, as_params, text_of
 from bot.brain.anthropic_reply import (
     CUT_SHORT,
     EMPTY_REPLY,
@@ -54,6 +47,7 @@ from bot.brain.anthropic_reply import (
     request_params,
     unreadable_reply,
 )
+from bot.brain.anthropic_stream import DeltaForwarder, UnreadableAnswer
 from bot.brain.base import (
     BrainReply,
     BrainRequest,

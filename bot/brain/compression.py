@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.brain.anthropic_api import DeltaForwarder, MessagesCaller, Rejected, text_of
+from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import ReplyParts, account, request_params
+from bot.brain.anthropic_stream import DeltaForwarder
 from bot.brain.base import BrainUnavailable
 from bot.brain.context import (
     COMPRESSION_SYSTEM,
