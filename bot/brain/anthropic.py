@@ -35,7 +35,7 @@ from typing import Any
 
 from anthropic import AsyncAnthropic
 
-from bot.brain.anthropic_api import MessagesCaller, Rejected, as_params, text_of
+from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import (
     CUT_SHORT,
     EMPTY_REPLY,
@@ -65,8 +65,8 @@ from bot.brain.context import (
 )
 from bot.brain.cost import record_spending
 from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
-from bot.brain.tool_calls import Tool, tool_map
-from bot.brain.tool_round import answer_calls, wants_tools
+from bot.brain.tool_calls import Tool
+from bot.brain.tool_round import tool_loop
 from bot.brain.tools import RecallTools
 from bot.config.model import AppConfig
 
@@ -309,39 +309,8 @@ class AnthropicBrain:
         turn: ReplyParts,
         deltas: DeltaForwarder,
     ) -> None:
-        """Call the model, run the tools it asks for, repeat; at most
-        ``brain.max_tool_iterations`` rounds of tools, then a final answer without them;
-        at most ``brain.max_tool_calls_per_response`` calls run per round
-        (:mod:`bot.brain.tool_round`)."""
-        available = tool_map(tools)
-        limit = self.config.brain.max_tool_iterations
-        cap = self.config.brain.max_tool_calls_per_response
-        for iteration in range(limit + 1):
-            params = request_params(self.config, alias, system, messages)
-            if tools:
-                params["tools"] = [t.spec() for t in tools]
-                if iteration == limit:
-                    params["tool_choice"] = {"type": "none"}
-            deltas.new_call()
-            message = await self.api.call(params, deltas)
-            account(self.config, turn, alias, message)
-            turn.stop_reason = message.stop_reason
-            text = text_of(message).strip()
-            if text:
-                turn.texts.append(text)
-            turn.thinking.extend(b.thinking for b in message.content if b.type == "thinking")
-            paused = as_params(message.content) if message.stop_reason == "pause_turn" else []
-            if paused:
-                # The API paused a long turn: sent back as it is, the model continues it
-                # (ended here, the reply stopped wherever the pause fell).
-                messages.append({"role": "assistant", "content": paused})
-                continue
-            if not wants_tools(message):
-                return
-            messages.append({"role": "assistant", "content": as_params(message.content)})
-            results = await answer_calls(available, message, cap)
-            messages.append({"role": "user", "content": results})
-        log.warning("tool loop ended at the iteration limit (%d)", limit)
+        """:func:`bot.brain.tool_round.tool_loop` on this brain's config and API."""
+        await tool_loop(self.config, self.api, alias, system, messages, tools, turn, deltas)
 
 
 # CUT_SHORT, EMPTY_REPLY and FlushRequest stay importable from here (tests, hooks).
