@@ -14,10 +14,8 @@ way forever, so the reply becomes a short error notice instead of a pending retr
 refused as too long before anything was said is first asked again once with a smaller
 context (:meth:`~bot.brain.compression.Compressor.shrink`).
 
-Restricted profile (a ``known`` third party): no tools in the request, a system prompt
-made of the configured scope only (see :mod:`bot.brain.prompt`), only the party's own
-history, a smaller token budget, and any ``tool_use`` the model emits anyway is refused
-without being executed.
+Restricted profile (a ``known`` third party): no tools, the configured scope only, the
+party's own history (:mod:`bot.brain.restricted_reply`).
 
 Compression lives in :mod:`bot.brain.compression`; the parameters, accounting and final
 text of each reply in :mod:`bot.brain.anthropic_reply`.
@@ -61,10 +59,10 @@ from bot.brain.context import (
     WorkingContext,
     WorkingContexts,
     estimate_tokens,
-    restricted_messages,
 )
 from bot.brain.cost import record_spending
-from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
+from bot.brain.prompt import PersonaFile, owner_system_prompt
+from bot.brain.restricted_reply import RESTRICTED_FALLBACK, restricted_reply
 from bot.brain.tool_calls import Tool
 from bot.brain.tool_round import tool_loop
 from bot.brain.tools import RecallTools
@@ -74,8 +72,6 @@ log = logging.getLogger("my_agent.brain")
 # Rejections that are about the request itself (bad request, too large, unprocessable):
 # asking again gives the same; 401/403/404 and the rest are the configuration or service.
 REFUSED_STATUSES = frozenset({400, 413, 422})
-
-RESTRICTED_FALLBACK = "Sorry, I can't help with that."
 
 
 class AnthropicBrain:
@@ -231,42 +227,7 @@ class AnthropicBrain:
     async def _reply_restricted(
         self, request: BrainRequest, on_delta: DeltaSink | None
     ) -> BrainReply:
-        alias = request.model_alias or self.config.models.default
-        merged = restricted_messages(
-            request.history, request.text, self.config.brain.restricted_context_tokens
-        )
-        system = restricted_system_prompt(
-            config=self.config,
-            channel=request.channel,
-            now=self._now(),
-            scope=request.scope,
-            party_name=request.party_name,
-        )
-        turn = ReplyParts()
-        deltas = DeltaForwarder(on_delta)
-        deltas.new_call()
-        try:
-            params = request_params(self.config, alias, system, merged, thinking=False)
-            message = await self.api.call(params, deltas)
-        except Rejected as exc:
-            return rejected_reply(self.config, alias, exc, turn)
-        account(self.config, turn, alias, message)
-        refused = [b.name for b in message.content if b.type == "tool_use"]
-        if refused:
-            # No tools were offered: a tool call here is the model being steered by the
-            # party's text. Never execute it, never loop on it.
-            log.warning("restricted reply on %s: refused tool call(s) %s", request.channel, refused)
-        reply_text = text_of(message).strip()
-        if reply_text:
-            turn.texts.append(reply_text)
-        result = finish(self.config, alias, turn)
-        if not reply_text:
-            result = BrainReply(
-                RESTRICTED_FALLBACK, result.model, result.usage, result.cost, None, {}
-            )
-        if refused:
-            result.extra["refused_tool_calls"] = refused
-        return result
+        return await restricted_reply(self.config, self.api, request, on_delta, self._now)
 
     # -- UtilityModel ------------------------------------------------------------------
     async def complete(
