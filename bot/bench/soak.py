@@ -14,7 +14,8 @@ fresh data directory) receives, for ``--seconds``:
 Reported: messages sent and handled per path, errors (goal 0: a non-200 ingest, a
 missing or duplicated reply, a failed web request, a non-zero exit), the daemon's RSS
 after warm-up and at the end (goal: growth under 10%), ingest latency percentiles, and
-the daemon's exit status after SIGTERM. The load itself: :mod:`bot.bench.soak_load`.
+the daemon's exit status after SIGTERM. The load itself is :mod:`bot.bench.soak_load`,
+the checks :mod:`bot.bench.soak_checks`.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ import socket
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
 
+from bot.bench.soak_checks import drain, verify
 from bot.bench.soak_load import TELEGRAM_OWNER, Load, loopback_worker, telegram_worker, web_worker
 
 
@@ -75,20 +76,6 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
     return {"n": len(ordered), "p50": pct(50), "p95": pct(95), "p99": pct(99),
             "max": round(ordered[-1], 2)}  # fmt: skip
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_bytes().splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
 
 
 async def _wait_ready(proc: asyncio.subprocess.Process, data_dir: Path, timeout: float) -> None:
@@ -190,9 +177,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             load.stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
             # Let the replies drain, then read what was sent.
-            drained = await _drain(load, data_dir, telegram, 60)
+            drained = await drain(load, data_dir, telegram, 60)
             rss_end = _rss_kib(proc.pid)
-        result.update(_verify(load, data_dir, telegram, drained))
+        result.update(verify(load, data_dir, telegram, drained))
         growth = (rss_end - rss_start) / rss_start * 100 if rss_start else 0.0
         result["rss_kib"] = {"start": rss_start, "end": rss_end, "growth_pct": round(growth, 1)}
         result["ingest_latency_ms"] = _percentiles(load.latencies_ms)
@@ -220,99 +207,3 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)  # kept when something went wrong
         result["data_dir"] = None
     return result
-
-
-def _owner_replies(data_dir: Path) -> Counter[str]:
-    return Counter(
-        r["inReplyTo"]
-        for r in _jsonl(data_dir / "loopback-sent.jsonl")
-        if r.get("kind") in ("reply", "command")
-    )
-
-
-def _merged(data_dir: Path, channel: str) -> int:
-    """The owner's messages on ``channel`` answered with a later one of the same burst
-    (``reply_merged`` events, the debounce of ``brain.debounce_seconds``)."""
-    count = 0
-    for path in (data_dir / "conversations").glob("conv-*.jsonl"):
-        lines = _jsonl(path)
-        if next((x.get("channel") for x in lines if x.get("type") == "meta"), None) == channel:
-            count += sum(1 for x in lines if x.get("event") == "reply_merged")
-    return count
-
-
-def _tg_expected(load: Load, data_dir: Path) -> int:
-    """Replies the owner's Telegram messages are due: one each, but one per burst."""
-    return load.sent["telegram_owner"] - _merged(data_dir, "telegram")
-
-
-async def _drain(load: Load, data_dir: Path, telegram: Any, timeout: float) -> bool:
-    wanted = set(load.owner_ids) | set(load.search_ids)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tg_owner = _tg_expected(load, data_dir)
-        if set(_owner_replies(data_dir)) >= wanted and _tg_replies(telegram) >= tg_owner:
-            return True
-        await asyncio.sleep(0.2)
-    return False
-
-
-def _tg_replies(telegram: Any) -> int:
-    # Escalations about strangers carry Trust/Block buttons; replies to the owner do not.
-    return sum(
-        1
-        for m in telegram.sent_to(TELEGRAM_OWNER)
-        if "inline_keyboard" not in (m.get("reply_markup") or {})
-    )
-
-
-def _stored_external(data_dir: Path) -> Counter[str]:
-    """Strangers' messages recorded in their party files, per channel."""
-    out: Counter[str] = Counter()
-    for path in (data_dir / "external").glob("*.jsonl"):
-        lines = _jsonl(path)
-        channel = next((x.get("channel") for x in lines if x.get("type") == "meta"), "?")
-        out[str(channel)] += sum(
-            1 for x in lines if x.get("type") == "message" and x.get("direction") == "in"
-        )
-    return out
-
-
-def _verify(load: Load, data_dir: Path, telegram: Any, drained: bool) -> dict[str, Any]:
-    replies = _owner_replies(data_dir)
-    wanted = list(load.owner_ids) + list(load.search_ids)
-    missing = [m for m in wanted if replies[m] == 0]
-    duplicated = [m for m in wanted if replies[m] > 1]
-    if missing:
-        load.errors["missing_replies"] += len(missing)
-    if duplicated:
-        load.errors["duplicate_replies"] += len(duplicated)
-    tg_sent = telegram.sent_to(TELEGRAM_OWNER)
-    tg_replies = _tg_replies(telegram)
-    tg_expected = _tg_expected(load, data_dir)
-    if tg_replies != tg_expected:
-        kind = "missing" if tg_replies < tg_expected else "duplicate"
-        load.errors[f"telegram_{kind}_replies"] += abs(tg_replies - tg_expected)
-    stored = _stored_external(data_dir)
-    for channel in ("loopback", "telegram"):
-        if stored[channel] != load.sent[f"{channel}_stranger"] - (
-            load.errors["loopback_ingest"] if channel == "loopback" else 0
-        ):
-            load.errors[f"{channel}_stranger_not_stored"] += 1
-    handled = {
-        "loopback_owner": len(load.owner_ids),
-        "loopback_search": len(load.search_ids),
-        "loopback_stranger_stored": stored["loopback"],
-        "telegram_stranger_stored": stored["telegram"],
-        "telegram_owner_replies": tg_replies,
-        # answered with a later message of the same burst (brain.debounce_seconds)
-        "telegram_owner_merged": load.sent["telegram_owner"] - tg_expected,
-        "web_requests": load.sent["web_requests"]
-        - sum(n for k, n in load.errors.items() if k.startswith("web ")),
-    }
-    return {
-        "messages_sent": dict(load.sent),
-        "messages_handled": handled,
-        "replies_drained": drained,
-        "telegram_messages_to_owner": len(tg_sent),
-    }
