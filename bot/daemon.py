@@ -18,6 +18,7 @@ from bot.events import OutboundMessage, SendResult
 from bot.index_rescue import is_storage_refusal
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
+from bot.resolver import THREADED_CHANNELS
 from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
 from bot.services import ChannelStartError, DataDirInUse, Services
@@ -25,7 +26,6 @@ from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.daemon")
 
-THREADED_CHANNELS = ("email",)
 DRAIN_SECONDS = 20.0  # the default of service.drain_seconds
 
 
