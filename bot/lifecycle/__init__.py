@@ -30,15 +30,10 @@ from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, Outcome
 from bot.lifecycle.naming import Namer, Naming
 from bot.lifecycle.naming_runs import NamingRuns
 from bot.lifecycle.passes import AbbreviationPasses
-from bot.lifecycle.records import (
-    LifecycleServices,
-    VectorIndex,
-    as_datetime,
-    pending_abbreviations,
-)
+from bot.lifecycle.records import LifecycleServices, VectorIndex
+from bot.lifecycle.recovery import Recovery
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock
 from bot.record_cache import keyed_locks
-from bot.tasks import spawn
 
 __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
 
@@ -49,9 +44,10 @@ log = logging.getLogger("my_agent.lifecycle")
 MAX_VECTOR_BACKOFF = 64
 
 
-class Lifecycle(AbbreviationPasses, NamingRuns):
+class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
     """Wires idle timers, the abbreviation queue and naming to the conversation manager
-    (the passes: :class:`~bot.lifecycle.passes.AbbreviationPasses`; the naming runs:
+    (recovery and the sweep: :class:`~bot.lifecycle.recovery.Recovery`; the passes:
+    :class:`~bot.lifecycle.passes.AbbreviationPasses`; the naming runs:
     :class:`~bot.lifecycle.naming_runs.NamingRuns`)."""
 
     def __init__(
@@ -161,83 +157,6 @@ class Lifecycle(AbbreviationPasses, NamingRuns):
         if left:
             log.info("lifecycle stopped; %d abbreviation(s) left for the next start", len(left))
         return left
-
-    async def recover(self) -> int:
-        """Flow 6: queue failed passes and idle conversations with new turns; re-arm the
-        timers of conversations still inside their idle period. Returns how many queued."""
-        idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
-        now = self.clock.now()
-        queued = 0
-        pending = set()
-        for rec in await pending_abbreviations(self.conversations):
-            pending.add(rec.id)
-            last = as_datetime(rec.updated) or now
-            if rec.needs_abbreviation or last + idle <= now:
-                queued += self.enqueue(rec.id, "recovery")
-            else:
-                self.timers.touch(rec.id, last)
-        # A naming owed by the last run (killed after the notes that precede it, or
-        # during the turn-5 naming, or the model down then): nothing else records it once
-        # the notes cover every turn. Those with notes to write are named after them
-        # (_process).
-        owed = [rec.id for rec in await self._owed_names() if rec.id not in pending]
-        if owed:
-            log.info("naming %d conversation(s) a previous run left unnamed", len(owed))
-            self._owed_naming = spawn(self._name_owed(owed), name="naming-recovery")
-        return queued
-
-    async def sweep(self) -> int:
-        """The periodic retry: failed passes, and idle conversations with new turns that
-        have no timer (e.g. a timer lost to an error). Returns how many were queued."""
-        idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
-        now = self.clock.now()
-        queued = 0
-        try:
-            records = await pending_abbreviations(self.conversations)
-        except Exception:
-            log.exception("abbreviation sweep failed")
-            return 0
-        for rec in records:
-            if rec.id == self.queue.current:
-                continue  # being written right now
-            last = as_datetime(rec.updated) or now
-            overdue = last + idle <= now and not self.timers.has_timer(rec.id)
-            if rec.needs_abbreviation or overdue:
-                queued += self.enqueue(rec.id, "sweep")
-        if queued:
-            log.info("abbreviation sweep queued %d conversation(s)", queued)
-        self._retry_vectors()
-        await self._retry_naming({rec.id for rec in records})
-        return queued
-
-    def _retry_vectors(self) -> None:
-        """Start re-embedding what a failed embedding left stale (in the background),
-        unless one runs or the backoff after a failed retry has not passed."""
-        vectors = self.vectors
-        retry = getattr(vectors, "retry_unfinished", None)
-        if retry is None or not getattr(vectors, "stale", False):
-            return
-        if self._vector_retry is not None and not self._vector_retry.done():
-            return
-        if not self._vector_backoff.ready(self.clock.now()):
-            return
-        self._vector_retry = spawn(self._run_vector_retry(retry), name="retry-vectors")
-
-    async def _run_vector_retry(self, retry: Callable[[], Any]) -> None:
-        try:
-            complete = await retry()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("retrying the stale vectors failed")
-            complete = False
-        if complete is False:
-            wait = self._vector_backoff.failed(self.clock.now())
-            self.counters["vectors_retry_failed"] += 1
-            log.warning("some vectors are still missing; retrying in %d s", wait.total_seconds())
-        elif complete:
-            self._vector_backoff.succeeded()
-            self.counters["vectors_retried"] += 1
 
     # -- the queue (a pass: AbbreviationPasses._process) ----------------------------------
     async def run_due(self) -> int:
