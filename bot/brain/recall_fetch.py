@@ -45,14 +45,15 @@ FETCH_SCHEMA: dict[str, Any] = {
 
 
 async def fetch_turns(
-    conversations: Any, timezone: str, args: dict[str, Any], max_tokens: int | None = None
+    services: Any, timezone: str, args: dict[str, Any], max_tokens: int | None = None
 ) -> str:
     """The turns ``args`` asks for, wrapped; at most ``max_tokens`` tokens, estimated
-    (the later turns left out, with a note saying which). ``conversations``: the
-    ``ConversationManager`` (``get``, ``read_lines``); ``timezone``: the owner's."""
+    (the later turns left out, with a note saying which). ``services.conversations``:
+    the ``ConversationManager`` (``get``, ``read_lines``); ``timezone``: the owner's."""
     conv_id = args.get("conversationId")
     if not isinstance(conv_id, str) or not conv_id:
         raise ToolError("conversationId must be a conversation id from search_conversations")
+    conversations = services.conversations
     try:
         record = await maybe_await(conversations.get(conv_id))
     except ValueError as exc:

@@ -256,6 +256,4 @@ class RecallTools:
     async def fetch_context(self, args: dict[str, Any], max_tokens: int | None = None) -> str:
         """The turns ``args`` asks for, wrapped; at most ``max_tokens`` tokens, estimated
         (bot.brain.recall_fetch.fetch_turns)."""
-        return await fetch_turns(
-            self.services.conversations, self.config.owner.timezone, args, max_tokens
-        )
+        return await fetch_turns(self.services, self.config.owner.timezone, args, max_tokens)
