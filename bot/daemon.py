@@ -1,34 +1,32 @@
 """The composition root: start store -> index -> brain -> scheduler -> channels; stop in
-reverse on SIGTERM/SIGINT and exit 0. The only place where channels are wired in."""
+reverse on SIGTERM/SIGINT (:mod:`bot.daemon_stop`) and exit 0. The only place where
+channels are wired in."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
 from bot import store_lock
 from bot.channel import Channel
 from bot.config import AppConfig
+from bot.daemon_stop import reload, shutdown
 from bot.events import OutboundMessage, SendResult
 from bot.index_rescue import is_storage_refusal
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
+from bot.resolver import THREADED_CHANNELS
 from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
-from bot.services import ChannelStartError, DataDirInUse, Services, close_services
-from bot.tasks import cancel_all, spawn
+from bot.services import ChannelStartError, DataDirInUse, Services
+from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.daemon")
 
-THREADED_CHANNELS = ("email",)
 DRAIN_SECONDS = 20.0  # the default of service.drain_seconds
-# What a stop takes beyond the drain: the outbox's last sends (10 s), the channels, the
-# cancelled tasks (2 s) and closing the store.
-STOP_MARGIN_SECONDS = 15.0
 
 
 def build_channels(config: AppConfig, services: Services) -> list[Channel]:
@@ -152,55 +150,6 @@ async def start_serving(services: Services, channels: list[Channel]) -> int:
     return resumed
 
 
-async def shutdown(
-    services: Services,
-    channels: list[Channel],
-    notifier: Notifier | None,
-    drain_seconds: float | None = None,
-) -> None:
-    """Stop accepting, finish (or leave pending) in-flight replies, stop in reverse."""
-    if drain_seconds is None:
-        drain_seconds = services.config.service.drain_seconds
-    if notifier:
-        notifier.stopping()
-        # The unit's TimeoutStopSec fits the default drain; a longer service.drain_seconds
-        # (up to 300) was cut short by systemd's SIGKILL. This only ever extends it.
-        notifier.extend_timeout(drain_seconds + STOP_MARGIN_SECONDS)
-    services.router.accepting = False
-    for channel in channels:
-        # A send waiting out a peer's ban (Telegram's flood control) would hold the stop
-        # for as long: it gives up, and the outbox keeps the message for the next start.
-        stop_waiting = getattr(channel, "stop_waiting", None)
-        if stop_waiting is not None:
-            stop_waiting()
-    deadline = time.monotonic() + drain_seconds
-    finished = await services.replies.queue.drain(timeout=drain_seconds / 2)
-    if not finished:
-        log.warning(
-            "replies still running at shutdown: their user turns stay pending and "
-            "are answered after restart"
-        )
-    if services.lifecycle is not None:
-        await services.lifecycle.stop(timeout=max(1.0, deadline - time.monotonic()) / 2)
-    # Give the outbox a moment to flush what was just produced; the rest stays queued.
-    # Only what can go now: rows for a channel that is not running, or waiting for a
-    # retry, made every stop take the whole drain time (20 s).
-    while time.monotonic() < deadline and await services.outbox.deliverable_count():
-        await asyncio.sleep(0.1)
-    await services.outbox.stop()
-    for channel in reversed(channels):
-        try:
-            await channel.stop()
-        except Exception:
-            log.exception("channel %s did not stop cleanly", channel.name)
-    await cancel_all(timeout=2)
-    await close_services(services)
-    if notifier:
-        notifier.stopped()
-        await notifier.stop_watchdog()
-        notifier.close()
-
-
 async def run_daemon(
     config: AppConfig, stop_event: asyncio.Event | None = None, config_path: Path | None = None
 ) -> int:
@@ -300,38 +249,3 @@ async def _serve(
     finally:
         await shutdown(services, channels, notifier)
     return 0
-
-
-async def reload(services: Services, notifier: Notifier) -> None:
-    """SIGHUP: re-read the trust list (and the persona, read fresh on each request)."""
-    from bot.config import ConfigError, load_config
-
-    notifier.reloading()
-    try:
-        fresh = load_config(services.config_path) if services.config_path else None
-    except ConfigError as exc:
-        log.error("reload refused, keeping the running configuration: %s", exc)
-        notifier.ready("reload failed: configuration invalid")
-        return
-    if fresh is None:  # the embedded default: there is no file to read again
-        log.info("no configuration file (embedded default): nothing to reload")
-        notifier.ready("ready: nothing to reload (no configuration file)")
-        return
-    services.config.trust = fresh.trust
-    services.config.owner = fresh.owner
-    from bot.identity import OwnerIdentities
-
-    services.identities = OwnerIdentities(services.config)
-    for channel in list(services.channels.values()):
-        # what a channel derives from them (Telegram's command menus per owner chat)
-        refresh = getattr(channel, "reload", None)
-        if refresh is None:
-            continue
-        try:
-            await refresh(services.config)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("channel %s did not take the reloaded configuration", channel.name)
-    log.info("configuration reloaded (trust list, owner identities)")
-    notifier.ready("ready: configuration reloaded")

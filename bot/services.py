@@ -20,28 +20,35 @@ from typing import Any
 from bot.brain.base import Brain
 from bot.channel import Channel
 from bot.config import AppConfig
-from bot.db import Database, SchemaTooNew
+from bot.db import Database
 from bot.events import OutboundMessage, StreamEvent
 from bot.external import ExternalStore
-from bot.ftsmerge import open_index_database
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
-from bot.index_rescue import (
-    StateLost,
-    check_state_file,
-    is_corruption,
-    is_storage_refusal,
-    set_aside,
-)
+from bot.index_rescue import is_corruption, set_aside
 from bot.outbox import Outbox
 from bot.recovery import RecoveryReport, recover
 from bot.replies import ReplyEngine
-from bot.schema import STATE_MIGRATIONS, create_vector_tables
+from bot.schema import create_vector_tables
 from bot.search import SearchService
+from bot.service_databases import DatabaseOpenError, IndexCorrupt, close_all, open_databases
 from bot.transcript import TranscriptStore
 
 log = logging.getLogger("my_agent.services")
+
+# the databases' errors live with their opening; importers of this module use these names
+__all__ = [
+    "ChannelStartError",
+    "DataDirError",
+    "DataDirInUse",
+    "DatabaseOpenError",
+    "IndexCorrupt",
+    "Services",
+    "build_brain",
+    "close_services",
+    "open_services",
+]
 
 
 class DataDirError(Exception):
@@ -54,14 +61,6 @@ class DataDirInUse(Exception):
 
 class ChannelStartError(Exception):
     """A channel cannot start, e.g. its address is in use (exit 69)."""
-
-
-class DatabaseOpenError(Exception):
-    """conversations.db or state.db cannot be opened or migrated (exit 74)."""
-
-
-class IndexCorrupt(DatabaseOpenError):
-    """The daemon's recovery found conversations.db damaged (set aside and rebuilt)."""
 
 
 @dataclass
@@ -230,40 +229,8 @@ async def _open_services(
     from bot.router import Router
 
     _check_data_dir(config)
-    opened: list[Database] = []
-    path = config.index_path
-    try:
-        index_db = await _open_index(config, exclusive)
-        opened.append(index_db)
-        path = config.state_path
-        check_state_file(path, config.conversations_dir, config.external_dir)
-        state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
-        opened.append(state)
-    except IndexCorrupt:
-        await _close_all(opened)
-        raise
-    except (StateLost, SchemaTooNew) as exc:  # the message says what to do
-        await _close_all(opened)
-        also = (
-            "; or rebuild it for this version from the transcripts: my-agent reindex"
-            if isinstance(exc, SchemaTooNew) and path == config.index_path
-            else ""
-        )
-        raise DatabaseOpenError(f"{exc}{also}") from exc
-    except Exception as exc:
-        await _close_all(opened)
-        # Name the file and what can be done: the index is rebuilt from the transcripts;
-        # state.db (outbox, channel cursors) is not derived from them.
-        remedy = (
-            "the disk refuses writes (full, read-only or failing): free space or repair "
-            "it; the file itself may be fine"
-            if is_storage_refusal(exc)
-            else "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
-            if path == config.index_path
-            else "it holds the outbox and channel cursors: restore it from a backup, or "
-            "move it aside to start with an empty one"
-        )
-        raise DatabaseOpenError(f"cannot open {path}: {exc}; {remedy}") from exc
+    index_db, state = await open_databases(config, exclusive)
+    opened = [index_db, state]
     if index_db.vec_available:
         dims = config.embedding.dimensions
         await index_db.run(lambda c: create_vector_tables(c, dims))
@@ -305,14 +272,14 @@ async def _open_services(
         services.external.open(exclusive=exclusive, shared=store.shared)
     except BlockingIOError as exc:
         store.close()
-        await _close_all(opened)
+        await close_all(opened)
         raise DataDirInUse(
             f"another my-agent daemon is running on {config.data_dir} (its journals "
             "are locked); stop it first"
         ) from exc
     except OSError as exc:
         store.close()
-        await _close_all(opened)
+        await close_all(opened)
         raise DatabaseOpenError(f"cannot replay the transcript journal: {exc}") from exc
     services.brain = brain if brain is not None else build_brain(config, services)
     services.router = Router(services)
@@ -334,7 +301,7 @@ async def _open_services(
         # Close the connections: their threads would otherwise keep the process alive.
         store.close()
         services.external.close()
-        await _close_all(opened)
+        await close_all(opened)
         error = IndexCorrupt if exclusive and is_corruption(exc) else DatabaseOpenError
         raise error(f"recovery from the transcripts failed: {exc}") from exc
     # What exists now (config, caches, the loaded refs, every module) lives as long as the
@@ -343,26 +310,6 @@ async def _open_services(
     # largest stall in the ingest latency tail (docs/benchmarks.md).
     gc.freeze()
     return services
-
-
-async def _open_index(config: AppConfig, exclusive: bool) -> Database:
-    """conversations.db; for the daemon (``exclusive``) a corrupt one raises
-    :class:`IndexCorrupt`, which :func:`open_services` answers by setting it aside and
-    starting again (recovery rebuilds it from the transcripts, :mod:`bot.index_rescue`)."""
-    try:
-        return await open_index_database(config.index_path)
-    except Exception as exc:
-        if exclusive and is_corruption(exc):
-            raise IndexCorrupt(f"{config.index_path} is corrupt: {exc}") from exc
-        raise
-
-
-async def _close_all(databases: list[Database]) -> None:
-    for db in databases:
-        try:
-            await db.close()
-        except Exception:
-            log.exception("closing %s failed", db.path)
 
 
 async def close_services(services: Services) -> None:

@@ -140,6 +140,27 @@ async def attach_channel(services: Any, channel: RecordingChannel) -> RecordingC
     return channel
 
 
+def telegram_config(tmp_path: Path, **overrides: Any) -> AppConfig:
+    """:func:`make_config` with the owner's identities and the Telegram channel on (a
+    test token): the core of the routing, command and escalation tests. ``overrides``
+    merge in as for :func:`make_config` (``trust={...}``)."""
+    core = {
+        "owner": {"identities": owner_identities()},
+        "channels": {"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    }
+    return make_config(tmp_path, **deep_merge(core, overrides))
+
+
+async def start_telegram_core(config: AppConfig, brain: Any = None) -> tuple[Any, RecordingChannel]:
+    """The core on ``config`` (the offline brain unless ``brain``), a recording Telegram
+    channel attached; close it with :func:`shutdown_services`."""
+    from bot.services import open_services
+
+    services = await open_services(config, brain=brain)
+    telegram = await attach_channel(services, RecordingChannel("telegram"))
+    return services, telegram
+
+
 async def settle(services: Any, timeout: float = 10.0) -> None:
     """Wait until no reply job is queued or running and nothing attached is pending."""
     loop = asyncio.get_running_loop()

@@ -19,10 +19,9 @@ from tests.conftest import (
     OWNER_TELEGRAM_USER,
     RecordingChannel,
     attach_channel,
-    make_config,
-    owner_identities,
     settle,
     shutdown_services,
+    telegram_config,
 )
 from tests.support import ScriptedBrain, inbound
 
@@ -63,11 +62,7 @@ class Core:
 
 @pytest.fixture
 async def core(tmp_path: Path) -> AsyncIterator[Core]:
-    config = make_config(
-        tmp_path,
-        owner={"identities": owner_identities()},
-        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
-    )
+    config = telegram_config(tmp_path)
     brain = ScriptedBrain()
     services = await open_services(config, brain=brain)
     core = Core(services, brain)

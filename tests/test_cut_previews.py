@@ -11,7 +11,7 @@ from email import message_from_string
 from zoneinfo import ZoneInfo
 
 from bot.brain.context import cut_to_tokens, transcript_turns
-from bot.brain.tools import _turn_view
+from bot.brain.recall_fetch import _turn_view
 from bot.events import OutboundMessage
 from bot.extractive import _clip
 from bot.graphemes import boundary_before

@@ -10,33 +10,20 @@ from typing import Any
 
 import pytest
 
-from bot.services import open_services
 from tests.conftest import (
     RecordingChannel,
-    attach_channel,
-    make_config,
-    owner_identities,
     settle,
     shutdown_services,
+    start_telegram_core,
+    telegram_config,
 )
 from tests.support import ScriptedBrain, inbound
 
 OWNER = "424242"
 
 
-def _config(tmp_path: Path) -> Any:
-    return make_config(
-        tmp_path,
-        owner={"identities": owner_identities()},
-        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
-    )
-
-
 async def _start(tmp_path: Path) -> tuple[Any, RecordingChannel]:
-    services = await open_services(_config(tmp_path), brain=ScriptedBrain())
-    telegram = RecordingChannel("telegram")
-    await attach_channel(services, telegram)
-    return services, telegram
+    return await start_telegram_core(telegram_config(tmp_path), ScriptedBrain())
 
 
 @pytest.fixture

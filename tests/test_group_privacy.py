@@ -10,14 +10,12 @@ from typing import Any
 
 import pytest
 
-from bot.services import open_services
 from tests.conftest import (
     RecordingChannel,
-    attach_channel,
-    make_config,
-    owner_identities,
     settle,
     shutdown_services,
+    start_telegram_core,
+    telegram_config,
 )
 from tests.support import inbound
 
@@ -27,14 +25,8 @@ GROUP = {"group_id": "-100", "chat": "-100"}
 
 @pytest.fixture
 async def offline_core(tmp_path: Path) -> AsyncIterator[tuple[Any, RecordingChannel]]:
-    config = make_config(
-        tmp_path,
-        owner={"identities": owner_identities()},
-        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
-    )
-    services = await open_services(config)  # no brain given: the offline one, which recalls
-    telegram = RecordingChannel("telegram")
-    await attach_channel(services, telegram)
+    # no brain given: the offline one, which recalls
+    services, telegram = await start_telegram_core(telegram_config(tmp_path))
     try:
         yield services, telegram
     finally:

@@ -10,10 +10,9 @@ from bot.services import open_services
 from tests.conftest import (
     RecordingChannel,
     attach_channel,
-    make_config,
-    owner_identities,
     settle,
     shutdown_services,
+    telegram_config,
 )
 from tests.support import ScriptedBrain, inbound
 
@@ -26,12 +25,7 @@ async def test_a_forged_mail_from_a_known_contact_is_escalated_not_answered(
     # Regression: the From address alone made a mail the known contact's: anyone could
     # write as Bob and have the model answer with Bob's exchange in its context (with
     # reply_all, to the forger in Cc), at the owner's expense.
-    config = make_config(
-        tmp_path,
-        owner={"identities": owner_identities()},
-        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
-        trust={"contacts": {"email": {FRIEND: "known"}}},
-    )
+    config = telegram_config(tmp_path, trust={"contacts": {"email": {FRIEND: "known"}}})
     brain = ScriptedBrain()
     services = await open_services(config, brain=brain)
     email, telegram = RecordingChannel("email"), RecordingChannel("telegram")

@@ -23,10 +23,9 @@ from bot.services import close_services, open_services
 from tests.conftest import (
     RecordingChannel,
     attach_channel,
-    make_config,
-    owner_identities,
     settle,
     shutdown_services,
+    telegram_config,
 )
 from tests.support import ScriptedBrain, inbound
 
@@ -35,12 +34,7 @@ PARTY = party_handle("telegram", KIM)
 
 
 def _config(tmp_path: Path) -> AppConfig:
-    return make_config(
-        tmp_path,
-        owner={"identities": owner_identities()},
-        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
-        trust={"contacts": {"telegram": {KIM: "known"}}},
-    )
+    return telegram_config(tmp_path, trust={"contacts": {"telegram": {KIM: "known"}}})
 
 
 class Run:

@@ -15,10 +15,9 @@ from bot.services import open_services
 from tests.conftest import (
     RecordingChannel,
     attach_channel,
-    make_config,
-    owner_identities,
     settle,
     shutdown_services,
+    telegram_config,
 )
 from tests.support import ScriptedBrain, inbound
 
@@ -32,11 +31,7 @@ class Stack:
 
 @pytest.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
-    config = make_config(
-        tmp_path,
-        owner={"identities": owner_identities()},
-        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
-    )
+    config = telegram_config(tmp_path)
     services = await open_services(config, brain=ScriptedBrain())
     stack = Stack(services)
     wire_channels(services, [stack.telegram, stack.email])  # the daemon's wiring

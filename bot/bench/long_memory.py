@@ -15,7 +15,7 @@ Reported in the same run: the product (hybrid), ``baseline_bm25`` (bare FTS5 MAT
 the same ``turns_fts``, all question words OR-ed, ``ORDER BY bm25``) and
 ``baseline_dense`` (bare sqlite-vec KNN over the same ``turns_vec``). One store per LoCoMo
 conversation (the protocol), plus ``pooled`` (all conversations in one store).
-The data set is read from PATH and never copied.
+The data set is read from PATH and never copied (:mod:`bot.bench.locomo_data`).
 """
 
 from __future__ import annotations
@@ -29,12 +29,11 @@ import shutil
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bot.bench.embed import model_config
+from bot.bench.locomo_data import Sample, load_samples, session_timestamp
 from bot.bench.locomo_metrics import CATEGORIES, Metrics, average, sessions_in_order
 from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
@@ -46,18 +45,9 @@ from bot.vectors import window_text
 
 log = logging.getLogger("my_agent.bench.locomo")
 
-_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
-_SESSION_DATE = re.compile(
-    r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I
-)
-_MONTHS = {
-    m: i
-    for i, m in enumerate(
-        "january february march april may june july august september october november "
-        "december".split(),
-        start=1,
-    )
-}
+# Reading the data set is bot.bench.locomo_data; importers of this module use these names.
+__all__ = ["CATEGORIES", "Sample", "Store", "add_arguments", "build_store", "evaluate",
+           "fingerprint", "load_samples", "run", "session_timestamp"]  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,68 +65,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "what they embed is unchanged (ranking-only changes then skip the 4-5 min load; "
         "delete it after changing how turns are indexed)",
     )
-
-
-def session_timestamp(text: str) -> str:
-    """``"1:56 pm on 8 May, 2023"`` -> ISO timestamp (UTC)."""
-    m = _SESSION_DATE.search(text or "")
-    if not m:
-        return "2000-01-01T00:00:00Z"
-    hour, minute, half, day, month, year = m.groups()
-    h = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
-    month_no = _MONTHS.get(month.lower(), 1)
-    stamp = datetime(int(year), month_no, int(day), h, int(minute), tzinfo=UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class Sample:
-    """One LoCoMo conversation: sessions of (dia_id, speaker, text) and its questions."""
-
-    sample_id: str
-    speakers: tuple[str, str]
-    sessions: list[tuple[int, str, list[tuple[str, str, str]]]]
-    questions: list[tuple[str, int, set[str]]] = field(default_factory=list)
-
-
-def load_samples(path: Path) -> list[Sample]:
-    data = json.loads(path.read_text())
-    samples = []
-    for item in data:
-        conv = item["conversation"]
-        sessions = []
-        for key, value in conv.items():
-            m = re.fullmatch(r"session_(\d+)", key)
-            if not m or not isinstance(value, list):
-                continue
-            number = int(m.group(1))
-            turns = []
-            for turn in value:
-                text = f"{turn['speaker']}: {turn['text']}"
-                if turn.get("blip_caption"):
-                    text += f" [shares {turn['blip_caption']}]"
-                turns.append((str(turn["dia_id"]), str(turn["speaker"]), text))
-            stamp = session_timestamp(conv.get(f"session_{number}_date_time", ""))
-            sessions.append((number, stamp, turns))
-        sessions.sort()
-        sample = Sample(
-            str(item.get("sample_id")), (conv["speaker_a"], conv["speaker_b"]), sessions
-        )
-        valid = {dia for _, _, turns in sessions for dia, _, _ in turns}
-        for qa in item.get("qa", []):
-            category = int(qa.get("category", 0))
-            if category not in CATEGORIES:
-                continue
-            evidence = set()
-            for ev in qa.get("evidence", []):
-                for m in _EVIDENCE.finditer(str(ev)):
-                    dia = f"D{int(m.group(1))}:{int(m.group(2))}"
-                    if dia in valid:
-                        evidence.add(dia)
-            if evidence:
-                sample.questions.append((str(qa["question"]), category, evidence))
-        samples.append(sample)
-    return samples
 
 
 class Store:

@@ -14,7 +14,8 @@ fresh data directory) receives, for ``--seconds``:
 Reported: messages sent and handled per path, errors (goal 0: a non-200 ingest, a
 missing or duplicated reply, a failed web request, a non-zero exit), the daemon's RSS
 after warm-up and at the end (goal: growth under 10%), ingest latency percentiles, and
-the daemon's exit status after SIGTERM.
+the daemon's exit status after SIGTERM. The load itself is :mod:`bot.bench.soak_load`,
+the checks :mod:`bot.bench.soak_checks`.
 """
 
 from __future__ import annotations
@@ -29,15 +30,14 @@ import socket
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
 
-TELEGRAM_OWNER = 1001
-TELEGRAM_STRANGERS = (2001, 2002, 2003)
+from bot.bench.soak_checks import drain, verify
+from bot.bench.soak_load import TELEGRAM_OWNER, Load, loopback_worker, telegram_worker, web_worker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,100 +76,6 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
     return {"n": len(ordered), "p50": pct(50), "p95": pct(95), "p99": pct(99),
             "max": round(ordered[-1], 2)}  # fmt: skip
-
-
-class _Load:
-    """Counters shared by the load tasks."""
-
-    def __init__(self) -> None:
-        self.latencies_ms: list[float] = []
-        self.sent: Counter[str] = Counter()
-        self.errors: Counter[str] = Counter()
-        self.owner_ids: list[str] = []
-        self.search_ids: list[str] = []
-        self.stop = asyncio.Event()
-
-
-async def _loopback_worker(
-    load: _Load, session: aiohttp.ClientSession, url: str, sender: str, owner: bool,
-    interval: float, search_every: int,
-) -> None:  # fmt: skip
-    n = 0
-    while not load.stop.is_set():
-        n += 1
-        mid = f"{sender}-{n}"
-        search = owner and search_every > 0 and n % search_every == 0
-        text = "/search tomatoes" if search else f"note {n} from {sender}: tomatoes need water"
-        started = time.perf_counter()
-        try:
-            async with session.post(
-                f"{url}/inbound", json={"sender": sender, "text": text, "message_id": mid}
-            ) as resp:
-                await resp.read()
-                ok = resp.status == 200
-        except (aiohttp.ClientError, OSError, TimeoutError):
-            ok = False
-        load.latencies_ms.append((time.perf_counter() - started) * 1000)
-        kind = "search" if search else ("owner" if owner else "stranger")
-        load.sent[f"loopback_{kind}"] += 1
-        if not ok:
-            load.errors["loopback_ingest"] += 1
-        elif search:
-            load.search_ids.append(mid)
-        elif owner:
-            load.owner_ids.append(mid)
-        await asyncio.sleep(interval)
-
-
-async def _telegram_worker(load: _Load, fake: Any, interval: float) -> None:
-    n = 0
-    while not load.stop.is_set():
-        n += 1
-        owner = n % 2 == 0
-        chat = TELEGRAM_OWNER if owner else TELEGRAM_STRANGERS[n % len(TELEGRAM_STRANGERS)]
-        fake.inject_message(chat, f"telegram note {n}: the tomatoes are ripe")
-        load.sent["telegram_owner" if owner else "telegram_stranger"] += 1
-        await asyncio.sleep(interval)
-
-
-async def _web_worker(load: _Load, url: str, token: str) -> None:
-    # unsafe=True: keep the session cookie set by an IP-address host (127.0.0.1).
-    jar = aiohttp.CookieJar(unsafe=True)
-    timeout = aiohttp.ClientTimeout(total=60)
-    async with aiohttp.ClientSession(timeout=timeout, cookie_jar=jar) as session:
-        async with session.post(f"{url}/login", json={"token": token}) as resp:
-            if resp.status != 200:
-                load.errors["web_login"] += 1
-                return
-        await _browse(load, session, url)
-
-
-async def _browse(load: _Load, session: aiohttp.ClientSession, url: str) -> None:
-    while not load.stop.is_set():
-        for path in ("/api/conversations", "/api/search?q=tomatoes", "/readyz"):
-            try:
-                async with session.get(url + path) as resp:
-                    await resp.read()
-                    if resp.status != 200:
-                        load.errors[f"web {path.split('?')[0]} {resp.status}"] += 1
-            except (aiohttp.ClientError, OSError, TimeoutError):
-                load.errors[f"web {path.split('?')[0]} failed"] += 1
-            load.sent["web_requests"] += 1
-        await asyncio.sleep(0.5)
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_bytes().splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
 
 
 async def _wait_ready(proc: asyncio.subprocess.Process, data_dir: Path, timeout: float) -> None:
@@ -241,7 +147,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stdout=log,
             stderr=asyncio.subprocess.STDOUT,
         )
-    load = _Load()
+    load = Load()
     result: dict[str, Any] = {"seconds": args.seconds, "data_dir": str(root)}
     try:
         await _wait_ready(proc, data_dir, 120)
@@ -254,16 +160,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             tasks = [
                 asyncio.create_task(
-                    _loopback_worker(load, session, loop_url, s, owner, interval, args.search_every)
+                    loopback_worker(load, session, loop_url, s, owner, interval, args.search_every)
                 )
                 for s, owner in senders
             ]
             if args.telegram_rate > 0:
                 tasks.append(
-                    asyncio.create_task(_telegram_worker(load, telegram, 1 / args.telegram_rate))
+                    asyncio.create_task(telegram_worker(load, telegram, 1 / args.telegram_rate))
                 )
             for _ in range(args.web_clients):
-                tasks.append(asyncio.create_task(_web_worker(load, web_url, token)))
+                tasks.append(asyncio.create_task(web_worker(load, web_url, token)))
             await asyncio.sleep(args.warmup)
             rss_start = _rss_kib(proc.pid)
             load.latencies_ms.clear()
@@ -271,9 +177,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             load.stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
             # Let the replies drain, then read what was sent.
-            drained = await _drain(load, data_dir, telegram, 60)
+            drained = await drain(load, data_dir, telegram, 60)
             rss_end = _rss_kib(proc.pid)
-        result.update(_verify(load, data_dir, telegram, drained))
+        result.update(verify(load, data_dir, telegram, drained))
         growth = (rss_end - rss_start) / rss_start * 100 if rss_start else 0.0
         result["rss_kib"] = {"start": rss_start, "end": rss_end, "growth_pct": round(growth, 1)}
         result["ingest_latency_ms"] = _percentiles(load.latencies_ms)
@@ -301,99 +207,3 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)  # kept when something went wrong
         result["data_dir"] = None
     return result
-
-
-def _owner_replies(data_dir: Path) -> Counter[str]:
-    return Counter(
-        r["inReplyTo"]
-        for r in _jsonl(data_dir / "loopback-sent.jsonl")
-        if r.get("kind") in ("reply", "command")
-    )
-
-
-def _merged(data_dir: Path, channel: str) -> int:
-    """The owner's messages on ``channel`` answered with a later one of the same burst
-    (``reply_merged`` events, the debounce of ``brain.debounce_seconds``)."""
-    count = 0
-    for path in (data_dir / "conversations").glob("conv-*.jsonl"):
-        lines = _jsonl(path)
-        if next((x.get("channel") for x in lines if x.get("type") == "meta"), None) == channel:
-            count += sum(1 for x in lines if x.get("event") == "reply_merged")
-    return count
-
-
-def _tg_expected(load: _Load, data_dir: Path) -> int:
-    """Replies the owner's Telegram messages are due: one each, but one per burst."""
-    return load.sent["telegram_owner"] - _merged(data_dir, "telegram")
-
-
-async def _drain(load: _Load, data_dir: Path, telegram: Any, timeout: float) -> bool:
-    wanted = set(load.owner_ids) | set(load.search_ids)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tg_owner = _tg_expected(load, data_dir)
-        if set(_owner_replies(data_dir)) >= wanted and _tg_replies(telegram) >= tg_owner:
-            return True
-        await asyncio.sleep(0.2)
-    return False
-
-
-def _tg_replies(telegram: Any) -> int:
-    # Escalations about strangers carry Trust/Block buttons; replies to the owner do not.
-    return sum(
-        1
-        for m in telegram.sent_to(TELEGRAM_OWNER)
-        if "inline_keyboard" not in (m.get("reply_markup") or {})
-    )
-
-
-def _stored_external(data_dir: Path) -> Counter[str]:
-    """Strangers' messages recorded in their party files, per channel."""
-    out: Counter[str] = Counter()
-    for path in (data_dir / "external").glob("*.jsonl"):
-        lines = _jsonl(path)
-        channel = next((x.get("channel") for x in lines if x.get("type") == "meta"), "?")
-        out[str(channel)] += sum(
-            1 for x in lines if x.get("type") == "message" and x.get("direction") == "in"
-        )
-    return out
-
-
-def _verify(load: _Load, data_dir: Path, telegram: Any, drained: bool) -> dict[str, Any]:
-    replies = _owner_replies(data_dir)
-    wanted = list(load.owner_ids) + list(load.search_ids)
-    missing = [m for m in wanted if replies[m] == 0]
-    duplicated = [m for m in wanted if replies[m] > 1]
-    if missing:
-        load.errors["missing_replies"] += len(missing)
-    if duplicated:
-        load.errors["duplicate_replies"] += len(duplicated)
-    tg_sent = telegram.sent_to(TELEGRAM_OWNER)
-    tg_replies = _tg_replies(telegram)
-    tg_expected = _tg_expected(load, data_dir)
-    if tg_replies != tg_expected:
-        kind = "missing" if tg_replies < tg_expected else "duplicate"
-        load.errors[f"telegram_{kind}_replies"] += abs(tg_replies - tg_expected)
-    stored = _stored_external(data_dir)
-    for channel in ("loopback", "telegram"):
-        if stored[channel] != load.sent[f"{channel}_stranger"] - (
-            load.errors["loopback_ingest"] if channel == "loopback" else 0
-        ):
-            load.errors[f"{channel}_stranger_not_stored"] += 1
-    handled = {
-        "loopback_owner": len(load.owner_ids),
-        "loopback_search": len(load.search_ids),
-        "loopback_stranger_stored": stored["loopback"],
-        "telegram_stranger_stored": stored["telegram"],
-        "telegram_owner_replies": tg_replies,
-        # answered with a later message of the same burst (brain.debounce_seconds)
-        "telegram_owner_merged": load.sent["telegram_owner"] - tg_expected,
-        "web_requests": load.sent["web_requests"]
-        - sum(n for k, n in load.errors.items() if k.startswith("web ")),
-    }
-    return {
-        "messages_sent": dict(load.sent),
-        "messages_handled": handled,
-        "replies_drained": drained,
-        "telegram_messages_to_owner": len(tg_sent),
-    }

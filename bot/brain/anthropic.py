@@ -14,10 +14,8 @@ way forever, so the reply becomes a short error notice instead of a pending retr
 refused as too long before anything was said is first asked again once with a smaller
 context (:meth:`~bot.brain.compression.Compressor.shrink`).
 
-Restricted profile (a ``known`` third party): no tools in the request, a system prompt
-made of the configured scope only (see :mod:`bot.brain.prompt`), only the party's own
-history, a smaller token budget, and any ``tool_use`` the model emits anyway is refused
-without being executed.
+Restricted profile (a ``known`` third party): no tools, the configured scope only, the
+party's own history (:mod:`bot.brain.restricted_reply`).
 
 Compression lives in :mod:`bot.brain.compression`; the parameters, accounting and final
 text of each reply in :mod:`bot.brain.anthropic_reply`.
@@ -35,14 +33,7 @@ from typing import Any
 
 from anthropic import AsyncAnthropic
 
-from bot.brain.anthropic_api import (
-    DeltaForwarder,
-    MessagesCaller,
-    Rejected,
-    UnreadableAnswer,
-    as_params,
-    text_of,
-)
+from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import (
     CUT_SHORT,
     EMPTY_REPLY,
@@ -54,6 +45,7 @@ from bot.brain.anthropic_reply import (
     request_params,
     unreadable_reply,
 )
+from bot.brain.anthropic_stream import DeltaForwarder, UnreadableAnswer
 from bot.brain.base import (
     BrainReply,
     BrainRequest,
@@ -67,20 +59,19 @@ from bot.brain.context import (
     WorkingContext,
     WorkingContexts,
     estimate_tokens,
-    restricted_messages,
 )
 from bot.brain.cost import record_spending
-from bot.brain.prompt import PersonaFile, owner_system_prompt, restricted_system_prompt
-from bot.brain.tool_round import answer_calls, wants_tools
-from bot.brain.tools import RecallTools, Tool, tool_map
+from bot.brain.prompt import PersonaFile, owner_system_prompt
+from bot.brain.restricted_reply import RESTRICTED_FALLBACK, restricted_reply
+from bot.brain.tool_calls import Tool
+from bot.brain.tool_round import tool_loop
+from bot.brain.tools import RecallTools
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
 # Rejections that are about the request itself (bad request, too large, unprocessable):
 # asking again gives the same; 401/403/404 and the rest are the configuration or service.
 REFUSED_STATUSES = frozenset({400, 413, 422})
-
-RESTRICTED_FALLBACK = "Sorry, I can't help with that."
 
 
 class AnthropicBrain:
@@ -236,42 +227,7 @@ class AnthropicBrain:
     async def _reply_restricted(
         self, request: BrainRequest, on_delta: DeltaSink | None
     ) -> BrainReply:
-        alias = request.model_alias or self.config.models.default
-        merged = restricted_messages(
-            request.history, request.text, self.config.brain.restricted_context_tokens
-        )
-        system = restricted_system_prompt(
-            config=self.config,
-            channel=request.channel,
-            now=self._now(),
-            scope=request.scope,
-            party_name=request.party_name,
-        )
-        turn = ReplyParts()
-        deltas = DeltaForwarder(on_delta)
-        deltas.new_call()
-        try:
-            params = request_params(self.config, alias, system, merged, thinking=False)
-            message = await self.api.call(params, deltas)
-        except Rejected as exc:
-            return rejected_reply(self.config, alias, exc, turn)
-        account(self.config, turn, alias, message)
-        refused = [b.name for b in message.content if b.type == "tool_use"]
-        if refused:
-            # No tools were offered: a tool call here is the model being steered by the
-            # party's text. Never execute it, never loop on it.
-            log.warning("restricted reply on %s: refused tool call(s) %s", request.channel, refused)
-        reply_text = text_of(message).strip()
-        if reply_text:
-            turn.texts.append(reply_text)
-        result = finish(self.config, alias, turn)
-        if not reply_text:
-            result = BrainReply(
-                RESTRICTED_FALLBACK, result.model, result.usage, result.cost, None, {}
-            )
-        if refused:
-            result.extra["refused_tool_calls"] = refused
-        return result
+        return await restricted_reply(self.config, self.api, request, on_delta, self._now)
 
     # -- UtilityModel ------------------------------------------------------------------
     async def complete(
@@ -314,39 +270,8 @@ class AnthropicBrain:
         turn: ReplyParts,
         deltas: DeltaForwarder,
     ) -> None:
-        """Call the model, run the tools it asks for, repeat; at most
-        ``brain.max_tool_iterations`` rounds of tools, then a final answer without them;
-        at most ``brain.max_tool_calls_per_response`` calls run per round
-        (:mod:`bot.brain.tool_round`)."""
-        available = tool_map(tools)
-        limit = self.config.brain.max_tool_iterations
-        cap = self.config.brain.max_tool_calls_per_response
-        for iteration in range(limit + 1):
-            params = request_params(self.config, alias, system, messages)
-            if tools:
-                params["tools"] = [t.spec() for t in tools]
-                if iteration == limit:
-                    params["tool_choice"] = {"type": "none"}
-            deltas.new_call()
-            message = await self.api.call(params, deltas)
-            account(self.config, turn, alias, message)
-            turn.stop_reason = message.stop_reason
-            text = text_of(message).strip()
-            if text:
-                turn.texts.append(text)
-            turn.thinking.extend(b.thinking for b in message.content if b.type == "thinking")
-            paused = as_params(message.content) if message.stop_reason == "pause_turn" else []
-            if paused:
-                # The API paused a long turn: sent back as it is, the model continues it
-                # (ended here, the reply stopped wherever the pause fell).
-                messages.append({"role": "assistant", "content": paused})
-                continue
-            if not wants_tools(message):
-                return
-            messages.append({"role": "assistant", "content": as_params(message.content)})
-            results = await answer_calls(available, message, cap)
-            messages.append({"role": "user", "content": results})
-        log.warning("tool loop ended at the iteration limit (%d)", limit)
+        """:func:`bot.brain.tool_round.tool_loop` on this brain's config and API."""
+        await tool_loop(self.config, self.api, alias, system, messages, tools, turn, deltas)
 
 
 # CUT_SHORT, EMPTY_REPLY and FlushRequest stay importable from here (tests, hooks).

@@ -7,25 +7,31 @@ exponential backoff and full jitter, honouring ``retry-after``, for at most a bu
 seconds. Past that it raises :class:`BrainUnavailable`. Authentication, permission and
 billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them); a
 request the API rejects as invalid raises :class:`Rejected` (it would fail the same way
-forever).
+forever). Reading a streamed answer is :mod:`bot.brain.anthropic_stream`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import random
 import re
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anthropic
 from anthropic import AsyncAnthropic
 
-from bot.brain.base import BrainAccessRefused, BrainUnavailable, DeltaSink, Usage
-from bot.brain.context import estimate_tokens
+from bot.brain.anthropic_stream import (
+    UNREADABLE_ATTEMPTS,
+    DeltaForwarder,
+    StreamBroken,
+    StreamStalled,
+    UnreadableAnswer,
+    consume,
+)
+from bot.brain.anthropic_stream import usage_so_far as _usage_so_far
+from bot.brain.base import BrainAccessRefused, BrainUnavailable
 from bot.config.model import BrainConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -59,62 +65,6 @@ class Rejected(Exception):
         """(tokens the API counted, its maximum) when its message says, else None."""
         found = PROMPT_TOO_LONG.search(str(self))
         return (int(found.group(1)), int(found.group(2))) if found else None
-
-
-class DeltaForwarder:
-    """Forwards text deltas once: retried attempts do not resend what was already sent,
-    and text of consecutive tool-loop iterations is separated by a blank line.
-
-    A retry continues what an earlier attempt sent only while it repeats it: the model
-    words a retry differently, and its deltas past the length already sent, spliced
-    onto the first attempt's words, showed the watcher text nobody wrote. Once they
-    differ, the rest of that call is not streamed (the finished reply replaces it)."""
-
-    def __init__(self, sink: DeltaSink | None) -> None:
-        self.sink = sink
-        # the usage of a streamed call cancelled before it finished (a stop): what it had
-        # billed by then (bot.brain.anthropic reports it; the final message never comes)
-        self.cut: Usage | None = None
-        self.any_sent = False
-        self._sent = ""  # of the current call, by its attempts so far
-        self._attempt = ""
-        self._separated = True
-        self._diverged = False
-
-    def new_call(self) -> None:
-        self._sent = ""
-        self._attempt = ""
-        self._separated = not self.any_sent
-        self._diverged = False
-
-    def new_attempt(self) -> None:
-        self._attempt = ""
-
-    @property
-    def attempt_text(self) -> str:
-        """The text streamed by the current attempt of the current call."""
-        return self._attempt
-
-    async def text(self, delta: str) -> None:
-        start = len(self._attempt)
-        self._attempt += delta
-        if self.sink is None or self._diverged:
-            return
-        # only the part of this delta that overlaps what was sent needs comparing
-        end = min(len(self._attempt), len(self._sent))
-        if start < end and self._attempt[start:end] != self._sent[start:end]:
-            self._diverged = True
-            log.info("a retried stream differs from what was sent; not streaming the rest")
-            return
-        if len(self._attempt) <= len(self._sent):
-            return
-        fresh = self._attempt[len(self._sent) :]
-        self._sent = self._attempt
-        if not self._separated:
-            fresh = "\n\n" + fresh
-            self._separated = True
-        self.any_sent = True
-        await self.sink(fresh)
 
 
 class MessagesCaller:
@@ -156,7 +106,7 @@ class MessagesCaller:
                 deltas.new_attempt()
                 async with self.client.messages.stream(**params, timeout=timeout) as stream:
                     try:
-                        await _consume(stream, deltas, timeout)
+                        await consume(stream, deltas, timeout)
                     except asyncio.CancelledError:
                         deltas.cut = _usage_so_far(stream, deltas.attempt_text)
                         raise
@@ -202,90 +152,6 @@ class MessagesCaller:
             )
             await self._sleep(delay)
             attempt += 1
-
-
-def _usage_so_far(stream: Any, streamed: str) -> Usage:
-    """What a stream cancelled midway had billed: its input tokens (message_start gives
-    them exactly) and its output so far: the final count only comes with message_delta,
-    so at least the text streamed, estimated (:func:`~bot.brain.context.estimate_tokens`:
-    at four characters a token, a stopped Chinese answer was billed a quarter of it)."""
-    try:
-        usage = stream.current_message_snapshot.usage
-        given_in, given_out = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
-    except Exception:  # cancelled before message_start: nothing known
-        given_in = given_out = 0
-    return Usage(given_in, max(given_out, estimate_tokens(streamed)))
-
-
-class StreamStalled(Exception):
-    """A stream stayed open without progress (pings only) for the request timeout."""
-
-
-class StreamBroken(Exception):
-    """A stream ended before ``message_stop``: cut cleanly, or the connection dropped."""
-
-
-class UnreadableAnswer(Exception):
-    """The SDK could not read the streamed answer, e.g. tool input that is not JSON ("Please
-    retry your request", it says): asked again, the model usually answers well."""
-
-
-# Attempts of one call whose answer cannot be read, before it counts as a failure.
-UNREADABLE_ATTEMPTS = 3
-
-
-def _transport_errors() -> tuple[type[Exception], ...]:
-    """The transport error base of the HTTP library under the SDK (``httpx2`` for
-    anthropic 2.x, ``httpx`` before): raised as is while a stream's body is read."""
-    found: list[type[Exception]] = []
-    for module in ("httpx2", "httpx"):
-        try:
-            found.append(importlib.import_module(module).TransportError)
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
-
-
-TRANSPORT_ERRORS = _transport_errors()
-
-
-async def _consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
-    """Forward a stream's text, abandoning it when nothing but keep-alive pings came for
-    ``stall`` seconds. The SDK's timeout is per read and every ping resets it: a server
-    that only pinged held a reply for as long as it pinged, with no notice to the owner
-    and no retry (``brain.request_timeout`` is documented per request).
-
-    A stream is complete only with its ``message_stop``: one that ends before it raises
-    :class:`StreamBroken` (retried). The SDK returned such a truncated message as final
-    (half a reply sent as the whole), and a connection dropped mid-stream surfaced as the
-    HTTP library's own error, which is no ``anthropic`` exception and was never retried.
-    An answer the SDK cannot read (tool input that is not JSON, a garbled event) raises
-    :class:`UnreadableAnswer`, retried a few times.
-    """
-    events = stream.__aiter__()
-    progress = time.monotonic()
-    while True:
-        left = stall - (time.monotonic() - progress)
-        if left <= 0:
-            raise StreamStalled(f"no progress in the stream for {stall:g}s")
-        try:
-            event = await asyncio.wait_for(events.__anext__(), left)
-        except StopAsyncIteration:
-            raise StreamBroken("the stream ended before message_stop") from None
-        except TimeoutError:
-            raise StreamStalled(f"no progress in the stream for {stall:g}s") from None
-        except TRANSPORT_ERRORS as exc:
-            raise StreamBroken(f"the stream broke: {type(exc).__name__}: {exc}") from exc
-        except ValueError as exc:
-            # Before: raised as is, never retried, and the owner got the apology and no
-            # answer for a glitch that asking again mends.
-            raise UnreadableAnswer(str(exc)) from exc
-        if event.type == "message_stop":
-            return
-        if event.type != "ping":
-            progress = time.monotonic()
-        if event.type == "text":
-            await deltas.text(event.text)
 
 
 def text_of(message: Any) -> str:

@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.brain.anthropic_api import DeltaForwarder, MessagesCaller, Rejected, text_of
+from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import ReplyParts, account, request_params
+from bot.brain.anthropic_stream import DeltaForwarder
 from bot.brain.base import BrainUnavailable
 from bot.brain.context import (
     COMPRESSION_SYSTEM,
@@ -31,7 +32,7 @@ from bot.brain.context import (
     window_start,
 )
 from bot.brain.cost import add_cost, add_usage
-from bot.brain.tools import Tool
+from bot.brain.tool_calls import Tool
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")

@@ -14,8 +14,7 @@ transcript on every reply, with one piece of in-memory state per conversation, t
   a ``compression`` event, and moves the start to the window (:meth:`moved`). After a
   restart, hydration finds the same summary and the same window.
 
-Token counts are estimates (:func:`estimate_tokens`: about four characters per token of
-ASCII, one per Chinese, Japanese or Korean character): compression needs a stable, cheap
+Token counts are estimates (:mod:`bot.brain.tokens`): compression needs a stable, cheap
 measure, not the tokenizer's exact count.
 """
 
@@ -26,56 +25,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bot.graphemes import boundary_before, cut
+from bot.brain.tokens import cut_to_tokens, estimate_tokens
+from bot.graphemes import cut
 
 if TYPE_CHECKING:
     from bot.brain.base import HistoryTurn
 
-CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
 EMPTY_MESSAGE = "(a message without text)"
 # An earlier reply the API refused (stop_reason "refusal"), as the model sees it: the
 # API's documentation says the refused turn must be removed or changed before going on,
 # or the requests after it are refused too (the transcript keeps what was said).
 REFUSED_IN_CONTEXT = "(an earlier answer here was stopped by the model service; not shown)"
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimated tokens of ``text``, by the length of each character in UTF-8: a quarter
-    of a token per ASCII character, half per 2-byte one (accented Latin, Greek, Cyrillic,
-    Hebrew, Arabic), one per 3-byte one (Chinese, Japanese, Korean, Thai, Devanagari) and
-    two per 4-byte one (emoji). Characters / 4 for all of them took a Chinese conversation
-    for a quarter of its size: compression came too late and the API refused the reply
-    ("prompt is too long"). Conservative, and cheap (three encodings, no loop)."""
-    if text.isascii():
-        return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-    chars = len(text)
-    ascii_ = len(text.encode("ascii", "ignore"))
-    astral = len(text.encode("utf-16-le", "surrogatepass")) // 2 - chars  # 4 UTF-8 bytes
-    # the rest take 2 or 3 bytes each: their bytes beyond 2 each are the 3-byte ones
-    rest = chars - ascii_ - astral
-    three = len(text.encode("utf-8", "surrogatepass")) - ascii_ - 4 * astral - 2 * rest
-    two = rest - three
-    quarters = ascii_ + 2 * two + 4 * three + 8 * astral
-    return (quarters + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-
-
-def cut_to_tokens(text: str, max_tokens: int) -> str:
-    """The longest start of ``text`` whose :func:`estimate_tokens` is at most
-    ``max_tokens`` (cutting at ``max_tokens`` * 4 characters kept four times the
-    budget of a Chinese text)."""
-    # no character is under a quarter of a token: nothing longer than this can fit
-    hi = min(len(text), max(0, max_tokens) * CHARS_PER_TOKEN)
-    if estimate_tokens(text[:hi]) <= max_tokens:
-        return text[:hi] if hi == len(text) else text[: boundary_before(text, hi)]
-    lo = 0  # text[:lo] fits, text[:hi] does not (the estimate grows with the length)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if estimate_tokens(text[:mid]) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid
-    return text[: boundary_before(text, lo)]  # never half a character: the model reads it
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,12 @@ import json
 import logging
 from typing import Any
 
-from bot.brain.context import estimate_tokens
+from bot.brain.tokens import estimate_tokens
 
 log = logging.getLogger("my_agent.brain.tools")
 
 # What the recall results of one reply may add up to, in estimated tokens
-# (bot.brain.context.estimate_tokens). A fetch_context page is up to 40 turns of a user
+# (bot.brain.tokens.estimate_tokens). A fetch_context page is up to 40 turns of a user
 # and an assistant message of 4,000 characters (~80,000 tokens of English): three of them
 # overflowed the model's 200,000-token context window and the API refused the whole reply
 # ("prompt is too long"). Counted in characters (192,000), the budget held 48,000 tokens

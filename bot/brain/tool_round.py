@@ -1,4 +1,5 @@
-"""One round of the tool loop: the tool calls of one model response, answered.
+"""The tool loop of a reply (:func:`tool_loop`), and one round of it: the tool calls of
+one model response, answered.
 
 Every ``tool_use`` block of a response needs its ``tool_result`` in the next request, so a
 call that is not run is answered too, with an error result saying why:
@@ -17,8 +18,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from bot.brain.anthropic_reply import CUT_REASONS
-from bot.brain.tools import Tool, execute
+from bot.brain.anthropic_api import MessagesCaller, as_params, text_of
+from bot.brain.anthropic_reply import CUT_REASONS, ReplyParts, account, request_params
+from bot.brain.anthropic_stream import DeltaForwarder
+from bot.brain.tool_calls import Tool, execute, tool_map
+from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
 
@@ -86,4 +90,49 @@ async def answer_calls(
     return results
 
 
-__all__ = ["CUT_CALL", "OVER_CAP", "answer_calls", "cut_call", "wants_tools"]
+async def tool_loop(
+    config: AppConfig,
+    api: MessagesCaller,
+    alias: str,
+    system: str,
+    messages: list[dict[str, Any]],
+    tools: list[Tool],
+    turn: ReplyParts,
+    deltas: DeltaForwarder,
+) -> None:
+    """Call the model through ``api``, run the tools it asks for, repeat; at most
+    ``brain.max_tool_iterations`` rounds of tools, then a final answer without them;
+    at most ``brain.max_tool_calls_per_response`` calls run per round
+    (:func:`answer_calls`)."""
+    available = tool_map(tools)
+    limit = config.brain.max_tool_iterations
+    cap = config.brain.max_tool_calls_per_response
+    for iteration in range(limit + 1):
+        params = request_params(config, alias, system, messages)
+        if tools:
+            params["tools"] = [t.spec() for t in tools]
+            if iteration == limit:
+                params["tool_choice"] = {"type": "none"}
+        deltas.new_call()
+        message = await api.call(params, deltas)
+        account(config, turn, alias, message)
+        turn.stop_reason = message.stop_reason
+        text = text_of(message).strip()
+        if text:
+            turn.texts.append(text)
+        turn.thinking.extend(b.thinking for b in message.content if b.type == "thinking")
+        paused = as_params(message.content) if message.stop_reason == "pause_turn" else []
+        if paused:
+            # The API paused a long turn: sent back as it is, the model continues it
+            # (ended here, the reply stopped wherever the pause fell).
+            messages.append({"role": "assistant", "content": paused})
+            continue
+        if not wants_tools(message):
+            return
+        messages.append({"role": "assistant", "content": as_params(message.content)})
+        results = await answer_calls(available, message, cap)
+        messages.append({"role": "user", "content": results})
+    log.warning("tool loop ended at the iteration limit (%d)", limit)
+
+
+__all__ = ["CUT_CALL", "OVER_CAP", "answer_calls", "cut_call", "tool_loop", "wants_tools"]

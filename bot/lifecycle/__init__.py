@@ -26,19 +26,14 @@ from typing import Any
 
 from bot.brain.base import UtilityModel
 from bot.config.model import AppConfig
-from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, Outcome, abbreviate
+from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, Outcome
 from bot.lifecycle.naming import Namer, Naming
 from bot.lifecycle.naming_runs import NamingRuns
-from bot.lifecycle.records import (
-    LifecycleServices,
-    VectorIndex,
-    as_datetime,
-    pending_abbreviations,
-)
+from bot.lifecycle.passes import AbbreviationPasses
+from bot.lifecycle.records import LifecycleServices, VectorIndex
+from bot.lifecycle.recovery import Recovery
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock
 from bot.record_cache import keyed_locks
-from bot.tasks import spawn
-from bot.transcript import recallable
 
 __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
 
@@ -49,9 +44,11 @@ log = logging.getLogger("my_agent.lifecycle")
 MAX_VECTOR_BACKOFF = 64
 
 
-class Lifecycle(NamingRuns):
+class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
     """Wires idle timers, the abbreviation queue and naming to the conversation manager
-    (the naming runs: :class:`~bot.lifecycle.naming_runs.NamingRuns`)."""
+    (recovery and the sweep: :class:`~bot.lifecycle.recovery.Recovery`; the passes:
+    :class:`~bot.lifecycle.passes.AbbreviationPasses`; the naming runs:
+    :class:`~bot.lifecycle.naming_runs.NamingRuns`)."""
 
     def __init__(
         self, config: AppConfig, services: LifecycleServices, clock: Clock | None = None
@@ -161,91 +158,7 @@ class Lifecycle(NamingRuns):
             log.info("lifecycle stopped; %d abbreviation(s) left for the next start", len(left))
         return left
 
-    async def recover(self) -> int:
-        """Flow 6: queue failed passes and idle conversations with new turns; re-arm the
-        timers of conversations still inside their idle period. Returns how many queued."""
-        idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
-        now = self.clock.now()
-        queued = 0
-        pending = set()
-        for rec in await pending_abbreviations(self.conversations):
-            pending.add(rec.id)
-            last = as_datetime(rec.updated) or now
-            if rec.needs_abbreviation or last + idle <= now:
-                queued += self.enqueue(rec.id, "recovery")
-            else:
-                self.timers.touch(rec.id, last)
-        # A naming owed by the last run (killed after the notes that precede it, or
-        # during the turn-5 naming, or the model down then): nothing else records it once
-        # the notes cover every turn. Those with notes to write are named after them
-        # (_process).
-        owed = [rec.id for rec in await self._owed_names() if rec.id not in pending]
-        if owed:
-            log.info("naming %d conversation(s) a previous run left unnamed", len(owed))
-            self._owed_naming = spawn(self._name_owed(owed), name="naming-recovery")
-        return queued
-
-    async def sweep(self) -> int:
-        """The periodic retry: failed passes, and idle conversations with new turns that
-        have no timer (e.g. a timer lost to an error). Returns how many were queued."""
-        idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
-        now = self.clock.now()
-        queued = 0
-        try:
-            records = await pending_abbreviations(self.conversations)
-        except Exception:
-            log.exception("abbreviation sweep failed")
-            return 0
-        for rec in records:
-            if rec.id == self.queue.current:
-                continue  # being written right now
-            last = as_datetime(rec.updated) or now
-            overdue = last + idle <= now and not self.timers.has_timer(rec.id)
-            if rec.needs_abbreviation or overdue:
-                queued += self.enqueue(rec.id, "sweep")
-        if queued:
-            log.info("abbreviation sweep queued %d conversation(s)", queued)
-        self._retry_vectors()
-        await self._retry_naming({rec.id for rec in records})
-        return queued
-
-    def _retry_vectors(self) -> None:
-        """Start re-embedding what a failed embedding left stale (in the background),
-        unless one runs or the backoff after a failed retry has not passed."""
-        vectors = self.vectors
-        retry = getattr(vectors, "retry_unfinished", None)
-        if retry is None or not getattr(vectors, "stale", False):
-            return
-        if self._vector_retry is not None and not self._vector_retry.done():
-            return
-        if not self._vector_backoff.ready(self.clock.now()):
-            return
-        self._vector_retry = spawn(self._run_vector_retry(retry), name="retry-vectors")
-
-    async def _run_vector_retry(self, retry: Callable[[], Any]) -> None:
-        try:
-            complete = await retry()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("retrying the stale vectors failed")
-            complete = False
-        if complete is False:
-            wait = self._vector_backoff.failed(self.clock.now())
-            self.counters["vectors_retry_failed"] += 1
-            log.warning("some vectors are still missing; retrying in %d s", wait.total_seconds())
-        elif complete:
-            self._vector_backoff.succeeded()
-            self.counters["vectors_retried"] += 1
-
-    # -- the queue -----------------------------------------------------------------------
-    def enqueue(self, conv_id: str, reason: str = "idle") -> bool:
-        """Queue an abbreviation (deduplicated); never waits for it."""
-        added = self.queue.enqueue(conv_id)
-        if added:
-            log.debug("queued %s for abbreviation (%s)", conv_id, reason)
-        return added
-
+    # -- the queue (a pass: AbbreviationPasses._process) ----------------------------------
     async def run_due(self) -> int:
         """Manual clock: fire the timers due now, then wait for the queue and naming."""
         fired = await self.timers.run_due()
@@ -274,62 +187,6 @@ class Lifecycle(NamingRuns):
         self._vector_backoff.shift(delta)
         self._naming_backoff.shift(delta)
 
-    async def _process(self, conv_id: str) -> None:
-        now = self.clock.now()
-        if self._model_down_until is not None and now < self._model_down_until:
-            # The model failed moments ago: flag the rest for the sweep instead of waiting
-            # out the brain's retry budget once per queued conversation.
-            self.counters["deferred"] += 1
-            await self._flag(conv_id)
-            return
-        late = conv_id in self._late_replies
-        self._late_replies.discard(conv_id)  # a reply landing during this pass adds it back
-        try:
-            outcome = await abbreviate(
-                self.conversations, self.abbreviator, self.vectors, conv_id, rewrite=late
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # storage trouble: keep the flag for the next pass
-            log.exception("abbreviation of %s failed", conv_id)
-            self.counters["failed"] += 1
-            if late:  # the retry must still rewrite them (the notes cover the turn number)
-                self._late_replies.add(conv_id)
-            await self._flag(conv_id)
-            return
-        self.counters[outcome.status] += 1
-        if outcome.embedded is False:
-            self.counters["embedding_failed"] += 1
-        if outcome.status == "failed":
-            if late:  # the sweep's retry must still rewrite them, not only embed them
-                self._late_replies.add(conv_id)
-            if self.abbreviator.method == "llm":
-                rest = self.config.conversations.abbreviation_sweep_seconds / 2
-                self._model_down_until = self.clock.now() + timedelta(seconds=rest)
-            return
-        if outcome.status == "abbreviated":
-            self._model_down_until = None
-        if conv_id in self._late_replies:  # a reply landed while they were written
-            await self._notes_behind(conv_id)
-        if outcome.status in ("abbreviated", "embedded", "skipped"):
-            # Flow 5 (h): re-name from the fresh notes when enough turns passed.
-            await self._name(conv_id, initial=False)
-
-    async def _notes_behind(self, conv_id: str) -> None:
-        """Record in the index that the notes owe a late reply (:meth:`_note_late_reply`):
-        ``_late_replies`` alone was lost by a restart before the next idle pass."""
-        try:
-            await self.conversations.mark_notes_behind(conv_id)
-        except Exception:
-            log.exception("could not mark the notes of %s for a rewrite", conv_id)
-
-    async def _flag(self, conv_id: str) -> None:
-        try:
-            await self.conversations.mark_needs_abbreviation(conv_id, True)
-        except Exception:
-            # Still safe: abbreviated_turn < turn_count makes the next start queue it.
-            log.exception("could not mark %s for abbreviation", conv_id)
-
     # -- bus handlers (quick: they run inside the emitter, on the reply path) -------------
     async def _on_turn(self, conversation_id: str, turn: dict[str, Any], **payload: Any) -> None:
         self.timers.touch(conversation_id)
@@ -343,19 +200,6 @@ class Lifecycle(NamingRuns):
             rec = payload.get("conversation")
             if rec is None or not (rec.manually_named or rec.last_named_turn):
                 self._spawn_naming(conversation_id)
-
-    def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> bool:
-        """A reply to a turn the notes already cover, or landing while they are written
-        (``/new`` or the idle timer while it was generated): the reply shares its user
-        turn's number, so the notes counted as current and never got the answer. The
-        idle timer this turn restarted then rewrites them."""
-        number = turn.get("turnNumber")
-        noted = getattr(rec, "abbreviated_turn", 0) or 0
-        covered = isinstance(number, int) and number <= noted
-        if recallable(turn) and (covered or self.queue.current == conv_id):
-            self._late_replies.add(conv_id)
-            return True
-        return False
 
     async def _on_switched(
         self, previous_id: str | None = None, current_id: str | None = None, **_: Any

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.brain.context import CHARS_PER_TOKEN, cut_to_tokens, estimate_tokens
+from bot.brain.tokens import CHARS_PER_TOKEN, cut_to_tokens, estimate_tokens
 
 ABBREVIATION_SYSTEM = """\
 You write the meeting notes of a conversation between a person and their personal \
@@ -66,7 +66,7 @@ SPLIT_NOTE = (
 
 # Per-turn and total character budgets of what we send: a very long conversation keeps
 # its previous notes plus its most recent turns. The characters are English ones: a text
-# in another script counts by its estimated tokens (bot.brain.context.estimate_tokens, four
+# in another script counts by its estimated tokens (bot.brain.tokens.estimate_tokens, four
 # characters a token), so that a Chinese conversation, about one token a character, sends
 # no more tokens than an English one (counted in characters it sent four times as many).
 TURN_CHARS = 2000

@@ -8,6 +8,7 @@ and ``/search`` (SPEC.md "Search").
 - :mod:`bot.search.fusion`: normalised fusion and priors;
 - :mod:`bot.search.features`, :mod:`bot.search.learned`: the learned re-ordering of the
   best turns (features of each candidate, a linear model shipped as ``ranker.json``);
+- :mod:`bot.search.scoring`: the ranking of one query (the two hops);
 - :mod:`bot.search.service`: :class:`SearchService`, pages and cursors.
 """
 

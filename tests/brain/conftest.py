@@ -142,6 +142,17 @@ def big(n: int, who: str) -> str:
     return f"{who} turn {n}: " + ("lorem ipsum dolor sit amet " * 15)
 
 
+def big_exchanges(count: int = 8) -> list[tuple[str, str]]:
+    """``count`` exchanges of :func:`big` turns: user 1, assistant 1, user 2, ..."""
+    return [(role, big(n, role)) for n in range(1, count + 1) for role in ("user", "assistant")]
+
+
+async def nine_big_turns(services: Any) -> str:
+    """Eight big exchanges and the owner's ninth big message waiting for its reply:
+    past a ``compression_budget_tokens`` of 1500, so the reply compresses first."""
+    return await seed_conversation(services, [*big_exchanges(), ("user", big(9, "user"))])
+
+
 def owner_request(text: str, conversation_id: str) -> BrainRequest:
     """The owner's message ``text`` on the web, to the ``sonnet`` alias."""
     return BrainRequest(

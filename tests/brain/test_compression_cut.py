@@ -19,8 +19,10 @@ from bot.brain.cost import summarize_costs
 from tests.brain.conftest import (
     ManualClock,
     big,
+    big_exchanges,
     make_brain,
     make_config,
+    nine_big_turns,
     owner_request,
     seed_conversation,
 )
@@ -36,7 +38,7 @@ async def test_a_summary_cut_at_max_tokens_is_asked_again_with_room_not_recorded
     config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
     brain = make_brain(config, core, ManualClock())
     try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
+        turns = big_exchanges()
         turns[2] = ("user", "My passport number is X1234567 and it expires on 3 May 2027")
         conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
         cut = "- Owner's passport: X1234567, expires 3 May"
@@ -64,8 +66,7 @@ async def test_a_summary_cut_twice_leaves_the_context_uncompressed(
     config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
     brain = make_brain(config, core, ManualClock())
     try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        conv = await nine_big_turns(core)
         for _ in range(2):
             fake_api.push(Scripted([Block("text", text="- the owner")], stop_reason="max_tokens"))
         fake_api.push_text("reply 9")
@@ -86,8 +87,7 @@ async def test_a_compression_that_records_no_summary_still_records_what_it_cost(
     config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
     brain = make_brain(config, core, ManualClock())
     try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        conv = await nine_big_turns(core)
         fake_api.push(Scripted([], stop_reason="refusal", input_tokens=7000, output_tokens=2))
         fake_api.push_text("reply 9", input_tokens=1800, output_tokens=5)
         reply = await brain.reply(owner_request(big(9, "user"), conv))

@@ -26,6 +26,7 @@ from tests.brain.conftest import (
     big,
     make_brain,
     make_config,
+    nine_big_turns,
     owner_request,
     seed_conversation,
 )
@@ -100,8 +101,7 @@ async def test_compression_fires_at_budget_and_next_request_is_summary_plus_rece
     config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
     brain = make_brain(config, core, ManualClock())
     try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        conv = await nine_big_turns(core)
 
         def summarise(body: dict) -> Scripted:
             assert body["model"] == "claude-haiku-4-5" and "tools" not in body
@@ -182,8 +182,7 @@ async def test_pre_compaction_flush_runs_a_silent_turn_with_the_hook_tools(
     services = SimpleNamespace(**vars(core), memory_flush=memory_flush)
     brain = make_brain(config, services, ManualClock())
     try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        conv = await nine_big_turns(core)
         fake_api.push_tool_use("remember", {"fact": "Owner likes lorem ipsum"})
         fake_api.push_text("", output_tokens=1)
         fake_api.push_text("SUMMARY")
@@ -211,8 +210,7 @@ async def test_failed_compression_still_answers(
     config = make_config(tmp_path, fake_api, compression_budget_tokens=1500, retry_budget_seconds=0)
     brain = make_brain(config, core, ManualClock())
     try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        conv = await nine_big_turns(core)
         fake_api.push_error(529)
         fake_api.push_text("still here")
         reply = await brain.reply(owner_request(big(9, "user"), conv))
@@ -250,8 +248,7 @@ async def test_an_empty_summary_is_not_recorded_as_a_compression(
     config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
     brain = make_brain(config, core, ManualClock())
     try:
-        turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-        conv = await seed_conversation(core, [*turns, ("user", big(9, "user"))])
+        conv = await nine_big_turns(core)
         fake_api.push(Scripted([], stop_reason="refusal"))
         fake_api.push_text("reply 9")
         reply = await brain.reply(owner_request(big(9, "user"), conv))

@@ -19,7 +19,7 @@ from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from tests.brain.conftest import (
     Deltas,
     ManualClock,
-    big,
+    big_exchanges,
     make_brain,
     make_config,
     owner_request,
@@ -53,8 +53,7 @@ async def brain(tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace) -> 
 
 async def long_conversation(core: SimpleNamespace) -> str:
     """Eight long exchanges, then "and now?" waiting for its reply."""
-    turns = [(role, big(n, role)) for n in range(1, 9) for role in ("user", "assistant")]
-    return await seed_conversation(core, [*turns, ("user", "and now?")])
+    return await seed_conversation(core, [*big_exchanges(), ("user", "and now?")])
 
 
 async def test_a_prompt_too_long_is_shrunk_and_asked_again(

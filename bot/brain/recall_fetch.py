@@ -1,0 +1,155 @@
+"""``fetch_context``: turns of one past conversation, as the recall tools give them.
+
+The model names a conversation (an id from ``search_conversations``) and a turnRange; it
+gets those turns, each cut at :data:`FETCH_MAX_CHARS_PER_TURN` characters (at
+:data:`FETCH_MAX_CHARS_ALONE` when one turn is fetched alone), timed in the owner's zone,
+a group member's words labelled as in the working context, and a note whenever the page
+is not what was asked for (cut to :data:`FETCH_MAX_TURNS`, past the end, over the reply's
+recall budget). Bad input raises :class:`ToolError` (bot.brain.tool_calls.execute turns
+it into an error result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.brain.context import member_label
+from bot.brain.tool_budget import ToolError, fit_turns
+from bot.brain.tool_calls import int_input, maybe_await, wrap_data
+from bot.graphemes import cut
+from bot.owner_days import local_time
+
+FETCH_DEFAULT_TURNS = 10
+FETCH_MAX_TURNS = 40
+FETCH_MAX_CHARS_PER_TURN = 4000
+# A message fetched alone (turnRange of one turn): a long paste, a forwarded mail. Cut at
+# 4,000 characters with no way to read on, its end was out of the model's reach for good.
+FETCH_MAX_CHARS_ALONE = 40_000
+
+FETCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "conversationId": {"type": "string", "description": "From search_conversations."},
+        "turnRange": {
+            "type": "object",
+            "properties": {"from": {"type": "integer"}, "to": {"type": "integer"}},
+            "description": f"Inclusive turn numbers; default the last {FETCH_DEFAULT_TURNS}. "
+            f"Messages are cut at {FETCH_MAX_CHARS_PER_TURN} characters, at "
+            f"{FETCH_MAX_CHARS_ALONE} when one turn is fetched alone (from = to).",
+        },
+    },
+    "required": ["conversationId"],
+}
+
+
+async def fetch_turns(
+    services: Any, timezone: str, args: dict[str, Any], max_tokens: int | None = None
+) -> str:
+    """The turns ``args`` asks for, wrapped; at most ``max_tokens`` tokens, estimated
+    (the later turns left out, with a note saying which). ``services.conversations``:
+    the ``ConversationManager`` (``get``, ``read_lines``); ``timezone``: the owner's."""
+    conv_id = args.get("conversationId")
+    if not isinstance(conv_id, str) or not conv_id:
+        raise ToolError("conversationId must be a conversation id from search_conversations")
+    conversations = services.conversations
+    try:
+        record = await maybe_await(conversations.get(conv_id))
+    except ValueError as exc:
+        raise ToolError(f"not a conversation id: {conv_id!r}") from exc
+    if record is None:
+        raise ToolError(f"no conversation {conv_id!r}")
+    span = args.get("turnRange") or {}
+    if not isinstance(span, dict):
+        raise ToolError("turnRange must be an object with from/to")
+    lines = await asyncio.to_thread(conversations.read_lines, conv_id)
+    turns = [
+        ln for ln in lines if ln.get("type") == "turn" and ln.get("role") in ("user", "assistant")
+    ]
+    total = max((int(t.get("turnNumber", 0)) for t in turns), default=0)
+    first, last = (
+        int_input(span.get("from"), "turnRange.from"),
+        int_input(span.get("to"), "turnRange.to"),
+    )
+    if total == 0:
+        # /new before any message, or a transcript deleted under the index: the default
+        # range came out as 1-0 and the model was told its turnRange was reversed
+        return _fetched(record, conv_id, [], 0, "this conversation has no turns to fetch")
+    if first is None and last is None:
+        first, last = max(1, total - FETCH_DEFAULT_TURNS + 1), total
+    first = max(1, first if first is not None else (last or total) - FETCH_DEFAULT_TURNS + 1)
+    last = last if last is not None else first + FETCH_DEFAULT_TURNS - 1
+    if last < first:
+        raise ToolError("turnRange.to is before turnRange.from")
+    note = None
+    if last - first + 1 > FETCH_MAX_TURNS:
+        last = first + FETCH_MAX_TURNS - 1
+        note = f"range cut to {FETCH_MAX_TURNS} turns ({first}-{last}); fetch more separately"
+    if first > total:
+        # an empty page read as "nothing was said there"; say where the turns end
+        note = (
+            f"the conversation has {total} turns: turns {first}-{last} do not exist "
+            f"(its last turns are {max(1, total - FETCH_DEFAULT_TURNS + 1)}-{total})"
+        )
+    zone = ZoneInfo(timezone)
+    limit = FETCH_MAX_CHARS_ALONE if first == last else FETCH_MAX_CHARS_PER_TURN
+    out = [
+        _turn_view(t, zone, limit) for t in turns if first <= int(t.get("turnNumber", 0)) <= last
+    ]
+    if max_tokens is not None:
+        out, cut = fit_turns(out, max_tokens - 250)  # the envelope and the note
+        if cut is not None and not out:
+            raise ToolError("this reply's recall budget is used up; answer with what you have")
+        if cut is not None:
+            note = (
+                f"turns {cut}-{last} left out: this reply's recall budget is nearly used "
+                "up; fetch them in a later reply, or answer with what is here"
+            )
+    return _fetched(record, conv_id, out, total, note)
+
+
+def _fetched(
+    record: Any, conv_id: str, turns: list[dict[str, Any]], total: int, note: str | None
+) -> str:
+    """The wrapped ``fetch_context`` result (seed 000's fields, and ``note`` when set)."""
+    payload: dict[str, Any] = {
+        "conversationId": conv_id,
+        "conversationName": getattr(record, "title", None),
+        "channel": getattr(record, "channel", None),
+        "turns": turns,
+        "totalTurns": total,
+    }
+    if note:
+        payload["note"] = note
+    return wrap_data("fetch_context", payload)
+
+
+def _turn_view(line: Mapping[str, Any], zone: ZoneInfo, limit: int) -> dict[str, Any]:
+    content = str(line.get("content", ""))
+    number = line.get("turnNumber")
+    if len(content) > limit:
+        kept = cut(content, limit)  # on a character's end: never half an emoji
+        rest = len(content) - len(kept)
+        how = (
+            f"; fetch turn {number} alone (turnRange from {number} to {number}) to read up "
+            f"to {FETCH_MAX_CHARS_ALONE} characters"
+            if limit < FETCH_MAX_CHARS_ALONE
+            else ""
+        )
+        content = f"{kept} [...truncated: {rest} more characters{how}]"
+    if line.get("role") == "user" and line.get("fromOwner") is False:
+        # A group member's words, labelled as in the working context: bare, they read as
+        # the owner's own (a member could put words in the owner's mouth for later).
+        who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
+        content = member_label(who) + content
+    stamp = line.get("timestamp")
+    return {
+        "role": line.get("role"),
+        "content": content,
+        # the owner's local time, like search's dates and the prompt's "now": the UTC
+        # stamp put an evening turn in New York on the next day
+        "timestamp": local_time(stamp, zone) if isinstance(stamp, str) else stamp,
+        "turnNumber": number,
+    }

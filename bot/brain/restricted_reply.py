@@ -1,0 +1,76 @@
+"""A restricted reply: a ``known`` third party answered by Claude (SPEC.md "Routing and
+trust").
+
+No tools in the request, a system prompt made of the configured scope only (see
+:mod:`bot.brain.prompt`), only the party's own history within
+``brain.restricted_context_tokens``, and any ``tool_use`` the model emits anyway is
+refused without being executed. A reply with no text says :data:`RESTRICTED_FALLBACK`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
+from bot.brain.anthropic_reply import (
+    ReplyParts,
+    account,
+    finish,
+    rejected_reply,
+    request_params,
+)
+from bot.brain.anthropic_stream import DeltaForwarder
+from bot.brain.base import BrainReply, BrainRequest, DeltaSink
+from bot.brain.context import restricted_messages
+from bot.brain.prompt import restricted_system_prompt
+from bot.config.model import AppConfig
+
+log = logging.getLogger("my_agent.brain")
+
+RESTRICTED_FALLBACK = "Sorry, I can't help with that."
+
+
+async def restricted_reply(
+    config: AppConfig,
+    api: MessagesCaller,
+    request: BrainRequest,
+    on_delta: DeltaSink | None,
+    now: Callable[[], datetime],
+) -> BrainReply:
+    """The reply to a ``known`` party's ``request``, in one call through ``api``."""
+    alias = request.model_alias or config.models.default
+    merged = restricted_messages(
+        request.history, request.text, config.brain.restricted_context_tokens
+    )
+    system = restricted_system_prompt(
+        config=config,
+        channel=request.channel,
+        now=now(),
+        scope=request.scope,
+        party_name=request.party_name,
+    )
+    turn = ReplyParts()
+    deltas = DeltaForwarder(on_delta)
+    deltas.new_call()
+    try:
+        params = request_params(config, alias, system, merged, thinking=False)
+        message = await api.call(params, deltas)
+    except Rejected as exc:
+        return rejected_reply(config, alias, exc, turn)
+    account(config, turn, alias, message)
+    refused = [b.name for b in message.content if b.type == "tool_use"]
+    if refused:
+        # No tools were offered: a tool call here is the model being steered by the
+        # party's text. Never execute it, never loop on it.
+        log.warning("restricted reply on %s: refused tool call(s) %s", request.channel, refused)
+    reply_text = text_of(message).strip()
+    if reply_text:
+        turn.texts.append(reply_text)
+    result = finish(config, alias, turn)
+    if not reply_text:
+        result = BrainReply(RESTRICTED_FALLBACK, result.model, result.usage, result.cost, None, {})
+    if refused:
+        result.extra["refused_tool_calls"] = refused
+    return result

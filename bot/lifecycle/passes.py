@@ -1,0 +1,121 @@
+"""Abbreviation passes of the lifecycle: one pass of the queue's worker, what a failed
+pass leaves flagged for the sweep, the rest while the model is down, and the notes a
+late reply leaves behind. A part of :class:`bot.lifecycle.Lifecycle` (its base): the
+writing of the notes is :func:`bot.lifecycle.abbreviation.abbreviate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.config.model import AppConfig
+from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, abbreviate
+from bot.lifecycle.naming import Naming
+from bot.lifecycle.records import VectorIndex
+from bot.lifecycle.timers import Clock
+from bot.transcript import recallable
+
+log = logging.getLogger("my_agent.lifecycle")
+
+
+class AbbreviationPasses:
+    """The abbreviation half of :class:`~bot.lifecycle.Lifecycle`."""
+
+    config: AppConfig
+    clock: Clock
+    abbreviator: Abbreviator
+    queue: AbbreviationQueue
+    counters: Counter[str]
+    # Conversations whose notes were written before a reply to a noted turn landed.
+    _late_replies: set[str]
+    _model_down_until: datetime | None
+
+    if TYPE_CHECKING:  # Lifecycle's own, and NamingRuns'
+
+        @property
+        def conversations(self) -> Any: ...
+
+        @property
+        def vectors(self) -> VectorIndex | None: ...
+
+        async def _name(self, conv_id: str, *, initial: bool) -> Naming | None: ...
+
+    def enqueue(self, conv_id: str, reason: str = "idle") -> bool:
+        """Queue an abbreviation (deduplicated); never waits for it."""
+        added = self.queue.enqueue(conv_id)
+        if added:
+            log.debug("queued %s for abbreviation (%s)", conv_id, reason)
+        return added
+
+    async def _process(self, conv_id: str) -> None:
+        now = self.clock.now()
+        if self._model_down_until is not None and now < self._model_down_until:
+            # The model failed moments ago: flag the rest for the sweep instead of waiting
+            # out the brain's retry budget once per queued conversation.
+            self.counters["deferred"] += 1
+            await self._flag(conv_id)
+            return
+        late = conv_id in self._late_replies
+        self._late_replies.discard(conv_id)  # a reply landing during this pass adds it back
+        try:
+            outcome = await abbreviate(
+                self.conversations, self.abbreviator, self.vectors, conv_id, rewrite=late
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # storage trouble: keep the flag for the next pass
+            log.exception("abbreviation of %s failed", conv_id)
+            self.counters["failed"] += 1
+            if late:  # the retry must still rewrite them (the notes cover the turn number)
+                self._late_replies.add(conv_id)
+            await self._flag(conv_id)
+            return
+        self.counters[outcome.status] += 1
+        if outcome.embedded is False:
+            self.counters["embedding_failed"] += 1
+        if outcome.status == "failed":
+            if late:  # the sweep's retry must still rewrite them, not only embed them
+                self._late_replies.add(conv_id)
+            if self.abbreviator.method == "llm":
+                rest = self.config.conversations.abbreviation_sweep_seconds / 2
+                self._model_down_until = self.clock.now() + timedelta(seconds=rest)
+            return
+        if outcome.status == "abbreviated":
+            self._model_down_until = None
+        if conv_id in self._late_replies:  # a reply landed while they were written
+            await self._notes_behind(conv_id)
+        if outcome.status in ("abbreviated", "embedded", "skipped"):
+            # Flow 5 (h): re-name from the fresh notes when enough turns passed.
+            await self._name(conv_id, initial=False)
+
+    async def _notes_behind(self, conv_id: str) -> None:
+        """Record in the index that the notes owe a late reply (:meth:`_note_late_reply`):
+        ``_late_replies`` alone was lost by a restart before the next idle pass."""
+        try:
+            await self.conversations.mark_notes_behind(conv_id)
+        except Exception:
+            log.exception("could not mark the notes of %s for a rewrite", conv_id)
+
+    async def _flag(self, conv_id: str) -> None:
+        try:
+            await self.conversations.mark_needs_abbreviation(conv_id, True)
+        except Exception:
+            # Still safe: abbreviated_turn < turn_count makes the next start queue it.
+            log.exception("could not mark %s for abbreviation", conv_id)
+
+    def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> bool:
+        """A reply to a turn the notes already cover, or landing while they are written
+        (``/new`` or the idle timer while it was generated): the reply shares its user
+        turn's number, so the notes counted as current and never got the answer. The
+        idle timer this turn restarted then rewrites them."""
+        number = turn.get("turnNumber")
+        noted = getattr(rec, "abbreviated_turn", 0) or 0
+        covered = isinstance(number, int) and number <= noted
+        if recallable(turn) and (covered or self.queue.current == conv_id):
+            self._late_replies.add(conv_id)
+            return True
+        return False

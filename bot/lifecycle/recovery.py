@@ -1,0 +1,130 @@
+"""Recovery of the lifecycle: what a previous run left unfinished, queued at the start
+(Flow 6), and the periodic sweep that retries what failed since (abbreviations, stale
+vectors, namings), backing off while the model keeps failing. A part of
+:class:`bot.lifecycle.Lifecycle` (its base, like
+:class:`~bot.lifecycle.passes.AbbreviationPasses` and
+:class:`~bot.lifecycle.naming_runs.NamingRuns`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.config.model import AppConfig
+from bot.lifecycle.abbreviation import AbbreviationQueue
+from bot.lifecycle.records import VectorIndex, as_datetime, pending_abbreviations
+from bot.lifecycle.timers import Backoff, Clock, IdleTimers
+from bot.tasks import spawn
+
+log = logging.getLogger("my_agent.lifecycle")
+
+
+class Recovery:
+    """The recovery and the sweep of :class:`~bot.lifecycle.Lifecycle`."""
+
+    config: AppConfig
+    clock: Clock
+    timers: IdleTimers
+    queue: AbbreviationQueue
+    counters: Counter[str]
+    _owed_naming: asyncio.Task[None] | None
+    _vector_retry: asyncio.Task[None] | None
+    _vector_backoff: Backoff
+
+    if TYPE_CHECKING:  # Lifecycle's own, AbbreviationPasses' and NamingRuns'
+
+        @property
+        def conversations(self) -> Any: ...
+
+        @property
+        def vectors(self) -> VectorIndex | None: ...
+
+        def enqueue(self, conv_id: str, reason: str = "idle") -> bool: ...
+
+        async def _owed_names(self) -> list[Any]: ...
+
+        async def _name_owed(self, conv_ids: list[str]) -> None: ...
+
+        async def _retry_naming(self, pending: set[str]) -> None: ...
+
+    async def recover(self) -> int:
+        """Flow 6: queue failed passes and idle conversations with new turns; re-arm the
+        timers of conversations still inside their idle period. Returns how many queued."""
+        idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
+        now = self.clock.now()
+        queued = 0
+        pending = set()
+        for rec in await pending_abbreviations(self.conversations):
+            pending.add(rec.id)
+            last = as_datetime(rec.updated) or now
+            if rec.needs_abbreviation or last + idle <= now:
+                queued += self.enqueue(rec.id, "recovery")
+            else:
+                self.timers.touch(rec.id, last)
+        # A naming owed by the last run (killed after the notes that precede it, or
+        # during the turn-5 naming, or the model down then): nothing else records it once
+        # the notes cover every turn. Those with notes to write are named after them
+        # (_process).
+        owed = [rec.id for rec in await self._owed_names() if rec.id not in pending]
+        if owed:
+            log.info("naming %d conversation(s) a previous run left unnamed", len(owed))
+            self._owed_naming = spawn(self._name_owed(owed), name="naming-recovery")
+        return queued
+
+    async def sweep(self) -> int:
+        """The periodic retry: failed passes, and idle conversations with new turns that
+        have no timer (e.g. a timer lost to an error). Returns how many were queued."""
+        idle = timedelta(seconds=self.config.conversations.idle_timeout_seconds)
+        now = self.clock.now()
+        queued = 0
+        try:
+            records = await pending_abbreviations(self.conversations)
+        except Exception:
+            log.exception("abbreviation sweep failed")
+            return 0
+        for rec in records:
+            if rec.id == self.queue.current:
+                continue  # being written right now
+            last = as_datetime(rec.updated) or now
+            overdue = last + idle <= now and not self.timers.has_timer(rec.id)
+            if rec.needs_abbreviation or overdue:
+                queued += self.enqueue(rec.id, "sweep")
+        if queued:
+            log.info("abbreviation sweep queued %d conversation(s)", queued)
+        self._retry_vectors()
+        await self._retry_naming({rec.id for rec in records})
+        return queued
+
+    def _retry_vectors(self) -> None:
+        """Start re-embedding what a failed embedding left stale (in the background),
+        unless one runs or the backoff after a failed retry has not passed."""
+        vectors = self.vectors
+        retry = getattr(vectors, "retry_unfinished", None)
+        if retry is None or not getattr(vectors, "stale", False):
+            return
+        if self._vector_retry is not None and not self._vector_retry.done():
+            return
+        if not self._vector_backoff.ready(self.clock.now()):
+            return
+        self._vector_retry = spawn(self._run_vector_retry(retry), name="retry-vectors")
+
+    async def _run_vector_retry(self, retry: Callable[[], Any]) -> None:
+        try:
+            complete = await retry()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("retrying the stale vectors failed")
+            complete = False
+        if complete is False:
+            wait = self._vector_backoff.failed(self.clock.now())
+            self.counters["vectors_retry_failed"] += 1
+            log.warning("some vectors are still missing; retrying in %d s", wait.total_seconds())
+        elif complete:
+            self._vector_backoff.succeeded()
+            self.counters["vectors_retried"] += 1

@@ -1,0 +1,90 @@
+"""The services' two databases, opened: conversations.db (the index) and state.db.
+
+A failure to open either is a :class:`DatabaseOpenError` (exit 74) whose message names
+the file and what can be done: the index is rebuilt from the transcripts, state.db (the
+outbox, channel cursors) is not derived from them. For the daemon a corrupt index is an
+:class:`IndexCorrupt`, which :func:`bot.services.open_services` answers by setting it
+aside and starting again (:mod:`bot.index_rescue`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.config import AppConfig
+from bot.db import Database, SchemaTooNew
+from bot.ftsmerge import open_index_database
+from bot.index_rescue import StateLost, check_state_file, is_corruption, is_storage_refusal
+from bot.schema import STATE_MIGRATIONS
+
+log = logging.getLogger("my_agent.services")
+
+
+class DatabaseOpenError(Exception):
+    """conversations.db or state.db cannot be opened or migrated (exit 74)."""
+
+
+class IndexCorrupt(DatabaseOpenError):
+    """The daemon's recovery found conversations.db damaged (set aside and rebuilt)."""
+
+
+async def open_databases(config: AppConfig, exclusive: bool) -> tuple[Database, Database]:
+    """conversations.db and state.db, in that order; neither stays open on an error."""
+    opened: list[Database] = []
+    path = config.index_path
+    try:
+        index_db = await open_index(config, exclusive)
+        opened.append(index_db)
+        path = config.state_path
+        check_state_file(path, config.conversations_dir, config.external_dir)
+        state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
+        opened.append(state)
+    except IndexCorrupt:
+        await close_all(opened)
+        raise
+    except (StateLost, SchemaTooNew) as exc:  # the message says what to do
+        await close_all(opened)
+        also = (
+            "; or rebuild it for this version from the transcripts: my-agent reindex"
+            if isinstance(exc, SchemaTooNew) and path == config.index_path
+            else ""
+        )
+        raise DatabaseOpenError(f"{exc}{also}") from exc
+    except Exception as exc:
+        await close_all(opened)
+        # Name the file and what can be done: the index is rebuilt from the transcripts;
+        # state.db (outbox, channel cursors) is not derived from them.
+        remedy = (
+            "the disk refuses writes (full, read-only or failing): free space or repair "
+            "it; the file itself may be fine"
+            if is_storage_refusal(exc)
+            else "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
+            if path == config.index_path
+            else "it holds the outbox and channel cursors: restore it from a backup, or "
+            "move it aside to start with an empty one"
+        )
+        raise DatabaseOpenError(f"cannot open {path}: {exc}; {remedy}") from exc
+    return index_db, state
+
+
+async def open_index(config: AppConfig, exclusive: bool) -> Database:
+    """conversations.db; for the daemon (``exclusive``) a corrupt one raises
+    :class:`IndexCorrupt`, which :func:`bot.services.open_services` answers by setting it
+    aside and starting again (recovery rebuilds it from the transcripts,
+    :mod:`bot.index_rescue`)."""
+    try:
+        return await open_index_database(config.index_path)
+    except Exception as exc:
+        if exclusive and is_corruption(exc):
+            raise IndexCorrupt(f"{config.index_path} is corrupt: {exc}") from exc
+        raise
+
+
+async def close_all(databases: list[Database]) -> None:
+    """Close ``databases``, logging (not raising) a failure: their threads would
+    otherwise keep the process alive."""
+    for db in databases:
+        try:
+            await db.close()
+        except Exception:
+            log.exception("closing %s failed", db.path)

@@ -1,0 +1,233 @@
+"""A conversation's subject words: names, nouns and identifiers, ranked (for titles).
+
+:func:`ranked_words` (and :func:`keywords`, its words alone) reads turns given as ``(role,
+content, sender)`` items; without a tagger, each word's class is guessed from general
+English evidence around its uses (below). The titles and topics built from them are
+:mod:`bot.keyword_titles`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from bot.extractive import EXTRA_STOP, Turn, sentences
+from bot.fts_text import latin_of
+from bot.search import STOP_WORDS
+
+# Words that carry no subject in a title or a topic ("We need to renew the passport"
+# named "Japan Passport Need Renew"). Only the keywords of titles and topics skip them:
+# the notes' sentence scoring is left as it is.
+TITLE_STOP = frozenset(
+    "need needs needed want wants wanted please remember thing things stuff lot lots kind "
+    "sort".split()
+)
+
+
+# -- keywords for titles and topics ----------------------------------------------------
+# A title should name the subject: nouns, names and identifiers. Without a tagger the
+# word class is guessed from general English evidence around each use of a word, never
+# from a list of this or that conversation's words:
+# - a word right after a subject pronoun or a modal ("I checked", "should I add", "can you
+#   show") or before a particle ("came back", "comes up") is used as a verb; right after a
+#   determiner or a number ("the socket", "15 minutes") as a noun. A word used more as a
+#   verb than as a noun never names the subject, nor does an -ed/-ing/-ly form that is
+#   never used as a noun ("deleted", "listening", "really").
+# - a word capitalised inside a sentence (not after a greeting) is a name and is shown
+#   as written; so is an identifier ("X-T5", "user_id", "RuntimeDirectory").
+# - closed classes carry no subject whatever the conversation: interjections and
+#   discourse fillers, deictic time words, vague nouns, light verbs (the latter only
+#   while never used as a noun: "the check" is one).
+_SUBJECTS = frozenset(
+    "i you we they he she it someone somebody something everyone everybody everything "
+    "nothing anyone anybody who i'll we'll you'll they'll i've we've you've i'd we'd "
+    "you'd i'm we're you're they're it's that's".split()
+)
+_MODALS = frozenset(
+    "can could will would should must might may shall do does did don't doesn't didn't "
+    "can't couldn't won't wouldn't shouldn't let's lets please".split()
+)
+_DETERMINERS = frozenset(
+    "the a an my your our their his her its this these those some any each every no "
+    "another which whose".split()
+)
+_PARTICLES = frozenset("up out back down off away around".split())
+# Skipped when looking back from a word for its subject or modal ("I just checked").
+_LOOKBACK_SKIP = frozenset(
+    "just also then already still never always really actually even maybe probably "
+    "finally not usually often quickly".split()
+)
+FILLER_WORDS = frozenset(
+    "yeah yep yup nope yes ok okay okey alright right sure thanks thank thx cheers sorry "
+    "please perfect exactly absolutely anyway anyways btw well hmm hm uh um oh ah wow "
+    "lol haha hey hi hello bye welcome fine cool great nice awesome amazing totally "
+    "honestly basically literally seriously definitely probably actually really "
+    "today tonight tomorrow yesterday now later soon earlier currently recently "
+    "january february march april may june july august september october november "
+    "december monday tuesday wednesday thursday friday saturday sunday weekend "
+    "something anything everything nothing someone anyone everyone stuff bit bunch "
+    "idea question questions problem issue thing things way time times".split()
+)
+LIGHT_VERBS = frozenset(
+    "know knew want try tried help use used look looks looked check checked find found "
+    "show showed work works worked get gets make makes take took give gave keep kept "
+    "let put seem seems feel felt mean means start started stop come comes came go goes "
+    "went done doing happen happened happens add added sound sounds cook fix fixed run "
+    "runs call called ask asked wonder sent send talk talked chat chatted speak spoke".split()
+)
+# Prepositions, conjunctions and pronouns the search's stop words leave out.
+FUNCTION_WORDS = frozenset(
+    "across along among around behind beside besides beyond despite inside near onto "
+    "outside past since toward towards upon via within without though although unless "
+    "whether either neither else yet per etc anybody somebody whose whatever whoever "
+    "yourself itself mine".split()
+)
+# Never a keyword of a title or a topic.
+SKIP_KEYWORD = STOP_WORDS | EXTRA_STOP | TITLE_STOP | FILLER_WORDS | FUNCTION_WORDS
+# Identifiers keep their spelling: a digit, an inner capital, or an inner "_" / "-".
+IDENTIFIER = re.compile(r".[A-Z]|\d|.[_-].")
+_TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][\w'\u2019-]*[\w]|[A-Za-z\u00C0-\u024F]|\d[\d.,:/-]*")
+
+
+def stem(word: str) -> str:
+    """A crude singular, so "chickpea" and "chickpeas" are one keyword."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "os")):
+        return word[:-1]
+    return word
+
+
+class _Word:
+    """What the turns say about one keyword (all spellings of one stem)."""
+
+    __slots__ = ("count", "first", "forms", "lower", "named", "noun", "verb")
+
+    def __init__(self, first: int) -> None:
+        self.count = 0
+        self.first = first
+        self.forms: Counter[str] = Counter()
+        self.named = 0  # capitalised inside a sentence
+        self.lower = 0  # written in lower case
+        self.noun = 0.0
+        self.verb = 0.0
+
+    def display(self, key: str) -> str:
+        """The spelling shown in a title: a name or identifier as written."""
+        form = max(self.forms, key=lambda f: (self.forms[f], -len(f), f))
+        if self.is_name() or IDENTIFIER.search(form):
+            return form
+        return key if key in self.forms else form.lower()
+
+    def is_name(self) -> bool:
+        return self.named > 0 and self.named >= self.lower
+
+    def is_verb(self, key: str) -> bool:
+        if self.is_name():
+            return False
+        if self.verb > self.noun or (key in LIGHT_VERBS and self.noun == 0):
+            return True
+        shaped = (
+            (len(key) >= 5 and key.endswith("ed") and not key.endswith("eed"))
+            or (len(key) >= 6 and key.endswith("ing"))
+            or (len(key) >= 5 and key.endswith("ly"))
+        )
+        return shaped and self.noun == 0
+
+    def score(self, form: str) -> float:
+        weight = float(self.count)
+        if self.is_name():
+            weight *= 1.5
+        elif IDENTIFIER.search(form):
+            weight *= 1.3
+        elif self.noun > 0:
+            weight *= 1.2
+        return weight
+
+
+def _analyse(turns: Sequence[Turn]) -> tuple[dict[str, _Word], Counter[tuple[str, str]]]:
+    """Per-stem evidence and the counts of stems written next to each other."""
+    words: dict[str, _Word] = {}
+    pairs: Counter[tuple[str, str]] = Counter()
+    senders = sorted({s.lower() for _, _, s in turns if s})
+    for role, content, _ in turns:
+        for sentence in sentences(content):
+            # Latin words only: \w would carry one on through a run of Chinese or
+            # Japanese ("iPhone用の新しいケースを買いました" was one word, and a title)
+            spans = list(_TOKEN.finditer(latin_of(sentence)))
+            tokens = [m.group(0) for m in spans]
+            lows = [t.lower().replace("\u2019", "'") for t in tokens]
+            opening = True  # a capital here is the sentence's, or follows a greeting
+            previous: str | None = None
+            for i, (token, low) in enumerate(zip(tokens, lows, strict=True)):
+                if low.endswith("'s"):  # the possessive: "the X-T5's dials"
+                    token, low = token[:-2], low[:-2]
+                low = low.strip("'-")
+                if not low or low[0].isdigit():
+                    previous = None
+                    opening = False
+                    continue
+                key = stem(low)
+                skip = (
+                    len(low) <= 2
+                    or low in SKIP_KEYWORD
+                    or key in SKIP_KEYWORD
+                    or (re.split("'", low)[0] in STOP_WORDS and "'" in low)
+                    or any(s.startswith(low) for s in senders)
+                )
+                if skip:
+                    # After a greeting or filler ("Ok, Perfect"), a capital still opens.
+                    opening = opening and (low in FILLER_WORDS or low in EXTRA_STOP)
+                    previous = None
+                    continue
+                info = words.get(key)
+                if info is None:
+                    info = words[key] = _Word(len(words))
+                info.count += 2 if role == "user" else 1
+                info.forms[token.strip("'-\u2019")] += 1
+                if token[0].isupper() and not opening:
+                    info.named += 1
+                elif token[0].islower():
+                    info.lower += 1
+                back = i - 1
+                while back >= 0 and lows[back] in _LOOKBACK_SKIP:
+                    back -= 1
+                before = lows[back] if back >= 0 else ""
+                if before in _SUBJECTS or before in _MODALS:
+                    info.verb += 1
+                elif before == "to":
+                    info.verb += 0.5  # "to cook" or "to Lisbon": half a vote
+                elif before in _DETERMINERS or (i > 0 and lows[i - 1][:1].isdigit()):
+                    info.noun += 1
+                if i + 1 < len(lows) and lows[i + 1] in _PARTICLES:
+                    info.verb += 1
+                joined = i > 0 and not sentence[spans[i - 1].end() : spans[i].start()].strip()
+                if previous is not None and previous != key and joined:
+                    pairs[(previous, key)] += 1
+                previous = key
+                opening = False
+    return words, pairs
+
+
+def ranked_words(
+    turns: Sequence[Turn],
+) -> tuple[list[tuple[str, str, float]], Counter[tuple[str, str]]]:
+    """(stem, spelling, score) of the subject words, best first; ties by first use."""
+    words, pairs = _analyse(turns)
+    found = []
+    for key, info in words.items():
+        if info.is_verb(key):
+            continue
+        form = info.display(key)
+        found.append((-info.score(form), info.first, key, form))
+    found.sort()
+    return [(key, form, -neg) for neg, _, key, form in found], pairs
+
+
+def keywords(turns: Sequence[Turn], limit: int = 6) -> list[str]:
+    """Most characteristic subject words (user turns weigh double), lower case."""
+    ranked, _ = ranked_words(turns)
+    return [form.lower() for _, form, _ in ranked[:limit]]
