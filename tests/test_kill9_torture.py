@@ -225,8 +225,11 @@ async def test_kill9_again_and_again_with_telegram_loses_and_repeats_nothing(
     # ... and at Telegram at least once, repeated at most once per kill (module docstring).
     assert len(owner_refs) <= t.replies_sent() <= len(owner_refs) + len(KILLS)
     # A stranger is acknowledged once an escalation interval, once more at most per kill.
+    # The owner hears of them the same way: one escalation each, one more per kill.
     for chat in STRANGERS:
         assert 1 <= len(telegram_fake.sent_to(chat)) <= 1 + len(KILLS), chat
+        escalations = [m for m in t.fake.sent_to(OWNER) if f"user {chat})" in m["text"]]
+        assert 1 <= len(escalations) <= 1 + len(KILLS), [m["text"][:80] for m in escalations]
     # The known party's last message is answered (their answers: one per burst).
     assert sent_keys[known_answer] == "sent"
 
