@@ -80,7 +80,8 @@ async def requeue_unsent_replies(services: Services, window_seconds: float = 600
     those stamped ``window_seconds`` before the newest outbox row or later. Order
     decides, not the wall clock alone: after the clock was set back, the replies written
     since looked older than the rows before them and a scan by time missed them (before
-    session 20). An empty outbox (a lost or replaced state.db) re-sends nothing.
+    session 20). An empty outbox (a lost state.db) re-sends nothing, and what came before
+    both (an older state.db's history, put back) is never checked.
     """
     row = await services.state.fetchone("SELECT max(created) FROM outbox")
     if row is None or row[0] is None:
