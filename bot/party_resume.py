@@ -26,8 +26,10 @@ as it was then (a message the rate limit held back is held back again).
 An answer is written to the party's file before its outbox row: one whose row a crash
 kept from being written counts as answered there, so it is queued again from the file
 (:func:`requeue_unqueued_answers`, as :func:`bot.resume.requeue_unsent_replies` does
-for the owner), only when made in the ten minutes before the newest outbox row: a lost
-or replaced state.db never re-sends old answers.
+for the owner): those after the party's last answer that has its row, in the file's
+order (the wall clock may have been set back meanwhile), or, when none has one, those
+made in the ten minutes before the newest outbox row: a lost or replaced state.db never
+re-sends old answers.
 """
 
 from __future__ import annotations
@@ -159,29 +161,44 @@ async def requeue_unqueued_answers(
 ) -> int:
     """Queue again the answers to ``party`` in their file (``lines``) whose outbox row a
     crash kept from being written (module docstring); ``newest``: the newest outbox
-    row's time."""
+    row's time.
+
+    The answers after the last one that has its row, in the file's order: they run one
+    after another per party, so only those can have lost theirs, whatever the wall clock
+    said when they were written (one set back hid them from a scan by time before
+    session 20). A party none of whose answers has a row (a lost state.db, or a crash at
+    their first answer) has those made ``window_seconds`` before ``newest`` or later."""
     start = datetime.fromisoformat(newest.replace("Z", "+00:00"))
     since = iso(start - timedelta(seconds=window_seconds))
+    answers = [line for line in lines if _answer_line(line)]
+    unqueued: list[Line] = []
+    anchored = False
+    for line in reversed(answers):
+        if await services.outbox.has_key(f"{party.channel}:{line['answers']}:reply"):
+            anchored = True
+            break
+        unqueued.append(line)
+    if not anchored:
+        unqueued = [line for line in unqueued if str(line.get("timestamp", "")) >= since]
     theirs = {str(line["messageRef"]): line for line in lines if _inbound_line(line)}
-    queued = 0
-    for line in lines:
-        ref = line.get("answers")
-        if not (line.get("type") == "message" and line.get("direction") == "out" and ref):
-            continue
-        key = f"{party.channel}:{ref}:reply"
-        if str(line.get("timestamp", "")) < since or await services.outbox.has_key(key):
-            continue
+    for line in reversed(unqueued):
+        ref = line["answers"]
         answered = theirs.get(str(ref), {})
         log.warning("answer to %s's message %s was never queued: queuing it now", party.id, ref)
         await services.router.strangers.queue_to_party(
             party,
             str(line.get("content", "")),
-            dedup=key,
+            dedup=f"{party.channel}:{ref}:reply",
             in_reply_to=answered.get("replyRef") or answered.get("messageRef"),
             subject=answered.get("subject"),
         )
-        queued += 1
-    return queued
+    return len(unqueued)
+
+
+def _answer_line(line: Line) -> bool:
+    return bool(
+        line.get("type") == "message" and line.get("direction") == "out" and line.get("answers")
+    )
 
 
 def _inbound_line(line: Line) -> bool:

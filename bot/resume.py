@@ -62,22 +62,37 @@ async def resume_pending_replies(services: Services) -> int:
     return len(pending)
 
 
+# How many of the newest reply rows left in the outbox anchor the re-queue scan: more
+# than the replies a crash can catch between their transcript turn and their row (one
+# in flight per conversation; the unsynced rows a power cut drops are newer than every
+# row that survived).
+ANCHOR_ROWS = 50
+
+
 async def requeue_unsent_replies(services: Services, window_seconds: float = 600.0) -> int:
     """Replies made durable in a transcript whose outbox row was never written (a
     crash between the two): queue them now under their usual dedup key.
 
-    Only assistant turns from ``window_seconds`` before the newest outbox row are
-    considered, so a lost or replaced state.db never re-sends old history.
+    The reply turns checked are those the index holds from the oldest reply turn of the
+    :data:`ANCHOR_ROWS` newest reply rows left in the outbox on (the index's row order is
+    the order the turns were written, and what recovery caught up at this start comes
+    last), and, for an index rebuilt from nothing (its order is then per conversation),
+    those stamped ``window_seconds`` before the newest outbox row or later. Order
+    decides, not the wall clock alone: after the clock was set back, the replies written
+    since looked older than the rows before them and a scan by time missed them (before
+    session 20). An empty outbox (a lost state.db) re-sends nothing, and what came before
+    both (an older state.db's history, put back) is never checked.
     """
     row = await services.state.fetchone("SELECT max(created) FROM outbox")
     if row is None or row[0] is None:
         return 0
     newest = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
     since = iso(newest - timedelta(seconds=window_seconds))
+    anchor = await _anchor_turn_id(services)
     rows = await services.index_db.fetchall(
         "SELECT conversation_id, turn_number, content, channel, recall FROM turns "
-        "WHERE role = 'assistant' AND timestamp >= ? ORDER BY id",
-        (since,),
+        "WHERE role = 'assistant' AND (id >= ? OR timestamp >= ?) ORDER BY id",
+        (anchor, since),
     )
     queued = 0
     for conv_id, turn, content, channel, recall in rows:
@@ -104,6 +119,35 @@ async def requeue_unsent_replies(services: Services, window_seconds: float = 600
         log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
         queued += 1
     return queued
+
+
+# No anchor: past every index row, so that only the time window applies.
+_PAST_EVERY_ROW = 2**63 - 1
+
+
+async def _anchor_turn_id(services: Services) -> int:
+    """The index row of the oldest reply turn among the newest reply rows in the outbox
+    (:data:`_PAST_EVERY_ROW` when none of them is in the index)."""
+    keys = await services.state.fetchall(
+        "SELECT dedup_key FROM outbox WHERE conversation_id IS NOT NULL"
+        " AND dedup_key LIKE '%:reply' ORDER BY id DESC LIMIT ?",
+        (ANCHOR_ROWS,),
+    )
+    pairs: list[tuple[str, int]] = []
+    for (key,) in keys:
+        conv_id, _, rest = str(key).removesuffix(":reply").rpartition(":")
+        if conv_id and rest.isdigit():
+            pairs.append((conv_id, int(rest)))
+    if not pairs:
+        return _PAST_EVERY_ROW
+    values = ", ".join("(?, ?)" for _ in pairs)
+    found = await services.index_db.fetchone(
+        f"SELECT min(t.id) FROM turns t JOIN (VALUES {values}) AS v"
+        " ON t.conversation_id = v.column1 AND t.turn_number = v.column2"
+        " WHERE t.role = 'assistant'",
+        [x for pair in pairs for x in pair],
+    )
+    return _PAST_EVERY_ROW if found is None or found[0] is None else int(found[0])
 
 
 def _target_from_turn(line: dict[str, Any], rec: Any, channel: str | None = None) -> ReplyTarget:

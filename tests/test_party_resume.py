@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bot.config import AppConfig
-from bot.events import utcnow
+from bot.events import iso, utcnow
 from bot.parties import party_handle
 from bot.party_resume import (
     RESUME_WINDOW_SECONDS,
@@ -257,6 +257,32 @@ async def test_an_answer_a_crash_kept_from_the_outbox_is_queued_from_the_file(
     third = await Run.restarted(config)  # queued now: never again
     assert third.replies() == [] and third.brain.requests == []
     await shutdown_services(third.s)
+
+
+async def test_an_answer_kept_from_the_outbox_after_the_clock_was_set_back_is_queued(
+    tmp_path: Path,
+) -> None:
+    # As above, but the clock ran two hours ahead when the first answer's row was
+    # written, and was set right before the second: that answer is stamped before the
+    # newest row, and a scan by time missed it (it was never sent).
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    await first.kim("are you open on sunday?", message_id="k0")
+    await settle(first.s)
+    ahead = iso(utcnow() + timedelta(hours=2))
+    await first.s.state.execute("UPDATE outbox SET created = ?", (ahead,))
+    first.telegram.failing = True
+    sent = first.telegram.attempts
+    await first.kim("and on monday?", message_id="k1")
+    while first.telegram.attempts == sent:
+        await asyncio.sleep(0.01)
+    await first.s.state.execute("DELETE FROM outbox WHERE dedup_key = 'telegram:k1:reply'")
+    await first.stop()
+
+    second = await Run.restarted(config)
+    assert second.brain.requests == []
+    assert second.replies() == ["re: and on monday?"]
+    await shutdown_services(second.s)
 
 
 async def test_an_untrusted_partys_album_cut_by_a_stop_is_escalated_once(

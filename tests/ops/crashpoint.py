@@ -8,6 +8,9 @@ moment a random kill under load would rarely hit.
   answer is about to be queued in the outbox.
 - ``new-conversation``: ``/new`` has unpinned the current conversation and is about to
   create the fresh one.
+- ``reply-row:N``: the N-th reply of the run is durable in its transcript and its
+  outbox row is about to be written (what :func:`bot.resume.requeue_unsent_replies`
+  makes good at the next start).
 """
 
 from __future__ import annotations
@@ -51,6 +54,30 @@ def _at_new_conversation() -> None:
     ConversationManager.create = create  # type: ignore[method-assign]
 
 
+def _at_reply_row(nth: int) -> None:
+    from bot.outbox import Outbox
+
+    original = Outbox.insert_unit
+    replies = 0
+
+    def insert_unit(self: Outbox, msg: Any, dedup_key: str | None = None, **kw: Any) -> Any:
+        nonlocal replies
+        unit = original(self, msg, dedup_key, **kw)
+        if not kw.get("recoverable"):
+            return unit
+        replies += 1
+        if replies != nth:
+            return unit
+
+        def killed(conn: Any) -> Any:  # run once the transcript turn is durable
+            print(f"crashpoint: killed before the outbox row {dedup_key}", flush=True)
+            _kill()
+
+        return killed
+
+    Outbox.insert_unit = insert_unit  # type: ignore[method-assign]
+
+
 def main() -> int:
     point, *argv = sys.argv[1:]
     kind, _, arg = point.partition(":")
@@ -58,6 +85,8 @@ def main() -> int:
         _at_command_answer(arg)
     elif kind == "new-conversation":
         _at_new_conversation()
+    elif kind == "reply-row":
+        _at_reply_row(int(arg))
     else:
         raise SystemExit(f"unknown crash point {point!r}")
     from bot.cli import main as cli_main
