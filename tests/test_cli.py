@@ -5,6 +5,7 @@ loop, so these tests are synchronous); one test runs the installed console scrip
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -744,3 +745,63 @@ def test_control_characters_in_stored_text_reach_no_terminal_raw(
         assert "\\x1b[2J\\x1b]0;pwned\\x07 \\x9b31m back" in out
     shown = store.json("conversations", "show", conv_id, capsys=capsys)["lines"]
     assert hostile in [line.get("content") for line in shown]
+
+
+@pytest.mark.parametrize("command", ["run", "check-config", "conversations", "search", "status"])
+def test_each_commands_help_lists_config_and_says_what_it_does(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``my-agent run --help`` showed only ``-h`` and a bare ``--verbose``,
+    though README documents ``my-agent run [--config F]`` (the option worked, hidden),
+    and said nothing of what the command does."""
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "--config CONFIG" in out
+    assert "$MY_AGENT_CONFIG" in out and "traceback" in out
+    described = out.split("\n\n")[1].strip()
+    assert described and not described.startswith(("options:", "positional"))
+
+
+@pytest.mark.parametrize("command", ["conversations", "search"])
+def test_every_option_of_the_reading_commands_has_help(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``--channel``, ``--limit``, ``--json`` (and the positionals) were
+    listed with no word of help, so the owner could not tell ``--limit``'s default or
+    which channels there are."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [
+        a.dest
+        for a in sub.choices[command]._actions
+        if not a.help and a.dest != "help"  # argparse's own -h has its help
+    ]
+    assert bare == []
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    assert "web, telegram, email, loopback" in capsys.readouterr().out
+
+
+def test_top_level_help_does_not_point_at_a_file_owners_do_not_have(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Regression: ``my-agent --help`` opened on the module's docstring, 'The
+    ``my-agent`` command line (SPEC.md "Command line")'."""
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "SPEC.md" not in out and "``" not in out
+    assert "COMMAND --help" in out
+
+
+def test_conversations_list_with_an_id_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Regression: ``my-agent conversations list conv-...`` (``show`` meant) ignored the
+    id, listed every conversation and exited 0."""
+    with pytest.raises(SystemExit) as done:
+        cli.main(["conversations", "list", "conv-01ABC"])
+    assert done.value.code == exitcodes.EX_USAGE
+    assert "conversations show" in capsys.readouterr().err
