@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import sys
+from datetime import datetime
 from typing import Any
 
 from bot import exitcodes, store_lock
@@ -106,19 +107,31 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     zone = owner_zone(config)
 
     def when(stamp: Any) -> str:
-        """A stored UTC time as the owner's local minute (``2026-03-01 20:30``): printed
-        bare, UTC read as local time and put evenings west of UTC on the next day."""
-        return local_time(str(stamp or ""), zone)[:16].replace("T", " ")
+        """A stored UTC time as the owner's local minute with the zone's abbreviation
+        (``2026-03-01 20:30 CET``). Printed as UTC, it was read as local time and put
+        evenings west of UTC on the next day; printed bare, a server's owner could not
+        tell whose clock it was (owner.timezone's, not the machine's)."""
+        text = local_time(str(stamp or ""), zone)
+        try:
+            moment = datetime.fromisoformat(text).astimezone(zone)
+        except ValueError:
+            return text[:16].replace("T", " ")
+        return moment.strftime("%Y-%m-%d %H:%M %Z")
 
     async def _list(s: Any) -> int:
         records = await s.conversations.list(channel=args.channel, limit=args.limit)
         if args.json:
             print_json([r.to_meta() for r in records])
             return 0
+        if not records:
+            # Nothing printed and exit 0 read like a command that did not run; the data
+            # directory named tells a wrong --config or working directory at once.
+            where = f" on {args.channel.strip().lower()}" if args.channel else ""
+            print(f"no conversations{where} in {config.data_dir}", file=sys.stderr)
         for r in records:
             pin = " pinned" if r.pinned else ""
             print_text(
-                f"{r.id}  {r.channel:<9} {when(r.updated)}  {r.turn_count:>4} turns{pin}  "
+                f"{r.id}  {r.channel:<9} {when(r.updated):<21} {r.turn_count:>4} turns{pin}  "
                 f"{r.title or 'New conversation'}"
             )
         return 0

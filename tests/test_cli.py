@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -805,3 +806,32 @@ def test_conversations_list_with_an_id_is_a_usage_error(
         cli.main(["conversations", "list", "conv-01ABC"])
     assert done.value.code == exitcodes.EX_USAGE
     assert "conversations show" in capsys.readouterr().err
+
+
+def test_conversation_times_name_their_zone(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``conversations list`` and ``show`` printed ``2026-11-26 22:38`` with
+    no zone, so an owner on a server in UTC could not tell it was owner.timezone's."""
+    raw = yaml.safe_load(store.config_path.read_text(encoding="utf-8"))
+    raw["owner"]["timezone"] = "America/New_York"
+    store.config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    status, listed = store.run("conversations", "list", capsys=capsys)
+    assert status == 0
+    assert all(re.search(r" \d\d:\d\d E[SD]T ", row) for row in listed.splitlines()), listed
+    status, shown = store.run("conversations", "show", store.ids["web"], capsys=capsys)
+    assert status == 0 and re.search(r"\] \d{4}-\d\d-\d\d \d\d:\d\d E[SD]T user: Plan", shown)
+
+
+def test_an_empty_conversation_list_says_so_and_where(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: a list with nothing in it (a channel never used, a wrong data
+    directory) printed nothing at all, like a command that did not run."""
+    capsys.readouterr()
+    status = cli.main(
+        ["--config", str(store.config_path), "conversations", "list", "--channel", "email"]
+    )
+    captured = capsys.readouterr()
+    assert status == 0 and captured.out == ""
+    assert captured.err.strip() == f"no conversations on email in {store.config.data_dir}"
