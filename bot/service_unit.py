@@ -251,6 +251,10 @@ def install_service(
             f"{sudo}install -d -m 0755 {cfg_dir}",
             f"{sudo}cp config.example.yaml {expected}   # edit it, then run install-service again",
         ]
+    elif chosen.parent != cfg_dir:
+        # the env file's directory: with --config elsewhere, nothing had created it, and
+        # the `install ... /etc/my-agent/env` below failed "No such file or directory"
+        cmds.append(f"{sudo}install -d -m 0755 {cfg_dir}")
     cmds += [
         f"{sudo}install -m 0600 /dev/null {env_file}   # then add ANTHROPIC_API_KEY=...",
         f"{ctl} daemon-reload",
