@@ -135,55 +135,72 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
 
 
 def format_text(report: dict[str, Any]) -> str:
-    """Human-readable summary of :func:`collect`'s report."""
+    """Human-readable summary of :func:`collect`'s report, one ``label:`` column wide
+    enough for the longest label (the values started in three different columns)."""
     daemon = report.get("daemon", {})
-    lines = [f"data dir:     {report['data_dir']}"]
+    rows: list[tuple[str, str]] = [("data dir", str(report["data_dir"]))]
     state = daemon.get("state", "unknown")
     extra = f" pid {daemon['pid']}" if daemon.get("pid") else ""
-    if daemon.get("status"):
+    if daemon.get("status") and daemon["status"] != state:  # not "stopped pid 7 — stopped"
         extra += f" — {daemon['status']}"
-    lines.append(f"daemon:       {state}{extra}")
+    rows.append(("daemon", f"{state}{extra}"))
     if "readyz" in daemon:
         rz = daemon["readyz"]
-        lines.append(f"readyz:       {'ok' if rz['ok'] else 'FAIL'} ({rz['url']})")
+        if rz["ok"]:
+            rows.append(("readyz", f"ok ({rz['url']})"))
+        else:
+            # why, not a bare "FAIL": nothing listening (a stopped daemon) is not a
+            # daemon answering 503
+            why = rz.get("error") or f"HTTP {rz.get('http_status')}"
+            rows.append(("readyz", f"no ready answer from {rz['url']}: {why}"))
     disk = report.get("disk") or {}
     if "free_bytes" in disk:
-        lines.append(
-            f"disk:         {'FULL — ' if disk['full'] else ''}"
-            f"{disk['free_bytes'] / 2**20:.1f} MiB free of {disk['total_bytes'] / 2**20:.1f} MiB"
+        rows.append(
+            (
+                "disk",
+                f"{'FULL — ' if disk['full'] else ''}{disk['free_bytes'] / 2**20:.1f} MiB free "
+                f"of {disk['total_bytes'] / 2**20:.1f} MiB",
+            )
         )
     counts = report.get("counts")
     if counts:
         chans = ", ".join(f"{k} {v}" for k, v in sorted(counts["by_channel"].items()))
-        lines.append(
-            f"conversations: {counts['conversations']} ({chans or 'none'}), {counts['turns']} turns"
-        )
-        lines.append(
-            f"abbreviations pending: {counts['pending_abbreviations']} "
-            f"({counts['abbreviations_to_retry']} to retry)"
-        )
-        lines.append(f"replies pending:  {counts.get('replies_pending', 0)}")
-        lines.append(
-            f"external:     {counts['external_parties']} parties, "
-            f"{counts['pending_escalations']} escalations pending"
-        )
+        rows += [
+            (
+                "conversations",
+                f"{counts['conversations']} ({chans or 'none'}), {counts['turns']} turns",
+            ),
+            (
+                "abbreviations pending",
+                f"{counts['pending_abbreviations']} ({counts['abbreviations_to_retry']} to retry)",
+            ),
+            ("replies pending", str(counts.get("replies_pending", 0))),
+            (
+                "external",
+                f"{counts['external_parties']} parties, "
+                f"{counts['pending_escalations']} escalations pending",
+            ),
+        ]
     outbox = report.get("outbox")
     if outbox:
-        lines.append(f"outbox:       {outbox['pending']} pending, {outbox['failed']} failed")
+        rows.append(("outbox", f"{outbox['pending']} pending, {outbox['failed']} failed"))
     index = report.get("index")
     if index:
         lines_counted = index["transcript_turns"]
         if lines_counted is None:
             lines_counted = "uncounted (--quick)"
-        lines.append(
-            f"index:        {'consistent' if index['ok'] else 'INCONSISTENT'} — "
-            f"{index['transcripts']} transcripts, {lines_counted} turn lines, "
-            f"{index['index_turns']} indexed, FTS {index['fts_documents']} "
-            f"(integrity {index['fts_integrity']}), {index['unindexed_bytes']} bytes to index"
+        rows.append(
+            (
+                "index",
+                f"{'consistent' if index['ok'] else 'INCONSISTENT'} — "
+                f"{index['transcripts']} transcripts, {lines_counted} turn lines, "
+                f"{index['index_turns']} indexed, FTS {index['fts_documents']} "
+                f"(integrity {index['fts_integrity']}), {index['unindexed_bytes']} bytes to index",
+            )
         )
-    for problem in report.get("problems", []):
-        lines.append(f"problem:      {problem}")
-    return "\n".join(lines)
+    rows += [("problem", problem) for problem in report.get("problems", [])]
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(f"{label + ':':<{width}}{value}" for label, value in rows)
 
 
 async def live_status(services: Services) -> str:
