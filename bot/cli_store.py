@@ -198,14 +198,25 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"my-agent search: {wrong}", file=sys.stderr)
         return exitcodes.EX_USAGE
 
-    async def _search(s: Any) -> int:
-        from bot.owner_days import day_range, local_day, owner_zone
+    from bot.owner_days import day_range, local_day, owner_zone
 
+    if not args.query.strip():
+        # `search ""` answered "no match (keyword)" and exit 0, as if searched
+        print("my-agent search: the query is empty: give the words to look for", file=sys.stderr)
+        return exitcodes.EX_USAGE
+    zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
+    try:
+        # named as typed: "date_from is not an ISO date" named no option of this command;
+        # checked before the store and the model are opened (a usage error came after
+        # the model's warning, and after the seconds it took to load)
+        date_from, date_to = day_range(args.date_from, args.date_to, zone, ("--from", "--to"))
+    except ValueError as exc:
+        print(f"my-agent search: {exc}", file=sys.stderr)
+        return exitcodes.EX_USAGE
+
+    async def _search(s: Any) -> int:
         await s.search.start()  # keyword-only without a model: the warning says why
-        zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
         try:
-            # named as typed: "date_from is not an ISO date" named no option of this command
-            date_from, date_to = day_range(args.date_from, args.date_to, zone, ("--from", "--to"))
             page = await s.search.search(
                 args.query,
                 channel=args.channel,
@@ -214,7 +225,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 cursor=args.cursor,
             )
-        except ValueError as exc:  # a date that is not one, a cursor of another query
+        except ValueError as exc:  # a cursor that is not one, or of another query
             print(f"my-agent search: {exc}", file=sys.stderr)
             return exitcodes.EX_USAGE
         if args.json:

@@ -835,3 +835,26 @@ def test_an_empty_conversation_list_says_so_and_where(
     captured = capsys.readouterr()
     assert status == 0 and captured.out == ""
     assert captured.err.strip() == f"no conversations on email in {store.config.data_dir}"
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_search_is_a_usage_error(
+    store: Store, query: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``my-agent search ""`` answered "no match (keyword)" and exit 0."""
+    status, out = store.run("search", query, capsys=capsys)
+    assert status == exitcodes.EX_USAGE and out == ""
+
+
+def test_search_dates_are_checked_before_the_store_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: a --from after --to was found only once the store and the embedding
+    model were open (the model's warning, and its load, came first): here, with no data
+    directory, it was reported as exit 73 instead of the usage error it is."""
+    monkeypatch.chdir(tmp_path)
+    for var in ("MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    status = cli.main(["search", "x", "--from", "2026-12-01", "--to", "2026-11-01"])
+    assert status == exitcodes.EX_USAGE
+    assert "--from 2026-12-01 is after --to 2026-11-01" in capsys.readouterr().err
