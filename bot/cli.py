@@ -11,9 +11,15 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot import exitcodes
+from bot import exitcodes, service_unit
 from bot.cli_bench import BENCHMARKS, bench_parser, cmd_bench
-from bot.cli_common import Parser, command_config, positive_int, setup_logging
+from bot.cli_common import (
+    Parser,
+    command_config,
+    positive_int,
+    setup_logging,
+    status_arguments,
+)
 from bot.cli_store import cmd_conversations, cmd_reindex, cmd_search
 from bot.config import ConfigError, default_config_path
 from bot.config.channels import ChannelsConfig
@@ -169,13 +175,8 @@ def build_parser() -> Parser:
     add("reindex", "rebuild conversations.db from the transcripts")
     status = add("status", "daemon health, counts, pending work, index consistency")
     install = add("install-service", "write the systemd unit", config_option=False)
-    try:
-        from bot import healthcheck, service_unit
-
-        healthcheck.add_arguments(status)
-        service_unit.add_arguments(install)
-    except ImportError:  # pragma: no cover
-        pass
+    status_arguments(status)
+    service_unit.add_arguments(install)
     # No -h of its own: ``bench NAME --help`` must reach the benchmark's parser, which
     # knows its options (:func:`cmd_bench`); ``bench --help`` alone lists the names.
     bench = sub.add_parser("bench", help=f"benchmarks: {', '.join(BENCHMARKS)}", add_help=False)

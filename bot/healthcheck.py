@@ -24,6 +24,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from bot.cli_common import status_arguments
 from bot.config.model import AppConfig
 from bot.exitcodes import EX_DATABASE, EX_DATADIR
 from bot.health_daemon import (
@@ -229,17 +230,6 @@ async def live_status(services: Services) -> str:
     return "ready: " + "; ".join(parts)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``my-agent status`` (the CLI adds --config)."""
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="skip FTS5's integrity-check and counting every transcript's turn lines "
-        "(large stores: transcripts are compared by size)",
-    )
-
-
 def main(args: argparse.Namespace, config: AppConfig) -> int:
     """``my-agent status``: print the report, return its exit status."""
     report = collect(config, deep=not getattr(args, "quick", False))
@@ -251,6 +241,9 @@ def main(args: argparse.Namespace, config: AppConfig) -> int:
 
 
 # The checks stay importable from here (tests and callers use bot.healthcheck.*).
+# the options stay importable from here, where they were (bot.cli_common keeps them)
+add_arguments = status_arguments
+
 __all__ = [
     "add_arguments",
     "check_readyz",
