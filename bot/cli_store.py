@@ -14,6 +14,7 @@ from typing import Any
 from bot import exitcodes, store_lock
 from bot.cli_common import command_config, print_json, print_text, setup_logging
 from bot.config import AppConfig
+from bot.identity import OwnerIdentities
 from bot.labels import UNTITLED
 
 log = logging.getLogger("my_agent.cli")
@@ -152,9 +153,23 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         )
         if rec.abbreviation:
             print_text(f"Abbreviation: {rec.abbreviation}")
+        owners = OwnerIdentities(config)
+
+        def speaker(line: dict[str, Any]) -> str:
+            """Who said a turn: the owner by name. The transcript keeps the owner's
+            identity as the channel gave it, so their turns read "1001: ..." on
+            Telegram, "me@example.org: ..." by e-mail and "user: ..." on the web."""
+            sender = line.get("sender")
+            channel = str(line.get("channel") or rec.channel)
+            if line.get("role") == "user" and (
+                not sender or owners.match(channel, str(sender)) is not None
+            ):
+                return config.owner.name
+            return str(sender or line.get("role"))
+
         for line in lines:
             if line.get("type") == "turn":
-                who = line.get("sender") or line["role"]
+                who = speaker(line)
                 number = line.get("turnNumber")
                 print_text(
                     f"{'' if number is None else f'[{number}] '}"

@@ -820,7 +820,7 @@ def test_conversation_times_name_their_zone(
     assert status == 0
     assert all(re.search(r" \d\d:\d\d E[SD]T ", row) for row in listed.splitlines()), listed
     status, shown = store.run("conversations", "show", store.ids["web"], capsys=capsys)
-    assert status == 0 and re.search(r"\] \d{4}-\d\d-\d\d \d\d:\d\d E[SD]T user: Plan", shown)
+    assert status == 0 and re.search(r"\] \d{4}-\d\d-\d\d \d\d:\d\d E[SD]T Owner: Plan", shown)
 
 
 def test_an_empty_conversation_list_says_so_and_where(
@@ -872,3 +872,15 @@ def test_building_the_parser_does_not_import_the_store() -> None:
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_conversations_show_names_the_owner(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: the owner's turns were shown under the identity the channel gave,
+    "424242: The sourdough..." on Telegram and "user: Plan..." on the web."""
+    status, shown = store.run("conversations", "show", store.ids["telegram"], capsys=capsys)
+    assert status == 0 and " Owner: The sourdough starter" in shown, shown
+    assert "424242:" not in shown and " assistant: " in shown
+    status, shown = store.run("conversations", "show", store.ids["web"], capsys=capsys)
+    assert " Owner: Plan the trip" in shown and " user: " not in shown
