@@ -139,13 +139,16 @@ class EmbeddingService:
                 self._failed = f"{type(exc).__name__}: {exc}"
                 if not self.model_path and not self.download:
                     where = self.cache_dir or "fastembed's cache"
+                    # one level of parentheses: "(not loadable from the model cache
+                    # (dir: ValueError: ...); this command ... (the daemon does), ...)"
+                    # had three, around a sentence the owner had to read twice
                     self._failed = (
-                        f"not loadable from the model cache ({where}: {self._failed}); this "
-                        "command does not download it (the daemon does), or set "
-                        "embedding.model_path"
+                        f"not in the model cache {where}, and this command does not "
+                        "download it: the daemon does, or set embedding.model_path "
+                        f"(fastembed: {self._failed})"
                     )
                 log.warning(
-                    "embedding model %s unavailable (%s); search is keyword-only",
+                    "embedding model %s unavailable: %s; search is keyword-only",
                     self.config.model_name,
                     self._failed,
                 )

@@ -124,6 +124,14 @@ async def test_without_download_a_cache_miss_fails_at_once(
         assert await service.load() is False
         reason = service.unavailable_reason or ""
         assert str(tmp_path / "models") in reason and "does not download" in reason
+        # Regression: three levels of parentheses, "(not loadable from the model cache
+        # (dir: ValueError: ...); this command does not download it (the daemon does)...)"
+        assert reason.startswith(
+            f"not in the model cache {tmp_path / 'models'}, and this command does not "
+            "download it: the daemon does, or set embedding.model_path (fastembed: "
+        )
+        said, _, detail = reason.partition(" (fastembed: ")
+        assert "(" not in said and detail.endswith(")"), reason
     finally:
         service.close()
     calls = _record_factory(monkeypatch)
