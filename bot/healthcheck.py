@@ -135,6 +135,11 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     return report
 
 
+def _count(n: int, one: str, many: str = "") -> str:
+    """``1 party``, ``2 parties`` (it said "1 parties, 1 escalations pending")."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def format_text(report: dict[str, Any]) -> str:
     """Human-readable summary of :func:`collect`'s report, one ``label:`` column wide
     enough for the longest label (the values started in three different columns)."""
@@ -178,8 +183,8 @@ def format_text(report: dict[str, Any]) -> str:
             ("replies pending", str(counts.get("replies_pending", 0))),
             (
                 "external",
-                f"{counts['external_parties']} parties, "
-                f"{counts['pending_escalations']} escalations pending",
+                f"{_count(counts['external_parties'], 'party', 'parties')}, "
+                f"{_count(counts['pending_escalations'], 'escalation')} pending",
             ),
         ]
     outbox = report.get("outbox")

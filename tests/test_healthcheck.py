@@ -313,9 +313,17 @@ def test_the_status_values_start_in_one_column(
     """Regression: the values started in three columns ("disk:         61284.7 MiB",
     "conversations: 2", "abbreviations pending: 1", "replies pending:  0")."""
     config, _ = populated
-    text = healthcheck.format_text(healthcheck.collect(config))
+    report = healthcheck.collect(config)
+    text = healthcheck.format_text(report)
     columns = {len(line) - len(line.split(":", 1)[1].lstrip()) for line in text.splitlines()}
     assert len(columns) == 1, text
+    # and the counts agree with their nouns ("1 parties, 1 escalations pending")
+    for parties, escalations, said in (
+        (1, 1, "1 party, 1 escalation pending"),
+        (2, 0, "2 parties, 0 escalations pending"),
+    ):
+        report["counts"].update(external_parties=parties, pending_escalations=escalations)
+        assert f"external:              {said}\n" in healthcheck.format_text(report)
 
 
 async def test_main_json(
