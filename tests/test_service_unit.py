@@ -356,3 +356,31 @@ def test_the_env_files_directory_is_created_when_the_config_lives_elsewhere(
     ]
     filled = [i for i, c in enumerate(result.next_commands) if f"/dev/null {env_dir}/env" in c]
     assert made and filled and made[0] < filled[0], result.next_commands
+
+
+def test_run_as_a_user_this_machine_lacks_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``--run-as nosuchuser`` wrote the unit without a word, and systemd
+    then failed every start with status 217/USER."""
+    parser = argparse.ArgumentParser()
+    service_unit.add_arguments(parser)
+    for who, warned in (("no-such-user-qa20", True), ("root", False), ("0", False)):
+        args = parser.parse_args(["--output", str(tmp_path / "x.service"), "--run-as", who])
+        assert service_unit.main(args) == 0
+        err = capsys.readouterr().err
+        assert (f"there is no user {who!r} on this machine" in err) is warned, err
+        assert ("217/USER" in err) is warned
+
+
+def test_run_as_with_a_user_unit_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``install-service --user --run-as root`` ignored --run-as silently."""
+    parser = argparse.ArgumentParser()
+    service_unit.add_arguments(parser)
+    out = tmp_path / "u.service"
+    args = parser.parse_args(["--user", "--output", str(out), "--run-as", "root"])
+    assert service_unit.main(args) == 64
+    assert "--run-as is for the system unit" in capsys.readouterr().err
+    assert not out.exists()
