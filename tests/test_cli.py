@@ -460,6 +460,11 @@ def test_search_never_downloads_a_model(
     raw = yaml.safe_load(store.config_path.read_text(encoding="utf-8"))
     raw["embedding"] = {"enabled": True}
     store.config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    # an empty model cache: keyword-only without asking fastembed at all (bot.embedding)
+    page = store.json("search", "sourdough feeding", capsys=capsys)
+    assert page["method"] == "keyword" and calls == []
+    # something in the cache: fastembed is asked, for local files only
+    (store.config.model_cache_dir / "models--someone--another-model").mkdir(parents=True)
     page = store.json("search", "sourdough feeding", capsys=capsys)
     assert page["method"] == "keyword"
     assert [r["conversation_id"] for r in page["results"]] == [store.ids["telegram"]]
