@@ -1,4 +1,4 @@
-"""The ``my-agent`` command line (SPEC.md "Command line")."""
+"""The ``my-agent`` command line (README.md "Command line")."""
 
 from __future__ import annotations
 
@@ -11,16 +11,30 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot import exitcodes
+from bot import exitcodes, service_unit
 from bot.cli_bench import BENCHMARKS, bench_parser, cmd_bench
-from bot.cli_common import Parser, command_config, positive_int, setup_logging
+from bot.cli_common import (
+    Parser,
+    command_config,
+    positive_int,
+    setup_logging,
+    status_arguments,
+)
 from bot.cli_store import cmd_conversations, cmd_reindex, cmd_search
 from bot.config import ConfigError, default_config_path
+from bot.config.channels import ChannelsConfig
 
 log = logging.getLogger("my_agent.cli")
 
 # Re-exported: the benchmarks' names and parsers are part of this module's interface.
 __all__ = ["BENCHMARKS", "bench_parser", "build_parser", "main", "setup_logging"]
+
+
+CONFIG_HELP = (
+    "config file (default: $MY_AGENT_CONFIG, .my_agent/config.yaml, else the embedded default)"
+)
+VERBOSE_HELP = "on an internal error (exit 70), print its traceback, not only one line"
+CHANNELS = ", ".join(ChannelsConfig.model_fields)
 
 
 # -- commands -----------------------------------------------------------------------
@@ -103,57 +117,73 @@ def cmd_install_service(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="my-agent", description=__doc__)
-    parser.add_argument(
-        "--config",
-        help="config file (default: $MY_AGENT_CONFIG, "
-        ".my_agent/config.yaml, else the embedded default)",
+    # The module's docstring was the description: ``my-agent --help`` opened on
+    # 'The ``my-agent`` command line (SPEC.md "Command line").', a file owners do not have.
+    parser = Parser(
+        prog="my-agent",
+        description="my-agent: a personal AI assistant daemon, and the commands that read "
+        "its store. `my-agent COMMAND --help` describes one command.",
     )
-    parser.add_argument(
-        "--verbose",
-        action="store_true",
-        help="on an internal error (exit 70), print its traceback, not only one line",
-    )
+    parser.add_argument("--config", help=CONFIG_HELP)
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, help_text: str, config_option: bool = True) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
+        # description: ``my-agent run --help`` said nothing of what the command does;
+        # --config and --verbose are listed, as README documents ``run [--config F]``
+        # (SUPPRESS as default: one given before the command still counts).
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(
+            "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+        )
         if config_option:
-            p.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            p.add_argument("--config", default=argparse.SUPPRESS, help=CONFIG_HELP)
         return p
 
     add("run", "run the daemon")
     add("check-config", "validate the configuration (exit 78 when invalid)")
     conv = add("conversations", "read the conversation store")
-    conv.add_argument("action", choices=("list", "show"))
-    conv.add_argument("id", nargs="?")
-    conv.add_argument("--channel")
-    conv.add_argument("--limit", type=positive_int, default=50)
-    conv.add_argument("--json", action="store_true")
+    conv.add_argument(
+        "action", choices=("list", "show"), help="list: most recent first; show: one transcript"
+    )
+    conv.add_argument("id", nargs="?", help="show: the conversation's id (conv-...)")
+    conv.add_argument("--channel", help=f"list: only this channel ({CHANNELS})")
+    conv.add_argument(
+        "--limit", type=positive_int, default=50, help="list: at most this many (default 50)"
+    )
+    conv.add_argument("--json", action="store_true", help="print JSON (exact, for scripts)")
     search = add("search", "hybrid search over every conversation")
-    search.add_argument("query")
-    search.add_argument("--channel")
-    search.add_argument("--limit", type=positive_int, default=10)
-    search.add_argument("--from", dest="date_from", help="turns on or after this ISO date")
-    search.add_argument("--to", dest="date_to", help="turns on or before this ISO date")
+    search.add_argument("query", help="words or a question; found by meaning too with a model")
+    search.add_argument("--channel", help=f"only this channel ({CHANNELS})")
+    search.add_argument(
+        "--limit", type=positive_int, default=10, help="results per page (default 10)"
+    )
+    search.add_argument(
+        "--from",
+        dest="date_from",
+        metavar="DATE",
+        help="turns on or after this day (YYYY-MM-DD, a day of owner.timezone)",
+    )
+    search.add_argument(
+        "--to",
+        dest="date_to",
+        metavar="DATE",
+        help="turns on or before this day (YYYY-MM-DD, a day of owner.timezone)",
+    )
     search.add_argument("--cursor", help="the next page: next_cursor of the previous --json")
-    search.add_argument("--json", action="store_true")
+    search.add_argument("--json", action="store_true", help="print the page as JSON")
     add("reindex", "rebuild conversations.db from the transcripts")
     status = add("status", "daemon health, counts, pending work, index consistency")
     install = add("install-service", "write the systemd unit", config_option=False)
-    try:
-        from bot import healthcheck, service_unit
-
-        healthcheck.add_arguments(status)
-        service_unit.add_arguments(install)
-    except ImportError:  # pragma: no cover
-        pass
+    status_arguments(status)
+    service_unit.add_arguments(install)
     # No -h of its own: ``bench NAME --help`` must reach the benchmark's parser, which
     # knows its options (:func:`cmd_bench`); ``bench --help`` alone lists the names.
     bench = sub.add_parser("bench", help=f"benchmarks: {', '.join(BENCHMARKS)}", add_help=False)
     bench.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    bench.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
+    bench.add_argument(
+        "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+    )
     bench.add_argument("name", nargs="?", choices=BENCHMARKS)
     parser.bench = bench
     return parser
@@ -173,6 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "conversations" and args.action == "show" and not args.id:
         parser.error("conversations show needs an ID")
+    if args.command == "conversations" and args.action == "list" and args.id:
+        # `conversations list conv-...` (show meant) listed everything and exited 0
+        parser.error(f"conversations list takes no ID ({args.id!r}): conversations show ID")
     handlers = {
         "run": cmd_run,
         "check-config": cmd_check_config,

@@ -77,3 +77,16 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(exitcodes.EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def status_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``my-agent status`` (the CLI adds --config). Here, not in
+    :mod:`bot.healthcheck`: building the parser imported the whole store with it (numpy
+    included), 0.45 s of every command's start, ``--help`` and ``check-config`` too."""
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="skip FTS5's integrity-check and counting every transcript's turn lines "
+        "(large stores: transcripts are compared by size)",
+    )

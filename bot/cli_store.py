@@ -8,12 +8,14 @@ import asyncio
 import json
 import logging
 import sys
+from datetime import datetime
 from typing import Any
 
 from bot import exitcodes, store_lock
 from bot.cli_common import command_config, print_json, print_text, setup_logging
 from bot.config import AppConfig
 from bot.graphemes import cut
+from bot.identity import OwnerIdentities
 from bot.labels import UNTITLED
 
 log = logging.getLogger("my_agent.cli")
@@ -107,19 +109,31 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     zone = owner_zone(config)
 
     def when(stamp: Any) -> str:
-        """A stored UTC time as the owner's local minute (``2026-03-01 20:30``): printed
-        bare, UTC read as local time and put evenings west of UTC on the next day."""
-        return local_time(str(stamp or ""), zone)[:16].replace("T", " ")
+        """A stored UTC time as the owner's local minute with the zone's abbreviation
+        (``2026-03-01 20:30 CET``). Printed as UTC, it was read as local time and put
+        evenings west of UTC on the next day; printed bare, a server's owner could not
+        tell whose clock it was (owner.timezone's, not the machine's)."""
+        text = local_time(str(stamp or ""), zone)
+        try:
+            moment = datetime.fromisoformat(text).astimezone(zone)
+        except ValueError:
+            return text[:16].replace("T", " ")
+        return moment.strftime("%Y-%m-%d %H:%M %Z")
 
     async def _list(s: Any) -> int:
         records = await s.conversations.list(channel=args.channel, limit=args.limit)
         if args.json:
             print_json([r.to_meta() for r in records])
             return 0
+        if not records:
+            # Nothing printed and exit 0 read like a command that did not run; the data
+            # directory named tells a wrong --config or working directory at once.
+            where = f" on {args.channel.strip().lower()}" if args.channel else ""
+            print(f"no conversations{where} in {config.data_dir}", file=sys.stderr)
         for r in records:
             pin = " pinned" if r.pinned else ""
             print_text(
-                f"{r.id}  {r.channel:<9} {when(r.updated)}  {r.turn_count:>4} turns{pin}  "
+                f"{r.id}  {r.channel:<9} {when(r.updated):<21} {r.turn_count:>4} turns{pin}  "
                 f"{r.title or 'New conversation'}"
             )
         return 0
@@ -140,9 +154,23 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         )
         if rec.abbreviation:
             print_text(f"Abbreviation: {rec.abbreviation}")
+        owners = OwnerIdentities(config)
+
+        def speaker(line: dict[str, Any]) -> str:
+            """Who said a turn: the owner by name. The transcript keeps the owner's
+            identity as the channel gave it, so their turns read "1001: ..." on
+            Telegram, "me@example.org: ..." by e-mail and "user: ..." on the web."""
+            sender = line.get("sender")
+            channel = str(line.get("channel") or rec.channel)
+            if line.get("role") == "user" and (
+                not sender or owners.match(channel, str(sender)) is not None
+            ):
+                return config.owner.name
+            return str(sender or line.get("role"))
+
         for line in lines:
             if line.get("type") == "turn":
-                who = line.get("sender") or line["role"]
+                who = speaker(line)
                 number = line.get("turnNumber")
                 print_text(
                     f"{'' if number is None else f'[{number}] '}"
@@ -186,14 +214,25 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"my-agent search: {wrong}", file=sys.stderr)
         return exitcodes.EX_USAGE
 
-    async def _search(s: Any) -> int:
-        from bot.owner_days import day_range, local_day, owner_zone
+    from bot.owner_days import day_range, local_day, owner_zone
 
+    if not args.query.strip():
+        # `search ""` answered "no match (keyword)" and exit 0, as if searched
+        print("my-agent search: the query is empty: give the words to look for", file=sys.stderr)
+        return exitcodes.EX_USAGE
+    zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
+    try:
+        # named as typed: "date_from is not an ISO date" named no option of this command;
+        # checked before the store and the model are opened (a usage error came after
+        # the model's warning, and after the seconds it took to load)
+        date_from, date_to = day_range(args.date_from, args.date_to, zone, ("--from", "--to"))
+    except ValueError as exc:
+        print(f"my-agent search: {exc}", file=sys.stderr)
+        return exitcodes.EX_USAGE
+
+    async def _search(s: Any) -> int:
         await s.search.start()  # keyword-only without a model: the warning says why
-        zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
         try:
-            # named as typed: "date_from is not an ISO date" named no option of this command
-            date_from, date_to = day_range(args.date_from, args.date_to, zone, ("--from", "--to"))
             page = await s.search.search(
                 args.query,
                 channel=args.channel,
@@ -202,7 +241,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 cursor=args.cursor,
             )
-        except ValueError as exc:  # a date that is not one, a cursor of another query
+        except ValueError as exc:  # a cursor that is not one, or of another query
             print(f"my-agent search: {exc}", file=sys.stderr)
             return exitcodes.EX_USAGE
         if args.json:

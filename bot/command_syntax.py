@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from bot.index import ConversationRecord
 
 OWNER_HELP = """Commands:
-/new - start a fresh conversation
+/new [first message] - start a fresh conversation (with that message)
 /model [opus|sonnet|haiku] - show or switch the model
 /rename <title> - rename this conversation
 /search <query> - search past conversations

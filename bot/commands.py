@@ -23,7 +23,7 @@ from bot.command_syntax import (
 from bot.events import InboundMessage
 from bot.graphemes import cut, isolate
 from bot.index import ConversationRecord
-from bot.labels import UNTITLED, display_title, shown_title
+from bot.labels import TITLE_MAX, UNTITLED, clip_title, display_title, shown_title
 from bot.owner_days import local_day, owner_zone
 from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
@@ -210,7 +210,12 @@ class Commands(PartyCommands):
         rec = await self.s.conversations.get(conv.id) or conv
         if not (run and run.resumed and rec.manually_named and rec.title == _title(args)):
             rec = await self.s.conversations.rename(conv.id, args)
-        return CommandResult(f"Renamed to: {isolate(rec.title or '')}")
+        clipped = (
+            f" (titles are kept to {TITLE_MAX} characters)"
+            if _title(args) != " ".join(args.split())
+            else ""
+        )
+        return CommandResult(f"Renamed to: {isolate(rec.title or '')}{clipped}")
 
     async def _owner_search(
         self,
@@ -272,4 +277,4 @@ class Commands(PartyCommands):
 
 def _title(args: str) -> str:
     """The title ``/rename args`` gives (as :meth:`ConversationManager.rename` makes it)."""
-    return cut(" ".join(args.split()), 80).rstrip()
+    return clip_title(args)

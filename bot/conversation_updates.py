@@ -13,9 +13,9 @@ import asyncio
 import builtins
 from typing import TYPE_CHECKING, Any
 
-from bot.graphemes import cut
 from bot.hooks import EventBus
 from bot.index import ConversationIndex, ConversationRecord
+from bot.labels import clip_title
 from bot.record_cache import RecordCache
 from bot.transcript_lines import Line, event_line
 
@@ -62,7 +62,7 @@ class ConversationUpdates:
         return rec
 
     async def rename(self, conv_id: str, title: str, manual: bool = True) -> ConversationRecord:
-        title = cut(" ".join(title.split()), 80).rstrip()
+        title = clip_title(title)
         if not title:
             raise ValueError("a title cannot be empty")
         rec = await self._meta_update(

@@ -65,6 +65,16 @@ def _without_spinning(factory: Any, kwargs: dict[str, Any]) -> Any:
         ort.SessionOptions = original  # type: ignore[misc]
 
 
+def _empty(folder: Path | None) -> bool:
+    """Whether ``folder`` (a model cache) is missing or holds nothing at all."""
+    if folder is None:
+        return False  # fastembed's own default cache: only fastembed knows it
+    try:
+        return not any(Path(folder).iterdir())
+    except OSError:  # missing, or not readable: nothing this process could load
+        return True
+
+
 def _quiet_fastembed() -> None:
     """Silence fastembed's loguru records (our own warning says what failed)."""
     try:
@@ -118,6 +128,11 @@ class EmbeddingService:
             if self._failed is not None:
                 raise EmbeddingUnavailable(self._failed)
             try:
+                if not self.model_path and not self.download and _empty(self.cache_dir):
+                    # a one-shot command with nothing cached: no model can come of it, and
+                    # importing fastembed (onnxruntime) to learn that was half of a
+                    # keyword-only `my-agent search`'s CPU time
+                    raise FileNotFoundError(f"{self.cache_dir} holds no model")
                 from fastembed import TextEmbedding
 
                 kwargs: dict[str, Any] = {"model_name": self.config.model_name}
@@ -139,13 +154,16 @@ class EmbeddingService:
                 self._failed = f"{type(exc).__name__}: {exc}"
                 if not self.model_path and not self.download:
                     where = self.cache_dir or "fastembed's cache"
+                    # one level of parentheses: "(not loadable from the model cache
+                    # (dir: ValueError: ...); this command ... (the daemon does), ...)"
+                    # had three, around a sentence the owner had to read twice
                     self._failed = (
-                        f"not loadable from the model cache ({where}: {self._failed}); this "
-                        "command does not download it (the daemon does), or set "
-                        "embedding.model_path"
+                        f"not in the model cache {where}, and this command does not "
+                        "download it: the daemon does, or set embedding.model_path "
+                        f"({self._failed})"
                     )
                 log.warning(
-                    "embedding model %s unavailable (%s); search is keyword-only",
+                    "embedding model %s unavailable: %s; search is keyword-only",
                     self.config.model_name,
                     self._failed,
                 )

@@ -159,6 +159,8 @@ def _fetch_readyz(url: str, timeout: float) -> dict[str, Any]:
             status = resp.status
     except urllib.error.HTTPError as exc:
         body, status = exc.read(65536), exc.code
+    except urllib.error.URLError as exc:  # "[Errno 111] Connection refused", not wrapped
+        return {"url": url, "ok": False, "error": str(exc.reason)}
     except (OSError, ValueError) as exc:
         return {"url": url, "ok": False, "error": str(exc)}
     try:

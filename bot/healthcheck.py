@@ -24,6 +24,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from bot.cli_common import status_arguments
 from bot.config.model import AppConfig
 from bot.exitcodes import EX_DATABASE, EX_DATADIR
 from bot.health_daemon import (
@@ -134,56 +135,78 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     return report
 
 
+def _count(n: int, one: str, many: str = "") -> str:
+    """``1 party``, ``2 parties`` (it said "1 parties, 1 escalations pending")."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def format_text(report: dict[str, Any]) -> str:
-    """Human-readable summary of :func:`collect`'s report."""
+    """Human-readable summary of :func:`collect`'s report, one ``label:`` column wide
+    enough for the longest label (the values started in three different columns)."""
     daemon = report.get("daemon", {})
-    lines = [f"data dir:     {report['data_dir']}"]
+    rows: list[tuple[str, str]] = [("data dir", str(report["data_dir"]))]
     state = daemon.get("state", "unknown")
     extra = f" pid {daemon['pid']}" if daemon.get("pid") else ""
-    if daemon.get("status"):
+    if daemon.get("status") and daemon["status"] != state:  # not "stopped pid 7 — stopped"
         extra += f" — {daemon['status']}"
-    lines.append(f"daemon:       {state}{extra}")
+    rows.append(("daemon", f"{state}{extra}"))
     if "readyz" in daemon:
         rz = daemon["readyz"]
-        lines.append(f"readyz:       {'ok' if rz['ok'] else 'FAIL'} ({rz['url']})")
+        if rz["ok"]:
+            rows.append(("readyz", f"ok ({rz['url']})"))
+        else:
+            # why, not a bare "FAIL": nothing listening (a stopped daemon) is not a
+            # daemon answering 503
+            why = rz.get("error") or f"HTTP {rz.get('http_status')}"
+            rows.append(("readyz", f"no ready answer from {rz['url']}: {why}"))
     disk = report.get("disk") or {}
     if "free_bytes" in disk:
-        lines.append(
-            f"disk:         {'FULL — ' if disk['full'] else ''}"
-            f"{disk['free_bytes'] / 2**20:.1f} MiB free of {disk['total_bytes'] / 2**20:.1f} MiB"
+        rows.append(
+            (
+                "disk",
+                f"{'FULL — ' if disk['full'] else ''}{disk['free_bytes'] / 2**20:.1f} MiB free "
+                f"of {disk['total_bytes'] / 2**20:.1f} MiB",
+            )
         )
     counts = report.get("counts")
     if counts:
         chans = ", ".join(f"{k} {v}" for k, v in sorted(counts["by_channel"].items()))
-        lines.append(
-            f"conversations: {counts['conversations']} ({chans or 'none'}), {counts['turns']} turns"
-        )
-        lines.append(
-            f"abbreviations pending: {counts['pending_abbreviations']} "
-            f"({counts['abbreviations_to_retry']} to retry)"
-        )
-        lines.append(f"replies pending:  {counts.get('replies_pending', 0)}")
-        lines.append(
-            f"external:     {counts['external_parties']} parties, "
-            f"{counts['pending_escalations']} escalations pending"
-        )
+        rows += [
+            (
+                "conversations",
+                f"{counts['conversations']} ({chans or 'none'}), {counts['turns']} turns",
+            ),
+            (
+                "abbreviations pending",
+                f"{counts['pending_abbreviations']} ({counts['abbreviations_to_retry']} to retry)",
+            ),
+            ("replies pending", str(counts.get("replies_pending", 0))),
+            (
+                "external",
+                f"{_count(counts['external_parties'], 'party', 'parties')}, "
+                f"{_count(counts['pending_escalations'], 'escalation')} pending",
+            ),
+        ]
     outbox = report.get("outbox")
     if outbox:
-        lines.append(f"outbox:       {outbox['pending']} pending, {outbox['failed']} failed")
+        rows.append(("outbox", f"{outbox['pending']} pending, {outbox['failed']} failed"))
     index = report.get("index")
     if index:
         lines_counted = index["transcript_turns"]
         if lines_counted is None:
             lines_counted = "uncounted (--quick)"
-        lines.append(
-            f"index:        {'consistent' if index['ok'] else 'INCONSISTENT'} — "
-            f"{index['transcripts']} transcripts, {lines_counted} turn lines, "
-            f"{index['index_turns']} indexed, FTS {index['fts_documents']} "
-            f"(integrity {index['fts_integrity']}), {index['unindexed_bytes']} bytes to index"
+        rows.append(
+            (
+                "index",
+                f"{'consistent' if index['ok'] else 'INCONSISTENT'} — "
+                f"{index['transcripts']} transcripts, {lines_counted} turn lines, "
+                f"{index['index_turns']} indexed, FTS {index['fts_documents']} "
+                f"(integrity {index['fts_integrity']}), {index['unindexed_bytes']} bytes to index",
+            )
         )
-    for problem in report.get("problems", []):
-        lines.append(f"problem:      {problem}")
-    return "\n".join(lines)
+    rows += [("problem", problem) for problem in report.get("problems", [])]
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(f"{label + ':':<{width}}{value}" for label, value in rows)
 
 
 async def live_status(services: Services) -> str:
@@ -212,17 +235,6 @@ async def live_status(services: Services) -> str:
     return "ready: " + "; ".join(parts)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``my-agent status`` (the CLI adds --config)."""
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="skip FTS5's integrity-check and counting every transcript's turn lines "
-        "(large stores: transcripts are compared by size)",
-    )
-
-
 def main(args: argparse.Namespace, config: AppConfig) -> int:
     """``my-agent status``: print the report, return its exit status."""
     report = collect(config, deep=not getattr(args, "quick", False))
@@ -234,6 +246,9 @@ def main(args: argparse.Namespace, config: AppConfig) -> int:
 
 
 # The checks stay importable from here (tests and callers use bot.healthcheck.*).
+# the options stay importable from here, where they were (bot.cli_common keeps them)
+add_arguments = status_arguments
+
 __all__ = [
     "add_arguments",
     "check_readyz",

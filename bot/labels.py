@@ -14,11 +14,26 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bot.graphemes import isolate
+from bot.graphemes import cut, isolate
 
 log = logging.getLogger("my_agent.labels")
 
 UNTITLED = "New conversation"  # what the dashboard shows until a conversation is named
+TITLE_MAX = 80  # characters of a title given by the owner (/rename, the dashboard)
+
+
+def clip_title(text: str) -> str:
+    """A title as the owner's rename keeps it: white space folded, at most
+    :data:`TITLE_MAX` characters; a longer one ends at a word with "…". Cut at 80 bare,
+    "…and a very long title" was kept as "…and a very long ti", with nothing to say so."""
+    title = " ".join(text.split())
+    if len(title) <= TITLE_MAX:
+        return title
+    kept = cut(title, TITLE_MAX - 1)  # between graphemes: never half an emoji
+    space = kept.rfind(" ")
+    if space >= TITLE_MAX // 2:  # a word to end on (one long word is cut where it is)
+        kept = kept[:space]
+    return kept.rstrip(" ,;:-") + "…"
 
 
 def channel_label(channel: str, meta: Mapping[str, Any], participants: list[str]) -> str:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.exitcodes import EX_DATADIR
+from bot.exitcodes import EX_DATADIR, EX_USAGE
 
 UNIT_NAME = "my-agent.service"
 SYSTEM_CONFIG = Path("/etc/my-agent/config.yaml")
@@ -83,6 +84,18 @@ def runtime_paths(exe: list[str]) -> list[str]:
     except (OSError, UnicodeDecodeError):
         pass  # not a readable script (a binary, or not installed here yet)
     return list(dict.fromkeys(p for w in words for p in (w, os.path.realpath(w))))
+
+
+def _user_exists(name: str) -> bool:
+    """Whether ``name`` (or a numeric uid) is a user of this machine, as ``User=`` needs."""
+    try:
+        if name.isdigit():
+            pwd.getpwuid(int(name))
+        else:
+            pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def render_unit(
@@ -231,6 +244,12 @@ def install_service(
             "to read: install into /opt/my-agent/venv (with a Python outside any home "
             "directory) or pass --run-as USER."
         )
+    if not user and run_as is not None and not _user_exists(run_as):
+        # systemd fails the start with status 217/USER, long after this said "wrote"
+        warnings.append(
+            f"there is no user {run_as!r} on this machine: the service cannot start "
+            f"(status 217/USER) until it exists (useradd --system {run_as})."
+        )
     if not user and chosen is not None and str(chosen).startswith(("/tmp/", "/var/tmp/")):
         warnings.append(
             f"{chosen} is in a temporary directory, which the service does not see "
@@ -251,6 +270,10 @@ def install_service(
             f"{sudo}install -d -m 0755 {cfg_dir}",
             f"{sudo}cp config.example.yaml {expected}   # edit it, then run install-service again",
         ]
+    elif chosen.parent != cfg_dir:
+        # the env file's directory: with --config elsewhere, nothing had created it, and
+        # the `install ... /etc/my-agent/env` below failed "No such file or directory"
+        cmds.append(f"{sudo}install -d -m 0755 {cfg_dir}")
     cmds += [
         f"{sudo}install -m 0600 /dev/null {env_file}   # then add ANTHROPIC_API_KEY=...",
         f"{ctl} daemon-reload",
@@ -281,6 +304,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``my-agent install-service``: write the unit, print the next commands."""
+    if args.user and args.run_as:
+        # a user unit runs as the user who enables it: --run-as was silently ignored
+        print(
+            "my-agent install-service: --run-as is for the system unit (a --user unit runs as you)",
+            file=sys.stderr,
+        )
+        return EX_USAGE
     try:
         result = install_service(
             args.user,

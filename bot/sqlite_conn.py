@@ -165,7 +165,11 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
             f"knows ({known}): it was written by a newer version of my-agent. Run that "
             "version again (a downgrade is not supported); the file is left untouched"
         )
-    if current < known:
+    # A new file (version 0) is created in one line: its eight steps, logged one by one
+    # as for an upgrade, made twelve lines of a first start's or a reindex's output.
+    created = current == 0
+    step_level = logging.DEBUG if created else logging.INFO
+    if current < known and not created:
         # an upgrade of a year's store can take a while: say what is going on
         log.info("%s: schema version %d, migrating to %d", _file_name(conn), current, known)
     for number, migration in enumerate(migrations, start=1):
@@ -184,11 +188,14 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
                 f"migration {number} of {_file_name(conn)} failed ({exc}): it was rolled "
                 f"back, the file stays at schema version {current}"
             ) from exc
-        log.info(
+        log.log(
+            step_level,
             "applied migration %d of %s (%.1f s)",
             number,
             _file_name(conn),
             time.monotonic() - started,
         )
         current = number
+    if created and known:
+        log.info("%s: created (schema version %d)", _file_name(conn), known)
     return int(current)

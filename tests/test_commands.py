@@ -269,6 +269,24 @@ async def test_rename_is_manual_and_protected(core: Core) -> None:
     assert "Usage" in await core.say("/rename")
 
 
+async def test_a_long_rename_ends_at_a_word_and_says_it_was_shortened(core: Core) -> None:
+    """Regression: a title over 80 characters was cut mid-word ("...and a very long ti")
+    and answered "Renamed to: ..." as if kept whole."""
+    await core.say("hi")
+    long = "Lisbon trip budget planning for March with family and friends and a very long title"
+    answer = await core.say(f"/rename {long} that goes on and on")
+    rec = (await core.s.conversations.list())[0]
+    assert rec.title == long[: long.rindex(" ")] + "…"
+    assert answer == f"Renamed to: {rec.title} (titles are kept to 80 characters)"
+    assert await core.say("/rename Lisbon") == "Renamed to: Lisbon"
+
+
+async def test_help_says_new_takes_a_first_message(core: Core) -> None:
+    """Regression: /help listed "/new - start a fresh conversation" alone, though README
+    documents ``/new [first message]`` (that message starts the new conversation)."""
+    assert "/new [first message] - " in await core.say("/help")
+
+
 async def test_search_command_finds_past_conversations(core: Core) -> None:
     await core.say("the heat pump makes a rattling noise", channel="web")
     await core.say("/new", channel="web")
@@ -552,7 +570,7 @@ def test_the_rename_title_is_cut_between_characters() -> None:
     # cut at 80 code points, inside a skin-toned emoji.
     from bot.commands import _title
 
-    assert _title("b" * 79 + "\U0001f44d\U0001f3fd") == "b" * 79
+    assert _title("b" * 78 + "\U0001f44d\U0001f3fd" + "c") == "b" * 78 + "…"
 
 
 async def test_a_right_to_left_title_is_isolated_in_the_answer(core: Core) -> None:

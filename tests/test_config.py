@@ -498,3 +498,32 @@ def test_placeholders_in_keys_and_in_the_environment_are_refused() -> None:
         build_config(telegram, {"TELEGRAM_BOT_TOKEN": "<your bot token>"})
     assert raised.value.key == "channels.telegram.token"
     assert "placeholder" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        ("a: [\n", "line 2, column 1", "expected the node content, but found '<stream end>'"),
+        ("a: b: c\n", "line 1, column 5", "mapping values are not allowed here"),
+    ],
+)
+def test_invalid_yaml_is_one_line_naming_line_and_column(
+    tmp_path: Path, text: str, where: str, what: str
+) -> None:
+    """Regression: the YAML error was PyYAML's own text over four lines (the parser's
+    context, "in '<unicode string>'", a copy of the line, a caret), though check-config
+    lists "every error, one line each"."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    [line] = err.value.lines()
+    assert "\n" not in line and "<unicode string>" not in line
+    assert line == f"{path} is not valid YAML at {where}: {what}"
+
+
+def test_a_validators_message_comes_without_pydantics_value_error_prefix() -> None:
+    """Regression: ``owner.timezone: Value error, unknown time zone 'Mars/Olympus'``."""
+    with pytest.raises(ConfigError) as err:
+        build_config({"owner": {"timezone": "Mars/Olympus"}}, env={})
+    assert err.value.lines() == ["owner.timezone: unknown time zone 'Mars/Olympus'"]

@@ -151,3 +151,30 @@ def test_a_file_of_comments_only_or_braces_means_the_defaults(tmp_path: Path) ->
     for text in ("# all defaults\n# data_dir: x\n", "{}\n"):
         config = load_config(_write(tmp_path, text), env={})
         assert config.channels.web.enabled and config.brain_provider() == "offline"
+
+
+def test_a_channel_enabled_with_no_owner_identity_on_it_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: e-mail enabled with owner.identities.email left out passed
+    check-config silently; the owner's first mail was then a stranger's, answered
+    "It has been passed on" and escalated about themselves."""
+    email = {
+        "enabled": True,
+        "address": "bot@example.com",
+        "password": "secret",
+        "imap": {"host": "127.0.0.1"},
+        "smtp": {"host": "127.0.0.1"},
+    }
+    path = _write(tmp_path, raw_config(tmp_path, channels={"email": email}))
+    status, out, err = _check(path, capsys)
+    assert status == exitcodes.OK and "configuration OK" in out
+    assert (
+        "warning: owner.identities.email: empty while channels.email is enabled: everyone "
+        "who writes there is a third party, you included (add your address)"
+    ) in err
+    assert "owner.identities.telegram" not in err  # not enabled
+    raw = raw_config(tmp_path, channels={"email": email})
+    raw["owner"] = {"identities": {"email": ["me@example.com"]}}
+    _write(tmp_path, raw)
+    assert "owner.identities" not in _check(path, capsys)[2]

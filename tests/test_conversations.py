@@ -140,14 +140,15 @@ async def test_rename_model_and_naming(services: Any) -> None:
     assert renamed.manually_named
     with pytest.raises(ValueError):
         await manager.rename(rec.id, "   ")
-    # regression: the cut at 80 characters kept a space it fell after
+    # regression: the cut at 80 characters kept a space it fell after; a title that is
+    # cut says so with "…" (bot.labels.clip_title), within the 80
     cut = await manager.rename(rec.id, "a" * 79 + " tail")
-    assert cut.title == "a" * 79
+    assert cut.title == "a" * 79 + "…"
     # regression: the cut at 80 code points fell inside a skin-toned emoji (its tone
     # alone at the next title's start, its hand kept): the whole character goes
     thumb = "\U0001f44d\U0001f3fd"
-    toned = await manager.rename(rec.id, "b" * 79 + thumb)
-    assert toned.title == "b" * 79
+    toned = await manager.rename(rec.id, "b" * 78 + thumb + "c")
+    assert toned.title == "b" * 78 + "…"
     renamed = await manager.rename(rec.id, "  Holiday   planning\n" + "x" * 100)
     await manager.set_title_topics(rec.id, "auto-name", ["travel"], 5)
     got = await manager.get(rec.id)

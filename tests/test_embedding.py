@@ -117,17 +117,36 @@ async def test_without_download_a_cache_miss_fails_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A one-shot command never waits for fastembed's download retries (~40 s offline):
-    the real fastembed, asked for local files only, finds an empty cache and gives up."""
+    the real fastembed, asked for local files only, finds no model in the cache (here,
+    another model's leftovers) and gives up."""
     monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
-    service = EmbeddingService(EmbeddingConfig(), cache_dir=tmp_path / "models", download=False)
+    cache = tmp_path / "models"
+    (cache / "models--someone--another-model").mkdir(parents=True)
+    service = EmbeddingService(EmbeddingConfig(), cache_dir=cache, download=False)
     try:
         assert await service.load() is False
         reason = service.unavailable_reason or ""
-        assert str(tmp_path / "models") in reason and "does not download" in reason
+        assert str(cache) in reason and "does not download" in reason
+        # Regression: three levels of parentheses, "(not loadable from the model cache
+        # (dir: ValueError: ...); this command does not download it (the daemon does)...)"
+        assert reason.startswith(
+            f"not in the model cache {cache}, and this command does not "
+            "download it: the daemon does, or set embedding.model_path ("
+        )
+        said, _, detail = reason.partition(" (")
+        assert "(" not in said and detail.endswith(")"), reason
     finally:
         service.close()
     calls = _record_factory(monkeypatch)
-    service = EmbeddingService(EmbeddingConfig(), cache_dir=tmp_path / "models", download=False)
+    service = EmbeddingService(EmbeddingConfig(), cache_dir=cache, download=False)
     assert await service.load() is False
     service.close()
     assert calls[0]["local_files_only"] is True
+    # Regression: an empty (or missing) cache imported fastembed (onnxruntime, ~0.5 s
+    # of CPU) only to find nothing there; it is known at once now
+    for empty in (tmp_path / "empty", tmp_path / "missing"):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        service = EmbeddingService(EmbeddingConfig(), cache_dir=empty, download=False)
+        assert await service.load() is False
+        service.close()
+        assert len(calls) == 1 and "holds no model" in (service.unavailable_reason or "")

@@ -89,7 +89,8 @@ async def test_consistent_store_without_daemon(populated: tuple[AppConfig, list[
     assert any("failed for good" in p for p in report["problems"])
     assert report["exit_code"] == 1
     text = healthcheck.format_text(report)
-    assert "index:        consistent" in text and "outbox:       2 pending, 1 failed" in text
+    assert "index:                 consistent" in text
+    assert "outbox:                2 pending, 1 failed" in text
     assert "abbreviations pending: 2 (1 to retry)" in text
 
 
@@ -292,6 +293,37 @@ def test_readyz_refused(tmp_path: Path) -> None:
     config = _config(tmp_path, web_port=port, web=True)
     rz = healthcheck.check_readyz(config, timeout=1.0)
     assert rz is not None and rz["ok"] is False and "error" in rz
+    # Regression: printed "readyz: FAIL (url)" (and the JSON's error was urllib's
+    # "<urlopen error [Errno 111] Connection refused>"), read as a second failure of a
+    # daemon that was simply stopped.
+    assert rz["error"].endswith("Connection refused") and "urlopen" not in rz["error"]
+    report = {
+        "data_dir": str(tmp_path),
+        "daemon": {"state": "stopped", "pid": 7, "status": "stopped", "readyz": rz},
+        "problems": ["daemon is not running (stopped)"],
+    }
+    text = healthcheck.format_text(report)
+    assert "FAIL" not in text and "stopped pid 7\n" in text
+    assert f"no ready answer from {rz['url']}: " in text and "Connection refused" in text
+
+
+def test_the_status_values_start_in_one_column(
+    populated: tuple[AppConfig, list[str]],
+) -> None:
+    """Regression: the values started in three columns ("disk:         61284.7 MiB",
+    "conversations: 2", "abbreviations pending: 1", "replies pending:  0")."""
+    config, _ = populated
+    report = healthcheck.collect(config)
+    text = healthcheck.format_text(report)
+    columns = {len(line) - len(line.split(":", 1)[1].lstrip()) for line in text.splitlines()}
+    assert len(columns) == 1, text
+    # and the counts agree with their nouns ("1 parties, 1 escalations pending")
+    for parties, escalations, said in (
+        (1, 1, "1 party, 1 escalation pending"),
+        (2, 0, "2 parties, 0 escalations pending"),
+    ):
+        report["counts"].update(external_parties=parties, pending_escalations=escalations)
+        assert f"external:              {said}\n" in healthcheck.format_text(report)
 
 
 async def test_main_json(
@@ -361,7 +393,7 @@ async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) ->
         assert not any("event loop stuck" in p for p in problems), problems
         assert any("disk is full" in p and "heartbeat" in p for p in problems), problems
         assert report["exit_code"] == 1  # problems listed (it was 74 before session 15)
-        assert "disk:         FULL" in healthcheck.format_text(report)
+        assert "disk:                  FULL" in healthcheck.format_text(report)
     finally:
         subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
 
@@ -481,7 +513,7 @@ async def test_messages_waiting_for_a_reply_are_counted(
     await db.close()
     report = await asyncio.to_thread(healthcheck.collect, config)
     assert report["counts"]["replies_pending"] == 1
-    assert "replies pending:  1" in healthcheck.format_text(report)
+    assert "replies pending:       1" in healthcheck.format_text(report)
 
 
 def _documented_json_keys() -> dict[str, set[str]]:

@@ -140,6 +140,30 @@ def test_migrations_are_numbered_and_atomic(tmp_path: Path) -> None:
         conn.close()
 
 
+def test_a_new_database_is_created_in_one_line_and_an_upgrade_step_by_step(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: a new file logged "schema version 0, migrating to 8" and then each of
+    its eight steps, twelve INFO lines (with state.db) of a first start or a reindex."""
+    path = tmp_path / "conversations.db"
+    conn = connect_sync(path)
+    try:
+        with caplog.at_level(logging.INFO, logger="my_agent.db"):
+            apply_migrations(conn, INDEX_MIGRATIONS[:3])
+        assert [r.getMessage() for r in caplog.records] == [f"{path}: created (schema version 3)"]
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="my_agent.db"):
+            apply_migrations(conn, INDEX_MIGRATIONS[:5])
+        said = [r.getMessage() for r in caplog.records]
+        assert said[0] == f"{path}: schema version 3, migrating to 5"
+        assert [m.split(" (")[0] for m in said[1:]] == [
+            f"applied migration 4 of {path}",
+            f"applied migration 5 of {path}",
+        ]
+    finally:
+        conn.close()
+
+
 async def test_reopening_keeps_the_schema_version(tmp_path: Path) -> None:
     config = make_config(tmp_path)
     for _ in range(2):

@@ -334,3 +334,53 @@ def test_the_status_command_printed_reads_the_services_config(
     # without a config file the service runs on the defaults, and so does status
     bare = install_service(user, output=tmp_path / "v.service", executable=["/opt/v/bin/my-agent"])
     assert [c for c in bare.next_commands if c.endswith("/opt/v/bin/my-agent status")]
+
+
+@pytest.mark.parametrize("user", [False, True])
+def test_the_env_files_directory_is_created_when_the_config_lives_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: bool
+) -> None:
+    """Regression: with ``--config /srv/agent/config.yaml`` the commands printed went
+    straight to ``install -m 0600 /dev/null /etc/my-agent/env``, which fails with "No such
+    file or directory" on a machine where nothing had created /etc/my-agent."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    cfg = tmp_path / "srv" / "config.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text("{}\n")
+    result = install_service(
+        user, output=tmp_path / "u.service", config=cfg, executable=["/opt/v/bin/my-agent"]
+    )
+    env_dir = (tmp_path / "cfg" / "my-agent") if user else Path("/etc/my-agent")
+    made = [
+        i for i, c in enumerate(result.next_commands) if c.endswith(f"install -d -m 0755 {env_dir}")
+    ]
+    filled = [i for i, c in enumerate(result.next_commands) if f"/dev/null {env_dir}/env" in c]
+    assert made and filled and made[0] < filled[0], result.next_commands
+
+
+def test_run_as_a_user_this_machine_lacks_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``--run-as nosuchuser`` wrote the unit without a word, and systemd
+    then failed every start with status 217/USER."""
+    parser = argparse.ArgumentParser()
+    service_unit.add_arguments(parser)
+    for who, warned in (("no-such-user-qa20", True), ("root", False), ("0", False)):
+        args = parser.parse_args(["--output", str(tmp_path / "x.service"), "--run-as", who])
+        assert service_unit.main(args) == 0
+        err = capsys.readouterr().err
+        assert (f"there is no user {who!r} on this machine" in err) is warned, err
+        assert ("217/USER" in err) is warned
+
+
+def test_run_as_with_a_user_unit_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``install-service --user --run-as root`` ignored --run-as silently."""
+    parser = argparse.ArgumentParser()
+    service_unit.add_arguments(parser)
+    out = tmp_path / "u.service"
+    args = parser.parse_args(["--user", "--output", str(out), "--run-as", "root"])
+    assert service_unit.main(args) == 64
+    assert "--run-as is for the system unit" in capsys.readouterr().err
+    assert not out.exists()

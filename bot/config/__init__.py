@@ -167,13 +167,29 @@ def _section_keys(loc: tuple[Any, ...]) -> list[str]:
     return list(getattr(model, "model_fields", {}))
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what, on one line: `` at line 2, column 1: expected the node content,
+    but found '<stream end>'``. ``str(exc)`` spread over four lines (the parser's
+    context, a copy of the line and a caret), though check-config promises one line per
+    error."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    return f"{where}: {' '.join(str(problem).split())}"
+
+
 def _problem(error: Any) -> tuple[str, str]:
     """``(dotted.key, message)`` for one pydantic error. A key the section does not have
     was "Extra inputs are not permitted", which did not say the key itself is wrong, nor
     which one was meant."""
     loc = tuple(error["loc"])
     if error["type"] != "extra_forbidden" or not loc:
-        return _dotted(loc), error["msg"]
+        # a validator's own message without pydantic's "Value error, " in front of it
+        # ("owner.timezone: Value error, unknown time zone 'Mars/Olympus'")
+        message = str(error["msg"])
+        if error["type"] == "value_error":
+            message = message.removeprefix("Value error, ")
+        return _dotted(loc), message
     keys = _section_keys(loc[:-1])
     close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]}?)" if close else ""
@@ -317,9 +333,7 @@ def load_config(
         try:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError("", f"{chosen} is not valid YAML{where}: {exc}") from exc
+            raise ConfigError("", f"{chosen} is not valid YAML{_yaml_problem(exc)}") from exc
         if raw is not None and not isinstance(raw, dict):
             raise ConfigError("", f"{chosen} must hold a mapping at top level")
         duplicate = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))

@@ -26,7 +26,22 @@ RESOLVE_SECONDS = 3.0
 def config_warnings(cfg: AppConfig, resolve_seconds: float = RESOLVE_SECONDS) -> list[str]:
     """``dotted.key: message`` for each setting the daemon accepts but cannot use as is."""
     found = _model_path_warnings(cfg)
+    found += _owner_warnings(cfg)
     found += _host_warnings(_server_hosts(cfg), resolve_seconds)
+    return found
+
+
+def _owner_warnings(cfg: AppConfig) -> list[str]:
+    """A channel enabled with no owner identity on it: the owner's own messages there
+    are a stranger's (escalated to the dashboard and answered "passed on"). check-config
+    said OK, and the first sign was that reply."""
+    found = []
+    for channel, what in (("telegram", "numeric user id"), ("email", "address")):
+        if getattr(cfg.channels, channel).enabled and not cfg.owner.identities.get(channel):
+            found.append(
+                f"owner.identities.{channel}: empty while channels.{channel} is enabled: "
+                f"everyone who writes there is a third party, you included (add your {what})"
+            )
     return found
 
 

@@ -167,7 +167,7 @@ async def test_status_shows_a_passed_over_mail_while_the_daemon_is_stopped(
     assert report["daemon"]["state"] in ("stopped", "unknown")
     expected = f"email: 1 mail in {folder} the server would not hand over (uid {bad}), retried"
     assert expected in report["problems"], report["problems"]
-    assert f"problem:      {expected}" in healthcheck.format_text(report)
+    assert f"problem:               {expected}" in healthcheck.format_text(report)
 
 
 class _BuggyHost(FakeHost):
