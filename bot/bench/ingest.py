@@ -230,6 +230,7 @@ async def product(
         while services.replies.queue.pending():
             await asyncio.sleep(0.01)
     turns = await services.index.turn_rows()
+    deferred = services.arrivals.deferred
     await close_services(services)
     latencies.sort()
     return {
@@ -247,6 +248,7 @@ async def product(
         "replies_done_seconds": total_s,
         "written_bytes_per_message": written,
         "indexed_turns": turns,
+        "replies_deferred": deferred,
     }
 
 
@@ -318,6 +320,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_open_p99_ms": round(percentiles(bare_open)[1], 3) if bare_open else None,
         "ratio": round(ratio, 3),
         "replies_completed_seconds": round(ours["replies_done_seconds"], 2),
+        # replies that waited for a flood of incoming messages to pause (bot/arrivals.py)
+        "replies_deferred": ours["replies_deferred"],
         # bytes written per message (and reply): the volume the flushes push to the disk
         "written_bytes_per_message": ours["written_bytes_per_message"],
         "baseline_written_bytes_per_message": (
