@@ -12,19 +12,31 @@ from bot.tasks import finish_within, spawn
 log = logging.getLogger("my_agent.replies")
 
 
+# a job and what it waits for before it takes a slot
+_Job = tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]] | None]
+
+
 class KeyedSerialQueue:
     """Jobs run strictly one after another per key; different keys run concurrently."""
 
     def __init__(self, max_running: int = 0) -> None:
-        self._queues: dict[str, deque[Callable[[], Awaitable[None]]]] = {}
+        self._queues: dict[str, deque[_Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self.accepting = True
         # At most ``max_running`` jobs at once across keys (0: no limit). Replies wait
         # for a slot; storing incoming messages never does.
         self._slots = asyncio.Semaphore(max_running) if max_running > 0 else None
 
-    def submit(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
-        self._queues.setdefault(key, deque()).append(job)
+    def submit(
+        self,
+        key: str,
+        job: Callable[[], Awaitable[None]],
+        wait: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Queue ``job`` under ``key``. ``wait``: awaited when the job's turn comes,
+        before it takes a slot (a reply that yields to a flood of incoming messages,
+        :mod:`bot.arrivals`, holds no slot the owner's replies need meanwhile)."""
+        self._queues.setdefault(key, deque()).append((job, wait))
         if key not in self._workers:
             self._workers[key] = spawn(self._run(key), name=f"serial-{key}")
 
@@ -38,7 +50,12 @@ class KeyedSerialQueue:
         queue = self._queues[key]
         try:
             while queue and self.accepting:
-                job = queue.popleft()
+                job, wait = queue[0]
+                if wait is not None:
+                    await wait()
+                    if not self.accepting:
+                        break  # still queued, like the jobs behind it (see drain)
+                queue.popleft()
                 try:
                     if self._slots is None:
                         await job()

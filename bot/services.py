@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.arrivals import IncomingFlow
 from bot.brain.base import Brain
 from bot.channel import Channel
 from bot.config import AppConfig
@@ -82,6 +83,7 @@ class Services:
     embedder: Any = None  # bot.embedding.EmbeddingService
     vectors: Any = None  # bot.vectors.VectorIndex
     lifecycle: Any = None  # bot.lifecycle.Lifecycle
+    arrivals: IncomingFlow = field(default_factory=IncomingFlow)
     channels: dict[str, Channel] = field(default_factory=dict)
     stream_sink: Callable[[StreamEvent], Awaitable[None]] | None = None
     memory_flush: Callable[..., Awaitable[None]] | None = None
@@ -261,6 +263,7 @@ async def _open_services(
         outbox=Outbox(state),
         identities=OwnerIdentities(config),
         embedder=embedder,
+        arrivals=IncomingFlow(max_wait=config.brain.flood_reply_wait_seconds),
     )
     try:
         # Before recovery reads any transcript: what a machine crash lost comes back

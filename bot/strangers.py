@@ -144,7 +144,11 @@ class StrangerFlow(PartySends):
                 await self.escalate(party, msg.text, standing=UNVERIFIED)
             return
         if party.tier == "known":
-            self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, [msg], target))
+            self.s.replies.queue.submit(
+                party.id,
+                lambda: self._answer_known(party, [msg], target),
+                wait=self.s.arrivals.pause,  # under a flood, storing it goes first
+            )
             return
         await self._acknowledge_and_escalate(party, [msg])
 

@@ -200,13 +200,15 @@ async def product(
         finally:
             checkpointer.close()
     written = per_message(bytes_before, written_bytes(), count)
-    open_p50 = open_p99 = achieved = 0.0
+    open_p50 = open_p99 = achieved = open_drain = 0.0
     if latency_messages and rate > 0:
         open_p50, open_p99, achieved = await open_loop(
             services, latency_messages, parties, rate, replies, count
         )
+        drain_start = time.perf_counter()
         while services.replies.queue.pending():
             await asyncio.sleep(0.01)
+        open_drain = time.perf_counter() - drain_start
     curve = []
     for k, curve_rate in enumerate(curve_rates):
         c50, c99, c_achieved = await open_loop(
@@ -230,6 +232,7 @@ async def product(
         while services.replies.queue.pending():
             await asyncio.sleep(0.01)
     turns = await services.index.turn_rows()
+    deferred = services.arrivals.deferred
     await close_services(services)
     latencies.sort()
     return {
@@ -247,6 +250,8 @@ async def product(
         "replies_done_seconds": total_s,
         "written_bytes_per_message": written,
         "indexed_turns": turns,
+        "replies_deferred": deferred,
+        "open_replies_drain_seconds": open_drain,
     }
 
 
@@ -318,6 +323,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_open_p99_ms": round(percentiles(bare_open)[1], 3) if bare_open else None,
         "ratio": round(ratio, 3),
         "replies_completed_seconds": round(ours["replies_done_seconds"], 2),
+        # replies that waited for a flood of incoming messages to pause (bot/arrivals.py)
+        "replies_deferred": ours["replies_deferred"],
+        # after the latency phase's last message, until its last reply was stored
+        "latency_phase_replies_drain_seconds": round(ours["open_replies_drain_seconds"], 2),
         # bytes written per message (and reply): the volume the flushes push to the disk
         "written_bytes_per_message": ours["written_bytes_per_message"],
         "baseline_written_bytes_per_message": (

@@ -102,6 +102,10 @@ class BrainConfig(_Section):
     # Replies generated at once across conversations (API rate limits; under a burst,
     # storing what arrives goes first and replies follow).
     max_concurrent_replies: int = Field(default=8, ge=1)
+    # While messages arrive without a pause of 20 ms (a flood), replies to others than
+    # the owner wait up to this many seconds so that storing what arrives goes first
+    # (bot/arrivals.py); 0: never wait.
+    flood_reply_wait_seconds: float = Field(default=10.0, ge=0, le=300)
     working_context_turns: int = Field(default=20, ge=1)
     working_context_tokens: int = Field(default=8000, ge=100)
     compression_budget_tokens: int = Field(default=24000, ge=500)

@@ -58,6 +58,9 @@ async def test_ingest_bench_small_run_reports_every_mode(tmp_path: Path) -> None
         "saturated_p99_ms",
     }
     assert (tmp_path / "product" / "data" / "conversations").is_dir()
+    # the members' replies yielded to the phases' floods, and the wait is reported
+    assert out["replies_deferred"] >= 1
+    assert out["latency_phase_replies_drain_seconds"] >= 0
 
 
 async def test_ingest_bench_without_replies_indexes_only_the_messages(tmp_path: Path) -> None:

@@ -1,0 +1,186 @@
+"""Under a flood of incoming messages, replies to others than the owner wait for it to
+pause (bot/arrivals.py); the owner's replies never wait, and nothing waits in ordinary
+traffic. Short real waits (tens of milliseconds), no timings asserted beyond order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.arrivals import IncomingFlow
+from bot.reply_queue import KeyedSerialQueue
+from bot.services import open_services
+from tests.conftest import (
+    OWNER_TELEGRAM_ID,
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import ScriptedBrain, inbound
+
+QUIET = 0.05
+
+
+async def _flood(flow: IncomingFlow, seconds: float, every: float = 0.005) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while loop.time() < end:
+        flow.note()
+        await asyncio.sleep(every)
+
+
+async def test_no_recent_message_no_wait() -> None:
+    flow = IncomingFlow(quiet=QUIET, max_wait=10)
+    await asyncio.wait_for(flow.pause(), 0.01)
+    assert flow.deferred == 0
+
+
+async def test_a_message_alone_is_answered_after_the_quiet_time() -> None:
+    flow = IncomingFlow(quiet=QUIET, max_wait=10)
+    flow.note()  # the message the reply answers
+    await asyncio.wait_for(flow.pause(), QUIET * 4)
+    assert flow.deferred == 0  # nobody else came
+
+
+async def test_a_reply_waits_until_the_flood_pauses() -> None:
+    flow = IncomingFlow(quiet=QUIET, max_wait=10)
+    flooding = asyncio.create_task(_flood(flow, 0.4))
+    await asyncio.sleep(0.02)
+    waiter = asyncio.create_task(flow.pause())
+    await asyncio.sleep(0.2)
+    assert not waiter.done()  # messages still arriving every 5 ms
+    await flooding
+    await asyncio.wait_for(waiter, 1)
+    assert flow.deferred == 1
+
+
+async def test_a_reply_waits_at_most_max_wait() -> None:
+    flow = IncomingFlow(quiet=QUIET, max_wait=0.1)
+    flooding = asyncio.create_task(_flood(flow, 2))
+    await asyncio.sleep(0.02)
+    try:
+        await asyncio.wait_for(flow.pause(), 1)  # the flood goes on; the wait does not
+        assert not flooding.done()
+    finally:
+        flooding.cancel()
+
+
+async def test_stop_ends_every_wait_and_the_next_ones() -> None:
+    flow = IncomingFlow(quiet=QUIET, max_wait=60)
+    flow.note()
+    waiters = [asyncio.create_task(flow.pause()) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    flow.stop()
+    flow.note()
+    await asyncio.wait_for(asyncio.gather(*waiters), 1)
+    await asyncio.wait_for(flow.pause(), 0.01)
+
+
+async def test_max_wait_zero_never_waits() -> None:
+    flow = IncomingFlow(quiet=QUIET, max_wait=0)
+    flow.note()
+    await asyncio.wait_for(flow.pause(), 0.01)
+    assert flow.deferred == 0
+
+
+async def test_a_waiting_job_holds_no_slot() -> None:
+    """With one slot, a job waiting for the flood does not keep the owner's waiting."""
+    queue = KeyedSerialQueue(max_running=1)
+    flow = IncomingFlow(quiet=QUIET, max_wait=60)
+    ran: list[str] = []
+
+    async def job(name: str) -> None:
+        ran.append(name)
+
+    flow.note()
+    queue.submit("member", lambda: job("member"), wait=flow.pause)
+    queue.submit("owner", lambda: job("owner"))
+    flooding = asyncio.create_task(_flood(flow, 0.2))
+    await asyncio.sleep(0.1)
+    assert ran == ["owner"]
+    await flooding
+    await asyncio.sleep(QUIET * 3)
+    assert ran == ["owner", "member"]
+
+
+async def test_drain_leaves_a_waiting_job_queued_and_returns_at_once() -> None:
+    queue = KeyedSerialQueue(max_running=2)
+    flow = IncomingFlow(quiet=QUIET, max_wait=60)
+    ran: list[str] = []
+
+    async def job() -> None:
+        ran.append("member")
+
+    flow.note()
+    queue.submit("member", job, wait=flow.pause)
+    flooding = asyncio.create_task(_flood(flow, 5))
+    await asyncio.sleep(0.05)
+    flow.stop()  # what the daemon does before draining (bot/daemon.py)
+    assert await asyncio.wait_for(queue.drain(timeout=5), 1)
+    flooding.cancel()
+    assert ran == []  # its turn stays unanswered on disk, answered after the restart
+
+
+def _replied(text: str) -> Any:
+    return lambda sent: any(m.text == f"re: {text}" for m in sent)
+
+
+class Group:
+    def __init__(self, services: Any) -> None:
+        self.s = services
+        self.telegram = RecordingChannel("telegram")
+
+
+@pytest.fixture
+async def group(tmp_path: Path) -> AsyncIterator[Group]:
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        brain={"flood_reply_wait_seconds": 30, "debounce_seconds": {}},
+    )
+    stack = Group(await open_services(config, brain=ScriptedBrain()))
+    stack.s.arrivals.quiet = QUIET
+    await attach_channel(stack.s, stack.telegram)
+    try:
+        yield stack
+    finally:
+        await shutdown_services(stack.s)
+
+
+async def test_in_a_flood_members_wait_and_the_owner_does_not(group: Group) -> None:
+    """A group flooded by members: their replies come once the flood pauses; the owner's
+    message in the middle of it is answered while it goes on. Nothing is lost."""
+    say = group.s.router.deliver
+    members = [f"member question {i}" for i in range(40)]
+    for text in members[:20]:
+        await say(inbound(text, sender="31337", group_id="-100", chat="-100", addressed=True))
+        await asyncio.sleep(0.005)
+    await say(inbound("owner asks", sender=OWNER_TELEGRAM_ID, addressed=True))
+    await group.telegram.wait_for(_replied("owner asks"), timeout=5)
+    sent_during = [m.text for m in group.telegram.sent if m.kind == "reply"]
+    assert sent_during == ["re: owner asks"]  # the members' replies all still wait
+    for text in members[20:]:
+        await say(inbound(text, sender="31337", group_id="-100", chat="-100", addressed=True))
+        await asyncio.sleep(0.005)
+    await settle(group.s)
+    replies = [m.text for m in group.telegram.sent if m.kind == "reply"]
+    assert sorted(replies) == sorted(["re: owner asks"] + [f"re: {t}" for t in members])
+    assert group.s.arrivals.deferred >= 1
+
+
+async def test_in_ordinary_traffic_a_reply_waits_for_no_one(group: Group) -> None:
+    for i in range(3):
+        text = f"member question {i}"
+        await group.s.router.deliver(
+            inbound(text, sender="31337", group_id="-100", chat="-100", addressed=True)
+        )
+        await group.telegram.wait_for(_replied(text), timeout=5)
+        await asyncio.sleep(QUIET * 2)
+    assert group.s.arrivals.deferred == 0
