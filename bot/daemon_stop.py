@@ -42,7 +42,7 @@ async def shutdown(
         if stop_waiting is not None:
             stop_waiting()
     deadline = time.monotonic() + drain_seconds
-    services.arrivals.stop()  # replies yielding to a flood wait no longer
+    services.incoming.stop()  # replies yielding to a flood wait no longer
     finished = await services.replies.queue.drain(timeout=drain_seconds / 2)
     if not finished:
         log.warning(

@@ -113,7 +113,7 @@ class ReplyEngine:
             lambda: self._reply(conversation_id, turn_number, text, target, sender, owner, album),
             # Under a flood, a reply to someone else than the owner waits for it to pause
             # (the owner's never does): storing what arrives goes first.
-            wait=self.s.arrivals.pause if owner is False else None,
+            wait=self.s.incoming.pause if owner is False else None,
         )
 
     def hold_bursts(self) -> None:

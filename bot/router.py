@@ -67,7 +67,7 @@ class Router:
         if not self.accepting:
             raise DeliveryError("the daemon is shutting down")
         message = scrubbed(message)  # lone surrogates cannot be stored: replaced, not lost
-        self.s.arrivals.note()
+        self.s.incoming.note()
         for attempt, delay in enumerate((*STORAGE_RETRIES, None)):
             try:
                 await self._route(message)

@@ -83,7 +83,7 @@ class Services:
     embedder: Any = None  # bot.embedding.EmbeddingService
     vectors: Any = None  # bot.vectors.VectorIndex
     lifecycle: Any = None  # bot.lifecycle.Lifecycle
-    arrivals: IncomingFlow = field(default_factory=IncomingFlow)
+    incoming: IncomingFlow = field(default_factory=IncomingFlow)
     channels: dict[str, Channel] = field(default_factory=dict)
     stream_sink: Callable[[StreamEvent], Awaitable[None]] | None = None
     memory_flush: Callable[..., Awaitable[None]] | None = None
@@ -263,7 +263,7 @@ async def _open_services(
         outbox=Outbox(state),
         identities=OwnerIdentities(config),
         embedder=embedder,
-        arrivals=IncomingFlow(max_wait=config.brain.flood_reply_wait_seconds),
+        incoming=IncomingFlow(max_wait=config.brain.flood_reply_wait_seconds),
     )
     try:
         # Before recovery reads any transcript: what a machine crash lost comes back

@@ -147,7 +147,7 @@ class StrangerFlow(PartySends):
             self.s.replies.queue.submit(
                 party.id,
                 lambda: self._answer_known(party, [msg], target),
-                wait=self.s.arrivals.pause,  # under a flood, storing it goes first
+                wait=self.s.incoming.pause,  # under a flood, storing it goes first
             )
             return
         await self._acknowledge_and_escalate(party, [msg])

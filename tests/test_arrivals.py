@@ -146,7 +146,7 @@ async def group(tmp_path: Path) -> AsyncIterator[Group]:
         brain={"flood_reply_wait_seconds": 30, "debounce_seconds": {}},
     )
     stack = Group(await open_services(config, brain=ScriptedBrain()))
-    stack.s.arrivals.quiet = QUIET
+    stack.s.incoming.quiet = QUIET
     await attach_channel(stack.s, stack.telegram)
     try:
         yield stack
@@ -172,7 +172,7 @@ async def test_in_a_flood_members_wait_and_the_owner_does_not(group: Group) -> N
     await settle(group.s)
     replies = [m.text for m in group.telegram.sent if m.kind == "reply"]
     assert sorted(replies) == sorted(["re: owner asks"] + [f"re: {t}" for t in members])
-    assert group.s.arrivals.deferred >= 1
+    assert group.s.incoming.deferred >= 1
 
 
 async def test_in_ordinary_traffic_a_reply_waits_for_no_one(group: Group) -> None:
@@ -183,4 +183,4 @@ async def test_in_ordinary_traffic_a_reply_waits_for_no_one(group: Group) -> Non
         )
         await group.telegram.wait_for(_replied(text), timeout=5)
         await asyncio.sleep(QUIET * 2)
-    assert group.s.arrivals.deferred == 0
+    assert group.s.incoming.deferred == 0

@@ -232,7 +232,7 @@ async def product(
         while services.replies.queue.pending():
             await asyncio.sleep(0.01)
     turns = await services.index.turn_rows()
-    deferred = services.arrivals.deferred
+    deferred = services.incoming.deferred
     await close_services(services)
     latencies.sort()
     return {
