@@ -1,8 +1,12 @@
 """What a third party can make us store: the text kept of one message.
 
 A stranger's 5 MB mail was stored whole (their file and the index), and a flood of them
-filled the disk. One message keeps at most ``trust.party_message_max_chars`` characters
-(the index 8,000 of those: :data:`bot.parties.INDEX_MESSAGE_CHARS`); an untrusted party
+filled the disk. One message from a party not known to the owner keeps at most
+``trust.party_message_max_chars`` characters (the mail itself stays in the mailbox; a
+Telegram text is never that long); a known contact's is kept whole, as the owner's are
+(nothing a contact sent is lost), and what the model reads of it is cut to the same
+bound (:func:`for_model`). The index keeps 8,000 characters of any message
+(:data:`bot.parties.INDEX_MESSAGE_CHARS`). An untrusted party
 past ``trust.untrusted_messages_per_hour`` messages in the hour (or all untrusted parties
 past ``trust.untrusted_messages_per_hour_total``: a new address per message) keeps
 :data:`FLOOD_CHARS` of each, as much as its escalation quotes. A cut text ends with a
@@ -31,7 +35,12 @@ FLOOD_CHARS = 500
 async def kept(services: Services, msg: InboundMessage, party_key: str) -> InboundMessage:
     """``msg`` with the text a third party's message keeps (the same ``msg`` when whole)."""
     limit, why = services.config.trust.party_message_max_chars, "party_message_max_chars"
-    if len(msg.text) > FLOOD_CHARS and await _flooding(services, msg.channel, party_key):
+    if len(msg.text) <= FLOOD_CHARS:
+        return msg
+    tier = await _tier(services, msg.channel, party_key)
+    if tier == "known":
+        return msg
+    if tier == "untrusted" and await _flooding(services, msg.channel, party_key):
         limit, why = FLOOD_CHARS, "untrusted_messages_per_hour"
     if len(msg.text) <= limit:
         return msg
@@ -41,13 +50,25 @@ async def kept(services: Services, msg: InboundMessage, party_key: str) -> Inbou
     return replace(msg, text=cut_text(msg.text, limit, f"not kept ({why})"))
 
 
+def for_model(services: Services, text: str) -> str:
+    """What the model reads of a known contact's message: at most
+    ``trust.party_message_max_chars`` characters (each character is paid for)."""
+    limit = services.config.trust.party_message_max_chars
+    return cut_text(text, limit, "not shown to the model (party_message_max_chars)")
+
+
+async def _tier(services: Services, channel: str, party_key: str) -> str:
+    ext = services.external
+    party = await ext.get(party_handle(channel, party_key))
+    if party is not None:
+        return party.tier
+    return ext.configured_tier(channel, party_key) or services.config.trust.default_tier
+
+
 async def _flooding(services: Services, channel: str, party_key: str) -> bool:
     """Whether an untrusted party (or all of them) sent more than the hour's budget."""
     ext, trust = services.external, services.config.trust
     party = await ext.get(party_handle(channel, party_key))
-    tier = party.tier if party else ext.configured_tier(channel, party_key) or trust.default_tier
-    if tier != "untrusted":
-        return False
     hour = iso(utcnow() - timedelta(hours=1))
     if party and await ext.untrusted_messages_since(hour, party.id) >= (
         trust.untrusted_messages_per_hour

@@ -24,7 +24,7 @@ from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
-from bot.party_limits import kept
+from bot.party_limits import for_model, kept
 from bot.party_sends import PartySends
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
@@ -280,7 +280,7 @@ class StrangerFlow(PartySends):
         request = BrainRequest(
             profile="restricted",
             channel=msg.channel,
-            text="\n".join(m.text for m in said),
+            text="\n".join(for_model(self.s, m.text) for m in said),
             model_alias=party.model or self.s.config.models.default,
             party_name=msg.sender_name or party.party_key,
             scope=self.s.config.trust.known_scope,

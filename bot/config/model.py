@@ -157,8 +157,8 @@ class TrustConfig(_Section):
     # The model's answers to known contacts in any hour: per contact and all together
     # (each is a paid model call; a chatty or compromised contact ran up the bill). Past
     # either, their messages are recorded, not answered, and the owner is told once.
-    known_replies_per_hour: int = Field(default=20, ge=1)
-    known_replies_per_hour_total: int = Field(default=60, ge=1)
+    known_replies_per_hour: int = Field(default=40, ge=1)
+    known_replies_per_hour_total: int = Field(default=120, ge=1)
     # What a third party's message keeps (their file; the index keeps 8,000 characters of
     # it): longer is cut, with a line saying how much was not kept. A stranger's
     # megabytes were stored whole, and a flood of them filled the disk.
