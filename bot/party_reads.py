@@ -96,37 +96,43 @@ class PartyReads:
     async def command_answers_since(self, since: str, party_id: str | None = None) -> int:
         """How many command answers went to ``party_id`` (else to any party) at ``since``
         (an :func:`~bot.events.iso` time) or later."""
-        sql = "SELECT COUNT(*) FROM external_messages WHERE kind = 'command' AND timestamp >= ?"
-        args: tuple[str, ...] = (since,)
-        if party_id is not None:
-            sql += " AND party_id = ?"
-            args += (party_id,)
-        row = await self.db.fetchone(sql, args)
-        return int(row[0]) if row else 0
+        return await self._count_since(
+            "SELECT COUNT(*) FROM external_messages WHERE kind = 'command' AND timestamp >= ?",
+            "party_id",
+            since,
+            party_id,
+        )
 
     async def answers_since(self, since: str, party_id: str | None = None) -> int:
         """How many of the model's answers went to ``party_id`` (else to any party) at
         ``since`` (an :func:`~bot.events.iso` time) or later: the known contacts' hourly
         budget, across restarts."""
-        sql = "SELECT COUNT(*) FROM external_messages WHERE kind = 'answer' AND timestamp >= ?"
-        args: tuple[str, ...] = (since,)
-        if party_id is not None:
-            sql += " AND party_id = ?"
-            args += (party_id,)
-        row = await self.db.fetchone(sql, args)
-        return int(row[0]) if row else 0
+        return await self._count_since(
+            "SELECT COUNT(*) FROM external_messages WHERE kind = 'answer' AND timestamp >= ?",
+            "party_id",
+            since,
+            party_id,
+        )
 
     async def untrusted_messages_since(self, since: str, party_id: str | None = None) -> int:
         """How many messages untrusted parties (or ``party_id`` alone) sent at ``since``
         (an :func:`~bot.events.iso` time) or later: their hourly budget of storage."""
-        sql = (
+        return await self._count_since(
             "SELECT COUNT(*) FROM external_messages m JOIN external_parties p"
             " ON p.id = m.party_id WHERE m.direction = 'in' AND m.timestamp >= ?"
-            " AND p.tier = 'untrusted'"
+            " AND p.tier = 'untrusted'",
+            "m.party_id",
+            since,
+            party_id,
         )
+
+    async def _count_since(
+        self, sql: str, party_column: str, since: str, party_id: str | None
+    ) -> int:
+        """``sql`` (a count from ``since`` on), for ``party_id`` alone when given."""
         args: tuple[str, ...] = (since,)
         if party_id is not None:
-            sql += " AND m.party_id = ?"
+            sql += f" AND {party_column} = ?"
             args += (party_id,)
         row = await self.db.fetchone(sql, args)
         return int(row[0]) if row else 0
