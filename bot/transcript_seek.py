@@ -4,9 +4,9 @@
 brain and recovery, which need every line, but a dashboard page of 50 turns out of
 20,000 then cost time and memory in proportion to the conversation, on every page. A
 :class:`LineReader` reads lines backward from a byte offset or forward from one, and
-finds the line where a turn number begins by bisection (turn numbers do not decrease
-along a transcript, but for a few lines where a reply was written after the next
-message), so a window costs the lines it holds plus a few probes.
+finds the line where a turn number begins by bisection over the user turns (their
+numbers never decrease along a transcript; a reply can be written many turns after its
+question), so a window costs the lines it holds plus a few probes.
 
 Lines are parsed as :func:`bot.transcript_lines.parse_lines` does (a corrupt or
 malformed line is skipped with a warning). A torn last line (no newline yet) is left out.
@@ -134,25 +134,31 @@ class LineReader:
             next(lines, None)  # the rest of the line that byte offset - 1 is in
         return lines
 
-    def _first_turn(self, offset: int, limit: int) -> tuple[int, int] | None:
-        """``(start, turn number)`` of the first turn line beginning in [offset, limit)."""
+    def _first_question(self, offset: int, limit: int) -> tuple[int, int] | None:
+        """``(start, turn number)`` of the first user turn line beginning in [offset,
+        limit). User turns are numbered as they are written, so their numbers never
+        decrease along the file; answers can be written many turns late (a reply to a
+        group member waits out a flood of messages, bot/arrivals.py), and a probe that
+        landed on one put the bisection past the turn sought."""
         for start, _, raw in self._from(offset):
             if start >= limit:
                 return None
             line = self.parse(raw)
-            if line is not None and line.get("type") == "turn":
+            if line is not None and line.get("type") == "turn" and line.get("role") == "user":
                 return start, int(line.get("turnNumber") or 0)
         return None
 
     def turn_offset(self, number: int) -> int:
         """The start of the first turn line numbered ``number`` or more (:attr:`end`
         when there is none): everything before it is older than that turn."""
-        # Turn lines starting before lo are numbered below `number`; those starting at
-        # or after hi are numbered `number` or more.
+        # User turn lines starting before lo are numbered below `number`; those starting
+        # at or after hi are numbered `number` or more. No turn line before the user turn
+        # numbered `number` has that number or more (an answer shares its question's
+        # number and follows it), so the scan from lo finds that question.
         lo, hi = 0, self.end
         while hi - lo > BLOCK:
             mid = (lo + hi) // 2
-            found = self._first_turn(mid, hi)
+            found = self._first_question(mid, hi)
             if found is None:
                 hi = mid
             elif found[1] >= number:
@@ -169,12 +175,9 @@ class LineReader:
         return self.end
 
     def _back(self, start: int) -> int:
-        """The start of the :data:`BACK_TURNS` th turn line before ``start`` (or 0).
-
-        Turn numbers only nearly never decrease: a message that arrives while the reply
-        to the one before is being written is stored first (5 question, 6 question,
-        5 answer), and a probe that lands on such an answer puts ``lo`` past the turn
-        sought. Such inversions span the few messages sent during one reply."""
+        """The start of the :data:`BACK_TURNS` th turn line before ``start`` (or 0): a
+        margin for a transcript whose user turns are out of order (written by hand, or
+        imported), which the bisection assumes they are not."""
         turns = 0
         for begin, raw in self.backward(start):
             start = begin

@@ -71,3 +71,27 @@ def test_an_empty_file_has_no_lines(tmp_path: Path) -> None:
     path.write_bytes(b"")
     with LineReader(path) as reader:
         assert reader.end == 0 and list(reader.backward(0)) == [] and reader.turn_offset(1) == 0
+
+
+@pytest.mark.parametrize("block", [7, 64, 65536])
+def test_turn_offset_with_answers_written_after_a_flood(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    # Regression: replies to group members wait out a flood of messages (bot/arrivals.py),
+    # so 40 questions come before their 40 answers; a probe that landed on an answer
+    # took the bisection past the question sought (more than BACK_TURNS turns back).
+    monkeypatch.setattr(transcript_seek, "BLOCK", block)
+    lines: list[dict] = [{"type": "meta", "id": "conv-x"}]
+    lines += [turn_line("user", f"question {n} " + "q" * 80, n) for n in range(1, 41)]
+    lines += [turn_line("assistant", f"answer {n} " + "a" * 80, n) for n in range(1, 41)]
+    lines += [turn_line("user", "later", 41), turn_line("assistant", "later too", 41)]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(encode(lines))
+    with LineReader(path) as reader:
+        starts = [start for start, _, _ in reader.forward(0)]
+        for number in range(1, 43):
+            first = next(
+                (i for i, ln in enumerate(lines) if ln.get("turnNumber", 0) >= number), None
+            )
+            expected = reader.end if first is None else starts[first]
+            assert reader.turn_offset(number) == expected, number

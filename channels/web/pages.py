@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.transcript_seek import BACK_TURNS, LineReader
+from bot.transcript_seek import LineReader
 from channels.web.views import event_view, turn_view
 
 PAGE_BYTES = 512 * 1024  # text of one page, about
 TURN_CHARS = 64 * 1024  # a longer turn is cut (its "Show all" fetches the rest)
 ITEM_OVERHEAD = 200  # the JSON around an item's text, roughly
+# How many turns of other numbers "Show all" reads past, looking for a late answer.
+LATE_ANSWER_TURNS = 5000
 
 
 @dataclass
@@ -153,7 +155,9 @@ def read_turn(path: Path, number: int, role: str) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     with reader:
-        others = 0  # turns of other numbers: an answer can follow the next question
+        # Turns of other numbers passed: an answer can follow the next questions, as
+        # many as came during a flood before it was written (bot/arrivals.py).
+        others = 0
         for _, _, raw in reader.forward(reader.turn_offset(number)):
             line = reader.parse(raw)
             if line is None or line.get("type") != "turn":
@@ -162,6 +166,6 @@ def read_turn(path: Path, number: int, role: str) -> dict[str, Any] | None:
                 return turn_view(line)
             if line.get("turnNumber") != number:
                 others += 1
-                if others >= BACK_TURNS:
+                if others >= LATE_ANSWER_TURNS:
                     break
     return None

@@ -21,17 +21,19 @@ IO = Path("/proc/self/io")
 def _random_transcript(rng: random.Random) -> list[dict]:
     lines: list[dict] = [{"type": "meta", "id": "conv-x"}]
     late: list[dict] = []
+    flood = rng.random() < 0.3  # answers written after a whole flood (bot/arrivals.py)
     for n in range(1, rng.randint(0, 40) + 1):
         if rng.random() < 0.2:
             lines.append(event_line(rng.choice(["compression", "pinned", "not_shown"]), text="e"))
         lines.append(turn_line("user", "u" * rng.randint(0, 200), n))
-        lines += late
-        late = []
+        if not flood or rng.random() < 0.1:  # a flood's answers come when it pauses
+            lines += late
+            late = []
         if rng.random() < 0.2:
             lines.append(event_line("error", text="failed"))
         answer = turn_line("assistant", "a" * rng.randint(0, 200), n)
-        if rng.random() < 0.15:  # written after the next question (5 6 5 6)
-            late = [answer]
+        if flood or rng.random() < 0.15:  # written after the next question (5 6 5 6)
+            late.append(answer)
         elif rng.random() < 0.9:  # now and then a question left unanswered
             lines.append(answer)
     return lines + late
@@ -146,3 +148,15 @@ def test_show_all_finds_an_answer_written_after_the_next_question(tmp_path: Path
     assert read_turn(path, 1, "assistant")["content"] == "assistant 1"
     assert read_turn(path, 2, "assistant")["content"] == "assistant 2"
     assert read_turn(path, 3, "user") is None
+
+
+def test_show_all_finds_an_answer_written_after_a_flood(tmp_path: Path) -> None:
+    # Regression: the 40 answers to a flood of group messages come after all 40
+    # questions (bot/arrivals.py); Show all gave up 16 turns past the question.
+    path = tmp_path / "t.jsonl"
+    lines = [turn_line("user", f"user {n}", n) for n in range(1, 41)]
+    lines += [turn_line("assistant", f"assistant {n}", n) for n in range(1, 41)]
+    path.write_bytes(encode(lines))
+    for n in (1, 20, 40):
+        assert read_turn(path, n, "assistant")["content"] == f"assistant {n}"
+        assert read_turn(path, n, "user")["content"] == f"user {n}"
