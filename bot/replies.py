@@ -189,10 +189,17 @@ class ReplyEngine:
             # read a reply-all mail: what it recalls comes from this conversation, never
             # the owner's private ones (a "what did we say about my salary?" there
             # posted the salary to the group, or mailed it to the owner's Cc).
-            recall_scope=conv_id if group or target.metadata.get("readers") else None,
+            recall_scope=conv_id if group or self._others_read(target) else None,
         )
         reply = await self.generation.generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
         await self._store_retrying(conv_id, turn, reply, target)
+
+    def _others_read(self, target: ReplyTarget) -> bool:
+        """Whether someone besides the owner reads the reply (a reply-all mail's other
+        recipients, as the channel lists them); the owner's own other addresses, in Cc
+        so that the answer reaches their work inbox too, are not someone else."""
+        readers = target.metadata.get("readers") or ()
+        return any(self.s.identities.match(target.channel, str(r)) is None for r in readers)
 
     async def _store_retrying(
         self, conv_id: str, turn: int, reply: BrainReply, target: ReplyTarget

@@ -128,3 +128,32 @@ async def test_the_model_is_told_others_read_the_mail(tmp_path: Path) -> None:
         assert request.profile == "owner" and request.recall_scope == request.conversation_id
     finally:
         await shutdown_services(services)
+
+
+async def test_the_owners_own_other_address_in_cc_is_not_someone_else(tmp_path: Path) -> None:
+    # Regression: the owner Cc'ing their own work address counted as another reader, and
+    # recall was limited to the mail's thread for nothing.
+    work = "robin@work.example"
+    identities = owner_identities()
+    identities["email"] = [*identities["email"], work]
+    config = make_config(tmp_path, owner={"identities": identities})
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    await attach_channel(services, RecordingChannel("email"))
+    try:
+        for readers in ([work], [work, BOB]):
+            await services.router.deliver(
+                inbound(
+                    "lunch?",
+                    channel="email",
+                    sender=OWNER_EMAIL,
+                    identity_verified=True,
+                    metadata={"to": [BOT], "cc": readers, "readers": readers},
+                )
+            )
+            await settle(services)
+        own, shared = brain.requests
+        assert own.recall_scope is None
+        assert shared.recall_scope == shared.conversation_id
+    finally:
+        await shutdown_services(services)
