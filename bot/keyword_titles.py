@@ -14,6 +14,7 @@ The subject words they are built from, and how a word's class is guessed:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
@@ -123,8 +124,24 @@ def _capitalised(word: str) -> str:
     return word if IDENTIFIER.search(word) else word[:1].upper() + word[1:]
 
 
-def kebab(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+# Characters a topic keeps besides letters and digits: the marks that spell a word
+# (accents, Devanagari vowel signs and viramas) and the joiners Persian and Indic words
+# are written with.
+_SPELLING = frozenset({"Mn", "Mc"})
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def kebab(text: str, limit: int = 40) -> str:
+    """``"Server Monitoring!"`` -> ``"server-monitoring"``: letters, digits and the marks
+    that spell them kept in every script (an ASCII-only slug took "Café" to "caf" and a
+    Hindi or Russian topic to nothing), anything else one hyphen; at most ``limit``
+    characters, cut between graphemes."""
+    chars = [
+        ch if ch.isalnum() or ch in _JOINERS or unicodedata.category(ch) in _SPELLING else "-"
+        for ch in unicodedata.normalize("NFC", text.lower())
+    ]
+    slug = re.sub(r"-{2,}", "-", "".join(chars)).strip("-")
+    return cut(slug, limit).strip("-")
 
 
 def keyword_topics(turns: Sequence[Turn], limit: int = 4) -> list[str]:

@@ -116,6 +116,18 @@ def test_topics_kebab_case() -> None:
     assert kebab("Sarah Chen!") == "sarah-chen"
 
 
+def test_a_topic_keeps_its_words_in_every_script() -> None:
+    # Regression: topics kept a-z and 0-9 only ("Café" -> "caf", a Russian or Hindi
+    # keyword -> no topic), and the model's topics lost Devanagari vowel signs and were
+    # cut at 40 code points inside a character.
+    assert kebab("Café Müller") == "café-müller"
+    assert kebab("сервер Мониторинг") == "сервер-мониторинг"
+    assert kebab("हिंदी फ़िल्म") == "हिंदी-फ़िल्म"
+    assert kebab("می\u200cخواهم") == "می\u200cخواهم"
+    assert kebab("under_score / slash") == "under-score-slash"
+    assert kebab("x" * 39 + "\u0915\u093f") == "x" * 39
+
+
 def test_entities_skip_greetings_and_participants() -> None:
     turns = [
         ("user", "Hey Mel! I met Sarah Chen at the Berlin office.", "Caroline"),

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from bot.brain.base import UtilityModel
 from bot.graphemes import cut
 from bot.index import ConversationRecord
-from bot.keyword_titles import keyword_title, keyword_topics
+from bot.keyword_titles import kebab, keyword_title, keyword_topics
 from bot.lifecycle import prompts
 from bot.lifecycle.abbreviation import as_tuples
 
@@ -94,12 +94,6 @@ def _truncate(text: str, limit: int) -> str:
     start = cut(text, limit)
     start = start.rsplit(" ", 1)[0] if " " in start else start
     return start.rstrip(" -—,:;")
-
-
-def kebab(label: str) -> str:
-    """``"Server Monitoring!"`` -> ``"server-monitoring"`` (letters and digits kept)."""
-    slug = re.sub(r"[^\w]+", "-", str(label).lower(), flags=re.UNICODE).replace("_", "-")
-    return re.sub(r"-{2,}", "-", slug).strip("-")[:40].strip("-")
 
 
 def clean_topics(raw: Any) -> list[str]:
