@@ -19,8 +19,9 @@ from typing import Any
 
 from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
+from channels.web.pages import shown_turn
 from channels.web.tabs import Client, Tabs
-from channels.web.views import conversation_meta, event_view, turn_view
+from channels.web.views import conversation_meta, event_view
 
 # Shows a conversation in a tab: how a tab follows "/new" typed in it.
 Follow = Callable[[Client, str], Coroutine[Any, Any, None]]
@@ -203,7 +204,8 @@ class Feed:
         payload: dict[str, Any] = {
             "type": "conversation_updated",
             "conversationId": conversation_id,
-            "turn": turn_view(turn),
+            # cut like a page's (a live 1 MB reply went whole to every tab): Show all
+            "turn": shown_turn(turn),
         }
         if conversation is not None:
             payload["conversation"] = conversation_meta(conversation)

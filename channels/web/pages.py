@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.graphemes import cut
 from bot.transcript_seek import LineReader
 from channels.web.views import event_view, turn_view
 
@@ -37,14 +38,20 @@ class Page:
     has_newer: bool = False  # newer items exist (a page opened around an older turn)
 
 
+def shown_turn(line: dict[str, Any]) -> dict[str, Any]:
+    """A turn as the chat shows it, in a page or live: one longer than
+    :data:`TURN_CHARS` cut between graphemes, marked ``cut``."""
+    view = turn_view(line)
+    content = view.get("content")
+    if isinstance(content, str) and len(content) > TURN_CHARS:
+        view["content"] = kept = cut(content, TURN_CHARS)
+        view["cut"] = {"shown": len(kept), "total": len(content)}
+    return view
+
+
 def _view(line: dict[str, Any]) -> dict[str, Any] | None:
     if line.get("type") == "turn":
-        view = turn_view(line)
-        content = view.get("content")
-        if isinstance(content, str) and len(content) > TURN_CHARS:
-            view["content"] = content[:TURN_CHARS]
-            view["cut"] = {"shown": TURN_CHARS, "total": len(content)}
-        return view
+        return shown_turn(line)
     if line.get("type") == "event":
         return event_view(line)
     return None

@@ -966,3 +966,23 @@ async def test_an_alert_sent_to_the_dashboard_by_address_shows_once(tmp_path) ->
             await tab.close()
     finally:
         await stop_stack(stack)
+
+
+async def test_a_live_turn_longer_than_a_pages_bound_comes_cut(ws_factory, stack: Stack) -> None:
+    # Regression: pages cut a turn over 64 K characters, but the live frame of a new turn
+    # carried it whole to every tab (a 1 MB paste, a 1 MB reply); and a page's cut fell
+    # inside a character.
+    from channels.web.pages import TURN_CHARS
+
+    tab = await ws_factory()
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    text = "x" * (TURN_CHARS - 2) + family * 1000
+    await manager.append_turn(conv.id, "user", text)
+    frame = await tab.wait_for(
+        lambda f: f["type"] == "conversation_updated" and f.get("turn", {}).get("role") == "user"
+    )
+    turn = frame["turn"]
+    assert turn["content"] == "x" * (TURN_CHARS - 2)
+    assert turn["cut"] == {"shown": TURN_CHARS - 2, "total": len(text)}
