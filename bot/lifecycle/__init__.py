@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,8 +64,11 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
             model_alias=cfg.abbreviation_model,
             budget_chars=cfg.abbreviation_input_chars,
             max_tokens=cfg.abbreviation_max_tokens,
+            speaker=self._speaker,
         )
-        self.namer = Namer(model, model_alias=cfg.naming_model, budget_chars=12000)
+        self.namer = Namer(
+            model, model_alias=cfg.naming_model, budget_chars=12000, speaker=self._speaker
+        )
         self.timers = IdleTimers(
             self.clock,
             idle_seconds=cfg.idle_timeout_seconds,
@@ -101,6 +104,22 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
     @property
     def vectors(self) -> VectorIndex | None:
         return getattr(self.services, "vectors", None)
+
+    def _speaker(self, turn: Mapping[str, Any]) -> str | None:
+        """Who said ``turn``, as notes and titles name them: the owner by their name where
+        the turn stores their channel id (notes read "Participants: 424242")."""
+        sender, channel = turn.get("sender"), turn.get("channel")
+        identities = getattr(self.services, "identities", None)
+        if (
+            sender
+            and channel
+            and identities is not None
+            and turn.get("role") == "user"
+            and turn.get("fromOwner") is not False
+            and identities.match(str(channel), str(sender)) is not None
+        ):
+            return self.config.owner.name
+        return None if sender is None else str(sender)
 
     # -- start / stop ------------------------------------------------------------------
     async def start(self) -> None:

@@ -35,9 +35,21 @@ _PREAMBLE = re.compile(
 )
 
 
-def as_tuples(turns: Sequence[Mapping[str, Any]]) -> list[Turn]:
-    """Transcript turn lines as the ``(role, content, sender)`` items of bot.extractive."""
-    return [(str(t.get("role") or ""), str(t.get("content") or ""), t.get("sender")) for t in turns]
+# Who said a turn, as notes name them (``None``: the turn's ``sender`` as stored).
+Speaker = Callable[[Mapping[str, Any]], "str | None"]
+
+
+def as_tuples(turns: Sequence[Mapping[str, Any]], speaker: Speaker | None = None) -> list[Turn]:
+    """Transcript turn lines as the ``(role, content, sender)`` items of bot.extractive;
+    ``speaker`` names each turn's sender (the owner's id on a channel by their name)."""
+    return [
+        (
+            str(t.get("role") or ""),
+            str(t.get("content") or ""),
+            speaker(t) if speaker is not None else t.get("sender"),
+        )
+        for t in turns
+    ]
 
 
 class AbbreviationError(Exception):
@@ -54,8 +66,10 @@ class Abbreviator:
         model_alias: str = "haiku",
         budget_chars: int = 48000,
         max_tokens: int = 400,
+        speaker: Speaker | None = None,
     ) -> None:
         self.model = model
+        self.speaker = speaker
         self.model_alias = model_alias
         self.budget_chars = budget_chars
         self.max_tokens = max_tokens
@@ -70,7 +84,7 @@ class Abbreviator:
         """The notes for ``turns``; raises :class:`AbbreviationError` on failure."""
         if self.model is None:
             # Pure Python over possibly thousands of turns: keep it off the event loop.
-            text = await asyncio.to_thread(extractive_abbreviation, as_tuples(turns))
+            text = await asyncio.to_thread(extractive_abbreviation, as_tuples(turns, self.speaker))
         else:
             prompt = prompts.abbreviation_prompt(
                 turns,
@@ -100,7 +114,8 @@ class Abbreviator:
                 # whole queue at every sweep, starving every other conversation. Its notes
                 # are written offline instead (labelled as such by their first line).
                 log.warning("notes of %s written offline: the model gave none", record.id)
-                text = await asyncio.to_thread(extractive_abbreviation, as_tuples(turns))
+                items = as_tuples(turns, self.speaker)
+                text = await asyncio.to_thread(extractive_abbreviation, items)
         text = (text or "").strip()
         if not text:
             raise AbbreviationError("empty abbreviation")

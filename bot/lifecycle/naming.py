@@ -25,7 +25,7 @@ from bot.graphemes import cut
 from bot.index import ConversationRecord
 from bot.keyword_titles import kebab, keyword_title, keyword_topics
 from bot.lifecycle import prompts
-from bot.lifecycle.abbreviation import as_tuples
+from bot.lifecycle.abbreviation import Speaker, as_tuples
 
 log = logging.getLogger("my_agent.lifecycle")
 
@@ -207,10 +207,12 @@ class Namer:
         *,
         model_alias: str = "haiku",
         budget_chars: int = 12000,
+        speaker: Speaker | None = None,
     ) -> None:
         self.model = model
         self.model_alias = model_alias
         self.budget_chars = budget_chars
+        self.speaker = speaker
 
     async def name(
         self,
@@ -245,7 +247,7 @@ class Namer:
         subject: str | None = None,
     ) -> Naming:
         """Keyword naming (no model): the subject for e-mail, else the key words."""
-        items = as_tuples(turns)
+        items = as_tuples(turns, self.speaker)
         topics = clean_topics(keyword_topics(items))
         if subject:
             title = _truncate(title_case(subject), TITLE_MAX_CHARS)

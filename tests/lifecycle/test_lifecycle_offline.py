@@ -12,6 +12,7 @@ import pytest
 from bot.brain.base import UtilityModel
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig
 from bot.extractive import HEADER
+from bot.identity import OwnerIdentities
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.services import Services, close_services, open_services
 from bot.vectors import VectorIndex
@@ -83,5 +84,44 @@ async def test_offline_notes_are_labelled_embedded_and_named(
             "SELECT count(*) FROM abbreviations_vec WHERE conversation_id = ?", (conv,)
         )
         assert row is not None and row[0] == 1
+    finally:
+        await lifecycle.stop(1)
+
+
+async def test_offline_notes_name_the_owner_not_their_channel_id(
+    services: Services, clock: ManualClock
+) -> None:
+    # Regression: the owner's Telegram turns store their account id as sender, and the
+    # offline notes read "Participants: 424242." and "424242: ...".
+    owner_id = "424242"
+    config = services.config.model_copy(
+        update={
+            "owner": services.config.owner.model_copy(
+                update={"name": "Robin", "identities": {"telegram": [owner_id]}}
+            )
+        }
+    )
+    services.identities = OwnerIdentities(config)
+    lifecycle = Lifecycle(config, services, clock=clock)
+    await lifecycle.start()
+    try:
+        manager = services.conversations
+        conv = (await manager.create("telegram")).id
+        for n in range(3):
+            await manager.append_turn(
+                conv,
+                "user",
+                f"Book the Lisbon flight {n} before Friday; the fare is 240 euros.",
+                channel="telegram",
+                sender=owner_id,
+            )
+            await manager.append_turn(conv, "assistant", f"Noted flight {n} for Lisbon.")
+        await lifecycle.settle()
+        clock.advance(600)
+        await lifecycle.run_due()
+        rec = await manager.require(conv)
+        assert rec.abbreviation is not None
+        assert owner_id not in rec.abbreviation
+        assert "Robin" in rec.abbreviation
     finally:
         await lifecycle.stop(1)
