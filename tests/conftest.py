@@ -234,3 +234,14 @@ async def daemons() -> AsyncIterator[list[Any]]:
     yield started
     for daemon in started:
         await daemon.close()
+
+
+@pytest.fixture
+async def telegram_fake() -> AsyncIterator[Any]:
+    """The Telegram Bot API fake (bot.bench.fakes.telegram_api) on 127.0.0.1."""
+    from bot.bench.fakes.telegram_api import FakeTelegramServer
+
+    fake = FakeTelegramServer()
+    await fake.start()
+    yield fake
+    await fake.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,6 @@ pytestmark = pytest.mark.slow
 
 OWNER = 1001
 READOUT = "[offline mode:"  # the offline brain's replies
-
-
-@pytest.fixture
-async def telegram_fake() -> AsyncIterator[Any]:
-    from bot.bench.fakes.telegram_api import FakeTelegramServer
-
-    fake = FakeTelegramServer()
-    await fake.start()
-    yield fake
-    await fake.close()
 
 
 def _replies(fake: Any) -> int:

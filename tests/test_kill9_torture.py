@@ -22,7 +22,6 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +45,6 @@ KNOWN = 3001
 STRANGERS = (2001, 2002)
 READOUT = "[offline mode:"
 CHATS = (OWNER, KNOWN, OWNER, *STRANGERS)  # the owner writes most
-
-
-@pytest.fixture
-async def telegram_fake() -> AsyncIterator[Any]:
-    from bot.bench.fakes.telegram_api import FakeTelegramServer
-
-    fake = FakeTelegramServer()
-    await fake.start()
-    yield fake
-    await fake.close()
 
 
 def _config(tmp_path: Path, api_base: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import random
 import subprocess
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -462,16 +462,6 @@ def daemon_cli() -> list[str]:
 
 
 # -- full disk -------------------------------------------------------------------------
-@pytest.fixture
-async def telegram_fake() -> AsyncIterator[Any]:
-    from bot.bench.fakes.telegram_api import FakeTelegramServer
-
-    fake = FakeTelegramServer()
-    await fake.start()
-    yield fake
-    await fake.close()
-
-
 async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
     tmp_path: Path,
     session: aiohttp.ClientSession,
