@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from tests.ops.daemon import DaemonProcess
-from tests.ops.loopback import base_config, owner_turns, start_daemon, stored_owner_ids, wait_until
+from tests.ops.loopback import (
+    base_config,
+    fake_telegram,
+    owner_turns,
+    start_daemon,
+    stored_owner_ids,
+    wait_until,
+)
 from tests.support import fill_disk, mount_tmpfs
 
 pytestmark = pytest.mark.slow
@@ -30,23 +37,13 @@ def _replies(fake: Any) -> int:
 async def test_a_full_disk_confirms_no_update_tells_the_owner_once_and_recovers(
     tmp_path: Path, daemons: list[DaemonProcess], telegram_fake: Any
 ) -> None:
-    from bot.bench.fakes.telegram_api import TOKEN
 
     data = tmp_path / "data"
     mount_tmpfs(data, "24m")
     try:
         config = base_config(
             tmp_path,
-            channels={
-                "web": {"enabled": False},
-                "loopback": {"enabled": False},
-                "telegram": {
-                    "enabled": True,
-                    "token": TOKEN,
-                    "api_base": telegram_fake.base_url,
-                    "polling_timeout": 1,
-                },
-            },
+            channels=fake_telegram(telegram_fake.base_url),
             owner={"identities": {"telegram": [str(OWNER)]}},
         )
         daemon = await start_daemon(daemons, tmp_path, config, timeout=90)

@@ -32,6 +32,7 @@ from bot.config import build_config
 from tests.ops.daemon import REPO, DaemonProcess
 from tests.ops.loopback import (
     base_config,
+    fake_telegram,
     owner_turns,
     stored_owner_ids,
     stored_stranger_ids,
@@ -48,20 +49,10 @@ CHATS = (OWNER, KNOWN, OWNER, *STRANGERS)  # the owner writes most
 
 
 def _config(tmp_path: Path, api_base: str) -> dict[str, Any]:
-    from bot.bench.fakes.telegram_api import TOKEN
 
     return base_config(
         tmp_path,
-        channels={
-            "web": {"enabled": False},
-            "loopback": {"enabled": False},
-            "telegram": {
-                "enabled": True,
-                "token": TOKEN,
-                "api_base": api_base,
-                "polling_timeout": 1,
-            },
-        },
+        channels=fake_telegram(api_base),
         owner={"identities": {"telegram": [str(OWNER)]}},
         trust={"contacts": {"telegram": {str(KNOWN): "known"}}},
         # a checkpoint every 50 ms: a kill under load lands in one more often than not

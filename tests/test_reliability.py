@@ -44,6 +44,7 @@ from tests.ops.loopback import (
     OWNERS,
     Loopback,
     base_config,
+    fake_telegram,
     owner_turns,
     replies_by_message,
     sent,
@@ -248,20 +249,10 @@ async def test_kill9_with_telegram_loses_nothing(
 ) -> None:
     """Telegram's offset is the acknowledgement: updates the daemon confirmed before the
     crash are stored; the ones it had not confirmed come again and are stored once."""
-    from bot.bench.fakes.telegram_api import TOKEN
 
     config = base_config(
         tmp_path,
-        channels={
-            "web": {"enabled": False},
-            "loopback": {"enabled": False},
-            "telegram": {
-                "enabled": True,
-                "token": TOKEN,
-                "api_base": telegram_fake.base_url,
-                "polling_timeout": 1,
-            },
-        },
+        channels=fake_telegram(telegram_fake.base_url),
         owner={"identities": {"telegram": [str(TG_OWNER)]}},
     )
     daemon = await start_daemon(daemons, tmp_path, config, timeout=90)
@@ -468,23 +459,13 @@ async def test_full_disk_keeps_messages_retries_and_tells_the_owner(
     daemons: list[DaemonProcess],
     telegram_fake: Any,
 ) -> None:
-    from bot.bench.fakes.telegram_api import TOKEN
 
     data = tmp_path / "data"
     mount_tmpfs(data, "24m")
     try:
         config = base_config(
             tmp_path,
-            channels={
-                "web": {"enabled": False},
-                "loopback": {"enabled": True},
-                "telegram": {
-                    "enabled": True,
-                    "token": TOKEN,
-                    "api_base": telegram_fake.base_url,
-                    "polling_timeout": 1,
-                },
-            },
+            channels=fake_telegram(telegram_fake.base_url, loopback=True),
             owner={"identities": {"loopback": list(OWNERS), "telegram": ["1001"]}},
             trust={"escalation_channel": "telegram"},
         )

@@ -43,6 +43,18 @@ def base_config(root: Path, **extra: Any) -> dict[str, Any]:
     return cfg
 
 
+def fake_telegram(api_base: str, *, loopback: bool = False) -> dict[str, Any]:
+    """``channels`` for a daemon polling the Telegram fake at ``api_base`` (and the
+    loopback channel with it when ``loopback``), the dashboard off."""
+    from bot.bench.fakes.telegram_api import TOKEN
+
+    return {
+        "web": {"enabled": False},
+        "loopback": {"enabled": loopback},
+        "telegram": {"enabled": True, "token": TOKEN, "api_base": api_base, "polling_timeout": 1},
+    }
+
+
 class Loopback:
     """Client of the daemon's loopback channel."""
 
