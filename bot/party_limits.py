@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from bot.events import InboundMessage, iso, utcnow
-from bot.parties import cut_text, party_handle
+from bot.parties import PartyRecord, cut_text, party_handle
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -37,10 +37,11 @@ async def kept(services: Services, msg: InboundMessage, party_key: str) -> Inbou
     limit, why = services.config.trust.party_message_max_chars, "party_message_max_chars"
     if len(msg.text) <= FLOOD_CHARS:
         return msg
-    tier = await _tier(services, msg.channel, party_key)
+    party = await services.external.get(party_handle(msg.channel, party_key))
+    tier = party.tier if party is not None else _configured_tier(services, msg.channel, party_key)
     if tier == "known":
         return msg
-    if tier == "untrusted" and await _flooding(services, msg.channel, party_key):
+    if tier == "untrusted" and await _flooding(services, party):
         limit, why = FLOOD_CHARS, "untrusted_messages_per_hour"
     if len(msg.text) <= limit:
         return msg
@@ -57,18 +58,16 @@ def for_model(services: Services, text: str) -> str:
     return cut_text(text, limit, "not shown to the model (party_message_max_chars)")
 
 
-async def _tier(services: Services, channel: str, party_key: str) -> str:
-    ext = services.external
-    party = await ext.get(party_handle(channel, party_key))
-    if party is not None:
-        return party.tier
-    return ext.configured_tier(channel, party_key) or services.config.trust.default_tier
+def _configured_tier(services: Services, channel: str, party_key: str) -> str:
+    """The tier of a party not recorded yet (their first message)."""
+    configured = services.external.configured_tier(channel, party_key)
+    return configured or services.config.trust.default_tier
 
 
-async def _flooding(services: Services, channel: str, party_key: str) -> bool:
-    """Whether an untrusted party (or all of them) sent more than the hour's budget."""
+async def _flooding(services: Services, party: PartyRecord | None) -> bool:
+    """Whether an untrusted ``party`` (None: not recorded yet), or all untrusted parties
+    together, sent more than the hour's budget."""
     ext, trust = services.external, services.config.trust
-    party = await ext.get(party_handle(channel, party_key))
     hour = iso(utcnow() - timedelta(hours=1))
     if party and await ext.untrusted_messages_since(hour, party.id) >= (
         trust.untrusted_messages_per_hour
