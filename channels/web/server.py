@@ -26,15 +26,8 @@ from bot.config.model import AppConfig
 from bot.events import OutboundMessage, SendResult, StreamEvent
 from channels.web.analytics import setup_analytics
 from channels.web.api import setup_api
-from channels.web.auth import (
-    COOKIE_NAME,
-    RateLimiter,
-    SessionStore,
-    forwarded,
-    load_or_create_token,
-    login_client,
-    token_matches,
-)
+from channels.web.auth import COOKIE_NAME, RateLimiter, SessionStore, load_or_create_token
+from channels.web.login import setup_login
 from channels.web.pages import Page, read_page, read_turn
 from channels.web.ws import WsHub
 
@@ -55,11 +48,6 @@ CSP = (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _redirect(location: str, headers: dict[str, str] | None = None) -> web.Response:
-    """A 303 we can still attach cookies to (aiohttp's HTTPSeeOther is raised, not returned)."""
-    return web.Response(status=303, headers={"Location": location, **(headers or {})})
-
-
 def _harden(request: web.Request, headers: MutableMapping[str, str]) -> None:
     """The security headers every response carries."""
     headers.setdefault("Content-Security-Policy", CSP)
@@ -69,23 +57,6 @@ def _harden(request: web.Request, headers: MutableMapping[str, str]) -> None:
     if request.path in ("/", "/login") or request.path.startswith(("/api/", "/analytics/")):
         # the dashboard page too: cached, Back after Log out showed it again
         headers.setdefault("Cache-Control", "no-store")
-
-
-def _over_https(request: web.Request) -> bool:
-    """Whether the browser reached us over HTTPS, directly or through a TLS proxy.
-
-    Behind the proxy docs/web.md recommends, the request arrives as plain HTTP and
-    ``request.secure`` is False, so the session cookie went out without ``Secure``. The
-    proxy's ``X-Forwarded-Proto`` (or ``Forwarded: proto=``) says what the browser used;
-    trusting it costs nothing, since a forged value only makes the forger's own cookie
-    stricter.
-    """
-    if request.secure:
-        return True
-    forwarded_proto = request.headers.get("X-Forwarded-Proto", "").split(",")[0]
-    if forwarded_proto.strip().lower() == "https":
-        return True
-    return forwarded(request.headers, "proto").lower() == "https"
 
 
 class WebChannel:
@@ -135,12 +106,10 @@ class WebChannel:
         )
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/login", self._login_page)
-        app.router.add_post("/login", self._login)
-        app.router.add_post("/logout", self._logout)
         app.router.add_get("/", self._index)
         app.router.add_get("/ws", self._ws)
         app.router.add_static("/static", STATIC_DIR, follow_symlinks=False)
+        setup_login(app, self)
         setup_api(app, self)
         setup_analytics(app, self)
         return app
@@ -317,60 +286,6 @@ class WebChannel:
             and all(checks.get("channels", {}).values())
         )
         return web.json_response({"ready": ready, "checks": checks}, status=200 if ready else 503)
-
-    async def _login_page(self, request: web.Request) -> web.StreamResponse:
-        if self.authenticated(request):
-            raise web.HTTPSeeOther("/")
-        return web.FileResponse(STATIC_DIR / "login.html")
-
-    async def _login(self, request: web.Request) -> web.StreamResponse:
-        wants_json = request.content_type == "application/json"
-        client = login_client(request.remote, request.headers)
-        wait = self.limiter.check(client)
-        if wait:
-            log.warning("web login rate limited for %s", client)
-            headers = {"Retry-After": str(int(wait) + 1)}
-            if wants_json:
-                return web.json_response(
-                    {"error": "too many attempts"}, status=429, headers=headers
-                )
-            return _redirect("/login?error=rate", headers)
-        try:
-            if wants_json:
-                body = await request.json()
-                given = str(body.get("token", "")) if isinstance(body, dict) else ""
-            else:
-                given = str((await request.post()).get("token", ""))
-        except ValueError:
-            given = ""
-        if not self.token or not token_matches(self.token, given):
-            log.warning("web login failed from %s", client)
-            if wants_json:
-                return web.json_response({"error": "invalid token"}, status=401)
-            return _redirect("/login?error=invalid")
-        self.limiter.reset(client)
-        sid = self.sessions.create()
-        response: web.StreamResponse = (
-            web.json_response({"ok": True}) if wants_json else _redirect("/")
-        )
-        response.set_cookie(
-            COOKIE_NAME,
-            sid,
-            httponly=True,
-            samesite="Strict",
-            path="/",
-            max_age=int(self.settings.session_ttl_hours * 3600),
-            secure=_over_https(request),
-        )
-        return response
-
-    async def _logout(self, request: web.Request) -> web.StreamResponse:
-        sid = request.cookies.get(COOKIE_NAME)
-        self.sessions.revoke(sid)
-        self.hub.tabs.close_session(sid)
-        response = _redirect("/login")
-        response.del_cookie(COOKIE_NAME, path="/")
-        return response
 
     async def _index(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC_DIR / "index.html")

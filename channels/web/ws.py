@@ -15,7 +15,8 @@ conversation?}, ``history`` {conversationId, turns, hasMore}, ``stream``
 
 This module is the conversation with one tab: connecting, and answering what it sends.
 The tabs and their send queues are :mod:`channels.web.tabs`; what the core announces to
-them (streams, replies, new turns, renames), :mod:`channels.web.feed`.
+them (streams, replies, new turns, renames), :mod:`channels.web.feed`; a message on its
+way to the core, :mod:`channels.web.sending`.
 """
 
 from __future__ import annotations
@@ -24,17 +25,14 @@ import asyncio
 import inspect
 import json
 import logging
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from bot.channel import DeliveryError
-from bot.commands import DETACHED_COMMANDS, parse_command
 from bot.conversations import ConversationNotFound
-from bot.events import InboundMessage
 from channels.web.auth import COOKIE_NAME
 from channels.web.feed import Feed
+from channels.web.sending import send_message
 from channels.web.tabs import Client, Tabs
 from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta
@@ -54,7 +52,7 @@ class WsHub:
     def __init__(self, channel: WebChannel) -> None:
         self.channel = channel
         self.tabs = Tabs(channel.sessions.valid)
-        self.feed = Feed(self.tabs, follow=self._load, waiting=self._waiting)
+        self.feed = Feed(self.tabs, follow=self.load, waiting=self._waiting)
 
     @property
     def services(self) -> Any:
@@ -113,7 +111,7 @@ class WsHub:
             rec = await self.services.conversations.get(viewing)
         if rec is None and viewing != "new":
             rec = await self.services.conversations.most_recent(channel="web")
-        await self._load(client, rec.id if rec is not None else None)
+        await self.load(client, rec.id if rec is not None else None)
         await self.send_list(client)
         self.feed.send_alerts(client)
 
@@ -139,9 +137,10 @@ class WsHub:
         models = self.channel.config.models
         return {"aliases": sorted(models.aliases), "default": models.default}
 
-    async def _load(
+    async def load(
         self, client: Client, conversation_id: str | None, around: int | None = None
     ) -> None:
+        """Show the tab a conversation (``None``: the empty new chat), around a turn."""
         previous, client.conversation_id = client.conversation_id, None
         try:
             await self._show(client, conversation_id, around)
@@ -203,10 +202,10 @@ class WsHub:
             self.send(client, {"type": "pong", "t": data.get("t")})
         elif kind == "new_conversation":
             # No transcript until the first message (seed 000 Flow 2, step 3).
-            await self._load(client, None)
+            await self.load(client, None)
         elif kind == "switch_conversation":
             around = data.get("aroundTurn")
-            await self._load(
+            await self.load(
                 client,
                 str(data.get("conversationId") or "") or None,
                 around=around if isinstance(around, int) else None,
@@ -218,7 +217,7 @@ class WsHub:
         elif kind == "rename_conversation":
             await self._rename(client, data)
         elif kind == "send_message":
-            await self._send_message(client, data)
+            await send_message(self, client, data)
         elif kind == "stop_generation":
             cid = data.get("conversationId") or client.conversation_id
             if cid:
@@ -294,70 +293,3 @@ class WsHub:
                     "conversation": conversation_meta(rec),
                 }
             )
-
-    async def _send_message(self, client: Client, data: dict[str, Any]) -> None:
-        text = str(data.get("text") or "")
-        if not text.strip():
-            return
-        # The page's name for this message: answered "accepted" once it is stored, or
-        # named in the error that refused it, so the page can put the text back in the
-        # box (it cleared the box on sending, and a refusal lost the text).
-        ref = data.get("ref") if isinstance(data.get("ref"), str) else None
-
-        def refuse(message: str, kept: bool = False) -> None:
-            frame: dict[str, Any] = {"type": "error", "message": message}
-            if ref is not None:
-                frame.update(ref=ref[:64], kept=kept)
-            self.send(client, frame)
-
-        cid = data.get("conversationId") or client.conversation_id
-        if cid:
-            rec = await self.services.conversations.get(str(cid))
-            if rec is None:
-                refuse("no such conversation")
-                return
-            if conversation_meta(rec)["readOnly"]:
-                refuse("this conversation belongs to its channel and is read-only")
-                return
-        elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
-            rec = None  # /search, /help, /status in a new chat: answered, no conversation
-        elif command[0] == "new" and not command[1]:
-            # A new chat is already a fresh start: /new here created a conversation only
-            # to record the command in, and left it empty in the list.
-            await self._load(client, None)
-            self._accepted(client, ref)
-            return
-        else:
-            if command[0] == "new":
-                # "/new <first message>" in a new chat: that message starts the chat.
-                # Run as a command it created two conversations, the first one empty.
-                text = command[1]
-            rec = await self.channel.create_web_conversation(client.pending_model)
-            client.pending_model = None
-            await self._load(client, rec.id)
-        host = self.channel.host
-        if host is None:
-            refuse("not ready")
-            return
-        try:
-            await host.deliver(
-                InboundMessage(
-                    channel="web",
-                    sender_id="owner",
-                    chat_id=client.id,
-                    text=text,
-                    message_id=f"web-{uuid.uuid4()}",
-                    conversation_id=rec.id if rec is not None else None,
-                    sender_name=self.channel.config.owner.name,
-                )
-            )
-        except DeliveryError as exc:  # read-only, shutting down, storage full
-            # A storage failure holds the message in memory and stores it later (the
-            # router's spool): that one is kept, and must not be sent a second time.
-            refuse(str(exc), kept=isinstance(exc.__cause__, OSError))
-            return
-        self._accepted(client, ref)
-
-    def _accepted(self, client: Client, ref: str | None) -> None:
-        if ref is not None:
-            self.send(client, {"type": "accepted", "ref": ref[:64]})

@@ -22,6 +22,9 @@
     // The message sent and not yet confirmed stored ({ref, text}): the box was cleared on
     // sending, so a refusal or a connection lost before it was stored lost the text.
     unsent: null,
+    // A message typed while the socket was down ({text}): shown as waiting and sent once
+    // the tab is connected again (before, the box kept it and nothing sent it later).
+    queued: null,
     connections: 0,
     reconnected: false, // the next conversation_loaded answers a reconnect
     behind: false, // the page shows older turns only (opened around a search result)
@@ -156,8 +159,32 @@
         })
         .catch(() => {});
       const delay = Math.min(1000 * 2 ** state.retry++, 15000);
-      setTimeout(connect, delay);
+      state.retryTimer = setTimeout(connect, delay * (0.8 + 0.4 * Math.random()));
     };
+  }
+
+  function connected() {
+    return !!state.ws && state.ws.readyState === WebSocket.OPEN;
+  }
+
+  // The network is back (a phone leaving a tunnel): try now rather than at the end of a
+  // backoff of up to 15 s.
+  function reconnectNow() {
+    if (!state.ws || state.ws.readyState !== WebSocket.CLOSED || !state.retryTimer) return;
+    clearTimeout(state.retryTimer);
+    state.retryTimer = null;
+    state.retry = 0;
+    connect();
+  }
+
+  // The on-screen keyboard of a phone shrinks the visual viewport only: the page kept its
+  // full height and the composer sat under the keyboard. The app takes the visible height.
+  function fitViewport() {
+    const vv = window.visualViewport;
+    if (!vv) return;
+    const height = Math.round(vv.height * (vv.scale || 1));
+    document.documentElement.style.setProperty("--app-height", height + "px");
+    if (vv.offsetTop && document.activeElement === $("input")) window.scrollTo(0, 0);
   }
 
   // ---------------------------------------------------------------- address
@@ -393,10 +420,20 @@
     } else {
       list.appendChild(node);
     }
-    if (turn.role === "assistant") setGenerating(awaitingReply());
+    if (turn.role === "assistant") {
+      setGenerating(awaitingReply());
+      announce("Reply: " + (turn.content || ""));
+    }
     if (turn.role === "user" && state.current && !state.current.readOnly) setGenerating(true);
     $("empty-state").hidden = true;
     scrollToBottom();
+  }
+
+  // Read out by a screen reader (#announce is aria-live): a reply as it is complete,
+  // not every streamed word, nor a whole conversation as it loads.
+  function announce(text) {
+    const box = $("announce");
+    box.textContent = text.length > 500 ? text.slice(0, 500) + "…" : text;
   }
 
   // A message sent while the previous one was answered is still waiting for its reply
@@ -486,6 +523,8 @@
       state.reconnected = false;
       settleUnsent(msg.turns);
     }
+    flushQueued();
+    showQueued(); // still held (a refused send put it back): keep it in view
     // A reply still owed (being prepared, or waiting out an outage) keeps Stop after a
     // reload or a reconnect: it was hidden until the reply's first word arrived.
     setGenerating(awaitingReply());
@@ -543,6 +582,12 @@
 
   // ---------------------------------------------------------------- sidebar
   function renderSidebar() {
+    // Rebuilt on every arriving turn and every 30 s: the button the keyboard was on went
+    // away and focus fell back to the page, in the middle of going down the list.
+    const focused = document.activeElement;
+    const list = $("conversation-list");
+    const focusedId = list.contains(focused) && focused.closest(".conv") ? focused.closest(".conv").dataset.id : null;
+    const focusedMore = focused && focused.id === "list-more";
     const all = Array.from(state.conversations.values()).sort((a, b) => (b.updated || "").localeCompare(a.updated || ""));
     const cutoff = Date.now() - state.activeMinutes * 60000;
     const active = $("list-active");
@@ -553,10 +598,12 @@
       const li = el("li", "conv");
       li.dataset.id = c.id;
       li.dataset.channel = c.channel;
-      if (state.current && state.current.id === c.id) li.classList.add("current");
+      const current = !!state.current && state.current.id === c.id;
+      if (current) li.classList.add("current");
       if (c.readOnly) li.classList.add("readonly");
       const b = el("button");
       b.type = "button";
+      if (current) b.setAttribute("aria-current", "true");
       b.appendChild(icon(c.channel));
       const text = el("span", "conv-text");
       const line1 = el("span", "conv-title", labelled(c.label, titleOf(c)));
@@ -590,6 +637,27 @@
       li.appendChild(more);
       recent.appendChild(li);
     }
+    if (focusedId) {
+      const again = list.querySelector('.conv[data-id="' + CSS.escape(focusedId) + '"] button');
+      if (again) again.focus();
+    } else if (focusedMore && $("list-more")) {
+      $("list-more").focus();
+    }
+  }
+
+  // Up and Down (Home, End) move between the entries of a list, as in a menu; Tab still
+  // leaves it.
+  function arrowKeys(container, selector) {
+    container.addEventListener("keydown", (ev) => {
+      if (!["ArrowDown", "ArrowUp", "Home", "End"].includes(ev.key)) return;
+      const entries = Array.from(container.querySelectorAll(selector));
+      const at = entries.indexOf(document.activeElement);
+      if (at < 0 || !entries.length) return;
+      ev.preventDefault();
+      let next = ev.key === "ArrowDown" ? at + 1 : ev.key === "ArrowUp" ? at - 1 : ev.key === "Home" ? 0 : entries.length - 1;
+      next = Math.max(0, Math.min(entries.length - 1, next));
+      entries[next].focus();
+    });
   }
 
   // On a phone the conversation list folds away above the chat (style.css).
@@ -669,6 +737,7 @@
     notice(msg) {
       if (msg.conversationId && state.current && msg.conversationId !== state.current.id && msg.kind !== "escalation") return;
       items().appendChild(renderNotice(msg));
+      announce(msg.text || "");
       $("empty-state").hidden = true;
       scrollToBottom();
       if (msg.kind === "escalation") $("external-badge").hidden = false;
@@ -711,6 +780,54 @@
     if (ok && !state.current) state.creating = true; // the empty chat becomes its conversation
     if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
     return ok;
+  }
+
+  // Typed while the socket is down: held (one at a time) and shown as waiting, sent once
+  // the tab has reconnected and reloaded its view. Returns whether it was taken.
+  function queueText(text) {
+    if (state.queued) {
+      toast("Not connected: the message before this one is still waiting to be sent. This one stays in the box.");
+      return false;
+    }
+    state.queued = { text };
+    showQueued();
+    return true;
+  }
+
+  function showQueued() {
+    const old = $("queued");
+    if (old) old.remove();
+    if (!state.queued) return;
+    const node = el("div", "msg msg-user msg-queued");
+    node.id = "queued";
+    const meta = el("div", "msg-meta");
+    meta.appendChild(el("span", "who", "You"));
+    meta.appendChild(el("span", null, "waiting for the connection: sent when it is back"));
+    node.appendChild(meta);
+    const body = el("div", "msg-body", state.queued.text);
+    body.dir = "auto";
+    node.appendChild(body);
+    const cancel = el("button", null, "Cancel");
+    cancel.type = "button";
+    cancel.addEventListener("click", () => {
+      const held = state.queued;
+      state.queued = null;
+      showQueued();
+      if (held) restoreInput(held.text);
+    });
+    node.appendChild(cancel);
+    items().appendChild(node);
+    $("empty-state").hidden = true;
+    scrollToBottom();
+  }
+
+  // Called once the reconnected tab shows its view again: what was held goes now, once.
+  function flushQueued() {
+    const held = state.queued;
+    if (!held || !connected()) return;
+    state.queued = null;
+    showQueued();
+    if (!sendText(held.text)) restoreInput(held.text);
   }
 
   // Puts a message that was not sent back in the box, before anything typed since.
@@ -995,7 +1112,7 @@
       ev.preventDefault();
       const text = $("input").value;
       if (!text.trim()) return;
-      if (sendText(text)) $("input").value = "";
+      if (connected() ? sendText(text) : queueText(text)) $("input").value = "";
     });
     $("input").addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
@@ -1042,6 +1159,14 @@
       for (const t of document.querySelectorAll("time.when")) t.textContent = relTime(t.dateTime);
     }, 30000);
     window.addEventListener("popstate", onHistory);
+    window.addEventListener("online", reconnectNow);
+    if (window.visualViewport) {
+      window.visualViewport.addEventListener("resize", fitViewport);
+      window.visualViewport.addEventListener("scroll", fitViewport);
+      fitViewport();
+    }
+    arrowKeys($("conversation-list"), ".conv button, #list-more");
+    arrowKeys($("search-results"), ".result-title");
     renderHeader();
     connect();
   }

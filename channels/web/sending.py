@@ -1,0 +1,93 @@
+"""The owner's message from a tab, on its way to the core (``send_message``).
+
+Which conversation it goes to (the one named, the one in view, a new one from the empty
+chat, or none for a command answered without one), the refusals the page can act on
+(each names the message's ``ref`` so the page puts the text back in the box), and
+delivery through the channel host. The rest of the protocol is :mod:`channels.web.ws`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from bot.channel import DeliveryError
+from bot.commands import DETACHED_COMMANDS, parse_command
+from bot.events import InboundMessage
+from channels.web.tabs import Client
+from channels.web.views import conversation_meta
+
+if TYPE_CHECKING:
+    from channels.web.ws import WsHub
+
+
+async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None:
+    """Deliver the owner's message to the core: into the conversation the tab names or
+    views, into a new one from the empty chat, or none (``/search``, ``/help``,
+    ``/status`` there). Answered ``accepted {ref}`` once stored, ``error {ref, kept}`` if not."""
+    text = str(data.get("text") or "")
+    if not text.strip():
+        return
+    # The page's name for this message: answered "accepted" once it is stored, or
+    # named in the error that refused it, so the page can put the text back in the
+    # box (it cleared the box on sending, and a refusal lost the text).
+    ref = data.get("ref") if isinstance(data.get("ref"), str) else None
+
+    def refuse(message: str, kept: bool = False) -> None:
+        frame: dict[str, Any] = {"type": "error", "message": message}
+        if ref is not None:
+            frame.update(ref=ref[:64], kept=kept)
+        hub.send(client, frame)
+
+    cid = data.get("conversationId") or client.conversation_id
+    if cid:
+        rec = await hub.services.conversations.get(str(cid))
+        if rec is None:
+            refuse("no such conversation")
+            return
+        if conversation_meta(rec)["readOnly"]:
+            refuse("this conversation belongs to its channel and is read-only")
+            return
+    elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
+        rec = None  # /search, /help, /status in a new chat: answered, no conversation
+    elif command[0] == "new" and not command[1]:
+        # A new chat is already a fresh start: /new here created a conversation only
+        # to record the command in, and left it empty in the list.
+        await hub.load(client, None)
+        accepted(hub, client, ref)
+        return
+    else:
+        if command[0] == "new":
+            # "/new <first message>" in a new chat: that message starts the chat.
+            # Run as a command it created two conversations, the first one empty.
+            text = command[1]
+        rec = await hub.channel.create_web_conversation(client.pending_model)
+        client.pending_model = None
+        await hub.load(client, rec.id)
+    host = hub.channel.host
+    if host is None:
+        refuse("not ready")
+        return
+    try:
+        await host.deliver(
+            InboundMessage(
+                channel="web",
+                sender_id="owner",
+                chat_id=client.id,
+                text=text,
+                message_id=f"web-{uuid.uuid4()}",
+                conversation_id=rec.id if rec is not None else None,
+                sender_name=hub.channel.config.owner.name,
+            )
+        )
+    except DeliveryError as exc:  # read-only, shutting down, storage full
+        # A storage failure holds the message in memory and stores it later (the
+        # router's spool): that one is kept, and must not be sent a second time.
+        refuse(str(exc), kept=isinstance(exc.__cause__, OSError))
+        return
+    accepted(hub, client, ref)
+
+
+def accepted(hub: WsHub, client: Client, ref: str | None) -> None:
+    if ref is not None:
+        hub.send(client, {"type": "accepted", "ref": ref[:64]})
