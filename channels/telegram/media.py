@@ -81,14 +81,20 @@ def describe_media(message: Message) -> tuple[str, Attachment] | None:
     if message.location:
         loc = message.location
         where = f"{loc.latitude:.5f}, {loc.longitude:.5f}"
-        return f"[location {where}]", Attachment("location", None, None, None, where)
+        label = "live location" if loc.live_period else "location"
+        return f"[{label} {where}]", Attachment("location", None, None, None, where)
     if message.contact:
         c = message.contact
         name = " ".join(x for x in (c.first_name, c.last_name) if x)
         return f"[contact: {name}, {c.phone_number}]", Attachment("contact", name, None, None, None)
     if message.poll:
+        # The choices are in the text: the model never sees an attachment's metadata,
+        # and "[poll: Dinner?]" alone left "which one?" without an answer.
         options = " / ".join(o.text for o in message.poll.options)
-        return f"[poll: {message.poll.question}]", Attachment("poll", None, None, None, options)
+        return (
+            f"[poll: {message.poll.question} ({options})]",
+            Attachment("poll", None, None, None, options),
+        )
     if message.dice:
         dice = f"{message.dice.emoji} {message.dice.value}"
         return f"[dice {dice}]", Attachment("dice", None, None, None, dice)

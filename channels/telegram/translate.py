@@ -240,6 +240,12 @@ def translate_message(
     if ct in SERVICE_TYPES:
         log.debug("skipping service message %s in chat %s", ct, chat.id)
         return None
+    if edited and message.location is not None and message.location.live_period:
+        # A live location is edited as the phone moves, every few seconds for up to a
+        # day: before, each move was an "[edited] [location …]" message, recorded and
+        # answered. The sharing itself was recorded when it began.
+        log.debug("skipping a live location's move in chat %s", chat.id)
+        return None
     user = message.from_user
     aliases: tuple[str, ...]
     if message.sender_chat is not None and (user is None or user.is_bot):
