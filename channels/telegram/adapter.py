@@ -29,7 +29,7 @@ from channels.telegram.albums import Albums
 from channels.telegram.callbacks import callback_message
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
-from channels.telegram.polling import Batch, poll_updates
+from channels.telegram.polling import Batch, poll_updates, unread_parts
 from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.sender import Backoff, Sleep, TelegramSender
 from channels.telegram.translate import BotIdentity, translate_message
@@ -231,6 +231,11 @@ class TelegramChannel:
         """Handle one update; False means "not durable, poll it again later"."""
         assert self._host is not None and self.me is not None
         try:
+            unread = unread_parts(update)
+            if unread:  # a part aiogram cannot parse: kept as received, labelled
+                error = f"its {', '.join(unread)}, of a shape not understood"
+                return await record_unreadable(self._host, update, groups=self.groups,
+                                               error=error)  # fmt: skip
             if update.message is not None:
                 await self.migrations.observe(update.message, self._host)
                 inbound = translate_message(update.message, me=self.me, groups=self.groups)

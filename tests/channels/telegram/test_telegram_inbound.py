@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from bot.bench.fakes.telegram_api import FakeTelegramServer
-from channels.telegram.adapter import TelegramChannel
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, RecordingHost
 
@@ -48,7 +47,8 @@ async def test_every_kind_of_message_is_stored_with_a_clear_text(
 async def test_a_poll_carries_its_options(
     tg_server: FakeTelegramServer, host: RecordingHost
 ) -> None:
-    options = [{"text": t, "voter_count": 0, "persistent_id": t} for t in ("Pizza", "Sushi", "Tacos")]
+    choices = ("Pizza", "Sushi", "Tacos")
+    options = [{"text": t, "voter_count": 0, "persistent_id": t} for t in choices]
     tg_server.inject_message(
         OWNER_ID,
         poll={"id": "p1", "question": "Dinner?", "options": options, "total_voter_count": 0,
@@ -69,8 +69,8 @@ async def test_a_live_locations_moves_are_not_messages(
         OWNER_ID, location={"latitude": 52.52, "longitude": 13.405, "live_period": 3600}
     )
     for step in range(1, 4):  # Telegram edits the message as the phone moves
-        moved = dict(shared, location={"latitude": 52.52 + step / 1000, "longitude": 13.405,
-                                       "live_period": 3600}, edit_date=shared["date"] + step)  # fmt: skip
+        where = {"latitude": 52.52 + step / 1000, "longitude": 13.405, "live_period": 3600}
+        moved = dict(shared, location=where, edit_date=shared["date"] + step)
         tg_server.push_update("edited_message", moved)
     tg_server.inject_message(OWNER_ID, "on my way")
     await host.wait_delivered(2)
@@ -97,3 +97,22 @@ async def test_a_group_message_is_answered_only_when_it_is_for_the_bot(
         ("[photo] @my_agent_bot what is this?", True),
         ("[photo] our cat", False),
     ]
+
+
+async def test_a_message_aiogram_cannot_parse_is_kept_not_skipped(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    # A shape this aiogram does not know (Telegram changed a poll; a photo of a newer
+    # API): aiogram refuses the whole update.
+    tg_server.inject_message(OWNER_ID, poll={"id": "p1", "question": "Dinner?"})
+    tg_server.inject_message(OWNER_ID, photo=[{"file_id": "p"}], caption="look at this")
+    tg_server.inject_message(OWNER_ID, "after")
+    await host.wait_delivered(3)
+    # Before, both were logged and skipped: the owner's message was lost.
+    assert [m.text for m in host.delivered] == [
+        "[a message the assistant could not read (its poll, of a shape not understood)]",
+        "[a message the assistant could not read (its photo, of a shape not understood);"
+        " as received:] look at this",
+        "after",
+    ]
+    assert host.delivered[1].sender_id == str(OWNER_ID)
