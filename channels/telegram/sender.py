@@ -40,6 +40,7 @@ from aiogram.exceptions import (
 )
 from aiogram.methods import SendDocument, SendMessage, SendPhoto, TelegramMethod
 from aiogram.types import ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
+from aiohttp import ClientConnectorError
 
 from bot.channel import PermanentSendError, RetryLater
 from bot.config.channels import TelegramChannelConfig
@@ -56,6 +57,10 @@ Markup = InlineKeyboardMarkup | ForceReply
 Save = Callable[[str], Awaitable[None]]
 Moved = Callable[[str, str], Awaitable[None]]  # old chat id, new chat id
 SAVED_MAX = 200  # messages whose delivered parts are kept across restarts, newest
+SEND_METHODS = (SendMessage, SendPhoto, SendDocument)  # each call a message: no idempotency
+# Sends of one message part that went out unanswered before it is given up on (the owner
+# told): at most this many copies when Telegram took each of them.
+UNCONFIRMED_MAX = 3
 
 
 class Backoff:
@@ -80,6 +85,15 @@ def chat_ref(chat_id: str) -> int | str:
         return int(chat_id)
     except ValueError:
         return chat_id
+
+
+def unconfirmed(method: TelegramMethod[Any], exc: Exception) -> bool:
+    """Whether a failed send may have reached Telegram all the same: the request went out
+    and no answer came (a timeout, a connection cut), as opposed to a connection never
+    made or an error Telegram answered with."""
+    if not isinstance(method, SEND_METHODS) or not isinstance(exc, TelegramNetworkError):
+        return False
+    return not isinstance(exc.__cause__, ClientConnectorError)
 
 
 def _is_parse_error(exc: TelegramBadRequest) -> bool:
@@ -161,7 +175,7 @@ class TelegramSender:
     async def call(self, method: TelegramMethod[T]) -> T:
         """One API call with flood-control waits and network retries (bounded)."""
         backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)
-        attempts = 0
+        attempts = unsure = 0
         moved = False
         while True:
             try:
@@ -193,6 +207,17 @@ class TelegramSender:
                 method = method.model_copy(update={"chat_id": exc.migrate_to_chat_id})
             except (TelegramNetworkError, TelegramServerError) as exc:
                 attempts += 1
+                if unconfirmed(method, exc):
+                    # Sent, maybe received (a timeout, a connection cut before the
+                    # answer): each retry may be a copy. Before, a send Telegram took
+                    # but never confirmed went send_retries more times per outbox
+                    # attempt, at each of the outbox's attempts: dozens of copies.
+                    unsure += 1
+                    if unsure >= UNCONFIRMED_MAX:
+                        raise PermanentSendError(
+                            f"telegram did not confirm the message {unsure} times; it may "
+                            f"have arrived, so it is not sent again ({exc})"
+                        ) from exc
                 if attempts > self.config.send_retries:
                     raise
                 delay = backoff.next()

@@ -1,0 +1,73 @@
+"""The world answering back: sends Telegram times out on, chats that block the bot."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.channel import PermanentSendError
+from bot.events import OutboundMessage
+from channels.telegram import sender as sender_module
+from channels.telegram import typing_indicator
+from channels.telegram.adapter import TelegramChannel
+
+from .conftest import OWNER_ID, SleepRecorder
+
+
+async def test_a_send_telegram_accepted_but_never_confirmed_is_not_repeated_forever(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    dispatch = tg_server._dispatch
+
+    async def accepted_then_silent(method: str, p: dict[str, Any]) -> Any:
+        result = await dispatch(method, p)
+        if method == "sendmessage":
+            await asyncio.sleep(1.0)  # the answer never comes in time
+        return result
+
+    tg_server._dispatch = accepted_then_silent  # type: ignore[method-assign]
+    channel.session.timeout = 0.2
+    msg = OutboundMessage("telegram", str(OWNER_ID), "see you at 7", outbox_id=5)
+    # What the outbox does: send again after each failure, until it is told to stop.
+    with pytest.raises(PermanentSendError, match="may have arrived"):
+        for _ in range(5):
+            try:
+                await channel.send(msg)
+            except PermanentSendError:
+                raise
+            except Exception:
+                continue
+    # Before, each timeout was retried like a refused connection: send_retries (8) more
+    # copies per outbox attempt, and again at each of the outbox's 50 attempts.
+    copies = [m for m in tg_server.sent if m["text"] == "see you at 7"]
+    assert len(copies) == sender_module.UNCONFIRMED_MAX
+
+
+async def test_a_refused_connection_is_retried_as_before(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, sleeps: SleepRecorder
+) -> None:
+    # Nothing reached Telegram: no duplicate possible, the usual budget applies.
+    channel.config.send_retries = 5
+    url = tg_server.base_url
+    await tg_server.close()
+    with pytest.raises(Exception) as info:
+        await channel.send(OutboundMessage("telegram", str(OWNER_ID), "hello"))
+    assert not isinstance(info.value, PermanentSendError)  # the outbox tries again later
+    assert len(sleeps.delays) == 5
+    await tg_server.start(port=int(url.rsplit(":", 1)[1]))
+
+
+async def test_typing_stops_in_a_chat_that_blocked_the_bot(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(typing_indicator, "TYPING_REFRESH_SECONDS", 0.01)
+    tg_server.blocked_chats.add(556)
+    await channel.typing("556")
+    await asyncio.sleep(0.3)
+    # Before, "typing…" was asked again every 4.5 s for typing_max_seconds (120 s),
+    # refused each time.
+    assert len(tg_server.calls_of("sendChatAction")) == 1
+    assert "556" not in channel._typing
