@@ -31,7 +31,8 @@ from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.polling import Batch, poll_updates, unread_parts
 from channels.telegram.response_types import KeepResponseTypes
-from channels.telegram.sender import Backoff, Sleep, TelegramSender
+from channels.telegram.retries import Backoff, Sleep
+from channels.telegram.sender import TelegramSender
 from channels.telegram.translate import BotIdentity, translate_message
 from channels.telegram.typing_indicator import TypingIndicator
 from channels.telegram.unreadable import record_unreadable

@@ -21,7 +21,7 @@ from aiogram.methods import SendChatAction
 
 from bot.config.channels import TelegramChannelConfig
 from bot.tasks import spawn
-from channels.telegram.sender import chat_ref, topic_id
+from channels.telegram.retries import chat_ref, topic_id
 
 log = logging.getLogger("my_agent.telegram")
 

@@ -10,8 +10,7 @@ import pytest
 from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.channel import PermanentSendError
 from bot.events import OutboundMessage
-from channels.telegram import sender as sender_module
-from channels.telegram import typing_indicator
+from channels.telegram import retries, typing_indicator
 from channels.telegram.adapter import TelegramChannel
 
 from .conftest import OWNER_ID, SleepRecorder
@@ -43,7 +42,7 @@ async def test_a_send_telegram_accepted_but_never_confirmed_is_not_repeated_fore
     # Before, each timeout was retried like a refused connection: send_retries (8) more
     # copies per outbox attempt, and again at each of the outbox's 50 attempts.
     copies = [m for m in tg_server.sent if m["text"] == "see you at 7"]
-    assert len(copies) == sender_module.UNCONFIRMED_MAX
+    assert len(copies) == retries.UNCONFIRMED_MAX
 
 
 async def test_a_refused_connection_is_retried_as_before(
