@@ -234,7 +234,8 @@ class TelegramChannel:
         try:
             unread = unread_parts(update)
             if unread:  # a part aiogram cannot parse: kept as received, labelled
-                error = f"its {', '.join(unread)}, of a shape not understood"
+                named = ", ".join(part.replace("_", " ") for part in unread)
+                error = f"its {named}, of a shape not understood"
                 return await record_unreadable(self._host, update, groups=self.groups,
                                                error=error)  # fmt: skip
             if update.message is not None:
