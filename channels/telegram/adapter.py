@@ -29,13 +29,13 @@ from channels.telegram.albums import Albums
 from channels.telegram.callbacks import callback_message
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
-from channels.telegram.polling import Batch, poll_updates, unread_parts
+from channels.telegram.polling import Batch, poll_updates
 from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.retries import Backoff, Sleep
 from channels.telegram.sender import TelegramSender
 from channels.telegram.translate import BotIdentity, translate_message
 from channels.telegram.typing_indicator import TypingIndicator
-from channels.telegram.unreadable import record_unreadable
+from channels.telegram.unreadable import record_unparsed, record_unreadable
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -232,12 +232,9 @@ class TelegramChannel:
         """Handle one update; False means "not durable, poll it again later"."""
         assert self._host is not None and self.me is not None
         try:
-            unread = unread_parts(update)
-            if unread:  # a part aiogram cannot parse: kept as received, labelled
-                named = ", ".join(part.replace("_", " ") for part in unread)
-                error = f"its {named}, of a shape not understood"
-                return await record_unreadable(self._host, update, groups=self.groups,
-                                               error=error)  # fmt: skip
+            kept = await record_unparsed(self._host, update, groups=self.groups)
+            if kept is not None:  # a part aiogram cannot parse: kept as received, labelled
+                return kept
             if update.message is not None:
                 await self.migrations.observe(update.message, self._host)
                 inbound = translate_message(update.message, me=self.me, groups=self.groups)
