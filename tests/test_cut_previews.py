@@ -20,7 +20,7 @@ from bot.search.query import MAX_QUERY_CHARS, bounded_query
 from bot.send_failures import alert_text
 from channels.email.decoding import MAX_HEADER_CHARS, decode_header_value
 from channels.email.dsn import read_bounce
-from channels.telegram.translate import _excerpt
+from channels.telegram.quoting import _excerpt
 from channels.web.analytics import _clip as chart_clip
 
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one character, five code points

@@ -31,10 +31,11 @@ from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.polling import Batch, poll_updates
 from channels.telegram.response_types import KeepResponseTypes
-from channels.telegram.sender import Backoff, Sleep, TelegramSender
+from channels.telegram.retries import Backoff, Sleep
+from channels.telegram.sender import TelegramSender
 from channels.telegram.translate import BotIdentity, translate_message
 from channels.telegram.typing_indicator import TypingIndicator
-from channels.telegram.unreadable import record_unreadable
+from channels.telegram.unreadable import record_unparsed, record_unreadable
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -231,6 +232,9 @@ class TelegramChannel:
         """Handle one update; False means "not durable, poll it again later"."""
         assert self._host is not None and self.me is not None
         try:
+            kept = await record_unparsed(self._host, update, groups=self.groups)
+            if kept is not None:  # a part aiogram cannot parse: kept as received, labelled
+                return kept
             if update.message is not None:
                 await self.migrations.observe(update.message, self._host)
                 inbound = translate_message(update.message, me=self.me, groups=self.groups)

@@ -11,6 +11,38 @@ from aiogram.types import Message
 
 from bot.events import Attachment
 
+# Service messages (members joining, title changes, pins...) are not things anyone said.
+SERVICE_TYPES = frozenset(
+    {
+        "new_chat_members",
+        "left_chat_member",
+        "new_chat_title",
+        "new_chat_photo",
+        "delete_chat_photo",
+        "group_chat_created",
+        "supergroup_chat_created",
+        "channel_chat_created",
+        "migrate_to_chat_id",
+        "migrate_from_chat_id",
+        "pinned_message",
+        "message_auto_delete_timer_changed",
+        "forum_topic_created",
+        "forum_topic_edited",
+        "forum_topic_closed",
+        "forum_topic_reopened",
+        "general_forum_topic_hidden",
+        "general_forum_topic_unhidden",
+        "video_chat_scheduled",
+        "video_chat_started",
+        "video_chat_ended",
+        "video_chat_participants_invited",
+        "write_access_allowed",
+        "chat_background_set",
+        "boost_added",
+        "proximity_alert_triggered",
+    }
+)
+
 
 def _kb(size: int | None) -> str:
     if size is None:
@@ -81,14 +113,20 @@ def describe_media(message: Message) -> tuple[str, Attachment] | None:
     if message.location:
         loc = message.location
         where = f"{loc.latitude:.5f}, {loc.longitude:.5f}"
-        return f"[location {where}]", Attachment("location", None, None, None, where)
+        label = "live location" if loc.live_period else "location"
+        return f"[{label} {where}]", Attachment("location", None, None, None, where)
     if message.contact:
         c = message.contact
         name = " ".join(x for x in (c.first_name, c.last_name) if x)
         return f"[contact: {name}, {c.phone_number}]", Attachment("contact", name, None, None, None)
     if message.poll:
+        # The choices are in the text: the model never sees an attachment's metadata,
+        # and "[poll: Dinner?]" alone left "which one?" without an answer.
         options = " / ".join(o.text for o in message.poll.options)
-        return f"[poll: {message.poll.question}]", Attachment("poll", None, None, None, options)
+        return (
+            f"[poll: {message.poll.question} ({options})]",
+            Attachment("poll", None, None, None, options),
+        )
     if message.dice:
         dice = f"{message.dice.emoji} {message.dice.value}"
         return f"[dice {dice}]", Attachment("dice", None, None, None, dice)

@@ -4,11 +4,10 @@ One :class:`~bot.events.OutboundMessage` may become several Telegram messages (4
 UTF-16 units each), then one per file it passes on (``metadata["files"]``, the owner's
 ``/reply`` with a photo: by file_id). They are sent in order; the inline keyboard goes on
 the last text part.
-Inside one ``send`` call, flood control (429 ``retry_after``) is waited out and network
-or 5xx errors are retried with exponential backoff and jitter, a bounded number of times;
-then the exception goes to the core's outbox, which retries the message later (a flood
-wait over ``max_retry_after`` as :class:`~bot.channel.RetryLater`: no sooner). Parts
-already delivered are remembered per outbox id, so that retry does not send them twice.
+Each call follows the retry policy of ``retries.py`` (flood waits, backoff, a bounded
+number of tries); then the exception goes to the core's outbox, which retries the
+message later. Parts already delivered are remembered per outbox id, so that retry does
+not send them twice.
 A stop ends those waits at once (:meth:`TelegramChannel.stop_waiting`): the message stays
 in the outbox for the next start. The parts delivered of a message that goes back to the
 outbox are also saved (:attr:`TelegramSender.save`, the channel's cursor ``parts``), so the
@@ -24,94 +23,47 @@ import asyncio
 import hashlib
 import json
 import logging
-import random
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from aiogram import Bot
-from aiogram.exceptions import (
-    TelegramBadRequest,
-    TelegramForbiddenError,
-    TelegramMigrateToChat,
-    TelegramNetworkError,
-    TelegramNotFound,
-    TelegramRetryAfter,
-    TelegramServerError,
-)
+from aiogram.exceptions import TelegramBadRequest, TelegramForbiddenError, TelegramNotFound
 from aiogram.methods import SendDocument, SendMessage, SendPhoto, TelegramMethod
 from aiogram.types import ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
 
-from bot.channel import PermanentSendError, RetryLater
+from bot.channel import PermanentSendError
 from bot.config.channels import TelegramChannelConfig
 from bot.events import OutboundMessage, SendResult
 from channels.telegram.keyboards import actions_as_text, inline_keyboard, split_actions
-from channels.telegram.render import escape, html_to_plain, render_parts, split_visible
+from channels.telegram.render import escape, render_parts
+from channels.telegram.retries import ApiCalls, Sleep, chat_ref, topic_id
+from channels.telegram.splitting import html_to_plain, split_visible
 
 log = logging.getLogger("my_agent.telegram")
 
-T = TypeVar("T")
 LITERAL_KINDS = frozenset({"escalation", "command"})  # sent as written, never as Markdown
-Sleep = Callable[[float], Awaitable[None]]
 Markup = InlineKeyboardMarkup | ForceReply
 Save = Callable[[str], Awaitable[None]]
-Moved = Callable[[str, str], Awaitable[None]]  # old chat id, new chat id
 SAVED_MAX = 200  # messages whose delivered parts are kept across restarts, newest
-
-
-class Backoff:
-    """Exponential backoff with "equal jitter": half fixed, half random. Reset on success."""
-
-    def __init__(self, base: float, cap: float, rng: Callable[[], float] = random.random) -> None:
-        self.base, self.cap, self.rng = base, cap, rng
-        self.attempt = 0
-
-    def next(self) -> float:
-        delay = min(self.cap, self.base * (2**self.attempt))
-        self.attempt += 1
-        return delay / 2 + self.rng() * delay / 2
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
-def chat_ref(chat_id: str) -> int | str:
-    """Telegram chat ids are integers; ``@channel`` names stay strings."""
-    try:
-        return int(chat_id)
-    except ValueError:
-        return chat_id
 
 
 def _is_parse_error(exc: TelegramBadRequest) -> bool:
     return "can't parse entities" in exc.message.lower()
 
 
-def _is_lost_topic(exc: TelegramBadRequest) -> bool:
-    return "message thread not found" in exc.message.lower()
-
-
-class TelegramSender:
-    """Sends rendered messages through an aiogram :class:`Bot` with the retry policy."""
+class TelegramSender(ApiCalls):
+    """Sends rendered messages as ordered parts (:class:`ApiCalls`: the retry policy)."""
 
     def __init__(
         self, bot: Bot, config: TelegramChannelConfig, sleep: Sleep = asyncio.sleep
     ) -> None:
-        self.bot = bot
-        self.config = config
-        self.sleep = sleep
+        super().__init__(bot, config, sleep)
         self._progress: dict[int, tuple[int, str | None]] = {}  # outbox id -> parts sent, ref
         # The same for messages that went back to the outbox part-way, as saved across
         # restarts (outbox id -> parts sent, ref, fingerprint): an id may be used again
         # once its row is gone, so an entry counts only for the message it was made for.
         self._saved: dict[int, tuple[int, str | None, str]] = {}
         self.save: Save | None = None  # set by the channel: persists what restore reads
-        # Set by the channel (channels/telegram/migration.py): where a chat is now, and
-        # what to do when a send learns that a group was upgraded to a supergroup.
-        self.route: Callable[[str], str] = str
-        self.on_moved: Moved | None = None
-        # Set when the daemon stops: a wait between attempts ends at once and the message
-        # goes back to the outbox (kept for the next start) instead of holding the stop.
-        self.stopping = asyncio.Event()
 
     def restore(self, stored: str | None) -> None:
         """Take back the partial deliveries :attr:`save` persisted (JSON), if readable."""
@@ -141,80 +93,6 @@ class TelegramSender:
             # Only a duplicate part at worst (after a restart): not worth failing a send.
             log.exception("could not save the Telegram part progress of outbox %s", key)
 
-    async def _wait(self, seconds: float) -> float:
-        """Sleep ``seconds`` unless stopping; returns what was left of them (0: slept)."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + seconds
-        if not self.stopping.is_set():
-            nap = asyncio.ensure_future(self.sleep(seconds))
-            stop = asyncio.ensure_future(self.stopping.wait())
-            try:
-                await asyncio.wait({nap, stop}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (nap, stop):
-                    task.cancel()
-                await asyncio.gather(nap, stop, return_exceptions=True)
-            if not self.stopping.is_set():
-                return 0.0
-        return max(0.0, until - loop.time())
-
-    async def call(self, method: TelegramMethod[T]) -> T:
-        """One API call with flood-control waits and network retries (bounded)."""
-        backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)
-        attempts = 0
-        moved = False
-        while True:
-            try:
-                return await self.bot(method)
-            except TelegramRetryAfter as exc:
-                attempts += 1
-                if attempts > self.config.send_retries or (
-                    exc.retry_after > self.config.max_retry_after
-                ):
-                    # The outbox waits it out: any request sooner is refused again.
-                    raise RetryLater(float(exc.retry_after), exc.message) from exc
-                log.warning("flood control on %s: waiting %ss", type(method).__name__,
-                            exc.retry_after)  # fmt: skip
-                left = await self._wait(float(exc.retry_after))
-                if left:  # stopping: the outbox keeps it, to send no sooner than this
-                    raise RetryLater(left, exc.message) from exc
-            except TelegramMigrateToChat as exc:
-                # Not a failure, and not one of the retries: the message goes to the
-                # group's new id at once (a supergroup never moves again, so once).
-                # Before, it took one of ``send_retries`` (with 0, the outbox retried
-                # the old id until it gave up) and each later send asked the old id.
-                old = getattr(method, "chat_id", None)
-                if moved or old is None:
-                    raise
-                moved = True
-                log.info("chat %s migrated to supergroup %s", old, exc.migrate_to_chat_id)
-                if self.on_moved is not None:
-                    await self.on_moved(str(old), str(exc.migrate_to_chat_id))
-                method = method.model_copy(update={"chat_id": exc.migrate_to_chat_id})
-            except (TelegramNetworkError, TelegramServerError) as exc:
-                attempts += 1
-                if attempts > self.config.send_retries:
-                    raise
-                delay = backoff.next()
-                log.warning("%s failed (%s); retry %d in %.1fs", type(method).__name__, exc,
-                            attempts, delay)  # fmt: skip
-                if await self._wait(delay):
-                    raise  # stopping: the outbox retries it at the next start
-
-    async def _call_in_topic(self, method: TelegramMethod[T]) -> T:
-        """:meth:`call`, sent without its forum topic when Telegram no longer knows it
-        (the topic deleted, or the group's topics turned off, since it was asked there):
-        before, "message thread not found" was a permanent failure and the reply lost."""
-        try:
-            return await self.call(method)
-        except TelegramBadRequest as exc:
-            if not _is_lost_topic(exc) or getattr(method, "message_thread_id", None) is None:
-                raise
-            log.warning("forum topic %s of chat %s is gone; sending to the general topic",
-                        getattr(method, "message_thread_id", None),
-                        getattr(method, "chat_id", None))  # fmt: skip
-            return await self.call(method.model_copy(update={"message_thread_id": None}))
-
     async def send_part(
         self,
         chat_id: int | str,
@@ -239,14 +117,14 @@ class TelegramSender:
             )
         try:
             try:
-                return await self._call_in_topic(
+                return await self.call_in_topic(
                     SendMessage(text=part_html, parse_mode="HTML", **kwargs)
                 )
             except TelegramBadRequest as exc:
                 if not _is_parse_error(exc):
                     raise
                 log.error("Telegram refused our HTML (%s); sending plain text", exc.message)
-                return await self._call_in_topic(
+                return await self.call_in_topic(
                     SendMessage(text=html_to_plain(part_html), **kwargs)
                 )
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
@@ -264,7 +142,7 @@ class TelegramSender:
             else SendDocument(chat_id=chat_id, document=ref, message_thread_id=topic)
         )
         try:
-            return await self._call_in_topic(method)
+            return await self.call_in_topic(method)
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             raise PermanentSendError(f"telegram refused the file: {exc.message}") from exc
 
@@ -360,13 +238,3 @@ class TelegramSender:
 def _topic(msg: OutboundMessage) -> int | None:
     """The forum topic ``msg`` goes to (:func:`bot.events.placement`), if any."""
     return topic_id(msg.metadata.get("topic"))
-
-
-def topic_id(topic: object) -> int | None:
-    """A forum topic's ``message_thread_id`` as the core keeps it (an int, or digits
-    after a round trip through text), None for anything else."""
-    if isinstance(topic, int) and not isinstance(topic, bool):
-        return topic
-    if isinstance(topic, str) and topic.isdigit():
-        return int(topic)
-    return None

@@ -20,45 +20,13 @@ from aiogram.types import Chat, Message, MessageEntity
 
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
-from bot.graphemes import cut
 from channels.telegram.keyboards import command_from_prompt
-from channels.telegram.media import content_type, describe_media
+from channels.telegram.media import SERVICE_TYPES, content_type, describe_media
+from channels.telegram.quoting import external_reply_context, forward_source, reply_context
 
 log = logging.getLogger("my_agent.telegram")
 
 GROUP_TYPES = frozenset({"group", "supergroup"})
-
-# Service messages (members joining, title changes, pins...) are not things anyone said.
-SERVICE_TYPES = frozenset(
-    {
-        "new_chat_members",
-        "left_chat_member",
-        "new_chat_title",
-        "new_chat_photo",
-        "delete_chat_photo",
-        "group_chat_created",
-        "supergroup_chat_created",
-        "channel_chat_created",
-        "migrate_to_chat_id",
-        "migrate_from_chat_id",
-        "pinned_message",
-        "message_auto_delete_timer_changed",
-        "forum_topic_created",
-        "forum_topic_edited",
-        "forum_topic_closed",
-        "forum_topic_reopened",
-        "general_forum_topic_hidden",
-        "general_forum_topic_unhidden",
-        "video_chat_scheduled",
-        "video_chat_started",
-        "video_chat_ended",
-        "video_chat_participants_invited",
-        "write_access_allowed",
-        "chat_background_set",
-        "boost_added",
-        "proximity_alert_triggered",
-    }
-)
 
 _COMMAND = re.compile(r"^/(\w{1,64})@(\w{3,64})\b")
 
@@ -120,87 +88,6 @@ def _normalise_command(text: str, me: BotIdentity) -> tuple[str, bool | None]:
     return text, False
 
 
-def forward_source(message: Message) -> str | None:
-    """Whose words a forwarded message carries (a person's or a chat's name), or None
-    when it is not a forward."""
-    origin = message.forward_origin
-    if origin is None:
-        return None
-    return origin_name(origin)
-
-
-def origin_name(origin: Any) -> str:
-    """Who wrote a message from elsewhere (a ``MessageOrigin``): a person or a chat."""
-    user = getattr(origin, "sender_user", None)
-    if user is not None:
-        return str(user.full_name)
-    name = getattr(origin, "sender_user_name", None)
-    if name:
-        return str(name)
-    chat = getattr(origin, "chat", None) or getattr(origin, "sender_chat", None)
-    title = getattr(chat, "title", None) or getattr(chat, "username", None)
-    signature = getattr(origin, "author_signature", None)
-    if title and signature:
-        return f"{signature} ({title})"
-    return str(title or signature or "someone")
-
-
-QUOTE_CHARS = 120  # of the message replied to: enough to tell which one it was
-# What a message of another chat holds besides words (ExternalReplyInfo has no text).
-EXTERNAL_KINDS = ("photo", "video", "document", "audio", "voice", "video_note", "animation",
-                  "sticker", "story", "poll", "location", "venue", "contact")  # fmt: skip
-
-
-def _excerpt(quote: str) -> str:
-    excerpt = " ".join(quote.split())
-    if len(excerpt) > QUOTE_CHARS:
-        excerpt = cut(excerpt, QUOTE_CHARS).rsplit(" ", 1)[0] + "…"
-    return excerpt
-
-
-def external_reply_context(message: Message) -> str | None:
-    """``[replying to a message of News (another chat): “…”]`` for a reply to a message
-    of another chat (Telegram's "Reply in another chat": a channel post asked about in
-    the bot's chat), or None. Telegram sends no text of that message, only the part
-    quoted, if any; before, the owner's "what do you make of this?" came without a word
-    of what "this" was."""
-    ext = message.external_reply
-    if ext is None:
-        return None
-    who = origin_name(ext.origin)
-    chat = getattr(ext.chat, "title", None) or getattr(ext.chat, "username", None)
-    if chat and chat not in who:
-        who = f"{who} in {chat}"
-    kind = next((k for k in EXTERNAL_KINDS if getattr(ext, k, None)), None)
-    what = f"a {kind.replace('_', ' ')}" if kind else "a message"
-    quote = message.quote.text if message.quote is not None else ""
-    said = f": \u201c{_excerpt(quote)}\u201d" if quote.strip() else ""
-    return f"[replying to {what} of {who} (another chat){said}]"
-
-
-def reply_context(message: Message, me: BotIdentity) -> str | None:
-    """``[replying to Max: “…”]`` for a reply, so it can be told what it answers once
-    that message has left the working context; None when it is no reply (a forum
-    topic's messages all answer its service message)."""
-    original = message.reply_to_message
-    if original is None or content_type(original) in SERVICE_TYPES:
-        return None
-    quote = message.quote.text if message.quote is not None else None  # a part picked
-    if quote is None:
-        media = describe_media(original)
-        words = original.text if original.text is not None else original.caption or ""
-        quote = f"{media[0] if media else ''} {words}"
-    excerpt = _excerpt(quote)
-    author = original.from_user
-    if author is not None and author.id == me.id:
-        who = "your message"
-    elif original.sender_chat is not None and (author is None or author.is_bot):
-        who = original.sender_chat.title or "a chat"
-    else:
-        who = author.full_name if author is not None else "a message"
-    return f"[replying to {who}: \u201c{excerpt}\u201d]"
-
-
 def message_identity(message: Message, edited: bool) -> tuple[str, datetime]:
     """The id and time the core records ``message`` under. An edit is its own message,
     dated when it was made: its id adds the edit's date and a hash of what it says.
@@ -239,6 +126,12 @@ def translate_message(
     ct = content_type(message)
     if ct in SERVICE_TYPES:
         log.debug("skipping service message %s in chat %s", ct, chat.id)
+        return None
+    if edited and message.location is not None and message.location.live_period:
+        # A live location is edited as the phone moves, every few seconds for up to a
+        # day: before, each move was an "[edited] [location …]" message, recorded and
+        # answered. The sharing itself was recorded when it began.
+        log.debug("skipping a live location's move in chat %s", chat.id)
         return None
     user = message.from_user
     aliases: tuple[str, ...]

@@ -11,12 +11,17 @@ import logging
 from collections.abc import Callable
 
 from aiogram import Bot
-from aiogram.exceptions import AiogramError
+from aiogram.exceptions import (
+    AiogramError,
+    TelegramBadRequest,
+    TelegramForbiddenError,
+    TelegramNotFound,
+)
 from aiogram.methods import SendChatAction
 
 from bot.config.channels import TelegramChannelConfig
 from bot.tasks import spawn
-from channels.telegram.sender import chat_ref, topic_id
+from channels.telegram.retries import chat_ref, topic_id
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -43,9 +48,9 @@ class TypingIndicator:
         """Show "typing…" in ``chat_id`` (in its forum ``topic``, if any) until
         :meth:`stop` for that chat (bounded)."""
         thread = topic_id(topic)
-        await self._chat_action(chat_id, thread)
+        reachable = await self._chat_action(chat_id, thread)
         self.stop(chat_id)
-        if self.config.typing_max_seconds > 0:
+        if reachable and self.config.typing_max_seconds > 0:
             self._tasks[chat_id] = spawn(
                 self._keep_typing(chat_id, thread), name=f"typing-{chat_id}"
             )
@@ -67,13 +72,17 @@ class TypingIndicator:
         until = loop.time() + self.config.typing_max_seconds
         while loop.time() + TYPING_REFRESH_SECONDS < until:
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
-            await self._chat_action(chat_id, topic)
+            if not await self._chat_action(chat_id, topic):
+                break
         if self._tasks.get(chat_id) is asyncio.current_task():
             del self._tasks[chat_id]
 
-    async def _chat_action(self, chat_id: str, topic: int | None = None) -> None:
+    async def _chat_action(self, chat_id: str, topic: int | None = None) -> bool:
+        """Show "typing…" once; False when the chat refuses the bot (blocked, gone):
+        no use asking again. Before, a chat that had blocked the bot was asked every
+        4.5 s for ``typing_max_seconds``, refused each time."""
         if self.closed:
-            return
+            return False
         try:
             await self.bot(
                 SendChatAction(
@@ -82,5 +91,9 @@ class TypingIndicator:
                     message_thread_id=topic,
                 )
             )
+        except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
+            log.debug("sendChatAction to %s refused: %s; not asked again", chat_id, exc)
+            return False
         except AiogramError as exc:  # cosmetic: never worth failing a reply for
             log.debug("sendChatAction to %s failed: %s", chat_id, exc)
+        return True

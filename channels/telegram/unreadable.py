@@ -5,7 +5,8 @@ expect, a defect) is retried :data:`~channels.telegram.adapter.MAX_UPDATE_FAILUR
 times and then passed over, so that one message cannot stop every later one. Passed
 over silently, it was lost: nobody but the log knew it had come. Its chat, sender and
 words as Telegram sent them are recorded instead, labelled, and answered like any
-message (the owner learns that something they sent was not understood).
+message (the owner learns that something they sent was not understood). So is a message
+with a part aiogram could not parse at all (:func:`record_unparsed`), at once.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from aiogram.types import Message, Update
 from bot.channel import ChannelHost, DeliveryError
 from bot.config.channels import TelegramGroupConfig
 from bot.events import InboundMessage
+from channels.telegram.polling import unread_parts
 from channels.telegram.translate import GROUP_TYPES, allowed_group, message_identity
 
 log = logging.getLogger("my_agent.telegram")
@@ -55,6 +57,20 @@ async def record_unreadable(
     except Exception:
         log.exception("update %s cannot be recorded at all; skipping it", update.update_id)
     return True
+
+
+async def record_unparsed(
+    host: ChannelHost, update: Update, *, groups: Mapping[str, TelegramGroupConfig]
+) -> bool | None:
+    """:func:`record_unreadable` for a message kept without parts aiogram could not parse
+    (:func:`~channels.telegram.polling.unread_parts`, named in its label); None when it
+    has none (handle it as usual)."""
+    unread = unread_parts(update)
+    if not unread:
+        return None
+    named = ", ".join(part.replace("_", " ") for part in unread)
+    error = f"its {named}, of a shape not understood"
+    return await record_unreadable(host, update, groups=groups, error=error)
 
 
 def unreadable_message(

@@ -625,7 +625,7 @@ async def test_stop_is_prompt_during_a_long_poll(
 
 
 def test_backoff_grows_with_jitter_and_resets() -> None:
-    from channels.telegram.sender import Backoff
+    from channels.telegram.retries import Backoff
 
     low = Backoff(1.0, 8.0, rng=lambda: 0.0)
     high = Backoff(1.0, 8.0, rng=lambda: 1.0)

@@ -1,0 +1,100 @@
+"""What a message refers to beyond its own words: whose words a forward carries, and
+the message a reply answers (in this chat or another), in short, for the model.
+
+A forward says ``[forwarded from Anna Berg]``; a reply ``[replying to Max: “The ferry
+leaves at 7.”]`` (the part the user picked, when they quoted one); a reply to a message
+of another chat ``[replying to a message of City News (another chat): “…”]``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiogram.types import Message
+
+from bot.graphemes import cut
+from channels.telegram.media import SERVICE_TYPES, content_type, describe_media
+
+if TYPE_CHECKING:
+    from channels.telegram.translate import BotIdentity
+
+
+def forward_source(message: Message) -> str | None:
+    """Whose words a forwarded message carries (a person's or a chat's name), or None
+    when it is not a forward."""
+    origin = message.forward_origin
+    if origin is None:
+        return None
+    return origin_name(origin)
+
+
+def origin_name(origin: Any) -> str:
+    """Who wrote a message from elsewhere (a ``MessageOrigin``): a person or a chat."""
+    user = getattr(origin, "sender_user", None)
+    if user is not None:
+        return str(user.full_name)
+    name = getattr(origin, "sender_user_name", None)
+    if name:
+        return str(name)
+    chat = getattr(origin, "chat", None) or getattr(origin, "sender_chat", None)
+    title = getattr(chat, "title", None) or getattr(chat, "username", None)
+    signature = getattr(origin, "author_signature", None)
+    if title and signature:
+        return f"{signature} ({title})"
+    return str(title or signature or "someone")
+
+
+QUOTE_CHARS = 120  # of the message replied to: enough to tell which one it was
+# What a message of another chat holds besides words (ExternalReplyInfo has no text).
+EXTERNAL_KINDS = ("photo", "video", "document", "audio", "voice", "video_note", "animation",
+                  "sticker", "story", "poll", "location", "venue", "contact")  # fmt: skip
+
+
+def _excerpt(quote: str) -> str:
+    excerpt = " ".join(quote.split())
+    if len(excerpt) > QUOTE_CHARS:
+        excerpt = cut(excerpt, QUOTE_CHARS).rsplit(" ", 1)[0] + "…"
+    return excerpt
+
+
+def external_reply_context(message: Message) -> str | None:
+    """``[replying to a message of News (another chat): “…”]`` for a reply to a message
+    of another chat (Telegram's "Reply in another chat": a channel post asked about in
+    the bot's chat), or None. Telegram sends no text of that message, only the part
+    quoted, if any; before, the owner's "what do you make of this?" came without a word
+    of what "this" was."""
+    ext = message.external_reply
+    if ext is None:
+        return None
+    who = origin_name(ext.origin)
+    chat = getattr(ext.chat, "title", None) or getattr(ext.chat, "username", None)
+    if chat and chat not in who:
+        who = f"{who} in {chat}"
+    kind = next((k for k in EXTERNAL_KINDS if getattr(ext, k, None)), None)
+    what = f"a {kind.replace('_', ' ')}" if kind else "a message"
+    quote = message.quote.text if message.quote is not None else ""
+    said = f": \u201c{_excerpt(quote)}\u201d" if quote.strip() else ""
+    return f"[replying to {what} of {who} (another chat){said}]"
+
+
+def reply_context(message: Message, me: BotIdentity) -> str | None:
+    """``[replying to Max: “…”]`` for a reply, so it can be told what it answers once
+    that message has left the working context; None when it is no reply (a forum
+    topic's messages all answer its service message)."""
+    original = message.reply_to_message
+    if original is None or content_type(original) in SERVICE_TYPES:
+        return None
+    quote = message.quote.text if message.quote is not None else None  # a part picked
+    if quote is None:
+        media = describe_media(original)
+        words = original.text if original.text is not None else original.caption or ""
+        quote = f"{media[0] if media else ''} {words}"
+    excerpt = _excerpt(quote)
+    author = original.from_user
+    if author is not None and author.id == me.id:
+        who = "your message"
+    elif original.sender_chat is not None and (author is None or author.is_bot):
+        who = original.sender_chat.title or "a chat"
+    else:
+        who = author.full_name if author is not None else "a message"
+    return f"[replying to {who}: \u201c{excerpt}\u201d]"

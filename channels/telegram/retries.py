@@ -1,0 +1,193 @@
+"""One Bot API call and its retry policy: flood waits, backoff, moved groups, lost topics.
+
+Inside one call, flood control (429 ``retry_after``) is waited out and network or 5xx
+errors are retried with exponential backoff and jitter, a bounded number of times; then
+the exception goes to the caller (the core's outbox retries the message later; a flood
+wait over ``max_retry_after`` as :class:`~bot.channel.RetryLater`: no sooner). A send
+that went out unanswered (a timeout) may have arrived: it is tried
+:data:`UNCONFIRMED_MAX` times at most, then given up on. A stop (:attr:`ApiCalls.stopping`)
+ends the waits at once. A group upgraded to a supergroup is followed to its new id; a
+forum topic deleted since is replaced by the general topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from aiogram import Bot
+from aiogram.exceptions import (
+    TelegramBadRequest,
+    TelegramMigrateToChat,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+    TelegramServerError,
+)
+from aiogram.methods import SendDocument, SendMessage, SendPhoto, TelegramMethod
+from aiohttp import ClientConnectorError
+
+from bot.channel import PermanentSendError, RetryLater
+from bot.config.channels import TelegramChannelConfig
+
+log = logging.getLogger("my_agent.telegram")
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+Moved = Callable[[str, str], Awaitable[None]]  # old chat id, new chat id
+SEND_METHODS = (SendMessage, SendPhoto, SendDocument)  # each call a message: no idempotency
+# Sends of one message part that went out unanswered before it is given up on (the owner
+# told): at most this many copies when Telegram took each of them.
+UNCONFIRMED_MAX = 3
+
+
+class Backoff:
+    """Exponential backoff with "equal jitter": half fixed, half random. Reset on success."""
+
+    def __init__(self, base: float, cap: float, rng: Callable[[], float] = random.random) -> None:
+        self.base, self.cap, self.rng = base, cap, rng
+        self.attempt = 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.base * (2**self.attempt))
+        self.attempt += 1
+        return delay / 2 + self.rng() * delay / 2
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+def chat_ref(chat_id: str) -> int | str:
+    """Telegram chat ids are integers; ``@channel`` names stay strings."""
+    try:
+        return int(chat_id)
+    except ValueError:
+        return chat_id
+
+
+def topic_id(topic: object) -> int | None:
+    """A forum topic's ``message_thread_id`` as the core keeps it (an int, or digits
+    after a round trip through text), None for anything else."""
+    if isinstance(topic, int) and not isinstance(topic, bool):
+        return topic
+    if isinstance(topic, str) and topic.isdigit():
+        return int(topic)
+    return None
+
+
+def unconfirmed(method: TelegramMethod[Any], exc: Exception) -> bool:
+    """Whether a failed send may have reached Telegram all the same: the request went out
+    and no answer came (a timeout, a connection cut), as opposed to a connection never
+    made or an error Telegram answered with."""
+    if not isinstance(method, SEND_METHODS) or not isinstance(exc, TelegramNetworkError):
+        return False
+    return not isinstance(exc.__cause__, ClientConnectorError)
+
+
+def _is_lost_topic(exc: TelegramBadRequest) -> bool:
+    return "message thread not found" in exc.message.lower()
+
+
+class ApiCalls:
+    """Bot API calls through an aiogram :class:`Bot` with the retry policy."""
+
+    def __init__(
+        self, bot: Bot, config: TelegramChannelConfig, sleep: Sleep = asyncio.sleep
+    ) -> None:
+        self.bot = bot
+        self.config = config
+        self.sleep = sleep
+        # Set by the channel (channels/telegram/migration.py): where a chat is now, and
+        # what to do when a send learns that a group was upgraded to a supergroup.
+        self.route: Callable[[str], str] = str
+        self.on_moved: Moved | None = None
+        # Set when the daemon stops: a wait between attempts ends at once and the message
+        # goes back to the outbox (kept for the next start) instead of holding the stop.
+        self.stopping = asyncio.Event()
+
+    async def _wait(self, seconds: float) -> float:
+        """Sleep ``seconds`` unless stopping; returns what was left of them (0: slept)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        if not self.stopping.is_set():
+            nap = asyncio.ensure_future(self.sleep(seconds))
+            stop = asyncio.ensure_future(self.stopping.wait())
+            try:
+                await asyncio.wait({nap, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (nap, stop):
+                    task.cancel()
+                await asyncio.gather(nap, stop, return_exceptions=True)
+            if not self.stopping.is_set():
+                return 0.0
+        return max(0.0, until - loop.time())
+
+    async def call(self, method: TelegramMethod[T]) -> T:
+        """One API call with flood-control waits and network retries (bounded)."""
+        backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)
+        attempts = unsure = 0
+        moved = False
+        while True:
+            try:
+                return await self.bot(method)
+            except TelegramRetryAfter as exc:
+                attempts += 1
+                if attempts > self.config.send_retries or (
+                    exc.retry_after > self.config.max_retry_after
+                ):
+                    # The outbox waits it out: any request sooner is refused again.
+                    raise RetryLater(float(exc.retry_after), exc.message) from exc
+                log.warning("flood control on %s: waiting %ss", type(method).__name__,
+                            exc.retry_after)  # fmt: skip
+                left = await self._wait(float(exc.retry_after))
+                if left:  # stopping: the outbox keeps it, to send no sooner than this
+                    raise RetryLater(left, exc.message) from exc
+            except TelegramMigrateToChat as exc:
+                # Not a failure, and not one of the retries: the message goes to the
+                # group's new id at once (a supergroup never moves again, so once).
+                # Before, it took one of ``send_retries`` (with 0, the outbox retried
+                # the old id until it gave up) and each later send asked the old id.
+                old = getattr(method, "chat_id", None)
+                if moved or old is None:
+                    raise
+                moved = True
+                log.info("chat %s migrated to supergroup %s", old, exc.migrate_to_chat_id)
+                if self.on_moved is not None:
+                    await self.on_moved(str(old), str(exc.migrate_to_chat_id))
+                method = method.model_copy(update={"chat_id": exc.migrate_to_chat_id})
+            except (TelegramNetworkError, TelegramServerError) as exc:
+                attempts += 1
+                if unconfirmed(method, exc):
+                    # Sent, maybe received (a timeout, a connection cut before the
+                    # answer): each retry may be a copy. Before, a send Telegram took
+                    # but never confirmed went send_retries more times per outbox
+                    # attempt, at each of the outbox's attempts: dozens of copies.
+                    unsure += 1
+                    if unsure >= UNCONFIRMED_MAX:
+                        raise PermanentSendError(
+                            f"telegram did not confirm the message {unsure} times; it may "
+                            f"have arrived, so it is not sent again ({exc})"
+                        ) from exc
+                if attempts > self.config.send_retries:
+                    raise
+                delay = backoff.next()
+                log.warning("%s failed (%s); retry %d in %.1fs", type(method).__name__, exc,
+                            attempts, delay)  # fmt: skip
+                if await self._wait(delay):
+                    raise  # stopping: the outbox retries it at the next start
+
+    async def call_in_topic(self, method: TelegramMethod[T]) -> T:
+        """:meth:`call`, sent without its forum topic when Telegram no longer knows it
+        (the topic deleted, or the group's topics turned off, since it was asked there):
+        before, "message thread not found" was a permanent failure and the reply lost."""
+        try:
+            return await self.call(method)
+        except TelegramBadRequest as exc:
+            if not _is_lost_topic(exc) or getattr(method, "message_thread_id", None) is None:
+                raise
+            log.warning("forum topic %s of chat %s is gone; sending to the general topic",
+                        getattr(method, "message_thread_id", None),
+                        getattr(method, "chat_id", None))  # fmt: skip
+            return await self.call(method.model_copy(update={"message_thread_id": None}))

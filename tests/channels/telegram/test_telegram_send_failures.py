@@ -1,0 +1,112 @@
+"""The world answering back: sends Telegram times out on, chats that block the bot."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.channel import PermanentSendError
+from bot.events import OutboundMessage
+from channels.telegram import retries, typing_indicator
+from channels.telegram.adapter import TelegramChannel
+
+from .conftest import OWNER_ID, SleepRecorder
+
+
+async def test_a_send_telegram_accepted_but_never_confirmed_is_not_repeated_forever(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    dispatch = tg_server._dispatch
+
+    async def accepted_then_silent(method: str, p: dict[str, Any]) -> Any:
+        result = await dispatch(method, p)
+        if method == "sendmessage":
+            await asyncio.sleep(1.0)  # the answer never comes in time
+        return result
+
+    tg_server._dispatch = accepted_then_silent  # type: ignore[method-assign]
+    channel.session.timeout = 0.2
+    msg = OutboundMessage("telegram", str(OWNER_ID), "see you at 7", outbox_id=5)
+    # What the outbox does: send again after each failure, until it is told to stop.
+    with pytest.raises(PermanentSendError, match="may have arrived"):
+        for _ in range(5):
+            try:
+                await channel.send(msg)
+            except PermanentSendError:
+                raise
+            except Exception:
+                continue
+    # Before, each timeout was retried like a refused connection: send_retries (8) more
+    # copies per outbox attempt, and again at each of the outbox's 50 attempts.
+    copies = [m for m in tg_server.sent if m["text"] == "see you at 7"]
+    assert len(copies) == retries.UNCONFIRMED_MAX
+
+
+async def test_a_refused_connection_is_retried_as_before(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, sleeps: SleepRecorder
+) -> None:
+    # Nothing reached Telegram: no duplicate possible, the usual budget applies.
+    channel.config.send_retries = 5
+    url = tg_server.base_url
+    await tg_server.close()
+    with pytest.raises(Exception) as info:
+        await channel.send(OutboundMessage("telegram", str(OWNER_ID), "hello"))
+    assert not isinstance(info.value, PermanentSendError)  # the outbox tries again later
+    assert len(sleeps.delays) == 5
+    await tg_server.start(port=int(url.rsplit(":", 1)[1]))
+
+
+async def test_typing_stops_in_a_chat_that_blocked_the_bot(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(typing_indicator, "TYPING_REFRESH_SECONDS", 0.01)
+    tg_server.blocked_chats.add(556)
+    await channel.typing("556")
+    await asyncio.sleep(0.3)
+    # Before, "typing…" was asked again every 4.5 s for typing_max_seconds (120 s),
+    # refused each time.
+    assert len(tg_server.calls_of("sendChatAction")) == 1
+    assert "556" not in channel._typing
+
+
+def _long_formatted_reply() -> str:
+    code = (
+        "```python\n" + "\n".join(f"    x_{j} = a*b & c < d  # {j}" for j in range(300)) + "\n```"
+    )
+    para = "Para with **bold**, *italic*, [a link](https://example.com/?a=1&b=2), `x<y` 👨‍👩‍👧 "
+    items = "\n".join(f"- item {j} **b** [l](https://e.com/{j})" for j in range(60))
+    blocks = [para * 12, code, items, "## Heading", para * 30, items]
+    return "\n\n".join(blocks * 2)
+
+
+async def test_a_long_formatted_reply_arrives_whole_and_a_refused_part_goes_plain(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    text = _long_formatted_reply()
+    assert len(text) > 20_000
+    send = tg_server._send_message
+    calls = 0
+
+    def refuse_the_second(p: dict[str, Any]) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # Telegram refuses this part's entities (whatever its reason)
+            from bot.bench.fakes.telegram_api import ApiError
+
+            raise ApiError(400, "Bad Request: can't parse entities: test")
+        return send(p)
+
+    tg_server._send_message = refuse_the_second  # type: ignore[method-assign]
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), text, outbox_id=9))
+    sent = tg_server.sent_to(OWNER_ID)
+    assert len(sent) >= 6
+    # the refused part alone went as plain text, the others as HTML Telegram accepted
+    assert [m.get("parse_mode") for m in sent].count(None) == 1
+    assert sent[1].get("parse_mode") is None
+    whole = " ".join(" ".join(m["text"] for m in sent).split())
+    for j in (0, 150, 299):  # nothing lost, in order
+        assert whole.count(f"x_{j} = a*b & c < d # {j}") == 2
+    assert whole.index("x_0 =") < whole.index("x_299 =") < whole.index("item 59")
