@@ -202,7 +202,9 @@ class EmailChannel:
     async def _deliver(self, raw: bytes, uid: int, validity: str) -> bool:
         """Hand one fetched mail to the core; False when it was not stored."""
         assert self._host is not None
-        parsed = parse_message(raw)
+        # Off the event loop: a mail nested a thousand levels deep took the parser a
+        # second, a 25 MB one more, and every channel and the dashboard stood still.
+        parsed = await asyncio.to_thread(parse_message, raw)
         if parsed.from_addr == self.address:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
@@ -220,7 +222,8 @@ class EmailChannel:
             )
         try:
             legacy = self._inbox is not None and self._inbox.keys.legacy(validity, uid, parsed.date)
-            inbound = to_inbound(
+            inbound = await asyncio.to_thread(
+                to_inbound,
                 parsed,
                 raw,
                 uid,
