@@ -129,8 +129,10 @@ class EmailChannel:
                     raise
 
     def problems(self) -> list[str]:
-        """What an operator should know: mails the server would not hand over yet."""
-        return self._inbox.unfetched.problems() if self._inbox is not None else []
+        """What an operator should know: mails the server would not hand over yet, and
+        senders taken for a mail loop."""
+        unfetched = self._inbox.unfetched.problems() if self._inbox is not None else []
+        return [*unfetched, *self._memory.problems()]
 
     def poke(self) -> None:
         """Check the mailbox now (tests, and a hook for a future 'check mail' command)."""
@@ -212,6 +214,15 @@ class EmailChannel:
             # A forwarding rule of our own mailbox (or one it forwards to) sent it round
             # and back: answering it would send the answer round the loop too.
             log.info("mail uid %d came back through our mailbox: not answered", uid)
+            parsed = dataclasses.replace(parsed, auto_submitted=True)
+        if not parsed.auto_submitted and self._memory.looping(parsed):
+            # Nothing marks it automatic, but it answers our mail as a machine does:
+            # answering it would go on for ever (RFC 3834's loops, unmarked).
+            log.warning(
+                "mail uid %d from %s answers ours like an auto-responder: not answered",
+                uid,
+                parsed.from_addr,
+            )
             parsed = dataclasses.replace(parsed, auto_submitted=True)
         if parsed.bounce is not None and (failed := self._undeliverable.reported(parsed.bounce)):
             log.warning(

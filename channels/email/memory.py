@@ -10,14 +10,21 @@ which senders wrote automatic mail lately (never acknowledged: a mail loop).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from typing import TypeVar
 
-from channels.email.parsing import ParsedMail
+from channels.email.parsing import ParsedMail, is_auto_reply_subject
 
 _V = TypeVar("_V")
 
 REMEMBERED = 512  # recent mails kept, per kind
+# A mail loop nothing marks (a bot, or an auto-responder without headers, answering
+# every mail of ours): more answers to our mails from one sender within the window are
+# taken as automatic, recorded and not answered. A person does not reply 30 times an
+# hour by mail; a ping-pong with IDLE runs at several a minute.
+LOOP_ANSWERS = 30
+LOOP_WINDOW = 3600.0  # seconds
 
 
 def _bound(mapping: OrderedDict[str, _V], limit: int) -> None:
@@ -34,6 +41,9 @@ class Correspondence:
         self.last_from: OrderedDict[str, str] = OrderedDict()  # sender -> latest id
         self.sent_subjects: OrderedDict[str, str] = OrderedDict()  # our id -> subject
         self._automatic: set[str] = set()  # senders of bounces and auto-replies
+        # sender -> when their mails answering ours came (monotonic, within the window)
+        self._answers: OrderedDict[str, deque[float]] = OrderedDict()
+        self.loops: dict[str, int] = {}  # senders taken for a loop -> mails not answered
 
     def received(self, mail: ParsedMail) -> str | None:
         """Record ``mail`` as received; returns the subject of the mail it answers
@@ -58,6 +68,44 @@ class Correspondence:
         if parent is not None:
             return parent.subject
         return self.sent_subjects.get(mail.in_reply_to or "")
+
+    def looping(self, mail: ParsedMail, now: float | None = None) -> bool:
+        """Whether ``mail``, which no header marks automatic, answers a mail of ours the
+        way a machine does: with an auto-responder's subject ("Out of Office: Message
+        from My Assistant"), or as the (:data:`LOOP_ANSWERS` + 1)th answer from its
+        sender within :data:`LOOP_WINDOW` (two assistants, or an assistant and a bot,
+        answering each other for ever)."""
+        if not mail.in_reply_to or mail.in_reply_to not in self.sent_subjects:
+            return False
+        if is_auto_reply_subject(mail.subject):
+            return True
+        sender = mail.from_addr or "unknown@invalid"
+        now = time.monotonic() if now is None else now
+        times = self._answers.setdefault(sender, deque())
+        self._answers.move_to_end(sender)
+        _bound(self._answers, self.limit)
+        times.append(now)
+        while times and times[0] <= now - LOOP_WINDOW:
+            times.popleft()
+        if len(times) <= LOOP_ANSWERS:
+            self.loops.pop(sender, None)
+            return False
+        self.loops[sender] = self.loops.get(sender, 0) + 1
+        return True
+
+    def problems(self, now: float | None = None) -> list[str]:
+        """Senders whose mail is being taken for a mail loop (for ``my-agent status``),
+        until an hour has passed without one."""
+        now = time.monotonic() if now is None else now
+        for sender in list(self.loops):
+            times = self._answers.get(sender)
+            if not times or times[-1] <= now - LOOP_WINDOW:
+                del self.loops[sender]
+        return [
+            f"mail from {sender} answered ours over {LOOP_ANSWERS} times within an hour: "
+            f"taken for a mail loop, {count} not answered"
+            for sender, count in self.loops.items()
+        ]
 
     def sent(self, mail_id: str, subject: str) -> None:
         """Record a mail we sent (the server took it for at least one recipient)."""

@@ -22,6 +22,7 @@ from email import policy
 from email.message import Message
 
 from bot.events import Attachment
+from channels.email.compose import is_reply_subject
 from channels.email.decoding import (
     decode_bytes,
     decode_header_value,
@@ -253,6 +254,12 @@ def attachment_lines(attachments: tuple[Attachment, ...]) -> list[str]:
     return lines
 
 
+def is_auto_reply_subject(subject: str) -> bool:
+    """Whether ``subject`` is one an auto-responder gives its answer ("Automatic reply:
+    ...", "Out of Office: ...", in a dozen languages)."""
+    return bool(_AUTO_REPLY_SUBJECT.match(subject))
+
+
 def _is_automatic(msg: Message, sender: str | None) -> bool:
     """RFC 3834 auto-replies, bounces and bulk mail (answering them risks mail loops)."""
     auto = header_value(msg, "Auto-Submitted").lower()
@@ -267,8 +274,14 @@ def _is_automatic(msg: Message, sender: str | None) -> bool:
     # X-Auto-Response-Suppress and its subject. The header alone is no sign (Exchange
     # adds it to ordinary mail too: the owner's own mail would go unanswered), nor is
     # the subject alone (a person may type "Out of office next week: ...").
+    subject = header_value(msg, "Subject")
     suppress = header_value(msg, "X-Auto-Response-Suppress").strip().lower()
-    if suppress and suppress != "none" and _AUTO_REPLY_SUBJECT.match(header_value(msg, "Subject")):
+    if suppress and suppress != "none" and _AUTO_REPLY_SUBJECT.match(subject):
+        return True
+    # An auto-responder with no header to say so (hosting panels' vacation scripts,
+    # old Exchange rules) names itself in the subject it gives its answer: "Out of
+    # Office: Re: Trip". A person never types that in front of a reply's subject.
+    if (found := _AUTO_REPLY_SUBJECT.match(subject)) and is_reply_subject(subject[found.end() :]):
         return True
     # A null envelope sender (RFC 5321: bounces, and the auto-replies of servers that
     # follow RFC 3834) and delivery/read reports (multipart/report) want no answer.

@@ -10,7 +10,10 @@ import time
 from pathlib import Path
 
 import aioimaplib
+import pytest
 
+from bot.events import OutboundMessage
+from channels.email import memory
 from channels.email.adapter import EmailChannel
 from channels.email.parsing import parse_message
 from tests.channels.email.conftest import (
@@ -132,3 +135,67 @@ async def test_attached_and_threaded_forwards_are_read_as_new_topics(
     assert first.thread_refs == ()
     assert second.thread_refs == () and "Pay 42." in second.text
     assert third.thread_refs == ("<ours8@example.com>",)  # a reply keeps its thread
+
+
+async def test_a_sender_answering_every_mail_of_ours_is_taken_for_a_loop(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    channels: list[EmailChannel],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two assistants (or an assistant and a bot that marks nothing) answering each
+    # other: every mail carried no sign of being automatic, and it went on for ever.
+    monkeypatch.setattr(memory, "LOOP_ANSWERS", 3)
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    channel = await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    seen: list[bool] = []
+    previous = None
+    for n in range(1, 6):
+        sent = await channel.send(
+            OutboundMessage(
+                channel="email",
+                chat_id=OWNER,
+                text=f"Answer {n}.",
+                in_reply_to=previous,
+                conversation_id="c1",
+            )
+        )
+        await append(
+            pymap.port,
+            folder,
+            mail(n, subject="Re: Hello", headers={"In-Reply-To": str(sent.message_ref)}),
+        )
+        [*_, got] = await host.wait_for(n)
+        previous = got.message_ref
+        seen.append(got.addressed)
+    assert seen == [True, True, True, False, False]  # the 4th answer within the hour on
+    assert channel.problems() == [
+        f"mail from {OWNER} answered ours over 3 times within an hour: "
+        "taken for a mail loop, 2 not answered"
+    ]
+    # a mail of theirs that answers none of ours is theirs, answered
+    await append(pymap.port, folder, mail(6, subject="Something new"))
+    [*_, new] = await host.wait_for(6)
+    assert new.addressed
+
+
+def test_the_loop_window_forgets() -> None:
+    book = memory.Correspondence()
+    book.sent("<ours@example.com>", "Re: Hello")
+    answer = parse_message(
+        b"From: a@example.org\r\nSubject: Re: Hello\r\nIn-Reply-To: <ours@example.com>\r\n\r\nx"
+    )
+    assert not any(book.looping(answer, now=float(t)) for t in range(memory.LOOP_ANSWERS))
+    assert book.looping(answer, now=100.0) and book.problems(now=100.0)
+    # an auto-responder's subject on an answer to ours, whatever follows it
+    away = parse_message(
+        b"From: b@example.org\r\nSubject: Automatic reply: Message from My Assistant\r\n"
+        b"In-Reply-To: <ours@example.com>\r\n\r\nAway."
+    )
+    assert not away.auto_submitted and book.looping(away, now=0.0)
+    # an hour later, the count starts afresh and the status line is gone
+    later = 100.0 + memory.LOOP_WINDOW + 1
+    assert book.problems(now=later) == []
+    assert not book.looping(answer, now=later)

@@ -707,3 +707,13 @@ def test_a_walk_that_fails_leaves_the_headers_out_of_the_text(monkeypatch: Any) 
     monkeypatch.setattr(mime.Walker, "text", broken)
     mail = parse_message(b"From: a@example.org\r\nSubject: s\r\nX-Secret: 1\r\n\r\nHello.\r\n")
     assert mail.text == "Hello." and mail.from_addr == "a@example.org"
+
+
+def test_an_auto_responders_subject_before_a_reply_subject_is_automatic() -> None:
+    # No header at all, only the subject a vacation script gives its answer.
+    for subject in ("Out of Office: Re: Trip", "Automatische Antwort: AW: Reise"):
+        raw = f"From: o@example.org\r\nSubject: {subject}\r\n\r\nAway.".encode()
+        assert parse_message(raw).auto_submitted, subject
+    # a person's subject that merely starts like one is not
+    raw = b"From: o@example.org\r\nSubject: Out of office next week: plans\r\n\r\nx"
+    assert not parse_message(raw).auto_submitted
