@@ -15,7 +15,6 @@ failures raise so that the core's outbox retries them.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import random
@@ -68,10 +67,6 @@ class EmailChannel:
             raise ValueError("channels.email.address is required")
         self._cfg = cfg
         self.address = cfg.address.lower()
-        # Our mailbox's names: in a loop marker of a mail, it came back round.
-        self._ours = {
-            a.lower() for a in (cfg.address, cfg.imap.username, cfg.smtp.username) if a and "@" in a
-        }
         self._password = cfg.password or os.environ.get("EMAIL_PASSWORD") or ""
         self._smtp = SmtpSender(
             cfg.smtp,
@@ -94,7 +89,11 @@ class EmailChannel:
                 "the topmost Authentication-Results header only; set it to your receiving "
                 "server's id so that no other header can vouch for the owner's address"
             )
-        self._memory = Correspondence()  # recent mails in and out (threading, loops)
+        # recent mails in and out (threading, loops); our mailbox's names: in a loop
+        # marker of a mail, it came back round
+        self._memory = Correspondence(
+            a.lower() for a in (cfg.address, cfg.imap.username, cfg.smtp.username) if a and "@" in a
+        )
         self._undeliverable = Undeliverable()  # addresses our mail bounced from lately
         self._inbox: Inbox | None = None  # the folder's reader (made at start)
 
@@ -210,20 +209,7 @@ class EmailChannel:
         if parsed.from_addr == self.address:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
-        if not parsed.auto_submitted and self._ours.intersection(parsed.loop_addresses):
-            # A forwarding rule of our own mailbox (or one it forwards to) sent it round
-            # and back: answering it would send the answer round the loop too.
-            log.info("mail uid %d came back through our mailbox: not answered", uid)
-            parsed = dataclasses.replace(parsed, auto_submitted=True)
-        if not parsed.auto_submitted and self._memory.looping(parsed):
-            # Nothing marks it automatic, but it answers our mail as a machine does:
-            # answering it would go on for ever (RFC 3834's loops, unmarked).
-            log.warning(
-                "mail uid %d from %s answers ours like an auto-responder: not answered",
-                uid,
-                parsed.from_addr,
-            )
-            parsed = dataclasses.replace(parsed, auto_submitted=True)
+        parsed = self._memory.loop_guard(parsed, uid)  # automatic, unmarked (mail loops)
         if parsed.bounce is not None and (failed := self._undeliverable.reported(parsed.bounce)):
             log.warning(
                 "mail %s to %s bounced (%s)",

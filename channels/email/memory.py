@@ -5,18 +5,25 @@ few hundred mails, what composing an answer needs and the core does not hold: th
 answered (its subject, References and recipients, for threading and reply-all), each
 sender's latest Message-ID (an acknowledgement threads under it), the subjects of the
 mails we sent (whether a reply changes the subject, which the model is then shown), and
-which senders wrote automatic mail lately (never acknowledged: a mail loop).
+which senders wrote automatic mail lately (never acknowledged: a mail loop). With it,
+:meth:`Correspondence.loop_guard` tells the mail loops no header marks: mail that came
+back round through our own mailbox, and a sender answering ours as a machine does.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from typing import TypeVar
 
 from channels.email.parsing import ParsedMail, is_auto_reply_subject
 
 _V = TypeVar("_V")
+
+log = logging.getLogger("my_agent.email")
 
 REMEMBERED = 512  # recent mails kept, per kind
 # A mail loop nothing marks (a bot, or an auto-responder without headers, answering
@@ -35,7 +42,8 @@ def _bound(mapping: OrderedDict[str, _V], limit: int) -> None:
 class Correspondence:
     """The channel's bounded memory of recent mails in and out."""
 
-    def __init__(self, limit: int = REMEMBERED) -> None:
+    def __init__(self, ours: Iterable[str] = (), limit: int = REMEMBERED) -> None:
+        self.ours = frozenset(ours)  # our mailbox's addresses (lower case)
         self.limit = limit
         self.recent: OrderedDict[str, ParsedMail] = OrderedDict()  # by Message-ID
         self.last_from: OrderedDict[str, str] = OrderedDict()  # sender -> latest id
@@ -68,6 +76,26 @@ class Correspondence:
         if parent is not None:
             return parent.subject
         return self.sent_subjects.get(mail.in_reply_to or "")
+
+    def loop_guard(self, mail: ParsedMail, uid: int) -> ParsedMail:
+        """``mail`` (IMAP ``uid``), flagged automatic when no header says so but it is
+        part of a mail loop: it came back round through our own mailbox (our address
+        in a loop marker: a forwarding rule of ours, or of a mailbox it forwards to), or
+        it answers ours as a machine does (:meth:`looping`). Answering it would send
+        the answer round the loop too."""
+        if mail.auto_submitted:
+            return mail
+        if self.ours.intersection(mail.loop_addresses):
+            log.info("mail uid %d came back through our mailbox: not answered", uid)
+        elif self.looping(mail):
+            log.warning(
+                "mail uid %d from %s answers ours like an auto-responder: not answered",
+                uid,
+                mail.from_addr,
+            )
+        else:
+            return mail
+        return dataclasses.replace(mail, auto_submitted=True)
 
     def looping(self, mail: ParsedMail, now: float | None = None) -> bool:
         """Whether ``mail``, which no header marks automatic, answers a mail of ours the
