@@ -15,29 +15,26 @@ failures raise so that the core's outbox retries them.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import random
-from collections import OrderedDict
 from typing import Any
 
 from bot.channel import ChannelHost, DeliveryError, PermanentSendError
 from bot.config.model import AppConfig
-from bot.events import InboundMessage, OutboundMessage, SendResult
+from bot.events import OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.email.compose import well_formed
 from channels.email.dsn import Undeliverable
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
 from channels.email.inbox import Inbox, Unstorable
+from channels.email.memory import Correspondence
 from channels.email.outgoing import compose_outgoing
-from channels.email.parsing import ParsedMail, parse_message
+from channels.email.parsing import parse_message
 from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
 
 log = logging.getLogger("my_agent.email")
-
-_REMEMBERED = 512  # recent inbound mails kept for reply-all and acknowledgement threading
 
 
 class Backoff:
@@ -70,10 +67,6 @@ class EmailChannel:
             raise ValueError("channels.email.address is required")
         self._cfg = cfg
         self.address = cfg.address.lower()
-        # Our mailbox's names: in a loop marker of a mail, it came back round.
-        self._ours = {
-            a.lower() for a in (cfg.address, cfg.imap.username, cfg.smtp.username) if a and "@" in a
-        }
         self._password = cfg.password or os.environ.get("EMAIL_PASSWORD") or ""
         self._smtp = SmtpSender(
             cfg.smtp,
@@ -96,14 +89,12 @@ class EmailChannel:
                 "the topmost Authentication-Results header only; set it to your receiving "
                 "server's id so that no other header can vouch for the owner's address"
             )
-        self._recent: OrderedDict[str, ParsedMail] = OrderedDict()
-        # sender address -> their latest Message-ID (bounded like _recent)
-        self._last_from: OrderedDict[str, str] = OrderedDict()
-        # Message-ID of a mail we sent -> its subject (bounded like _recent): whether a
-        # reply to it changes the subject, which the model is then shown
-        self._sent_subjects: OrderedDict[str, str] = OrderedDict()
+        # recent mails in and out (threading, loops); our mailbox's names: in a loop
+        # marker of a mail, it came back round
+        self._memory = Correspondence(
+            a.lower() for a in (cfg.address, cfg.imap.username, cfg.smtp.username) if a and "@" in a
+        )
         self._undeliverable = Undeliverable()  # addresses our mail bounced from lately
-        self._automatic: set[str] = set()  # senders of bounces/auto-replies: never acknowledged
         self._inbox: Inbox | None = None  # the folder's reader (made at start)
 
     # -- lifecycle -----------------------------------------------------------------
@@ -137,8 +128,10 @@ class EmailChannel:
                     raise
 
     def problems(self) -> list[str]:
-        """What an operator should know: mails the server would not hand over yet."""
-        return self._inbox.unfetched.problems() if self._inbox is not None else []
+        """What an operator should know: mails the server would not hand over yet, and
+        senders taken for a mail loop."""
+        unfetched = self._inbox.unfetched.problems() if self._inbox is not None else []
+        return [*unfetched, *self._memory.problems()]
 
     def poke(self) -> None:
         """Check the mailbox now (tests, and a hook for a future 'check mail' command)."""
@@ -210,15 +203,13 @@ class EmailChannel:
     async def _deliver(self, raw: bytes, uid: int, validity: str) -> bool:
         """Hand one fetched mail to the core; False when it was not stored."""
         assert self._host is not None
-        parsed = parse_message(raw)
+        # Off the event loop: a mail nested a thousand levels deep took the parser a
+        # second, a 25 MB one more, and every channel and the dashboard stood still.
+        parsed = await asyncio.to_thread(parse_message, raw)
         if parsed.from_addr == self.address:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
-        if not parsed.auto_submitted and self._ours.intersection(parsed.loop_addresses):
-            # A forwarding rule of our own mailbox (or one it forwards to) sent it round
-            # and back: answering it would send the answer round the loop too.
-            log.info("mail uid %d came back through our mailbox: not answered", uid)
-            parsed = dataclasses.replace(parsed, auto_submitted=True)
+        parsed = self._memory.loop_guard(parsed, uid)  # automatic, unmarked (mail loops)
         if parsed.bounce is not None and (failed := self._undeliverable.reported(parsed.bounce)):
             log.warning(
                 "mail %s to %s bounced (%s)",
@@ -228,7 +219,17 @@ class EmailChannel:
             )
         try:
             legacy = self._inbox is not None and self._inbox.keys.legacy(validity, uid, parsed.date)
-            await self._host.deliver(self._inbound(parsed, raw, uid, validity, legacy))
+            inbound = await asyncio.to_thread(
+                to_inbound,
+                parsed,
+                raw,
+                uid,
+                validity,
+                self._cfg,
+                legacy_key=legacy,
+                thread_subject=self._memory.received(parsed),
+            )
+            await self._host.deliver(inbound)
         except DeliveryError as exc:
             log.warning("core refused mail uid %d (%s); will retry", uid, exc)
             return False
@@ -241,44 +242,6 @@ class EmailChannel:
         self.delivered += 1
         return True
 
-    def _inbound(
-        self, mail: ParsedMail, raw: bytes, uid: int, validity: str, legacy: bool = False
-    ) -> InboundMessage:
-        sender = mail.from_addr or "unknown@invalid"
-        if mail.message_id:
-            self._remember(mail)
-            self._last_from[sender] = mail.message_id
-            self._last_from.move_to_end(sender)
-            while len(self._last_from) > _REMEMBERED:
-                self._last_from.popitem(last=False)
-        else:  # their last mail has no id: an acknowledgement of it threads under nothing
-            self._last_from.pop(sender, None)  # (it went under their mail before, unrelated)
-        if mail.auto_submitted or mail.from_addr is None:
-            if len(self._automatic) >= 4 * _REMEMBERED:
-                self._automatic.clear()  # a bounded memory; bounces repeat their flag
-            self._automatic.add(sender)
-        else:
-            self._automatic.discard(sender)
-        parent = self._recent.get(mail.in_reply_to) if mail.in_reply_to else None
-        return to_inbound(
-            mail,
-            raw,
-            uid,
-            validity,
-            self._cfg,
-            legacy_key=legacy,
-            thread_subject=parent.subject
-            if parent is not None
-            else self._sent_subjects.get(mail.in_reply_to or ""),
-        )
-
-    def _remember(self, mail: ParsedMail) -> None:
-        assert mail.message_id is not None
-        self._recent[mail.message_id] = mail
-        self._recent.move_to_end(mail.message_id)
-        while len(self._recent) > _REMEMBERED:
-            self._recent.popitem(last=False)
-
     # -- outbound ------------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> SendResult:
         """Compose and send one mail; raises for the outbox to retry."""
@@ -288,7 +251,7 @@ class EmailChannel:
         # character. Joined or made U+FFFD, it goes out.
         text = well_formed(message.text)
         subject_given = well_formed(message.subject) if message.subject else None
-        if message.kind == "acknowledgement" and recipient in self._automatic:
+        if message.kind == "acknowledgement" and self._memory.automatic(recipient):
             log.info("not acknowledging automatic mail from %s (mail loop guard)", recipient)
             return SendResult(message_ref=None)
         if message.kind == "escalation" and self._undeliverable.holds(recipient):
@@ -304,8 +267,8 @@ class EmailChannel:
                 subject_given,
                 address=self.address,
                 cfg=self._cfg,
-                recent=self._recent,
-                last_from=self._last_from,
+                recent=self._memory.recent,
+                last_from=self._memory.last_from,
             )
         except Exception as exc:
             # The same message would fail the same way on every retry, and the outbox
@@ -339,10 +302,8 @@ class EmailChannel:
         if not to:
             return
         log.info("sent %s %s to %s", message.kind, mail_id, to)
-        self._sent_subjects[mail_id] = subject
+        self._memory.sent(mail_id, subject)
         self._undeliverable.sent(mail_id, to)
-        while len(self._sent_subjects) > _REMEMBERED:
-            self._sent_subjects.popitem(last=False)
         if message.conversation_id and self._host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
             try:

@@ -82,6 +82,8 @@ def _normalise_charset(charset: str | None) -> str | None:
 # of encoded words (a 1.4 MB subject of them held the event loop, and every channel,
 # for 12 s; ten times that, for 20 minutes).
 MAX_HEADER_CHARS = 8192
+# C0 controls other than the line breaks (which unfold joins) and DEL
+_CONTROL = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def decode_header_value(value: str) -> str:
@@ -112,6 +114,10 @@ def unfold(value: str) -> str:
     """``value`` decoded like a body and put on one line."""
     # Raw 8-bit header bytes arrive as surrogate escapes: decode them like a body.
     value = decode_bytes(value.encode("utf-8", "surrogateescape"))
+    # Control characters (a NUL, which RFC 5322 forbids anywhere, a terminal escape)
+    # are no part of a subject or a name: they went raw into the turn, the transcript
+    # and the dashboard.
+    value = _CONTROL.sub("", value.replace("\t", " "))
     # Any line break left (an encoded CR, U+2028...) would make the value unusable in a
     # header of our reply, and is no part of a one-line subject or name anyway.
     return " ".join(part.strip() for part in value.splitlines() if part.strip())

@@ -83,8 +83,13 @@ def to_inbound(
         # and the first address, the owner's, would have been taken as vouched for.
         verdict = AuthVerdict(False, (), f"{mail.from_count} From addresses")
     sender = mail.from_addr or "unknown@invalid"
-    refs = [r or "" for r in (mail.in_reply_to, *reversed(mail.references))]
-    text = strip_reply(mail.text, forward=bool(_FORWARD_SUBJECT.match(mail.subject)))
+    forward = bool(_FORWARD_SUBJECT.match(mail.subject))
+    # A forward is a new topic, whatever it was forwarded from: a client that keeps a
+    # forward in its conversation gives it the In-Reply-To/References of the mail
+    # forwarded, and "Fwd: Invoice 42" joined the conversation that mail was in (the
+    # assistant's own, when its answer is forwarded to ask about it).
+    refs = [] if forward else [r or "" for r in (mail.in_reply_to, *reversed(mail.references))]
+    text = strip_reply(mail.text, forward=forward)
     # The body as sent is kept when the text is not all of it (history, a signature
     # stripped); else it was the same megabytes twice in the turn.
     stripped = text.strip() != mail.text.strip()

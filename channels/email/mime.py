@@ -35,9 +35,16 @@ _RAW_PARAM = {
     param: re.compile(rf'(?i)(?:^|;)\s*{param}\s*=\s*("[^"]*"|[^;\s]+)')
     for param in ("filename", "name")
 }
+# The label of a text part whose transfer encoding is broken (shown as sent below it)
+UNDECODABLE = "[This part of the mail is not valid base64 and could not be decoded: shown as sent.]"
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
 # Boundaries guessed per mail (Walker._unsplit): each parses the rest of the body again
 _MAX_BOUNDARY_GUESSES = 16
+# Attached mails read into the text, one inside the other (a forward of a forward ...):
+# deeper ones are named only, so a chain thousands deep costs no recursion.
+_MAX_ATTACHED_DEPTH = 4
+# The headers of an attached mail shown above its text, as a mail client's forward does.
+_FORWARDED_HEADERS = ("From", "Date", "Subject", "To", "Cc")
 
 
 def content_type(part: Message) -> str:
@@ -106,12 +113,35 @@ def _is_base64(part: Message) -> bool:
     return bool(values) and values[0].strip().lower() == "base64"
 
 
+def _garbled(data: bytes, charset: str | None) -> bool:
+    """Whether decoded text bytes are no text: invalid in their charset (or UTF-8),
+    or in a single-byte charset mostly control characters."""
+    try:
+        text = data.decode(charset or "utf-8")
+    except (LookupError, UnicodeDecodeError):
+        return True
+    odd = sum(1 for c in text if not (c.isprintable() or c.isspace()))
+    return odd * 10 > len(text)
+
+
 def _part_text(part: Message) -> str:
     try:
         charset = part.get_content_charset()
     except Exception:
         charset = None
     data = _payload_bytes(part)
+    raw = part.get_payload()
+    if (
+        _is_base64(part)
+        and isinstance(raw, str)
+        and any(type(d).__name__.startswith("InvalidBase64") for d in part.defects)
+        and (_garbled(data, charset) or data.strip() == raw.strip().encode("utf-8", "replace"))
+    ):
+        # Base64 that is none (a broken mailer, a truncated mail): its "decoded" bytes
+        # came into the turn as mojibake (or, past repair, as sent), nothing saying so.
+        # The text as sent is kept, labelled: nothing received is lost, and the model
+        # knows what it reads.
+        return f"{UNDECODABLE}\n\n{raw.strip()}".replace("\r\n", "\n")
     if charset is None and content_type(part) == "text/html":
         # An HTML body may name its charset only in a <meta> tag; without it a
         # windows-1251 or Shift_JIS mail came out as cp1252 mojibake.
@@ -124,9 +154,10 @@ def _part_text(part: Message) -> str:
 class Walker:
     """Collects text and attachments from a MIME tree, choosing plain over HTML."""
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int = 0) -> None:
         self.attachments: list[Attachment] = []
         self.guesses = 0  # boundaries guessed (_unsplit)
+        self.depth = depth  # attached mails this walker's part is inside
 
     def attach(self, part: Message) -> None:
         ctype = content_type(part)
@@ -162,11 +193,23 @@ class Walker:
         ctype = content_type(part)
         if ctype.startswith("multipart/") and not part.is_multipart():
             return self._unsplit(part, ctype)
-        if ctype == "message/rfc822" or (not part.is_multipart() and _is_attachment(part)):
+        if ctype == "message/rfc822":
+            self.attach(part)
+            return self._attached_mail(part)
+        if not part.is_multipart() and _is_attachment(part):
             self.attach(part)
             return ""
         if part.is_multipart():
             children = [c for c in part.get_payload() if isinstance(c, Message)]
+            if ctype == "multipart/report":
+                # A delivery or read report returns the mail it reports on (ours):
+                # named, not read (channels.email.dsn says what it reports).
+                children = [c for c in children if content_type(c) != "message/rfc822"]
+                self.attachments.extend(
+                    Attachment(kind="file", name=None, mime_type="message/rfc822", size=None)
+                    for c in part.get_payload()
+                    if isinstance(c, Message) and content_type(c) == "message/rfc822"
+                )
             if ctype == "multipart/alternative":
                 return self._alternative(children)
             if ctype == "multipart/signed" and children:
@@ -186,6 +229,34 @@ class Walker:
             return ""
         self.attach(part)
         return ""
+
+    def _attached_mail(self, part: Message) -> str:
+        """An attached mail (a forward as attachment: Outlook's "Forward as
+        Attachment", Apple Mail's forward of several mails) as a forward reads inline:
+        a marker, its From/Date/Subject/To, its text. Only its name reached the turn,
+        and the model could not read what the owner forwarded to it."""
+        inner = part.get_payload()
+        if not (isinstance(inner, list) and inner and isinstance(inner[0], Message)):
+            return ""
+        mail = inner[0]
+        lines = ["---------- Forwarded message ---------"]
+        lines += [f"{h}: {v}" for h in _FORWARDED_HEADERS if (v := header_value(mail, h))]
+        if self.depth >= _MAX_ATTACHED_DEPTH:
+            lines += ["", "[attached mail nested too deep: not read]"]
+            return "\n".join(lines)
+        sub = Walker(self.depth + 1)
+        sub.guesses = self.guesses  # one budget for the whole mail
+        try:
+            body = sub.text(mail)
+        except Exception:  # a defect in the attached mail: it stays named, unread
+            body = "[attached mail could not be read]"
+        self.guesses = sub.guesses
+        named = [
+            f"[{'attached mail' if a.mime_type == 'message/rfc822' else 'attachment'}: "
+            f"{a.name or a.mime_type or 'file'}]"
+            for a in sub.attachments
+        ]
+        return "\n".join([*lines, "", body.strip("\n"), *named]).strip("\n")
 
     def _unsplit(self, part: Message, ctype: str) -> str:
         """A multipart the parser could not split: its header names no boundary, or one

@@ -22,6 +22,7 @@ from email import policy
 from email.message import Message
 
 from bot.events import Attachment
+from channels.email.compose import is_reply_subject
 from channels.email.decoding import (
     decode_bytes,
     decode_header_value,
@@ -37,6 +38,11 @@ log = logging.getLogger("my_agent.email.parsing")
 _MSGID_RE = re.compile(r"<([^<>]*)>")
 _HEADER_END = re.compile(rb"\r?\n\r?\n")  # the blank line that ends the header block
 _COMMENT = re.compile(r"\([^()]*\)")
+# A MIME boundary line and a part's MIME header field (the scaffolding of a mail read as
+# text because the parser gave up on it)
+_BOUNDARY = re.compile(r"^--[0-9A-Za-z'()+_,./:=?-]{1,70}(--)?\s*$")
+_PART_FIELD = re.compile(r"(?i)^(content-[a-z-]+|mime-version)\s*:")
+_TOO_DEEP = "[This mail is nested too deeply to be read as MIME: its text is shown as found.]"
 # Headers only automatic mail carries: auto-responders' own, and mailing lists' (RFC 2369,
 # RFC 2919: newsletters, list traffic, notifications).
 _AUTOMATIC_HEADERS = ("X-Autoreply", "X-Autorespond", "List-Id", "List-Unsubscribe")
@@ -130,6 +136,29 @@ def _raw_body(raw: bytes) -> str:
     return decode_bytes(parts[-1]).replace("\r\n", "\n")
 
 
+def _unparsed_text(raw: bytes) -> str:
+    """The body of a mail Python's parser gave up on (MIME nested thousands deep), its
+    MIME scaffolding left out: the boundary lines and the part headers after them
+    (``Content-Type: ...``). It used to be the turn as it was, 60 KB of them for a
+    mail a thousand levels deep, and its few words of text somewhere at the bottom.
+    The turn says why it reads so (a label for what could not be read)."""
+    kept: list[str] = []
+    in_part_header = False
+    for line in _raw_body(raw).split("\n"):
+        if _BOUNDARY.match(line):
+            in_part_header = True  # the part's own header block follows, to a blank line
+            continue
+        if in_part_header:
+            if line.strip() and (_PART_FIELD.match(line) or line[:1] in " \t"):
+                continue
+            in_part_header = False
+            if not line.strip():
+                continue
+        kept.append(line)
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n")
+    return f"{_TOO_DEEP}\n\n{text}" if text else _TOO_DEEP
+
+
 def _date(msg: Message) -> datetime | None:
     value = header_value(msg, "Date")
     if not value:
@@ -161,7 +190,7 @@ def parse_message(raw: bytes) -> ParsedMail:
             msg = email.parser.BytesParser(policy=policy.default).parsebytes(raw, headersonly=True)
         except Exception:  # pragma: no cover - the header parser is itself tolerant
             msg = email.message_from_bytes(b"\n\n" + raw)
-        text = _raw_body(raw)
+        text = _unparsed_text(raw)
     else:
         try:
             text = walker.text(msg)
@@ -225,6 +254,12 @@ def attachment_lines(attachments: tuple[Attachment, ...]) -> list[str]:
     return lines
 
 
+def is_auto_reply_subject(subject: str) -> bool:
+    """Whether ``subject`` is one an auto-responder gives its answer ("Automatic reply:
+    ...", "Out of Office: ...", in a dozen languages)."""
+    return bool(_AUTO_REPLY_SUBJECT.match(subject))
+
+
 def _is_automatic(msg: Message, sender: str | None) -> bool:
     """RFC 3834 auto-replies, bounces and bulk mail (answering them risks mail loops)."""
     auto = header_value(msg, "Auto-Submitted").lower()
@@ -239,8 +274,14 @@ def _is_automatic(msg: Message, sender: str | None) -> bool:
     # X-Auto-Response-Suppress and its subject. The header alone is no sign (Exchange
     # adds it to ordinary mail too: the owner's own mail would go unanswered), nor is
     # the subject alone (a person may type "Out of office next week: ...").
+    subject = header_value(msg, "Subject")
     suppress = header_value(msg, "X-Auto-Response-Suppress").strip().lower()
-    if suppress and suppress != "none" and _AUTO_REPLY_SUBJECT.match(header_value(msg, "Subject")):
+    if suppress and suppress != "none" and _AUTO_REPLY_SUBJECT.match(subject):
+        return True
+    # An auto-responder with no header to say so (hosting panels' vacation scripts,
+    # old Exchange rules) names itself in the subject it gives its answer: "Out of
+    # Office: Re: Trip". A person never types that in front of a reply's subject.
+    if (found := _AUTO_REPLY_SUBJECT.match(subject)) and is_reply_subject(subject[found.end() :]):
         return True
     # A null envelope sender (RFC 5321: bounces, and the auto-replies of servers that
     # follow RFC 3834) and delivery/read reports (multipart/report) want no answer.

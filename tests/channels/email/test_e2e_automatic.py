@@ -134,3 +134,39 @@ async def test_mail_that_looped_back_through_our_mailbox_is_not_answered(
     await drain(stack)
     [answer] = sent_to(smtp, FRIEND)
     assert answer["In-Reply-To"] == "<e2e-22@example.org>"
+
+
+async def test_an_out_of_office_reply_without_any_header_is_not_answered(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # A vacation script (a hosting panel's, an old Exchange rule) that sets no header
+    # at all, only its subject: the owner's was answered like the owner's own mail,
+    # and the script answered that answer again (a mail loop, one turn a round).
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
+    await append(pymap.port, folder, owner_mail(1, "Plan the trip.", subject="Trip"))
+    [to_owner] = await smtp.capture.wait_for(1)
+    away = owner_mail(
+        2,
+        "I am away until Monday, with limited access to e-mail.",
+        subject="Out of Office: Re: Trip",
+        in_reply_to=to_owner["Message-ID"],
+    )
+    await append(pymap.port, folder, away)
+    # a person's reply that merely starts like one is answered
+    later = owner_mail(
+        3,
+        "Please move everything to next week.",
+        subject="Out of office next week: plans",
+        in_reply_to=to_owner["Message-ID"],
+    )
+    await append(pymap.port, folder, later)
+    conv = await wait_ref(stack, "<e2e-1@example.org>")
+    assert await wait_ref(stack, "<e2e-2@example.org>") == conv  # recorded, in its thread
+    await wait_ref(stack, "<e2e-3@example.org>")
+    await smtp.capture.wait_for(2)
+    await asyncio.sleep(1.0)  # time for any (wrong) answer to be generated and queued
+    await drain(stack)
+    assert [m["In-Reply-To"] for m in sent_to(smtp, OWNER)] == [
+        "<e2e-1@example.org>",
+        "<e2e-3@example.org>",
+    ]

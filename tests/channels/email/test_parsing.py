@@ -274,7 +274,8 @@ def test_broken_base64_and_structures() -> None:
     inner.set_content("inner body")
     forwarded.add_attachment(inner)
     mail = parse_message(forwarded.as_bytes())
-    assert mail.text == "see below"
+    # (the attached mail is read, as a forward: test_an_attached_mail_is_read_as_a_forward)
+    assert mail.text.startswith("see below\n\n---------- Forwarded message")
     assert mail.attachments[0].mime_type == "message/rfc822"
     assert mail.attachments[0].name == "Original.eml"
 
@@ -584,8 +585,11 @@ def test_deeply_nested_attached_mails_keep_the_text_and_the_headers() -> None:
     # 300 forwards deep, the attachment's size (serialising it) exceeded the recursion
     # limit: the whole walk failed and the turn was the raw body, MIME headers and all.
     mail = parse_message(_nested(300))
-    assert mail.text == "see attached"
+    assert mail.text.startswith("see attached\n\n---------- Forwarded message")
     assert [a.name for a in mail.attachments] == ["level 299.eml"]
+    # the attached mails are read a few levels deep, the rest named
+    assert "level 296" in mail.text and "level 294" not in mail.text
+    assert "[attached mail nested too deep: not read]" in mail.text
     # 3000 deep, the parser itself gave up and the mail was read as a body without
     # headers: its sender, Message-ID and subject were lost.
     deep = parse_message(_nested(3000))
@@ -595,6 +599,101 @@ def test_deeply_nested_attached_mails_keep_the_text_and_the_headers() -> None:
         "top",
     )
     assert "see attached" in deep.text and "Message-ID" not in deep.text
+
+
+def test_a_mail_too_deep_for_the_parser_reads_without_its_mime_scaffolding() -> None:
+    # A multipart 1,000 levels deep: the turn was the raw body, 65 KB of boundary lines
+    # and Content-Type headers, the sender's two words at the bottom, nothing saying why.
+    depth = 1000
+    body = b"".join(
+        b"Content-Type: multipart/mixed; boundary=b%d\r\n\r\n--b%d\r\n" % (n, n)
+        for n in range(depth)
+    )
+    body += b"Content-Type: text/plain\r\n\r\ndeep text\r\n"
+    body += b"".join(b"--b%d--\r\n" % n for n in reversed(range(depth)))
+    raw = b"From: a@example.org\r\nMessage-ID: <deep@example.org>\r\nSubject: s\r\n" + body
+    mail = parse_message(raw)
+    assert mail.message_id == "<deep@example.org>"
+    assert mail.text == (
+        "[This mail is nested too deeply to be read as MIME: its text is shown as found.]"
+        "\n\ndeep text"
+    )
+
+
+def test_an_attached_mail_is_read_as_a_forward() -> None:
+    # Outlook's "Forward as Attachment" (and Apple Mail's forward of several mails):
+    # only "[attached mail: Lunch.eml, 1 KB]" reached the turn, and the model could not
+    # read what the owner had forwarded to it.
+    inner = (
+        b"From: Bob <bob@example.net>\r\nTo: owner@example.org\r\nSubject: Lunch\r\n"
+        b"Date: Mon, 13 Jan 2025 18:02:00 +0000\r\n"
+        b'Content-Type: multipart/mixed; boundary="in"\r\n\r\n'
+        b"--in\r\nContent-Type: text/html; charset=utf-8\r\n\r\n"
+        b"<p>Lunch at <b>noon</b> on Saturday?</p><script>evil()</script>\r\n"
+        b"--in\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; "
+        b"filename=menu.pdf\r\n\r\n%PDF\r\n--in--\r\n"
+    )
+    raw = (
+        b"From: owner@example.org\r\nSubject: Fwd: Lunch\r\nMessage-ID: <f@example.org>\r\n"
+        b'Content-Type: multipart/mixed; boundary="out"\r\n\r\n'
+        b"--out\r\nContent-Type: message/rfc822\r\n"
+        b"Content-Disposition: attachment; filename=Lunch.eml\r\n\r\n" + inner + b"\r\n--out--\r\n"
+    )
+    mail = parse_message(raw)
+    assert mail.text == (
+        "---------- Forwarded message ---------\n"
+        "From: Bob <bob@example.net>\n"
+        "Date: Mon, 13 Jan 2025 18:02:00 +0000\n"
+        "Subject: Lunch\n"
+        "To: owner@example.org\n\n"
+        "Lunch at noon on Saturday?\n"
+        "[attachment: menu.pdf]"
+    )
+    assert [(a.name, a.mime_type) for a in mail.attachments] == [("Lunch.eml", "message/rfc822")]
+    # the quote stripper keeps a forward whole: the model reads it
+    assert strip_reply(mail.text, forward=True) == mail.text
+
+
+def test_a_delivery_report_does_not_read_our_returned_mail_as_a_forward() -> None:
+    report = (
+        b"From: MAILER-DAEMON@mx.example.net\r\nSubject: Undelivered Mail\r\n"
+        b'Content-Type: multipart/report; report-type=delivery-status; boundary="r"\r\n\r\n'
+        b"--r\r\nContent-Type: text/plain\r\n\r\nThis is the mail system.\r\n"
+        b"--r\r\nContent-Type: message/delivery-status\r\n\r\n"
+        b"Reporting-MTA: dns; mx.example.net\r\n\r\nFinal-Recipient: rfc822; ann@example.net\r\n"
+        b"Action: failed\r\nStatus: 5.1.1\r\n\r\n"
+        b"--r\r\nContent-Type: message/rfc822\r\n\r\n"
+        b"From: bot@example.com\r\nSubject: Re: Dinner\r\n\r\nOur private answer.\r\n--r--\r\n"
+    )
+    mail = parse_message(report)
+    assert "Our private answer" not in mail.text and "Forwarded" not in mail.text
+    assert mail.bounce is not None
+
+
+def test_invalid_base64_is_labelled_and_kept_as_sent() -> None:
+    # Text that is no base64 came into the turn as the bytes Python made of it,
+    # mojibake ("\x9e\x8b[j..."), nothing saying it could not be read.
+    mail = parse_message(_raw("text/plain; charset=utf-8", "base64", b"!!!! not base64 ***"))
+    assert mail.text == (
+        "[This part of the mail is not valid base64 and could not be decoded: shown as sent.]"
+        "\n\n!!!! not base64 ***"
+    )
+    # base64 followed by junk (a list footer) still reads as what it encodes
+    ok = parse_message(_raw("text/plain; charset=utf-8", "base64", b"SGVsbG8gd29ybGQ=!!!###"))
+    assert ok.text == "Hello world"
+
+
+def test_control_characters_in_headers_are_left_out() -> None:
+    # A NUL (RFC 5322 forbids it anywhere) or a terminal escape in a subject or a name
+    # went raw into the turn's "Subject:" line, the transcript and the dashboard.
+    raw = (
+        b"From: Ev\x00il \x07Corp <ev@example.net>\r\nSubject: Pay\x00 now\x1b[0m\tplease\r\n"
+        b"Message-ID: <n\x00ul@example.net>\r\n\r\nbody\r\n"
+    )
+    mail = parse_message(raw)
+    assert mail.subject == "Pay now[0m please"
+    assert mail.from_name == "Evil Corp" and mail.from_addr == "ev@example.net"
+    assert mail.message_id == "<nul@example.net>"
 
 
 def test_a_walk_that_fails_leaves_the_headers_out_of_the_text(monkeypatch: Any) -> None:
@@ -608,3 +707,13 @@ def test_a_walk_that_fails_leaves_the_headers_out_of_the_text(monkeypatch: Any) 
     monkeypatch.setattr(mime.Walker, "text", broken)
     mail = parse_message(b"From: a@example.org\r\nSubject: s\r\nX-Secret: 1\r\n\r\nHello.\r\n")
     assert mail.text == "Hello." and mail.from_addr == "a@example.org"
+
+
+def test_an_auto_responders_subject_before_a_reply_subject_is_automatic() -> None:
+    # No header at all, only the subject a vacation script gives its answer.
+    for subject in ("Out of Office: Re: Trip", "Automatische Antwort: AW: Reise"):
+        raw = f"From: o@example.org\r\nSubject: {subject}\r\n\r\nAway.".encode()
+        assert parse_message(raw).auto_submitted, subject
+    # a person's subject that merely starts like one is not
+    raw = b"From: o@example.org\r\nSubject: Out of office next week: plans\r\n\r\nx"
+    assert not parse_message(raw).auto_submitted

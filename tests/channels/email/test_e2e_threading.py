@@ -1,0 +1,103 @@
+"""End to end, threading as clients in the wild do it: replies with In-Reply-To only,
+References cut short, Outlook's prefixes, a changed subject, the owner answering from
+another address of theirs, and forwards starting their own conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.config.model import AppConfig
+from tests.channels.email.conftest import PymapServer, SmtpServer, append
+from tests.channels.email.stack import (
+    OWNER,
+    Stack,
+    open_in_new_folder,
+    owner_mail,
+    wait_ref,
+)
+
+WORK = "owner@work.example"  # the owner's other address
+
+
+def two_addresses(config: AppConfig) -> None:
+    config.owner.identities["email"] = [OWNER, WORK]
+
+
+async def test_replies_from_real_clients_find_their_thread(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, two_addresses)
+    await append(pymap.port, folder, owner_mail(1, "Plan a trip to Lisbon.", subject="Trip"))
+    [first] = await smtp.capture.wait_for(1)
+    conv = await wait_ref(stack, "<e2e-1@example.org>")
+    # From the owner's work address, In-Reply-To only, Outlook's German prefix.
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(
+            2, "Two nights.", subject="AW: Trip", sender=WORK, in_reply_to=first["Message-ID"]
+        ),
+    )
+    second = (await smtp.capture.wait_for(2))[1]
+    assert await wait_ref(stack, "<e2e-2@example.org>") == conv
+    assert second["To"] == WORK
+    assert second["In-Reply-To"] == "<e2e-2@example.org>"
+    assert second["References"].split() == [first["Message-ID"], "<e2e-2@example.org>"]
+    assert second["Subject"] == "Re: Trip"
+    # References cut short by the client (root and last only), "RE[2]:", and a
+    # subject changed on the way.
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(
+            3,
+            "Make it Porto instead.",
+            subject="RE[2]: Trip - now Porto",
+            in_reply_to=second["Message-ID"],
+            references=f"<e2e-1@example.org> {second['Message-ID']}",
+        ),
+    )
+    third = (await smtp.capture.wait_for(3))[2]
+    assert await wait_ref(stack, "<e2e-3@example.org>") == conv
+    assert third["In-Reply-To"] == "<e2e-3@example.org>"
+    assert third["References"].split() == [
+        "<e2e-1@example.org>",
+        second["Message-ID"],
+        "<e2e-3@example.org>",
+    ]
+    assert third["Subject"] == "Re: Trip - now Porto"
+    # References only (In-Reply-To lost), the newest unknown to us.
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(
+            4,
+            "And a hotel.",
+            subject="Re: Trip - now Porto",
+            references=f"{third['Message-ID']} <unknown@elsewhere.example>",
+        ),
+    )
+    await smtp.capture.wait_for(4)
+    assert await wait_ref(stack, "<e2e-4@example.org>") == conv
+    # The owner forwards the assistant's answer to ask about it: a new topic, whose
+    # forwarded text the model reads.
+    forward = owner_mail(
+        5,
+        "What is this about?\n\n---------- Forwarded message ---------\n"
+        f"From: My Assistant <{first['From']}>\nSubject: {third['Subject']}\n\nPorto it is.",
+        subject="Fwd: Re: Trip - now Porto",
+        in_reply_to=third["Message-ID"],
+        references=f"<e2e-1@example.org> {third['Message-ID']}",
+    )
+    await append(pymap.port, folder, forward)
+    fifth = (await smtp.capture.wait_for(5))[4]
+    new = await wait_ref(stack, "<e2e-5@example.org>")
+    assert new != conv
+    assert fifth["In-Reply-To"] == "<e2e-5@example.org>"
+    assert fifth["References"] == "<e2e-5@example.org>"
+    [turn] = [
+        line
+        for line in stack.services.store.read_lines(new)
+        if line.get("type") == "turn" and line.get("role") == "user"
+    ]
+    assert "Porto it is." in turn["content"]
