@@ -92,7 +92,12 @@ class EmailChannel:
         # recent mails in and out (threading, loops); our mailbox's names: in a loop
         # marker of a mail, it came back round
         self._memory = Correspondence(
-            a.lower() for a in (cfg.address, cfg.imap.username, cfg.smtp.username) if a and "@" in a
+            (
+                a.lower()
+                for a in (cfg.address, cfg.imap.username, cfg.smtp.username)
+                if a and "@" in a
+            ),
+            owner=config.owner.identities.get("email", ()),
         )
         self._undeliverable = Undeliverable()  # addresses our mail bounced from lately
         self._inbox: Inbox | None = None  # the folder's reader (made at start)

@@ -31,6 +31,10 @@ REMEMBERED = 512  # recent mails kept, per kind
 # taken as automatic, recorded and not answered. A person does not reply 30 times an
 # hour by mail; a ping-pong with IDLE runs at several a minute.
 LOOP_ANSWERS = 30
+# The owner's own addresses: a quick back-and-forth with the assistant by mail can pass
+# 30 an hour, and the owner's unanswered mail costs more than a loop's first hour; one
+# answer every 15 s for an hour is no person's.
+LOOP_ANSWERS_OWNER = 240
 LOOP_WINDOW = 3600.0  # seconds
 
 
@@ -42,8 +46,11 @@ def _bound(mapping: OrderedDict[str, _V], limit: int) -> None:
 class Correspondence:
     """The channel's bounded memory of recent mails in and out."""
 
-    def __init__(self, ours: Iterable[str] = (), limit: int = REMEMBERED) -> None:
+    def __init__(
+        self, ours: Iterable[str] = (), limit: int = REMEMBERED, owner: Iterable[str] = ()
+    ) -> None:
         self.ours = frozenset(ours)  # our mailbox's addresses (lower case)
+        self.owner = frozenset(a.lower() for a in owner)  # the owner's addresses
         self.limit = limit
         self.recent: OrderedDict[str, ParsedMail] = OrderedDict()  # by Message-ID
         self.last_from: OrderedDict[str, str] = OrderedDict()  # sender -> latest id
@@ -115,11 +122,16 @@ class Correspondence:
         times.append(now)
         while times and times[0] <= now - LOOP_WINDOW:
             times.popleft()
-        if len(times) <= LOOP_ANSWERS:
+        if len(times) <= self.loop_answers(sender):
             self.loops.pop(sender, None)
             return False
         self.loops[sender] = self.loops.get(sender, 0) + 1
         return True
+
+    def loop_answers(self, sender: str) -> int:
+        """How many answers to ours within the window ``sender`` may send before the
+        next is taken for a loop (the owner's addresses get :data:`LOOP_ANSWERS_OWNER`)."""
+        return LOOP_ANSWERS_OWNER if sender.lower() in self.owner else LOOP_ANSWERS
 
     def problems(self, now: float | None = None) -> list[str]:
         """Senders whose mail is being taken for a mail loop (for ``my-agent status``),
@@ -130,7 +142,8 @@ class Correspondence:
             if not times or times[-1] <= now - LOOP_WINDOW:
                 del self.loops[sender]
         return [
-            f"mail from {sender} answered ours over {LOOP_ANSWERS} times within an hour: "
+            f"mail from {sender} answered ours over {self.loop_answers(sender)} times within "
+            "an hour: "
             f"taken for a mail loop, {count} not answered"
             for sender, count in self.loops.items()
         ]

@@ -15,7 +15,7 @@ import pytest
 from bot.events import OutboundMessage
 from channels.email import memory
 from channels.email.adapter import EmailChannel
-from channels.email.parsing import parse_message
+from channels.email.parsing import ParsedMail, parse_message
 from tests.channels.email.conftest import (
     PASSWORD,
     USER,
@@ -147,6 +147,7 @@ async def test_a_sender_answering_every_mail_of_ours_is_taken_for_a_loop(
     # Two assistants (or an assistant and a bot that marks nothing) answering each
     # other: every mail carried no sign of being automatic, and it went on for ever.
     monkeypatch.setattr(memory, "LOOP_ANSWERS", 3)
+    monkeypatch.setattr(memory, "LOOP_ANSWERS_OWNER", 3)  # the mails come from the owner
     folder = await create_folder(pymap.port)
     host = FakeHost()
     channel = await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
@@ -179,6 +180,27 @@ async def test_a_sender_answering_every_mail_of_ours_is_taken_for_a_loop(
     await append(pymap.port, folder, mail(6, subject="Something new"))
     [*_, new] = await host.wait_for(6)
     assert new.addressed
+
+
+def test_the_owners_quick_answers_are_not_taken_for_a_loop() -> None:
+    # A quick back-and-forth by mail with the owner passed 30 answers an hour, and every
+    # later mail of the owner's was recorded and not answered.
+    book = memory.Correspondence(owner=["Owner@Example.org"])
+    book.sent("<ours@example.com>", "Re: Plans")
+
+    def answer(sender: str) -> ParsedMail:
+        return parse_message(
+            f"From: {sender}\r\nSubject: Re: Plans\r\n"
+            "In-Reply-To: <ours@example.com>\r\n\r\nx".encode()
+        )
+
+    owner, other = answer("owner@example.org"), answer("a@example.org")
+    ticks = [float(t) for t in range(memory.LOOP_ANSWERS + 10)]
+    assert not any(book.looping(owner, now=t) for t in ticks)
+    assert any(book.looping(other, now=t) for t in ticks)
+    assert book.loop_answers("owner@example.org") == memory.LOOP_ANSWERS_OWNER
+    more = [float(t) for t in range(memory.LOOP_ANSWERS_OWNER)]
+    assert any(book.looping(owner, now=100.0 + t) for t in more)  # a machine, all the same
 
 
 def test_the_loop_window_forgets() -> None:
