@@ -54,6 +54,7 @@ class ConversationUpdates:
     async def _meta_update(
         self, conv_id: str, event: str = "meta_update", **fields: Any
     ) -> ConversationRecord:
+        """Append an ``event`` line (a meta update, the notes) and announce it."""
         line = event_line(event, **fields)
         async with self._lock(conv_id):
             rec = await self._append(conv_id, [line])
@@ -115,12 +116,9 @@ class ConversationUpdates:
         """The conversation's notes; ``extra``: more event fields (``usage``, ``cost``)."""
         rec = await self.require(conv_id)
         through = rec.turn_count if through_turn is None else through_turn
-        line = event_line("abbreviation", text=text, throughTurn=through, **extra)
-        async with self._lock(conv_id):
-            rec = await self._append(conv_id, [line])
-        await self.bus.emit("event_appended", conversation_id=conv_id, event=line)
-        await self.bus.emit("conversation_updated", conversation=rec)
-        return rec
+        return await self._meta_update(
+            conv_id, "abbreviation", text=text, throughTurn=through, **extra
+        )
 
     async def mark_needs_abbreviation(self, conv_id: str, flag: bool = True) -> None:
         """Operational flag only (derivable after a rebuild from abbreviated_turn)."""

@@ -1,7 +1,8 @@
 """SQLite access for the daemon: connections on their own threads and batched writes.
 
 Driver selection, extension loading, pragmas and numbered migrations are in
-:mod:`bot.sqlite_conn` (re-exported here, where the rest of the code imports them).
+:mod:`bot.sqlite_conn` (re-exported here, where the rest of the code imports them);
+opening a file's writer, reader and checkpointer in :mod:`bot.db_connections`.
 
 Connections are wrapped in :class:`aiosqlite.Connection` so every statement runs on the
 connection's own thread. A unit of work (one ingest batch, one migration) runs there as a
@@ -15,13 +16,13 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 
+from bot.db_connections import open_connections
 from bot.sqlite_conn import (
     WAL_SIZE_LIMIT,
     Driver,
@@ -34,7 +35,7 @@ from bot.sqlite_conn import (
     in_transaction,
     select_driver,
 )
-from bot.walcheckpoint import WAL_FLUSH_INTERVAL, WalCheckpointer
+from bot.walcheckpoint import WalCheckpointer
 from bot.write_units import AfterWrite, Unit, Unsynced, _resolve_batch, _transaction
 
 __all__ = [
@@ -57,22 +58,6 @@ log = logging.getLogger("my_agent.db")
 
 T = TypeVar("T")
 CHAINED = object()
-# address space the reader connection may map (SQLite caps it at its compile-time maximum)
-READER_MMAP_BYTES = 1 << 40
-
-
-async def _connected(conn: aiosqlite.Connection) -> None:
-    """Open ``conn``; when that fails (a corrupt file), wait for its thread to stop before
-    raising. aiosqlite queues the stop and returns at once; the thread then reported it to
-    an event loop that the failing command had closed meanwhile ("Event loop is closed"
-    tracebacks after the one-line error)."""
-    try:
-        await conn
-    except BaseException:
-        deadline = time.monotonic() + 5
-        while conn._thread.is_alive() and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
-        raise
 
 
 class Database:
@@ -124,43 +109,7 @@ class Database:
         work is waiting; it returns True while more remains (:mod:`bot.ftsmerge`).
         """
         drv = driver or select_driver()
-        path.parent.mkdir(parents=True, exist_ok=True)
-
-        def _connector() -> SyncConn:
-            conn = connect_sync(path, drv)
-            conn.execute(f"PRAGMA synchronous={synchronous}")
-            # checkpoints run on their own thread (bot.walcheckpoint), never in a commit
-            conn.execute("PRAGMA wal_autocheckpoint=0")
-            apply_migrations(conn, migrations)
-            return conn
-
-        conn = aiosqlite.Connection(_connector, iter_chunk_size=64)
-        await _connected(conn)
-
-        def _reader() -> SyncConn:
-            raw = connect_sync(path, drv)
-            # Searches read scattered pages (FTS doclists, float16 vectors, turn windows):
-            # memory-mapped, a page costs a memory read instead of a read() syscall
-            # (search p95 at 10,000 conversations 44.7 -> 36.0 ms, docs/search.md). Only
-            # the reader maps: writes keep going through the writer's page cache.
-            raw.execute(f"PRAGMA mmap_size={READER_MMAP_BYTES}")
-            return raw
-
-        reader = aiosqlite.Connection(_reader, iter_chunk_size=64)
-        try:
-            await _connected(reader)
-        except BaseException:
-            await conn.close()
-            raise
-        # Commits that are not synced leave their WAL frames to be flushed: a little at a
-        # time after commits rather than all at once (bot.walcheckpoint).
-        checkpointer = WalCheckpointer(
-            lambda: connect_sync(path, drv),
-            path.stem,
-            wal=path.with_name(path.name + "-wal"),
-            flush_interval=WAL_FLUSH_INTERVAL if synchronous.upper() == "NORMAL" else 0.0,
-        )
-        checkpointer.start()
+        conn, reader, checkpointer = await open_connections(path, migrations, drv, synchronous)
         return cls(path, conn, drv, reader, checkpointer, synchronous, idle_work)
 
     @property

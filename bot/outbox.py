@@ -10,41 +10,22 @@ restarts (a reply survives an SMTP outage and a reboot).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
-import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from bot.channel import Channel, PermanentSendError, RetryLater
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
+from bot.outbox_rows import OutboxRows, _decode, _encode
 from bot.tasks import finish_within, spawn
 
 log = logging.getLogger("my_agent.outbox")
 
 SentCallback = Callable[[OutboundMessage, SendResult], Awaitable[None]]
 FailedCallback = Callable[[OutboundMessage, str], Awaitable[None]]  # message, error
-
-
-_FIELDS = tuple(f.name for f in fields(OutboundMessage))  # fields() costs a reply's worth
-
-
-def _encode(msg: OutboundMessage, dedup_key: str | None = None) -> str:
-    data = {name: getattr(msg, name) for name in _FIELDS}
-    data["metadata"] = dict(msg.metadata)
-    data["send_key"] = msg.send_key or dedup_key or f"row:{secrets.token_hex(12)}"
-    return json.dumps(data, ensure_ascii=False, default=str)
-
-
-def _decode(payload: str, outbox_id: int) -> OutboundMessage:
-    data = json.loads(payload)
-    data["thread_refs"] = tuple(data.get("thread_refs") or ())
-    data["actions"] = tuple(tuple(a) for a in data.get("actions") or ())
-    data["outbox_id"] = outbox_id
-    return OutboundMessage(**data)
 
 
 # A row whose retry time lies further ahead than this, and that this process did not
@@ -83,7 +64,9 @@ def backoff(attempt: int, base: float = 1.0, cap: float = 300.0) -> float:
     return random.uniform(0, min(cap, base * (2 ** min(attempt, 16))))
 
 
-class Outbox:
+class Outbox(OutboxRows):
+    """The queue and its workers (its reads: :class:`~bot.outbox_rows.OutboxRows`)."""
+
     def __init__(
         self,
         db: Database,
@@ -159,32 +142,6 @@ class Outbox:
         """Tell the channel's worker there may be something new to send."""
         self._wake.setdefault(channel, asyncio.Event()).set()
 
-    async def has_key(self, dedup_key: str) -> bool:
-        row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))
-        return row is not None
-
-    async def told_under(self, dedup_key: str, since: str) -> bool:
-        """Whether a message queued under ``dedup_key`` or ``dedup_key:<anything>`` is
-        still waiting to be sent, or was sent at or after ``since`` (ISO time)."""
-        row = await self.db.fetchone(
-            "SELECT 1 FROM outbox WHERE (status = 'pending' OR sent >= ?) AND (dedup_key = ?"
-            " OR (dedup_key > ? AND dedup_key < ?)) LIMIT 1",
-            # ";" follows ":": the range is every key that starts with "dedup_key:"
-            (since, dedup_key, f"{dedup_key}:", f"{dedup_key};"),
-        )
-        return row is not None
-
-    async def conversation_for_key(self, dedup_key: str) -> str | None:
-        """The conversation of the message queued under ``dedup_key``, if any."""
-        row = await self.db.fetchone(
-            "SELECT conversation_id FROM outbox WHERE dedup_key = ?", (dedup_key,)
-        )
-        return str(row[0]) if row and row[0] else None
-
-    async def pending_count(self) -> int:
-        row = await self.db.fetchone("SELECT count(*) FROM outbox WHERE status = 'pending'")
-        return int(row[0]) if row else 0
-
     async def deliverable_count(self) -> int:
         """Pending messages a running worker would send now: their channel is attached
         and its head (sent strictly in order) is not waiting for a retry. A stop waits
@@ -201,15 +158,6 @@ class Outbox:
             (*channels, self.clock()),
         )
         return int(row[0]) if row else 0
-
-    async def sent_messages(self, channel: str | None = None) -> list[OutboundMessage]:
-        rows = await self.db.fetchall(
-            "SELECT id, payload FROM outbox WHERE status = 'sent'"
-            + (" AND channel = ?" if channel else "")
-            + " ORDER BY id",
-            (channel,) if channel else (),
-        )
-        return [_decode(p, i) for i, p in rows]
 
     # -- workers ---------------------------------------------------------------------
     def attach(self, channel: Channel) -> None:

@@ -30,18 +30,19 @@ import asyncio
 import functools
 import hashlib
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from bot.config.model import AppConfig
-from bot.db import Database, SyncConn
+from bot.db import Database
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
 from bot.search.soft import content_words
 from bot.term_vectors import TermCache, index_terms
-from bot.vector_codec import read_turn_vectors, sign_bits
+from bot.vector_codec import sign_bits
 from bot.vector_knn import VectorMatrices
 from bot.vector_rebuild import VectorRebuild
+from bot.vector_search import VectorSearch
 from bot.vector_store import (
     META_KEY,
     abbreviation_hash,
@@ -78,9 +79,10 @@ def _text_hash(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-class VectorIndex(VectorRebuild):
+class VectorIndex(VectorRebuild, VectorSearch):
     """Turn-window and abbreviation vectors in ``conversations.db`` plus their KNN
-    (the rebuild and its retry: :class:`~bot.vector_rebuild.VectorRebuild`)."""
+    (the rebuild and its retry: :class:`~bot.vector_rebuild.VectorRebuild`; the KNN
+    searches: :class:`~bot.vector_search.VectorSearch`)."""
 
     def __init__(self, config: AppConfig, db: Database, embedder: EmbeddingService) -> None:
         self.config = config
@@ -252,69 +254,6 @@ class VectorIndex(VectorRebuild):
         await self.db.run(lambda c: delete_abbreviation(c, conversation_id))
         if self._knn is not None:
             self._knn.set_abbreviation(conversation_id, None)
-
-    # -- search ------------------------------------------------------------------------
-    async def turn_vectors(self, turn_ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """The stored vectors of ``turn_ids`` (missing ids are left out)."""
-        if not self.ready or not turn_ids:
-            return {}
-        ids = [int(t) for t in turn_ids]
-        dims = self.embedder.dimensions
-        return await self.db.run(lambda c: read_turn_vectors(c, ids, dims), write=False)
-
-    async def knn_turns(
-        self, query: np.ndarray, k: int, *, conversation_id: str | None = None
-    ) -> dict[int, float]:
-        """Up to ``k`` nearest turn windows: turn id -> cosine similarity.
-
-        The bit shortlist holds ``max(8k, 256)`` ids, rescored exactly; within one
-        conversation every vector is scored exactly.
-        """
-        knn = self._knn
-        if not self.ready or knn is None:
-            return {}
-        shortlist = self.turn_shortlist(query, k, conversation_id=conversation_id)
-        return await self.db.run(
-            lambda c: knn.rescore_turns(c, shortlist, query, k, conversation_id), write=False
-        )
-
-    def turn_shortlist(
-        self,
-        query: np.ndarray,
-        k: int,
-        *,
-        conversation_id: str | None = None,
-        among: Sequence[int] | np.ndarray | None = None,
-    ) -> list[int]:
-        """The in-memory sign-bit stage of :meth:`knn_turns`: ``max(8k, 256)`` turn ids
-        (none within one conversation, where :meth:`rescore_turns` scores every vector;
-        with ``among``, the nearest of those turns: a search's filtered pool)."""
-        if not self.ready or self._knn is None or conversation_id is not None:
-            return []
-        return self._knn.turn_shortlist(query, k, among)
-
-    def rescore_turns(
-        self,
-        conn: SyncConn,
-        shortlist: Sequence[int],
-        query: np.ndarray,
-        k: int,
-        conversation_id: str | None = None,
-    ) -> dict[int, float]:
-        """The exact stage of :meth:`knn_turns`, on a connection's thread (so a caller
-        can run it in the same hop as other reads)."""
-        if self._knn is None:
-            return {}
-        return self._knn.rescore_turns(conn, shortlist, query, k, conversation_id)
-
-    async def knn_abbreviations(
-        self, query: np.ndarray, k: int, among: Collection[str] | None = None
-    ) -> dict[str, float]:
-        """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact);
-        with ``among``, of those conversations only."""
-        if not self.ready or self._knn is None:
-            return {}
-        return self._knn.knn_abbreviations(query, k, among)
 
 
 # META_KEY stays importable from here (it names the vector space in index_meta).

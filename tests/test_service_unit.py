@@ -295,10 +295,10 @@ def test_an_interpreter_in_a_home_directory_is_seen(
 ) -> None:
     # Regression: a venv outside any home directory whose python links to pyenv's under
     # /root got ProtectHome=yes and no warning: the unit could not start.
-    from bot import service_unit
+    from bot import service_unit_text
 
     home = tmp_path / "home"
-    monkeypatch.setattr(service_unit, "HOME_PREFIXES", (f"{home}/",))
+    monkeypatch.setattr(service_unit_text, "HOME_PREFIXES", (f"{home}/",))
     base = home / "alice" / ".pyenv" / "bin" / "python3.11"
     base.parent.mkdir(parents=True)
     base.write_text("")

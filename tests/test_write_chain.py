@@ -304,10 +304,10 @@ async def test_a_reply_that_cannot_be_written_is_tried_again(
     # dropped; the acknowledged message stayed unanswered until the next restart, and
     # /readyz said ready meanwhile. ``landed``: the bytes reached the transcript but the
     # journal's sync failed; the reply is then queued from it, not written twice.
-    from bot import replies
+    from bot import reply_writes
     from tests.conftest import RecordingChannel, attach_channel, settle
 
-    monkeypatch.setattr(replies, "STORAGE_RETRY_FIRST", 0.05)
+    monkeypatch.setattr(reply_writes, "STORAGE_RETRY_FIRST", 0.05)
     channel = RecordingChannel("web")
     await attach_channel(services, channel)
     real = services.store._put
@@ -359,11 +359,11 @@ async def test_a_reply_whose_outbox_row_meets_a_locked_state_db_is_sent_once(
     # locked" after its transcript turn was written: the job failed and the reply stayed
     # unsent until the next start. Now only the row is tried again; the reply is written
     # once and sent once.
-    from bot import replies, sqlite_conn, walcheckpoint
+    from bot import reply_writes, sqlite_conn, walcheckpoint
     from bot.services import open_services
     from tests.conftest import RecordingChannel, attach_channel, settle, shutdown_services
 
-    monkeypatch.setattr(replies, "STORAGE_RETRY_FIRST", 0.05)
+    monkeypatch.setattr(reply_writes, "STORAGE_RETRY_FIRST", 0.05)
     monkeypatch.setattr(sqlite_conn, "BUSY_TIMEOUT_MS", 50)
     monkeypatch.setattr(walcheckpoint, "BUSY_TIMEOUT_MS", 50)
     services = await open_services(make_config(tmp_path))
