@@ -157,6 +157,10 @@ async def group(tmp_path: Path) -> AsyncIterator[Group]:
 async def test_in_a_flood_members_wait_and_the_owner_does_not(group: Group) -> None:
     """A group flooded by members: their replies come once the flood pauses; the owner's
     message in the middle of it is answered while it goes on. Nothing is lost."""
+    # A pause long enough that no gap between two deliveries reaches it on a loaded
+    # machine (each is a durable append and an index update): with the 50 ms of the
+    # other tests, a slow delivery let members' replies out mid-flood (flaky at load 4+).
+    group.s.incoming.quiet = 2.0
     say = group.s.router.deliver
     members = [f"member question {i}" for i in range(40)]
     for text in members[:20]:
