@@ -292,7 +292,15 @@ def _state_v2(conn: SyncConn) -> None:
     )
 
 
-STATE_MIGRATIONS = [_state_v1, _state_v2]
+def _state_v3(conn: SyncConn) -> None:
+    # When the owner was last given a once-an-hour notice (bot/owner_notices.py): kept
+    # in memory, it was given again at every start of a daemon in a crash loop.
+    conn.execute(
+        "CREATE TABLE owner_notices (key TEXT PRIMARY KEY, told TEXT NOT NULL) WITHOUT ROWID"
+    )
+
+
+STATE_MIGRATIONS = [_state_v1, _state_v2, _state_v3]
 
 
 def create_vector_tables(conn: SyncConn, dimensions: int) -> None:
