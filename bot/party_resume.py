@@ -61,10 +61,11 @@ RESUME_WINDOW_SECONDS = 24 * 3600
 async def _recent_parties(services: Services, tier: str, since: str) -> list[PartyRecord]:
     """The parties of ``tier`` who wrote since ``since``, as they are now (one whose
     tier changed between the query and its read is left out)."""
+    # The window's messages (a range of external_messages_time), not every message
+    # stored: SQLite read "SELECT DISTINCT ... JOIN" through every party's messages.
     rows = await services.external.db.fetchall(
-        "SELECT DISTINCT m.party_id FROM external_messages m JOIN external_parties p"
-        " ON p.id = m.party_id WHERE p.tier = ? AND m.direction = 'in'"
-        " AND m.timestamp >= ?",
+        "SELECT p.id FROM external_parties p WHERE p.tier = ? AND p.id IN"
+        " (SELECT party_id FROM external_messages WHERE direction = 'in' AND timestamp >= ?)",
         (tier, since),
     )
     parties = []
