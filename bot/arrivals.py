@@ -9,6 +9,14 @@ So a reply that does not answer the owner waits, before it takes a reply slot, u
 no message has arrived for :data:`FLOOD_QUIET_SECONDS`, or ``brain.flood_reply_wait_seconds``
 at most. The owner's own replies never wait, and in ordinary traffic (a message every
 few tens of milliseconds or slower) no reply waits at all.
+
+A flood longer than the wait (60 s against the default 10 s): a key's (conversation's,
+party's) reply goes when its wait is over, and the next one's wait starts when its turn
+comes, so each key gets about one reply per wait while it lasts and the rest go at the
+first pause; nothing is dropped, nothing here grows per message (the queued jobs are
+the replies owed), and the one watcher wakes once per :data:`FLOOD_QUIET_SECONDS`. The
+deferred replies then queue for the reply slots, where the owner's go first
+(:class:`bot.reply_queue.KeyedSerialQueue`).
 """
 
 from __future__ import annotations

@@ -242,6 +242,19 @@ class ExternalStore(PartyReads):
         if party:
             await self.bus.emit("external_updated", party=party, message=line)
 
+    async def record_refused(self, party_id: str, ref: str, reason: str) -> None:
+        """Record that the party's message ``ref`` (the last of those one answer would
+        have answered) was deliberately left unanswered (``reason``: the budget's key):
+        a restart does not answer it (:mod:`bot.party_resume`); ``/reply`` still can."""
+        line = {
+            "type": "event",
+            "event": "refused",
+            "ref": ref,
+            "reason": reason,
+            "timestamp": iso(utcnow()),
+        }
+        await self._record(party_id, [line])
+
     async def set_tier(self, party_id: str, tier: str) -> PartyRecord:
         if tier not in TIERS:
             raise ValueError(f"unknown tier {tier!r}")

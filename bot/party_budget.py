@@ -5,20 +5,23 @@ a paid model call: nothing limited how many a chatty or compromised contact (or 
 them together) could trigger. ``trust.known_replies_per_hour`` bounds one contact's,
 ``trust.known_replies_per_hour_total`` all of theirs together, counted in the index (the
 answers in the parties' files: a restart resets nothing). Past either, a message is
-recorded as always (nothing received is lost) but not answered, and the owner is told
-once an hour (per run), not once per message; ``/reply`` still answers by hand.
+recorded as always (nothing received is lost) but not answered, and its refusal is
+recorded in the party's file (a ``refused`` event naming it): a restart does not answer
+it later (:mod:`bot.party_resume`), ``/reply`` still answers by hand. The owner is told
+once an hour, not once per message, and not again at every start of a daemon in a crash
+loop (:mod:`bot.owner_notices`).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from bot.events import iso, utcnow
+from bot.owner_notices import notice_due
 from bot.parties import PartyRecord
 
 if TYPE_CHECKING:
@@ -44,14 +47,21 @@ class KnownBudget:
 
     def __init__(self, services: Services) -> None:
         self.s = services
-        self._told: dict[str, float] = {}  # party id (or TOTAL) -> when told (monotonic)
         self._running = 0  # answers being made now, not yet in the index
 
     @asynccontextmanager
-    async def answer(self, party: PartyRecord) -> AsyncIterator[bool]:
+    async def answer(self, party: PartyRecord, ref: str) -> AsyncIterator[bool]:
         """Whether ``party`` may be answered now (within both budgets), held for as
-        long as the answer is made: concurrent answers to other parties count."""
-        allowed = await self._allows(party)
+        long as the answer is made: concurrent answers to other parties count. ``ref``:
+        their message the answer would answer (the last, of several), recorded as
+        refused when it may not."""
+        refused = await self._refused(party)
+        if refused is not None:
+            # recorded first: a crash before the notice must not leave it owed
+            reason, key, notice = refused
+            await self.s.external.record_refused(party.id, ref, reason)
+            await self._tell(key, notice)
+        allowed = refused is None
         if allowed:
             self._running += 1
         try:
@@ -60,7 +70,9 @@ class KnownBudget:
             if allowed:
                 self._running -= 1
 
-    async def _allows(self, party: PartyRecord) -> bool:
+    async def _refused(self, party: PartyRecord) -> tuple[str, str, str] | None:
+        """None when ``party`` may be answered now, else the budget spent (its config
+        key) and the owner's notice (its key and text)."""
         trust, ext = self.s.config.trust, self.s.external
         hour = iso(utcnow() - timedelta(hours=1))
         theirs = await ext.answers_since(hour, party.id)
@@ -68,24 +80,18 @@ class KnownBudget:
             log.warning(
                 "known party %s: %d answers in the last hour, not answered", party.id, theirs
             )
-            await self._tell(
-                party.id, PARTY_NOTICE.format(who=party.label, count=theirs, id=party.id)
-            )
-            return False
+            notice = PARTY_NOTICE.format(who=party.label, count=theirs, id=party.id)
+            return "known_replies_per_hour", party.id, notice
         total = await ext.answers_since(hour) + self._running
         if total >= trust.known_replies_per_hour_total:
             log.warning(
                 "known parties: %d answers in the last hour, %s not answered", total, party.id
             )
-            await self._tell(TOTAL, TOTAL_NOTICE.format(count=total))
-            return False
-        return True
+            return "known_replies_per_hour_total", TOTAL, TOTAL_NOTICE.format(count=total)
+        return None
 
     async def _tell(self, key: str, text: str) -> None:
-        """Tell the owner ``text`` unless told of ``key`` within the hour."""
-        now = time.monotonic()
-        told = self._told.get(key)
-        if told is not None and now - told < 3600:
-            return
-        self._told[key] = now
-        await self.s.alert_owner(text)
+        """Tell the owner ``text`` unless told of ``key`` within the hour (in this run or
+        an earlier one)."""
+        if await notice_due(self.s.state, f"known_replies:{key}"):
+            await self.s.alert_owner(text)

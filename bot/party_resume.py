@@ -13,6 +13,9 @@ not a command), after the party's last ``/new`` and after their last answered me
 Answered is exact, per message: the answer is queued under ``{channel}:{ref}:reply`` of
 the last message it answers, and its line in the party's file says ``answers: ref``; the
 answers run one after another per party, so an answered message answers all before it.
+A message the hourly budget refused (:mod:`bot.party_budget`) counts as answered: its
+``refused`` event in the party's file says so, and a restart never answers it (it
+answered them once the hour was over, the bill the budget bounds).
 A party owed several messages gets one answer to them all, as an album does.
 
 An untrusted party's message is recorded in their file before it is acknowledged and
@@ -58,10 +61,11 @@ RESUME_WINDOW_SECONDS = 24 * 3600
 async def _recent_parties(services: Services, tier: str, since: str) -> list[PartyRecord]:
     """The parties of ``tier`` who wrote since ``since``, as they are now (one whose
     tier changed between the query and its read is left out)."""
+    # The window's messages (a range of external_messages_time), not every message
+    # stored: SQLite read "SELECT DISTINCT ... JOIN" through every party's messages.
     rows = await services.external.db.fetchall(
-        "SELECT DISTINCT m.party_id FROM external_messages m JOIN external_parties p"
-        " ON p.id = m.party_id WHERE p.tier = ? AND m.direction = 'in'"
-        " AND m.timestamp >= ?",
+        "SELECT p.id FROM external_parties p WHERE p.tier = ? AND p.id IN"
+        " (SELECT party_id FROM external_messages WHERE direction = 'in' AND timestamp >= ?)",
         (tier, since),
     )
     parties = []
@@ -110,6 +114,9 @@ async def owed_messages(
         elif kind == "message" and line.get("direction") == "out":
             if line.get("answers"):
                 answered.add(str(line["answers"]))
+        elif kind == "event" and line.get("event") == "refused" and line.get("ref"):
+            # left unanswered on purpose (over the hourly budget): as good as answered
+            answered.add(str(line["ref"]))
         elif kind == "message" and str(line.get("timestamp", "")) >= since:
             ref = line.get("messageRef")
             if ref:

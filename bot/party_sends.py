@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from bot.events import Attachment, OutboundMessage, iso, utcnow
 from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
+from bot.owner_notices import notice_due
 from bot.parties import PartyRecord, visible
 
 if TYPE_CHECKING:
@@ -46,8 +46,6 @@ class PartySends:
     # The router's lock per identity key: an escalation that creates the owner's
     # pinned conversation must not race the owner's own first message.
     _contact_lock: Callable[[str], asyncio.Lock]
-    # When the owner was last told that escalations are held (monotonic), this run.
-    _held_noticed: float | None = None
 
     async def send_to_party(
         self,
@@ -127,22 +125,19 @@ class PartySends:
     async def _within_budget(self, channel: str, key: str) -> bool:
         """Whether the escalation just recorded may go to the owner's chat: at most
         ``trust.escalations_per_hour`` of all parties' do (counted in the index, so a
-        restart resets nothing). Past it the owner is told once an hour (per run) how
-        many there are; their pinned conversation and chat are not flooded by a
-        stranger who takes a new address for every message."""
+        restart resets nothing). Past it the owner is told once an hour (across
+        restarts, :mod:`bot.owner_notices`) how many there are; their pinned
+        conversation and chat are not flooded by a stranger who takes a new address
+        for every message."""
         count = await self._escalations_last_hour()
         if count <= self.s.config.trust.escalations_per_hour:
             return True
         log.warning("%d escalations in the last hour: this one is listed, not sent", count)
-        now = time.monotonic()
-        if self._held_noticed is not None and now - self._held_noticed < 3600:
-            return False
         rec = await self.s.conversations.pinned_for(key)
         chat_id = (rec.channel_meta.get("chatId") if rec else None) or (
             self.s.identities.address_for(channel)
         )
-        if chat_id:
-            self._held_noticed = now
+        if chat_id and await notice_due(self.s.state, "escalations_held"):
             await self.s.outbox.enqueue(
                 OutboundMessage(
                     channel=channel,

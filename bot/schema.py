@@ -224,6 +224,23 @@ def _index_v7(conn: SyncConn) -> None:
     conn.execute("CREATE INDEX turns_by_time ON turns(timestamp)")
 
 
+def _index_v9(conn: SyncConn) -> None:
+    """Third parties' messages by time: the hourly counts (an untrusted party's
+    messages, bot/party_limits.py; the model's answers to known parties,
+    bot/party_budget.py; command answers) and the parties a start owes something
+    (bot/party_resume.py) read a range of these instead of every message stored (a
+    million stored stranger messages: a scan of a million rows per count).
+    ``external_messages_time`` serves the counts of all parties together,
+    ``external_messages_party_time`` one party's."""
+    run_script(
+        conn,
+        """
+        CREATE INDEX external_messages_time ON external_messages(timestamp);
+        CREATE INDEX external_messages_party_time ON external_messages(party_id, timestamp)
+        """,
+    )
+
+
 def _index_migrations() -> list[Migration]:
     from bot.schema_fts import index_v8
     from bot.schema_recall import RECALL_MIGRATIONS
@@ -236,6 +253,7 @@ def _index_migrations() -> list[Migration]:
         _index_v6,
         _index_v7,
         index_v8,
+        _index_v9,
     ]
 
 
@@ -292,7 +310,15 @@ def _state_v2(conn: SyncConn) -> None:
     )
 
 
-STATE_MIGRATIONS = [_state_v1, _state_v2]
+def _state_v3(conn: SyncConn) -> None:
+    # When the owner was last given a once-an-hour notice (bot/owner_notices.py): kept
+    # in memory, it was given again at every start of a daemon in a crash loop.
+    conn.execute(
+        "CREATE TABLE owner_notices (key TEXT PRIMARY KEY, told TEXT NOT NULL) WITHOUT ROWID"
+    )
+
+
+STATE_MIGRATIONS = [_state_v1, _state_v2, _state_v3]
 
 
 def create_vector_tables(conn: SyncConn, dimensions: int) -> None:

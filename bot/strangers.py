@@ -260,8 +260,8 @@ class StrangerFlow(PartySends):
         restricted brain, given their exchange as of its arrival: read when the answer
         ran, it held what they sent since (queued behind it), as if said before it.
         Within the hourly budget of answers (:mod:`bot.party_budget`); past it, what
-        they said stays recorded, unanswered."""
-        async with self.budget.answer(party) as allowed:
+        they said stays recorded, marked as refused: never answered automatically."""
+        async with self.budget.answer(party, said[-1].message_id) as allowed:
             if allowed:
                 await self._answer_known_now(party, said, target)
 

@@ -188,3 +188,113 @@ async def test_in_ordinary_traffic_a_reply_waits_for_no_one(group: Group) -> Non
         await group.telegram.wait_for(_replied(text), timeout=5)
         await asyncio.sleep(QUIET * 2)
     assert group.s.incoming.deferred == 0
+
+
+class _CountingSleeps:
+    """``asyncio`` as bot/arrivals.py sees it, counting the flood watcher's wake-ups."""
+
+    def __init__(self) -> None:
+        self.sleeps = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, delay: float) -> None:
+        self.sleeps += 1
+        await asyncio.sleep(delay)
+
+
+async def test_a_flood_six_times_longer_than_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 60 s flood against brain.flood_reply_wait_seconds 10 s, scaled down (quiet
+    30 ms, wait 150 ms, flood 900 ms): the deferred replies go every wait at most, one
+    per key at a time, none is lost, and the owner's all go; the watcher wakes about
+    once per quiet period (no busy loop). Nothing in the flow grows per message: only
+    the jobs queued, one per reply owed, as without a flood."""
+    import bot.arrivals
+
+    counting = _CountingSleeps()
+    monkeypatch.setattr(bot.arrivals, "asyncio", counting)
+    quiet, wait, flood_for = 0.03, 0.15, 0.9
+    queue = KeyedSerialQueue(max_running=1)
+    flow = IncomingFlow(quiet=quiet, max_wait=wait)
+    loop = asyncio.get_running_loop()
+    ran: list[tuple[str, float]] = []
+
+    async def job(key: str) -> None:
+        ran.append((key, loop.time()))
+        await asyncio.sleep(0.01)  # a model call holding the slot
+
+    flow.note()
+    flooding = asyncio.create_task(_flood(flow, flood_for, every=0.002))
+    start = loop.time()
+    for _ in range(5):  # five members (or known contacts), five questions each
+        for key in "abcde":
+            queue.submit(key, lambda k=key: job(k), wait=flow.pause)  # type: ignore[misc]
+    for _ in range(6):
+        await asyncio.sleep(0.1)
+        queue.submit("owner", lambda: job("owner"))
+    await flooding
+    end = loop.time()
+    async with asyncio.timeout(5):
+        while queue.pending():
+            await asyncio.sleep(0.01)
+    assert len(ran) == 31  # no reply lost
+    for key in "abcde":
+        times = [t for k, t in ran if k == key and t < end]
+        # while it floods, a key's replies go about once per wait (a busy machine's
+        # late wake-ups may look like a pause to it: one more)
+        assert len(times) <= (end - start) / wait + 2, times
+    assert counting.sleeps <= (end - start) / quiet * 2, counting.sleeps
+    assert flow.deferred >= 5
+
+
+async def test_the_owners_reply_takes_a_freed_slot_before_deferred_ones() -> None:
+    """Regression: the slots were a plain semaphore, served in arrival order. Under a
+    flood longer than the wait, the deferred replies, released together at its end,
+    queued for the slots, and the owner's reply waited out all their model calls
+    (about 45 of the scaled flood's 60 s above) instead of the one running."""
+    queue = KeyedSerialQueue(max_running=1)
+    flow = IncomingFlow(quiet=10, max_wait=0.05)  # no pause comes: each waits it out
+    ran: list[str] = []
+    running = asyncio.Event()
+    finish = asyncio.Event()
+
+    async def first() -> None:
+        ran.append("running")
+        running.set()
+        await finish.wait()
+
+    async def job(name: str) -> None:
+        ran.append(name)
+
+    queue.submit("running", first)
+    await running.wait()
+    flow.note()
+    for key in ("m1", "m2", "m3"):
+        queue.submit(key, lambda k=key: job(k), wait=flow.pause)  # type: ignore[misc]
+    await asyncio.sleep(0.2)  # their wait is over: they wait for the slot
+    queue.submit("owner", lambda: job("owner"))
+    await asyncio.sleep(0.01)
+    finish.set()
+    async with asyncio.timeout(5):
+        while queue.pending():
+            await asyncio.sleep(0.01)
+    assert ran[:2] == ["running", "owner"], ran
+    assert sorted(ran[2:]) == ["m1", "m2", "m3"]
+
+
+async def test_a_job_cancelled_while_it_waits_for_a_slot_leaves_no_slot_taken() -> None:
+    from bot.reply_queue import _Slots
+
+    slots = _Slots(1)
+    await slots.acquire(first=True)
+    waiting = asyncio.create_task(slots.acquire(first=False))
+    handed = asyncio.create_task(slots.acquire(first=True))
+    await asyncio.sleep(0)
+    waiting.cancel()  # cancelled while it waits
+    slots.release()  # the slot goes to ``handed``...
+    handed.cancel()  # ... cancelled before it ran: it passes the slot on
+    for task in (waiting, handed):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await asyncio.wait_for(slots.acquire(first=False), 1)  # the one slot is free again

@@ -4,9 +4,13 @@ are recorded, not answered, and the owner is told once, not per message."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bot.events import utcnow
 from bot.services import open_services
 from tests.conftest import (
     OWNER_TELEGRAM_ID,
@@ -83,3 +87,68 @@ async def test_a_known_contacts_answers_are_budgeted_per_hour(tmp_path: Path) ->
         assert len(brain.requests) == 3
     finally:
         await shutdown_services(services)
+
+
+async def _resumed(config: Any, brain: ScriptedBrain) -> tuple[Any, RecordingChannel]:
+    """A start as bot/daemon.py makes it: the owed answers queued before the channels."""
+    from bot.party_resume import resume_known_parties
+
+    services = await open_services(config, brain=brain)
+    telegram = RecordingChannel("telegram")
+    services.channels["telegram"] = telegram  # wired, not started yet
+    await resume_known_parties(services)
+    await attach_channel(services, telegram)
+    await settle(services)
+    return services, telegram
+
+
+async def test_a_message_refused_over_the_budget_is_not_answered_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the refusal was not recorded anywhere: a restart (within the 24 h of
+    # bot/party_resume.py, once the hour was over) found the refused message unanswered
+    # and answered it, running up the bill the budget exists to bound.
+    config = _config(tmp_path)
+    brain = ScriptedBrain()
+    services, telegram = await _open(config, brain)
+    try:
+        await _say(services, KIM, "one")
+        await _say(services, KIM, "two")
+        await _say(services, KIM, "three, refused")
+        assert len(brain.requests) == 2
+    finally:
+        await shutdown_services(services)
+    later = utcnow() + timedelta(hours=2)  # the hour's budget is free again
+    monkeypatch.setattr("bot.party_budget.utcnow", lambda: later)
+    services, telegram = await _resumed(config, brain)
+    try:
+        assert len(brain.requests) == 2  # the refused message stays unanswered
+        assert not telegram.texts("reply")
+        # what comes next is answered as usual (within the budget)
+        await _say(services, KIM, "four")
+        assert len(brain.requests) == 3
+        # and the owner still answers the refused one by hand
+        kim = await services.external.find(KIM)
+        assert kim is not None
+        await _say(services, OWNER_TELEGRAM_ID, f"/reply {kim.id} by hand")
+        assert [m.text for m in telegram.sent if m.chat_id == KIM][-1] == "by hand"
+    finally:
+        await shutdown_services(services)
+
+
+async def test_the_owner_is_told_once_an_hour_across_restarts(tmp_path: Path) -> None:
+    # Regression: "told" was kept in memory: a daemon restarted in a crash loop told
+    # the owner again at every start.
+    config = _config(tmp_path)
+    brain = ScriptedBrain()
+    told = 0
+    for run in range(3):
+        services, telegram = await _open(config, brain)
+        try:
+            for n in range(3):
+                await _say(services, KIM, f"run {run} message {n}")
+            told += len(_notices(telegram))
+        finally:
+            await shutdown_services(services)
+    assert len(brain.requests) == 2
+    assert told == 1
