@@ -1,4 +1,4 @@
-"""The persisted outbox: at most once per dedup key, strict order per channel, retries with
+"""The persisted outbox: at most once per dedup key, strict order per chat, retries with
 backoff on a controllable clock, permanent failures, and delivery after a restart."""
 
 from __future__ import annotations
@@ -248,6 +248,33 @@ async def test_channels_do_not_block_each_other(state: Database) -> None:
     try:
         await up.wait_count(1)
         assert down.sent == []
+    finally:
+        await outbox.stop()
+
+
+async def test_a_chat_waiting_for_a_retry_holds_back_only_itself(state: Database) -> None:
+    """Order is strict per chat: a group's flood-control wait (or a stranger's server
+    refusing for now) held back every other chat of the channel, the owner's replies
+    included, for as long as the wait."""
+    clock = Clock()
+    outbox = Outbox(state, base_delay=50.0, clock=clock)
+    channel = RecordingChannel()
+    channel.fail_next(1)
+    await outbox.enqueue(OutboundMessage(channel="test", chat_id="group", text="group 1"))
+    await outbox.enqueue(OutboundMessage(channel="test", chat_id="owner", text="owner 1"))
+    await outbox.enqueue(OutboundMessage(channel="test", chat_id="group", text="group 2"))
+    await outbox.enqueue(OutboundMessage(channel="test", chat_id="owner", text="owner 2"))
+    outbox.attach(channel)
+    try:
+        await channel.wait_count(2)
+        await asyncio.sleep(0.1)
+        assert channel.texts() == ["owner 1", "owner 2"]  # the group's 2nd stays behind its 1st
+        assert await outbox.deliverable_count() == 0  # the group waits for its retry
+        clock.now += 50.0 * 2**16
+        assert await outbox.deliverable_count() == 2
+        outbox.kick()
+        await channel.wait_count(4)
+        assert channel.texts() == ["owner 1", "owner 2", "group 1", "group 2"]
     finally:
         await outbox.stop()
 

@@ -66,10 +66,11 @@ class TelegramChannelConfig(_Section):
     send_retries: int = Field(default=8, ge=0)
     # Inside one send: network/5xx retries back off exponentially (with jitter) from
     # base to cap seconds; a 429 asking to wait longer than max_retry_after seconds is
-    # handed back to the outbox instead of blocking the sender.
+    # handed back to the outbox, where only that chat waits (the sender's own wait holds
+    # every chat: a group's 40 s flood wait delayed the owner's replies with it).
     retry_backoff_base: float = Field(default=0.5, gt=0)
     retry_backoff_cap: float = Field(default=30.0, gt=0)
-    max_retry_after: float = Field(default=60.0, ge=0)
+    max_retry_after: float = Field(default=5.0, ge=0)
     # Long-polling reconnect backoff cap (seconds), reset after a successful poll.
     reconnect_backoff_cap: float = Field(default=60.0, gt=0)
     # The typing indicator is refreshed every ~4.5 s until the reply, at most this long.

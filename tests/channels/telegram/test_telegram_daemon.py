@@ -71,10 +71,11 @@ async def test_a_stop_during_a_flood_wait_is_prompt_and_keeps_the_message(
     tmp_path: Path, tg_server: FakeTelegramServer
 ) -> None:
     config = stack_config(tmp_path / "data", tg_server.base_url)
+    config.channels.telegram.max_retry_after = 60.0
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(config, stop))
     await tg_server.wait_for("setMyCommands", timeout=30)
-    # within max_retry_after (60 s): the sender waits it out itself
+    # within max_retry_after (60 s here): the sender waits it out itself
     tg_server.fail_next("sendMessage", code=429, retry_after=30)
     tg_server.inject_message(OWNER_ID, "are you rate limited?")
     await tg_server.wait_for("sendMessage", timeout=20)
