@@ -1,7 +1,7 @@
 """The web dashboard channel: an aiohttp server on 127.0.0.1:4321 by default.
 
 Every page, API and the WebSocket need a session obtained on ``/login`` with the token
-from ``data_dir/web_token`` (printed at start). ``/healthz`` and ``/readyz`` are open and
+from ``data_dir/web_token`` (printed at start on a terminal). ``/healthz`` and ``/readyz`` are open and
 carry no data. Requests naming a foreign ``Host`` are refused (DNS rebinding) and the
 WebSocket only accepts the dashboard's own ``Origin``. Replies to dashboard messages come
 back through :meth:`WebChannel.send` and :meth:`WebChannel.stream`; everything else the
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -57,6 +58,13 @@ def _harden(request: web.Request, headers: MutableMapping[str, str]) -> None:
     if request.path in ("/", "/login") or request.path.startswith(("/api/", "/analytics/")):
         # the dashboard page too: cached, Back after Log out showed it again
         headers.setdefault("Cache-Control", "no-store")
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
 
 
 class WebChannel:
@@ -128,14 +136,24 @@ class WebChannel:
         self._subscribe()
         self.started = True
         # WARNING so it shows at the default log level: the owner needs it to log in.
-        log.warning(
-            "dashboard at %s/ — log in with the token in %s: %s (or open %s/login#token=%s)",
-            self.url,
-            self.token_path,
-            self.token,
-            self.url,
-            self.token,
-        )
+        # The token itself only on a terminal: under systemd the log is the journal, kept
+        # and readable by every member of its group, and the token opens the dashboard.
+        if _stderr_is_terminal():
+            log.warning(
+                "dashboard at %s/ — log in with the token in %s: %s (or open %s/login#token=%s)",
+                self.url,
+                self.token_path,
+                self.token,
+                self.url,
+                self.token,
+            )
+        else:
+            log.warning(
+                "dashboard at %s/ — log in with the token in %s (not logged: the log is not "
+                "a terminal)",
+                self.url,
+                self.token_path,
+            )
 
     async def stop(self) -> None:
         self.started = False
