@@ -42,11 +42,13 @@ def conversation_lines(services: Services, rec: ConversationRecord, title: str) 
     zone = owner_zone(services.config)
     model = rec.model or services.config.models.default
     turns = f"{rec.turn_count} turn{'' if rec.turn_count == 1 else 's'}"
-    # Pinned: the chat's (or thread's) next message continues it; /new unpins it.
-    pinned = "pinned (new messages here continue it)" if rec.pinned else "not pinned"
+    parts = [f"Model: {model}", turns]
+    if rec.channel != "web":  # (a dashboard conversation is never pinned)
+        # Pinned: the chat's (or thread's) next message continues it; /new unpins it.
+        parts.append("pinned (new messages here continue it)" if rec.pinned else "not pinned")
     return [
         f"{CONVERSATION_PREFIX}{title}",
-        f"Model: {model} · {turns} · {pinned}",
+        " · ".join(parts),
         f"Started {local_minute(rec.created, zone)}, last active "
         f"{local_minute(rec.updated, zone)} ({zone.key})",
         f"Cost: ${rec.cost_total:.4f} ({rec.tokens_in} in / {rec.tokens_out} out tokens)",
