@@ -20,7 +20,8 @@ from bot.cli_common import (
     setup_logging,
     status_arguments,
 )
-from bot.cli_store import cmd_conversations, cmd_reindex, cmd_search
+from bot.cli_reindex import cmd_reindex
+from bot.cli_store import cmd_conversations, cmd_search
 from bot.config import ConfigError, default_config_path
 from bot.config.channels import ChannelsConfig
 
@@ -172,7 +173,8 @@ def build_parser() -> Parser:
     )
     search.add_argument("--cursor", help="the next page: next_cursor of the previous --json")
     search.add_argument("--json", action="store_true", help="print the page as JSON")
-    add("reindex", "rebuild conversations.db from the transcripts")
+    reindex = add("reindex", "rebuild conversations.db from the transcripts")
+    reindex.add_argument("--json", action="store_true", help="print the report as JSON")
     status = add("status", "daemon health, counts, pending work, index consistency")
     install = add("install-service", "write the systemd unit", config_option=False)
     status_arguments(status)

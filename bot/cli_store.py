@@ -1,11 +1,11 @@
-"""The ``my-agent`` commands that read the conversation store: ``conversations``,
-``search`` and ``reindex`` (each opens the services for one command, then closes them)."""
+"""The ``my-agent`` commands that read the conversation store: ``conversations`` and
+``search`` (each opens the services for one command, then closes them); ``reindex``,
+which rebuilds it, is :mod:`bot.cli_reindex`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 from datetime import datetime
@@ -267,54 +267,3 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
 
     return int(asyncio.run(_with_services(config, _search)))
-
-
-def cmd_reindex(args: argparse.Namespace) -> int:
-    from bot.health_daemon import data_dir_unreadable
-    from bot.journal import journal_in_use
-    from bot.recovery import delete_index
-
-    config = command_config(args, secrets=False)
-    setup_logging(config.logging.level)
-    unreadable = data_dir_unreadable(config.data_dir)
-    if unreadable:  # before anything is deleted (an unlink denied was a traceback)
-        print(f"my-agent: {unreadable}", file=sys.stderr)
-        return exitcodes.EX_DATADIR
-    try:
-        # Held from before the delete until the rebuilt index is closed: a daemon starting
-        # meanwhile waits for it (bot.store_lock) instead of opening the index about to be
-        # deleted, or taking the journal before the rebuild could.
-        lock = store_lock.try_lock(config.data_dir, exclusive=True)
-    except OSError as exc:
-        print(f"my-agent: cannot lock {config.data_dir} for the reindex: {exc}", file=sys.stderr)
-        return exitcodes.EX_DATADIR
-    # (the journal too: a daemon of a version that did not take the maintenance lock)
-    if lock is None or journal_in_use(config.conversations_dir):
-        store_lock.release(lock)
-        # deleting the index under a running daemon would break its searches and writes
-        log.error(
-            "my-agent is running on %s (the daemon, or a conversations or search command): "
-            "stop it before reindexing",
-            config.data_dir,
-        )
-        return exitcodes.EX_TEMPFAIL
-    try:
-        delete_index(config.index_path)
-        return int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
-    finally:
-        store_lock.release(lock)
-
-
-async def _rebuild(s: Any) -> int:
-    """``reindex``'s work once the index is deleted and the services opened (recovery
-    has rebuilt the rows): the vectors, when a local model is there."""
-    report = s.recovery.to_dict() if s.recovery else {}
-    if await s.search.start():
-        report["vectors"] = await s.search.vectors.reindex_all()
-    else:
-        log.warning(
-            "vectors not rebuilt here (no local embedding model or no sqlite-vec): "
-            "the daemon embeds them at its next start once it has the model"
-        )
-    print(json.dumps(report))
-    return 0

@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRun
+from bot.command_status import CONVERSATION_PREFIX, status_answer
 from bot.command_syntax import (
     COMMANDS,
     DETACHED_COMMANDS,
@@ -153,49 +154,13 @@ class Commands(PartyCommands):
         conv: ConversationRecord | None,
         run: CommandRun | None = None,
     ) -> CommandResult:
-        total = await self.s.index.count()
-        pending = await self.s.outbox.pending_count()
-        escalations = await self.s.external.pending_escalation_count()
-        brain = self.s.brain.name
-        vec = "hybrid (keyword + vectors)" if self.s.vector_search_available() else "keyword only"
-        lines = [
-            f"Brain: {brain}"
-            + (" (no API key: replies are recall-only)" if brain == "offline" else ""),
-            f"Search: {vec}",
-        ]
-        fresh = (await self.s.conversations.get(conv.id) or conv) if conv is not None else None
-        # The dashboard links the conversation by its title (the text showed it with its
-        # internal id, which the page cannot open); the other channels keep the id, which
-        # `my-agent conversations show` takes.
-        linked: dict[str, object] | None = None
-        if fresh is None:
-            lines.append("Conversation: none yet (it starts with your first message)")
-        else:
-            # as the dashboard names it (an older escalation conversation: its parties
-            # as known now, not their bare ids of then)
-            shown = await shown_title(self.s, fresh)
-            if message.channel == "web":
-                title = display_title(fresh.channel, shown, fresh.channel_meta, fresh.participants)
-                linked = {"prefix": "Conversation: ", "conversationId": fresh.id, "title": title}
-                lines.append(f"Conversation: {title}")
-            else:
-                lines.append(f"Conversation: {isolate(shown or UNTITLED)} ({fresh.id})")
-            lines.append(
-                f"Model: {fresh.model or self.s.config.models.default}; turns: "
-                f"{fresh.turn_count}; cost: ${fresh.cost_total:.4f} ({fresh.tokens_in} in / "
-                f"{fresh.tokens_out} out tokens)"
-            )
-        if not message.group_id:
-            # (In a group every member reads it: how many conversations the owner has
-            # and how many strangers wait for an answer are the owner's to know.)
-            lines.append(
-                f"Conversations: {total}; outbox pending: {pending}; "
-                f"escalations pending: {escalations}"
-            )
+        lines, linked = await status_answer(
+            self.s, message.channel, conv, owner_only=not message.group_id
+        )
         if linked is None:
             return CommandResult("\n".join(lines))
         # The same lines as data, the conversation's one as a link (``statusLines``).
-        status = [linked if line.startswith("Conversation: ") else line for line in lines]
+        status = [linked if line.startswith(CONVERSATION_PREFIX) else line for line in lines]
         return CommandResult("\n".join(lines), extra={"statusLines": status})
 
     async def _owner_rename(

@@ -5,7 +5,8 @@ offline abbreviation beside them: :mod:`bot.extractive`):
 
 - :func:`keyword_title`: 2-6 words in Title Case, at most 80 characters: names, nouns and
   identifiers, never fillers or verbs (a word's class is guessed from its neighbours).
-- :func:`keyword_topics`: kebab-case topics.
+- :func:`keyword_topics`: kebab-case topics (in every script: Chinese and Japanese
+  terms from :mod:`bot.cjk_terms`).
 
 The subject words they are built from, and how a word's class is guessed:
 :mod:`bot.title_keywords`.
@@ -18,6 +19,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
+from bot.cjk_terms import cjk_terms
 from bot.extractive import Turn, entities, sentences
 from bot.fts_text import has_spaceless
 from bot.graphemes import cut
@@ -148,7 +150,9 @@ def keyword_topics(turns: Sequence[Turn], limit: int = 4) -> list[str]:
     """Kebab-case topics: the leading entity and keywords, deduplicated."""
     topics: list[str] = []
     names = [n for n in entities(turns, limit=1) if n.lower() not in SKIP_KEYWORD]
-    for candidate in [*names, *keywords(turns, limit=limit + 2)]:
+    # Chinese and Japanese terms after the other words (bot.cjk_terms: their runs hold
+    # no word to pick out, and a conversation in them had no topic at all)
+    for candidate in [*names, *keywords(turns, limit=limit + 2), *cjk_terms(turns, limit)]:
         topic = kebab(candidate)
         if topic and topic not in topics:
             topics.append(topic)

@@ -25,6 +25,9 @@ Only when none of those is named, and the caller gives the owner's ``today``, re
 dates in the past are read ("today", "yesterday", "3 days ago", "two weeks ago", "last
 week", "this month", "last Friday", "over the weekend", "last year"); the future ("next
 week") names no conversation yet, and "recently" no range.
+
+Chinese and Japanese notation (written without spaces, so none of the patterns here
+finds it) is read by :mod:`bot.cjk_dates`, only in a query that holds such characters.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import re
 from collections.abc import Sequence
 from datetime import date, timedelta
 
+from bot import cjk_dates
+from bot.cjk_dates import has_cjk
 from bot.relative_dates import DateRange, relative_dates
 
 __all__ = ["ANY_YEAR", "MONTH", "DateRange", "date_match", "query_dates"]
@@ -240,15 +245,27 @@ def query_dates(text: str, today: date | None = None) -> list[DateRange]:
     years, else (with ``today``, the owner's) relative dates in the past. A range in
     :data:`ANY_YEAR` stands for that part of every year."""
     days = _days(text)
+    months: list[DateRange] = []
+    years: list[DateRange] = []
+    cjk = has_cjk(text)
+    if cjk:  # Chinese and Japanese notation ("2023年5月8日", "五月", "上周一")
+        days_cjk, months, years = cjk_dates.calendar_dates(text, ANY_YEAR)
+        days += _named_years(days_cjk)
     if days:
         return days
-    months = _months(text)
+    months = _months(text) + _named_years(months)
     if months:
         return months
-    years = [(date(int(y), 1, 1), date(int(y), 12, 31)) for y in _YEAR.findall(text)]
+    years = [(date(int(y), 1, 1), date(int(y), 12, 31)) for y in _YEAR.findall(text)] + years
     if years or today is None:
         return years
-    return relative_dates(text, today)
+    relative = relative_dates(text, today)
+    return relative + cjk_dates.relative_dates(text, today) if cjk else relative
+
+
+def _named_years(ranges: list[DateRange]) -> list[DateRange]:
+    """``ranges`` in a year a query can name (:data:`YEARS`) or :data:`ANY_YEAR`."""
+    return [r for r in ranges if r[0].year in YEARS or r[0].year == ANY_YEAR]
 
 
 def _in_year(day: date, year: int) -> date:

@@ -26,6 +26,9 @@ from datetime import date
 
 import numpy as np
 
+from bot.cjk_dates import TIME_WORDS as CJK_TIME_WORDS
+from bot.cjk_dates import WHEN as CJK_WHEN
+from bot.cjk_dates import has_cjk
 from bot.named_dates import MONTH
 
 TIME_WORDS = re.compile(
@@ -42,10 +45,14 @@ def time_word(token: str) -> bool:
     """``token`` (a run of word characters) is one of :data:`TIME_WORDS`' words.
 
     Every alternative of the pattern is a whole ``\b``-delimited word, so a text has time
-    words exactly when one of its ``\\w+`` runs is one; memoised per word because the
+    words exactly when one of its ``\\w+`` runs is one (or, in Chinese or Japanese,
+    holds one: :data:`bot.cjk_dates.TIME_WORDS`); memoised per word because the
     pattern tries ~60 alternatives at every word start (20 us a turn) and words repeat.
     """
-    return bool(TIME_WORDS.fullmatch(token))
+    if TIME_WORDS.fullmatch(token):
+        return True
+    # Chinese and Japanese: a run is a whole clause, its time words are inside it
+    return has_cjk(token) and CJK_TIME_WORDS.search(token) is not None
 
 
 def has_time_words(text: str) -> bool:
@@ -84,7 +91,8 @@ def length_prior(texts: Sequence[str], full: int) -> np.ndarray:
 
 
 def is_when_question(text: str) -> bool:
-    return bool(_WHEN.search(text))
+    """A "when" question ("when did ...", "what year ...", 什么时候, いつ)."""
+    return bool(_WHEN.search(text)) or (has_cjk(text) and CJK_WHEN.search(text) is not None)
 
 
 def parse_day(timestamp: str | None) -> date | None:

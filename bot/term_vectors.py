@@ -3,7 +3,8 @@
 The learned ranker's soft-coverage features (:mod:`bot.search.soft`, docs/search.md
 "Fifth pass") compare the query's words with the candidate turns' words by meaning
 ("instruments" ~ "violin", "pets" ~ "dog"), not only letter for letter. Every content
-word (3+ letters, no stop word, no number; :func:`bot.search.soft.content_words`) is
+word (3+ letters, no stop word, no number; a run of Chinese, Japanese ... as its
+character pairs; :func:`bot.search.soft.content_words`) is
 embedded once, alone, and kept as float16 in ``term_vectors`` (``bot/schema_recall.py``).
 Words are added in the background as turns arrive
 (:meth:`bot.vectors.VectorIndex.index_turns` through :func:`index_terms`, batched on the

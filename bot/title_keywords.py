@@ -9,6 +9,7 @@ English evidence around its uses (below). The titles and topics built from them 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
@@ -83,11 +84,53 @@ FUNCTION_WORDS = frozenset(
     "whether either neither else yet per etc anybody somebody whose whatever whoever "
     "yourself itself mine".split()
 )
-# Never a keyword of a title or a topic.
-SKIP_KEYWORD = STOP_WORDS | EXTRA_STOP | TITLE_STOP | FILLER_WORDS | FUNCTION_WORDS
 # Identifiers keep their spelling: a digit, an inner capital, or an inner "_" / "-".
 IDENTIFIER = re.compile(r".[A-Z]|\d|.[_-].")
 _TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][\w'\u2019-]*[\w]|[A-Za-z\u00C0-\u024F]|\d[\d.,:/-]*")
+# The same in every script written with spaces (Cyrillic, Greek, Devanagari ...), for
+# text that is not ASCII: a word goes on through the marks that spell it (Devanagari's
+# vowel signs and virama are no ``\w``: "नमस्ते" was cut into pieces) and the joiners.
+_MARKS = (
+    "".join(
+        chr(c)
+        # the blocks of the scripts written with spaces, and the combining marks' own
+        # (the whole plane took 20 ms at import)
+        for block in (range(0x300, 0x1E00), range(0x20D0, 0x2100), range(0xA670, 0xAC00))
+        for c in block
+        if unicodedata.category(chr(c)) in ("Mn", "Mc")
+    )
+    + "\u200c\u200d"
+)
+_WORD_CHAR = rf"[\w{re.escape(_MARKS)}]"
+_WIDE_TOKEN = re.compile(rf"[^\W\d_]{_WORD_CHAR}*(?:['\u2019-]{_WORD_CHAR}+)*|\d[\d.,:/-]*")
+# The commonest function words of the other languages an owner may write in, which the
+# English lists above do not hold: a Russian conversation was topped by "это" and "что".
+OTHER_STOP = frozenset(
+    # Russian, Ukrainian
+    "это что как для все всё так его она они оно мне меня тебя тебе вас вам нас нам был "
+    "была было были быть есть нет если или когда где там тут уже еще ещё только очень "
+    "может можно нужно надо тоже даже чтобы потому почему который которая которые этот "
+    "эта эти этого того тот та при без про под над после перед через между себя свой "
+    "наш ваш привет спасибо пожалуйста да хорошо ладно ну вот чем кто какой какая будет "
+    "буду будем хочу хочешь мой моя мои твой какие какое лучше "
+    "що як для все так його вона вони мені "
+    "тебе вже ще дуже може треба також тому який яка які цей ця ці після через привіт "
+    "дякую добре "
+    # Greek
+    "και που για από στο στη στην στον στα στις στους του της των τον την τους τις ένα "
+    "μια είναι ήταν θα να με σε δεν μην αλλά όμως αυτό αυτή αυτός αυτά αυτές εγώ εσύ "
+    "εμείς εσείς μου σου μας σας τους πολύ πως ότι όταν πού τι ποιος ποια ναι όχι γεια "
+    "ευχαριστώ παρακαλώ καλά εδώ εκεί μετά πριν έχω έχει έχουμε είμαι είσαι θέλω θέλεις "
+    # Hindi
+    "और का की के को में से पर है हैं था थी थे हो होगा होगी कि यह वह ये वो इस उस इसे उसे "
+    "मैं मुझे मेरा मेरी मेरे तुम तुम्हें आप आपका आपकी हम हमें हमारा भी तो ही नहीं क्या "
+    "कैसे कब कहाँ क्यों जो जब तक लिए साथ बाद पहले बहुत कुछ सब एक अब फिर यहाँ वहाँ "
+    "नमस्ते धन्यवाद ठीक हाँ जी करना करें करो किया कर रहा रही रहे गया गई गए सकता सकते "
+    "चाहिए".split()
+)
+
+# Never a keyword of a title or a topic.
+SKIP_KEYWORD = STOP_WORDS | EXTRA_STOP | TITLE_STOP | FILLER_WORDS | FUNCTION_WORDS | OTHER_STOP
 
 
 def stem(word: str) -> str:
@@ -155,9 +198,12 @@ def _analyse(turns: Sequence[Turn]) -> tuple[dict[str, _Word], Counter[tuple[str
     senders = sorted({s.lower() for _, _, s in turns if s})
     for role, content, _ in turns:
         for sentence in sentences(content):
-            # Latin words only: \w would carry one on through a run of Chinese or
-            # Japanese ("iPhone用の新しいケースを買いました" was one word, and a title)
-            spans = list(_TOKEN.finditer(latin_of(sentence)))
+            # Not through a run of Chinese or Japanese: \w would carry a word on
+            # ("iPhone用の新しいケースを買いました" was one word, and a title); their
+            # terms are bot.cjk_terms'. Other scripts' words are read (they were not:
+            # a Russian, Greek or Hindi conversation had no keyword, and no topic).
+            latin = latin_of(sentence)
+            spans = list((_TOKEN if latin.isascii() else _WIDE_TOKEN).finditer(latin))
             tokens = [m.group(0) for m in spans]
             lows = [t.lower().replace("\u2019", "'") for t in tokens]
             opening = True  # a capital here is the sentence's, or follows a greeting

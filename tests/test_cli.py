@@ -261,13 +261,30 @@ def test_search_dates_are_the_owners_calendar_days(
 def test_reindex(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     before = store.json("conversations", "list", capsys=capsys)
     search_before = store.json("search", "trip sourdough", capsys=capsys)
-    status, out = store.run("reindex", capsys=capsys)
+    status, out = store.run("reindex", "--json", capsys=capsys)
     assert status == 0
-    report = json.loads(out.strip().splitlines()[-1])
+    report = json.loads(out)
     assert report["registered"] == 2 and report["conversations"] == 2
-    assert report["parties"] == 1
+    assert report["parties"] == 1 and report["turns"] == 4
+    assert report["seconds"] >= 0 and isinstance(report["warnings"], list)
     assert store.json("conversations", "list", capsys=capsys) == before
     assert store.json("search", "trip sourdough", capsys=capsys) == search_before
+
+
+def test_reindex_says_what_it_rebuilt_in_words(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `my-agent reindex` printed its report as one line of raw JSON, where
+    # the other commands print words and keep JSON for --json.
+    status, out = store.run("reindex", capsys=capsys)
+    assert status == 0
+    lines = out.strip().splitlines()
+    assert lines[0].startswith(f"Rebuilt {store.config.index_path} from the transcripts in ")
+    assert "  2 conversations, 4 turns indexed" in lines
+    assert "  1 third party kept" in lines
+    assert not out.lstrip().startswith("{")
+    # no local model in the tests: said in words, not only in the log
+    assert any(line.startswith("Warning: vectors not rebuilt here") for line in lines), out
 
 
 def test_status(store: Store, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,14 +8,17 @@ import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from bot.command_status import local_minute
 from bot.commands import parse_command
 from bot.events import Attachment
 from bot.resume import resume_pending_replies
 from bot.services import open_services
 from tests.conftest import (
+    OWNER_EMAIL,
     OWNER_TELEGRAM_USER,
     RecordingChannel,
     attach_channel,
@@ -228,6 +231,42 @@ async def test_status_names_the_conversation_by_title_and_links_it_on_the_web(
     phone = await core.say("/status")
     assert "Conversation: New conversation (conv-" in phone
     assert "statusLines" not in core.telegram.sent[-1].metadata
+
+
+async def test_status_tells_the_conversation_brain_and_health_on_every_channel(
+    tmp_path: Path,
+) -> None:
+    # Regression: on Telegram and e-mail /status gave the conversation's title and id,
+    # its model and cost, and the counts: not when it started or was last active (in the
+    # owner's time zone), nor whether it is pinned, nor the channels' and storage's state.
+    config = telegram_config(tmp_path, owner={"timezone": "Asia/Tokyo"})
+    services = await open_services(config)  # the offline brain
+    core = Core(services, ScriptedBrain())
+    for channel in core.channels.values():
+        await attach_channel(services, channel)
+    try:
+        await core.say("the boiler again")
+        rec = (await core.s.conversations.list())[0]
+        answers = {"telegram": await core.say("/status")}
+        await core.say("garden plans", channel="email", sender=OWNER_EMAIL, subject="Garden")
+        answers["email"] = await core.say(
+            "/status", channel="email", sender=OWNER_EMAIL, subject="Re: Garden"
+        )
+    finally:
+        await shutdown_services(services)
+    phone = answers["telegram"].splitlines()
+    assert phone[0].startswith("Conversation: ") and phone[0].endswith(f"({rec.id})")
+    assert phone[1] == "Model: sonnet · 1 turn · pinned (new messages here continue it)"
+    started = local_minute(rec.created, ZoneInfo("Asia/Tokyo"))
+    assert phone[2].startswith(f"Started {started}, last active ")
+    assert phone[2].endswith("(Asia/Tokyo)")
+    assert "Brain: offline (no API key: replies are recall-only" in answers["telegram"]
+    assert "Daemon: channels up: " in answers["telegram"] and "storage ok" in answers["telegram"]
+    assert "Conversations: 1; outbox pending: 0" in answers["telegram"]
+    mail = answers["email"].splitlines()
+    assert mail[0].startswith("Conversation: ") and mail[0].endswith(")")
+    assert mail[1].startswith("Model: sonnet · ") and mail[2].startswith("Started ")
+    assert "Daemon: " in answers["email"] and "Conversations: 2;" in answers["email"]
 
 
 async def test_status_names_an_older_escalation_conversation_as_the_dashboard_does(

@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from bot.extractive import HEADER, entities, extractive_abbreviation
 from bot.keyword_titles import kebab, keyword_title, keyword_topics
 
@@ -310,3 +312,44 @@ def test_an_opening_title_keeps_its_last_character_whole() -> None:
     thai = "ที่" * 10 + "ไป"
     title = keyword_title([("user", thai, None)])
     assert title == "ที่" * 6 + "…"
+
+
+OTHER_SCRIPTS = {
+    "russian": [
+        ("user", "Привет! Я хочу поехать в Москву. Какие билеты на поезд лучше купить?", "A"),
+        ("assistant", "Билеты на поезд Сапсан стоят около трёх тысяч рублей.", "AI"),
+        ("user", "Отлично, куплю билеты на Сапсан.", "A"),
+    ],
+    "greek": [
+        ("user", "Γεια! Θέλω να μαγειρέψω μουσακά. Τι υλικά χρειάζομαι για τον μουσακά;", "A"),
+        ("assistant", "Για τον μουσακά χρειάζεσαι μελιτζάνες, κιμά και μπεσαμέλ.", "AI"),
+        ("user", "Ωραία, θα αγοράσω μελιτζάνες και κιμά.", "A"),
+    ],
+    "hindi": [
+        ("user", "नमस्ते! मुझे दिल्ली की यात्रा के लिए ट्रेन टिकट बुक करना है।", "A"),
+        ("assistant", "दिल्ली के लिए राजधानी एक्सप्रेस ट्रेन अच्छी है। टिकट ऑनलाइन बुक करें।", "AI"),
+        ("user", "ठीक है, मैं राजधानी एक्सप्रेस का टिकट बुक करूँगा।", "A"),
+    ],
+}
+EXPECTED_TOPICS = {
+    "russian": {"билеты", "сапсан", "поезд"},
+    "greek": {"μουσακά", "μελιτζάνες", "κιμά"},
+    "hindi": {"टिकट", "दिल्ली", "ट्रेन"},
+}
+
+
+@pytest.mark.parametrize("language", sorted(OTHER_SCRIPTS))
+def test_conversations_in_other_scripts_get_offline_topics_and_a_title(language: str) -> None:
+    # Regression: the keywords were Latin words only, so a conversation in Russian,
+    # Greek or Hindi had no offline topic and was titled "General Conversation".
+    turns = OTHER_SCRIPTS[language]
+    topics = keyword_topics(turns)
+    assert EXPECTED_TOPICS[language] <= set(topics), topics
+    assert all(t == kebab(t) for t in topics)
+    # their function words ("что", "και", "के") are no topic
+    assert not {"что", "это", "και", "για", "के", "की", "है"} & set(topics)
+    title = keyword_title(turns)
+    assert title != "General Conversation" and title.split(), title
+    assert set(title.lower().split()) & EXPECTED_TOPICS[language], title
+    # a Devanagari word is read whole, through its vowel signs and virama
+    assert "ट्रे" not in topics and "ट" not in topics

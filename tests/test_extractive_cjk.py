@@ -52,7 +52,7 @@ def test_a_title_is_never_a_run_of_characters() -> None:
     ]
     # was "iPhone用の新しいケースを買いました iPhoneケースの購入おめでとうございます"
     assert keyword_title(mixed) == "Chat About iPhone"
-    assert keyword_topics(mixed) == ["iphone"]
+    assert keyword_topics(mixed) == ["iphone", "ケース"]  # the katakana term comes back
 
 
 def test_a_conversation_without_latin_words_is_titled_by_its_opening() -> None:
@@ -60,3 +60,19 @@ def test_a_conversation_without_latin_words_is_titled_by_its_opening() -> None:
     assert keyword_title([("user", "ก" * 300, None)]) == "ก" * 20 + "…"
     assert keyword_title([("user", "서울에서 친구를 만났어", None)]) == "서울에서 친구를 만났어"
     assert keyword_title([("user", "hi", None)]) == "General Conversation"
+
+
+def test_chinese_and_japanese_conversations_get_offline_topics() -> None:
+    # Regression: the keywords read Latin words only, so a conversation in Chinese or
+    # Japanese had no offline topic at all. Its recurring terms are its topics now.
+    tower = [
+        ("user", "我们下周去东京塔看夜景吧。东京塔晚上很漂亮。", "小明"),
+        ("assistant", "好的，东京塔的门票我来买。夜景一定很美。", "AI"),
+    ]
+    assert keyword_topics(tower) == ["东京塔", "夜景"]  # not "东京" and "京塔" apart
+    assert keyword_title(tower) == "我们下周去东京塔看夜景吧"
+    topics = keyword_topics(MEETING)
+    assert "予算" in topics and "資料" in topics
+    # kana particles and function characters are no topic
+    assert not [t for t in topics if any("\u3040" <= c <= "\u309f" for c in t)]
+    assert keyword_topics([("user", "我们的我们的", None)]) == []

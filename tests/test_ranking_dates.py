@@ -8,6 +8,7 @@ from datetime import date, timedelta
 import pytest
 
 from bot.named_dates import ANY_YEAR, date_match, query_dates
+from bot.ranking import has_time_words, is_when_question, time_word
 
 
 def _covers(text: str, first: date, last: date) -> bool:
@@ -263,3 +264,62 @@ def test_numbers_that_are_no_day_are_not_read_as_one(text: str) -> None:
 @pytest.mark.parametrize("text", ["the week of March 3, 2024", "during the week of 3 March 2024"])
 def test_the_week_of_a_day_is_that_week(text: str) -> None:
     assert query_dates(text) == [(date(2024, 2, 26), date(2024, 3, 3))]
+
+
+# -- Chinese and Japanese (bot/cjk_dates.py) -------------------------------------------
+# Regression: written without spaces, none of these was read: "我们星期一见" held no
+# time word for a "when" question's prior, "什么时候" asked no "when", and "上周一",
+# "2023年5月8日" or "先週の月曜日" named no date.
+THURSDAY = date(2026, 11, 26)
+
+
+@pytest.mark.parametrize(
+    ("text", "first", "last"),
+    [
+        ("我们星期一做了什么", date(2026, 11, 23), date(2026, 11, 23)),
+        ("周日去哪儿了", date(2026, 11, 22), date(2026, 11, 22)),
+        ("上周一说了什么", date(2026, 11, 16), date(2026, 11, 16)),
+        ("上个星期五", date(2026, 11, 20), date(2026, 11, 20)),
+        ("月曜日に何をしましたか", date(2026, 11, 23), date(2026, 11, 23)),
+        ("先週の金曜日", date(2026, 11, 20), date(2026, 11, 20)),
+        ("昨天", date(2026, 11, 25), date(2026, 11, 25)),
+        ("一昨日の話", date(2026, 11, 24), date(2026, 11, 24)),
+        ("三天前", date(2026, 11, 23), date(2026, 11, 23)),
+        ("上周", date(2026, 11, 16), date(2026, 11, 22)),
+        ("上个月", date(2026, 10, 1), date(2026, 10, 31)),
+        ("去年", date(2025, 1, 1), date(2025, 12, 31)),
+        ("2023年5月8日那天", date(2023, 5, 8), date(2023, 5, 8)),
+        ("2023年5月", date(2023, 5, 1), date(2023, 5, 31)),
+        ("2023年的旅行", date(2023, 1, 1), date(2023, 12, 31)),
+    ],
+)
+def test_chinese_and_japanese_dates(text: str, first: date, last: date) -> None:
+    ranges = query_dates(text, THURSDAY)
+    assert ranges and all(
+        date_match(date.fromordinal(d), ranges, slack_days=0) == 1.0
+        for d in range(first.toordinal(), last.toordinal() + 1)
+    ), ranges
+    assert date_match(first - timedelta(days=1), ranges, slack_days=0) == 0.0, ranges
+
+
+def test_chinese_dates_without_a_year_and_words_that_are_no_date() -> None:
+    assert query_dates("五月去了哪里") == [(date(ANY_YEAR, 5, 1), date(ANY_YEAR, 5, 31))]
+    assert query_dates("12月25日") == [(date(ANY_YEAR, 12, 25),) * 2]
+    # "once a week", "three months", "a little": no weekday, no month, no time
+    for text in ("每周一次", "三个月的课", "我有一点累"):
+        assert query_dates(text, THURSDAY) == [], text
+    assert not has_time_words("我有一点累") and not has_time_words("每周一次")
+
+
+@pytest.mark.parametrize(
+    "text", ["我们星期一见面吧", "周五下午开会", "月曜日に会いましょう", "昨天的事", "3点见"]
+)
+def test_chinese_and_japanese_time_words(text: str) -> None:
+    assert has_time_words(text)
+    assert any(time_word(token) for token in text.split())
+
+
+def test_chinese_and_japanese_when_questions() -> None:
+    assert is_when_question("我们什么时候去东京？")
+    assert is_when_question("東京にはいつ行きましたか")
+    assert not is_when_question("东京塔在哪里？")

@@ -296,3 +296,34 @@ async def test_the_default_configuration_ranks_with_the_soft_features(
     scored = await service.scored(QUESTION)
     assert scored.terms is not None and model_key(scored) == "hybrid"
     await db.close()
+
+
+async def test_a_han_run_is_compared_by_its_character_pairs(tmp_path: Path) -> None:
+    """Regression: soft coverage took a run of Han characters for one word, so the
+    question "东京塔在哪里" (one "word") and the turn "我们去了东京塔看夜景" (another)
+    shared nothing, literally or by meaning. Their character pairs are compared now, as
+    the keyword side reads such runs (docs/search.md "Languages written without spaces")."""
+    assert soft.query_words("东京塔在哪里？", {})[:2] == ["东京", "京塔"]
+    assert {"东京", "京塔", "夜景"} <= content_words("Mel: 我们去了东京塔看夜景")
+    assert {"東京", "タワ"} <= content_words("東京タワーに行った")  # NFKC, kana too
+    # Latin words keep their 3-letter floor; a piece of such a run is content at 1-2
+    assert not soft.is_content_word("to") and soft.is_content_word("猫")
+    db = await open_index(tmp_path / "c.db")
+    trip = [
+        ("user", "Mei: 我们去了东京塔看夜景"),
+        ("assistant", "Li: 我在家里修了花园的篱笆"),
+    ]
+    await add_conversation(db, "conv-zh", trip)
+    scored = await _keyword_scored(tmp_path, db, "东京塔")
+    table = {w: _unit(1, 0, 0, 0) for w in ("东京", "京塔")}
+    for word in content_words(trip[0][1]) | content_words(trip[1][1]):
+        table.setdefault(word, _unit(0, 0, 1, 0))
+    soft.attach(scored, table_source(table), depth=10)
+    assert scored.terms is not None and scored.terms.query == ("东京", "京塔")
+    idx = scored.order[:10]
+    x = turn_features(scored, idx)
+    at = {scored.rows.number[i]: j for j, i in enumerate(idx.tolist())}
+    tower = at[1]
+    assert x[tower, INDEX["soft_cov"]] == pytest.approx(1.0)  # both pairs, literally
+    assert x[tower, INDEX["soft_hit6"]] == pytest.approx(1.0)
+    await db.close()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from bot.fts_text import has_spaceless, normalise, run_phrases, split_runs
 from bot.ranking import Neighbourhood
 from bot.search.query import STOP_WORDS, query_terms
 
@@ -60,14 +61,41 @@ def body(text: str) -> str:
 
 
 def is_content_word(word: str) -> bool:
-    """3+ characters, not a stop word, not a number."""
-    return len(word) >= 3 and word not in STOP_WORDS and not word.isdigit()
+    """3+ characters, not a stop word, not a number; or a piece of a script written
+    without spaces (:func:`pieces`: one or two characters that each carry meaning)."""
+    if len(word) < 3:
+        return bool(word) and has_spaceless(word)
+    return word not in STOP_WORDS and not word.isdigit()
+
+
+def pieces(word: str) -> list[str]:
+    """``word`` as soft coverage compares it: itself, or when it holds a run of a script
+    written without spaces (Chinese, Japanese, Thai, Hangul), the run's overlapping
+    character pairs (NFKC) and the word's other letters.
+
+    As the keyword side reads such runs (:func:`bot.fts_text.run_phrases`, docs/search.md
+    "Languages written without spaces"): a Han run is a whole clause, so "东京塔" asked
+    against "我们去了东京塔" compared two different "words" and matched neither letter
+    for letter nor by meaning; their pairs ("东京", "京塔") match both ways."""
+    if not has_spaceless(word):
+        return [word]
+    runs, rest = split_runs(normalise(word))
+    out = _WORD.findall(rest)
+    for run in runs:
+        out.extend(phrase.replace(" ", "") for phrase in run_phrases(run))
+    return out
 
 
 def tokens(text: str) -> list[str]:
-    """Every lower-cased word of a turn (its sender label left out), repeats kept."""
+    """Every lower-cased word of a turn (its sender label left out), repeats kept; a
+    run of a script written without spaces as its character pairs (:func:`pieces`)."""
     low = body(text).lower().replace("\u2019", "'")
-    return _ASCII_WORD.findall(low) if low.isascii() else _WORD.findall(low)
+    if low.isascii():
+        return _ASCII_WORD.findall(low)
+    words = _WORD.findall(low)
+    if not has_spaceless(low):
+        return words
+    return [piece for word in words for piece in pieces(word)]
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -77,7 +105,8 @@ def content_words(text: str) -> frozenset[str]:
 
 def query_words(query: str, names: dict[str, str]) -> list[str]:
     """The query's content words that soft coverage compares (participant names out)."""
-    return [t for t in query_terms(query) if t not in names and is_content_word(t)]
+    words = [p for t in query_terms(query) if t not in names for p in pieces(t)]
+    return [w for w in dict.fromkeys(words) if is_content_word(w)]
 
 
 class Source(Protocol):

@@ -1,0 +1,125 @@
+"""``my-agent reindex``: delete ``conversations.db`` and rebuild it from the transcripts
+(recovery rebuilds the rows, then the vectors are embedded again when a local model is
+there), and say what was rebuilt.
+
+The report is a few lines for the owner by default (it printed the raw JSON, as the
+other commands do only with ``--json``), the JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from typing import Any
+
+from bot import exitcodes, store_lock
+from bot.cli_common import command_config, print_json, setup_logging
+from bot.cli_store import _with_services
+
+log = logging.getLogger("my_agent.cli")
+
+NO_VECTORS = (
+    "vectors not rebuilt here (no local embedding model or no sqlite-vec): "
+    "the daemon embeds them at its next start once it has the model"
+)
+VECTORS_UNFINISHED = (
+    "some conversations' vectors failed to embed (see the log): the daemon retries them"
+)
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Rebuild the index; the exit status (75 while the store is in use)."""
+    from bot.health_daemon import data_dir_unreadable
+    from bot.journal import journal_in_use
+    from bot.recovery import delete_index
+
+    config = command_config(args, secrets=False)
+    setup_logging(config.logging.level)
+    unreadable = data_dir_unreadable(config.data_dir)
+    if unreadable:  # before anything is deleted (an unlink denied was a traceback)
+        print(f"my-agent: {unreadable}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
+    try:
+        # Held from before the delete until the rebuilt index is closed: a daemon starting
+        # meanwhile waits for it (bot.store_lock) instead of opening the index about to be
+        # deleted, or taking the journal before the rebuild could.
+        lock = store_lock.try_lock(config.data_dir, exclusive=True)
+    except OSError as exc:
+        print(f"my-agent: cannot lock {config.data_dir} for the reindex: {exc}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
+    # (the journal too: a daemon of a version that did not take the maintenance lock)
+    if lock is None or journal_in_use(config.conversations_dir):
+        store_lock.release(lock)
+        # deleting the index under a running daemon would break its searches and writes
+        log.error(
+            "my-agent is running on %s (the daemon, or a conversations or search command): "
+            "stop it before reindexing",
+            config.data_dir,
+        )
+        return exitcodes.EX_TEMPFAIL
+    started = time.monotonic()
+
+    async def _rebuild(s: Any) -> int:
+        report = await rebuild(s)
+        report["seconds"] = round(time.monotonic() - started, 2)
+        if getattr(args, "json", False):
+            print_json(report)
+        else:
+            print(format_report(report, str(config.index_path)))
+        return 0
+
+    try:
+        delete_index(config.index_path)
+        return int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
+    finally:
+        store_lock.release(lock)
+
+
+async def rebuild(s: Any) -> dict[str, Any]:
+    """``reindex``'s work once the index is deleted and the services opened (recovery
+    has rebuilt the rows): the vectors, when a local model is there. Its report: the
+    recovery's counts, ``turns`` indexed, ``vectors`` (None: not rebuilt), ``warnings``."""
+    report: dict[str, Any] = s.recovery.to_dict() if s.recovery else {}
+    report["turns"] = await s.index.turn_rows()
+    warnings: list[str] = []
+    if report.get("removed"):
+        warnings.append(f"{report['removed']} conversations had no transcript any more: left out")
+    if await s.search.start():
+        report["vectors"] = await s.search.vectors.reindex_all()
+        if getattr(s.search.vectors, "stale", False):
+            warnings.append(VECTORS_UNFINISHED)
+    else:
+        log.warning(NO_VECTORS)
+        report["vectors"] = None
+        warnings.append(NO_VECTORS)
+    report["warnings"] = warnings
+    return report
+
+
+def _n(count: int, one: str, many: str = "") -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def format_report(report: dict[str, Any], index_path: str) -> str:
+    """The owner's lines of a reindex ``report`` (:func:`rebuild` plus ``seconds``)."""
+    lines = [
+        f"Rebuilt {index_path} from the transcripts in {report.get('seconds', 0):.1f} s:",
+        f"  {_n(int(report.get('conversations', 0)), 'conversation')}, "
+        f"{_n(int(report.get('turns', 0)), 'turn')} indexed",
+        f"  {_n(int(report.get('parties', 0)), 'third party', 'third parties')} kept",
+    ]
+    vectors = report.get("vectors")
+    if vectors is not None:
+        lines.append(
+            f"  vectors: {_n(int(vectors.get('turns', 0)), 'turn window')}, "
+            f"{_n(int(vectors.get('abbreviations', 0)), 'abbreviation')}, "
+            f"{_n(int(vectors.get('terms', 0)), 'word')} embedded"
+        )
+    waiting = int(report.get("pendingReplies", 0))
+    if waiting:
+        lines.append(f"  {_n(waiting, 'reply', 'replies')} to be written by the daemon")
+    lines += [f"Warning: {w}" for w in report.get("warnings", [])]
+    return "\n".join(lines)

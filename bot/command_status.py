@@ -1,0 +1,123 @@
+"""What ``/status`` answers: the conversation it was typed in, the brain, and for the
+owner the daemon's health, as short plain lines that read well on a phone.
+
+Apart from :mod:`bot.commands` (which runs it) to keep that module to the commands
+themselves. Every channel gets the same lines; the dashboard also gets them as data
+(``statusLines``), the conversation's line as a link to it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from bot.graphemes import isolate
+from bot.index import ConversationRecord
+from bot.labels import UNTITLED, display_title, shown_title
+from bot.owner_days import owner_zone
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+CONVERSATION_PREFIX = "Conversation: "
+OFFLINE_NOTE = "no API key: replies are recall-only, no model is asked"
+
+
+def local_minute(timestamp: str, zone: ZoneInfo) -> str:
+    """A stored UTC timestamp as the owner's ``2026-03-01 20:30`` in ``zone`` (the text
+    as it is when it is no timestamp)."""
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return timestamp
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M")
+
+
+def conversation_lines(services: Services, rec: ConversationRecord, title: str) -> list[str]:
+    """The lines about conversation ``rec`` shown as ``title``: what it is, its model,
+    size, when it started and was last active (the owner's time zone), pinned or not."""
+    zone = owner_zone(services.config)
+    model = rec.model or services.config.models.default
+    turns = f"{rec.turn_count} turn{'' if rec.turn_count == 1 else 's'}"
+    parts = [f"Model: {model}", turns]
+    if rec.channel != "web":  # (a dashboard conversation is never pinned)
+        # Pinned: the chat's (or thread's) next message continues it; /new unpins it.
+        parts.append("pinned (new messages here continue it)" if rec.pinned else "not pinned")
+    return [
+        f"{CONVERSATION_PREFIX}{title}",
+        " · ".join(parts),
+        f"Started {local_minute(rec.created, zone)}, last active "
+        f"{local_minute(rec.updated, zone)} ({zone.key})",
+        f"Cost: ${rec.cost_total:.4f} ({rec.tokens_in} in / {rec.tokens_out} out tokens)",
+    ]
+
+
+def brain_line(services: Services) -> str:
+    """The brain's mode; offline says plainly that no model answers."""
+    brain = services.brain.name
+    return f"Brain: {brain}" + (f" ({OFFLINE_NOTE})" if brain == "offline" else "")
+
+
+def search_line(services: Services) -> str:
+    vec = "hybrid (keyword + vectors)" if services.vector_search_available() else "keyword only"
+    return f"Search: {vec}"
+
+
+async def health_lines(services: Services) -> list[str]:
+    """The daemon's health in two lines: its channels and storage, then what waits."""
+    health = services.health()
+    channels: dict[str, Any] = health.get("channels") or {}
+    up = [name for name, started in channels.items() if started]
+    down = [name for name, started in channels.items() if not started]
+    parts = [
+        f"channels up: {', '.join(up) or 'none'}" + (f" (down: {', '.join(down)})" if down else "")
+    ]
+    held = int(health.get("spooled") or 0) + int(health.get("repliesWaitingForStorage") or 0)
+    parts.append(f"storage failing, {held} held in memory" if held else "storage ok")
+    if not health.get("accepting", True):
+        parts.append("stopping")
+    for name, problems in (health.get("channelProblems") or {}).items():
+        parts.extend(f"{name}: {problem}" for problem in problems)
+    total = await services.index.count()
+    pending = await services.outbox.pending_count()
+    escalations = await services.external.pending_escalation_count()
+    return [
+        "Daemon: " + "; ".join(parts),
+        f"Conversations: {total}; outbox pending: {pending}; escalations pending: {escalations}",
+    ]
+
+
+async def status_answer(
+    services: Services, channel: str, conv: ConversationRecord | None, *, owner_only: bool
+) -> tuple[list[str], dict[str, object] | None]:
+    """``/status``'s lines typed on ``channel`` in ``conv`` (None: no conversation yet),
+    and on the web the conversation's line as a link (None elsewhere). ``owner_only``:
+    read by the owner alone (not a group), so the daemon's health is added."""
+    lines: list[str] = []
+    linked: dict[str, object] | None = None
+    fresh = (await services.conversations.get(conv.id) or conv) if conv is not None else None
+    if fresh is None:
+        lines.append(f"{CONVERSATION_PREFIX}none yet (it starts with your first message)")
+    else:
+        # Named as the dashboard names it (an older escalation conversation by its
+        # parties as known now). The dashboard links it by its sidebar name; the other
+        # channels, typed in the chat itself (its contact is the owner), add the id,
+        # which `my-agent conversations show` takes (the page cannot open an id).
+        shown = await shown_title(services, fresh)
+        if channel == "web":
+            meta, people = fresh.channel_meta, fresh.participants
+            title = display_title(fresh.channel, shown, meta, people)
+            linked = {"prefix": CONVERSATION_PREFIX, "conversationId": fresh.id, "title": title}
+            lines.extend(conversation_lines(services, fresh, title))
+        else:
+            title = f"{isolate(shown or UNTITLED)} ({fresh.id})"
+            lines.extend(conversation_lines(services, fresh, title))
+    lines += [brain_line(services), search_line(services)]
+    if owner_only:
+        # (In a group every member reads it: how many conversations the owner has and
+        # how many strangers wait for an answer are the owner's to know.)
+        lines += await health_lines(services)
+    return lines, linked
