@@ -1,11 +1,12 @@
 """The web dashboard channel: an aiohttp server on 127.0.0.1:4321 by default.
 
 Every page, API and the WebSocket need a session obtained on ``/login`` with the token
-from ``data_dir/web_token`` (printed at start on a terminal). ``/healthz`` and ``/readyz`` are open and
-carry no data. Requests naming a foreign ``Host`` are refused (DNS rebinding) and the
-WebSocket only accepts the dashboard's own ``Origin``. Replies to dashboard messages come
-back through :meth:`WebChannel.send` and :meth:`WebChannel.stream`; everything else the
-dashboard shows (turns from other channels, renames, externals) comes from the event bus.
+from ``data_dir/web_token`` (printed at start on a terminal). ``/healthz`` and
+``/readyz`` are open and carry no data. Requests naming a foreign ``Host`` are refused
+(DNS rebinding) and the WebSocket only accepts the dashboard's own ``Origin``. Replies
+to dashboard messages come back through :meth:`WebChannel.send` and
+:meth:`WebChannel.stream`; everything else the dashboard shows (turns from other
+channels, renames, externals) comes from the event bus.
 """
 
 from __future__ import annotations
