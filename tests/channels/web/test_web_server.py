@@ -51,17 +51,6 @@ async def test_login_survives_a_daemon_restart(tmp_path) -> None:
         await stop_stack(second)
 
 
-async def test_token_is_printed_at_warning(tmp_path, caplog) -> None:
-    caplog.set_level("WARNING", logger="my_agent.web")
-    s = await start_stack(tmp_path / "d")
-    try:
-        assert any(
-            s.channel.token in r.getMessage() and r.levelname == "WARNING" for r in caplog.records
-        )
-    finally:
-        await stop_stack(s)
-
-
 async def test_no_session_no_data(stack: Stack) -> None:
     # Seed a conversation so there is something to leak.
     await stack.deliver_telegram("secret plans for the weekend")

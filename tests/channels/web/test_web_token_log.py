@@ -28,4 +28,5 @@ async def test_the_token_is_logged_on_a_terminal_only(
         finally:
             await stop_stack(stack)
     assert len(said) == 1 and str(stack.channel.token_path) in said[0]
+    assert [r.levelname for r in caplog.records if "dashboard at" in r.getMessage()] == ["WARNING"]
     assert (token in said[0]) is terminal
