@@ -8,14 +8,13 @@ themselves. Every channel gets the same lines; the dashboard also gets them as d
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from bot.graphemes import isolate
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
-from bot.owner_days import owner_zone
+from bot.owner_days import local_moment, owner_zone
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -27,13 +26,8 @@ OFFLINE_NOTE = "no API key: replies are recall-only, no model is asked"
 def local_minute(timestamp: str, zone: ZoneInfo) -> str:
     """A stored UTC timestamp as the owner's ``2026-03-01 20:30`` in ``zone`` (the text
     as it is when it is no timestamp)."""
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return timestamp
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M")
+    moment = local_moment(timestamp, zone)
+    return timestamp if moment is None else moment.strftime("%Y-%m-%d %H:%M")
 
 
 def conversation_lines(services: Services, rec: ConversationRecord, title: str) -> list[str]:

@@ -54,16 +54,22 @@ def local_days(timestamps: list[str], zone: ZoneInfo | None) -> list[date | None
     return out
 
 
-def local_time(timestamp: str, zone: ZoneInfo) -> str:
-    """A stored UTC timestamp as the owner's local time with its UTC offset
-    (``2026-03-01T20:30:00-05:00``); text that is no timestamp is returned as it is."""
+def local_moment(timestamp: str, zone: ZoneInfo) -> datetime | None:
+    """A stored UTC timestamp as an aware datetime in ``zone``; None when it is none."""
     try:
         moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     except ValueError:
-        return timestamp
+        return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(zone).isoformat(timespec="seconds")
+    return moment.astimezone(zone)
+
+
+def local_time(timestamp: str, zone: ZoneInfo) -> str:
+    """A stored UTC timestamp as the owner's local time with its UTC offset
+    (``2026-03-01T20:30:00-05:00``); text that is no timestamp is returned as it is."""
+    moment = local_moment(timestamp, zone)
+    return timestamp if moment is None else moment.isoformat(timespec="seconds")
 
 
 def day_bound(value: str | None, field: str, zone: ZoneInfo, *, end: bool = False) -> str | None:
