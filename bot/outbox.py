@@ -11,7 +11,6 @@ survives an SMTP outage and a reboot).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -21,21 +20,15 @@ from dataclasses import replace
 from bot.channel import Channel, PermanentSendError, RetryLater
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
-from bot.outbox_rows import OutboxRows, _decode, _encode
+from bot.outbox_rows import STALE_WAIT_SECONDS as STALE_WAIT_SECONDS
+from bot.outbox_rows import OutboxRows, _encode
+from bot.outbox_rows import _decode as _decode  # re-exported (tests read rows with it)
 from bot.tasks import finish_within, spawn
 
 log = logging.getLogger("my_agent.outbox")
 
 SentCallback = Callable[[OutboundMessage, SendResult], Awaitable[None]]
 FailedCallback = Callable[[OutboundMessage, str], Awaitable[None]]  # message, error
-
-
-# A row whose retry time lies further ahead than this, and that this process did not
-# mark, was marked before the wall clock was set back (or by a clock that ran ahead): it
-# is tried after this long at most rather than when the clock catches up (a day's jump
-# stalled its channel for a day). Longer than the backoff's cap; a longer flood-control
-# wait from the last run is at worst asked once more, and refused again.
-STALE_WAIT_SECONDS = 3600.0
 
 
 class SteadyClock:
@@ -144,25 +137,6 @@ class Outbox(OutboxRows):
         """Tell the channel's worker there may be something new to send."""
         self._wake.setdefault(channel, asyncio.Event()).set()
 
-    async def deliverable_count(self) -> int:
-        """Pending messages a running worker would send now: their channel is attached
-        and no row of their chat (sent strictly in order) is waiting for a retry. A stop
-        waits for these only: rows for a channel that is not running (disabled since, or
-        a failed start) or behind a backoff stay queued for the next start either way."""
-        channels = sorted(self._channels)
-        if not channels:
-            return 0
-        marks = ", ".join("?" for _ in channels)
-        now = self.clock()
-        row = await self.db.fetchone(
-            "SELECT count(*) FROM outbox o WHERE o.status = 'pending' AND o.next_attempt <= ?"
-            f" AND o.channel IN ({marks}) AND NOT EXISTS (SELECT 1 FROM outbox w WHERE"
-            " w.status = 'pending' AND w.next_attempt > ? AND w.channel = o.channel AND"
-            " json_extract(w.payload, '$.chat_id') = json_extract(o.payload, '$.chat_id'))",
-            (now, *channels, now),
-        )
-        return int(row[0]) if row else 0
-
     # -- workers ---------------------------------------------------------------------
     def attach(self, channel: Channel) -> None:
         """Start delivering this channel's queue."""
@@ -180,54 +154,6 @@ class Outbox(OutboxRows):
             event.set()
         await finish_within(list(self._workers.values()), timeout)
         self._workers.clear()
-
-    async def _next_due(self, channel: str) -> tuple[OutboundMessage, int, float | None] | None:
-        """The row ``channel`` sends next, its attempts and None; when every chat with
-        pending rows waits for a retry, the one due first and its wait; None when nothing
-        is pending.
-
-        The order is strict per chat, not per channel: a chat's rows go oldest first, and
-        one whose oldest waits (flood control in a busy group, a recipient's server
-        refusing for now) holds back only that chat. Before, one worker's head held back
-        the whole channel: a group's 60 s flood-control wait, or a stranger's server
-        greylisting an acknowledgement for minutes, delayed the owner's replies with it.
-        """
-        now = self.clock()
-        waiting = await self.db.fetchall(
-            "SELECT id, payload, attempts, next_attempt FROM outbox WHERE status = 'pending'"
-            " AND next_attempt > ? AND channel = ? ORDER BY id",
-            (now, channel),
-        )
-        blocked: set[str] = set()  # chats whose oldest row waits
-        first: tuple[OutboundMessage, int, float] | None = None  # the wait that ends first
-        over: list[tuple[OutboundMessage, int]] = []  # waits over by STALE_WAIT_SECONDS
-        for outbox_id, payload, attempts, next_attempt in waiting:
-            row = _decode(payload, outbox_id)
-            if row.chat_id in blocked or any(o.chat_id == row.chat_id for o, _ in over):
-                continue  # not the chat's oldest row
-            wait = min(next_attempt - now, self._delays.get(outbox_id, STALE_WAIT_SECONDS))
-            if wait > 0:
-                blocked.add(row.chat_id)
-                if first is None or wait < first[2]:
-                    first = (row, attempts, wait)
-            else:
-                over.append((row, attempts))
-        rows = await self.db.fetchall(
-            "SELECT id, payload, attempts FROM outbox WHERE status = 'pending'"
-            " AND next_attempt <= ? AND channel = ?"
-            + (
-                " AND json_extract(payload, '$.chat_id') NOT IN (SELECT value FROM json_each(?))"
-                if blocked
-                else ""
-            )
-            + " ORDER BY id LIMIT 1",
-            (now, channel, json.dumps(sorted(blocked))) if blocked else (now, channel),
-        )
-        due = [(_decode(payload, outbox_id), attempts) for outbox_id, payload, attempts in rows]
-        if due or over:
-            row, attempts = min(due + over, key=lambda item: item[0].outbox_id or 0)
-            return row, attempts, None
-        return first
 
     async def _worker(self, channel_name: str) -> None:
         wake = self._wake.setdefault(channel_name, asyncio.Event())

@@ -1,5 +1,6 @@
-"""The outbox's rows in ``state.db``: a message's payload, and what the rest of the core
-asks of the queue (whether a key was queued, what is still pending, what was sent).
+"""The outbox's rows in ``state.db``: a message's payload, what the rest of the core
+asks of the queue (whether a key was queued, what is still pending, what was sent), and
+which row a channel's worker sends next (in order per chat).
 
 A part of :class:`bot.outbox.Outbox` (its base): the queue's writes and its workers,
 which send the rows and mark them, are there.
@@ -9,10 +10,19 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import fields
 
+from bot.channel import Channel
 from bot.db import Database
 from bot.events import OutboundMessage
+
+# A row whose retry time lies further ahead than this, and that this process did not
+# mark, was marked before the wall clock was set back (or by a clock that ran ahead): it
+# is tried after this long at most rather than when the clock catches up (a day's jump
+# stalled its channel for a day). Longer than the backoff's cap; a longer flood-control
+# wait from the last run is at worst asked once more, and refused again.
+STALE_WAIT_SECONDS = 3600.0
 
 _FIELDS = tuple(f.name for f in fields(OutboundMessage))  # fields() costs a reply's worth
 
@@ -36,6 +46,9 @@ class OutboxRows:
     """The reads half of :class:`~bot.outbox.Outbox`."""
 
     db: Database
+    clock: Callable[[], float]
+    _delays: dict[int, float]  # outbox id -> the retry delay this process gave it
+    _channels: dict[str, Channel]
 
     async def has_key(self, dedup_key: str) -> bool:
         row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))
@@ -71,3 +84,70 @@ class OutboxRows:
             (channel,) if channel else (),
         )
         return [_decode(p, i) for i, p in rows]
+
+    async def deliverable_count(self) -> int:
+        """Pending messages a running worker would send now: their channel is attached
+        and no row of their chat (sent strictly in order) is waiting for a retry. A stop
+        waits for these only: rows for a channel that is not running (disabled since, or
+        a failed start) or behind a backoff stay queued for the next start either way."""
+        channels = sorted(self._channels)
+        if not channels:
+            return 0
+        marks = ", ".join("?" for _ in channels)
+        now = self.clock()
+        row = await self.db.fetchone(
+            "SELECT count(*) FROM outbox o WHERE o.status = 'pending' AND o.next_attempt <= ?"
+            f" AND o.channel IN ({marks}) AND NOT EXISTS (SELECT 1 FROM outbox w WHERE"
+            " w.status = 'pending' AND w.next_attempt > ? AND w.channel = o.channel AND"
+            " json_extract(w.payload, '$.chat_id') = json_extract(o.payload, '$.chat_id'))",
+            (now, *channels, now),
+        )
+        return int(row[0]) if row else 0
+
+    async def _next_due(self, channel: str) -> tuple[OutboundMessage, int, float | None] | None:
+        """The row ``channel`` sends next, its attempts and None; when every chat with
+        pending rows waits for a retry, the one due first and its wait; None when nothing
+        is pending.
+
+        The order is strict per chat, not per channel: a chat's rows go oldest first, and
+        one whose oldest waits (flood control in a busy group, a recipient's server
+        refusing for now) holds back only that chat. Before, one worker's head held back
+        the whole channel: a group's 60 s flood-control wait, or a stranger's server
+        greylisting an acknowledgement for minutes, delayed the owner's replies with it.
+        """
+        now = self.clock()
+        waiting = await self.db.fetchall(
+            "SELECT id, payload, attempts, next_attempt FROM outbox WHERE status = 'pending'"
+            " AND next_attempt > ? AND channel = ? ORDER BY id",
+            (now, channel),
+        )
+        blocked: set[str] = set()  # chats whose oldest row waits
+        first: tuple[OutboundMessage, int, float] | None = None  # the wait that ends first
+        over: list[tuple[OutboundMessage, int]] = []  # waits over by STALE_WAIT_SECONDS
+        for outbox_id, payload, attempts, next_attempt in waiting:
+            row = _decode(payload, outbox_id)
+            if row.chat_id in blocked or any(o.chat_id == row.chat_id for o, _ in over):
+                continue  # not the chat's oldest row
+            wait = min(next_attempt - now, self._delays.get(outbox_id, STALE_WAIT_SECONDS))
+            if wait > 0:
+                blocked.add(row.chat_id)
+                if first is None or wait < first[2]:
+                    first = (row, attempts, wait)
+            else:
+                over.append((row, attempts))
+        rows = await self.db.fetchall(
+            "SELECT id, payload, attempts FROM outbox WHERE status = 'pending'"
+            " AND next_attempt <= ? AND channel = ?"
+            + (
+                " AND json_extract(payload, '$.chat_id') NOT IN (SELECT value FROM json_each(?))"
+                if blocked
+                else ""
+            )
+            + " ORDER BY id LIMIT 1",
+            (now, channel, json.dumps(sorted(blocked))) if blocked else (now, channel),
+        )
+        due = [(_decode(payload, outbox_id), attempts) for outbox_id, payload, attempts in rows]
+        if due or over:
+            row, attempts = min(due + over, key=lambda item: item[0].outbox_id or 0)
+            return row, attempts, None
+        return first
