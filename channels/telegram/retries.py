@@ -5,7 +5,8 @@ errors are retried with exponential backoff and jitter, a bounded number of time
 the exception goes to the caller (the core's outbox retries the message later; a flood
 wait over ``max_retry_after`` as :class:`~bot.channel.RetryLater`: no sooner). A send
 that went out unanswered (a timeout) may have arrived: it is tried
-:data:`UNCONFIRMED_MAX` times at most, then given up on. A stop (:attr:`ApiCalls.stopping`)
+:data:`UNCONFIRMED_MAX` times at most (counted across the outbox's attempts, in a run),
+then given up on. A stop (:attr:`ApiCalls.stopping`)
 ends the waits at once. A group upgraded to a supergroup is followed to its new id; a
 forum topic deleted since is replaced by the general topic.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -41,6 +43,7 @@ SEND_METHODS = (SendMessage, SendPhoto, SendDocument)  # each call a message: no
 # Sends of one message part that went out unanswered before it is given up on (the owner
 # told): at most this many copies when Telegram took each of them.
 UNCONFIRMED_MAX = 3
+UNSURE_REMEMBERED = 256  # sends whose unconfirmed count is kept across calls
 
 
 class Backoff:
@@ -86,6 +89,15 @@ def unconfirmed(method: TelegramMethod[Any], exc: Exception) -> bool:
     return not isinstance(exc.__cause__, ClientConnectorError)
 
 
+def _unsure_key(method: TelegramMethod[Any]) -> tuple[str, int] | None:
+    """What identifies a send across calls (its chat and content); None for a call that
+    sends nothing (a retry of it cannot make a copy)."""
+    if not isinstance(method, SEND_METHODS):
+        return None
+    content = getattr(method, "text", None) or getattr(method, "caption", None) or ""
+    return str(getattr(method, "chat_id", "")), hash((type(method).__name__, content))
+
+
 def _is_lost_topic(exc: TelegramBadRequest) -> bool:
     return "message thread not found" in exc.message.lower()
 
@@ -98,6 +110,10 @@ class ApiCalls:
     ) -> None:
         self.bot = bot
         self.config = config
+        # Sends that went out unconfirmed, by (chat, text), across calls: the outbox
+        # retries a failed part with a call of its own, and a count kept per call
+        # started again at every outbox attempt (3 copies each, at each of 50).
+        self._unsure: OrderedDict[tuple[str, int], int] = OrderedDict()
         self.sleep = sleep
         # Set by the channel (channels/telegram/migration.py): where a chat is now, and
         # what to do when a send learns that a group was upgraded to a supergroup.
@@ -127,11 +143,16 @@ class ApiCalls:
     async def call(self, method: TelegramMethod[T]) -> T:
         """One API call with flood-control waits and network retries (bounded)."""
         backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)
-        attempts = unsure = 0
+        key = _unsure_key(method)
+        attempts = 0
+        unsure = self._unsure.get(key, 0) if key else 0
         moved = False
         while True:
             try:
-                return await self.bot(method)
+                result = await self.bot(method)
+                if key:
+                    self._unsure.pop(key, None)
+                return result
             except TelegramRetryAfter as exc:
                 attempts += 1
                 if attempts > self.config.send_retries or (
@@ -165,6 +186,8 @@ class ApiCalls:
                     # but never confirmed went send_retries more times per outbox
                     # attempt, at each of the outbox's attempts: dozens of copies.
                     unsure += 1
+                    if key:
+                        self._note_unsure(key, unsure)
                     if unsure >= UNCONFIRMED_MAX:
                         raise PermanentSendError(
                             f"telegram did not confirm the message {unsure} times; it may "
@@ -177,6 +200,12 @@ class ApiCalls:
                             attempts, delay)  # fmt: skip
                 if await self._wait(delay):
                     raise  # stopping: the outbox retries it at the next start
+
+    def _note_unsure(self, key: tuple[str, int], count: int) -> None:
+        self._unsure[key] = count
+        self._unsure.move_to_end(key)
+        while len(self._unsure) > UNSURE_REMEMBERED:
+            self._unsure.popitem(last=False)
 
     async def call_in_topic(self, method: TelegramMethod[T]) -> T:
         """:meth:`call`, sent without its forum topic when Telegram no longer knows it

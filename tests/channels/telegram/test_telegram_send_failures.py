@@ -45,6 +45,38 @@ async def test_a_send_telegram_accepted_but_never_confirmed_is_not_repeated_fore
     assert len(copies) == retries.UNCONFIRMED_MAX
 
 
+async def test_unconfirmed_sends_are_counted_across_the_outboxs_attempts(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    # With few retries per call, each call handed the failure back to the outbox after
+    # 2 unconfirmed copies and the next attempt counted from 0 again: 2 copies at each
+    # of the outbox's attempts, never given up on.
+    dispatch = tg_server._dispatch
+
+    async def accepted_then_silent(method: str, p: dict[str, Any]) -> Any:
+        result = await dispatch(method, p)
+        if method == "sendmessage":
+            await asyncio.sleep(1.0)
+        return result
+
+    tg_server._dispatch = accepted_then_silent  # type: ignore[method-assign]
+    channel.session.timeout = 0.2
+    channel.config.send_retries = 1
+    msg = OutboundMessage("telegram", str(OWNER_ID), "the door code is 4711", outbox_id=6)
+    outcomes = []
+    for _ in range(5):  # the outbox's attempts
+        try:
+            await channel.send(msg)
+        except PermanentSendError:
+            outcomes.append("given up")
+            break
+        except Exception:
+            outcomes.append("retry later")
+    assert outcomes == ["retry later", "given up"]
+    copies = [m for m in tg_server.sent if m["text"] == "the door code is 4711"]
+    assert len(copies) == retries.UNCONFIRMED_MAX
+
+
 async def test_a_refused_connection_is_retried_as_before(
     tg_server: FakeTelegramServer, channel: TelegramChannel, sleeps: SleepRecorder
 ) -> None:
