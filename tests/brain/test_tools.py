@@ -121,6 +121,18 @@ async def test_tool_errors_go_back_to_the_model(
     assert "conversation" in errors[4]["content"]
 
 
+async def test_tool_input_that_is_json_but_no_object_is_an_error_result(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    conv = await seed_conversation(core, [("user", "look it up")])
+    fake_api.push_tool_use("search_conversations", ["boiler"])  # type: ignore[arg-type]
+    fake_api.push_text("Sorry, that went wrong.")
+    reply = await brain.reply(request(conv, "look it up"))
+    assert reply.text == "Sorry, that went wrong."
+    [result] = tool_results(fake_api.requests[1].body)
+    assert result["is_error"] and "must be a JSON object" in result["content"]
+
+
 async def test_tool_loop_is_bounded(
     tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
 ) -> None:
