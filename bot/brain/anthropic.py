@@ -110,7 +110,10 @@ class AnthropicBrain:
             max_turns=cfg.working_context_turns,
             max_tokens=cfg.working_context_tokens,
             keep_tokens=min(cfg.working_context_tokens, cfg.compression_budget_tokens // 2),
-            max_turn_tokens=cfg.compression_budget_tokens,
+            # Half the budget, so the context with such a message in it stays within the
+            # budget: cut to the whole budget, it kept the context over it, each reply
+            # compressed, and the first follow-up summarised the message away.
+            max_turn_tokens=cfg.compression_budget_tokens // 2,
         )
         self.compressor = Compressor(config, services, self.contexts, self.api, self._tool_loop)
 

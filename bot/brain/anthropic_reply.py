@@ -4,9 +4,10 @@ What :class:`~bot.brain.anthropic.AnthropicBrain` builds around each Messages AP
 as functions of the configuration alone: the parameters of a call
 (:func:`request_params`: model alias resolved, thinking budget), the running usage and
 cost of a reply across its tool rounds (:class:`ReplyParts`, :func:`account`), and the
-reply that comes out of them (:func:`finish`: the empty, cut-short and refusal notices;
-:func:`rejected_reply` for a request the API refuses for good, :func:`unreadable_reply` for
-an answer that cannot be read, both keeping what earlier rounds said).
+reply that comes out of them (:func:`finish`: the empty, cut-short, refusal and paused
+notices; :func:`rejected_reply` for a request the API refuses for good,
+:func:`unreadable_reply` for an answer that cannot be read, both keeping what earlier
+rounds said).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ CUT_BEFORE_ANSWER = (
 )
 CUT_SHORT = '[This reply was cut short at the length limit. Say "continue" for the rest.]'
 REFUSAL_NOTE = "[The model stopped here and declined to continue this answer.]"
+# A turn the API paused (pause_turn) and the tool loop's rounds ran out before it ended.
+PAUSED_NOTE = "[This answer was paused unfinished by the model service. Ask again for the rest.]"
 TOO_LONG = (
     "I could not answer this: this conversation is too long for the model to read at once, "
     "even shortened. Start a new conversation with /new (this one stays searchable)."
@@ -126,6 +129,12 @@ def finish(config: AppConfig, alias: str, parts: ReplyParts) -> BrainReply:
         log.warning("the model refused after %d character(s) of reply", len(text))
         text += "\n\n" + REFUSAL_NOTE
         extra = {"stopReason": "refusal"}
+    elif parts.stop_reason == "pause_turn":
+        # Each continuation takes a round of the tool loop: one still paused when they
+        # ran out went out as if the model had finished it.
+        log.warning("the reply was still paused at the round limit")
+        text += "\n\n" + PAUSED_NOTE
+        extra = {"stopReason": "pause_turn"}
     return BrainReply(
         text=text,
         model=config.resolve_model(alias),
@@ -203,6 +212,7 @@ __all__ = [
     "CUT_REASONS",
     "CUT_SHORT",
     "EMPTY_REPLY",
+    "PAUSED_NOTE",
     "REFUSAL_NOTE",
     "REFUSED_REPLY",
     "TOO_LONG",

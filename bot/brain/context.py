@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bot.brain.tokens import cut_to_tokens, estimate_tokens
+from bot.brain.tokens import cut_to_tokens, estimate_tokens, tail_to_tokens
 from bot.graphemes import cut
 
 if TYPE_CHECKING:
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
 EMPTY_MESSAGE = "(a message without text)"
+# A message cut in the context keeps its start and, in this share of what is kept, its end.
+TAIL_SHARE = 3
 # An earlier reply the API refused (stop_reason "refusal"), as the model sees it: the
 # API's documentation says the refused turn must be removed or changed before going on,
 # or the requests after it are refused too (the transcript keeps what was said).
@@ -53,15 +55,20 @@ class ContextTurn:
         return estimate_tokens(self.content) + MESSAGE_OVERHEAD_TOKENS
 
     def capped(self, max_tokens: int | None) -> ContextTurn:
-        """This turn with its content cut to ``max_tokens`` (with a note saying so)."""
-        if not max_tokens:
+        """This turn with its content cut to ``max_tokens``: its start and its end, with a
+        note between them saying how much is not shown. The end too: a pasted log says
+        what went wrong in its last lines, and a cut that kept only the start never
+        showed them."""
+        if not max_tokens or estimate_tokens(self.content) <= max_tokens:
             return self
-        kept = cut_to_tokens(self.content, max_tokens)
-        if len(kept) == len(self.content):
-            return self
-        rest = len(self.content) - len(kept)
-        note = f"\n[... {rest} more characters not shown: longer than the working context allows]"
-        return ContextTurn(self.role, kept + note, self.turn_number, self.member)
+        head = cut_to_tokens(self.content, max_tokens - max_tokens // TAIL_SHARE)
+        tail = tail_to_tokens(self.content[len(head) :], max_tokens // TAIL_SHARE)
+        rest = len(self.content) - len(head) - len(tail)
+        note = (
+            f"\n[... {rest} more characters not shown here: longer than the working context "
+            "allows ...]\n"
+        )
+        return ContextTurn(self.role, head + note + tail, self.turn_number, self.member)
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Estimates, not the tokenizer's exact count: compression needs a stable, cheap measure
 (:func:`estimate_tokens`: about four characters per token of ASCII, one per Chinese,
-Japanese or Korean character), and :func:`cut_to_tokens` cuts text to such a budget.
+Japanese or Korean character), and :func:`cut_to_tokens` (its start) and
+:func:`tail_to_tokens` (its end) cut text to such a budget.
 """
 
 from __future__ import annotations
@@ -48,3 +49,27 @@ def cut_to_tokens(text: str, max_tokens: int) -> str:
         else:
             hi = mid
     return text[: boundary_before(text, lo)]  # never half a character: the model reads it
+
+
+def tail_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest end of ``text`` whose :func:`estimate_tokens` is at most
+    ``max_tokens``, starting at a line when one starts near the cut (a log's lines
+    whole), else never inside a character."""
+    if max_tokens <= 0 or not text:
+        return ""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    lo, hi = 0, len(text)  # text[hi:] fits, text[lo:] does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if estimate_tokens(text[mid:]) <= max_tokens:
+            hi = mid
+        else:
+            lo = mid
+    line = text.find("\n", hi, hi + 400)
+    if line >= 0:
+        return text[line + 1 :]
+    start = hi
+    while start < len(text) and boundary_before(text, start) != start:
+        start += 1
+    return text[start:]

@@ -31,6 +31,14 @@ OVER_CAP = (
     "(brain.max_tool_calls_per_response). Ask for fewer at once; call it again in your "
     "next response if you still need it."
 )
+# After the last round of tool results (brain.max_tool_iterations): the final call carries
+# tool_choice "none", and without a word of why, a model that meant to search again wrote
+# "Let me search once more." and stopped there, which went out as the whole answer.
+LAST_ROUND = (
+    "That was the last round of tool calls for this reply ({limit}, "
+    "brain.max_tool_iterations): no more tools can run. Write your answer now with what "
+    "you have, and say what you could not find or check."
+)
 CUT_CALL = (
     "Not run: your response was cut off (max_tokens or the context window) while you were "
     "writing this call, so its input is incomplete. Call it again if you still need it."
@@ -130,9 +138,19 @@ async def tool_loop(
         if not wants_tools(message):
             return
         messages.append({"role": "assistant", "content": as_params(message.content)})
-        results = await answer_calls(available, message, cap)
+        results: list[dict[str, Any]] = await answer_calls(available, message, cap)
+        if iteration + 1 == limit:
+            results.append({"type": "text", "text": LAST_ROUND.format(limit=limit)})
         messages.append({"role": "user", "content": results})
     log.warning("tool loop ended at the iteration limit (%d)", limit)
 
 
-__all__ = ["CUT_CALL", "OVER_CAP", "answer_calls", "cut_call", "tool_loop", "wants_tools"]
+__all__ = [
+    "CUT_CALL",
+    "LAST_ROUND",
+    "OVER_CAP",
+    "answer_calls",
+    "cut_call",
+    "tool_loop",
+    "wants_tools",
+]

@@ -7,8 +7,14 @@ from types import SimpleNamespace
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import AnthropicBrain
-from bot.brain.anthropic_reply import CUT_BEFORE_ANSWER, REFUSED_REPLY
-from tests.brain.conftest import Deltas, owner_request, seed_conversation
+from bot.brain.anthropic_reply import CUT_BEFORE_ANSWER, PAUSED_NOTE, REFUSED_REPLY
+from tests.brain.conftest import (
+    Deltas,
+    make_brain,
+    make_config,
+    owner_request,
+    seed_conversation,
+)
 
 
 async def test_a_refusal_without_text_says_the_model_declined(
@@ -60,3 +66,22 @@ async def test_a_stop_sequence_is_a_normal_end(
     fake_api.push(Scripted([Block("text", text="Done.")], stop_reason="stop_sequence"))
     reply = await brain.reply(owner_request("hello", conv), Deltas())
     assert reply.text == "Done." and not reply.extra
+
+
+async def test_a_turn_still_paused_at_the_round_limit_is_labelled_unfinished(
+    tmp_path, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: every continuation of a paused turn takes a round of the tool loop; a
+    # turn still paused when the rounds ran out went out as if the model had finished it.
+    brain = make_brain(make_config(tmp_path, fake_api, max_tool_iterations=1), core)
+    try:
+        conv = await seed_conversation(core, [("user", "what is new?")])
+        fake_api.push(Scripted([Block("text", text="Let me check.")], stop_reason="pause_turn"))
+        fake_api.push(Scripted([Block("text", text="Still looking.")], stop_reason="pause_turn"))
+        deltas = Deltas()
+        reply = await brain.reply(owner_request("what is new?", conv), deltas)
+        assert len(fake_api.requests) == 2  # bounded
+        assert reply.text == "Let me check.\n\nStill looking.\n\n" + PAUSED_NOTE
+        assert reply.extra == {"stopReason": "pause_turn"}
+    finally:
+        await brain.client.close()

@@ -11,6 +11,7 @@ import pytest
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.brain.anthropic import EMPTY_REPLY, AnthropicBrain
 from bot.brain.base import BrainRequest
+from bot.brain.tool_round import LAST_ROUND
 from bot.brain.tools import RecallTools, execute, tool_map, wrap_data
 from bot.config import AppConfig
 from tests.brain.conftest import Deltas, make_brain, make_config, seed_conversation
@@ -120,6 +121,18 @@ async def test_tool_errors_go_back_to_the_model(
     assert "conversation" in errors[4]["content"]
 
 
+async def test_tool_input_that_is_json_but_no_object_is_an_error_result(
+    brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
+) -> None:
+    conv = await seed_conversation(core, [("user", "look it up")])
+    fake_api.push_tool_use("search_conversations", ["boiler"])  # type: ignore[arg-type]
+    fake_api.push_text("Sorry, that went wrong.")
+    reply = await brain.reply(request(conv, "look it up"))
+    assert reply.text == "Sorry, that went wrong."
+    [result] = tool_results(fake_api.requests[1].body)
+    assert result["is_error"] and "must be a JSON object" in result["content"]
+
+
 async def test_tool_loop_is_bounded(
     tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
 ) -> None:
@@ -136,6 +149,30 @@ async def test_tool_loop_is_bounded(
         # The scripted model never said anything: a labelled notice, never an empty reply
         # (regression: an empty reply showed nothing on Telegram, a blank bubble elsewhere).
         assert reply.text == EMPTY_REPLY and reply.extra["error"] == "empty"
+    finally:
+        await brain.client.close()
+
+
+async def test_the_last_round_of_tools_tells_the_model_to_answer_now(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression: the final call only carried tool_choice "none", with nothing saying why:
+    # a model that meant to search again wrote "Let me search once more." and stopped,
+    # and that went out as the whole answer.
+    config = make_config(tmp_path, fake_api, max_tool_iterations=2)
+    brain = make_brain(config, core)
+    try:
+        conv = await seed_conversation(core, [("user", "loop forever")])
+        for _ in range(2):
+            fake_api.push_tool_use("search_conversations", {"query": "again"})
+        fake_api.push_text("Nothing found.")
+        reply = await brain.reply(request(conv, "loop forever"))
+        assert reply.text == "Nothing found."
+        first, last = (fake_api.requests[n].body["messages"][-1]["content"] for n in (1, 2))
+        assert [b["type"] for b in first] == ["tool_result"]
+        assert [b["type"] for b in last] == ["tool_result", "text"]
+        assert last[-1]["text"] == LAST_ROUND.format(limit=2)
+        assert "answer now" in last[-1]["text"]
     finally:
         await brain.client.close()
 
