@@ -97,6 +97,8 @@ class Notifier:
         self._task: asyncio.Task[None] | None = None
         self._status_task: asyncio.Task[None] | None = None
         self._last_status: str | None = None
+        # Messages lost since the last one that went through (logged once, not per beat).
+        self._failed = 0
 
     # -- protocol -------------------------------------------------------------------
     @property
@@ -126,10 +128,22 @@ class Notifier:
                 sock.setblocking(False)
                 self._sock = sock
             self._sock.sendto(payload, self.address)
-            return True
         except OSError as exc:
-            log.warning("sd_notify %s failed: %s", fields[0].split("=")[0] if fields else "", exc)
+            # Once per outage: a socket gone for good (a stale $NOTIFY_SOCKET) logged a
+            # warning at every heartbeat, 360 identical lines an hour.
+            if not self._failed:
+                log.warning(
+                    "sd_notify %s failed: %s (further failures are not logged until it "
+                    "works again)",
+                    fields[0].split("=")[0] if fields else "",
+                    exc,
+                )
+            self._failed += 1
             return False
+        if self._failed:
+            log.info("sd_notify works again (%d message(s) were lost)", self._failed)
+            self._failed = 0
+        return True
 
     def ready(self, status: str | None = None) -> None:
         """The daemon is up (channels started): ``READY=1`` plus an optional status."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,6 +87,36 @@ def test_unreachable_socket_never_raises(tmp_path: Path) -> None:
     assert n.notify("READY=1") is False
     n.ready("still fine")
     n.close()
+
+
+def test_a_socket_gone_for_an_hour_is_logged_once_not_at_every_beat(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: each failed datagram logged a warning; with $NOTIFY_SOCKET gone (a
+    stale variable, a supervisor that went away) that was every heartbeat, 360 identical
+    lines an hour. Now one line when it starts failing, one when it works again."""
+    path = tmp_path / "n.sock"
+    n = Notifier(env={"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "30000000"})
+    caplog.set_level(logging.DEBUG, logger="my_agent.notify")
+    for _ in range(360):  # an hour of beats every 10 s
+        n.beat()
+    failures = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].levelno == logging.WARNING
+    assert "WATCHDOG failed" in failures[0].getMessage()
+    caplog.clear()
+    back = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    back.bind(str(path))
+    try:
+        n.beat()
+        assert back.recv(4096) == b"WATCHDOG=1"
+        assert [r.getMessage() for r in caplog.records] == [
+            "sd_notify works again (360 message(s) were lost)"
+        ]
+        n.beat()  # and nothing more is said while it works
+        assert len(caplog.records) == 1
+    finally:
+        back.close()
+        n.close()
 
 
 def test_relative_or_foreign_socket_values_are_ignored() -> None:
