@@ -215,6 +215,7 @@ class Notifier:
         )
 
     async def _status_loop(self, producer: Callable[[], Awaitable[str]], interval: float) -> None:
+        failed = 0  # the same error every 30 s for as long as it lasts: said once
         while True:
             await asyncio.sleep(interval)
             if self.state != "ready":
@@ -224,8 +225,13 @@ class Notifier:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a status line is cosmetic: never kill the loop
-                log.warning("status line failed: %s", exc)
+                if not failed:
+                    log.warning("status line failed: %s (not logged again until it works)", exc)
+                failed += 1
                 continue
+            if failed:
+                log.info("status line works again after %d failure(s)", failed)
+                failed = 0
             self.status(text)
 
     async def stop_watchdog(self) -> None:

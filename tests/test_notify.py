@@ -281,3 +281,31 @@ async def test_status_updates_follow_the_producer(listener: NotifyListener) -> N
     # Each distinct line once, in order (repeats are not re-sent).
     assert statuses == ["up", "ready: 1 conversations", "ready: 2 conversations"]
     n.close()
+
+
+async def test_a_status_line_failing_for_an_hour_is_logged_once(
+    listener: NotifyListener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: a status producer that kept failing (the index locked, a disk
+    failing) logged a warning every 30 s, 120 identical lines an hour."""
+    n = Notifier(env=_env(listener))
+    calls = 0
+
+    async def producer() -> str:
+        nonlocal calls
+        calls += 1
+        if calls <= 120:
+            raise RuntimeError("index busy")
+        return "ready: again"
+
+    caplog.set_level(logging.INFO, logger="my_agent.notify")
+    n.ready("up")
+    n.start_status_updates(producer, interval=0.001)
+    await listener.wait_for(lambda m: m.get("STATUS") == "ready: again")
+    await n.stop_watchdog()
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "status line failed: index busy (not logged again until it works)",
+        "status line works again after 120 failure(s)",
+    ]
+    n.close()
