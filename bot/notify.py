@@ -19,7 +19,6 @@ with or without systemd.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -240,9 +239,10 @@ class Notifier:
         self._task = self._status_task = None
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            # wait(), not `await task` under suppress(CancelledError): that also swallowed
+            # a cancellation of the caller itself (the shutdown went on as if not asked).
+            await asyncio.wait(tasks)
 
     def close(self) -> None:
         """Close the notification socket (the heartbeat must be stopped first)."""

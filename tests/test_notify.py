@@ -309,3 +309,19 @@ async def test_a_status_line_failing_for_an_hour_is_logged_once(
         "status line works again after 120 failure(s)",
     ]
     n.close()
+
+
+async def test_stop_watchdog_does_not_swallow_its_own_cancellation(
+    listener: NotifyListener,
+) -> None:
+    """Regression: stop_watchdog awaited its tasks under suppress(CancelledError), which
+    also swallowed a cancellation of its caller: the caller went on as if not cancelled."""
+    n = Notifier(env=_env(listener, WATCHDOG_USEC="100000"))
+    n.start_watchdog()
+    await listener.wait_for(lambda m: "WATCHDOG" in m)
+    stopper = asyncio.create_task(n.stop_watchdog())
+    await asyncio.sleep(0)  # stopper cancelled the heartbeat and waits for it to end
+    stopper.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopper
+    n.close()
