@@ -49,6 +49,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.info(
         "configuration: %s; data in %s", source or "embedded default", config.data_dir.resolve()
     )
+    from bot.config.checks import secret_warnings
+
+    for warning in secret_warnings(config):
+        log.warning("%s", warning)
 
     async def _main() -> int:
         return await run_daemon(config, config_path=Path(source) if source else None)

@@ -19,7 +19,6 @@ with or without systemd.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -97,6 +96,8 @@ class Notifier:
         self._task: asyncio.Task[None] | None = None
         self._status_task: asyncio.Task[None] | None = None
         self._last_status: str | None = None
+        # Messages lost since the last one that went through (logged once, not per beat).
+        self._failed = 0
 
     # -- protocol -------------------------------------------------------------------
     @property
@@ -126,10 +127,22 @@ class Notifier:
                 sock.setblocking(False)
                 self._sock = sock
             self._sock.sendto(payload, self.address)
-            return True
         except OSError as exc:
-            log.warning("sd_notify %s failed: %s", fields[0].split("=")[0] if fields else "", exc)
+            # Once per outage: a socket gone for good (a stale $NOTIFY_SOCKET) logged a
+            # warning at every heartbeat, 360 identical lines an hour.
+            if not self._failed:
+                log.warning(
+                    "sd_notify %s failed: %s (further failures are not logged until it "
+                    "works again)",
+                    fields[0].split("=")[0] if fields else "",
+                    exc,
+                )
+            self._failed += 1
             return False
+        if self._failed:
+            log.info("sd_notify works again (%d message(s) were lost)", self._failed)
+            self._failed = 0
+        return True
 
     def ready(self, status: str | None = None) -> None:
         """The daemon is up (channels started): ``READY=1`` plus an optional status."""
@@ -201,6 +214,7 @@ class Notifier:
         )
 
     async def _status_loop(self, producer: Callable[[], Awaitable[str]], interval: float) -> None:
+        failed = 0  # the same error every 30 s for as long as it lasts: said once
         while True:
             await asyncio.sleep(interval)
             if self.state != "ready":
@@ -210,8 +224,13 @@ class Notifier:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a status line is cosmetic: never kill the loop
-                log.warning("status line failed: %s", exc)
+                if not failed:
+                    log.warning("status line failed: %s (not logged again until it works)", exc)
+                failed += 1
                 continue
+            if failed:
+                log.info("status line works again after %d failure(s)", failed)
+                failed = 0
             self.status(text)
 
     async def stop_watchdog(self) -> None:
@@ -220,9 +239,10 @@ class Notifier:
         self._task = self._status_task = None
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            # wait(), not `await task` under suppress(CancelledError): that also swallowed
+            # a cancellation of the caller itself (the shutdown went on as if not asked).
+            await asyncio.wait(tasks)
 
     def close(self) -> None:
         """Close the notification socket (the heartbeat must be stopped first)."""

@@ -178,3 +178,55 @@ def test_a_channel_enabled_with_no_owner_identity_on_it_is_warned_about(
     raw["owner"] = {"identities": {"email": ["me@example.com"]}}
     _write(tmp_path, raw)
     assert "owner.identities" not in _check(path, capsys)[2]
+
+
+def test_a_secret_in_the_config_file_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: an API key written in config.yaml (mode 0644, readable by every user,
+    often copied or committed) passed check-config and `run` without a word; the secrets
+    belong in the environment file (mode 0600)."""
+    path = _write(tmp_path, raw_config(tmp_path, brain={"api_key": "sk-ant-in-the-file"}))
+    status, out, err = _check(path, capsys)
+    assert status == exitcodes.OK and "configuration OK" in out
+    assert (
+        "warning: brain.api_key: a secret in the config file, which every user may read: "
+        "set ANTHROPIC_API_KEY in the secrets file (mode 0600) and remove it from the config"
+    ) in err
+    assert "sk-ant-in-the-file" not in err  # the warning does not repeat the secret
+    # With the key in the environment too, the file still holds it; without it there,
+    # nothing to warn about.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment")
+    assert "brain.api_key: a secret" in _check(path, capsys)[2]  # the file holds it still
+    path.write_text(yaml.safe_dump(raw_config(tmp_path)), encoding="utf-8")
+    assert "brain.api_key" not in _check(path, capsys)[2]
+
+
+def test_run_logs_the_secret_in_the_config_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run` warns in the journal at every start, not only check-config."""
+    telegram = {"enabled": True, "token": "123:in-the-file"}
+    raw = raw_config(tmp_path, channels={"telegram": telegram})
+    raw["owner"] = {"identities": {"telegram": ["1"]}}
+    path = _write(tmp_path, raw)
+
+    async def stopped(*_args: Any, **_kwargs: Any) -> int:
+        return exitcodes.OK
+
+    class Exited(BaseException):
+        pass
+
+    def fake_exit(code: int) -> None:
+        raise Exited(code)
+
+    monkeypatch.setattr("bot.daemon.run_daemon", stopped)
+    monkeypatch.setattr(os, "_exit", fake_exit)  # `run` ends in os._exit (bot.cli)
+    capsys.readouterr()
+    with pytest.raises(Exited) as exited:
+        cli.main(["--config", str(path), "run"])
+    assert exited.value.args == (exitcodes.OK,)
+    err = capsys.readouterr().err
+    assert "WARNING my_agent.cli: channels.telegram.token: a secret in the config file" in err
+    assert "TELEGRAM_BOT_TOKEN in the secrets file" in err
+    assert "123:in-the-file" not in err

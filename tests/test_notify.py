@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,6 +87,36 @@ def test_unreachable_socket_never_raises(tmp_path: Path) -> None:
     assert n.notify("READY=1") is False
     n.ready("still fine")
     n.close()
+
+
+def test_a_socket_gone_for_an_hour_is_logged_once_not_at_every_beat(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: each failed datagram logged a warning; with $NOTIFY_SOCKET gone (a
+    stale variable, a supervisor that went away) that was every heartbeat, 360 identical
+    lines an hour. Now one line when it starts failing, one when it works again."""
+    path = tmp_path / "n.sock"
+    n = Notifier(env={"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "30000000"})
+    caplog.set_level(logging.DEBUG, logger="my_agent.notify")
+    for _ in range(360):  # an hour of beats every 10 s
+        n.beat()
+    failures = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].levelno == logging.WARNING
+    assert "WATCHDOG failed" in failures[0].getMessage()
+    caplog.clear()
+    back = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    back.bind(str(path))
+    try:
+        n.beat()
+        assert back.recv(4096) == b"WATCHDOG=1"
+        assert [r.getMessage() for r in caplog.records] == [
+            "sd_notify works again (360 message(s) were lost)"
+        ]
+        n.beat()  # and nothing more is said while it works
+        assert len(caplog.records) == 1
+    finally:
+        back.close()
+        n.close()
 
 
 def test_relative_or_foreign_socket_values_are_ignored() -> None:
@@ -248,4 +280,48 @@ async def test_status_updates_follow_the_producer(listener: NotifyListener) -> N
     statuses = [m["STATUS"] for m in listener.messages if "STATUS" in m]
     # Each distinct line once, in order (repeats are not re-sent).
     assert statuses == ["up", "ready: 1 conversations", "ready: 2 conversations"]
+    n.close()
+
+
+async def test_a_status_line_failing_for_an_hour_is_logged_once(
+    listener: NotifyListener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: a status producer that kept failing (the index locked, a disk
+    failing) logged a warning every 30 s, 120 identical lines an hour."""
+    n = Notifier(env=_env(listener))
+    calls = 0
+
+    async def producer() -> str:
+        nonlocal calls
+        calls += 1
+        if calls <= 120:
+            raise RuntimeError("index busy")
+        return "ready: again"
+
+    caplog.set_level(logging.INFO, logger="my_agent.notify")
+    n.ready("up")
+    n.start_status_updates(producer, interval=0.001)
+    await listener.wait_for(lambda m: m.get("STATUS") == "ready: again")
+    await n.stop_watchdog()
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "status line failed: index busy (not logged again until it works)",
+        "status line works again after 120 failure(s)",
+    ]
+    n.close()
+
+
+async def test_stop_watchdog_does_not_swallow_its_own_cancellation(
+    listener: NotifyListener,
+) -> None:
+    """Regression: stop_watchdog awaited its tasks under suppress(CancelledError), which
+    also swallowed a cancellation of its caller: the caller went on as if not cancelled."""
+    n = Notifier(env=_env(listener, WATCHDOG_USEC="100000"))
+    n.start_watchdog()
+    await listener.wait_for(lambda m: "WATCHDOG" in m)
+    stopper = asyncio.create_task(n.stop_watchdog())
+    await asyncio.sleep(0)  # stopper cancelled the heartbeat and waits for it to end
+    stopper.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopper
     n.close()

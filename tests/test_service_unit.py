@@ -70,6 +70,7 @@ def test_system_unit_directives() -> None:
         "ProtectHome": "yes",
         "PrivateTmp": "yes",
         "PrivateDevices": "yes",
+        "PrivateMounts": "yes",
         "ReadWritePaths": "%S/my-agent",
         "ProtectKernelTunables": "yes",
         "ProtectKernelModules": "yes",
@@ -157,7 +158,8 @@ def test_security_exposure_is_low(tmp_path: Path) -> None:
     )
     match = re.search(r"Overall exposure level for \S+: ([0-9.]+)", proc.stdout)
     assert match, proc.stdout[-2000:] + proc.stderr
-    assert float(match.group(1)) <= 2.0
+    # 1.5 before PrivateMounts=yes (session 21): a hardening option dropped shows here.
+    assert float(match.group(1)) <= 1.4, proc.stdout[-3000:]
 
 
 def test_install_service_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

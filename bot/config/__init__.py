@@ -38,6 +38,13 @@ ENV_OVERRIDES = {
     "MY_AGENT_EMBEDDING_MODEL_PATH": "embedding.model_path",
     "MY_AGENT_DATA_DIR": "data_dir",
 }
+# The secrets among them: the config file is readable by every user (mode 0644), the
+# environment file is not (0600), so a secret written in the file is warned about.
+SECRET_VARS = {
+    "brain.api_key": "ANTHROPIC_API_KEY",
+    "channels.telegram.token": "TELEGRAM_BOT_TOKEN",
+    "channels.email.password": "EMAIL_PASSWORD",
+}
 
 
 class ConfigError(Exception):
@@ -262,6 +269,18 @@ def _check_consistency(cfg: AppConfig, secrets: bool = True) -> Iterator[tuple[s
         del contacts
 
 
+def _secrets_written(tree: Mapping[str, Any]) -> tuple[str, ...]:
+    """The dotted keys of :data:`SECRET_VARS` that hold a value in ``tree`` itself."""
+    found = []
+    for dotted in SECRET_VARS:
+        node: Any = tree
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, str) and node.strip():
+            found.append(dotted)
+    return tuple(found)
+
+
 def build_config(
     raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = None, *, secrets: bool = True
 ) -> AppConfig:
@@ -282,6 +301,7 @@ def build_config(
         (key, "still holds a placeholder from config.example.yaml")
         for key in _find_placeholders(tree)
     ]
+    written = _secrets_written(tree)  # before the environment's values are merged in
     environ = os.environ if env is None else env
     for var, dotted in ENV_OVERRIDES.items():
         # Empty or blank is unset: an EnvironmentFile line `ANTHROPIC_API_KEY= ` chose the
@@ -301,6 +321,7 @@ def build_config(
     problems = list(_check_consistency(cfg, secrets))
     if problems:
         raise ConfigError(*problems[0], more=problems[1:])
+    cfg._secrets_in_file = written
     return cfg
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bot.config import SECRET_VARS
 from bot.config.model import AppConfig
 
 # How long all host name look-ups together may take: a resolver that does not answer
@@ -25,10 +26,22 @@ RESOLVE_SECONDS = 3.0
 
 def config_warnings(cfg: AppConfig, resolve_seconds: float = RESOLVE_SECONDS) -> list[str]:
     """``dotted.key: message`` for each setting the daemon accepts but cannot use as is."""
-    found = _model_path_warnings(cfg)
+    found = secret_warnings(cfg)
+    found += _model_path_warnings(cfg)
     found += _owner_warnings(cfg)
     found += _host_warnings(_server_hosts(cfg), resolve_seconds)
     return found
+
+
+def secret_warnings(cfg: AppConfig) -> list[str]:
+    """A secret written in the config file: the daemon runs with it, but the file is
+    meant to be readable (mode 0644) and is often copied or committed. ``run`` logs
+    these too (no look-ups: cheap at every start)."""
+    return [
+        f"{key}: a secret in the config file, which every user may read: set "
+        f"{SECRET_VARS[key]} in the secrets file (mode 0600) and remove it from the config"
+        for key in cfg.secrets_in_file()
+    ]
 
 
 def _owner_warnings(cfg: AppConfig) -> list[str]:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from bot.config.channels import ChannelsConfig, OptionalText
 
@@ -284,6 +284,8 @@ class AppConfig(_Section):
     search: SearchConfig = Field(default_factory=SearchConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # Set by bot.config.build_config: the secrets the file itself held.
+    _secrets_in_file: tuple[str, ...] = PrivateAttr(default=())
 
     @field_validator("data_dir", mode="before")
     @classmethod
@@ -317,6 +319,11 @@ class AppConfig(_Section):
         if self.embedding.cache_dir:
             return Path(self.embedding.cache_dir).expanduser()
         return self.data_dir / "models"
+
+    def secrets_in_file(self) -> tuple[str, ...]:
+        """Dotted keys of the secrets written in the config file rather than given by
+        the environment (``check-config`` and ``run`` warn about them)."""
+        return self._secrets_in_file
 
     def resolve_model(self, alias: str | None) -> str:
         """Real model id for an alias (or an id given directly)."""
