@@ -6,11 +6,13 @@ model, so the conversations of the outage stay findable."""
 from __future__ import annotations
 
 import logging
+import tracemalloc
 
 import pytest
 
 from bot.extractive import HEADER
 from bot.lifecycle import ManualClock
+from bot.lifecycle.records import pending_abbreviations, unnamed
 from bot.recovery import delete_index, recover
 
 from .conftest import Core, MakeLifecycle, RecordingVectors, ScriptedModel, unavailable
@@ -108,3 +110,29 @@ async def test_a_refused_conversations_offline_notes_are_not_asked_again(
     assert (await core.row(conv)).abbreviation.startswith(HEADER)
     await _sweeps(clock, lifecycle, 3)
     assert model.count("abbreviation") == 1
+
+
+async def test_a_backlog_is_scheduled_without_loading_whole_records(core: Core) -> None:
+    # Regression: the start and every sweep loaded each conversation owing notes whole
+    # (notes, topics, metadata): 20,000 after an import or a week-long outage took some
+    # 60 MB and 0.4 s at every start and sweep, to read three columns.
+    notes = "Earlier notes of a long conversation. " * 100  # ~3.8 KB
+    stamps = [f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z" for i in range(2000)]
+    rows = [(f"conv-{i:05d}", "web", t, t, 9, notes, 8) for i, t in enumerate(stamps)]
+    await core.db.run(
+        lambda c: c.executemany(
+            "INSERT INTO conversations (id, channel, created, updated, turn_count,"
+            " abbreviation, abbreviated_turn) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    )
+    tracemalloc.start()
+    try:
+        owed = await pending_abbreviations(core.manager)
+        named = await unnamed(core.manager, 5, 10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(owed) == len(named) == 2000
+    assert owed[0].id == "conv-00000" and owed[0].updated == "2026-01-01T00:00:00Z"
+    assert peak < 2_000_000, peak  # whole records: 19 MB
