@@ -177,9 +177,15 @@ async def abbreviate(
     if stand_in:
         # A stand-in from an outage (or offline notes whose embedding failed): the model
         # writes them now; while it is down they stay as they are, still owed.
-        if not model:
-            return Outcome(conv_id, "skipped", record.abbreviated_turn)
         current = False
+    # Offline notes stand in for missing or offline ones; the model's notes, even behind,
+    # are kept (and owed) until it answers.
+    noted = bool(record.abbreviation) and not offline_notes(record.abbreviation)
+    may_stand_in = fallback and not stand_in and not noted
+    if not model and not may_stand_in:
+        if not record.needs_abbreviation:
+            await conversations.mark_needs_abbreviation(conv_id, True)
+        return Outcome(conv_id, "skipped", record.abbreviated_turn)
     if current and not record.needs_abbreviation:
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
     status: Literal["abbreviated", "offline", "embedded"]
@@ -201,7 +207,7 @@ async def abbreviate(
             extra = spent.fields()
         except AbbreviationError as exc:
             error = str(exc)
-            if not fallback or stand_in:  # (a stand-in covers the turns already)
+            if not may_stand_in:
                 log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
                 await conversations.mark_needs_abbreviation(conv_id, True)
                 return Outcome(conv_id, "failed", error=error)

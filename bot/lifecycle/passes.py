@@ -112,7 +112,7 @@ class AbbreviationPasses:
             self._model_failures = 0
         if conv_id in self._late_replies:  # a reply landed while they were written
             await self._notes_behind(conv_id)
-        if outcome.status in ("abbreviated", "embedded", "skipped"):
+        if outcome.status in ("abbreviated", "embedded", "skipped") and not down:
             # Flow 5 (h): re-name from the fresh notes when enough turns passed.
             await self._name(conv_id, initial=False)
 

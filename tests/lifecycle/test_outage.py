@@ -136,3 +136,22 @@ async def test_a_backlog_is_scheduled_without_loading_whole_records(core: Core) 
     assert len(owed) == len(named) == 2000
     assert owed[0].id == "conv-00000" and owed[0].updated == "2026-01-01T00:00:00Z"
     assert peak < 2_000_000, peak  # whole records: 19 MB
+
+
+async def test_the_models_notes_are_kept_through_an_outage(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    lifecycle = await make_lifecycle(model)
+    noted = await _chatted(core)
+    await _sweeps(clock, lifecycle, 2)
+    assert (await core.row(noted)).abbreviation == model.abbreviation
+    model.abbreviation = unavailable()
+    await core.chat(noted, 1, topic="the new disks")
+    fresh = await _chatted(core)
+    await _sweeps(clock, lifecycle, 6)
+    row = await core.row(noted)
+    # Behind, still the model's (offline notes would replace them until it answers)
+    assert row.abbreviation.startswith("User and Assistant discussed")
+    assert row.needs_abbreviation and row.abbreviated_turn == 2 < row.turn_count
+    assert (await core.row(fresh)).abbreviation.startswith(HEADER)
+    assert len(core.events(noted, "abbreviation")) == 1
