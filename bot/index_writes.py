@@ -89,7 +89,8 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
             if isinstance(text, str):
                 rec.abbreviation = text
                 rec.abbreviated_turn = int(line.get("throughTurn", rec.turn_count) or 0)
-                rec.needs_abbreviation = False
+                # Offline notes standing in while the model is down stay owed to it.
+                rec.needs_abbreviation = bool(line.get("needsAbbreviation"))
                 if line.get("answered") is False and _answered(conn, rec.id, rec.abbreviated_turn):
                     # The reply to their last turn landed while they were written (it
                     # shares the turn's number): they are behind it.

@@ -86,6 +86,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
+        self._model_failures = 0
         # Vectors a failed embedding left stale, and namings the model could not give, are
         # retried by the sweep, backing off (one sweep period, doubling up to
         # MAX_VECTOR_BACKOFF of them) while it fails.

@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 from bot.brain.base import RequestRefused, UtilityModel
 from bot.brain.cost import tracking
 from bot.conversations import ConversationManager
-from bot.extractive import Turn, extractive_abbreviation
+from bot.extractive import HEADER, Turn, extractive_abbreviation
 from bot.index import ConversationRecord
 from bot.lifecycle import prompts
 from bot.lifecycle.records import VectorIndex
@@ -56,6 +56,11 @@ class AbbreviationError(Exception):
     """The notes could not be produced (model unreachable, empty answer)."""
 
 
+def offline_notes(text: str | None) -> bool:
+    """Whether ``text`` are the offline extractive notes (labelled by their first line)."""
+    return bool(text) and str(text).startswith(HEADER)
+
+
 class Abbreviator:
     """Writes the meeting notes of a conversation, with the model or offline."""
 
@@ -78,13 +83,17 @@ class Abbreviator:
     def method(self) -> Literal["llm", "extractive"]:
         return "llm" if self.model is not None else "extractive"
 
+    async def extractive(self, turns: Sequence[Mapping[str, Any]]) -> str:
+        """The offline extractive notes of ``turns`` (labelled by their first line)."""
+        # Pure Python over possibly thousands of turns: keep it off the event loop.
+        return await asyncio.to_thread(extractive_abbreviation, as_tuples(turns, self.speaker))
+
     async def abbreviate(
         self, record: ConversationRecord, turns: Sequence[Mapping[str, Any]]
     ) -> str:
         """The notes for ``turns``; raises :class:`AbbreviationError` on failure."""
         if self.model is None:
-            # Pure Python over possibly thousands of turns: keep it off the event loop.
-            text = await asyncio.to_thread(extractive_abbreviation, as_tuples(turns, self.speaker))
+            text = await self.extractive(turns)
         else:
             prompt = prompts.abbreviation_prompt(
                 turns,
@@ -114,8 +123,7 @@ class Abbreviator:
                 # whole queue at every sweep, starving every other conversation. Its notes
                 # are written offline instead (labelled as such by their first line).
                 log.warning("notes of %s written offline: the model gave none", record.id)
-                items = as_tuples(turns, self.speaker)
-                text = await asyncio.to_thread(extractive_abbreviation, items)
+                text = await self.extractive(turns)
         text = (text or "").strip()
         if not text:
             raise AbbreviationError("empty abbreviation")
@@ -127,10 +135,10 @@ class Outcome:
     """What one pass over a conversation did (for logs and tests)."""
 
     conversation_id: str
-    status: Literal["abbreviated", "embedded", "skipped", "failed", "missing"]
+    status: Literal["abbreviated", "offline", "embedded", "skipped", "failed", "missing"]
     through_turn: int = 0
     embedded: bool | None = None  # None: no vector index configured
-    error: str | None = None
+    error: str | None = None  # the model's failure (also when notes were written offline)
 
 
 async def abbreviate(
@@ -140,11 +148,17 @@ async def abbreviate(
     conv_id: str,
     *,
     rewrite: bool = False,
+    fallback: bool = False,
+    model: bool = True,
 ) -> Outcome:
     """One pass: notes for new turns (or only the missing embedding), stored and embedded.
 
     ``rewrite``: the notes cover the last turn number but not every line of it (a reply
-    that landed after them), so they are written again.
+    that landed after them), so they are written again. ``fallback``: when the model
+    fails, the offline notes are stored as a stand-in (``needs_abbreviation`` kept, in the
+    transcript too, so the model writes them once it answers); ``model=False``: the model
+    is not asked (it is down), the stand-in is written at once (with ``fallback``) or the
+    pass fails.
     """
     record = await conversations.get(conv_id)
     if record is None:
@@ -154,9 +168,28 @@ async def abbreviate(
     current = (
         bool(record.abbreviation) and record.abbreviated_turn >= record.turn_count and not rewrite
     )
+    stand_in = (
+        current
+        and record.needs_abbreviation
+        and abbreviator.method == "llm"
+        and offline_notes(record.abbreviation)
+    )
+    if stand_in:
+        # A stand-in from an outage (or offline notes whose embedding failed): the model
+        # writes them now; while it is down they stay as they are, still owed.
+        current = False
+    # Offline notes stand in for missing or offline ones; the model's notes, even behind,
+    # are kept (and owed) until it answers.
+    noted = bool(record.abbreviation) and not offline_notes(record.abbreviation)
+    may_stand_in = fallback and not stand_in and not noted
+    if not model and not may_stand_in:
+        if not record.needs_abbreviation:
+            await conversations.mark_needs_abbreviation(conv_id, True)
+        return Outcome(conv_id, "skipped", record.abbreviated_turn)
     if current and not record.needs_abbreviation:
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
-    status: Literal["abbreviated", "embedded"]
+    status: Literal["abbreviated", "offline", "embedded"]
+    error: str | None = None
     if current:
         # The text is up to date; a previous pass failed to embed it.
         text, through, status = record.abbreviation or "", record.abbreviated_turn, "embedded"
@@ -167,24 +200,35 @@ async def abbreviate(
             return Outcome(conv_id, "skipped")
         through = max(int(t.get("turnNumber") or 0) for t in turns)
         try:
+            if not model:
+                raise AbbreviationError("the model is down")
             with tracking() as spent:
                 text = await abbreviator.abbreviate(record, turns)
+            extra = spent.fields()
         except AbbreviationError as exc:
-            log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
-            await conversations.mark_needs_abbreviation(conv_id, True)
-            return Outcome(conv_id, "failed", error=str(exc))
-        extra = spent.fields()
+            error = str(exc)
+            if not may_stand_in:
+                log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
+                await conversations.mark_needs_abbreviation(conv_id, True)
+                return Outcome(conv_id, "failed", error=error)
+            if model:  # (not asked: the pass that found it down warned)
+                log.warning("abbreviation of %s failed (%s); notes written offline", conv_id, exc)
+            # Search keeps finding it meanwhile; the flag, in the transcript, keeps the
+            # model's notes owed (the sweep, the next start, after a reindex too).
+            text = await abbreviator.extractive(turns)
+            extra = {"needsAbbreviation": True}
         if not any(t.get("role") == "assistant" and t.get("turnNumber") == through for t in turns):
             # Its reply may land while the notes are written: the index then counts them
             # as behind (bot.index_writes), also after a crash or in a rebuild.
             extra["answered"] = False
         await conversations.set_abbreviation(conv_id, text, through, **extra)
-        status = "abbreviated"
-        log.info(
+        status = "abbreviated" if error is None else "offline"
+        log.log(
+            logging.INFO if error is None else logging.DEBUG,  # (an outage: one a pass)
             "abbreviated %s through turn %d (%s, %d chars)",
             conv_id,
             through,
-            abbreviator.method,
+            abbreviator.method if error is None else "offline stand-in",
             len(text),
         )
     embedded: bool | None = None
@@ -204,7 +248,7 @@ async def abbreviate(
         await conversations.mark_needs_abbreviation(conv_id, True)
     elif status == "embedded":
         await conversations.mark_needs_abbreviation(conv_id, False)
-    return Outcome(conv_id, status, through, embedded)
+    return Outcome(conv_id, status, through, embedded, error)
 
 
 Process = Callable[[str], Awaitable[object]]

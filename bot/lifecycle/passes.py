@@ -21,6 +21,10 @@ from bot.transcript import recallable
 
 log = logging.getLogger("my_agent.lifecycle")
 
+# Passes the model failed in a row (an outage: one a sweep period, the rest of the queue
+# waits) before conversations get offline notes as a stand-in until it answers again.
+OFFLINE_AFTER_FAILURES = 3
+
 
 class AbbreviationPasses:
     """The abbreviation half of :class:`~bot.lifecycle.Lifecycle`."""
@@ -33,6 +37,7 @@ class AbbreviationPasses:
     # Conversations whose notes were written before a reply to a noted turn landed.
     _late_replies: set[str]
     _model_down_until: datetime | None
+    _model_failures: int  # model failures in a row (reset by notes it wrote)
 
     if TYPE_CHECKING:  # Lifecycle's own, and NamingRuns'
 
@@ -53,17 +58,28 @@ class AbbreviationPasses:
 
     async def _process(self, conv_id: str) -> None:
         now = self.clock.now()
-        if self._model_down_until is not None and now < self._model_down_until:
+        down = self._model_down_until is not None and now < self._model_down_until
+        # The model failing for long (hours: an outage, the account out of credit):
+        # search would miss every conversation since; they get the offline notes.
+        fallback = self._model_failures >= OFFLINE_AFTER_FAILURES
+        if down:
             # The model failed moments ago: flag the rest for the sweep instead of waiting
             # out the brain's retry budget once per queued conversation.
             self.counters["deferred"] += 1
-            await self._flag(conv_id)
-            return
+            if not fallback:
+                await self._flag(conv_id)
+                return
         late = conv_id in self._late_replies
         self._late_replies.discard(conv_id)  # a reply landing during this pass adds it back
         try:
             outcome = await abbreviate(
-                self.conversations, self.abbreviator, self.vectors, conv_id, rewrite=late
+                self.conversations,
+                self.abbreviator,
+                self.vectors,
+                conv_id,
+                rewrite=late,
+                fallback=fallback,
+                model=not down,
             )
         except asyncio.CancelledError:
             raise
@@ -77,18 +93,26 @@ class AbbreviationPasses:
         self.counters[outcome.status] += 1
         if outcome.embedded is False:
             self.counters["embedding_failed"] += 1
+        if outcome.error is not None and not down and self.abbreviator.method == "llm":
+            rest = self.config.conversations.abbreviation_sweep_seconds / 2
+            self._model_down_until = self.clock.now() + timedelta(seconds=rest)
+            self._model_failures += 1
+            if self._model_failures == OFFLINE_AFTER_FAILURES:
+                log.warning(
+                    "the model failed %d abbreviations in a row; offline notes stand in "
+                    "until it answers again",
+                    self._model_failures,
+                )
         if outcome.status == "failed":
             if late:  # the sweep's retry must still rewrite them, not only embed them
                 self._late_replies.add(conv_id)
-            if self.abbreviator.method == "llm":
-                rest = self.config.conversations.abbreviation_sweep_seconds / 2
-                self._model_down_until = self.clock.now() + timedelta(seconds=rest)
             return
         if outcome.status == "abbreviated":
             self._model_down_until = None
+            self._model_failures = 0
         if conv_id in self._late_replies:  # a reply landed while they were written
             await self._notes_behind(conv_id)
-        if outcome.status in ("abbreviated", "embedded", "skipped"):
+        if outcome.status in ("abbreviated", "embedded", "skipped") and not down:
             # Flow 5 (h): re-name from the fresh notes when enough turns passed.
             await self._name(conv_id, initial=False)
 

@@ -8,10 +8,9 @@ queries here are read-only.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from bot.hooks import EventBus
-from bot.index import SELECT_CONVERSATION, ConversationRecord, row_to_record
 
 if TYPE_CHECKING:
     from bot.conversations import ConversationManager
@@ -37,22 +36,32 @@ class LifecycleServices(Protocol):
     def brain(self) -> Any: ...  # a Brain; a UtilityModel when a model is configured
 
 
-async def pending_abbreviations(manager: ConversationManager) -> list[ConversationRecord]:
+class Owed(NamedTuple):
+    """A conversation owing work (notes, a naming): the columns the lifecycle reads to
+    schedule it, not the whole record (a backlog of 20,000 loaded whole at every start
+    and sweep took some 60 MB)."""
+
+    id: str
+    updated: str
+    needs_abbreviation: bool
+
+
+async def pending_abbreviations(manager: ConversationManager) -> list[Owed]:
     """Conversations with turns whose notes are missing, stale or not embedded.
 
     ``needs_abbreviation = 1`` (a failed pass) or ``abbreviated_turn < turn_count`` (new
     turns since the last notes), oldest activity first.
     """
     rows = await manager.index.db.fetchall(
-        f"{SELECT_CONVERSATION} WHERE turn_count > 0 AND "
+        "SELECT id, updated, needs_abbreviation FROM conversations WHERE turn_count > 0 AND "
         "(needs_abbreviation = 1 OR abbreviated_turn < turn_count) ORDER BY updated"
     )
-    return [row_to_record(row) for row in rows]
+    return [Owed(row[0], row[1], bool(row[2])) for row in rows]
 
 
 async def unnamed(
     manager: ConversationManager, naming_turn: int, renaming_interval: int | None = None
-) -> list[ConversationRecord]:
+) -> list[Owed]:
     """Conversations past the naming turn that were never named from their turns (no
     title, or one given before any turn) and not renamed by hand, oldest activity first;
     with ``renaming_interval``, also those named that many turns ago or more (a re-naming
@@ -60,11 +69,11 @@ async def unnamed(
     stale = "" if renaming_interval is None else " OR turn_count - last_named_turn >= ?"
     args = (naming_turn,) if renaming_interval is None else (naming_turn, renaming_interval)
     rows = await manager.index.db.fetchall(
-        f"{SELECT_CONVERSATION} WHERE turn_count >= ? AND (last_named_turn = 0{stale}) AND "
-        "manually_named = 0 ORDER BY updated",
+        "SELECT id, updated, needs_abbreviation FROM conversations WHERE turn_count >= ? AND "
+        f"(last_named_turn = 0{stale}) AND manually_named = 0 ORDER BY updated",
         args,
     )
-    return [row_to_record(row) for row in rows]
+    return [Owed(row[0], row[1], bool(row[2])) for row in rows]
 
 
 def as_datetime(value: str | datetime | None) -> datetime | None:
