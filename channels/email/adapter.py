@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import random
+import time
 from typing import Any
 
 from bot.channel import ChannelHost, DeliveryError, PermanentSendError
@@ -37,8 +38,14 @@ from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
 log = logging.getLogger("my_agent.email")
 
 
+# A session that ends sooner than this after its sync does not reset the backoff: a
+# server that accepts the login and drops the connection at once (IDLE refused, a proxy
+# cutting it) was reconnected about every second, a warning each time, for hours.
+STABLE_SESSION_SECONDS = 60.0
+
+
 class Backoff:
-    """Exponential reconnect delays with jitter, reset after a successful connection."""
+    """Exponential reconnect delays with jitter, reset once a session has held."""
 
     def __init__(self, initial: float, maximum: float) -> None:
         self.initial = initial
@@ -153,6 +160,7 @@ class EmailChannel:
         while not self._stopping.is_set():
             session = self._session()
             inbox.session_started()
+            synced: float | None = None  # when this session's sync completed
             try:
                 mailbox = await session.connect()
                 if self._cfg.imap.processed_folder:
@@ -161,7 +169,7 @@ class EmailChannel:
                 self.connects += 1
                 log.info("IMAP connected to %s (UIDVALIDITY %d)", mailbox.name, mailbox.uidvalidity)
                 await inbox.sync(session)
-                self.backoff.reset()
+                synced = time.monotonic()
                 self.ready.set()
                 await self._watch(session)
                 await session.close()  # stopping: log out politely
@@ -170,6 +178,8 @@ class EmailChannel:
                 raise
             except Exception as exc:
                 await inbox.session_failed()  # over a mail: counted against it
+                if synced is not None and time.monotonic() - synced >= STABLE_SESSION_SECONDS:
+                    self.backoff.reset()  # it held: a new outage starts from the first delay
                 delay = self.backoff.next()
                 log.warning(
                     "IMAP session ended (%s: %s); reconnecting in %.1fs",

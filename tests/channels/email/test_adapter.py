@@ -803,3 +803,37 @@ def test_config_requires_address_when_enabled(tmp_path: Path) -> None:
         build_config({"channels": {"email": {"enabled": True, "password": "x"}}}, env={})
     assert info.value.key == "channels.email.address"
     build_config({"channels": {"email": {"enabled": False}}}, env={})
+
+
+async def test_a_session_dropped_right_after_its_sync_backs_off(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    channels: list[EmailChannel],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that takes the login and drops the connection at once: each sync
+    succeeded and reset the backoff, so it was reconnected about every second, with a
+    warning each time, for as long as it lasted."""
+    folder = await create_folder(pymap.port)
+    delays: list[float] = []
+    done = asyncio.Event()
+
+    async def dropped(self: EmailChannel, session: Any) -> None:
+        raise ConnectionResetError("connection dropped after the sync")
+
+    async def recorded(self: EmailChannel, seconds: float) -> None:
+        delays.append(seconds)
+        if len(delays) >= 5:
+            done.set()
+            await self._stopping.wait()
+
+    monkeypatch.setattr(EmailChannel, "_watch", dropped)
+    monkeypatch.setattr(EmailChannel, "_sleep", recorded)
+    channel = await start(
+        channels, make_config(tmp_path, pymap.port, smtp.port, folder), FakeHost()
+    )
+    await asyncio.wait_for(done.wait(), 60)
+    initial = channel._cfg.imap.reconnect_initial
+    assert channel.connects >= 5
+    assert delays[4] > initial  # 16x the first delay, with jitter: 8-16x; reset: <= 1x
