@@ -16,9 +16,8 @@ from channels.telegram.adapter import TelegramChannel
 from .conftest import OWNER_ID, SleepRecorder
 
 
-async def test_a_send_telegram_accepted_but_never_confirmed_is_not_repeated_forever(
-    tg_server: FakeTelegramServer, channel: TelegramChannel
-) -> None:
+def _accepted_but_never_confirmed(tg_server: FakeTelegramServer, channel: TelegramChannel) -> None:
+    """Every sendMessage reaches the fake server, and its answer comes too late."""
     dispatch = tg_server._dispatch
 
     async def accepted_then_silent(method: str, p: dict[str, Any]) -> Any:
@@ -29,6 +28,12 @@ async def test_a_send_telegram_accepted_but_never_confirmed_is_not_repeated_fore
 
     tg_server._dispatch = accepted_then_silent  # type: ignore[method-assign]
     channel.session.timeout = 0.2
+
+
+async def test_a_send_telegram_accepted_but_never_confirmed_is_not_repeated_forever(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    _accepted_but_never_confirmed(tg_server, channel)
     msg = OutboundMessage("telegram", str(OWNER_ID), "see you at 7", outbox_id=5)
     # What the outbox does: send again after each failure, until it is told to stop.
     with pytest.raises(PermanentSendError, match="may have arrived"):
@@ -51,16 +56,7 @@ async def test_unconfirmed_sends_are_counted_across_the_outboxs_attempts(
     # With few retries per call, each call handed the failure back to the outbox after
     # 2 unconfirmed copies and the next attempt counted from 0 again: 2 copies at each
     # of the outbox's attempts, never given up on.
-    dispatch = tg_server._dispatch
-
-    async def accepted_then_silent(method: str, p: dict[str, Any]) -> Any:
-        result = await dispatch(method, p)
-        if method == "sendmessage":
-            await asyncio.sleep(1.0)
-        return result
-
-    tg_server._dispatch = accepted_then_silent  # type: ignore[method-assign]
-    channel.session.timeout = 0.2
+    _accepted_but_never_confirmed(tg_server, channel)
     channel.config.send_retries = 1
     msg = OutboundMessage("telegram", str(OWNER_ID), "the door code is 4711", outbox_id=6)
     outcomes = []
