@@ -124,10 +124,12 @@ class OutboxRows:
         blocked: set[str] = set()  # chats whose oldest row waits
         first: tuple[OutboundMessage, int, float] | None = None  # the wait that ends first
         over: list[tuple[OutboundMessage, int]] = []  # waits over by STALE_WAIT_SECONDS
+        heads: set[str] = set()  # chats whose oldest row was read (rows come oldest first)
         for outbox_id, payload, attempts, next_attempt in waiting:
             row = _decode(payload, outbox_id)
-            if row.chat_id in blocked or any(o.chat_id == row.chat_id for o, _ in over):
+            if row.chat_id in heads:
                 continue  # not the chat's oldest row
+            heads.add(row.chat_id)
             wait = min(next_attempt - now, self._delays.get(outbox_id, STALE_WAIT_SECONDS))
             if wait > 0:
                 blocked.add(row.chat_id)
