@@ -36,6 +36,7 @@ _RAW_PARAM = {
     for param in ("filename", "name")
 }
 # The label of a text part whose transfer encoding is broken (shown as sent below it)
+DAMAGED = "damaged: not valid base64, its contents could not be read"
 UNDECODABLE = "[This part of the mail is not valid base64 and could not be decoded: shown as sent.]"
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
 # Boundaries guessed per mail (Walker._unsplit): each parses the rest of the body again
@@ -113,6 +114,15 @@ def _is_base64(part: Message) -> bool:
     return bool(values) and values[0].strip().lower() == "base64"
 
 
+def _broken_base64(part: Message) -> bool:
+    """Whether ``part`` says base64 but Python's decoder found it is not (a broken
+    mailer, a truncated mail): what it "decoded" is not the part's bytes. The decoder
+    notes its defects when it decodes: read after :func:`_payload_bytes`."""
+    return _is_base64(part) and any(
+        type(d).__name__.startswith("InvalidBase64") for d in part.defects
+    )
+
+
 def _garbled(data: bytes, charset: str | None) -> bool:
     """Whether decoded text bytes are no text: invalid in their charset (or UTF-8),
     or in a single-byte charset mostly control characters."""
@@ -132,9 +142,8 @@ def _part_text(part: Message) -> str:
     data = _payload_bytes(part)
     raw = part.get_payload()
     if (
-        _is_base64(part)
-        and isinstance(raw, str)
-        and any(type(d).__name__.startswith("InvalidBase64") for d in part.defects)
+        isinstance(raw, str)
+        and _broken_base64(part)
         and (_garbled(data, charset) or data.strip() == raw.strip().encode("utf-8", "replace"))
     ):
         # Base64 that is none (a broken mailer, a truncated mail): its "decoded" bytes
@@ -164,9 +173,15 @@ class Walker:
         name = _filename(part)
         if ctype == "message/rfc822" and name is None:
             name = self._embedded_subject(part)
-        self.attachments.append(
-            Attachment(kind="file", name=name, mime_type=ctype, size=self._size(part))
-        )
+        size = self._size(part)  # decodes the part: the decoder notes its defects
+        if not part.is_multipart() and _broken_base64(part):
+            # Its "decoded" length (0 bytes for base64 that is none) is no size: the
+            # owner is told the file came damaged instead.
+            self.attachments.append(
+                Attachment(kind="file", name=name, mime_type=ctype, description=DAMAGED)
+            )
+            return
+        self.attachments.append(Attachment(kind="file", name=name, mime_type=ctype, size=size))
 
     @staticmethod
     def _size(part: Message) -> int | None:

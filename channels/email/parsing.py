@@ -250,7 +250,8 @@ def attachment_lines(attachments: tuple[Attachment, ...]) -> list[str]:
                 if item.size < 1024 * 1024
                 else f", {item.size / 1048576:.1f} MB"
             )
-        lines.append(f"[{what}: {name}{size}]")
+        note = f", {item.description}" if item.description else ""
+        lines.append(f"[{what}: {name}{size}{note}]")
     return lines
 
 

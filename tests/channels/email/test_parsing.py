@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from channels.email.html import html_to_text
-from channels.email.parsing import ParsedMail, decode_bytes, parse_message
+from channels.email.parsing import ParsedMail, attachment_lines, decode_bytes, parse_message
 from channels.email.quotes import strip_reply
 
 
@@ -256,6 +256,30 @@ def test_missing_wrong_and_unknown_charsets() -> None:
 def test_decode_bytes_never_fails() -> None:
     assert decode_bytes(bytes(range(256)), "utf-8")
     assert decode_bytes(b"\x81\x8d\x8f", None) == "\x81\x8d\x8f"  # cp1252 holes -> latin-1
+
+
+def _with_attachment(body: bytes) -> bytes:
+    return (
+        b"From: a@example.com\r\nSubject: photo\r\nMIME-Version: 1.0\r\n"
+        b"Content-Type: multipart/mixed; boundary=B\r\n\r\n--B\r\n"
+        b"Content-Type: text/plain\r\n\r\nhere it is\r\n--B\r\n"
+        b"Content-Type: image/jpeg; name=p.jpg\r\n"
+        b"Content-Disposition: attachment; filename=p.jpg\r\n"
+        b"Content-Transfer-Encoding: base64\r\n\r\n" + body + b"\r\n--B--\r\n"
+    )
+
+
+def test_an_attachment_whose_base64_is_broken_is_labelled_damaged_not_zero_bytes() -> None:
+    # Regression: it was listed as "[attachment: p.jpg, 0 bytes]", as if the file
+    # were empty; the owner could not tell a damaged file from an empty one.
+    for body in (b"!!!!@@@@####$$$$", b"/9j/4AAQSkZJRgABAQ\xff\xfe===x"):
+        mail = parse_message(_with_attachment(body))
+        (line,) = attachment_lines(mail.attachments)
+        assert line.startswith("[attachment: p.jpg, damaged: not valid base64"), line
+        assert "bytes" not in line
+        assert mail.text == "here it is"
+    sound = parse_message(_with_attachment(base64.b64encode(b"x" * 3000)))
+    assert attachment_lines(sound.attachments) == ["[attachment: p.jpg, 3 KB]"]
 
 
 def test_broken_base64_and_structures() -> None:
