@@ -13,14 +13,19 @@ from email.message import Message
 from bot.events import Attachment
 from channels.email.decoding import (
     decode_bytes,
-    decode_header_value,
     header_value,
-    padded_base64,
-    raw_header,
 )
 from channels.email.html import html_to_text
+from channels.email.mime_parts import (
+    DAMAGED,
+    broken_base64,
+    content_type,
+    filename,
+    is_attachment,
+    part_text,
+    payload_bytes,
+)
 
-_META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
 # A boundary delimiter line (RFC 2046 bchars, without the space).
 _BOUNDARY_LINE = re.compile(rb"^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$", re.MULTILINE)
 # What follows a guessed boundary line in a real body part: one of its MIME headers. A
@@ -30,14 +35,6 @@ _PART_HEADER = re.compile(rb"\r?\ncontent-[a-z-]+[ \t]*:", re.IGNORECASE)
 _MIME_NOTICE = re.compile(
     r"(?i)\s*this is a (multi-?part message in mime format|mime-encapsulated message)\.?\s*"
 )
-# A parameter in a raw header value: name="..." (quoted) or name=token.
-_RAW_PARAM = {
-    param: re.compile(rf'(?i)(?:^|;)\s*{param}\s*=\s*("[^"]*"|[^;\s]+)')
-    for param in ("filename", "name")
-}
-# The label of a text part whose transfer encoding is broken (shown as sent below it)
-DAMAGED = "damaged: not valid base64, its contents could not be read"
-UNDECODABLE = "[This part of the mail is not valid base64 and could not be decoded: shown as sent.]"
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
 # Boundaries guessed per mail (Walker._unsplit): each parses the rest of the body again
 _MAX_BOUNDARY_GUESSES = 16
@@ -46,118 +43,6 @@ _MAX_BOUNDARY_GUESSES = 16
 _MAX_ATTACHED_DEPTH = 4
 # The headers of an attached mail shown above its text, as a mail client's forward does.
 _FORWARDED_HEADERS = ("From", "Date", "Subject", "To", "Cc")
-
-
-def content_type(part: Message) -> str:
-    try:
-        return part.get_content_type()
-    except Exception:
-        return "text/plain"
-
-
-def _filename(part: Message) -> str | None:
-    try:
-        name = part.get_filename()
-    except Exception:
-        name = None
-    if name is None:
-        try:
-            name = part.get_param("name")  # type: ignore[assignment]
-        except Exception:
-            name = None
-    if isinstance(name, tuple):  # RFC 2231 triple from compat code paths
-        name = email.utils.collapse_rfc2231_value(name)
-    if name and "\ufffd" in str(name):
-        name = _raw_filename(part) or name
-    return decode_header_value(str(name)) if name else None
-
-
-def _raw_filename(part: Message) -> str | None:
-    """The file name as the sender's raw 8-bit header bytes have it (``résumé.pdf`` in
-    latin-1, unencoded, as older mailers send it), which the parser turns into U+FFFD:
-    the name in the turn and in search came out as ``r�sum�.pdf``."""
-    for header, param in (("Content-Disposition", "filename"), ("Content-Type", "name")):
-        for value in raw_header(part, header):
-            found = _RAW_PARAM[param].search(value)
-            if found and "\ufffd" not in found.group(1):
-                return found.group(1).strip('"')
-    return None
-
-
-def _is_attachment(part: Message) -> bool:
-    try:
-        disposition = (part.get_content_disposition() or "").lower()
-    except Exception:
-        disposition = ""
-    return disposition == "attachment" or (
-        _filename(part) is not None and content_type(part) not in ("text/plain", "text/html")
-    )
-
-
-def _payload_bytes(part: Message) -> bytes:
-    try:
-        payload = part.get_payload(decode=True)
-    except Exception:
-        payload = None
-    raw = part.get_payload()
-    if isinstance(payload, bytes):
-        if isinstance(raw, str) and _is_base64(part):
-            return padded_base64(raw.encode("ascii", "ignore")) or payload
-        return payload
-    if isinstance(raw, str):
-        return raw.encode("utf-8", "surrogateescape")
-    return b""
-
-
-def _is_base64(part: Message) -> bool:
-    values = raw_header(part, "Content-Transfer-Encoding")
-    return bool(values) and values[0].strip().lower() == "base64"
-
-
-def _broken_base64(part: Message) -> bool:
-    """Whether ``part`` says base64 but Python's decoder found it is not (a broken
-    mailer, a truncated mail): what it "decoded" is not the part's bytes. The decoder
-    notes its defects when it decodes: read after :func:`_payload_bytes`."""
-    return _is_base64(part) and any(
-        type(d).__name__.startswith("InvalidBase64") for d in part.defects
-    )
-
-
-def _garbled(data: bytes, charset: str | None) -> bool:
-    """Whether decoded text bytes are no text: invalid in their charset (or UTF-8),
-    or in a single-byte charset mostly control characters."""
-    try:
-        text = data.decode(charset or "utf-8")
-    except (LookupError, UnicodeDecodeError):
-        return True
-    odd = sum(1 for c in text if not (c.isprintable() or c.isspace()))
-    return odd * 10 > len(text)
-
-
-def _part_text(part: Message) -> str:
-    try:
-        charset = part.get_content_charset()
-    except Exception:
-        charset = None
-    data = _payload_bytes(part)
-    raw = part.get_payload()
-    if (
-        isinstance(raw, str)
-        and _broken_base64(part)
-        and (_garbled(data, charset) or data.strip() == raw.strip().encode("utf-8", "replace"))
-    ):
-        # Base64 that is none (a broken mailer, a truncated mail): its "decoded" bytes
-        # came into the turn as mojibake (or, past repair, as sent), nothing saying so.
-        # The text as sent is kept, labelled: nothing received is lost, and the model
-        # knows what it reads.
-        return f"{UNDECODABLE}\n\n{raw.strip()}".replace("\r\n", "\n")
-    if charset is None and content_type(part) == "text/html":
-        # An HTML body may name its charset only in a <meta> tag; without it a
-        # windows-1251 or Shift_JIS mail came out as cp1252 mojibake.
-        meta = _META_CHARSET.search(data[:4096])
-        charset = meta.group(1).decode("ascii") if meta else None
-    text = decode_bytes(data, charset)
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class Walker:
@@ -170,11 +55,11 @@ class Walker:
 
     def attach(self, part: Message) -> None:
         ctype = content_type(part)
-        name = _filename(part)
+        name = filename(part)
         if ctype == "message/rfc822" and name is None:
             name = self._embedded_subject(part)
         size = self._size(part)  # decodes the part: the decoder notes its defects
-        if not part.is_multipart() and _broken_base64(part):
+        if not part.is_multipart() and broken_base64(part):
             # Its "decoded" length (0 bytes for base64 that is none) is no size: the
             # owner is told the file came damaged instead.
             self.attachments.append(
@@ -193,7 +78,7 @@ class Walker:
                 # recursion limit when serialised: its size is unknown, and the walk
                 # (which failed as a whole: the raw body became the text) goes on.
                 return None
-        return len(_payload_bytes(part))
+        return len(payload_bytes(part))
 
     @staticmethod
     def _embedded_subject(part: Message) -> str | None:
@@ -211,7 +96,7 @@ class Walker:
         if ctype == "message/rfc822":
             self.attach(part)
             return self._attached_mail(part)
-        if not part.is_multipart() and _is_attachment(part):
+        if not part.is_multipart() and is_attachment(part):
             self.attach(part)
             return ""
         if part.is_multipart():
@@ -235,11 +120,11 @@ class Walker:
             texts = [self.text(child) for child in children]
             return "\n\n".join(t.strip("\n") for t in texts if t.strip())
         if ctype == "text/plain" or ctype == "text":
-            return _part_text(part)
+            return part_text(part)
         if ctype == "text/html":
-            return html_to_text(_part_text(part))
+            return html_to_text(part_text(part))
         if ctype.startswith("text/") and ctype not in ("text/calendar", "text/x-vcard"):
-            return _part_text(part)
+            return part_text(part)
         if ctype in _SIGNATURE_TYPES:
             return ""
         self.attach(part)
@@ -280,7 +165,7 @@ class Walker:
         "------", is none: the text above it was lost as a preamble); without one the
         body is read as text. It used to be recorded as an attachment only, and the
         mail's text was lost."""
-        body = _payload_bytes(part)
+        body = payload_bytes(part)
         found = next(
             (m for m in _BOUNDARY_LINE.finditer(body) if _PART_HEADER.match(body, m.end())),
             None,
