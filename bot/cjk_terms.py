@@ -1,4 +1,4 @@
-"""The subject terms of Chinese and Japanese text, for offline topics.
+"""The subject terms of Chinese, Japanese and Korean text, for offline topics.
 
 :mod:`bot.title_keywords` reads words between spaces; Chinese and Japanese write none,
 so a conversation in them had no keyword and no offline topic (its title is its opening,
@@ -7,6 +7,12 @@ characters that come back in the conversation: a string is counted wherever it i
 written, a shorter one is dropped where a longer one holding it comes back as often
 ("东京" in "东京塔"), and strings holding a function character (的, 了, 我们's 们,
 Japanese kana particles: hiragana) are never terms.
+
+Korean is written with spaces, but a word carries its particles and endings ("식당이",
+"식당에서", "예약했어요"), so the same word never comes back spelled the same way and
+:mod:`bot.title_keywords` found no recurring word: a Korean conversation had no topic.
+Its terms are the beginnings of its words that come back (:func:`hangul_terms`): nouns
+open the word, particles and endings close it.
 """
 
 from __future__ import annotations
@@ -66,5 +72,68 @@ def cjk_terms(turns: Sequence[Turn], limit: int = 6) -> list[str]:
                 if counts[part] <= counts[term]:
                     inside.add(part)
     kept = [t for t in kept if t not in inside]
+    kept.sort(key=lambda t: (-weights[t] * len(t), first[t]))
+    return kept[:limit]
+
+
+_HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]{2,}")
+# Beginnings of words that say nothing of a subject: pronouns, "this/that", time
+# adverbs, intensifiers, greetings and thanks, and the commonest verbs and adjectives
+# (to be, to have, to do, to be good, to want, to give, to know, to think).
+_KOREAN_FUNCTION = frozenset(
+    "그리 그래 그런 그럼 그거 그것 그냥 하지 우리 저희 제가 저는 저도 나는 나도 내가 너는 "
+    "당신 이거 이것 이번 저거 여기 거기 저기 지금 오늘 내일 어제 정말 진짜 너무 아주 "
+    "조금 많이 같이 다시 아직 벌써 혹시 아니 안녕 감사 고마 죄송 미안 있어 있는 있고 "
+    "있을 있었 있습 없어 없는 없고 하는 하고 하면 해요 해서 했어 했는 했습 할까 하세 "
+    "합니 하시 되는 돼요 됐어 됩니 같아 같은 좋아 좋은 좋겠 싶어 싶은 주세 줄래 알겠 "
+    "알아 모르 생각 어떻 어떤 무슨 뭐가 언제 어디 누가 그래요".split()
+)
+
+
+# Particles a noun is written with ("친구가", "회사에서"): a term that is a kept
+# shorter term plus one of them is that term.
+_PARTICLES = (
+    "에서",
+    "에게",
+    "한테",
+    "으로",
+    "까지",
+    "부터",
+    "처럼",
+    "보다",
+    "이랑",
+    *"이가은는을를에의도와과로만랑께",
+)
+
+
+def _with_particle(term: str, counts: Counter[str]) -> bool:
+    return any(
+        term.endswith(p) and len(term) - len(p) >= 2 and counts[term[: -len(p)]] >= counts[term]
+        for p in _PARTICLES
+    )
+
+
+def hangul_terms(turns: Sequence[Turn], limit: int = 6) -> list[str]:
+    """The conversation's recurring Korean terms, best first (the owner's uses count
+    double): beginnings of 2-4 syllables of its words that come back at least twice,
+    a beginning dropped where a longer one holding it comes back as often ("금요일"
+    for "금요일" and "금요일에", "이탈리아" rather than "이탈"); [] for text without
+    Hangul."""
+    counts: Counter[str] = Counter()
+    weights: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for role, content, _ in turns:
+        # NFC: a macOS keyboard may send syllables as their decomposed letters
+        for word in _HANGUL_WORD.findall(unicodedata.normalize("NFC", content)):
+            if word[:2] in _KOREAN_FUNCTION:
+                continue
+            for size in range(2, min(len(word), 4) + 1):
+                term = word[:size]
+                counts[term] += 1
+                weights[term] += 2 if role == "user" else 1
+                first.setdefault(term, len(first))
+    kept = [t for t, n in counts.items() if n >= 2]
+    inside = {t[:k] for t in kept for k in range(2, len(t)) if counts[t[:k]] <= counts[t]}
+    kept = [t for t in kept if t not in inside and not _with_particle(t, counts)]
     kept.sort(key=lambda t: (-weights[t] * len(t), first[t]))
     return kept[:limit]

@@ -5,7 +5,7 @@ offline abbreviation beside them: :mod:`bot.extractive`):
 
 - :func:`keyword_title`: 2-6 words in Title Case, at most 80 characters: names, nouns and
   identifiers, never fillers or verbs (a word's class is guessed from its neighbours).
-- :func:`keyword_topics`: kebab-case topics (in every script: Chinese and Japanese
+- :func:`keyword_topics`: kebab-case topics (in every script: Chinese, Japanese and Korean
   terms from :mod:`bot.cjk_terms`).
 
 The subject words they are built from, and how a word's class is guessed:
@@ -19,7 +19,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
-from bot.cjk_terms import cjk_terms
+from bot.cjk_terms import cjk_terms, hangul_terms
 from bot.extractive import Turn, entities, sentences
 from bot.fts_text import has_spaceless
 from bot.graphemes import cut
@@ -150,9 +150,11 @@ def keyword_topics(turns: Sequence[Turn], limit: int = 4) -> list[str]:
     """Kebab-case topics: the leading entity and keywords, deduplicated."""
     topics: list[str] = []
     names = [n for n in entities(turns, limit=1) if n.lower() not in SKIP_KEYWORD]
-    # Chinese and Japanese terms after the other words (bot.cjk_terms: their runs hold
-    # no word to pick out, and a conversation in them had no topic at all)
-    for candidate in [*names, *keywords(turns, limit=limit + 2), *cjk_terms(turns, limit)]:
+    # Chinese, Japanese and Korean terms after the other words (bot.cjk_terms: their
+    # runs hold no word to pick out, or their words carry particles, and a
+    # conversation in them had no topic at all)
+    candidates = [*names, *keywords(turns, limit=limit + 2), *cjk_terms(turns, limit)]
+    for candidate in [*candidates, *hangul_terms(turns, limit)]:
         topic = kebab(candidate)
         if topic and topic not in topics:
             topics.append(topic)

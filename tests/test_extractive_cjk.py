@@ -4,6 +4,8 @@ them, and no title is a whole run of characters."""
 
 from __future__ import annotations
 
+import unicodedata
+
 from bot.extractive import extractive_abbreviation, sentences
 from bot.keyword_titles import keyword_title, keyword_topics
 
@@ -76,3 +78,28 @@ def test_chinese_and_japanese_conversations_get_offline_topics() -> None:
     # kana particles and function characters are no topic
     assert not [t for t in topics if any("\u3040" <= c <= "\u309f" for c in t)]
     assert keyword_topics([("user", "我们的我们的", None)]) == []
+
+
+def test_a_korean_conversation_gets_offline_topics_without_its_particles() -> None:
+    # Regression: a Korean word carries its particles and endings ("식당이", "회사에",
+    # "예약했어요"), so no word came back spelled the same way and a Korean conversation
+    # had no offline topic at all.
+    booking = [
+        ("user", "금요일 저녁에 이탈리아 식당 예약하고 싶어요", None),
+        ("assistant", "시내에 있는 이탈리아 식당이 좋아요. 두 명 예약할까요?", None),
+        ("user", "네, 금요일에 이탈리아 식당 두 명 예약해 주세요", None),
+    ]
+    assert keyword_topics(booking) == ["이탈리아", "금요일", "식당", "예약"]
+    friend = [
+        ("user", "어제 서울에서 친구를 만났어요. 친구가 새 회사에 취직했대요.", None),
+        ("assistant", "와, 축하해요! 친구는 어떤 회사에 들어갔어요?", None),
+        ("user", "게임 회사예요. 친구가 게임을 정말 좋아해서 잘 됐어요. 서울 강남에 있대요.", None),
+    ]
+    topics = keyword_topics(friend)
+    assert topics[:2] == ["친구", "회사"] and "서울" in topics
+    assert "친구가" not in topics and "회사에" not in topics  # a particle is no topic
+    # decomposed syllables (as a macOS keyboard may send them) read the same
+    decomposed = [(r, unicodedata.normalize("NFD", t), s) for r, t, s in booking]
+    assert keyword_topics(decomposed) == keyword_topics(booking)
+    # greetings, pronouns and the commonest verbs are no topic
+    assert keyword_topics([("user", "안녕하세요 안녕하세요 정말 정말 있어요 있어요", None)]) == []
