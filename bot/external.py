@@ -27,6 +27,7 @@ from bot.parties import (
     normalise_identity,
     party_handle,
 )
+from bot.party_lines import inbound_lines
 from bot.party_reads import PartyReads
 from bot.record_cache import keyed_locks
 from bot.transcript import TranscriptStore
@@ -171,51 +172,24 @@ class ExternalStore(PartyReads):
         now = iso(utcnow())
         existing = await self.get(party_id)
         configured = self.configured_tier(channel, party_key, aliases)
-        lines: list[Line] = []
-        if existing is not None and configured and existing.tier_source != "owner":
-            if existing.tier != configured:  # the config changed since: config beats default
-                lines.append(
-                    {
-                        "type": "event",
-                        "event": "tier",
-                        "tier": configured,
-                        "source": "config",
-                        "timestamp": now,
-                    }
-                )
-        if existing is None:
-            tier = configured or self.config.trust.default_tier
-            lines.append(
-                {
-                    "type": "meta",
-                    "id": party_id,
-                    "channel": channel,
-                    "party": party_key,
-                    "name": display_name,
-                    "chatId": chat_id,
-                    "tier": tier,
-                    "tierSource": "config" if configured else "default",
-                    "created": now,
-                }
-            )
-        lines.append(
-            {
-                "type": "message",
-                "direction": "in",
-                "content": text,
-                "messageRef": message_ref,
-                "kind": kind,
-                "timestamp": now,
-                "name": display_name,
-                "chatId": chat_id,
-                **({"replyRef": reply_ref} if reply_ref else {}),
-                **({"subject": subject} if subject else {}),
-                **({} if addressed else {"addressed": False}),
-                **({"album": album} if album else {}),
-                # the sender's handles as of this message (a Telegram @username), so
-                # that the owner can name them: "/trust @eve"
-                **({"handles": handles} if handles else {}),
-            }
+        lines = inbound_lines(
+            party_id,
+            channel,
+            party_key,
+            now=now,
+            existing=existing,
+            configured=configured,
+            default_tier=self.config.trust.default_tier,
+            display_name=display_name,
+            chat_id=chat_id,
+            text=text,
+            message_ref=message_ref,
+            kind=kind,
+            reply_ref=reply_ref,
+            subject=subject,
+            addressed=addressed,
+            album=album,
+            handles=handles,
         )
         await self._record(party_id, lines)
         party = await self.get(party_id)

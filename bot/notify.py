@@ -12,14 +12,13 @@ service after ``WatchdogSec``. It pings at half of ``$WATCHDOG_USEC`` as sd_watc
 recommends, and only when ``$WATCHDOG_PID`` (if set) is our pid.
 
 The notifier can also mirror its state into a small JSON file in the data directory
-(``daemon.json``) that ``my-agent status`` reads to tell whether the daemon is alive,
-with or without systemd.
+(``daemon.json``, :mod:`bot.status_file`) that ``my-agent status`` reads to tell whether
+the daemon is alive, with or without systemd.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
@@ -28,9 +27,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+# the status file's name and reader are re-exported: its readers import them from here
+from bot.status_file import STATUS_FILE_NAME as STATUS_FILE_NAME
+from bot.status_file import process_start_ticks, write_status_file
+from bot.status_file import read_status_file as read_status_file
+
 log = logging.getLogger("my_agent.notify")
 
-STATUS_FILE_NAME = "daemon.json"
 # Heartbeat of the status file when systemd has no watchdog configured.
 DEFAULT_FILE_HEARTBEAT = 10.0
 
@@ -279,37 +282,10 @@ class Notifier:
         }
 
     def _write_status_file(self) -> None:
-        if self.status_path is None:
-            return
-        tmp = self.status_path.with_name(self.status_path.name + ".tmp")
-        try:
-            # Small and not fsynced on purpose: it is advisory, rewritten every heartbeat.
-            tmp.write_text(json.dumps(self.snapshot()), encoding="utf-8")
-            os.replace(tmp, self.status_path)
-        except OSError as exc:
-            log.debug("cannot write %s: %s", self.status_path, exc)
+        if self.status_path is not None:
+            write_status_file(self.status_path, self.snapshot())
 
 
 def _one_line(text: str) -> str:
     # A newline would start a new KEY=value field in the datagram.
     return " ".join(text.splitlines())
-
-
-def read_status_file(path: Path) -> dict[str, Any] | None:
-    """The daemon's last written state, or None when absent or unreadable."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``), None
-    without /proc. Unlike a wall-clock start time it does not move when the clock is
-    set: it tells this process from a later one that got its pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rpartition(")")[2].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None

@@ -3,12 +3,15 @@
 ``conversations.db`` can always be rebuilt from the transcripts (``my-agent reindex``).
 ``state.db`` holds operational state that is not in any transcript: the outbox of
 replies not yet delivered, the channel cursors and the claims of commands in progress
-(``bot/command_runs.py``). It is never deleted by reindex.
+(``bot/command_runs.py``). It is never deleted by reindex. Its migrations are in
+:mod:`bot.schema_state`; later ones of ``conversations.db`` in :mod:`bot.schema_recall`
+and :mod:`bot.schema_fts`.
 """
 
 from __future__ import annotations
 
 from bot.db import Migration, SyncConn
+from bot.schema_state import STATE_MIGRATIONS as STATE_MIGRATIONS  # re-exported
 
 
 def run_script(conn: SyncConn, script: str) -> None:
@@ -258,67 +261,6 @@ def _index_migrations() -> list[Migration]:
 
 
 INDEX_MIGRATIONS: list[Migration] = _index_migrations()
-
-
-def _state_v1(conn: SyncConn) -> None:
-    run_script(
-        conn,
-        """
-        CREATE TABLE outbox (
-            id INTEGER PRIMARY KEY,
-            channel TEXT NOT NULL,
-            payload TEXT NOT NULL,              -- JSON of the OutboundMessage
-            conversation_id TEXT,
-            party_id TEXT,
-            dedup_key TEXT UNIQUE,              -- e.g. "conv-...:7:reply": sent at most once
-            status TEXT NOT NULL DEFAULT 'pending'
-                CHECK (status IN ('pending', 'sent', 'failed')),
-            attempts INTEGER NOT NULL DEFAULT 0,
-            next_attempt REAL NOT NULL DEFAULT 0,
-            created TEXT NOT NULL,
-            sent TEXT,
-            message_ref TEXT,
-            last_error TEXT
-        );
-        CREATE INDEX outbox_pending ON outbox(status, next_attempt);
-        CREATE TABLE channel_cursors (
-            channel TEXT NOT NULL,
-            key TEXT NOT NULL,
-            value TEXT NOT NULL,
-            updated TEXT NOT NULL,
-            PRIMARY KEY (channel, key)
-        );
-        """,
-    )
-
-
-def _state_v2(conn: SyncConn) -> None:
-    # Commands with effects claimed before they run (bot/command_runs.py): a row lives
-    # from the claim until the transaction that queues the command's answer.
-    run_script(
-        conn,
-        """
-        CREATE TABLE command_runs (
-            channel TEXT NOT NULL,
-            message_id TEXT NOT NULL,
-            command TEXT NOT NULL,
-            effect TEXT NOT NULL DEFAULT '{}',  -- JSON: what the effect is recognised by
-            created TEXT NOT NULL,
-            PRIMARY KEY (channel, message_id)
-        ) WITHOUT ROWID;
-        """,
-    )
-
-
-def _state_v3(conn: SyncConn) -> None:
-    # When the owner was last given a once-an-hour notice (bot/owner_notices.py): kept
-    # in memory, it was given again at every start of a daemon in a crash loop.
-    conn.execute(
-        "CREATE TABLE owner_notices (key TEXT PRIMARY KEY, told TEXT NOT NULL) WITHOUT ROWID"
-    )
-
-
-STATE_MIGRATIONS = [_state_v1, _state_v2, _state_v3]
 
 
 def create_vector_tables(conn: SyncConn, dimensions: int) -> None:

@@ -8,7 +8,8 @@ default) gets the configured acknowledgement, if any, and the owner an escalatio
 Trust / Block / Reply actions on the configured channel, both rate-limited per party.
 An album (photos sent together, one message each) is one message here: handled once,
 when complete. Here: what a message gets; how it is given (a message to the party, an
-escalation to the owner): :mod:`bot.party_sends`.
+escalation to the owner): :mod:`bot.party_sends`; a known party's answer by the model:
+:mod:`bot.known_answers`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from typing import TYPE_CHECKING
 from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
+from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
-from bot.party_limits import for_model, kept
-from bot.party_sends import PartySends
+from bot.party_limits import kept
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ log = logging.getLogger("my_agent.router")
 UNVERIFIED = "a known contact, but this mail is not verified as theirs (it may be forged)"
 
 
-class StrangerFlow(PartySends):
+class StrangerFlow(KnownAnswers):
     """What the router does with a message that is not the owner's."""
 
     def __init__(
@@ -245,64 +246,6 @@ class StrangerFlow(PartySends):
                 await self._answer_known(now, items, target)
 
         self.s.replies.queue.submit(party.id, handle_album)
-
-    def answer_owed(
-        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
-    ) -> None:
-        """Queue one answer to what a known party ``said`` that a restart found
-        unanswered (:mod:`bot.party_resume`), as their messages are answered live."""
-        self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, said, target))
-
-    async def _answer_known(
-        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
-    ) -> None:
-        """Answer what a known party ``said`` (a message, or an album's photos) with the
-        restricted brain, given their exchange as of its arrival: read when the answer
-        ran, it held what they sent since (queued behind it), as if said before it.
-        Within the hourly budget of answers (:mod:`bot.party_budget`); past it, what
-        they said stays recorded, marked as refused: never answered automatically."""
-        async with self.budget.answer(party, said[-1].message_id) as allowed:
-            if allowed:
-                await self._answer_known_now(party, said, target)
-
-    async def _answer_known_now(
-        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
-    ) -> None:
-        from bot.brain.base import BrainRequest, HistoryTurn
-
-        msg = said[-1]
-        refs = {m.message_id for m in said}
-        history = [
-            h
-            for h in await self.s.external.history(party, through=msg.message_id)
-            if not (h["direction"] == "in" and h["ref"] in refs)
-        ]
-        request = BrainRequest(
-            profile="restricted",
-            channel=msg.channel,
-            text="\n".join(for_model(self.s, m.text) for m in said),
-            model_alias=party.model or self.s.config.models.default,
-            party_name=msg.sender_name or party.party_key,
-            scope=self.s.config.trust.known_scope,
-            history=tuple(
-                HistoryTurn("user" if h["direction"] == "in" else "assistant", h["content"])
-                for h in history
-            ),
-        )
-        reply = await self.s.replies.generation.generate(
-            party.id, 0, request, target, f"{msg.channel}:{msg.message_id}"
-        )
-        await self.send_to_party(
-            party,
-            reply.text,
-            kind="reply",
-            # per their last message: a restart finds it answered by this key (or by
-            # "answers" in their file) and does not answer it again
-            dedup=f"{msg.channel}:{msg.message_id}:reply",
-            in_reply_to=msg.message_ref or msg.message_id,
-            subject=msg.subject,
-            answers=msg.message_id,
-        )
 
 
 def _opener(text: str) -> bool:

@@ -22,16 +22,9 @@ from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import ReplyParts, account, request_params
 from bot.brain.anthropic_stream import DeltaForwarder
 from bot.brain.base import BrainUnavailable
-from bot.brain.context import (
-    COMPRESSION_SYSTEM,
-    FLUSH_PROMPT,
-    WorkingContext,
-    WorkingContexts,
-    compression_prompt,
-    estimate_tokens,
-    window_start,
-)
+from bot.brain.context import WorkingContext, WorkingContexts, estimate_tokens, window_start
 from bot.brain.cost import add_cost, add_usage
+from bot.brain.summary_prompt import COMPRESSION_SYSTEM, FLUSH_PROMPT, compression_prompt
 from bot.brain.tool_calls import Tool
 from bot.config.model import AppConfig
 

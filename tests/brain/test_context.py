@@ -12,13 +12,13 @@ from bot.brain.anthropic import AnthropicBrain, FlushRequest
 from bot.brain.base import BrainRequest
 from bot.brain.context import (
     EMPTY_MESSAGE,
-    FLUSH_PROMPT,
     REFUSED_IN_CONTEXT,
     ContextTurn,
     WorkingContexts,
     estimate_tokens,
     window_start,
 )
+from bot.brain.summary_prompt import FLUSH_PROMPT
 from bot.brain.tools import Tool
 from bot.transcript import event_line, turn_line
 from tests.brain.conftest import (

@@ -1,7 +1,7 @@
-"""The restricted profile's message list (bot.brain.context.restricted_messages)."""
+"""The restricted profile's message list (bot.brain.restricted_context.restricted_messages)."""
 
 from bot.brain.base import HistoryTurn
-from bot.brain.context import restricted_messages
+from bot.brain.restricted_context import restricted_messages
 
 
 def test_history_before_the_message_alternating_and_starting_with_user() -> None:

@@ -1,0 +1,81 @@
+"""A known party's answers: the restricted brain's reply to what they said.
+
+Known parties (``trust.contacts``, or the owner's ``/trust``) are answered by the model
+through the restricted profile (no recall tools, no owner data), given their own
+exchange, within the hourly budget of such answers (:mod:`bot.party_budget`). A base of
+:class:`bot.strangers.StrangerFlow`, which decides which messages get one; a restart
+that finds one owed queues it here too (:mod:`bot.party_resume`).
+"""
+
+from __future__ import annotations
+
+from bot.events import InboundMessage
+from bot.parties import PartyRecord
+from bot.party_budget import KnownBudget
+from bot.party_limits import for_model
+from bot.party_sends import PartySends
+from bot.replies import ReplyTarget
+
+
+class KnownAnswers(PartySends):
+    """The model's answers to known parties (a base of :class:`bot.strangers.StrangerFlow`)."""
+
+    budget: KnownBudget
+
+    def answer_owed(
+        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
+    ) -> None:
+        """Queue one answer to what a known party ``said`` that a restart found
+        unanswered (:mod:`bot.party_resume`), as their messages are answered live."""
+        self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, said, target))
+
+    async def _answer_known(
+        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
+    ) -> None:
+        """Answer what a known party ``said`` (a message, or an album's photos) with the
+        restricted brain, given their exchange as of its arrival: read when the answer
+        ran, it held what they sent since (queued behind it), as if said before it.
+        Within the hourly budget of answers (:mod:`bot.party_budget`); past it, what
+        they said stays recorded, marked as refused: never answered automatically."""
+        async with self.budget.answer(party, said[-1].message_id) as allowed:
+            if allowed:
+                await self._answer_known_now(party, said, target)
+
+    async def _answer_known_now(
+        self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
+    ) -> None:
+        from bot.brain.base import BrainRequest, HistoryTurn
+
+        msg = said[-1]
+        refs = {m.message_id for m in said}
+        history = [
+            h
+            for h in await self.s.external.history(party, through=msg.message_id)
+            if not (h["direction"] == "in" and h["ref"] in refs)
+        ]
+        request = BrainRequest(
+            profile="restricted",
+            channel=msg.channel,
+            text="\n".join(for_model(self.s, m.text) for m in said),
+            model_alias=party.model or self.s.config.models.default,
+            party_name=msg.sender_name or party.party_key,
+            scope=self.s.config.trust.known_scope,
+            history=tuple(
+                HistoryTurn("user" if h["direction"] == "in" else "assistant", h["content"])
+                for h in history
+            ),
+        )
+        reply = await self.s.replies.generation.generate(
+            party.id, 0, request, target, f"{msg.channel}:{msg.message_id}"
+        )
+        await self.send_to_party(
+            party,
+            reply.text,
+            kind="reply",
+            # per their last message: a restart finds it answered by this key (or by
+            # "answers" in their file) and does not answer it again
+            dedup=f"{msg.channel}:{msg.message_id}:reply",
+            in_reply_to=msg.message_ref or msg.message_id,
+            subject=msg.subject,
+            answers=msg.message_id,
+        )

@@ -1,0 +1,86 @@
+"""The lines a third party's message adds to their file (``external/{party_id}.jsonl``).
+
+A message in is written as one ``message`` line, after the party's ``meta`` line when it
+is their first, and after a ``tier`` event when ``trust.contacts`` names them with a tier
+other than the one their file has (the config beats a default, not the owner's choice).
+The writing and the mirroring into the index: :class:`bot.external.ExternalStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.parties import PartyRecord
+from bot.transcript_lines import Line
+
+
+def inbound_lines(
+    party_id: str,
+    channel: str,
+    party_key: str,
+    *,
+    now: str,
+    existing: PartyRecord | None,
+    configured: str | None,
+    default_tier: str,
+    display_name: str | None,
+    chat_id: str,
+    text: str,
+    message_ref: str,
+    kind: str,
+    reply_ref: str | None,
+    subject: str | None,
+    addressed: bool,
+    album: str | None,
+    handles: Sequence[str],
+) -> list[Line]:
+    """The lines of one message from the party (``existing``: their record, None for a
+    first message; ``configured``: the tier ``trust.contacts`` gives them, if any;
+    ``now``: the lines' time, ISO 8601)."""
+    lines: list[Line] = []
+    if existing is not None and configured and existing.tier_source != "owner":
+        if existing.tier != configured:  # the config changed since: config beats default
+            lines.append(
+                {
+                    "type": "event",
+                    "event": "tier",
+                    "tier": configured,
+                    "source": "config",
+                    "timestamp": now,
+                }
+            )
+    if existing is None:
+        tier = configured or default_tier
+        lines.append(
+            {
+                "type": "meta",
+                "id": party_id,
+                "channel": channel,
+                "party": party_key,
+                "name": display_name,
+                "chatId": chat_id,
+                "tier": tier,
+                "tierSource": "config" if configured else "default",
+                "created": now,
+            }
+        )
+    lines.append(
+        {
+            "type": "message",
+            "direction": "in",
+            "content": text,
+            "messageRef": message_ref,
+            "kind": kind,
+            "timestamp": now,
+            "name": display_name,
+            "chatId": chat_id,
+            **({"replyRef": reply_ref} if reply_ref else {}),
+            **({"subject": subject} if subject else {}),
+            **({} if addressed else {"addressed": False}),
+            **({"album": album} if album else {}),
+            # the sender's handles as of this message (a Telegram @username), so
+            # that the owner can name them: "/trust @eve"
+            **({"handles": handles} if handles else {}),
+        }
+    )
+    return lines
