@@ -12,14 +12,7 @@ from __future__ import annotations
 
 from bot.db import Migration, SyncConn
 from bot.schema_state import STATE_MIGRATIONS as STATE_MIGRATIONS  # re-exported
-
-
-def run_script(conn: SyncConn, script: str) -> None:
-    """Run statements one by one: ``executescript`` would COMMIT the migration's
-    transaction first and break its atomicity."""
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.execute(statement)
+from bot.sqlite_conn import run_script
 
 
 def _index_v1(conn: SyncConn) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bot.db import SyncConn
 from bot.fts_text import searchable
-from bot.schema import run_script
+from bot.sqlite_conn import run_script
 
 # Non-ASCII content (a GLOB range over code points): the only rows whose indexed text
 # can differ from their content.

@@ -23,6 +23,18 @@ log = logging.getLogger("my_agent.db")
 T = TypeVar("T")
 SyncConn = Any  # sqlite3.Connection or pysqlite3.dbapi2.Connection (same API)
 Migration = Callable[[SyncConn], None]
+
+
+def run_script(conn: SyncConn, script: str) -> None:
+    """Run statements one by one: ``executescript`` would COMMIT the migration's
+    transaction first and break its atomicity. (Here, not in :mod:`bot.schema`: the
+    migration modules that :mod:`bot.schema` imports use it, and importing one of them
+    first was a circular import.)"""
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 

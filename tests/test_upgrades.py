@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,16 @@ async def test_an_upgrade_on_a_full_disk_keeps_the_old_version_and_says_so(
         check.close()
     finally:
         subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
+
+
+@pytest.mark.parametrize(
+    "module", ["bot.schema_fts", "bot.schema_recall", "bot.schema_state", "bot.schema"]
+)
+def test_each_migration_module_imports_on_its_own(module: str) -> None:
+    # Regression: bot.schema_fts imported run_script from bot.schema, which imports
+    # bot.schema_fts while it is being built: importing it first (a script, a test run
+    # alone, a tool) failed with a circular import.
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
