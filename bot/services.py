@@ -66,8 +66,12 @@ def _check_data_dir(config: AppConfig) -> None:
         config.conversations_dir.mkdir(parents=True, exist_ok=True)
         config.external_dir.mkdir(parents=True, exist_ok=True)
         probe = config.data_dir / ".write-test"
-        probe.write_bytes(b"ok")
-        probe.unlink()
+        try:
+            probe.write_bytes(b"ok")
+        finally:
+            # On a full disk the file is made and its two bytes are refused: it stayed
+            # behind, empty, in the owner's data directory after every refused start.
+            probe.unlink(missing_ok=True)
     except OSError as exc:
         raise DataDirError(f"data directory {config.data_dir} is not usable: {exc}") from exc
     try:

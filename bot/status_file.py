@@ -8,6 +8,7 @@ to tell a live daemon from a dead one, and from a later process that got its pid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -29,6 +30,8 @@ def write_status_file(path: Path, state: dict[str, Any]) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         log.debug("cannot write %s: %s", path, exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)  # a full disk made it and refused its bytes
 
 
 def read_status_file(path: Path) -> dict[str, Any] | None:

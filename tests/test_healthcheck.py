@@ -398,6 +398,27 @@ async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) ->
         subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
 
 
+def test_a_full_disk_leaves_no_empty_files_in_the_data_directory(tmp_path: Path) -> None:
+    # Regression: on a full disk a file is made and its bytes refused, so the start's
+    # write probe (".write-test") and the status file's temporary copy
+    # ("daemon.json.tmp") stayed behind as empty files in the owner's data directory.
+    from bot.services import DataDirError, _check_data_dir
+
+    config = _config(tmp_path)
+    mount_tmpfs(config.data_dir, "4m")
+    try:
+        _check_data_dir(config)  # its directories made while there is room
+        before = sorted(p.name for p in config.data_dir.iterdir())
+        filler = fill_disk(config.data_dir)
+        with pytest.raises(DataDirError, match="not usable"):
+            _check_data_dir(config)
+        Notifier(env={}, status_path=config.data_dir / STATUS_FILE_NAME).ready("ready")
+        after = sorted(p.name for p in config.data_dir.iterdir() if p != filler)
+        assert after == before, after
+    finally:
+        subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
+
+
 async def test_status_on_a_full_disk_with_the_daemon_stopped_reports_what_it_can(
     tmp_path: Path,
 ) -> None:
