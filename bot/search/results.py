@@ -44,22 +44,32 @@ class SearchPage:
     """A page of results; ``next_cursor`` continues the same query. ``total`` counts the
     conversations found; with ``total_exact`` False it is a lower bound: the query's words
     match more turns than the ranking read, and the pages after the ranked ones list the
-    rest (:mod:`bot.search.tail`)."""
+    rest (:mod:`bot.search.tail`). ``no_words``: the query had nothing to look for.
+
+    A query with no word ("?!", "🔥🚀") is not searched: the model reads it as its
+    unknown token, so its "nearest" turns were any, listed as a perfect match (score 1).
+    """
 
     results: list[SearchResult]
     next_cursor: str | None
     total: int
     method: str
     total_exact: bool = True
+    # the query held no word to look for (only punctuation, symbols or emoji): nothing
+    # was searched, and each door says so instead of "no match"
+    no_words: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "results": [r.to_dict() for r in self.results],
             "next_cursor": self.next_cursor,
             "total": self.total,
             "total_exact": self.total_exact,
             "method": self.method,
         }
+        if self.no_words:
+            out["no_words"] = True
+        return out
 
 
 @dataclass(frozen=True)
