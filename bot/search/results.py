@@ -173,8 +173,20 @@ def check_range(
     start: str | None, end: str | None, names: tuple[str, str] = ("date_from", "date_to")
 ) -> None:
     """Refuse a date range that ends before it starts (it matched nothing, silently),
-    naming both bounds by ``names`` (the caller's own parameters)."""
-    if start and end and start[:10] > end[:10]:
+    naming both bounds by ``names`` (the caller's own parameters). Two times of one day
+    are compared as times (``18:00`` to ``09:00`` of a day was let through)."""
+    if not (start and end):
+        return
+    reversed_ = start[:10] > end[:10]
+    if not reversed_ and len(start) > 10 and len(end) > 10:
+        try:
+            first = datetime.fromisoformat(start.replace("Z", "+00:00"))
+            last = datetime.fromisoformat(end.replace("Z", "+00:00"))
+            # both with an offset, or both without (the same zone): comparable
+            reversed_ = (first.tzinfo is None) == (last.tzinfo is None) and first > last
+        except ValueError:
+            pass  # iso_date names a value that is no date
+    if reversed_:
         raise InvalidFilter(f"{names[0]} {start} is after {names[1]} {end}")
 
 
