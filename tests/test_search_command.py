@@ -90,3 +90,31 @@ async def test_a_keyword_only_search_says_so(core: Core) -> None:
     assert await core.say("/search canoe hire") == (
         "No conversations match 'canoe hire'. (keyword search only: try other words)"
     )
+
+
+async def test_the_three_doors_list_the_same_conversations(core: Core) -> None:
+    # SPEC: one engine behind /search, `my-agent search` (SearchService.search, as
+    # tests/test_cli_search.py runs it) and the recall tool, filters included.
+    import json
+
+    from bot.brain.tools import RecallTools, execute, tool_map
+
+    evening, later = await _kayaks(core)
+    tools = tool_map(RecallTools(core.s.config, core.s).tools())
+    for words, channel, span in (
+        ("kayak", None, {}),
+        ("kayak", "telegram", {}),
+        ("kayak", None, {"from": "2999-03-01", "to": "2999-03-01"}),
+    ):
+        typed = words + (f" channel:{channel}" if channel else "")
+        typed += "".join(f" {key}:{day}" for key, day in span.items())
+        answer = await core.say(f"/search {typed}")
+        shown = [line.rsplit("(", 1)[1].rstrip(")") for line in answer.splitlines()[1:]]
+        args: dict[str, object] = {"query": words, "limit": 5, "dateRange": span}
+        if channel:
+            args["channel"] = channel
+        content, err = await execute(tools, "search_conversations", args)
+        body = json.loads(content.split("\n", 2)[2].rsplit("\n</recalled_data>", 1)[0])
+        assert not err and [r["conversationId"] for r in body["results"]] == shown, typed
+        expected = {later} if channel else {evening} if span else {evening, later}
+        assert set(shown) == expected, typed
