@@ -121,7 +121,10 @@ async def search_answer(
     if page.next_cursor:
         # Five are shown: without this the owner took them for all there were.
         total = f"{page.total}{'' if page.total_exact else '+'}"
-        lines.append(f"{len(page.results)} of {total} shown; add words to narrow it down.")
+        lines.append(
+            f"{len(page.results)} of {total} shown; add words or a filter (channel:, from:, to:) "
+            "to narrow it down."
+        )
     # The same results as data, for a channel that can link them (the dashboard
     # opens each conversation from its answer); the text is for the others.
     return CommandResult("\n".join(lines), extra={"heading": heading, "results": found})
