@@ -175,6 +175,9 @@ def build_parser() -> Parser:
         metavar="DATE",
         help="turns on or before this day (YYYY-MM-DD, a day of owner.timezone)",
     )
+    search.add_argument(
+        "--conversation", metavar="ID", help="only this conversation (an id of a result)"
+    )
     search.add_argument("--cursor", help="the next page: next_cursor of the previous --json")
     search.add_argument("--json", action="store_true", help="print the page as JSON")
     reindex = add("reindex", "rebuild conversations.db from the transcripts")

@@ -14,7 +14,7 @@ from typing import Any
 from bot import exitcodes, store_lock
 from bot.cli_common import command_config, print_json, print_text, setup_logging
 from bot.config import AppConfig
-from bot.graphemes import cut
+from bot.graphemes import cut, shorten
 from bot.identity import OwnerIdentities
 from bot.labels import UNTITLED
 
@@ -215,10 +215,20 @@ def cmd_search(args: argparse.Namespace) -> int:
         return exitcodes.EX_USAGE
 
     from bot.owner_days import day_range, local_day, owner_zone
+    from bot.search.query import bounded_query, fts_parts
 
     if not args.query.strip():
         # `search ""` answered "no match (keyword)" and exit 0, as if searched
         print("my-agent search: the query is empty: give the words to look for", file=sys.stderr)
+        return exitcodes.EX_USAGE
+    if not fts_parts(bounded_query(args.query)):
+        # only punctuation, symbols or emoji: nothing to look for (SearchPage.no_words),
+        # said before the store and the model are opened
+        print(
+            "my-agent search: the query has no words (only punctuation, symbols or emoji): "
+            "give the words to look for",
+            file=sys.stderr,
+        )
         return exitcodes.EX_USAGE
     zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
     try:
@@ -232,23 +242,33 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     async def _search(s: Any) -> int:
         await s.search.start()  # keyword-only without a model: the warning says why
+        if args.conversation and await s.conversations.get(args.conversation) is None:
+            # a mistyped id matched nothing, read as "never said there"
+            print(f"my-agent search: no conversation {args.conversation}", file=sys.stderr)
+            return 1
         try:
             page = await s.search.search(
                 args.query,
                 channel=args.channel,
                 date_from=date_from,
                 date_to=date_to,
+                conversation_id=args.conversation,
                 limit=args.limit,
                 cursor=args.cursor,
             )
         except ValueError as exc:  # a cursor that is not one, or of another query
-            print(f"my-agent search: {exc}", file=sys.stderr)
+            print(f"my-agent search: --cursor: {exc}", file=sys.stderr)
             return exitcodes.EX_USAGE
         if args.json:
             print_json(page.to_dict())
             return 0
         if not page.results:
-            print(f"no match ({page.method})")
+            filtered = args.channel or date_from or date_to or args.conversation
+            where = " with these filters" if filtered else ""
+            print(f"no conversation matches {shorten(' '.join(args.query.split()), 60)!r}{where}")
+            if page.method != "hybrid":
+                # without a model only the words themselves are found: say what to try
+                print("(keyword search only: try other words, or synonyms)")
         elif page.method != "hybrid":
             # found by their words only (no embedding model, or it failed on this query):
             # said before the results, as a miss by meaning is not a miss

@@ -17,7 +17,7 @@ OWNER_HELP = """Commands:
 /new [first message] - start a fresh conversation (with that message)
 /model [opus|sonnet|haiku] - show or switch the model
 /rename <title> - rename this conversation
-/search <query> - search past conversations
+/search <query> [channel:telegram] [from:2026-02-01] [to:2026-02-28] - search past conversations
 /status - what is running and how this conversation stands
 /trust <party> [known|untrusted] - let a third party be answered
 /block <party> - ignore a third party

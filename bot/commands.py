@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRun
+from bot.command_search import search_answer
 from bot.command_status import CONVERSATION_PREFIX, status_answer
 from bot.command_syntax import (
     COMMANDS,
@@ -22,10 +23,9 @@ from bot.command_syntax import (
     parse_command,
 )
 from bot.events import InboundMessage
-from bot.graphemes import cut, isolate
+from bot.graphemes import isolate
 from bot.index import ConversationRecord
-from bot.labels import TITLE_MAX, UNTITLED, clip_title, display_title, shown_title
-from bot.owner_days import local_day, owner_zone
+from bot.labels import TITLE_MAX, clip_title
 from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
 
@@ -189,55 +189,7 @@ class Commands(PartyCommands):
         conv: ConversationRecord | None,
         run: CommandRun | None = None,
     ) -> CommandResult:
-        if not args.strip():
-            return CommandResult("Usage: /search <query>")
-        # Typed in a group, the answer is read by every member: the group's own
-        # conversation only (it listed the owner's private chats to the group).
-        in_group = bool(message.group_id) and conv is not None
-        page = await self.s.search.search(
-            args, limit=5, conversation_id=conv.id if in_group and conv else None
-        )
-        if not page.results:
-            return CommandResult(f"No conversations match {args!r}.")
-        heading = f"Results for {args!r} ({page.method}):"
-        lines = [heading]
-        found: list[dict[str, object]] = []
-        zone = owner_zone(self.s.config)  # the owner's day, as the assistant dates it
-        for i, r in enumerate(page.results, 1):
-            snippet = cut(" ".join((r.snippet or "").split()), 160)
-            rec = await self.s.conversations.get(r.conversation_id)
-            # Named as the dashboard lists it (not "Untitled"): the record's title is
-            # also fresher than the index row the search read.
-            title = (
-                display_title(
-                    rec.channel, await shown_title(self.s, rec), rec.channel_meta, rec.participants
-                )
-                if rec is not None
-                else r.title or UNTITLED
-            )
-            day = local_day(r.timestamp, zone)
-            lines.append(
-                f"{i}. {title} [{r.channel}, {day}, {r.turn_range}] {isolate(snippet)} "
-                f"({r.conversation_id})"
-            )
-            found.append(
-                {
-                    "conversationId": r.conversation_id,
-                    "title": title,
-                    "channel": r.channel,
-                    "day": day,
-                    "turnRange": r.turn_range,
-                    "focusTurn": r.matched_turns[0] if r.matched_turns else None,
-                    "snippet": snippet,
-                }
-            )
-        if page.next_cursor:
-            # Five are shown: without this the owner took them for all there were.
-            total = f"{page.total}{'' if page.total_exact else '+'}"
-            lines.append(f"{len(page.results)} of {total} shown; add words to narrow it down.")
-        # The same results as data, for a channel that can link them (the dashboard
-        # opens each conversation from its answer); the text is for the others.
-        return CommandResult("\n".join(lines), extra={"heading": heading, "results": found})
+        return await search_answer(self.s, args, message, conv)
 
 
 def _title(args: str) -> str:

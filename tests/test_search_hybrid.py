@@ -196,3 +196,20 @@ async def test_a_model_failing_mid_run_degrades_one_search_to_keyword_and_recove
     page = await service.search("vehicle squealing sound when slowing down")
     assert page.method == "hybrid"
     assert page.results[0].conversation_id == "conv-car"
+
+
+@pytest.mark.parametrize("query", ["?!...;;", "🔥🔥🚀", "-- ** --"])
+async def test_a_query_with_no_words_finds_nothing_and_says_so(  # type: ignore[no-untyped-def]
+    store, query: str
+) -> None:
+    # Regression: the model embeds such a query as its unknown token, whose "nearest"
+    # turns are any: every conversation was listed as found, the first with score 1.0
+    # (the offline brain answered a 👍 with three unrelated conversations).
+    _db, service = store
+    page = await service.search(query)
+    assert page.results == [] and page.total == 0 and page.next_cursor is None
+    assert page.no_words and page.to_dict()["no_words"] is True
+    # one word among them is searched as usual, by meaning too
+    found = await service.search(f"{query} vehicle squealing")
+    assert not found.no_words and found.results[0].conversation_id == "conv-car"
+    assert "no_words" not in found.to_dict()

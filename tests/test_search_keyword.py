@@ -261,6 +261,15 @@ async def test_a_backwards_date_range_is_refused(seeded: Database) -> None:
         await service.search("deploy", date_from="2026-03-01", date_to="2026-02-01")
     page = await service.search("deploy", date_from="2026-01-05", date_to="2026-01-05T23:59")
     assert [r.conversation_id for r in page.results] == ["conv-deploy"]
+    # two times of one day, backwards (it passed: only the days were compared)
+    with pytest.raises(InvalidFilter, match="date_from 2026-01-05T18:00 is after date_to 20"):
+        await service.search("deploy", date_from="2026-01-05T18:00", date_to="2026-01-05T09:00")
+    with pytest.raises(InvalidFilter, match="is after"):
+        await service.search(
+            "deploy", date_from="2026-01-05T18:00Z", date_to="2026-01-05T20:00+05:00"
+        )
+    page = await service.search("deploy", date_from="2026-01-05T09:00", date_to="2026-01-05T18:00")
+    assert [r.conversation_id for r in page.results] == ["conv-deploy"]
 
 
 async def test_matched_turns_name_each_turn_once(db: Database) -> None:

@@ -29,6 +29,7 @@ OFFLINE_LABEL = "[offline mode: no language model is configured]"
 # Turns of the current conversation this close to the message are not "recall": they are
 # the message itself and what the owner still sees above it.
 RECENT_TURNS = 10
+KEYWORD_ONLY = "keyword search only: conversations that say it in other words are not found"
 # An e-mail turn may start with its subject, labelled ("Subject: Lisbon trip",
 # channels/email/inbound.py): the label is in every such turn, no word to recall by (it
 # recalled every earlier mail as related); the subject's own words are.
@@ -64,10 +65,11 @@ class OfflineBrain:
 
     async def _owner_reply(self, request: BrainRequest) -> str:
         lines = [f"{OFFLINE_LABEL} Set ANTHROPIC_API_KEY to get real answers."]
-        found = []
+        found: list[SearchResult] = []
+        keyword_only = False
         if self.search is not None and request.text.strip():
             try:
-                found = await self._recall(request)
+                found, keyword_only = await self._recall(request)
             except Exception:
                 log.exception("recall failed for the offline reply")
                 lines.append("Recall is unavailable at the moment.")
@@ -87,17 +89,24 @@ class OfflineBrain:
                     f"{i}. {isolate(title)} ({result.channel}, {date}, {result.turn_range}): "
                     f"{isolate(snippet)}"
                 )
+            if keyword_only:
+                lines.append(f"({KEYWORD_ONLY})")
         elif len(lines) == 1:
-            lines.append("Nothing related turned up in past conversations.")
+            # Without an embedding model only the message's own words were looked for: a
+            # bare "nothing turned up" read as "never talked about it".
+            hint = f" ({KEYWORD_ONLY})" if keyword_only else ""
+            lines.append(f"Nothing related turned up in past conversations.{hint}")
         for note in request.notes:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
 
-    async def _recall(self, request: BrainRequest) -> list[SearchResult]:
-        """Up to ``max_results`` past conversations on the message's subject."""
+    async def _recall(self, request: BrainRequest) -> tuple[list[SearchResult], bool]:
+        """Up to ``max_results`` past conversations on the message's subject, and whether
+        the search was keyword-only (no embedding model, or it failed on the message)."""
         assert self.search is not None
         query = request.text.removeprefix(_SUBJECT_LABEL)
         found: list[SearchResult] = []
+        keyword_only = False
         cursor = None
         for _ in range(MAX_PAGES):
             # a group's members read the reply: its own conversation only (recall_scope)
@@ -107,6 +116,7 @@ class OfflineBrain:
                 limit=self.max_results + 2,
                 cursor=cursor,
             )
+            keyword_only = page.method != "hybrid" and not page.no_words
             for result in page.results:
                 if result.conversation_id == request.conversation_id and self._recent(
                     result, request.turn_number
@@ -124,11 +134,11 @@ class OfflineBrain:
                 if part is not None:
                     found.append(part)
                 if len(found) >= self.max_results:
-                    return found
+                    return found, keyword_only
             cursor = page.next_cursor
             if cursor is None:
                 break
-        return found
+        return found, keyword_only
 
     @staticmethod
     def _recent(result: SearchResult, turn_number: int | None) -> bool:

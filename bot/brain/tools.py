@@ -82,6 +82,10 @@ SEARCH_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        "conversationId": {
+            "type": "string",
+            "description": "Only this conversation (an id from an earlier result).",
+        },
         "limit": {
             "type": "integer",
             "minimum": 1,
@@ -91,6 +95,19 @@ SEARCH_SCHEMA: dict[str, Any] = {
     },
     "required": ["query"],
 }
+_DATE_KEYS = ("from", "to")
+
+
+def _known_arguments(args: Mapping[str, Any], dates: Mapping[str, Any]) -> None:
+    """Refuse an argument the search does not know (``date_from``, ``dateRange.start``):
+    ignored, it searched everything while the model believed it had narrowed it down."""
+    unknown = sorted(set(args) - set(SEARCH_SCHEMA["properties"]))
+    unknown += sorted(f"dateRange.{k}" for k in set(dates) - set(_DATE_KEYS))
+    if unknown:
+        raise ToolError(
+            f"unknown argument {', '.join(unknown)}: search_conversations takes query, "
+            "channel, dateRange (from, to), conversationId and limit"
+        )
 
 
 class RecallTools:
@@ -165,6 +182,14 @@ class RecallTools:
         dates = args.get("dateRange") or {}
         if not isinstance(dates, dict):
             raise ToolError("dateRange must be an object with from/to")
+        _known_arguments(args, dates)
+        conversation = args.get("conversationId") or None
+        if conversation is not None and not isinstance(conversation, str):
+            raise ToolError("conversationId must be a conversation id string")
+        if only is not None and conversation not in (None, only):
+            raise ToolError(GROUP_ONLY)
+        if conversation is not None and only is None and not await self._exists(conversation):
+            raise ToolError(f"no conversation {conversation!r}: use an id from a search result")
         limit = int_input(args.get("limit"), "limit") or self.config.search.default_limit
         limit = max(1, min(limit, SEARCH_MAX_LIMIT))
         zone = ZoneInfo(self.config.owner.timezone)
@@ -175,10 +200,16 @@ class RecallTools:
                 channel=channel,
                 date_from=date_from,
                 date_to=date_to,
-                conversation_id=only,
+                conversation_id=only or conversation,
                 limit=limit + (current is not None),  # the message itself may drop out
             )
         )
+        if page.no_words:
+            # searched for nothing: an empty list read as "never talked about it"
+            raise ToolError(
+                "query has no words to look for (only punctuation, symbols or emoji): "
+                "search with words"
+            )
         results = []
         total = page.total
         for r in page.results:
@@ -208,6 +239,12 @@ class RecallTools:
             found["searchMode"] = "keyword-only"
             found["note"] = KEYWORD_ONLY_NOTE
         return wrap_data("search_conversations", found)
+
+    async def _exists(self, conversation_id: str) -> bool:
+        conversations = getattr(self.services, "conversations", None)
+        if conversations is None:  # a search service alone (tests, diagnostics)
+            return True
+        return await maybe_await(conversations.get(conversation_id)) is not None
 
     async def _without_current(self, item: dict[str, Any], result: Any, turn: int) -> bool:
         """Take the message being answered out of ``item`` (a result in its own

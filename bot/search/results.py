@@ -44,22 +44,32 @@ class SearchPage:
     """A page of results; ``next_cursor`` continues the same query. ``total`` counts the
     conversations found; with ``total_exact`` False it is a lower bound: the query's words
     match more turns than the ranking read, and the pages after the ranked ones list the
-    rest (:mod:`bot.search.tail`)."""
+    rest (:mod:`bot.search.tail`). ``no_words``: the query had nothing to look for.
+
+    A query with no word ("?!", "🔥🚀") is not searched: the model reads it as its
+    unknown token, so its "nearest" turns were any, listed as a perfect match (score 1).
+    """
 
     results: list[SearchResult]
     next_cursor: str | None
     total: int
     method: str
     total_exact: bool = True
+    # the query held no word to look for (only punctuation, symbols or emoji): nothing
+    # was searched, and each door says so instead of "no match"
+    no_words: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "results": [r.to_dict() for r in self.results],
             "next_cursor": self.next_cursor,
             "total": self.total,
             "total_exact": self.total_exact,
             "method": self.method,
         }
+        if self.no_words:
+            out["no_words"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -163,8 +173,20 @@ def check_range(
     start: str | None, end: str | None, names: tuple[str, str] = ("date_from", "date_to")
 ) -> None:
     """Refuse a date range that ends before it starts (it matched nothing, silently),
-    naming both bounds by ``names`` (the caller's own parameters)."""
-    if start and end and start[:10] > end[:10]:
+    naming both bounds by ``names`` (the caller's own parameters). Two times of one day
+    are compared as times (``18:00`` to ``09:00`` of a day was let through)."""
+    if not (start and end):
+        return
+    reversed_ = start[:10] > end[:10]
+    if not reversed_ and len(start) > 10 and len(end) > 10:
+        try:
+            first = datetime.fromisoformat(start.replace("Z", "+00:00"))
+            last = datetime.fromisoformat(end.replace("Z", "+00:00"))
+            # both with an offset, or both without (the same zone): comparable
+            reversed_ = (first.tzinfo is None) == (last.tzinfo is None) and first > last
+        except ValueError:
+            pass  # iso_date names a value that is no date
+    if reversed_:
         raise InvalidFilter(f"{names[0]} {start} is after {names[1]} {end}")
 
 

@@ -24,7 +24,7 @@ from bot.search import cursor as cursors
 from bot.search.fusion import Ranked, Scored
 from bot.search.keyword import DocFreqs
 from bot.search.pages import conversation_rows, search_results
-from bot.search.query import bounded_query
+from bot.search.query import bounded_query, fts_parts
 from bot.search.results import (
     Filters,
     InvalidCursor,
@@ -118,6 +118,13 @@ class SearchService(QueryScoring):
         limit = max(1, min(int(limit), 100))
         key = fingerprint(query, filters)
         state = cursors.decode(cursor, key) if cursor else None
+        if not fts_parts(query):
+            # Only punctuation, symbols or emoji: no keyword to match, and the model
+            # embeds them as its unknown token, whose "nearest" turns are any. They were
+            # listed as found, the first scored 1.0 (the offline brain replied to a 👍
+            # with three unrelated conversations): nothing is searched, and it says so.
+            method = "hybrid" if self._will_embed(query) else "keyword"
+            return SearchPage([], None, 0, method, no_words=True)
         cached = self._pages.get(key) if cursor else None
         meta: dict[str, tuple[Any, ...]] | None = None
         if cached is not None and time.monotonic() - cached[0] < _PAGE_TTL:

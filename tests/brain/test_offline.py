@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from bot.brain.base import BrainRequest
-from bot.brain.offline import OFFLINE_LABEL, OfflineBrain
+from bot.brain.offline import KEYWORD_ONLY, OFFLINE_LABEL, OfflineBrain
 
 
 async def test_recalled_conversations_are_dated_by_the_owners_calendar(
@@ -79,3 +79,25 @@ async def test_a_recalled_title_and_snippet_are_whole_and_isolated(
     )
     assert "1. \u2068סירה 2\u2069 (web, " in reply.text
     assert "kayak " + "y" * 190 + "..." in reply.text and "\U0001f468" not in reply.text
+
+
+async def test_a_keyword_only_recall_says_so(core: SimpleNamespace) -> None:
+    # Regression: without an embedding model only the message's own words are looked
+    # for, and "Nothing related turned up" read as "never talked about it" (the other
+    # doors say keyword-only: /search, my-agent search, the recall tool).
+    manager = core.conversations
+    rec = await manager.create("web")
+    await manager.append_turn(rec.id, "user", "we parked the kayak at the boathouse")
+    brain = OfflineBrain(core.search)
+
+    async def ask(text: str) -> list[str]:
+        request = BrainRequest(profile="owner", channel="web", text=text, model_alias="")
+        return (await brain.reply(request)).text.splitlines()
+
+    found = await ask("where is the kayak?")
+    assert found[1] == "From past conversations:" and found[2].startswith("1. ")
+    assert found[-1] == f"({KEYWORD_ONLY})"
+    assert (await ask("where is the canoe?"))[1] == (
+        f"Nothing related turned up in past conversations. ({KEYWORD_ONLY})"
+    )
+    assert (await ask("👍"))[1] == "Nothing related turned up in past conversations."

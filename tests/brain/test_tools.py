@@ -570,3 +570,55 @@ async def test_recall_in_a_group_reaches_the_group_conversation_only(
     everywhere = tool_map(RecallTools(config, core).tools())
     content, err = await execute(everywhere, "search_conversations", {"query": "salary"})
     assert {r["conversationId"] for r in unwrap(content)["results"]} == {private.id, group.id}
+
+
+async def test_an_argument_the_search_does_not_know_is_an_error_naming_it(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression: an argument outside the schema (``date_from``, ``dateRange.start``) was
+    # ignored: the search ran over everything while the model believed it had narrowed it.
+    await seed_conversation(core, [("user", "tax return deadline")])
+    tools = tool_map(RecallTools(config, core).tools())
+    for args, named in (
+        ({"query": "tax", "date_from": "2026-02-01"}, "date_from"),
+        ({"query": "tax", "dateRange": {"start": "2026-02-01"}}, "dateRange.start"),
+        ({"query": "tax", "cursor": "abc"}, "cursor"),
+    ):
+        content, err = await execute(tools, "search_conversations", args)
+        assert err and f"unknown argument {named}:" in content, content
+        assert "conversationId" in content  # what it does take
+    content, err = await execute(tools, "search_conversations", {"query": "tax", "limit": 3})
+    assert not err and len(unwrap(content)["results"]) == 1
+
+
+async def test_a_search_within_one_conversation(config: AppConfig, core: SimpleNamespace) -> None:
+    # The filter `my-agent search --conversation` and the web API have: the model can look
+    # inside the conversation a first search found.
+    first = await seed_conversation(core, [("user", "the tax return is due on 31 July")])
+    other = await seed_conversation(core, [("user", "tax advisor fees went up")])
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(
+        tools, "search_conversations", {"query": "tax", "conversationId": other}
+    )
+    assert not err and [r["conversationId"] for r in unwrap(content)["results"]] == [other]
+    content, err = await execute(
+        tools, "search_conversations", {"query": "tax", "conversationId": "conv-typo"}
+    )
+    assert err and "no conversation 'conv-typo'" in content  # not "never talked about it"
+    # in a group, its own conversation only, whatever the model asks for
+    group = tool_map(RecallTools(config, core).tools(only=first))
+    content, err = await execute(
+        group, "search_conversations", {"query": "tax", "conversationId": other}
+    )
+    assert err and "group" in content and "advisor" not in content
+
+
+async def test_a_query_with_no_words_is_an_error_result(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression: "?!" or "🔥" came back as an empty list (keyword-only) or as every
+    # conversation (by meaning): either way the model read it as an answer.
+    await seed_conversation(core, [("user", "the fire alarm beeps at night")])
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(tools, "search_conversations", {"query": "🔥?!"})
+    assert err and "no words" in content

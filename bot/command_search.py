@@ -1,0 +1,130 @@
+"""``/search``: the owner's search from any channel (the engine of ``my-agent search`` and
+the recall tool, :class:`bot.search.SearchService`), with its filters typed as words:
+``channel:telegram``, ``from:2026-02-01``, ``to:2026-02-28`` (days of the owner's calendar,
+the whole day when no time is given)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.command_syntax import CommandResult
+from bot.events import InboundMessage
+from bot.graphemes import cut, isolate, shorten
+from bot.index import ConversationRecord
+from bot.labels import UNTITLED, display_title, shown_title
+from bot.owner_days import day_range, local_day, owner_zone
+from bot.search.results import InvalidFilter
+
+if TYPE_CHECKING:
+    from bot.config import AppConfig
+    from bot.services import Services
+
+SEARCH_USAGE = "Usage: /search <query> [channel:telegram] [from:2026-02-01] [to:2026-02-28]"
+ECHO_CHARS = 60  # of the query, repeated in the answer
+_SEARCH_OPTIONS = ("channel", "from", "to")
+
+
+def search_options(args: str) -> tuple[str, dict[str, str]]:
+    """``/search`` arguments as (query, options): the filters ``channel:``, ``from:`` and
+    ``to:`` (as words of their own, anywhere) are taken out, the rest is the query."""
+    words: list[str] = []
+    options: dict[str, str] = {}
+    for word in args.split():
+        key, colon, value = word.partition(":")
+        if colon and key.lower() in _SEARCH_OPTIONS:
+            options[key.lower()] = value
+        else:
+            words.append(word)
+    return " ".join(words), options
+
+
+def search_channel(config: AppConfig, value: str | None) -> str | None:
+    """``channel:`` as a channel name; :class:`InvalidFilter` naming it for another word
+    (a typo matched nothing, read as "never talked about it")."""
+    if value is None:
+        return None
+    known = tuple(type(config.channels).model_fields)
+    if value.strip().lower() not in known:
+        raise InvalidFilter(f"channel: {value!r} is not a channel (one of {', '.join(known)})")
+    return value.strip().lower()
+
+
+async def search_answer(
+    services: Services, args: str, message: InboundMessage, conv: ConversationRecord | None
+) -> CommandResult:
+    """The answer to ``/search args`` typed in ``conv`` (None: a dashboard tab without
+    one): five results as lines, and as data for a channel that links them."""
+    query, options = search_options(args)
+    if not query:
+        return CommandResult(SEARCH_USAGE)
+    zone = owner_zone(services.config)  # the owner's day, as the assistant dates it
+    try:
+        channel = search_channel(services.config, options.get("channel"))
+        # a day without a time is that whole day of the owner's calendar
+        date_from, date_to = day_range(
+            options.get("from"), options.get("to"), zone, ("from:", "to:")
+        )
+    except InvalidFilter as exc:
+        return CommandResult(f"{exc}\n{SEARCH_USAGE}")
+    # Typed in a group, the answer is read by every member: the group's own
+    # conversation only (it listed the owner's private chats to the group).
+    in_group = bool(message.group_id) and conv is not None
+    page = await services.search.search(
+        query,
+        channel=channel,
+        date_from=date_from,
+        date_to=date_to,
+        limit=5,
+        conversation_id=conv.id if in_group and conv else None,
+    )
+    # The query as typed, shortened: a pasted page was echoed whole (a 10 KB query
+    # made a 12 KB answer, three Telegram messages of the owner's own text).
+    quoted = f"'{isolate(shorten(' '.join(query.split()), ECHO_CHARS))}'"
+    if page.no_words:
+        return CommandResult(f"Nothing to search for in {quoted}: give words to look for.")
+    keyword_only = page.method != "hybrid"
+    if not page.results:
+        where = " with these filters" if channel or date_from or date_to else ""
+        hint = " (keyword search only: try other words)" if keyword_only else ""
+        return CommandResult(f"No conversations match {quoted}{where}.{hint}")
+    heading = f"Results for {quoted}{' (keyword search only)' if keyword_only else ''}:"
+    lines = [heading]
+    found: list[dict[str, object]] = []
+    for i, r in enumerate(page.results, 1):
+        snippet = cut(" ".join((r.snippet or "").split()), 160)
+        rec = await services.conversations.get(r.conversation_id)
+        # Named as the dashboard lists it (not "Untitled"): the record's title is
+        # also fresher than the index row the search read.
+        title = (
+            display_title(
+                rec.channel, await shown_title(services, rec), rec.channel_meta, rec.participants
+            )
+            if rec is not None
+            else r.title or UNTITLED
+        )
+        day = local_day(r.timestamp, zone)
+        where = r.turn_range or "its notes"  # found by its notes alone: no turn to name
+        lines.append(
+            f"{i}. {title} [{r.channel}, {day}, {where}] {isolate(snippet)} ({r.conversation_id})"
+        )
+        found.append(
+            {
+                "conversationId": r.conversation_id,
+                "title": title,
+                "channel": r.channel,
+                "day": day,
+                "turnRange": r.turn_range,
+                "focusTurn": r.matched_turns[0] if r.matched_turns else None,
+                "snippet": snippet,
+            }
+        )
+    if page.next_cursor:
+        # Five are shown: without this the owner took them for all there were.
+        total = f"{page.total}{'' if page.total_exact else '+'}"
+        lines.append(
+            f"{len(page.results)} of {total} shown; add words or a filter (channel:, from:, to:) "
+            "to narrow it down."
+        )
+    # The same results as data, for a channel that can link them (the dashboard
+    # opens each conversation from its answer); the text is for the others.
+    return CommandResult("\n".join(lines), extra={"heading": heading, "results": found})

@@ -1,0 +1,59 @@
+"""``my-agent search`` as the owner uses it: the filters the other doors have, and what an
+empty, wordless or keyword-only search prints (bot/cli_store.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot import cli, exitcodes
+from tests.test_cli import Store, store
+
+__all__ = ["store"]  # the fixture, shared with tests/test_cli.py
+
+
+def test_search_within_one_conversation(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    # The filter the recall tool and the web API have (it had no option here).
+    both = store.json("search", "Porto OR sourdough", capsys=capsys)
+    assert len(both["results"]) == 2
+    web = store.ids["web"]
+    page = store.json("search", "Porto OR sourdough", "--conversation", web, capsys=capsys)
+    assert [r["conversation_id"] for r in page["results"]] == [web]
+    # a mistyped id is said, not listed as "no match"
+    capsys.readouterr()
+    argv = ["--config", str(store.config_path), "search", "Porto", "--conversation", "conv-x"]
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no conversation conv-x" in captured.err
+
+
+@pytest.mark.parametrize("query", ["?!...", "🔥🚀", "-- --"])
+def test_a_query_with_no_words_is_a_usage_error(
+    store: Store, query: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: searched by meaning, such a query (the model's unknown token) listed
+    # every conversation as found; keyword-only it printed "no match (keyword)".
+    capsys.readouterr()
+    assert cli.main(["--config", str(store.config_path), "search", query]) == exitcodes.EX_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == "" and "the query has no words" in captured.err
+
+
+def test_an_empty_search_says_what_was_searched_and_what_to_try(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: it printed "no match (keyword)" (and a 10 KB query nothing more useful).
+    status, text = store.run("search", "xylophone", capsys=capsys)
+    assert status == 0
+    assert text == (
+        "no conversation matches 'xylophone'\n(keyword search only: try other words, or synonyms)\n"
+    )
+    status, text = store.run("search", "xylophone " * 1000, "--to", "2000-01-01", capsys=capsys)
+    assert status == 0 and len(text) < 200
+    assert text.startswith("no conversation matches 'xylophone xylophone") and "filters" in text
+
+
+def test_a_bad_cursor_is_named(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    argv = ["--config", str(store.config_path), "search", "Porto", "--cursor", "nonsense"]
+    assert cli.main(argv) == exitcodes.EX_USAGE
+    assert "--cursor: malformed search cursor" in capsys.readouterr().err
