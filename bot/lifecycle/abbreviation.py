@@ -130,6 +130,18 @@ class Abbreviator:
         return text
 
 
+async def set_flag(conversations: ConversationManager, conv_id: str, flag: bool) -> bool:
+    """Set ``needs_abbreviation`` of ``conv_id`` to ``flag`` unless it is already so (as
+    the manager knows it); True when it was written. While the model is down every sweep
+    (and every start) passes over each conversation owed notes: rewriting a flag already
+    set was a write per conversation, 15,000 a sweep after an import, for hours."""
+    record = await conversations.get(conv_id)
+    if record is None or record.needs_abbreviation == flag:
+        return False
+    await conversations.mark_needs_abbreviation(conv_id, flag)
+    return True
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one pass over a conversation did (for logs and tests)."""
@@ -183,8 +195,7 @@ async def abbreviate(
     noted = bool(record.abbreviation) and not offline_notes(record.abbreviation)
     may_stand_in = fallback and not stand_in and not noted
     if not model and not may_stand_in:
-        if not record.needs_abbreviation:
-            await conversations.mark_needs_abbreviation(conv_id, True)
+        await set_flag(conversations, conv_id, True)
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
     if current and not record.needs_abbreviation:
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
@@ -209,7 +220,7 @@ async def abbreviate(
             error = str(exc)
             if not may_stand_in:
                 log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
-                await conversations.mark_needs_abbreviation(conv_id, True)
+                await set_flag(conversations, conv_id, True)
                 return Outcome(conv_id, "failed", error=error)
             if model:  # (not asked: the pass that found it down warned)
                 log.warning("abbreviation of %s failed (%s); notes written offline", conv_id, exc)
@@ -245,9 +256,9 @@ async def abbreviate(
             )
             embedded = False
     if embedded is False:
-        await conversations.mark_needs_abbreviation(conv_id, True)
+        await set_flag(conversations, conv_id, True)
     elif status == "embedded":
-        await conversations.mark_needs_abbreviation(conv_id, False)
+        await set_flag(conversations, conv_id, False)
     return Outcome(conv_id, status, through, embedded, error)
 
 
