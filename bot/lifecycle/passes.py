@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
-from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, abbreviate, set_flag
+from bot.lifecycle.abbreviation import Abbreviator, abbreviate, set_flag
 from bot.lifecycle.naming import Naming
+from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex
 from bot.lifecycle.timers import Clock
 from bot.transcript import recallable
