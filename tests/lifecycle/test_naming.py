@@ -246,6 +246,18 @@ async def test_offline_naming_without_a_key(core: Core, make_lifecycle: MakeLife
     assert row.title and len(row.title) <= 80 and 1 <= len(row.title.split()) <= 6
     assert row.title == title_case(row.title)
     assert all(t == kebab(t) for t in row.topics)
+    # Its key words, and named for good (no model owes it a title: nothing re-asks).
+    assert row.title.startswith("Kitchen Renovation Budget") and "kitchen" in row.topics
+    assert row.last_named_turn == 5
+    # A Telegram chat's keyword title names the contact too, offline.
+    chat = (
+        await core.manager.create(
+            "telegram", identity_key="telegram:7", channel_meta={"contact": "Hanan"}
+        )
+    ).id
+    await _user_turns(core, chat, 5, text="kitchen renovation budget")
+    await lifecycle.settle()
+    assert (await core.row(chat)).title.startswith("Hanan — Kitchen Renovation Budget")
 
 
 async def test_telegram_title_names_the_contact(
