@@ -145,12 +145,16 @@ class Abbreviator:
 
 
 async def set_flag(conversations: ConversationManager, conv_id: str, flag: bool) -> bool:
-    """Set ``needs_abbreviation`` of ``conv_id`` to ``flag`` unless it is already so (as
-    the manager knows it); True when it was written. While the model is down every sweep
-    (and every start) passes over each conversation owed notes: rewriting a flag already
-    set was a write per conversation, 15,000 a sweep after an import, for hours."""
-    record = await conversations.get(conv_id)
-    if record is None or record.needs_abbreviation == flag:
+    """Set ``needs_abbreviation`` of ``conv_id`` to ``flag`` unless it is already so;
+    True when it was written. While the model is down every sweep (and every start)
+    passes over each conversation owed notes: rewriting a flag already set was a write
+    per conversation, 15,000 a sweep after an import."""
+    # The column alone, not the record (a record read and parsed for each of them took
+    # longer than the writes it saves).
+    row = await conversations.index.db.fetchone(
+        "SELECT needs_abbreviation FROM conversations WHERE id = ?", (conv_id,)
+    )
+    if row is None or bool(row[0]) == flag:
         return False
     await conversations.mark_needs_abbreviation(conv_id, flag)
     return True
