@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from bot.brain.base import UtilityModel
 from bot.graphemes import isolate
+from bot.health_store import STAND_IN_ARGS, STAND_INS
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import local_moment, owner_zone
@@ -60,8 +62,41 @@ def search_line(services: Services) -> str:
     return f"Search: {vec}"
 
 
+def _conversations(n: int) -> str:
+    return f"{n} conversation{'' if n == 1 else 's'}"
+
+
+async def notes_line(services: Services) -> str:
+    """The notes the lifecycle owes: how many conversations wait for theirs, and of
+    those how many the offline stand-in summarises meanwhile (written while the model
+    failed, searchable but not the model's), with the oldest one's last activity in the
+    owner's time zone. Without a model every note is offline: no stand-in is owed."""
+    db = services.index.db
+    row = await db.fetchone(
+        "SELECT count(*) FROM conversations WHERE turn_count > 0 AND "
+        "(needs_abbreviation = 1 OR abbreviated_turn < turn_count)"
+    )
+    waiting = int(row[0] or 0) if row else 0
+    if not waiting:
+        return "Notes: up to date"
+    line = f"Notes: {_conversations(waiting)} waiting for notes"
+    if not isinstance(services.brain, UtilityModel):
+        return line
+    row = await db.fetchone(STAND_INS, STAND_IN_ARGS)
+    stand_ins, oldest = (int(row[0] or 0), row[1]) if row else (0, None)
+    if stand_ins:
+        line += (
+            f"; {stand_ins} of them summarised by the offline stand-in until the model "
+            "writes their notes"
+        )
+        if oldest:
+            zone = owner_zone(services.config)
+            line += f", the oldest last active {local_minute(str(oldest), zone)} ({zone.key})"
+    return line
+
+
 async def health_lines(services: Services) -> list[str]:
-    """The daemon's health in two lines: its channels and storage, then what waits."""
+    """The daemon's health: its channels and storage, what waits, and the notes owed."""
     health = services.health()
     channels: dict[str, Any] = health.get("channels") or {}
     up = [name for name, started in channels.items() if started]
@@ -81,6 +116,7 @@ async def health_lines(services: Services) -> list[str]:
     return [
         "Daemon: " + "; ".join(parts),
         f"Conversations: {total}; outbox pending: {pending}; escalations pending: {escalations}",
+        await notes_line(services),
     ]
 
 

@@ -18,6 +18,17 @@ from bot.recovery import PENDING_REPLIES
 from bot.status_reads import connect_readonly
 from bot.transcript_lines import well_formed
 
+# The first line of the offline notes (bot.extractive.HEADER, which is not imported: it
+# would load the search package into every `my-agent status`; a test keeps them equal).
+OFFLINE_NOTES_HEADER = "Extractive notes (no language model):"
+# Conversations whose notes are the offline stand-in written while the model was down,
+# still owed to the model (bot.lifecycle.abbreviation: flagged, labelled offline).
+STAND_INS = (
+    "SELECT count(*), min(updated) FROM conversations WHERE needs_abbreviation = 1"
+    " AND substr(abbreviation, 1, ?) = ?"
+)
+STAND_IN_ARGS = (len(OFFLINE_NOTES_HEADER), OFFLINE_NOTES_HEADER)
+
 
 def connect_ro(path: Path) -> Any:
     """A read-only connection (busy timeout 10 s) to the database at ``path``, also on
@@ -51,6 +62,9 @@ def index_counts(conn: Any) -> dict[str, Any]:
         "abbreviations_to_retry": _scalar(
             conn, "SELECT count(*) FROM conversations WHERE needs_abbreviation = 1"
         ),
+        # of those, summarised meanwhile by the offline stand-in (searchable, not the
+        # model's notes); without a model, only offline notes whose embedding failed
+        "offline_stand_ins": _scalar(conn, STAND_INS, STAND_IN_ARGS),
         # Owner messages with no reply yet (bot.recovery.pending_replies): in flight
         # while the daemon runs; after a stop or during an outage, answered later.
         "replies_pending": _scalar(conn, f"SELECT count(*) FROM ({PENDING_REPLIES})"),
@@ -196,6 +210,9 @@ def fts_integrity(index_path: Path) -> str:
 
 
 __all__ = [
+    "OFFLINE_NOTES_HEADER",
+    "STAND_INS",
+    "STAND_IN_ARGS",
     "connect_ro",
     "fts_integrity",
     "index_consistency",

@@ -140,6 +140,16 @@ def _count(n: int, one: str, many: str = "") -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
+def _pending_notes(counts: dict[str, Any]) -> str:
+    """``2 (1 to retry)``, and how many of those the offline stand-in summarises until
+    the model writes their notes (they read as noted, and the model still owes them)."""
+    retry = f"{counts['pending_abbreviations']} ({counts['abbreviations_to_retry']} to retry"
+    stand_ins = int(counts.get("offline_stand_ins") or 0)
+    if stand_ins:
+        retry += f", {_count(stand_ins, 'offline stand-in')} owed to the model"
+    return retry + ")"
+
+
 def format_text(report: dict[str, Any]) -> str:
     """Human-readable summary of :func:`collect`'s report, one ``label:`` column wide
     enough for the longest label (the values started in three different columns)."""
@@ -176,10 +186,7 @@ def format_text(report: dict[str, Any]) -> str:
                 "conversations",
                 f"{counts['conversations']} ({chans or 'none'}), {counts['turns']} turns",
             ),
-            (
-                "abbreviations pending",
-                f"{counts['pending_abbreviations']} ({counts['abbreviations_to_retry']} to retry)",
-            ),
+            ("abbreviations pending", _pending_notes(counts)),
             ("replies pending", str(counts.get("replies_pending", 0))),
             (
                 "external",

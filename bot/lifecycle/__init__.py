@@ -26,10 +26,11 @@ from typing import Any
 
 from bot.brain.base import UtilityModel
 from bot.config.model import AppConfig
-from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, Outcome
+from bot.lifecycle.abbreviation import Abbreviator, Outcome
 from bot.lifecycle.naming import Namer, Naming
 from bot.lifecycle.naming_runs import NamingRuns
 from bot.lifecycle.passes import AbbreviationPasses
+from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import LifecycleServices, VectorIndex
 from bot.lifecycle.recovery import Recovery
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock

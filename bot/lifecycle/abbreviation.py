@@ -3,11 +3,11 @@
 
 :class:`Abbreviator` writes the notes: the ``haiku`` alias with the meeting-notes prompt
 when a utility model is configured, the offline extractive abbreviation
-(:func:`bot.extractive.extractive_abbreviation`) otherwise. :class:`AbbreviationQueue` is
-the single serial background worker, deduplicated by conversation id, so a reply never
-waits for it. :func:`abbreviate` is one pass over one conversation: generate, store
-(transcript event + table), embed; a failure leaves ``needs_abbreviation = 1`` for the
-sweep and the next start, and an embedding failure keeps the text.
+(:func:`bot.extractive.extractive_abbreviation`) otherwise. :func:`abbreviate` is one
+pass over one conversation: generate, store (transcript event + table), embed; a failure
+leaves ``needs_abbreviation = 1`` for the sweep and the next start, and an embedding
+failure keeps the text. The serial worker that runs the passes, so a reply never waits
+for them, is :class:`bot.lifecycle.queue.AbbreviationQueue`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -25,7 +25,21 @@ from bot.conversations import ConversationManager
 from bot.extractive import HEADER, Turn, extractive_abbreviation
 from bot.index import ConversationRecord
 from bot.lifecycle import prompts
+from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex
+
+# AbbreviationQueue lived here (bot.lifecycle.queue since session 22): still importable.
+__all__ = [
+    "AbbreviationError",
+    "AbbreviationQueue",
+    "Abbreviator",
+    "Outcome",
+    "Speaker",
+    "abbreviate",
+    "as_tuples",
+    "offline_notes",
+    "set_flag",
+]
 
 log = logging.getLogger("my_agent.lifecycle")
 
@@ -130,6 +144,22 @@ class Abbreviator:
         return text
 
 
+async def set_flag(conversations: ConversationManager, conv_id: str, flag: bool) -> bool:
+    """Set ``needs_abbreviation`` of ``conv_id`` to ``flag`` unless it is already so;
+    True when it was written. While the model is down every sweep (and every start)
+    passes over each conversation owed notes: rewriting a flag already set was a write
+    per conversation, 15,000 a sweep after an import."""
+    # The column alone, not the record (a record read and parsed for each of them took
+    # longer than the writes it saves).
+    row = await conversations.index.db.fetchone(
+        "SELECT needs_abbreviation FROM conversations WHERE id = ?", (conv_id,)
+    )
+    if row is None or bool(row[0]) == flag:
+        return False
+    await conversations.mark_needs_abbreviation(conv_id, flag)
+    return True
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one pass over a conversation did (for logs and tests)."""
@@ -183,8 +213,7 @@ async def abbreviate(
     noted = bool(record.abbreviation) and not offline_notes(record.abbreviation)
     may_stand_in = fallback and not stand_in and not noted
     if not model and not may_stand_in:
-        if not record.needs_abbreviation:
-            await conversations.mark_needs_abbreviation(conv_id, True)
+        await set_flag(conversations, conv_id, True)
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
     if current and not record.needs_abbreviation:
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
@@ -209,7 +238,7 @@ async def abbreviate(
             error = str(exc)
             if not may_stand_in:
                 log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
-                await conversations.mark_needs_abbreviation(conv_id, True)
+                await set_flag(conversations, conv_id, True)
                 return Outcome(conv_id, "failed", error=error)
             if model:  # (not asked: the pass that found it down warned)
                 log.warning("abbreviation of %s failed (%s); notes written offline", conv_id, exc)
@@ -245,87 +274,7 @@ async def abbreviate(
             )
             embedded = False
     if embedded is False:
-        await conversations.mark_needs_abbreviation(conv_id, True)
+        await set_flag(conversations, conv_id, True)
     elif status == "embedded":
-        await conversations.mark_needs_abbreviation(conv_id, False)
+        await set_flag(conversations, conv_id, False)
     return Outcome(conv_id, status, through, embedded, error)
-
-
-Process = Callable[[str], Awaitable[object]]
-
-
-class AbbreviationQueue:
-    """One background worker taking conversation ids in order, each at most once queued.
-
-    A conversation that is queued again while it is being processed is accepted (new
-    turns may have arrived); one that is already waiting is not queued twice.
-    """
-
-    def __init__(self, process: Process) -> None:
-        self._process = process
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._queued: dict[str, None] = {}  # waiting ids, in queue order
-        self._current: str | None = None
-        self._worker: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.get_running_loop().create_task(
-                self._run(), name="abbreviation-worker"
-            )
-
-    def enqueue(self, conv_id: str) -> bool:
-        """Queue ``conv_id``; False when it is already waiting (deduplicated)."""
-        if conv_id in self._queued:
-            return False
-        self._queued[conv_id] = None
-        self._queue.put_nowait(conv_id)
-        return True
-
-    def pending(self) -> list[str]:
-        """The conversation being processed, then the waiting ones, in order."""
-        return ([self._current] if self._current else []) + list(self._queued)
-
-    @property
-    def current(self) -> str | None:
-        return self._current
-
-    async def join(self) -> None:
-        """Wait until every queued conversation has been processed."""
-        await self._queue.join()
-
-    async def stop(self, timeout: float) -> list[str]:
-        """Let the worker drain for up to ``timeout`` seconds, then cancel it.
-
-        Returns the conversations left unprocessed (the one interrupted first).
-        """
-        if self._worker is None:
-            return self.pending()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._queue.join()), timeout)
-        except TimeoutError:
-            pass
-        left = self.pending()
-        self._worker.cancel()
-        # return_exceptions: the worker's CancelledError is collected, ours still propagates.
-        await asyncio.gather(self._worker, return_exceptions=True)
-        self._worker = None
-        return left
-
-    async def _run(self) -> None:
-        while True:
-            conv_id = await self._queue.get()
-            if conv_id not in self._queued:  # dropped meanwhile
-                self._queue.task_done()
-                continue
-            del self._queued[conv_id]
-            self._current = conv_id
-            try:
-                await self._process(conv_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("abbreviation worker failed on %s", conv_id)
-            finally:
-                self._current = None
-                self._queue.task_done()

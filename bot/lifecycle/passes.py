@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
-from bot.lifecycle.abbreviation import AbbreviationQueue, Abbreviator, abbreviate
+from bot.lifecycle.abbreviation import Abbreviator, abbreviate, set_flag
 from bot.lifecycle.naming import Naming
+from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex
 from bot.lifecycle.timers import Clock
 from bot.transcript import recallable
@@ -126,7 +127,9 @@ class AbbreviationPasses:
 
     async def _flag(self, conv_id: str) -> None:
         try:
-            await self.conversations.mark_needs_abbreviation(conv_id, True)
+            # Only when not set already: while the model is down, each sweep defers every
+            # conversation owed notes through here.
+            await set_flag(self.conversations, conv_id, True)
         except Exception:
             # Still safe: abbreviated_turn < turn_count makes the next start queue it.
             log.exception("could not mark %s for abbreviation", conv_id)

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
-from bot.lifecycle.abbreviation import AbbreviationQueue
+from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex, as_datetime, pending_abbreviations
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers
 from bot.tasks import spawn

@@ -217,6 +217,8 @@ async def test_queue_deduplicates_waiting_work(
     assert lifecycle.enqueue(b) is False
     assert lifecycle.enqueue(b) is False
     assert lifecycle.queue.pending() == [a, b]
+    await asyncio.sleep(0.01)
+    assert model.count("abbreviation") == 1  # serial: b waits for a's pass
     model.gate.set()
     await lifecycle.settle()
     assert model.count("abbreviation") == 2

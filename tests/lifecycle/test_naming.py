@@ -125,6 +125,31 @@ async def test_never_named_over_a_manual_title(
     assert len(core.events(conv, "abbreviation")) == 1
 
 
+async def test_a_manual_rename_after_the_naming_is_never_renamed(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # The owner renames a conversation the model named: no idle pass, sweep or start
+    # re-names it later, however many turns pass.
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await lifecycle.settle()
+    assert (await core.row(conv)).title == "NAS Backup Plan"
+    await core.manager.rename(conv, "Mine")
+    await _user_turns(core, conv, 12)
+    clock.advance(600)
+    await lifecycle.run_due()  # idle pass (12 turns since the naming), then a sweep
+    clock.advance(300)
+    await lifecycle.run_due()
+    await lifecycle.stop(timeout=1)
+    restarted = await make_lifecycle(model)  # the start's owed namings
+    await restarted.settle()
+    assert model.count("naming") == 1
+    row = await core.row(conv)
+    assert row.title == "Mine" and row.manually_named
+    assert len(core.events(conv, "title_assigned")) == 1
+
+
 async def test_manual_rename_while_naming_is_in_flight_wins(
     core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
 ) -> None:
@@ -148,13 +173,13 @@ async def test_renamed_on_idle_after_ten_more_turns(
     await _user_turns(core, conv, 5)
     await lifecycle.settle()
     assert (await core.row(conv)).title == "NAS Backup Plan"
-    await _user_turns(core, conv, 6)  # turn 11: only 6 since the naming
+    await _user_turns(core, conv, 9)  # turn 14: only 9 since the naming
     clock.advance(600)
     await lifecycle.run_due()
     assert model.count("naming") == 1
 
     model.naming = '{"title": "Offsite Backups", "topics": ["backups"], "suggestSplit": false}'
-    await _user_turns(core, conv, 4)  # turn 15: 10 since the naming at 5
+    await _user_turns(core, conv, 1)  # turn 15: 10 since the naming at 5
     clock.advance(600)
     await lifecycle.run_due()
     row = await core.row(conv)
@@ -221,6 +246,18 @@ async def test_offline_naming_without_a_key(core: Core, make_lifecycle: MakeLife
     assert row.title and len(row.title) <= 80 and 1 <= len(row.title.split()) <= 6
     assert row.title == title_case(row.title)
     assert all(t == kebab(t) for t in row.topics)
+    # Its key words, and named for good (no model owes it a title: nothing re-asks).
+    assert row.title.startswith("Kitchen Renovation Budget") and "kitchen" in row.topics
+    assert row.last_named_turn == 5
+    # A Telegram chat's keyword title names the contact too, offline.
+    chat = (
+        await core.manager.create(
+            "telegram", identity_key="telegram:7", channel_meta={"contact": "Hanan"}
+        )
+    ).id
+    await _user_turns(core, chat, 5, text="kitchen renovation budget")
+    await lifecycle.settle()
+    assert (await core.row(chat)).title.startswith("Hanan — Kitchen Renovation Budget")
 
 
 async def test_telegram_title_names_the_contact(

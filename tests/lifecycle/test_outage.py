@@ -155,3 +155,23 @@ async def test_the_models_notes_are_kept_through_an_outage(
     assert row.needs_abbreviation and row.abbreviated_turn == 2 < row.turn_count
     assert (await core.row(fresh)).abbreviation.startswith(HEADER)
     assert len(core.events(noted, "abbreviation")) == 1
+
+
+async def test_a_sweep_while_the_model_is_down_rewrites_no_flag(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: every sweep (and start) while the model was down set
+    # needs_abbreviation = 1 again on each conversation owed notes: 15,000 writes a sweep.
+    model.abbreviation = unavailable()
+    lifecycle = await make_lifecycle(model)
+    convs = [await _chatted(core) for _ in range(6)]
+    await _sweeps(clock, lifecycle, 2)  # idle: the first fails, the rest are flagged
+    assert [(await core.row(c)).needs_abbreviation for c in convs] == [True] * 6
+
+    async def written() -> int:
+        return await core.db.run(lambda c: c.total_changes)
+
+    before = await written()
+    await _sweeps(clock, lifecycle, 1)  # the model asked once more, failing again
+    assert model.count("abbreviation") == 2
+    assert await written() == before  # every flag was set already

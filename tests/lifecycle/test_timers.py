@@ -259,3 +259,29 @@ async def test_an_idle_timer_from_a_last_activity_ahead_of_the_clock() -> None:
         assert sorted(fired) == ["conv-ahead", "conv-past"]
     finally:
         timers.shutdown()
+
+
+async def test_the_lifecycles_sweep_runs_every_five_minutes(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle
+) -> None:
+    # Default config: a conversation flagged by a failed pass (no idle timer) is taken
+    # by the sweep at 300 s after the start, and again 300 s after that, not sooner.
+    lifecycle = await make_lifecycle()
+    first, second = (await core.manager.create("web")).id, (await core.manager.create("web")).id
+    for conv in (first, second):
+        await core.chat(conv, 1)
+        lifecycle.timers.cancel(conv)
+    await core.manager.mark_needs_abbreviation(first, True)
+    clock.advance(299)
+    await lifecycle.run_due()
+    assert core.events(first, "abbreviation") == []
+    clock.advance(1)
+    await lifecycle.run_due()
+    assert len(core.events(first, "abbreviation")) == 1
+    await core.manager.mark_needs_abbreviation(second, True)
+    clock.advance(299)
+    await lifecycle.run_due()
+    assert core.events(second, "abbreviation") == []
+    clock.advance(1)
+    await lifecycle.run_due()
+    assert len(core.events(second, "abbreviation")) == 1

@@ -1,0 +1,93 @@
+"""The abbreviation queue: one serial background worker over conversation ids,
+deduplicated (seed 000 "Background Abbreviation"), so a reply never waits for notes.
+
+What it runs for each id (a pass: :meth:`bot.lifecycle.passes.AbbreviationPasses._process`)
+is given to it; the notes themselves are :mod:`bot.lifecycle.abbreviation`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger("my_agent.lifecycle")
+
+Process = Callable[[str], Awaitable[object]]
+
+
+class AbbreviationQueue:
+    """One background worker taking conversation ids in order, each at most once queued.
+
+    A conversation that is queued again while it is being processed is accepted (new
+    turns may have arrived); one that is already waiting is not queued twice.
+    """
+
+    def __init__(self, process: Process) -> None:
+        self._process = process
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: dict[str, None] = {}  # waiting ids, in queue order
+        self._current: str | None = None
+        self._worker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(
+                self._run(), name="abbreviation-worker"
+            )
+
+    def enqueue(self, conv_id: str) -> bool:
+        """Queue ``conv_id``; False when it is already waiting (deduplicated)."""
+        if conv_id in self._queued:
+            return False
+        self._queued[conv_id] = None
+        self._queue.put_nowait(conv_id)
+        return True
+
+    def pending(self) -> list[str]:
+        """The conversation being processed, then the waiting ones, in order."""
+        return ([self._current] if self._current else []) + list(self._queued)
+
+    @property
+    def current(self) -> str | None:
+        return self._current
+
+    async def join(self) -> None:
+        """Wait until every queued conversation has been processed."""
+        await self._queue.join()
+
+    async def stop(self, timeout: float) -> list[str]:
+        """Let the worker drain for up to ``timeout`` seconds, then cancel it.
+
+        Returns the conversations left unprocessed (the one interrupted first).
+        """
+        if self._worker is None:
+            return self.pending()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._queue.join()), timeout)
+        except TimeoutError:
+            pass
+        left = self.pending()
+        self._worker.cancel()
+        # return_exceptions: the worker's CancelledError is collected, ours still propagates.
+        await asyncio.gather(self._worker, return_exceptions=True)
+        self._worker = None
+        return left
+
+    async def _run(self) -> None:
+        while True:
+            conv_id = await self._queue.get()
+            if conv_id not in self._queued:  # dropped meanwhile
+                self._queue.task_done()
+                continue
+            del self._queued[conv_id]
+            self._current = conv_id
+            try:
+                await self._process(conv_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("abbreviation worker failed on %s", conv_id)
+            finally:
+                self._current = None
+                self._queue.task_done()

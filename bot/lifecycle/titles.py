@@ -1,0 +1,145 @@
+"""What a conversation's title looks like (seed 001 "M2-S5"): 2-6 words in Title Case,
+at most 80 characters, kebab-case topics, and the channel's shape: a Telegram chat is
+"Contact — Topic" (the contact found in the conversation's metadata or its turns), an
+e-mail thread starts from its subject without ``Re:``/``Fwd:`` chains.
+
+Pure functions over text and records, shared by the model's and the offline naming
+(:class:`bot.lifecycle.naming.Namer`), which only decide what the title says.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.graphemes import cut
+from bot.index import ConversationRecord
+from bot.keyword_titles import kebab
+
+TITLE_MAX_CHARS = 80
+TITLE_MAX_WORDS = 6
+TOPICS_MAX = 5
+SEPARATOR = " — "
+
+_SMALL_WORDS = frozenset(
+    "a an and as at but by for from in into nor of on or over per the to via vs with".split()
+)
+_SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|vs|tr)\s*(\[\d+\])?\s*:\s*)+", re.I)
+_NUMERIC_ID = re.compile(r"^-?\d+$")
+
+
+# -- formatting rules ----------------------------------------------------------------
+def title_case(text: str) -> str:
+    """Title Case that keeps acronyms and brand casing (API, iPhone) as written."""
+    words = text.split()
+    out = []
+    for i, word in enumerate(words):
+        core = word.strip("\"'()[]")
+        if any(c.isupper() or c.isdigit() for c in core[1:]) or "_" in core:
+            out.append(word)  # API, iPhone, v2.1, user_id: keep
+        elif 0 < i < len(words) - 1 and core.lower() in _SMALL_WORDS:
+            out.append(word.lower())
+        else:
+            out.append(word[:1].upper() + word[1:].lower() if word else word)
+    return " ".join(out)
+
+
+def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
+    """One line, no quotes or trailing punctuation, Title Case, <= max_words and 80 chars."""
+    text = " ".join(str(raw).split())
+    text = text.strip().strip("\"'`*#").strip()
+    text = re.sub(r"^(title|name)\s*:\s*", "", text, flags=re.I)
+    text = text.strip().strip("\"'`").rstrip(".!?:;,").strip()
+    words = text.split()
+    if max_words and len(words) > max_words:
+        words = words[:max_words]
+        # Cut mid-phrase, a title ended on "for the" (then capitalised: "... for The").
+        while len(words) > 1 and words[-1].lower().strip(",;:-—") in _SMALL_WORDS:
+            words.pop()
+        words[-1] = words[-1].rstrip(",;:-—") or words[-1]
+    text = title_case(" ".join(words))
+    return truncate(text, TITLE_MAX_CHARS)
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word (and grapheme) boundary."""
+    if len(text) <= limit:
+        return text
+    # On a grapheme boundary: a title of Devanagari or emoji cut by code points ended in
+    # a consonant without its vowel sign, or half a family emoji.
+    start = cut(text, limit)
+    start = start.rsplit(" ", 1)[0] if " " in start else start
+    return start.rstrip(" -—,:;")
+
+
+def clean_topics(raw: Any) -> list[str]:
+    """Distinct kebab-case topics (at most 5) from whatever the model returned."""
+    if isinstance(raw, str):
+        raw = re.split(r"[,;\n]", raw)
+    if not isinstance(raw, list):
+        return []
+    out: list[str] = []
+    for item in raw:
+        if not isinstance(item, str | int | float):
+            continue
+        slug = kebab(str(item))
+        if slug and slug not in out:
+            out.append(slug)
+        if len(out) == TOPICS_MAX:
+            break
+    return out
+
+
+def clean_subject(subject: str) -> str:
+    """An e-mail subject without ``Re:`` / ``Fwd:`` chains and list tags."""
+    text = _SUBJECT_PREFIX.sub("", subject or "")
+    text = re.sub(r"^\s*\[[^\]]{1,30}\]\s*", "", text)  # [list-name]
+    return " ".join(text.split())
+
+
+# -- channel context -----------------------------------------------------------------
+def contact_name(record: ConversationRecord, turns: Sequence[Mapping[str, Any]]) -> str | None:
+    """Who a Telegram chat is with: group title, contact name, then the sender handle."""
+    meta = record.channel_meta or {}
+    candidates = [meta.get(k) for k in ("contact", "group_title", "contact_name", "sender_name")]
+    candidates += [t.get("sender") for t in turns if t.get("role") == "user"]
+    for value in candidates:
+        # A bare numeric id ("123456", "-100123") says nothing to a reader: skip it.
+        if isinstance(value, str) and value.strip() and not _NUMERIC_ID.match(value.strip()):
+            return cut(" ".join(value.split()), 40)
+    return None
+
+
+def email_subject(record: ConversationRecord, turns: Sequence[Mapping[str, Any]]) -> str | None:
+    """The thread's subject from the conversation's channel metadata or its first mail."""
+    meta = record.channel_meta or {}
+    candidates = [meta.get("subject")] + [t.get("subject") for t in turns]
+    for value in candidates:
+        if isinstance(value, str) and clean_subject(value):
+            return clean_subject(value)
+    return None
+
+
+def strip_contact(title: str, contact: str) -> str:
+    """``title`` without a leading ``contact`` and separator (``Hanan — ``, ``Hanan: ``).
+
+    The model is told the contact is prefixed for it, yet sometimes writes it anyway;
+    kept, the title read "Hanan — Hanan — Server Check".
+    """
+    text = " ".join(title.split()).strip("\"'` ")
+    if not text.casefold().startswith(contact.casefold()):
+        return title
+    rest = text[len(contact) :]
+    stripped = rest.lstrip(" —–-:|,")
+    if stripped == rest.lstrip() or not stripped:
+        return title  # "Hananfest Planning" or only the name: not a prefix
+    return stripped
+
+
+def compose_title(channel: str, topic_title: str, contact: str | None) -> str:
+    """Apply the channel's title shape to a topic title."""
+    if channel == "telegram" and contact and topic_title:
+        budget = TITLE_MAX_CHARS - len(contact) - len(SEPARATOR)
+        return contact + SEPARATOR + truncate(topic_title, max(budget, 10))
+    return topic_title
