@@ -273,6 +273,14 @@ def cmd_search(args: argparse.Namespace) -> int:
             # found by their words only (no embedding model, or it failed on this query):
             # said before the results, as a miss by meaning is not a miss
             print("(keyword search only: conversations that say it in other words are missed)")
+        elif page.match == "meaning":
+            print("(no conversation uses these words: the closest by meaning)")
+        elif page.match == "loose":
+            # the scores are relative: the first of any list scores 1.000
+            print(
+                "(nothing uses these words or comes close in meaning: "
+                "the nearest, probably unrelated)"
+            )
         for r in page.results:
             # a conversation found through its notes alone has no matched turn to name
             where = r.turn_range or "its notes"

@@ -88,6 +88,13 @@ async def search_answer(
         hint = " (keyword search only: try other words)" if keyword_only else ""
         return CommandResult(f"No conversations match {quoted}{where}.{hint}")
     heading = f"Results for {quoted}{' (keyword search only)' if keyword_only else ''}:"
+    if page.match == "meaning":
+        heading = f"No conversation uses the words of {quoted}; the closest by meaning:"
+    elif page.match == "loose":
+        # scores are relative: the first of any list scores 1, a perfect match or not
+        heading = (
+            f"Nothing mentions {quoted} or comes close to it; the nearest, probably unrelated:"
+        )
     lines = [heading]
     found: list[dict[str, object]] = []
     for i, r in enumerate(page.results, 1):

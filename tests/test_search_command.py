@@ -3,6 +3,8 @@ message, and what an empty or degraded search says (bot/command_search.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.command_search import ECHO_CHARS, SEARCH_USAGE, search_options
 from tests.test_commands import Core, core
 
@@ -118,3 +120,27 @@ async def test_the_three_doors_list_the_same_conversations(core: Core) -> None:
         assert not err and [r["conversationId"] for r in body["results"]] == shown, typed
         expected = {later} if channel else {evening} if span else {evening, later}
         assert set(shown) == expected, typed
+
+
+async def test_results_that_share_no_word_say_so(core: Core, monkeypatch: Any) -> None:
+    # Regression: scores are relative (the first scores 1), so a search about nothing
+    # in the store was answered "Results for ...", as if found.
+    import dataclasses
+
+    await _kayaks(core)
+    search = core.s.search.search
+    for match, heading in (
+        ("meaning", "No conversation uses the words of 'rental'; the closest by meaning:"),
+        (
+            "loose",
+            "Nothing mentions 'rental' or comes close to it; the nearest, probably unrelated:",
+        ),
+    ):
+
+        async def labelled(*args: Any, match: str = match, **kwargs: Any) -> Any:
+            page = await search(*args, **kwargs)
+            return dataclasses.replace(page, method="hybrid", match=match)
+
+        monkeypatch.setattr(core.s.search, "search", labelled)
+        answer = (await core.say("/search rental")).splitlines()
+        assert answer[0] == heading and answer[1].startswith("1. ")

@@ -213,3 +213,20 @@ async def test_a_query_with_no_words_finds_nothing_and_says_so(  # type: ignore[
     found = await service.search(f"{query} vehicle squealing")
     assert not found.no_words and found.results[0].conversation_id == "conv-car"
     assert "no_words" not in found.to_dict()
+
+
+async def test_a_page_says_whether_its_results_share_words_or_only_meaning(store) -> None:  # type: ignore[no-untyped-def]
+    # Regression: scores are relative (the best conversation scores 1), so a query about
+    # nothing in the store listed every conversation, the first at 1.0, as a perfect
+    # match: the model and the owner could not tell it from a real find.
+    db, service = store
+    words = await service.search("grinding brake noise")
+    assert words.match == "words" and "match" not in words.to_dict()
+    meaning = await service.search("vehicle squealing sound when slowing down")
+    assert meaning.match == "meaning" and meaning.results[0].conversation_id == "conv-car"
+    loose = await service.search("quantum chromodynamics lattice gauge theory")
+    assert loose.match == "loose" and loose.to_dict()["match"] == "loose"
+    assert loose.results and loose.results[0].score == 1.0  # still listed: the nearest
+    # a keyword-only search finds only what shares a word
+    keyword_only = await SearchService(AppConfig(), db).search("grinding brake noise")
+    assert keyword_only.method == "keyword" and keyword_only.match == "words"

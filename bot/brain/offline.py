@@ -117,6 +117,10 @@ class OfflineBrain:
                 cursor=cursor,
             )
             keyword_only = page.method != "hybrid" and not page.no_words
+            if page.match == "loose":
+                # nothing shares a word with the message or comes close in meaning: the
+                # nearest conversations were listed as related, whatever they were about
+                break
             for result in page.results:
                 if result.conversation_id == request.conversation_id and self._recent(
                     result, request.turn_number

@@ -41,6 +41,15 @@ KEYWORD_ONLY_NOTE = (
     "query's words were found; try other words (synonyms) before concluding that a "
     "subject never came up"
 )
+# Scores are relative (the best scores 1), so the model is told when no result shares a
+# word with the query, and when none is even close in meaning (SearchPage.match).
+MATCH_NOTES = {
+    "meaning": "no conversation uses the query's words: these are the closest by meaning",
+    "loose": (
+        "no conversation uses the query's words and none is close in meaning: these are "
+        "only the nearest and probably unrelated; do not present them as the answer"
+    ),
+}
 # A group's members read the owner's reply there: no other conversation is theirs to see.
 GROUP_ONLY = (
     "in a group chat only this group's own conversation can be read: the owner's other "
@@ -238,6 +247,9 @@ class RecallTools:
             # words were looked for, and an empty list read as "never talked about it".
             found["searchMode"] = "keyword-only"
             found["note"] = KEYWORD_ONLY_NOTE
+        elif page.match in MATCH_NOTES and results:
+            found["match"] = page.match
+            found["note"] = MATCH_NOTES[page.match]
         return wrap_data("search_conversations", found)
 
     async def _exists(self, conversation_id: str) -> bool:

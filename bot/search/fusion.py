@@ -85,6 +85,15 @@ class Scored:
     _order_codes: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _code_of: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    def best_keyword(self) -> float:
+        """The best turn's raw keyword score: 0 when no turn shares a word with the query."""
+        return float(self.kw_raw.max()) if self.kw_raw.size else 0.0
+
+    def best_cosine(self) -> float:
+        """The query's cosine with its nearest turn window or note (0 without vectors)."""
+        turns = float(self.vec_raw.max()) if self.vec_raw.size else 0.0
+        return max(turns, max(self.abbreviations.values(), default=0.0))
+
     @classmethod
     def empty(cls, method: str) -> Scored:
         none = np.zeros(0)

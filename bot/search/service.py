@@ -32,6 +32,7 @@ from bot.search.results import (
     SearchPage,
     SearchResult,
     check_range,
+    closeness,
     fingerprint,
     iso_date,
 )
@@ -155,8 +156,14 @@ class SearchService(QueryScoring):
             self._listed[next_cursor] = now_listed
             while len(self._listed) > _CURSORS:
                 self._listed.pop(next(iter(self._listed)))
+        scored = listing.scored
         return SearchPage(
-            results, next_cursor, listing.known, listing.scored.method, listing.total_exact
+            results,
+            next_cursor,
+            listing.known,
+            scored.method,
+            listing.total_exact,
+            match=closeness(scored.method, scored.best_keyword(), scored.best_cosine()),
         )
 
     async def _resolve(self, listing: Listing, state: cursors.Cursor, filters: Filters) -> set[str]:

@@ -622,3 +622,31 @@ async def test_a_query_with_no_words_is_an_error_result(
     tools = tool_map(RecallTools(config, core).tools())
     content, err = await execute(tools, "search_conversations", {"query": "🔥?!"})
     assert err and "no words" in content
+
+
+async def test_results_that_share_no_word_are_labelled_for_the_model(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression: scores are relative (the best scores 1), so a query about nothing in
+    # the store came back as a list of matches, the first at score 1.0: the model took
+    # the nearest unrelated conversations for what it was asked about.
+    await seed_conversation(core, [("user", "the grinding noise of the brakes")])
+    keyword = core.search
+
+    def labelled(match: str) -> SimpleNamespace:
+        class Hybrid:
+            async def search(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+                page = await keyword.search(*args, **kwargs)
+                return dataclasses.replace(page, method="hybrid", match=match)
+
+        return SimpleNamespace(search=Hybrid(), conversations=core.conversations)
+
+    for match, words in (("meaning", "closest by meaning"), ("loose", "probably unrelated")):
+        tools = tool_map(RecallTools(config, labelled(match)).tools())
+        content, err = await execute(tools, "search_conversations", {"query": "brakes"})
+        found = unwrap(content)
+        assert not err and len(found["results"]) == 1
+        assert found["match"] == match and words in found["note"]
+    tools = tool_map(RecallTools(config, labelled("words")).tools())
+    found = unwrap((await execute(tools, "search_conversations", {"query": "brakes"}))[0])
+    assert "match" not in found and "note" not in found
