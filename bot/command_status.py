@@ -72,11 +72,7 @@ async def notes_line(services: Services) -> str:
     failed, searchable but not the model's), with the oldest one's last activity in the
     owner's time zone. Without a model every note is offline: no stand-in is owed."""
     db = services.index.db
-    row = await db.fetchone(
-        "SELECT count(*) FROM conversations WHERE turn_count > 0 AND "
-        "(needs_abbreviation = 1 OR abbreviated_turn < turn_count)"
-    )
-    waiting = int(row[0] or 0) if row else 0
+    waiting = await services.index.notes_owed()
     if not waiting:
         return "Notes: up to date"
     line = f"Notes: {_conversations(waiting)} waiting for notes"

@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.db import select_driver
 from bot.health_daemon import disk_space
+from bot.index import NOTES_OWED
 from bot.recovery import PENDING_REPLIES
 from bot.status_reads import connect_readonly
 from bot.transcript_lines import well_formed
@@ -55,8 +56,7 @@ def index_counts(conn: Any) -> dict[str, Any]:
         # selects them. The flag alone missed conversations left before their timeout.
         "pending_abbreviations": _scalar(
             conn,
-            "SELECT count(*) FROM conversations WHERE turn_count > 0 AND "
-            "(needs_abbreviation = 1 OR abbreviated_turn < turn_count)",
+            f"SELECT count(*) FROM conversations WHERE {NOTES_OWED}",
         ),
         # of those, flagged by a failed or unfinished pass: retried by the sweep
         "abbreviations_to_retry": _scalar(

@@ -220,7 +220,9 @@ async def live_status(services: Services) -> str:
     """The daemon's one-line state for ``systemctl status`` (``STATUS=``)."""
     conversations = await services.index.count()
     pending = await services.outbox.pending_count()
-    abbreviations = len(await services.index.needing_abbreviation())
+    # owed as /status and `my-agent status` count them: the flag alone missed those
+    # left before their idle timeout (and read every flagged id twice a minute)
+    abbreviations = await services.index.notes_owed()
     health = services.health()
     channels = health.get("channels") or {}
     up = [name for name, started in channels.items() if started]

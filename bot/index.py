@@ -22,6 +22,13 @@ from bot.reffilter import RefFilter, line_refs
 log = logging.getLogger("my_agent.index")
 
 
+# The conversations the lifecycle owes notes: flagged by a failed or unfinished pass, or
+# with turns since their last notes (left before their idle timeout). One predicate for
+# the lifecycle's queue and every count of it (/status, `my-agent status`, the systemd
+# status line, which counted the flag alone).
+NOTES_OWED = "turn_count > 0 AND (needs_abbreviation = 1 OR abbreviated_turn < turn_count)"
+
+
 @dataclass
 class ConversationRecord:
     """A row of ``conversations`` (seed 000 "Conversation Interface" plus routing state)."""
@@ -187,6 +194,11 @@ class ConversationIndex:
             (channel, ref),
         )
         return str(row[0]) if row else None
+
+    async def notes_owed(self) -> int:
+        """Conversations whose notes are missing, stale or failed (:data:`NOTES_OWED`)."""
+        row = await self.db.fetchone(f"SELECT count(*) FROM conversations WHERE {NOTES_OWED}")
+        return int(row[0]) if row else 0
 
     async def needing_abbreviation(self) -> builtins.list[str]:  # ``list`` is a method here
         rows = await self.db.fetchall(

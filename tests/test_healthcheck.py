@@ -342,12 +342,26 @@ async def test_main_json(
 
 async def test_live_status_line(services: Any) -> None:
     rec = await services.conversations.create("telegram", identity_key="telegram:1", pinned=True)
+    await services.conversations.append_turn(rec.id, "user", "hello")
     await services.conversations.mark_needs_abbreviation(rec.id)
     line = await healthcheck.live_status(services)
     assert line.startswith("ready: channels none")
     assert "1 conversations" in line and "outbox 0 pending" in line
     assert "1 abbreviations pending" in line and "held in memory" not in line
     assert "email:" not in line
+
+
+async def test_live_status_counts_the_notes_owed_as_status_does(services: Any) -> None:
+    # Regression: the systemd status line counted only the conversations flagged for a
+    # retry, while /status and `my-agent status` count every one owed notes: one left
+    # before its idle timeout (turns since its last notes) was "0 pending" there.
+    from bot.command_status import notes_line
+
+    rec = await services.conversations.create("web")
+    await services.conversations.append_turn(rec.id, "user", "the boiler makes a noise")
+    line = await healthcheck.live_status(services)
+    assert "1 abbreviations pending" in line, line
+    assert (await notes_line(services)).startswith("Notes: 1 conversation waiting")
 
 
 async def test_live_status_names_what_a_channel_reports(services: Any) -> None:

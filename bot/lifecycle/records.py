@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from bot.hooks import EventBus
+from bot.index import NOTES_OWED
 
 if TYPE_CHECKING:
     from bot.conversations import ConversationManager
@@ -53,8 +54,8 @@ async def pending_abbreviations(manager: ConversationManager) -> list[Owed]:
     turns since the last notes), oldest activity first.
     """
     rows = await manager.index.db.fetchall(
-        "SELECT id, updated, needs_abbreviation FROM conversations WHERE turn_count > 0 AND "
-        "(needs_abbreviation = 1 OR abbreviated_turn < turn_count) ORDER BY updated"
+        "SELECT id, updated, needs_abbreviation FROM conversations "
+        f"WHERE {NOTES_OWED} ORDER BY updated"
     )
     return [Owed(row[0], row[1], bool(row[2])) for row in rows]
 
