@@ -5,8 +5,10 @@ channels are wired in."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -113,12 +115,29 @@ def wire_channels(services: Services, channels: list[Channel]) -> None:
     SendFailureAlerts(services).attach(services.outbox)
 
 
+def _bind_remedy(channel: str, exc: OSError) -> str:
+    """The config key behind a listening channel's bind error, and what to do with it:
+    "address already in use" alone left the owner to find out which setting moves it."""
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f" (channels.{channel}.port: another program, or a my-agent on another data "
+            "directory, listens there; stop it or choose a free port)"
+        )
+    if exc.errno == errno.EACCES:
+        return f" (channels.{channel}.port: a port below 1024 needs root; choose a higher one)"
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return f" (channels.{channel}.host: not a name or address of this machine)"
+    return ""
+
+
 async def start_channels(services: Services, channels: list[Channel]) -> None:
     for channel in channels:
         try:
             await channel.start(services.router)
         except OSError as exc:  # a bind: the dashboard's port taken by another program
-            raise ChannelStartError(f"channel {channel.name} cannot start: {exc}") from exc
+            raise ChannelStartError(
+                f"channel {channel.name} cannot start: {exc}{_bind_remedy(channel.name, exc)}"
+            ) from exc
         services.outbox.attach(channel)
         log.info("channel %s started", channel.name)
 

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -207,6 +208,8 @@ async def test_a_port_in_use_exits_69_with_one_line(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError, match="daemon exited 69"):
             await proc.start(timeout=30)
         assert "channel web cannot start" in proc.log()
+        # Regression: "address already in use" did not say which setting moves it.
+        assert "channels.web.port: another program" in proc.log()
         assert "Traceback" not in proc.log()
     finally:
         taken.close()
@@ -472,3 +475,27 @@ async def test_a_sighup_while_the_daemon_starts_does_not_kill_it(tmp_path: Path)
     finally:
         store_lock.release(reindex)
         await proc.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "key"),
+    [
+        (OSError(13, "error while attempting to bind on address ('127.0.0.1', 80)"), "port"),
+        (OSError(99, "error while attempting to bind on address ('192.0.2.1', 4321)"), "host"),
+        (socket.gaierror(-2, "Name or service not known"), "host"),
+    ],
+)
+async def test_a_channel_that_cannot_listen_is_named_with_its_key(error: OSError, key: str) -> None:
+    # Regression: a bind error said what the socket said, not which setting to change.
+    from types import SimpleNamespace
+
+    from bot.daemon import start_channels
+    from bot.services import ChannelStartError
+
+    async def start(router: object) -> None:
+        raise error
+
+    channel = SimpleNamespace(name="web", start=start)
+    services = SimpleNamespace(router=object())
+    with pytest.raises(ChannelStartError, match=rf"channels\.web\.{key}: "):
+        await start_channels(services, [channel])  # type: ignore[arg-type, list-item]
