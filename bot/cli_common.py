@@ -76,6 +76,8 @@ class Parser(argparse.ArgumentParser):
 
     # the ``bench`` sub-command's parser (build_parser sets it): its usage and help
     bench: argparse.ArgumentParser | None = None
+    # ``conversations``' parser: its usage errors show its usage, not the command list
+    conversations: argparse.ArgumentParser | None = None
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
