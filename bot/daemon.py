@@ -139,7 +139,20 @@ async def start_channels(services: Services, channels: list[Channel]) -> None:
                 f"channel {channel.name} cannot start: {exc}{_bind_remedy(channel.name, exc)}"
             ) from exc
         services.outbox.attach(channel)
-        log.info("channel %s started", channel.name)
+        if getattr(channel, "started", True):
+            log.info("channel %s started", channel.name)
+        else:  # its own warning said why; "started" right after it read as a recovery
+            log.info("channel %s not connected yet: retrying in the background", channel.name)
+
+
+def channel_summary(channels: list[Channel]) -> str:
+    """The channels for the "ready" line: those still connecting (a bot token Telegram
+    refused, a server not reachable yet; they retry in the background) apart. The line
+    said "channels web, telegram" of a Telegram that had refused every call."""
+    down = [c.name for c in channels if not getattr(c, "started", True)]
+    up = [c.name for c in channels if c.name not in down]
+    text = ", ".join(up) or "none"
+    return text + (f" (not connected yet, retrying: {', '.join(down)})" if down else "")
 
 
 async def start_serving(services: Services, channels: list[Channel]) -> int:
@@ -240,7 +253,7 @@ async def _serve(
         resumed = await start_serving(services, channels)
         services.ready = True
         conversations = await services.index.count()
-        names = ", ".join(c.name for c in channels) or "none"
+        names = channel_summary(channels)
         log.info(
             "my-agent ready: brain %s, channels %s, %d conversations, %d replies resumed",
             services.brain.name,
