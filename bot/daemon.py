@@ -67,16 +67,31 @@ async def attach_background(services: Services) -> None:
             # a changed model): only outdated vectors are computed.
             spawn(vectors.reindex_all(), name="reindex-vectors")
         else:
-            log.warning(
-                "vector search unavailable (no embedding model or no sqlite-vec): "
-                "search is keyword-only"
-            )
+            level, why = _keyword_only_because(services)
+            log.log(level, "vector search unavailable (%s): search is keyword-only", why)
 
     spawn(_open_vectors(), name="open-vectors")
     from bot.lifecycle import Lifecycle
 
     services.lifecycle = Lifecycle(services.config, services)
     await services.lifecycle.start()
+
+
+def _keyword_only_because(services: Services) -> tuple[int, str]:
+    """Why search is keyword-only, and how loud to say it. "no embedding model or no
+    sqlite-vec" was a WARNING even with ``embedding.enabled: false`` (asked for), and
+    named neither the cause nor the key that fixes it."""
+    if not services.config.embedding.enabled:
+        return logging.INFO, "embedding.enabled is false"
+    if not services.index_db.vec_available:
+        return logging.WARNING, "the sqlite-vec extension cannot be loaded"
+    if getattr(services.search.embedder, "unavailable_reason", None):
+        # the embedding's own warning, just before, says why it did not load
+        return logging.WARNING, (
+            "the embedding model did not load; embedding.model_path (or "
+            "MY_AGENT_EMBEDDING_MODEL_PATH) can name a local copy"
+        )
+    return logging.WARNING, "no embedding model or no sqlite-vec"
 
 
 def _index_turns_in_background(services: Services) -> None:

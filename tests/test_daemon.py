@@ -537,3 +537,45 @@ async def test_the_ready_line_sets_apart_a_channel_still_connecting(tmp_path: Pa
         assert await proc.signal(signal.SIGTERM, timeout=20) == 0
     finally:
         await proc.close()
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+async def test_keyword_only_search_is_told_with_its_cause(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, enabled: bool
+) -> None:
+    # Regression: "vector search unavailable (no embedding model or no sqlite-vec)" was a
+    # WARNING with embedding.enabled false (the owner's choice), and with a model that
+    # could not be loaded it named neither why nor the key that gives it one.
+    from bot.config.model import AppConfig
+    from bot.daemon import attach_background
+    from bot.daemon_stop import shutdown
+    from bot.services import open_services
+
+    missing = tmp_path / "no-model-here"
+    config = AppConfig.model_validate(
+        {
+            "data_dir": str(tmp_path / "data"),
+            "brain": {"provider": "offline"},
+            "embedding": {"enabled": enabled, "model_path": str(missing)},
+            "channels": {"web": {"enabled": False}},
+        }
+    )
+    services = await open_services(config)
+    try:
+        with caplog.at_level(logging.INFO, logger="my_agent.daemon"):
+            await attach_background(services)
+            for _ in range(200):
+                said = [r for r in caplog.records if "vector search unavailable" in r.message]
+                if said:
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        await shutdown(services, [], None, drain_seconds=1)
+    assert len(said) == 1, caplog.text
+    if enabled:
+        assert said[0].levelno == logging.WARNING
+        assert "did not load" in said[0].message and "embedding.model_path" in said[0].message
+        assert any(str(missing) in r.message for r in caplog.records)  # the embedding's line
+    else:
+        assert said[0].levelno == logging.INFO
+        assert "embedding.enabled is false" in said[0].message
