@@ -195,6 +195,7 @@ def build_parser() -> Parser:
     )
     bench.add_argument("name", nargs="?", choices=BENCHMARKS)
     parser.bench = bench
+    parser.conversations = conv
     return parser
 
 
@@ -210,11 +211,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command != "bench" and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    # the command's own usage ("my-agent conversations [-h] ... {list,show} [id]"): the
+    # top-level one listed every command and showed nowhere where the ID goes
+    conversations = parser.conversations or parser
     if args.command == "conversations" and args.action == "show" and not args.id:
-        parser.error("conversations show needs an ID")
+        conversations.error("show needs an ID: a conv-... of conversations list")
     if args.command == "conversations" and args.action == "list" and args.id:
         # `conversations list conv-...` (show meant) listed everything and exited 0
-        parser.error(f"conversations list takes no ID ({args.id!r}): conversations show ID")
+        conversations.error(f"conversations list takes no ID ({args.id!r}): conversations show ID")
     handlers = {
         "run": cmd_run,
         "check-config": cmd_check_config,

@@ -22,8 +22,11 @@ def setup_logging(level: str = "INFO") -> None:
     logging.basicConfig(
         level=getattr(logging, level, logging.INFO), format=fmt, stream=sys.stderr, force=True
     )
-    for noisy in ("aiosqlite", "aiohttp.access", "httpx", "httpcore", "apscheduler"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # httpx2/httpcore2: the HTTP library under anthropic 2.x, which logged every model
+    # call (and every retry of an outage) as an INFO "HTTP Request: POST ..." line
+    noisy = ("aiosqlite", "aiohttp.access", "httpx", "httpcore", "httpx2", "httpcore2")
+    for name in (*noisy, "apscheduler"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def command_config(args: argparse.Namespace, secrets: bool = True) -> AppConfig:
@@ -73,6 +76,8 @@ class Parser(argparse.ArgumentParser):
 
     # the ``bench`` sub-command's parser (build_parser sets it): its usage and help
     bench: argparse.ArgumentParser | None = None
+    # ``conversations``' parser: its usage errors show its usage, not the command list
+    conversations: argparse.ArgumentParser | None = None
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)

@@ -5,8 +5,10 @@ channels are wired in."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +67,31 @@ async def attach_background(services: Services) -> None:
             # a changed model): only outdated vectors are computed.
             spawn(vectors.reindex_all(), name="reindex-vectors")
         else:
-            log.warning(
-                "vector search unavailable (no embedding model or no sqlite-vec): "
-                "search is keyword-only"
-            )
+            level, why = _keyword_only_because(services)
+            log.log(level, "vector search unavailable (%s): search is keyword-only", why)
 
     spawn(_open_vectors(), name="open-vectors")
     from bot.lifecycle import Lifecycle
 
     services.lifecycle = Lifecycle(services.config, services)
     await services.lifecycle.start()
+
+
+def _keyword_only_because(services: Services) -> tuple[int, str]:
+    """Why search is keyword-only, and how loud to say it. "no embedding model or no
+    sqlite-vec" was a WARNING even with ``embedding.enabled: false`` (asked for), and
+    named neither the cause nor the key that fixes it."""
+    if not services.config.embedding.enabled:
+        return logging.INFO, "embedding.enabled is false"
+    if not services.index_db.vec_available:
+        return logging.WARNING, "the sqlite-vec extension cannot be loaded"
+    if getattr(services.search.embedder, "unavailable_reason", None):
+        # the embedding's own warning, just before, says why it did not load
+        return logging.WARNING, (
+            "the embedding model did not load; embedding.model_path (or "
+            "MY_AGENT_EMBEDDING_MODEL_PATH) can name a local copy"
+        )
+    return logging.WARNING, "no embedding model or no sqlite-vec"
 
 
 def _index_turns_in_background(services: Services) -> None:
@@ -113,14 +130,44 @@ def wire_channels(services: Services, channels: list[Channel]) -> None:
     SendFailureAlerts(services).attach(services.outbox)
 
 
+def _bind_remedy(channel: str, exc: OSError) -> str:
+    """The config key behind a listening channel's bind error, and what to do with it:
+    "address already in use" alone left the owner to find out which setting moves it."""
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f" (channels.{channel}.port: another program, or a my-agent on another data "
+            "directory, listens there; stop it or choose a free port)"
+        )
+    if exc.errno == errno.EACCES:
+        return f" (channels.{channel}.port: a port below 1024 needs root; choose a higher one)"
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return f" (channels.{channel}.host: not a name or address of this machine)"
+    return ""
+
+
 async def start_channels(services: Services, channels: list[Channel]) -> None:
     for channel in channels:
         try:
             await channel.start(services.router)
         except OSError as exc:  # a bind: the dashboard's port taken by another program
-            raise ChannelStartError(f"channel {channel.name} cannot start: {exc}") from exc
+            raise ChannelStartError(
+                f"channel {channel.name} cannot start: {exc}{_bind_remedy(channel.name, exc)}"
+            ) from exc
         services.outbox.attach(channel)
-        log.info("channel %s started", channel.name)
+        if getattr(channel, "started", True):
+            log.info("channel %s started", channel.name)
+        else:  # its own warning said why; "started" right after it read as a recovery
+            log.info("channel %s not connected yet: retrying in the background", channel.name)
+
+
+def channel_summary(channels: list[Channel]) -> str:
+    """The channels for the "ready" line: those still connecting (a bot token Telegram
+    refused, a server not reachable yet; they retry in the background) apart. The line
+    said "channels web, telegram" of a Telegram that had refused every call."""
+    down = [c.name for c in channels if not getattr(c, "started", True)]
+    up = [c.name for c in channels if c.name not in down]
+    text = ", ".join(up) or "none"
+    return text + (f" (not connected yet, retrying: {', '.join(down)})" if down else "")
 
 
 async def start_serving(services: Services, channels: list[Channel]) -> int:
@@ -221,7 +268,7 @@ async def _serve(
         resumed = await start_serving(services, channels)
         services.ready = True
         conversations = await services.index.count()
-        names = ", ".join(c.name for c in channels) or "none"
+        names = channel_summary(channels)
         log.info(
             "my-agent ready: brain %s, channels %s, %d conversations, %d replies resumed",
             services.brain.name,

@@ -92,7 +92,7 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
         )
         problems.append(f"daemon is not running ({daemon['state']}){other}")
     elif readyz is not None and not readyz["ok"]:
-        problems.append(f"/readyz is not ok: {readyz.get('error') or readyz.get('http_status')}")
+        problems.append(f"/readyz is not ok: {not_ready_because(readyz)}")
 
     exit_code = 0
     if config.index_path.is_file():
@@ -135,6 +135,28 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     return report
 
 
+def not_ready_because(readyz: dict[str, Any]) -> str:
+    """Why ``/readyz`` did not answer ready, in words: the checks its body says failed.
+
+    "/readyz is not ok: 503" alone sent the owner looking for what was wrong, while the
+    answer named it (``"channels": {"telegram": false}``: a refused bot token, say)."""
+    if readyz.get("error"):
+        return str(readyz["error"])
+    checks = (readyz.get("body") or {}).get("checks") or {}
+    why: list[str] = []
+    if checks.get("core") is False:
+        why.append("the daemon is still starting")
+    down = [name for name, up in (checks.get("channels") or {}).items() if not up]
+    if down:
+        why.append(f"not connected: {', '.join(down)} (the daemon's log says why)")
+    if checks.get("accepting") is False:
+        why.append("not accepting messages (stopping)")
+    if checks.get("storage") is False:
+        why.append("storage failing: messages held in memory")
+    status = f"HTTP {readyz.get('http_status')}"
+    return f"{status}, {'; '.join(why)}" if why else status
+
+
 def _count(n: int, one: str, many: str = "") -> str:
     """``1 party``, ``2 parties`` (it said "1 parties, 1 escalations pending")."""
     return f"{n} {one if n == 1 else many or one + 's'}"
@@ -166,9 +188,12 @@ def format_text(report: dict[str, Any]) -> str:
             rows.append(("readyz", f"ok ({rz['url']})"))
         else:
             # why, not a bare "FAIL": nothing listening (a stopped daemon) is not a
-            # daemon answering 503
-            why = rz.get("error") or f"HTTP {rz.get('http_status')}"
-            rows.append(("readyz", f"no ready answer from {rz['url']}: {why}"))
+            # daemon answering 503, which names its failed checks
+            why = not_ready_because(rz)
+            if rz.get("error"):
+                rows.append(("readyz", f"no ready answer from {rz['url']}: {why}"))
+            else:
+                rows.append(("readyz", f"not ready ({rz['url']}): {why}"))
     disk = report.get("disk") or {}
     if "free_bytes" in disk:
         rows.append(
@@ -268,4 +293,5 @@ __all__ = [
     "index_consistency",
     "live_status",
     "main",
+    "not_ready_because",
 ]

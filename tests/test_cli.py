@@ -830,6 +830,20 @@ def test_conversations_list_with_an_id_is_a_usage_error(
     assert "conversations show" in capsys.readouterr().err
 
 
+def test_conversations_show_without_an_id_shows_the_commands_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Regression: ``my-agent conversations show`` printed the top-level usage (every
+    command, none of ``conversations``' arguments): nothing showed where the ID goes."""
+    with pytest.raises(SystemExit) as done:
+        cli.main(["conversations", "show"])
+    assert done.value.code == exitcodes.EX_USAGE
+    err = capsys.readouterr().err
+    assert "usage: my-agent conversations" in err and "[id]" in err
+    assert "install-service" not in err
+    assert "show needs an ID" in err
+
+
 def test_conversation_times_name_their_zone(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,9 +9,11 @@ slowly so that a reply is in flight when the signal arrives.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -207,6 +209,8 @@ async def test_a_port_in_use_exits_69_with_one_line(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError, match="daemon exited 69"):
             await proc.start(timeout=30)
         assert "channel web cannot start" in proc.log()
+        # Regression: "address already in use" did not say which setting moves it.
+        assert "channels.web.port: another program" in proc.log()
         assert "Traceback" not in proc.log()
     finally:
         taken.close()
@@ -472,3 +476,106 @@ async def test_a_sighup_while_the_daemon_starts_does_not_kill_it(tmp_path: Path)
     finally:
         store_lock.release(reindex)
         await proc.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "key"),
+    [
+        (OSError(13, "error while attempting to bind on address ('127.0.0.1', 80)"), "port"),
+        (OSError(99, "error while attempting to bind on address ('192.0.2.1', 4321)"), "host"),
+        (socket.gaierror(-2, "Name or service not known"), "host"),
+    ],
+)
+async def test_a_channel_that_cannot_listen_is_named_with_its_key(error: OSError, key: str) -> None:
+    # Regression: a bind error said what the socket said, not which setting to change.
+    from types import SimpleNamespace
+
+    from bot.daemon import start_channels
+    from bot.services import ChannelStartError
+
+    async def start(router: object) -> None:
+        raise error
+
+    channel = SimpleNamespace(name="web", start=start)
+    services = SimpleNamespace(router=object())
+    with pytest.raises(ChannelStartError, match=rf"channels\.web\.{key}: "):
+        await start_channels(services, [channel])  # type: ignore[arg-type, list-item]
+
+
+async def test_the_ready_line_sets_apart_a_channel_still_connecting(tmp_path: Path) -> None:
+    # Regression: with Telegram refusing the bot token (or not reachable yet), the log's
+    # "my-agent ready: ..., channels web, telegram" and the status line said the channel
+    # was up while it retried in the background and no message of the owner's came in.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead_port = closed.getsockname()[1]
+    config = {
+        "data_dir": str(tmp_path / "data"),
+        "brain": {"provider": "offline"},
+        "embedding": {"enabled": False},
+        "owner": {"identities": {"telegram": ["1001"]}},
+        "channels": {
+            "web": {"enabled": False},
+            "loopback": {"enabled": True},
+            "telegram": {
+                "enabled": True,
+                "token": "123456:TEST-token_abc",
+                "api_base": f"http://127.0.0.1:{dead_port}",
+                "send_retries": 0,
+            },
+        },
+    }
+    proc = Daemon(tmp_path, config)
+    try:
+        await proc.start(timeout=40)
+        ready = next(line for line in proc.log().splitlines() if "my-agent ready" in line)
+        assert "channels loopback (not connected yet, retrying: telegram)" in ready, ready
+        assert "channel telegram started" not in proc.log()
+        assert "channel telegram not connected yet" in proc.log()
+        status = json.loads((proc.data_dir / "daemon.json").read_text())["status"]
+        assert "retrying: telegram" in status, status
+        assert await proc.signal(signal.SIGTERM, timeout=20) == 0
+    finally:
+        await proc.close()
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+async def test_keyword_only_search_is_told_with_its_cause(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, enabled: bool
+) -> None:
+    # Regression: "vector search unavailable (no embedding model or no sqlite-vec)" was a
+    # WARNING with embedding.enabled false (the owner's choice), and with a model that
+    # could not be loaded it named neither why nor the key that gives it one.
+    from bot.config.model import AppConfig
+    from bot.daemon import attach_background
+    from bot.daemon_stop import shutdown
+    from bot.services import open_services
+
+    missing = tmp_path / "no-model-here"
+    config = AppConfig.model_validate(
+        {
+            "data_dir": str(tmp_path / "data"),
+            "brain": {"provider": "offline"},
+            "embedding": {"enabled": enabled, "model_path": str(missing)},
+            "channels": {"web": {"enabled": False}},
+        }
+    )
+    services = await open_services(config)
+    try:
+        with caplog.at_level(logging.INFO, logger="my_agent.daemon"):
+            await attach_background(services)
+            for _ in range(200):
+                said = [r for r in caplog.records if "vector search unavailable" in r.message]
+                if said:
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        await shutdown(services, [], None, drain_seconds=1)
+    assert len(said) == 1, caplog.text
+    if enabled:
+        assert said[0].levelno == logging.WARNING
+        assert "did not load" in said[0].message and "embedding.model_path" in said[0].message
+        assert any(str(missing) in r.message for r in caplog.records)  # the embedding's line
+    else:
+        assert said[0].levelno == logging.INFO
+        assert "embedding.enabled is false" in said[0].message

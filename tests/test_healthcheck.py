@@ -284,6 +284,54 @@ async def test_a_stopped_daemon_is_not_revived_by_another_ones_dashboard(
     assert any("not running (stopped)" in p and "another" in p for p in report["problems"])
 
 
+async def test_a_not_ready_daemon_is_told_by_what_its_readyz_says_failed(
+    tmp_path: Path,
+) -> None:
+    # Regression: a daemon whose Telegram bot token was refused (the channel retrying in
+    # the background) was reported "/readyz is not ok: 503", and its row "no ready answer
+    # from ...: HTTP 503" though it had answered, naming the channel in its body.
+    body = {
+        "ready": False,
+        "checks": {
+            "web": True,
+            "core": True,
+            "channels": {"web": True, "telegram": False},
+            "vectorSearch": False,
+            "accepting": True,
+            "storage": True,
+        },
+    }
+
+    async def readyz(request: web.Request) -> web.Response:
+        return web.json_response(body, status=503)
+
+    app = web.Application()
+    app.router.add_get("/readyz", readyz)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        config = _config(tmp_path, web_port=runner.addresses[0][1], web=True)
+        await _populate(config)
+        live = {
+            "pid": os.getpid(),
+            "state": "ready",
+            "status": "ready",
+            "updated_at": time.time(),
+            "heartbeat_interval": 10.0,
+        }
+        (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(live))
+        report = await asyncio.to_thread(healthcheck.collect, config)
+    finally:
+        await runner.cleanup()
+    assert report["exit_code"] == 1
+    assert "/readyz is not ok: HTTP 503, not connected: telegram" in " ".join(report["problems"])
+    text = healthcheck.format_text(report)
+    assert "no ready answer" not in text
+    assert "not ready (http://127.0.0.1:" in text and "not connected: telegram" in text
+    assert "vectorSearch" not in text  # informative only: keyword search still answers
+
+
 def test_readyz_refused(tmp_path: Path) -> None:
     import socket
 

@@ -107,6 +107,9 @@ class WebChannel:
     def url(self) -> str:
         host = self.settings.host
         shown = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+        # an IPv6 address in brackets: "http://::1:4321/" (the link the owner is given at
+        # start) was no address a browser could open
+        shown = f"[{shown}]" if ":" in shown else shown
         return f"http://{shown}:{self.port}"
 
     def build_app(self) -> web.Application:

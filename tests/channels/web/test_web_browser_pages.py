@@ -363,6 +363,14 @@ async def test_a_right_to_left_title_is_isolated_beside_its_label(page: Page, st
     # in an escalation, bot.graphemes.isolate) showed as [U+2068] ... [U+2069].
     await stack.deliver_telegram("hello", name="Ann")
     rec = (await stack.services.conversations.list())[0]
+    # the offline brain's answer to "hello" first: written after the line below (a
+    # loaded machine), it was the last message instead, and the test failed
+    for _ in range(200):
+        if any(
+            t["role"] == "assistant" for t in await stack.services.conversations.read_turns(rec.id)
+        ):
+            break
+        await asyncio.sleep(0.025)
     await stack.services.conversations.rename(rec.id, "שיחה 2")
     await stack.services.conversations.append_turn(
         rec.id, "assistant", "Message from \u2068דוד\u2069 (telegram user 5)"

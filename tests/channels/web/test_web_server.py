@@ -341,6 +341,15 @@ async def test_unauthenticated_login_page_redirects_when_logged_in(stack: Stack)
             assert r.status == 303 and r.headers["Location"] == "/"
 
 
+async def test_the_login_page_says_where_the_token_is_under_systemd_too(stack: Stack) -> None:
+    # Regression: it said the token "is printed when the daemon starts": under systemd it
+    # is not (the journal is readable by a whole group), and the page named no path.
+    async with aiohttp.ClientSession() as s, s.get(f"{stack.url}/login") as r:
+        page = await r.text()
+    assert "sudo cat /var/lib/my-agent/web_token" in page and ".my_agent/web_token" in page
+    assert "on a terminal" in page
+
+
 async def test_search_filters_reach_the_engine(stack: Stack, client) -> None:
     await stack.deliver_telegram("the quokka enclosure needs shade")
     conv = await stack.services.conversations.create("web")
