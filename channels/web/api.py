@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.search.results import check_range, iso_date
+from bot.command_search import search_channel
+from bot.owner_days import day_range, owner_zone
 from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta
 
@@ -101,15 +102,24 @@ class Api:
             return web.json_response(
                 {"results": [], "next_cursor": None, "total": 0, "method": "none"}
             )
-        try:  # checked here too, so that the error names this API's parameter
-            dates = {key: iso_date(request.query.get(key), key) for key in ("from", "to")}
-            check_range(dates["from"], dates["to"], ("from", "to"))
+        config = self.services.config
+        try:  # checked here, so that the error names this API's parameter
+            # days of the owner's calendar, as /search, `my-agent search` and the recall
+            # tool read them: a bare date was a UTC day here, and an unknown channel
+            # matched nothing, read as "never talked about it"
+            date_from, date_to = day_range(
+                request.query.get("from") or None,
+                request.query.get("to") or None,
+                owner_zone(config),
+                ("from", "to"),
+            )
+            channel = search_channel(config, request.query.get("channel") or None)
         except ValueError as exc:
             return web.json_response({"error": str(exc)}, status=400)
         kwargs: dict[str, Any] = {
-            "channel": request.query.get("channel") or None,
-            "date_from": dates["from"],
-            "date_to": dates["to"],
+            "channel": channel,
+            "date_from": date_from,
+            "date_to": date_to,
             "limit": _int(request.query.get("limit"), 20, 1, 100),
             "cursor": request.query.get("cursor") or None,
         }

@@ -955,6 +955,11 @@
     // The listing stops at a bound (bot/search/tail.py TAIL_LIMIT) with more still
     // matching: say so, or the last page read as the end of the matches.
     if (!page.next_cursor && page.total_exact === false) status += ". More match than can be listed: use more words, or a channel or date filter, to reach the rest.";
+    // Scores are relative (the first result scores 1): say when none shares a word
+    // with the query, and when none is close in meaning either (SearchPage.match).
+    if (page.match === "meaning") status += ". None uses these words: the closest by meaning.";
+    if (page.match === "loose") status += ". Nothing uses these words or comes close in meaning: the nearest, probably unrelated.";
+    if (page.no_words) status = "Nothing to search for: type words to look for.";
     $("search-status").textContent = status;
     $("search-more").hidden = !page.next_cursor;
   }

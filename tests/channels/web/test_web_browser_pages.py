@@ -383,3 +383,32 @@ async def test_a_right_to_left_title_is_isolated_beside_its_label(page: Page, st
     await page.locator(f'.conv[data-id="{rec.id}"] button').click()
     body = page.locator(".msg-assistant .msg-body").last
     await expect(body).to_have_text("Message from \u2068דוד\u2069 (telegram user 5)")
+
+
+async def test_the_search_panel_says_when_nothing_shares_the_querys_words(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: scores are relative (the first result scores 1), and the panel said
+    # "N conversations found (hybrid)" for a query about nothing in the store; a query
+    # with no words ("🔥?!") read as "0 conversations found".
+    answers = {
+        "zebra": {"match": "loose"},
+        "giraffe": {"match": "meaning"},
+        "fire": {"no_words": True},
+    }
+
+    async def answer(route: Route) -> None:
+        word = next(w for w in answers if w in route.request.url)
+        body = {"results": [], "next_cursor": None, "total": 0, "total_exact": True}
+        await route.fulfill(json={**body, "method": "hybrid", **answers[word]})
+
+    await page.route("**/api/search?q=*", answer)
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    status = page.locator("#search-status")
+    await search(page, "zebra")
+    await expect(status).to_contain_text("probably unrelated")
+    await search(page, "giraffe")
+    await expect(status).to_contain_text("the closest by meaning")
+    await search(page, "fire")
+    await expect(status).to_have_text("Nothing to search for: type words to look for.")

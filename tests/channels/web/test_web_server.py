@@ -379,3 +379,29 @@ async def test_search_filters_reach_the_engine(stack: Stack, client) -> None:
     async with client.get(f"{stack.url}/api/search", params=params) as r:
         assert r.status == 400
         assert (await r.json())["error"] == "from 2026-03-10 is after to 2026-03-01"
+
+
+async def test_search_dates_are_the_owners_days_and_a_channel_is_checked(
+    stack: Stack, client, monkeypatch
+) -> None:
+    # Regression: /api/search read a bare date as a UTC day (/search, `my-agent search`
+    # and the recall tool read the owner's), and an unknown channel matched nothing,
+    # read as "never talked about it".
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    now = datetime.now(UTC)
+    zone = "Pacific/Kiritimati" if now.hour >= 12 else "Etc/GMT+12"  # another day there
+    owner_day = now.astimezone(ZoneInfo(zone)).date().isoformat()
+    assert owner_day != now.date().isoformat()
+    config = stack.services.config
+    owner = config.owner.model_copy(update={"timezone": zone})
+    monkeypatch.setattr(stack.services, "config", config.model_copy(update={"owner": owner}))
+    conv = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(conv.id, "user", "the wombat burrow")
+    params = {"q": "wombat", "from": owner_day, "to": owner_day}
+    async with client.get(f"{stack.url}/api/search", params=params) as r:
+        assert [x["conversation_id"] for x in (await r.json())["results"]] == [conv.id]
+    async with client.get(f"{stack.url}/api/search", params={"q": "wombat", "channel": "tg"}) as r:
+        assert r.status == 400
+        assert (await r.json())["error"].startswith("channel: 'tg' is not a channel")
