@@ -15,7 +15,7 @@ from typing import Any
 from bot import store_lock
 from bot.channel import Channel
 from bot.config import AppConfig
-from bot.daemon_stop import reload, shutdown
+from bot.daemon_stop import hurry_on_second_interrupt, reload, shutdown
 from bot.events import OutboundMessage, SendResult
 from bot.index_rescue import is_storage_refusal
 from bot.notify import Notifier
@@ -256,6 +256,7 @@ async def _serve(
         notifier.close()
         return 0
     services.config_path = config_path
+    hurry = asyncio.Event()  # a second Ctrl-C while stopping (hurry_on_second_interrupt)
     if stop.is_set():  # asked to stop while opening: start nothing, never say ready
         log.info("stopping (asked to while the store was opening)")
         await shutdown(services, [], notifier)
@@ -293,6 +294,7 @@ async def _serve(
         notifier.start_status_updates(lambda: live_status(services), 30.0)
         await stop.wait()
         log.info("stopping")
+        hurry_on_second_interrupt(loop, hurry)
     finally:
-        await shutdown(services, channels, notifier)
+        await shutdown(services, channels, notifier, hurry=hurry)
     return 0

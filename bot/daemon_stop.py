@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
+from collections.abc import Awaitable
 
 from bot.channel import Channel
 from bot.notify import Notifier
@@ -20,13 +22,35 @@ log = logging.getLogger("my_agent.daemon")
 STOP_MARGIN_SECONDS = 15.0
 
 
+async def _unless_hurried(waiting: Awaitable[bool], hurry: asyncio.Event | None) -> bool:
+    """``waiting``'s result, or False as soon as ``hurry`` is set (what it waited for
+    goes on until the stop cancels it)."""
+    if hurry is None:
+        return await waiting
+    task = asyncio.ensure_future(waiting)
+    hurried = asyncio.ensure_future(hurry.wait())
+    try:
+        await asyncio.wait({task, hurried}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        hurried.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    return False
+
+
 async def shutdown(
     services: Services,
     channels: list[Channel],
     notifier: Notifier | None,
     drain_seconds: float | None = None,
+    hurry: asyncio.Event | None = None,
 ) -> None:
-    """Stop accepting, finish (or leave pending) in-flight replies, stop in reverse."""
+    """Stop accepting, finish (or leave pending) in-flight replies, stop in reverse.
+
+    ``hurry`` (the owner's second Ctrl-C) cuts the drain short: the replies still
+    running are cancelled, their user turns stay pending and are answered after the
+    restart, exactly as when the drain's time runs out."""
     if drain_seconds is None:
         drain_seconds = services.config.service.drain_seconds
     if notifier:
@@ -43,18 +67,24 @@ async def shutdown(
             stop_waiting()
     deadline = time.monotonic() + drain_seconds
     services.incoming.stop()  # replies yielding to a flood wait no longer
-    finished = await services.replies.queue.drain(timeout=drain_seconds / 2)
+    finished = await _unless_hurried(services.replies.queue.drain(timeout=drain_seconds / 2), hurry)
+    if not finished and hurry is not None and hurry.is_set():
+        await services.replies.queue.drain(timeout=0)  # cancels the running replies now
     if not finished:
         log.warning(
             "replies still running at shutdown: their user turns stay pending and "
             "are answered after restart"
         )
+    if hurry is not None and hurry.is_set():
+        deadline = time.monotonic()  # nothing more is waited for
     if services.lifecycle is not None:
         await services.lifecycle.stop(timeout=max(1.0, deadline - time.monotonic()) / 2)
     # Give the outbox a moment to flush what was just produced; the rest stays queued.
     # Only what can go now: rows for a channel that is not running, or waiting for a
     # retry, made every stop take the whole drain time (20 s).
     while time.monotonic() < deadline and await services.outbox.deliverable_count():
+        if hurry is not None and hurry.is_set():
+            break
         await asyncio.sleep(0.1)
     await services.outbox.stop()
     for channel in reversed(channels):
@@ -103,3 +133,24 @@ async def reload(services: Services, notifier: Notifier) -> None:
             log.exception("channel %s did not take the reloaded configuration", channel.name)
     log.info("configuration reloaded (trust list, owner identities)")
     notifier.ready("ready: configuration reloaded")
+
+
+def hurry_on_second_interrupt(loop: asyncio.AbstractEventLoop, hurry: asyncio.Event) -> None:
+    """Once stopping, a second Ctrl-C (SIGINT) stops at once instead of waiting out the
+    drain: it did nothing, and with a reply waiting out an API outage the owner waited
+    10-20 s at the terminal. Nothing is lost: the replies cut short are answered after
+    the restart, as when the drain's time runs out. A repeated SIGTERM (a service
+    manager's) still waits for the drain."""
+
+    def again() -> None:
+        if not hurry.is_set():
+            log.warning(
+                "interrupted again: stopping now; the replies still running are answered "
+                "after the restart"
+            )
+        hurry.set()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, again)
+    except (NotImplementedError, RuntimeError):
+        pass

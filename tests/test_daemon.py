@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,36 @@ async def test_sigterm_mid_reply_loses_nothing(
         assert await daemon.signal(signal.SIGTERM) == 0
         assert _replies_sent(daemon) == expected
         assert model.asked.count("third question") == 1
+
+
+async def test_a_second_ctrl_c_stops_at_once_and_loses_nothing(
+    tmp_path: Path, model: SlowModel
+) -> None:
+    # Regression: a second Ctrl-C while stopping did nothing: with a reply in flight the
+    # owner waited out the whole drain at the terminal (here 60 s: 30 for the replies).
+    config = daemon_config(tmp_path, model.fake.base_url)
+    config["service"] = {"drain_seconds": 60}
+    daemon = Daemon(tmp_path, config)
+    try:
+        model.delays["first question"] = 120.0
+        await daemon.start()
+        assert await daemon.post("owner", "first question", "msg-0") == 200
+        await model.wait_asked("first question")
+        assert daemon.proc is not None
+        daemon.proc.send_signal(signal.SIGINT)
+        await daemon.wait_log("stopping")
+        started = time.monotonic()
+        assert await daemon.signal(signal.SIGINT) == 0, daemon.log()
+        assert time.monotonic() - started < 20, daemon.log()  # not the drain's 30 s
+        assert "interrupted again: stopping now" in daemon.log()
+        assert "Traceback" not in daemon.log()
+        assert turns(_owner_transcript(daemon), "assistant") == []  # no half reply
+        model.delays.clear()
+        await daemon.start()  # the cut-short reply is answered after the restart
+        assert await _wait_replies(daemon, 1) == ["answer to first question"]
+        assert await daemon.signal(signal.SIGTERM) == 0, daemon.log()
+    finally:
+        await daemon.close()
 
 
 async def test_sigint_and_deleted_index(daemon: Daemon, model: SlowModel) -> None:
