@@ -572,12 +572,16 @@ async def test_the_ready_line_sets_apart_a_channel_still_connecting(tmp_path: Pa
 
 @pytest.mark.parametrize("enabled", [False, True])
 async def test_keyword_only_search_is_told_with_its_cause(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, enabled: bool
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, enabled: bool, monkeypatch: Any
 ) -> None:
     # Regression: "vector search unavailable (no embedding model or no sqlite-vec)" was a
     # WARNING with embedding.enabled false (the owner's choice), and with a model that
     # could not be loaded it named neither why nor the key that gives it one.
     from bot.config.model import AppConfig
+
+    # the variable names a model that loads (CI sets it for the suite): it would win
+    # over the missing model_path below
+    monkeypatch.delenv("MY_AGENT_EMBEDDING_MODEL_PATH", raising=False)
     from bot.daemon import attach_background
     from bot.daemon_stop import shutdown
     from bot.services import open_services
