@@ -110,6 +110,7 @@ class TelegramChannel:
         self.started = False  # True once Telegram accepted getMe/deleteWebhook/setMyCommands
         self.refused: str | None = None  # the problem while Telegram refuses the token
         self.refused_retry = TOKEN_REFUSED_RETRY
+        self._problem_kept = False  # a refusal kept with the cursors, to clear once accepted
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -128,6 +129,7 @@ class TelegramChannel:
         self.sender.save = lambda value: host.set_cursor(self.name, "parts", value)
         await self.migrations.load(host)
         self.albums.load(await host.get_cursor(self.name, "albums"))
+        self._problem_kept = "problem" in (await host.get_cursor(self.name, "token") or "")
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
         except TelegramUnauthorizedError:
@@ -145,6 +147,7 @@ class TelegramChannel:
         if self.refused is not None:
             self.refused = None
             log.info("Telegram accepts the bot token again")
+        if self._problem_kept:  # refused before (this run or the last): said no more
             await self._keep_problem()
         log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
                  self.offset)  # fmt: skip
@@ -191,9 +194,15 @@ class TelegramChannel:
     async def _keep_problem(self) -> None:
         """Keep the refusal with the cursors: ``my-agent status`` names it while the
         daemon is stopped, and in its /readyz line while it runs."""
-        if self._host is not None:
-            value = {"problem": self.refused} if self.refused else {}
+        if self._host is None:
+            return
+        value = {"problem": self.refused} if self.refused else {}
+        try:
             await self._host.set_cursor(self.name, "token", json.dumps(value))
+        except Exception as exc:  # storage failing: the log and /status still say it
+            log.warning("cannot keep the Telegram token's state: %s", exc)
+            return
+        self._problem_kept = bool(self.refused)
 
     async def _token_refused(self) -> float:
         """Telegram said 401: the token is wrong or revoked. Said once, as an ERROR naming

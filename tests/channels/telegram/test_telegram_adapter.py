@@ -825,3 +825,18 @@ async def test_a_refused_token_is_named_once_retried_slowly_and_recovers(
         assert [r.levelname for r in loud] == ["ERROR"], [r.getMessage() for r in loud]
     finally:
         await ch.stop()
+
+
+async def test_a_refusal_kept_from_the_last_run_is_cleared_once_the_token_works(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    # `my-agent status` lists the kept refusal while the daemon is stopped; a restart
+    # with a token Telegram accepts must not leave it there.
+    host.cursors[("telegram", "token")] = json.dumps({"problem": "Telegram refused the token"})
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None)
+    await ch.start(host)
+    try:
+        assert ch.started and ch.problems() == []
+        assert json.loads(host.cursors[("telegram", "token")]) == {}
+    finally:
+        await ch.stop()
