@@ -131,10 +131,12 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             where = f" on {args.channel.strip().lower()}" if args.channel else ""
             print(f"no conversations{where} in {config.data_dir}", file=sys.stderr)
         for r in records:
-            pin = " pinned" if r.pinned else ""
+            # a column of its own: " pinned" pushed those rows' titles 7 columns right,
+            # and "1 turns" read as a typo
+            turns = f"{r.turn_count:>4} {'turn ' if r.turn_count == 1 else 'turns'}"
             print_text(
-                f"{r.id}  {r.channel:<9} {when(r.updated):<21} {r.turn_count:>4} turns{pin}  "
-                f"{r.title or 'New conversation'}"
+                f"{r.id}  {r.channel:<9} {when(r.updated):<21} {turns} "
+                f"{'pinned' if r.pinned else '':<6}  {r.title or 'New conversation'}"
             )
         return 0
 
@@ -157,15 +159,18 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         owners = OwnerIdentities(config)
 
         def speaker(line: dict[str, Any]) -> str:
-            """Who said a turn: the owner by name. The transcript keeps the owner's
-            identity as the channel gave it, so their turns read "1001: ..." on
-            Telegram, "me@example.org: ..." by e-mail and "user: ..." on the web."""
+            """Who said a turn, in the dashboard's words: "You" and "Assistant". The
+            transcript keeps the owner's identity as the channel gave it ("1001" on
+            Telegram, "me@example.org" by e-mail, "user" on the web); the assistant's
+            turns read "assistant:" next to "Owner:"."""
             sender = line.get("sender")
             channel = str(line.get("channel") or rec.channel)
+            if line.get("role") == "assistant":
+                return "Assistant"
             if line.get("role") == "user" and (
                 not sender or owners.match(channel, str(sender)) is not None
             ):
-                return config.owner.name
+                return "You"
             return str(sender or line.get("role"))
 
         for line in lines:
@@ -176,12 +181,17 @@ def cmd_conversations(args: argparse.Namespace) -> int:
                     f"{'' if number is None else f'[{number}] '}"
                     f"{when(line.get('timestamp'))} {who}: {line.get('content')}"
                 )
-            elif line.get("type") == "event":
+            elif line.get("type") == "event" and line.get("event") not in SILENT_EVENTS:
                 said = event_text(line)
                 print_text(f"    ({line.get('event')}{': ' + said if said else ''})")
         return 0
 
     return int(asyncio.run(_with_services(config, _show if args.action == "show" else _list)))
+
+
+# Events that carry nothing for the owner: an e-mail's Message-ID, kept to thread replies
+# (printed as a bare "(message_ref)" line per mail; ``--json`` still has them).
+SILENT_EVENTS = frozenset({"message_ref"})
 
 
 def event_text(line: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.cli_common import status_arguments
@@ -92,6 +93,7 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
         )
         problems.append(f"daemon is not running ({daemon['state']}){other}")
     elif readyz is not None and not readyz["ok"]:
+        readyz["channel_problems"] = _kept_problems(config.state_path)
         problems.append(f"/readyz is not ok: {not_ready_because(readyz)}")
 
     exit_code = 0
@@ -135,6 +137,15 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
     return report
 
 
+def _kept_problems(state_path: Path) -> list[str]:
+    """What the channels keep with their cursors (a refused bot token), for /readyz's
+    line: "not connected: telegram" sent the owner to the log for the cause."""
+    try:
+        return stored_channel_problems(state_path) if state_path.is_file() else []
+    except Exception:  # the report's state.db line says what is wrong with it
+        return []
+
+
 def not_ready_because(readyz: dict[str, Any]) -> str:
     """Why ``/readyz`` did not answer ready, in words: the checks its body says failed.
 
@@ -148,7 +159,10 @@ def not_ready_because(readyz: dict[str, Any]) -> str:
         why.append("the daemon is still starting")
     down = [name for name, up in (checks.get("channels") or {}).items() if not up]
     if down:
-        why.append(f"not connected: {', '.join(down)} (the daemon's log says why)")
+        kept = readyz.get("channel_problems") or []
+        causes = [p for p in kept if p.split(":", 1)[0] in down]
+        said = "; ".join(["the daemon's log says why", *causes])
+        why.append(f"not connected: {', '.join(down)} ({said})")
     if checks.get("accepting") is False:
         why.append("not accepting messages (stopping)")
     if checks.get("storage") is False:

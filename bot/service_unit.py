@@ -58,6 +58,9 @@ class InstallResult:
     warnings: list[str] = field(default_factory=list)
 
 
+TEMP_DIRS = ("/tmp/", "/var/tmp/")  # hidden from the system unit by PrivateTmp=yes
+
+
 def find_executable() -> list[str]:
     """argv that starts my-agent in the current environment."""
     beside = Path(sys.executable).parent / "my-agent"
@@ -132,7 +135,15 @@ def install_service(
             f"there is no user {run_as!r} on this machine: the service cannot start "
             f"(status 217/USER) until it exists (useradd --system {run_as})."
         )
-    if not user and chosen is not None and str(chosen).startswith(("/tmp/", "/var/tmp/")):
+    temporary = [p for p in runtime_paths(exe) if p.startswith(TEMP_DIRS)]
+    if not user and temporary:
+        # it said nothing, and the service failed to start (status 203/EXEC)
+        warnings.append(
+            f"{temporary[0]} is in a temporary directory, which the service does not see "
+            "(PrivateTmp=yes): it cannot start (status 203/EXEC). Install into "
+            "/opt/my-agent/venv (with a Python outside /tmp) and run install-service from there."
+        )
+    if not user and chosen is not None and str(chosen).startswith(TEMP_DIRS):
         warnings.append(
             f"{chosen} is in a temporary directory, which the service does not see "
             "(PrivateTmp=yes): it would exit with status 78. Use /etc/my-agent/config.yaml."

@@ -856,7 +856,7 @@ def test_conversation_times_name_their_zone(
     assert status == 0
     assert all(re.search(r" \d\d:\d\d E[SD]T ", row) for row in listed.splitlines()), listed
     status, shown = store.run("conversations", "show", store.ids["web"], capsys=capsys)
-    assert status == 0 and re.search(r"\] \d{4}-\d\d-\d\d \d\d:\d\d E[SD]T Owner: Plan", shown)
+    assert status == 0 and re.search(r"\] \d{4}-\d\d-\d\d \d\d:\d\d E[SD]T You: Plan", shown)
 
 
 def test_an_empty_conversation_list_says_so_and_where(
@@ -914,9 +914,45 @@ def test_conversations_show_names_the_owner(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Regression: the owner's turns were shown under the identity the channel gave,
-    "424242: The sourdough..." on Telegram and "user: Plan..." on the web."""
+    "424242: The sourdough..." on Telegram and "user: Plan..." on the web; then as
+    "Owner:" next to "assistant:". Now in the dashboard's words: You and Assistant."""
     status, shown = store.run("conversations", "show", store.ids["telegram"], capsys=capsys)
-    assert status == 0 and " Owner: The sourdough starter" in shown, shown
-    assert "424242:" not in shown and " assistant: " in shown
+    assert status == 0 and " You: The sourdough starter" in shown, shown
+    assert "424242:" not in shown and " Assistant: " in shown and " assistant: " not in shown
     status, shown = store.run("conversations", "show", store.ids["web"], capsys=capsys)
-    assert " Owner: Plan the trip" in shown and " user: " not in shown
+    assert " You: Plan the trip" in shown and " user: " not in shown
+
+
+def test_conversations_list_aligns_titles_and_counts_turns(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: "1 turns", and a pinned conversation's title 7 columns to the right."""
+    status, listed = store.run("conversations", "list", capsys=capsys)
+    rows = listed.splitlines()
+    assert status == 0 and len(rows) == 2
+    assert all(" 1 turns" not in row for row in rows), listed
+    assert any(" 1 turn " in row and " pinned " in row for row in rows), listed
+    titles = {row.index("Porto trip") if "Porto trip" in row else row.index("New conv")
+              for row in rows}  # fmt: skip
+    assert len(titles) == 1, listed
+
+
+def test_conversations_show_leaves_out_message_ids(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: each e-mail's Message-ID printed as a bare "(message_ref)" line."""
+
+    async def add_ref() -> None:
+        services = await open_services(store.config, brain=ScriptedBrain())
+        try:
+            await services.conversations.record_message_ref(
+                store.ids["telegram"], "email", "<m1@example.org>", "in"
+            )
+        finally:
+            await shutdown_services(services)
+
+    asyncio.run(add_ref())
+    status, shown = store.run("conversations", "show", store.ids["telegram"], capsys=capsys)
+    assert status == 0 and "message_ref" not in shown, shown
+    shown_json = store.json("conversations", "show", store.ids["telegram"], capsys=capsys)
+    assert any(line.get("event") == "message_ref" for line in shown_json["lines"])

@@ -313,6 +313,15 @@ async def test_a_not_ready_daemon_is_told_by_what_its_readyz_says_failed(
     try:
         config = _config(tmp_path, web_port=runner.addresses[0][1], web=True)
         await _populate(config)
+        # what the Telegram channel keeps while its token is refused: the line names it
+        # (it said "the daemon's log says why" and nothing more)
+        state = await Database.open(config.state_path, STATE_MIGRATIONS)
+        await state.execute(
+            "INSERT INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?)",
+            ("telegram", "token", json.dumps({"problem": "Telegram refused the bot token"}),
+             "2026-01-01T00:00:00.000Z"),
+        )  # fmt: skip
+        await state.close()
         live = {
             "pid": os.getpid(),
             "state": "ready",
@@ -329,6 +338,8 @@ async def test_a_not_ready_daemon_is_told_by_what_its_readyz_says_failed(
     text = healthcheck.format_text(report)
     assert "no ready answer" not in text
     assert "not ready (http://127.0.0.1:" in text and "not connected: telegram" in text
+    assert "telegram: Telegram refused the bot token" in " ".join(report["problems"])
+    assert "telegram: Telegram refused the bot token" in text
     assert "vectorSearch" not in text  # informative only: keyword search still answers
 
 

@@ -386,3 +386,21 @@ def test_run_as_with_a_user_unit_is_a_usage_error(
     assert service_unit.main(args) == 64
     assert "--run-as is for the system unit" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("user", [False, True])
+def test_a_program_in_tmp_is_warned_about(tmp_path: Path, user: bool) -> None:
+    # Regression: a config under /tmp was warned about, a venv under /tmp was not, and
+    # the service, with its private /tmp, failed to start (203/EXEC).
+    result = install_service(
+        user,
+        output=tmp_path / "u.service",
+        config=None,
+        executable=["/tmp/try/venv/bin/my-agent"],
+    )
+    warned = [w for w in result.warnings if "/tmp/try/venv/bin/my-agent" in w]
+    if user:  # a user unit has no private /tmp
+        assert warned == []
+    else:
+        [warning] = warned
+        assert "PrivateTmp" in warning and "203/EXEC" in warning

@@ -77,6 +77,7 @@ class ImapSession:
         self._client: aioimaplib.IMAP4 | None = None
         self.lost = asyncio.Event()  # set by aioimaplib when the socket closes
         self.mailbox: Mailbox | None = None
+        self._closing = False  # our own LOGOUT/abort: the socket closing is no loss
 
     # -- connection ----------------------------------------------------------------
     async def connect(self) -> Mailbox:
@@ -116,7 +117,13 @@ class ImapSession:
         return ssl.create_default_context(cafile=self._config.tls_ca_file)
 
     def _on_lost(self, exc: Exception | None) -> None:
-        log.info("IMAP connection lost: %s", exc)
+        # Every stop logged "IMAP connection lost: None": a close of ours is no loss.
+        if self._closing:
+            log.debug("IMAP connection closed")
+        elif exc is None:
+            log.info("IMAP connection closed by the server")
+        else:
+            log.info("IMAP connection lost: %s", exc)
         self.lost.set()
 
     @property
@@ -133,6 +140,7 @@ class ImapSession:
         client = self._client
         if client is None:
             return
+        self._closing = True
         try:
             if not self.lost.is_set() and not client.has_pending_idle():
                 await asyncio.wait_for(client.logout(), 2)
@@ -143,6 +151,7 @@ class ImapSession:
     def abort(self) -> None:
         """Close the socket at once (cancellation, dead connections)."""
         client, self._client = self._client, None
+        self._closing = True
         if client is not None and client.protocol.transport is not None:
             client.protocol.transport.close()
 

@@ -12,13 +12,19 @@ that re-delivers the update, and the core drops it by ``(channel, message_id)``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
-from aiogram.exceptions import AiogramError, TelegramConflictError, TelegramRetryAfter
+from aiogram.exceptions import (
+    AiogramError,
+    TelegramConflictError,
+    TelegramRetryAfter,
+    TelegramUnauthorizedError,
+)
 from aiogram.types import Update
 
 from bot.channel import ChannelHost, DeliveryError
@@ -40,6 +46,13 @@ from channels.telegram.unreadable import record_unparsed, record_unreadable
 log = logging.getLogger("my_agent.telegram")
 
 MAX_UPDATE_FAILURES = 5  # an update whose handling keeps crashing is skipped after this
+# A token Telegram refused (401) is asked about again this rarely: retrying sooner cannot
+# help, but a token revoked and restored with BotFather comes back without a restart.
+TOKEN_REFUSED_RETRY = 300.0
+TOKEN_REFUSED = (
+    "Telegram refused the bot token (401 Unauthorized): set a valid TELEGRAM_BOT_TOKEN "
+    "(channels.telegram.token) from BotFather; asked again every {every:g}s"
+)
 
 
 def _owner_ids(config: AppConfig) -> list[str]:
@@ -95,6 +108,9 @@ class TelegramChannel:
         self._idle = asyncio.Event()
         self._idle.set()
         self.started = False  # True once Telegram accepted getMe/deleteWebhook/setMyCommands
+        self.refused: str | None = None  # the problem while Telegram refuses the token
+        self.refused_retry = TOKEN_REFUSED_RETRY
+        self._problem_kept = False  # a refusal kept with the cursors, to clear once accepted
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -113,8 +129,11 @@ class TelegramChannel:
         self.sender.save = lambda value: host.set_cursor(self.name, "parts", value)
         await self.migrations.load(host)
         self.albums.load(await host.get_cursor(self.name, "albums"))
+        self._problem_kept = "problem" in (await host.get_cursor(self.name, "token") or "")
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
+        except TelegramUnauthorizedError:
+            await self._token_refused()
         except (AiogramError, TimeoutError) as exc:
             log.warning("Telegram setup failed (%s); will retry in the background", exc)
         self._task = spawn(self._run(), name="telegram-polling")
@@ -125,6 +144,11 @@ class TelegramChannel:
         await self.menus.setup()
         self.me = BotIdentity(me.id, me.username)
         self.started = True
+        if self.refused is not None:
+            self.refused = None
+            log.info("Telegram accepts the bot token again")
+        if self._problem_kept:  # refused before (this run or the last): said no more
+            await self._keep_problem()
         log.info("Telegram bot @%s (%s) ready; polling from offset %s", me.username, me.id,
                  self.offset)  # fmt: skip
 
@@ -163,6 +187,37 @@ class TelegramChannel:
             log.warning("closing the Telegram session under a send still in progress")
         await self.session.close()
 
+    def problems(self) -> list[str]:
+        """What /status, ``my-agent status`` and the status line say: a refused token."""
+        return [self.refused] if self.refused else []
+
+    async def _keep_problem(self) -> None:
+        """Keep the refusal with the cursors: ``my-agent status`` names it while the
+        daemon is stopped, and in its /readyz line while it runs."""
+        if self._host is None:
+            return
+        value = {"problem": self.refused} if self.refused else {}
+        try:
+            await self._host.set_cursor(self.name, "token", json.dumps(value))
+        except Exception as exc:  # storage failing: the log and /status still say it
+            log.warning("cannot keep the Telegram token's state: %s", exc)
+            return
+        self._problem_kept = bool(self.refused)
+
+    async def _token_refused(self) -> float:
+        """Telegram said 401: the token is wrong or revoked. Said once, as an ERROR naming
+        the key (before: a warning every few seconds, forever, naming neither the key nor
+        that retrying could not help); asked again only every :attr:`refused_retry`."""
+        self.started = False
+        self.me = None  # set up again (menus, identity) once the token is accepted
+        if self.refused is None:
+            self.refused = TOKEN_REFUSED.format(every=self.refused_retry)
+            log.error("%s", self.refused)
+            await self._keep_problem()
+        else:
+            log.debug("Telegram still refuses the bot token")
+        return self.refused_retry
+
     async def _pause(self, seconds: float) -> None:
         """Sleep unless stopping (stop interrupts it at once)."""
         try:
@@ -173,6 +228,8 @@ class TelegramChannel:
     # -- receiving -----------------------------------------------------------------------
     async def _run(self) -> None:
         backoff = Backoff(1.0, self.config.reconnect_backoff_cap)
+        if self.refused is not None:  # refused at start: said so, ask again later
+            await self._pause(self.refused_retry)
         while not self._stopping.is_set():
             try:
                 if self.me is None:
@@ -183,7 +240,10 @@ class TelegramChannel:
                     await self.menus.refresh()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # network down, 5xx, conflict, bad token...
+            except TelegramUnauthorizedError:
+                await self._pause(await self._token_refused())
+                continue
+            except Exception as exc:  # network down, 5xx, conflict...
                 delay = backoff.next()
                 if isinstance(exc, TelegramRetryAfter):
                     # Flood control says when: polling sooner only lengthens the ban.

@@ -4,6 +4,7 @@ driven by a fake ChannelHost (the end-to-end tests with the real core are elsewh
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -273,6 +274,37 @@ async def test_connection_dropped_during_idle_reconnects_without_loss(
         assert channel.connects >= 2
         await append(pymap.port, folder, mail(2))  # and IDLE works again afterwards
         await host.wait_for(2)
+    finally:
+        await proxy.stop()
+
+
+async def test_a_stop_is_no_lost_connection_and_a_real_loss_says_why(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: every normal stop logged "IMAP connection lost: None".
+    folder = await create_folder(pymap.port)
+    proxy = Proxy(pymap.port)
+    await proxy.start()
+    try:
+        config = make_config(
+            tmp_path, proxy.port, smtp.port, folder, imap={"idle": True, "poll_interval": 30}
+        )
+        caplog.set_level(logging.INFO, logger="my_agent.email")
+        channel = EmailChannel(config, None)
+        await channel.start(FakeHost())
+        await asyncio.sleep(0.2)  # in IDLE now
+        proxy.cut()
+        for _ in range(100):
+            if channel.connects >= 2:
+                break
+            await asyncio.sleep(0.05)
+        lost = [r.getMessage() for r in caplog.records if "IMAP connection" in r.getMessage()]
+        assert lost and all("None" not in line for line in lost), lost
+        caplog.clear()
+        await channel.stop()
+        await asyncio.sleep(0.1)  # the socket's close is reported a loop turn later
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+        assert not [line for line in said if "IMAP connection" in line], said
     finally:
         await proxy.stop()
 

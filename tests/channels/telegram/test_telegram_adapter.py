@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
+import logging
 
 import pytest
 
-from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.channel import PermanentSendError
 from bot.events import OutboundMessage
 from channels.telegram.adapter import TelegramChannel
@@ -780,3 +783,60 @@ async def test_a_reply_to_a_deleted_forum_topic_goes_to_the_general_topic(
     assert [m["text"] for m in tg_server.sent_to(GROUP_ID)] == ["the answer", ""]
     calls = [c for c in tg_server.calls if c.method.lower() in ("sendmessage", "sendphoto")]
     assert [c.params.get("message_thread_id") for c in calls] == ["7", None, "7", None]
+
+
+async def test_a_refused_token_is_named_once_retried_slowly_and_recovers(
+    tg_server: FakeTelegramServer, host: RecordingHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: a token Telegram refused (401) was retried every few seconds forever,
+    # a warning each time, naming neither the key nor that retrying could not help.
+    caplog.set_level(logging.DEBUG, logger="my_agent.telegram")
+    tg_server.token = "123456:revoked"
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None)
+    ch.refused_retry = 0.3
+    await ch.start(host)
+    try:
+        await tg_server.wait_for("getMe", 4)
+        assert not ch.started
+        [problem] = ch.problems()
+        assert "TELEGRAM_BOT_TOKEN" in problem and "channels.telegram.token" in problem
+        assert "refused" in problem
+        # kept for `my-agent status` (stopped daemon, /readyz line)
+        assert json.loads(host.cursors[("telegram", "token")]) == {"problem": problem}
+        loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert [r.levelname for r in loud] == ["ERROR"], [r.getMessage() for r in loud]
+        assert "TELEGRAM_BOT_TOKEN" in loud[0].getMessage()
+        calls = [c.at for c in tg_server.calls if c.method.lower() == "getme"]
+        assert all(b - a >= 0.25 for a, b in itertools.pairwise(calls))
+        # Restored with BotFather: back without a restart.
+        tg_server.token = TOKEN
+        tg_server.inject_message(OWNER_ID, "back?")
+        await host.wait_delivered(1, timeout=10)
+        assert ch.started and ch.problems() == []
+        assert json.loads(host.cursors[("telegram", "token")]) == {}
+        # Revoked while polling: said again, once.
+        caplog.clear()
+        tg_server.token = "123456:revoked-again"
+        polls = len(tg_server.calls_of("getUpdates"))
+        await tg_server.wait_for("getMe", len(tg_server.calls_of("getMe")) + 2, timeout=15)
+        assert len(tg_server.calls_of("getUpdates")) > polls
+        assert not ch.started and ch.problems()
+        loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert [r.levelname for r in loud] == ["ERROR"], [r.getMessage() for r in loud]
+    finally:
+        await ch.stop()
+
+
+async def test_a_refusal_kept_from_the_last_run_is_cleared_once_the_token_works(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    # `my-agent status` lists the kept refusal while the daemon is stopped; a restart
+    # with a token Telegram accepts must not leave it there.
+    host.cursors[("telegram", "token")] = json.dumps({"problem": "Telegram refused the token"})
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None)
+    await ch.start(host)
+    try:
+        assert ch.started and ch.problems() == []
+        assert json.loads(host.cursors[("telegram", "token")]) == {}
+    finally:
+        await ch.stop()
