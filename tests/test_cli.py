@@ -285,6 +285,15 @@ def test_reindex_says_what_it_rebuilt_in_words(
     assert not out.lstrip().startswith("{")
     # no local model in the tests: said in words, not only in the log
     assert any(line.startswith("Warning: vectors not rebuilt here") for line in lines), out
+    # Regression: stderr had INFO lines (the databases created, the recovery's dict)
+    # and the vectors warning a second time, as a log line
+    capsys.readouterr()
+    assert cli.main(["--config", str(store.config_path), "reindex"]) == 0
+    captured = capsys.readouterr()
+    assert "vectors not rebuilt" in captured.out
+    assert "INFO" not in captured.err and "recovery" not in captured.err, captured.err
+    assert "vectors not rebuilt" not in captured.err, captured.err
+    assert "embedding model" not in captured.err, captured.err  # the reason is in out
 
 
 def test_status(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
