@@ -929,3 +929,24 @@ def test_conversations_show_names_the_owner(
     assert "424242:" not in shown and " assistant: " in shown
     status, shown = store.run("conversations", "show", store.ids["web"], capsys=capsys)
     assert " Owner: Plan the trip" in shown and " user: " not in shown
+
+
+def test_a_missing_data_directory_is_named_absolute_with_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: run from another directory than the daemon's, `search` and
+    `conversations` said "data directory .my_agent does not exist": a relative path, and
+    no word of where the store could be."""
+    for var in ("MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    for argv in (["conversations", "list"], ["search", "anything"]):
+        assert cli.main(argv) == exitcodes.EX_DATADIR, argv
+        err = capsys.readouterr().err
+        assert f"data directory {tmp_path / '.my_agent'} does not exist" in err, err
+        assert "--config" in err and "MY_AGENT_DATA_DIR" in err
+        assert "directory the daemon runs in" in err
+    monkeypatch.setenv("MY_AGENT_DATA_DIR", str(tmp_path / "elsewhere"))
+    assert cli.main(["search", "anything"]) == exitcodes.EX_DATADIR
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'elsewhere'} does not exist (is the store elsewhere?" in err
