@@ -120,6 +120,10 @@ def hub_unreachable() -> str | None:
     return f"cannot reach the model hub {endpoint} ({error})"
 
 
+class _HubUnreachable(ConnectionError):
+    """Nothing cached and the hub does not answer: its message is the whole reason."""
+
+
 class EmbeddingUnavailable(RuntimeError):
     """No embedding model could be loaded; callers fall back to keyword search."""
 
@@ -186,7 +190,7 @@ class EmbeddingService:
                         # nothing cached: a download or nothing; the hub answers first
                         unreachable = hub_unreachable()
                         if unreachable:
-                            raise ConnectionError(
+                            raise _HubUnreachable(
                                 f"not in the model cache {self.cache_dir}, and {unreachable}"
                             )
                 if self.config.threads:
@@ -194,7 +198,9 @@ class EmbeddingService:
                 model = _without_spinning(TextEmbedding, kwargs)
                 probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
             except Exception as exc:
-                self._failed = f"{type(exc).__name__}: {exc}"
+                self._failed = (
+                    str(exc) if isinstance(exc, _HubUnreachable) else f"{type(exc).__name__}: {exc}"
+                )
                 if not self.model_path and not self.download:
                     where = self.cache_dir or "fastembed's cache"
                     # one level of parentheses: "(not loadable from the model cache
