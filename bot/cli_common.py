@@ -29,6 +29,14 @@ def setup_logging(level: str = "INFO") -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def command_log_level(level: str) -> str:
+    """A one-shot command's log level: WARNING, or DEBUG when the config asks for it.
+    Its report is on stdout; INFO lines on stderr (``reindex`` printed the recovery's
+    dict, the databases created) were noise around it, and the daemon's INFO setting is
+    not a wish to see them here."""
+    return "DEBUG" if level == "DEBUG" else "WARNING"
+
+
 def command_config(args: argparse.Namespace, secrets: bool = True) -> AppConfig:
     """The config; ``secrets=False`` for commands that only read the store (the daemon's
     API key, bot token and mail password may be absent from an operator's shell)."""

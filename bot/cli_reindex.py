@@ -16,15 +16,13 @@ import time
 from typing import Any
 
 from bot import exitcodes, store_lock
-from bot.cli_common import command_config, print_json, setup_logging
+from bot.cli_common import command_config, command_log_level, print_json, setup_logging
 from bot.cli_store import _with_services
 
 log = logging.getLogger("my_agent.cli")
 
-NO_VECTORS = (
-    "vectors not rebuilt here (no local embedding model or no sqlite-vec): "
-    "the daemon embeds them at its next start once it has the model"
-)
+NO_VECTORS = "vectors not rebuilt here: {why}"
+NO_VECTORS_LATER = ": the daemon embeds them at its next start once it has the model"
 VECTORS_UNFINISHED = (
     "some conversations' vectors failed to embed (see the log): the daemon retries them"
 )
@@ -37,7 +35,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from bot.recovery import delete_index
 
     config = command_config(args, secrets=False)
-    setup_logging(config.logging.level)
+    setup_logging(command_log_level(config.logging.level))
+    # the model's absence is said once, in the report's warning, with the reason
+    logging.getLogger("my_agent.embedding").setLevel(logging.ERROR)
     unreadable = data_dir_unreadable(config.data_dir)
     if unreadable:  # before anything is deleted (an unlink denied was a traceback)
         print(f"my-agent: {unreadable}", file=sys.stderr)
@@ -91,10 +91,16 @@ async def rebuild(s: Any) -> dict[str, Any]:
         report["vectors"] = await s.search.vectors.reindex_all()
         if getattr(s.search.vectors, "stale", False):
             warnings.append(VECTORS_UNFINISHED)
-    else:
-        log.warning(NO_VECTORS)
+    else:  # said once, in the report (it was said in the log too, just above it)
         report["vectors"] = None
-        warnings.append(NO_VECTORS)
+        reason = getattr(s.search.embedder, "unavailable_reason", None)
+        if not s.index_db.vec_available:
+            why = "the sqlite-vec extension cannot be loaded"
+        elif reason:  # it says what the daemon does, and the key to set
+            why = f"the embedding model did not load, {reason}"
+        else:
+            why = "no local embedding model" + NO_VECTORS_LATER
+        warnings.append(NO_VECTORS.format(why=why))
     report["warnings"] = warnings
     return report
 

@@ -10,6 +10,12 @@ crash. A one-shot command (``my-agent search``, ``reindex``) does not download
 before answering keyword-only; it uses the cache or answers keyword-only at once, and
 the daemon, which loads the model in the background, is the one that downloads.
 
+Before downloading, the daemon asks the hub (``HF_ENDPOINT``, through huggingface_hub's
+own HTTP session, so a proxy is honoured) whether it answers at all: on a machine that
+cannot reach it, fastembed's retries printed six ERROR lines over about 40 s before our
+warning. Now it is one warning after a second or two, saying what failed and which key
+points at a local copy. fastembed's own log records are always silenced.
+
 ONNX inference holds the GIL only briefly, so a single worker thread keeps the loop
 responsive; batches are cut small (``embedding.batch_size``) so one large request does not
 monopolise the worker either.
@@ -21,6 +27,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,13 @@ from bot.config.model import EmbeddingConfig
 log = logging.getLogger("my_agent.embedding")
 
 ENV_MODEL_PATH = "MY_AGENT_EMBEDDING_MODEL_PATH"
+# The hub is asked this many times, this far apart, each with this timeout, before the
+# daemon gives up downloading: a refused or unresolvable hub fails each try at once
+# (about 2 s in all); a silent one costs 3 x 5 s, where fastembed's retries took 40 s.
+HUB_PROBE_TRIES = 3
+HUB_PROBE_PAUSE = 1.0
+HUB_PROBE_TIMEOUT = 5.0
+HINT = "embedding.model_path or MY_AGENT_EMBEDDING_MODEL_PATH can point at a local copy"
 
 
 def resolve_model_path(config: EmbeddingConfig) -> str | None:
@@ -82,6 +96,32 @@ def _quiet_fastembed() -> None:
     except ImportError:  # pragma: no cover - fastembed depends on it
         return
     logger.disable("fastembed")
+
+
+def hub_unreachable() -> str | None:
+    """Why fastembed's model hub cannot be reached from here, or None when it answers
+    (any HTTP status: only a transport failure means no download can work)."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    endpoint = constants.ENDPOINT
+    error = "no answer"
+    for attempt in range(HUB_PROBE_TRIES):
+        if attempt:
+            time.sleep(HUB_PROBE_PAUSE)
+        try:
+            get_session().head(endpoint, timeout=HUB_PROBE_TIMEOUT)
+        except Exception as exc:  # httpx or requests, by huggingface_hub's version
+            error = f"{type(exc).__name__}: {exc}"
+            continue
+        return None
+    return f"cannot reach the model hub {endpoint} ({error})"
+
+
+class _HubUnreachable(ConnectionError):
+    """Nothing cached and the hub does not answer: its message is the whole reason."""
 
 
 class EmbeddingUnavailable(RuntimeError):
@@ -135,6 +175,7 @@ class EmbeddingService:
                     raise FileNotFoundError(f"{self.cache_dir} holds no model")
                 from fastembed import TextEmbedding
 
+                _quiet_fastembed()  # its ERROR lines and retries: our warning says it
                 kwargs: dict[str, Any] = {"model_name": self.config.model_name}
                 if self.model_path:
                     if not Path(self.model_path).is_dir():
@@ -145,13 +186,21 @@ class EmbeddingService:
                         kwargs["cache_dir"] = str(self.cache_dir)
                     if not self.download:
                         kwargs["local_files_only"] = True
-                        _quiet_fastembed()  # its own ERROR lines for a cache miss
+                    elif _empty(self.cache_dir):
+                        # nothing cached: a download or nothing; the hub answers first
+                        unreachable = hub_unreachable()
+                        if unreachable:
+                            raise _HubUnreachable(
+                                f"not in the model cache {self.cache_dir}, and {unreachable}"
+                            )
                 if self.config.threads:
                     kwargs["threads"] = self.config.threads
                 model = _without_spinning(TextEmbedding, kwargs)
                 probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
             except Exception as exc:
-                self._failed = f"{type(exc).__name__}: {exc}"
+                self._failed = (
+                    str(exc) if isinstance(exc, _HubUnreachable) else f"{type(exc).__name__}: {exc}"
+                )
                 if not self.model_path and not self.download:
                     where = self.cache_dir or "fastembed's cache"
                     # one level of parentheses: "(not loadable from the model cache
@@ -162,8 +211,10 @@ class EmbeddingService:
                         "download it: the daemon does, or set embedding.model_path "
                         f"({self._failed})"
                     )
+                elif not self.model_path:
+                    self._failed = f"{self._failed}; {HINT}"
                 log.warning(
-                    "embedding model %s unavailable: %s; search is keyword-only",
+                    "embedding model %s unavailable: %s; search is keyword-only until it loads",
                     self.config.model_name,
                     self._failed,
                 )

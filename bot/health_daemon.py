@@ -35,24 +35,36 @@ def data_dir_unreadable(path: Path) -> str | None:
     """Why a command that reads the store cannot use the data directory ``path`` (None:
     it can). ``Path.is_dir`` is False for a directory this user may not enter as well:
     ``my-agent status`` without sudo next to the system unit (``/var/lib/private`` is
-    0700) said the data directory did not exist, as if the history were gone."""
+    0700) said the data directory did not exist, as if the history were gone.
+
+    The path is said absolute: "data directory .my_agent does not exist", from a command
+    run in another directory than the daemon's, did not say where it had looked."""
+    shown = path.absolute()
     denied = (
-        f"data directory {path} cannot be read as this user (permission denied): run the "
+        f"data directory {shown} cannot be read as this user (permission denied): run the "
         "command as the service's user or with sudo"
     )
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        return f"data directory {path} does not exist"
+        return f"data directory {shown} does not exist ({_elsewhere(path)})"
     except PermissionError:
         return denied
     except OSError as exc:
-        return f"data directory {path} cannot be read: {exc}"
+        return f"data directory {shown} cannot be read: {exc}"
     if not stat.S_ISDIR(mode):
-        return f"data directory {path} is not a directory"
+        return f"data directory {shown} is not a directory"
     if not os.access(path, os.R_OK | os.X_OK):
         return denied
     return None
+
+
+def _elsewhere(path: Path) -> str:
+    """Where the store may be instead of ``path``: the hint after "does not exist"."""
+    give = "give --config (the daemon's config file) or MY_AGENT_DATA_DIR (its data directory)"
+    if path.is_absolute():
+        return f"is the store elsewhere? {give}"
+    return f"{path} is relative: run the command in the directory the daemon runs in, or {give}"
 
 
 def disk_space(path: Path) -> dict[str, Any]:

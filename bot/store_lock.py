@@ -96,6 +96,7 @@ async def lock_for_daemon(
         log.debug("no maintenance lock in %s: %s", data_dir, exc)
         return None
     if fd is not None:
+        _refuse_a_running_daemon(data_dir, fd)
         return fd
     log.warning("a reindex is running on %s: waiting up to %.0f s for it to end", data_dir, seconds)
     taken: list[int] = []
@@ -111,6 +112,38 @@ async def lock_for_daemon(
     if stop is not None and stop.is_set():
         return None
     raise TimeoutError(f"a reindex is still running on {data_dir} after {seconds:.0f} s")
+
+
+def running_daemon(data_dir: Path) -> int | None:
+    """The pid of another daemon serving ``data_dir`` now, or None: ``daemon.json`` names
+    a live process (its start ticks matching: not a reused pid), not stopping, and the
+    transcript journal is held. A daemon stopping is waited for (a restart)."""
+    from bot.health_daemon import daemon_from_status_file
+
+    journal = data_dir / "conversations"  # AppConfig.conversations_dir
+    if not journal.is_dir() or not journal_in_use(journal):
+        return None
+    daemon = daemon_from_status_file(data_dir)
+    pid = daemon.get("pid")
+    if daemon.get("state") in ("stopped", "stopping", "unknown") or not pid:
+        return None
+    return int(pid) if pid != os.getpid() else None
+
+
+def _refuse_a_running_daemon(data_dir: Path, fd: int) -> None:
+    """Raise :class:`bot.services.DataDirInUse` (exit 75), the maintenance lock ``fd``
+    released, when another daemon serves ``data_dir``. `my-agent run` next to a running
+    daemon waited JOURNAL_WAIT_SECONDS (15 s) before saying so; the wait is for a
+    reading command, which holds the journal for seconds."""
+    pid = running_daemon(data_dir)
+    if pid is None:
+        return
+    from bot.services import DataDirInUse
+
+    release(fd)
+    raise DataDirInUse(
+        f"another my-agent daemon (pid {pid}) is running on {data_dir.resolve()}; stop it first"
+    )
 
 
 async def open_services_waiting(

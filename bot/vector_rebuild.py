@@ -43,7 +43,7 @@ class VectorRebuild:
 
         async def index_abbreviation(self, conversation_id: str, text: str | None) -> bool: ...
 
-        async def _load_matrix(self) -> None: ...
+        async def _load_matrix(self, level: int = logging.INFO) -> None: ...
 
     async def reindex_all(self) -> dict[str, int]:
         """Embed every missing or outdated vector (after ``reindex`` or a model change)."""
@@ -67,9 +67,11 @@ class VectorRebuild:
             failed += not await self._complete_terms()
             terms = await term_count(self.db) - words_before
         await self._prune()
-        await self._load_matrix()
+        await self._load_matrix(logging.DEBUG)  # open() said the count already
         self.stale = failed > 0  # retry_unfinished (the lifecycle's sweep) finishes it
-        log.info(
+        # every start runs this: with nothing to do, it is not news
+        log.log(
+            logging.INFO if failed or terms or any(done.values()) else logging.DEBUG,
             "reindexed vectors: %d turn windows, %d abbreviations, %d words (%d failed)",
             done["turns"],
             done["abbreviations"],

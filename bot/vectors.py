@@ -31,11 +31,12 @@ import functools
 import hashlib
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from bot.config.model import AppConfig
-from bot.db import Database
+from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
 from bot.search.soft import content_words
 from bot.term_vectors import TermCache, index_terms
@@ -73,6 +74,25 @@ def window_text(turns: Sequence[str], index: int, radius: int) -> str:
             break
         text = candidate
     return text[:WINDOW_CHARS]
+
+
+def _has_vectors(conn: SyncConn) -> bool:
+    return conn.execute("SELECT 1 FROM turn_vectors LIMIT 1").fetchone() is not None
+
+
+def _prepare_telling(conn: SyncConn, **kwargs: Any) -> tuple[bool, bool, str | None]:
+    """:func:`~bot.vector_store.prepare`, plus why stored vectors were dropped (another
+    model, or the same name for another vector space), or None when nothing was lost: a
+    first build, or vectors only missing (turns indexed while keyword-only)."""
+    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
+    had = _has_vectors(conn)
+    rebuild, terms_ready = prepare(conn, **kwargs)
+    lost = None
+    if row is not None and row[0] != kwargs["model_id"]:
+        lost = f"the model changed from {row[0]}"
+    elif had and not _has_vectors(conn):
+        lost = "the model is another one under the same name"
+    return rebuild, terms_ready, lost
 
 
 def _text_hash(text: str) -> str:
@@ -127,9 +147,9 @@ class VectorIndex(VectorRebuild, VectorSearch):
             return False
         model_id = self.embedder.model_id
         dims = self.embedder.dimensions
-        self.stale, self.terms_ready = await self.db.run(
+        self.stale, self.terms_ready, lost = await self.db.run(
             functools.partial(
-                prepare,
+                _prepare_telling,
                 model_id=model_id,
                 dims=dims,
                 build_terms=self.build_terms,
@@ -137,22 +157,33 @@ class VectorIndex(VectorRebuild, VectorSearch):
             )
         )
         self.terms.clear()
-        if self.stale:
+        if lost:
+            # stored vectors were dropped: search is keyword-only until they are rebuilt
             log.warning(
-                "vectors are stale or incomplete (model %s, term vectors %s): "
-                "rebuilding in the background",
+                "stored vectors dropped (%s; now %s): rebuilding them in the background",
+                lost,
                 model_id,
-                "complete" if self.terms_ready else "missing",
+            )
+        elif self.stale:
+            # a first build (or turns indexed while keyword-only): normal, not a fault;
+            # it was a WARNING "stale or incomplete" on every new owner's first start
+            log.info(
+                "building vectors in the background (model %s%s)",
+                model_id,
+                "" if self.terms_ready else ", with term vectors",
             )
         await self._load_matrix()
         self._ready = True
         return True
 
-    async def _load_matrix(self) -> None:
+    async def _load_matrix(self, level: int = logging.INFO) -> None:
+        """Read the in-memory KNN matrices; say how many at ``level`` (the rebuild that
+        follows every start reloads them at DEBUG: it was said twice at each start)."""
         dims = self.embedder.dimensions
         knn = await self.db.run(lambda c: VectorMatrices.read(c, dims), write=False)
         self._knn = knn
-        log.info(
+        log.log(
+            level,
             "loaded %d turn vectors, %d abbreviation vectors",
             len(knn.turns.ids),
             knn.abbreviation_count,

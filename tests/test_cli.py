@@ -285,6 +285,15 @@ def test_reindex_says_what_it_rebuilt_in_words(
     assert not out.lstrip().startswith("{")
     # no local model in the tests: said in words, not only in the log
     assert any(line.startswith("Warning: vectors not rebuilt here") for line in lines), out
+    # Regression: stderr had INFO lines (the databases created, the recovery's dict)
+    # and the vectors warning a second time, as a log line
+    capsys.readouterr()
+    assert cli.main(["--config", str(store.config_path), "reindex"]) == 0
+    captured = capsys.readouterr()
+    assert "vectors not rebuilt" in captured.out
+    assert "INFO" not in captured.err and "recovery" not in captured.err, captured.err
+    assert "vectors not rebuilt" not in captured.err, captured.err
+    assert "embedding model" not in captured.err, captured.err  # the reason is in out
 
 
 def test_status(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
@@ -956,3 +965,24 @@ def test_conversations_show_leaves_out_message_ids(
     assert status == 0 and "message_ref" not in shown, shown
     shown_json = store.json("conversations", "show", store.ids["telegram"], capsys=capsys)
     assert any(line.get("event") == "message_ref" for line in shown_json["lines"])
+
+
+def test_a_missing_data_directory_is_named_absolute_with_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: run from another directory than the daemon's, `search` and
+    `conversations` said "data directory .my_agent does not exist": a relative path, and
+    no word of where the store could be."""
+    for var in ("MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    for argv in (["conversations", "list"], ["search", "anything"]):
+        assert cli.main(argv) == exitcodes.EX_DATADIR, argv
+        err = capsys.readouterr().err
+        assert f"data directory {tmp_path / '.my_agent'} does not exist" in err, err
+        assert "--config" in err and "MY_AGENT_DATA_DIR" in err
+        assert "directory the daemon runs in" in err
+    monkeypatch.setenv("MY_AGENT_DATA_DIR", str(tmp_path / "elsewhere"))
+    assert cli.main(["search", "anything"]) == exitcodes.EX_DATADIR
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'elsewhere'} does not exist (is the store elsewhere?" in err

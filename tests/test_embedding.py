@@ -99,6 +99,7 @@ async def test_downloads_are_kept_in_the_data_dir(
 
     monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
     calls = _record_factory(monkeypatch)
+    monkeypatch.setattr("bot.embedding.hub_unreachable", lambda: None)  # as if online
     config = make_config(tmp_path, embedding={"enabled": True})
     assert config.model_cache_dir == config.data_dir / "models"
     services = await open_services(config)
@@ -150,3 +151,50 @@ async def test_without_download_a_cache_miss_fails_at_once(
         assert await service.load() is False
         service.close()
         assert len(calls) == 1 and "holds no model" in (service.unavailable_reason or "")
+
+
+_OFFLINE_DAEMON_LOAD = """
+import logging, sys, time
+from pathlib import Path
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+from bot.config.model import EmbeddingConfig
+from bot.embedding import EmbeddingService
+service = EmbeddingService(EmbeddingConfig(), cache_dir=Path(sys.argv[1]), download=True)
+started = time.monotonic()
+try:
+    service._load()
+except Exception:
+    pass
+print(f"{time.monotonic() - started:.1f}")
+"""
+
+
+def test_an_unreachable_hub_is_one_warning_and_no_long_wait(tmp_path: Path) -> None:
+    """Regression: the daemon on a machine that cannot reach the model hub (README's
+    first command, no config) printed fastembed's six red ERROR lines over about 40 s
+    (three tries, sleeping 3 + 9 + 27 s) before its own warning. The hub here is a
+    closed 127.0.0.1 port, so the test needs no network and always sees a refusal."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", ENV_MODEL_PATH))}
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    done = subprocess.run(
+        [sys.executable, "-c", _OFFLINE_DAEMON_LOAD, str(tmp_path / "models")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("WARNING embedding model"), lines[0]
+    assert f"127.0.0.1:{port}" in lines[0] and "keyword-only" in lines[0]
+    assert "embedding.model_path" in lines[0] and ENV_MODEL_PATH in lines[0]
+    assert float(done.stdout) < 10.0, done.stdout

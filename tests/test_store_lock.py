@@ -293,3 +293,47 @@ async def test_a_stop_while_waiting_for_the_disk_exits_0(
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(0.3, stop.set)
     assert await asyncio.wait_for(run_daemon(config, stop), 10) == 0
+
+
+async def test_a_second_daemon_named_in_the_status_file_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    """Regression: `my-agent run` where a daemon already runs waited the 15 s meant for a
+    reading command before exit 75. daemon.json names the live daemon (pid and start
+    ticks): it is refused at once, the pid said; daemon.json is left to that daemon."""
+    import json
+    import subprocess
+
+    from bot.status_file import process_start_ticks
+
+    config = make_config(tmp_path)
+    config.conversations_dir.mkdir(parents=True)
+    first = TranscriptStore(config.conversations_dir)
+    first.open(exclusive=True)  # what a running daemon holds
+    other = subprocess.Popen(["sleep", "60"])  # the running daemon's pid
+    status_path = config.data_dir / "daemon.json"
+    status = {
+        "pid": other.pid,
+        "state": "ready",
+        "started_at": time.time(),
+        "start_ticks": process_start_ticks(other.pid),
+        "updated_at": time.time(),
+        "heartbeat_interval": 10.0,
+    }
+    status_path.write_text(json.dumps(status), encoding="utf-8")
+    try:
+        started = time.monotonic()
+        with pytest.raises(DataDirInUse, match=f"another my-agent daemon \\(pid {other.pid}\\)"):
+            await asyncio.wait_for(run_daemon(config, asyncio.Event()), 30)
+        assert time.monotonic() - started < 3
+        assert read_status_file(status_path) == status  # not overwritten with this pid
+        # its start ticks do not match: a reused pid, no daemon; the bounded wait again
+        status_path.write_text(
+            json.dumps({**status, "start_ticks": (status["start_ticks"] or 0) + 1}),
+            encoding="utf-8",
+        )
+        assert store_lock.running_daemon(config.data_dir) is None
+    finally:
+        other.kill()
+        other.wait()
+        first.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -165,7 +166,10 @@ async def test_model_change_marks_vectors_stale_and_rebuilds(tmp_path: Path, emb
 
 
 async def test_another_model_under_the_same_name_marks_vectors_stale(  # type: ignore[no-untyped-def]
-    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Regression: the vector space was named by embedding.model_name and the dimension
     # count only, so pointing embedding.model_path (or MY_AGENT_EMBEDDING_MODEL_PATH) at
@@ -198,8 +202,10 @@ async def test_another_model_under_the_same_name_marks_vectors_stale(  # type: i
         monkeypatch.setattr(bot.embedding, "_without_spinning", another_model)
         assert other.model_id == embedder.model_id
         switched = VectorIndex(AppConfig(), db, other)
-        assert await switched.open()
+        with caplog.at_level(logging.WARNING, logger="my_agent.vectors"):
+            assert await switched.open()
         assert switched.stale
+        assert "another one under the same name" in caplog.text
         assert await db.fetchone("SELECT count(*) FROM turn_vectors") == (0,)
         done = await switched.reindex_all()
         assert done["turns"] == 2 and done["abbreviations"] == 1
@@ -256,5 +262,36 @@ async def test_a_failing_conversation_does_not_end_the_rebuild(  # type: ignore[
         monkeypatch.setattr(embedder, "embed_sync", working)
         done = await vectors.reindex_all()
         assert done["turns"] == 1 and not vectors.stale
+    finally:
+        await db.close()
+
+
+async def test_first_build_is_info_and_the_count_said_once(  # type: ignore[no-untyped-def]
+    tmp_path: Path, embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: a new owner's first start with a model (turns indexed while the model
+    loaded) logged WARNING "vectors are stale or incomplete (... term vectors missing)",
+    and every start said "loaded N turn vectors" twice (open, then the rebuild after it).
+    A WARNING is kept for vectors really dropped: another model."""
+    db = await open_index(tmp_path / "c.db")
+    try:
+        await add_conversation(db, "conv-a", [("user", "the boiler needs a plumber")])
+        vectors = VectorIndex(AppConfig(), db, embedder)
+        with caplog.at_level(logging.DEBUG, logger="my_agent.vectors"):
+            assert await vectors.open() and vectors.stale
+            await vectors.reindex_all()
+        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert not warnings, [r.getMessage() for r in warnings]
+        infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+        assert any(m.startswith("building vectors in the background") for m in infos)
+        assert sum(m.startswith("loaded ") for m in infos) == 1, infos
+        caplog.clear()
+        await db.execute(
+            "UPDATE index_meta SET value = 'another-model@384' WHERE key = 'embedding_model'"
+        )
+        with caplog.at_level(logging.INFO, logger="my_agent.vectors"):
+            assert await VectorIndex(AppConfig(), db, embedder).open()
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "another-model@384" in warnings[0], warnings
     finally:
         await db.close()
