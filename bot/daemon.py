@@ -86,11 +86,9 @@ def _keyword_only_because(services: Services) -> tuple[int, str]:
     if not services.index_db.vec_available:
         return logging.WARNING, "the sqlite-vec extension cannot be loaded"
     if getattr(services.search.embedder, "unavailable_reason", None):
-        # the embedding's own warning, just before, says why it did not load
-        return logging.WARNING, (
-            "the embedding model did not load; embedding.model_path (or "
-            "MY_AGENT_EMBEDDING_MODEL_PATH) can name a local copy"
-        )
+        # the embedding's own warning, just before, says why it did not load and what
+        # names a local copy: a second warning repeating it read as a second problem
+        return logging.INFO, "the embedding model did not load (the warning above says why)"
     return logging.WARNING, "no embedding model or no sqlite-vec"
 
 

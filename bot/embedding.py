@@ -179,7 +179,10 @@ class EmbeddingService:
                 kwargs: dict[str, Any] = {"model_name": self.config.model_name}
                 if self.model_path:
                     if not Path(self.model_path).is_dir():
-                        raise FileNotFoundError(f"no model folder at {self.model_path}")
+                        raise FileNotFoundError(
+                            f"no model folder at {self.model_path} (embedding.model_path, "
+                            "or MY_AGENT_EMBEDDING_MODEL_PATH)"
+                        )
                     kwargs["specific_model_path"] = self.model_path
                 else:
                     if self.cache_dir is not None:
