@@ -36,8 +36,6 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     config = command_config(args, secrets=False)
     setup_logging(command_log_level(config.logging.level))
-    # the model's absence is said once, in the report's warning, with the reason
-    logging.getLogger("my_agent.embedding").setLevel(logging.ERROR)
     unreadable = data_dir_unreadable(config.data_dir)
     if unreadable:  # before anything is deleted (an unlink denied was a traceback)
         print(f"my-agent: {unreadable}", file=sys.stderr)
@@ -71,10 +69,16 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             print(format_report(report, str(config.index_path)))
         return 0
 
+    # the model's absence is said once, in the report's warning, with the reason; set
+    # back after (a process that goes on, the tests, kept the embedding's warnings muted)
+    embedding_log = logging.getLogger("my_agent.embedding")
+    level = embedding_log.level
+    embedding_log.setLevel(logging.ERROR)
     try:
         delete_index(config.index_path)
         return int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
     finally:
+        embedding_log.setLevel(level)
         store_lock.release(lock)
 
 
