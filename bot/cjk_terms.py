@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from bot.fts_text import normalise, split_runs
 
@@ -45,12 +45,35 @@ def _usable(term: str) -> bool:
     )
 
 
-def cjk_terms(turns: Sequence[Turn], limit: int = 6) -> list[str]:
-    """The conversation's recurring Chinese or Japanese terms, best first (the owner's
-    uses count double); [] for text without such characters."""
+def _recurring(
+    uses: Iterable[tuple[str, str]],
+    parts: Callable[[str], Iterable[str]],
+    limit: int,
+    drop: Callable[[str, Counter[str]], bool] | None = None,
+) -> list[str]:
+    """The terms of ``uses`` ((term, role) pairs) that come back at least twice, best
+    first: by uses (the owner's count double) times length, then first use. A term among
+    ``parts`` of a longer kept one that comes back as often is that one ("东京" in
+    "东京塔"); ``drop`` leaves out more."""
     counts: Counter[str] = Counter()
     weights: Counter[str] = Counter()
     first: dict[str, int] = {}
+    for term, role in uses:
+        counts[term] += 1
+        weights[term] += 2 if role == "user" else 1
+        first.setdefault(term, len(first))
+    kept = [t for t, n in counts.items() if n >= 2]
+    inside = {p for t in kept for p in parts(t) if counts[p] <= counts[t]}
+    kept = [t for t in kept if t not in inside and not (drop and drop(t, counts))]
+    kept.sort(key=lambda t: (-weights[t] * len(t), first[t]))
+    return kept[:limit]
+
+
+def _strings_inside(term: str) -> Iterable[str]:
+    return (term[i : i + n] for n in range(2, len(term)) for i in range(len(term) - n + 1))
+
+
+def _han_or_kana_uses(turns: Sequence[Turn]) -> Iterable[tuple[str, str]]:
     for role, content, _ in turns:
         runs, _ = split_runs(normalise(content))
         for run in runs:
@@ -59,21 +82,13 @@ def cjk_terms(turns: Sequence[Turn], limit: int = 6) -> list[str]:
                 for i in range(len(chars) - size + 1):
                     term = chars[i : i + size]
                     if _usable(term):
-                        counts[term] += 1
-                        weights[term] += 2 if role == "user" else 1
-                        first.setdefault(term, len(first))
-    kept = [t for t, n in counts.items() if n >= 2]
-    # a string inside a longer kept one that comes back as often is that one ("东京塔")
-    inside: set[str] = set()
-    for term in kept:
-        for size in range(2, len(term)):
-            for i in range(len(term) - size + 1):
-                part = term[i : i + size]
-                if counts[part] <= counts[term]:
-                    inside.add(part)
-    kept = [t for t in kept if t not in inside]
-    kept.sort(key=lambda t: (-weights[t] * len(t), first[t]))
-    return kept[:limit]
+                        yield term, role
+
+
+def cjk_terms(turns: Sequence[Turn], limit: int = 6) -> list[str]:
+    """The conversation's recurring Chinese or Japanese terms, best first (the owner's
+    uses count double); [] for text without such characters."""
+    return _recurring(_han_or_kana_uses(turns), _strings_inside, limit)
 
 
 _HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]{2,}")
@@ -113,27 +128,22 @@ def _with_particle(term: str, counts: Counter[str]) -> bool:
     )
 
 
+def _beginnings(term: str) -> Iterable[str]:
+    return (term[:k] for k in range(2, len(term)))
+
+
+def _hangul_uses(turns: Sequence[Turn]) -> Iterable[tuple[str, str]]:
+    for role, content, _ in turns:
+        # NFC: a macOS keyboard may send syllables as their decomposed letters
+        for word in _HANGUL_WORD.findall(unicodedata.normalize("NFC", content)):
+            if word[:2] not in _KOREAN_FUNCTION:
+                yield from ((word[:size], role) for size in range(2, min(len(word), 4) + 1))
+
+
 def hangul_terms(turns: Sequence[Turn], limit: int = 6) -> list[str]:
     """The conversation's recurring Korean terms, best first (the owner's uses count
     double): beginnings of 2-4 syllables of its words that come back at least twice,
     a beginning dropped where a longer one holding it comes back as often ("금요일"
     for "금요일" and "금요일에", "이탈리아" rather than "이탈"); [] for text without
     Hangul."""
-    counts: Counter[str] = Counter()
-    weights: Counter[str] = Counter()
-    first: dict[str, int] = {}
-    for role, content, _ in turns:
-        # NFC: a macOS keyboard may send syllables as their decomposed letters
-        for word in _HANGUL_WORD.findall(unicodedata.normalize("NFC", content)):
-            if word[:2] in _KOREAN_FUNCTION:
-                continue
-            for size in range(2, min(len(word), 4) + 1):
-                term = word[:size]
-                counts[term] += 1
-                weights[term] += 2 if role == "user" else 1
-                first.setdefault(term, len(first))
-    kept = [t for t, n in counts.items() if n >= 2]
-    inside = {t[:k] for t in kept for k in range(2, len(t)) if counts[t[:k]] <= counts[t]}
-    kept = [t for t in kept if t not in inside and not _with_particle(t, counts)]
-    kept.sort(key=lambda t: (-weights[t] * len(t), first[t]))
-    return kept[:limit]
+    return _recurring(_hangul_uses(turns), _beginnings, limit, _with_particle)
