@@ -6,9 +6,11 @@ Rows are written the way the index writes them (``turns`` + the external-content
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +115,16 @@ async def add_conversation(
         return ids
 
     return await db.run(_write)
+
+
+class Relabelled:
+    """A search service whose pages come back changed (``dataclasses.replace``): what a
+    hybrid search says of its results, on top of a keyword-only test store."""
+
+    def __init__(self, search: Any, **changes: Any) -> None:
+        self._search = search
+        self.db = getattr(search, "db", None)
+        self.changes = changes
+
+    async def search(self, *args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(await self._search.search(*args, **kwargs), **self.changes)

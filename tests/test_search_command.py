@@ -3,9 +3,11 @@ message, and what an empty or degraded search says (bot/command_search.py)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from bot.command_search import ECHO_CHARS, SEARCH_USAGE, search_options
+from tests.recall_helpers import Relabelled
 from tests.test_commands import Core, core
 
 __all__ = ["core"]  # the fixture, shared with tests/test_commands.py
@@ -125,10 +127,8 @@ async def test_the_three_doors_list_the_same_conversations(core: Core) -> None:
 async def test_results_that_share_no_word_say_so(core: Core, monkeypatch: Any) -> None:
     # Regression: scores are relative (the first scores 1), so a search about nothing
     # in the store was answered "Results for ...", as if found.
-    import dataclasses
-
     await _kayaks(core)
-    search = core.s.search.search
+    unpatched = SimpleNamespace(search=core.s.search.search)
     for match, heading in (
         ("meaning", "No conversation uses the words of 'rental'; the closest by meaning:"),
         (
@@ -136,11 +136,7 @@ async def test_results_that_share_no_word_say_so(core: Core, monkeypatch: Any) -
             "Nothing mentions 'rental' or comes close to it; the nearest, probably unrelated:",
         ),
     ):
-
-        async def labelled(*args: Any, match: str = match, **kwargs: Any) -> Any:
-            page = await search(*args, **kwargs)
-            return dataclasses.replace(page, method="hybrid", match=match)
-
-        monkeypatch.setattr(core.s.search, "search", labelled)
+        labelled = Relabelled(unpatched, method="hybrid", match=match)
+        monkeypatch.setattr(core.s.search, "search", labelled.search)
         answer = (await core.say("/search rental")).splitlines()
         assert answer[0] == heading and answer[1].startswith("1. ")

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from bot.brain.base import BrainRequest
 from bot.brain.offline import KEYWORD_ONLY, OFFLINE_LABEL, OfflineBrain
+from tests.recall_helpers import Relabelled
 
 
 async def test_recalled_conversations_are_dated_by_the_owners_calendar(
@@ -106,26 +107,15 @@ async def test_a_keyword_only_recall_says_so(core: SimpleNamespace) -> None:
 async def test_nothing_close_in_words_or_meaning_is_not_recalled(core: SimpleNamespace) -> None:
     # Regression: with a model, a message about nothing in the store still had nearest
     # conversations, listed "From past conversations" as if related to it.
-    import dataclasses
 
     manager = core.conversations
     rec = await manager.create("web")
     await manager.append_turn(rec.id, "user", "we parked the kayak at the boathouse")
-    keyword = core.search
-
-    class Labelled:
-        match = "loose"
-        db = keyword.db
-
-        async def search(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-            page = await keyword.search(*args, **kwargs)
-            return dataclasses.replace(page, method="hybrid", match=self.match)
-
-    search = Labelled()
+    search = Relabelled(core.search, method="hybrid", match="loose")
     brain = OfflineBrain(search)  # type: ignore[arg-type]
     request = BrainRequest(profile="owner", channel="web", text="the kayak?", model_alias="")
     lines = (await brain.reply(request)).text.splitlines()
     assert lines[1] == "Nothing related turned up in past conversations."
-    search.match = "meaning"  # close in meaning: listed
+    search.changes["match"] = "meaning"  # close in meaning: listed
     lines = (await brain.reply(request)).text.splitlines()
     assert lines[1] == "From past conversations:" and lines[2].startswith("1. ")

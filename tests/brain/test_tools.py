@@ -15,6 +15,7 @@ from bot.brain.tool_round import LAST_ROUND
 from bot.brain.tools import RecallTools, execute, tool_map, wrap_data
 from bot.config import AppConfig
 from tests.brain.conftest import Deltas, make_brain, make_config, seed_conversation
+from tests.recall_helpers import Relabelled
 
 
 def request(conv_id: str, text: str) -> BrainRequest:
@@ -439,14 +440,10 @@ async def test_a_keyword_only_search_is_labelled_for_the_model(
         found = unwrap(content)
         assert not err and found["searchMode"] == "keyword-only"
         assert "synonyms" in found["note"]
-    keyword = core.search
-
-    class Hybrid:  # the same results, as a hybrid search returns them
-        async def search(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-            page = await keyword.search(*args, **kwargs)
-            return dataclasses.replace(page, method="hybrid")
-
-    hybrid = SimpleNamespace(search=Hybrid(), conversations=core.conversations)
+    # the same results, as a hybrid search returns them
+    hybrid = SimpleNamespace(
+        search=Relabelled(core.search, method="hybrid"), conversations=core.conversations
+    )
     tools = tool_map(RecallTools(config, hybrid).tools())
     content, err = await execute(tools, "search_conversations", {"query": "brakes"})
     found = unwrap(content)
@@ -631,15 +628,10 @@ async def test_results_that_share_no_word_are_labelled_for_the_model(
     # the store came back as a list of matches, the first at score 1.0: the model took
     # the nearest unrelated conversations for what it was asked about.
     await seed_conversation(core, [("user", "the grinding noise of the brakes")])
-    keyword = core.search
 
     def labelled(match: str) -> SimpleNamespace:
-        class Hybrid:
-            async def search(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-                page = await keyword.search(*args, **kwargs)
-                return dataclasses.replace(page, method="hybrid", match=match)
-
-        return SimpleNamespace(search=Hybrid(), conversations=core.conversations)
+        search = Relabelled(core.search, method="hybrid", match=match)
+        return SimpleNamespace(search=search, conversations=core.conversations)
 
     for match, words in (("meaning", "closest by meaning"), ("loose", "probably unrelated")):
         tools = tool_map(RecallTools(config, labelled(match)).tools())
