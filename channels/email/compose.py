@@ -29,6 +29,8 @@ _CONTROL = re.compile(r" *[\x00-\x1f\x7f]+ *")
 # References headers grow with a thread; keep the first and the most recent ids when it
 # gets long (the RFC 5322 advice), which keeps every client's threading intact.
 MAX_REFERENCES = 20
+# Reply-To addresses answered at most (people name one, now and then two or three)
+MAX_REPLY_TO = 5
 
 
 def one_line(value: str) -> str:
@@ -87,28 +89,42 @@ def references_chain(references: Iterable[str], in_reply_to: str | None) -> list
 
 
 def reply_recipients(
-    sender: str,
+    sender: str | Sequence[str],
     original_to: Sequence[str],
     original_cc: Sequence[str],
     ourselves: Iterable[str],
     reply_all: bool,
 ) -> tuple[list[str], list[str]]:
-    """(To, Cc) of a reply; ourselves are never among them, nobody appears twice."""
+    """(To, Cc) of a reply; ourselves are never among them, nobody appears twice.
+    ``sender``: whom the reply answers, the mail's From or the addresses of its
+    Reply-To (:func:`answer_addresses`)."""
     me = {a.lower() for a in ourselves}
     seen: set[str] = set(me)
     to: list[str] = []
     cc: list[str] = []
-    for target, addrs in ((to, [sender, *(original_to if reply_all else [])]), (cc, [])):
-        for addr in addrs:
-            if addr and addr.lower() not in seen:
-                seen.add(addr.lower())
-                target.append(addr)
+    answered = [sender] if isinstance(sender, str) else list(sender)
+    for addr in [*answered, *(original_to if reply_all else [])]:
+        if addr and addr.lower() not in seen:
+            seen.add(addr.lower())
+            to.append(addr)
     if reply_all:
         for addr in original_cc:
             if addr and addr.lower() not in seen:
                 seen.add(addr.lower())
                 cc.append(addr)
     return to, cc
+
+
+def answer_addresses(sender: str, reply_to: Iterable[str]) -> list[str]:
+    """Whom a reply to a mail from ``sender`` goes to: the addresses its ``Reply-To``
+    names, when it names any (RFC 5322 section 3.6.3: where the author asks replies to
+    be sent; every mail client answers there), else ``sender``. Before session 23 the
+    header was read and never used: the owner writing from one address and asking to
+    be answered at another was answered at the first."""
+    named = list(dict.fromkeys(a.strip().lower() for a in reply_to if "@" in a.strip()))
+    # A From names one address; a Reply-To of hundreds would make one mail of a
+    # stranger's (an acknowledgement) mail as many people.
+    return named[:MAX_REPLY_TO] or [sender]
 
 
 @dataclass(frozen=True)

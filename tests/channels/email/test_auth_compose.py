@@ -6,6 +6,9 @@ from email import message_from_bytes, policy
 
 import pytest
 
+from bot.config.channels import EmailChannelConfig
+from bot.events import OutboundMessage
+from bot.turn_recorder import recipients
 from channels.email.auth import parse_auth_results, verify_sender
 from channels.email.compose import (
     compose,
@@ -14,6 +17,9 @@ from channels.email.compose import (
     reply_recipients,
     reply_subject,
 )
+from channels.email.inbound import to_inbound
+from channels.email.outgoing import compose_outgoing
+from channels.email.parsing import parse_message
 
 GMAIL_STYLE = (
     "mx.example.com;\n       dkim=pass header.i=@example.org header.s=20230601 header.b=abc;\n"
@@ -208,3 +214,71 @@ def test_compose_writes_no_control_character_into_a_header() -> None:
     parsed = message_from_bytes(raw, policy=policy.default)
     assert parsed["Subject"] == "Re: Disk full on [31mdb1 now"
     assert str(parsed["From"]) == "My Assistant <bot@example.com>"
+
+
+FIRST_FIVE = [f"p{i}@x.org" for i in range(5)]
+
+
+def _mail_with_reply_to(sender: str, reply_to: str) -> bytes:
+    return (
+        f"From: {sender}\r\nTo: bot@example.com\r\nReply-To: {reply_to}\r\n"
+        "Subject: Tickets\r\nMessage-ID: <rt-1@x.org>\r\n\r\nTwo for Friday.\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("reply_to", "answered", "readers"),
+    [
+        ("Ann <ann@home.example>", ["ann@home.example"], ["ann@home.example"]),
+        ("o@x.org", ["o@x.org"], None),  # the sender itself: nothing to keep
+        ("owner@home.example", ["owner@home.example"], None),  # the owner's other address
+        ("a@x.org, b@x.org", ["a@x.org", "b@x.org"], ["a@x.org", "b@x.org"]),
+        # a stranger's mail cannot have its acknowledgement mailed to hundreds
+        (", ".join(f"p{i}@x.org" for i in range(300)), FIRST_FIVE, FIRST_FIVE),
+        ("undisclosed-recipients:;", ["o@x.org"], None),
+    ],
+)
+def test_a_reply_goes_where_the_mails_reply_to_asks(
+    reply_to: str, answered: list[str], readers: list[str] | None
+) -> None:
+    raw = _mail_with_reply_to("Owner <o@x.org>", reply_to)
+    cfg = EmailChannelConfig(address="bot@example.com")
+    parsed = parse_message(raw)
+    inbound = to_inbound(parsed, raw, 1, "1", cfg, owner={"o@x.org", "owner@home.example"})
+    assert inbound.metadata.get("readers") == readers
+    meta = recipients(inbound.metadata)  # what the core's reply target keeps of it
+    reply = OutboundMessage(
+        channel="email",
+        chat_id="o@x.org",
+        text="Booked.",
+        in_reply_to="<rt-1@x.org>",
+        metadata=meta,
+    )
+    for recent in ({}, {"<rt-1@x.org>": parsed}):  # after a restart, and before
+        composed, _ = compose_outgoing(
+            reply, "Booked.", None, address="bot@example.com", cfg=cfg, recent=recent, last_from={}
+        )
+        assert composed.recipients == answered
+    # An acknowledgement of a stranger's mail (the core gives it no metadata) goes
+    # there too, from the channel's memory of the mail; an escalation goes to its
+    # recipient whatever it is about.
+    ack = OutboundMessage(
+        channel="email", chat_id="o@x.org", text="Got it.", kind="acknowledgement"
+    )
+    composed, _ = compose_outgoing(
+        ack,
+        "Got it.",
+        None,
+        address="bot@example.com",
+        cfg=cfg,
+        recent={"<rt-1@x.org>": parsed},
+        last_from={"o@x.org": "<rt-1@x.org>"},
+    )
+    assert composed.recipients == answered
+    escalation = OutboundMessage(
+        channel="email", chat_id="o@x.org", text="A stranger.", kind="escalation"
+    )
+    composed, _ = compose_outgoing(
+        escalation, "A stranger.", None, address="bot@example.com", cfg=cfg, recent={}, last_from={}
+    )
+    assert composed.recipients == ["o@x.org"]
