@@ -25,6 +25,9 @@ _REPLY_PREFIX = re.compile(
     r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
     re.IGNORECASE,
 )
+# A tag a gateway or a ticket system puts before the subject ("[EXTERNAL]", "[Ticket #1]"),
+# which mail clients then put their own "RE:" before: "RE: [EXTERNAL] Re: Trip".
+_TAG = re.compile(r"^\s*(\[[^\[\]\r\n]{1,64}\])\s*")
 _CONTROL = re.compile(r" *[\x00-\x1f\x7f]+ *")
 # References headers grow with a thread; keep the first and the most recent ids when it
 # gets long (the RFC 5322 advice), which keeps every client's threading intact.
@@ -53,20 +56,41 @@ def well_formed(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def _folded(subject: str | None) -> tuple[bool, str]:
+    """(whether ``subject`` starts with a reply prefix, possibly after tags; the subject
+    without its reply prefixes). The tags among them are kept, each once, in their
+    order: ``RE: [EXTERNAL] Re: [EXTERNAL] Trip`` is ``[EXTERNAL] Trip``. A company's
+    gateway tags every mail from outside and Outlook puts its ``RE:`` before the tag:
+    only the prefixes before the first tag were folded, and each round of replies added
+    a ``Re:`` and a tag."""
+    rest, tags, replied = subject or "", [], False
+    while True:
+        if found := _REPLY_PREFIX.match(rest):
+            replied = True
+        elif (found := _TAG.match(rest)) and rest[found.end() :].strip():
+            if found.group(1) not in tags:
+                tags.append(found.group(1))
+        else:
+            break
+        rest = rest[found.end() :]
+    return replied, " ".join([*tags, rest.strip()]).strip()
+
+
 def is_reply_subject(subject: str | None) -> bool:
-    """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...)."""
-    return bool(_REPLY_PREFIX.match(subject or ""))
+    """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...),
+    also after a tag (``[EXTERNAL] RE: Trip``)."""
+    return _folded(subject)[0]
 
 
 def subject_base(subject: str | None) -> str:
     """``subject`` without its reply prefixes, case and spacing: what two mails of one
     thread have in common (``Re: Trip`` and ``AW: RE: trip``)."""
-    return " ".join(_REPLY_PREFIX.sub("", subject or "").casefold().split())
+    return " ".join(_folded(subject)[1].casefold().split())
 
 
 def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
-    base = _REPLY_PREFIX.sub("", subject or "").strip()
+    base = _folded(subject)[1]
     return f"Re: {base}" if base else "Re:"
 
 

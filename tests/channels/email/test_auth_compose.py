@@ -12,10 +12,12 @@ from bot.turn_recorder import recipients
 from channels.email.auth import parse_auth_results, verify_sender
 from channels.email.compose import (
     compose,
+    is_reply_subject,
     references_chain,
     render_actions,
     reply_recipients,
     reply_subject,
+    subject_base,
 )
 from channels.email.inbound import to_inbound
 from channels.email.outgoing import compose_outgoing
@@ -124,6 +126,35 @@ def test_no_requirement_means_verified() -> None:
 )
 def test_reply_subject(subject: str | None, expected: str) -> None:
     assert reply_subject(subject) == expected
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        # A company's gateway tags the owner's incoming mail ("[EXTERNAL]") and Outlook
+        # puts its "RE:" before the tag: the reply was "Re: [EXTERNAL] RE: Trip", and
+        # every round added a "Re:" and a tag ("Re: [EXTERNAL] RE: [EXTERNAL] Re: ...").
+        ("[EXTERNAL] RE: Trip", "Re: [EXTERNAL] Trip"),
+        ("RE: [EXTERNAL] Re: [EXTERNAL] RE: Trip", "Re: [EXTERNAL] Trip"),
+        ("AW: [EXT] AW: [Extern] Reise", "Re: [EXT] [Extern] Reise"),
+        # a ticket's tag stays where it is, a tag with nothing after it too
+        ("Re: [Ticket #123] Printer", "Re: [Ticket #123] Printer"),
+        ("[Ticket #123] Printer", "Re: [Ticket #123] Printer"),
+        ("Re: [draft]", "Re: [draft]"),
+        ("Re: [2] things", "Re: [2] things"),
+    ],
+)
+def test_a_tag_before_a_reply_prefix_doubles_nothing(subject: str, expected: str) -> None:
+    assert reply_subject(subject) == expected
+    assert reply_subject(expected) == expected  # the owner's next reply: no growth
+    assert subject_base(subject) == subject_base(expected)
+
+
+def test_a_tagged_reply_is_a_reply() -> None:
+    assert is_reply_subject("[EXTERNAL] RE: Trip")
+    assert is_reply_subject("[EXT] [Caution] AW: Reise")
+    assert not is_reply_subject("[Ticket #123] Printer")
+    assert not is_reply_subject("[EXTERNAL] Trip")
 
 
 def test_references_chain() -> None:
