@@ -40,7 +40,10 @@ def subject_line(subject: str, text: str, thread_subject: str | None) -> str | N
         thread_subject is None or subject_base(subject) == subject_base(thread_subject)
     ):
         return None
-    if " ".join(text.split()).casefold().startswith(" ".join(subject.split()).casefold()):
+    said, typed = " ".join(text.split()).casefold(), " ".join(subject.split()).casefold()
+    if said.startswith(typed) and not (said[len(typed) : len(typed) + 1]).isalnum():
+        # the text starts with the subject's words ("Tax" before "Taxi to the
+        # airport" is no repeat: the model never saw what the mail was about)
         return None
     return f"Subject: {subject}"
 
