@@ -19,9 +19,10 @@ from email.utils import format_datetime, make_msgid
 
 from bot.events import utcnow
 
-# "Re:", "RE:", "Re[2]:", "Re: Re:", "AW:", "SV:", "Antw:", "Odp:", "回复:"... in any mix.
+# "Re:", "RE:", "Re[2]:", "Re: Re:", "AW:", "SV:", "Antw:", "Odp:", "回复:"... in any mix
+# (Hungarian "Vá:", Greek "ΑΠ:"/"Σχετ:", Croatian/Serbian "Odg:" too).
 _REPLY_PREFIX = re.compile(
-    r"^\s*((re|aw|sv|vs|antw|antwort|odp|ynt|atb|r|rif|res|回复|回覆|答复)"
+    r"^\s*((re|aw|sv|vs|antw|antwort|odp|ynt|atb|r|rif|res|vá|απ|σχετ|odg|回复|回覆|答复)"
     r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
     re.IGNORECASE,
 )

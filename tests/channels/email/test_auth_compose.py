@@ -150,6 +150,17 @@ def test_a_tag_before_a_reply_prefix_doubles_nothing(subject: str, expected: str
     assert subject_base(subject) == subject_base(expected)
 
 
+@pytest.mark.parametrize(
+    "subject",
+    ["Vá: Trip", "ΑΠ: Trip", "Σχετ: Trip", "Odg: Trip", "RE: Vá: ΑΠ: Trip"],
+)
+def test_more_languages_reply_prefixes_are_folded(subject: str) -> None:
+    # Hungarian, Greek and Croatian/Serbian/Slovene clients: the reply was
+    # "Re: Vá: Trip", and the next round "Re: Vá: Re: Vá: Trip".
+    assert reply_subject(subject) == "Re: Trip"
+    assert is_reply_subject(subject)
+
+
 def test_a_tagged_reply_is_a_reply() -> None:
     assert is_reply_subject("[EXTERNAL] RE: Trip")
     assert is_reply_subject("[EXT] [Caution] AW: Reise")
