@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
 def recipients(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The original To/Cc of a message (e-mail reply-all needs them after a restart too),
-    its ``readers`` (who besides the sender reads the reply: the channel says so) and its
-    :func:`placement`."""
+    its ``reply_to`` (where an e-mail asks to be answered), its ``readers`` (who besides
+    the sender reads the reply: the channel says so) and its :func:`placement`."""
     found = {
-        k: list(metadata[k]) for k in ("to", "cc", "readers") if isinstance(metadata.get(k), list)
+        k: list(metadata[k])
+        for k in ("to", "cc", "reply_to", "readers")
+        if isinstance(metadata.get(k), list)
     }
     return {**found, **placement(metadata)}
 

@@ -243,6 +243,7 @@ class EmailChannel:
                 self._cfg,
                 legacy_key=legacy,
                 thread_subject=self._memory.received(parsed),
+                owner=self._memory.owner,
             )
             await self._host.deliver(inbound)
         except DeliveryError as exc:

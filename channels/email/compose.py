@@ -19,16 +19,22 @@ from email.utils import format_datetime, make_msgid
 
 from bot.events import utcnow
 
-# "Re:", "RE:", "Re[2]:", "Re: Re:", "AW:", "SV:", "Antw:", "Odp:", "回复:"... in any mix.
+# "Re:", "RE:", "Re[2]:", "Re: Re:", "AW:", "SV:", "Antw:", "Odp:", "回复:"... in any mix
+# (Hungarian "Vá:", Greek "ΑΠ:"/"Σχετ:", Croatian/Serbian "Odg:" too).
 _REPLY_PREFIX = re.compile(
-    r"^\s*((re|aw|sv|vs|antw|antwort|odp|ynt|atb|r|rif|res|回复|回覆|答复)"
+    r"^\s*((re|aw|sv|vs|antw|antwort|odp|ynt|atb|r|rif|res|vá|απ|σχετ|odg|回复|回覆|答复)"
     r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
     re.IGNORECASE,
 )
+# A tag a gateway or a ticket system puts before the subject ("[EXTERNAL]", "[Ticket #1]"),
+# which mail clients then put their own "RE:" before: "RE: [EXTERNAL] Re: Trip".
+_TAG = re.compile(r"^\s*(\[[^\[\]\r\n]{1,64}\])\s*")
 _CONTROL = re.compile(r" *[\x00-\x1f\x7f]+ *")
 # References headers grow with a thread; keep the first and the most recent ids when it
 # gets long (the RFC 5322 advice), which keeps every client's threading intact.
 MAX_REFERENCES = 20
+# Reply-To addresses answered at most (people name one, now and then two or three)
+MAX_REPLY_TO = 5
 
 
 def one_line(value: str) -> str:
@@ -51,20 +57,41 @@ def well_formed(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def _folded(subject: str | None) -> tuple[bool, str]:
+    """(whether ``subject`` starts with a reply prefix, possibly after tags; the subject
+    without its reply prefixes). The tags among them are kept, each once, in their
+    order: ``RE: [EXTERNAL] Re: [EXTERNAL] Trip`` is ``[EXTERNAL] Trip``. A company's
+    gateway tags every mail from outside and Outlook puts its ``RE:`` before the tag:
+    only the prefixes before the first tag were folded, and each round of replies added
+    a ``Re:`` and a tag."""
+    rest, tags, replied = subject or "", [], False
+    while True:
+        if found := _REPLY_PREFIX.match(rest):
+            replied = True
+        elif (found := _TAG.match(rest)) and rest[found.end() :].strip():
+            if found.group(1) not in tags:
+                tags.append(found.group(1))
+        else:
+            break
+        rest = rest[found.end() :]
+    return replied, " ".join([*tags, rest.strip()]).strip()
+
+
 def is_reply_subject(subject: str | None) -> bool:
-    """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...)."""
-    return bool(_REPLY_PREFIX.match(subject or ""))
+    """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...),
+    also after a tag (``[EXTERNAL] RE: Trip``)."""
+    return _folded(subject)[0]
 
 
 def subject_base(subject: str | None) -> str:
     """``subject`` without its reply prefixes, case and spacing: what two mails of one
     thread have in common (``Re: Trip`` and ``AW: RE: trip``)."""
-    return " ".join(_REPLY_PREFIX.sub("", subject or "").casefold().split())
+    return " ".join(_folded(subject)[1].casefold().split())
 
 
 def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
-    base = _REPLY_PREFIX.sub("", subject or "").strip()
+    base = _folded(subject)[1]
     return f"Re: {base}" if base else "Re:"
 
 
@@ -87,28 +114,42 @@ def references_chain(references: Iterable[str], in_reply_to: str | None) -> list
 
 
 def reply_recipients(
-    sender: str,
+    sender: str | Sequence[str],
     original_to: Sequence[str],
     original_cc: Sequence[str],
     ourselves: Iterable[str],
     reply_all: bool,
 ) -> tuple[list[str], list[str]]:
-    """(To, Cc) of a reply; ourselves are never among them, nobody appears twice."""
+    """(To, Cc) of a reply; ourselves are never among them, nobody appears twice.
+    ``sender``: whom the reply answers, the mail's From or the addresses of its
+    Reply-To (:func:`answer_addresses`)."""
     me = {a.lower() for a in ourselves}
     seen: set[str] = set(me)
     to: list[str] = []
     cc: list[str] = []
-    for target, addrs in ((to, [sender, *(original_to if reply_all else [])]), (cc, [])):
-        for addr in addrs:
-            if addr and addr.lower() not in seen:
-                seen.add(addr.lower())
-                target.append(addr)
+    answered = [sender] if isinstance(sender, str) else list(sender)
+    for addr in [*answered, *(original_to if reply_all else [])]:
+        if addr and addr.lower() not in seen:
+            seen.add(addr.lower())
+            to.append(addr)
     if reply_all:
         for addr in original_cc:
             if addr and addr.lower() not in seen:
                 seen.add(addr.lower())
                 cc.append(addr)
     return to, cc
+
+
+def answer_addresses(sender: str, reply_to: Iterable[str]) -> list[str]:
+    """Whom a reply to a mail from ``sender`` goes to: the addresses its ``Reply-To``
+    names, when it names any (RFC 5322 section 3.6.3: where the author asks replies to
+    be sent; every mail client answers there), else ``sender``. Before session 23 the
+    header was read and never used: the owner writing from one address and asking to
+    be answered at another was answered at the first."""
+    named = list(dict.fromkeys(a.strip().lower() for a in reply_to if "@" in a.strip()))
+    # A From names one address; a Reply-To of hundreds would make one mail of a
+    # stranger's (an acknowledgement) mail as many people.
+    return named[:MAX_REPLY_TO] or [sender]
 
 
 @dataclass(frozen=True)

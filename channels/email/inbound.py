@@ -10,11 +10,12 @@ auto-replies, lists) is handed over unaddressed, recorded and never answered.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import InboundMessage, iso
 from channels.email.auth import AuthVerdict, verify_sender
-from channels.email.compose import is_reply_subject, one_line, subject_base
+from channels.email.compose import answer_addresses, is_reply_subject, one_line, subject_base
 from channels.email.dedup import dedup_key
 from channels.email.dsn import Bounce
 from channels.email.outgoing import reply_all_readers
@@ -39,7 +40,10 @@ def subject_line(subject: str, text: str, thread_subject: str | None) -> str | N
         thread_subject is None or subject_base(subject) == subject_base(thread_subject)
     ):
         return None
-    if " ".join(text.split()).casefold().startswith(" ".join(subject.split()).casefold()):
+    said, typed = " ".join(text.split()).casefold(), " ".join(subject.split()).casefold()
+    if said.startswith(typed) and not (said[len(typed) : len(typed) + 1]).isalnum():
+        # the text starts with the subject's words ("Tax" before "Taxi to the
+        # airport" is no repeat: the model never saw what the mail was about)
         return None
     return f"Subject: {subject}"
 
@@ -64,11 +68,12 @@ def to_inbound(
     *,
     legacy_key: bool = False,
     thread_subject: str | None = None,
+    owner: Collection[str] = (),
 ) -> InboundMessage:
     """``mail`` (fetched as ``raw``, IMAP ``uid`` under ``validity``) for the core;
     ``legacy_key``: it may have been delivered before under its bare Message-ID
     (:mod:`channels.email.dedup`); ``thread_subject``: the subject of the mail it
-    answers, when the channel knows it."""
+    answers, when the channel knows it; ``owner``: the owner's addresses (lower case)."""
     verdict = verify_sender(
         mail.auth_results,
         mail.from_addr,
@@ -116,6 +121,14 @@ def to_inbound(
     readers = reply_all_readers(
         sender, mail.to, mail.cc, (cfg.address or "").lower(), cfg.reply_all
     )
+    # Where the mail asks to be answered (Reply-To), when that is not its sender alone:
+    # kept with the turn, so that a reply sent after a restart goes there as well; an
+    # address there that is not the sender's reads the reply too (unless it is the
+    # owner's: the owner writing from work to be answered at home).
+    answer_to = answer_addresses(sender, mail.reply_to)
+    reply_to = [] if answer_to == [sender] else answer_to
+    others = [a for a in reply_to if a != sender and a not in owner and a not in readers]
+    readers = [*readers, *others]
     return InboundMessage(
         channel="email",
         sender_id=sender,
@@ -145,6 +158,7 @@ def to_inbound(
             "to": list(mail.to),
             "cc": list(mail.cc),
             **({"readers": readers} if readers else {}),
+            **({"reply_to": reply_to} if reply_to else {}),
             "date": iso(mail.date) if mail.date else None,
             "auth": verdict.reason,
             "auto_submitted": mail.auto_submitted,

@@ -15,6 +15,7 @@ from bot.config.channels import EmailChannelConfig
 from bot.events import OutboundMessage
 from channels.email.compose import (
     ComposedMail,
+    answer_addresses,
     compose,
     references_chain,
     render_actions,
@@ -79,6 +80,18 @@ def reply_all_readers(
     return [*first, *second]
 
 
+def reply_to_of(message: OutboundMessage, parent: ParsedMail | None, recipient: str) -> list[str]:
+    """The Reply-To of the mail ``message`` answers: from the core's reply target (the
+    turn keeps it, so a reply sent after a restart has it too), else from the mail as
+    the channel remembers it (an acknowledgement, a third party's answer)."""
+    listed = message.metadata.get("reply_to")
+    if isinstance(listed, list | tuple):
+        return [a for a in listed if isinstance(a, str)]
+    if parent is not None and parent.from_addr == recipient:
+        return list(parent.reply_to)
+    return []
+
+
 def compose_outgoing(
     message: OutboundMessage,
     text: str,
@@ -114,7 +127,14 @@ def compose_outgoing(
         message.kind == "reply"
         and reply_all_readers(recipient, original_to, original_cc, address, cfg.reply_all)
     )
-    to, cc = reply_recipients(recipient, original_to, original_cc, [address], answer_all)
+    # An answer to a mail goes where it asks (its Reply-To); an escalation or a notice
+    # answers no mail of the recipient's and goes to them.
+    answered = (
+        answer_addresses(recipient, reply_to_of(message, parent, recipient))
+        if in_reply_to and message.kind != "escalation"
+        else [recipient]
+    )
+    to, cc = reply_recipients(answered, original_to, original_cc, [address], answer_all)
     composed = compose(
         from_addr=address,
         display_name=cfg.display_name,

@@ -6,14 +6,22 @@ from email import message_from_bytes, policy
 
 import pytest
 
+from bot.config.channels import EmailChannelConfig
+from bot.events import OutboundMessage
+from bot.turn_recorder import recipients
 from channels.email.auth import parse_auth_results, verify_sender
 from channels.email.compose import (
     compose,
+    is_reply_subject,
     references_chain,
     render_actions,
     reply_recipients,
     reply_subject,
+    subject_base,
 )
+from channels.email.inbound import to_inbound
+from channels.email.outgoing import compose_outgoing
+from channels.email.parsing import parse_message
 
 GMAIL_STYLE = (
     "mx.example.com;\n       dkim=pass header.i=@example.org header.s=20230601 header.b=abc;\n"
@@ -120,6 +128,46 @@ def test_reply_subject(subject: str | None, expected: str) -> None:
     assert reply_subject(subject) == expected
 
 
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        # A company's gateway tags the owner's incoming mail ("[EXTERNAL]") and Outlook
+        # puts its "RE:" before the tag: the reply was "Re: [EXTERNAL] RE: Trip", and
+        # every round added a "Re:" and a tag ("Re: [EXTERNAL] RE: [EXTERNAL] Re: ...").
+        ("[EXTERNAL] RE: Trip", "Re: [EXTERNAL] Trip"),
+        ("RE: [EXTERNAL] Re: [EXTERNAL] RE: Trip", "Re: [EXTERNAL] Trip"),
+        ("AW: [EXT] AW: [Extern] Reise", "Re: [EXT] [Extern] Reise"),
+        # a ticket's tag stays where it is, a tag with nothing after it too
+        ("Re: [Ticket #123] Printer", "Re: [Ticket #123] Printer"),
+        ("[Ticket #123] Printer", "Re: [Ticket #123] Printer"),
+        ("Re: [draft]", "Re: [draft]"),
+        ("Re: [2] things", "Re: [2] things"),
+    ],
+)
+def test_a_tag_before_a_reply_prefix_doubles_nothing(subject: str, expected: str) -> None:
+    assert reply_subject(subject) == expected
+    assert reply_subject(expected) == expected  # the owner's next reply: no growth
+    assert subject_base(subject) == subject_base(expected)
+
+
+@pytest.mark.parametrize(
+    "subject",
+    ["Vá: Trip", "ΑΠ: Trip", "Σχετ: Trip", "Odg: Trip", "RE: Vá: ΑΠ: Trip"],
+)
+def test_more_languages_reply_prefixes_are_folded(subject: str) -> None:
+    # Hungarian, Greek and Croatian/Serbian/Slovene clients: the reply was
+    # "Re: Vá: Trip", and the next round "Re: Vá: Re: Vá: Trip".
+    assert reply_subject(subject) == "Re: Trip"
+    assert is_reply_subject(subject)
+
+
+def test_a_tagged_reply_is_a_reply() -> None:
+    assert is_reply_subject("[EXTERNAL] RE: Trip")
+    assert is_reply_subject("[EXT] [Caution] AW: Reise")
+    assert not is_reply_subject("[Ticket #123] Printer")
+    assert not is_reply_subject("[EXTERNAL] Trip")
+
+
 def test_references_chain() -> None:
     assert references_chain(["<a@x>", "<b@x>"], "<c@x>") == ["<a@x>", "<b@x>", "<c@x>"]
     assert references_chain(["<a@x>", "<b@x>", "<a@x>"], "<b@x>") == ["<a@x>", "<b@x>"]
@@ -208,3 +256,71 @@ def test_compose_writes_no_control_character_into_a_header() -> None:
     parsed = message_from_bytes(raw, policy=policy.default)
     assert parsed["Subject"] == "Re: Disk full on [31mdb1 now"
     assert str(parsed["From"]) == "My Assistant <bot@example.com>"
+
+
+FIRST_FIVE = [f"p{i}@x.org" for i in range(5)]
+
+
+def _mail_with_reply_to(sender: str, reply_to: str) -> bytes:
+    return (
+        f"From: {sender}\r\nTo: bot@example.com\r\nReply-To: {reply_to}\r\n"
+        "Subject: Tickets\r\nMessage-ID: <rt-1@x.org>\r\n\r\nTwo for Friday.\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("reply_to", "answered", "readers"),
+    [
+        ("Ann <ann@home.example>", ["ann@home.example"], ["ann@home.example"]),
+        ("o@x.org", ["o@x.org"], None),  # the sender itself: nothing to keep
+        ("owner@home.example", ["owner@home.example"], None),  # the owner's other address
+        ("a@x.org, b@x.org", ["a@x.org", "b@x.org"], ["a@x.org", "b@x.org"]),
+        # a stranger's mail cannot have its acknowledgement mailed to hundreds
+        (", ".join(f"p{i}@x.org" for i in range(300)), FIRST_FIVE, FIRST_FIVE),
+        ("undisclosed-recipients:;", ["o@x.org"], None),
+    ],
+)
+def test_a_reply_goes_where_the_mails_reply_to_asks(
+    reply_to: str, answered: list[str], readers: list[str] | None
+) -> None:
+    raw = _mail_with_reply_to("Owner <o@x.org>", reply_to)
+    cfg = EmailChannelConfig(address="bot@example.com")
+    parsed = parse_message(raw)
+    inbound = to_inbound(parsed, raw, 1, "1", cfg, owner={"o@x.org", "owner@home.example"})
+    assert inbound.metadata.get("readers") == readers
+    meta = recipients(inbound.metadata)  # what the core's reply target keeps of it
+    reply = OutboundMessage(
+        channel="email",
+        chat_id="o@x.org",
+        text="Booked.",
+        in_reply_to="<rt-1@x.org>",
+        metadata=meta,
+    )
+    for recent in ({}, {"<rt-1@x.org>": parsed}):  # after a restart, and before
+        composed, _ = compose_outgoing(
+            reply, "Booked.", None, address="bot@example.com", cfg=cfg, recent=recent, last_from={}
+        )
+        assert composed.recipients == answered
+    # An acknowledgement of a stranger's mail (the core gives it no metadata) goes
+    # there too, from the channel's memory of the mail; an escalation goes to its
+    # recipient whatever it is about.
+    ack = OutboundMessage(
+        channel="email", chat_id="o@x.org", text="Got it.", kind="acknowledgement"
+    )
+    composed, _ = compose_outgoing(
+        ack,
+        "Got it.",
+        None,
+        address="bot@example.com",
+        cfg=cfg,
+        recent={"<rt-1@x.org>": parsed},
+        last_from={"o@x.org": "<rt-1@x.org>"},
+    )
+    assert composed.recipients == answered
+    escalation = OutboundMessage(
+        channel="email", chat_id="o@x.org", text="A stranger.", kind="escalation"
+    )
+    composed, _ = compose_outgoing(
+        escalation, "A stranger.", None, address="bot@example.com", cfg=cfg, recent={}, last_from={}
+    )
+    assert composed.recipients == ["o@x.org"]

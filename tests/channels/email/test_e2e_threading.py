@@ -4,6 +4,7 @@ another address of theirs, and forwards starting their own conversation."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from bot.config.model import AppConfig
@@ -11,7 +12,9 @@ from tests.channels.email.conftest import PymapServer, SmtpServer, append
 from tests.channels.email.stack import (
     OWNER,
     Stack,
+    close_stack,
     open_in_new_folder,
+    open_stack,
     owner_mail,
     wait_ref,
 )
@@ -101,3 +104,40 @@ async def test_replies_from_real_clients_find_their_thread(
         if line.get("type") == "turn" and line.get("role") == "user"
     ]
     assert "Porto it is." in turn["content"]
+
+
+HOME = "owner@home.example"  # where the owner's mail asks to be answered
+
+
+async def test_a_reply_goes_to_the_reply_to_the_mail_names(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # The owner writes from one address and asks (Reply-To, RFC 5322 3.6.3) to be
+    # answered at another, as every mail client would: the answer went to the From,
+    # also after a restart (the channel's memory of the mail is gone then).
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
+    first = owner_mail(60, "Plan a trip to Lisbon.", subject="Trip")
+    first["Reply-To"] = f"Owner at home <{HOME}>"
+    await append(pymap.port, folder, first)
+    [reply] = await smtp.capture.wait_for(1)
+    envelope = smtp.capture.messages[0][0]
+    assert reply["To"] == HOME
+    assert envelope.rcpt_tos == [HOME]
+    assert reply["In-Reply-To"] == "<e2e-60@example.org>"
+    conv = await wait_ref(stack, "<e2e-60@example.org>")
+    # The SMTP server is down; the reply waits in the outbox across a restart.
+    await smtp.stop()
+    second = owner_mail(61, "Two nights.", subject="Re: Trip", in_reply_to=reply["Message-ID"])
+    second["Reply-To"] = HOME
+    await append(pymap.port, folder, second)
+    assert await wait_ref(stack, "<e2e-61@example.org>") == conv
+    await asyncio.sleep(0.5)  # several failed attempts
+    assert await stack.services.outbox.pending_count() == 1
+    await close_stack(stack)
+    stacks.remove(stack)
+    await smtp.start()  # same port
+    stacks.append(await open_stack(stack.config))
+    [_, again] = await smtp.capture.wait_for(2)
+    assert again["In-Reply-To"] == "<e2e-61@example.org>"
+    assert again["To"] == HOME
+    assert smtp.capture.messages[1][0].rcpt_tos == [HOME]

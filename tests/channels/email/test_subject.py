@@ -8,6 +8,7 @@ from pathlib import Path
 from bot.events import OutboundMessage
 from bot.keyword_titles import keyword_title, keyword_topics
 from channels.email.adapter import EmailChannel
+from channels.email.inbound import subject_line
 from tests.channels.email.conftest import FakeHost, PymapServer, SmtpServer, append, create_folder
 from tests.channels.email.helpers import mail_id
 from tests.channels.email.stack import (
@@ -135,3 +136,14 @@ async def test_the_label_recalls_nothing_in_the_offline_reply(
     await append(pymap.port, folder, owner_mail(3, "What do they eat?", subject="Pets"))
     third = (await smtp.capture.wait_for(3))[2]
     assert "zebrafish" in third.get_content()
+
+
+def test_a_subject_the_text_only_begins_like_is_still_shown() -> None:
+    # "Tax" over "Taxi to the airport at 6?" was taken for a text that starts with its
+    # subject (the letters matched), and the model never saw what the mail was about.
+    assert subject_line("Tax", "Taxi to the airport at 6?", None) == "Subject: Tax"
+    assert subject_line("Train", "Trains to Porto?", None) == "Subject: Train"
+    # a text that does start with it, as words, still gets no line
+    assert subject_line("Taxi", "Taxi to the airport at 6?", None) is None
+    assert subject_line("Taxi!", "Taxi! To the airport.", None) is None
+    assert subject_line("Trip planning", "trip  planning: Lisbon", None) is None
