@@ -12,16 +12,23 @@ the same reply (bot.brain.tool_round).
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+# The SDK's own accumulation of every other event (a private module: the SDK is pinned
+# below 3, and its older versions kept the JSON buffers on the blocks, not in a dict).
 from anthropic.lib.streaming._messages import accumulate_event
 
 # The attribute of a tool_use block whose input could not be read: why (as_params sends
 # only the API's own fields back, so it never reaches the API).
 PROBLEM = "input_problem"
 RAW_SHOWN = 200  # characters of unreadable input quoted back to the model
+# input_json_delta never reaches accumulate_event here, so its buffers stay empty
+_JSON_BUFS: dict[str, Any] = (
+    {"json_bufs": {}} if "json_bufs" in inspect.signature(accumulate_event).parameters else {}
+)
 
 
 def input_problem(block: Any) -> str | None:
@@ -82,10 +89,13 @@ class StreamedMessage:
                 continue
             if self._snapshot is not None or kind == "message_start":
                 self._snapshot = accumulate_event(
-                    event=event, current_snapshot=self._snapshot, json_bufs={}
+                    event=event, current_snapshot=self._snapshot, **_JSON_BUFS
                 )
             if kind == "content_block_stop" and event.index in self._json:
                 self._close_input(event.index, self._json.pop(event.index))
+            elif kind == "message_stop":  # a block never closed (a cut answer)
+                for index in list(self._json):
+                    self._close_input(index, self._json.pop(index))
             yield event
 
     def _close_input(self, index: int, raw: str) -> None:
