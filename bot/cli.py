@@ -97,7 +97,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     source = args.config or default_config_path() or "embedded default"
     print(
         f"configuration OK ({source}): brain {config.brain_provider()}, data in "
-        f"{config.data_dir}, channels: "
+        f"{config.data_dir.resolve()}, channels: "
         + ", ".join(
             n
             for n in ("web", "telegram", "email", "loopback")

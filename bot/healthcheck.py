@@ -52,7 +52,9 @@ log = logging.getLogger("my_agent.healthcheck")
 def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0) -> dict[str, Any]:
     """The whole report as a JSON-able dict (``exit_code`` included)."""
     data_dir = config.data_dir
-    report: dict[str, Any] = {"data_dir": str(data_dir), "problems": []}
+    # Absolute, as the daemon logs it ("data in /srv/.my_agent"): a relative ".my_agent"
+    # says nothing of which store was checked when run from another directory.
+    report: dict[str, Any] = {"data_dir": str(data_dir.resolve()), "problems": []}
     problems: list[str] = report["problems"]
     unreadable = data_dir_unreadable(data_dir)
     if unreadable:

@@ -986,3 +986,23 @@ def test_a_missing_data_directory_is_named_absolute_with_a_hint(
     assert cli.main(["search", "anything"]) == exitcodes.EX_DATADIR
     err = capsys.readouterr().err
     assert f"{tmp_path / 'elsewhere'} does not exist (is the store elsewhere?" in err
+
+
+def test_status_and_check_config_name_the_data_directory_absolute(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: `my-agent status` printed "data dir: .my_agent" (and `check-config`
+    "data in .my_agent"), relative, while the daemon logs its data directory absolute:
+    run from elsewhere, the owner could not tell which store was checked."""
+    for var in ("MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".my_agent").mkdir()
+    absolute = str((tmp_path / ".my_agent").resolve())
+    cli.main(["status", "--quick"])
+    out = capsys.readouterr().out
+    assert re.search(rf"^data dir: +{re.escape(absolute)}$", out, re.M), out
+    cli.main(["status", "--quick", "--json"])
+    assert json.loads(capsys.readouterr().out)["data_dir"] == absolute
+    assert cli.main(["check-config"]) == exitcodes.OK
+    assert f"data in {absolute}," in capsys.readouterr().out

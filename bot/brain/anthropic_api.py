@@ -32,6 +32,7 @@ from bot.brain.anthropic_stream import (
 )
 from bot.brain.anthropic_stream import usage_so_far as _usage_so_far
 from bot.brain.base import BrainAccessRefused, BrainUnavailable
+from bot.brain.stream_message import StreamedMessage
 from bot.config.model import BrainConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -104,13 +105,17 @@ class MessagesCaller:
                 if deltas is None:
                     return await self.client.messages.create(**params, timeout=timeout)
                 deltas.new_attempt()
-                async with self.client.messages.stream(**params, timeout=timeout) as stream:
+                # raw events, not messages.stream(): it raised on tool input that is not
+                # JSON and lost the answer (bot.brain.stream_message)
+                events = await self.client.messages.create(**params, stream=True, timeout=timeout)
+                async with events:
+                    stream = StreamedMessage(events)
                     try:
                         await consume(stream, deltas, timeout)
                     except asyncio.CancelledError:
                         deltas.cut = _usage_so_far(stream, deltas.attempt_text)
                         raise
-                    return await stream.get_final_message()
+                    return stream.current_message_snapshot
             except anthropic.APIStatusError as exc:
                 status = _status(exc)
                 if status in UNAVAILABLE_NOW:
@@ -168,7 +173,10 @@ def as_params(blocks: Sequence[Any]) -> list[dict[str, Any]]:
             if b.text:
                 out.append({"type": "text", "text": b.text})
         elif b.type == "tool_use":
-            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+            # the API takes an object only: a call given anything else (answered with an
+            # error, bot.brain.tool_calls.execute) goes back with none, not as a 400
+            tool_input = b.input if isinstance(b.input, dict) else {}
+            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": tool_input})
         elif b.type == "thinking":
             out.append({"type": "thinking", "thinking": b.thinking, "signature": b.signature})
         elif b.type == "redacted_thinking":

@@ -100,8 +100,9 @@ class StreamBroken(Exception):
 
 
 class UnreadableAnswer(Exception):
-    """The SDK could not read the streamed answer, e.g. tool input that is not JSON ("Please
-    retry your request", it says): asked again, the model usually answers well."""
+    """The SDK could not read the streamed answer (a garbled event): asked again, the
+    model usually answers well. Tool input that is not JSON is no longer one: the model
+    gets an error result for that call (bot.brain.stream_message)."""
 
 
 # Attempts of one call whose answer cannot be read, before it counts as a failure.
@@ -133,8 +134,8 @@ async def consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
     :class:`StreamBroken` (retried). The SDK returned such a truncated message as final
     (half a reply sent as the whole), and a connection dropped mid-stream surfaced as the
     HTTP library's own error, which is no ``anthropic`` exception and was never retried.
-    An answer the SDK cannot read (tool input that is not JSON, a garbled event) raises
-    :class:`UnreadableAnswer`, retried a few times.
+    An answer the SDK cannot read (a garbled event) raises :class:`UnreadableAnswer`,
+    retried a few times. ``stream`` yields the raw events (bot.brain.stream_message).
     """
     events = stream.__aiter__()
     progress = time.monotonic()
@@ -158,5 +159,5 @@ async def consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
             return
         if event.type != "ping":
             progress = time.monotonic()
-        if event.type == "text":
-            await deltas.text(event.text)
+        if event.type == "content_block_delta" and event.delta.type == "text_delta":
+            await deltas.text(event.delta.text)

@@ -9,7 +9,10 @@ call that is not run is answered too, with an error result saying why:
 - a call cut by ``max_tokens`` (or the context window) while the model was writing its
   input (the SDK reads the partial JSON as it can: ``{"query": "boi"}``). Before, the
   reply ended there with "cut short, say continue" and the tool never ran; answered, the
-  model can call it again.
+  model can call it again;
+- a call whose input is not JSON, or not a JSON object (bot.brain.stream_message): the
+  error names the problem, and the model corrects it in its next round (bounded by
+  ``brain.max_tool_iterations`` like any round).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from bot.brain.anthropic_api import MessagesCaller, as_params, text_of
 from bot.brain.anthropic_reply import CUT_REASONS, ReplyParts, account, request_params
 from bot.brain.anthropic_stream import DeltaForwarder
+from bot.brain.stream_message import input_problem
 from bot.brain.tool_calls import Tool, execute, tool_map
 from bot.config.model import AppConfig
 
@@ -38,6 +42,12 @@ LAST_ROUND = (
     "That was the last round of tool calls for this reply ({limit}, "
     "brain.max_tool_iterations): no more tools can run. Write your answer now with what "
     "you have, and say what you could not find or check."
+)
+# A call whose input could not be read (bot.brain.stream_message): answered, the model
+# can correct it in its next round; before, the whole answer was asked for again and,
+# garbled three times, the reply failed with the model none the wiser.
+BAD_INPUT = (
+    "Not run: {problem}. Call the tool again with a JSON object that matches its input_schema."
 )
 CUT_CALL = (
     "Not run: your response was cut off (max_tokens or the context window) while you were "
@@ -82,6 +92,9 @@ async def answer_calls(
         elif n == cut:
             log.warning("tool call %s was cut at max_tokens; answered with an error", call.name)
             content, is_error = CUT_CALL, True
+        elif (problem := input_problem(call)) is not None:
+            log.warning("tool call %s: %s; answered with an error", call.name, problem)
+            content, is_error = BAD_INPUT.format(problem=problem), True
         else:
             content, is_error = await execute(available, call.name, call.input)
             log.info(
@@ -146,6 +159,7 @@ async def tool_loop(
 
 
 __all__ = [
+    "BAD_INPUT",
     "CUT_CALL",
     "LAST_ROUND",
     "OVER_CAP",

@@ -24,6 +24,9 @@ from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.lifecycle")
 
+# The field of the naming event that noted a split offer for the next reply.
+SPLIT_OFFERED = "splitOffered"
+
 
 class NamingRuns:
     """The naming half of :class:`~bot.lifecycle.Lifecycle`."""
@@ -119,17 +122,38 @@ class NamingRuns:
         elif naming.method == "llm":
             self._naming_backoff.succeeded()
         event = "title_assigned" if naming.title != fresh.title else "meta_update"
+        offer = naming.suggest_split and not await self._split_offered(conv_id)
         await self.conversations.set_title_topics(
-            conv_id, naming.title, naming.topics, through, event=event, **spent.fields()
+            conv_id,
+            naming.title,
+            naming.topics,
+            through,
+            event=event,
+            # in the transcript: a restart (the set below is per run) does not offer again
+            **({SPLIT_OFFERED: True} if offer else {}),
+            **spent.fields(),
         )
         self.counters["named" if initial else "renamed"] += 1
         log.info("named %s %r %s (%s)", conv_id, naming.title, naming.topics, naming.method)
-        if naming.suggest_split and conv_id not in self._split_noted:
+        if offer:
             self._split_noted.add(conv_id)
             topics = ", ".join(naming.topics) or "several subjects"
             split = naming.split_topic or "one of them"
             self.conversations.add_note(conv_id, SPLIT_NOTE.format(topics=topics, split=split))
         return naming
+
+    async def _split_offered(self, conv_id: str) -> bool:
+        """Whether a split of the conversation was offered already, in this run or an
+        earlier one (a naming event with :data:`SPLIT_OFFERED`): kept in memory only, the
+        offer came again after every restart, at the next re-naming that saw two subjects.
+        Read only when a naming suggests a split (rare), off the event loop."""
+        if conv_id in self._split_noted:
+            return True
+        lines = await asyncio.to_thread(self.conversations.read_lines, conv_id)
+        if any(line.get("type") == "event" and line.get(SPLIT_OFFERED) for line in lines):
+            self._split_noted.add(conv_id)
+            return True
+        return False
 
     async def _name_owed(self, conv_ids: list[str]) -> None:
         for conv_id in conv_ids:  # one at a time: a model call each

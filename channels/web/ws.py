@@ -126,12 +126,17 @@ class WsHub:
             "type": "conversation_list",
             "conversations": [conversation_meta(r, titles) for r in records[:LIST_SIZE]],
             "activeMinutes": self.channel.config.conversations.list_active_minutes,
+            "timeZone": self._zone(),
             "hasMore": len(records) > LIST_SIZE,  # "Older conversations" pages on
         }
         if client is None:
             self.tabs.broadcast(payload)
         else:
             self.send(client, payload)
+
+    def _zone(self) -> str:
+        """``owner.timezone``: the dashboard shows times in it, not in the browser's."""
+        return self.channel.config.owner.timezone
 
     def _models(self) -> dict[str, Any]:
         models = self.channel.config.models
@@ -170,6 +175,7 @@ class WsHub:
                     "turns": [],
                     "hasMore": False,
                     "models": self._models(),
+                    "timeZone": self._zone(),
                 },
             )
             return
@@ -190,6 +196,7 @@ class WsHub:
                 "hasMore": page.has_more,
                 "hasNewer": page.has_newer,
                 "models": self._models(),
+                "timeZone": self._zone(),
                 "focusTurn": around,
             },
         )

@@ -229,21 +229,21 @@ async def test_a_stream_cut_before_message_stop_is_retried(
     assert len(fake_api.requests) == 2
 
 
-async def test_tool_input_that_is_not_json_is_asked_again(
+async def test_an_answer_the_sdk_cannot_read_is_asked_again(
     brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
 ) -> None:
-    # Regression: the SDK's "Unable to parse tool parameter JSON from model. Please retry
-    # your request" escaped as a ValueError: no retry, the owner got the apology and their
-    # question was never answered.
+    # Regression: the SDK's ValueError for a stream it could not read escaped as is: no
+    # retry, the owner got the apology and their question was never answered. (Tool
+    # input that is not JSON is answered to the model instead: test_tool_rounds.)
     conv = await seed_conversation(core, [("user", "hello")])
-    garbled = Block("tool_use", name="search_conversations", chunks=['{"query": ', "boiler}"])
-    fake_api.push(Scripted([garbled]))
+    garbled = Scripted([Block("text", text="Here it is.")], garble_after_deltas=0)
+    fake_api.push(garbled)
     fake_api.push_text("Here it is.")
     reply = await brain.reply(request(conv, "hello"), Deltas())
     assert reply.text == "Here it is." and len(fake_api.requests) == 2
     # Always garbled: a few attempts, then a failure (not an outage to wait out).
     for _ in range(3):
-        fake_api.push(Scripted([garbled]))
+        fake_api.push(garbled)
     with pytest.raises(UnreadableAnswer):
         await brain.reply(request(conv, "hello"), Deltas())
     assert len(fake_api.requests) == 5

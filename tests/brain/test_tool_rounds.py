@@ -43,13 +43,13 @@ async def test_a_rejection_in_a_later_round_keeps_what_was_said(
 async def test_an_unreadable_answer_in_a_later_round_keeps_what_was_said(
     brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
 ) -> None:
-    # Regression: three unreadable answers (tool input that is not JSON) in the second
-    # round raised out of the brain and the owner got the reply engine's apology alone.
+    # Regression: three unreadable answers (a garbled stream) in the second round raised
+    # out of the brain and the owner got the reply engine's apology alone.
     conv = await seed_conversation(core, [("user", "find the quote")])
     fake_api.push_tool_use("search_conversations", {"query": "quote"}, text="Searching now.")
     for _ in range(3):
-        bad = Block("tool_use", name="search_conversations", chunks=['{"query": ]'])
-        fake_api.push(Scripted([bad]))
+        bad = Block("tool_use", name="search_conversations", input={"query": "quote"})
+        fake_api.push(Scripted([bad], garble_after_deltas=1))
     reply = await brain.reply(owner_request("find the quote", conv), Deltas())
     said, notice = reply.text.split("\n\n", 1)
     assert said == "Searching now."
@@ -64,10 +64,61 @@ async def test_an_unreadable_first_answer_still_fails(
     # Nothing said yet: the failure goes to the reply engine (its apology), as before.
     conv = await seed_conversation(core, [("user", "find the quote")])
     for _ in range(3):
-        bad = Block("tool_use", name="search_conversations", chunks=['{"query": ]'])
-        fake_api.push(Scripted([bad]))
+        bad = Block("tool_use", name="search_conversations", input={"query": "quote"})
+        fake_api.push(Scripted([bad], garble_after_deltas=1))
     with pytest.raises(UnreadableAnswer):
         await brain.reply(owner_request("find the quote", conv), Deltas())
+
+
+@pytest.mark.parametrize(
+    ("chunks", "named"),
+    [
+        (['{"query": ', "boiler}"], "is not valid JSON"),
+        (['["boiler"]'], "must be a JSON object, not list"),
+    ],
+)
+async def test_tool_input_that_is_not_a_json_object_gets_an_error_result(
+    brain: AnthropicBrain,
+    core: SimpleNamespace,
+    fake_api: FakeAnthropicAPI,
+    chunks: list[str],
+    named: str,
+) -> None:
+    # Regression: the SDK raised on tool input that is not JSON and the whole answer was
+    # asked for again (three times, then the owner got the apology): the model never
+    # learnt what was wrong. Now the call is answered with an error naming the problem,
+    # in the same reply, and the model corrects it in its next round.
+    conv = await seed_conversation(core, [("user", "what about the boiler?")])
+    bad = Block("tool_use", name="search_conversations", chunks=chunks)
+    fake_api.push(Scripted([Block("text", text="Let me look."), bad]))
+    fake_api.push_tool_use("search_conversations", {"query": "boiler"})
+    fake_api.push_text("Nothing about the boiler.")
+    reply = await brain.reply(owner_request("what about the boiler?", conv), Deltas())
+    assert reply.text == "Let me look.\n\nNothing about the boiler."
+    assert len(fake_api.requests) == 3  # no call asked again
+    second = fake_api.requests[1].body
+    [result] = tool_results(second)
+    assert result["is_error"] is True
+    assert named in result["content"] and "input_schema" in result["content"]
+    call = second["messages"][-2]["content"][-1]
+    assert call["type"] == "tool_use" and call["input"] == {}  # an object, as the API takes
+    assert tool_results(fake_api.requests[2].body)[0]["is_error"] is False
+
+
+async def test_tool_input_never_readable_ends_at_the_round_limit(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Bounded: a model that keeps writing unreadable input uses up its tool rounds
+    # (brain.max_tool_iterations), then answers without tools.
+    brain = make_brain(make_config(tmp_path, fake_api, max_tool_iterations=2), core)
+    conv = await seed_conversation(core, [("user", "boiler?")])
+    for _ in range(2):
+        bad = Block("tool_use", name="search_conversations", chunks=["{oops"])
+        fake_api.push(Scripted([bad]))
+    fake_api.push_text("I could not search.")
+    reply = await brain.reply(owner_request("boiler?", conv), Deltas())
+    assert reply.text == "I could not search." and len(fake_api.requests) == 3
+    assert fake_api.requests[2].body["tool_choice"] == {"type": "none"}
 
 
 @pytest.mark.parametrize("earlier_round", [False, True])

@@ -217,6 +217,38 @@ async def test_suggest_split_leaves_one_note_for_the_next_reply(
     assert core.manager.take_notes(conv) == []  # used once
 
 
+async def test_a_split_offered_before_a_restart_is_not_offered_again(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: "offered once" was a set in memory: after a restart, the next
+    # re-naming that still saw two subjects left the offer again, and the owner read
+    # "shall we move the birthday gift to a fresh conversation?" once per restart.
+    model.naming = (
+        '{"title": "Server Check and Birthday Gift", "topics": ["server-check", '
+        '"birthday-gift"], "suggestSplit": true, "splitTopic": "the birthday gift"}'
+    )
+    first = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await first.settle()
+    assert len(core.manager.take_notes(conv)) == 1
+    assert core.events(conv, "title_assigned")[-1]["splitOffered"] is True
+    await first.stop(timeout=1)
+    await core.close()
+
+    # A new process: new database connection, manager and lifecycle over the same files.
+    restarted = await Core.open(core.config)
+    core.db = restarted.db  # closed by the fixture's teardown
+    second = await make_lifecycle(model, on=restarted)
+    await second.settle()
+    await _user_turns(restarted, conv, 10)  # turn 15: due a re-naming
+    clock.advance(600)
+    await second.run_due()
+    assert model.count("naming") == 2  # re-named, still two subjects
+    assert restarted.manager.take_notes(conv) == []
+    assert "splitOffered" not in restarted.events(conv, "meta_update")[-1]
+
+
 async def test_garbage_from_the_model_falls_back_to_offline_naming(
     core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
 ) -> None:

@@ -76,6 +76,9 @@ class Scripted:
     # drops the connection (a proxy or network failure mid-answer).
     cut_after_deltas: int | None = None
     cut: Literal["eof", "reset"] = "eof"
+    # Streaming only: after this many content deltas, one frame whose data is not JSON
+    # (an answer the SDK cannot read), then the rest of the answer.
+    garble_after_deltas: int | None = None
     delay: float = 0.0  # seconds before answering (timeouts)
     # Streaming only: after message_start, only pings (every 0.2 s) for this many seconds:
     # a stream that stays open and makes no progress.
@@ -335,6 +338,8 @@ class FakeAnthropicAPI:
                     else:
                         await response.write_eof()
                     return response
+                if deltas == scripted.garble_after_deltas:
+                    await response.write(b'event: content_block_delta\ndata: {"type": garbled\n\n')
                 await send(
                     "content_block_delta",
                     {"type": "content_block_delta", "index": index, "delta": piece},

@@ -12,6 +12,10 @@
     retry: 0,
     conversations: new Map(),
     activeMinutes: 60,
+    // The owner's time zone (owner.timezone, sent with the list and each conversation):
+    // times are the owner's day, not the browser's (a laptop abroad, a phone on another
+    // zone). Until it arrives, or if the browser does not know it, the browser's.
+    timeZone: null,
     current: null, // ConversationMeta or null (empty chat)
     loaded: false, // a conversation_loaded arrived: a reconnect asks for the same view
     addressed: false, // the address names the view (see updateAddress)
@@ -83,6 +87,33 @@
     return svg;
   }
 
+  // Formatters in the owner's zone, made once per zone (Intl resolves DST per moment).
+  const formats = new Map();
+  function formatIn(kind, ts) {
+    const key = kind + "|" + (state.timeZone || "");
+    let format = formats.get(key);
+    if (!format) {
+      const options = kind === "date"
+        ? { year: "numeric", month: "short", day: "numeric" }
+        : { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", timeZoneName: "short" };
+      try {
+        format = new Intl.DateTimeFormat(undefined, Object.assign({ timeZone: state.timeZone || undefined }, options));
+      } catch (e) { // a zone this browser does not know: its own, rather than nothing
+        format = new Intl.DateTimeFormat(undefined, options);
+      }
+      formats.set(key, format);
+    }
+    return format.format(new Date(ts));
+  }
+  const dateTime = (ts) => formatIn("time", ts);
+
+  function setTimeZone(zone) {
+    if (!zone || zone === state.timeZone) return;
+    state.timeZone = zone;
+    // times already shown were in the browser's zone
+    for (const t of document.querySelectorAll("time.when")) t.title = dateTime(t.dateTime);
+  }
+
   function relTime(ts) {
     if (!ts) return "";
     const t = Date.parse(ts);
@@ -93,7 +124,7 @@
     if (s < 86400) return Math.round(s / 3600) + " h ago";
     if (s < 2 * 86400) return "yesterday";
     if (s < 30 * 86400) return Math.round(s / 86400) + " days ago";
-    return new Date(t).toLocaleDateString();
+    return formatIn("date", t);
   }
 
   function plural(n, word) {
@@ -264,7 +295,7 @@
     if (item.timestamp) {
       const time = el("time", "when", relTime(item.timestamp));
       time.dateTime = item.timestamp;
-      time.title = new Date(item.timestamp).toLocaleString();
+      time.title = dateTime(item.timestamp);
       meta.appendChild(time);
     }
     node.appendChild(meta);
@@ -499,6 +530,7 @@
   }
 
   function showConversation(msg) {
+    setTimeZone(msg.timeZone);
     state.loaded = true;
     state.current = msg.conversation;
     // The model chosen for an empty chat belongs to the conversation its first message
@@ -682,6 +714,7 @@
     conversation_list(msg) {
       state.conversations = new Map((msg.conversations || []).map((c) => [c.id, c]));
       state.activeMinutes = msg.activeMinutes || 60;
+      setTimeZone(msg.timeZone);
       state.listHasMore = !!msg.hasMore;
       renderSidebar();
     },
@@ -888,16 +921,6 @@
   // ---------------------------------------------------------------- search
   const SEARCH_MAX = 1000; // characters, as the input's maxlength
   let searchSeq = 0;
-  // A day of the date pickers is a day of the owner's calendar (the browser's, like every
-  // time shown): sent as the UTC moment it starts, or the last millisecond of it.
-  function dayBound(value, end) {
-    const [y, m, d] = value.split("-").map(Number);
-    const moment = new Date(0);
-    moment.setFullYear(y, m - 1, d + (end ? 1 : 0));
-    moment.setHours(0, 0, 0, 0);
-    return new Date(moment.getTime() - (end ? 1 : 0)).toISOString();
-  }
-
   function searchParams() {
     // Capped like the input: a query of many kilobytes would not fit a request line.
     const q = $("search-input").value.trim().slice(0, SEARCH_MAX);
@@ -907,8 +930,11 @@
     const from = $("search-from").value;
     const to = $("search-to").value;
     if (from && to && from > to) return { error: "The start date " + from + " is after the end date " + to + "." };
-    if (from) params.set("from", dayBound(from, false));
-    if (to) params.set("to", dayBound(to, true));
+    // A day of the date pickers is a day of the owner's calendar (owner.timezone, as
+    // the times shown): sent as the date, which the server reads in that zone. Turned
+    // into UTC moments here, it was the browser's day.
+    if (from) params.set("from", from);
+    if (to) params.set("to", to);
     return { q, params };
   }
 
@@ -984,7 +1010,7 @@
     title.href = "#c=" + res.conversation_id;
     title.dir = "auto";
     head.appendChild(title);
-    const when = el("time", "muted", res.timestamp ? new Date(res.timestamp).toLocaleString() + " · " + relTime(res.timestamp) : "");
+    const when = el("time", "muted", res.timestamp ? dateTime(res.timestamp) + " · " + relTime(res.timestamp) : "");
     head.appendChild(when);
     li.appendChild(head);
     if (res.topics && res.topics.length) {

@@ -38,13 +38,13 @@ CHROMIUM_ARGS = [
 ]
 
 
-def make_config(data_dir: Path, **web: Any) -> AppConfig:
+def make_config(data_dir: Path, timezone: str = "UTC", **web: Any) -> AppConfig:
     return AppConfig.model_validate(
         {
             "data_dir": str(data_dir),
             "brain": {"provider": "offline"},
             "embedding": {"enabled": False},
-            "owner": {"identities": {"telegram": [OWNER_TELEGRAM_ID]}},
+            "owner": {"identities": {"telegram": [OWNER_TELEGRAM_ID]}, "timezone": timezone},
             "channels": {"web": {"port": 0, **web}},
         }
     )
@@ -80,8 +80,10 @@ class Stack:
         )
 
 
-async def start_stack(data_dir: Path, brain: Any = None, **web: Any) -> Stack:
-    config = make_config(data_dir, **web)
+async def start_stack(
+    data_dir: Path, brain: Any = None, timezone: str = "UTC", **web: Any
+) -> Stack:
+    config = make_config(data_dir, timezone, **web)
     services = await open_services(config, brain=brain)
     channel = WebChannel(config, services)
     services.channels["web"] = channel

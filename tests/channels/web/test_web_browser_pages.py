@@ -5,12 +5,13 @@ test_web_browser.py)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, Page, Route, expect
 
 from bot.search import tail
-from tests.channels.web.conftest import Stack
+from tests.channels.web.conftest import Stack, start_stack, stop_stack
 from tests.channels.web.test_web_browser import browser, log_in, page, shot
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
@@ -111,17 +112,22 @@ async def test_a_phone_shows_the_chat_and_the_list_on_demand(
         await context.close()
 
 
-async def test_search_dates_are_days_of_the_owners_calendar(browser: Browser, stack: Stack) -> None:
+async def test_search_dates_are_days_of_the_owners_calendar(
+    browser: Browser, tmp_path: Path
+) -> None:
     # Regression: the date filters were UTC days, while the date pickers and the result
     # times are the owner's: a conversation at 00:30 in Berlin on 10 March was not found
     # "from 10 March to 10 March", and was found for 9 March. The "More results" page
     # also took the filters from the inputs as they were then, not as searched.
+    # Regression (session 23): the days were the browser's, not owner.timezone's: from a
+    # browser in New York, "10 March" missed the owner's Berlin night of 10 March.
+    stack = await start_stack(tmp_path / "berlin", timezone="Europe/Berlin")
     manager = stack.services.conversations
     late = await manager.create("web")
     await manager.append_turn(
         late.id, "user", "the quince jelly recipe", timestamp="2026-03-09T23:30:00.000Z"
     )
-    context = await browser.new_context(timezone_id="Europe/Berlin")
+    context = await browser.new_context(timezone_id="America/New_York")
     try:
         page = await context.new_page()
         await log_in(page, stack)
@@ -143,6 +149,44 @@ async def test_search_dates_are_days_of_the_owners_calendar(browser: Browser, st
         await expect(page.locator("#search-results .result")).to_have_count(23)
     finally:
         await context.close()
+        await stop_stack(stack)
+
+
+async def test_times_are_shown_in_the_owners_zone(browser: Browser, tmp_path: Path) -> None:
+    # Regression: every time on the dashboard (a message's, a search result's, an old
+    # conversation's date) was in the browser's zone, not owner.timezone: from a laptop
+    # in Los Angeles, the owner's 13:00 in Berlin read 04:00, and their evening of
+    # 15 January was dated the 15th when it was already the 16th at home. Summer and
+    # winter time each keep their own offset (Intl, per moment).
+    stack = await start_stack(tmp_path / "zoned", timezone="Europe/Berlin")
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    for stamp, text in (
+        ("2026-01-15T12:00:00.000Z", "the winter persimmon"),
+        ("2026-07-15T12:00:00.000Z", "the summer persimmon"),
+        ("2026-01-15T23:30:00.000Z", "the late persimmon"),
+    ):
+        await manager.append_turn(conv.id, "user", text, timestamp=stamp)
+    context = await browser.new_context(timezone_id="America/Los_Angeles", locale="en-GB")
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        times = page.locator(".msg-user time.when")
+        await expect(times).to_have_count(3)
+        titles = [await t.get_attribute("title") for t in await times.all()]
+        assert titles == [
+            "15 Jan 2026, 13:00 CET",
+            "15 Jul 2026, 14:00 CEST",
+            "16 Jan 2026, 00:30 CET",
+        ], titles
+        await expect(times.nth(2)).to_have_text("16 Jan 2026")  # over 30 days: its date
+        await page.click('#panel-nav button[data-panel="search"]')
+        await search(page, "summer persimmon")
+        result = page.locator(f'#search-results .result[data-id="{conv.id}"] time')
+        await expect(result).to_contain_text("15 Jul 2026, 14:00 CEST")
+    finally:
+        await context.close()
+        await stop_stack(stack)
 
 
 async def test_right_to_left_text_reads_right_to_left(page: Page, stack: Stack) -> None:
