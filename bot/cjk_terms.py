@@ -50,10 +50,11 @@ def _recurring(
     parts: Callable[[str], Iterable[str]],
     limit: int,
     drop: Callable[[str, Counter[str]], bool] | None = None,
+    size: Callable[[str], int] = len,
 ) -> list[str]:
     """The terms of ``uses`` ((term, role) pairs) that come back at least twice, best
-    first: by uses (the owner's count double) times length, then first use. A term among
-    ``parts`` of a longer kept one that comes back as often is that one ("东京" in
+    first: by uses (the owner's count double) times ``size``, then first use. A term
+    among ``parts`` of a longer kept one that comes back as often is that one ("东京" in
     "东京塔"); ``drop`` leaves out more."""
     counts: Counter[str] = Counter()
     weights: Counter[str] = Counter()
@@ -65,7 +66,7 @@ def _recurring(
     kept = [t for t, n in counts.items() if n >= 2]
     inside = {p for t in kept for p in parts(t) if counts[p] <= counts[t]}
     kept = [t for t in kept if t not in inside and not (drop and drop(t, counts))]
-    kept.sort(key=lambda t: (-weights[t] * len(t), first[t]))
+    kept.sort(key=lambda t: (-weights[t] * size(t), first[t]))
     return kept[:limit]
 
 

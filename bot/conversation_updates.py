@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 from typing import TYPE_CHECKING, Any
 
 from bot.hooks import EventBus
@@ -130,6 +131,29 @@ class ConversationUpdates:
         rec = self._cache.get(conv_id)
         if rec is not None:
             rec.needs_abbreviation = flag
+
+    async def flag_needs_abbreviation(self, conv_ids: builtins.list[str]) -> int:
+        """Set ``needs_abbreviation`` on every one of ``conv_ids`` not flagged yet, in one
+        statement; returns how many changed. (While the model is down, the lifecycle
+        defers a whole queue: a read and a write each took 3.8 s for 15,000.)"""
+        if not conv_ids:
+            return 0
+        ids = json.dumps(conv_ids)
+
+        def flag(conn: Any) -> builtins.list[str]:
+            rows = conn.execute(
+                "UPDATE conversations SET needs_abbreviation = 1 WHERE needs_abbreviation = 0 "
+                "AND id IN (SELECT value FROM json_each(?)) RETURNING id",
+                (ids,),
+            ).fetchall()
+            return [row[0] for row in rows]
+
+        changed = await self.index.db.run(flag)
+        for conv_id in changed:
+            rec = self._cache.get(conv_id)
+            if rec is not None:
+                rec.needs_abbreviation = True
+        return len(changed)
 
     async def mark_notes_behind(self, conv_id: str) -> None:
         """The notes miss a line of the last turn number (a reply that landed after them,

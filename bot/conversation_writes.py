@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.db import CHAINED, AfterWrite, Database, SyncConn
 from bot.index import ConversationIndex, ConversationRecord
-from bot.index_writes import apply_lines
+from bot.index_writes import apply_lines, date_by_turn
 from bot.record_cache import RecordCache
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import Line
@@ -162,9 +162,10 @@ def _copy(rec: ConversationRecord) -> ConversationRecord:
 def _apply_in_memory(rec: ConversationRecord, line: Mapping[str, Any]) -> None:
     """Mirror of apply_line for the cache when the index could not be written."""
     if line.get("type") == "turn" and isinstance(line.get("turnNumber"), int):
+        first = rec.turn_count == 0
         rec.turn_count = max(rec.turn_count, line["turnNumber"])
         if isinstance(line.get("timestamp"), str):
-            rec.updated = max(rec.updated, line["timestamp"])
+            date_by_turn(rec, line["timestamp"], first=first)
     elif line.get("type") == "event" and line.get("event") in ("meta_update", "title_assigned"):
         for key, attr in (
             ("title", "title"),

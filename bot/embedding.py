@@ -14,7 +14,11 @@ Before downloading, the daemon asks the hub (``HF_ENDPOINT``, through huggingfac
 own HTTP session, so a proxy is honoured) whether it answers at all: on a machine that
 cannot reach it, fastembed's retries printed six ERROR lines over about 40 s before our
 warning. Now it is one warning after a second or two, saying what failed and which key
-points at a local copy. fastembed's own log records are always silenced.
+points at a local copy. A cache holding part of the model (a download cut short, a file
+deleted or truncated) is tried alone first (local files only, at once), and the hub asked
+only when that fails: it used to go straight to fastembed's retries, 40 s offline, and a
+warning naming neither the cache nor the setting. fastembed's own log records are always
+silenced.
 
 ONNX inference holds the GIL only briefly, so a single worker thread keeps the loop
 responsive; batches are cut small (``embedding.batch_size``) so one large request does not
@@ -120,6 +124,13 @@ def hub_unreachable() -> str | None:
     return f"cannot reach the model hub {endpoint} ({error})"
 
 
+def _build(factory: Any, kwargs: dict[str, Any]) -> tuple[Any, np.ndarray]:
+    """The fastembed model and its vector for a fixed text (a model that loads but
+    cannot embed fails here, not at the first search)."""
+    model = _without_spinning(factory, kwargs)
+    return model, np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
+
+
 class _HubUnreachable(ConnectionError):
     """Nothing cached and the hub does not answer: its message is the whole reason."""
 
@@ -189,17 +200,12 @@ class EmbeddingService:
                         kwargs["cache_dir"] = str(self.cache_dir)
                     if not self.download:
                         kwargs["local_files_only"] = True
-                    elif _empty(self.cache_dir):
-                        # nothing cached: a download or nothing; the hub answers first
-                        unreachable = hub_unreachable()
-                        if unreachable:
-                            raise _HubUnreachable(
-                                f"not in the model cache {self.cache_dir}, and {unreachable}"
-                            )
                 if self.config.threads:
                     kwargs["threads"] = self.config.threads
-                model = _without_spinning(TextEmbedding, kwargs)
-                probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
+                loaded = None
+                if not self.model_path and self.download:
+                    loaded = self._before_download(TextEmbedding, kwargs)
+                model, probe = loaded or _build(TextEmbedding, kwargs)
             except Exception as exc:
                 self._failed = (
                     str(exc) if isinstance(exc, _HubUnreachable) else f"{type(exc).__name__}: {exc}"
@@ -238,6 +244,28 @@ class EmbeddingService:
             self.probe = probe / max(float(np.linalg.norm(probe)), 1e-12)
             self._model = model
             return model
+
+    def _before_download(self, factory: Any, kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
+        """The daemon may download: the model from the cache when it is all there, else
+        None once the hub answers (a download can work); raises when it does not.
+
+        Only a cache with nothing in it used to ask the hub first: one holding part of
+        the model (a download cut short, a file deleted) went to fastembed's download
+        retries, 40 s offline, and a warning that named neither the cache nor what was
+        missing.
+        """
+        where = self.cache_dir or "fastembed's cache"
+        if _empty(self.cache_dir):
+            missing = f"not in the model cache {where}"
+        else:
+            try:
+                return _build(factory, {**kwargs, "local_files_only": True})
+            except Exception as exc:
+                missing = f"no usable copy in the model cache {where} ({type(exc).__name__}: {exc})"
+        unreachable = hub_unreachable()
+        if unreachable:
+            raise _HubUnreachable(f"{missing}, and {unreachable}")
+        return None
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Blocking embed (worker threads and benchmarks only): (n, dims) float32, L2=1."""

@@ -44,6 +44,7 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
     """Reflect one transcript line in the index and in ``rec`` (the caller saves ``rec``)."""
     kind = line.get("type")
     ts = line.get("timestamp")
+    first = rec.turn_count == 0  # (before this line)
     if kind == "turn":
         role = line.get("role")
         content = line.get("content")
@@ -114,8 +115,20 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
             # The summary call (and the silent flush turn), the notes and the title cost
             # tokens too.
             _add_usage(rec, line)
-    if isinstance(ts, str) and ts > rec.updated and kind == "turn":
+    if isinstance(ts, str) and kind == "turn":
+        date_by_turn(rec, ts, first=first)
+
+
+def date_by_turn(rec: ConversationRecord, ts: str, *, first: bool) -> None:
+    """Date ``rec`` by a turn stamped ``ts``: its last turn's time is ``updated``, and a
+    turn older than its creation (history imported with its turns' own times) is its
+    start, ``created``: the conversation list sorts, and search's date filters read,
+    the span of its turns (an import was dated by the import's time: listed as today's,
+    and a filter ending before the import dropped its notes)."""
+    if first or ts > rec.updated:
         rec.updated = ts
+    if ts < rec.created:
+        rec.created = ts
 
 
 def _answered(conn: SyncConn, conv_id: str, number: int) -> bool:
@@ -192,9 +205,10 @@ def apply_lines(
     if only_turns and rec.indexed_bytes and not fresh:
         # The hot path (a message or a reply): only the counters change.
         conn.execute(
-            "UPDATE conversations SET updated = ?, turn_count = ?, tokens_in = ?, "
+            "UPDATE conversations SET created = ?, updated = ?, turn_count = ?, tokens_in = ?, "
             "tokens_out = ?, cost_total = ?, indexed_bytes = ? WHERE id = ?",
             (
+                rec.created,
                 rec.updated,
                 rec.turn_count,
                 rec.tokens_in,

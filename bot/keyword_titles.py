@@ -6,7 +6,7 @@ offline abbreviation beside them: :mod:`bot.extractive`):
 - :func:`keyword_title`: 2-6 words in Title Case, at most 80 characters: names, nouns and
   identifiers, never fillers or verbs (a word's class is guessed from its neighbours).
 - :func:`keyword_topics`: kebab-case topics (in every script: Chinese, Japanese and Korean
-  terms from :mod:`bot.cjk_terms`).
+  terms from :mod:`bot.cjk_terms`, Thai ones from :mod:`bot.thai_terms`).
 
 The subject words they are built from, and how a word's class is guessed:
 :mod:`bot.title_keywords`.
@@ -23,6 +23,7 @@ from bot.cjk_terms import cjk_terms, hangul_terms
 from bot.extractive import Turn, entities, sentences
 from bot.fts_text import has_spaceless
 from bot.graphemes import cut
+from bot.thai_terms import thai_terms
 from bot.title_keywords import IDENTIFIER, SKIP_KEYWORD, keywords, ranked_words, stem
 
 
@@ -90,6 +91,11 @@ def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
             chosen.append(partner)
     words = lead + [spelled[k] for k in _in_reading_order(chosen, pairs)]
     if not words:
+        # Thai: its recurring terms (bot.thai_terms), as a title of keywords in other
+        # scripts; its opening was cut at 20 characters, often inside a word.
+        terms = thai_terms(turns, 3)
+        if terms:
+            return _joined(terms, max_chars)
         opening = _opening(turns, max_chars)
         if opening:
             return opening
@@ -122,6 +128,16 @@ def _opening(turns: Sequence[Turn], max_chars: int) -> str:
     return ""
 
 
+def _joined(terms: list[str], max_chars: int) -> str:
+    """``terms`` side by side, as many as fit ``max_chars`` (the first always, cut)."""
+    title = terms[0]
+    for term in terms[1:]:
+        if len(title) + 1 + len(term) > max_chars:
+            break
+        title = f"{title} {term}"
+    return cut(title, max_chars).strip()
+
+
 def _capitalised(word: str) -> str:
     return word if IDENTIFIER.search(word) else word[:1].upper() + word[1:]
 
@@ -150,11 +166,11 @@ def keyword_topics(turns: Sequence[Turn], limit: int = 4) -> list[str]:
     """Kebab-case topics: the leading entity and keywords, deduplicated."""
     topics: list[str] = []
     names = [n for n in entities(turns, limit=1) if n.lower() not in SKIP_KEYWORD]
-    # Chinese, Japanese and Korean terms after the other words (bot.cjk_terms: their
-    # runs hold no word to pick out, or their words carry particles, and a
-    # conversation in them had no topic at all)
+    # Chinese, Japanese, Korean and Thai terms after the other words (bot.cjk_terms,
+    # bot.thai_terms: their runs hold no word to pick out, or their words carry
+    # particles, and a conversation in them had no topic at all)
     candidates = [*names, *keywords(turns, limit=limit + 2), *cjk_terms(turns, limit)]
-    for candidate in [*candidates, *hangul_terms(turns, limit)]:
+    for candidate in [*candidates, *hangul_terms(turns, limit), *thai_terms(turns, limit)]:
         topic = kebab(candidate)
         if topic and topic not in topics:
             topics.append(topic)

@@ -169,11 +169,10 @@ print(f"{time.monotonic() - started:.1f}")
 """
 
 
-def test_an_unreachable_hub_is_one_warning_and_no_long_wait(tmp_path: Path) -> None:
-    """Regression: the daemon on a machine that cannot reach the model hub (README's
-    first command, no config) printed fastembed's six red ERROR lines over about 40 s
-    (three tries, sleeping 3 + 9 + 27 s) before its own warning. The hub here is a
-    closed 127.0.0.1 port, so the test needs no network and always sees a refusal."""
+def _load_offline(cache: Path) -> tuple[list[str], float, int]:
+    """The daemon's model load in a child process whose model hub is a closed
+    127.0.0.1 port (no network needed, always a refusal): its log lines, how long it
+    took, and the port."""
     import os
     import socket
     import subprocess
@@ -185,7 +184,7 @@ def test_an_unreachable_hub_is_one_warning_and_no_long_wait(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", ENV_MODEL_PATH))}
     env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
     done = subprocess.run(
-        [sys.executable, "-c", _OFFLINE_DAEMON_LOAD, str(tmp_path / "models")],
+        [sys.executable, "-c", _OFFLINE_DAEMON_LOAD, str(cache)],
         env=env,
         capture_output=True,
         text=True,
@@ -193,8 +192,68 @@ def test_an_unreachable_hub_is_one_warning_and_no_long_wait(tmp_path: Path) -> N
         cwd=Path(__file__).resolve().parents[1],
     )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
+    return lines, float(done.stdout), port
+
+
+def test_an_unreachable_hub_is_one_warning_and_no_long_wait(tmp_path: Path) -> None:
+    """Regression: the daemon on a machine that cannot reach the model hub (README's
+    first command, no config) printed fastembed's six red ERROR lines over about 40 s
+    (three tries, sleeping 3 + 9 + 27 s) before its own warning."""
+    lines, seconds, port = _load_offline(tmp_path / "models")
+    assert len(lines) == 1, lines
     assert lines[0].startswith("WARNING embedding model"), lines[0]
     assert f"127.0.0.1:{port}" in lines[0] and "keyword-only" in lines[0]
     assert "embedding.model_path" in lines[0] and ENV_MODEL_PATH in lines[0]
-    assert float(done.stdout) < 10.0, done.stdout
+    assert seconds < 10.0, seconds
+
+
+@pytest.mark.parametrize("broken", ["missing", "truncated"])
+def test_a_partly_filled_cache_offline_fails_fast(tmp_path: Path, broken: str) -> None:
+    """Regression: a model cache holding part of the model (a download cut short, a
+    file deleted) skipped the hub check that an empty one gets: offline, fastembed's
+    download retries took 40 s, and the warning ("Could not load model ... from any
+    source") named neither the cache nor a local copy's setting."""
+    cache = tmp_path / "models"
+    repo = cache / "models--Qdrant--all-MiniLM-L6-v2-onnx"
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (snapshot / name).write_bytes((model_path() / name).read_bytes())
+    if broken == "truncated":  # (this one failed fast already, without the hint)
+        (snapshot / "model.onnx").write_bytes((model_path() / "model.onnx").read_bytes()[:4096])
+    lines, seconds, port = _load_offline(cache)
+    assert seconds < 10.0, seconds  # (missing: 40 s)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("WARNING embedding model"), lines[0]
+    assert f"no usable copy in the model cache {cache} (" in lines[0], lines[0]
+    assert f"127.0.0.1:{port}" in lines[0] and "keyword-only" in lines[0]
+    assert "embedding.model_path" in lines[0] and ENV_MODEL_PATH in lines[0]
+
+
+async def test_a_whole_cached_model_loads_without_asking_the_hub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's load from a cache that holds the whole model asks no hub (the
+    local files are tried first)."""
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    cache = tmp_path / "models"
+    repo = cache / "models--Qdrant--all-MiniLM-L6-v2-onnx"
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    for source in model_path().iterdir():
+        (snapshot / source.name).symlink_to(source)
+
+    def no_hub() -> str:
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr("bot.embedding.hub_unreachable", no_hub)
+    service = EmbeddingService(EmbeddingConfig(), cache_dir=cache, download=True)
+    try:
+        assert await service.load(), service.unavailable_reason
+        assert (await service.embed_one("gardens")).shape == (384,)
+    finally:
+        service.close()

@@ -169,8 +169,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
         left = await self.queue.stop(max(deadline - time.monotonic(), 0.0))
-        for conv_id in left:
-            await self._flag(conv_id)
+        await self._flag(*left)  # one statement (a backlog of 15,000 took a pass each)
         for conv_id in sorted(self._late_replies):
             # A reply landed during a pass the stop cut (its record waits for the pass's
             # end), or its rewrite is queued: the notes may cover its turn number already.

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
-from bot.lifecycle.abbreviation import Abbreviator, abbreviate, set_flag
+from bot.lifecycle.abbreviation import Abbreviator, abbreviate
 from bot.lifecycle.naming import Naming
 from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex
@@ -66,10 +66,14 @@ class AbbreviationPasses:
         if down:
             # The model failed moments ago: flag the rest for the sweep instead of waiting
             # out the brain's retry budget once per queued conversation.
-            self.counters["deferred"] += 1
             if not fallback:
-                await self._flag(conv_id)
+                # The whole queue at once, in one statement: a pass each (a read and a
+                # write per conversation) kept the worker busy 3.8 s for 15,000.
+                deferred = [conv_id, *self.queue.take_waiting()]
+                self.counters["deferred"] += len(deferred)
+                await self._flag(*deferred)
                 return
+            self.counters["deferred"] += 1
         late = conv_id in self._late_replies
         self._late_replies.discard(conv_id)  # a reply landing during this pass adds it back
         try:
@@ -125,14 +129,14 @@ class AbbreviationPasses:
         except Exception:
             log.exception("could not mark the notes of %s for a rewrite", conv_id)
 
-    async def _flag(self, conv_id: str) -> None:
+    async def _flag(self, *conv_ids: str) -> None:
         try:
-            # Only when not set already: while the model is down, each sweep defers every
+            # Only where not set already: while the model is down, each sweep defers every
             # conversation owed notes through here.
-            await set_flag(self.conversations, conv_id, True)
+            await self.conversations.flag_needs_abbreviation(list(conv_ids))
         except Exception:
-            # Still safe: abbreviated_turn < turn_count makes the next start queue it.
-            log.exception("could not mark %s for abbreviation", conv_id)
+            # Still safe: abbreviated_turn < turn_count makes the next start queue them.
+            log.exception("could not mark %s for abbreviation", ", ".join(conv_ids[:5]))
 
     def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> bool:
         """A reply to a turn the notes already cover, or landing while they are written

@@ -7,7 +7,8 @@ queries here are read-only.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from bot.hooks import EventBus
@@ -47,17 +48,60 @@ class Owed(NamedTuple):
     needs_abbreviation: bool
 
 
+_OWED_NOTES = (
+    f"SELECT id, updated, needs_abbreviation FROM conversations WHERE {NOTES_OWED} ORDER BY updated"
+)
+
+
 async def pending_abbreviations(manager: ConversationManager) -> list[Owed]:
     """Conversations with turns whose notes are missing, stale or not embedded.
 
     ``needs_abbreviation = 1`` (a failed pass) or ``abbreviated_turn < turn_count`` (new
     turns since the last notes), oldest activity first.
     """
-    rows = await manager.index.db.fetchall(
-        "SELECT id, updated, needs_abbreviation FROM conversations "
-        f"WHERE {NOTES_OWED} ORDER BY updated"
-    )
+    rows = await manager.index.db.fetchall(_OWED_NOTES)
     return [Owed(row[0], row[1], bool(row[2])) for row in rows]
+
+
+class Backlog(NamedTuple):
+    """The conversations owing notes, sorted for the start or a sweep (:func:`backlog`)."""
+
+    due: list[str]  # to queue now: flagged (a failed pass), or idle past the idle time
+    waiting: list[tuple[str, datetime]]  # still inside their idle period: last activity
+    owed: set[str]  # every conversation owing notes
+
+
+async def backlog(
+    manager: ConversationManager,
+    now: datetime,
+    idle: timedelta,
+    *,
+    timers: Collection[str] = (),
+    busy: str | None = None,
+) -> Backlog:
+    """The conversations owing notes (:data:`NOTES_OWED`), oldest activity first, sorted
+    into those due for a pass and those still inside their idle period, in one read.
+
+    ``timers``: conversations with an idle timer pending (due only when flagged: the
+    timer queues the rest); ``busy``: the one being written (never due). The read and
+    the sorting run on the reader thread: 15,000 records parsed on the event loop held
+    it up to 0.4 s at every sweep.
+    """
+
+    def read(conn: Any) -> Backlog:
+        out = Backlog([], [], set())
+        for conv_id, updated, flagged in conn.execute(_OWED_NOTES):
+            out.owed.add(conv_id)
+            if conv_id == busy:
+                continue
+            last = as_datetime(updated) or now
+            if flagged or (last + idle <= now and conv_id not in timers):
+                out.due.append(conv_id)
+            else:
+                out.waiting.append((conv_id, last))
+        return out
+
+    return await manager.index.db.run(read, write=False)
 
 
 async def unnamed(

@@ -199,6 +199,14 @@ class IdleTimers:
                 out[job.id[len(IDLE_PREFIX) :]] = job.next_run_time
         return out
 
+    def ids(self) -> frozenset[str]:
+        """The conversations with an idle timer pending."""
+        return frozenset(
+            job.id[len(IDLE_PREFIX) :]
+            for job in self._scheduler.get_jobs()
+            if job.id.startswith(IDLE_PREFIX)
+        )
+
     def has_timer(self, conv_id: str) -> bool:
         return self._scheduler.get_job(IDLE_PREFIX + conv_id) is not None
 
