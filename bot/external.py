@@ -55,6 +55,7 @@ class ExternalStore(PartyReads):
         self._owed: dict[str, list[tuple[list[Line], int]]] = {}
         # (party id, message ref) recorded by a call that then failed: its flow never ran
         self._unhandled: set[tuple[str, str]] = set()
+        self._owed_lock = asyncio.Lock()
 
     def open(self, exclusive: bool = False, shared: bool = False) -> int:
         """Replay the party files' journal after a crash (see :mod:`bot.journal`).
@@ -125,13 +126,16 @@ class ExternalStore(PartyReads):
     async def _apply_owed(self, party_id: str) -> None:
         """Mirror the party's batches whose index write failed, oldest first; raises
         (nothing more appended) while the index still refuses them."""
-        owed = self._owed.get(party_id)
-        while owed:
-            lines, size = owed[0]
-            await self.db.run(self._mirror(party_id, lines, size))
-            owed.pop(0)
-            log.info("party %s: a record the index refused is mirrored now", party_id)
-        self._owed.pop(party_id, None)
+        if not self._owed.get(party_id):
+            return
+        async with self._owed_lock:  # two writers must not mirror the same batch twice
+            owed = self._owed.get(party_id)
+            while owed:
+                lines, size = owed[0]
+                await self.db.run(self._mirror(party_id, lines, size))
+                owed.pop(0)
+                log.info("party %s: a record the index refused is mirrored now", party_id)
+            self._owed.pop(party_id, None)
 
     # -- tiers ---------------------------------------------------------------------
     def configured_tier(
