@@ -170,7 +170,7 @@ class Generations:
             fsync_path(self.directory)
         if lives:
             log.info(  # which journal: the conversations' and the parties' said the same
-                "journal %s replayed: %d files, %d records rewritten in %d transcripts",
+                "journal replayed (%s): %d files, %d records rewritten in %d transcripts",
                 self.directory,
                 len(lives),
                 repaired,

@@ -120,7 +120,7 @@ async def test_the_replay_log_line_names_its_journal(
         again.open()
     again.close()
     [line] = [r.getMessage() for r in caplog.records if "replayed" in r.getMessage()]
-    assert line.startswith(f"journal {crashed.parent / 'journal'} replayed: ")
+    assert line.startswith(f"journal replayed ({crashed.parent / 'journal'}): ")
 
 
 async def test_garbage_in_place_of_a_lost_tail_is_replaced(tmp_path: Path) -> None:
