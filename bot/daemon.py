@@ -17,7 +17,6 @@ from bot.channel import Channel
 from bot.config import AppConfig
 from bot.daemon_stop import hurry_on_second_interrupt, reload, shutdown
 from bot.events import OutboundMessage, SendResult
-from bot.index_rescue import is_storage_refusal
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.resolver import THREADED_CHANNELS
@@ -247,9 +246,9 @@ async def _serve(
     try:
         services = await store_lock.open_services_waiting(config, stop, waiting)
     except Exception as exc:
-        if not (stop.is_set() and is_storage_refusal(exc)):
+        if not (stop.is_set() and store_lock.may_wait(exc)):
             raise
-        log.info("stopping (asked to while waiting for the disk to take writes)")
+        log.info("stopping (asked to while waiting for the store to open)")
         notifier.stopped()
         notifier.close()
         return 0

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from bot.config import AppConfig
 from bot.db import Database, SyncConn
@@ -49,6 +50,12 @@ class ExternalStore(PartyReads):
         # party id -> lock held while their tier is read and acted on (bot/strangers.py)
         # and while it is changed or their escalations resolved (here)
         self._party_locks = keyed_locks()  # held or waited for only: thousands of parties
+        # party id -> the batches whose file append succeeded and index write failed,
+        # mirrored before anything else is written for the party (_apply_owed)
+        self._owed: dict[str, list[tuple[list[Line], int]]] = {}
+        # (party id, message ref) recorded by a call that then failed: its flow never ran
+        self._unhandled: set[tuple[str, str]] = set()
+        self._owed_lock = asyncio.Lock()
 
     def open(self, exclusive: bool = False, shared: bool = False) -> int:
         """Replay the party files' journal after a crash (see :mod:`bot.journal`).
@@ -81,12 +88,29 @@ class ExternalStore(PartyReads):
 
     async def _record(self, party_id: str, lines: list[Line]) -> list[int]:
         """Append to the party's file (durable), then mirror into the tables together with
-        how far the file is indexed, so recovery does not replay these lines again."""
+        how far the file is indexed, so recovery does not replay these lines again.
+
+        A mirror that fails (a full disk: SQLite's, not the file's) is owed: made before
+        the party's next write, which is refused while it still fails. Before, the
+        message's redelivery found no trace of it in the tables and appended it to the
+        file a second time."""
+        await self._apply_owed(party_id)
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(party_id)
-        data = encode(lines)
-        size = await self._files.append_file(path, data)
+        size = await self._files.append_file(path, encode(lines))
+        try:
+            result: list[int] = await self.db.run(self._mirror(party_id, lines, size))
+        except Exception:
+            self._owed.setdefault(party_id, []).append((lines, size))
+            self._unhandled.update(
+                (party_id, str(line["messageRef"]))
+                for line in lines
+                if line.get("direction") == "in" and line.get("messageRef")
+            )
+            raise
+        return result
 
+    def _mirror(self, party_id: str, lines: list[Line], size: int) -> Any:
         def _apply(conn: SyncConn) -> list[int]:
             created = apply_party_lines(conn, party_id, lines, self.config)
             conn.execute(
@@ -97,8 +121,21 @@ class ExternalStore(PartyReads):
             )
             return created
 
-        result: list[int] = await self.db.run(_apply)
-        return result
+        return _apply
+
+    async def _apply_owed(self, party_id: str) -> None:
+        """Mirror the party's batches whose index write failed, oldest first; raises
+        (nothing more appended) while the index still refuses them."""
+        if not self._owed.get(party_id):
+            return
+        async with self._owed_lock:  # two writers must not mirror the same batch twice
+            owed = self._owed.get(party_id)
+            while owed:
+                lines, size = owed[0]
+                await self.db.run(self._mirror(party_id, lines, size))
+                owed.pop(0)
+                log.info("party %s: a record the index refused is mirrored now", party_id)
+            self._owed.pop(party_id, None)
 
     # -- tiers ---------------------------------------------------------------------
     def configured_tier(
@@ -165,10 +202,14 @@ class ExternalStore(PartyReads):
         owes one (:mod:`bot.party_resume`)."""
         party_id = party_handle(channel, party_key)
         handles = sorted({normalise_identity(channel, a) for a in aliases if a.strip()})
+        await self._apply_owed(party_id)
         if await self.is_duplicate(party_id, message_ref):
             party = await self.get(party_id)
             assert party is not None
-            return party, True
+            # recorded by a call that failed after writing it: its flow is still to run
+            unhandled = (party_id, message_ref) in self._unhandled
+            self._unhandled.discard((party_id, message_ref))
+            return party, not unhandled
         now = iso(utcnow())
         existing = await self.get(party_id)
         configured = self.configured_tier(channel, party_key, aliases)

@@ -57,6 +57,16 @@ def is_storage_refusal(exc: BaseException) -> bool:
     return any(code & 0xFF in _REFUSALS for code in _sqlite_codes(exc))
 
 
+# ... and for a file another process holds locked: SQLITE_BUSY, SQLITE_LOCKED
+_LOCKED = (5, 6)
+
+
+def is_lock_contention(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is SQLite finding the file locked by
+    another process (a backup, an ``sqlite3`` shell) past its busy timeout."""
+    return any(code & 0xFF in _LOCKED for code in _sqlite_codes(exc))
+
+
 def _sqlite_codes(exc: BaseException) -> list[int]:
     codes = [getattr(current, "sqlite_errorcode", None) for current in _chain(exc)]
     return [code for code in codes if isinstance(code, int)]

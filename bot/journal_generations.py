@@ -169,8 +169,9 @@ class Generations:
         if legacy:
             fsync_path(self.directory)
         if lives:
-            log.info(
-                "journal replayed: %d files, %d records rewritten in %d transcripts",
+            log.info(  # which journal: the conversations' and the parties' said the same
+                "journal replayed (%s): %d files, %d records rewritten in %d transcripts",
+                self.directory,
                 len(lives),
                 repaired,
                 len(touched),

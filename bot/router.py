@@ -22,6 +22,7 @@ from bot.commands import DETACHED_COMMANDS, Commands, parse_command
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, scrubbed
 from bot.index import ConversationRecord
+from bot.index_rescue import is_storage_refusal
 from bot.resolver import THREADED_CHANNELS, ConversationResolver, ReadOnlyConversation
 from bot.spool import InboundSpool
 from bot.strangers import StrangerFlow
@@ -82,7 +83,11 @@ class Router:
                 # A dashboard naming a conversation that does not exist (the contract
                 # promises channels a DeliveryError, never a stray LookupError).
                 raise DeliveryError(f"no conversation {exc}") from None
-            except OSError as exc:
+            except Exception as exc:
+                # SQLite's refusal too ("database or disk is full"): it reached the channel
+                # as a bug, neither held nor retried, and the owner was not told
+                if not (isinstance(exc, OSError) or is_storage_refusal(exc)):
+                    raise
                 log.error(
                     "cannot store message %s from %s (%s)", message.message_id, message.channel, exc
                 )
@@ -198,12 +203,13 @@ class Router:
     def _storage_recovered(self) -> None:
         self._storage_alerted = False  # the next failure alerts the owner again
 
-    async def _alert_owner_storage(self, exc: OSError) -> None:
+    async def _alert_owner_storage(self, exc: Exception) -> None:
         if self._storage_alerted:
             return
         self._storage_alerted = True
+        reason = getattr(exc, "strerror", None) or exc
         text = (
-            f"Storage problem: I cannot write messages to disk ({exc.strerror or exc}). "
+            f"Storage problem: I cannot write messages to disk ({reason}). "
             "Incoming messages are held in memory and retried; please free disk space."
         )
         await self.s.alert_owner(text)

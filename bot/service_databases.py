@@ -14,10 +14,22 @@ import logging
 from bot.config import AppConfig
 from bot.db import Database, SchemaTooNew
 from bot.ftsmerge import open_index_database
-from bot.index_rescue import StateLost, check_state_file, is_corruption, is_storage_refusal
+from bot.index_rescue import (
+    StateLost,
+    check_state_file,
+    is_corruption,
+    is_lock_contention,
+    is_storage_refusal,
+)
 from bot.schema import STATE_MIGRATIONS
 
 log = logging.getLogger("my_agent.services")
+
+
+LOCKED_REMEDY = (
+    "another process holds it locked (a backup, an sqlite3 shell?): let it finish or "
+    "close it; the file itself is fine"
+)
 
 
 class DatabaseOpenError(Exception):
@@ -58,6 +70,9 @@ async def open_databases(config: AppConfig, exclusive: bool) -> tuple[Database, 
             "the disk refuses writes (full, read-only or failing): free space or repair "
             "it; the file itself may be fine"
             if is_storage_refusal(exc)
+            # not "move it aside": that would throw away a good outbox for a lock
+            else LOCKED_REMEDY
+            if is_lock_contention(exc)
             else "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
             if path == config.index_path
             else "it holds the outbox and channel cursors: restore it from a backup, or "

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from bot.events import InboundMessage
+from bot.index_rescue import is_storage_refusal
 from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.services")
@@ -59,7 +60,19 @@ class InboundSpool:
             message = self._held[0]
             try:
                 await self._route(message)
-            except OSError as exc:
+            except Exception as exc:
+                if not (isinstance(exc, OSError) or is_storage_refusal(exc)):
+                    # Anything else ended this task with the message left at the head:
+                    # it and every message held after it stayed in memory, never retried
+                    # until another failure started a task again. A bug now: its channel's
+                    # redelivery is what is left (the channel was refused it).
+                    log.exception(
+                        "spooled message %s from %s cannot be routed: no longer held",
+                        message.message_id,
+                        message.channel,
+                    )
+                    self._held.popleft()
+                    continue
                 log.warning("spooled message still cannot be stored: %s", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.index_rescue import is_storage_refusal
+from bot.index_rescue import is_lock_contention, is_storage_refusal
 from bot.journal import journal_in_use
 
 if TYPE_CHECKING:
@@ -189,12 +189,11 @@ async def open_services_waiting(
                 warned = True
             await _poll(free, left, stop)
         except Exception as exc:
-            if not is_storage_refusal(exc) or (stop is not None and stop.is_set()):
+            if not may_wait(exc) or (stop is not None and stop.is_set()):
                 raise
-            text = (
-                f"cannot open the store: {exc} ({_free_space(config.data_dir)}); "
-                f"trying again in {delay:.0f} s"
-            )
+            # (a lock: the error says so, bot.service_databases; free space says nothing)
+            why = "" if is_lock_contention(exc) else f" ({_free_space(config.data_dir)})"
+            text = f"cannot open the store: {exc}{why}; trying again in {delay:.0f} s"
             if time.monotonic() >= said + STORAGE_LOG_SECONDS:
                 log.error("%s", text)
                 said = time.monotonic()
@@ -204,6 +203,14 @@ async def open_services_waiting(
             if stop is not None and stop.is_set():
                 raise
             delay = min(delay * 2, STORAGE_WAIT_MAX)
+
+
+def may_wait(exc: BaseException) -> bool:
+    """Whether the daemon's open is tried again after ``exc``: the disk refusing writes,
+    or a database another process holds locked (a backup, an ``sqlite3`` shell). The
+    lock made the daemon exit 74 advising to move state.db aside, which would have
+    thrown away a good outbox; systemd restarted it into the same lock, 5 times."""
+    return is_storage_refusal(exc) or is_lock_contention(exc)
 
 
 def _free_space(data_dir: Path) -> str:

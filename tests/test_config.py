@@ -202,13 +202,13 @@ def test_check_config_names_every_wrong_key_at_once(
     err = capsys.readouterr().err.splitlines()
     assert err == [
         "configuration error: owner.identities.telegram.0: still holds a placeholder from "
-        "config.example.yaml",
+        f"config.example.yaml ({path}, line 3)",
         "configuration error: owner.identities.telegram.1: still holds a placeholder from "
-        "config.example.yaml",
+        f"config.example.yaml ({path}, line 3)",
         "configuration error: channels.web.port: Input should be a valid integer, unable to "
-        "parse string as an integer",
+        f"parse string as an integer ({path}, line 6)",
         "configuration error: channels.web.prot: unknown key (did you mean port?); "
-        "config.example.yaml lists every key",
+        f"config.example.yaml lists every key ({path}, line 7)",
     ]
     with pytest.raises(ConfigError) as info:
         load_config(path, env={})

@@ -109,6 +109,20 @@ async def test_lost_transcript_writes_come_back_from_the_journal(tmp_path: Path)
     again.close()
 
 
+async def test_the_replay_log_line_names_its_journal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: the conversations' and the parties' journals both logged "journal
+    # replayed: 1 files, ..." at every start: two identical lines, neither saying which.
+    crashed, _ = await _crashed(tmp_path, 3)
+    again = TranscriptStore(crashed.parent)
+    with caplog.at_level("INFO", logger="my_agent.journal"):
+        again.open()
+    again.close()
+    [line] = [r.getMessage() for r in caplog.records if "replayed" in r.getMessage()]
+    assert line.startswith(f"journal replayed ({crashed.parent / 'journal'}): ")
+
+
 async def test_garbage_in_place_of_a_lost_tail_is_replaced(tmp_path: Path) -> None:
     crashed, expected = await _crashed(tmp_path, 5)
     data = bytearray(crashed.read_bytes())

@@ -337,3 +337,43 @@ async def test_a_second_daemon_named_in_the_status_file_is_refused_at_once(
         other.kill()
         other.wait()
         first.close()
+
+
+async def test_the_daemon_waits_while_another_process_holds_state_db_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: state.db held locked by another process (a backup, an sqlite3 shell)
+    made the daemon exit 74 advising to "move it aside to start with an empty one",
+    which throws a good outbox away; systemd restarted it into the same lock. Now the
+    open is tried again; a command still exits 74, with the lock named as the cause."""
+    import sqlite3
+
+    from bot.db import Database
+    from bot.services import DatabaseOpenError, close_services, open_services
+
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    real_open = Database.open
+    locked_for = [2]  # the opens that find it locked (SQLite's busy timeout passed)
+
+    async def open_db(path: Path, *args: object, **kwargs: object) -> Database:
+        if path == config.state_path and locked_for[0] > 0:
+            locked_for[0] -= 1
+            exc = sqlite3.OperationalError("database is locked")
+            exc.sqlite_errorcode = 5  # type: ignore[attr-defined]
+            raise exc
+        return await real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Database, "open", staticmethod(open_db))
+    with pytest.raises(DatabaseOpenError) as refused:
+        await open_services(config, exclusive=False)  # a command: exit 74, saying why
+    assert "another process holds it locked" in str(refused.value)
+    assert "move it aside" not in str(refused.value)
+    monkeypatch.setattr(store_lock, "STORAGE_WAIT_FIRST", 0.05)
+    told: list[str] = []
+    services = await asyncio.wait_for(
+        store_lock.open_services_waiting(config, asyncio.Event(), told.append), 30
+    )
+    await close_services(services)
+    assert locked_for == [0] and len(told) == 1
+    assert "another process holds it locked" in told[0]

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.config.file import default_config_path, read_config_file
+from bot.config.file import default_config_path, key_lines, line_of, read_config_file
 from bot.config.model import AppConfig
 from bot.config.problems import ConfigError, consistency_problems, validation_problem
 
@@ -153,4 +153,25 @@ def load_config(
     """Load ``path`` (or the default location, or the embedded default) and validate it."""
     chosen = Path(path) if path is not None else default_config_path()
     raw = read_config_file(chosen) if chosen is not None else None
-    return build_config(raw, env, secrets=secrets)
+    try:
+        return build_config(raw, env, secrets=secrets)
+    except ConfigError as exc:
+        if chosen is None:
+            raise
+        raise _with_lines(exc, chosen) from exc
+
+
+def _with_lines(exc: ConfigError, path: Path) -> ConfigError:
+    """``exc`` with the file line of each problem's key (or of its section, for a key
+    left out): in a long file, ``brain.max_tokens`` alone left the owner searching which
+    of the ``max_tokens`` was meant. A problem of an environment variable's value is not
+    the file's, and keeps no line."""
+    try:
+        lines = key_lines(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):  # read a moment ago; gone since: no lines
+        return exc
+    problems = []
+    for key, message in exc.problems:
+        line = None if message.startswith(tuple(ENV_OVERRIDES)) else line_of(key, lines)
+        problems.append((key, f"{message} ({path}, line {line})" if line else message))
+    return ConfigError(*problems[0], more=problems[1:])

@@ -5,9 +5,11 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+import types
+import typing
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 
 def _blank_is_none(value: object) -> object:
@@ -24,10 +26,43 @@ def _blank_is_none(value: object) -> object:
 OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
 
 
+def _number_only(annotation: Any) -> bool:
+    """True for a number that is no bool: ``int``, ``float``, ``float | None``."""
+    if typing.get_origin(annotation) is Annotated:  # Annotated[float, Field(ge=0)]
+        return _number_only(typing.get_args(annotation)[0])
+    if annotation in (int, float):
+        return True
+    args = typing.get_args(annotation)
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return union and bool not in args and any(_number_only(a) for a in args)
+
+
+def _bool_in(value: Any, annotation: Any) -> bool:
+    """True when ``value`` holds a YAML true/false where ``annotation`` wants a number
+    (itself, or a value of a ``dict[str, float]`` such as ``brain.debounce_seconds``)."""
+    if isinstance(value, bool):
+        return _number_only(annotation)
+    if isinstance(value, dict) and typing.get_origin(annotation) is dict:
+        inner = typing.get_args(annotation)[1]
+        return any(_bool_in(v, inner) for v in value.values())
+    return False
+
+
 class _Section(BaseModel):
     # No .inf/.nan: YAML's ".inf" passed every bound ("gt=0") and the daemon then failed
     # at start (a timeout in seconds turned into an integer), far from the key.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic reads true as 1 and false as 0: ``port: true`` (``enabled: true``
+        one line off) passed check-config as port 1, ``request_timeout: yes`` as one
+        second."""
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _bool_in(value, field.annotation):
+            raise ValueError("a number is needed here, not true/false")
+        return value
 
 
 class WebChannelConfig(_Section):

@@ -78,6 +78,49 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{where}: {' '.join(str(problem).split())}"
 
 
+def key_lines(text: str) -> dict[str, int]:
+    """The line (1-based) of every key and list item of the YAML ``text``, by dotted
+    path as the errors name them (``channels.web.port``, ``owner.identities.telegram.0``);
+    {} for text that is not YAML."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    walked: set[int] = set()  # an alias is walked once (and an endless one ends)
+    todo: list[tuple[str, yaml.Node | None]] = [("", root)]
+    while todo:
+        prefix, node = todo.pop()
+        if node is None or id(node) in walked:
+            continue
+        walked.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            items = [
+                (str(k.value) if isinstance(k, yaml.ScalarNode) else "", k, v)
+                for k, v in node.value
+            ]
+        elif isinstance(node, yaml.SequenceNode):
+            items = [(str(i), item, item) for i, item in enumerate(node.value)]
+        else:
+            continue
+        for key, where, value in items:
+            dotted = f"{prefix}.{key}" if prefix else key
+            lines.setdefault(dotted, where.start_mark.line + 1)
+            todo.append((dotted, value))
+    return lines
+
+
+def line_of(key: str, lines: dict[str, int]) -> int | None:
+    """The line of ``key`` in the file, else of the nearest section holding it (a key
+    left out, ``channels.telegram.token``: the ``telegram:`` line); None when neither
+    is written in the file."""
+    while key:
+        if key in lines:
+            return lines[key]
+        key = key.rpartition(".")[0]
+    return None
+
+
 def read_config_file(path: Path) -> Any:
     """The mapping (or None) the YAML file at ``path`` holds, checked as described above."""
     try:
