@@ -644,16 +644,16 @@ async def test_a_message_that_cannot_be_read_is_recorded_as_received_not_skipped
     host: RecordingHost,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import channels.telegram.adapter as adapter_module
+    import channels.telegram.receiving as receiving
 
-    real = adapter_module.translate_message
+    real = receiving.translate_message
 
     def fragile(message, **kw):  # type: ignore[no-untyped-def]
         if message.text == "call the  bank at 9":
             raise ValueError("a shape this version does not expect")
         return real(message, **kw)
 
-    monkeypatch.setattr(adapter_module, "translate_message", fragile)
+    monkeypatch.setattr(receiving, "translate_message", fragile)
     tg_server.inject_message(OWNER_ID, "call the  bank at 9")
     tg_server.inject_message(OWNER_ID, "and then?")
     await host.wait_delivered(2, timeout=20)
