@@ -135,9 +135,9 @@ class TelegramChannel(TelegramReceiver):
             await self.menus.refresh()
 
     def stop_waiting(self) -> None:
-        """The daemon is stopping: a send waiting out a flood ban (or a network backoff)
-        gives up now, its message kept in the outbox; before, a stop in a 30 s flood
-        wait took 30 s. Sends that need no wait still go until :meth:`stop`."""
+        """The daemon is stopping: a send waiting out a flood ban (or a network backoff,
+        or a refused token) gives up now, its message kept in the outbox; before, a stop
+        in a 30 s flood wait took 30 s. Sends that need no wait still go until :meth:`stop`."""
         self.sender.stopping.set()
 
     async def stop(self) -> None:
@@ -196,14 +196,25 @@ class TelegramChannel(TelegramReceiver):
 
     # -- sending -------------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> SendResult:
-        """Deliver ``msg`` (see :class:`TelegramSender`); stops the typing indicator."""
+        """Deliver ``msg`` (see :class:`TelegramSender`); stops the typing indicator.
+        While Telegram refuses the bot token, waits until it accepts it again
+        (:meth:`TokenState.held`): the message stays pending in the outbox meanwhile."""
         if self._closed:
             # Raise (not PermanentSendError): the outbox keeps it for the next start.
             raise ChannelStopped("the Telegram channel is stopped")
         self._sends += 1
         self._idle.clear()
         try:
-            return await self.sender.send(msg)
+            while True:
+                await self.token.held(self.sender.stopping)
+                try:
+                    return await self.sender.send(msg)
+                except TelegramUnauthorizedError:
+                    # Revoked since the last poll: held like the rest (parts delivered
+                    # are remembered by the sender, so the retry does not repeat them);
+                    # the polling loop asks Telegram again (TelegramReceiver._run).
+                    self.started = False
+                    await self.token.refuse()
         finally:
             self._sends -= 1
             if not self._sends:

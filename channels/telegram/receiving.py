@@ -76,7 +76,9 @@ class TelegramReceiver:
             await self._pause(self.token.retry_every)
         while not self._stopping.is_set():
             try:
-                if self.me is None:
+                # set up again also when a send found the token refused since: its
+                # getMe says when Telegram accepts it, and the held sends go
+                if self.me is None or self.token.refused is not None:
                     await self._setup()
                 updates = await self._poll()
                 backoff.reset()
