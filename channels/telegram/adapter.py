@@ -22,6 +22,7 @@ from bot.config.model import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.telegram.albums import Albums
+from channels.telegram.edits import EditHistory
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.receiving import TelegramReceiver
@@ -76,6 +77,7 @@ class TelegramChannel(TelegramReceiver):
         self.sender.route = self.migrations.current  # a moved group's sends: its new id
         self.sender.on_moved = self._moved
         self.albums = Albums()
+        self.edits = EditHistory()
         self.me: BotIdentity | None = None
         self.offset = 0
         self._host: ChannelHost | None = None

@@ -23,6 +23,7 @@ from bot.channel import ChannelHost, DeliveryError
 from bot.config.channels import TelegramChannelConfig, TelegramGroupConfig
 from channels.telegram.albums import Albums
 from channels.telegram.callbacks import callback_message
+from channels.telegram.edits import EditHistory
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.polling import Batch, poll_updates
@@ -49,6 +50,7 @@ class TelegramReceiver:
     menus: OwnerMenus
     migrations: GroupMigrations
     albums: Albums
+    edits: EditHistory
     groups: dict[str, TelegramGroupConfig]
     token: TokenState
     me: BotIdentity | None
@@ -156,7 +158,9 @@ class TelegramReceiver:
                 log.info("skipping update %s of an unsupported type", update.update_id)
                 inbound = None
             if inbound is not None:
+                inbound = self.edits.apply(inbound)  # an edit: what it said before
                 await self._host.deliver(self.albums.apply(self.migrations.apply(inbound)))
+                self.edits.remember(inbound)
                 if self.albums.changed:
                     await self._save_albums()
                 await self.menus.first_message(inbound.chat_id)
