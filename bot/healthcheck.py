@@ -123,8 +123,9 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
         try:
             report["outbox"] = outbox_counts(config.state_path)
             # while the daemon runs, its status line says these
+            enabled = [name for name, section in config.channels if section.enabled]
             stored = (
-                stored_channel_problems(config.state_path)
+                stored_channel_problems(config.state_path, enabled)
                 if daemon["state"] in ("stopped", "unknown")
                 else []
             )

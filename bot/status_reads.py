@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,12 @@ def _wal_left(path: Path) -> bool:
         return False
 
 
-def stored_channel_problems(state_path: Path) -> list[str]:
+def stored_channel_problems(state_path: Path, channels: Collection[str] | None = None) -> list[str]:
     """The problems channels keep with their cursors in ``state.db`` (a JSON value with a
     ``problem`` line, :meth:`bot.channel.ChannelHost.set_cursor`): what the daemon's
     status line says while it runs (a mail the server would not hand over), for a
-    report made while it does not."""
+    report made while it does not. ``channels``: only theirs (the channels enabled: a
+    refusal kept by a channel turned off since is no problem of the daemon's)."""
     conn = connect_readonly(state_path)
     try:
         rows = conn.execute(
@@ -64,6 +66,6 @@ def stored_channel_problems(state_path: Path) -> list[str]:
             problem = json.loads(value).get("problem")
         except (ValueError, AttributeError):
             continue
-        if isinstance(problem, str) and problem:
+        if isinstance(problem, str) and problem and (channels is None or channel in channels):
             out.append(f"{channel}: {problem}")
     return out

@@ -637,3 +637,27 @@ async def test_status_json_keys_are_the_documented_ones(tmp_path: Path) -> None:
     for section in ("disk", "counts", "index", "outbox"):
         assert set(report[section]) == documented[section], section
     assert set(report["daemon"]) <= documented["daemon"]
+
+
+async def test_a_token_refusal_kept_by_telegram_is_not_reported_once_telegram_is_disabled(
+    tmp_path: Path,
+) -> None:
+    # Regression: the refusal the Telegram channel kept with its cursors (for a stopped
+    # daemon's report) stayed in every `my-agent status` after Telegram was turned off.
+    config = _config(tmp_path)
+    await _populate(config)
+    state = await Database.open(config.state_path, STATE_MIGRATIONS)
+    await state.execute(
+        "INSERT INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?)",
+        ("telegram", "token", json.dumps({"problem": "Telegram refused the bot token"}),
+         "2026-01-01T00:00:00.000Z"),
+    )  # fmt: skip
+    await state.close()
+    refused = "telegram: Telegram refused the bot token"
+    off = await asyncio.to_thread(healthcheck.collect, config)
+    assert off["daemon"]["state"] in ("stopped", "unknown")
+    assert refused not in off["problems"]
+    config.channels.telegram.enabled = True  # still on: still said
+    config.channels.telegram.token = "123456:kept"
+    on = await asyncio.to_thread(healthcheck.collect, config)
+    assert refused in on["problems"]

@@ -64,6 +64,7 @@ class TelegramSender(ApiCalls):
         # once its row is gone, so an entry counts only for the message it was made for.
         self._saved: dict[int, tuple[int, str | None, str]] = {}
         self.save: Save | None = None  # set by the channel: persists what restore reads
+        self._finished: set[int] = set()  # saved as all delivered, until the next save
 
     def restore(self, stored: str | None) -> None:
         """Take back the partial deliveries :attr:`save` persisted (JSON), if readable."""
@@ -75,7 +76,11 @@ class TelegramSender(ApiCalls):
             self._saved = {}
 
     async def _keep(self, key: int, mark: str, progress: tuple[int, str | None] | None) -> None:
-        """Save (or, ``progress`` None, drop) the parts of outbox ``key`` delivered."""
+        """Save (or, ``progress`` None, drop) the parts of outbox ``key`` delivered;
+        the messages saved as all delivered before it are dropped (marked sent since)."""
+        for old in self._finished - {key}:
+            self._saved.pop(old, None)
+        self._finished &= {key}
         if progress is None:
             if self._saved.pop(key, None) is None:
                 return
@@ -185,7 +190,16 @@ class TelegramSender(ApiCalls):
             log.info("resuming outbox message %s after %d delivered part(s)", key, done)
         try:
             return await self._send_parts(
-                chat_id, parts, files, markup, reply_to, key, done, ref, topic=_topic(msg)
+                chat_id,
+                parts,
+                files,
+                markup,
+                reply_to,
+                key,
+                done,
+                ref,
+                topic=_topic(msg),
+                mark=mark,
             )
         except BaseException:
             if key is not None:
@@ -193,7 +207,7 @@ class TelegramSender(ApiCalls):
                 await self._keep(key, mark, self._progress.get(key))
             raise
         finally:
-            if key is not None and key not in self._progress:
+            if key is not None and key not in self._progress and key not in self._finished:
                 await self._keep(key, mark, None)  # delivered, or given up on
 
     async def _send_parts(
@@ -208,9 +222,17 @@ class TelegramSender(ApiCalls):
         ref: str | None,
         *,
         topic: int | None = None,
+        mark: str = "",
     ) -> SendResult:
-        """Send ``parts`` then ``files`` from index ``done`` on (see :meth:`send`)."""
-        for index in range(done, len(parts) + len(files)):
+        """Send ``parts`` then ``files`` from index ``done`` on (see :meth:`send`).
+
+        A part Telegram confirmed with more to follow is saved at once (``mark``: the
+        message's fingerprint): killed (SIGKILL, power cut) while a later part was in
+        flight, the daemon's retry after the restart sent the confirmed parts again.
+        The last part is not: the outbox marks the message sent right after it, and a
+        write more per reply would compete with the transcripts' (docs/benchmarks.md)."""
+        total = len(parts) + len(files)
+        for index in range(done, total):
             last = index == len(parts) - 1
             try:
                 if index >= len(parts):
@@ -230,8 +252,17 @@ class TelegramSender(ApiCalls):
             ref = f"{sent.chat.id}:{sent.message_id}"
             if key is not None:
                 self._progress[key] = (index + 1, ref)
+                if index + 1 < total:
+                    await self._keep(key, mark, self._progress[key])
         if key is not None:
             self._progress.pop(key, None)
+            if key in self._saved:
+                # Saved part by part: kept as all delivered (not dropped) until the next
+                # save, which comes once the outbox has marked this message sent (its
+                # worker sends one message at a time); killed before that mark, the
+                # retry after the restart finds every part delivered and sends none.
+                await self._keep(key, mark, (total, ref))
+                self._finished.add(key)
         return SendResult(message_ref=ref)
 
 

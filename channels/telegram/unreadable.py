@@ -1,7 +1,7 @@
 """What is kept of a message the adapter cannot read.
 
 An update whose handling keeps failing (a message of a shape the translation does not
-expect, a defect) is retried :data:`~channels.telegram.adapter.MAX_UPDATE_FAILURES`
+expect, a defect) is retried :data:`~channels.telegram.receiving.MAX_UPDATE_FAILURES`
 times and then passed over, so that one message cannot stop every later one. Passed
 over silently, it was lost: nobody but the log knew it had come. Its chat, sender and
 words as Telegram sent them are recorded instead, labelled, and answered like any

@@ -284,7 +284,7 @@ async def test_media_edits_and_odd_updates_never_crash(
         "[location 52.52000, 13.40500]",
         "[unknown]",
         "meet at 5",
-        "[edited] meet at 6",
+        '[edited, before: "meet at 5"] meet at 6',
     ]
     photo_att = host.delivered[0].attachments[0]
     assert (photo_att.kind, photo_att.size, photo_att.description) == ("photo", 123456, "1280x960")
@@ -294,6 +294,38 @@ async def test_media_edits_and_odd_updates_never_crash(
     edit = host.delivered[-1]
     assert edit.message_id.startswith(f"{OWNER_ID}:{original['message_id']}:edit:")
     assert edit.metadata["edited"] is True
+    assert edit.metadata["previous_text"] == "meet at 5"
+
+
+async def test_an_edit_is_recorded_with_what_the_message_said_before(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    # Regression: an edit was recorded as "[edited] new text" alone: neither the owner
+    # reading the transcript nor the model could tell what it had said before.
+    original = tg_server.inject_message(OWNER_ID, "meet at 5 at the station")
+    await host.wait_delivered(1)
+    refused: list[str] = []
+    host.refuse = lambda m: bool(m.metadata.get("edited")) and not refused.append(m.text)
+    first = tg_server.inject_edit(original, "meet at 6 at the station")  # the disk refuses it
+    await tg_server.wait_for("getUpdates", len(tg_server.calls_of("getUpdates")) + 2)
+    assert refused
+    host.refuse = lambda m: False  # retried: still knows what it said before
+    await host.wait_delivered(2)
+    tg_server.push_update(
+        "edited_message", dict(first, text="meet at 7", edit_date=first["edit_date"] + 1)
+    )
+    await host.wait_delivered(3)
+    long = tg_server.inject_message(OWNER_ID, "x" * 300)
+    await host.wait_delivered(4)
+    tg_server.inject_edit(long, "short now")
+    await host.wait_delivered(5)
+    second, third, shortened = host.delivered[1], host.delivered[2], host.delivered[4]
+    assert second.text == '[edited, before: "meet at 5 at the station"] meet at 6 at the station'
+    assert second.metadata["previous_text"] == "meet at 5 at the station"
+    assert third.text == '[edited, before: "meet at 6 at the station"] meet at 7'
+    assert third.metadata["previous_text"] == "meet at 6 at the station"
+    assert shortened.text == f'[edited, before: "{"x" * 200}…"] short now'
+    assert shortened.metadata["previous_text"] == "x" * 300  # in full
 
 
 async def test_a_forward_says_whose_words_it_carries(
@@ -644,16 +676,16 @@ async def test_a_message_that_cannot_be_read_is_recorded_as_received_not_skipped
     host: RecordingHost,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import channels.telegram.adapter as adapter_module
+    import channels.telegram.receiving as receiving
 
-    real = adapter_module.translate_message
+    real = receiving.translate_message
 
     def fragile(message, **kw):  # type: ignore[no-untyped-def]
         if message.text == "call the  bank at 9":
             raise ValueError("a shape this version does not expect")
         return real(message, **kw)
 
-    monkeypatch.setattr(adapter_module, "translate_message", fragile)
+    monkeypatch.setattr(receiving, "translate_message", fragile)
     tg_server.inject_message(OWNER_ID, "call the  bank at 9")
     tg_server.inject_message(OWNER_ID, "and then?")
     await host.wait_delivered(2, timeout=20)

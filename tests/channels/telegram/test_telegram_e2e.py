@@ -299,8 +299,10 @@ async def test_media_and_edits_are_recorded_with_placeholders_and_answered(
     turns = await stack.turns(OWNER_KEY)
     users = [t for t in turns if t["role"] == "user"]
     assert [t["content"] for t in users] == [
-        "[document: lease.pdf, 4 KB] can you keep this?", "meet at 5", "[edited] meet at 6",
+        "[document: lease.pdf, 4 KB] can you keep this?", "meet at 5",
+        '[edited, before: "meet at 5"] meet at 6',
     ]  # fmt: skip
+    assert users[2]["metadata"]["previous_text"] == "meet at 5"  # kept in the transcript
     attachment = users[0]["metadata"]["attachments"][0]
     assert attachment["kind"] == "document" and attachment["name"] == "lease.pdf"
 
@@ -532,7 +534,11 @@ async def test_two_edits_within_one_second_are_both_kept(
     await settle(stack.services)
     turns = await stack.turns(OWNER_KEY)
     said = [t["content"] for t in turns if t["role"] == "user"]
-    assert said == ["meet at 5", "[edited] meet at 6", "[edited] meet at 7"]
+    assert said == [
+        "meet at 5",
+        '[edited, before: "meet at 5"] meet at 6',
+        '[edited, before: "meet at 6"] meet at 7',
+    ]
 
 
 async def test_an_albums_captions_all_reach_its_one_reply(

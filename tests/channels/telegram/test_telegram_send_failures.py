@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 
-from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.bench.fakes.telegram_api import ApiError, FakeTelegramServer
 from bot.channel import PermanentSendError
 from bot.events import OutboundMessage
 from channels.telegram import retries, typing_indicator
 from channels.telegram.adapter import TelegramChannel
 
-from .conftest import OWNER_ID, SleepRecorder
+from .conftest import OWNER_ID, RecordingHost, SleepRecorder, telegram_config
 
 
 def _accepted_but_never_confirmed(tg_server: FakeTelegramServer, channel: TelegramChannel) -> None:
@@ -138,3 +139,74 @@ async def test_a_long_formatted_reply_arrives_whole_and_a_refused_part_goes_plai
     for j in (0, 150, 299):  # nothing lost, in order
         assert whole.count(f"x_{j} = a*b & c < d # {j}") == 2
     assert whole.index("x_0 =") < whole.index("x_299 =") < whole.index("item 59")
+
+
+def _two_parts() -> str:
+    text = "word " * 1200  # two parts of at most 4,096 characters
+    assert len(text) > 4096
+    return text
+
+
+async def _restarted(
+    tg_server: FakeTelegramServer, cursors: dict[tuple[str, str], str]
+) -> tuple[TelegramChannel, RecordingHost]:
+    """A new channel over the cursors state.db held at the kill (none of the old
+    channel's except/finally blocks ran: a SIGKILL, a power cut)."""
+    host = RecordingHost()
+    host.cursors = dict(cursors)
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None, sleep=SleepRecorder())
+    await ch.start(host)
+    return ch, host
+
+
+async def test_a_kill_while_a_later_part_is_in_flight_resends_only_that_part(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    dispatch = tg_server._dispatch
+    in_flight, release = asyncio.Event(), asyncio.Event()
+
+    async def hang_the_second(method: str, p: dict[str, Any]) -> Any:
+        if method == "sendmessage" and len(tg_server.sent) == 1:  # the first confirmed
+            in_flight.set()
+            await release.wait()  # never answered: the daemon dies meanwhile
+            raise ApiError(502, "Bad Gateway")
+        return await dispatch(method, p)
+
+    tg_server._dispatch = hang_the_second  # type: ignore[method-assign]
+    msg = OutboundMessage("telegram", str(OWNER_ID), _two_parts(), outbox_id=21)
+    task = asyncio.create_task(channel.send(msg))
+    await asyncio.wait_for(in_flight.wait(), 10)
+    at_the_kill = dict(host.cursors)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    release.set()
+    tg_server._dispatch = dispatch  # type: ignore[method-assign]
+    restarted, _ = await _restarted(tg_server, at_the_kill)
+    try:
+        await restarted.send(msg)  # the outbox's retry after the restart
+    finally:
+        await restarted.stop()
+    # Before, the part Telegram had confirmed was saved only when the send failed (an
+    # exception, a stop): after a kill the retry sent it again.
+    assert len(tg_server.sent_to(OWNER_ID)) == 2
+
+
+async def test_a_kill_after_every_part_was_confirmed_sends_none_again(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    msg = OutboundMessage("telegram", str(OWNER_ID), _two_parts(), outbox_id=22)
+    first = await channel.send(msg)
+    assert len(tg_server.sent_to(OWNER_ID)) == 2
+    at_the_kill = dict(host.cursors)  # killed before the outbox marked it sent
+    restarted, after = await _restarted(tg_server, at_the_kill)
+    try:
+        # the outbox's retry after the restart: the answer the first send had
+        assert await restarted.send(msg) == first
+        assert len(tg_server.sent_to(OWNER_ID)) == 2
+        nxt = OutboundMessage("telegram", str(OWNER_ID), _two_parts(), outbox_id=23)
+        await restarted.send(nxt)
+    finally:
+        await restarted.stop()
+    assert len(tg_server.sent_to(OWNER_ID)) == 4
+    # the next message's save dropped it (the outbox had marked it sent by then)
+    assert list(json.loads(after.cursors[("telegram", "parts")])) == ["23"]

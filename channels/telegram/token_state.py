@@ -1,0 +1,123 @@
+"""Whether Telegram accepts the bot token: a refusal (401) said once, kept, cleared.
+
+A token refused is wrong or revoked: retrying sooner cannot help, so it is asked about
+again only every :data:`TOKEN_REFUSED_RETRY` seconds (a token restored with BotFather
+comes back without a restart). The refusal is kept with the channel's cursors (key
+``token``), so that ``my-agent status`` names it while the daemon is stopped, and is
+cleared once Telegram accepts the token, in this run or a later one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from bot.channel import ChannelHost, RetryLater
+
+log = logging.getLogger("my_agent.telegram")
+
+# A token Telegram refused (401) is asked about again this rarely: retrying sooner cannot
+# help, but a token revoked and restored with BotFather comes back without a restart.
+TOKEN_REFUSED_RETRY = 300.0
+TOKEN_REFUSED = (
+    "Telegram refused the bot token (401 Unauthorized): set a valid TELEGRAM_BOT_TOKEN "
+    "(channels.telegram.token) from BotFather; asked again every {every:g}s"
+)
+# A send held by a refused token when the daemon stops: the outbox asks again no sooner
+# than this. Sooner, its worker retried it at once, over and over (each an attempt and a
+# warning) while the stop drained the replies; much later, a restart with a new token
+# would keep the owner's replies waiting.
+HELD_RETRY_AFTER_STOP = 60.0
+
+
+class HeldByRefusedToken(RetryLater):
+    """A send held while Telegram refuses the token, given up because the daemon stops:
+    the outbox keeps its message for the next start."""
+
+
+class TokenState:
+    """The token's standing with Telegram for one channel (``channel``: its cursor's
+    channel name); :attr:`refused` is the problem line while Telegram refuses it."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+        self.refused: str | None = None
+        self.retry_every = TOKEN_REFUSED_RETRY
+        self.host: ChannelHost | None = None
+        self._kept = False  # a refusal kept with the cursors, to clear once accepted
+        # Set unless Telegram refuses the token: sends wait for it (see :meth:`held`).
+        self.accepted = asyncio.Event()
+        self.accepted.set()
+        self._held_said = False  # "sends held" said once per refusal
+
+    async def load(self, host: ChannelHost) -> None:
+        """Read whether a refusal was kept (by this run or the last)."""
+        self.host = host
+        self._kept = "problem" in (await host.get_cursor(self.channel, "token") or "")
+
+    async def accept(self) -> None:
+        """Telegram accepted the token: said once if it had refused it, the kept refusal
+        cleared."""
+        if self.refused is not None:
+            self.refused = None
+            log.info("Telegram accepts the bot token again")
+        self.accepted.set()
+        self._held_said = False
+        if self._kept:  # refused before (this run or the last): said no more
+            await self._keep()
+
+    async def refuse(self) -> float:
+        """Telegram said 401: the token is wrong or revoked. Said once, as an ERROR naming
+        the key (before: a warning every few seconds, forever, naming neither the key nor
+        that retrying could not help); returns when to ask again (:attr:`retry_every`)."""
+        self.accepted.clear()
+        if self.refused is None:
+            self.refused = TOKEN_REFUSED.format(every=self.retry_every)
+            log.error("%s", self.refused)
+            await self._keep()
+        else:
+            log.debug("Telegram still refuses the bot token")
+        return self.retry_every
+
+    async def held(self, stopping: asyncio.Event) -> None:
+        """Return once Telegram accepts the token: at once, unless it refuses it. A send
+        to a refused token cannot succeed; before, the outbox retried each message as a
+        temporary failure, a warning per attempt, until it gave up on it after
+        ``max_attempts`` (the reply lost). Now the channel's sends wait here, their
+        messages pending in the outbox (in order, none counted as an attempt), and go
+        once the polling loop finds the token accepted (restored with BotFather, or the
+        daemon restarted with a new one). ``stopping`` set first: raises
+        :class:`HeldByRefusedToken`, and the outbox keeps the message."""
+        if self.accepted.is_set():
+            return
+        if not self._held_said:
+            self._held_said = True
+            log.info("sends to Telegram are held until it accepts the bot token again "
+                        "(kept in the outbox meanwhile)")  # fmt: skip
+        if not stopping.is_set():
+            accepted = asyncio.ensure_future(self.accepted.wait())
+            stop = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait({accepted, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (accepted, stop):
+                    task.cancel()
+                await asyncio.gather(accepted, stop, return_exceptions=True)
+        if not self.accepted.is_set():
+            raise HeldByRefusedToken(
+                HELD_RETRY_AFTER_STOP, "stopping while Telegram refuses the bot token"
+            )
+
+    async def _keep(self) -> None:
+        """Keep the refusal with the cursors: ``my-agent status`` names it while the
+        daemon is stopped, and in its /readyz line while it runs."""
+        if self.host is None:
+            return
+        value = {"problem": self.refused} if self.refused else {}
+        try:
+            await self.host.set_cursor(self.channel, "token", json.dumps(value))
+        except Exception as exc:  # storage failing: the log and /status still say it
+            log.warning("cannot keep the Telegram token's state: %s", exc)
+            return
+        self._kept = bool(self.refused)

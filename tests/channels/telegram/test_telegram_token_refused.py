@@ -1,0 +1,99 @@
+"""Replies owed while Telegram refuses the bot token (401): held, not lost, not logged per try."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
+from bot.events import OutboundMessage
+from channels.telegram import token_state
+
+from .conftest import OWNER_ID, assert_no_tasks_left
+from .stack import Stack, start_stack, texts
+
+pytestmark = pytest.mark.slow
+
+HELD = ["first, held", "second, held", "third, held"]
+
+
+async def _queue_while_refused(stack: Stack, tg_server: FakeTelegramServer) -> None:
+    """Revoke the token, then queue the replies the daemon owes (in this order)."""
+    stack.channel.refused_retry = 0.3
+    stack.services.outbox.max_attempts = 3  # given up on (the reply lost) after 3
+    tg_server.token = "123456:revoked"
+    for text in HELD:
+        await stack.services.outbox.enqueue(OutboundMessage("telegram", str(OWNER_ID), text))
+    await asyncio.sleep(2.0)  # long enough for dozens of the outbox's retries (base 0.05 s)
+
+
+async def _rows(stack: Stack) -> list[tuple[str, int]]:
+    rows = await stack.services.outbox.db.fetchall(
+        "SELECT status, attempts FROM outbox ORDER BY id"
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+def _loud(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [f"{r.levelname} {r.getMessage()}" for r in caplog.records if r.levelno >= 30]
+
+
+async def test_replies_held_by_a_refused_token_go_out_in_order_once_it_is_restored(
+    tmp_path: Path, tg_server: FakeTelegramServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    stack = await start_stack(tmp_path / "data", tg_server)
+    try:
+        caplog.clear()
+        await _queue_while_refused(stack, tg_server)
+        # Before, each reply was retried as a temporary failure: a warning per attempt,
+        # and after max_attempts the outbox gave up on it (the reply lost).
+        assert await _rows(stack) == [("pending", 0)] * 3
+        loud = _loud(caplog)
+        assert len(loud) == 1 and loud[0].startswith("ERROR Telegram refused the bot token")
+        assert stack.channel.problems()
+        tg_server.token = TOKEN  # restored with BotFather: no restart
+        await stack.wait(lambda: len(tg_server.sent_to(OWNER_ID)) >= 3)
+        await asyncio.sleep(0.3)
+        assert texts(tg_server.sent_to(OWNER_ID)) == HELD  # in order, once each
+        assert [status for status, _ in await _rows(stack)] == ["sent"] * 3
+        assert stack.channel.problems() == [] and stack.channel.started
+    finally:
+        await stack.stop()
+    await assert_no_tasks_left()
+
+
+async def test_replies_held_by_a_refused_token_survive_a_stop_and_go_after_a_restart(
+    tmp_path: Path, tg_server: FakeTelegramServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(token_state, "HELD_RETRY_AFTER_STOP", 3.0)  # 60 s in a daemon
+    stack = await start_stack(tmp_path / "data", tg_server)
+    try:
+        await _queue_while_refused(stack, tg_server)
+        assert await _rows(stack) == [("pending", 0)] * 3
+    finally:
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        await stack.stop()
+    assert loop.time() - asked < 5  # the held send gives up at once
+    # kept, tried once more no sooner than HELD_RETRY_AFTER_STOP (not over and over
+    # while the stop drains the replies, each try an attempt and a warning)
+    with sqlite3.connect(stack.config.state_path) as conn:
+        rows = conn.execute("SELECT status, attempts FROM outbox ORDER BY id").fetchall()
+    assert rows == [("pending", 1), ("pending", 0), ("pending", 0)]
+    await assert_no_tasks_left()
+    assert tg_server.sent_to(OWNER_ID) == []
+    tg_server.token = TOKEN  # the owner set a working token, and restarts
+    stack = await start_stack(tmp_path / "data", tg_server)
+    try:
+        await stack.wait(lambda: len(tg_server.sent_to(OWNER_ID)) >= 3)
+        await asyncio.sleep(0.3)
+        assert texts(tg_server.sent_to(OWNER_ID)) == HELD
+        assert [status for status, _ in await _rows(stack)] == ["sent"] * 3
+    finally:
+        await stack.stop()
+    await assert_no_tasks_left()
