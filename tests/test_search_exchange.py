@@ -22,6 +22,22 @@ def test_asks_sees_a_final_question_even_before_an_attachment_note() -> None:
     assert not asks("Really? Yes, I went there last week.")
     assert not asks("[a note only]?]")  # nothing but a bracket: not a question
     assert not asks("")
+    # the fast path reads the last character: white space of any script still counts
+    assert asks("何ですか？\u3000")
+    assert asks("Why? [photo]\u2028")
+    assert not asks("A statement.\u00a0")
+
+
+def test_shifts_are_computed_once_per_neighbourhood_and_cannot_be_written() -> None:
+    """The fusion, soft coverage and the learned features share one neighbourhood per
+    ranking: a caller writing into a shared shift would corrupt the others' windows."""
+    hood = Neighbourhood(np.array([0, 0, 0, 1, 1]), np.array([1, 2, 3, 1, 2]))
+    rows, src = hood.shift(1, 2)
+    assert hood.shift(1, 2)[0] is rows
+    assert rows.tolist() == [0, 1, 3] and src.tolist() == [1, 2, 4]
+    with pytest.raises(ValueError):
+        rows[0] = 4
+    assert hood.shift(-1, 1)[0].tolist() == [1, 2, 4]
 
 
 def test_length_prior_grows_to_one_at_full_length() -> None:

@@ -1,5 +1,6 @@
 """The sign-bit prefilter: blocked Hamming distances and the shortlist they give are
-exactly those of the straightforward computation (the shortlist decides the ranking)."""
+exactly those of the straightforward computation (the shortlist decides the ranking), ties
+at the cut included."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def _reference_shortlist(bits: np.ndarray, ids: np.ndarray, query_bits: np.ndarr
     distance = np.bitwise_count(bits[:, 0] ^ query_bits[0]).astype(np.uint16)
     for word in range(1, bits.shape[1]):
         distance += np.bitwise_count(bits[:, word] ^ query_bits[word])
-    return ids[np.argpartition(distance, count)[:count]]
+    # the nearest, and of those tied at the cut the last loaded (the newest turns)
+    order = np.lexsort((-np.arange(len(distance)), distance))
+    return np.sort(ids[order[:count]])
 
 
 @pytest.mark.parametrize("block", [7, 64, 65536])
@@ -40,7 +43,7 @@ def test_blocked_distances_and_shortlist_are_exact(
         assert np.array_equal(matrix.distances(query_bits), _reference_distances(bits, query_bits))
         for count in (256, 400):
             assert np.array_equal(
-                matrix.shortlist(query_bits, count),
+                np.sort(matrix.shortlist(query_bits, count)),
                 _reference_shortlist(bits, ids, query_bits, count),
             )
 
@@ -89,3 +92,13 @@ def test_shortlist_among_keeps_the_nearest_of_the_allowed_turns(in_id_order: boo
     matrix.remove({999_999})
     assert 999_999 not in matrix.shortlist_among(query, 100, allowed).tolist()
     assert matrix.shortlist_among(query, 5, [1, 2, 4]).tolist() == []
+
+
+def test_a_tie_at_the_cut_keeps_the_newest() -> None:
+    """Of the vectors at the cut distance, the last loaded (the newest turns) are kept:
+    before, which of them ``argpartition`` kept was its own choice."""
+    distance = np.array([3, 1, 3, 0, 3, 3, 2, 3], dtype=np.uint16)
+    assert sorted(vectors_module.nearest(distance, 4).tolist()) == [1, 3, 6, 7]
+    assert sorted(vectors_module.nearest(distance, 6).tolist()) == [1, 3, 4, 5, 6, 7]
+    assert sorted(vectors_module.nearest(distance, 3).tolist()) == [1, 3, 6]
+    assert sorted(vectors_module.nearest(distance, 1).tolist()) == [3]

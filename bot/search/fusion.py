@@ -16,7 +16,6 @@ from bot.config.model import SearchConfig
 from bot.graphemes import boundary_before
 from bot.named_dates import date_match
 from bot.ranking import (
-    Neighbourhood,
     asks,
     has_time_words,
     is_when_question,
@@ -170,7 +169,7 @@ def fuse(
     names: dict[str, str],
 ) -> Scored:
     n = len(rows.ids)
-    hood = Neighbourhood(rows.codes, np.asarray(rows.number, dtype=np.int64))
+    hood = rows.hood()
     kw_by_id = {k[0]: k[3] for k in keyword}
     kw_raw = np.fromiter((kw_by_id.get(t, 0.0) for t in rows.ids), np.float64, n)
     # -bm25 is > 0 for every match: scale by the best (0 stays "no keyword evidence").

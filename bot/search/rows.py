@@ -7,6 +7,7 @@ side of the query embedding, see :mod:`bot.search.service`) over disjoint spans
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 from bot.db import SyncConn
 from bot.named_dates import DateRange, query_dates
 from bot.owner_days import local_days
+from bot.ranking import Neighbourhood
 from bot.vector_codec import half_matrix
 
 
@@ -42,6 +44,14 @@ class Rows:
     dates: list[DateRange] | None = None
     _speakers: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _days: list[date | None] | None = field(default=None, init=False, repr=False, compare=False)
+    _hood: Neighbourhood | None = field(default=None, init=False, repr=False, compare=False)
+
+    def hood(self) -> Neighbourhood:
+        """The rows' :class:`~bot.ranking.Neighbourhood`, one per ranking: the fusion,
+        soft coverage and the learned features share its computed shifts."""
+        if self._hood is None:
+            self._hood = Neighbourhood(self.codes, np.asarray(self.number, dtype=np.int64))
+        return self._hood
 
     def named_dates(self, query: str) -> list[DateRange]:
         """The dates ``query`` names: :attr:`dates` as the search read them once per
@@ -121,8 +131,9 @@ def fetch_spans(
     return rows
 
 
-def _order(row: tuple[Any, ...]) -> tuple[str, int, int]:
-    return (row[1], row[2], row[0])
+# (conversation, turn number, id): the order an ``ORDER BY`` gave (a C-level key: the
+# Python function it replaces cost ~0.2 ms of a ranking's ~700 rows)
+_order = operator.itemgetter(1, 2, 0)
 
 
 def build_rows(

@@ -160,7 +160,7 @@ def attach(scored: Scored, source: Source, depth: int) -> None:
     their +-1 neighbours (:class:`Matches`, into ``scored.terms``)."""
     rows = scored.rows
     n = len(rows.ids)
-    hood = Neighbourhood(rows.codes, np.asarray(rows.number, dtype=np.int64))
+    hood = rows.hood()
     idx = scored.order[:depth]
     near = [_neighbours(hood, offset, n)[idx] for offset in (-1, 1)]
     covered = np.unique(np.concatenate([idx, *near]))
@@ -233,7 +233,7 @@ def features(scored: Scored, idx: np.ndarray) -> np.ndarray:
     if terms is None or k == 0 or not terms.query:
         return out
     rows = scored.rows
-    hood = Neighbourhood(rows.codes, np.asarray(rows.number, dtype=np.int64))
+    hood = rows.hood()
     own, literal = terms.of(idx)
     before, _ = terms.of(_neighbours(hood, -1, len(rows.ids))[idx])
     nxt, _ = terms.of(_neighbours(hood, 1, len(rows.ids))[idx])
