@@ -577,7 +577,7 @@ def test_reading_commands_next_to_a_daemon_do_not_index_its_lines(
     conv_id = store.ids["web"]
 
     def turn_rows() -> int:
-        import sqlite3
+        from tests.sqlite_driver import sqlite3
 
         with sqlite3.connect(store.config.index_path) as conn:
             row = conn.execute(

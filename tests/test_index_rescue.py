@@ -4,7 +4,6 @@ transcripts (bot/index_rescue.py); a one-shot command still refuses it, naming t
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from bot.index_rescue import is_corruption
 from bot.journal_files import lock_journal
 from bot.services import DatabaseOpenError, open_services
 from tests.conftest import make_config, settle, shutdown_services
+from tests.sqlite_driver import sqlite3
 from tests.support import ScriptedBrain, inbound
 
 MESSAGES = 12

@@ -230,7 +230,7 @@ def _owner_reply(key: str) -> bool:
 
 
 def _outbox_keys(data_dir: Path) -> dict[str, str]:
-    import sqlite3
+    from tests.sqlite_driver import sqlite3
 
     conn = sqlite3.connect(f"file:{data_dir / 'state.db'}?mode=ro", uri=True)
     try:

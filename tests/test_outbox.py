@@ -341,7 +341,7 @@ async def test_a_state_db_write_failure_does_not_stop_the_channel_or_send_twice(
 ) -> None:
     # Regression: when the "sent" mark could not be written (state.db on a full disk)
     # the channel's worker died: nothing more was sent on it until a restart.
-    import sqlite3
+    from tests.sqlite_driver import sqlite3
 
     outbox = Outbox(state, base_delay=0.01)
     channel = RecordingChannel()

@@ -6,7 +6,6 @@ messages each count was a scan of a million rows."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from bot.db import apply_migrations
 from bot.party_reads import PartyReads
 from bot.party_resume import _recent_parties
 from bot.schema import INDEX_MIGRATIONS
+from tests.sqlite_driver import sqlite3
 
 HOUR = "2026-01-01T10:00:00Z"
 TIME_INDEXES = {"external_messages_time", "external_messages_party_time"}

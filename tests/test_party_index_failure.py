@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from bot.channel import DeliveryError
 from bot.events import InboundMessage
 from bot.spool import InboundSpool
 from tests.conftest import OWNER_TELEGRAM_ID
+from tests.sqlite_driver import sqlite3
 from tests.support import inbound
 
 SQLITE_FULL = 13

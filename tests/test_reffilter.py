@@ -4,7 +4,6 @@ the database, and refs recorded while the filter loads are not missed."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from bot.reffilter import RefFilter, line_refs
 from bot.services import close_services, open_services
 from bot.transcript import event_line, turn_line
 from tests.conftest import make_config
+from tests.sqlite_driver import sqlite3
 from tests.support import inbound
 
 

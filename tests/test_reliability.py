@@ -234,7 +234,7 @@ def _tg_plain_sends(fake: Any, chat: int) -> int:
 
 
 def _outbox_sent_keys(data_dir: Path) -> Counter[str]:
-    import sqlite3
+    from tests.sqlite_driver import sqlite3
 
     conn = sqlite3.connect(f"file:{data_dir / 'state.db'}?mode=ro", uri=True)
     try:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from email.message import EmailMessage
@@ -69,6 +68,7 @@ from tests.channels.email.helpers import mail_id
 from tests.ops.daemon import DaemonProcess
 from tests.ops.loopback import owner_turns, wait_until
 from tests.ops.loopback import stored_stranger_ids as stored_stranger_keys
+from tests.sqlite_driver import sqlite3
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ sync levels and what comes back after a lost row are.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from bot.db import Database, Unsynced
 from bot.resume import resume_pending_replies
 from bot.transcript import TranscriptStore
+from tests.sqlite_driver import sqlite3
 
 
 def _schema(conn: Any) -> None:

@@ -5,7 +5,6 @@ meanwhile (the rows written before the kill look newer than the reply)."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from bot.events import iso, utcnow
 from tests.ops.daemon import DaemonProcess
 from tests.ops.loopback import Loopback, base_config, replies_by_message, wait_replies
+from tests.sqlite_driver import sqlite3
 
 pytestmark = pytest.mark.slow
 

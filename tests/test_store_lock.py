@@ -227,10 +227,10 @@ async def test_the_daemon_waits_while_the_disk_refuses_its_store(
     write failed) at once, and systemd gave up after 5 starts in 300 s. Now the open is
     tried again until the disk takes writes; a stop ends the wait with the error."""
     import errno
-    import sqlite3
 
     from bot import services as services_module
     from bot.services import DatabaseOpenError, DataDirError, close_services
+    from tests.sqlite_driver import sqlite3
 
     config = make_config(tmp_path)
     config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -346,10 +346,9 @@ async def test_the_daemon_waits_while_another_process_holds_state_db_locked(
     made the daemon exit 74 advising to "move it aside to start with an empty one",
     which throws a good outbox away; systemd restarted it into the same lock. Now the
     open is tried again; a command still exits 74, with the lock named as the cause."""
-    import sqlite3
-
     from bot.db import Database
     from bot.services import DatabaseOpenError, close_services, open_services
+    from tests.sqlite_driver import sqlite3
 
     config = make_config(tmp_path)
     config.data_dir.mkdir(parents=True, exist_ok=True)

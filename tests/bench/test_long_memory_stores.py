@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from bot.bench import long_memory as locomo
 from bot.bench.embed import model_config
 from bot.embedding import EmbeddingService
 from tests.recall_helpers import model_path
+from tests.sqlite_driver import sqlite3
 
 DATA = [
     {

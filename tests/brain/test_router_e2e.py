@@ -266,7 +266,7 @@ async def test_a_failed_model_lookup_during_an_outage_does_not_drop_the_reply(
     # Regression (follows 9400e42): each retry of a reply waiting out an outage reads the
     # conversation's model again; when that read failed (the index on a failing disk),
     # the error ended the reply job: the message was left unanswered until a restart.
-    import sqlite3
+    from tests.sqlite_driver import sqlite3
 
     web: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
     fake_api.down_for(3600)

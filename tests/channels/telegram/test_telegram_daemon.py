@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import yaml
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.config import load_config
 from bot.daemon import run_daemon
+from tests.sqlite_driver import sqlite3
 
 from .conftest import OWNER_ID
 from .stack import stack_config

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import sqlite3
 import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from bot.events import OutboundMessage
 from bot.parties import party_handle
 from bot.reply_generation import OUTAGE
 from tests.conftest import settle
+from tests.sqlite_driver import sqlite3
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, assert_no_tasks_left
 from .stack import ScriptedBrain, Stack, start_stack, texts

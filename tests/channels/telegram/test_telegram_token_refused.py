@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.events import OutboundMessage
 from channels.telegram import token_state
+from tests.sqlite_driver import sqlite3
 
 from .conftest import OWNER_ID, assert_no_tasks_left
 from .stack import Stack, start_stack, texts
