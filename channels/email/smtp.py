@@ -8,7 +8,10 @@ is fixed by the owner, after which the queued replies should still go out) are r
 A recipient a server without SMTPUTF8 cannot address is left out, with a warning, and the
 mail goes to the others (an accented domain is written in its ASCII form, IDNA). So is a
 recipient the server refuses with 5xx while it takes the others; one it refuses with
-4xx is :class:`Deferred`: the mail went to the others, and is owed to it.
+4xx is :class:`Deferred`: the mail went to the others, and is owed to it. A TLS failure
+(``ssl`` to a server that speaks plain SMTP on that port, a certificate not trusted) or
+STARTTLS not offered is :class:`bot.channel.Misconfigured`: retried, but the owner is
+told after the first few attempts (it will not fix itself).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from email.message import EmailMessage
 
 import aiosmtplib
 
-from bot.channel import PermanentSendError
+from bot.channel import Misconfigured, PermanentSendError
 from bot.config.channels import SmtpConfig
 
 log = logging.getLogger("my_agent.email.smtp")
@@ -150,8 +153,32 @@ class SmtpSender:
             if 500 <= exc.code < 600:
                 raise PermanentSendError(f"message refused: {exc.code} {exc.message}") from exc
             raise
+        except (aiosmtplib.SMTPException, OSError) as exc:
+            if trouble := tls_trouble(exc, cfg.security):
+                raise Misconfigured(f"{trouble} ({cfg.host}:{cfg.port})") from exc
+            raise
         log.debug("SMTP accepted message for %s: %s", recipients, response)
         return {rcpt: (answer.code, answer.message) for rcpt, answer in errors.items()}
+
+
+def tls_trouble(exc: BaseException, security: str) -> str | None:
+    """What is wrong, when ``exc`` says the TLS settings do not fit the server; else None.
+
+    aiosmtplib wraps the :class:`ssl.SSLError` of a handshake with a plain server
+    ("wrong version number") or of an untrusted certificate in an SMTPConnectError, and
+    says "STARTTLS extension not supported" when the server does not offer it."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # the cause chain, not followed around a loop
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"the server's TLS certificate is not trusted: {seen.verify_message}"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS failed with security: {security} ({seen.reason or seen})"
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, aiosmtplib.SMTPException) and "STARTTLS" in str(exc):
+        return "the server does not offer STARTTLS (security: starttls)"
+    return None
 
 
 def _ascii_address(addr: str) -> str | None:
