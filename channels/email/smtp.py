@@ -21,6 +21,7 @@ import logging
 import ssl
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from email import policy
 from email.headerregistry import Address
 from email.message import EmailMessage
 
@@ -117,13 +118,38 @@ class SmtpSender:
     async def _send(
         self, message: EmailMessage, sender: str, recipients: list[str]
     ) -> dict[str, tuple[int, str]]:
-        """Send; the recipients the server refused while it took the others."""
+        """Send; the recipients the server refused while it took the others.
+
+        A reply to a mail whose Message-ID is not ASCII (RFC 6532) names it as it is, in
+        UTF-8, with SMTPUTF8: written as RFC 2047 encoded words (what the email package
+        does with a non-ASCII header otherwise) it matches no Message-ID, and no client
+        threads the reply. A server without SMTPUTF8 gets the reply without those ids
+        (the rest of References still threads it, and clients fall back to the subject)."""
+        if not _utf8_refs(message):
+            return await self._submit(message, sender, recipients, utf8=False)
+        try:
+            return await self._submit(message, sender, recipients, utf8=True)
+        except aiosmtplib.SMTPNotSupported as exc:
+            if "SMTPUTF8" not in str(exc):
+                raise
+            log.warning(
+                "SMTP server has no SMTPUTF8: non-ASCII Message-IDs left out of %s's "
+                "In-Reply-To/References",
+                message.get("Message-ID", "a mail"),
+            )
+            return await self._submit(_ascii_refs(message), sender, recipients, utf8=False)
+
+    async def _submit(
+        self, message: EmailMessage, sender: str, recipients: list[str], *, utf8: bool
+    ) -> dict[str, tuple[int, str]]:
+        """One SMTP session sending ``message`` (as UTF-8 headers with ``utf8``)."""
         cfg = self._config
         try:
             errors, response = await aiosmtplib.send(
-                message,
+                message.as_bytes(policy=policy.SMTPUTF8) if utf8 else message,
                 sender=sender,
                 recipients=recipients,
+                mail_options=["SMTPUTF8"] if utf8 else None,
                 hostname=cfg.host,
                 port=cfg.port,
                 username=self._username if self._password else None,
@@ -179,6 +205,25 @@ def tls_trouble(exc: BaseException, security: str) -> str | None:
     if isinstance(exc, aiosmtplib.SMTPException) and "STARTTLS" in str(exc):
         return "the server does not offer STARTTLS (security: starttls)"
     return None
+
+
+_REFS = ("In-Reply-To", "References")
+
+
+def _utf8_refs(message: EmailMessage) -> bool:
+    """Whether ``message`` names a non-ASCII Message-ID in In-Reply-To or References."""
+    return any(not str(message.get(name, "")).isascii() for name in _REFS)
+
+
+def _ascii_refs(message: EmailMessage) -> EmailMessage:
+    """A copy of ``message`` whose In-Reply-To and References keep their ASCII ids only."""
+    out = copy.deepcopy(message)
+    for name in _REFS:
+        ids = [i for i in str(out.get(name, "")).split() if i.isascii()]
+        del out[name]
+        if ids:
+            out[name] = " ".join(ids)
+    return out
 
 
 def _ascii_address(addr: str) -> str | None:
