@@ -23,6 +23,13 @@ class PermanentSendError(Exception):
     """A send that will never succeed (chat gone, address rejected): not retried."""
 
 
+class Misconfigured(Exception):
+    """A send failure that will not fix itself (TLS spoken to a plain server, STARTTLS
+    not offered): retried like any other, since the owner may fix the configuration,
+    but the owner is told after the first few attempts (:data:`bot.outbox.TELL_AFTER`)
+    rather than when the outbox gives up, hours later."""
+
+
 class RetryLater(Exception):
     """The peer refuses sends for ``retry_after`` seconds (Telegram's flood control): the
     outbox retries no sooner, since every earlier attempt is refused and may lengthen the

@@ -28,7 +28,7 @@ from bot.parties import (
     normalise_identity,
     party_handle,
 )
-from bot.party_lines import inbound_lines
+from bot.party_lines import inbound_lines, reply_to_of
 from bot.party_reads import PartyReads
 from bot.record_cache import keyed_locks
 from bot.transcript import TranscriptStore
@@ -155,22 +155,23 @@ class ExternalStore(PartyReads):
 
         return await asyncio.to_thread(_read)
 
-    async def reply_thread(self, party_id: str) -> tuple[str | None, str | None]:
-        """(reference, subject) of the party's last message that has them: where an
-        answer that is not a direct reply (the owner's ``/reply``) goes in their thread.
-        Read from the party's file (the tables keep no subject); a rare, owner-driven
-        read."""
+    async def reply_thread(self, party_id: str) -> tuple[str | None, str | None, list[str]]:
+        """(reference, subject, Reply-To) of the party's last message: where an answer
+        that is not a direct reply (the owner's ``/reply``) goes in their thread, and to
+        whom. Read from the party's file (the tables keep no subject); a rare,
+        owner-driven read."""
 
-        def _last() -> tuple[str | None, str | None]:
+        def _last() -> tuple[str | None, str | None, list[str]]:
             try:
                 lines = parse_lines(self._path(party_id).read_bytes())
             except OSError:
-                return None, None
+                return None, None, []
             for line in reversed(lines):
                 if line.get("type") == "message" and line.get("direction") == "in":
                     ref = line.get("replyRef") or line.get("messageRef")
-                    return (str(ref) if ref else None), line.get("subject") or None
-            return None, None
+                    subject = line.get("subject") or None
+                    return (str(ref) if ref else None), subject, reply_to_of(line)
+            return None, None, []
 
         return await asyncio.to_thread(_last)
 
@@ -190,13 +191,15 @@ class ExternalStore(PartyReads):
         subject: str | None = None,
         addressed: bool = True,
         album: str | None = None,
+        reply_to: Sequence[str] = (),
     ) -> tuple[PartyRecord, bool]:
         """Durably record a third party's message. Returns (party, is_duplicate).
 
         ``aliases``: other identities of the sender (a Telegram @username beside the
         numeric id), which ``trust.contacts`` may name instead of ``party_key``;
         ``reply_ref`` / ``subject``: what an answer threads under (an e-mail's Message-ID
-        and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`);
+        and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`), as is
+        ``reply_to`` (where the mail asks to be answered, its Reply-To);
         ``addressed`` (False: a bounce, an out-of-office reply) and ``album`` (the media
         group it is a photo of): whether it expects an answer, kept for a restart that
         owes one (:mod:`bot.party_resume`)."""
@@ -231,6 +234,7 @@ class ExternalStore(PartyReads):
             addressed=addressed,
             album=album,
             handles=handles,
+            reply_to=reply_to,
         )
         await self._record(party_id, lines)
         party = await self.get(party_id)

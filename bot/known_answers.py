@@ -13,6 +13,7 @@ from bot.events import InboundMessage
 from bot.parties import PartyRecord
 from bot.party_budget import KnownBudget
 from bot.party_limits import for_model
+from bot.party_lines import reply_to_of
 from bot.party_sends import PartySends
 from bot.replies import ReplyTarget
 
@@ -78,4 +79,5 @@ class KnownAnswers(PartySends):
             in_reply_to=msg.message_ref or msg.message_id,
             subject=msg.subject,
             answers=msg.message_id,
+            reply_to=reply_to_of(msg.metadata),
         )

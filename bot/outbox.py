@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from bot.channel import Channel, PermanentSendError, RetryLater
+from bot.channel import Channel, Misconfigured, PermanentSendError, RetryLater
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
 from bot.outbox_rows import STALE_WAIT_SECONDS as STALE_WAIT_SECONDS
@@ -29,6 +29,9 @@ log = logging.getLogger("my_agent.outbox")
 
 SentCallback = Callable[[OutboundMessage, SendResult], Awaitable[None]]
 FailedCallback = Callable[[OutboundMessage, str], Awaitable[None]]  # message, error
+# A message whose channel is misconfigured (bot.channel.Misconfigured) is told to the
+# owner at this attempt, while it is still retried: 50 attempts take hours.
+TELL_AFTER = 3
 
 
 class SteadyClock:
@@ -81,6 +84,7 @@ class Outbox(OutboxRows):
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._on_sent: list[SentCallback] = []
         self._on_failed: list[FailedCallback] = []
+        self._on_stuck: list[FailedCallback] = []
         self._stopping = False
         # outbox id -> result of a send whose "sent" mark could not be written (state.db
         # full): the mark is retried, never the send.
@@ -95,6 +99,12 @@ class Outbox(OutboxRows):
     def on_failed(self, callback: FailedCallback) -> None:
         """``callback(message, error)`` when a message fails for good (not retried)."""
         self._on_failed.append(callback)
+
+    def on_stuck(self, callback: FailedCallback) -> None:
+        """``callback(message, error)`` when a message failed :data:`TELL_AFTER` times
+        for a reason that will not fix itself (:class:`~bot.channel.Misconfigured`); it is
+        still retried."""
+        self._on_stuck.append(callback)
 
     async def enqueue(self, msg: OutboundMessage, dedup_key: str | None = None) -> int | None:
         """Persist ``msg`` for delivery; returns its id, or None if the key was queued before."""
@@ -222,6 +232,8 @@ class Outbox(OutboxRows):
                 await self._mark(msg, status, attempts, error=repr(exc), delay=delay)
                 if status == "failed":
                     await self._failed(msg, f"{attempts} attempts, the last: {exc}")
+                elif isinstance(exc, Misconfigured) and attempts == TELL_AFTER:
+                    await self._callbacks(self._on_stuck, msg, str(exc))
                 return
             if msg.outbox_id is not None:
                 self._unmarked[msg.outbox_id] = result
@@ -235,7 +247,12 @@ class Outbox(OutboxRows):
                 log.exception("outbox sent-callback failed for %s", msg.outbox_id)
 
     async def _failed(self, msg: OutboundMessage, error: str) -> None:
-        for callback in self._on_failed:
+        await self._callbacks(self._on_failed, msg, error)
+
+    async def _callbacks(
+        self, callbacks: list[FailedCallback], msg: OutboundMessage, error: str
+    ) -> None:
+        for callback in callbacks:
             try:
                 await callback(msg, error)
             except Exception:

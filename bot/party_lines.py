@@ -8,10 +8,21 @@ The writing and the mirroring into the index: :class:`bot.external.ExternalStore
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bot.parties import PartyRecord
 from bot.transcript_lines import Line
+
+
+def reply_to_of(data: Mapping[str, Any]) -> list[str]:
+    """Where a message asks to be answered (an e-mail's Reply-To, as the channel lists
+    it): ``reply_to`` in a message's metadata, ``replyTo`` in a line of the party's
+    file; empty when it names none (answers go to the sender)."""
+    listed = data.get("reply_to", data.get("replyTo"))
+    if not isinstance(listed, list | tuple):
+        return []
+    return [a for a in listed if isinstance(a, str)]
 
 
 def inbound_lines(
@@ -33,6 +44,7 @@ def inbound_lines(
     addressed: bool,
     album: str | None,
     handles: Sequence[str],
+    reply_to: Sequence[str] = (),
 ) -> list[Line]:
     """The lines of one message from the party (``existing``: their record, None for a
     first message; ``configured``: the tier ``trust.contacts`` gives them, if any;
@@ -76,6 +88,9 @@ def inbound_lines(
             "chatId": chat_id,
             **({"replyRef": reply_ref} if reply_ref else {}),
             **({"subject": subject} if subject else {}),
+            # where an e-mail asks to be answered (its Reply-To), for answers a restart
+            # sends or the owner's later /reply: the channel's copy is in memory only
+            **({"replyTo": list(reply_to)} if reply_to else {}),
             **({} if addressed else {"addressed": False}),
             **({"album": album} if album else {}),
             # the sender's handles as of this message (a Telegram @username), so

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord
+from bot.party_lines import reply_to_of
 from bot.transcript_lines import Line
 from bot.turn_recorder import reply_target
 
@@ -198,6 +199,7 @@ async def requeue_unqueued_answers(
             dedup=f"{party.channel}:{ref}:reply",
             in_reply_to=answered.get("replyRef") or answered.get("messageRef"),
             subject=answered.get("subject"),
+            reply_to=reply_to_of(answered),
         )
     return len(unqueued)
 

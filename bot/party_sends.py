@@ -58,6 +58,7 @@ class PartySends:
         subject: str | None = None,
         files: Sequence[Attachment] = (),
         answers: str | None = None,
+        reply_to: Sequence[str] = (),
     ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply).
 
@@ -65,9 +66,11 @@ class PartySends:
         under the party's last message, so a mail client shows it in the same thread.
         ``files``: attachments the party's channel sends on after the words, by their
         ``ref`` (the owner's Telegram photo to a Telegram party); ``answers``: the ref of
-        their message the model's reply answers (kept in their file, for a restart)."""
+        their message the model's reply answers (kept in their file, for a restart);
+        ``reply_to``: where the message answered asks to be answered (an e-mail's
+        Reply-To), carried in the outbox row so that a send after a restart has it."""
         if in_reply_to is None and subject is None:
-            in_reply_to, subject = await self.s.external.reply_thread(party.id)
+            in_reply_to, subject, reply_to = await self.s.external.reply_thread(party.id)
         recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
         await self.s.external.record_outbound(party.id, recorded, kind=kind, answers=answers)
         await self.queue_to_party(
@@ -78,6 +81,7 @@ class PartySends:
             in_reply_to=in_reply_to,
             subject=subject,
             files=files,
+            reply_to=reply_to,
         )
 
     async def queue_to_party(
@@ -90,6 +94,7 @@ class PartySends:
         in_reply_to: str | None = None,
         subject: str | None = None,
         files: Sequence[Attachment] = (),
+        reply_to: Sequence[str] = (),
     ) -> None:
         """Queue a message to the party that their file already records
         (:meth:`send_to_party`, or a restart queuing an answer a crash kept from the
@@ -103,11 +108,14 @@ class PartySends:
                 party_id=party.id,  # type: ignore[arg-type]
                 in_reply_to=in_reply_to,
                 subject=subject,
-                metadata=(
-                    {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
-                    if files
-                    else {}
-                ),
+                metadata={
+                    **(
+                        {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
+                        if files
+                        else {}
+                    ),
+                    **({"reply_to": list(reply_to)} if reply_to else {}),
+                },
             ),
             dedup_key=dedup,
         )

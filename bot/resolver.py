@@ -11,19 +11,17 @@ the stranger flow (an escalation can create the owner's pinned conversation too)
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import TYPE_CHECKING
 
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
+from bot.mail_subjects import is_reply_subject, thread_subject
 from bot.record_cache import keyed_locks
 
 if TYPE_CHECKING:
     from bot.services import Services
 
 THREADED_CHANNELS = {"email"}
-_SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|sv|wg)(\[\d+\])?\s*:\s*)+", re.I)
-_REPLY_SUBJECT = re.compile(r"^\s*(re|aw|sv)(\[\d+\])?\s*:", re.I)  # not forwards: new topics
 
 
 class ReadOnlyConversation(Exception):
@@ -31,8 +29,9 @@ class ReadOnlyConversation(Exception):
 
 
 def normalise_subject(subject: str | None) -> str:
-    """A mail subject without its Re:/Fwd: prefixes, lower-cased, spaces collapsed."""
-    return " ".join(_SUBJECT_PREFIX.sub("", subject or "").lower().split())
+    """A mail subject without its reply and forward prefixes (any language, also behind
+    a gateway's tag: :mod:`bot.mail_subjects`), case-folded, spaces collapsed."""
+    return thread_subject(subject)
 
 
 class ConversationResolver:
@@ -134,7 +133,7 @@ class ConversationResolver:
         subject = normalise_subject(msg.subject)
         # A reply whose references we never saw, or that came without any (some phone
         # and web clients drop In-Reply-To and References but keep "Re:").
-        if subject and (msg.thread_refs or _REPLY_SUBJECT.match(msg.subject or "")):
+        if subject and (msg.thread_refs or is_reply_subject(msg.subject)):
             window = self.s.config.channels.email.subject_thread_window_days
             for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
                 if (

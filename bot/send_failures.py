@@ -13,6 +13,11 @@ A message that was sent, but not to every recipient (a reply-all whose Cc the ma
 server cannot address: the channel reports it in ``SendResult.left_out``), is told too:
 before session 15 only the log knew that someone on the thread never got the answer.
 At most once per recipient per ``interval``.
+
+A message failing for a reason that will not fix itself (a TLS misconfiguration:
+:class:`bot.channel.Misconfigured`) is told after its first few attempts, while the
+outbox still retries it: before session 23 the owner learnt of it when the outbox gave
+up, some 50 attempts and hours later. At most once per channel per ``interval``.
 """
 
 from __future__ import annotations
@@ -59,11 +64,25 @@ class SendFailureAlerts:
         self._last: dict[str, float] = {}  # channel -> when its last alert went out
         self._held: Counter[str] = Counter()  # channel -> failures not alerted yet
         self._left_out: dict[tuple[str, str], float] = {}  # (channel, address) -> alerted
+        self._stuck: dict[str, float] = {}  # channel -> when it was last told stuck
 
     def attach(self, outbox: Outbox) -> None:
         """Listen to ``outbox``: messages given up on, and those sent to some only."""
         outbox.on_failed(self.on_failed)
         outbox.on_sent(self.on_sent)
+        outbox.on_stuck(self.on_stuck)
+
+    async def on_stuck(self, message: OutboundMessage, error: str) -> None:
+        """Tell the owner that ``message`` keeps failing for a reason to fix by hand."""
+        now = self.clock()
+        last = self._stuck.get(message.channel)
+        if last is not None and now - last < self.interval:
+            return
+        self._stuck[message.channel] = now
+        log.info(
+            "telling the owner %s sends fail until its configuration is fixed", message.channel
+        )
+        await self.services.alert_owner(stuck_text(message, error))
 
     async def on_sent(self, message: OutboundMessage, result: SendResult) -> None:
         """Tell the owner of the recipients ``message`` was sent without."""
@@ -106,6 +125,17 @@ def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
         plural = "s" if held > 1 else ""
         out += f" {held} more message{plural} on {message.channel} failed since the last alert."
     return out
+
+
+def stuck_text(message: OutboundMessage, error: str) -> str:
+    """The owner's alert that ``message`` (and whatever follows it on its channel) cannot
+    be sent until the channel's configuration is fixed."""
+    what = _WHAT.get(message.kind, "a message")
+    return (
+        f"Cannot send {what} on {message.channel} to {message.chat_id}: {error}. "
+        f"This will not fix itself: check the {message.channel} channel's settings. "
+        "It is still being retried, and goes out once they are right."
+    )
 
 
 def left_out_text(message: OutboundMessage, left_out: list[str], reason: str) -> str:

@@ -27,6 +27,7 @@ from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
 from bot.party_limits import kept
+from bot.party_lines import reply_to_of
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class StrangerFlow(KnownAnswers):
             subject=msg.subject,
             addressed=msg.addressed,
             album=album,
+            reply_to=reply_to_of(msg.metadata),
         )
         if duplicate:
             return
@@ -209,6 +211,7 @@ class StrangerFlow(KnownAnswers):
                 dedup=f"{msg.channel}:{msg.message_id}:ack",
                 in_reply_to=msg.message_ref or msg.message_id,
                 subject=msg.subject,
+                reply_to=reply_to_of(msg.metadata),
             )
 
     async def _said_nothing_yet(self, party: PartyRecord, refs: set[str]) -> bool:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.channel import Misconfigured
 from bot.daemon import wire_channels
 from bot.events import OutboundMessage
+from bot.outbox import TELL_AFTER
 from bot.send_failures import SendFailureAlerts, alert_text
 from bot.services import open_services
 from tests.conftest import (
@@ -106,3 +109,41 @@ def test_a_right_to_left_preview_is_isolated() -> None:
     # it into its right-to-left run.
     alert = alert_text(OutboundMessage(channel="telegram", chat_id="1", text="مرحبا"), "refused")
     assert '"\u2068مرحبا\u2069" (refused)' in alert
+
+
+async def test_a_misconfigured_channel_is_told_after_a_few_attempts_while_retried(
+    stack: Stack,
+) -> None:
+    # Regression: a TLS misconfiguration (ssl to a plain server, STARTTLS not offered)
+    # failed like an outage: 50 attempts, hours, before the owner heard of it.
+    stack.s.outbox.base_delay = 0.001
+    attempts = 0
+    send = stack.email.send
+
+    async def misconfigured(message: OutboundMessage) -> Any:
+        nonlocal attempts
+        attempts += 1
+        if attempts <= TELL_AFTER + 2:
+            raise Misconfigured("the server does not offer STARTTLS (security: starttls)")
+        return await send(message)
+
+    stack.email.send = misconfigured  # type: ignore[method-assign]
+    await stack.s.router.deliver(_mail("Where is the spare key?", 1))
+    for _ in range(500):
+        if stack.email.sent:
+            break
+        await asyncio.sleep(0.01)
+    # still retried, and sent once it works; the owner was told once, on the way
+    assert [m.text for m in stack.email.sent] == ["re: Where is the spare key?"]
+    (alert,) = [m for m in stack.telegram.sent if m.kind == "notice"]
+    assert alert.text.startswith("Cannot send a reply on email to robin.owner@example.org")
+    assert "STARTTLS" in alert.text and "will not fix itself" in alert.text
+
+
+async def test_an_ordinary_failure_is_not_told_while_retried(stack: Stack) -> None:
+    stack.s.outbox.base_delay = 0.001
+    stack.email.fail_next(TELL_AFTER + 2)  # an outage: it may well pass
+    await stack.s.router.deliver(_mail("Where is the spare key?", 1))
+    await settle(stack.s)
+    assert len(stack.email.sent) == 1
+    assert [m for m in stack.telegram.sent if m.kind == "notice"] == []

@@ -18,17 +18,12 @@ from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 
 from bot.events import utcnow
+from bot.mail_subjects import is_reply_subject, reply_subject, subject_base
 
-# "Re:", "RE:", "Re[2]:", "Re: Re:", "AW:", "SV:", "Antw:", "Odp:", "回复:"... in any mix
-# (Hungarian "Vá:", Greek "ΑΠ:"/"Σχετ:", Croatian/Serbian "Odg:" too).
-_REPLY_PREFIX = re.compile(
-    r"^\s*((re|aw|sv|vs|antw|antwort|odp|ynt|atb|r|rif|res|vá|απ|σχετ|odg|回复|回覆|答复)"
-    r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
-    re.IGNORECASE,
-)
-# A tag a gateway or a ticket system puts before the subject ("[EXTERNAL]", "[Ticket #1]"),
-# which mail clients then put their own "RE:" before: "RE: [EXTERNAL] Re: Trip".
-_TAG = re.compile(r"^\s*(\[[^\[\]\r\n]{1,64}\])\s*")
+# The reply prefixes are the core's (bot/mail_subjects.py), one rule for the reply's
+# subject and the thread finder; re-exported here for the channel's modules.
+__all__ = ["is_reply_subject", "reply_subject", "subject_base"]
+
 _CONTROL = re.compile(r" *[\x00-\x1f\x7f]+ *")
 # References headers grow with a thread; keep the first and the most recent ids when it
 # gets long (the RFC 5322 advice), which keeps every client's threading intact.
@@ -55,44 +50,6 @@ def well_formed(text: str) -> str:
     if text.isascii():
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def _folded(subject: str | None) -> tuple[bool, str]:
-    """(whether ``subject`` starts with a reply prefix, possibly after tags; the subject
-    without its reply prefixes). The tags among them are kept, each once, in their
-    order: ``RE: [EXTERNAL] Re: [EXTERNAL] Trip`` is ``[EXTERNAL] Trip``. A company's
-    gateway tags every mail from outside and Outlook puts its ``RE:`` before the tag:
-    only the prefixes before the first tag were folded, and each round of replies added
-    a ``Re:`` and a tag."""
-    rest, tags, replied = subject or "", [], False
-    while True:
-        if found := _REPLY_PREFIX.match(rest):
-            replied = True
-        elif (found := _TAG.match(rest)) and rest[found.end() :].strip():
-            if found.group(1) not in tags:
-                tags.append(found.group(1))
-        else:
-            break
-        rest = rest[found.end() :]
-    return replied, " ".join([*tags, rest.strip()]).strip()
-
-
-def is_reply_subject(subject: str | None) -> bool:
-    """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...),
-    also after a tag (``[EXTERNAL] RE: Trip``)."""
-    return _folded(subject)[0]
-
-
-def subject_base(subject: str | None) -> str:
-    """``subject`` without its reply prefixes, case and spacing: what two mails of one
-    thread have in common (``Re: Trip`` and ``AW: RE: trip``)."""
-    return " ".join(_folded(subject)[1].casefold().split())
-
-
-def reply_subject(subject: str | None) -> str:
-    """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
-    base = _folded(subject)[1]
-    return f"Re: {base}" if base else "Re:"
 
 
 def references_chain(references: Iterable[str], in_reply_to: str | None) -> list[str]:

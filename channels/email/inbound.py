@@ -9,11 +9,11 @@ auto-replies, lists) is handed over unaddressed, recorded and never answered.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import InboundMessage, iso
+from bot.mail_subjects import is_forward_subject
 from channels.email.auth import AuthVerdict, verify_sender
 from channels.email.compose import answer_addresses, is_reply_subject, one_line, subject_base
 from channels.email.dedup import dedup_key
@@ -21,9 +21,6 @@ from channels.email.dsn import Bounce
 from channels.email.outgoing import reply_all_readers
 from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
-
-# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
-_FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|doorst)\s*:", re.IGNORECASE)
 
 
 def subject_line(subject: str, text: str, thread_subject: str | None) -> str | None:
@@ -88,7 +85,7 @@ def to_inbound(
         # and the first address, the owner's, would have been taken as vouched for.
         verdict = AuthVerdict(False, (), f"{mail.from_count} From addresses")
     sender = mail.from_addr or "unknown@invalid"
-    forward = bool(_FORWARD_SUBJECT.match(mail.subject))
+    forward = is_forward_subject(mail.subject)
     # A forward is a new topic, whatever it was forwarded from: a client that keeps a
     # forward in its conversation gives it the In-Reply-To/References of the mail
     # forwarded, and "Fwd: Invoice 42" joined the conversation that mail was in (the

@@ -8,7 +8,10 @@ is fixed by the owner, after which the queued replies should still go out) are r
 A recipient a server without SMTPUTF8 cannot address is left out, with a warning, and the
 mail goes to the others (an accented domain is written in its ASCII form, IDNA). So is a
 recipient the server refuses with 5xx while it takes the others; one it refuses with
-4xx is :class:`Deferred`: the mail went to the others, and is owed to it.
+4xx is :class:`Deferred`: the mail went to the others, and is owed to it. A TLS failure
+(``ssl`` to a server that speaks plain SMTP on that port, a certificate not trusted) or
+STARTTLS not offered is :class:`bot.channel.Misconfigured`: retried, but the owner is
+told after the first few attempts (it will not fix itself).
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import logging
 import ssl
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from email import policy
 from email.headerregistry import Address
 from email.message import EmailMessage
 
 import aiosmtplib
 
-from bot.channel import PermanentSendError
+from bot.channel import Misconfigured, PermanentSendError
 from bot.config.channels import SmtpConfig
 
 log = logging.getLogger("my_agent.email.smtp")
@@ -114,13 +118,38 @@ class SmtpSender:
     async def _send(
         self, message: EmailMessage, sender: str, recipients: list[str]
     ) -> dict[str, tuple[int, str]]:
-        """Send; the recipients the server refused while it took the others."""
+        """Send; the recipients the server refused while it took the others.
+
+        A reply to a mail whose Message-ID is not ASCII (RFC 6532) names it as it is, in
+        UTF-8, with SMTPUTF8: written as RFC 2047 encoded words (what the email package
+        does with a non-ASCII header otherwise) it matches no Message-ID, and no client
+        threads the reply. A server without SMTPUTF8 gets the reply without those ids
+        (the rest of References still threads it, and clients fall back to the subject)."""
+        if not _utf8_refs(message):
+            return await self._submit(message, sender, recipients, utf8=False)
+        try:
+            return await self._submit(message, sender, recipients, utf8=True)
+        except aiosmtplib.SMTPNotSupported as exc:
+            if "SMTPUTF8" not in str(exc):
+                raise
+            log.warning(
+                "SMTP server has no SMTPUTF8: non-ASCII Message-IDs left out of %s's "
+                "In-Reply-To/References",
+                message.get("Message-ID", "a mail"),
+            )
+            return await self._submit(_ascii_refs(message), sender, recipients, utf8=False)
+
+    async def _submit(
+        self, message: EmailMessage, sender: str, recipients: list[str], *, utf8: bool
+    ) -> dict[str, tuple[int, str]]:
+        """One SMTP session sending ``message`` (as UTF-8 headers with ``utf8``)."""
         cfg = self._config
         try:
             errors, response = await aiosmtplib.send(
-                message,
+                message.as_bytes(policy=policy.SMTPUTF8) if utf8 else message,
                 sender=sender,
                 recipients=recipients,
+                mail_options=["SMTPUTF8"] if utf8 else None,
                 hostname=cfg.host,
                 port=cfg.port,
                 username=self._username if self._password else None,
@@ -150,8 +179,51 @@ class SmtpSender:
             if 500 <= exc.code < 600:
                 raise PermanentSendError(f"message refused: {exc.code} {exc.message}") from exc
             raise
+        except (aiosmtplib.SMTPException, OSError) as exc:
+            if trouble := tls_trouble(exc, cfg.security):
+                raise Misconfigured(f"{trouble} ({cfg.host}:{cfg.port})") from exc
+            raise
         log.debug("SMTP accepted message for %s: %s", recipients, response)
         return {rcpt: (answer.code, answer.message) for rcpt, answer in errors.items()}
+
+
+def tls_trouble(exc: BaseException, security: str) -> str | None:
+    """What is wrong, when ``exc`` says the TLS settings do not fit the server; else None.
+
+    aiosmtplib wraps the :class:`ssl.SSLError` of a handshake with a plain server
+    ("wrong version number") or of an untrusted certificate in an SMTPConnectError, and
+    says "STARTTLS extension not supported" when the server does not offer it."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # the cause chain, not followed around a loop
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"the server's TLS certificate is not trusted: {seen.verify_message}"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS failed with security: {security} ({seen.reason or seen})"
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, aiosmtplib.SMTPException) and "STARTTLS" in str(exc):
+        return "the server does not offer STARTTLS (security: starttls)"
+    return None
+
+
+_REFS = ("In-Reply-To", "References")
+
+
+def _utf8_refs(message: EmailMessage) -> bool:
+    """Whether ``message`` names a non-ASCII Message-ID in In-Reply-To or References."""
+    return any(not str(message.get(name, "")).isascii() for name in _REFS)
+
+
+def _ascii_refs(message: EmailMessage) -> EmailMessage:
+    """A copy of ``message`` whose In-Reply-To and References keep their ASCII ids only."""
+    out = copy.deepcopy(message)
+    for name in _REFS:
+        ids = [i for i in str(out.get(name, "")).split() if i.isascii()]
+        del out[name]
+        if ids:
+            out[name] = " ".join(ids)
+    return out
 
 
 def _ascii_address(addr: str) -> str | None:

@@ -5,16 +5,19 @@ another address of theirs, and forwards starting their own conversation."""
 from __future__ import annotations
 
 import asyncio
+from email.message import EmailMessage
 from pathlib import Path
 
 from bot.config.model import AppConfig
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
 from tests.channels.email.stack import (
+    FRIEND,
     OWNER,
     Stack,
     close_stack,
     open_in_new_folder,
     open_stack,
+    open_with_friend,
     owner_mail,
     wait_ref,
 )
@@ -141,3 +144,47 @@ async def test_a_reply_goes_to_the_reply_to_the_mail_names(
     assert again["In-Reply-To"] == "<e2e-61@example.org>"
     assert again["To"] == HOME
     assert smtp.capture.messages[1][0].rcpt_tos == [HOME]
+
+
+FRIEND_HOME = "friend@home.example"  # where the known contact asks to be answered
+
+
+def _says(mail: EmailMessage, words: str) -> bool:
+    return words in str(mail.get_content())
+
+
+async def test_a_third_party_is_answered_at_its_reply_to_after_a_restart(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Regression: the core gave a party's messages no metadata, so only the channel's
+    # in-memory copy of their mail knew its Reply-To: an answer sent after a restart (the
+    # SMTP server down meanwhile), and the owner's /reply after one, went to the From.
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
+    await smtp.stop()
+    asked = owner_mail(70, "Dinner on Friday?", subject="Dinner", sender=FRIEND)
+    asked["Reply-To"] = f"Friend at home <{FRIEND_HOME}>"
+    await append(pymap.port, folder, asked)
+    async with asyncio.timeout(30):
+        while not await stack.services.outbox.pending_count():
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)  # a failed attempt or two
+    await close_stack(stack)
+    stacks.remove(stack)
+    await smtp.start()  # same port
+    stacks.append(stack := await open_stack(stack.config))
+    [answer] = await smtp.capture.wait_for(1)
+    assert answer["In-Reply-To"] == "<e2e-70@example.org>"
+    assert answer["To"] == FRIEND_HOME
+    assert smtp.capture.messages[0][0].rcpt_tos == [FRIEND_HOME]
+    # The owner's /reply, another restart later, goes there too.
+    await close_stack(stack)
+    stacks.remove(stack)
+    stacks.append(stack := await open_stack(stack.config))
+    [party] = await stack.services.external.list_parties()
+    await append(pymap.port, folder, owner_mail(71, f"/reply {party.id} See you.", subject="x"))
+    async with asyncio.timeout(30):
+        while not (relayed := [m for _, m in smtp.capture.messages if _says(m, "See you.")]):
+            await asyncio.sleep(0.05)
+    [relayed] = relayed
+    assert relayed["To"] == FRIEND_HOME
+    assert relayed["In-Reply-To"] == "<e2e-70@example.org>"

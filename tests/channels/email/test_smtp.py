@@ -5,15 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from email.policy import SMTPUTF8
 from pathlib import Path
 
 import pytest
+from aiosmtpd.smtp import SMTP
 
 from bot.channel import PermanentSendError
 from bot.events import OutboundMessage
 from channels.email.adapter import EmailChannel
-from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append, create_folder
+from tests.channels.email.conftest import (
+    USER,
+    Capture,
+    PymapServer,
+    SmtpServer,
+    _authenticator,
+    append,
+    create_folder,
+)
 from tests.channels.email.test_adapter import OWNER, make_config
 
 
@@ -164,3 +174,66 @@ async def test_a_recipient_refused_for_good_is_left_out_and_the_owner_told(
     assert result.left_out == ("gone@example.org", "busy@example.org")
     assert "550 5.1.1 No such user" in result.left_out_reason
     assert "Mailbox disabled" in result.left_out_reason
+
+
+@pytest.fixture
+async def utf8_smtp() -> AsyncIterator[tuple[Capture, int]]:
+    """An SMTP server offering SMTPUTF8 (RFC 6531)."""
+    capture = Capture()
+    server = await asyncio.get_running_loop().create_server(
+        lambda: SMTP(
+            capture,
+            hostname="localhost",
+            authenticator=_authenticator,
+            auth_require_tls=False,
+            enable_SMTPUTF8=True,
+        ),
+        "127.0.0.1",
+        0,
+    )
+    yield capture, int(server.sockets[0].getsockname()[1])
+    server.close()
+    await server.wait_closed()
+
+
+UTF8_ID = "<réponse-ü1@exämple.org>"  # RFC 6532 allows UTF-8 in a Message-ID
+
+
+def _reply_to_utf8_id() -> OutboundMessage:
+    return OutboundMessage(
+        channel="email",
+        chat_id=OWNER,
+        text="Noted.",
+        in_reply_to=UTF8_ID,
+        subject="Dinner",
+        metadata={"references": ["<root@example.org>"]},
+    )
+
+
+async def test_a_utf8_message_id_is_answered_as_it_is_with_smtputf8(
+    utf8_smtp: tuple[Capture, int], tmp_path: Path
+) -> None:
+    # Regression: the reply's In-Reply-To/References came out as RFC 2047 encoded words
+    # ("=?utf-8?q?...?="), which match no Message-ID: no client threaded the reply.
+    capture, port = utf8_smtp
+    await EmailChannel(make_config(tmp_path, 1, port, "INBOX")).send(_reply_to_utf8_id())
+    [sent] = await capture.wait_for(1)
+    envelope, _ = capture.messages[0]
+    raw = envelope.original_content or b""
+    assert b"=?" not in raw
+    assert "SMTPUTF8" in envelope.mail_options
+    assert sent["In-Reply-To"] == UTF8_ID
+    assert UTF8_ID in sent["References"].split()
+
+
+async def test_a_utf8_message_id_is_left_out_for_a_server_without_smtputf8(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # Encoded words thread nothing and raw UTF-8 needs SMTPUTF8: the id is left out,
+    # the reply still goes (the rest of References and the subject thread it).
+    await EmailChannel(make_config(tmp_path, 1, smtp.port, "INBOX")).send(_reply_to_utf8_id())
+    [sent] = await smtp.capture.wait_for(1)
+    raw = smtp.capture.messages[0][0].original_content or b""
+    assert b"=?" not in raw
+    assert sent["In-Reply-To"] is None
+    assert UTF8_ID not in (sent["References"] or "")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from aiosmtpd.smtp import SMTP
 
+from bot.channel import Misconfigured
 from bot.events import OutboundMessage
 from channels.email.adapter import EmailChannel
 from tests.channels.email.conftest import (
@@ -24,6 +25,7 @@ from tests.channels.email.conftest import (
     FakeHost,
     Proxy,
     PymapServer,
+    SmtpServer,
     _authenticator,
     _pymap_binary,
     append,
@@ -209,6 +211,33 @@ async def test_smtp_starttls_and_ssl(
     config = make_config(tmp_path, 1, ssl_port, "INBOX")
     config.channels.email.smtp.security = "ssl"
     with pytest.raises(Exception, match=r"(?i)certificate"):
+        await EmailChannel(config).send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
+
+
+@pytest.mark.parametrize(
+    ("security", "trouble"),
+    [("ssl", r"TLS failed with security: ssl"), ("starttls", r"does not offer STARTTLS")],
+)
+async def test_smtp_tls_settings_that_do_not_fit_the_server_are_misconfigured(
+    smtp: SmtpServer, tmp_path: Path, security: str, trouble: str
+) -> None:
+    # Regression: TLS spoken to a plain server, or STARTTLS it does not offer, failed as
+    # an outage would, and the outbox retried it ~4 hours before the owner was told. It
+    # will not fix itself: Misconfigured has the owner told after a few attempts.
+    config = make_config(tmp_path, 1, smtp.port, "INBOX")
+    config.channels.email.smtp.security = security  # type: ignore[assignment]
+    with pytest.raises(Misconfigured, match=trouble):
+        await EmailChannel(config).send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
+    assert smtp.capture.messages == []
+
+
+async def test_an_untrusted_certificate_is_misconfigured(
+    tls_smtp: tuple[Capture, int, int], tmp_path: Path
+) -> None:
+    _, _, ssl_port = tls_smtp
+    config = make_config(tmp_path, 1, ssl_port, "INBOX")
+    config.channels.email.smtp.security = "ssl"
+    with pytest.raises(Misconfigured, match="certificate is not trusted"):
         await EmailChannel(config).send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
 
 

@@ -1,0 +1,80 @@
+"""Mail subjects: reply and forward prefixes in the languages clients write them.
+
+Plain string functions, the one rule for both sides: the e-mail channel folds a reply's
+subject with them (``Re: `` once) and the core's thread finder (bot/resolver.py) compares
+subjects with them when a reply lost its In-Reply-To and References. Before session 23
+each had its own list, and the core's knew only ``Re:``/``AW:``/``SV:`` and no tags: a
+reply ``Antw: Trip`` or ``RE: [EXTERNAL] Trip`` without headers started a new
+conversation although the channel answered it as ``Re: Trip``.
+"""
+
+from __future__ import annotations
+
+import re
+
+# "Re:", "RE:", "Re[2]:", "Re: Re:", "AW:", "SV:", "Antw:", "Odp:", "回复:"... in any mix
+# (Hungarian "Vá:", Greek "ΑΠ:"/"Σχετ:", Croatian/Serbian "Odg:" too).
+_REPLY_PREFIX = re.compile(
+    r"^\s*((re|aw|sv|vs|antw|antwort|odp|ynt|atb|r|rif|res|vá|απ|σχετ|odg|回复|回覆|答复)"
+    r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
+    re.IGNORECASE,
+)
+# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
+_FORWARD_PREFIX = re.compile(
+    r"^\s*((fwd?|wg|tr|rv|enc|doorst)(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+", re.IGNORECASE
+)
+# A tag a gateway or a ticket system puts before the subject ("[EXTERNAL]", "[Ticket #1]"),
+# which mail clients then put their own "RE:" before: "RE: [EXTERNAL] Re: Trip".
+_TAG = re.compile(r"^\s*(\[[^\[\]\r\n]{1,64}\])\s*")
+
+
+def _folded(subject: str | None, *, forwards: bool = False) -> tuple[bool, str]:
+    """(whether ``subject`` starts with a reply prefix, possibly after tags; the subject
+    without its reply prefixes, and its forward prefixes too with ``forwards``). The tags
+    among them are kept, each once, in their order: ``RE: [EXTERNAL] Re: [EXTERNAL] Trip``
+    is ``[EXTERNAL] Trip``. A company's gateway tags every mail from outside and Outlook
+    puts its ``RE:`` before the tag: only the prefixes before the first tag were folded,
+    and each round of replies added a ``Re:`` and a tag."""
+    rest, tags, replied = subject or "", [], False
+    while True:
+        if found := _REPLY_PREFIX.match(rest):
+            replied = True
+        elif forwards and (found := _FORWARD_PREFIX.match(rest)):
+            pass
+        elif (found := _TAG.match(rest)) and rest[found.end() :].strip():
+            if found.group(1) not in tags:
+                tags.append(found.group(1))
+        else:
+            break
+        rest = rest[found.end() :]
+    return replied, " ".join([*tags, rest.strip()]).strip()
+
+
+def is_reply_subject(subject: str | None) -> bool:
+    """Whether ``subject`` starts with a reply prefix (``Re:``, ``AW:``, ``SV:``...),
+    also after a tag (``[EXTERNAL] RE: Trip``)."""
+    return _folded(subject)[0]
+
+
+def is_forward_subject(subject: str | None) -> bool:
+    """Whether ``subject`` starts with a forward prefix (``Fwd:``, ``WG:``, ``TR:``...)."""
+    return bool(_FORWARD_PREFIX.match(subject or ""))
+
+
+def subject_base(subject: str | None) -> str:
+    """``subject`` without its reply prefixes, case and spacing: what two mails of one
+    thread have in common (``Re: Trip`` and ``AW: RE: trip``)."""
+    return " ".join(_folded(subject)[1].casefold().split())
+
+
+def thread_subject(subject: str | None) -> str:
+    """:func:`subject_base` without forward prefixes either: what the thread finder
+    compares (a conversation started by ``Fwd: Invoice`` is answered ``Re: Invoice``
+    by some clients)."""
+    return " ".join(_folded(subject, forwards=True)[1].casefold().split())
+
+
+def reply_subject(subject: str | None) -> str:
+    """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
+    base = _folded(subject)[1]
+    return f"Re: {base}" if base else "Re:"
