@@ -24,7 +24,7 @@ from bot.events import InboundMessage, scrubbed
 from bot.index import ConversationRecord
 from bot.index_rescue import is_storage_refusal
 from bot.resolver import THREADED_CHANNELS, ConversationResolver, ReadOnlyConversation
-from bot.spool import InboundSpool
+from bot.spool import HeldForRetry, InboundSpool
 from bot.strangers import StrangerFlow
 from bot.turn_recorder import TurnRecorder, reply_target
 
@@ -94,7 +94,7 @@ class Router:
                 if delay is None:
                     self.spool.hold(message)
                     await self._alert_owner_storage(exc)
-                    raise DeliveryError(f"storage failure: {exc}") from exc
+                    raise HeldForRetry(f"storage failure: {exc}") from exc
                 await asyncio.sleep(delay)
 
     async def get_cursor(self, channel: str, key: str) -> str | None:

@@ -15,6 +15,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from bot.channel import DeliveryError
 from bot.events import InboundMessage
 from bot.index_rescue import is_storage_refusal
 from bot.tasks import spawn
@@ -22,6 +23,15 @@ from bot.tasks import spawn
 log = logging.getLogger("my_agent.services")
 
 SPOOL_LIMIT = 10_000
+
+
+class HeldForRetry(DeliveryError):
+    """The message could not be stored but is held here: it will be stored (and
+    answered) once the disk accepts writes, without a redelivery. A channel that
+    redelivers anyway is deduplicated by the message's id; one that cannot keep an id
+    (an HTTP client that retried got a new one) should not redeliver at all
+    (channels/loopback.py answers 202). Held in memory only: lost if the daemon stops
+    before the disk has room again."""
 
 
 class InboundSpool:

@@ -1,10 +1,15 @@
 """The loopback channel: a local HTTP ingress for scripts, benchmarks and tests.
 
 Listens on 127.0.0.1 only. ``POST /inbound`` with a JSON message answers 200 once the
-message is durable (503 when it could not be stored: retry it), so a client knows
-exactly which messages were acknowledged. Everything the daemon "sends" through this
-channel is appended durably to ``data_dir/loopback-sent.jsonl``, which ``GET /sent``
-returns: tests count sends across crashes with it.
+message is durable, so a client knows exactly which messages were acknowledged; 202 when
+the disk refused it but the daemon holds it in memory and stores it (and answers it) as
+soon as the disk has room (bot/spool.py): do not send it again; 503 when it was not
+taken at all (the daemon is stopping): send it again. Every answer carries the
+``message_id``: a message sent again with the same id is stored once (without one, each
+POST gets a fresh id, and a retry of a held message was stored twice). Everything the
+daemon "sends" through this channel is appended durably to
+``data_dir/loopback-sent.jsonl``, which ``GET /sent`` returns: tests count sends across
+crashes with it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from aiohttp import web
 from bot.channel import ChannelHost, DeliveryError
 from bot.config import AppConfig
 from bot.events import InboundMessage, OutboundMessage, SendResult, iso, utcnow
+from bot.spool import HeldForRetry
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -122,11 +128,18 @@ class LoopbackChannel:
             addressed=bool(body.get("addressed", True)),
         )
         assert self._host is not None
+        mid = message.message_id
         try:
             await self._host.deliver(message)
+        except HeldForRetry as exc:
+            # Held by the spool, stored as soon as the disk has room: a 503 ("retry")
+            # made a client send it again under a new id, and it was stored twice.
+            body = {"ok": True, "held": True, "message_id": mid, "error": str(exc)}
+            return web.json_response(body, status=202)
         except DeliveryError as exc:
-            return web.json_response({"ok": False, "error": str(exc)}, status=503)
-        return web.json_response({"ok": True, "message_id": message.message_id})
+            body = {"ok": False, "message_id": mid, "error": str(exc)}
+            return web.json_response(body, status=503)
+        return web.json_response({"ok": True, "message_id": mid})
 
     async def _sent(self, request: web.Request) -> web.Response:
         try:

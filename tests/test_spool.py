@@ -73,3 +73,44 @@ async def test_a_refused_message_is_stored_once_the_disk_accepts_writes(
         if line.get("type") == "turn" and line.get("role") == "user"
     ]
     assert turns == ["remember the milk"]
+
+
+async def test_a_refused_index_write_of_a_stored_turn_is_answered_now_once(
+    services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Guard (QA 23: "the retry is treated as a duplicate and the reply waits for the
+    # next start"): the transcript took the owner's message and SQLite refused its index
+    # write ("database or disk is full"). The message is not refused to the channel nor
+    # held: it is answered now, once, and the index catches up at its next write.
+    import sqlite3
+
+    import bot.conversation_writes as writes
+    from tests.conftest import settle
+
+    monkeypatch.setattr("bot.router.STORAGE_RETRIES", ())
+    await services.router.deliver(inbound("hello", sender=OWNER_TELEGRAM_ID, message_id="m-0"))
+    await settle(services)
+    real_apply = writes.apply_lines
+    refusals = 1
+
+    def refusing_apply(*args: Any, **kwargs: Any) -> Any:
+        nonlocal refusals
+        if refusals:
+            refusals -= 1
+            exc = sqlite3.OperationalError("database or disk is full")
+            exc.sqlite_errorcode = 13  # SQLITE_FULL
+            raise exc
+        return real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(writes, "apply_lines", refusing_apply)
+    message = inbound("remember the milk", sender=OWNER_TELEGRAM_ID, message_id="held-1")
+    await services.router.deliver(message)  # neither refused nor held
+    assert refusals == 0 and services.health()["spooled"] == 0
+    await settle(services)
+    conv_id = await services.index.conversation_for_ref("telegram", "held-1")
+    assert conv_id is not None  # caught up by the reply's write
+    await services.router.deliver(message)  # the channel's redelivery: a duplicate
+    await settle(services)
+    lines = services.store.read_lines(conv_id)
+    turns = [(x["role"], x["turnNumber"]) for x in lines if x.get("type") == "turn"]
+    assert turns == [("user", 1), ("assistant", 1), ("user", 2), ("assistant", 2)]

@@ -134,7 +134,15 @@ class NamingRuns:
             **spent.fields(),
         )
         self.counters["named" if initial else "renamed"] += 1
-        log.info("named %s %r %s (%s)", conv_id, naming.title, naming.topics, naming.method)
+        # One "named" line per conversation: a re-naming (idle pass, every
+        # renaming_interval_turns) said "named" again, word for word when the title stayed.
+        if never_named:
+            done = "named"
+        elif event == "title_assigned":
+            done = "renamed"
+        else:
+            done = "re-named, title kept:"
+        log.info("%s %s %r %s (%s)", done, conv_id, naming.title, naming.topics, naming.method)
         if offer:
             self._split_noted.add(conv_id)
             topics = ", ".join(naming.topics) or "several subjects"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sqlite3
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 
 from bot.services import open_services
@@ -72,3 +76,53 @@ async def test_replies_are_sent_after_state_db_was_lost(tmp_path: Path) -> None:
         ("m-2", "re: second, after it"),
     ]
     assert [s["outbox"] for s in sent] == [1, 1]  # the same number, a different message
+
+
+async def test_a_message_held_on_a_full_disk_is_accepted_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the ingress answered 503 "retry" for a message the spool already held;
+    # a client that retried without an id got a new one and the message was stored twice.
+    monkeypatch.setattr("bot.router.STORAGE_RETRIES", ())
+    config = make_config(
+        tmp_path,
+        owner={"identities": {"loopback": ["owner"]}},
+        channels={"loopback": {"enabled": True}},
+    )
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        channel = loopback.LoopbackChannel(config, services)
+        await attach_channel(services, channel)  # type: ignore[arg-type]
+        db = services.index.db
+        real_run = db.run
+        full = True
+
+        async def refusing_run(fn: Any, **kwargs: Any) -> Any:
+            if full and kwargs.get("write", True):
+                exc = sqlite3.OperationalError("database or disk is full")
+                exc.sqlite_errorcode = 13  # SQLITE_FULL
+                raise exc
+            return await real_run(fn, **kwargs)
+
+        monkeypatch.setattr(db, "run", refusing_run)
+        url = f"http://127.0.0.1:{channel.port}/inbound"
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url, json={"sender": "owner", "text": "hold me"}) as resp:
+                status, body = resp.status, await resp.json()
+            assert status == 202, body  # accepted: do not send it again
+            assert body["ok"] is True and body["held"] is True and body["message_id"]
+            assert services.health()["spooled"] == 1
+            full = False
+            async with asyncio.timeout(10):
+                while services.health()["spooled"]:
+                    await asyncio.sleep(0.02)
+            await settle(services)
+            # the daemon stopping: not taken, send it again (with the id it was given)
+            services.router.accepting = False
+            async with session.post(url, json={"sender": "owner", "text": "late"}) as resp:
+                status, body = resp.status, await resp.json()
+            assert status == 503 and body["ok"] is False and body["message_id"]
+        sent = loopback.read_json_lines(config.data_dir / "loopback-sent.jsonl")
+        assert [s["text"] for s in sent] == ["re: hold me"]  # stored and answered once
+    finally:
+        await shutdown_services(services)

@@ -4,7 +4,10 @@ channel-aware and offline titles, defensive parsing of the model's JSON."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
+
+import pytest
 
 from bot.brain.base import RequestRefused
 from bot.index import ConversationRecord
@@ -626,3 +629,30 @@ def test_titles_are_cut_between_characters_not_inside_them() -> None:
     emoji = clean_title("a" * 78 + FAMILY)
     assert emoji == "A" + "a" * 77
     assert contact_name(_record("telegram", contact="x" * 38 + FAMILY), []) == "x" * 38
+
+
+async def test_a_renaming_that_keeps_the_title_is_not_logged_as_a_second_naming(
+    core: Core,
+    clock: ManualClock,
+    make_lifecycle: MakeLifecycle,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Regression: "named conv-... (keywords)" was logged twice for one conversation (a
+    # daemon with the offline brain): the idle re-naming ten turns on, which kept the
+    # title (a meta_update, not a second title_assigned), logged the same "named" line.
+    caplog.set_level(logging.INFO, logger="my_agent.lifecycle")
+    lifecycle = await make_lifecycle()  # offline brain
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5, text="kitchen renovation budget")
+    await lifecycle.settle()
+    assert (await core.row(conv)).last_named_turn == 5
+    await _user_turns(core, conv, 10, text="kitchen renovation budget")
+    await lifecycle.settle()
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert (await core.row(conv)).last_named_turn == 15  # re-named on the idle pass
+    assert len(core.events(conv, "title_assigned")) == 1
+    assert core.events(conv, "meta_update")[-1]["throughTurn"] == 15
+    said = [r.getMessage() for r in caplog.records if conv in r.getMessage()]
+    assert len([m for m in said if m.startswith("named ")]) == 1, said
+    assert len([m for m in said if m.startswith("re-named, title kept: ")]) == 1, said

@@ -1,7 +1,8 @@
 """Driving the real daemon (:mod:`tests.ops.daemon`) through its loopback channel, and
 reading what it left on disk, for the reliability and crash tests.
 
-``POST /inbound`` answers 200 only once a message is durable (its acknowledgement), and
+``POST /inbound`` answers 200 only once a message is durable (its acknowledgement; 202:
+held in memory on a full disk, not acknowledged), and
 every message the daemon sends through the channel is appended durably to
 ``loopback-sent.jsonl``, so sends can be counted across crashes. The ``session`` and
 ``daemons`` fixtures are in ``tests/conftest.py``.
