@@ -16,7 +16,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,9 @@ class TranscriptStore:
         self._executor = ThreadPoolExecutor(max_workers=6, thread_name_prefix="transcript")
         # path -> file size after our last complete append (ends with a newline).
         self._ends: dict[Path, int] = {}
+        # conversation id -> its meta line (the conversation manager's records): a
+        # transcript deleted while the daemon runs is recreated with it, not without
+        self.meta_for: Callable[[str], Line | None] | None = None
         # conversation id -> why start-up could not read its transcript (for status)
         self.unreadable: dict[str, str] = {}
 
@@ -196,7 +199,9 @@ class TranscriptStore:
         size = -1
         try:
             size = os.fstat(fd).st_size
-            if size and self._ends.get(path) != size:
+            if not size and not data.startswith(b'{"type":"meta"'):
+                data = self._with_meta(path, data)
+            elif size and self._ends.get(path) != size:
                 # A torn last line (crash mid-write) must not swallow the next record:
                 # terminate it so it stays an isolated corrupt line. (Skipped when our
                 # own last complete write ended the file at this size.)
@@ -221,6 +226,18 @@ class TranscriptStore:
             raise
         finally:
             os.close(fd)
+
+    def _with_meta(self, path: Path, data: bytes) -> bytes:
+        """``data`` for an empty or missing transcript, its meta line first when known.
+
+        A transcript deleted while the daemon ran was recreated by the next append
+        without one: `status` said INCONSISTENT, and a restart registered it as a web
+        conversation (its channel and sender lost)."""
+        meta = self.meta_for(path.stem) if self.meta_for and path.stem.startswith("conv-") else None
+        if meta is None:
+            return data
+        log.warning("%s was missing (deleted?): recreated with its meta line", path.name)
+        return encode([meta]) + data
 
     def _cut(self, path: Path, size: int) -> None:
         """Truncate ``path`` back to ``size`` (an append the journal could not make
