@@ -81,7 +81,18 @@ class Services:
             "channelProblems": self.channel_problems(),
             # transcripts start-up could not read: skipped, their conversations not written
             "unreadableTranscripts": self.unreadable_transcripts(),
+            # conversations.db found damaged while running (rebuilt at the next start)
+            "indexDamage": self.index_damage(),
         }
+
+    def index_damage(self) -> str | None:
+        """The problem line for a conversations.db found damaged while running, or None."""
+        if self.index_db.damage is None:
+            return None
+        return (
+            f"{self.index_db.path.name} is damaged ({self.index_db.damage}): search and "
+            "history fail; restart my-agent to rebuild it from the transcripts"
+        )
 
     def unreadable_transcripts(self) -> list[str]:
         """One problem line per transcript start-up could not read (file and error)."""
