@@ -106,6 +106,9 @@ async def health_lines(services: Services) -> list[str]:
         parts.append("stopping")
     for name, problems in (health.get("channelProblems") or {}).items():
         parts.extend(f"{name}: {problem}" for problem in problems)
+    parts.extend(health.get("unreadableTranscripts") or [])
+    if health.get("indexDamage"):
+        parts.append(str(health["indexDamage"]))
     total = await services.index.count()
     pending = await services.outbox.pending_count()
     escalations = await services.external.pending_escalation_count()

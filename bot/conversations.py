@@ -28,7 +28,7 @@ from bot.index import (
     row_to_record,
     upsert_conversation,
 )
-from bot.index_writes import record_from_meta
+from bot.index_writes import meta_from_record, record_from_meta
 from bot.record_cache import RecordCache, keyed_locks
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import (
@@ -71,6 +71,13 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
         # channel -> the conversation created or given a turn last by this process (see
         # most_recent)
         self._latest: dict[str, str] = {}
+        store.meta_for = self._meta_for
+
+    def _meta_for(self, conv_id: str) -> Line | None:
+        """The meta line of a conversation whose transcript is gone (deleted while the
+        daemon runs): the next append recreates the file with it (on a writing thread)."""
+        rec = self._cache.peek(conv_id)
+        return meta_from_record(rec) if rec is not None else None
 
     def _lock(self, conv_id: str) -> asyncio.Lock:
         lock = self._locks.get(conv_id)

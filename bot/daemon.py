@@ -191,6 +191,9 @@ async def start_serving(services: Services, channels: list[Channel]) -> int:
         await start_channels(services, channels)
     finally:
         services.replies.release_bursts()
+    unreadable = services.unreadable_transcripts()
+    if unreadable:  # the rest is served; the owner may chmod the file and restart
+        await services.alert_owner("Started without some conversations: " + "; ".join(unreadable))
     return resumed
 
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from bot.db_connections import open_connections
+from bot.index_rescue import is_corruption
 from bot.sqlite_conn import (
     WAL_SIZE_LIMIT,
     Driver,
@@ -92,6 +93,10 @@ class Database:
         # transaction per call while no unit of work waits, until it reports none left.
         self.idle_work = idle_work
         self._idle_due = False
+        # The first "database disk image is malformed" a unit of work met while running
+        # (None: none yet), and who is told of it, once (bot/services.py).
+        self.damage: str | None = None
+        self.on_damage: Callable[[BaseException], None] | None = None
 
     @classmethod
     async def open(
@@ -124,15 +129,28 @@ class Database:
         of work rolls back alone and raises to its caller only. Under concurrent load
         this turns N commits (and N thread hops) into one.
         """
-        if not write:
-            reader = self._reader
-            return await reader._execute(fn, reader._conn)  # type: ignore[no-any-return]
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if isinstance(fn, AfterWrite):
-            self.chain(fn, future)
-        else:
-            self.submit(fn, future)
-        return await future  # type: ignore[no-any-return]
+        try:
+            if not write:
+                reader = self._reader
+                return await reader._execute(fn, reader._conn)  # type: ignore[no-any-return]
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            if isinstance(fn, AfterWrite):
+                self.chain(fn, future)
+            else:
+                self.submit(fn, future)
+            return await future  # type: ignore[no-any-return]
+        except Exception as exc:
+            if self.damage is None and is_corruption(exc):
+                self._damaged(exc)
+            raise
+
+    def _damaged(self, exc: BaseException) -> None:
+        # Damage found while running was noticed only at the next start: each read
+        # failing meanwhile ended in a traceback (the offline brain's), the owner not told.
+        self.damage = str(exc)
+        log.error("%s is damaged (%s): noticed while running", self.path, exc)
+        if self.on_damage is not None:
+            self.on_damage(exc)
 
     def chain(
         self,

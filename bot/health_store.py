@@ -101,10 +101,13 @@ def _valid_turn(line: dict[str, Any]) -> bool:
 
 
 def transcript_turns(
-    conversations_dir: Path, count_lines: bool = True
+    conversations_dir: Path, count_lines: bool = True, unreadable: list[str] | None = None
 ) -> dict[str, tuple[int | None, int]]:
     """conv id -> (turn lines, size of the complete-line prefix in bytes); without
-    ``count_lines``, (None, size of the file): a stat per transcript, no read."""
+    ``count_lines``, (None, size of the file): a stat per transcript, no read.
+
+    A transcript that cannot be read is listed as (None, its size) and, with
+    ``unreadable``, named there with the error (it made the whole report exit 74)."""
     out: dict[str, tuple[int | None, int]] = {}
     if not conversations_dir.is_dir():
         return out
@@ -112,7 +115,14 @@ def transcript_turns(
         if not count_lines:
             out[path.stem] = (None, path.stat().st_size)
             continue
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            if unreadable is None:
+                raise
+            unreadable.append(f"transcript {path.name} cannot be read ({exc.strerror or exc})")
+            out[path.stem] = (None, path.stat().st_size)
+            continue
         end = data.rfind(b"\n") + 1  # a torn last line is not counted (nor indexed)
         count = 0
         for raw in data[:end].split(b"\n"):
@@ -138,7 +148,7 @@ def index_consistency(
     transcripts (10,000, 330,000 lines) took 4 of the 5 s of a quick status.
     """
     problems: list[str] = []
-    files = transcript_turns(conversations_dir, count_lines)
+    files = transcript_turns(conversations_dir, count_lines, problems)
     rows = {
         cid: (int(turns), int(indexed))
         for cid, turns, indexed in conn.execute(

@@ -283,6 +283,9 @@ async def live_status(services: Services) -> str:
         )
     for name, problems in (health.get("channelProblems") or {}).items():
         parts.extend(f"{name}: {problem}" for problem in problems)
+    parts.extend(health.get("unreadableTranscripts") or [])
+    if health.get("indexDamage"):
+        parts.append(str(health["indexDamage"]))
     return "ready: " + "; ".join(parts)
 
 

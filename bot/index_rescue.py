@@ -10,6 +10,11 @@ which recovery fills from the transcripts. Only the daemon does this, holding th
 transcript journal's lock (the data directory's claim): a one-shot command still exits
 74 naming the file, and never pulls the index from under a running daemon.
 
+Damage SQLite reports while the daemon runs (a read of a page recovery never touched)
+is left as a marker, ``conversations.db.damaged`` (:func:`mark_damaged`): the next start
+sets that index aside too (:func:`set_aside_marked`), where the open alone could have
+found nothing wrong and kept it.
+
 ``state.db`` is not derived from anything (outbox, channel cursors, command claims):
 it is never set aside. A corrupt one stops the start (exit 74, naming the file and
 what to do), and so does an empty one next to stored conversations
@@ -148,3 +153,35 @@ def set_aside(path: Path, files: Path, reason: BaseException) -> Path:
         target.name,
     )
     return target
+
+
+def damaged_marker(path: Path) -> Path:
+    """The marker :func:`mark_damaged` leaves next to the index ``path``."""
+    return path.with_name(f"{path.name}.damaged")
+
+
+def mark_damaged(path: Path, reason: BaseException) -> None:
+    """Leave word that the index ``path`` was found damaged while running, for the next
+    start to set it aside (best effort: a disk that refuses it is logged)."""
+    try:
+        damaged_marker(path).write_text(f"{reason}\n", encoding="utf-8")
+    except OSError as exc:
+        log.warning("cannot mark %s as damaged for the next start: %s", path, exc)
+
+
+def set_aside_marked(path: Path, files: Path) -> None:
+    """At the daemon's start: set aside the index :func:`mark_damaged` marked, if any.
+
+    A daemon already running here (its journal lock held) leaves both as they are: the
+    start fails on that lock next."""
+    marker = damaged_marker(path)
+    if not marker.exists():
+        return
+    if path.exists():
+        try:
+            reason = marker.read_text(encoding="utf-8").strip() or "damaged"
+            set_aside(path, files, RuntimeError(f"found damaged while running: {reason}"))
+        except OSError as exc:
+            log.warning("cannot set aside %s, marked damaged: %s", path, exc)
+            return
+    marker.unlink(missing_ok=True)

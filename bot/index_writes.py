@@ -34,6 +34,27 @@ def record_from_meta(meta: Mapping[str, Any]) -> ConversationRecord:
     )
 
 
+def meta_from_record(rec: ConversationRecord) -> dict[str, Any]:
+    """The ``meta`` line :func:`record_from_meta` reads ``rec`` back from (a transcript
+    deleted under the running daemon is recreated with it)."""
+    meta: dict[str, Any] = {
+        "type": "meta",
+        "id": rec.id,
+        "channel": rec.channel,
+        "created": rec.created,
+        "participants": list(rec.participants),
+    }
+    if rec.identity_key:
+        meta["identityKey"] = rec.identity_key
+    if rec.pinned:
+        meta["pinned"] = True
+    if rec.model:
+        meta["model"] = rec.model
+    if rec.channel_meta:
+        meta["channelMeta"] = dict(rec.channel_meta)
+    return meta
+
+
 # Events that may carry the ``usage`` and ``cost`` of the model call that produced them.
 COSTED_EVENTS = frozenset(
     {"compression", "compression_failed", "abbreviation", "title_assigned", "meta_update"}

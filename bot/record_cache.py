@@ -37,6 +37,10 @@ class RecordCache(Generic[V]):
             self._items.move_to_end(key)
         return value
 
+    def peek(self, key: str) -> V | None:
+        """The value without marking it used: safe from another thread (no reordering)."""
+        return self._items.get(key)
+
     def __getitem__(self, key: str) -> V:
         value = self.get(key)
         if value is None:

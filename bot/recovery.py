@@ -34,6 +34,8 @@ class RecoveryReport:
     removed_parties: int = 0
     pending_replies: list[tuple[str, int]] = field(default_factory=list)
     needs_abbreviation: list[str] = field(default_factory=list)
+    # transcripts that could not be read (file name -> the error): skipped, left as they are
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class RecoveryReport:
             "removedParties": self.removed_parties,
             "pendingReplies": len(self.pending_replies),
             "needsAbbreviation": len(self.needs_abbreviation),
+            "unreadable": len(self.unreadable),
         }
 
 
@@ -65,33 +68,57 @@ def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: Recov
             report.removed += 1
     for conv_id in present:
         report.conversations += 1
-        path = store.path(conv_id)
-        size = path.stat().st_size
-        if conv_id in known and known[conv_id] == size:
-            continue
-        row = None
-        if conv_id in known:
-            row = conn.execute(f"{SELECT_CONVERSATION} WHERE id = ?", (conv_id,)).fetchone()
-        rec = row_to_record(row) if row else None
-        if rec is not None and rec.indexed_bytes > size:
-            log.warning("%s shrank below its indexed size: re-indexing it", conv_id)
-            # FTS rows first: deleting the conversation cascades to its turns, and the
-            # external-content FTS index needs their text to delete its entries.
-            _delete_turns(conn, conv_id)
-            conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
-            rec = None
-        if rec is None:
-            lines, offset = store.read_from(conv_id, 0)
-            meta = next((line for line in lines if line.get("type") == "meta"), None)
-            if meta is None or meta.get("id") != conv_id:
-                log.warning("%s has no usable meta line: registered from its file name", path.name)
-                meta = {"id": conv_id, "channel": "web", "created": _first_ts(lines)}
-            rec = record_from_meta(meta)
-            report.registered += 1
-        else:
-            lines, offset = store.read_from(conv_id, rec.indexed_bytes)
-        apply_lines(conn, rec, lines, offset)
-        report.caught_up_lines += sum(1 for line in lines if line.get("type") != "meta")
+        try:
+            _catch_up_one(conn, store, conv_id, known.get(conv_id), report)
+        except OSError as exc:
+            # One transcript the disk will not give (permissions, an I/O error) no longer
+            # stops the start (exit 74) for every other conversation. Left as it is (it
+            # may be readable after a chmod) and written to by no one this run; the next
+            # start picks it up. A directory that cannot be listed still stops the start.
+            why = exc.strerror or str(exc)
+            log.error(
+                "%s cannot be read (%s): skipped and left as it is; its conversation is "
+                "picked up at the next start once it can be read",
+                store.path(conv_id).name,
+                why,
+            )
+            store.mark_unreadable(conv_id, why)
+            report.unreadable[store.path(conv_id).name] = why
+
+
+def _catch_up_one(
+    conn: SyncConn, store: TranscriptStore, conv_id: str, known: int | None, report: RecoveryReport
+) -> None:
+    path = store.path(conv_id)
+    size = path.stat().st_size
+    if known is not None and known == size:
+        return
+    row = None
+    if known is not None:
+        row = conn.execute(f"{SELECT_CONVERSATION} WHERE id = ?", (conv_id,)).fetchone()
+    rec = row_to_record(row) if row else None
+    if rec is not None and rec.indexed_bytes > size:
+        # read before its rows go: a file that cannot be read keeps them
+        lines, offset = store.read_from(conv_id, 0)
+        log.warning("%s shrank below its indexed size: re-indexing it", conv_id)
+        # FTS rows first: deleting the conversation cascades to its turns, and the
+        # external-content FTS index needs their text to delete its entries.
+        _delete_turns(conn, conv_id)
+        conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+        rec = None
+    elif rec is None:
+        lines, offset = store.read_from(conv_id, 0)
+    else:
+        lines, offset = store.read_from(conv_id, rec.indexed_bytes)
+    if rec is None:
+        meta = next((line for line in lines if line.get("type") == "meta"), None)
+        if meta is None or meta.get("id") != conv_id:
+            log.warning("%s has no usable meta line: registered from its file name", path.name)
+            meta = {"id": conv_id, "channel": "web", "created": _first_ts(lines)}
+        rec = record_from_meta(meta)
+        report.registered += 1
+    apply_lines(conn, rec, lines, offset)
+    report.caught_up_lines += sum(1 for line in lines if line.get("type") != "meta")
 
 
 def _delete_turns(conn: SyncConn, conv_id: str) -> None:
@@ -185,7 +212,9 @@ def recover(
     report = RecoveryReport()
     catch_up_conversations(conn, store, report)
     catch_up_parties(conn, external_dir, config, report)
-    report.pending_replies = pending_replies(conn)
+    # an unreadable transcript's owed reply could not be written (its store refuses)
+    skipped = {name.removesuffix(".jsonl") for name in report.unreadable}
+    report.pending_replies = [p for p in pending_replies(conn) if p[0] not in skipped]
     # Idle conversations with turns never abbreviated (or whose abbreviation failed).
     conn.execute(
         "UPDATE conversations SET needs_abbreviation = 1 WHERE "
@@ -194,7 +223,9 @@ def recover(
         (f"-{int(config.conversations.idle_timeout_seconds)} seconds",),
     )
     report.needs_abbreviation = [
-        r[0] for r in conn.execute("SELECT id FROM conversations WHERE needs_abbreviation = 1")
+        r[0]
+        for r in conn.execute("SELECT id FROM conversations WHERE needs_abbreviation = 1")
+        if r[0] not in skipped
     ]
     return report
 

@@ -79,7 +79,28 @@ class Services:
             "repliesWaitingForStorage": len(self.replies.storage_waiting),
             # what a channel reports about itself (e-mail: mails the server holds back)
             "channelProblems": self.channel_problems(),
+            # transcripts start-up could not read: skipped, their conversations not written
+            "unreadableTranscripts": self.unreadable_transcripts(),
+            # conversations.db found damaged while running (rebuilt at the next start)
+            "indexDamage": self.index_damage(),
         }
+
+    def index_damage(self) -> str | None:
+        """The problem line for a conversations.db found damaged while running, or None."""
+        if self.index_db.damage is None:
+            return None
+        return (
+            f"{self.index_db.path.name} is damaged ({self.index_db.damage}): search and "
+            "history fail; restart my-agent to rebuild it from the transcripts"
+        )
+
+    def unreadable_transcripts(self) -> list[str]:
+        """One problem line per transcript start-up could not read (file and error)."""
+        return [
+            f"transcript {self.store.path(conv_id).name} cannot be read ({why}): its "
+            "conversation is skipped until a restart reads it"
+            for conv_id, why in sorted(self.store.unreadable.items())
+        ]
 
     def channel_problems(self) -> dict[str, list[str]]:
         """Per channel, what its optional ``problems()`` reports (only channels with any)."""

@@ -22,7 +22,7 @@ from bot.external import ExternalStore
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
-from bot.index_rescue import is_corruption, set_aside
+from bot.index_rescue import is_corruption, mark_damaged, set_aside, set_aside_marked
 from bot.outbox import Outbox
 from bot.recovery import recover
 from bot.replies import ReplyEngine
@@ -30,6 +30,7 @@ from bot.schema import create_vector_tables
 from bot.search import SearchService
 from bot.service_databases import DatabaseOpenError, IndexCorrupt, close_all, open_databases
 from bot.service_parts import Services
+from bot.tasks import spawn
 from bot.transcript import TranscriptStore
 
 log = logging.getLogger("my_agent.services")
@@ -121,6 +122,8 @@ async def open_services(
         "download_models": download_models,
         "load_refs": load_refs,
     }
+    if exclusive:  # damage the last run found while running (bot/index_rescue.py)
+        set_aside_marked(config.index_path, config.conversations_dir)
     try:
         return await _open_services(config, **options)
     except IndexCorrupt as exc:
@@ -225,12 +228,24 @@ async def _open_services(
         await close_all(opened)
         error = IndexCorrupt if exclusive and is_corruption(exc) else DatabaseOpenError
         raise error(f"recovery from the transcripts failed: {exc}") from exc
+    if exclusive:  # the daemon: its next start sets a damaged index aside and rebuilds it
+        # (after recovery: damage found by it is rescued above, at once)
+        index_db.on_damage = lambda exc: _index_damaged(services, exc)
     # What exists now (config, caches, the loaded refs, every module) lives as long as the
     # services: out of the collector's sight, a full collection no longer walks it. Such a
     # collection paused the loop (and every thread waiting for the GIL) 30-60 ms, the
     # largest stall in the ingest latency tail (docs/benchmarks.md).
     gc.freeze()
     return services
+
+
+def _index_damaged(services: Services, exc: BaseException) -> None:
+    """Tell the owner, once, that conversations.db was found damaged while running, and
+    leave word for the next start to rebuild it."""
+    mark_damaged(services.config.index_path, exc)
+    problem = services.index_damage()
+    if problem is not None:
+        spawn(services.alert_owner(f"Index problem: {problem}."), name="index-damage")
 
 
 async def close_services(services: Services) -> None:

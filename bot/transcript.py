@@ -16,7 +16,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ __all__ = [
     "READOUT_MODELS",
     "Line",
     "TranscriptStore",
+    "UnreadableTranscript",
     "encode",
     "event_line",
     "meta_line",
@@ -52,6 +53,12 @@ __all__ = [
 ]
 
 log = logging.getLogger("my_agent.transcript")
+
+
+class UnreadableTranscript(OSError):
+    """A write to a transcript start-up could not read (:meth:`TranscriptStore.mark_unreadable`).
+
+    An ``OSError``: the router holds the message as it does on any storage failure."""
 
 
 class TranscriptStore:
@@ -75,6 +82,11 @@ class TranscriptStore:
         self._executor = ThreadPoolExecutor(max_workers=6, thread_name_prefix="transcript")
         # path -> file size after our last complete append (ends with a newline).
         self._ends: dict[Path, int] = {}
+        # conversation id -> its meta line (the conversation manager's records): a
+        # transcript deleted while the daemon runs is recreated with it, not without
+        self.meta_for: Callable[[str], Line | None] | None = None
+        # conversation id -> why start-up could not read its transcript (for status)
+        self.unreadable: dict[str, str] = {}
 
     def path(self, conv_id: str) -> Path:
         path = self._paths.get(conv_id)
@@ -88,9 +100,33 @@ class TranscriptStore:
         return self.path(conv_id).exists()
 
     def conversation_ids(self) -> list[str]:
+        """Every transcript's conversation id; ``[]`` when the directory does not exist.
+
+        A directory that cannot be listed raises (``PermissionError``): ``Path.glob``
+        returned nothing for it, and recovery took every conversation out of the index
+        as deleted.
+        """
         if not self.directory.is_dir():
             return []
-        return sorted(p.stem for p in self.directory.glob("conv-*.jsonl"))
+        with os.scandir(self.directory) as entries:
+            names = [e.name for e in entries]
+        return sorted(
+            n[: -len(".jsonl")] for n in names if n.startswith("conv-") and n.endswith(".jsonl")
+        )
+
+    def mark_unreadable(self, conv_id: str, why: str) -> None:
+        """Refuse writes to ``conv_id`` for the rest of this run: start-up could not read
+        its transcript, so its index rows may lag the file (its next turn number unknown,
+        lines never indexed). The file is left as it is; the next start reads it again."""
+        self.unreadable[conv_id] = why
+
+    def _check_writable(self, conv_id: str) -> None:
+        why = self.unreadable.get(conv_id)
+        if why is not None:
+            raise UnreadableTranscript(
+                f"{self.path(conv_id).name} could not be read at start ({why}): not written "
+                "to until a restart reads it"
+            )
 
     def _lock(self, conv_id: str) -> asyncio.Lock:
         lock = self._locks.get(conv_id)
@@ -163,7 +199,9 @@ class TranscriptStore:
         size = -1
         try:
             size = os.fstat(fd).st_size
-            if size and self._ends.get(path) != size:
+            if not size and not data.startswith(b'{"type":"meta"'):
+                data = self._with_meta(path, data)
+            elif size and self._ends.get(path) != size:
                 # A torn last line (crash mid-write) must not swallow the next record:
                 # terminate it so it stays an isolated corrupt line. (Skipped when our
                 # own last complete write ended the file at this size.)
@@ -188,6 +226,18 @@ class TranscriptStore:
             raise
         finally:
             os.close(fd)
+
+    def _with_meta(self, path: Path, data: bytes) -> bytes:
+        """``data`` for an empty or missing transcript, its meta line first when known.
+
+        A transcript deleted while the daemon ran was recreated by the next append
+        without one: `status` said INCONSISTENT, and a restart registered it as a web
+        conversation (its channel and sender lost)."""
+        meta = self.meta_for(path.stem) if self.meta_for and path.stem.startswith("conv-") else None
+        if meta is None:
+            return data
+        log.warning("%s was missing (deleted?): recreated with its meta line", path.name)
+        return encode([meta]) + data
 
     def _cut(self, path: Path, size: int) -> None:
         """Truncate ``path`` back to ``size`` (an append the journal could not make
@@ -218,6 +268,7 @@ class TranscriptStore:
         """Create a transcript with its meta line (durable, directory entry included)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(meta["id"])
+        self._check_writable(meta["id"])
         async with self._lock(meta["id"]):
             await asyncio.to_thread(self._create_sync, path, encode([meta]))
 
@@ -232,6 +283,7 @@ class TranscriptStore:
 
     async def append(self, conv_id: str, lines: Iterable[Mapping[str, Any]]) -> int:
         """Append lines durably; returns the new file size in bytes."""
+        self._check_writable(conv_id)
         data = encode(lines)
         path = self.path(conv_id)
         async with self._lock(conv_id):
@@ -251,6 +303,7 @@ class TranscriptStore:
         this does not wake the event loop when the write is done: the next step (the
         index update, see :class:`bot.db.AfterWrite`) is chained on the writing thread.
         """
+        self._check_writable(conv_id)
         return self.submit_file(self.path(conv_id), encode(lines), background)
 
     # -- reading -------------------------------------------------------------------
