@@ -4,7 +4,6 @@ version (bot/sqlite_conn.py ``apply_migrations``, docs/operations.md "Upgrades")
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from bot.index_rescue import is_storage_refusal
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.services import DatabaseOpenError, open_services
 from tests.conftest import make_config, shutdown_services
+from tests.sqlite_driver import sqlite3
 from tests.support import fill_disk, mount_tmpfs
 
 _TURNS = [
