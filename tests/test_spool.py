@@ -82,10 +82,9 @@ async def test_a_refused_index_write_of_a_stored_turn_is_answered_now_once(
     # next start"): the transcript took the owner's message and SQLite refused its index
     # write ("database or disk is full"). The message is not refused to the channel nor
     # held: it is answered now, once, and the index catches up at its next write.
-    import sqlite3
-
     import bot.conversation_writes as writes
     from tests.conftest import settle
+    from tests.sqlite_driver import sqlite3
 
     monkeypatch.setattr("bot.router.STORAGE_RETRIES", ())
     await services.router.deliver(inbound("hello", sender=OWNER_TELEGRAM_ID, message_id="m-0"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from bot.services import open_services
 from channels import loopback
 from tests.conftest import attach_channel, make_config, settle, shutdown_services
+from tests.sqlite_driver import sqlite3
 from tests.support import ScriptedBrain, inbound
 
 
