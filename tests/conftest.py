@@ -14,6 +14,7 @@ there take precedence over these.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,17 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]
         else:
             out[key] = value
     return out
+
+
+# what a config test must not inherit from the environment running the tests
+CONFIG_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "TELEGRAM_BOT_TOKEN", "EMAIL_PASSWORD")
+
+
+def clear_config_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset every ``MY_AGENT_*`` variable and the secrets a config reads."""
+    for var in list(os.environ):
+        if var.startswith("MY_AGENT_") or var in CONFIG_ENV:
+            monkeypatch.delenv(var, raising=False)
 
 
 def raw_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:

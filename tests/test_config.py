@@ -14,6 +14,7 @@ import yaml
 
 from bot import cli
 from bot.config import PLACEHOLDER_MARKERS, ConfigError, build_config, load_config
+from tests.conftest import clear_config_env
 from tests.support import REPO, VENV_PYTHON
 
 
@@ -25,14 +26,7 @@ def _write(tmp_path: Path, raw: Any, name: str = "config.yaml") -> Path:
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in list(os.environ):
-        if var.startswith("MY_AGENT_") or var in (
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "TELEGRAM_BOT_TOKEN",
-            "EMAIL_PASSWORD",
-        ):
-            monkeypatch.delenv(var, raising=False)
+    clear_config_env(monkeypatch)
 
 
 INVALID = [

@@ -15,14 +15,12 @@ import yaml
 from bot import cli, exitcodes
 from bot.config import ConfigError, load_config
 from bot.config.checks import config_warnings
-from tests.conftest import raw_config
+from tests.conftest import clear_config_env, raw_config
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in list(os.environ):
-        if var.startswith("MY_AGENT_") or var in ("ANTHROPIC_API_KEY", "EMAIL_PASSWORD"):
-            monkeypatch.delenv(var, raising=False)
+    clear_config_env(monkeypatch)
 
 
 def _write(tmp_path: Path, raw: Any) -> Path:

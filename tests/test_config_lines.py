@@ -3,7 +3,6 @@ number: both for ``check-config`` and ``run`` (exit 78, one line per problem).""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,18 +10,12 @@ import pytest
 from bot import cli
 from bot.config import ConfigError, build_config, load_config
 from bot.config.file import key_lines, line_of
+from tests.conftest import clear_config_env
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in list(os.environ):
-        if var.startswith("MY_AGENT_") or var in (
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "TELEGRAM_BOT_TOKEN",
-            "EMAIL_PASSWORD",
-        ):
-            monkeypatch.delenv(var, raising=False)
+    clear_config_env(monkeypatch)
 
 
 LONG_FILE = """\
