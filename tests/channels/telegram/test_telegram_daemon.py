@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from bot.daemon import run_daemon
 from channels.telegram.menus import COMMANDS
 
 from .conftest import OWNER_ID
-from .stack import stack_config
+from .stack import query_db, stack_config
 
 pytestmark = pytest.mark.slow
 
@@ -98,10 +97,9 @@ async def test_a_stop_during_a_flood_wait_is_prompt_and_keeps_the_message(
     # Before, the stop waited for the drain (20 s) and then the outbox's last send (10 s).
     assert loop.time() - asked < 5
     assert tg_server.sent_to(OWNER_ID) == []
-    with sqlite3.connect(config.state_path) as conn:
-        rows = conn.execute("SELECT status, next_attempt FROM outbox").fetchall()
-        assert [status for status, _ in rows] == ["pending"]  # kept for the next start
-        conn.execute("UPDATE outbox SET next_attempt = 0")  # the flood wait is over
+    rows = query_db(config.state_path, "SELECT status, next_attempt FROM outbox")
+    assert [status for status, _ in rows] == ["pending"]  # kept for the next start
+    query_db(config.state_path, "UPDATE outbox SET next_attempt = 0")  # the wait is over
 
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(config, stop))
