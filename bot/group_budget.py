@@ -2,12 +2,13 @@
 
 A group's members (anyone in it but the owner) get the restricted profile, a paid model
 call each, and nothing limited how many a busy or hostile group could trigger (known
-contacts have had :mod:`bot.party_budget` since session 22). ``trust.group_replies_per_hour``
-bounds them per group, not per member: members are not vetted one by one, anyone can
-join an allowed group (or come back under a new account), so a per-member budget is as
-many budgets as the group has accounts; the group is what the owner allowed. The owner's
-own messages in the group are theirs and never counted. Counted in the index (the
-group's replies whose turn was a member's), so a restart resets nothing. Past it, a
+contacts' are, :mod:`bot.party_budget`). ``trust.group_replies_per_hour`` bounds them
+per group, not per member: members are not vetted one by one, anyone can join an
+allowed group (or come back under a new account), so a per-member budget is as many
+budgets as the group has accounts; the group is what the owner allowed. The owner's
+own messages in the group are theirs and never counted. Counted from the index (the
+group's replies in the hour) and the transcript (whose turn each answered, its
+``fromOwner``), so a restart resets nothing. Past it, a
 member's message is recorded as always but not answered: a ``reply_refused`` event names
 its turn, so recovery does not answer it after a restart (:mod:`bot.index_writes`), and
 the owner is told once an hour per group, across restarts (:mod:`bot.owner_notices`).
