@@ -124,9 +124,10 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
         elif event == "message_ref":
             for channel, ref, direction in line_refs(line, rec.channel):
                 _add_ref(conn, channel, ref, rec.id, direction)
-        elif event == "reply_merged" and isinstance(line.get("turnNumber"), int):
-            # answered by the reply to a later message of the same burst (the debounce):
-            # not a pending reply for recovery
+        elif event in ("reply_merged", "reply_refused") and isinstance(line.get("turnNumber"), int):
+            # answered by the reply to a later message of the same burst (the debounce),
+            # or refused (a group's hourly budget, bot.group_budget): not a pending
+            # reply for recovery
             conn.execute(
                 "UPDATE turns SET awaits_reply = 0 WHERE conversation_id = ? AND "
                 "turn_number = ? AND role = 'user'",

@@ -23,6 +23,7 @@ from bot.brain.base import (
 )
 from bot.bursts import Bursts
 from bot.events import OutboundMessage
+from bot.group_budget import GroupBudget
 from bot.reply_generation import ReplyGeneration
 from bot.reply_queue import KeyedSerialQueue
 from bot.reply_writes import ReplyWrites
@@ -86,6 +87,7 @@ class ReplyEngine(ReplyWrites):
         self._arrivals = Bursts()
         # (conversation, album) -> its latest turn submitted: an album's one reply
         self._albums = Bursts()
+        self.group_budget = GroupBudget(services)
 
     # -- owner conversations --------------------------------------------------------
     def submit(
@@ -161,6 +163,10 @@ class ReplyEngine(ReplyWrites):
         profile: Profile = "restricted" if group and not owner else "owner"
         if group:
             self._arrivals.forget(conv_id)  # a group is never merged (submit noted it)
+            # A member's answer is a paid call the group could make without end.
+            if not owner and not await self.group_budget.allows(rec, turn):
+                return
+            self.group_budget.note(conv_id, turn, member=not owner)
         elif (
             profile == "owner"
             and self._debounce(target.channel)

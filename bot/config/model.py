@@ -158,6 +158,10 @@ class TrustConfig(_Section):
     # either, their messages are recorded, not answered, and the owner is told once.
     known_replies_per_hour: int = Field(default=40, ge=1)
     known_replies_per_hour_total: int = Field(default=120, ge=1)
+    # The model's answers to the members of one allow-listed group (not the owner's own
+    # messages there) in any hour: per group, since anyone can join a group or come back
+    # under a new account. Past it, members' messages are recorded, not answered.
+    group_replies_per_hour: int = Field(default=40, ge=1)
     # What a third party's message keeps (their file; the index keeps 8,000 characters of
     # it): longer is cut, with a line saying how much was not kept. A stranger's
     # megabytes were stored whole, and a flood of them filled the disk.

@@ -110,20 +110,47 @@
   function setTimeZone(zone) {
     if (!zone || zone === state.timeZone) return;
     state.timeZone = zone;
-    // times already shown were in the browser's zone
-    for (const t of document.querySelectorAll("time.when")) t.title = dateTime(t.dateTime);
+    // times already shown were in the browser's zone (their days too)
+    for (const t of document.querySelectorAll("time.when")) {
+      t.title = dateTime(t.dateTime);
+      t.textContent = relTime(t.dateTime);
+    }
   }
 
+  // The calendar day of a moment in the owner's zone, as a count of days.
+  const dayFormats = new Map();
+  function dayNumber(t) {
+    const zone = state.timeZone || "";
+    let format = dayFormats.get(zone);
+    if (!format) {
+      const options = { year: "numeric", month: "numeric", day: "numeric" };
+      try {
+        format = new Intl.DateTimeFormat("en-US", Object.assign({ timeZone: zone || undefined }, options));
+      } catch (e) { // a zone this browser does not know: its own
+        format = new Intl.DateTimeFormat("en-US", options);
+      }
+      dayFormats.set(zone, format);
+    }
+    const parts = {};
+    for (const p of format.formatToParts(new Date(t))) parts[p.type] = Number(p.value);
+    return Math.round(Date.UTC(parts.year, parts.month - 1, parts.day) / 86400000);
+  }
+
+  // "yesterday" is the owner's previous calendar day (owner.timezone), "N h ago" today
+  // and "N days ago" counts calendar days: 24-48 hours ago was "yesterday", so at 09:00
+  // last night's 23:30 read "10 h ago" and the morning before yesterday's "yesterday".
   function relTime(ts) {
     if (!ts) return "";
     const t = Date.parse(ts);
     if (isNaN(t)) return "";
-    const s = Math.max(0, (Date.now() - t) / 1000);
+    const now = Date.now();
+    const s = Math.max(0, (now - t) / 1000);
     if (s < 45) return "just now";
     if (s < 3600) return Math.round(s / 60) + " min ago";
-    if (s < 86400) return Math.round(s / 3600) + " h ago";
-    if (s < 2 * 86400) return "yesterday";
-    if (s < 30 * 86400) return Math.round(s / 86400) + " days ago";
+    const days = Math.max(0, dayNumber(now) - dayNumber(t));
+    if (days === 0) return Math.round(s / 3600) + " h ago";
+    if (days === 1) return "yesterday";
+    if (days < 30) return days + " days ago";
     return formatIn("date", t);
   }
 

@@ -16,6 +16,7 @@ from bot.daemon import shutdown, wire_channels
 from bot.party_resume import resume_known_parties
 from bot.resume import resume_pending_replies
 from bot.services import Services, open_services
+from bot.sqlite_conn import select_driver
 from channels.telegram.adapter import TelegramChannel
 
 from .conftest import GROUP_ID, OWNER_ID, SleepRecorder
@@ -134,3 +135,23 @@ async def start_stack(
 
 def texts(messages: Sequence[dict[str, Any]]) -> list[str]:
     return [m["text"] for m in messages]
+
+
+def query_db(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Run ``sql`` on the database at ``path`` (a test's look at state.db) with the
+    daemon's own SQLite driver, and close the connection.
+
+    Never the standard ``sqlite3`` when the daemon's driver is ``pysqlite3``: two copies
+    of SQLite in one process do not see each other's locks (POSIX locks are the
+    process's), so the other copy's connection, on closing, took itself for the last
+    one and deleted the ``-wal`` and ``-shm`` under the daemon's open connections, and
+    its reads raced the daemon's writes ("database disk image is malformed", "disk I/O
+    error"), and the daemon's writer thread died of SIGBUS on the shared memory, taking
+    the test run with it ("Fatal Python error: Bus error", reproduced under load while
+    ``_outbox_attempts`` polled the outbox)."""
+    conn = select_driver().module.connect(str(path))
+    try:
+        with conn:
+            return list(conn.execute(sql, tuple(params)).fetchall())
+    finally:
+        conn.close()

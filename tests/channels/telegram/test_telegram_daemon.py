@@ -16,10 +16,10 @@ import yaml
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.config import load_config
 from bot.daemon import run_daemon
-from tests.sqlite_driver import sqlite3
+from channels.telegram.menus import COMMANDS
 
 from .conftest import OWNER_ID
-from .stack import stack_config
+from .stack import query_db, stack_config
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +31,17 @@ async def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
         if loop.time() > end:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.02)
+
+
+async def _wait_menus(
+    tg_server: FakeTelegramServer, expected: dict[str, list[str]], timeout: float = 20.0
+) -> None:
+    """Wait until the menus are all of ``expected`` (every scope, not just one)."""
+    try:
+        await _wait(lambda: tg_server.menus == expected, timeout)
+    except AssertionError:
+        assert tg_server.menus == expected  # the difference, shown by pytest
+        raise
 
 
 async def test_daemon_restart_mid_stream(tmp_path: Path, tg_server: FakeTelegramServer) -> None:
@@ -86,10 +97,9 @@ async def test_a_stop_during_a_flood_wait_is_prompt_and_keeps_the_message(
     # Before, the stop waited for the drain (20 s) and then the outbox's last send (10 s).
     assert loop.time() - asked < 5
     assert tg_server.sent_to(OWNER_ID) == []
-    with sqlite3.connect(config.state_path) as conn:
-        rows = conn.execute("SELECT status, next_attempt FROM outbox").fetchall()
-        assert [status for status, _ in rows] == ["pending"]  # kept for the next start
-        conn.execute("UPDATE outbox SET next_attempt = 0")  # the flood wait is over
+    rows = query_db(config.state_path, "SELECT status, next_attempt FROM outbox")
+    assert [status for status, _ in rows] == ["pending"]  # kept for the next start
+    query_db(config.state_path, "UPDATE outbox SET next_attempt = 0")  # the wait is over
 
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(config, stop))
@@ -122,22 +132,22 @@ async def test_sighup_refreshes_the_command_menus(
     write([str(OWNER_ID)])
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(load_config(path), stop, config_path=path))
+    full = [c.command for c in COMMANDS]
+    others = {"default": ["new", "help"], "all_group_chats": ["help"]}
     try:
-        await _wait(lambda: f"chat:{OWNER_ID}" in tg_server.menus)
-        assert tg_server.menus["all_group_chats"] == ["help"]
+        # The menus are set one scope at a time: wait for the whole state asserted, not
+        # for one scope (under load the groups' menu came after the owner's was seen).
+        await _wait_menus(tg_server, {f"chat:{OWNER_ID}": full, **others})
         # The owner's new account; the old one is no longer theirs.
         write(["3003"])
         os.kill(os.getpid(), signal.SIGHUP)
         # Before, SIGHUP re-read the owner identities but the menus stayed as at start:
         # the old account kept /trust, /block, /reply, the new one had /new and /help.
-        await _wait(lambda: "chat:3003" in tg_server.menus, timeout=10)
-        assert len(tg_server.menus["chat:3003"]) == 9
-        await _wait(lambda: f"chat:{OWNER_ID}" not in tg_server.menus, timeout=10)
+        await _wait_menus(tg_server, {"chat:3003": full, **others})
         # and with only an @username the full menu is everyone's, groups' included
         write(["@olga"])
         os.kill(os.getpid(), signal.SIGHUP)
-        await _wait(lambda: "all_group_chats" not in tg_server.menus, timeout=10)
-        assert len(tg_server.menus["default"]) == 9 and "chat:3003" not in tg_server.menus
+        await _wait_menus(tg_server, {"default": full})
     finally:
         stop.set()
         assert await asyncio.wait_for(daemon, 30) == 0

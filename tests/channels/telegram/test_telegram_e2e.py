@@ -26,7 +26,7 @@ from tests.conftest import settle
 from tests.sqlite_driver import sqlite3
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, assert_no_tasks_left
-from .stack import ScriptedBrain, Stack, start_stack, texts
+from .stack import ScriptedBrain, Stack, query_db, start_stack, texts
 
 pytestmark = pytest.mark.slow
 
@@ -254,12 +254,11 @@ async def test_restart_mid_stream_replays_nothing_and_skips_nothing(
     # Worst case for duplicates: the process died after recording but before the offset
     # was saved, so Telegram sends those updates again.
     state = first.config.state_path
-    with sqlite3.connect(state) as conn:
-        (offset,) = conn.execute(
-            "SELECT value FROM channel_cursors WHERE channel='telegram' AND key='offset'"
-        ).fetchone()
-        conn.execute("UPDATE channel_cursors SET value=? WHERE channel='telegram'",
-                     (str(int(offset) - 2),))  # fmt: skip
+    ((offset,),) = query_db(
+        state, "SELECT value FROM channel_cursors WHERE channel='telegram' AND key='offset'"
+    )
+    query_db(state, "UPDATE channel_cursors SET value=? WHERE channel='telegram'",
+             (str(int(offset) - 2),))  # fmt: skip
     tg_server.rewind(int(offset) - 2)
     caplog.set_level(logging.INFO, logger="my_agent.router")
     second = await start_stack(data, tg_server)
@@ -734,8 +733,7 @@ async def test_a_long_reply_cut_off_by_a_restart_resumes_without_repeating_its_p
     finally:
         await stack.stop()
     assert len(tg_server.sent_to(OWNER_ID)) == 1
-    with sqlite3.connect(stack.config.state_path) as conn:
-        conn.execute("UPDATE outbox SET next_attempt = 0")  # the flood wait is over
+    query_db(stack.config.state_path, "UPDATE outbox SET next_attempt = 0")  # wait over
     stack = await start_stack(tmp_path / "data", tg_server, brain=brain, telegram=telegram)
     try:
         await tg_server.wait_sent(OWNER_ID, 4)
@@ -747,8 +745,8 @@ async def test_a_long_reply_cut_off_by_a_restart_resumes_without_repeating_its_p
 
 
 def _outbox_attempts(stack: Stack) -> list[int]:
-    with sqlite3.connect(stack.config.state_path) as conn:
-        return [n for (n,) in conn.execute("SELECT attempts FROM outbox")]
+    # while the stack runs: the daemon's driver (query_db), never the standard sqlite3
+    return [n for (n,) in query_db(stack.config.state_path, "SELECT attempts FROM outbox")]
 
 
 async def test_what_is_said_in_a_forum_topic_is_answered_in_that_topic(

@@ -14,7 +14,7 @@ from channels.telegram import token_state
 from tests.sqlite_driver import sqlite3
 
 from .conftest import OWNER_ID, assert_no_tasks_left
-from .stack import Stack, start_stack, texts
+from .stack import Stack, query_db, start_stack, texts
 
 pytestmark = pytest.mark.slow
 
@@ -82,8 +82,7 @@ async def test_replies_held_by_a_refused_token_survive_a_stop_and_go_after_a_res
     assert loop.time() - asked < 5  # the held send gives up at once
     # kept, tried once more no sooner than HELD_RETRY_AFTER_STOP (not over and over
     # while the stop drains the replies, each try an attempt and a warning)
-    with sqlite3.connect(stack.config.state_path) as conn:
-        rows = conn.execute("SELECT status, attempts FROM outbox ORDER BY id").fetchall()
+    rows = query_db(stack.config.state_path, "SELECT status, attempts FROM outbox ORDER BY id")
     assert rows == [("pending", 1), ("pending", 0), ("pending", 0)]
     await assert_no_tasks_left()
     assert tg_server.sent_to(OWNER_ID) == []

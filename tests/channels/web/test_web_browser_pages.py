@@ -189,6 +189,37 @@ async def test_times_are_shown_in_the_owners_zone(browser: Browser, tmp_path: Pa
         await stop_stack(stack)
 
 
+async def test_yesterday_is_the_owners_previous_calendar_day(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Regression: "yesterday" meant 24-48 hours ago: at 09:00 in Berlin, last night's
+    # 23:30 read "10 h ago" and the morning of the day before yesterday "yesterday".
+    # The days are the owner's (owner.timezone), not the browser's: from New York this
+    # morning's 04:00 in Berlin was still the 9th there.
+    stack = await start_stack(tmp_path / "days", timezone="Europe/Berlin")
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    for stamp in (
+        "2026-03-08T09:00:00.000Z",  # 10:00 on the 8th in Berlin, 47 h before
+        "2026-03-09T22:30:00.000Z",  # 23:30 on the 9th, 9.5 h before
+        "2026-03-10T03:00:00.000Z",  # 04:00 on the 10th (23:00 on the 9th in New York)
+    ):
+        await manager.append_turn(conv.id, "user", f"said at {stamp}", timestamp=stamp)
+    context = await browser.new_context(timezone_id="America/New_York", locale="en-GB")
+    try:
+        page = await context.new_page()
+        # 09:00 on 10 March in Berlin
+        await page.clock.set_fixed_time("2026-03-10T08:00:00Z")
+        await log_in(page, stack)
+        times = page.locator(".msg-user time.when")
+        await expect(times).to_have_text(["2 days ago", "yesterday", "5 h ago"])
+        item = page.locator(f'.conv[data-id="{conv.id}"] .conv-time')
+        await expect(item).to_contain_text("5 h ago")
+    finally:
+        await context.close()
+        await stop_stack(stack)
+
+
 async def test_right_to_left_text_reads_right_to_left(page: Page, stack: Stack) -> None:
     # Regression: a Hebrew or Arabic message was laid out left to right: aligned left,
     # its closing "?" or "." on the wrong side. Each paragraph and title now takes its
