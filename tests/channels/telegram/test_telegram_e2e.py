@@ -23,7 +23,6 @@ from bot.events import OutboundMessage
 from bot.parties import party_handle
 from bot.reply_generation import OUTAGE
 from tests.conftest import settle
-from tests.sqlite_driver import sqlite3
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID, assert_no_tasks_left
 from .stack import ScriptedBrain, Stack, query_db, start_stack, texts

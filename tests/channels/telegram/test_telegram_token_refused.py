@@ -11,7 +11,6 @@ import pytest
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.events import OutboundMessage
 from channels.telegram import token_state
-from tests.sqlite_driver import sqlite3
 
 from .conftest import OWNER_ID, assert_no_tasks_left
 from .stack import Stack, query_db, start_stack, texts
