@@ -2,8 +2,9 @@
 
 When storage keeps failing after the router's own retries, the router refuses the
 message to its channel (which redelivers it, if it can) and also holds it here: a
-background task routes the held messages again, oldest first, backing off while the
-disk still refuses them (a redelivery that overtakes one is recognised as a duplicate).
+background task routes the held messages again, oldest first and each chat's in order,
+backing off while the disk still refuses them all (a redelivery that overtakes one is
+recognised as a duplicate); a chat whose message is refused does not hold up the others.
 Separate from the router because this is the one place an inbound message lives only in
 memory, bounded and reported in the daemon's health (``spooled``).
 """
