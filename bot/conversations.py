@@ -202,7 +202,14 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
             rec.indexed_bytes = size
             upsert_conversation(conn, rec)
 
-        await self.index.db.run(_insert)
+        try:
+            await self.index.db.run(_insert)
+        except Exception:
+            # The unit rolled back (a full disk): the file holds nothing anyone sent, and
+            # left there it came back after a restart as an empty extra conversation
+            # beside the one the message's retry created.
+            await self.store.discard_created(conv_id, size)
+            raise
         if rec.pinned and rec.identity_key:
             for other in self._cache.values():  # the index unpinned them just now
                 if other.identity_key == rec.identity_key and other.pinned:

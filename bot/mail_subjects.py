@@ -74,6 +74,12 @@ def thread_subject(subject: str | None) -> str:
     return " ".join(_folded(subject, forwards=True)[1].casefold().split())
 
 
+def bare_subject(subject: str | None) -> str:
+    """``subject`` without its reply and forward prefixes, as written (case kept; tags
+    kept, each once): what a title is made of (bot/lifecycle/titles.py)."""
+    return _folded(subject, forwards=True)[1]
+
+
 def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
     base = _folded(subject)[1]

@@ -26,6 +26,7 @@ from bot.index_rescue import is_storage_refusal
 from bot.resolver import THREADED_CHANNELS, ConversationResolver, ReadOnlyConversation
 from bot.spool import HeldForRetry, InboundSpool
 from bot.strangers import StrangerFlow
+from bot.transcript import UnreadableTranscript
 from bot.turn_recorder import TurnRecorder, reply_target
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class Router:
         self.runs = CommandRuns(services.state)
         self.accepting = True
         self._storage_alerted = False
+        self._unreadable_alerted: set[str] = set()  # transcripts the owner was told of
         # (channel, message_id) being routed -> [lock, users]: a redelivery racing the
         # original waits for it and is then recognised as a duplicate.
         self._arriving: dict[tuple[str, str], list[Any]] = {}
@@ -204,6 +206,17 @@ class Router:
         self._storage_alerted = False  # the next failure alerts the owner again
 
     async def _alert_owner_storage(self, exc: Exception) -> None:
+        if isinstance(exc, UnreadableTranscript):
+            # not the disk: one conversation's file, told once per file ("free disk
+            # space" sent the owner looking for the wrong thing)
+            if str(exc) in self._unreadable_alerted:
+                return
+            self._unreadable_alerted.add(str(exc))
+            await self.s.alert_owner(
+                f"Storage problem: {exc}. Its new messages are held in memory; make the "
+                "file readable again and restart me to store and answer them."
+            )
+            return
         if self._storage_alerted:
             return
         self._storage_alerted = True

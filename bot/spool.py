@@ -2,8 +2,9 @@
 
 When storage keeps failing after the router's own retries, the router refuses the
 message to its channel (which redelivers it, if it can) and also holds it here: a
-background task routes the held messages again, oldest first, backing off while the
-disk still refuses them (a redelivery that overtakes one is recognised as a duplicate).
+background task routes the held messages again, oldest first and each chat's in order,
+backing off while the disk still refuses them all (a redelivery that overtakes one is
+recognised as a duplicate); a chat whose message is refused does not hold up the others.
 Separate from the router because this is the one place an inbound message lives only in
 memory, bounded and reported in the daemon's health (``spooled``).
 """
@@ -67,7 +68,33 @@ class InboundSpool:
     async def _drain(self) -> None:
         delay = 1.0
         while self._held:
-            message = self._held[0]
+            stored, refused = await self._round()
+            if not refused:
+                delay = 1.0
+                continue
+            log.warning("spooled message still cannot be stored: %s", refused)
+            if stored:
+                delay = 1.0  # the disk takes writes again: the rest go at once
+                continue
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+        self._drained()
+        log.info("all spooled messages stored")
+
+    async def _round(self) -> tuple[int, Exception | None]:
+        """Route each held message once, oldest first: (how many were stored, the last
+        refusal). A refused message stays held, and so do the later messages of its chat
+        (their order kept); the other chats' go on. Before, the head was retried alone:
+        a message held for a conversation whose transcript cannot be written until a
+        restart (bot.transcript.UnreadableTranscript) kept every other chat's held
+        messages waiting, after the disk had room again."""
+        stored = 0
+        refused: Exception | None = None
+        blocked: set[tuple[str, str]] = set()
+        for message in list(self._held):
+            chat = (message.channel, message.chat_id)
+            if chat in blocked:
+                continue
             try:
                 await self._route(message)
             except Exception as exc:
@@ -81,13 +108,11 @@ class InboundSpool:
                         message.message_id,
                         message.channel,
                     )
-                    self._held.popleft()
+                    self._held.remove(message)
                     continue
-                log.warning("spooled message still cannot be stored: %s", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                refused = exc
+                blocked.add(chat)
                 continue
-            self._held.popleft()
-            delay = 1.0
-        self._drained()
-        log.info("all spooled messages stored")
+            self._held.remove(message)
+            stored += 1
+        return stored, refused

@@ -272,6 +272,15 @@ class TranscriptStore:
         async with self._lock(meta["id"]):
             await asyncio.to_thread(self._create_sync, path, encode([meta]))
 
+    async def discard_created(self, conv_id: str, size: int) -> None:
+        """Remove a transcript :meth:`create` just wrote, while it holds only its meta
+        line (``size`` bytes): its conversation could not be indexed, and the retry
+        makes another. Anything appended since keeps the file."""
+        path = self.path(conv_id)
+        async with self._lock(conv_id):
+            if path.exists() and path.stat().st_size == size:
+                await asyncio.to_thread(path.unlink)
+
     def _create_sync(self, path: Path, data: bytes) -> None:
         self._write(path, data)
         if self.fsync:

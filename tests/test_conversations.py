@@ -252,3 +252,26 @@ async def test_index_failure_never_loses_the_turn(services: Any) -> None:
     stored = await services.index.get(rec.id)
     assert stored is not None and stored.turn_count == 1
     assert stored.indexed_bytes == services.store.path(rec.id).stat().st_size
+
+
+async def test_a_conversation_the_index_refused_leaves_no_transcript_behind(
+    services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first contact on a full disk: the transcript was written, the index refused it,
+    and the message's retry created another. After a restart the first came back as an
+    empty extra conversation (its meta line only)."""
+    manager = services.conversations
+    before = sorted(p.name for p in manager.store.directory.glob("*.jsonl"))
+    real_run = manager.index.db.run
+
+    async def full(fn: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(manager.index.db, "run", full)
+    with pytest.raises(OSError):
+        await manager.create("telegram", identity_key="telegram:77", pinned=True)
+    assert sorted(p.name for p in manager.store.directory.glob("*.jsonl")) == before
+    monkeypatch.setattr(manager.index.db, "run", real_run)
+    rec = await manager.create("telegram", identity_key="telegram:77", pinned=True)
+    assert manager.store.path(rec.id).exists()
+    assert len(list(manager.store.directory.glob("*.jsonl"))) == len(before) + 1

@@ -4,6 +4,7 @@ health, stored once writes succeed again, and the owner is alerted once per outa
 from __future__ import annotations
 
 import asyncio
+import errno
 from typing import Any
 
 import pytest
@@ -113,3 +114,29 @@ async def test_a_refused_index_write_of_a_stored_turn_is_answered_now_once(
     lines = services.store.read_lines(conv_id)
     turns = [(x["role"], x["turnNumber"]) for x in lines if x.get("type") == "turn"]
     assert turns == [("user", 1), ("assistant", 1), ("user", 2), ("assistant", 2)]
+
+
+async def test_a_chat_whose_messages_stay_refused_does_not_hold_up_the_others() -> None:
+    """Retried head first and alone, a message that cannot be stored until a restart (its
+    conversation's transcript was unreadable at start) kept every other chat's held
+    messages in memory after the disk had room again. The refused chat's messages stay
+    held in their order; the others are stored."""
+    routed: list[str] = []
+    drained: list[bool] = []
+    refuse_b_once = [True]
+
+    async def route(message: InboundMessage) -> None:
+        if message.chat_id == "stuck":
+            raise OSError(errno.EACCES, "transcript could not be read at start")
+        if message.message_id == "b" and refuse_b_once[0]:
+            refuse_b_once[0] = False
+            raise OSError(errno.ENOSPC, "No space left on device")
+        routed.append(message.message_id)
+
+    spool = InboundSpool(route, lambda: drained.append(True))
+    spool.hold(inbound("one", chat="stuck", message_id="s1"))
+    spool.hold(inbound("two", chat="stuck", message_id="s2"))
+    spool.hold(inbound("three", chat="other", message_id="b"))
+    spool.hold(inbound("four", chat="other", message_id="c"))
+    await _until(lambda: routed == ["b", "c"], timeout=5)
+    assert [m.message_id for m in spool._held] == ["s1", "s2"] and not drained

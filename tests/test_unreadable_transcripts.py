@@ -176,3 +176,30 @@ async def test_status_names_an_unreadable_transcript(
     report = healthcheck.collect(config)
     assert report["exit_code"] == 1
     assert f"index: transcript {name} cannot be read (Permission denied)" in report["problems"]
+
+
+async def test_a_held_message_for_it_names_the_file_not_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner was told "please free disk space" for a message held because its
+    conversation's transcript could not be read: the wrong remedy."""
+    config = telegram_config(tmp_path)
+    owner_conv, _ = await _two_conversations(config)
+    _refuse(monkeypatch, owner_conv)
+    monkeypatch.setattr(router, "STORAGE_RETRIES", (0.0,))
+    services = await open_services(config)
+    alerts: list[str] = []
+
+    async def alert_owner(text: str) -> None:
+        alerts.append(text)
+
+    monkeypatch.setattr(services, "alert_owner", alert_owner)
+    try:
+        for text in ("and the roof?", "and the gutters?"):
+            with pytest.raises(DeliveryError):
+                await services.router.deliver(inbound(text, sender=OWNER))
+        assert len(alerts) == 1, alerts  # once per file
+        assert f"{owner_conv}.jsonl" in alerts[0] and "readable" in alerts[0]
+        assert "free disk space" not in alerts[0]
+    finally:
+        await shutdown_services(services)

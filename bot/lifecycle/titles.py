@@ -16,6 +16,7 @@ from typing import Any
 from bot.graphemes import cut
 from bot.index import ConversationRecord
 from bot.keyword_titles import kebab
+from bot.mail_subjects import bare_subject
 
 TITLE_MAX_CHARS = 80
 TITLE_MAX_WORDS = 6
@@ -25,7 +26,6 @@ SEPARATOR = " — "
 _SMALL_WORDS = frozenset(
     "a an and as at but by for from in into nor of on or over per the to via vs with".split()
 )
-_SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|vs|tr)\s*(\[\d+\])?\s*:\s*)+", re.I)
 _NUMERIC_ID = re.compile(r"^-?\d+$")
 
 
@@ -92,8 +92,10 @@ def clean_topics(raw: Any) -> list[str]:
 
 
 def clean_subject(subject: str) -> str:
-    """An e-mail subject without ``Re:`` / ``Fwd:`` chains and list tags."""
-    text = _SUBJECT_PREFIX.sub("", subject or "")
+    """An e-mail subject without ``Re:`` / ``Fwd:`` chains (every language the e-mail
+    channel folds: bot/mail_subjects.py; ``Antw:`` / ``回复:`` stayed in titles) and
+    list tags."""
+    text = bare_subject(subject)
     text = re.sub(r"^\s*\[[^\]]{1,30}\]\s*", "", text)  # [list-name]
     return " ".join(text.split())
 

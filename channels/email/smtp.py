@@ -10,8 +10,10 @@ mail goes to the others (an accented domain is written in its ASCII form, IDNA).
 recipient the server refuses with 5xx while it takes the others; one it refuses with
 4xx is :class:`Deferred`: the mail went to the others, and is owed to it. A TLS failure
 (``ssl`` to a server that speaks plain SMTP on that port, a certificate not trusted) or
-STARTTLS not offered is :class:`bot.channel.Misconfigured`: retried, but the owner is
-told after the first few attempts (it will not fix itself).
+STARTTLS not offered, and a login the server refuses for good (5xx: a wrong password),
+are :class:`bot.channel.Misconfigured`: retried (the owner fixes it, and the queued
+replies still go), but the owner is told after the first few attempts (it will not fix
+itself).
 """
 
 from __future__ import annotations
@@ -178,6 +180,14 @@ class SmtpSender:
         except aiosmtplib.SMTPDataError as exc:
             if 500 <= exc.code < 600:
                 raise PermanentSendError(f"message refused: {exc.code} {exc.message}") from exc
+            raise
+        except aiosmtplib.SMTPAuthenticationError as exc:
+            if 500 <= exc.code < 600:  # 535 and kin: the login, not the moment (454 is)
+                raise Misconfigured(
+                    f"the SMTP server refused the login ({exc.code} {exc.message}): check "
+                    "channels.email.username and EMAIL_PASSWORD "
+                    f"({cfg.host}:{cfg.port})"
+                ) from exc
             raise
         except (aiosmtplib.SMTPException, OSError) as exc:
             if trouble := tls_trouble(exc, cfg.security):

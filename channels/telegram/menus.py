@@ -7,6 +7,7 @@ owner known only by @username has no chat to scope to, so the full menu stays ev
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -84,11 +85,23 @@ class OwnerMenus:
         self.owner_ids = owner_ids
         self.waiting: set[str] = set()  # owners whose chat has no menu yet
         self.stale: list[str] | None = None  # a reload's former owners, menus not set
+        # one setting of the menus at a time: a reload's refresh and the polling loop's
+        # retry of it could interleave their scopes, and the older finishing last left
+        # its owners' menus (two SIGHUPs in quick succession)
+        self._lock = asyncio.Lock()
 
     async def setup(self) -> None:
         """Set every menu (at start); an error is the caller's (setup is retried)."""
-        self.waiting = await set_menus(self.bot, self.owner_ids, self.stale or ())
-        self.stale = None
+        async with self._lock:
+            former = list(self.stale or ())
+            self.waiting = await set_menus(self.bot, self.owner_ids, former)
+            self._settled(former)
+
+    def _settled(self, former: list[str]) -> None:
+        """The menus were set for the owners and ``former``: not stale any more, unless
+        a reload came in meanwhile (its refresh sets them again)."""
+        if (self.stale or []) == former:
+            self.stale = None
 
     def changed(self, owner_ids: list[str]) -> None:
         """The owner identities are now ``owner_ids``: the menus are stale until
@@ -98,15 +111,18 @@ class OwnerMenus:
 
     async def refresh(self) -> None:
         """Set the menus again after :meth:`changed`; on failure they stay stale."""
-        former = self.stale or []
-        try:
-            self.waiting = await set_menus(self.bot, self.owner_ids, former)
-        except AiogramError as exc:
-            log.warning("command menus not refreshed (%s); trying again after the next poll",
-                        exc)  # fmt: skip
-            return
-        self.stale = None
-        log.info("command menus refreshed for owner ids %s", ", ".join(self.owner_ids) or "-")
+        async with self._lock:
+            if self.stale is None:
+                return  # set by the refresh this one waited for
+            former, owners = list(self.stale), list(self.owner_ids)
+            try:
+                self.waiting = await set_menus(self.bot, owners, former)
+            except AiogramError as exc:
+                log.warning("command menus not refreshed (%s); trying again after the next "
+                            "poll", exc)  # fmt: skip
+                return
+            self._settled(former)
+            log.info("command menus refreshed for owner ids %s", ", ".join(owners) or "-")
 
     async def first_message(self, chat_id: str) -> None:
         """A message came from ``chat_id``: an owner writing for the first time now has

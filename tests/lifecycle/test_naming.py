@@ -361,6 +361,16 @@ def test_title_rules() -> None:
     assert clean_subject("Re: RE: Fwd: [team] Launch plan") == "Launch plan"
 
 
+def test_an_email_title_drops_the_reply_prefixes_of_every_language_the_channel_folds() -> None:
+    """Titles had their own short list of prefixes: "Antw: Budget" was the title of a
+    thread the e-mail channel answered as "Re: Budget"."""
+    assert clean_subject("Antw: AW: Budget 2027") == "Budget 2027"
+    assert clean_subject("回复: 会议安排") == "会议安排"
+    assert clean_subject("RE: [EXTERNAL] Re: [EXTERNAL] Offsite") == "Offsite"
+    assert clean_subject("RE[2]: Vá: Szállás") == "Szállás"
+    assert clean_subject("Versions: 2.0 and 3.0") == "Versions: 2.0 and 3.0"  # no prefix
+
+
 def test_topics_are_kebab_case() -> None:
     assert clean_topics(["Server Monitoring", "server-monitoring", "CI/CD", 7, None]) == [
         "server-monitoring",

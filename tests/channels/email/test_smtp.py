@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiosmtpd.smtp import SMTP
 
-from bot.channel import PermanentSendError
+from bot.channel import Misconfigured, PermanentSendError
 from bot.events import OutboundMessage
 from channels.email.adapter import EmailChannel
 from tests.channels.email.conftest import (
@@ -237,3 +237,15 @@ async def test_a_utf8_message_id_is_left_out_for_a_server_without_smtputf8(
     assert b"=?" not in raw
     assert sent["In-Reply-To"] is None
     assert UTF8_ID not in (sent["References"] or "")
+
+
+async def test_a_login_the_server_refuses_is_misconfigured(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # A wrong password (535) was retried like an outage: the owner heard of it only when
+    # the reply failed for good, after 50 attempts. Misconfigured: still retried (the
+    # owner fixes the password and the replies go), the owner told at the third.
+    config = make_config(tmp_path, 1, smtp.port, "INBOX", password="not-the-password")
+    with pytest.raises(Misconfigured, match=r"refused the login \(535.*EMAIL_PASSWORD"):
+        await EmailChannel(config).send(_reply_to_utf8_id())
+    assert smtp.capture.messages == []
