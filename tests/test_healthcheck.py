@@ -315,13 +315,7 @@ async def test_a_not_ready_daemon_is_told_by_what_its_readyz_says_failed(
         await _populate(config)
         # what the Telegram channel keeps while its token is refused: the line names it
         # (it said "the daemon's log says why" and nothing more)
-        state = await Database.open(config.state_path, STATE_MIGRATIONS)
-        await state.execute(
-            "INSERT INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?)",
-            ("telegram", "token", json.dumps({"problem": "Telegram refused the bot token"}),
-             "2026-01-01T00:00:00.000Z"),
-        )  # fmt: skip
-        await state.close()
+        await _keep_token_refusal(config)
         live = {
             "pid": os.getpid(),
             "state": "ready",
@@ -639,13 +633,8 @@ async def test_status_json_keys_are_the_documented_ones(tmp_path: Path) -> None:
     assert set(report["daemon"]) <= documented["daemon"]
 
 
-async def test_a_token_refusal_kept_by_telegram_is_not_reported_once_telegram_is_disabled(
-    tmp_path: Path,
-) -> None:
-    # Regression: the refusal the Telegram channel kept with its cursors (for a stopped
-    # daemon's report) stayed in every `my-agent status` after Telegram was turned off.
-    config = _config(tmp_path)
-    await _populate(config)
+async def _keep_token_refusal(config: AppConfig) -> None:
+    """What the Telegram channel keeps with its cursors while its token is refused."""
     state = await Database.open(config.state_path, STATE_MIGRATIONS)
     await state.execute(
         "INSERT INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?)",
@@ -653,6 +642,16 @@ async def test_a_token_refusal_kept_by_telegram_is_not_reported_once_telegram_is
          "2026-01-01T00:00:00.000Z"),
     )  # fmt: skip
     await state.close()
+
+
+async def test_a_token_refusal_kept_by_telegram_is_not_reported_once_telegram_is_disabled(
+    tmp_path: Path,
+) -> None:
+    # Regression: the refusal the Telegram channel kept with its cursors (for a stopped
+    # daemon's report) stayed in every `my-agent status` after Telegram was turned off.
+    config = _config(tmp_path)
+    await _populate(config)
+    await _keep_token_refusal(config)
     refused = "telegram: Telegram refused the bot token"
     off = await asyncio.to_thread(healthcheck.collect, config)
     assert off["daemon"]["state"] in ("stopped", "unknown")
