@@ -28,13 +28,12 @@ from bot.index import (
     row_to_record,
     upsert_conversation,
 )
-from bot.index_writes import meta_from_record, record_from_meta
+from bot.index_writes import conversation_meta, meta_from_record, record_from_meta
 from bot.record_cache import RecordCache, keyed_locks
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import (
     Line,
     event_line,
-    meta_line,
     new_conversation_id,
     recallable,
     turn_line,
@@ -181,14 +180,15 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
         """A new conversation; ``conv_id`` when its id was chosen (and recorded) before,
         so that it can be recognised after a crash (``/new``, bot/command_runs.py)."""
         conv_id = conv_id or new_conversation_id()
-        meta = meta_line(conv_id, channel, participants)
-        if identity_key:
-            meta["identityKey"] = identity_key
-        if pinned:
-            meta["pinned"] = True
-        meta["model"] = model or self.config.models.default
-        if channel_meta:
-            meta["channelMeta"] = dict(channel_meta)
+        meta = conversation_meta(
+            conv_id,
+            channel,
+            participants,
+            identity_key=identity_key,
+            pinned=pinned,
+            model=model or self.config.models.default,
+            channel_meta=channel_meta,
+        )
         await self.store.create(meta)
         rec = record_from_meta(meta)
         size = self.store.path(conv_id).stat().st_size

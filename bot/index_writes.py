@@ -17,6 +17,7 @@ from bot.fts_text import searchable
 from bot.index import ConversationRecord, upsert_conversation
 from bot.reffilter import line_refs
 from bot.transcript import recallable
+from bot.transcript_lines import meta_line
 
 
 def record_from_meta(meta: Mapping[str, Any]) -> ConversationRecord:
@@ -34,25 +35,43 @@ def record_from_meta(meta: Mapping[str, Any]) -> ConversationRecord:
     )
 
 
+def conversation_meta(
+    conv_id: str,
+    channel: str,
+    participants: Iterable[str],
+    *,
+    created: str | None = None,
+    identity_key: str | None = None,
+    pinned: bool = False,
+    model: str | None = None,
+    channel_meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A conversation's ``meta`` line (:func:`record_from_meta` reads it back)."""
+    meta: dict[str, Any] = meta_line(conv_id, channel, participants, created)
+    if identity_key:
+        meta["identityKey"] = identity_key
+    if pinned:
+        meta["pinned"] = True
+    if model:
+        meta["model"] = model
+    if channel_meta:
+        meta["channelMeta"] = dict(channel_meta)
+    return meta
+
+
 def meta_from_record(rec: ConversationRecord) -> dict[str, Any]:
     """The ``meta`` line :func:`record_from_meta` reads ``rec`` back from (a transcript
     deleted under the running daemon is recreated with it)."""
-    meta: dict[str, Any] = {
-        "type": "meta",
-        "id": rec.id,
-        "channel": rec.channel,
-        "created": rec.created,
-        "participants": list(rec.participants),
-    }
-    if rec.identity_key:
-        meta["identityKey"] = rec.identity_key
-    if rec.pinned:
-        meta["pinned"] = True
-    if rec.model:
-        meta["model"] = rec.model
-    if rec.channel_meta:
-        meta["channelMeta"] = dict(rec.channel_meta)
-    return meta
+    return conversation_meta(
+        rec.id,
+        rec.channel,
+        rec.participants,
+        created=rec.created,
+        identity_key=rec.identity_key,
+        pinned=rec.pinned,
+        model=rec.model,
+        channel_meta=rec.channel_meta,
+    )
 
 
 # Events that may carry the ``usage`` and ``cost`` of the model call that produced them.
