@@ -7,6 +7,7 @@ texts and parsing: :mod:`bot.command_syntax` (re-exported here).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from bot.command_syntax import (
 from bot.events import InboundMessage
 from bot.graphemes import isolate
 from bot.index import ConversationRecord
-from bot.labels import TITLE_MAX, clip_title
+from bot.labels import TITLE_MAX, clip_title, escalated_party_ids
 from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
 
@@ -107,11 +108,16 @@ class Commands(PartyCommands):
         done = await manager.get(conv_id) if conv_id and run and run.resumed else None
         if done is not None:
             fresh = done  # created before the crash: only its answer is missing
-        elif conv.channel == "web" and not conv.turn_count:
-            # Typed in a dashboard conversation that has nothing yet ("/new" twice): it
-            # is already new. Another left it empty in the list. (Escalations, which
-            # hold no turn either, never go to a web conversation.)
-            fresh = conv
+        elif await self._nothing_said(conv):
+            # Typed where nothing has been said yet ("/new" twice, or the first line of
+            # a mail that starts a thread): it is new already. Another was made and this
+            # one stayed in the list, empty, for good (on Telegram and e-mail until
+            # session 24; the dashboard's since session 18).
+            return CommandResult(
+                f"This conversation is new already (model {conv.model}): nothing has been "
+                "said in it yet.",
+                switched_to=conv,
+            )
         elif conv.channel == "web" or message.channel == "web":
             fresh = await manager.create("web", model=conv.model, reason="new", conv_id=conv_id)
             await self.s.bus.emit(
@@ -124,6 +130,14 @@ class Commands(PartyCommands):
             "searchable and can be continued from the dashboard.",
             switched_to=fresh,
         )
+
+    async def _nothing_said(self, conv: ConversationRecord) -> bool:
+        """Whether ``conv`` holds no turn and no escalation (a channel conversation that
+        escalations opened is the owner's record of them, not an empty one)."""
+        if conv.turn_count:
+            return False
+        lines = await asyncio.to_thread(self.s.conversations.read_lines, conv.id)
+        return not escalated_party_ids(lines)
 
     async def _owner_model(
         self,

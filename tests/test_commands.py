@@ -142,6 +142,35 @@ async def test_new_on_the_web_creates_a_web_conversation(core: Core) -> None:
     assert [r.channel for r in await core.s.conversations.list()] == ["web", "web"]
 
 
+async def test_new_typed_twice_keeps_the_empty_conversation_on_every_channel(
+    core: Core,
+) -> None:
+    # Regression: on Telegram (and e-mail) "/new" typed in the conversation the last
+    # "/new" had made, nothing said in it yet, made another and left the first in the
+    # list, empty, for good; on every channel the answer said "Started a new
+    # conversation ... The previous one stays searchable" when none was started.
+    await core.say("the boiler again")
+    first = await core.say("/new")
+    assert first.startswith("Started a new conversation")
+    fresh = await core.s.conversations.pinned_for(f"telegram:{OWNER}")
+    assert fresh is not None
+    before = {r.id for r in await core.s.conversations.list()}
+    again = await core.say("/new")
+    assert {r.id for r in await core.s.conversations.list()} == before
+    pinned = await core.s.conversations.pinned_for(f"telegram:{OWNER}")
+    assert pinned is not None and pinned.id == fresh.id
+    assert again == (
+        "This conversation is new already (model sonnet): nothing has been said in it yet."
+    )
+    await core.say("the garden now")
+    rec = await core.s.index.get(fresh.id)
+    assert rec is not None and rec.turn_count == 1
+
+    await core.say("web hello", channel="web")
+    await core.say("/new", channel="web")
+    assert await core.say("/new", channel="web") == again  # the same answer on the dashboard
+
+
 async def test_web_message_into_a_pinned_channel_conversation_is_refused(core: Core) -> None:
     from bot.channel import DeliveryError
 
