@@ -31,6 +31,7 @@ from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
 
 if TYPE_CHECKING:
+    from bot.config import AppConfig
     from bot.services import Services
 
 log = logging.getLogger("my_agent.commands")
@@ -43,6 +44,7 @@ __all__ = [
     "STRANGER_HELP",
     "CommandResult",
     "Commands",
+    "model_answer",
     "parse_command",
 ]
 
@@ -146,20 +148,11 @@ class Commands(PartyCommands):
         conv: ConversationRecord,
         run: CommandRun | None = None,
     ) -> CommandResult:
-        aliases = self.s.config.models.aliases
         current = conv.model or self.s.config.models.default
-        if not args:
-            choices = ", ".join(aliases)
-            return CommandResult(
-                f"Current model: {current} ({self.s.config.resolve_model(current)})."
-                f" Available: {choices}. Use /model <name> to switch."
-            )
-        alias = args.split()[0].lower()
-        if alias not in aliases:
-            return CommandResult(f"Unknown model {alias!r}. Available: {', '.join(aliases)}.")
-        if not (run and run.resumed and conv.model == alias):
+        text, alias = model_answer(self.s.config, current, args)
+        if alias is not None and not (run and run.resumed and conv.model == alias):
             await self.s.conversations.set_model(conv.id, alias)
-        return CommandResult(f"Model switched to {alias} ({aliases[alias]}) for this conversation.")
+        return CommandResult(text)
 
     async def _owner_status(
         self,
@@ -204,6 +197,26 @@ class Commands(PartyCommands):
         run: CommandRun | None = None,
     ) -> CommandResult:
         return await search_answer(self.s, args, message, conv)
+
+
+def model_answer(
+    config: AppConfig, current: str, args: str, target: str = "this conversation"
+) -> tuple[str, str | None]:
+    """The answer to ``/model args`` where the model is ``current``, and the alias to
+    switch ``target`` to (None: nothing to switch). Apart from the command so that the
+    dashboard answers it the same in a chat with no conversation yet."""
+    aliases = config.models.aliases
+    if not args:
+        choices = ", ".join(aliases)
+        return (
+            f"Current model: {current} ({config.resolve_model(current)})."
+            f" Available: {choices}. Use /model <name> to switch.",
+            None,
+        )
+    alias = args.split()[0].lower()
+    if alias not in aliases:
+        return f"Unknown model {alias!r}. Available: {', '.join(aliases)}.", None
+    return f"Model switched to {alias} ({aliases[alias]}) for {target}.", alias
 
 
 def _title(args: str) -> str:

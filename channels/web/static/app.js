@@ -796,6 +796,11 @@
     },
     notice(msg) {
       if (msg.conversationId && state.current && msg.conversationId !== state.current.id && msg.kind !== "escalation") return;
+      // "/model NAME" typed in an empty chat: the model its first message's conversation gets
+      if (msg.pendingModel && !state.current) {
+        state.pendingModel = msg.pendingModel;
+        $("model-select").value = msg.pendingModel;
+      }
       items().appendChild(renderNotice(msg));
       announce(msg.text || "");
       $("empty-state").hidden = true;
