@@ -82,6 +82,7 @@ class Api:
             _int(request, "limit", 50, 1, 500) or 50,
             before=_int(request, "before", None),
             around=_int(request, "around", None),
+            older_than=_int(request, "olderThan", None),
         )
         titles = await derived_titles(self.services, [rec])
         return web.json_response(
@@ -89,6 +90,7 @@ class Api:
                 "conversation": conversation_meta(rec, titles),
                 "turns": page.items,
                 "hasMore": page.has_more,
+                "olderThan": page.start,
                 "hasNewer": page.has_newer,
             }
         )

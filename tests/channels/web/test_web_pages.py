@@ -73,6 +73,46 @@ async def _conversation(stack: Stack, turns: list[tuple[int, str, str]]) -> str:
     return rec.id
 
 
+def test_paging_older_from_a_page_shows_every_item_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: "Load older messages" asked for the items before the page's first turn
+    # number. After a flood (questions 1-60, then their answers) the last page held
+    # answers 11-60, the next one the items before question 11: questions 11-60 and
+    # answers 1-10 were never shown. Each page now names where it begins (``start``).
+    rng = random.Random(24)
+    for trial in range(30):
+        monkeypatch.setattr(transcript_seek, "BLOCK", rng.choice([16, 200, 65536]))
+        lines = _random_transcript(rng)
+        path = tmp_path / f"{trial}.jsonl"
+        path.write_bytes(encode(lines) + (b'{"torn' if trial % 2 else b""))
+        items, limit = line_views(lines), rng.randint(1, 12)
+        for kwargs in [{}, *({"around": n} for n in range(1, 42, 10))]:
+            page = read_page(path, limit=limit, max_bytes=rng.choice([300, 10**9]), **kwargs)
+            shown = list(page.items)
+            while page.has_more:
+                assert page.start is not None
+                page = read_page(path, limit=limit, older_than=page.start)
+                assert page.items, (trial, kwargs)
+                shown[:0] = page.items
+            assert shown == items[: len(shown)], (trial, limit, kwargs)
+            if not kwargs:
+                assert shown == items, (trial, limit)
+
+
+def test_the_latest_page_after_a_flood_leads_to_every_question(tmp_path: Path) -> None:
+    lines: list[dict] = [{"type": "meta", "id": "conv-x"}]
+    lines += [turn_line("user", f"question {n}", n) for n in range(1, 61)]
+    lines += [turn_line("assistant", f"answer {n}", n) for n in range(1, 61)]
+    path = tmp_path / "flood.jsonl"
+    path.write_bytes(encode(lines))
+    latest = read_page(path, limit=50)
+    assert [it["content"] for it in latest.items] == [f"answer {n}" for n in range(11, 61)]
+    older = read_page(path, limit=50, older_than=latest.start)
+    assert [it["content"] for it in older.items][-10:] == [f"answer {n}" for n in range(1, 11)]
+    assert older.items[-11]["content"] == "question 60"
+
+
 @pytest.mark.skipif(not IO.exists(), reason="needs /proc/self/io (Linux)")
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_page_of_a_long_conversation_reads_about_the_page(stack: Stack, client) -> None:
