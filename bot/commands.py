@@ -150,7 +150,12 @@ class Commands(PartyCommands):
     ) -> CommandResult:
         current = conv.model or self.s.config.models.default
         text, alias = model_answer(self.s.config, current, args)
-        if alias is not None and not (run and run.resumed and conv.model == alias):
+        if alias is not None and conv.model == alias and not (run and run.resumed):
+            # Nothing to switch: a second "Model set to haiku" note in the transcript
+            # (shown in the chat) for each repeat, and an answer saying it switched.
+            resolved = self.s.config.resolve_model(alias)
+            return CommandResult(f"This conversation uses {alias} ({resolved}) already.")
+        if alias is not None and conv.model != alias:
             await self.s.conversations.set_model(conv.id, alias)
         return CommandResult(text)
 

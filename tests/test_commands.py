@@ -214,6 +214,22 @@ async def test_model_shows_and_switches(core: Core) -> None:
     assert rec.model == "haiku"
 
 
+async def test_model_named_again_changes_nothing_and_says_so(core: Core) -> None:
+    # Regression: "/model haiku" in a conversation on haiku wrote another "Model set to
+    # haiku" note into the transcript (each shown in the chat) and said it switched.
+    await core.say("hello")
+    assert (await core.say("/model haiku")).startswith("Model switched to haiku")
+    again = await core.say("/model HAIKU")
+    assert again == "This conversation uses haiku (claude-haiku-4-5) already."
+    rec = (await core.s.conversations.list())[0]
+    notes = [
+        line
+        for line in core.s.conversations.read_lines(rec.id)
+        if line.get("event") == "meta_update" and line.get("model")
+    ]
+    assert len(notes) == 1
+
+
 async def test_commands_never_reach_the_brain(core: Core) -> None:
     answers = {}
     for text in ("/help", "/status", "/model", "/rename Heating", "/search boiler", "/frobnicate"):
