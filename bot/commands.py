@@ -115,10 +115,11 @@ class Commands(PartyCommands):
             # a mail that starts a thread): it is new already. Another was made and this
             # one stayed in the list, empty, for good (on Telegram and e-mail until
             # session 24; the dashboard's since session 18).
+            model = conv.model or self.s.config.models.default
+            # ("/new <first message>": that message starts it)
+            rest = "your message starts it" if args else "nothing has been said in it yet"
             return CommandResult(
-                f"This conversation is new already (model {conv.model}): nothing has been "
-                "said in it yet.",
-                switched_to=conv,
+                f"This conversation is new already (model {model}): {rest}.", switched_to=conv
             )
         elif conv.channel == "web" or message.channel == "web":
             fresh = await manager.create("web", model=conv.model, reason="new", conv_id=conv_id)

@@ -162,7 +162,11 @@ async def test_new_typed_twice_keeps_the_empty_conversation_on_every_channel(
     assert again == (
         "This conversation is new already (model sonnet): nothing has been said in it yet."
     )
-    await core.say("the garden now")
+    # With a first message, that message starts it (no second conversation either).
+    await core.say("/new the garden now")
+    started = [m.text for m in core.telegram.sent if m.kind == "command"][-1]
+    assert started == "This conversation is new already (model sonnet): your message starts it."
+    assert {r.id for r in await core.s.conversations.list()} == before
     rec = await core.s.index.get(fresh.id)
     assert rec is not None and rec.turn_count == 1
 
