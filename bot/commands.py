@@ -7,6 +7,7 @@ texts and parsing: :mod:`bot.command_syntax` (re-exported here).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -25,11 +26,12 @@ from bot.command_syntax import (
 from bot.events import InboundMessage
 from bot.graphemes import isolate
 from bot.index import ConversationRecord
-from bot.labels import TITLE_MAX, clip_title
+from bot.labels import TITLE_MAX, clip_title, escalated_party_ids
 from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
 
 if TYPE_CHECKING:
+    from bot.config import AppConfig
     from bot.services import Services
 
 log = logging.getLogger("my_agent.commands")
@@ -42,6 +44,7 @@ __all__ = [
     "STRANGER_HELP",
     "CommandResult",
     "Commands",
+    "model_answer",
     "parse_command",
 ]
 
@@ -107,11 +110,17 @@ class Commands(PartyCommands):
         done = await manager.get(conv_id) if conv_id and run and run.resumed else None
         if done is not None:
             fresh = done  # created before the crash: only its answer is missing
-        elif conv.channel == "web" and not conv.turn_count:
-            # Typed in a dashboard conversation that has nothing yet ("/new" twice): it
-            # is already new. Another left it empty in the list. (Escalations, which
-            # hold no turn either, never go to a web conversation.)
-            fresh = conv
+        elif await self._nothing_said(conv):
+            # Typed where nothing has been said yet ("/new" twice, or the first line of
+            # a mail that starts a thread): it is new already. Another was made and this
+            # one stayed in the list, empty, for good (on Telegram and e-mail until
+            # session 24; the dashboard's since session 18).
+            model = conv.model or self.s.config.models.default
+            # ("/new <first message>": that message starts it)
+            rest = "your message starts it" if args else "nothing has been said in it yet"
+            return CommandResult(
+                f"This conversation is new already (model {model}): {rest}.", switched_to=conv
+            )
         elif conv.channel == "web" or message.channel == "web":
             fresh = await manager.create("web", model=conv.model, reason="new", conv_id=conv_id)
             await self.s.bus.emit(
@@ -125,6 +134,14 @@ class Commands(PartyCommands):
             switched_to=fresh,
         )
 
+    async def _nothing_said(self, conv: ConversationRecord) -> bool:
+        """Whether ``conv`` holds no turn and no escalation (a channel conversation that
+        escalations opened is the owner's record of them, not an empty one)."""
+        if conv.turn_count:
+            return False
+        lines = await asyncio.to_thread(self.s.conversations.read_lines, conv.id)
+        return not escalated_party_ids(lines)
+
     async def _owner_model(
         self,
         args: str,
@@ -132,20 +149,16 @@ class Commands(PartyCommands):
         conv: ConversationRecord,
         run: CommandRun | None = None,
     ) -> CommandResult:
-        aliases = self.s.config.models.aliases
         current = conv.model or self.s.config.models.default
-        if not args:
-            choices = ", ".join(aliases)
-            return CommandResult(
-                f"Current model: {current} ({self.s.config.resolve_model(current)})."
-                f" Available: {choices}. Use /model <name> to switch."
-            )
-        alias = args.split()[0].lower()
-        if alias not in aliases:
-            return CommandResult(f"Unknown model {alias!r}. Available: {', '.join(aliases)}.")
-        if not (run and run.resumed and conv.model == alias):
+        text, alias = model_answer(self.s.config, current, args)
+        if alias is not None and conv.model == alias and not (run and run.resumed):
+            # Nothing to switch: a second "Model set to haiku" note in the transcript
+            # (shown in the chat) for each repeat, and an answer saying it switched.
+            resolved = self.s.config.resolve_model(alias)
+            return CommandResult(f"This conversation uses {alias} ({resolved}) already.")
+        if alias is not None and conv.model != alias:
             await self.s.conversations.set_model(conv.id, alias)
-        return CommandResult(f"Model switched to {alias} ({aliases[alias]}) for this conversation.")
+        return CommandResult(text)
 
     async def _owner_status(
         self,
@@ -190,6 +203,26 @@ class Commands(PartyCommands):
         run: CommandRun | None = None,
     ) -> CommandResult:
         return await search_answer(self.s, args, message, conv)
+
+
+def model_answer(
+    config: AppConfig, current: str, args: str, target: str = "this conversation"
+) -> tuple[str, str | None]:
+    """The answer to ``/model args`` where the model is ``current``, and the alias to
+    switch ``target`` to (None: nothing to switch). Apart from the command so that the
+    dashboard answers it the same in a chat with no conversation yet."""
+    aliases = config.models.aliases
+    if not args:
+        choices = ", ".join(aliases)
+        return (
+            f"Current model: {current} ({config.resolve_model(current)})."
+            f" Available: {choices}. Use /model <name> to switch.",
+            None,
+        )
+    alias = args.split()[0].lower()
+    if alias not in aliases:
+        return f"Unknown model {alias!r}. Available: {', '.join(aliases)}.", None
+    return f"Model switched to {alias} ({aliases[alias]}) for {target}.", alias
 
 
 def _title(args: str) -> str:

@@ -142,6 +142,39 @@ async def test_new_on_the_web_creates_a_web_conversation(core: Core) -> None:
     assert [r.channel for r in await core.s.conversations.list()] == ["web", "web"]
 
 
+async def test_new_typed_twice_keeps_the_empty_conversation_on_every_channel(
+    core: Core,
+) -> None:
+    # Regression: on Telegram (and e-mail) "/new" typed in the conversation the last
+    # "/new" had made, nothing said in it yet, made another and left the first in the
+    # list, empty, for good; on every channel the answer said "Started a new
+    # conversation ... The previous one stays searchable" when none was started.
+    await core.say("the boiler again")
+    first = await core.say("/new")
+    assert first.startswith("Started a new conversation")
+    fresh = await core.s.conversations.pinned_for(f"telegram:{OWNER}")
+    assert fresh is not None
+    before = {r.id for r in await core.s.conversations.list()}
+    again = await core.say("/new")
+    assert {r.id for r in await core.s.conversations.list()} == before
+    pinned = await core.s.conversations.pinned_for(f"telegram:{OWNER}")
+    assert pinned is not None and pinned.id == fresh.id
+    assert again == (
+        "This conversation is new already (model sonnet): nothing has been said in it yet."
+    )
+    # With a first message, that message starts it (no second conversation either).
+    await core.say("/new the garden now")
+    started = [m.text for m in core.telegram.sent if m.kind == "command"][-1]
+    assert started == "This conversation is new already (model sonnet): your message starts it."
+    assert {r.id for r in await core.s.conversations.list()} == before
+    rec = await core.s.index.get(fresh.id)
+    assert rec is not None and rec.turn_count == 1
+
+    await core.say("web hello", channel="web")
+    await core.say("/new", channel="web")
+    assert await core.say("/new", channel="web") == again  # the same answer on the dashboard
+
+
 async def test_web_message_into_a_pinned_channel_conversation_is_refused(core: Core) -> None:
     from bot.channel import DeliveryError
 
@@ -183,6 +216,22 @@ async def test_model_shows_and_switches(core: Core) -> None:
     assert "Unknown model" in answer
     rec = (await core.s.conversations.list())[0]
     assert rec.model == "haiku"
+
+
+async def test_model_named_again_changes_nothing_and_says_so(core: Core) -> None:
+    # Regression: "/model haiku" in a conversation on haiku wrote another "Model set to
+    # haiku" note into the transcript (each shown in the chat) and said it switched.
+    await core.say("hello")
+    assert (await core.say("/model haiku")).startswith("Model switched to haiku")
+    again = await core.say("/model HAIKU")
+    assert again == "This conversation uses haiku (claude-haiku-4-5) already."
+    rec = (await core.s.conversations.list())[0]
+    notes = [
+        line
+        for line in core.s.conversations.read_lines(rec.id)
+        if line.get("event") == "meta_update" and line.get("model")
+    ]
+    assert len(notes) == 1
 
 
 async def test_commands_never_reach_the_brain(core: Core) -> None:

@@ -32,13 +32,24 @@ TIERS = ("known", "untrusted", "blocked")
 MESSAGES_PER_PARTY = 20
 
 
-def _int(value: str | None, default: int | None, lo: int = 0, hi: int = 10_000) -> int | None:
+def _int(
+    request: web.Request, key: str, default: int | None, lo: int = 0, hi: int | None = None
+) -> int | None:
+    """Query parameter ``key`` as a number within ``lo``..``hi``; a 400 naming it if it is
+    not one. Positions (``offset``, ``before``, ``around``) have no upper bound: capped
+    at 10,000 they read the page at 10,000 for any later one (``before=15000`` of a
+    20,000-turn conversation, ``offset=10200`` of 10,400 conversations)."""
+    value = request.query.get(key)
     if value is None or value == "":
         return default
     try:
-        return max(lo, min(hi, int(value)))
+        number = max(lo, int(value))
     except ValueError as exc:
-        raise web.HTTPBadRequest(text="not a number") from exc
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": f"{key} is not a number: {value[:40]!r}"}),
+            content_type="application/json",
+        ) from exc
+    return number if hi is None else min(hi, number)
 
 
 class Api:
@@ -53,8 +64,8 @@ class Api:
 
     async def conversations(self, request: web.Request) -> web.Response:
         channel = request.query.get("channel") or None
-        limit = _int(request.query.get("limit"), 100, 1, 500) or 100
-        offset = _int(request.query.get("offset"), 0) or 0
+        limit = _int(request, "limit", 100, 1, 500) or 100
+        offset = _int(request, "offset", 0) or 0
         records = await self.services.conversations.list(
             channel=channel, limit=limit, offset=offset
         )
@@ -68,9 +79,10 @@ class Api:
             return web.json_response({"error": "not found"}, status=404)
         page = await self.channel.read_page(
             cid,
-            _int(request.query.get("limit"), 50, 1, 500) or 50,
-            before=_int(request.query.get("before"), None),
-            around=_int(request.query.get("around"), None),
+            _int(request, "limit", 50, 1, 500) or 50,
+            before=_int(request, "before", None),
+            around=_int(request, "around", None),
+            older_than=_int(request, "olderThan", None),
         )
         titles = await derived_titles(self.services, [rec])
         return web.json_response(
@@ -78,6 +90,7 @@ class Api:
                 "conversation": conversation_meta(rec, titles),
                 "turns": page.items,
                 "hasMore": page.has_more,
+                "olderThan": page.start,
                 "hasNewer": page.has_newer,
             }
         )
@@ -85,13 +98,15 @@ class Api:
     async def turn(self, request: web.Request) -> web.Response:
         """The whole of a turn that a page showed cut (``cut`` in the turn): "Show all"."""
         cid = request.match_info["conversation_id"]
-        number = _int(request.match_info["number"], None, 0, 2**62)
+        number = request.match_info["number"]
         role = request.query.get("role", "")
-        if role not in ("user", "assistant") or number is None:
+        if not (number.isascii() and number.isdigit()) or len(number) > 18:
+            return web.json_response({"error": "a turn number is digits"}, status=400)
+        if role not in ("user", "assistant"):
             return web.json_response({"error": "role must be user or assistant"}, status=400)
         if await self.services.conversations.get(cid) is None:
             return web.json_response({"error": "not found"}, status=404)
-        turn = await self.channel.read_turn(cid, number, role)
+        turn = await self.channel.read_turn(cid, int(number), role)
         if turn is None:
             return web.json_response({"error": "no such turn"}, status=404)
         return web.json_response({"turn": turn})
@@ -120,7 +135,7 @@ class Api:
             "channel": channel,
             "date_from": date_from,
             "date_to": date_to,
-            "limit": _int(request.query.get("limit"), 20, 1, 100),
+            "limit": _int(request, "limit", 20, 1, 100),
             "cursor": request.query.get("cursor") or None,
         }
         try:

@@ -36,6 +36,10 @@ class Page:
     items: list[dict[str, Any]] = field(default_factory=list)
     has_more: bool = False  # older items exist
     has_newer: bool = False  # newer items exist (a page opened around an older turn)
+    # Where the page begins in the transcript (its byte offset): the next older page ends
+    # there (``older_than``). "Before the first turn number" skipped what lay between a
+    # flood's questions and a page of their late answers (bot/arrivals.py).
+    start: int | None = None
 
 
 def shown_turn(line: dict[str, Any]) -> dict[str, Any]:
@@ -62,12 +66,13 @@ def _cost(item: dict[str, Any]) -> int:
     return ITEM_OVERHEAD + len(text or "")
 
 
-def _backward(reader: LineReader, end: int) -> Iterator[dict[str, Any]]:
-    for _, raw in reader.backward(end):
+def _backward(reader: LineReader, end: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(offset of its line, item)`` of the items before ``end``, newest first."""
+    for start, raw in reader.backward(end):
         line = reader.parse(raw)
         view = _view(line) if line is not None else None
         if view is not None:
-            yield view
+            yield start, view
 
 
 def _forward(reader: LineReader, start: int) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -102,10 +107,12 @@ def read_page(
     limit: int,
     before: int | None = None,
     around: int | None = None,
+    older_than: int | None = None,
     max_bytes: int = PAGE_BYTES,
 ) -> Page:
     """The page :func:`~channels.web.views.page_of` would give (``before``: items before
-    that turn number; ``around``: a window holding that turn; else the last), bounded by
+    that turn number; ``around``: a window holding that turn; ``older_than``: the items
+    before that offset, a page's :attr:`Page.start`; else the last), bounded by
     ``max_bytes`` too. A missing transcript is an empty page. Blocking: run it in a thread.
     """
     try:
@@ -114,45 +121,50 @@ def read_page(
         return Page()
     with reader:
         end, has_newer = reader.end, False
-        if before is not None:
+        if older_than is not None:
+            # (an offset inside a line, from a stale or forged cursor, only makes that
+            # line's part unreadable: parse() skips it)
+            end = max(0, min(older_than, reader.end))
+        elif before is not None:
             end = reader.turn_offset(before)
         elif around is not None:
             hit = reader.turn_offset(around)
             if hit < reader.end:
                 end, has_newer = _end_around(reader, hit, max(limit // 2, 1), max_bytes // 2)
         older = _backward(reader, end)
-        page: list[dict[str, Any]] = []  # newest first until reversed below
+        page: list[tuple[int, dict[str, Any]]] = []  # newest first until reversed below
         cost, left_out = 0, None
-        for item in older:
-            if len(page) >= limit or (page and cost + _cost(item) > max_bytes):
-                left_out = item
+        for entry in older:
+            if len(page) >= limit or (page and cost + _cost(entry[1]) > max_bytes):
+                left_out = entry
                 break
-            page.append(item)
-            cost += _cost(item)
+            page.append(entry)
+            cost += _cost(entry[1])
         page.reverse()
         if left_out is None:
-            return Page(page, False, has_newer)
+            return Page([item for _, item in page], False, has_newer)
         # Begin where paging on from here ends ("before" the first turn number): notes
         # before the first turn come with the next page, and a question sharing its
         # number with the answer that begins the page comes with this one.
-        first = next((i for i, it in enumerate(page) if it["type"] == "turn"), None)
+        first = next((i for i, (_, it) in enumerate(page) if it["type"] == "turn"), None)
         if first is None:
-            return Page(page, True, has_newer)
-        number, more = page[first]["turnNumber"], False
+            return Page([item for _, item in page], True, has_newer, page[0][0])
+        number, more = page[first][1]["turnNumber"], False
         # Notes before the page's first turn, newest first: on the next page unless a
         # turn of the same number comes before them.
         pending = page[first - 1 :: -1] if first else []
         page = page[first:]
-        for item in itertools.chain([left_out], older):
+        for entry in itertools.chain([left_out], older):
+            item = entry[1]
             if item["type"] == "event":
-                pending.append(item)
+                pending.append(entry)
                 continue
             if item["turnNumber"] != number:
                 more = True
                 break
-            page = [item, *reversed(pending), *page]
+            page = [entry, *reversed(pending), *page]
             pending = []
-        return Page(page, more or bool(pending), has_newer)
+        return Page([item for _, item in page], more or bool(pending), has_newer, page[0][0])
 
 
 def read_turn(path: Path, number: int, role: str) -> dict[str, Any] | None:

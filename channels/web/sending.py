@@ -12,13 +12,15 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
-from bot.commands import DETACHED_COMMANDS, parse_command
+from bot.commands import DETACHED_COMMANDS, model_answer, parse_command
 from bot.events import InboundMessage
 from channels.web.tabs import Client
 from channels.web.views import conversation_meta
 
 if TYPE_CHECKING:
     from channels.web.ws import WsHub
+
+NEXT_CONVERSATION = "the conversation your first message here starts"
 
 
 async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None:
@@ -50,6 +52,19 @@ async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None
             return
     elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
         rec = None  # /search, /help, /status in a new chat: answered, no conversation
+    elif command[0] == "model":
+        # The model of the conversation the first message starts, as the selector sets
+        # it: run as a command, /model created a conversation to record it in and left
+        # it empty in the list (a bare /model or an unknown name changed nothing at all).
+        config = hub.channel.config
+        current = client.pending_model or config.models.default
+        answer, alias = model_answer(config, current, command[1], NEXT_CONVERSATION)
+        if alias is not None:
+            client.pending_model = alias
+        accepted(hub, client, ref)
+        frame = {"type": "notice", "kind": "command", "text": answer, "actions": []}
+        hub.send(client, frame | ({"pendingModel": alias} if alias else {}))
+        return
     elif command[0] == "new" and not command[1]:
         # A new chat is already a fresh start: /new here created a conversation only
         # to record the command in, and left it empty in the list.

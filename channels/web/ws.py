@@ -194,6 +194,7 @@ class WsHub:
                 "conversation": conversation_meta(rec, titles),
                 "turns": page.items,
                 "hasMore": page.has_more,
+                "olderThan": page.start,
                 "hasNewer": page.has_newer,
                 "models": self._models(),
                 "timeZone": self._zone(),
@@ -257,9 +258,16 @@ class WsHub:
 
     async def _load_more(self, client: Client, data: dict[str, Any]) -> None:
         cid, before = data.get("conversationId"), data.get("beforeTurn")
-        if not isinstance(cid, str) or not isinstance(before, int):
+        # The page's own cursor, or a turn number (the older protocol): the items before
+        # a question missed what lay between it and the late answers a page began with.
+        older = data.get("olderThan")
+        if not isinstance(older, int) or isinstance(older, bool):
+            older = None
+        if not isinstance(cid, str) or (older is None and not isinstance(before, int)):
             return
-        page = await self.channel.read_page(cid, PAGE_SIZE, before=before)
+        page = await self.channel.read_page(
+            cid, PAGE_SIZE, before=before if older is None else None, older_than=older
+        )
         self.send(
             client,
             {
@@ -267,6 +275,7 @@ class WsHub:
                 "conversationId": cid,
                 "turns": page.items,
                 "hasMore": page.has_more,
+                "olderThan": page.start,
             },
         )
 

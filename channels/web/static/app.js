@@ -34,6 +34,7 @@
     behind: false, // the page shows older turns only (opened around a search result)
     streams: new Map(), // turnNumber -> {node, text}
     oldestTurn: null,
+    olderThan: null,
     focusTurns: [],
     panel: "chat",
     search: { query: null, params: null, cursor: null }, // the query shown and its next page
@@ -571,6 +572,7 @@
     list.textContent = "";
     for (const item of msg.turns || []) list.appendChild(renderItem(item));
     state.oldestTurn = firstTurn(msg.turns);
+    state.olderThan = msg.olderThan;
     $("load-more").hidden = !msg.hasMore;
     // Opened around an older turn: newer ones exist past this page. New turns are not
     // shown under it (they would seem to follow it directly); the button, or sending a
@@ -782,6 +784,7 @@
       const first = list.firstChild;
       for (const item of msg.turns || []) list.insertBefore(renderItem(item), first);
       state.oldestTurn = firstTurn(msg.turns) || state.oldestTurn;
+      state.olderThan = msg.olderThan;
       $("load-more").hidden = !msg.hasMore;
     },
     stream: onStream,
@@ -796,6 +799,11 @@
     },
     notice(msg) {
       if (msg.conversationId && state.current && msg.conversationId !== state.current.id && msg.kind !== "escalation") return;
+      // "/model NAME" typed in an empty chat: the model its first message's conversation gets
+      if (msg.pendingModel && !state.current) {
+        state.pendingModel = msg.pendingModel;
+        $("model-select").value = msg.pendingModel;
+      }
       items().appendChild(renderNotice(msg));
       announce(msg.text || "");
       $("empty-state").hidden = true;
@@ -1200,7 +1208,10 @@
     });
     $("load-newer").addEventListener("click", jumpToLatest);
     $("load-more").addEventListener("click", () => {
-      if (state.current && state.oldestTurn != null) send({ type: "load_more", conversationId: state.current.id, beforeTurn: state.oldestTurn });
+      // the page's cursor: "before its first turn number" skipped what lay between a
+      // flood's questions and the late answers the page began with
+      if (state.current && state.olderThan != null) send({ type: "load_more", conversationId: state.current.id, olderThan: state.olderThan });
+      else if (state.current && state.oldestTurn != null) send({ type: "load_more", conversationId: state.current.id, beforeTurn: state.oldestTurn });
     });
     for (const b of document.querySelectorAll("#panel-nav button"))
       b.addEventListener("click", () => {

@@ -90,3 +90,19 @@ async def test_status_typed_in_a_conversation_links_it_by_its_title(
     await shot(page, "22-status-links-the-conversation")
     await link.click()  # opens it (here: the one in view, loaded again)
     await expect(page.locator("#chat-title")).to_have_text("Boiler service")
+
+
+async def test_model_typed_in_a_new_chat_sets_the_selector(page: Page, stack: Stack) -> None:
+    # Regression: "/model opus" typed in the empty chat created a conversation for its
+    # answer (left empty in the list) and the selector still read the default.
+    await log_in(page, stack)
+    await expect(page.locator("#empty-state")).to_be_visible()
+    await send(page, "/model opus")
+    await expect(page.locator(".msg-notice").last).to_contain_text("Model switched to opus")
+    await expect(page.locator("#model-select")).to_have_value("opus")
+    await expect(page.locator(".conv")).to_have_count(0)
+    await send(page, "hello with opus")
+    await expect(page.locator(".conv")).to_have_count(1)
+    await expect(page.locator("#model-select")).to_have_value("opus")
+    records = await stack.services.conversations.list()
+    assert [r.model for r in records] == ["opus"]

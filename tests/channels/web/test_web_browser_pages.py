@@ -487,3 +487,25 @@ async def test_the_search_panel_says_when_nothing_shares_the_querys_words(
     await expect(status).to_contain_text("the closest by meaning")
     await search(page, "fire")
     await expect(status).to_have_text("Nothing to search for: type words to look for.")
+
+
+async def test_load_older_after_a_flood_shows_every_message(page: Page, stack: Stack) -> None:
+    # Regression: after a flood (60 questions, then their answers: bot/arrivals.py) the
+    # chat opened on answers 11-60 and "Load older messages" asked for what came before
+    # question 11: questions 11-60 and answers 1-10 were never shown, however far back
+    # the owner paged.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    for n in range(1, 61):
+        await manager.append_turn(conv.id, "user", f"question {n}")
+    for n in range(1, 61):
+        await manager.append_turn(conv.id, "assistant", f"answer {n}", turn_number=n)
+    await log_in(page, stack)
+    await expect(page.locator("#message-items .msg")).to_have_count(50)
+    while await page.locator("#load-more").is_visible():
+        shown = await page.locator("#message-items .msg").count()
+        await page.click("#load-more")
+        await expect(page.locator("#message-items .msg")).not_to_have_count(shown)
+    texts = await page.locator("#message-items .msg .msg-body").all_inner_texts()
+    expected = [f"question {n}" for n in range(1, 61)] + [f"answer {n}" for n in range(1, 61)]
+    assert [t.strip() for t in texts] == expected

@@ -4,6 +4,7 @@ the whole transcript, at a cost in proportion to the page, bounded in bytes."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,17 +40,24 @@ def _random_transcript(rng: random.Random) -> list[dict]:
     return lines + late
 
 
-def test_pages_are_those_of_page_of_over_the_whole_transcript(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    rng = random.Random(20)
-    for trial in range(60):
+def _trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rng: random.Random, count: int
+) -> Iterator[tuple[int, Path, list[dict], int]]:
+    """``(trial, transcript path, its items, page limit)`` of ``count`` random
+    transcripts (every third with a torn last line), read in blocks of random sizes."""
+    for trial in range(count):
         monkeypatch.setattr(transcript_seek, "BLOCK", rng.choice([16, 200, 65536]))
         lines = _random_transcript(rng)
         path = tmp_path / f"{trial}.jsonl"
         path.write_bytes(encode(lines) + (b'{"torn' if trial % 3 == 0 else b""))
-        items, limit = line_views(lines), rng.randint(1, 12)
-        numbers = range(0, len(lines) + 2)
+        yield trial, path, line_views(lines), rng.randint(1, 12)
+
+
+def test_pages_are_those_of_page_of_over_the_whole_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for trial, path, items, limit in _trials(tmp_path, monkeypatch, random.Random(20), 60):
+        numbers = range(0, len(items) + 3)  # every turn number, and past the last
         for kwargs in [{}, *({"before": n} for n in numbers), *({"around": n} for n in numbers)]:
             expected, more = page_of(items, limit=limit, **kwargs)
             page = read_page(path, limit=limit, max_bytes=10**9, **kwargs)
@@ -71,6 +79,41 @@ async def _conversation(stack: Stack, turns: list[tuple[int, str, str]]) -> str:
     for i in range(0, len(lines), 5000):
         await stack.services.store.append(rec.id, lines[i : i + 5000])
     return rec.id
+
+
+def test_paging_older_from_a_page_shows_every_item_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: "Load older messages" asked for the items before the page's first turn
+    # number. After a flood (questions 1-60, then their answers) the last page held
+    # answers 11-60, the next one the items before question 11: questions 11-60 and
+    # answers 1-10 were never shown. Each page now names where it begins (``start``).
+    rng = random.Random(24)
+    for trial, path, items, limit in _trials(tmp_path, monkeypatch, rng, 30):
+        for kwargs in [{}, *({"around": n} for n in range(1, 42, 10))]:
+            page = read_page(path, limit=limit, max_bytes=rng.choice([300, 10**9]), **kwargs)
+            shown = list(page.items)
+            while page.has_more:
+                assert page.start is not None
+                page = read_page(path, limit=limit, older_than=page.start)
+                assert page.items, (trial, kwargs)
+                shown[:0] = page.items
+            assert shown == items[: len(shown)], (trial, limit, kwargs)
+            if not kwargs:
+                assert shown == items, (trial, limit)
+
+
+def test_the_latest_page_after_a_flood_leads_to_every_question(tmp_path: Path) -> None:
+    lines: list[dict] = [{"type": "meta", "id": "conv-x"}]
+    lines += [turn_line("user", f"question {n}", n) for n in range(1, 61)]
+    lines += [turn_line("assistant", f"answer {n}", n) for n in range(1, 61)]
+    path = tmp_path / "flood.jsonl"
+    path.write_bytes(encode(lines))
+    latest = read_page(path, limit=50)
+    assert [it["content"] for it in latest.items] == [f"answer {n}" for n in range(11, 61)]
+    older = read_page(path, limit=50, older_than=latest.start)
+    assert [it["content"] for it in older.items][-10:] == [f"answer {n}" for n in range(1, 11)]
+    assert older.items[-11]["content"] == "question 60"
 
 
 @pytest.mark.skipif(not IO.exists(), reason="needs /proc/self/io (Linux)")

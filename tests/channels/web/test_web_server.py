@@ -261,6 +261,29 @@ async def test_conversation_api_and_search(stack: Stack, client) -> None:
         assert r.status == 200  # hostile FTS syntax is only ever searched for
 
 
+async def test_conversation_api_pages_past_turn_10000(stack: Stack, client) -> None:
+    # Regression: before=, around= (and offset=) were capped at 10,000, so any later
+    # page of a long conversation was the page before turn 10,000 instead.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    await manager.append_turn(conv.id, "user", "an early question")
+    for n in range(15_000, 15_004):
+        await manager.append_turn(conv.id, "user", f"question {n}", turn_number=n)
+    url = f"{stack.url}/api/conversations/{conv.id}"
+    async with client.get(url, params={"before": "15003"}) as r:
+        numbers = [t["turnNumber"] for t in (await r.json())["turns"]]
+    assert numbers == [1, 15_000, 15_001, 15_002]
+    async with client.get(url, params={"around": "15001", "limit": "1"}) as r:
+        assert [t["turnNumber"] for t in (await r.json())["turns"]] == [15_001]
+    # A position that is not a number: a JSON error naming it (it was "not a number").
+    for key in ("before", "around", "limit"):
+        async with client.get(url, params={key: "ten"}) as r:
+            assert r.status == 400
+            assert (await r.json()) == {"error": f"{key} is not a number: 'ten'"}
+    async with client.get(f"{url}/turns/x", params={"role": "user"}) as r:
+        assert r.status == 400
+
+
 async def test_external_panel_api_trust_and_reply(stack: Stack, client) -> None:
     await stack.services.router.deliver(
         InboundMessage(

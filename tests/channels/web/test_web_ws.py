@@ -139,6 +139,33 @@ async def test_model_selector(ws_factory, stack: Stack) -> None:
     assert rec.model == "haiku"
 
 
+async def test_model_typed_in_a_new_chat_creates_no_conversation(ws_factory, stack: Stack) -> None:
+    # Regression: "/model", "/model gpt-17" or "/model opus" typed in the empty chat
+    # created a conversation only to record the command in, left empty in the list
+    # (and "/model opus" said "for this conversation" of one never used).
+    tab = await ws_factory()
+    await tab.send(type="new_conversation")
+    await tab.wait_for(lambda f: f["type"] == "conversation_loaded" and not f["conversation"])
+    before = {r.id for r in await stack.services.conversations.list(limit=1000)}
+    answers = []
+    for n, text in enumerate(("/model", "/model gpt-17", "/model OPUS", "/model")):
+        start = len(tab.frames)
+        ref = f"m{n}"
+        await tab.send(type="send_message", text=text, ref=ref)
+        await tab.wait_for(lambda f, ref=ref: f == {"type": "accepted", "ref": ref}, start=start)
+        answers.append(await tab.wait_for(lambda f: f["type"] == "notice", start=start))
+    assert answers[0]["text"].startswith("Current model: sonnet (")
+    assert answers[1]["text"].startswith("Unknown model 'gpt-17'. Available: ")
+    assert "pendingModel" not in answers[0] and "pendingModel" not in answers[1]
+    assert answers[2]["pendingModel"] == "opus"
+    assert answers[2]["text"].startswith("Model switched to opus (")
+    assert answers[3]["text"].startswith("Current model: opus (")
+    assert {r.id for r in await stack.services.conversations.list(limit=1000)} == before
+    await tab.send(type="send_message", text="hello opus, typed")
+    created = await tab.wait_for(lambda f: f["type"] == "conversation_created")
+    assert created["conversation"]["model"] == "opus"
+
+
 async def test_paging_and_open_around_a_turn(ws_factory, stack: Stack) -> None:
     conv = await stack.services.conversations.create("web")
     for n in range(1, 61):
