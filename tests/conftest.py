@@ -216,6 +216,34 @@ async def services(config: AppConfig) -> AsyncIterator[Any]:
         await shutdown_services(core)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_load_per_local_model() -> Iterator[None]:
+    """Each local model folder (``embedding.model_path``) is loaded by fastembed once per
+    test session; every later :class:`EmbeddingService` on it gets that model (and still
+    runs its own probe). A load took seconds on the loaded 2-core machine, and the
+    benches, the recall tests and the search fixtures each loaded it again. Loads from a
+    cache or the hub (what tests/test_embedding.py checks) are never shared, nor is a
+    failed load; a test that patches ``_without_spinning`` itself still wins."""
+    import bot.embedding
+
+    load = bot.embedding._without_spinning
+    loaded: dict[tuple[Any, ...], Any] = {}
+
+    def shared(factory: Any, kwargs: dict[str, Any]) -> Any:
+        if "specific_model_path" not in kwargs:
+            return load(factory, kwargs)
+        key = (factory, *sorted(kwargs.items()))
+        if key not in loaded:
+            loaded[key] = load(factory, kwargs)
+        return loaded[key]
+
+    bot.embedding._without_spinning = shared  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        bot.embedding._without_spinning = load  # type: ignore[assignment]
+
+
 @pytest.fixture(scope="module")
 def embedder() -> Iterator[EmbeddingService]:
     """The real local MiniLM model, one per test module (fails under CI=true, skips

@@ -135,7 +135,7 @@ async def test_search_bench_small() -> None:
 
 
 async def test_embed_bench_small() -> None:
-    result = await embed.run(_args(embed, "--texts", "40"))
+    result = await embed.run(_args(embed, "--texts", "12", "--words", "8"))
     for key in ("texts_per_s", "raw_texts_per_s", "ratio", "max_loop_lag_ms"):
         assert key in result
     assert result["texts_per_s"] > 0 and result["raw_texts_per_s"] > 0
