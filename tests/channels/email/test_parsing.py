@@ -253,6 +253,22 @@ def test_missing_wrong_and_unknown_charsets() -> None:
     assert parse_message(raw).subject == "Grüße"
 
 
+def test_utf8_declared_latin1_is_read_as_utf8() -> None:
+    # Regression (session 24): a client declaring iso-8859-1 (or windows-1252) for a
+    # body it sent in UTF-8 had the owner's "Café ... Jürgen" stored as "CafÃ© ...
+    # JÃ¼rgen": in the turn, in search and in the model's context.
+    text = "Café at 8, réservé for Jürgen"
+    for charset in ("iso-8859-1", "ISO-8859-15", "windows-1252", "latin1"):
+        got = parse_message(_raw(f"text/plain; charset={charset}", "8bit", text.encode()))
+        assert got.text == text, charset
+    subject = b"From: a@example.com\r\nSubject: =?iso-8859-1?Q?Caf=C3=A9?=\r\n\r\nx"
+    assert parse_message(subject).subject == "Café"
+    # Text that really is latin-1 (or cp1252) stays as it was declared.
+    for real in ("Grüße aus Köln", "naïve “café” – 5 €"):
+        raw = _raw("text/plain; charset=windows-1252", "8bit", real.encode("cp1252"))
+        assert parse_message(raw).text == real
+
+
 def test_decode_bytes_never_fails() -> None:
     assert decode_bytes(bytes(range(256)), "utf-8")
     assert decode_bytes(b"\x81\x8d\x8f", None) == "\x81\x8d\x8f"  # cp1252 holes -> latin-1
