@@ -25,6 +25,7 @@ from channels.email.mime_parts import (
     part_text,
     payload_bytes,
 )
+from channels.email.tnef import tnef_files
 
 # A boundary delimiter line (RFC 2046 bchars, without the space).
 _BOUNDARY_LINE = re.compile(rb"^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$", re.MULTILINE)
@@ -35,6 +36,8 @@ _PART_HEADER = re.compile(rb"\r?\ncontent-[a-z-]+[ \t]*:", re.IGNORECASE)
 _MIME_NOTICE = re.compile(
     r"(?i)\s*this is a (multi-?part message in mime format|mime-encapsulated message)\.?\s*"
 )
+# What an attachment read out of Outlook's winmail.dat says of itself.
+IN_WINMAIL = "sent inside Outlook's winmail.dat"
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
 # Boundaries guessed per mail (Walker._unsplit): each parses the rest of the body again
 _MAX_BOUNDARY_GUESSES = 16
@@ -58,6 +61,17 @@ class Walker:
         name = filename(part)
         if ctype == "message/rfc822" and name is None:
             name = self._embedded_subject(part)
+        if not part.is_multipart() and (
+            ctype == "application/ms-tnef" or (name or "").lower() == "winmail.dat"
+        ):
+            # Outlook's wrapper of the mail's files: the files are what the owner sent
+            inside = tnef_files(payload_bytes(part))
+            self.attachments.extend(
+                Attachment(kind="file", name=file, size=size, description=IN_WINMAIL)
+                for file, size in inside
+            )
+            if inside:
+                return
         size = self._size(part)  # decodes the part: the decoder notes its defects
         if not part.is_multipart() and broken_base64(part):
             # Its "decoded" length (0 bytes for base64 that is none) is no size: the
