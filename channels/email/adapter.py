@@ -72,7 +72,7 @@ class EmailChannel:
         if not cfg.address:
             raise ValueError("channels.email.address is required")
         self._cfg = cfg
-        self.address = cfg.address.lower()
+        address = cfg.address.lower()
         self._password = cfg.password or os.environ.get("EMAIL_PASSWORD") or ""
         self._host: ChannelHost | None = None
         self._task: asyncio.Task[None] | None = None
@@ -102,9 +102,18 @@ class EmailChannel:
         )
         self._undeliverable = Undeliverable()  # addresses our mail bounced from lately
         self._outbound = Outbound(
-            config.channels.email, self.address, self._password, self._memory, self._undeliverable
+            config.channels.email, address, self._password, self._memory, self._undeliverable
         )
         self._inbox: Inbox | None = None  # the folder's reader (made at start)
+
+    @property
+    def address(self) -> str:
+        """The mailbox's address (lower case): mail from it is ours, and ours is from it."""
+        return self._outbound.address
+
+    @address.setter
+    def address(self, value: str) -> None:
+        self._outbound.address = value
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:

@@ -281,7 +281,7 @@ class FakeHost:
             self.alerts.append((channel, key, problem))
             self.arrived.notify_all()
 
-    async def wait_alerts(self, count: int, timeout: float = 30.0) -> list[str | None]:
+    async def wait_alerts(self, count: int, timeout: float = 60.0) -> list[str | None]:
         """The problems reported (None: solved), once there are ``count``."""
         async with self.arrived:
             await asyncio.wait_for(
