@@ -14,10 +14,19 @@ from typing import Any
 import pytest
 
 from bot.config.channels import ImapConfig
+from bot.config.model import AppConfig
+from bot.status_reads import stored_channel_problems
 from channels.email.adapter import EmailChannel
 from channels.email.imap_wire import LoginRefused
 from channels.email.misconfig import IMAP_ALERT, ImapMisconfiguration, imap_trouble
-from tests.channels.email.conftest import FakeHost, PymapServer, create_folder, free_port
+from tests.channels.email.conftest import (
+    FakeHost,
+    PymapServer,
+    SmtpServer,
+    create_folder,
+    free_port,
+)
+from tests.channels.email.stack import OWNER, Stack, close_stack, open_in_new_folder
 from tests.channels.email.test_adapter import make_config
 
 
@@ -123,3 +132,26 @@ def test_a_login_refused_for_now_is_no_misconfiguration() -> None:
     assert imap_trouble(TimeoutError("no answer"), cfg) is None
     told = imap_trouble(LoginRefused("NO [PRIVACYREQUIRED] Use TLS"), cfg)
     assert told is not None and "security to starttls or ssl" in told
+
+
+async def test_the_owner_gets_the_alert_by_mail_and_status_names_it(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # The real core: IMAP refuses the login (a wrong imap.username) while SMTP works; the
+    # owner is mailed the problem once, and a `my-agent status` with the daemon stopped
+    # names it.
+    def wrong_user(config: AppConfig) -> None:
+        config.channels.email.imap.username = "nobody@example.com"
+        config.channels.email.imap.timeout = 2
+
+    _, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, wrong_user)
+    [alert] = await smtp.capture.wait_for(1, timeout=60)
+    assert alert["To"] == OWNER and alert["Subject"] == "my-agent alert"
+    body = alert.get_content()
+    assert "refused the login" in body and "channels.email.imap.username" in body
+    assert any("refused the login" in p for p in stack.services.channel_problems()["email"])
+    stacks.remove(stack)
+    await close_stack(stack)
+    [kept] = stored_channel_problems(stack.config.state_path, ["email"])
+    assert kept.startswith("email: the IMAP server refused the login")
+    assert len(smtp.capture.messages) == 1
