@@ -17,6 +17,8 @@ _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
 _FETCH_UID = re.compile(rb"UID (\d+)")
 _LITERAL = re.compile(rb"\{(\d+)\}$")
+# What is quoted of a server's refusal (its text is the server's to choose).
+MAX_SAID = 200
 
 
 def mailbox_name(folder: str) -> str:
@@ -96,5 +98,9 @@ class FolderRefused(ImapError):
 
 
 def said(response: aioimaplib.Response) -> str:
-    """The server's words in a tagged answer (``[AUTHENTICATIONFAILED] Invalid ...``)."""
-    return b" ".join(bytes(line) for line in response.lines[-1:]).decode("utf-8", "replace")
+    """The server's words in a tagged answer (``[AUTHENTICATIONFAILED] Invalid ...``),
+    on one line and at most :data:`MAX_SAID` characters: they go into the owner's alert
+    and the status line."""
+    text = b" ".join(bytes(line) for line in response.lines[-1:]).decode("utf-8", "replace")
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return text if len(text) <= MAX_SAID else text[: MAX_SAID - 1] + "…"

@@ -155,3 +155,16 @@ async def test_the_owner_gets_the_alert_by_mail_and_status_names_it(
     [kept] = stored_channel_problems(stack.config.state_path, ["email"])
     assert kept.startswith("email: the IMAP server refused the login")
     assert len(smtp.capture.messages) == 1
+
+
+def test_the_servers_words_are_quoted_on_one_line_and_bounded() -> None:
+    # They go into the owner's alert and the status line: a terminal escape, a line
+    # break or a page of text from the server stays out of both.
+    import aioimaplib
+
+    from channels.email.imap_wire import MAX_SAID, said
+
+    answer = aioimaplib.Response("NO", [b"\x1b[31m[AUTHENTICATIONFAILED]\r\nNo " + b"x" * 500])
+    quoted = said(answer)
+    assert quoted.startswith("[31m[AUTHENTICATIONFAILED] No xxx")
+    assert len(quoted) == MAX_SAID and quoted.isprintable()
