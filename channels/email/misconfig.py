@@ -53,7 +53,7 @@ def imap_trouble(exc: BaseException, cfg: ImapConfig) -> str | None:
     if isinstance(exc, StarttlsRefused):
         return f"the IMAP server does not offer STARTTLS ({where}; channels.email.imap.security)"
     if isinstance(exc, FolderRefused):
-        return f"{exc} ({where}): check channels.email.imap.folder and processed_folder"
+        return f"{exc} ({where}): check channels.email.imap.folder"
     if isinstance(exc, LoginRefused):
         if exc.temporary:
             return None
