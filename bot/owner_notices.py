@@ -37,3 +37,9 @@ async def notice_due(state: Database, key: str, interval: float = 3600.0) -> boo
 
     due: bool = await state.run(_claim)
     return due
+
+
+async def forget_notice(state: Database, key: str) -> None:
+    """Forget when the notice ``key`` was last given: the next one is due at once (the
+    problem it was about is solved; when it comes back, that is news)."""
+    await state.execute("DELETE FROM owner_notices WHERE key = ?", (key,))

@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
+from bot.channel_alerts import ChannelAlerts
 from bot.command_flow import CommandFlow
 from bot.command_runs import CommandRuns
 from bot.commands import DETACHED_COMMANDS, Commands, parse_command
@@ -56,6 +57,7 @@ class Router:
         # original waits for it and is then recognised as a duplicate.
         self._arriving: dict[tuple[str, str], list[Any]] = {}
         self.spool = InboundSpool(self._route, self._storage_recovered)
+        self.alerts = ChannelAlerts(services, self)
         self.resolver = ConversationResolver(services)
         self.turns = TurnRecorder(services)
         self.command_flow = CommandFlow(
@@ -117,6 +119,9 @@ class Router:
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         await self.s.conversations.record_message_ref(conversation_id, channel, ref, "out")
+
+    async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
+        await self.alerts.report(channel, key, problem)
 
     def cancel(self, conversation_id: str) -> bool:
         return self.s.replies.cancel(conversation_id)

@@ -21,19 +21,18 @@ import random
 import time
 from typing import Any
 
-from bot.channel import ChannelHost, DeliveryError, PermanentSendError
+from bot.channel import ChannelHost, DeliveryError
 from bot.config.model import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.tasks import spawn
-from channels.email.compose import well_formed
 from channels.email.dsn import Undeliverable
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
 from channels.email.inbox import Inbox, Unstorable
 from channels.email.memory import Correspondence
-from channels.email.outgoing import compose_outgoing
+from channels.email.misconfig import ImapMisconfiguration
 from channels.email.parsing import parse_message
-from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
+from channels.email.sending import Outbound
 
 log = logging.getLogger("my_agent.email")
 
@@ -73,15 +72,8 @@ class EmailChannel:
         if not cfg.address:
             raise ValueError("channels.email.address is required")
         self._cfg = cfg
-        self.address = cfg.address.lower()
+        address = cfg.address.lower()
         self._password = cfg.password or os.environ.get("EMAIL_PASSWORD") or ""
-        self._smtp = SmtpSender(
-            cfg.smtp,
-            cfg.smtp.username or cfg.address,
-            (self._password or None) if cfg.smtp.auth else None,
-            cfg.smtp.timeout,
-        )
-        self._owed = Owed()  # mails some recipients are still owed (refused for now)
         self._host: ChannelHost | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -90,6 +82,8 @@ class EmailChannel:
         self.connects = 0
         self.delivered = 0
         self.backoff = Backoff(cfg.imap.reconnect_initial, cfg.imap.reconnect_max)
+        # a login refused, TLS that does not fit: told to the owner, cleared once it works
+        self.misconfigured = ImapMisconfiguration(cfg.imap)
         if cfg.require_auth and not cfg.auth_serv_id:
             log.warning(
                 "channels.email.auth_serv_id is not set: the owner's mail is checked against "
@@ -107,7 +101,19 @@ class EmailChannel:
             owner=config.owner.identities.get("email", ()),
         )
         self._undeliverable = Undeliverable()  # addresses our mail bounced from lately
+        self._outbound = Outbound(
+            config.channels.email, address, self._password, self._memory, self._undeliverable
+        )
         self._inbox: Inbox | None = None  # the folder's reader (made at start)
+
+    @property
+    def address(self) -> str:
+        """The mailbox's address (lower case): mail from it is ours, and ours is from it."""
+        return self._outbound.address
+
+    @address.setter
+    def address(self, value: str) -> None:
+        self._outbound.address = value
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -140,10 +146,12 @@ class EmailChannel:
                     raise
 
     def problems(self) -> list[str]:
-        """What an operator should know: mails the server would not hand over yet, and
-        senders taken for a mail loop."""
+        """What an operator should know: IMAP settings that do not fit the server (a
+        login refused, TLS), mails the server would not hand over yet, and senders
+        taken for a mail loop."""
         unfetched = self._inbox.unfetched.problems() if self._inbox is not None else []
-        return [*unfetched, *self._memory.problems()]
+        refused = [self.misconfigured.problem] if self.misconfigured.problem else []
+        return [*refused, *unfetched, *self._memory.problems()]
 
     def poke(self) -> None:
         """Check the mailbox now (tests, and a hook for a future 'check mail' command)."""
@@ -155,14 +163,17 @@ class EmailChannel:
         return ImapSession(imap, imap.username or self.address, self._password, imap.timeout)
 
     async def _run(self) -> None:
-        assert self._inbox is not None
-        inbox = self._inbox
+        assert self._inbox is not None and self._host is not None
+        inbox, host = self._inbox, self._host
         while not self._stopping.is_set():
             session = self._session()
             inbox.session_started()
             synced: float | None = None  # when this session's sync completed
+            connected = False
             try:
                 mailbox = await session.connect()
+                connected = True
+                await self.misconfigured.connected(host)
                 if self._cfg.imap.processed_folder:
                     await session.ensure_folder(self._cfg.imap.processed_folder)
                     await session.select(self._cfg.imap.folder)
@@ -178,6 +189,8 @@ class EmailChannel:
                 raise
             except Exception as exc:
                 await inbox.session_failed()  # over a mail: counted against it
+                if not connected:
+                    await self.misconfigured.failed(host, exc)
                 if synced is not None and time.monotonic() - synced >= STABLE_SESSION_SECONDS:
                     self.backoff.reset()  # it held: a new outage starts from the first delay
                 delay = self.backoff.next()
@@ -261,68 +274,4 @@ class EmailChannel:
     # -- outbound ------------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> SendResult:
         """Compose and send one mail; raises for the outbox to retry."""
-        recipient = message.chat_id.strip().lower()
-        # A lone surrogate (a JavaScript string cut in an emoji, a pair split between two
-        # streamed pieces) cannot be encoded: the reply failed for good, lost for one
-        # character. Joined or made U+FFFD, it goes out.
-        text = well_formed(message.text)
-        subject_given = well_formed(message.subject) if message.subject else None
-        if message.kind == "acknowledgement" and self._memory.automatic(recipient):
-            log.info("not acknowledging automatic mail from %s (mail loop guard)", recipient)
-            return SendResult(message_ref=None)
-        if message.kind == "escalation" and self._undeliverable.holds(recipient):
-            # Mail to this address bounced within the hour: the escalation (the
-            # dashboard shows it) would bounce as well, and were it about that bounce,
-            # its own bounce would be escalated again (a mail loop).
-            log.warning("escalation to %s not mailed: mail to it bounced lately", recipient)
-            return SendResult(message_ref=None)
-        try:
-            composed, subject = compose_outgoing(
-                message,
-                text,
-                subject_given,
-                address=self.address,
-                cfg=self._cfg,
-                recent=self._memory.recent,
-                last_from=self._memory.last_from,
-            )
-        except Exception as exc:
-            # The same message would fail the same way on every retry, and the outbox
-            # sends in order: retrying would hold up every mail queued behind it.
-            raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
-        mail_id = composed.message_id
-        try:
-            sent = await self._smtp.send(
-                composed.message, self.address, self._owed.recipients(mail_id, composed.recipients)
-            )
-        except Deferred as exc:
-            # Some have it: so that their replies find the thread, it is recorded now;
-            # the outbox retries it for those refused for now.
-            self._owed.deferred(mail_id, exc.sent)
-            await self._sent(message, mail_id, subject, exc.sent.to)
-            raise
-        except PermanentSendError as exc:
-            sent = self._owed.refused(mail_id, exc)
-        sent = self._owed.done(mail_id, sent)
-        await self._sent(message, mail_id, subject, sent.to)
-        return SendResult(
-            message_ref=mail_id,
-            left_out=tuple(sent.left_out),
-            left_out_reason=left_out_reason(sent.left_out),
-        )
-
-    async def _sent(
-        self, message: OutboundMessage, mail_id: str, subject: str, to: list[str]
-    ) -> None:
-        """Bookkeeping once the server took ``mail_id`` for ``to`` (some, or all)."""
-        if not to:
-            return
-        log.info("sent %s %s to %s", message.kind, mail_id, to)
-        self._memory.sent(mail_id, subject)
-        self._undeliverable.sent(mail_id, to)
-        if message.conversation_id and self._host is not None:
-            # Replies to this mail name our Message-ID first: map it to the conversation.
-            try:
-                await self._host.record_message_ref("email", mail_id, message.conversation_id)
-            except Exception:  # sent already: a failure here must not cause a resend
-                log.exception("could not record Message-ID %s", mail_id)
+        return await self._outbound.send(message, self._host)

@@ -28,10 +28,27 @@ _CHARSET_ALIASES = {
 }
 
 
+# Western single-byte charsets that mail clients and web forms declare for text they
+# send in UTF-8 (a default left in a header template, a form posting UTF-8).
+_MISLABELLED_AS = frozenset({"iso8859-1", "iso8859-15", "cp1252"})
+
+
 def decode_bytes(data: bytes, charset: str | None = None) -> str:
-    """Decode ``data`` with the declared charset, else utf-8, else cp1252, never failing."""
+    """Decode ``data`` with the declared charset, else utf-8, else cp1252, never failing.
+
+    Text declared latin-1 or cp1252 that is well-formed UTF-8 with non-ASCII in it is
+    read as UTF-8: "Café" sent as UTF-8 under an iso-8859-1 label read as "CafÃ©"
+    (before session 24). Real latin-1 text is almost never valid UTF-8: an accented
+    letter would have to be followed by one to three bytes from 0x80-0xBF, which are
+    controls and rare symbols there."""
+    declared = _normalise_charset(charset)
+    if declared in _MISLABELLED_AS and not data.isascii():
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
     tried: list[str] = []
-    for candidate in (_normalise_charset(charset), "utf-8", "cp1252"):
+    for candidate in (declared, "utf-8", "cp1252"):
         if candidate is None or candidate in tried:
             continue
         tried.append(candidate)

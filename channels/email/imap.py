@@ -8,9 +8,7 @@ which the session is discarded and the adapter reconnects.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-import re
 import ssl
 from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable
@@ -20,43 +18,20 @@ from typing import Any, TypeVar
 import aioimaplib
 
 from bot.config.channels import ImapConfig
+from channels.email.imap_wire import (
+    FolderRefused,
+    ImapError,
+    LoginRefused,
+    StarttlsRefused,
+    fetched_literal,
+    mailbox_name,
+    said,
+    selected,
+)
 
 T = TypeVar("T")
 
 log = logging.getLogger("my_agent.email.imap")
-
-_UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
-_UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
-_FETCH_UID = re.compile(rb"UID (\d+)")
-_LITERAL = re.compile(rb"\{(\d+)\}$")
-
-
-def mailbox_name(folder: str) -> str:
-    """``folder`` as an IMAP mailbox argument: modified UTF-7 (RFC 3501 section 5.1.3)
-    for non-ASCII names, always quoted. aioimaplib sends arguments as they are, so
-    ``Bot Inbox`` went out as two words and ``Erledigt/Gelöscht`` as raw UTF-8."""
-    out: list[str] = []
-    pending: list[str] = []
-
-    def flush() -> None:
-        if pending:
-            data = "".join(pending).encode("utf-16-be")
-            out.append("&" + base64.b64encode(data).decode().rstrip("=").replace("/", ",") + "-")
-            pending.clear()
-
-    for ch in folder:
-        if " " <= ch <= "~":
-            flush()
-            out.append("&-" if ch == "&" else ch)
-        else:
-            pending.append(ch)
-    flush()
-    encoded = "".join(out).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{encoded}"'
-
-
-class ImapError(Exception):
-    """The IMAP server refused a command or the connection is gone."""
 
 
 @dataclass(frozen=True)
@@ -95,16 +70,26 @@ class ImapSession:
         await client.wait_hello_from_server()
         if cfg.security == "starttls":
             await self._starttls(client)
-        self._check(await client.login(self._username, self._password), "LOGIN")
+        await self._login(client)
         # Capabilities change after login (IDLE, MOVE, UIDPLUS): ask again.
         await asyncio.wait_for(client.protocol.capability(), self._timeout)
         return await self.select(cfg.folder)
+
+    async def _login(self, client: aioimaplib.IMAP4) -> None:
+        # aioimaplib itself refuses LOGIN (an abort) when the server says LOGINDISABLED.
+        if "LOGINDISABLED" in client.protocol.capabilities:
+            raise LoginRefused("the server lists LOGINDISABLED", needs_tls=True)
+        response = await client.login(self._username, self._password)
+        if response.result != "OK":
+            raise LoginRefused(f"{response.result} {said(response)}".strip())
 
     async def _starttls(self, client: aioimaplib.IMAP4) -> None:
         proto = client.protocol
         # aioimaplib knows the command but has no helper for it (nor for the upgrade).
         command = aioimaplib.Command("STARTTLS", proto.new_tag(), loop=proto.loop)
-        self._check(await asyncio.wait_for(proto.execute(command), self._timeout), "STARTTLS")
+        response = await asyncio.wait_for(proto.execute(command), self._timeout)
+        if response.result != "OK":
+            raise StarttlsRefused(f"STARTTLS failed: {response.result} {said(response)}")
         loop = asyncio.get_running_loop()
         transport = await loop.start_tls(
             proto.transport, proto, self._tls_context(), server_hostname=self._config.host
@@ -192,15 +177,15 @@ class ImapSession:
 
     # -- commands ------------------------------------------------------------------
     async def select(self, folder: str) -> Mailbox:
-        response = await self._command(self.client.select(mailbox_name(folder)), f"SELECT {folder}")
-        text = b"\n".join(bytes(line) for line in response.lines)
-        validity = _UIDVALIDITY.search(text)
+        what = f"SELECT {folder}"
+        response = await self._until_lost(self.client.select(mailbox_name(folder)), what)
+        if response.result == "NO":  # no such folder (Dovecot, pymap: [NONEXISTENT])
+            raise FolderRefused(f"{what} failed: {said(response)}")
+        self._check(response, what)
+        validity, uidnext = selected(response.lines)
         if validity is None:
             raise ImapError(f"SELECT {folder}: no UIDVALIDITY in the response")
-        uidnext = _UIDNEXT.search(text)
-        self.mailbox = Mailbox(
-            folder, int(validity.group(1)), int(uidnext.group(1)) if uidnext else 0
-        )
+        self.mailbox = Mailbox(folder, validity, uidnext)
         return self.mailbox
 
     async def noop(self) -> None:
@@ -225,17 +210,7 @@ class ImapSession:
             f"UID FETCH {uid}",
             deadline=False,
         )
-        lines = response.lines
-        for idx, line in enumerate(lines):
-            if isinstance(line, bytearray):
-                continue
-            if b"FETCH" in line and _LITERAL.search(line) and idx + 1 < len(lines):
-                got = _FETCH_UID.search(line) or (
-                    _FETCH_UID.search(bytes(lines[idx + 2])) if idx + 2 < len(lines) else None
-                )
-                if got is None or int(got.group(1)) == uid:
-                    return bytes(lines[idx + 1])
-        return None
+        return fetched_literal(response.lines, uid)
 
     async def mark_seen(self, uid: int) -> None:
         await self._command(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import email
 import email.utils
 import re
+from dataclasses import dataclass
 from email import policy
 from email.message import Message
 
@@ -25,6 +26,7 @@ from channels.email.mime_parts import (
     part_text,
     payload_bytes,
 )
+from channels.email.tnef import tnef_files
 
 # A boundary delimiter line (RFC 2046 bchars, without the space).
 _BOUNDARY_LINE = re.compile(rb"^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$", re.MULTILINE)
@@ -35,6 +37,8 @@ _PART_HEADER = re.compile(rb"\r?\ncontent-[a-z-]+[ \t]*:", re.IGNORECASE)
 _MIME_NOTICE = re.compile(
     r"(?i)\s*this is a (multi-?part message in mime format|mime-encapsulated message)\.?\s*"
 )
+# What an attachment read out of Outlook's winmail.dat says of itself.
+IN_WINMAIL = "sent inside Outlook's winmail.dat"
 _SIGNATURE_TYPES = {"application/pgp-signature", "application/pkcs7-signature"}
 # Boundaries guessed per mail (Walker._unsplit): each parses the rest of the body again
 _MAX_BOUNDARY_GUESSES = 16
@@ -43,6 +47,12 @@ _MAX_BOUNDARY_GUESSES = 16
 _MAX_ATTACHED_DEPTH = 4
 # The headers of an attached mail shown above its text, as a mail client's forward does.
 _FORWARDED_HEADERS = ("From", "Date", "Subject", "To", "Cc")
+
+
+@dataclass
+class _Walked:
+    text: str
+    walker: Walker
 
 
 class Walker:
@@ -58,6 +68,17 @@ class Walker:
         name = filename(part)
         if ctype == "message/rfc822" and name is None:
             name = self._embedded_subject(part)
+        if not part.is_multipart() and (
+            ctype == "application/ms-tnef" or (name or "").lower() == "winmail.dat"
+        ):
+            # Outlook's wrapper of the mail's files: the files are what the owner sent
+            inside = tnef_files(payload_bytes(part))
+            self.attachments.extend(
+                Attachment(kind="file", name=file, size=size, description=IN_WINMAIL)
+                for file, size in inside
+            )
+            if inside:
+                return
         size = self._size(part)  # decodes the part: the decoder notes its defects
         if not part.is_multipart() and broken_base64(part):
             # Its "decoded" length (0 bytes for base64 that is none) is no size: the
@@ -194,18 +215,35 @@ class Walker:
 
     def _alternative(self, children: list[Message]) -> str:
         # Prefer text/plain, then HTML, then whatever nested structure carries text.
-        # Attachments inside the unchosen alternatives are not recorded (they are the
-        # same inline images in another rendering).
+        # Attachments inside the unchosen alternatives are the same files in another
+        # rendering: recorded only when the chosen one has none (below).
         by_pref = sorted(
             children,
             key=lambda c: {"text/plain": 0, "text/html": 1}.get(content_type(c), 2),
         )
         for child in by_pref:
-            sub = Walker()
-            sub.guesses = self.guesses  # one budget for the whole mail
-            text = sub.text(child)
-            self.guesses = sub.guesses
-            if text.strip():
-                self.attachments.extend(sub.attachments)
-                return text
+            sub = self._sub_walk(child)
+            if sub.text.strip():
+                self.attachments.extend(sub.walker.attachments or self._files_beside(children))
+                return sub.text
         return ""
+
+    def _files_beside(self, children: list[Message]) -> list[Attachment]:
+        """The files of the richest alternative that has any. An iPhone puts the photo
+        the owner took in the HTML rendering only (plain text, then HTML and the image
+        in a multipart): the plain text was chosen and the photo named nowhere (before
+        session 24). Only a multipart alternative can hold a file: a plain or HTML leaf
+        is not walked twice."""
+        for child in reversed(children):
+            if child.is_multipart():
+                files = self._sub_walk(child).walker.attachments
+                if files:
+                    return files
+        return []
+
+    def _sub_walk(self, part: Message) -> _Walked:
+        sub = Walker()
+        sub.guesses = self.guesses  # one budget for the whole mail
+        text = sub.text(part)
+        self.guesses = sub.guesses
+        return _Walked(text, sub)

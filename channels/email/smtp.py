@@ -18,19 +18,19 @@ itself).
 
 from __future__ import annotations
 
-import copy
 import logging
 import ssl
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from email import policy
-from email.headerregistry import Address
 from email.message import EmailMessage
 
 import aiosmtplib
 
 from bot.channel import Misconfigured, PermanentSendError
 from bot.config.channels import SmtpConfig
+from channels.email.misconfig import tls_failure
+from channels.email.smtputf8 import ascii_address, ascii_refs, readdressed, utf8_refs
 
 log = logging.getLogger("my_agent.email.smtp")
 
@@ -82,7 +82,7 @@ class SmtpSender:
         except aiosmtplib.SMTPNotSupported as exc:
             if not sender.isascii():
                 raise  # our own address: the owner's configuration to fix, retried
-            ascii_form = {r: _ascii_address(r) for r in recipients}
+            ascii_form = {r: ascii_address(r) for r in recipients}
             reachable = [a for a in ascii_form.values() if a is not None]
             lost = [r for r, a in ascii_form.items() if a is None]
             if all(ascii_form[r] == r for r in recipients):
@@ -99,7 +99,7 @@ class SmtpSender:
                     message.get("Message-ID", "a mail"),
                     len(reachable),
                 )
-            refused = await self._send(_readdressed(message, ascii_form), sender, reachable)
+            refused = await self._send(readdressed(message, ascii_form), sender, reachable)
             sent = Sent(reachable, dict.fromkeys(lost, NO_SMTPUTF8))
         if refused:
             # Partly delivered: the others have it; sent again as a whole, it would reach
@@ -127,7 +127,7 @@ class SmtpSender:
         does with a non-ASCII header otherwise) it matches no Message-ID, and no client
         threads the reply. A server without SMTPUTF8 gets the reply without those ids
         (the rest of References still threads it, and clients fall back to the subject)."""
-        if not _utf8_refs(message):
+        if not utf8_refs(message):
             return await self._submit(message, sender, recipients, utf8=False)
         try:
             return await self._submit(message, sender, recipients, utf8=True)
@@ -139,7 +139,7 @@ class SmtpSender:
                 "In-Reply-To/References",
                 message.get("Message-ID", "a mail"),
             )
-            return await self._submit(_ascii_refs(message), sender, recipients, utf8=False)
+            return await self._submit(ascii_refs(message), sender, recipients, utf8=False)
 
     async def _submit(
         self, message: EmailMessage, sender: str, recipients: list[str], *, utf8: bool
@@ -203,73 +203,11 @@ def tls_trouble(exc: BaseException, security: str) -> str | None:
     aiosmtplib wraps the :class:`ssl.SSLError` of a handshake with a plain server
     ("wrong version number") or of an untrusted certificate in an SMTPConnectError, and
     says "STARTTLS extension not supported" when the server does not offer it."""
-    seen: BaseException | None = exc
-    for _ in range(5):  # the cause chain, not followed around a loop
-        if seen is None:
-            break
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return f"the server's TLS certificate is not trusted: {seen.verify_message}"
-        if isinstance(seen, ssl.SSLError):
-            return f"TLS failed with security: {security} ({seen.reason or seen})"
-        seen = seen.__cause__ or seen.__context__
+    if failure := tls_failure(exc, security):
+        return failure
     if isinstance(exc, aiosmtplib.SMTPException) and "STARTTLS" in str(exc):
         return "the server does not offer STARTTLS (security: starttls)"
     return None
-
-
-_REFS = ("In-Reply-To", "References")
-
-
-def _utf8_refs(message: EmailMessage) -> bool:
-    """Whether ``message`` names a non-ASCII Message-ID in In-Reply-To or References."""
-    return any(not str(message.get(name, "")).isascii() for name in _REFS)
-
-
-def _ascii_refs(message: EmailMessage) -> EmailMessage:
-    """A copy of ``message`` whose In-Reply-To and References keep their ASCII ids only."""
-    out = copy.deepcopy(message)
-    for name in _REFS:
-        ids = [i for i in str(out.get(name, "")).split() if i.isascii()]
-        del out[name]
-        if ids:
-            out[name] = " ".join(ids)
-    return out
-
-
-def _ascii_address(addr: str) -> str | None:
-    """``addr`` as a server without SMTPUTF8 takes it, or None: an accented local part
-    has no ASCII form; an accented domain has one (IDNA)."""
-    if addr.isascii():
-        return addr
-    local, _, domain = addr.rpartition("@")
-    if not local.isascii():
-        return None
-    try:
-        return f"{local}@{domain.encode('idna').decode('ascii')}"
-    except UnicodeError:
-        return None
-
-
-def _readdressed(message: EmailMessage, ascii_form: dict[str, str | None]) -> EmailMessage:
-    """A copy of ``message`` whose To and Cc name each recipient in its ASCII form and
-    leave out those without one (a header naming them could not be sent either)."""
-    out = copy.deepcopy(message)
-    kept: dict[str, list[Address]] = {}
-    for name in ("To", "Cc"):
-        header = out[name]
-        del out[name]
-        kept[name] = []
-        for addr in getattr(header, "addresses", ()):
-            new = ascii_form.get(addr.addr_spec, _ascii_address(addr.addr_spec))
-            if new is not None:
-                local, _, domain = new.rpartition("@")
-                kept[name].append(Address(addr.display_name, local, domain))
-    if not kept["To"]:  # the sender was the one left out: the others become the To
-        kept["To"], kept["Cc"] = kept["Cc"], []
-    for name, addresses in kept.items():
-        if addresses:
-            out[name] = addresses
-    return out
 
 
 class Owed:
@@ -289,7 +227,7 @@ class Owed:
         owed = self._owed.get(message_id)
         if owed is None:
             return recipients
-        return [r for r in recipients if r in owed[0] or _ascii_address(r) in owed[0]]
+        return [r for r in recipients if r in owed[0] or ascii_address(r) in owed[0]]
 
     def deferred(self, message_id: str, sent: Sent) -> None:
         """``sent`` was refused for now to some: remember who is owed it."""

@@ -241,6 +241,7 @@ class FakeHost:
         self.delivered: list[InboundMessage] = []
         self.cursors: dict[tuple[str, str], str] = {}
         self.refs: dict[str, str] = {}
+        self.alerts: list[tuple[str, str, str | None]] = []  # (channel, key, problem)
         self.fail_next = 0
         self.refused = 0
         self.arrived = asyncio.Condition()
@@ -274,6 +275,19 @@ class FakeHost:
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         self.refs[ref] = conversation_id
+
+    async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
+        async with self.arrived:
+            self.alerts.append((channel, key, problem))
+            self.arrived.notify_all()
+
+    async def wait_alerts(self, count: int, timeout: float = 60.0) -> list[str | None]:
+        """The problems reported (None: solved), once there are ``count``."""
+        async with self.arrived:
+            await asyncio.wait_for(
+                self.arrived.wait_for(lambda: len(self.alerts) >= count), timeout
+            )
+        return [problem for _, _, problem in self.alerts]
 
     async def wait_for(self, count: int, timeout: float = 30.0) -> list[InboundMessage]:
         async with self.arrived:

@@ -18,7 +18,7 @@ from bot.channel import PermanentSendError
 from bot.config.model import AppConfig
 from bot.events import OutboundMessage
 from channels.email.adapter import Backoff, EmailChannel
-from channels.email.imap import mailbox_name
+from channels.email.imap_wire import mailbox_name
 from channels.email.unfetched import FETCH_ATTEMPTS
 from tests.channels.email.conftest import (
     PASSWORD,
@@ -313,7 +313,8 @@ async def test_a_command_fails_as_soon_as_the_connection_is_lost(pymap: PymapSer
     # Regression: aioimaplib notices a lost socket but leaves a command in flight waiting
     # for its whole timeout; after a server restart the session sat 30 s (mail unseen)
     # before reconnecting. Every command now ends with the connection.
-    from channels.email.imap import ImapError, ImapSession
+    from channels.email.imap import ImapSession
+    from channels.email.imap_wire import ImapError
 
     proxy = Proxy(pymap.port)
     await proxy.start()

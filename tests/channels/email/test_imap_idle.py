@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from channels.email.imap import ImapError, ImapSession
+from channels.email.imap import ImapSession
+from channels.email.imap_wire import ImapError
 from tests.channels.email.test_adapter import make_config
 
 

@@ -253,6 +253,51 @@ def test_missing_wrong_and_unknown_charsets() -> None:
     assert parse_message(raw).subject == "Grüße"
 
 
+def test_utf8_declared_latin1_is_read_as_utf8() -> None:
+    # Regression (session 24): a client declaring iso-8859-1 (or windows-1252) for a
+    # body it sent in UTF-8 had the owner's "Café ... Jürgen" stored as "CafÃ© ...
+    # JÃ¼rgen": in the turn, in search and in the model's context.
+    text = "Café at 8, réservé for Jürgen"
+    for charset in ("iso-8859-1", "ISO-8859-15", "windows-1252", "latin1"):
+        got = parse_message(_raw(f"text/plain; charset={charset}", "8bit", text.encode()))
+        assert got.text == text, charset
+    subject = b"From: a@example.com\r\nSubject: =?iso-8859-1?Q?Caf=C3=A9?=\r\n\r\nx"
+    assert parse_message(subject).subject == "Café"
+    # Text that really is latin-1 (or cp1252) stays as it was declared.
+    for real in ("Grüße aus Köln", "naïve “café” – 5 €"):
+        raw = _raw("text/plain; charset=windows-1252", "8bit", real.encode("cp1252"))
+        assert parse_message(raw).text == real
+
+
+def test_a_photo_only_in_the_html_alternative_is_named() -> None:
+    # Regression (session 24): an iPhone sends plain text, then HTML with the photo
+    # beside it in a multipart; the plain text was chosen and the photo named nowhere:
+    # "What plant is this?" reached the model without the picture it was about.
+    raw = (
+        b"From: Owner <owner@example.org>\r\nSubject: Plant\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/alternative; boundary="A"\r\n\r\n--A\r\n'
+        b"Content-Type: text/plain; charset=us-ascii\r\n\r\nWhat plant is this?\r\n--A\r\n"
+        b'Content-Type: multipart/mixed; boundary="M"\r\n\r\n--M\r\n'
+        b"Content-Type: text/html\r\n\r\n<p>What plant is this?</p>\r\n--M\r\n"
+        b'Content-Type: image/jpeg; name="IMG_4411.jpeg"\r\n'
+        b'Content-Disposition: inline; filename="IMG_4411.jpeg"\r\n'
+        b"Content-Transfer-Encoding: base64\r\n\r\n/9j/4AAQSkZJRgABAQAAAQABAAD/\r\n--M\r\n"
+        b"Content-Type: text/html\r\n\r\n<p>Sent from my iPhone</p>\r\n--M--\r\n--A--\r\n"
+    )
+    mail = parse_message(raw)
+    assert mail.text == "What plant is this?"
+    assert attachment_lines(mail.attachments) == ["[attachment: IMG_4411.jpeg, 21 bytes]"]
+    # Files in both renderings are named once, from the chosen one.
+    both = raw.replace(
+        b"Content-Type: text/plain; charset=us-ascii\r\n\r\nWhat plant is this?\r\n",
+        b"Content-Type: multipart/mixed; boundary=P\r\n\r\n--P\r\n"
+        b"Content-Type: text/plain\r\n\r\nWhat plant?\r\n--P\r\n"
+        b"Content-Type: image/jpeg; name=plain.jpeg\r\nContent-Transfer-Encoding: base64"
+        b"\r\n\r\n/9j/4AAQSkZJRgABAQAAAQABAAD/\r\n--P--\r\n",
+    )
+    assert [a.name for a in parse_message(both).attachments] == ["plain.jpeg"]
+
+
 def test_decode_bytes_never_fails() -> None:
     assert decode_bytes(bytes(range(256)), "utf-8")
     assert decode_bytes(b"\x81\x8d\x8f", None) == "\x81\x8d\x8f"  # cp1252 holes -> latin-1

@@ -155,6 +155,10 @@ async def test_imap_starttls_verified(
         await untrusted.start(other)
         assert not untrusted.ready.is_set()
         assert other.delivered == []
+        # ... and, at the third attempt, the owner is told (session 24: only logged)
+        problem, *_ = await other.wait_alerts(1)
+        assert problem is not None and "certificate is not trusted" in problem
+        assert "tls_ca_file" in problem
     finally:
         await untrusted.stop()
 

@@ -1,0 +1,123 @@
+"""Sending mail: an :class:`OutboundMessage` composed as a threaded mail and handed to
+SMTP, with the bookkeeping the channel does once the server took it.
+
+The mail loop guard (no acknowledgement to automatic mail), the bounce guard (no
+escalation mailed to an address that bounced lately), the recipients still owed a mail
+the server refused for now (:class:`~channels.email.smtp.Owed`), and the Message-IDs
+recorded so that replies find their conversation. Failures raise, so that the core's
+outbox retries them; what can never be sent raises :class:`PermanentSendError`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.channel import ChannelHost, PermanentSendError
+from bot.config.channels import EmailChannelConfig
+from bot.events import OutboundMessage, SendResult
+from channels.email.compose import well_formed
+from channels.email.dsn import Undeliverable
+from channels.email.memory import Correspondence
+from channels.email.outgoing import compose_outgoing
+from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
+
+log = logging.getLogger("my_agent.email")
+
+
+class Outbound:
+    """The sending half of :class:`channels.email.adapter.EmailChannel`; ``memory`` and
+    ``undeliverable`` are shared with its receiving half."""
+
+    def __init__(
+        self,
+        cfg: EmailChannelConfig,
+        address: str,
+        password: str,
+        memory: Correspondence,
+        undeliverable: Undeliverable,
+    ) -> None:
+        self._cfg = cfg
+        self.address = address
+        self._smtp = SmtpSender(
+            cfg.smtp,
+            cfg.smtp.username or cfg.address,
+            (password or None) if cfg.smtp.auth else None,
+            cfg.smtp.timeout,
+        )
+        self._owed = Owed()  # mails some recipients are still owed (refused for now)
+        self._memory = memory
+        self._undeliverable = undeliverable
+
+    async def send(self, message: OutboundMessage, host: ChannelHost | None) -> SendResult:
+        """Compose and send one mail; raises for the outbox to retry. ``host`` learns
+        the Message-ID of what went out (replies to it find the conversation)."""
+        recipient = message.chat_id.strip().lower()
+        # A lone surrogate (a JavaScript string cut in an emoji, a pair split between two
+        # streamed pieces) cannot be encoded: the reply failed for good, lost for one
+        # character. Joined or made U+FFFD, it goes out.
+        text = well_formed(message.text)
+        subject_given = well_formed(message.subject) if message.subject else None
+        if message.kind == "acknowledgement" and self._memory.automatic(recipient):
+            log.info("not acknowledging automatic mail from %s (mail loop guard)", recipient)
+            return SendResult(message_ref=None)
+        if message.kind == "escalation" and self._undeliverable.holds(recipient):
+            # Mail to this address bounced within the hour: the escalation (the
+            # dashboard shows it) would bounce as well, and were it about that bounce,
+            # its own bounce would be escalated again (a mail loop).
+            log.warning("escalation to %s not mailed: mail to it bounced lately", recipient)
+            return SendResult(message_ref=None)
+        try:
+            composed, subject = compose_outgoing(
+                message,
+                text,
+                subject_given,
+                address=self.address,
+                cfg=self._cfg,
+                recent=self._memory.recent,
+                last_from=self._memory.last_from,
+            )
+        except Exception as exc:
+            # The same message would fail the same way on every retry, and the outbox
+            # sends in order: retrying would hold up every mail queued behind it.
+            raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
+        mail_id = composed.message_id
+        try:
+            sent = await self._smtp.send(
+                composed.message, self.address, self._owed.recipients(mail_id, composed.recipients)
+            )
+        except Deferred as exc:
+            # Some have it: so that their replies find the thread, it is recorded now;
+            # the outbox retries it for those refused for now.
+            self._owed.deferred(mail_id, exc.sent)
+            await self._sent(host, message, mail_id, subject, exc.sent.to)
+            raise
+        except PermanentSendError as exc:
+            sent = self._owed.refused(mail_id, exc)
+        sent = self._owed.done(mail_id, sent)
+        await self._sent(host, message, mail_id, subject, sent.to)
+        return SendResult(
+            message_ref=mail_id,
+            left_out=tuple(sent.left_out),
+            left_out_reason=left_out_reason(sent.left_out),
+        )
+
+    async def _sent(
+        self,
+        host: ChannelHost | None,
+        message: OutboundMessage,
+        mail_id: str,
+        subject: str,
+        to: list[str],
+    ) -> None:
+        """Bookkeeping once the server took ``mail_id`` for ``to`` (some, or all)."""
+        if not to:
+            return
+        log.info("sent %s %s to %s", message.kind, mail_id, to)
+        self._memory.sent(mail_id, subject)
+        self._undeliverable.sent(mail_id, to)
+        if message.conversation_id and host is not None:
+            # Replies to this mail name our Message-ID first: map it to the conversation.
+            try:
+                await host.record_message_ref("email", mail_id, message.conversation_id)
+            except Exception:  # sent already: a failure here must not cause a resend
+                log.exception("could not record Message-ID %s", mail_id)

@@ -1,0 +1,56 @@
+"""A channel's problem that will not fix itself (bot/channel_alerts.py, the router's
+``alert_owner``): told to the owner once a period across restarts, kept for
+``my-agent status`` while the daemon is stopped, cleared (and told again at once when
+it comes back) once solved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.status_reads import stored_channel_problems
+from tests.conftest import shutdown_services, start_telegram_core, telegram_config
+
+PROBLEM = "the IMAP server refused the login (NO bad password; imap.example.com:993)"
+
+
+async def test_a_problem_is_told_once_kept_for_status_and_cleared(tmp_path: Path) -> None:
+    config = telegram_config(tmp_path)
+    services, telegram = await start_telegram_core(config)
+    try:
+        router = services.router
+        await router.alert_owner("email", "imap", PROBLEM)
+        await router.alert_owner("email", "imap", PROBLEM)  # every later attempt says it
+        [told] = await telegram.wait_count(1)
+        assert told.kind == "notice" and PROBLEM in told.text
+        assert "email" in told.text
+        assert stored_channel_problems(config.state_path, ["email"]) == [f"email: {PROBLEM}"]
+    finally:
+        await shutdown_services(services)
+    # A restart in a loop, the problem still there: kept, not told again.
+    services, telegram = await start_telegram_core(config)
+    try:
+        await services.router.alert_owner("email", "imap", PROBLEM)
+        # another problem, told: had the first been told again, it would have gone first
+        await services.router.alert_owner("telegram", "token", "another")
+        [other] = await telegram.wait_count(1)
+        assert "another" in other.text and PROBLEM not in other.text
+        telegram.sent.clear()
+        # Solved: the kept line is gone, and when it comes back that is news.
+        await services.router.alert_owner("email", "imap", None)
+        assert stored_channel_problems(config.state_path, ["email"]) == []
+        await services.router.alert_owner("email", "imap", PROBLEM)
+        [again] = await telegram.wait_count(1)
+        assert PROBLEM in again.text
+    finally:
+        await shutdown_services(services)
+
+
+async def test_clearing_what_was_never_raised_writes_nothing(tmp_path: Path) -> None:
+    config = telegram_config(tmp_path)
+    services, telegram = await start_telegram_core(config)
+    try:
+        await services.router.alert_owner("email", "imap", None)
+        assert await services.router.get_cursor("email", "alert:imap") is None
+        assert telegram.sent == []
+    finally:
+        await shutdown_services(services)
