@@ -11,7 +11,7 @@ before answering keyword-only; it uses the cache or answers keyword-only at once
 the daemon, which loads the model in the background, is the one that downloads.
 
 Before downloading, the daemon asks the hub whether it answers at all
-(:mod:`bot.embedding_hub`): one warning after a second or two, saying what failed and
+(:mod:`bot.embedding_sources`): one warning after a second or two, saying what failed and
 which key points at a local copy, where fastembed's retries printed six ERROR lines over
 about 40 s. A cache holding part of the model (a download cut short, a file deleted or
 truncated) is tried alone first (local files only, at once), and the hub asked only when
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,18 +36,15 @@ from typing import Any
 import numpy as np
 
 from bot.config.model import EmbeddingConfig
-from bot.embedding_hub import cache_empty, hub_unreachable
+from bot.embedding_sources import (
+    ENV_MODEL_PATH,
+    HINT,
+    cache_empty,
+    hub_unreachable,
+    resolve_model_path,
+)
 
 log = logging.getLogger("my_agent.embedding")
-
-ENV_MODEL_PATH = "MY_AGENT_EMBEDDING_MODEL_PATH"
-HINT = "embedding.model_path or MY_AGENT_EMBEDDING_MODEL_PATH can point at a local copy"
-
-
-def resolve_model_path(config: EmbeddingConfig) -> str | None:
-    """The local model folder to use, or None to let fastembed use its cache/hub."""
-    path = os.environ.get(ENV_MODEL_PATH) or config.model_path
-    return str(Path(path).expanduser()) if path else None
 
 
 def _without_spinning(factory: Any, kwargs: dict[str, Any]) -> Any:
@@ -153,7 +149,7 @@ class EmbeddingService:
                     if not Path(self.model_path).is_dir():
                         raise FileNotFoundError(
                             f"no model folder at {self.model_path} (embedding.model_path, "
-                            "or MY_AGENT_EMBEDDING_MODEL_PATH)"
+                            f"or {ENV_MODEL_PATH})"
                         )
                     kwargs["specific_model_path"] = self.model_path
                 else:

@@ -1,6 +1,8 @@
-"""Where the embedding model can come from, asked before a download is tried.
+"""Where the embedding model can come from, asked before it is loaded.
 
-Whether a model cache holds anything at all (:func:`cache_empty`), and whether
+A local model folder (:func:`resolve_model_path`: the ``MY_AGENT_EMBEDDING_MODEL_PATH``
+environment variable, else ``embedding.model_path``); whether a model cache holds
+anything at all (:func:`cache_empty`); and, before a download is tried, whether
 fastembed's model hub answers (:func:`hub_unreachable`: ``HF_ENDPOINT``, through
 huggingface_hub's own HTTP session, so a proxy is honoured). On a machine that cannot
 reach the hub, fastembed's retries printed six ERROR lines over about 40 s before our
@@ -9,8 +11,16 @@ warning; :class:`bot.embedding.EmbeddingService` asks here first and says why at
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
+
+from bot.config.model import EmbeddingConfig
+
+ENV_MODEL_PATH = "MY_AGENT_EMBEDDING_MODEL_PATH"
+# added to a failure to load the model from the cache or the hub: what the owner can do
+HINT = "embedding.model_path or MY_AGENT_EMBEDDING_MODEL_PATH can point at a local copy"
+
 
 # The hub is asked this many times, this far apart, each with this timeout, before the
 # daemon gives up downloading: a refused or unresolvable hub fails each try at once
@@ -18,6 +28,12 @@ from pathlib import Path
 HUB_PROBE_TRIES = 3
 HUB_PROBE_PAUSE = 1.0
 HUB_PROBE_TIMEOUT = 5.0
+
+
+def resolve_model_path(config: EmbeddingConfig) -> str | None:
+    """The local model folder to use, or None to let fastembed use its cache/hub."""
+    path = os.environ.get(ENV_MODEL_PATH) or config.model_path
+    return str(Path(path).expanduser()) if path else None
 
 
 def cache_empty(folder: Path | None) -> bool:
