@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from bot import exitcodes
-from bot.cli_common import command_config, print_json, print_text, setup_logging
-from bot.cli_store import _with_services, unknown_channel
+from bot.cli_common import print_json, print_text
+from bot.cli_store import _with_services, reading_config
 from bot.graphemes import cut, shorten
 from bot.labels import UNTITLED
 
@@ -22,11 +22,8 @@ from bot.labels import UNTITLED
 def cmd_search(args: argparse.Namespace) -> int:
     """``my-agent search QUERY``: the matches printed (``--json``: the page); the exit
     status."""
-    config = command_config(args, secrets=False)
-    setup_logging("WARNING")
-    wrong = unknown_channel(config, args)
-    if wrong:
-        print(f"my-agent search: {wrong}", file=sys.stderr)
+    config = reading_config(args, "search")
+    if config is None:
         return exitcodes.EX_USAGE
 
     from bot.owner_days import day_range, local_day, owner_zone

@@ -95,12 +95,21 @@ def unknown_channel(config: AppConfig, args: argparse.Namespace) -> str | None:
     return f"--channel {args.channel!r} is not a channel (one of {', '.join(known)})"
 
 
-def cmd_conversations(args: argparse.Namespace) -> int:
+def reading_config(args: argparse.Namespace, command: str) -> AppConfig | None:
+    """The config of ``my-agent COMMAND``, a command that reads the store (logging at
+    WARNING); None, the usage error said, when its ``--channel`` names no channel."""
     config = command_config(args, secrets=False)
     setup_logging("WARNING")
     wrong = unknown_channel(config, args)
     if wrong:
-        print(f"my-agent conversations: {wrong}", file=sys.stderr)
+        print(f"my-agent {command}: {wrong}", file=sys.stderr)
+        return None
+    return config
+
+
+def cmd_conversations(args: argparse.Namespace) -> int:
+    config = reading_config(args, "conversations")
+    if config is None:
         return exitcodes.EX_USAGE
 
     from bot.owner_days import local_time, owner_zone
