@@ -21,7 +21,8 @@ from bot.cli_common import (
     status_arguments,
 )
 from bot.cli_reindex import cmd_reindex
-from bot.cli_store import cmd_conversations, cmd_search
+from bot.cli_search import cmd_search
+from bot.cli_store import cmd_conversations
 from bot.config import ConfigError, default_config_path
 from bot.config.channels import ChannelsConfig
 

@@ -1,6 +1,7 @@
-"""The ``my-agent`` commands that read the conversation store: ``conversations`` and
-``search`` (each opens the services for one command, then closes them); ``reindex``,
-which rebuilds it, is :mod:`bot.cli_reindex`."""
+"""The ``my-agent`` commands that read the conversation store, and how each opens the
+services for one command, then closes them (:func:`_with_services`): ``conversations``
+here; ``search`` is :mod:`bot.cli_search`, and ``reindex``, which rebuilds the store,
+:mod:`bot.cli_reindex`."""
 
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ from typing import Any
 from bot import exitcodes, store_lock
 from bot.cli_common import command_config, print_json, print_text, setup_logging
 from bot.config import AppConfig
-from bot.graphemes import cut, shorten
 from bot.identity import OwnerIdentities
-from bot.labels import UNTITLED
 
 log = logging.getLogger("my_agent.cli")
 
@@ -96,12 +95,21 @@ def unknown_channel(config: AppConfig, args: argparse.Namespace) -> str | None:
     return f"--channel {args.channel!r} is not a channel (one of {', '.join(known)})"
 
 
-def cmd_conversations(args: argparse.Namespace) -> int:
+def reading_config(args: argparse.Namespace, command: str) -> AppConfig | None:
+    """The config of ``my-agent COMMAND``, a command that reads the store (logging at
+    WARNING); None, the usage error said, when its ``--channel`` names no channel."""
     config = command_config(args, secrets=False)
     setup_logging("WARNING")
     wrong = unknown_channel(config, args)
     if wrong:
-        print(f"my-agent conversations: {wrong}", file=sys.stderr)
+        print(f"my-agent {command}: {wrong}", file=sys.stderr)
+        return None
+    return config
+
+
+def cmd_conversations(args: argparse.Namespace) -> int:
+    config = reading_config(args, "conversations")
+    if config is None:
         return exitcodes.EX_USAGE
 
     from bot.owner_days import local_time, owner_zone
@@ -214,94 +222,3 @@ def event_text(line: dict[str, Any]) -> str:
             changes.append(line[key])
             break
     return "; ".join(changes)
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    config = command_config(args, secrets=False)
-    setup_logging("WARNING")
-    wrong = unknown_channel(config, args)
-    if wrong:
-        print(f"my-agent search: {wrong}", file=sys.stderr)
-        return exitcodes.EX_USAGE
-
-    from bot.owner_days import day_range, local_day, owner_zone
-    from bot.search.query import bounded_query, fts_parts
-
-    if not args.query.strip():
-        # `search ""` answered "no match (keyword)" and exit 0, as if searched
-        print("my-agent search: the query is empty: give the words to look for", file=sys.stderr)
-        return exitcodes.EX_USAGE
-    if not fts_parts(bounded_query(args.query)):
-        # only punctuation, symbols or emoji: nothing to look for (SearchPage.no_words),
-        # said before the store and the model are opened
-        print(
-            "my-agent search: the query has no words (only punctuation, symbols or emoji): "
-            "give the words to look for",
-            file=sys.stderr,
-        )
-        return exitcodes.EX_USAGE
-    zone = owner_zone(config)  # --from/--to and the dates shown: the owner's days
-    try:
-        # named as typed: "date_from is not an ISO date" named no option of this command;
-        # checked before the store and the model are opened (a usage error came after
-        # the model's warning, and after the seconds it took to load)
-        date_from, date_to = day_range(args.date_from, args.date_to, zone, ("--from", "--to"))
-    except ValueError as exc:
-        print(f"my-agent search: {exc}", file=sys.stderr)
-        return exitcodes.EX_USAGE
-
-    async def _search(s: Any) -> int:
-        await s.search.start()  # keyword-only without a model: the warning says why
-        if args.conversation and await s.conversations.get(args.conversation) is None:
-            # a mistyped id matched nothing, read as "never said there"
-            print(f"my-agent search: no conversation {args.conversation}", file=sys.stderr)
-            return 1
-        try:
-            page = await s.search.search(
-                args.query,
-                channel=args.channel,
-                date_from=date_from,
-                date_to=date_to,
-                conversation_id=args.conversation,
-                limit=args.limit,
-                cursor=args.cursor,
-            )
-        except ValueError as exc:  # a cursor that is not one, or of another query
-            print(f"my-agent search: --cursor: {exc}", file=sys.stderr)
-            return exitcodes.EX_USAGE
-        if args.json:
-            print_json(page.to_dict())
-            return 0
-        if not page.results:
-            filtered = args.channel or date_from or date_to or args.conversation
-            where = " with these filters" if filtered else ""
-            print(f"no conversation matches {shorten(' '.join(args.query.split()), 60)!r}{where}")
-            if page.method != "hybrid":
-                # without a model only the words themselves are found: say what to try
-                print("(keyword search only: try other words, or synonyms)")
-        elif page.method != "hybrid":
-            # found by their words only (no embedding model, or it failed on this query):
-            # said before the results, as a miss by meaning is not a miss
-            print("(keyword search only: conversations that say it in other words are missed)")
-        elif page.match == "meaning":
-            print("(no conversation uses these words: the closest by meaning)")
-        elif page.match == "loose":
-            # the scores are relative: the first of any list scores 1.000
-            print(
-                "(nothing uses these words or comes close in meaning: "
-                "the nearest, probably unrelated)"
-            )
-        for r in page.results:
-            # a conversation found through its notes alone has no matched turn to name
-            where = r.turn_range or "its notes"
-            print_text(
-                f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
-                f"({where}, {local_day(r.timestamp, zone)})"
-            )
-            print_text(f"       {cut(' '.join((r.snippet or '').split()), 150)}")
-        if page.next_cursor:  # the plain listing can be paged too, not only --json
-            found = f"{page.total}{'' if page.total_exact else '+'}"
-            print(f"({len(page.results)} of {found} shown; next page: --cursor {page.next_cursor})")
-        return 0
-
-    return int(asyncio.run(_with_services(config, _search)))

@@ -10,14 +10,13 @@ crash. A one-shot command (``my-agent search``, ``reindex``) does not download
 before answering keyword-only; it uses the cache or answers keyword-only at once, and
 the daemon, which loads the model in the background, is the one that downloads.
 
-Before downloading, the daemon asks the hub (``HF_ENDPOINT``, through huggingface_hub's
-own HTTP session, so a proxy is honoured) whether it answers at all: on a machine that
-cannot reach it, fastembed's retries printed six ERROR lines over about 40 s before our
-warning. Now it is one warning after a second or two, saying what failed and which key
-points at a local copy. A cache holding part of the model (a download cut short, a file
-deleted or truncated) is tried alone first (local files only, at once), and the hub asked
-only when that fails: it used to go straight to fastembed's retries, 40 s offline, and a
-warning naming neither the cache nor the setting. fastembed's own log records are always
+Before downloading, the daemon asks the hub whether it answers at all
+(:mod:`bot.embedding_sources`): one warning after a second or two, saying what failed and
+which key points at a local copy, where fastembed's retries printed six ERROR lines over
+about 40 s. A cache holding part of the model (a download cut short, a file deleted or
+truncated) is tried alone first (local files only, at once), and the hub asked only when
+that fails: it used to go straight to fastembed's retries, 40 s offline, and a warning
+naming neither the cache nor the setting. fastembed's own log records are always
 silenced.
 
 ONNX inference holds the GIL only briefly, so a single worker thread keeps the loop
@@ -29,9 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,23 +36,15 @@ from typing import Any
 import numpy as np
 
 from bot.config.model import EmbeddingConfig
+from bot.embedding_sources import (
+    ENV_MODEL_PATH,
+    HINT,
+    cache_empty,
+    hub_unreachable,
+    resolve_model_path,
+)
 
 log = logging.getLogger("my_agent.embedding")
-
-ENV_MODEL_PATH = "MY_AGENT_EMBEDDING_MODEL_PATH"
-# The hub is asked this many times, this far apart, each with this timeout, before the
-# daemon gives up downloading: a refused or unresolvable hub fails each try at once
-# (about 2 s in all); a silent one costs 3 x 5 s, where fastembed's retries took 40 s.
-HUB_PROBE_TRIES = 3
-HUB_PROBE_PAUSE = 1.0
-HUB_PROBE_TIMEOUT = 5.0
-HINT = "embedding.model_path or MY_AGENT_EMBEDDING_MODEL_PATH can point at a local copy"
-
-
-def resolve_model_path(config: EmbeddingConfig) -> str | None:
-    """The local model folder to use, or None to let fastembed use its cache/hub."""
-    path = os.environ.get(ENV_MODEL_PATH) or config.model_path
-    return str(Path(path).expanduser()) if path else None
 
 
 def _without_spinning(factory: Any, kwargs: dict[str, Any]) -> Any:
@@ -83,16 +72,6 @@ def _without_spinning(factory: Any, kwargs: dict[str, Any]) -> Any:
         ort.SessionOptions = original  # type: ignore[misc]
 
 
-def _empty(folder: Path | None) -> bool:
-    """Whether ``folder`` (a model cache) is missing or holds nothing at all."""
-    if folder is None:
-        return False  # fastembed's own default cache: only fastembed knows it
-    try:
-        return not any(Path(folder).iterdir())
-    except OSError:  # missing, or not readable: nothing this process could load
-        return True
-
-
 def _quiet_fastembed() -> None:
     """Silence fastembed's loguru records (our own warning says what failed)."""
     try:
@@ -100,28 +79,6 @@ def _quiet_fastembed() -> None:
     except ImportError:  # pragma: no cover - fastembed depends on it
         return
     logger.disable("fastembed")
-
-
-def hub_unreachable() -> str | None:
-    """Why fastembed's model hub cannot be reached from here, or None when it answers
-    (any HTTP status: only a transport failure means no download can work)."""
-    from huggingface_hub import constants
-    from huggingface_hub.utils import get_session
-
-    if constants.HF_HUB_OFFLINE:
-        return "HF_HUB_OFFLINE is set"
-    endpoint = constants.ENDPOINT
-    error = "no answer"
-    for attempt in range(HUB_PROBE_TRIES):
-        if attempt:
-            time.sleep(HUB_PROBE_PAUSE)
-        try:
-            get_session().head(endpoint, timeout=HUB_PROBE_TIMEOUT)
-        except Exception as exc:  # httpx or requests, by huggingface_hub's version
-            error = f"{type(exc).__name__}: {exc}"
-            continue
-        return None
-    return f"cannot reach the model hub {endpoint} ({error})"
 
 
 def _build(factory: Any, kwargs: dict[str, Any]) -> tuple[Any, np.ndarray]:
@@ -179,7 +136,7 @@ class EmbeddingService:
             if self._failed is not None:
                 raise EmbeddingUnavailable(self._failed)
             try:
-                if not self.model_path and not self.download and _empty(self.cache_dir):
+                if not self.model_path and not self.download and cache_empty(self.cache_dir):
                     # a one-shot command with nothing cached: no model can come of it, and
                     # importing fastembed (onnxruntime) to learn that was half of a
                     # keyword-only `my-agent search`'s CPU time
@@ -192,7 +149,7 @@ class EmbeddingService:
                     if not Path(self.model_path).is_dir():
                         raise FileNotFoundError(
                             f"no model folder at {self.model_path} (embedding.model_path, "
-                            "or MY_AGENT_EMBEDDING_MODEL_PATH)"
+                            f"or {ENV_MODEL_PATH})"
                         )
                     kwargs["specific_model_path"] = self.model_path
                 else:
@@ -255,7 +212,7 @@ class EmbeddingService:
         missing.
         """
         where = self.cache_dir or "fastembed's cache"
-        if _empty(self.cache_dir):
+        if cache_empty(self.cache_dir):
             missing = f"not in the model cache {where}"
         else:
             try:

@@ -3,74 +3,44 @@
 Each party (channel + normalised identity) has an append-only JSONL record under
 ``data_dir/external/{party_id}.jsonl`` (the source of truth: messages in and out, tier
 changes, escalations) mirrored into the ``external_*`` tables of the index (the model and
-the mirroring: :mod:`bot.parties`). They never appear in the conversation list and never
-reach the owner's conversations.
+the mirroring: :mod:`bot.parties`; the append and its mirror: :mod:`bot.party_files`).
+They never appear in the conversation list and never reach the owner's conversations.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
 from bot.config import AppConfig
-from bot.db import Database, SyncConn
+from bot.db import Database
 from bot.events import iso, utcnow
 from bot.hooks import EventBus
 from bot.parties import (
     TIERS,
     PartyRecord,
-    apply_party_lines,
     configured_tier,
     normalise_identity,
     party_handle,
 )
-from bot.party_lines import inbound_lines, reply_to_of
-from bot.party_reads import PartyReads
+from bot.party_files import PartyFiles
+from bot.party_lines import inbound_lines
 from bot.record_cache import keyed_locks
-from bot.transcript import TranscriptStore
-from bot.transcript_lines import Line, encode, parse_lines
-
-log = logging.getLogger("my_agent.external")
 
 
-class ExternalStore(PartyReads):
-    """Third parties' records: their files (the source of truth), written and mirrored
-    here; read from the index by :class:`~bot.party_reads.PartyReads`, the base."""
+class ExternalStore(PartyFiles):
+    """Third parties' records: what is written to their files (the source of truth), and
+    when. The append and its mirror in the index: the base,
+    :class:`~bot.party_files.PartyFiles`; the index's reads: its base,
+    :class:`~bot.party_reads.PartyReads`."""
 
     def __init__(self, config: AppConfig, db: Database, bus: EventBus) -> None:
-        self.config = config
-        self.db = db
+        super().__init__(config, db)
         self.bus = bus
-        self.directory = config.external_dir
-        self._files = TranscriptStore(self.directory, fsync=config.transcripts.fsync == "always")
         # party id -> lock held while their tier is read and acted on (bot/strangers.py)
         # and while it is changed or their escalations resolved (here)
         self._party_locks = keyed_locks()  # held or waited for only: thousands of parties
-        # party id -> the batches whose file append succeeded and index write failed,
-        # mirrored before anything else is written for the party (_apply_owed)
-        self._owed: dict[str, list[tuple[list[Line], int]]] = {}
-        # (party id, message ref) recorded by a call that then failed: its flow never ran
-        self._unhandled: set[tuple[str, str]] = set()
-        self._owed_lock = asyncio.Lock()
-
-    def open(self, exclusive: bool = False, shared: bool = False) -> int:
-        """Replay the party files' journal after a crash (see :mod:`bot.journal`).
-
-        ``exclusive`` (the daemon): :class:`BlockingIOError` when another process holds
-        it. ``shared`` (a command next to a running daemon, whose transcript journal is
-        held): the journal is left to the daemon, neither locked nor replayed. Taking it
-        because the daemon had not opened it yet (it opens the transcripts' first) made
-        the daemon run with party files outside any journal."""
-        if shared:
-            return self._files.open_shared()
-        return self._files.open(exclusive=exclusive)
-
-    def close(self) -> None:
-        self._files.close()
 
     def party_lock(self, party_id: str) -> asyncio.Lock:
         """The lock of one party (created on first use). :meth:`set_tier` and
@@ -83,97 +53,11 @@ class ExternalStore(PartyReads):
             lock = self._party_locks[party_id] = asyncio.Lock()
         return lock
 
-    def _path(self, party_id: str) -> Path:
-        return self.directory / f"{party_id}.jsonl"
-
-    async def _record(self, party_id: str, lines: list[Line]) -> list[int]:
-        """Append to the party's file (durable), then mirror into the tables together with
-        how far the file is indexed, so recovery does not replay these lines again.
-
-        A mirror that fails (a full disk: SQLite's, not the file's) is owed: made before
-        the party's next write, which is refused while it still fails. Before, the
-        message's redelivery found no trace of it in the tables and appended it to the
-        file a second time."""
-        await self._apply_owed(party_id)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self._path(party_id)
-        size = await self._files.append_file(path, encode(lines))
-        try:
-            result: list[int] = await self.db.run(self._mirror(party_id, lines, size))
-        except Exception:
-            self._owed.setdefault(party_id, []).append((lines, size))
-            self._unhandled.update(
-                (party_id, str(line["messageRef"]))
-                for line in lines
-                if line.get("direction") == "in" and line.get("messageRef")
-            )
-            raise
-        return result
-
-    def _mirror(self, party_id: str, lines: list[Line], size: int) -> Any:
-        def _apply(conn: SyncConn) -> list[int]:
-            created = apply_party_lines(conn, party_id, lines, self.config)
-            conn.execute(
-                "INSERT INTO index_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
-                "SET value = excluded.value "
-                "WHERE CAST(excluded.value AS INTEGER) > CAST(index_meta.value AS INTEGER)",
-                (f"ext:{party_id}", str(size)),
-            )
-            return created
-
-        return _apply
-
-    async def _apply_owed(self, party_id: str) -> None:
-        """Mirror the party's batches whose index write failed, oldest first; raises
-        (nothing more appended) while the index still refuses them."""
-        if not self._owed.get(party_id):
-            return
-        async with self._owed_lock:  # two writers must not mirror the same batch twice
-            owed = self._owed.get(party_id)
-            while owed:
-                lines, size = owed[0]
-                await self.db.run(self._mirror(party_id, lines, size))
-                owed.pop(0)
-                log.info("party %s: a record the index refused is mirrored now", party_id)
-            self._owed.pop(party_id, None)
-
     # -- tiers ---------------------------------------------------------------------
     def configured_tier(
         self, channel: str, party_key: str, aliases: Sequence[str] = ()
     ) -> str | None:
         return configured_tier(self.config, channel, party_key, aliases)
-
-    # -- reading the party's file ----------------------------------------------------
-    async def read_lines(self, party_id: str) -> list[Line]:
-        """The party's file, line by line (empty if it has none)."""
-
-        def _read() -> list[Line]:
-            try:
-                return parse_lines(self._path(party_id).read_bytes())
-            except FileNotFoundError:
-                return []
-
-        return await asyncio.to_thread(_read)
-
-    async def reply_thread(self, party_id: str) -> tuple[str | None, str | None, list[str]]:
-        """(reference, subject, Reply-To) of the party's last message: where an answer
-        that is not a direct reply (the owner's ``/reply``) goes in their thread, and to
-        whom. Read from the party's file (the tables keep no subject); a rare,
-        owner-driven read."""
-
-        def _last() -> tuple[str | None, str | None, list[str]]:
-            try:
-                lines = parse_lines(self._path(party_id).read_bytes())
-            except OSError:
-                return None, None, []
-            for line in reversed(lines):
-                if line.get("type") == "message" and line.get("direction") == "in":
-                    ref = line.get("replyRef") or line.get("messageRef")
-                    subject = line.get("subject") or None
-                    return (str(ref) if ref else None), subject, reply_to_of(line)
-            return None, None, []
-
-        return await asyncio.to_thread(_last)
 
     # -- writing -------------------------------------------------------------------
     async def record_inbound(
@@ -210,9 +94,7 @@ class ExternalStore(PartyReads):
             party = await self.get(party_id)
             assert party is not None
             # recorded by a call that failed after writing it: its flow is still to run
-            unhandled = (party_id, message_ref) in self._unhandled
-            self._unhandled.discard((party_id, message_ref))
-            return party, not unhandled
+            return party, not self.take_unhandled(party_id, message_ref)
         now = iso(utcnow())
         existing = await self.get(party_id)
         configured = self.configured_tier(channel, party_key, aliases)
@@ -329,7 +211,3 @@ class ExternalStore(PartyReads):
             "timestamp": iso(utcnow()),
         }
         await self._record(party_id, [line])
-
-    # -- rebuild ---------------------------------------------------------------------
-    def party_files(self) -> list[Path]:
-        return sorted(self.directory.glob("p*.jsonl")) if self.directory.is_dir() else []

@@ -6,23 +6,24 @@ acknowledges anything: once the store is opened, through the write-ahead journal
 :mod:`bot.journal` (one fsync for every append of a batch, the transcripts fsynced at each
 checkpoint); before that, or without a journal, by write + fsync of the transcript
 itself. Reads are tolerant: a torn last line or a corrupt line is skipped with a warning
-and never blocks later appends or reads. The lines' format: :mod:`bot.transcript_lines`.
+and never blocks later appends or reads. The lines' format: :mod:`bot.transcript_lines`; the
+write under each append: :mod:`bot.transcript_appends`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from bot.journal import Journal, lock_journal
 from bot.record_cache import keyed_locks
+from bot.transcript_appends import FileAppends
 from bot.transcript_lines import (
     READOUT_MODELS,
     Line,
@@ -61,14 +62,16 @@ class UnreadableTranscript(OSError):
     An ``OSError``: the router holds the message as it does on any storage failure."""
 
 
-class TranscriptStore:
-    """JSONL files under ``directory``; safe for concurrent appends from one process."""
+class TranscriptStore(FileAppends):
+    """JSONL files under ``directory``; safe for concurrent appends from one process.
+
+    The write under each append (whole or nothing, a torn line closed, a deleted
+    transcript recreated with its meta line): :class:`~bot.transcript_appends.FileAppends`."""
 
     def __init__(
         self, directory: Path, fsync: bool = True, checkpoint_seconds: float = 1.0
     ) -> None:
-        self.directory = directory
-        self.fsync = fsync
+        super().__init__(directory, fsync)
         self.checkpoint_seconds = checkpoint_seconds
         self._journal: Journal | None = None
         # True when another process (a running daemon) held the journal at open(): it
@@ -80,11 +83,6 @@ class TranscriptStore:
         # Many concurrent fsyncs on different files are committed together by the
         # filesystem journal: a wide pool turns per-message fsync latency into throughput.
         self._executor = ThreadPoolExecutor(max_workers=6, thread_name_prefix="transcript")
-        # path -> file size after our last complete append (ends with a newline).
-        self._ends: dict[Path, int] = {}
-        # conversation id -> its meta line (the conversation manager's records): a
-        # transcript deleted while the daemon runs is recreated with it, not without
-        self.meta_for: Callable[[str], Line | None] | None = None
         # conversation id -> why start-up could not read its transcript (for status)
         self.unreadable: dict[str, str] = {}
 
@@ -193,63 +191,6 @@ class TranscriptStore:
             self._lock_fd = -1
 
     # -- writing -------------------------------------------------------------------
-    def _put(self, path: Path, data: bytes, sync: bool = False) -> tuple[int, bytes]:
-        """Append ``data`` (fsync when ``sync``); returns the offset and bytes written."""
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        size = -1
-        try:
-            size = os.fstat(fd).st_size
-            if not size and not data.startswith(b'{"type":"meta"'):
-                data = self._with_meta(path, data)
-            elif size and self._ends.get(path) != size:
-                # A torn last line (crash mid-write) must not swallow the next record:
-                # terminate it so it stays an isolated corrupt line. (Skipped when our
-                # own last complete write ended the file at this size.)
-                if _last_byte(path, size) != b"\n":
-                    data = b"\n" + data
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if sync:
-                os.fsync(fd)
-            self._ends[path] = size + len(data)
-            return size, data
-        except BaseException:
-            self._ends.pop(path, None)
-            if size >= 0:
-                # Nothing of a failed append stays (a full disk takes part of a write):
-                # the caller retries it whole, and a fragment was a corrupt line for good,
-                # or, cut just before its newline, a second copy of the message.
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)
-            raise
-        finally:
-            os.close(fd)
-
-    def _with_meta(self, path: Path, data: bytes) -> bytes:
-        """``data`` for an empty or missing transcript, its meta line first when known.
-
-        A transcript deleted while the daemon ran was recreated by the next append
-        without one: `status` said INCONSISTENT, and a restart registered it as a web
-        conversation (its channel and sender lost)."""
-        meta = self.meta_for(path.stem) if self.meta_for and path.stem.startswith("conv-") else None
-        if meta is None:
-            return data
-        log.warning("%s was missing (deleted?): recreated with its meta line", path.name)
-        return encode([meta]) + data
-
-    def _cut(self, path: Path, size: int) -> None:
-        """Truncate ``path`` back to ``size`` (an append the journal could not make
-        durable, refused to its caller)."""
-        self._ends.pop(path, None)  # the next append checks the last byte again
-        os.truncate(path, size)
-
-    def _write(self, path: Path, data: bytes) -> int:
-        """Append ``data`` durably without the journal; returns the file size after it."""
-        offset, written = self._put(path, data, sync=self.fsync)
-        return offset + len(written)
-
     def submit_file(
         self, path: Path, data: bytes, background: bool = False
     ) -> concurrent.futures.Future[int]:
@@ -347,11 +288,3 @@ class TranscriptStore:
 
     async def aread_lines(self, conv_id: str) -> list[Line]:
         return await asyncio.to_thread(self.read_lines, conv_id)
-
-
-def _last_byte(path: Path, size: int) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.pread(fd, 1, size - 1)
-    finally:
-        os.close(fd)

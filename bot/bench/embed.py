@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.config.model import AppConfig
-from bot.embedding import EmbeddingService, resolve_model_path
+from bot.embedding import EmbeddingService
+from bot.embedding_sources import resolve_model_path
 
 WORDS = (
     "the deploy failed on staging because the migration lock was held while Sarah reviewed "

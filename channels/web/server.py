@@ -3,7 +3,8 @@
 Every page, API and the WebSocket need a session obtained on ``/login`` with the token
 from ``data_dir/web_token`` (printed at start on a terminal). ``/healthz`` and
 ``/readyz`` are open and carry no data. Requests naming a foreign ``Host`` are refused
-(DNS rebinding) and the WebSocket only accepts the dashboard's own ``Origin``. Replies
+(DNS rebinding) and the WebSocket only accepts the dashboard's own ``Origin`` (these
+checks and the security headers: :mod:`channels.web.guard`). Replies
 to dashboard messages come back through :meth:`WebChannel.send` and
 :meth:`WebChannel.stream`; everything else the dashboard shows (turns from other
 channels, renames, externals) comes from the event bus.
@@ -16,10 +17,9 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -29,6 +29,7 @@ from bot.events import OutboundMessage, SendResult, StreamEvent
 from channels.web.analytics import setup_analytics
 from channels.web.api import setup_api
 from channels.web.auth import COOKIE_NAME, RateLimiter, SessionStore, load_or_create_token
+from channels.web.guard import guard_middlewares, origin_allowed
 from channels.web.login import setup_login
 from channels.web.pages import Page, read_page, read_turn
 from channels.web.ws import WsHub
@@ -36,29 +37,6 @@ from channels.web.ws import WsHub
 log = logging.getLogger("my_agent.web")
 
 STATIC_DIR = Path(__file__).parent / "static"
-# Reachable without a session: the health probes and what the login page itself needs.
-PUBLIC_PATHS = frozenset(
-    {"/healthz", "/readyz", "/login", "/static/login.js", "/static/style.css", "/favicon.ico"}
-)
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
-    "frame-ancestors 'none'"
-)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _harden(request: web.Request, headers: MutableMapping[str, str]) -> None:
-    """The security headers every response carries."""
-    headers.setdefault("Content-Security-Policy", CSP)
-    headers.setdefault("X-Content-Type-Options", "nosniff")
-    headers.setdefault("Referrer-Policy", "no-referrer")
-    headers.setdefault("X-Frame-Options", "DENY")
-    if request.path in ("/", "/login") or request.path.startswith(("/api/", "/analytics/")):
-        # the dashboard page too: cached, Back after Log out showed it again
-        headers.setdefault("Cache-Control", "no-store")
 
 
 def _stderr_is_terminal() -> bool:
@@ -113,9 +91,7 @@ class WebChannel:
         return f"http://{shown}:{self.port}"
 
     def build_app(self) -> web.Application:
-        app = web.Application(
-            middlewares=[self._security_mw, self._auth_mw], client_max_size=1 << 20
-        )
+        app = web.Application(middlewares=guard_middlewares(self), client_max_size=1 << 20)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/", self._index)
@@ -216,70 +192,10 @@ class WebChannel:
     def _subscribe(self) -> None:
         self._unsubscribe += self.hub.feed.subscribe(self.services.bus)
 
-    # -- middleware -------------------------------------------------------------------
-    def _host_allowed(self, request: web.Request) -> bool:
-        """Refuse foreign Host headers so a rebinding DNS name cannot reach us."""
-        if self.settings.host in ("0.0.0.0", "", "::"):
-            return True
-        hostname = urlsplit(f"//{request.host}").hostname or ""
-        allowed = set(LOOPBACK_HOSTS) | {self.settings.host}
-        allowed |= {urlsplit(o).hostname or "" for o in self.settings.allowed_origins}
-        return hostname in allowed
-
-    def origin_allowed(self, request: web.Request) -> bool:
-        """The WebSocket (and state-changing requests) must come from our own pages."""
-        origin = request.headers.get("Origin")
-        if not origin:
-            return False
-        if origin in self.settings.allowed_origins:
-            return True
-        return origin == f"{request.scheme}://{request.host}"
-
-    def _write_origin_allowed(self, request: web.Request) -> bool:
-        """A state-changing request without a foreign ``Origin``.
-
-        Under our ``no-referrer`` policy Chromium sends a form POST (Log out) with
-        ``Origin: null``; its ``Sec-Fetch-Site``, which no page can set, still says
-        whether it came from our own pages."""
-        origin = request.headers.get("Origin")
-        if not origin:
-            return True
-        if origin == "null":
-            return request.headers.get("Sec-Fetch-Site") == "same-origin"
-        return self.origin_allowed(request)
-
+    # -- sessions -----------------------------------------------------------------------
     def authenticated(self, request: web.Request) -> bool:
+        """Whether ``request`` carries a valid session cookie."""
         return self.sessions.valid(request.cookies.get(COOKIE_NAME))
-
-    @web.middleware
-    async def _security_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not self._host_allowed(request):
-            return web.Response(status=421, text="misdirected request")
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:
-            # Raised, not returned (the redirect to /login, 404, 403, 405): they went out
-            # without any of these headers.
-            _harden(request, exc.headers)
-            raise
-        _harden(request, response.headers)
-        return response
-
-    @web.middleware
-    async def _auth_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in PUBLIC_PATHS or self.authenticated(request):
-            if request.method not in ("GET", "HEAD", "OPTIONS") and request.path != "/login":
-                # Belt and braces beside SameSite=Strict: writes come from our own pages.
-                if not self._write_origin_allowed(request):
-                    return web.json_response({"error": "bad origin"}, status=403)
-            return await handler(request)
-        if (
-            request.path.startswith("/api/")
-            or request.path == "/ws"
-            or request.path.startswith("/analytics/")
-        ):
-            return web.json_response({"error": "authentication required"}, status=401)
-        raise web.HTTPSeeOther("/login")
 
     # -- handlers ---------------------------------------------------------------------
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -316,7 +232,7 @@ class WebChannel:
         return web.FileResponse(STATIC_DIR / "index.html")
 
     async def _ws(self, request: web.Request) -> web.StreamResponse:
-        if not self.origin_allowed(request):
+        if not origin_allowed(self.settings, request):
             log.warning("web socket refused: origin %r", request.headers.get("Origin"))
             return web.json_response({"error": "origin not allowed"}, status=403)
         return await self.hub.handle(request)

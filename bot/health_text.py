@@ -1,0 +1,119 @@
+"""The text form of ``my-agent status``'s report (:func:`bot.healthcheck.collect`).
+
+One ``label: value`` row per part of the report, the labels in one column; why
+``/readyz`` did not answer ready in words (the checks its answer says failed), for the
+report's problems as well as its ``readyz`` row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def not_ready_because(readyz: dict[str, Any]) -> str:
+    """Why ``/readyz`` did not answer ready, in words: the checks its body says failed.
+
+    "/readyz is not ok: 503" alone sent the owner looking for what was wrong, while the
+    answer named it (``"channels": {"telegram": false}``: a refused bot token, say)."""
+    if readyz.get("error"):
+        return str(readyz["error"])
+    checks = (readyz.get("body") or {}).get("checks") or {}
+    why: list[str] = []
+    if checks.get("core") is False:
+        why.append("the daemon is still starting")
+    down = [name for name, up in (checks.get("channels") or {}).items() if not up]
+    if down:
+        kept = readyz.get("channel_problems") or []
+        causes = [p for p in kept if p.split(":", 1)[0] in down]
+        said = "; ".join(["the daemon's log says why", *causes])
+        why.append(f"not connected: {', '.join(down)} ({said})")
+    if checks.get("accepting") is False:
+        why.append("not accepting messages (stopping)")
+    if checks.get("storage") is False:
+        why.append("storage failing: messages held in memory")
+    status = f"HTTP {readyz.get('http_status')}"
+    return f"{status}, {'; '.join(why)}" if why else status
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    """``1 party``, ``2 parties`` (it said "1 parties, 1 escalations pending")."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _pending_notes(counts: dict[str, Any]) -> str:
+    """``2 (1 to retry)``, and how many of those the offline stand-in summarises until
+    the model writes their notes (they read as noted, and the model still owes them)."""
+    retry = f"{counts['pending_abbreviations']} ({counts['abbreviations_to_retry']} to retry"
+    stand_ins = int(counts.get("offline_stand_ins") or 0)
+    if stand_ins:
+        retry += f", {_count(stand_ins, 'offline stand-in')} owed to the model"
+    return retry + ")"
+
+
+def format_text(report: dict[str, Any]) -> str:
+    """Human-readable summary of :func:`collect`'s report, one ``label:`` column wide
+    enough for the longest label (the values started in three different columns)."""
+    daemon = report.get("daemon", {})
+    rows: list[tuple[str, str]] = [("data dir", str(report["data_dir"]))]
+    state = daemon.get("state", "unknown")
+    extra = f" pid {daemon['pid']}" if daemon.get("pid") else ""
+    if daemon.get("status") and daemon["status"] != state:  # not "stopped pid 7 — stopped"
+        extra += f" — {daemon['status']}"
+    rows.append(("daemon", f"{state}{extra}"))
+    if "readyz" in daemon:
+        rz = daemon["readyz"]
+        if rz["ok"]:
+            rows.append(("readyz", f"ok ({rz['url']})"))
+        else:
+            # why, not a bare "FAIL": nothing listening (a stopped daemon) is not a
+            # daemon answering 503, which names its failed checks
+            why = not_ready_because(rz)
+            if rz.get("error"):
+                rows.append(("readyz", f"no ready answer from {rz['url']}: {why}"))
+            else:
+                rows.append(("readyz", f"not ready ({rz['url']}): {why}"))
+    disk = report.get("disk") or {}
+    if "free_bytes" in disk:
+        rows.append(
+            (
+                "disk",
+                f"{'FULL — ' if disk['full'] else ''}{disk['free_bytes'] / 2**20:.1f} MiB free "
+                f"of {disk['total_bytes'] / 2**20:.1f} MiB",
+            )
+        )
+    counts = report.get("counts")
+    if counts:
+        chans = ", ".join(f"{k} {v}" for k, v in sorted(counts["by_channel"].items()))
+        rows += [
+            (
+                "conversations",
+                f"{counts['conversations']} ({chans or 'none'}), {counts['turns']} turns",
+            ),
+            ("abbreviations pending", _pending_notes(counts)),
+            ("replies pending", str(counts.get("replies_pending", 0))),
+            (
+                "external",
+                f"{_count(counts['external_parties'], 'party', 'parties')}, "
+                f"{_count(counts['pending_escalations'], 'escalation')} pending",
+            ),
+        ]
+    outbox = report.get("outbox")
+    if outbox:
+        rows.append(("outbox", f"{outbox['pending']} pending, {outbox['failed']} failed"))
+    index = report.get("index")
+    if index:
+        lines_counted = index["transcript_turns"]
+        if lines_counted is None:
+            lines_counted = "uncounted (--quick)"
+        rows.append(
+            (
+                "index",
+                f"{'consistent' if index['ok'] else 'INCONSISTENT'} — "
+                f"{index['transcripts']} transcripts, {lines_counted} turn lines, "
+                f"{index['index_turns']} indexed, FTS {index['fts_documents']} "
+                f"(integrity {index['fts_integrity']}), {index['unindexed_bytes']} bytes to index",
+            )
+        )
+    rows += [("problem", problem) for problem in report.get("problems", [])]
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(f"{label + ':':<{width}}{value}" for label, value in rows)
