@@ -149,7 +149,3 @@ class PartyFiles(PartyReads):
             return None, None, []
 
         return await asyncio.to_thread(_last)
-
-    def party_files(self) -> list[Path]:
-        """Every party's file, in order (what a rebuild of the index reads)."""
-        return sorted(self.directory.glob("p*.jsonl")) if self.directory.is_dir() else []

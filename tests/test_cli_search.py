@@ -1,5 +1,5 @@
 """``my-agent search`` as the owner uses it: the filters the other doors have, and what an
-empty, wordless or keyword-only search prints (bot/cli_store.py)."""
+empty, wordless or keyword-only search prints (bot/cli_search.py)."""
 
 from __future__ import annotations
 
