@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.db import Database, SyncConn
 from bot.reffilter import RefFilter, line_refs
+from bot.schema_notes import notes_text
 
 log = logging.getLogger("my_agent.index")
 
@@ -104,12 +105,29 @@ def record_params(rec: ConversationRecord) -> list[Any]:
 
 
 def upsert_conversation(conn: SyncConn, rec: ConversationRecord) -> None:
+    """Insert or replace ``rec``'s row, and its notes' keyword index with it."""
     placeholders = ", ".join("?" for _ in _COLUMNS)
     updates = ", ".join(f"{c}=excluded.{c}" for c in _COLUMNS if c != "id")
     conn.execute(
         f"INSERT INTO conversations ({', '.join(_COLUMNS)}) VALUES ({placeholders}) "
         f"ON CONFLICT(id) DO UPDATE SET {updates}",
         record_params(rec),
+    )
+    index_notes(conn, rec.id, rec.abbreviation)
+
+
+def index_notes(conn: SyncConn, conv_id: str, notes: str | None) -> None:
+    """Keep ``notes`` (and through its triggers ``notes_fts``, migration 10) in step with
+    a conversation's notes: written when new, replaced when changed, deleted when gone.
+    Every write of a conversation row comes through here; unchanged notes write nothing
+    (the ``WHERE`` of the upsert), so an event that only moves a counter costs a lookup."""
+    if not notes:
+        conn.execute("DELETE FROM notes WHERE conversation_id = ?", (conv_id,))
+        return
+    conn.execute(
+        "INSERT INTO notes (conversation_id, text) VALUES (?, ?) ON CONFLICT(conversation_id) "
+        "DO UPDATE SET text = excluded.text WHERE notes.text IS NOT excluded.text",
+        (conv_id, notes_text(notes)),
     )
 
 

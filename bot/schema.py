@@ -5,7 +5,7 @@
 replies not yet delivered, the channel cursors and the claims of commands in progress
 (``bot/command_runs.py``). It is never deleted by reindex. Its migrations are in
 :mod:`bot.schema_state`; later ones of ``conversations.db`` in :mod:`bot.schema_recall`
-and :mod:`bot.schema_fts`.
+:mod:`bot.schema_fts` and :mod:`bot.schema_notes`.
 """
 
 from __future__ import annotations
@@ -239,6 +239,7 @@ def _index_v9(conn: SyncConn) -> None:
 
 def _index_migrations() -> list[Migration]:
     from bot.schema_fts import index_v8
+    from bot.schema_notes import index_v10
     from bot.schema_recall import RECALL_MIGRATIONS
 
     return [
@@ -250,6 +251,7 @@ def _index_migrations() -> list[Migration]:
         _index_v7,
         index_v8,
         _index_v9,
+        index_v10,
     ]
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from bot.db import Database, connect_sync
 from bot.fts_text import searchable
+from bot.index import index_notes
 from bot.schema import INDEX_MIGRATIONS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,6 +113,7 @@ async def add_conversation(
                 (rowid, derived or content, conv_id, number, ts),
             )
             ids.append(int(rowid))
+        index_notes(conn, conv_id, abbreviation)  # as bot.index.upsert_conversation does
         return ids
 
     return await db.run(_write)

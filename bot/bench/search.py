@@ -161,6 +161,11 @@ def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: in
             "VALUES (?, 'synthetic', ?)",
             [(r[0], to_half(v)) for r, v in zip(abbr_rows, abbr_vectors, strict=True)],
         )
+        # the notes' keyword index (migration 10; its triggers fill notes_fts)
+        conn.executemany(
+            "INSERT INTO notes (conversation_id, text) VALUES (?, ?)",
+            [(r[0], r[7]) for r in conv_rows],
+        )
         conn.execute("COMMIT")
 
 

@@ -224,7 +224,12 @@ def fuse(
     abbr = {c: v for c, v in abbreviations.items() if filters.conversation_id in (None, c)}
     abbr_norm: dict[str, float] = {}
     if abbr and cfg.abbreviation_weight:
-        abbr_norm = dict(zip(abbr, minmax(np.asarray(list(abbr.values()))).tolist(), strict=True))
+        values = np.asarray(list(abbr.values()))
+        # cosines of the nearest notes: min-max; a keyword-only search's -bm25 of the notes
+        # sharing a word (bot.search.keyword.note_candidates): divided by the best, so the
+        # weakest of them still counts (min-max made it 0: not listed)
+        norm = minmax(values) if method == "hybrid" else values / max(values.max(), 1e-9)
+        abbr_norm = dict(zip(abbr, norm.tolist(), strict=True))
     prior = {c: float(best[i]) for i, c in enumerate(conv_names) if best[i] > 0}
     for c in set(prior) | set(abbr_norm):
         prior[c] = cfg.conversation_weight * (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from bot.db import SyncConn
+from bot.search.pool import accepted
 from bot.search.query import or_terms
 from bot.search.results import Filters
 
@@ -107,3 +108,20 @@ def fts_candidates(
     )
     rows = conn.execute(sql, [match, *params, limit]).fetchall()
     return [(int(r[0]), str(r[1]), int(r[2]), float(r[3])) for r in rows]
+
+
+def note_candidates(conn: SyncConn, match: str, filters: Filters, limit: int) -> dict[str, float]:
+    """Top ``limit`` conversations whose notes match ``match`` (``notes_fts``, migration
+    10): conversation -> -bm25. A keyword-only search's stand-in for the notes' vectors;
+    filtered like the vector stage's notes (:func:`bot.search.pool.accepted`)."""
+    only = " AND n.conversation_id = ?" if filters.conversation_id else ""
+    rows = conn.execute(
+        "SELECT n.conversation_id, -bm25(notes_fts) FROM notes_fts JOIN notes n "
+        f"ON n.id = notes_fts.rowid WHERE notes_fts MATCH ?{only} "
+        "ORDER BY bm25(notes_fts) LIMIT ?",
+        [match, *([filters.conversation_id] if only else []), limit],
+    ).fetchall()
+    hits = {str(r[0]): float(r[1]) for r in rows}
+    if hits and (filters.channel or filters.date_from or filters.date_to):
+        hits = accepted(conn, hits, filters)
+    return hits

@@ -25,7 +25,7 @@ from bot.named_dates import query_dates
 from bot.search import conversations as conversation_list
 from bot.search import learned, soft
 from bot.search.fusion import Scored, fuse
-from bot.search.keyword import DocFreqs, fts_candidates
+from bot.search.keyword import DocFreqs, fts_candidates, note_candidates
 from bot.search.pages import conversation_rows
 from bot.search.pool import (
     Pool,
@@ -221,6 +221,10 @@ class QueryScoring:
             abbr = abbreviations
             if abbr and filters.active and not (narrowed and pools[0] is not None):
                 abbr = accepted(conn, abbr, filters)  # (a pool's are chosen among its own)
+            if not want_vectors and match[0]:
+                # keyword-only: the notes' keyword index stands in for their vectors, so
+                # words found only in a conversation's notes still find it (migration 10)
+                abbr = note_candidates(conn, match[0], filters, depth)
             if not keyword and not knn and not abbr:
                 return Listing(Scored.empty(method)), {}
             kw_spans, kw_raw = spans, raw
