@@ -199,21 +199,29 @@ def index_consistency(
 
 
 def fts_integrity(index_path: Path) -> str:
-    """FTS5 ``integrity-check`` of ``turns_fts``: "ok", "read-only" or the error."""
-    # rank=1 also compares an external-content index with its content table (`turns`).
-    # It is spelled as an INSERT but changes nothing; it needs a writable connection.
+    """FTS5 ``integrity-check`` of ``turns_fts`` and of ``notes_fts`` (migration 10; an
+    older index has none): "ok", "read-only" or the error, naming the table."""
+    # rank=1 also compares an external-content index with its content table (`turns`,
+    # `notes`). It is spelled as an INSERT but changes nothing; it needs a writable
+    # connection.
     try:
         conn = select_driver().module.connect(str(index_path), timeout=10.0)
     except Exception as exc:  # sqlite3 and pysqlite3 raise their own classes
         return str(exc)
+    table = "turns_fts"
     try:
         conn.execute("PRAGMA busy_timeout=10000")
-        conn.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES ('integrity-check', 1)")
+        tables = {"turns_fts"} | {
+            row[0]
+            for row in conn.execute("SELECT name FROM sqlite_master WHERE name = 'notes_fts'")
+        }
+        for table in sorted(tables, reverse=True):  # turns_fts first
+            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
     except Exception as exc:
         msg = str(exc)
         if "readonly" in msg.replace(" ", "").lower() or disk_space(index_path.parent)["full"]:
             return "read-only"  # a full disk cannot take the -shm file it needs either
-        return msg
+        return f"{table}: {msg}"
     finally:
         conn.close()
     return "ok"

@@ -196,6 +196,22 @@ async def test_inconsistencies_are_reported(populated: tuple[AppConfig, list[str
     assert "INCONSISTENT" in healthcheck.format_text(report)
 
 
+async def test_damaged_notes_index_is_reported(populated: tuple[AppConfig, list[str]]) -> None:
+    """The notes' keyword index (``notes_fts``, migration 10) is checked like the turns':
+    a note removed behind its back is an integrity problem that names the table."""
+    config, ids = populated
+    db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+    await db.execute(
+        "INSERT INTO notes (conversation_id, text) VALUES (?, 'budget review notes')", (ids[0],)
+    )
+    await db.execute("DROP TRIGGER notes_fts_delete")
+    await db.execute("DELETE FROM notes")
+    await db.close()
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["index"]["fts_integrity"].startswith("notes_fts: ")
+    assert "FTS integrity-check: notes_fts" in "\n".join(report["problems"])
+
+
 async def test_unindexed_tail_is_lag_not_error(populated: tuple[AppConfig, list[str]]) -> None:
     config, ids = populated
     path = config.conversations_dir / f"{ids[0]}.jsonl"
