@@ -21,6 +21,7 @@ from aiogram.types import Chat
 
 from bot.channel import ChannelHost
 from bot.config.channels import TelegramGroupConfig
+from channels.telegram.migration import load_mapping
 from channels.telegram.translate import GROUP_TYPES
 
 log = logging.getLogger("my_agent.telegram")
@@ -38,14 +39,8 @@ class GroupNames:
 
     async def load(self, host: ChannelHost) -> None:
         """The names' chats kept before a restart."""
-        stored = await host.get_cursor("telegram", CURSOR_KEY)
-        try:
-            chats = json.loads(stored) if stored else {}
-        except ValueError:
-            log.warning("ignoring an unreadable %s cursor", CURSOR_KEY)
-            chats = {}
-        if isinstance(chats, dict):
-            self.chats = {str(k): int(v) for k, v in chats.items() if isinstance(v, int)}
+        chats = await load_mapping(host, CURSOR_KEY)
+        self.chats = {str(k): v for k, v in chats.items() if isinstance(v, int)}
 
     async def admit(self, chat: Chat, host: ChannelHost) -> bool:
         """False when ``chat`` is allowed only by an ``@name`` that was first seen as
