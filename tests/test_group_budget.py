@@ -4,6 +4,7 @@ recorded, not answered, the owner's own still are, and the owner is told once.""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,16 +25,16 @@ from tests.conftest import (
 )
 from tests.support import ScriptedBrain, inbound
 
-FAMILY, CLUB = "-100", "-200"
+FAMILY, CLUB, CHESS = "-100", "-200", "-300"
 KIM, LEE = "111", "222"
 
 
-def _config(tmp_path: Path) -> Any:
+def _config(tmp_path: Path, **trust: int) -> Any:
     return make_config(
         tmp_path,
         owner={"identities": owner_identities()},
         channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
-        trust={"group_replies_per_hour": 2},
+        trust={"group_replies_per_hour": 2, **trust},
     )
 
 
@@ -57,6 +58,13 @@ def _notices(telegram: RecordingChannel) -> list[str]:
 
 def _profiles(brain: ScriptedBrain) -> list[str]:
     return [r.profile for r in brain.requests]
+
+
+async def _refusals(services: Any, group: str) -> list[str]:
+    rec = await services.conversations.pinned_for(f"telegram:group:{group}")
+    assert rec is not None
+    lines = await services.conversations.store.aread_lines(rec.id)
+    return [line["reason"] for line in lines if line.get("event") == "reply_refused"]
 
 
 async def test_a_groups_members_answers_are_budgeted_per_hour(tmp_path: Path) -> None:
@@ -117,5 +125,80 @@ async def test_a_refused_member_message_is_not_answered_after_a_restart(
         monkeypatch.setattr("bot.group_budget.utcnow", lambda: later)
         await _say(services, LEE, "later")
         assert [r.text for r in brain.requests][2:] == ["later"]
+    finally:
+        await shutdown_services(services)
+
+
+async def test_all_groups_members_answers_are_budgeted_together(tmp_path: Path) -> None:
+    # Regression: the budget was per group only; an owner who allowed ten groups could
+    # be charged ten budgets an hour by strangers (trust.group_replies_per_hour_total).
+    config = _config(tmp_path, group_replies_per_hour_total=3)
+    brain = ScriptedBrain()
+    services, telegram = await _open(config, brain)
+    try:
+        await _say(services, KIM, "one", group=FAMILY)
+        await _say(services, KIM, "two", group=FAMILY)
+        await _say(services, LEE, "three", group=CLUB)
+        await _say(services, OWNER_TELEGRAM_ID, "the owner's, not counted", group=CLUB)
+        await _say(services, LEE, "four, refused", group=CLUB)  # the club's first 2: total
+        await _say(services, KIM, "five, refused", group=CHESS)  # a group not heard yet
+        said = ["one", "two", "three", "the owner's, not counted"]
+        assert [r.text for r in brain.requests] == said
+        assert await _refusals(services, CLUB) == ["group_replies_per_hour_total"]
+        assert await _refusals(services, CHESS) == ["group_replies_per_hour_total"]
+        (notice,) = _notices(telegram)  # once for all groups, not per group or message
+        assert "group_replies_per_hour_total" in notice and "3 answers" in notice
+    finally:
+        await shutdown_services(services)
+    services, telegram = await _open(config, brain)
+    try:
+        assert services.recovery is not None and services.recovery.pending_replies == []
+        await _say(services, LEE, "after a restart", group=CHESS)
+        assert len(brain.requests) == 4  # counted across the restart
+        assert _notices(telegram) == []  # and told once an hour across restarts too
+        await _say(services, OWNER_TELEGRAM_ID, "mine, still answered", group=CHESS)
+        assert brain.requests[-1].text == "mine, still answered"
+    finally:
+        await shutdown_services(services)
+
+
+async def test_answers_being_made_in_other_groups_count_towards_the_total(
+    tmp_path: Path,
+) -> None:
+    # Two groups' members asking at once: each check saw the other's answer not yet in
+    # the index, and both were answered past the total.
+    brain = ScriptedBrain()
+    brain.gate = asyncio.Event()
+    services, telegram = await _open(_config(tmp_path, group_replies_per_hour_total=1), brain)
+    try:
+        for group in (FAMILY, CLUB):
+            msg = inbound("at once", sender=KIM, chat=group, group_id=group, group_title=group)
+            await services.router.deliver(msg)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not _notices(telegram) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        brain.gate.set()
+        await settle(services)
+        assert len(brain.requests) == 1
+        refused = await _refusals(services, FAMILY) + await _refusals(services, CLUB)
+        assert refused == ["group_replies_per_hour_total"]
+    finally:
+        brain.gate.set()
+        await shutdown_services(services)
+
+
+async def test_the_owners_new_in_a_group_does_not_refill_its_budget(tmp_path: Path) -> None:
+    # The budget was counted per conversation: the owner's /new there (a fresh one)
+    # gave the group's members a whole new hour's budget.
+    brain = ScriptedBrain()
+    services, _ = await _open(_config(tmp_path), brain)
+    try:
+        await _say(services, KIM, "one")
+        await _say(services, KIM, "two")
+        await _say(services, OWNER_TELEGRAM_ID, "/new")
+        await _say(services, KIM, "three, refused")
+        assert [r.text for r in brain.requests] == ["one", "two"]
+        assert await _refusals(services, FAMILY) == ["group_replies_per_hour"]
     finally:
         await shutdown_services(services)

@@ -162,6 +162,10 @@ class TrustConfig(_Section):
     # messages there) in any hour: per group, since anyone can join a group or come back
     # under a new account. Past it, members' messages are recorded, not answered.
     group_replies_per_hour: int = Field(default=40, ge=1)
+    # ...and to the members of all groups together: ten allowed groups were ten budgets
+    # (400 paid calls an hour) strangers could spend. 120, like known contacts' total:
+    # three groups at their full budget; an owner with more busy groups raises it.
+    group_replies_per_hour_total: int = Field(default=120, ge=1)
     # What a third party's message keeps (their file; the index keeps 8,000 characters of
     # it): longer is cut, with a line saying how much was not kept. A stranger's
     # megabytes were stored whole, and a flood of them filled the disk.

@@ -23,6 +23,7 @@ from bot.events import OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.telegram.albums import Albums
 from channels.telegram.edits import EditHistory
+from channels.telegram.group_names import GroupNames
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.receiving import TelegramReceiver
@@ -74,6 +75,7 @@ class TelegramChannel(TelegramReceiver):
             g.id.lower(): g for g in cfg.groups if g.id.startswith("@")
         }
         self.migrations = GroupMigrations(self.groups)
+        self.group_names = GroupNames(self.groups)
         self.sender.route = self.migrations.current  # a moved group's sends: its new id
         self.sender.on_moved = self._moved
         self.albums = Albums()
@@ -108,6 +110,7 @@ class TelegramChannel(TelegramReceiver):
         self.sender.restore(await host.get_cursor(self.name, "parts"))
         self.sender.save = lambda value: host.set_cursor(self.name, "parts", value)
         await self.migrations.load(host)
+        await self.group_names.load(host)
         self.albums.load(await host.get_cursor(self.name, "albums"))
         await self.token.load(host)
         try:

@@ -19,6 +19,7 @@ import json
 import logging
 from collections.abc import MutableMapping
 from dataclasses import replace
+from typing import Any
 
 from aiogram.types import Message
 
@@ -31,6 +32,20 @@ log = logging.getLogger("my_agent.telegram")
 CURSOR_KEY = "migrated_groups"
 
 
+async def load_mapping(host: ChannelHost, key: str) -> dict[str, Any]:
+    """The JSON object kept as the Telegram channel cursor ``key`` (empty when there is
+    none, or when it cannot be read: said in the log)."""
+    stored = await host.get_cursor("telegram", key)
+    try:
+        value = json.loads(stored) if stored else {}
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        log.warning("ignoring an unreadable %s cursor", key)
+        return {}
+    return value
+
+
 class GroupMigrations:
     """Follows allowed groups to their new ids; ``groups`` is the adapter's allow-list."""
 
@@ -41,13 +56,7 @@ class GroupMigrations:
 
     async def load(self, host: ChannelHost) -> None:
         """Apply the moves recorded before a restart."""
-        stored = await host.get_cursor("telegram", CURSOR_KEY)
-        try:
-            moved = json.loads(stored) if stored else {}
-        except ValueError:
-            log.warning("ignoring an unreadable %s cursor", CURSOR_KEY)
-            moved = {}
-        for new, old in moved.items() if isinstance(moved, dict) else ():
+        for new, old in (await load_mapping(host, CURSOR_KEY)).items():
             self._follow(str(new), str(old))
 
     async def observe(self, message: Message, host: ChannelHost) -> None:

@@ -24,6 +24,7 @@ from bot.config.channels import TelegramChannelConfig, TelegramGroupConfig
 from channels.telegram.albums import Albums
 from channels.telegram.callbacks import callback_message
 from channels.telegram.edits import EditHistory
+from channels.telegram.group_names import GroupNames
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.polling import Batch, poll_updates
@@ -49,6 +50,7 @@ class TelegramReceiver:
     sender: TelegramSender
     menus: OwnerMenus
     migrations: GroupMigrations
+    group_names: GroupNames
     albums: Albums
     edits: EditHistory
     groups: dict[str, TelegramGroupConfig]
@@ -140,6 +142,9 @@ class TelegramReceiver:
         """Handle one update; False means "not durable, poll it again later"."""
         assert self._host is not None and self.me is not None
         try:
+            said = update.message or update.edited_message
+            if said is not None and not await self.group_names.admit(said.chat, self._host):
+                return True  # another chat under an allowed group's name: ignored
             kept = await record_unparsed(self._host, update, groups=self.groups)
             if kept is not None:  # a part aiogram cannot parse: kept as received, labelled
                 return kept
