@@ -63,6 +63,14 @@ This mail's reply also goes to its other recipients (To/Cc). Recall reaches only
 thread's own conversation. Never share the owner's private information here (what you
 know of other conversations, the owner's notes); offer to answer the owner alone instead."""
 
+PLACEHOLDER_POLICY = """\
+# What you cannot see or hear
+Files are not passed to you: a message shows a placeholder in square brackets for each
+photo, voice message, video, sticker or attachment it carried ("[photo]", "[voice
+message, 7s]", "[attachment: report.pdf, 12 KB]"), and a caption if it had one. Never
+describe or answer from content you were not given; say that you cannot see or hear it
+and ask for what matters in words."""
+
 RESTRICTED_PREAMBLE = """\
 You are an AI assistant answering a message from someone other than the person you work
 for. Follow the scope below exactly. You have no access to anyone's conversations,
@@ -164,6 +172,7 @@ def owner_system_prompt(
         )
     if tools:
         parts.append(TOOL_POLICY)
+    parts.append(PLACEHOLDER_POLICY)
     if group:
         parts.append(SHARED_MAIL_POLICY if channel == "email" else GROUP_POLICY)
     if notes:
@@ -200,5 +209,6 @@ def restricted_system_prompt(
             # UTC on purpose: the owner's time zone says where they live.
             f"- Current date and time: {now.astimezone(UTC):%A %d %B %Y, %H:%M} UTC.",
             "# Scope\n" + (scope or config.trust.known_scope).strip(),
+            PLACEHOLDER_POLICY,
         ]
     )

@@ -10,6 +10,7 @@ from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import CUT_SHORT, AnthropicBrain
 from bot.brain.base import Brain, BrainRequest, UtilityModel
 from bot.brain.cost import summarize_costs
+from bot.brain.prompt import PLACEHOLDER_POLICY, restricted_system_prompt
 from bot.config import AppConfig
 from tests.brain.conftest import Deltas, ManualClock, make_brain, make_config, seed_conversation
 
@@ -193,8 +194,20 @@ async def test_system_prompt_has_local_time_and_notes(
         assert "Sunday 22 November 2026, 00:30 (Europe/Berlin, UTC+01:00)" in system
         assert "Channel: telegram" in system and "Conversation title: Trip" in system
         assert "- This conversation could be split." in system
+        # placeholders for files it was not given ("[voice message, 7s]") are named as
+        # such: without it the model answered as if it had heard or seen them
+        assert PLACEHOLDER_POLICY in system
     finally:
         await client.close()
+
+
+def test_the_restricted_prompt_names_placeholders_too(config: AppConfig) -> None:
+    from datetime import UTC, datetime
+
+    system = restricted_system_prompt(
+        config=config, channel="telegram", now=datetime(2026, 11, 21, tzinfo=UTC), scope=None
+    )
+    assert PLACEHOLDER_POLICY in system and "[voice" in PLACEHOLDER_POLICY
 
 
 async def test_a_reply_cut_at_max_tokens_says_so(
