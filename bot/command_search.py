@@ -38,6 +38,11 @@ def search_options(args: str) -> tuple[str, dict[str, str]]:
     return " ".join(words), options
 
 
+# The channels the owner talks on, as the error for another word lists them: the
+# loopback ingress is for scripts and tests (still accepted, never offered).
+OWNER_CHANNELS = ("web", "telegram", "email")
+
+
 def search_channel(config: AppConfig, value: str | None) -> str | None:
     """``channel:`` as a channel name; :class:`InvalidFilter` naming it for another word
     (a typo matched nothing, read as "never talked about it")."""
@@ -45,7 +50,8 @@ def search_channel(config: AppConfig, value: str | None) -> str | None:
         return None
     known = tuple(type(config.channels).model_fields)
     if value.strip().lower() not in known:
-        raise InvalidFilter(f"channel: {value!r} is not a channel (one of {', '.join(known)})")
+        listed = ", ".join(c for c in known if c in OWNER_CHANNELS)
+        raise InvalidFilter(f"channel: {value!r} is not a channel (one of {listed})")
     return value.strip().lower()
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "Commands",
     "model_answer",
     "parse_command",
+    "rename_answer",
 ]
 
 
@@ -183,17 +184,13 @@ class Commands(PartyCommands):
         conv: ConversationRecord,
         run: CommandRun | None = None,
     ) -> CommandResult:
-        if not args.strip():
-            return CommandResult("Usage: /rename <title>")
+        text, title = rename_answer(args)
+        if title is None:
+            return CommandResult(text)
         rec = await self.s.conversations.get(conv.id) or conv
-        if not (run and run.resumed and rec.manually_named and rec.title == _title(args)):
-            rec = await self.s.conversations.rename(conv.id, args)
-        clipped = (
-            f" (titles are kept to {TITLE_MAX} characters)"
-            if _title(args) != " ".join(args.split())
-            else ""
-        )
-        return CommandResult(f"Renamed to: {isolate(rec.title or '')}{clipped}")
+        if not (run and run.resumed and rec.manually_named and rec.title == title):
+            await self.s.conversations.rename(conv.id, args)
+        return CommandResult(text)
 
     async def _owner_search(
         self,
@@ -219,12 +216,29 @@ def model_answer(
             f" Available: {choices}. Use /model <name> to switch.",
             None,
         )
+    if len(args.split()) > 1:
+        # "/model haiku please" switched to haiku and dropped the rest without a word:
+        # the owner could not tell whether the words after the name were read.
+        return (
+            f"Usage: /model [{'|'.join(aliases)}]: a model's name alone. Nothing was changed.",
+            None,
+        )
     alias = args.split()[0].lower()
     if alias not in aliases:
         return f"Unknown model {alias!r}. Available: {', '.join(aliases)}.", None
     return f"Model switched to {alias} ({aliases[alias]}) for {target}.", alias
 
 
-def _title(args: str) -> str:
-    """The title ``/rename args`` gives (as :meth:`ConversationManager.rename` makes it)."""
-    return clip_title(args)
+def rename_answer(args: str, target: str | None = None) -> tuple[str, str | None]:
+    """The answer to ``/rename args`` and the title it gives (None: usage, nothing to
+    rename), as :meth:`ConversationManager.rename` makes it. ``target`` names a
+    conversation other than "this" one: the dashboard answers it the same in a chat
+    with no conversation yet."""
+    title = clip_title(args)
+    if not title:
+        return "Usage: /rename <title>", None
+    clipped = (
+        f" (titles are kept to {TITLE_MAX} characters)" if title != " ".join(args.split()) else ""
+    )
+    renamed = f"Renamed {target} to" if target else "Renamed to"
+    return f"{renamed}: {isolate(title)}{clipped}", title

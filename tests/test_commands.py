@@ -234,6 +234,20 @@ async def test_model_named_again_changes_nothing_and_says_so(core: Core) -> None
     assert len(notes) == 1
 
 
+async def test_model_with_words_after_the_name_answers_usage_on_every_channel(
+    core: Core,
+) -> None:
+    # Regression: "/model haiku please" switched to haiku and dropped "please" without a
+    # word, so the owner could not tell what was read.
+    usage = "Usage: /model [opus|sonnet|haiku]: a model's name alone. Nothing was changed."
+    await core.say("hello")
+    assert await core.say("/model haiku please") == usage
+    assert await core.say("/model gpt 9") == usage  # not "Unknown model 'gpt'"
+    assert await core.say("/model haiku please", channel="web") == usage
+    assert await core.say("/model opus now", channel="email", sender=OWNER_EMAIL) == usage
+    assert {r.model for r in await core.s.conversations.list()} == {"sonnet"}
+
+
 async def test_commands_never_reach_the_brain(core: Core) -> None:
     answers = {}
     for text in ("/help", "/status", "/model", "/rename Heating", "/search boiler", "/frobnicate"):
@@ -658,9 +672,9 @@ async def test_search_command_says_when_more_conversations_matched(core: Core) -
 def test_the_rename_title_is_cut_between_characters() -> None:
     # Regression: /rename's title (matched against the stored one on a resumed run) was
     # cut at 80 code points, inside a skin-toned emoji.
-    from bot.commands import _title
+    from bot.commands import rename_answer
 
-    assert _title("b" * 78 + "\U0001f44d\U0001f3fd" + "c") == "b" * 78 + "…"
+    assert rename_answer("b" * 78 + "\U0001f44d\U0001f3fd" + "c")[1] == "b" * 78 + "…"
 
 
 async def test_a_right_to_left_title_is_isolated_in_the_answer(core: Core) -> None:

@@ -1,9 +1,10 @@
 """JSON endpoints of the dashboard (all behind the session cookie).
 
-- ``GET /api/conversations`` and ``GET /api/conversations/{id}?before=&around=``: a page
-  (:mod:`channels.web.pages`); ``GET /api/conversations/{id}/turns/{n}?role=``: a cut
-  turn whole
-- ``GET /api/search?q=&channel=&from=&to=&cursor=``: the hybrid search (seed 000 Flow 4)
+- ``GET /api/conversations?channel=&limit=&offset=`` and
+  ``GET /api/conversations/{id}?before=&around=``: a page (:mod:`channels.web.pages`);
+  ``GET /api/conversations/{id}/turns/{n}?role=``: a cut turn whole
+- ``GET /api/search?q=&channel=&from=&to=&conversation=&cursor=``: the hybrid search
+  (seed 000 Flow 4)
 - ``GET /api/external``: parties with tier, recent messages and pending escalations
 - ``POST /api/external/{party_id}/tier`` {tier} and ``.../reply`` {text}: Trust/Block/Reply
 
@@ -63,7 +64,10 @@ class Api:
         return self.channel.services
 
     async def conversations(self, request: web.Request) -> web.Response:
-        channel = request.query.get("channel") or None
+        try:  # as /api/search: an unknown channel listed nothing, as if it had none
+            channel = search_channel(self.services.config, request.query.get("channel") or None)
+        except ValueError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
         limit = _int(request, "limit", 100, 1, 500) or 100
         offset = _int(request, "offset", 0) or 0
         records = await self.services.conversations.list(
@@ -131,10 +135,18 @@ class Api:
             channel = search_channel(config, request.query.get("channel") or None)
         except ValueError as exc:
             return web.json_response({"error": str(exc)}, status=400)
+        # One conversation's turns (seed 000's filters: channel, date range, conversation).
+        # The parameter was ignored: an id of none searched everything.
+        conversation = request.query.get("conversation") or None
+        if conversation and await self.services.conversations.get(conversation) is None:
+            return web.json_response(
+                {"error": f"conversation: no conversation {conversation[:40]!r}"}, status=404
+            )
         kwargs: dict[str, Any] = {
             "channel": channel,
             "date_from": date_from,
             "date_to": date_to,
+            "conversation_id": conversation,
             "limit": _int(request, "limit", 20, 1, 100),
             "cursor": request.query.get("cursor") or None,
         }

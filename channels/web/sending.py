@@ -12,7 +12,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
-from bot.commands import DETACHED_COMMANDS, model_answer, parse_command
+from bot.commands import DETACHED_COMMANDS, model_answer, parse_command, rename_answer
 from bot.events import InboundMessage
 from channels.web.tabs import Client
 from channels.web.views import conversation_meta
@@ -52,18 +52,9 @@ async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None
             return
     elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
         rec = None  # /search, /help, /status in a new chat: answered, no conversation
-    elif command[0] == "model":
-        # The model of the conversation the first message starts, as the selector sets
-        # it: run as a command, /model created a conversation to record it in and left
-        # it empty in the list (a bare /model or an unknown name changed nothing at all).
-        config = hub.channel.config
-        current = client.pending_model or config.models.default
-        answer, alias = model_answer(config, current, command[1], NEXT_CONVERSATION)
-        if alias is not None:
-            client.pending_model = alias
+    elif command[0] in ("model", "rename"):
+        pending_answer(hub, client, command)
         accepted(hub, client, ref)
-        frame = {"type": "notice", "kind": "command", "text": answer, "actions": []}
-        hub.send(client, frame | ({"pendingModel": alias} if alias else {}))
         return
     elif command[0] == "new" and not command[1]:
         # A new chat is already a fresh start: /new here created a conversation only
@@ -76,8 +67,8 @@ async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None
             # "/new <first message>" in a new chat: that message starts the chat.
             # Run as a command it created two conversations, the first one empty.
             text = command[1]
-        rec = await hub.channel.create_web_conversation(client.pending_model)
-        client.pending_model = None
+        rec = await hub.channel.create_web_conversation(client.pending_model, client.pending_title)
+        client.pending_model = client.pending_title = None
         await hub.load(client, rec.id)
     host = hub.channel.host
     if host is None:
@@ -101,6 +92,28 @@ async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None
         refuse(str(exc), kept=isinstance(exc.__cause__, OSError))
         return
     accepted(hub, client, ref)
+
+
+def pending_answer(hub: WsHub, client: Client, command: tuple[str, str]) -> None:
+    """Answer ``/model`` or ``/rename`` typed in a chat with no conversation yet: they
+    set the model or the title of the conversation its first message starts, as the
+    selector does. Run as commands, each created a conversation only to record itself
+    in and left it empty in the list (a bare one or an unknown name changed nothing)."""
+    name, args = command
+    extra: dict[str, str] = {}
+    if name == "model":
+        config = hub.channel.config
+        current = client.pending_model or config.models.default
+        answer, alias = model_answer(config, current, args, NEXT_CONVERSATION)
+        if alias is not None:
+            client.pending_model = extra["pendingModel"] = alias
+    else:
+        answer, title = rename_answer(args, NEXT_CONVERSATION)
+        if title is not None:
+            # Given to the conversation as a manual title when it is created, so that
+            # automatic naming never replaces it.
+            client.pending_title = extra["pendingTitle"] = title
+    hub.send(client, {"type": "notice", "kind": "command", "text": answer, "actions": []} | extra)
 
 
 def accepted(hub: WsHub, client: Client, ref: str | None) -> None:

@@ -184,9 +184,12 @@ class WebChannel:
             return None
         return await asyncio.to_thread(read_turn, path, number, role)
 
-    async def create_web_conversation(self, model: str | None) -> Any:
-        """A new web conversation, created when its first message is sent."""
+    async def create_web_conversation(self, model: str | None, title: str | None = None) -> Any:
+        """A new web conversation, created when its first message is sent (``title``:
+        the owner's, from ``/rename`` typed before it, kept as a manual one)."""
         rec = await self.services.conversations.create(channel="web", model=model)
+        if title:
+            rec = await self.services.conversations.rename(rec.id, title)
         return rec
 
     def _subscribe(self) -> None:

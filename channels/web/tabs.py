@@ -40,6 +40,7 @@ class Client:
         self.session = session  # the login session it was opened with (closed on logout)
         self.conversation_id: str | None = None
         self.pending_model: str | None = None  # chosen before the first message
+        self.pending_title: str | None = None  # "/rename" typed before the first message
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_LIMIT)
         self.queued = 0  # characters in the queue
         self.writer: asyncio.Task[None] | None = None

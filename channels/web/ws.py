@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import WSMsgType, web
 
 from bot.conversations import ConversationNotFound
+from bot.labels import clip_title
 from channels.web.auth import COOKIE_NAME
 from channels.web.feed import Feed
 from channels.web.sending import send_message
@@ -179,7 +180,7 @@ class WsHub:
                 },
             )
             return
-        client.pending_model = None
+        client.pending_model = client.pending_title = None
         titles = await derived_titles(self.services, [rec])
         page = await self.channel.read_page(rec.id, PAGE_SIZE, around=around)
         # Opened around an older turn (a search result): later turns exist past the page,
@@ -282,6 +283,11 @@ class WsHub:
     async def _rename(self, client: Client, data: dict[str, Any]) -> None:
         cid = data.get("conversationId") or client.conversation_id
         title = str(data.get("title") or "").strip()[:200]
+        if not cid and title:
+            # The title the page shows for a chat with no conversation yet ("/rename"
+            # typed there), told again to a server that reconnected.
+            client.pending_title = clip_title(title) or None
+            return
         if not cid or not title:
             self.send(client, {"type": "error", "message": "nothing to rename"})
             return

@@ -23,6 +23,7 @@
     creating: false, // a first message was sent from the empty chat
     models: { aliases: [], default: null },
     pendingModel: null,
+    pendingTitle: null, // "/rename" typed in an empty chat: its first message's conversation's title
     // The message sent and not yet confirmed stored ({ref, text}): the box was cleared on
     // sending, so a refusal or a connection lost before it was stored lost the text.
     unsent: null,
@@ -563,8 +564,11 @@
     state.current = msg.conversation;
     // The model chosen for an empty chat belongs to the conversation its first message
     // creates: spent once one is shown, told again to a server that reconnected.
-    if (msg.conversation) state.pendingModel = null;
-    else if (state.pendingModel) send({ type: "set_model", model: state.pendingModel });
+    if (msg.conversation) state.pendingModel = state.pendingTitle = null;
+    else {
+      if (state.pendingModel) send({ type: "set_model", model: state.pendingModel });
+      if (state.pendingTitle) send({ type: "rename_conversation", title: state.pendingTitle });
+    }
     updateAddress(msg.conversation);
     state.streams.clear();
     if (msg.models) state.models = msg.models;
@@ -619,8 +623,9 @@
   function renderHeader() {
     const c = state.current;
     const readOnly = !!(c && c.readOnly);
-    $("chat-title").textContent = titleOf(c);
-    $("chat-title").classList.toggle("untitled", !(c && c.title));
+    const named = c || (state.pendingTitle ? { title: state.pendingTitle } : null);
+    $("chat-title").textContent = titleOf(named);
+    $("chat-title").classList.toggle("untitled", !(named && named.title));
     const chan = $("chat-channel");
     chan.textContent = "";
     chan.appendChild(icon(c ? c.channel : "web"));
@@ -638,7 +643,7 @@
     }
     select.value = (c && c.model) || state.pendingModel || state.models.default || "";
     select.disabled = readOnly;
-    document.title = titleOf(c) + " · my-agent";
+    document.title = titleOf(named) + " · my-agent";
   }
 
   // ---------------------------------------------------------------- sidebar
@@ -803,6 +808,11 @@
       if (msg.pendingModel && !state.current) {
         state.pendingModel = msg.pendingModel;
         $("model-select").value = msg.pendingModel;
+      }
+      // "/rename TITLE" there: the title its first message's conversation gets
+      if (msg.pendingTitle && !state.current) {
+        state.pendingTitle = msg.pendingTitle;
+        renderHeader();
       }
       items().appendChild(renderNotice(msg));
       announce(msg.text || "");

@@ -92,17 +92,27 @@ async def test_status_typed_in_a_conversation_links_it_by_its_title(
     await expect(page.locator("#chat-title")).to_have_text("Boiler service")
 
 
-async def test_model_typed_in_a_new_chat_sets_the_selector(page: Page, stack: Stack) -> None:
-    # Regression: "/model opus" typed in the empty chat created a conversation for its
-    # answer (left empty in the list) and the selector still read the default.
+async def test_model_and_rename_typed_in_a_new_chat_set_the_conversation_it_starts(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: "/model opus" or "/rename X" typed in the empty chat created a
+    # conversation for its answer (left empty in the list); the selector still read the
+    # default, the header "New conversation".
     await log_in(page, stack)
     await expect(page.locator("#empty-state")).to_be_visible()
     await send(page, "/model opus")
     await expect(page.locator(".msg-notice").last).to_contain_text("Model switched to opus")
+    await send(page, "/rename Garden plans")
+    await expect(page.locator(".msg-notice").last).to_contain_text("Garden plans")
     await expect(page.locator("#model-select")).to_have_value("opus")
+    await expect(page.locator("#chat-title")).to_have_text("Garden plans")
     await expect(page.locator(".conv")).to_have_count(0)
-    await send(page, "hello with opus")
+    await send(page, "tomatoes by the fence, with opus")
     await expect(page.locator(".conv")).to_have_count(1)
+    await expect(page.locator(".conv")).to_contain_text("Garden plans")
     await expect(page.locator("#model-select")).to_have_value("opus")
+    await expect(page.locator("#chat-title")).to_have_text("Garden plans")
     records = await stack.services.conversations.list()
-    assert [r.model for r in records] == ["opus"]
+    assert [(r.model, r.title, r.manually_named) for r in records] == [
+        ("opus", "Garden plans", True)
+    ]

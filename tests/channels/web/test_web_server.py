@@ -428,3 +428,41 @@ async def test_search_dates_are_the_owners_days_and_a_channel_is_checked(
     async with client.get(f"{stack.url}/api/search", params={"q": "wombat", "channel": "tg"}) as r:
         assert r.status == 400
         assert (await r.json())["error"].startswith("channel: 'tg' is not a channel")
+
+
+async def test_conversations_and_search_refuse_an_unknown_channel_alike(
+    stack: Stack, client
+) -> None:
+    # Regression: /api/conversations?channel=sms listed nothing (200, as if there were no
+    # conversations there) while /api/search answered 400; and both listed "loopback",
+    # an ingress for scripts and tests, among the channels to use.
+    await stack.deliver_telegram("the marmot census")
+    said = "channel: 'sms' is not a channel (one of web, telegram, email)"
+    for path, params in (("conversations", {}), ("search", {"q": "marmot"})):
+        async with client.get(f"{stack.url}/api/{path}", params=params | {"channel": "sms"}) as r:
+            assert r.status == 400
+            assert (await r.json())["error"] == said
+    params = {"channel": " Telegram "}
+    async with client.get(f"{stack.url}/api/conversations", params=params) as r:
+        assert [c["channel"] for c in (await r.json())["conversations"]] == ["telegram"]
+
+
+async def test_search_within_one_conversation(stack: Stack, client) -> None:
+    # Regression: conversation= was ignored (every conversation searched), so an id that
+    # names none answered with everything instead of saying so.
+    first = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(first.id, "user", "the heron nest")
+    second = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(second.id, "user", "a heron at dusk")
+    async with client.get(f"{stack.url}/api/search", params={"q": "heron"}) as r:
+        assert {x["conversation_id"] for x in (await r.json())["results"]} == {
+            first.id,
+            second.id,
+        }
+    params = {"q": "heron", "conversation": second.id}
+    async with client.get(f"{stack.url}/api/search", params=params) as r:
+        assert [x["conversation_id"] for x in (await r.json())["results"]] == [second.id]
+    params = {"q": "heron", "conversation": "conv-nope"}
+    async with client.get(f"{stack.url}/api/search", params=params) as r:
+        assert r.status == 404
+        assert (await r.json())["error"] == "conversation: no conversation 'conv-nope'"

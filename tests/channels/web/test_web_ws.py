@@ -166,6 +166,46 @@ async def test_model_typed_in_a_new_chat_creates_no_conversation(ws_factory, sta
     assert created["conversation"]["model"] == "opus"
 
 
+async def test_rename_typed_in_a_new_chat_names_the_conversation_it_starts(
+    ws_factory, stack: Stack
+) -> None:
+    # Regression: "/rename X" typed in the empty chat created a conversation with that
+    # title only to record the command in, and left it empty in the list.
+    tab = await ws_factory()
+    await tab.send(type="new_conversation")
+    await tab.wait_for(lambda f: f["type"] == "conversation_loaded" and not f["conversation"])
+    before = {r.id for r in await stack.services.conversations.list(limit=1000)}
+    answers = []
+    for n, text in enumerate(("/rename", "/rename  Otter   survey ")):
+        start = len(tab.frames)
+        ref = f"r{n}"
+        await tab.send(type="send_message", text=text, ref=ref)
+        await tab.wait_for(lambda f, ref=ref: f == {"type": "accepted", "ref": ref}, start=start)
+        answers.append(await tab.wait_for(lambda f: f["type"] == "notice", start=start))
+    assert answers[0]["text"] == "Usage: /rename <title>" and "pendingTitle" not in answers[0]
+    assert answers[1]["pendingTitle"] == "Otter survey"
+    assert answers[1]["text"] == (
+        "Renamed the conversation your first message here starts to: Otter survey"
+    )
+    assert {r.id for r in await stack.services.conversations.list(limit=1000)} == before
+    await tab.send(type="send_message", text="counting otters today")
+    loaded = await tab.wait_for(lambda f: f["type"] == "conversation_loaded" and f["conversation"])
+    assert loaded["conversation"]["title"] == "Otter survey"
+    rec = await stack.services.conversations.require(loaded["conversation"]["id"])
+    assert rec.title == "Otter survey" and rec.manually_named  # automatic naming keeps off
+    # The title the page shows, told again after a reconnect (no conversation named).
+    other = await ws_factory()
+    await other.send(type="new_conversation")
+    await other.wait_for(lambda f: f["type"] == "conversation_loaded" and not f["conversation"])
+    start = len(other.frames)
+    await other.send(type="rename_conversation", title="Badger watch")
+    await other.send(type="send_message", text="two badgers")
+    loaded = await other.wait_for(
+        lambda f: f["type"] == "conversation_loaded" and f["conversation"], start=start
+    )
+    assert loaded["conversation"]["title"] == "Badger watch"
+
+
 async def test_paging_and_open_around_a_turn(ws_factory, stack: Stack) -> None:
     conv = await stack.services.conversations.create("web")
     for n in range(1, 61):
