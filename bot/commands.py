@@ -202,6 +202,13 @@ class Commands(PartyCommands):
         return await search_answer(self.s, args, message, conv)
 
 
+def first_line(args: str) -> str:
+    """A command's argument: its first line. In a mail the lines after the command are
+    its body and signature ("Sent from my iPhone"): "/model opus" over a signature was
+    answered with the usage, and "/rename Trip" took the signature into the title."""
+    return args.strip().split("\n", 1)[0].strip()
+
+
 def model_answer(
     config: AppConfig, current: str, args: str, target: str = "this conversation"
 ) -> tuple[str, str | None]:
@@ -209,6 +216,7 @@ def model_answer(
     switch ``target`` to (None: nothing to switch). Apart from the command so that the
     dashboard answers it the same in a chat with no conversation yet."""
     aliases = config.models.aliases
+    args = first_line(args)
     if not args:
         choices = ", ".join(aliases)
         return (
@@ -234,6 +242,7 @@ def rename_answer(args: str, target: str | None = None) -> tuple[str, str | None
     rename), as :meth:`ConversationManager.rename` makes it. ``target`` names a
     conversation other than "this" one: the dashboard answers it the same in a chat
     with no conversation yet."""
+    args = first_line(args)
     title = clip_title(args)
     if not title:
         return "Usage: /rename <title>", None

@@ -248,6 +248,17 @@ async def test_model_with_words_after_the_name_answers_usage_on_every_channel(
     assert {r.model for r in await core.s.conversations.list()} == {"sonnet"}
 
 
+async def test_a_mail_command_reads_its_first_line_not_the_signature(core: Core) -> None:
+    # Regression: the lines under a command in a mail (its signature) were read as more
+    # words after the model's name (the usage answered, nothing switched) and as part of
+    # a title.
+    signed = "\n\nSent from my iPhone"
+    answer = await core.say("/model haiku" + signed, channel="email", sender=OWNER_EMAIL)
+    assert answer.startswith("Model switched to haiku"), answer
+    answer = await core.say("/rename Trip to Rome" + signed, channel="email", sender=OWNER_EMAIL)
+    assert answer == "Renamed to: Trip to Rome", answer
+
+
 async def test_commands_never_reach_the_brain(core: Core) -> None:
     answers = {}
     for text in ("/help", "/status", "/model", "/rename Heating", "/search boiler", "/frobnicate"):
