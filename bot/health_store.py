@@ -211,11 +211,11 @@ def fts_integrity(index_path: Path) -> str:
     table = "turns_fts"
     try:
         conn.execute("PRAGMA busy_timeout=10000")
-        tables = {"turns_fts"} | {
+        tables = ["turns_fts"] + [
             row[0]
             for row in conn.execute("SELECT name FROM sqlite_master WHERE name = 'notes_fts'")
-        }
-        for table in sorted(tables, reverse=True):  # turns_fts first
+        ]
+        for table in tables:
             conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
     except Exception as exc:
         msg = str(exc)
