@@ -37,16 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.bench.ingest_load import (
-    baseline,
-    message_text,
-    per_message,
-    percentiles,
-    written_bytes,
-)
+from bot.bench.ingest_load import baseline, per_message, percentiles, written_bytes
+from bot.bench.ingest_phases import drain_replies, message, open_loop, sequential
 from bot.config import build_config
 from bot.db import connect_sync
-from bot.events import InboundMessage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,86 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def open_loop(
-    services: Any,
-    count: int,
-    parties: int,
-    rate: float,
-    replies: bool,
-    offset: int,
-    prefix: str = "o",
-) -> tuple[float, float, float]:
-    """Messages arrive on a fixed schedule (``rate`` per second); latency counts from the
-    scheduled arrival to durable + indexed, so a backlog shows up in it."""
-    loop = asyncio.get_running_loop()
-    latencies: list[float] = []
-    # Only the messages in flight are held: thousands of finished tasks kept to the end
-    # made the harness's own garbage (full collections of 10-20 ms inside the phase), and
-    # gathering them all queued a callback each in one loop turn (a 30-40 ms stall in
-    # front of the last messages).
-    in_flight: set[asyncio.Future[None]] = set()
-    failures: list[BaseException] = []
-
-    def finished(task: asyncio.Future[None]) -> None:
-        in_flight.discard(task)
-        error = None if task.cancelled() else task.exception()
-        if error is not None:
-            failures.append(error)
-
-    async def one(i: int, due: float) -> None:
-        await services.router.deliver(_message(offset + i, parties, replies, prefix))
-        latencies.append((loop.time() - due) * 1000)
-
-    # One sender starts each message at its arrival time, as a channel would. (Creating
-    # every task up front ran thousands of coroutine steps in the loop's first turn: a
-    # stall of the harness's own, tens of milliseconds, in front of the first messages.)
-    start = loop.time() + 0.05
-    for i in range(count):
-        due = start + i / rate
-        if due > loop.time():
-            await asyncio.sleep(due - loop.time())
-        task = asyncio.ensure_future(one(i, due))
-        in_flight.add(task)
-        task.add_done_callback(finished)
-    while in_flight:
-        await asyncio.wait(set(in_flight))
-    if failures:
-        raise failures[0]
-    achieved = count / (loop.time() - start)
-    p50, p99 = percentiles(latencies)
-    return p50, p99, achieved
-
-
-def _message(i: int, parties: int, replies: bool, prefix: str = "m") -> InboundMessage:
-    p = i % parties
-    return InboundMessage(
-        channel="bench",
-        sender_id=f"user{p}",
-        text=message_text(i),
-        message_id=f"{prefix}{i}",
-        chat_id=f"g{p}",
-        group_id=f"g{p}",
-        sender_name=f"User {p}",
-        addressed=replies,
-    )
-
-
-async def sequential(
-    services: Any, count: int, parties: int, replies: bool, offset: int
-) -> tuple[float, float, float]:
-    """One message at a time; returns p50, p99 (ms) and the achieved rate."""
-    latencies: list[float] = []
-    start = time.perf_counter()
-    for i in range(count):
-        msg = _message(offset + i, parties, replies, "s")
-        t0 = time.perf_counter()
-        await services.router.deliver(msg)
-        latencies.append((time.perf_counter() - t0) * 1000)
-    achieved = count / (time.perf_counter() - start)
-    p50, p99 = percentiles(latencies)
-    return p50, p99, achieved
-
-
 async def product(
     directory: Path,
     count: int,
@@ -181,7 +95,7 @@ async def product(
 
     async def party(p: int) -> None:
         for k in range(per_party[p]):
-            msg = _message(p + k * parties, parties, replies)
+            msg = message(p + k * parties, parties, replies)
             t0 = time.perf_counter()
             await services.router.deliver(msg)
             latencies.append((time.perf_counter() - t0) * 1000)
@@ -190,8 +104,7 @@ async def product(
     start = time.perf_counter()
     await asyncio.gather(*(party(p) for p in range(parties)))
     ingest_s = time.perf_counter() - start
-    while services.replies.queue.pending():
-        await asyncio.sleep(0.01)
+    await drain_replies(services)
     total_s = time.perf_counter() - start
     for path in (config.index_path, config.state_path):  # the WAL's copy back counts too
         checkpointer = connect_sync(path)
@@ -206,8 +119,7 @@ async def product(
             services, latency_messages, parties, rate, replies, count
         )
         drain_start = time.perf_counter()
-        while services.replies.queue.pending():
-            await asyncio.sleep(0.01)
+        await drain_replies(services)
         open_drain = time.perf_counter() - drain_start
     curve = []
     for k, curve_rate in enumerate(curve_rates):
@@ -222,15 +134,13 @@ async def product(
                 "p99_ms": round(c99, 3),
             }
         )
-        while services.replies.queue.pending():
-            await asyncio.sleep(0.01)
+        await drain_replies(services)
     seq_p50 = seq_p99 = seq_rate = 0.0
     if sequential_messages:
         seq_p50, seq_p99, seq_rate = await sequential(
             services, sequential_messages, parties, replies, count + latency_messages
         )
-        while services.replies.queue.pending():
-            await asyncio.sleep(0.01)
+        await drain_replies(services)
     turns = await services.index.turn_rows()
     deferred = services.incoming.deferred
     await close_services(services)
