@@ -32,4 +32,5 @@ export HF_HUB_OFFLINE=1
 .venv/bin/ruff check bot channels tests
 .venv/bin/ruff format --check bot channels tests
 .venv/bin/mypy bot channels
-.venv/bin/pytest -q -p no:cacheprovider "$@"
+# The slowest tests are listed at the end, so a CI log shows where the minutes go.
+.venv/bin/pytest -q -p no:cacheprovider --durations=30 "$@"
