@@ -237,7 +237,7 @@ class EmailChannel:
         if parsed.from_addr == self.address:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
-        copy = self._memory.copy_of(parsed)
+        copy = self._memory.list_copy(parsed)
         if copy and parsed.mailing_list:
             # The owner wrote to a list and Cc'd us: the list's copy came too, and it
             # was a second conversation ("[team] Offsite", the same words recorded

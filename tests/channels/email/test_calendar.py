@@ -11,7 +11,14 @@ from pathlib import Path
 from channels.email.calendar import calendar_text
 from channels.email.parsing import parse_message
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
-from tests.channels.email.stack import GOOD_AUTH, OWNER, Stack, open_in_new_folder, wait_ref
+from tests.channels.email.stack import (
+    GOOD_AUTH,
+    OWNER,
+    Stack,
+    open_in_new_folder,
+    user_turns,
+    wait_ref,
+)
 
 # As Outlook writes it: CRLF, folded lines, escapes, a quoted CN with a colon in it.
 OUTLOOK = (
@@ -114,11 +121,7 @@ async def test_the_owner_s_invitation_reaches_the_turn(
     await append(pymap.port, folder, _invite(OUTLOOK, subject="Invitation: Dentist"))
     await smtp.capture.wait_for(1)
     conv = await wait_ref(stack, "<inv-1@example.org>")
-    [turn] = [
-        line["content"]
-        for line in stack.services.store.read_lines(conv)
-        if line.get("type") == "turn" and line.get("role") == "user"
-    ]
+    [turn] = user_turns(stack, conv)
     assert turn.startswith("Subject: Invitation: Dentist\n\nCalendar invitation: Dentist\n")
     assert "When: 2025-01-20 10:00-11:00" in turn and "insurance card" in turn
     page = await stack.services.search.search("x-rays")

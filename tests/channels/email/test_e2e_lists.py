@@ -19,6 +19,7 @@ from tests.channels.email.stack import (
     open_in_new_folder,
     open_stack,
     owner_mail,
+    user_turns,
     wait_ref,
 )
 
@@ -41,14 +42,6 @@ def list_copy(n: int, body: str, subject: str, *, sender: str = OWNER) -> EmailM
     msg["List-Id"] = "Team <team.lists.example.org>"
     msg["Precedence"] = "list"
     return msg
-
-
-def user_turns(stack: Stack, conv: str) -> list[str]:
-    return [
-        line["content"]
-        for line in stack.services.store.read_lines(conv)
-        if line.get("type") == "turn" and line.get("role") == "user"
-    ]
 
 
 async def conversation_count(stack: Stack) -> int:
