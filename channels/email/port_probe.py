@@ -51,7 +51,7 @@ async def _connect(
 
 
 def _close(writer: asyncio.StreamWriter) -> None:
-    # Not wait_closed(): after a failed start_tls the stream never hears of the close.
+    # At once, without a goodbye: the probe has heard what it came for.
     writer.transport.abort()
 
 
@@ -99,8 +99,9 @@ async def _first_line(host: str, port: int, wait: float) -> str | None:
 
 
 async def listen(host: str, port: int, wait: float = PROBE_WAIT) -> Heard | None:
-    """What ``host:port`` says to a client that waits, then to one that starts TLS;
-    None when it cannot be reached at all (an outage is no setting to fix).
+    """What ``host:port`` speaks: a TLS handshake first, then, when it answered that
+    with something else, the first line it sends unasked; None when it cannot be
+    reached at all (an outage is no setting to fix).
 
     TLS is tried first: a server of implicit TLS answers the handshake at once, and a
     plain one sends its greeting, which ends the handshake at once too; only a silent
