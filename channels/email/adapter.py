@@ -237,6 +237,15 @@ class EmailChannel:
         if parsed.from_addr == self.address:
             log.info("skipping our own message %s (uid %d)", parsed.message_id, uid)
             return True
+        copy = self._memory.list_copy(parsed)
+        if copy and parsed.mailing_list:
+            # The owner wrote to a list and Cc'd us: the list's copy came too, and it
+            # was a second conversation ("[team] Offsite", the same words recorded
+            # again), or a second escalation of a stranger's mail.
+            log.info(
+                "mail uid %d: a mailing list's copy of %s, already received", uid, parsed.message_id
+            )
+            return True
         parsed = self._memory.loop_guard(parsed, uid)  # automatic, unmarked (mail loops)
         if parsed.bounce is not None and (failed := self._undeliverable.reported(parsed.bounce)):
             log.warning(
@@ -256,6 +265,8 @@ class EmailChannel:
                 self._cfg,
                 legacy_key=legacy,
                 thread_subject=self._memory.received(parsed),
+                # its own Message-ID first: another copy joins the first one's thread
+                copy=copy or parsed.mailing_list,
                 owner=self._memory.owner,
             )
             await self._host.deliver(inbound)

@@ -22,6 +22,7 @@ from channels.email.imap_wire import (
     FolderRefused,
     ImapError,
     LoginRefused,
+    NoGreeting,
     StarttlsRefused,
     fetched_literal,
     mailbox_name,
@@ -67,7 +68,12 @@ class ImapSession:
                 cfg.host, cfg.port, timeout=self._timeout, conn_lost_cb=self._on_lost
             )
         self._client = client
-        await client.wait_hello_from_server()
+        try:
+            await client.wait_hello_from_server()
+        except TimeoutError as exc:
+            raise NoGreeting(
+                f"no greeting from {cfg.host}:{cfg.port} within {self._timeout:g}s"
+            ) from exc
         if cfg.security == "starttls":
             await self._starttls(client)
         await self._login(client)

@@ -93,6 +93,12 @@ class StarttlsRefused(ImapError):
     """The server refused STARTTLS (``security: starttls`` with a server that has none)."""
 
 
+class NoGreeting(ImapError, TimeoutError):
+    """No IMAP greeting (nor, with ``security: ssl``, a TLS handshake) within the timeout:
+    a server down or hung, or one that speaks TLS where plain text was expected (what
+    :func:`channels.email.port_probe.diagnose` tells apart)."""
+
+
 class FolderRefused(ImapError):
     """The server will not SELECT the folder (it does not exist, or is not ours)."""
 

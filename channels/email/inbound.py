@@ -66,11 +66,14 @@ def to_inbound(
     legacy_key: bool = False,
     thread_subject: str | None = None,
     owner: Collection[str] = (),
+    copy: bool = False,
 ) -> InboundMessage:
     """``mail`` (fetched as ``raw``, IMAP ``uid`` under ``validity``) for the core;
     ``legacy_key``: it may have been delivered before under its bare Message-ID
     (:mod:`channels.email.dedup`); ``thread_subject``: the subject of the mail it
-    answers, when the channel knows it; ``owner``: the owner's addresses (lower case)."""
+    answers, when the channel knows it; ``owner``: the owner's addresses (lower case);
+    ``copy``: it may be another copy of a mail received (a mailing list's), and joins
+    the conversation of the first by its own Message-ID."""
     verdict = verify_sender(
         mail.auth_results,
         mail.from_addr,
@@ -91,6 +94,10 @@ def to_inbound(
     # forwarded, and "Fwd: Invoice 42" joined the conversation that mail was in (the
     # assistant's own, when its answer is forwarded to ask about it).
     refs = [] if forward else [r or "" for r in (mail.in_reply_to, *reversed(mail.references))]
+    if copy and mail.message_id:
+        # After a restart, or when the list's copy came first, the channel's memory
+        # cannot drop it: by its own id it still joins the other copy's conversation.
+        refs.insert(0, mail.message_id)
     text = strip_reply(mail.text, forward=forward)
     # The body as sent is kept when the text is not all of it (history, a signature
     # stripped); else it was the same megabytes twice in the turn.

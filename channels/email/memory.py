@@ -60,6 +60,18 @@ class Correspondence:
         self._answers: OrderedDict[str, deque[float]] = OrderedDict()
         self.loops: dict[str, int] = {}  # senders taken for a loop -> mails not answered
 
+    def list_copy(self, mail: ParsedMail) -> bool:
+        """Whether ``mail`` and a mail received lately are two copies of one, one of
+        them a mailing list's (with its subject tag and footer): the same Message-ID
+        and sender. A sender reusing a Message-ID for new content (a cron job) is no
+        copy: that is a new message. Asked before :meth:`received`."""
+        earlier = self.recent.get(mail.message_id) if mail.message_id else None
+        return (
+            earlier is not None
+            and earlier.from_addr == mail.from_addr
+            and (mail.mailing_list or earlier.mailing_list)
+        )
+
     def received(self, mail: ParsedMail) -> str | None:
         """Record ``mail`` as received; returns the subject of the mail it answers
         when that is known (ours or theirs), else None."""

@@ -12,6 +12,7 @@ from email import policy
 from email.message import Message
 
 from bot.events import Attachment
+from channels.email.calendar import calendar_text
 from channels.email.decoding import (
     decode_bytes,
     header_value,
@@ -22,6 +23,7 @@ from channels.email.mime_parts import (
     broken_base64,
     content_type,
     filename,
+    inline,
     is_attachment,
     part_text,
     payload_bytes,
@@ -117,6 +119,12 @@ class Walker:
         if ctype == "message/rfc822":
             self.attach(part)
             return self._attached_mail(part)
+        if ctype == "text/calendar" and not part.is_multipart() and inline(part):
+            # Outlook's invitation: the event is only in it (channels.email.calendar).
+            method = part.get_param("method")
+            event = calendar_text(part_text(part), method if isinstance(method, str) else None)
+            if event is not None:
+                return event
         if not part.is_multipart() and is_attachment(part):
             self.attach(part)
             return ""

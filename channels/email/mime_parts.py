@@ -72,6 +72,14 @@ def is_attachment(part: Message) -> bool:
     )
 
 
+def inline(part: Message) -> bool:
+    """True unless ``part`` says it is an attachment (a file to save, not to show)."""
+    try:
+        return (part.get_content_disposition() or "inline").lower() != "attachment"
+    except Exception:
+        return True
+
+
 def payload_bytes(part: Message) -> bytes:
     try:
         payload = part.get_payload(decode=True)

@@ -2,10 +2,13 @@
 
 A server that is down or a link that drops fixes itself: the channel retries. A login
 the server refuses, TLS spoken to a server that speaks plain text on that port (or the
-reverse), STARTTLS the server does not offer, a certificate not trusted: these do not,
-and the owner must be told. SMTP raises :class:`bot.channel.Misconfigured` for them
-(:mod:`channels.email.smtp`); the IMAP side, which has no outbox to tell the owner, counts
-them here (:class:`ImapMisconfiguration`) and reports them through
+reverse: plain text at a port of implicit TLS, which waits for a handshake and says
+nothing; :mod:`channels.email.port_probe` asks the port what it speaks), a port where
+nothing or another protocol answers, STARTTLS the server does not offer, a certificate
+not trusted: these do not, and the owner must be told. SMTP raises
+:class:`bot.channel.Misconfigured` for them (:mod:`channels.email.smtp`); the IMAP side,
+which has no outbox to tell the owner, counts them here (:class:`ImapMisconfiguration`)
+and reports them through
 :meth:`bot.channel.ChannelHost.alert_owner`.
 """
 
@@ -17,7 +20,8 @@ import ssl
 from bot.channel import ChannelHost
 from bot.config.channels import ImapConfig
 from bot.outbox import TELL_AFTER
-from channels.email.imap_wire import FolderRefused, LoginRefused, StarttlsRefused
+from channels.email.imap_wire import FolderRefused, LoginRefused, NoGreeting, StarttlsRefused
+from channels.email.port_probe import diagnose
 
 log = logging.getLogger("my_agent.email")
 
@@ -25,20 +29,36 @@ log = logging.getLogger("my_agent.email")
 IMAP_ALERT = "imap"
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it (client libraries wrap the errors they meet)."""
+    seen: list[BaseException] = []
+    at: BaseException | None = exc
+    while at is not None and len(seen) < 5:  # not followed around a loop
+        seen.append(at)
+        at = at.__cause__ or at.__context__
+    return seen
+
+
+def handshake_failed(exc: BaseException) -> bool:
+    """True when ``exc`` is a TLS handshake that failed for another reason than the
+    certificate: the server answered with something that is no TLS (a plain greeting),
+    which :func:`channels.email.port_probe.diagnose` can name."""
+    return any(
+        isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLCertVerificationError)
+        for e in _chain(exc)
+    )
+
+
 def tls_failure(exc: BaseException, security: str) -> str | None:
     """What is wrong, when ``exc`` (or what caused it) is a TLS failure; else None.
 
     Client libraries wrap the :class:`ssl.SSLError` of a handshake with a plain server
     ("wrong version number") or of an untrusted certificate in their own errors."""
-    seen: BaseException | None = exc
-    for _ in range(5):  # the cause chain, not followed around a loop
-        if seen is None:
-            break
+    for seen in _chain(exc):
         if isinstance(seen, ssl.SSLCertVerificationError):
             return f"the server's TLS certificate is not trusted: {seen.verify_message}"
         if isinstance(seen, ssl.SSLError):
             return f"TLS failed with security: {security} ({seen.reason or seen})"
-        seen = seen.__cause__ or seen.__context__
     return None
 
 
@@ -84,7 +104,7 @@ class ImapMisconfiguration:
 
     async def failed(self, host: ChannelHost, exc: BaseException) -> None:
         """A connection attempt failed with ``exc``."""
-        trouble = imap_trouble(exc, self.cfg)
+        trouble = await self._port_mismatch(exc) or imap_trouble(exc, self.cfg)
         if trouble is None:
             return
         self.failures += 1
@@ -95,6 +115,16 @@ class ImapMisconfiguration:
         self.problem = trouble
         self._kept = True
         await host.alert_owner("email", IMAP_ALERT, trouble)
+
+    async def _port_mismatch(self, exc: BaseException) -> str | None:
+        """When the server sent no greeting (``security: none`` at a port of implicit
+        TLS: it waits for our handshake, and the attempt timed out as an outage would)
+        or a TLS handshake met something else (``ssl`` at a plain port): what the port
+        speaks, asked afresh, and what to set; None for an outage."""
+        cfg = self.cfg
+        if isinstance(exc, NoGreeting) or (cfg.security == "ssl" and handshake_failed(exc)):
+            return await diagnose("IMAP", cfg.security, cfg.host, cfg.port, cfg.timeout)
+        return None
 
     async def connected(self, host: ChannelHost) -> None:
         """A connection attempt succeeded (logged in, folder selected)."""

@@ -89,6 +89,7 @@ class ParsedMail:
     # From addresses in the mail (headers and mailboxes): more than one, and which of
     # them the receiving server's verdict was about is unknown (channels.email.inbound)
     from_count: int = 1
+    mailing_list: bool = False  # a list's copy (List-Id): the owner may have Cc'd us too
 
 
 def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
@@ -230,6 +231,7 @@ def parse_message(raw: bytes) -> ParsedMail:
         ),
         bounce=bounce,
         from_count=len(sender),
+        mailing_list=bool(raw_header(msg, "List-Id")),
     )
 
 

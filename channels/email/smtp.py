@@ -29,7 +29,8 @@ import aiosmtplib
 
 from bot.channel import Misconfigured, PermanentSendError
 from bot.config.channels import SmtpConfig
-from channels.email.misconfig import tls_failure
+from channels.email.misconfig import handshake_failed, tls_failure
+from channels.email.port_probe import diagnose
 from channels.email.smtputf8 import ascii_address, ascii_refs, readdressed, utf8_refs
 
 log = logging.getLogger("my_agent.email.smtp")
@@ -185,28 +186,55 @@ class SmtpSender:
             if 500 <= exc.code < 600:  # 535 and kin: the login, not the moment (454 is)
                 raise Misconfigured(
                     f"the SMTP server refused the login ({exc.code} {exc.message}): check "
-                    "channels.email.username and EMAIL_PASSWORD "
+                    "channels.email.smtp.username and EMAIL_PASSWORD "
                     f"({cfg.host}:{cfg.port})"
                 ) from exc
             raise
         except (aiosmtplib.SMTPException, OSError) as exc:
-            if trouble := tls_trouble(exc, cfg.security):
-                raise Misconfigured(f"{trouble} ({cfg.host}:{cfg.port})") from exc
+            if trouble := await smtp_trouble(exc, cfg):
+                raise Misconfigured(trouble) from exc
             raise
         log.debug("SMTP accepted message for %s: %s", recipients, response)
         return {rcpt: (answer.code, answer.message) for rcpt, answer in errors.items()}
 
 
-def tls_trouble(exc: BaseException, security: str) -> str | None:
-    """What is wrong, when ``exc`` says the TLS settings do not fit the server; else None.
+async def smtp_trouble(exc: BaseException, cfg: SmtpConfig) -> str | None:
+    """What is wrong, when ``exc`` says the security settings do not fit the server;
+    else None (an outage).
 
     aiosmtplib wraps the :class:`ssl.SSLError` of a handshake with a plain server
     ("wrong version number") or of an untrusted certificate in an SMTPConnectError, and
-    says "STARTTLS extension not supported" when the server does not offer it."""
-    if failure := tls_failure(exc, security):
-        return failure
-    if isinstance(exc, aiosmtplib.SMTPException) and "STARTTLS" in str(exc):
-        return "the server does not offer STARTTLS (security: starttls)"
+    times out waiting for the greeting of a server of implicit TLS (port 465) spoken to
+    in plain text, or finds no SMTP in what another server says: the port is asked
+    afresh what it speaks (:mod:`channels.email.port_probe`).
+    """
+    where = f"{cfg.host}:{cfg.port}"
+    key = "channels.email.smtp.security"
+    if (
+        isinstance(exc, aiosmtplib.SMTPConnectTimeoutError)
+        or (cfg.security == "ssl" and handshake_failed(exc))
+        # "Malformed SMTP response line": something else answers there (IMAP's "* OK")
+        or (isinstance(exc, aiosmtplib.SMTPResponseException) and exc.code < 0)
+    ):
+        if mismatch := await diagnose("SMTP", cfg.security, cfg.host, cfg.port, cfg.timeout):
+            return mismatch
+    if failure := tls_failure(exc, cfg.security):
+        return f"{failure} ({where}; {key}, channels.email.smtp.tls_ca_file)"
+    said = str(exc)
+    if isinstance(exc, aiosmtplib.SMTPException) and "STARTTLS extension not supported" in said:
+        return f"the SMTP server at {where} does not offer STARTTLS ({key}: starttls)"
+    if isinstance(exc, aiosmtplib.SMTPException) and "AUTH extension is not supported" in said:
+        # aiosmtplib's own advice ("Try connecting via TLS (or STARTTLS)") was read as
+        # STARTTLS not offered: the server offers a login only over TLS, or none at all.
+        if cfg.security == "none":
+            return (
+                f"the SMTP server at {where} offers no login over a plain connection: set "
+                f"{key} to starttls (port 587) or ssl (port 465)"
+            )
+        return (
+            f"the SMTP server at {where} offers no login: set channels.email.smtp.auth to "
+            "false for a relay that takes mail without one, or use the submission port"
+        )
     return None
 
 

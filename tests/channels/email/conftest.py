@@ -12,12 +12,14 @@ import asyncio
 import itertools
 import os
 import re
+import shutil
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aioimaplib
@@ -389,3 +391,71 @@ async def channels() -> AsyncIterator[list[EmailChannel]]:
     yield started
     for channel in started:
         await channel.stop()
+
+
+# -- TLS: a self-signed certificate, SMTP servers of STARTTLS and of implicit TLS ------
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        missing("openssl is needed to make a test certificate")
+    root = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(root / "key.pem"),
+            "-out",
+            str(root / "cert.pem"),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return root / "cert.pem", root / "key.pem"
+
+
+@pytest.fixture
+async def tls_smtp(cert: tuple[Path, Path]) -> AsyncIterator[tuple[Capture, int, int]]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert[0]), str(cert[1]))
+    capture = Capture()
+    loop = asyncio.get_running_loop()
+    starttls = await loop.create_server(
+        lambda: SMTP(
+            capture,
+            hostname="localhost",
+            authenticator=_authenticator,
+            tls_context=context,
+            require_starttls=True,
+        ),
+        "127.0.0.1",
+        0,
+    )
+    implicit = await loop.create_server(
+        # aiosmtpd does not see the implicit TLS layer: allow AUTH explicitly.
+        lambda: SMTP(
+            capture, hostname="localhost", authenticator=_authenticator, auth_require_tls=False
+        ),
+        "127.0.0.1",
+        0,
+        ssl=context,
+    )
+    yield (
+        capture,
+        int(starttls.sockets[0].getsockname()[1]),
+        int(implicit.sockets[0].getsockname()[1]),
+    )
+    for server in (starttls, implicit):
+        server.close()
+        await server.wait_closed()

@@ -154,3 +154,12 @@ async def wait_ref(stack: Stack, ref: str, timeout: float = 30.0) -> str:
         while (conv := await conversation_of(stack, ref)) is None:
             await asyncio.sleep(0.05)
     return conv
+
+
+def user_turns(stack: Stack, conv: str) -> list[str]:
+    """The text of every user turn stored in ``conv``, in order."""
+    return [
+        str(line["content"])
+        for line in stack.services.store.read_lines(conv)
+        if line.get("type") == "turn" and line.get("role") == "user"
+    ]

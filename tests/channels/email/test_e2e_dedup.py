@@ -28,16 +28,9 @@ from tests.channels.email.stack import (
     e2e_config,
     open_in_new_folder,
     owner_mail,
+    user_turns,
     wait_ref,
 )
-
-
-def user_turns(stack: Stack, conv: str) -> list[str]:
-    return [
-        str(line["content"])
-        for line in stack.services.store.read_lines(conv)
-        if line.get("type") == "turn" and line.get("role") == "user"
-    ]
 
 
 async def test_a_reused_message_id_with_new_content_is_a_new_message(

@@ -64,7 +64,7 @@ async def test_a_refused_login_is_told_and_cleared_once_fixed(
 @pytest.mark.parametrize(
     ("imap", "says"),
     [
-        ({"security": "ssl"}, "TLS failed with security: ssl"),
+        ({"security": "ssl"}, "speaks plain text, not TLS"),
         ({"security": "starttls"}, "does not offer STARTTLS"),
         ({"folder": "No such folder"}, "channels.email.imap.folder"),
     ],
