@@ -228,3 +228,35 @@ def test_run_logs_the_secret_in_the_config_file(
     assert "WARNING my_agent.cli: channels.telegram.token: a secret in the config file" in err
     assert "TELEGRAM_BOT_TOKEN in the secrets file" in err
     assert "123:in-the-file" not in err
+
+
+def test_mail_security_that_does_not_fit_a_well_known_port_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``security: none`` at IMAP port 993 (or ``ssl`` at SMTP port 587)
+    passed check-config; the daemon found out only at its third failed connection."""
+    email = {
+        "enabled": True,
+        "address": "bot@example.com",
+        "password": "secret",
+        "imap": {"host": "127.0.0.1", "port": 993, "security": "none"},
+        "smtp": {"host": "127.0.0.1", "port": 587, "security": "ssl"},
+    }
+    raw = raw_config(tmp_path, channels={"email": email})
+    raw["owner"] = {"identities": {"email": ["me@example.com"]}}
+    status, out, err = _check(_write(tmp_path, raw), capsys)
+    assert status == exitcodes.OK and "configuration OK" in out
+    assert (
+        "warning: channels.email.imap.security: none while port 993 speaks TLS from the "
+        "first byte: set it to ssl"
+    ) in err
+    assert (
+        "warning: channels.email.smtp.security: ssl while port 587 starts in plain text: "
+        "set it to starttls, or the port to 465"
+    ) in err
+    # Fitting settings, and ports that are not the well-known ones, are left alone.
+    email["imap"] = {"host": "127.0.0.1", "port": 143, "security": "starttls"}
+    email["smtp"] = {"host": "127.0.0.1", "port": 2525, "security": "ssl"}
+    raw = raw_config(tmp_path, channels={"email": email})
+    raw["owner"] = {"identities": {"email": ["me@example.com"]}}
+    assert ".security" not in _check(_write(tmp_path, raw), capsys)[2]

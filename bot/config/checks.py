@@ -29,6 +29,7 @@ def config_warnings(cfg: AppConfig, resolve_seconds: float = RESOLVE_SECONDS) ->
     found = secret_warnings(cfg)
     found += _model_path_warnings(cfg)
     found += _owner_warnings(cfg)
+    found += _security_port_warnings(cfg)
     found += _host_warnings(_server_hosts(cfg), resolve_seconds)
     return found
 
@@ -54,6 +55,35 @@ def _owner_warnings(cfg: AppConfig) -> list[str]:
             found.append(
                 f"owner.identities.{channel}: empty while channels.{channel} is enabled: "
                 f"everyone who writes there is a third party, you included (add your {what})"
+            )
+    return found
+
+
+# The well-known mail ports and what they speak (RFC 8314, RFC 6409, RFC 3501): a
+# setting against them times out or fails at the handshake at every start. Other
+# ports can be anything, so only these are checked.
+_TLS_PORTS = {"imap": 993, "smtp": 465}
+_PLAIN_PORTS = {"imap": (143,), "smtp": (25, 587)}
+
+
+def _security_port_warnings(cfg: AppConfig) -> list[str]:
+    """``security`` that does not fit a well-known port: the channel would find out at
+    its third failed connection (channels/email/misconfig.py); check-config says it now."""
+    email = cfg.channels.email
+    if not email.enabled:
+        return []
+    found = []
+    for name, server in (("imap", email.imap), ("smtp", email.smtp)):
+        key = f"channels.email.{name}.security"
+        if server.port == _TLS_PORTS[name] and server.security != "ssl":
+            found.append(
+                f"{key}: {server.security} while port {server.port} speaks TLS from the "
+                "first byte: set it to ssl"
+            )
+        elif server.port in _PLAIN_PORTS[name] and server.security == "ssl":
+            found.append(
+                f"{key}: ssl while port {server.port} starts in plain text: set it to "
+                f"starttls, or the port to {_TLS_PORTS[name]}"
             )
     return found
 
