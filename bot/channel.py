@@ -58,15 +58,19 @@ class ChannelHost(Protocol):
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         """Remember that message ``ref`` (e.g. an e-mail Message-ID) belongs to a conversation."""
 
-    async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
+    async def alert_owner(
+        self, channel: str, key: str, problem: str | None, *, blocks_sending: bool = False
+    ) -> None:
         """Report a problem of the channel's that will not fix itself (a login the
         server refuses, TLS settings that do not fit it), or with ``problem`` None that
-        it is solved. The owner is told ``problem`` on the escalation channel, at most
-        once per (``channel``, ``key``) every few hours, across restarts; it is kept
-        with the channel's cursors (``alert:<key>``), so that ``my-agent status``
-        names it while the daemon is stopped (while it runs, the channel's
-        :meth:`Channel.problems` does). Solved: the kept line is cleared, and the next
-        occurrence is told at once. Never raises: a failure is logged."""
+        it is solved. The owner is told ``problem`` on the escalation channel (on
+        another one, or the dashboard, when it ``blocks_sending``: the channel cannot
+        send either, a bot token refused), at most once per (``channel``, ``key``)
+        every few hours, across restarts; it is kept with the channel's cursors
+        (``alert:<key>``), so that ``my-agent status`` names it while the daemon is
+        stopped (while it runs, the channel's :meth:`Channel.problems` does). Solved:
+        the kept line is cleared, and the next occurrence is told at once. Never
+        raises: a failure is logged."""
 
 
 StreamSink = Callable[[StreamEvent], Awaitable[None]]

@@ -112,13 +112,24 @@ class Services:
                 out[name] = list(found)
         return out
 
-    async def alert_owner(self, text: str) -> None:
-        """Tell the owner directly (bypassing storage), on the escalation channel."""
+    async def alert_owner(self, text: str, *, avoid: str | None = None) -> None:
+        """Tell the owner directly (bypassing storage), on the escalation channel.
+
+        ``avoid``: a channel that cannot carry it (its problem is that it cannot send,
+        a bot token refused): the owner is told on another channel that has their
+        address, else only on the dashboard (the ``notice`` event) and in the log.
+        Sent through it, the alert waited for the channel to work again."""
         channel_name = self.config.escalation_channel()
+        if channel_name == avoid:
+            channel_name = self._other_alert_channel(avoid)
         channel = self.channels.get(channel_name)
         chat = self.identities.address_for(channel_name)
         if channel is None or chat is None:
-            log.error("owner alert (no channel to send it on): %s", text)
+            if avoid is None:
+                log.error("owner alert (no channel to send it on): %s", text)
+            else:  # the reporting channel has logged the problem already
+                log.info("owner alert on the dashboard only (no channel but %s reaches "
+                         "the owner)", avoid)  # fmt: skip
             await self.bus.emit("notice", text=text)
             return
         try:
@@ -137,3 +148,11 @@ class Services:
         except Exception:
             log.exception("could not alert the owner: %s", text)
         await self.bus.emit("notice", text=text)
+
+    def _other_alert_channel(self, avoid: str) -> str:
+        """A channel other than ``avoid`` that can reach the owner; "web" (the
+        dashboard's notice) when none can."""
+        for name in self.channels:
+            if name != avoid and self.identities.address_for(name) is not None:
+                return name
+        return "web"

@@ -5,10 +5,17 @@ it comes back) once solved."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from bot.status_reads import stored_channel_problems
-from tests.conftest import shutdown_services, start_telegram_core, telegram_config
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    shutdown_services,
+    start_telegram_core,
+    telegram_config,
+)
 
 PROBLEM = "the IMAP server refused the login (NO bad password; imap.example.com:993)"
 
@@ -52,5 +59,43 @@ async def test_clearing_what_was_never_raised_writes_nothing(tmp_path: Path) -> 
         await services.router.alert_owner("email", "imap", None)
         assert await services.router.get_cursor("email", "alert:imap") is None
         assert telegram.sent == []
+    finally:
+        await shutdown_services(services)
+
+
+async def test_a_problem_that_blocks_sending_is_told_on_another_channel(tmp_path: Path) -> None:
+    # Regression: Telegram refusing the bot token was told (if at all) through Telegram,
+    # the escalation channel, where the send waited for the token it reported.
+    config = telegram_config(tmp_path)
+    services, telegram = await start_telegram_core(config)
+    email = await attach_channel(services, RecordingChannel("email"))
+    try:
+        await services.router.alert_owner("telegram", "token", "token refused", blocks_sending=True)
+        [told] = await email.wait_count(1)
+        assert "token refused" in told.text and told.channel == "email"
+        assert telegram.sent == []
+    finally:
+        await shutdown_services(services)
+
+
+async def test_with_no_other_channel_it_is_the_dashboards_and_the_status_lines(
+    tmp_path: Path,
+) -> None:
+    config = telegram_config(tmp_path)
+    services, telegram = await start_telegram_core(config)
+    told = asyncio.Event()
+    notices: list[str] = []
+
+    async def notice(text: str) -> None:
+        notices.append(text)
+        told.set()
+
+    services.bus.subscribe("notice", notice)
+    try:
+        await services.router.alert_owner("telegram", "token", "token refused", blocks_sending=True)
+        await asyncio.wait_for(told.wait(), 10)
+        assert "token refused" in notices[0] and telegram.sent == []
+        problems = stored_channel_problems(config.state_path, ["telegram"])
+        assert problems == ["telegram: token refused"]
     finally:
         await shutdown_services(services)

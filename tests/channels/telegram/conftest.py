@@ -6,6 +6,7 @@ aiogram is imported once per session (it costs seconds of CPU), by this module.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ class RecordingHost:
         self.delivered: list[InboundMessage] = []
         self.cursors: dict[tuple[str, str], str] = {}
         self.cursor_history: list[str] = []
+        self.alerts: list[tuple[str, str, str | None, bool]] = []
         self.refuse: Callable[[InboundMessage], bool] = lambda m: False
         self._cond = asyncio.Condition()
 
@@ -51,6 +53,14 @@ class RecordingHost:
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         return None
+
+    async def alert_owner(
+        self, channel: str, key: str, problem: str | None, *, blocks_sending: bool = False
+    ) -> None:
+        """Recorded in :attr:`alerts`, and kept as the router keeps it (``alert:<key>``)."""
+        self.alerts.append((channel, key, problem, blocks_sending))
+        kept = json.dumps({"problem": problem} if problem else {})
+        await self.set_cursor(channel, f"alert:{key}", kept)
 
     async def wait_delivered(self, count: int, timeout: float = 10.0) -> None:
         async with self._cond:
