@@ -24,6 +24,7 @@ from bot.tasks import spawn
 from channels.telegram.albums import Albums
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
+from channels.telegram.ignored_groups import IgnoredGroups
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.receiving import TelegramReceiver
@@ -76,6 +77,7 @@ class TelegramChannel(TelegramReceiver):
         }
         self.migrations = GroupMigrations(self.groups)
         self.group_names = GroupNames(self.groups)
+        self.ignored = IgnoredGroups(self.groups)
         self.sender.route = self.migrations.current  # a moved group's sends: its new id
         self.sender.on_moved = self._moved
         self.albums = Albums()
@@ -158,6 +160,7 @@ class TelegramChannel(TelegramReceiver):
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         self._typing.stop_all()
+        self.ignored.say_counts()
         try:
             # A send cut off by closing the session may have reached Telegram all the
             # same: the outbox, told it failed, sent it again at the next start.

@@ -25,6 +25,7 @@ from channels.telegram.albums import Albums
 from channels.telegram.callbacks import callback_message
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
+from channels.telegram.ignored_groups import IgnoredGroups
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.polling import Batch, poll_updates
@@ -54,6 +55,7 @@ class TelegramReceiver:
     albums: Albums
     edits: EditHistory
     groups: dict[str, TelegramGroupConfig]
+    ignored: IgnoredGroups
     token: TokenState
     me: BotIdentity | None
     offset: int
@@ -145,11 +147,14 @@ class TelegramReceiver:
             said = update.message or update.edited_message
             if said is not None and not await self.group_names.admit(said.chat, self._host):
                 return True  # another chat under an allowed group's name: ignored
+            if update.message is not None:  # a move of an allowed group, before the drop
+                await self.migrations.observe(update.message, self._host)
+            if said is not None and self.ignored.drops(said.chat):
+                return True  # a group not allowed: logged hourly, not per message
             kept = await record_unparsed(self._host, update, groups=self.groups)
             if kept is not None:  # a part aiogram cannot parse: kept as received, labelled
                 return kept
             if update.message is not None:
-                await self.migrations.observe(update.message, self._host)
                 inbound = translate_message(update.message, me=self.me, groups=self.groups)
             elif update.edited_message is not None:
                 inbound = translate_message(
