@@ -15,7 +15,12 @@ from typing import Any
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
-from aiogram.exceptions import AiogramError, TelegramUnauthorizedError
+from aiogram.exceptions import (
+    AiogramError,
+    TelegramAPIError,
+    TelegramNotFound,
+    TelegramUnauthorizedError,
+)
 
 from bot.channel import ChannelHost
 from bot.config.model import AppConfig
@@ -31,7 +36,7 @@ from channels.telegram.receiving import TelegramReceiver
 from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.retries import Sleep
 from channels.telegram.sender import TelegramSender
-from channels.telegram.token_state import TokenState
+from channels.telegram.token_state import NOT_FOUND, UNAUTHORIZED, TokenState
 from channels.telegram.translate import BotIdentity
 from channels.telegram.typing_indicator import TypingIndicator
 
@@ -117,8 +122,8 @@ class TelegramChannel(TelegramReceiver):
         await self.token.load(host)
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
-        except TelegramUnauthorizedError:
-            await self._token_refused()
+        except (TelegramUnauthorizedError, TelegramNotFound) as exc:
+            await self._token_refused(exc)
         except (AiogramError, TimeoutError) as exc:
             log.warning("Telegram setup failed (%s); will retry in the background", exc)
         self._task = spawn(self._run(), name="telegram-polling")
@@ -182,12 +187,15 @@ class TelegramChannel(TelegramReceiver):
     def refused_retry(self, seconds: float) -> None:
         self.token.retry_every = seconds
 
-    async def _token_refused(self) -> float:
-        """Telegram said 401 (:meth:`TokenState.refuse`): set up again (menus, identity)
-        once the token is accepted."""
+    async def _token_refused(self, exc: TelegramAPIError) -> float:
+        """Telegram said 401, or 404 to setup (:meth:`TokenState.refuse`): set up again
+        (menus, identity) once the token is accepted. A 404 is what Telegram answers a
+        token of the wrong form (and a wrong ``api_base``): before session 25 it was
+        taken for an outage, a warning every minute, forever, and the owner not told."""
         self.started = False
         self.me = None
-        return await self.token.refuse()
+        return await self.token.refuse(NOT_FOUND if isinstance(exc, TelegramNotFound) else
+                                       UNAUTHORIZED)  # fmt: skip
 
     async def _moved(self, old: str, new: str) -> None:
         """A send was told chat ``old`` is now the supergroup ``new``: follow it."""

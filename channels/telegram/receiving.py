@@ -16,7 +16,13 @@ import logging
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.exceptions import TelegramConflictError, TelegramRetryAfter, TelegramUnauthorizedError
+from aiogram.exceptions import (
+    TelegramAPIError,
+    TelegramConflictError,
+    TelegramNotFound,
+    TelegramRetryAfter,
+    TelegramUnauthorizedError,
+)
 from aiogram.types import Update
 
 from bot.channel import ChannelHost, DeliveryError
@@ -66,7 +72,7 @@ class TelegramReceiver:
     async def _setup(self) -> None:
         raise NotImplementedError
 
-    async def _token_refused(self) -> float:
+    async def _token_refused(self, exc: TelegramAPIError) -> float:
         raise NotImplementedError
 
     async def _pause(self, seconds: float) -> None:
@@ -92,8 +98,8 @@ class TelegramReceiver:
                     await self.menus.refresh()
             except asyncio.CancelledError:
                 raise
-            except TelegramUnauthorizedError:
-                await self._pause(await self._token_refused())
+            except (TelegramUnauthorizedError, TelegramNotFound) as exc:
+                await self._pause(await self._token_refused(exc))
                 continue
             except Exception as exc:  # network down, 5xx, conflict...
                 delay = backoff.next()

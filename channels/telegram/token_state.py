@@ -26,9 +26,12 @@ log = logging.getLogger("my_agent.telegram")
 # help, but a token revoked and restored with BotFather comes back without a restart.
 TOKEN_REFUSED_RETRY = 300.0
 TOKEN_REFUSED = (
-    "Telegram refused the bot token (401 Unauthorized): set a valid TELEGRAM_BOT_TOKEN "
+    "Telegram refused the bot token ({answer}): set a valid TELEGRAM_BOT_TOKEN "
     "(channels.telegram.token) from BotFather; asked again every {every:g}s"
 )
+UNAUTHORIZED = "401 Unauthorized"
+# Telegram's answer to a token of the wrong form; also what a wrong api_base answers
+NOT_FOUND = "404 Not Found on getMe: a token of the wrong form, or channels.telegram.api_base"
 # A send held by a refused token when the daemon stops: the outbox asks again no sooner
 # than this. Sooner, its worker retried it at once, over and over (each an attempt and a
 # warning) while the stop drained the replies; much later, a restart with a new token
@@ -88,15 +91,16 @@ class TokenState:
             await self.host.alert_owner(self.channel, TOKEN_ALERT, None)
             self._kept = False
 
-    async def refuse(self) -> float:
-        """Telegram said 401: the token is wrong or revoked. Logged once, as an ERROR
+    async def refuse(self, answer: str = UNAUTHORIZED) -> float:
+        """Telegram said 401 (or ``answer``, :data:`NOT_FOUND`): the token is wrong or
+        revoked. Logged once, as an ERROR
         naming the key (before: a warning every few seconds, forever, naming neither the
         key nor that retrying could not help), and reported to the host at each refusal
         (it tells the owner once a period); returns when to ask again
         (:attr:`retry_every`)."""
         self.accepted.clear()
         if self.refused is None:
-            self.refused = TOKEN_REFUSED.format(every=self.retry_every)
+            self.refused = TOKEN_REFUSED.format(answer=answer, every=self.retry_every)
             log.error("%s", self.refused)
         else:
             log.debug("Telegram still refuses the bot token")
