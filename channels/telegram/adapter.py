@@ -32,6 +32,7 @@ from channels.telegram.group_names import GroupNames
 from channels.telegram.ignored_groups import IgnoredGroups
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
+from channels.telegram.poll_conflict import PollConflicts
 from channels.telegram.receiving import TelegramReceiver
 from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.retries import Sleep
@@ -100,6 +101,7 @@ class TelegramChannel(TelegramReceiver):
         self._idle.set()
         self.started = False  # True once Telegram accepted getMe/deleteWebhook/setMyCommands
         self.token = TokenState(self.name)
+        self.conflicts = PollConflicts(self.name)
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -120,6 +122,7 @@ class TelegramChannel(TelegramReceiver):
         await self.group_names.load(host)
         self.albums.load(await host.get_cursor(self.name, "albums"))
         await self.token.load(host)
+        await self.conflicts.load(host)
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
         except (TelegramUnauthorizedError, TelegramNotFound) as exc:
@@ -175,8 +178,9 @@ class TelegramChannel(TelegramReceiver):
         await self.session.close()
 
     def problems(self) -> list[str]:
-        """What /status, ``my-agent status`` and the status line say: a refused token."""
-        return [self.token.refused] if self.token.refused else []
+        """What /status, ``my-agent status`` and the status line say: a refused token,
+        another instance polling."""
+        return [p for p in (self.token.refused, self.conflicts.problem) if p]
 
     @property
     def refused_retry(self) -> float:

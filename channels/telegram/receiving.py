@@ -34,6 +34,7 @@ from channels.telegram.group_names import GroupNames
 from channels.telegram.ignored_groups import IgnoredGroups
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
+from channels.telegram.poll_conflict import PollConflicts, is_other_poller
 from channels.telegram.polling import Batch, poll_updates
 from channels.telegram.retries import Backoff
 from channels.telegram.sender import TelegramSender
@@ -63,6 +64,7 @@ class TelegramReceiver:
     groups: dict[str, TelegramGroupConfig]
     ignored: IgnoredGroups
     token: TokenState
+    conflicts: PollConflicts
     me: BotIdentity | None
     offset: int
     _host: ChannelHost | None
@@ -84,6 +86,8 @@ class TelegramReceiver:
 
     async def _run(self) -> None:
         backoff = Backoff(1.0, self.config.reconnect_backoff_cap)
+        host = self._host
+        assert host is not None  # set by start()
         if self.token.refused is not None:  # refused at start: said so, ask again later
             await self._pause(self.token.retry_every)
         while not self._stopping.is_set():
@@ -94,6 +98,7 @@ class TelegramReceiver:
                     await self._setup()
                 updates = await self._poll()
                 backoff.reset()
+                await self.conflicts.polled(host)
                 if self.menus.stale is not None:
                     await self.menus.refresh()
             except asyncio.CancelledError:
@@ -106,7 +111,12 @@ class TelegramReceiver:
                 if isinstance(exc, TelegramRetryAfter):
                     # Flood control says when: polling sooner only lengthens the ban.
                     delay = max(delay, float(exc.retry_after))
-                elif isinstance(exc, TelegramConflictError) and "webhook" in exc.message.lower():
+                elif isinstance(exc, TelegramConflictError) and is_other_poller(exc.message):
+                    # another instance polls: said, and told past a few (poll_conflict)
+                    await self.conflicts.conflict(host, exc.message)
+                    await self._pause(delay)
+                    continue
+                elif isinstance(exc, TelegramConflictError):
                     # A webhook was set since start (the same token used elsewhere):
                     # getUpdates is refused until it is gone, so set up again, which
                     # deletes it (pending updates kept). Before, polling retried forever

@@ -3,9 +3,15 @@ token of the wrong form (404 to getMe), another instance polling with the token 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+from collections.abc import Callable
+
+import pytest
 
 from bot.bench.fakes.telegram_api import FakeTelegramServer
+from channels.telegram import poll_conflict
 from channels.telegram.adapter import TelegramChannel
 
 from .conftest import OWNER_ID, RecordingHost, telegram_config
@@ -29,5 +35,76 @@ async def test_a_404_to_get_me_is_a_refused_token_told_and_cleared(
         await host.wait_delivered(1, timeout=15)
         assert ch.started and ch.problems() == []
         assert json.loads(host.cursors[("telegram", "alert:token")]) == {}
+    finally:
+        await ch.stop()
+
+
+OTHER_POLLER = (
+    "Conflict: terminated by other getUpdates request; make sure that only one bot "
+    "instance is running"
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def _kept(host: RecordingHost) -> dict[str, str]:
+    return dict(json.loads(host.cursors.get(("telegram", "alert:conflict"), "{}")))
+
+
+async def test_another_instance_polling_is_told_once_and_cleared_when_it_stops(
+    tg_server: FakeTelegramServer, host: RecordingHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: a second instance polling with the token (its polls and ours ending
+    # each other's with 409) was a warning per retry, forever; the owner, whose messages
+    # went partly to the other instance, was never told.
+    caplog.set_level(logging.DEBUG, logger="my_agent.telegram")
+    clock = Clock()
+    config = telegram_config(tg_server.base_url, reconnect_backoff_cap=0.05)
+    tg_server.fail_next("getUpdates", code=409, description=OTHER_POLLER, times=4)
+    ch = TelegramChannel(config, None)
+    ch.conflicts.clock = clock
+    await ch.start(host)
+    try:
+        await _until(lambda: len(tg_server.calls_of("getUpdates")) >= 5)
+        [(channel, key, problem, blocks_sending)] = {a for a in host.alerts if a[2]}
+        assert (channel, key, blocks_sending) == ("telegram", "conflict", False)
+        assert "409" in str(problem) and "another program polls" in str(problem)
+        assert ch.problems() == [problem]
+        loud = [r.levelname for r in caplog.records if r.levelno >= logging.WARNING]
+        assert loud == ["WARNING", "WARNING", "ERROR"]  # not one per retry
+        # polls between the other's: not over yet (they interleave)
+        tg_server.inject_message(OWNER_ID, "one")
+        await host.wait_delivered(1)
+        assert ch.problems() and _kept(host)
+    finally:
+        await ch.stop()
+    # a restart while it lasts: kept, not cleared at the first poll (then told again)
+    ch = TelegramChannel(config, None)
+    ch.conflicts.clock = clock
+    await ch.start(host)
+    try:
+        tg_server.inject_message(OWNER_ID, "two")
+        await host.wait_delivered(2)
+        assert _kept(host)
+        clock.now += poll_conflict.CLEAR_AFTER  # no conflict for ten minutes: over
+        tg_server.inject_message(OWNER_ID, "three")
+        await host.wait_delivered(3)
+        await _until(lambda: not _kept(host))
+        assert ch.problems() == [] and host.alerts[-1] == ("telegram", "conflict", None, False)
     finally:
         await ch.stop()
