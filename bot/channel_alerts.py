@@ -10,7 +10,8 @@ the router: the owner is told on the escalation channel, at most once per
 :func:`bot.owner_notices.notice_due`, so that a daemon restarted in a loop does not
 repeat it), and the line is kept with the channel's cursors for ``my-agent status``.
 A problem that stops the channel sending as well (Telegram refusing the bot token) is
-told on another channel with the owner's address, else on the dashboard only: sent
+told on another channel with the owner's address, else on the dashboard only
+(:meth:`bot.services.Services.alert_owner`, the channel's ``sending_blocked``): sent
 through the channel itself, it waited for the very fix it was asking for.
 """
 
@@ -53,20 +54,17 @@ class ChannelAlerts:
         self.cursors = cursors
         self.interval = interval
 
-    async def report(
-        self, channel: str, key: str, problem: str | None, *, blocks_sending: bool = False
-    ) -> None:
-        """Keep (or clear) ``problem`` and tell the owner when due (not through
-        ``channel`` when the problem ``blocks_sending``); never raises."""
+    async def report(self, channel: str, key: str, problem: str | None) -> None:
+        """Keep (or clear) ``problem`` and tell the owner when due; never raises."""
         try:
             if problem is None:
                 await self._clear(channel, key)
             else:
-                await self._raise(channel, key, problem, blocks_sending)
+                await self._raise(channel, key, problem)
         except Exception:  # storage failing: the log and the status line still say it
             log.exception("cannot keep the %s problem %s", channel, key)
 
-    async def _raise(self, channel: str, key: str, problem: str, blocks_sending: bool) -> None:
+    async def _raise(self, channel: str, key: str, problem: str) -> None:
         value = json.dumps({"problem": problem})
         if await self.cursors.get_cursor(channel, alert_cursor(key)) != value:
             await self.cursors.set_cursor(channel, alert_cursor(key), value)
@@ -74,11 +72,9 @@ class ChannelAlerts:
             log.warning("telling the owner: %s: %s", channel, problem)
             # Sent by the escalation channel, maybe this one (its SMTP side): the
             # reporting channel's reconnect loop does not wait for an SMTP timeout.
-            # Not through a channel that cannot send: there it waited for the problem
-            # to be solved (a refused Telegram token held it until a stop lost it).
-            avoid = channel if blocks_sending else None
-            told = self.s.alert_owner(alert_text(channel, problem), avoid=avoid)
-            spawn(told, name=f"alert-{channel}")
+            # A channel that cannot send (a refused Telegram token) is passed over
+            # by Services.alert_owner: there, the alert waited for the problem's fix.
+            spawn(self.s.alert_owner(alert_text(channel, problem)), name=f"alert-{channel}")
 
     async def _clear(self, channel: str, key: str) -> None:
         kept = await self.cursors.get_cursor(channel, alert_cursor(key))

@@ -120,10 +120,8 @@ class Router:
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         await self.s.conversations.record_message_ref(conversation_id, channel, ref, "out")
 
-    async def alert_owner(
-        self, channel: str, key: str, problem: str | None, *, blocks_sending: bool = False
-    ) -> None:
-        await self.alerts.report(channel, key, problem, blocks_sending=blocks_sending)
+    async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
+        await self.alerts.report(channel, key, problem)
 
     def cancel(self, conversation_id: str) -> bool:
         return self.s.replies.cancel(conversation_id)

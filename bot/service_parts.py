@@ -112,24 +112,26 @@ class Services:
                 out[name] = list(found)
         return out
 
-    async def alert_owner(self, text: str, *, avoid: str | None = None) -> None:
+    async def alert_owner(self, text: str) -> None:
         """Tell the owner directly (bypassing storage), on the escalation channel.
 
-        ``avoid``: a channel that cannot carry it (its problem is that it cannot send,
-        a bot token refused): the owner is told on another channel that has their
-        address, else only on the dashboard (the ``notice`` event) and in the log.
-        Sent through it, the alert waited for the channel to work again."""
+        When that channel says it cannot send now (its ``sending_blocked``: Telegram
+        refusing the bot token), on another channel that has the owner's address, else
+        on the dashboard only (the ``notice`` event) and in the log. Before session 25
+        the alert waited in that channel's send for it to work again (an alert about
+        the refused token waited for the token), and a stop lost it."""
         channel_name = self.config.escalation_channel()
-        if channel_name == avoid:
-            channel_name = self._other_alert_channel(avoid)
+        blocked = self._sending_blocked(channel_name)
+        if blocked:
+            channel_name = self._other_alert_channel()
         channel = self.channels.get(channel_name)
         chat = self.identities.address_for(channel_name)
         if channel is None or chat is None:
-            if avoid is None:
+            if blocked:
+                log.info("owner alert on the dashboard only (%s cannot send now): %s",
+                         self.config.escalation_channel(), text)  # fmt: skip
+            else:
                 log.error("owner alert (no channel to send it on): %s", text)
-            else:  # the reporting channel has logged the problem already
-                log.info("owner alert on the dashboard only (no channel but %s reaches "
-                         "the owner)", avoid)  # fmt: skip
             await self.bus.emit("notice", text=text)
             return
         try:
@@ -149,10 +151,15 @@ class Services:
             log.exception("could not alert the owner: %s", text)
         await self.bus.emit("notice", text=text)
 
-    def _other_alert_channel(self, avoid: str) -> str:
-        """A channel other than ``avoid`` that can reach the owner; "web" (the
-        dashboard's notice) when none can."""
+    def _sending_blocked(self, name: str) -> bool:
+        """Whether channel ``name`` says it cannot send now (an optional
+        ``sending_blocked`` of a :class:`~bot.channel.Channel`)."""
+        return bool(getattr(self.channels.get(name), "sending_blocked", False))
+
+    def _other_alert_channel(self) -> str:
+        """A channel that can send and reach the owner; "web" (the dashboard's notice)
+        when none can."""
         for name in self.channels:
-            if name != avoid and self.identities.address_for(name) is not None:
+            if not self._sending_blocked(name) and self.identities.address_for(name):
                 return name
         return "web"

@@ -63,17 +63,26 @@ async def test_clearing_what_was_never_raised_writes_nothing(tmp_path: Path) -> 
         await shutdown_services(services)
 
 
-async def test_a_problem_that_blocks_sending_is_told_on_another_channel(tmp_path: Path) -> None:
-    # Regression: Telegram refusing the bot token was told (if at all) through Telegram,
-    # the escalation channel, where the send waited for the token it reported.
+async def test_while_the_escalation_channel_cannot_send_alerts_go_by_another(
+    tmp_path: Path,
+) -> None:
+    # Regression: with Telegram refusing the bot token, owner alerts (that one, or an
+    # IMAP login refused) went to Telegram, the escalation channel, where the send
+    # waited for the token; a stop lost them.
     config = telegram_config(tmp_path)
     services, telegram = await start_telegram_core(config)
     email = await attach_channel(services, RecordingChannel("email"))
+    telegram.sending_blocked = True  # type: ignore[attr-defined]
     try:
-        await services.router.alert_owner("telegram", "token", "token refused", blocks_sending=True)
-        [told] = await email.wait_count(1)
-        assert "token refused" in told.text and told.channel == "email"
-        assert telegram.sent == []
+        await services.router.alert_owner("telegram", "token", "token refused")
+        await services.router.alert_owner("email", "imap", PROBLEM)
+        told = await email.wait_count(2)
+        assert sorted("token refused" in m.text for m in told) == [False, True]
+        assert all(m.channel == "email" for m in told) and telegram.sent == []
+        telegram.sending_blocked = False  # type: ignore[attr-defined]
+        await services.router.alert_owner("telegram", "other", "back to telegram")
+        [back] = await telegram.wait_count(1)
+        assert "back to telegram" in back.text
     finally:
         await shutdown_services(services)
 
@@ -91,8 +100,9 @@ async def test_with_no_other_channel_it_is_the_dashboards_and_the_status_lines(
         told.set()
 
     services.bus.subscribe("notice", notice)
+    telegram.sending_blocked = True  # type: ignore[attr-defined]
     try:
-        await services.router.alert_owner("telegram", "token", "token refused", blocks_sending=True)
+        await services.router.alert_owner("telegram", "token", "token refused")
         await asyncio.wait_for(told.wait(), 10)
         assert "token refused" in notices[0] and telegram.sent == []
         problems = stored_channel_problems(config.state_path, ["telegram"])

@@ -183,6 +183,12 @@ class TelegramChannel(TelegramReceiver):
         return [p for p in (self.token.refused, self.conflicts.problem) if p]
 
     @property
+    def sending_blocked(self) -> bool:
+        """True while Telegram refuses the bot token: sends wait for it, so the core
+        sends owner alerts by another channel (:meth:`bot.services.Services.alert_owner`)."""
+        return self.token.sending_blocked
+
+    @property
     def refused_retry(self) -> float:
         """Seconds between two questions about a token Telegram refused."""
         return self.token.retry_every

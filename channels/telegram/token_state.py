@@ -4,12 +4,12 @@ A token refused is wrong or revoked: retrying sooner cannot help, so it is asked
 again only every :data:`TOKEN_REFUSED_RETRY` seconds (a token restored with BotFather
 comes back without a restart). The refusal is reported through
 :meth:`bot.channel.ChannelHost.alert_owner` (key :data:`TOKEN_ALERT`): the owner is told
-once a period across restarts, on another channel than this one (it cannot send), or on
-the dashboard; the line is kept with the channel's cursors (``alert:token``), so that
-``my-agent status`` names it while the daemon is stopped, and cleared once Telegram
-accepts the token, in this run or a later one. Before session 25 it was kept under the
-cursor ``token`` and the owner was never told: :meth:`TokenState.load` moves such a
-kept line to the alert's.
+once a period across restarts, on another channel than this one, which cannot send
+(:attr:`TokenState.sending_blocked`), or on the dashboard; the line is kept with the
+channel's cursors (``alert:token``), so that ``my-agent status`` names it while the
+daemon is stopped, and cleared once Telegram accepts the token, in this run or a later
+one. Before session 25 it was kept under the cursor ``token`` and the owner was never
+told: :meth:`TokenState.load` moves such a kept line to the alert's.
 """
 
 from __future__ import annotations
@@ -105,12 +105,15 @@ class TokenState:
         else:
             log.debug("Telegram still refuses the bot token")
         if self.host is not None:
-            # blocks_sending: told through this channel, the alert waited in held()
-            await self.host.alert_owner(
-                self.channel, TOKEN_ALERT, self.refused, blocks_sending=True
-            )
+            # told elsewhere (the channel's sending_blocked): here it waited in held()
+            await self.host.alert_owner(self.channel, TOKEN_ALERT, self.refused)
             self._kept = True
         return self.retry_every
+
+    @property
+    def sending_blocked(self) -> bool:
+        """True while Telegram refuses the token: sends wait in :meth:`held`."""
+        return not self.accepted.is_set()
 
     async def held(self, stopping: asyncio.Event) -> None:
         """Return once Telegram accepts the token: at once, unless it refuses it. A send

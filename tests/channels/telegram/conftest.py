@@ -31,7 +31,7 @@ class RecordingHost:
         self.delivered: list[InboundMessage] = []
         self.cursors: dict[tuple[str, str], str] = {}
         self.cursor_history: list[str] = []
-        self.alerts: list[tuple[str, str, str | None, bool]] = []
+        self.alerts: list[tuple[str, str, str | None]] = []
         self.refuse: Callable[[InboundMessage], bool] = lambda m: False
         self._cond = asyncio.Condition()
 
@@ -54,11 +54,9 @@ class RecordingHost:
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         return None
 
-    async def alert_owner(
-        self, channel: str, key: str, problem: str | None, *, blocks_sending: bool = False
-    ) -> None:
+    async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
         """Recorded in :attr:`alerts`, and kept as the router keeps it (``alert:<key>``)."""
-        self.alerts.append((channel, key, problem, blocks_sending))
+        self.alerts.append((channel, key, problem))
         kept = json.dumps({"problem": problem} if problem else {})
         await self.set_cursor(channel, f"alert:{key}", kept)
 

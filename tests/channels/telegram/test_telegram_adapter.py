@@ -836,7 +836,8 @@ async def test_a_refused_token_is_named_once_retried_slowly_and_recovers(
         # kept for `my-agent status` (stopped daemon, /readyz line), through the host's
         # alert (told to the owner elsewhere: this channel cannot send)
         assert json.loads(host.cursors[("telegram", "alert:token")]) == {"problem": problem}
-        assert host.alerts[0] == ("telegram", "token", problem, True)
+        assert host.alerts[0] == ("telegram", "token", problem)
+        assert ch.sending_blocked  # the core tells the owner by another channel
         loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
         assert [r.levelname for r in loud] == ["ERROR"], [r.getMessage() for r in loud]
         assert "TELEGRAM_BOT_TOKEN" in loud[0].getMessage()
@@ -848,7 +849,7 @@ async def test_a_refused_token_is_named_once_retried_slowly_and_recovers(
         await host.wait_delivered(1, timeout=10)
         assert ch.started and ch.problems() == []
         assert json.loads(host.cursors[("telegram", "alert:token")]) == {}
-        assert host.alerts[-1] == ("telegram", "token", None, False)
+        assert host.alerts[-1] == ("telegram", "token", None) and not ch.sending_blocked
         # Revoked while polling: said again, once.
         caplog.clear()
         tg_server.token = "123456:revoked-again"
@@ -872,7 +873,7 @@ async def test_a_refusal_kept_from_the_last_run_is_cleared_once_the_token_works(
     await ch.start(host)
     try:
         assert ch.started and ch.problems() == []
-        assert host.alerts == [("telegram", "token", None, False)]
+        assert host.alerts == [("telegram", "token", None)]
         assert json.loads(host.cursors[("telegram", "alert:token")]) == {}
     finally:
         await ch.stop()
@@ -890,8 +891,8 @@ async def test_a_refusal_kept_under_the_old_token_cursor_moves_to_the_alert(
     await ch.start(host)
     try:
         assert json.loads(host.cursors[("telegram", "token")]) == {}
-        [(_, key, problem, blocks_sending)] = host.alerts  # refused again at start
-        assert (key, blocks_sending) == ("token", True) and "TELEGRAM_BOT_TOKEN" in str(problem)
+        [(_, key, problem)] = host.alerts  # refused again at start
+        assert key == "token" and "TELEGRAM_BOT_TOKEN" in str(problem)
         assert json.loads(host.cursors[("telegram", "alert:token")]) == {"problem": problem}
     finally:
         await ch.stop()

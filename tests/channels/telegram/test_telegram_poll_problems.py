@@ -30,7 +30,7 @@ async def test_a_404_to_get_me_is_a_refused_token_told_and_cleared(
     try:
         [problem] = ch.problems()
         assert "404 Not Found" in problem and "TELEGRAM_BOT_TOKEN" in problem
-        assert host.alerts == [("telegram", "token", problem, True)]
+        assert host.alerts == [("telegram", "token", problem)] and ch.sending_blocked
         tg_server.inject_message(OWNER_ID, "back?")  # the third getMe is answered
         await host.wait_delivered(1, timeout=15)
         assert ch.started and ch.problems() == []
@@ -81,8 +81,8 @@ async def test_another_instance_polling_is_told_once_and_cleared_when_it_stops(
     await ch.start(host)
     try:
         await _until(lambda: len(tg_server.calls_of("getUpdates")) >= 5)
-        [(channel, key, problem, blocks_sending)] = {a for a in host.alerts if a[2]}
-        assert (channel, key, blocks_sending) == ("telegram", "conflict", False)
+        [(channel, key, problem)] = {a for a in host.alerts if a[2]}
+        assert (channel, key) == ("telegram", "conflict") and not ch.sending_blocked
         assert "409" in str(problem) and "another program polls" in str(problem)
         assert ch.problems() == [problem]
         loud = [r.levelname for r in caplog.records if r.levelno >= logging.WARNING]
@@ -105,6 +105,6 @@ async def test_another_instance_polling_is_told_once_and_cleared_when_it_stops(
         tg_server.inject_message(OWNER_ID, "three")
         await host.wait_delivered(3)
         await _until(lambda: not _kept(host))
-        assert ch.problems() == [] and host.alerts[-1] == ("telegram", "conflict", None, False)
+        assert ch.problems() == [] and host.alerts[-1] == ("telegram", "conflict", None)
     finally:
         await ch.stop()
