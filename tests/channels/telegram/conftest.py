@@ -91,6 +91,27 @@ def telegram_config(base_url: str, **overrides: Any) -> AppConfig:
     )  # fmt: skip
 
 
+class ManualClock:
+    """A monotonic clock the test moves (``now += seconds``): what waits an hour is
+    tested without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
 async def assert_no_tasks_left(settle: float = 1.0) -> None:
     """Fail if a task other than the caller is still running once everything stopped
     (a typing loop, a poll, an outbox worker left behind would outlive its test)."""

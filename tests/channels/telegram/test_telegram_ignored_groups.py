@@ -11,17 +11,16 @@ from bot.bench.fakes.telegram_api import FakeTelegramServer
 from channels.telegram import ignored_groups
 from channels.telegram.adapter import TelegramChannel
 
-from .conftest import GROUP_ID, OTHER_GROUP_ID, OWNER_ID, RecordingHost, telegram_config
+from .conftest import (
+    GROUP_ID,
+    OTHER_GROUP_ID,
+    OWNER_ID,
+    ManualClock,
+    RecordingHost,
+    telegram_config,
+)
 
 NOT_ALLOWED = "not in channels.telegram.groups"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _info_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -38,7 +37,7 @@ async def test_a_busy_group_not_allowed_is_named_hourly_with_its_count(
     # Regression: every message of a group not allowed was an INFO line; a busy group
     # (the bot added to it by anyone) flooded the log.
     caplog.set_level(logging.DEBUG, logger="my_agent.telegram")
-    clock = Clock()
+    clock = ManualClock()
     ch = TelegramChannel(telegram_config(tg_server.base_url), None)
     ch.ignored.clock = clock
     await ch.start(host)
@@ -70,7 +69,7 @@ async def test_the_groups_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch
     from aiogram.types import Chat
 
     monkeypatch.setattr(ignored_groups, "REMEMBERED", 3)
-    ignored = ignored_groups.IgnoredGroups({}, clock=Clock())
+    ignored = ignored_groups.IgnoredGroups({}, clock=ManualClock())
     for chat_id in range(-110, -100):
         assert ignored.drops(Chat(id=chat_id, type="supergroup", title="spam"))
     assert list(ignored.seen) == [-103, -102, -101]

@@ -3,10 +3,8 @@ token of the wrong form (404 to getMe), another instance polling with the token 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Callable
 
 import pytest
 
@@ -14,7 +12,7 @@ from bot.bench.fakes.telegram_api import FakeTelegramServer
 from channels.telegram import poll_conflict
 from channels.telegram.adapter import TelegramChannel
 
-from .conftest import OWNER_ID, RecordingHost, telegram_config
+from .conftest import OWNER_ID, ManualClock, RecordingHost, telegram_config, wait_until
 
 
 async def test_a_404_to_get_me_is_a_refused_token_told_and_cleared(
@@ -45,23 +43,6 @@ OTHER_POLLER = (
 )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def _until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
-
-
 def _kept(host: RecordingHost) -> dict[str, str]:
     return dict(json.loads(host.cursors.get(("telegram", "alert:conflict"), "{}")))
 
@@ -73,14 +54,14 @@ async def test_another_instance_polling_is_told_once_and_cleared_when_it_stops(
     # each other's with 409) was a warning per retry, forever; the owner, whose messages
     # went partly to the other instance, was never told.
     caplog.set_level(logging.DEBUG, logger="my_agent.telegram")
-    clock = Clock()
+    clock = ManualClock()
     config = telegram_config(tg_server.base_url, reconnect_backoff_cap=0.05)
     tg_server.fail_next("getUpdates", code=409, description=OTHER_POLLER, times=4)
     ch = TelegramChannel(config, None)
     ch.conflicts.clock = clock
     await ch.start(host)
     try:
-        await _until(lambda: len(tg_server.calls_of("getUpdates")) >= 5)
+        await wait_until(lambda: len(tg_server.calls_of("getUpdates")) >= 5)
         [(channel, key, problem)] = {a for a in host.alerts if a[2]}
         assert (channel, key) == ("telegram", "conflict") and not ch.sending_blocked
         assert "409" in str(problem) and "another program polls" in str(problem)
@@ -104,7 +85,7 @@ async def test_another_instance_polling_is_told_once_and_cleared_when_it_stops(
         clock.now += poll_conflict.CLEAR_AFTER  # no conflict for ten minutes: over
         tg_server.inject_message(OWNER_ID, "three")
         await host.wait_delivered(3)
-        await _until(lambda: not _kept(host))
+        await wait_until(lambda: not _kept(host))
         assert ch.problems() == [] and host.alerts[-1] == ("telegram", "conflict", None)
     finally:
         await ch.stop()
