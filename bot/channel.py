@@ -61,12 +61,13 @@ class ChannelHost(Protocol):
     async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
         """Report a problem of the channel's that will not fix itself (a login the
         server refuses, TLS settings that do not fit it), or with ``problem`` None that
-        it is solved. The owner is told ``problem`` on the escalation channel, at most
-        once per (``channel``, ``key``) every few hours, across restarts; it is kept
-        with the channel's cursors (``alert:<key>``), so that ``my-agent status``
-        names it while the daemon is stopped (while it runs, the channel's
-        :meth:`Channel.problems` does). Solved: the kept line is cleared, and the next
-        occurrence is told at once. Never raises: a failure is logged."""
+        it is solved. The owner is told ``problem`` on the escalation channel (another
+        one while that one's ``sending_blocked``, see :class:`Channel`), at most once
+        per (``channel``, ``key``) every few hours, across restarts; it is kept with the
+        channel's cursors (``alert:<key>``), so that ``my-agent status`` names it while
+        the daemon is stopped (while it runs, the channel's :meth:`Channel.problems`
+        does). Solved: the kept line is cleared, and the next occurrence is told at
+        once. Never raises: a failure is logged."""
 
 
 StreamSink = Callable[[StreamEvent], Awaitable[None]]
@@ -87,7 +88,10 @@ class Channel(Protocol):
 
         A channel whose sends may wait (a flood ban) can also offer ``stop_waiting()``,
         called first when the daemon stops: such a send then raises at once, and the
-        outbox keeps its message for the next start."""
+        outbox keeps its message for the next start. One whose sends wait for the
+        owner to fix something (Telegram refusing the bot token) can offer a
+        ``sending_blocked`` attribute, True meanwhile: owner alerts then go by another
+        channel (:meth:`bot.services.Services.alert_owner`)."""
 
     async def send(self, message: OutboundMessage) -> SendResult:
         """Deliver one message. Raise to have the outbox retry it later (no sooner than

@@ -9,6 +9,10 @@ the router: the owner is told on the escalation channel, at most once per
 :data:`ALERT_INTERVAL` for as long as it lasts (claimed in ``state.db`` by
 :func:`bot.owner_notices.notice_due`, so that a daemon restarted in a loop does not
 repeat it), and the line is kept with the channel's cursors for ``my-agent status``.
+A problem that stops the channel sending as well (Telegram refusing the bot token) is
+told on another channel with the owner's address, else on the dashboard only
+(:meth:`bot.services.Services.alert_owner`, the channel's ``sending_blocked``): sent
+through the channel itself, it waited for the very fix it was asking for.
 """
 
 from __future__ import annotations
@@ -62,21 +66,28 @@ class ChannelAlerts:
 
     async def _raise(self, channel: str, key: str, problem: str) -> None:
         value = json.dumps({"problem": problem})
-        if await self.cursors.get_cursor(channel, f"alert:{key}") != value:
-            await self.cursors.set_cursor(channel, f"alert:{key}", value)
+        if await self.cursors.get_cursor(channel, alert_cursor(key)) != value:
+            await self.cursors.set_cursor(channel, alert_cursor(key), value)
         if await notice_due(self.s.state, _notice_key(channel, key), self.interval):
             log.warning("telling the owner: %s: %s", channel, problem)
             # Sent by the escalation channel, maybe this one (its SMTP side): the
             # reporting channel's reconnect loop does not wait for an SMTP timeout.
+            # A channel that cannot send (a refused Telegram token) is passed over
+            # by Services.alert_owner: there, the alert waited for the problem's fix.
             spawn(self.s.alert_owner(alert_text(channel, problem)), name=f"alert-{channel}")
 
     async def _clear(self, channel: str, key: str) -> None:
-        kept = await self.cursors.get_cursor(channel, f"alert:{key}")
+        kept = await self.cursors.get_cursor(channel, alert_cursor(key))
         if kept is None or "problem" not in kept:
             return
         log.info("%s: solved: %s", channel, json.loads(kept).get("problem"))
-        await self.cursors.set_cursor(channel, f"alert:{key}", "{}")
+        await self.cursors.set_cursor(channel, alert_cursor(key), "{}")
         await forget_notice(self.s.state, _notice_key(channel, key))
+
+
+def alert_cursor(key: str) -> str:
+    """The channel cursor that keeps the problem ``key`` (for ``my-agent status``)."""
+    return f"alert:{key}"
 
 
 def _notice_key(channel: str, key: str) -> str:

@@ -113,12 +113,25 @@ class Services:
         return out
 
     async def alert_owner(self, text: str) -> None:
-        """Tell the owner directly (bypassing storage), on the escalation channel."""
+        """Tell the owner directly (bypassing storage), on the escalation channel.
+
+        When that channel says it cannot send now (its ``sending_blocked``: Telegram
+        refusing the bot token), on another channel that has the owner's address, else
+        on the dashboard only (the ``notice`` event) and in the log. Before session 25
+        the alert waited in that channel's send for it to work again (an alert about
+        the refused token waited for the token), and a stop lost it."""
         channel_name = self.config.escalation_channel()
+        blocked = self._sending_blocked(channel_name)
+        if blocked:
+            channel_name = self._other_alert_channel()
         channel = self.channels.get(channel_name)
         chat = self.identities.address_for(channel_name)
         if channel is None or chat is None:
-            log.error("owner alert (no channel to send it on): %s", text)
+            if blocked:
+                log.info("owner alert on the dashboard only (%s cannot send now): %s",
+                         self.config.escalation_channel(), text)  # fmt: skip
+            else:
+                log.error("owner alert (no channel to send it on): %s", text)
             await self.bus.emit("notice", text=text)
             return
         try:
@@ -137,3 +150,16 @@ class Services:
         except Exception:
             log.exception("could not alert the owner: %s", text)
         await self.bus.emit("notice", text=text)
+
+    def _sending_blocked(self, name: str) -> bool:
+        """Whether channel ``name`` says it cannot send now (an optional
+        ``sending_blocked`` of a :class:`~bot.channel.Channel`)."""
+        return bool(getattr(self.channels.get(name), "sending_blocked", False))
+
+    def _other_alert_channel(self) -> str:
+        """A channel that can send and reach the owner; "web" (the dashboard's notice)
+        when none can."""
+        for name in self.channels:
+            if not self._sending_blocked(name) and self.identities.address_for(name):
+                return name
+        return "web"

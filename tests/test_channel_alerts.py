@@ -5,10 +5,17 @@ it comes back) once solved."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from bot.status_reads import stored_channel_problems
-from tests.conftest import shutdown_services, start_telegram_core, telegram_config
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    shutdown_services,
+    start_telegram_core,
+    telegram_config,
+)
 
 PROBLEM = "the IMAP server refused the login (NO bad password; imap.example.com:993)"
 
@@ -52,5 +59,53 @@ async def test_clearing_what_was_never_raised_writes_nothing(tmp_path: Path) -> 
         await services.router.alert_owner("email", "imap", None)
         assert await services.router.get_cursor("email", "alert:imap") is None
         assert telegram.sent == []
+    finally:
+        await shutdown_services(services)
+
+
+async def test_while_the_escalation_channel_cannot_send_alerts_go_by_another(
+    tmp_path: Path,
+) -> None:
+    # Regression: with Telegram refusing the bot token, owner alerts (that one, or an
+    # IMAP login refused) went to Telegram, the escalation channel, where the send
+    # waited for the token; a stop lost them.
+    config = telegram_config(tmp_path)
+    services, telegram = await start_telegram_core(config)
+    email = await attach_channel(services, RecordingChannel("email"))
+    telegram.sending_blocked = True  # type: ignore[attr-defined]
+    try:
+        await services.router.alert_owner("telegram", "token", "token refused")
+        await services.router.alert_owner("email", "imap", PROBLEM)
+        told = await email.wait_count(2)
+        assert sorted("token refused" in m.text for m in told) == [False, True]
+        assert all(m.channel == "email" for m in told) and telegram.sent == []
+        telegram.sending_blocked = False  # type: ignore[attr-defined]
+        await services.router.alert_owner("telegram", "other", "back to telegram")
+        [back] = await telegram.wait_count(1)
+        assert "back to telegram" in back.text
+    finally:
+        await shutdown_services(services)
+
+
+async def test_with_no_other_channel_it_is_the_dashboards_and_the_status_lines(
+    tmp_path: Path,
+) -> None:
+    config = telegram_config(tmp_path)
+    services, telegram = await start_telegram_core(config)
+    told = asyncio.Event()
+    notices: list[str] = []
+
+    async def notice(text: str) -> None:
+        notices.append(text)
+        told.set()
+
+    services.bus.subscribe("notice", notice)
+    telegram.sending_blocked = True  # type: ignore[attr-defined]
+    try:
+        await services.router.alert_owner("telegram", "token", "token refused")
+        await asyncio.wait_for(told.wait(), 10)
+        assert "token refused" in notices[0] and telegram.sent == []
+        problems = stored_channel_problems(config.state_path, ["telegram"])
+        assert problems == ["telegram: token refused"]
     finally:
         await shutdown_services(services)

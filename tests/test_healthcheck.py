@@ -654,7 +654,7 @@ async def _keep_token_refusal(config: AppConfig) -> None:
     state = await Database.open(config.state_path, STATE_MIGRATIONS)
     await state.execute(
         "INSERT INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?)",
-        ("telegram", "token", json.dumps({"problem": "Telegram refused the bot token"}),
+        ("telegram", "alert:token", json.dumps({"problem": "Telegram refused the bot token"}),
          "2026-01-01T00:00:00.000Z"),
     )  # fmt: skip
     await state.close()

@@ -15,7 +15,12 @@ from typing import Any
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
-from aiogram.exceptions import AiogramError, TelegramUnauthorizedError
+from aiogram.exceptions import (
+    AiogramError,
+    TelegramAPIError,
+    TelegramNotFound,
+    TelegramUnauthorizedError,
+)
 
 from bot.channel import ChannelHost
 from bot.config.model import AppConfig
@@ -24,13 +29,15 @@ from bot.tasks import spawn
 from channels.telegram.albums import Albums
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
+from channels.telegram.ignored_groups import IgnoredGroups
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
+from channels.telegram.poll_conflict import PollConflicts
 from channels.telegram.receiving import TelegramReceiver
 from channels.telegram.response_types import KeepResponseTypes
 from channels.telegram.retries import Sleep
 from channels.telegram.sender import TelegramSender
-from channels.telegram.token_state import TokenState
+from channels.telegram.token_state import NOT_FOUND, UNAUTHORIZED, TokenState
 from channels.telegram.translate import BotIdentity
 from channels.telegram.typing_indicator import TypingIndicator
 
@@ -76,6 +83,7 @@ class TelegramChannel(TelegramReceiver):
         }
         self.migrations = GroupMigrations(self.groups)
         self.group_names = GroupNames(self.groups)
+        self.ignored = IgnoredGroups(self.groups)
         self.sender.route = self.migrations.current  # a moved group's sends: its new id
         self.sender.on_moved = self._moved
         self.albums = Albums()
@@ -93,6 +101,7 @@ class TelegramChannel(TelegramReceiver):
         self._idle.set()
         self.started = False  # True once Telegram accepted getMe/deleteWebhook/setMyCommands
         self.token = TokenState(self.name)
+        self.conflicts = PollConflicts(self.name)
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -113,10 +122,11 @@ class TelegramChannel(TelegramReceiver):
         await self.group_names.load(host)
         self.albums.load(await host.get_cursor(self.name, "albums"))
         await self.token.load(host)
+        await self.conflicts.load(host)
         try:
             await asyncio.wait_for(self._setup(), timeout=15)
-        except TelegramUnauthorizedError:
-            await self._token_refused()
+        except (TelegramUnauthorizedError, TelegramNotFound) as exc:
+            await self._token_refused(exc)
         except (AiogramError, TimeoutError) as exc:
             log.warning("Telegram setup failed (%s); will retry in the background", exc)
         self._task = spawn(self._run(), name="telegram-polling")
@@ -158,6 +168,7 @@ class TelegramChannel(TelegramReceiver):
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         self._typing.stop_all()
+        self.ignored.say_counts()
         try:
             # A send cut off by closing the session may have reached Telegram all the
             # same: the outbox, told it failed, sent it again at the next start.
@@ -167,8 +178,15 @@ class TelegramChannel(TelegramReceiver):
         await self.session.close()
 
     def problems(self) -> list[str]:
-        """What /status, ``my-agent status`` and the status line say: a refused token."""
-        return [self.token.refused] if self.token.refused else []
+        """What /status, ``my-agent status`` and the status line say: a refused token,
+        another instance polling."""
+        return [p for p in (self.token.refused, self.conflicts.problem) if p]
+
+    @property
+    def sending_blocked(self) -> bool:
+        """True while Telegram refuses the bot token: sends wait for it, so the core
+        sends owner alerts by another channel (:meth:`bot.services.Services.alert_owner`)."""
+        return self.token.sending_blocked
 
     @property
     def refused_retry(self) -> float:
@@ -179,12 +197,15 @@ class TelegramChannel(TelegramReceiver):
     def refused_retry(self, seconds: float) -> None:
         self.token.retry_every = seconds
 
-    async def _token_refused(self) -> float:
-        """Telegram said 401 (:meth:`TokenState.refuse`): set up again (menus, identity)
-        once the token is accepted."""
+    async def _token_refused(self, exc: TelegramAPIError) -> float:
+        """Telegram said 401, or 404 to setup (:meth:`TokenState.refuse`): set up again
+        (menus, identity) once the token is accepted. A 404 is what Telegram answers a
+        token of the wrong form (and a wrong ``api_base``): before session 25 it was
+        taken for an outage, a warning every minute, forever, and the owner not told."""
         self.started = False
         self.me = None
-        return await self.token.refuse()
+        return await self.token.refuse(NOT_FOUND if isinstance(exc, TelegramNotFound) else
+                                       UNAUTHORIZED)  # fmt: skip
 
     async def _moved(self, old: str, new: str) -> None:
         """A send was told chat ``old`` is now the supergroup ``new``: follow it."""

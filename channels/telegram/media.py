@@ -10,6 +10,11 @@ from __future__ import annotations
 from aiogram.types import Message
 
 from bot.events import Attachment
+from bot.graphemes import shorten
+from bot.parties import visible
+
+# The longest file name a placeholder shows (its extension kept).
+FILE_NAME_CHARS = 80
 
 # Service messages (members joining, title changes, pins...) are not things anyone said.
 SERVICE_TYPES = frozenset(
@@ -44,6 +49,24 @@ SERVICE_TYPES = frozenset(
 )
 
 
+def shown_file_name(name: str | None) -> str:
+    """A file's name as its placeholder shows it: on one line, without the characters
+    that rearrange text unseen (U+202E shows "invoice\u202efdp.exe" as "invoiceexe.pdf"),
+    at most :data:`FILE_NAME_CHARS` characters with its extension kept, "file" when
+    nothing is left. Before session 25 it was shown as sent: a name of blanks made
+    ``[document:    , 2 KB]``, a line break split the placeholder, a name of 255
+    characters filled the line. The attachment keeps the name as sent."""
+    clean = " ".join(visible(name or "").split())
+    if not clean:
+        return "file"
+    if len(clean) <= FILE_NAME_CHARS:
+        return clean
+    stem, dot, ext = clean.rpartition(".")
+    if dot and stem and 0 < len(ext) <= 10:
+        return f"{shorten(stem, FILE_NAME_CHARS - len(ext) - 1)}.{ext}"
+    return shorten(clean, FILE_NAME_CHARS)
+
+
 def _kb(size: int | None) -> str:
     if size is None:
         return ""
@@ -67,11 +90,11 @@ def describe_media(message: Message) -> tuple[str, Attachment] | None:
         )
     if message.document:
         d = message.document
-        name = d.file_name or "file"
         return (
-            f"[document: {name}{_kb(d.file_size)}]",
-            Attachment("document", name, d.mime_type, d.file_size, ref=d.file_id),
-        )
+            f"[document: {shown_file_name(d.file_name)}{_kb(d.file_size)}]",
+            Attachment("document", d.file_name or "file", d.mime_type, d.file_size,
+                       ref=d.file_id),
+        )  # fmt: skip
     if message.voice:
         v = message.voice
         desc = f"{v.duration}s"
@@ -80,7 +103,7 @@ def describe_media(message: Message) -> tuple[str, Attachment] | None:
         a = message.audio
         title = " – ".join(x for x in (a.performer, a.title) if x) or a.file_name or "audio"
         return (
-            f"[audio: {title}, {a.duration}s]",
+            f"[audio: {shown_file_name(title)}, {a.duration}s]",
             Attachment("audio", a.file_name or title, a.mime_type, a.file_size, f"{a.duration}s"),
         )
     if message.video:

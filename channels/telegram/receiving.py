@@ -16,7 +16,13 @@ import logging
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.exceptions import TelegramConflictError, TelegramRetryAfter, TelegramUnauthorizedError
+from aiogram.exceptions import (
+    TelegramAPIError,
+    TelegramConflictError,
+    TelegramNotFound,
+    TelegramRetryAfter,
+    TelegramUnauthorizedError,
+)
 from aiogram.types import Update
 
 from bot.channel import ChannelHost, DeliveryError
@@ -25,8 +31,10 @@ from channels.telegram.albums import Albums
 from channels.telegram.callbacks import callback_message
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
+from channels.telegram.ignored_groups import IgnoredGroups
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
+from channels.telegram.poll_conflict import PollConflicts, is_other_poller
 from channels.telegram.polling import Batch, poll_updates
 from channels.telegram.retries import Backoff
 from channels.telegram.sender import TelegramSender
@@ -54,7 +62,9 @@ class TelegramReceiver:
     albums: Albums
     edits: EditHistory
     groups: dict[str, TelegramGroupConfig]
+    ignored: IgnoredGroups
     token: TokenState
+    conflicts: PollConflicts
     me: BotIdentity | None
     offset: int
     _host: ChannelHost | None
@@ -64,7 +74,7 @@ class TelegramReceiver:
     async def _setup(self) -> None:
         raise NotImplementedError
 
-    async def _token_refused(self) -> float:
+    async def _token_refused(self, exc: TelegramAPIError) -> float:
         raise NotImplementedError
 
     async def _pause(self, seconds: float) -> None:
@@ -76,6 +86,8 @@ class TelegramReceiver:
 
     async def _run(self) -> None:
         backoff = Backoff(1.0, self.config.reconnect_backoff_cap)
+        host = self._host
+        assert host is not None  # set by start()
         if self.token.refused is not None:  # refused at start: said so, ask again later
             await self._pause(self.token.retry_every)
         while not self._stopping.is_set():
@@ -86,19 +98,25 @@ class TelegramReceiver:
                     await self._setup()
                 updates = await self._poll()
                 backoff.reset()
+                await self.conflicts.polled(host)
                 if self.menus.stale is not None:
                     await self.menus.refresh()
             except asyncio.CancelledError:
                 raise
-            except TelegramUnauthorizedError:
-                await self._pause(await self._token_refused())
+            except (TelegramUnauthorizedError, TelegramNotFound) as exc:
+                await self._pause(await self._token_refused(exc))
                 continue
             except Exception as exc:  # network down, 5xx, conflict...
                 delay = backoff.next()
                 if isinstance(exc, TelegramRetryAfter):
                     # Flood control says when: polling sooner only lengthens the ban.
                     delay = max(delay, float(exc.retry_after))
-                elif isinstance(exc, TelegramConflictError) and "webhook" in exc.message.lower():
+                elif isinstance(exc, TelegramConflictError) and is_other_poller(exc.message):
+                    # another instance polls: said, and told past a few (poll_conflict)
+                    await self.conflicts.conflict(host, exc.message)
+                    await self._pause(delay)
+                    continue
+                elif isinstance(exc, TelegramConflictError):
                     # A webhook was set since start (the same token used elsewhere):
                     # getUpdates is refused until it is gone, so set up again, which
                     # deletes it (pending updates kept). Before, polling retried forever
@@ -145,11 +163,14 @@ class TelegramReceiver:
             said = update.message or update.edited_message
             if said is not None and not await self.group_names.admit(said.chat, self._host):
                 return True  # another chat under an allowed group's name: ignored
+            if update.message is not None:  # a move of an allowed group, before the drop
+                await self.migrations.observe(update.message, self._host)
+            if said is not None and self.ignored.drops(said.chat):
+                return True  # a group not allowed: logged hourly, not per message
             kept = await record_unparsed(self._host, update, groups=self.groups)
             if kept is not None:  # a part aiogram cannot parse: kept as received, labelled
                 return kept
             if update.message is not None:
-                await self.migrations.observe(update.message, self._host)
                 inbound = translate_message(update.message, me=self.me, groups=self.groups)
             elif update.edited_message is not None:
                 inbound = translate_message(

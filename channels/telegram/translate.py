@@ -148,11 +148,8 @@ def translate_message(
     if chat.type in GROUP_TYPES:
         group_cfg = allowed_group(chat, groups)
         if group_cfg is None:
-            log.info(
-                "ignoring a message in group %s (%r): not in channels.telegram.groups",
-                chat.id,
-                chat.title,
-            )
+            # normally dropped before, by channels.telegram.ignored_groups (said hourly)
+            log.debug("ignoring a message in group %s: not in channels.telegram.groups", chat.id)
             return None
     elif chat.type != "private":
         log.info("ignoring a message in %s chat %s", chat.type, chat.id)

@@ -6,6 +6,7 @@ aiogram is imported once per session (it costs seconds of CPU), by this module.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ class RecordingHost:
         self.delivered: list[InboundMessage] = []
         self.cursors: dict[tuple[str, str], str] = {}
         self.cursor_history: list[str] = []
+        self.alerts: list[tuple[str, str, str | None]] = []
         self.refuse: Callable[[InboundMessage], bool] = lambda m: False
         self._cond = asyncio.Condition()
 
@@ -51,6 +53,12 @@ class RecordingHost:
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         return None
+
+    async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
+        """Recorded in :attr:`alerts`, and kept as the router keeps it (``alert:<key>``)."""
+        self.alerts.append((channel, key, problem))
+        kept = json.dumps({"problem": problem} if problem else {})
+        await self.set_cursor(channel, f"alert:{key}", kept)
 
     async def wait_delivered(self, count: int, timeout: float = 10.0) -> None:
         async with self._cond:
@@ -81,6 +89,27 @@ def telegram_config(base_url: str, **overrides: Any) -> AppConfig:
         {"channels": {"telegram": tg, "web": {"enabled": False}},
          "owner": {"identities": {"telegram": [str(OWNER_ID)]}}}
     )  # fmt: skip
+
+
+class ManualClock:
+    """A monotonic clock the test moves (``now += seconds``): what waits an hour is
+    tested without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
 
 
 async def assert_no_tasks_left(settle: float = 1.0) -> None:

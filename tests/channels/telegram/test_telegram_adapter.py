@@ -833,8 +833,11 @@ async def test_a_refused_token_is_named_once_retried_slowly_and_recovers(
         [problem] = ch.problems()
         assert "TELEGRAM_BOT_TOKEN" in problem and "channels.telegram.token" in problem
         assert "refused" in problem
-        # kept for `my-agent status` (stopped daemon, /readyz line)
-        assert json.loads(host.cursors[("telegram", "token")]) == {"problem": problem}
+        # kept for `my-agent status` (stopped daemon, /readyz line), through the host's
+        # alert (told to the owner elsewhere: this channel cannot send)
+        assert json.loads(host.cursors[("telegram", "alert:token")]) == {"problem": problem}
+        assert host.alerts[0] == ("telegram", "token", problem)
+        assert ch.sending_blocked  # the core tells the owner by another channel
         loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
         assert [r.levelname for r in loud] == ["ERROR"], [r.getMessage() for r in loud]
         assert "TELEGRAM_BOT_TOKEN" in loud[0].getMessage()
@@ -845,7 +848,8 @@ async def test_a_refused_token_is_named_once_retried_slowly_and_recovers(
         tg_server.inject_message(OWNER_ID, "back?")
         await host.wait_delivered(1, timeout=10)
         assert ch.started and ch.problems() == []
-        assert json.loads(host.cursors[("telegram", "token")]) == {}
+        assert json.loads(host.cursors[("telegram", "alert:token")]) == {}
+        assert host.alerts[-1] == ("telegram", "token", None) and not ch.sending_blocked
         # Revoked while polling: said again, once.
         caplog.clear()
         tg_server.token = "123456:revoked-again"
@@ -864,11 +868,41 @@ async def test_a_refusal_kept_from_the_last_run_is_cleared_once_the_token_works(
 ) -> None:
     # `my-agent status` lists the kept refusal while the daemon is stopped; a restart
     # with a token Telegram accepts must not leave it there.
-    host.cursors[("telegram", "token")] = json.dumps({"problem": "Telegram refused the token"})
+    host.cursors[("telegram", "alert:token")] = json.dumps({"problem": "refused"})
     ch = TelegramChannel(telegram_config(tg_server.base_url), None)
     await ch.start(host)
     try:
         assert ch.started and ch.problems() == []
+        assert host.alerts == [("telegram", "token", None)]
+        assert json.loads(host.cursors[("telegram", "alert:token")]) == {}
+    finally:
+        await ch.stop()
+
+
+async def test_a_refusal_kept_under_the_old_token_cursor_moves_to_the_alert(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    # Before session 25 the refusal was kept as the cursor `token`, apart from the
+    # alerts: the first start of this version moves it, so that one line is kept.
+    host.cursors[("telegram", "token")] = json.dumps({"problem": "Telegram refused it"})
+    tg_server.token = "123456:revoked"
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None)
+    ch.refused_retry = 60.0
+    await ch.start(host)
+    try:
+        assert json.loads(host.cursors[("telegram", "token")]) == {}
+        [(_, key, problem)] = host.alerts  # refused again at start
+        assert key == "token" and "TELEGRAM_BOT_TOKEN" in str(problem)
+        assert json.loads(host.cursors[("telegram", "alert:token")]) == {"problem": problem}
+    finally:
+        await ch.stop()
+    # and accepted at the next start: the moved line is cleared
+    tg_server.token = TOKEN
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None)
+    await ch.start(host)
+    try:
+        assert ch.started
+        assert json.loads(host.cursors[("telegram", "alert:token")]) == {}
         assert json.loads(host.cursors[("telegram", "token")]) == {}
     finally:
         await ch.stop()

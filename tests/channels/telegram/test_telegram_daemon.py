@@ -18,19 +18,14 @@ from bot.config import load_config
 from bot.daemon import run_daemon
 from channels.telegram.menus import COMMANDS
 
-from .conftest import OWNER_ID
+from .conftest import OWNER_ID, wait_until
 from .stack import query_db, stack_config
 
 pytestmark = pytest.mark.slow
 
 
 async def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
+    await wait_until(predicate, timeout)
 
 
 async def _wait_menus(

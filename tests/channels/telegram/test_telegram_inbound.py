@@ -116,3 +116,27 @@ async def test_a_message_aiogram_cannot_parse_is_kept_not_skipped(
         "after",
     ]
     assert host.delivered[1].sender_id == str(OWNER_ID)
+
+
+async def test_a_files_odd_name_is_shown_on_one_line_as_it_reads(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    # Regression: the name was shown as sent: U+202E made "invoice<U+202E>fdp.exe" read as
+    # "invoiceexe.pdf", a line break split the placeholder in two, blanks made
+    # "[document:    , 2 KB]", and a name of 255 characters filled the line.
+    names = ["invoice\u202efdp.exe", "a]\nb.pdf", "   ", "x" * 255 + ".pdf", "résumé 📄.docx"]
+    for n, name in enumerate(names):
+        doc = {"file_id": f"d{n}", "file_unique_id": f"d{n}", "file_name": name,
+               "file_size": 2048}  # fmt: skip
+        tg_server.inject_message(OWNER_ID, document=doc)
+    await host.wait_delivered(len(names))
+    shown = [m.text for m in host.delivered]
+    assert shown[:3] == [
+        "[document: invoicefdp.exe, 2 KB]",
+        "[document: a] b.pdf, 2 KB]",
+        "[document: file, 2 KB]",
+    ]
+    assert shown[3] == "[document: " + "x" * 75 + "\u2026.pdf, 2 KB]"
+    assert shown[4] == "[document: résumé 📄.docx, 2 KB]"
+    # the attachment keeps the name as it was sent
+    assert [m.attachments[0].name for m in host.delivered][:2] == names[:2]

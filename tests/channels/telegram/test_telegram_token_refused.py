@@ -10,6 +10,7 @@ import pytest
 
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.events import OutboundMessage
+from bot.status_reads import stored_channel_problems
 from channels.telegram import token_state
 
 from .conftest import OWNER_ID, assert_no_tasks_left
@@ -52,8 +53,10 @@ async def test_replies_held_by_a_refused_token_go_out_in_order_once_it_is_restor
         # Before, each reply was retried as a temporary failure: a warning per attempt,
         # and after max_attempts the outbox gave up on it (the reply lost).
         assert await _rows(stack) == [("pending", 0)] * 3
-        loud = _loud(caplog)
-        assert len(loud) == 1 and loud[0].startswith("ERROR Telegram refused the bot token")
+        # said once, and the owner told once (not through Telegram: nothing waits)
+        error, told = _loud(caplog)
+        assert error.startswith("ERROR Telegram refused the bot token")
+        assert told.startswith("WARNING telling the owner: telegram: Telegram refused")
         assert stack.channel.problems()
         tg_server.token = TOKEN  # restored with BotFather: no restart
         await stack.wait(lambda: len(tg_server.sent_to(OWNER_ID)) >= 3)
@@ -92,6 +95,40 @@ async def test_replies_held_by_a_refused_token_survive_a_stop_and_go_after_a_res
         await asyncio.sleep(0.3)
         assert texts(tg_server.sent_to(OWNER_ID)) == HELD
         assert [status for status, _ in await _rows(stack)] == ["sent"] * 3
+    finally:
+        await stack.stop()
+    await assert_no_tasks_left()
+
+
+async def test_a_refused_token_is_told_to_the_owner_without_waiting_for_telegram(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    # Regression: the refusal was logged and kept for status, and the owner was not
+    # told; told through Telegram (the escalation channel here), the alert would have
+    # waited for the token it was about. With no other channel to the owner it goes to
+    # the dashboard (its "notice") at once, and the status line keeps it.
+    stack = await start_stack(tmp_path / "data", tg_server)
+    notices: list[str] = []
+
+    async def notice(text: str) -> None:
+        notices.append(text)
+
+    stack.services.bus.subscribe("notice", notice)
+    try:
+        stack.channel.refused_retry = 0.3
+        tg_server.token = "123456:revoked"
+        await stack.wait(lambda: any("refused the bot token" in n for n in notices))
+        assert stored_channel_problems(stack.config.state_path, ["telegram"]) == [
+            f"telegram: {stack.channel.problems()[0]}"
+        ]
+        tg_server.token = TOKEN
+        await stack.wait(lambda: stack.channel.started and not stack.channel.problems())
+        tg_server.inject_message(OWNER_ID, "back?")
+        await stack.wait(lambda: len(tg_server.sent_to(OWNER_ID)) >= 1)
+        # cleared for status, and never sent late to Telegram once the token worked
+        assert stored_channel_problems(stack.config.state_path, ["telegram"]) == []
+        assert not any("refused" in t for t in texts(tg_server.sent_to(OWNER_ID)))
+        assert len([n for n in notices if "refused the bot token" in n]) == 1
     finally:
         await stack.stop()
     await assert_no_tasks_left()

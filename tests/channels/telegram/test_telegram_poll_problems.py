@@ -1,0 +1,91 @@
+"""Answers of Telegram that only the owner can fix, told through the host's alerts: a
+token of the wrong form (404 to getMe), another instance polling with the token (409)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from bot.bench.fakes.telegram_api import FakeTelegramServer
+from channels.telegram import poll_conflict
+from channels.telegram.adapter import TelegramChannel
+
+from .conftest import OWNER_ID, ManualClock, RecordingHost, telegram_config, wait_until
+
+
+async def test_a_404_to_get_me_is_a_refused_token_told_and_cleared(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    # Regression: Telegram answers a token of the wrong form (a character lost in the
+    # copy from BotFather) with 404 Not Found; it was taken for an outage, retried with
+    # a warning every minute forever, and the owner never told.
+    tg_server.fail_next("getMe", code=404, description="Not Found", times=2)
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None)
+    ch.refused_retry = 0.3
+    await ch.start(host)
+    try:
+        [problem] = ch.problems()
+        assert "404 Not Found" in problem and "TELEGRAM_BOT_TOKEN" in problem
+        assert host.alerts == [("telegram", "token", problem)] and ch.sending_blocked
+        tg_server.inject_message(OWNER_ID, "back?")  # the third getMe is answered
+        await host.wait_delivered(1, timeout=15)
+        assert ch.started and ch.problems() == []
+        assert json.loads(host.cursors[("telegram", "alert:token")]) == {}
+    finally:
+        await ch.stop()
+
+
+OTHER_POLLER = (
+    "Conflict: terminated by other getUpdates request; make sure that only one bot "
+    "instance is running"
+)
+
+
+def _kept(host: RecordingHost) -> dict[str, str]:
+    return dict(json.loads(host.cursors.get(("telegram", "alert:conflict"), "{}")))
+
+
+async def test_another_instance_polling_is_told_once_and_cleared_when_it_stops(
+    tg_server: FakeTelegramServer, host: RecordingHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: a second instance polling with the token (its polls and ours ending
+    # each other's with 409) was a warning per retry, forever; the owner, whose messages
+    # went partly to the other instance, was never told.
+    caplog.set_level(logging.DEBUG, logger="my_agent.telegram")
+    clock = ManualClock()
+    config = telegram_config(tg_server.base_url, reconnect_backoff_cap=0.05)
+    tg_server.fail_next("getUpdates", code=409, description=OTHER_POLLER, times=4)
+    ch = TelegramChannel(config, None)
+    ch.conflicts.clock = clock
+    await ch.start(host)
+    try:
+        await wait_until(lambda: len(tg_server.calls_of("getUpdates")) >= 5)
+        [(channel, key, problem)] = {a for a in host.alerts if a[2]}
+        assert (channel, key) == ("telegram", "conflict") and not ch.sending_blocked
+        assert "409" in str(problem) and "another program polls" in str(problem)
+        assert ch.problems() == [problem]
+        loud = [r.levelname for r in caplog.records if r.levelno >= logging.WARNING]
+        assert loud == ["WARNING", "WARNING", "ERROR"]  # not one per retry
+        # polls between the other's: not over yet (they interleave)
+        tg_server.inject_message(OWNER_ID, "one")
+        await host.wait_delivered(1)
+        assert ch.problems() and _kept(host)
+    finally:
+        await ch.stop()
+    # a restart while it lasts: kept, not cleared at the first poll (then told again)
+    ch = TelegramChannel(config, None)
+    ch.conflicts.clock = clock
+    await ch.start(host)
+    try:
+        tg_server.inject_message(OWNER_ID, "two")
+        await host.wait_delivered(2)
+        assert _kept(host)
+        clock.now += poll_conflict.CLEAR_AFTER  # no conflict for ten minutes: over
+        tg_server.inject_message(OWNER_ID, "three")
+        await host.wait_delivered(3)
+        await wait_until(lambda: not _kept(host))
+        assert ch.problems() == [] and host.alerts[-1] == ("telegram", "conflict", None)
+    finally:
+        await ch.stop()
