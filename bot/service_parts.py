@@ -128,8 +128,10 @@ class Services:
         chat = self.identities.address_for(channel_name)
         if channel is None or chat is None:
             if blocked:
-                log.info("owner alert on the dashboard only (%s cannot send now): %s",
-                         self.config.escalation_channel(), text)  # fmt: skip
+                escalation = self.config.escalation_channel()
+                log.info(
+                    "owner alert on the dashboard only (%s cannot send now): %s", escalation, text
+                )
             else:
                 log.error("owner alert (no channel to send it on): %s", text)
             await self.bus.emit("notice", text=text)
