@@ -273,22 +273,27 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
         total = sum(idf.values()) or 1.0
         put("coverage", [len(terms & s) / len(terms) for s in stems])
         put("idf_coverage", [sum(idf[t] for t in terms & s) / total for s in stems])
-        # window coverage: the turn with its +-1 neighbours among the loaded rows
-        where = {int(i): j for j, i in enumerate(idx.tolist())}
+        # window coverage: the turn with its +-1 neighbours among the loaded rows. Only
+        # each row's query stems are kept (a neighbour's stems read once, however many
+        # candidates it neighbours), not a union of the three rows' stems per candidate
+        held = {i: terms & s for i, s in zip(idx.tolist(), stems, strict=True)}
+        codes = rows.codes.tolist()
+
+        def matched(other: int, i: int) -> set[str]:
+            if not (0 <= other < n and codes[other] == codes[i]):
+                return set()
+            found = held.get(other)
+            if found is None:
+                found = held[other] = terms & _stems(rows.content[other])
+            return found
+
+        count = len(terms)
         win, before, after = [], [], []
-        for j, i in enumerate(idx.tolist()):
-            union = set(stems[j])
-            near = []
-            for other in (i - 1, i + 1):
-                m = where.get(other)
-                if 0 <= other < n and rows.codes[other] == rows.codes[i]:
-                    near.append(stems[m] if m is not None else _stems(rows.content[other]))
-                else:
-                    near.append(set())
-            union |= near[0] | near[1]
-            win.append(len(terms & union) / len(terms))
-            before.append(len(terms & near[0]) / len(terms))
-            after.append(len(terms & near[1]) / len(terms))
+        for i in idx.tolist():
+            left, right = matched(i - 1, i), matched(i + 1, i)
+            win.append(len(held[i] | left | right) / count)
+            before.append(len(left) / count)
+            after.append(len(right) / count)
         put("win_coverage", win)
         put("prev_coverage", before)
         put("next_coverage", after)
