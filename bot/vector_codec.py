@@ -36,16 +36,18 @@ def read_turn_matrix(
     in id order (B-tree order), converted from float16 in one numpy call."""
     found: list[int] = []
     blobs: list[bytes] = []
-    ordered = sorted(int(i) for i in ids)
+    ordered = sorted(map(int, ids))
     for start in range(0, len(ordered), 500):
         chunk = ordered[start : start + 500]
         marks = ",".join("?" * len(chunk))
-        for rowid, blob in conn.execute(
+        rows = conn.execute(
             f"SELECT turn_id, vector FROM turn_vectors WHERE turn_id IN ({marks}) ORDER BY turn_id",
             chunk,
-        ):
-            found.append(int(rowid))
-            blobs.append(blob)
+        ).fetchall()
+        if rows:  # columns by zip (C): two appends per row cost ~0.3 ms of a shortlist's 400
+            chunk_ids, chunk_blobs = zip(*rows, strict=True)
+            found.extend(chunk_ids)
+            blobs.extend(chunk_blobs)
     return np.asarray(found, dtype=np.int64), half_matrix(b"".join(blobs), len(found), dims)
 
 

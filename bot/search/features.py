@@ -26,7 +26,7 @@ from bot.ranking import (
 )
 from bot.search.fusion import Scored
 from bot.search.query import STOP_WORDS, query_terms
-from bot.search.soft import SOFT_FEATURES, STEM
+from bot.search.soft import ASCII_WORD, SOFT_FEATURES, STEM, body
 from bot.search.soft import features as soft_features
 
 FEATURES: tuple[str, ...] = (
@@ -91,12 +91,14 @@ INDEX = {name: i for i, name in enumerate(FEATURES)}
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _LIST = re.compile(r"\b(?:what|which)\s+(?:\w+\s+)?(\w{3,}s)\b", re.I)
 _TOKEN = re.compile(r"\w+")  # maximal runs: what ``\bword\b`` in a pattern can match
+_ASCII_TOKEN = re.compile(r"\w+", re.ASCII)  # the same runs on ASCII text, ~15% faster
 _DIGIT = re.compile(r"\d")
 _NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten twenty hundred dozen".split()
 )
 # a capitalised word after another word (not a sentence's first): names, places, titles
-_CAPITAL = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+")
+# (the capital tested before its look-behind: ``(?<=[a-z,;] )[A-Z][a-z]+``, 2x faster)
+_CAPITAL = re.compile(r"[A-Z](?<=[a-z,;] [A-Z])[a-z]+")
 _QWORD = {w: re.compile(rf"\b{w}\b", re.I) for w in ("what", "who", "how", "why", "where", "which")}
 
 
@@ -107,18 +109,14 @@ def stem(word: str) -> str:
     return word[:STEM]
 
 
-def _body(text: str) -> str:
-    """The text without a leading "Sender: " label."""
-    head, sep, rest = text.partition(": ")
-    return rest if sep and len(head) < 40 and " " not in head.strip() else text
-
-
-def _stems(text: str) -> set[str]:
-    """The stems a turn offers query terms: its words' stems, and for each run of a script
-    written without spaces its characters and their neighbouring pairs."""
-    words = _WORD.findall(text.lower())
+def _stems(text: str, low: str | None = None) -> set[str]:
+    """The stems a turn offers query terms (``low``: the text lower-cased): its words'
+    stems, and for each run of a script without spaces its characters and their pairs."""
+    low = text.lower() if low is None else low
+    ascii_only = low.isascii()  # then the words of ``_WORD`` by a faster pattern
+    words = ASCII_WORD.findall(low) if ascii_only else _WORD.findall(low)
     found = {w[:STEM] for w in words if w not in STOP_WORDS}  # stem(), inlined: ~100 texts a query
-    if has_spaceless(text):
+    if not ascii_only and has_spaceless(text):
         for run in split_runs(" ".join(words))[0]:
             found.update(run)
             found.update(_pieces(run))
@@ -222,7 +220,8 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
 
     texts = [rows.content[i] for i in idx.tolist()]
     put("chars", np.log1p([len(t) for t in texts]))
-    stems = [_stems(t) for t in texts]
+    lows = [t.lower() for t in texts]
+    stems = [_stems(t, low) for t, low in zip(texts, lows, strict=True)]
     put("words", np.log1p([len(s) for s in stems]))
     asking = np.zeros(n)
     asking[idx] = [asks(t) for t in texts]
@@ -245,7 +244,7 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
     if names and len(set(names.values())) == 1:
         speaker = next(iter(names.values()))
         put("participant", [rows.sender[i] == speaker for i in idx.tolist()])
-    tokens = [set(_TOKEN.findall(t.lower())) for t in texts]
+    tokens = [set((_ASCII_TOKEN if low.isascii() else _TOKEN).findall(low)) for low in lows]
     timed = np.asarray([any(map(time_word, words)) for words in tokens], np.float32)
     put("time_words", timed)
     when = is_when_question(query)
@@ -262,22 +261,25 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
         total = sum(idf.values()) or 1.0
         put("coverage", [len(terms & s) / len(terms) for s in stems])
         put("idf_coverage", [sum(idf[t] for t in terms & s) / total for s in stems])
-        # window coverage: the turn with its +-1 neighbours among the loaded rows
-        where = {int(i): j for j, i in enumerate(idx.tolist())}
+        # window coverage: the turn with its +-1 neighbours among the loaded rows, from
+        # each row's query stems (a neighbour's read once, whatever candidates it borders)
+        held = {i: terms & s for i, s in zip(idx.tolist(), stems, strict=True)}
+        codes = rows.codes.tolist()
+
+        def matched(other: int, i: int) -> set[str]:
+            if not (0 <= other < n and codes[other] == codes[i]):
+                return set()
+            if other not in held:
+                held[other] = terms & _stems(rows.content[other])
+            return held[other]
+
+        count = len(terms)
         win, before, after = [], [], []
-        for j, i in enumerate(idx.tolist()):
-            union = set(stems[j])
-            near = []
-            for other in (i - 1, i + 1):
-                m = where.get(other)
-                if 0 <= other < n and rows.codes[other] == rows.codes[i]:
-                    near.append(stems[m] if m is not None else _stems(rows.content[other]))
-                else:
-                    near.append(set())
-            union |= near[0] | near[1]
-            win.append(len(terms & union) / len(terms))
-            before.append(len(terms & near[0]) / len(terms))
-            after.append(len(terms & near[1]) / len(terms))
+        for i in idx.tolist():
+            left, right = matched(i - 1, i), matched(i + 1, i)
+            win.append(len(held[i] | left | right) / count)
+            before.append(len(left) / count)
+            after.append(len(right) / count)
         put("win_coverage", win)
         put("prev_coverage", before)
         put("next_coverage", after)
@@ -288,7 +290,7 @@ def turn_features(scored: Scored, idx: np.ndarray) -> np.ndarray:
             for t, words in zip(texts, tokens, strict=True)
         ],
     )
-    put("capitals", np.log1p([len(_CAPITAL.findall(_body(t))) for t in texts]))
+    put("capitals", np.log1p([len(_CAPITAL.findall(body(t))) for t in texts]))
     seen: dict[int, int] = {}
     conv_rank = []
     for i in idx.tolist():

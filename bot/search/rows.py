@@ -7,7 +7,9 @@ side of the query embedding, see :mod:`bot.search.service`) over disjoint spans
 
 from __future__ import annotations
 
+import itertools
 import operator
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -78,10 +80,8 @@ class Rows:
         if len(self.role) != len(self.ids):
             return None
         if self._speakers is None:
-            code_of: dict[tuple[str, str], int] = {}
-            pairs = zip(self.role, self.sender, strict=True)
-            codes = (code_of.setdefault(p, len(code_of)) for p in pairs)
-            self._speakers = np.fromiter(codes, np.int64, len(self.ids))
+            pairs = list(zip(self.role, self.sender, strict=True))
+            self._speakers = dense_codes(pairs)
         return self._speakers
 
 
@@ -152,20 +152,21 @@ def build_rows(
     columns: list[Any] = list(zip(*rows, strict=True)) if n else [()] * 9
     ids, conv, number, sender, timestamp, content, channel, vectors, role = columns
     if want_vectors and n:
-        zero = bytes(2 * dims)
-        has = np.fromiter((v is not None for v in vectors), bool, n)
-        matrix = half_matrix(b"".join(v or zero for v in vectors), n, dims)
+        # C-level loops (map over the column, one join): the generators they replace
+        # ran a Python frame per row, ~0.5 ms of a ranking's ~700 rows
+        has = np.fromiter(map(operator.is_not, vectors, itertools.repeat(None)), bool, n)
+        blob = b"".join(vectors) if has.all() else b"".join(v or bytes(2 * dims) for v in vectors)
+        matrix = half_matrix(blob, n, dims)
     else:
         has = np.zeros(n, dtype=bool)
         matrix = np.zeros((n, dims if want_vectors else 0), dtype=np.float32)
-    code_of: dict[str, int] = {}
-    codes = np.fromiter((code_of.setdefault(c, len(code_of)) for c in conv), np.int64, n)
+    codes = dense_codes(conv)
     return Rows(
         ids=list(ids),
         conv=list(conv),
         number=list(number),
-        sender=[s or "" for s in sender],
-        timestamp=[t or "" for t in timestamp],
+        sender=[s or "" for s in sender] if None in sender else list(sender),
+        timestamp=[t or "" for t in timestamp] if None in timestamp else list(timestamp),
         content=list(content),
         channel=list(channel),
         matrix=matrix,
@@ -175,6 +176,15 @@ def build_rows(
         zone=zone,
         dates=dates,
     )
+
+
+def dense_codes(keys: Sequence[Hashable]) -> np.ndarray:
+    """int64 codes of ``keys``: 0 for the first distinct key, 1 for the next..., in the
+    order they first appear (the conversation codes index per-conversation arrays).
+    A dict of the few distinct keys, then one C-level ``map`` over the rows: a
+    ``setdefault`` per row in a generator cost ~0.3 ms of a ranking's ~700 rows."""
+    code_of = {key: code for code, key in enumerate(dict.fromkeys(keys))}
+    return np.fromiter(map(code_of.__getitem__, keys), np.int64, len(keys))
 
 
 def subtract(

@@ -48,7 +48,7 @@ _STRONG = 0.6  # a match that counts as "the turn has this word" for the idf wei
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 # the same on ASCII text (where ``[^\W_]`` is ``[a-z0-9]`` once lower-cased), 2.6x faster:
 # tokenising the ~180 candidate turns is most of soft coverage's cost
-_ASCII_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+ASCII_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 
 
 STEM = 5  # letters of the crude stem the literal coverage compares (features.stem)
@@ -91,7 +91,7 @@ def tokens(text: str) -> list[str]:
     run of a script written without spaces as its character pairs (:func:`pieces`)."""
     low = body(text).lower().replace("\u2019", "'")
     if low.isascii():
-        return _ASCII_WORD.findall(low)
+        return ASCII_WORD.findall(low)
     words = _WORD.findall(low)
     if not has_spaceless(low):
         return words
