@@ -7,6 +7,7 @@ a conversation prior (its best turn plus its abbreviation's similarity).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -171,7 +172,7 @@ def fuse(
     n = len(rows.ids)
     hood = rows.hood()
     kw_by_id = {k[0]: k[3] for k in keyword}
-    kw_raw = np.fromiter((kw_by_id.get(t, 0.0) for t in rows.ids), np.float64, n)
+    kw_raw = np.fromiter(map(kw_by_id.get, rows.ids, itertools.repeat(0.0)), np.float64, n)
     # -bm25 is > 0 for every match: scale by the best (0 stays "no keyword evidence").
     kw = hood.smoothed(kw_raw, cfg.keyword_window)
     kw = kw / kw.max() if n and kw.max() > 0 else kw
@@ -201,7 +202,7 @@ def fuse(
         fused = kw.copy()
     base = fused
     if cfg.answer_weight and n:
-        asking = np.fromiter((asks(c) for c in rows.content), bool, n)
+        asking = np.fromiter(map(asks, rows.content), bool, n)
         fused = hood.answers_inherit(fused, asking, cfg.answer_weight, rows.speakers())
     inherited = fused
     fused = fused + priors(cfg, query, rows, names)
