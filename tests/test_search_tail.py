@@ -147,3 +147,19 @@ async def test_notes_cut_then_filtered_out_still_page_to_the_rest(db: Database) 
     )
     assert sorted(seen) == [f"tg-{i}" for i in range(6)]
     assert pages[-1].total_exact
+
+
+async def test_the_tail_reads_notes_with_the_rankings_date_filter(db: Database) -> None:
+    # The tail's notes pass the filter the ranking's notes do (bot.search.pool.accepted):
+    # a conversation's last activity inside the range.
+    for day in range(1, 9):
+        notes = "Key points: the receipt " + "filler " * day
+        await add_conversation(
+            db, f"day-{day}", [("user", "plans")], day=f"2026-01-0{day}", abbreviation=notes
+        )
+    service = SearchService(_config(2), db)
+    seen, _, pages = await _page_through(
+        service, "receipt", 2, date_from="2026-01-03", date_to="2026-01-06"
+    )
+    assert sorted(seen) == ["day-3", "day-4", "day-5", "day-6"]
+    assert pages[-1].total == 4 and pages[-1].total_exact

@@ -157,25 +157,17 @@ def _note_matches(
     at most ``cap``; filtered as the ranking filters its notes (the conversation's last
     activity in the date range and its start not after it:
     :func:`bot.search.pool.accepted`)."""
-    where: list[str] = []
+    where = ""
     params: list[Any] = []
-    if filters.channel:
-        where.append("c.channel = ?")
-        params.append(filters.channel)
-    if filters.conversation_id:
-        where.append("n.conversation_id = ?")
-        params.append(filters.conversation_id)
-    if filters.date_from:
-        where.append("c.updated >= ?")
-        params.append(filters.date_from)
-    if filters.date_to:
-        end = len(filters.date_to)
-        where.append("substr(c.updated, 1, ?) <= ? AND substr(c.created, 1, ?) <= ?")
-        params.extend([end, filters.date_to, end, filters.date_to])
+    if filters.active:
+        cond, params = filters.conversation_sql()
+        if filters.date_to:  # the last activity too, as accepted() reads the dates
+            cond += " AND substr(updated, 1, ?) <= ?"
+            params = [*params, len(filters.date_to), filters.date_to]
+        where = f" AND n.conversation_id IN (SELECT id FROM conversations WHERE {cond})"
     rows = conn.execute(
-        "SELECT n.conversation_id, -bm25(notes_fts) FROM notes_fts "
-        "JOIN notes n ON n.id = notes_fts.rowid JOIN conversations c ON c.id = n.conversation_id "
-        f"WHERE notes_fts MATCH ? AND {' AND '.join(where) or '1'} "
+        "SELECT n.conversation_id, -bm25(notes_fts) FROM notes_fts JOIN notes n "
+        f"ON n.id = notes_fts.rowid WHERE notes_fts MATCH ?{where} "
         "ORDER BY bm25(notes_fts), 1 LIMIT ?",
         [match, *params, cap],
     ).fetchall()
