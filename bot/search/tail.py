@@ -109,7 +109,10 @@ def keyword_tail(
     found: dict[str, tuple[float, tuple[int, str, str] | None]] = {}
     for conv, score, number, content, when in turns:
         if str(conv) not in listed:
-            found[str(conv)] = (_share(score, turn_best), (int(number), str(content), str(when)))
+            found[str(conv)] = (
+                _share(score, turn_best),
+                (int(number), str(content), str(when or "")),
+            )
     for conv, score in notes:
         share = _share(score, note_best)
         if conv not in listed and share > found.get(conv, (-1.0, None))[0]:
