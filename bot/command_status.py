@@ -59,7 +59,20 @@ def brain_line(services: Services) -> str:
 
 def search_line(services: Services) -> str:
     vec = "hybrid (keyword + vectors)" if services.vector_search_available() else "keyword only"
+    if vector_rebuild_running(services):
+        vec += ", embedding the vectors still missing (a new model, or turns added offline)"
     return f"Search: {vec}"
+
+
+def vector_rebuild_running(services: Services) -> bool:
+    """Vectors are being (re)built: after a model change every one was dropped, and
+    search answers by keyword and the vectors made so far meanwhile."""
+    vectors = services.vectors
+    return (
+        services.vector_search_available()
+        and vectors is not None
+        and (vectors.rebuilding or vectors.stale)
+    )
 
 
 def _conversations(n: int) -> str:

@@ -72,6 +72,21 @@ def index_counts(conn: Any) -> dict[str, Any]:
         "pending_escalations": _scalar(
             conn, "SELECT count(*) FROM escalations WHERE status = 'pending'"
         ),
+        **vector_counts(conn),
+    }
+
+
+def vector_counts(conn: Any) -> dict[str, Any]:
+    """What the semantic half of search has: turns and notes with a vector, and the
+    model they were made with (``bot.vector_store.META_KEY``; None before any). Fewer
+    vectors than turns while the daemon runs: it is embedding them (after a model change
+    every vector is dropped and rebuilt, search answering by keyword meanwhile)."""
+    row = conn.execute("SELECT value FROM index_meta WHERE key = 'embedding_model'").fetchone()
+    return {
+        "turn_vectors": _scalar(conn, "SELECT count(*) FROM turn_vectors"),
+        "notes": _scalar(conn, "SELECT count(*) FROM conversations WHERE abbreviation <> ''"),
+        "note_vectors": _scalar(conn, "SELECT count(*) FROM abbreviation_vectors"),
+        "embedding_model": str(row[0]) if row else None,
     }
 
 

@@ -50,6 +50,18 @@ def _pending_notes(counts: dict[str, Any]) -> str:
     return retry + ")"
 
 
+def _vectors(counts: dict[str, Any]) -> str:
+    """``46 of 46 turns, 2 of 2 notes (model …)``: a model change drops every vector and
+    the daemon embeds them again, searching by keyword meanwhile; this shows how far."""
+    model = counts.get("embedding_model")
+    if not model:
+        return "none (keyword-only search until an embedding model loads)"
+    return (
+        f"{counts['turn_vectors']} of {_count(counts['turns'], 'turn')}, "
+        f"{counts['note_vectors']} of {_count(counts['notes'], 'note')} (model {model})"
+    )
+
+
 def format_text(report: dict[str, Any]) -> str:
     """Human-readable summary of :func:`collect`'s report, one ``label:`` column wide
     enough for the longest label (the values started in three different columns)."""
@@ -90,6 +102,7 @@ def format_text(report: dict[str, Any]) -> str:
                 f"{counts['conversations']} ({chans or 'none'}), {counts['turns']} turns",
             ),
             ("abbreviations pending", _pending_notes(counts)),
+            ("vectors", _vectors(counts)),
             ("replies pending", str(counts.get("replies_pending", 0))),
             (
                 "external",

@@ -167,6 +167,7 @@ async def live_status(services: Services) -> str:
         f"{conversations} conversations",
         f"outbox {pending} pending",
         f"{abbreviations} abbreviations pending",
+        search_state(services),
     ]
     if health.get("spooled"):
         parts.append(f"{health['spooled']} messages held in memory (storage failing)")
@@ -180,6 +181,18 @@ async def live_status(services: Services) -> str:
     if health.get("indexDamage"):
         parts.append(str(health["indexDamage"]))
     return "ready: " + "; ".join(parts)
+
+
+def search_state(services: Services) -> str:
+    """How search answers now (``/status`` says the same: its ``Search:`` line)."""
+    # (imported here: `my-agent status` loads this module and not the brain's)
+    from bot.command_status import vector_rebuild_running
+
+    if not services.vector_search_available():
+        return "search keyword-only"
+    if vector_rebuild_running(services):
+        return "search hybrid, embedding the vectors still missing"
+    return "search hybrid"
 
 
 def main(args: argparse.Namespace, config: AppConfig) -> int:

@@ -24,7 +24,7 @@ from bot.extractive import Turn, entities, sentences
 from bot.fts_text import has_spaceless
 from bot.graphemes import cut
 from bot.thai_terms import thai_terms
-from bot.title_keywords import IDENTIFIER, SKIP_KEYWORD, keywords, ranked_words, stem
+from bot.title_keywords import IDENTIFIER, SKIP_KEYWORD, ranked_words, stem
 
 
 def _in_reading_order(chosen: list[str], pairs: Counter[tuple[str, str]]) -> list[str]:
@@ -57,6 +57,26 @@ def _in_reading_order(chosen: list[str], pairs: Counter[tuple[str, str]]) -> lis
     return [w for chain in chains for w in chain]
 
 
+def _lead_name(turns: Sequence[Turn], name: str, spelled: dict[str, str]) -> list[str]:
+    """The words of the leading name (:func:`bot.extractive.entities`) that the keywords
+    (``spelled``: stem -> spelling) read as its words.
+
+    A name is a run of capitals, and a sentence's first word has one anyway: "Bought
+    Tikkurila paint" or "Called Anna" made "Bought Tikkurila ..." the lead. A run's first
+    word stays when the keywords saw it capitalised inside a sentence too (their spelling
+    of a name keeps its capital) or the run comes back ("Anna Schmidt sent ...", "Anna
+    Schmidt wants ..."). A word the keywords do not hold at all (read differently: "Rust"
+    of "Rust-Oleum", which they keep whole) is left to them.
+    """
+    parts = [p for p in name.split() if p.lower() not in SKIP_KEYWORD]
+    kept = [p for p in parts if stem(p.lower()) in spelled]
+    if len(parts) > 1 and kept and kept[0] == parts[0]:
+        named = spelled[stem(parts[0].lower())][:1].isupper()
+        if not named and sum(content.count(name) for _, content, _ in turns) < 2:
+            kept = kept[1:]
+    return kept
+
+
 def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
     """A 2-6 word Title Case title: the leading name, then subject words (never empty)."""
     ranked, pairs = ranked_words(turns)
@@ -64,7 +84,7 @@ def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
     score = {key: value for key, _, value in ranked}
     lead: list[str] = []
     for name in entities(turns, limit=1):
-        lead = [p for p in name.split() if p.lower() not in SKIP_KEYWORD]
+        lead = _lead_name(turns, name, spelled)
     seen = {stem(p.lower()) for p in lead}
     pool = [key for key, _, _ in ranked if key not in seen]
     chosen: list[str] = []
@@ -165,14 +185,19 @@ def kebab(text: str, limit: int = 40) -> str:
 def keyword_topics(turns: Sequence[Turn], limit: int = 4) -> list[str]:
     """Kebab-case topics: the leading entity and keywords, deduplicated."""
     topics: list[str] = []
-    names = [n for n in entities(turns, limit=1) if n.lower() not in SKIP_KEYWORD]
+    ranked, _ = ranked_words(turns)
+    spelled = {key: form for key, form, _ in ranked}
+    # the title's leading name, as it reads it (not "bought-rust" for "Bought Rust-Oleum")
+    names = [" ".join(_lead_name(turns, n, spelled)) for n in entities(turns, limit=1)]
+    words = [form.lower() for _, form, _ in ranked[: limit + 2]]  # as keywords() picks them
     # Chinese, Japanese, Korean and Thai terms after the other words (bot.cjk_terms,
     # bot.thai_terms: their runs hold no word to pick out, or their words carry
     # particles, and a conversation in them had no topic at all)
-    candidates = [*names, *keywords(turns, limit=limit + 2), *cjk_terms(turns, limit)]
+    candidates = [*names, *words, *cjk_terms(turns, limit)]
     for candidate in [*candidates, *hangul_terms(turns, limit), *thai_terms(turns, limit)]:
         topic = kebab(candidate)
-        if topic and topic not in topics:
+        # a word of a name already there says nothing more ("lake-tahoe", not "lake")
+        if topic and not any(topic == t or topic in t.split("-") for t in topics):
             topics.append(topic)
         if len(topics) >= limit:
             break

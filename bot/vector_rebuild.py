@@ -45,6 +45,11 @@ class VectorRebuild:
 
         async def _load_matrix(self, level: int = logging.INFO) -> None: ...
 
+    @property
+    def rebuilding(self) -> bool:
+        """A rebuild (:meth:`reindex_all`) is running: vectors are missing meanwhile."""
+        return self._rebuild_lock.locked()
+
     async def reindex_all(self) -> dict[str, int]:
         """Embed every missing or outdated vector (after ``reindex`` or a model change)."""
         if not self.ready:

@@ -676,3 +676,40 @@ async def test_a_token_refusal_kept_by_telegram_is_not_reported_once_telegram_is
     config.channels.telegram.token = "123456:kept"
     on = await asyncio.to_thread(healthcheck.collect, config)
     assert refused in on["problems"]
+
+
+async def test_status_counts_the_vectors_and_their_model(
+    populated: tuple[AppConfig, list[str]],
+) -> None:
+    # A model change drops every vector and the daemon embeds them again, searching by
+    # keyword meanwhile: status said nothing of it (nor of a store with no vectors).
+    config, _ = populated
+    report = await asyncio.to_thread(healthcheck.collect, config, deep=False)
+    counts = report["counts"]
+    assert counts["turn_vectors"] == counts["note_vectors"] == counts["notes"] == 0
+    assert counts["embedding_model"] is None
+    assert "vectors:               none (keyword-only search" in healthcheck.format_text(report)
+    db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+    await db.execute("INSERT INTO index_meta (key, value) VALUES ('embedding_model', 'mini@384')")
+    await db.execute("UPDATE conversations SET abbreviation = 'notes'")
+    await db.close()
+    report = await asyncio.to_thread(healthcheck.collect, config, deep=False)
+    assert report["counts"]["notes"] == 2
+    text = healthcheck.format_text(report)
+    assert "vectors:               0 of 10 turns, 0 of 2 notes (model mini@384)" in text
+
+
+async def test_live_status_says_how_search_answers(services: Any) -> None:
+    from types import SimpleNamespace
+
+    from bot.command_status import search_line
+
+    assert "search keyword-only" in await healthcheck.live_status(services)
+    assert search_line(services) == "Search: keyword only"
+    services.vector_search_available = lambda: True
+    services.vectors = SimpleNamespace(rebuilding=True, stale=False)
+    line = await healthcheck.live_status(services)
+    assert line.endswith("search hybrid, embedding the vectors still missing"), line
+    assert "embedding the vectors still missing" in search_line(services)
+    services.vectors = SimpleNamespace(rebuilding=False, stale=False)
+    assert (await healthcheck.live_status(services)).endswith("search hybrid")

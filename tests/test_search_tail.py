@@ -86,3 +86,80 @@ async def test_the_recall_tool_says_when_its_total_is_a_lower_bound(db: Database
     assert found["totalMatches"] == 5 and found["totalIsLowerBound"] is True
     out = await tools.search_conversations({"query": "receipt", "limit": 3})
     assert '"totalMatches": 2' in out and "totalIsLowerBound" not in out
+
+
+async def test_paging_reaches_conversations_found_only_by_their_notes(db: Database) -> None:
+    # Regression: a keyword-only search ranks the best ``candidates`` notes; the tail
+    # read turns only, so notes past them were never listed and ``total`` was exact.
+    for i in range(12):
+        notes = f"Key points: the receipt {i} was filed."
+        await add_conversation(db, f"note-{i:02d}", [("user", "plans")], abbreviation=notes)
+    await add_conversation(db, "turn-only", [("user", "the receipt is here")])
+    await add_conversation(db, "neither", [("user", "plans")], abbreviation="Key points: none.")
+    service = SearchService(_config(5), db)
+    first = await service.search("receipt", limit=3)
+    assert not first.total_exact and first.next_cursor
+    seen, scores, pages = await _page_through(service, "receipt", 3)
+    assert sorted(seen) == sorted([f"note-{i:02d}" for i in range(12)] + ["turn-only"])
+    assert scores == sorted(scores, reverse=True)
+    assert pages[-1].total == 13 and pages[-1].total_exact
+    tail_result = next(r for p in pages[1:] for r in p.results if r.conversation_id != "turn-only")
+    assert tail_result.matched_turns == [] and "receipt" in tail_result.snippet
+
+
+async def test_the_tail_lists_notes_matches_after_cut_turns_with_filters(db: Database) -> None:
+    # The turns' stage cut (12 matching turns, 5 read) and notes-only conversations that
+    # rank below the notes read: all reached, the channel filter honoured for both.
+    for i in range(12):
+        await add_conversation(
+            db, f"turn-{i:02d}", [("user", f"invoice {i}")], channel="telegram" if i % 2 else "web"
+        )
+    for i in range(8):
+        await add_conversation(
+            db,
+            f"note-{i}",
+            [("user", "plans")],
+            channel="telegram" if i % 2 else "web",
+            abbreviation=f"Key points: invoice {i} " + "filler " * i,
+        )
+    service = SearchService(_config(5), db)
+    seen, _, pages = await _page_through(service, "invoice", 4)
+    assert len(seen) == len(set(seen)) == 20 and pages[-1].total_exact
+    seen, _, pages = await _page_through(service, "invoice", 4, channel="telegram")
+    expected = [f"turn-{i:02d}" for i in range(1, 12, 2)] + [f"note-{i}" for i in range(1, 8, 2)]
+    assert sorted(seen) == sorted(expected)
+    assert pages[-1].total == 10 and pages[-1].total_exact
+
+
+async def test_notes_cut_then_filtered_out_still_page_to_the_rest(db: Database) -> None:
+    # The best notes all on another channel: the filter left none ranked, and the
+    # listing ended empty although telegram conversations hold the word in their notes.
+    for i in range(6):
+        notes = f"Key points: the receipt {i} " + "filler " * (i + 5)
+        await add_conversation(
+            db, f"web-{i}", [("user", "plans")], abbreviation="Key points: receipt"
+        )
+        await add_conversation(
+            db, f"tg-{i}", [("user", "plans")], channel="telegram", abbreviation=notes
+        )
+    seen, _, pages = await _page_through(
+        SearchService(_config(3), db), "receipt", 4, channel="telegram"
+    )
+    assert sorted(seen) == [f"tg-{i}" for i in range(6)]
+    assert pages[-1].total_exact
+
+
+async def test_the_tail_reads_notes_with_the_rankings_date_filter(db: Database) -> None:
+    # The tail's notes pass the filter the ranking's notes do (bot.search.pool.accepted):
+    # a conversation's last activity inside the range.
+    for day in range(1, 9):
+        notes = "Key points: the receipt " + "filler " * day
+        await add_conversation(
+            db, f"day-{day}", [("user", "plans")], day=f"2026-01-0{day}", abbreviation=notes
+        )
+    service = SearchService(_config(2), db)
+    seen, _, pages = await _page_through(
+        service, "receipt", 2, date_from="2026-01-03", date_to="2026-01-06"
+    )
+    assert sorted(seen) == ["day-3", "day-4", "day-5", "day-6"]
+    assert pages[-1].total == 4 and pages[-1].total_exact

@@ -110,10 +110,16 @@ def fts_candidates(
     return [(int(r[0]), str(r[1]), int(r[2]), float(r[3])) for r in rows]
 
 
-def note_candidates(conn: SyncConn, match: str, filters: Filters, limit: int) -> dict[str, float]:
+def note_candidates(
+    conn: SyncConn, match: str, filters: Filters, limit: int
+) -> tuple[dict[str, float], bool]:
     """Top ``limit`` conversations whose notes match ``match`` (``notes_fts``, migration
     10): conversation -> -bm25. A keyword-only search's stand-in for the notes' vectors;
-    filtered like the vector stage's notes (:func:`bot.search.pool.accepted`)."""
+    filtered like the vector stage's notes (:func:`bot.search.pool.accepted`).
+
+    The flag says the match was cut at ``limit`` (before the filter): more notes hold the
+    words, and paging past the ranking lists them (:func:`bot.search.tail.keyword_tail`).
+    """
     only = " AND n.conversation_id = ?" if filters.conversation_id else ""
     rows = conn.execute(
         "SELECT n.conversation_id, -bm25(notes_fts) FROM notes_fts JOIN notes n "
@@ -124,4 +130,4 @@ def note_candidates(conn: SyncConn, match: str, filters: Filters, limit: int) ->
     hits = {str(r[0]): float(r[1]) for r in rows}
     if hits and (filters.channel or filters.date_from or filters.date_to):
         hits = accepted(conn, hits, filters)
-    return hits
+    return hits, len(rows) >= limit

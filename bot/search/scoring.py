@@ -156,6 +156,7 @@ class QueryScoring:
         guess = self._will_embed(query)
 
         match = [""]  # the keyword stage's FTS5 query, for the tail (bot.search.tail)
+        notes_cut = [False]  # keyword-only: more notes matched than were ranked
         # a filtered search takes its vector candidates among the turns that pass the
         # filter, and the dates a query names add their nearest turns (bot.search.pool)
         named = query_dates(query, self.now().astimezone(self.zone).date())
@@ -224,9 +225,10 @@ class QueryScoring:
             if not want_vectors and match[0]:
                 # keyword-only: the notes' keyword index stands in for their vectors, so
                 # words found only in a conversation's notes still find it (migration 10)
-                abbr = note_candidates(conn, match[0], filters, depth)
+                abbr, notes_cut[0] = note_candidates(conn, match[0], filters, depth)
             if not keyword and not knn and not abbr:
-                return Listing(Scored.empty(method)), {}
+                # (notes cut at the limit and all filtered out: the tail still lists the rest)
+                return Listing(Scored.empty(method), match[0], notes_cut[0]), {}
             kw_spans, kw_raw = spans, raw
             if want_vectors != guess:
                 kw_spans = keyword_spans(keyword, self._radius(want_vectors), cfg.expand)
@@ -256,7 +258,7 @@ class QueryScoring:
                 offset, limit = page
                 shown = scored.conversations[offset : offset + limit]
                 meta = conversation_rows(conn, [c for c, _ in shown])
-            return Listing(scored, match[0], len(keyword) >= depth), meta
+            return Listing(scored, match[0], len(keyword) >= depth or notes_cut[0]), meta
 
         return await self.db.run(_rank, write=False)
 

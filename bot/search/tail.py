@@ -4,18 +4,22 @@ The ranking reads the best ``candidates`` turns of each source (:mod:`bot.search
 :mod:`bot.vectors`). A word found in more turns than that ranks the best of them, and
 paging with the cursor used to end there, with ``total`` counting only those: a
 conversation that holds the words but not among the best 50 turns could not be reached.
-When the keyword source was cut at its limit (:attr:`Listing.saturated`), the pages after
-the ranked list go on with every other conversation the same keyword query matches,
-ordered by its best turn's ``-bm25`` (:func:`keyword_tail`), so that nothing holding the
-words is out of reach. The tail is read once, when a page first needs it, and served from
-the same cache as the ranking; ``total`` is a lower bound until then
-(:attr:`Listing.total_exact`).
+When the keyword source was cut at its limit (:attr:`Listing.saturated`; a keyword-only
+search's notes too, :func:`bot.search.keyword.note_candidates`), the pages after the
+ranked list go on with every other conversation the same keyword query matches, in its
+turns or in its notes (``notes_fts``), ordered by its best match's ``-bm25``
+(:func:`keyword_tail`), so that nothing holding the words is out of reach. Before session
+25 the tail read the turns only: a conversation whose notes alone held the words, past
+the best ``candidates`` notes, was never listed. The tail is read once, when a page
+first needs it, and served from the same cache as the ranking; ``total`` is a lower
+bound until then (:attr:`Listing.total_exact`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass
+from typing import Any
 
 from bot.db import SyncConn
 from bot.search.fusion import Ranked, Scored
@@ -35,7 +39,7 @@ class Listing:
 
     scored: Scored
     match: str = ""  # the FTS5 query of the keyword stage
-    saturated: bool = False  # the keyword stage returned as many turns as it asked for
+    saturated: bool = False  # the keyword stage (turns, or keyword-only notes) was cut
     tail: list[Ranked] | None = None  # read on demand: None until a page needs it
     tail_complete: bool = True
 
@@ -89,33 +93,85 @@ class Listing:
 def keyword_tail(
     conn: SyncConn, match: str, filters: Filters, listed: set[str], floor: float
 ) -> tuple[list[Ranked], bool]:
-    """The conversations ``match`` finds that are not in ``listed``, best turn first.
+    """The conversations ``match`` finds that are not in ``listed``, best match first:
+    by their turns (``turns_fts``) or by their notes (``notes_fts``, migration 10).
 
     Returns the items (at most :data:`TAIL_LIMIT`) and whether that is all of them.
-    ``floor`` is the last ranked score: tail scores stay below it, in ``-bm25`` order.
+    ``floor`` is the last ranked score: tail scores stay below it. Each source's ``-bm25``
+    is divided by its best in the tail, and a conversation found by both takes the higher.
     """
+    cap = TAIL_LIMIT + len(listed) + 1
+    turns = _turn_matches(conn, match, filters, cap)
+    notes = _note_matches(conn, match, filters, cap)
+    complete = len(turns) < cap and len(notes) < cap
+    turn_best = max((float(r[1]) for r in turns), default=0.0)
+    note_best = max((score for _, score in notes), default=0.0)
+    found: dict[str, tuple[float, tuple[int, str, str] | None]] = {}
+    for conv, score, number, content, when in turns:
+        if str(conv) not in listed:
+            found[str(conv)] = (
+                _share(score, turn_best),
+                (int(number), str(content), str(when or "")),
+            )
+    for conv, score in notes:
+        share = _share(score, note_best)
+        if conv not in listed and share > found.get(conv, (-1.0, None))[0]:
+            # the notes matched better: the turn stays the snippet (notes-only: the notes)
+            found[conv] = (share, found[conv][1] if conv in found else None)
+    ordered = sorted(found.items(), key=lambda item: (-item[1][0], item[0]))
+    complete = complete and len(ordered) <= TAIL_LIMIT
+    top = max(0.0, floor) * _TAIL_SCALE
+    items = []
+    for conv, (share, turn) in ordered[:TAIL_LIMIT]:
+        value = top * share
+        if turn is None:  # found by its notes only: listed like the ranking lists them
+            items.append(Ranked(conv, value, [], "", []))
+            continue
+        number, content, when = turn
+        items.append(Ranked(conv, value, [(number, value)], content, [number], when))
+    return items, complete
+
+
+def _share(score: float, best: float) -> float:
+    return max(0.0, float(score)) / max(best, 1e-9)
+
+
+def _turn_matches(conn: SyncConn, match: str, filters: Filters, cap: int) -> list[Any]:
+    """Each conversation's best turn for ``match``: (conversation, -bm25, turn number,
+    content, timestamp), best first, at most ``cap``."""
     where, params = filters.sql("t")
     join = " JOIN conversations c ON c.id = t.conversation_id" if filters.channel else ""
     # bm25() cannot be aggregated directly: the MATCH is materialised first. The bare
     # columns of a max() aggregate come from the row that holds the maximum (SQLite).
-    rows = conn.execute(
+    return conn.execute(
         "WITH m AS MATERIALIZED (SELECT rowid, -bm25(turns_fts) AS s FROM turns_fts "
         "WHERE turns_fts MATCH ?) "
         "SELECT t.conversation_id, max(m.s), t.turn_number, t.content, t.timestamp "
         f"FROM m JOIN turns t ON t.id = m.rowid{join} WHERE {where} "
         "GROUP BY t.conversation_id ORDER BY 2 DESC, 1 LIMIT ?",
-        [match, *params, TAIL_LIMIT + len(listed) + 1],
+        [match, *params, cap],
     ).fetchall()
-    found = [r for r in rows if str(r[0]) not in listed]
-    complete = len(found) <= TAIL_LIMIT
-    found = found[:TAIL_LIMIT]
-    if not found:
-        return [], complete
-    best = max(float(found[0][1]), 1e-9)
-    top = max(0.0, floor) * _TAIL_SCALE
-    items = []
-    for conv, score, number, content, when in found:
-        value = top * max(0.0, float(score)) / best
-        turns = [(int(number), value)]
-        items.append(Ranked(str(conv), value, turns, str(content), [int(number)], str(when or "")))
-    return items, complete
+
+
+def _note_matches(
+    conn: SyncConn, match: str, filters: Filters, cap: int
+) -> list[tuple[str, float]]:
+    """The conversations whose notes match ``match``: (conversation, -bm25), best first,
+    at most ``cap``; filtered as the ranking filters its notes (the conversation's last
+    activity in the date range and its start not after it:
+    :func:`bot.search.pool.accepted`)."""
+    where = ""
+    params: list[Any] = []
+    if filters.active:
+        cond, params = filters.conversation_sql()
+        if filters.date_to:  # the last activity too, as accepted() reads the dates
+            cond += " AND substr(updated, 1, ?) <= ?"
+            params = [*params, len(filters.date_to), filters.date_to]
+        where = f" AND n.conversation_id IN (SELECT id FROM conversations WHERE {cond})"
+    rows = conn.execute(
+        "SELECT n.conversation_id, -bm25(notes_fts) FROM notes_fts JOIN notes n "
+        f"ON n.id = notes_fts.rowid WHERE notes_fts MATCH ?{where} "
+        "ORDER BY bm25(notes_fts), 1 LIMIT ?",
+        [match, *params, cap],
+    ).fetchall()
+    return [(str(conv), float(score)) for conv, score in rows]

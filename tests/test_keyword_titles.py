@@ -1,0 +1,50 @@
+"""Offline titles' leading name and topics (bot.keyword_titles): a sentence's first word
+is capitalised whatever it is, so a run of capitals there is not a name by itself."""
+
+from __future__ import annotations
+
+from bot.extractive import Turn
+from bot.keyword_titles import keyword_title, keyword_topics
+
+PAINT = [
+    "I need to repaint the garage door, the old paint is peeling",
+    "Which primer works on galvanized steel for the garage door?",
+    "Bought Rust-Oleum primer at Hornbach for 24 euros",
+    "The garage door needs two coats, drying time 6 hours",
+    "Maybe I paint the garage door on Saturday if no rain",
+]
+
+
+def _owner(*texts: str) -> list[Turn]:
+    return [("user", text, "owner") for text in texts]
+
+
+def test_a_sentences_first_word_does_not_lead_the_title_as_a_name() -> None:
+    # Regression: "Bought Rust-Oleum primer ..." made the title "Bought Rust Garage Door"
+    # and the topic "bought-rust" (the name run "Bought Rust", the brand cut at its hyphen).
+    turns = _owner(*PAINT)
+    title = keyword_title(turns)
+    assert title == "Garage Door Rust-Oleum Primer", title
+    topics = keyword_topics(turns)
+    assert "bought-rust" not in topics and topics[:2] == ["garage", "door"], topics
+    brand = _owner(*(t.replace("Bought Rust-Oleum", "Bought Tikkurila") for t in PAINT))
+    assert keyword_title(brand).split()[0] == "Tikkurila"
+
+
+def test_a_name_that_comes_back_at_sentence_starts_keeps_its_first_word() -> None:
+    turns = _owner(
+        "Anna Schmidt sent the contract",
+        "Anna Schmidt wants the contract signed",
+        "the contract is due Friday",
+    )
+    assert keyword_title(turns).startswith("Anna Schmidt "), keyword_title(turns)
+    assert keyword_topics(turns)[0] == "anna-schmidt"
+
+
+def test_a_name_inside_sentences_leads_and_its_words_are_not_repeated_as_topics() -> None:
+    turns = _owner(
+        "We drove to Lake Tahoe for the kayak trip", "the kayak trip at Lake Tahoe was great"
+    )
+    assert keyword_title(turns) == "Lake Tahoe Kayak Trip"
+    # "lake" and "tahoe" repeated the name's topic and crowded out the subject
+    assert keyword_topics(turns) == ["lake-tahoe", "kayak", "trip"]
