@@ -703,6 +703,7 @@
       li.appendChild(more);
       recent.appendChild(li);
     }
+    rove(list, ".conv button");
     if (focusedId) {
       const again = list.querySelector('.conv[data-id="' + CSS.escape(focusedId) + '"] button');
       if (again) again.focus();
@@ -711,9 +712,13 @@
     }
   }
 
-  // Up and Down (Home, End) move between the entries of a list, as in a menu; Tab still
-  // leaves it.
-  function arrowKeys(container, selector) {
+  // Up and Down (Home, End) move between the entries of a list, as in a menu; Tab
+  // leaves it. The list is one Tab stop (``roving`` entries): with every entry a stop,
+  // the message box lay 200 Tabs past the sidebar (1,000 after paging on).
+  function arrowKeys(container, selector, roving) {
+    container.addEventListener("focusin", (ev) => {
+      if (ev.target.matches(roving)) rove(container, roving, ev.target);
+    });
     container.addEventListener("keydown", (ev) => {
       if (!["ArrowDown", "ArrowUp", "Home", "End"].includes(ev.key)) return;
       const entries = Array.from(container.querySelectorAll(selector));
@@ -724,6 +729,15 @@
       next = Math.max(0, Math.min(entries.length - 1, next));
       entries[next].focus();
     });
+  }
+
+  // The one entry of a list that Tab stops at: the one given, else the one that was the
+  // stop already, the current conversation, or the first.
+  function rove(container, selector, stop) {
+    const entries = Array.from(container.querySelectorAll(selector));
+    stop = stop || entries.find((e) => e.getAttribute("tabindex") === "0") ||
+      entries.find((e) => e.getAttribute("aria-current") === "true") || entries[0];
+    for (const e of entries) e.tabIndex = e === stop ? 0 : -1;
   }
 
   // On a phone the conversation list folds away above the chat (style.css).
@@ -1020,6 +1034,7 @@
     if (!more) list.textContent = "";
     state.search = { query: q, params: params.toString(), cursor: page.next_cursor };
     for (const res of page.results) list.appendChild(renderResult(res));
+    rove(list, ".result-title");
     // total_exact false: more turns match than the ranking read; "more" lists the rest
     const total = page.total + (page.total_exact === false ? "+" : "");
     let status = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
@@ -1244,8 +1259,8 @@
       window.visualViewport.addEventListener("scroll", fitViewport);
       fitViewport();
     }
-    arrowKeys($("conversation-list"), ".conv button, #list-more");
-    arrowKeys($("search-results"), ".result-title");
+    arrowKeys($("conversation-list"), ".conv button, #list-more", ".conv button");
+    arrowKeys($("search-results"), ".result-title", ".result-title");
     renderHeader();
     connect();
   }

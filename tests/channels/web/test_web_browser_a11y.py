@@ -104,6 +104,37 @@ async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stac
     await expect(page.locator("#panel-chat")).to_be_visible()
 
 
+async def test_tab_passes_the_list_and_the_results_in_one_step(page: Page, stack: Stack) -> None:
+    # Regression: every conversation (and every search result) was a Tab stop, so the
+    # message box lay 200 Tabs past the sidebar, 1,000 once older ones were paged in.
+    manager = stack.services.conversations
+    for n in range(4):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", f"the hazel hedge, note {n}")
+    await log_in(page, stack)
+    buttons = page.locator(".conv button")
+    await expect(buttons).to_have_count(4)
+    await buttons.first.focus()
+    await page.keyboard.press("ArrowDown")
+    await page.keyboard.press("ArrowDown")
+    await expect(buttons.nth(2)).to_be_focused()
+    await page.keyboard.press("Tab")
+    await expect(page.locator("form.logout button")).to_be_focused()
+    # back into the list: to the entry it was left at
+    await page.keyboard.press("Shift+Tab")
+    await expect(buttons.nth(2)).to_be_focused()
+
+    await page.click('#panel-nav button[data-panel="search"]')
+    await page.fill("#search-input", "hazel")
+    await page.press("#search-input", "Enter")
+    results = page.locator(".result-title")
+    await expect(results).to_have_count(4)
+    await results.first.focus()
+    await page.keyboard.press("Tab")
+    focused = await page.evaluate("document.activeElement.className")
+    assert focused != "result-title"
+
+
 async def test_a_reply_is_announced_and_a_loaded_conversation_is_not(
     page: Page, stack: Stack
 ) -> None:
