@@ -155,7 +155,11 @@ class Api:
         except ValueError as exc:  # a stale or foreign cursor, a date that is not one
             return web.json_response({"error": str(exc)}, status=400)
         body = page.to_dict()
-        for result in body["results"]:
+        for found, result in zip(page.results, body["results"], strict=True):
+            # The turn the snippet shows (the best-ranked), where the result opens: the
+            # first matched turn could lie hundreds of turns before it, out of view.
+            turns = [number for number, _ in found.turn_scores] or found.matched_turns
+            result["focus_turn"] = turns[0] if turns else None
             # The contact, or sender and subject, as in the sidebar (seed 000 "Channel
             # Indicators"): a channel conversation's title alone does not say whose it is.
             rec = await self.services.conversations.get(result["conversation_id"])

@@ -1086,7 +1086,9 @@
       ev.preventDefault();
       state.focusTurns = res.matched_turns || [];
       showPanel("chat");
-      send({ type: "switch_conversation", conversationId: res.conversation_id, aroundTurn: (res.matched_turns || [])[0] });
+      // around the turn the snippet shows, not the first matched (maybe far before it)
+      const around = res.focus_turn != null ? res.focus_turn : (res.matched_turns || [])[0];
+      send({ type: "switch_conversation", conversationId: res.conversation_id, aroundTurn: around });
     };
     title.addEventListener("click", open);
     li.addEventListener("dblclick", open);

@@ -392,6 +392,34 @@ async def test_a_search_result_opened_far_back_still_reaches_the_latest_turns(
     await expect(newer).to_be_hidden()
 
 
+async def test_a_search_result_opens_at_the_turn_its_snippet_shows(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: the result showed its best turn (100) as the snippet but opened the
+    # conversation around its first matched turn (5): the page held turns 1-27 and the
+    # snippet's turn, 73 turns on, was nowhere in view.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    for n in range(1, 121):
+        if n == 5:
+            text = "in passing, a word on the zeppelin and many other things besides"
+        elif n == 100:
+            text = "the zeppelin hangar: zeppelin repairs, zeppelin fuel"
+        else:
+            text = f"small talk number {n}"
+        await manager.append_turn(conv.id, "user", text)
+        await manager.append_turn(conv.id, "assistant", f"noted {n}", turn_number=n)
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "zeppelin")
+    result = page.locator(f'#search-results .result[data-id="{conv.id}"]')
+    await expect(result.locator(".snippet")).to_contain_text("zeppelin repairs")
+    await result.locator(".result-title").click()
+    shown = page.locator("#message-items .msg.matched", has_text="zeppelin repairs")
+    await expect(shown).to_have_count(1)
+    await expect(shown).to_be_in_viewport()
+
+
 async def test_a_very_long_message_shows_cut_with_show_all(page: Page, stack: Stack) -> None:
     # Regression: a page sent every turn whole (50 turns of 1 MB: 50 MB to the tab); a
     # turn over 64 K characters now comes cut, and "Show all" fetches the rest.
