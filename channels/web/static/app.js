@@ -478,7 +478,7 @@
       list.replaceChild(node, stream.node);
       state.streams.delete(turn.turnNumber);
     } else {
-      list.appendChild(node);
+      place(node);
     }
     if (turn.role === "assistant") {
       setGenerating(awaitingReply());
@@ -487,6 +487,14 @@
     if (turn.role === "user" && state.current && !state.current.readOnly) setGenerating(true);
     $("empty-state").hidden = true;
     scrollToBottom();
+  }
+
+  // A turn or note goes above a reply still being written: the reply is written to the
+  // transcript when complete, after it. Shown under it, a message sent while a reply
+  // streamed swapped places with that reply on a reload.
+  function place(node) {
+    const list = items();
+    list.insertBefore(node, list.querySelector(":scope > .msg.streaming"));
   }
 
   // Read out by a screen reader (#announce is aria-live): a reply as it is complete,
@@ -793,7 +801,7 @@
       if (!state.current || state.current.id !== msg.conversationId || state.behind) return;
       if (msg.turn) appendTurn(msg.turn);
       if (msg.event) {
-        items().appendChild(renderEvent(msg.event));
+        place(renderEvent(msg.event));
         scrollToBottom();
       }
     },
