@@ -1233,8 +1233,10 @@
     $("chat-title").addEventListener("click", startRename);
     $("chat-title").addEventListener("keydown", (ev) => ev.key === "Enter" && startRename());
     $("title-input").addEventListener("keydown", (ev) => {
-      if (ev.key === "Enter") finishRename(true);
-      if (ev.key === "Escape") finishRename(false);
+      if (ev.key !== "Enter" && ev.key !== "Escape") return;
+      finishRename(ev.key === "Enter");
+      // back to the title: the box vanished with the focus in it, which fell to the page
+      $("chat-title").focus();
     });
     $("title-input").addEventListener("blur", () => finishRename(true));
     $("model-select").addEventListener("change", (ev) => {

@@ -135,6 +135,27 @@ async def test_tab_passes_the_list_and_the_results_in_one_step(page: Page, stack
     assert focused != "result-title"
 
 
+async def test_renaming_by_keyboard_keeps_focus_on_the_title(page: Page, stack: Stack) -> None:
+    # Regression: Enter or Escape in the title box hid it with the focus in it: focus fell
+    # back to the page, and the keyboard started again from its top.
+    conv = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(conv.id, "user", "a chat to rename")
+    await log_in(page, stack)
+    title = page.locator("#chat-title")
+    await title.focus()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#title-input")).to_be_focused()
+    await page.keyboard.type("Never mind")
+    await page.keyboard.press("Escape")
+    await expect(title).to_be_focused()
+    await expect(title).to_have_text("New conversation")
+    await page.keyboard.press("Enter")
+    await page.keyboard.type("Garden plans")
+    await page.keyboard.press("Enter")
+    await expect(title).to_have_text("Garden plans")
+    await expect(title).to_be_focused()
+
+
 async def test_a_reply_is_announced_and_a_loaded_conversation_is_not(
     page: Page, stack: Stack
 ) -> None:
