@@ -90,6 +90,19 @@
     return false;
   }
 
+  // A link opening in a new tab, filled by ``fill``; its source text when the address is
+  // not a safe one.
+  function link(address, source, fill) {
+    const href = safeUrl(address);
+    if (!href) return document.createTextNode(source);
+    const a = el("a");
+    a.href = href;
+    a.target = "_blank";
+    a.rel = "noopener noreferrer nofollow";
+    fill(a);
+    return a;
+  }
+
   function inline(text, parent, depth) {
     depth = depth || 0;
     if (depth >= MAX_DEPTH || tooManyMarks(text) || performance.now() > deadline) {
@@ -116,27 +129,9 @@
         node = el("del");
         inline(m[7], node, depth + 1);
       } else if (m[8] !== undefined) {
-        const href = safeUrl(m[9]);
-        if (href) {
-          node = el("a");
-          node.href = href;
-          node.target = "_blank";
-          node.rel = "noopener noreferrer nofollow";
-          inline(m[8], node, depth + 1);
-        } else {
-          node = document.createTextNode(m[0]);
-        }
+        node = link(m[9], m[0], (a) => inline(m[8], a, depth + 1));
       } else if (m[10] !== undefined) {
-        const href = safeUrl(m[10]);
-        if (href) {
-          node = el("a");
-          node.href = href;
-          node.target = "_blank";
-          node.rel = "noopener noreferrer nofollow";
-          node.textContent = m[10];
-        } else {
-          node = document.createTextNode(m[0]);
-        }
+        node = link(m[10], m[0], (a) => (a.textContent = m[10]));
       }
       parent.appendChild(node);
       last = re.lastIndex;

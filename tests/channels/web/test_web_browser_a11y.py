@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, Locator, Page, expect
 
 from tests.channels.web.conftest import Stack
 from tests.channels.web.test_web_browser import TIMEOUT, browser, log_in, page, send, shot
@@ -74,15 +74,22 @@ async def test_keyboard_focus_stays_in_the_list_as_turns_arrive(page: Page, stac
     assert focused == convs[0].id
 
 
-async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stack: Stack) -> None:
+async def notes_listed(page: Page, stack: Stack, subject: str, count: int) -> Locator:
+    """``count`` conversations about ``subject``, the dashboard open on them: the list's
+    buttons, the first one focused."""
     manager = stack.services.conversations
-    for n in range(3):
+    for n in range(count):
         conv = await manager.create("web")
-        await manager.append_turn(conv.id, "user", f"the walnut tree, note {n}")
+        await manager.append_turn(conv.id, "user", f"{subject}, note {n}")
     await log_in(page, stack)
     buttons = page.locator(".conv button")
-    await expect(buttons).to_have_count(3)
+    await expect(buttons).to_have_count(count)
     await buttons.first.focus()
+    return buttons
+
+
+async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stack: Stack) -> None:
+    buttons = await notes_listed(page, stack, "the walnut tree", 3)
     await page.keyboard.press("ArrowDown")
     await expect(buttons.nth(1)).to_be_focused()
     await page.keyboard.press("End")
@@ -107,14 +114,7 @@ async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stac
 async def test_tab_passes_the_list_and_the_results_in_one_step(page: Page, stack: Stack) -> None:
     # Regression: every conversation (and every search result) was a Tab stop, so the
     # message box lay 200 Tabs past the sidebar, 1,000 once older ones were paged in.
-    manager = stack.services.conversations
-    for n in range(4):
-        conv = await manager.create("web")
-        await manager.append_turn(conv.id, "user", f"the hazel hedge, note {n}")
-    await log_in(page, stack)
-    buttons = page.locator(".conv button")
-    await expect(buttons).to_have_count(4)
-    await buttons.first.focus()
+    buttons = await notes_listed(page, stack, "the hazel hedge", 4)
     await page.keyboard.press("ArrowDown")
     await page.keyboard.press("ArrowDown")
     await expect(buttons.nth(2)).to_be_focused()
