@@ -88,6 +88,17 @@ async def notes_listed(page: Page, stack: Stack, subject: str, count: int) -> Lo
     return buttons
 
 
+async def results_found(page: Page, query: str, count: int) -> Locator:
+    """The search panel's ``count`` results for ``query``, the first one focused."""
+    await page.click('#panel-nav button[data-panel="search"]')
+    await page.fill("#search-input", query)
+    await page.press("#search-input", "Enter")
+    results = page.locator(".result-title")
+    await expect(results).to_have_count(count)
+    await results.first.focus()
+    return results
+
+
 async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stack: Stack) -> None:
     buttons = await notes_listed(page, stack, "the walnut tree", 3)
     await page.keyboard.press("ArrowDown")
@@ -99,12 +110,7 @@ async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stac
     # the current conversation is marked for a screen reader too, not by colour alone
     await expect(page.locator(".conv.current button")).to_have_attribute("aria-current", "true")
 
-    await page.click('#panel-nav button[data-panel="search"]')
-    await page.fill("#search-input", "walnut")
-    await page.press("#search-input", "Enter")
-    results = page.locator(".result-title")
-    await expect(results).to_have_count(3)
-    await results.first.focus()
+    results = await results_found(page, "walnut", 3)
     await page.keyboard.press("ArrowDown")
     await expect(results.nth(1)).to_be_focused()
     await page.keyboard.press("Enter")  # opens it, as a click does
@@ -124,12 +130,7 @@ async def test_tab_passes_the_list_and_the_results_in_one_step(page: Page, stack
     await page.keyboard.press("Shift+Tab")
     await expect(buttons.nth(2)).to_be_focused()
 
-    await page.click('#panel-nav button[data-panel="search"]')
-    await page.fill("#search-input", "hazel")
-    await page.press("#search-input", "Enter")
-    results = page.locator(".result-title")
-    await expect(results).to_have_count(4)
-    await results.first.focus()
+    await results_found(page, "hazel", 4)
     await page.keyboard.press("Tab")
     focused = await page.evaluate("document.activeElement.className")
     assert focused != "result-title"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page, Route, expect
@@ -349,18 +350,24 @@ async def test_every_control_has_an_accessible_name(page: Page, stack: Stack) ->
     assert unnamed == []
 
 
+async def small_talk(stack: Stack, turns: int, said: dict[int, str]) -> Any:
+    """A web conversation of ``turns`` questions, each answered "noted N": small talk but
+    for the questions ``said`` gives by turn number."""
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    for n in range(1, turns + 1):
+        await manager.append_turn(conv.id, "user", said.get(n, f"small talk number {n}"))
+        await manager.append_turn(conv.id, "assistant", f"noted {n}", turn_number=n)
+    return conv
+
+
 async def test_a_search_result_opened_far_back_still_reaches_the_latest_turns(
     page: Page, stack: Stack
 ) -> None:
     # Regression: opened around turn 3 of 60, the page showed turns 1-27 with no way
     # forward, and a message sent from there appeared right under turn 27, as if the 33
     # turns between did not exist.
-    manager = stack.services.conversations
-    conv = await manager.create("web")
-    for n in range(1, 61):
-        text = "the harpsichord needs tuning" if n == 3 else f"small talk number {n}"
-        await manager.append_turn(conv.id, "user", text)
-        await manager.append_turn(conv.id, "assistant", f"noted {n}", turn_number=n)
+    conv = await small_talk(stack, 60, {3: "the harpsichord needs tuning"})
     await log_in(page, stack)
     await page.click('#panel-nav button[data-panel="search"]')
     await search(page, "harpsichord")
@@ -398,17 +405,11 @@ async def test_a_search_result_opens_at_the_turn_its_snippet_shows(
     # Regression: the result showed its best turn (100) as the snippet but opened the
     # conversation around its first matched turn (5): the page held turns 1-27 and the
     # snippet's turn, 73 turns on, was nowhere in view.
-    manager = stack.services.conversations
-    conv = await manager.create("web")
-    for n in range(1, 121):
-        if n == 5:
-            text = "in passing, a word on the zeppelin and many other things besides"
-        elif n == 100:
-            text = "the zeppelin hangar: zeppelin repairs, zeppelin fuel"
-        else:
-            text = f"small talk number {n}"
-        await manager.append_turn(conv.id, "user", text)
-        await manager.append_turn(conv.id, "assistant", f"noted {n}", turn_number=n)
+    said = {
+        5: "in passing, a word on the zeppelin and many other things besides",
+        100: "the zeppelin hangar: zeppelin repairs, zeppelin fuel",
+    }
+    conv = await small_talk(stack, 120, said)
     await log_in(page, stack)
     await page.click('#panel-nav button[data-panel="search"]')
     await search(page, "zeppelin")
