@@ -13,7 +13,7 @@ from bot.graphemes import cut, isolate, shorten
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import day_range, local_day, owner_zone
-from bot.search.results import InvalidFilter
+from bot.search.results import InvalidFilter, SearchResult
 
 if TYPE_CHECKING:
     from bot.config import AppConfig
@@ -53,6 +53,14 @@ def search_channel(config: AppConfig, value: str | None) -> str | None:
         listed = ", ".join(c for c in known if c in OWNER_CHANNELS)
         raise InvalidFilter(f"channel: {value!r} is not a channel (one of {listed})")
     return value.strip().lower()
+
+
+def focus_turn(result: SearchResult) -> int | None:
+    """The turn a result opens at: the best-ranked, which its snippet quotes. The first
+    matched turn (``matched_turns`` is in turn order) could lie hundreds of turns
+    before it, and the conversation opened with the quoted turn out of view."""
+    turns = [number for number, _ in result.turn_scores] or result.matched_turns
+    return turns[0] if turns else None
 
 
 async def search_answer(
@@ -127,7 +135,7 @@ async def search_answer(
                 "channel": r.channel,
                 "day": day,
                 "turnRange": r.turn_range,
-                "focusTurn": r.matched_turns[0] if r.matched_turns else None,
+                "focusTurn": focus_turn(r),
                 "snippet": snippet,
             }
         )

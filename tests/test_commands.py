@@ -410,6 +410,18 @@ async def test_search_command_finds_past_conversations(core: Core) -> None:
     assert "No conversations match" in await core.say("/search xylophone")
 
 
+async def test_search_command_links_open_at_the_turn_the_snippet_shows(core: Core) -> None:
+    # Regression: a result's link opened the conversation around its first matched turn
+    # while its snippet quoted the best one, which could be hundreds of turns later.
+    await core.say("in passing, a word on the zeppelin and many other things besides")
+    await core.say("small talk")
+    await core.say("the zeppelin hangar: zeppelin repairs, zeppelin fuel")
+    await core.say("/search zeppelin")
+    (found,) = core.channels["telegram"].sent[-1].metadata["results"]
+    assert "zeppelin repairs" in found["snippet"]
+    assert found["focusTurn"] == 3
+
+
 async def test_search_command_names_conversations_as_the_dashboard_lists_them(
     core: Core,
 ) -> None:

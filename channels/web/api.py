@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.command_search import search_channel
+from bot.command_search import focus_turn, search_channel
 from bot.owner_days import day_range, owner_zone
 from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta
@@ -155,7 +155,8 @@ class Api:
         except ValueError as exc:  # a stale or foreign cursor, a date that is not one
             return web.json_response({"error": str(exc)}, status=400)
         body = page.to_dict()
-        for result in body["results"]:
+        for found, result in zip(page.results, body["results"], strict=True):
+            result["focus_turn"] = focus_turn(found)  # the turn its snippet quotes
             # The contact, or sender and subject, as in the sidebar (seed 000 "Channel
             # Indicators"): a channel conversation's title alone does not say whose it is.
             rec = await self.services.conversations.get(result["conversation_id"])

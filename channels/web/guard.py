@@ -9,6 +9,7 @@ security headers (CSP, no framing, no sniffing, no referrer, no caching of priva
 
 from __future__ import annotations
 
+import logging
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -20,6 +21,8 @@ from bot.config.channels import WebChannelConfig
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
+
+log = logging.getLogger("my_agent.web")
 
 # Reachable without a session: the health probes and what the login page itself needs.
 PUBLIC_PATHS = frozenset(
@@ -99,9 +102,19 @@ def guard_middlewares(channel: WebChannel) -> list[Middleware]:
     @web.middleware
     async def authentication(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in PUBLIC_PATHS or channel.authenticated(request):
-            if request.method not in ("GET", "HEAD", "OPTIONS") and request.path != "/login":
+            if request.method not in ("GET", "HEAD", "OPTIONS"):
                 # Belt and braces beside SameSite=Strict: writes come from our own pages.
+                # The login too: a foreign page posting guesses from the owner's browser
+                # used up the owner's own attempts and kept the owner locked out.
                 if not write_origin_allowed(channel.settings, request):
+                    # Named in the log: behind a proxy whose origin is missing from
+                    # channels.web.allowed_origins, the owner's own login lands here.
+                    log.warning(
+                        "web: refused %s %s from origin %r",
+                        request.method,
+                        request.path,
+                        request.headers.get("Origin"),
+                    )
                     return web.json_response({"error": "bad origin"}, status=403)
             return await handler(request)
         if (

@@ -16,7 +16,8 @@ conversation?}, ``history`` {conversationId, turns, hasMore}, ``stream``
 This module is the conversation with one tab: connecting, and answering what it sends.
 The tabs and their send queues are :mod:`channels.web.tabs`; what the core announces to
 them (streams, replies, new turns, renames), :mod:`channels.web.feed`; a message on its
-way to the core, :mod:`channels.web.sending`.
+way to the core, :mod:`channels.web.sending`; a title or model changed,
+:mod:`channels.web.edits`.
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from bot.conversations import ConversationNotFound
-from bot.labels import clip_title
 from channels.web.auth import COOKIE_NAME
+from channels.web.edits import rename_conversation, set_model
 from channels.web.feed import Feed
 from channels.web.sending import send_message
 from channels.web.tabs import Client, Tabs
@@ -224,7 +224,7 @@ class WsHub:
         elif kind == "list_more":
             await self._list_more(client, data)
         elif kind == "rename_conversation":
-            await self._rename(client, data)
+            await rename_conversation(self, client, data)
         elif kind == "send_message":
             await send_message(self, client, data)
         elif kind == "stop_generation":
@@ -234,7 +234,7 @@ class WsHub:
                 if inspect.isawaitable(stopped):
                     await stopped
         elif kind == "set_model":
-            await self._set_model(client, data)
+            await set_model(self, client, data)
         else:
             self.send(client, {"type": "error", "message": f"unknown message type {kind!r}"})
 
@@ -279,39 +279,3 @@ class WsHub:
                 "olderThan": page.start,
             },
         )
-
-    async def _rename(self, client: Client, data: dict[str, Any]) -> None:
-        cid = data.get("conversationId") or client.conversation_id
-        title = str(data.get("title") or "").strip()[:200]
-        if not cid and title:
-            # The title the page shows for a chat with no conversation yet ("/rename"
-            # typed there), told again to a server that reconnected.
-            client.pending_title = clip_title(title) or None
-            return
-        if not cid or not title:
-            self.send(client, {"type": "error", "message": "nothing to rename"})
-            return
-        # The manager emits conversation_renamed; the bus handler broadcasts it.
-        try:
-            await self.services.conversations.rename(str(cid), title)
-        except ConversationNotFound:  # deleted meanwhile, or an id from a stale tab
-            self.send(client, {"type": "error", "message": "no such conversation"})
-
-    async def _set_model(self, client: Client, data: dict[str, Any]) -> None:
-        alias = str(data.get("model") or "")
-        if alias not in self.channel.config.models.aliases:
-            self.send(client, {"type": "error", "message": f"unknown model {alias!r}"})
-            return
-        if client.conversation_id is None:
-            client.pending_model = alias
-            return
-        await self.services.conversations.set_model(client.conversation_id, alias)
-        rec = await self.services.conversations.get(client.conversation_id)
-        if rec is not None:
-            self.tabs.broadcast(
-                {
-                    "type": "conversation_updated",
-                    "conversationId": rec.id,
-                    "conversation": conversation_meta(rec),
-                }
-            )

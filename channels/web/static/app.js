@@ -478,7 +478,7 @@
       list.replaceChild(node, stream.node);
       state.streams.delete(turn.turnNumber);
     } else {
-      list.appendChild(node);
+      place(node);
     }
     if (turn.role === "assistant") {
       setGenerating(awaitingReply());
@@ -487,6 +487,14 @@
     if (turn.role === "user" && state.current && !state.current.readOnly) setGenerating(true);
     $("empty-state").hidden = true;
     scrollToBottom();
+  }
+
+  // A turn or note goes above a reply still being written: the reply is written to the
+  // transcript when complete, after it. Shown under it, a message sent while a reply
+  // streamed swapped places with that reply on a reload.
+  function place(node) {
+    const list = items();
+    list.insertBefore(node, list.querySelector(":scope > .msg.streaming"));
   }
 
   // Read out by a screen reader (#announce is aria-live): a reply as it is complete,
@@ -703,6 +711,7 @@
       li.appendChild(more);
       recent.appendChild(li);
     }
+    rove(list, ".conv button");
     if (focusedId) {
       const again = list.querySelector('.conv[data-id="' + CSS.escape(focusedId) + '"] button');
       if (again) again.focus();
@@ -711,9 +720,13 @@
     }
   }
 
-  // Up and Down (Home, End) move between the entries of a list, as in a menu; Tab still
-  // leaves it.
-  function arrowKeys(container, selector) {
+  // Up and Down (Home, End) move between the entries of a list, as in a menu; Tab
+  // leaves it. The list is one Tab stop (``roving`` entries): with every entry a stop,
+  // the message box lay 200 Tabs past the sidebar (1,000 after paging on).
+  function arrowKeys(container, selector, roving) {
+    container.addEventListener("focusin", (ev) => {
+      if (ev.target.matches(roving)) rove(container, roving, ev.target);
+    });
     container.addEventListener("keydown", (ev) => {
       if (!["ArrowDown", "ArrowUp", "Home", "End"].includes(ev.key)) return;
       const entries = Array.from(container.querySelectorAll(selector));
@@ -724,6 +737,15 @@
       next = Math.max(0, Math.min(entries.length - 1, next));
       entries[next].focus();
     });
+  }
+
+  // The one entry of a list that Tab stops at: the one given, else the one that was the
+  // stop already, the current conversation, or the first.
+  function rove(container, selector, stop) {
+    const entries = Array.from(container.querySelectorAll(selector));
+    stop = stop || entries.find((e) => e.getAttribute("tabindex") === "0") ||
+      entries.find((e) => e.getAttribute("aria-current") === "true") || entries[0];
+    for (const e of entries) e.tabIndex = e === stop ? 0 : -1;
   }
 
   // On a phone the conversation list folds away above the chat (style.css).
@@ -779,7 +801,7 @@
       if (!state.current || state.current.id !== msg.conversationId || state.behind) return;
       if (msg.turn) appendTurn(msg.turn);
       if (msg.event) {
-        items().appendChild(renderEvent(msg.event));
+        place(renderEvent(msg.event));
         scrollToBottom();
       }
     },
@@ -1020,6 +1042,7 @@
     if (!more) list.textContent = "";
     state.search = { query: q, params: params.toString(), cursor: page.next_cursor };
     for (const res of page.results) list.appendChild(renderResult(res));
+    rove(list, ".result-title");
     // total_exact false: more turns match than the ranking read; "more" lists the rest
     const total = page.total + (page.total_exact === false ? "+" : "");
     let status = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
@@ -1071,7 +1094,9 @@
       ev.preventDefault();
       state.focusTurns = res.matched_turns || [];
       showPanel("chat");
-      send({ type: "switch_conversation", conversationId: res.conversation_id, aroundTurn: (res.matched_turns || [])[0] });
+      // around the turn the snippet shows, not the first matched (maybe far before it)
+      const around = res.focus_turn != null ? res.focus_turn : (res.matched_turns || [])[0];
+      send({ type: "switch_conversation", conversationId: res.conversation_id, aroundTurn: around });
     };
     title.addEventListener("click", open);
     li.addEventListener("dblclick", open);
@@ -1208,8 +1233,10 @@
     $("chat-title").addEventListener("click", startRename);
     $("chat-title").addEventListener("keydown", (ev) => ev.key === "Enter" && startRename());
     $("title-input").addEventListener("keydown", (ev) => {
-      if (ev.key === "Enter") finishRename(true);
-      if (ev.key === "Escape") finishRename(false);
+      if (ev.key !== "Enter" && ev.key !== "Escape") return;
+      finishRename(ev.key === "Enter");
+      // back to the title: the box vanished with the focus in it, which fell to the page
+      $("chat-title").focus();
     });
     $("title-input").addEventListener("blur", () => finishRename(true));
     $("model-select").addEventListener("change", (ev) => {
@@ -1244,8 +1271,8 @@
       window.visualViewport.addEventListener("scroll", fitViewport);
       fitViewport();
     }
-    arrowKeys($("conversation-list"), ".conv button, #list-more");
-    arrowKeys($("search-results"), ".result-title");
+    arrowKeys($("conversation-list"), ".conv button, #list-more", ".conv button");
+    arrowKeys($("search-results"), ".result-title", ".result-title");
     renderHeader();
     connect();
   }

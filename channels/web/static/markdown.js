@@ -1,4 +1,5 @@
-/* A small, safe Markdown renderer for chat messages.
+/* A small, safe Markdown renderer for chat messages: the blocks. Spans (code, emphasis,
+ * links) are markdown_inline.js.
  *
  * It never parses HTML: every piece of text becomes a DOM text node and every element is
  * created with createElement, so "<script>" or "<img onerror=...>" in a message is shown
@@ -6,153 +7,12 @@
  *
  * Supported: paragraphs (single newlines kept as line breaks), # headings, ``` fenced code,
  * `inline code`, **bold**, *italic*, _italic_, ~~strike~~, [links](https://...), bare URLs,
- * - / * / 1. lists, > quotes, --- rules.
+ * - / * / 1. lists (nested by indenting), > quotes, --- rules, | pipe | tables |.
  */
 (function (global) {
   "use strict";
 
-  const SAFE_PROTOCOLS = ["http:", "https:", "mailto:"];
-
-  function safeUrl(raw) {
-    try {
-      const url = new URL(raw, "http://invalid.invalid/");
-      if (!SAFE_PROTOCOLS.includes(url.protocol) || url.host === "invalid.invalid") return null;
-      return url.href;
-    } catch (_e) {
-      return null;
-    }
-  }
-
-  // Bidirectional embedding, override and isolate controls (U+202A-U+202E,
-  // U+2066-U+2069) re-order the characters around them: "\u202Eevil" displays as "live",
-  // so a stranger in a group could make a message, a file name or a link read as
-  // something else ("Trojan Source"). Shown as what they are, e.g. [U+202E]; the
-  // stored text keeps them. Each block's own direction (dir=auto) still handles
-  // Hebrew and Arabic, which need no such character.
-  // One exception: a first-strong isolate closed on the same line with no control
-  // inside (U+2068 ... U+2069), which the assistant puts around a Hebrew or Arabic name
-  // or title in its own lines (bot.graphemes.isolate). It can move nothing outside it,
-  // and what is inside is laid out as it would be alone: it is left to do its work.
-  const BIDI_CONTROLS = /\u2068[^\u202A-\u202E\u2066-\u2069\n]*\u2069|[\u202A-\u202E\u2066-\u2069]/g;
-
-  function showBidiControls(text) {
-    return String(text).replace(BIDI_CONTROLS, (c) =>
-      c.length > 1 ? c : "[U+" + c.charCodeAt(0).toString(16).toUpperCase() + "]"
-    );
-  }
-
-  function el(tag, cls) {
-    const node = document.createElement(tag);
-    if (cls) node.className = cls;
-    return node;
-  }
-
-
-  // One alternation; the group that matched says which construct it is. Every span is
-  // bounded (SPAN characters of content, 16 backticks, URL_CHARS of a link): an opening
-  // mark without its closing one was otherwise searched for to the end of the line from
-  // every such mark, so a stranger's 60 kB of "*a " froze the tab for a second, 1 MB of
-  // it for minutes, and 20 kB of backticks for over a minute.
-  const SPAN = "{0,500}?";
-  const URL_CHARS = "{1,4096}";
-  const INLINE = new RegExp(
-    [
-      "(?<!`)(`{1,16})(?!`)([\\s\\S]" + SPAN + "[^`])\\1(?!`)", // 1,2 code span
-      "\\*\\*(?=\\S)([\\s\\S]" + SPAN + "\\S)\\*\\*", // 3 bold
-      "__(?=\\S)([\\s\\S]" + SPAN + "\\S)__(?!\\w)", // 4 bold
-      "\\*(?=[^\\s*])([\\s\\S]" + SPAN + "[^\\s*])\\*(?!\\*)", // 5 italic
-      "(?<!\\w)_(?=[^\\s_])([\\s\\S]" + SPAN + "[^\\s_])_(?!\\w)", // 6 italic
-      "~~(?=\\S)([\\s\\S]" + SPAN + "\\S)~~", // 7 strike
-      "\\[([^[\\]\\n]{1,1000})\\]\\(([^)[\\]\\s]" + URL_CHARS + ")\\)", // 8,9 link
-      "(https?:\\/\\/[^\\s<>\"']{0,4096}[^\\s<>\"'.,:;!?)\\]])", // 10 bare URL
-    ].join("|"),
-    "g"
-  );
-
-  // Deeper nesting (quotes in quotes, emphasis in emphasis) is shown as its text: each
-  // level is a recursive call, and 5,000 ">" overflowed the stack, so the conversation
-  // holding such a message could not be shown at all.
-  const MAX_DEPTH = 16;
-
-  // Even bounded, each opening mark may be searched SPAN characters ahead: a line with
-  // more marks than this is shown as its plain text (nothing legible has that many), and
-  // once a message has spent BUDGET_MS on inline formatting, its remaining lines are
-  // shown as plain text too, so a 1 MB message costs well under a second whatever it
-  // holds (each line costs at most MAX_MARKS searches, a few milliseconds).
-  const MAX_MARKS = 1000;
-  const BUDGET_MS = 200;
-  let deadline = Infinity;
-  const MARKS = new Set(["*", "_", "~", "`", "["]);
-
-  function tooManyMarks(text) {
-    if (text.length <= MAX_MARKS) return false;
-    let count = 0;
-    for (let i = 0; i < text.length; i++) {
-      if (MARKS.has(text[i]) && ++count > MAX_MARKS) return true;
-    }
-    return false;
-  }
-
-  function inline(text, parent, depth) {
-    depth = depth || 0;
-    if (depth >= MAX_DEPTH || tooManyMarks(text) || performance.now() > deadline) {
-      parent.appendChild(document.createTextNode(text));
-      return;
-    }
-    let last = 0;
-    INLINE.lastIndex = 0;
-    let m;
-    const re = new RegExp(INLINE.source, "g");
-    while ((m = re.exec(text)) !== null) {
-      if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
-      let node;
-      if (m[2] !== undefined) {
-        node = el("code");
-        node.textContent = m[2];
-      } else if (m[3] !== undefined || m[4] !== undefined) {
-        node = el("strong");
-        inline(m[3] !== undefined ? m[3] : m[4], node, depth + 1);
-      } else if (m[5] !== undefined || m[6] !== undefined) {
-        node = el("em");
-        inline(m[5] !== undefined ? m[5] : m[6], node, depth + 1);
-      } else if (m[7] !== undefined) {
-        node = el("del");
-        inline(m[7], node, depth + 1);
-      } else if (m[8] !== undefined) {
-        const href = safeUrl(m[9]);
-        if (href) {
-          node = el("a");
-          node.href = href;
-          node.target = "_blank";
-          node.rel = "noopener noreferrer nofollow";
-          inline(m[8], node, depth + 1);
-        } else {
-          node = document.createTextNode(m[0]);
-        }
-      } else if (m[10] !== undefined) {
-        const href = safeUrl(m[10]);
-        if (href) {
-          node = el("a");
-          node.href = href;
-          node.target = "_blank";
-          node.rel = "noopener noreferrer nofollow";
-          node.textContent = m[10];
-        } else {
-          node = document.createTextNode(m[0]);
-        }
-      }
-      parent.appendChild(node);
-      last = re.lastIndex;
-    }
-    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
-  }
-
-  function inlineLines(lines, parent) {
-    lines.forEach((line, i) => {
-      if (i > 0) parent.appendChild(el("br"));
-      inline(line, parent);
-    });
-  }
+  const { el, inline, inlineLines, withBudget, overBudget, MAX_DEPTH } = global.MarkdownInline;
 
   const FENCE = /^\s*(```|~~~)\s*([\w+-]*)\s*$/;
   const HEADING = /^(#{1,6})\s+(.*?)\s*#*\s*$/;
@@ -160,6 +20,133 @@
   const QUOTE = /^\s*>\s?(.*)$/;
   const BULLET = /^\s*[-*+]\s+(.*)$/;
   const ORDERED = /^\s*(\d{1,9})[.)]\s+(.*)$/;
+  const DELIMITER_ROW = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+  // Wider is no table a person writes: shown as text, so a stranger's line of 100,000
+  // pipes does not become 100,000 cells.
+  const MAX_COLUMNS = 64;
+
+  function indentOf(line) {
+    return line.length - line.trimStart().length;
+  }
+
+  // The cells of a table row: split at pipes (not at "\|"), without the outer ones.
+  function cells(line) {
+    let s = line.trim();
+    if (s.startsWith("|")) s = s.slice(1);
+    if (s.endsWith("|") && !s.endsWith("\\|")) s = s.slice(0, -1);
+    return s.split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, "|"));
+  }
+
+  function pipes(line, most) {
+    let count = 0;
+    for (let at = line.indexOf("|"); at >= 0 && count <= most; at = line.indexOf("|", at + 1)) count++;
+    return count;
+  }
+
+  // A table starts at ``i``: a row with a pipe, then a delimiter row (|---|:-:|) with as
+  // many cells. Returns the header's cells, or null.
+  function tableAt(lines, i) {
+    const head = lines[i];
+    const rule = lines[i + 1];
+    if (rule === undefined || !rule.includes("|") || !head.includes("|")) return null;
+    if (pipes(head, MAX_COLUMNS + 1) > MAX_COLUMNS + 1 || pipes(rule, MAX_COLUMNS + 1) > MAX_COLUMNS + 1) return null;
+    if (!DELIMITER_ROW.test(rule)) return null;
+    const names = cells(head);
+    return cells(rule).length === names.length ? names : null;
+  }
+
+  function table(lines, i, names, parent) {
+    const align = cells(lines[i + 1]).map((c) =>
+      c.endsWith(":") ? (c.startsWith(":") ? "align-center" : "align-right") : ""
+    );
+    const row = (values, tag) => {
+      const tr = el("tr");
+      // extra cells join the last one: what was written stays in view
+      const shown = values.length > names.length
+        ? values.slice(0, names.length - 1).concat(values.slice(names.length - 1).join(" | "))
+        : values;
+      names.forEach((_n, c) => {
+        const cell = el(tag, align[c]);
+        inline(shown[c] || "", cell);
+        tr.appendChild(cell);
+      });
+      return tr;
+    };
+    const wrap = el("div", "table-wrap"); // a wide table scrolls inside, not the page
+    const t = el("table");
+    const thead = el("thead");
+    thead.appendChild(row(names, "th"));
+    t.appendChild(thead);
+    const body = el("tbody");
+    i += 2;
+    const rest = [];
+    while (i < lines.length && lines[i].trim() && lines[i].includes("|")) {
+      // Out of time (80,000 rows took seconds): the rest of the rows as their text
+      if (rest.length || overBudget()) rest.push(lines[i]);
+      else body.appendChild(row(cells(lines[i]), "td"));
+      i++;
+    }
+    t.appendChild(body);
+    wrap.appendChild(t);
+    parent.appendChild(wrap);
+    if (rest.length) parent.appendChild(el("div", "plain")).textContent = rest.join("\n");
+    return i;
+  }
+
+  // A list from line ``i``; a line indented past its markers belongs to the item above
+  // it: a nested list, code or quote is rendered inside that item (before, a nested
+  // list showed as its "- " lines, or as flat siblings of its parent).
+  function list(lines, i, parent, depth) {
+    const ordered = !BULLET.test(lines[i]);
+    const pattern = ordered ? ORDERED : BULLET;
+    const base = indentOf(lines[i]);
+    const node = el(ordered ? "ol" : "ul");
+    if (ordered) {
+      const start = parseInt(ORDERED.exec(lines[i])[1], 10);
+      if (start !== 1) node.start = start;
+    }
+    let item = null;
+    let inner = [];
+    const close = () => {
+      if (item && inner.length) nested(inner, item, depth);
+      inner = [];
+    };
+    while (i < lines.length && lines[i].trim()) {
+      const line = lines[i];
+      const im = indentOf(line) <= base + 1 ? pattern.exec(line) : null;
+      if (im) {
+        close();
+        item = el("li");
+        inline(ordered ? im[2] : im[1], item);
+        node.appendChild(item);
+      } else if (item && indentOf(line) > base) {
+        inner.push(line);
+      } else {
+        break;
+      }
+      i++;
+    }
+    close();
+    parent.appendChild(node);
+    return i;
+  }
+
+  function nested(lines, item, depth) {
+    let cut = Infinity;
+    for (const line of lines) cut = Math.min(cut, indentOf(line));
+    const inner = lines.map((line) => line.slice(cut));
+    const structured = inner.some(
+      (l, n) => BULLET.test(l) || ORDERED.test(l) || FENCE.test(l) || QUOTE.test(l) || tableAt(inner, n)
+    );
+    if (structured && depth + 1 < MAX_DEPTH) {
+      blocks(inner, item, depth + 1);
+      return;
+    }
+    for (const line of inner) {
+      item.appendChild(el("br"));
+      inline(line.trim(), item);
+    }
+  }
 
   function blocks(lines, parent, depth) {
     depth = depth || 0;
@@ -167,6 +154,7 @@
     while (i < lines.length) {
       const line = lines[i];
       let m;
+      let names;
       if (!line.trim()) {
         i++;
       } else if ((m = FENCE.exec(line))) {
@@ -186,6 +174,8 @@
         inline(m[2], h);
         parent.appendChild(h);
         i++;
+      } else if ((names = tableAt(lines, i))) {
+        i = table(lines, i, names, parent);
       } else if (RULE.test(line)) {
         parent.appendChild(el("hr"));
         i++;
@@ -200,29 +190,7 @@
         else blocks(inner, q, depth + 1);
         parent.appendChild(q);
       } else if (BULLET.test(line) || ORDERED.test(line)) {
-        const ordered = !BULLET.test(line);
-        const pattern = ordered ? ORDERED : BULLET;
-        const list = el(ordered ? "ol" : "ul");
-        if (ordered) {
-          const start = parseInt(ORDERED.exec(line)[1], 10);
-          if (start !== 1) list.start = start;
-        }
-        let item = null;
-        while (i < lines.length && lines[i].trim()) {
-          const im = pattern.exec(lines[i]);
-          if (im) {
-            item = el("li");
-            inline(ordered ? im[2] : im[1], item);
-            list.appendChild(item);
-          } else if (item && /^\s+/.test(lines[i])) {
-            item.appendChild(el("br"));
-            inline(lines[i].trim(), item);
-          } else {
-            break;
-          }
-          i++;
-        }
-        parent.appendChild(list);
+        i = list(lines, i, parent, depth);
       } else {
         const para = [];
         while (
@@ -231,7 +199,7 @@
           !FENCE.test(lines[i]) &&
           !HEADING.test(lines[i]) &&
           !QUOTE.test(lines[i]) &&
-          !(para.length && (BULLET.test(lines[i]) || ORDERED.test(lines[i])))
+          !(para.length && (BULLET.test(lines[i]) || ORDERED.test(lines[i]) || tableAt(lines, i)))
         ) {
           para.push(lines[i]);
           i++;
@@ -246,22 +214,16 @@
   /** Render Markdown `text` into a new DocumentFragment (never via innerHTML). */
   function renderMarkdown(text) {
     const frag = document.createDocumentFragment();
-    const shown = showBidiControls(text == null ? "" : text);
-    deadline = performance.now() + BUDGET_MS;
-    try {
-      blocks(shown.replace(/\r\n?/g, "\n").split("\n"), frag);
-    } finally {
-      deadline = Infinity;
-    }
+    const shown = global.showBidiControls(text == null ? "" : text);
+    withBudget(() => blocks(shown.replace(/\r\n?/g, "\n").split("\n"), frag));
     // Blocks of text take their direction from their own first letters: a Hebrew or
     // Arabic paragraph reads right to left, an English one beside it left to right. Set
     // once they are filled, innermost first: on an "auto" block, every change inside it
     // re-reads its whole text (20,000 lines took seconds).
-    const filled = frag.querySelectorAll("p, li, ul, ol, blockquote, h3, h4, h5, h6");
+    const filled = frag.querySelectorAll("p, li, ul, ol, blockquote, h3, h4, h5, h6, th, td");
     for (let i = filled.length - 1; i >= 0; i--) filled[i].dir = "auto";
     return frag;
   }
 
   global.renderMarkdown = renderMarkdown;
-  global.showBidiControls = showBidiControls;
 })(window);

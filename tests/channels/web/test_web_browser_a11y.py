@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, Locator, Page, expect
 
 from tests.channels.web.conftest import Stack
 from tests.channels.web.test_web_browser import TIMEOUT, browser, log_in, page, send, shot
@@ -74,15 +74,33 @@ async def test_keyboard_focus_stays_in_the_list_as_turns_arrive(page: Page, stac
     assert focused == convs[0].id
 
 
-async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stack: Stack) -> None:
+async def notes_listed(page: Page, stack: Stack, subject: str, count: int) -> Locator:
+    """``count`` conversations about ``subject``, the dashboard open on them: the list's
+    buttons, the first one focused."""
     manager = stack.services.conversations
-    for n in range(3):
+    for n in range(count):
         conv = await manager.create("web")
-        await manager.append_turn(conv.id, "user", f"the walnut tree, note {n}")
+        await manager.append_turn(conv.id, "user", f"{subject}, note {n}")
     await log_in(page, stack)
     buttons = page.locator(".conv button")
-    await expect(buttons).to_have_count(3)
+    await expect(buttons).to_have_count(count)
     await buttons.first.focus()
+    return buttons
+
+
+async def results_found(page: Page, query: str, count: int) -> Locator:
+    """The search panel's ``count`` results for ``query``, the first one focused."""
+    await page.click('#panel-nav button[data-panel="search"]')
+    await page.fill("#search-input", query)
+    await page.press("#search-input", "Enter")
+    results = page.locator(".result-title")
+    await expect(results).to_have_count(count)
+    await results.first.focus()
+    return results
+
+
+async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stack: Stack) -> None:
+    buttons = await notes_listed(page, stack, "the walnut tree", 3)
     await page.keyboard.press("ArrowDown")
     await expect(buttons.nth(1)).to_be_focused()
     await page.keyboard.press("End")
@@ -92,16 +110,51 @@ async def test_arrow_keys_move_through_the_list_and_the_results(page: Page, stac
     # the current conversation is marked for a screen reader too, not by colour alone
     await expect(page.locator(".conv.current button")).to_have_attribute("aria-current", "true")
 
-    await page.click('#panel-nav button[data-panel="search"]')
-    await page.fill("#search-input", "walnut")
-    await page.press("#search-input", "Enter")
-    results = page.locator(".result-title")
-    await expect(results).to_have_count(3)
-    await results.first.focus()
+    results = await results_found(page, "walnut", 3)
     await page.keyboard.press("ArrowDown")
     await expect(results.nth(1)).to_be_focused()
     await page.keyboard.press("Enter")  # opens it, as a click does
     await expect(page.locator("#panel-chat")).to_be_visible()
+
+
+async def test_tab_passes_the_list_and_the_results_in_one_step(page: Page, stack: Stack) -> None:
+    # Regression: every conversation (and every search result) was a Tab stop, so the
+    # message box lay 200 Tabs past the sidebar, 1,000 once older ones were paged in.
+    buttons = await notes_listed(page, stack, "the hazel hedge", 4)
+    await page.keyboard.press("ArrowDown")
+    await page.keyboard.press("ArrowDown")
+    await expect(buttons.nth(2)).to_be_focused()
+    await page.keyboard.press("Tab")
+    await expect(page.locator("form.logout button")).to_be_focused()
+    # back into the list: to the entry it was left at
+    await page.keyboard.press("Shift+Tab")
+    await expect(buttons.nth(2)).to_be_focused()
+
+    await results_found(page, "hazel", 4)
+    await page.keyboard.press("Tab")
+    focused = await page.evaluate("document.activeElement.className")
+    assert focused != "result-title"
+
+
+async def test_renaming_by_keyboard_keeps_focus_on_the_title(page: Page, stack: Stack) -> None:
+    # Regression: Enter or Escape in the title box hid it with the focus in it: focus fell
+    # back to the page, and the keyboard started again from its top.
+    conv = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(conv.id, "user", "a chat to rename")
+    await log_in(page, stack)
+    title = page.locator("#chat-title")
+    await title.focus()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#title-input")).to_be_focused()
+    await page.keyboard.type("Never mind")
+    await page.keyboard.press("Escape")
+    await expect(title).to_be_focused()
+    await expect(title).to_have_text("New conversation")
+    await page.keyboard.press("Enter")
+    await page.keyboard.type("Garden plans")
+    await page.keyboard.press("Enter")
+    await expect(title).to_have_text("Garden plans")
+    await expect(title).to_be_focused()
 
 
 async def test_a_reply_is_announced_and_a_loaded_conversation_is_not(

@@ -31,6 +31,11 @@ HOSTILE = {
     "backtick run": "'`'.repeat(20000) + 'a'",
     "nested emphasis": "'*_'.repeat(250000) + 'x' + '_*'.repeat(250000)",
     "nested quotes": "'>'.repeat(1000000)",
+    "a row of pipes over a rule": "'|a'.repeat(250000) + '\\n' + '|-'.repeat(250000)",
+    "a table of many rows": "'|a|b|\\n|-|-|\\n' + '|*x|`y|\\n'.repeat(80000)",
+    "deeply nested lists": (
+        "Array.from({length: 1000}, (_, i) => ' '.repeat(i) + '- ' + 'a'.repeat(1000)).join('\\n')"
+    ),
 }
 
 

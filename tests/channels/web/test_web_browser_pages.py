@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page, Route, expect
@@ -349,18 +350,24 @@ async def test_every_control_has_an_accessible_name(page: Page, stack: Stack) ->
     assert unnamed == []
 
 
+async def small_talk(stack: Stack, turns: int, said: dict[int, str]) -> Any:
+    """A web conversation of ``turns`` questions, each answered "noted N": small talk but
+    for the questions ``said`` gives by turn number."""
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    for n in range(1, turns + 1):
+        await manager.append_turn(conv.id, "user", said.get(n, f"small talk number {n}"))
+        await manager.append_turn(conv.id, "assistant", f"noted {n}", turn_number=n)
+    return conv
+
+
 async def test_a_search_result_opened_far_back_still_reaches_the_latest_turns(
     page: Page, stack: Stack
 ) -> None:
     # Regression: opened around turn 3 of 60, the page showed turns 1-27 with no way
     # forward, and a message sent from there appeared right under turn 27, as if the 33
     # turns between did not exist.
-    manager = stack.services.conversations
-    conv = await manager.create("web")
-    for n in range(1, 61):
-        text = "the harpsichord needs tuning" if n == 3 else f"small talk number {n}"
-        await manager.append_turn(conv.id, "user", text)
-        await manager.append_turn(conv.id, "assistant", f"noted {n}", turn_number=n)
+    conv = await small_talk(stack, 60, {3: "the harpsichord needs tuning"})
     await log_in(page, stack)
     await page.click('#panel-nav button[data-panel="search"]')
     await search(page, "harpsichord")
@@ -390,6 +397,28 @@ async def test_a_search_result_opened_far_back_still_reaches_the_latest_turns(
     await newer.click()
     await expect(page.locator("#message-items .msg-user").last).to_contain_text("the organ")
     await expect(newer).to_be_hidden()
+
+
+async def test_a_search_result_opens_at_the_turn_its_snippet_shows(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: the result showed its best turn (100) as the snippet but opened the
+    # conversation around its first matched turn (5): the page held turns 1-27 and the
+    # snippet's turn, 73 turns on, was nowhere in view.
+    said = {
+        5: "in passing, a word on the zeppelin and many other things besides",
+        100: "the zeppelin hangar: zeppelin repairs, zeppelin fuel",
+    }
+    conv = await small_talk(stack, 120, said)
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "zeppelin")
+    result = page.locator(f'#search-results .result[data-id="{conv.id}"]')
+    await expect(result.locator(".snippet")).to_contain_text("zeppelin repairs")
+    await result.locator(".result-title").click()
+    shown = page.locator("#message-items .msg.matched", has_text="zeppelin repairs")
+    await expect(shown).to_have_count(1)
+    await expect(shown).to_be_in_viewport()
 
 
 async def test_a_very_long_message_shows_cut_with_show_all(page: Page, stack: Stack) -> None:

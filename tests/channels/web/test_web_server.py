@@ -160,6 +160,41 @@ async def test_login_attempts_are_rate_limited(stack: Stack) -> None:
             assert r.status == 303 and r.headers["Location"] == "/login?error=rate"
 
 
+async def test_a_foreign_page_cannot_use_up_the_owners_login_attempts(stack: Stack) -> None:
+    # Regression: POST /login skipped the origin check, so any web page the owner had
+    # open could post guesses to it from the owner's own browser (counted as 127.0.0.1,
+    # the owner's address) and keep the owner locked out of the dashboard's login.
+    limit = stack.config.channels.web.login_attempts_per_minute
+    async with aiohttp.ClientSession() as s:
+        for headers in (
+            {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
+            {"Origin": "null", "Sec-Fetch-Site": "cross-site"},  # a sandboxed frame
+        ):
+            for _ in range(limit + 1):
+                async with s.post(
+                    f"{stack.url}/login",
+                    data={"token": "guess"},
+                    headers=headers,
+                    allow_redirects=False,
+                ) as r:
+                    assert r.status == 403
+        # the right token from a foreign page does not log that page in either
+        async with s.post(
+            f"{stack.url}/login",
+            json={"token": stack.channel.token},
+            headers={"Origin": "http://evil.example"},
+        ) as r:
+            assert r.status == 403 and "Set-Cookie" not in r.headers
+        # the owner's own login page still logs in at once
+        async with s.post(
+            f"{stack.url}/login",
+            data={"token": stack.channel.token},
+            headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"},
+            allow_redirects=False,
+        ) as r:
+            assert r.status == 303 and r.headers["Location"] == "/"
+
+
 async def test_behind_a_local_proxy_one_guesser_does_not_lock_the_owner_out(stack: Stack) -> None:
     # Regression: behind the reverse proxy every browser arrived from 127.0.0.1, so a
     # stranger's guesses used up the owner's attempts too.
