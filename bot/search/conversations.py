@@ -30,7 +30,6 @@ Scores are divided by the best one again (the first conversation scores 1).
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import date
@@ -54,25 +53,11 @@ def content_terms(query: str, names: dict[str, str]) -> list[str]:
 
 
 def candidate_texts(rows: Rows, order: np.ndarray) -> dict[str, list[str]]:
-    """conversation -> the contents of its ranked candidate turns (in ranked order;
-    conversations in the order their first candidate is ranked)."""
-    if not len(order):
-        return {}
-    # grouped by a stable sort of the conversation codes (a dict probe and an append per
-    # row of the ~700 cost ~0.3 ms): each group keeps the ranked order
-    codes = rows.codes[order]
-    perm = np.argsort(codes, kind="stable")
-    picked = order[perm].tolist()
-    content = rows.content
-    texts = [content[i] for i in picked]
-    cut = (np.flatnonzero(np.diff(codes[perm])) + 1).tolist()
-    heads = [0, *cut]
-    groups = [
-        (first, rows.conv[picked[a]], texts[a:b])
-        for first, a, b in zip(perm[heads].tolist(), heads, [*cut, len(texts)], strict=True)
-    ]
-    groups.sort()  # by the rank of each conversation's first candidate
-    return {conv: part for _, conv, part in groups}
+    """conversation -> the contents of its ranked candidate turns."""
+    texts: dict[str, list[str]] = {}
+    for i in order.tolist():
+        texts.setdefault(rows.conv[i], []).append(rows.content[i])
+    return texts
 
 
 def starts_word(text: str, term: str) -> bool:
@@ -97,39 +82,6 @@ def coverage(texts: Iterable[str], terms: list[str]) -> float:
     return sum(1 for t in terms if starts_word(text, t)) / len(terms)
 
 
-def coverages(texts: dict[str, list[str]], terms: list[str]) -> dict[str, float]:
-    """:func:`coverage` of every conversation of ``texts`` (lower-case ``terms``), by one
-    ``str.find`` pass per term over all of them joined: a conversation's texts are joined
-    and lower-cased as :func:`coverage` does, and once a term is found at a word start the
-    search jumps to the next conversation. A call per conversation cost ~1 ms of a
-    ranking's ~100 conversations (a Python frame per conversation and term)."""
-    if not terms:
-        return dict.fromkeys(texts, 0.0)
-    if any("\n" in t for t in terms):  # could match across two conversations: one by one
-        return {conv: coverage(parts, terms) for conv, parts in texts.items()}
-    lows = ["\n".join(parts).lower() for parts in texts.values()]
-    starts: list[int] = []  # where each conversation begins in ``joined``
-    at = 0
-    for low in lows:
-        starts.append(at)
-        at += len(low) + 1
-    joined = "\n".join(lows)
-    found = [0] * len(lows)
-    for term in terms:
-        at = joined.find(term)
-        while at >= 0:
-            k = bisect.bisect_right(starts, at) - 1
-            before = joined[at - 1] if at > starts[k] else " "
-            if before.isalnum() or before == "_":
-                at = joined.find(term, at + 1)
-                continue
-            found[k] += 1  # once per conversation: on from the next one
-            if k + 1 == len(starts):
-                break
-            at = joined.find(term, starts[k + 1])
-    return {conv: count / len(terms) for conv, count in zip(texts, found, strict=True)}
-
-
 def rank_conversations(
     cfg: SearchConfig,
     terms: list[str],
@@ -149,11 +101,10 @@ def rank_conversations(
     if cfg.abbreviation_rank_weight and abbreviations:
         norm = minmax(np.asarray(list(abbreviations.values()), dtype=np.float64))
         abbr = dict(zip(abbreviations, norm.tolist(), strict=True))
-    covered = coverages(texts, terms) if cfg.coverage_weight and terms else {}
     scored = []
     for conv, score in conversations:
-        if conv in covered:
-            score += cfg.coverage_weight * covered[conv]
+        if cfg.coverage_weight and terms and conv in texts:
+            score += cfg.coverage_weight * coverage(texts[conv], terms)
         score += cfg.abbreviation_rank_weight * abbr.get(conv, 0.0)
         score += bonus.get(conv, 0.0)
         scored.append((conv, score))
