@@ -204,8 +204,8 @@ class TelegramChannel(TelegramReceiver):
         taken for an outage, a warning every minute, forever, and the owner not told."""
         self.started = False
         self.me = None
-        return await self.token.refuse(NOT_FOUND if isinstance(exc, TelegramNotFound) else
-                                       UNAUTHORIZED)  # fmt: skip
+        answer = NOT_FOUND if isinstance(exc, TelegramNotFound) else UNAUTHORIZED
+        return await self.token.refuse(answer)
 
     async def _moved(self, old: str, new: str) -> None:
         """A send was told chat ``old`` is now the supergroup ``new``: follow it."""

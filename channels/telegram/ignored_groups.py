@@ -59,12 +59,20 @@ class IgnoredGroups:
             log.debug("ignoring a message in group %s: not in channels.telegram.groups", chat.id)
             return True
         if seen is None:
-            log.info("ignoring messages in group %s (%r): not in channels.telegram.groups "
-                     "(said again at most hourly)", chat.id, chat.title)  # fmt: skip
+            log.info(
+                "ignoring messages in group %s (%r): not in channels.telegram.groups "
+                "(said again at most hourly)",
+                chat.id,
+                chat.title,
+            )
         else:
-            log.info("ignoring messages in group %s (%r): not in channels.telegram.groups; "
-                     "%d more ignored since it was last said", chat.id, chat.title,
-                     seen.dropped)  # fmt: skip
+            log.info(
+                "ignoring messages in group %s (%r): not in channels.telegram.groups; "
+                "%d more ignored since it was last said",
+                chat.id,
+                chat.title,
+                seen.dropped,
+            )
         self.seen[chat.id] = _Seen(named_at=now)
         self.seen.move_to_end(chat.id)
         while len(self.seen) > REMEMBERED:
@@ -77,7 +85,10 @@ class IgnoredGroups:
         counts = {chat_id: s.dropped for chat_id, s in self.seen.items() if s.dropped}
         if counts:
             listed = ", ".join(f"{chat_id}: {n}" for chat_id, n in counts.items())
-            log.info("%d more message(s) ignored in groups not allowed (%s)",
-                     sum(counts.values()), listed)  # fmt: skip
+            log.info(
+                "%d more message(s) ignored in groups not allowed (%s)",
+                sum(counts.values()),
+                listed,
+            )
         for seen in self.seen.values():
             seen.dropped = 0

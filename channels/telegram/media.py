@@ -92,9 +92,8 @@ def describe_media(message: Message) -> tuple[str, Attachment] | None:
         d = message.document
         return (
             f"[document: {shown_file_name(d.file_name)}{_kb(d.file_size)}]",
-            Attachment("document", d.file_name or "file", d.mime_type, d.file_size,
-                       ref=d.file_id),
-        )  # fmt: skip
+            Attachment("document", d.file_name or "file", d.mime_type, d.file_size, ref=d.file_id),
+        )
     if message.voice:
         v = message.voice
         desc = f"{v.duration}s"
