@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from aiogram.types import Message
 
 from bot.graphemes import cut
-from channels.telegram.media import SERVICE_TYPES, content_type, describe_media
+from channels.telegram.media import SERVICE_TYPES, content_type, describe_media, in_placeholder
 
 if TYPE_CHECKING:
     from channels.telegram.translate import BotIdentity
@@ -51,7 +51,7 @@ EXTERNAL_KINDS = ("photo", "video", "document", "audio", "voice", "video_note", 
 
 
 def _excerpt(quote: str) -> str:
-    excerpt = " ".join(quote.split())
+    excerpt = in_placeholder(quote)
     if len(excerpt) > QUOTE_CHARS:
         excerpt = cut(excerpt, QUOTE_CHARS).rsplit(" ", 1)[0] + "…"
     return excerpt
@@ -74,7 +74,7 @@ def external_reply_context(message: Message) -> str | None:
     what = f"a {kind.replace('_', ' ')}" if kind else "a message"
     quote = message.quote.text if message.quote is not None else ""
     said = f": \u201c{_excerpt(quote)}\u201d" if quote.strip() else ""
-    return f"[replying to {what} of {who} (another chat){said}]"
+    return f"[replying to {what} of {in_placeholder(who)} (another chat){said}]"
 
 
 def reply_context(message: Message, me: BotIdentity) -> str | None:
@@ -97,4 +97,4 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
         who = original.sender_chat.title or "a chat"
     else:
         who = author.full_name if author is not None else "a message"
-    return f"[replying to {who}: \u201c{excerpt}\u201d]"
+    return f"[replying to {in_placeholder(who)}: \u201c{excerpt}\u201d]"

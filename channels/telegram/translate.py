@@ -21,7 +21,7 @@ from aiogram.types import Chat, Message, MessageEntity
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
 from channels.telegram.keyboards import command_from_prompt
-from channels.telegram.media import SERVICE_TYPES, content_type, describe_media
+from channels.telegram.media import SERVICE_TYPES, content_type, describe_media, in_placeholder
 from channels.telegram.quoting import external_reply_context, forward_source, reply_context
 
 log = logging.getLogger("my_agent.telegram")
@@ -169,7 +169,7 @@ def translate_message(
     source = forward_source(message)
     if source is not None:
         # Someone else's words, passed on: never the sender's own (nor their command).
-        body = f"[forwarded from {source}] {body}".strip()
+        body = f"[forwarded from {in_placeholder(source)}] {body}".strip()
 
     reply_to = message.reply_to_message
     replied_to_bot = bool(reply_to and reply_to.from_user and reply_to.from_user.id == me.id)
