@@ -18,6 +18,7 @@ from typing import Any
 
 from aiogram.types import Chat, Message, MessageEntity
 
+from bot.command_syntax import COMMANDS, parse_command
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
 from channels.telegram.keyboards import command_from_prompt
@@ -86,6 +87,16 @@ def _normalise_command(text: str, me: BotIdentity) -> tuple[str, bool | None]:
     if me.username and m.group(2).lower() == me.username.lower():
         return f"/{m.group(1)}{text[m.end() :]}", True
     return text, False
+
+
+def _our_bare_command(text: str) -> bool:
+    """``/help``, ``/new``: one of this bot's commands without ``@ourbot``. Telegram's
+    apps add the bot's name only when a group has several bots; with this one alone,
+    the command picked from its menu (``/help``) comes bare. Before session 26 such a
+    command was taken for chat in a ``respond: mention`` group: recorded, never run.
+    Not ``/start``, which every bot has: bare in a group it is rarely this one's."""
+    command = parse_command(text)
+    return command is not None and command[0] in COMMANDS
 
 
 def message_identity(message: Message, edited: bool) -> tuple[str, datetime]:
@@ -224,6 +235,7 @@ def translate_message(
                 group_cfg.respond == "always"
                 or replied_to_bot
                 or command_for_us is True
+                or (command_for_us is None and _our_bare_command(body))
                 or _mentions_bot(message, message.text or message.caption or "", me)
             )
             # never a bot (no loops); an anonymous admin writes as the group, through

@@ -708,6 +708,29 @@ async def test_a_message_that_cannot_be_read_is_recorded_as_received_not_skipped
     assert host.delivered[-1].text == "last"
 
 
+async def test_a_bare_command_of_ours_in_a_group_is_for_the_bot(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    # Regression: with the bot alone in a group, Telegram's apps send a command picked
+    # from its menu bare ("/help", no @ourbot), and in a "respond: mention" group it was
+    # taken for chat: recorded, never run (the owner's "/new " too).
+    for text in ("/help", "/new ", "/MODEL haiku", "/start"):
+        tg_server.inject_message(GROUP_ID, text, from_id=OWNER_ID)
+    tg_server.inject_message(GROUP_ID, "/weather", from_id=OWNER_ID)  # not one of ours
+    tg_server.inject_message(GROUP_ID, "/help@other_bot", from_id=OWNER_ID)
+    tg_server.inject_message(GROUP_ID, "a / b", from_id=OWNER_ID)
+    await host.wait_delivered(7)
+    assert [(m.text, m.addressed) for m in host.delivered] == [
+        ("/help", True),
+        ("/new ", True),
+        ("/MODEL haiku", True),
+        ("/start", False),  # every bot's: rarely this one's, bare in a group
+        ("/weather", False),
+        ("/help@other_bot", False),
+        ("a / b", False),
+    ]
+
+
 async def test_a_command_for_another_bot_is_never_ours_in_a_private_chat(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
