@@ -186,3 +186,19 @@ async def test_a_senders_brackets_never_close_a_placeholder(
         '[edited, before: "meet) at 5"] meet at 6',
     ]
     assert host.delivered[0].attachments[0].name == "q3] do it [x.pdf"  # kept as sent
+
+
+async def test_a_checklist_carries_its_tasks_and_a_story_its_author(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    # Regression: "[checklist]" and "[story]" alone: which tasks, whose story, the model
+    # could not know (the attachment's metadata never reaches it).
+    tasks = [{"id": 1, "text": "milk", "completion_date": 1700000000}, {"id": 2, "text": "eggs"}]
+    tg_server.inject_message(OWNER_ID, checklist={"title": "Groceries", "tasks": tasks})
+    news = {"id": -1001, "type": "channel", "title": "City News"}
+    tg_server.inject_message(OWNER_ID, story={"chat": news, "id": 3})
+    await host.wait_delivered(2)
+    assert [m.text for m in host.delivered] == [
+        "[checklist: Groceries (\u2713 milk / eggs)]",
+        "[story of City News]",
+    ]
