@@ -93,6 +93,10 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
     author = original.from_user
     if author is not None and author.id == me.id:
         who = "your message"
+    elif author is not None and message.from_user is not None and author.id == message.from_user.id:
+        # Not by name: in a private chat the model may not know the name is the user's
+        # own, and "[replying to Olga Berg: …] I meant 6" read as someone else's words.
+        who = "their own message"
     elif original.sender_chat is not None and (author is None or author.is_bot):
         who = original.sender_chat.title or "a chat"
     else:

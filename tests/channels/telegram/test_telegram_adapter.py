@@ -436,7 +436,9 @@ async def test_a_reply_says_what_it_answers(
     assert [m.text for m in host.delivered] == [
         "[replying to your message: “Options: Lisbon or Porto.”] the second one",
         "[replying to Max: “The ferry leaves at 7.”] @my_agent_bot true?",
-        "[replying to Ann: “" + "word " * 23 + "word…”] why?",
+        # the owner's own message, not "Ann" (since session 26): the model may not
+        # know the name is the user's, and took it for someone else's words
+        "[replying to their own message: “" + "word " * 23 + "word…”] why?",
         "/model haiku",
         "in a topic",
     ]
