@@ -19,12 +19,19 @@ if TYPE_CHECKING:
     from channels.telegram.translate import BotIdentity
 
 
-def forward_source(message: Message) -> str | None:
-    """Whose words a forwarded message carries (a person's or a chat's name), or None
-    when it is not a forward."""
+def forward_source(message: Message, me: BotIdentity) -> str | None:
+    """Whose words a forwarded message carries (a person's or a chat's name; "your own
+    message" for the bot's, "their own message" for the sender's), or None when it is
+    not a forward. Before session 26 the bot's own answer forwarded back to it came
+    "from My Agent", a name the model did not know for its own."""
     origin = message.forward_origin
     if origin is None:
         return None
+    user = getattr(origin, "sender_user", None)
+    if user is not None and user.id == me.id:
+        return "your own message"
+    if user is not None and message.from_user is not None and user.id == message.from_user.id:
+        return "their own message"
     return origin_name(origin)
 
 

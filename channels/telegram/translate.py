@@ -177,7 +177,7 @@ def translate_message(
         placeholder, attachment = media
         body = f"{placeholder} {body}".strip()
         attachments = (attachment,)
-    source = forward_source(message)
+    source = forward_source(message, me)
     if source is not None:
         # Someone else's words, passed on: never the sender's own (nor their command).
         body = f"[forwarded from {in_placeholder(source)}] {body}".strip()

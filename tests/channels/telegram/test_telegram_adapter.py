@@ -343,13 +343,20 @@ async def test_a_forward_says_whose_words_it_carries(
     tg_server.inject_message(OWNER_ID, "Meet at 5", forward_origin=origins[1])
     tg_server.inject_message(OWNER_ID, "Road closed", forward_origin=origins[2])
     tg_server.inject_message(OWNER_ID, "/new", forward_origin=origins[3])
+    # the bot's own answer forwarded back, and the owner's own words: said so, not by
+    # names the model does not know for its own or the user's (before session 26)
+    bot = {"id": tg_server.me["id"], "is_bot": True, "first_name": "My Agent"}
+    owner = {"id": OWNER_ID, "is_bot": False, "first_name": "Olga"}
+    for user in (bot, owner):
+        origin = {"type": "user", "date": 1700000000, "sender_user": user}
+        tg_server.inject_message(OWNER_ID, "Noon.", forward_origin=origin)
     tg_server.inject_message(
         OWNER_ID,
         photo=[{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}],
         caption="look",
         forward_origin=origins[0],
     )
-    await host.wait_delivered(5)
+    await host.wait_delivered(7)
     # Before, a forward read as the owner's own words ("I quit.") and a forwarded
     # "/new" ran as the owner's command.
     assert [m.text for m in host.delivered] == [
@@ -357,6 +364,8 @@ async def test_a_forward_says_whose_words_it_carries(
         "[forwarded from Bob K] Meet at 5",
         "[forwarded from City News] Road closed",
         "[forwarded from City News] /new",
+        "[forwarded from your own message] Noon.",
+        "[forwarded from their own message] Noon.",
         "[forwarded from Anna Berg] [photo] look",
     ]
     assert all(m.metadata["forwarded"] for m in host.delivered)
