@@ -8,6 +8,7 @@ of another chat ``[replying to a message of City News (another chat): “…”]
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aiogram.types import Message
@@ -33,6 +34,24 @@ def forward_source(message: Message, me: BotIdentity) -> str | None:
     if user is not None and message.from_user is not None and user.id == message.from_user.id:
         return "their own message"
     return origin_name(origin)
+
+
+# Forwarded words older than this say when they were written.
+FORWARD_DATED_AFTER = timedelta(hours=1)
+
+
+def forward_written(message: Message) -> str:
+    """``", written 2026-11-20 14:03 UTC"`` when a forward carries words older than
+    :data:`FORWARD_DATED_AFTER`, else "". Before session 26 the model had no date:
+    "the meeting moved to tomorrow", forwarded a week later, read as tomorrow."""
+    origin = message.forward_origin
+    written = getattr(origin, "date", None)
+    sent = message.date
+    if not isinstance(written, datetime) or not isinstance(sent, datetime):
+        return ""
+    if sent - written < FORWARD_DATED_AFTER:
+        return ""
+    return f", written {written:%Y-%m-%d %H:%M} UTC"
 
 
 def origin_name(origin: Any) -> str:

@@ -23,7 +23,12 @@ from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
 from channels.telegram.keyboards import command_from_prompt
 from channels.telegram.media import SERVICE_TYPES, content_type, describe_media, in_placeholder
-from channels.telegram.quoting import external_reply_context, forward_source, reply_context
+from channels.telegram.quoting import (
+    external_reply_context,
+    forward_source,
+    forward_written,
+    reply_context,
+)
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -180,7 +185,8 @@ def translate_message(
     source = forward_source(message, me)
     if source is not None:
         # Someone else's words, passed on: never the sender's own (nor their command).
-        body = f"[forwarded from {in_placeholder(source)}] {body}".strip()
+        label = f"forwarded from {in_placeholder(source)}{forward_written(message)}"
+        body = f"[{label}] {body}".strip()
 
     reply_to = message.reply_to_message
     replied_to_bot = bool(reply_to and reply_to.from_user and reply_to.from_user.id == me.id)

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import logging
+import time
 
 import pytest
 
@@ -333,11 +334,12 @@ async def test_a_forward_says_whose_words_it_carries(
 ) -> None:
     anna = {"id": 5, "is_bot": False, "first_name": "Anna", "last_name": "Berg"}
     news = {"id": -1001, "type": "channel", "title": "City News"}
+    now = int(time.time())
     origins = [
-        {"type": "user", "date": 1700000000, "sender_user": anna},
-        {"type": "hidden_user", "date": 1700000000, "sender_user_name": "Bob K"},
-        {"type": "channel", "date": 1700000000, "chat": news, "message_id": 9},
-        {"type": "chat", "date": 1700000000, "sender_chat": dict(news, type="supergroup")},
+        {"type": "user", "date": 1700000000, "sender_user": anna},  # written long ago
+        {"type": "hidden_user", "date": now, "sender_user_name": "Bob K"},
+        {"type": "channel", "date": now, "chat": news, "message_id": 9},
+        {"type": "chat", "date": now, "sender_chat": dict(news, type="supergroup")},
     ]
     tg_server.inject_message(OWNER_ID, "I quit.", forward_origin=origins[0])
     tg_server.inject_message(OWNER_ID, "Meet at 5", forward_origin=origins[1])
@@ -348,7 +350,7 @@ async def test_a_forward_says_whose_words_it_carries(
     bot = {"id": tg_server.me["id"], "is_bot": True, "first_name": "My Agent"}
     owner = {"id": OWNER_ID, "is_bot": False, "first_name": "Olga"}
     for user in (bot, owner):
-        origin = {"type": "user", "date": 1700000000, "sender_user": user}
+        origin = {"type": "user", "date": now, "sender_user": user}
         tg_server.inject_message(OWNER_ID, "Noon.", forward_origin=origin)
     tg_server.inject_message(
         OWNER_ID,
@@ -359,14 +361,16 @@ async def test_a_forward_says_whose_words_it_carries(
     await host.wait_delivered(7)
     # Before, a forward read as the owner's own words ("I quit.") and a forwarded
     # "/new" ran as the owner's command.
+    # Anna's words were written long before: said when (since session 26), or "I'll
+    # come tomorrow" forwarded a week later read as tomorrow.
     assert [m.text for m in host.delivered] == [
-        "[forwarded from Anna Berg] I quit.",
+        "[forwarded from Anna Berg, written 2023-11-14 22:13 UTC] I quit.",
         "[forwarded from Bob K] Meet at 5",
         "[forwarded from City News] Road closed",
         "[forwarded from City News] /new",
         "[forwarded from your own message] Noon.",
         "[forwarded from their own message] Noon.",
-        "[forwarded from Anna Berg] [photo] look",
+        "[forwarded from Anna Berg, written 2023-11-14 22:13 UTC] [photo] look",
     ]
     assert all(m.metadata["forwarded"] for m in host.delivered)
     assert host.delivered[0].metadata["forwarded_from"] == "Anna Berg"
@@ -749,7 +753,7 @@ async def test_a_command_for_another_bot_is_never_ours_in_a_private_chat(
     tg_server.inject_message(OWNER_ID, "/model@My_Agent_Bot haiku")
     tg_server.inject_message(STRANGER_ID, "/new@other_bot")
     anna = {"id": 5, "is_bot": False, "first_name": "Anna"}
-    origin = {"type": "user", "date": 1, "sender_user": anna}
+    origin = {"type": "user", "date": int(time.time()), "sender_user": anna}
     tg_server.inject_message(OWNER_ID, "/start@other_bot", forward_origin=origin)
     await host.wait_delivered(4)
     # Before, a private chat has no "addressed" test at all: the other bot's /model was

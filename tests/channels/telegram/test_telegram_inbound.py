@@ -3,6 +3,8 @@ clear text for the model, and nothing is lost, crashes or floods the assistant."
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from bot.bench.fakes.telegram_api import FakeTelegramServer
@@ -31,7 +33,7 @@ async def test_every_kind_of_message_is_stored_with_a_clear_text(
     tg_server.inject_message(OWNER_ID, "👍")
     tg_server.inject_message(
         OWNER_ID,
-        forward_origin={"type": "hidden_user", "date": 1700000000, "sender_user_name": "Zed"},
+        forward_origin={"type": "hidden_user", "date": int(time.time()), "sender_user_name": "Zed"},
         voice=dict(file, duration=3),
     )
     await host.wait_delivered(5)
@@ -166,7 +168,7 @@ async def test_a_senders_brackets_never_close_a_placeholder(
               "type": "regular", "allows_multiple_answers": False,
               "allows_revoting": False, "members_only": False},
     )  # fmt: skip
-    origin = {"type": "hidden_user", "date": 1700000000, "sender_user_name": "Zed] [edited"}
+    origin = {"type": "hidden_user", "date": int(time.time()), "sender_user_name": "Zed] [edited"}
     tg_server.inject_message(OWNER_ID, "hi", forward_origin=origin)
     said = tg_server.make_message(OWNER_ID, "x", from_id=7, first_name="Max]")
     tg_server.inject_message(OWNER_ID, "so?", reply_to=said, quote={"text": "a] b", "position": 0})
