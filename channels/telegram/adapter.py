@@ -93,7 +93,6 @@ class TelegramChannel(TelegramReceiver):
         self._host: ChannelHost | None = None
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._typing = TypingIndicator(self.bot, cfg, self.migrations.current)
         self._failures: dict[int, int] = {}
         self._closed = False
         self._sends = 0  # sends in progress: stop() closes the session once they are done
@@ -102,6 +101,9 @@ class TelegramChannel(TelegramReceiver):
         self.started = False  # True once Telegram accepted getMe/deleteWebhook/setMyCommands
         self.token = TokenState(self.name)
         self.conflicts = PollConflicts(self.name)
+        self._typing = TypingIndicator(
+            self.bot, cfg, self.migrations.current, self.token.accepted, self._revoked
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -207,6 +209,13 @@ class TelegramChannel(TelegramReceiver):
         answer = NOT_FOUND if isinstance(exc, TelegramNotFound) else UNAUTHORIZED
         return await self.token.refuse(answer)
 
+    async def _revoked(self) -> None:
+        """A send or chat action met a 401: the token was revoked since the last poll.
+        Sends are held and "typing…" paused until the polling loop, which sets up again
+        (:meth:`TelegramReceiver._run`), finds it accepted."""
+        self.started = False
+        await self.token.refuse()
+
     async def _moved(self, old: str, new: str) -> None:
         """A send was told chat ``old`` is now the supergroup ``new``: follow it."""
         if self._host is None:
@@ -237,10 +246,8 @@ class TelegramChannel(TelegramReceiver):
                     return await self.sender.send(msg)
                 except TelegramUnauthorizedError:
                     # Revoked since the last poll: held like the rest (parts delivered
-                    # are remembered by the sender, so the retry does not repeat them);
-                    # the polling loop asks Telegram again (TelegramReceiver._run).
-                    self.started = False
-                    await self.token.refuse()
+                    # are remembered by the sender, so the retry does not repeat them).
+                    await self._revoked()
         finally:
             self._sends -= 1
             if not self._sends:

@@ -16,6 +16,8 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from bot.events import InboundMessage
+from bot.graphemes import cut
+from channels.telegram.media import in_placeholder
 
 EDITED = "[edited] "  # what channels/telegram/translate.py puts before an edit's words
 REMEMBERED = 512  # messages whose last words are kept (an edit usually comes soon after)
@@ -48,7 +50,9 @@ class EditHistory:
         metadata = {**msg.metadata, "previous_text": previous}
         text = msg.text
         if text.startswith(EDITED):  # not a message edited into a command: run as typed
-            shown = previous if len(previous) <= SHOWN_MAX else previous[:SHOWN_MAX] + "…"
+            # on one line, its brackets round: the placeholder ends at its first "]"
+            shown = in_placeholder(previous)
+            shown = shown if len(shown) <= SHOWN_MAX else cut(shown, SHOWN_MAX) + "…"
             text = f'[edited, before: "{shown}"] {words}'
         return replace(msg, text=text, metadata=metadata)
 

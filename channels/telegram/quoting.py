@@ -8,24 +8,50 @@ of another chat ``[replying to a message of City News (another chat): “…”]
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aiogram.types import Message
 
 from bot.graphemes import cut
-from channels.telegram.media import SERVICE_TYPES, content_type, describe_media
+from channels.telegram.media import SERVICE_TYPES, content_type, describe_media, in_placeholder
 
 if TYPE_CHECKING:
     from channels.telegram.translate import BotIdentity
 
 
-def forward_source(message: Message) -> str | None:
-    """Whose words a forwarded message carries (a person's or a chat's name), or None
-    when it is not a forward."""
+def forward_source(message: Message, me: BotIdentity) -> str | None:
+    """Whose words a forwarded message carries (a person's or a chat's name; "your own
+    message" for the bot's, "their own message" for the sender's), or None when it is
+    not a forward. Before session 26 the bot's own answer forwarded back to it came
+    "from My Agent", a name the model did not know for its own."""
     origin = message.forward_origin
     if origin is None:
         return None
+    user = getattr(origin, "sender_user", None)
+    if user is not None and user.id == me.id:
+        return "your own message"
+    if user is not None and message.from_user is not None and user.id == message.from_user.id:
+        return "their own message"
     return origin_name(origin)
+
+
+# Forwarded words older than this say when they were written.
+FORWARD_DATED_AFTER = timedelta(hours=1)
+
+
+def forward_written(message: Message) -> str:
+    """``", written 2026-11-20 14:03 UTC"`` when a forward carries words older than
+    :data:`FORWARD_DATED_AFTER`, else "". Before session 26 the model had no date:
+    "the meeting moved to tomorrow", forwarded a week later, read as tomorrow."""
+    origin = message.forward_origin
+    written = getattr(origin, "date", None)
+    sent = message.date
+    if not isinstance(written, datetime) or not isinstance(sent, datetime):
+        return ""
+    if sent - written < FORWARD_DATED_AFTER:
+        return ""
+    return f", written {written:%Y-%m-%d %H:%M} UTC"
 
 
 def origin_name(origin: Any) -> str:
@@ -51,7 +77,7 @@ EXTERNAL_KINDS = ("photo", "video", "document", "audio", "voice", "video_note", 
 
 
 def _excerpt(quote: str) -> str:
-    excerpt = " ".join(quote.split())
+    excerpt = in_placeholder(quote)
     if len(excerpt) > QUOTE_CHARS:
         excerpt = cut(excerpt, QUOTE_CHARS).rsplit(" ", 1)[0] + "…"
     return excerpt
@@ -74,7 +100,7 @@ def external_reply_context(message: Message) -> str | None:
     what = f"a {kind.replace('_', ' ')}" if kind else "a message"
     quote = message.quote.text if message.quote is not None else ""
     said = f": \u201c{_excerpt(quote)}\u201d" if quote.strip() else ""
-    return f"[replying to {what} of {who} (another chat){said}]"
+    return f"[replying to {what} of {in_placeholder(who)} (another chat){said}]"
 
 
 def reply_context(message: Message, me: BotIdentity) -> str | None:
@@ -93,8 +119,12 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
     author = original.from_user
     if author is not None and author.id == me.id:
         who = "your message"
+    elif author is not None and message.from_user is not None and author.id == message.from_user.id:
+        # Not by name: in a private chat the model may not know the name is the user's
+        # own, and "[replying to Olga Berg: …] I meant 6" read as someone else's words.
+        who = "their own message"
     elif original.sender_chat is not None and (author is None or author.is_bot):
         who = original.sender_chat.title or "a chat"
     else:
         who = author.full_name if author is not None else "a message"
-    return f"[replying to {who}: \u201c{excerpt}\u201d]"
+    return f"[replying to {in_placeholder(who)}: \u201c{excerpt}\u201d]"

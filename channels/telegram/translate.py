@@ -18,11 +18,17 @@ from typing import Any
 
 from aiogram.types import Chat, Message, MessageEntity
 
+from bot.command_syntax import COMMANDS, parse_command
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
 from channels.telegram.keyboards import command_from_prompt
-from channels.telegram.media import SERVICE_TYPES, content_type, describe_media
-from channels.telegram.quoting import external_reply_context, forward_source, reply_context
+from channels.telegram.media import SERVICE_TYPES, content_type, describe_media, in_placeholder
+from channels.telegram.quoting import (
+    external_reply_context,
+    forward_source,
+    forward_written,
+    reply_context,
+)
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -86,6 +92,16 @@ def _normalise_command(text: str, me: BotIdentity) -> tuple[str, bool | None]:
     if me.username and m.group(2).lower() == me.username.lower():
         return f"/{m.group(1)}{text[m.end() :]}", True
     return text, False
+
+
+def _our_bare_command(text: str) -> bool:
+    """``/help``, ``/new``: one of this bot's commands without ``@ourbot``. Telegram's
+    apps add the bot's name only when a group has several bots; with this one alone,
+    the command picked from its menu (``/help``) comes bare. Before session 26 such a
+    command was taken for chat in a ``respond: mention`` group: recorded, never run.
+    Not ``/start``, which every bot has: bare in a group it is rarely this one's."""
+    command = parse_command(text)
+    return command is not None and command[0] in COMMANDS
 
 
 def message_identity(message: Message, edited: bool) -> tuple[str, datetime]:
@@ -166,10 +182,11 @@ def translate_message(
         placeholder, attachment = media
         body = f"{placeholder} {body}".strip()
         attachments = (attachment,)
-    source = forward_source(message)
+    source = forward_source(message, me)
     if source is not None:
         # Someone else's words, passed on: never the sender's own (nor their command).
-        body = f"[forwarded from {source}] {body}".strip()
+        label = f"forwarded from {in_placeholder(source)}{forward_written(message)}"
+        body = f"[{label}] {body}".strip()
 
     reply_to = message.reply_to_message
     replied_to_bot = bool(reply_to and reply_to.from_user and reply_to.from_user.id == me.id)
@@ -224,6 +241,7 @@ def translate_message(
                 group_cfg.respond == "always"
                 or replied_to_bot
                 or command_for_us is True
+                or (command_for_us is None and _our_bare_command(body))
                 or _mentions_bot(message, message.text or message.caption or "", me)
             )
             # never a bot (no loops); an anonymous admin writes as the group, through

@@ -2,13 +2,16 @@
 
 Telegram shows a chat action for about 5 s, so it is sent again every 4.5 s until the
 reply is sent there, or for ``channels.telegram.typing_max_seconds`` at the most.
+While Telegram refuses the bot token (``alert:token``) nothing is asked: every chat
+action would be refused too. The indicator resumes once the token is accepted, if its
+reply is still owed and within that bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
 from aiogram.exceptions import (
@@ -16,6 +19,7 @@ from aiogram.exceptions import (
     TelegramBadRequest,
     TelegramForbiddenError,
     TelegramNotFound,
+    TelegramUnauthorizedError,
 )
 from aiogram.methods import SendChatAction
 
@@ -30,14 +34,23 @@ TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing" for about 5 s
 
 class TypingIndicator:
     """One refreshing "typing…" task per chat. ``route`` maps a chat id to the one to
-    send to (a group that moved to a supergroup: its new id)."""
+    send to (a group that moved to a supergroup: its new id); ``accepted`` is set while
+    Telegram accepts the bot token (:attr:`TokenState.accepted`), and ``refused`` is
+    called when a chat action meets a 401 (the token revoked since the last poll)."""
 
     def __init__(
-        self, bot: Bot, config: TelegramChannelConfig, route: Callable[[str], str]
+        self,
+        bot: Bot,
+        config: TelegramChannelConfig,
+        route: Callable[[str], str],
+        accepted: asyncio.Event,
+        refused: Callable[[], Awaitable[object]],
     ) -> None:
         self.bot = bot
         self.config = config
         self.route = route
+        self.accepted = accepted
+        self.refused = refused
         self.closed = False  # the channel is stopped: no more chat actions
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
@@ -72,6 +85,14 @@ class TypingIndicator:
         until = loop.time() + self.config.typing_max_seconds
         while loop.time() + TYPING_REFRESH_SECONDS < until:
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
+            if not self.accepted.is_set():
+                # The token is refused: each chat action would be too. Before, one was
+                # asked every 4.5 s in every chat a reply was owed, each refused (401),
+                # while the reply waited for the token. Resumed once it is accepted.
+                try:
+                    await asyncio.wait_for(self.accepted.wait(), until - loop.time())
+                except TimeoutError:
+                    break
             if not await self._chat_action(chat_id, topic):
                 break
         if self._tasks.get(chat_id) is asyncio.current_task():
@@ -80,9 +101,12 @@ class TypingIndicator:
     async def _chat_action(self, chat_id: str, topic: int | None = None) -> bool:
         """Show "typing…" once; False when the chat refuses the bot (blocked, gone):
         no use asking again. Before, a chat that had blocked the bot was asked every
-        4.5 s for ``typing_max_seconds``, refused each time."""
+        4.5 s for ``typing_max_seconds``, refused each time. Not asked while the token
+        is refused (True: the indicator waits for it, see :meth:`_keep_typing`)."""
         if self.closed:
             return False
+        if not self.accepted.is_set():
+            return True
         try:
             await self.bot(
                 SendChatAction(
@@ -91,6 +115,9 @@ class TypingIndicator:
                     message_thread_id=topic,
                 )
             )
+        except TelegramUnauthorizedError:
+            # revoked since the last poll: sends are held and chat actions paused
+            await self.refused()
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             log.debug("sendChatAction to %s refused: %s; not asked again", chat_id, exc)
             return False

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import logging
+import time
 
 import pytest
 
@@ -333,31 +334,43 @@ async def test_a_forward_says_whose_words_it_carries(
 ) -> None:
     anna = {"id": 5, "is_bot": False, "first_name": "Anna", "last_name": "Berg"}
     news = {"id": -1001, "type": "channel", "title": "City News"}
+    now = int(time.time())
     origins = [
-        {"type": "user", "date": 1700000000, "sender_user": anna},
-        {"type": "hidden_user", "date": 1700000000, "sender_user_name": "Bob K"},
-        {"type": "channel", "date": 1700000000, "chat": news, "message_id": 9},
-        {"type": "chat", "date": 1700000000, "sender_chat": dict(news, type="supergroup")},
+        {"type": "user", "date": 1700000000, "sender_user": anna},  # written long ago
+        {"type": "hidden_user", "date": now, "sender_user_name": "Bob K"},
+        {"type": "channel", "date": now, "chat": news, "message_id": 9},
+        {"type": "chat", "date": now, "sender_chat": dict(news, type="supergroup")},
     ]
     tg_server.inject_message(OWNER_ID, "I quit.", forward_origin=origins[0])
     tg_server.inject_message(OWNER_ID, "Meet at 5", forward_origin=origins[1])
     tg_server.inject_message(OWNER_ID, "Road closed", forward_origin=origins[2])
     tg_server.inject_message(OWNER_ID, "/new", forward_origin=origins[3])
+    # the bot's own answer forwarded back, and the owner's own words: said so, not by
+    # names the model does not know for its own or the user's (before session 26)
+    bot = {"id": tg_server.me["id"], "is_bot": True, "first_name": "My Agent"}
+    owner = {"id": OWNER_ID, "is_bot": False, "first_name": "Olga"}
+    for user in (bot, owner):
+        origin = {"type": "user", "date": now, "sender_user": user}
+        tg_server.inject_message(OWNER_ID, "Noon.", forward_origin=origin)
     tg_server.inject_message(
         OWNER_ID,
         photo=[{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}],
         caption="look",
         forward_origin=origins[0],
     )
-    await host.wait_delivered(5)
+    await host.wait_delivered(7)
     # Before, a forward read as the owner's own words ("I quit.") and a forwarded
     # "/new" ran as the owner's command.
+    # Anna's words were written long before: said when (since session 26), or "I'll
+    # come tomorrow" forwarded a week later read as tomorrow.
     assert [m.text for m in host.delivered] == [
-        "[forwarded from Anna Berg] I quit.",
+        "[forwarded from Anna Berg, written 2023-11-14 22:13 UTC] I quit.",
         "[forwarded from Bob K] Meet at 5",
         "[forwarded from City News] Road closed",
         "[forwarded from City News] /new",
-        "[forwarded from Anna Berg] [photo] look",
+        "[forwarded from your own message] Noon.",
+        "[forwarded from their own message] Noon.",
+        "[forwarded from Anna Berg, written 2023-11-14 22:13 UTC] [photo] look",
     ]
     assert all(m.metadata["forwarded"] for m in host.delivered)
     assert host.delivered[0].metadata["forwarded_from"] == "Anna Berg"
@@ -436,7 +449,9 @@ async def test_a_reply_says_what_it_answers(
     assert [m.text for m in host.delivered] == [
         "[replying to your message: “Options: Lisbon or Porto.”] the second one",
         "[replying to Max: “The ferry leaves at 7.”] @my_agent_bot true?",
-        "[replying to Ann: “" + "word " * 23 + "word…”] why?",
+        # the owner's own message, not "Ann" (since session 26): the model may not
+        # know the name is the user's, and took it for someone else's words
+        "[replying to their own message: “" + "word " * 23 + "word…”] why?",
         "/model haiku",
         "in a topic",
     ]
@@ -708,6 +723,29 @@ async def test_a_message_that_cannot_be_read_is_recorded_as_received_not_skipped
     assert host.delivered[-1].text == "last"
 
 
+async def test_a_bare_command_of_ours_in_a_group_is_for_the_bot(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    # Regression: with the bot alone in a group, Telegram's apps send a command picked
+    # from its menu bare ("/help", no @ourbot), and in a "respond: mention" group it was
+    # taken for chat: recorded, never run (the owner's "/new " too).
+    for text in ("/help", "/new ", "/MODEL haiku", "/start"):
+        tg_server.inject_message(GROUP_ID, text, from_id=OWNER_ID)
+    tg_server.inject_message(GROUP_ID, "/weather", from_id=OWNER_ID)  # not one of ours
+    tg_server.inject_message(GROUP_ID, "/help@other_bot", from_id=OWNER_ID)
+    tg_server.inject_message(GROUP_ID, "a / b", from_id=OWNER_ID)
+    await host.wait_delivered(7)
+    assert [(m.text, m.addressed) for m in host.delivered] == [
+        ("/help", True),
+        ("/new ", True),
+        ("/MODEL haiku", True),
+        ("/start", False),  # every bot's: rarely this one's, bare in a group
+        ("/weather", False),
+        ("/help@other_bot", False),
+        ("a / b", False),
+    ]
+
+
 async def test_a_command_for_another_bot_is_never_ours_in_a_private_chat(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
@@ -715,7 +753,7 @@ async def test_a_command_for_another_bot_is_never_ours_in_a_private_chat(
     tg_server.inject_message(OWNER_ID, "/model@My_Agent_Bot haiku")
     tg_server.inject_message(STRANGER_ID, "/new@other_bot")
     anna = {"id": 5, "is_bot": False, "first_name": "Anna"}
-    origin = {"type": "user", "date": 1, "sender_user": anna}
+    origin = {"type": "user", "date": int(time.time()), "sender_user": anna}
     tg_server.inject_message(OWNER_ID, "/start@other_bot", forward_origin=origin)
     await host.wait_delivered(4)
     # Before, a private chat has no "addressed" test at all: the other bot's /model was

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from bot.bench.fakes.telegram_api import ApiError, FakeTelegramServer
+from bot.bench.fakes.telegram_api import TOKEN, ApiError, FakeTelegramServer
 from bot.channel import PermanentSendError
 from bot.events import OutboundMessage
 from channels.telegram import retries, typing_indicator
 from channels.telegram.adapter import TelegramChannel
 
-from .conftest import OWNER_ID, RecordingHost, SleepRecorder, telegram_config
+from .conftest import OWNER_ID, RecordingHost, SleepRecorder, telegram_config, wait_until
 
 
 def _accepted_but_never_confirmed(tg_server: FakeTelegramServer, channel: TelegramChannel) -> None:
@@ -99,6 +99,46 @@ async def test_typing_stops_in_a_chat_that_blocked_the_bot(
     # refused each time.
     assert len(tg_server.calls_of("sendChatAction")) == 1
     assert "556" not in channel._typing
+
+
+async def test_typing_waits_while_the_token_is_refused_and_resumes_once_accepted(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: while Telegram refused the token (sends held), "typing…" was asked
+    # at once and again every 4.5 s for typing_max_seconds, each refused with a 401.
+    monkeypatch.setattr(typing_indicator, "TYPING_REFRESH_SECONDS", 0.01)
+    channel.refused_retry = 0.05
+    tg_server.token = "123456:revoked"
+    await wait_until(lambda: channel.sending_blocked)
+    await channel.typing(str(OWNER_ID))
+    assert str(OWNER_ID) in channel._typing  # kept, to resume
+    await asyncio.sleep(0.3)  # dozens of refresh periods
+    assert tg_server.calls_of("sendChatAction") == []
+    tg_server.token = TOKEN  # restored with BotFather
+    await tg_server.wait_for("sendChatAction")  # the reply is still owed: shown again
+    assert not channel.sending_blocked
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), "done"))
+    assert str(OWNER_ID) not in channel._typing
+
+
+async def test_a_chat_action_refused_401_holds_the_sends_and_pauses_typing(
+    tg_server: FakeTelegramServer,
+    channel: TelegramChannel,
+    host: RecordingHost,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The token revoked since the last poll, the typing indicator the first to meet
+    # the 401: before, it was logged at DEBUG and asked again every refresh. (Telegram
+    # refuses the chat action alone here: polling, which would notice too, never does.)
+    monkeypatch.setattr(typing_indicator, "TYPING_REFRESH_SECONDS", 0.01)
+    tg_server.fail_next("sendChatAction", code=401, description="Unauthorized")
+    await channel.typing(str(OWNER_ID))
+    assert channel.sending_blocked  # held and said at once, not left to the next poll
+    assert [(key, bool(problem)) for _, key, problem in host.alerts] == [("token", True)]
+    # the polling loop sets up again, Telegram accepts the token: typing resumes
+    await wait_until(lambda: len(tg_server.calls_of("sendChatAction")) >= 2)
+    assert not channel.sending_blocked
+    assert host.alerts[-1] == ("telegram", "token", None)
 
 
 def _long_formatted_reply() -> str:
