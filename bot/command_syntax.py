@@ -43,16 +43,17 @@ DETACHED_COMMANDS = ("help", "search", "status")
 def parse_command(text: str) -> tuple[str, str] | None:
     """``"/model@MyBot  haiku"`` -> ``("model", "haiku")``; None if not a command."""
     stripped = text.strip()
-    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1] in "/ ":
+    if not stripped.startswith("/") or len(stripped) < 2:
         return None
-    head, _, rest = stripped[1:].partition(" ")
-    first_line, _, more = head.partition("\n")
-    if more:
-        rest = more + (" " + rest if rest else "")
-    name = first_line.split("@", 1)[0].lower()
+    if stripped[1] == "/" or stripped[1].isspace():
+        return None
+    # Any whitespace ends the name: a phone keyboard's no-break space or a tab after
+    # "/model" used to glue the argument to the name and send it to the model as words.
+    head, *tail = stripped[1:].split(None, 1)
+    name = head.split("@", 1)[0].lower()
     if not name or not name.replace("_", "").isalnum():
         return None
-    return name, rest.strip()
+    return name, tail[0].strip() if tail else ""
 
 
 @dataclass

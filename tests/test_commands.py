@@ -91,6 +91,10 @@ async def core(tmp_path: Path) -> AsyncIterator[Core]:
         ("// comment", None),
         ("/ new", None),
         ("/путь", ("путь", "")),
+        ("/model\u00a0haiku", ("model", "haiku")),
+        ("/model\thaiku", ("model", "haiku")),
+        ("/new\u00a0", ("new", "")),
+        ("/\u00a0new", None),
     ],
 )
 def test_parse_command(text: str, parsed: tuple[str, str] | None) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.brain.context import ContextTurn, member_label
+from bot.brain.context import ContextTurn, member_label, shown_member
 
 COMPRESSION_SYSTEM = """\
 You maintain the running summary of a conversation between a person (the owner) and their
@@ -43,7 +43,7 @@ def _speaker(turn: ContextTurn) -> str:
     if turn.member is None:
         return f"Owner: {turn.content}"
     text = turn.content.removeprefix(member_label(turn.member))
-    return f"{turn.member} (a group member, not the owner): {text}"
+    return f"{shown_member(turn.member)} (a group member, not the owner): {text}"
 
 
 FLUSH_PROMPT = (
