@@ -18,8 +18,9 @@ from bot.events import OutboundMessage, SendResult
 from channels.email.compose import well_formed
 from channels.email.dsn import Undeliverable
 from channels.email.memory import Correspondence
-from channels.email.outgoing import compose_outgoing
+from channels.email.outgoing import compose_outgoing, thread_root
 from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
+from channels.email.thread_index import thread_ref
 
 log = logging.getLogger("my_agent.email")
 
@@ -117,7 +118,13 @@ class Outbound:
         self._undeliverable.sent(mail_id, to)
         if message.conversation_id and host is not None:
             # Replies to this mail name our Message-ID first: map it to the conversation.
+            refs = [mail_id]
+            if (root := thread_root(message, self._memory.recent)) is not None:
+                # The recipient's Outlook answer names the thread by its Thread-Index
+                # even when a gateway drops References: map the thread too.
+                refs.append(thread_ref(message.chat_id, root))
             try:
-                await host.record_message_ref("email", mail_id, message.conversation_id)
+                for ref in refs:
+                    await host.record_message_ref("email", ref, message.conversation_id)
             except Exception:  # sent already: a failure here must not cause a resend
                 log.exception("could not record Message-ID %s", mail_id)
