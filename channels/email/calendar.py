@@ -28,7 +28,6 @@ _KINDS = {
 # proposal of another time, a request for the latest version. Clicked, not written: a
 # mail carrying one is automatic (recorded, not answered).
 ANSWER_METHODS = ("REPLY", "COUNTER", "DECLINECOUNTER", "REFRESH")
-_CALENDAR_TYPES = ("text/calendar", "application/ics")
 _ANSWER_KINDS = ("Calendar reply", "Calendar counter-proposal")
 # An invitation is a few KB; a calendar export of years is not read whole.
 _MAX_READ = 256 * 1024
@@ -174,10 +173,12 @@ def calendar_answer(msg: Message) -> str | None:
     time, ``Answer: Ann <ann@example.net>: accepted``, a comment typed with it), or None
     when it carries none. Outlook sends it as ``text/calendar; method=REPLY`` beside a
     text part that is empty or holds the comment, Google beside "Ann has accepted this
-    invitation." and an ``invite.ics``; a calendar inside an attached mail is a
+    invitation." and an ``invite.ics`` file; a calendar inside an attached mail is a
     forwarded one, not this mail's."""
     for part in own_parts(msg):
-        if content_type(part) in _CALENDAR_TYPES and not part.is_multipart():
+        # (an .ics file, application/ics, is a file someone attached: Google sends one
+        # beside the text/calendar part, which says it all)
+        if content_type(part) == "text/calendar" and not part.is_multipart():
             method = _method(part)
             if method in ANSWER_METHODS:
                 return calendar_text(part_text(part), method) or f"{_KINDS.get(method, method)}."
