@@ -10,6 +10,9 @@ import asyncio
 import base64
 from pathlib import Path
 
+from bot.config.channels import EmailChannelConfig
+from bot.events import OutboundMessage
+from channels.email.outgoing import compose_outgoing
 from channels.email.thread_index import read_thread_index, reply_index, root_of, thread_ref
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
 from tests.channels.email.stack import (
@@ -43,6 +46,38 @@ def test_the_header_is_read_and_a_reply_keeps_the_thread() -> None:
     ref = thread_ref(" Owner@Example.org", reply)
     assert ref.startswith("thread-index:owner@example.org:") and root_of(ref) == ROOT_A
     assert root_of("<a@b>") is None and root_of("thread-index:x@y:short") is None
+
+
+def test_a_reply_after_a_restart_carries_the_thread_from_the_core_s_reference() -> None:
+    # The channel's memory of the mail answered is gone; the reference the core kept
+    # with the turn still names the thread, when it is the recipient's own.
+    cfg = EmailChannelConfig(address="bot@example.com", display_name="My Assistant")
+    reply_index_of = thread_ref(OWNER, ROOT_A + bytes(5))
+    for refs, carried in (
+        (("<e2e-1@example.org>", reply_index_of), True),
+        (("<e2e-1@example.org>", thread_ref("eve@example.net", ROOT_A + bytes(5))), False),
+        (("<e2e-1@example.org>",), False),
+    ):
+        reply = OutboundMessage(
+            channel="email",
+            chat_id=OWNER,
+            text="Booked.",
+            in_reply_to="<e2e-1@example.org>",
+            thread_refs=refs,
+        )
+        composed, _ = compose_outgoing(
+            reply,
+            "Booked.",
+            "Re: Trip",
+            address=cfg.address or "",
+            cfg=cfg,
+            recent={},
+            last_from={},
+        )
+        index = read_thread_index(composed.message.get("Thread-Index", ""))
+        assert (index is not None and index[:22] == ROOT_A) is carried
+        # the reference is the channel's, never a Message-ID in References
+        assert "thread-index" not in composed.message["References"]
 
 
 def outlook_mail(n: int, body: str, index: bytes, subject: str = "Trip", sender: str = OWNER):  # type: ignore[no-untyped-def]
