@@ -29,8 +29,9 @@ _REPORT_TYPE = "message/disposition-notification"
 _ADDRESS = re.compile(r"[^\s<>,;:\"()\[\]]+@[^\s<>,;:\"()\[\]]+")
 # The subject prefixes clients give a receipt, before the subject of the mail read.
 _RECEIPT_SUBJECT = re.compile(
-    r"^\s*(read|not read|gelesen|ungelesen|lu|non lu|leído|no leído|letto|non letto|"
-    r"lido|gelezen|read receipt|return receipt \([^)]*\) -|disposition notification)\s*:?\s*",
+    r"^\s*(?:(?:read receipt|not read|read|ungelesen|gelesen|non lu|lu|no leído|leído|"
+    r"non letto|letto|não lido|lido|niet gelezen|gelezen|disposition notification)\s*:|"
+    r"return receipt \([^)]*\)\s*-)\s*",
     re.IGNORECASE,
 )
 # RFC 8098 section 3.2.6.2: the disposition types, as a person says them.

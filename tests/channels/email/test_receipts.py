@@ -108,6 +108,11 @@ def test_a_read_receipt_is_read() -> None:
     deleted = parse_message(receipt(2, "<x@y>", subject="Not read: Trip", disposition="deleted"))
     assert deleted.receipt is not None
     assert 'deleted without reading "Trip"' in deleted.receipt.summary(OWNER)
+    # a client that keeps the subject as it was: nothing of it taken for a prefix
+    lunch = parse_message(receipt(4, "<x@y>", subject="Lunch"))
+    assert lunch.receipt is not None and lunch.receipt.original_subject == "Lunch"
+    named = parse_message(receipt(5, "<x@y>", subject="Read receipt: Lunch"))
+    assert named.receipt is not None and named.receipt.original_subject == "Lunch"
     wrapped = parse_message(receipt(3, "<ours-1@example.com>", wrapped=True))
     assert wrapped.auto_submitted and wrapped.receipt is not None
 
