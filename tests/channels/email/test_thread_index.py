@@ -115,6 +115,14 @@ async def test_an_outlook_reply_without_references_finds_its_thread(
     third = (await smtp.capture.wait_for(3))[2]
     assert await wait_ref(stack, "<e2e-3@example.org>") == conv_a
     assert third["In-Reply-To"] == "<e2e-3@example.org>"
+    await drain(stack)
+    # the thread is recorded with its conversation once, not with every reply in it
+    recorded = [
+        line["ref"]
+        for line in stack.services.store.read_lines(conv_a)
+        if str(line.get("ref", "")).startswith("thread-index:")
+    ]
+    assert recorded == [thread_ref(OWNER, ROOT_A)]
     # A forward of that thread is a new topic (Outlook keeps the Thread-Index in it).
     await append(
         pymap.port,
