@@ -11,6 +11,9 @@ never run or trusted: the text is the sender's, like a body.
 from __future__ import annotations
 
 import re
+from email.message import Message
+
+from channels.email.mime_parts import content_type, own_parts, part_text
 
 # What the METHOD of the calendar says the mail is (RFC 5546).
 _KINDS = {
@@ -18,7 +21,14 @@ _KINDS = {
     "CANCEL": "Calendar cancellation",
     "REPLY": "Calendar reply",
     "COUNTER": "Calendar counter-proposal",
+    "DECLINECOUNTER": "Calendar counter-proposal declined",
+    "REFRESH": "Calendar update request",
 }
+# What an attendee's calendar sends back (RFC 5546): an answer to an invitation, a
+# proposal of another time, a request for the latest version. Clicked, not written: a
+# mail carrying one is automatic (recorded, not answered).
+ANSWER_METHODS = ("REPLY", "COUNTER", "DECLINECOUNTER", "REFRESH")
+_ANSWER_KINDS = ("Calendar reply", "Calendar counter-proposal")
 # An invitation is a few KB; a calendar export of years is not read whole.
 _MAX_READ = 256 * 1024
 _MAX_NOTES = 1000
@@ -133,10 +143,43 @@ def calendar_text(text: str, method: str | None = None) -> str | None:
     answers = [
         f"{_person(value, params)}: {params['PARTSTAT'].lower()}"
         for name, params, value in props
-        if name == "ATTENDEE" and "PARTSTAT" in params and kind == "Calendar reply"
+        if name == "ATTENDEE" and "PARTSTAT" in params and kind in _ANSWER_KINDS
     ]
     if answers:
         lines.append("Answer: " + "; ".join(answers))
+    if "COMMENT" in first and (comment := _text(first["COMMENT"][1])):
+        lines.append(f"Comment: {comment}")  # what the attendee typed with the answer
     if "DESCRIPTION" in first and (notes := _text(first["DESCRIPTION"][1])):
         lines += ["", notes if len(notes) <= _MAX_NOTES else notes[: _MAX_NOTES - 1] + "…"]
     return "\n".join(lines)
+
+
+def _method(part: Message) -> str:
+    """The METHOD of a calendar part: its MIME parameter, else the calendar's own."""
+    method = part.get_param("method")
+    if isinstance(method, str) and method.strip():
+        return method.strip().upper()
+    for line in _unfolded(part_text(part)):
+        name, _, value = _split(line)
+        if name == "METHOD":
+            return value.strip().upper()
+        if name == "BEGIN" and value.strip().upper() == "VEVENT":
+            break
+    return ""
+
+
+def calendar_answer(msg: Message) -> str | None:
+    """What the calendar answer ``msg`` carries says (``Calendar reply: Dentist``, its
+    time, ``Answer: Ann <ann@example.net>: accepted``, a comment typed with it), or None
+    when it carries none. Outlook sends it as ``text/calendar; method=REPLY`` beside a
+    text part that is empty or holds the comment, Google beside "Ann has accepted this
+    invitation." and an ``invite.ics`` file; a calendar inside an attached mail is a
+    forwarded one, not this mail's."""
+    for part in own_parts(msg):
+        # (an .ics file, application/ics, is a file someone attached: Google sends one
+        # beside the text/calendar part, which says it all)
+        if content_type(part) == "text/calendar" and not part.is_multipart():
+            method = _method(part)
+            if method in ANSWER_METHODS:
+                return calendar_text(part_text(part), method) or f"{_KINDS.get(method, method)}."
+    return None

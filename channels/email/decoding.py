@@ -11,6 +11,7 @@ import re
 from email.message import Message
 
 from bot.graphemes import cut as grapheme_cut
+from channels.email.iso2022 import decode_iso2022jp, looks_iso2022jp
 
 # Charsets mail clients declare that Python knows under another (or a wider) name.
 _CHARSET_ALIASES = {
@@ -42,6 +43,22 @@ def decode_bytes(data: bytes, charset: str | None = None) -> str:
     letter would have to be followed by one to three bytes from 0x80-0xBF, which are
     controls and rare symbols there."""
     declared = _normalise_charset(charset)
+    if looks_iso2022jp(data):
+        # Japanese in ISO-2022-JP: with Microsoft's extensions (①, ㈱), which Python's
+        # decoder refuses, or under a label lost or wrong (us-ascii, utf-8): it came
+        # through as 7-bit ASCII, escape sequences and all (channels.email.iso2022).
+        if declared and declared.startswith("iso2022_jp"):
+            try:
+                return data.decode(declared)
+            except UnicodeDecodeError:
+                pass
+        if (japanese := decode_iso2022jp(data)) is not None:
+            return japanese
+    if declared == "iso8859-1":
+        # What mail calls latin-1 is windows-1252 (so every browser and mail client
+        # reads it, WHATWG): its quotes, dashes and euro sign came through as C1
+        # control characters. (Its five unassigned bytes fall back below.)
+        declared = "cp1252"
     if declared in _MISLABELLED_AS and not data.isascii():
         try:
             return data.decode("utf-8")

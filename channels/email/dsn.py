@@ -24,7 +24,7 @@ from email.message import Message
 
 from bot.graphemes import cut
 from channels.email.decoding import decode_bytes, header_value, raw_header, unfold
-from channels.email.mime import content_type
+from channels.email.mime_parts import content_type, own_parts
 
 _ADDRESS = re.compile(r"[^\s<>,;:\"()\[\]]+@[^\s<>,;:\"()\[\]]+")
 _REPORT_TYPES = ("message/delivery-status", "message/global-delivery-status")
@@ -66,9 +66,10 @@ class Bounce:
         return f"{head}: {reason}." if reason else f"{head}."
 
 
-def _status_blocks(part: Message) -> list[Message]:
-    """The field blocks of a ``message/delivery-status`` part (per message, then one
-    per recipient), however the parser left its body."""
+def report_fields(part: Message) -> list[Message]:
+    """The field blocks of a report part (``message/delivery-status``: per message, then
+    one per recipient; ``message/disposition-notification``: one), however the parser
+    left its body."""
     payload = part.get_payload()
     if isinstance(payload, list):
         return [block for block in payload if isinstance(block, Message)]
@@ -93,30 +94,17 @@ def _returned_headers(part: Message) -> Message | None:
     return None
 
 
-def _parts(part: Message, depth: int = 0) -> list[Message]:
-    """``part`` and the parts of its multiparts, not those inside an attached mail: a
-    bounce the owner forwards as an attachment ("why did this bounce?") makes theirs no
-    bounce (a gateway that wraps the report in a multipart/mixed does)."""
-    out = [part]
-    if depth < 8 and content_type(part).startswith("multipart/"):
-        payload = part.get_payload()
-        for child in payload if isinstance(payload, list) else []:
-            if isinstance(child, Message):
-                out += _parts(child, depth + 1)
-    return out
-
-
 def read_bounce(msg: Message, msgids: Callable[[str], list[str]]) -> Bounce | None:
     """The report ``msg`` carries, or None when it is no bounce. ``msgids`` reads the ids
     of a header value (the parser's, which tolerates malformed ones)."""
-    parts = list(_parts(msg))
+    parts = list(own_parts(msg))
     reports = [p for p in parts if content_type(p) in _REPORT_TYPES]
     exim = raw_header(msg, "X-Failed-Recipients")
     if not reports and not exim:
         return None
     # (action, address, status, diagnostic) per recipient the report names
     entries: list[tuple[str, str, str, str]] = []
-    for block in _status_blocks(reports[0]) if reports else []:
+    for block in report_fields(reports[0]) if reports else []:
         address = _field(block, "Final-Recipient") or _field(block, "Original-Recipient")
         if not address and not _field(block, "Action"):
             continue  # the per-message fields (Reporting-MTA, Arrival-Date)

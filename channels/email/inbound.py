@@ -21,6 +21,8 @@ from channels.email.dsn import Bounce
 from channels.email.outgoing import reply_all_readers
 from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
+from channels.email.receipts import ReadReceipt
+from channels.email.thread_index import ROOT_BYTES, thread_ref
 
 
 def subject_line(subject: str, text: str, thread_subject: str | None) -> str | None:
@@ -53,6 +55,15 @@ def bounce_metadata(bounce: Bounce) -> dict[str, object]:
         "status": bounce.status,
         "diagnostic": bounce.diagnostic,
         "original_id": bounce.original_id,
+    }
+
+
+def receipt_metadata(receipt: ReadReceipt) -> dict[str, object]:
+    """A read receipt's reading, kept with the turn."""
+    return {
+        "reader": receipt.reader,
+        "disposition": receipt.disposition,
+        "original_id": receipt.original_id,
     }
 
 
@@ -109,12 +120,28 @@ def to_inbound(
         text = mail.subject.strip()
     elif label := subject_line(mail.subject, text, thread_subject):
         text = "\n\n".join(part for part in (label, text) if part.strip())
+    if mail.calendar_answer and mail.calendar_answer not in text:
+        # Outlook's answer has an empty text part beside the calendar, or the comment
+        # typed with it: who answered what comes first.
+        text = "\n\n".join(part for part in (mail.calendar_answer, text) if part.strip())
+    if mail.receipt is not None:
+        # Who read which mail, when: the client's boilerplate ("Your message ... was
+        # read on ...") says no more, and is kept in full_body. By the id of the mail
+        # read it joins that mail's conversation (it named none of its own).
+        stripped = stripped or bool(mail.text.strip())
+        text = mail.receipt.summary(sender)
+        refs.insert(0, mail.receipt.original_id or "")
     if mail.bounce is not None:
         # What failed, to whom and why, first: the escalation quotes the first 500
         # characters, which in a bounce were the reporting server's boilerplate.
         text = "\n\n".join(part for part in (mail.bounce.summary(), text) if part.strip())
         refs.insert(0, mail.bounce.original_id or "")
-    if mail.attachments and not text.lstrip().startswith("/"):  # a command stays one
+    if mail.thread_index is not None and len(mail.thread_index) > ROOT_BYTES and not forward:
+        # Outlook's reply, its References dropped by a gateway: the thread is still
+        # found by its Thread-Index, after every real reference (a new mail, 22 bytes,
+        # names none: it would have taken the subject rule to the owner's last thread).
+        refs.append(thread_ref(sender, mail.thread_index))
+    if mail.attachments and mail.receipt is None and not text.lstrip().startswith("/"):
         # A PDF without a word used to be an empty turn, and the model never knew a
         # file had come with the mail: name what came (the bytes are not kept).
         text = "\n\n".join(
@@ -167,6 +194,7 @@ def to_inbound(
             "auth": verdict.reason,
             "auto_submitted": mail.auto_submitted,
             **({"bounce": bounce_metadata(mail.bounce)} if mail.bounce else {}),
+            **({"receipt": receipt_metadata(mail.receipt)} if mail.receipt else {}),
             "imap": {"uidvalidity": int(validity), "uid": uid},
         },
     )

@@ -19,7 +19,8 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import TypeVar
 
-from channels.email.parsing import ParsedMail, is_auto_reply_subject
+from channels.email.automatic import is_auto_reply_subject
+from channels.email.parsing import ParsedMail
 
 _V = TypeVar("_V")
 

@@ -33,6 +33,20 @@ def content_type(part: Message) -> str:
         return "text/plain"
 
 
+def own_parts(part: Message, depth: int = 0) -> list[Message]:
+    """``part`` and the parts of its multiparts, not those inside an attached mail: the
+    report or calendar parts that say what a mail is (a bounce, a read receipt, a calendar
+    reply). One the owner forwards as an attachment ("why did this bounce?") makes theirs
+    none; a gateway that wraps a report in a multipart/mixed does not."""
+    out = [part]
+    if depth < 8 and content_type(part).startswith("multipart/"):
+        payload = part.get_payload()
+        for child in payload if isinstance(payload, list) else []:
+            if isinstance(child, Message):
+                out += own_parts(child, depth + 1)
+    return out
+
+
 def filename(part: Message) -> str | None:
     try:
         name = part.get_filename()

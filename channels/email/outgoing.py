@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import OutboundMessage
+from bot.mail_subjects import bare_subject
 from channels.email.compose import (
     ComposedMail,
     answer_addresses,
@@ -23,6 +24,7 @@ from channels.email.compose import (
     reply_subject,
 )
 from channels.email.parsing import ParsedMail
+from channels.email.thread_index import ROOT_BYTES, reply_index, root_of, thread_ref
 
 
 def is_msgid(value: str | None) -> bool:
@@ -92,6 +94,22 @@ def reply_to_of(message: OutboundMessage, parent: ParsedMail | None, recipient: 
     return []
 
 
+def thread_root(message: OutboundMessage, recent: Mapping[str, ParsedMail]) -> bytes | None:
+    """The Outlook thread (a ``Thread-Index`` header block) of the mail ``message``
+    answers: from that mail, when the channel remembers it, else from the thread's
+    reference the core keeps with the turn (:mod:`channels.email.thread_index`), when it
+    is the recipient's. None for anything that answers no Outlook mail."""
+    recipient = message.chat_id.strip().lower()
+    parent = recent.get(message.in_reply_to or "") if is_msgid(message.in_reply_to) else None
+    if parent is not None and parent.thread_index is not None:
+        return parent.thread_index[:ROOT_BYTES] if parent.from_addr == recipient else None
+    for ref in message.thread_refs:
+        root = root_of(ref)
+        if root is not None and ref == thread_ref(recipient, root):
+            return root
+    return None
+
+
 def compose_outgoing(
     message: OutboundMessage,
     text: str,
@@ -135,6 +153,13 @@ def compose_outgoing(
         else [recipient]
     )
     to, cc = reply_recipients(answered, original_to, original_cc, [address], answer_all)
+    headers = {"Auto-Submitted": "auto-replied"} if answers_automatically(message) else {}
+    root = thread_root(message, recent) if in_reply_to else None
+    if root is not None:
+        # Outlook files the owner's answer by it, and its Thread-Index then names the
+        # thread even when a gateway drops References (channels.email.thread_index).
+        headers["Thread-Index"] = reply_index(root)
+        headers["Thread-Topic"] = bare_subject(subject)
     composed = compose(
         from_addr=address,
         display_name=cfg.display_name,
@@ -145,8 +170,6 @@ def compose_outgoing(
         in_reply_to=in_reply_to,
         references=references_chain(refs, in_reply_to),
         message_id=stable_message_id(message, text, address),
-        extra_headers={"Auto-Submitted": "auto-replied"}
-        if answers_automatically(message)
-        else None,
+        extra_headers=headers,
     )
     return composed, subject

@@ -16,13 +16,17 @@ import email.parser
 import email.utils
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email import policy
 from email.message import Message
+from typing import TypeVar
 
 from bot.events import Attachment
-from channels.email.compose import is_reply_subject
+from bot.mail_subjects import is_forward_subject
+from channels.email.automatic import is_automatic
+from channels.email.calendar import calendar_answer
 from channels.email.decoding import (
     decode_bytes,
     decode_header_value,
@@ -31,9 +35,12 @@ from channels.email.decoding import (
     unfold,
 )
 from channels.email.dsn import Bounce, read_bounce
-from channels.email.mime import Walker, content_type
+from channels.email.mime import Walker
+from channels.email.receipts import ReadReceipt, read_receipt
+from channels.email.thread_index import read_thread_index
 
 log = logging.getLogger("my_agent.email.parsing")
+_T = TypeVar("_T")
 
 _MSGID_RE = re.compile(r"<([^<>]*)>")
 _HEADER_END = re.compile(rb"\r?\n\r?\n")  # the blank line that ends the header block
@@ -43,25 +50,11 @@ _COMMENT = re.compile(r"\([^()]*\)")
 _BOUNDARY = re.compile(r"^--[0-9A-Za-z'()+_,./:=?-]{1,70}(--)?\s*$")
 _PART_FIELD = re.compile(r"(?i)^(content-[a-z-]+|mime-version)\s*:")
 _TOO_DEEP = "[This mail is nested too deeply to be read as MIME: its text is shown as found.]"
-# Headers only automatic mail carries: auto-responders' own, and mailing lists' (RFC 2369,
-# RFC 2919: newsletters, list traffic, notifications).
-_AUTOMATIC_HEADERS = ("X-Autoreply", "X-Autorespond", "List-Id", "List-Unsubscribe")
 # Headers naming the mailboxes a mail has passed through on its way (loop markers):
 # Exchange's forwarding rules, procmail, Sieve and ticket systems (X-Loop), Mailman,
 # and a redirect (Resent-From). Our own address in one: the mail came back round.
 _LOOP_HEADERS = ("X-MS-Exchange-Inbox-Rules-Loop", "X-Loop", "X-Been-There", "Resent-From")
 _LOOP_ADDRESS = re.compile(r"[^\s<>,;:\"()\[\]]+@[^\s<>,;:\"()\[\]]+")
-# The subject Exchange and Outlook give an out-of-office reply, in the recipient's language
-# ("Automatic reply:", before Exchange 2010 "Out of Office:"; "Automatische Antwort:",
-# "Réponse automatique :", ...), always followed by a colon.
-_AUTO_REPLY_SUBJECT = re.compile(
-    r"^\s*(automatic reply|auto[- ]?reply|auto response|out of (the )?office|"
-    r"automatische antwort|abwesenheitsnotiz|réponse automatique|respuesta automática|"
-    r"risposta automatica|resposta automática|automatisch antwoord|autosvar|"
-    r"automatisk svar|automaattinen vastaus|automatyczna odpowiedź|automatická odpověď|"
-    r"otomatik yanıt|автоматический ответ|自動応答|自动回复)\s*:",
-    re.IGNORECASE,
-)
 
 
 @dataclass(frozen=True)
@@ -90,6 +83,11 @@ class ParsedMail:
     # them the receiving server's verdict was about is unknown (channels.email.inbound)
     from_count: int = 1
     mailing_list: bool = False  # a list's copy (List-Id): the owner may have Cc'd us too
+    receipt: ReadReceipt | None = None  # a read receipt's reading (channels.email.receipts)
+    # a calendar's answer to an invitation, as lines (channels.email.calendar)
+    calendar_answer: str | None = None
+    # Outlook's Thread-Index, decoded (its first 22 bytes name the thread), or None
+    thread_index: bytes | None = None
 
 
 def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
@@ -206,11 +204,18 @@ def parse_message(raw: bytes) -> ParsedMail:
     except Exception:  # a report too broken to read is still automatic mail (below)
         log.warning("could not read a delivery report", exc_info=True)
         bounce = None
+    receipt = _guarded(lambda: read_receipt(msg, _msgids), "a read receipt")
+    subject = header_value(msg, "Subject")
+    # An answer the owner forwards ("Fwd: Accepted: Dentist") is a question about it.
+    answer = None
+    if not is_forward_subject(subject):
+        answer = _guarded(lambda: calendar_answer(msg), "a calendar answer")
+    automatic = bounce is not None or receipt is not None or answer is not None
     return ParsedMail(
         message_id=message_ids[0] if message_ids else None,
         in_reply_to=in_reply[0] if in_reply else None,
         references=tuple(_msgids(" ".join(raw_header(msg, "References")))),
-        subject=header_value(msg, "Subject"),
+        subject=subject,
         from_addr=sender[0][1] if sender else None,
         from_name=(sender[0][0] or None) if sender else None,
         to=tuple(a for _, a in _addresses(msg, "To")),
@@ -220,7 +225,7 @@ def parse_message(raw: bytes) -> ParsedMail:
         text=text.strip("\n"),
         attachments=tuple(walker.attachments),
         auth_results=tuple(unfold(v) for v in raw_header(msg, "Authentication-Results")),
-        auto_submitted=bounce is not None or _is_automatic(msg, sender[0][1] if sender else None),
+        auto_submitted=automatic or is_automatic(msg, sender[0][1] if sender else None),
         loop_addresses=tuple(
             dict.fromkeys(
                 found.lower()
@@ -232,7 +237,20 @@ def parse_message(raw: bytes) -> ParsedMail:
         bounce=bounce,
         from_count=len(sender),
         mailing_list=bool(raw_header(msg, "List-Id")),
+        receipt=receipt,
+        calendar_answer=answer,
+        thread_index=read_thread_index(header_value(msg, "Thread-Index")),
     )
+
+
+def _guarded(read: Callable[[], _T], what: str) -> _T | None:
+    """``read()``, None when it fails: a part too broken to read says nothing (the
+    mail is read as text, as any other)."""
+    try:
+        return read()
+    except Exception:
+        log.warning("could not read %s", what, exc_info=True)
+        return None
 
 
 def attachment_lines(attachments: tuple[Attachment, ...]) -> list[str]:
@@ -255,42 +273,3 @@ def attachment_lines(attachments: tuple[Attachment, ...]) -> list[str]:
         note = f", {item.description}" if item.description else ""
         lines.append(f"[{what}: {name}{size}{note}]")
     return lines
-
-
-def is_auto_reply_subject(subject: str) -> bool:
-    """Whether ``subject`` is one an auto-responder gives its answer ("Automatic reply:
-    ...", "Out of Office: ...", in a dozen languages)."""
-    return bool(_AUTO_REPLY_SUBJECT.match(subject))
-
-
-def _is_automatic(msg: Message, sender: str | None) -> bool:
-    """RFC 3834 auto-replies, bounces and bulk mail (answering them risks mail loops)."""
-    auto = header_value(msg, "Auto-Submitted").lower()
-    if auto and auto != "no":
-        return True
-    for name in ("Precedence", "X-Precedence"):
-        if header_value(msg, name).lower() in ("bulk", "junk", "list", "auto_reply"):
-            return True
-    if any(raw_header(msg, name) for name in _AUTOMATIC_HEADERS):
-        return True
-    # Exchange's out-of-office reply has no Auto-Submitted: it says what it is with
-    # X-Auto-Response-Suppress and its subject. The header alone is no sign (Exchange
-    # adds it to ordinary mail too: the owner's own mail would go unanswered), nor is
-    # the subject alone (a person may type "Out of office next week: ...").
-    subject = header_value(msg, "Subject")
-    suppress = header_value(msg, "X-Auto-Response-Suppress").strip().lower()
-    if suppress and suppress != "none" and _AUTO_REPLY_SUBJECT.match(subject):
-        return True
-    # An auto-responder with no header to say so (hosting panels' vacation scripts,
-    # old Exchange rules) names itself in the subject it gives its answer: "Out of
-    # Office: Re: Trip". A person never types that in front of a reply's subject.
-    if (found := _AUTO_REPLY_SUBJECT.match(subject)) and is_reply_subject(subject[found.end() :]):
-        return True
-    # A null envelope sender (RFC 5321: bounces, and the auto-replies of servers that
-    # follow RFC 3834) and delivery/read reports (multipart/report) want no answer.
-    if header_value(msg, "Return-Path").replace(" ", "") == "<>":
-        return True
-    if content_type(msg) == "multipart/report":
-        return True
-    local = (sender or "").split("@", 1)[0]
-    return local in ("mailer-daemon", "postmaster", "noreply", "no-reply", "donotreply")

@@ -94,8 +94,12 @@ _MOBILE = re.compile(
     r"edison|nine|windows|smartphone|handy|tablet|cellulare|teléfono|telefono|móvil|"
     r"movil|celular|apple watch)\b[^,;]{0,50}|"
     r"von meinem \S+( \S+){0,2} gesendet|"
-    r"get outlook for (ios|android)\S*"
-    r")\s*$",
+    # Outlook mobile's, in the languages it ships with ("Get Outlook for iOS", "Outlook
+    # für Android herunterladen", ...), its link glued on or, from HTML, after a space
+    r"(get|obtener|descargar|obtenir|télécharger|scarica|ottieni|obter o|baixe o|pobierz) "
+    r"outlook (for|para|pour|per|dla) (ios|android)\S*|"
+    r"outlook (für|voor|för|for) (ios|android) (beziehen|herunterladen|downloaden|hämta)"
+    r")(\s*<https?://[^>\s]*>)?\s*$",
     re.IGNORECASE,
 )
 _SIGNOFF_DASH = re.compile(r"^-[A-Z][\w.']*( [\w.']+){0,2}\s*$")
@@ -182,7 +186,8 @@ def _strip_signature(block: list[str]) -> list[str]:
     # Trailing mobile signatures and "-Name" sign-offs (only as the last words).
     while True:
         last = len(block) - 1
-        while last >= 0 and not block[last].strip():
+        # (a rule left of the history's <hr> hides the signature above it: skipped)
+        while last >= 0 and _DECORATION.match(block[last]):
             last -= 1
         if last < 0:
             return []

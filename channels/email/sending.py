@@ -11,15 +11,17 @@ outbox retries them; what can never be sent raises :class:`PermanentSendError`.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 from bot.channel import ChannelHost, PermanentSendError
 from bot.config.channels import EmailChannelConfig
 from bot.events import OutboundMessage, SendResult
 from channels.email.compose import well_formed
 from channels.email.dsn import Undeliverable
-from channels.email.memory import Correspondence
-from channels.email.outgoing import compose_outgoing
+from channels.email.memory import REMEMBERED, Correspondence
+from channels.email.outgoing import compose_outgoing, thread_root
 from channels.email.smtp import Deferred, Owed, SmtpSender, left_out_reason
+from channels.email.thread_index import thread_ref
 
 log = logging.getLogger("my_agent.email")
 
@@ -45,6 +47,9 @@ class Outbound:
             cfg.smtp.timeout,
         )
         self._owed = Owed()  # mails some recipients are still owed (refused for now)
+        # Outlook threads recorded with their conversation in this run: once is enough
+        # (every reply in the thread recorded it again, a line in the transcript each)
+        self._threads: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._memory = memory
         self._undeliverable = undeliverable
 
@@ -116,8 +121,26 @@ class Outbound:
         self._memory.sent(mail_id, subject)
         self._undeliverable.sent(mail_id, to)
         if message.conversation_id and host is not None:
-            # Replies to this mail name our Message-ID first: map it to the conversation.
-            try:
-                await host.record_message_ref("email", mail_id, message.conversation_id)
-            except Exception:  # sent already: a failure here must not cause a resend
-                log.exception("could not record Message-ID %s", mail_id)
+            await self._record(host, message, mail_id, message.conversation_id)
+
+    async def _record(
+        self, host: ChannelHost, message: OutboundMessage, mail_id: str, conversation_id: str
+    ) -> None:
+        """Map what replies to ``mail_id`` will name to the conversation: our Message-ID,
+        and the recipient's Outlook thread (their answer names it by its Thread-Index
+        even when a gateway drops References), once per run."""
+        refs = [mail_id]
+        root = thread_root(message, self._memory.recent)
+        thread = (thread_ref(message.chat_id, root), conversation_id) if root else None
+        if thread is not None and thread not in self._threads:
+            refs.append(thread[0])
+        try:
+            for ref in refs:
+                await host.record_message_ref("email", ref, conversation_id)
+        except Exception:  # sent already: a failure here must not cause a resend
+            log.exception("could not record Message-ID %s", mail_id)
+            return
+        if thread is not None:
+            self._threads[thread] = None
+            while len(self._threads) > REMEMBERED:
+                self._threads.popitem(last=False)

@@ -108,7 +108,10 @@ def pymap() -> Iterator[PymapServer]:
 
 
 async def imap_client(port: int) -> aioimaplib.IMAP4:
-    client = aioimaplib.IMAP4("127.0.0.1", port, timeout=5)
+    """The tests' own connection (the MTA delivering, a look at the folder). Its timeout
+    bounds a hang, nothing measured: at a load of 10 on two cores pymap took over 5 s
+    to answer a LOGIN, and three tests failed in their setup (session 26)."""
+    client = aioimaplib.IMAP4("127.0.0.1", port, timeout=30)
     await client.wait_hello_from_server()
     response = await client.login(USER, PASSWORD)
     assert response.result == "OK", response

@@ -5,6 +5,7 @@ reached nobody. Now they are the turn's text; an attached .ics stays a file."""
 
 from __future__ import annotations
 
+import asyncio
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -15,11 +16,13 @@ from tests.channels.email.stack import (
     GOOD_AUTH,
     OWNER,
     Stack,
+    drain,
     open_in_new_folder,
     user_turns,
     wait_ref,
 )
 
+ANN = "ann@example.net"
 # As Outlook writes it: CRLF, folded lines, escapes, a quoted CN with a colon in it.
 OUTLOOK = (
     "BEGIN:VCALENDAR\r\n"
@@ -126,3 +129,89 @@ async def test_the_owner_s_invitation_reaches_the_turn(
     assert "When: 2025-01-20 10:00-11:00" in turn and "insurance card" in turn
     page = await stack.services.search.search("x-rays")
     assert conv in {r.conversation_id for r in page.results}
+
+
+def _answer(
+    method: str = "REPLY",
+    partstat: str = "ACCEPTED",
+    comment: str = "",
+    *,
+    n: int = 1,
+    sender: str = "ann@example.net",
+    subject: str = "Accepted: Dentist",
+    typed: str = "",
+) -> bytes:
+    """An attendee's answer as Outlook sends it: a text part (empty, or what they typed)
+    beside ``text/calendar; method=...``; no Auto-Submitted."""
+    calendar = (
+        f"BEGIN:VCALENDAR\r\nMETHOD:{method}\r\nBEGIN:VEVENT\r\nSUMMARY:Dentist\r\n"
+        "DTSTART;TZID=Europe/Lisbon:20250120T100000\r\n"
+        "DTEND;TZID=Europe/Lisbon:20250120T110000\r\n"
+        f"ATTENDEE;PARTSTAT={partstat};CN=Ann:mailto:{sender}\r\n"
+        + (f"COMMENT:{comment}\r\n" if comment else "")
+        + "ORGANIZER:mailto:bot@example.com\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    msg = EmailMessage()
+    msg["From"] = f"Ann <{sender}>"
+    msg["To"] = "bot@example.com"
+    msg["Subject"] = subject
+    msg["Message-ID"] = f"<answer-{n}@example.net>"
+    msg["Date"] = "Tue, 14 Jan 2025 09:30:00 +0100"
+    msg["Authentication-Results"] = GOOD_AUTH.replace("example.org", "example.net")
+    msg.set_content(typed)
+    msg.add_alternative(calendar, subtype="calendar", params={"method": method})
+    return msg.as_bytes()
+
+
+def test_a_calendar_answer_is_automatic_mail_saying_who_answered_what() -> None:
+    # Before session 26 it was a person's mail (answered by the model, a known
+    # contact's; acknowledged and escalated, a stranger's), its text the empty text part.
+    accepted = parse_message(_answer())
+    assert accepted.auto_submitted
+    assert accepted.calendar_answer == (
+        "Calendar reply: Dentist\nWhen: 2025-01-20 10:00-11:00 (Europe/Lisbon)\n"
+        "Organizer: bot@example.com\nAnswer: Ann <ann@example.net>: accepted"
+    )
+    # What the attendee typed (the text part, or the calendar's COMMENT) is kept.
+    typed = parse_message(_answer(partstat="DECLINED", typed="Sorry, I am away that week."))
+    assert typed.auto_submitted and typed.text.strip() == "Sorry, I am away that week."
+    counter = parse_message(_answer("COUNTER", "TENTATIVE", "Could we make it 11?"))
+    assert counter.auto_submitted and counter.calendar_answer is not None
+    assert counter.calendar_answer.startswith("Calendar counter-proposal: Dentist\n")
+    assert counter.calendar_answer.endswith(
+        "Ann <ann@example.net>: tentative\nComment: Could we make it 11?"
+    )
+    # An invitation is no answer (the owner's "add this to my notes" is answered), nor
+    # is an answer the owner forwards to ask about it.
+    assert not parse_message(_invite(OUTLOOK)).auto_submitted
+    forwarded = parse_message(_answer(subject="Fwd: Accepted: Dentist", typed="Who is Ann?"))
+    assert not forwarded.auto_submitted and forwarded.calendar_answer is None
+
+
+async def test_calendar_answers_are_recorded_not_answered(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    folder, stack = await open_in_new_folder(
+        pymap, smtp, tmp_path, stacks, lambda c: c.trust.contacts.update({"email": {ANN: "known"}})
+    )
+    await append(pymap.port, folder, _answer(sender=ANN))
+    counter = _answer("COUNTER", "TENTATIVE", "Could we make it 11?", n=2, sender=ANN)
+    await append(pymap.port, folder, counter)
+    async with asyncio.timeout(30):
+        while True:
+            parties = await stack.services.external.list_parties()
+            said = [
+                str(m["content"])
+                for p in parties
+                for m in await stack.services.external.messages(p.id)
+            ]
+            if len(said) == 2:
+                break
+            await asyncio.sleep(0.05)
+    assert said[0].startswith("Subject: Accepted: Dentist\n\nCalendar reply: Dentist\n")
+    assert said[0].endswith("Answer: Ann <ann@example.net>: accepted")
+    assert "Comment: Could we make it 11?" in said[1]
+    await asyncio.sleep(1.0)  # time for any (wrong) answer to be generated and queued
+    await drain(stack)
+    # The owner hears of it (an escalation); Ann, a known contact, gets no model reply.
+    assert [m["To"] for _, m in smtp.capture.messages if m["To"] != OWNER] == []

@@ -269,6 +269,51 @@ def test_utf8_declared_latin1_is_read_as_utf8() -> None:
         assert parse_message(raw).text == real
 
 
+def test_windows_1252_declared_latin1_keeps_its_quotes_dashes_and_euro() -> None:
+    # Regression (session 26): what mail labels iso-8859-1 is windows-1252 (as every
+    # browser and mail client reads it); its curly quotes, dashes and euro sign became
+    # C1 control characters in the turn ("\x93next\x94 \x96 \x8020").
+    real = "Café “next” week – €20"
+    for charset in ("iso-8859-1", "latin1", "ISO_8859-1"):
+        got = parse_message(_raw(f"text/plain; charset={charset}", "8bit", real.encode("cp1252")))
+        assert got.text == real, charset
+    # A byte windows-1252 leaves unassigned is still read (as latin-1 reads it).
+    assert parse_message(_raw("text/plain; charset=iso-8859-1", "8bit", b"a\x81b")).text == (
+        "a\x81b"
+    )
+
+
+# Japanese as Japanese clients write ISO-2022-JP: JIS X 0208 with Microsoft's NEC row
+# (circled numbers, ㈱) and half-width katakana (CP50221).
+JAPANESE = "明日の会議は①10時から、㈱ﾃｽﾄにて。"
+JIS = b'\x1b$BL@F|$N2q5D$O-!\x1b(B10\x1b$B;~$+$i!"-j\x1b(IC=D\x1b$B$K$F!#\x1b(B'
+
+
+def test_iso_2022_jp_with_microsoft_s_characters_or_a_lost_label() -> None:
+    # Regression (session 26): one character of the NEC row failed Python's decoder,
+    # and a label lost on the way (or "us-ascii", "utf-8") read the 7-bit text as
+    # ASCII: the owner's Japanese came in as "\x1b$BL@F|$N2q5D...", control characters
+    # and all.
+    for content_type in (
+        "text/plain; charset=ISO-2022-JP",
+        "text/plain; charset=us-ascii",
+        "text/plain; charset=utf-8",
+        "text/plain",
+    ):
+        assert parse_message(_raw(content_type, "7bit", JIS)).text == JAPANESE, content_type
+    subject = b"=?ISO-2022-JP?B?" + base64.b64encode(b"\x1b$B2q5D-!\x1b(B") + b"?="
+    raw = b"From: a@example.com\r\nSubject: " + subject + b"\r\n\r\nx"
+    assert parse_message(raw).subject == "会議①"
+    # Plain ISO-2022-JP reads as Python reads it; a terminal escape is no Japanese.
+    plain = "会議は10時から〜".encode("iso2022_jp")
+    assert parse_message(_raw("text/plain; charset=iso-2022-jp", "7bit", plain)).text == (
+        "会議は10時から〜"
+    )
+    assert parse_message(_raw("text/plain", "7bit", b"\x1b[31mred\x1b[0m")).text == (
+        "\x1b[31mred\x1b[0m"
+    )
+
+
 def test_a_photo_only_in_the_html_alternative_is_named() -> None:
     # Regression (session 24): an iPhone sends plain text, then HTML with the photo
     # beside it in a multipart; the plain text was chosen and the photo named nowhere:

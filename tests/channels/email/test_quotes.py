@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import re
 import time
+from email.message import EmailMessage
 from typing import Any
 
 import pytest
 
+from channels.email.parsing import parse_message
 from channels.email.quotes import strip_reply
 from tests.channels.email.helpers import shared_dir
 from tests.channels.email.replies import REPLIES
@@ -125,3 +127,33 @@ def test_a_forward_without_a_marker_keeps_the_forwarded_message() -> None:
     kept = strip_reply(body, forward=True)
     assert kept.startswith("FYI, please book it.\n\n________________________________\nFrom: Alice")
     assert kept.endswith("Dinner at 8pm on Friday.")
+
+
+OUTLOOK_ANDROID_HTML = (
+    '<div>The morning one.</div><div id="ms-outlook-mobile-signature"><div>Get '
+    '<a href="https://aka.ms/AAb9ysg">Outlook for Android</a></div></div>'
+    '<hr style="display:inline-block;width:98%" tabindex="-1"><div id="divRplyFwdMsg">'
+    "<b>From:</b> My Assistant &lt;bot@example.com&gt;<br><b>Sent:</b> Tuesday, "
+    "January 14, 2025 9:15:00 AM<br><b>To:</b> Owner &lt;owner@example.org&gt;<br>"
+    "<b>Subject:</b> Re: Trip<div>&nbsp;</div></div><div>Lisbon has two trains a day.</div>"
+)
+
+
+def test_outlook_mobile_s_signature_with_its_link_and_in_other_languages() -> None:
+    # Regression (session 26): Outlook for Android sends HTML alone, and its signature
+    # became "Get Outlook for Android <https://aka.ms/...>" (the link after a space),
+    # which was kept in the turn; so were its German, Spanish, ... forms.
+    msg = EmailMessage()
+    msg["From"] = "owner@example.org"
+    msg["Subject"] = "Re: Trip"
+    msg.set_content(OUTLOOK_ANDROID_HTML, subtype="html")
+    assert strip_reply(parse_message(msg.as_bytes()).text) == "The morning one."
+    for signature in (
+        "Outlook für Android herunterladen <https://aka.ms/ghei36>",
+        "Obtener Outlook para iOS<https://aka.ms/o0ukef>",
+        "Télécharger Outlook pour Android",
+    ):
+        assert strip_reply(f"The morning one.\n\n{signature}") == "The morning one.", signature
+    # a person's words about it stay
+    asked = "Does this work with Outlook for Android?"
+    assert strip_reply(asked) == asked
