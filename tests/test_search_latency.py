@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bot.bench.search import _vocabulary, generate
+from bot.bench.search_store import generate, vocabulary
 from bot.config.model import AppConfig, EmbeddingConfig, SearchConfig
 from bot.db import Database, SyncConn, connect_sync
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
@@ -89,7 +89,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _queries(count: int) -> list[str]:
     rng = random.Random(2)
-    words, _ = _vocabulary(random.Random(3))
+    words, _ = vocabulary(random.Random(3))
     return [
         " ".join(rng.choice(words[:300]) for _ in range(rng.randint(2, 5))) for _ in range(count)
     ]
