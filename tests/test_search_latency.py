@@ -63,12 +63,9 @@ class HashEmbedder(EmbeddingService):
         return super().embed_sync(texts)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """120 synthetic conversations x 10 turns (the bench's generator, 32 dimensions)."""
-    path = tmp_path_factory.mktemp("latency") / "conversations.db"
-    conn = connect_sync(path)
-    conn.close()
+def bench_store(path: Path, conversations: int) -> Path:
+    """``conversations`` synthetic conversations x 10 turns at ``path`` (the bench's
+    generator, 32 dimensions, the vectors marked as :class:`HashEmbedder`'s)."""
 
     async def _build() -> None:
         db = await open_index(path)
@@ -78,13 +75,19 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     asyncio.run(_build())
     conn = connect_sync(path)
-    generate(conn, 120, 10, DIMS, seed=3)
+    generate(conn, conversations, 10, DIMS, seed=3)
     conn.execute(
         "INSERT OR REPLACE INTO index_meta (key, value) VALUES ('embedding_model', ?)",
         (HashEmbedder().model_id,),
     )
     conn.close()
     return path
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """120 synthetic conversations x 10 turns."""
+    return bench_store(tmp_path_factory.mktemp("latency") / "conversations.db", 120)
 
 
 def _queries(count: int) -> list[str]:

@@ -7,7 +7,6 @@ benchmark's queries are all distinct, so it measures cold embeddings only.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,13 +14,11 @@ import numpy as np
 import pytest
 
 from bot.bench.search import bench_queries
-from bot.bench.search_store import generate
 from bot.config.model import AppConfig, EmbeddingConfig
-from bot.db import Database, connect_sync
+from bot.db import Database
 from bot.search import SearchService
 from bot.search.scoring import CACHED_QUERIES
-from tests.recall_helpers import open_index
-from tests.test_search_latency import DIMS, HashEmbedder
+from tests.test_search_latency import DIMS, HashEmbedder, bench_store
 
 
 class CountingEmbedder(HashEmbedder):
@@ -38,22 +35,8 @@ class CountingEmbedder(HashEmbedder):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """60 synthetic conversations x 10 turns (the bench's generator, 32 dimensions)."""
-    path = tmp_path_factory.mktemp("query-cache") / "conversations.db"
-
-    async def _build() -> None:
-        db = await open_index(path)
-        await db.close()
-
-    asyncio.run(_build())
-    conn = connect_sync(path)
-    generate(conn, 60, 10, DIMS, seed=3)
-    conn.execute(
-        "INSERT OR REPLACE INTO index_meta (key, value) VALUES ('embedding_model', ?)",
-        (HashEmbedder().model_id,),
-    )
-    conn.close()
-    return path
+    """60 synthetic conversations x 10 turns (the bench's generator)."""
+    return bench_store(tmp_path_factory.mktemp("query-cache") / "conversations.db", 60)
 
 
 @pytest.fixture
