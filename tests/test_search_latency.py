@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bot.bench.search import _vocabulary, generate
+from bot.bench.search_store import generate, vocabulary
 from bot.config.model import AppConfig, EmbeddingConfig, SearchConfig
 from bot.db import Database, SyncConn, connect_sync
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
@@ -63,12 +63,9 @@ class HashEmbedder(EmbeddingService):
         return super().embed_sync(texts)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """120 synthetic conversations x 10 turns (the bench's generator, 32 dimensions)."""
-    path = tmp_path_factory.mktemp("latency") / "conversations.db"
-    conn = connect_sync(path)
-    conn.close()
+def bench_store(path: Path, conversations: int) -> Path:
+    """``conversations`` synthetic conversations x 10 turns at ``path`` (the bench's
+    generator, 32 dimensions, the vectors marked as :class:`HashEmbedder`'s)."""
 
     async def _build() -> None:
         db = await open_index(path)
@@ -78,7 +75,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     asyncio.run(_build())
     conn = connect_sync(path)
-    generate(conn, 120, 10, DIMS, seed=3)
+    generate(conn, conversations, 10, DIMS, seed=3)
     conn.execute(
         "INSERT OR REPLACE INTO index_meta (key, value) VALUES ('embedding_model', ?)",
         (HashEmbedder().model_id,),
@@ -87,9 +84,15 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """120 synthetic conversations x 10 turns."""
+    return bench_store(tmp_path_factory.mktemp("latency") / "conversations.db", 120)
+
+
 def _queries(count: int) -> list[str]:
     rng = random.Random(2)
-    words, _ = _vocabulary(random.Random(3))
+    words, _ = vocabulary(random.Random(3))
     return [
         " ".join(rng.choice(words[:300]) for _ in range(rng.randint(2, 5))) for _ in range(count)
     ]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot.bench.search import add_term_vectors
+from bot.bench.search_store import add_term_vectors
 from bot.config.model import AppConfig
 from bot.db import Database
 from bot.search import SearchService, learned, soft

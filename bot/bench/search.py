@@ -1,20 +1,17 @@
 """``my-agent bench search``: hybrid search latency on a large synthetic store.
 
-A store of ``--conversations`` N conversations x ``--turns`` turns (default 10,000 x 20)
-is generated straight into a fresh ``conversations.db`` with the product's schema: turns
-and their FTS rows (words drawn from a Zipf-like vocabulary, so postings look like
-language), one abbreviation per conversation, and one random unit vector per turn window
-and per abbreviation (random vectors cost the same to search as model vectors; embedding
-2M texts would take hours and measure nothing about search), and, with
-``search.soft_coverage`` on (``--config``), one random unit vector per vocabulary word in
-``term_vectors`` (the learned ranker's soft coverage reads them).
-The in-memory sign-bit matrix is loaded the way the daemon loads it at start.
+The store (``--conversations`` N x ``--turns`` turns, default 10,000 x 20; random words
+and random unit vectors) is generated once by :mod:`bot.bench.search_store` and reused
+with ``--db``. The in-memory sign-bit matrix is loaded the way the daemon loads it at
+start.
 
-Then each query (3-5 vocabulary words) runs through :meth:`SearchService.search`, the
-code behind the agent's tool (query embedding with the real model included), and, in the
-same run on the same database, through the baseline: the same query embedding plus a bare
-FTS5 ``MATCH ... ORDER BY bm25 LIMIT k`` and a bare sqlite-vec ``vec0`` KNN (``k``) over
-``turns_vec``. Reported: p50/p95 for both and ``ratio`` = hybrid p95 / baseline p95.
+Then each query (3-5 vocabulary words, all distinct: every one is embedded, none is
+served by the service's cache of recent query vectors) runs through
+:meth:`SearchService.search`, the code behind the agent's tool (query embedding with the
+real model included), and, in the same run on the same database, through the baseline:
+the same query embedding plus a bare FTS5 ``MATCH ... ORDER BY bm25 LIMIT k`` and a bare
+sqlite-vec ``vec0`` KNN (``k``) over ``turns_vec``. Reported: p50/p95 for both and
+``ratio`` = hybrid p95 / baseline p95.
 
 ``--dump-rankings FILE`` / ``--check-rankings FILE``: write every query's first page, or
 compare with such a file (``rankings.identical``, ``max_score_diff``), so a latency change
@@ -33,19 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bot.bench.embed import model_config
+from bot.bench.search_store import add_term_vectors, generate, vocabulary
 from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService
 from bot.ftsmerge import open_index_database
-from bot.schema import create_vector_tables
 from bot.search import SearchPage, SearchService
-from bot.term_vectors import META_KEY as TERMS_KEY
-from bot.term_vectors import store as store_terms
-from bot.vector_codec import sign_bits, to_blob, to_half
-
-VOCABULARY_SIZE = 5000
+from bot.vector_codec import to_blob
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,118 +63,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--config", type=Path, default=None)
 
 
-def _vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    words = list(
-        dict.fromkeys(
-            "".join(rng.choice(letters) for _ in range(rng.randint(3, 9)))
-            for _ in range(VOCABULARY_SIZE * 2)
-        )
-    )[:VOCABULARY_SIZE]
-    weights = [1.0 / (rank + 1) for rank in range(len(words))]  # Zipf, s = 1
-    return words, weights
+def bench_queries(count: int, seed: int = 5) -> list[str]:
+    """``count`` distinct queries of 3-5 words from the 2,000 most frequent of the store's
+    vocabulary (frequent and rare words mixed, like real ones).
 
-
-def _unit(rng: np.random.Generator, n: int, dims: int) -> np.ndarray:
-    v = rng.standard_normal((n, dims)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: int = 11) -> None:
-    """Fill an empty index with the synthetic store (one transaction per 500 conversations)."""
+    Distinct, so every search embeds its query anew: the service keeps the vectors of
+    recent queries (``bot.search.scoring``, for the next page and the recall tool asking
+    again), and a repeated text would be measured without its embedding.
+    """
     rng = random.Random(seed)
-    nrng = np.random.default_rng(seed)
-    words, weights = _vocabulary(rng)
-    create_vector_tables(conn, dims)
-    turn_id = 0
-    for start in range(0, conversations, 500):
-        batch = range(start, min(conversations, start + 500))
-        conn.execute("BEGIN")
-        conv_rows, turn_rows, fts_rows, bit_rows, vec_rows, abbr_rows = [], [], [], [], [], []
-        vectors = _unit(nrng, len(batch) * turns, dims)
-        bits = sign_bits(vectors)
-        abbr_vectors = _unit(nrng, len(batch), dims)
-        for k, c in enumerate(batch):
-            conv_id = f"conv-{c:07d}"
-            day = f"2025-{1 + c % 12:02d}-{1 + c % 28:02d}"
-            abbreviation = " ".join(rng.choices(words, weights, k=60))
-            conv_rows.append(
-                (
-                    conv_id,
-                    "web" if c % 3 else "telegram",
-                    f"Synthetic {c}",
-                    "[]",
-                    f"{day}T10:00:00Z",
-                    f"{day}T11:00:00Z",
-                    turns,
-                    abbreviation,
-                )
-            )
-            abbr_rows.append((conv_id, to_blob(abbr_vectors[k])))
-            for t in range(turns):
-                turn_id += 1
-                text = " ".join(rng.choices(words, weights, k=rng.randint(8, 40)))
-                ts = f"{day}T10:{t % 60:02d}:00Z"
-                role = "user" if t % 2 == 0 else "assistant"
-                turn_rows.append((turn_id, conv_id, t // 2 + 1, role, text, ts, "web", role))
-                fts_rows.append((turn_id, text, conv_id, t // 2 + 1, ts))
-                row = k * turns + t
-                vec_rows.append((turn_id, to_blob(vectors[row])))
-                bit_rows.append(
-                    (turn_id, conv_id, turn_id, bits[row].tobytes(), to_half(vectors[row]))
-                )
-        conn.executemany(
-            "INSERT INTO conversations (id, channel, title, topics, created, updated, "
-            "turn_count, abbreviation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            conv_rows,
-        )
-        conn.executemany(
-            "INSERT INTO turns (id, conversation_id, turn_number, role, content, timestamp, "
-            "channel, sender) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            turn_rows,
-        )
-        conn.executemany(
-            "INSERT INTO turns_fts (rowid, content, conversation_id, turn_number, timestamp) "
-            "VALUES (?, ?, ?, ?, ?)",
-            fts_rows,
-        )
-        conn.executemany("INSERT INTO turns_vec (rowid, embedding) VALUES (?, ?)", vec_rows)
-        conn.executemany(
-            "INSERT INTO turn_vectors (turn_id, conversation_id, window_last, bits, vector) "
-            "VALUES (?, ?, ?, ?, ?)",
-            bit_rows,
-        )
-        conn.executemany(
-            "INSERT INTO abbreviations_vec (conversation_id, embedding) VALUES (?, ?)", abbr_rows
-        )
-        conn.executemany(
-            "INSERT INTO abbreviation_vectors (conversation_id, text_hash, vector) "
-            "VALUES (?, 'synthetic', ?)",
-            [(r[0], to_half(v)) for r, v in zip(abbr_rows, abbr_vectors, strict=True)],
-        )
-        # the notes' keyword index (migration 10; its triggers fill notes_fts)
-        conn.executemany(
-            "INSERT INTO notes (conversation_id, text) VALUES (?, ?)",
-            [(r[0], r[7]) for r in conv_rows],
-        )
-        conn.execute("COMMIT")
-
-
-def add_term_vectors(conn: SyncConn, dims: int, model_id: str, seed: int = 13) -> int:
-    """One random unit vector per vocabulary word in ``term_vectors`` (the soft-coverage
-    features read them like model vectors), unless the store has them already (a store
-    generated before the table existed is completed). Returns the words added."""
-    if conn.execute("SELECT 1 FROM term_vectors LIMIT 1").fetchone() is None:
-        words, _ = _vocabulary(random.Random(11))
-        vectors = _unit(np.random.default_rng(seed), len(words), dims)
-        store_terms(conn, words, vectors)
-        added = len(words)
-    else:
-        added = 0
-    conn.execute(
-        "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (TERMS_KEY, model_id)
-    )
-    return added
+    words, _ = vocabulary(random.Random(11))
+    queries: dict[str, None] = {}
+    while len(queries) < count:
+        queries[" ".join(rng.choice(words[:2000]) for _ in range(rng.randint(3, 5)))] = None
+    return list(queries)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -219,13 +112,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         await service.start()
         open_seconds = time.perf_counter() - t0
-        rng = random.Random(5)
-        words, _ = _vocabulary(random.Random(11))
-        # queries mix frequent and rare words, like real ones
-        queries = [
-            " ".join(rng.choice(words[:2000]) for _ in range(rng.randint(3, 5)))
-            for _ in range(args.queries + args.warmup)
-        ]
+        queries = bench_queries(args.queries + args.warmup)
         k = config.search.candidates
         hybrid: list[float] = []
         baseline: list[float] = []
@@ -267,6 +154,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "generate_seconds": round(generated, 1),
         "open_seconds": round(open_seconds, 2),
         "candidates": k,
+        # every query text is new to the service: no cached query vector is reused
+        "query_embeddings": "cold",
         "model": source,
         "goals": {"p95_ms@10k": "<= 40", "ratio": "<= 1.5", "p95_ms@100k": "<= 150"},
         **extra,
