@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from channels.web.auth import COOKIE_NAME
 from channels.web.edits import rename_conversation, set_model
 from channels.web.feed import Feed
 from channels.web.sending import send_message
@@ -70,7 +69,7 @@ class WsHub:
         # nothing on a local dashboard.
         ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1 << 20, compress=False)
         await ws.prepare(request)
-        client = self.tabs.open(ws, request.cookies.get(COOKIE_NAME))
+        client = self.tabs.open(ws, self.channel.session_id(request))
         try:
             await self._on_connect(client, request.query.get("conversation"))
             async for msg in ws:
