@@ -32,7 +32,7 @@ from aiohttp import WSMsgType, web
 
 from channels.web.edits import rename_conversation, set_model
 from channels.web.feed import Feed
-from channels.web.sending import send_message
+from channels.web.sending import SentRefs, send_message
 from channels.web.tabs import Client, Tabs
 from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta
@@ -52,6 +52,7 @@ class WsHub:
     def __init__(self, channel: WebChannel) -> None:
         self.channel = channel
         self.tabs = Tabs(channel.sessions.valid)
+        self.sent_refs = SentRefs()  # messages a reconnecting tab may send again
         self.feed = Feed(self.tabs, follow=self.load, waiting=self._waiting)
 
     @property

@@ -27,9 +27,13 @@
     // The message sent and not yet confirmed stored ({ref, text}): the box was cleared on
     // sending, so a refusal or a connection lost before it was stored lost the text.
     unsent: null,
-    // A message typed while the socket was down ({text}): shown as waiting and sent once
-    // the tab is connected again (before, the box kept it and nothing sent it later).
-    queued: null,
+    // Messages typed while the socket was down ({ref, text, conversationId}, in order):
+    // shown as waiting and sent one by one once the tab is connected again.
+    queued: [],
+    flushing: null, // the ref of the held message in flight
+    retryTimer: null,
+    retryAt: 0,
+    countdown: null,
     connections: 0,
     reconnected: false, // the next conversation_loaded answers a reconnect
     behind: false, // the page shows older turns only (opened around a search result)
@@ -218,17 +222,48 @@
           if (r.status === 401) location.href = "/login";
         })
         .catch(() => {});
-      const delay = Math.min(1000 * 2 ** state.retry++, 15000);
-      state.retryTimer = setTimeout(connect, delay * (0.8 + 0.4 * Math.random()));
+      scheduleRetry();
+      showQueued(); // "waiting for the connection"
     };
+  }
+
+  // Retries start fast (a daemon restarting under systemd is back within seconds) and
+  // back off, with jitter so tabs do not reconnect in step, to a cap that is low while
+  // the owner looks at the tab and higher for a tab in the background. Until session
+  // 26 the cap was 15 s for both: after a kill -9 and restart the page sat offline for
+  // up to 18 s.
+  const RETRY_FIRST_MS = 300;
+  const RETRY_CAP_VISIBLE_MS = 5000;
+  const RETRY_CAP_HIDDEN_MS = 30000;
+
+  function scheduleRetry() {
+    const cap = document.visibilityState === "hidden" ? RETRY_CAP_HIDDEN_MS : RETRY_CAP_VISIBLE_MS;
+    const delay = Math.min(RETRY_FIRST_MS * 2 ** state.retry++, cap) * (0.75 + 0.5 * Math.random());
+    clearTimeout(state.retryTimer);
+    state.retryAt = Date.now() + delay;
+    state.retryTimer = setTimeout(() => {
+      state.retryTimer = null;
+      connect();
+    }, delay);
+    showRetry();
+  }
+
+  // The status says when the next attempt is, and "Retry now" tries at once.
+  function showRetry() {
+    clearTimeout(state.countdown);
+    if (!state.retryTimer) return;
+    const seconds = Math.max(1, Math.ceil((state.retryAt - Date.now()) / 1000));
+    setStatus("offline, reconnecting in " + seconds + " s", "offline");
+    state.countdown = setTimeout(showRetry, 1000);
   }
 
   function connected() {
     return !!state.ws && state.ws.readyState === WebSocket.OPEN;
   }
 
-  // The network is back (a phone leaving a tunnel): try now rather than at the end of a
-  // backoff of up to 15 s.
+  // The network is back (a phone leaving a tunnel), the tab is in view again (a phone
+  // unlocked, a window brought back) or the owner asked: try now rather than at the end
+  // of the backoff.
   function reconnectNow() {
     if (!state.ws || state.ws.readyState !== WebSocket.CLOSED || !state.retryTimer) return;
     clearTimeout(state.retryTimer);
@@ -286,6 +321,8 @@
     node.textContent = text;
     node.className = "conn " + cls;
     document.body.dataset.connection = cls;
+    $("reconnect-now").hidden = cls !== "offline";
+    if (cls !== "offline") clearTimeout(state.countdown);
   }
 
   const FRAME_MAX = 1 << 20; // bytes: the server's max_msg_size (a larger frame closes the socket)
@@ -848,12 +885,18 @@
     },
     accepted(msg) {
       if (state.unsent && msg.ref === state.unsent.ref) state.unsent = null;
+      settleFlushed(msg.ref, true);
     },
     error(msg) {
       if (msg.ref && state.unsent && msg.ref === state.unsent.ref) {
         const unsent = state.unsent;
         state.unsent = null;
         setGenerating(awaitingReply());
+        // a held one: it and the ones after it are back in the box (or, kept, go on)
+        if (settleFlushed(msg.ref, !!msg.kept)) {
+          if (!msg.kept) toast((msg.message || "Error") + ": not sent; your messages are back in the box.");
+          return;
+        }
         // not stored (a storage failure keeps it to store later: not to be sent again)
         if (!msg.kept) {
           restoreInput(unsent.text);
@@ -871,25 +914,35 @@
     if (state.current) send({ type: "switch_conversation", conversationId: state.current.id });
   }
 
-  function sendText(text) {
+  function newRef() {
+    return Date.now().toString(36) + Math.random().toString(36).slice(2);
+  }
+
+  // ``held``: a message from the queue, sent under its own ref into the conversation it
+  // was typed in (a resend after a drop keeps the ref, so the server stores it once).
+  function sendText(text, held) {
     // Sent from a page of older turns: show the latest first, where the message goes.
     if (state.behind) jumpToLatest();
-    const ref = Date.now().toString(36) + Math.random().toString(36).slice(2);
-    const ok = send({ type: "send_message", text, ref, conversationId: state.current ? state.current.id : null });
+    const ref = held ? held.ref : newRef();
+    const conversationId = held ? held.conversationId : state.current ? state.current.id : null;
+    const ok = send({ type: "send_message", text, ref, conversationId });
     if (ok) state.unsent = { ref, text };
     if (ok && !state.current) state.creating = true; // the empty chat becomes its conversation
     if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
     return ok;
   }
 
-  // Typed while the socket is down: held (one at a time) and shown as waiting, sent once
-  // the tab has reconnected and reloaded its view. Returns whether it was taken.
+  // Typed while the socket is down, or while earlier such messages are still going out:
+  // held in order, shown as waiting, and sent one at a time, each once the one before
+  // is stored, after the reconnected tab has reloaded its view (until session 26 only
+  // one was held and a second stayed in the box). Returns whether it was taken.
+  const QUEUE_MAX = 50;
   function queueText(text) {
-    if (state.queued) {
-      toast("Not connected: the message before this one is still waiting to be sent. This one stays in the box.");
+    if (state.queued.length >= QUEUE_MAX) {
+      toast("Not connected: " + QUEUE_MAX + " messages are waiting to be sent already. This one stays in the box.");
       return false;
     }
-    state.queued = { text };
+    state.queued.push({ ref: newRef(), text, conversationId: state.current ? state.current.id : null });
     showQueued();
     return true;
   }
@@ -897,37 +950,68 @@
   function showQueued() {
     const old = $("queued");
     if (old) old.remove();
-    if (!state.queued) return;
-    const node = el("div", "msg msg-user msg-queued");
-    node.id = "queued";
-    const meta = el("div", "msg-meta");
-    meta.appendChild(el("span", "who", "You"));
-    meta.appendChild(el("span", null, "waiting for the connection: sent when it is back"));
-    node.appendChild(meta);
-    const body = el("div", "msg-body", state.queued.text);
-    body.dir = "auto";
-    node.appendChild(body);
-    const cancel = el("button", null, "Cancel");
-    cancel.type = "button";
-    cancel.addEventListener("click", () => {
-      const held = state.queued;
-      state.queued = null;
-      showQueued();
-      if (held) restoreInput(held.text);
-    });
-    node.appendChild(cancel);
-    items().appendChild(node);
+    if (!state.queued.length) return;
+    const box = el("div", "queued");
+    box.id = "queued";
+    for (const held of state.queued) {
+      const sending = held.ref === state.flushing;
+      const node = el("div", "msg msg-user msg-queued");
+      const meta = el("div", "msg-meta");
+      meta.appendChild(el("span", "who", "You"));
+      const why = sending ? "sending…" : connected() ? "waiting to be sent" : "waiting for the connection: sent when it is back";
+      meta.appendChild(el("span", "queued-state", why));
+      node.appendChild(meta);
+      const body = el("div", "msg-body", held.text);
+      body.dir = "auto";
+      node.appendChild(body);
+      if (!sending) {
+        const cancel = el("button", null, "Cancel");
+        cancel.type = "button";
+        cancel.setAttribute("aria-label", "Cancel this waiting message (back to the box)");
+        cancel.addEventListener("click", () => {
+          state.queued = state.queued.filter((m) => m !== held);
+          showQueued();
+          restoreInput(held.text);
+        });
+        node.appendChild(cancel);
+      }
+      box.appendChild(node);
+    }
+    items().appendChild(box);
     $("empty-state").hidden = true;
     scrollToBottom();
   }
 
-  // Called once the reconnected tab shows its view again: what was held goes now, once.
+  // Called once the reconnected tab shows its view again, and as each held message is
+  // stored: the next one goes, once.
   function flushQueued() {
-    const held = state.queued;
-    if (!held || !connected()) return;
-    state.queued = null;
+    // Not between a reconnect and its reloaded view: settleUnsent has to see first
+    // whether the message in flight when the socket dropped was stored.
+    while (!state.flushing && connected() && !state.reconnected && state.queued.length) {
+      const held = state.queued[0];
+      if (sendText(held.text, held)) {
+        state.flushing = held.ref;
+      } else {
+        state.queued.shift(); // too long to send at all: back in the box (send() said why)
+        restoreInput(held.text);
+      }
+    }
     showQueued();
-    if (!sendText(held.text)) restoreInput(held.text);
+  }
+
+  // The held message in flight was answered: stored (the next goes) or refused (it and
+  // every one after it go back in the box, in order, before anything typed since).
+  function settleFlushed(ref, stored) {
+    if (!state.flushing || ref !== state.flushing) return false;
+    state.flushing = null;
+    const head = state.queued.shift();
+    if (!stored) {
+      const texts = [head, ...state.queued].map((m) => m.text);
+      state.queued = [];
+      restoreInput(texts.join("\n\n"));
+    }
+    flushQueued();
+    return true;
   }
 
   // Puts a message that was not sent back in the box, before anything typed since.
@@ -938,14 +1022,20 @@
   }
 
   // After a reconnect: the message sent before the connection dropped is either in the
-  // conversation now (stored) or back in the box. A command is not put back, as it may
+  // conversation now (stored) or back in the box. A held one not stored stays first in
+  // the queue and is sent again under its ref. A command is not put back, as it may
   // have run.
   function settleUnsent(turns) {
     const unsent = state.unsent;
     state.unsent = null;
-    if (!unsent || unsent.text.trim().startsWith("/")) return;
+    if (!unsent) return;
     const stored = (turns || []).some((t) => t.type === "turn" && t.role === "user" && t.content === unsent.text);
-    if (stored) return;
+    if (unsent.ref === state.flushing) {
+      state.flushing = null;
+      if (stored || unsent.text.trim().startsWith("/")) state.queued.shift();
+      return;
+    }
+    if (stored || unsent.text.trim().startsWith("/")) return;
     restoreInput(unsent.text);
     toast("The connection dropped before your message was stored: it is back in the box.");
   }
@@ -1213,7 +1303,9 @@
       ev.preventDefault();
       const text = $("input").value;
       if (!text.trim()) return;
-      if (connected() ? sendText(text) : queueText(text)) $("input").value = "";
+      // Behind messages still waiting to go out, a new one waits its turn too.
+      if (connected() && !state.queued.length ? sendText(text) : queueText(text)) $("input").value = "";
+      flushQueued();
     });
     $("input").addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
@@ -1266,6 +1358,10 @@
     }, 30000);
     window.addEventListener("popstate", onHistory);
     window.addEventListener("online", reconnectNow);
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") reconnectNow();
+    });
+    $("reconnect-now").addEventListener("click", reconnectNow);
     if (window.visualViewport) {
       window.visualViewport.addEventListener("resize", fitViewport);
       window.visualViewport.addEventListener("scroll", fitViewport);
