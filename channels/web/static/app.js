@@ -274,12 +274,19 @@
 
   // The on-screen keyboard of a phone shrinks the visual viewport only: the page kept its
   // full height and the composer sat under the keyboard. The app takes the visible height.
+  // With the keyboard open the phone's bar folds to its first row (the status and
+  // Conversations): its three rows of 44 px tap targets left the chat 200 px.
+  let fullHeight = { width: 0, height: 0 }; // the tallest visible height at this width
   function fitViewport() {
     const vv = window.visualViewport;
     if (!vv) return;
     const height = Math.round(vv.height * (vv.scale || 1));
     document.documentElement.style.setProperty("--app-height", height + "px");
     if (vv.offsetTop && document.activeElement === $("input")) window.scrollTo(0, 0);
+    if (fullHeight.width !== vv.width) fullHeight = { width: vv.width, height: 0 };
+    fullHeight.height = Math.max(fullHeight.height, height);
+    const typing = document.activeElement === $("input") && height < 0.75 * fullHeight.height;
+    document.body.classList.toggle("keyboard-open", typing);
   }
 
   // ---------------------------------------------------------------- address
@@ -1365,6 +1372,7 @@
     if (window.visualViewport) {
       window.visualViewport.addEventListener("resize", fitViewport);
       window.visualViewport.addEventListener("scroll", fitViewport);
+      $("input").addEventListener("blur", fitViewport);
       fitViewport();
     }
     arrowKeys($("conversation-list"), ".conv button, #list-more", ".conv button");

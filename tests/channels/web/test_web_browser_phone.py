@@ -84,13 +84,39 @@ async def test_the_composer_stays_above_the_on_screen_keyboard(phone: Page, stac
         "document.getElementById('input').getBoundingClientRect().bottom <= 480"
     )
     messages = await phone.locator("#messages").bounding_box()
-    assert messages and messages["height"] > 100, messages  # the chat is still there
+    assert messages and messages["height"] > 200, messages  # the chat is still there
+    # The bar folds to its first row while typing: the status stays in view.
+    await expect(phone.locator("#panel-nav")).to_be_hidden()
+    await expect(phone.locator("#conn-status")).to_be_visible()
     await phone.evaluate(
         "window.__viewport.height = 844; window.__viewport.dispatchEvent(new Event('resize'))"
     )
     await phone.wait_for_function(
         "document.getElementById('input').getBoundingClientRect().bottom > 700"
     )
+    await expect(phone.locator("#panel-nav")).to_be_visible()
+
+
+SMALL_TARGETS = """() => [...document.querySelectorAll('button, select, input, textarea')]
+    .filter((n) => n.offsetParent !== null)
+    .map((n) => [n.id || n.textContent.trim(), n.getBoundingClientRect()])
+    .filter(([, r]) => r.width < 44 || r.height < 44)
+    .map(([name, r]) => `${name}: ${Math.round(r.width)}x${Math.round(r.height)}`)"""
+
+
+async def test_every_control_on_a_phone_is_a_44_pixel_tap_target(phone: Page, stack: Stack) -> None:
+    # Regression: the Conversations toggle was 22 px tall, the model selector 20, the
+    # panel tabs 28 and Send 30: easy to miss with a thumb.
+    await stack.deliver_telegram("a conversation for the list")
+    await log_in(phone, stack)
+    assert await phone.evaluate(SMALL_TARGETS) == []
+    await phone.click("#sidebar-toggle")
+    await expect(phone.locator("#conversation-list .conv").first).to_be_visible()
+    assert await phone.evaluate(SMALL_TARGETS) == []
+    await phone.click("#sidebar-toggle")
+    for panel in ("search", "external", "analytics"):
+        await phone.click(f'#panel-nav button[data-panel="{panel}"]')
+        assert await phone.evaluate(SMALL_TARGETS) == [], panel
 
 
 async def test_enter_sends_and_shift_enter_breaks_the_line(phone: Page, stack: Stack) -> None:

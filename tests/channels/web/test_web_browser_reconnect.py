@@ -79,7 +79,8 @@ async def test_a_visible_tab_tries_again_within_seconds_however_long_it_was_down
         re.compile(r"offline, reconnecting in [1-7] s")
     )
     await expect(page.locator("#reconnect-now")).to_be_visible()
-    await shot(page, "14-phone-reconnecting")
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+    await shot(page, "16-phone-reconnecting")
     await restart_web(stack)
     await page.clock.run_for(6_500)  # the visible tab's longest wait, jitter included
     await expect(page.locator("body")).to_have_attribute("data-connection", "live")
