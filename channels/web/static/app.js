@@ -31,6 +31,7 @@
     // shown as waiting and sent one by one once the tab is connected again.
     queued: [],
     flushing: null, // the ref of the held message in flight
+    loadingOlder: false, // a load_more is on its way
     retryTimer: null,
     retryAt: 0,
     countdown: null,
@@ -222,6 +223,7 @@
           if (r.status === 401) location.href = "/login";
         })
         .catch(() => {});
+      state.loadingOlder = false; // its page is not coming: the reload brings a new one
       scheduleRetry();
       showQueued(); // "waiting for the connection"
     };
@@ -629,6 +631,7 @@
     for (const item of msg.turns || []) list.appendChild(renderItem(item));
     state.oldestTurn = firstTurn(msg.turns);
     state.olderThan = msg.olderThan;
+    state.loadingOlder = false;
     $("load-more").hidden = !msg.hasMore;
     // Opened around an older turn: newer ones exist past this page. New turns are not
     // shown under it (they would seem to follow it directly); the button, or sending a
@@ -851,9 +854,14 @@
     },
     history(msg) {
       if (!state.current || msg.conversationId !== state.current.id) return;
+      state.loadingOlder = false;
       const list = items();
       const first = list.firstChild;
+      // What was in view stays in view as the older page goes in above it.
+      const box = $("messages");
+      const fromBottom = box.scrollHeight - box.scrollTop;
       for (const item of msg.turns || []) list.insertBefore(renderItem(item), first);
+      box.scrollTop = box.scrollHeight - fromBottom;
       state.oldestTurn = firstTurn(msg.turns) || state.oldestTurn;
       state.olderThan = msg.olderThan;
       $("load-more").hidden = !msg.hasMore;
@@ -917,6 +925,18 @@
   };
 
   // ---------------------------------------------------------------- actions
+  // The page before the one shown, once at a time (the button, or scrolling near the
+  // top): the same page asked for twice was shown twice.
+  const OLDER_MARGIN_PX = 300;
+  function loadOlder() {
+    if (state.loadingOlder || $("load-more").hidden || !state.current) return;
+    // the page's cursor: "before its first turn number" skipped what lay between a
+    // flood's questions and the late answers the page began with
+    const id = state.current.id;
+    const cursor = state.olderThan != null ? { olderThan: state.olderThan } : state.oldestTurn != null ? { beforeTurn: state.oldestTurn } : null;
+    if (cursor && send({ type: "load_more", conversationId: id, ...cursor })) state.loadingOlder = true;
+  }
+
   function jumpToLatest() {
     if (state.current) send({ type: "switch_conversation", conversationId: state.current.id });
   }
@@ -1343,12 +1363,12 @@
       send({ type: "set_model", model: ev.target.value });
     });
     $("load-newer").addEventListener("click", jumpToLatest);
-    $("load-more").addEventListener("click", () => {
-      // the page's cursor: "before its first turn number" skipped what lay between a
-      // flood's questions and the late answers the page began with
-      if (state.current && state.olderThan != null) send({ type: "load_more", conversationId: state.current.id, olderThan: state.olderThan });
-      else if (state.current && state.oldestTurn != null) send({ type: "load_more", conversationId: state.current.id, beforeTurn: state.oldestTurn });
-    });
+    $("load-more").addEventListener("click", loadOlder);
+    // Scrolled near the top: the older page comes without a click (until session 26
+    // each 50 of a 5,000-turn conversation took a click on the button).
+    $("messages").addEventListener("scroll", () => {
+      if ($("messages").scrollTop < OLDER_MARGIN_PX) loadOlder();
+    }, { passive: true });
     for (const b of document.querySelectorAll("#panel-nav button"))
       b.addEventListener("click", () => {
         showList(false);
