@@ -378,7 +378,33 @@
     body.appendChild(window.renderMarkdown(item.content || ""));
     node.appendChild(body);
     if (item.cut) node.appendChild(renderCut(item, body));
+    if (item.error && item.role !== "user") markFailed(node, meta, item);
     return node;
+  }
+
+  // The apology written when the model failed on a question looked like any answer:
+  // marked as an error, with "Ask again", which sends the question once more.
+  function markFailed(node, meta, item) {
+    node.classList.add("msg-error");
+    meta.appendChild(el("span", "error-tag", "not answered: an error"));
+    if (item.turnNumber == null || (state.current && state.current.readOnly)) return;
+    const again = el("button", null, "Ask again");
+    again.type = "button";
+    again.addEventListener("click", async () => {
+      if (!state.current) return;
+      again.disabled = true;
+      const url = "/api/conversations/" + encodeURIComponent(state.current.id) + "/turns/" + item.turnNumber + "?role=user";
+      try {
+        const r = await fetch(url, { credentials: "same-origin" });
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        const question = (await r.json()).turn.content || "";
+        if (!submitText(question)) again.disabled = false;
+      } catch (err) {
+        again.disabled = false;
+        toast("Could not find the question to ask again: " + err.message);
+      }
+    });
+    node.appendChild(again);
   }
 
   function kb(chars) {
@@ -959,6 +985,14 @@
     return ok;
   }
 
+  // The owner's message: sent now, or held when the socket is down; behind messages
+  // still waiting to go out, a new one waits its turn too. Returns whether it was taken.
+  function submitText(text) {
+    const taken = connected() && !state.queued.length ? sendText(text) : queueText(text);
+    flushQueued();
+    return taken;
+  }
+
   // Typed while the socket is down, or while earlier such messages are still going out:
   // held in order, shown as waiting, and sent one at a time, each once the one before
   // is stored, after the reconnected tab has reloaded its view (until session 26 only
@@ -1330,9 +1364,7 @@
       ev.preventDefault();
       const text = $("input").value;
       if (!text.trim()) return;
-      // Behind messages still waiting to go out, a new one waits its turn too.
-      if (connected() && !state.queued.length ? sendText(text) : queueText(text)) $("input").value = "";
-      flushQueued();
+      if (submitText(text)) $("input").value = "";
     });
     $("input").addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
