@@ -11,8 +11,8 @@ import pytest
 from playwright.async_api import Browser, expect
 
 from bot.brain.base import BrainReply, BrainRequest
-from tests.channels.web.conftest import start_stack, stop_stack
-from tests.channels.web.test_web_browser import TIMEOUT, browser, log_in, send, shot
+from tests.channels.web.test_web_browser import browser, send, shot
+from tests.channels.web.test_web_browser_phone import phone_on
 
 __all__ = ["browser"]  # fixture shared with test_web_browser.py
 
@@ -44,12 +44,7 @@ async def test_a_failed_answer_is_marked_once_and_can_be_asked_again(
 ) -> None:
     # Regression: the apology written when the model failed looked like any answer,
     # with nothing to do about it but to type the question again.
-    stack = await start_stack(tmp_path / "d", brain=FailsOnce())
-    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
-    context.set_default_timeout(TIMEOUT)
-    try:
-        page = await context.new_page()
-        await log_in(page, stack)
+    async with phone_on(browser, tmp_path / "d", FailsOnce()) as (_stack, page):
         await send(page, "What is on the list?")
         failed = page.locator(".msg-assistant.msg-error")
         await expect(failed).to_have_count(1)
@@ -67,6 +62,3 @@ async def test_a_failed_answer_is_marked_once_and_can_be_asked_again(
             "Milk, eggs and bread."
         )
         await expect(failed).to_have_count(1)
-    finally:
-        await context.close()
-        await stop_stack(stack)

@@ -5,8 +5,10 @@ Playwright driving Debian's Chromium against the real core (see test_web_browser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -133,6 +135,23 @@ async def test_enter_sends_and_shift_enter_breaks_the_line(phone: Page, stack: S
     await expect(phone.locator("#input")).to_have_value("")
 
 
+@contextlib.asynccontextmanager
+async def phone_on(
+    browser: Browser, data_dir: Path, brain: Any = None
+) -> AsyncIterator[tuple[Stack, Page]]:
+    """A daemon of its own on ``brain``, and a phone-sized tab logged in to it."""
+    stack = await start_stack(data_dir, brain=brain)
+    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    context.set_default_timeout(TIMEOUT)
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        yield stack, page
+    finally:
+        await context.close()
+        await stop_stack(stack)
+
+
 async def restart_web(stack: Stack) -> WebChannel:
     """A new WebChannel on the same port and data, as after a daemon restart."""
     port = stack.channel.port
@@ -153,45 +172,44 @@ async def test_a_restart_shows_what_was_missed_and_sends_what_was_typed_once(
     # Regression: a message typed while the daemon restarted stayed in the box with a
     # "Not connected" toast that faded in 4 s, and nothing sent it once the tab was back.
     brain = GatedBrain()
-    stack = await start_stack(tmp_path / "restart", brain=brain)
-    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
-    context.set_default_timeout(TIMEOUT)
-    try:
-        page = await context.new_page()
-        await log_in(page, stack)
-        await send(page, "What is on the list?")
-        await expect(page.locator(".msg-assistant.streaming")).to_contain_text("Thinking")
-        conv_id = await page.get_attribute("body", "data-conversation")
-        await stack.channel.stop()
-        await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
-        brain.release.set()  # the reply finishes while the tab is away
-        manager = stack.services.conversations
-        while (await manager.get(conv_id)).turn_count < 1 or not await _answered(stack, conv_id):
-            await asyncio.sleep(0.05)
-        await send(page, "And call the plumber.")
-        await expect(page.locator("#queued")).to_contain_text("And call the plumber.")
-        await expect(page.locator("#input")).to_have_value("")
-        await shot(page, "13-phone-queued-offline")
-        await restart_web(stack)
-        await expect(page.locator("body")).to_have_attribute(
-            "data-connection", "live", timeout=20_000
-        )
-        await expect(page.locator(".msg-user .msg-body")).to_have_text(
-            ["What is on the list?", "And call the plumber."]
-        )
-        await expect(page.locator(".msg-assistant:not(.streaming) .msg-body")).to_have_count(2)
-        await expect(page.locator(".msg-assistant .msg-body").first).to_have_text(
-            "Thinking about it — done."
-        )
-        await expect(page.locator("#queued")).to_have_count(0)
-        users = [
-            t for t in await _turns(stack, conv_id) if t["role"] == "user"
-        ]  # sent once, into the same conversation
-        assert [t["content"] for t in users] == ["What is on the list?", "And call the plumber."]
-    finally:
-        brain.release.set()
-        await context.close()
-        await stop_stack(stack)
+    async with phone_on(browser, tmp_path / "restart", brain) as (stack, page):
+        try:
+            await send(page, "What is on the list?")
+            await expect(page.locator(".msg-assistant.streaming")).to_contain_text("Thinking")
+            conv_id = await page.get_attribute("body", "data-conversation")
+            await stack.channel.stop()
+            await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
+            brain.release.set()  # the reply finishes while the tab is away
+            manager = stack.services.conversations
+            while (await manager.get(conv_id)).turn_count < 1 or not await _answered(
+                stack, conv_id
+            ):
+                await asyncio.sleep(0.05)
+            await send(page, "And call the plumber.")
+            await expect(page.locator("#queued")).to_contain_text("And call the plumber.")
+            await expect(page.locator("#input")).to_have_value("")
+            await shot(page, "13-phone-queued-offline")
+            await restart_web(stack)
+            await expect(page.locator("body")).to_have_attribute(
+                "data-connection", "live", timeout=20_000
+            )
+            await expect(page.locator(".msg-user .msg-body")).to_have_text(
+                ["What is on the list?", "And call the plumber."]
+            )
+            await expect(page.locator(".msg-assistant:not(.streaming) .msg-body")).to_have_count(2)
+            await expect(page.locator(".msg-assistant .msg-body").first).to_have_text(
+                "Thinking about it — done."
+            )
+            await expect(page.locator("#queued")).to_have_count(0)
+            users = [
+                t for t in await _turns(stack, conv_id) if t["role"] == "user"
+            ]  # sent once, into the same conversation
+            assert [t["content"] for t in users] == [
+                "What is on the list?",
+                "And call the plumber.",
+            ]
+        finally:
+            brain.release.set()
 
 
 async def _turns(stack: Stack, conv_id: str) -> list[dict[str, object]]:
