@@ -32,6 +32,7 @@
     queued: [],
     flushing: null, // the ref of the held message in flight
     loadingOlder: false, // a load_more is on its way
+    restored: false, // held messages came back from sessionStorage: check the first
     retryTimer: null,
     retryAt: 0,
     countdown: null,
@@ -201,7 +202,8 @@
     setStatus("connecting…", "connecting");
     ws.onopen = () => {
       state.retry = 0;
-      state.reconnected = state.connections++ > 0;
+      state.reconnected = state.connections++ > 0 || state.restored;
+      state.restored = false;
       setStatus("live", "live");
     };
     ws.onmessage = (ev) => {
@@ -1008,7 +1010,40 @@
     return true;
   }
 
+  // The held messages outlive the page in this tab's sessionStorage: a phone's browser
+  // discards a tab in the background, and a reload lost them (until session 26). Not
+  // localStorage: they are the owner's words, and need not stay on the disk once the tab
+  // is closed.
+  const QUEUE_KEY = "my-agent-queued";
+  function keepQueued() {
+    try {
+      if (state.queued.length) sessionStorage.setItem(QUEUE_KEY, JSON.stringify(state.queued));
+      else sessionStorage.removeItem(QUEUE_KEY);
+    } catch (_e) {
+      // storage refused (private mode, full): they are held in this page only
+    }
+  }
+
+  // A reloaded tab takes back what it held. The first of them may have gone out before
+  // the reload: the first view loaded says whether it is stored (settleUnsent), and the
+  // server knows its ref, so it is stored once.
+  function restoreQueued() {
+    let kept = [];
+    try {
+      kept = JSON.parse(sessionStorage.getItem(QUEUE_KEY) || "[]");
+    } catch (_e) {
+      kept = [];
+    }
+    state.queued = (Array.isArray(kept) ? kept : []).filter((m) => m && typeof m.text === "string" && typeof m.ref === "string");
+    if (!state.queued.length) return;
+    const head = state.queued[0];
+    state.unsent = { ref: head.ref, text: head.text };
+    state.flushing = head.ref;
+    state.restored = true;
+  }
+
   function showQueued() {
+    keepQueued();
     const old = $("queued");
     if (old) old.remove();
     if (!state.queued.length) return;
@@ -1430,6 +1465,7 @@
     arrowKeys($("conversation-list"), ".conv button, #list-more", ".conv button");
     arrowKeys($("search-results"), ".result-title", ".result-title");
     renderHeader();
+    restoreQueued();
     connect();
   }
 

@@ -137,3 +137,31 @@ async def test_messages_typed_while_down_are_sent_once_in_order(page: Page, stac
     assert conversation
     users = [t["content"] for t in await _turns(stack, conversation) if t["role"] == "user"]
     assert users == ["Buy milk", "Book the dentist", "Pay the rent"]
+
+
+async def test_messages_held_across_a_reload_are_sent_once_in_order(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: held messages lived in the page only; a reload, or a phone's browser
+    # discarding the tab in the background, lost them.
+    await page.click("#new-conversation")
+    await expect(page.locator("#empty-state")).to_be_visible()
+    await stack.channel.stop()
+    await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
+    for text in ("Feed the cat", "Water the plants"):
+        await send(page, text)
+    await expect(page.locator("#queued .msg-body")).to_have_count(2)
+    await restart_web(stack)
+    await page.reload()  # the clock stands still: the old page never reconnected
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    await expect(page.locator("#queued")).to_have_count(0)
+    await expect(page.locator(".msg-user .msg-body")).to_have_text(
+        ["Feed the cat", "Water the plants"]
+    )
+    conversation = await page.get_attribute("body", "data-conversation")
+    assert conversation
+    users = [t["content"] for t in await _turns(stack, conversation) if t["role"] == "user"]
+    assert users == ["Feed the cat", "Water the plants"]
+    await page.reload()  # sent: nothing is held any more, nothing goes twice
+    await expect(page.locator(".msg-user .msg-body")).to_have_count(2)
+    assert await page.evaluate("sessionStorage.length") == 0
