@@ -1024,6 +1024,28 @@
     }
   }
 
+  // What is in the box outlives the page the same way: a message put back in the box, or
+  // half typed, was lost with a reload or a discarded tab.
+  const DRAFT_KEY = "my-agent-draft";
+  function keepDraft() {
+    try {
+      const text = $("input").value;
+      if (text) sessionStorage.setItem(DRAFT_KEY, text);
+      else sessionStorage.removeItem(DRAFT_KEY);
+    } catch (_e) {
+      // storage refused: the box keeps it in this page only
+    }
+  }
+
+  function restoreDraft() {
+    try {
+      const text = sessionStorage.getItem(DRAFT_KEY);
+      if (text && !$("input").value) $("input").value = text;
+    } catch (_e) {
+      // nothing kept
+    }
+  }
+
   // A reloaded tab takes back what it held. The first of them may have gone out before
   // the reload: the first view loaded says whether it is stored (settleUnsent), and the
   // server knows its ref, so it is stored once.
@@ -1115,6 +1137,7 @@
     const input = $("input");
     if (input.value === text) return;
     input.value = input.value.trim() ? text + "\n\n" + input.value : text;
+    keepDraft();
   }
 
   // After a reconnect: the message sent before the connection dropped is either in the
@@ -1400,6 +1423,7 @@
       const text = $("input").value;
       if (!text.trim()) return;
       if (submitText(text)) $("input").value = "";
+      keepDraft();
     });
     $("input").addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
@@ -1466,6 +1490,8 @@
     arrowKeys($("search-results"), ".result-title", ".result-title");
     renderHeader();
     restoreQueued();
+    restoreDraft();
+    $("input").addEventListener("input", keepDraft);
     connect();
   }
 

@@ -165,3 +165,17 @@ async def test_messages_held_across_a_reload_are_sent_once_in_order(
     await page.reload()  # sent: nothing is held any more, nothing goes twice
     await expect(page.locator(".msg-user .msg-body")).to_have_count(2)
     assert await page.evaluate("sessionStorage.length") == 0
+
+
+async def test_what_is_in_the_box_survives_a_reload(page: Page, stack: Stack) -> None:
+    # Regression: a half-typed message, or one put back in the box, was lost on reload.
+    await page.fill("#input", "Remind me to call")
+    await page.reload()
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    await expect(page.locator("#input")).to_have_value("Remind me to call")
+    await send(page, "Remind me to call Ann")
+    await expect(page.locator("#input")).to_have_value("")
+    await expect(page.locator(".msg-user .msg-body").last).to_have_text("Remind me to call Ann")
+    await page.reload()
+    await expect(page.locator(".msg-user .msg-body").last).to_have_text("Remind me to call Ann")
+    await expect(page.locator("#input")).to_have_value("")
