@@ -221,13 +221,14 @@ class Feed:
         }
         if conversation is not None:
             payload["conversation"] = conversation_meta(conversation)
-        self.tabs.broadcast(payload)
+        self.tabs.broadcast_update(conversation_id, payload)
 
     async def on_event(self, conversation_id: str, event: dict[str, Any]) -> None:
         view = event_view(event)
         if view is not None:
-            self.tabs.broadcast(
-                {"type": "conversation_updated", "conversationId": conversation_id, "event": view}
+            self.tabs.broadcast_update(
+                conversation_id,
+                {"type": "conversation_updated", "conversationId": conversation_id, "event": view},
             )
 
     async def on_conversation(self, conversation: Any, created: bool) -> None:

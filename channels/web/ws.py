@@ -181,6 +181,18 @@ class WsHub:
             )
             return
         client.pending_model = client.pending_title = None
+        # A turn written while the page is read reached the tab before the page, which
+        # may not hold it, and the page replaced it: it is sent again after the page.
+        client.loading = (rec.id, [])
+        try:
+            await self._send_page(client, rec, around)
+        finally:
+            missed = client.loading[1] if client.loading else []
+            client.loading = None
+        for payload in missed:
+            self.send(client, payload)
+
+    async def _send_page(self, client: Client, rec: Any, around: int | None) -> None:
         titles = await derived_titles(self.services, [rec])
         page = await self.channel.read_page(rec.id, PAGE_SIZE, around=around)
         # Opened around an older turn (a search result): later turns exist past the page,
