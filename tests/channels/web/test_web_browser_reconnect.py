@@ -104,6 +104,10 @@ async def test_retry_now_reconnects_at_once(page: Page, stack: Stack) -> None:
     await stack.channel.stop()
     await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
     await fail_attempts(page, 3)
+    await page.set_viewport_size({"width": 1280, "height": 800})
+    for control in ("#conn-status", "#reconnect-now"):  # one line each, on a desk too
+        box = await page.locator(control).bounding_box()
+        assert box and box["height"] < 26, (control, box)
     await restart_web(stack)
     await page.click("#reconnect-now")
     await expect(page.locator("body")).to_have_attribute("data-connection", "live")
