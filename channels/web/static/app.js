@@ -1026,11 +1026,22 @@
 
   // What is in the box outlives the page the same way: a message put back in the box, or
   // half typed, was lost with a reload or a discarded tab.
+  // Written a moment after typing stops, and at once when the page is hidden or left:
+  // a write of a long draft on every keystroke made typing in it slow. One over
+  // DRAFT_MAX characters (a pasted log) is not kept.
   const DRAFT_KEY = "my-agent-draft";
+  const DRAFT_MAX = 100000;
+  let draftTimer = null;
+  function keepDraftSoon() {
+    clearTimeout(draftTimer);
+    draftTimer = setTimeout(keepDraft, 400);
+  }
+
   function keepDraft() {
+    clearTimeout(draftTimer);
     try {
       const text = $("input").value;
-      if (text) sessionStorage.setItem(DRAFT_KEY, text);
+      if (text && text.length <= DRAFT_MAX) sessionStorage.setItem(DRAFT_KEY, text);
       else sessionStorage.removeItem(DRAFT_KEY);
     } catch (_e) {
       // storage refused: the box keeps it in this page only
@@ -1478,6 +1489,7 @@
     window.addEventListener("online", reconnectNow);
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible") reconnectNow();
+      else keepDraft(); // a hidden tab may be discarded without a pagehide
     });
     $("reconnect-now").addEventListener("click", reconnectNow);
     if (window.visualViewport) {
@@ -1491,7 +1503,8 @@
     renderHeader();
     restoreQueued();
     restoreDraft();
-    $("input").addEventListener("input", keepDraft);
+    $("input").addEventListener("input", keepDraftSoon);
+    window.addEventListener("pagehide", keepDraft);
     connect();
   }
 
