@@ -23,8 +23,19 @@ from pathlib import Path
 
 log = logging.getLogger("my_agent.web.auth")
 
-COOKIE_NAME = "my_agent_session"
+# The name every daemon used until session 26. Cookies are per host, not per port: two
+# daemons on one host (a test instance beside the real one) overwrote each other's
+# cookie, and logging in to one logged the other out. Each instance now names its own
+# (cookie_name); a valid session under this name is carried over once (login.py).
+LEGACY_COOKIE_NAME = "my_agent_session"
 Clock = Callable[[], float]
+
+
+def cookie_name(data_dir: Path) -> str:
+    """The session cookie's name for the daemon whose data is in ``data_dir``: distinct per
+    instance (two on one host no longer share it), stable across restarts and ports."""
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return f"{LEGACY_COOKIE_NAME}_{digest}"
 
 
 def load_or_create_token(path: Path) -> str:

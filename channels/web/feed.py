@@ -191,12 +191,24 @@ class Feed:
             payload["statusLines"] = status
         origin = self.tabs.get(message.chat_id)
         if message.kind in ("command", "notice") and origin is not None:
-            self.tabs.send(origin, payload)  # a command's answer is for the tab that asked
+            # a command's answer is for the tab that asked
             switched = message.metadata.get("switchedTo")
             if isinstance(switched, str):  # "/new" typed in the dashboard: follow it
-                spawn(self.follow(origin, switched), name="web-follow-switch")
+                spawn(self._follow(origin, switched, payload), name="web-follow-switch")
+            else:
+                self.tabs.send(origin, payload)
         else:
             self.tabs.broadcast(payload)
+
+    async def _follow(self, origin: Client, conversation_id: str, answer: dict[str, Any]) -> None:
+        """Show the tab the conversation "/new" started, then the command's answer: sent
+        first, it was wiped by the conversation shown after it, and until session 26
+        neither "Started a new conversation" nor "This conversation is new already" was
+        ever seen in the dashboard."""
+        try:
+            await self.follow(origin, conversation_id)
+        finally:
+            self.tabs.send(origin, answer)
 
     async def on_turn(
         self, conversation_id: str, turn: dict[str, Any], conversation: Any = None
@@ -209,13 +221,14 @@ class Feed:
         }
         if conversation is not None:
             payload["conversation"] = conversation_meta(conversation)
-        self.tabs.broadcast(payload)
+        self.tabs.broadcast_update(conversation_id, payload)
 
     async def on_event(self, conversation_id: str, event: dict[str, Any]) -> None:
         view = event_view(event)
         if view is not None:
-            self.tabs.broadcast(
-                {"type": "conversation_updated", "conversationId": conversation_id, "event": view}
+            self.tabs.broadcast_update(
+                conversation_id,
+                {"type": "conversation_updated", "conversationId": conversation_id, "event": view},
             )
 
     async def on_conversation(self, conversation: Any, created: bool) -> None:

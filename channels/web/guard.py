@@ -18,6 +18,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from bot.config.channels import WebChannelConfig
+from channels.web.login import carry_legacy_session
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
@@ -97,6 +98,7 @@ def guard_middlewares(channel: WebChannel) -> list[Middleware]:
             harden(request, exc.headers)
             raise
         harden(request, response.headers)
+        carry_legacy_session(channel, request, response)
         return response
 
     @web.middleware

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from channels.web.auth import COOKIE_NAME, forwarded, login_client, token_matches
+from channels.web.auth import LEGACY_COOKIE_NAME, forwarded, login_client, token_matches
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
@@ -45,6 +45,35 @@ def over_https(request: web.Request) -> bool:
     if forwarded_proto.strip().lower() == "https":
         return True
     return forwarded(request.headers, "proto").lower() == "https"
+
+
+def set_session_cookie(
+    channel: WebChannel, request: web.Request, response: web.StreamResponse, sid: str
+) -> None:
+    """Hand the browser session ``sid`` under this instance's cookie name."""
+    response.set_cookie(
+        channel.cookie_name,
+        sid,
+        httponly=True,
+        samesite="Strict",
+        path="/",
+        max_age=int(channel.settings.session_ttl_hours * 3600),
+        secure=over_https(request),
+    )
+
+
+def carry_legacy_session(
+    channel: WebChannel, request: web.Request, response: web.StreamResponse
+) -> None:
+    """Move a valid session from the cookie name every instance shared until session 26
+    to this instance's own, so an upgrade logs no one out. A legacy cookie this instance
+    does not know (another daemon's) is left alone for that daemon to carry over."""
+    if request.cookies.get(channel.cookie_name) or response.prepared:
+        return
+    sid = request.cookies.get(LEGACY_COOKIE_NAME)
+    if sid and channel.sessions.valid(sid):
+        set_session_cookie(channel, request, response, sid)
+        response.del_cookie(LEGACY_COOKIE_NAME, path="/")
 
 
 def setup_login(app: web.Application, channel: WebChannel) -> None:
@@ -85,23 +114,17 @@ def setup_login(app: web.Application, channel: WebChannel) -> None:
         response: web.StreamResponse = (
             web.json_response({"ok": True}) if wants_json else redirect("/")
         )
-        response.set_cookie(
-            COOKIE_NAME,
-            sid,
-            httponly=True,
-            samesite="Strict",
-            path="/",
-            max_age=int(channel.settings.session_ttl_hours * 3600),
-            secure=over_https(request),
-        )
+        set_session_cookie(channel, request, response, sid)
         return response
 
     async def logout(request: web.Request) -> web.StreamResponse:
-        sid = request.cookies.get(COOKIE_NAME)
+        sid = channel.session_id(request)
         channel.sessions.revoke(sid)
         channel.hub.tabs.close_session(sid)
         response = redirect("/login")
-        response.del_cookie(COOKIE_NAME, path="/")
+        response.del_cookie(channel.cookie_name, path="/")
+        if sid and request.cookies.get(LEGACY_COOKIE_NAME) == sid:
+            response.del_cookie(LEGACY_COOKIE_NAME, path="/")
         return response
 
     app.router.add_get("/login", login_page)

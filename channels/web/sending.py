@@ -8,7 +8,10 @@ delivery through the channel host. The rest of the protocol is :mod:`channels.we
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
@@ -20,48 +23,97 @@ from channels.web.views import conversation_meta
 if TYPE_CHECKING:
     from channels.web.ws import WsHub
 
+log = logging.getLogger("my_agent.web")
+
 NEXT_CONVERSATION = "the conversation your first message here starts"
+REFS_KEPT = 256  # per hub: the refs a reconnecting tab may send again
+
+
+class SentRefs:
+    """Whether each message a session's tabs sent lately (by its ``ref``) was stored.
+
+    A tab whose socket dropped before it heard back, and found no sign of its message
+    in the reloaded view, sends it again under the same ref. The view can lag a
+    message that was still being stored when the socket dropped: answered from here,
+    that one is stored once (the second send waits for the first's outcome)."""
+
+    def __init__(self, kept: int = REFS_KEPT) -> None:
+        self._kept = kept
+        self._outcomes: OrderedDict[tuple[str, str], asyncio.Future[bool]] = OrderedDict()
+
+    def outcome(self, key: tuple[str, str]) -> asyncio.Future[bool] | None:
+        """The outcome of the message sent under ``key`` before, if it is remembered."""
+        return self._outcomes.get(key)
+
+    def start(self, key: tuple[str, str]) -> asyncio.Future[bool]:
+        """Remember the message under ``key``; resolve the future once it is settled."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._outcomes[key] = future
+        self._outcomes.move_to_end(key)
+        while len(self._outcomes) > self._kept:
+            self._outcomes.popitem(last=False)
+        return future
 
 
 async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None:
     """Deliver the owner's message to the core: into the conversation the tab names or
     views, into a new one from the empty chat, or none (``/search``, ``/help``,
-    ``/status`` there). Answered ``accepted {ref}`` once stored, ``error {ref, kept}`` if not."""
+    ``/status`` there). Answered ``accepted {ref}`` once stored, ``error {ref, kept}`` if
+    not; a ref seen before and stored is answered ``accepted`` and not stored again."""
     text = str(data.get("text") or "")
     if not text.strip():
         return
     # The page's name for this message: answered "accepted" once it is stored, or
     # named in the error that refused it, so the page can put the text back in the
     # box (it cleared the box on sending, and a refusal lost the text).
-    ref = data.get("ref") if isinstance(data.get("ref"), str) else None
+    given = data.get("ref")
+    ref = given[:64] if isinstance(given, str) else None
+    if ref is None:
+        await _send(hub, client, data, text, None)
+        return
+    key = (client.session or "", ref)
+    earlier = hub.sent_refs.outcome(key)
+    if earlier is not None and await asyncio.shield(earlier):
+        log.info("web: message %s sent again after a reconnect, stored once", ref)
+        accepted(hub, client, ref)
+        return
+    outcome = hub.sent_refs.start(key)
+    stored = False
+    try:
+        stored = await _send(hub, client, data, text, ref)
+    finally:
+        outcome.set_result(stored)
 
-    def refuse(message: str, kept: bool = False) -> None:
+
+async def _send(
+    hub: WsHub, client: Client, data: dict[str, Any], text: str, ref: str | None
+) -> bool:
+    """``send_message`` for one message; whether it was stored (or held to be)."""
+
+    def refuse(message: str, kept: bool = False) -> bool:
         frame: dict[str, Any] = {"type": "error", "message": message}
         if ref is not None:
-            frame.update(ref=ref[:64], kept=kept)
+            frame.update(ref=ref, kept=kept)
         hub.send(client, frame)
+        return kept
 
     cid = data.get("conversationId") or client.conversation_id
     if cid:
         rec = await hub.services.conversations.get(str(cid))
         if rec is None:
-            refuse("no such conversation")
-            return
+            return refuse("no such conversation")
         if conversation_meta(rec)["readOnly"]:
-            refuse("this conversation belongs to its channel and is read-only")
-            return
+            return refuse("this conversation belongs to its channel and is read-only")
     elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
         rec = None  # /search, /help, /status in a new chat: answered, no conversation
     elif command[0] in ("model", "rename"):
         pending_answer(hub, client, command)
-        accepted(hub, client, ref)
-        return
+        return accepted(hub, client, ref)
     elif command[0] == "new" and not command[1]:
         # A new chat is already a fresh start: /new here created a conversation only
         # to record the command in, and left it empty in the list.
         await hub.load(client, None)
-        accepted(hub, client, ref)
-        return
+        return accepted(hub, client, ref)
     else:
         if command[0] == "new":
             # "/new <first message>" in a new chat: that message starts the chat.
@@ -72,8 +124,7 @@ async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None
         await hub.load(client, rec.id)
     host = hub.channel.host
     if host is None:
-        refuse("not ready")
-        return
+        return refuse("not ready")
     try:
         await host.deliver(
             InboundMessage(
@@ -89,9 +140,8 @@ async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None
     except DeliveryError as exc:  # read-only, shutting down, storage full
         # A storage failure holds the message in memory and stores it later (the
         # router's spool): that one is kept, and must not be sent a second time.
-        refuse(str(exc), kept=isinstance(exc.__cause__, OSError))
-        return
-    accepted(hub, client, ref)
+        return refuse(str(exc), kept=isinstance(exc.__cause__, OSError))
+    return accepted(hub, client, ref)
 
 
 def pending_answer(hub: WsHub, client: Client, command: tuple[str, str]) -> None:
@@ -116,6 +166,8 @@ def pending_answer(hub: WsHub, client: Client, command: tuple[str, str]) -> None
     hub.send(client, {"type": "notice", "kind": "command", "text": answer, "actions": []} | extra)
 
 
-def accepted(hub: WsHub, client: Client, ref: str | None) -> None:
+def accepted(hub: WsHub, client: Client, ref: str | None) -> bool:
+    """Tell the tab its message ``ref`` is stored (always true: the caller returns it)."""
     if ref is not None:
-        hub.send(client, {"type": "accepted", "ref": ref[:64]})
+        hub.send(client, {"type": "accepted", "ref": ref})
+    return True

@@ -28,7 +28,13 @@ from bot.config.model import AppConfig
 from bot.events import OutboundMessage, SendResult, StreamEvent
 from channels.web.analytics import setup_analytics
 from channels.web.api import setup_api
-from channels.web.auth import COOKIE_NAME, RateLimiter, SessionStore, load_or_create_token
+from channels.web.auth import (
+    LEGACY_COOKIE_NAME,
+    RateLimiter,
+    SessionStore,
+    cookie_name,
+    load_or_create_token,
+)
 from channels.web.guard import guard_middlewares, origin_allowed
 from channels.web.login import setup_login
 from channels.web.pages import Page, read_page, read_turn
@@ -72,6 +78,7 @@ class WebChannel:
             wall_clock,
             path=config.data_dir / "web_sessions.json",
         )
+        self.cookie_name = cookie_name(config.data_dir)
         self.limiter = RateLimiter(self.settings.login_attempts_per_minute, 60.0, clock)
         self.hub = WsHub(self)
         self.host: ChannelHost | None = None
@@ -196,9 +203,18 @@ class WebChannel:
         self._unsubscribe += self.hub.feed.subscribe(self.services.bus)
 
     # -- sessions -----------------------------------------------------------------------
+    def session_id(self, request: web.Request) -> str | None:
+        """The session ``request`` carries: under this instance's cookie name, or a valid
+        one under the name all instances shared before (carried over by the guard)."""
+        sid = request.cookies.get(self.cookie_name)
+        if sid:
+            return sid
+        legacy = request.cookies.get(LEGACY_COOKIE_NAME)
+        return legacy if legacy and self.sessions.valid(legacy) else None
+
     def authenticated(self, request: web.Request) -> bool:
         """Whether ``request`` carries a valid session cookie."""
-        return self.sessions.valid(request.cookies.get(COOKIE_NAME))
+        return self.sessions.valid(self.session_id(request))
 
     # -- handlers ---------------------------------------------------------------------
     async def _healthz(self, request: web.Request) -> web.Response:

@@ -41,6 +41,9 @@ class Client:
         self.conversation_id: str | None = None
         self.pending_model: str | None = None  # chosen before the first message
         self.pending_title: str | None = None  # "/rename" typed before the first message
+        # The conversation being read for this tab, and the updates of it broadcast while
+        # it was read: sent again after its page, which may have been read before them.
+        self.loading: tuple[str, list[dict[str, Any]]] | None = None
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_LIMIT)
         self.queued = 0  # characters in the queue
         self.writer: asyncio.Task[None] | None = None
@@ -142,6 +145,13 @@ class Tabs:
         for client in targets:
             self._push(client, data)
         return len(targets)
+
+    def broadcast_update(self, conversation_id: str, payload: dict[str, Any]) -> None:
+        """Broadcast an update of a conversation, kept too for the tabs reading it."""
+        self.broadcast(payload)
+        for client in self.clients.values():
+            if client.loading is not None and client.loading[0] == conversation_id:
+                client.loading[1].append(payload)
 
     def viewing(self, conversation_id: str) -> list[Client]:
         return [c for c in self.clients.values() if c.conversation_id == conversation_id]

@@ -77,6 +77,8 @@ def turn_view(line: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("channel", "sender", "senderName", "model", "cost"):
         if line.get(key) is not None:
             out[key] = line[key]
+    if line.get("error") is True:  # the apology written when the brain failed
+        out["error"] = True
     return out
 
 

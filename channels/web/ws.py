@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from channels.web.auth import COOKIE_NAME
 from channels.web.edits import rename_conversation, set_model
 from channels.web.feed import Feed
-from channels.web.sending import send_message
+from channels.web.sending import SentRefs, send_message
 from channels.web.tabs import Client, Tabs
 from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta
@@ -53,6 +52,7 @@ class WsHub:
     def __init__(self, channel: WebChannel) -> None:
         self.channel = channel
         self.tabs = Tabs(channel.sessions.valid)
+        self.sent_refs = SentRefs()  # messages a reconnecting tab may send again
         self.feed = Feed(self.tabs, follow=self.load, waiting=self._waiting)
 
     @property
@@ -70,7 +70,7 @@ class WsHub:
         # nothing on a local dashboard.
         ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1 << 20, compress=False)
         await ws.prepare(request)
-        client = self.tabs.open(ws, request.cookies.get(COOKIE_NAME))
+        client = self.tabs.open(ws, self.channel.session_id(request))
         try:
             await self._on_connect(client, request.query.get("conversation"))
             async for msg in ws:
@@ -181,6 +181,18 @@ class WsHub:
             )
             return
         client.pending_model = client.pending_title = None
+        # A turn written while the page is read reached the tab before the page, which
+        # may not hold it, and the page replaced it: it is sent again after the page.
+        client.loading = (rec.id, [])
+        try:
+            await self._send_page(client, rec, around)
+        finally:
+            missed = client.loading[1] if client.loading else []
+            client.loading = None
+        for payload in missed:
+            self.send(client, payload)
+
+    async def _send_page(self, client: Client, rec: Any, around: int | None) -> None:
         titles = await derived_titles(self.services, [rec])
         page = await self.channel.read_page(rec.id, PAGE_SIZE, around=around)
         # Opened around an older turn (a search result): later turns exist past the page,

@@ -27,9 +27,15 @@
     // The message sent and not yet confirmed stored ({ref, text}): the box was cleared on
     // sending, so a refusal or a connection lost before it was stored lost the text.
     unsent: null,
-    // A message typed while the socket was down ({text}): shown as waiting and sent once
-    // the tab is connected again (before, the box kept it and nothing sent it later).
-    queued: null,
+    // Messages typed while the socket was down ({ref, text, conversationId}, in order):
+    // shown as waiting and sent one by one once the tab is connected again.
+    queued: [],
+    flushing: null, // the ref of the held message in flight
+    loadingOlder: false, // a load_more is on its way
+    restored: false, // held messages came back from sessionStorage: check the first
+    retryTimer: null,
+    retryAt: 0,
+    countdown: null,
     connections: 0,
     reconnected: false, // the next conversation_loaded answers a reconnect
     behind: false, // the page shows older turns only (opened around a search result)
@@ -196,7 +202,8 @@
     setStatus("connecting…", "connecting");
     ws.onopen = () => {
       state.retry = 0;
-      state.reconnected = state.connections++ > 0;
+      state.reconnected = state.connections++ > 0 || state.restored;
+      state.restored = false;
       setStatus("live", "live");
     };
     ws.onmessage = (ev) => {
@@ -218,17 +225,49 @@
           if (r.status === 401) location.href = "/login";
         })
         .catch(() => {});
-      const delay = Math.min(1000 * 2 ** state.retry++, 15000);
-      state.retryTimer = setTimeout(connect, delay * (0.8 + 0.4 * Math.random()));
+      state.loadingOlder = false; // its page is not coming: the reload brings a new one
+      scheduleRetry();
+      showQueued(); // "waiting for the connection"
     };
+  }
+
+  // Retries start fast (a daemon restarting under systemd is back within seconds) and
+  // back off, with jitter so tabs do not reconnect in step, to a cap that is low while
+  // the owner looks at the tab and higher for a tab in the background. Until session
+  // 26 the cap was 15 s for both: after a kill -9 and restart the page sat offline for
+  // up to 18 s.
+  const RETRY_FIRST_MS = 300;
+  const RETRY_CAP_VISIBLE_MS = 5000;
+  const RETRY_CAP_HIDDEN_MS = 30000;
+
+  function scheduleRetry() {
+    const cap = document.visibilityState === "hidden" ? RETRY_CAP_HIDDEN_MS : RETRY_CAP_VISIBLE_MS;
+    const delay = Math.min(RETRY_FIRST_MS * 2 ** state.retry++, cap) * (0.75 + 0.5 * Math.random());
+    clearTimeout(state.retryTimer);
+    state.retryAt = Date.now() + delay;
+    state.retryTimer = setTimeout(() => {
+      state.retryTimer = null;
+      connect();
+    }, delay);
+    showRetry();
+  }
+
+  // The status says when the next attempt is, and "Retry now" tries at once.
+  function showRetry() {
+    clearTimeout(state.countdown);
+    if (!state.retryTimer) return;
+    const seconds = Math.max(1, Math.ceil((state.retryAt - Date.now()) / 1000));
+    setStatus("offline, reconnecting in " + seconds + " s", "offline");
+    state.countdown = setTimeout(showRetry, 1000);
   }
 
   function connected() {
     return !!state.ws && state.ws.readyState === WebSocket.OPEN;
   }
 
-  // The network is back (a phone leaving a tunnel): try now rather than at the end of a
-  // backoff of up to 15 s.
+  // The network is back (a phone leaving a tunnel), the tab is in view again (a phone
+  // unlocked, a window brought back) or the owner asked: try now rather than at the end
+  // of the backoff.
   function reconnectNow() {
     if (!state.ws || state.ws.readyState !== WebSocket.CLOSED || !state.retryTimer) return;
     clearTimeout(state.retryTimer);
@@ -239,12 +278,19 @@
 
   // The on-screen keyboard of a phone shrinks the visual viewport only: the page kept its
   // full height and the composer sat under the keyboard. The app takes the visible height.
+  // With the keyboard open the phone's bar folds to its first row (the status and
+  // Conversations): its three rows of 44 px tap targets left the chat 200 px.
+  let fullHeight = { width: 0, height: 0 }; // the tallest visible height at this width
   function fitViewport() {
     const vv = window.visualViewport;
     if (!vv) return;
     const height = Math.round(vv.height * (vv.scale || 1));
     document.documentElement.style.setProperty("--app-height", height + "px");
     if (vv.offsetTop && document.activeElement === $("input")) window.scrollTo(0, 0);
+    if (fullHeight.width !== vv.width) fullHeight = { width: vv.width, height: 0 };
+    fullHeight.height = Math.max(fullHeight.height, height);
+    const typing = document.activeElement === $("input") && height < 0.75 * fullHeight.height;
+    document.body.classList.toggle("keyboard-open", typing);
   }
 
   // ---------------------------------------------------------------- address
@@ -286,6 +332,8 @@
     node.textContent = text;
     node.className = "conn " + cls;
     document.body.dataset.connection = cls;
+    $("reconnect-now").hidden = cls !== "offline";
+    if (cls !== "offline") clearTimeout(state.countdown);
   }
 
   const FRAME_MAX = 1 << 20; // bytes: the server's max_msg_size (a larger frame closes the socket)
@@ -332,7 +380,33 @@
     body.appendChild(window.renderMarkdown(item.content || ""));
     node.appendChild(body);
     if (item.cut) node.appendChild(renderCut(item, body));
+    if (item.error && item.role !== "user") markFailed(node, meta, item);
     return node;
+  }
+
+  // The apology written when the model failed on a question looked like any answer:
+  // marked as an error, with "Ask again", which sends the question once more.
+  function markFailed(node, meta, item) {
+    node.classList.add("msg-error");
+    meta.appendChild(el("span", "error-tag", "not answered: an error"));
+    if (item.turnNumber == null || (state.current && state.current.readOnly)) return;
+    const again = el("button", null, "Ask again");
+    again.type = "button";
+    again.addEventListener("click", async () => {
+      if (!state.current) return;
+      again.disabled = true;
+      const url = "/api/conversations/" + encodeURIComponent(state.current.id) + "/turns/" + item.turnNumber + "?role=user";
+      try {
+        const r = await fetch(url, { credentials: "same-origin" });
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        const question = (await r.json()).turn.content || "";
+        if (!submitText(question)) again.disabled = false;
+      } catch (err) {
+        again.disabled = false;
+        toast("Could not find the question to ask again: " + err.message);
+      }
+    });
+    node.appendChild(again);
   }
 
   function kb(chars) {
@@ -585,6 +659,7 @@
     for (const item of msg.turns || []) list.appendChild(renderItem(item));
     state.oldestTurn = firstTurn(msg.turns);
     state.olderThan = msg.olderThan;
+    state.loadingOlder = false;
     $("load-more").hidden = !msg.hasMore;
     // Opened around an older turn: newer ones exist past this page. New turns are not
     // shown under it (they would seem to follow it directly); the button, or sending a
@@ -807,9 +882,14 @@
     },
     history(msg) {
       if (!state.current || msg.conversationId !== state.current.id) return;
+      state.loadingOlder = false;
       const list = items();
       const first = list.firstChild;
+      // What was in view stays in view as the older page goes in above it.
+      const box = $("messages");
+      const fromBottom = box.scrollHeight - box.scrollTop;
       for (const item of msg.turns || []) list.insertBefore(renderItem(item), first);
+      box.scrollTop = box.scrollHeight - fromBottom;
       state.oldestTurn = firstTurn(msg.turns) || state.oldestTurn;
       state.olderThan = msg.olderThan;
       $("load-more").hidden = !msg.hasMore;
@@ -848,12 +928,18 @@
     },
     accepted(msg) {
       if (state.unsent && msg.ref === state.unsent.ref) state.unsent = null;
+      settleFlushed(msg.ref, true);
     },
     error(msg) {
       if (msg.ref && state.unsent && msg.ref === state.unsent.ref) {
         const unsent = state.unsent;
         state.unsent = null;
         setGenerating(awaitingReply());
+        // a held one: it and the ones after it are back in the box (or, kept, go on)
+        if (settleFlushed(msg.ref, !!msg.kept)) {
+          if (!msg.kept) toast((msg.message || "Error") + ": not sent; your messages are back in the box.");
+          return;
+        }
         // not stored (a storage failure keeps it to store later: not to be sent again)
         if (!msg.kept) {
           restoreInput(unsent.text);
@@ -867,67 +953,194 @@
   };
 
   // ---------------------------------------------------------------- actions
+  // The page before the one shown, once at a time (the button, or scrolling near the
+  // top): the same page asked for twice was shown twice.
+  const OLDER_MARGIN_PX = 300;
+  function loadOlder() {
+    if (state.loadingOlder || $("load-more").hidden || !state.current) return;
+    // the page's cursor: "before its first turn number" skipped what lay between a
+    // flood's questions and the late answers the page began with
+    const id = state.current.id;
+    const cursor = state.olderThan != null ? { olderThan: state.olderThan } : state.oldestTurn != null ? { beforeTurn: state.oldestTurn } : null;
+    if (cursor && send({ type: "load_more", conversationId: id, ...cursor })) state.loadingOlder = true;
+  }
+
   function jumpToLatest() {
     if (state.current) send({ type: "switch_conversation", conversationId: state.current.id });
   }
 
-  function sendText(text) {
+  function newRef() {
+    return Date.now().toString(36) + Math.random().toString(36).slice(2);
+  }
+
+  // ``held``: a message from the queue, sent under its own ref into the conversation it
+  // was typed in (a resend after a drop keeps the ref, so the server stores it once).
+  function sendText(text, held) {
     // Sent from a page of older turns: show the latest first, where the message goes.
     if (state.behind) jumpToLatest();
-    const ref = Date.now().toString(36) + Math.random().toString(36).slice(2);
-    const ok = send({ type: "send_message", text, ref, conversationId: state.current ? state.current.id : null });
+    const ref = held ? held.ref : newRef();
+    const conversationId = held ? held.conversationId : state.current ? state.current.id : null;
+    const ok = send({ type: "send_message", text, ref, conversationId });
     if (ok) state.unsent = { ref, text };
     if (ok && !state.current) state.creating = true; // the empty chat becomes its conversation
     if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
     return ok;
   }
 
-  // Typed while the socket is down: held (one at a time) and shown as waiting, sent once
-  // the tab has reconnected and reloaded its view. Returns whether it was taken.
+  // The owner's message: sent now, or held when the socket is down; behind messages
+  // still waiting to go out, a new one waits its turn too. Returns whether it was taken.
+  function submitText(text) {
+    const taken = connected() && !state.queued.length ? sendText(text) : queueText(text);
+    flushQueued();
+    return taken;
+  }
+
+  // Typed while the socket is down, or while earlier such messages are still going out:
+  // held in order, shown as waiting, and sent one at a time, each once the one before
+  // is stored, after the reconnected tab has reloaded its view (until session 26 only
+  // one was held and a second stayed in the box). Returns whether it was taken.
+  const QUEUE_MAX = 50;
   function queueText(text) {
-    if (state.queued) {
-      toast("Not connected: the message before this one is still waiting to be sent. This one stays in the box.");
+    if (state.queued.length >= QUEUE_MAX) {
+      toast("Not connected: " + QUEUE_MAX + " messages are waiting to be sent already. This one stays in the box.");
       return false;
     }
-    state.queued = { text };
+    state.queued.push({ ref: newRef(), text, conversationId: state.current ? state.current.id : null });
     showQueued();
     return true;
   }
 
+  // The held messages outlive the page in this tab's sessionStorage: a phone's browser
+  // discards a tab in the background, and a reload lost them (until session 26). Not
+  // localStorage: they are the owner's words, and need not stay on the disk once the tab
+  // is closed.
+  const QUEUE_KEY = "my-agent-queued";
+  function keepQueued() {
+    try {
+      if (state.queued.length) sessionStorage.setItem(QUEUE_KEY, JSON.stringify(state.queued));
+      else sessionStorage.removeItem(QUEUE_KEY);
+    } catch (_e) {
+      // storage refused (private mode, full): they are held in this page only
+    }
+  }
+
+  // What is in the box outlives the page the same way: a message put back in the box, or
+  // half typed, was lost with a reload or a discarded tab.
+  // Written a moment after typing stops, and at once when the page is hidden or left:
+  // a write of a long draft on every keystroke made typing in it slow. One over
+  // DRAFT_MAX characters (a pasted log) is not kept.
+  const DRAFT_KEY = "my-agent-draft";
+  const DRAFT_MAX = 100000;
+  let draftTimer = null;
+  function keepDraftSoon() {
+    clearTimeout(draftTimer);
+    draftTimer = setTimeout(keepDraft, 400);
+  }
+
+  function keepDraft() {
+    clearTimeout(draftTimer);
+    try {
+      const text = $("input").value;
+      if (text && text.length <= DRAFT_MAX) sessionStorage.setItem(DRAFT_KEY, text);
+      else sessionStorage.removeItem(DRAFT_KEY);
+    } catch (_e) {
+      // storage refused: the box keeps it in this page only
+    }
+  }
+
+  function restoreDraft() {
+    try {
+      const text = sessionStorage.getItem(DRAFT_KEY);
+      if (text && !$("input").value) $("input").value = text;
+    } catch (_e) {
+      // nothing kept
+    }
+  }
+
+  // A reloaded tab takes back what it held. The first of them may have gone out before
+  // the reload: the first view loaded says whether it is stored (settleUnsent), and the
+  // server knows its ref, so it is stored once.
+  function restoreQueued() {
+    let kept = [];
+    try {
+      kept = JSON.parse(sessionStorage.getItem(QUEUE_KEY) || "[]");
+    } catch (_e) {
+      kept = [];
+    }
+    state.queued = (Array.isArray(kept) ? kept : []).filter((m) => m && typeof m.text === "string" && typeof m.ref === "string");
+    if (!state.queued.length) return;
+    const head = state.queued[0];
+    state.unsent = { ref: head.ref, text: head.text };
+    state.flushing = head.ref;
+    state.restored = true;
+  }
+
   function showQueued() {
+    keepQueued();
     const old = $("queued");
     if (old) old.remove();
-    if (!state.queued) return;
-    const node = el("div", "msg msg-user msg-queued");
-    node.id = "queued";
-    const meta = el("div", "msg-meta");
-    meta.appendChild(el("span", "who", "You"));
-    meta.appendChild(el("span", null, "waiting for the connection: sent when it is back"));
-    node.appendChild(meta);
-    const body = el("div", "msg-body", state.queued.text);
-    body.dir = "auto";
-    node.appendChild(body);
-    const cancel = el("button", null, "Cancel");
-    cancel.type = "button";
-    cancel.addEventListener("click", () => {
-      const held = state.queued;
-      state.queued = null;
-      showQueued();
-      if (held) restoreInput(held.text);
-    });
-    node.appendChild(cancel);
-    items().appendChild(node);
+    if (!state.queued.length) return;
+    const box = el("div", "queued");
+    box.id = "queued";
+    for (const held of state.queued) {
+      const sending = held.ref === state.flushing;
+      const node = el("div", "msg msg-user msg-queued");
+      const meta = el("div", "msg-meta");
+      meta.appendChild(el("span", "who", "You"));
+      const why = sending ? "sending…" : connected() ? "waiting to be sent" : "waiting for the connection: sent when it is back";
+      meta.appendChild(el("span", "queued-state", why));
+      node.appendChild(meta);
+      const body = el("div", "msg-body", held.text);
+      body.dir = "auto";
+      node.appendChild(body);
+      if (!sending) {
+        const cancel = el("button", null, "Cancel");
+        cancel.type = "button";
+        cancel.setAttribute("aria-label", "Cancel this waiting message (back to the box)");
+        cancel.addEventListener("click", () => {
+          state.queued = state.queued.filter((m) => m !== held);
+          showQueued();
+          restoreInput(held.text);
+        });
+        node.appendChild(cancel);
+      }
+      box.appendChild(node);
+    }
+    items().appendChild(box);
     $("empty-state").hidden = true;
     scrollToBottom();
   }
 
-  // Called once the reconnected tab shows its view again: what was held goes now, once.
+  // Called once the reconnected tab shows its view again, and as each held message is
+  // stored: the next one goes, once.
   function flushQueued() {
-    const held = state.queued;
-    if (!held || !connected()) return;
-    state.queued = null;
+    // Not between a reconnect and its reloaded view: settleUnsent has to see first
+    // whether the message in flight when the socket dropped was stored.
+    while (!state.flushing && connected() && !state.reconnected && state.queued.length) {
+      const held = state.queued[0];
+      if (sendText(held.text, held)) {
+        state.flushing = held.ref;
+      } else {
+        state.queued.shift(); // too long to send at all: back in the box (send() said why)
+        restoreInput(held.text);
+      }
+    }
     showQueued();
-    if (!sendText(held.text)) restoreInput(held.text);
+  }
+
+  // The held message in flight was answered: stored (the next goes) or refused (it and
+  // every one after it go back in the box, in order, before anything typed since).
+  function settleFlushed(ref, stored) {
+    if (!state.flushing || ref !== state.flushing) return false;
+    state.flushing = null;
+    const head = state.queued.shift();
+    if (!stored) {
+      const texts = [head, ...state.queued].map((m) => m.text);
+      state.queued = [];
+      restoreInput(texts.join("\n\n"));
+    }
+    flushQueued();
+    return true;
   }
 
   // Puts a message that was not sent back in the box, before anything typed since.
@@ -935,17 +1148,24 @@
     const input = $("input");
     if (input.value === text) return;
     input.value = input.value.trim() ? text + "\n\n" + input.value : text;
+    keepDraft();
   }
 
   // After a reconnect: the message sent before the connection dropped is either in the
-  // conversation now (stored) or back in the box. A command is not put back, as it may
+  // conversation now (stored) or back in the box. A held one not stored stays first in
+  // the queue and is sent again under its ref. A command is not put back, as it may
   // have run.
   function settleUnsent(turns) {
     const unsent = state.unsent;
     state.unsent = null;
-    if (!unsent || unsent.text.trim().startsWith("/")) return;
+    if (!unsent) return;
     const stored = (turns || []).some((t) => t.type === "turn" && t.role === "user" && t.content === unsent.text);
-    if (stored) return;
+    if (unsent.ref === state.flushing) {
+      state.flushing = null;
+      if (stored || unsent.text.trim().startsWith("/")) state.queued.shift();
+      return;
+    }
+    if (stored || unsent.text.trim().startsWith("/")) return;
     restoreInput(unsent.text);
     toast("The connection dropped before your message was stored: it is back in the box.");
   }
@@ -1213,7 +1433,8 @@
       ev.preventDefault();
       const text = $("input").value;
       if (!text.trim()) return;
-      if (connected() ? sendText(text) : queueText(text)) $("input").value = "";
+      if (submitText(text)) $("input").value = "";
+      keepDraft();
     });
     $("input").addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
@@ -1244,12 +1465,12 @@
       send({ type: "set_model", model: ev.target.value });
     });
     $("load-newer").addEventListener("click", jumpToLatest);
-    $("load-more").addEventListener("click", () => {
-      // the page's cursor: "before its first turn number" skipped what lay between a
-      // flood's questions and the late answers the page began with
-      if (state.current && state.olderThan != null) send({ type: "load_more", conversationId: state.current.id, olderThan: state.olderThan });
-      else if (state.current && state.oldestTurn != null) send({ type: "load_more", conversationId: state.current.id, beforeTurn: state.oldestTurn });
-    });
+    $("load-more").addEventListener("click", loadOlder);
+    // Scrolled near the top: the older page comes without a click (until session 26
+    // each 50 of a 5,000-turn conversation took a click on the button).
+    $("messages").addEventListener("scroll", () => {
+      if ($("messages").scrollTop < OLDER_MARGIN_PX) loadOlder();
+    }, { passive: true });
     for (const b of document.querySelectorAll("#panel-nav button"))
       b.addEventListener("click", () => {
         showList(false);
@@ -1266,14 +1487,24 @@
     }, 30000);
     window.addEventListener("popstate", onHistory);
     window.addEventListener("online", reconnectNow);
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") reconnectNow();
+      else keepDraft(); // a hidden tab may be discarded without a pagehide
+    });
+    $("reconnect-now").addEventListener("click", reconnectNow);
     if (window.visualViewport) {
       window.visualViewport.addEventListener("resize", fitViewport);
       window.visualViewport.addEventListener("scroll", fitViewport);
+      $("input").addEventListener("blur", fitViewport);
       fitViewport();
     }
     arrowKeys($("conversation-list"), ".conv button, #list-more", ".conv button");
     arrowKeys($("search-results"), ".result-title", ".result-title");
     renderHeader();
+    restoreQueued();
+    restoreDraft();
+    $("input").addEventListener("input", keepDraftSoon);
+    window.addEventListener("pagehide", keepDraft);
     connect();
   }
 

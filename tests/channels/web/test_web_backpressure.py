@@ -18,7 +18,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 async def _silent_tab(stack: Stack, client, conversation_id: str) -> asyncio.StreamWriter:
     """A WebSocket opened by hand that never reads a frame (a frozen or suspended tab)."""
-    cookie = next(c for c in client.cookie_jar if c.key == "my_agent_session")
+    cookie = next(c for c in client.cookie_jar if c.key == stack.channel.cookie_name)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     host, port = stack.url.split("//")[1].rstrip("/").split(":")
@@ -30,7 +30,7 @@ async def _silent_tab(stack: Stack, client, conversation_id: str) -> asyncio.Str
             f"GET /ws?conversation={conversation_id} HTTP/1.1\r\nHost: {host}:{port}\r\n"
             "Upgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-            f"Origin: {stack.origin}\r\nCookie: my_agent_session={cookie.value}\r\n\r\n"
+            f"Origin: {stack.origin}\r\nCookie: {cookie.key}={cookie.value}\r\n\r\n"
         ).encode()
     )
     await writer.drain()

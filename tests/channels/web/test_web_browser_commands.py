@@ -116,3 +116,23 @@ async def test_model_and_rename_typed_in_a_new_chat_set_the_conversation_it_star
     assert [(r.model, r.title, r.manually_named) for r in records] == [
         ("opus", "Garden plans", True)
     ]
+
+
+async def test_new_typed_in_a_conversation_says_what_it_did(page: Page, stack: Stack) -> None:
+    # Regression: the answer to "/new" went to the tab before the new conversation was
+    # shown there, and showing it wiped the answer: "Started a new conversation" and
+    # "This conversation is new already" were never seen in the dashboard.
+    await log_in(page, stack)
+    await page.click("#new-conversation")
+    await send(page, "Plan the garden")
+    await expect(page.locator(".msg-assistant:not(.streaming)")).to_have_count(1)
+    first = await page.get_attribute("body", "data-conversation")
+    await send(page, "/new")
+    notice = page.locator(".msg-notice")
+    await expect(notice).to_have_count(1)
+    await expect(notice).to_contain_text("Started a new conversation")
+    assert await page.get_attribute("body", "data-conversation") != first
+    await expect(page.locator(".msg-user")).to_have_count(0)
+    await send(page, "/new")
+    await expect(notice).to_have_count(1)
+    await expect(notice).to_contain_text("This conversation is new already")

@@ -5,8 +5,10 @@ Playwright driving Debian's Chromium against the real core (see test_web_browser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -84,13 +86,39 @@ async def test_the_composer_stays_above_the_on_screen_keyboard(phone: Page, stac
         "document.getElementById('input').getBoundingClientRect().bottom <= 480"
     )
     messages = await phone.locator("#messages").bounding_box()
-    assert messages and messages["height"] > 100, messages  # the chat is still there
+    assert messages and messages["height"] > 200, messages  # the chat is still there
+    # The bar folds to its first row while typing: the status stays in view.
+    await expect(phone.locator("#panel-nav")).to_be_hidden()
+    await expect(phone.locator("#conn-status")).to_be_visible()
     await phone.evaluate(
         "window.__viewport.height = 844; window.__viewport.dispatchEvent(new Event('resize'))"
     )
     await phone.wait_for_function(
         "document.getElementById('input').getBoundingClientRect().bottom > 700"
     )
+    await expect(phone.locator("#panel-nav")).to_be_visible()
+
+
+SMALL_TARGETS = """() => [...document.querySelectorAll('button, select, input, textarea')]
+    .filter((n) => n.offsetParent !== null)
+    .map((n) => [n.id || n.textContent.trim(), n.getBoundingClientRect()])
+    .filter(([, r]) => r.width < 44 || r.height < 44)
+    .map(([name, r]) => `${name}: ${Math.round(r.width)}x${Math.round(r.height)}`)"""
+
+
+async def test_every_control_on_a_phone_is_a_44_pixel_tap_target(phone: Page, stack: Stack) -> None:
+    # Regression: the Conversations toggle was 22 px tall, the model selector 20, the
+    # panel tabs 28 and Send 30: easy to miss with a thumb.
+    await stack.deliver_telegram("a conversation for the list")
+    await log_in(phone, stack)
+    assert await phone.evaluate(SMALL_TARGETS) == []
+    await phone.click("#sidebar-toggle")
+    await expect(phone.locator("#conversation-list .conv").first).to_be_visible()
+    assert await phone.evaluate(SMALL_TARGETS) == []
+    await phone.click("#sidebar-toggle")
+    for panel in ("search", "external", "analytics"):
+        await phone.click(f'#panel-nav button[data-panel="{panel}"]')
+        assert await phone.evaluate(SMALL_TARGETS) == [], panel
 
 
 async def test_enter_sends_and_shift_enter_breaks_the_line(phone: Page, stack: Stack) -> None:
@@ -105,6 +133,23 @@ async def test_enter_sends_and_shift_enter_breaks_the_line(phone: Page, stack: S
     await expect(body).to_have_count(1)
     assert await body.evaluate("(n) => n.innerText") == "first line\nsecond line"
     await expect(phone.locator("#input")).to_have_value("")
+
+
+@contextlib.asynccontextmanager
+async def phone_on(
+    browser: Browser, data_dir: Path, brain: Any = None
+) -> AsyncIterator[tuple[Stack, Page]]:
+    """A daemon of its own on ``brain``, and a phone-sized tab logged in to it."""
+    stack = await start_stack(data_dir, brain=brain)
+    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    context.set_default_timeout(TIMEOUT)
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        yield stack, page
+    finally:
+        await context.close()
+        await stop_stack(stack)
 
 
 async def restart_web(stack: Stack) -> WebChannel:
@@ -127,45 +172,44 @@ async def test_a_restart_shows_what_was_missed_and_sends_what_was_typed_once(
     # Regression: a message typed while the daemon restarted stayed in the box with a
     # "Not connected" toast that faded in 4 s, and nothing sent it once the tab was back.
     brain = GatedBrain()
-    stack = await start_stack(tmp_path / "restart", brain=brain)
-    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
-    context.set_default_timeout(TIMEOUT)
-    try:
-        page = await context.new_page()
-        await log_in(page, stack)
-        await send(page, "What is on the list?")
-        await expect(page.locator(".msg-assistant.streaming")).to_contain_text("Thinking")
-        conv_id = await page.get_attribute("body", "data-conversation")
-        await stack.channel.stop()
-        await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
-        brain.release.set()  # the reply finishes while the tab is away
-        manager = stack.services.conversations
-        while (await manager.get(conv_id)).turn_count < 1 or not await _answered(stack, conv_id):
-            await asyncio.sleep(0.05)
-        await send(page, "And call the plumber.")
-        await expect(page.locator("#queued")).to_contain_text("And call the plumber.")
-        await expect(page.locator("#input")).to_have_value("")
-        await shot(page, "13-phone-queued-offline")
-        await restart_web(stack)
-        await expect(page.locator("body")).to_have_attribute(
-            "data-connection", "live", timeout=20_000
-        )
-        await expect(page.locator(".msg-user .msg-body")).to_have_text(
-            ["What is on the list?", "And call the plumber."]
-        )
-        await expect(page.locator(".msg-assistant:not(.streaming) .msg-body")).to_have_count(2)
-        await expect(page.locator(".msg-assistant .msg-body").first).to_have_text(
-            "Thinking about it — done."
-        )
-        await expect(page.locator("#queued")).to_have_count(0)
-        users = [
-            t for t in await _turns(stack, conv_id) if t["role"] == "user"
-        ]  # sent once, into the same conversation
-        assert [t["content"] for t in users] == ["What is on the list?", "And call the plumber."]
-    finally:
-        brain.release.set()
-        await context.close()
-        await stop_stack(stack)
+    async with phone_on(browser, tmp_path / "restart", brain) as (stack, page):
+        try:
+            await send(page, "What is on the list?")
+            await expect(page.locator(".msg-assistant.streaming")).to_contain_text("Thinking")
+            conv_id = await page.get_attribute("body", "data-conversation")
+            await stack.channel.stop()
+            await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
+            brain.release.set()  # the reply finishes while the tab is away
+            manager = stack.services.conversations
+            while (await manager.get(conv_id)).turn_count < 1 or not await _answered(
+                stack, conv_id
+            ):
+                await asyncio.sleep(0.05)
+            await send(page, "And call the plumber.")
+            await expect(page.locator("#queued")).to_contain_text("And call the plumber.")
+            await expect(page.locator("#input")).to_have_value("")
+            await shot(page, "13-phone-queued-offline")
+            await restart_web(stack)
+            await expect(page.locator("body")).to_have_attribute(
+                "data-connection", "live", timeout=20_000
+            )
+            await expect(page.locator(".msg-user .msg-body")).to_have_text(
+                ["What is on the list?", "And call the plumber."]
+            )
+            await expect(page.locator(".msg-assistant:not(.streaming) .msg-body")).to_have_count(2)
+            await expect(page.locator(".msg-assistant .msg-body").first).to_have_text(
+                "Thinking about it — done."
+            )
+            await expect(page.locator("#queued")).to_have_count(0)
+            users = [
+                t for t in await _turns(stack, conv_id) if t["role"] == "user"
+            ]  # sent once, into the same conversation
+            assert [t["content"] for t in users] == [
+                "What is on the list?",
+                "And call the plumber.",
+            ]
+        finally:
+            brain.release.set()
 
 
 async def _turns(stack: Stack, conv_id: str) -> list[dict[str, object]]:
@@ -177,20 +221,23 @@ async def _answered(stack: Stack, conv_id: str) -> bool:
     return any(t["role"] == "assistant" for t in await _turns(stack, conv_id))
 
 
-async def test_a_second_message_typed_offline_stays_in_the_box(phone: Page, stack: Stack) -> None:
+async def test_a_cancelled_waiting_message_goes_back_before_what_was_typed_since(
+    phone: Page, stack: Stack
+) -> None:
+    # Every message typed offline is held in order (until session 26 the second stayed
+    # in the box); Cancel puts one back in the box, before what was typed since.
     await log_in(phone, stack)
     await stack.channel.stop()
     try:
         await expect(phone.locator("body")).to_have_attribute("data-connection", "offline")
         await send(phone, "the first thought")
         await send(phone, "the second thought")
-        await expect(phone.locator("#queued .msg-body")).to_have_text("the first thought")
-        await expect(phone.locator("#input")).to_have_value("the second thought")
-        await expect(phone.locator("#toast")).to_contain_text("still waiting")
-        await phone.click("#queued button")  # Cancel: back in the box, before the rest
-        await expect(phone.locator("#queued")).to_have_count(0)
-        await expect(phone.locator("#input")).to_have_value(
-            "the first thought\n\nthe second thought"
+        await expect(phone.locator("#queued .msg-body")).to_have_text(
+            ["the first thought", "the second thought"]
         )
+        await phone.fill("#input", "typed since")
+        await phone.locator("#queued .msg-queued").first.get_by_role("button").click()
+        await expect(phone.locator("#queued .msg-body")).to_have_text(["the second thought"])
+        await expect(phone.locator("#input")).to_have_value("the first thought\n\ntyped since")
     finally:
         await restart_web(stack)

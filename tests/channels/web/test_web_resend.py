@@ -1,0 +1,97 @@
+"""A message sent again under its ref (a tab that reconnected before it heard whether
+the message was stored) is stored once, over the real WebSocket and the real core."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.channels.web.conftest import Stack
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def user_texts(stack: Stack, conversation_id: str) -> list[str]:
+    page = await stack.channel.read_page(conversation_id, limit=50)
+    return [
+        str(t["content"]) for t in page.items if t.get("type") == "turn" and t.get("role") == "user"
+    ]
+
+
+class GatedHost:
+    """The channel host with its first delivery held until ``release`` (a message still
+    being stored when the socket that sent it dropped)."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    async def deliver(self, message: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            await self.release.wait()
+        return await self.host.deliver(message)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.host, name)
+
+
+async def test_a_resend_while_the_first_is_being_stored_is_stored_once(
+    ws_factory, stack: Stack
+) -> None:
+    # Regression: the page re-sends a held message whose socket dropped before
+    # "accepted" and whose reloaded view did not show it yet; it was stored twice.
+    conv = await stack.services.conversations.create("web")
+    gated = GatedHost(stack.channel.host)
+    stack.channel.host = gated
+    try:
+        dropped = await ws_factory()
+        await dropped.send(
+            type="send_message", text="Call the plumber", ref="held-1", conversationId=conv.id
+        )
+        await asyncio.wait_for(gated.entered.wait(), 10)
+        again = await ws_factory()  # the reconnected tab, same session
+        await again.send(
+            type="send_message", text="Call the plumber", ref="held-1", conversationId=conv.id
+        )
+        gated.release.set()
+        await again.wait_for(lambda f: f == {"type": "accepted", "ref": "held-1"})
+        await dropped.wait_for(lambda f: f == {"type": "accepted", "ref": "held-1"})
+    finally:
+        stack.channel.host = gated.host
+    assert gated.calls == 1
+    assert await user_texts(stack, conv.id) == ["Call the plumber"]
+
+
+async def test_a_resend_of_a_stored_message_is_accepted_and_not_stored_again(
+    ws_factory, stack: Stack
+) -> None:
+    conv = await stack.services.conversations.create("web")
+    tab = await ws_factory()
+    for _ in range(2):
+        start = len(tab.frames)
+        await tab.send(type="send_message", text="Buy milk", ref="once-1", conversationId=conv.id)
+        await tab.wait_for(lambda f: f == {"type": "accepted", "ref": "once-1"}, start=start)
+    assert await user_texts(stack, conv.id) == ["Buy milk"]
+
+
+async def test_a_refused_message_sent_again_is_tried_again(ws_factory, stack: Stack) -> None:
+    conv = await stack.services.conversations.create("web")
+    tab = await ws_factory()
+    stack.services.router.accepting = False  # draining: refused, nothing stored
+    try:
+        await tab.send(
+            type="send_message", text="Water the plants", ref="r-1", conversationId=conv.id
+        )
+        err = await tab.wait_for(lambda f: f["type"] == "error" and f.get("ref") == "r-1")
+        assert err["kept"] is False
+    finally:
+        stack.services.router.accepting = True
+    await tab.send(type="send_message", text="Water the plants", ref="r-1", conversationId=conv.id)
+    await tab.wait_for(lambda f: f == {"type": "accepted", "ref": "r-1"})
+    assert await user_texts(stack, conv.id) == ["Water the plants"]
