@@ -141,6 +141,11 @@ class EmbeddingService:
                     # importing fastembed (onnxruntime) to learn that was half of a
                     # keyword-only `my-agent search`'s CPU time
                     raise FileNotFoundError(f"{self.cache_dir} holds no model")
+                if not self.model_path and self.download and cache_empty(self.cache_dir):
+                    # asked before importing fastembed (onnxruntime, PIL, the hub client:
+                    # 1-2 s of CPU), which an offline daemon without a model imported
+                    # only to learn that nothing could be downloaded
+                    self._raise_if_hub_unreachable(f"not in the model cache {self.cache_dir}")
                 from fastembed import TextEmbedding
 
                 _quiet_fastembed()  # its ERROR lines and retries: our warning says it
@@ -211,18 +216,22 @@ class EmbeddingService:
         retries, 40 s offline, and a warning that named neither the cache nor what was
         missing.
         """
-        where = self.cache_dir or "fastembed's cache"
         if cache_empty(self.cache_dir):
-            missing = f"not in the model cache {where}"
-        else:
-            try:
-                return _build(factory, {**kwargs, "local_files_only": True})
-            except Exception as exc:
-                missing = f"no usable copy in the model cache {where} ({type(exc).__name__}: {exc})"
+            return None  # the hub answered already (_load asks it before fastembed loads)
+        where = self.cache_dir or "fastembed's cache"
+        try:
+            return _build(factory, {**kwargs, "local_files_only": True})
+        except Exception as exc:
+            missing = f"no usable copy in the model cache {where} ({type(exc).__name__}: {exc})"
+        self._raise_if_hub_unreachable(missing)
+        return None
+
+    @staticmethod
+    def _raise_if_hub_unreachable(missing: str) -> None:
+        """Raise :class:`_HubUnreachable` (``missing``, and why) when no download can work."""
         unreachable = hub_unreachable()
         if unreachable:
             raise _HubUnreachable(f"{missing}, and {unreachable}")
-        return None
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Blocking embed (worker threads and benchmarks only): (n, dims) float32, L2=1."""
