@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from bot.config.model import EmbeddingConfig
+from bot.embedding_priority import BACKGROUND_BATCH, LiveFirst, embedding_in_background
 from bot.embedding_sources import (
     ENV_MODEL_PATH,
     HINT,
@@ -114,6 +115,7 @@ class EmbeddingService:
         self._failed: str | None = None if config.enabled else "embeddings disabled in config"
         self._load_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding")
+        self.priority = LiveFirst()  # the rebuild's batches give way (bot.embedding_priority)
 
     @property
     def model_id(self) -> str:
@@ -255,15 +257,29 @@ class EmbeddingService:
         Raises :class:`EmbeddingUnavailable` when no model can be loaded.
         """
         loop = asyncio.get_running_loop()
+        if embedding_in_background():
+            parts = []
+            step = min(BACKGROUND_BATCH, max(1, self.config.batch_size))
+            for start in range(0, len(texts), step):
+                await self.priority.give_way()
+                chunk = texts[start : start + step]
+                parts.append(await loop.run_in_executor(self._executor, self.embed_sync, chunk))
+        else:
+            with self.priority.live_embedding():
+                parts = await self._embed_batches(texts)
+        if not parts:
+            await loop.run_in_executor(self._executor, self._load)
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.concatenate(parts, axis=0)
+
+    async def _embed_batches(self, texts: list[str]) -> list[np.ndarray]:
+        loop = asyncio.get_running_loop()
         step = max(1, self.config.batch_size)
         parts = []
         for start in range(0, len(texts), step):
             chunk = texts[start : start + step]
             parts.append(await loop.run_in_executor(self._executor, self.embed_sync, chunk))
-        if not parts:
-            await loop.run_in_executor(self._executor, self._load)
-            return np.zeros((0, self.dimensions), dtype=np.float32)
-        return np.concatenate(parts, axis=0)
+        return parts
 
     async def embed_one(self, text: str) -> np.ndarray:
         return (await self.embed([text]))[0]
