@@ -59,9 +59,31 @@ def brain_line(services: Services) -> str:
 
 def search_line(services: Services) -> str:
     vec = "hybrid (keyword + vectors)" if services.vector_search_available() else "keyword only"
-    if vector_rebuild_running(services):
-        vec += ", embedding the vectors still missing (a new model, or turns added offline)"
+    rebuild = vector_rebuild_state(services)
+    if rebuild:
+        vec += f", {rebuild} (a new model, or turns added offline)"
     return f"Search: {vec}"
+
+
+def vector_rebuild_state(services: Services) -> str | None:
+    """What the rebuild of the vectors does now, with how far it is (``/status``, the
+    status line, so ``my-agent status`` too), or None when none runs. "embedding the
+    vectors still missing" alone never said whether it had just begun or nearly ended,
+    nor that it waits for the notes owed first."""
+    if not vector_rebuild_running(services):
+        return None
+    text = "embedding the vectors still missing"
+    progress = getattr(services.vectors, "progress", None)
+    if progress is None:  # a retry of what a failed pass left
+        return text
+    if progress.waiting:
+        return f"{text}, after the notes owed"
+    if not progress.total:  # counting them
+        return text
+    return (
+        f"{text}: {progress.done} of {progress.total} conversations, "
+        f"{progress.windows} turn windows so far"
+    )
 
 
 def vector_rebuild_running(services: Services) -> bool:

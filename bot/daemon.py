@@ -10,12 +10,12 @@ import logging
 import signal
 import socket
 from pathlib import Path
-from typing import Any
 
 from bot import store_lock
 from bot.channel import Channel
 from bot.config import AppConfig
 from bot.daemon_stop import hurry_on_second_interrupt, reload, shutdown
+from bot.daemon_vectors import attach_background
 from bot.events import OutboundMessage, SendResult
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
@@ -50,61 +50,6 @@ def build_channels(config: AppConfig, services: Services) -> list[Channel]:
 
         built.append(LoopbackChannel(config, services))
     return built
-
-
-async def attach_background(services: Services) -> None:
-    """Vectors (opened in the background: loading a model may take a while, and search is
-    keyword-only until it is ready) and the lifecycle (idle timers, abbreviation, naming)."""
-
-    async def _open_vectors() -> None:
-        vectors = services.search.vectors
-        if await services.search.start() and vectors is not None:
-            services.vectors = vectors
-            _index_turns_in_background(services)
-            log.info("vector search ready")
-            # Embed what is missing or stale (turns appended before the model loaded,
-            # a changed model): only outdated vectors are computed.
-            spawn(vectors.reindex_all(), name="reindex-vectors")
-        else:
-            level, why = _keyword_only_because(services)
-            log.log(level, "vector search unavailable (%s): search is keyword-only", why)
-
-    spawn(_open_vectors(), name="open-vectors")
-    from bot.lifecycle import Lifecycle
-
-    services.lifecycle = Lifecycle(services.config, services)
-    await services.lifecycle.start()
-
-
-def _keyword_only_because(services: Services) -> tuple[int, str]:
-    """Why search is keyword-only, and how loud to say it. "no embedding model or no
-    sqlite-vec" was a WARNING even with ``embedding.enabled: false`` (asked for), and
-    named neither the cause nor the key that fixes it."""
-    if not services.config.embedding.enabled:
-        return logging.INFO, "embedding.enabled is false"
-    if not services.index_db.vec_available:
-        return logging.WARNING, "the sqlite-vec extension cannot be loaded"
-    if getattr(services.search.embedder, "unavailable_reason", None):
-        # the embedding's own warning, just before, says why it did not load and what
-        # names a local copy: a second warning repeating it read as a second problem
-        return logging.INFO, "the embedding model did not load (the warning above says why)"
-    return logging.WARNING, "no embedding model or no sqlite-vec"
-
-
-def _index_turns_in_background(services: Services) -> None:
-    pending: set[str] = set()
-
-    async def _index(conversation_id: str) -> None:
-        await asyncio.sleep(0.2)  # coalesce a burst of turns into one embedding pass
-        pending.discard(conversation_id)
-        await services.vectors.index_turns(conversation_id)
-
-    async def on_turn(conversation_id: str, **_: Any) -> None:
-        if conversation_id not in pending:
-            pending.add(conversation_id)
-            spawn(_index(conversation_id), name=f"embed-{conversation_id}")
-
-    services.bus.subscribe("turn_appended", on_turn)
 
 
 def wire_channels(services: Services, channels: list[Channel]) -> None:

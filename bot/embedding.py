@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from bot.config.model import EmbeddingConfig
+from bot.embedding_priority import BACKGROUND_BATCH, LiveFirst, embedding_in_background
 from bot.embedding_sources import (
     ENV_MODEL_PATH,
     HINT,
@@ -114,6 +115,7 @@ class EmbeddingService:
         self._failed: str | None = None if config.enabled else "embeddings disabled in config"
         self._load_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding")
+        self.priority = LiveFirst()  # the rebuild's batches give way (bot.embedding_priority)
 
     @property
     def model_id(self) -> str:
@@ -141,6 +143,11 @@ class EmbeddingService:
                     # importing fastembed (onnxruntime) to learn that was half of a
                     # keyword-only `my-agent search`'s CPU time
                     raise FileNotFoundError(f"{self.cache_dir} holds no model")
+                if not self.model_path and self.download and cache_empty(self.cache_dir):
+                    # asked before importing fastembed (onnxruntime, PIL, the hub client:
+                    # 1-2 s of CPU), which an offline daemon without a model imported
+                    # only to learn that nothing could be downloaded
+                    self._raise_if_hub_unreachable(f"not in the model cache {self.cache_dir}")
                 from fastembed import TextEmbedding
 
                 _quiet_fastembed()  # its ERROR lines and retries: our warning says it
@@ -211,18 +218,22 @@ class EmbeddingService:
         retries, 40 s offline, and a warning that named neither the cache nor what was
         missing.
         """
-        where = self.cache_dir or "fastembed's cache"
         if cache_empty(self.cache_dir):
-            missing = f"not in the model cache {where}"
-        else:
-            try:
-                return _build(factory, {**kwargs, "local_files_only": True})
-            except Exception as exc:
-                missing = f"no usable copy in the model cache {where} ({type(exc).__name__}: {exc})"
+            return None  # the hub answered already (_load asks it before fastembed loads)
+        where = self.cache_dir or "fastembed's cache"
+        try:
+            return _build(factory, {**kwargs, "local_files_only": True})
+        except Exception as exc:
+            missing = f"no usable copy in the model cache {where} ({type(exc).__name__}: {exc})"
+        self._raise_if_hub_unreachable(missing)
+        return None
+
+    @staticmethod
+    def _raise_if_hub_unreachable(missing: str) -> None:
+        """Raise :class:`_HubUnreachable` (``missing``, and why) when no download can work."""
         unreachable = hub_unreachable()
         if unreachable:
             raise _HubUnreachable(f"{missing}, and {unreachable}")
-        return None
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Blocking embed (worker threads and benchmarks only): (n, dims) float32, L2=1."""
@@ -246,15 +257,29 @@ class EmbeddingService:
         Raises :class:`EmbeddingUnavailable` when no model can be loaded.
         """
         loop = asyncio.get_running_loop()
+        if embedding_in_background():
+            parts = []
+            step = min(BACKGROUND_BATCH, max(1, self.config.batch_size))
+            for start in range(0, len(texts), step):
+                await self.priority.give_way()
+                chunk = texts[start : start + step]
+                parts.append(await loop.run_in_executor(self._executor, self.embed_sync, chunk))
+        else:
+            with self.priority.live_embedding():
+                parts = await self._embed_batches(texts)
+        if not parts:
+            await loop.run_in_executor(self._executor, self._load)
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.concatenate(parts, axis=0)
+
+    async def _embed_batches(self, texts: list[str]) -> list[np.ndarray]:
+        loop = asyncio.get_running_loop()
         step = max(1, self.config.batch_size)
         parts = []
         for start in range(0, len(texts), step):
             chunk = texts[start : start + step]
             parts.append(await loop.run_in_executor(self._executor, self.embed_sync, chunk))
-        if not parts:
-            await loop.run_in_executor(self._executor, self._load)
-            return np.zeros((0, self.dimensions), dtype=np.float32)
-        return np.concatenate(parts, axis=0)
+        return parts
 
     async def embed_one(self, text: str) -> np.ndarray:
         return (await self.embed([text]))[0]

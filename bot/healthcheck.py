@@ -186,13 +186,12 @@ async def live_status(services: Services) -> str:
 def search_state(services: Services) -> str:
     """How search answers now (``/status`` says the same: its ``Search:`` line)."""
     # (imported here: `my-agent status` loads this module and not the brain's)
-    from bot.command_status import vector_rebuild_running
+    from bot.command_status import vector_rebuild_state
 
     if not services.vector_search_available():
         return "search keyword-only"
-    if vector_rebuild_running(services):
-        return "search hybrid, embedding the vectors still missing"
-    return "search hybrid"
+    rebuild = vector_rebuild_state(services)
+    return f"search hybrid, {rebuild}" if rebuild else "search hybrid"
 
 
 def main(args: argparse.Namespace, config: AppConfig) -> int:

@@ -2,16 +2,27 @@
 model change), and the retry of what a failed pass left, which the lifecycle's sweep
 runs. A part of :class:`bot.vectors.VectorIndex` (its base): the writes themselves go
 through its ``index_turns`` and ``index_abbreviation``, one at a time under its lock.
+
+A rebuild gives way to live work: it may wait for something first (the daemon: the
+notes a previous run left owed, cheap and what makes those conversations findable), it
+embeds in the background (:mod:`bot.embedding_priority`: a search's or a reply's
+embedding goes first), and it takes a conversation :data:`REBUILD_SLICE` windows at a
+time, so a reply's own windows wait for one slice at most, not for a whole long
+conversation. :attr:`VectorRebuild.progress` says how far it is (``/status``, the
+status line, ``my-agent status``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from bot.db import Database
 from bot.embedding import EmbeddingService
+from bot.embedding_priority import in_background
 from bot.term_vectors import index_all_terms, term_count
 from bot.vector_store import prune
 
@@ -19,6 +30,20 @@ if TYPE_CHECKING:
     from bot.vector_knn import VectorMatrices
 
 log = logging.getLogger("my_agent.vectors")
+
+# Windows a rebuild embeds under the index's lock at a time (a few background batches).
+REBUILD_SLICE = 16
+
+
+@dataclass
+class RebuildProgress:
+    """How far a rebuild is: waiting for what comes first, or ``done`` of ``total``
+    conversations with ``windows`` turn windows embedded so far."""
+
+    waiting: bool = False
+    done: int = 0
+    total: int = 0
+    windows: int = 0
 
 
 class VectorRebuild:
@@ -33,13 +58,15 @@ class VectorRebuild:
     _lock: asyncio.Lock
     _rebuild_lock: asyncio.Lock
     _unfinished: set[str]
+    # The rebuild under way (None: none), from the moment it is asked for.
+    progress: RebuildProgress | None = None
 
     if TYPE_CHECKING:  # VectorIndex's own
 
         @property
         def ready(self) -> bool: ...
 
-        async def index_turns(self, conversation_id: str) -> int: ...
+        async def index_turns(self, conversation_id: str, limit: int | None = None) -> int: ...
 
         async def index_abbreviation(self, conversation_id: str, text: str | None) -> bool: ...
 
@@ -47,18 +74,33 @@ class VectorRebuild:
 
     @property
     def rebuilding(self) -> bool:
-        """A rebuild (:meth:`reindex_all`) is running: vectors are missing meanwhile."""
-        return self._rebuild_lock.locked()
+        """A rebuild (:meth:`reindex_all`) is running, or waits to: vectors are missing
+        meanwhile."""
+        return self._rebuild_lock.locked() or self.progress is not None
 
-    async def reindex_all(self) -> dict[str, int]:
-        """Embed every missing or outdated vector (after ``reindex`` or a model change)."""
+    async def reindex_all(self, after: Awaitable[Any] | None = None) -> dict[str, int]:
+        """Embed every missing or outdated vector (after ``reindex`` or a model change),
+        in the background (live embeddings first); ``after`` is awaited first, the
+        rebuild said to be waiting meanwhile."""
         if not self.ready:
+            if after is not None:
+                await after
             return {"turns": 0, "abbreviations": 0, "terms": 0}
-        async with self._rebuild_lock:
-            return await self._reindex_all()
+        progress = self.progress = RebuildProgress(waiting=after is not None)
+        try:
+            if after is not None:
+                await after
+            progress.waiting = False
+            async with self._rebuild_lock:
+                with in_background():
+                    return await self._reindex_all(progress)
+        finally:
+            if self.progress is progress:
+                self.progress = None
 
-    async def _reindex_all(self) -> dict[str, int]:
+    async def _reindex_all(self, progress: RebuildProgress) -> dict[str, int]:
         rows = await self.db.fetchall("SELECT id, abbreviation FROM conversations ORDER BY updated")
+        progress.total = len(rows)
         done = {"turns": 0, "abbreviations": 0}
         words_before = await term_count(self.db) if self.build_terms else 0
         failed = 0
@@ -66,6 +108,8 @@ class VectorRebuild:
             # One error (a text the model chokes on, memory for a moment) ended the whole
             # rebuild: every conversation after it kept no vector until a restart.
             failed += not await self._embed_conversation(str(conv_id), abbreviation, done)
+            progress.done += 1
+            progress.windows = done["turns"]
             await asyncio.sleep(0)  # let interactive work in between conversations
         terms = 0
         if self.build_terms:
@@ -91,7 +135,11 @@ class VectorRebuild:
         """Embed one conversation's outdated windows and its abbreviation, counting them
         in ``done``; False (logged, and kept for :meth:`retry_unfinished`) if it failed."""
         try:
-            done["turns"] += await self.index_turns(conv_id)
+            while True:  # a slice at a time: the lock is free for a reply in between
+                written = await self.index_turns(conv_id, limit=REBUILD_SLICE)
+                done["turns"] += written
+                if written < REBUILD_SLICE:
+                    break
             if abbreviation and await self.index_abbreviation(conv_id, str(abbreviation)):
                 done["abbreviations"] += 1
         except asyncio.CancelledError:
@@ -129,32 +177,37 @@ class VectorRebuild:
         only by the next start or ``my-agent reindex``: those conversations were found by
         keyword only meanwhile. The caller (the lifecycle's sweep) backs off on False.
         """
-        if not self.ready or not self.stale or self._rebuild_lock.locked():
-            return None
+        if not self.ready or not self.stale or self.rebuilding:
+            return None  # (a rebuild waiting for the owed notes is not to be overtaken)
         if not self._unfinished and (self.terms_ready or not self.build_terms):
             await self.reindex_all()  # stale with nothing recorded: a rebuild cut short
             return not self.stale
         async with self._rebuild_lock:
-            failed = 0
-            done = {"turns": 0, "abbreviations": 0}
-            for conv_id in sorted(self._unfinished):
-                row = await self.db.fetchone(
-                    "SELECT abbreviation FROM conversations WHERE id = ?", (conv_id,)
-                )
-                if row is None:  # deleted meanwhile
-                    self._unfinished.discard(conv_id)
-                    continue
-                failed += not await self._embed_conversation(conv_id, row[0], done)
-                await asyncio.sleep(0)
-            failed += not await self._complete_terms()
-            self.stale = failed > 0
-            log.info(
-                "retried unfinished vectors: %d turn windows, %d abbreviations (%d failed)",
-                done["turns"],
-                done["abbreviations"],
-                failed,
+            with in_background():  # (live embeddings first, as in a rebuild)
+                return await self._retry_each()
+
+    async def _retry_each(self) -> bool:
+        """Embed the conversations recorded as unfinished, then the term vectors."""
+        failed = 0
+        done = {"turns": 0, "abbreviations": 0}
+        for conv_id in sorted(self._unfinished):
+            row = await self.db.fetchone(
+                "SELECT abbreviation FROM conversations WHERE id = ?", (conv_id,)
             )
-            return not self.stale
+            if row is None:  # deleted meanwhile
+                self._unfinished.discard(conv_id)
+                continue
+            failed += not await self._embed_conversation(conv_id, row[0], done)
+            await asyncio.sleep(0)
+        failed += not await self._complete_terms()
+        self.stale = failed > 0
+        log.info(
+            "retried unfinished vectors: %d turn windows, %d abbreviations (%d failed)",
+            done["turns"],
+            done["abbreviations"],
+            failed,
+        )
+        return not self.stale
 
     async def _prune(self) -> None:
         """Drop the vectors of turns that are gone or are readouts (:func:`prune`)."""

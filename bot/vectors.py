@@ -190,8 +190,10 @@ class VectorIndex(VectorRebuild, VectorSearch):
         )
 
     # -- indexing ----------------------------------------------------------------------
-    async def index_turns(self, conversation_id: str) -> int:
-        """Embed the windows of ``conversation_id`` that are new or saw fewer turns.
+    async def index_turns(self, conversation_id: str, limit: int | None = None) -> int:
+        """Embed the windows of ``conversation_id`` that are new or saw fewer turns, the
+        first ``limit`` of them when given (the rebuild's slices: see
+        :mod:`bot.vector_rebuild`).
 
         Returns the number of vectors written; 0 when vectors are disabled.
         """
@@ -199,7 +201,7 @@ class VectorIndex(VectorRebuild, VectorSearch):
             return 0
         async with self._lock:
             try:
-                count = await self._index_turns(conversation_id)
+                count = await self._index_turns(conversation_id, limit)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -209,7 +211,7 @@ class VectorIndex(VectorRebuild, VectorSearch):
         self._unfinished.discard(conversation_id)
         return count
 
-    async def _index_turns(self, conversation_id: str) -> int:
+    async def _index_turns(self, conversation_id: str, limit: int | None = None) -> int:
         radius = self.radius
         turns, done = await self.db.run(lambda c: read_windows(c, conversation_id), write=False)
         if not turns:
@@ -222,6 +224,8 @@ class VectorIndex(VectorRebuild, VectorSearch):
             if done.get(int(turn_id)) == window_last:
                 continue
             todo.append((int(turn_id), window_last, window_text(texts, i, radius)))
+            if limit is not None and len(todo) >= limit:
+                break
         if not todo:
             return 0
         try:

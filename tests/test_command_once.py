@@ -44,10 +44,12 @@ async def killed_while_answering(
 ) -> None:
     """Deliver ``text`` to a daemon that is killed at ``point`` (by default right before
     it queues the answer of ``/name``), then deliver it again (nobody acknowledged it) to
-    a restarted daemon."""
-    await daemon.terminate()
-    daemon.crash_at = point or f"command-answer:{name}"
-    await daemon.start()
+    a restarted daemon. A daemon started with that point already is not restarted."""
+    target = point or f"command-answer:{name}"
+    if daemon.crash_at != target:
+        await daemon.terminate()
+        daemon.crash_at = target
+        await daemon.start()
     assert await loop.post("owner", text, message_id) is None  # no acknowledgement
     assert daemon.proc is not None and await daemon.proc.wait() == -9, daemon.log()
     assert "crashpoint: killed" in daemon.log()
@@ -64,6 +66,7 @@ async def test_new_killed_before_its_answer_makes_one_conversation(
     # command-answer: the fresh conversation exists, its answer is not queued;
     # new-conversation: the current one is unpinned, the fresh one not created yet.
     loop = Loopback(daemon, session)
+    daemon.crash_at = point  # (only /new reaches it: no restart before the command)
     await daemon.start()
     assert await loop.post("owner", "hello about tomatoes", "m1") == 200
     await killed_while_answering(daemon, loop, "new", "/new", "m2", point)
@@ -87,6 +90,7 @@ async def test_rename_and_reply_killed_before_their_answers_run_once(
     daemon: DaemonProcess, session: aiohttp.ClientSession
 ) -> None:
     loop = Loopback(daemon, session)
+    daemon.crash_at = "command-answer:rename"  # (only /rename reaches it)
     await daemon.start()
     assert await loop.post("owner", "hello", "m1") == 200
     assert await loop.post("stranger1", "hi, who is this?", "s1") == 200

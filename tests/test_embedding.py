@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -151,6 +152,23 @@ async def test_without_download_a_cache_miss_fails_at_once(
         assert await service.load() is False
         service.close()
         assert len(calls) == 1 and "holds no model" in (service.unavailable_reason or "")
+
+
+async def test_an_offline_daemon_with_nothing_cached_does_not_import_fastembed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the daemon (``download=True``) with an empty model cache imported
+    fastembed (onnxruntime, PIL, the hub client: 1-2 s of CPU per start, every test
+    daemon paid it) before asking whether the hub answers at all."""
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    monkeypatch.setitem(sys.modules, "fastembed", None)  # any import of it now fails
+    monkeypatch.setattr("bot.embedding.hub_unreachable", lambda: "HF_HUB_OFFLINE is set")
+    service = EmbeddingService(EmbeddingConfig(), cache_dir=tmp_path / "models", download=True)
+    assert await service.load() is False
+    service.close()
+    reason = service.unavailable_reason or ""
+    assert "not in the model cache" in reason and "HF_HUB_OFFLINE is set" in reason, reason
+    assert "ImportError" not in reason
 
 
 _OFFLINE_DAEMON_LOAD = """

@@ -323,8 +323,11 @@ async def test_sigterm_drains_in_flight_replies_and_exits_0(
     and after the restart every message has exactly one reply."""
     from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
 
+    slow = [True]  # until the restart: then the pending replies need no model delay
+
     def slow_echo(body: dict[str, Any]) -> Scripted:
-        return Scripted([Block("text", text=f"echo: {last_user_text(body)[:200]}")], delay=0.3)
+        delay = 0.3 if slow[0] else 0.0
+        return Scripted([Block("text", text=f"echo: {last_user_text(body)[:200]}")], delay=delay)
 
     async with FakeAnthropicAPI(fallback="echo") as fake:
         for _ in range(400):
@@ -347,6 +350,7 @@ async def test_sigterm_drains_in_flight_replies_and_exits_0(
         assert "STOPPING" in daemon.notify.keys()
         answered_before = set(replies_by_message(daemon.data_dir))
         assert answered_before < owner_ids  # the stop really interrupted work
+        slow[0] = False
         await daemon.start()
         await wait_replies(daemon, owner_ids, 60, "the pending replies after the restart")
         assert await daemon.terminate() == 0, daemon.log()

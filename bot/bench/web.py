@@ -1,7 +1,8 @@
 """``my-agent bench web``: dashboard latency and WebSocket fan-out.
 
-The daemon side (real core, offline brain, the web channel) runs in a child process so
-that the measuring clients never share its event loop. Two figures:
+The daemon side (real core, offline brain, the web channel: :mod:`bot.bench.web_daemon`)
+runs in a child process so that the measuring clients never share its event loop. Two
+figures:
 
 1. **First token**: time from sending ``send_message`` on the WebSocket to the first
    ``stream`` frame of the reply (offline brain), median and p95. Baseline in the same
@@ -23,14 +24,13 @@ import asyncio
 import json
 import multiprocessing
 import os
-import resource
 import statistics
 import tempfile
 import time
 import uuid
-from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
+
+from bot.bench.web_daemon import raise_fd_limit, serve
 
 DEFAULT_LEVELS = "1,25,50,100,200,400,600,800,1000,1200,1500,2000"
 
@@ -59,51 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir", default=None, help="data directory for the bench daemon (default: a temp dir)"
     )
-
-
-def _raise_fd_limit() -> int:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else 65536
-    target = min(target, 65536)
-    if soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def _serve(data_dir: str, conn: Connection) -> None:
-    """Child process: the daemon's core and web channel until the parent says stop."""
-    _raise_fd_limit()
-    asyncio.run(_serve_async(Path(data_dir), conn))
-
-
-async def _serve_async(data_dir: Path, conn: Connection) -> None:
-    import logging
-
-    from bot.config.model import AppConfig
-    from bot.services import close_services, open_services
-    from channels.web import WebChannel
-
-    logging.basicConfig(level=logging.ERROR)
-    config = AppConfig.model_validate(
-        {
-            "data_dir": str(data_dir),
-            "brain": {"provider": "offline"},
-            "embedding": {"enabled": False},
-            "channels": {"web": {"port": 0}},
-            "logging": {"level": "ERROR"},
-        }
-    )
-    services = await open_services(config)
-    channel = WebChannel(config, services)
-    services.channels["web"] = channel
-    services.stream_sink = channel.stream
-    services.outbox.attach(channel)
-    await channel.start(services.router)
-    services.ready = True
-    conn.send((channel.url, channel.token))
-    await asyncio.get_running_loop().run_in_executor(None, conn.recv)
-    await channel.stop()
-    await close_services(services)
 
 
 def _summary(values_ms: list[float]) -> dict[str, float | int]:
@@ -256,7 +211,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start the bench daemon in a child process, measure, stop it, return the figures."""
     import aiohttp
 
-    fd_limit = _raise_fd_limit()
+    fd_limit = raise_fd_limit()
     levels = [int(x) for x in str(args.levels).split(",") if x.strip()]
     tmp = None
     data_dir = args.data_dir
@@ -265,7 +220,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         data_dir = tmp.name
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_serve, args=(data_dir, child), daemon=True)
+    proc = ctx.Process(target=serve, args=(data_dir, child), daemon=True)
     proc.start()
     try:
         if not parent.poll(60):

@@ -98,6 +98,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self._naming_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
         self._naming_failures: Counter[str] = Counter()  # the order of the retries
         self._running = False
+        self._recovered = asyncio.Event()  # start() queued what the last run left owed
 
     @property
     def conversations(self) -> Any:
@@ -138,12 +139,21 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self.queue.start()
         self._running = True
         queued = await self.recover()
+        self._recovered.set()
         log.info(
             "lifecycle started (%s abbreviation, %s clock, %d recovered)",
             self.abbreviator.method,
             "manual" if self.timers.manual else "system",
             queued,
         )
+
+    async def owed_notes_written(self) -> None:
+        """Return once the notes owed at the start (what the last run left, queued by
+        :meth:`start`) are written: the vector rebuild after a model change waits for
+        them (:mod:`bot.daemon_vectors`), cheap as they are and what makes those
+        conversations findable."""
+        await self._recovered.wait()
+        await self.queue.join()
 
     async def stop(self, timeout: float = 10.0) -> list[str]:
         """Drain queued work for up to ``timeout`` seconds; what is left keeps

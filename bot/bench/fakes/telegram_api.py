@@ -17,15 +17,20 @@ gets BUTTON_DATA_INVALID. Every call is recorded; failures (429 with ``retry_aft
 from __future__ import annotations
 
 import asyncio
-import html
 import json
-import re
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from bot.bench.fakes.telegram_html import HtmlError, parse_telegram_html
+from bot.bench.fakes.telegram_sends import ApiError, SendMethods
+from bot.bench.fakes.telegram_updates import UpdateInjection
+
+# HtmlError, parse_telegram_html and ApiError stay importable from here
+__all__ = ["TOKEN", "ApiCall", "ApiError", "FakeTelegramServer", "HtmlError", "parse_telegram_html"]
 
 TOKEN = "123456:TEST-token_abc"
 _JSON_FIELDS = frozenset(
@@ -34,72 +39,6 @@ _JSON_FIELDS = frozenset(
         "reply_parameters", "link_preview_options", "scope", "media", "results",
     }
 )  # fmt: skip
-_ALLOWED_TAGS = frozenset(
-    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a",
-     "code", "pre", "blockquote", "tg-emoji"}
-)  # fmt: skip
-_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)((?:\s+[a-zA-Z-]+=\"[^\"<>]*\")*)\s*>")
-_ENTITY = re.compile(r"&(lt|gt|amp|quot|#\d{1,7}|#x[0-9a-fA-F]{1,6});")
-
-
-class HtmlError(ValueError):
-    """Why Telegram would refuse a text in HTML parse mode."""
-
-
-def parse_telegram_html(text: str) -> str:
-    """The visible text of ``text`` as Telegram parses it; raises HtmlError on what it rejects."""
-    out: list[str] = []
-    stack: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "<":
-            m = _TAG.match(text, i)
-            if not m:
-                raise HtmlError(f"Unclosed start tag at byte offset {i}")
-            closing, tag = m.group(1) == "/", m.group(2).lower()
-            if tag not in _ALLOWED_TAGS:
-                raise HtmlError(f'Unsupported start tag "{tag}" at byte offset {i}')
-            if closing:
-                if not stack or stack[-1] != tag:
-                    expected = f'"</{stack[-1]}>"' if stack else "nothing"
-                    raise HtmlError(
-                        f"Unmatched end tag at byte offset {i}, expected {expected}, found "
-                        f'"</{tag}>"'
-                    )
-                stack.pop()
-            else:
-                if tag == "a" and 'href="' not in m.group(3):
-                    raise HtmlError(f"Tag a without href at byte offset {i}")
-                stack.append(tag)
-            i = m.end()
-        elif ch == "&":
-            m = _ENTITY.match(text, i)
-            if not m:
-                raise HtmlError(f"Unsupported HTML entity at byte offset {i}")
-            out.append(html.unescape(m.group(0)))
-            i = m.end()
-        elif ch == ">":
-            raise HtmlError(f"Unexpected > at byte offset {i}")
-        else:
-            out.append(ch)
-            i += 1
-    if stack:
-        raise HtmlError(f'Can\'t find end tag corresponding to start tag "{stack[-1]}"')
-    return "".join(out)
-
-
-class ApiError(Exception):
-    def __init__(
-        self,
-        code: int,
-        description: str,
-        retry_after: int | None = None,
-        migrate_to_chat_id: int | None = None,
-    ) -> None:
-        super().__init__(description)
-        self.code, self.description, self.retry_after = code, description, retry_after
-        self.migrate_to_chat_id = migrate_to_chat_id
 
 
 @dataclass
@@ -111,7 +50,7 @@ class ApiCall:
     at: float = field(default_factory=time.monotonic)
 
 
-class FakeTelegramServer:
+class FakeTelegramServer(UpdateInjection, SendMethods):
     """The fake server. ``await start()`` returns the base URL for ``TelegramAPIServer``."""
 
     def __init__(
@@ -215,103 +154,6 @@ class FakeTelegramServer:
     def pending_updates(self) -> list[dict[str, Any]]:
         return list(self._updates)
 
-    # -- injecting updates ---------------------------------------------------------------
-    def _user(self, user_id: int, username: str | None, first_name: str) -> dict[str, Any]:
-        user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
-        if username:
-            user["username"] = username
-        return user
-
-    @staticmethod
-    def as_message(record: dict[str, Any]) -> dict[str, Any]:
-        """A sent record as Telegram would embed it in an update (no test-only keys)."""
-        msg = {k: v for k, v in record.items() if k not in ("raw_text", "parse_mode")}
-        if "inline_keyboard" not in (msg.get("reply_markup") or {}):
-            msg.pop("reply_markup", None)  # only inline keyboards travel with a message
-        return msg
-
-    def make_message(
-        self,
-        chat_id: int,
-        text: str | None = None,
-        *,
-        from_id: int | None = None,
-        username: str | None = None,
-        first_name: str = "Ann",
-        chat_type: str | None = None,
-        title: str | None = None,
-        reply_to: dict[str, Any] | None = None,
-        entities: list[dict[str, Any]] | None = None,
-        **content: Any,
-    ) -> dict[str, Any]:
-        """A Message object; ``content`` adds photo=, document=, caption=, sticker=..."""
-        kind = chat_type or ("private" if chat_id > 0 else "supergroup")
-        chat: dict[str, Any] = {"id": chat_id, "type": kind}
-        if kind == "private":
-            chat["first_name"] = first_name
-        else:
-            chat["title"] = title or f"Group {chat_id}"
-        self._message_ids[chat_id] += 1
-        msg: dict[str, Any] = {
-            "message_id": self._message_ids[chat_id],
-            "date": int(time.time()),
-            "chat": chat,
-            "from": self._user(from_id if from_id is not None else chat_id, username, first_name),
-        }
-        if text is not None:
-            msg["text"] = text
-        if entities:
-            msg["entities"] = entities
-        if reply_to is not None:
-            msg["reply_to_message"] = self.as_message(reply_to)
-        msg.update(content)
-        return msg
-
-    def push_update(self, kind: str, payload: dict[str, Any]) -> int:
-        """Queue ``{"update_id", kind: payload}`` and wake long polls; returns the id."""
-        self._next_update_id += 1
-        update = {"update_id": self._next_update_id, kind: payload}
-        self._updates.append(update)
-        self._history.append(update)
-        asyncio.get_running_loop().create_task(self._notify())
-        return self._next_update_id
-
-    def inject_message(self, chat_id: int, text: str | None = None, **kw: Any) -> dict[str, Any]:
-        msg = self.make_message(chat_id, text, **kw)
-        self.push_update("message", msg)
-        return msg
-
-    def inject_edit(self, original: dict[str, Any], new_text: str) -> dict[str, Any]:
-        edited = dict(original, text=new_text, edit_date=int(time.time()) + 1)
-        self.push_update("edited_message", edited)
-        return edited
-
-    def inject_callback(
-        self,
-        from_id: int,
-        data: str,
-        message: dict[str, Any],
-        *,
-        username: str | None = None,
-        first_name: str = "Ann",
-    ) -> str:
-        query_id = f"cbq{self._next_update_id + 1}"
-        self.push_update(
-            "callback_query",
-            {
-                "id": query_id,
-                "from": self._user(from_id, username, first_name),
-                "chat_instance": "ci1",
-                "message": self.as_message(message),
-                "data": data,
-            },
-        )
-        return query_id
-
-    async def _notify(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
-
     # -- HTTP ------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
@@ -404,87 +246,3 @@ class FakeTelegramServer:
             except TimeoutError:
                 pass
         return ready()
-
-    def _check_chat(self, chat_id: int, p: dict[str, Any]) -> None:
-        """Refuse a send to ``chat_id`` as Telegram does when it cannot be written to."""
-        thread = p.get("message_thread_id")
-        if thread is not None and int(thread) in self.deleted_topics:
-            raise ApiError(400, "Bad Request: message thread not found")
-        if chat_id in self.missing_chats:
-            raise ApiError(400, "Bad Request: chat not found")
-        if chat_id in self.blocked_chats:
-            raise ApiError(403, "Forbidden: bot was blocked by the user")
-        if chat_id in self.kicked_chats:
-            raise ApiError(403, "Forbidden: bot was kicked from the group chat")
-        if chat_id in self.migrated_chats:
-            raise ApiError(
-                400,
-                "Bad Request: group chat was upgraded to a supergroup chat",
-                migrate_to_chat_id=self.migrated_chats[chat_id],
-            )
-
-    def _send_message(self, p: dict[str, Any]) -> dict[str, Any]:
-        chat_id = int(p["chat_id"])
-        self._check_chat(chat_id, p)
-        text = p.get("text", "")
-        visible = text
-        if p.get("parse_mode", "").upper() == "HTML":
-            try:
-                visible = parse_telegram_html(text)
-            except HtmlError as exc:
-                raise ApiError(400, f"Bad Request: can't parse entities: {exc}") from None
-        if not visible.strip():
-            raise ApiError(400, "Bad Request: message text is empty")
-        if len(visible.encode("utf-16-le")) // 2 > 4096:
-            raise ApiError(400, "Bad Request: message is too long")
-        markup = p.get("reply_markup")
-        for row in (markup or {}).get("inline_keyboard", []):
-            for button in row:
-                data = button.get("callback_data")
-                if data is not None and not 1 <= len(data.encode()) <= 64:
-                    raise ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
-        self._message_ids[chat_id] += 1
-        kind = "private" if chat_id > 0 else "supergroup"
-        msg: dict[str, Any] = {
-            "message_id": self._message_ids[chat_id],
-            "date": int(time.time()),
-            "chat": {"id": chat_id, "type": kind},
-            "from": self.me,
-            "text": visible,
-            # kept for assertions (Telegram would return entities instead)
-            "raw_text": text,
-            "parse_mode": p.get("parse_mode"),
-        }
-        if markup:
-            msg["reply_markup"] = markup
-        self.sent.append(msg)
-        return self.as_message(msg)
-
-    def _send_file(self, kind: str, p: dict[str, Any]) -> dict[str, Any]:
-        """sendPhoto / sendDocument by a file_id the bot received (no upload here): the
-        record has ``photo`` (as Telegram's sizes) or ``document``, and any caption."""
-        chat_id = int(p["chat_id"])
-        self._check_chat(chat_id, p)
-        file_id = p.get(kind)
-        if not file_id:
-            raise ApiError(400, f"Bad Request: there is no {kind} in the request")
-        caption = p.get("caption", "")
-        if len(caption) > 1024:
-            raise ApiError(400, "Bad Request: message caption is too long")
-        self._message_ids[chat_id] += 1
-        content: dict[str, Any] = (
-            {"photo": [{"file_id": file_id, "file_unique_id": file_id, "width": 9, "height": 9}]}
-            if kind == "photo"
-            else {"document": {"file_id": file_id, "file_unique_id": file_id}}
-        )
-        msg: dict[str, Any] = {
-            "message_id": self._message_ids[chat_id],
-            "date": int(time.time()),
-            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
-            "from": self.me,
-            **content,
-            **({"caption": caption} if caption else {}),
-            "text": caption,  # kept for assertions, as for sendMessage's records
-        }
-        self.sent.append(msg)
-        return {k: v for k, v in self.as_message(msg).items() if k != "text"}

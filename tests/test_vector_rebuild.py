@@ -1,0 +1,197 @@
+"""The vector rebuild gives way to live work: it waits for what comes first, embeds in
+the background (live embeddings first) and a slice of a conversation at a time, and
+says how far it is."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from bot.command_status import search_line, vector_rebuild_state
+from bot.config.model import AppConfig, EmbeddingConfig
+from bot.embedding import EmbeddingService
+from bot.embedding_priority import BACKGROUND_BATCH, embedding_in_background, in_background
+from bot.vector_rebuild import REBUILD_SLICE, RebuildProgress
+from bot.vectors import VectorIndex
+from tests.recall_helpers import add_conversation, open_index
+
+DIMS = 16
+WAIT = 30.0  # generous: the machine may be loaded; nothing here waits unless broken
+
+
+class _Model:
+    def embed(self, texts: list[str], batch_size: int = 32) -> Any:
+        for text in texts:
+            vector = np.ones(DIMS, dtype=np.float32)
+            vector[len(text) % DIMS] += 1.0
+            yield vector / np.linalg.norm(vector)
+
+
+class RecordingEmbedder(EmbeddingService):
+    """The real service (worker thread, batches, priority) around a stand-in model that
+    records each batch (``("live" | "background", texts)``) and can hold one."""
+
+    def __init__(self, batch_size: int = 32) -> None:
+        super().__init__(EmbeddingConfig(dimensions=DIMS, batch_size=batch_size))
+        self.batches: list[tuple[str, list[str]]] = []
+        self.hold_next_background = False
+        self.held = threading.Event()  # a held batch has reached the worker
+        self.release = threading.Event()
+
+    def _load(self) -> Any:
+        return _Model()
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        if self.hold_next_background and texts and texts[0].startswith("background"):
+            self.hold_next_background = False
+            self.held.set()
+            assert self.release.wait(WAIT)
+        return super().embed_sync(texts)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        self.batches.append(("background" if embedding_in_background() else "live", texts))
+        return await super().embed(texts)
+
+
+async def test_background_batches_wait_for_live_embeddings() -> None:
+    """A live embedding's batches are not interleaved with a background one's: without
+    the priority, the rebuild's batch queued on the worker between a search's."""
+    order: list[str] = []
+    started, release = threading.Event(), threading.Event()
+    service = EmbeddingService(EmbeddingConfig(batch_size=1, dimensions=DIMS))
+    service._load = _Model  # type: ignore[method-assign]
+    plain = service.embed_sync
+
+    def recording(texts: list[str]) -> np.ndarray:
+        order.extend(texts)
+        if texts == ["live-1"]:
+            started.set()
+            assert release.wait(WAIT)
+        return plain(texts)
+
+    service.embed_sync = recording  # type: ignore[method-assign]
+
+    async def background() -> None:
+        with in_background():
+            await service.embed([f"bg-{i}" for i in range(BACKGROUND_BATCH + 1)])
+
+    try:
+        live = asyncio.ensure_future(service.embed(["live-1", "live-2", "live-3"]))
+        assert await asyncio.to_thread(started.wait, WAIT)
+        rebuild = asyncio.ensure_future(background())
+        for _ in range(20):  # turns of the loop: the background task reaches its wait
+            await asyncio.sleep(0)
+        release.set()
+        await asyncio.wait_for(asyncio.gather(live, rebuild), WAIT)
+    finally:
+        release.set()
+        service.close()
+    assert order[:3] == ["live-1", "live-2", "live-3"], order
+    assert len(order) == 3 + BACKGROUND_BATCH + 1
+
+
+async def test_background_batches_are_small() -> None:
+    service = RecordingEmbedder()
+    sizes: list[int] = []
+    plain = service.embed_sync
+    service.embed_sync = lambda texts: (sizes.append(len(texts)), plain(texts))[1]  # type: ignore[method-assign]
+    try:
+        with in_background():
+            await service.embed(["t"] * (2 * BACKGROUND_BATCH + 1))
+        await service.embed(["t"] * (2 * BACKGROUND_BATCH + 1))  # live: embedding.batch_size
+    finally:
+        service.close()
+    assert sizes == [BACKGROUND_BATCH, BACKGROUND_BATCH, 1, 2 * BACKGROUND_BATCH + 1]
+
+
+def _config() -> AppConfig:
+    return AppConfig.model_validate({"search": {"soft_coverage": False}})
+
+
+async def test_a_reply_waits_for_one_slice_of_the_rebuild_not_a_whole_conversation(
+    tmp_path: Path,
+) -> None:
+    """Regression: the rebuild embedded a conversation's every window under the index's
+    lock: a reply's own windows (and so its turn's vector) waited behind all of them."""
+    long_turns = 3 * REBUILD_SLICE + 2
+    db = await open_index(tmp_path / "c.db")
+    embedder = RecordingEmbedder()
+    try:
+        await add_conversation(
+            db, "conv-long", [("user", f"background turn {i}") for i in range(long_turns)]
+        )
+        vectors = VectorIndex(_config(), db, embedder)
+        assert await vectors.open() and vectors.stale
+        embedder.hold_next_background = True
+        rebuild = asyncio.ensure_future(vectors.reindex_all())
+        assert await asyncio.to_thread(embedder.held.wait, WAIT)
+        # a reply lands in another conversation while the rebuild's first batch runs
+        await add_conversation(db, "conv-live", [("user", "live turn")], at="2026-01-11T09:00:00Z")
+        reply = asyncio.ensure_future(vectors.index_turns("conv-live"))
+        for _ in range(20):  # turns of the loop: the reply waits for the index's lock
+            await asyncio.sleep(0)
+        embedder.release.set()
+        assert await asyncio.wait_for(reply, WAIT) == 1
+        before_reply = sum(
+            len(texts)
+            for kind, texts in embedder.batches[: embedder.batches.index(("live", ["live turn"]))]
+            if kind == "background"
+        )
+        assert before_reply <= REBUILD_SLICE, embedder.batches
+        done = await asyncio.wait_for(rebuild, WAIT)
+        assert done["turns"] == long_turns
+    finally:
+        embedder.release.set()
+        embedder.close()
+        await db.close()
+
+
+async def test_the_rebuild_waits_for_what_comes_first_and_says_how_far(tmp_path: Path) -> None:
+    db = await open_index(tmp_path / "c.db")
+    embedder = RecordingEmbedder()
+    try:
+        for name in ("a", "b"):
+            await add_conversation(db, f"conv-{name}", [("user", f"turn of {name}")])
+        vectors = VectorIndex(_config(), db, embedder)
+        assert await vectors.open() and vectors.stale
+        notes = asyncio.Event()
+        services = SimpleNamespace(vectors=vectors, vector_search_available=lambda: True)
+        assert vector_rebuild_state(services) == "embedding the vectors still missing"
+        rebuild = asyncio.ensure_future(vectors.reindex_all(after=notes.wait()))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert vectors.rebuilding and vectors.progress == RebuildProgress(waiting=True)
+        assert vector_rebuild_state(services) == (
+            "embedding the vectors still missing, after the notes owed"
+        )
+        # the sweep's retry does not overtake the rebuild waiting for the notes
+        assert await vectors.retry_unfinished() is None
+        assert embedder.batches == []
+        notes.set()
+        assert (await asyncio.wait_for(rebuild, WAIT))["turns"] == 2
+        assert not vectors.rebuilding and vectors.progress is None and not vectors.stale
+        assert vector_rebuild_state(services) is None
+    finally:
+        embedder.close()
+        await db.close()
+
+
+def test_the_status_says_how_far_the_rebuild_is() -> None:
+    vectors = SimpleNamespace(
+        rebuilding=True,
+        stale=True,
+        progress=RebuildProgress(done=120, total=800, windows=3400),
+    )
+    services = SimpleNamespace(vectors=vectors, vector_search_available=lambda: True)
+    state = (
+        "embedding the vectors still missing: 120 of 800 conversations, 3400 turn windows so far"
+    )
+    assert vector_rebuild_state(services) == state
+    assert search_line(services) == (  # type: ignore[arg-type]
+        f"Search: hybrid (keyword + vectors), {state} (a new model, or turns added offline)"
+    )
