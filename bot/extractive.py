@@ -46,6 +46,7 @@ _CAPITAL = re.compile(r"\b[A-Z][a-z\u00E0-\u00FF]+(?:\s+[A-Z][a-z\u00E0-\u00FF]+
 _NAME_WORD = r"[A-Z][a-z\u00E0-\u00FF]+(?:-[A-Z][a-z\u00E0-\u00FF]+)*"
 _NAME_RUN = re.compile(rf"\b{_NAME_WORD}(?:\s+{_NAME_WORD})*\b")
 _WORD_CHAR = re.compile(r"\w")
+_QUOTES = frozenset("\"'\u2018\u201c\u00ab")
 _NUMBER = re.compile(r"\b\d[\d.,:/-]*\b")
 _DECISION = re.compile(
     r"\b(decided|decide|agreed|agree|will|going to|plan(?:ned|ning)?|let's|we'll|i'll|"
@@ -132,16 +133,19 @@ def _is_pleasantry(sentence: str) -> bool:
 
 def _name_runs(turns: Sequence[Turn]) -> list[tuple[list[str], bool]]:
     """Every run of capitalised words in the turns' sentences, as its words, and whether it
-    opens its sentence (nothing but punctuation before it)."""
+    opens its sentence (nothing but punctuation before it, an opening quote aside)."""
     runs: list[tuple[list[str], bool]] = []
     for _, content, sender in turns:
         for sentence in sentences(unlabelled(content, sender)):
             text = latin_of(sentence)
             first = _WORD_CHAR.search(text)  # a run starts on a word character
             for match in _NAME_RUN.finditer(text):
-                runs.append(
-                    (match.group(0).split(), first is not None and match.start() == first.start())
+                at = match.start()
+                # a quoted run is a title ('"Brave" by Sara Bareilles'), wherever it is
+                opens = (
+                    first is not None and at == first.start() and text[at - 1 : at] not in _QUOTES
                 )
+                runs.append((match.group(0).split(), opens))
     return runs
 
 

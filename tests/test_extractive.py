@@ -370,6 +370,9 @@ def test_a_sentences_first_word_is_not_glued_to_a_name() -> None:
         ("user", "Yesterday Hornbach had no brushes left.", "Ann"),
     ]
     assert entities(turns) == ["Hornbach", "Rust-Oleum"]
+    # A quoted title opening a sentence is a name all the same.
+    quoted = [("user", 'Yeah! "Brave" by Sara Bareilles means a lot to me.', "Ann")]
+    assert entities(quoted) == ["Brave", "Sara Bareilles"]
 
 
 def test_a_sentences_first_word_known_as_a_name_counts() -> None:
