@@ -42,6 +42,11 @@ _ASKS = ("?", "？")  # a question's last character
 # Numbers end on a digit: "19." at the end of a sentence is the number 19.
 _WORD = re.compile(r"[A-Za-z\u00C0-\u024F][\w'\u2019-]*|\d(?:[\d.,:/-]*\d)?")
 _CAPITAL = re.compile(r"\b[A-Z][a-z\u00E0-\u00FF]+(?:\s+[A-Z][a-z\u00E0-\u00FF]+)*\b")
+# A name's words: capitalised, hyphenated parts kept together ("Rust-Oleum", "Jean-Luc").
+_NAME_WORD = r"[A-Z][a-z\u00E0-\u00FF]+(?:-[A-Z][a-z\u00E0-\u00FF]+)*"
+_NAME_RUN = re.compile(rf"\b{_NAME_WORD}(?:\s+{_NAME_WORD})*\b")
+_WORD_CHAR = re.compile(r"\w")
+_QUOTES = frozenset("\"'\u2018\u201c\u00ab")
 _NUMBER = re.compile(r"\b\d[\d.,:/-]*\b")
 _DECISION = re.compile(
     r"\b(decided|decide|agreed|agree|will|going to|plan(?:ned|ning)?|let's|we'll|i'll|"
@@ -126,30 +131,62 @@ def _is_pleasantry(sentence: str) -> bool:
     return bool(_PLEASANTRY.match(sentence)) and len(_content_words(sentence)) < 3
 
 
+def _name_runs(turns: Sequence[Turn]) -> list[tuple[list[str], bool]]:
+    """Every run of capitalised words in the turns' sentences, as its words, and whether it
+    opens its sentence (nothing but punctuation before it, an opening quote aside)."""
+    runs: list[tuple[list[str], bool]] = []
+    for _, content, sender in turns:
+        for sentence in sentences(unlabelled(content, sender)):
+            text = latin_of(sentence)
+            first = _WORD_CHAR.search(text)  # a run starts on a word character
+            for match in _NAME_RUN.finditer(text):
+                at = match.start()
+                # a quoted run is a title ('"Brave" by Sara Bareilles'), wherever it is
+                opens = (
+                    first is not None and at == first.start() and text[at - 1 : at] not in _QUOTES
+                )
+                runs.append((match.group(0).split(), opens))
+    return runs
+
+
 def entities(turns: Sequence[Turn], limit: int = 10) -> list[str]:
-    """Capitalised names and multi-word names not at a sentence start, most frequent first."""
+    """Capitalised names and multi-word names, most frequent first; the participants out.
+
+    A sentence's first word is capitalised whatever it is: it is read as (part of) a name
+    only when the conversation also writes it capitalised inside a sentence, or the whole
+    run comes back ("Anna Schmidt sent ...", "Anna Schmidt wants ..."). Before, a lone
+    capital there was always skipped and one in front of a name was glued to it ("Bought
+    Rust" of "Bought Rust-Oleum primer"); hyphenated names stay whole ("Rust-Oleum",
+    "Jean-Luc"), they were cut at the hyphen."""
+    runs = _name_runs(turns)
+    inside = {w for words, opens in runs for w in (words[1:] if opens else words)}
+    recurring = Counter(" ".join(words) for words, _ in runs)
     counts: Counter[str] = Counter()
     first_seen: dict[str, int] = {}
     senders = [s.lower() for _, _, s in turns if s]
-    for _, content, sender in turns:
-        for sentence in sentences(unlabelled(content, sender)):
-            for match in _CAPITAL.finditer(latin_of(sentence)):
-                parts = match.group(0).split()
-                # "Hey Mel", "Thanks Anna": drop greeting words in front of a name.
-                start = match.start()
-                while parts and (parts[0].lower() in STOP_WORDS or parts[0].lower() in EXTRA_STOP):
-                    parts.pop(0)
-                    start = -1
-                if not parts:
-                    continue
-                name = " ".join(parts)
-                if start == 0 and len(parts) == 1:
-                    continue  # a capital at the start of a sentence says nothing
-                low = name.lower()
-                if any(s == low or s.startswith(low) for s in senders):
-                    continue  # the participants themselves (and their short names)
-                counts[name] += 1
-                first_seen.setdefault(name, len(first_seen))
+    for words, opens in runs:
+        parts = list(words)
+        # "Hey Mel", "Thanks Anna": greeting words in front of a name; then a sentence's
+        # first word that is not known as a name ("Bought", "Yesterday").
+        while parts and (
+            parts[0].lower() in STOP_WORDS
+            or parts[0].lower() in EXTRA_STOP
+            or (
+                opens
+                and parts[0] not in inside
+                and (len(parts) < 2 or recurring[" ".join(words)] < 2)
+            )
+        ):
+            parts.pop(0)
+            opens = False
+        if not parts:
+            continue
+        name = " ".join(parts)
+        low = name.lower()
+        if any(s == low or s.startswith(low) for s in senders):
+            continue  # the participants themselves (and their short names)
+        counts[name] += 1
+        first_seen.setdefault(name, len(first_seen))
     ranked = sorted(counts, key=lambda n: (-counts[n], first_seen[n]))
     return ranked[:limit]
 

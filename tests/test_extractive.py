@@ -353,3 +353,35 @@ def test_conversations_in_other_scripts_get_offline_topics_and_a_title(language:
     assert set(title.lower().split()) & EXPECTED_TOPICS[language], title
     # a Devanagari word is read whole, through its vowel signs and virama
     assert "ट्रे" not in topics and "ट" not in topics
+
+
+def test_a_hyphenated_name_stays_whole() -> None:
+    # Regression: the name pattern stopped at the hyphen, "Rust-Oleum" came out as the two
+    # names "Rust" and "Oleum" (and "Jean-Luc Picard" as "Jean", "Luc Picard").
+    turns = [("user", "We bought Rust-Oleum primer and asked Jean-Luc Picard about it.", "Ann")]
+    assert entities(turns) == ["Rust-Oleum", "Jean-Luc Picard"]
+
+
+def test_a_sentences_first_word_is_not_glued_to_a_name() -> None:
+    # Regression: a run of capitals at a sentence start kept its first word, whatever it
+    # was: "Bought Rust-Oleum primer at Hornbach" gave the name "Bought Rust".
+    turns = [
+        ("user", "Bought Rust-Oleum primer at Hornbach for 24 euros.", "Ann"),
+        ("user", "Yesterday Hornbach had no brushes left.", "Ann"),
+    ]
+    assert entities(turns) == ["Hornbach", "Rust-Oleum"]
+    # A quoted title opening a sentence is a name all the same.
+    quoted = [("user", 'Yeah! "Brave" by Sara Bareilles means a lot to me.', "Ann")]
+    assert entities(quoted) == ["Brave", "Sara Bareilles"]
+
+
+def test_a_sentences_first_word_known_as_a_name_counts() -> None:
+    # "Paris" opens a sentence once and is written inside one once: the conversation
+    # names it twice, more often than "Lyon", and a recurring run there stays whole.
+    turns = [
+        ("user", "We drove through Lyon and Paris.", "Ann"),
+        ("user", "Paris was lovely in spring.", "Ann"),
+        ("user", "Anna Schmidt sent the contract.", "Ann"),
+        ("user", "Anna Schmidt wants it signed.", "Ann"),
+    ]
+    assert entities(turns) == ["Paris", "Anna Schmidt", "Lyon"]
