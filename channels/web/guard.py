@@ -46,6 +46,11 @@ def harden(request: web.Request, headers: MutableMapping[str, str]) -> None:
     if request.path in ("/", "/login") or request.path.startswith(("/api/", "/analytics/")):
         # the dashboard page too: cached, Back after Log out showed it again
         headers.setdefault("Cache-Control", "no-store")
+    elif request.path.startswith("/static/"):
+        # The dashboard's scripts are ES modules importing one another: each is checked
+        # again at every load (a 304 when unchanged), so after an upgrade a browser never
+        # runs a cached module beside a newer one that no longer exports what it imports.
+        headers.setdefault("Cache-Control", "no-cache")
 
 
 def host_allowed(settings: WebChannelConfig, request: web.Request) -> bool:

@@ -121,6 +121,19 @@ async def test_every_control_on_a_phone_is_a_44_pixel_tap_target(phone: Page, st
         assert await phone.evaluate(SMALL_TARGETS) == [], panel
 
 
+async def test_an_empty_model_selector_is_still_a_tap_target(phone: Page, stack: Stack) -> None:
+    # Regression: with no options (before the first view brings the models, or with no
+    # model aliases) the selector was 22 px wide: the check above failed when it ran
+    # before the conversation arrived.
+    await log_in(phone, stack)
+    width = await phone.evaluate("""() => {
+        const select = document.getElementById('model-select');
+        select.textContent = '';
+        return select.getBoundingClientRect().width;
+    }""")
+    assert width >= 44
+
+
 async def test_enter_sends_and_shift_enter_breaks_the_line(phone: Page, stack: Stack) -> None:
     await log_in(phone, stack)
     await phone.fill("#input", "first line")

@@ -11,6 +11,7 @@ import pytest
 
 from bot.events import InboundMessage
 from tests.channels.web.conftest import Stack, login, start_stack, stop_stack
+from tests.channels.web.test_web_static import dashboard_script_paths
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -63,7 +64,7 @@ async def test_no_session_no_data(stack: Stack) -> None:
             "/api/external",
             "/api/analytics",
             "/analytics/topics.svg",
-            "/static/app.js",
+            *dashboard_script_paths(),  # app.js and the modules it imports
         ):
             async with anon.get(f"{stack.url}{path}", allow_redirects=False) as r:
                 body = await r.text()
@@ -75,6 +76,26 @@ async def test_no_session_no_data(stack: Stack) -> None:
         # The login page and its assets are public, and carry no data.
         async with anon.get(f"{stack.url}/login") as r:
             assert r.status == 200 and "secret" not in await r.text()
+
+
+async def test_dashboard_scripts_are_javascript_checked_again_at_each_load(
+    stack: Stack, client
+) -> None:
+    # The dashboard's scripts are ES modules importing one another: a browser that kept
+    # an old module from its cache beside a newer one (heuristic caching, no
+    # Cache-Control) could import a name that is gone, and the whole page stopped.
+    paths = dashboard_script_paths()
+    assert "/static/app.js" in paths and len(paths) > 1
+    for path in paths:
+        async with client.get(f"{stack.url}{path}") as r:
+            assert r.status == 200, path
+            # a module served as anything else is refused by the browser
+            assert r.content_type in ("text/javascript", "application/javascript"), path
+            assert r.headers["Cache-Control"] == "no-cache", path
+            validator = {"If-Modified-Since": r.headers["Last-Modified"]}
+        async with client.get(f"{stack.url}{path}", headers=validator) as r:
+            assert r.status == 304, path  # checked again, not sent again
+            assert r.headers["Cache-Control"] == "no-cache", path
 
 
 async def test_health_endpoints_are_open_and_dataless(stack: Stack) -> None:

@@ -1,0 +1,106 @@
+/* The External panel (people who are not the owner, their tiers, replies) and Analytics. */
+import { el, icon, plural, toast } from "./helpers.js";
+import { $ } from "./state.js";
+import { relTime } from "./times.js";
+
+async function postJSON(url, body) {
+  const r = await fetch(url, { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  if (r.status === 401) location.href = "/login";
+  if (!r.ok) {
+    let message = "Request failed";
+    try {
+      message = (await r.json()).error || message;
+    } catch (_e) {}
+    toast(message);
+  }
+  return r.ok;
+}
+
+export async function loadExternal() {
+  const r = await fetch("/api/external", { credentials: "same-origin" });
+  if (r.status === 401) return (location.href = "/login");
+  const data = await r.json();
+  const box = $("external-list");
+  box.textContent = "";
+  if (!data.parties.length) box.appendChild(el("p", "muted", "Nobody has written yet."));
+  for (const p of data.parties) box.appendChild(renderParty(p));
+}
+
+function renderParty(p) {
+  const card = el("article", "party tier-" + p.tier);
+  card.dataset.party = p.id;
+  const head = el("header");
+  head.appendChild(icon(p.channel));
+  head.appendChild(el("strong", null, p.name || p.identity));
+  if (p.name) head.appendChild(el("span", "muted", p.identity));
+  head.appendChild(el("span", "tier tag", p.tier));
+  // Both directions, each named: the count alone was taken for the whole exchange.
+  const counts = plural(p.messageCount, "message") + " (" + p.messagesIn + " in, " + p.messagesOut + " out)";
+  head.appendChild(el("span", "muted party-count", counts + " · " + relTime(p.updated)));
+  card.appendChild(head);
+  for (const e of p.escalations) {
+    const esc = el("div", "escalation");
+    esc.appendChild(el("strong", null, "Pending escalation "));
+    esc.appendChild(el("span", null, e.text));
+    card.appendChild(esc);
+  }
+  const log = el("ul", "party-messages");
+  for (const m of p.messages) {
+    const li = el("li", "dir-" + m.direction);
+    li.appendChild(el("span", "muted", (m.direction === "in" ? "← " : "→ ") + relTime(m.timestamp) + " "));
+    li.appendChild(el("span", null, m.content));
+    log.appendChild(li);
+  }
+  card.appendChild(log);
+  const actions = el("div", "actions");
+  const tierButton = (label, tier) => {
+    const b = el("button", "tier-" + tier, label);
+    b.type = "button";
+    b.disabled = p.tier === tier;
+    b.addEventListener("click", async () => {
+      if (await postJSON("/api/external/" + encodeURIComponent(p.id) + "/tier", { tier })) loadExternal();
+    });
+    return b;
+  };
+  actions.appendChild(tierButton("Trust", "known"));
+  actions.appendChild(tierButton("Untrust", "untrusted"));
+  actions.appendChild(tierButton("Block", "blocked"));
+  const reply = el("form", "reply");
+  const input = el("input");
+  input.placeholder = "Reply to " + window.showBidiControls(p.name || p.identity);
+  const go = el("button", null, "Reply");
+  go.type = "submit";
+  reply.appendChild(input);
+  reply.appendChild(go);
+  reply.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const text = input.value.trim();
+    if (text && (await postJSON("/api/external/" + encodeURIComponent(p.id) + "/reply", { text }))) {
+      input.value = "";
+      loadExternal();
+    }
+  });
+  actions.appendChild(reply);
+  card.appendChild(actions);
+  return card;
+}
+
+export async function loadAnalytics() {
+  const stamp = Date.now();
+  for (const name of ["conversations", "channels", "topics"]) $("chart-" + name).src = "/analytics/" + name + ".svg?t=" + stamp;
+  const r = await fetch("/api/analytics", { credentials: "same-origin" });
+  if (!r.ok) return;
+  const t = await r.json();
+  const box = $("analytics-totals");
+  box.textContent = "";
+  const stat = (label, value) => {
+    const d = el("div", "stat");
+    d.appendChild(el("div", "stat-value", String(value)));
+    d.appendChild(el("div", "muted", label));
+    box.appendChild(d);
+  };
+  stat("conversations", t.conversations);
+  stat("turns", t.turns);
+  stat("cost (USD)", "$" + Number(t.cost).toFixed(4));
+  stat("tokens in / out", t.tokensIn + " / " + t.tokensOut);
+}

@@ -1,0 +1,141 @@
+/* Messages typed while the socket is down: held in order (also across a reload), shown
+ * as waiting, sent one at a time once connected, and settled after a reconnect. */
+import { newRef, restoreInput, sendText } from "./composer.js";
+import { connected } from "./connection.js";
+import { items, scrollToBottom } from "./conversation.js";
+import { el, toast } from "./helpers.js";
+import { $, state } from "./state.js";
+
+// Typed while the socket is down, or while earlier such messages are still going out:
+// held in order, shown as waiting, and sent one at a time, each once the one before
+// is stored, after the reconnected tab has reloaded its view (until session 26 only
+// one was held and a second stayed in the box). Returns whether it was taken.
+const QUEUE_MAX = 50;
+export function queueText(text) {
+  if (state.queued.length >= QUEUE_MAX) {
+    toast("Not connected: " + QUEUE_MAX + " messages are waiting to be sent already. This one stays in the box.");
+    return false;
+  }
+  state.queued.push({ ref: newRef(), text, conversationId: state.current ? state.current.id : null });
+  showQueued();
+  return true;
+}
+
+// The held messages outlive the page in this tab's sessionStorage: a phone's browser
+// discards a tab in the background, and a reload lost them (until session 26). Not
+// localStorage: they are the owner's words, and need not stay on the disk once the tab
+// is closed.
+const QUEUE_KEY = "my-agent-queued";
+function keepQueued() {
+  try {
+    if (state.queued.length) sessionStorage.setItem(QUEUE_KEY, JSON.stringify(state.queued));
+    else sessionStorage.removeItem(QUEUE_KEY);
+  } catch (_e) {
+    // storage refused (private mode, full): they are held in this page only
+  }
+}
+
+// A reloaded tab takes back what it held. The first of them may have gone out before
+// the reload: the first view loaded says whether it is stored (settleUnsent), and the
+// server knows its ref, so it is stored once.
+export function restoreQueued() {
+  let kept = [];
+  try {
+    kept = JSON.parse(sessionStorage.getItem(QUEUE_KEY) || "[]");
+  } catch (_e) {
+    kept = [];
+  }
+  state.queued = (Array.isArray(kept) ? kept : []).filter((m) => m && typeof m.text === "string" && typeof m.ref === "string");
+  if (!state.queued.length) return;
+  const head = state.queued[0];
+  state.unsent = { ref: head.ref, text: head.text };
+  state.flushing = head.ref;
+  state.restored = true;
+}
+
+export function showQueued() {
+  keepQueued();
+  const old = $("queued");
+  if (old) old.remove();
+  if (!state.queued.length) return;
+  const box = el("div", "queued");
+  box.id = "queued";
+  for (const held of state.queued) {
+    const sending = held.ref === state.flushing;
+    const node = el("div", "msg msg-user msg-queued");
+    const meta = el("div", "msg-meta");
+    meta.appendChild(el("span", "who", "You"));
+    const why = sending ? "sending…" : connected() ? "waiting to be sent" : "waiting for the connection: sent when it is back";
+    meta.appendChild(el("span", "queued-state", why));
+    node.appendChild(meta);
+    const body = el("div", "msg-body", held.text);
+    body.dir = "auto";
+    node.appendChild(body);
+    if (!sending) {
+      const cancel = el("button", null, "Cancel");
+      cancel.type = "button";
+      cancel.setAttribute("aria-label", "Cancel this waiting message (back to the box)");
+      cancel.addEventListener("click", () => {
+        state.queued = state.queued.filter((m) => m !== held);
+        showQueued();
+        restoreInput(held.text);
+      });
+      node.appendChild(cancel);
+    }
+    box.appendChild(node);
+  }
+  items().appendChild(box);
+  $("empty-state").hidden = true;
+  scrollToBottom();
+}
+
+// Called once the reconnected tab shows its view again, and as each held message is
+// stored: the next one goes, once.
+export function flushQueued() {
+  // Not between a reconnect and its reloaded view: settleUnsent has to see first
+  // whether the message in flight when the socket dropped was stored.
+  while (!state.flushing && connected() && !state.reconnected && state.queued.length) {
+    const held = state.queued[0];
+    if (sendText(held.text, held)) {
+      state.flushing = held.ref;
+    } else {
+      state.queued.shift(); // too long to send at all: back in the box (send() said why)
+      restoreInput(held.text);
+    }
+  }
+  showQueued();
+}
+
+// The held message in flight was answered: stored (the next goes) or refused (it and
+// every one after it go back in the box, in order, before anything typed since).
+export function settleFlushed(ref, stored) {
+  if (!state.flushing || ref !== state.flushing) return false;
+  state.flushing = null;
+  const head = state.queued.shift();
+  if (!stored) {
+    const texts = [head, ...state.queued].map((m) => m.text);
+    state.queued = [];
+    restoreInput(texts.join("\n\n"));
+  }
+  flushQueued();
+  return true;
+}
+
+// After a reconnect: the message sent before the connection dropped is either in the
+// conversation now (stored) or back in the box. A held one not stored stays first in
+// the queue and is sent again under its ref. A command is not put back, as it may
+// have run.
+export function settleUnsent(turns) {
+  const unsent = state.unsent;
+  state.unsent = null;
+  if (!unsent) return;
+  const stored = (turns || []).some((t) => t.type === "turn" && t.role === "user" && t.content === unsent.text);
+  if (unsent.ref === state.flushing) {
+    state.flushing = null;
+    if (stored || unsent.text.trim().startsWith("/")) state.queued.shift();
+    return;
+  }
+  if (stored || unsent.text.trim().startsWith("/")) return;
+  restoreInput(unsent.text);
+  toast("The connection dropped before your message was stored: it is back in the box.");
+}

@@ -1,0 +1,123 @@
+/* The Search panel: the query, its filters, pages of results, and opening one. */
+import { send } from "./connection.js";
+import { el, icon, labelled } from "./helpers.js";
+import { rove, showPanel } from "./navigation.js";
+import { $, state } from "./state.js";
+import { dateTime, relTime } from "./times.js";
+
+const SEARCH_MAX = 1000; // characters, as the input's maxlength
+let searchSeq = 0;
+function searchParams() {
+  // Capped like the input: a query of many kilobytes would not fit a request line.
+  const q = $("search-input").value.trim().slice(0, SEARCH_MAX);
+  if (!q) return null;
+  const params = new URLSearchParams({ q });
+  if ($("search-channel").value) params.set("channel", $("search-channel").value);
+  const from = $("search-from").value;
+  const to = $("search-to").value;
+  if (from && to && from > to) return { error: "The start date " + from + " is after the end date " + to + "." };
+  // A day of the date pickers is a day of the owner's calendar (owner.timezone, as
+  // the times shown): sent as the date, which the server reads in that zone. Turned
+  // into UTC moments here, it was the browser's day.
+  if (from) params.set("from", from);
+  if (to) params.set("to", to);
+  return { q, params };
+}
+
+export async function runSearch(more) {
+  // Only the latest request is shown: an earlier, slower one must not replace its
+  // results (nor a double-clicked "More results" add one page twice).
+  const seq = ++searchSeq;
+  let q, params;
+  if (more) {
+    // the next page of the query shown, with its filters (not the inputs' new ones)
+    q = state.search.query;
+    if (!q || !state.search.cursor) return;
+    params = new URLSearchParams(state.search.params);
+    params.set("cursor", state.search.cursor);
+  } else {
+    const built = searchParams();
+    if (!built) return;
+    if (built.error) return searchFailed(false, built.error);
+    ({ q, params } = built);
+  }
+  $("search-status").textContent = "Searching…";
+  let r, page;
+  try {
+    r = await fetch("/api/search?" + params, { credentials: "same-origin" });
+    if (r.status === 401) return (location.href = "/login");
+    // An error from the HTTP layer itself is plain text, not our JSON.
+    page = await r.json().catch(() => ({ error: "Search failed (HTTP " + r.status + ")" }));
+  } catch (err) {
+    if (seq === searchSeq) searchFailed(more, "Search failed: the daemon cannot be reached");
+    return;
+  }
+  if (seq !== searchSeq) return;
+  if (!r.ok) {
+    searchFailed(more, page.error || "Search failed");
+    return;
+  }
+  const list = $("search-results");
+  if (!more) list.textContent = "";
+  state.search = { query: q, params: params.toString(), cursor: page.next_cursor };
+  for (const res of page.results) list.appendChild(renderResult(res));
+  rove(list, ".result-title");
+  // total_exact false: more turns match than the ranking read; "more" lists the rest
+  const total = page.total + (page.total_exact === false ? "+" : "");
+  let status = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+  // The listing stops at a bound (bot/search/tail.py TAIL_LIMIT) with more still
+  // matching: say so, or the last page read as the end of the matches.
+  if (!page.next_cursor && page.total_exact === false) status += ". More match than can be listed: use more words, or a channel or date filter, to reach the rest.";
+  // Scores are relative (the first result scores 1): say when none shares a word
+  // with the query, and when none is close in meaning either (SearchPage.match).
+  if (page.match === "meaning") status += ". None uses these words: the closest by meaning.";
+  if (page.match === "loose") status += ". Nothing uses these words or comes close in meaning: the nearest, probably unrelated.";
+  if (page.no_words) status = "Nothing to search for: type words to look for.";
+  $("search-status").textContent = status;
+  $("search-more").hidden = !page.next_cursor;
+}
+
+function searchFailed(more, message) {
+  $("search-status").textContent = message;
+  // A new query that failed has no results: the previous query's must not look like
+  // its answer (a failed "more" keeps the pages already shown).
+  if (!more) {
+    $("search-results").textContent = "";
+    $("search-more").hidden = true;
+    state.search = { query: null, params: null, cursor: null };
+  }
+}
+
+function renderResult(res) {
+  const li = el("li", "result");
+  li.dataset.id = res.conversation_id;
+  const head = el("div", "result-head");
+  head.appendChild(icon(res.channel));
+  const title = el("a", "result-title", labelled(res.label, res.title || "New conversation"));
+  title.href = "#c=" + res.conversation_id;
+  title.dir = "auto";
+  head.appendChild(title);
+  const when = el("time", "muted", res.timestamp ? dateTime(res.timestamp) + " · " + relTime(res.timestamp) : "");
+  head.appendChild(when);
+  li.appendChild(head);
+  if (res.topics && res.topics.length) {
+    const tags = el("div", "tags");
+    for (const t of res.topics) tags.appendChild(el("span", "tag", t));
+    li.appendChild(tags);
+  }
+  const snippet = el("p", "snippet", res.snippet || res.abbreviation || "");
+  snippet.dir = "auto";
+  li.appendChild(snippet);
+  li.appendChild(el("p", "muted", res.turn_range ? "Matched: " + res.turn_range : ""));
+  const open = (ev) => {
+    ev.preventDefault();
+    state.focusTurns = res.matched_turns || [];
+    showPanel("chat");
+    // around the turn the snippet shows, not the first matched (maybe far before it)
+    const around = res.focus_turn != null ? res.focus_turn : (res.matched_turns || [])[0];
+    send({ type: "switch_conversation", conversationId: res.conversation_id, aroundTurn: around });
+  };
+  title.addEventListener("click", open);
+  li.addEventListener("dblclick", open);
+  return li;
+}
