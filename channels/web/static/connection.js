@@ -6,6 +6,11 @@ import { addressView } from "./navigation.js";
 import { showQueued } from "./queue.js";
 import { $, state } from "./state.js";
 
+// A network that swallows packets (a captive portal, a phone between cells) leaves a
+// socket "connecting" until the browser's own TCP timeout, minutes later, with no retry
+// meanwhile; past this the attempt is given up and goes the retry way.
+const CONNECT_TIMEOUT_MS = 10000;
+
 export function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   // Ask for what this tab shows (its address, or a conversation, or "new" for an empty
@@ -15,7 +20,11 @@ export function connect() {
   const ws = new WebSocket(proto + "//" + location.host + "/ws" + query);
   state.ws = ws;
   setStatus("connecting…", "connecting");
+  const giveUp = setTimeout(() => {
+    if (ws.readyState === WebSocket.CONNECTING) ws.close(); // onclose schedules the retry
+  }, CONNECT_TIMEOUT_MS);
   ws.onopen = () => {
+    clearTimeout(giveUp);
     state.retry = 0;
     state.reconnected = state.connections++ > 0 || state.restored;
     state.restored = false;
@@ -32,6 +41,7 @@ export function connect() {
     if (handler) handler(msg);
   };
   ws.onclose = () => {
+    clearTimeout(giveUp);
     if (state.ws !== ws) return;
     setStatus("offline, reconnecting…", "offline");
     // A refused upgrade may mean the session expired: the API tells us which.

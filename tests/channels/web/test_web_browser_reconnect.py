@@ -4,6 +4,7 @@ run on Playwright's fake clock, advanced by the test, so nothing here waits on t
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import re
 from collections.abc import AsyncIterator
@@ -110,6 +111,39 @@ async def test_retry_now_reconnects_at_once(page: Page, stack: Stack) -> None:
         assert box and box["height"] < 26, (control, box)
     await restart_web(stack)
     await page.click("#reconnect-now")
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+
+
+async def test_an_attempt_that_hangs_is_given_up_and_tried_again(page: Page, stack: Stack) -> None:
+    # Regression: a socket whose upgrade is never answered (a network that swallows
+    # packets) stayed "connecting" until the browser's TCP timeout, minutes, no retry.
+    port = stack.channel.port
+    await stack.channel.stop()
+    await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
+    held: list[asyncio.StreamWriter] = []
+    reached = asyncio.Event()
+
+    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # accepted, never answered
+        reached.set()
+
+    stall = await asyncio.start_server(hold, "127.0.0.1", port)
+    try:
+        made = await page.evaluate("window.__sockets.length")
+        await page.clock.run_for(6_500)  # the visible tab's longest wait, jitter included
+        await asyncio.wait_for(reached.wait(), TIMEOUT / 1000)
+        stuck = await page.evaluate("window.__sockets.length") - 1
+        assert stuck >= made
+        assert await page.evaluate(f"window.__sockets[{stuck}].readyState") == 0
+        await page.clock.run_for(10_500)
+        await page.wait_for_function("(n) => window.__sockets[n].readyState === 3", arg=stuck)
+    finally:
+        stall.close()
+        for writer in held:
+            writer.close()
+        await stall.wait_closed()
+    await restart_web(stack)
+    await page.clock.run_for(6_500)
     await expect(page.locator("body")).to_have_attribute("data-connection", "live")
 
 
