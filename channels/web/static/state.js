@@ -4,6 +4,7 @@ export const state = {
   ws: null,
   retry: 0,
   conversations: new Map(),
+  listHasMore: false, // the server has older conversations than the list shows
   activeMinutes: 60,
   // The owner's time zone (owner.timezone, sent with the list and each conversation):
   // times are the owner's day, not the browser's (a laptop abroad, a phone on another
