@@ -57,24 +57,16 @@ def _in_reading_order(chosen: list[str], pairs: Counter[tuple[str, str]]) -> lis
     return [w for chain in chains for w in chain]
 
 
-def _lead_name(turns: Sequence[Turn], name: str, spelled: dict[str, str]) -> list[str]:
+def _lead_name(name: str, spelled: dict[str, str]) -> list[str]:
     """The words of the leading name (:func:`bot.extractive.entities`) that the keywords
     (``spelled``: stem -> spelling) read as its words.
 
-    A name is a run of capitals, and a sentence's first word has one anyway: "Bought
-    Tikkurila paint" or "Called Anna" made "Bought Tikkurila ..." the lead. A run's first
-    word stays when the keywords saw it capitalised inside a sentence too (their spelling
-    of a name keeps its capital) or the run comes back ("Anna Schmidt sent ...", "Anna
-    Schmidt wants ..."). A word the keywords do not hold at all (read differently: "Rust"
-    of "Rust-Oleum", which they keep whole) is left to them.
+    ``entities`` already leaves out a sentence's first word that is not a name ("Bought"
+    of "Bought Tikkurila paint") and keeps hyphenated names whole ("Rust-Oleum"), as the
+    keywords do; a word the keywords do not hold at all (a stop word) is left out.
     """
     parts = [p for p in name.split() if p.lower() not in SKIP_KEYWORD]
-    kept = [p for p in parts if stem(p.lower()) in spelled]
-    if len(parts) > 1 and kept and kept[0] == parts[0]:
-        named = spelled[stem(parts[0].lower())][:1].isupper()
-        if not named and sum(content.count(name) for _, content, _ in turns) < 2:
-            kept = kept[1:]
-    return kept
+    return [p for p in parts if stem(p.lower()) in spelled]
 
 
 def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
@@ -84,7 +76,7 @@ def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
     score = {key: value for key, _, value in ranked}
     lead: list[str] = []
     for name in entities(turns, limit=1):
-        lead = _lead_name(turns, name, spelled)
+        lead = _lead_name(name, spelled)
     seen = {stem(p.lower()) for p in lead}
     pool = [key for key, _, _ in ranked if key not in seen]
     chosen: list[str] = []
@@ -187,8 +179,8 @@ def keyword_topics(turns: Sequence[Turn], limit: int = 4) -> list[str]:
     topics: list[str] = []
     ranked, _ = ranked_words(turns)
     spelled = {key: form for key, form, _ in ranked}
-    # the title's leading name, as it reads it (not "bought-rust" for "Bought Rust-Oleum")
-    names = [" ".join(_lead_name(turns, n, spelled)) for n in entities(turns, limit=1)]
+    # the title's leading name, as it reads it
+    names = [" ".join(_lead_name(n, spelled)) for n in entities(turns, limit=1)]
     words = [form.lower() for _, form, _ in ranked[: limit + 2]]  # as keywords() picks them
     # Chinese, Japanese, Korean and Thai terms after the other words (bot.cjk_terms,
     # bot.thai_terms: their runs hold no word to pick out, or their words carry
