@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -256,27 +257,32 @@ class EmbeddingService:
 
         Raises :class:`EmbeddingUnavailable` when no model can be loaded.
         """
-        loop = asyncio.get_running_loop()
+        step = max(1, self.config.batch_size)
         if embedding_in_background():
-            parts = []
-            step = min(BACKGROUND_BATCH, max(1, self.config.batch_size))
-            for start in range(0, len(texts), step):
-                await self.priority.give_way()
-                chunk = texts[start : start + step]
-                parts.append(await loop.run_in_executor(self._executor, self.embed_sync, chunk))
+            parts = await self._embed_batches(
+                texts, min(BACKGROUND_BATCH, step), self.priority.give_way
+            )
         else:
             with self.priority.live_embedding():
-                parts = await self._embed_batches(texts)
+                parts = await self._embed_batches(texts, step)
         if not parts:
-            await loop.run_in_executor(self._executor, self._load)
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._load)
             return np.zeros((0, self.dimensions), dtype=np.float32)
         return np.concatenate(parts, axis=0)
 
-    async def _embed_batches(self, texts: list[str]) -> list[np.ndarray]:
+    async def _embed_batches(
+        self,
+        texts: list[str],
+        step: int,
+        before_each: Callable[[], Awaitable[None]] | None = None,
+    ) -> list[np.ndarray]:
+        """``texts`` in batches of ``step``, one worker hop each, ``before_each`` awaited
+        ahead of every batch (the rebuild's: give way to live embeddings)."""
         loop = asyncio.get_running_loop()
-        step = max(1, self.config.batch_size)
         parts = []
         for start in range(0, len(texts), step):
+            if before_each is not None:
+                await before_each()
             chunk = texts[start : start + step]
             parts.append(await loop.run_in_executor(self._executor, self.embed_sync, chunk))
         return parts
