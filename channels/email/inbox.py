@@ -175,12 +175,21 @@ class Inbox:
         raw = await session.fetch(uid)
         self._fetching = None
         self._fetch_failures.pop((validity, uid), None)
-        if raw is not None:
-            try:
-                if not await self._deliver(raw, uid, validity):
-                    return False
-            except Unstorable:
-                return await self._unstorable(uid, validity)
+        if raw is None:
+            # Deleted or moved by another client between SEARCH and FETCH: nothing to
+            # deliver or mark, and nothing lost that the owner did not remove.
+            log.info(
+                "mail uid %d in %s is gone (deleted or moved by another client before it "
+                "was fetched): nothing to deliver",
+                uid,
+                self._cfg.imap.folder,
+            )
+            return True
+        try:
+            if not await self._deliver(raw, uid, validity):
+                return False
+        except Unstorable:
+            return await self._unstorable(uid, validity)
         self._core_failures.pop((validity, uid), None)
         await self._mark(session, uid)
         return True
