@@ -4,19 +4,18 @@ core with the offline brain and its outbox, pymap and aiosmtpd."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from bot.send_failures import SendFailureAlerts
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
-from tests.channels.email.stack import OWNER, Stack, open_in_new_folder, owner_mail, wait_ref
-
-
-async def settled(stack: Stack, timeout: float = 30.0) -> None:
-    """Until the outbox holds nothing more to send."""
-    async with asyncio.timeout(timeout):
-        while await stack.services.outbox.pending_count():
-            await asyncio.sleep(0.05)
+from tests.channels.email.stack import (
+    OWNER,
+    Stack,
+    drain,
+    open_in_new_folder,
+    owner_mail,
+    wait_ref,
+)
 
 
 async def test_a_greylisted_reply_is_retried_and_sent_once(
@@ -27,7 +26,7 @@ async def test_a_greylisted_reply_is_retried_and_sent_once(
     await append(pymap.port, folder, owner_mail(80, "Remind me to call mum.", subject="Mum"))
     [reply] = await smtp.capture.wait_for(1)
     assert reply["In-Reply-To"] == "<e2e-80@example.org>"
-    await settled(stack)
+    await drain(stack)
     assert smtp.capture.data_answers == []  # refused twice, then taken
     assert len(smtp.capture.messages) == 1
 
@@ -41,7 +40,7 @@ async def test_a_reply_refused_for_good_is_kept_and_the_owner_told_once(
     await append(pymap.port, folder, owner_mail(81, "Remind me to call mum.", subject="Mum"))
     conv = await wait_ref(stack, "<e2e-81@example.org>")
     [notice] = await smtp.capture.wait_for(1)  # not retried: the next mail is the notice
-    await settled(stack)
+    await drain(stack)
     assert notice["To"] == OWNER
     assert "554 5.7.1 Message rejected as spam" in str(notice.get_content())
     assert len(smtp.capture.messages) == 1  # told once, the reply not sent again
@@ -64,7 +63,7 @@ async def test_a_connection_dropped_after_data_sends_again_under_one_message_id(
     smtp.capture.hang_up_after_data = 1
     await append(pymap.port, folder, owner_mail(82, "Remind me to call mum.", subject="Mum"))
     first, again = await smtp.capture.wait_for(2)
-    await settled(stack)
+    await drain(stack)
     assert first["Message-ID"] == again["Message-ID"]
     assert again["In-Reply-To"] == "<e2e-82@example.org>"
     assert len(smtp.capture.messages) == 2
