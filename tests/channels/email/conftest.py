@@ -165,10 +165,20 @@ class Capture:
         self.messages: list[tuple[Envelope, EmailMessage]] = []
         self.received = asyncio.Condition()
         self.reject_rcpt: dict[str, str] = {}  # address -> SMTP reply
+        self.reject_mail: str | None = None  # the answer to every MAIL FROM, if set
         # answers to the next DATA commands instead of taking the mail ("451 4.7.1 ...")
         self.data_answers: list[str] = []
         # the next N mails are taken, then the connection dropped before the answer
         self.hang_up_after_data = 0
+
+    async def handle_MAIL(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
+    ) -> str:
+        if self.reject_mail:
+            return self.reject_mail
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 OK"
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
