@@ -17,6 +17,7 @@ import ssl
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from pathlib import Path
@@ -130,12 +131,15 @@ async def create_folder(port: int) -> str:
     return name
 
 
-async def append(port: int, folder: str, raw: bytes | EmailMessage) -> None:
-    """Deliver a message the way an MTA would: APPEND from a second connection."""
+async def append(
+    port: int, folder: str, raw: bytes | EmailMessage, arrived: datetime | None = None
+) -> None:
+    """Deliver a message the way an MTA would: APPEND from a second connection;
+    ``arrived``: its arrival date at the server (INTERNALDATE), else now."""
     data = raw.as_bytes() if isinstance(raw, EmailMessage) else raw
     client = await imap_client(port)
     try:
-        response = await client.append(data, mailbox=folder)
+        response = await client.append(data, mailbox=folder, date=arrived)
         assert response.result == "OK", response
     finally:
         await client.logout()

@@ -1,10 +1,13 @@
-"""IMAP servers as they are: one that offers no IDLE, and another client deleting a mail
-between our SEARCH and our FETCH. Real pymap, the real adapter, a fake host: nothing
-lost, nothing delivered twice, and a log line saying what happened."""
+"""IMAP servers as they are: one that offers no IDLE, another client deleting a mail
+between our SEARCH and our FETCH, a folder renumbered (UIDVALIDITY) with an old backlog
+in it. Real pymap, the real adapter, a fake host: nothing lost, nothing delivered twice
+or for the first time years late, and a log line saying what happened."""
 
 from __future__ import annotations
 
 import logging
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +111,53 @@ async def test_a_mail_deleted_between_search_and_fetch_is_no_loss_and_said(
     assert doomed == [101]
     gone: list[Any] = [r for r in caplog.records if "is gone" in r.getMessage()]
     assert [r.args[0] for r in gone] == [101]
+
+
+async def test_a_renumbered_folder_does_not_hand_over_the_backlog(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # The first start leaves years of unread mail alone (a backlog, never answered).
+    # When the server renumbered the folder (a rebuilt index, a migration), the resync
+    # took every unread mail: the whole backlog went to the core and was answered.
+    folder = await create_folder(pymap.port)
+    old = datetime.now(UTC) - timedelta(days=400)
+    for n in range(1, 4):
+        await append(pymap.port, folder, mail(n), arrived=old)
+    await append(pymap.port, folder, mail(4))
+    host = FakeHost()
+    config = make_config(tmp_path, pymap.port, smtp.port, folder)
+    first = await start(channels, config, host)
+    await host.wait_for(1)
+    await first.stop()
+    # The server renumbered the folder; the stored UID is meaningless now.
+    host.cursors[("email", f"{folder}:uidvalidity")] = "1"
+    host.cursors[("email", f"{folder}:last_uid")] = "99999"
+    await append(pymap.port, folder, mail(5))  # new meanwhile: still handled
+    await start(channels, config, host)
+    await host.wait_for(2)
+    await append(pymap.port, folder, mail(6))
+    await host.wait_for(3)
+    assert [mail_id(m.message_id) for m in host.delivered] == [
+        "<m4@example.org>",
+        "<m5@example.org>",
+        "<m6@example.org>",
+    ]
+
+
+async def test_a_folder_read_before_the_backlog_date_was_kept_gets_one(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # A folder an older version read has no backlog date: the first sync of this one
+    # gives it the day before, so that a later renumbering leaves what is older alone.
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    config = make_config(tmp_path, pymap.port, smtp.port, folder)
+    first = await start(channels, config, host)
+    await first.stop()
+    del host.cursors[("email", f"{folder}:backlog_before")]
+    await append(pymap.port, folder, mail(1), arrived=datetime.now(UTC) - timedelta(days=30))
+    await start(channels, config, host)  # delivers it: it came after the cursor
+    await host.wait_for(1)
+    assert re.fullmatch(
+        r"\d{1,2}-[A-Z][a-z]{2}-\d{4}", host.cursors[("email", f"{folder}:backlog_before")]
+    )
