@@ -284,6 +284,12 @@ class FakeHost:
             self.delivered.append(message)
             self.arrived.notify_all()
 
+    def renumber(self, folder: str) -> None:
+        """As if the server renumbered ``folder`` since: the stored UIDVALIDITY and UID
+        are meaningless."""
+        self.cursors[("email", f"{folder}:uidvalidity")] = "1"
+        self.cursors[("email", f"{folder}:last_uid")] = "99999"
+
     async def get_cursor(self, channel: str, key: str) -> str | None:
         return self.cursors.get((channel, key))
 

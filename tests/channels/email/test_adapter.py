@@ -243,9 +243,7 @@ async def test_uidvalidity_change_resyncs_unseen_only(
     first = await start(channels, config, host)
     await host.wait_for(1)
     await first.stop()
-    # The server renumbered the folder; the stored UID is meaningless now.
-    host.cursors[("email", f"{folder}:uidvalidity")] = "1"
-    host.cursors[("email", f"{folder}:last_uid")] = "99999"
+    host.renumber(folder)
     await append(pymap.port, folder, mail(2))
     await start(channels, config, host)
     await host.wait_for(2)

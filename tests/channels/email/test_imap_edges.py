@@ -129,9 +129,7 @@ async def test_a_renumbered_folder_does_not_hand_over_the_backlog(
     first = await start(channels, config, host)
     await host.wait_for(1)
     await first.stop()
-    # The server renumbered the folder; the stored UID is meaningless now.
-    host.cursors[("email", f"{folder}:uidvalidity")] = "1"
-    host.cursors[("email", f"{folder}:last_uid")] = "99999"
+    host.renumber(folder)
     await append(pymap.port, folder, mail(5))  # new meanwhile: still handled
     await start(channels, config, host)
     await host.wait_for(2)
