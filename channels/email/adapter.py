@@ -217,6 +217,13 @@ class EmailChannel:
 
     async def _watch(self, session: ImapSession) -> None:
         imap = self._cfg.imap
+        if imap.idle and not session.has_capability("IDLE"):
+            # New mail then waits up to poll_interval: the owner should know why.
+            log.info(
+                "the IMAP server offers no IDLE: checking %s every %gs (imap.poll_interval)",
+                imap.folder,
+                imap.poll_interval,
+            )
         while not self._stopping.is_set():
             if imap.idle and session.has_capability("IDLE"):
                 self._wake.clear()

@@ -10,7 +10,7 @@ text/plain body.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from email import policy
 from email.headerregistry import Address
@@ -97,16 +97,34 @@ def reply_recipients(
     return to, cc
 
 
-def answer_addresses(sender: str, reply_to: Iterable[str]) -> list[str]:
+def answer_addresses(
+    sender: str, reply_to: Iterable[str], owner: Collection[str] = ()
+) -> list[str]:
     """Whom a reply to a mail from ``sender`` goes to: the addresses its ``Reply-To``
     names, when it names any (RFC 5322 section 3.6.3: where the author asks replies to
     be sent; every mail client answers there), else ``sender``. Before session 23 the
     header was read and never used: the owner writing from one address and asking to
-    be answered at another was answered at the first."""
+    be answered at another was answered at the first.
+
+    A mail from one of ``owner`` (the owner's addresses, lower case) is answered at the
+    owner's addresses only: its Reply-To is followed where it names another of them,
+    never to anyone else (:func:`owner_reply_to`)."""
     named = list(dict.fromkeys(a.strip().lower() for a in reply_to if "@" in a.strip()))
+    named = owner_reply_to(sender, named, owner)
     # A From names one address; a Reply-To of hundreds would make one mail of a
     # stranger's (an acknowledgement) mail as many people.
     return named[:MAX_REPLY_TO] or [sender]
+
+
+def owner_reply_to(sender: str, reply_to: list[str], owner: Collection[str]) -> list[str]:
+    """``reply_to`` (lower case) as far as it is followed for a mail from ``sender``:
+    whole for anyone but the owner; for the owner, only the owner's own addresses. The
+    owner's answer is written with the owner's context, and a Reply-To proves nothing:
+    DKIM vouches for From, and a signature that leaves Reply-To out still passes with
+    one added by whoever resends the owner's signed mail (session 27: it went there)."""
+    if sender.lower() not in owner:
+        return reply_to
+    return [a for a in reply_to if a in owner]
 
 
 @dataclass(frozen=True)

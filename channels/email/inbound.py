@@ -9,6 +9,7 @@ auto-replies, lists) is handed over unaddressed, recorded and never answered.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 
 from bot.config.channels import EmailChannelConfig
@@ -23,6 +24,8 @@ from channels.email.parsing import ParsedMail, attachment_lines
 from channels.email.quotes import strip_reply
 from channels.email.receipts import ReadReceipt
 from channels.email.thread_index import ROOT_BYTES, thread_ref
+
+log = logging.getLogger("my_agent.email")
 
 
 def subject_line(subject: str, text: str, thread_subject: str | None) -> str | None:
@@ -156,7 +159,15 @@ def to_inbound(
     # kept with the turn, so that a reply sent after a restart goes there as well; an
     # address there that is not the sender's reads the reply too (unless it is the
     # owner's: the owner writing from work to be answered at home).
-    answer_to = answer_addresses(sender, mail.reply_to)
+    answer_to = answer_addresses(sender, mail.reply_to, owner)
+    ignored = [a for a in mail.reply_to if a.lower() not in answer_to]
+    if sender in owner and ignored:
+        log.warning(
+            "the owner's mail %s asks to be answered at %s (Reply-To): not followed, the "
+            "owner's answers go to the owner's own addresses only",
+            mail.message_id,
+            ", ".join(ignored),
+        )
     reply_to = [] if answer_to == [sender] else answer_to
     others = [a for a in reply_to if a != sender and a not in owner and a not in readers]
     readers = [*readers, *others]

@@ -49,6 +49,7 @@ class Inbox:
         self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
         self._fetch_failures: dict[tuple[str, int], int] = {}
         self._core_failures: dict[tuple[str, int], int] = {}  # Unstorable, in a row
+        self._backlog: str | None = None  # <folder>:backlog_before, once read
 
     def session_started(self) -> None:
         """A new session: no FETCH is under way."""
@@ -74,6 +75,7 @@ class Inbox:
         stored = await host.get_cursor("email", key_validity)
         if not self.keys.loaded:
             await self.keys.load(validity, stored is not None, await self._last_uid(session))
+        backlog = await self._backlog_before(stored is None)
         if stored != validity:
             # First run, or the server renumbered the folder: every UID we stored is
             # meaningless. Unprocessed mail is exactly what is still unseen (or still in
@@ -89,8 +91,9 @@ class Inbox:
                 uids = []
             else:
                 uids = await session.search_uids(criteria)
-                if stored is None:
-                    uids = await self._without_backlog(session, criteria, uids)
+                # The backlog the first start left unread is still unread: a renumbering
+                # handed it all to the core, and every old mail was answered (session 27).
+                uids = await self._without_backlog(session, criteria, uids, backlog)
             if not await self._process(session, uids, validity):
                 return False
             await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
@@ -111,22 +114,36 @@ class Inbox:
             last = max(await session.search_uids("ALL"), default=0)
         return last
 
+    async def _backlog_before(self, first: bool) -> str:
+        """The IMAP date before which mail in the folder is the backlog the first start
+        found (``<folder>:backlog_before``): yesterday at the first start. A folder read
+        before session 27, which kept no such date, gets the day before this version's
+        first sync of it: unread mail older than that was left alone, or was the backlog."""
+        if self._backlog is not None:
+            return self._backlog
+        key = f"{self._cfg.imap.folder}:backlog_before"
+        stored = None if first else await self._host.get_cursor("email", key)
+        if stored is None:
+            day = utcnow().date() - timedelta(days=1)
+            stored = f"{day.day}-{_MONTHS[day.month - 1]}-{day.year}"
+            await self._host.set_cursor("email", key, stored)
+        self._backlog = stored
+        return stored
+
     async def _without_backlog(
-        self, session: ImapSession, criteria: str, uids: list[int]
+        self, session: ImapSession, criteria: str, uids: list[int], before: str
     ) -> list[int]:
-        """``uids`` without the mail that arrived before yesterday (the server's arrival
+        """``uids`` without the mail that arrived before ``before`` (the server's arrival
         date, not the sender's Date). On the first start in a mailbox with years of
         unread mail, every one was answered, every stranger acknowledged and escalated;
         the backlog is left where it is, unread, for the owner's own mail client."""
         if not uids:
             return uids
-        day = utcnow().date() - timedelta(days=1)
-        before = f"{day.day}-{_MONTHS[day.month - 1]}-{day.year}"
         old = set(await session.search_uids(f"{criteria} BEFORE {before}"))
         if old:
             log.warning(
-                "first start: %d mail(s) in %s that arrived before %s left alone, not "
-                "answered (a backlog; they stay unread in the folder)",
+                "%d mail(s) in %s that arrived before %s left alone, not answered (the "
+                "backlog the first start found; they stay unread in the folder)",
                 len(old),
                 self._cfg.imap.folder,
                 before,
@@ -175,12 +192,21 @@ class Inbox:
         raw = await session.fetch(uid)
         self._fetching = None
         self._fetch_failures.pop((validity, uid), None)
-        if raw is not None:
-            try:
-                if not await self._deliver(raw, uid, validity):
-                    return False
-            except Unstorable:
-                return await self._unstorable(uid, validity)
+        if raw is None:
+            # Deleted or moved by another client between SEARCH and FETCH: nothing to
+            # deliver or mark, and nothing lost that the owner did not remove.
+            log.info(
+                "mail uid %d in %s is gone (deleted or moved by another client before it "
+                "was fetched): nothing to deliver",
+                uid,
+                self._cfg.imap.folder,
+            )
+            return True
+        try:
+            if not await self._deliver(raw, uid, validity):
+                return False
+        except Unstorable:
+            return await self._unstorable(uid, validity)
         self._core_failures.pop((validity, uid), None)
         await self._mark(session, uid)
         return True

@@ -28,6 +28,12 @@ from channels.email.mime_parts import (
     part_text,
     payload_bytes,
 )
+from channels.email.secure import (
+    SMIME_TYPES,
+    encrypted_notice,
+    signed_mail,
+    unwrap_clearsigned,
+)
 from channels.email.tnef import tnef_files
 
 # A boundary delimiter line (RFC 2046 bchars, without the space).
@@ -125,6 +131,9 @@ class Walker:
             event = calendar_text(part_text(part), method if isinstance(method, str) else None)
             if event is not None:
                 return event
+        if ctype in SMIME_TYPES or ctype == "multipart/encrypted":
+            if (read := self._secured(part, ctype)) is not None:
+                return read
         if not part.is_multipart() and is_attachment(part):
             self.attach(part)
             return ""
@@ -149,7 +158,7 @@ class Walker:
             texts = [self.text(child) for child in children]
             return "\n\n".join(t.strip("\n") for t in texts if t.strip())
         if ctype == "text/plain" or ctype == "text":
-            return part_text(part)
+            return unwrap_clearsigned(part_text(part))
         if ctype == "text/html":
             return html_to_text(part_text(part))
         if ctype.startswith("text/") and ctype not in ("text/calendar", "text/x-vcard"):
@@ -158,6 +167,24 @@ class Walker:
             return ""
         self.attach(part)
         return ""
+
+    def _secured(self, part: Message, ctype: str) -> str | None:
+        """The text of an opaque S/MIME signature's content, or the line standing for an
+        encrypted part (:mod:`channels.email.secure`); None when ``part`` is neither
+        (it is then named as a file)."""
+        body = None if part.is_multipart() else payload_bytes(part)
+        if notice := encrypted_notice(part, ctype, body):
+            return notice
+        inner = signed_mail(part, body) if body is not None else None
+        if inner is None or self.depth >= _MAX_ATTACHED_DEPTH:
+            return None
+        # a signature inside a signature is the same walk one level down
+        sub = Walker(self.depth + 1)
+        sub.guesses = self.guesses
+        text = sub.text(email.message_from_bytes(inner, policy=policy.default))
+        self.guesses = sub.guesses
+        self.attachments.extend(sub.attachments)
+        return text
 
     def _attached_mail(self, part: Message) -> str:
         """An attached mail (a forward as attachment: Outlook's "Forward as

@@ -9,7 +9,7 @@ an :class:`OutboundMessage` and what the channel remembers of the mail it answer
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import OutboundMessage
@@ -85,7 +85,8 @@ def reply_all_readers(
 def reply_to_of(message: OutboundMessage, parent: ParsedMail | None, recipient: str) -> list[str]:
     """The Reply-To of the mail ``message`` answers: from the core's reply target (the
     turn keeps it, so a reply sent after a restart has it too), else from the mail as
-    the channel remembers it (an acknowledgement, a third party's answer)."""
+    the channel remembers it (an acknowledgement, a third party's answer). As asked:
+    :func:`~channels.email.compose.answer_addresses` decides how far it is followed."""
     listed = message.metadata.get("reply_to")
     if isinstance(listed, list | tuple):
         return [a for a in listed if isinstance(a, str)]
@@ -119,12 +120,15 @@ def compose_outgoing(
     cfg: EmailChannelConfig,
     recent: Mapping[str, ParsedMail],
     last_from: Mapping[str, str],
+    owner: Collection[str] = (),
 ) -> tuple[ComposedMail, str]:
     """The mail for ``message`` (its ``text`` and ``subject_given`` made well formed)
     and its subject. ``recent``: the mails we received lately by Message-ID (the one
     answered gives the thread, subject and recipients); ``last_from``: each sender's
-    latest Message-ID (an acknowledgement threads under it). Raises what composing
-    raises (the caller makes that a permanent failure)."""
+    latest Message-ID (an acknowledgement threads under it); ``owner``: the owner's
+    addresses (lower case), whose mail is answered at them alone, whatever its
+    Reply-To asks. Raises what composing raises (the caller makes that a permanent
+    failure)."""
     recipient = message.chat_id.strip().lower()
     in_reply_to = message.in_reply_to if is_msgid(message.in_reply_to) else None
     if in_reply_to is None and message.kind == "acknowledgement":
@@ -148,7 +152,7 @@ def compose_outgoing(
     # An answer to a mail goes where it asks (its Reply-To); an escalation or a notice
     # answers no mail of the recipient's and goes to them.
     answered = (
-        answer_addresses(recipient, reply_to_of(message, parent, recipient))
+        answer_addresses(recipient, reply_to_of(message, parent, recipient), owner)
         if in_reply_to and message.kind != "escalation"
         else [recipient]
     )

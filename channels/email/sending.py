@@ -80,6 +80,7 @@ class Outbound:
                 cfg=self._cfg,
                 recent=self._memory.recent,
                 last_from=self._memory.last_from,
+                owner=self._memory.owner,
             )
         except Exception as exc:
             # The same message would fail the same way on every retry, and the outbox

@@ -178,6 +178,14 @@ class SmtpSender:
                     f"{exc.recipient} refused: {exc.code} {exc.message}"
                 ) from exc
             raise
+        except aiosmtplib.SMTPSenderRefused as exc:
+            if 500 <= exc.code < 600:  # "553 not owned by user": every mail fails alike
+                raise Misconfigured(
+                    f"the SMTP server refused our sender address {sender} ({exc.code} "
+                    f"{exc.message}): check that channels.email.smtp.username may send as "
+                    f"channels.email.address ({cfg.host}:{cfg.port})"
+                ) from exc
+            raise
         except aiosmtplib.SMTPDataError as exc:
             if 500 <= exc.code < 600:
                 raise PermanentSendError(f"message refused: {exc.code} {exc.message}") from exc

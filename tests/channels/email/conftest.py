@@ -17,6 +17,7 @@ import ssl
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from pathlib import Path
@@ -130,12 +131,15 @@ async def create_folder(port: int) -> str:
     return name
 
 
-async def append(port: int, folder: str, raw: bytes | EmailMessage) -> None:
-    """Deliver a message the way an MTA would: APPEND from a second connection."""
+async def append(
+    port: int, folder: str, raw: bytes | EmailMessage, arrived: datetime | None = None
+) -> None:
+    """Deliver a message the way an MTA would: APPEND from a second connection;
+    ``arrived``: its arrival date at the server (INTERNALDATE), else now."""
     data = raw.as_bytes() if isinstance(raw, EmailMessage) else raw
     client = await imap_client(port)
     try:
-        response = await client.append(data, mailbox=folder)
+        response = await client.append(data, mailbox=folder, date=arrived)
         assert response.result == "OK", response
     finally:
         await client.logout()
@@ -165,6 +169,20 @@ class Capture:
         self.messages: list[tuple[Envelope, EmailMessage]] = []
         self.received = asyncio.Condition()
         self.reject_rcpt: dict[str, str] = {}  # address -> SMTP reply
+        self.reject_mail: str | None = None  # the answer to every MAIL FROM, if set
+        # answers to the next DATA commands instead of taking the mail ("451 4.7.1 ...")
+        self.data_answers: list[str] = []
+        # the next N mails are taken, then the connection dropped before the answer
+        self.hang_up_after_data = 0
+
+    async def handle_MAIL(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
+    ) -> str:
+        if self.reject_mail:
+            return self.reject_mail
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 OK"
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
@@ -175,12 +193,18 @@ class Capture:
         return "250 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        if self.data_answers:
+            return self.data_answers.pop(0)
         content = envelope.original_content or b""
         msg = message_from_bytes(content, policy=policy.default)
         assert isinstance(msg, EmailMessage)
         async with self.received:
             self.messages.append((envelope, msg))
             self.received.notify_all()
+        if self.hang_up_after_data:
+            self.hang_up_after_data -= 1
+            assert server.transport is not None
+            server.transport.abort()  # taken, and the "250" never reaches the sender
         return "250 Message accepted"
 
     async def wait_for(self, count: int, timeout: float = 30.0) -> list[EmailMessage]:
@@ -260,6 +284,12 @@ class FakeHost:
             self.delivered.append(message)
             self.arrived.notify_all()
 
+    def renumber(self, folder: str) -> None:
+        """As if the server renumbered ``folder`` since: the stored UIDVALIDITY and UID
+        are meaningless."""
+        self.cursors[("email", f"{folder}:uidvalidity")] = "1"
+        self.cursors[("email", f"{folder}:last_uid")] = "99999"
+
     async def get_cursor(self, channel: str, key: str) -> str | None:
         return self.cursors.get((channel, key))
 
@@ -308,13 +338,16 @@ class Proxy:
     with ``hold`` set, what the client sends is swallowed (a command that never gets its
     answer); with ``rate`` (bytes per second), the server's answers trickle (a slow link);
     a client command containing ``drop_on`` ends the connection (as Dovecot hangs up on a
-    FETCH of a message it cannot read)."""
+    FETCH of a message it cannot read); ``rewrite`` edits what the server says (a server
+    without a capability); ``client_said`` is everything the clients sent."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.hold = False
         self.rate: float | None = None
         self.drop_on: bytes | None = None
+        self.rewrite: Callable[[bytes], bytes] | None = None
+        self.client_said = bytearray()
         self.port = 0
         self.connections = 0
         self._writers: list[asyncio.StreamWriter] = []
@@ -334,6 +367,10 @@ class Proxy:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
+                    if dst is up_writer:
+                        self.client_said += data
+                    elif self.rewrite is not None:
+                        data = self.rewrite(data)
                     if self.hold and dst is up_writer:
                         continue
                     if self.drop_on and dst is up_writer and self.drop_on in data:

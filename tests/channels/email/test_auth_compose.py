@@ -11,6 +11,7 @@ from bot.events import OutboundMessage
 from bot.turn_recorder import recipients
 from channels.email.auth import parse_auth_results, verify_sender
 from channels.email.compose import (
+    ComposedMail,
     compose,
     is_reply_subject,
     references_chain,
@@ -21,7 +22,7 @@ from channels.email.compose import (
 )
 from channels.email.inbound import to_inbound
 from channels.email.outgoing import compose_outgoing
-from channels.email.parsing import parse_message
+from channels.email.parsing import ParsedMail, parse_message
 
 GMAIL_STYLE = (
     "mx.example.com;\n       dkim=pass header.i=@example.org header.s=20230601 header.b=abc;\n"
@@ -259,6 +260,7 @@ def test_compose_writes_no_control_character_into_a_header() -> None:
 
 
 FIRST_FIVE = [f"p{i}@x.org" for i in range(5)]
+OWNER_ADDRESSES = frozenset({"o@x.org", "owner@home.example"})
 
 
 def _mail_with_reply_to(sender: str, reply_to: str) -> bytes:
@@ -269,58 +271,87 @@ def _mail_with_reply_to(sender: str, reply_to: str) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("reply_to", "answered", "readers"),
+    ("sender", "reply_to", "answered", "readers"),
     [
-        ("Ann <ann@home.example>", ["ann@home.example"], ["ann@home.example"]),
-        ("o@x.org", ["o@x.org"], None),  # the sender itself: nothing to keep
-        ("owner@home.example", ["owner@home.example"], None),  # the owner's other address
-        ("a@x.org, b@x.org", ["a@x.org", "b@x.org"], ["a@x.org", "b@x.org"]),
+        ("s@x.org", "Ann <ann@home.example>", ["ann@home.example"], ["ann@home.example"]),
+        ("s@x.org", "s@x.org", ["s@x.org"], None),  # the sender itself: nothing to keep
+        ("s@x.org", "a@x.org, b@x.org", ["a@x.org", "b@x.org"], ["a@x.org", "b@x.org"]),
         # a stranger's mail cannot have its acknowledgement mailed to hundreds
-        (", ".join(f"p{i}@x.org" for i in range(300)), FIRST_FIVE, FIRST_FIVE),
-        ("undisclosed-recipients:;", ["o@x.org"], None),
+        ("s@x.org", ", ".join(f"p{i}@x.org" for i in range(300)), FIRST_FIVE, FIRST_FIVE),
+        ("s@x.org", "undisclosed-recipients:;", ["s@x.org"], None),
+        ("o@x.org", "owner@home.example", ["owner@home.example"], None),  # the owner's other
+        # The owner's mail is answered at the owner's addresses only, whatever its
+        # Reply-To names: the answer carries the owner's context.
+        ("o@x.org", "Ann <ann@home.example>", ["o@x.org"], None),
+        ("o@x.org", "a@x.org, owner@home.example", ["owner@home.example"], None),
+        ("o@x.org", ", ".join(f"p{i}@x.org" for i in range(300)), ["o@x.org"], None),
     ],
 )
 def test_a_reply_goes_where_the_mails_reply_to_asks(
-    reply_to: str, answered: list[str], readers: list[str] | None
+    sender: str, reply_to: str, answered: list[str], readers: list[str] | None
 ) -> None:
-    raw = _mail_with_reply_to("Owner <o@x.org>", reply_to)
+    raw = _mail_with_reply_to(f"Someone <{sender}>", reply_to)
     cfg = EmailChannelConfig(address="bot@example.com")
     parsed = parse_message(raw)
-    inbound = to_inbound(parsed, raw, 1, "1", cfg, owner={"o@x.org", "owner@home.example"})
+    inbound = to_inbound(parsed, raw, 1, "1", cfg, owner=OWNER_ADDRESSES)
     assert inbound.metadata.get("readers") == readers
     meta = recipients(inbound.metadata)  # what the core's reply target keeps of it
     reply = OutboundMessage(
         channel="email",
-        chat_id="o@x.org",
+        chat_id=sender,
         text="Booked.",
         in_reply_to="<rt-1@x.org>",
         metadata=meta,
     )
     for recent in ({}, {"<rt-1@x.org>": parsed}):  # after a restart, and before
-        composed, _ = compose_outgoing(
-            reply, "Booked.", None, address="bot@example.com", cfg=cfg, recent=recent, last_from={}
-        )
+        composed, _ = compose_as_channel(reply, "Booked.", recent, {})
         assert composed.recipients == answered
     # An acknowledgement of a stranger's mail (the core gives it no metadata) goes
     # there too, from the channel's memory of the mail; an escalation goes to its
     # recipient whatever it is about.
-    ack = OutboundMessage(
-        channel="email", chat_id="o@x.org", text="Got it.", kind="acknowledgement"
-    )
-    composed, _ = compose_outgoing(
-        ack,
-        "Got it.",
-        None,
-        address="bot@example.com",
-        cfg=cfg,
-        recent={"<rt-1@x.org>": parsed},
-        last_from={"o@x.org": "<rt-1@x.org>"},
+    ack = OutboundMessage(channel="email", chat_id=sender, text="Got it.", kind="acknowledgement")
+    composed, _ = compose_as_channel(
+        ack, "Got it.", {"<rt-1@x.org>": parsed}, {sender: "<rt-1@x.org>"}
     )
     assert composed.recipients == answered
     escalation = OutboundMessage(
-        channel="email", chat_id="o@x.org", text="A stranger.", kind="escalation"
+        channel="email", chat_id=sender, text="A stranger.", kind="escalation"
     )
-    composed, _ = compose_outgoing(
-        escalation, "A stranger.", None, address="bot@example.com", cfg=cfg, recent={}, last_from={}
+    composed, _ = compose_as_channel(escalation, "A stranger.", {}, {})
+    assert composed.recipients == [sender]
+
+
+def compose_as_channel(
+    message: OutboundMessage,
+    text: str,
+    recent: dict[str, ParsedMail],
+    last_from: dict[str, str],
+) -> tuple[ComposedMail, str]:
+    """``message`` composed by the channel (address bot@example.com, the owner's
+    addresses :data:`OWNER_ADDRESSES`)."""
+    cfg = EmailChannelConfig(address="bot@example.com")
+    return compose_outgoing(
+        message,
+        text,
+        None,
+        address="bot@example.com",
+        cfg=cfg,
+        recent=recent,
+        last_from=last_from,
+        owner=OWNER_ADDRESSES,
     )
+
+
+def test_the_owner_s_answer_never_follows_a_stranger_s_reply_to_kept_from_before() -> None:
+    # A turn stored by an older version keeps the Reply-To it followed then: the answer
+    # sent now (from the outbox, after the upgrade) goes to the owner all the same.
+    reply = OutboundMessage(
+        channel="email",
+        chat_id="o@x.org",
+        text="Your salary is ...",
+        in_reply_to="<rt-1@x.org>",
+        metadata={"reply_to": ["thief@evil.example"], "readers": ["thief@evil.example"]},
+    )
+    composed, _ = compose_as_channel(reply, "Your salary is ...", {}, {})
     assert composed.recipients == ["o@x.org"]
+    assert composed.message["To"] == "o@x.org"

@@ -112,13 +112,34 @@ async def test_replies_from_real_clients_find_their_thread(
 HOME = "owner@home.example"  # where the owner's mail asks to be answered
 
 
+def home_too(config: AppConfig) -> None:
+    config.owner.identities["email"] = [OWNER, HOME]
+
+
+async def test_the_owner_s_mail_is_never_answered_at_a_stranger_s_reply_to(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # The owner's signed mail, resent by someone who added a Reply-To of theirs (a DKIM
+    # signature that leaves Reply-To out still passes): the answer, written with the
+    # owner's context, went to them. It goes to the owner, the only one it is for.
+    folder, _ = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
+    mail = owner_mail(65, "What is my salary again?", subject="Salary")
+    mail["Reply-To"] = "Thief <thief@evil.example>"
+    await append(pymap.port, folder, mail)
+    [reply] = await smtp.capture.wait_for(1)
+    assert reply["In-Reply-To"] == "<e2e-65@example.org>"
+    assert reply["To"] == OWNER
+    assert reply["Cc"] is None
+    assert smtp.capture.messages[0][0].rcpt_tos == [OWNER]
+
+
 async def test_a_reply_goes_to_the_reply_to_the_mail_names(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
 ) -> None:
     # The owner writes from one address and asks (Reply-To, RFC 5322 3.6.3) to be
-    # answered at another, as every mail client would: the answer went to the From,
-    # also after a restart (the channel's memory of the mail is gone then).
-    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
+    # answered at another of theirs, as every mail client would: the answer went to the
+    # From, also after a restart (the channel's memory of the mail is gone then).
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, home_too)
     first = owner_mail(60, "Plan a trip to Lisbon.", subject="Trip")
     first["Reply-To"] = f"Owner at home <{HOME}>"
     await append(pymap.port, folder, first)

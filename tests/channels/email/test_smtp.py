@@ -249,3 +249,24 @@ async def test_a_login_the_server_refuses_is_misconfigured(
     with pytest.raises(Misconfigured, match=r"refused the login \(535.*EMAIL_PASSWORD"):
         await EmailChannel(config).send(_reply_to_utf8_id())
     assert smtp.capture.messages == []
+
+
+async def test_a_sender_address_the_server_refuses_is_misconfigured(
+    smtp: SmtpServer, tmp_path: Path
+) -> None:
+    # "553 Sender address rejected: not owned by user" (the login may not send as
+    # channels.email.address) fails every mail alike: it was retried like an outage, and
+    # the owner heard of it only when the outbox gave up, some 50 attempts later.
+    config = make_config(tmp_path, 1, smtp.port, "INBOX")
+    channel = EmailChannel(config)
+    smtp.capture.reject_mail = "553 5.7.1 Sender address rejected: not owned by user"
+    with pytest.raises(Misconfigured, match=r"553 .*not owned by user.*channels\.email\.address"):
+        await channel.send(_reply_to_utf8_id())
+    # refused for now: an outage, retried as it is
+    smtp.capture.reject_mail = "451 4.3.0 Try again later"
+    with pytest.raises(Exception) as info:
+        await channel.send(_reply_to_utf8_id())
+    assert not isinstance(info.value, Misconfigured | PermanentSendError)
+    smtp.capture.reject_mail = None
+    await channel.send(_reply_to_utf8_id())
+    assert len(await smtp.capture.wait_for(1)) == 1
