@@ -104,6 +104,7 @@ class TelegramChannel(TelegramReceiver):
         self._typing = TypingIndicator(
             self.bot, cfg, self.migrations.current, self.token.accepted, self._revoked
         )
+        self.sender.on_flood = self._typing.hold  # no "typing…" while a chat's sends wait
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:

@@ -1,0 +1,93 @@
+"""Flood control (429 ``retry_after``) while a long reply goes out in parts, and the
+"typing…" indicator meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.channel import RetryLater
+from bot.events import OutboundMessage
+from channels.telegram import typing_indicator
+from channels.telegram.adapter import TelegramChannel
+
+from .conftest import OWNER_ID, wait_until
+
+
+def _three_parts() -> str:
+    return "\n\n".join(f"{word} " * 600 for word in ("alpha", "beta", "gamma"))
+
+
+async def test_a_long_flood_wait_mid_reply_sends_each_part_once_in_order(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    msg = OutboundMessage("telegram", str(OWNER_ID), _three_parts(), outbox_id=31)
+    tg_server.fail_next("sendMessage", code=429, retry_after=40)  # over max_retry_after
+    with pytest.raises(RetryLater) as info:
+        await channel.send(msg)
+    assert info.value.retry_after == 40  # the outbox sends no sooner than Telegram said
+    assert tg_server.sent == []
+    await channel.send(msg)  # the outbox again, later
+    assert [m["text"].split()[0] for m in tg_server.sent] == ["alpha", "beta", "gamma"]
+    tg_server.sent.clear()
+    # part 2 refused by a flood wait: handed back, and part 1 is not sent again
+    original = tg_server._send_message
+    calls = 0
+
+    def flooded_second(p: dict[str, object]) -> dict[str, object]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            from bot.bench.fakes.telegram_api import ApiError
+
+            raise ApiError(429, "Too Many Requests: retry after 40", 40)
+        return original(p)
+
+    tg_server._send_message = flooded_second  # type: ignore[method-assign]
+    msg = OutboundMessage("telegram", str(OWNER_ID), _three_parts(), outbox_id=32)
+    with pytest.raises(RetryLater):
+        await channel.send(msg)
+    await channel.send(msg)
+    assert [m["text"].split()[0] for m in tg_server.sent] == ["alpha", "beta", "gamma"]
+
+
+async def test_typing_is_not_asked_during_a_chat_actions_own_flood_wait(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(typing_indicator, "TYPING_REFRESH_SECONDS", 0.01)
+    tg_server.fail_next("sendChatAction", code=429, retry_after=30)
+    await channel.typing(str(OWNER_ID))
+    await asyncio.sleep(0.3)  # dozens of refresh periods
+    # Before, the 429 was ignored and "typing…" asked again at every refresh.
+    assert len(tg_server.calls_of("sendChatAction")) == 1
+    assert str(OWNER_ID) in channel._typing  # shown again once the wait is over
+
+
+async def test_typing_is_not_asked_while_a_send_waits_out_a_flood(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(typing_indicator, "TYPING_REFRESH_SECONDS", 0.01)
+    waits: list[float] = []
+    release = asyncio.Event()
+
+    async def flood_wait(seconds: float) -> None:
+        waits.append(seconds)
+        await release.wait()
+
+    channel.sender.sleep = flood_wait
+    await channel.typing(str(OWNER_ID))
+    tg_server.fail_next("sendMessage", code=429, retry_after=3)  # waited out in the sender
+    send = asyncio.ensure_future(
+        channel.send(OutboundMessage("telegram", str(OWNER_ID), _three_parts()))
+    )
+    await wait_until(lambda: waits == [3.0])
+    asked = len(tg_server.calls_of("sendChatAction"))
+    await asyncio.sleep(0.3)  # dozens of refresh periods within the wait
+    # Before, "typing…" went on every refresh while every send to the chat waited.
+    assert len(tg_server.calls_of("sendChatAction")) == asked
+    release.set()
+    await send
+    assert [m["text"].split()[0] for m in tg_server.sent] == ["alpha", "beta", "gamma"]
+    assert str(OWNER_ID) not in channel._typing
