@@ -167,6 +167,8 @@ class TelegramReceiver:
                 await self.migrations.observe(update.message, self._host)
             if said is not None and self.ignored.drops(said.chat):
                 return True  # a group not allowed: logged hourly, not per message
+            if update.message is not None:  # replies to older ones are threaded under them
+                self.sender.positions.saw(update.message.chat.id, update.message.message_id)
             kept = await record_unparsed(self._host, update, groups=self.groups)
             if kept is not None:  # a part aiogram cannot parse: kept as received, labelled
                 return kept

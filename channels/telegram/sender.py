@@ -34,6 +34,7 @@ from aiogram.types import ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, 
 from bot.channel import PermanentSendError
 from bot.config.channels import TelegramChannelConfig
 from bot.events import OutboundMessage, SendResult
+from channels.telegram.chat_positions import ChatPositions
 from channels.telegram.keyboards import actions_as_text, inline_keyboard, split_actions
 from channels.telegram.render import escape, render_parts
 from channels.telegram.retries import ApiCalls, Sleep, chat_ref, topic_id
@@ -65,6 +66,7 @@ class TelegramSender(ApiCalls):
         self._saved: dict[int, tuple[int, str | None, str]] = {}
         self.save: Save | None = None  # set by the channel: persists what restore reads
         self._finished: set[int] = set()  # saved as all delivered, until the next save
+        self.positions = ChatPositions()  # the newest message of each chat (threading)
 
     def restore(self, stored: str | None) -> None:
         """Take back the partial deliveries :attr:`save` persisted (JSON), if readable."""
@@ -173,12 +175,7 @@ class TelegramSender(ApiCalls):
                 return SendResult(message_ref=None)
             if markup is not None:
                 parts = [escape("…")]
-        reply_to = None
-        if msg.in_reply_to and isinstance(chat_id, int) and chat_id < 0:
-            # In groups, thread the answer under the message it answers.
-            ref_chat, _, ref_id = msg.in_reply_to.rpartition(":")
-            if ref_chat == str(chat_id) and ref_id.isdigit():
-                reply_to = int(ref_id)
+        reply_to = _threaded_under(msg, chat_id, self.positions)
         key = msg.outbox_id
         mark = hashlib.sha256(f"{msg.chat_id}\n{text}\n{len(files)}".encode()).hexdigest()[:16]
         done, ref = self._progress.get(key, (0, None)) if key is not None else (0, None)
@@ -250,6 +247,7 @@ class TelegramSender(ApiCalls):
                     self._progress.pop(key, None)  # the outbox gives up on it
                 raise
             ref = f"{sent.chat.id}:{sent.message_id}"
+            self.positions.saw(sent.chat.id, sent.message_id)
             if key is not None:
                 self._progress[key] = (index + 1, ref)
                 if index + 1 < total:
@@ -264,6 +262,21 @@ class TelegramSender(ApiCalls):
                 await self._keep(key, mark, (total, ref))
                 self._finished.add(key)
         return SendResult(message_ref=ref)
+
+
+def _threaded_under(
+    msg: OutboundMessage, chat_id: int | str, positions: ChatPositions
+) -> int | None:
+    """The message id ``msg`` is threaded under: in a group the one it answers; in a
+    private chat that one only when newer messages came since (an edit answered after
+    its first answer, a question asked while the last was answered), else None."""
+    if not msg.in_reply_to:
+        return None
+    ref_chat, _, ref_id = msg.in_reply_to.rpartition(":")
+    if ref_chat != str(chat_id) or not ref_id.isdigit():
+        return None
+    group = isinstance(chat_id, int) and chat_id < 0
+    return int(ref_id) if group or positions.behind(chat_id, int(ref_id)) else None
 
 
 def _topic(msg: OutboundMessage) -> int | None:

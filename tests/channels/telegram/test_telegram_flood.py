@@ -7,13 +7,13 @@ import asyncio
 
 import pytest
 
-from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.bench.fakes.telegram_api import ApiError, FakeTelegramServer
 from bot.channel import RetryLater
 from bot.events import OutboundMessage
 from channels.telegram import typing_indicator
 from channels.telegram.adapter import TelegramChannel
 
-from .conftest import OWNER_ID, wait_until
+from .conftest import OWNER_ID, fail_sends, wait_until
 
 
 def _three_parts() -> str:
@@ -33,19 +33,7 @@ async def test_a_long_flood_wait_mid_reply_sends_each_part_once_in_order(
     assert [m["text"].split()[0] for m in tg_server.sent] == ["alpha", "beta", "gamma"]
     tg_server.sent.clear()
     # part 2 refused by a flood wait: handed back, and part 1 is not sent again
-    original = tg_server._send_message
-    calls = 0
-
-    def flooded_second(p: dict[str, object]) -> dict[str, object]:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            from bot.bench.fakes.telegram_api import ApiError
-
-            raise ApiError(429, "Too Many Requests: retry after 40", 40)
-        return original(p)
-
-    tg_server._send_message = flooded_second  # type: ignore[method-assign]
+    fail_sends(tg_server, {2}, ApiError(429, "Too Many Requests: retry after 40", 40))
     msg = OutboundMessage("telegram", str(OWNER_ID), _three_parts(), outbox_id=32)
     with pytest.raises(RetryLater):
         await channel.send(msg)
