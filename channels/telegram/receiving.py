@@ -28,7 +28,7 @@ from aiogram.types import Update
 from bot.channel import ChannelHost, DeliveryError
 from bot.config.channels import TelegramChannelConfig, TelegramGroupConfig
 from channels.telegram.albums import Albums
-from channels.telegram.callbacks import callback_message
+from channels.telegram.callbacks import ReplyPrompts, callback_message
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
 from channels.telegram.ignored_groups import IgnoredGroups
@@ -56,6 +56,7 @@ class TelegramReceiver:
     bot: Bot
     session: AiohttpSession
     sender: TelegramSender
+    prompts: ReplyPrompts
     menus: OwnerMenus
     migrations: GroupMigrations
     group_names: GroupNames
@@ -180,7 +181,7 @@ class TelegramReceiver:
                 )
             elif update.callback_query is not None:
                 inbound = await callback_message(
-                    update.callback_query, bot=self.bot, sender=self.sender, channel=self.name
+                    update.callback_query, bot=self.bot, prompts=self.prompts, channel=self.name
                 )
             else:
                 log.info("skipping update %s of an unsupported type", update.update_id)

@@ -143,6 +143,11 @@ class ApiCalls:
                 return 0.0
         return max(0.0, until - loop.time())
 
+    async def wait_unless_stopping(self, seconds: float) -> float:
+        """Wait out ``seconds`` of flood control, ended early by a stop; returns what was
+        left of them (0: waited)."""
+        return await self._wait(seconds)
+
     async def call(self, method: TelegramMethod[T]) -> T:
         """One API call with flood-control waits and network retries (bounded)."""
         backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)

@@ -13,7 +13,7 @@ from bot.events import OutboundMessage
 from channels.telegram import typing_indicator
 from channels.telegram.adapter import TelegramChannel
 
-from .conftest import OWNER_ID, fail_sends, wait_until
+from .conftest import OWNER_ID, RecordingHost, SleepRecorder, fail_sends, wait_until
 
 
 def _three_parts() -> str:
@@ -79,3 +79,24 @@ async def test_typing_is_not_asked_while_a_send_waits_out_a_flood(
     await send
     assert [m["text"].split()[0] for m in tg_server.sent] == ["alpha", "beta", "gamma"]
     assert str(OWNER_ID) not in channel._typing
+
+
+async def test_a_reply_buttons_prompt_waits_out_a_long_flood_and_holds_nothing_else(
+    tg_server: FakeTelegramServer,
+    channel: TelegramChannel,
+    host: RecordingHost,
+    sleeps: SleepRecorder,
+) -> None:
+    escalation = tg_server.make_message(OWNER_ID, "Stranger wrote: hi", from_id=424242)
+    tg_server.fail_next("sendMessage", code=429, retry_after=30)  # over max_retry_after
+    tg_server.inject_callback(OWNER_ID, "/reply p1a2b3", escalation)
+    tg_server.inject_message(OWNER_ID, "meanwhile")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    await host.wait_delivered(1)
+    # Before, the press failed five times in a second (five requests in the ban, the
+    # press acknowledged five times), then was dropped: no prompt ever came.
+    assert 30.0 in sleeps.delays
+    assert len(tg_server.calls_of("answerCallbackQuery")) == 1
+    assert len(tg_server.calls_of("sendMessage")) == 2  # refused once, then sent once
+    assert tg_server.sent[-1]["reply_markup"]["force_reply"] is True
+    assert [m.text for m in host.delivered] == ["meanwhile"]
