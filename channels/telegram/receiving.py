@@ -186,6 +186,9 @@ class TelegramReceiver:
             else:
                 log.info("skipping update %s of an unsupported type", update.update_id)
                 inbound = None
+            if inbound is not None and self.edits.unchanged(inbound):
+                log.debug("skipping an edit of %s that changes no word", inbound.message_ref)
+                inbound = None  # formatting only: nothing new to record or answer
             if inbound is not None:
                 inbound = self.edits.apply(inbound)  # an edit: what it said before
                 await self._host.deliver(self.albums.apply(self.migrations.apply(inbound)))
