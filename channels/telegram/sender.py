@@ -108,11 +108,14 @@ class TelegramSender(ApiCalls):
         markup: Markup | None = None,
         reply_to: int | None = None,
         topic: int | None = None,
+        silent: bool = False,
     ) -> Any:
         """Send one HTML part (plain-text fallback on a parse error); returns the Message.
-        ``topic``: the forum topic (``message_thread_id``) it goes to."""
+        ``topic``: the forum topic (``message_thread_id``) it goes to; ``silent``: no
+        notification (a later part of a message whose first part just rang)."""
         kwargs: dict[str, Any] = {
             "chat_id": chat_id,
+            "disable_notification": silent or None,
             "reply_markup": markup,
             "link_preview_options": LinkPreviewOptions(is_disabled=True),
         }
@@ -138,15 +141,24 @@ class TelegramSender(ApiCalls):
             raise PermanentSendError(f"telegram refused the message: {exc.message}") from exc
 
     async def send_file(
-        self, chat_id: int | str, file: Mapping[str, Any], topic: int | None = None
+        self,
+        chat_id: int | str,
+        file: Mapping[str, Any],
+        topic: int | None = None,
+        silent: bool = False,
     ) -> Any:
         """Send on a file this bot received, by its ``ref`` (Telegram's file_id: no
         download, no upload): a photo as a photo, anything else as a document."""
         ref = str(file["ref"])
+        common: dict[str, Any] = {
+            "chat_id": chat_id,
+            "message_thread_id": topic,
+            "disable_notification": silent or None,
+        }
         method: TelegramMethod[Any] = (
-            SendPhoto(chat_id=chat_id, photo=ref, message_thread_id=topic)
+            SendPhoto(photo=ref, **common)
             if file.get("kind") == "photo"
-            else SendDocument(chat_id=chat_id, document=ref, message_thread_id=topic)
+            else SendDocument(document=ref, **common)
         )
         try:
             return await self.call_in_topic(method)
@@ -231,9 +243,14 @@ class TelegramSender(ApiCalls):
         total = len(parts) + len(files)
         for index in range(done, total):
             last = index == len(parts) - 1
+            # One notification a message: its later parts (and files) come silently, as
+            # long as its first part of this attempt rang. Before, a reply of four parts
+            # made the phone ring four times.
+            silent = index > done
             try:
                 if index >= len(parts):
-                    sent = await self.send_file(chat_id, files[index - len(parts)], topic)
+                    file = files[index - len(parts)]
+                    sent = await self.send_file(chat_id, file, topic, silent=silent)
                 else:
                     sent = await self.send_part(
                         chat_id,
@@ -241,6 +258,7 @@ class TelegramSender(ApiCalls):
                         markup=markup if last else None,
                         reply_to=reply_to if index == 0 else None,
                         topic=topic,
+                        silent=silent,
                     )
             except PermanentSendError:
                 if key is not None:

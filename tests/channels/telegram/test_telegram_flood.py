@@ -100,3 +100,21 @@ async def test_a_reply_buttons_prompt_waits_out_a_long_flood_and_holds_nothing_e
     assert len(tg_server.calls_of("sendMessage")) == 2  # refused once, then sent once
     assert tg_server.sent[-1]["reply_markup"]["force_reply"] is True
     assert [m.text for m in host.delivered] == ["meanwhile"]
+
+
+async def test_a_reply_of_several_parts_rings_once_and_again_when_resumed(
+    tg_server: FakeTelegramServer, channel: TelegramChannel
+) -> None:
+    def rings() -> list[bool]:
+        return [not c.get("disable_notification") for c in tg_server.calls_of("sendMessage")]
+
+    await channel.send(OutboundMessage("telegram", str(OWNER_ID), _three_parts()))
+    # Before, the phone rang for each of the three parts.
+    assert rings() == [True, False, False]
+    tg_server.calls.clear()
+    fail_sends(tg_server, {2}, ApiError(429, "Too Many Requests: retry after 40", 40))
+    msg = OutboundMessage("telegram", str(OWNER_ID), _three_parts(), outbox_id=33)
+    with pytest.raises(RetryLater):
+        await channel.send(msg)
+    await channel.send(msg)  # 40 s later: the rest rings, once
+    assert rings() == [True, False, True, False]
