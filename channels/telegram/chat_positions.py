@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from bot.events import OutboundMessage
+
 CHATS_REMEMBERED = 1024  # the chats whose newest message is known, most recent first
 
 
@@ -33,3 +35,18 @@ class ChatPositions:
     def behind(self, chat_id: int | str, message_id: int) -> bool:
         """True when newer messages than ``message_id`` are known in ``chat_id``."""
         return message_id < self._newest.get(str(chat_id), 0)
+
+
+def threaded_under(
+    msg: OutboundMessage, chat_id: int | str, positions: ChatPositions
+) -> int | None:
+    """The message id ``msg`` is threaded under: in a group the one it answers; in a
+    private chat that one only when newer messages came since (an edit answered after
+    its first answer, a question asked while the last was answered), else None."""
+    if not msg.in_reply_to:
+        return None
+    ref_chat, _, ref_id = msg.in_reply_to.rpartition(":")
+    if ref_chat != str(chat_id) or not ref_id.isdigit():
+        return None
+    group = isinstance(chat_id, int) and chat_id < 0
+    return int(ref_id) if group or positions.behind(chat_id, int(ref_id)) else None

@@ -34,7 +34,7 @@ from aiogram.types import ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, 
 from bot.channel import PermanentSendError
 from bot.config.channels import TelegramChannelConfig
 from bot.events import OutboundMessage, SendResult
-from channels.telegram.chat_positions import ChatPositions
+from channels.telegram.chat_positions import ChatPositions, threaded_under
 from channels.telegram.keyboards import actions_as_text, inline_keyboard, split_actions
 from channels.telegram.render import escape, render_parts
 from channels.telegram.retries import ApiCalls, Sleep, chat_ref, topic_id
@@ -187,7 +187,7 @@ class TelegramSender(ApiCalls):
                 return SendResult(message_ref=None)
             if markup is not None:
                 parts = [escape("…")]
-        reply_to = _threaded_under(msg, chat_id, self.positions)
+        reply_to = threaded_under(msg, chat_id, self.positions)
         key = msg.outbox_id
         mark = hashlib.sha256(f"{msg.chat_id}\n{text}\n{len(files)}".encode()).hexdigest()[:16]
         done, ref = self._progress.get(key, (0, None)) if key is not None else (0, None)
@@ -280,21 +280,6 @@ class TelegramSender(ApiCalls):
                 await self._keep(key, mark, (total, ref))
                 self._finished.add(key)
         return SendResult(message_ref=ref)
-
-
-def _threaded_under(
-    msg: OutboundMessage, chat_id: int | str, positions: ChatPositions
-) -> int | None:
-    """The message id ``msg`` is threaded under: in a group the one it answers; in a
-    private chat that one only when newer messages came since (an edit answered after
-    its first answer, a question asked while the last was answered), else None."""
-    if not msg.in_reply_to:
-        return None
-    ref_chat, _, ref_id = msg.in_reply_to.rpartition(":")
-    if ref_chat != str(chat_id) or not ref_id.isdigit():
-        return None
-    group = isinstance(chat_id, int) and chat_id < 0
-    return int(ref_id) if group or positions.behind(chat_id, int(ref_id)) else None
 
 
 def _topic(msg: OutboundMessage) -> int | None:
