@@ -612,6 +612,10 @@ async def test_permanent_failures_raise_permanent_send_error(
         await channel.send(OutboundMessage("telegram", "555", "hi"))
     with pytest.raises(PermanentSendError, match="blocked"):
         await channel.send(OutboundMessage("telegram", "556", "hi"))
+    tg_server.fail_next("sendMessage", code=403, description="Forbidden: user is deactivated")
+    with pytest.raises(PermanentSendError, match="deactivated"):
+        await channel.send(OutboundMessage("telegram", "557", "hi"))
+    assert len(tg_server.calls_of("sendMessage")) == 3  # each asked once, never retried
 
 
 async def test_refused_html_falls_back_to_plain_text(
