@@ -83,6 +83,10 @@ def render_table(lines: list[str], inline: Inline, escape: Callable[[str], str])
     for row, shown in zip(rows, plain[1:], strict=True):
         first = escape(shown[0])  # in bold: its own emphasis would only nest
         lines_out = [f"<b>{first}</b>" if first else "•"]
-        lines_out += [f"  {names[k]}: {inline(c)}" for k, c in enumerate(row) if k and c]
+        lines_out += [
+            f"  {names[k]}: {inline(c)}" if names[k] else f"  {inline(c)}"
+            for k, c in enumerate(row)
+            if k and c
+        ]
         entries.append("\n".join(lines_out))
     return "\n\n".join(entries)

@@ -58,3 +58,10 @@ async def test_a_table_longer_than_a_message_arrives_whole_once_in_order(
     assert len(sent) > 1 and all(m["parse_mode"] == "HTML" for m in sent)  # no fallback
     lines = "\n".join(m["text"] for m in sent).splitlines()
     assert [ln.split(" │ ")[1] for ln in lines[2:]] == [f"r{i} <&>" for i in range(700)]
+
+
+def test_a_wide_tables_column_without_a_name_shows_its_cells_alone() -> None:
+    table = "| Name | | Notes on each |\n|---|---|---|\n| Ann | from the office upstairs | ok |"
+    assert markdown_to_html(table) == (
+        "<b>Ann</b>\n  from the office upstairs\n  Notes on each: ok"
+    )
