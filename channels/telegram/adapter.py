@@ -27,6 +27,7 @@ from bot.config.model import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.telegram.albums import Albums
+from channels.telegram.callbacks import ReplyPrompts
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
 from channels.telegram.ignored_groups import IgnoredGroups
@@ -86,6 +87,7 @@ class TelegramChannel(TelegramReceiver):
         self.ignored = IgnoredGroups(self.groups)
         self.sender.route = self.migrations.current  # a moved group's sends: its new id
         self.sender.on_moved = self._moved
+        self.prompts = ReplyPrompts(self.sender)  # Reply buttons' prompts, in the background
         self.albums = Albums()
         self.edits = EditHistory()
         self.me: BotIdentity | None = None
@@ -104,6 +106,7 @@ class TelegramChannel(TelegramReceiver):
         self._typing = TypingIndicator(
             self.bot, cfg, self.migrations.current, self.token.accepted, self._revoked
         )
+        self.sender.on_flood = self._typing.hold  # no "typing…" while a chat's sends wait
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, host: ChannelHost) -> None:
@@ -170,6 +173,7 @@ class TelegramChannel(TelegramReceiver):
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         self._typing.stop_all()
+        await self.prompts.stop()
         self.ignored.say_counts()
         try:
             # A send cut off by closing the session may have reached Telegram all the

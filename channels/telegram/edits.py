@@ -7,7 +7,10 @@ the recent messages it recorded said (in memory, the newest :data:`REMEMBERED`),
 edit of one of them is recorded with its previous text: in the turn's metadata
 (``previous_text``, in full) and in its words, ``[edited, before: "meet at 5"] meet at 6``
 (cut at :data:`SHOWN_MAX` characters). An edit of a message older than that, or received
-before a restart, is recorded as before, without it.
+before a restart, is recorded as before, without it. An edit of one of them that
+changes no word (only its formatting: a word made bold) is no new message and is
+skipped (:meth:`EditHistory.unchanged`); before session 27 it was recorded as
+``[edited] <the same words>`` and answered a second time.
 """
 
 from __future__ import annotations
@@ -31,6 +34,15 @@ class EditHistory:
     def __init__(self) -> None:
         self._said: OrderedDict[str, str] = OrderedDict()
         self._pending: dict[str, tuple[str, str]] = {}  # message id -> (key, words)
+
+    def unchanged(self, msg: InboundMessage) -> bool:
+        """True when ``msg`` is an edit whose words are what its message said before
+        (as recorded in this run): nothing new to record or answer."""
+        if not msg.metadata.get("edited"):
+            return False
+        key = msg.metadata.get("original_message_id")
+        words = msg.text.removeprefix(EDITED)
+        return isinstance(key, str) and self._said.get(key) == words
 
     def apply(self, msg: InboundMessage) -> InboundMessage:
         """``msg``, an edit carrying what its message said before, if known. What ``msg``

@@ -20,38 +20,6 @@ FILE_NAME_CHARS = 80
 # Square brackets in words a sender chose, shown round inside a placeholder.
 _ROUND = str.maketrans("[]", "()")
 
-# Service messages (members joining, title changes, pins...) are not things anyone said.
-SERVICE_TYPES = frozenset(
-    {
-        "new_chat_members",
-        "left_chat_member",
-        "new_chat_title",
-        "new_chat_photo",
-        "delete_chat_photo",
-        "group_chat_created",
-        "supergroup_chat_created",
-        "channel_chat_created",
-        "migrate_to_chat_id",
-        "migrate_from_chat_id",
-        "pinned_message",
-        "message_auto_delete_timer_changed",
-        "forum_topic_created",
-        "forum_topic_edited",
-        "forum_topic_closed",
-        "forum_topic_reopened",
-        "general_forum_topic_hidden",
-        "general_forum_topic_unhidden",
-        "video_chat_scheduled",
-        "video_chat_started",
-        "video_chat_ended",
-        "video_chat_participants_invited",
-        "write_access_allowed",
-        "chat_background_set",
-        "boost_added",
-        "proximity_alert_triggered",
-    }
-)
-
 
 def in_placeholder(text: str) -> str:
     """``text``, chosen by a sender (a name, a title, words quoted), as a bracketed
@@ -183,6 +151,10 @@ def describe_media(message: Message) -> tuple[str, Attachment] | None:
     if message.dice:
         dice = f"{message.dice.emoji} {message.dice.value}"
         return f"[dice {dice}]", Attachment("dice", None, None, None, dice)
+    if message.game:
+        # Its title: "[game]" alone left "shall I play it?" without a word of which.
+        title = in_placeholder(message.game.title)
+        return (f"[game: {title}]" if title else "[game]"), Attachment("game", title or None)
     if message.text is not None:
         return None
     return f"[{ct.replace('_', ' ')}]", Attachment(ct)

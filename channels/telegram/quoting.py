@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from aiogram.types import Message
 
 from bot.graphemes import cut
-from channels.telegram.media import SERVICE_TYPES, content_type, describe_media, in_placeholder
+from channels.telegram.media import content_type, describe_media, in_placeholder
+from channels.telegram.service_messages import SERVICE_TYPES
 
 if TYPE_CHECKING:
     from channels.telegram.translate import BotIdentity

@@ -28,7 +28,7 @@ from aiogram.types import Update
 from bot.channel import ChannelHost, DeliveryError
 from bot.config.channels import TelegramChannelConfig, TelegramGroupConfig
 from channels.telegram.albums import Albums
-from channels.telegram.callbacks import callback_message
+from channels.telegram.callbacks import ReplyPrompts, callback_message
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
 from channels.telegram.ignored_groups import IgnoredGroups
@@ -56,6 +56,7 @@ class TelegramReceiver:
     bot: Bot
     session: AiohttpSession
     sender: TelegramSender
+    prompts: ReplyPrompts
     menus: OwnerMenus
     migrations: GroupMigrations
     group_names: GroupNames
@@ -167,6 +168,8 @@ class TelegramReceiver:
                 await self.migrations.observe(update.message, self._host)
             if said is not None and self.ignored.drops(said.chat):
                 return True  # a group not allowed: logged hourly, not per message
+            if update.message is not None:  # replies to older ones are threaded under them
+                self.sender.positions.saw(update.message.chat.id, update.message.message_id)
             kept = await record_unparsed(self._host, update, groups=self.groups)
             if kept is not None:  # a part aiogram cannot parse: kept as received, labelled
                 return kept
@@ -178,11 +181,14 @@ class TelegramReceiver:
                 )
             elif update.callback_query is not None:
                 inbound = await callback_message(
-                    update.callback_query, bot=self.bot, sender=self.sender, channel=self.name
+                    update.callback_query, bot=self.bot, prompts=self.prompts, channel=self.name
                 )
             else:
                 log.info("skipping update %s of an unsupported type", update.update_id)
                 inbound = None
+            if inbound is not None and self.edits.unchanged(inbound):
+                log.debug("skipping an edit of %s that changes no word", inbound.message_ref)
+                inbound = None  # formatting only: nothing new to record or answer
             if inbound is not None:
                 inbound = self.edits.apply(inbound)  # an edit: what it said before
                 await self._host.deliver(self.albums.apply(self.migrations.apply(inbound)))

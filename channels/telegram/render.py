@@ -22,6 +22,7 @@ from channels.telegram.splitting import (
     split_visible,
     utf16_len,
 )
+from channels.telegram.tables import find_table, render_table
 
 # Splitting lives in splitting.py; these names are imported from here too.
 __all__ = [
@@ -177,6 +178,13 @@ def markdown_to_html(markdown: str) -> str:
                     lines[i] = after
                     continue
             i += 1
+            continue
+        table_end = find_table(lines, i)
+        if table_end > i:
+            # Telegram has no tables: aligned in monospace, or a row per entry when wide
+            flush_quote()
+            out.append(render_table(lines[i:table_end], render_inline, escape))
+            i = table_end
             continue
         q = _QUOTE.match(line)
         if q:

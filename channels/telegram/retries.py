@@ -39,6 +39,7 @@ log = logging.getLogger("my_agent.telegram")
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 Moved = Callable[[str, str], Awaitable[None]]  # old chat id, new chat id
+Flooded = Callable[[str, float], None]  # chat id, seconds Telegram holds it back
 SEND_METHODS = (SendMessage, SendPhoto, SendDocument)  # each call a message: no idempotency
 # Sends of one message part that went out unanswered before it is given up on (the owner
 # told): at most this many copies when Telegram took each of them.
@@ -119,6 +120,8 @@ class ApiCalls:
         # what to do when a send learns that a group was upgraded to a supergroup.
         self.route: Callable[[str], str] = str
         self.on_moved: Moved | None = None
+        # Set by the channel: a 429 for a chat quiets its "typing…" for the wait.
+        self.on_flood: Flooded | None = None
         # Set when the daemon stops: a wait between attempts ends at once and the message
         # goes back to the outbox (kept for the next start) instead of holding the stop.
         self.stopping = asyncio.Event()
@@ -140,6 +143,11 @@ class ApiCalls:
                 return 0.0
         return max(0.0, until - loop.time())
 
+    async def wait_unless_stopping(self, seconds: float) -> float:
+        """Wait out ``seconds`` of flood control, ended early by a stop; returns what was
+        left of them (0: waited)."""
+        return await self._wait(seconds)
+
     async def call(self, method: TelegramMethod[T]) -> T:
         """One API call with flood-control waits and network retries (bounded)."""
         backoff = Backoff(self.config.retry_backoff_base, self.config.retry_backoff_cap)
@@ -155,6 +163,9 @@ class ApiCalls:
                 return result
             except TelegramRetryAfter as exc:
                 attempts += 1
+                chat = getattr(method, "chat_id", None)
+                if self.on_flood is not None and chat is not None:
+                    self.on_flood(str(chat), float(exc.retry_after))
                 if attempts > self.config.send_retries or (
                     exc.retry_after > self.config.max_retry_after
                 ):

@@ -34,6 +34,7 @@ from aiogram.types import ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, 
 from bot.channel import PermanentSendError
 from bot.config.channels import TelegramChannelConfig
 from bot.events import OutboundMessage, SendResult
+from channels.telegram.chat_positions import ChatPositions, threaded_under
 from channels.telegram.keyboards import actions_as_text, inline_keyboard, split_actions
 from channels.telegram.render import escape, render_parts
 from channels.telegram.retries import ApiCalls, Sleep, chat_ref, topic_id
@@ -65,6 +66,7 @@ class TelegramSender(ApiCalls):
         self._saved: dict[int, tuple[int, str | None, str]] = {}
         self.save: Save | None = None  # set by the channel: persists what restore reads
         self._finished: set[int] = set()  # saved as all delivered, until the next save
+        self.positions = ChatPositions()  # the newest message of each chat (threading)
 
     def restore(self, stored: str | None) -> None:
         """Take back the partial deliveries :attr:`save` persisted (JSON), if readable."""
@@ -106,11 +108,14 @@ class TelegramSender(ApiCalls):
         markup: Markup | None = None,
         reply_to: int | None = None,
         topic: int | None = None,
+        silent: bool = False,
     ) -> Any:
         """Send one HTML part (plain-text fallback on a parse error); returns the Message.
-        ``topic``: the forum topic (``message_thread_id``) it goes to."""
+        ``topic``: the forum topic (``message_thread_id``) it goes to; ``silent``: no
+        notification (a later part of a message whose first part just rang)."""
         kwargs: dict[str, Any] = {
             "chat_id": chat_id,
+            "disable_notification": silent or None,
             "reply_markup": markup,
             "link_preview_options": LinkPreviewOptions(is_disabled=True),
         }
@@ -136,15 +141,24 @@ class TelegramSender(ApiCalls):
             raise PermanentSendError(f"telegram refused the message: {exc.message}") from exc
 
     async def send_file(
-        self, chat_id: int | str, file: Mapping[str, Any], topic: int | None = None
+        self,
+        chat_id: int | str,
+        file: Mapping[str, Any],
+        topic: int | None = None,
+        silent: bool = False,
     ) -> Any:
         """Send on a file this bot received, by its ``ref`` (Telegram's file_id: no
         download, no upload): a photo as a photo, anything else as a document."""
         ref = str(file["ref"])
+        common: dict[str, Any] = {
+            "chat_id": chat_id,
+            "message_thread_id": topic,
+            "disable_notification": silent or None,
+        }
         method: TelegramMethod[Any] = (
-            SendPhoto(chat_id=chat_id, photo=ref, message_thread_id=topic)
+            SendPhoto(photo=ref, **common)
             if file.get("kind") == "photo"
-            else SendDocument(chat_id=chat_id, document=ref, message_thread_id=topic)
+            else SendDocument(document=ref, **common)
         )
         try:
             return await self.call_in_topic(method)
@@ -173,12 +187,7 @@ class TelegramSender(ApiCalls):
                 return SendResult(message_ref=None)
             if markup is not None:
                 parts = [escape("…")]
-        reply_to = None
-        if msg.in_reply_to and isinstance(chat_id, int) and chat_id < 0:
-            # In groups, thread the answer under the message it answers.
-            ref_chat, _, ref_id = msg.in_reply_to.rpartition(":")
-            if ref_chat == str(chat_id) and ref_id.isdigit():
-                reply_to = int(ref_id)
+        reply_to = threaded_under(msg, chat_id, self.positions)
         key = msg.outbox_id
         mark = hashlib.sha256(f"{msg.chat_id}\n{text}\n{len(files)}".encode()).hexdigest()[:16]
         done, ref = self._progress.get(key, (0, None)) if key is not None else (0, None)
@@ -234,9 +243,14 @@ class TelegramSender(ApiCalls):
         total = len(parts) + len(files)
         for index in range(done, total):
             last = index == len(parts) - 1
+            # One notification a message: its later parts (and files) come silently, as
+            # long as its first part of this attempt rang. Before, a reply of four parts
+            # made the phone ring four times.
+            silent = index > done
             try:
                 if index >= len(parts):
-                    sent = await self.send_file(chat_id, files[index - len(parts)], topic)
+                    file = files[index - len(parts)]
+                    sent = await self.send_file(chat_id, file, topic, silent=silent)
                 else:
                     sent = await self.send_part(
                         chat_id,
@@ -244,12 +258,14 @@ class TelegramSender(ApiCalls):
                         markup=markup if last else None,
                         reply_to=reply_to if index == 0 else None,
                         topic=topic,
+                        silent=silent,
                     )
             except PermanentSendError:
                 if key is not None:
                     self._progress.pop(key, None)  # the outbox gives up on it
                 raise
             ref = f"{sent.chat.id}:{sent.message_id}"
+            self.positions.saw(sent.chat.id, sent.message_id)
             if key is not None:
                 self._progress[key] = (index + 1, ref)
                 if index + 1 < total:

@@ -22,13 +22,14 @@ from bot.command_syntax import COMMANDS, parse_command
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
 from channels.telegram.keyboards import command_from_prompt
-from channels.telegram.media import SERVICE_TYPES, content_type, describe_media, in_placeholder
+from channels.telegram.media import content_type, describe_media, in_placeholder
 from channels.telegram.quoting import (
     external_reply_context,
     forward_source,
     forward_written,
     reply_context,
 )
+from channels.telegram.service_messages import SERVICE_TYPES
 
 log = logging.getLogger("my_agent.telegram")
 

@@ -5,6 +5,10 @@ reply is sent there, or for ``channels.telegram.typing_max_seconds`` at the most
 While Telegram refuses the bot token (``alert:token``) nothing is asked: every chat
 action would be refused too. The indicator resumes once the token is accepted, if its
 reply is still owed and within that bound.
+Under flood control (a 429 to a chat action, or to a send in that chat: :meth:`hold`)
+nothing is asked until Telegram's ``retry_after`` has passed: each would be refused too,
+and asking during a flood wait may lengthen it. Before session 27 "typing…" was asked
+every 4.5 s all through the wait, and a chat action's own 429 was ignored.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from aiogram.exceptions import (
     TelegramBadRequest,
     TelegramForbiddenError,
     TelegramNotFound,
+    TelegramRetryAfter,
     TelegramUnauthorizedError,
 )
 from aiogram.methods import SendChatAction
@@ -53,6 +58,8 @@ class TypingIndicator:
         self.refused = refused
         self.closed = False  # the channel is stopped: no more chat actions
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        # chat (as sent to, routed) -> loop time until which Telegram holds it back
+        self._quiet_until: dict[str, float] = {}
 
     def __contains__(self, chat_id: object) -> bool:
         return chat_id in self._tasks
@@ -73,6 +80,18 @@ class TypingIndicator:
         task = self._tasks.pop(chat_id, None)
         if task is not None:
             task.cancel()
+
+    def hold(self, chat_id: str, seconds: float) -> None:
+        """Telegram asked to wait ``seconds`` before the next request to ``chat_id``
+        (a 429's ``retry_after``): no "typing…" there until then."""
+        now = asyncio.get_running_loop().time()
+        self._quiet_until = {c: t for c, t in self._quiet_until.items() if t > now}
+        key = self.route(chat_id)
+        self._quiet_until[key] = max(self._quiet_until.get(key, 0.0), now + seconds)
+
+    def _held(self, chat_id: str) -> bool:
+        until = self._quiet_until.get(self.route(chat_id))
+        return until is not None and asyncio.get_running_loop().time() < until
 
     def stop_all(self) -> None:
         """Stop every chat's indicator (the channel stops)."""
@@ -105,8 +124,8 @@ class TypingIndicator:
         is refused (True: the indicator waits for it, see :meth:`_keep_typing`)."""
         if self.closed:
             return False
-        if not self.accepted.is_set():
-            return True
+        if not self.accepted.is_set() or self._held(chat_id):
+            return True  # shown again once the token is accepted / the flood wait is over
         try:
             await self.bot(
                 SendChatAction(
@@ -121,6 +140,10 @@ class TypingIndicator:
         except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
             log.debug("sendChatAction to %s refused: %s; not asked again", chat_id, exc)
             return False
+        except TelegramRetryAfter as exc:
+            log.debug("sendChatAction to %s: flood control, quiet for %ss", chat_id,
+                      exc.retry_after)  # fmt: skip
+            self.hold(chat_id, float(exc.retry_after))
         except AiogramError as exc:  # cosmetic: never worth failing a reply for
             log.debug("sendChatAction to %s failed: %s", chat_id, exc)
         return True

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Container
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
+from bot.bench.fakes.telegram_api import TOKEN, ApiError, FakeTelegramServer
 from bot.channel import DeliveryError
 from bot.config.model import AppConfig
 from bot.events import InboundMessage
 from channels.telegram.adapter import TelegramChannel
+
+if TYPE_CHECKING:
+    from .stack import Stack
 
 OWNER_ID = 1001
 STRANGER_ID = 2002
@@ -163,4 +167,31 @@ async def channel(
     await ch.start(host)
     yield ch
     await ch.stop()
+    await assert_no_tasks_left()
+
+
+def fail_sends(tg_server: FakeTelegramServer, calls: Container[int], error: ApiError) -> None:
+    """Make the ``sendMessage`` calls numbered ``calls`` (from 1) fail with ``error``:
+    a failure in the middle of a message's parts, which ``fail_next`` cannot place."""
+    original = tg_server._send_message
+    count = 0
+
+    def failing(p: dict[str, Any]) -> dict[str, Any]:
+        nonlocal count
+        count += 1
+        if count in calls:
+            raise error
+        return original(p)
+
+    tg_server._send_message = failing  # type: ignore[method-assign]
+
+
+@pytest.fixture
+async def stack(tmp_path: Path, tg_server: FakeTelegramServer) -> AsyncIterator[Stack]:
+    """The real core with the channel over the fake server (``stack.py``)."""
+    from .stack import start_stack  # stack.py imports this module
+
+    s = await start_stack(tmp_path / "data", tg_server)
+    yield s
+    await s.stop()
     await assert_no_tasks_left()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
+from bot.bench.fakes.telegram_api import TOKEN, ApiError, FakeTelegramServer
 from bot.channel import PermanentSendError
 from bot.events import OutboundMessage
 from channels.telegram.adapter import TelegramChannel
@@ -22,6 +22,7 @@ from .conftest import (
     STRANGER_ID,
     RecordingHost,
     SleepRecorder,
+    fail_sends,
     telegram_config,
 )
 
@@ -591,19 +592,7 @@ async def test_server_errors_back_off_and_a_failed_send_resumes_without_duplicat
     # part 1 goes through, then part 2 keeps failing with 502 beyond the retry budget
     await channel.send(OutboundMessage("telegram", str(OWNER_ID), "warm-up"))
     tg_server.sent.clear()
-    original = tg_server._send_message
-    calls = 0
-
-    def flaky(p: dict[str, object]) -> dict[str, object]:
-        nonlocal calls
-        calls += 1
-        if 2 <= calls <= retries + 2:
-            from bot.bench.fakes.telegram_api import ApiError
-
-            raise ApiError(502, "Bad Gateway")
-        return original(p)
-
-    tg_server._send_message = flaky  # type: ignore[method-assign]
+    fail_sends(tg_server, range(2, retries + 3), ApiError(502, "Bad Gateway"))
     with pytest.raises(Exception, match="Bad Gateway"):
         await channel.send(msg)
     assert len(sleeps.delays) == retries
@@ -623,6 +612,10 @@ async def test_permanent_failures_raise_permanent_send_error(
         await channel.send(OutboundMessage("telegram", "555", "hi"))
     with pytest.raises(PermanentSendError, match="blocked"):
         await channel.send(OutboundMessage("telegram", "556", "hi"))
+    tg_server.fail_next("sendMessage", code=403, description="Forbidden: user is deactivated")
+    with pytest.raises(PermanentSendError, match="deactivated"):
+        await channel.send(OutboundMessage("telegram", "557", "hi"))
+    assert len(tg_server.calls_of("sendMessage")) == 3  # each asked once, never retried
 
 
 async def test_refused_html_falls_back_to_plain_text(

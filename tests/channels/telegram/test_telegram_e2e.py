@@ -33,14 +33,6 @@ OWNER_KEY = f"telegram:{OWNER_ID}"
 
 
 @pytest.fixture
-async def stack(tmp_path: Path, tg_server: FakeTelegramServer) -> AsyncIterator[Stack]:
-    s = await start_stack(tmp_path / "data", tg_server)
-    yield s
-    await s.stop()
-    await assert_no_tasks_left()
-
-
-@pytest.fixture
 async def scripted(
     tmp_path: Path, tg_server: FakeTelegramServer
 ) -> AsyncIterator[tuple[Stack, ScriptedBrain]]:

@@ -204,3 +204,22 @@ async def test_a_checklist_carries_its_tasks_and_a_story_its_author(
         "[checklist: Groceries (\u2713 milk / eggs)]",
         "[story of City News]",
     ]
+
+
+async def test_an_edit_that_changes_no_word_is_not_a_new_message(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    first = tg_server.inject_message(OWNER_ID, "meet at 5, ok?")
+    await host.wait_delivered(1)
+    bold = [{"type": "bold", "offset": 8, "length": 1}]
+    tg_server.push_update(  # the owner made the "5" bold: the words are the same
+        "edited_message", dict(first, entities=bold, edit_date=int(time.time()) + 1)
+    )
+    tg_server.inject_edit(first, "meet at 6, ok?")
+    await host.wait_delivered(2)
+    await host.wait_cursor(1003)
+    # Before, '[edited] meet at 5, ok?' too: answered a second time, for nothing new.
+    assert [m.text for m in host.delivered] == [
+        "meet at 5, ok?",
+        '[edited, before: "meet at 5, ok?"] meet at 6, ok?',
+    ]
