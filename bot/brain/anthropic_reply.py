@@ -160,6 +160,20 @@ def rejected_reply(config: AppConfig, alias: str, exc: Rejected, parts: ReplyPar
             TOO_LONG_LATER,
             {"error": "too_long", "status": exc.status},
         )
+    if exc.status == 404:
+        # Not the request: the model (a retired id, a typo in models.aliases). "Try
+        # rephrasing, or /new" could not help: /new inherits the model.
+        model = config.resolve_model(alias)
+        others = ", ".join(a for a in config.models.aliases if a != alias) or "another"
+        what = f"the model service does not offer the model {model} ({alias}; 404: {exc})"
+        return failed_reply(
+            config,
+            alias,
+            parts,
+            f"I could not answer this: {what}. Switch with /model ({others}) and ask again.",
+            f"[I could not finish this answer: {what}. Switch with /model ({others}).]",
+            {"error": "model_not_found", "status": 404},
+        )
     what = f"the model service rejected the request ({exc.status})"
     return failed_reply(
         config,

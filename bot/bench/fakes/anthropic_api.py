@@ -137,12 +137,16 @@ class FakeAnthropicAPI:
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
+        # model ids GET /v1/models/{id} answers 404 not_found_error for (a retired model)
+        self.unknown_models: set[str] = set()
+        self.model_requests: list[str] = []  # the ids asked for, in order
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> str:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/messages", self._handle)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
+        app.router.add_get("/v1/models/{model_id}", self._model)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -222,6 +226,16 @@ class FakeAnthropicAPI:
     async def _count_tokens(self, request: web.Request) -> web.Response:
         body = await request.json()
         return web.json_response({"input_tokens": estimate_tokens(body)})
+
+    async def _model(self, request: web.Request) -> web.Response:
+        """The Models API's one model: 404 for :attr:`unknown_models`, else its info."""
+        model_id = request.match_info["model_id"]
+        self.model_requests.append(model_id)
+        if model_id in self.unknown_models:
+            message = f"model: {model_id}"
+            return self._error(Scripted(status=404, error_message=message))
+        info = {"type": "model", "id": model_id, "display_name": model_id}
+        return web.json_response({**info, "created_at": "2025-01-01T00:00:00Z"})
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
