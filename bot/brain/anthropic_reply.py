@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.brain.anthropic_api import Rejected
 from bot.brain.base import BrainReply, Spend, Usage
-from bot.brain.cost import add_cost, add_usage, cost_usd
+from bot.brain.cost import add_cost, add_usage, cost_usd, usage_of
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -86,8 +86,7 @@ def request_params(
 
 def account(config: AppConfig, parts: ReplyParts, alias: str, message: Any) -> None:
     """Add one API answer's usage (and its price) to ``parts``."""
-    usage = Usage(message.usage.input_tokens or 0, message.usage.output_tokens or 0)
-    add_spent(config, parts, alias, usage)
+    add_spent(config, parts, alias, usage_of(message.usage))
 
 
 def add_spent(config: AppConfig, parts: ReplyParts, alias: str, usage: Usage) -> None:

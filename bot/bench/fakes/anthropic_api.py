@@ -66,6 +66,9 @@ class Scripted:
     stop_reason: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # prompt caching's counts (usage.cache_creation_input_tokens / cache_read_input_tokens)
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
     status: int = 200
     error_type: str | None = None
     error_message: str = "scripted error"
@@ -290,6 +293,9 @@ class FakeAnthropicAPI:
             "input_tokens": scripted.input_tokens or estimate_tokens(inputs),
             "output_tokens": scripted.output_tokens or estimate_tokens(content),
         }
+        if scripted.cache_write_tokens or scripted.cache_read_tokens:
+            usage["cache_creation_input_tokens"] = scripted.cache_write_tokens
+            usage["cache_read_input_tokens"] = scripted.cache_read_tokens
         return {
             "id": f"msg_fake{next(self._ids):04d}",
             "type": "message",
