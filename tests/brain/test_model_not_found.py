@@ -11,7 +11,7 @@ import pytest
 from anthropic import AsyncAnthropic
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
-from bot.brain.anthropic import AnthropicBrain
+from bot.brain.anthropic import RESTRICTED_FALLBACK, AnthropicBrain
 from bot.brain.base import BrainRequest
 from bot.brain.model_check import model_problem
 from bot.events import InboundMessage
@@ -102,3 +102,24 @@ async def test_a_reply_meeting_a_404_names_the_model_and_how_to_switch(
     assert "/model (sonnet, haiku)" in reply.text and "/new" not in reply.text
     assert reply.extra == {"error": "model_not_found", "status": 404}
     assert len(fake_api.requests) == 1
+
+
+@pytest.mark.parametrize("status", [400, 404])
+async def test_a_known_party_gets_no_owner_notice_when_the_api_rejects(
+    brain: AnthropicBrain, fake_api: FakeAnthropicAPI, status: int
+) -> None:
+    # Regression: a third party was sent the owner's notice, "/model" or "/new" (neither
+    # theirs to use) and, on a 404, the configured model's id.
+    sonnet = brain.config.resolve_model("sonnet")
+    fake_api.push_error(status, message=f"model: {sonnet}")
+    request = BrainRequest(
+        profile="restricted",
+        channel="telegram",
+        text="Is Robin around?",
+        model_alias="sonnet",
+        party_name="Mallory",
+        scope="Answer questions about Robin's availability.",
+    )
+    reply = await brain.reply(request)
+    assert reply.text == RESTRICTED_FALLBACK
+    assert reply.extra["status"] == status  # recorded for the owner's transcript
