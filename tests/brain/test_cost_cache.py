@@ -9,7 +9,7 @@ import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import AnthropicBrain
-from bot.brain.base import BrainRequest, Usage
+from bot.brain.base import BrainReply, BrainRequest, Usage
 from bot.brain.cost import cost_usd, summarize_costs, tracking
 from bot.config import AppConfig
 from bot.config.model import PriceConfig
@@ -26,17 +26,25 @@ def cached(text: str, write: int, read: int) -> Scripted:
     )
 
 
+async def cached_reply(
+    brain: AnthropicBrain, core: SimpleNamespace, fake: FakeAnthropicAPI, alias: str, read: int
+) -> BrainReply:
+    """An owner reply of ``alias`` whose answer counts 2,000 cache writes (sonnet) or
+    none (else), and ``read`` cache reads."""
+    conv = await seed_conversation(core, [("user", "hello")])
+    fake.push(cached("Hi.", write=2000 if alias == "sonnet" else 0, read=read))
+    request = BrainRequest(
+        profile="owner", channel="web", text="hello", model_alias=alias, conversation_id=conv
+    )
+    return await brain.reply(request)
+
+
 async def test_a_cached_reply_is_billed_for_its_cache_tokens(
     brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI
 ) -> None:
     # Regression: only input_tokens was read, so a reply whose prompt came from the
     # cache was recorded at the price of its 100 uncached tokens.
-    conv = await seed_conversation(core, [("user", "hello")])
-    fake_api.push(cached("Hi.", write=2000, read=30000))
-    request = BrainRequest(
-        profile="owner", channel="web", text="hello", model_alias="sonnet", conversation_id=conv
-    )
-    reply = await brain.reply(request)
+    reply = await cached_reply(brain, core, fake_api, "sonnet", read=30000)
     assert fake_api.requests[-1].stream  # the counts come from the stream's events
     assert reply.usage == Usage(100, 50, cache_write=2000, cache_read=30000)
     # sonnet: 3 in, 15 out; so 3.75 a cache write, 0.30 a cache read
@@ -60,12 +68,8 @@ async def test_stored_cache_tokens_count_in_the_sums(
 ) -> None:
     from bot.reply_writes import usage_fields  # the fields the reply's turn is written with
 
-    conv = await seed_conversation(core, [("user", "hello")])
-    fake_api.push(cached("Hi.", write=0, read=900))
-    request = BrainRequest(
-        profile="owner", channel="web", text="hello", model_alias="haiku", conversation_id=conv
-    )
-    reply = await brain.reply(request)
+    reply = await cached_reply(brain, core, fake_api, "haiku", read=900)
+    conv = (await core.conversations.list())[0].id
     assert reply.usage is not None
     fields = usage_fields(reply.usage)
     assert fields == {"input": 100, "output": 50, "cacheRead": 900}
