@@ -111,7 +111,13 @@ class BrainUnavailable(Exception):
 
     The router keeps the user turn, tells the user once, and produces the reply when
     the brain is back (the pending-reply marker is the unanswered user turn itself).
+    ``retry_after``: the seconds the API asked us to wait (a 429's ``retry-after``
+    beyond the retry budget), which the waiting reply honours.
     """
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class BrainAccessRefused(BrainUnavailable):
