@@ -88,7 +88,10 @@ async def test_answers_broken_midway_are_sent_whole_and_once(
     async with FakeAnthropicAPI(fallback="echo") as fake:
         for _ in range(50):
             fake.push(breaks_first)
-        config = base_config(tmp_path, brain={**FAST_RETRIES, "base_url": fake.base_url})
+        # the production budget: on a loaded machine one second was not enough for the
+        # retry, and the owner got an outage notice
+        brain = {**FAST_RETRIES, "retry_budget_seconds": 60.0, "base_url": fake.base_url}
+        config = base_config(tmp_path, brain=brain)
         daemon = await start_daemon(daemons, tmp_path, config, env={"ANTHROPIC_API_KEY": "k"})
         loop = Loopback(daemon, session)
         questions = {"m1": "overloaded q", "m2": "reset q", "m3": "garbled q"}
