@@ -158,8 +158,26 @@ class Commands(PartyCommands):
             resolved = self.s.config.resolve_model(alias)
             return CommandResult(f"This conversation uses {alias} ({resolved}) already.")
         if alias is not None and conv.model != alias:
+            problem = await self._model_problem(alias)
+            if problem is not None:
+                return CommandResult(
+                    f"Model {alias} ({self.s.config.resolve_model(alias)}) is not offered by"
+                    f" the model service ({problem}). Still using {current}"
+                    f" ({self.s.config.resolve_model(current)}); check models.aliases.{alias}"
+                    " in the configuration."
+                )
             await self.s.conversations.set_model(conv.id, alias)
         return CommandResult(text)
+
+    async def _model_problem(self, alias: str) -> str | None:
+        """Why the brain's service does not offer ``alias``'s model, or None. Switched to
+        a model id the API does not know (404), every reply of the conversation, and of
+        each one /new made from it, was a "rejected the request" notice."""
+        check = getattr(self.s.brain, "check_model", None)
+        if check is None:  # the offline brain
+            return None
+        problem: str | None = await check(alias)
+        return problem
 
     async def _owner_status(
         self,

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from bot.brain.cost import stored_input
 from bot.db import SyncConn
 from bot.fts_text import searchable
 from bot.index import ConversationRecord, upsert_conversation
@@ -185,7 +186,7 @@ def _answered(conn: SyncConn, conv_id: str, number: int) -> bool:
 def _add_usage(rec: ConversationRecord, line: Mapping[str, Any]) -> None:
     usage = line.get("usage") or {}
     if isinstance(usage, Mapping):
-        rec.tokens_in += int(usage.get("input", 0) or 0)
+        rec.tokens_in += stored_input(usage)
         rec.tokens_out += int(usage.get("output", 0) or 0)
     cost = line.get("cost")
     if isinstance(cost, int | float):

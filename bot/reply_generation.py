@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,8 @@ ACCESS_PROBLEMS = {
     403: "permission denied",
 }
 STOPPED = "\n\n[generation stopped]"
+# The longest a waiting reply honours a retry-after (a proxy's "a day" is not obeyed).
+RETRY_AFTER_CAP = 900.0
 
 
 class ReplyGeneration:
@@ -58,6 +61,7 @@ class ReplyGeneration:
         self._generations: dict[str, asyncio.Future[Any]] = {}
         self._stop_requested: set[str] = set()
         self.retry_interval = services.config.brain.pending_retry_interval
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # tests record it
         # this process's part of an outage notice's dedup key, and its start (see
         # _tell_outage)
         self._run = secrets.token_hex(6)
@@ -66,6 +70,16 @@ class ReplyGeneration:
         # what the dashboard shows a tab opened later, whichever channel the notice
         # went to (and after a restart, whether or not it was sent again)
         self.waiting: dict[str, str] = {}
+
+    def retry_wait(self, exc: BrainUnavailable) -> float:
+        """Seconds until a waiting reply tries again: the interval, or the API's
+        ``retry-after`` when longer (at most :data:`RETRY_AFTER_CAP`). A rate limit
+        asking for ten minutes got a request every 30 s from every waiting reply, each
+        one refused again."""
+        asked = min(exc.retry_after or 0.0, RETRY_AFTER_CAP)
+        if asked > self.retry_interval:
+            log.info("the model service asks to wait %.0fs before trying again", asked)
+        return max(self.retry_interval, asked)
 
     def cancel(self, key: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
@@ -160,7 +174,7 @@ class ReplyGeneration:
                     self.waiting[conv_id] = outage_notice(exc, request.profile)
                 # The wait is the reply's stoppable step now: a stop from the dashboard
                 # gives up on the model instead of holding the conversation's queue.
-                wait = asyncio.ensure_future(asyncio.sleep(self.retry_interval))
+                wait = asyncio.ensure_future(self.sleep(self.retry_wait(exc)))
                 self._generations[key] = wait
                 try:
                     await wait

@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.brain.base import BrainReply
+from bot.brain.cost import usage_fields
 
 if TYPE_CHECKING:
     from bot.replies import ReplyTarget
@@ -94,7 +95,7 @@ class ReplyWrites:
         # ones skip their own sync (Outbox.insert_unit).
         anchored = self.s.outbox.anchored
         if reply.usage is not None:
-            extra["usage"] = {"input": reply.usage.input, "output": reply.usage.output}
+            extra["usage"] = usage_fields(reply.usage)
         await self.s.conversations.append_turn(
             conv_id,
             "assistant",

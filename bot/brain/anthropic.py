@@ -61,6 +61,7 @@ from bot.brain.context import (
     estimate_tokens,
 )
 from bot.brain.cost import record_spending
+from bot.brain.model_check import model_problem
 from bot.brain.prompt import PersonaFile, owner_system_prompt
 from bot.brain.restricted_reply import RESTRICTED_FALLBACK, restricted_reply
 from bot.brain.tool_calls import Tool
@@ -231,6 +232,11 @@ class AnthropicBrain:
         self, request: BrainRequest, on_delta: DeltaSink | None
     ) -> BrainReply:
         return await restricted_reply(self.config, self.api, request, on_delta, self._now)
+
+    async def check_model(self, alias: str) -> str | None:
+        """Why the service does not offer the model of ``alias`` (``/model`` keeps the
+        current one then), or None (:func:`~bot.brain.model_check.model_problem`)."""
+        return await model_problem(self.client, self.config.resolve_model(alias))
 
     # -- UtilityModel ------------------------------------------------------------------
     async def complete(

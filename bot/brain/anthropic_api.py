@@ -148,7 +148,9 @@ class MessagesCaller:
                     attempt + 1,
                     _describe(error),
                 )
-                raise BrainUnavailable(f"Anthropic API unavailable: {_describe(error)}") from error
+                raise BrainUnavailable(
+                    f"Anthropic API unavailable: {_describe(error)}", retry_after=retry_after
+                ) from error
             log.info(
                 "Anthropic API attempt %d failed (%s); retrying in %.2fs",
                 attempt + 1,

@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.brain.anthropic_api import Rejected
 from bot.brain.base import BrainReply, Spend, Usage
-from bot.brain.cost import add_cost, add_usage, cost_usd
+from bot.brain.cost import add_cost, add_usage, cost_usd, usage_of
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -86,8 +86,7 @@ def request_params(
 
 def account(config: AppConfig, parts: ReplyParts, alias: str, message: Any) -> None:
     """Add one API answer's usage (and its price) to ``parts``."""
-    usage = Usage(message.usage.input_tokens or 0, message.usage.output_tokens or 0)
-    add_spent(config, parts, alias, usage)
+    add_spent(config, parts, alias, usage_of(message.usage))
 
 
 def add_spent(config: AppConfig, parts: ReplyParts, alias: str, usage: Usage) -> None:
@@ -159,6 +158,20 @@ def rejected_reply(config: AppConfig, alias: str, exc: Rejected, parts: ReplyPar
             TOO_LONG,
             TOO_LONG_LATER,
             {"error": "too_long", "status": exc.status},
+        )
+    if exc.status == 404:
+        # Not the request: the model (a retired id, a typo in models.aliases). "Try
+        # rephrasing, or /new" could not help: /new inherits the model.
+        model = config.resolve_model(alias)
+        others = ", ".join(a for a in config.models.aliases if a != alias) or "another"
+        what = f"the model service does not offer the model {model} ({alias}; 404: {exc})"
+        return failed_reply(
+            config,
+            alias,
+            parts,
+            f"I could not answer this: {what}. Switch with /model ({others}) and ask again.",
+            f"[I could not finish this answer: {what}. Switch with /model ({others}).]",
+            {"error": "model_not_found", "status": 404},
         )
     what = f"the model service rejected the request ({exc.status})"
     return failed_reply(

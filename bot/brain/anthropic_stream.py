@@ -14,9 +14,11 @@ import asyncio
 import importlib
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from bot.brain.base import DeltaSink, Usage
+from bot.brain.cost import usage_of
 from bot.brain.tokens import estimate_tokens
 
 log = logging.getLogger("my_agent.brain")
@@ -84,11 +86,10 @@ def usage_so_far(stream: Any, streamed: str) -> Usage:
     so at least the text streamed, estimated (:func:`~bot.brain.tokens.estimate_tokens`:
     at four characters a token, a stopped Chinese answer was billed a quarter of it)."""
     try:
-        usage = stream.current_message_snapshot.usage
-        given_in, given_out = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+        given = usage_of(stream.current_message_snapshot.usage)
     except Exception:  # cancelled before message_start: nothing known
-        given_in = given_out = 0
-    return Usage(given_in, max(given_out, estimate_tokens(streamed)))
+        given = Usage()
+    return replace(given, output=max(given.output, estimate_tokens(streamed)))
 
 
 class StreamStalled(Exception):

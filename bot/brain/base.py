@@ -50,8 +50,28 @@ class BrainRequest:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens of model calls. ``input`` is the input read at the full price; prompt
+    caching bills what it writes to the cache (``cache_write``) and what it reads from
+    it (``cache_read``) apart, at other prices (the API's ``cache_creation_input_tokens``
+    and ``cache_read_input_tokens``, which its ``input_tokens`` does not include)."""
+
     input: int = 0
     output: int = 0
+    cache_write: int = 0
+    cache_read: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_write + other.cache_write,
+            self.cache_read + other.cache_read,
+        )
+
+    @property
+    def all_input(self) -> int:
+        """Every input token, whatever its price."""
+        return self.input + self.cache_write + self.cache_read
 
 
 @dataclass
@@ -62,13 +82,13 @@ class Spend:
     cost: float | None = None
 
     def add(self, usage: Usage, cost: float | None) -> None:
-        self.usage = Usage(self.usage.input + usage.input, self.usage.output + usage.output)
+        self.usage = self.usage + usage
         if cost is not None:
             self.cost = round((self.cost or 0.0) + cost, 8)
 
     @property
     def any(self) -> bool:
-        return bool(self.usage.input or self.usage.output or self.cost)
+        return bool(self.usage.all_input or self.usage.output or self.cost)
 
 
 @dataclass(frozen=True)
@@ -91,7 +111,13 @@ class BrainUnavailable(Exception):
 
     The router keeps the user turn, tells the user once, and produces the reply when
     the brain is back (the pending-reply marker is the unanswered user turn itself).
+    ``retry_after``: the seconds the API asked us to wait (a 429's ``retry-after``
+    beyond the retry budget), which the waiting reply honours.
     """
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class BrainAccessRefused(BrainUnavailable):

@@ -23,7 +23,7 @@ from bot.brain.anthropic_reply import ReplyParts, account, request_params
 from bot.brain.anthropic_stream import DeltaForwarder
 from bot.brain.base import BrainUnavailable
 from bot.brain.context import WorkingContext, WorkingContexts, estimate_tokens, window_start
-from bot.brain.cost import add_cost, add_usage
+from bot.brain.cost import add_cost, add_usage, usage_fields
 from bot.brain.summary_prompt import COMPRESSION_SYSTEM, FLUSH_PROMPT, compression_prompt
 from bot.brain.tool_calls import Tool
 from bot.config.model import AppConfig
@@ -107,14 +107,14 @@ class Compressor:
         prompt = compression_prompt(ctx.summary, old)
         summary = await self._summarise(conv_id, prompt, spent)
         if summary is None:
-            if spent.usage.input or spent.usage.output:
+            if spent.usage.all_input or spent.usage.output:
                 # Paid for (the flush, a refused, empty or cut summary) and no summary to
                 # carry it: recorded nowhere, /status showed less than was spent. An
                 # event of its own: a "compression" event would move compressedThrough.
                 await self.services.conversations.append_event(
                     conv_id,
                     "compression_failed",
-                    usage={"input": spent.usage.input, "output": spent.usage.output},
+                    usage=usage_fields(spent.usage),
                     cost=spent.cost,
                 )
             return ctx
@@ -124,7 +124,7 @@ class Compressor:
             "compression",
             compressedThrough=through,
             summary=summary,
-            usage={"input": spent.usage.input, "output": spent.usage.output},
+            usage=usage_fields(spent.usage),
             cost=spent.cost,
         )
         self.contexts.moved(conv_id, recent[0].turn_number if recent else through + 1)

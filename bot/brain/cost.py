@@ -23,6 +23,11 @@ log = logging.getLogger("my_agent.brain.cost")
 
 _warned: set[str] = set()
 
+# Prompt caching's prices as multiples of the input price, when models.prices gives none
+# (the Messages API's pricing: a 5-minute cache write, a cache read).
+CACHE_WRITE_FACTOR = 1.25
+CACHE_READ_FACTOR = 0.1
+
 
 def price_for(config: AppConfig, alias_or_model: str) -> PriceConfig | None:
     """The price of an alias, or of a real model id (directly or through its alias)."""
@@ -45,7 +50,45 @@ def cost_usd(config: AppConfig, alias_or_model: str, usage: Usage) -> float | No
                 "no price configured for %s (models.prices); cost not recorded", alias_or_model
             )
         return None
-    return round((usage.input * price.input + usage.output * price.output) / 1_000_000, 8)
+    write = price.cache_write if price.cache_write is not None else price.input * CACHE_WRITE_FACTOR
+    read = price.cache_read if price.cache_read is not None else price.input * CACHE_READ_FACTOR
+    # The cache's tokens are no part of input_tokens: left out, a cached prompt's reply
+    # was recorded at the price of its few uncached tokens.
+    total = (
+        usage.input * price.input
+        + usage.cache_write * write
+        + usage.cache_read * read
+        + usage.output * price.output
+    )
+    return round(total / 1_000_000, 8)
+
+
+def usage_of(usage: Any) -> Usage:
+    """Our :class:`~bot.brain.base.Usage` of an API answer's ``usage`` (cache tokens
+    included; an answer cut before its counts has zeros)."""
+    return Usage(
+        int(usage.input_tokens or 0),
+        int(usage.output_tokens or 0),
+        int(getattr(usage, "cache_creation_input_tokens", 0) or 0),
+        int(getattr(usage, "cache_read_input_tokens", 0) or 0),
+    )
+
+
+def stored_input(usage: Mapping[str, Any]) -> int:
+    """The input tokens of a stored ``usage`` (:func:`usage_fields`): every one, at
+    whatever price it was billed (its ``cost`` says that)."""
+    return sum(int(usage.get(key, 0) or 0) for key in ("input", "cacheWrite", "cacheRead"))
+
+
+def usage_fields(usage: Usage) -> dict[str, int]:
+    """``usage`` as stored on a turn or event: ``input`` and ``output``, and
+    ``cacheWrite`` / ``cacheRead`` when prompt caching counted any."""
+    fields = {"input": usage.input, "output": usage.output}
+    if usage.cache_write:
+        fields["cacheWrite"] = usage.cache_write
+    if usage.cache_read:
+        fields["cacheRead"] = usage.cache_read
+    return fields
 
 
 @dataclass
@@ -61,10 +104,7 @@ class Spending:
         """``usage`` and ``cost`` event fields; none when no call was made."""
         if not self.calls:
             return {}
-        return {
-            "usage": {"input": self.usage.input, "output": self.usage.output},
-            "cost": self.cost,
-        }
+        return {"usage": usage_fields(self.usage), "cost": self.cost}
 
 
 _spending: ContextVar[Spending | None] = ContextVar("my_agent_spending", default=None)
@@ -93,7 +133,7 @@ def record_spending(usage: Usage, cost: float | None) -> None:
 
 
 def add_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(input=a.input + b.input, output=a.output + b.output)
+    return a + b
 
 
 def add_cost(a: float | None, b: float | None) -> float | None:
@@ -132,7 +172,7 @@ def summarize_costs(lines: Iterable[Mapping[str, Any]]) -> CostSummary:
             continue
         usage = line.get("usage")
         if isinstance(usage, Mapping):
-            inp += int(usage.get("input", 0) or 0)
+            inp += stored_input(usage)
             out += int(usage.get("output", 0) or 0)
             replies += int(is_reply)
         cost = line.get("cost")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 
 from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
@@ -58,7 +59,9 @@ async def restricted_reply(
         params = request_params(config, alias, system, merged, thinking=False)
         message = await api.call(params, deltas)
     except Rejected as exc:
-        return rejected_reply(config, alias, exc, turn)
+        # The owner's notice names the model and says to use /model or /new: a party
+        # can do neither, and the model's id is none of their business.
+        return replace(rejected_reply(config, alias, exc, turn), text=RESTRICTED_FALLBACK)
     account(config, turn, alias, message)
     refused = [b.name for b in message.content if b.type == "tool_use"]
     if refused:

@@ -52,10 +52,13 @@ class OwnerConfig(_Section):
 
 
 class PriceConfig(_Section):
-    """USD per million tokens."""
+    """USD per million tokens. Prompt caching's writes and reads default to the API's
+    published multiples of ``input`` (1.25 for a 5-minute cache write, 0.1 for a read)."""
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
 
 
 def _default_prices() -> dict[str, PriceConfig]:

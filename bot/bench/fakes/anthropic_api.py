@@ -66,6 +66,9 @@ class Scripted:
     stop_reason: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # prompt caching's counts (usage.cache_creation_input_tokens / cache_read_input_tokens)
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
     status: int = 200
     error_type: str | None = None
     error_message: str = "scripted error"
@@ -137,12 +140,16 @@ class FakeAnthropicAPI:
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
+        # model ids GET /v1/models/{id} answers 404 not_found_error for (a retired model)
+        self.unknown_models: set[str] = set()
+        self.model_requests: list[str] = []  # the ids asked for, in order
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> str:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/messages", self._handle)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
+        app.router.add_get("/v1/models/{model_id}", self._model)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -223,6 +230,16 @@ class FakeAnthropicAPI:
         body = await request.json()
         return web.json_response({"input_tokens": estimate_tokens(body)})
 
+    async def _model(self, request: web.Request) -> web.Response:
+        """The Models API's one model: 404 for :attr:`unknown_models`, else its info."""
+        model_id = request.match_info["model_id"]
+        self.model_requests.append(model_id)
+        if model_id in self.unknown_models:
+            message = f"model: {model_id}"
+            return self._error(Scripted(status=404, error_message=message))
+        info = {"type": "model", "id": model_id, "display_name": model_id}
+        return web.json_response({**info, "created_at": "2025-01-01T00:00:00Z"})
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
@@ -276,6 +293,9 @@ class FakeAnthropicAPI:
             "input_tokens": scripted.input_tokens or estimate_tokens(inputs),
             "output_tokens": scripted.output_tokens or estimate_tokens(content),
         }
+        if scripted.cache_write_tokens or scripted.cache_read_tokens:
+            usage["cache_creation_input_tokens"] = scripted.cache_write_tokens
+            usage["cache_read_input_tokens"] = scripted.cache_read_tokens
         return {
             "id": f"msg_fake{next(self._ids):04d}",
             "type": "message",

@@ -33,7 +33,8 @@ async def stream_message(
         await response.write(frame.encode())
 
     start = dict(message, content=[], stop_reason=None)
-    start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
+    # message_start carries the input counts (the cache's too, as the API sends them)
+    start["usage"] = {**message["usage"], "output_tokens": 1}
     await send("message_start", {"type": "message_start", "message": start})
     await send("ping", {"type": "ping"})
     stalled_until = time.monotonic() + scripted.ping_seconds
