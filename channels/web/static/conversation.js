@@ -164,6 +164,7 @@ export function showConversation(msg) {
   } else {
     scrollToBottom();
   }
+  document.body.dataset.view = "shown"; // the first view is drawn (the socket opened before)
 }
 
 export function firstTurn(list) {

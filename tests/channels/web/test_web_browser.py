@@ -68,7 +68,14 @@ async def log_in(page: Page, stack: Stack) -> None:
     await page.fill("#token", stack.channel.token)
     await page.click("#login-submit")
     await expect(page).to_have_url(dashboard(stack))
+    await view_shown(page)
+
+
+async def view_shown(page: Page) -> None:
+    """Wait for the dashboard's first view: the socket is open (``live``) before it is
+    drawn, and a check run then saw a page still empty."""
     await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    await expect(page.locator("body")).to_have_attribute("data-view", "shown")
 
 
 async def shot(page: Page, name: str) -> None:
