@@ -27,6 +27,9 @@ function init() {
     if (!text.trim()) return;
     if (submitText(text)) $("input").value = "";
     keepDraft();
+    // Sent with the Send button (Tab, then Enter or Space): back to the box for the
+    // next message, not left on the button.
+    $("input").focus();
   });
   $("input").addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {

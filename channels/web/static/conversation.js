@@ -66,6 +66,9 @@ export function awaitingReply() {
 }
 
 export function setGenerating(on) {
+  // Stop pressed from the keyboard goes away with the reply it stopped: the focus on it
+  // would fall to the page, and the keyboard start again from its top.
+  if (!on && document.activeElement === $("stop")) $("input").focus();
   $("stop").hidden = !on;
   document.body.dataset.generating = on ? "1" : "0";
 }
