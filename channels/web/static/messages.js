@@ -2,7 +2,7 @@
  * "Ask again", and what "/search" and "/status" typed in the chat show. */
 import { sendText, submitText } from "./composer.js";
 import { send } from "./connection.js";
-import { CHANNEL_NAMES, el, icon, kb, toast } from "./helpers.js";
+import { CHANNEL_NAMES, el, icon, kb, nameShown, toast } from "./helpers.js";
 import { state } from "./state.js";
 import { dateTime, relTime } from "./times.js";
 
@@ -17,7 +17,7 @@ export function renderItem(item) {
     who = "You";
     if (item.channel && item.channel !== "web") {
       const name = (state.current && state.current.channel === item.channel && state.current.label) || item.sender || "Owner";
-      who = name + " via " + (CHANNEL_NAMES[item.channel] || item.channel);
+      who = nameShown(name) + " via " + (CHANNEL_NAMES[item.channel] || item.channel);
     }
   }
   meta.appendChild(el("span", "who", who));

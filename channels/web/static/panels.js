@@ -1,5 +1,5 @@
 /* The External panel (people who are not the owner, their tiers, replies) and Analytics. */
-import { el, icon, plural, toast } from "./helpers.js";
+import { el, icon, nameShown, plural, toast } from "./helpers.js";
 import { $ } from "./state.js";
 import { relTime } from "./times.js";
 
@@ -31,8 +31,8 @@ function renderParty(p) {
   card.dataset.party = p.id;
   const head = el("header");
   head.appendChild(icon(p.channel));
-  head.appendChild(el("strong", null, p.name || p.identity));
-  if (p.name) head.appendChild(el("span", "muted", p.identity));
+  head.appendChild(el("strong", null, nameShown(p.name || p.identity)));
+  if (p.name) head.appendChild(el("span", "muted", nameShown(p.identity)));
   head.appendChild(el("span", "tier tag", p.tier));
   // Both directions, each named: the count alone was taken for the whole exchange.
   const counts = plural(p.messageCount, "message") + " (" + p.messagesIn + " in, " + p.messagesOut + " out)";
@@ -67,7 +67,7 @@ function renderParty(p) {
   actions.appendChild(tierButton("Block", "blocked"));
   const reply = el("form", "reply");
   const input = el("input");
-  input.placeholder = "Reply to " + window.showBidiControls(p.name || p.identity);
+  input.placeholder = "Reply to " + window.showBidiControls(nameShown(p.name || p.identity));
   const go = el("button", null, "Reply");
   go.type = "submit";
   reply.appendChild(input);
