@@ -21,6 +21,9 @@ export function renderItem(item) {
     }
   }
   meta.appendChild(el("span", "who", who));
+  // Written by the daemon's offline brain (no language model configured): said beside
+  // the name too, not only in the reply's first line, which read as the model's words.
+  if (item.role !== "user" && item.model === "offline") meta.appendChild(el("span", "tag", "offline · no model"));
   if (item.timestamp) {
     const time = el("time", "when", relTime(item.timestamp));
     time.dateTime = item.timestamp;
