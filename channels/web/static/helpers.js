@@ -77,6 +77,14 @@ export function labelled(label, title) {
   return nameShown(label) + " · " + (RTL.test(title) ? "\u2068" + title + "\u2069" : title);
 }
 
+// A session that ended (it expired, or Log out in another tab): the login page, not
+// "HTTP 401" in a toast (Show all, Ask again) or nothing at all (Analytics).
+export function sessionEnded(r) {
+  if (r.status !== 401) return false;
+  location.href = "/login";
+  return true;
+}
+
 let toastTimer = null;
 export function toast(text) {
   const box = $("toast");

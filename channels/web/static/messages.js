@@ -2,7 +2,7 @@
  * "Ask again", and what "/search" and "/status" typed in the chat show. */
 import { sendText, submitText } from "./composer.js";
 import { send } from "./connection.js";
-import { CHANNEL_NAMES, el, icon, kb, nameShown, toast } from "./helpers.js";
+import { CHANNEL_NAMES, el, icon, kb, nameShown, sessionEnded, toast } from "./helpers.js";
 import { state } from "./state.js";
 import { dateTime, relTime } from "./times.js";
 
@@ -53,6 +53,7 @@ function markFailed(node, meta, item) {
     const url = "/api/conversations/" + encodeURIComponent(state.current.id) + "/turns/" + item.turnNumber + "?role=user";
     try {
       const r = await fetch(url, { credentials: "same-origin" });
+      if (sessionEnded(r)) return;
       if (!r.ok) throw new Error("HTTP " + r.status);
       const question = (await r.json()).turn.content || "";
       if (!submitText(question)) again.disabled = false;
@@ -77,6 +78,7 @@ function renderCut(item, body) {
     const url = "/api/conversations/" + encodeURIComponent(state.current.id) + "/turns/" + item.turnNumber + "?role=" + encodeURIComponent(item.role);
     try {
       const r = await fetch(url, { credentials: "same-origin" });
+      if (sessionEnded(r)) return;
       if (!r.ok) throw new Error("HTTP " + r.status);
       const data = await r.json();
       body.replaceChildren(window.renderMarkdown(data.turn.content || ""));

@@ -1,11 +1,11 @@
 /* The External panel (people who are not the owner, their tiers, replies) and Analytics. */
-import { el, icon, nameShown, plural, toast } from "./helpers.js";
+import { el, icon, nameShown, plural, sessionEnded, toast } from "./helpers.js";
 import { $ } from "./state.js";
 import { relTime } from "./times.js";
 
 async function postJSON(url, body) {
   const r = await fetch(url, { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-  if (r.status === 401) location.href = "/login";
+  if (sessionEnded(r)) return false;
   if (!r.ok) {
     let message = "Request failed";
     try {
@@ -18,7 +18,7 @@ async function postJSON(url, body) {
 
 export async function loadExternal() {
   const r = await fetch("/api/external", { credentials: "same-origin" });
-  if (r.status === 401) return (location.href = "/login");
+  if (sessionEnded(r)) return;
   const data = await r.json();
   const box = $("external-list");
   box.textContent = "";
@@ -89,7 +89,7 @@ export async function loadAnalytics() {
   const stamp = Date.now();
   for (const name of ["conversations", "channels", "topics"]) $("chart-" + name).src = "/analytics/" + name + ".svg?t=" + stamp;
   const r = await fetch("/api/analytics", { credentials: "same-origin" });
-  if (!r.ok) return;
+  if (sessionEnded(r) || !r.ok) return;
   const t = await r.json();
   const box = $("analytics-totals");
   box.textContent = "";

@@ -1,6 +1,6 @@
 /* The Search panel: the query, its filters, pages of results, and opening one. */
 import { send } from "./connection.js";
-import { el, icon, labelled, titleOf } from "./helpers.js";
+import { el, icon, labelled, sessionEnded, titleOf } from "./helpers.js";
 import { rove, showPanel } from "./navigation.js";
 import { $, state } from "./state.js";
 import { dateTime, relTime } from "./times.js";
@@ -71,7 +71,7 @@ export async function runSearch(more) {
   let r, page;
   try {
     r = await fetch("/api/search?" + params, { credentials: "same-origin" });
-    if (r.status === 401) return (location.href = "/login");
+    if (sessionEnded(r)) return;
     // An error from the HTTP layer itself is plain text, not our JSON.
     page = await r.json().catch(() => ({ error: "Search failed (HTTP " + r.status + ")" }));
   } catch (err) {
