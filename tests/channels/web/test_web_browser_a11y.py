@@ -10,8 +10,16 @@ from typing import Any, Literal
 import pytest
 from playwright.async_api import Browser, Locator, Page, expect
 
-from tests.channels.web.conftest import GatedBrain, Stack, start_stack, stop_stack
-from tests.channels.web.test_web_browser import TIMEOUT, browser, log_in, page, send, shot
+from tests.channels.web.conftest import Stack
+from tests.channels.web.test_web_browser import (
+    TIMEOUT,
+    browser,
+    log_in,
+    page,
+    send,
+    shot,
+    streaming_tab,
+)
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
@@ -245,23 +253,11 @@ async def test_stop_from_the_keyboard_leaves_the_focus_in_the_box(
 ) -> None:
     # Regression: Stop vanished with the reply it stopped, with the focus on it: the
     # focus fell to the page.
-    brain = GatedBrain()
-    gated = await start_stack(tmp_path / "gated", brain=brain)
-    context = await browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(TIMEOUT)
-    try:
-        page = await context.new_page()
-        await log_in(page, gated)
-        await send(page, "Write me a long essay")
-        await expect(page.locator("#stop")).to_be_visible()
+    async with streaming_tab(browser, tmp_path / "gated") as page:
         await page.focus("#stop")
         await page.keyboard.press("Enter")
         await expect(page.locator("#stop")).to_be_hidden()
         await expect(page.locator("#input")).to_be_focused()
-    finally:
-        brain.release.set()
-        await context.close()
-        await stop_stack(gated)
 
 
 async def test_the_main_actions_have_names_a_screen_reader_reads(page: Page, stack: Stack) -> None:

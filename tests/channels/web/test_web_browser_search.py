@@ -1,7 +1,7 @@
 """The Search panel in a real browser, on a keyword-only index (the test stack has no
-embedding model): its filters, paging to the end, a search that finds nothing, and
-query syntax typed by the owner. Playwright driving Debian's Chromium against the real
-core (see test_web_browser.py)."""
+embedding model): the conversation filter, a search that finds nothing, and query
+syntax typed by the owner (paging to the end: test_web_browser_pages.py). Playwright
+driving Debian's Chromium against the real core (see test_web_browser.py)."""
 
 from __future__ import annotations
 
@@ -110,21 +110,3 @@ async def test_query_syntax_typed_by_the_owner_is_searched_for(page: Page, stack
         await search(page, query)
         assert conv.id in await found(page), query
     await shot(page, "20-search-syntax")
-
-
-async def test_more_results_pages_to_the_end_once_each(page: Page, stack: Stack) -> None:
-    manager = stack.services.conversations
-    made = set()
-    for n in range(45):
-        conv = await manager.create("web")
-        await manager.append_turn(conv.id, "user", f"the bilby count, day {n}")
-        made.add(conv.id)
-    await log_in(page, stack)
-    await search(page, "bilby")
-    await expect(page.locator("#search-results .result")).to_have_count(20)
-    for shown in (40, 45):
-        await page.click("#search-more")
-        await expect(page.locator("#search-results .result")).to_have_count(shown)
-    await expect(page.locator("#search-more")).to_be_hidden()
-    assert set(await found(page)) == made
-    await expect(page.locator("#search-status")).to_contain_text("45 conversations found")
