@@ -26,12 +26,19 @@ export async function loadExternal() {
   for (const p of data.parties) box.appendChild(renderParty(p));
 }
 
+const NAME_CHARS = 120;
+
 function renderParty(p) {
   const card = el("article", "party tier-" + p.tier);
   card.dataset.party = p.id;
   const head = el("header");
   head.appendChild(icon(p.channel));
-  head.appendChild(el("strong", null, nameShown(p.name || p.identity)));
+  // A stranger's name is theirs to choose: one of 3,000 characters filled the screen.
+  // Cut (between code points), and whole in its tooltip.
+  const name = nameShown(p.name || p.identity);
+  const chars = Array.from(name);
+  const strong = head.appendChild(el("strong", null, chars.length > NAME_CHARS ? chars.slice(0, NAME_CHARS).join("") + "…" : name));
+  strong.title = name;
   if (p.name) head.appendChild(el("span", "muted", nameShown(p.identity)));
   head.appendChild(el("span", "tier tag", p.tier));
   // Both directions, each named: the count alone was taken for the whole exchange.

@@ -14,7 +14,7 @@ from playwright.async_api import Browser, Page, expect
 from bot.brain.base import BrainReply, BrainRequest
 from bot.events import InboundMessage
 from tests.channels.web.conftest import Stack, start_stack, stop_stack
-from tests.channels.web.test_web_browser import browser, log_in, page
+from tests.channels.web.test_web_browser import browser, log_in, page, shot
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
@@ -192,3 +192,37 @@ async def test_zero_width_characters_in_a_name_are_shown(page: Page, stack: Stac
     await expect(names.filter(has_text="[U+200B][U+2060][U+FEFF][U+3164]")).to_have_count(1)
     # the joiners of an emoji sequence or a Persian name (ZWJ, ZWNJ) do their work
     await expect(names.filter(has_text=joined)).to_have_count(1)
+
+
+async def test_a_huge_unbroken_name_does_not_widen_the_page(page: Page, stack: Stack) -> None:
+    # A stranger's name of thousands of characters with no space in the External panel
+    # (regression: it filled the screen), and such words in the owner's own chat.
+    name = "N" * 3000
+    await stack.services.router.deliver(
+        InboundMessage(
+            channel="telegram",
+            sender_id="6161",
+            sender_name=name,
+            text="W" * 5000,
+            message_id="tg-huge-6161",
+            chat_id="6161",
+        )
+    )
+    await stack.deliver_telegram("Z" * 5000 + " and https://example.org/" + "p" * 3000)
+    await log_in(page, stack)
+    width = await page.evaluate("() => window.innerWidth")
+    for panel in ("external", "chat"):
+        await page.click(f'#panel-nav button[data-panel="{panel}"]')
+        if panel == "external":
+            # cut, whole in its tooltip (it filled the screen)
+            shown = page.locator("article.party strong").filter(has_text="NNNN")
+            await expect(shown).to_have_text("N" * 120 + "…")
+            await expect(shown).to_have_attribute("title", name)
+        else:
+            await page.locator(
+                '#conversation-list .conv[data-channel="telegram"] button'
+            ).first.click()
+            await expect(page.locator(".msg-user").last).to_contain_text("ZZZZ")
+        assert await page.evaluate("() => document.documentElement.scrollWidth") <= width, panel
+        assert await page.evaluate("() => document.querySelector('main').scrollWidth") <= width
+        await shot(page, f"21-huge-name-{panel}")
