@@ -87,6 +87,7 @@ class Api:
             before=_int(request, "before", None),
             around=_int(request, "around", None),
             older_than=_int(request, "olderThan", None),
+            newer_than=_int(request, "newerThan", None),
         )
         titles = await derived_titles(self.services, [rec])
         return web.json_response(
@@ -96,6 +97,7 @@ class Api:
                 "hasMore": page.has_more,
                 "olderThan": page.start,
                 "hasNewer": page.has_newer,
+                "newerThan": page.end,
             }
         )
 

@@ -130,6 +130,11 @@ class Feed:
         notice = self.waiting(conversation_id)
         if notice is not None:
             self.tabs.send(client, waiting_frame(conversation_id, notice))
+        self.catch_up_stream(client, conversation_id)
+
+    def catch_up_stream(self, client: Client, conversation_id: str) -> None:
+        """Send ``client`` the reply being written in the conversation so far: it has
+        just reached the end of a conversation whose streamed words it set aside."""
         if conversation_id in self.streaming:
             turn, pieces = self.streaming[conversation_id]
             self.tabs.send(client, stream_frame(conversation_id, turn, "".join(pieces), False))

@@ -40,6 +40,10 @@ class Page:
     # there (``older_than``). "Before the first turn number" skipped what lay between a
     # flood's questions and a page of their late answers (bot/arrivals.py).
     start: int | None = None
+    # Where it ends, when newer items follow: the next newer page begins there
+    # (``newer_than``). Until session 27 a page opened around an old turn could only
+    # jump to the latest one.
+    end: int | None = None
 
 
 def shown_turn(line: dict[str, Any]) -> dict[str, Any]:
@@ -84,21 +88,26 @@ def _forward(reader: LineReader, start: int) -> Iterator[tuple[int, dict[str, An
             yield nxt, view
 
 
-def _end_around(reader: LineReader, hit: int, half: int, max_bytes: int) -> tuple[int, bool]:
-    """Where a page around the turn at ``hit`` ends, and whether newer items follow.
+def _ahead(
+    reader: LineReader, start: int, count: int, max_bytes: int
+) -> tuple[list[dict[str, Any]], int, bool]:
+    """The items from ``start`` on, where they end, and whether newer items follow.
 
-    ``half`` items from the hit on, then the rest of the last turn: a question without
-    its answer, which lay just past the page, read as unanswered."""
-    end, count, cost, last = hit, 0, 0, None
-    for nxt, item in _forward(reader, hit):
+    ``count`` items (fewer past ``max_bytes``, at least one), then the rest of the last
+    turn: a question without its answer, which lay just past the page, read as
+    unanswered."""
+    items: list[dict[str, Any]] = []
+    end, cost, last = start, 0, None
+    for nxt, item in _forward(reader, start):
         number = item.get("turnNumber") if item["type"] == "turn" else None
-        if count >= half or (count and cost + _cost(item) > max_bytes):
+        if len(items) >= count or (items and cost + _cost(item) > max_bytes):
             if last is None or number != last:
-                return end, True
-        end, count, cost = nxt, count + 1, cost + _cost(item)
+                return items, end, True
+        items.append(item)
+        end, cost = nxt, cost + _cost(item)
         if number is not None:
             last = number
-    return end, False
+    return items, end, False
 
 
 def read_page(
@@ -108,18 +117,24 @@ def read_page(
     before: int | None = None,
     around: int | None = None,
     older_than: int | None = None,
+    newer_than: int | None = None,
     max_bytes: int = PAGE_BYTES,
 ) -> Page:
     """The page :func:`~channels.web.views.page_of` would give (``before``: items before
     that turn number; ``around``: a window holding that turn; ``older_than``: the items
-    before that offset, a page's :attr:`Page.start`; else the last), bounded by
-    ``max_bytes`` too. A missing transcript is an empty page. Blocking: run it in a thread.
+    before that offset, a page's :attr:`Page.start`; ``newer_than``: the items from a
+    page's :attr:`Page.end` on; else the last), bounded by ``max_bytes`` too. A missing
+    transcript is an empty page. Blocking: run it in a thread.
     """
     try:
         reader = LineReader(path)
     except FileNotFoundError:
         return Page()
     with reader:
+        if newer_than is not None:
+            start = max(0, min(newer_than, reader.end))
+            items, end, has_newer = _ahead(reader, start, limit, max_bytes)
+            return Page(items, start > 0, has_newer, start, end if has_newer else None)
         end, has_newer = reader.end, False
         if older_than is not None:
             # (an offset inside a line, from a stale or forged cursor, only makes that
@@ -130,7 +145,8 @@ def read_page(
         elif around is not None:
             hit = reader.turn_offset(around)
             if hit < reader.end:
-                end, has_newer = _end_around(reader, hit, max(limit // 2, 1), max_bytes // 2)
+                _, end, has_newer = _ahead(reader, hit, max(limit // 2, 1), max_bytes // 2)
+        after = end if has_newer else None  # where the next newer page begins
         older = _backward(reader, end)
         page: list[tuple[int, dict[str, Any]]] = []  # newest first until reversed below
         cost, left_out = 0, None
@@ -142,13 +158,13 @@ def read_page(
             cost += _cost(entry[1])
         page.reverse()
         if left_out is None:
-            return Page([item for _, item in page], False, has_newer)
+            return Page([item for _, item in page], False, has_newer, None, after)
         # Begin where paging on from here ends ("before" the first turn number): notes
         # before the first turn come with the next page, and a question sharing its
         # number with the answer that begins the page comes with this one.
         first = next((i for i, (_, it) in enumerate(page) if it["type"] == "turn"), None)
         if first is None:
-            return Page([item for _, item in page], True, has_newer, page[0][0])
+            return Page([item for _, item in page], True, has_newer, page[0][0], after)
         number, more = page[first][1]["turnNumber"], False
         # Notes before the page's first turn, newest first: on the next page unless a
         # turn of the same number comes before them.
@@ -164,7 +180,7 @@ def read_page(
                 break
             page = [entry, *reversed(pending), *page]
             pending = []
-        return Page([item for _, item in page], more or bool(pending), has_newer, page[0][0])
+        return Page([item for _, item in page], more or bool(pending), has_newer, page[0][0], after)
 
 
 def read_turn(path: Path, number: int, role: str) -> dict[str, Any] | None:

@@ -175,13 +175,20 @@ class WebChannel:
         before: int | None = None,
         around: int | None = None,
         older_than: int | None = None,
+        newer_than: int | None = None,
     ) -> Page:
         """A page of the chat (:func:`channels.web.pages.read_page`), read in a thread."""
         path = self._transcript(conversation_id)
         if path is None:
             return Page()
         return await asyncio.to_thread(
-            read_page, path, limit=limit, before=before, around=around, older_than=older_than
+            read_page,
+            path,
+            limit=limit,
+            before=before,
+            around=around,
+            older_than=older_than,
+            newer_than=newer_than,
         )
 
     async def read_turn(self, conversation_id: str, number: int, role: str) -> Any:

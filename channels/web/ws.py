@@ -3,13 +3,15 @@
 Client → server: ``new_conversation``, ``switch_conversation`` {conversationId,
 aroundTurn?}, ``rename_conversation`` {title, conversationId?}, ``send_message`` {text,
 conversationId?}, ``stop_generation``, ``set_model`` {model}, ``load_more``
-{conversationId, beforeTurn}, ``ping``.
+{conversationId, olderThan}, ``load_newer`` {conversationId, newerThan}, ``ping``.
 
-Server → client: ``conversation_loaded`` {conversation, turns, hasMore, hasNewer, models},
+Server → client: ``conversation_loaded`` {conversation, turns, hasMore, olderThan,
+hasNewer, newerThan, models},
 ``conversation_list`` {conversations, activeMinutes, hasMore}, ``conversation_list_more``
 {conversations, hasMore} (after ``list_more`` {offset}), ``conversation_created``,
 ``conversation_renamed``, ``conversation_updated`` {conversationId, turn?, event?,
-conversation?}, ``history`` {conversationId, turns, hasMore}, ``stream``
+conversation?}, ``history`` {conversationId, turns, hasMore, olderThan}, ``newer`` {conversationId,
+turns, hasNewer, newerThan}, ``stream``
 {conversationId, turnNumber, delta, done}, ``reply``, ``notice``, ``external_updated``,
 ``error``, ``pong``.
 
@@ -32,6 +34,7 @@ from aiohttp import WSMsgType, web
 
 from channels.web.edits import rename_conversation, set_model
 from channels.web.feed import Feed
+from channels.web.paging import PAGE_SIZE, load_newer, load_older
 from channels.web.sending import SentRefs, send_message
 from channels.web.tabs import Client, Tabs
 from channels.web.titles import derived_titles
@@ -42,7 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("my_agent.web.ws")
 
-PAGE_SIZE = 50
 LIST_SIZE = 200
 
 
@@ -209,6 +211,7 @@ class WsHub:
                 "hasMore": page.has_more,
                 "olderThan": page.start,
                 "hasNewer": page.has_newer,
+                "newerThan": page.end,
                 "models": self._models(),
                 "timeZone": self._zone(),
                 "focusTurn": around,
@@ -232,7 +235,9 @@ class WsHub:
                 around=around if isinstance(around, int) else None,
             )
         elif kind == "load_more":
-            await self._load_more(client, data)
+            await load_older(self, client, data)
+        elif kind == "load_newer":
+            await load_newer(self, client, data)
         elif kind == "list_more":
             await self._list_more(client, data)
         elif kind == "rename_conversation":
@@ -266,28 +271,5 @@ class WsHub:
                 "type": "conversation_list_more",
                 "conversations": [conversation_meta(r, titles) for r in records[:LIST_SIZE]],
                 "hasMore": len(records) > LIST_SIZE,
-            },
-        )
-
-    async def _load_more(self, client: Client, data: dict[str, Any]) -> None:
-        cid, before = data.get("conversationId"), data.get("beforeTurn")
-        # The page's own cursor, or a turn number (the older protocol): the items before
-        # a question missed what lay between it and the late answers a page began with.
-        older = data.get("olderThan")
-        if not isinstance(older, int) or isinstance(older, bool):
-            older = None
-        if not isinstance(cid, str) or (older is None and not isinstance(before, int)):
-            return
-        page = await self.channel.read_page(
-            cid, PAGE_SIZE, before=before if older is None else None, older_than=older
-        )
-        self.send(
-            client,
-            {
-                "type": "history",
-                "conversationId": cid,
-                "turns": page.items,
-                "hasMore": page.has_more,
-                "olderThan": page.start,
             },
         )

@@ -11,7 +11,7 @@
  */
 import { keepDraft, keepDraftSoon, restoreDraft, submitText } from "./composer.js";
 import { connect, reconnectNow, send } from "./connection.js";
-import { finishRename, jumpToLatest, loadOlder, OLDER_MARGIN_PX, renderHeader, startRename } from "./conversation.js";
+import { finishRename, jumpToLatest, loadNewer, loadOlder, NEWER_MARGIN_PX, OLDER_MARGIN_PX, renderHeader, startRename } from "./conversation.js";
 import { arrowKeys, fitViewport, onHistory, showList, showPanel } from "./navigation.js";
 import { restoreQueued } from "./queue.js";
 import { runSearch } from "./search.js";
@@ -27,6 +27,9 @@ function init() {
     if (!text.trim()) return;
     if (submitText(text)) $("input").value = "";
     keepDraft();
+    // Sent with the Send button (Tab, then Enter or Space): back to the box for the
+    // next message, not left on the button.
+    $("input").focus();
   });
   $("input").addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
@@ -59,9 +62,12 @@ function init() {
   $("load-newer").addEventListener("click", jumpToLatest);
   $("load-more").addEventListener("click", loadOlder);
   // Scrolled near the top: the older page comes without a click (until session 26
-  // each 50 of a 5,000-turn conversation took a click on the button).
+  // each 50 of a 5,000-turn conversation took a click on the button); near the bottom
+  // of a conversation opened around an old turn, the newer page does.
   $("messages").addEventListener("scroll", () => {
-    if ($("messages").scrollTop < OLDER_MARGIN_PX) loadOlder();
+    const box = $("messages");
+    if (box.scrollTop < OLDER_MARGIN_PX) loadOlder();
+    if (box.scrollHeight - box.scrollTop - box.clientHeight < NEWER_MARGIN_PX) loadNewer();
   }, { passive: true });
   for (const b of document.querySelectorAll("#panel-nav button"))
     b.addEventListener("click", () => {

@@ -1,7 +1,7 @@
 /* The WebSocket: connecting, reconnecting with backoff, the status it shows, and send().
  * Each frame that arrives goes to its handler in handlers.js. */
 import { HANDLERS } from "./handlers.js";
-import { toast } from "./helpers.js";
+import { sessionEnded, toast } from "./helpers.js";
 import { addressView } from "./navigation.js";
 import { showQueued } from "./queue.js";
 import { $, state } from "./state.js";
@@ -46,11 +46,9 @@ export function connect() {
     setStatus("offline, reconnecting…", "offline");
     // A refused upgrade may mean the session expired: the API tells us which.
     fetch("/api/conversations?limit=1", { credentials: "same-origin" })
-      .then((r) => {
-        if (r.status === 401) location.href = "/login";
-      })
+      .then(sessionEnded)
       .catch(() => {});
-    state.loadingOlder = false; // its page is not coming: the reload brings a new one
+    state.loadingOlder = state.loadingNewer = false; // its page is not coming: the reload brings a new one
     scheduleRetry();
     showQueued(); // "waiting for the connection"
   };

@@ -1,7 +1,7 @@
 /* The conversation in view: its page of turns, the reply streaming in, older pages,
  * the header (title, rename, model selector) and Stop. */
 import { send } from "./connection.js";
-import { el, icon, titleOf } from "./helpers.js";
+import { el, icon, nameShown, titleOf } from "./helpers.js";
 import { renderItem } from "./messages.js";
 import { updateAddress } from "./navigation.js";
 import { flushQueued, settleUnsent, showQueued } from "./queue.js";
@@ -66,6 +66,9 @@ export function awaitingReply() {
 }
 
 export function setGenerating(on) {
+  // Stop pressed from the keyboard goes away with the reply it stopped: the focus on it
+  // would fall to the page, and the keyboard start again from its top.
+  if (!on && document.activeElement === $("stop")) $("input").focus();
   $("stop").hidden = !on;
   document.body.dataset.generating = on ? "1" : "0";
 }
@@ -143,6 +146,8 @@ export function showConversation(msg) {
   // shown under it (they would seem to follow it directly); the button, or sending a
   // message, jumps to the latest.
   state.behind = !!msg.hasNewer;
+  state.newerThan = msg.newerThan;
+  state.loadingNewer = false;
   $("load-newer").hidden = !state.behind;
   $("empty-state").hidden = !!(msg.turns && msg.turns.length);
   if (state.reconnected) {
@@ -162,6 +167,7 @@ export function showConversation(msg) {
   } else {
     scrollToBottom();
   }
+  document.body.dataset.view = "shown"; // the first view is drawn (the socket opened before)
 }
 
 export function firstTurn(list) {
@@ -190,7 +196,7 @@ export function renderHeader() {
   const chan = $("chat-channel");
   chan.textContent = "";
   chan.appendChild(icon(c ? c.channel : "web"));
-  $("chat-label").textContent = c && c.label ? window.showBidiControls(c.label) : "";
+  $("chat-label").textContent = c && c.label ? window.showBidiControls(nameShown(c.label)) : "";
   $("readonly-badge").hidden = !readOnly;
   $("composer").hidden = readOnly;
   $("readonly-note").hidden = !readOnly;
@@ -217,6 +223,31 @@ export function loadOlder() {
   const id = state.current.id;
   const cursor = state.olderThan != null ? { olderThan: state.olderThan } : state.oldestTurn != null ? { beforeTurn: state.oldestTurn } : null;
   if (cursor && send({ type: "load_more", conversationId: id, ...cursor })) state.loadingOlder = true;
+}
+
+// The page after the one shown last, once at a time (scrolling near the bottom of a
+// conversation opened around an old turn): until session 27 newer turns came only with
+// "Jump to the latest", which left the turns between behind.
+export const NEWER_MARGIN_PX = 300;
+export function loadNewer() {
+  if (state.loadingNewer || !state.behind || !state.current || state.newerThan == null) return;
+  const id = state.current.id;
+  if (send({ type: "load_newer", conversationId: id, newerThan: state.newerThan })) state.loadingNewer = true;
+}
+
+// A newer page goes in under the last: below the view, so nothing in view moves.
+// The last one brings the tab up to date: new turns are shown from then on.
+export function showNewer(msg) {
+  if (!state.current || msg.conversationId !== state.current.id || !state.behind) return;
+  state.loadingNewer = false;
+  const box = $("messages");
+  const top = box.scrollTop;
+  for (const item of msg.turns || []) place(renderItem(item));
+  state.newerThan = msg.newerThan;
+  state.behind = !!msg.hasNewer;
+  $("load-newer").hidden = !state.behind;
+  box.scrollTop = top; // (the button under the last page, hidden, took its height away)
+  if (!state.behind) setGenerating(awaitingReply());
 }
 
 export function jumpToLatest() {

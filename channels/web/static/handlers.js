@@ -1,6 +1,6 @@
 /* One handler per frame type the server sends over the WebSocket (connection.js). */
 import { restoreInput } from "./composer.js";
-import { announce, appendTurn, awaitingReply, firstTurn, items, onStream, place, renderHeader, scrollToBottom, setGenerating, showConversation } from "./conversation.js";
+import { announce, appendTurn, awaitingReply, firstTurn, items, onStream, place, renderHeader, scrollToBottom, setGenerating, showConversation, showNewer } from "./conversation.js";
 import { toast } from "./helpers.js";
 import { renderEvent, renderItem, renderNotice } from "./messages.js";
 import { loadExternal } from "./panels.js";
@@ -63,6 +63,7 @@ export const HANDLERS = {
     state.olderThan = msg.olderThan;
     $("load-more").hidden = !msg.hasMore;
   },
+  newer: showNewer,
   stream: onStream,
   reply(msg) {
     // A conversation reply is already in the transcript and arrived as its turn

@@ -56,6 +56,16 @@ export function titleOf(meta) {
   return window.showBidiControls((meta && meta.title) || "New conversation");
 }
 
+// Invisible characters in a name (zero-width space, word joiner, byte order mark,
+// Hangul fillers...) are shown as what they are, e.g. [U+200B]: a stranger named
+// "Ha\u200Bnan" read exactly as the owner's contact Hanan, and one named nothing else
+// showed no name at all. The joiners that emoji sequences and Persian names need (ZWJ,
+// ZWNJ) do their work. Names only: message text keeps them as typed.
+const HIDDEN = /[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B\u2060-\u2064\u206A-\u206F\u3164\uFEFF\uFFA0]/g;
+export function nameShown(name) {
+  return String(name).replace(HIDDEN, (c) => "[U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "]");
+}
+
 // Hebrew, Arabic, Syriac, Thaana, N'Ko... (the strong right-to-left blocks)
 const RTL = /[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFF]|\uD802[\uDC00-\uDFFF]|\uD803[\uDC00-\uDE7F]|\uD83A[\uDC00-\uDFFF]|\uD83B[\uDC00-\uDEFF]/;
 
@@ -64,7 +74,15 @@ const RTL = /[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFF]|\uD802[\uDC00-\uDFFF]|\uD
 // at the end of one) does not reorder the label and the dot around it.
 export function labelled(label, title) {
   if (!label) return title;
-  return label + " · " + (RTL.test(title) ? "\u2068" + title + "\u2069" : title);
+  return nameShown(label) + " · " + (RTL.test(title) ? "\u2068" + title + "\u2069" : title);
+}
+
+// A session that ended (it expired, or Log out in another tab): the login page, not
+// "HTTP 401" in a toast (Show all, Ask again) or nothing at all (Analytics).
+export function sessionEnded(r) {
+  if (r.status !== 401) return false;
+  location.href = "/login";
+  return true;
 }
 
 let toastTimer = null;

@@ -2,7 +2,7 @@
  * "Ask again", and what "/search" and "/status" typed in the chat show. */
 import { sendText, submitText } from "./composer.js";
 import { send } from "./connection.js";
-import { CHANNEL_NAMES, el, icon, kb, toast } from "./helpers.js";
+import { CHANNEL_NAMES, el, icon, kb, nameShown, sessionEnded, toast } from "./helpers.js";
 import { state } from "./state.js";
 import { dateTime, relTime } from "./times.js";
 
@@ -17,10 +17,13 @@ export function renderItem(item) {
     who = "You";
     if (item.channel && item.channel !== "web") {
       const name = (state.current && state.current.channel === item.channel && state.current.label) || item.sender || "Owner";
-      who = name + " via " + (CHANNEL_NAMES[item.channel] || item.channel);
+      who = nameShown(name) + " via " + (CHANNEL_NAMES[item.channel] || item.channel);
     }
   }
   meta.appendChild(el("span", "who", who));
+  // Written by the daemon's offline brain (no language model configured): said beside
+  // the name too, not only in the reply's first line, which read as the model's words.
+  if (item.role !== "user" && item.model === "offline") meta.appendChild(el("span", "tag", "offline · no model"));
   if (item.timestamp) {
     const time = el("time", "when", relTime(item.timestamp));
     time.dateTime = item.timestamp;
@@ -50,6 +53,7 @@ function markFailed(node, meta, item) {
     const url = "/api/conversations/" + encodeURIComponent(state.current.id) + "/turns/" + item.turnNumber + "?role=user";
     try {
       const r = await fetch(url, { credentials: "same-origin" });
+      if (sessionEnded(r)) return;
       if (!r.ok) throw new Error("HTTP " + r.status);
       const question = (await r.json()).turn.content || "";
       if (!submitText(question)) again.disabled = false;
@@ -74,6 +78,7 @@ function renderCut(item, body) {
     const url = "/api/conversations/" + encodeURIComponent(state.current.id) + "/turns/" + item.turnNumber + "?role=" + encodeURIComponent(item.role);
     try {
       const r = await fetch(url, { credentials: "same-origin" });
+      if (sessionEnded(r)) return;
       if (!r.ok) throw new Error("HTTP " + r.status);
       const data = await r.json();
       body.replaceChildren(window.renderMarkdown(data.turn.content || ""));

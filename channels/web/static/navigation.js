@@ -2,6 +2,7 @@
  * phone's folding list and on-screen keyboard, and arrow keys in lists. */
 import { send } from "./connection.js";
 import { loadAnalytics, loadExternal } from "./panels.js";
+import { offerConversations } from "./search.js";
 import { $, state } from "./state.js";
 
 // The on-screen keyboard of a phone shrinks the visual viewport only: the page kept its
@@ -98,6 +99,7 @@ export function showPanel(name) {
   } else if (name === "analytics") {
     loadAnalytics();
   } else if (name === "search") {
+    offerConversations();
     $("search-input").focus();
   }
 }

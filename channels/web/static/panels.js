@@ -1,11 +1,11 @@
 /* The External panel (people who are not the owner, their tiers, replies) and Analytics. */
-import { el, icon, plural, toast } from "./helpers.js";
+import { el, icon, nameShown, plural, sessionEnded, toast } from "./helpers.js";
 import { $ } from "./state.js";
 import { relTime } from "./times.js";
 
 async function postJSON(url, body) {
   const r = await fetch(url, { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-  if (r.status === 401) location.href = "/login";
+  if (sessionEnded(r)) return false;
   if (!r.ok) {
     let message = "Request failed";
     try {
@@ -18,7 +18,7 @@ async function postJSON(url, body) {
 
 export async function loadExternal() {
   const r = await fetch("/api/external", { credentials: "same-origin" });
-  if (r.status === 401) return (location.href = "/login");
+  if (sessionEnded(r)) return;
   const data = await r.json();
   const box = $("external-list");
   box.textContent = "";
@@ -26,13 +26,20 @@ export async function loadExternal() {
   for (const p of data.parties) box.appendChild(renderParty(p));
 }
 
+const NAME_CHARS = 120;
+
 function renderParty(p) {
   const card = el("article", "party tier-" + p.tier);
   card.dataset.party = p.id;
   const head = el("header");
   head.appendChild(icon(p.channel));
-  head.appendChild(el("strong", null, p.name || p.identity));
-  if (p.name) head.appendChild(el("span", "muted", p.identity));
+  // A stranger's name is theirs to choose: one of 3,000 characters filled the screen.
+  // Cut (between code points), and whole in its tooltip.
+  const name = nameShown(p.name || p.identity);
+  const chars = Array.from(name);
+  const strong = head.appendChild(el("strong", null, chars.length > NAME_CHARS ? chars.slice(0, NAME_CHARS).join("") + "…" : name));
+  strong.title = name;
+  if (p.name) head.appendChild(el("span", "muted", nameShown(p.identity)));
   head.appendChild(el("span", "tier tag", p.tier));
   // Both directions, each named: the count alone was taken for the whole exchange.
   const counts = plural(p.messageCount, "message") + " (" + p.messagesIn + " in, " + p.messagesOut + " out)";
@@ -67,7 +74,7 @@ function renderParty(p) {
   actions.appendChild(tierButton("Block", "blocked"));
   const reply = el("form", "reply");
   const input = el("input");
-  input.placeholder = "Reply to " + window.showBidiControls(p.name || p.identity);
+  input.placeholder = "Reply to " + window.showBidiControls(nameShown(p.name || p.identity));
   const go = el("button", null, "Reply");
   go.type = "submit";
   reply.appendChild(input);
@@ -89,7 +96,7 @@ export async function loadAnalytics() {
   const stamp = Date.now();
   for (const name of ["conversations", "channels", "topics"]) $("chart-" + name).src = "/analytics/" + name + ".svg?t=" + stamp;
   const r = await fetch("/api/analytics", { credentials: "same-origin" });
-  if (!r.ok) return;
+  if (sessionEnded(r) || !r.ok) return;
   const t = await r.json();
   const box = $("analytics-totals");
   box.textContent = "";

@@ -1,6 +1,6 @@
 /* The Search panel: the query, its filters, pages of results, and opening one. */
 import { send } from "./connection.js";
-import { el, icon, labelled } from "./helpers.js";
+import { el, icon, labelled, sessionEnded, titleOf } from "./helpers.js";
 import { rove, showPanel } from "./navigation.js";
 import { $, state } from "./state.js";
 import { dateTime, relTime } from "./times.js";
@@ -13,6 +13,7 @@ function searchParams() {
   if (!q) return null;
   const params = new URLSearchParams({ q });
   if ($("search-channel").value) params.set("channel", $("search-channel").value);
+  if ($("search-conversation").value) params.set("conversation", $("search-conversation").value);
   const from = $("search-from").value;
   const to = $("search-to").value;
   if (from && to && from > to) return { error: "The start date " + from + " is after the end date " + to + "." };
@@ -22,6 +23,31 @@ function searchParams() {
   if (from) params.set("from", from);
   if (to) params.set("to", to);
   return { q, params };
+}
+
+// The conversation filter offers the conversation in the chat (and keeps the one chosen
+// before, if the chat moved on): until session 27 the panel could not search within one
+// conversation, which the API and /search could.
+export function offerConversations() {
+  const select = $("search-conversation");
+  const chosen = select.value;
+  const kept = chosen ? select.querySelector('option[value="' + CSS.escape(chosen) + '"]') : null;
+  select.textContent = "";
+  select.appendChild(el("option", null, "Every conversation")).value = "";
+  const c = state.current;
+  if (c) select.appendChild(el("option", null, "In “" + titleOf(c) + "”")).value = c.id;
+  if (kept && (!c || c.id !== chosen)) select.appendChild(kept);
+  select.value = chosen;
+}
+
+// What a search that found nothing was limited to, for its status.
+function filtersOf(params) {
+  const parts = [];
+  if (params.get("channel")) parts.push($("search-channel").selectedOptions[0].textContent);
+  if (params.get("conversation")) parts.push("one conversation");
+  if (params.get("from")) parts.push("from " + params.get("from"));
+  if (params.get("to")) parts.push("to " + params.get("to"));
+  return parts.length ? " (" + parts.join(", ") + ")" : "";
 }
 
 export async function runSearch(more) {
@@ -45,7 +71,7 @@ export async function runSearch(more) {
   let r, page;
   try {
     r = await fetch("/api/search?" + params, { credentials: "same-origin" });
-    if (r.status === 401) return (location.href = "/login");
+    if (sessionEnded(r)) return;
     // An error from the HTTP layer itself is plain text, not our JSON.
     page = await r.json().catch(() => ({ error: "Search failed (HTTP " + r.status + ")" }));
   } catch (err) {
@@ -65,6 +91,12 @@ export async function runSearch(more) {
   // total_exact false: more turns match than the ranking read; "more" lists the rest
   const total = page.total + (page.total_exact === false ? "+" : "");
   let status = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+  // "0 conversations found (keyword)" read like a fault of the search
+  const nothing = !more && !page.results.length;
+  if (nothing) {
+    const shown = window.showBidiControls(q.length > 80 ? q.slice(0, 80) + "…" : q);
+    status = "Nothing found for “" + shown + "”" + filtersOf(params);
+  }
   // The listing stops at a bound (bot/search/tail.py TAIL_LIMIT) with more still
   // matching: say so, or the last page read as the end of the matches.
   if (!page.next_cursor && page.total_exact === false) status += ". More match than can be listed: use more words, or a channel or date filter, to reach the rest.";
@@ -72,6 +104,7 @@ export async function runSearch(more) {
   // with the query, and when none is close in meaning either (SearchPage.match).
   if (page.match === "meaning") status += ". None uses these words: the closest by meaning.";
   if (page.match === "loose") status += ". Nothing uses these words or comes close in meaning: the nearest, probably unrelated.";
+  if (nothing && !page.match) status += ".";
   if (page.no_words) status = "Nothing to search for: type words to look for.";
   $("search-status").textContent = status;
   $("search-more").hidden = !page.next_cursor;

@@ -26,6 +26,7 @@ export const state = {
   queued: [],
   flushing: null, // the ref of the held message in flight
   loadingOlder: false, // a load_more is on its way
+  loadingNewer: false, // a load_newer is on its way
   restored: false, // held messages came back from sessionStorage: check the first
   retryTimer: null,
   retryAt: 0,
@@ -36,6 +37,7 @@ export const state = {
   streams: new Map(), // turnNumber -> {node, text}
   oldestTurn: null,
   olderThan: null,
+  newerThan: null, // where the page after the last one shown begins (while behind)
   focusTurns: [],
   panel: "chat",
   search: { query: null, params: null, cursor: null }, // the query shown and its next page

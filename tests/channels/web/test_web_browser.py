@@ -4,9 +4,11 @@ Screenshots of the main screens go to test-artifacts/screenshots/."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,7 +70,14 @@ async def log_in(page: Page, stack: Stack) -> None:
     await page.fill("#token", stack.channel.token)
     await page.click("#login-submit")
     await expect(page).to_have_url(dashboard(stack))
+    await view_shown(page)
+
+
+async def view_shown(page: Page) -> None:
+    """Wait for the dashboard's first view: the socket is open (``live``) before it is
+    drawn, and a check run then saw a page still empty."""
     await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    await expect(page.locator("body")).to_have_attribute("data-view", "shown")
 
 
 async def shot(page: Page, name: str) -> None:
@@ -346,9 +355,12 @@ async def test_analytics_charts_render(page: Page, stack: Stack) -> None:
     await shot(page, "07-analytics")
 
 
-async def test_stop_button_stops_generation(browser: Browser, tmp_path) -> None:
+@contextlib.asynccontextmanager
+async def streaming_tab(browser: Browser, data_dir: Path) -> AsyncIterator[Page]:
+    """A daemon of its own on a :class:`GatedBrain`, and a tab logged in to it that has
+    asked a question whose reply is streaming (its first words shown, Stop visible)."""
     brain = GatedBrain()
-    gated = await start_stack(tmp_path / "gated", brain=brain)
+    gated = await start_stack(data_dir, brain=brain)
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(TIMEOUT)
     try:
@@ -357,16 +369,21 @@ async def test_stop_button_stops_generation(browser: Browser, tmp_path) -> None:
         await send(page, "Write me a long essay")
         await expect(page.locator(".msg.streaming")).to_contain_text("Thinking about it")
         await expect(page.locator("#stop")).to_be_visible()
+        yield page
+    finally:
+        brain.release.set()
+        await context.close()
+        await stop_stack(gated)
+
+
+async def test_stop_button_stops_generation(browser: Browser, tmp_path) -> None:
+    async with streaming_tab(browser, tmp_path / "gated") as page:
         await shot(page, "09-streaming")
         await page.click("#stop")
         final = page.locator(".msg-assistant:not(.streaming)")
         await expect(final).to_contain_text("Thinking about it")
         await expect(page.locator("#stop")).to_be_hidden()
         assert "done." not in await final.inner_text()
-    finally:
-        brain.release.set()
-        await context.close()
-        await stop_stack(gated)
 
 
 async def test_load_older_new_conversation_and_model(page: Page, stack: Stack) -> None:

@@ -4,13 +4,22 @@ Playwright driving Debian's Chromium against the real core (see test_web_browser
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 from playwright.async_api import Browser, Locator, Page, expect
 
 from tests.channels.web.conftest import Stack
-from tests.channels.web.test_web_browser import TIMEOUT, browser, log_in, page, send, shot
+from tests.channels.web.test_web_browser import (
+    TIMEOUT,
+    browser,
+    log_in,
+    page,
+    send,
+    shot,
+    streaming_tab,
+)
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
@@ -222,3 +231,60 @@ async def test_text_is_readable_in_light_and_dark_mode(browser: Browser, stack: 
     assert dark["background"] != light["background"], (dark, light)
     body = [int(x) for x in dark["background"].split(" rgb")[-1].strip("()").split(",")]
     assert sum(body) < 150, dark["background"]  # dark, not just different
+
+
+async def test_sending_with_the_send_button_goes_back_to_the_box(page: Page, stack: Stack) -> None:
+    # Regression: sent from the keyboard with the Send button, the focus stayed on the
+    # button: the next message took a Shift+Tab first.
+    await stack.services.conversations.create("web")
+    await log_in(page, stack)
+    await page.focus("#input")
+    await page.keyboard.type("sent from the keyboard")
+    await page.keyboard.press("Tab")
+    await expect(page.locator("#send")).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(page.locator(".msg-user .msg-body").last).to_have_text("sent from the keyboard")
+    await expect(page.locator("#input")).to_be_focused()
+    await expect(page.locator("#input")).to_have_value("")
+
+
+async def test_stop_from_the_keyboard_leaves_the_focus_in_the_box(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Regression: Stop vanished with the reply it stopped, with the focus on it: the
+    # focus fell to the page.
+    async with streaming_tab(browser, tmp_path / "gated") as page:
+        await page.focus("#stop")
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#stop")).to_be_hidden()
+        await expect(page.locator("#input")).to_be_focused()
+
+
+async def test_the_main_actions_have_names_a_screen_reader_reads(page: Page, stack: Stack) -> None:
+    conv = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(conv.id, "user", "a named chat")
+    await stack.services.conversations.rename(conv.id, "Named chat")
+    await log_in(page, stack)
+    for role, name in [
+        ("button", "Send"),
+        ("button", "+ New conversation"),
+        ("combobox", "Model"),
+        ("textbox", "Message"),
+        ("button", "Search"),
+    ]:
+        await expect(page.get_by_role(role, name=name, exact=True)).to_have_count(1)
+    # the title says it can be renamed (it is a heading, not a button)
+    await expect(page.locator("#chat-title")).to_have_accessible_description(
+        "Press Enter to rename"
+    )
+    await expect(
+        page.locator("#conversation-list").get_by_role("button", name="Named chat")
+    ).to_be_visible()
+    await page.click('#panel-nav button[data-panel="search"]')
+    for role, name in [
+        ("searchbox", "Search query"),
+        ("combobox", "Channel"),
+        ("combobox", "Conversation"),
+        ("button", "Search"),
+    ]:
+        await expect(page.get_by_role(role, name=name, exact=True).first).to_be_visible()

@@ -1,6 +1,6 @@
 """An error from the brain in a real browser: shown once, marked as an error (also after a
-reload), and the question can be asked again. Playwright driving Debian's Chromium
-against the real core (see test_web_browser.py)."""
+reload), and the question can be asked again; a reply of the offline brain is labelled.
+Playwright driving Debian's Chromium against the real core (see test_web_browser.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Page, expect
 
 from bot.brain.base import BrainReply, BrainRequest
-from tests.channels.web.test_web_browser import browser, send, shot
+from tests.channels.web.conftest import Stack
+from tests.channels.web.test_web_browser import browser, log_in, page, send, shot
 from tests.channels.web.test_web_browser_phone import phone_on
 
-__all__ = ["browser"]  # fixture shared with test_web_browser.py
+__all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 
@@ -62,3 +63,15 @@ async def test_a_failed_answer_is_marked_once_and_can_be_asked_again(
             "Milk, eggs and bread."
         )
         await expect(failed).to_have_count(1)
+
+
+async def test_a_reply_of_the_offline_brain_is_labelled_beside_its_name(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: only its first line said so; "Assistant" above it read as a model's.
+    await log_in(page, stack)
+    await send(page, "what did we say about the garden?")
+    reply = page.locator(".msg-assistant:not(.streaming)").last
+    await expect(reply.locator(".msg-meta .tag")).to_have_text("offline · no model")
+    await expect(reply.locator(".msg-body")).to_contain_text("offline mode")
+    await expect(page.locator(".msg-user .msg-meta .tag")).to_have_count(0)

@@ -12,8 +12,9 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from bot.brain.base import BrainReply, BrainRequest
+from bot.events import InboundMessage
 from tests.channels.web.conftest import Stack, start_stack, stop_stack
-from tests.channels.web.test_web_browser import browser, log_in, page
+from tests.channels.web.test_web_browser import browser, log_in, page, shot
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
@@ -126,3 +127,102 @@ async def test_a_long_streamed_reply_is_not_rerendered_per_word(
         brain.release.set()
         await context.close()
         await stop_stack(chatty)
+
+
+ODD_LINKS = "\n".join(
+    [
+        "[a](javascript:alert(1)) [b](JaVaScRiPt:alert(2)) [c](java\tscript:alert(3))",
+        "[d](\u0000javascript:alert(4)) [e]( javascript:alert(5)) [f](&#106;avascript:alert(6))",
+        "[g](data:text/html,<script>alert(7)</script>) [h](vbscript:msgbox(8)) [i](file:///etc/passwd)",
+        "[j](blob:https://x.org/1) [k](/api/conversations) [l](#c=x) [m](ftp://x.org/)",
+        "[n](intent://x#Intent;end) [o](chrome://settings) [p](about:blank)",
+        "<javascript:alert(9)> javascript:alert(10) data:text/html,x",
+        "[fine](https://example.org/a?b=c) [mail](mailto:a@example.org) http://example.com/x",
+        "[//host](//evil.example/x) [sp](https://exa mple.org)",
+    ]
+)
+
+
+async def test_only_http_https_and_mailto_links_are_made(page: Page, stack: Stack) -> None:
+    # Whatever scheme a stranger's message names, a link goes to an http(s) or mailto
+    # address, opens in a new tab without a handle on this one, and the rest is text.
+    await stack.deliver_telegram(ODD_LINKS, name="Hanan")
+    await log_in(page, stack)
+    await page.locator('#conversation-list .conv[data-channel="telegram"] button').first.click()
+    body = page.locator(".msg-user .msg-body").filter(has_text="[h](vbscript")
+    await expect(body).to_have_count(1)
+    links: list[list[str]] = await body.locator("a").evaluate_all(
+        "(nodes) => nodes.map((a) => [a.protocol, a.rel, a.target, a.href])"
+    )
+    assert links, "the safe links are links"
+    for protocol, rel, target, href in links:
+        assert protocol in ("http:", "https:", "mailto:"), href
+        assert "noopener" in rel.split() and "noreferrer" in rel.split(), href
+        assert target == "_blank", href
+    hrefs = {href for *_, href in links}
+    assert {"https://example.org/a?b=c", "mailto:a@example.org"} <= hrefs
+    assert not any(h.startswith(f"{stack.url}") for h in hrefs)  # no link into the dashboard
+    await expect(body).to_contain_text("[g](data:text/html,<script>alert(7)</script>)")
+    assert await page.evaluate("() => window.__pwned") is None
+
+
+async def test_zero_width_characters_in_a_name_are_shown(page: Page, stack: Stack) -> None:
+    # Regression: a stranger named "Ha\u200bnan" read exactly as the owner's contact
+    # Hanan, and one named only invisible characters showed as no name at all.
+    joined = "\U0001f469\u200d\U0001f4bb \u0645\u06cc\u200c\u062e"  # emoji ZWJ, Persian ZWNJ
+    for sender, name in (
+        ("5151", "Ha\u200bnan"),
+        ("5252", "\u200b\u2060\ufeff\u3164"),
+        ("5353", joined),
+    ):
+        await stack.services.router.deliver(
+            InboundMessage(
+                channel="telegram",
+                sender_id=sender,
+                sender_name=name,
+                text=f"hello from {sender}",
+                message_id=f"tg-zw-{sender}",
+                chat_id=sender,
+            )
+        )
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="external"]')
+    names = page.locator("article.party strong")
+    await expect(names.filter(has_text="Ha[U+200B]nan")).to_have_count(1)
+    await expect(names.filter(has_text="[U+200B][U+2060][U+FEFF][U+3164]")).to_have_count(1)
+    # the joiners of an emoji sequence or a Persian name (ZWJ, ZWNJ) do their work
+    await expect(names.filter(has_text=joined)).to_have_count(1)
+
+
+async def test_a_huge_unbroken_name_does_not_widen_the_page(page: Page, stack: Stack) -> None:
+    # A stranger's name of thousands of characters with no space in the External panel
+    # (regression: it filled the screen), and such words in the owner's own chat.
+    name = "N" * 3000
+    await stack.services.router.deliver(
+        InboundMessage(
+            channel="telegram",
+            sender_id="6161",
+            sender_name=name,
+            text="W" * 5000,
+            message_id="tg-huge-6161",
+            chat_id="6161",
+        )
+    )
+    await stack.deliver_telegram("Z" * 5000 + " and https://example.org/" + "p" * 3000)
+    await log_in(page, stack)
+    width = await page.evaluate("() => window.innerWidth")
+    for panel in ("external", "chat"):
+        await page.click(f'#panel-nav button[data-panel="{panel}"]')
+        if panel == "external":
+            # cut, whole in its tooltip (it filled the screen)
+            shown = page.locator("article.party strong").filter(has_text="NNNN")
+            await expect(shown).to_have_text("N" * 120 + "…")
+            await expect(shown).to_have_attribute("title", name)
+        else:
+            await page.locator(
+                '#conversation-list .conv[data-channel="telegram"] button'
+            ).first.click()
+            await expect(page.locator(".msg-user").last).to_contain_text("ZZZZ")
+        assert await page.evaluate("() => document.documentElement.scrollWidth") <= width, panel
+        assert await page.evaluate("() => document.querySelector('main').scrollWidth") <= width
+        await shot(page, f"21-huge-name-{panel}")

@@ -1,6 +1,7 @@
 """A conversation of 5,000 turns in a real browser: it opens on its latest page, older
 pages come in as the owner scrolls up (what was in view stays in view), and a search
-result opens it around an old turn. Playwright driving Debian's Chromium."""
+result opens it around an old turn, from where newer pages come in as the owner scrolls
+down. Playwright driving Debian's Chromium."""
 
 from __future__ import annotations
 
@@ -63,18 +64,18 @@ async def test_scrolling_up_a_5000_turn_conversation_loads_older_pages_in_place(
     assert numbers == sorted(numbers) and numbers[0] == TURNS - 99
 
 
-async def test_a_search_result_opens_an_old_turn_of_a_long_conversation(
-    page: Page, stack: Stack
-) -> None:
-    cid = await long_conversation(stack)
+async def open_search_result(page: Page, stack: Stack, cid: str, turn: int) -> None:
+    """Log in and open ``cid`` around ``turn`` as a search result does (the search
+    itself is answered by a stand-in: the index holds nothing of a transcript appended
+    directly)."""
     result: dict[str, Any] = {
         "conversation_id": cid,
         "title": "The long one",
         "channel": "web",
-        "snippet": "user says 1234",
-        "focus_turn": 1234,
-        "matched_turns": [1234],
-        "turn_range": "1234",
+        "snippet": f"user says {turn}",
+        "focus_turn": turn,
+        "matched_turns": [turn],
+        "turn_range": str(turn),
         "topics": [],
     }
 
@@ -86,9 +87,69 @@ async def test_a_search_result_opens_an_old_turn_of_a_long_conversation(
     await page.route("**/api/search?q=*", answer)
     await log_in(page, stack)
     await page.click('#panel-nav button[data-panel="search"]')
-    await page.fill("#search-input", "says 1234")
+    await page.fill("#search-input", f"says {turn}")
     await page.press("#search-input", "Enter")
     await page.click(".result-title")
+    matched = page.locator(f'#message-items .msg.matched[data-turn="{turn}"]')
+    await expect(matched.first).to_be_visible()
+
+
+async def scroll_to_bottom_keeps_the_view(page: Page) -> None:
+    """Scroll to the bottom; the newer page that brings goes in under what is in view
+    without moving it."""
+    shown = await page.locator("#message-items .msg").count()
+    last = page.locator("#message-items .msg").last
+    anchor = page.locator(
+        f'#message-items .msg[data-turn="{await last.get_attribute("data-turn")}"]'
+        f'[data-role="{await last.get_attribute("data-role")}"]'
+    )
+    # measured in the same task as the scroll: its event, and so the page it asks for,
+    # comes after
+    before = await anchor.evaluate("""(n) => {
+        const box = document.getElementById("messages");
+        box.scrollTop = box.scrollHeight;
+        return n.getBoundingClientRect().top;
+    }""")
+    await expect(page.locator("#message-items .msg")).not_to_have_count(shown)
+    after = await anchor.evaluate("(n) => n.getBoundingClientRect().top")
+    assert abs(after - before) < 1, (before, after)
+
+
+async def test_scrolling_down_from_an_old_turn_loads_newer_pages_in_place(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: opened at an old turn (a search result's "open at turn N"), newer turns
+    # came only through "Jump to the latest messages", not by scrolling down.
+    cid = await long_conversation(stack)
+    await open_search_result(page, stack, cid, 1234)
+    for _ in range(3):
+        await scroll_to_bottom_keeps_the_view(page)
+    numbers = await turns_shown(page)
+    # the page around 1234 and three newer pages, of 25 turns each
+    assert numbers == sorted(numbers) and numbers[-1] > 1234 + 3 * 24, numbers[-5:]
+    assert set(numbers) == set(range(numbers[0], numbers[-1] + 1))  # no turn skipped
+    await expect(page.locator("#load-newer")).to_be_visible()
+
+
+async def test_scrolling_down_to_the_end_shows_new_turns_again(page: Page, stack: Stack) -> None:
+    cid = await long_conversation(stack)
+    await open_search_result(page, stack, cid, TURNS - 50)
+    while await page.locator("#load-newer").is_visible():
+        await scroll_to_bottom_keeps_the_view(page)
+    numbers = await turns_shown(page)
+    assert numbers == sorted(numbers) and numbers[-1] == TURNS
+    assert set(numbers) == set(range(numbers[0], TURNS + 1))
+    # up to date: a new turn is shown under the last one, as in a conversation opened
+    # at its end (behind, new turns were set aside)
+    await stack.services.conversations.append_turn(cid, "user", "one more question")
+    await expect(page.locator("#message-items .msg").last).to_contain_text("one more question")
+
+
+async def test_a_search_result_opens_an_old_turn_of_a_long_conversation(
+    page: Page, stack: Stack
+) -> None:
+    cid = await long_conversation(stack)
+    await open_search_result(page, stack, cid, 1234)
     matched = page.locator('#message-items .msg.matched[data-turn="1234"]')
     await expect(matched.first).to_be_in_viewport()
     await expect(page.locator("#load-newer")).to_be_visible()

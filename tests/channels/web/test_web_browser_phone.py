@@ -110,7 +110,32 @@ async def test_every_control_on_a_phone_is_a_44_pixel_tap_target(phone: Page, st
     # Regression: the Conversations toggle was 22 px tall, the model selector 20, the
     # panel tabs 28 and Send 30: easy to miss with a thumb.
     await stack.deliver_telegram("a conversation for the list")
-    await log_in(phone, stack)
+    manager = stack.services.conversations
+    await manager.append_turn((await manager.create("web")).id, "user", "the view to measure")
+    # Regression (of this test): log_in returned once the socket was open, and the check
+    # below measured a page whose first view was not drawn yet. The view is held back
+    # here, as on a busy daemon: log_in waits for it.
+    gate, asked = asyncio.Event(), asyncio.Event()
+    read_page = stack.channel.read_page
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        asked.set()
+        await gate.wait()
+        return await read_page(*args, **kwargs)
+
+    stack.channel.read_page = held  # type: ignore[method-assign]
+    logging_in = asyncio.create_task(log_in(phone, stack))
+    try:
+        await asyncio.wait_for(asked.wait(), 30)  # the socket is open, its view asked for
+        done, _ = await asyncio.wait({logging_in}, timeout=2)
+        assert not done, "log_in returned before the first view was drawn"
+    finally:
+        gate.set()
+        stack.channel.read_page = read_page  # type: ignore[method-assign]
+    await logging_in
+    # measured on the view drawn (checked at once: no waiting here for what log_in owes)
+    assert await phone.locator(".msg-user .msg-body").all_inner_texts() == ["the view to measure"]
+    assert await phone.locator("#model-select option").count() > 0
     assert await phone.evaluate(SMALL_TARGETS) == []
     await phone.click("#sidebar-toggle")
     await expect(phone.locator("#conversation-list .conv").first).to_be_visible()

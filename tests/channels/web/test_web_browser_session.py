@@ -411,3 +411,33 @@ async def test_an_outage_shows_no_empty_reply_bubble(browser: Browser, tmp_path:
         brain.release.set()
         await context.close()
         await stop_stack(stack)
+
+
+async def end_the_session(page: Page, stack: Stack) -> None:
+    """The tab's login session ends on the server (expired, or logged out elsewhere)."""
+    cookies = await page.context.cookies()
+    sid = next(c["value"] for c in cookies if c["name"] == stack.channel.cookie_name)
+    stack.channel.sessions.revoke(sid)
+
+
+async def test_show_all_after_the_session_ended_goes_to_the_login_page(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: it said "Could not load the whole message: HTTP 401" and stayed.
+    conv = await stack.services.conversations.create("web")
+    await stack.services.conversations.append_turn(conv.id, "user", "long " * 20_000)
+    await log_in(page, stack)
+    await expect(page.locator(".msg-cut button")).to_be_visible()
+    await end_the_session(page, stack)
+    await page.click(".msg-cut button")
+    await page.wait_for_url(f"{stack.url}/login")
+
+
+async def test_analytics_after_the_session_ended_goes_to_the_login_page(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: the panel stayed empty, with no word.
+    await log_in(page, stack)
+    await end_the_session(page, stack)
+    await page.click('#panel-nav button[data-panel="analytics"]')
+    await page.wait_for_url(f"{stack.url}/login")

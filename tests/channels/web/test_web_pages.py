@@ -103,6 +103,28 @@ def test_paging_older_from_a_page_shows_every_item_once(
                 assert shown == items, (trial, limit)
 
 
+def test_paging_newer_from_a_page_around_a_turn_shows_every_item_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a page opened around an old turn (a search result) had no way on but
+    # "Jump to the latest": the turns between it and the latest page were not shown by
+    # scrolling down. Each page now names where the next newer one begins (``end``).
+    rng = random.Random(27)
+    for trial, path, items, limit in _trials(tmp_path, monkeypatch, rng, 30):
+        for around in range(1, 42, 5):
+            page = read_page(path, limit=limit, max_bytes=rng.choice([300, 10**9]), around=around)
+            shown = list(page.items)
+            while page.has_newer:
+                assert page.end is not None
+                page = read_page(
+                    path, limit=limit, max_bytes=rng.choice([300, 10**9]), newer_than=page.end
+                )
+                assert page.items, (trial, around)
+                shown += page.items
+            assert page.end is None
+            assert shown == items[len(items) - len(shown) :], (trial, limit, around)
+
+
 def test_the_latest_page_after_a_flood_leads_to_every_question(tmp_path: Path) -> None:
     lines: list[dict] = [{"type": "meta", "id": "conv-x"}]
     lines += [turn_line("user", f"question {n}", n) for n in range(1, 61)]

@@ -330,9 +330,21 @@ async def test_conversation_api_pages_past_turn_10000(stack: Stack, client) -> N
         numbers = [t["turnNumber"] for t in (await r.json())["turns"]]
     assert numbers == [1, 15_000, 15_001, 15_002]
     async with client.get(url, params={"around": "15001", "limit": "1"}) as r:
-        assert [t["turnNumber"] for t in (await r.json())["turns"]] == [15_001]
+        around = await r.json()
+    assert [t["turnNumber"] for t in around["turns"]] == [15_001]
+    # and on from there, a page at a time, to the end
+    assert around["hasNewer"]
+    params = {"newerThan": str(around["newerThan"]), "limit": "1"}
+    async with client.get(url, params=params) as r:
+        newer = await r.json()
+    assert [t["turnNumber"] for t in newer["turns"]] == [15_002]
+    params["newerThan"] = str(newer["newerThan"])
+    async with client.get(url, params=params) as r:
+        last = await r.json()
+    assert [t["turnNumber"] for t in last["turns"]] == [15_003]
+    assert not last["hasNewer"] and last["newerThan"] is None
     # A position that is not a number: a JSON error naming it (it was "not a number").
-    for key in ("before", "around", "limit"):
+    for key in ("before", "around", "newerThan", "limit"):
         async with client.get(url, params={key: "ten"}) as r:
             assert r.status == 400
             assert (await r.json()) == {"error": f"{key} is not a number: 'ten'"}
