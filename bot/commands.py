@@ -27,6 +27,7 @@ from bot.events import InboundMessage
 from bot.graphemes import isolate
 from bot.index import ConversationRecord
 from bot.labels import TITLE_MAX, clip_title, escalated_party_ids
+from bot.model_switch import model_refusal
 from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
 
@@ -158,26 +159,11 @@ class Commands(PartyCommands):
             resolved = self.s.config.resolve_model(alias)
             return CommandResult(f"This conversation uses {alias} ({resolved}) already.")
         if alias is not None and conv.model != alias:
-            problem = await self._model_problem(alias)
-            if problem is not None:
-                return CommandResult(
-                    f"Model {alias} ({self.s.config.resolve_model(alias)}) is not offered by"
-                    f" the model service ({problem}). Still using {current}"
-                    f" ({self.s.config.resolve_model(current)}); check models.aliases.{alias}"
-                    " in the configuration."
-                )
+            refusal = await model_refusal(self.s.config, self.s.brain, alias, current)
+            if refusal is not None:
+                return CommandResult(refusal)
             await self.s.conversations.set_model(conv.id, alias)
         return CommandResult(text)
-
-    async def _model_problem(self, alias: str) -> str | None:
-        """Why the brain's service does not offer ``alias``'s model, or None. Switched to
-        a model id the API does not know (404), every reply of the conversation, and of
-        each one /new made from it, was a "rejected the request" notice."""
-        check = getattr(self.s.brain, "check_model", None)
-        if check is None:  # the offline brain
-            return None
-        problem: str | None = await check(alias)
-        return problem
 
     async def _owner_status(
         self,

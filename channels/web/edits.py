@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.conversations import ConversationNotFound
+from bot.index import ConversationRecord
 from bot.labels import clip_title
+from bot.model_switch import model_refusal
 from channels.web.tabs import Client
 from channels.web.views import conversation_meta
 
@@ -44,16 +46,35 @@ async def set_model(hub: WsHub, client: Client, data: dict[str, Any]) -> None:
     if alias not in hub.channel.config.models.aliases:
         hub.send(client, {"type": "error", "message": f"unknown model {alias!r}"})
         return
-    if client.conversation_id is None:
+    cid = client.conversation_id
+    rec = await hub.services.conversations.get(cid) if cid is not None else None
+    config = hub.channel.config
+    current = (rec.model if rec is not None else client.pending_model) or config.models.default
+    if alias != current:
+        # The selector switched without asking the model service what /model asks: a
+        # model id it does not know answered every reply of the chat with a notice.
+        refusal = await model_refusal(config, hub.services.brain, alias, current)
+        if refusal is not None:  # said, and the selector shows the model kept again
+            if rec is not None:
+                hub.send(client, {"type": "error", "message": refusal})
+                hub.send(client, conversation_updated(rec))
+            else:  # a new chat: its notice carries the model its conversation will get
+                notice = {"type": "notice", "kind": "command", "text": refusal, "actions": []}
+                hub.send(client, notice | {"pendingModel": current})
+            return
+    if cid is None:
         client.pending_model = alias
         return
-    await hub.services.conversations.set_model(client.conversation_id, alias)
-    rec = await hub.services.conversations.get(client.conversation_id)
+    await hub.services.conversations.set_model(cid, alias)
+    rec = await hub.services.conversations.get(cid)
     if rec is not None:
-        hub.tabs.broadcast(
-            {
-                "type": "conversation_updated",
-                "conversationId": rec.id,
-                "conversation": conversation_meta(rec),
-            }
-        )
+        hub.tabs.broadcast(conversation_updated(rec))
+
+
+def conversation_updated(rec: ConversationRecord) -> dict[str, Any]:
+    """The message that tells a tab a conversation's title, model and counts."""
+    return {
+        "type": "conversation_updated",
+        "conversationId": rec.id,
+        "conversation": conversation_meta(rec),
+    }

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bot.channel import DeliveryError
 from bot.commands import DETACHED_COMMANDS, model_answer, parse_command, rename_answer
 from bot.events import InboundMessage
+from bot.model_switch import model_refusal
 from channels.web.tabs import Client
 from channels.web.views import conversation_meta
 
@@ -107,7 +108,7 @@ async def _send(
     elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
         rec = None  # /search, /help, /status in a new chat: answered, no conversation
     elif command[0] in ("model", "rename"):
-        pending_answer(hub, client, command)
+        await pending_answer(hub, client, command)
         return accepted(hub, client, ref)
     elif command[0] == "new" and not command[1]:
         # A new chat is already a fresh start: /new here created a conversation only
@@ -144,7 +145,7 @@ async def _send(
     return accepted(hub, client, ref)
 
 
-def pending_answer(hub: WsHub, client: Client, command: tuple[str, str]) -> None:
+async def pending_answer(hub: WsHub, client: Client, command: tuple[str, str]) -> None:
     """Answer ``/model`` or ``/rename`` typed in a chat with no conversation yet: they
     set the model or the title of the conversation its first message starts, as the
     selector does. Run as commands, each created a conversation only to record itself
@@ -155,6 +156,10 @@ def pending_answer(hub: WsHub, client: Client, command: tuple[str, str]) -> None
         config = hub.channel.config
         current = client.pending_model or config.models.default
         answer, alias = model_answer(config, current, args, NEXT_CONVERSATION)
+        if alias is not None and alias != current:
+            refusal = await model_refusal(config, hub.services.brain, alias, current)
+            if refusal is not None:
+                answer, alias = refusal, None
         if alias is not None:
             client.pending_model = extra["pendingModel"] = alias
     else:
