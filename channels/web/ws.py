@@ -143,7 +143,10 @@ class WsHub:
 
     def _models(self) -> dict[str, Any]:
         models = self.channel.config.models
-        return {"aliases": sorted(models.aliases), "default": models.default}
+        # Without a key the offline brain answers whatever the selector says: the page
+        # says so beside it (it read "sonnet" while no model answered).
+        offline = getattr(self.services.brain, "name", "") == "offline"
+        return {"aliases": sorted(models.aliases), "default": models.default, "offline": offline}
 
     async def load(
         self, client: Client, conversation_id: str | None, around: int | None = None

@@ -210,6 +210,7 @@ export function renderHeader() {
   }
   select.value = (c && c.model) || state.pendingModel || state.models.default || "";
   select.disabled = readOnly;
+  $("offline-badge").hidden = !state.models.offline;
   document.title = titleOf(named) + " · my-agent";
 }
 

@@ -4,6 +4,7 @@ Playwright driving Debian's Chromium against the real core (see test_web_browser
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ async def test_a_failed_answer_is_marked_once_and_can_be_asked_again(
     # Regression: the apology written when the model failed looked like any answer,
     # with nothing to do about it but to type the question again.
     async with phone_on(browser, tmp_path / "d", FailsOnce()) as (_stack, page):
+        await expect(page.locator("#offline-badge")).to_be_hidden()  # a model answers
         await send(page, "What is on the list?")
         failed = page.locator(".msg-assistant.msg-error")
         await expect(failed).to_have_count(1)
@@ -75,3 +77,8 @@ async def test_a_reply_of_the_offline_brain_is_labelled_beside_its_name(
     await expect(reply.locator(".msg-meta .tag")).to_have_text("offline · no model")
     await expect(reply.locator(".msg-body")).to_contain_text("offline mode")
     await expect(page.locator(".msg-user .msg-meta .tag")).to_have_count(0)
+    # The header says so too, beside the model selector (it read "sonnet" alone).
+    badge = page.locator("#offline-badge")
+    await expect(badge).to_be_visible()
+    await expect(badge).to_have_text("offline · no model")
+    await expect(badge).to_have_attribute("title", re.compile("No API key"))
