@@ -40,6 +40,16 @@ def channel_label(channel: str, meta: Mapping[str, Any], participants: list[str]
     """The contact (Telegram) or sender + subject (e-mail) shown beside a channel icon."""
     if channel == "web":
         return ""
+    name = contact_name(meta, participants)
+    subject = meta.get("subject")
+    if channel == "email" and isinstance(subject, str) and subject:
+        return f"{name} — {subject}" if name else subject
+    return name
+
+
+def contact_name(meta: Mapping[str, Any], participants: list[str]) -> str:
+    """Whom a conversation is with, as its channel named them ("" when only a bare
+    Telegram id is known)."""
     name = ""
     for key in (
         "group_title",
@@ -61,9 +71,6 @@ def channel_label(channel: str, meta: Mapping[str, Any], participants: list[str]
         # (A bare Telegram id says nothing to a reader: an escalation used to create
         # the owner's conversation with only that as its participant.)
         name = str(participants[0])
-    subject = meta.get("subject")
-    if channel == "email" and isinstance(subject, str) and subject:
-        return f"{name} — {subject}" if name else subject
     return name
 
 

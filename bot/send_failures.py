@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 
 from bot.events import OutboundMessage, SendResult
 from bot.graphemes import isolate, shorten
+from bot.labels import contact_name
+from bot.parties import shown_name
 
 if TYPE_CHECKING:
     from bot.outbox import Outbox
@@ -44,7 +46,7 @@ _WHAT = {
     "reply": "a reply",
     "command": "a command's answer",
     "escalation": "an alert about a stranger",
-    "acknowledgement": "an acknowledgement",
+    "acknowledgement": "an acknowledgement",  # never alerted: see on_failed
     "notice": "a notice",
 }
 
@@ -82,7 +84,7 @@ class SendFailureAlerts:
         log.info(
             "telling the owner %s sends fail until its configuration is fixed", message.channel
         )
-        await self.services.alert_owner(stuck_text(message, error))
+        await self.services.alert_owner(stuck_text(message, error, await self._recipient(message)))
 
     async def on_sent(self, message: OutboundMessage, result: SendResult) -> None:
         """Tell the owner of the recipients ``message`` was sent without."""
@@ -100,6 +102,16 @@ class SendFailureAlerts:
         await self.services.alert_owner(left_out_text(message, fresh, result.left_out_reason))
 
     async def on_failed(self, message: OutboundMessage, error: str) -> None:
+        if message.kind == "acknowledgement":
+            # The neutral "your message was passed on" to a third party (who blocked the
+            # bot, say): the owner already has their message, and nothing to do about it.
+            log.info(
+                "acknowledgement to %s on %s not delivered: %s",
+                message.chat_id,
+                message.channel,
+                error,
+            )
+            return
         now = self.clock()
         last = self._last.get(message.channel)
         if last is not None and now - last < self.interval:
@@ -108,16 +120,32 @@ class SendFailureAlerts:
             return
         self._last[message.channel] = now
         held = self._held.pop(message.channel, 0)
-        await self.services.alert_owner(alert_text(message, error, held))
+        recipient = await self._recipient(message)
+        await self.services.alert_owner(alert_text(message, error, held, recipient))
+
+    async def _recipient(self, message: OutboundMessage) -> str:
+        """Whom ``message`` was for as the owner knows them: a bare Telegram id ("to
+        2002") said nothing, so a number gets the name its conversation knows."""
+        chat = message.chat_id
+        if not message.conversation_id or not chat.lstrip("-").isdigit():
+            return chat
+        rec = await self.services.conversations.get(message.conversation_id)
+        if rec is None:
+            return chat
+        name = shown_name(contact_name(rec.channel_meta, list(rec.participants)))
+        return f"{isolate(name)} ({chat})" if name else chat
 
 
-def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
-    """The owner's alert about ``message``, which will not be delivered."""
+def alert_text(
+    message: OutboundMessage, error: str, held: int = 0, recipient: str | None = None
+) -> str:
+    """The owner's alert about ``message``, which will not be delivered to ``recipient``
+    (its chat id when not given)."""
     text = " ".join(message.text.split())
     preview = shorten(text, PREVIEW)
     what = _WHAT.get(message.kind, "a message")
     out = (
-        f"Could not deliver {what} on {message.channel} to {message.chat_id}: "
+        f"Could not deliver {what} on {message.channel} to {recipient or message.chat_id}: "
         f'"{isolate(preview)}" ({error}). It will not be retried'
     )
     out += "; the conversation keeps it." if message.conversation_id else "."
@@ -127,12 +155,12 @@ def alert_text(message: OutboundMessage, error: str, held: int = 0) -> str:
     return out
 
 
-def stuck_text(message: OutboundMessage, error: str) -> str:
+def stuck_text(message: OutboundMessage, error: str, recipient: str | None = None) -> str:
     """The owner's alert that ``message`` (and whatever follows it on its channel) cannot
-    be sent until the channel's configuration is fixed."""
+    be sent to ``recipient`` until the channel's configuration is fixed."""
     what = _WHAT.get(message.kind, "a message")
     return (
-        f"Cannot send {what} on {message.channel} to {message.chat_id}: {error}. "
+        f"Cannot send {what} on {message.channel} to {recipient or message.chat_id}: {error}. "
         f"This will not fix itself: check the {message.channel} channel's settings. "
         "It is still being retried, and goes out once they are right."
     )

@@ -12,6 +12,7 @@ import pytest
 from bot.channel import Misconfigured
 from bot.daemon import wire_channels
 from bot.events import OutboundMessage
+from bot.index import ConversationRecord
 from bot.outbox import TELL_AFTER
 from bot.send_failures import SendFailureAlerts, alert_text
 from bot.services import open_services
@@ -147,3 +148,57 @@ async def test_an_ordinary_failure_is_not_told_while_retried(stack: Stack) -> No
     await settle(stack.s)
     assert len(stack.email.sent) == 1
     assert [m for m in stack.telegram.sent if m.kind == "notice"] == []
+
+
+class _Owner:
+    """What SendFailureAlerts uses of the services: the owner's alerts and a record."""
+
+    def __init__(self, record: ConversationRecord | None = None) -> None:
+        self.alerted: list[str] = []
+        self.record = record
+        self.conversations = self
+
+    async def alert_owner(self, text: str) -> None:
+        self.alerted.append(text)
+
+    async def get(self, conversation_id: str) -> ConversationRecord | None:
+        return self.record if self.record and self.record.id == conversation_id else None
+
+
+def _record(**meta: Any) -> ConversationRecord:
+    return ConversationRecord(
+        id="c1", channel="telegram", created="", updated="", channel_meta=meta
+    )
+
+
+async def test_an_alert_names_the_person_a_bare_telegram_id_stands_for() -> None:
+    # Regression: "Could not deliver a reply on telegram to 2002" said nothing about who.
+    owner = _Owner(_record(contact="Bob\u200b Jones\n(the owner)"))
+    alerts = SendFailureAlerts(owner)  # type: ignore[arg-type]
+    reply = OutboundMessage(channel="telegram", chat_id="2002", text="Hi", conversation_id="c1")
+    await alerts.on_failed(reply, "Forbidden: bot was blocked by the user")
+    await alerts.on_stuck(reply, "Unauthorized")
+    named = "Bob Jones (the owner) (2002)"  # visible, on one line
+    assert owner.alerted[0].startswith(f"Could not deliver a reply on telegram to {named}: ")
+    assert owner.alerted[1].startswith(f"Cannot send a reply on telegram to {named}: ")
+    # nothing known: the id as before
+    alerts = SendFailureAlerts(_Owner())  # type: ignore[arg-type]
+    orphan = OutboundMessage(channel="telegram", chat_id="7", text="x", conversation_id="c9")
+    await alerts.on_failed(orphan, "chat not found")
+    assert alerts.services.alerted[0].startswith(  # type: ignore[attr-defined]
+        "Could not deliver a reply on telegram to 7: "
+    )
+
+
+async def test_an_undelivered_acknowledgement_is_not_told() -> None:
+    # Regression: the neutral "passed on to the owner" to a stranger who blocked the bot
+    # alerted the owner, who already had the stranger's message and nothing to do.
+    owner = _Owner()
+    alerts = SendFailureAlerts(owner)  # type: ignore[arg-type]
+    ack = OutboundMessage(
+        channel="telegram", chat_id="9", text="Passed on.", kind="acknowledgement"
+    )
+    await alerts.on_failed(ack, "Forbidden: bot was blocked by the user")
+    assert owner.alerted == []
+    await alerts.on_failed(OutboundMessage(channel="telegram", chat_id="9", text="x"), "403")
+    assert len(owner.alerted) == 1  # and it held no place in the channel's spacing
