@@ -94,6 +94,19 @@ def encode(lines: Iterable[Mapping[str, Any]]) -> bytes:
     )
 
 
+def line_value(raw: bytes) -> tuple[Any, bool]:
+    """The JSON value of one transcript line, and whether bytes that are not UTF-8 had to
+    be replaced (U+FFFD) to read it. Raises :class:`ValueError` when it is not JSON.
+
+    A flipped bit on disk or another program's write can leave a byte that is not UTF-8
+    inside a line that is otherwise whole: before session 27 the whole line, an owner's
+    message, was skipped for it (and left out of the index and the history)."""
+    try:
+        return json.loads(raw), False
+    except UnicodeDecodeError:
+        return json.loads(raw.decode("utf-8", errors="replace")), True
+
+
 def parse_lines(data: bytes, source: str = "", start_line: int = 1) -> list[Line]:
     """Parse complete JSONL lines, skipping (and logging) anything that is not an object."""
     out: list[Line] = []
@@ -101,12 +114,19 @@ def parse_lines(data: bytes, source: str = "", start_line: int = 1) -> list[Line
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+            obj, replaced = line_value(raw)
+        except ValueError:
             log.warning(
                 "%s:%d: corrupt transcript line skipped (%d bytes)", source, number, len(raw)
             )
             continue
+        if replaced:
+            log.warning(
+                "%s:%d: bytes that are not UTF-8 in a transcript line read as U+FFFD"
+                " (the rest of the line kept)",
+                source,
+                number,
+            )
         if not isinstance(obj, dict) or "type" not in obj:
             log.warning("%s:%d: transcript line without a type skipped", source, number)
             continue
