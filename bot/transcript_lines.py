@@ -94,6 +94,14 @@ def encode(lines: Iterable[Mapping[str, Any]]) -> bytes:
     )
 
 
+# The warnings for a line that reads skip; ``my-agent reindex`` collects them (the file
+# and the line number are their first two arguments) to list them in its report.
+CORRUPT_LINE = "%s:%d: corrupt transcript line skipped (%d bytes)"
+UNTYPED_LINE = "%s:%d: transcript line without a type skipped"
+MALFORMED_LINE = "%s:%d: malformed %s line skipped"
+SKIPPED_LINE_WARNINGS = frozenset({CORRUPT_LINE, UNTYPED_LINE, MALFORMED_LINE})
+
+
 def line_value(raw: bytes) -> tuple[Any, bool]:
     """The JSON value of one transcript line, and whether bytes that are not UTF-8 had to
     be replaced (U+FFFD) to read it. Raises :class:`ValueError` when it is not JSON.
@@ -116,9 +124,7 @@ def parse_lines(data: bytes, source: str = "", start_line: int = 1) -> list[Line
         try:
             obj, replaced = line_value(raw)
         except ValueError:
-            log.warning(
-                "%s:%d: corrupt transcript line skipped (%d bytes)", source, number, len(raw)
-            )
+            log.warning(CORRUPT_LINE, source, number, len(raw))
             continue
         if replaced:
             log.warning(
@@ -128,13 +134,13 @@ def parse_lines(data: bytes, source: str = "", start_line: int = 1) -> list[Line
                 number,
             )
         if not isinstance(obj, dict) or "type" not in obj:
-            log.warning("%s:%d: transcript line without a type skipped", source, number)
+            log.warning(UNTYPED_LINE, source, number)
             continue
         if not well_formed(obj):
             # Valid JSON of the wrong shape (a hand edit, another program): a turn without
             # its content was shown as "[None] ... None" or ended `conversations show`
             # in a KeyError. The index never took such a line either.
-            log.warning("%s:%d: malformed %s line skipped", source, number, str(obj["type"])[:20])
+            log.warning(MALFORMED_LINE, source, number, str(obj["type"])[:20])
             continue
         out.append(obj)
     return out

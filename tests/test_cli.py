@@ -273,6 +273,25 @@ def test_reindex(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     assert store.json("search", "trip sourdough", capsys=capsys) == search_before
 
 
+def test_reindex_names_the_transcript_lines_it_could_not_read(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression (session 27): a line that is not JSON was left out with a log line among
+    # the others on stderr; the report counted the turns indexed as if nothing was missing.
+    path = store.config.conversations_dir / f"{store.ids['web']}.jsonl"
+    raw = path.read_bytes().splitlines(keepends=True)
+    turn = next(i for i, line in enumerate(raw) if b'"type":"turn"' in line)
+    raw[turn] = raw[turn].replace(b'"content":"', b'"content":', 1)
+    path.write_bytes(b"".join(raw))
+    status, out = store.run("reindex", capsys=capsys)
+    assert status == 0
+    where = f"{path.name}:{turn + 1}"
+    assert "Warning: 1 transcript line(s) could not be read and are not in the index" in out
+    assert out.rstrip().endswith(where) or f": {where}\n" in out, out
+    report = store.json("reindex", capsys=capsys)
+    assert report["skippedLines"] == [where]
+
+
 def test_reindex_says_what_it_rebuilt_in_words(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
