@@ -3,6 +3,7 @@ transcripts (bot/index_rescue.py); a one-shot command still refuses it, naming t
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,55 @@ async def test_the_daemon_rebuilds_a_corrupt_index_from_the_transcripts(
         await shutdown_services(services)
     kept = list(config.index_path.parent.glob("conversations.db.corrupt-*"))
     assert [p.name.endswith("-wal") for p in kept].count(False) == 1, kept
+
+
+def _garble_page_of(path: Path, name: str) -> None:
+    """Garbage over the root page of the table or index ``name`` of the database ``path``
+    (closed, its WAL checkpointed)."""
+    conn = sqlite3.connect(path)
+    try:
+        (page,) = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)
+        ).fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    with open(path, "r+b") as fh:
+        fh.seek((page - 1) * size)
+        fh.write(bytes(range(256)) * (size // 256))
+
+
+async def test_a_damaged_page_no_start_reads_is_found_after_the_start(tmp_path: Path) -> None:
+    """Regression (session 27): a page neither the open nor recovery reads (here the
+    conversations' id index) was found by the first search or write that reached it,
+    maybe weeks later. The daemon's page check after its start reports it as damage met
+    while running: logged, the owner alerted, the index marked for the next start."""
+    config = make_config(tmp_path)
+    await _store(config)
+    _garble_page_of(config.index_path, "sqlite_autoindex_conversations_1")
+
+    services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
+    try:
+        assert services.page_check is not None
+        assert await asyncio.wait_for(services.page_check, 60) is False
+        problem = services.index_damage()
+        assert problem is not None and "quick check" in problem, problem
+        marker = config.index_path.with_name("conversations.db.damaged")
+        assert "quick check" in marker.read_text(encoding="utf-8")
+    finally:
+        await shutdown_services(services)
+    # the next start sets it aside and rebuilds it; that one's check finds it whole
+    services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
+    try:
+        assert services.page_check is not None
+        assert await asyncio.wait_for(services.page_check, 60) is True
+        assert services.index_damage() is None
+        row = await services.index_db.fetchone("SELECT count(*) FROM turns")
+        assert row is not None and row[0] == 2 * MESSAGES
+    finally:
+        await shutdown_services(services)
+    assert len(list(config.index_path.parent.glob("conversations.db.corrupt-*"))) >= 1
 
 
 async def test_a_command_still_refuses_a_corrupt_index(tmp_path: Path) -> None:
