@@ -22,13 +22,7 @@ from bot.external import ExternalStore
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
-from bot.index_rescue import (
-    check_pages,
-    is_corruption,
-    mark_damaged,
-    set_aside,
-    set_aside_marked,
-)
+from bot.index_rescue import is_corruption, mark_damaged, set_aside, set_aside_marked
 from bot.journal_files import journal_lock_path, lock_holder
 from bot.outbox import Outbox
 from bot.recovery import recover
@@ -240,7 +234,6 @@ async def _open_services(
     if exclusive:  # the daemon: its next start sets a damaged index aside and rebuilds it
         # (after recovery: damage found by it is rescued above, at once)
         index_db.on_damage = lambda exc: _index_damaged(services, exc)
-        services.page_check = spawn(check_pages(index_db), name="index-page-check")
     # What exists now (config, caches, the loaded refs, every module) lives as long as the
     # services: out of the collector's sight, a full collection no longer walks it. Such a
     # collection paused the loop (and every thread waiting for the GIL) 30-60 ms, the
