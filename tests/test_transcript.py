@@ -274,15 +274,21 @@ async def test_valid_json_of_the_wrong_shape_is_skipped_like_a_corrupt_line(
     assert (await services.search.search("epsilon")).results == []
 
 
-@pytest.mark.parametrize("damage", ["torn_tail", "corrupt_middle"])
-async def test_recovery_indexes_the_good_lines(tmp_path: Path, damage: str) -> None:
+async def _stored_conversation(tmp_path: Path, count: int) -> tuple[AppConfig, str, Path]:
+    """A conversation of ``count`` exchanges stored by services since closed: the
+    config, its id and its transcript."""
     config: AppConfig = make_config(tmp_path)
     services = await open_services(config)
     try:
-        conv_id = await _conversation_with_turns(services, 3)
+        conv_id = await _conversation_with_turns(services, count)
     finally:
         await shutdown_services(services)
-    path = config.conversations_dir / f"{conv_id}.jsonl"
+    return config, conv_id, config.conversations_dir / f"{conv_id}.jsonl"
+
+
+@pytest.mark.parametrize("damage", ["torn_tail", "corrupt_middle"])
+async def test_recovery_indexes_the_good_lines(tmp_path: Path, damage: str) -> None:
+    config, conv_id, path = await _stored_conversation(tmp_path, 3)
     raw = path.read_bytes().splitlines(keepends=True)
     if damage == "torn_tail":
         raw.append(b'{"type":"turn","role":"user","content":"torn zeta","turnNu')
@@ -321,13 +327,7 @@ async def test_a_line_with_bytes_that_are_not_utf8_keeps_its_message(
     # Regression (session 27): a byte that is not UTF-8 inside an otherwise whole line (a
     # flipped bit on disk) made the whole line, an owner's message, a corrupt line: left
     # out of the index rebuilt from the transcripts, of the history and of search.
-    config: AppConfig = make_config(tmp_path)
-    services = await open_services(config)
-    try:
-        conv_id = await _conversation_with_turns(services, 3)
-    finally:
-        await shutdown_services(services)
-    path = config.conversations_dir / f"{conv_id}.jsonl"
+    config, conv_id, path = await _stored_conversation(tmp_path, 3)
     data = path.read_bytes()
     assert data.count(b"number2 alpha") == 1
     path.write_bytes(data.replace(b"number2 alpha", b"number2 al\xffpha"))
