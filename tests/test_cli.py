@@ -21,7 +21,7 @@ import yaml
 from bot import cli, exitcodes
 from bot.services import open_services
 from tests.conftest import make_config, owner_identities, raw_config, settle, shutdown_services
-from tests.support import REPO, ScriptedBrain, inbound
+from tests.support import REPO, ScriptedBrain, garble_page, inbound
 
 
 class Store:
@@ -635,6 +635,22 @@ def test_reading_commands_on_a_corrupt_index_exit_74_naming_the_file(
         assert status == exitcodes.EX_DATABASE, argv
         assert "conversations.db" in err and "reindex" in err
         assert "Traceback" not in err
+    assert store.run("reindex", capsys=capsys)[0] == 0  # the remedy it names works
+    assert store.json("search", "sourdough", capsys=capsys)["results"]
+
+
+def test_a_damaged_page_a_command_meets_after_the_open_exits_74_naming_the_file(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression (session 27): damage the open did not read (a page of the conversations'
+    # id index) met by the search itself was "internal error: DatabaseError: database
+    # disk image is malformed", exit 70, a bug's exit, naming no file or remedy.
+    garble_page(store.config.index_path, "sqlite_autoindex_conversations_1")
+    status = cli.main(["--config", str(store.config_path), "search", "sourdough"])
+    err = capsys.readouterr().err
+    assert status == exitcodes.EX_DATABASE, err
+    assert f"{store.config.index_path} is damaged" in err and "my-agent reindex" in err, err
+    assert "internal error" not in err
     assert store.run("reindex", capsys=capsys)[0] == 0  # the remedy it names works
     assert store.json("search", "sourdough", capsys=capsys)["results"]
 

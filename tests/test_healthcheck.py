@@ -27,7 +27,7 @@ from bot.notify import STATUS_FILE_NAME, Notifier
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import encode, turn_line
-from tests.support import fill_disk, mount_tmpfs
+from tests.support import fill_disk, garble_page, mount_tmpfs
 
 
 def _config(tmp_path: Path, web_port: int = 0, web: bool = False) -> AppConfig:
@@ -239,15 +239,7 @@ async def test_a_damaged_page_of_the_index_is_reported(
     # read (here the conversations' id index) was reported "consistent"; the first
     # search or write that reached it failed.
     config, _ = populated
-    db = await Database.open(config.index_path, INDEX_MIGRATIONS)
-    (page,) = await db.fetchone(
-        "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_conversations_1'"
-    )
-    (size,) = await db.fetchone("PRAGMA page_size")
-    await db.close()  # the last connection's close checkpoints the WAL into the file
-    with config.index_path.open("r+b") as fh:
-        fh.seek((page - 1) * size)
-        fh.write(bytes(range(256)) * (size // 256))
+    garble_page(config.index_path, "sqlite_autoindex_conversations_1")
     report = await asyncio.to_thread(healthcheck.collect, config)
     assert report["index"]["pages"] != "ok" and report["exit_code"] == 1
     assert any(

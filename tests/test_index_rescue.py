@@ -17,7 +17,7 @@ from tests.conftest import make_config, settle, shutdown_services
 from tests.ops.daemon import DaemonProcess
 from tests.ops.loopback import base_config, fake_telegram
 from tests.sqlite_driver import sqlite3
-from tests.support import ScriptedBrain, inbound
+from tests.support import ScriptedBrain, garble_page, inbound
 
 MESSAGES = 12
 
@@ -85,23 +85,6 @@ async def test_the_daemon_rebuilds_a_corrupt_index_from_the_transcripts(
     assert [p.name.endswith("-wal") for p in kept].count(False) == 1, kept
 
 
-def _garble_page_of(path: Path, name: str) -> None:
-    """Garbage over the root page of the table or index ``name`` of the database ``path``
-    (closed, its WAL checkpointed)."""
-    conn = sqlite3.connect(path)
-    try:
-        (page,) = conn.execute(
-            "SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)
-        ).fetchone()
-        (size,) = conn.execute("PRAGMA page_size").fetchone()
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
-    with open(path, "r+b") as fh:
-        fh.seek((page - 1) * size)
-        fh.write(bytes(range(256)) * (size // 256))
-
-
 async def test_the_page_check_reports_damage_no_start_reads(tmp_path: Path) -> None:
     """Regression (session 27): a page neither the open nor recovery reads (here the
     conversations' id index) was found by the first search or write that reached it,
@@ -109,7 +92,7 @@ async def test_the_page_check_reports_damage_no_start_reads(tmp_path: Path) -> N
     index marked for the next start, which sets it aside and rebuilds it."""
     config = make_config(tmp_path)
     await _store(config)
-    _garble_page_of(config.index_path, "sqlite_autoindex_conversations_1")
+    garble_page(config.index_path, "sqlite_autoindex_conversations_1")
 
     services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
     try:
@@ -139,7 +122,7 @@ async def test_the_daemon_tells_the_owner_of_a_damaged_page_after_its_start(
     owner = 1001
     config = make_config(tmp_path)
     await _store(config)
-    _garble_page_of(config.index_path, "sqlite_autoindex_conversations_1")
+    garble_page(config.index_path, "sqlite_autoindex_conversations_1")
     daemon = DaemonProcess(
         tmp_path,
         base_config(
