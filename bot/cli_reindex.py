@@ -18,6 +18,7 @@ from typing import Any
 from bot import exitcodes, store_lock
 from bot.cli_common import command_config, command_log_level, print_json, setup_logging
 from bot.cli_store import _with_services
+from bot.transcript_lines import SKIPPED_LINE_WARNINGS
 
 log = logging.getLogger("my_agent.cli")
 
@@ -60,8 +61,13 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         return exitcodes.EX_TEMPFAIL
     started = time.monotonic()
 
+    skipped = SkippedLines()
+
     async def _rebuild(s: Any) -> int:
         report = await rebuild(s)
+        report["skippedLines"] = skipped.where
+        if skipped.where:
+            report["warnings"].append(skipped.warning())
         report["seconds"] = round(time.monotonic() - started, 2)
         if getattr(args, "json", False):
             print_json(report)
@@ -74,12 +80,38 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     embedding_log = logging.getLogger("my_agent.embedding")
     level = embedding_log.level
     embedding_log.setLevel(logging.ERROR)
+    transcript_log = logging.getLogger("my_agent.transcript")
+    transcript_log.addHandler(skipped)
     try:
         delete_index(config.index_path)
         return int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
     finally:
+        transcript_log.removeHandler(skipped)
         embedding_log.setLevel(level)
         store_lock.release(lock)
+
+
+class SkippedLines(logging.Handler):
+    """The transcript lines the rebuild skipped (``conv-....jsonl:LINE``), from the
+    warnings :func:`bot.transcript_lines.parse_lines` logs for them. Before session 27
+    the report counted the turns indexed and said nothing of a message left out: only a
+    log line among the others on stderr named it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.where: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args
+        if record.msg in SKIPPED_LINE_WARNINGS and isinstance(args, tuple) and len(args) > 1:
+            self.where.append(f"{args[0]}:{args[1]}")
+
+    def warning(self) -> str:
+        shown = ", ".join(self.where[:10]) + (", ..." if len(self.where) > 10 else "")
+        return (
+            f"{len(self.where)} transcript line(s) could not be read and are not in the index"
+            f" (the file is left as it is; repair the line by hand and reindex): {shown}"
+        )
 
 
 async def rebuild(s: Any) -> dict[str, Any]:

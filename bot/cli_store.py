@@ -64,6 +64,7 @@ async def _with_services(
 async def _open_and_run(
     config: AppConfig, fn: Any, recover_now: bool, download_models: bool
 ) -> Any:
+    from bot.index_rescue import is_corruption
     from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
 
     try:
@@ -78,6 +79,17 @@ async def _open_and_run(
         return exitcodes.EX_DATADIR if isinstance(exc, DataDirError) else exitcodes.EX_DATABASE
     try:
         return await fn(services)
+    except Exception as exc:
+        # Damage the open did not read (a page only this command's query reached) was
+        # "internal error" (exit 70), a bug's exit, naming no file (before session 27).
+        if services.index_db.damage is None or not is_corruption(exc):
+            raise
+        print(
+            f"my-agent: {services.index_db.path} is damaged ({exc}): stop my-agent and run"
+            " `my-agent reindex` to rebuild it from the transcripts",
+            file=sys.stderr,
+        )
+        return exitcodes.EX_DATABASE
     finally:
         # The third parties' journal first: a daemon waiting for the transcript journal
         # (bot.store_lock) took it the moment close_services let it go, found this one

@@ -17,6 +17,7 @@ from bot.config import AppConfig
 from bot.daemon_stop import hurry_on_second_interrupt, reload, shutdown
 from bot.daemon_vectors import attach_background
 from bot.events import OutboundMessage, SendResult
+from bot.index_rescue import check_pages
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.resolver import THREADED_CHANNELS
@@ -139,6 +140,9 @@ async def start_serving(services: Services, channels: list[Channel]) -> int:
     unreadable = services.unreadable_transcripts()
     if unreadable:  # the rest is served; the owner may chmod the file and restart
         await services.alert_owner("Started without some conversations: " + "; ".join(unreadable))
+    # once the channels are up, so that damage it finds reaches the owner (before, the
+    # alert had no channel to go on and was only logged)
+    services.page_check = spawn(check_pages(services.index_db), name="index-page-check")
     return resumed
 
 

@@ -141,10 +141,13 @@ class Database:
             return await future  # type: ignore[no-any-return]
         except Exception as exc:
             if self.damage is None and is_corruption(exc):
-                self._damaged(exc)
+                self.report_damage(exc)
             raise
 
-    def _damaged(self, exc: BaseException) -> None:
+    def report_damage(self, exc: BaseException) -> None:
+        """Record that the file is damaged (``exc`` says how), log it and tell
+        ``on_damage``: a unit of work that met it, or the page check after the daemon's
+        start (:func:`bot.index_rescue.check_pages`)."""
         # Damage found while running was noticed only at the next start: each read
         # failing meanwhile ended in a traceback (the offline brain's), the owner not told.
         self.damage = str(exc)

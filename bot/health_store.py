@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from bot.health_daemon import disk_space
 from bot.index import NOTES_OWED
 from bot.recovery import PENDING_REPLIES
 from bot.status_reads import connect_readonly
-from bot.transcript_lines import well_formed
+from bot.transcript_lines import line_value, well_formed
 
 # The first line of the offline notes (bot.extractive.HEADER, which is not imported: it
 # would load the search package into every `my-agent status`; a test keeps them equal).
@@ -116,13 +115,19 @@ def _valid_turn(line: dict[str, Any]) -> bool:
 
 
 def transcript_turns(
-    conversations_dir: Path, count_lines: bool = True, unreadable: list[str] | None = None
+    conversations_dir: Path,
+    count_lines: bool = True,
+    unreadable: list[str] | None = None,
+    damaged: list[str] | None = None,
 ) -> dict[str, tuple[int | None, int]]:
     """conv id -> (turn lines, size of the complete-line prefix in bytes); without
     ``count_lines``, (None, size of the file): a stat per transcript, no read.
 
     A transcript that cannot be read is listed as (None, its size) and, with
-    ``unreadable``, named there with the error (it made the whole report exit 74)."""
+    ``unreadable``, named there with the error (it made the whole report exit 74).
+    Complete lines that reads skip (not JSON, or of the wrong shape) are named in
+    ``damaged`` as ``conv-....jsonl:LINE``: the index skips them too, so its turn count
+    agreed with the file's and status called a transcript with a lost message healthy."""
     out: dict[str, tuple[int | None, int]] = {}
     if not conversations_dir.is_dir():
         return out
@@ -140,14 +145,17 @@ def transcript_turns(
             continue
         end = data.rfind(b"\n") + 1  # a torn last line is not counted (nor indexed)
         count = 0
-        for raw in data[:end].split(b"\n"):
+        for number, raw in enumerate(data[:end].split(b"\n"), start=1):
             if not raw.strip():
                 continue
             try:
-                line = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                continue
-            if isinstance(line, dict) and _valid_turn(line):
+                line, _ = line_value(raw)
+            except ValueError:
+                line = None
+            if not isinstance(line, dict) or not well_formed(line):
+                if damaged is not None:
+                    damaged.append(f"{path.name}:{number}")
+            elif _valid_turn(line):
                 count += 1
         out[path.stem] = (count, end)
     return out
@@ -163,7 +171,8 @@ def index_consistency(
     transcripts (10,000, 330,000 lines) took 4 of the 5 s of a quick status.
     """
     problems: list[str] = []
-    files = transcript_turns(conversations_dir, count_lines, problems)
+    damaged: list[str] = []
+    files = transcript_turns(conversations_dir, count_lines, problems, damaged)
     rows = {
         cid: (int(turns), int(indexed))
         for cid, turns, indexed in conn.execute(
@@ -189,6 +198,18 @@ def index_consistency(
         problems.append(f"{len(orphans)} indexed conversation(s) without a transcript")
     if mismatched:
         problems.append(f"{len(mismatched)} conversation(s) with a different turn count")
+    if damaged:
+        shown = ", ".join(damaged[:5]) + (", ..." if len(damaged) > 5 else "")
+        problems.append(
+            f"{len(damaged)} transcript line(s) that cannot be read, left out of the index"
+            f" and the history (the log of the start that read them says more): {shown}"
+        )
+    pages = page_check(conn) if count_lines else "skipped"
+    if pages != "ok" and count_lines:
+        problems.append(
+            f"conversations.db is damaged ({pages}): stop my-agent and run `my-agent reindex`"
+            " to rebuild it from the transcripts"
+        )
     turns = _scalar(conn, "SELECT count(*) FROM turns")
     fts_docs = _scalar(conn, "SELECT count(*) FROM turns_fts_docsize")
     searchable = turns
@@ -205,12 +226,27 @@ def index_consistency(
         "searchable_turns": searchable,
         "fts_documents": fts_docs,
         "fts_integrity": "skipped",
+        "pages": pages,
         "unindexed_bytes": lag_bytes,
         "missing_from_index": missing[:20],
         "without_transcript": orphans[:20],
         "mismatched": mismatched[:20],
+        "damaged_lines": damaged[:20],
         "problems": problems,
     }
+
+
+def page_check(conn: Any) -> str:
+    """SQLite's ``quick_check`` of every page of the index: "ok" or its first findings.
+
+    The FTS5 check reads only the keyword index's pages, and counting rows reads no page
+    of most tables, so a damaged page elsewhere (a turn's row, a vector) was reported
+    "consistent" until a search or a write reached it (session 27)."""
+    found = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
+    if found == ["ok"]:
+        return "ok"
+    text = "; ".join(found).replace("*** in database main ***\n", "")
+    return text.replace("\n", "; ")
 
 
 def fts_integrity(index_path: Path) -> str:
@@ -251,5 +287,6 @@ __all__ = [
     "index_consistency",
     "index_counts",
     "outbox_counts",
+    "page_check",
     "transcript_turns",
 ]

@@ -10,6 +10,12 @@ which recovery fills from the transcripts. Only the daemon does this, holding th
 transcript journal's lock (the data directory's claim): a one-shot command still exits
 74 naming the file, and never pulls the index from under a running daemon.
 
+Damage in a page that neither the open nor recovery read (a row of an old conversation, a
+vector) is looked for once after every start of the daemon, in the background
+(:func:`check_pages`: SQLite's quick check, on a connection of its own); what it finds
+is reported as damage met while running, below. Before session 27 such a page was found
+by the first search or write that reached it, maybe weeks later.
+
 Damage SQLite reports while the daemon runs (a read of a page recovery never touched)
 is left as a marker, ``conversations.db.damaged`` (:func:`mark_damaged`): the next start
 sets that index aside too (:func:`set_aside_marked`), where the open alone could have
@@ -26,11 +32,13 @@ resynchronised from scratch (a first run's ``initial_sync``).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from bot.journal_files import lock_journal
 
@@ -185,3 +193,48 @@ def set_aside_marked(path: Path, files: Path) -> None:
             log.warning("cannot set aside %s, marked damaged: %s", path, exc)
             return
     marker.unlink(missing_ok=True)
+
+
+class DamagedPages(Exception):
+    """What SQLite's quick check found wrong in the pages of an index."""
+
+
+async def check_pages(db: Any) -> bool:
+    """SQLite's quick check of every page of ``db`` (a :class:`bot.db.Database`), in a
+    thread on a read-only connection of its own (the reader and the writer stay free);
+    damage found is reported through ``db.report_damage``. True when the file is whole.
+
+    It reads the whole file: about 1 s for an index of 19 MB (600 conversations, 36,000
+    turns) on the development machine under load. Cancelled (a stop), the check is
+    interrupted rather than waited for."""
+    try:
+        conn = db.driver.module.connect(
+            f"file:{db.path}?mode=ro", uri=True, timeout=10.0, check_same_thread=False
+        )
+    except Exception as exc:  # sqlite3 and pysqlite3 raise their own classes
+        log.warning("%s: the page check could not start: %s", db.path.name, exc)
+        return True
+
+    def quick_check() -> list[str]:
+        try:
+            return [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
+        finally:
+            conn.close()
+
+    try:
+        found = await asyncio.to_thread(quick_check)
+    except asyncio.CancelledError:
+        conn.interrupt()
+        raise
+    except Exception as exc:
+        if not is_corruption(exc):  # a busy or failing disk: the check is not the place
+            log.warning("%s: the page check did not finish: %s", db.path.name, exc)
+            return True
+        found = [str(exc)]
+    if found == ["ok"]:
+        log.info("%s: every page checked, no damage found", db.path.name)
+        return True
+    text = "; ".join(found).replace("*** in database main ***\n", "").replace("\n", "; ")
+    if db.damage is None:
+        db.report_damage(DamagedPages(f"quick check: {text}"))
+    return False

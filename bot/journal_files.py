@@ -169,9 +169,9 @@ def lock_journal(files: Path) -> int:
     """Take the journal lock of ``files`` (the directory a daemon owns); returns its fd.
 
     Raises :class:`BlockingIOError` when another process holds it."""
-    directory = files / "journal"
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    lock = journal_lock_path(files)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -182,7 +182,7 @@ def lock_journal(files: Path) -> int:
 
 def journal_in_use(files: Path) -> bool:
     """True while a process (a running daemon) holds the journal of ``files``."""
-    lock = files / "journal" / "lock"
+    lock = journal_lock_path(files)
     try:
         fd = os.open(lock, os.O_RDWR)
     except FileNotFoundError:
@@ -194,3 +194,29 @@ def journal_in_use(files: Path) -> bool:
     finally:
         os.close(fd)  # closing releases a lock taken just now
     return False
+
+
+def journal_lock_path(files: Path) -> Path:
+    """The journal lock of ``files``: the data directory's claim (:func:`lock_journal`)."""
+    return files / "journal" / "lock"
+
+
+def lock_holder(path: Path) -> int | None:
+    """The pid of the process holding an flock(2) lock on ``path``, read from
+    ``/proc/locks`` (Linux; None elsewhere, or when no process holds it). A second daemon
+    refused because the journal lock was held named neither the lock nor who held it
+    when ``daemon.json`` did not name a live daemon (session 27)."""
+    try:
+        inode = path.stat().st_ino
+        table = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    for row in table.splitlines():
+        # "1: FLOCK  ADVISORY  WRITE 12953 08:01:123456 0 EOF"; waiters have "->" after "1:"
+        fields = row.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        pid, device_inode = fields[4], fields[5]
+        if device_inode.rsplit(":", 1)[-1] == str(inode) and pid.isdigit() and pid != "0":
+            return int(pid)
+    return None

@@ -7,6 +7,7 @@ alert to the owner. They are opened in order, and closed, by :mod:`bot.services`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,8 @@ class Services:
     recovery: RecoveryReport | None = None
     config_path: Path | None = None
     ready: bool = False
+    # the daemon's check of the index's pages after its start (bot.index_rescue.check_pages)
+    page_check: asyncio.Task[bool] | None = None
 
     # -- health ----------------------------------------------------------------------
     def vector_search_available(self) -> bool:

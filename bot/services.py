@@ -23,6 +23,7 @@ from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
 from bot.index_rescue import is_corruption, mark_damaged, set_aside, set_aside_marked
+from bot.journal_files import journal_lock_path, lock_holder
 from bot.outbox import Outbox
 from bot.recovery import recover
 from bot.replies import ReplyEngine
@@ -197,9 +198,11 @@ async def _open_services(
     except BlockingIOError as exc:
         store.close()
         await close_all(opened)
+        lock = journal_lock_path(config.conversations_dir.resolve())
+        holder = lock_holder(lock)
         raise DataDirInUse(
-            f"another my-agent daemon is running on {config.data_dir} (its journals "
-            "are locked); stop it first"
+            f"another my-agent daemon{f' (pid {holder})' if holder else ''} is running on"
+            f" {config.data_dir} (it holds {lock}); stop it first"
         ) from exc
     except OSError as exc:
         store.close()
@@ -249,6 +252,9 @@ def _index_damaged(services: Services, exc: BaseException) -> None:
 
 
 async def close_services(services: Services) -> None:
+    if services.page_check is not None and not services.page_check.done():
+        services.page_check.cancel()
+        await asyncio.wait([services.page_check])
     await services.outbox.stop()
     try:
         await services.brain.close()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from bot.index_rescue import is_lock_contention, is_storage_refusal
 from bot.journal import journal_in_use
+from bot.journal_files import journal_lock_path
 
 if TYPE_CHECKING:
     from bot.config import AppConfig
@@ -141,8 +142,10 @@ def _refuse_a_running_daemon(data_dir: Path, fd: int) -> None:
     from bot.services import DataDirInUse
 
     release(fd)
+    lock = journal_lock_path(data_dir.resolve() / "conversations")
     raise DataDirInUse(
-        f"another my-agent daemon (pid {pid}) is running on {data_dir.resolve()}; stop it first"
+        f"another my-agent daemon (pid {pid}) is running on {data_dir.resolve()}"
+        f" (it holds {lock}); stop it first"
     )
 
 

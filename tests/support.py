@@ -277,3 +277,21 @@ def fill_disk(path: Path) -> Path:
     finally:
         os.close(fd)
     return filler
+
+
+def garble_page(path: Path, name: str) -> None:
+    """Garbage over the root page of the table or index ``name`` of the SQLite database
+    ``path`` (closed; its WAL is checkpointed first): damage that opening it does not see."""
+    from tests.sqlite_driver import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        query = "SELECT rootpage FROM sqlite_master WHERE name = ?"
+        (page,) = conn.execute(query, (name,)).fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    with open(path, "r+b") as fh:
+        fh.seek((page - 1) * size)
+        fh.write(bytes(range(256)) * (size // 256))

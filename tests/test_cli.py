@@ -21,7 +21,7 @@ import yaml
 from bot import cli, exitcodes
 from bot.services import open_services
 from tests.conftest import make_config, owner_identities, raw_config, settle, shutdown_services
-from tests.support import REPO, ScriptedBrain, inbound
+from tests.support import REPO, ScriptedBrain, garble_page, inbound
 
 
 class Store:
@@ -271,6 +271,25 @@ def test_reindex(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     assert report["seconds"] >= 0 and isinstance(report["warnings"], list)
     assert store.json("conversations", "list", capsys=capsys) == before
     assert store.json("search", "trip sourdough", capsys=capsys) == search_before
+
+
+def test_reindex_names_the_transcript_lines_it_could_not_read(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression (session 27): a line that is not JSON was left out with a log line among
+    # the others on stderr; the report counted the turns indexed as if nothing was missing.
+    path = store.config.conversations_dir / f"{store.ids['web']}.jsonl"
+    raw = path.read_bytes().splitlines(keepends=True)
+    turn = next(i for i, line in enumerate(raw) if b'"type":"turn"' in line)
+    raw[turn] = raw[turn].replace(b'"content":"', b'"content":', 1)
+    path.write_bytes(b"".join(raw))
+    status, out = store.run("reindex", capsys=capsys)
+    assert status == 0
+    where = f"{path.name}:{turn + 1}"
+    assert "Warning: 1 transcript line(s) could not be read and are not in the index" in out
+    assert out.rstrip().endswith(where) or f": {where}\n" in out, out
+    report = store.json("reindex", capsys=capsys)
+    assert report["skippedLines"] == [where]
 
 
 def test_reindex_says_what_it_rebuilt_in_words(
@@ -616,6 +635,22 @@ def test_reading_commands_on_a_corrupt_index_exit_74_naming_the_file(
         assert status == exitcodes.EX_DATABASE, argv
         assert "conversations.db" in err and "reindex" in err
         assert "Traceback" not in err
+    assert store.run("reindex", capsys=capsys)[0] == 0  # the remedy it names works
+    assert store.json("search", "sourdough", capsys=capsys)["results"]
+
+
+def test_a_damaged_page_a_command_meets_after_the_open_exits_74_naming_the_file(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression (session 27): damage the open did not read (a page of the conversations'
+    # id index) met by the search itself was "internal error: DatabaseError: database
+    # disk image is malformed", exit 70, a bug's exit, naming no file or remedy.
+    garble_page(store.config.index_path, "sqlite_autoindex_conversations_1")
+    status = cli.main(["--config", str(store.config_path), "search", "sourdough"])
+    err = capsys.readouterr().err
+    assert status == exitcodes.EX_DATABASE, err
+    assert f"{store.config.index_path} is damaged" in err and "my-agent reindex" in err, err
+    assert "internal error" not in err
     assert store.run("reindex", capsys=capsys)[0] == 0  # the remedy it names works
     assert store.json("search", "sourdough", capsys=capsys)["results"]
 

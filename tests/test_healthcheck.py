@@ -27,7 +27,7 @@ from bot.notify import STATUS_FILE_NAME, Notifier
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import encode, turn_line
-from tests.support import fill_disk, mount_tmpfs
+from tests.support import fill_disk, garble_page, mount_tmpfs
 
 
 def _config(tmp_path: Path, web_port: int = 0, web: bool = False) -> AppConfig:
@@ -210,6 +210,43 @@ async def test_damaged_notes_index_is_reported(populated: tuple[AppConfig, list[
     report = await asyncio.to_thread(healthcheck.collect, config)
     assert report["index"]["fts_integrity"].startswith("notes_fts: ")
     assert "FTS integrity-check: notes_fts" in "\n".join(report["problems"])
+
+
+async def test_transcript_lines_that_cannot_be_read_are_named(
+    populated: tuple[AppConfig, list[str]],
+) -> None:
+    # Regression (session 27): a line of a transcript that is not JSON is skipped by the
+    # index and by status's count alike, so status called a store that had lost a message
+    # "consistent"; only the log of the start that read it said which line.
+    config, ids = populated
+    path = config.conversations_dir / f"{ids[0]}.jsonl"
+    raw = path.read_bytes().splitlines(keepends=True)
+    raw[2] = raw[2].replace(b'"content":"', b'"content":', 1)
+    path.write_bytes(b"".join(raw))
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["index"]["damaged_lines"] == [f"{path.name}:3"]
+    assert not report["index"]["ok"] and report["exit_code"] == 1
+    problem = next(p for p in report["problems"] if "cannot be read" in p)
+    assert problem.endswith(f": {path.name}:3"), problem
+    quick = await asyncio.to_thread(healthcheck.collect, config, deep=False)
+    assert quick["index"]["damaged_lines"] == []  # --quick reads no transcript
+
+
+async def test_a_damaged_page_of_the_index_is_reported(
+    populated: tuple[AppConfig, list[str]],
+) -> None:
+    # Regression (session 27): garbage over a page that counting and FTS5's check do not
+    # read (here the conversations' id index) was reported "consistent"; the first
+    # search or write that reached it failed.
+    config, _ = populated
+    garble_page(config.index_path, "sqlite_autoindex_conversations_1")
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["index"]["pages"] != "ok" and report["exit_code"] == 1
+    assert any(
+        "conversations.db is damaged" in p and "my-agent reindex" in p for p in report["problems"]
+    ), report["problems"]
+    quick = await asyncio.to_thread(healthcheck.collect, config, deep=False)
+    assert quick["index"]["pages"] == "skipped"
 
 
 async def test_unindexed_tail_is_lag_not_error(populated: tuple[AppConfig, list[str]]) -> None:

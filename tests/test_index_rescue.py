@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 
 from bot.config import AppConfig
-from bot.index_rescue import is_corruption
+from bot.index_rescue import check_pages, is_corruption
 from bot.journal_files import lock_journal
 from bot.services import DatabaseOpenError, open_services
 from tests.conftest import make_config, settle, shutdown_services
+from tests.ops.daemon import DaemonProcess
+from tests.ops.loopback import base_config, fake_telegram
 from tests.sqlite_driver import sqlite3
-from tests.support import ScriptedBrain, inbound
+from tests.support import ScriptedBrain, garble_page, inbound
 
 MESSAGES = 12
 
@@ -81,6 +83,65 @@ async def test_the_daemon_rebuilds_a_corrupt_index_from_the_transcripts(
         await shutdown_services(services)
     kept = list(config.index_path.parent.glob("conversations.db.corrupt-*"))
     assert [p.name.endswith("-wal") for p in kept].count(False) == 1, kept
+
+
+async def test_the_page_check_reports_damage_no_start_reads(tmp_path: Path) -> None:
+    """Regression (session 27): a page neither the open nor recovery reads (here the
+    conversations' id index) was found by the first search or write that reached it,
+    maybe weeks later. :func:`check_pages` reports it as damage met while running: the
+    index marked for the next start, which sets it aside and rebuilds it."""
+    config = make_config(tmp_path)
+    await _store(config)
+    garble_page(config.index_path, "sqlite_autoindex_conversations_1")
+
+    services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
+    try:
+        assert await check_pages(services.index_db) is False
+        problem = services.index_damage()
+        assert problem is not None and "quick check" in problem, problem
+        marker = config.index_path.with_name("conversations.db.damaged")
+        assert "quick check" in marker.read_text(encoding="utf-8")
+    finally:
+        await shutdown_services(services)
+    services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
+    try:
+        assert await check_pages(services.index_db) is True
+        assert services.index_damage() is None
+        row = await services.index_db.fetchone("SELECT count(*) FROM turns")
+        assert row is not None and row[0] == 2 * MESSAGES
+    finally:
+        await shutdown_services(services)
+    assert len(list(config.index_path.parent.glob("conversations.db.corrupt-*"))) >= 1
+
+
+async def test_the_daemon_tells_the_owner_of_a_damaged_page_after_its_start(
+    tmp_path: Path, telegram_fake: Any
+) -> None:
+    """The real daemon runs the page check once its channels are up: the owner's alert
+    has a channel to go on (run during the start, it was only logged)."""
+    owner = 1001
+    config = make_config(tmp_path)
+    await _store(config)
+    garble_page(config.index_path, "sqlite_autoindex_conversations_1")
+    daemon = DaemonProcess(
+        tmp_path,
+        base_config(
+            tmp_path,
+            channels=fake_telegram(telegram_fake.base_url),
+            owner={"identities": {"telegram": [str(owner)]}},
+        ),
+    )
+    assert daemon.data_dir == config.data_dir
+    try:
+        await daemon.start()
+        await telegram_fake.wait_sent(owner, 1, timeout=60)
+        (alert,) = telegram_fake.sent_to(owner)
+        assert alert["text"].startswith("Index problem: conversations.db is damaged (quick check")
+        assert "Traceback" not in daemon.log()
+        assert await daemon.terminate() == 0
+    finally:
+        await daemon.close()
+    assert config.index_path.with_name("conversations.db.damaged").exists()
 
 
 async def test_a_command_still_refuses_a_corrupt_index(tmp_path: Path) -> None:

@@ -71,9 +71,14 @@ async def test_a_second_daemon_is_still_refused_after_the_bounded_wait(
     first.open(exclusive=True)  # what a running daemon holds
     try:
         started = time.monotonic()
-        with pytest.raises(DataDirInUse, match="another my-agent daemon"):
+        with pytest.raises(DataDirInUse, match="another my-agent daemon") as refused:
             await asyncio.wait_for(run_daemon(config, asyncio.Event()), 10)
         assert 0.4 < time.monotonic() - started < 5
+        # Regression (session 27): without a daemon.json naming it, the refusal named
+        # neither the lock nor its holder (here this process, through ``first``).
+        lock = config.conversations_dir.resolve() / "journal" / "lock"
+        assert f"(pid {os.getpid()}) is running" in str(refused.value)
+        assert f"(it holds {lock})" in str(refused.value)
     finally:
         first.close()
 
@@ -323,8 +328,13 @@ async def test_a_second_daemon_named_in_the_status_file_is_refused_at_once(
     status_path.write_text(json.dumps(status), encoding="utf-8")
     try:
         started = time.monotonic()
-        with pytest.raises(DataDirInUse, match=f"another my-agent daemon \\(pid {other.pid}\\)"):
+        with pytest.raises(
+            DataDirInUse, match=f"another my-agent daemon \\(pid {other.pid}\\)"
+        ) as refused:
             await asyncio.wait_for(run_daemon(config, asyncio.Event()), 30)
+        # names the lock too (session 27)
+        lock = config.data_dir.resolve() / "conversations" / "journal" / "lock"
+        assert f"(it holds {lock})" in str(refused.value)
         assert time.monotonic() - started < 3
         assert read_status_file(status_path) == status  # not overwritten with this pid
         # its start ticks do not match: a reused pid, no daemon; the bounded wait again

@@ -3,6 +3,7 @@ example lines, our lines' field names, and tolerance of torn and corrupt lines."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bot import healthcheck
 from bot.config import AppConfig
 from bot.services import open_services
 from bot.transcript import TranscriptStore
@@ -272,15 +274,21 @@ async def test_valid_json_of_the_wrong_shape_is_skipped_like_a_corrupt_line(
     assert (await services.search.search("epsilon")).results == []
 
 
-@pytest.mark.parametrize("damage", ["torn_tail", "corrupt_middle"])
-async def test_recovery_indexes_the_good_lines(tmp_path: Path, damage: str) -> None:
+async def _stored_conversation(tmp_path: Path, count: int) -> tuple[AppConfig, str, Path]:
+    """A conversation of ``count`` exchanges stored by services since closed: the
+    config, its id and its transcript."""
     config: AppConfig = make_config(tmp_path)
     services = await open_services(config)
     try:
-        conv_id = await _conversation_with_turns(services, 3)
+        conv_id = await _conversation_with_turns(services, count)
     finally:
         await shutdown_services(services)
-    path = config.conversations_dir / f"{conv_id}.jsonl"
+    return config, conv_id, config.conversations_dir / f"{conv_id}.jsonl"
+
+
+@pytest.mark.parametrize("damage", ["torn_tail", "corrupt_middle"])
+async def test_recovery_indexes_the_good_lines(tmp_path: Path, damage: str) -> None:
+    config, conv_id, path = await _stored_conversation(tmp_path, 3)
     raw = path.read_bytes().splitlines(keepends=True)
     if damage == "torn_tail":
         raw.append(b'{"type":"turn","role":"user","content":"torn zeta","turnNu')
@@ -311,6 +319,40 @@ async def test_recovery_indexes_the_good_lines(tmp_path: Path, damage: str) -> N
         assert (await services.search.search("epsilon")).results[0].conversation_id == conv_id
     finally:
         await shutdown_services(services)
+
+
+async def test_a_line_with_bytes_that_are_not_utf8_keeps_its_message(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression (session 27): a byte that is not UTF-8 inside an otherwise whole line (a
+    # flipped bit on disk) made the whole line, an owner's message, a corrupt line: left
+    # out of the index rebuilt from the transcripts, of the history and of search.
+    config, conv_id, path = await _stored_conversation(tmp_path, 3)
+    data = path.read_bytes()
+    assert data.count(b"number2 alpha") == 1
+    path.write_bytes(data.replace(b"number2 alpha", b"number2 al\xffpha"))
+    config.index_path.unlink()  # rebuilt from the transcripts on start
+    caplog.set_level(logging.WARNING, "my_agent.transcript")
+
+    services = await open_services(config)
+    try:
+        rec = await services.conversations.get(conv_id)
+        assert rec is not None and rec.turn_count == 3
+        contents = [
+            row[0]
+            for row in await services.index_db.fetchall(
+                "SELECT content FROM turns WHERE conversation_id = ? AND role = 'user' ORDER BY id",
+                (conv_id,),
+            )
+        ]
+        assert contents[1] == "good line number2 al\ufffdpha"
+        assert (await services.search.search("number2")).results[0].conversation_id == conv_id
+    finally:
+        await shutdown_services(services)
+    warned = [r.getMessage() for r in caplog.records if r.name == "my_agent.transcript"]
+    assert any(f"{path.name}:4: bytes that are not UTF-8" in m for m in warned), warned
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["index"]["ok"], report["index"]
 
 
 async def test_fsync_policy_never_still_writes(tmp_path: Path) -> None:
