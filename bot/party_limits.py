@@ -9,7 +9,8 @@ bound (:func:`for_model`). The index keeps 8,000 characters of any message
 (:data:`bot.parties.INDEX_MESSAGE_CHARS`). An untrusted party
 past ``trust.untrusted_messages_per_hour`` messages in the hour (or all untrusted parties
 past ``trust.untrusted_messages_per_hour_total``: a new address per message) keeps
-:data:`FLOOD_CHARS` of each, as much as its escalation quotes. A cut text ends with a
+:data:`FLOOD_CHARS` of each, as much as its escalation quotes, and so does every message
+of a party the owner blocked. A cut text ends with a
 line saying how many characters were not kept, and why.
 """
 
@@ -43,6 +44,10 @@ async def kept(services: Services, msg: InboundMessage, party_key: str) -> Inbou
         return msg
     if tier == "untrusted" and await _flooding(services, party):
         limit, why = FLOOD_CHARS, "untrusted_messages_per_hour"
+    elif tier == "blocked":
+        # Blocked by the owner: nobody reads them in full, and whom the owner blocks is
+        # the likeliest to flood (each kept 50,000 characters, without end).
+        limit, why = FLOOD_CHARS, "blocked"
     if len(msg.text) <= limit:
         return msg
     log.warning(
