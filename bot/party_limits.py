@@ -3,7 +3,8 @@
 A stranger's 5 MB mail was stored whole (their file and the index), and a flood of them
 filled the disk. One message from a party not known to the owner keeps at most
 ``trust.party_message_max_chars`` characters (the mail itself stays in the mailbox; a
-Telegram text is never that long); a known contact's is kept whole, as the owner's are
+Telegram text is never that long); a known contact's is kept whole (not a mail that
+only claims their address), as the owner's are
 (nothing a contact sent is lost), and what the model reads of it is cut to the same
 bound (:func:`for_model`). The index keeps 8,000 characters of any message
 (:data:`bot.parties.INDEX_MESSAGE_CHARS`). An untrusted party
@@ -40,8 +41,8 @@ async def kept(services: Services, msg: InboundMessage, party_key: str) -> Inbou
         return msg
     party = await services.external.get(party_handle(msg.channel, party_key))
     tier = party.tier if party is not None else _configured_tier(services, msg.channel, party_key)
-    if tier == "known":
-        return msg
+    if tier == "known" and msg.identity_verified is not False:
+        return msg  # (a mail that only claims a known contact's address is a stranger's)
     if tier == "untrusted" and await _flooding(services, party):
         limit, why = FLOOD_CHARS, "untrusted_messages_per_hour"
     elif tier == "blocked":

@@ -4,8 +4,10 @@ as theirs (it is the owner's to see: escalated)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from bot.parties import party_handle
 from bot.services import open_services
 from tests.conftest import (
     RecordingChannel,
@@ -48,5 +50,37 @@ async def test_a_forged_mail_from_a_known_contact_is_escalated_not_answered(
         )
         await settle(services)
         assert [r.profile for r in brain.requests] == ["restricted"]
+    finally:
+        await shutdown_services(services)
+
+
+async def test_a_forged_mail_from_a_known_contact_is_kept_as_a_strangers(
+    tmp_path: Path,
+) -> None:
+    # Regression: a known contact's message is kept whole, and so was any mail that
+    # only claimed their address: a forger stored 5 MB a mail, as often as they liked.
+    config = telegram_config(
+        tmp_path,
+        trust={"contacts": {"email": {FRIEND: "known"}}, "party_message_max_chars": 20_000},
+    )
+    services = await open_services(config, brain=ScriptedBrain())
+    for channel in (RecordingChannel("email"), RecordingChannel("telegram")):
+        await attach_channel(services, channel)
+    huge = "x" * 1_000_000
+    try:
+        for verified, mid in ((False, "forged"), (True, "real")):
+            mail = inbound(
+                huge, channel="email", sender=FRIEND, identity_verified=verified, message_id=mid
+            )
+            await services.router.deliver(mail)
+        await settle(services)
+        path = config.external_dir / f"{party_handle('email', FRIEND)}.jsonl"
+        kept = {
+            line["messageRef"]: line["content"]
+            for line in map(json.loads, path.read_text().splitlines())
+            if line.get("type") == "message" and line.get("direction") == "in"
+        }
+        assert len(kept["forged"]) < 21_000 and "not kept" in kept["forged"]
+        assert kept["real"] == huge  # the contact's own: whole, as before
     finally:
         await shutdown_services(services)
