@@ -18,6 +18,7 @@ line saying how many characters were not kept, and why.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -39,7 +40,7 @@ async def kept(services: Services, msg: InboundMessage, party_key: str) -> Inbou
     limit, why = services.config.trust.party_message_max_chars, "party_message_max_chars"
     if len(msg.text) <= FLOOD_CHARS:
         return msg
-    tier = await tier_of(services, msg.channel, party_key)
+    tier = await tier_of(services, msg.channel, party_key, msg.sender_aliases)
     if tier == "known" and msg.identity_verified is not False:
         return msg  # (a mail that only claims a known contact's address is a stranger's)
     if tier == "untrusted" and await _flooding(services, party_handle(msg.channel, party_key)):
@@ -63,12 +64,15 @@ def for_model(services: Services, text: str) -> str:
     return cut_text(text, limit, "not shown to the model (party_message_max_chars)")
 
 
-async def tier_of(services: Services, channel: str, party_key: str) -> str:
-    """A party's tier as recorded, else as configured (their first message)."""
+async def tier_of(
+    services: Services, channel: str, party_key: str, aliases: Sequence[str] = ()
+) -> str:
+    """A party's tier as recorded, else as configured (their first message; ``aliases``:
+    their other identities, a Telegram @username, which ``trust.contacts`` may name)."""
     party = await services.external.get(party_handle(channel, party_key))
     if party is not None:
         return party.tier
-    configured = services.external.configured_tier(channel, party_key)
+    configured = services.external.configured_tier(channel, party_key, aliases)
     return configured or services.config.trust.default_tier
 
 
@@ -77,7 +81,7 @@ async def forged_known(services: Services, msg: InboundMessage, party_key: str) 
     verified as theirs by the receiving server (e-mail)."""
     if msg.identity_verified is not False:
         return False
-    return await tier_of(services, msg.channel, party_key) == "known"
+    return await tier_of(services, msg.channel, party_key, msg.sender_aliases) == "known"
 
 
 async def _flooding(services: Services, party_id: str) -> bool:
