@@ -25,8 +25,7 @@ from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, scrubbed
 from bot.index import ConversationRecord
 from bot.index_rescue import is_storage_refusal
-from bot.parties import normalise_identity
-from bot.party_limits import tier_of
+from bot.parties import normalise_identity, party_handle
 from bot.resolver import THREADED_CHANNELS, ConversationResolver, ReadOnlyConversation
 from bot.spool import HeldForRetry, InboundSpool
 from bot.strangers import StrangerFlow
@@ -216,9 +215,14 @@ class Router:
         )
 
     async def _blocked(self, msg: InboundMessage) -> bool:
-        """Whether the sender is a party the owner blocked (or ``trust.contacts`` does)."""
+        """Whether the sender is a party the owner blocked (or ``trust.contacts`` does);
+        not ``trust.default_tier``, which is for strangers writing to us, while the owner
+        allowed the group and everyone in it."""
         key = normalise_identity(msg.channel, msg.sender_id)
-        return await tier_of(self.s, msg.channel, key, msg.sender_aliases) == "blocked"
+        party = await self.s.external.get(party_handle(msg.channel, key))
+        if party is not None:
+            return party.tier == "blocked" and party.tier_source != "default"
+        return self.s.external.configured_tier(msg.channel, key, msg.sender_aliases) == "blocked"
 
     def _storage_recovered(self) -> None:
         self._storage_alerted = False  # the next failure alerts the owner again

@@ -50,3 +50,18 @@ async def test_a_blocked_party_gets_no_answer_in_a_group(tmp_path: Path) -> None
         assert len(brain.requests) == before
     finally:
         await shutdown_services(services)
+
+
+async def test_the_default_tier_blocked_still_lets_the_group_be_answered(tmp_path: Path) -> None:
+    # trust.default_tier is what strangers who write to us get; the owner allowed the
+    # group, everyone in it.
+    config = telegram_config(tmp_path, trust={"default_tier": "blocked"})
+    brain = ScriptedBrain()
+    services, _ = await start_telegram_core(config, brain=brain)
+    try:
+        await services.router.deliver(inbound("hi", sender=ANN))  # recorded: blocked
+        await services.router.deliver(inbound("@bot what time is it?", sender=ANN, **GROUP))
+        await settle(services)
+        assert [r.text for r in brain.requests] == ["@bot what time is it?"]
+    finally:
+        await shutdown_services(services)
