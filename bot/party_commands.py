@@ -26,11 +26,26 @@ class PartyCommands:
 
     async def _party(self, args: str, usage: str) -> tuple[PartyRecord, str] | CommandResult:
         """(party, the rest of the arguments), or the answer instead: ``usage`` when no
-        party is named, that nobody is known by it when none matches."""
+        party is named, that nobody is known by it when none matches, the ids to choose
+        from when a display name is several parties'.
+
+        Who a party is (id, address, handle) comes first, a display name only after: a
+        name is whatever the sender typed, and matched alongside, the newest party won
+        (a stranger who called themselves "bob@example.com" got the owner's
+        "/reply bob@example.com <the door code>")."""
         ref, _, rest = args.strip().partition(" ")
         if not ref:
             return CommandResult(usage)
         party = await self.s.external.find(ref)
+        if party is None:
+            named = await self.s.external.named(ref)
+            if len(named) > 1:
+                listed = ", ".join(f"{p.id} ({p.label})" for p in named)
+                return CommandResult(
+                    f"More than one who wrote to me is called {ref!r}: {listed}. "
+                    "Use the id: nothing was done."
+                )
+            party = named[0] if named else None
         if party is None:
             return CommandResult(
                 f"No one who wrote to me is known as {ref!r}: use the id from the "

@@ -3,25 +3,28 @@
 A stranger's 5 MB mail was stored whole (their file and the index), and a flood of them
 filled the disk. One message from a party not known to the owner keeps at most
 ``trust.party_message_max_chars`` characters (the mail itself stays in the mailbox; a
-Telegram text is never that long); a known contact's is kept whole, as the owner's are
+Telegram text is never that long); a known contact's is kept whole (not a mail that
+only claims their address), as the owner's are
 (nothing a contact sent is lost), and what the model reads of it is cut to the same
 bound (:func:`for_model`). The index keeps 8,000 characters of any message
 (:data:`bot.parties.INDEX_MESSAGE_CHARS`). An untrusted party
 past ``trust.untrusted_messages_per_hour`` messages in the hour (or all untrusted parties
 past ``trust.untrusted_messages_per_hour_total``: a new address per message) keeps
-:data:`FLOOD_CHARS` of each, as much as its escalation quotes. A cut text ends with a
+:data:`FLOOD_CHARS` of each, as much as its escalation quotes, and so does every message
+of a party the owner blocked. A cut text ends with a
 line saying how many characters were not kept, and why.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from bot.events import InboundMessage, iso, utcnow
-from bot.parties import PartyRecord, cut_text, party_handle
+from bot.parties import cut_text, party_handle
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -37,12 +40,15 @@ async def kept(services: Services, msg: InboundMessage, party_key: str) -> Inbou
     limit, why = services.config.trust.party_message_max_chars, "party_message_max_chars"
     if len(msg.text) <= FLOOD_CHARS:
         return msg
-    party = await services.external.get(party_handle(msg.channel, party_key))
-    tier = party.tier if party is not None else _configured_tier(services, msg.channel, party_key)
-    if tier == "known":
-        return msg
-    if tier == "untrusted" and await _flooding(services, party):
+    tier = await tier_of(services, msg.channel, party_key, msg.sender_aliases)
+    if tier == "known" and msg.identity_verified is not False:
+        return msg  # (a mail that only claims a known contact's address is a stranger's)
+    if tier == "untrusted" and await _flooding(services, party_handle(msg.channel, party_key)):
         limit, why = FLOOD_CHARS, "untrusted_messages_per_hour"
+    elif tier == "blocked":
+        # Blocked by the owner: nobody reads them in full, and whom the owner blocks is
+        # the likeliest to flood (each kept 50,000 characters, without end).
+        limit, why = FLOOD_CHARS, "blocked"
     if len(msg.text) <= limit:
         return msg
     log.warning(
@@ -58,19 +64,31 @@ def for_model(services: Services, text: str) -> str:
     return cut_text(text, limit, "not shown to the model (party_message_max_chars)")
 
 
-def _configured_tier(services: Services, channel: str, party_key: str) -> str:
-    """The tier of a party not recorded yet (their first message)."""
-    configured = services.external.configured_tier(channel, party_key)
+async def tier_of(
+    services: Services, channel: str, party_key: str, aliases: Sequence[str] = ()
+) -> str:
+    """A party's tier as recorded, else as configured (their first message; ``aliases``:
+    their other identities, a Telegram @username, which ``trust.contacts`` may name)."""
+    party = await services.external.get(party_handle(channel, party_key))
+    if party is not None:
+        return party.tier
+    configured = services.external.configured_tier(channel, party_key, aliases)
     return configured or services.config.trust.default_tier
 
 
-async def _flooding(services: Services, party: PartyRecord | None) -> bool:
-    """Whether an untrusted ``party`` (None: not recorded yet), or all untrusted parties
-    together, sent more than the hour's budget."""
+async def forged_known(services: Services, msg: InboundMessage, party_key: str) -> bool:
+    """Whether ``msg`` only claims to come from a known party: their address, not
+    verified as theirs by the receiving server (e-mail)."""
+    if msg.identity_verified is not False:
+        return False
+    return await tier_of(services, msg.channel, party_key, msg.sender_aliases) == "known"
+
+
+async def _flooding(services: Services, party_id: str) -> bool:
+    """Whether an untrusted party (``party_id``: none of theirs counted yet if not
+    recorded), or all untrusted parties together, sent more than the hour's budget."""
     ext, trust = services.external, services.config.trust
     hour = iso(utcnow() - timedelta(hours=1))
-    if party and await ext.untrusted_messages_since(hour, party.id) >= (
-        trust.untrusted_messages_per_hour
-    ):
+    if await ext.untrusted_messages_since(hour, party_id) >= trust.untrusted_messages_per_hour:
         return True
     return await ext.untrusted_messages_since(hour) >= trust.untrusted_messages_per_hour_total

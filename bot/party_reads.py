@@ -25,18 +25,28 @@ class PartyReads:
         return party_from_row(row) if row else None
 
     async def find(self, reference: str) -> PartyRecord | None:
-        """By handle, or by identity on any channel (``@name``, address, numeric id)."""
+        """By handle, or by identity on any channel (``@name``, address, numeric id);
+        never by display name, which a party chooses (:meth:`named`)."""
         ref = reference.strip()
         party = await self.get(ref)
         if party:
             return party
         rows = await self.db.fetchall(
             f"SELECT {PARTY_COLUMNS} FROM external_parties WHERE party_key = ? OR party_key = ? "
-            "OR lower(display_name) = ? OR EXISTS (SELECT 1 FROM json_each("
+            "OR EXISTS (SELECT 1 FROM json_each("
             "external_parties.meta, '$.handles') WHERE value = ?) ORDER BY updated DESC",
-            (ref.lower(), ref.lower().lstrip("@"), ref.lower(), ref.lower()),
+            (ref.lower(), ref.lower().lstrip("@"), ref.lower()),
         )
         return party_from_row(rows[0]) if rows else None
+
+    async def named(self, name: str, limit: int = 5) -> list[PartyRecord]:
+        """The parties whose display name is ``name`` (any case), newest first."""
+        rows = await self.db.fetchall(
+            f"SELECT {PARTY_COLUMNS} FROM external_parties WHERE lower(display_name) = ? "
+            "ORDER BY updated DESC LIMIT ?",
+            (name.strip().lower(), limit),
+        )
+        return [party_from_row(r) for r in rows]
 
     async def list_parties(self, limit: int = 200) -> list[PartyRecord]:
         rows = await self.db.fetchall(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
@@ -24,6 +25,7 @@ from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, scrubbed
 from bot.index import ConversationRecord
 from bot.index_rescue import is_storage_refusal
+from bot.parties import normalise_identity, party_handle
 from bot.resolver import THREADED_CHANNELS, ConversationResolver, ReadOnlyConversation
 from bot.spool import HeldForRetry, InboundSpool
 from bot.strangers import StrangerFlow
@@ -199,6 +201,11 @@ class Router:
     async def _group_flow(self, msg: InboundMessage) -> None:
         rec = await self.resolver.group(msg)
         is_owner = self.s.identities.match(msg.channel, msg.sender_id, msg.sender_aliases)
+        if is_owner is None and msg.addressed and await self._blocked(msg):
+            # Kept as the group's context, never answered, as /block promises (their
+            # mentions were answered in the owner's groups, a paid call each).
+            log.info("message of a blocked party in group %s kept, not answered", msg.group_id)
+            msg = replace(msg, addressed=False)
         command = parse_command(msg.text) if msg.addressed else None
         if command is not None:
             await self.command_flow.run(msg, rec, *command, owner=is_owner is not None)
@@ -206,6 +213,16 @@ class Router:
         await self.turns.record_and_reply(
             msg, rec, sender=msg.sender_name or msg.sender_id, owner=is_owner is not None
         )
+
+    async def _blocked(self, msg: InboundMessage) -> bool:
+        """Whether the sender is a party the owner blocked (or ``trust.contacts`` does);
+        not ``trust.default_tier``, which is for strangers writing to us, while the owner
+        allowed the group and everyone in it."""
+        key = normalise_identity(msg.channel, msg.sender_id)
+        party = await self.s.external.get(party_handle(msg.channel, key))
+        if party is not None:
+            return party.tier == "blocked" and party.tier_source != "default"
+        return self.s.external.configured_tier(msg.channel, key, msg.sender_aliases) == "blocked"
 
     def _storage_recovered(self) -> None:
         self._storage_alerted = False  # the next failure alerts the owner again

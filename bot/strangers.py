@@ -26,7 +26,7 @@ from bot.events import InboundMessage, iso, utcnow
 from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
-from bot.party_limits import kept
+from bot.party_limits import forged_known, kept
 from bot.party_lines import reply_to_of
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
@@ -38,6 +38,8 @@ log = logging.getLogger("my_agent.router")
 
 # What an escalation says of a known party whose mail the server did not vouch for.
 UNVERIFIED = "a known contact, but this mail is not verified as theirs (it may be forged)"
+# The kind of such a mail in the party's file and the index.
+UNVERIFIED_KIND = "unverified"
 
 
 class StrangerFlow(KnownAnswers):
@@ -72,6 +74,10 @@ class StrangerFlow(KnownAnswers):
         self, msg: InboundMessage, target: ReplyTarget, party_key: str, album: str | None
     ) -> None:
         msg = await kept(self.s, msg, party_key)  # a huge message, a flood: cut, said so
+        # A mail only claiming a known contact's address is kept apart from their own
+        # messages (its kind): never in their exchange the model reads, nor answered by
+        # a restart as a message of theirs left unanswered (bot/party_resume.py).
+        forged = await forged_known(self.s, msg, party_key)
         party, duplicate = await self.s.external.record_inbound(
             msg.channel,
             party_key,
@@ -79,6 +85,7 @@ class StrangerFlow(KnownAnswers):
             chat_id=msg.chat_id,
             text=msg.text,
             message_ref=msg.message_id,
+            kind=UNVERIFIED_KIND if forged else "message",
             aliases=msg.sender_aliases,
             reply_ref=msg.message_ref,
             subject=msg.subject,
@@ -125,6 +132,16 @@ class StrangerFlow(KnownAnswers):
             if ext.escalation_due(party):
                 await self.escalate(party, msg.text)
             return
+        if party.tier == "known" and msg.identity_verified is False:
+            # Their address, not vouched for by the receiving server (e-mail): anyone
+            # can write as a known contact, and had the model answer with the contact's
+            # exchange in its context. The owner hears of it; nothing is answered, nor
+            # run: their commands, answered without a stranger's limit, went to the
+            # contact's inbox, and a forged /new wiped the contact's context.
+            log.warning("known party %s: a mail not verified as theirs, escalated", party.id)
+            if ext.escalation_due(party):
+                await self.escalate(party, msg.text, standing=UNVERIFIED)
+            return
         command = parse_command(msg.text)
         # Only the commands we know are commands: anything else from a stranger is a
         # message like any other, above all Telegram's "/start", a new user's first
@@ -137,14 +154,6 @@ class StrangerFlow(KnownAnswers):
             await self.send_to_party(
                 party, result.text, kind="command", dedup=f"{msg.channel}:{msg.message_id}:command"
             )
-            return
-        if party.tier == "known" and msg.identity_verified is False:
-            # Their address, not vouched for by the receiving server (e-mail): anyone
-            # can write as a known contact, and had the model answer with the contact's
-            # exchange in its context. The owner hears of it; nothing is answered.
-            log.warning("known party %s: a mail not verified as theirs, escalated", party.id)
-            if ext.escalation_due(party):
-                await self.escalate(party, msg.text, standing=UNVERIFIED)
             return
         if party.tier == "known":
             self.s.replies.queue.submit(

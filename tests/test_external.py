@@ -32,7 +32,9 @@ async def test_party_record_and_handle(services: Any) -> None:
     other, _ = await _inbound(services, "email", "555", "hi", "e1")
     assert other.id != party.id
     assert await services.external.find(party.id) == party
-    assert (await services.external.find("ZED")) is not None
+    # a display name is the party's choice, no identity: looked up apart (/reply)
+    assert await services.external.find("ZED") is None
+    assert party.id in [p.id for p in await services.external.named("ZED")]
     path = services.config.external_dir / f"{party.id}.jsonl"
     kinds = [json.loads(line)["type"] for line in path.read_text().splitlines()]
     assert kinds == ["meta", "message"]

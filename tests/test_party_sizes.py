@@ -112,3 +112,31 @@ async def test_a_flood_of_untrusted_messages_keeps_little_of_each(tmp_path: Path
         assert "not kept (untrusted_messages_per_hour)" in cut["content"]
     finally:
         await shutdown_services(services)
+
+
+async def test_a_blocked_party_keeps_little_of_each_message(tmp_path: Path) -> None:
+    # Regression: a blocked party (the one the owner wants least, and the likeliest to
+    # flood) kept trust.party_message_max_chars of every message, without end, while an
+    # untrusted one past its hourly budget keeps 500.
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+        trust={"contacts": {"telegram": {STRANGER: "blocked"}}},
+    )
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    telegram = RecordingChannel("telegram")
+    await attach_channel(services, telegram)
+    try:
+        await services.router.deliver(inbound("abuse " * 5_000, sender=STRANGER))
+        await services.router.deliver(inbound("sorry, just this", sender=STRANGER))
+        await settle(services)
+        pid = party_handle("telegram", STRANGER)
+        said = [m["content"] for m in await services.external.messages(pid)]
+        assert len(said) == 2
+        assert len(said[0]) < 700 and "characters not kept (blocked)" in said[0], said[0][-120:]
+        assert said[1] == "sorry, just this"  # a short one whole
+        assert telegram.sent == [] and brain.requests == []
+    finally:
+        await shutdown_services(services)
