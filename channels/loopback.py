@@ -1,6 +1,7 @@
 """The loopback channel: a local HTTP ingress for scripts, benchmarks and tests.
 
-Listens on 127.0.0.1 only. ``POST /inbound`` with a JSON message answers 200 once the
+Listens on 127.0.0.1 only, and hears local scripts only (never a web page: see
+``local_request_problem``). ``POST /inbound`` with a JSON message answers 200 once the
 message is durable, so a client knows exactly which messages were acknowledged; 202 when
 the disk refused it but the daemon holds it in memory and stores it (and answers it) as
 soon as the disk has room (bot/spool.py): do not send it again; 503 when it was not
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from bot.channel import ChannelHost, DeliveryError
 from bot.config import AppConfig
@@ -62,7 +64,7 @@ class LoopbackChannel:
             if isinstance(line.get("outbox"), int):
                 key = (line["outbox"], _fingerprint(line))
                 self._delivered[key] = str(line.get("ref"))
-        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self._local_only])
         app.router.add_post("/inbound", self._inbound)
         app.router.add_get("/sent", self._sent)
         self._runner = web.AppRunner(app, access_log=None)
@@ -106,6 +108,19 @@ class LoopbackChannel:
         if key is not None:
             self._delivered[key] = ref
         return SendResult(message_ref=ref)
+
+    @web.middleware
+    async def _local_only(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Only a local script, never a web page: a page the owner opens could POST
+        messages as the owner (a form's text/plain body was read as JSON), and one whose
+        name is rebound to 127.0.0.1 could read ``/sent``. A browser names its page in
+        ``Origin`` and cannot send JSON elsewhere without asking; a rebound name is in
+        ``Host``."""
+        problem = local_request_problem(request, self.port)
+        if problem is not None:
+            log.warning("loopback request refused: %s", problem)
+            return web.json_response({"ok": False, "error": problem}, status=403)
+        return await handler(request)
 
     async def _inbound(self, request: web.Request) -> web.Response:
         try:
@@ -153,6 +168,21 @@ class LoopbackChannel:
             except ValueError:
                 continue
         return web.json_response(items)
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
+def local_request_problem(request: web.Request, port: int | None) -> str | None:
+    """Why ``request`` is not a local script's (None when it is)."""
+    if request.headers.get("Origin") is not None:
+        return "a web page's request (Origin)"
+    host = request.host.lower()
+    if host not in LOCAL_HOSTS and host not in {f"{h}:{port}" for h in LOCAL_HOSTS}:
+        return f"Host {request.host!r} is not 127.0.0.1"
+    if request.method == "POST" and request.content_type != "application/json":
+        return "Content-Type must be application/json"
+    return None
 
 
 def _fingerprint(record: dict[str, Any]) -> str:

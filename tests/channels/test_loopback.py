@@ -126,3 +126,42 @@ async def test_a_message_held_on_a_full_disk_is_accepted_not_refused(
         assert [s["text"] for s in sent] == ["re: hold me"]  # stored and answered once
     finally:
         await shutdown_services(services)
+
+
+async def test_only_a_local_script_is_heard_never_a_web_page(tmp_path: Path) -> None:
+    # Regression: any page the owner opened could POST a form (text/plain, read as JSON)
+    # to 127.0.0.1 as the owner, and a page whose name was rebound to 127.0.0.1 could
+    # read everything the daemon sent (GET /sent).
+    config = make_config(
+        tmp_path,
+        owner={"identities": {"loopback": ["owner"]}},
+        channels={"loopback": {"enabled": True}},
+    )
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        channel = loopback.LoopbackChannel(config, services)
+        await attach_channel(services, channel)  # type: ignore[arg-type]
+        base = f"http://127.0.0.1:{channel.port}"
+        message = {"sender": "owner", "text": "/new"}
+        form = '{"sender": "owner", "text": "forged"}'
+        async with aiohttp.ClientSession() as session:
+            refused: list[tuple[str, str, dict[str, Any]]] = [
+                ("POST", "/inbound", {"data": form, "headers": {"Content-Type": "text/plain"}}),
+                ("POST", "/inbound", {"json": message, "headers": {"Origin": "https://x.example"}}),
+                ("POST", "/inbound", {"json": message, "headers": {"Host": "evil.example"}}),
+                ("GET", "/sent", {"headers": {"Host": f"evil.example:{channel.port}"}}),
+                ("GET", "/sent", {"headers": {"Origin": "null"}}),
+            ]
+            for method, path, kwargs in refused:
+                async with session.request(method, f"{base}{path}", **kwargs) as resp:
+                    assert resp.status == 403, await resp.text()
+                    assert (await resp.json())["ok"] is False
+            await settle(services)
+            assert await services.conversations.list() == []  # nothing was taken
+            async with session.post(f"{base}/inbound", json=message) as resp:
+                assert resp.status == 200, await resp.text()
+            for host in ("localhost", f"localhost:{channel.port}"):
+                async with session.get(f"{base}/sent", headers={"Host": host}) as resp:
+                    assert resp.status == 200, await resp.text()
+    finally:
+        await shutdown_services(services)
