@@ -126,6 +126,9 @@ class TelegramChannel(TelegramReceiver):
         await self.migrations.load(host)
         await self.group_names.load(host)
         self.albums.load(await host.get_cursor(self.name, "albums"))
+        positions = self.sender.positions  # threading across restarts (chat_positions)
+        positions.load(await host.get_cursor(self.name, "positions"))
+        positions.save = lambda value: host.set_cursor(self.name, "positions", value)
         await self.token.load(host)
         await self.conflicts.load(host)
         try:
@@ -248,7 +251,9 @@ class TelegramChannel(TelegramReceiver):
             while True:
                 await self.token.held(self.sender.stopping)
                 try:
-                    return await self.sender.send(msg)
+                    result = await self.sender.send(msg)
+                    await self.sender.positions.persist()  # the bot's message: the newest
+                    return result
                 except TelegramUnauthorizedError:
                     # Revoked since the last poll: held like the rest (parts delivered
                     # are remembered by the sender, so the retry does not repeat them).
