@@ -126,6 +126,9 @@ class TelegramChannel(TelegramReceiver):
         await self.migrations.load(host)
         await self.group_names.load(host)
         self.albums.load(await host.get_cursor(self.name, "albums"))
+        positions = self.sender.positions  # threading across restarts (chat_positions)
+        positions.load(await host.get_cursor(self.name, "positions"))
+        positions.save = lambda value: host.set_cursor(self.name, "positions", value)
         await self.token.load(host)
         await self.conflicts.load(host)
         try:
@@ -235,7 +238,8 @@ class TelegramChannel(TelegramReceiver):
 
     # -- sending -------------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> SendResult:
-        """Deliver ``msg`` (see :class:`TelegramSender`); stops the typing indicator.
+        """Deliver ``msg`` (see :class:`TelegramSender`); "typing…" kept only while
+        another reply is owed in the chat (:meth:`TypingIndicator.settle`).
         While Telegram refuses the bot token, waits until it accepts it again
         (:meth:`TokenState.held`): the message stays pending in the outbox meanwhile."""
         if self._closed:
@@ -247,7 +251,9 @@ class TelegramChannel(TelegramReceiver):
             while True:
                 await self.token.held(self.sender.stopping)
                 try:
-                    return await self.sender.send(msg)
+                    result = await self.sender.send(msg)
+                    await self.sender.positions.persist()  # the bot's message: the newest
+                    return result
                 except TelegramUnauthorizedError:
                     # Revoked since the last poll: held like the rest (parts delivered
                     # are remembered by the sender, so the retry does not repeat them).
@@ -256,9 +262,11 @@ class TelegramChannel(TelegramReceiver):
             self._sends -= 1
             if not self._sends:
                 self._idle.set()
-            self._typing.stop(msg.chat_id)
+            # a reply (or the notice standing for one) settles one owed in the chat
+            answer = msg.kind in ("reply", "notice")
+            self._typing.settle(msg.chat_id, answer, msg.metadata.get("topic"))
 
     async def typing(self, chat_id: str, topic: int | str | None = None) -> None:
-        """Show "typing…" in ``chat_id`` (in its forum ``topic``, if any) until the next
-        send there (bounded)."""
+        """Show "typing…" in ``chat_id`` (in its forum ``topic``, if any) until the
+        reply asked for is sent there, and every other one owed there (each bounded)."""
         await self._typing.start(chat_id, topic)

@@ -148,6 +148,7 @@ class TelegramReceiver:
     async def _advance(self, offset: int) -> None:
         self.offset = offset
         assert self._host is not None
+        await self.sender.positions.persist()  # a private chat's newest message, if new
         try:
             await self._host.set_cursor(self.name, "offset", str(offset))
         except asyncio.CancelledError:

@@ -34,6 +34,13 @@ from channels.telegram.service_messages import SERVICE_TYPES
 log = logging.getLogger("my_agent.telegram")
 
 GROUP_TYPES = frozenset({"group", "supergroup"})
+# A shape aiogram cannot name (a newer Bot API than it knows): perhaps a person's words,
+# perhaps a notice of the chat's (a service message of that newer API). Recorded as
+# "[unknown]" everywhere; in a private chat it is answered (the owner sent something:
+# the assistant may say it cannot read it), in a ``respond: always`` group only when it
+# is addressed all the same (a reply to the bot, a mention). Before session 27 every
+# such notice in a group was answered as if a member had said "[unknown]".
+UNKNOWN_TYPE = "unknown"
 
 _COMMAND = re.compile(r"^/(\w{1,64})@(\w{3,64})\b")
 
@@ -239,7 +246,7 @@ def translate_message(
         addressed = (
             addressed
             and (
-                group_cfg.respond == "always"
+                (group_cfg.respond == "always" and ct != UNKNOWN_TYPE)
                 or replied_to_bot
                 or command_for_us is True
                 or (command_for_us is None and _our_bare_command(body))

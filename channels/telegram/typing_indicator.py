@@ -9,6 +9,11 @@ Under flood control (a 429 to a chat action, or to a send in that chat: :meth:`h
 nothing is asked until Telegram's ``retry_after`` has passed: each would be refused too,
 and asking during a flood wait may lengthen it. Before session 27 "typing…" was asked
 every 4.5 s all through the wait, and a chat action's own 429 was ignored.
+Several replies owed in one chat (a question asked while the last was answered, in a
+group two members asking): "typing…" is kept until the last of them is sent
+(:meth:`TypingIndicator.settle`), each owed for ``typing_max_seconds`` at the most (one
+never sent does not keep it). Before session 27 it stopped at the first reply sent
+while the second was still being written.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class TypingIndicator:
         self.refused = refused
         self.closed = False  # the channel is stopped: no more chat actions
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        # chat -> loop times until which each reply owed there keeps "typing…", oldest first
+        self._owed: dict[str, list[float]] = {}
         # chat (as sent to, routed) -> loop time until which Telegram holds it back
         self._quiet_until: dict[str, float] = {}
 
@@ -68,6 +75,9 @@ class TypingIndicator:
         """Show "typing…" in ``chat_id`` (in its forum ``topic``, if any) until
         :meth:`stop` for that chat (bounded)."""
         thread = topic_id(topic)
+        now = asyncio.get_running_loop().time()
+        owed = [t for t in self._owed.get(chat_id, ()) if t > now]
+        self._owed[chat_id] = [*owed, now + self.config.typing_max_seconds]
         reachable = await self._chat_action(chat_id, thread)
         self.stop(chat_id)
         if reachable and self.config.typing_max_seconds > 0:
@@ -75,8 +85,24 @@ class TypingIndicator:
                 self._keep_typing(chat_id, thread), name=f"typing-{chat_id}"
             )
 
+    def settle(self, chat_id: str, answer: bool, topic: int | str | None = None) -> None:
+        """A message was sent to ``chat_id``; ``answer``: a reply (or the notice standing
+        for one), which settles the oldest reply owed there. Telegram clears "typing…"
+        at each message the bot sends: it is shown again at once while a reply is still
+        owed there, else stopped."""
+        now = asyncio.get_running_loop().time()
+        owed = [t for t in self._owed.pop(chat_id, ()) if t > now][1 if answer else 0 :]
+        task = self._tasks.get(chat_id)
+        self.stop(chat_id)
+        if not owed or task is None or task.done() or self.closed:
+            return  # none owed, or not shown (the chat refuses the bot, bound reached)
+        self._owed[chat_id] = owed
+        self._tasks[chat_id] = spawn(
+            self._keep_typing(chat_id, topic_id(topic), at_once=True), name=f"typing-{chat_id}"
+        )
+
     def stop(self, chat_id: str) -> None:
-        """Stop refreshing the indicator of ``chat_id`` (a reply was sent there)."""
+        """Stop refreshing the indicator of ``chat_id``."""
         task = self._tasks.pop(chat_id, None)
         if task is not None:
             task.cancel()
@@ -98,10 +124,15 @@ class TypingIndicator:
         for task in self._tasks.values():
             task.cancel()
         self._tasks.clear()
+        self._owed.clear()
 
-    async def _keep_typing(self, chat_id: str, topic: int | None) -> None:
+    async def _keep_typing(self, chat_id: str, topic: int | None, at_once: bool = False) -> None:
+        """Refresh "typing…" until the last reply owed in ``chat_id`` is due; ``at_once``:
+        shown again first (a message sent there has just cleared it)."""
         loop = asyncio.get_running_loop()
-        until = loop.time() + self.config.typing_max_seconds
+        until = max(self._owed.get(chat_id) or [loop.time()])
+        if at_once and not await self._chat_action(chat_id, topic):
+            until = 0.0  # the chat refuses the bot: not asked again
         while loop.time() + TYPING_REFRESH_SECONDS < until:
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
             if not self.accepted.is_set():
@@ -116,6 +147,7 @@ class TypingIndicator:
                 break
         if self._tasks.get(chat_id) is asyncio.current_task():
             del self._tasks[chat_id]
+            self._owed.pop(chat_id, None)  # all due: none keeps "typing…" any longer
 
     async def _chat_action(self, chat_id: str, topic: int | None = None) -> bool:
         """Show "typing…" once; False when the chat refuses the bot (blocked, gone):

@@ -51,7 +51,8 @@ class RecordingHost:
 
     async def set_cursor(self, channel: str, key: str, value: str) -> None:
         self.cursors[(channel, key)] = value
-        self.cursor_history.append(value)
+        if key == "offset":  # the offsets written, in order (not the other cursors)
+            self.cursor_history.append(value)
         async with self._cond:
             self._cond.notify_all()
 

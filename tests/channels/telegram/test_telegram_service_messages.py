@@ -65,3 +65,16 @@ async def test_a_game_a_die_and_a_custom_emoji_alone_get_a_clear_text(
     await host.wait_delivered(3)
     # before, "[game]": the model could not tell which game "shall I play it?" meant
     assert [m.text for m in host.delivered] == ["[game: Tetris]", "[dice 🎯 6]", "😀"]
+
+
+async def test_a_shape_aiogram_cannot_name_is_recorded_not_answered_in_an_always_group(
+    tg_server: FakeTelegramServer, host: RecordingHost
+) -> None:
+    # a notice of a Bot API newer than aiogram: before, a member "said" "[unknown]" and
+    # the assistant answered it; in a private chat the owner sent something: answered
+    tg_server.inject_message(ALWAYS_GROUP, from_id=7, chat_streak_extended={"days": 3})
+    tg_server.inject_message(OWNER_ID, hologram={"id": "h"})
+    await host.wait_delivered(2)
+    group, private = host.delivered
+    assert (group.text, group.addressed) == ("[unknown]", False)
+    assert (private.text, private.addressed) == ("[unknown]", True)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.bench.fakes.telegram_api import FakeTelegramServer
-from channels.telegram.chat_positions import CHATS_REMEMBERED, ChatPositions
+from channels.telegram.chat_positions import CHATS_KEPT, CHATS_REMEMBERED, ChatPositions
 
-from .conftest import OWNER_ID
-from .stack import Stack
+from .conftest import OWNER_ID, assert_no_tasks_left
+from .stack import Stack, start_stack
 
 pytestmark = pytest.mark.slow
 
@@ -45,3 +47,38 @@ def test_chat_positions_are_kept_for_the_most_recent_chats_only() -> None:
     for chat in range(2, CHATS_REMEMBERED + 2):
         positions.saw(chat, 1)
     assert not positions.behind(1, 9)  # forgotten: unthreaded, as after a restart
+
+
+async def test_threading_knows_the_newest_message_across_a_restart(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    data = tmp_path / "data"
+    first = await start_stack(data, tg_server)
+    try:
+        original = tg_server.inject_message(OWNER_ID, "meet at 5?")
+        await tg_server.wait_sent(OWNER_ID, 1)
+    finally:
+        await first.stop()
+    second = await start_stack(data, tg_server)
+    try:
+        tg_server.inject_edit(original, "meet at 6?")  # already answered, before the stop
+        await tg_server.wait_sent(OWNER_ID, 2)
+    finally:
+        await second.stop()
+    await assert_no_tasks_left()
+    # Before, the positions were in memory only: after the restart the answer to the
+    # edit came unthreaded, below the first answer, as if it answered that one.
+    assert _threaded_under(tg_server) == [None, original["message_id"]]
+
+
+def test_chat_positions_kept_are_the_recent_private_chats_and_unreadable_ones_ignored() -> None:
+    positions = ChatPositions()
+    positions.saw(-100, 50)  # a group: its answers are threaded anyway
+    for chat in range(1, CHATS_KEPT + 2):
+        positions.saw(chat, 10)
+    restored = ChatPositions()
+    restored.load(positions.dump())
+    assert restored.behind(CHATS_KEPT + 1, 9) and not restored.behind(1, 9)
+    assert not restored.behind(-100, 9)
+    restored.load("not json")  # said and ignored: what was known stays
+    assert restored.behind(2, 9)
