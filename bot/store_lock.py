@@ -177,7 +177,7 @@ async def open_services_waiting(
     said = -STORAGE_LOG_SECONDS
     while True:
         try:
-            return await open_services(config, exclusive=True)
+            return await open_services(config, exclusive=True, stop=stop)
         except DataDirInUse:
             left = deadline - time.monotonic()
             if left <= 0 or (stop is not None and stop.is_set()):
