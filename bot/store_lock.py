@@ -165,6 +165,9 @@ async def open_services_waiting(
     status, and more start time: :meth:`bot.notify.Notifier.extend_timeout`). Before
     session 18 the daemon exited 74 at once; systemd restarted it every 5 s, gave up
     after 5 starts in 300 s (StartLimitBurst) and left it down once space came back.
+
+    ``stop`` also reaches recovery, which ends between two transcripts once it is set
+    (the services then open with ``recovery.stopped``; the next start goes on).
     """
     from bot.services import DataDirInUse, open_services
 
