@@ -113,7 +113,9 @@ def channel_summary(channels: list[Channel]) -> str:
     return text + (f" (not connected yet, retrying: {', '.join(down)})" if down else "")
 
 
-async def start_serving(services: Services, channels: list[Channel]) -> int:
+async def start_serving(
+    services: Services, channels: list[Channel], stop: asyncio.Event | None = None
+) -> int:
     """Queue what a restart owes, then start the channels; returns the owner's turns
     resumed.
 
@@ -125,21 +127,29 @@ async def start_serving(services: Services, channels: list[Channel]) -> int:
     was answered first, then the older one on its own, out of order, where one reply
     would have answered both (the debounce, an album). Nothing is sent before its
     channel starts: the outbox delivers a channel's rows once it is attached.
+
+    ``stop`` set meanwhile (a SIGTERM) ends the resuming between two items and starts
+    no channel: what was not queued is found again at the next start.
     """
-    await resume_known_parties(services)
-    await escalate_cut_messages(services)
+    await resume_known_parties(services, stop=stop)
+    await escalate_cut_messages(services, stop=stop)
     # A resumed turn's debounce counts from when the channels have started: a channel's
     # start (Telegram's setup) may outlast it, and the first poll's messages still join
     # its reply.
     services.replies.hold_bursts()
     try:
-        resumed = await resume_pending_replies(services)
+        resumed = await resume_pending_replies(services, stop)
+        if stop is not None and stop.is_set():
+            return resumed
         await start_channels(services, channels)
     finally:
         services.replies.release_bursts()
     unreadable = services.unreadable_transcripts()
     if unreadable:  # the rest is served; the owner may chmod the file and restart
         await services.alert_owner("Started without some conversations: " + "; ".join(unreadable))
+    missing = services.recovery.removed_notices() if services.recovery else []
+    if missing:  # never dropped silently: the owner may have lost it by mistake
+        await services.alert_owner("Transcripts missing at start: " + "; ".join(missing))
     # once the channels are up, so that damage it finds reaches the owner (before, the
     # alert had no channel to go on and was only logged)
     services.page_check = spawn(check_pages(services.index_db), name="index-page-check")
@@ -215,7 +225,10 @@ async def _serve(
     notifier.start_watchdog()
     try:
         await attach_background(services)
-        resumed = await start_serving(services, channels)
+        resumed = await start_serving(services, channels, stop)
+        if stop.is_set():  # asked to stop while starting: never say ready
+            log.info("stopping (asked to while the daemon was starting)")
+            return 0
         services.ready = True
         conversations = await services.index.count()
         names = channel_summary(channels)

@@ -195,6 +195,21 @@ def set_aside_marked(path: Path, files: Path) -> None:
     marker.unlink(missing_ok=True)
 
 
+def damage_text(name: str, damage: str) -> str:
+    """The owner's problem line for the index file ``name`` found damaged (``damage``:
+    what SQLite or the page check said). Only what is known: one bad page made it say
+    "search and history fail" (before session 27), while everything that never reads
+    that page works as before."""
+    return (
+        f"{name} is damaged ({damage}): searches, histories and index writes that reach "
+        "the damaged part may fail, the rest works; the transcripts are not affected; "
+        "restart my-agent to rebuild it from the transcripts"
+    )
+
+
+QUICK_CHECK_MAX = 5  # problems the page check lists before it stops
+
+
 class DamagedPages(Exception):
     """What SQLite's quick check found wrong in the pages of an index."""
 
@@ -217,7 +232,8 @@ async def check_pages(db: Any) -> bool:
 
     def quick_check() -> list[str]:
         try:
-            return [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
+            rows = conn.execute(f"PRAGMA quick_check({QUICK_CHECK_MAX})")
+            return [str(row[0]) for row in rows]
         finally:
             conn.close()
 
@@ -235,6 +251,11 @@ async def check_pages(db: Any) -> bool:
         log.info("%s: every page checked, no damage found", db.path.name)
         return True
     text = "; ".join(found).replace("*** in database main ***\n", "").replace("\n", "; ")
+    count = len(found)
+    if count >= QUICK_CHECK_MAX:
+        problems = f"{count} problems or more"
+    else:
+        problems = f"{count} problem{'s' if count > 1 else ''}"
     if db.damage is None:
-        db.report_damage(DamagedPages(f"quick check: {text}"))
+        db.report_damage(DamagedPages(f"quick check, {problems}: {text}"))
     return False

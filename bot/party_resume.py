@@ -33,10 +33,14 @@ for the owner): those after the party's last answer that has its row, in the fil
 order (the wall clock may have been set back meanwhile), or, when none has one, those
 made in the ten minutes before the newest outbox row: a lost or replaced state.db never
 re-sends old answers.
+
+Both take the daemon's ``stop`` (a SIGTERM during its start): set, they end between two
+parties, and what is left is found again from the files at the next start.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -77,13 +81,17 @@ async def _recent_parties(services: Services, tier: str, since: str) -> list[Par
     return parties
 
 
-async def resume_known_parties(services: Services, now: datetime | None = None) -> int:
+async def resume_known_parties(
+    services: Services, now: datetime | None = None, stop: asyncio.Event | None = None
+) -> int:
     """Queue one answer per known party whose latest messages a stop or a crash left
     unanswered; returns how many parties are answered."""
     since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
     resumed = 0
     newest = await services.state.fetchone("SELECT max(created) FROM outbox")
     for party in await _recent_parties(services, "known", since):
+        if _stopping(stop):
+            break
         lines = await services.external.read_lines(party.id)  # read once for both
         if newest is not None and newest[0] is not None:
             await requeue_unqueued_answers(services, party, lines, str(newest[0]))
@@ -94,6 +102,13 @@ async def resume_known_parties(services: Services, now: datetime | None = None) 
         services.router.strangers.answer_owed(party, said, reply_target(said[-1]))
         resumed += 1
     return resumed
+
+
+def _stopping(stop: asyncio.Event | None) -> bool:
+    if stop is None or not stop.is_set():
+        return False
+    log.info("stop asked for: the parties' owed messages are left for the next start")
+    return True
 
 
 async def owed_messages(
@@ -216,13 +231,17 @@ def _inbound_line(line: Line) -> bool:
     )
 
 
-async def escalate_cut_messages(services: Services, now: datetime | None = None) -> int:
+async def escalate_cut_messages(
+    services: Services, now: datetime | None = None, stop: asyncio.Event | None = None
+) -> int:
     """Acknowledge and escalate (as it would have been, rate limits included) what an
     untrusted party sent last when a stop or a crash came before it was handled (module
     docstring); returns for how many parties."""
     since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
     escalated = 0
     for party in await _recent_parties(services, "untrusted", since):
+        if _stopping(stop):
+            break
         cut, last_escalation = cut_messages(await services.external.read_lines(party.id))
         cut = [line for line in cut if str(line.get("timestamp", "")) >= since]
         if not cut:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,9 @@ from typing import Any
 from bot.db import SyncConn
 from bot.index import SELECT_CONVERSATION, row_to_record
 from bot.index_writes import apply_lines, record_from_meta
-from bot.parties import apply_party_lines
-from bot.transcript import TranscriptStore, parse_lines
+from bot.recovery_parties import catch_up_parties
+from bot.transcript import TranscriptStore
+from bot.transcript_rescue import save_removed_copy
 
 log = logging.getLogger("my_agent.recovery")
 
@@ -36,6 +38,11 @@ class RecoveryReport:
     needs_abbreviation: list[str] = field(default_factory=list)
     # transcripts that could not be read (file name -> the error): skipped, left as they are
     unreadable: dict[str, str] = field(default_factory=dict)
+    # a stop came before every transcript was caught up: the rest is left for the next
+    # start, and no owed reply was looked for (the next start finds them all)
+    stopped: bool = False
+    # transcripts missing at start (file name -> the copy of what the index held, turns)
+    saved: dict[str, tuple[Path, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,11 +55,38 @@ class RecoveryReport:
             "pendingReplies": len(self.pending_replies),
             "needsAbbreviation": len(self.needs_abbreviation),
             "unreadable": len(self.unreadable),
+            "stopped": self.stopped,
         }
 
+    def removed_notices(self) -> list[str]:
+        """One line for the owner per transcript found missing at start."""
+        return [
+            f"{name} was missing (deleted?): its conversation is out of search and history;"
+            f" the {turns} turns the index held are saved as {copy} (move it back into"
+            f" {copy.parent.parent} and restart to restore it, or delete it to forget it)"
+            for name, (copy, turns) in sorted(self.saved.items())
+        ]
 
-def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: RecoveryReport) -> None:
-    """Bring every conversation's rows up to its transcript (runs on the db thread)."""
+
+# Whether a stop was asked for (the daemon's SIGTERM); called on the db thread.
+Stopping = Callable[[], bool]
+
+
+def _never() -> bool:
+    return False
+
+
+def catch_up_conversations(
+    conn: SyncConn,
+    store: TranscriptStore,
+    report: RecoveryReport,
+    stopping: Stopping = _never,
+) -> None:
+    """Bring every conversation's rows up to its transcript (runs on the db thread).
+
+    ``stopping()`` is asked before each conversation: once true, the rest is left as it
+    is (``report.stopped``). Each conversation's rows and its indexed size change
+    together, so the next start goes on where this one stopped."""
     # Only the size each conversation reflects: a restart finds almost every transcript
     # indexed already, and building the records of a year's 10,000 conversations cost
     # more than the stats that show it. The record of one that changed is read then.
@@ -60,13 +94,18 @@ def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: Recov
     present = store.conversation_ids()
     if store.directory.is_dir():  # a missing directory (not mounted?) proves nothing
         for conv_id in sorted(set(known) - set(present)):
-            # Its transcript was deleted (by the owner, to forget it): the index is
-            # derived from the transcripts, and kept it listed and searchable for good.
-            log.warning("%s has no transcript any more: taken out of the index", conv_id)
-            _delete_turns(conn, conv_id)
-            conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
-            report.removed += 1
+            if stopping():
+                report.stopped = True
+                return
+            _take_out(conn, store, conv_id, report)
     for conv_id in present:
+        if stopping():
+            log.info(
+                "stop asked for: %d transcripts left for the next start",
+                len(present) - report.conversations,
+            )
+            report.stopped = True
+            return
         report.conversations += 1
         try:
             _catch_up_one(conn, store, conv_id, known.get(conv_id), report)
@@ -84,6 +123,36 @@ def catch_up_conversations(conn: SyncConn, store: TranscriptStore, report: Recov
             )
             store.mark_unreadable(conv_id, why)
             report.unreadable[store.path(conv_id).name] = why
+
+
+def _take_out(conn: SyncConn, store: TranscriptStore, conv_id: str, report: RecoveryReport) -> None:
+    """Take a conversation whose transcript is gone out of the index, what the index held
+    of it saved first (:mod:`bot.transcript_rescue`). Deleted to forget it, the index
+    kept it listed and searchable for good; lost by mistake, dropping its rows silently
+    lost its turns (before session 27). A copy that cannot be written keeps the rows:
+    the next start tries again."""
+    name = store.path(conv_id).name
+    try:
+        copy, turns = save_removed_copy(conn, store.directory, conv_id)
+    except OSError as exc:
+        log.error(
+            "%s is missing, and what the index holds of it cannot be saved (%s): "
+            "kept in the index until it can",
+            name,
+            exc,
+        )
+        return
+    log.warning(
+        "%s is missing: its conversation is taken out of the index; the %d turns the "
+        "index held are saved as %s",
+        name,
+        turns,
+        copy,
+    )
+    _delete_turns(conn, conv_id)
+    conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+    report.removed += 1
+    report.saved[name] = (copy, turns)
 
 
 def _catch_up_one(
@@ -145,49 +214,6 @@ def _first_ts(lines: list[dict[str, Any]]) -> str:
     return "1970-01-01T00:00:00.000Z"
 
 
-def catch_up_parties(conn: SyncConn, directory: Path, config: Any, report: RecoveryReport) -> None:
-    """Bring every third party's rows up to its record file (runs on the db thread)."""
-    if not directory.is_dir():  # a missing directory (not mounted?) proves nothing
-        return
-    offsets = dict(conn.execute("SELECT key, value FROM index_meta WHERE key LIKE 'ext:%'"))
-    paths = {path.stem: path for path in sorted(directory.glob("p*.jsonl"))}
-    known = [row[0] for row in conn.execute("SELECT id FROM external_parties")]
-    for party_id in sorted(set(known) - set(paths)):
-        # Its record was deleted (to forget them), as a conversation's transcript can be:
-        # the index is derived from the records (before session 15 it kept the party,
-        # their messages and escalations for good).
-        log.warning("party %s has no record any more: taken out of the index", party_id)
-        _forget_party(conn, party_id)
-        report.removed_parties += 1
-    for party_id, path in paths.items():
-        report.parties += 1
-        done = int(offsets.get(f"ext:{party_id}", 0))
-        size = path.stat().st_size
-        if done > size:
-            log.warning("party record %s shrank below its indexed size: re-indexing it", party_id)
-            _forget_party(conn, party_id)
-            done = 0
-        if done >= size:
-            continue
-        with open(path, "rb") as fh:
-            fh.seek(done)
-            data = fh.read()
-        end = data.rfind(b"\n")
-        if end < 0:
-            continue
-        apply_party_lines(conn, party_id, parse_lines(data[: end + 1], path.name), config)
-        conn.execute(
-            "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
-            (f"ext:{party_id}", str(done + end + 1)),
-        )
-
-
-def _forget_party(conn: SyncConn, party_id: str) -> None:
-    # external_messages and escalations go with the party (ON DELETE CASCADE)
-    conn.execute("DELETE FROM external_parties WHERE id = ?", (party_id,))
-    conn.execute("DELETE FROM index_meta WHERE key = ?", (f"ext:{party_id}",))
-
-
 # User turns that expect a reply and have none (the pending-reply markers); also
 # counted by `my-agent status` (bot.healthcheck).
 PENDING_REPLIES = (
@@ -207,11 +233,21 @@ def pending_replies(conn: SyncConn) -> list[tuple[str, int]]:
 
 
 def recover(
-    conn: SyncConn, store: TranscriptStore, external_dir: Path, config: Any
+    conn: SyncConn,
+    store: TranscriptStore,
+    external_dir: Path,
+    config: Any,
+    stopping: Stopping = _never,
 ) -> RecoveryReport:
+    """Catch the index up with the transcripts and party records, and find what a
+    restart owes. A stop (``stopping()`` true) ends it between two files: what is done
+    is kept, the rest is caught up (and its owed replies found) at the next start."""
     report = RecoveryReport()
-    catch_up_conversations(conn, store, report)
-    catch_up_parties(conn, external_dir, config, report)
+    catch_up_conversations(conn, store, report, stopping)
+    if not report.stopped:
+        catch_up_parties(conn, external_dir, config, report, stopping)
+    if report.stopped:  # the daemon stops without serving: nothing is owed this run
+        return report
     # an unreadable transcript's owed reply could not be written (its store refuses)
     skipped = {name.removesuffix(".jsonl") for name in report.unreadable}
     report.pending_replies = [p for p in pending_replies(conn) if p[0] not in skipped]

@@ -11,6 +11,7 @@ record.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,13 +26,26 @@ if TYPE_CHECKING:
 log = logging.getLogger("my_agent.services")
 
 
-async def resume_pending_replies(services: Services) -> int:
-    """Answer user turns left unanswered by a crash, a stop or an outage."""
+async def resume_pending_replies(services: Services, stop: asyncio.Event | None = None) -> int:
+    """Answer user turns left unanswered by a crash, a stop or an outage; returns how
+    many were resumed.
+
+    ``stop`` set (the daemon's SIGTERM during its start) ends it between two
+    conversations: a turn not resumed has still no reply in its transcript, so the next
+    start finds it again; so with :func:`requeue_unsent_replies`."""
     pending = services.recovery.pending_replies if services.recovery else []
     by_conv: dict[str, list[int]] = {}
     for conv_id, turn in pending:
         by_conv.setdefault(conv_id, []).append(turn)
+    resumed = 0
     for conv_id, turns in by_conv.items():
+        if stop is not None and stop.is_set():
+            log.info(
+                "stop asked for: %d conversations' replies left for the next start",
+                len(by_conv) - resumed,
+            )
+            break
+        resumed += 1
         rec = await services.conversations.get(conv_id)
         if rec is None:
             continue
@@ -58,8 +72,8 @@ async def resume_pending_replies(services: Services) -> int:
             )
     if services.recovery:
         services.recovery.pending_replies = []
-    await requeue_unsent_replies(services)
-    return len(pending)
+    await requeue_unsent_replies(services, stop=stop)
+    return sum(len(turns) for turns in list(by_conv.values())[:resumed])
 
 
 # How many of the newest reply rows left in the outbox anchor the re-queue scan: more
@@ -69,7 +83,9 @@ async def resume_pending_replies(services: Services) -> int:
 ANCHOR_ROWS = 50
 
 
-async def requeue_unsent_replies(services: Services, window_seconds: float = 600.0) -> int:
+async def requeue_unsent_replies(
+    services: Services, window_seconds: float = 600.0, stop: asyncio.Event | None = None
+) -> int:
     """Replies made durable in a transcript whose outbox row was never written (a
     crash between the two): queue them now under their usual dedup key.
 
@@ -82,6 +98,10 @@ async def requeue_unsent_replies(services: Services, window_seconds: float = 600
     since looked older than the rows before them and a scan by time missed them (before
     session 20). An empty outbox (a lost state.db) re-sends nothing, and what came before
     both (an older state.db's history, put back) is never checked.
+
+    ``stop`` set ends it between two replies (thousands took 80 s after a SIGTERM before
+    session 27): they are queued in the index's order, so the newest rows then anchor
+    the next start's scan before every reply still unqueued.
     """
     row = await services.state.fetchone("SELECT max(created) FROM outbox")
     if row is None or row[0] is None:
@@ -96,6 +116,9 @@ async def requeue_unsent_replies(services: Services, window_seconds: float = 600
     )
     queued = 0
     for conv_id, turn, content, channel, recall in rows:
+        if stop is not None and stop.is_set():
+            log.info("stop asked for: the replies never queued are left for the next start")
+            break
         key = f"{conv_id}:{turn}:reply"
         if await services.outbox.has_key(key):
             continue

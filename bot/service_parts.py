@@ -24,6 +24,7 @@ from bot.external import ExternalStore
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
+from bot.index_rescue import damage_text
 from bot.outbox import Outbox
 from bot.recovery import RecoveryReport
 from bot.replies import ReplyEngine
@@ -92,10 +93,7 @@ class Services:
         """The problem line for a conversations.db found damaged while running, or None."""
         if self.index_db.damage is None:
             return None
-        return (
-            f"{self.index_db.path.name} is damaged ({self.index_db.damage}): search and "
-            "history fail; restart my-agent to rebuild it from the transcripts"
-        )
+        return damage_text(self.index_db.path.name, self.index_db.damage)
 
     def unreadable_transcripts(self) -> list[str]:
         """One problem line per transcript start-up could not read (file and error)."""

@@ -103,6 +103,7 @@ async def open_services(
     exclusive: bool = False,
     download_models: bool = True,
     load_refs: bool = True,
+    stop: asyncio.Event | None = None,
 ) -> Services:
     """Open the store and databases, run recovery, build the brain. No channel yet.
 
@@ -114,8 +115,12 @@ async def open_services(
     (``recover_now``) is skipped when a running daemon holds the data directory: it
     indexes its own writes. ``load_refs=False`` (a one-shot command, which delivers no
     message): the message-ref filter is not built, duplicate checks ask the database.
+    ``stop`` (the daemon's SIGTERM) ends recovery between two transcripts: the services
+    open with what is caught up so far (``recovery.stopped``), the rest is the next
+    start's.
     """
     options: dict[str, Any] = {
+        "stop": stop,
         "brain": brain,
         "embedder": embedder,
         "recover_now": recover_now,
@@ -147,6 +152,7 @@ async def _open_services(
     exclusive: bool,
     download_models: bool,
     load_refs: bool,
+    stop: asyncio.Event | None,
 ) -> Services:
     """:func:`open_services`, once."""
     from bot.conversations import ConversationManager
@@ -218,8 +224,9 @@ async def _open_services(
             # indexed them a second time (duplicate turns). Its index is read as it is.
             log.info("a daemon runs on %s: its index is not caught up here", config.data_dir)
         elif recover_now:
+            stopping = stop.is_set if stop is not None else lambda: False
             services.recovery = await index_db.run(
-                lambda c: recover(c, store, config.external_dir, config)
+                lambda c: recover(c, store, config.external_dir, config, stopping)
             )
             log.info("recovery: %s", services.recovery.to_dict())
         if load_refs:  # every ref ever recorded: 0.3 s at 150,000 (docs/benchmarks.md)

@@ -165,6 +165,9 @@ async def open_services_waiting(
     status, and more start time: :meth:`bot.notify.Notifier.extend_timeout`). Before
     session 18 the daemon exited 74 at once; systemd restarted it every 5 s, gave up
     after 5 starts in 300 s (StartLimitBurst) and left it down once space came back.
+
+    ``stop`` also reaches recovery, which ends between two transcripts once it is set
+    (the services then open with ``recovery.stopped``; the next start goes on).
     """
     from bot.services import DataDirInUse, open_services
 
@@ -177,7 +180,7 @@ async def open_services_waiting(
     said = -STORAGE_LOG_SECONDS
     while True:
         try:
-            return await open_services(config, exclusive=True)
+            return await open_services(config, exclusive=True, stop=stop)
         except DataDirInUse:
             left = deadline - time.monotonic()
             if left <= 0 or (stop is not None and stop.is_set()):

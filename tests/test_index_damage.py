@@ -59,7 +59,9 @@ async def test_index_damage_found_while_running_is_reported_once_and_rebuilt(
         alerts = await telegram.wait_for(lambda sent: len(sent) > sent_before)
         assert [m.text for m in alerts[sent_before:] if "damaged" in m.text] == [
             "Index problem: conversations.db is damaged (database disk image is malformed): "
-            "search and history fail; restart my-agent to rebuild it from the transcripts."
+            "searches, histories and index writes that reach the damaged part may fail, the "
+            "rest works; the transcripts are not affected; restart my-agent to rebuild it "
+            "from the transcripts."
         ]
         assert damaged_marker(config.index_path).exists()
     finally:

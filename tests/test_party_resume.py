@@ -386,3 +386,27 @@ async def test_a_crash_at_the_escalation_is_made_good_at_start_even_after_an_ack
     assert "can I view the flat?" in escalation.text
     assert len(second.telegram.of_kind("acknowledgement")) == 1
     await shutdown_services(second.s)
+
+
+async def test_a_stop_during_the_start_leaves_the_owed_answer_to_the_next_start(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    first.brain.gate = asyncio.Event()
+    await first.kim("are you open on sunday?", message_id="k1")
+    await first.brain.started.wait()
+    await first.stop()
+
+    stop = asyncio.Event()
+    stop.set()  # a SIGTERM while the daemon starts
+    cut = await Run.start(config, resume=False)
+    assert await resume_known_parties(cut.s, stop=stop) == 0
+    assert await escalate_cut_messages(cut.s, stop=stop) == 0
+    await settle(cut.s)
+    assert cut.replies() == [] and cut.brain.requests == []
+    await shutdown_services(cut.s)
+
+    second = await Run.restarted(config)  # found again
+    assert second.replies() == ["re: are you open on sunday?"]
+    await shutdown_services(second.s)

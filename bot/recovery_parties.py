@@ -1,0 +1,71 @@
+"""Start-up recovery of the third parties' rows (:mod:`bot.recovery`): each party's
+record file (:mod:`bot.external`) caught up, a deleted one taken out of the index."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.db import SyncConn
+from bot.parties import apply_party_lines
+from bot.transcript import parse_lines
+
+if TYPE_CHECKING:
+    from bot.recovery import RecoveryReport
+
+log = logging.getLogger("my_agent.recovery")
+
+
+def catch_up_parties(
+    conn: SyncConn,
+    directory: Path,
+    config: Any,
+    report: RecoveryReport,
+    stopping: Callable[[], bool],
+) -> None:
+    """Bring every third party's rows up to its record file (runs on the db thread);
+    ``stopping`` as for :func:`bot.recovery.catch_up_conversations`."""
+    if not directory.is_dir():  # a missing directory (not mounted?) proves nothing
+        return
+    offsets = dict(conn.execute("SELECT key, value FROM index_meta WHERE key LIKE 'ext:%'"))
+    paths = {path.stem: path for path in sorted(directory.glob("p*.jsonl"))}
+    known = [row[0] for row in conn.execute("SELECT id FROM external_parties")]
+    for party_id in sorted(set(known) - set(paths)):
+        # Its record was deleted (to forget them), as a conversation's transcript can be:
+        # the index is derived from the records (before session 15 it kept the party,
+        # their messages and escalations for good).
+        log.warning("party %s has no record any more: taken out of the index", party_id)
+        _forget_party(conn, party_id)
+        report.removed_parties += 1
+    for party_id, path in paths.items():
+        if stopping():
+            report.stopped = True
+            return
+        report.parties += 1
+        done = int(offsets.get(f"ext:{party_id}", 0))
+        size = path.stat().st_size
+        if done > size:
+            log.warning("party record %s shrank below its indexed size: re-indexing it", party_id)
+            _forget_party(conn, party_id)
+            done = 0
+        if done >= size:
+            continue
+        with open(path, "rb") as fh:
+            fh.seek(done)
+            data = fh.read()
+        end = data.rfind(b"\n")
+        if end < 0:
+            continue
+        apply_party_lines(conn, party_id, parse_lines(data[: end + 1], path.name), config)
+        conn.execute(
+            "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+            (f"ext:{party_id}", str(done + end + 1)),
+        )
+
+
+def _forget_party(conn: SyncConn, party_id: str) -> None:
+    # external_messages and escalations go with the party (ON DELETE CASCADE)
+    conn.execute("DELETE FROM external_parties WHERE id = ?", (party_id,))
+    conn.execute("DELETE FROM index_meta WHERE key = ?", (f"ext:{party_id}",))

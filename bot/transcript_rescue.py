@@ -1,0 +1,77 @@
+"""What the index held of a transcript deleted while the daemon was stopped.
+
+The transcripts are the truth and the index is derived from them, so a conversation
+whose transcript is gone at start is taken out of the index (it was deleted to forget
+it). Until session 27 that was all, and silent: a transcript lost by mistake (a sync
+tool, a restore that missed a file, a wrong ``rm``) took its turns with it, though the
+index still held their text. Start-up (:mod:`bot.recovery`) now first writes what the
+index holds of it as a transcript of its own, ``removed/<conv-id>.jsonl`` under the
+conversations directory (its meta line, then its turns in order), and the owner is told
+the file's name once the channels are up: moved back into the conversations directory,
+it is the conversation again at the next start (recovery registers it); deleted, it is
+forgotten. The copy holds what the index keeps (text, roles, times, channel, sender),
+not every field of the original lines (usage, attachments' metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from bot.db import SyncConn
+from bot.index import SELECT_CONVERSATION, row_to_record
+from bot.index_writes import meta_from_record
+from bot.transcript_lines import Line, turn_line
+
+REMOVED_DIR = "removed"
+
+
+def removed_copy_path(conversations_dir: Path, conv_id: str) -> Path:
+    """Where the index's copy of ``conv_id``'s deleted transcript is written."""
+    return conversations_dir / REMOVED_DIR / f"{conv_id}.jsonl"
+
+
+def index_lines(conn: SyncConn, conv_id: str) -> list[Line]:
+    """The transcript lines the index can give back for ``conv_id`` (meta first; no
+    line when the index holds no record of it)."""
+    row = conn.execute(f"{SELECT_CONVERSATION} WHERE id = ?", (conv_id,)).fetchone()
+    if row is None:
+        return []
+    lines: list[Line] = [meta_from_record(row_to_record(row))]
+    turns = conn.execute(
+        "SELECT turn_number, role, content, timestamp, channel, sender, awaits_reply, recall"
+        " FROM turns WHERE conversation_id = ? ORDER BY id",
+        (conv_id,),
+    )
+    for number, role, content, ts, channel, sender, awaits, recall in turns:
+        line = turn_line(role, content, number, timestamp=ts, channel=channel, sender=sender)
+        if role == "user" and not awaits:
+            line["awaitReply"] = False
+        if role == "assistant" and not recall:
+            line["model"] = "offline"  # a readout: kept out of search, as it was
+        lines.append(line)
+    return lines
+
+
+def save_removed_copy(conn: SyncConn, conversations_dir: Path, conv_id: str) -> tuple[Path, int]:
+    """Write what the index holds of ``conv_id`` to :func:`removed_copy_path`, durably
+    (a temporary file synced, then renamed); returns the path and the turns written.
+    Raises :class:`OSError` when it cannot be written (the caller keeps the rows)."""
+    lines = index_lines(conn, conv_id)
+    path = removed_copy_path(conversations_dir, conv_id)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    temporary = path.with_name(f".{path.name}.tmp")
+    # 0600 as every transcript: the owner's words
+    with open(temporary, "wb", opener=lambda p, f: os.open(p, f, 0o600)) as fh:
+        fh.write(data.encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return path, max(0, len(lines) - 1)
