@@ -17,7 +17,7 @@ from bot.config import AppConfig
 from bot.daemon_stop import hurry_on_second_interrupt, reload, shutdown
 from bot.daemon_vectors import attach_background
 from bot.events import OutboundMessage, SendResult
-from bot.index_rescue import check_pages
+from bot.index_page_checks import page_checks
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.resolver import THREADED_CHANNELS
@@ -151,8 +151,10 @@ async def start_serving(
     if missing:  # never dropped silently: the owner may have lost it by mistake
         await services.alert_owner("Transcripts missing at start: " + "; ".join(missing))
     # once the channels are up, so that damage it finds reaches the owner (before, the
-    # alert had no channel to go on and was only logged)
-    services.page_check = spawn(check_pages(services.index_db), name="index-page-check")
+    # alert had no channel to go on and was only logged); once a day, not at every start
+    services.page_check = spawn(
+        page_checks(services.index_db, services.router), name="index-page-checks"
+    )
     return resumed
 
 

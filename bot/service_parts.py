@@ -63,8 +63,8 @@ class Services:
     recovery: RecoveryReport | None = None
     config_path: Path | None = None
     ready: bool = False
-    # the daemon's check of the index's pages after its start (bot.index_rescue.check_pages)
-    page_check: asyncio.Task[bool] | None = None
+    # the daemon's daily check of the index's pages (bot.index_page_checks.page_checks)
+    page_check: asyncio.Task[None] | None = None
 
     # -- health ----------------------------------------------------------------------
     def vector_search_available(self) -> bool:
