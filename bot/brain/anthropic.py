@@ -176,9 +176,7 @@ class AnthropicBrain:
         alias = request.model_alias or self.config.models.default
         ctx, title = await self._owner_context(request)
         system = self._owner_system(request, ctx, title)
-        messages = ctx.messages()
-        if self.config.brain.prompt_cache:
-            add_clock_note(messages, format_now(self.config, self._now()))
+        messages = self._with_clock(ctx.messages())
         params = request_params(self.config, alias, system, messages)
         if self.config.brain.prompt_cache:
             params = with_breakpoints(params, messages[-1] if messages else None)
@@ -288,9 +286,15 @@ class AnthropicBrain:
     ) -> None:
         """:func:`bot.brain.tool_round.tool_loop` on this brain's config and API; with
         prompt caching, the date and time in a note after the newest message."""
+        messages = self._with_clock(messages)
+        await tool_loop(self.config, self.api, alias, system, messages, tools, turn, deltas)
+
+    def _with_clock(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages``, with prompt caching the clock note after the newest one (not in
+        the system prompt: :mod:`bot.brain.prompt_cache`)."""
         if self.config.brain.prompt_cache:
             add_clock_note(messages, format_now(self.config, self._now()))
-        await tool_loop(self.config, self.api, alias, system, messages, tools, turn, deltas)
+        return messages
 
 
 # CUT_SHORT, EMPTY_REPLY and FlushRequest stay importable from here (tests, hooks).
