@@ -62,7 +62,8 @@ from bot.brain.context import (
 )
 from bot.brain.cost import record_spending
 from bot.brain.model_check import model_problem
-from bot.brain.prompt import PersonaFile, owner_system_prompt
+from bot.brain.prompt import PersonaFile, format_now, owner_system_prompt
+from bot.brain.prompt_cache import add_clock_note, with_breakpoints
 from bot.brain.restricted_reply import RESTRICTED_FALLBACK, restricted_reply
 from bot.brain.tool_calls import Tool
 from bot.brain.tool_round import tool_loop
@@ -175,7 +176,10 @@ class AnthropicBrain:
         alias = request.model_alias or self.config.models.default
         ctx, title = await self._owner_context(request)
         system = self._owner_system(request, ctx, title)
-        params = request_params(self.config, alias, system, ctx.messages())
+        messages = self._with_clock(ctx.messages())
+        params = request_params(self.config, alias, system, messages)
+        if self.config.brain.prompt_cache:
+            params = with_breakpoints(params, messages[-1] if messages else None)
         params["tools"] = [t.spec() for t in self.recall.tools(only=request.recall_scope)]
         return params
 
@@ -219,7 +223,8 @@ class AnthropicBrain:
             config=self.config,
             persona=self.persona.read(),
             channel=request.channel,
-            now=self._now(),
+            # with prompt caching, in a note after the newest message (bot.brain.prompt_cache)
+            now=None if self.config.brain.prompt_cache else self._now(),
             conversation_title=title,
             summary=ctx.summary,
             notes=request.notes,
@@ -279,8 +284,17 @@ class AnthropicBrain:
         turn: ReplyParts,
         deltas: DeltaForwarder,
     ) -> None:
-        """:func:`bot.brain.tool_round.tool_loop` on this brain's config and API."""
+        """:func:`bot.brain.tool_round.tool_loop` on this brain's config and API; with
+        prompt caching, the date and time in a note after the newest message."""
+        messages = self._with_clock(messages)
         await tool_loop(self.config, self.api, alias, system, messages, tools, turn, deltas)
+
+    def _with_clock(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages``, with prompt caching the clock note after the newest one (not in
+        the system prompt: :mod:`bot.brain.prompt_cache`)."""
+        if self.config.brain.prompt_cache:
+            add_clock_note(messages, format_now(self.config, self._now()))
+        return messages
 
 
 # CUT_SHORT, EMPTY_REPLY and FlushRequest stay importable from here (tests, hooks).

@@ -126,6 +126,11 @@ def _decode(data: bytes, path: Path) -> str:
         return data.decode("cp1252", errors="replace")
 
 
+# The clock changes every minute: in the system prompt it changed the prefix of every
+# request, and the next message could read nothing of the conversation from the cache.
+CLOCK_ELSEWHERE = "in the note at the end of the owner's newest message"
+
+
 def format_now(config: AppConfig, now: datetime) -> str:
     """E.g. ``Saturday 21 November 2026, 23:14 (Europe/Berlin, UTC+01:00)``."""
     local = now.astimezone(ZoneInfo(config.owner.timezone))
@@ -139,7 +144,7 @@ def owner_system_prompt(
     config: AppConfig,
     persona: str,
     channel: str,
-    now: datetime,
+    now: datetime | None,
     conversation_title: str | None = None,
     summary: str | None = None,
     notes: Sequence[str] = (),
@@ -154,14 +159,17 @@ def owner_system_prompt(
     ``conversation_id`` are pointed to (fetch_context), so the model knows they exist.
     ``group``: others read the reply (a group chat's members, a reply-all mail's other
     recipients).
+    ``now`` None: the date and time are not in the prompt but in a note after the owner's
+    newest message (:data:`CLOCK_ELSEWHERE`, prompt caching: bot.brain.prompt_cache).
     """
+    clock = format_now(config, now) if now is not None else CLOCK_ELSEWHERE
     style = CHANNEL_STYLE.get(channel, f"the {channel} channel")
     parts = [
         persona.strip(),
         "# Situation\n"
         f"- You are talking with {config.owner.name}, the person you work for (the owner).\n"
         f"- Channel: {channel} ({style}).\n"
-        f"- Current date and time: {format_now(config, now)}.\n"
+        f"- Current date and time: {clock}.\n"
         + (f"- Conversation title: {conversation_title}.\n" if conversation_title else "")
         + _older_turns(conversation_id, first_turn, bool(summary), tools),
     ]

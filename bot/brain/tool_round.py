@@ -24,6 +24,7 @@ from typing import Any
 from bot.brain.anthropic_api import MessagesCaller, as_params, text_of
 from bot.brain.anthropic_reply import CUT_REASONS, ReplyParts, account, request_params
 from bot.brain.anthropic_stream import DeltaForwarder
+from bot.brain.prompt_cache import with_breakpoints
 from bot.brain.stream_message import input_problem
 from bot.brain.tool_calls import Tool, execute, tool_map
 from bot.config.model import AppConfig
@@ -128,12 +129,16 @@ async def tool_loop(
     available = tool_map(tools)
     limit = config.brain.max_tool_iterations
     cap = config.brain.max_tool_calls_per_response
+    # the newest owner message: the end of the conversation, a cache breakpoint each round
+    anchor = messages[-1] if messages else None
     for iteration in range(limit + 1):
         params = request_params(config, alias, system, messages)
         if tools:
             params["tools"] = [t.spec() for t in tools]
             if iteration == limit:
                 params["tool_choice"] = {"type": "none"}
+        if config.brain.prompt_cache:
+            params = with_breakpoints(params, anchor)
         deltas.new_call()
         message = await api.call(params, deltas)
         account(config, turn, alias, message)

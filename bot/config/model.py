@@ -113,6 +113,9 @@ class BrainConfig(_Section):
     compression_budget_tokens: int = Field(default=24000, ge=500)
     restricted_context_tokens: int = Field(default=2000, ge=100)
     thinking_budget_tokens: int = Field(default=0, ge=0)  # 0 disables extended thinking
+    # cache_control breakpoints on the owner's replies (bot/brain/prompt_cache.py): a tool
+    # round and the next message read the prompt so far at a tenth of the input price
+    prompt_cache: bool = True
     persona_file: str = "persona.md"  # relative to data_dir
     # channel -> seconds: the owner's messages arriving within this of each other get one
     # reply (a long paste the phone splits in two, three quick lines); 0 or absent: off

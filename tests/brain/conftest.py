@@ -14,6 +14,7 @@ from anthropic import AsyncAnthropic
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.brain.anthropic import AnthropicBrain
 from bot.brain.base import BrainRequest
+from bot.brain.prompt_cache import CLOCK_START
 from bot.config import AppConfig
 from bot.config.model import BrainConfig
 from bot.conversations import ConversationManager
@@ -162,3 +163,27 @@ def owner_request(text: str, conversation_id: str) -> BrainRequest:
         model_alias="sonnet",
         conversation_id=conversation_id,
     )
+
+
+def uncached(body: dict[str, Any]) -> dict[str, Any]:
+    """A request body as it is with ``brain.prompt_cache`` off, for assertions on its
+    content: the system prompt one string, no ``cache_control``, no clock note after the
+    owner's newest message (bot.brain.prompt_cache)."""
+    out = dict(body)
+    system = body.get("system")
+    if isinstance(system, list):
+        out["system"] = "".join(b["text"] for b in system)
+    messages = []
+    for message in body.get("messages", []):
+        content = message["content"]
+        if isinstance(content, list):
+            kept = [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
+            noted = [b for b in kept if not _clock_note(b)]
+            content = noted[0]["text"] if len(noted) < len(kept) and len(noted) == 1 else noted
+        messages.append({**message, "content": content})
+    out["messages"] = messages
+    return out
+
+
+def _clock_note(block: dict[str, Any]) -> bool:
+    return str(block.get("text", "")).startswith(CLOCK_START)

@@ -12,7 +12,14 @@ from bot.brain.base import Brain, BrainRequest, UtilityModel
 from bot.brain.cost import summarize_costs
 from bot.brain.prompt import PLACEHOLDER_POLICY, restricted_system_prompt
 from bot.config import AppConfig
-from tests.brain.conftest import Deltas, ManualClock, make_brain, make_config, seed_conversation
+from tests.brain.conftest import (
+    Deltas,
+    ManualClock,
+    make_brain,
+    make_config,
+    seed_conversation,
+    uncached,
+)
 
 
 def owner_request(conv_id: str, text: str, alias: str = "sonnet", turn: int | None = None):
@@ -47,7 +54,7 @@ async def test_streamed_reply_arrives_in_order(
     # sonnet: 3 USD / 15 USD per million tokens
     assert reply.cost == pytest.approx((1200 * 3 + 350 * 15) / 1e6)
     assert reply.thinking_text is None
-    body = fake_api.requests[0].body
+    body = uncached(fake_api.requests[0].body)
     assert body["stream"] is True
     assert body["model"] == "claude-sonnet-4-6"
     assert body["messages"] == [{"role": "user", "content": "Tell me a short story"}]
@@ -79,7 +86,7 @@ async def test_history_becomes_alternating_messages(
     )
     fake_api.push_text("ok")
     await brain.reply(owner_request(conv, "third question"))
-    messages = fake_api.requests[0].body["messages"]
+    messages = uncached(fake_api.requests[0].body)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[-1]["content"] == "second question\n\nthird question"
 
@@ -128,7 +135,7 @@ async def test_thinking_text_when_enabled(
         reply = await brain.reply(owner_request(conv, "plan my day"), deltas)
         assert reply.thinking_text == "The owner has a report due."
         assert deltas.text == "Start with the report."  # thinking is never streamed
-        body = fake_api.requests[0].body
+        body = uncached(fake_api.requests[0].body)
         assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
         assert body["max_tokens"] == config.brain.max_tokens + 1024
     finally:
@@ -141,7 +148,7 @@ async def test_complete_for_background_work(
     fake_api.push_text("  Boiler repair quote  ")
     text = await brain.complete(system="Name this conversation.", prompt="turns...", max_tokens=50)
     assert text == "Boiler repair quote"
-    body = fake_api.requests[0].body
+    body = uncached(fake_api.requests[0].body)
     assert body["model"] == "claude-haiku-4-5"
     assert body["max_tokens"] == 50
     assert "stream" not in body and "tools" not in body
@@ -157,14 +164,14 @@ async def test_persona_file_created_and_reloaded(
     fake_api.push_text("a")
     await brain.reply(owner_request(conv, "hi"))
     assert path.exists() and "Persona" in path.read_text()
-    assert "personal assistant" in fake_api.requests[0].body["system"]
+    assert "personal assistant" in uncached(fake_api.requests[0].body)["system"]
     import os
 
     path.write_text("You are Jeeves, a butler.")
     os.utime(path, (1, 1))  # a distinct mtime even on coarse file systems
     fake_api.push_text("b")
     await brain.reply(owner_request(conv, "hi"))
-    assert fake_api.requests[1].body["system"].startswith("You are Jeeves, a butler.")
+    assert uncached(fake_api.requests[1].body)["system"].startswith("You are Jeeves, a butler.")
 
 
 async def test_system_prompt_has_local_time_and_notes(
@@ -190,8 +197,11 @@ async def test_system_prompt_has_local_time_and_notes(
             notes=("This conversation could be split.",),
         )
         await brain.reply(request)
-        system = fake_api.requests[0].body["system"]
-        assert "Sunday 22 November 2026, 00:30 (Europe/Berlin, UTC+01:00)" in system
+        system = uncached(fake_api.requests[0].body)["system"]
+        # in the system prompt, or with prompt caching in the note after the message
+        assert "Sunday 22 November 2026, 00:30 (Europe/Berlin, UTC+01:00)" in (
+            fake_api.requests[0].text
+        )
         assert "Channel: telegram" in system and "Conversation title: Trip" in system
         assert "- This conversation could be split." in system
         # placeholders for files it was not given ("[voice message, 7s]") are named as
@@ -235,4 +245,6 @@ async def test_a_persona_file_saved_in_a_legacy_encoding_does_not_stop_replies(
     fake_api.push_text("Guten Tag.")
     reply = await brain.reply(owner_request(conv, "hi"))
     assert reply.text == "Guten Tag."
-    assert fake_api.requests[0].body["system"].startswith("Du bist Jeeves. Grüße immer höflich.")
+    assert uncached(fake_api.requests[0].body)["system"].startswith(
+        "Du bist Jeeves. Grüße immer höflich."
+    )

@@ -29,6 +29,7 @@ from tests.brain.conftest import (
     nine_big_turns,
     owner_request,
     seed_conversation,
+    uncached,
 )
 
 
@@ -137,7 +138,7 @@ async def test_compression_fires_at_budget_and_next_request_is_summary_plus_rece
             for n in range(first_turn, last_turn + 1):
                 assert f"user turn {n}:" in text
 
-        check_summary_plus_recent(fake_api.requests[1].body, through + 1, 9)
+        check_summary_plus_recent(uncached(fake_api.requests[1].body), through + 1, 9)
 
         # the next reply: same summary, the recent turns, and the new one; no compression
         await core.conversations.append_turn(conv, "assistant", "reply 9")
@@ -145,13 +146,13 @@ async def test_compression_fires_at_budget_and_next_request_is_summary_plus_rece
         fake_api.push_text("reply 10")
         await brain.reply(owner_request("user turn 10: short", conv))
         assert len(fake_api.requests) == 3
-        check_summary_plus_recent(fake_api.requests[2].body, through + 1, 10)
+        check_summary_plus_recent(uncached(fake_api.requests[2].body), through + 1, 10)
 
         # after a restart, hydration finds the same summary and later turns
         fresh = make_brain(config, core, ManualClock())
         fake_api.push_text("reply 10 again")
         await fresh.reply(owner_request("user turn 10: short", conv))
-        check_summary_plus_recent(fake_api.requests[3].body, through + 1, 10)
+        check_summary_plus_recent(uncached(fake_api.requests[3].body), through + 1, 10)
         await fresh.client.close()
     finally:
         await brain.client.close()
@@ -192,12 +193,14 @@ async def test_pre_compaction_flush_runs_a_silent_turn_with_the_hook_tools(
         assert len(calls) == 1 and calls[0].conversation_id == conv
         assert calls[0].prompt == FLUSH_PROMPT
         assert remembered == ["Owner likes lorem ipsum"]
-        flush_body = fake_api.requests[0].body
+        flush_body = uncached(fake_api.requests[0].body)
         assert [t["name"] for t in flush_body["tools"]] == ["remember"]
         assert flush_body["messages"][-1]["content"].endswith(FLUSH_PROMPT)
         assert "user turn 9:" not in str(flush_body["messages"])  # answered after compression
-        assert fake_api.requests[2].body["model"] == "claude-haiku-4-5"  # then compression
-        assert "remember" not in str(fake_api.requests[3].body.get("tools"))
+        assert (
+            uncached(fake_api.requests[2].body)["model"] == "claude-haiku-4-5"
+        )  # then compression
+        assert "remember" not in str(uncached(fake_api.requests[3].body).get("tools"))
         event = next(ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event")
         assert event["usage"]["input"] > 0  # flush + compression cost is on the event
     finally:
@@ -215,7 +218,7 @@ async def test_failed_compression_still_answers(
         fake_api.push_text("still here")
         reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "still here"
-        assert "user turn 1:" in str(fake_api.requests[1].body["messages"])
+        assert "user turn 1:" in str(uncached(fake_api.requests[1].body)["messages"])
         assert not [ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event"]
     finally:
         await brain.client.close()
@@ -253,7 +256,7 @@ async def test_an_empty_summary_is_not_recorded_as_a_compression(
         fake_api.push_text("reply 9")
         reply = await brain.reply(owner_request(big(9, "user"), conv))
         assert reply.text == "reply 9"
-        assert "user turn 1:" in str(fake_api.requests[1].body["messages"])
+        assert "user turn 1:" in str(uncached(fake_api.requests[1].body)["messages"])
         # no summary recorded; what the refused call cost is, on an event of its own
         events = [ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event"]
         assert [e["event"] for e in events] == ["compression_failed"]
@@ -291,13 +294,13 @@ async def test_one_huge_message_does_not_lock_the_conversation_out_of_the_model(
             )
         )
         assert first.text == "answered"
-        sent = str(fake_api.requests[-1].body["messages"])
+        sent = str(uncached(fake_api.requests[-1].body)["messages"])
         assert "ERROR disk full at sector 42" in sent and "more characters not shown" in sent
         await core.conversations.append_turn(conv, "assistant", first.text)
         await core.conversations.append_turn(conv, "user", "what does the log say?")
         second = await brain.reply(owner_request("what does the log say?", conv))
         assert second.text == "answered"
-        assert all(len(json.dumps(r.body)) <= limit for r in fake_api.requests)
+        assert all(len(json.dumps(uncached(r.body))) <= limit for r in fake_api.requests)
     finally:
         await brain.client.close()
 
@@ -315,7 +318,7 @@ async def test_after_a_restart_the_model_is_told_where_the_older_turns_are(
         conv = await seed_conversation(core, [*turns, ("user", "what did I say first?")])
         fake_api.push_text("Let me look.")
         await brain.reply(owner_request("what did I say first?", conv))
-        body = fake_api.requests[0].body
+        body = uncached(fake_api.requests[0].body)
         assert "user turn 11" not in str(body["messages"])  # outside the window
         assert "Turns 1-11 of this conversation are not shown" in body["system"]
         assert f"fetch_context (conversationId {conv})" in body["system"]
@@ -390,14 +393,16 @@ async def test_after_a_restart_compression_also_summarises_the_turns_before_the_
         fake_api.push_text("SUMMARY of turns 1-13")
         fake_api.push_text("reply 14")
         await brain.reply(owner_request(f"user turn 14: {huge}", conv))
-        prompt = last_user_text(fake_api.requests[0].body)
-        assert fake_api.requests[0].body["system"].startswith("You maintain the running summary")
+        prompt = last_user_text(uncached(fake_api.requests[0].body))
+        assert uncached(fake_api.requests[0].body)["system"].startswith(
+            "You maintain the running summary"
+        )
         for n in range(1, 14):
             assert prompt.count(f"[turn {n}] Owner: user turn {n}") == 1, n
             assert prompt.count(f"[turn {n}] Assistant: assistant turn {n}") == 1, n
         event = next(ln for ln in core.conversations.read_lines(conv) if ln["type"] == "event")
         assert event["compressedThrough"] == 13
-        reply_body = fake_api.requests[1].body
+        reply_body = uncached(fake_api.requests[1].body)
         assert "SUMMARY of turns 1-13" in reply_body["system"]
         assert [m["content"][:12] for m in reply_body["messages"]] == ["user turn 14"]
     finally:
@@ -420,7 +425,7 @@ async def test_a_refused_reply_is_not_sent_back_to_the_model(
     await manager.append_turn(conv, "user", "something else then")
     fake_api.push_text("Sure.")
     await brain.reply(owner_request("something else then", conv))
-    messages = fake_api.requests[1].body["messages"]
+    messages = uncached(fake_api.requests[1].body)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert "Step one" not in json.dumps(messages)
     assert messages[1]["content"] == REFUSED_IN_CONTEXT

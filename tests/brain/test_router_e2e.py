@@ -16,6 +16,7 @@ from bot.events import InboundMessage, OutboundMessage, SendResult
 from bot.reply_generation import OUTAGE, STOPPED
 from bot.resume import resume_pending_replies
 from bot.services import Services, close_services, open_services
+from tests.brain.conftest import uncached
 
 
 class RecordingChannel:
@@ -355,8 +356,10 @@ async def test_the_owners_recall_in_a_group_reads_the_group_only(
         await wait_for(lambda: any(m.kind == "reply" for m in test.sent))
         first, second = fake_api.requests
         assert "95000" not in second.text
-        assert "every member reads your replies" in first.body["system"]
-        (search,) = [t for t in first.body["tools"] if t["name"] == "search_conversations"]
+        assert "every member reads your replies" in uncached(first.body)["system"]
+        (search,) = [
+            t for t in uncached(first.body)["tools"] if t["name"] == "search_conversations"
+        ]
         assert "this group chat's own" in search["description"]
     finally:
         await close_services(s)

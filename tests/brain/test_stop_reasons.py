@@ -14,6 +14,7 @@ from tests.brain.conftest import (
     make_config,
     owner_request,
     seed_conversation,
+    uncached,
 )
 
 
@@ -54,7 +55,7 @@ async def test_a_paused_turn_is_continued(
     reply = await brain.reply(owner_request("what is new?", conv), deltas)
     assert reply.text == "Let me check.\n\nNothing new since Monday." == deltas.text
     assert len(fake_api.requests) == 2
-    resent = fake_api.requests[1].body["messages"][-1]
+    resent = uncached(fake_api.requests[1].body)["messages"][-1]
     assert resent == {"role": "assistant", "content": [{"type": "text", "text": "Let me check."}]}
     assert not reply.extra
 

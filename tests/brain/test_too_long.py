@@ -24,6 +24,7 @@ from tests.brain.conftest import (
     make_config,
     owner_request,
     seed_conversation,
+    uncached,
 )
 
 HAIKU = "claude-haiku-4-5"
@@ -66,9 +67,9 @@ async def test_a_prompt_too_long_is_shrunk_and_asked_again(
     deltas = Deltas()
     reply = await brain.reply(owner_request("and now?", conv), deltas)
     assert reply.text == deltas.text == "answered"
-    models = [r.body["model"] for r in fake_api.requests]
+    models = [uncached(r.body)["model"] for r in fake_api.requests]
     assert models == ["claude-sonnet-4-6", HAIKU, "claude-sonnet-4-6"]
-    last = fake_api.requests[-1].body
+    last = uncached(fake_api.requests[-1].body)
     assert "SUMMARY of the early turns" in last["system"]
     assert "user turn 1:" not in json.dumps(last["messages"])
     assert last["messages"][-1]["content"] == "and now?"
@@ -87,7 +88,7 @@ async def test_without_a_summary_the_oldest_turns_are_left_out(
         fake_api.push(model_with_window(9000))
     reply = await brain.reply(owner_request("and now?", conv))
     assert reply.text == "answered"
-    last = fake_api.requests[-1].body
+    last = uncached(fake_api.requests[-1].body)
     assert last["model"] == "claude-sonnet-4-6"
     assert last["messages"][-1]["content"] == "and now?"
     assert len(json.dumps(last["messages"])) < 9000
@@ -102,4 +103,4 @@ async def test_still_too_long_after_shrinking_says_so_once(
     reply = await brain.reply(owner_request("hello", conv))
     assert reply.extra == {"error": "too_long", "status": 400}
     assert "too long" in reply.text and "/new" in reply.text
-    assert [r.body["model"] for r in fake_api.requests] == ["claude-sonnet-4-6"] * 2
+    assert [uncached(r.body)["model"] for r in fake_api.requests] == ["claude-sonnet-4-6"] * 2

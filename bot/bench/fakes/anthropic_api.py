@@ -16,6 +16,9 @@ Every request body is recorded (``fake.requests``). ``down_for(seconds)`` answer
 request with an error until that time has passed (an outage); ``fallback="echo"`` answers
 unscripted requests with an echo of the last user text (benchmarks), the default
 ``"error"`` answers them with a 400 so a test notices an unexpected call.
+``prompt_cache=True`` counts cache writes and reads from the requests' ``cache_control``
+breakpoints as the API does (:mod:`bot.bench.fakes.anthropic_cache`), and refuses
+breakpoints the API refuses with a 400.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from bot.bench.fakes.anthropic_cache import PromptCache
 from bot.bench.fakes.anthropic_stream import stream_message
+from bot.brain.prompt_cache import CLOCK_START
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -122,7 +127,12 @@ def last_user_text(body: dict[str, Any]) -> str:
         content = message.get("content")
         if isinstance(content, str):
             return content
-        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        # not the clock note after the owner's text (bot.brain.prompt_cache)
+        texts = [
+            b.get("text", "")
+            for n, b in enumerate(content)
+            if b.get("type") == "text" and not (n and b.get("text", "").startswith(CLOCK_START))
+        ]
         if texts:
             return "\n".join(texts)
     return ""
@@ -131,8 +141,12 @@ def last_user_text(body: dict[str, Any]) -> str:
 class FakeAnthropicAPI:
     """The fake server. ``await start()`` (or ``async with``) then use :attr:`base_url`."""
 
-    def __init__(self, *, fallback: Literal["error", "echo"] = "error") -> None:
+    def __init__(
+        self, *, fallback: Literal["error", "echo"] = "error", prompt_cache: bool = False
+    ) -> None:
         self.fallback = fallback
+        # prompt_cache: count cache writes and reads as the API does (anthropic_cache)
+        self.cache = PromptCache() if prompt_cache else None
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Scripted | Responder] = deque()
         self._down_until = 0.0
@@ -247,6 +261,9 @@ class FakeAnthropicAPI:
             return self._error(Scripted(status=401, error_message="missing API key"))
         if time.monotonic() < self._down_until:
             return self._error(Scripted(status=self._down_status, error_message="down"))
+        problem = self.cache.problem(body) if self.cache else None
+        if problem:
+            return self._error(Scripted(status=400, error_message=problem))
         scripted = self._next(body)
         if scripted.delay:
             await asyncio.sleep(scripted.delay)
@@ -293,7 +310,9 @@ class FakeAnthropicAPI:
             "input_tokens": scripted.input_tokens or estimate_tokens(inputs),
             "output_tokens": scripted.output_tokens or estimate_tokens(content),
         }
-        if scripted.cache_write_tokens or scripted.cache_read_tokens:
+        if self.cache is not None and not scripted.input_tokens:
+            usage.update(self.cache.usage(body))
+        elif scripted.cache_write_tokens or scripted.cache_read_tokens:
             usage["cache_creation_input_tokens"] = scripted.cache_write_tokens
             usage["cache_read_input_tokens"] = scripted.cache_read_tokens
         return {
