@@ -4,17 +4,37 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from bot.services import open_services
+from bot.config import AppConfig
+from bot.services import Services, open_services
 from channels import loopback
 from tests.conftest import attach_channel, make_config, settle, shutdown_services
 from tests.sqlite_driver import sqlite3
 from tests.support import ScriptedBrain, inbound
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path) -> AsyncIterator[tuple[AppConfig, Services, Any]]:
+    """The core with the loopback channel started on it (the owner is "owner")."""
+    config = make_config(
+        tmp_path,
+        owner={"identities": {"loopback": ["owner"]}},
+        channels={"loopback": {"enabled": True}},
+    )
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        channel = loopback.LoopbackChannel(config, services)
+        await attach_channel(services, channel)  # type: ignore[arg-type]
+        yield config, services, channel
+    finally:
+        await shutdown_services(services)
 
 
 def test_a_short_write_leaves_the_record_whole(
@@ -47,26 +67,17 @@ async def test_replies_are_sent_after_state_db_was_lost(tmp_path: Path) -> None:
     # before (its crash-resend guard). With state.db deleted or replaced, the outbox
     # numbers from 1 again, so every new reply and command answer was dropped in
     # silence ("outbox 1 was delivered before a crash: not sent again").
-    config = make_config(
-        tmp_path,
-        owner={"identities": {"loopback": ["owner"]}},
-        channels={"loopback": {"enabled": True}},
-    )
-
-    async def exchange(text: str, message_id: str) -> None:
-        services = await open_services(config, brain=ScriptedBrain())
-        try:
-            await attach_channel(services, loopback.LoopbackChannel(config, services))  # type: ignore[arg-type]
+    async def exchange(text: str, message_id: str) -> AppConfig:
+        async with serving(tmp_path) as (config, services, _channel):
             await services.router.deliver(
                 inbound(
                     text, channel="loopback", sender="owner", chat="owner", message_id=message_id
                 )
             )
             await settle(services)
-        finally:
-            await shutdown_services(services)
+        return config
 
-    await exchange("first, before the loss", "m-1")
+    config = await exchange("first, before the loss", "m-1")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{config.data_dir / 'state.db'}{suffix}").unlink(missing_ok=True)
     await exchange("second, after it", "m-2")
@@ -84,15 +95,7 @@ async def test_a_message_held_on_a_full_disk_is_accepted_not_refused(
     # Regression: the ingress answered 503 "retry" for a message the spool already held;
     # a client that retried without an id got a new one and the message was stored twice.
     monkeypatch.setattr("bot.router.STORAGE_RETRIES", ())
-    config = make_config(
-        tmp_path,
-        owner={"identities": {"loopback": ["owner"]}},
-        channels={"loopback": {"enabled": True}},
-    )
-    services = await open_services(config, brain=ScriptedBrain())
-    try:
-        channel = loopback.LoopbackChannel(config, services)
-        await attach_channel(services, channel)  # type: ignore[arg-type]
+    async with serving(tmp_path) as (config, services, channel):
         db = services.index.db
         real_run = db.run
         full = True
@@ -124,23 +127,13 @@ async def test_a_message_held_on_a_full_disk_is_accepted_not_refused(
             assert status == 503 and body["ok"] is False and body["message_id"]
         sent = loopback.read_json_lines(config.data_dir / "loopback-sent.jsonl")
         assert [s["text"] for s in sent] == ["re: hold me"]  # stored and answered once
-    finally:
-        await shutdown_services(services)
 
 
 async def test_only_a_local_script_is_heard_never_a_web_page(tmp_path: Path) -> None:
     # Regression: any page the owner opened could POST a form (text/plain, read as JSON)
     # to 127.0.0.1 as the owner, and a page whose name was rebound to 127.0.0.1 could
     # read everything the daemon sent (GET /sent).
-    config = make_config(
-        tmp_path,
-        owner={"identities": {"loopback": ["owner"]}},
-        channels={"loopback": {"enabled": True}},
-    )
-    services = await open_services(config, brain=ScriptedBrain())
-    try:
-        channel = loopback.LoopbackChannel(config, services)
-        await attach_channel(services, channel)  # type: ignore[arg-type]
+    async with serving(tmp_path) as (_config, services, channel):
         base = f"http://127.0.0.1:{channel.port}"
         message = {"sender": "owner", "text": "/new"}
         form = '{"sender": "owner", "text": "forged"}'
@@ -163,5 +156,3 @@ async def test_only_a_local_script_is_heard_never_a_web_page(tmp_path: Path) -> 
             for host in ("localhost", f"localhost:{channel.port}"):
                 async with session.get(f"{base}/sent", headers={"Host": host}) as resp:
                     assert resp.status == 200, await resp.text()
-    finally:
-        await shutdown_services(services)
