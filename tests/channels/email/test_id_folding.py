@@ -1,0 +1,64 @@
+"""In-Reply-To and References as written on the wire: folded between ids, never inside
+one, never as RFC 2047 encoded words (which match no Message-ID)."""
+
+from __future__ import annotations
+
+from email import message_from_bytes
+from email.policy import compat32
+
+from channels.email.compose import compose
+from channels.email.id_folding import MAIL_POLICY
+
+# Exchange Online's ids run past a line with the header's name before them.
+EXCHANGE = [
+    f"<AM6PR08MB41810{n}D1E3B5E5F0B3F1F4A3C5E6A70@AM6PR08MB4181.eurprd08.prod.outlook.com>"
+    for n in range(3)
+]
+SHORT = [f"<s{n}@x.org>" for n in range(12)]
+
+
+def wire(in_reply_to: str, references: list[str], utf8: bool = False) -> bytes:
+    composed = compose(
+        from_addr="bot@example.com",
+        display_name="Bot",
+        to=["owner@example.org"],
+        subject="Re: Trip",
+        text="Hi",
+        in_reply_to=in_reply_to,
+        references=references,
+    )
+    if utf8:  # as channels.email.smtp sends it to a server with SMTPUTF8
+        return composed.message.as_bytes(policy=MAIL_POLICY.clone(utf8=True))
+    return composed.message.as_bytes()  # the policy it was composed with
+
+
+def header_lines(raw: bytes, name: bytes) -> list[bytes]:
+    """The lines of header ``name`` as written (its first and its continuations)."""
+    lines = raw.partition(b"\r\n\r\n")[0].split(b"\r\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith(name + b":"))
+    out = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line[:1].isspace():
+            break
+        out.append(line)
+    return out
+
+
+def test_long_ids_are_written_whole_and_folded_between_them() -> None:
+    raw = wire(EXCHANGE[-1], [*EXCHANGE, *SHORT])
+    parsed = message_from_bytes(raw, policy=compat32)
+    assert parsed["In-Reply-To"] == EXCHANGE[-1]
+    assert parsed["References"].split() == [*EXCHANGE, *SHORT]
+    assert b"=?" not in raw
+    lines = header_lines(raw, b"References")
+    assert all(len(line) <= 998 for line in lines)
+    # An id alone on its line may be long; short ones share lines of at most 78.
+    assert all(len(line) <= 78 for line in lines if line.count(b"<") > 1)
+    assert len(lines) < len(EXCHANGE) + len(SHORT)
+
+
+def test_a_non_ascii_id_is_written_as_it_is_with_smtputf8() -> None:
+    accented = "<réunion-1@exemple.fr>"
+    raw = wire(accented, [EXCHANGE[0], accented], utf8=True)
+    assert header_lines(raw, b"In-Reply-To") == [b"In-Reply-To: " + accented.encode()]
+    assert b"=?" not in raw.partition(b"\r\n\r\n")[0]
