@@ -8,6 +8,7 @@ from email.policy import compat32
 
 from channels.email.compose import compose
 from channels.email.id_folding import MAIL_POLICY
+from channels.email.parsing import parse_message
 
 # Exchange Online's ids run past a line with the header's name before them.
 EXCHANGE = [
@@ -62,3 +63,19 @@ def test_a_non_ascii_id_is_written_as_it_is_with_smtputf8() -> None:
     raw = wire(accented, [EXCHANGE[0], accented], utf8=True)
     assert header_lines(raw, b"In-Reply-To") == [b"In-Reply-To: " + accented.encode()]
     assert b"=?" not in raw.partition(b"\r\n\r\n")[0]
+
+
+def test_references_written_as_encoded_words_are_read_as_ids() -> None:
+    # As the email package writes a long id (and this channel did before session 28):
+    # read as one broken id, the thread's older ids were lost with it.
+    raw = (
+        b"From: o@example.org\r\nTo: bot@example.com\r\nSubject: Re: Trip\r\n"
+        b"Message-ID: <m3@example.org>\r\nIn-Reply-To: <m2@example.org>\r\n"
+        b"References: =?utf-8?q?=3CAM6PR08MB41810D1E3B5E5F0B3F1F4A3C5E6A70=40AM6PR?=\r\n"
+        b" =?utf-8?q?08MB4181=2Eeurprd08=2Eprod=2Eoutlook=2Ecom=3E_=3Cm2=40example=2Eorg=3E?=\r\n"
+        b"\r\nHi\r\n"
+    )
+    assert parse_message(raw).references == (
+        "<AM6PR08MB41810D1E3B5E5F0B3F1F4A3C5E6A70@AM6PR08MB4181.eurprd08.prod.outlook.com>",
+        "<m2@example.org>",
+    )
