@@ -12,6 +12,7 @@ from email import message_from_bytes
 from email.message import Message
 from email.policy import SMTP, compat32
 from pathlib import Path
+from typing import Any
 
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
 from tests.channels.email.stack import Stack, open_in_new_folder, owner_mail, wait_ref
@@ -51,74 +52,64 @@ def on_the_wire(smtp: SmtpServer, index: int) -> Message:
     return message_from_bytes(envelope.original_content or b"", policy=compat32)
 
 
-async def answer(smtp: SmtpServer, count: int) -> tuple[str, str, list[str]]:
-    """The ``count``-th answer: its Message-ID, In-Reply-To and References as sent."""
-    await smtp.capture.wait_for(count)
-    sent = on_the_wire(smtp, count - 1)
-    return sent["Message-ID"], " ".join(sent["In-Reply-To"].split()), sent["References"].split()
+class OwnerClients:
+    """The owner writing to the assistant from one client after another."""
+
+    def __init__(self, pymap: PymapServer, smtp: SmtpServer, stack: Stack, folder: str) -> None:
+        self.pymap, self.smtp, self.stack, self.folder = pymap, smtp, stack, folder
+        self.answers = 0
+
+    async def write(self, message_id: str, *args: Any, **kwargs: Any) -> tuple[str, str, Any]:
+        """Send :func:`client_mail` and wait for the answer: its Message-ID, In-Reply-To
+        and References as sent, and the conversation the mail joined."""
+        await append(self.pymap.port, self.folder, client_mail(message_id, *args, **kwargs))
+        self.answers += 1
+        await self.smtp.capture.wait_for(self.answers)
+        sent = on_the_wire(self.smtp, self.answers - 1)
+        refs = sent["References"].split()
+        conv = await wait_ref(self.stack, message_id)
+        return sent["Message-ID"], " ".join(sent["In-Reply-To"].split()), (refs, conv)
 
 
 async def test_one_thread_through_real_clients_is_one_conversation_threaded_on_the_wire(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
 ) -> None:
     folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
+    owner = OwnerClients(pymap, smtp, stack, folder)
     # Gmail, a new mail: an id too long for one line after "In-Reply-To: ".
-    await append(pymap.port, folder, client_mail(GMAIL_1, "Plan a trip to Lisbon.", "Trip"))
-    r1, in_reply_to, refs = await answer(smtp, 1)
-    conv = await wait_ref(stack, GMAIL_1)
+    r1, in_reply_to, (refs, conv) = await owner.write(GMAIL_1, "Plan a trip to Lisbon.", "Trip")
     assert (in_reply_to, refs) == (GMAIL_1, [GMAIL_1])
     # Gmail's reply: the whole chain, In-Reply-To our answer.
-    await append(
-        pymap.port,
-        folder,
-        client_mail(GMAIL_2, "Two nights.", "Re: Trip", r1, [GMAIL_1, r1]),
+    r2, in_reply_to, found = await owner.write(
+        GMAIL_2, "Two nights.", "Re: Trip", r1, [GMAIL_1, r1]
     )
-    r2, in_reply_to, refs = await answer(smtp, 2)
-    assert await wait_ref(stack, GMAIL_2) == conv
-    assert (in_reply_to, refs) == (GMAIL_2, [GMAIL_1, r1, GMAIL_2])
+    assert (in_reply_to, found) == (GMAIL_2, ([GMAIL_1, r1, GMAIL_2], conv))
     # Outlook desktop: In-Reply-To, no References, a Thread-Index of its own.
     index = base64.b64encode(bytes(range(1, 23))).decode()
     outlook = {"Thread-Topic": "Trip", "Thread-Index": index}
-    await append(
-        pymap.port,
-        folder,
-        client_mail(OUTLOOK, "Make it Porto.", "RE: Trip", r2, headers=outlook),
+    r3, in_reply_to, found = await owner.write(
+        OUTLOOK, "Make it Porto.", "RE: Trip", r2, headers=outlook
     )
-    r3, in_reply_to, refs = await answer(smtp, 3)
-    assert await wait_ref(stack, OUTLOOK) == conv
-    assert (in_reply_to, refs) == (OUTLOOK, [r2, OUTLOOK])
+    assert (in_reply_to, found) == (OUTLOOK, ([r2, OUTLOOK], conv))
     assert on_the_wire(smtp, 2)["Subject"] == "Re: Trip"
     # Apple Mail answering our first answer, not the newest.
-    await append(
-        pymap.port,
-        folder,
-        client_mail(APPLE, "Back to Lisbon, sorry.", "Re: Trip", r1, [GMAIL_1, r1]),
+    _, in_reply_to, found = await owner.write(
+        APPLE, "Back to Lisbon, sorry.", "Re: Trip", r1, [GMAIL_1, r1]
     )
-    _, in_reply_to, refs = await answer(smtp, 4)
-    assert await wait_ref(stack, APPLE) == conv
-    assert (in_reply_to, refs) == (APPLE, [GMAIL_1, r1, APPLE])
+    assert (in_reply_to, found) == (APPLE, ([GMAIL_1, r1, APPLE], conv))
     # A phone client: In-Reply-To only, prefixes piled up by three clients.
-    await append(
-        pymap.port,
-        folder,
-        client_mail(PHONE, "Window seat please.", "Re: Re: AW: Fwd: Trip", r3),
+    r5, in_reply_to, found = await owner.write(
+        PHONE, "Window seat please.", "Re: Re: AW: Fwd: Trip", r3
     )
-    r5, in_reply_to, refs = await answer(smtp, 5)
-    assert await wait_ref(stack, PHONE) == conv
-    assert (in_reply_to, refs) == (PHONE, [r3, PHONE])
+    assert (in_reply_to, found) == (PHONE, ([r3, PHONE], conv))
     assert on_the_wire(smtp, 4)["Subject"] == "Re: Fwd: Trip"
     # A long thread (ids of mails we never saw in the middle), the subject changed:
     # References keep the root and the newest ids (RFC 5322 section 3.6.4's advice).
     middle = [f"<mid-{n}@mail.gmail.com>" for n in range(30)]
-    await append(
-        pymap.port,
-        folder,
-        client_mail(LONG, "Hotel?", "Porto after all (was: Trip)", r5, [GMAIL_1, *middle, r5]),
+    _, in_reply_to, found = await owner.write(
+        LONG, "Hotel?", "Porto after all (was: Trip)", r5, [GMAIL_1, *middle, r5]
     )
-    _, in_reply_to, refs = await answer(smtp, 6)
-    assert await wait_ref(stack, LONG) == conv
-    assert in_reply_to == LONG
-    assert refs == [GMAIL_1, *middle[-17:], r5, LONG]
+    assert (in_reply_to, found) == (LONG, ([GMAIL_1, *middle[-17:], r5, LONG], conv))
     for n in range(6):  # nothing written as encoded words
         sent = on_the_wire(smtp, n)
         assert "=?" not in sent["In-Reply-To"] + sent["References"]

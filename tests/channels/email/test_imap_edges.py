@@ -179,6 +179,16 @@ def expunged_elsewhere(command: str, uid: int) -> Any:
     return answer
 
 
+async def expunged_behind_a_proxy(pymap: PymapServer, command: str) -> tuple[str, Proxy]:
+    """A new folder behind a proxy that refuses our ``UID <command>`` of mail 101 as
+    Dovecot does when another client has expunged it."""
+    folder = await create_folder(pymap.port)
+    proxy = Proxy(pymap.port)
+    proxy.answer = expunged_elsewhere(command, 101)
+    await proxy.start()
+    return folder, proxy
+
+
 async def test_a_fetch_refused_with_expungeissued_is_a_mail_gone_not_a_broken_session(
     pymap: PymapServer,
     smtp: SmtpServer,
@@ -189,10 +199,7 @@ async def test_a_fetch_refused_with_expungeissued_is_a_mail_gone_not_a_broken_se
     # The owner's phone deleted mail 101 between our SEARCH and FETCH; Dovecot refused
     # the FETCH with NO [EXPUNGEISSUED]. It was taken for a broken session: reconnect,
     # fetch again, five times, then "passed over" and retried every hour, for ever.
-    folder = await create_folder(pymap.port)
-    proxy = Proxy(pymap.port)
-    proxy.answer = expunged_elsewhere("fetch", 101)
-    await proxy.start()
+    folder, proxy = await expunged_behind_a_proxy(pymap, "fetch")
     try:
         host = FakeHost()
         config = make_config(tmp_path, proxy.port, smtp.port, folder, imap={"poll_interval": 0.2})
@@ -227,10 +234,7 @@ async def test_a_mark_refused_with_expungeissued_is_no_reason_to_deliver_again(
 ) -> None:
     # Delivered, then deleted by another client before our \Seen (or MOVE): refused
     # with NO [EXPUNGEISSUED], it ended the session, and the mail was fetched again.
-    folder = await create_folder(pymap.port)
-    proxy = Proxy(pymap.port)
-    proxy.answer = expunged_elsewhere(command, 101)
-    await proxy.start()
+    folder, proxy = await expunged_behind_a_proxy(pymap, command)
     try:
         host = FakeHost()
         imap = {"poll_interval": 0.2, "processed_folder": processed}
