@@ -279,9 +279,9 @@ class EmailChannel:
         "never mind", a new question in its thread) was even recorded."""
         if not self.caught_up.is_set() and self._task is not None:
             log.info(
-                "the %s %s waits for the first check of %s to end",
+                "the %s to %s waits for the first check of %s to end",
                 message.kind,
-                message.outbox_id,
+                message.chat_id,
                 self._cfg.imap.folder,
             )
             await self.caught_up.wait()
