@@ -6,8 +6,11 @@ from __future__ import annotations
 from email import message_from_bytes
 from email.policy import compat32
 
+from bot.config.channels import EmailChannelConfig
+from bot.events import OutboundMessage
 from channels.email.compose import compose
 from channels.email.id_folding import MAIL_POLICY
+from channels.email.outgoing import compose_outgoing
 from channels.email.parsing import parse_message
 
 # Exchange Online's ids run past a line with the header's name before them.
@@ -79,3 +82,31 @@ def test_references_written_as_encoded_words_are_read_as_ids() -> None:
         "<AM6PR08MB41810D1E3B5E5F0B3F1F4A3C5E6A70@AM6PR08MB4181.eurprd08.prod.outlook.com>",
         "<m2@example.org>",
     )
+
+
+def test_an_absurdly_long_id_is_not_named_and_no_line_passes_998() -> None:
+    # Written whole, a stranger's Message-ID of 3,000 characters made a header line
+    # no SMTP server need take (RFC 5322: 998 at most); it threads nothing anyway.
+    absurd = "<" + "a" * 3000 + "@example.net>"
+    message = OutboundMessage(
+        channel="email",
+        chat_id="s@example.net",
+        text="Thanks, the owner will see your message.",
+        kind="acknowledgement",
+        in_reply_to=absurd,
+        thread_refs=(absurd, "<fine@example.net>"),
+        subject="Hello",
+    )
+    composed, _ = compose_outgoing(
+        message,
+        message.text,
+        None,
+        address="bot@example.com",
+        cfg=EmailChannelConfig(address="bot@example.com"),
+        recent={},
+        last_from={},
+    )
+    raw = composed.message.as_bytes()
+    assert max(len(line) for line in raw.split(b"\r\n")) <= 998
+    assert composed.message["In-Reply-To"] is None
+    assert composed.message["References"] is None or absurd not in composed.message["References"]
