@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import time
 from typing import Any
 
@@ -25,6 +24,7 @@ from bot.channel import ChannelHost, DeliveryError
 from bot.config.model import AppConfig
 from bot.events import OutboundMessage, SendResult
 from bot.tasks import spawn
+from channels.email.backoff import STABLE_SESSION_SECONDS, Backoff
 from channels.email.dsn import Undeliverable
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
@@ -35,29 +35,6 @@ from channels.email.parsing import parse_message
 from channels.email.sending import Outbound
 
 log = logging.getLogger("my_agent.email")
-
-
-# A session that ends sooner than this after its sync does not reset the backoff: a
-# server that accepts the login and drops the connection at once (IDLE refused, a proxy
-# cutting it) was reconnected about every second, a warning each time, for hours.
-STABLE_SESSION_SECONDS = 60.0
-
-
-class Backoff:
-    """Exponential reconnect delays with jitter, reset once a session has held."""
-
-    def __init__(self, initial: float, maximum: float) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.attempt = 0
-
-    def next(self) -> float:
-        delay = min(self.maximum, self.initial * (2**self.attempt))
-        self.attempt += 1
-        return delay * random.uniform(0.5, 1.0)  # jitter: reconnects never synchronise
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class EmailChannel:
@@ -79,6 +56,9 @@ class EmailChannel:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self.ready = asyncio.Event()  # set after the first successful sync (tests, status)
+        # Set once the first sync is over, or failed (an outage): what the outbox owes
+        # (a reply a stop left unsent) waits for it, behind the mail that came meanwhile.
+        self.caught_up = asyncio.Event()
         self.connects = 0
         self.delivered = 0
         self.backoff = Backoff(cfg.imap.reconnect_initial, cfg.imap.reconnect_max)
@@ -182,12 +162,14 @@ class EmailChannel:
                 await inbox.sync(session)
                 synced = time.monotonic()
                 self.ready.set()
+                self.caught_up.set()
                 await self._watch(session)
                 await session.close()  # stopping: log out politely
             except asyncio.CancelledError:
                 session.abort()
                 raise
             except Exception as exc:
+                self.caught_up.set()  # the server down: what we owe goes out meanwhile
                 await inbox.session_failed()  # over a mail: counted against it
                 if not connected:
                     await self.misconfigured.failed(host, exc)
@@ -291,5 +273,16 @@ class EmailChannel:
 
     # -- outbound ------------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> SendResult:
-        """Compose and send one mail; raises for the outbox to retry."""
+        """Compose and send one mail; raises for the outbox to retry. Waits for the first
+        check of the mailbox to end: the daemon's start waits for it at most 10 s, and a
+        reply a stop left owed went out before the mail that came meanwhile (the owner's
+        "never mind", a new question in its thread) was even recorded."""
+        if not self.caught_up.is_set() and self._task is not None:
+            log.info(
+                "the %s to %s waits for the first check of %s to end",
+                message.kind,
+                message.chat_id,
+                self._cfg.imap.folder,
+            )
+            await self.caught_up.wait()
         return await self._outbound.send(message, self._host)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from email import policy
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 
 from bot.events import utcnow
 from bot.mail_subjects import is_reply_subject, reply_subject, subject_base
+from channels.email.id_folding import MAIL_POLICY
 
 # The reply prefixes are the core's (bot/mail_subjects.py), one rule for the reply's
 # subject and the thread finder; re-exported here for the channel's modules.
@@ -154,7 +154,7 @@ def compose(
 ) -> ComposedMail:
     """A ready-to-send message; ``message_id`` defaults to a fresh one in our domain."""
     domain = from_addr.rpartition("@")[2] or "localhost"
-    msg = EmailMessage(policy=policy.SMTP)
+    msg = EmailMessage(policy=MAIL_POLICY)  # ids never written as encoded words
     message_id = message_id or make_msgid(domain=domain)
     msg["From"] = _address(from_addr, one_line(display_name or ""))
     msg["To"] = [_address(a) for a in to]

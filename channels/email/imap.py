@@ -24,6 +24,8 @@ from channels.email.imap_wire import (
     LoginRefused,
     NoGreeting,
     StarttlsRefused,
+    checked,
+    expunged,
     fetched_literal,
     mailbox_name,
     said,
@@ -173,13 +175,7 @@ class ImapSession:
     async def _command(
         self, awaitable: Awaitable[aioimaplib.Response], what: str, deadline: bool = True
     ) -> Any:
-        return self._check(await self._until_lost(awaitable, what, deadline), what)
-
-    @staticmethod
-    def _check(response: aioimaplib.Response, what: str) -> aioimaplib.Response:
-        if response.result != "OK":
-            raise ImapError(f"{what} failed: {response.result} {response.lines[-1:]!r}")
-        return response
+        return checked(await self._until_lost(awaitable, what, deadline), what)
 
     # -- commands ------------------------------------------------------------------
     async def select(self, folder: str) -> Mailbox:
@@ -187,7 +183,7 @@ class ImapSession:
         response = await self._until_lost(self.client.select(mailbox_name(folder)), what)
         if response.result == "NO":  # no such folder (Dovecot, pymap: [NONEXISTENT])
             raise FolderRefused(f"{what} failed: {said(response)}")
-        self._check(response, what)
+        checked(response, what)
         validity, uidnext = selected(response.lines)
         if validity is None:
             raise ImapError(f"SELECT {folder}: no UIDVALIDITY in the response")
@@ -211,32 +207,36 @@ class ImapSession:
         """The whole message without setting \\Seen; None when it no longer exists."""
         # A big mail on a slow link may take longer than the timeout to arrive: only
         # silence (aioimaplib's timer, restarted by every chunk) ends this command.
-        response = await self._command(
-            self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"),
-            f"UID FETCH {uid}",
-            deadline=False,
-        )
+        what = f"UID FETCH {uid}"
+        fetch = self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
+        response = await self._until_lost(fetch, what, deadline=False)
+        expunged(response, what)  # gone: None, unless the mail came all the same
         return fetched_literal(response.lines, uid)
 
-    async def mark_seen(self, uid: int) -> None:
-        await self._command(
-            self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"), f"STORE {uid}"
-        )
+    async def mark_seen(self, uid: int) -> bool:
+        """Set \\Seen; False when another client expunged the mail meanwhile."""
+        what = f"STORE {uid}"
+        flag = self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)")
+        return not expunged(await self._until_lost(flag, what), what)
 
-    async def move(self, uid: int, folder: str) -> None:
-        """MOVE, or COPY + \\Deleted + UID EXPUNGE on servers without MOVE."""
+    async def move(self, uid: int, folder: str) -> bool:
+        """MOVE, or COPY + \\Deleted + UID EXPUNGE on servers without MOVE; False when
+        another client expunged the mail meanwhile (nothing left to move)."""
         if self.has_capability("MOVE"):
-            await self._command(
-                self.client.uid("move", str(uid), mailbox_name(folder)), f"MOVE {uid}"
-            )
-            return
-        await self._command(self.client.uid("copy", str(uid), mailbox_name(folder)), f"COPY {uid}")
+            what = f"MOVE {uid}"
+            moving = self.client.uid("move", str(uid), mailbox_name(folder))
+            return not expunged(await self._until_lost(moving, what), what)
+        what = f"COPY {uid}"
+        copying = self.client.uid("copy", str(uid), mailbox_name(folder))
+        if expunged(await self._until_lost(copying, what), what):
+            return False
         await self._command(
             self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Deleted \\Seen)"),
             f"STORE {uid}",
         )
         if self.has_capability("UIDPLUS"):
             await self._command(self.client.uid("expunge", str(uid)), f"UID EXPUNGE {uid}")
+        return True
 
     async def ensure_folder(self, folder: str) -> None:
         response = await self._until_lost(

@@ -110,3 +110,25 @@ def said(response: aioimaplib.Response) -> str:
     text = b" ".join(bytes(line) for line in response.lines[-1:]).decode("utf-8", "replace")
     text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
     return text if len(text) <= MAX_SAID else text[: MAX_SAID - 1] + "…"
+
+
+def checked(response: aioimaplib.Response, what: str) -> aioimaplib.Response:
+    """``response`` when the server said OK; :class:`ImapError` naming ``what`` else."""
+    if response.result != "OK":
+        raise ImapError(f"{what} failed: {response.result} {response.lines[-1:]!r}")
+    return response
+
+
+def expunged(response: aioimaplib.Response, what: str) -> bool:
+    """True when ``what`` was refused because another client expunged its mail
+    meanwhile: ``NO [EXPUNGEISSUED]`` (RFC 5530), which Dovecot and Cyrus send for a
+    FETCH, STORE, COPY or MOVE of a mail another session deleted after our SEARCH. The
+    mail is gone, the connection fine: taken for a broken session, it made the channel
+    reconnect and fetch again, five times, before passing the mail over. Any other
+    refusal raises as :func:`checked` does."""
+    if response.result == "NO" and b"[EXPUNGEISSUED]" in b" ".join(
+        bytes(line).upper() for line in response.lines[-1:]
+    ):
+        return True
+    checked(response, what)
+    return False

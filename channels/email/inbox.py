@@ -237,7 +237,11 @@ class Inbox:
 
     async def _mark(self, session: ImapSession, uid: int) -> None:
         folder = self._cfg.imap.processed_folder
-        if folder:
-            await session.move(uid, folder)
-        else:
-            await session.mark_seen(uid)
+        marked = await session.move(uid, folder) if folder else await session.mark_seen(uid)
+        if not marked:  # delivered, then deleted elsewhere: nothing left to mark
+            log.info(
+                "mail uid %d in %s was deleted or moved by another client while it was "
+                "being delivered: nothing to mark",
+                uid,
+                self._cfg.imap.folder,
+            )

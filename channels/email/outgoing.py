@@ -26,10 +26,21 @@ from channels.email.compose import (
 from channels.email.parsing import ParsedMail
 from channels.email.thread_index import ROOT_BYTES, reply_index, root_of, thread_ref
 
+# The longest id a reply names: after "In-Reply-To: " it fits a line of 998 characters
+# (RFC 5322 section 2.1.1; ids are written whole, channels.email.id_folding). No mailer's
+# comes near; a stranger's mail may carry anything, and is acknowledged under its id.
+MAX_MSGID = 960
+
 
 def is_msgid(value: str | None) -> bool:
-    """Whether ``value`` is a Message-ID in its brackets."""
-    return value is not None and value.startswith("<") and value.endswith(">") and "@" in value
+    """Whether ``value`` is a Message-ID in its brackets, short enough to name."""
+    return (
+        value is not None
+        and len(value) <= MAX_MSGID
+        and value.startswith("<")
+        and value.endswith(">")
+        and "@" in value
+    )
 
 
 def answers_automatically(message: OutboundMessage) -> bool:

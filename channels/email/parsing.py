@@ -106,6 +106,13 @@ def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
     return out
 
 
+def _unencoded(value: str) -> str:
+    """A References value as ids: a mailer that folds it as free text (the email
+    package, this channel before session 28) writes a long id as RFC 2047 encoded
+    words, read as one broken id (the thread's older ids lost with it)."""
+    return decode_header_value(value) if "=?" in value else value
+
+
 def _msgids(value: str) -> list[str]:
     """The ids in a Message-ID, In-Reply-To or References value, in order.
 
@@ -214,7 +221,7 @@ def parse_message(raw: bytes) -> ParsedMail:
     return ParsedMail(
         message_id=message_ids[0] if message_ids else None,
         in_reply_to=in_reply[0] if in_reply else None,
-        references=tuple(_msgids(" ".join(raw_header(msg, "References")))),
+        references=tuple(_msgids(" ".join(map(_unencoded, raw_header(msg, "References"))))),
         subject=subject,
         from_addr=sender[0][1] if sender else None,
         from_name=(sender[0][0] or None) if sender else None,

@@ -22,13 +22,13 @@ import logging
 import ssl
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from email import policy
 from email.message import EmailMessage
 
 import aiosmtplib
 
 from bot.channel import Misconfigured, PermanentSendError
 from bot.config.channels import SmtpConfig
+from channels.email.id_folding import MAIL_POLICY
 from channels.email.misconfig import handshake_failed, tls_failure
 from channels.email.port_probe import diagnose
 from channels.email.smtputf8 import ascii_address, ascii_refs, readdressed, utf8_refs
@@ -147,9 +147,13 @@ class SmtpSender:
     ) -> dict[str, tuple[int, str]]:
         """One SMTP session sending ``message`` (as UTF-8 headers with ``utf8``)."""
         cfg = self._config
+        # A non-ASCII address needs SMTPUTF8 too (aiosmtplib saw to that when it was
+        # handed the message: SMTPNotSupported without it, which send() answers).
+        utf8 = utf8 or not (sender + "".join(recipients)).isascii()
         try:
             errors, response = await aiosmtplib.send(
-                message.as_bytes(policy=policy.SMTPUTF8) if utf8 else message,
+                # Flattened by us: aiosmtplib wrote long ids as encoded words (id_folding)
+                message.as_bytes(policy=MAIL_POLICY.clone(utf8=utf8)),
                 sender=sender,
                 recipients=recipients,
                 mail_options=["SMTPUTF8"] if utf8 else None,

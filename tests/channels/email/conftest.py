@@ -339,7 +339,9 @@ class Proxy:
     answer); with ``rate`` (bytes per second), the server's answers trickle (a slow link);
     a client command containing ``drop_on`` ends the connection (as Dovecot hangs up on a
     FETCH of a message it cannot read); ``rewrite`` edits what the server says (a server
-    without a capability); ``client_said`` is everything the clients sent."""
+    without a capability); ``answer`` may answer a client command itself, unforwarded
+    (a server's refusal the real one never sends); ``client_said`` is everything the
+    clients sent."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -347,6 +349,7 @@ class Proxy:
         self.rate: float | None = None
         self.drop_on: bytes | None = None
         self.rewrite: Callable[[bytes], bytes] | None = None
+        self.answer: Callable[[bytes], bytes | None] | None = None
         self.client_said = bytearray()
         self.port = 0
         self.connections = 0
@@ -372,6 +375,10 @@ class Proxy:
                     elif self.rewrite is not None:
                         data = self.rewrite(data)
                     if self.hold and dst is up_writer:
+                        continue
+                    if self.answer and dst is up_writer and (ours := self.answer(data)):
+                        writer.write(ours)
+                        await writer.drain()
                         continue
                     if self.drop_on and dst is up_writer and self.drop_on in data:
                         writer.transport.abort()

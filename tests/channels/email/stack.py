@@ -65,15 +65,20 @@ class Stack:
     channel: EmailChannel
 
 
-async def open_stack(config: AppConfig) -> Stack:
+async def open_stack(config: AppConfig, opened: list[Stack] | None = None) -> Stack:
+    """The core and the channel, started; ``opened`` gets the stack before the channel
+    starts (a test looking into the core while the first check runs)."""
     services = await open_services(config)
     services.outbox.base_delay = 0.05  # fast retries: the SMTP outage test waits on them
     channel = EmailChannel(config, services)
     services.channels["email"] = channel
     services.outbox.attach(channel)
+    stack = Stack(config, services, channel)
+    if opened is not None:
+        opened.append(stack)
     await channel.start(services.router)
     services.ready = True
-    return Stack(config, services, channel)
+    return stack
 
 
 async def open_in_new_folder(

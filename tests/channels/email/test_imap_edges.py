@@ -159,3 +159,96 @@ async def test_a_folder_read_before_the_backlog_date_was_kept_gets_one(
     assert re.fullmatch(
         r"\d{1,2}-[A-Z][a-z]{2}-\d{4}", host.cursors[("email", f"{folder}:backlog_before")]
     )
+
+
+def expunged_elsewhere(command: str, uid: int) -> Any:
+    """What Dovecot and Cyrus answer when another client expunged ``uid`` after our
+    SEARCH: ``UID <command> <uid>`` refused with RFC 5530's ``NO [EXPUNGEISSUED]``
+    (pymap never sends it: the proxy answers in its place)."""
+    command_line = re.compile(rb"^(\S+) UID %s %d " % (command.encode(), uid), re.IGNORECASE)
+
+    def answer(data: bytes) -> bytes | None:
+        found = command_line.match(data)
+        if found is None:
+            return None
+        return (
+            found.group(1)
+            + b" NO [EXPUNGEISSUED] Some of the requested messages no longer exist\r\n"
+        )
+
+    return answer
+
+
+async def expunged_behind_a_proxy(pymap: PymapServer, command: str) -> tuple[str, Proxy]:
+    """A new folder behind a proxy that refuses our ``UID <command>`` of mail 101 as
+    Dovecot does when another client has expunged it."""
+    folder = await create_folder(pymap.port)
+    proxy = Proxy(pymap.port)
+    proxy.answer = expunged_elsewhere(command, 101)
+    await proxy.start()
+    return folder, proxy
+
+
+async def test_a_fetch_refused_with_expungeissued_is_a_mail_gone_not_a_broken_session(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    channels: list[EmailChannel],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The owner's phone deleted mail 101 between our SEARCH and FETCH; Dovecot refused
+    # the FETCH with NO [EXPUNGEISSUED]. It was taken for a broken session: reconnect,
+    # fetch again, five times, then "passed over" and retried every hour, for ever.
+    folder, proxy = await expunged_behind_a_proxy(pymap, "fetch")
+    try:
+        host = FakeHost()
+        config = make_config(tmp_path, proxy.port, smtp.port, folder, imap={"poll_interval": 0.2})
+        with caplog.at_level(logging.INFO, logger="my_agent.email"):
+            channel = await start(channels, config, host)
+            await append(pymap.port, folder, mail(1))
+            await append(pymap.port, folder, mail(2))
+            channel.poke()
+            await host.wait_for(1)
+            await append(pymap.port, folder, mail(3))  # nothing held up behind it
+            got = await host.wait_for(2)
+        assert [mail_id(m.message_id) for m in got] == ["<m2@example.org>", "<m3@example.org>"]
+        assert proxy.connections == 1  # no reconnect
+        await host.wait_cursor(f"{folder}:last_uid", lambda uid: uid == "103")
+        assert '"mails": {}' in host.cursors[("email", f"{folder}:unfetched")]
+        assert channel.problems() == []
+        gone: list[Any] = [r for r in caplog.records if "is gone" in r.getMessage()]
+        assert [r.args[0] for r in gone] == [101]
+    finally:
+        await proxy.stop()
+
+
+@pytest.mark.parametrize("command, processed", [("store", None), ("move", "Processed")])
+async def test_a_mark_refused_with_expungeissued_is_no_reason_to_deliver_again(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    channels: list[EmailChannel],
+    caplog: pytest.LogCaptureFixture,
+    command: str,
+    processed: str | None,
+) -> None:
+    # Delivered, then deleted by another client before our \Seen (or MOVE): refused
+    # with NO [EXPUNGEISSUED], it ended the session, and the mail was fetched again.
+    folder, proxy = await expunged_behind_a_proxy(pymap, command)
+    try:
+        host = FakeHost()
+        imap = {"poll_interval": 0.2, "processed_folder": processed}
+        config = make_config(tmp_path, proxy.port, smtp.port, folder, imap=imap)
+        with caplog.at_level(logging.INFO, logger="my_agent.email"):
+            channel = await start(channels, config, host)
+            await append(pymap.port, folder, mail(1))
+            channel.poke()
+            await host.wait_cursor(f"{folder}:last_uid", lambda uid: uid == "101")
+            await append(pymap.port, folder, mail(2))
+            got = await host.wait_for(2)
+        assert [mail_id(m.message_id) for m in got] == ["<m1@example.org>", "<m2@example.org>"]
+        assert proxy.connections == 1
+        unmarked: list[Any] = [r for r in caplog.records if "nothing to mark" in r.getMessage()]
+        assert [r.args[0] for r in unmarked] == [101]
+    finally:
+        await proxy.stop()
