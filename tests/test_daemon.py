@@ -25,6 +25,8 @@ import yaml
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
 from tests.support import Daemon, transcript_lines, turns
 
+pytestmark = pytest.mark.slow  # the real daemon, started two or three times a test
+
 
 class SlowModel:
     """Answers ``answer to <text>``, sleeping ``delays[text]`` seconds first."""
