@@ -32,5 +32,10 @@ export HF_HUB_OFFLINE=1
 .venv/bin/ruff check bot channels tests
 .venv/bin/ruff format --check bot channels tests
 .venv/bin/mypy bot channels
-# The slowest tests are listed at the end, so a CI log shows where the minutes go.
-.venv/bin/pytest -q -p no:cacheprovider --durations=30 "$@"
+# Two workers (pytest-xdist), one test file per worker at a time: the module-scoped
+# servers and browsers start once per file, and most of the slow tests wait on child
+# daemons and servers more than they compute. MY_AGENT_TEST_WORKERS=0 runs in one
+# process. The slowest tests are listed at the end, so a CI log shows where the
+# minutes go.
+workers=${MY_AGENT_TEST_WORKERS:-2}
+.venv/bin/pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --durations=30 "$@"

@@ -198,6 +198,14 @@ async def shutdown_services(services: Any) -> None:
     await close_services(services)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding end-to-end tests (marked ``slow``) run first, each file's tests in
+    their order. scripts/test.sh hands whole files to two workers in this order: a long
+    file handed out last would keep one worker busy minutes after the other ran out."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
+
+
 @pytest.fixture
 def config(tmp_path: Path) -> AppConfig:
     """Offline brain, no embeddings, web off, owner identities on Telegram and e-mail."""

@@ -150,7 +150,7 @@ class Daemon:
     def log_path(self) -> Path:
         return self.root / f"daemon-{self.runs}.log"
 
-    async def start(self, timeout: float = 30.0) -> int:
+    async def start(self, timeout: float = 90.0) -> int:
         self.config_path.write_text(yaml.safe_dump(self.config), encoding="utf-8")
         port_file = self.data_dir / "loopback.port"
         port_file.unlink(missing_ok=True)
@@ -182,7 +182,7 @@ class Daemon:
         except OSError:
             return ""
 
-    async def wait_log(self, needle: str, timeout: float = 15.0) -> None:
+    async def wait_log(self, needle: str, timeout: float = 60.0) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while needle not in self.log():

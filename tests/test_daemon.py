@@ -25,6 +25,8 @@ import yaml
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
 from tests.support import Daemon, transcript_lines, turns
 
+pytestmark = pytest.mark.slow  # the real daemon, started two or three times a test
+
 
 class SlowModel:
     """Answers ``answer to <text>``, sleeping ``delays[text]`` seconds first."""
@@ -221,7 +223,7 @@ async def test_sigint_and_deleted_index(daemon: Daemon, model: SlowModel) -> Non
 async def test_bad_config_exits_78(tmp_path: Path) -> None:
     proc = Daemon(tmp_path, {"data_dir": str(tmp_path / "data"), "owner": {"timezone": "Nope"}})
     with pytest.raises(RuntimeError, match="daemon exited 78"):
-        await proc.start(timeout=30)
+        await proc.start()
     assert "owner.timezone" in proc.log()
 
 
@@ -241,7 +243,7 @@ async def test_a_port_in_use_exits_69_with_one_line(tmp_path: Path) -> None:
         }
         proc = Daemon(tmp_path, config)
         with pytest.raises(RuntimeError, match="daemon exited 69"):
-            await proc.start(timeout=30)
+            await proc.start()
         assert "channel web cannot start" in proc.log()
         # Regression: "address already in use" did not say which setting moves it.
         assert "channels.web.port: another program" in proc.log()
@@ -258,7 +260,7 @@ async def test_a_corrupt_state_db_is_named_with_what_to_do(tmp_path: Path) -> No
     (data / "state.db").write_bytes(os.urandom(8192))
     proc = Daemon(tmp_path, {"data_dir": str(data), "embedding": {"enabled": False}})
     with pytest.raises(RuntimeError, match="daemon exited 74"):
-        await proc.start(timeout=30)
+        await proc.start()
     log = proc.log()
     assert f"cannot open {data / 'state.db'}" in log and "Traceback" not in log
     assert "outbox" in log and "reindex" not in log
@@ -276,7 +278,7 @@ async def test_a_corrupt_index_is_set_aside_and_the_daemon_starts(tmp_path: Path
     }
     proc = Daemon(tmp_path, config)
     try:
-        await proc.start(timeout=30)
+        await proc.start()
         assert "conversations.db is corrupt" in proc.log() and "Traceback" not in proc.log()
         assert list((data / "conversations").glob("conversations.db.corrupt-*"))
         assert await proc.signal() == 0
@@ -367,7 +369,7 @@ async def test_a_failed_start_does_not_wait_for_the_model_load(tmp_path: Path) -
         }
         proc = Daemon(tmp_path, config, entry=entry)
         with pytest.raises(RuntimeError, match="daemon exited 69"):
-            await proc.start(timeout=20)
+            await proc.start(timeout=90)
         log = proc.log()
         assert "model load stuck" in log and "channel web cannot start" in log
     finally:

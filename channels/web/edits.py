@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.conversations import ConversationNotFound
-from bot.index import ConversationRecord
 from bot.labels import clip_title
 from bot.model_switch import model_refusal
 from channels.web.tabs import Client
-from channels.web.views import conversation_meta
+from channels.web.views import conversation_updated
 
 if TYPE_CHECKING:
     from channels.web.ws import WsHub
@@ -69,12 +68,3 @@ async def set_model(hub: WsHub, client: Client, data: dict[str, Any]) -> None:
     rec = await hub.services.conversations.get(cid)
     if rec is not None:
         hub.tabs.broadcast(conversation_updated(rec))
-
-
-def conversation_updated(rec: ConversationRecord) -> dict[str, Any]:
-    """The message that tells a tab a conversation's title, model and counts."""
-    return {
-        "type": "conversation_updated",
-        "conversationId": rec.id,
-        "conversation": conversation_meta(rec),
-    }

@@ -21,7 +21,7 @@ from bot.events import OutboundMessage, StreamEvent
 from bot.tasks import spawn
 from channels.web.pages import shown_turn
 from channels.web.tabs import Client, Tabs
-from channels.web.views import conversation_meta, event_view
+from channels.web.views import conversation_meta, conversation_updated, event_view
 
 # Shows a conversation in a tab: how a tab follows "/new" typed in it.
 Follow = Callable[[Client, str], Coroutine[Any, Any, None]]
@@ -237,13 +237,11 @@ class Feed:
             )
 
     async def on_conversation(self, conversation: Any, created: bool) -> None:
-        meta = conversation_meta(conversation)
         if created:
+            meta = conversation_meta(conversation)
             self.tabs.broadcast({"type": "conversation_created", "conversation": meta})
         else:
-            self.tabs.broadcast(
-                {"type": "conversation_updated", "conversationId": meta["id"], "conversation": meta}
-            )
+            self.tabs.broadcast(conversation_updated(conversation))
 
     async def on_renamed(self, conversation_id: str, title: str) -> None:
         self.tabs.broadcast(

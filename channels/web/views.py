@@ -65,6 +65,12 @@ def conversation_meta(record: Any, titles: Mapping[str, str] | None = None) -> d
     return meta
 
 
+def conversation_updated(record: Any) -> dict[str, Any]:
+    """The message that tells a tab a conversation's title, model and counts."""
+    meta = conversation_meta(record)
+    return {"type": "conversation_updated", "conversationId": meta["id"], "conversation": meta}
+
+
 def turn_view(line: Mapping[str, Any]) -> dict[str, Any]:
     """A transcript ``turn`` line as the chat renders it."""
     out: dict[str, Any] = {

@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - playwright is a test dependency
         raise
     pytest.skip("playwright is not installed", allow_module_level=True)
 
-TIMEOUT = 10_000
+TIMEOUT = 30_000  # ms; only a bound (a page at a load of 20 took over 10 s)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

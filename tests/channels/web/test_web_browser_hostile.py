@@ -14,7 +14,7 @@ from playwright.async_api import Browser, Page, expect
 from bot.brain.base import BrainReply, BrainRequest
 from bot.events import InboundMessage
 from tests.channels.web.conftest import Stack, start_stack, stop_stack
-from tests.channels.web.test_web_browser import browser, log_in, page, shot
+from tests.channels.web.test_web_browser import TIMEOUT, browser, log_in, page, shot
 
 __all__ = ["browser", "page"]  # fixtures shared with test_web_browser.py
 
@@ -104,7 +104,7 @@ async def test_a_long_streamed_reply_is_not_rerendered_per_word(
     brain = ChattyBrain(2000)
     chatty = await start_stack(tmp_path / "chatty", brain=brain)
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(10_000)
+    context.set_default_timeout(TIMEOUT)
     try:
         page = await context.new_page()
         await log_in(page, chatty)
