@@ -243,19 +243,21 @@ async def test_right_to_left_text_reads_right_to_left(page: Page, stack: Stack) 
     # Directions are set once a block is filled: set before, every line added to an
     # "auto" block made it re-read its text, and a pasted log took seconds to show.
     # Measured as growth, not against the clock (a loaded machine is slow either way):
-    # four times the lines take about four times as long, sixteen before (quadratic).
+    # eight times the lines take about eight times as long, 64 before (quadratic). The
+    # best of three of each: with four times and the best of two, a loaded machine
+    # measured 11.3 against a limit of 10.
     growth = await page.evaluate("""() => ['line\\n', '- item\\n'].map((line) => {
         const time = (n) => {
             const start = performance.now();
             renderMarkdown(line.repeat(n));
             return performance.now() - start;
         };
-        time(10000);  // warm-up
-        const small = Math.min(time(10000), time(10000));
-        const large = Math.min(time(40000), time(40000));
+        time(5000);  // warm-up
+        const small = Math.min(time(5000), time(5000), time(5000));
+        const large = Math.min(time(40000), time(40000), time(40000));
         return large / Math.max(small, 1);
     })""")
-    assert max(growth) < 10, growth
+    assert max(growth) < 24, growth  # between linear's 8 and quadratic's 64
 
 
 async def test_long_titles_in_the_analytics_chart_show_their_beginning(
