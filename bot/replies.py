@@ -21,6 +21,7 @@ from bot.brain.base import (
     HistoryTurn,
     Profile,
 )
+from bot.brain.restricted_group import group_history, unmarked
 from bot.bursts import Bursts
 from bot.events import OutboundMessage
 from bot.group_budget import GroupBudget
@@ -179,7 +180,8 @@ class ReplyEngine(ReplyWrites):
         request = BrainRequest(
             profile=profile,
             channel=target.channel,
-            text=text,
+            # a member's words that imitate the owner's mark in the history are flagged
+            text=unmarked(text) if profile == "restricted" else text,
             model_alias=rec.model or self.s.config.models.default,
             conversation_id=conv_id if profile == "owner" else None,
             turn_number=turn,
@@ -228,15 +230,11 @@ class ReplyEngine(ReplyWrites):
         return True
 
     async def _group_history(self, conv_id: str, turn: int) -> tuple[HistoryTurn, ...]:
-        """The group's own recent messages (from the index: no transcript scan)."""
-        rows = await self.s.index_db.fetchall(
-            "SELECT role, content, sender FROM turns WHERE conversation_id = ? AND "
-            "turn_number BETWEEN ? AND ? ORDER BY turn_number, id",
-            (conv_id, max(1, turn - 20), turn - 1),
+        """The group's own recent messages, each labelled by whose it is as the router
+        established it (the transcript's ``fromOwner``): the index's sender is a display
+        name, and a member named like the owner read as the owner
+        (:mod:`bot.brain.restricted_group`)."""
+        lines = await self.s.conversations.read_turns(
+            conv_id, max(1, turn - 20), turn - 1, readouts=False
         )
-        return tuple(
-            HistoryTurn(
-                role=role, content=f"{sender}: {content}" if role == "user" and sender else content
-            )
-            for role, content, sender in rows
-        )
+        return group_history(lines)
