@@ -10,9 +10,11 @@ order is kept.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.brain.base import (
@@ -28,7 +30,8 @@ from bot.group_budget import GroupBudget
 from bot.reply_generation import ReplyGeneration
 from bot.reply_queue import KeyedSerialQueue
 from bot.reply_writes import ReplyWrites
-from bot.transcript_lines import READOUT_MODELS
+from bot.transcript_lines import READOUT_MODELS, Line, recallable
+from bot.transcript_seek import LineReader
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -234,7 +237,25 @@ class ReplyEngine(ReplyWrites):
         established it (the transcript's ``fromOwner``): the index's sender is a display
         name, and a member named like the owner read as the owner
         (:mod:`bot.brain.restricted_group`)."""
-        lines = await self.s.conversations.read_turns(
-            conv_id, max(1, turn - 20), turn - 1, readouts=False
-        )
+        path = self.s.conversations.store.path(conv_id)
+        lines = await asyncio.to_thread(turns_between, path, max(1, turn - 20), turn - 1)
         return group_history(lines)
+
+
+def turns_between(path: Path, first: int, last: int) -> list[Line]:
+    """The turn lines numbered ``first`` to ``last`` of the transcript at ``path`` (no
+    readouts), read from the first of them on (:mod:`bot.transcript_seek`): a member's
+    reply in a group of 20,000 turns read and parsed the whole file for 20."""
+    try:
+        reader = LineReader(path)
+    except FileNotFoundError:
+        return []
+    out = []
+    with reader:
+        for _, _, raw in reader.forward(reader.turn_offset(first)):
+            line = reader.parse(raw)
+            if line is None or line.get("type") != "turn" or not recallable(line):
+                continue
+            if first <= int(line.get("turnNumber") or 0) <= last:
+                out.append(line)
+    return out
