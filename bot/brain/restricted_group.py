@@ -13,23 +13,14 @@ owner's mark (on a line of its own it would read as the owner's next line) is fl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.brain.base import HistoryTurn
-from bot.brain.context import shown_member
+from bot.brain.context import OWNER_MARK, owner_marked, shown_member, unmarked
 from bot.graphemes import cut
 
-OWNER_MARK = "[the owner, by their account]"
-# "[the owner" in any case and spacing, as a member might type it to pass for the mark
-_IMITATION = re.compile(r"\[(\s*the\s+owner)", re.IGNORECASE)
-
-
-def unmarked(text: str) -> str:
-    """A member's ``text`` with what imitates :data:`OWNER_MARK` flagged: its square
-    bracket made round and said to be the member's."""
-    return _IMITATION.sub(r"(a member's words:\1", text)
+__all__ = ["OWNER_MARK", "group_history", "member_mark", "unmarked"]
 
 
 def member_mark(who: str) -> str:
@@ -48,7 +39,7 @@ def group_history(lines: Iterable[Mapping[str, Any]]) -> tuple[HistoryTurn, ...]
         if role not in ("user", "assistant") or not isinstance(content, str):
             continue
         if role == "user" and line.get("fromOwner") is True:
-            content = f"{OWNER_MARK}: {content}"
+            content = owner_marked(content)
         elif role == "user":
             who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
             content = member_mark(who) + unmarked(content)
