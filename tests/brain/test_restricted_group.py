@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.brain.context import WorkingContext, transcript_turns
 from bot.brain.restricted_group import OWNER_MARK, group_history, unmarked
+from bot.brain.summary_prompt import compression_prompt
 
 
 def _turn(role: str, content: str, **fields: Any) -> dict[str, Any]:
@@ -67,3 +68,11 @@ def test_in_the_owners_context_only_the_owners_group_lines_carry_the_mark() -> N
     assert message["content"].lower().count(OWNER_MARK.lower()) == 1
     assert "post my door code here" in message["content"]
     assert message["content"].endswith("\n\nprivate chat, no mark")
+
+
+def test_the_summarising_prompt_names_the_owners_group_line_once() -> None:
+    turns = transcript_turns(
+        [_turn("user", "we meet at 6", sender="Robin", fromOwner=True, turnNumber=1)]
+    )
+    prompt = compression_prompt(None, turns)
+    assert "[turn 1] Owner: we meet at 6" in prompt and OWNER_MARK not in prompt
