@@ -16,6 +16,13 @@ class OwnerIdentities:
             channel: [normalise_identity(channel, i) for i in identities]
             for channel, identities in config.owner.identities.items()
         }
+        # (channel, @username) -> the numeric id it is bound to (bot/username_bindings.py)
+        self._learned: dict[tuple[str, str], str] = {}
+
+    def learn_address(self, channel: str, username: str, user_id: str) -> None:
+        """Where the owner configured as ``username`` can be reached: the numeric id the
+        username was first seen with (trust on first use)."""
+        self._learned[(channel, normalise_identity(channel, username))] = user_id
 
     def match(self, channel: str, sender_id: str, aliases: Iterable[str] = ()) -> str | None:
         """The canonical owner identity this sender matches (first in config order)."""
@@ -39,9 +46,12 @@ class OwnerIdentities:
 
     def address_for(self, channel: str) -> str | None:
         """Where to reach the owner on a channel without a prior message (an address or a
-        numeric Telegram id; a bare @username cannot be messaged)."""
+        numeric Telegram id; a bare @username cannot be messaged, the id it is bound to
+        can)."""
+        learned = None
         for identity in self._by_channel.get(channel, []):
             if channel == "telegram" and identity.startswith("@"):
+                learned = learned or self._learned.get((channel, identity))
                 continue
             return identity
-        return None
+        return learned

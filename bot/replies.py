@@ -10,9 +10,11 @@ order is kept.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.brain.base import (
@@ -21,13 +23,15 @@ from bot.brain.base import (
     HistoryTurn,
     Profile,
 )
+from bot.brain.restricted_group import group_history, unmarked
 from bot.bursts import Bursts
 from bot.events import OutboundMessage
 from bot.group_budget import GroupBudget
 from bot.reply_generation import ReplyGeneration
 from bot.reply_queue import KeyedSerialQueue
 from bot.reply_writes import ReplyWrites
-from bot.transcript_lines import READOUT_MODELS
+from bot.transcript_lines import READOUT_MODELS, Line, recallable
+from bot.transcript_seek import LineReader
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -179,7 +183,8 @@ class ReplyEngine(ReplyWrites):
         request = BrainRequest(
             profile=profile,
             channel=target.channel,
-            text=text,
+            # a member's words that imitate the owner's mark in the history are flagged
+            text=unmarked(text) if profile == "restricted" else text,
             model_alias=rec.model or self.s.config.models.default,
             conversation_id=conv_id if profile == "owner" else None,
             turn_number=turn,
@@ -228,15 +233,29 @@ class ReplyEngine(ReplyWrites):
         return True
 
     async def _group_history(self, conv_id: str, turn: int) -> tuple[HistoryTurn, ...]:
-        """The group's own recent messages (from the index: no transcript scan)."""
-        rows = await self.s.index_db.fetchall(
-            "SELECT role, content, sender FROM turns WHERE conversation_id = ? AND "
-            "turn_number BETWEEN ? AND ? ORDER BY turn_number, id",
-            (conv_id, max(1, turn - 20), turn - 1),
-        )
-        return tuple(
-            HistoryTurn(
-                role=role, content=f"{sender}: {content}" if role == "user" and sender else content
-            )
-            for role, content, sender in rows
-        )
+        """The group's own recent messages, each labelled by whose it is as the router
+        established it (the transcript's ``fromOwner``): the index's sender is a display
+        name, and a member named like the owner read as the owner
+        (:mod:`bot.brain.restricted_group`)."""
+        path = self.s.conversations.store.path(conv_id)
+        lines = await asyncio.to_thread(turns_between, path, max(1, turn - 20), turn - 1)
+        return group_history(lines)
+
+
+def turns_between(path: Path, first: int, last: int) -> list[Line]:
+    """The turn lines numbered ``first`` to ``last`` of the transcript at ``path`` (no
+    readouts), read from the first of them on (:mod:`bot.transcript_seek`): a member's
+    reply in a group of 20,000 turns read and parsed the whole file for 20."""
+    try:
+        reader = LineReader(path)
+    except FileNotFoundError:
+        return []
+    out = []
+    with reader:
+        for _, _, raw in reader.forward(reader.turn_offset(first)):
+            line = reader.parse(raw)
+            if line is None or line.get("type") != "turn" or not recallable(line):
+                continue
+            if first <= int(line.get("turnNumber") or 0) <= last:
+                out.append(line)
+    return out

@@ -31,6 +31,7 @@ from bot.spool import HeldForRetry, InboundSpool
 from bot.strangers import StrangerFlow
 from bot.transcript import UnreadableTranscript
 from bot.turn_recorder import TurnRecorder, reply_target
+from bot.username_bindings import UsernameBindings
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -65,6 +66,7 @@ class Router:
         self.command_flow = CommandFlow(
             services, self.commands, self.runs, self.turns, self.resolver.contact_lock
         )
+        self.usernames = UsernameBindings(services)
         self.strangers = StrangerFlow(services, self.commands, self.resolver.contact_lock)
         self.send_to_party = self.strangers.send_to_party
         self.escalate = self.strangers.escalate
@@ -145,6 +147,9 @@ class Router:
         if await self.s.index.conversation_for_ref(msg.channel, msg.message_id):
             log.info("duplicate %s message %s dropped", msg.channel, msg.message_id)
             return
+        # A configured @username counts only from the id it was first seen with: the
+        # next holder of a username given up is nobody the config names.
+        msg = await self.usernames.vetted(msg)
         if msg.channel == "web":
             await self._owner_flow(msg, "web:owner")
             return

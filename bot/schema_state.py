@@ -2,7 +2,8 @@
 
 The outbox of replies not yet delivered and the channel cursors (v1), the claims of
 commands with effects in progress (v2), when the owner was last given an hourly notice
-(v3). Unlike ``conversations.db`` it cannot be rebuilt, so reindex never deletes it;
+(v3), the numeric ids that configured Telegram @usernames were first seen with (v4).
+Unlike ``conversations.db`` it cannot be rebuilt, so reindex never deletes it;
 :data:`bot.schema.STATE_MIGRATIONS` is this list.
 """
 
@@ -74,4 +75,21 @@ def _state_v3(conn: SyncConn) -> None:
     )
 
 
-STATE_MIGRATIONS: list[Migration] = [_state_v1, _state_v2, _state_v3]
+def _state_v4(conn: SyncConn) -> None:
+    # Trust on first use of a configured @username (bot/username_bindings.py): the
+    # numeric user id it was first seen with. A username passes to whoever registers it
+    # after its holder renames; the binding keeps that next holder from being taken for
+    # the owner or a contact.
+    conn.execute(
+        """
+        CREATE TABLE username_bindings (
+            channel TEXT NOT NULL,
+            username TEXT NOT NULL,             -- normalised: "@olga"
+            user_id TEXT NOT NULL,              -- the numeric id it was first seen with
+            bound TEXT NOT NULL,
+            PRIMARY KEY (channel, username)
+        ) WITHOUT ROWID"""
+    )
+
+
+STATE_MIGRATIONS: list[Migration] = [_state_v1, _state_v2, _state_v3, _state_v4]

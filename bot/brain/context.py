@@ -21,6 +21,7 @@ measure, not the tokenizer's exact count. The summarising call's prompts are
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -125,6 +126,10 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
     In a group, a message from another member (``fromOwner: false``) is labelled with its
     sender: unlabelled, it read as the owner's own words in the owner's context, where
     the recall tools are, so a member could ask for the owner's data in the owner's name.
+    The owner's own there (``fromOwner: true``, decided by account) carry
+    :data:`OWNER_MARK`, and a member's text imitating it is flagged (:func:`unmarked`):
+    otherwise a member's message of two paragraphs, joined to the next turn as the API
+    wants, had a second one that read like the owner's unlabelled words.
     A reply the API refused (``stopReason: "refusal"``) becomes :data:`REFUSED_IN_CONTEXT`.
     """
     out = []
@@ -134,9 +139,11 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
         role, content, number = line.get("role"), line.get("content"), line.get("turnNumber")
         if role in ("user", "assistant") and isinstance(content, str) and isinstance(number, int):
             who = None
-            if role == "user" and line.get("fromOwner") is False:
+            if role == "user" and line.get("fromOwner") is True:
+                content = owner_marked(content)
+            elif role == "user" and line.get("fromOwner") is False:
                 who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
-                content = member_label(who) + content
+                content = member_label(who) + unmarked(content)
             if role == "assistant" and line.get("stopReason") == "refusal":
                 content = REFUSED_IN_CONTEXT
             out.append(ContextTurn(role, content, number, who))
@@ -144,6 +151,22 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
 
 
 _ROUND_BRACKETS = str.maketrans("[]", "()")
+# What the owner's own lines in a group start with, wherever the model reads a group's
+# lines (the owner's context, a member's restricted reply: bot/brain/restricted_group.py)
+OWNER_MARK = "[the owner, by their account]"
+# "[the owner" in any case and spacing, as a member might type it to pass for the mark
+_IMITATION = re.compile(r"\[(\s*the\s+owner)", re.IGNORECASE)
+
+
+def owner_marked(text: str) -> str:
+    """The owner's ``text`` as a group's line: after :data:`OWNER_MARK`."""
+    return f"{OWNER_MARK}: {text}"
+
+
+def unmarked(text: str) -> str:
+    """A group member's ``text`` with what imitates :data:`OWNER_MARK` flagged: its
+    square bracket made round and said to be the member's."""
+    return _IMITATION.sub(r"(a member's words:\1", text)
 
 
 def shown_member(who: str) -> str:
@@ -232,7 +255,10 @@ class WorkingContexts:
             self._remember(conv_id, start)
         kept = [t for t in turns if t.turn_number >= start]
         if current_text is not None and not (
-            kept and kept[-1].role == "user" and kept[-1].content == current_text
+            kept
+            and kept[-1].role == "user"
+            # (the owner's in a group carries their mark)
+            and kept[-1].content in (current_text, owner_marked(current_text))
         ):
             number = current_turn or ((kept[-1].turn_number + 1) if kept else through + 1)
             kept.append(ContextTurn("user", current_text, number))

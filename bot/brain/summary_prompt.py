@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.brain.context import ContextTurn, member_label, shown_member
+from bot.brain.context import ContextTurn, member_label, owner_marked, shown_member
 
 COMPRESSION_SYSTEM = """\
 You maintain the running summary of a conversation between a person (the owner) and their
@@ -41,7 +41,8 @@ def _speaker(turn: ContextTurn) -> str:
     if turn.role == "assistant":
         return f"Assistant: {turn.content}"
     if turn.member is None:
-        return f"Owner: {turn.content}"
+        # (in a group the owner's words carry their mark: "Owner:" says it already)
+        return f"Owner: {turn.content.removeprefix(owner_marked(''))}"
     text = turn.content.removeprefix(member_label(turn.member))
     return f"{shown_member(turn.member)} (a group member, not the owner): {text}"
 

@@ -46,11 +46,13 @@ def stack_config(
     trust: dict[str, Any] | None = None,
     debounce: dict[str, float] | None = None,
     brain: dict[str, Any] | None = None,
+    owner: list[str] | None = None,
     **telegram: Any,
 ) -> AppConfig:
     """The telegram stack's config; ``debounce``: ``brain.debounce_seconds`` (off unless
     given, so that every message gets its reply at once); ``brain``: other ``brain`` keys
-    (``provider: anthropic`` with a fake API's ``base_url``)."""
+    (``provider: anthropic`` with a fake API's ``base_url``); ``owner``: the owner's
+    Telegram identities (their id and ``@olga`` unless given)."""
     tg: dict[str, Any] = {
         "enabled": True,
         "token": TOKEN,
@@ -64,7 +66,7 @@ def stack_config(
             "data_dir": str(data_dir),
             "brain": {"provider": "offline", "debounce_seconds": debounce or {}, **(brain or {})},
             "embedding": {"enabled": False},
-            "owner": {"identities": {"telegram": [str(OWNER_ID), "@olga"]}},
+            "owner": {"identities": {"telegram": owner or [str(OWNER_ID), "@olga"]}},
             "channels": {"telegram": tg, "web": {"enabled": False}},
             "trust": {"escalation_channel": "telegram", **(trust or {})},
         }
@@ -114,9 +116,10 @@ async def start_stack(
     trust: dict[str, Any] | None = None,
     debounce: dict[str, float] | None = None,
     brain_config: dict[str, Any] | None = None,
+    owner: list[str] | None = None,
 ) -> Stack:
     config = stack_config(
-        data_dir, server.base_url, trust, debounce, brain_config, **(telegram or {})
+        data_dir, server.base_url, trust, debounce, brain_config, owner, **(telegram or {})
     )
     services = await open_services(config, brain=brain)
     services.outbox.base_delay = 0.05

@@ -1,0 +1,47 @@
+"""A group's recent messages as a member's restricted reply reads them.
+
+Each line is labelled by who sent it as the router established it (the transcript's
+``fromOwner``, decided by the sender's account id and vetted @username), never by the
+display name: a member calls themselves what they like ("Olga", "Owner", the owner's
+configured name), and lines labelled "Olga: ..." for both the owner and a member named
+Olga let the member's instructions pass for the owner's. The owner's lines carry
+:data:`OWNER_MARK`; a member's start with :func:`member_mark`, their name quoted inside
+it with its square brackets made round (:func:`bot.brain.context.shown_member`), so no
+name can close the label or open the owner's; and a member's text that imitates the
+owner's mark (on a line of its own it would read as the owner's next line) is flagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from bot.brain.base import HistoryTurn
+from bot.brain.context import OWNER_MARK, owner_marked, shown_member, unmarked
+from bot.graphemes import cut
+
+__all__ = ["OWNER_MARK", "group_history", "member_mark", "unmarked"]
+
+
+def member_mark(who: str) -> str:
+    """The prefix of a member's line: what they are first, then what they call themselves."""
+    return f"[a group member, not the owner, calling themselves \u201c{shown_member(who)}\u201d]: "
+
+
+def group_history(lines: Iterable[Mapping[str, Any]]) -> tuple[HistoryTurn, ...]:
+    """The turn ``lines`` of a group's transcript as a member's reply reads them: the
+    owner's marked by :data:`OWNER_MARK`, a member's by their name, the assistant's as
+    they are. A user turn that does not say whose it is (``fromOwner`` absent) is taken
+    for a member's: the mark is given only where the router vouched for it."""
+    out = []
+    for line in lines:
+        role, content = line.get("role"), line.get("content")
+        if role not in ("user", "assistant") or not isinstance(content, str):
+            continue
+        if role == "user" and line.get("fromOwner") is True:
+            content = owner_marked(content)
+        elif role == "user":
+            who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
+            content = member_mark(who) + unmarked(content)
+        out.append(HistoryTurn(role=role, content=content))
+    return tuple(out)
