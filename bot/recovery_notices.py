@@ -1,0 +1,118 @@
+"""Telling the owner, once, of what recovery saved from the index.
+
+Recovery writes what the index held of a deleted transcript or party record to a
+``removed/`` directory (:mod:`bot.transcript_rescue`, :mod:`bot.party_rescue`). The
+daemon told the owner of the copies its own start made; a one-shot command's recovery
+(``my-agent search``, ``conversations``, run while the daemon is stopped) made the
+same copies and only logged them on its stderr, so the owner who was not at that shell
+was never told (before session 28). The copies on disk are now the record of what is
+owed: once the channels are up, the daemon tells the owner of every copy it has not
+told of yet, whoever made it, and claims each in ``state.db``'s ``owner_notices``
+(:func:`bot.owner_notices.notice_due`, by file name and time, so a copy made again later
+is news again). A copy moved back or deleted before the start is not mentioned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.owner_notices import notice_due
+from bot.parties import INDEX_MESSAGE_CHARS
+from bot.party_rescue import cut_messages, message_count
+from bot.transcript_lines import Line, parse_lines
+from bot.transcript_rescue import REMOVED_DIR
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger("my_agent.recovery")
+
+# The copies listed in one alert; the others are counted (a thousand deleted files must
+# not make an alert of pages)
+LISTED = 10
+
+
+@dataclass(frozen=True)
+class SavedCopy:
+    """One copy in a ``removed/`` directory, as the owner is told of it."""
+
+    path: Path
+    line: str  # what the owner is told of it
+
+
+def transcript_notice(name: str, copy: Path, turns: int) -> str:
+    """The owner's line for a transcript found missing (``name``) and saved as ``copy``."""
+    return (
+        f"{name} was missing (deleted?): its conversation is out of search and history;"
+        f" the {turns} turns the index held are saved as {copy} (move it back into"
+        f" {copy.parent.parent} and restart to restore it, or delete it to forget it)"
+    )
+
+
+def party_notice(name: str, copy: Path, lines: list[Line]) -> str:
+    """The owner's line for a party record found missing, saved as ``copy`` (``lines``)."""
+    meta = next((line for line in lines if line.get("type") == "meta"), {})
+    who = meta.get("name") or meta.get("party") or "?"
+    messages = message_count(lines)
+    text = (
+        f"{name} ({who}, {meta.get('channel') or '?'}) was missing (deleted?): the party is"
+        f" out of the list and their trust tier forgotten; the {messages} messages the index"
+        f" held are saved as {copy} (move it back into {copy.parent.parent} and restart to"
+        " restore them, or delete it to forget them). Not recovered: subjects, attachments"
+    )
+    cut = cut_messages(lines)
+    if cut:
+        text += f", and the end of {cut} message(s) the index kept cut to {INDEX_MESSAGE_CHARS}"
+        text += " characters"
+    return text
+
+
+def saved_copies(directory: Path, party: bool) -> list[SavedCopy]:
+    """The copies in ``directory``/removed (``party``: party records), each with its
+    line for the owner (a copy that cannot be read is named all the same)."""
+    found = []
+    for path in sorted((directory / REMOVED_DIR).glob("*.jsonl")):
+        try:
+            lines = parse_lines(path.read_bytes(), path.name)
+        except OSError as exc:
+            found.append(SavedCopy(path, f"{path.name} was missing: saved as {path} ({exc})"))
+            continue
+        if party:
+            found.append(SavedCopy(path, party_notice(path.name, path, lines)))
+        else:
+            turns = sum(1 for line in lines if line.get("type") == "turn")
+            found.append(SavedCopy(path, transcript_notice(path.name, path, turns)))
+    return found
+
+
+async def tell_saved_copies(services: Services) -> None:
+    """Tell the owner of every copy in the ``removed/`` directories not told of yet
+    (one alert for transcripts, one for party records); each is claimed before it goes
+    (:func:`bot.owner_notices.notice_due`), so it is told once across restarts."""
+    config = services.config
+    for directory, party, heading in (
+        (config.conversations_dir, False, "Transcripts missing at start: "),
+        (config.external_dir, True, "Party records missing at start: "),
+    ):
+        copies = await asyncio.to_thread(saved_copies, directory, party)
+        untold = [copy for copy in copies if await notice_due(services.state, _key(copy), math.inf)]
+        if not untold:
+            continue
+        lines = [copy.line for copy in untold[:LISTED]]
+        if len(untold) > LISTED:
+            lines.append(f"and {len(untold) - LISTED} more in {directory / REMOVED_DIR}")
+        await services.alert_owner(heading + "; ".join(lines))
+
+
+def _key(copy: SavedCopy) -> str:
+    """The notice's key: the copy's path and time (written again, it is news again)."""
+    try:
+        written = copy.path.stat().st_mtime_ns
+    except OSError:
+        written = 0
+    return f"removed:{copy.path.parent.parent.name}/{copy.path.name}:{written}"
