@@ -106,7 +106,7 @@ def status_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pages",
         action="store_true",
-        help="also read every page of conversations.db now (SQLite's quick check: about "
-        "a minute per GB; the daemon does it once a day, and status reports its last "
-        "result without this option)",
+        help="also read every page of conversations.db now (SQLite's quick check of the "
+        "whole file: seconds to a minute per GB, by the disk; the daemon does it once a "
+        "day, and status reports its last result without this option)",
     )

@@ -49,7 +49,7 @@ def transcript_notice(name: str, copy: Path, turns: int) -> str:
     """The owner's line for a transcript found missing (``name``) and saved as ``copy``."""
     return (
         f"{name} was missing (deleted?): its conversation is out of search and history;"
-        f" the {turns} turns the index held are saved as {copy} (move it back into"
+        f" the {_n(turns, 'turn')} the index held are saved as {copy} (move it back into"
         f" {copy.parent.parent} and restart to restore it, or delete it to forget it)"
     )
 
@@ -61,8 +61,8 @@ def party_notice(name: str, copy: Path, lines: list[Line]) -> str:
     messages = message_count(lines)
     text = (
         f"{name} ({who}, {meta.get('channel') or '?'}) was missing (deleted?): the party is"
-        f" out of the list and their trust tier forgotten; the {messages} messages the index"
-        f" held are saved as {copy} (move it back into {copy.parent.parent} and restart to"
+        f" out of the list and their trust tier forgotten; the {_n(messages, 'message')} the"
+        f" index held are saved as {copy} (move it back into {copy.parent.parent} and restart to"
         " restore them, or delete it to forget them). Not recovered: subjects, attachments"
     )
     cut = cut_messages(lines)
@@ -107,6 +107,10 @@ async def tell_saved_copies(services: Services) -> None:
         if len(untold) > LISTED:
             lines.append(f"and {len(untold) - LISTED} more in {directory / REMOVED_DIR}")
         await services.alert_owner(heading + "; ".join(lines))
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _key(copy: SavedCopy) -> str:

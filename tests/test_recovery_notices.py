@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 
 from bot import cli, exitcodes
@@ -21,6 +25,7 @@ from bot.services import open_services
 from bot.transcript import parse_lines
 from bot.transcript_rescue import removed_copy_path
 from tests.conftest import shutdown_services
+from tests.ops.loopback import Loopback, base_config, start_daemon
 from tests.support import ScriptedBrain
 from tests.test_cli import Store, _fill
 
@@ -105,3 +110,38 @@ def test_reindex_leaves_the_index_when_a_copy_cannot_be_written(
     assert status == exitcodes.EX_DATADIR
     assert "is left as it is" in capsys.readouterr().err
     assert filled.config.index_path.read_bytes() == before  # not deleted
+
+
+async def test_the_real_daemon_tells_the_owner_once_of_a_commands_party_copy(
+    tmp_path: Path, daemons: list[Any]
+) -> None:
+    # The real daemon and the command as the owner types them (child processes): a
+    # stranger's record deleted while the daemon is stopped, a `conversations list`
+    # run meanwhile saves it; the owner hears of it at the next start, and only then.
+    config = base_config(tmp_path)
+    daemon = await start_daemon(daemons, tmp_path, config)
+    data = daemon.data_dir
+    async with aiohttp.ClientSession() as session:
+        assert await Loopback(daemon, session).post("stranger-1", "the code is 4711", "s1") == 200
+    assert await daemon.terminate() == 0
+    (record,) = (data / "external").glob("p*.jsonl")
+    record.unlink()
+    command = [sys.executable, "-m", "bot.cli", "--config", str(daemon.config_path)]
+    done = await asyncio.to_thread(
+        subprocess.run, [*command, "conversations", "list"], capture_output=True, text=True
+    )
+    copy = removed_party_path(data / "external", record.stem)
+    assert done.returncode == 0 and str(copy) in done.stderr, done.stderr  # said there
+    said = parse_lines(copy.read_bytes(), copy.name)
+    assert [m["content"] for m in said if m.get("direction") == "in"] == ["the code is 4711"]
+
+    told = []
+    for _ in range(2):  # told at the next start (before READY=1), not at the one after
+        await daemon.start()
+        assert await daemon.terminate() == 0
+        # (no channel to the owner here but the loopback: the alert is in the log, and
+        # on the dashboard when it runs)
+        told.append([line for line in daemon.log().splitlines() if "Party records missing" in line])
+    (alert,) = told[0]
+    assert str(copy) in alert and "(stranger-1, loopback) was missing" in alert
+    assert told[1] == []
