@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,14 +34,6 @@ log = logging.getLogger("my_agent.recovery")
 # The copies listed in one alert; the others are counted (a thousand deleted files must
 # not make an alert of pages)
 LISTED = 10
-
-
-@dataclass(frozen=True)
-class SavedCopy:
-    """One copy in a ``removed/`` directory, as the owner is told of it."""
-
-    path: Path
-    line: str  # what the owner is told of it
 
 
 def transcript_notice(name: str, copy: Path, turns: int) -> str:
@@ -72,38 +63,47 @@ def party_notice(name: str, copy: Path, lines: list[Line]) -> str:
     return text
 
 
-def saved_copies(directory: Path, party: bool) -> list[SavedCopy]:
-    """The copies in ``directory``/removed (``party``: party records), each with its
-    line for the owner (a copy that cannot be read is named all the same)."""
+def copy_line(path: Path, party: bool) -> str:
+    """What the owner is told of the copy at ``path`` (``party``: a party record's); a
+    copy that cannot be read is named all the same."""
+    try:
+        lines = parse_lines(path.read_bytes(), path.name)
+    except OSError as exc:
+        return f"{path.name} was missing: saved as {path} ({exc})"
+    if party:
+        return party_notice(path.name, path, lines)
+    turns = sum(1 for line in lines if line.get("type") == "turn")
+    return transcript_notice(path.name, path, turns)
+
+
+def saved_copies(directory: Path) -> list[tuple[Path, str]]:
+    """The copies in ``directory``/removed with their notice keys: the path and the time
+    each was written (written again later, it is news again)."""
     found = []
     for path in sorted((directory / REMOVED_DIR).glob("*.jsonl")):
         try:
-            lines = parse_lines(path.read_bytes(), path.name)
-        except OSError as exc:
-            found.append(SavedCopy(path, f"{path.name} was missing: saved as {path} ({exc})"))
+            written = path.stat().st_mtime_ns
+        except OSError:  # gone meanwhile (moved back)
             continue
-        if party:
-            found.append(SavedCopy(path, party_notice(path.name, path, lines)))
-        else:
-            turns = sum(1 for line in lines if line.get("type") == "turn")
-            found.append(SavedCopy(path, transcript_notice(path.name, path, turns)))
+        found.append((path, f"removed:{directory.name}/{path.name}:{written}"))
     return found
 
 
 async def tell_saved_copies(services: Services) -> None:
     """Tell the owner of every copy in the ``removed/`` directories not told of yet
     (one alert for transcripts, one for party records); each is claimed before it goes
-    (:func:`bot.owner_notices.notice_due`), so it is told once across restarts."""
+    (:func:`bot.owner_notices.notice_due`), so it is told once across restarts. Only
+    the copies not told of yet are read (a start is not slowed by old ones)."""
     config = services.config
     for directory, party, heading in (
         (config.conversations_dir, False, "Transcripts missing at start: "),
         (config.external_dir, True, "Party records missing at start: "),
     ):
-        copies = await asyncio.to_thread(saved_copies, directory, party)
-        untold = [copy for copy in copies if await notice_due(services.state, _key(copy), math.inf)]
+        copies = await asyncio.to_thread(saved_copies, directory)
+        untold = [path for path, key in copies if await notice_due(services.state, key, math.inf)]
         if not untold:
             continue
-        lines = [copy.line for copy in untold[:LISTED]]
+        lines = [await asyncio.to_thread(copy_line, path, party) for path in untold[:LISTED]]
         if len(untold) > LISTED:
             lines.append(f"and {len(untold) - LISTED} more in {directory / REMOVED_DIR}")
         await services.alert_owner(heading + "; ".join(lines))
@@ -111,12 +111,3 @@ async def tell_saved_copies(services: Services) -> None:
 
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _key(copy: SavedCopy) -> str:
-    """The notice's key: the copy's path and time (written again, it is news again)."""
-    try:
-        written = copy.path.stat().st_mtime_ns
-    except OSError:
-        written = 0
-    return f"removed:{copy.path.parent.parent.name}/{copy.path.name}:{written}"

@@ -27,17 +27,13 @@ from bot.transcript_rescue import removed_copy_path
 from tests.conftest import shutdown_services
 from tests.ops.loopback import Loopback, base_config, start_daemon
 from tests.support import ScriptedBrain
-from tests.test_cli import Store, _fill
+from tests.test_cli import Store, filled_store
 
 
 @pytest.fixture
 def filled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
     """test_cli's small store: two conversations (web, Telegram) and a third party."""
-    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
-    made = Store(tmp_path)
-    asyncio.run(_fill(made))
-    return made
+    return filled_store(tmp_path, monkeypatch)
 
 
 async def _alerts_at_start(config: object) -> list[str]:
