@@ -31,7 +31,7 @@ def page_check(conn: Any) -> str:
 
 def pages_checked(conn: Any) -> tuple[str, str | None]:
     """The daemon's last page check of this index (:func:`bot.index_rescue.check_pages`,
-    once a day): its result and time, or ``("not checked", None)`` when this file has
+    once a day): its result and time, or ``(NOT_CHECKED, None)`` when this file has
     not been checked yet (a new or rebuilt index, or an older daemon). Reading every
     page here took 41 s for the 640 MB ``bench search`` store (session 27)."""
     row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (PAGE_CHECK_KEY,)).fetchone()

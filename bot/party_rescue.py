@@ -25,7 +25,7 @@ from pathlib import Path
 from bot.db import SyncConn
 from bot.parties import PARTY_COLUMNS, party_from_row
 from bot.transcript_lines import Line
-from bot.transcript_rescue import REMOVED_DIR, write_copy
+from bot.transcript_rescue import REMOVED_DIR, free_copy_path, write_copy
 
 # What cut_text (bot.parties) adds to a message longer than the index keeps: taken off
 # in the copy (its characters are not in any file any more, and a copy put back would be
@@ -107,7 +107,7 @@ def save_removed_party(
     returns the path and the lines written. Raises :class:`OSError` when it cannot be
     written (the caller keeps the rows)."""
     lines = party_index_lines(conn, party_id)
-    path = removed_party_path(external_dir, party_id)
+    path = free_copy_path(removed_party_path(external_dir, party_id))
     write_copy(path, lines)
     return path, lines
 

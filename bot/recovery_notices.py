@@ -24,7 +24,7 @@ from bot.owner_notices import notice_due
 from bot.parties import INDEX_MESSAGE_CHARS
 from bot.party_rescue import cut_messages, message_count
 from bot.transcript_lines import Line, parse_lines
-from bot.transcript_rescue import REMOVED_DIR
+from bot.transcript_rescue import REMOVED_DIR, original_name
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -41,7 +41,7 @@ def transcript_notice(name: str, copy: Path, turns: int) -> str:
     return (
         f"{name} was missing (deleted?): its conversation is out of search and history;"
         f" the {_n(turns, 'turn')} the index held are saved as {copy} (move it back into"
-        f" {copy.parent.parent} and restart to restore it, or delete it to forget it)"
+        f" {copy.parent.parent} as {name} and restart to restore it, or delete it to forget it)"
     )
 
 
@@ -50,11 +50,18 @@ def party_notice(name: str, copy: Path, lines: list[Line]) -> str:
     meta = next((line for line in lines if line.get("type") == "meta"), {})
     who = meta.get("name") or meta.get("party") or "?"
     messages = message_count(lines)
+    if (copy.parent.parent / name).exists():
+        # they wrote again since: a new record under the same id, which a move would replace
+        restore = f"they have written since, and {name} is their new record: keep the copy"
+    else:
+        restore = (
+            f"move it back into {copy.parent.parent} as {name} and restart to restore them,"
+            " or delete it to forget them"
+        )
     text = (
         f"{name} ({who}, {meta.get('channel') or '?'}) was missing (deleted?): the party is"
         f" out of the list and their trust tier forgotten; the {_n(messages, 'message')} the"
-        f" index held are saved as {copy} (move it back into {copy.parent.parent} and restart to"
-        " restore them, or delete it to forget them). Not recovered: subjects, attachments"
+        f" index held are saved as {copy} ({restore}). Not recovered: subjects, attachments"
     )
     cut = cut_messages(lines)
     if cut:
@@ -66,14 +73,15 @@ def party_notice(name: str, copy: Path, lines: list[Line]) -> str:
 def copy_line(path: Path, party: bool) -> str:
     """What the owner is told of the copy at ``path`` (``party``: a party record's); a
     copy that cannot be read is named all the same."""
+    name = original_name(path)
     try:
         lines = parse_lines(path.read_bytes(), path.name)
     except OSError as exc:
-        return f"{path.name} was missing: saved as {path} ({exc})"
+        return f"{name} was missing: saved as {path} ({exc})"
     if party:
-        return party_notice(path.name, path, lines)
+        return party_notice(name, path, lines)
     turns = sum(1 for line in lines if line.get("type") == "turn")
-    return transcript_notice(path.name, path, turns)
+    return transcript_notice(name, path, turns)
 
 
 def saved_copies(directory: Path) -> list[tuple[Path, str]]:
@@ -100,13 +108,23 @@ async def tell_saved_copies(services: Services) -> None:
         (config.external_dir, True, "Party records missing at start: "),
     ):
         copies = await asyncio.to_thread(saved_copies, directory)
-        untold = [path for path, key in copies if await notice_due(services.state, key, math.inf)]
+        untold = [path for path, key in copies if await _due(services, key)]
         if not untold:
             continue
         lines = [await asyncio.to_thread(copy_line, path, party) for path in untold[:LISTED]]
         if len(untold) > LISTED:
             lines.append(f"and {len(untold) - LISTED} more in {directory / REMOVED_DIR}")
         await services.alert_owner(heading + "; ".join(lines))
+
+
+async def _due(services: Services, key: str) -> bool:
+    """Whether the copy's notice is still owed (claimed now). A ``state.db`` that refuses
+    the claim (a full disk) must not stop the start: told then, maybe again next time."""
+    try:
+        return await notice_due(services.state, key, math.inf)
+    except Exception as exc:
+        log.warning("cannot record that the owner is told of %s: %s", key, exc)
+        return True
 
 
 def _n(count: int, noun: str) -> str:

@@ -59,9 +59,25 @@ def save_removed_copy(conn: SyncConn, conversations_dir: Path, conv_id: str) -> 
     (:func:`write_copy`); returns the path and the turns written. Raises
     :class:`OSError` when it cannot be written (the caller keeps the rows)."""
     lines = index_lines(conn, conv_id)
-    path = removed_copy_path(conversations_dir, conv_id)
+    path = free_copy_path(removed_copy_path(conversations_dir, conv_id))
     write_copy(path, lines)
     return path, max(0, len(lines) - 1)
+
+
+def free_copy_path(path: Path) -> Path:
+    """``path``, or the first free ``<id>.N.jsonl`` beside it when a copy is there
+    already: an earlier copy is never overwritten (a party saved once writes again, a
+    new record is made under the same id, and that one is deleted too)."""
+    candidate, number = path, 2
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}.{number}{path.suffix}")
+        number += 1
+    return candidate
+
+
+def original_name(copy: Path) -> str:
+    """The file name a copy stands for (``p1234567.jsonl`` for ``p1234567.2.jsonl``)."""
+    return f"{copy.name.split('.')[0]}.jsonl"
 
 
 def write_copy(path: Path, lines: list[Line]) -> None:

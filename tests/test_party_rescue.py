@@ -61,6 +61,7 @@ async def test_a_deleted_party_record_is_saved_told_once_and_can_be_put_back(
     copy = removed_party_path(config.external_dir, party.id)
     try:
         assert services.recovery is not None and services.recovery.removed_parties == 1
+        assert services.recovery.saved_parties == {record.name: (copy, len(said))}
         assert await services.external.get(party.id) is None  # out of the list
         lines = parse_lines(copy.read_bytes(), copy.name)
         assert lines[0]["type"] == "meta" and lines[0]["id"] == party.id
@@ -117,3 +118,39 @@ async def test_a_party_copy_that_cannot_be_written_keeps_the_rows(tmp_path: Path
         assert await services.external.get(party.id) is not None  # kept until it can be saved
     finally:
         await shutdown_services(services)
+
+
+async def test_a_party_deleted_twice_keeps_both_copies(tmp_path: Path) -> None:
+    # Regression: a party whose record was saved once writes again (a new record under
+    # the same id); deleted again, the second copy overwrote the first one, and every
+    # message of the first record was lost.
+    config = telegram_config(tmp_path)
+    copies = []
+    for text in ("the first record", "the second record"):
+        services = await open_services(config, brain=ScriptedBrain())
+        try:
+            await attach_channel(services, RecordingChannel("telegram"))
+            await services.router.deliver(inbound(text, sender=STRANGER))
+            await settle(services)
+            party = await services.external.find(STRANGER)
+            assert party is not None
+        finally:
+            await shutdown_services(services)
+        (config.external_dir / f"{party.id}.jsonl").unlink()
+        services = await open_services(config, brain=ScriptedBrain())
+        try:
+            assert services.recovery is not None
+            ((copy, _),) = services.recovery.saved_parties.values()
+            copies.append(copy)
+            if len(copies) == 2:
+                (alert,) = await _serve_once(services)
+                assert f"{copy} (move it back into" in alert and f"as {party.id}.jsonl" in alert
+        finally:
+            await shutdown_services(services)
+    assert copies == [
+        removed_party_path(config.external_dir, party.id),
+        config.external_dir / "removed" / f"{party.id}.2.jsonl",
+    ]
+    for copy, text in zip(copies, ("the first record", "the second record"), strict=True):
+        said = parse_lines(copy.read_bytes(), copy.name)
+        assert [m["content"] for m in said if m.get("direction") == "in"] == [text]
