@@ -141,3 +141,32 @@ async def test_the_real_daemon_tells_the_owner_once_of_a_commands_party_copy(
     (alert,) = told[0]
     assert str(copy) in alert and "(stranger-1, loopback) was missing" in alert
     assert told[1] == []
+
+
+async def test_a_state_db_refusing_the_claim_does_not_stop_the_start(tmp_path: Path) -> None:
+    # The claim of a notice is a write to state.db: a full disk refusing it raised out of
+    # start_serving, and the daemon did not start; now the owner is told all the same.
+    from types import SimpleNamespace
+
+    from bot.recovery_notices import tell_saved_copies
+    from bot.transcript_rescue import write_copy
+    from tests.conftest import make_config
+
+    config = make_config(tmp_path)
+    copy = removed_copy_path(config.conversations_dir, "conv-01TEST")
+    config.conversations_dir.mkdir(parents=True, exist_ok=True)
+    write_copy(copy, [{"type": "meta", "id": "conv-01TEST"}])
+
+    class FullDisk:
+        async def run(self, fn: Any) -> Any:
+            raise OSError(28, "No space left on device")
+
+    told: list[str] = []
+
+    async def alert_owner(text: str) -> None:
+        told.append(text)
+
+    services = SimpleNamespace(config=config, state=FullDisk(), alert_owner=alert_owner)
+    await tell_saved_copies(services)  # type: ignore[arg-type]
+    (alert,) = told
+    assert "conv-01TEST.jsonl was missing" in alert and "the 0 turns" in alert
