@@ -103,3 +103,10 @@ def status_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip FTS5's integrity-check and counting every transcript's turn lines "
         "(large stores: transcripts are compared by size)",
     )
+    parser.add_argument(
+        "--pages",
+        action="store_true",
+        help="also read every page of conversations.db now (SQLite's quick check of the "
+        "whole file: seconds to a minute per GB, by the disk; the daemon does it once a "
+        "day, and status reports its last result without this option)",
+    )

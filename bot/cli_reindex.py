@@ -34,6 +34,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from bot.health_daemon import data_dir_unreadable
     from bot.journal import journal_in_use
     from bot.recovery import delete_index
+    from bot.recovery_reindex import save_before_reindex
 
     config = command_config(args, secrets=False)
     setup_logging(command_log_level(config.logging.level))
@@ -60,12 +61,29 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         )
         return exitcodes.EX_TEMPFAIL
     started = time.monotonic()
+    try:
+        # What the old index holds of a deleted transcript or party record is all that is
+        # left of it: saved before the index goes (a copy that cannot be written: nothing
+        # is deleted)
+        saved = save_before_reindex(
+            config.index_path, config.conversations_dir, config.external_dir
+        )
+    except OSError as exc:
+        store_lock.release(lock)
+        print(
+            f"my-agent: {exc}: what the index holds of a deleted transcript or party record"
+            f" cannot be saved, so {config.index_path} is left as it is (free space, or fix"
+            " the permissions, and run the reindex again)",
+            file=sys.stderr,
+        )
+        return exitcodes.EX_DATADIR
 
     skipped = SkippedLines()
 
     async def _rebuild(s: Any) -> int:
         report = await rebuild(s)
         report["skippedLines"] = skipped.where
+        report["warnings"][:0] = saved
         if skipped.where:
             report["warnings"].append(skipped.warning())
         report["seconds"] = round(time.monotonic() - started, 2)

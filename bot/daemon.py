@@ -20,6 +20,7 @@ from bot.events import OutboundMessage, SendResult
 from bot.index_page_checks import page_checks
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
+from bot.recovery_notices import tell_saved_copies
 from bot.resolver import THREADED_CHANNELS
 from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
@@ -147,9 +148,9 @@ async def start_serving(
     unreadable = services.unreadable_transcripts()
     if unreadable:  # the rest is served; the owner may chmod the file and restart
         await services.alert_owner("Started without some conversations: " + "; ".join(unreadable))
-    missing = services.recovery.removed_notices() if services.recovery else []
-    if missing:  # never dropped silently: the owner may have lost it by mistake
-        await services.alert_owner("Transcripts missing at start: " + "; ".join(missing))
+    # never dropped silently: the owner may have lost a file by mistake (the copies this
+    # start made, and those a command's recovery made while the daemon was stopped)
+    await tell_saved_copies(services)
     # once the channels are up, so that damage it finds reaches the owner (before, the
     # alert had no channel to go on and was only logged); once a day, not at every start
     services.page_check = spawn(

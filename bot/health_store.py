@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.db import select_driver
-from bot.health_daemon import disk_space
+from bot.events import iso, utcnow
+from bot.health_pages import NOT_CHECKED, fts_integrity, page_check, pages_checked
 from bot.index import NOTES_OWED
+from bot.index_rescue import PAGES_DAMAGED, PAGES_OK
 from bot.recovery import PENDING_REPLIES
 from bot.status_reads import connect_readonly
 from bot.transcript_lines import line_value, well_formed
@@ -162,13 +163,15 @@ def transcript_turns(
 
 
 def index_consistency(
-    conn: Any, conversations_dir: Path, count_lines: bool = True
+    conn: Any, conversations_dir: Path, count_lines: bool = True, read_pages: bool = False
 ) -> dict[str, Any]:
     """Compare the index with the transcripts; ``problems`` lists every mismatch found.
 
     Without ``count_lines`` (``status --quick``) each transcript is compared by its size with
     the bytes its conversation reflects, not read: counting every turn line of a year's
     transcripts (10,000, 330,000 lines) took 4 of the 5 s of a quick status.
+    ``read_pages`` (``status --pages``): SQLite's quick check of every page now; else the
+    daemon's last one is reported (:func:`pages_checked`).
     """
     problems: list[str] = []
     damaged: list[str] = []
@@ -204,11 +207,19 @@ def index_consistency(
             f"{len(damaged)} transcript line(s) that cannot be read, left out of the index"
             f" and the history (the log of the start that read them says more): {shown}"
         )
-    pages = page_check(conn) if count_lines else "skipped"
-    if pages != "ok" and count_lines:
+    checked: str | None = None
+    if read_pages:
+        pages, checked = page_check(conn), iso(utcnow())
+    elif count_lines:
+        pages, checked = pages_checked(conn)
+    else:
+        pages = "skipped"
+    if pages.startswith(PAGES_DAMAGED) or (read_pages and pages != PAGES_OK):
+        found = pages.removeprefix(PAGES_DAMAGED)
+        when = "" if read_pages else f" by the daemon's page check at {checked}"
         problems.append(
-            f"conversations.db is damaged ({pages}): stop my-agent and run `my-agent reindex`"
-            " to rebuild it from the transcripts"
+            f"conversations.db was found damaged{when} ({found}): stop my-agent and run"
+            " `my-agent reindex` to rebuild it from the transcripts"
         )
     turns = _scalar(conn, "SELECT count(*) FROM turns")
     fts_docs = _scalar(conn, "SELECT count(*) FROM turns_fts_docsize")
@@ -227,6 +238,7 @@ def index_consistency(
         "fts_documents": fts_docs,
         "fts_integrity": "skipped",
         "pages": pages,
+        "pages_checked": checked,
         "unindexed_bytes": lag_bytes,
         "missing_from_index": missing[:20],
         "without_transcript": orphans[:20],
@@ -236,49 +248,8 @@ def index_consistency(
     }
 
 
-def page_check(conn: Any) -> str:
-    """SQLite's ``quick_check`` of every page of the index: "ok" or its first findings.
-
-    The FTS5 check reads only the keyword index's pages, and counting rows reads no page
-    of most tables, so a damaged page elsewhere (a turn's row, a vector) was reported
-    "consistent" until a search or a write reached it (session 27)."""
-    found = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
-    if found == ["ok"]:
-        return "ok"
-    text = "; ".join(found).replace("*** in database main ***\n", "")
-    return text.replace("\n", "; ")
-
-
-def fts_integrity(index_path: Path) -> str:
-    """FTS5 ``integrity-check`` of ``turns_fts`` and of ``notes_fts`` (migration 10; an
-    older index has none): "ok", "read-only" or the error, naming the table."""
-    # rank=1 also compares an external-content index with its content table (`turns`,
-    # `notes`). It is spelled as an INSERT but changes nothing; it needs a writable
-    # connection.
-    try:
-        conn = select_driver().module.connect(str(index_path), timeout=10.0)
-    except Exception as exc:  # sqlite3 and pysqlite3 raise their own classes
-        return str(exc)
-    table = "turns_fts"
-    try:
-        conn.execute("PRAGMA busy_timeout=10000")
-        tables = ["turns_fts"] + [
-            row[0]
-            for row in conn.execute("SELECT name FROM sqlite_master WHERE name = 'notes_fts'")
-        ]
-        for table in tables:
-            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-    except Exception as exc:
-        msg = str(exc)
-        if "readonly" in msg.replace(" ", "").lower() or disk_space(index_path.parent)["full"]:
-            return "read-only"  # a full disk cannot take the -shm file it needs either
-        return f"{table}: {msg}"
-    finally:
-        conn.close()
-    return "ok"
-
-
 __all__ = [
+    "NOT_CHECKED",
     "OFFLINE_NOTES_HEADER",
     "STAND_INS",
     "STAND_IN_ARGS",
@@ -288,5 +259,6 @@ __all__ = [
     "index_counts",
     "outbox_counts",
     "page_check",
+    "pages_checked",
     "transcript_turns",
 ]

@@ -51,8 +51,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("my_agent.healthcheck")
 
 
-def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0) -> dict[str, Any]:
-    """The whole report as a JSON-able dict (``exit_code`` included)."""
+def collect(
+    config: AppConfig, *, deep: bool = True, pages: bool = False, readyz_timeout: float = 2.0
+) -> dict[str, Any]:
+    """The whole report as a JSON-able dict (``exit_code`` included). ``pages``: read
+    every page of the index now (SQLite's quick check) instead of reporting the daemon's
+    last check of them."""
     data_dir = config.data_dir
     # Absolute, as the daemon logs it ("data in /srv/.my_agent"): a relative ".my_agent"
     # says nothing of which store was checked when run from another directory.
@@ -106,7 +110,7 @@ def collect(config: AppConfig, *, deep: bool = True, readyz_timeout: float = 2.0
             conn = connect_ro(config.index_path)
             try:
                 report["counts"] = index_counts(conn)
-                report["index"] = index_consistency(conn, config.conversations_dir, deep)
+                report["index"] = index_consistency(conn, config.conversations_dir, deep, pages)
             finally:
                 conn.close()
             if deep:
@@ -196,7 +200,9 @@ def search_state(services: Services) -> str:
 
 def main(args: argparse.Namespace, config: AppConfig) -> int:
     """``my-agent status``: print the report, return its exit status."""
-    report = collect(config, deep=not getattr(args, "quick", False))
+    report = collect(
+        config, deep=not getattr(args, "quick", False), pages=getattr(args, "pages", False)
+    )
     if getattr(args, "json", False):
         print(json.dumps(report, indent=2, sort_keys=True))
     else:

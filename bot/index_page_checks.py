@@ -8,7 +8,9 @@ competing with the searches and replies of the minutes after a restart; a restar
 JSONL transcripts rebuild the index whatever is found, so a check a day finds it soon
 enough: the time of the last complete check is kept in ``state.db`` (the ``index`` row of
 ``channel_cursors``), so a restart does not start the day over. A daemon that runs for
-weeks checks once a day while it runs.
+weeks checks once a day while it runs. The result is kept in the index itself
+(:func:`bot.index_rescue.check_pages`), where ``my-agent status`` reads it rather than
+reading every page again (``--pages`` does).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from bot.index_rescue import check_pages
+from bot.index_rescue import PAGES_DAMAGED, check_pages
 
 log = logging.getLogger("my_agent.index")
 
@@ -42,7 +44,7 @@ async def page_checks(
     interval: float = CHECK_INTERVAL,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-    check: Callable[[Any], Awaitable[bool]] = check_pages,
+    check: Callable[[Any], Awaitable[str]] = check_pages,
 ) -> None:
     """Check ``db``'s pages whenever ``interval`` has passed since the last check (at
     once when none is recorded, or the record is unreadable or in the future), until
@@ -53,9 +55,9 @@ async def page_checks(
         if wait > 0:
             log.debug("next check of the index's pages in %.0f s", wait)
             await sleep(wait)
-        whole = await check(db)
+        result = await check(db)
         await cursors.set_cursor(*CURSOR, f"{clock():.0f}")
-        if not whole:
+        if result.startswith(PAGES_DAMAGED):
             return
 
 

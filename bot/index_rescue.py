@@ -11,7 +11,7 @@ transcript journal's lock (the data directory's claim): a one-shot command still
 74 naming the file, and never pulls the index from under a running daemon.
 
 Damage in a page that neither the open nor recovery read (a row of an old conversation, a
-vector) is looked for once after every start of the daemon, in the background
+vector) is looked for once a day by the daemon (:mod:`bot.index_page_checks`), in the background
 (:func:`check_pages`: SQLite's quick check, on a connection of its own); what it finds
 is reported as damage met while running, below. Before session 27 such a page was found
 by the first search or write that reached it, maybe weeks later.
@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from bot.events import iso, utcnow
 from bot.journal_files import lock_journal
 
 log = logging.getLogger("my_agent.db")
@@ -214,21 +216,44 @@ class DamagedPages(Exception):
     """What SQLite's quick check found wrong in the pages of an index."""
 
 
-async def check_pages(db: Any) -> bool:
+# index_meta's key for the last page check of this file (its time and result, JSON):
+# kept in the file it is about, so that a rebuilt index has none; `my-agent status`
+# reports it instead of reading every page itself
+PAGE_CHECK_KEY = "page_check"
+PAGES_OK = "ok"
+PAGES_DAMAGED = "damaged: "  # the prefix of a result that found damage
+
+
+async def check_pages(db: Any) -> str:
     """SQLite's quick check of every page of ``db`` (a :class:`bot.db.Database`), in a
     thread on a read-only connection of its own (the reader and the writer stay free);
-    damage found is reported through ``db.report_damage``. True when the file is whole.
+    damage found is reported through ``db.report_damage``. Returns :data:`PAGES_OK`
+    when the file is whole, :data:`PAGES_DAMAGED` and what was found, or
+    ``"not finished: ..."`` when the check could not run to its end; the result and
+    its time are kept in ``index_meta`` (:data:`PAGE_CHECK_KEY`).
 
     It reads the whole file: about 1 s for an index of 19 MB (600 conversations, 36,000
     turns) on the development machine under load. Cancelled (a stop), the check is
     interrupted rather than waited for."""
+    result = await _quick_check(db)
+    try:
+        value = json.dumps({"at": iso(utcnow()), "result": result}, ensure_ascii=False)
+        await db.execute(
+            "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (PAGE_CHECK_KEY, value)
+        )
+    except Exception as exc:  # a damaged file may refuse it: the marker says it all
+        log.debug("%s: the page check's result is not kept: %s", db.path.name, exc)
+    return result
+
+
+async def _quick_check(db: Any) -> str:
     try:
         conn = db.driver.module.connect(
             f"file:{db.path}?mode=ro", uri=True, timeout=10.0, check_same_thread=False
         )
     except Exception as exc:  # sqlite3 and pysqlite3 raise their own classes
         log.warning("%s: the page check could not start: %s", db.path.name, exc)
-        return True
+        return f"not finished: {exc}"
 
     def quick_check() -> list[str]:
         try:
@@ -245,11 +270,11 @@ async def check_pages(db: Any) -> bool:
     except Exception as exc:
         if not is_corruption(exc):  # a busy or failing disk: the check is not the place
             log.warning("%s: the page check did not finish: %s", db.path.name, exc)
-            return True
+            return f"not finished: {exc}"
         found = [str(exc)]
     if found == ["ok"]:
         log.info("%s: every page checked, no damage found", db.path.name)
-        return True
+        return PAGES_OK
     text = "; ".join(found).replace("*** in database main ***\n", "").replace("\n", "; ")
     count = len(found)
     if count >= QUICK_CHECK_MAX:
@@ -258,4 +283,4 @@ async def check_pages(db: Any) -> bool:
         problems = f"{count} problem{'s' if count > 1 else ''}"
     if db.damage is None:
         db.report_damage(DamagedPages(f"quick check, {problems}: {text}"))
-    return False
+    return f"{PAGES_DAMAGED}quick check, {problems}: {text}"

@@ -43,6 +43,8 @@ class RecoveryReport:
     stopped: bool = False
     # transcripts missing at start (file name -> the copy of what the index held, turns)
     saved: dict[str, tuple[Path, int]] = field(default_factory=dict)
+    # party records missing at start (file name -> the copy, messages)
+    saved_parties: dict[str, tuple[Path, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,15 +59,6 @@ class RecoveryReport:
             "unreadable": len(self.unreadable),
             "stopped": self.stopped,
         }
-
-    def removed_notices(self) -> list[str]:
-        """One line for the owner per transcript found missing at start."""
-        return [
-            f"{name} was missing (deleted?): its conversation is out of search and history;"
-            f" the {turns} turns the index held are saved as {copy} (move it back into"
-            f" {copy.parent.parent} and restart to restore it, or delete it to forget it)"
-            for name, (copy, turns) in sorted(self.saved.items())
-        ]
 
 
 # Whether a stop was asked for (the daemon's SIGTERM); called on the db thread.

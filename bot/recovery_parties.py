@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.db import SyncConn
 from bot.parties import apply_party_lines
+from bot.party_rescue import message_count, save_removed_party
 from bot.transcript import parse_lines
 
 if TYPE_CHECKING:
@@ -33,12 +34,10 @@ def catch_up_parties(
     paths = {path.stem: path for path in sorted(directory.glob("p*.jsonl"))}
     known = [row[0] for row in conn.execute("SELECT id FROM external_parties")]
     for party_id in sorted(set(known) - set(paths)):
-        # Its record was deleted (to forget them), as a conversation's transcript can be:
-        # the index is derived from the records (before session 15 it kept the party,
-        # their messages and escalations for good).
-        log.warning("party %s has no record any more: taken out of the index", party_id)
-        _forget_party(conn, party_id)
-        report.removed_parties += 1
+        if stopping():
+            report.stopped = True
+            return
+        _take_out(conn, directory, party_id, report)
     for party_id, path in paths.items():
         if stopping():
             report.stopped = True
@@ -63,6 +62,35 @@ def catch_up_parties(
             "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
             (f"ext:{party_id}", str(done + end + 1)),
         )
+
+
+def _take_out(conn: SyncConn, directory: Path, party_id: str, report: RecoveryReport) -> None:
+    """Take a party whose record was deleted out of the index, what the index held of
+    them saved first (:mod:`bot.party_rescue`). The index is derived from the records
+    (before session 15 it kept a deleted party for good); before session 28 their rows
+    were dropped with a log line only, every message they sent lost with them. A copy
+    that cannot be written keeps the rows: the next start tries again."""
+    try:
+        copy, lines = save_removed_party(conn, directory, party_id)
+    except OSError as exc:
+        log.error(
+            "party %s has no record any more, and what the index holds of them cannot be "
+            "saved (%s): kept in the index until it can",
+            party_id,
+            exc,
+        )
+        return
+    messages = message_count(lines)
+    log.warning(
+        "party %s has no record any more: taken out of the index; the %d messages the "
+        "index held are saved as %s",
+        party_id,
+        messages,
+        copy,
+    )
+    _forget_party(conn, party_id)
+    report.removed_parties += 1
+    report.saved_parties[f"{party_id}.jsonl"] = (copy, messages)
 
 
 def _forget_party(conn: SyncConn, party_id: str) -> None:

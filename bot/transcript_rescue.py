@@ -56,10 +56,34 @@ def index_lines(conn: SyncConn, conv_id: str) -> list[Line]:
 
 def save_removed_copy(conn: SyncConn, conversations_dir: Path, conv_id: str) -> tuple[Path, int]:
     """Write what the index holds of ``conv_id`` to :func:`removed_copy_path`, durably
-    (a temporary file synced, then renamed); returns the path and the turns written.
-    Raises :class:`OSError` when it cannot be written (the caller keeps the rows)."""
+    (:func:`write_copy`); returns the path and the turns written. Raises
+    :class:`OSError` when it cannot be written (the caller keeps the rows)."""
     lines = index_lines(conn, conv_id)
-    path = removed_copy_path(conversations_dir, conv_id)
+    path = free_copy_path(removed_copy_path(conversations_dir, conv_id))
+    write_copy(path, lines)
+    return path, max(0, len(lines) - 1)
+
+
+def free_copy_path(path: Path) -> Path:
+    """``path``, or the first free ``<id>.N.jsonl`` beside it when a copy is there
+    already: an earlier copy is never overwritten (a party saved once writes again, a
+    new record is made under the same id, and that one is deleted too)."""
+    candidate, number = path, 2
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}.{number}{path.suffix}")
+        number += 1
+    return candidate
+
+
+def original_name(copy: Path) -> str:
+    """The file name a copy stands for (``p1234567.jsonl`` for ``p1234567.2.jsonl``)."""
+    return f"{copy.name.split('.')[0]}.jsonl"
+
+
+def write_copy(path: Path, lines: list[Line]) -> None:
+    """Write ``lines`` as JSONL to ``path`` durably: a temporary file synced, renamed,
+    the directory synced (created 0700 when missing). The copy is all that is left of
+    what it holds, so it must be on the disk before the rows it came from are deleted."""
     path.parent.mkdir(mode=0o700, exist_ok=True)
     data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
     temporary = path.with_name(f".{path.name}.tmp")
@@ -74,4 +98,3 @@ def save_removed_copy(conn: SyncConn, conversations_dir: Path, conv_id: str) -> 
         os.fsync(directory)
     finally:
         os.close(directory)
-    return path, max(0, len(lines) - 1)

@@ -69,13 +69,18 @@ async def _fill(store: Store) -> None:
         await shutdown_services(services)
 
 
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+def filled_store(root: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    """A small store in ``root``: two conversations (Telegram, web) and a third party."""
     for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
         monkeypatch.delenv(var, raising=False)
-    s = Store(tmp_path)
+    s = Store(root)
     asyncio.run(_fill(s))
     return s
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    return filled_store(tmp_path, monkeypatch)
 
 
 def test_conversations_list(store: Store, capsys: pytest.CaptureFixture[str]) -> None:

@@ -240,10 +240,11 @@ async def test_a_damaged_page_of_the_index_is_reported(
     # search or write that reached it failed.
     config, _ = populated
     garble_page(config.index_path, "sqlite_autoindex_conversations_1")
-    report = await asyncio.to_thread(healthcheck.collect, config)
+    report = await asyncio.to_thread(healthcheck.collect, config, pages=True)
     assert report["index"]["pages"] != "ok" and report["exit_code"] == 1
     assert any(
-        "conversations.db is damaged" in p and "my-agent reindex" in p for p in report["problems"]
+        "conversations.db was found damaged (" in p and "my-agent reindex" in p
+        for p in report["problems"]
     ), report["problems"]
     quick = await asyncio.to_thread(healthcheck.collect, config, deep=False)
     assert quick["index"]["pages"] == "skipped"

@@ -47,9 +47,9 @@ class Cursors:
 
 
 async def run_until_parked(clock: Clock, cursors: Cursors, checked: list[float]) -> None:
-    async def check(db: Any) -> bool:
+    async def check(db: Any) -> str:
         checked.append(clock())
-        return True
+        return "ok"
 
     task = asyncio.create_task(
         page_checks(None, cursors, clock=clock, sleep=clock.sleep, check=check)
@@ -88,8 +88,8 @@ async def test_an_unreadable_or_future_record_checks_at_once() -> None:
 async def test_damage_found_ends_the_checks() -> None:
     clock, cursors = Clock(5_000.0), Cursors()
 
-    async def damaged(db: Any) -> bool:
-        return False
+    async def damaged(db: Any) -> str:
+        return "damaged: quick check, 1 problem: Tree 3 page 3"
 
     await asyncio.wait_for(
         page_checks(None, cursors, clock=clock, sleep=clock.sleep, check=damaged), 10

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.config import AppConfig
-from bot.index_rescue import check_pages, is_corruption
+from bot.index_rescue import PAGES_DAMAGED, PAGES_OK, check_pages, is_corruption
 from bot.journal_files import lock_journal
 from bot.services import DatabaseOpenError, open_services
 from tests.conftest import make_config, settle, shutdown_services
@@ -96,7 +96,7 @@ async def test_the_page_check_reports_damage_no_start_reads(tmp_path: Path) -> N
 
     services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
     try:
-        assert await check_pages(services.index_db) is False
+        assert (await check_pages(services.index_db)).startswith(PAGES_DAMAGED)
         problem = services.index_damage()
         assert problem is not None and "quick check" in problem, problem
         marker = config.index_path.with_name("conversations.db.damaged")
@@ -105,7 +105,7 @@ async def test_the_page_check_reports_damage_no_start_reads(tmp_path: Path) -> N
         await shutdown_services(services)
     services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
     try:
-        assert await check_pages(services.index_db) is True
+        assert await check_pages(services.index_db) == PAGES_OK
         assert services.index_damage() is None
         row = await services.index_db.fetchone("SELECT count(*) FROM turns")
         assert row is not None and row[0] == 2 * MESSAGES

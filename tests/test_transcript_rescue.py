@@ -56,14 +56,14 @@ async def test_a_deleted_transcript_is_saved_from_the_index_and_can_be_put_back(
         saved = [(x["role"], x["content"], x["turnNumber"]) for x in lines[1:]]
         assert saved == before
         assert copy.stat().st_mode & 0o777 == 0o600
-        (notice,) = services.recovery.removed_notices()
-        assert f"{conv_id}.jsonl was missing" in notice and str(copy) in notice
+        assert services.recovery.saved == {transcript.name: (copy, len(before))}
         telegram = RecordingChannel("telegram")
         services.channels["telegram"] = telegram
         await start_serving(services, [telegram])
         sent = await telegram.wait_for(lambda sent: any(str(copy) in m.text for m in sent))
         alert = next(m for m in sent if str(copy) in m.text)
         assert alert.chat_id == OWNER and alert.text.startswith("Transcripts missing at start")
+        assert f"{conv_id}.jsonl was missing" in alert.text
     finally:
         await shutdown_services(services)
 

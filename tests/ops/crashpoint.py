@@ -11,6 +11,8 @@ moment a random kill under load would rarely hit.
 - ``reply-row:N``: the N-th reply of the run is durable in its transcript and its
   outbox row is about to be written (what :func:`bot.resume.requeue_unsent_replies`
   makes good at the next start).
+- ``page-check``: the daemon's check of every page of the index has read them and its
+  result is about to be kept (:func:`bot.index_rescue.check_pages`).
 """
 
 from __future__ import annotations
@@ -78,6 +80,20 @@ def _at_reply_row(nth: int) -> None:
     Outbox.insert_unit = insert_unit  # type: ignore[method-assign]
 
 
+def _at_page_check() -> None:
+    from bot import index_rescue
+
+    original = index_rescue._quick_check
+
+    async def quick_check(db: Any) -> str:
+        result = await original(db)
+        print(f"crashpoint: killed before keeping the page check's result ({result})", flush=True)
+        _kill()
+        return result
+
+    index_rescue._quick_check = quick_check
+
+
 def main() -> int:
     point, *argv = sys.argv[1:]
     kind, _, arg = point.partition(":")
@@ -87,6 +103,8 @@ def main() -> int:
         _at_new_conversation()
     elif kind == "reply-row":
         _at_reply_row(int(arg))
+    elif kind == "page-check":
+        _at_page_check()
     else:
         raise SystemExit(f"unknown crash point {point!r}")
     from bot.cli import main as cli_main
