@@ -246,6 +246,9 @@ async def abbreviate(
             # model's notes owed (the sweep, the next start, after a reindex too).
             text = await abbreviator.extractive(turns)
             extra = {"needsAbbreviation": True}
+        # Which wrote them, in the event too (offline notes also stand in for a
+        # conversation the model refused): the header says it, the field says it plainly.
+        extra["method"] = "extractive" if offline_notes(text) else "llm"
         if not any(t.get("role") == "assistant" and t.get("turnNumber") == through for t in turns):
             # Its reply may land while the notes are written: the index then counts them
             # as behind (bot.index_writes), also after a crash or in a rebuild.

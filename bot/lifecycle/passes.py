@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
 from bot.lifecycle.abbreviation import Abbreviator, abbreviate
+from bot.lifecycle.missing_models import MissingModels
 from bot.lifecycle.naming import Naming
 from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex
@@ -35,6 +36,7 @@ class AbbreviationPasses:
     abbreviator: Abbreviator
     queue: AbbreviationQueue
     counters: Counter[str]
+    missing_models: MissingModels
     # Conversations whose notes were written before a reply to a noted turn landed.
     _late_replies: set[str]
     _model_down_until: datetime | None
@@ -62,7 +64,10 @@ class AbbreviationPasses:
         down = self._model_down_until is not None and now < self._model_down_until
         # The model failing for long (hours: an outage, the account out of credit):
         # search would miss every conversation since; they get the offline notes.
-        fallback = self._model_failures >= OFFLINE_AFTER_FAILURES
+        # A model the service does not offer (404) will not come back before the
+        # configuration is fixed: the stand-in is written at once.
+        missing = self.missing_models.missing(self.abbreviator.model_alias)
+        fallback = self._model_failures >= OFFLINE_AFTER_FAILURES or missing
         if down:
             # The model failed moments ago: flag the rest for the sweep instead of waiting
             # out the brain's retry budget once per queued conversation.
@@ -108,6 +113,19 @@ class AbbreviationPasses:
                     "until it answers again",
                     self._model_failures,
                 )
+        if outcome.status == "failed" and not fallback:
+            if self.missing_models.missing(self.abbreviator.model_alias):
+                # Found missing by this pass: its stand-in too, without asking again.
+                outcome = await abbreviate(
+                    self.conversations,
+                    self.abbreviator,
+                    self.vectors,
+                    conv_id,
+                    rewrite=late,
+                    fallback=True,
+                    model=False,
+                )
+                self.counters[outcome.status] += 1
         if outcome.status == "failed":
             if late:  # the sweep's retry must still rewrite them, not only embed them
                 self._late_replies.add(conv_id)
