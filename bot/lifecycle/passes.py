@@ -105,6 +105,9 @@ class AbbreviationPasses:
             self.counters["embedding_failed"] += 1
         if outcome.error is not None and not down and self.abbreviator.method == "llm":
             rest = self.config.conversations.abbreviation_sweep_seconds / 2
+            # A rate limit asking for longer (a 429's retry-after past the brain's retry
+            # budget) is honoured: the sweeps before it defer the queue without asking.
+            rest = max(rest, outcome.retry_after or 0.0)
             self._model_down_until = self.clock.now() + timedelta(seconds=rest)
             self._model_failures += 1
             if self._model_failures == OFFLINE_AFTER_FAILURES:
