@@ -4,16 +4,20 @@ retried by the sweep."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.config.model import AppConfig, BrainConfig, ConversationsConfig, EmbeddingConfig
+from bot.events import InboundMessage
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.prompts import ABBREVIATION_SYSTEM
 from bot.services import Services, close_services, open_services
+from tests.brain.test_router_e2e import RecordingChannel, e2e_config, start, wait_for
 
 from .conftest import patch_bus
 
@@ -130,3 +134,63 @@ async def test_a_rate_limit_asking_for_longer_than_a_sweep_is_honoured(
     rec = await services.conversations.require(conv)
     assert rec.abbreviation == "User asked about the NAS; RAID-6 kept."
     assert not rec.needs_abbreviation
+
+
+class GatedAPI(FakeAnthropicAPI):
+    """The fake, holding every abbreviation request until :attr:`gate` opens."""
+
+    def __init__(self) -> None:
+        super().__init__(fallback="echo")
+        self.gate = asyncio.Event()
+        self.held = asyncio.Event()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()  # (aiohttp keeps the body: read again below)
+        if ABBREVIATION_SYSTEM in str(body.get("system")):
+            self.held.set()
+            await self.gate.wait()
+        return await super()._handle(request)
+
+
+async def test_a_reply_goes_out_while_the_notes_of_its_conversation_are_slow(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with GatedAPI() as fake:
+        services = await start(e2e_config(tmp_path, fake))
+        web_channel: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
+        lifecycle = Lifecycle(services.config, services, clock=clock)
+        await lifecycle.start()
+
+        def replies() -> list[str]:
+            return [m.text for m in web_channel.sent if m.kind == "reply"]
+
+        async def say(text: str, message_id: str) -> None:
+            await services.router.deliver(
+                InboundMessage(
+                    channel="web",
+                    sender_id="owner",
+                    text=text,
+                    message_id=message_id,
+                    chat_id="dashboard",
+                )
+            )
+
+        try:
+            await say("Which RAID level for the NAS?", "m1")
+            await wait_for(lambda: len(replies()) == 1, timeout=60)
+            (conv,) = [c.id for c in await services.conversations.list()]
+            clock.advance(600)
+            await lifecycle.timers.run_due()  # the idle timer: the notes are asked for
+            await asyncio.wait_for(fake.held.wait(), 60)
+            await say("And the spare disk?", "m2")
+            await wait_for(lambda: len(replies()) == 2, timeout=60)
+            assert lifecycle.queue.current == conv and not fake.gate.is_set()
+            assert "And the spare disk?" in replies()[1]  # the echo of the fake
+            fake.gate.set()
+            await lifecycle.settle()
+            rec = await services.conversations.require(conv)
+            assert rec.abbreviation and rec.abbreviated_turn < rec.turn_count  # owed again
+        finally:
+            fake.gate.set()
+            await lifecycle.stop(1)
+            await close_services(services)
