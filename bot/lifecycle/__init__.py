@@ -262,5 +262,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
             "queued": len(self.queue.pending()),
             "current": self.queue.current,
             "idle_timers": len(self.timers.pending()),
+            # aliases whose model the service refused (404): their notes are stand-ins
+            "missing_models": {a: e.model_id for a, e in self.missing_models.errors.items()},
             **dict(self.counters),
         }

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
+from bot.brain.base import ModelNotFound
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig, ModelsConfig
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.abbreviation import offline_notes
+from bot.lifecycle.missing_models import MissingModels, missing_model_text
 from bot.lifecycle.prompts import NAMING_SYSTEM
 from bot.services import Services, close_services, open_services
 
@@ -103,6 +105,7 @@ async def test_a_missing_notes_model_is_told_once_stood_in_and_redone_after_the_
             ]
             assert event["method"] == "extractive" and event["needsAbbreviation"] is True
         assert len(told) == 1, told
+        assert lifecycle.status()["missing_models"] == {"haiku": RETIRED}
         assert "conversations.abbreviation_model" in told[0]
         assert "models.aliases.haiku" in told[0] and RETIRED in told[0]
         clock.advance(300)  # the sweep asks again, and is refused again: nobody told twice
@@ -128,7 +131,7 @@ async def test_a_missing_notes_model_is_told_once_stood_in_and_redone_after_the_
                 if ln.get("event") == "abbreviation"
             ]
             assert events[-1]["method"] == "llm"
-        assert told == []
+        assert told == [] and lifecycle.status()["missing_models"] == {}
     finally:
         await lifecycle.stop(1)
         await close_services(services)
@@ -162,3 +165,26 @@ async def test_a_missing_naming_model_is_told_once_and_named_after_the_fix(
     finally:
         await lifecycle.stop(1)
         await close_services(services)
+
+
+async def test_a_model_that_answers_again_is_told_again_when_it_goes_missing_later() -> None:
+    told: list[str] = []
+
+    class Owner:
+        async def alert_owner(self, text: str) -> None:
+            told.append(text)
+
+    config = AppConfig(models=ModelsConfig(aliases={**ModelsConfig().aliases, "haiku": RETIRED}))
+    missing = MissingModels(config, Owner())
+    error = ModelNotFound("haiku", RETIRED, f"model: {RETIRED}")
+    missing.refused(error)
+    missing.refused(error)
+    await missing.settle()
+    assert len(told) == 1 and missing.missing("haiku")
+    missing.answered("haiku")
+    assert not missing.missing("haiku")
+    missing.refused(error)
+    await missing.settle()
+    assert len(told) == 2
+    assert told[0] == missing_model_text(config, error)
+    assert "conversations.abbreviation_model and conversations.naming_model use haiku" in told[0]
