@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.config.model import AppConfig, BrainConfig, ConversationsConfig, EmbeddingConfig
@@ -20,6 +19,7 @@ from bot.services import Services, close_services, open_services
 from tests.brain.test_router_e2e import RecordingChannel, e2e_config, start, wait_for
 
 from .conftest import patch_bus
+from .gated_api import GatedAPI
 
 BUDGET = 6000  # conversations.abbreviation_input_chars
 
@@ -136,26 +136,10 @@ async def test_a_rate_limit_asking_for_longer_than_a_sweep_is_honoured(
     assert not rec.needs_abbreviation
 
 
-class GatedAPI(FakeAnthropicAPI):
-    """The fake, holding every abbreviation request until :attr:`gate` opens."""
-
-    def __init__(self) -> None:
-        super().__init__(fallback="echo")
-        self.gate = asyncio.Event()
-        self.held = asyncio.Event()
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()  # (aiohttp keeps the body: read again below)
-        if ABBREVIATION_SYSTEM in str(body.get("system")):
-            self.held.set()
-            await self.gate.wait()
-        return await super()._handle(request)
-
-
 async def test_a_reply_goes_out_while_the_notes_of_its_conversation_are_slow(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    async with GatedAPI() as fake:
+    async with GatedAPI(ABBREVIATION_SYSTEM) as fake:
         services = await start(e2e_config(tmp_path, fake))
         web_channel: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
         lifecycle = Lifecycle(services.config, services, clock=clock)

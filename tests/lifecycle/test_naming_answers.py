@@ -5,6 +5,7 @@ owed to the model (``throughTurn`` 0)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from bot.lifecycle.titles import clean_title
 from bot.services import Services, close_services, open_services
 
 from .conftest import patch_bus
+from .gated_api import GatedAPI
 
 # (the model's answer, the title stored, its topics; None: the keyword stand-in)
 ANSWERS: list[tuple[str, str | None, list[str] | None]] = [
@@ -125,3 +127,49 @@ def test_an_answer_that_is_nearly_json_keeps_its_fields() -> None:
         "suggestSplit": True,
     }
     assert salvage_naming("no title here") is None
+
+
+async def test_a_rename_while_the_naming_request_is_in_flight_wins(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with GatedAPI(NAMING_SYSTEM) as fake:
+        config = AppConfig(
+            data_dir=tmp_path / "data",
+            brain=BrainConfig(
+                provider="anthropic",
+                api_key="test-key",
+                base_url=fake.base_url,
+                retry_budget_seconds=0.0,
+                request_timeout=30.0,
+            ),
+            embedding=EmbeddingConfig(enabled=False),
+        )
+        services = await open_services(config)
+        patch_bus(services.bus)
+        lifecycle = Lifecycle(config, services, clock=clock)
+        await lifecycle.start()
+        manager = services.conversations
+        try:
+            conv = (await manager.create("web")).id
+            for n in range(1, 6):
+                await manager.append_turn(conv, "user", f"Shop server launch step {n}?")
+                await manager.append_turn(conv, "assistant", f"Step {n}: check the load.")
+            fake.push_text('{"title": "Server Launch Plan", "topics": ["launch"]}')
+            await asyncio.wait_for(fake.held.wait(), 60)  # the naming request is in flight
+            await manager.rename(conv, "Anna's shop")
+            fake.gate.set()
+            await lifecycle.settle()
+            rec = await manager.require(conv)
+            assert (rec.title, rec.manually_named) == ("Anna's shop", True)
+            # Ten turns later an idle pass re-names: never over the manual title either.
+            for n in range(6, 16):
+                await manager.append_turn(conv, "user", f"Shop server launch step {n}?")
+            fake.push_text("Notes on the launch.")
+            fake.push_text('{"title": "Server Launch Plan", "topics": ["launch"]}')
+            clock.advance(600)
+            await lifecycle.run_due()
+            assert (await manager.require(conv)).title == "Anna's shop"
+        finally:
+            fake.gate.set()
+            await lifecycle.stop(1)
+            await close_services(services)
