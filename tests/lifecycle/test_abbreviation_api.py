@@ -11,41 +11,22 @@ from pathlib import Path
 import pytest
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
-from bot.config.model import AppConfig, BrainConfig, ConversationsConfig, EmbeddingConfig
-from bot.events import InboundMessage
+from bot.config.model import ConversationsConfig
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.prompts import ABBREVIATION_SYSTEM
-from bot.services import Services, close_services, open_services
-from tests.brain.test_router_e2e import RecordingChannel, e2e_config, start, wait_for
+from bot.services import Services, close_services
+from tests.brain.test_model_not_found import replies, say
+from tests.brain.test_router_e2e import e2e_config, start, wait_for
 
-from .conftest import patch_bus
-from .gated_api import GatedAPI
+from .claude_fakes import GatedAPI, claude_config, open_claude
 
 BUDGET = 6000  # conversations.abbreviation_input_chars
 
 
 @pytest.fixture
-async def fake_api() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI() as fake:
-        yield fake
-
-
-@pytest.fixture
 async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[Services]:
-    config = AppConfig(
-        data_dir=tmp_path / "data",
-        brain=BrainConfig(
-            provider="anthropic",
-            api_key="test-key",
-            base_url=fake_api.base_url,
-            retry_budget_seconds=0.0,
-            request_timeout=5.0,
-        ),
-        conversations=ConversationsConfig(abbreviation_input_chars=BUDGET),
-        embedding=EmbeddingConfig(enabled=False),
-    )
-    s = await open_services(config)
-    patch_bus(s.bus)
+    limits = ConversationsConfig(abbreviation_input_chars=BUDGET)
+    s = await open_claude(claude_config(tmp_path, fake_api.base_url, conversations=limits))
     yield s
     await close_services(s)
 
@@ -141,35 +122,19 @@ async def test_a_reply_goes_out_while_the_notes_of_its_conversation_are_slow(
 ) -> None:
     async with GatedAPI(ABBREVIATION_SYSTEM) as fake:
         services = await start(e2e_config(tmp_path, fake))
-        web_channel: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
         lifecycle = Lifecycle(services.config, services, clock=clock)
         await lifecycle.start()
-
-        def replies() -> list[str]:
-            return [m.text for m in web_channel.sent if m.kind == "reply"]
-
-        async def say(text: str, message_id: str) -> None:
-            await services.router.deliver(
-                InboundMessage(
-                    channel="web",
-                    sender_id="owner",
-                    text=text,
-                    message_id=message_id,
-                    chat_id="dashboard",
-                )
-            )
-
         try:
-            await say("Which RAID level for the NAS?", "m1")
-            await wait_for(lambda: len(replies()) == 1, timeout=60)
+            await say(services, "Which RAID level for the NAS?", "m1")
+            await wait_for(lambda: len(replies(services)) == 1, timeout=60)
             (conv,) = [c.id for c in await services.conversations.list()]
             clock.advance(600)
             await lifecycle.timers.run_due()  # the idle timer: the notes are asked for
             await asyncio.wait_for(fake.held.wait(), 60)
-            await say("And the spare disk?", "m2")
-            await wait_for(lambda: len(replies()) == 2, timeout=60)
+            await say(services, "And the spare disk?", "m2")
+            await wait_for(lambda: len(replies(services)) == 2, timeout=60)
             assert lifecycle.queue.current == conv and not fake.gate.is_set()
-            assert "And the spare disk?" in replies()[1]  # the echo of the fake
+            assert "And the spare disk?" in replies(services)[1]  # the echo of the fake
             fake.gate.set()
             await lifecycle.settle()
             rec = await services.conversations.require(conv)

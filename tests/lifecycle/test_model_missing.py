@@ -14,33 +14,22 @@ import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.base import ModelNotFound
-from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig, ModelsConfig
+from bot.config.model import AppConfig, ModelsConfig
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.abbreviation import offline_notes
 from bot.lifecycle.missing_models import MissingModels, missing_model_text
 from bot.lifecycle.prompts import NAMING_SYSTEM
-from bot.services import Services, close_services, open_services
+from bot.services import Services, close_services
 
-from .conftest import patch_bus
+from .claude_fakes import claude_config, open_claude
 
 RETIRED = "claude-haiku-retired-1"
 GOOD = "claude-haiku-4-5"
 
 
 def config_with(tmp_path: Path, fake: FakeAnthropicAPI, haiku: str) -> AppConfig:
-    aliases = {**ModelsConfig().aliases, "haiku": haiku}
-    return AppConfig(
-        data_dir=tmp_path / "data",
-        brain=BrainConfig(
-            provider="anthropic",
-            api_key="test-key",
-            base_url=fake.base_url,
-            retry_budget_seconds=0.0,
-            request_timeout=5.0,
-        ),
-        models=ModelsConfig(aliases=aliases),
-        embedding=EmbeddingConfig(enabled=False),
-    )
+    models = ModelsConfig(aliases={**ModelsConfig().aliases, "haiku": haiku})
+    return claude_config(tmp_path, fake.base_url, models=models)
 
 
 def answers(body: dict[str, Any]) -> Scripted:
@@ -61,8 +50,7 @@ async def fake_api() -> AsyncIterator[FakeAnthropicAPI]:
 
 
 async def open_with(config: AppConfig, clock: ManualClock) -> tuple[Services, Lifecycle, list[str]]:
-    services = await open_services(config)
-    patch_bus(services.bus)
+    services = await open_claude(config)
     told: list[str] = []
 
     async def on_notice(text: str, **_: Any) -> None:

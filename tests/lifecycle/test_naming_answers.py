@@ -6,21 +6,18 @@ owed to the model (``throughTurn`` 0)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
-from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.naming import parse_naming, salvage_naming
 from bot.lifecycle.prompts import NAMING_SYSTEM
 from bot.lifecycle.titles import clean_title
-from bot.services import Services, close_services, open_services
+from bot.services import Services, close_services
 
-from .conftest import patch_bus
-from .gated_api import GatedAPI
+from .claude_fakes import GatedAPI, claude_config, open_claude
 
 # (the model's answer, the title stored, its topics; None: the keyword stand-in)
 ANSWERS: list[tuple[str, str | None, list[str] | None]] = [
@@ -51,28 +48,8 @@ ANSWERS: list[tuple[str, str | None, list[str] | None]] = [
 
 
 @pytest.fixture
-async def fake_api() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[Services]:
-    config = AppConfig(
-        data_dir=tmp_path / "data",
-        brain=BrainConfig(
-            provider="anthropic",
-            api_key="test-key",
-            base_url=fake_api.base_url,
-            retry_budget_seconds=0.0,
-            request_timeout=5.0,
-        ),
-        embedding=EmbeddingConfig(enabled=False),
-    )
-    s = await open_services(config)
-    patch_bus(s.bus)
-    yield s
-    await close_services(s)
+def services(claude_services: Services) -> Services:
+    return claude_services
 
 
 async def test_every_kind_of_naming_answer_gives_a_clean_title_or_the_stand_in(
@@ -133,19 +110,8 @@ async def test_a_rename_while_the_naming_request_is_in_flight_wins(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     async with GatedAPI(NAMING_SYSTEM) as fake:
-        config = AppConfig(
-            data_dir=tmp_path / "data",
-            brain=BrainConfig(
-                provider="anthropic",
-                api_key="test-key",
-                base_url=fake.base_url,
-                retry_budget_seconds=0.0,
-                request_timeout=30.0,
-            ),
-            embedding=EmbeddingConfig(enabled=False),
-        )
-        services = await open_services(config)
-        patch_bus(services.bus)
+        config = claude_config(tmp_path, fake.base_url)
+        services = await open_claude(config)
         lifecycle = Lifecycle(config, services, clock=clock)
         await lifecycle.start()
         manager = services.conversations

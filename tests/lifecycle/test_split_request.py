@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
-from bot.events import InboundMessage
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.prompts import NAMING_SYSTEM
 from bot.services import Services, close_services
 from tests.brain.conftest import uncached
-from tests.brain.test_router_e2e import RecordingChannel, e2e_config, start, wait_for
+from tests.brain.test_model_not_found import replies, say
+from tests.brain.test_router_e2e import e2e_config, start, wait_for
 
 NAMING = (
     '{"title": "Server Check and Birthday Gift", "topics": ["server-check", '
@@ -48,21 +48,12 @@ async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[
 async def test_the_split_is_in_the_next_replys_system_prompt_only(
     services: Services, fake_api: FakeAnthropicAPI, clock: ManualClock
 ) -> None:
-    web: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
     lifecycle = Lifecycle(services.config, services, clock=clock)
     await lifecycle.start()
     try:
         for n in range(1, 9):
-            await services.router.deliver(
-                InboundMessage(
-                    channel="web",
-                    sender_id="owner",
-                    text=f"message {n}: the server, and a gift",
-                    message_id=f"m{n}",
-                    chat_id="dashboard",
-                )
-            )
-            await wait_for(lambda n=n: len([m for m in web.sent if m.kind == "reply"]) == n)
+            await say(services, f"message {n}: the server, and a gift", f"m{n}")
+            await wait_for(lambda: len(replies(services)) == n)  # noqa: B023 (awaited here)
             await lifecycle.settle()
         bodies = [uncached(r.body) for r in fake_api.requests]
         named = [i for i, b in enumerate(bodies) if NAMING_SYSTEM in b["system"]]
