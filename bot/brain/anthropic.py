@@ -51,6 +51,7 @@ from bot.brain.base import (
     BrainRequest,
     BrainUnavailable,
     DeltaSink,
+    ModelNotFound,
     RequestRefused,
 )
 from bot.brain.compression import Compressor, FlushRequest
@@ -265,6 +266,9 @@ class AnthropicBrain:
             except Rejected as exc:
                 if exc.status in REFUSED_STATUSES:  # this prompt, not the service
                     raise RequestRefused(f"request refused ({exc.status}): {exc}") from exc
+                if exc.status == 404:  # the model itself: the configuration, not an outage
+                    model_id = self.config.resolve_model(model_alias)
+                    raise ModelNotFound(model_alias, model_id, str(exc)) from exc
                 raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
             spent = ReplyParts()
             account(self.config, spent, model_alias, message)

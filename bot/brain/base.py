@@ -120,6 +120,19 @@ class BrainUnavailable(Exception):
         self.retry_after = retry_after
 
 
+class ModelNotFound(BrainUnavailable):
+    """The model service does not offer the model an alias names (HTTP 404
+    ``not_found_error``: a retired id, a typo in ``models.aliases``): no outage, and
+    asking again cannot help until the configuration is fixed (a one-shot ``complete``
+    raises it; the background work it serves tells the owner, bot.lifecycle)."""
+
+    def __init__(self, alias: str, model_id: str, message: str) -> None:
+        super().__init__(f"model {alias} ({model_id}) not found: {message}")
+        self.alias = alias
+        self.model_id = model_id
+        self.detail = message
+
+
 class BrainAccessRefused(BrainUnavailable):
     """The model service refuses our access (HTTP 401/402/403: the key, billing or
     permissions): an outage only the owner can end, so the owner is told which."""

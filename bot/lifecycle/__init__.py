@@ -27,6 +27,7 @@ from typing import Any
 from bot.brain.base import UtilityModel
 from bot.config.model import AppConfig
 from bot.lifecycle.abbreviation import Abbreviator, Outcome
+from bot.lifecycle.missing_models import MissingModels, ReportingModel
 from bot.lifecycle.naming import Namer, Naming
 from bot.lifecycle.naming_runs import NamingRuns
 from bot.lifecycle.passes import AbbreviationPasses
@@ -59,7 +60,11 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self.clock: Clock = clock or SystemClock()
         cfg = config.conversations
         brain = services.brain
-        model = brain if isinstance(brain, UtilityModel) else None
+        # A model the service does not offer is told to the owner (.missing_models).
+        self.missing_models = MissingModels(config, services)
+        model = None
+        if isinstance(brain, UtilityModel):
+            model = ReportingModel(brain, self.missing_models)
         self.abbreviator = Abbreviator(
             model,
             model_alias=cfg.abbreviation_model,
@@ -204,6 +209,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
             for task in (self._vector_retry, self._owed_naming):
                 if task is not None and not task.done():
                     busy.append(task)
+            busy.extend(self.missing_models.tasks)
             if not busy:
                 return
             await asyncio.gather(*busy, return_exceptions=True)
@@ -256,5 +262,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
             "queued": len(self.queue.pending()),
             "current": self.queue.current,
             "idle_timers": len(self.timers.pending()),
+            # aliases whose model the service refused (404): their notes are stand-ins
+            "missing_models": {a: e.model_id for a, e in self.missing_models.errors.items()},
             **dict(self.counters),
         }

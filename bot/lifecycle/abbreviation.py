@@ -67,7 +67,12 @@ def as_tuples(turns: Sequence[Mapping[str, Any]], speaker: Speaker | None = None
 
 
 class AbbreviationError(Exception):
-    """The notes could not be produced (model unreachable, empty answer)."""
+    """The notes could not be produced (model unreachable, empty answer); ``retry_after``:
+    the seconds the API asked us to wait (a 429's ``retry-after``), when it said."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def offline_notes(text: str | None) -> bool:
@@ -129,7 +134,8 @@ class Abbreviator:
                 text = ""  # this conversation's prompt, not an outage: below
                 log.warning("the model refused the notes of %s (%s)", record.id, exc)
             except Exception as exc:
-                raise AbbreviationError(f"{type(exc).__name__}: {exc}") from exc
+                wait = getattr(exc, "retry_after", None)
+                raise AbbreviationError(f"{type(exc).__name__}: {exc}", retry_after=wait) from exc
             text = _PREAMBLE.sub("", text or "", count=1).strip()
             if not text:
                 # Refused or empty for this conversation (a refusal, a prompt the API
@@ -169,6 +175,7 @@ class Outcome:
     through_turn: int = 0
     embedded: bool | None = None  # None: no vector index configured
     error: str | None = None  # the model's failure (also when notes were written offline)
+    retry_after: float | None = None  # seconds the API asked us to wait, with ``error``
 
 
 async def abbreviate(
@@ -219,6 +226,7 @@ async def abbreviate(
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
     status: Literal["abbreviated", "offline", "embedded"]
     error: str | None = None
+    retry_after: float | None = None
     if current:
         # The text is up to date; a previous pass failed to embed it.
         text, through, status = record.abbreviation or "", record.abbreviated_turn, "embedded"
@@ -235,17 +243,20 @@ async def abbreviate(
                 text = await abbreviator.abbreviate(record, turns)
             extra = spent.fields()
         except AbbreviationError as exc:
-            error = str(exc)
+            error, retry_after = str(exc), exc.retry_after
             if not may_stand_in:
                 log.warning("abbreviation of %s failed (%s); retried on the sweep", conv_id, exc)
                 await set_flag(conversations, conv_id, True)
-                return Outcome(conv_id, "failed", error=error)
+                return Outcome(conv_id, "failed", error=error, retry_after=retry_after)
             if model:  # (not asked: the pass that found it down warned)
                 log.warning("abbreviation of %s failed (%s); notes written offline", conv_id, exc)
             # Search keeps finding it meanwhile; the flag, in the transcript, keeps the
             # model's notes owed (the sweep, the next start, after a reindex too).
             text = await abbreviator.extractive(turns)
             extra = {"needsAbbreviation": True}
+        # Which wrote them, in the event too (offline notes also stand in for a
+        # conversation the model refused): the header says it, the field says it plainly.
+        extra["method"] = "extractive" if offline_notes(text) else "llm"
         if not any(t.get("role") == "assistant" and t.get("turnNumber") == through for t in turns):
             # Its reply may land while the notes are written: the index then counts them
             # as behind (bot.index_writes), also after a crash or in a rebuild.
@@ -277,4 +288,4 @@ async def abbreviate(
         await set_flag(conversations, conv_id, True)
     elif status == "embedded":
         await set_flag(conversations, conv_id, False)
-    return Outcome(conv_id, status, through, embedded, error)
+    return Outcome(conv_id, status, through, embedded, error, retry_after)

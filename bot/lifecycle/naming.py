@@ -60,11 +60,17 @@ __all__ = [
     "email_subject",
     "kebab",
     "parse_naming",
+    "salvage_naming",
     "strip_contact",
     "title_case",
 ]
 
 _OPEN_BRACE = re.compile(r"\{")
+# Fields of an answer that is not valid JSON (salvage_naming).
+_QUOTED = re.compile(r"""(["'])((?:(?!\1)[^\\\n]|\\.)+)\1""")
+_TITLE_FIELD = re.compile(r"""["']title["']\s*:\s*(["'])((?:(?!\1)[^\\\n]|\\.)+)\1""")
+_TOPICS_FIELD = re.compile(r"""["']topics["']\s*:\s*\[([^\]]*)""")
+_SPLIT_FIELD = re.compile(r"""["']suggestSplit["']\s*:\s*(true|false)""", re.I)
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,27 @@ def parse_naming(text: str) -> dict[str, Any] | None:
                 return data
             first = first if first is not None else data
     return first
+
+
+def salvage_naming(text: str) -> dict[str, Any] | None:
+    """The fields of an answer that is almost JSON (a trailing comma, single quotes, an
+    object cut short), or None without a ``title`` field: its title was thrown away for
+    the offline keywords, and the model asked again after a backoff."""
+    found = _TITLE_FIELD.search(text or "")
+    if found is None:
+        return None
+    data: dict[str, Any] = {"title": _unescape(found.group(2))}
+    topics = _TOPICS_FIELD.search(text)
+    if topics is not None:
+        data["topics"] = [_unescape(m.group(2)) for m in _QUOTED.finditer(topics.group(1))]
+    split = _SPLIT_FIELD.search(text)
+    if split is not None:
+        data["suggestSplit"] = split.group(1).lower() == "true"
+    return data
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\(.)", r"\1", value)
 
 
 def _as_bool(value: Any) -> bool:
@@ -198,8 +225,11 @@ class Namer:
         )
         data = parse_naming(answer)
         if data is None:
-            log.warning("naming %s: the model's answer is not JSON; naming offline", record.id)
-            return None
+            data = salvage_naming(answer)
+            if data is None:
+                log.warning("naming %s: the model's answer is not JSON; naming offline", record.id)
+                return None
+            log.info("naming %s: the model's answer is not valid JSON; its fields kept", record.id)
         raw_title = data.get("title")
         if isinstance(raw_title, str) and contact:
             raw_title = strip_contact(raw_title, contact)

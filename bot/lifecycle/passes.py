@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
-from bot.lifecycle.abbreviation import Abbreviator, abbreviate
+from bot.lifecycle.abbreviation import Abbreviator, Outcome, abbreviate
+from bot.lifecycle.missing_models import MissingModels
 from bot.lifecycle.naming import Naming
 from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex
@@ -35,6 +36,7 @@ class AbbreviationPasses:
     abbreviator: Abbreviator
     queue: AbbreviationQueue
     counters: Counter[str]
+    missing_models: MissingModels
     # Conversations whose notes were written before a reply to a noted turn landed.
     _late_replies: set[str]
     _model_down_until: datetime | None
@@ -62,7 +64,8 @@ class AbbreviationPasses:
         down = self._model_down_until is not None and now < self._model_down_until
         # The model failing for long (hours: an outage, the account out of credit):
         # search would miss every conversation since; they get the offline notes.
-        fallback = self._model_failures >= OFFLINE_AFTER_FAILURES
+        # A model the service does not offer (404): the stand-in is written at once.
+        fallback = self._model_failures >= OFFLINE_AFTER_FAILURES or self._model_missing()
         if down:
             # The model failed moments ago: flag the rest for the sweep instead of waiting
             # out the brain's retry budget once per queued conversation.
@@ -77,15 +80,10 @@ class AbbreviationPasses:
         late = conv_id in self._late_replies
         self._late_replies.discard(conv_id)  # a reply landing during this pass adds it back
         try:
-            outcome = await abbreviate(
-                self.conversations,
-                self.abbreviator,
-                self.vectors,
-                conv_id,
-                rewrite=late,
-                fallback=fallback,
-                model=not down,
-            )
+            outcome = await self._abbreviate(conv_id, late, fallback=fallback, model=not down)
+            if outcome.status == "failed" and not fallback and self._model_missing():
+                # Found missing by this pass (a 404): its stand-in too, not asking again.
+                outcome = await self._abbreviate(conv_id, late, fallback=True, model=False)
         except asyncio.CancelledError:
             raise
         except Exception:  # storage trouble: keep the flag for the next pass
@@ -100,6 +98,9 @@ class AbbreviationPasses:
             self.counters["embedding_failed"] += 1
         if outcome.error is not None and not down and self.abbreviator.method == "llm":
             rest = self.config.conversations.abbreviation_sweep_seconds / 2
+            # A rate limit asking for longer (a 429's retry-after past the brain's retry
+            # budget) is honoured: the sweeps before it defer the queue without asking.
+            rest = max(rest, outcome.retry_after or 0.0)
             self._model_down_until = self.clock.now() + timedelta(seconds=rest)
             self._model_failures += 1
             if self._model_failures == OFFLINE_AFTER_FAILURES:
@@ -120,6 +121,25 @@ class AbbreviationPasses:
         if outcome.status in ("abbreviated", "embedded", "skipped") and not down:
             # Flow 5 (h): re-name from the fresh notes when enough turns passed.
             await self._name(conv_id, initial=False)
+
+    async def _abbreviate(
+        self, conv_id: str, late: bool, *, fallback: bool, model: bool
+    ) -> Outcome:
+        """One pass of :func:`abbreviate` over ``conv_id`` (``late``: rewrite them)."""
+        return await abbreviate(
+            self.conversations,
+            self.abbreviator,
+            self.vectors,
+            conv_id,
+            rewrite=late,
+            fallback=fallback,
+            model=model,
+        )
+
+    def _model_missing(self) -> bool:
+        """Whether the service refused the notes' model (404): it will not come back
+        before the configuration is fixed (bot.lifecycle.missing_models)."""
+        return self.missing_models.missing(self.abbreviator.model_alias)
 
     async def _notes_behind(self, conv_id: str) -> None:
         """Record in the index that the notes owe a late reply (:meth:`_note_late_reply`):

@@ -10,6 +10,7 @@ Pure functions over text and records, shared by the model's and the offline nami
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,16 @@ _SMALL_WORDS = frozenset(
     "a an and as at but by for from in into nor of on or over per the to via vs with".split()
 )
 _NUMERIC_ID = re.compile(r"^-?\d+$")
+# Quotes a title may come wrapped in, in any script's style.
+_QUOTES = "\"'`“”„‟‘’‚‛«»‹›「」『』"
+_TRAILING = ".!?:;,…-–—"
+_EMOJI_JOINERS = frozenset("\u200d\ufe0e\ufe0f\u20e3")
+
+
+def _shouting(text: str) -> bool:
+    """Whether ``text`` is written in capitals only (two words or more)."""
+    letters = [c for c in text if c.isalpha()]
+    return len(text.split()) > 1 and len(letters) > 6 and all(c.isupper() for c in letters)
 
 
 # -- formatting rules ----------------------------------------------------------------
@@ -45,12 +56,30 @@ def title_case(text: str) -> str:
     return " ".join(out)
 
 
+def without_symbols(text: str) -> str:
+    """``text`` without emoji and pictographs (and their joiners, variation selectors
+    and skin tones): the model is asked for none, and one that sends some anyway got a
+    title such as "🚀 Server Launch Plan 🎉"."""
+    kept = (
+        c
+        for c in text
+        if unicodedata.category(c) != "So"
+        and c not in _EMOJI_JOINERS
+        and not 0x1F3FB <= ord(c) <= 0x1F3FF  # skin tones (Sk)
+    )
+    return " ".join("".join(kept).split())
+
+
 def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
-    """One line, no quotes or trailing punctuation, Title Case, <= max_words and 80 chars."""
-    text = " ".join(str(raw).split())
-    text = text.strip().strip("\"'`*#").strip()
+    """One line, no quotes, emoji or trailing punctuation, Title Case, <= max_words and
+    80 chars."""
+    text = without_symbols(str(raw))
+    text = text.strip().strip(_QUOTES + "*#").strip()
     text = re.sub(r"^(title|name)\s*:\s*", "", text, flags=re.I)
-    text = text.strip().strip("\"'`").rstrip(".!?:;,").strip()
+    text = text.strip().strip(_QUOTES).rstrip(_TRAILING).strip()
+    if _shouting(text):
+        # ALL CAPS is not Title Case; short words (NAS, API, AWS) stay as written.
+        text = " ".join(w if len(w) <= 3 else w.lower() for w in text.split())
     words = text.split()
     if max_words and len(words) > max_words:
         words = words[:max_words]

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.brain.base import BrainUnavailable
 from bot.config.model import AppConfig
 from bot.conversations import ConversationManager
@@ -249,3 +250,22 @@ async def make_lifecycle(
 
 def unavailable() -> BrainUnavailable:
     return BrainUnavailable("529 overloaded")
+
+
+@pytest.fixture
+async def fake_api() -> AsyncIterator[FakeAnthropicAPI]:
+    """The local fake Messages API (bot.bench.fakes), scripted by the test."""
+    async with FakeAnthropicAPI() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def claude_services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[Any]:
+    """The real services with the Claude brain talking to ``fake_api``."""
+    from bot.services import close_services
+
+    from .claude_fakes import claude_config, open_claude
+
+    services = await open_claude(claude_config(tmp_path, fake_api.base_url))
+    yield services
+    await close_services(services)

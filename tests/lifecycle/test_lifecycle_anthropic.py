@@ -4,45 +4,19 @@ retry on the sweep, naming from the model's JSON."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.base import UtilityModel
 from bot.brain.cost import summarize_costs
-from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.prompts import ABBREVIATION_SYSTEM, NAMING_SYSTEM
-from bot.services import Services, close_services, open_services
-
-from .conftest import patch_bus
+from bot.services import Services
 
 
 @pytest.fixture
-async def fake_api() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[Services]:
-    config = AppConfig(
-        data_dir=tmp_path / "data",
-        brain=BrainConfig(
-            provider="anthropic",
-            api_key="test-key",
-            base_url=fake_api.base_url,
-            retry_budget_seconds=0.0,
-            request_timeout=5.0,
-        ),
-        embedding=EmbeddingConfig(enabled=False),
-    )
-    s = await open_services(config)
-    patch_bus(s.bus)
-    yield s
-    await close_services(s)
+def services(claude_services: Services) -> Services:
+    return claude_services
 
 
 async def test_claude_abbreviation_outage_retry_and_naming(
