@@ -35,6 +35,9 @@ except ImportError:  # pragma: no cover - playwright is a test dependency
     pytest.skip("playwright is not installed", allow_module_level=True)
 
 TIMEOUT = 30_000  # ms; only a bound (a page at a load of 20 took over 10 s)
+# expect()'s own bound (5 s by default) too: a 2,000-word reply streamed at a load of 20
+# had reached word 710 after 5 s. Every browser test module imports this one.
+expect.set_options(timeout=TIMEOUT)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
