@@ -29,7 +29,7 @@ async def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
 
 
 async def _wait_menus(
-    tg_server: FakeTelegramServer, expected: dict[str, list[str]], timeout: float = 20.0
+    tg_server: FakeTelegramServer, expected: dict[str, list[str]], timeout: float = 60.0
 ) -> None:
     """Wait until the menus are all of ``expected`` (every scope, not just one)."""
     try:
