@@ -142,7 +142,7 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
             if role == "user" and line.get("fromOwner") is True:
                 content = owner_marked(content)
             elif role == "user" and line.get("fromOwner") is False:
-                who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
+                who = member_name(line)
                 content = member_label(who) + unmarked(content)
             if role == "assistant" and line.get("stopReason") == "refusal":
                 content = REFUSED_IN_CONTEXT
@@ -167,6 +167,12 @@ def unmarked(text: str) -> str:
     """A group member's ``text`` with what imitates :data:`OWNER_MARK` flagged: its
     square bracket made round and said to be the member's."""
     return _IMITATION.sub(r"(a member's words:\1", text)
+
+
+def member_name(line: Mapping[str, Any]) -> str:
+    """The name a group member's transcript ``line`` gives its sender, on one line and
+    at most 60 characters (a member names themselves what they like)."""
+    return cut(" ".join(str(line.get("sender") or "another member").split()), 60)
 
 
 def shown_member(who: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.brain.context import member_label
+from bot.brain.context import member_label, member_name
 from bot.brain.tool_budget import ToolError, fit_turns
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.graphemes import cut
@@ -142,8 +142,7 @@ def _turn_view(line: Mapping[str, Any], zone: ZoneInfo, limit: int) -> dict[str,
     if line.get("role") == "user" and line.get("fromOwner") is False:
         # A group member's words, labelled as in the working context: bare, they read as
         # the owner's own (a member could put words in the owner's mouth for later).
-        who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
-        content = member_label(who) + content
+        content = member_label(member_name(line)) + content
     stamp = line.get("timestamp")
     return {
         "role": line.get("role"),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.brain.context import member_label
+from bot.brain.context import member_label, member_name
 from bot.brain.tool_budget import ToolError
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.config.model import AppConfig
@@ -244,8 +244,7 @@ class ConversationSearch:
             for line in lines:
                 if quoted and quoted in " ".join(str(line.get("content") or "").split()):
                     if line.get("role") == "user" and line.get("fromOwner") is False:
-                        who = " ".join(str(line.get("sender") or "another member").split())
-                        item["snippet"] = member_label(cut(who, 60)) + str(item["snippet"])
+                        item["snippet"] = member_label(member_name(line)) + str(item["snippet"])
                     return
 
 

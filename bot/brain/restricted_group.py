@@ -17,8 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.brain.base import HistoryTurn
-from bot.brain.context import OWNER_MARK, owner_marked, shown_member, unmarked
-from bot.graphemes import cut
+from bot.brain.context import OWNER_MARK, member_name, owner_marked, shown_member, unmarked
 
 __all__ = ["OWNER_MARK", "group_history", "member_mark", "unmarked"]
 
@@ -41,7 +40,6 @@ def group_history(lines: Iterable[Mapping[str, Any]]) -> tuple[HistoryTurn, ...]
         if role == "user" and line.get("fromOwner") is True:
             content = owner_marked(content)
         elif role == "user":
-            who = cut(" ".join(str(line.get("sender") or "another member").split()), 60)
-            content = member_mark(who) + unmarked(content)
+            content = member_mark(member_name(line)) + unmarked(content)
         out.append(HistoryTurn(role=role, content=content))
     return tuple(out)
