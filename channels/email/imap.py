@@ -268,6 +268,10 @@ class ImapSession:
                 raise ImapError("connection lost while starting IDLE")
             raise ImapError("the server did not acknowledge IDLE in time")
         idle = starting.result()
+        # Some servers (pymap) report in IDLE only what changes once they listen, a moment
+        # after their "+ idling", not a mail that came since the last command: that one
+        # waits for the next sync, at most ``timeout`` later. Tests wait for this line.
+        log.debug("IDLE acknowledged (for at most %gs)", timeout)
         changed = False
         push = asyncio.ensure_future(client.wait_server_push(timeout + 1))
         waiters = {

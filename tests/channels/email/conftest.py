@@ -42,7 +42,7 @@ _folders = itertools.count(1)
 
 
 free_port = bench_email.free_port
-_pymap_binary = bench_email.pymap_binary
+pymap_command = bench_email.pymap_command
 
 
 @dataclass

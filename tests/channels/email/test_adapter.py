@@ -167,8 +167,10 @@ async def test_new_mail_arrives_while_running(
     smtp: SmtpServer,
     tmp_path: Path,
     channels: list[EmailChannel],
+    caplog: pytest.LogCaptureFixture,
     idle: bool,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="my_agent.email.imap")
     folder = await create_folder(pymap.port)
     host = FakeHost()
     config = make_config(
@@ -176,9 +178,16 @@ async def test_new_mail_arrives_while_running(
         pymap.port,
         smtp.port,
         folder,
-        imap={"idle": idle, "poll_interval": 30 if idle else 0.2},
+        imap={"idle": idle, "poll_interval": 3 if idle else 0.2},
     )
     await start(channels, config, host)
+    if idle:
+        # pymap pushes in IDLE only what comes after it started (imap.py), and it starts
+        # listening a moment after its "+ Idling": a mail delivered before that waits
+        # for the next IDLE (3 s here, poll_interval). Deliver once IDLE is on.
+        async with asyncio.timeout(60):
+            while not any("IDLE acknowledged" in r.getMessage() for r in caplog.records):
+                await asyncio.sleep(0.01)
     await append(pymap.port, folder, mail(1))
     await append(pymap.port, folder, mail(2))
     got = await host.wait_for(2)

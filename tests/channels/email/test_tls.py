@@ -23,10 +23,10 @@ from tests.channels.email.conftest import (
     Proxy,
     PymapServer,
     SmtpServer,
-    _pymap_binary,
     append,
     create_folder,
     free_port,
+    pymap_command,
     stop_pymap,
 )
 from tests.channels.email.helpers import mail_id, missing
@@ -35,13 +35,13 @@ from tests.channels.email.test_adapter import OWNER, mail, make_config
 
 @pytest.fixture(scope="module")
 def tls_pymap(cert: tuple[Path, Path]) -> Iterator[PymapServer]:
-    binary = _pymap_binary()
-    if binary is None:
+    command = pymap_command()
+    if command is None:
         missing("pymap is not installed")
     port = free_port()
     process = subprocess.Popen(
         [
-            binary,
+            *command,
             "--host",
             "127.0.0.1",
             "--port",
