@@ -23,6 +23,7 @@ from bot.mail_subjects import bare_subject
 TITLE_MAX_CHARS = 80
 TITLE_MAX_WORDS = 6
 TOPICS_MAX = 5
+TOPIC_MAX_CHARS = 40
 SEPARATOR = " — "
 
 _SMALL_WORDS = frozenset(
@@ -135,11 +136,19 @@ def clean_topics(raw: Any) -> list[str]:
 def topic_slug(text: str) -> str:
     """A topic in kebab-case that keeps what its symbols mean (``"C++"`` ->
     ``"c-plus-plus"``, ``"C#"`` -> ``"c-sharp"``, ``"R&D"`` -> ``"r-and-d"``, ``".NET"`` ->
-    ``"dotnet"``, ``"Anna's Birthday"`` -> ``"annas-birthday"``); on a slug already in
-    kebab-case (the offline topics) it changes nothing."""
+    ``"dotnet"``, ``"Anna's Birthday"`` -> ``"annas-birthday"``), at most
+    :data:`TOPIC_MAX_CHARS` characters, cut between words; on a slug already in kebab-case
+    (the offline topics, at most as long) it changes nothing."""
     for pattern, spelt in _TOPIC_SYMBOLS:
         text = pattern.sub(spelt, text)
-    return kebab(text)
+    slug = kebab(text, limit=len(text) * 8 + 8)  # (no cut: "c-plus-plus" is longer)
+    if len(slug) <= TOPIC_MAX_CHARS:
+        return slug
+    # Cut between words where one ends in reach ("...-kubernetes-upg" read as a typo).
+    words = cut(slug, TOPIC_MAX_CHARS + 1).split("-")[:-1]
+    while len(words) > 1 and words[-1] in _SMALL_WORDS:  # not "...-metaprogramming-and"
+        words.pop()
+    return "-".join(words) if words else cut(slug, TOPIC_MAX_CHARS)
 
 
 def one_word(title: str) -> bool:

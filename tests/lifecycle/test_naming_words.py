@@ -143,6 +143,9 @@ async def test_topics_keep_the_sense_of_their_symbols(
         ("#1 Priority", "1-priority"),
         ("Server Monitoring!", "server-monitoring"),
         ("Café", "café"),
+        # cut between words (it was cut inside one: "...-metaprogramming-and-co")
+        ("C++ template metaprogramming and compile times", "c-plus-plus-template-metaprogramming"),
+        ("a" * 50, "a" * 40),
     ],
 )
 def test_topic_slugs(topic: str, slug: str) -> None:
