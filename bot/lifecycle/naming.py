@@ -167,7 +167,7 @@ class Namer:
             max_tokens=200,
         )
         data = self._fields(record, answer)
-        topic_title = self._topic_title(data, contact)
+        topic_title = self._topic_title(data, contact, subject)
         if data is None or not topic_title:
             if data is not None:
                 log.warning("naming %s: no usable title in the model's answer", record.id)
@@ -176,7 +176,7 @@ class Namer:
             # 2-6 words (seed 000): "Kubernetes" said too little. Asked once more; if the
             # model insists (or fails), widened from its topics.
             again = await self._ask_again(record, prompt, topic_title)
-            second = self._topic_title(again, contact)
+            second = self._topic_title(again, contact, subject)
             if again is not None and second and not one_word(second):
                 data, topic_title = again, second
             else:
@@ -206,13 +206,17 @@ class Namer:
         return data
 
     @staticmethod
-    def _topic_title(data: dict[str, Any] | None, contact: str | None) -> str:
-        """The cleaned title of an answer's fields ("" when there is none worth keeping)."""
+    def _topic_title(data: dict[str, Any] | None, contact: str | None, subject: str | None) -> str:
+        """The cleaned title of an answer's fields ("" when there is none worth keeping):
+        without the contact a Telegram title is prefixed with, or the ``Re:``/``Fwd:`` the
+        model copied from an e-mail's subject ("Re: Invoice for March")."""
         raw_title = data.get("title") if data is not None else None
         if not isinstance(raw_title, str):
             return ""
         if contact:
             raw_title = strip_contact(raw_title, contact)
+        if subject:
+            raw_title = clean_subject(raw_title)
         title = clean_title(raw_title)
         return title if any(c.isalnum() for c in title) else ""
 

@@ -55,18 +55,32 @@ def _shouting(text: str) -> bool:
 
 # -- formatting rules ----------------------------------------------------------------
 def title_case(text: str) -> str:
-    """Title Case that keeps acronyms and brand casing (API, iPhone) as written."""
+    """Title Case that keeps acronyms and brand casing (API, iPhone) as written; each part
+    of a compound ("Wi-Fi", "Follow-Up", "Up-to-Date") and the word inside brackets
+    ("(March 2026)") gets its capital, small words ("vs.", "the") stay small inside."""
     words = text.split()
     out = []
     for i, word in enumerate(words):
         core = word.strip("\"'()[]")
         if any(c.isupper() or c.isdigit() for c in core[1:]) or "_" in core:
             out.append(word)  # API, iPhone, v2.1, user_id: keep
-        elif 0 < i < len(words) - 1 and core.lower() in _SMALL_WORDS:
+        elif 0 < i < len(words) - 1 and core.lower().rstrip(".,:;") in _SMALL_WORDS:
             out.append(word.lower())
         else:
-            out.append(word[:1].upper() + word[1:].lower() if word else word)
+            parts = word.split("-")
+            out.append("-".join(_capitalised(p, small=j > 0) for j, p in enumerate(parts)))
     return " ".join(out)
+
+
+def _capitalised(part: str, *, small: bool) -> str:
+    """``part`` lower case with a capital first letter (after any bracket or quote);
+    ``small``: a small word stays lower ("to" in "Up-to-Date")."""
+    if small and part.lower() in _SMALL_WORDS:
+        return part.lower()
+    for k, c in enumerate(part):
+        if c.isalpha():
+            return part[:k] + c.upper() + part[k + 1 :].lower()
+    return part
 
 
 def without_symbols(text: str) -> str:

@@ -11,7 +11,7 @@ from bot.extractive import Turn
 from bot.keyword_titles import keyword_topics
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.prompts import NAMING_SYSTEM
-from bot.lifecycle.titles import clean_topics, one_word, topic_slug, widen_title
+from bot.lifecycle.titles import clean_title, clean_topics, one_word, topic_slug, widen_title
 from bot.services import Services
 
 FIRST = '{"title": "Kubernetes", "topics": ["kubernetes-upgrade", "helm"]}'
@@ -63,12 +63,17 @@ def services(claude_services: Services) -> Services:
 
 
 async def name_once(
-    services: Services, lifecycle: Lifecycle, fake: FakeAnthropicAPI, answers: list[str | int]
+    services: Services,
+    lifecycle: Lifecycle,
+    fake: FakeAnthropicAPI,
+    answers: list[str | int],
+    channel: str = "web",
+    **meta: str,
 ) -> tuple[str, list[str]]:
     """A conversation named at its 5th user message with ``answers`` (an int: that HTTP
     status); the requests it made are checked to be naming requests."""
     manager = services.conversations
-    conv = (await manager.create("web")).id
+    conv = (await manager.create(channel, channel_meta=meta)).id
     for n in range(1, 5):
         await manager.append_turn(conv, "user", f"Cluster upgrade step {n}?")
         await manager.append_turn(conv, "assistant", f"Step {n}: drain the node.")
@@ -122,6 +127,40 @@ async def test_topics_keep_the_sense_of_their_symbols(
         assert rec.topics == ["c-plus-plus", "c-sharp", "r-and-d", "dotnet", "annas-birthday"]
     finally:
         await lifecycle.stop(1)
+
+
+async def test_an_email_title_loses_the_reply_prefix_the_model_copied(
+    services: Services, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    # Regression: the model, told the thread's subject, answered "Re: Invoice for March"
+    # and the conversation list showed the "Re:".
+    lifecycle = Lifecycle(services.config, services, clock=clock)
+    await lifecycle.start()
+    try:
+        answer = '{"title": "RE: Fwd: Invoice for March", "topics": ["invoice"]}'
+        conv, prompts = await name_once(
+            services, lifecycle, fake_api, [answer], "email", subject="Re: Invoice for March"
+        )
+        assert 'subject "Invoice for March"' in prompts[0]
+        assert (await services.conversations.require(conv)).title == "Invoice for March"
+    finally:
+        await lifecycle.stop(1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "title"),
+    [
+        # Regression: "(march", "Vs.", "Wi-fi", "Follow-up"
+        ("Trip planning (march 2026)", "Trip Planning (March 2026)"),
+        ("Kubernetes vs. Nomad", "Kubernetes vs. Nomad"),
+        ("wi-fi password reset", "Wi-Fi Password Reset"),
+        ("follow-up on the invoice", "Follow-Up on the Invoice"),
+        ("keeping backups up-to-date", "Keeping Backups Up-to-Date"),
+        ("Rust-Oleum primer for the X-T5", "Rust-Oleum Primer for the X-T5"),
+    ],
+)
+def test_title_case_of_compounds_brackets_and_small_words(raw: str, title: str) -> None:
+    assert clean_title(raw) == title
 
 
 @pytest.mark.parametrize(
