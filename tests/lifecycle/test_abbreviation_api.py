@@ -31,14 +31,6 @@ async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[
     await close_services(s)
 
 
-@pytest.fixture
-async def lifecycle(services: Services, clock: ManualClock) -> AsyncIterator[Lifecycle]:
-    lc = Lifecycle(services.config, services, clock=clock)
-    await lc.start()
-    yield lc
-    await lc.stop(1)
-
-
 async def chat(services: Services, turns: int, size: int = 200) -> str:
     manager = services.conversations
     conv = (await manager.create("web")).id

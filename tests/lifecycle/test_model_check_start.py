@@ -19,7 +19,7 @@ from bot.lifecycle import Lifecycle, ManualClock
 from bot.lifecycle.abbreviation import offline_notes
 from bot.services import Services, close_services
 
-from .claude_fakes import claude_config, open_claude
+from .claude_fakes import claude_config, open_claude, open_watched
 
 RETIRED = "claude-haiku-retired-1"
 GOOD = "claude-haiku-4-5"
@@ -45,16 +45,7 @@ async def open_with(
     tmp_path: Path, base_url: str, haiku: str, clock: ManualClock
 ) -> tuple[Services, Lifecycle, list[str]]:
     models = ModelsConfig(aliases={**ModelsConfig().aliases, "haiku": haiku})
-    services = await open_claude(claude_config(tmp_path, base_url, models=models))
-    told: list[str] = []
-
-    async def on_notice(text: str, **_: Any) -> None:
-        told.append(text)
-
-    services.bus.subscribe("notice", on_notice)
-    lifecycle = Lifecycle(services.config, services, clock=clock)
-    await lifecycle.start()
-    return services, lifecycle, told
+    return await open_watched(claude_config(tmp_path, base_url, models=models), clock)
 
 
 async def test_a_missing_notes_model_is_told_at_the_start_without_a_token(

@@ -9,7 +9,7 @@ import pytest
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.extractive import Turn
 from bot.keyword_titles import keyword_topics
-from bot.lifecycle import Lifecycle, ManualClock
+from bot.lifecycle import Lifecycle
 from bot.lifecycle.prompts import NAMING_SYSTEM
 from bot.lifecycle.titles import clean_title, clean_topics, one_word, topic_slug, widen_title
 from bot.services import Services
@@ -91,60 +91,45 @@ async def name_once(
 
 
 async def test_a_one_word_title_is_asked_again_then_widened(
-    services: Services, fake_api: FakeAnthropicAPI, clock: ManualClock
+    services: Services, fake_api: FakeAnthropicAPI, lifecycle: Lifecycle
 ) -> None:
     # Regression: "Kubernetes" was stored as the title though a title has 2-6 words.
-    lifecycle = Lifecycle(services.config, services, clock=clock)
-    await lifecycle.start()
-    try:
-        for answers, asked, title, topics in ONE_WORD_CASES:
-            conv, prompts = await name_once(services, lifecycle, fake_api, answers)
-            assert len(prompts) == asked, answers
-            if asked == 2:
-                assert 'titled it "Kubernetes", a single word' in prompts[1]
-                assert prompts[1].startswith(prompts[0].removesuffix("JSON:"))
-            rec = await services.conversations.require(conv)
-            assert (rec.title, rec.topics, rec.last_named_turn) == (title, topics, 5), answers
-            assert fake_api.pending == 0
-    finally:
-        await lifecycle.stop(1)
+    for answers, asked, title, topics in ONE_WORD_CASES:
+        conv, prompts = await name_once(services, lifecycle, fake_api, answers)
+        assert len(prompts) == asked, answers
+        if asked == 2:
+            assert 'titled it "Kubernetes", a single word' in prompts[1]
+            assert prompts[1].startswith(prompts[0].removesuffix("JSON:"))
+        rec = await services.conversations.require(conv)
+        assert (rec.title, rec.topics, rec.last_named_turn) == (title, topics, 5), answers
+        assert fake_api.pending == 0
 
 
 async def test_topics_keep_the_sense_of_their_symbols(
-    services: Services, fake_api: FakeAnthropicAPI, clock: ManualClock
+    services: Services, fake_api: FakeAnthropicAPI, lifecycle: Lifecycle
 ) -> None:
     # Regression: "C++" and "C#" were both stored as "c", "R&D" as "r-d", ".NET" as
     # "net" and "Anna's Birthday" as "anna-s-birthday".
-    lifecycle = Lifecycle(services.config, services, clock=clock)
-    await lifecycle.start()
-    try:
-        answer = (
-            '{"title": "Build Tooling Choices", "topics": ["C++", "C#", "R&D", ".NET",'
-            ' "Anna\'s Birthday"]}'
-        )
-        conv, _ = await name_once(services, lifecycle, fake_api, [answer])
-        rec = await services.conversations.require(conv)
-        assert rec.topics == ["c-plus-plus", "c-sharp", "r-and-d", "dotnet", "annas-birthday"]
-    finally:
-        await lifecycle.stop(1)
+    answer = (
+        '{"title": "Build Tooling Choices", "topics": ["C++", "C#", "R&D", ".NET",'
+        ' "Anna\'s Birthday"]}'
+    )
+    conv, _ = await name_once(services, lifecycle, fake_api, [answer])
+    rec = await services.conversations.require(conv)
+    assert rec.topics == ["c-plus-plus", "c-sharp", "r-and-d", "dotnet", "annas-birthday"]
 
 
 async def test_an_email_title_loses_the_reply_prefix_the_model_copied(
-    services: Services, fake_api: FakeAnthropicAPI, clock: ManualClock
+    services: Services, fake_api: FakeAnthropicAPI, lifecycle: Lifecycle
 ) -> None:
     # Regression: the model, told the thread's subject, answered "Re: Invoice for March"
     # and the conversation list showed the "Re:".
-    lifecycle = Lifecycle(services.config, services, clock=clock)
-    await lifecycle.start()
-    try:
-        answer = '{"title": "RE: Fwd: Invoice for March", "topics": ["invoice"]}'
-        conv, prompts = await name_once(
-            services, lifecycle, fake_api, [answer], "email", subject="Re: Invoice for March"
-        )
-        assert 'subject "Invoice for March"' in prompts[0]
-        assert (await services.conversations.require(conv)).title == "Invoice for March"
-    finally:
-        await lifecycle.stop(1)
+    answer = '{"title": "RE: Fwd: Invoice for March", "topics": ["invoice"]}'
+    conv, prompts = await name_once(
+        services, lifecycle, fake_api, [answer], "email", subject="Re: Invoice for March"
+    )
+    assert 'subject "Invoice for March"' in prompts[0]
+    assert (await services.conversations.require(conv)).title == "Invoice for March"
 
 
 @pytest.mark.parametrize(
