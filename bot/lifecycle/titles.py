@@ -155,7 +155,7 @@ def topic_slug(text: str) -> str:
     (the offline topics, at most as long) it changes nothing."""
     for pattern, spelt in _TOPIC_SYMBOLS:
         text = pattern.sub(spelt, text)
-    slug = kebab(text, limit=len(text) * 8 + 8)  # (no cut: "c-plus-plus" is longer)
+    slug = kebab(text, limit=2 * len(text) + 1)  # uncut (lower case may lengthen: "İ")
     if len(slug) <= TOPIC_MAX_CHARS:
         return slug
     # Cut between words where one ends in reach ("...-kubernetes-upg" read as a typo).
@@ -177,7 +177,7 @@ def widen_title(word: str, topics: Sequence[str]) -> str:
     Upgrade"), else the word followed by the first other topic, else "Chat About"
     the word, as the offline naming says of a single subject word."""
     key = word.casefold()
-    parts = [p for p in (re.split(r"[-_\s]+", str(t)) for t in topics) if any(p)]
+    parts = [p for p in (re.split(r"[-_\s]+", str(t).strip()) for t in topics) if any(p)]
     for words in parts:
         if len(words) > 1 and key in (w.casefold() for w in words):
             return clean_title(" ".join(word if w.casefold() == key else w for w in words))
