@@ -143,6 +143,8 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self.timers.start()
         self.queue.start()
         self._running = True
+        if self.namer.model is not None:  # the notes' and titles' models, told at once
+            self.missing_models.check_at_start(self.services.brain)
         queued = await self.recover()
         self._recovered.set()
         log.info(
@@ -170,6 +172,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
             unsubscribe()
         self._unsubscribe = []
         self.timers.shutdown()
+        await self.missing_models.stop_checking()
         deadline = time.monotonic() + timeout
         retry = self._vector_retry
         if retry is not None and not retry.done():  # re-embedding: the next sweep redoes it

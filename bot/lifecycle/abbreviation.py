@@ -43,9 +43,15 @@ __all__ = [
 
 log = logging.getLogger("my_agent.lifecycle")
 
-# "Meeting notes:" / "**Summary:**" headers some answers start with.
+# "Meeting notes:" / "**Summary:**" / "Here are the meeting notes for this conversation:"
+# headers some answers start with, and such a Markdown heading ("# Meeting Notes"): kept,
+# they were shown in the dashboard and embedded as part of the notes (session 29).
 _PREAMBLE = re.compile(
-    r"^\s*(\*\*)?(meeting notes|notes|summary|abbreviation)\s*:\s*(\*\*)?\s*", re.I
+    r"^\s*(\*\*)?(here (is|are) (the |my |a )?)?(concise |brief |short )?"
+    r"(meeting notes|notes|summary|abbreviation)"
+    r"( (for|of|on) (this|the) (conversation|chat|discussion))?\s*:\s*(\*\*)?\s*"
+    r"|^\s*#{1,6} (meeting notes|notes|summary)\b[^\n]{0,40}\n\s*(?=\S)",
+    re.I,
 )
 
 

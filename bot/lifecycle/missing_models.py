@@ -10,6 +10,11 @@ is reported to :class:`MissingModels`, which tells the owner once (naming the ke
 the model id) and lets the passes write the labelled stand-in at once; an answer from
 the model clears it. The stand-ins stay owed to the model (``needs_abbreviation``, the
 naming's ``throughTurn`` 0), so after the fix and a restart the model redoes them.
+
+At the start (:meth:`MissingModels.check_at_start`) the Models API is asked about each
+model in the background, free of tokens: a typo in ``models.aliases.haiku`` is told
+within seconds of the start, not at the first notes after ten idle minutes (or never,
+on a quiet day; before session 29).
 """
 
 from __future__ import annotations
@@ -61,6 +66,32 @@ class MissingModels:
         self.services = services
         self.errors: dict[str, ModelNotFound] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.start_check: asyncio.Task[None] | None = None
+
+    def check_at_start(self, brain: Any) -> None:
+        """Ask the model service, in the background, whether it offers the models of the
+        notes and the titles (the Models API: no token spent, the start not delayed); a
+        model it does not offer is told and stood in for as a 404 from a pass would be.
+        Nothing when the brain has no service to ask (offline), or cannot say."""
+        check = getattr(brain, "check_model", None)
+        if check is not None:
+            self.start_check = self._run(self._check(check), "lifecycle-model-check")
+
+    async def stop_checking(self) -> None:
+        """Cancel the start's check if it is still waiting for the service (a stop)."""
+        task = self.start_check
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _check(self, check: Any) -> None:
+        cfg = self.config.conversations
+        for alias in sorted({cfg.abbreviation_model, cfg.naming_model}):
+            problem = await check(alias)  # None: offered, or the service cannot say
+            if problem is not None and alias not in self.errors:
+                model_id = self.config.resolve_model(alias)
+                log.info("model check at start: %s (%s) is not offered", alias, model_id)
+                self.refused(ModelNotFound(alias, model_id, problem))
 
     def missing(self, alias: str) -> bool:
         """Whether the service refused ``alias``'s model since it last answered."""
@@ -86,11 +117,12 @@ class MissingModels:
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
-    def _run(self, coro: Any, name: str) -> None:
+    def _run(self, coro: Any, name: str) -> asyncio.Task[None]:
         # In the background: the owner's channel may be slow (SMTP), and the pass goes on.
         task = spawn(coro, name=name)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
 
     async def _tell(self, error: ModelNotFound) -> None:
         text = missing_model_text(self.config, error)

@@ -14,9 +14,7 @@ from its subject. Their shape (cleaning, casing, the channel's form) is
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,6 +25,7 @@ from bot.index import ConversationRecord
 from bot.keyword_titles import kebab, keyword_title, keyword_topics
 from bot.lifecycle import prompts
 from bot.lifecycle.abbreviation import Speaker, as_tuples
+from bot.lifecycle.naming_answers import as_bool, parse_naming, salvage_naming, strings
 from bot.lifecycle.titles import (
     SEPARATOR,
     TITLE_MAX_CHARS,
@@ -38,9 +37,11 @@ from bot.lifecycle.titles import (
     compose_title,
     contact_name,
     email_subject,
+    one_word,
     strip_contact,
     title_case,
     truncate,
+    widen_title,
 )
 
 log = logging.getLogger("my_agent.lifecycle")
@@ -65,13 +66,6 @@ __all__ = [
     "title_case",
 ]
 
-_OPEN_BRACE = re.compile(r"\{")
-# Fields of an answer that is not valid JSON (salvage_naming).
-_QUOTED = re.compile(r"""(["'])((?:(?!\1)[^\\\n]|\\.)+)\1""")
-_TITLE_FIELD = re.compile(r"""["']title["']\s*:\s*(["'])((?:(?!\1)[^\\\n]|\\.)+)\1""")
-_TOPICS_FIELD = re.compile(r"""["']topics["']\s*:\s*\[([^\]]*)""")
-_SPLIT_FIELD = re.compile(r"""["']suggestSplit["']\s*:\s*(true|false)""", re.I)
-
 
 @dataclass(frozen=True)
 class Naming:
@@ -82,57 +76,6 @@ class Naming:
     suggest_split: bool = False
     split_topic: str | None = None
     method: Literal["llm", "keywords", "subject"] = "keywords"
-
-
-# -- parsing the model's answer --------------------------------------------------------
-def parse_naming(text: str) -> dict[str, Any] | None:
-    """The JSON object in a model's answer (code fences and chatter tolerated), or None.
-
-    Each ``{`` is tried in turn and the first object with a ``title`` wins (else the
-    first object): one greedy match from the first ``{`` to the last ``}`` swallowed any
-    braces in prose after the object ("I kept {boiler} as the theme"), the whole answer
-    stopped being JSON, and a good title was replaced by the offline one.
-    """
-    text = text or ""
-    decoder = json.JSONDecoder()
-    first: dict[str, Any] | None = None
-    for match in _OPEN_BRACE.finditer(text):
-        try:
-            data, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            if "title" in data:
-                return data
-            first = first if first is not None else data
-    return first
-
-
-def salvage_naming(text: str) -> dict[str, Any] | None:
-    """The fields of an answer that is almost JSON (a trailing comma, single quotes, an
-    object cut short), or None without a ``title`` field: its title was thrown away for
-    the offline keywords, and the model asked again after a backoff."""
-    found = _TITLE_FIELD.search(text or "")
-    if found is None:
-        return None
-    data: dict[str, Any] = {"title": _unescape(found.group(2))}
-    topics = _TOPICS_FIELD.search(text)
-    if topics is not None:
-        data["topics"] = [_unescape(m.group(2)) for m in _QUOTED.finditer(topics.group(1))]
-    split = _SPLIT_FIELD.search(text)
-    if split is not None:
-        data["suggestSplit"] = split.group(1).lower() == "true"
-    return data
-
-
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", r"\1", value)
-
-
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "1")
-    return bool(value) if isinstance(value, bool | int) else False
 
 
 class Namer:
@@ -223,21 +166,23 @@ class Namer:
             model_alias=self.model_alias,
             max_tokens=200,
         )
-        data = parse_naming(answer)
-        if data is None:
-            data = salvage_naming(answer)
-            if data is None:
-                log.warning("naming %s: the model's answer is not JSON; naming offline", record.id)
-                return None
-            log.info("naming %s: the model's answer is not valid JSON; its fields kept", record.id)
-        raw_title = data.get("title")
-        if isinstance(raw_title, str) and contact:
-            raw_title = strip_contact(raw_title, contact)
-        topic_title = clean_title(raw_title) if isinstance(raw_title, str) else ""
-        if len(topic_title.split()) < 1 or not any(c.isalnum() for c in topic_title):
-            log.warning("naming %s: no usable title in the model's answer", record.id)
+        data = self._fields(record, answer)
+        topic_title = self._topic_title(data, contact, subject)
+        if data is None or not topic_title:
+            if data is not None:
+                log.warning("naming %s: no usable title in the model's answer", record.id)
             return None
-        split = _as_bool(data.get("suggestSplit"))
+        if one_word(topic_title):
+            # 2-6 words (seed 000): "Kubernetes" said too little. Asked once more; if the
+            # model insists (or fails), widened from its topics.
+            again = await self._ask_again(record, prompt, topic_title)
+            second = self._topic_title(again, contact, subject)
+            if again is not None and second and not one_word(second):
+                data, topic_title = again, second
+            else:
+                topic_title = widen_title(topic_title, strings(data.get("topics")))
+                log.info("naming %s: a one-word title widened to %r", record.id, topic_title)
+        split = as_bool(data.get("suggestSplit"))
         split_topic = data.get("splitTopic")
         return Naming(
             title=compose_title(record.channel, topic_title, contact),
@@ -248,3 +193,49 @@ class Namer:
             else None,
             method="llm",
         )
+
+    def _fields(self, record: ConversationRecord, answer: str) -> dict[str, Any] | None:
+        """The fields of the model's naming ``answer`` (valid JSON or nearly), or None."""
+        data = parse_naming(answer)
+        if data is None:
+            data = salvage_naming(answer)
+            if data is None:
+                log.warning("naming %s: the model's answer is not JSON; naming offline", record.id)
+                return None
+            log.info("naming %s: the model's answer is not valid JSON; its fields kept", record.id)
+        return data
+
+    @staticmethod
+    def _topic_title(data: dict[str, Any] | None, contact: str | None, subject: str | None) -> str:
+        """The cleaned title of an answer's fields ("" when there is none worth keeping):
+        without the contact a Telegram title is prefixed with, or the ``Re:``/``Fwd:`` the
+        model copied from an e-mail's subject ("Re: Invoice for March")."""
+        raw_title = data.get("title") if data is not None else None
+        if not isinstance(raw_title, str):
+            return ""
+        if contact:
+            raw_title = strip_contact(raw_title, contact)
+        if subject:
+            raw_title = clean_subject(raw_title)
+        title = clean_title(raw_title)
+        return title if any(c.isalnum() for c in title) else ""
+
+    async def _ask_again(
+        self, record: ConversationRecord, prompt: str, title: str
+    ) -> dict[str, Any] | None:
+        """The fields of a second answer, the model told its title was one word; None
+        when it fails (the first answer's title is widened instead)."""
+        assert self.model is not None
+        try:
+            answer = await self.model.complete(
+                system=prompts.NAMING_SYSTEM,
+                prompt=prompt + "\n\n" + prompts.ONE_WORD_AGAIN.format(title=title),
+                model_alias=self.model_alias,
+                max_tokens=200,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the first answer stands, widened
+            log.info("naming %s: asking again for a longer title failed (%s)", record.id, exc)
+            return None
+        return self._fields(record, answer)

@@ -45,6 +45,12 @@ that would each deserve a conversation of their own; false for natural drift.
 - splitTopic: when suggestSplit is true, a few words naming the subject that could move \
 to a new conversation; otherwise null."""
 
+# Appended to the naming prompt when the answer's title was one word (bot.lifecycle.naming).
+ONE_WORD_AGAIN = (
+    'Your answer titled it "{title}", a single word: the title must have 2 to 6 words. '
+    "Reply with the whole JSON object again.\n\nJSON:"
+)
+
 # Per-channel guidance appended to the naming prompt (seed 000 "Channel-Specific Naming").
 CHANNEL_NAMING_HINTS = {
     "telegram": (

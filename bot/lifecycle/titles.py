@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.fts_text import has_spaceless
 from bot.graphemes import cut
 from bot.index import ConversationRecord
 from bot.keyword_titles import kebab
@@ -22,6 +23,7 @@ from bot.mail_subjects import bare_subject
 TITLE_MAX_CHARS = 80
 TITLE_MAX_WORDS = 6
 TOPICS_MAX = 5
+TOPIC_MAX_CHARS = 40
 SEPARATOR = " — "
 
 _SMALL_WORDS = frozenset(
@@ -32,6 +34,17 @@ _NUMERIC_ID = re.compile(r"^-?\d+$")
 _QUOTES = "\"'`“”„‟‘’‚‛«»‹›「」『』"
 _TRAILING = ".!?:;,…-–—"
 _EMOJI_JOINERS = frozenset("\u200d\ufe0e\ufe0f\u20e3")
+# Symbols that carry a name's meaning, spelt out before a topic becomes kebab-case:
+# "C++" was "c", "C#" "c", "R&D" "r-d", ".NET" "net", "Anna's" "anna-s".
+_TOPIC_SYMBOLS = (
+    (re.compile(r"(?<=\w)['’`](?=\w)"), ""),  # Anna's, don't: one word
+    (re.compile(r"&"), " and "),  # R&D, Q&A, Rock & Roll
+    (re.compile(r"(?<=\w)\+\+(?![\w+])"), " plus plus"),  # C++, Notepad++
+    (re.compile(r"(?<=\w)\+(?![\w+])"), " plus"),  # A+, Disney+
+    (re.compile(r"(?<![\w.])([^\W\d_])#(?!\w)"), r"\1 sharp"),  # C#, F#, A# (a note)
+    (re.compile(r"(?<![\w.])\.(?=[^\W\d_]{2,})"), "dot"),  # .NET, .env
+    (re.compile(r"(?<=\d)\s?%"), " percent"),  # 50%
+)
 
 
 def _shouting(text: str) -> bool:
@@ -42,18 +55,32 @@ def _shouting(text: str) -> bool:
 
 # -- formatting rules ----------------------------------------------------------------
 def title_case(text: str) -> str:
-    """Title Case that keeps acronyms and brand casing (API, iPhone) as written."""
+    """Title Case that keeps acronyms and brand casing (API, iPhone) as written; each part
+    of a compound ("Wi-Fi", "Follow-Up", "Up-to-Date") and the word inside brackets
+    ("(March 2026)") gets its capital, small words ("vs.", "the") stay small inside."""
     words = text.split()
     out = []
     for i, word in enumerate(words):
         core = word.strip("\"'()[]")
         if any(c.isupper() or c.isdigit() for c in core[1:]) or "_" in core:
             out.append(word)  # API, iPhone, v2.1, user_id: keep
-        elif 0 < i < len(words) - 1 and core.lower() in _SMALL_WORDS:
+        elif 0 < i < len(words) - 1 and core.lower().rstrip(".,:;") in _SMALL_WORDS:
             out.append(word.lower())
         else:
-            out.append(word[:1].upper() + word[1:].lower() if word else word)
+            parts = word.split("-")
+            out.append("-".join(_capitalised(p, small=j > 0) for j, p in enumerate(parts)))
     return " ".join(out)
+
+
+def _capitalised(part: str, *, small: bool) -> str:
+    """``part`` lower case with a capital first letter (after any bracket or quote);
+    ``small``: a small word stays lower ("to" in "Up-to-Date")."""
+    if small and part.lower() in _SMALL_WORDS:
+        return part.lower()
+    for k, c in enumerate(part):
+        if c.isalpha():
+            return part[:k] + c.upper() + part[k + 1 :].lower()
+    return part
 
 
 def without_symbols(text: str) -> str:
@@ -112,12 +139,52 @@ def clean_topics(raw: Any) -> list[str]:
     for item in raw:
         if not isinstance(item, str | int | float):
             continue
-        slug = kebab(str(item))
+        slug = topic_slug(str(item))
         if slug and slug not in out:
             out.append(slug)
         if len(out) == TOPICS_MAX:
             break
     return out
+
+
+def topic_slug(text: str) -> str:
+    """A topic in kebab-case that keeps what its symbols mean (``"C++"`` ->
+    ``"c-plus-plus"``, ``"C#"`` -> ``"c-sharp"``, ``"R&D"`` -> ``"r-and-d"``, ``".NET"`` ->
+    ``"dotnet"``, ``"Anna's Birthday"`` -> ``"annas-birthday"``), at most
+    :data:`TOPIC_MAX_CHARS` characters, cut between words; on a slug already in kebab-case
+    (the offline topics, at most as long) it changes nothing."""
+    for pattern, spelt in _TOPIC_SYMBOLS:
+        text = pattern.sub(spelt, text)
+    slug = kebab(text, limit=2 * len(text) + 1)  # uncut (lower case may lengthen: "İ")
+    if len(slug) <= TOPIC_MAX_CHARS:
+        return slug
+    # Cut between words where one ends in reach ("...-kubernetes-upg" read as a typo).
+    words = cut(slug, TOPIC_MAX_CHARS + 1).split("-")[:-1]
+    while len(words) > 1 and words[-1] in _SMALL_WORDS:  # not "...-metaprogramming-and"
+        words.pop()
+    return "-".join(words) if words else cut(slug, TOPIC_MAX_CHARS)
+
+
+def one_word(title: str) -> bool:
+    """Whether ``title`` is a single word in a script written with spaces: too short for
+    the 2-6 words of a title ("Kubernetes"), where "東京旅行計画" is not."""
+    return len(title.split()) == 1 and not has_spaceless(title)
+
+
+def widen_title(word: str, topics: Sequence[str]) -> str:
+    """A title of two words or more from a one-word ``word`` and the model's ``topics``:
+    the first topic of several words that holds it ("kubernetes-upgrade": "Kubernetes
+    Upgrade"), else the word followed by the first other topic, else "Chat About"
+    the word, as the offline naming says of a single subject word."""
+    key = word.casefold()
+    parts = [p for p in (re.split(r"[-_\s]+", str(t).strip()) for t in topics) if any(p)]
+    for words in parts:
+        if len(words) > 1 and key in (w.casefold() for w in words):
+            return clean_title(" ".join(word if w.casefold() == key else w for w in words))
+    for words in parts:
+        if [w.casefold() for w in words] != [key]:
+            return clean_title(" ".join([word, *words]))
+    return clean_title(f"Chat About {word}")
 
 
 def clean_subject(subject: str) -> str:

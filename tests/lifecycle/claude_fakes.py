@@ -13,6 +13,7 @@ from aiohttp import web
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.config.model import AppConfig, BrainConfig, EmbeddingConfig
+from bot.lifecycle import Lifecycle, ManualClock
 from bot.services import Services, open_services
 
 from .conftest import patch_bus
@@ -40,6 +41,23 @@ async def open_claude(config: AppConfig) -> Services:
     services = await open_services(config)
     patch_bus(services.bus)
     return services
+
+
+async def open_watched(
+    config: AppConfig, clock: ManualClock
+) -> tuple[Services, Lifecycle, list[str]]:
+    """The real services over ``config`` and their lifecycle, started; the list fills
+    with what the owner is told (the ``notice`` event)."""
+    services = await open_claude(config)
+    told: list[str] = []
+
+    async def on_notice(text: str, **_: Any) -> None:
+        told.append(text)
+
+    services.bus.subscribe("notice", on_notice)
+    lifecycle = Lifecycle(services.config, services, clock=clock)
+    await lifecycle.start()
+    return services, lifecycle, told
 
 
 class GatedAPI(FakeAnthropicAPI):

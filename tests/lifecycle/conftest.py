@@ -207,6 +207,15 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
+async def lifecycle(services: Any, clock: ManualClock) -> AsyncIterator[Lifecycle]:
+    """A started lifecycle over the module's ``services`` fixture, stopped after."""
+    started = Lifecycle(services.config, services, clock=clock)
+    await started.start()
+    yield started
+    await started.stop(1)
+
+
+@pytest.fixture
 async def core(config: AppConfig) -> AsyncIterator[Core]:
     c = await Core.open(config)
     yield c

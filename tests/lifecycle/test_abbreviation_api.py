@@ -31,14 +31,6 @@ async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[
     await close_services(s)
 
 
-@pytest.fixture
-async def lifecycle(services: Services, clock: ManualClock) -> AsyncIterator[Lifecycle]:
-    lc = Lifecycle(services.config, services, clock=clock)
-    await lc.start()
-    yield lc
-    await lc.stop(1)
-
-
 async def chat(services: Services, turns: int, size: int = 200) -> str:
     manager = services.conversations
     conv = (await manager.create("web")).id
@@ -143,3 +135,43 @@ async def test_a_reply_goes_out_while_the_notes_of_its_conversation_are_slow(
             fake.gate.set()
             await lifecycle.stop(1)
             await close_services(services)
+
+
+NOTES = "User chose RAID-6 for the NAS; open: buy two disks."
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        f"Meeting notes: {NOTES}",
+        f"**Summary:** {NOTES}",
+        # Regression: these stayed at the head of the notes (shown, embedded)
+        f"Here are the meeting notes for this conversation:\n\n{NOTES}",
+        f"Here is a concise summary:\n{NOTES}",
+        f"# Meeting Notes\n\n{NOTES}",
+        f"## Summary of the conversation\n{NOTES}",
+    ],
+)
+async def test_a_preamble_before_the_notes_is_left_out(
+    services: Services,
+    fake_api: FakeAnthropicAPI,
+    lifecycle: Lifecycle,
+    clock: ManualClock,
+    answer: str,
+) -> None:
+    conv = await chat(services, 2)
+    fake_api.push_text(answer)
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert (await services.conversations.require(conv)).abbreviation == NOTES
+
+
+async def test_notes_that_only_start_like_a_preamble_are_kept_whole(
+    services: Services, fake_api: FakeAnthropicAPI, lifecycle: Lifecycle, clock: ManualClock
+) -> None:
+    conv = await chat(services, 2)
+    answer = f"## NAS\nNotes on RAID: {NOTES}"  # a subject heading, a label of content
+    fake_api.push_text(answer)
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert (await services.conversations.require(conv)).abbreviation == answer

@@ -15,13 +15,13 @@ import pytest
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted
 from bot.brain.base import ModelNotFound
 from bot.config.model import AppConfig, ModelsConfig
-from bot.lifecycle import Lifecycle, ManualClock
+from bot.lifecycle import ManualClock
 from bot.lifecycle.abbreviation import offline_notes
 from bot.lifecycle.missing_models import MissingModels, missing_model_text
 from bot.lifecycle.prompts import NAMING_SYSTEM
 from bot.services import Services, close_services
 
-from .claude_fakes import claude_config, open_claude
+from .claude_fakes import claude_config, open_watched
 
 RETIRED = "claude-haiku-retired-1"
 GOOD = "claude-haiku-4-5"
@@ -49,19 +49,6 @@ async def fake_api() -> AsyncIterator[FakeAnthropicAPI]:
         yield fake
 
 
-async def open_with(config: AppConfig, clock: ManualClock) -> tuple[Services, Lifecycle, list[str]]:
-    services = await open_claude(config)
-    told: list[str] = []
-
-    async def on_notice(text: str, **_: Any) -> None:
-        told.append(text)
-
-    services.bus.subscribe("notice", on_notice)
-    lifecycle = Lifecycle(services.config, services, clock=clock)
-    await lifecycle.start()
-    return services, lifecycle, told
-
-
 async def chat(services: Services, users: int) -> str:
     manager = services.conversations
     conv = (await manager.create("web")).id
@@ -77,7 +64,7 @@ async def test_a_missing_notes_model_is_told_once_stood_in_and_redone_after_the_
     # Regression: a 404 for the haiku alias's id left the notes to the offline stand-in
     # after three sweeps (some 15 minutes) and told nobody: the owner never learnt that
     # the configuration was wrong.
-    services, lifecycle, told = await open_with(config_with(tmp_path, fake_api, RETIRED), clock)
+    services, lifecycle, told = await open_watched(config_with(tmp_path, fake_api, RETIRED), clock)
     try:
         first, second = await chat(services, 3), await chat(services, 2)
         clock.advance(600)
@@ -106,7 +93,7 @@ async def test_a_missing_notes_model_is_told_once_stood_in_and_redone_after_the_
         await close_services(services)
 
     # The owner fixes models.aliases.haiku and restarts: the stand-ins are redone.
-    services, lifecycle, told = await open_with(config_with(tmp_path, fake_api, GOOD), clock)
+    services, lifecycle, told = await open_watched(config_with(tmp_path, fake_api, GOOD), clock)
     try:
         await lifecycle.settle()
         for conv in (first, second):
@@ -128,7 +115,7 @@ async def test_a_missing_notes_model_is_told_once_stood_in_and_redone_after_the_
 async def test_a_missing_naming_model_is_told_once_and_named_after_the_fix(
     tmp_path: Path, fake_api: FakeAnthropicAPI, clock: ManualClock
 ) -> None:
-    services, lifecycle, told = await open_with(config_with(tmp_path, fake_api, RETIRED), clock)
+    services, lifecycle, told = await open_watched(config_with(tmp_path, fake_api, RETIRED), clock)
     try:
         conv = await chat(services, 5)
         await lifecycle.settle()
@@ -144,7 +131,7 @@ async def test_a_missing_naming_model_is_told_once_and_named_after_the_fix(
         await lifecycle.stop(1)
         await close_services(services)
 
-    services, lifecycle, told = await open_with(config_with(tmp_path, fake_api, GOOD), clock)
+    services, lifecycle, told = await open_watched(config_with(tmp_path, fake_api, GOOD), clock)
     try:
         clock.advance(600)  # named after its notes, at the idle pass
         await lifecycle.run_due()
