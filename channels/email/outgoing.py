@@ -26,6 +26,11 @@ from channels.email.compose import (
 from channels.email.parsing import ParsedMail
 from channels.email.thread_index import ROOT_BYTES, reply_index, root_of, thread_ref
 
+# Sent as written, never as Markdown, as on Telegram (channels/telegram/sender.py): an
+# escalation quotes a stranger word for word (a planted link or heading would look like
+# the assistant's own), a command's answer quotes stored text ("*args" stays "*args").
+LITERAL_KINDS = frozenset({"escalation", "command"})
+
 # The longest id a reply names: after "In-Reply-To: " it fits a line of 998 characters
 # (RFC 5322 section 2.1.1; ids are written whole, channels.email.id_folding). No mailer's
 # comes near; a stranger's mail may carry anything, and is acknowledged under its id.
@@ -186,5 +191,7 @@ def compose_outgoing(
         references=references_chain(refs, in_reply_to),
         message_id=stable_message_id(message, text, address),
         extra_headers=headers,
+        # so is a readout (the offline brain's recall, an apology): the core marks it
+        literal=message.kind in LITERAL_KINDS or bool(message.metadata.get("plain")),
     )
     return composed, subject

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bot.config.model import AppConfig
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
+from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     FRIEND,
     OWNER,
@@ -171,7 +172,7 @@ FRIEND_HOME = "friend@home.example"  # where the known contact asks to be answer
 
 
 def _says(mail: EmailMessage, words: str) -> bool:
-    return words in str(mail.get_content())
+    return words in str(text_of(mail))
 
 
 async def test_a_third_party_is_answered_at_its_reply_to_after_a_restart(
