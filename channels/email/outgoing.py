@@ -114,13 +114,17 @@ def reply_to_of(message: OutboundMessage, parent: ParsedMail | None, recipient: 
 def thread_root(message: OutboundMessage, recent: Mapping[str, ParsedMail]) -> bytes | None:
     """The Outlook thread (a ``Thread-Index`` header block) of the mail ``message``
     answers: from that mail, when the channel remembers it, else from the thread's
-    reference the core keeps with the turn (:mod:`channels.email.thread_index`), when it
-    is the recipient's. None for anything that answers no Outlook mail."""
+    reference the core keeps with the turn (:mod:`channels.email.thread_index`): among
+    its thread references (a reply in the thread), or as its ``thread_index`` (the
+    mail that began it: a new mail names no thread reference, and its reply sent after
+    a restart had no Thread-Index before session 29), when it is the recipient's. None
+    for anything that answers no Outlook mail."""
     recipient = message.chat_id.strip().lower()
     parent = recent.get(message.in_reply_to or "") if is_msgid(message.in_reply_to) else None
     if parent is not None and parent.thread_index is not None:
         return parent.thread_index[:ROOT_BYTES] if parent.from_addr == recipient else None
-    for ref in message.thread_refs:
+    kept = message.metadata.get("thread_index")
+    for ref in (*message.thread_refs, *([kept] if isinstance(kept, str) else [])):
         root = root_of(ref)
         if root is not None and ref == thread_ref(recipient, root):
             return root
