@@ -31,6 +31,14 @@ from channels.email.thread_index import ROOT_BYTES, reply_index, root_of, thread
 # the assistant's own), a command's answer quotes stored text ("*args" stays "*args").
 LITERAL_KINDS = frozenset({"escalation", "command"})
 
+# What marks a mail no person wrote: RFC 3834's header, and Exchange's own, which its
+# out-of-office assistant and inbox rules honour (MS-OXCMAIL 2.2.3.2.14; not for
+# delivery reports: a bounce of ours still tells us an address is dead).
+AUTOMATIC_HEADERS = {
+    "Auto-Submitted": "auto-replied",
+    "X-Auto-Response-Suppress": "OOF, AutoReply",
+}
+
 # The longest id a reply names: after "In-Reply-To: " it fits a line of 998 characters
 # (RFC 5322 section 2.1.1; ids are written whole, channels.email.id_folding). No mailer's
 # comes near; a stranger's mail may carry anything, and is acknowledged under its id.
@@ -177,7 +185,7 @@ def compose_outgoing(
         else [recipient]
     )
     to, cc = reply_recipients(answered, original_to, original_cc, [address], answer_all)
-    headers = {"Auto-Submitted": "auto-replied"} if answers_automatically(message) else {}
+    headers = dict(AUTOMATIC_HEADERS) if answers_automatically(message) else {}
     root = thread_root(message, recent) if in_reply_to else None
     if root is not None:
         # Outlook files the owner's answer by it, and its Thread-Index then names the

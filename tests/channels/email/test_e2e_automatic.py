@@ -103,8 +103,11 @@ async def test_automatic_answers_to_a_third_party_say_so(
     [command_answer] = sent_to(smtp, "stranger@example.org")
     assert model_answer["Auto-Submitted"] == "auto-replied"
     assert command_answer["Auto-Submitted"] == "auto-replied"
+    # and Exchange's own mark, which its out-of-office assistant heeds (session 29)
+    for automatic in (model_answer, command_answer):
+        assert automatic["X-Auto-Response-Suppress"] == "OOF, AutoReply"
     assert "See you there!" in text_of(relayed)
-    assert relayed["Auto-Submitted"] is None
+    assert relayed["Auto-Submitted"] is None and relayed["X-Auto-Response-Suppress"] is None
     assert all(m["Auto-Submitted"] is None for m in sent_to(smtp, OWNER))
 
 
