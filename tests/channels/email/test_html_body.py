@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from channels.email.compose import compose
 from channels.email.html_body import MAX_HTML_SOURCE, html_body
 
@@ -163,3 +166,43 @@ def test_a_literal_text_is_shown_as_written() -> None:
     assert "*args" in html and "**not bold**" in html and "<a " not in html
     assert "<b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
     assert "&nbsp;&nbsp;1. " in html  # an indented line keeps its indentation
+
+
+_ALLOWED = {"html", "head", "meta", "body", "div", "p", "br", "a", "b", "i", "s", "code"}
+_ALLOWED |= {"pre", "blockquote", "table", "tr", "th", "td", "ul", "ol", "li", "hr"}
+# pieces of Markdown and HTML, and of links that may or may not be made
+_PIECES = [*"ab <>&\"'*_~`[]()|-:#>!\n 1.", "http://x", "mailto:y", "javascript:z", "```"]
+_MARKDOWN = st.lists(st.sampled_from(_PIECES), max_size=60).map("".join)
+
+
+class _Balance(HTMLParser):
+    """Every tag of the HTML, and whether each element closes in the order opened."""
+
+    _VOID = frozenset({"meta", "br", "hr"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[str] = []
+        self.seen: set[str] = set()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.seen.add(tag)
+        self.hrefs += [v or "" for k, v in attrs if k == "href"]
+        if tag not in self._VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.open and self.open.pop() == tag, f"</{tag}> closes nothing open"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MARKDOWN, st.booleans())
+def test_any_text_makes_balanced_html_of_known_tags(text: str, literal: bool) -> None:
+    html = html_body(text, literal=literal)
+    assert html is not None
+    parser = _Balance()
+    parser.feed(html.replace("<!DOCTYPE html>", ""))
+    parser.close()
+    assert parser.open == [] and parser.seen <= _ALLOWED
+    assert all(h.startswith(("http://", "https://", "mailto:")) for h in parser.hrefs)
