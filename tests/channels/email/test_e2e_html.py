@@ -14,10 +14,10 @@ from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     OWNER,
     Stack,
-    close_stack,
     open_in_new_folder,
-    open_stack,
     owner_mail,
+    start_again,
+    stop_stack,
 )
 
 ANSWER = (
@@ -44,11 +44,10 @@ async def test_a_markdown_answer_is_text_and_html_and_the_same_mail_after_a_rest
         dedup_key="test:html:1",
     )
     await smtp.capture.wait_for(1)
-    await close_stack(stack)
-    stacks.remove(stack)
+    await stop_stack(stack, stacks)
     before = len(smtp.capture.messages)
     smtp.capture.hang_up_after_data = 0
-    stacks.append(stack := await open_stack(stack.config))
+    await start_again(stack, stacks)
     await smtp.capture.wait_for(before + 1)
     (_, first), (_, last) = smtp.capture.messages[0], smtp.capture.messages[-1]
     raw_first = smtp.capture.messages[0][0].original_content or b""

@@ -4,6 +4,7 @@ mail client shows it, escaped, without remote content, bounded in size."""
 from __future__ import annotations
 
 import re
+from email.message import EmailMessage
 from html.parser import HTMLParser
 
 from hypothesis import given, settings
@@ -106,29 +107,24 @@ def test_the_size_is_bounded() -> None:
     assert ordinary is not None and len(ordinary) < 4 * len(ANSWER * 50) + 16 * 1024
 
 
+def _mail(text: str, message_id: str | None = "<my-agent.abc@example.com>") -> EmailMessage:
+    return compose(
+        from_addr="bot@example.com",
+        display_name="My Assistant",
+        to=["owner@example.org"],
+        subject="Re: Trip",
+        text=text,
+        message_id=message_id,
+    ).message
+
+
 def test_the_mail_is_text_and_html_and_the_same_at_every_retry() -> None:
     def build() -> bytes:
-        composed = compose(
-            from_addr="bot@example.com",
-            display_name="My Assistant",
-            to=["owner@example.org"],
-            subject="Re: Trip",
-            text=ANSWER,
-            message_id="<my-agent.abc@example.com>",
-        )
-        raw = composed.message.as_bytes()
-        return re.sub(rb"Date: [^\r\n]*", b"", raw)
+        return re.sub(rb"Date: [^\r\n]*", b"", _mail(ANSWER).as_bytes())
 
     first, again = build(), build()
     assert first == again  # the boundary too: derived from the Message-ID
-    composed = compose(
-        from_addr="bot@example.com",
-        display_name=None,
-        to=["owner@example.org"],
-        subject="x",
-        text=ANSWER,
-    )
-    msg = composed.message
+    msg = _mail(ANSWER, message_id=None)  # a fresh Message-ID
     assert msg.get_content_type() == "multipart/alternative"
     assert msg.as_string().count("MIME-Version") == 1  # not repeated in the HTML part
     plain = msg.get_body(("plain",))
@@ -139,23 +135,9 @@ def test_the_mail_is_text_and_html_and_the_same_at_every_retry() -> None:
 
 
 def test_a_text_naming_our_boundary_gets_another() -> None:
-    first = compose(
-        from_addr="bot@example.com",
-        display_name=None,
-        to=["owner@example.org"],
-        subject="x",
-        text="hello",
-        message_id="<a@example.com>",
-    ).message.get_boundary()
+    first = _mail("hello").get_boundary()
     assert first is not None
-    second = compose(
-        from_addr="bot@example.com",
-        display_name=None,
-        to=["owner@example.org"],
-        subject="x",
-        text=f"--{first}\nhello",
-        message_id="<a@example.com>",
-    ).message.get_boundary()
+    second = _mail(f"--{first}\nhello").get_boundary()
     assert second is not None and second != first
 
 

@@ -19,11 +19,11 @@ from tests.channels.email.conftest import PymapServer, SmtpServer, append
 from tests.channels.email.stack import (
     OWNER,
     Stack,
-    close_stack,
     drain,
     open_in_new_folder,
-    open_stack,
     owner_mail,
+    start_again,
+    stop_stack,
     user_turns,
     wait_ref,
 )
@@ -165,10 +165,9 @@ async def test_the_reply_to_a_new_outlook_mail_keeps_its_thread_across_a_restart
             and await stack.services.router.get_cursor("email", f"{folder}:last_uid")
         ):
             await asyncio.sleep(0.05)
-    await close_stack(stack)
-    stacks.remove(stack)
+    await stop_stack(stack, stacks)
     await smtp.start()  # same port
-    stacks.append(stack := await open_stack(stack.config))
+    await start_again(stack, stacks)
     [reply] = await smtp.capture.wait_for(1)
     assert reply["In-Reply-To"] == "<e2e-1@example.org>"
     index = read_thread_index(reply["Thread-Index"] or "")
