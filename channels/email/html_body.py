@@ -67,7 +67,8 @@ def _table(rows: tuple[str, ...]) -> str:
         row = (cells(line) + [""] * len(header))[: len(header)]
         out.append("<tr>")
         for k, cell in enumerate(row):
-            align = ' align="right"' if right[k] else ""
+            # a header cell is centred unless told (Gmail, Outlook): over its column
+            align = ' align="right"' if right[k] else ' align="left"' if n == 0 else ""
             out.append(f"<{tag}{align}>{_inline(cell)}</{tag}>")
         out.append("</tr>")
     out.append("</table>")

@@ -70,6 +70,7 @@ def test_an_answer_in_markdown_reads_as_formatted_mail() -> None:
     assert "**" not in html and "|-----|" not in html and "```" not in html
     # the amounts column is right-aligned, as its row of dashes says
     assert [a.get("align") for t, a in parsed.tags if t == "td"][:2] == [None, "right"]
+    assert [a.get("align") for t, a in parsed.tags if t == "th"] == ["left", "right"]
     # long code lines wrap instead of widening the mail
     pre = next(a["style"] or "" for t, a in parsed.tags if t == "pre")
     assert "white-space:pre-wrap" in pre
