@@ -90,6 +90,8 @@ class InboundMessage:
     # Anything else worth keeping in the transcript (full mail body, edit marker, ...).
     # ``readers``: who besides the sender will read the reply (e-mail reply-all's other
     # recipients); the owner's reply then recalls this conversation only.
+    # ``thread_index``: the e-mail's Outlook thread (the channel's reference to it), which
+    # the core keeps with the turn and hands back with the reply, as ``reply_to``.
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 

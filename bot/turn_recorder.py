@@ -24,12 +24,16 @@ if TYPE_CHECKING:
 def recipients(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The original To/Cc of a message (e-mail reply-all needs them after a restart too),
     its ``reply_to`` (where an e-mail asks to be answered), its ``readers`` (who besides
-    the sender reads the reply: the channel says so) and its :func:`placement`."""
-    found = {
+    the sender reads the reply: the channel says so), its ``thread_index`` (the
+    channel's name for an e-mail's Outlook thread, which the reply carries) and its
+    :func:`placement`."""
+    found: dict[str, Any] = {
         k: list(metadata[k])
         for k in ("to", "cc", "reply_to", "readers")
         if isinstance(metadata.get(k), list)
     }
+    if isinstance(metadata.get("thread_index"), str):
+        found["thread_index"] = metadata["thread_index"]
     return {**found, **placement(metadata)}
 
 

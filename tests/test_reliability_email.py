@@ -63,7 +63,7 @@ from tests.channels.email.conftest import (
     start_pymap,
     stop_pymap,
 )
-from tests.channels.email.helpers import mail_id
+from tests.channels.email.helpers import mail_id, text_of
 from tests.ops.daemon import DaemonProcess
 from tests.ops.loopback import owner_turns, wait_until
 from tests.ops.loopback import stored_stranger_ids as stored_stranger_keys
@@ -560,7 +560,7 @@ async def test_kill9_with_email_loses_nothing(
     for mail in mails:
         if not mail["In-Reply-To"] and not mail["Auto-Submitted"]:
             escalations[str(mail["Subject"])].add(str(mail["Message-ID"]))
-            assert OWNER in str(mail["To"]).lower() and "/trust p" in mail.get_content()
+            assert OWNER in str(mail["To"]).lower() and "/trust p" in text_of(mail)
     assert len(escalations) == 3, escalations
     assert max(len(ids) for ids in escalations.values()) <= 1 + CRASHES, escalations
     # Each reply is in the owner mail's thread: threaded headers, and its Message-ID

@@ -4,11 +4,13 @@ A reply is From the assistant (with its display name), To the sender (and, with
 reply-all, the original To/Cc minus ourselves), has a single ``Re:`` prefix, an
 ``In-Reply-To`` naming the message answered and a ``References`` chain that accumulates
 the thread (RFC 5322 section 3.6.4), our own ``Message-ID``, a ``Date``, and a UTF-8
-text/plain body.
+body: the text as written (text/plain) and, as its alternative, the text's Markdown shown
+as HTML (:mod:`channels.email.html_body`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from email.utils import format_datetime, make_msgid
 
 from bot.events import utcnow
 from bot.mail_subjects import is_reply_subject, reply_subject, subject_base
+from channels.email.html_body import html_body
 from channels.email.id_folding import MAIL_POLICY
 
 # The reply prefixes are the core's (bot/mail_subjects.py), one rule for the reply's
@@ -151,8 +154,10 @@ def compose(
     references: Sequence[str] = (),
     extra_headers: dict[str, str] | None = None,
     message_id: str | None = None,
+    literal: bool = False,
 ) -> ComposedMail:
-    """A ready-to-send message; ``message_id`` defaults to a fresh one in our domain."""
+    """A ready-to-send message; ``message_id`` defaults to a fresh one in our domain.
+    ``literal``: its HTML shows ``text`` as written, not as Markdown."""
     domain = from_addr.rpartition("@")[2] or "localhost"
     msg = EmailMessage(policy=MAIL_POLICY)  # ids never written as encoded words
     message_id = message_id or make_msgid(domain=domain)
@@ -169,8 +174,27 @@ def compose(
         msg["References"] = " ".join(references)
     for name, value in (extra_headers or {}).items():
         msg[name] = one_line(value)
-    msg.set_content(text if text.endswith("\n") else text + "\n", charset="utf-8")
+    text = text if text.endswith("\n") else text + "\n"
+    msg.set_content(text, charset="utf-8")
+    html = html_body(text, literal=literal)
+    if html is not None:
+        msg.add_alternative(html, subtype="html", charset="utf-8")
+        # the email package repeats the mail's MIME-Version in the part it adds
+        for part in msg.iter_parts():
+            del part["MIME-Version"]
+        msg.set_boundary(_boundary(message_id, text, html))
     return ComposedMail(message=msg, message_id=message_id, recipients=[*to, *cc])
+
+
+def _boundary(message_id: str, *parts: str) -> str:
+    """The MIME boundary of the mail ``message_id``: the same at every retry (the email
+    package draws a random one each time), and in none of its ``parts``."""
+    seed = hashlib.sha256(message_id.encode("utf-8", "replace")).hexdigest()
+    boundary = f"=_my-agent_{seed[:32]}"
+    while any(boundary in part for part in parts):  # a text quoting a mail of ours
+        seed = hashlib.sha256(seed.encode()).hexdigest()
+        boundary = f"=_my-agent_{seed[:32]}"
+    return boundary
 
 
 def render_actions(text: str, actions: Sequence[tuple[str, str]]) -> str:

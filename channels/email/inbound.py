@@ -201,6 +201,13 @@ def to_inbound(
             "cc": list(mail.cc),
             **({"readers": readers} if readers else {}),
             **({"reply_to": reply_to} if reply_to else {}),
+            # Its Outlook thread, kept with the turn: the reply sent after a restart
+            # carries the Thread-Index too (the channel's memory of the mail is gone).
+            **(
+                {"thread_index": thread_ref(sender, mail.thread_index)}
+                if mail.thread_index is not None
+                else {}
+            ),
             "date": iso(mail.date) if mail.date else None,
             "auth": verdict.reason,
             "auto_submitted": mail.auto_submitted,

@@ -26,6 +26,19 @@ from channels.email.compose import (
 from channels.email.parsing import ParsedMail
 from channels.email.thread_index import ROOT_BYTES, reply_index, root_of, thread_ref
 
+# Sent as written, never as Markdown, as on Telegram (channels/telegram/sender.py): an
+# escalation quotes a stranger word for word (a planted link or heading would look like
+# the assistant's own), a command's answer quotes stored text ("*args" stays "*args").
+LITERAL_KINDS = frozenset({"escalation", "command"})
+
+# What marks a mail no person wrote: RFC 3834's header, and Exchange's own, which its
+# out-of-office assistant and inbox rules honour (MS-OXCMAIL 2.2.3.2.14; not for
+# delivery reports: a bounce of ours still tells us an address is dead).
+AUTOMATIC_HEADERS = {
+    "Auto-Submitted": "auto-replied",
+    "X-Auto-Response-Suppress": "OOF, AutoReply",
+}
+
 # The longest id a reply names: after "In-Reply-To: " it fits a line of 998 characters
 # (RFC 5322 section 2.1.1; ids are written whole, channels.email.id_folding). No mailer's
 # comes near; a stranger's mail may carry anything, and is acknowledged under its id.
@@ -109,13 +122,17 @@ def reply_to_of(message: OutboundMessage, parent: ParsedMail | None, recipient: 
 def thread_root(message: OutboundMessage, recent: Mapping[str, ParsedMail]) -> bytes | None:
     """The Outlook thread (a ``Thread-Index`` header block) of the mail ``message``
     answers: from that mail, when the channel remembers it, else from the thread's
-    reference the core keeps with the turn (:mod:`channels.email.thread_index`), when it
-    is the recipient's. None for anything that answers no Outlook mail."""
+    reference the core keeps with the turn (:mod:`channels.email.thread_index`): among
+    its thread references (a reply in the thread), or as its ``thread_index`` (the
+    mail that began it: a new mail names no thread reference, and its reply sent after
+    a restart had no Thread-Index before session 29), when it is the recipient's. None
+    for anything that answers no Outlook mail."""
     recipient = message.chat_id.strip().lower()
     parent = recent.get(message.in_reply_to or "") if is_msgid(message.in_reply_to) else None
     if parent is not None and parent.thread_index is not None:
         return parent.thread_index[:ROOT_BYTES] if parent.from_addr == recipient else None
-    for ref in message.thread_refs:
+    kept = message.metadata.get("thread_index")
+    for ref in (*message.thread_refs, *([kept] if isinstance(kept, str) else [])):
         root = root_of(ref)
         if root is not None and ref == thread_ref(recipient, root):
             return root
@@ -168,7 +185,7 @@ def compose_outgoing(
         else [recipient]
     )
     to, cc = reply_recipients(answered, original_to, original_cc, [address], answer_all)
-    headers = {"Auto-Submitted": "auto-replied"} if answers_automatically(message) else {}
+    headers = dict(AUTOMATIC_HEADERS) if answers_automatically(message) else {}
     root = thread_root(message, recent) if in_reply_to else None
     if root is not None:
         # Outlook files the owner's answer by it, and its Thread-Index then names the
@@ -186,5 +203,7 @@ def compose_outgoing(
         references=references_chain(refs, in_reply_to),
         message_id=stable_message_id(message, text, address),
         extra_headers=headers,
+        # so is a readout (the offline brain's recall, an apology): the core marks it
+        literal=message.kind in LITERAL_KINDS or bool(message.metadata.get("plain")),
     )
     return composed, subject

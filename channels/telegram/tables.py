@@ -13,24 +13,15 @@ import re
 import unicodedata
 from collections.abc import Callable
 
+from channels.markdown_blocks import cells, right_aligned
 from channels.telegram.splitting import html_to_plain
 
 # Characters of monospace text a phone shows on one line in portrait (Telegram's code
 # block on a 6" screen shows about 40-45).
 PHONE_COLUMNS = 42
-_ROW = re.compile(r"^\s*\|?.*\|.*$")
-_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
-_CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _LINK = re.compile(r"\[([^\[\]\n]+)\]\(([^\s()]+)\)")
 
 Inline = Callable[..., str]  # render.render_inline: Markdown inline -> Telegram HTML
-
-
-def _cells(line: str) -> list[str]:
-    body = line.strip()
-    body = body[1:] if body.startswith("|") else body
-    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
-    return [c.strip().replace("\\|", "|") for c in _CELL_SPLIT.split(body)]
 
 
 def _width(text: str) -> int:
@@ -47,34 +38,22 @@ def _plain(cell: str, inline: Inline) -> str:
     return html_to_plain(inline(with_urls, links=False))
 
 
-def find_table(lines: list[str], i: int) -> int:
-    """The index after the table starting at ``lines[i]`` (a header row, then a row of
-    dashes), or ``i`` when none starts there."""
-    if i + 1 >= len(lines) or not _ROW.match(lines[i]) or not _DELIMITER.match(lines[i + 1]):
-        return i
-    if "|" not in lines[i + 1] or len(_cells(lines[i + 1])) != len(_cells(lines[i])):
-        return i
-    end = i + 2
-    while end < len(lines) and lines[end].strip() and "|" in lines[end]:
-        end += 1
-    return end
-
-
 def render_table(lines: list[str], inline: Inline, escape: Callable[[str], str]) -> str:
-    """Telegram HTML for a table's ``lines`` (header, dashes, rows; see :func:`find_table`)."""
-    header = _cells(lines[0])
-    right = [c.endswith(":") and not c.startswith(":") for c in _cells(lines[1])]
-    rows = [(_cells(line) + [""] * len(header))[: len(header)] for line in lines[2:]]
+    """Telegram HTML for a table's ``lines`` (header, dashes, rows; found by
+    :func:`channels.markdown_blocks.find_table`)."""
+    header = cells(lines[0])
+    right = right_aligned(lines[1])
+    rows = [(cells(line) + [""] * len(header))[: len(header)] for line in lines[2:]]
     plain = [[_plain(c, inline) for c in row] for row in [header, *rows]]
     widths = [max(_width(row[k]) for row in plain) for k in range(len(header))]
     if sum(widths) + 3 * (len(widths) - 1) <= PHONE_COLUMNS:
         out = []
         for n, row in enumerate(plain):
-            cells = []
+            padded = []
             for k, cell in enumerate(row):
                 pad = " " * (widths[k] - _width(cell))
-                cells.append(pad + cell if right[k] else cell + pad)
-            out.append(" │ ".join(cells).rstrip())
+                padded.append(pad + cell if right[k] else cell + pad)
+            out.append(" │ ".join(padded).rstrip())
             if n == 0:
                 out.append("─┼─".join("─" * w for w in widths))
         return "<pre>" + escape("\n".join(out)) + "</pre>"

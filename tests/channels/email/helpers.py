@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from email.message import EmailMessage
 from pathlib import Path
 from typing import NoReturn
 
@@ -37,3 +38,10 @@ def mail_id(key: str) -> str:
     found = _DEDUP_KEY.fullmatch(key)
     assert found is not None, f"not a Message-ID plus content hash: {key!r}"
     return found.group(1)
+
+
+def text_of(mail: EmailMessage) -> str:
+    """The text of a mail we sent: its text/plain part (beside it goes the HTML one)."""
+    part = mail.get_body(("plain",))
+    assert part is not None, f"no text/plain part in {mail.get_content_type()}"
+    return str(part.get_content())

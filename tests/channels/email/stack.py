@@ -122,6 +122,18 @@ async def close_stack(stack: Stack) -> None:
     await close_services(stack.services)
 
 
+async def stop_stack(stack: Stack, stacks: list[Stack]) -> None:
+    """The daemon stops (``stacks``, the fixture's list, no longer closes it)."""
+    await close_stack(stack)
+    stacks.remove(stack)
+
+
+async def start_again(stack: Stack, stacks: list[Stack]) -> Stack:
+    """The daemon of the stopped ``stack`` started again on its data."""
+    stacks.append(started := await open_stack(stack.config))
+    return started
+
+
 def owner_mail(
     n: int,
     body: str,

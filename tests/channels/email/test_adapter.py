@@ -33,7 +33,7 @@ from tests.channels.email.conftest import (
     folder_state,
     imap_client,
 )
-from tests.channels.email.helpers import mail_id
+from tests.channels.email.helpers import mail_id, text_of
 
 OWNER = "owner@example.org"
 
@@ -523,9 +523,11 @@ async def test_send_threaded_reply(smtp: SmtpServer, tmp_path: Path) -> None:
     assert sent["In-Reply-To"] == "<m2@example.org>"
     assert sent["References"] == "<m1@example.org> <m2@example.org>"
     assert sent["Date"]
-    assert sent.get_content_type() == "text/plain"
-    assert sent.get_content_charset() == "utf-8"
-    assert sent.get_content().strip() == "Booked for Thursday."
+    # the text, and its Markdown shown as HTML beside it (channels/email/html_body.py)
+    assert sent.get_content_type() == "multipart/alternative"
+    assert [p.get_content_type() for p in sent.iter_parts()] == ["text/plain", "text/html"]
+    assert all(p.get_content_charset() == "utf-8" for p in sent.iter_parts())
+    assert text_of(sent).strip() == "Booked for Thursday."
     envelope, _ = smtp.capture.messages[0]
     assert envelope.mail_from == USER
     assert sorted(envelope.rcpt_tos) == sorted(
@@ -552,7 +554,7 @@ async def test_a_reply_with_a_stray_surrogate_is_sent_not_lost(
     first = await channel.send(message)
     again = await channel.send(message)  # a retry keeps its Message-ID
     sent = await smtp.capture.wait_for(2)
-    assert sent[0].get_content().strip() == "Done \U0001f600 see you at 8 \ufffd"
+    assert text_of(sent[0]).strip() == "Done \U0001f600 see you at 8 \ufffd"
     assert sent[0]["Subject"] == "Dinner \ufffd"
     assert first.message_ref == again.message_ref == sent[0]["Message-ID"]
 
@@ -666,7 +668,7 @@ async def test_escalation_and_acknowledgement_rendering(
     assert ack["To"] == "stranger@example.net"
     assert ack["In-Reply-To"] == "<m2@example.org>" and ack["Subject"] == "Re: Offer"
     assert ack["Auto-Submitted"] == "auto-replied"
-    body = escalation.get_content()
+    body = text_of(escalation)
     assert "/trust p1" in body and "/block p1" in body
     assert escalation["Subject"] == "Message from x"
     assert escalation["In-Reply-To"] is None

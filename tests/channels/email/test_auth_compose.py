@@ -23,6 +23,7 @@ from channels.email.compose import (
 from channels.email.inbound import to_inbound
 from channels.email.outgoing import compose_outgoing
 from channels.email.parsing import ParsedMail, parse_message
+from tests.channels.email.helpers import text_of
 
 GMAIL_STYLE = (
     "mx.example.com;\n       dkim=pass header.i=@example.org header.s=20230601 header.b=abc;\n"
@@ -210,7 +211,7 @@ def test_compose_wire_format() -> None:
     assert str(parsed["From"]) == "Ünïcode Assistant <bot@example.com>"
     assert parsed["Subject"] == "Re: Grüße"
     assert parsed["References"] == "<r@x.org> <p@x.org>"
-    assert parsed.get_content().replace("\r\n", "\n").startswith("Hällo\n")
+    assert text_of(parsed).replace("\r\n", "\n").startswith("Hällo\n")
     assert composed.recipients == ["o@x.org"]
 
 

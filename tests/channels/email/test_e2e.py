@@ -17,6 +17,7 @@ from tests.channels.email.conftest import (
     create_folder,
     folder_state,
 )
+from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     OWNER,
     Stack,
@@ -44,7 +45,7 @@ async def test_owner_threads_and_new_subjects(
     assert reply["Subject"] == "Re: Trip planning"
     assert reply["In-Reply-To"] == "<e2e-1@example.org>"
     assert reply["References"] == "<e2e-1@example.org>"
-    assert "offline" in reply.get_content().lower()
+    assert "offline" in text_of(reply).lower()
     conv = await wait_ref(stack, "<e2e-1@example.org>")
     assert await wait_ref(stack, reply["Message-ID"]) == conv
     # 2. The owner answers that reply (quoting it): same conversation.
@@ -112,15 +113,15 @@ async def test_spoof_and_stranger_go_external_with_escalation(
     for msg in smtp.capture.messages[1:]:
         by_rcpt.setdefault(str(msg[1]["To"]), []).append(msg[1])
     acks = by_rcpt.get("stranger@example.net", [])
-    assert len(acks) == 1 and "passed on" in acks[0].get_content()
+    assert len(acks) == 1 and "passed on" in text_of(acks[0])
     assert acks[0]["In-Reply-To"] == "<e2e-12@example.org>"
     # The spoof was not treated as the owner: never in the owner's conversations, and
     # it was escalated like any stranger (acknowledgement to the address, escalation).
     assert await conversation_of(stack, "<e2e-11@example.org>") is None
     owner_mails = by_rcpt.get(OWNER, [])
-    escalations = [m for m in owner_mails if "/trust" in m.get_content()]
-    assert any("insurance" in m.get_content() for m in escalations)
-    assert any("bank details" in m.get_content() for m in escalations)
+    escalations = [m for m in owner_mails if "/trust" in text_of(m)]
+    assert any("insurance" in text_of(m) for m in escalations)
+    assert any("bank details" in text_of(m) for m in escalations)
     assert len(sent) == 5  # owner reply, 2 acknowledgements, 2 escalations
     parties = (
         await stack.services.external.list_parties()
@@ -221,7 +222,7 @@ async def test_slash_commands_at_the_start_of_a_reply(
     )
     model_ack, new_ack = (await smtp.capture.wait_for(3))[1:]
     assert model_ack["In-Reply-To"] == "<e2e-41@example.org>"
-    assert "haiku" in model_ack.get_content().lower()
+    assert "haiku" in text_of(model_ack).lower()
     rec = await stack.services.conversations.get(first)
     assert rec.model == "haiku"
     assert new_ack["In-Reply-To"] == "<e2e-42@example.org>"
@@ -343,7 +344,7 @@ async def test_attachments_are_named_in_the_turn(
     assert conv in {r.conversation_id for r in page.results}
     # A command with a signature logo attached is still the command.
     [answer] = [m for _, m in smtp.capture.messages if m["In-Reply-To"] == "<e2e-81@example.org>"]
-    assert answer.get_content().strip() == "Renamed to: Garden plans"
+    assert text_of(answer).strip() == "Renamed to: Garden plans"
 
 
 async def test_an_escalation_names_the_strangers_address(
@@ -359,7 +360,7 @@ async def test_an_escalation_names_the_strangers_address(
     sent = await smtp.capture.wait_for(2)
     [escalation] = [m for m in sent if m["To"] == OWNER]
     assert escalation["Subject"] == "Message from Your Bank <alerts@bank-secure.example>"
-    assert escalation.get_content().startswith(
+    assert text_of(escalation).startswith(
         "Message from Your Bank <alerts@bank-secure.example> (email), not a known contact"
     )
 
@@ -373,7 +374,7 @@ async def test_a_status_or_search_mail_creates_no_empty_conversation(
     await append(pymap.port, folder, owner_mail(100, "/status", subject="status"))
     await append(pymap.port, folder, owner_mail(101, "/search trains", subject="search"))
     status, search = await smtp.capture.wait_for(2)
-    assert status["In-Reply-To"] == "<e2e-100@example.org>" and "Brain:" in status.get_content()
+    assert status["In-Reply-To"] == "<e2e-100@example.org>" and "Brain:" in text_of(status)
     assert search["In-Reply-To"] == "<e2e-101@example.org>"
     assert await stack.services.conversations.list(limit=50) == []
     # Inside a thread the command is recorded there, as before.
@@ -421,7 +422,7 @@ async def test_a_forged_authentication_header_does_not_make_a_stranger_the_owner
     sent = await smtp.capture.wait_for(3)
     assert await conversation_of(stack, "<e2e-110@example.org>") is None  # not the owner's
     assert await wait_ref(stack, "<e2e-111@example.org>")
-    assert any("/trust" in m.get_content() and "accounts" in m.get_content() for m in sent)
+    assert any("/trust" in text_of(m) and "accounts" in text_of(m) for m in sent)
 
 
 async def test_the_text_after_new_is_the_fresh_conversations_first_message(
@@ -443,7 +444,7 @@ async def test_the_text_after_new_is_the_fresh_conversations_first_message(
     )
     ack, answer = (await smtp.capture.wait_for(3))[1:]
     assert ack["In-Reply-To"] == answer["In-Reply-To"] == "<e2e-121@example.org>"
-    assert ack.get_content().startswith("Started a new conversation")
+    assert text_of(ack).startswith("Started a new conversation")
     fresh = await wait_ref(stack, "<e2e-121@example.org>")
     assert fresh != first
     turns = [
@@ -452,4 +453,4 @@ async def test_the_text_after_new_is_the_fresh_conversations_first_message(
         if line.get("type") == "turn"
     ]
     assert turns[0] == ("user", "Plan my week instead.")
-    assert turns[1][0] == "assistant" and turns[1][1] in answer.get_content().replace("\r", "")
+    assert turns[1][0] == "assistant" and turns[1][1] in text_of(answer).replace("\r", "")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bot.config.model import AppConfig
 from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append
+from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     FRIEND,
     OWNER,
@@ -95,7 +96,7 @@ async def test_a_bounce_tells_the_owner_what_failed_and_is_not_answered(
     [escalation] = (await smtp.capture.wait_for(2))[1:]
     await asyncio.sleep(1.0)  # time for any (wrong) answer to be generated and queued
     await drain(stack)
-    body = escalation.get_content()
+    body = text_of(escalation)
     assert escalation["To"] == OWNER
     assert 'Delivery failed: the mail to friend@example.net ("Re: Dinner")' in body
     assert "User unknown" in body

@@ -10,6 +10,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from tests.channels.email.conftest import PymapServer, SmtpServer, append, create_folder
+from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     OWNER,
     Stack,
@@ -114,7 +115,7 @@ async def test_a_stranger_s_list_mail_is_recorded_and_escalated_once(
     await append(pymap.port, folder, owner_mail(8, "Anything new?", subject="News"))
     await wait_ref(stack, "<e2e-8@example.org>")
     await drain(stack)
-    escalations = [m for _, m in smtp.capture.messages if "/trust" in m.get_content()]
+    escalations = [m for _, m in smtp.capture.messages if "/trust" in text_of(m)]
     assert len(escalations) == 1
     [party] = await stack.services.external.list_parties()
     said = [m["content"] for m in await stack.services.external.messages(party.id)]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bot.send_failures import SendFailureAlerts
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
+from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     OWNER,
     Stack,
@@ -42,7 +43,7 @@ async def test_a_reply_refused_for_good_is_kept_and_the_owner_told_once(
     [notice] = await smtp.capture.wait_for(1)  # not retried: the next mail is the notice
     await drain(stack)
     assert notice["To"] == OWNER
-    assert "554 5.7.1 Message rejected as spam" in str(notice.get_content())
+    assert "554 5.7.1 Message rejected as spam" in str(text_of(notice))
     assert len(smtp.capture.messages) == 1  # told once, the reply not sent again
     # the answer is kept in its conversation: the owner can read it on the dashboard
     turns = [

@@ -10,15 +10,16 @@ from pathlib import Path
 
 from bot.config.model import AppConfig
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
+from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     FRIEND,
     OWNER,
     Stack,
-    close_stack,
     open_in_new_folder,
-    open_stack,
     open_with_friend,
     owner_mail,
+    start_again,
+    stop_stack,
     wait_ref,
 )
 
@@ -157,10 +158,9 @@ async def test_a_reply_goes_to_the_reply_to_the_mail_names(
     assert await wait_ref(stack, "<e2e-61@example.org>") == conv
     await asyncio.sleep(0.5)  # several failed attempts
     assert await stack.services.outbox.pending_count() == 1
-    await close_stack(stack)
-    stacks.remove(stack)
+    await stop_stack(stack, stacks)
     await smtp.start()  # same port
-    stacks.append(await open_stack(stack.config))
+    await start_again(stack, stacks)
     [_, again] = await smtp.capture.wait_for(2)
     assert again["In-Reply-To"] == "<e2e-61@example.org>"
     assert again["To"] == HOME
@@ -171,7 +171,7 @@ FRIEND_HOME = "friend@home.example"  # where the known contact asks to be answer
 
 
 def _says(mail: EmailMessage, words: str) -> bool:
-    return words in str(mail.get_content())
+    return words in str(text_of(mail))
 
 
 async def test_a_third_party_is_answered_at_its_reply_to_after_a_restart(
@@ -189,18 +189,16 @@ async def test_a_third_party_is_answered_at_its_reply_to_after_a_restart(
         while not await stack.services.outbox.pending_count():
             await asyncio.sleep(0.05)
     await asyncio.sleep(0.3)  # a failed attempt or two
-    await close_stack(stack)
-    stacks.remove(stack)
+    await stop_stack(stack, stacks)
     await smtp.start()  # same port
-    stacks.append(stack := await open_stack(stack.config))
+    stack = await start_again(stack, stacks)
     [answer] = await smtp.capture.wait_for(1)
     assert answer["In-Reply-To"] == "<e2e-70@example.org>"
     assert answer["To"] == FRIEND_HOME
     assert smtp.capture.messages[0][0].rcpt_tos == [FRIEND_HOME]
     # The owner's /reply, another restart later, goes there too.
-    await close_stack(stack)
-    stacks.remove(stack)
-    stacks.append(stack := await open_stack(stack.config))
+    await stop_stack(stack, stacks)
+    stack = await start_again(stack, stacks)
     [party] = await stack.services.external.list_parties()
     await append(pymap.port, folder, owner_mail(71, f"/reply {party.id} See you.", subject="x"))
     async with asyncio.timeout(30):

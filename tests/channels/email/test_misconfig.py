@@ -26,6 +26,7 @@ from tests.channels.email.conftest import (
     create_folder,
     free_port,
 )
+from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import OWNER, Stack, close_stack, open_in_new_folder
 from tests.channels.email.test_adapter import make_config
 
@@ -147,7 +148,7 @@ async def test_the_owner_gets_the_alert_by_mail_and_status_names_it(
     _, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, wrong_user)
     [alert] = await smtp.capture.wait_for(1, timeout=60)
     assert alert["To"] == OWNER and alert["Subject"] == "my-agent alert"
-    body = alert.get_content()
+    body = text_of(alert)
     assert "refused the login" in body and "channels.email.imap.username" in body
     assert any("refused the login" in p for p in stack.services.channel_problems()["email"])
     stacks.remove(stack)

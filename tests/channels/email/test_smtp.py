@@ -24,6 +24,7 @@ from tests.channels.email.conftest import (
     append,
     create_folder,
 )
+from tests.channels.email.helpers import text_of
 from tests.channels.email.test_adapter import OWNER, make_config
 
 
@@ -53,7 +54,7 @@ async def test_reply_all_reaches_everyone_a_server_without_smtputf8_can_address(
     assert envelope.rcpt_tos == [OWNER, "anna@example.org", "ben@xn--bcher-kva.example"]
     assert sent["To"] == OWNER  # the header names who got it, nobody it never reached
     assert sent["Cc"] == "anna@example.org, ben@xn--bcher-kva.example"
-    assert "Friday at 8 it is." in sent.get_content()
+    assert "Friday at 8 it is." in text_of(sent)
     [warning] = [r for r in caplog.records if "jöhn@example.de" in r.getMessage()]
     assert warning.levelno == logging.WARNING and "SMTPUTF8" in warning.getMessage()
 
@@ -116,7 +117,7 @@ async def test_the_owner_is_told_of_a_cc_the_reply_all_left_out(
     assert reply["Subject"] == second["Subject"] == "Re: Dinner"
     assert reply["Cc"] == "anna@example.org"
     assert alert["To"] == OWNER and alert["Subject"] == "my-agent alert"
-    body = alert.get_content()
+    body = text_of(alert)
     assert "without jöhn@example.de" in body and "SMTPUTF8" in body, body
     assert "anna@example.org" not in body
 

@@ -10,7 +10,7 @@ from bot.keyword_titles import keyword_title, keyword_topics
 from channels.email.adapter import EmailChannel
 from channels.email.inbound import subject_line
 from tests.channels.email.conftest import FakeHost, PymapServer, SmtpServer, append, create_folder
-from tests.channels.email.helpers import mail_id
+from tests.channels.email.helpers import mail_id, text_of
 from tests.channels.email.stack import (
     Stack,
     open_in_new_folder,
@@ -131,11 +131,11 @@ async def test_the_label_recalls_nothing_in_the_offline_reply(
     await smtp.capture.wait_for(1)
     await append(pymap.port, folder, owner_mail(2, "Order the pelican cake.", subject="Party"))
     second = (await smtp.capture.wait_for(2))[1]
-    assert "Nothing related turned up" in second.get_content()
+    assert "Nothing related turned up" in text_of(second)
     # the subject's own words are still recalled by
     await append(pymap.port, folder, owner_mail(3, "What do they eat?", subject="Pets"))
     third = (await smtp.capture.wait_for(3))[2]
-    assert "zebrafish" in third.get_content()
+    assert "zebrafish" in text_of(third)
 
 
 def test_a_subject_the_text_only_begins_like_is_still_shown() -> None:

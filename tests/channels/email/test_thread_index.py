@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import OutboundMessage
+from bot.turn_recorder import recipients
 from channels.email.outgoing import compose_outgoing
 from channels.email.thread_index import read_thread_index, reply_index, root_of, thread_ref
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
@@ -21,6 +22,8 @@ from tests.channels.email.stack import (
     drain,
     open_in_new_folder,
     owner_mail,
+    start_again,
+    stop_stack,
     user_turns,
     wait_ref,
 )
@@ -143,3 +146,51 @@ async def test_an_outlook_reply_without_references_finds_its_thread(
     await drain(stack)
     assert [t for t in user_turns(stack, conv_a) if "itinerary" in t] == []
     assert len(user_turns(stack, conv_a)) == 2
+
+
+async def test_the_reply_to_a_new_outlook_mail_keeps_its_thread_across_a_restart(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Regression (session 29): a new Outlook mail (its Thread-Index the thread's header
+    # block alone) names no thread reference, and the channel's memory of it is gone
+    # after a restart: its reply, sent then, had no Thread-Index, and Outlook filed it
+    # in a conversation of its own. The thread is now kept with the turn.
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
+    await smtp.stop()  # the reply waits in the outbox over the restart
+    await append(pymap.port, folder, outlook_mail(1, "Plan Lisbon in May.", ROOT_A))
+    async with asyncio.timeout(30):
+        # the reply queued, and the mail done with (the restart does not read it again)
+        while not (
+            await stack.services.outbox.pending_count()
+            and await stack.services.router.get_cursor("email", f"{folder}:last_uid")
+        ):
+            await asyncio.sleep(0.05)
+    await stop_stack(stack, stacks)
+    await smtp.start()  # same port
+    await start_again(stack, stacks)
+    [reply] = await smtp.capture.wait_for(1)
+    assert reply["In-Reply-To"] == "<e2e-1@example.org>"
+    index = read_thread_index(reply["Thread-Index"] or "")
+    assert index is not None and index[:22] == ROOT_A and len(index) == 27
+    assert reply["Thread-Topic"] == "Trip"
+
+
+def test_a_kept_thread_is_carried_only_to_its_own_sender() -> None:
+    cfg = EmailChannelConfig(address="bot@example.com", display_name="My Assistant")
+    for kept, carried in (
+        (thread_ref(OWNER, ROOT_A), True),
+        (thread_ref("eve@x.net", ROOT_A), False),
+    ):
+        reply = OutboundMessage(
+            channel="email",
+            chat_id=OWNER,
+            text="Booked.",
+            in_reply_to="<e2e-1@example.org>",
+            # as the core's reply target keeps it with the turn (a resumed reply too)
+            metadata=recipients({"thread_index": kept, "imap": {"uid": 1}}),
+        )
+        composed, _ = compose_outgoing(
+            reply, "Booked.", "Trip", address="bot@example.com", cfg=cfg, recent={}, last_from={}
+        )
+        index = read_thread_index(composed.message.get("Thread-Index", ""))
+        assert (index is not None and index[:22] == ROOT_A) is carried

@@ -29,7 +29,7 @@ from tests.channels.email.conftest import (
     pymap_command,
     stop_pymap,
 )
-from tests.channels.email.helpers import mail_id, missing
+from tests.channels.email.helpers import mail_id, missing, text_of
 from tests.channels.email.test_adapter import OWNER, mail, make_config
 
 
@@ -139,7 +139,7 @@ async def test_smtp_starttls_and_ssl(
         channel = EmailChannel(config)
         await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text=security))
     sent = await capture.wait_for(2)
-    assert [m.get_content().strip() for m in sent] == ["starttls", "ssl"]
+    assert [text_of(m).strip() for m in sent] == ["starttls", "ssl"]
     # Unverifiable certificate: a (retryable) failure, never a silent plain-text send.
     config = make_config(tmp_path, 1, ssl_port, "INBOX")
     config.channels.email.smtp.security = "ssl"

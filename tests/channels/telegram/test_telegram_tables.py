@@ -65,3 +65,10 @@ def test_a_wide_tables_column_without_a_name_shows_its_cells_alone() -> None:
     assert markdown_to_html(table) == (
         "<b>Ann</b>\n  from the office upstairs\n  Notes on each: ok"
     )
+
+
+def test_a_table_of_more_than_64_columns_is_text() -> None:
+    # the shared reader's limit (channels/markdown_blocks.py), as on the dashboard
+    header = "|" + "|".join("c" for _ in range(65)) + "|"
+    rule = "|" + "|".join("-" for _ in range(65)) + "|"
+    assert markdown_to_html(f"{header}\n{rule}") == f"{header}\n{rule}"
