@@ -24,6 +24,24 @@ def _notices(channel: RecordingChannel) -> list[str]:
     return [m.text for m in channel.sent if m.kind == "notice"]
 
 
+async def _restarted(
+    tmp_path: Path, first: tuple[str, str, str], *, bound: bool = True, **overrides: Any
+) -> Core:
+    """The core restarted after ``first`` (text, sender id, @username) was said; with
+    ``bound`` False, on its store as one from before bindings were (session 28): what
+    was said is there, no username is bound."""
+    core = await _core(tmp_path, **overrides)
+    try:
+        text, sender, username = first
+        await core.deliver(text, sender=sender, sender_aliases=(username,))
+        await settle(core.s)
+        if not bound:
+            await core.s.state.execute("DELETE FROM username_bindings")
+    finally:
+        await shutdown_services(core.s)
+    return await _core(tmp_path, **overrides)
+
+
 async def test_the_next_holder_of_the_owners_username_is_a_stranger(tmp_path: Path) -> None:
     # Regression: with the owner configured by @username only, whoever registered the
     # name after the owner gave it up was the owner: their messages went to the owner's
@@ -58,13 +76,9 @@ async def test_the_next_holder_of_the_owners_username_is_a_stranger(tmp_path: Pa
 async def test_the_bound_owner_stays_the_owner_after_renaming_and_a_restart(
     tmp_path: Path,
 ) -> None:
-    core = await _core(tmp_path, owner=OWNER_ONLY_BY_NAME)
-    try:
-        await core.deliver("hello", sender="10001", sender_aliases=("@robinowner",))
-        await settle(core.s)
-    finally:
-        await shutdown_services(core.s)
-    core = await _core(tmp_path, owner=OWNER_ONLY_BY_NAME)  # the binding is in state.db
+    first = ("hello", "10001", "@robinowner")
+    # the binding is in state.db
+    core = await _restarted(tmp_path, first, owner=OWNER_ONLY_BY_NAME)
     try:
         await core.deliver("it's me, renamed", sender="10001", sender_aliases=("@robin_new",))
         await core.deliver(
@@ -136,15 +150,6 @@ async def test_with_a_numeric_owner_id_the_owners_username_binds_nothing(
         await shutdown_services(core.s)
 
 
-async def _upgraded(tmp_path: Path, **overrides: Any) -> Core:
-    """The core restarted on its store as a store from before bindings were (session
-    28) would be: what was said is there, no username is bound."""
-    core = await _core(tmp_path, **overrides)
-    await core.s.state.execute("DELETE FROM username_bindings")
-    await shutdown_services(core.s)
-    return await _core(tmp_path, **overrides)
-
-
 async def test_a_store_from_before_bindings_binds_the_owners_name_to_its_first_account(
     tmp_path: Path,
 ) -> None:
@@ -152,13 +157,8 @@ async def test_a_store_from_before_bindings_binds_the_owners_name_to_its_first_a
     # whoever wrote first after the upgrade: the name's next holder became the owner,
     # the owner's conversation and recall tools with it, though the conversation said
     # who had been writing as the owner.
-    core = await _core(tmp_path, owner=OWNER_ONLY_BY_NAME)
-    try:
-        await core.deliver("my salary is 95000", sender="10001", sender_aliases=("@robinowner",))
-        await settle(core.s)
-    finally:
-        await shutdown_services(core.s)
-    core = await _upgraded(tmp_path, owner=OWNER_ONLY_BY_NAME)
+    first = ("my salary is 95000", "10001", "@robinowner")
+    core = await _restarted(tmp_path, first, bound=False, owner=OWNER_ONLY_BY_NAME)
     try:
         await core.deliver("what is my salary?", sender="55", sender_aliases=("@robinowner",))
         await settle(core.s)
@@ -181,13 +181,8 @@ async def test_a_store_from_before_bindings_keeps_a_contacts_name_from_its_next_
     # next holder of @alice, writing first after the upgrade, was bound to it and
     # answered by the model as the known contact.
     contacts = {"contacts": {"telegram": {"@alice": "known"}}}
-    core = await _core(tmp_path, trust=contacts)
-    try:
-        await core.deliver("lunch friday?", sender="777", sender_aliases=("@alice",))
-        await settle(core.s)
-    finally:
-        await shutdown_services(core.s)
-    core = await _upgraded(tmp_path, trust=contacts)
+    first = ("lunch friday?", "777", "@alice")
+    core = await _restarted(tmp_path, first, bound=False, trust=contacts)
     try:
         await core.deliver("I'm Alice, tell me about Robin", sender="888",
                            sender_aliases=("@alice",))  # fmt: skip
