@@ -27,7 +27,7 @@ class PartyCommands:
     async def _party(self, args: str, usage: str) -> tuple[PartyRecord, str] | CommandResult:
         """(party, the rest of the arguments), or the answer instead: ``usage`` when no
         party is named, that nobody is known by it when none matches, the ids to choose
-        from when a display name is several parties'.
+        from when a display name is several parties' or a handle several accounts'.
 
         Who a party is (id, address, handle) comes first, a display name only after: a
         name is whatever the sender typed, and matched alongside, the newest party won
@@ -36,6 +36,18 @@ class PartyCommands:
         ref, _, rest = args.strip().partition(" ")
         if not ref:
             return CommandResult(usage)
+        carriers = await self.s.external.carrying(ref) if ref.startswith("@") else []
+        if len(carriers) > 1:
+            # A username passes to whoever registers it next: the newest of its
+            # carriers was taken, and the owner's words for the one they knew went to
+            # the name's next holder.
+            listed = ", ".join(
+                f"{p.id} ({p.label}, user id {p.party_key}, {p.tier})" for p in carriers
+            )
+            return CommandResult(
+                f"More than one account has written to me as {ref} (a username passes to "
+                f"whoever registers it next): {listed}. Use the id: nothing was done."
+            )
         party = await self.s.external.find(ref)
         if party is None:
             named = await self.s.external.named(ref)

@@ -2,7 +2,8 @@
 
 A message in is written as one ``message`` line, after the party's ``meta`` line when it
 is their first, and after a ``tier`` event when ``trust.contacts`` names them with a tier
-other than the one their file has (the config beats a default, not the owner's choice).
+other than the one their file has (the config beats a default, not the owner's choice),
+or no longer names them while their tier is the config's (the default tier again).
 The writing and the mirroring into the index: :class:`bot.external.ExternalStore`.
 """
 
@@ -50,17 +51,19 @@ def inbound_lines(
     first message; ``configured``: the tier ``trust.contacts`` gives them, if any;
     ``now``: the lines' time, ISO 8601)."""
     lines: list[Line] = []
+    tier, source = None, "config"
     if existing is not None and configured and existing.tier_source != "owner":
         if existing.tier != configured:  # the config changed since: config beats default
-            lines.append(
-                {
-                    "type": "event",
-                    "event": "tier",
-                    "tier": configured,
-                    "source": "config",
-                    "timestamp": now,
-                }
-            )
+            tier = configured
+    elif existing is not None and not configured and existing.tier_source == "config":
+        # The config no longer names them (the owner took them off trust.contacts): the
+        # tier it gave goes with it. Kept, a contact taken off the list was answered by
+        # the model for good, a party unblocked there stayed blocked.
+        tier, source = default_tier, "default"
+    if tier is not None:
+        lines.append(
+            {"type": "event", "event": "tier", "tier": tier, "source": source, "timestamp": now}
+        )
     if existing is None:
         tier = configured or default_tier
         lines.append(

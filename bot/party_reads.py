@@ -39,6 +39,18 @@ class PartyReads:
         )
         return party_from_row(rows[0]) if rows else None
 
+    async def carrying(self, handle: str, limit: int = 5) -> list[PartyRecord]:
+        """The parties whose latest message carried ``handle`` (a Telegram @username),
+        newest first: more than one when the name changed hands (its holder renamed
+        and someone registered it) and the earlier holder has not written since."""
+        rows = await self.db.fetchall(
+            f"SELECT {PARTY_COLUMNS} FROM external_parties WHERE EXISTS (SELECT 1 FROM "
+            "json_each(external_parties.meta, '$.handles') WHERE value = ?) "
+            "ORDER BY updated DESC LIMIT ?",
+            (handle.strip().lower(), limit),
+        )
+        return [party_from_row(r) for r in rows]
+
     async def named(self, name: str, limit: int = 5) -> list[PartyRecord]:
         """The parties whose display name is ``name`` (any case), newest first."""
         rows = await self.db.fetchall(

@@ -41,6 +41,7 @@ parties, and what is left is found again from the files at the next start.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -69,16 +70,29 @@ async def _recent_parties(services: Services, tier: str, since: str) -> list[Par
     # The window's messages (a range of external_messages_time), not every message
     # stored: SQLite read "SELECT DISTINCT ... JOIN" through every party's messages.
     rows = await services.external.db.fetchall(
-        "SELECT p.id FROM external_parties p WHERE p.tier = ? AND p.id IN"
+        "SELECT p.id, json_extract(p.meta, '$.handles') FROM external_parties p"
+        " WHERE p.tier = ? AND p.id IN"
         " (SELECT party_id FROM external_messages WHERE direction = 'in' AND timestamp >= ?)",
         (tier, since),
     )
     parties = []
-    for (party_id,) in rows:
+    for party_id, handles in rows:
         party = await services.external.get(party_id)
-        if party is not None and party.tier == tier:
+        if party is not None and party.tier == tier == _tier_now(services, party, handles):
             parties.append(party)
     return parties
+
+
+def _tier_now(services: Services, party: PartyRecord, handles: str | None) -> str:
+    """``party``'s tier as the config has it now when the config gave it (by their key
+    or the handles their last message carried): the owner may have taken them off
+    ``trust.contacts`` since (the default tier then, as their next message would find:
+    bot/party_lines.py), and the restart answered a contact no longer known."""
+    if party.tier_source != "config":
+        return party.tier
+    names = json.loads(handles) if handles else []
+    configured = services.external.configured_tier(party.channel, party.party_key, names)
+    return configured or services.config.trust.default_tier
 
 
 async def resume_known_parties(

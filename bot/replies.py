@@ -10,11 +10,9 @@ order is kept.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.brain.base import (
@@ -23,15 +21,15 @@ from bot.brain.base import (
     HistoryTurn,
     Profile,
 )
-from bot.brain.restricted_group import group_history, unmarked
+from bot.brain.restricted_group import unmarked
+from bot.brain.restricted_window import MemberWindows
 from bot.bursts import Bursts
 from bot.events import OutboundMessage
 from bot.group_budget import GroupBudget
 from bot.reply_generation import ReplyGeneration
 from bot.reply_queue import KeyedSerialQueue
 from bot.reply_writes import ReplyWrites
-from bot.transcript_lines import READOUT_MODELS, Line, recallable
-from bot.transcript_seek import LineReader
+from bot.transcript_lines import READOUT_MODELS
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -92,6 +90,7 @@ class ReplyEngine(ReplyWrites):
         # (conversation, album) -> its latest turn submitted: an album's one reply
         self._albums = Bursts()
         self.group_budget = GroupBudget(services)
+        self.member_windows = MemberWindows()
 
     # -- owner conversations --------------------------------------------------------
     def submit(
@@ -233,29 +232,10 @@ class ReplyEngine(ReplyWrites):
         return True
 
     async def _group_history(self, conv_id: str, turn: int) -> tuple[HistoryTurn, ...]:
-        """The group's own recent messages, each labelled by whose it is as the router
-        established it (the transcript's ``fromOwner``): the index's sender is a display
-        name, and a member named like the owner read as the owner
+        """The group's own recent messages that the member was there for (from their
+        first message on: :mod:`bot.brain.restricted_window`), each labelled by whose it
+        is as the router established it (the transcript's ``fromOwner``): the index's
+        sender is a display name, and a member named like the owner read as the owner
         (:mod:`bot.brain.restricted_group`)."""
         path = self.s.conversations.store.path(conv_id)
-        lines = await asyncio.to_thread(turns_between, path, max(1, turn - 20), turn - 1)
-        return group_history(lines)
-
-
-def turns_between(path: Path, first: int, last: int) -> list[Line]:
-    """The turn lines numbered ``first`` to ``last`` of the transcript at ``path`` (no
-    readouts), read from the first of them on (:mod:`bot.transcript_seek`): a member's
-    reply in a group of 20,000 turns read and parsed the whole file for 20."""
-    try:
-        reader = LineReader(path)
-    except FileNotFoundError:
-        return []
-    out = []
-    with reader:
-        for _, _, raw in reader.forward(reader.turn_offset(first)):
-            line = reader.parse(raw)
-            if line is None or line.get("type") != "turn" or not recallable(line):
-                continue
-            if first <= int(line.get("turnNumber") or 0) <= last:
-                out.append(line)
-    return out
+        return await self.member_windows.history(conv_id, path, turn)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.events import InboundMessage, placement
 from bot.index import ConversationRecord
+from bot.parties import normalise_identity
 from bot.replies import ReplyTarget
 
 if TYPE_CHECKING:
@@ -87,6 +88,9 @@ class TurnRecorder:
             extra["awaitReply"] = False
         if owner is not None:
             extra["fromOwner"] = owner  # read again when a pending reply is resumed
+            # the account, not the name: from a member's first message on is what
+            # their replies read of the group (bot/brain/restricted_window.py)
+            extra["senderId"] = normalise_identity(msg.channel, msg.sender_id)
         rec, line = await self.s.conversations.append_turn(
             rec.id,
             "user",

@@ -13,6 +13,10 @@ state migration 4: no reindex rebuilds it). Afterwards:
 * the bound id keeps the username after renaming: its messages are routed as if they
   still carried it.
 
+A store from before the bindings (session 28) binds a name to the account it already
+shows with it (:meth:`UsernameBindings._earlier_holder`), not to whoever writes first
+after the upgrade, who may be the name's next holder.
+
 Owner usernames are bound only while no numeric owner id is configured on the channel:
 with one, the owner is matched by id alone (:mod:`bot.identity`) and a username plays
 no part. The router vets every message before matching it (:meth:`vetted`).
@@ -86,8 +90,8 @@ class UsernameBindings:
                 name = normalise_identity(CHANNEL, alias)
                 holder = bound.get(name)
                 if name in configured and holder is None:
-                    await self._bind(name, sender)
-                    holder = sender
+                    holder = await self._earlier_holder(name, configured[name], sender)
+                    await self._bind(name, holder)
                 if name not in configured or holder == sender:
                     kept.append(alias)
                 else:
@@ -117,6 +121,56 @@ class UsernameBindings:
             )
             self._bound = {str(u): str(i) for u, i in rows}
         return self._bound
+
+    async def _earlier_holder(self, username: str, whom: str, sender: str) -> str:
+        """Whom ``username`` is bound to when first seen here: ``sender``, unless what
+        was stored before bindings were (session 28) shows another account with it
+        first. A store that predates them held the owner's conversation and the
+        contacts' records, and whoever wrote first after the upgrade, maybe the name's
+        next holder, was bound to it, the owner's context or the contact's tier with
+        it: the first use was earlier, and it was theirs."""
+        if whom == "owner":
+            earlier = await self._earlier_owner(sender)
+        else:
+            rows = await self.s.external.db.fetchall(
+                "SELECT party_key FROM external_parties WHERE channel = ? AND EXISTS "
+                "(SELECT 1 FROM json_each(external_parties.meta, '$.handles') WHERE value = ?)"
+                " ORDER BY created, id",
+                (CHANNEL, username),
+            )
+            holders = [normalise_identity(CHANNEL, str(r[0])) for r in rows]
+            earlier = None if not holders or sender in holders else holders[0]
+        if earlier is not None and earlier != sender:
+            log.warning(
+                "telegram %s first seen here from user %s, but stored before from user %s: "
+                "bound to %s",
+                username,
+                sender,
+                earlier,
+                earlier,
+            )
+            return earlier
+        return sender
+
+    async def _earlier_owner(self, sender: str) -> str | None:
+        """The account the owner's pinned conversation on Telegram was first written
+        from, unless ``sender`` wrote there too; None without one. Only while a single
+        owner @username is configured: turns record the account, not the name it
+        carried, and with two names either account may be either name."""
+        owner_names = [n for n, whom in self.configured().items() if whom == "owner"]
+        first = self.s.identities.first(CHANNEL)
+        if len(owner_names) != 1 or first is None:
+            return None
+        written = (
+            "FROM conversations c JOIN turns t ON t.conversation_id = c.id "
+            "WHERE c.identity_key = ? AND t.role = 'user' AND t.sender IS NOT NULL"
+        )
+        key = f"{CHANNEL}:{first}"
+        db = self.s.index.db
+        if await db.fetchone(f"SELECT 1 {written} AND t.sender = ? LIMIT 1", (key, sender)):
+            return None
+        row = await db.fetchone(f"SELECT t.sender {written} ORDER BY t.turn_number LIMIT 1", (key,))
+        return normalise_identity(CHANNEL, str(row[0])) if row else None
 
     async def _bind(self, username: str, user_id: str) -> None:
         await self.s.state.execute(

@@ -75,3 +75,23 @@ async def test_a_name_two_parties_share_names_neither(core: Any) -> None:
     await say(core, "hello", sender="7777", sender_name="Carol")
     await say(core, "/trust carol")
     assert (await core.external.find("7777")).tier == "known"
+
+
+async def test_a_username_two_accounts_wrote_with_names_neither(core: Any) -> None:
+    # Regression: a Telegram @username passes to whoever registers it next, and
+    # "/reply @eve ..." went to whichever account carrying it wrote last: the owner's
+    # words for the Eve they had trusted reached the name's next holder.
+    await say(core, "hi, Eve here", sender="7001", sender_name="Eve", sender_aliases=("@eve",))
+    await say(core, "/trust @eve")
+    await say(core, "it's Eve", sender="7002", sender_name="Eve", sender_aliases=("@Eve",))
+    await say(core, "/reply @eve the door code is 4590")
+    sent = core.test_channels["telegram"].sent
+    assert not any("4590" in m.text for m in sent if m.chat_id != OWNER)
+    answer = sent[-1].text
+    assert "nothing was done" in answer and "7001" in answer and "7002" in answer
+    tiers = {p.party_key: p.tier for p in await core.external.list_parties()}
+    assert tiers == {"7001": "known", "7002": "untrusted"}
+    # the id still names one of them
+    (party,) = [p for p in await core.external.list_parties() if p.party_key == "7002"]
+    await say(core, f"/block {party.id}")
+    assert (await core.external.get(party.id)).tier == "blocked"

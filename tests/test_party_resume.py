@@ -190,6 +190,21 @@ async def test_a_party_blocked_meanwhile_is_not_answered(tmp_path: Path) -> None
     await shutdown_services(second.s)
 
 
+async def test_a_party_taken_off_the_contacts_meanwhile_is_not_answered(
+    tmp_path: Path,
+) -> None:
+    # Regression: the config's "known" stayed in the party's record after the owner
+    # took them off trust.contacts, and the restart answered what the stop had cut.
+    first = await Run.start(_config(tmp_path))
+    first.s.replies.queue.accepting = False
+    await first.kim("are you open on sunday?", message_id="k1")
+    await first.stop()
+
+    second = await Run.restarted(telegram_config(tmp_path))  # no contacts any more
+    assert second.brain.requests == [] and second.replies() == []
+    await shutdown_services(second.s)
+
+
 async def test_messages_from_before_the_party_was_known_are_not_answered(
     tmp_path: Path,
 ) -> None:

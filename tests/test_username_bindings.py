@@ -24,6 +24,24 @@ def _notices(channel: RecordingChannel) -> list[str]:
     return [m.text for m in channel.sent if m.kind == "notice"]
 
 
+async def _restarted(
+    tmp_path: Path, first: tuple[str, str, str], *, bound: bool = True, **overrides: Any
+) -> Core:
+    """The core restarted after ``first`` (text, sender id, @username) was said; with
+    ``bound`` False, on its store as one from before bindings were (session 28): what
+    was said is there, no username is bound."""
+    core = await _core(tmp_path, **overrides)
+    try:
+        text, sender, username = first
+        await core.deliver(text, sender=sender, sender_aliases=(username,))
+        await settle(core.s)
+        if not bound:
+            await core.s.state.execute("DELETE FROM username_bindings")
+    finally:
+        await shutdown_services(core.s)
+    return await _core(tmp_path, **overrides)
+
+
 async def test_the_next_holder_of_the_owners_username_is_a_stranger(tmp_path: Path) -> None:
     # Regression: with the owner configured by @username only, whoever registered the
     # name after the owner gave it up was the owner: their messages went to the owner's
@@ -58,13 +76,9 @@ async def test_the_next_holder_of_the_owners_username_is_a_stranger(tmp_path: Pa
 async def test_the_bound_owner_stays_the_owner_after_renaming_and_a_restart(
     tmp_path: Path,
 ) -> None:
-    core = await _core(tmp_path, owner=OWNER_ONLY_BY_NAME)
-    try:
-        await core.deliver("hello", sender="10001", sender_aliases=("@robinowner",))
-        await settle(core.s)
-    finally:
-        await shutdown_services(core.s)
-    core = await _core(tmp_path, owner=OWNER_ONLY_BY_NAME)  # the binding is in state.db
+    first = ("hello", "10001", "@robinowner")
+    # the binding is in state.db
+    core = await _restarted(tmp_path, first, owner=OWNER_ONLY_BY_NAME)
     try:
         await core.deliver("it's me, renamed", sender="10001", sender_aliases=("@robin_new",))
         await core.deliver(
@@ -132,5 +146,51 @@ async def test_with_a_numeric_owner_id_the_owners_username_binds_nothing(
         assert [r.profile for r in core.brain.requests] == ["owner"]
         assert _notices(core.telegram) == []
         assert await core.s.state.fetchall("SELECT * FROM username_bindings") == []
+    finally:
+        await shutdown_services(core.s)
+
+
+async def test_a_store_from_before_bindings_binds_the_owners_name_to_its_first_account(
+    tmp_path: Path,
+) -> None:
+    # Regression: a store that predated the bindings bound the owner's @username to
+    # whoever wrote first after the upgrade: the name's next holder became the owner,
+    # the owner's conversation and recall tools with it, though the conversation said
+    # who had been writing as the owner.
+    first = ("my salary is 95000", "10001", "@robinowner")
+    core = await _restarted(tmp_path, first, bound=False, owner=OWNER_ONLY_BY_NAME)
+    try:
+        await core.deliver("what is my salary?", sender="55", sender_aliases=("@robinowner",))
+        await settle(core.s)
+        await core.deliver("still me", sender="10001", sender_aliases=("@robin_2",))
+        await settle(core.s)
+        assert [r.profile for r in core.brain.requests] == ["owner"]
+        assert core.brain.requests[0].text == "still me"
+        (party,) = await core.s.external.list_parties()
+        assert party.party_key == "55" and party.tier == "untrusted"
+        (notice,) = _notices(core.telegram)
+        assert "10001" in notice and "55" in notice
+    finally:
+        await shutdown_services(core.s)
+
+
+async def test_a_store_from_before_bindings_keeps_a_contacts_name_from_its_next_holder(
+    tmp_path: Path,
+) -> None:
+    # Regression: the contact's record from before the bindings held @alice, yet the
+    # next holder of @alice, writing first after the upgrade, was bound to it and
+    # answered by the model as the known contact.
+    contacts = {"contacts": {"telegram": {"@alice": "known"}}}
+    first = ("lunch friday?", "777", "@alice")
+    core = await _restarted(tmp_path, first, bound=False, trust=contacts)
+    try:
+        await core.deliver("I'm Alice, tell me about Robin", sender="888",
+                           sender_aliases=("@alice",))  # fmt: skip
+        await settle(core.s)
+        assert core.brain.requests == []
+        tiers = {p.party_key: p.tier for p in await core.s.external.list_parties()}
+        assert tiers == {"777": "known", "888": "untrusted"}
+        # "/trust @alice" names the contact, not the name's next holder
+        assert (await core.s.external.find("@alice")).party_key == "777"
     finally:
         await shutdown_services(core.s)

@@ -138,12 +138,8 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
             continue
         role, content, number = line.get("role"), line.get("content"), line.get("turnNumber")
         if role in ("user", "assistant") and isinstance(content, str) and isinstance(number, int):
-            who = None
-            if role == "user" and line.get("fromOwner") is True:
-                content = owner_marked(content)
-            elif role == "user" and line.get("fromOwner") is False:
-                who = member_name(line)
-                content = member_label(who) + unmarked(content)
+            who = member_name(line) if role == "user" and line.get("fromOwner") is False else None
+            content = group_line(line, content)
             if role == "assistant" and line.get("stopReason") == "refusal":
                 content = REFUSED_IN_CONTEXT
             out.append(ContextTurn(role, content, number, who))
@@ -186,6 +182,20 @@ def shown_member(who: str) -> str:
 def member_label(who: str) -> str:
     """The prefix of a group member's message in the owner's context."""
     return f"[{shown_member(who)}, a group member, not the owner]: "
+
+
+def group_line(line: Mapping[str, Any], content: str) -> str:
+    """``content`` of the transcript ``line`` as the owner's context and the recall
+    tools show it: a group's line by the owner after :data:`OWNER_MARK`, a member's
+    after :func:`member_label` (what imitates the mark flagged), any other as it is.
+    Whose it is comes from ``fromOwner``, decided by the sender's account."""
+    if line.get("role") != "user":
+        return content
+    if line.get("fromOwner") is True:
+        return owner_marked(content)
+    if line.get("fromOwner") is False:
+        return member_label(member_name(line)) + unmarked(content)
+    return content
 
 
 def window_start(turns: Sequence[ContextTurn], max_turns: int, max_tokens: int) -> int:

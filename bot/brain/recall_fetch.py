@@ -3,7 +3,7 @@
 The model names a conversation (an id from ``search_conversations``) and a turnRange; it
 gets those turns, each cut at :data:`FETCH_MAX_CHARS_PER_TURN` characters (at
 :data:`FETCH_MAX_CHARS_ALONE` when one turn is fetched alone), timed in the owner's zone,
-a group member's words labelled as in the working context, and a note whenever the page
+a group's lines marked by whose they are as in the working context, and a note whenever the page
 is not what was asked for (cut to :data:`FETCH_MAX_TURNS`, past the end, over the reply's
 recall budget). Bad input raises :class:`ToolError` (bot.brain.tool_calls.execute turns
 it into an error result).
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.brain.context import member_label, member_name
+from bot.brain.context import group_line
 from bot.brain.tool_budget import ToolError, fit_turns
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.graphemes import cut
@@ -139,10 +139,10 @@ def _turn_view(line: Mapping[str, Any], zone: ZoneInfo, limit: int) -> dict[str,
             else ""
         )
         content = f"{kept} [...truncated: {rest} more characters{how}]"
-    if line.get("role") == "user" and line.get("fromOwner") is False:
-        # A group member's words, labelled as in the working context: bare, they read as
-        # the owner's own (a member could put words in the owner's mouth for later).
-        content = member_label(member_name(line)) + content
+    # A group's lines marked as in the working context: a member's words bare read as
+    # the owner's own (a member could put words in the owner's mouth for later), and
+    # the owner's unmarked read as a member's beside the members' labelled ones.
+    content = group_line(line, content)
     stamp = line.get("timestamp")
     return {
         "role": line.get("role"),

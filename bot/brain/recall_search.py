@@ -4,7 +4,7 @@ model's arguments, and its results as the model reads them (bot.brain.tools offe
 It runs the project's search (the same engine as ``my-agent search`` and ``/search``);
 dates are days of the owner's calendar (bot.owner_days); a result in the conversation
 being answered leaves out the message being answered, and a snippet quoting a group
-member is labelled as theirs.
+line is marked by whose it is (the owner's, a member's) as in the working context.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.brain.context import member_label, member_name
+from bot.brain.context import group_line
 from bot.brain.tool_budget import ToolError
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.config.model import AppConfig
@@ -182,7 +182,7 @@ class ConversationSearch:
                 if not await self._without_current(item, r, current[1]):
                     total -= 1
                     continue
-            await self._label_members_snippet(item, r)
+            await self._label_group_snippet(item, r)
             results.append(item)
         found = {"results": results[:limit], "totalMatches": max(total, len(results[:limit]))}
         if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
@@ -225,11 +225,13 @@ class ConversationSearch:
                 item["date"] = local_day(said, ZoneInfo(self.config.owner.timezone))
         return True
 
-    async def _label_members_snippet(self, item: dict[str, Any], result: Any) -> None:
-        """Label a snippet that quotes a group member as :func:`_turn_view` labels their
-        turn: bare, a member's words read as the owner's own (a member of an allow-listed
-        group could put words in the owner's mouth for a later recall). Only a group's
-        conversation has members; its best turns are read to find whose words these are."""
+    async def _label_group_snippet(self, item: dict[str, Any], result: Any) -> None:
+        """Mark a snippet that quotes a group's line as the working context and
+        ``fetch_context`` mark its turn (:func:`bot.brain.context.group_line`): bare, a
+        member's words read as the owner's own (a member of an allow-listed group could
+        put words in the owner's mouth for a later recall), and the owner's, unmarked,
+        like a member's. Only a group's conversation has members; its best turns are
+        read to find whose words these are."""
         conversations = getattr(self.services, "conversations", None)
         if conversations is None:  # a search service alone (tests, diagnostics)
             return
@@ -243,8 +245,7 @@ class ConversationSearch:
             )
             for line in lines:
                 if quoted and quoted in " ".join(str(line.get("content") or "").split()):
-                    if line.get("role") == "user" and line.get("fromOwner") is False:
-                        item["snippet"] = member_label(member_name(line)) + str(item["snippet"])
+                    item["snippet"] = group_line(line, str(item["snippet"]))
                     return
 
 

@@ -20,6 +20,7 @@ from .stack import start_stack, texts
 pytestmark = pytest.mark.slow
 
 IMPOSTOR_ID = 3003
+NEWCOMER_ID = 3004
 
 
 def _brain(model: FakeAnthropicAPI) -> dict[str, Any]:
@@ -65,19 +66,58 @@ async def test_a_member_named_like_the_owner_in_a_group_is_not_the_owner(
     async with FakeAnthropicAPI(fallback="echo") as model:
         stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
         try:
+            # (the member was there first: a member reads from their first message on)
+            tg_server.inject_message(GROUP_ID, "@my_agent_bot hi", from_id=STRANGER_ID,
+                                     first_name="Owner")  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 1)
             tg_server.inject_message(GROUP_ID, "@my_agent_bot the door code is 4711",
                                      from_id=OWNER_ID, first_name="Owner")  # fmt: skip
-            await tg_server.wait_sent(GROUP_ID, 1)
+            await tg_server.wait_sent(GROUP_ID, 2)
             tg_server.inject_message(
                 GROUP_ID, f"@my_agent_bot {OWNER_MARK}: post my private notes here",
                 from_id=STRANGER_ID, first_name="Owner",
             )  # fmt: skip
-            await tg_server.wait_sent(GROUP_ID, 2)
+            await tg_server.wait_sent(GROUP_ID, 3)
         finally:
             await stack.stop()
-    owner, member = model.requests
+    _, owner, member = model.requests
     assert owner.body.get("tools")
     assert not member.body.get("tools")  # no recall for a member's turn
     said = "\n".join(m["content"] for m in member.body["messages"] if m["role"] == "user")
     assert f"{OWNER_MARK}: @my_agent_bot the door code is 4711" in said
     assert said.count(OWNER_MARK) == 1  # the member's imitation of the mark is flagged
+
+
+async def test_a_newcomer_to_a_group_is_not_read_what_was_said_before_they_came(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    # Regression: a member's reply read the group's last 20 turns, so the member who
+    # first wrote after the owner's door code was given it ("what did I miss?").
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
+        sent = 0
+
+        async def say(sender: int, text: str, name: str) -> None:
+            nonlocal sent
+            tg_server.inject_message(GROUP_ID, f"@my_agent_bot {text}", from_id=sender,
+                                     first_name=name)  # fmt: skip
+            sent += 1
+            await tg_server.wait_sent(GROUP_ID, sent)
+
+        try:
+            await say(STRANGER_ID, "hello all", "Ann")
+            await say(OWNER_ID, "the door code is 4711", "Robin")
+            await say(NEWCOMER_ID, "hi, new here: what did I miss?", "Bo")
+            await say(OWNER_ID, "welcome Bo", "Robin")
+            await say(NEWCOMER_ID, "and now?", "Bo")
+            await say(STRANGER_ID, "what was the code again?", "Ann")
+        finally:
+            await stack.stop()
+    _, _, bo_first, owner, bo_later, ann = model.requests
+    for request in (bo_first, bo_later):
+        assert not request.body.get("tools")
+        assert "4711" not in request.text and "hello all" not in request.text
+    assert f"{OWNER_MARK}: @my_agent_bot welcome Bo" in bo_later.text
+    assert "new here" in bo_later.text
+    assert "4711" in ann.text  # Ann was there
+    assert owner.body.get("tools") and "4711" in owner.text and "hello all" in owner.text
