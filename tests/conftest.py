@@ -14,6 +14,7 @@ there take precedence over these.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
@@ -44,6 +45,23 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]
 
 # what a config test must not inherit from the environment running the tests
 CONFIG_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "TELEGRAM_BOT_TOKEN", "EMAIL_PASSWORD")
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_kept() -> Iterator[None]:
+    """The root logger as it was before the test: a command run in process (``cli.main``)
+    calls ``logging.basicConfig(force=True)``, whose stderr handler (that test's capture
+    file, closed by the next test) and level (WARNING for a one-shot command) stayed for
+    the rest of the worker. A later in-process daemon test that failed then showed no
+    log at all, only "I/O operation on closed file" (session 29). pytest's own handlers
+    come and go with each phase and are left alone."""
+    root = logging.getLogger()
+    level, before = root.level, set(root.handlers)
+    yield
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler and handler not in before:
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 def clear_config_env(monkeypatch: pytest.MonkeyPatch) -> None:
