@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from difflib import get_close_matches
 from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRun
@@ -235,10 +237,22 @@ def model_answer(
             f"Usage: /model [{'|'.join(aliases)}]: a model's name alone. Nothing was changed.",
             None,
         )
-    alias = args.split()[0].lower()
-    if alias not in aliases:
-        return f"Unknown model {alias!r}. Available: {', '.join(aliases)}.", None
+    named = args.split()[0].lower()
+    alias = alias_named(aliases, named)
+    if alias is None:
+        close = get_close_matches(named, list(aliases), n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        return f"Unknown model {named!r}.{hint} Available: {', '.join(aliases)}.", None
     return f"Model switched to {alias} ({aliases[alias]}) for {target}.", alias
+
+
+def alias_named(aliases: Mapping[str, str], named: str) -> str | None:
+    """The alias ``named`` (lower case) stands for: an alias, or the model id an alias
+    resolves to, which /model itself shows ("Current model: opus (claude-opus-4-8)"):
+    the owner who typed that id back was told it was an unknown model."""
+    if named in aliases:
+        return named
+    return next((alias for alias, model in aliases.items() if model.lower() == named), None)
 
 
 def rename_answer(args: str, target: str | None = None) -> tuple[str, str | None]:

@@ -222,6 +222,20 @@ async def test_model_shows_and_switches(core: Core) -> None:
     assert rec.model == "haiku"
 
 
+async def test_model_by_the_id_it_shows_and_a_typo_gets_a_suggestion(core: Core) -> None:
+    # Regression: /model shows "sonnet (claude-sonnet-4-6)"; the owner who typed that id
+    # back was told "Unknown model", and a typo got no hint.
+    await core.say("hello")
+    model_id = core.s.config.resolve_model("haiku")
+    answer = await core.say(f"/model {model_id.upper()}")
+    assert answer == f"Model switched to haiku ({model_id}) for this conversation."
+    assert (await core.s.conversations.list())[0].model == "haiku"
+    answer = await core.say("/model opsu")
+    assert answer.startswith("Unknown model 'opsu'. Did you mean opus? Available: ")
+    assert "Did you mean" not in await core.say("/model gpt-9")
+    assert (await core.s.conversations.list())[0].model == "haiku"
+
+
 async def test_model_named_again_changes_nothing_and_says_so(core: Core) -> None:
     # Regression: "/model haiku" in a conversation on haiku wrote another "Model set to
     # haiku" note into the transcript (each shown in the chat) and said it switched.
