@@ -123,6 +123,15 @@ class OutboundMessage:
     # token. A channel derives its own message ids from it (e-mail's Message-ID).
     send_key: str | None = None
 
+    @property
+    def as_written(self) -> bool:
+        """Whether the text is shown as written, never read as Markdown: an escalation
+        quotes a third party word for word (a planted link or heading would look like
+        the assistant's own), a command's answer quotes stored text ("*args" stays
+        "*args"), and a readout (the offline brain's recall, an apology) is marked
+        ``plain`` by the core. Every channel that renders Markdown asks this."""
+        return self.kind in ("escalation", "command") or bool(self.metadata.get("plain"))
+
 
 @dataclass(frozen=True)
 class SendResult:

@@ -26,11 +26,6 @@ from channels.email.compose import (
 from channels.email.parsing import ParsedMail
 from channels.email.thread_index import ROOT_BYTES, reply_index, root_of, thread_ref
 
-# Sent as written, never as Markdown, as on Telegram (channels/telegram/sender.py): an
-# escalation quotes a stranger word for word (a planted link or heading would look like
-# the assistant's own), a command's answer quotes stored text ("*args" stays "*args").
-LITERAL_KINDS = frozenset({"escalation", "command"})
-
 # What marks a mail no person wrote: RFC 3834's header, and Exchange's own, which its
 # out-of-office assistant and inbox rules honour (MS-OXCMAIL 2.2.3.2.14; not for
 # delivery reports: a bounce of ours still tells us an address is dead).
@@ -203,7 +198,6 @@ def compose_outgoing(
         references=references_chain(refs, in_reply_to),
         message_id=stable_message_id(message, text, address),
         extra_headers=headers,
-        # so is a readout (the offline brain's recall, an apology): the core marks it
-        literal=message.kind in LITERAL_KINDS or bool(message.metadata.get("plain")),
+        literal=message.as_written,  # an escalation, a command's answer, a readout
     )
     return composed, subject

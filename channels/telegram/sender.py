@@ -42,7 +42,6 @@ from channels.telegram.splitting import html_to_plain, split_visible
 
 log = logging.getLogger("my_agent.telegram")
 
-LITERAL_KINDS = frozenset({"escalation", "command"})  # sent as written, never as Markdown
 Markup = InlineKeyboardMarkup | ForceReply
 Save = Callable[[str], Awaitable[None]]
 SAVED_MAX = 200  # messages whose delivered parts are kept across restarts, newest
@@ -172,12 +171,8 @@ class TelegramSender(ApiCalls):
         text = msg.text
         if listed:
             text = f"{text}\n\n{actions_as_text(listed)}".strip()
-        # An escalation quotes a stranger word for word: never as Markdown, or a planted
-        # link or heading would look like the owner's own bot vouching for it. A command's
-        # answer (/search, /rename, /status) quotes stored text: "*args" stays "*args";
-        # so does a readout (the offline brain's recall), which the core marks plain.
-        literal = msg.kind in LITERAL_KINDS or bool(msg.metadata.get("plain"))
-        parts = split_visible(escape(text)) if literal else render_parts(text)
+        # An escalation, a command's answer, a readout: as written (OutboundMessage.as_written)
+        parts = split_visible(escape(text)) if msg.as_written else render_parts(text)
         markup = inline_keyboard(buttons)
         # Files sent on after the words (the owner's /reply with a photo to a party).
         files = [f for f in msg.metadata.get("files") or () if isinstance(f, dict) and f.get("ref")]
