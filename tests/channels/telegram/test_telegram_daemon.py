@@ -37,7 +37,10 @@ async def _wait_menus(
     except AssertionError:
         # the difference, shown by pytest, and where each task waits: twice in CI the
         # menus stayed as before a SIGHUP, the reload never logged (sessions 28, 29)
-        assert tg_server.menus == expected, _task_stacks()
+        menu_calls = [
+            (c.method, c.params.get("scope")) for c in tg_server.calls if "MyCommands" in c.method
+        ]
+        assert tg_server.menus == expected, f"{menu_calls}\n{_task_stacks()}"
         raise
 
 
