@@ -14,7 +14,7 @@ from pathlib import Path
 from bot import store_lock
 from bot.channel import Channel
 from bot.config import AppConfig
-from bot.daemon_stop import hurry_on_second_interrupt, reload, shutdown
+from bot.daemon_stop import ReloadSignal, hurry_on_second_interrupt, reload, shutdown
 from bot.daemon_vectors import attach_background
 from bot.events import OutboundMessage, SendResult
 from bot.index_page_checks import page_checks
@@ -174,9 +174,9 @@ async def run_daemon(
             pass
     # A SIGHUP before the daemon is ready (waiting for a reindex or the disk, replaying
     # the journal) killed the process by its default action; it is now done once ready.
-    reload_asked = asyncio.Event()
+    hangup = ReloadSignal()
     try:
-        loop.add_signal_handler(signal.SIGHUP, reload_asked.set)
+        loop.add_signal_handler(signal.SIGHUP, hangup)
     except (NotImplementedError, RuntimeError):
         pass
     try:
@@ -187,7 +187,7 @@ async def run_daemon(
     try:
         if stop.is_set():
             return 0
-        return await _serve(config, stop, config_path, reload_asked)
+        return await _serve(config, stop, config_path, hangup)
     finally:
         store_lock.release(maintenance)
 
@@ -196,10 +196,10 @@ async def _serve(
     config: AppConfig,
     stop: asyncio.Event,
     config_path: Path | None,
-    reload_asked: asyncio.Event | None = None,
+    hangup: ReloadSignal | None = None,
 ) -> int:
     """Open the store, start the channels, serve until ``stop``, then shut down.
-    ``reload_asked``: set by a SIGHUP that came before the daemon was ready."""
+    ``hangup``: the SIGHUP handler, told when the daemon is ready."""
     loop = asyncio.get_running_loop()
     notifier = Notifier(status_path=config.data_dir / "daemon.json")
     notifier.status("opening the store and index")
@@ -247,13 +247,8 @@ async def _serve(
         )
         # Only now: a reload's READY=1 before this one told systemd the start was done
         # while the channels were still starting.
-        try:
-            loop.add_signal_handler(signal.SIGHUP, lambda: spawn(reload(services, notifier)))
-        except (NotImplementedError, RuntimeError):
-            pass
-        if reload_asked is not None and reload_asked.is_set():
-            log.info("a reload was asked for while the daemon started: reloading now")
-            spawn(reload(services, notifier))
+        if hangup is not None:
+            hangup.ready(lambda: spawn(reload(services, notifier)))
         from bot.healthcheck import live_status
 
         notifier.start_status_updates(lambda: live_status(services), 30.0)

@@ -8,7 +8,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from bot.channel import Channel
 from bot.notify import Notifier
@@ -98,6 +98,36 @@ async def shutdown(
         notifier.stopped()
         await notifier.stop_watchdog()
         notifier.close()
+
+
+class ReloadSignal:
+    """The SIGHUP handler, one for the daemon's whole life: a SIGHUP before the daemon is
+    ready is remembered and acted on once it is (:meth:`ready`), one after is acted on at
+    once. A reload's READY=1 before the start's told systemd the start was done while
+    the channels were still starting, hence the wait.
+
+    Before, a first handler (remember) was replaced by a second (reload) once ready, and
+    the daemon then looked whether the first had been called. A SIGHUP whose callback the
+    loop had already queued ran the first handler after that look: the reload was lost
+    (the Telegram SIGHUP test, twice in CI under load)."""
+
+    def __init__(self) -> None:
+        self._reload: Callable[[], object] | None = None
+        self._asked = False
+
+    def __call__(self) -> None:
+        if self._reload is None:
+            self._asked = True
+        else:
+            self._reload()
+
+    def ready(self, reload: Callable[[], object]) -> None:
+        """From now on a SIGHUP calls ``reload``; called at once if one came before."""
+        self._reload = reload
+        if self._asked:
+            self._asked = False
+            log.info("a reload was asked for while the daemon started: reloading now")
+            reload()
 
 
 async def reload(services: Services, notifier: Notifier) -> None:
