@@ -14,7 +14,7 @@ from pathlib import Path
 from bot import store_lock
 from bot.channel import Channel
 from bot.config import AppConfig
-from bot.daemon_stop import ReloadSignal, hurry_on_second_interrupt, reload, shutdown
+from bot.daemon_stop import Interrupts, ReloadSignal, reload, shutdown
 from bot.daemon_vectors import attach_background
 from bot.events import OutboundMessage, SendResult
 from bot.index_page_checks import page_checks
@@ -167,9 +167,10 @@ async def run_daemon(
     loop = asyncio.get_running_loop()
     # Before the store opens: a SIGTERM during a long journal replay or recovery killed
     # the process by the signal (status 143); now it stops once they are done, exit 0.
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    interrupts = Interrupts(stop)  # a second Ctrl-C hurries the stop
+    for sig, handler in ((signal.SIGTERM, stop.set), (signal.SIGINT, interrupts)):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, handler)
         except (NotImplementedError, RuntimeError):
             pass
     # A SIGHUP before the daemon is ready (waiting for a reindex or the disk, replaying
@@ -187,7 +188,7 @@ async def run_daemon(
     try:
         if stop.is_set():
             return 0
-        return await _serve(config, stop, config_path, hangup)
+        return await _serve(config, stop, config_path, hangup, interrupts.hurry)
     finally:
         store_lock.release(maintenance)
 
@@ -197,10 +198,11 @@ async def _serve(
     stop: asyncio.Event,
     config_path: Path | None,
     hangup: ReloadSignal | None = None,
+    hurry: asyncio.Event | None = None,
 ) -> int:
     """Open the store, start the channels, serve until ``stop``, then shut down.
-    ``hangup``: the SIGHUP handler, told when the daemon is ready."""
-    loop = asyncio.get_running_loop()
+    ``hangup``: the SIGHUP handler, told when the daemon is ready; ``hurry``: set by a
+    second Ctrl-C, cuts the drain short."""
     notifier = Notifier(status_path=config.data_dir / "daemon.json")
     notifier.status("opening the store and index")
 
@@ -218,7 +220,7 @@ async def _serve(
         notifier.close()
         return 0
     services.config_path = config_path
-    hurry = asyncio.Event()  # a second Ctrl-C while stopping (hurry_on_second_interrupt)
+    hurry = hurry or asyncio.Event()
     if stop.is_set():  # asked to stop while opening: start nothing, never say ready
         log.info("stopping (asked to while the store was opening)")
         await shutdown(services, [], notifier)
@@ -254,7 +256,6 @@ async def _serve(
         notifier.start_status_updates(lambda: live_status(services), 30.0)
         await stop.wait()
         log.info("stopping")
-        hurry_on_second_interrupt(loop, hurry)
     finally:
         await shutdown(services, channels, notifier, hurry=hurry)
     return 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
 from collections.abc import Awaitable, Callable
 
@@ -165,22 +164,30 @@ async def reload(services: Services, notifier: Notifier) -> None:
     notifier.ready("ready: configuration reloaded")
 
 
-def hurry_on_second_interrupt(loop: asyncio.AbstractEventLoop, hurry: asyncio.Event) -> None:
-    """Once stopping, a second Ctrl-C (SIGINT) stops at once instead of waiting out the
-    drain: it did nothing, and with a reply waiting out an API outage the owner waited
-    10-20 s at the terminal. Nothing is lost: the replies cut short are answered after
-    the restart, as when the drain's time runs out. A repeated SIGTERM (a service
-    manager's) still waits for the drain."""
+class Interrupts:
+    """The SIGINT handler, one for the daemon's whole life: the first Ctrl-C stops the
+    daemon (as SIGTERM does), one once it is stopping (a second Ctrl-C, or one after a
+    SIGTERM) stops at once instead of waiting out the drain (:attr:`hurry`): it did
+    nothing, and with a reply waiting out an API outage the owner waited 10-20 s at the
+    terminal. Nothing is lost: the replies cut short are answered after the restart, as
+    when the drain's time runs out. A repeated SIGTERM (a service manager's) still waits
+    for the drain.
 
-    def again() -> None:
-        if not hurry.is_set():
+    Before, the second Ctrl-C's handler replaced the first once the daemon logged
+    "stopping": a second SIGINT the loop read before that ran the first (stop, again)
+    and was lost, as a SIGHUP was (:class:`ReloadSignal`)."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+        self.hurry = asyncio.Event()
+
+    def __call__(self) -> None:
+        if not self.stop.is_set():
+            self.stop.set()
+            return
+        if not self.hurry.is_set():
             log.warning(
                 "interrupted again: stopping now; the replies still running are answered "
                 "after the restart"
             )
-        hurry.set()
-
-    try:
-        loop.add_signal_handler(signal.SIGINT, again)
-    except (NotImplementedError, RuntimeError):
-        pass
+        self.hurry.set()

@@ -1,5 +1,6 @@
-"""SIGHUP in the daemon's own loop (bot.daemon.run_daemon in this process): a reload
-asked for while the daemon starts is done once it is ready, and never lost."""
+"""Signals in the daemon's own loop (bot.daemon.run_daemon in this process), in the
+orders that lost them: a SIGHUP read as the daemon got ready, a second Ctrl-C read
+before the daemon had begun to stop."""
 
 from __future__ import annotations
 
@@ -70,3 +71,29 @@ async def test_a_sighup_read_by_the_loop_as_the_daemon_gets_ready_is_not_lost(
             assert await asyncio.wait_for(daemon, 30) == 0
     assert hangups == 1
     assert "configuration reloaded (trust list, owner identities)" in caplog.text, caplog.text
+
+
+async def test_two_ctrl_c_at_once_hurry_the_stop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: the second Ctrl-C's handler replaced the first only once the daemon had
+    # logged "stopping". Two SIGINTs the loop read together both ran the first (stop) and
+    # the stop waited out the whole drain.
+    path = tmp_path / "config.yaml"
+    _write_config(path, tmp_path / "data", "1001")
+    stop = asyncio.Event()
+    with caplog.at_level(logging.INFO, logger="my_agent.daemon"):
+        daemon = asyncio.create_task(run_daemon(load_config(path), stop, config_path=path))
+        try:
+            for _ in range(600):
+                if "my-agent ready" in caplog.text or daemon.done():
+                    break
+                await asyncio.sleep(0.05)
+            assert "my-agent ready" in caplog.text, caplog.text
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            assert await asyncio.wait_for(asyncio.shield(daemon), 30) == 0
+        finally:
+            stop.set()
+            await asyncio.wait_for(daemon, 30)
+    assert "interrupted again: stopping now" in caplog.text, caplog.text
