@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from bot.bench.pymap_server import free_port
 from bot.bench.soak_checks import drain, verify
 from bot.bench.soak_load import TELEGRAM_OWNER, Load, loopback_worker, telegram_worker, web_worker
 
@@ -51,12 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--search-every", type=int, default=10, help="every Nth owner msg")
     parser.add_argument("--brain", choices=("offline", "fake"), default="offline")
     parser.add_argument("--data-dir", default=None, help="default: a temporary directory")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rss_kib(pid: int) -> int:
@@ -105,7 +99,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     fake_api: Any = None
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
     env.pop("ANTHROPIC_API_KEY", None)
-    web_port = _free_port()
+    web_port = free_port()
     config: dict[str, Any] = {
         "data_dir": str(data_dir),
         "owner": {"identities": {"loopback": owners, "telegram": [str(TELEGRAM_OWNER)]}},

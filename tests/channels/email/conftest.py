@@ -27,7 +27,9 @@ import aioimaplib
 import pytest
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from bot.bench import email as bench_email
+from bot.bench import pymap_server
+from bot.bench.pymap_server import free_port as free_port  # the e-mail tests' import
+from bot.bench.pymap_server import pymap_command as pymap_command
 from bot.channel import DeliveryError
 from bot.events import InboundMessage
 from tests.channels.email.helpers import missing
@@ -39,10 +41,6 @@ if TYPE_CHECKING:
 USER = "bot@example.com"
 PASSWORD = "secret"
 _folders = itertools.count(1)
-
-
-free_port = bench_email.free_port
-pymap_command = bench_email.pymap_command
 
 
 @dataclass
@@ -86,7 +84,7 @@ def email_channel(
 
 def start_pymap(port: int | None = None) -> PymapServer:
     try:
-        process, port = bench_email.start_pymap(port, USER, PASSWORD)
+        process, port = pymap_server.start_pymap(port, USER, PASSWORD)
     except RuntimeError as exc:
         missing(str(exc))
     return PymapServer(port, process)
