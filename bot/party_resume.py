@@ -45,12 +45,12 @@ import json
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord
-from bot.party_lines import reply_to_of
+from bot.party_lines import answered_message
 from bot.transcript_lines import Line
 from bot.turn_recorder import reply_target
 
@@ -158,7 +158,7 @@ async def owed_messages(
             break  # answered: so is everything before it
         if expects:
             owed.append(line)
-    return [_inbound(party, line) for line in reversed(owed)]
+    return [answered_message(party, line) for line in reversed(owed)]
 
 
 def _expects_answer(line: Line) -> bool:
@@ -173,20 +173,6 @@ def _expects_answer(line: Line) -> bool:
         return False
     command = parse_command(str(line.get("content", "")))
     return command is None or command[0] not in COMMANDS
-
-
-def _inbound(party: PartyRecord, line: dict[str, Any]) -> InboundMessage:
-    """The message as it came, from its line in the party's file."""
-    return InboundMessage(
-        channel=party.channel,
-        sender_id=party.party_key,
-        text=str(line.get("content", "")),
-        message_id=str(line["messageRef"]),
-        chat_id=str(line.get("chatId") or party.chat_id or party.party_key),
-        sender_name=line.get("name") or party.display_name,
-        message_ref=line.get("replyRef"),
-        subject=line.get("subject"),
-    )
 
 
 async def requeue_unqueued_answers(
@@ -220,15 +206,13 @@ async def requeue_unqueued_answers(
     theirs = {str(line["messageRef"]): line for line in lines if _inbound_line(line)}
     for line in reversed(unqueued):
         ref = line["answers"]
-        answered = theirs.get(str(ref), {})
+        answered = theirs.get(str(ref))
         log.warning("answer to %s's message %s was never queued: queuing it now", party.id, ref)
         await services.router.strangers.queue_to_party(
             party,
             str(line.get("content", "")),
             dedup=f"{party.channel}:{ref}:reply",
-            in_reply_to=answered.get("replyRef") or answered.get("messageRef"),
-            subject=answered.get("subject"),
-            reply_to=reply_to_of(answered),
+            answering=answered_message(party, answered) if answered else None,
         )
     return len(unqueued)
 
@@ -264,7 +248,7 @@ async def escalate_cut_messages(
         # the rate limit as it was when they came, not as it is now
         at = datetime.fromisoformat(str(cut[-1]["timestamp"]).replace("Z", "+00:00"))
         as_then = replace(party, last_escalation=last_escalation)
-        said = [_inbound(party, line) for line in cut]
+        said = [answered_message(party, line) for line in cut]
         await services.router.strangers.escalate_owed(as_then, said, at)
         escalated += 1
     return escalated
