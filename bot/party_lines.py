@@ -3,7 +3,8 @@
 A message in is written as one ``message`` line, after the party's ``meta`` line when it
 is their first, and after a ``tier`` event when ``trust.contacts`` names them with a tier
 other than the one their file has (the config beats a default, not the owner's choice),
-or no longer names them while their tier is the config's (the default tier again).
+or no longer names them while their tier is the config's (the default tier again): the
+rule of :mod:`bot.party_tiers`.
 The writing and the mirroring into the index: :class:`bot.external.ExternalStore`.
 
 A message line keeps what an answer to it threads under (:func:`thread_fields`), and
@@ -20,6 +21,7 @@ from typing import Any
 
 from bot.events import InboundMessage
 from bot.parties import PartyRecord
+from bot.party_tiers import tier_change
 from bot.transcript_lines import Line
 
 
@@ -99,16 +101,14 @@ def inbound_lines(
     first message; ``configured``: the tier ``trust.contacts`` gives them, if any;
     ``now``: the lines' time, ISO 8601; ``thread``: its :func:`thread_fields`)."""
     lines: list[Line] = []
-    tier, source = None, "config"
-    if existing is not None and configured and existing.tier_source != "owner":
-        if existing.tier != configured:  # the config changed since: config beats default
-            tier = configured
-    elif existing is not None and not configured and existing.tier_source == "config":
-        # The config no longer names them (the owner took them off trust.contacts): the
-        # tier it gave goes with it. Kept, a contact taken off the list was answered by
-        # the model for good, a party unblocked there stayed blocked.
-        tier, source = default_tier, "default"
-    if tier is not None:
+    # the config changed since their last message (bot.party_tiers): written now
+    changed = (
+        tier_change(existing.tier, existing.tier_source, configured, default_tier)
+        if existing is not None
+        else None
+    )
+    if changed is not None:
+        tier, source = changed
         lines.append(
             {"type": "event", "event": "tier", "tier": tier, "source": source, "timestamp": now}
         )
