@@ -10,8 +10,9 @@ They never appear in the conversation list and never reach the owner's conversat
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from bot.config import AppConfig
 from bot.db import Database
@@ -71,19 +72,18 @@ class ExternalStore(PartyFiles):
         message_ref: str,
         kind: str = "message",
         aliases: Sequence[str] = (),
-        reply_ref: str | None = None,
-        subject: str | None = None,
+        thread: Mapping[str, Any] | None = None,
         addressed: bool = True,
         album: str | None = None,
-        reply_to: Sequence[str] = (),
     ) -> tuple[PartyRecord, bool]:
         """Durably record a third party's message. Returns (party, is_duplicate).
 
         ``aliases``: other identities of the sender (a Telegram @username beside the
         numeric id), which ``trust.contacts`` may name instead of ``party_key``;
-        ``reply_ref`` / ``subject``: what an answer threads under (an e-mail's Message-ID
-        and subject), kept for the owner's later ``/reply`` (:meth:`reply_thread`), as is
-        ``reply_to`` (where the mail asks to be answered, its Reply-To);
+        ``thread``: what an answer threads under (:func:`bot.party_lines.thread_fields`:
+        an e-mail's Message-ID, subject, References, Reply-To and Outlook thread), kept
+        for the answers made or sent after a restart and the owner's later ``/reply``
+        (:meth:`reply_thread`);
         ``addressed`` (False: a bounce, an out-of-office reply) and ``album`` (the media
         group it is a photo of): whether it expects an answer, kept for a restart that
         owes one (:mod:`bot.party_resume`)."""
@@ -111,12 +111,10 @@ class ExternalStore(PartyFiles):
             text=text,
             message_ref=message_ref,
             kind=kind,
-            reply_ref=reply_ref,
-            subject=subject,
+            thread=thread or {},
             addressed=addressed,
             album=album,
             handles=handles,
-            reply_to=reply_to,
         )
         await self._record(party_id, lines)
         party = await self.get(party_id)

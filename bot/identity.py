@@ -1,11 +1,29 @@
-"""Owner identities per channel (SPEC.md "Routing and trust"), normalised before comparison."""
+"""Owner identities per channel (SPEC.md "Routing and trust"), normalised before comparison,
+and the senders who are nobody the config can name (:func:`anonymous_sender`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from bot.config import AppConfig
 from bot.parties import normalise_identity
+
+# The metadata key a channel sets on a message whose sender it cannot tell apart from
+# others: a Telegram group's anonymous admin writes as the group itself (``from`` is
+# GroupAnonymousBot, ``sender_chat`` the group), so every admin who stays anonymous
+# there has one sender id, the group's.
+ANONYMOUS_ADMIN = "anonymous_admin"
+# How such a sender is named, in the transcript and to the model.
+ANONYMOUS_ADMIN_NAME = "anonymous admin"
+
+
+def anonymous_sender(metadata: Mapping[str, Any]) -> bool:
+    """Whether a message (its ``metadata``) comes from a sender the channel cannot tell
+    apart from others (:data:`ANONYMOUS_ADMIN`): never the owner nor a known contact,
+    whatever id it carries, since any of the group's admins may have written it, the
+    owner among them or not."""
+    return metadata.get(ANONYMOUS_ADMIN) is True
 
 
 class OwnerIdentities:

@@ -13,7 +13,6 @@ from bot.events import InboundMessage
 from bot.parties import PartyRecord
 from bot.party_budget import KnownBudget
 from bot.party_limits import for_model
-from bot.party_lines import reply_to_of
 from bot.party_sends import PartySends
 from bot.replies import ReplyTarget
 
@@ -76,8 +75,6 @@ class KnownAnswers(PartySends):
             # per their last message: a restart finds it answered by this key (or by
             # "answers" in their file) and does not answer it again
             dedup=f"{msg.channel}:{msg.message_id}:reply",
-            in_reply_to=msg.message_ref or msg.message_id,
-            subject=msg.subject,
+            answering=msg,
             answers=msg.message_id,
-            reply_to=reply_to_of(msg.metadata),
         )

@@ -16,8 +16,9 @@ from typing import Any
 
 from bot.config import AppConfig
 from bot.db import Database, SyncConn
-from bot.parties import apply_party_lines
-from bot.party_lines import reply_to_of
+from bot.events import InboundMessage
+from bot.parties import PartyRecord, apply_party_lines
+from bot.party_lines import answered_message
 from bot.party_reads import PartyReads
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import Line, encode, parse_lines
@@ -130,22 +131,20 @@ class PartyFiles(PartyReads):
 
         return await asyncio.to_thread(_read)
 
-    async def reply_thread(self, party_id: str) -> tuple[str | None, str | None, list[str]]:
-        """(reference, subject, Reply-To) of the party's last message: where an answer
-        that is not a direct reply (the owner's ``/reply``) goes in their thread, and to
-        whom. Read from the party's file (the tables keep no subject); a rare,
-        owner-driven read."""
+    async def reply_thread(self, party: PartyRecord) -> InboundMessage | None:
+        """The party's last message, as it came (:func:`bot.party_lines.answered_message`):
+        where an answer that is not a direct reply (the owner's ``/reply``, an answer to
+        a command) goes in their thread, and to whom; None when they sent none. Read from
+        the party's file (the tables keep no threading); a rare, owner-driven read."""
 
-        def _last() -> tuple[str | None, str | None, list[str]]:
+        def _last() -> InboundMessage | None:
             try:
-                lines = parse_lines(self._path(party_id).read_bytes())
+                lines = parse_lines(self._path(party.id).read_bytes())
             except OSError:
-                return None, None, []
+                return None
             for line in reversed(lines):
                 if line.get("type") == "message" and line.get("direction") == "in":
-                    ref = line.get("replyRef") or line.get("messageRef")
-                    subject = line.get("subject") or None
-                    return (str(ref) if ref else None), subject, reply_to_of(line)
-            return None, None, []
+                    return answered_message(party, line)
+            return None
 
         return await asyncio.to_thread(_last)

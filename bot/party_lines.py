@@ -3,8 +3,15 @@
 A message in is written as one ``message`` line, after the party's ``meta`` line when it
 is their first, and after a ``tier`` event when ``trust.contacts`` names them with a tier
 other than the one their file has (the config beats a default, not the owner's choice),
-or no longer names them while their tier is the config's (the default tier again).
+or no longer names them while their tier is the config's (the default tier again): the
+rule of :mod:`bot.party_tiers`.
 The writing and the mirroring into the index: :class:`bot.external.ExternalStore`.
+
+A message line keeps what an answer to it threads under (:func:`thread_fields`), and
+:func:`answered_message` gives the message back from it: every answer to a party (the
+model's, an acknowledgement, a command's, the owner's ``/reply``), made live or after a
+restart, takes its threading from that message through the owner's one rule
+(:func:`bot.turn_recorder.reply_target`).
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.events import InboundMessage
 from bot.parties import PartyRecord
+from bot.party_tiers import tier_change
 from bot.transcript_lines import Line
 
 
@@ -24,6 +33,49 @@ def reply_to_of(data: Mapping[str, Any]) -> list[str]:
     if not isinstance(listed, list | tuple):
         return []
     return [a for a in listed if isinstance(a, str)]
+
+
+def thread_fields(msg: InboundMessage) -> dict[str, Any]:
+    """What an answer to ``msg`` threads under, as its line in the party's file keeps
+    it: its reference (``replyRef``, an e-mail's Message-ID), ``subject``, the references
+    it points back to (``threadRefs``, nearest first), where it asks to be answered
+    (``replyTo``) and its Outlook thread (``threadIndex``, the channel's reference).
+    Before session 30 the file kept the first three only: an answer made or sent after
+    a restart had no References chain and no Thread-Index (the channel's memory of the
+    mail, which gave them live, is gone then)."""
+    reply_to = reply_to_of(msg.metadata)
+    thread_index = msg.metadata.get("thread_index")
+    return {
+        **({"replyRef": msg.message_ref} if msg.message_ref else {}),
+        **({"subject": msg.subject} if msg.subject else {}),
+        **({"threadRefs": list(msg.thread_refs)} if msg.thread_refs else {}),
+        **({"replyTo": reply_to} if reply_to else {}),
+        **({"threadIndex": thread_index} if isinstance(thread_index, str) else {}),
+    }
+
+
+def answered_message(party: PartyRecord, line: Mapping[str, Any]) -> InboundMessage:
+    """The party's message as it came, from its ``line`` in their file: its words, its
+    sender and chat, and its threading (:func:`thread_fields`), so that an answer to it
+    threads as one made when it came."""
+    refs = line.get("threadRefs")
+    thread_index = line.get("threadIndex")
+    reply_to = reply_to_of(line)
+    return InboundMessage(
+        channel=party.channel,
+        sender_id=party.party_key,
+        text=str(line.get("content", "")),
+        message_id=str(line.get("messageRef") or ""),
+        chat_id=str(line.get("chatId") or party.chat_id or party.party_key),
+        sender_name=line.get("name") or party.display_name,
+        message_ref=line.get("replyRef"),
+        thread_refs=tuple(r for r in refs if isinstance(r, str)) if isinstance(refs, list) else (),
+        subject=line.get("subject"),
+        metadata={
+            **({"reply_to": reply_to} if reply_to else {}),
+            **({"thread_index": thread_index} if isinstance(thread_index, str) else {}),
+        },
+    )
 
 
 def inbound_lines(
@@ -40,27 +92,23 @@ def inbound_lines(
     text: str,
     message_ref: str,
     kind: str,
-    reply_ref: str | None,
-    subject: str | None,
+    thread: Mapping[str, Any],
     addressed: bool,
     album: str | None,
     handles: Sequence[str],
-    reply_to: Sequence[str] = (),
 ) -> list[Line]:
     """The lines of one message from the party (``existing``: their record, None for a
     first message; ``configured``: the tier ``trust.contacts`` gives them, if any;
-    ``now``: the lines' time, ISO 8601)."""
+    ``now``: the lines' time, ISO 8601; ``thread``: its :func:`thread_fields`)."""
     lines: list[Line] = []
-    tier, source = None, "config"
-    if existing is not None and configured and existing.tier_source != "owner":
-        if existing.tier != configured:  # the config changed since: config beats default
-            tier = configured
-    elif existing is not None and not configured and existing.tier_source == "config":
-        # The config no longer names them (the owner took them off trust.contacts): the
-        # tier it gave goes with it. Kept, a contact taken off the list was answered by
-        # the model for good, a party unblocked there stayed blocked.
-        tier, source = default_tier, "default"
-    if tier is not None:
+    # the config changed since their last message (bot.party_tiers): written now
+    changed = (
+        tier_change(existing.tier, existing.tier_source, configured, default_tier)
+        if existing is not None
+        else None
+    )
+    if changed is not None:
+        tier, source = changed
         lines.append(
             {"type": "event", "event": "tier", "tier": tier, "source": source, "timestamp": now}
         )
@@ -89,11 +137,9 @@ def inbound_lines(
             "timestamp": now,
             "name": display_name,
             "chatId": chat_id,
-            **({"replyRef": reply_ref} if reply_ref else {}),
-            **({"subject": subject} if subject else {}),
-            # where an e-mail asks to be answered (its Reply-To), for answers a restart
-            # sends or the owner's later /reply: the channel's copy is in memory only
-            **({"replyTo": list(reply_to)} if reply_to else {}),
+            # what its answers thread under, for those a restart sends or makes and
+            # the owner's later /reply: the channel's copy of the mail is in memory only
+            **thread,
             **({} if addressed else {"addressed": False}),
             **({"album": album} if album else {}),
             # the sender's handles as of this message (a Telegram @username), so

@@ -7,7 +7,8 @@ still being collected, left it unanswered, and nothing answered it after the res
 (the owner's turns have :mod:`bot.resume`). At start (bot/daemon.py, before the channels,
 so that what they deliver queues behind it) :func:`resume_known_parties` answers them.
 
-Owed is a message of a party known now and when it came, received within
+Owed is a message of a party known now (as the config has it now, :mod:`bot.party_tiers`)
+and when it came, received within
 :data:`RESUME_WINDOW_SECONDS`, that expected an answer (addressed or a photo of an album,
 not a command), after the party's last ``/new`` and after their last answered message.
 Answered is exact, per message: the answer is queued under ``{channel}:{ref}:reply`` of
@@ -24,7 +25,9 @@ what they send meanwhile after it (:mod:`bot.strangers`). A stop or a crash in b
 left it recorded and never escalated: the owner never heard of it.
 :func:`escalate_cut_messages` makes that escalation at start, when their file ends in
 such messages (within the window, with nothing of ours after them), with the rate limit
-as it was then (a message the rate limit held back is held back again).
+as it was then (a message the rate limit held back is held back again), for a party
+still untrusted (one ``trust.contacts`` names since is not: their message waits in the
+dashboard's list, neither escalated nor answered, as it is not known when it came).
 
 An answer is written to the party's file before its outbox row: one whose row a crash
 kept from being written counts as answered there, so it is queued again from the file
@@ -41,16 +44,16 @@ parties, and what is left is found again from the files at the next start.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord
-from bot.party_lines import reply_to_of
+from bot.party_lines import answered_message
+from bot.party_tiers import handles_of, tier_now
 from bot.transcript_lines import Line
 from bot.turn_recorder import reply_target
 
@@ -78,21 +81,21 @@ async def _recent_parties(services: Services, tier: str, since: str) -> list[Par
     parties = []
     for party_id, handles in rows:
         party = await services.external.get(party_id)
-        if party is not None and party.tier == tier == _tier_now(services, party, handles):
+        if party is None or party.tier != tier:
+            continue
+        # as the config has it now (the owner may have taken them off trust.contacts
+        # since: a restart answered a contact no longer known)
+        now, _ = tier_now(
+            services.config,
+            party.channel,
+            party.party_key,
+            party.tier,
+            party.tier_source,
+            handles_of(handles),
+        )
+        if now == tier:
             parties.append(party)
     return parties
-
-
-def _tier_now(services: Services, party: PartyRecord, handles: str | None) -> str:
-    """``party``'s tier as the config has it now when the config gave it (by their key
-    or the handles their last message carried): the owner may have taken them off
-    ``trust.contacts`` since (the default tier then, as their next message would find:
-    bot/party_lines.py), and the restart answered a contact no longer known."""
-    if party.tier_source != "config":
-        return party.tier
-    names = json.loads(handles) if handles else []
-    configured = services.external.configured_tier(party.channel, party.party_key, names)
-    return configured or services.config.trust.default_tier
 
 
 async def resume_known_parties(
@@ -158,7 +161,7 @@ async def owed_messages(
             break  # answered: so is everything before it
         if expects:
             owed.append(line)
-    return [_inbound(party, line) for line in reversed(owed)]
+    return [answered_message(party, line) for line in reversed(owed)]
 
 
 def _expects_answer(line: Line) -> bool:
@@ -173,20 +176,6 @@ def _expects_answer(line: Line) -> bool:
         return False
     command = parse_command(str(line.get("content", "")))
     return command is None or command[0] not in COMMANDS
-
-
-def _inbound(party: PartyRecord, line: dict[str, Any]) -> InboundMessage:
-    """The message as it came, from its line in the party's file."""
-    return InboundMessage(
-        channel=party.channel,
-        sender_id=party.party_key,
-        text=str(line.get("content", "")),
-        message_id=str(line["messageRef"]),
-        chat_id=str(line.get("chatId") or party.chat_id or party.party_key),
-        sender_name=line.get("name") or party.display_name,
-        message_ref=line.get("replyRef"),
-        subject=line.get("subject"),
-    )
 
 
 async def requeue_unqueued_answers(
@@ -220,15 +209,13 @@ async def requeue_unqueued_answers(
     theirs = {str(line["messageRef"]): line for line in lines if _inbound_line(line)}
     for line in reversed(unqueued):
         ref = line["answers"]
-        answered = theirs.get(str(ref), {})
+        answered = theirs.get(str(ref))
         log.warning("answer to %s's message %s was never queued: queuing it now", party.id, ref)
         await services.router.strangers.queue_to_party(
             party,
             str(line.get("content", "")),
             dedup=f"{party.channel}:{ref}:reply",
-            in_reply_to=answered.get("replyRef") or answered.get("messageRef"),
-            subject=answered.get("subject"),
-            reply_to=reply_to_of(answered),
+            answering=answered_message(party, answered) if answered else None,
         )
     return len(unqueued)
 
@@ -264,7 +251,7 @@ async def escalate_cut_messages(
         # the rate limit as it was when they came, not as it is now
         at = datetime.fromisoformat(str(cut[-1]["timestamp"]).replace("Z", "+00:00"))
         as_then = replace(party, last_escalation=last_escalation)
-        said = [_inbound(party, line) for line in cut]
+        said = [answered_message(party, line) for line in cut]
         await services.router.strangers.escalate_owed(as_then, said, at)
         escalated += 1
     return escalated

@@ -18,11 +18,12 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
-from bot.events import Attachment, OutboundMessage, iso, utcnow
+from bot.events import Attachment, InboundMessage, OutboundMessage, iso, utcnow
 from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.owner_notices import notice_due
 from bot.parties import PartyRecord, visible
+from bot.turn_recorder import reply_target
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -54,34 +55,25 @@ class PartySends:
         *,
         kind: OutboundKind = "reply",
         dedup: str | None = None,
-        in_reply_to: str | None = None,
-        subject: str | None = None,
+        answering: InboundMessage | None = None,
         files: Sequence[Attachment] = (),
         answers: str | None = None,
-        reply_to: Sequence[str] = (),
     ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply).
 
-        Without ``in_reply_to`` (the owner's ``/reply``, an answer to a command) it goes
-        under the party's last message, so a mail client shows it in the same thread.
-        ``files``: attachments the party's channel sends on after the words, by their
-        ``ref`` (the owner's Telegram photo to a Telegram party); ``answers``: the ref of
-        their message the model's reply answers (kept in their file, for a restart);
-        ``reply_to``: where the message answered asks to be answered (an e-mail's
-        Reply-To), carried in the outbox row so that a send after a restart has it."""
-        if in_reply_to is None and subject is None:
-            in_reply_to, subject, reply_to = await self.s.external.reply_thread(party.id)
+        ``answering``: the message of theirs it answers, whose threading it takes
+        (:meth:`queue_to_party`); without one (the owner's ``/reply``, an answer to a
+        command) it goes under the party's last message, so a mail client shows it in
+        the same thread. ``files``: attachments the party's channel sends on after the
+        words, by their ``ref`` (the owner's Telegram photo to a Telegram party);
+        ``answers``: the ref of their message the model's reply answers (kept in their
+        file, for a restart)."""
+        if answering is None:
+            answering = await self.s.external.reply_thread(party)
         recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
         await self.s.external.record_outbound(party.id, recorded, kind=kind, answers=answers)
         await self.queue_to_party(
-            party,
-            text,
-            kind=kind,
-            dedup=dedup,
-            in_reply_to=in_reply_to,
-            subject=subject,
-            files=files,
-            reply_to=reply_to,
+            party, text, kind=kind, dedup=dedup, answering=answering, files=files
         )
 
     async def queue_to_party(
@@ -91,14 +83,17 @@ class PartySends:
         *,
         kind: OutboundKind = "reply",
         dedup: str | None = None,
-        in_reply_to: str | None = None,
-        subject: str | None = None,
+        answering: InboundMessage | None = None,
         files: Sequence[Attachment] = (),
-        reply_to: Sequence[str] = (),
     ) -> None:
         """Queue a message to the party that their file already records
         (:meth:`send_to_party`, or a restart queuing an answer a crash kept from the
-        outbox: :mod:`bot.party_resume`)."""
+        outbox: :mod:`bot.party_resume`), threaded under ``answering`` when given."""
+        # threaded as the owner's answers are (In-Reply-To, References, Subject,
+        # Reply-To, Outlook's Thread-Index), from the message itself or its line in
+        # the party's file (bot.party_lines.answered_message): the same live and
+        # after a restart
+        target = reply_target(answering) if answering is not None else None
         await self.s.outbox.enqueue(
             OutboundMessage(
                 channel=party.channel,
@@ -106,15 +101,17 @@ class PartySends:
                 text=text,
                 kind=kind,
                 party_id=party.id,  # type: ignore[arg-type]
-                in_reply_to=in_reply_to,
-                subject=subject,
+                in_reply_to=target.in_reply_to if target else None,
+                thread_refs=target.thread_refs if target else (),
+                subject=target.subject if target else None,
                 metadata={
+                    # carried in the outbox row: a send after a restart has it all
+                    **(dict(target.metadata) if target else {}),
                     **(
                         {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
                         if files
                         else {}
                     ),
-                    **({"reply_to": list(reply_to)} if reply_to else {}),
                 },
             ),
             dedup_key=dedup,

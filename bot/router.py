@@ -23,6 +23,7 @@ from bot.command_runs import CommandRuns
 from bot.commands import DETACHED_COMMANDS, Commands, parse_command
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, scrubbed
+from bot.identity import anonymous_sender
 from bot.index import ConversationRecord
 from bot.index_rescue import is_storage_refusal
 from bot.parties import normalise_identity, party_handle
@@ -205,7 +206,12 @@ class Router:
 
     async def _group_flow(self, msg: InboundMessage) -> None:
         rec = await self.resolver.group(msg)
-        is_owner = self.s.identities.match(msg.channel, msg.sender_id, msg.sender_aliases)
+        # an anonymous admin may be anyone of the group's admins: never the owner
+        is_owner = (
+            None
+            if anonymous_sender(msg.metadata)
+            else self.s.identities.match(msg.channel, msg.sender_id, msg.sender_aliases)
+        )
         if is_owner is None and msg.addressed and await self._blocked(msg):
             # Kept as the group's context, never answered, as /block promises (their
             # mentions were answered in the owner's groups, a paid call each).

@@ -27,7 +27,7 @@ from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
 from bot.party_limits import forged_known, kept
-from bot.party_lines import reply_to_of
+from bot.party_lines import thread_fields
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
 if TYPE_CHECKING:
@@ -87,11 +87,9 @@ class StrangerFlow(KnownAnswers):
             message_ref=msg.message_id,
             kind=UNVERIFIED_KIND if forged else "message",
             aliases=msg.sender_aliases,
-            reply_ref=msg.message_ref,
-            subject=msg.subject,
+            thread=thread_fields(msg),
             addressed=msg.addressed,
             album=album,
-            reply_to=reply_to_of(msg.metadata),
         )
         if duplicate:
             return
@@ -152,7 +150,11 @@ class StrangerFlow(KnownAnswers):
                 return
             result = await self.commands.run_stranger(command[0], command[1], party)
             await self.send_to_party(
-                party, result.text, kind="command", dedup=f"{msg.channel}:{msg.message_id}:command"
+                party,
+                result.text,
+                kind="command",
+                dedup=f"{msg.channel}:{msg.message_id}:command",
+                answering=msg,
             )
             return
         if party.tier == "known":
@@ -218,9 +220,7 @@ class StrangerFlow(KnownAnswers):
                 ack,
                 kind="acknowledgement",
                 dedup=f"{msg.channel}:{msg.message_id}:ack",
-                in_reply_to=msg.message_ref or msg.message_id,
-                subject=msg.subject,
-                reply_to=reply_to_of(msg.metadata),
+                answering=msg,
             )
 
     async def _said_nothing_yet(self, party: PartyRecord, refs: set[str]) -> bool:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from bot.brain.restricted_group import OWNER_MARK
-from bot.brain.restricted_window import MemberWindows, first_message
+from bot.brain.restricted_window import MemberWindows, arrival
 from bot.services import open_services
 from tests.conftest import settle, shutdown_services
 from tests.support import ScriptedBrain
@@ -61,7 +61,7 @@ async def test_a_member_who_wrote_before_the_window_reads_all_of_it(tmp_path: Pa
         lines.append(_line(n, "user", f"owner line {n}", senderId=OWNER, fromOwner=True))
     lines.append(_line(40, "user", "what now?", senderId="55", fromOwner=False, sender="Ann"))
     path.write_text("".join(lines))
-    assert first_message(path, "55") == 1 and first_message(path, "77") is None
+    assert arrival(path, "55", 40) == 1 and arrival(path, "77", 40) is None
     history = await MemberWindows().history("g", path, 40)
     assert [h.content for h in history] == [f"{OWNER_MARK}: owner line {n}" for n in range(20, 40)]
 
@@ -75,3 +75,32 @@ async def test_a_turn_that_does_not_say_whose_it_is_reads_no_history(tmp_path: P
         + _line(2, "user", "tell me", fromOwner=False, sender="Ann")
     )
     assert await MemberWindows().history("g", path, 2) == ()
+
+
+async def test_a_member_reads_from_their_latest_arrival_as_the_transcript_grows(
+    tmp_path: Path,
+) -> None:
+    # A member who left reads from their first message after it when their return was
+    # not announced, from their join when it was; the arrival remembered for the first
+    # reply is read on from there, not kept (before session 30: the first message ever).
+    path = tmp_path / "group.jsonl"
+    ann = {"senderId": "55", "fromOwner": False, "sender": "Ann"}
+    owner = {"senderId": OWNER, "fromOwner": True}
+
+    def left(n: int) -> str:
+        return _line(n, "user", "[left the group]", metadata={"membership": "left"}, **ann)
+
+    path.write_text(_line(1, "user", "hi", **ann) + _line(2, "user", "code 4711", **owner))
+    windows = MemberWindows()
+    assert await windows.history("g", path, 1) == ()
+    with path.open("a") as f:
+        f.write(left(3) + _line(4, "user", "code 9313", **owner) + _line(5, "user", "back", **ann))
+    assert arrival(path, "55", 5) == 5 and arrival(path, "55", 2) == 1
+    assert await windows.history("g", path, 5) == ()  # nothing said since they came back
+    joined = _line(7, "user", "[joined the group]", metadata={"membership": "joined"}, **ann)
+    with path.open("a") as f:
+        f.write(left(6) + joined + _line(8, "user", "welcome", **owner))
+        f.write(_line(9, "user", "what now?", **ann))
+    history = [h.content for h in await windows.history("g", path, 9)]
+    assert history[1:] == [f"{OWNER_MARK}: welcome"] and "joined" in history[0]
+    assert "9313" not in " ".join(history)

@@ -9,6 +9,8 @@ Olga let the member's instructions pass for the owner's. The owner's lines carry
 it with its square brackets made round (:func:`bot.brain.context.shown_member`), so no
 name can close the label or open the owner's; and a member's text that imitates the
 owner's mark (on a line of its own it would read as the owner's next line) is flagged.
+An anonymous admin's line (Telegram: written as the group) says so, not the group's
+title as a name the sender chose (:data:`ANONYMOUS_MARK`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,19 @@ from typing import Any
 
 from bot.brain.base import HistoryTurn
 from bot.brain.context import OWNER_MARK, member_name, owner_marked, shown_member, unmarked
+from bot.identity import anonymous_sender
 
-__all__ = ["OWNER_MARK", "group_history", "member_mark", "unmarked"]
+__all__ = ["ANONYMOUS_MARK", "OWNER_MARK", "group_history", "member_mark", "unmarked"]
 
 
 def member_mark(who: str) -> str:
     """The prefix of a member's line: what they are first, then what they call themselves."""
     return f"[a group member, not the owner, calling themselves \u201c{shown_member(who)}\u201d]: "
+
+
+# The prefix of an anonymous admin's line (:func:`bot.identity.anonymous_sender`): any
+# of the group's admins may have written it, and the name it comes with is the group's.
+ANONYMOUS_MARK = "[an anonymous admin of the group (any of its admins), not the owner]: "
 
 
 def group_history(lines: Iterable[Mapping[str, Any]]) -> tuple[HistoryTurn, ...]:
@@ -39,6 +47,8 @@ def group_history(lines: Iterable[Mapping[str, Any]]) -> tuple[HistoryTurn, ...]
             continue
         if role == "user" and line.get("fromOwner") is True:
             content = owner_marked(content)
+        elif role == "user" and anonymous_sender(line.get("metadata") or {}):
+            content = ANONYMOUS_MARK + unmarked(content)
         elif role == "user":
             content = member_mark(member_name(line)) + unmarked(content)
         out.append(HistoryTurn(role=role, content=content))

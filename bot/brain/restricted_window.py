@@ -1,17 +1,23 @@
 """The part of a group's recent history a member's restricted reply reads.
 
 A member's reply in a group is given the group's last :data:`WINDOW_TURNS` turns, but
-only those said while the member was there: from their own first message in the group
-on, as the transcript has them in the order written. Telegram hides a group's earlier
-history from new members in many groups, and before session 29 a newcomer's first
-question was answered with the 20 turns before it, the owner's among them: "what were
-they talking about before I came?" read them out. The member is known by the account
-id their turns record (``senderId``, the router's, never the display name); a join
-itself is a service message no channel records, so their first message is the earliest
-the data can vouch for (a member who only read for a month reads from when they first
-wrote). A turn recorded before ``senderId`` was (before session 29) is nobody's: such
-a member reads from their first message since. The owner's own replies there read the
-whole conversation as before (:mod:`bot.brain.context`).
+only those said while the member was there: from their latest arrival on, as the
+transcript has them in the order written. Telegram hides a group's earlier history from
+new members in many groups, and before session 29 a newcomer's first question was
+answered with the 20 turns before it, the owner's among them: "what were they talking
+about before I came?" read them out. The member is known by the account id their turns
+record (``senderId``, the router's, never the display name).
+
+Their arrival is the latest of: their join, when the channel saw it (a turn of theirs
+whose metadata says :data:`MEMBERSHIP` ``joined``: Telegram's ``new_chat_members``,
+channels/telegram/membership.py), else their first message since they last left (a
+``left`` turn) or ever. Before session 30 it was their first message ever: a member
+who left and came back read what was said while they were away. A join Telegram did not
+announce (a large group may hide them) counts from their first message after it; a
+member who only read for a month reads from when they joined, or first wrote. A turn
+recorded before ``senderId`` was (before session 29) is nobody's: such a member reads
+from their first message since. The owner's own replies there read the whole
+conversation as before (:mod:`bot.brain.context`).
 """
 
 from __future__ import annotations
@@ -27,9 +33,12 @@ from bot.transcript_lines import Line, recallable
 from bot.transcript_seek import LineReader
 
 WINDOW_TURNS = 20  # the group's turns before the message a member's reply reads at most
-# (conversation, member) pairs whose first message is remembered: each costs a scan of
-# the transcript to find, once.
-FIRST_MESSAGES_KEPT = 4096
+# (conversation, member) pairs whose arrival is remembered, with how far the transcript
+# was read for it: each costs one scan of the transcript, then of what was added since.
+ARRIVALS_KEPT = 4096
+# The metadata key of a turn that records a member joining or leaving (its value
+# "joined" or "left"), as a channel hands it over: never answered, the group's context.
+MEMBERSHIP = "membership"
 
 
 def turns_between(path: Path, first: int, last: int) -> list[Line]:
@@ -52,27 +61,40 @@ def turns_between(path: Path, first: int, last: int) -> list[Line]:
     return out
 
 
-def first_message(path: Path, member: str) -> int | None:
-    """The turn number of ``member``'s first message (by ``senderId``) in the
-    transcript at ``path``, or None when it has none."""
+def arrival(
+    path: Path, member: str, until: int, after: int = 0, start: int | None = None
+) -> int | None:
+    """The turn number ``member`` (by ``senderId``) arrived at in the group whose
+    transcript is at ``path`` (module docstring), as of turn ``until``, or None when
+    they are not there then: reading the turns numbered above ``after`` only, with
+    ``start`` their arrival as of turn ``after`` (the transcript only grows: a later
+    read goes on from there)."""
     try:
         reader = LineReader(path)
     except FileNotFoundError:
-        return None
+        return start
     needle = member.encode()
     with reader:
-        for _, _, raw in reader.forward(0):
+        for _, _, raw in reader.forward(reader.turn_offset(after + 1) if after else 0):
             if b"senderId" not in raw or needle not in raw:  # most lines: no parsing
                 continue
             line = reader.parse(raw)
-            if line is not None and _said_by(line, member):
-                return int(line.get("turnNumber") or 0)
-    return None
+            if line is None or not _said_by(line, member):
+                continue
+            change = (line.get("metadata") or {}).get(MEMBERSHIP)
+            number = int(line.get("turnNumber") or 0)
+            if number > until:
+                continue
+            if change == "left":
+                start = None  # what is said from now on is said while they are away
+            elif change == "joined" or start is None:
+                start = number
+    return start
 
 
-def since_first(lines: Sequence[Line], member: str, first: int) -> list[Line]:
-    """The ``lines`` (a window, in the order written) from the member's first message,
-    turn ``first``, on; all of them when that message is before the window."""
+def since_arrival(lines: Sequence[Line], member: str, first: int) -> list[Line]:
+    """The ``lines`` (a window, in the order written) from the member's arrival, turn
+    ``first`` (their join or a message), on; all of them when it is before the window."""
     for i, line in enumerate(lines):
         if _said_by(line, member) and line.get("turnNumber") == first:
             return list(lines[i:])
@@ -95,11 +117,13 @@ def _said_by(line: Line, member: str) -> bool:
 
 
 class MemberWindows:
-    """The group history each member's reply reads, with each member's first message
-    per conversation remembered (a transcript only grows: it never changes)."""
+    """The group history each member's reply reads, with each member's arrival per
+    conversation remembered, and how far the transcript was read for it (a transcript
+    only grows: the next reply reads on from there)."""
 
-    def __init__(self, capacity: int = FIRST_MESSAGES_KEPT) -> None:
-        self._first: OrderedDict[tuple[str, str], int] = OrderedDict()
+    def __init__(self, capacity: int = ARRIVALS_KEPT) -> None:
+        # (conversation, member) -> (their arrival, the turn it was read through)
+        self._arrivals: OrderedDict[tuple[str, str], tuple[int | None, int]] = OrderedDict()
         self.capacity = capacity
 
     async def history(self, conv_id: str, path: Path, turn: int) -> tuple[HistoryTurn, ...]:
@@ -110,21 +134,22 @@ class MemberWindows:
         member = next((str(ln["senderId"]) for ln in lines if _answered(ln, turn)), None)
         if member is None:
             return ()  # recorded before turns said whose they are: nothing is vouched for
-        first = await self._first_message(conv_id, path, member)
+        first = await self._arrival(conv_id, path, member, turn)
         if first is None:
             return ()
-        seen = since_first(lines, member, first)
+        seen = since_arrival(lines, member, first)
         return group_history(ln for ln in seen if int(ln.get("turnNumber") or 0) < turn)
 
-    async def _first_message(self, conv_id: str, path: Path, member: str) -> int | None:
+    async def _arrival(self, conv_id: str, path: Path, member: str, turn: int) -> int | None:
         key = (conv_id, member)
-        first = self._first.get(key)
-        if first is None:
-            first = await asyncio.to_thread(first_message, path, member)
-            if first is None:
-                return None
-            self._first[key] = first
-        self._first.move_to_end(key)
-        while len(self._first) > self.capacity:
-            self._first.popitem(last=False)
-        return first
+        start, through = self._arrivals.get(key, (None, 0))
+        if through > turn:  # a reply to an older message (resumed): read afresh
+            start, through = None, 0
+        if through < turn:
+            start = await asyncio.to_thread(arrival, path, member, turn, through, start)
+            through = turn
+        self._arrivals[key] = (start, through)
+        self._arrivals.move_to_end(key)
+        while len(self._arrivals) > self.capacity:
+            self._arrivals.popitem(last=False)
+        return start

@@ -32,6 +32,7 @@ from channels.telegram.callbacks import ReplyPrompts, callback_message
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
 from channels.telegram.ignored_groups import IgnoredGroups
+from channels.telegram.membership import membership_messages
 from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.poll_conflict import PollConflicts, is_other_poller
@@ -174,6 +175,15 @@ class TelegramReceiver:
             kept = await record_unparsed(self._host, update, groups=self.groups)
             if kept is not None:  # a part aiogram cannot parse: kept as received, labelled
                 return kept
+            members = (
+                membership_messages(update.message, me=self.me, groups=self.groups)
+                if update.message is not None
+                else None
+            )
+            if members is not None:  # who joined or left: the group's context, no words
+                for arrived in members:
+                    await self._host.deliver(self.migrations.apply(arrived))
+                return True
             if update.message is not None:
                 inbound = translate_message(update.message, me=self.me, groups=self.groups)
             elif update.edited_message is not None:

@@ -21,6 +21,7 @@ from aiogram.types import Chat, Message, MessageEntity
 from bot.command_syntax import COMMANDS, parse_command
 from bot.config.channels import TelegramGroupConfig
 from bot.events import Attachment, InboundMessage, utcnow
+from bot.identity import ANONYMOUS_ADMIN, ANONYMOUS_ADMIN_NAME
 from channels.telegram.keyboards import command_from_prompt
 from channels.telegram.media import content_type, describe_media, in_placeholder
 from channels.telegram.quoting import (
@@ -159,8 +160,13 @@ def translate_message(
         return None
     user = message.from_user
     aliases: tuple[str, ...]
+    # An admin who stays anonymous writes as the group itself (``sender_chat`` is the
+    # chat, ``from`` Telegram's GroupAnonymousBot): every such admin has the group's id,
+    # and the group's title, which its admins choose, said nothing of who wrote.
+    anonymous = message.sender_chat is not None and message.sender_chat.id == chat.id
     if message.sender_chat is not None and (user is None or user.is_bot):
-        sender_id, sender_name, aliases = str(message.sender_chat.id), message.sender_chat.title, ()
+        sender_id, aliases = str(message.sender_chat.id), ()
+        sender_name = ANONYMOUS_ADMIN_NAME if anonymous else message.sender_chat.title
     elif user is not None:
         sender_id, sender_name = str(user.id), user.full_name
         aliases = (f"@{user.username}",) if user.username else ()
@@ -199,6 +205,8 @@ def translate_message(
     reply_to = message.reply_to_message
     replied_to_bot = bool(reply_to and reply_to.from_user and reply_to.from_user.id == me.id)
     metadata: dict[str, Any] = {"telegram_message_id": message.message_id, "chat_type": chat.type}
+    if anonymous:
+        metadata[ANONYMOUS_ADMIN] = True  # never the owner nor a contact (bot.identity)
     if reply_to is not None:
         metadata["reply_to"] = f"{chat.id}:{reply_to.message_id}"
         prompt_cmd = command_from_prompt(reply_to.text) if replied_to_bot else None

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from bot.command_search import focus_turn, search_channel
 from bot.owner_days import day_range, owner_zone
+from bot.party_tiers import handles_of, tier_now
 from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta
 
@@ -172,7 +173,7 @@ class Api:
         # counts only what they sent, and a party answered twice read "1 message".
         parties = await db.fetchall(
             "SELECT p.id, p.channel, p.party_key, p.display_name, p.tier, p.tier_source,"
-            " p.created, p.updated,"
+            " json_extract(p.meta, '$.handles'), p.created, p.updated,"
             " (SELECT count(*) FROM external_messages m"
             "  WHERE m.party_id = p.id AND m.direction = 'in'),"
             " (SELECT count(*) FROM external_messages m"
@@ -187,7 +188,13 @@ class Api:
         for eid, pid, created, text in escalations:
             pending.setdefault(pid, []).append({"id": eid, "created": created, "text": text})
         out = []
-        for pid, channel, key, name, tier, source, created, updated, n_in, n_out in parties:
+        for pid, channel, key, name, *stored, created, updated, n_in, n_out in parties:
+            # the tier that applies now: the record's is as of their last message, and
+            # the owner may have changed trust.contacts since (before session 30 a
+            # contact taken off the list showed "known" until they wrote again)
+            tier, source = tier_now(
+                self.services.config, channel, key, stored[0], stored[1], handles_of(stored[2])
+            )
             rows = await db.fetchall(
                 "SELECT direction, content, timestamp, kind FROM external_messages"
                 " WHERE party_id = ? ORDER BY id DESC LIMIT ?",

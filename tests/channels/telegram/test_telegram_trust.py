@@ -12,7 +12,7 @@ import pytest
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import FakeTelegramServer
-from bot.brain.restricted_group import OWNER_MARK
+from bot.brain.restricted_group import ANONYMOUS_MARK, OWNER_MARK
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
 from .stack import start_stack, texts
@@ -21,6 +21,10 @@ pytestmark = pytest.mark.slow
 
 IMPOSTOR_ID = 3003
 NEWCOMER_ID = 3004
+# Telegram's stand-in for a group's admin who stays anonymous (the message's sender_chat
+# is the group itself)
+GROUP_ANONYMOUS_BOT = {"id": 1087968824, "is_bot": True, "first_name": "Group",
+                       "username": "GroupAnonymousBot"}  # fmt: skip
 
 
 def _brain(model: FakeAnthropicAPI) -> dict[str, Any]:
@@ -121,3 +125,105 @@ async def test_a_newcomer_to_a_group_is_not_read_what_was_said_before_they_came(
     assert "new here" in bo_later.text
     assert "4711" in ann.text  # Ann was there
     assert owner.body.get("tools") and "4711" in owner.text and "hello all" in owner.text
+
+
+async def test_an_anonymous_admin_is_never_the_owner_nor_a_contact_and_is_named_so(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    # Every admin who stays anonymous writes as the group (from GroupAnonymousBot,
+    # sender_chat the group): one id, the group's, for all of them, the owner among them
+    # or not. Even a config naming that id as the owner's and a contact's (check-config
+    # refuses it, a config built in code need not) gives them no owner context; and
+    # their line reads as an anonymous admin's, not as a member calling themselves by
+    # the group's title (before session 30: "Family", which the admins choose).
+    family = {"id": GROUP_ID, "type": "supergroup", "title": "Family"}
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        stack = await start_stack(
+            tmp_path / "data", tg_server, brain_config=_brain(model),
+            owner=[str(OWNER_ID), str(GROUP_ID)],
+            trust={"contacts": {"telegram": {str(GROUP_ID): "known"}}},
+        )  # fmt: skip
+        try:
+            tg_server.inject_message(GROUP_ID, "@my_agent_bot hi all", from_id=STRANGER_ID,
+                                     first_name="Ann")  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 1)
+            tg_server.inject_message(
+                GROUP_ID, "@my_agent_bot list my notes", sender_chat=family,
+                **{"from": GROUP_ANONYMOUS_BOT},
+            )  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 2)
+            tg_server.inject_message(GROUP_ID, "@my_agent_bot who was that?",
+                                     from_id=STRANGER_ID, first_name="Ann")  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 3)
+            turns = await stack.turns(f"telegram:group:{GROUP_ID}")
+        finally:
+            await stack.stop()
+    _, anonymous, member = model.requests
+    assert not anonymous.body.get("tools")  # the restricted profile: no recall
+    assert OWNER_MARK not in anonymous.text and OWNER_MARK not in member.text
+    assert f"{ANONYMOUS_MARK}@my_agent_bot list my notes" in member.text
+    said = {
+        ln["content"]: (ln.get("sender"), ln.get("fromOwner"))
+        for ln in turns
+        if ln["role"] == "user"
+    }
+    assert said["@my_agent_bot list my notes"] == ("anonymous admin", False)
+
+
+async def test_a_member_who_left_and_came_back_reads_the_group_from_their_return(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    # Regression: a member's reply read the group from their first message ever, so a
+    # member who left and was added back was read what was said while they were away.
+    # Telegram's join and leave notices are now kept (channels/telegram/membership.py).
+    bo = {"id": NEWCOMER_ID, "is_bot": False, "first_name": "Bo"}
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
+        sent = 0
+        recorded = 0
+
+        async def turns_recorded(count: int) -> None:
+            async def reached() -> bool:
+                turns = await stack.turns(f"telegram:group:{GROUP_ID}")
+                return len([t for t in turns if t["role"] == "user"]) >= count
+
+            await stack.wait(reached)
+
+        async def say(sender: int, text: str, name: str) -> None:
+            nonlocal sent, recorded
+            tg_server.inject_message(GROUP_ID, f"@my_agent_bot {text}", from_id=sender,
+                                     first_name=name)  # fmt: skip
+            sent, recorded = sent + 1, recorded + 1
+            await tg_server.wait_sent(GROUP_ID, sent)
+
+        async def notice(**change: Any) -> None:
+            nonlocal recorded
+            tg_server.inject_message(GROUP_ID, from_id=OWNER_ID, first_name="Robin", **change)
+            recorded += 1
+            await turns_recorded(recorded)
+
+        try:
+            await say(OWNER_ID, "the door code is 4711", "Robin")
+            await notice(new_chat_members=[bo])  # the owner adds Bo
+            await say(OWNER_ID, "welcome Bo", "Robin")
+            await say(NEWCOMER_ID, "hi all", "Bo")
+            await notice(left_chat_member=bo)
+            await say(OWNER_ID, "the new code is 9313", "Robin")
+            await notice(new_chat_members=[bo])  # back
+            await say(OWNER_ID, "hello again Bo", "Robin")
+            await say(NEWCOMER_ID, "what did I miss?", "Bo")
+            turns = await stack.turns(f"telegram:group:{GROUP_ID}")
+        finally:
+            await stack.stop()
+    _, _, bo_first, _, _, bo_back = model.requests
+    joins = [t for t in turns if t.get("metadata", {}).get("membership")]
+    assert [(t["content"], t["senderId"], t.get("awaitReply")) for t in joins] == [
+        ("[joined the group]", str(NEWCOMER_ID), False),
+        ("[left the group]", str(NEWCOMER_ID), False),
+        ("[joined the group]", str(NEWCOMER_ID), False),
+    ]
+    assert (
+        "4711" not in bo_first.text and f"{OWNER_MARK}: @my_agent_bot welcome Bo" in bo_first.text
+    )
+    assert "9313" not in bo_back.text and "hi all" not in bo_back.text
+    assert f"{OWNER_MARK}: @my_agent_bot hello again Bo" in bo_back.text

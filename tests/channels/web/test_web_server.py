@@ -425,6 +425,45 @@ async def test_external_party_counts_messages_both_ways(stack: Stack, client) ->
     assert shown["messageCount"] == len(directions)
 
 
+async def test_external_parties_show_the_tier_that_applies_now(stack: Stack, client) -> None:
+    # Regression: the dashboard showed a party's stored tier, as of their last message:
+    # a contact the owner took off trust.contacts still read "known" (the model no
+    # longer answers them), one added there still "untrusted", until they wrote again.
+    trust = stack.services.config.trust
+    trust.contacts["telegram"] = {"781": "known", "@bea": "known"}
+    for sender, aliases in (("781", ()), ("782", ("@bea",)), ("783", ())):
+        await stack.services.router.deliver(
+            InboundMessage(
+                channel="telegram",
+                sender_id=sender,
+                sender_aliases=aliases,
+                text="hello",
+                message_id=f"tg-{uuid.uuid4().hex[:6]}",
+                chat_id=sender,
+            )
+        )
+
+    async def shown() -> dict[str, tuple[str, str]]:
+        async with client.get(f"{stack.url}/api/external") as r:
+            parties = (await r.json())["parties"]
+        return {p["identity"]: (p["tier"], p["tierSource"]) for p in parties}
+
+    assert await shown() == {
+        "781": ("known", "config"),
+        "782": ("known", "config"),  # by the @username their message carried
+        "783": ("untrusted", "default"),
+    }
+    # What a reload does with the changed file (bot/daemon_stop.py): nobody wrote since.
+    stack.services.config.trust = trust.model_copy(
+        update={"contacts": {"telegram": {"@bea": "known", "783": "blocked"}}}
+    )
+    assert await shown() == {
+        "781": ("untrusted", "default"),
+        "782": ("known", "config"),
+        "783": ("blocked", "config"),
+    }
+
+
 async def test_unauthenticated_login_page_redirects_when_logged_in(stack: Stack) -> None:
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
         await login(s, stack)

@@ -1,0 +1,95 @@
+"""End to end, a third party's answer by e-mail carries the threading of the mail it
+answers (In-Reply-To, the whole References chain, Outlook's Thread-Index), sent live,
+after a restart that kept it waiting in the outbox, and made after a restart that found
+it owed (bot/party_resume.py). Before session 30 the party's paths passed only the
+Message-ID and Reply-To: live the channel's memory of the mail made up for it, after a
+restart Outlook filed the answer in a conversation of its own and References named the
+mail alone."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from email.message import EmailMessage
+from pathlib import Path
+
+from bot.party_resume import resume_known_parties
+from channels.email.thread_index import read_thread_index
+from tests.channels.email.conftest import PymapServer, SmtpServer, append
+from tests.channels.email.stack import (
+    FRIEND,
+    Stack,
+    open_with_friend,
+    owner_mail,
+    start_again,
+    stop_stack,
+)
+
+ROOT = bytes([1, 0xDB, 0x67, 0x4C, 0x46, 0x71]) + bytes(range(16))  # Outlook's thread
+CHAIN = "<start@example.net> <middle@example.net>"  # what the friend's mail answers
+
+
+def friends_outlook_reply(n: int, body: str) -> EmailMessage:
+    """The known contact's Outlook reply in a thread of theirs: References, In-Reply-To
+    and a Thread-Index one block longer than the thread's."""
+    msg = owner_mail(
+        n,
+        body,
+        subject="RE: Dinner",
+        sender=FRIEND,
+        in_reply_to="<middle@example.net>",
+        references=CHAIN,
+    )
+    msg["Thread-Index"] = base64.b64encode(ROOT + bytes(5)).decode()
+    msg["Thread-Topic"] = "Dinner"
+    return msg
+
+
+def assert_threaded(answer: EmailMessage, n: int) -> None:
+    assert answer["In-Reply-To"] == f"<e2e-{n}@example.org>"
+    assert answer["References"].split() == [*CHAIN.split(), f"<e2e-{n}@example.org>"]
+    index = read_thread_index(answer["Thread-Index"] or "")
+    assert index is not None and index[:22] == ROOT and len(index) == 27
+    assert answer["Thread-Topic"] == "Dinner"
+
+
+async def wait_pending(stack: Stack) -> None:
+    async with asyncio.timeout(30):
+        while not await stack.services.outbox.pending_count():
+            await asyncio.sleep(0.05)
+
+
+async def test_a_contacts_answer_keeps_the_thread_live_and_across_a_restart(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
+    await append(pymap.port, folder, friends_outlook_reply(80, "Friday at eight?"))
+    [live] = await smtp.capture.wait_for(1)
+    assert_threaded(live, 80)
+    # The SMTP server is down: the answer waits in the outbox over a restart, and the
+    # channel's memory of the mail it answers is gone when it goes.
+    await smtp.stop()
+    await append(pymap.port, folder, friends_outlook_reply(81, "Or Saturday?"))
+    await wait_pending(stack)
+    await stop_stack(stack, stacks)
+    await smtp.start()  # same port
+    await start_again(stack, stacks)
+    [_, waited] = await smtp.capture.wait_for(2)
+    assert_threaded(waited, 81)
+
+
+async def test_an_owed_answer_made_after_a_restart_keeps_the_thread(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    folder, stack = await open_with_friend(pymap, smtp, tmp_path, stacks)
+    stack.services.replies.queue.accepting = False  # stopping: the answer is not made
+    await append(pymap.port, folder, friends_outlook_reply(82, "Friday at eight?"))
+    async with asyncio.timeout(30):
+        while not await stack.services.external.list_parties():
+            await asyncio.sleep(0.05)
+    await stop_stack(stack, stacks)
+    again = await start_again(stack, stacks)
+    # as bot/daemon.py does at start: the contact's message is owed an answer
+    assert await resume_known_parties(again.services) == 1
+    [owed] = await smtp.capture.wait_for(1)
+    assert_threaded(owed, 82)
