@@ -26,8 +26,9 @@ left it recorded and never escalated: the owner never heard of it.
 :func:`escalate_cut_messages` makes that escalation at start, when their file ends in
 such messages (within the window, with nothing of ours after them), with the rate limit
 as it was then (a message the rate limit held back is held back again), for a party
-still untrusted (one ``trust.contacts`` names since is not: their message waits in the
-dashboard's list, neither escalated nor answered, as it is not known when it came).
+untrusted when it came and not blocked now (one ``trust.contacts`` names since is still
+escalated: they wrote as a stranger and the owner has not heard of it; one the config
+blocks since is not).
 
 An answer is written to the party's file before its outbox row: one whose row a crash
 kept from being written counts as answered there, so it is queued again from the file
@@ -67,9 +68,12 @@ log = logging.getLogger("my_agent.router")
 RESUME_WINDOW_SECONDS = 24 * 3600
 
 
-async def _recent_parties(services: Services, tier: str, since: str) -> list[PartyRecord]:
-    """The parties of ``tier`` who wrote since ``since``, as they are now (one whose
-    tier changed between the query and its read is left out)."""
+async def _recent_parties(
+    services: Services, tier: str, since: str, now_also: tuple[str, ...] = ()
+) -> list[PartyRecord]:
+    """The parties of ``tier`` who wrote since ``since`` and are of ``tier`` (or of one
+    of ``now_also``) as the config has it now (one whose record changed between the query
+    and its read is left out)."""
     # The window's messages (a range of external_messages_time), not every message
     # stored: SQLite read "SELECT DISTINCT ... JOIN" through every party's messages.
     rows = await services.external.db.fetchall(
@@ -93,7 +97,7 @@ async def _recent_parties(services: Services, tier: str, since: str) -> list[Par
             party.tier_source,
             handles_of(handles),
         )
-        if now == tier:
+        if now == tier or now in now_also:
             parties.append(party)
     return parties
 
@@ -240,7 +244,10 @@ async def escalate_cut_messages(
     docstring); returns for how many parties."""
     since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
     escalated = 0
-    for party in await _recent_parties(services, "untrusted", since):
+    # One the owner has listed in trust.contacts since is still escalated (they wrote
+    # as a stranger, and the owner has not heard of it: left alone, nothing answered or
+    # told of it at all); one the config blocks since is not.
+    for party in await _recent_parties(services, "untrusted", since, now_also=("known",)):
         if _stopping(stop):
             break
         cut, last_escalation = cut_messages(await services.external.read_lines(party.id))

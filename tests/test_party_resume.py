@@ -377,6 +377,34 @@ async def test_an_untrusted_partys_message_cut_before_its_escalation_is_escalate
     await close_services(third.s)
 
 
+@pytest.mark.parametrize("listed", ["known", "blocked"])
+async def test_a_stranger_listed_in_the_config_since_their_cut_message(
+    tmp_path: Path, listed: str
+) -> None:
+    # Regression (session 30): with the tier as the config has it now, a stranger the
+    # owner listed as a contact before the restart was neither escalated (not untrusted
+    # now) nor answered (not known when they wrote): the owner never heard of it.
+    first = await Run.start(_config(tmp_path))
+
+    async def crash(*args: Any, **kwargs: Any) -> None:
+        return None  # the process died right after the message was recorded
+
+    first.s.router.strangers._acknowledge_and_escalate = crash
+    await first.s.router.deliver(inbound("is the flat still free?", sender="7009", message_id="x1"))
+    await first.stop()
+
+    contacts = {"telegram": {KIM: "known", "7009": listed}}
+    second = await Run.restarted(telegram_config(tmp_path, trust={"contacts": contacts}))
+    escalations = second.telegram.of_kind("escalation")
+    if listed == "known":
+        (escalation,) = escalations
+        assert "is the flat still free?" in escalation.text
+    else:
+        assert escalations == []  # blocked since: nothing about them
+    assert second.replies() == [] and second.brain.requests == []
+    await shutdown_services(second.s)
+
+
 async def test_a_crash_at_the_escalation_is_made_good_at_start_even_after_an_acknowledgement(
     tmp_path: Path,
 ) -> None:
