@@ -102,7 +102,7 @@ class DaemonProcess:
         else:
             self.proc = await zygote.zygote(self._zygote_env()).spawn(
                 module, args, cwd=self.root, env=self._env(), log=self.log_path,
-                preload=self._preload(),
+                preload=zygote.daemon_imports(self.config, self._env()),
             )  # fmt: skip
         if wait_ready:
             await self.wait_ready(timeout)
@@ -113,24 +113,6 @@ class DaemonProcess:
         for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC"):
             env.pop(name, None)
         return env
-
-    def _preload(self) -> list[str]:
-        """What this daemon would import at its start (imported once in the helper)."""
-        # not bot.cli itself: the child runs it as __main__, as ``python -m`` does (a copy
-        # imported beforehand made runpy warn)
-        names = ["bot.cli_common", "bot.daemon", "bot.services"]
-        brain = self.config.get("brain") or {}
-        keyed = brain.get("api_key") or "ANTHROPIC_API_KEY" in self.extra_env
-        if brain.get("provider") == "anthropic" or (keyed and brain.get("provider") is None):
-            names.append("bot.brain.anthropic")
-        channels = self.config.get("channels") or {}
-        for name in ("web", "telegram", "email", "loopback"):
-            default = name == "web"  # the dashboard is on unless turned off
-            if (channels.get(name) or {}).get("enabled", default):
-                names.append(f"channels.{name}")
-        if "channels.telegram" in names:
-            names.append("channels.telegram.adapter")  # the package imports aiogram lazily
-        return names
 
     def _module(self) -> list[str]:
         if self.crash_at:

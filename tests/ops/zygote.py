@@ -258,6 +258,26 @@ def zygote(env: dict[str, str]) -> Zygote:
     return _zygote
 
 
+def daemon_imports(config: dict[str, Any], env: dict[str, str]) -> list[str]:
+    """What a daemon on ``config`` (a YAML-able dict) and ``env`` imports at its start,
+    for the helper to import once: its channels, its brain, the composition root. Not
+    bot.cli itself: the child runs it as __main__, as ``python -m`` does (a copy imported
+    beforehand made runpy warn)."""
+    names = ["bot.cli_common", "bot.daemon", "bot.services"]
+    brain = config.get("brain") or {}
+    keyed = brain.get("api_key") or env.get("ANTHROPIC_API_KEY")
+    if brain.get("provider") == "anthropic" or (keyed and brain.get("provider") is None):
+        names.append("bot.brain.anthropic")
+    channels = config.get("channels") or {}
+    for name in ("web", "telegram", "email", "loopback"):
+        default = name == "web"  # the dashboard is on unless turned off
+        if (channels.get(name) or {}).get("enabled", default):
+            names.append(f"channels.{name}")
+    if "channels.telegram" in names:
+        names.append("channels.telegram.adapter")  # the package imports aiogram lazily
+    return names
+
+
 def wanted() -> bool:
     """Whether daemon children come from the helper (``MY_AGENT_TEST_FRESH_DAEMONS=1``: no)."""
     return os.environ.get("MY_AGENT_TEST_FRESH_DAEMONS", "") in ("", "0")
