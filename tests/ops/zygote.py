@@ -8,10 +8,11 @@ every start. Here one helper process per test process (``python -m tests.ops.zyg
 imports those modules once; each start is a ``fork()`` of it that runs the same entry
 module as ``python -m`` would (``runpy``, ``__main__``), with its own environment, working
 directory and log file, so the daemon's code from ``bot.cli.main`` on is exactly the
-product's. What a fork does not exercise (a fresh interpreter importing the daemon) the
-tests that start ``python -m bot.cli`` themselves keep covering (tests/support.py's
-``Daemon``, test_daemon.py); ``MY_AGENT_TEST_FRESH_DAEMONS=1`` makes every
-:class:`tests.ops.daemon.DaemonProcess` a fresh interpreter again.
+product's. What a fork does not exercise (a fresh interpreter importing the daemon, and
+a string-hash seed of its own: the children of one helper share its ``PYTHONHASHSEED``)
+the tests that start ``python -m bot.cli`` themselves keep covering (an ``entry`` script
+in test_daemon.py, tests/test_cli.py); ``MY_AGENT_TEST_FRESH_DAEMONS=1`` makes every
+daemon of the tests a fresh interpreter again.
 
 Protocol, one JSON object a line: the client writes ``{"module", "args", "cwd", "env",
 "log", "preload"}``; the helper imports ``preload`` (once each, a failure left to the child
