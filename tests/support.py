@@ -22,6 +22,7 @@ import yaml
 
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink, Usage
 from bot.events import InboundMessage
+from tests.ops import zygote
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_PYTHON = Path("/work/venv/bin/python")
@@ -120,14 +121,16 @@ class ScriptedBrain:
 
 # -- a daemon child process -------------------------------------------------------------
 class Daemon:
-    """``python -m bot.cli run --config F`` with the loopback channel on a free port."""
+    """``python -m bot.cli run --config F`` with the loopback channel on a free port
+    (forked from :mod:`tests.ops.zygote` unless ``entry`` is given or
+    ``MY_AGENT_TEST_FRESH_DAEMONS=1``)."""
 
     def __init__(self, root: Path, config: dict[str, Any], entry: Path | None = None) -> None:
         self.root = root
         self.config = config
         self.entry = entry  # a script run instead of ``-m bot.cli`` (same arguments)
         self.config_path = root / "config.yaml"
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | zygote.ForkedProcess | None = None
         self.runs = 0
         self.port: int | None = None
 
@@ -155,14 +158,23 @@ class Daemon:
         port_file = self.data_dir / "loopback.port"
         port_file.unlink(missing_ok=True)
         self.runs += 1
-        python = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
-        with self.log_path.open("wb") as log:
-            entry = [str(self.entry)] if self.entry is not None else ["-m", "bot.cli"]
-            self.proc = await asyncio.create_subprocess_exec(
-                python, *entry, "run", "--config", str(self.config_path),
-                cwd=str(self.root), env=self.env(), stdin=asyncio.subprocess.DEVNULL,
-                stdout=log, stderr=asyncio.subprocess.STDOUT,
+        args = ["run", "--config", str(self.config_path)]
+        if self.entry is None and zygote.wanted():
+            # forked from a helper that has imported the daemon (tests/ops/zygote.py);
+            # an entry script, which patches before it imports, gets a fresh interpreter
+            self.proc = await zygote.zygote(self.env()).spawn(
+                "bot.cli", args, cwd=self.root, env=self.env(), log=self.log_path,
+                preload=zygote.daemon_imports(self.config, self.env()),
             )  # fmt: skip
+        else:
+            python = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
+            with self.log_path.open("wb") as log:
+                entry = [str(self.entry)] if self.entry is not None else ["-m", "bot.cli"]
+                self.proc = await asyncio.create_subprocess_exec(
+                    python, *entry, *args,
+                    cwd=str(self.root), env=self.env(), stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log, stderr=asyncio.subprocess.STDOUT,
+                )  # fmt: skip
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not port_file.exists() or not port_file.read_text().strip():
