@@ -162,7 +162,8 @@ def render_inline(text: str, *, links: bool = True, mailto: bool = False) -> str
     while i < n:
         ch = text[i]
         if ch == "`":
-            run = _TICKS.match(text, i).end() - i  # (text[i:] copied the rest each time)
+            ticks_end = _TICKS.match(text, i)  # (text[i:] copied the rest each time)
+            run = (ticks_end.end() if ticks_end else i + 1) - i
             ticks = "`" * run
             end = closing_ticks(ticks, i + run)
             if end != -1 and text[end + run : end + run + 1] != "`":
