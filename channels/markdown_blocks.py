@@ -9,6 +9,13 @@ every character is escaped first and only a small subset becomes tags, by a pars
 that can only emit balanced output (``<b>``, ``<i>``, ``<s>``, ``<code>``, and ``<a>``
 for links to http(s), and mailto when asked). The dashboard renders in the browser
 (``channels/web/static/markdown.js``), into DOM nodes, and shares no code with this.
+
+Reading takes time in proportion to the text however it nests or whatever its lines
+hold (an answer may be 256 KiB): before session 30 a heading of one word and 1,000
+spaces took 7 s (its pattern backtracked in cubic time), the spaces of a fence line or
+of a row of dashes quadratic time, and nested spans copied their insides once per level
+(``tests/channels/test_markdown_nesting.py``). A heading keeps a ``#`` that ends a word
+("# Learning C#"; it lost it as if it closed the heading).
 """
 
 from __future__ import annotations
@@ -22,14 +29,20 @@ from typing import Literal
 # A fence at any indentation: inside a list item the model indents it (often by four
 # spaces), and a fence taken for text had its code read as Markdown (``a*b*c`` lost its
 # asterisks to italics, the copied command was wrong).
-_FENCE = re.compile(r"^(\s*)(```|~~~)\s*([\w+#.-]*)\s*$")
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+# Each pattern matches in one pass over a line: the model's answer may be 256 KiB, and a
+# heading's "(.*?)\s*#*\s*$" took cubic time over the spaces of one line ("# a", 1,000
+# spaces, "x": 7 s; the trailing spaces of a fence or a row of dashes, quadratic). What
+# the old patterns left to backtracking (the words after a fence's language, a heading's
+# closing #s, a row of dashes' cells) is read in code.
+_FENCE = re.compile(r"^(\s*)(```|~~~)\s*([\w+#.-]*)(.*)$")
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?(.*)$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
 _NUMBERED = re.compile(r"^(\s*)(\d{1,9})[.)]\s+(.*)$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
-_ROW = re.compile(r"^\s*\|?.*\|.*$")
-_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+_DASHES = re.compile(r":?-+:?")
+_TICKS = re.compile(r"`+")
+_MARKUP = re.compile(r"[`\[*_~]")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 # Wider is no table a person writes: left as text, so that a line of 100,000 pipes does
 # not become 100,000 cells (the dashboard's limit too).
@@ -82,6 +95,15 @@ def cells(line: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in _CELL_SPLIT.split(body)]
 
 
+def dashes_row(line: str) -> bool:
+    """Whether ``line`` is a table's row of dashes: cells of ``---`` (``:---``, ``---:``,
+    ``:---:``) between pipes, the outer pipes optional."""
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    body = body[:-1] if body.endswith("|") else body
+    return all(_DASHES.fullmatch(cell.strip()) for cell in body.split("|"))
+
+
 def right_aligned(delimiter: str) -> list[bool]:
     """Which columns a table's row of dashes aligns right (``---:``)."""
     return [c.endswith(":") and not c.startswith(":") for c in cells(delimiter)]
@@ -90,7 +112,7 @@ def right_aligned(delimiter: str) -> list[bool]:
 def find_table(lines: list[str], i: int) -> int:
     """The index after the table starting at ``lines[i]`` (a header row, then a row of
     dashes with as many cells, at most :data:`MAX_COLUMNS`), or ``i`` when none does."""
-    if i + 1 >= len(lines) or not _ROW.match(lines[i]) or not _DELIMITER.match(lines[i + 1]):
+    if i + 1 >= len(lines) or "|" not in lines[i] or not dashes_row(lines[i + 1]):
         return i
     if "|" not in lines[i + 1] or lines[i].count("|") > MAX_COLUMNS + 1:
         return i
@@ -113,13 +135,24 @@ def render_inline(text: str, *, links: bool = True, mailto: bool = False) -> str
     """One line of Markdown inline syntax as balanced HTML (``<b>``, ``<i>``, ``<s>``,
     ``<code>``, ``<a>``). ``links``: whether ``[label](url)`` becomes a link (http(s)
     only; with ``mailto``, mailto: too); any other URL stays the text it was."""
-    out: list[str] = []
+    out: list[str] = []  # pieces of HTML, none empty
     stack: list[tuple[str, int]] = []  # (delimiter, index of its literal in out)
     # openers on the stack per delimiter: a closer with none open looks no further (it
     # searched the whole stack, and "*a " * n + "b~~ " * n took seconds at n = 8,000)
     opened = dict.fromkeys(_TAGS, 0)
     i, n = 0, len(text)
     plain: list[str] = []
+
+    # Where the first run of at least so many backticks starts at or after a position,
+    # per run length: positions only grow, so each length's search goes over the text
+    # once (searched afresh at every run, a line of unclosed runs was quadratic).
+    found: dict[str, int] = {}
+
+    def closing_ticks(ticks: str, start: int) -> int:
+        at = found.get(ticks)
+        if at is None or (at != -1 and at < start):
+            at = found[ticks] = text.find(ticks, start)
+        return at
 
     def flush() -> None:
         if plain:
@@ -129,9 +162,10 @@ def render_inline(text: str, *, links: bool = True, mailto: bool = False) -> str
     while i < n:
         ch = text[i]
         if ch == "`":
-            run = len(text[i:]) - len(text[i:].lstrip("`"))
+            ticks_end = _TICKS.match(text, i)  # (text[i:] copied the rest each time)
+            run = (ticks_end.end() if ticks_end else i + 1) - i
             ticks = "`" * run
-            end = text.find(ticks, i + run)
+            end = closing_ticks(ticks, i + run)
             if end != -1 and text[end + run : end + run + 1] != "`":
                 flush()
                 out.append(f"<code>{escape(text[i + run : end])}</code>")
@@ -169,8 +203,14 @@ def render_inline(text: str, *, links: bool = True, mailto: bool = False) -> str
                     opened[closed] -= 1
                 del stack[depth:]  # unclosed openers above it stay literal text
                 tag = _TAGS[delim]
-                inner = "".join(out[pos + 1 :])
-                out[pos:] = [f"<{tag}>{inner}</{tag}>"] if inner else [delim + delim]
+                # The tags go around the pieces in place (every piece in out is text):
+                # joined into one piece at each close, n nested spans copied their
+                # insides n times ("*a " * n + "b* " * n: seconds at n = 45,000).
+                if len(out) > pos + 1:
+                    out[pos] = f"<{tag}>"
+                    out.append(f"</{tag}>")
+                else:
+                    out[pos] = delim + delim
                 i += len(delim)
                 continue
             if can_open:
@@ -183,8 +223,12 @@ def render_inline(text: str, *, links: bool = True, mailto: bool = False) -> str
             plain.append(delim)
             i += len(delim)
             continue
-        plain.append(ch)
-        i += 1
+        # Up to the next character that may start markup, at once (a loop turn for
+        # each character made every answer's plain text the slow part).
+        run_end = _MARKUP.search(text, i + 1)
+        end = n if run_end is None else run_end.start()
+        plain.append(text[i:end])
+        i = end
     flush()
     return "".join(out)
 
@@ -196,7 +240,7 @@ def blocks(markdown: str) -> Iterator[Block]:
     while i < len(lines):
         line = lines[i]
         fence = _FENCE.match(line)
-        if fence:
+        if fence and not fence.group(4).strip():  # words after the language: no fence
             indent, marker, lang = fence.group(1), fence.group(2), fence.group(3)
             body: list[str] = []
             i += 1
@@ -222,12 +266,23 @@ def blocks(markdown: str) -> Iterator[Block]:
         yield _line_block(line)
 
 
+def heading_text(rest: str) -> str:
+    """A heading's text from what follows its ``#``s: without the closing ``#``s a space
+    sets apart ("## Plan ##"), keeping those of a word ("# Learning C#")."""
+    text = rest.rstrip()
+    core = text.rstrip("#")
+    if not core or core[-1].isspace():
+        return core.rstrip()
+    return text
+
+
 def _line_block(line: str) -> Block:
     """The block of one line outside code and tables."""
     if q := _QUOTE.match(line):
         return Block("quote", text=q.group(1), line=line)
     if heading := _HEADING.match(line):
-        return Block("heading", text=heading.group(2), line=line, level=len(heading.group(1)))
+        text = heading_text(heading.group(2))
+        return Block("heading", text=text, line=line, level=len(heading.group(1)))
     if _RULE.match(line):
         return Block("rule", line=line)
     if bullet := _BULLET.match(line):

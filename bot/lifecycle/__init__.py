@@ -267,5 +267,9 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
             "idle_timers": len(self.timers.pending()),
             # aliases whose model the service refused (404): their notes are stand-ins
             "missing_models": {a: e.model_id for a, e in self.missing_models.errors.items()},
+            # reply models (models.default, /model's aliases) the start's check found missing
+            "missing_reply_models": {
+                a: e.model_id for a, e in self.missing_models.reply_errors.items()
+            },
             **dict(self.counters),
         }

@@ -14,13 +14,16 @@ naming's ``throughTurn`` 0), so after the fix and a restart the model redoes the
 At the start (:meth:`MissingModels.check_at_start`) the Models API is asked about each
 model in the background, free of tokens: a typo in ``models.aliases.haiku`` is told
 within seconds of the start, not at the first notes after ten idle minutes (or never,
-on a quiet day; before session 29).
+on a quiet day; before session 29). The same check asks about the models of the replies
+(``models.default`` and every alias ``/model`` offers): a typo there was noticed only
+when a reply failed (before session 30), and is told in one notice naming the keys.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from bot.brain.base import ModelNotFound, UtilityModel
@@ -37,6 +40,35 @@ NOTICE_INTERVAL = 24 * 3600.0
 _KEYS = ("abbreviation_model", "naming_model")
 
 
+def reply_use(config: AppConfig, alias: str) -> str:
+    """What a missing model of ``alias`` does to the replies ("" when none use it)."""
+    if alias == config.models.default:
+        return f"every reply in a conversation on {alias} is a notice instead of an answer"
+    if alias in config.models.aliases:
+        return (
+            f"/model {alias} is refused, and a conversation already on {alias} gets a "
+            "notice instead of each answer"
+        )
+    return ""
+
+
+def reply_models_text(config: AppConfig, errors: list[ModelNotFound]) -> str:
+    """What the owner is told of reply models the service does not offer: per model the
+    keys naming it, the service's refusal and what it does to the replies."""
+    said = []
+    for error in errors:
+        where = f"models.aliases.{error.alias} is {error.model_id}"
+        if error.alias == config.models.default:
+            where = f"models.default is {error.alias}, and {where}"
+        said.append(f"{where} ({error.detail}): {reply_use(config, error.alias)}.")
+    keys = " and ".join(f"models.aliases.{error.alias}" for error in errors)
+    return (
+        "The model service does not offer a model the replies use. "
+        + " ".join(said)
+        + f" Fix {keys} in the configuration and restart."
+    )
+
+
 def missing_model_text(config: AppConfig, error: ModelNotFound) -> str:
     """What the owner is told: which keys name the model, which id the service refused,
     what stands in meanwhile and how to fix it."""
@@ -49,12 +81,14 @@ def missing_model_text(config: AppConfig, error: ModelNotFound) -> str:
     else:
         source = keys[0] if keys else error.alias
         where = f"{named} name {error.model_id} directly"
+    replies = reply_use(config, error.alias)
+    replies = f" For the replies, {replies}." if replies else ""
     return (
         f"Conversation notes and titles cannot use their model: {where}, which the model "
         f"service does not offer ({error.detail}). Meanwhile notes are written by the "
         f'offline stand-in (they begin "{HEADER}") and titles from keywords, each still '
-        f"owed to the model. Fix {source} in the configuration and restart: the model then "
-        "rewrites them."
+        f"owed to the model.{replies} Fix {source} in the configuration and restart: the "
+        "model then rewrites them."
     )
 
 
@@ -65,14 +99,17 @@ class MissingModels:
         self.config = config
         self.services = services
         self.errors: dict[str, ModelNotFound] = {}
+        # reply models (models.default, /model's aliases) the start's check found missing
+        self.reply_errors: dict[str, ModelNotFound] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.start_check: asyncio.Task[None] | None = None
 
     def check_at_start(self, brain: Any) -> None:
         """Ask the model service, in the background, whether it offers the models of the
-        notes and the titles (the Models API: no token spent, the start not delayed); a
-        model it does not offer is told and stood in for as a 404 from a pass would be.
-        Nothing when the brain has no service to ask (offline), or cannot say."""
+        notes and the titles, and of the replies (the Models API: no token spent, the
+        start not delayed); a model of the notes it does not offer is told and stood in
+        for as a 404 from a pass would be, the reply models it does not offer are told in
+        one notice. Nothing when the brain has no service to ask (offline), or cannot say."""
         check = getattr(brain, "check_model", None)
         if check is not None:
             self.start_check = self._run(self._check(check), "lifecycle-model-check")
@@ -86,12 +123,25 @@ class MissingModels:
 
     async def _check(self, check: Any) -> None:
         cfg = self.config.conversations
-        for alias in sorted({cfg.abbreviation_model, cfg.naming_model}):
-            problem = await check(alias)  # None: offered, or the service cannot say
-            if problem is not None and alias not in self.errors:
-                model_id = self.config.resolve_model(alias)
-                log.info("model check at start: %s (%s) is not offered", alias, model_id)
-                self.refused(ModelNotFound(alias, model_id, problem))
+        notes = {cfg.abbreviation_model, cfg.naming_model}
+        replies = {self.config.models.default, *self.config.models.aliases}
+        problems: dict[str, str | None] = {}  # per model id: aliases may share one
+        for alias in sorted(notes | replies):
+            model_id = self.config.resolve_model(alias)
+            if model_id not in problems:
+                problems[model_id] = await check(alias)  # None: offered, or cannot say
+            problem = problems[model_id]
+            if problem is None:
+                continue
+            log.info("model check at start: %s (%s) is not offered", alias, model_id)
+            error = ModelNotFound(alias, model_id, problem)
+            if alias in notes:  # its notice says what it does to the replies too
+                if alias not in self.errors:
+                    self.refused(error)
+            else:
+                self.reply_errors[alias] = error
+        if self.reply_errors:
+            self._run(self._tell_replies(list(self.reply_errors.values())), "missing-reply-model")
 
     def missing(self, alias: str) -> bool:
         """Whether the service refused ``alias``'s model since it last answered."""
@@ -125,25 +175,40 @@ class MissingModels:
         return task
 
     async def _tell(self, error: ModelNotFound) -> None:
-        text = missing_model_text(self.config, error)
-        log.warning("%s", text)
+        await self._alert([error], lambda due: missing_model_text(self.config, due[0]))
+
+    async def _tell_replies(self, errors: list[ModelNotFound]) -> None:
+        await self._alert(errors, lambda due: reply_models_text(self.config, due), "reply")
+
+    async def _alert(
+        self,
+        errors: list[ModelNotFound],
+        text_of: Callable[[list[ModelNotFound]], str],
+        kind: str = "lifecycle",
+    ) -> None:
+        """Tell the owner of those of ``errors`` not told within :data:`NOTICE_INTERVAL`
+        (across restarts), in one notice."""
+        log.warning("%s", text_of(errors))
         state = getattr(self.services, "state", None)
         alert = getattr(self.services, "alert_owner", None)
         try:
-            if state is not None and not await notice_due(
-                state, _notice_key(error), NOTICE_INTERVAL
-            ):
-                return
-            if alert is not None:
-                await alert(text)
+            due = [
+                error
+                for error in errors
+                if state is None
+                or await notice_due(state, _notice_key(error, kind), NOTICE_INTERVAL)
+            ]
+            if due and alert is not None:
+                await alert(text_of(due))
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("could not tell the owner that model %s is missing", error.alias)
+            missing = ", ".join(error.alias for error in errors)
+            log.exception("could not tell the owner that model(s) %s are missing", missing)
 
 
-def _notice_key(error: ModelNotFound) -> str:
-    return f"lifecycle_model_missing:{error.model_id}"
+def _notice_key(error: ModelNotFound, kind: str = "lifecycle") -> str:
+    return f"{kind}_model_missing:{error.model_id}"
 
 
 class ReportingModel:

@@ -18,6 +18,7 @@ from bot.fts_text import has_spaceless
 from bot.graphemes import cut
 from bot.index import ConversationRecord
 from bot.keyword_titles import kebab
+from bot.lifecycle.title_quotes import unquoted
 from bot.mail_subjects import bare_subject
 
 TITLE_MAX_CHARS = 80
@@ -30,8 +31,6 @@ _SMALL_WORDS = frozenset(
     "a an and as at but by for from in into nor of on or over per the to via vs with".split()
 )
 _NUMERIC_ID = re.compile(r"^-?\d+$")
-# Quotes a title may come wrapped in, in any script's style.
-_QUOTES = "\"'`“”„‟‘’‚‛«»‹›「」『』"
 _TRAILING = ".!?:;,…-–—"
 _EMOJI_JOINERS = frozenset("\u200d\ufe0e\ufe0f\u20e3")
 # Symbols that carry a name's meaning, spelt out before a topic becomes kebab-case:
@@ -101,9 +100,11 @@ def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
     """One line, no quotes, emoji or trailing punctuation, Title Case, <= max_words and
     80 chars."""
     text = without_symbols(str(raw))
-    text = text.strip().strip(_QUOTES + "*#").strip()
+    text = unquoted(text.strip().strip("*#").strip())
     text = re.sub(r"^(title|name)\s*:\s*", "", text, flags=re.I)
-    text = text.strip().strip(_QUOTES).rstrip(_TRAILING).strip()
+    # Quotes around all of it go, pairs inside stay, a quote without its pair goes
+    # (stripping both ends left "Quoted Start\" Here": bot.lifecycle.title_quotes).
+    text = unquoted(text.rstrip(_TRAILING).strip()).rstrip(_TRAILING).strip()
     if _shouting(text):
         # ALL CAPS is not Title Case; short words (NAS, API, AWS) stay as written.
         text = " ".join(w if len(w) <= 3 else w.lower() for w in text.split())
@@ -115,7 +116,8 @@ def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
             words.pop()
         words[-1] = words[-1].rstrip(",;:-—") or words[-1]
     text = title_case(" ".join(words))
-    return truncate(text, TITLE_MAX_CHARS)
+    # (a cut to six words or 80 characters may leave half a pair: its quote goes too)
+    return unquoted(truncate(text, TITLE_MAX_CHARS))
 
 
 def truncate(text: str, limit: int) -> str:

@@ -23,6 +23,8 @@ from .claude_fakes import claude_config, open_claude, open_watched
 
 RETIRED = "claude-haiku-retired-1"
 GOOD = "claude-haiku-4-5"
+# the reply models of the default configuration, each asked about at the start too
+REPLY_MODELS = {ModelsConfig().aliases[alias] for alias in ("opus", "sonnet")}
 
 
 @pytest.fixture
@@ -56,7 +58,8 @@ async def test_a_missing_notes_model_is_told_at_the_start_without_a_token(
     services, lifecycle, told = await open_with(tmp_path, fake_api.base_url, RETIRED, clock)
     try:
         await lifecycle.settle()
-        assert fake_api.model_requests == [RETIRED]  # one check: both keys use haiku
+        # one check of each model: both keys use haiku, the replies every alias
+        assert sorted(fake_api.model_requests) == sorted({RETIRED, *REPLY_MODELS})
         assert fake_api.requests == []  # no Messages request: no token spent
         assert len(told) == 1 and RETIRED in told[0] and "models.aliases.haiku" in told[0]
         assert lifecycle.status()["missing_models"] == {"haiku": RETIRED}
@@ -86,9 +89,10 @@ async def test_an_offered_model_is_checked_once_and_told_nothing(
     await lifecycle.start()
     try:
         await lifecycle.settle()
-        expected = sorted([GOOD, config.resolve_model("sonnet")])
+        expected = sorted({GOOD, *REPLY_MODELS})
         assert sorted(fake_api.model_requests) == expected  # each model once
         assert fake_api.requests == [] and lifecycle.status()["missing_models"] == {}
+        assert lifecycle.status()["missing_reply_models"] == {}
     finally:
         await lifecycle.stop(1)
         await close_services(services)
