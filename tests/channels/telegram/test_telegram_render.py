@@ -253,3 +253,37 @@ def test_a_hard_split_falls_between_characters() -> None:
     )
     flags = "\U0001f1eb\U0001f1f7" * 40  # each flag: 4 units
     assert all(len(p) % 2 == 0 for p in split_html(flags, 50))
+
+
+def test_deeply_nested_emphasis_is_split_in_linear_work_and_few_parts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Regression (session 30): the open elements were copied at each tag and their
+    # closing tags joined again at every character, so the split's work grew with the
+    # nesting times the length (8 KiB of nested emphasis 7 s, 16 KiB 234 s: a reply
+    # that hung its chat); and once the reopened tags filled most of a part, each part
+    # held a few characters (2,394 messages for 16 KiB). The work is counted as the
+    # characters measured, not timed.
+    import channels.telegram.splitting as splitting
+
+    measured = 0
+    measure = splitting.utf16_len
+
+    def counting(text: str) -> int:
+        nonlocal measured
+        measured += len(text)
+        return measure(text)
+
+    monkeypatch.setattr(splitting, "utf16_len", counting)
+    html = markdown_to_html("*a " * 1400 + "b* " * 1400)
+    assert html.count("<i>") == 1400
+    parts = split_visible(html)
+    assert measured < 20 * len(html), measured  # before: ~1,500 times its length
+    assert len(parts) <= 3
+
+    deeper = markdown_to_html("**a " * 2800 + "b** " * 2800)
+    parts = split_visible(deeper)
+    assert all(utf16_len(parse_telegram_html(p)) <= 4096 for p in parts)
+    assert len(parts) <= 5  # 11,200 characters shown: 3 parts at least
+    joined = "".join(parse_telegram_html(p) for p in parts)
+    assert re.sub(r"\s", "", joined) == "a" * 2800 + "b" * 2800  # the words, in order
