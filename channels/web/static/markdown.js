@@ -15,7 +15,10 @@
   const { el, inline, inlineLines, withBudget, overBudget, MAX_DEPTH } = global.MarkdownInline;
 
   const FENCE = /^\s*(```|~~~)\s*([\w+-]*)\s*$/;
-  const HEADING = /^(#{1,6})\s+(.*?)\s*#*\s*$/;
+  // One pass over the line: "(.*?)\s*#*\s*$" backtracked in cubic time over a line's
+  // spaces ("# a", 4,000 spaces, "x" froze the tab for 26 s); the closing #s are
+  // read in code (headingText), as channels/markdown_blocks.py does.
+  const HEADING = /^(#{1,6})\s+(.*)$/;
   const RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
   const QUOTE = /^\s*>\s?(.*)$/;
   const BULLET = /^\s*[-*+]\s+(.*)$/;
@@ -24,6 +27,17 @@
   // Wider is no table a person writes: shown as text, so a stranger's line of 100,000
   // pipes does not become 100,000 cells.
   const MAX_COLUMNS = 64;
+
+  // A heading's text without the closing #s a space sets apart ("## Plan ##"), keeping
+  // those of a word ("# Learning C#").
+  function headingText(rest) {
+    const text = rest.trimEnd();
+    let end = text.length;
+    while (end > 0 && text[end - 1] === "#") end--;
+    const core = text.slice(0, end);
+    if (!core || /\s$/.test(core)) return core.trimEnd();
+    return text;
+  }
 
   function indentOf(line) {
     return line.length - line.trimStart().length;
@@ -171,7 +185,7 @@
         parent.appendChild(pre);
       } else if ((m = HEADING.exec(line))) {
         const h = el("h" + Math.min(m[1].length + 2, 6));
-        inline(m[2], h);
+        inline(headingText(m[2]), h);
         parent.appendChild(h);
         i++;
       } else if ((names = tableAt(lines, i))) {
