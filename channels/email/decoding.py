@@ -118,6 +118,8 @@ def _normalise_charset(charset: str | None) -> str | None:
 MAX_HEADER_CHARS = 8192
 # C0 controls other than the line breaks (which unfold joins) and DEL
 _CONTROL = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]")
+# What parts the addresses of a header's free text (a bounce's Final-Recipient, X-Loop)
+_ADDRESS_SEPARATORS = re.compile(r"[\s<>,;:\"()\[\]]+")
 
 
 def decode_header_value(value: str) -> str:
@@ -170,3 +172,13 @@ def header_value(msg: Message, name: str) -> str:
     """The first value of header ``name``, decoded (empty when it is missing)."""
     values = raw_header(msg, name)
     return decode_header_value(values[0]) if values else ""
+
+
+def addresses_in(text: str) -> list[str]:
+    """The mail addresses in free text, as written: each run of characters between
+    separators (spaces, ``<>,;:"()[]``) with an ``@`` inside it. Before session 30 three
+    modules found them with ``[^...]+@[^...]+``, which tried every start in a run without
+    an ``@``: a header of 30,000 letters took 6 s to read, a megabyte hours (any sender
+    writes an X-Loop header, a bounce's Final-Recipient). One split reads it in one pass,
+    with the same result."""
+    return [run for run in _ADDRESS_SEPARATORS.split(text) if "@" in run[1:-1]]

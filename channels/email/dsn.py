@@ -23,10 +23,9 @@ from email import policy
 from email.message import Message
 
 from bot.graphemes import cut
-from channels.email.decoding import decode_bytes, header_value, raw_header, unfold
+from channels.email.decoding import addresses_in, decode_bytes, header_value, raw_header, unfold
 from channels.email.mime_parts import content_type, own_parts
 
-_ADDRESS = re.compile(r"[^\s<>,;:\"()\[\]]+@[^\s<>,;:\"()\[\]]+")
 _REPORT_TYPES = ("message/delivery-status", "message/global-delivery-status")
 _RETURNED = ("message/rfc822", "text/rfc822-headers", "message/global", "message/global-headers")
 _MAX_DIAGNOSTIC = 200  # characters of the remote server's reason kept in the summary
@@ -108,7 +107,7 @@ def read_bounce(msg: Message, msgids: Callable[[str], list[str]]) -> Bounce | No
         address = _field(block, "Final-Recipient") or _field(block, "Original-Recipient")
         if not address and not _field(block, "Action"):
             continue  # the per-message fields (Reporting-MTA, Arrival-Date)
-        for found in _ADDRESS.findall(address) or [""]:
+        for found in addresses_in(address) or [""]:
             entries.append(
                 (
                     _field(block, "Action").lower(),
@@ -127,7 +126,7 @@ def read_bounce(msg: Message, msgids: Callable[[str], list[str]]) -> Bounce | No
     status = next((e[2] for e in chosen if e[2]), "")
     diagnostic = next((e[3] for e in chosen if e[3]), "")
     for value in exim:
-        recipients += [a.lower() for a in _ADDRESS.findall(unfold(value))]
+        recipients += [a.lower() for a in addresses_in(unfold(value))]
     original_id: str | None = None
     original_subject = ""
     for part in parts:

@@ -28,6 +28,7 @@ from bot.mail_subjects import is_forward_subject
 from channels.email.automatic import is_automatic
 from channels.email.calendar import calendar_answer
 from channels.email.decoding import (
+    addresses_in,
     decode_bytes,
     decode_header_value,
     header_value,
@@ -54,7 +55,6 @@ _TOO_DEEP = "[This mail is nested too deeply to be read as MIME: its text is sho
 # Exchange's forwarding rules, procmail, Sieve and ticket systems (X-Loop), Mailman,
 # and a redirect (Resent-From). Our own address in one: the mail came back round.
 _LOOP_HEADERS = ("X-MS-Exchange-Inbox-Rules-Loop", "X-Loop", "X-Been-There", "Resent-From")
-_LOOP_ADDRESS = re.compile(r"[^\s<>,;:\"()\[\]]+@[^\s<>,;:\"()\[\]]+")
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,7 @@ def parse_message(raw: bytes) -> ParsedMail:
                 found.lower()
                 for name in _LOOP_HEADERS
                 for value in raw_header(msg, name)
-                for found in _LOOP_ADDRESS.findall(unfold(value))
+                for found in addresses_in(unfold(value))
             )
         ),
         bounce=bounce,

@@ -21,12 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
 
-from channels.email.decoding import header_value
+from channels.email.decoding import addresses_in, header_value
 from channels.email.dsn import report_fields
 from channels.email.mime_parts import content_type, own_parts
 
 _REPORT_TYPE = "message/disposition-notification"
-_ADDRESS = re.compile(r"[^\s<>,;:\"()\[\]]+@[^\s<>,;:\"()\[\]]+")
 # The subject prefixes clients give a receipt, before the subject of the mail read.
 _RECEIPT_SUBJECT = re.compile(
     r"^\s*(?:(?:read receipt|not read|read|ungelesen|gelesen|non lu|lu|no leído|leído|"
@@ -75,7 +74,7 @@ def read_receipt(msg: Message, msgids: Callable[[str], list[str]]) -> ReadReceip
     reader = disposition = ""
     original: list[str] = []
     if fields is not None:
-        found = _ADDRESS.findall(header_value(fields, "Final-Recipient"))
+        found = addresses_in(header_value(fields, "Final-Recipient"))
         reader = found[0].lower() if found else ""
         # "manual-action/MDN-sent-manually; displayed" (modifiers after a slash)
         value = header_value(fields, "Disposition").rpartition(";")[2]
