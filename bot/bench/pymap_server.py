@@ -67,9 +67,13 @@ def _interpreter_of(script: Path) -> str:
 
 
 def start_pymap(
-    port: int | None = None, user: str = USER, password: str = PASSWORD
+    port: int | None = None,
+    user: str = USER,
+    password: str = PASSWORD,
+    tls: tuple[Path, Path] | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
     """A local pymap IMAP server (in-memory, demo user); used by this bench and the tests.
+    ``tls``: (certificate, key) to serve IMAPS with, else plain IMAP.
 
     Raises RuntimeError when pymap is missing or does not come up.
     """
@@ -84,7 +88,7 @@ def start_pymap(
             "127.0.0.1",
             "--port",
             str(port),
-            "--no-tls",
+            *(["--cert", str(tls[0]), "--key", str(tls[1])] if tls else ["--no-tls"]),
             "dict",
             "--demo-user",
             user,

@@ -3,15 +3,13 @@ against aiosmtpd; certificates are verified (a CA file makes a self-signed one t
 
 from __future__ import annotations
 
-import socket
 import ssl
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bot.bench import pymap_server
 from bot.channel import Misconfigured
 from bot.events import OutboundMessage
 from channels.email.adapter import EmailChannel
@@ -25,7 +23,6 @@ from tests.channels.email.conftest import (
     SmtpServer,
     append,
     create_folder,
-    free_port,
     pymap_command,
     stop_pymap,
 )
@@ -35,38 +32,9 @@ from tests.channels.email.test_adapter import OWNER, mail, make_config
 
 @pytest.fixture(scope="module")
 def tls_pymap(cert: tuple[Path, Path]) -> Iterator[PymapServer]:
-    command = pymap_command()
-    if command is None:
+    if pymap_command() is None:
         missing("pymap is not installed")
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            *command,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--cert",
-            str(cert[0]),
-            "--key",
-            str(cert[1]),
-            "dict",
-            "--demo-user",
-            USER,
-            "--demo-password",
-            PASSWORD,
-        ],
-        env={"FQDN": "localhost", "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.05)
+    process, port = pymap_server.start_pymap(None, USER, PASSWORD, tls=cert)
     server = PymapServer(port, process)
     yield server
     stop_pymap(server)
