@@ -231,10 +231,12 @@ class Router:
         allowed the group and everyone in it."""
         key = normalise_identity(msg.channel, msg.sender_id)
         party = await self.s.external.get(party_handle(msg.channel, key))
-        if party is not None and party.tier_source != "config":
-            return party.tier == "blocked" and party.tier_source != "default"
-        # (a tier the config gave is the config's as it is now: the owner may have
-        # taken them off the list since their record was last written)
+        if party is not None and party.tier_source == "owner":
+            return party.tier == "blocked"  # the owner's /block or /trust stands
+        # Otherwise the config as it is now: the owner may have taken them off the list
+        # since their record was last written, or listed as blocked one whose record
+        # held the default tier (answered in the group until their next private
+        # message, before session 30).
         return self.s.external.configured_tier(msg.channel, key, msg.sender_aliases) == "blocked"
 
     def _storage_recovered(self) -> None:

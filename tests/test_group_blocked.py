@@ -65,3 +65,25 @@ async def test_the_default_tier_blocked_still_lets_the_group_be_answered(tmp_pat
         assert [r.text for r in brain.requests] == ["@bot what time is it?"]
     finally:
         await shutdown_services(services)
+
+
+async def test_a_stranger_the_config_blocks_since_gets_no_answer_in_a_group(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 30): a party whose record held the default tier (they had
+    # written to the bot) was answered in the group after the owner listed them as
+    # blocked in trust.contacts and reloaded, until they wrote to the bot again.
+    config = telegram_config(tmp_path)
+    brain = ScriptedBrain()
+    services, _ = await start_telegram_core(config, brain=brain)
+    try:
+        await services.router.deliver(inbound("hi, Ann here", sender=ANN))  # the default tier
+        await settle(services)
+        blocked = telegram_config(tmp_path, trust={"contacts": {"telegram": {ANN: "blocked"}}})
+        services.config.trust = blocked.trust  # what a SIGHUP does
+        before = len(brain.requests)
+        await services.router.deliver(inbound("@bot what time is it?", sender=ANN, **GROUP))
+        await settle(services)
+        assert len(brain.requests) == before
+    finally:
+        await shutdown_services(services)
