@@ -27,6 +27,7 @@ from bot.identity import anonymous_sender
 from bot.index import ConversationRecord
 from bot.index_rescue import is_storage_refusal
 from bot.parties import normalise_identity, party_handle
+from bot.party_tiers import tier_now
 from bot.resolver import THREADED_CHANNELS, ConversationResolver, ReadOnlyConversation
 from bot.spool import HeldForRetry, InboundSpool
 from bot.strangers import StrangerFlow
@@ -231,13 +232,17 @@ class Router:
         allowed the group and everyone in it."""
         key = normalise_identity(msg.channel, msg.sender_id)
         party = await self.s.external.get(party_handle(msg.channel, key))
-        if party is not None and party.tier_source == "owner":
-            return party.tier == "blocked"  # the owner's /block or /trust stands
-        # Otherwise the config as it is now: the owner may have taken them off the list
-        # since their record was last written, or listed as blocked one whose record
-        # held the default tier (answered in the group until their next private
-        # message, before session 30).
-        return self.s.external.configured_tier(msg.channel, key, msg.sender_aliases) == "blocked"
+        if party is None:
+            configured = self.s.external.configured_tier(msg.channel, key, msg.sender_aliases)
+            return configured == "blocked"
+        # The tier as it is now (bot.party_tiers): the owner's choice stands, the config
+        # as it is now beats their record (taken off the list since, or listed as blocked
+        # while their record held the default tier: answered here until their next
+        # private message, before session 30).
+        tier, source = tier_now(
+            self.s.config, msg.channel, key, party.tier, party.tier_source, msg.sender_aliases
+        )
+        return tier == "blocked" and source != "default"
 
     def _storage_recovered(self) -> None:
         self._storage_alerted = False  # the next failure alerts the owner again
