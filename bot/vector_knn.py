@@ -2,8 +2,9 @@
 
 :class:`VectorMatrices` holds what interactive search scans without touching SQLite: the
 sign bits of every turn window (:class:`~bot.vector_codec.BitMatrix`, the first stage of
-the two-stage turn KNN) and a float copy of every abbreviation vector (few enough, one per
-conversation, to score exactly). The exact stage of the turn KNN reads float16 copies from
+the two-stage turn KNN) and a float copy of every abbreviation vector
+(:class:`~bot.abbreviation_matrix.AbbreviationMatrix`, one per conversation: scored
+exactly up to 20,000 of them). The exact stage of the turn KNN reads float16 copies from
 ``turn_vectors`` on a connection's thread (:meth:`VectorMatrices.rescore_turns`).
 """
 
@@ -13,8 +14,8 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
+from bot.abbreviation_matrix import AbbreviationMatrix
 from bot.db import SyncConn
-from bot.ranking import matvec
 from bot.vector_codec import BitMatrix, rescore, sign_bits
 
 
@@ -25,9 +26,7 @@ class VectorMatrices:
     def __init__(self, dims: int, turns: BitMatrix, abbr_ids: list[str], abbr: np.ndarray):
         self.dims = dims
         self.turns = turns
-        self._abbr_ids = abbr_ids
-        self._abbr_pos = {c: i for i, c in enumerate(abbr_ids)}
-        self._abbr = abbr
+        self._notes = AbbreviationMatrix(abbr_ids, abbr, dims)
 
     @classmethod
     def read(cls, conn: SyncConn, dims: int) -> VectorMatrices:
@@ -49,24 +48,11 @@ class VectorMatrices:
 
     @property
     def abbreviation_count(self) -> int:
-        return len(self._abbr_ids)
+        return len(self._notes)
 
     def set_abbreviation(self, conversation_id: str, vector: np.ndarray | None) -> None:
         """Replace (or, with None, drop) one conversation's abbreviation vector."""
-        at = self._abbr_pos.get(conversation_id)
-        if vector is None:
-            if at is not None:
-                self._abbr = np.delete(self._abbr, at, axis=0)
-                self._abbr_ids.pop(at)
-                self._abbr_pos = {c: i for i, c in enumerate(self._abbr_ids)}
-            return
-        row = np.asarray(vector, dtype=np.float16).astype(np.float32)  # as stored
-        if at is None:
-            self._abbr_pos[conversation_id] = len(self._abbr_ids)
-            self._abbr_ids.append(conversation_id)
-            self._abbr = np.vstack([self._abbr, row[None, :]])
-        else:
-            self._abbr[at] = row
+        self._notes.set(conversation_id, vector)
 
     def turn_shortlist(
         self, query: np.ndarray, k: int, among: Sequence[int] | np.ndarray | None = None
@@ -101,21 +87,7 @@ class VectorMatrices:
     ) -> dict[str, float]:
         """Up to ``k`` nearest abbreviations: conversation id -> cosine similarity (exact);
         with ``among``, of those conversations only."""
-        if among is not None:
-            rows = [at for at in map(self._abbr_pos.get, among) if at is not None]
-            scores = matvec(self._abbr[rows], query) if rows else np.zeros(0)
-            best = np.argsort(-scores, kind="stable")[:k]
-            return {self._abbr_ids[rows[i]]: float(scores[i]) for i in best.tolist()}
-        if not self._abbr_ids:
-            return {}
-        scores = matvec(self._abbr, query)
-        count = min(k, len(scores))
-        top = (
-            np.argpartition(-scores, count - 1)[:count]
-            if count < len(scores)
-            else range(len(scores))
-        )
-        return {self._abbr_ids[i]: float(scores[i]) for i in top}
+        return self._notes.nearest(query, k, among)
 
 
 __all__ = ["VectorMatrices"]
