@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
+from bot.command_status import status_answer
 from bot.config.model import AppConfig, BrainConfig, ModelsConfig
 from bot.lifecycle import ManualClock
 from bot.services import close_services
@@ -104,6 +105,43 @@ async def test_the_offline_brain_asks_about_no_model(
         await lifecycle.settle()
         assert fake_api.model_requests == [] and told == []
         assert lifecycle.status()["missing_reply_models"] == {}
+    finally:
+        await lifecycle.stop(1)
+        await close_services(services)
+
+
+async def test_conversations_on_an_alias_removed_since_are_listed(
+    tmp_path: Path, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    # Two conversations chose "opus" with /model; the owner then removed the alias from
+    # the configuration, so the name goes to the service as an id, which it refuses.
+    fake_api.unknown_models.add("opus")
+    config = config_with(tmp_path, fake_api)
+    services, lifecycle, told = await open_watched(config, clock)
+    try:
+        for _ in range(2):
+            rec = await services.conversations.create("web")
+            await services.conversations.set_model(rec.id, "opus")
+        await services.conversations.create("web", model="haiku")
+    finally:
+        await lifecycle.stop(1)
+        await close_services(services)
+    del config.models.aliases["opus"]
+    services, lifecycle, told = await open_watched(config, clock)
+    try:
+        await lifecycle.settle()
+        assert fake_api.model_requests.count("opus") == 1
+        assert told == [
+            "The model service does not offer a model the replies use. 2 conversations "
+            "chose opus with /model, which models.aliases no longer names (model: opus): at "
+            "its next message each is answered by sonnet (models.default), says so there, "
+            "and switches to it."
+        ]
+        lines, _ = await status_answer(services, "web", None, owner_only=True)
+        assert (
+            "Models the model service does not offer: opus (a conversation's model, in no "
+            "configuration key now). sonnet (models.default) answers for them."
+        ) in lines
     finally:
         await lifecycle.stop(1)
         await close_services(services)
