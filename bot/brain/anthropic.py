@@ -264,6 +264,10 @@ class AnthropicBrain:
         service's words (``/status``)."""
         return dict(self.models.gone.details)
 
+    def forget_missing_models(self) -> None:
+        """Forget them (``models.*`` reloaded: the check is made again)."""
+        self.models.gone.details.clear()
+
     # -- UtilityModel ------------------------------------------------------------------
     async def complete(
         self, *, system: str, prompt: str, model_alias: str = "haiku", max_tokens: int = 400

@@ -128,6 +128,19 @@ class MissingModels:
         if check is not None:
             self.start_check = self._run(self._check(check), "lifecycle-model-check")
 
+    async def recheck(self, brain: Any) -> None:
+        """``models.*`` were reloaded (SIGHUP): forget what the last check and the
+        replies found (a fixed alias no longer listed by /status, its notes written by
+        the model again) and ask the service again about the models configured now."""
+        await self.stop_checking()
+        self.errors.clear()
+        self.reply_errors.clear()
+        self.stored_counts.clear()
+        forget = getattr(brain, "forget_missing_models", None)
+        if forget is not None:
+            forget()
+        self.check_at_start(brain)
+
     async def stop_checking(self) -> None:
         """Cancel the start's check if it is still waiting for the service (a stop)."""
         task = self.start_check
