@@ -5,40 +5,17 @@ conversation is switched to it, and a 404 about anything else keeps the notice
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from types import SimpleNamespace
-
-import pytest
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI, Scripted
 from bot.brain.anthropic import RESTRICTED_FALLBACK, AnthropicBrain
 from bot.brain.base import BrainReply, BrainRequest
-from bot.events import InboundMessage
 from bot.model_switch import forget_dropped_model
-from bot.services import Services, close_services
+from bot.services import Services
 from tests.brain.conftest import seed_conversation
-from tests.brain.test_router_e2e import RecordingChannel, e2e_config, start, wait_for
-
-
-@pytest.fixture
-async def services(tmp_path: Path, fake_api: FakeAnthropicAPI) -> AsyncIterator[Services]:
-    s = await start(e2e_config(tmp_path, fake_api))
-    yield s
-    await close_services(s)
-
-
-async def say(services: Services, text: str, message_id: str) -> None:
-    await services.router.deliver(
-        InboundMessage(
-            channel="web", sender_id="owner", text=text, message_id=message_id, chat_id="dashboard"
-        )
-    )
-
-
-def replies(services: Services) -> list[str]:
-    web: RecordingChannel = services.channels["web"]  # type: ignore[assignment]
-    return [m.text for m in web.sent if m.kind in ("reply", "command")]
+from tests.brain.test_model_not_found import replies, say
+from tests.brain.test_model_not_found import services as services  # the fixture
+from tests.brain.test_router_e2e import wait_for
 
 
 def models_asked(fake: FakeAnthropicAPI) -> list[str]:
