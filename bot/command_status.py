@@ -57,6 +57,45 @@ def brain_line(services: Services) -> str:
     return f"Brain: {brain}" + (f" ({OFFLINE_NOTE})" if brain == "offline" else "")
 
 
+def missing_model_ids(services: Services) -> set[str]:
+    """The model ids the model service does not offer, as this process learnt them: the
+    start's check, ``/model``, a reply's or a note's 404 (until a restart, or until the
+    model answers again)."""
+    missing = getattr(services.brain, "missing_models", None)
+    ids = set(missing()) if missing is not None else set()
+    reporter = getattr(services.lifecycle, "missing_models", None)
+    errors = getattr(reporter, "errors", None) or {}
+    return ids | {error.model_id for error in errors.values()}
+
+
+def missing_models_line(services: Services) -> str | None:
+    """The models the service does not offer, each with the keys naming it and what it
+    does to the replies; None when there are none. The start's notice was sent once
+    (a day): /status says it for as long as it holds."""
+    ids = missing_model_ids(services)
+    if not ids:
+        return None
+    models = services.config.models
+    default_id = services.config.resolve_model(models.default)
+    said, keyed = [], False
+    for model_id in sorted(ids):
+        keys = [f"models.aliases.{a}" for a, m in models.aliases.items() if m == model_id]
+        if model_id == default_id:
+            keys.insert(0, "models.default")
+        keyed = keyed or bool(keys)
+        # (no key: an alias removed since, still a conversation's choice until its next
+        # message switches it to the default)
+        named = ", ".join(keys) or "a conversation's model, in no configuration key now"
+        said.append(f"{model_id} ({named})")
+    fix = "Fix the configuration and restart; " if keyed else ""
+    if default_id in ids:
+        effect = f"replies on {models.default} are notices until then"
+    else:
+        effect = f"{models.default} (models.default) answers for them"
+        effect += " meanwhile" if keyed else ""
+    return f"Models the model service does not offer: {'; '.join(said)}. {fix}{effect}."
+
+
 def search_line(services: Services) -> str:
     vec = "hybrid (keyword + vectors)" if services.vector_search_available() else "keyword only"
     rebuild = vector_rebuild_state(services)
@@ -180,6 +219,9 @@ async def status_answer(
             title = f"{isolate(shown or UNTITLED)} ({fresh.id})"
             lines.extend(conversation_lines(services, fresh, title))
     lines += [brain_line(services), search_line(services)]
+    missing = missing_models_line(services) if owner_only else None
+    if missing:  # (the configuration is the owner's, not a group's, to read)
+        lines.append(missing)
     if owner_only:
         # (In a group every member reads it: how many conversations the owner has and
         # how many strangers wait for an answer are the owner's to know.)

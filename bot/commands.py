@@ -225,9 +225,12 @@ def model_answer(
     args = first_line(args)
     if not args:
         choices = ", ".join(aliases)
+        # A name no alias has (one removed from the configuration since it was chosen)
+        # showed as "opus (opus)", as if it were its own model id.
+        shown = config.resolve_model(current) if current in aliases else "not in models.aliases"
         return (
-            f"Current model: {current} ({config.resolve_model(current)})."
-            f" Available: {choices}. Use /model <name> to switch.",
+            f"Current model: {current} ({shown}). Available: {choices}. Use /model <name> "
+            "to switch.",
             None,
         )
     if len(args.split()) > 1:
@@ -240,18 +243,24 @@ def model_answer(
     named = args.split()[0].lower()
     alias = alias_named(aliases, named)
     if alias is None:
-        close = get_close_matches(named, list(aliases), n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]}?" if close else ""
+        lowered = {name.lower(): name for name in aliases}
+        close = get_close_matches(named, list(lowered), n=1, cutoff=0.6)
+        hint = f" Did you mean {lowered[close[0]]}?" if close else ""
         return f"Unknown model {named!r}.{hint} Available: {', '.join(aliases)}.", None
     return f"Model switched to {alias} ({aliases[alias]}) for {target}.", alias
 
 
 def alias_named(aliases: Mapping[str, str], named: str) -> str | None:
-    """The alias ``named`` (lower case) stands for: an alias, or the model id an alias
-    resolves to, which /model itself shows ("Current model: opus (claude-opus-4-8)"):
-    the owner who typed that id back was told it was an unknown model."""
+    """The alias ``named`` (lower case) stands for: an alias in any case (one configured
+    as "Opus" was unknown to "/model Opus", since the name typed is lowered), or the
+    model id an alias resolves to, which /model itself shows ("Current model: opus
+    (claude-opus-4-8)"): the owner who typed that id back was told it was an unknown
+    model."""
     if named in aliases:
         return named
+    found = next((alias for alias in aliases if alias.lower() == named), None)
+    if found is not None:
+        return found
     return next((alias for alias, model in aliases.items() if model.lower() == named), None)
 
 

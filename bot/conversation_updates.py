@@ -105,8 +105,10 @@ class ConversationUpdates:
             )
         return rec
 
-    async def set_model(self, conv_id: str, alias: str) -> ConversationRecord:
-        return await self._meta_update(conv_id, model=alias)
+    async def set_model(self, conv_id: str, alias: str, **why: Any) -> ConversationRecord:
+        """The conversation's model; ``why``: more fields of its ``meta_update`` event
+        (the model dropped for it, bot/model_switch.py)."""
+        return await self._meta_update(conv_id, model=alias, **why)
 
     async def set_channel_meta(self, conv_id: str, **meta: Any) -> ConversationRecord:
         return await self._meta_update(conv_id, channelMeta=meta)

@@ -130,7 +130,8 @@ class ReloadSignal:
 
 
 async def reload(services: Services, notifier: Notifier) -> None:
-    """SIGHUP: re-read the trust list (and the persona, read fresh on each request)."""
+    """SIGHUP: re-read the trust list, the owner and the models (``models.*``: their
+    check is made again); the persona is read fresh on each request anyway."""
     from bot.config import ConfigError, load_config
 
     notifier.reloading()
@@ -144,8 +145,16 @@ async def reload(services: Services, notifier: Notifier) -> None:
         log.info("no configuration file (embedded default): nothing to reload")
         notifier.ready("ready: nothing to reload (no configuration file)")
         return
+    models_changed = fresh.models != services.config.models
     services.config.trust = fresh.trust
     services.config.owner = fresh.owner
+    if models_changed:
+        # (a model the service does not offer, fixed in models.aliases: before session
+        # 31 only a restart took it, and /status listed it as missing until then)
+        services.config.models = fresh.models
+        lifecycle = getattr(services, "lifecycle", None)
+        if lifecycle is not None:
+            await lifecycle.missing_models.recheck(services.brain)
     from bot.identity import OwnerIdentities
 
     services.identities = OwnerIdentities(services.config)
@@ -160,7 +169,10 @@ async def reload(services: Services, notifier: Notifier) -> None:
             raise
         except Exception:
             log.exception("channel %s did not take the reloaded configuration", channel.name)
-    log.info("configuration reloaded (trust list, owner identities)")
+    log.info(
+        "configuration reloaded (trust list, owner identities%s)",
+        ", models" if models_changed else "",
+    )
     notifier.ready("ready: configuration reloaded")
 
 

@@ -26,6 +26,7 @@ from bot.brain.restricted_window import MemberWindows
 from bot.bursts import Bursts
 from bot.events import OutboundMessage
 from bot.group_budget import GroupBudget
+from bot.model_switch import forget_dropped_model
 from bot.reply_generation import ReplyGeneration
 from bot.reply_queue import KeyedSerialQueue
 from bot.reply_writes import ReplyWrites
@@ -201,6 +202,7 @@ class ReplyEngine(ReplyWrites):
         )
         reply = await self.generation.generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
         await self._store_retrying(conv_id, turn, reply, target)
+        await forget_dropped_model(self.s, conv_id, reply)
 
     def _others_read(self, target: ReplyTarget) -> bool:
         """Whether someone besides the owner reads the reply (a reply-all mail's other

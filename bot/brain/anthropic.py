@@ -12,7 +12,8 @@ billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them
 owner can). A request the API rejects as invalid (400/404/413/422) would fail the same
 way forever, so the reply becomes a short error notice instead of a pending retry; one
 refused as too long before anything was said is first asked again once with a smaller
-context (:meth:`~bot.brain.compression.Compressor.shrink`).
+context (:meth:`~bot.brain.compression.Compressor.shrink`); a 404 that shows the
+conversation's model is gone is answered by ``models.default`` (:mod:`bot.brain.model_fallback`).
 
 Restricted profile (a ``known`` third party): no tools, the configured scope only, the
 party's own history (:mod:`bot.brain.restricted_reply`).
@@ -28,17 +29,17 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from anthropic import AsyncAnthropic
 
-from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
+from bot.brain.anthropic_api import MessagesCaller, Rejected
 from bot.brain.anthropic_reply import (
     CUT_SHORT,
     EMPTY_REPLY,
     ReplyParts,
-    account,
     add_spent,
     finish,
     rejected_reply,
@@ -46,23 +47,11 @@ from bot.brain.anthropic_reply import (
     unreadable_reply,
 )
 from bot.brain.anthropic_stream import DeltaForwarder, UnreadableAnswer
-from bot.brain.base import (
-    BrainReply,
-    BrainRequest,
-    BrainUnavailable,
-    DeltaSink,
-    ModelNotFound,
-    RequestRefused,
-)
+from bot.brain.base import BrainReply, BrainRequest, DeltaSink
 from bot.brain.compression import Compressor, FlushRequest
-from bot.brain.context import (
-    ContextTurn,
-    WorkingContext,
-    WorkingContexts,
-    estimate_tokens,
-)
-from bot.brain.cost import record_spending
-from bot.brain.model_check import model_problem
+from bot.brain.context import ContextTurn, WorkingContext, WorkingContexts, estimate_tokens
+from bot.brain.model_fallback import ModelDropped, ModelFallback
+from bot.brain.one_shot import complete_once
 from bot.brain.prompt import PersonaFile, format_now, owner_system_prompt
 from bot.brain.prompt_cache import add_clock_note, with_breakpoints
 from bot.brain.restricted_reply import RESTRICTED_FALLBACK, restricted_reply
@@ -72,9 +61,6 @@ from bot.brain.tools import RecallTools
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
-# Rejections that are about the request itself (bad request, too large, unprocessable):
-# asking again gives the same; 401/403/404 and the rest are the configuration or service.
-REFUSED_STATUSES = frozenset({400, 413, 422})
 
 
 class AnthropicBrain:
@@ -105,6 +91,7 @@ class AnthropicBrain:
             timeout=cfg.request_timeout,
         )
         self.api = MessagesCaller(cfg, self.client, sleep=sleep, clock=clock)
+        self.models = ModelFallback(config, self.client)
         self._now = now
         self.persona = PersonaFile(config.data_dir / cfg.persona_file)
         self.recall = RecallTools(config, services)
@@ -133,6 +120,23 @@ class AnthropicBrain:
 
     async def _reply_owner(self, request: BrainRequest, on_delta: DeltaSink | None) -> BrainReply:
         alias = request.model_alias or self.config.models.default
+        # A model the service no longer offers: the default answers, saying so first
+        # (bot.brain.model_fallback); known gone, without a failing request first.
+        instead = self.models.instead_of(alias)
+        if instead is None:
+            try:
+                return await self._answer_owner(request, alias, on_delta)
+            except ModelDropped as exc:
+                instead = exc.instead
+        answered = replace(request, model_alias=instead)
+        reply = await self._answer_owner(answered, instead, on_delta)
+        return self.models.dropped_reply(alias, instead, reply)
+
+    async def _answer_owner(
+        self, request: BrainRequest, alias: str, on_delta: DeltaSink | None
+    ) -> BrainReply:
+        """The reply of ``alias``; :class:`ModelDropped` when a 404 before anything was
+        said shows the model is gone and the default can answer instead."""
         ctx, title = await self._owner_context(request)
         system = self._owner_system(request, ctx, title)
         turn = ReplyParts(spend=request.spend)
@@ -161,6 +165,10 @@ class AnthropicBrain:
                 add_spent(self.config, turn, alias, deltas.cut)
             raise
         except Rejected as exc:
+            if exc.status == 404 and not turn.texts and not deltas.any_sent:
+                instead = await self.models.after_404(alias, exc)
+                if instead is not None:
+                    raise ModelDropped(instead) from exc
             return rejected_reply(self.config, alias, exc, turn)
         except UnreadableAnswer as exc:
             if not turn.texts:
@@ -168,6 +176,7 @@ class AnthropicBrain:
             # A later round: the owner keeps what earlier rounds said (and watched stream in).
             log.warning("the model's answer could not be read after a tool round: %s", exc)
             return unreadable_reply(self.config, alias, turn)
+        self.models.gone.back(self.config.resolve_model(alias))  # it answers
         return finish(self.config, alias, turn)
 
     async def build_request(self, request: BrainRequest) -> dict[str, Any]:
@@ -237,46 +246,41 @@ class AnthropicBrain:
     async def _reply_restricted(
         self, request: BrainRequest, on_delta: DeltaSink | None
     ) -> BrainReply:
-        return await restricted_reply(self.config, self.api, request, on_delta, self._now)
+        instead = self.models.instead_of(request.model_alias or self.config.models.default)
+        if instead is not None:  # (silently: the party is not told of the owner's models)
+            request = replace(request, model_alias=instead)
+        return await restricted_reply(
+            self.config, self.api, request, on_delta, self._now, self.models.after_404
+        )
 
     async def check_model(self, alias: str) -> str | None:
         """Why the service does not offer the model of ``alias`` (``/model`` keeps the
-        current one then), or None (:func:`~bot.brain.model_check.model_problem`)."""
-        return await model_problem(self.client, self.config.resolve_model(alias))
+        current one then), or None (:meth:`~bot.brain.model_fallback.ModelFallback.check`:
+        remembered for the replies)."""
+        return await self.models.check(alias)
+
+    def missing_models(self) -> dict[str, str]:
+        """The model ids this process learnt the service does not offer, each with the
+        service's words (``/status``)."""
+        return dict(self.models.gone.details)
+
+    def forget_missing_models(self) -> None:
+        """Forget them (``models.*`` reloaded: the check is made again)."""
+        self.models.gone.details.clear()
 
     # -- UtilityModel ------------------------------------------------------------------
     async def complete(
         self, *, system: str, prompt: str, model_alias: str = "haiku", max_tokens: int = 400
     ) -> str:
-        """One-shot completion (abbreviation, naming); BrainUnavailable when unreachable.
-
-        An answer cut at ``max_tokens`` is asked again once with twice the room: notes cut
-        mid-sentence were stored as they were, a title's JSON cut short was no JSON."""
-        for attempt_tokens in (max_tokens, 2 * max_tokens):
-            params = request_params(
-                self.config,
-                model_alias,
-                system,
-                [{"role": "user", "content": prompt}],
-                max_tokens=attempt_tokens,
-                thinking=False,
-            )
-            try:
-                message = await self.api.call(params, None)
-            except Rejected as exc:
-                if exc.status in REFUSED_STATUSES:  # this prompt, not the service
-                    raise RequestRefused(f"request refused ({exc.status}): {exc}") from exc
-                if exc.status == 404:  # the model itself: the configuration, not an outage
-                    model_id = self.config.resolve_model(model_alias)
-                    raise ModelNotFound(model_alias, model_id, str(exc)) from exc
-                raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
-            spent = ReplyParts()
-            account(self.config, spent, model_alias, message)
-            record_spending(spent.usage, spent.cost)  # onto the event it produces
-            if message.stop_reason != "max_tokens":
-                break
-            log.warning("a %s answer was cut at %d tokens", model_alias, attempt_tokens)
-        return text_of(message).strip()
+        """One-shot completion (abbreviation, naming): :func:`~bot.brain.one_shot.complete_once`."""
+        return await complete_once(
+            self.config,
+            self.api,
+            system=system,
+            prompt=prompt,
+            model_alias=model_alias,
+            max_tokens=max_tokens,
+        )
 
     # -- the tool loop -------------------------------------------------------------------
     async def _tool_loop(

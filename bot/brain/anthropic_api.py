@@ -51,9 +51,12 @@ PROMPT_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum"
 class Rejected(Exception):
     """The API refused the request itself (it would fail the same way on retry)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, kind: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        # the API's own error type (``not_found_error``...), None when the body had none
+        # (a proxy's or a web server's page): a 404 is about the model only with it
+        self.kind = kind
 
     @property
     def too_long(self) -> bool:
@@ -123,7 +126,7 @@ class MessagesCaller:
                         status, f"Anthropic API refused access ({status}): {error_message(exc)}"
                     ) from exc
                 if status in REJECTED:
-                    raise Rejected(status, error_message(exc)) from exc
+                    raise Rejected(status, error_message(exc), error_type(exc)) from exc
                 error: Exception = exc
                 retry_after = _retry_after(exc)
             except (
@@ -196,6 +199,14 @@ def error_message(exc: anthropic.APIStatusError) -> str:
     return str(exc)
 
 
+def error_type(exc: anthropic.APIStatusError) -> str | None:
+    """The API's own error type from the response body (``not_found_error``), if any."""
+    body = exc.body
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 # The status each error type is sent with before a stream starts (the Messages API's
 # error documentation): an error frame inside a stream comes after the 200.
 STREAM_ERROR_STATUS = {
@@ -218,10 +229,7 @@ def _status(exc: anthropic.APIStatusError) -> int:
     then by the pending reply every 30 s, for ever."""
     if exc.status_code >= 400:
         return exc.status_code
-    body = exc.body
-    error = body.get("error") if isinstance(body, dict) else None
-    kind = error.get("type") if isinstance(error, dict) else None
-    return STREAM_ERROR_STATUS.get(str(kind), 500)
+    return STREAM_ERROR_STATUS.get(str(error_type(exc)), 500)
 
 
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:

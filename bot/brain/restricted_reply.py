@@ -10,7 +10,7 @@ refused without being executed. A reply with no text says :data:`RESTRICTED_FALL
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
 
@@ -39,8 +39,11 @@ async def restricted_reply(
     request: BrainRequest,
     on_delta: DeltaSink | None,
     now: Callable[[], datetime],
+    model_gone: Callable[[str, Rejected], Awaitable[str | None]] | None = None,
 ) -> BrainReply:
-    """The reply to a ``known`` party's ``request``, in one call through ``api``."""
+    """The reply to a ``known`` party's ``request``, in one call through ``api``.
+    ``model_gone``: the alias to answer with instead when a 404 shows the model is gone
+    (bot.brain.model_fallback; the party is not told)."""
     alias = request.model_alias or config.models.default
     merged = restricted_messages(
         request.history, request.text, config.brain.restricted_context_tokens
@@ -59,6 +62,10 @@ async def restricted_reply(
         params = request_params(config, alias, system, merged, thinking=False)
         message = await api.call(params, deltas)
     except Rejected as exc:
+        instead = await model_gone(alias, exc) if model_gone and exc.status == 404 else None
+        if instead is not None:
+            answered = replace(request, model_alias=instead)
+            return await restricted_reply(config, api, answered, on_delta, now)
         # The owner's notice names the model and says to use /model or /new: a party
         # can do neither, and the model's id is none of their business.
         return replace(rejected_reply(config, alias, exc, turn), text=RESTRICTED_FALLBACK)

@@ -52,21 +52,32 @@ def reply_use(config: AppConfig, alias: str) -> str:
     return ""
 
 
-def reply_models_text(config: AppConfig, errors: list[ModelNotFound]) -> str:
+def reply_models_text(
+    config: AppConfig, errors: list[ModelNotFound], stored: dict[str, int] | None = None
+) -> str:
     """What the owner is told of reply models the service does not offer: per model the
-    keys naming it, the service's refusal and what it does to the replies."""
+    keys naming it, the service's refusal and what it does to the replies. ``stored``:
+    the models conversations chose that no key names now (an alias removed since), with
+    how many conversations chose each (their errors are among ``errors``)."""
+    stored = stored or {}
     said = []
     for error in errors:
+        count = stored.get(error.alias)
+        if count is not None:
+            chose = "conversation chose" if count == 1 else "conversations chose"
+            said.append(
+                f"{count} {chose} {error.alias} with /model, which models.aliases no longer "
+                f"names ({error.detail}): at its next message each is answered by "
+                f"{config.models.default} (models.default), says so there, and switches to it."
+            )
+            continue
         where = f"models.aliases.{error.alias} is {error.model_id}"
         if error.alias == config.models.default:
             where = f"models.default is {error.alias}, and {where}"
         said.append(f"{where} ({error.detail}): {reply_use(config, error.alias)}.")
-    keys = " and ".join(f"models.aliases.{error.alias}" for error in errors)
-    return (
-        "The model service does not offer a model the replies use. "
-        + " ".join(said)
-        + f" Fix {keys} in the configuration and restart."
-    )
+    keys = " and ".join(f"models.aliases.{e.alias}" for e in errors if e.alias not in stored)
+    fix = f" Fix {keys} in the configuration and restart." if keys else ""
+    return "The model service does not offer a model the replies use. " + " ".join(said) + fix
 
 
 def missing_model_text(config: AppConfig, error: ModelNotFound) -> str:
@@ -101,6 +112,9 @@ class MissingModels:
         self.errors: dict[str, ModelNotFound] = {}
         # reply models (models.default, /model's aliases) the start's check found missing
         self.reply_errors: dict[str, ModelNotFound] = {}
+        # of those, the models conversations chose that no key names now (an alias
+        # removed since), with how many conversations chose each
+        self.stored_counts: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.start_check: asyncio.Task[None] | None = None
 
@@ -113,6 +127,19 @@ class MissingModels:
         check = getattr(brain, "check_model", None)
         if check is not None:
             self.start_check = self._run(self._check(check), "lifecycle-model-check")
+
+    async def recheck(self, brain: Any) -> None:
+        """``models.*`` were reloaded (SIGHUP): forget what the last check and the
+        replies found (a fixed alias no longer listed by /status, its notes written by
+        the model again) and ask the service again about the models configured now."""
+        await self.stop_checking()
+        self.errors.clear()
+        self.reply_errors.clear()
+        self.stored_counts.clear()
+        forget = getattr(brain, "forget_missing_models", None)
+        if forget is not None:
+            forget()
+        self.check_at_start(brain)
 
     async def stop_checking(self) -> None:
         """Cancel the start's check if it is still waiting for the service (a stop)."""
@@ -140,8 +167,28 @@ class MissingModels:
                     self.refused(error)
             else:
                 self.reply_errors[alias] = error
+        for name, count in (await self._stored_models(notes | replies)).items():
+            model_id = self.config.resolve_model(name)
+            if model_id not in problems:
+                problems[model_id] = await check(name)
+            problem = problems[model_id]
+            if problem is not None:
+                log.info("model check at start: %d conversation(s) on %s", count, name)
+                self.stored_counts[name] = count
+                self.reply_errors[name] = ModelNotFound(name, model_id, problem)
         if self.reply_errors:
             self._run(self._tell_replies(list(self.reply_errors.values())), "missing-reply-model")
+
+    async def _stored_models(self, configured: set[str]) -> dict[str, int]:
+        """The models conversations chose (``/model``) that no configuration key names
+        now (an alias removed since), with how many conversations chose each."""
+        index = getattr(self.services, "index", None)
+        if index is None:
+            return {}
+        rows = await index.db.fetchall(
+            "SELECT model, COUNT(*) FROM conversations WHERE model IS NOT NULL GROUP BY model"
+        )
+        return {str(name): int(n) for name, n in rows if name and name not in configured}
 
     def missing(self, alias: str) -> bool:
         """Whether the service refused ``alias``'s model since it last answered."""
@@ -178,7 +225,8 @@ class MissingModels:
         await self._alert([error], lambda due: missing_model_text(self.config, due[0]))
 
     async def _tell_replies(self, errors: list[ModelNotFound]) -> None:
-        await self._alert(errors, lambda due: reply_models_text(self.config, due), "reply")
+        stored = self.stored_counts
+        await self._alert(errors, lambda due: reply_models_text(self.config, due, stored), "reply")
 
     async def _alert(
         self,

@@ -6,13 +6,17 @@ brain asks nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
+from bot.command_status import status_answer
 from bot.config.model import AppConfig, BrainConfig, ModelsConfig
+from bot.daemon_stop import reload
 from bot.lifecycle import ManualClock
 from bot.services import close_services
 
@@ -104,6 +108,75 @@ async def test_the_offline_brain_asks_about_no_model(
         await lifecycle.settle()
         assert fake_api.model_requests == [] and told == []
         assert lifecycle.status()["missing_reply_models"] == {}
+    finally:
+        await lifecycle.stop(1)
+        await close_services(services)
+
+
+async def test_conversations_on_an_alias_removed_since_are_listed(
+    tmp_path: Path, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    # Two conversations chose "opus" with /model; the owner then removed the alias from
+    # the configuration, so the name goes to the service as an id, which it refuses.
+    fake_api.unknown_models.add("opus")
+    config = config_with(tmp_path, fake_api)
+    services, lifecycle, told = await open_watched(config, clock)
+    try:
+        for _ in range(2):
+            rec = await services.conversations.create("web")
+            await services.conversations.set_model(rec.id, "opus")
+        await services.conversations.create("web", model="haiku")
+    finally:
+        await lifecycle.stop(1)
+        await close_services(services)
+    del config.models.aliases["opus"]
+    services, lifecycle, told = await open_watched(config, clock)
+    try:
+        await lifecycle.settle()
+        assert fake_api.model_requests.count("opus") == 1
+        assert told == [
+            "The model service does not offer a model the replies use. 2 conversations "
+            "chose opus with /model, which models.aliases no longer names (model: opus): at "
+            "its next message each is answered by sonnet (models.default), says so there, "
+            "and switches to it."
+        ]
+        lines, _ = await status_answer(services, "web", None, owner_only=True)
+        assert (
+            "Models the model service does not offer: opus (a conversation's model, in no "
+            "configuration key now). sonnet (models.default) answers for them."
+        ) in lines
+    finally:
+        await lifecycle.stop(1)
+        await close_services(services)
+
+
+async def test_a_fix_reloaded_by_sighup_is_checked_again(
+    tmp_path: Path, fake_api: FakeAnthropicAPI, clock: ManualClock
+) -> None:
+    # Regression: SIGHUP reloaded trust and owner only; a typo fixed in models.aliases
+    # took a restart, and /status listed the model as missing until then.
+    config = config_with(tmp_path, fake_api, sonnet=TYPO)
+    services, lifecycle, told = await open_watched(config, clock)
+    services.lifecycle = lifecycle
+    fixed = config.model_dump(mode="json")
+    fixed["models"]["aliases"]["sonnet"] = "claude-sonnet-4-6"
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(fixed), encoding="utf-8")  # JSON is YAML
+    services.config_path = path
+    notifier = SimpleNamespace(reloading=lambda: None, ready=lambda status: None)
+    try:
+        await lifecycle.settle()
+        assert len(told) == 1 and lifecycle.status()["missing_reply_models"] == {"sonnet": TYPO}
+        lines, _ = await status_answer(services, "web", None, owner_only=True)
+        assert any(line.startswith("Models the model service does not offer") for line in lines)
+        await reload(services, notifier)  # type: ignore[arg-type]
+        await lifecycle.settle()
+        assert services.config.resolve_model("sonnet") == "claude-sonnet-4-6"
+        assert fake_api.model_requests.count("claude-sonnet-4-6") == 1  # checked again
+        assert lifecycle.status()["missing_reply_models"] == {}
+        lines, _ = await status_answer(services, "web", None, owner_only=True)
+        assert not any("does not offer" in line for line in lines)
+        assert len(told) == 1  # nothing new to tell
     finally:
         await lifecycle.stop(1)
         await close_services(services)

@@ -72,7 +72,8 @@ class FakeAnthropicAPI:
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
-        # model ids GET /v1/models/{id} answers 404 not_found_error for (a retired model)
+        # model ids GET /v1/models/{id} and POST /v1/messages answer 404 not_found_error
+        # for (a retired model)
         self.unknown_models: set[str] = set()
         self.model_requests: list[str] = []  # the ids asked for, in order
 
@@ -179,6 +180,9 @@ class FakeAnthropicAPI:
             return self._error(Scripted(status=401, error_message="missing API key"))
         if time.monotonic() < self._down_until:
             return self._error(Scripted(status=self._down_status, error_message="down"))
+        if body.get("model") in self.unknown_models:  # as the API answers a retired id
+            gone = f"model: {body.get('model')}"
+            return self._error(Scripted(status=404, error_message=gone))
         problem = self.cache.problem(body) if self.cache else None
         if problem:
             return self._error(Scripted(status=400, error_message=problem))
