@@ -32,6 +32,7 @@ from bot.brain.restricted_context import (  # re-exported: a party's messages, b
 )
 from bot.brain.tokens import cut_to_tokens, estimate_tokens, tail_to_tokens
 from bot.graphemes import cut
+from bot.identity import anonymous_sender
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
 EMPTY_MESSAGE = "(a message without text)"
@@ -150,6 +151,10 @@ _ROUND_BRACKETS = str.maketrans("[]", "()")
 # What the owner's own lines in a group start with, wherever the model reads a group's
 # lines (the owner's context, a member's restricted reply: bot/brain/restricted_group.py)
 OWNER_MARK = "[the owner, by their account]"
+# The prefix of an anonymous admin's line (:func:`bot.identity.anonymous_sender`), the
+# same wherever a group's lines are read: any of the group's admins may have written it,
+# and the name it comes with is the channel's, not one its sender chose.
+ANONYMOUS_MARK = "[an anonymous admin of the group (any of its admins), not the owner]: "
 # "[the owner" in any case and spacing, as a member might type it to pass for the mark
 _IMITATION = re.compile(r"\[(\s*the\s+owner)", re.IGNORECASE)
 
@@ -186,13 +191,19 @@ def member_label(who: str) -> str:
 
 def group_line(line: Mapping[str, Any], content: str) -> str:
     """``content`` of the transcript ``line`` as the owner's context and the recall
-    tools show it: a group's line by the owner after :data:`OWNER_MARK`, a member's
-    after :func:`member_label` (what imitates the mark flagged), any other as it is.
-    Whose it is comes from ``fromOwner``, decided by the sender's account."""
+    tools show it: a group's line by the owner after :data:`OWNER_MARK`, an anonymous
+    admin's after :data:`ANONYMOUS_MARK`, a member's after :func:`member_label` (what
+    imitates the mark flagged), any other as it is. Whose it is comes from
+    ``fromOwner``, decided by the sender's account, and from the channel's word that
+    no account can be told (:func:`bot.identity.anonymous_sender`): before session 31
+    the owner's context labelled an anonymous admin by the name it came with, which
+    any member can call themselves, where a member's reply read it as what it is."""
     if line.get("role") != "user":
         return content
     if line.get("fromOwner") is True:
         return owner_marked(content)
+    if line.get("fromOwner") is False and anonymous_sender(line.get("metadata") or {}):
+        return ANONYMOUS_MARK + unmarked(content)
     if line.get("fromOwner") is False:
         return member_label(member_name(line)) + unmarked(content)
     return content

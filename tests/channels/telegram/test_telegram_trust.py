@@ -170,6 +170,39 @@ async def test_an_anonymous_admin_is_never_the_owner_nor_a_contact_and_is_named_
     assert said["@my_agent_bot list my notes"] == ("anonymous admin", False)
 
 
+async def test_the_owners_context_names_an_anonymous_admin_as_every_other_reader_does(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    # Regression: the owner's context (and the recall tools) labelled an anonymous
+    # admin's line through the member label, by the name it came with: "[anonymous
+    # admin, a group member, not the owner]", which any member can call themselves,
+    # while a member's reply read it as an anonymous admin's (ANONYMOUS_MARK).
+    family = {"id": GROUP_ID, "type": "supergroup", "title": "Family"}
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
+        try:
+            tg_server.inject_message(GROUP_ID, "the car is booked", sender_chat=family,
+                                     **{"from": GROUP_ANONYMOUS_BOT})  # fmt: skip
+            tg_server.inject_message(GROUP_ID, "me too", from_id=STRANGER_ID,
+                                     first_name="anonymous admin")  # fmt: skip
+
+            async def recorded() -> bool:
+                return len(await stack.turns(f"telegram:group:{GROUP_ID}")) >= 2
+
+            await stack.wait(recorded)
+            tg_server.inject_message(GROUP_ID, "@my_agent_bot who booked it?",
+                                     from_id=OWNER_ID, first_name="Robin")  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 1)
+        finally:
+            await stack.stop()
+    [owner] = model.requests
+    assert owner.body.get("tools")  # the owner's context
+    assert f"{ANONYMOUS_MARK}the car is booked" in owner.text
+    # a member calling themselves so is a member, as before
+    assert "[anonymous admin, a group member, not the owner]: me too" in owner.text
+    assert owner.text.count(ANONYMOUS_MARK) == 1
+
+
 async def test_a_member_who_left_and_came_back_reads_the_group_from_their_return(
     tmp_path: Path, tg_server: FakeTelegramServer
 ) -> None:
