@@ -6,12 +6,12 @@ display name: a member calls themselves what they like ("Olga", "Owner", the own
 configured name), and lines labelled "Olga: ..." for both the owner and a member named
 Olga let the member's instructions pass for the owner's. The owner's lines carry
 :data:`OWNER_MARK`; a member's start with :func:`member_mark`, their name quoted inside
-it with its square brackets made round (:func:`bot.brain.context.shown_member`), so no
+it with its square brackets made round (:func:`bot.brain.group_lines.shown_member`), so no
 name can close the label or open the owner's; and a member's text that imitates the
 owner's mark (on a line of its own it would read as the owner's next line) is flagged.
 An anonymous admin's line (Telegram: written as the group) says so, not the group's
 title as a name the sender chose (:data:`ANONYMOUS_MARK`, the owner's context's too:
-:func:`bot.brain.context.group_line`).
+:func:`bot.brain.group_lines.group_line`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.brain.base import HistoryTurn
-from bot.brain.context import (
+from bot.brain.group_lines import (
     ANONYMOUS_MARK,
     OWNER_MARK,
     member_name,

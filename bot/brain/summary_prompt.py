@@ -11,13 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.brain.context import (
-    ANONYMOUS_MARK,
-    ContextTurn,
-    member_label,
-    owner_marked,
-    shown_member,
-)
+from bot.brain.context import ContextTurn
+from bot.brain.group_lines import ANONYMOUS_MARK, member_label, owner_marked, shown_member
 
 COMPRESSION_SYSTEM = """\
 You maintain the running summary of a conversation between a person (the owner) and their

@@ -70,3 +70,40 @@ async def test_join_notices_take_no_room_in_a_members_window_and_are_never_found
     assert later.text.count("[joined the group]") == ADDED
     assert found.results == []  # a notice alone is no hit
     assert [r.conversation_id for r in talk.results] != []  # (the group is searchable)
+
+
+async def test_join_notices_take_no_room_in_the_owners_hydrated_context(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    # Regression: the owner's context, hydrated at the first reply since the start
+    # (brain.working_context_turns, 20), counted each notice as a turn: five people
+    # added at once pushed five turns of what was said out of it.
+    people = [{"id": 6000 + n, "is_bot": False, "first_name": f"Guest {n}"} for n in range(ADDED)]
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
+        group = f"telegram:group:{GROUP_ID}"
+
+        async def recorded(count: int) -> None:
+            async def reached() -> bool:
+                return len([t for t in await stack.turns(group) if t["role"] == "user"]) >= count
+
+            await stack.wait(reached, timeout=60)
+
+        try:
+            for n in range(1, WINDOW_TURNS + 1):  # unaddressed: recorded, not answered
+                tg_server.inject_message(GROUP_ID, f"talk {n:02d}", from_id=STRANGER_ID,
+                                         first_name="Ann")  # fmt: skip
+            await recorded(WINDOW_TURNS)
+            tg_server.inject_message(GROUP_ID, from_id=OWNER_ID, first_name="Robin",
+                                     new_chat_members=people)  # fmt: skip
+            await recorded(WINDOW_TURNS + ADDED)
+            tg_server.inject_message(GROUP_ID, "@my_agent_bot what did Ann say?",
+                                     from_id=OWNER_ID, first_name="Robin")  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 1)
+        finally:
+            await stack.stop()
+    [owner] = model.requests
+    assert owner.body.get("tools")  # the owner's own context
+    # the question and the 19 turns said before it, the notices among them shown
+    assert "talk 02" in owner.text and "talk 01" not in owner.text
+    assert owner.text.count("[joined the group]") == ADDED
