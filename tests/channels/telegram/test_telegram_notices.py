@@ -6,7 +6,6 @@ hit (bot/brain/restricted_window.py, bot.transcript_lines.recallable)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,15 +14,25 @@ from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.restricted_window import WINDOW_TURNS
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
-from .stack import start_stack
+from .stack import Stack, anthropic_brain, start_stack
 
 pytestmark = pytest.mark.slow
 
 ADDED = 5  # people the owner adds at once
+PEOPLE = [{"id": 5000 + n, "is_bot": False, "first_name": f"Guest {n}"} for n in range(ADDED)]
 
 
-def _brain(model: FakeAnthropicAPI) -> dict[str, Any]:
-    return {"provider": "anthropic", "base_url": model.base_url, "api_key": "test-key"}
+GROUP = f"telegram:group:{GROUP_ID}"
+
+
+async def talk_then_joins(stack: Stack, server: FakeTelegramServer, first: int, who: int) -> None:
+    """Turns ``first`` to :data:`WINDOW_TURNS` said in the group by ``who`` (not
+    addressed: recorded, never answered), then the owner adding :data:`PEOPLE`."""
+    for n in range(first, WINDOW_TURNS + 1):
+        server.inject_message(GROUP_ID, f"talk {n:02d}", from_id=who, first_name=f"#{who}")
+    await stack.wait_user_turns(GROUP, WINDOW_TURNS)
+    server.inject_message(GROUP_ID, from_id=OWNER_ID, first_name="Robin", new_chat_members=PEOPLE)
+    await stack.wait_user_turns(GROUP, WINDOW_TURNS + ADDED)
 
 
 async def test_join_notices_take_no_room_in_a_members_window_and_are_never_found(
@@ -32,32 +41,17 @@ async def test_join_notices_take_no_room_in_a_members_window_and_are_never_found
     # Regression: each notice was a turn like any other: five people added at once
     # pushed five turns of talk out of the member's 20-turn window, and "joined" found
     # the group in search through "[joined the group]" alone.
-    people = [{"id": 5000 + n, "is_bot": False, "first_name": f"Guest {n}"} for n in range(ADDED)]
     async with FakeAnthropicAPI(fallback="echo") as model:
-        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
-        group = f"telegram:group:{GROUP_ID}"
-
-        async def recorded(count: int) -> None:
-            async def reached() -> bool:
-                return len([t for t in await stack.turns(group) if t["role"] == "user"]) >= count
-
-            await stack.wait(reached, timeout=60)
-
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=anthropic_brain(model))
         try:
             tg_server.inject_message(GROUP_ID, "@my_agent_bot hello", from_id=STRANGER_ID,
                                      first_name="Ann")  # fmt: skip
             await tg_server.wait_sent(GROUP_ID, 1)
-            for n in range(2, WINDOW_TURNS + 1):  # unaddressed: recorded, not answered
-                tg_server.inject_message(GROUP_ID, f"talk {n:02d}", from_id=OWNER_ID,
-                                         first_name="Robin")  # fmt: skip
-            await recorded(WINDOW_TURNS)
-            tg_server.inject_message(GROUP_ID, from_id=OWNER_ID, first_name="Robin",
-                                     new_chat_members=people)  # fmt: skip
-            await recorded(WINDOW_TURNS + ADDED)
+            await talk_then_joins(stack, tg_server, 2, OWNER_ID)
             tg_server.inject_message(GROUP_ID, "@my_agent_bot what was said?",
                                      from_id=STRANGER_ID, first_name="Ann")  # fmt: skip
             await tg_server.wait_sent(GROUP_ID, 2)
-            turns = await stack.turns(group)
+            turns = await stack.turns(GROUP)
             found = await stack.services.search.search("joined")
             talk = await stack.services.search.search("talk")
         finally:
@@ -78,25 +72,10 @@ async def test_join_notices_take_no_room_in_the_owners_hydrated_context(
     # Regression: the owner's context, hydrated at the first reply since the start
     # (brain.working_context_turns, 20), counted each notice as a turn: five people
     # added at once pushed five turns of what was said out of it.
-    people = [{"id": 6000 + n, "is_bot": False, "first_name": f"Guest {n}"} for n in range(ADDED)]
     async with FakeAnthropicAPI(fallback="echo") as model:
-        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
-        group = f"telegram:group:{GROUP_ID}"
-
-        async def recorded(count: int) -> None:
-            async def reached() -> bool:
-                return len([t for t in await stack.turns(group) if t["role"] == "user"]) >= count
-
-            await stack.wait(reached, timeout=60)
-
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=anthropic_brain(model))
         try:
-            for n in range(1, WINDOW_TURNS + 1):  # unaddressed: recorded, not answered
-                tg_server.inject_message(GROUP_ID, f"talk {n:02d}", from_id=STRANGER_ID,
-                                         first_name="Ann")  # fmt: skip
-            await recorded(WINDOW_TURNS)
-            tg_server.inject_message(GROUP_ID, from_id=OWNER_ID, first_name="Robin",
-                                     new_chat_members=people)  # fmt: skip
-            await recorded(WINDOW_TURNS + ADDED)
+            await talk_then_joins(stack, tg_server, 1, STRANGER_ID)
             tg_server.inject_message(GROUP_ID, "@my_agent_bot what did Ann say?",
                                      from_id=OWNER_ID, first_name="Robin")  # fmt: skip
             await tg_server.wait_sent(GROUP_ID, 1)
