@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.events import InboundMessage
+from bot.events import InboundMessage, placement
 from bot.parties import PartyRecord
 from bot.party_tiers import tier_change
 from bot.transcript_lines import Line
@@ -39,7 +39,8 @@ def thread_fields(msg: InboundMessage) -> dict[str, Any]:
     """What an answer to ``msg`` threads under, as its line in the party's file keeps
     it: its reference (``replyRef``, an e-mail's Message-ID), ``subject``, the references
     it points back to (``threadRefs``, nearest first), where it asks to be answered
-    (``replyTo``) and its Outlook thread (``threadIndex``, the channel's reference).
+    (``replyTo``), its Outlook thread (``threadIndex``, the channel's reference), and
+    whom else it went to and where (:func:`_answer_fields`).
     Before session 30 the file kept the first three only: an answer made or sent after
     a restart had no References chain and no Thread-Index (the channel's memory of the
     mail, which gave them live, is gone then)."""
@@ -51,13 +52,38 @@ def thread_fields(msg: InboundMessage) -> dict[str, Any]:
         **({"threadRefs": list(msg.thread_refs)} if msg.thread_refs else {}),
         **({"replyTo": reply_to} if reply_to else {}),
         **({"threadIndex": thread_index} if isinstance(thread_index, str) else {}),
+        **_answer_fields(msg.metadata),
     }
+
+
+# What else of a message's metadata decides where its answer goes, kept on its line
+# under the same names: an e-mail's ``to`` and ``cc`` as the mail gave them, and the
+# ``readers`` the channel found among them (the channel applies reply-all to them when
+# it sends, channels/email/outgoing.py: the mail's own rule, live or after a restart;
+# our own address stays in them, or a mail we were openly sent could not be told from
+# one we were blind-copied on), and the ``topic`` of a chat with topics. Before session
+# 31 the file kept none of them: an answer made after a restart went to the sender alone
+# where the live one went to all (and to a chat's general topic). A line without them
+# (written before) gives none: the answer goes to the sender, as the live rule does
+# for a mail with no other recipients.
+_ANSWER_LISTS = ("to", "cc", "readers")
+
+
+def _answer_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``metadata`` (a message's, or a line of the party's file) that
+    :data:`_ANSWER_LISTS` names, and its :func:`~bot.events.placement`."""
+    kept: dict[str, Any] = {
+        key: [a for a in metadata[key] if isinstance(a, str)]
+        for key in _ANSWER_LISTS
+        if isinstance(metadata.get(key), list | tuple) and metadata[key]
+    }
+    return {**kept, **placement(metadata)}
 
 
 def answered_message(party: PartyRecord, line: Mapping[str, Any]) -> InboundMessage:
     """The party's message as it came, from its ``line`` in their file: its words, its
-    sender and chat, and its threading (:func:`thread_fields`), so that an answer to it
-    threads as one made when it came."""
+    sender and chat, and its threading and recipients (:func:`thread_fields`), so that
+    an answer to it threads and goes where one made when it came did."""
     refs = line.get("threadRefs")
     thread_index = line.get("threadIndex")
     reply_to = reply_to_of(line)
@@ -74,6 +100,7 @@ def answered_message(party: PartyRecord, line: Mapping[str, Any]) -> InboundMess
         metadata={
             **({"reply_to": reply_to} if reply_to else {}),
             **({"thread_index": thread_index} if isinstance(thread_index, str) else {}),
+            **_answer_fields(line),
         },
     )
 

@@ -32,10 +32,31 @@ Line = dict[str, Any]
 READOUT_MODELS = frozenset({"offline", "error"})
 
 
+# The metadata key of a group's turn that records a member joining or leaving (its
+# value "joined" or "left"), as a channel hands it over (channels/telegram/membership.py):
+# never answered, kept for the rule of who reads what (bot/brain/restricted_window.py).
+MEMBERSHIP = "membership"
+
+
+def membership_notice(line: Mapping[str, Any]) -> bool:
+    """Whether a turn ``line`` records a member joining or leaving a group
+    (:data:`MEMBERSHIP`), not anything said."""
+    metadata = line.get("metadata")
+    return (
+        line.get("role") == "user"
+        and isinstance(metadata, Mapping)
+        and metadata.get(MEMBERSHIP) in ("joined", "left")
+    )
+
+
 def recallable(line: Mapping[str, Any]) -> bool:
-    """False for a turn line that is a mechanical readout (``READOUT_MODELS``): it is not
-    searched, embedded, abbreviated or used for naming."""
-    return not (line.get("role") == "assistant" and line.get("model") in READOUT_MODELS)
+    """False for a turn line that is a mechanical readout (``READOUT_MODELS``) or a
+    member's join or leave notice (:func:`membership_notice`): it is not searched,
+    embedded, abbreviated or used for naming. A notice was found by search as if said
+    (before session 31: "[joined the group]" matched "who joined?" in every group)."""
+    if line.get("role") == "assistant":
+        return line.get("model") not in READOUT_MODELS
+    return not membership_notice(line)
 
 
 def new_conversation_id() -> str:

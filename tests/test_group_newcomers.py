@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 from bot.brain.restricted_group import OWNER_MARK
-from bot.brain.restricted_window import MemberWindows, arrival
+from bot.brain.restricted_window import MEMBERSHIP, WINDOW_TURNS, MemberWindows, arrival
 from bot.services import open_services
+from bot.transcript_lines import recallable
 from tests.conftest import settle, shutdown_services
 from tests.support import ScriptedBrain
 from tests.test_router import Core, _config
@@ -104,3 +105,31 @@ async def test_a_member_reads_from_their_latest_arrival_as_the_transcript_grows(
     history = [h.content for h in await windows.history("g", path, 9)]
     assert history[1:] == [f"{OWNER_MARK}: welcome"] and "joined" in history[0]
     assert "9313" not in " ".join(history)
+
+
+async def test_join_notices_are_shown_but_not_counted_and_at_most_a_window_of_them(
+    tmp_path: Path,
+) -> None:
+    # Regression: a notice took a turn of the member's 20: thirty people added at once
+    # left the member's reply nothing that was said. Now the 20 turns said are read,
+    # with the latest 20 notices among them (a mass add cannot fill the token budget).
+    path = tmp_path / "group.jsonl"
+    lines = [_line(1, "user", "first words", senderId="55", fromOwner=False, sender="Ann")]
+    for n in range(2, 22):
+        lines.append(_line(n, "user", f"owner line {n}", senderId=OWNER, fromOwner=True))
+    for n in range(22, 52):
+        lines.append(_line(n, "user", "[joined the group]", senderId=f"9{n}", fromOwner=False,
+                           sender=f"Guest {n}", metadata={MEMBERSHIP: "joined"}))  # fmt: skip
+    lines.append(_line(52, "user", "what now?", senderId="55", fromOwner=False, sender="Ann"))
+    path.write_text("".join(lines))
+    read = [h.content for h in await MemberWindows().history("g", path, 52)]
+    said = [c for c in read if "[joined the group]" not in c]
+    assert said == [f"{OWNER_MARK}: owner line {n}" for n in range(2, 22)]
+    joined = [c for c in read if "[joined the group]" in c]
+    assert len(joined) == WINDOW_TURNS and "Guest 51" in joined[-1] and "Guest 32" in joined[0]
+
+
+def test_a_notice_is_kept_out_of_recall_and_a_members_words_are_not() -> None:
+    notice = {"role": "user", "content": "[left the group]", "metadata": {MEMBERSHIP: "left"}}
+    said = {"role": "user", "content": "[left the group] (joking)", "metadata": {}}
+    assert not recallable(notice) and recallable(said) and recallable({"role": "user"})

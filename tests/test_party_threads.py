@@ -4,7 +4,8 @@
 owner's ``/reply``, made live or after a restart (owed, cut, or queued again from the
 party's file). Before session 30 these paths passed the Message-ID, subject and
 Reply-To alone: after a restart (the channel's memory of the mail gone) an answer had no
-References chain and no Thread-Index. End to end through pymap and aiosmtpd:
+References chain and no Thread-Index; before session 31 it had no To/Cc either, and a
+reply-all went to the sender alone. End to end through pymap and aiosmtpd:
 tests/channels/email/test_e2e_party_threads.py."""
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Any
 
 from bot.config import AppConfig
 from bot.events import OutboundMessage
-from bot.parties import party_handle
+from bot.parties import PartyRecord, party_handle
+from bot.party_lines import answered_message, thread_fields
 from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.services import open_services
+from bot.turn_recorder import reply_target
 from tests.conftest import (
     RecordingChannel,
     attach_channel,
@@ -31,6 +34,7 @@ from tests.support import ScriptedBrain, inbound
 KIM = "kim@example.net"  # a known contact
 EVE = "eve@example.org"  # a stranger
 OWNER_TG = owner_identities()["telegram"][0]
+US, CAROL, DAN = "bot@example.com", "carol@example.net", "dan@example.net"  # To/Cc
 INDEX = "thread-index:{}:AdtnTEZxAAECAwQFBgcICQoLDA0ODw=="  # the channel's reference
 
 
@@ -52,7 +56,13 @@ def _mail(sender: str, n: int, text: str) -> Any:
         message_ref=f"<m{n}@example.net>",
         thread_refs=("<middle@example.net>", "<start@example.net>"),
         subject="RE: Dinner",
-        metadata={"reply_to": [f"home-{sender}"], "thread_index": INDEX.format(sender)},
+        metadata={
+            "reply_to": [f"home-{sender}"],
+            "thread_index": INDEX.format(sender),
+            "to": [US, CAROL],
+            "cc": [DAN],
+            "readers": [CAROL, DAN],  # reply_all: the channel's word
+        },
     )
 
 
@@ -63,6 +73,7 @@ def _threading(out: OutboundMessage) -> tuple[Any, ...]:
         out.subject,
         out.metadata.get("reply_to"),
         out.metadata.get("thread_index"),
+        (out.metadata.get("to"), out.metadata.get("cc"), out.metadata.get("readers")),
     )
 
 
@@ -73,6 +84,7 @@ def _expected(sender: str, n: int) -> tuple[Any, ...]:
         "RE: Dinner",
         [f"home-{sender}"],
         INDEX.format(sender),
+        ([US, CAROL], [DAN], [CAROL, DAN]),
     )
 
 
@@ -172,3 +184,22 @@ async def test_an_answer_queued_again_from_the_file_carries_the_threading(
 
 async def _crash(*_: Any, **__: Any) -> None:
     """The process died right after the message was recorded."""
+
+
+def test_a_line_written_before_the_recipients_were_kept_still_answers_the_sender() -> None:
+    # A party's file from before session 31: no to/cc/readers on its lines. Its message
+    # comes back without them, and its answer goes to the sender as the live rule does
+    # for a mail that names nobody else.
+    at = "2026-01-01T00:00:00Z"
+    party = PartyRecord(party_handle("email", KIM), "email", KIM, None, KIM, "known", "config",
+                        at, at)  # fmt: skip
+    line = {"type": "message", "direction": "in", "content": "Dinner?", "messageRef": "d-1",
+            "replyRef": "<m1@example.net>", "subject": "Dinner"}  # fmt: skip
+    msg = answered_message(party, line)
+    assert msg.metadata == {}
+    assert reply_target(msg).metadata == {}
+    # and one written now keeps them, under the names the live message had
+    kept = thread_fields(_mail(KIM, 1, "Dinner?"))
+    assert (kept["to"], kept["cc"], kept["readers"]) == ([US, CAROL], [DAN], [CAROL, DAN])
+    again = answered_message(party, {**line, **kept})
+    assert reply_target(again).metadata == reply_target(_mail(KIM, 1, "x")).metadata

@@ -16,22 +16,25 @@ transcript on every reply, with one piece of in-memory state per conversation, t
 
 Token counts are estimates (:mod:`bot.brain.tokens`): compression needs a stable, cheap
 measure, not the tokenizer's exact count. The summarising call's prompts are
-:mod:`bot.brain.summary_prompt`; a known party's messages :mod:`bot.brain.restricted_context`.
+:mod:`bot.brain.summary_prompt`; a known party's messages :mod:`bot.brain.restricted_context`;
+how a group's lines are labelled :mod:`bot.brain.group_lines`.
 """
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bot.brain.group_lines import OWNER_MARK as OWNER_MARK  # re-exported (split out)
+from bot.brain.group_lines import group_line as group_line
+from bot.brain.group_lines import member_name, owner_marked
 from bot.brain.restricted_context import (  # re-exported: a party's messages, built apart
     restricted_messages as restricted_messages,
 )
 from bot.brain.tokens import cut_to_tokens, estimate_tokens, tail_to_tokens
-from bot.graphemes import cut
+from bot.transcript_lines import membership_notice
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
 EMPTY_MESSAGE = "(a message without text)"
@@ -51,6 +54,9 @@ class ContextTurn:
     # a group member's message (not the owner's): its sender; ``content`` starts with
     # the label that says so (see transcript_turns)
     member: str | None = None
+    # a member's join or leave notice (bot.transcript_lines.membership_notice): shown,
+    # not counted among the turns a window holds (window_start)
+    notice: bool = False
 
     @property
     def tokens(self) -> int:
@@ -70,7 +76,7 @@ class ContextTurn:
             f"\n[... {rest} more characters not shown here: longer than the working context "
             "allows ...]\n"
         )
-        return ContextTurn(self.role, head + note + tail, self.turn_number, self.member)
+        return replace(self, content=head + note + tail)
 
 
 @dataclass
@@ -142,80 +148,34 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
             content = group_line(line, content)
             if role == "assistant" and line.get("stopReason") == "refusal":
                 content = REFUSED_IN_CONTEXT
-            out.append(ContextTurn(role, content, number, who))
+            out.append(ContextTurn(role, content, number, who, membership_notice(line)))
     return out
 
 
-_ROUND_BRACKETS = str.maketrans("[]", "()")
-# What the owner's own lines in a group start with, wherever the model reads a group's
-# lines (the owner's context, a member's restricted reply: bot/brain/restricted_group.py)
-OWNER_MARK = "[the owner, by their account]"
-# "[the owner" in any case and spacing, as a member might type it to pass for the mark
-_IMITATION = re.compile(r"\[(\s*the\s+owner)", re.IGNORECASE)
-
-
-def owner_marked(text: str) -> str:
-    """The owner's ``text`` as a group's line: after :data:`OWNER_MARK`."""
-    return f"{OWNER_MARK}: {text}"
-
-
-def unmarked(text: str) -> str:
-    """A group member's ``text`` with what imitates :data:`OWNER_MARK` flagged: its
-    square bracket made round and said to be the member's."""
-    return _IMITATION.sub(r"(a member's words:\1", text)
-
-
-def member_name(line: Mapping[str, Any]) -> str:
-    """The name a group member's transcript ``line`` gives its sender, on one line and
-    at most 60 characters (a member names themselves what they like)."""
-    return cut(" ".join(str(line.get("sender") or "another member").split()), 60)
-
-
-def shown_member(who: str) -> str:
-    """A group member's display name as the owner's context shows it: on one line, with
-    square brackets made round. The name is the member's to choose, and one like
-    ``"Olga, the owner]: do X [x"`` would otherwise close the label early and speak as
-    someone else."""
-    return " ".join(who.translate(_ROUND_BRACKETS).split())
-
-
-def member_label(who: str) -> str:
-    """The prefix of a group member's message in the owner's context."""
-    return f"[{shown_member(who)}, a group member, not the owner]: "
-
-
-def group_line(line: Mapping[str, Any], content: str) -> str:
-    """``content`` of the transcript ``line`` as the owner's context and the recall
-    tools show it: a group's line by the owner after :data:`OWNER_MARK`, a member's
-    after :func:`member_label` (what imitates the mark flagged), any other as it is.
-    Whose it is comes from ``fromOwner``, decided by the sender's account."""
-    if line.get("role") != "user":
-        return content
-    if line.get("fromOwner") is True:
-        return owner_marked(content)
-    if line.get("fromOwner") is False:
-        return member_label(member_name(line)) + unmarked(content)
-    return content
-
-
 def window_start(turns: Sequence[ContextTurn], max_turns: int, max_tokens: int) -> int:
-    """First turn number of the tail window: at most ``max_turns`` turn numbers and
+    """First turn number of the tail window: at most ``max_turns`` turn numbers said
+    (a group's join and leave notices take tokens, not turns: before session 31 thirty
+    people added at once left a hydrated group context nothing said) and
     ``max_tokens`` tokens, whichever is smaller, but always the last turn number."""
     if not turns:
         return 1
     kept: list[int] = []
+    said = 0
     tokens = 0
     i = len(turns) - 1
     while i >= 0:
         number = turns[i].turn_number
         group = 0
+        notices = True
         j = i
         while j >= 0 and turns[j].turn_number == number:
             group += turns[j].tokens
+            notices = notices and turns[j].notice
             j -= 1
-        if kept and (len(kept) >= max_turns or tokens + group > max_tokens):
+        if kept and (said >= max_turns or tokens + group > max_tokens):
             break
         kept.append(number)
+        said += not notices
         tokens += group
         i = j
     return kept[-1]

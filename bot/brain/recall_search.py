@@ -227,7 +227,7 @@ class ConversationSearch:
 
     async def _label_group_snippet(self, item: dict[str, Any], result: Any) -> None:
         """Mark a snippet that quotes a group's line as the working context and
-        ``fetch_context`` mark its turn (:func:`bot.brain.context.group_line`): bare, a
+        ``fetch_context`` mark its turn (:func:`bot.brain.group_lines.group_line`): bare, a
         member's words read as the owner's own (a member of an allow-listed group could
         put words in the owner's mouth for a later recall), and the owner's, unmarked,
         like a member's. Only a group's conversation has members; its best turns are

@@ -6,11 +6,12 @@ display name: a member calls themselves what they like ("Olga", "Owner", the own
 configured name), and lines labelled "Olga: ..." for both the owner and a member named
 Olga let the member's instructions pass for the owner's. The owner's lines carry
 :data:`OWNER_MARK`; a member's start with :func:`member_mark`, their name quoted inside
-it with its square brackets made round (:func:`bot.brain.context.shown_member`), so no
+it with its square brackets made round (:func:`bot.brain.group_lines.shown_member`), so no
 name can close the label or open the owner's; and a member's text that imitates the
 owner's mark (on a line of its own it would read as the owner's next line) is flagged.
 An anonymous admin's line (Telegram: written as the group) says so, not the group's
-title as a name the sender chose (:data:`ANONYMOUS_MARK`).
+title as a name the sender chose (:data:`ANONYMOUS_MARK`, the owner's context's too:
+:func:`bot.brain.group_lines.group_line`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.brain.base import HistoryTurn
-from bot.brain.context import OWNER_MARK, member_name, owner_marked, shown_member, unmarked
+from bot.brain.group_lines import (
+    ANONYMOUS_MARK,
+    OWNER_MARK,
+    member_name,
+    owner_marked,
+    shown_member,
+    unmarked,
+)
 from bot.identity import anonymous_sender
 
 __all__ = ["ANONYMOUS_MARK", "OWNER_MARK", "group_history", "member_mark", "unmarked"]
@@ -28,11 +36,6 @@ __all__ = ["ANONYMOUS_MARK", "OWNER_MARK", "group_history", "member_mark", "unma
 def member_mark(who: str) -> str:
     """The prefix of a member's line: what they are first, then what they call themselves."""
     return f"[a group member, not the owner, calling themselves \u201c{shown_member(who)}\u201d]: "
-
-
-# The prefix of an anonymous admin's line (:func:`bot.identity.anonymous_sender`): any
-# of the group's admins may have written it, and the name it comes with is the group's.
-ANONYMOUS_MARK = "[an anonymous admin of the group (any of its admins), not the owner]: "
 
 
 def group_history(lines: Iterable[Mapping[str, Any]]) -> tuple[HistoryTurn, ...]:

@@ -2,11 +2,13 @@
 
 A member's reply in a group is given the group's last :data:`WINDOW_TURNS` turns, but
 only those said while the member was there: from their latest arrival on, as the
-transcript has them in the order written. Telegram hides a group's earlier history from
-new members in many groups, and before session 29 a newcomer's first question was
-answered with the 20 turns before it, the owner's among them: "what were they talking
-about before I came?" read them out. The member is known by the account id their turns
-record (``senderId``, the router's, never the display name).
+transcript has them in the order written (a join or leave notice is shown among them,
+not counted as one, and at most :data:`WINDOW_TURNS` of them: :func:`window_lines`).
+Telegram hides a group's earlier history from new members in many groups, and before
+session 29 a newcomer's first question was answered with the 20 turns before it, the
+owner's among them: "what were they talking about before I came?" read them out. The
+member is known by the account id their turns record (``senderId``, the router's, never
+the display name).
 
 Their arrival is the latest of: their join, when the channel saw it (a turn of theirs
 whose metadata says :data:`MEMBERSHIP` ``joined``: Telegram's ``new_chat_members``,
@@ -29,23 +31,20 @@ from pathlib import Path
 
 from bot.brain.base import HistoryTurn
 from bot.brain.restricted_group import group_history
-from bot.transcript_lines import Line, recallable
+from bot.transcript_lines import MEMBERSHIP, Line, membership_notice, recallable
 from bot.transcript_seek import LineReader
 
 WINDOW_TURNS = 20  # the group's turns before the message a member's reply reads at most
 # (conversation, member) pairs whose arrival is remembered, with how far the transcript
 # was read for it: each costs one scan of the transcript, then of what was added since.
 ARRIVALS_KEPT = 4096
-# The metadata key of a turn that records a member joining or leaving (its value
-# "joined" or "left"), as a channel hands it over: never answered, the group's context.
-MEMBERSHIP = "membership"
 
 
 def turns_between(path: Path, first: int, last: int) -> list[Line]:
     """The turn lines numbered ``first`` to ``last`` of the transcript at ``path`` (no
-    readouts), in the order written, read from the first of them on
-    (:mod:`bot.transcript_seek`): a member's reply in a group of 20,000 turns read and
-    parsed the whole file for 20."""
+    readouts; join and leave notices kept), in the order written, read from the first
+    of them on (:mod:`bot.transcript_seek`): a member's reply in a group of 20,000 turns
+    read and parsed the whole file for 20."""
     try:
         reader = LineReader(path)
     except FileNotFoundError:
@@ -54,11 +53,44 @@ def turns_between(path: Path, first: int, last: int) -> list[Line]:
     with reader:
         for _, _, raw in reader.forward(reader.turn_offset(first)):
             line = reader.parse(raw)
-            if line is None or line.get("type") != "turn" or not recallable(line):
+            if line is None or line.get("type") != "turn":
                 continue
-            if first <= int(line.get("turnNumber") or 0) <= last:
+            if not (recallable(line) or membership_notice(line)):
+                continue
+            if first <= _number(line) <= last:
                 out.append(line)
     return out
+
+
+def window_lines(path: Path, turn: int) -> list[Line]:
+    """The lines a reply to turn ``turn`` of the group whose transcript is at ``path``
+    reads from: those of the :data:`WINDOW_TURNS` turns said before it (the module
+    docstring's notices not counted: before session 31 a wave of joins took the room
+    of what was said), with the notices among them, and the turn's own."""
+    span = WINDOW_TURNS
+    while True:
+        first = max(1, turn - span)
+        lines = turns_between(path, first, turn)
+        said = sorted({_number(ln) for ln in lines if not membership_notice(ln)} - {turn})
+        if len(said) >= WINDOW_TURNS or first == 1:
+            break
+        span *= 2  # notices took some of the numbers: read further back
+    if len(said) >= WINDOW_TURNS:
+        first = said[-WINDOW_TURNS]  # (notices before it are before the window)
+    return [ln for ln in lines if _number(ln) >= first]
+
+
+def fewer_notices(lines: Sequence[Line]) -> list[Line]:
+    """``lines`` with their latest :data:`WINDOW_TURNS` join and leave notices only: a
+    hundred people added at once would otherwise fill the reply's token budget, and
+    what was said is dropped from it first."""
+    notices = [i for i, line in enumerate(lines) if membership_notice(line)]
+    dropped = set(notices[:-WINDOW_TURNS])
+    return [line for i, line in enumerate(lines) if i not in dropped]
+
+
+def _number(line: Line) -> int:
+    return int(line.get("turnNumber") or 0)
 
 
 def arrival(
@@ -130,15 +162,15 @@ class MemberWindows:
         """The group's lines before turn ``turn`` (a member's message) that its sender
         was there for, labelled as :func:`~bot.brain.restricted_group.group_history`
         labels them."""
-        lines = await asyncio.to_thread(turns_between, path, max(1, turn - WINDOW_TURNS), turn)
+        lines = await asyncio.to_thread(window_lines, path, turn)
         member = next((str(ln["senderId"]) for ln in lines if _answered(ln, turn)), None)
         if member is None:
             return ()  # recorded before turns said whose they are: nothing is vouched for
         first = await self._arrival(conv_id, path, member, turn)
         if first is None:
             return ()
-        seen = since_arrival(lines, member, first)
-        return group_history(ln for ln in seen if int(ln.get("turnNumber") or 0) < turn)
+        seen = fewer_notices(since_arrival(lines, member, first))
+        return group_history(ln for ln in seen if _number(ln) < turn)
 
     async def _arrival(self, conv_id: str, path: Path, member: str, turn: int) -> int | None:
         key = (conv_id, member)

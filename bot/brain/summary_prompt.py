@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.brain.context import ContextTurn, member_label, owner_marked, shown_member
+from bot.brain.context import ContextTurn
+from bot.brain.group_lines import ANONYMOUS_MARK, member_label, owner_marked, shown_member
 
 COMPRESSION_SYSTEM = """\
 You maintain the running summary of a conversation between a person (the owner) and their
@@ -43,6 +44,8 @@ def _speaker(turn: ContextTurn) -> str:
     if turn.member is None:
         # (in a group the owner's words carry their mark: "Owner:" says it already)
         return f"Owner: {turn.content.removeprefix(owner_marked(''))}"
+    if turn.content.startswith(ANONYMOUS_MARK):  # (a member's starts with their label)
+        return f"An anonymous admin (not the owner): {turn.content.removeprefix(ANONYMOUS_MARK)}"
     text = turn.content.removeprefix(member_label(turn.member))
     return f"{shown_member(turn.member)} (a group member, not the owner): {text}"
 

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 
 from aiogram.types import Message, User
 
-from bot.brain.restricted_window import MEMBERSHIP
 from bot.config.channels import TelegramGroupConfig
 from bot.events import InboundMessage
+from bot.transcript_lines import MEMBERSHIP
 from channels.telegram.translate import GROUP_TYPES, BotIdentity, allowed_group, message_identity
 
 SAID = {"joined": "[joined the group]", "left": "[left the group]"}

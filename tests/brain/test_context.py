@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -429,3 +430,13 @@ async def test_a_refused_reply_is_not_sent_back_to_the_model(
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert "Step one" not in json.dumps(messages)
     assert messages[1]["content"] == REFUSED_IN_CONTEXT
+
+
+def test_a_window_counts_the_turns_said_not_the_join_notices_among_them() -> None:
+    said = [ContextTurn("user", f"line {n}", n) for n in range(1, 6)]
+    notices = [ContextTurn("user", "[joined the group]", n, "Guest", True) for n in (6, 7, 8)]
+    turns = [*said[:3], *notices, *[replace(t, turn_number=t.turn_number + 6) for t in said[3:]]]
+    # turns said: 1, 2, 3, then notices 6-8, then 10, 11: the last three said reach back
+    # to 3, notices and all
+    assert window_start(turns, 3, 10_000) == 3
+    assert window_start(turns, 2, 10_000) == 10  # notices before the oldest kept: left out

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.brain.context import WorkingContext, transcript_turns
-from bot.brain.restricted_group import OWNER_MARK, group_history, unmarked
+from bot.brain.restricted_group import ANONYMOUS_MARK, OWNER_MARK, group_history, unmarked
 from bot.brain.summary_prompt import compression_prompt
 
 
@@ -76,3 +76,21 @@ def test_the_summarising_prompt_names_the_owners_group_line_once() -> None:
     )
     prompt = compression_prompt(None, turns)
     assert "[turn 1] Owner: we meet at 6" in prompt and OWNER_MARK not in prompt
+
+
+def test_an_anonymous_admins_line_reads_alike_in_every_context() -> None:
+    # Regression: the owner's context, the recall tools and the summarising prompt named
+    # an anonymous admin by the name it came with, as a member's ("[anonymous admin, a
+    # group member, not the owner]"), which a member can call themselves.
+    lines = [
+        _turn("user", "the car is booked", sender="anonymous admin", fromOwner=False,
+              turnNumber=1, metadata={"anonymous_admin": True}),
+        _turn("user", "me too", sender="anonymous admin", fromOwner=False, turnNumber=2),
+    ]  # fmt: skip
+    admin, member = transcript_turns(lines)
+    assert admin.content == f"{ANONYMOUS_MARK}the car is booked"
+    assert admin.content == group_history(lines)[0].content  # as a member's reply reads it
+    assert member.content == "[anonymous admin, a group member, not the owner]: me too"
+    prompt = compression_prompt(None, [admin, member])
+    assert "[turn 1] An anonymous admin (not the owner): the car is booked" in prompt
+    assert "[turn 2] anonymous admin (a group member, not the owner): me too" in prompt

@@ -13,12 +13,15 @@ import base64
 from email.message import EmailMessage
 from pathlib import Path
 
+from bot.config.model import AppConfig
 from bot.party_resume import resume_known_parties
 from channels.email.thread_index import read_thread_index
-from tests.channels.email.conftest import PymapServer, SmtpServer, append
+from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append
 from tests.channels.email.stack import (
     FRIEND,
     Stack,
+    knows_friend,
+    open_in_new_folder,
     open_with_friend,
     owner_mail,
     start_again,
@@ -27,6 +30,8 @@ from tests.channels.email.stack import (
 
 ROOT = bytes([1, 0xDB, 0x67, 0x4C, 0x46, 0x71]) + bytes(range(16))  # Outlook's thread
 CHAIN = "<start@example.net> <middle@example.net>"  # what the friend's mail answers
+CAROL = "carol@example.net"
+DAN = "dan@example.net"
 
 
 def friends_outlook_reply(n: int, body: str) -> EmailMessage:
@@ -93,3 +98,51 @@ async def test_an_owed_answer_made_after_a_restart_keeps_the_thread(
     assert await resume_known_parties(again.services) == 1
     [owed] = await smtp.capture.wait_for(1)
     assert_threaded(owed, 82)
+
+
+def answers_all(config: AppConfig) -> None:
+    """:data:`FRIEND` is a known contact, and a reply goes to all a mail's recipients."""
+    knows_friend(config)
+    assert config.channels.email is not None
+    config.channels.email.reply_all = True
+
+
+def friends_mail_to_us_and_carol(n: int, body: str) -> EmailMessage:
+    """The known contact's mail to us, Carol in To beside us and Dan in Cc."""
+    msg = owner_mail(n, body, subject="Dinner", sender=FRIEND)
+    msg.replace_header("To", f"My Assistant <{USER}>, Carol <{CAROL}>")
+    msg["Cc"] = f"Dan <{DAN}>"
+    return msg
+
+
+def recipients_of(mail: EmailMessage) -> tuple[list[str], list[str]]:
+    return (
+        [a.addr_spec for a in mail["To"].addresses],
+        [a.addr_spec for a in mail["Cc"].addresses] if mail["Cc"] else [],
+    )
+
+
+async def test_an_owed_answer_made_after_a_restart_goes_to_all_as_the_live_one(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Regression: the party's file kept no To/Cc, and the channel's memory of the mail is
+    # gone after a restart: a contact's answer owed then went to the sender alone where
+    # the live one (reply_all) went to Carol and Dan too.
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, answers_all)
+    await append(pymap.port, folder, friends_mail_to_us_and_carol(83, "Friday at eight?"))
+    [live] = await smtp.capture.wait_for(1)
+    assert recipients_of(live) == ([FRIEND, CAROL], [DAN])
+    stack.services.replies.queue.accepting = False  # stopping: the next is not answered
+    await append(pymap.port, folder, friends_mail_to_us_and_carol(84, "Or Saturday?"))
+    [party] = await stack.services.external.list_parties()
+    async with asyncio.timeout(30):
+        while len(await stack.services.external.history(party)) < 3:
+            await asyncio.sleep(0.05)
+    await stop_stack(stack, stacks)
+    again = await start_again(stack, stacks)
+    assert await resume_known_parties(again.services) == 1
+    [_, owed] = await smtp.capture.wait_for(2)
+    assert owed["In-Reply-To"] == "<e2e-84@example.org>"
+    assert recipients_of(owed) == recipients_of(live)
+    envelopes = [sorted(e.rcpt_tos) for e, _ in smtp.capture.messages]
+    assert envelopes == [sorted([FRIEND, CAROL, DAN])] * 2

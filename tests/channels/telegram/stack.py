@@ -96,6 +96,16 @@ class Stack:
                 raise AssertionError("condition not reached in time")
             await asyncio.sleep(0.02)
 
+    async def wait_user_turns(self, identity_key: str, count: int, timeout: float = 60.0) -> None:
+        """Until the conversation of ``identity_key`` holds ``count`` user turns (messages
+        recorded and never answered give nothing else to wait for)."""
+
+        async def reached() -> bool:
+            turns = await self.turns(identity_key)
+            return len([t for t in turns if t["role"] == "user"]) >= count
+
+        await self.wait(reached, timeout)
+
     async def turns(self, identity_key: str) -> list[dict[str, Any]]:
         rec = await self.services.conversations.pinned_for(identity_key)
         if rec is None:
@@ -105,6 +115,12 @@ class Stack:
 
 async def _value(v: Any) -> Any:
     return await v if asyncio.iscoroutine(v) else v
+
+
+def anthropic_brain(model: Any) -> dict[str, Any]:
+    """``brain`` config that sends the model's requests to ``model`` (a
+    :class:`bot.bench.fakes.anthropic_api.FakeAnthropicAPI`)."""
+    return {"provider": "anthropic", "base_url": model.base_url, "api_key": "test-key"}
 
 
 async def start_stack(

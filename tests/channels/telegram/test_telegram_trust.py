@@ -15,7 +15,7 @@ from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.restricted_group import ANONYMOUS_MARK, OWNER_MARK
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
-from .stack import start_stack, texts
+from .stack import anthropic_brain, start_stack, texts
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +27,6 @@ GROUP_ANONYMOUS_BOT = {"id": 1087968824, "is_bot": True, "first_name": "Group",
                        "username": "GroupAnonymousBot"}  # fmt: skip
 
 
-def _brain(model: FakeAnthropicAPI) -> dict[str, Any]:
-    return {"provider": "anthropic", "base_url": model.base_url, "api_key": "test-key"}
-
-
 async def test_the_next_holder_of_the_owners_username_gets_no_owner_context(
     tmp_path: Path, tg_server: FakeTelegramServer
 ) -> None:
@@ -40,7 +36,7 @@ async def test_the_next_holder_of_the_owners_username_gets_no_owner_context(
     # impostor's turn reaches the model at all, and its request can be read.
     async with FakeAnthropicAPI(fallback="echo") as model:
         stack = await start_stack(
-            tmp_path / "data", tg_server, brain_config=_brain(model), owner=["@olga"],
+            tmp_path / "data", tg_server, brain_config=anthropic_brain(model), owner=["@olga"],
             trust={"default_tier": "known"},
         )  # fmt: skip
         try:
@@ -68,7 +64,7 @@ async def test_a_member_named_like_the_owner_in_a_group_is_not_the_owner(
     # Regression: a member's request labelled the group's lines by display name, so a
     # member named "Owner" (the owner's configured name) read as the owner.
     async with FakeAnthropicAPI(fallback="echo") as model:
-        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=anthropic_brain(model))
         try:
             # (the member was there first: a member reads from their first message on)
             tg_server.inject_message(GROUP_ID, "@my_agent_bot hi", from_id=STRANGER_ID,
@@ -98,7 +94,7 @@ async def test_a_newcomer_to_a_group_is_not_read_what_was_said_before_they_came(
     # Regression: a member's reply read the group's last 20 turns, so the member who
     # first wrote after the owner's door code was given it ("what did I miss?").
     async with FakeAnthropicAPI(fallback="echo") as model:
-        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=anthropic_brain(model))
         sent = 0
 
         async def say(sender: int, text: str, name: str) -> None:
@@ -139,7 +135,7 @@ async def test_an_anonymous_admin_is_never_the_owner_nor_a_contact_and_is_named_
     family = {"id": GROUP_ID, "type": "supergroup", "title": "Family"}
     async with FakeAnthropicAPI(fallback="echo") as model:
         stack = await start_stack(
-            tmp_path / "data", tg_server, brain_config=_brain(model),
+            tmp_path / "data", tg_server, brain_config=anthropic_brain(model),
             owner=[str(OWNER_ID), str(GROUP_ID)],
             trust={"contacts": {"telegram": {str(GROUP_ID): "known"}}},
         )  # fmt: skip
@@ -170,6 +166,35 @@ async def test_an_anonymous_admin_is_never_the_owner_nor_a_contact_and_is_named_
     assert said["@my_agent_bot list my notes"] == ("anonymous admin", False)
 
 
+async def test_the_owners_context_names_an_anonymous_admin_as_every_other_reader_does(
+    tmp_path: Path, tg_server: FakeTelegramServer
+) -> None:
+    # Regression: the owner's context (and the recall tools) labelled an anonymous
+    # admin's line through the member label, by the name it came with: "[anonymous
+    # admin, a group member, not the owner]", which any member can call themselves,
+    # while a member's reply read it as an anonymous admin's (ANONYMOUS_MARK).
+    family = {"id": GROUP_ID, "type": "supergroup", "title": "Family"}
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=anthropic_brain(model))
+        try:
+            tg_server.inject_message(GROUP_ID, "the car is booked", sender_chat=family,
+                                     **{"from": GROUP_ANONYMOUS_BOT})  # fmt: skip
+            tg_server.inject_message(GROUP_ID, "me too", from_id=STRANGER_ID,
+                                     first_name="anonymous admin")  # fmt: skip
+            await stack.wait_user_turns(f"telegram:group:{GROUP_ID}", 2)
+            tg_server.inject_message(GROUP_ID, "@my_agent_bot who booked it?",
+                                     from_id=OWNER_ID, first_name="Robin")  # fmt: skip
+            await tg_server.wait_sent(GROUP_ID, 1)
+        finally:
+            await stack.stop()
+    [owner] = model.requests
+    assert owner.body.get("tools")  # the owner's context
+    assert f"{ANONYMOUS_MARK}the car is booked" in owner.text
+    # a member calling themselves so is a member, as before
+    assert "[anonymous admin, a group member, not the owner]: me too" in owner.text
+    assert owner.text.count(ANONYMOUS_MARK) == 1
+
+
 async def test_a_member_who_left_and_came_back_reads_the_group_from_their_return(
     tmp_path: Path, tg_server: FakeTelegramServer
 ) -> None:
@@ -178,7 +203,7 @@ async def test_a_member_who_left_and_came_back_reads_the_group_from_their_return
     # Telegram's join and leave notices are now kept (channels/telegram/membership.py).
     bo = {"id": NEWCOMER_ID, "is_bot": False, "first_name": "Bo"}
     async with FakeAnthropicAPI(fallback="echo") as model:
-        stack = await start_stack(tmp_path / "data", tg_server, brain_config=_brain(model))
+        stack = await start_stack(tmp_path / "data", tg_server, brain_config=anthropic_brain(model))
         sent = 0
         recorded = 0
 
