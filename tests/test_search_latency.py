@@ -180,6 +180,19 @@ def test_split_reads_equal_one_ordered_query(store: Path) -> None:
     conn.close()
 
 
+def test_rows_without_channels_are_the_rows_with_an_empty_channel(store: Path) -> None:
+    # an unfiltered ranking reads no channel (session 31: no join to conversations)
+    conn = connect_sync(store)
+    rng = random.Random(31)
+    for _ in range(20):
+        spans = _random_spans(rng, 12)
+        with_channels = sorted(fetch_spans(conn, spans, True))
+        assert with_channels and all(r[6] for r in with_channels)
+        without = sorted(fetch_spans(conn, spans, True, channels=False))
+        assert without == [(*r[:6], "", *r[7:]) for r in with_channels]
+    conn.close()
+
+
 def test_half_matrix_equals_astype() -> None:
     halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
     finite = halves[np.isfinite(halves)]

@@ -26,8 +26,9 @@ from bot.ranking import (
 )
 from bot.search.fusion import Scored
 from bot.search.query import STOP_WORDS, query_terms
-from bot.search.soft import ASCII_WORD, SOFT_FEATURES, STEM, body
+from bot.search.soft import SOFT_FEATURES, STEM
 from bot.search.soft import features as soft_features
+from bot.search.turn_words import ASCII_WORD, ascii_words, body
 
 FEATURES: tuple[str, ...] = (
     # keyword stage
@@ -112,8 +113,10 @@ def stem(word: str) -> str:
 def _stems(text: str, low: str | None = None) -> set[str]:
     """The stems a turn offers query terms (``low``: the text lower-cased): its words'
     stems, and for each run of a script without spaces its characters and their pairs."""
+    if text.isascii():  # its words by the faster pattern, read once per ranking
+        return {w[:STEM] for w in ascii_words(text) if w not in STOP_WORDS}
     low = text.lower() if low is None else low
-    ascii_only = low.isascii()  # then the words of ``_WORD`` by a faster pattern
+    ascii_only = low.isascii()  # (a non-ASCII letter may lower-case to ASCII)
     words = ASCII_WORD.findall(low) if ascii_only else _WORD.findall(low)
     found = {w[:STEM] for w in words if w not in STOP_WORDS}  # stem(), inlined: ~100 texts a query
     if not ascii_only and has_spaceless(text):

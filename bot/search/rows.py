@@ -99,17 +99,24 @@ def turn_positions(conn: SyncConn, ids: list[int]) -> dict[int, tuple[str, int]]
 
 
 def fetch_spans(
-    conn: SyncConn, ranges: dict[str, list[tuple[int, int]]], want_vectors: bool
+    conn: SyncConn,
+    ranges: dict[str, list[tuple[int, int]]],
+    want_vectors: bool,
+    channels: bool = True,
 ) -> list[tuple[Any, ...]]:
     """The raw rows of the turns in ``ranges`` (unordered; :func:`build_rows` sorts):
     (id, conversation, number, sender, timestamp, content, channel, float16 vector, role).
-    Readouts (``turns.recall = 0``) are not loaded: they are nobody's neighbour."""
+    Readouts (``turns.recall = 0``) are not loaded: they are nobody's neighbour.
+    ``channels=False``: the channel is "" (only a filtered ranking reads it; the join
+    to ``conversations`` was ~10% of the statement)."""
     values: list[Any] = []
     for conv in sorted(ranges):
         for lo, hi in merge(ranges[conv]):
             values.extend((conv, lo, hi))
     vector = "v.vector" if want_vectors else "NULL"
     vector_join = " LEFT JOIN turn_vectors v ON v.turn_id = t.id" if want_vectors else ""
+    channel = "c.channel" if channels else "''"
+    channel_join = " JOIN conversations c ON c.id = t.conversation_id" if channels else ""
     rows: list[Any] = []
     step = 300  # ranges per statement, far below SQLite's host-parameter limit
     for start in range(0, len(values), step * 3):
@@ -121,10 +128,10 @@ def fetch_spans(
             conn.execute(
                 f"WITH r(c, lo, hi) AS (VALUES {spec}) "
                 "SELECT t.id, t.conversation_id, t.turn_number, t.sender, t.timestamp, "
-                f"t.content, c.channel, {vector}, t.role FROM r JOIN turns t "
+                f"t.content, {channel}, {vector}, t.role FROM r JOIN turns t "
                 "ON t.conversation_id = r.c "
-                f"AND t.turn_number BETWEEN r.lo AND r.hi AND t.recall = 1{vector_join} "
-                "JOIN conversations c ON c.id = t.conversation_id",
+                f"AND t.turn_number BETWEEN r.lo AND r.hi AND t.recall = 1{vector_join}"
+                f"{channel_join}",
                 chunk,
             ).fetchall()
         )

@@ -174,7 +174,7 @@ class QueryScoring:
             match[0] = or_terms(freqs.selective(conn, parts))
             hits = fts_candidates(conn, match[0], filters, depth)
             spans = keyword_spans(hits, self._radius(guess), cfg.expand)
-            return hits, spans, fetch_spans(conn, spans, guess)
+            return hits, spans, fetch_spans(conn, spans, guess, filters.active)
 
         async def _keyword_hop() -> tuple[list[Hit], Spans, list[Any]]:
             if not parts and not narrowed and not dated:
@@ -232,11 +232,11 @@ class QueryScoring:
             kw_spans, kw_raw = spans, raw
             if want_vectors != guess:
                 kw_spans = keyword_spans(keyword, self._radius(want_vectors), cfg.expand)
-                kw_raw = fetch_spans(conn, kw_spans, want_vectors)
+                kw_raw = fetch_spans(conn, kw_spans, want_vectors, filters.active)
             near = cfg.vector_window if want_vectors else 0
             more = subtract(vector_spans(conn, keyword, knn, near, cfg.expand), kw_spans)
             rows = build_rows(
-                kw_raw + fetch_spans(conn, more, want_vectors),
+                kw_raw + fetch_spans(conn, more, want_vectors, filters.active),
                 want_vectors,
                 dims,
                 self.zone,

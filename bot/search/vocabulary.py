@@ -22,7 +22,7 @@ import itertools
 
 import numpy as np
 
-from bot.search.soft import STEM, is_content_word, tokens
+from bot.search.soft import STEM, is_content_word, turn_tokens
 
 VOCAB_WORDS = 200_000  # distinct tokens (~15 MB with their strings) before starting over
 CACHE_TURNS = 20_000  # turns whose word ids are kept (~100 bytes each)
@@ -82,7 +82,7 @@ class Vocabulary:
         if todo:
             # one pass over all the new turns' tokens: a dict probe each in C, then
             # numpy picks the content words and splits them back per turn
-            split = [tokens(texts[j]) for j in todo]
+            split = [turn_tokens(texts[j]) for j in todo]
             ids = self.ids(list(itertools.chain.from_iterable(split)))
             owner = np.repeat(np.arange(len(todo)), [len(s) for s in split])
             keep = self.content[ids]
