@@ -60,6 +60,7 @@ class KnownAnswers(PartySends):
             model_alias=party.model or self.s.config.models.default,
             party_name=msg.sender_name or party.party_key,
             scope=self.s.config.trust.known_scope,
+            readers=tuple(str(r) for r in msg.metadata.get("readers") or ()),
             history=tuple(
                 HistoryTurn("user" if h["direction"] == "in" else "assistant", h["content"])
                 for h in history

@@ -39,6 +39,9 @@ class BrainRequest:
     history: Sequence[HistoryTurn] = ()
     # A hint for the brain to mention naturally (e.g. the conversation could be split).
     notes: Sequence[str] = ()
+    # Who besides the party reads the reply (``profile="restricted"``: a reply-all mail's
+    # other recipients, as the channel found them): the prompt names them.
+    readers: Sequence[str] = ()
     # The one conversation recall may read (the owner's profile only): a group's own,
     # whose members read the reply; None: every conversation (the owner's own chats).
     recall_scope: str | None = None

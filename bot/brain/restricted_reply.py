@@ -54,6 +54,7 @@ async def restricted_reply(
         now=now(),
         scope=request.scope,
         party_name=request.party_name,
+        readers=request.readers,
     )
     turn = ReplyParts()
     deltas = DeltaForwarder(on_delta)
