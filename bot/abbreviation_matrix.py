@@ -16,9 +16,9 @@ from collections.abc import Collection
 import numpy as np
 
 from bot.ranking import matvec
-from bot.vector_codec import BitMatrix, sign_bits
+from bot.vector_codec import BitMatrix, query_sign_bits, shortlist_size, sign_bits
 
-# Notes scored exactly, all of them; above, the sign-bit stage picks max(8k, 256) first
+# Notes scored exactly, all of them; above, the sign-bit stage picks shortlist_size(k) first
 # (at 10,000 notes the exact product takes ~2 ms, the two stages ~1 ms: not worth a
 # ranking that could differ).
 EXACT_UP_TO = 20_000
@@ -85,14 +85,14 @@ class AbbreviationMatrix:
             found = dict.fromkeys(at for at in map(self._pos.get, among) if at is not None)
             rows = np.fromiter(found, dtype=np.int64, count=len(found))
             if len(rows) > EXACT_UP_TO:
-                rows = self._bits.shortlist_among(self._query_bits(query), _depth(k), rows)
+                rows = self._bits.shortlist_among(query_sign_bits(query), shortlist_size(k), rows)
             scores = matvec(self._rows[rows], query) if len(rows) else np.zeros(0)
             best = np.argsort(-scores, kind="stable")[:k]
             return {self._ids[rows[i]]: float(scores[i]) for i in best.tolist()}
         if not n:
             return {}
         if n > EXACT_UP_TO:
-            rows = np.sort(self._bits.shortlist(self._query_bits(query), _depth(k)))
+            rows = np.sort(self._bits.shortlist(query_sign_bits(query), shortlist_size(k)))
             scores = matvec(self._rows[rows], query)
         else:
             rows = np.arange(n)
@@ -104,15 +104,6 @@ class AbbreviationMatrix:
             else range(len(scores))
         )
         return {self._ids[rows[i]]: float(scores[i]) for i in top}
-
-    @staticmethod
-    def _query_bits(query: np.ndarray) -> np.ndarray:
-        return sign_bits(np.asarray(query).reshape(1, -1))[0]
-
-
-def _depth(k: int) -> int:
-    """Notes shortlisted by sign bits for ``k`` exact ones: the turns' rule."""
-    return max(8 * k, 256)
 
 
 __all__ = ["EXACT_UP_TO", "AbbreviationMatrix"]

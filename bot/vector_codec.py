@@ -89,6 +89,17 @@ def from_half(blob: bytes, dims: int) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.float16, count=dims).astype(np.float32)
 
 
+def shortlist_size(k: int) -> int:
+    """Vectors the sign-bit stage keeps for ``k`` exact nearest ones: 8x (99.6% of the
+    exact top 10 of LoCoMo's turn windows, docs/search.md "KNN design"), at least 256."""
+    return max(8 * k, 256)
+
+
+def query_sign_bits(query: np.ndarray) -> np.ndarray:
+    """The sign bits of one query vector (its row of :func:`sign_bits`)."""
+    return sign_bits(np.asarray(query).reshape(1, -1))[0]
+
+
 def sign_bits(vectors: np.ndarray) -> np.ndarray:
     """Pack the signs of ``vectors`` (n, d) into (n, ceil(d/64)) uint64 words."""
     packed = np.packbits(np.asarray(vectors) > 0, axis=1)

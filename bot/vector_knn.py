@@ -16,7 +16,7 @@ import numpy as np
 
 from bot.abbreviation_matrix import AbbreviationMatrix
 from bot.db import SyncConn
-from bot.vector_codec import BitMatrix, rescore, sign_bits
+from bot.vector_codec import BitMatrix, query_sign_bits, rescore, shortlist_size
 
 
 class VectorMatrices:
@@ -59,8 +59,8 @@ class VectorMatrices:
     ) -> list[int]:
         """The sign-bit stage: the ``max(8k, 256)`` turn ids nearest in Hamming distance
         (with ``among``, nearest among those turns only)."""
-        query_bits = sign_bits(query.reshape(1, -1))[0]
-        count = max(8 * k, 256)
+        query_bits = query_sign_bits(query)
+        count = shortlist_size(k)
         if among is not None:
             return self.turns.shortlist_among(query_bits, count, among).tolist()
         return self.turns.shortlist(query_bits, count).tolist()

@@ -5,10 +5,13 @@ reply, so recall reaches no conversation but the mail thread's own, as in a grou
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bot.brain.base import BrainRequest
 from bot.config.channels import EmailChannelConfig
+from bot.config.model import AppConfig
 from bot.services import open_services
 from channels.email.inbound import to_inbound
 from channels.email.parsing import parse_message
@@ -108,26 +111,28 @@ async def test_the_owners_reply_all_mail_recalls_no_private_conversation(
         await shutdown_services(services)
 
 
-async def test_the_model_is_told_others_read_the_mail(tmp_path: Path) -> None:
-    config = make_config(tmp_path, owner={"identities": owner_identities()})
+async def brain_request_for(
+    config: AppConfig, text: str, sender: str, **metadata: Any
+) -> BrainRequest:
+    """The one request the brain gets for a verified mail ``text`` from ``sender``."""
     brain = ScriptedBrain()
     services = await open_services(config, brain=brain)
     await attach_channel(services, RecordingChannel("email"))
     try:
         await services.router.deliver(
-            inbound(
-                "lunch?",
-                channel="email",
-                sender=OWNER_EMAIL,
-                identity_verified=True,
-                metadata={"to": [BOT, BOB], "readers": [BOB]},
-            )
+            inbound(text, channel="email", sender=sender, identity_verified=True, metadata=metadata)
         )
         await settle(services)
         (request,) = brain.requests
-        assert request.profile == "owner" and request.recall_scope == request.conversation_id
+        return request
     finally:
         await shutdown_services(services)
+
+
+async def test_the_model_is_told_others_read_the_mail(tmp_path: Path) -> None:
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    request = await brain_request_for(config, "lunch?", OWNER_EMAIL, to=[BOT, BOB], readers=[BOB])
+    assert request.profile == "owner" and request.recall_scope == request.conversation_id
 
 
 async def test_the_owners_own_other_address_in_cc_is_not_someone_else(tmp_path: Path) -> None:
@@ -172,32 +177,18 @@ async def test_a_known_contacts_answer_tells_the_model_who_else_reads_it(tmp_pat
         owner={"identities": owner_identities()},
         trust={"contacts": {"email": {friend: "known"}}},
     )
-    brain = ScriptedBrain()
-    services = await open_services(config, brain=brain)
-    await attach_channel(services, RecordingChannel("email"))
-    try:
-        await services.router.deliver(
-            inbound(
-                "Friday at eight?",
-                channel="email",
-                sender=friend,
-                identity_verified=True,
-                metadata={"to": [BOT], "cc": [BOB], "readers": [BOB]},
-            )
-        )
-        await settle(services)
-        (request,) = brain.requests
-        assert request.profile == "restricted" and list(request.readers) == [BOB]
-        system = restricted_system_prompt(
-            config=config,
-            channel="email",
-            now=datetime(2026, 11, 28, tzinfo=UTC),
-            scope=None,
-            readers=request.readers,
-        )
-        assert f"also goes to the others copied on their message (\u201c{BOB}\u201d)" in system
-    finally:
-        await shutdown_services(services)
+    request = await brain_request_for(
+        config, "Friday at eight?", friend, to=[BOT], cc=[BOB], readers=[BOB]
+    )
+    assert request.profile == "restricted" and list(request.readers) == [BOB]
+    system = restricted_system_prompt(
+        config=config,
+        channel="email",
+        now=datetime(2026, 11, 28, tzinfo=UTC),
+        scope=None,
+        readers=request.readers,
+    )
+    assert f"also goes to the others copied on their message (\u201c{BOB}\u201d)" in system
 
 
 def test_the_readers_line_shows_addresses_as_names_are_shown() -> None:
