@@ -4,8 +4,8 @@
 ``state.db`` holds operational state that is not in any transcript: the outbox of
 replies not yet delivered, the channel cursors and the claims of commands in progress
 (``bot/command_runs.py``). It is never deleted by reindex. Its migrations are in
-:mod:`bot.schema_state`; later ones of ``conversations.db`` in :mod:`bot.schema_recall`
-:mod:`bot.schema_fts` and :mod:`bot.schema_notes`.
+:mod:`bot.schema_state`; later ones of ``conversations.db`` in :mod:`bot.schema_recall`,
+:mod:`bot.schema_fts`, :mod:`bot.schema_notes` and :mod:`bot.schema_notices`.
 """
 
 from __future__ import annotations
@@ -240,6 +240,7 @@ def _index_v9(conn: SyncConn) -> None:
 def _index_migrations() -> list[Migration]:
     from bot.schema_fts import index_v8
     from bot.schema_notes import index_v10
+    from bot.schema_notices import index_v11
     from bot.schema_recall import RECALL_MIGRATIONS
 
     return [
@@ -252,6 +253,7 @@ def _index_migrations() -> list[Migration]:
         index_v8,
         _index_v9,
         index_v10,
+        index_v11,
     ]
 
 

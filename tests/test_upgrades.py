@@ -235,7 +235,14 @@ async def test_an_upgrade_on_a_full_disk_keeps_the_old_version_and_says_so(
 
 @pytest.mark.parametrize(
     "module",
-    ["bot.schema_fts", "bot.schema_notes", "bot.schema_recall", "bot.schema_state", "bot.schema"],
+    [
+        "bot.schema_fts",
+        "bot.schema_notes",
+        "bot.schema_notices",
+        "bot.schema_recall",
+        "bot.schema_state",
+        "bot.schema",
+    ],
 )
 def test_each_migration_module_imports_on_its_own(module: str) -> None:
     # Regression: bot.schema_fts imported run_script from bot.schema, which imports
