@@ -53,6 +53,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         return exitcodes.EX_USAGE
 
     async def _search(s: Any) -> int:
+        if s.search.vectors is not None:
+            # Another model than the store's (the config edited, the daemon not restarted
+            # yet; another MY_AGENT_EMBEDDING_MODEL_PATH): its vectors are the daemon's to
+            # rebuild. Opened as the daemon opens them, they were all dropped.
+            s.search.vectors.rebuilds = False
         await s.search.start()  # keyword-only without a model: the warning says why
         if args.conversation and await s.conversations.get(args.conversation) is None:
             # a mistyped id matched nothing, read as "never said there"

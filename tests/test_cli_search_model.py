@@ -1,0 +1,93 @@
+"""``my-agent search`` when its configuration loads another embedding model than the one
+the store's vectors were made with (the owner edited ``embedding.model_name`` /
+``model_path`` and the daemon still runs the old one, or a shell with another
+``MY_AGENT_EMBEDDING_MODEL_PATH``): the vectors are the daemon's to rebuild, never a
+reading command's to drop."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot import cli
+from bot.services import open_services
+from bot.vector_store import META_KEY
+from tests.conftest import make_config, owner_identities, raw_config, settle, shutdown_services
+from tests.recall_helpers import model_path
+from tests.support import ScriptedBrain, inbound
+
+OTHER_MODEL = "BAAI/bge-small-en-v1.5@384"
+
+
+def _vector_counts(db: Path) -> tuple[int, int]:
+    conn = sqlite3.connect(db)
+    try:
+        turns = conn.execute("SELECT count(*) FROM turn_vectors").fetchone()[0]
+        notes = conn.execute("SELECT count(*) FROM abbreviation_vectors").fetchone()[0]
+        return int(turns), int(notes)
+    finally:
+        conn.close()
+
+
+def _store_of_another_model(root: Path) -> tuple[Path, Path]:
+    """A store whose vectors were made by :data:`OTHER_MODEL` (its turns embedded by the
+    local MiniLM, then labelled as the other model's); returns (config file, index)."""
+    overrides = {
+        "owner": {"identities": owner_identities()},
+        "embedding": {"enabled": True, "model_path": str(model_path())},
+    }
+    config = make_config(root, **overrides)
+
+    async def fill() -> None:
+        services = await open_services(config, brain=ScriptedBrain())
+        try:
+            assert await services.search.start()
+            await services.router.deliver(
+                inbound("Plan the trip to Porto in May", channel="web", sender="owner", chat="web")
+            )
+            await settle(services)
+            assert services.search.vectors is not None
+            for rec in await services.conversations.list():
+                await services.search.vectors.index_turns(rec.id)
+        finally:
+            await shutdown_services(services)
+
+    asyncio.run(fill())
+    index = config.index_path
+    conn = sqlite3.connect(index)
+    with conn:
+        conn.execute("UPDATE index_meta SET value = ? WHERE key = ?", (OTHER_MODEL, META_KEY))
+    conn.close()
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(raw_config(root, **overrides)), encoding="utf-8")
+    return path, index
+
+
+def test_a_search_with_another_model_keeps_the_stored_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: the search opened the vector index as the daemon does, found another
+    # model's vectors, dropped every one of them "to rebuild them in the background",
+    # which a one-shot command never does: the running daemon's vectors were gone (and
+    # those it wrote after were labelled as the new model's, another vector space).
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    config_path, index = _store_of_another_model(tmp_path)
+    before = _vector_counts(index)
+    assert before[0] > 0
+    capsys.readouterr()
+    assert cli.main(["--config", str(config_path), "search", "Porto"]) == 0
+    captured = capsys.readouterr()
+    assert _vector_counts(index) == before
+    conn = sqlite3.connect(index)
+    stored = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
+    conn.close()
+    assert stored == (OTHER_MODEL,)
+    # found by its words, and said so, with why and what rebuilds them
+    assert "Porto" in captured.out
+    assert "(keyword search only" in captured.out
+    assert OTHER_MODEL in captured.err and "restart" in captured.err
