@@ -7,6 +7,7 @@ reading command's to drop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
@@ -14,7 +15,9 @@ import pytest
 import yaml
 
 from bot import cli
+from bot.search.results import REBUILDING
 from bot.services import open_services
+from bot.term_vectors import META_KEY as TERMS_KEY
 from bot.vector_store import META_KEY
 from tests.conftest import make_config, owner_identities, raw_config, settle, shutdown_services
 from tests.recall_helpers import model_path
@@ -33,9 +36,9 @@ def _vector_counts(db: Path) -> tuple[int, int]:
         conn.close()
 
 
-def _store_of_another_model(root: Path) -> tuple[Path, Path]:
-    """A store whose vectors were made by :data:`OTHER_MODEL` (its turns embedded by the
-    local MiniLM, then labelled as the other model's); returns (config file, index)."""
+def _embedded_store(root: Path) -> tuple[Path, Path]:
+    """A store with one conversation embedded by the local MiniLM; returns (config
+    file, index)."""
     overrides = {
         "owner": {"identities": owner_identities()},
         "embedding": {"enabled": True, "model_path": str(model_path())},
@@ -57,14 +60,16 @@ def _store_of_another_model(root: Path) -> tuple[Path, Path]:
             await shutdown_services(services)
 
     asyncio.run(fill())
-    index = config.index_path
-    conn = sqlite3.connect(index)
-    with conn:
-        conn.execute("UPDATE index_meta SET value = ? WHERE key = ?", (OTHER_MODEL, META_KEY))
-    conn.close()
     path = root / "config.yaml"
     path.write_text(yaml.safe_dump(raw_config(root, **overrides)), encoding="utf-8")
-    return path, index
+    return path, config.index_path
+
+
+def _write(index: Path, sql: str, *args: str) -> None:
+    conn = sqlite3.connect(index)
+    with conn:
+        conn.execute(sql, args)
+    conn.close()
 
 
 def test_a_search_with_another_model_keeps_the_stored_vectors(
@@ -76,7 +81,9 @@ def test_a_search_with_another_model_keeps_the_stored_vectors(
     # those it wrote after were labelled as the new model's, another vector space).
     for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
         monkeypatch.delenv(var, raising=False)
-    config_path, index = _store_of_another_model(tmp_path)
+    config_path, index = _embedded_store(tmp_path)
+    # as if another model had made them
+    _write(index, "UPDATE index_meta SET value = ? WHERE key = ?", OTHER_MODEL, META_KEY)
     before = _vector_counts(index)
     assert before[0] > 0
     capsys.readouterr()
@@ -91,3 +98,21 @@ def test_a_search_with_another_model_keeps_the_stored_vectors(
     assert "Porto" in captured.out
     assert "(keyword search only" in captured.out
     assert OTHER_MODEL in captured.err and "restart" in captured.err
+
+
+def test_a_search_while_the_daemon_rebuilds_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A daemon restarted with a new model drops every vector and rebuilds them, the term
+    # vectors last (index_meta.term_vectors names the old model until then): a search
+    # from the shell meanwhile finds the conversations not re-embedded by words only.
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    config_path, index = _embedded_store(tmp_path)
+    _write(index, "UPDATE index_meta SET value = ? WHERE key = ?", OTHER_MODEL, TERMS_KEY)
+    capsys.readouterr()
+    assert cli.main(["--config", str(config_path), "search", "Porto"]) == 0
+    out = capsys.readouterr().out
+    assert f"({REBUILDING}: some conversations are found by their words only)" in out
+    assert cli.main(["--config", str(config_path), "search", "Porto", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["vectors_incomplete"] is True
