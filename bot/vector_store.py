@@ -58,6 +58,21 @@ def other_model(conn: SyncConn, model_id: str, probe: np.ndarray | None = None) 
     return None
 
 
+def not_searchable_here(conn: SyncConn, model_id: str, probe: np.ndarray | None) -> str | None:
+    """Why a process that does not build vectors (a reading command) cannot search the
+    stored ones with the model ``model_id``: none stored yet, or another model's (which
+    :func:`prepare` would drop); None when it can. Reads only."""
+    if conn.execute("SELECT 1 FROM index_meta WHERE key = ?", (META_KEY,)).fetchone() is None:
+        return "no vectors are stored yet (the daemon builds them)"
+    other = other_model(conn, model_id, probe)
+    if other is None:
+        return None
+    return (
+        f"the stored vectors are of {other}, this configuration loads {model_id} (the "
+        "daemon rebuilds them when restarted with this model)"
+    )
+
+
 def prepare(
     conn: SyncConn,
     model_id: str,

@@ -47,7 +47,7 @@ from bot.vector_store import (
     META_KEY,
     abbreviation_hash,
     delete_abbreviation,
-    other_model,
+    not_searchable_here,
     prepare_telling,
     read_windows,
     store_abbreviation,
@@ -124,8 +124,8 @@ class VectorIndex(VectorRebuild, VectorSearch):
 
         Returns True when vectors are usable. A changed model id or dimension count drops
         every stored vector (``stale``): call :meth:`reindex_all` to rebuild them. Not
-        when :attr:`rebuilds` is False (a reading command): another model's vectors are
-        then kept, and search is keyword-only.
+        when :attr:`rebuilds` is False (a reading command): nothing is written, and
+        without vectors of this model search is keyword-only.
         """
         if not self.db.vec_available:
             log.warning("sqlite-vec unavailable: vectors disabled, search is keyword-only")
@@ -135,15 +135,10 @@ class VectorIndex(VectorRebuild, VectorSearch):
         model_id = self.embedder.model_id
         dims = self.embedder.dimensions
         probe = getattr(self.embedder, "probe", None)  # (test stubs have none)
-        if not self.rebuilds:
-            other = await self.db.run(lambda c: other_model(c, model_id, probe), write=False)
-            if other is not None:
-                log.warning(
-                    "the stored vectors are of %s, this configuration loads %s: searching by "
-                    "keyword only (the daemon rebuilds them when restarted with this model)",
-                    other,
-                    model_id,
-                )
+        if not self.rebuilds:  # nothing written: the daemon's to build or rebuild
+            why = await self.db.run(lambda c: not_searchable_here(c, model_id, probe), write=False)
+            if why is not None:
+                log.warning("%s: searching by keyword only", why)
                 return False
         self.stale, self.terms_ready, lost = await self.db.run(
             functools.partial(

@@ -36,26 +36,27 @@ def _vector_counts(db: Path) -> tuple[int, int]:
         conn.close()
 
 
-def _embedded_store(root: Path) -> tuple[Path, Path]:
-    """A store with one conversation embedded by the local MiniLM; returns (config
-    file, index)."""
+def _embedded_store(root: Path, embed: bool = True) -> tuple[Path, Path]:
+    """A store with one conversation embedded by the local MiniLM (``embed``, else by
+    a daemon without embeddings); returns (a config file with the model, the index)."""
     overrides = {
         "owner": {"identities": owner_identities()},
         "embedding": {"enabled": True, "model_path": str(model_path())},
     }
     config = make_config(root, **overrides)
+    config.embedding.enabled = embed
 
     async def fill() -> None:
         services = await open_services(config, brain=ScriptedBrain())
         try:
-            assert await services.search.start()
+            assert await services.search.start() == embed
             await services.router.deliver(
                 inbound("Plan the trip to Porto in May", channel="web", sender="owner", chat="web")
             )
             await settle(services)
-            assert services.search.vectors is not None
             for rec in await services.conversations.list():
-                await services.search.vectors.index_turns(rec.id)
+                if services.search.vectors is not None:
+                    await services.search.vectors.index_turns(rec.id)
         finally:
             await shutdown_services(services)
 
@@ -116,3 +117,23 @@ def test_a_search_while_the_daemon_rebuilds_says_so(
     assert f"({REBUILDING}: some conversations are found by their words only)" in out
     assert cli.main(["--config", str(config_path), "search", "Porto", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["vectors_incomplete"] is True
+
+
+def test_a_search_before_any_vector_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: a search with a model on a store no daemon had embedded yet recorded
+    # the model as the vectors' (index_meta), and a daemon started on it then took its
+    # turns for embedded: without the term vectors (search.soft_coverage off) none were.
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    config_path, index = _embedded_store(tmp_path, embed=False)
+    capsys.readouterr()
+    assert cli.main(["--config", str(config_path), "search", "Porto"]) == 0
+    captured = capsys.readouterr()
+    assert "Porto" in captured.out and "(keyword search only" in captured.out
+    assert "no vectors are stored yet" in captured.err
+    conn = sqlite3.connect(index)
+    meta = conn.execute("SELECT key FROM index_meta WHERE key LIKE 'embedding%'").fetchall()
+    conn.close()
+    assert meta == []
