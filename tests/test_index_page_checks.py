@@ -112,3 +112,27 @@ async def test_the_time_is_kept_in_state_db_across_restarts(tmp_path: Path) -> N
     assert runs[0] == [2_000_000.0, 2_000_000.0 + CHECK_INTERVAL]
     # the second start an hour after the first one's last check: the rest of the day first
     assert runs[1] == [2_000_000.0 + 2 * CHECK_INTERVAL]
+
+
+async def test_a_check_in_the_second_half_of_a_second_is_not_run_again_at_once() -> None:
+    # Regression: the time was kept rounded to the nearest second, half a second ahead
+    # of the clock at worst, read back as "in the future" and so checked again at once:
+    # a small index was checked some 17 times in a row at a start, a line logged each.
+    clock, cursors, checked = Clock(1_000_000.6), Cursors(), []
+
+    async def check(db: Any) -> str:
+        checked.append(clock())
+        if len(checked) >= 3:  # (the bug: again and again without a wait)
+            clock.parked.set()
+            await asyncio.Event().wait()
+        return "ok"
+
+    task = asyncio.create_task(
+        page_checks(None, cursors, clock=clock, sleep=clock.sleep, check=check)
+    )
+    try:
+        await asyncio.wait_for(clock.parked.wait(), 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert checked == [1_000_000.6, 1_000_000 + CHECK_INTERVAL]  # a day after its second
