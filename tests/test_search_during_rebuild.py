@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from bot.brain.base import BrainRequest
+from bot.brain.offline import PARTIAL, OfflineBrain
 from bot.brain.recall_search import ConversationSearch
 from bot.command_search import search_answer
 from bot.config.model import AppConfig
@@ -70,6 +72,10 @@ async def test_every_door_says_search_by_meaning_is_incomplete(rebuilding: Any) 
     answer = await search_answer(services, PARAPHRASE, inbound("/search"), None)
     assert answer.text.startswith("No conversations match")
     assert "being rebuilt" in answer.text and "other words" in answer.text
+    # the offline brain's recall
+    request = BrainRequest(profile="owner", channel="web", text=PARAPHRASE, model_alias="")
+    reply = (await OfflineBrain(service).reply(request)).text.splitlines()
+    assert reply[1] == f"Nothing related turned up in past conversations. ({PARTIAL})"
     # once rebuilt: found by meaning, no longer said to be incomplete
     held.set()
     await rebuild
