@@ -10,6 +10,7 @@ import asyncio
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -66,6 +67,19 @@ def _embedded_store(root: Path, embed: bool = True) -> tuple[Path, Path]:
     return path, config.index_path
 
 
+@pytest.fixture(autouse=True)
+def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _search(config: Path, capsys: pytest.CaptureFixture[str], *more: str) -> Any:
+    """``my-agent search Porto`` (and ``more``): its exit status checked, its output."""
+    capsys.readouterr()
+    assert cli.main(["--config", str(config), "search", "Porto", *more]) == 0
+    return capsys.readouterr()
+
+
 def _write(index: Path, sql: str, *args: str) -> None:
     conn = sqlite3.connect(index)
     with conn:
@@ -74,22 +88,18 @@ def _write(index: Path, sql: str, *args: str) -> None:
 
 
 def test_a_search_with_another_model_keeps_the_stored_vectors(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Regression: the search opened the vector index as the daemon does, found another
     # model's vectors, dropped every one of them "to rebuild them in the background",
     # which a one-shot command never does: the running daemon's vectors were gone (and
     # those it wrote after were labelled as the new model's, another vector space).
-    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
     config_path, index = _embedded_store(tmp_path)
     # as if another model had made them
     _write(index, "UPDATE index_meta SET value = ? WHERE key = ?", OTHER_MODEL, META_KEY)
     before = _vector_counts(index)
     assert before[0] > 0
-    capsys.readouterr()
-    assert cli.main(["--config", str(config_path), "search", "Porto"]) == 0
-    captured = capsys.readouterr()
+    captured = _search(config_path, capsys)
     assert _vector_counts(index) == before
     conn = sqlite3.connect(index)
     stored = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
@@ -102,35 +112,27 @@ def test_a_search_with_another_model_keeps_the_stored_vectors(
 
 
 def test_a_search_while_the_daemon_rebuilds_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A daemon restarted with a new model drops every vector and rebuilds them, the term
     # vectors last (index_meta.term_vectors names the old model until then): a search
     # from the shell meanwhile finds the conversations not re-embedded by words only.
-    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
     config_path, index = _embedded_store(tmp_path)
     _write(index, "UPDATE index_meta SET value = ? WHERE key = ?", OTHER_MODEL, TERMS_KEY)
-    capsys.readouterr()
-    assert cli.main(["--config", str(config_path), "search", "Porto"]) == 0
-    out = capsys.readouterr().out
+    out = _search(config_path, capsys).out
     assert f"({REBUILDING}: some conversations are found by their words only)" in out
-    assert cli.main(["--config", str(config_path), "search", "Porto", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["vectors_incomplete"] is True
+    page = json.loads(_search(config_path, capsys, "--json").out)
+    assert page["vectors_incomplete"] is True
 
 
 def test_a_search_before_any_vector_writes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Regression: a search with a model on a store no daemon had embedded yet recorded
     # the model as the vectors' (index_meta), and a daemon started on it then took its
     # turns for embedded: without the term vectors (search.soft_coverage off) none were.
-    for var in ("ANTHROPIC_API_KEY", "MY_AGENT_DATA_DIR", "MY_AGENT_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
     config_path, index = _embedded_store(tmp_path, embed=False)
-    capsys.readouterr()
-    assert cli.main(["--config", str(config_path), "search", "Porto"]) == 0
-    captured = capsys.readouterr()
+    captured = _search(config_path, capsys)
     assert "Porto" in captured.out and "(keyword search only" in captured.out
     assert "no vectors are stored yet" in captured.err
     conn = sqlite3.connect(index)
