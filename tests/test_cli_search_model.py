@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from bot.term_vectors import META_KEY as TERMS_KEY
 from bot.vector_store import META_KEY
 from tests.conftest import make_config, owner_identities, raw_config, settle, shutdown_services
 from tests.recall_helpers import model_path
+from tests.sqlite_driver import sqlite3
 from tests.support import ScriptedBrain, inbound
 
 OTHER_MODEL = "BAAI/bge-small-en-v1.5@384"
