@@ -28,6 +28,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from bot.owner_days import day_range, local_day, owner_zone
     from bot.search.query import bounded_query, fts_parts
+    from bot.search.results import REBUILDING
 
     if not args.query.strip():
         # `search ""` answered "no match (keyword)" and exit 0, as if searched
@@ -53,6 +54,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         return exitcodes.EX_USAGE
 
     async def _search(s: Any) -> int:
+        if s.search.vectors is not None:
+            # Another model than the store's (the config edited, the daemon not restarted
+            # yet; another MY_AGENT_EMBEDDING_MODEL_PATH): its vectors are the daemon's to
+            # rebuild. Opened as the daemon opens them, they were all dropped.
+            s.search.vectors.rebuilds = False
         await s.search.start()  # keyword-only without a model: the warning says why
         if args.conversation and await s.conversations.get(args.conversation) is None:
             # a mistyped id matched nothing, read as "never said there"
@@ -81,10 +87,17 @@ def cmd_search(args: argparse.Namespace) -> int:
             if page.method != "hybrid":
                 # without a model only the words themselves are found: say what to try
                 print("(keyword search only: try other words, or synonyms)")
+            elif page.vectors_incomplete:
+                print(f"({REBUILDING}: try other words, or synonyms)")
         elif page.method != "hybrid":
             # found by their words only (no embedding model, or it failed on this query):
             # said before the results, as a miss by meaning is not a miss
             print("(keyword search only: conversations that say it in other words are missed)")
+        elif page.vectors_incomplete:
+            # the vectors are rebuilt (a new model): said first, as a miss is not a miss
+            print(f"({REBUILDING}: some conversations are found by their words only)")
+        if not page.results or page.method != "hybrid":
+            pass
         elif page.match == "meaning":
             print("(no conversation uses these words: the closest by meaning)")
         elif page.match == "loose":

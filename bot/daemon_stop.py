@@ -129,6 +129,11 @@ class ReloadSignal:
             reload()
 
 
+# Sections a reload leaves as they were (the embedding model, the lifecycle's timers,
+# the search's ranking are set up once, at the start).
+RESTART_SECTIONS = ("embedding", "conversations", "search")
+
+
 async def reload(services: Services, notifier: Notifier) -> None:
     """SIGHUP: re-read the trust list, the owner and the models (``models.*``: their
     check is made again); the persona is read fresh on each request anyway."""
@@ -173,6 +178,20 @@ async def reload(services: Services, notifier: Notifier) -> None:
         "configuration reloaded (trust list, owner identities%s)",
         ", models" if models_changed else "",
     )
+    # What a reload does not take, said: a new embedding model (or idle timeout) edited
+    # and SIGHUPed read as taken, while search went on with the old one until a restart.
+    untaken = [
+        name for name in RESTART_SECTIONS if getattr(fresh, name) != getattr(services.config, name)
+    ]
+    if untaken:
+        log.warning(
+            "%s changed in the configuration: a reload does not take %s; restart the daemon "
+            "(a new embedding model then rebuilds the vectors in the background)",
+            ", ".join(f"{name}.*" for name in untaken),
+            "them" if len(untaken) > 1 else "it",
+        )
+        notifier.ready(f"ready: configuration reloaded; restart to take {', '.join(untaken)}")
+        return
     notifier.ready("ready: configuration reloaded")
 
 

@@ -56,7 +56,10 @@ async def page_checks(
             log.debug("next check of the index's pages in %.0f s", wait)
             await sleep(wait)
         result = await check(db)
-        await cursors.set_cursor(*CURSOR, f"{clock():.0f}")
+        # whole seconds, rounded down: rounded to the nearest, the time could be up to
+        # half a second ahead of the clock, read back as "in the future" (_recorded) and
+        # so checked again at once (a small index some 17 times in a row at a start)
+        await cursors.set_cursor(*CURSOR, str(int(clock())))
         if result.startswith(PAGES_DAMAGED):
             return
 

@@ -44,6 +44,35 @@ def _another_space(conn: SyncConn, probe: np.ndarray) -> bool:
     return float(stored @ probe) < SAME_SPACE_COSINE * float(np.linalg.norm(stored))
 
 
+def other_model(conn: SyncConn, model_id: str, probe: np.ndarray | None = None) -> str | None:
+    """The model the stored vectors were made with when it is not ``model_id`` (or the
+    same name for another vector space, told by ``probe``: see :func:`prepare`); None
+    when they are this model's, or none is recorded yet."""
+    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
+    if row is None:
+        return None
+    if row[0] != model_id:
+        return str(row[0])
+    if probe is not None and _another_space(conn, probe):
+        return f"another model named {row[0]}"
+    return None
+
+
+def not_searchable_here(conn: SyncConn, model_id: str, probe: np.ndarray | None) -> str | None:
+    """Why a process that does not build vectors (a reading command) cannot search the
+    stored ones with the model ``model_id``: none stored yet, or another model's (which
+    :func:`prepare` would drop); None when it can. Reads only."""
+    if conn.execute("SELECT 1 FROM index_meta WHERE key = ?", (META_KEY,)).fetchone() is None:
+        return "no vectors are stored yet (the daemon builds them)"
+    other = other_model(conn, model_id, probe)
+    if other is None:
+        return None
+    return (
+        f"the stored vectors are of {other}, this configuration loads {model_id} (the "
+        "daemon rebuilds them when restarted with this model)"
+    )
+
+
 def prepare(
     conn: SyncConn,
     model_id: str,
@@ -62,9 +91,7 @@ def prepare(
     of soft coverage cover every turn.
     """
     row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
-    stale = row is not None and row[0] != model_id
-    if not stale and row is not None and probe is not None:
-        stale = _another_space(conn, probe)
+    stale = other_model(conn, model_id, probe) is not None
     if stale:
         conn.execute("DROP TABLE IF EXISTS turns_vec")
         conn.execute("DROP TABLE IF EXISTS abbreviations_vec")
@@ -97,6 +124,25 @@ def prepare(
         terms_ready = True
     rebuild = stale or (row is None and has_turns) or not terms_ready
     return rebuild, terms_ready
+
+
+def _has_vectors(conn: SyncConn) -> bool:
+    return conn.execute("SELECT 1 FROM turn_vectors LIMIT 1").fetchone() is not None
+
+
+def prepare_telling(conn: SyncConn, **kwargs: Any) -> tuple[bool, bool, str | None]:
+    """:func:`prepare`, plus why stored vectors were dropped (another model, or the same
+    name for another vector space), or None when nothing was lost: a first build, or
+    vectors only missing (turns indexed while keyword-only)."""
+    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
+    had = _has_vectors(conn)
+    rebuild, terms_ready = prepare(conn, **kwargs)
+    lost = None
+    if row is not None and row[0] != kwargs["model_id"]:
+        lost = f"the model changed from {row[0]}"
+    elif had and not _has_vectors(conn):
+        lost = "the model is another one under the same name"
+    return rebuild, terms_ready, lost
 
 
 def prune(conn: SyncConn) -> list[int]:

@@ -31,12 +31,11 @@ import functools
 import hashlib
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from bot.config.model import AppConfig
-from bot.db import Database, SyncConn
+from bot.db import Database
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
 from bot.search.soft import content_words
 from bot.term_vectors import TermCache, index_terms
@@ -48,7 +47,8 @@ from bot.vector_store import (
     META_KEY,
     abbreviation_hash,
     delete_abbreviation,
-    prepare,
+    not_searchable_here,
+    prepare_telling,
     read_windows,
     store_abbreviation,
     store_turn_vectors,
@@ -76,25 +76,6 @@ def window_text(turns: Sequence[str], index: int, radius: int) -> str:
     return text[:WINDOW_CHARS]
 
 
-def _has_vectors(conn: SyncConn) -> bool:
-    return conn.execute("SELECT 1 FROM turn_vectors LIMIT 1").fetchone() is not None
-
-
-def _prepare_telling(conn: SyncConn, **kwargs: Any) -> tuple[bool, bool, str | None]:
-    """:func:`~bot.vector_store.prepare`, plus why stored vectors were dropped (another
-    model, or the same name for another vector space), or None when nothing was lost: a
-    first build, or vectors only missing (turns indexed while keyword-only)."""
-    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
-    had = _has_vectors(conn)
-    rebuild, terms_ready = prepare(conn, **kwargs)
-    lost = None
-    if row is not None and row[0] != kwargs["model_id"]:
-        lost = f"the model changed from {row[0]}"
-    elif had and not _has_vectors(conn):
-        lost = "the model is another one under the same name"
-    return rebuild, terms_ready, lost
-
-
 def _text_hash(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
@@ -113,6 +94,10 @@ class VectorIndex(VectorRebuild, VectorSearch):
         self._lock = asyncio.Lock()  # one writer: background indexing is serial
         self._ready = False
         self.stale = False
+        # Whether this process rebuilds the vectors of another model (the daemon, the
+        # reindex): a reading command (``my-agent search``) sets False, so that opening
+        # with another model than the store's does not drop what it will never rebuild.
+        self.rebuilds = True
         # Conversations whose embedding failed (the model raised for one of their texts)
         # in a rebuild or an incremental pass: :meth:`retry_unfinished` redoes them, so a
         # running daemon finishes a partly failed rebuild without a restart.
@@ -138,7 +123,9 @@ class VectorIndex(VectorRebuild, VectorSearch):
         """Load the model, create the vec tables, detect a model change, load the bits.
 
         Returns True when vectors are usable. A changed model id or dimension count drops
-        every stored vector (``stale``): call :meth:`reindex_all` to rebuild them.
+        every stored vector (``stale``): call :meth:`reindex_all` to rebuild them. Not
+        when :attr:`rebuilds` is False (a reading command): nothing is written, and
+        without vectors of this model search is keyword-only.
         """
         if not self.db.vec_available:
             log.warning("sqlite-vec unavailable: vectors disabled, search is keyword-only")
@@ -147,13 +134,19 @@ class VectorIndex(VectorRebuild, VectorSearch):
             return False
         model_id = self.embedder.model_id
         dims = self.embedder.dimensions
+        probe = getattr(self.embedder, "probe", None)  # (test stubs have none)
+        if not self.rebuilds:  # nothing written: the daemon's to build or rebuild
+            why = await self.db.run(lambda c: not_searchable_here(c, model_id, probe), write=False)
+            if why is not None:
+                log.warning("%s: searching by keyword only", why)
+                return False
         self.stale, self.terms_ready, lost = await self.db.run(
             functools.partial(
-                _prepare_telling,
+                prepare_telling,
                 model_id=model_id,
                 dims=dims,
                 build_terms=self.build_terms,
-                probe=getattr(self.embedder, "probe", None),  # (test stubs have none)
+                probe=probe,
             )
         )
         self.terms.clear()

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
+from tests.conftest import raw_config
 from tests.support import Daemon, transcript_lines, turns
 
 pytestmark = pytest.mark.slow  # the real daemon, started two or three times a test
@@ -658,3 +659,33 @@ async def test_keyword_only_search_is_told_with_its_cause(
     else:
         assert said[0].levelno == logging.INFO
         assert "embedding.enabled is false" in said[0].message
+
+
+async def test_sighup_says_what_it_does_not_take(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: a new embedding model (or idle timeout) edited and SIGHUPed logged
+    # "configuration reloaded", while search went on with the old model until a restart.
+    from types import SimpleNamespace
+
+    from bot.config import load_config
+    from bot.daemon import reload
+
+    raw = raw_config(tmp_path)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    statuses: list[str | None] = []
+    notifier = SimpleNamespace(reloading=lambda: None, ready=statuses.append)
+    services = SimpleNamespace(config_path=path, config=load_config(path), channels={})
+    raw["trust"] = {"default_tier": "blocked"}
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    await reload(services, notifier)  # type: ignore[arg-type]
+    assert statuses[-1] == "ready: configuration reloaded"
+    raw["embedding"] = {"enabled": True, "model_name": "BAAI/bge-small-en-v1.5"}
+    raw["conversations"] = {"idle_timeout_seconds": 60}
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="my_agent.daemon"):
+        await reload(services, notifier)  # type: ignore[arg-type]
+    assert statuses[-1] == "ready: configuration reloaded; restart to take embedding, conversations"
+    assert "embedding.*, conversations.* changed in the configuration" in caplog.text
+    assert "restart the daemon" in caplog.text

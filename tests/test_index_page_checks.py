@@ -46,11 +46,14 @@ class Cursors:
         self.values[(channel, key)] = value
 
 
-async def run_until_parked(clock: Clock, cursors: Cursors, checked: list[float]) -> None:
-    async def check(db: Any) -> str:
+async def run_until_parked(
+    clock: Clock, cursors: Cursors, checked: list[float], check: Any = None
+) -> None:
+    async def record(db: Any) -> str:
         checked.append(clock())
         return "ok"
 
+    check = check or record
     task = asyncio.create_task(
         page_checks(None, cursors, clock=clock, sleep=clock.sleep, check=check)
     )
@@ -112,3 +115,20 @@ async def test_the_time_is_kept_in_state_db_across_restarts(tmp_path: Path) -> N
     assert runs[0] == [2_000_000.0, 2_000_000.0 + CHECK_INTERVAL]
     # the second start an hour after the first one's last check: the rest of the day first
     assert runs[1] == [2_000_000.0 + 2 * CHECK_INTERVAL]
+
+
+async def test_a_check_in_the_second_half_of_a_second_is_not_run_again_at_once() -> None:
+    # Regression: the time was kept rounded to the nearest second, half a second ahead
+    # of the clock at worst, read back as "in the future" and so checked again at once:
+    # a small index was checked some 17 times in a row at a start, a line logged each.
+    clock, cursors, checked = Clock(1_000_000.6), Cursors(), []
+
+    async def check(db: Any) -> str:
+        checked.append(clock())
+        if len(checked) >= 3:  # (the bug: again and again without a wait)
+            clock.parked.set()
+            await asyncio.Event().wait()
+        return "ok"
+
+    await run_until_parked(clock, cursors, checked, check)
+    assert checked == [1_000_000.6, 1_000_000 + CHECK_INTERVAL]  # a day after its second

@@ -19,6 +19,7 @@ from bot.labels import UNTITLED
 from bot.owner_days import local_day
 from bot.search.fusion import snippet
 from bot.search.query import query_terms
+from bot.search.results import REBUILDING
 
 if TYPE_CHECKING:
     from bot.search import SearchResult, SearchService
@@ -30,6 +31,8 @@ OFFLINE_LABEL = "[offline mode: no language model is configured]"
 # the message itself and what the owner still sees above it.
 RECENT_TURNS = 10
 KEYWORD_ONLY = "keyword search only: conversations that say it in other words are not found"
+# The vectors are rebuilt (a new embedding model): the others not re-embedded yet, likewise.
+PARTIAL = f"{REBUILDING}: conversations that say it in other words may not be found"
 # An e-mail turn may start with its subject, labelled ("Subject: Lisbon trip",
 # channels/email/inbound.py): the label is in every such turn, no word to recall by (it
 # recalled every earlier mail as related); the subject's own words are.
@@ -66,10 +69,10 @@ class OfflineBrain:
     async def _owner_reply(self, request: BrainRequest) -> str:
         lines = [f"{OFFLINE_LABEL} Set ANTHROPIC_API_KEY to get real answers."]
         found: list[SearchResult] = []
-        keyword_only = False
+        hint: str | None = None  # how the search was incomplete, when it was
         if self.search is not None and request.text.strip():
             try:
-                found, keyword_only = await self._recall(request)
+                found, hint = await self._recall(request)
             except Exception:
                 log.exception("recall failed for the offline reply")
                 lines.append("Recall is unavailable at the moment.")
@@ -89,24 +92,25 @@ class OfflineBrain:
                     f"{i}. {isolate(title)} ({result.channel}, {date}, {result.turn_range}): "
                     f"{isolate(snippet)}"
                 )
-            if keyword_only:
-                lines.append(f"({KEYWORD_ONLY})")
+            if hint:
+                lines.append(f"({hint})")
         elif len(lines) == 1:
             # Without an embedding model only the message's own words were looked for: a
             # bare "nothing turned up" read as "never talked about it".
-            hint = f" ({KEYWORD_ONLY})" if keyword_only else ""
-            lines.append(f"Nothing related turned up in past conversations.{hint}")
+            said = f" ({hint})" if hint else ""
+            lines.append(f"Nothing related turned up in past conversations.{said}")
         for note in request.notes:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
 
-    async def _recall(self, request: BrainRequest) -> tuple[list[SearchResult], bool]:
-        """Up to ``max_results`` past conversations on the message's subject, and whether
-        the search was keyword-only (no embedding model, or it failed on the message)."""
+    async def _recall(self, request: BrainRequest) -> tuple[list[SearchResult], str | None]:
+        """Up to ``max_results`` past conversations on the message's subject, and how the
+        search was incomplete: keyword-only (no embedding model, or it failed on the
+        message), or with the vectors being rebuilt; None when it was not."""
         assert self.search is not None
         query = request.text.removeprefix(_SUBJECT_LABEL)
         found: list[SearchResult] = []
-        keyword_only = False
+        hint: str | None = None
         cursor = None
         for _ in range(MAX_PAGES):
             # a group's members read the reply: its own conversation only (recall_scope)
@@ -116,7 +120,13 @@ class OfflineBrain:
                 limit=self.max_results + 2,
                 cursor=cursor,
             )
-            keyword_only = page.method != "hybrid" and not page.no_words
+            hint = None
+            if page.no_words:
+                pass
+            elif page.method != "hybrid":
+                hint = KEYWORD_ONLY
+            elif page.vectors_incomplete:
+                hint = PARTIAL
             if page.match == "loose":
                 # nothing shares a word with the message or comes close in meaning: the
                 # nearest conversations were listed as related, whatever they were about
@@ -138,11 +148,11 @@ class OfflineBrain:
                 if part is not None:
                     found.append(part)
                 if len(found) >= self.max_results:
-                    return found, keyword_only
+                    return found, hint
             cursor = page.next_cursor
             if cursor is None:
                 break
-        return found, keyword_only
+        return found, hint
 
     @staticmethod
     def _recent(result: SearchResult, turn_number: int | None) -> bool:

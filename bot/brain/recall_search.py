@@ -29,6 +29,11 @@ KEYWORD_ONLY_NOTE = (
     "query's words were found; try other words (synonyms) before concluding that a "
     "subject never came up"
 )
+PARTIAL_NOTE = (
+    "search by meaning is being rebuilt (a new embedding model): conversations not "
+    "re-embedded yet were found only if they contain the query's words; try other words "
+    "(synonyms) before concluding that a subject never came up"
+)
 # Scores are relative (the best scores 1), so the model is told when no result shares a
 # word with the query, and when none is even close in meaning (SearchPage.match).
 MATCH_NOTES = {
@@ -195,6 +200,10 @@ class ConversationSearch:
         elif page.match in MATCH_NOTES and results:
             found["match"] = page.match
             found["note"] = MATCH_NOTES[page.match]
+        if page.method == "hybrid" and page.vectors_incomplete:
+            # the vectors are rebuilt: an empty list is no "never came up" either
+            found["searchMode"] = "partial"
+            found["note"] = "; ".join(filter(None, (PARTIAL_NOTE, found.get("note"))))
         return wrap_data("search_conversations", found)
 
     async def _exists(self, conversation_id: str) -> bool:

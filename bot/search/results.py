@@ -39,6 +39,10 @@ class SearchResult:
         }
 
 
+# How the doors (/search, `my-agent search`) say a page's ``vectors_incomplete``.
+REBUILDING = "search by meaning is being rebuilt for a new model"
+
+
 @dataclass(frozen=True)
 class SearchPage:
     """A page of results; ``next_cursor`` continues the same query. ``total`` counts the
@@ -62,6 +66,10 @@ class SearchPage:
     # word with it), "meaning" (none does; the nearest are close in meaning) or "loose"
     # (none does and none is close: the nearest are listed, probably unrelated)
     match: str = "words"
+    # a hybrid page ranked with part of the vectors: they are being rebuilt (a new
+    # embedding model) or some failed to embed, and the conversations without theirs
+    # were found by their words only (each door says so: a miss is not "never said")
+    vectors_incomplete: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -75,6 +83,8 @@ class SearchPage:
             out["no_words"] = True
         if self.match != "words":
             out["match"] = self.match
+        if self.vectors_incomplete:
+            out["vectors_incomplete"] = True
         return out
 
 

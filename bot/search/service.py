@@ -164,7 +164,15 @@ class SearchService(QueryScoring):
             scored.method,
             listing.total_exact,
             match=closeness(scored.method, scored.best_keyword(), scored.best_cosine()),
+            vectors_incomplete=self._vectors_incomplete(scored.method),
         )
+
+    def _vectors_incomplete(self, method: str) -> bool:
+        """Whether a hybrid ranking had only part of the vectors: they are rebuilt (a
+        new model dropped them all; in another process, the term vectors not complete
+        yet says so) or some failed to embed and wait for a retry."""
+        vectors = self.vectors
+        return method == "hybrid" and vectors is not None and (vectors.stale or vectors.rebuilding)
 
     async def _resolve(self, listing: Listing, state: cursors.Cursor, filters: Filters) -> set[str]:
         """The conversations listed before a cursor this process does not hold, found in

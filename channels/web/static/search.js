@@ -104,7 +104,9 @@ export async function runSearch(more) {
   // with the query, and when none is close in meaning either (SearchPage.match).
   if (page.match === "meaning") status += ". None uses these words: the closest by meaning.";
   if (page.match === "loose") status += ". Nothing uses these words or comes close in meaning: the nearest, probably unrelated.";
-  if (nothing && !page.match) status += ".";
+  // The vectors are rebuilt (a new embedding model): a miss by meaning is not a miss.
+  if (page.vectors_incomplete) status += ". Search by meaning is being rebuilt for a new model: some conversations are found by their words only.";
+  if (nothing && !page.match && !page.vectors_incomplete) status += ".";
   if (page.no_words) status = "Nothing to search for: type words to look for.";
   $("search-status").textContent = status;
   $("search-more").hidden = !page.next_cursor;
