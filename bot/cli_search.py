@@ -96,16 +96,15 @@ def cmd_search(args: argparse.Namespace) -> int:
         elif page.vectors_incomplete:
             # the vectors are rebuilt (a new model): said first, as a miss is not a miss
             print(f"({REBUILDING}: some conversations are found by their words only)")
-        if not page.results or page.method != "hybrid":
-            pass
-        elif page.match == "meaning":
-            print("(no conversation uses these words: the closest by meaning)")
-        elif page.match == "loose":
-            # the scores are relative: the first of any list scores 1.000
-            print(
-                "(nothing uses these words or comes close in meaning: "
-                "the nearest, probably unrelated)"
-            )
+        if page.results and page.method == "hybrid":
+            if page.match == "meaning":
+                print("(no conversation uses these words: the closest by meaning)")
+            elif page.match == "loose":
+                # the scores are relative: the first of any list scores 1.000
+                print(
+                    "(nothing uses these words or comes close in meaning: "
+                    "the nearest, probably unrelated)"
+                )
         for r in page.results:
             # a conversation found through its notes alone has no matched turn to name
             where = r.turn_range or "its notes"

@@ -120,12 +120,10 @@ class OfflineBrain:
                 limit=self.max_results + 2,
                 cursor=cursor,
             )
-            hint = None
-            if page.no_words:
-                pass
-            elif page.method != "hybrid":
+            hint = None  # (a message without words to look for: nothing was missed)
+            if not page.no_words and page.method != "hybrid":
                 hint = KEYWORD_ONLY
-            elif page.vectors_incomplete:
+            elif not page.no_words and page.vectors_incomplete:
                 hint = PARTIAL
             if page.match == "loose":
                 # nothing shares a word with the message or comes close in meaning: the
