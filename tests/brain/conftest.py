@@ -165,6 +165,19 @@ def owner_request(text: str, conversation_id: str) -> BrainRequest:
     )
 
 
+def party_question(model_alias: str) -> BrainRequest:
+    """A known party (Mallory, on Telegram) asking whether Robin is around, in the
+    restricted profile, to ``model_alias``."""
+    return BrainRequest(
+        profile="restricted",
+        channel="telegram",
+        text="Is Robin around?",
+        model_alias=model_alias,
+        party_name="Mallory",
+        scope="Answer questions about Robin's availability.",
+    )
+
+
 def uncached(body: dict[str, Any]) -> dict[str, Any]:
     """A request body as it is with ``brain.prompt_cache`` off, for assertions on its
     content: the system prompt one string, no ``cache_control``, no clock note after the

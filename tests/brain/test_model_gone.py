@@ -13,7 +13,7 @@ from bot.brain.anthropic import RESTRICTED_FALLBACK, AnthropicBrain
 from bot.brain.base import BrainReply, BrainRequest
 from bot.model_switch import forget_dropped_model
 from bot.services import Services
-from tests.brain.conftest import seed_conversation
+from tests.brain.conftest import party_question, seed_conversation
 from tests.brain.test_model_not_found import replies, say
 from tests.brain.test_model_not_found import services as services  # the fixture
 from tests.brain.test_router_e2e import wait_for
@@ -162,14 +162,7 @@ async def test_a_known_party_on_a_gone_model_is_answered_quietly(
     opus, sonnet = brain.config.resolve_model("opus"), brain.config.resolve_model("sonnet")
     fake_api.unknown_models.add(opus)
     fake_api.push_text("Robin is away until Monday.")
-    request = BrainRequest(
-        profile="restricted",
-        channel="telegram",
-        text="Is Robin around?",
-        model_alias="opus",
-        party_name="Mallory",
-        scope="Answer questions about Robin's availability.",
-    )
+    request = party_question("opus")
     reply = await brain.reply(request)
     assert reply.text == "Robin is away until Monday."  # no word of the owner's models
     assert models_asked(fake_api) == [opus, sonnet]

@@ -16,7 +16,7 @@ from bot.brain.base import BrainRequest
 from bot.brain.model_check import model_problem
 from bot.events import InboundMessage
 from bot.services import Services, close_services
-from tests.brain.conftest import seed_conversation
+from tests.brain.conftest import party_question, seed_conversation
 from tests.brain.test_router_e2e import RecordingChannel, e2e_config, start, wait_for
 
 
@@ -112,14 +112,7 @@ async def test_a_known_party_gets_no_owner_notice_when_the_api_rejects(
     # theirs to use) and, on a 404, the configured model's id.
     sonnet = brain.config.resolve_model("sonnet")
     fake_api.push_error(status, message=f"model: {sonnet}")
-    request = BrainRequest(
-        profile="restricted",
-        channel="telegram",
-        text="Is Robin around?",
-        model_alias="sonnet",
-        party_name="Mallory",
-        scope="Answer questions about Robin's availability.",
-    )
+    request = party_question("sonnet")
     reply = await brain.reply(request)
     assert reply.text == RESTRICTED_FALLBACK
     assert reply.extra["status"] == status  # recorded for the owner's transcript

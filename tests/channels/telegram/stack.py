@@ -4,11 +4,13 @@ Telegram channel talking HTTP to the fake Bot API server, as ``bot/daemon.py`` w
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.brain.base import Brain, BrainReply, BrainRequest, DeltaSink
 from bot.config.model import AppConfig
@@ -121,6 +123,20 @@ def anthropic_brain(model: Any) -> dict[str, Any]:
     """``brain`` config that sends the model's requests to ``model`` (a
     :class:`bot.bench.fakes.anthropic_api.FakeAnthropicAPI`)."""
     return {"provider": "anthropic", "base_url": model.base_url, "api_key": "test-key"}
+
+
+@asynccontextmanager
+async def stack_with_model(
+    data_dir: Path, server: FakeTelegramServer, **kwargs: Any
+) -> AsyncIterator[tuple[Stack, FakeAnthropicAPI]]:
+    """A started stack whose brain is the real Anthropic SDK against a fake Messages API
+    that echoes (``model.requests`` holds what the model was sent); stopped on exit."""
+    async with FakeAnthropicAPI(fallback="echo") as model:
+        stack = await start_stack(data_dir, server, brain_config=anthropic_brain(model), **kwargs)
+        try:
+            yield stack, model
+        finally:
+            await stack.stop()
 
 
 async def start_stack(

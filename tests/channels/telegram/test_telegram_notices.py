@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.bench.fakes.telegram_api import FakeTelegramServer
 from bot.brain.restricted_window import WINDOW_TURNS
 
 from .conftest import GROUP_ID, OWNER_ID, STRANGER_ID
-from .stack import Stack, anthropic_brain, start_stack
+from .stack import Stack, stack_with_model
 
 pytestmark = pytest.mark.slow
 
@@ -41,21 +40,17 @@ async def test_join_notices_take_no_room_in_a_members_window_and_are_never_found
     # Regression: each notice was a turn like any other: five people added at once
     # pushed five turns of talk out of the member's 20-turn window, and "joined" found
     # the group in search through "[joined the group]" alone.
-    async with FakeAnthropicAPI(fallback="echo") as model:
-        stack = await start_stack(tmp_path / "data", tg_server, brain_config=anthropic_brain(model))
-        try:
-            tg_server.inject_message(GROUP_ID, "@my_agent_bot hello", from_id=STRANGER_ID,
-                                     first_name="Ann")  # fmt: skip
-            await tg_server.wait_sent(GROUP_ID, 1)
-            await talk_then_joins(stack, tg_server, 2, OWNER_ID)
-            tg_server.inject_message(GROUP_ID, "@my_agent_bot what was said?",
-                                     from_id=STRANGER_ID, first_name="Ann")  # fmt: skip
-            await tg_server.wait_sent(GROUP_ID, 2)
-            turns = await stack.turns(GROUP)
-            found = await stack.services.search.search("joined")
-            talk = await stack.services.search.search("talk")
-        finally:
-            await stack.stop()
+    async with stack_with_model(tmp_path / "data", tg_server) as (stack, model):
+        tg_server.inject_message(GROUP_ID, "@my_agent_bot hello", from_id=STRANGER_ID,
+                                 first_name="Ann")  # fmt: skip
+        await tg_server.wait_sent(GROUP_ID, 1)
+        await talk_then_joins(stack, tg_server, 2, OWNER_ID)
+        tg_server.inject_message(GROUP_ID, "@my_agent_bot what was said?",
+                                 from_id=STRANGER_ID, first_name="Ann")  # fmt: skip
+        await tg_server.wait_sent(GROUP_ID, 2)
+        turns = await stack.turns(GROUP)
+        found = await stack.services.search.search("joined")
+        talk = await stack.services.search.search("talk")
     _, later = model.requests
     notices = [t for t in turns if t.get("metadata", {}).get("membership") == "joined"]
     assert len(notices) == ADDED  # kept in the transcript
@@ -72,15 +67,11 @@ async def test_join_notices_take_no_room_in_the_owners_hydrated_context(
     # Regression: the owner's context, hydrated at the first reply since the start
     # (brain.working_context_turns, 20), counted each notice as a turn: five people
     # added at once pushed five turns of what was said out of it.
-    async with FakeAnthropicAPI(fallback="echo") as model:
-        stack = await start_stack(tmp_path / "data", tg_server, brain_config=anthropic_brain(model))
-        try:
-            await talk_then_joins(stack, tg_server, 1, STRANGER_ID)
-            tg_server.inject_message(GROUP_ID, "@my_agent_bot what did Ann say?",
-                                     from_id=OWNER_ID, first_name="Robin")  # fmt: skip
-            await tg_server.wait_sent(GROUP_ID, 1)
-        finally:
-            await stack.stop()
+    async with stack_with_model(tmp_path / "data", tg_server) as (stack, model):
+        await talk_then_joins(stack, tg_server, 1, STRANGER_ID)
+        tg_server.inject_message(GROUP_ID, "@my_agent_bot what did Ann say?",
+                                 from_id=OWNER_ID, first_name="Robin")  # fmt: skip
+        await tg_server.wait_sent(GROUP_ID, 1)
     [owner] = model.requests
     assert owner.body.get("tools")  # the owner's own context
     # the question and the 19 turns said before it, the notices among them shown
