@@ -9,19 +9,21 @@ budgets as the group has accounts; the group is what the owner allowed (all its
 conversations: the owner's ``/new`` there does not refill it).
 ``trust.group_replies_per_hour_total`` bounds all groups' together: an owner who allowed
 ten groups could otherwise be charged ten budgets an hour by strangers. The owner's own
-messages in a group are theirs and never counted. Counted from the index (the groups'
-replies in the hour) and the transcript (whose turn each answered, its ``fromOwner``),
-so a restart resets nothing, plus the answers being made now in other groups (not yet
-in the index). Past either, a member's message is recorded as always but not answered:
-a ``reply_refused`` event names its turn, so recovery does not answer it after a restart
-(:mod:`bot.index_writes`), and the owner is told once an hour per group (or once for
-the total), across restarts (:mod:`bot.owner_notices`).
+messages in a group are theirs and never counted. Counted in a ledger read at a run's
+first check from the index (the groups' replies in the hour) and the transcript (whose
+turn each answered, its ``fromOwner``), so a restart resets nothing, and kept by the
+checks from then on, answers being made now in other groups included. Past either, a
+member's message is recorded as always but not answered: a ``reply_refused`` event
+names its turn, so recovery does not answer it after a restart (:mod:`bot.index_writes`),
+and the owner is told once an hour per group (or once for the total), across restarts
+(:mod:`bot.owner_notices`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -48,51 +50,57 @@ REASON = "group_replies_per_hour"
 TOTAL_REASON = "group_replies_per_hour_total"
 TOTAL = "*"  # the key of the all-groups notice among the per-group ones
 
-# The groups' answers in the hour: (conversation, turn, the group's identity key).
+# The groups' answers in the hour, read once a run (:meth:`GroupBudget._seed`):
+# (conversation, turn, the group's identity key, when).
 ANSWERED = (
-    "SELECT DISTINCT t.conversation_id, t.turn_number, c.identity_key FROM conversations c"
-    " JOIN turns t ON t.conversation_id = c.id WHERE c.identity_key LIKE '%:group:%'"
-    " AND c.updated >= ? AND t.role = 'assistant' AND t.timestamp >= ?"
+    "SELECT t.conversation_id, t.turn_number, c.identity_key, max(t.timestamp)"
+    " FROM conversations c JOIN turns t ON t.conversation_id = c.id"
+    " WHERE c.identity_key LIKE '%:group:%' AND c.updated >= ? AND t.role = 'assistant'"
+    " AND t.timestamp >= ? GROUP BY t.conversation_id, t.turn_number"
 )
 
 
 class GroupBudget:
-    """The hourly budgets of the model's answers to the members of the groups."""
+    """The hourly budgets of the model's answers to the members of the groups.
+
+    The answers of the last hour are a ledger in memory, read from the index and the
+    transcripts at the first check of a run (so a restart resets nothing) and kept by
+    the checks themselves from then on: a check is a count, not a read. Reading the
+    hour's answers at every member's message (as it was) cost every check a scan of
+    the hour's turns and one row per answer, so a busy hour made each message dearer
+    than the last (a flood of 10,000 members' messages under a raised budget took
+    minutes of the index's connection)."""
 
     def __init__(self, services: Services) -> None:
         self.s = services
-        # group conversation -> turn -> whether it was a member's (not the owner's): the
-        # index does not say (its sender is a display name), the transcript's turn does
-        # (``fromOwner``), read once per group and run; later turns are noted as answered
-        self._members: dict[str, dict[int, bool]] = {}
-        # Members' turns allowed and being answered, not in the index yet, and when:
-        # other groups' answers are made at the same time, and the total counts them.
-        self._running: dict[tuple[str, int], tuple[str, datetime]] = {}
+        # the members' answers allowed in the last hour, oldest first: (when, group's
+        # identity key); an answer counts from the check that allowed it (a reply that
+        # then failed was still a model call, and counts until the hour is over)
+        self._ledger: deque[tuple[datetime, str]] = deque()
+        self._seeded = False
         # One check at a time: two groups checked together both saw room for one more.
         self._lock = asyncio.Lock()
-
-    def note(self, conv_id: str, turn: int, member: bool) -> None:
-        """The reply to ``turn`` of the group ``conv_id`` is being made; ``member``:
-        the turn is a member's, not the owner's."""
-        self._members.setdefault(conv_id, {})[turn] = member
 
     async def allows(self, rec: ConversationRecord, turn: int) -> bool:
         """Whether a member's turn ``turn`` of the group conversation ``rec`` may be
         answered now; when it may, it counts from now on. When it may not, the refusal
         is recorded (before the owner's notice: a crash in between must not leave the
         turn owed a reply) and the owner told, at most once an hour per group (and once
-        for all groups). Replies to one conversation run one at a time
-        (:class:`~bot.reply_queue.KeyedSerialQueue`), other groups' are counted while
-        they are made: none in progress is missed."""
+        for all groups). Answers being made in other groups count from their check:
+        none in progress is missed."""
         group = rec.identity_key or rec.id
         async with self._lock:
             now = utcnow()
-            answers = await self.members_answers_since(iso(now - timedelta(hours=1)))
-            spent = sum(1 for key in answers.values() if key == group)
-            total = len(answers)
+            hour_ago = now - timedelta(hours=1)
+            if not self._seeded:
+                await self._seed(hour_ago)
+            while self._ledger and self._ledger[0][0] < hour_ago:
+                self._ledger.popleft()
+            spent = sum(1 for _, key in self._ledger if key == group)
+            total = len(self._ledger)
             trust = self.s.config.trust
             if spent < trust.group_replies_per_hour and total < trust.group_replies_per_hour_total:
-                self._running[(rec.id, turn)] = (group, now)
+                self._ledger.append((now, group))
                 return True
         if spent >= trust.group_replies_per_hour:
             name = rec.channel_meta.get("contact") or rec.title or rec.id
@@ -108,40 +116,32 @@ class GroupBudget:
             await self.s.alert_owner(notice)
         return False
 
-    async def members_answers_since(self, since: str) -> dict[tuple[str, int], str]:
-        """The groups' replies made at ``since`` (an :func:`~bot.events.iso` time) or
-        later that answered a member's turn, and those being made: (conversation,
-        turn) -> the group's identity key."""
+    async def _seed(self, hour_ago: datetime) -> None:
+        """The ledger from what an earlier run answered in the hour: the groups' replies
+        in the index, counted where the turn they answered was a member's (the index
+        does not say whose a turn was: its sender is a display name; the transcript's
+        turn does, ``fromOwner``)."""
+        since = iso(hour_ago)
         rows = await self.s.index_db.fetchall(ANSWERED, (since, since))
-        by_conv: dict[str, list[int]] = {}
-        groups: dict[str, str] = {}
-        for conv_id, turn, key in rows:
-            by_conv.setdefault(conv_id, []).append(int(turn))
-            groups[conv_id] = key
-        answers: dict[tuple[str, int], str] = {}
-        for conv_id, turns in by_conv.items():
-            members = await self._whose(conv_id, turns)
-            answers.update({(conv_id, n): groups[conv_id] for n in turns if members[n]})
-        for (conv_id, turn), (group, started) in list(self._running.items()):
-            if turn in by_conv.get(conv_id, ()) or iso(started) < since:
-                del self._running[(conv_id, turn)]  # in the index now, or out of the hour
-            else:
-                answers[(conv_id, turn)] = group
-        return answers
+        by_conv: dict[str, list[tuple[int, str, str]]] = {}
+        for conv_id, turn, key, when in rows:
+            by_conv.setdefault(conv_id, []).append((int(turn), key, when))
+        seeded: list[tuple[datetime, str]] = []
+        for conv_id, answers in by_conv.items():
+            turns = [n for n, _, _ in answers]
+            members = await self._members(conv_id, min(turns), max(turns))
+            seeded.extend(
+                (datetime.fromisoformat(when), key) for n, key, when in answers if n in members
+            )
+        seeded.sort(key=lambda entry: entry[0])
+        self._ledger.extendleft(reversed(seeded))  # before any answer allowed meanwhile
+        self._seeded = True
 
-    async def _whose(self, conv_id: str, answered: list[int]) -> dict[int, bool]:
-        """For the turns ``answered`` of the group ``conv_id`` (and the later ones noted),
-        whether each was a member's."""
-        members = self._members.setdefault(conv_id, {})
-        unknown = [n for n in answered if n not in members]
-        if unknown:  # answered before this run: the turns say whose they were
-            lines = await self.s.conversations.read_turns(conv_id, min(unknown), max(unknown))
-            for line in lines:
-                if line.get("role") == "user" and line.get("turnNumber") in unknown:
-                    members[line["turnNumber"]] = line.get("fromOwner") is False
-            for n in unknown:
-                members.setdefault(n, False)  # no such turn: nobody's answer to count
-        oldest = min(answered)
-        for n in [n for n in members if n < oldest]:  # out of the hour
-            del members[n]
-        return members
+    async def _members(self, conv_id: str, first: int, last: int) -> set[int]:
+        """The turns ``first``..``last`` of the group ``conv_id`` that were a member's."""
+        lines = await self.s.conversations.read_turns(conv_id, first, last)
+        return {
+            line["turnNumber"]
+            for line in lines
+            if line.get("role") == "user" and line.get("fromOwner") is False
+        }

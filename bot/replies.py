@@ -170,7 +170,6 @@ class ReplyEngine(ReplyWrites):
             # A member's answer is a paid call the group could make without end.
             if not owner and not await self.group_budget.allows(rec, turn):
                 return
-            self.group_budget.note(conv_id, turn, member=not owner)
         elif (
             profile == "owner"
             and self._debounce(target.channel)

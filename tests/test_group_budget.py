@@ -202,3 +202,33 @@ async def test_the_owners_new_in_a_group_does_not_refill_its_budget(tmp_path: Pa
         assert await _refusals(services, FAMILY) == ["group_replies_per_hour"]
     finally:
         await shutdown_services(services)
+
+
+async def test_the_hours_answers_are_read_once_a_run_not_at_every_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: every member's message read the hour's answers from the index (a scan
+    # of the hour's turns, a row per answer) and their transcripts, so each message of a
+    # busy hour cost more than the one before: `bench ingest` with a raised budget ran
+    # for minutes on it. The ledger is read at the first check of a run, then kept.
+    from bot import group_budget
+
+    config = _config(tmp_path, group_replies_per_hour=50, group_replies_per_hour_total=50)
+    brain = ScriptedBrain()
+    services, _ = await _open(config, brain)
+    reads: list[str] = []
+    fetchall = services.index_db.fetchall
+
+    async def counted(sql: str, *args: Any, **kwargs: Any) -> Any:
+        if sql == group_budget.ANSWERED:
+            reads.append(sql)
+        return await fetchall(sql, *args, **kwargs)
+
+    monkeypatch.setattr(services.index_db, "fetchall", counted)
+    try:
+        for n in range(4):
+            await _say(services, KIM, f"question {n}", group=FAMILY if n % 2 else CLUB)
+        assert len(brain.requests) == 4
+        assert len(reads) == 1
+    finally:
+        await shutdown_services(services)
