@@ -77,6 +77,20 @@ async def test_ingest_bench_without_replies_indexes_only_the_messages(tmp_path: 
     assert out["baseline_open_p99_ms"] is None
 
 
+async def test_ingest_bench_answers_past_the_groups_answer_budget(tmp_path: Path) -> None:
+    """Regression: the members' answer budget (trust.group_replies_per_hour, 40 a group)
+    left a full run's messages past the 40th of each group unanswered, so the bench
+    reported 24,120 of 48,000 turns and measured no reply load."""
+    parser = argparse.ArgumentParser()
+    ingest.add_arguments(parser)
+    args = parser.parse_args(
+        ["--messages", "45", "--parties", "1", "--latency-messages", "0",
+         "--sequential-messages", "0", "--curve-rates", "", "--dir", str(tmp_path)]
+    )  # fmt: skip
+    out = await ingest.run(args)
+    assert out["indexed_turns"] == out["indexed_turns_expected"] == 90
+
+
 def test_the_open_loop_baseline_follows_the_arrival_schedule(tmp_path: Path) -> None:
     latencies: list[float] = []
     achieved = ingest_load.baseline(tmp_path, 20, latencies, rate=200)
