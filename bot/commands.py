@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from difflib import get_close_matches
 from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRun
 from bot.command_search import search_answer
-from bot.command_status import CONVERSATION_PREFIX, status_answer
+from bot.command_status import CONVERSATION_PREFIX, missing_model_ids, status_answer
 from bot.command_syntax import (
     COMMANDS,
     DETACHED_COMMANDS,
@@ -154,7 +154,8 @@ class Commands(PartyCommands):
         run: CommandRun | None = None,
     ) -> CommandResult:
         current = conv.model or self.s.config.models.default
-        text, alias = model_answer(self.s.config, current, args)
+        missing = missing_model_ids(self.s)
+        text, alias = model_answer(self.s.config, current, args, missing=missing)
         if alias is not None and conv.model == alias and not (run and run.resumed):
             # Nothing to switch: a second "Model set to haiku" note in the transcript
             # (shown in the chat) for each repeat, and an answer saying it switched.
@@ -208,6 +209,10 @@ class Commands(PartyCommands):
         return await search_answer(self.s, args, message, conv)
 
 
+# How /model's list marks a model the model service does not offer.
+NOT_OFFERED = "not offered by the model service"
+
+
 def first_line(args: str) -> str:
     """A command's argument: its first line. In a mail the lines after the command are
     its body and signature ("Sent from my iPhone"): "/model opus" over a signature was
@@ -216,18 +221,31 @@ def first_line(args: str) -> str:
 
 
 def model_answer(
-    config: AppConfig, current: str, args: str, target: str = "this conversation"
+    config: AppConfig,
+    current: str,
+    args: str,
+    target: str = "this conversation",
+    missing: Collection[str] = (),
 ) -> tuple[str, str | None]:
     """The answer to ``/model args`` where the model is ``current``, and the alias to
-    switch ``target`` to (None: nothing to switch). Apart from the command so that the
-    dashboard answers it the same in a chat with no conversation yet."""
+    switch ``target`` to (None: nothing to switch). ``missing``: the model ids the model
+    service is known not to offer (:func:`bot.command_status.missing_model_ids`), marked
+    in the list. Apart from the command so that the dashboard answers it the same in a
+    chat with no conversation yet."""
     aliases = config.models.aliases
     args = first_line(args)
     if not args:
-        choices = ", ".join(aliases)
+        # The list offered every alias alike, one the service had refused included: the
+        # owner picked it and was refused, or (the current one) wondered why another
+        # model answered.
+        choices = ", ".join(
+            f"{a} ({NOT_OFFERED})" if config.resolve_model(a) in missing else a for a in aliases
+        )
         # A name no alias has (one removed from the configuration since it was chosen)
         # showed as "opus (opus)", as if it were its own model id.
         shown = config.resolve_model(current) if current in aliases else "not in models.aliases"
+        if current in aliases and config.resolve_model(current) in missing:
+            shown += f", {NOT_OFFERED}"
         return (
             f"Current model: {current} ({shown}). Available: {choices}. Use /model <name> "
             "to switch.",

@@ -35,3 +35,21 @@ def test_a_current_name_no_alias_has_is_not_shown_as_its_own_id(tmp_path: Path) 
     )
     text, _ = model_answer(config, "haiku", "")
     assert text.startswith("Current model: haiku (claude-haiku-4-5). ")
+
+
+def test_the_list_marks_the_models_the_service_does_not_offer(tmp_path: Path) -> None:
+    # Regression: "/model" listed every alias alike, one the model service had refused
+    # (the start's check, a refused switch, a reply's 404) included: the owner picked it
+    # and was refused, or saw their current model listed as if it answered.
+    config = AppConfig(data_dir=tmp_path)
+    opus, sonnet = config.resolve_model("opus"), config.resolve_model("sonnet")
+    text, alias = model_answer(config, "sonnet", "", missing={opus})
+    assert alias is None
+    assert text == (
+        f"Current model: sonnet ({sonnet}). Available: "
+        "opus (not offered by the model service), sonnet, haiku. Use /model <name> to switch."
+    )
+    text, _ = model_answer(config, "opus", "", missing={opus})
+    assert text.startswith(f"Current model: opus ({opus}, not offered by the model service). ")
+    text, _ = model_answer(config, "sonnet", "")  # nothing known missing: the plain list
+    assert "Available: opus, sonnet, haiku." in text

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
+from bot.command_status import missing_model_ids
 from bot.commands import DETACHED_COMMANDS, model_answer, parse_command, rename_answer
 from bot.events import InboundMessage
 from bot.model_switch import model_refusal
@@ -155,7 +156,8 @@ async def pending_answer(hub: WsHub, client: Client, command: tuple[str, str]) -
     if name == "model":
         config = hub.channel.config
         current = client.pending_model or config.models.default
-        answer, alias = model_answer(config, current, args, NEXT_CONVERSATION)
+        missing = missing_model_ids(hub.services)
+        answer, alias = model_answer(config, current, args, NEXT_CONVERSATION, missing)
         if alias is not None and alias != current:
             refusal = await model_refusal(config, hub.services.brain, alias, current)
             if refusal is not None:

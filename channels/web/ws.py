@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
+from bot.command_status import missing_model_ids
 from channels.web.edits import rename_conversation, set_model
 from channels.web.feed import Feed
 from channels.web.paging import PAGE_SIZE, load_newer, load_older
@@ -146,7 +147,17 @@ class WsHub:
         # Without a key the offline brain answers whatever the selector says: the page
         # says so beside it (it read "sonnet" while no model answered).
         offline = getattr(self.services.brain, "name", "") == "offline"
-        return {"aliases": sorted(models.aliases), "default": models.default, "offline": offline}
+        # The aliases whose model the model service does not offer (as /model marks them):
+        # the selector offered them like the others, and choosing one was refused.
+        missing = missing_model_ids(self.services)
+        config = self.channel.config
+        refused = sorted(a for a in models.aliases if config.resolve_model(a) in missing)
+        return {
+            "aliases": sorted(models.aliases),
+            "default": models.default,
+            "offline": offline,
+            "notOffered": refused,
+        }
 
     async def load(
         self, client: Client, conversation_id: str | None, around: int | None = None

@@ -65,6 +65,21 @@ async def test_model_the_api_does_not_know_is_not_switched_to(
     assert fake_api.requests[-1].body["model"] == services.config.resolve_model("sonnet")
 
 
+async def test_the_model_list_marks_a_model_the_api_refused(
+    services: Services, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression: after "/model opus" was refused (404), "/model" still listed opus
+    # among the models to switch to, as if it answered.
+    opus = services.config.resolve_model("opus")
+    fake_api.unknown_models.add(opus)
+    await say(services, "/model opus", "m1")
+    await wait_for(lambda: len(replies(services)) == 1)
+    await say(services, "/model", "m2")
+    await wait_for(lambda: len(replies(services)) == 2)
+    listing = replies(services)[1]
+    assert "Available: opus (not offered by the model service), sonnet, haiku." in listing
+
+
 async def test_model_the_api_knows_is_switched_to(
     services: Services, fake_api: FakeAnthropicAPI
 ) -> None:

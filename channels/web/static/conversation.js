@@ -203,8 +203,9 @@ export function renderHeader() {
   document.body.dataset.conversation = c ? c.id : "";
   const select = $("model-select");
   select.textContent = "";
+  const notOffered = state.models.notOffered || [];
   for (const alias of state.models.aliases || []) {
-    const opt = el("option", null, alias);
+    const opt = el("option", null, notOffered.includes(alias) ? alias + " (not offered)" : alias);
     opt.value = alias;
     select.appendChild(opt);
   }

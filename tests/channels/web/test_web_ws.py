@@ -35,6 +35,21 @@ async def test_reconnect_with_no_conversation(ws_factory) -> None:
     assert tab.frames.index(loaded) < tab.frames.index(tab.of_type("conversation_list")[0])
 
 
+async def test_the_model_selector_is_told_which_models_are_not_offered(
+    ws_factory, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the selector offered every alias alike, one whose model the model
+    # service had refused included (the dashboard's /model list marks it the same way).
+    opus = stack.services.config.resolve_model("opus")
+    monkeypatch.setattr(stack.services.brain, "missing_models", lambda: {opus}, raising=False)
+    tab = await ws_factory()
+    loaded = tab.of_type("conversation_loaded")[0]
+    assert loaded["models"]["notOffered"] == ["opus"]
+    monkeypatch.undo()
+    tab = await ws_factory()
+    assert tab.of_type("conversation_loaded")[0]["models"]["notOffered"] == []
+
+
 async def test_message_streams_reply_and_syncs_tabs(ws_factory) -> None:
     tab1 = await ws_factory()
     tab2 = await ws_factory()
