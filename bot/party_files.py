@@ -20,6 +20,7 @@ from bot.events import InboundMessage
 from bot.parties import PartyRecord, apply_party_lines
 from bot.party_lines import answered_message
 from bot.party_reads import PartyReads
+from bot.record_cache import RecordCache
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import Line, encode, parse_lines
 
@@ -42,6 +43,13 @@ class PartyFiles(PartyReads):
         # (party id, message ref) recorded by a call that then failed: its flow never ran
         self._unhandled: set[tuple[str, str]] = set()
         self._owed_lock = asyncio.Lock()
+        # Records read for a group member's message (:meth:`current`), each with the
+        # count of index writes it was read after: any party's write makes them all
+        # stale. A read per member's message was a hop to the reader thread that, at
+        # 2,000 messages a second, tripled the open-loop p99 (docs/benchmarks.md
+        # "ingest", session 33); in a group, parties' records seldom change.
+        self._mirrored = 0
+        self._current: RecordCache[tuple[int, PartyRecord | None]] = RecordCache()
 
     def open(self, exclusive: bool = False, shared: bool = False) -> int:
         """Replay the party files' journal after a crash (see :mod:`bot.journal`).
@@ -74,7 +82,7 @@ class PartyFiles(PartyReads):
         path = self._path(party_id)
         size = await self._files.append_file(path, encode(lines))
         try:
-            result: list[int] = await self.db.run(self._mirror(party_id, lines, size))
+            result = await self._mirror_now(party_id, lines, size)
         except Exception:
             self._owed.setdefault(party_id, []).append((lines, size))
             self._unhandled.update(
@@ -84,6 +92,28 @@ class PartyFiles(PartyReads):
             )
             raise
         return result
+
+    async def _mirror_now(self, party_id: str, lines: list[Line], size: int) -> list[int]:
+        """:meth:`_mirror` on the writer; whether it wrote or failed, the records
+        :meth:`current` read before are stale from then on (counted once the write is
+        over: a read made meanwhile may have seen the row before it)."""
+        try:
+            created: list[int] = await self.db.run(self._mirror(party_id, lines, size))
+        finally:
+            self._mirrored += 1
+        return created
+
+    async def current(self, party_id: str) -> PartyRecord | None:
+        """:meth:`~bot.party_reads.PartyReads.get`, from memory while no party's record
+        was written since it was read (the router's check of a group member's tier, at
+        every message they send)."""
+        mirrored = self._mirrored
+        known = self._current.get(party_id)
+        if known is not None and known[0] == mirrored:
+            return known[1]
+        record = await self.get(party_id)
+        self._current[party_id] = (mirrored, record)
+        return record
 
     def _mirror(self, party_id: str, lines: list[Line], size: int) -> Any:
         def _apply(conn: SyncConn) -> list[int]:
@@ -107,7 +137,7 @@ class PartyFiles(PartyReads):
             owed = self._owed.get(party_id)
             while owed:
                 lines, size = owed[0]
-                await self.db.run(self._mirror(party_id, lines, size))
+                await self._mirror_now(party_id, lines, size)
                 owed.pop(0)
                 log.info("party %s: a record the index refused is mirrored now", party_id)
             self._owed.pop(party_id, None)

@@ -231,7 +231,7 @@ class Router:
         not ``trust.default_tier``, which is for strangers writing to us, while the owner
         allowed the group and everyone in it."""
         key = normalise_identity(msg.channel, msg.sender_id)
-        party = await self.s.external.get(party_handle(msg.channel, key))
+        party = await self.s.external.current(party_handle(msg.channel, key))
         if party is None:
             configured = self.s.external.configured_tier(msg.channel, key, msg.sender_aliases)
             return configured == "blocked"

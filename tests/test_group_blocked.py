@@ -4,6 +4,9 @@ say there is kept as the group's context, their mentions and commands get nothin
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.conftest import settle, shutdown_services, start_telegram_core, telegram_config
 from tests.support import ScriptedBrain, inbound
@@ -85,5 +88,47 @@ async def test_a_stranger_the_config_blocks_since_gets_no_answer_in_a_group(
         await services.router.deliver(inbound("@bot what time is it?", sender=ANN, **GROUP))
         await settle(services)
         assert len(brain.requests) == before
+    finally:
+        await shutdown_services(services)
+
+
+async def test_a_block_takes_effect_at_once_though_members_tiers_are_kept_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The router's check of a member's tier read their record from the index at every
+    # message (a reader-thread hop each, the open-loop tail of `bench ingest`): it is
+    # kept in memory now, until any party's record is written, so the owner's /block
+    # of someone whose record was just read still holds for their next message.
+    config = telegram_config(tmp_path)
+    brain = ScriptedBrain()
+    services, _ = await start_telegram_core(config, brain=brain)
+    reads: list[str] = []
+    get = services.external.get
+
+    async def counted(party_id: str) -> Any:
+        reads.append(party_id)
+        return await get(party_id)
+
+    monkeypatch.setattr(services.external, "get", counted)
+    try:
+        await services.router.deliver(inbound("hi, Ann here", sender=ANN))
+        await settle(services)
+        reads.clear()
+        for n in range(3):
+            await services.router.deliver(inbound(f"@bot question {n}", sender=ANN, **GROUP))
+            await settle(services)
+        assert [r.text for r in brain.requests] == [f"@bot question {n}" for n in range(3)]
+        assert len(reads) == 1  # read once, then from memory
+        party = await services.external.find(ANN)
+        await services.router.deliver(inbound(f"/block {party.id}", sender=OWNER))
+        await settle(services)
+        await services.router.deliver(inbound("@bot and now?", sender=ANN, **GROUP))
+        await settle(services)
+        assert len(brain.requests) == 3  # blocked at once
+        await services.router.deliver(inbound(f"/trust {party.id}", sender=OWNER))
+        await settle(services)
+        await services.router.deliver(inbound("@bot again?", sender=ANN, **GROUP))
+        await settle(services)
+        assert brain.requests[-1].text == "@bot again?"
     finally:
         await shutdown_services(services)
