@@ -130,6 +130,11 @@ class OfflineBrain:
                 # nearest conversations were listed as related, whatever they were about
                 break
             for result in page.results:
+                if result.match == "loose":
+                    # The page shares a word with the message (the message itself, stored
+                    # before this reply, always does), but this conversation neither
+                    # does nor comes close: it was listed as related, whatever its subject.
+                    continue
                 if result.conversation_id == request.conversation_id and self._recent(
                     result, request.turn_number
                 ):

@@ -112,6 +112,17 @@ def _known_arguments(args: Mapping[str, Any], dates: Mapping[str, Any]) -> None:
         )
 
 
+def _others_match(page: Any, current: str) -> str:
+    """The page's ``match`` without the conversation being answered: its message is
+    stored before the reply and shares the query's words with itself, so the page read
+    "words" and the nearest other conversations went to the model unmarked, however
+    unrelated (each result's own ``match`` says how it relates)."""
+    others = {r.match for r in page.results if r.conversation_id != current}
+    if page.match != "words" or not others or "words" in others:
+        return str(page.match)
+    return "meaning" if "meaning" in others else "loose"
+
+
 class ConversationSearch:
     """One reply's ``search_conversations`` over the project's services: ``search``
     (``SearchService``) and ``conversations`` (``ConversationManager``), either of
@@ -171,6 +182,7 @@ class ConversationSearch:
             )
         results = []
         total = page.total
+        match = page.match
         for r in page.results:
             item = {
                 "conversationId": r.conversation_id,
@@ -186,6 +198,9 @@ class ConversationSearch:
             if current is not None and r.conversation_id == current[0]:
                 if not await self._without_current(item, r, current[1]):
                     total -= 1
+                    # The page's words may be the message's own: what the rest shares
+                    # with the query is said by the other conversations alone.
+                    match = _others_match(page, current[0])
                     continue
             await self._label_group_snippet(item, r)
             results.append(item)
@@ -197,9 +212,9 @@ class ConversationSearch:
             # words were looked for, and an empty list read as "never talked about it".
             found["searchMode"] = "keyword-only"
             found["note"] = KEYWORD_ONLY_NOTE
-        elif page.match in MATCH_NOTES and results:
-            found["match"] = page.match
-            found["note"] = MATCH_NOTES[page.match]
+        elif match in MATCH_NOTES and results:
+            found["match"] = match
+            found["note"] = MATCH_NOTES[match]
         if page.method == "hybrid" and page.vectors_incomplete:
             # the vectors are rebuilt: an empty list is no "never came up" either
             found["searchMode"] = "partial"

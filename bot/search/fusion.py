@@ -25,7 +25,7 @@ from bot.ranking import (
     minmax,
     rrf,
 )
-from bot.search.results import Filters, TurnHit
+from bot.search.results import Filters, TurnHit, closeness
 from bot.search.rows import Rows
 
 if TYPE_CHECKING:
@@ -56,6 +56,10 @@ class Ranked:
     text: str
     matched: list[int]
     when: str = ""  # the best turn's timestamp: when the snippet was said
+    # how this conversation relates to the query (:func:`~bot.search.results.closeness`
+    # of its own turns and notes): a page's ``match`` is "words" as soon as one turn
+    # shares a word, which the message being answered does with itself
+    match: str = "words"
 
 
 @dataclass
@@ -147,6 +151,7 @@ class Scored:
     def conversation(self, conv: str, score: float) -> Ranked:
         r = self.rows
         idx = self._turns_of(conv)
+        notes = self.abbreviations.get(conv, 0.0)
         return Ranked(
             conv,
             score,
@@ -155,6 +160,11 @@ class Scored:
             # a user turn and its reply share a number: each number once
             list(dict.fromkeys(r.number[i] for i in idx if self._direct(i))),
             r.timestamp[idx[0]] if idx else "",
+            closeness(
+                self.method,
+                float(self.kw_raw[idx].max()) if idx else 0.0,
+                max(float(self.vec_raw[idx].max()) if idx else 0.0, notes),
+            ),
         )
 
 

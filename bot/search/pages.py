@@ -47,6 +47,7 @@ def search_results(
                 snippet=snippet(item.text or str(row[3] or ""), terms),
                 turn_range=turn_range,
                 turn_scores=list(item.turns),
+                match=item.match,
             )
         )
     return results

@@ -23,6 +23,9 @@ class SearchResult:
     snippet: str
     turn_range: str
     turn_scores: list[tuple[int, float]] = field(default_factory=list)
+    # this conversation's own :attr:`SearchPage.match`: the page's is "words" when any
+    # turn shares a word, the message being answered included (stored before its reply)
+    match: str = "words"
 
     def to_dict(self) -> dict[str, Any]:
         return {

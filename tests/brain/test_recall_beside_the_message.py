@@ -1,0 +1,98 @@
+"""Recall beside the message being answered (the real local MiniLM model).
+
+The message is stored before its reply, so a search for its subject always finds it and
+the page's ``match`` read "words". The other conversations listed were the nearest
+whatever their subject: the offline brain showed them "From past conversations" (a
+question about the dentist answered with the kayak trip and a lentil soup recipe), and
+the recall tool gave them to the model without the note that they are unrelated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bot.brain.base import BrainRequest
+from bot.brain.offline import OfflineBrain
+from bot.brain.recall_search import MATCH_NOTES, ConversationSearch
+from bot.config.model import AppConfig
+from bot.embedding import EmbeddingService
+from bot.search import SearchService
+from tests.recall_helpers import add_conversation, open_index
+from tests.test_search_hybrid import CONVERSATIONS
+
+NOW = "conv-now"
+
+
+@pytest.fixture
+async def service(tmp_path: Path, embedder: EmbeddingService) -> AsyncIterator[SearchService]:
+    db = await open_index(tmp_path / "conversations.db")
+    search = SearchService(AppConfig(data_dir=tmp_path), db, embedder)
+    assert await search.start(), "vectors must be available with the local model"
+    for conv_id, (turns, abbreviation) in CONVERSATIONS.items():
+        await add_conversation(db, conv_id, turns, abbreviation=abbreviation)
+        assert search.vectors is not None
+        await search.vectors.index_turns(conv_id)
+        await search.vectors.index_abbreviation(conv_id, abbreviation)
+    yield search
+    await db.close()
+
+
+async def ask(search: SearchService, message: str) -> list[str]:
+    """The offline reply to ``message``, stored first as turn 1 of its conversation."""
+    await add_conversation(search.db, NOW, [("user", message)], day="2026-02-01")
+    assert search.vectors is not None
+    await search.vectors.index_turns(NOW)
+    request = BrainRequest(
+        profile="owner",
+        channel="web",
+        text=message,
+        model_alias="",
+        conversation_id=NOW,
+        turn_number=1,
+    )
+    return (await OfflineBrain(search).reply(request)).text.splitlines()
+
+
+async def tool(search: SearchService, query: str) -> dict[str, object]:
+    wrapped = await ConversationSearch(search.config, SimpleNamespace(search=search)).run(
+        {"query": query}, current=(NOW, 1)
+    )
+    found: dict[str, object] = json.loads(wrapped[wrapped.index("{") : wrapped.rindex("}") + 1])
+    return found
+
+
+async def test_an_unrelated_conversation_is_not_recalled_beside_the_message(
+    service: SearchService,
+) -> None:
+    lines = await ask(service, "did we talk about my dentist?")
+    assert lines[1] == "Nothing related turned up in past conversations.", lines
+
+
+async def test_the_recall_tool_marks_the_nearest_beside_the_message_unrelated(
+    service: SearchService,
+) -> None:
+    await add_conversation(service.db, NOW, [("user", "did we talk about my dentist?")])
+    assert service.vectors is not None
+    await service.vectors.index_turns(NOW)
+    # the nearest are listed still, marked as probably unrelated
+    found = await tool(service, "my dentist")
+    assert found["results"] and found["match"] == "loose"
+    assert found["note"] == MATCH_NOTES["loose"]
+
+
+async def test_a_related_conversation_is_still_recalled_beside_the_message(
+    service: SearchService,
+) -> None:
+    lines = await ask(service, "what did the mechanic say about the brake pedal?")
+    assert lines[1] == "From past conversations:"
+    assert lines[2].startswith("1. ") and "grinding noise" in lines[2] + lines[-1], lines
+    assert not any("sourdough" in line.lower() for line in lines), lines
+    found = await tool(service, "brake pedal mechanic")
+    assert "match" not in found and "note" not in found
+    first = found["results"][0]  # type: ignore[index]
+    assert first["conversationId"] == "conv-car"
