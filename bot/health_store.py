@@ -84,6 +84,10 @@ def vector_counts(conn: Any) -> dict[str, Any]:
     row = conn.execute("SELECT value FROM index_meta WHERE key = 'embedding_model'").fetchone()
     return {
         "turn_vectors": _scalar(conn, "SELECT count(*) FROM turn_vectors"),
+        # the turns that get one: not the readouts kept out of recall (the offline
+        # brain's replies), counted against all turns ("27 of 54") the vectors read as
+        # half missing for good
+        "recall_turns": _scalar(conn, "SELECT count(*) FROM turns WHERE recall = 1"),
         "notes": _scalar(conn, "SELECT count(*) FROM conversations WHERE abbreviation <> ''"),
         "note_vectors": _scalar(conn, "SELECT count(*) FROM abbreviation_vectors"),
         "embedding_model": str(row[0]) if row else None,

@@ -56,8 +56,9 @@ def _vectors(counts: dict[str, Any]) -> str:
     model = counts.get("embedding_model")
     if not model:
         return "none (keyword-only search until an embedding model loads)"
+    turns = counts.get("recall_turns", counts["turns"])  # the turns recall reads
     return (
-        f"{counts['turn_vectors']} of {_count(counts['turns'], 'turn')}, "
+        f"{counts['turn_vectors']} of {_count(turns, 'turn')}, "
         f"{counts['note_vectors']} of {_count(counts['notes'], 'note')} (model {model})"
     )
 

@@ -737,6 +737,25 @@ async def test_status_counts_the_vectors_and_their_model(
     assert "vectors:               0 of 10 turns, 0 of 2 notes (model mini@384)" in text
 
 
+async def test_status_counts_vectors_against_the_turns_recall_reads(tmp_path: Path) -> None:
+    # Regression: the offline brain's replies are kept out of recall and never embedded,
+    # but the vectors were counted against every turn: an offline store read "27 of 54
+    # turns" for good, as if half its vectors were missing.
+    config = _config(tmp_path)
+    db = await Database.open(config.index_path, INDEX_MIGRATIONS)
+    store = TranscriptStore(config.conversations_dir, fsync=False)
+    mgr = ConversationManager(config, store, ConversationIndex(db), EventBus())
+    rec = await mgr.create("web")
+    for i in range(3):
+        await mgr.append_turn(rec.id, "user", f"question {i} about tomatoes")
+        await mgr.append_turn(rec.id, "assistant", "[offline mode] nothing", model="offline")
+    await db.execute("INSERT INTO index_meta (key, value) VALUES ('embedding_model', 'mini@384')")
+    await db.close()
+    report = await asyncio.to_thread(healthcheck.collect, config, deep=False)
+    assert report["counts"]["turns"] == 6 and report["counts"]["recall_turns"] == 3
+    assert "vectors:               0 of 3 turns, " in healthcheck.format_text(report)
+
+
 async def test_live_status_says_how_search_answers(services: Any) -> None:
     from types import SimpleNamespace
 
