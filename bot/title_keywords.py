@@ -126,7 +126,40 @@ OTHER_STOP = frozenset(
     "मैं मुझे मेरा मेरी मेरे तुम तुम्हें आप आपका आपकी हम हमें हमारा भी तो ही नहीं क्या "
     "कैसे कब कहाँ क्यों जो जब तक लिए साथ बाद पहले बहुत कुछ सब एक अब फिर यहाँ वहाँ "
     "नमस्ते धन्यवाद ठीक हाँ जी करना करें करो किया कर रहा रही रहे गया गई गए सकता सकते "
-    "चाहिए".split()
+    "चाहिए "
+    # German, French, Spanish, Italian, Portuguese, Dutch: a German conversation was
+    # titled "Linsen Ich Suche Die", a French one "Des Lentilles Soupe Aux". Left out:
+    # those that are English words a title may need (war, hat, den, bin, son, car, pour,
+    # era, hay, sin, dove, fare, os, heel, hoe, ben).
+    "ich du er sie es wir ihr mein meine meinen meinem meiner dein deine seine ihre "
+    "unser unsere der die das dem des ein eine einen einem einer eines und oder aber "
+    "nicht kein keine keinen mit für von vom zu zum zur auf aus bei bis nach über unter vor "
+    "durch ohne ist sind bist seid waren habe hast haben hatte hatten wird werden wurde "
+    "würde kann kannst können konnte muss müssen soll sollte möchte auch noch schon nur "
+    "sehr wie wer wo wann warum weil dass wenn ob hier dort jetzt dann heute ja nein "
+    "danke bitte hallo mal doch immer alle alles viel viele mehr sich mich dich uns euch "
+    "ihm ihn ihnen diese dieser dieses diesen etwas ganz gibt geht gern gerne "
+    "je tu il elle nous vous ils elles le la les un une du de au aux et ou mais donc ne "
+    "pas que qui quoi dans sur sous avec par chez est sont suis était être avoir ai "
+    "avons avez ont ce cette ces cet mon mes ton ta tes sa ses notre nos votre vos leur "
+    "leurs oui non merci bonjour salut très bien aussi encore toujours déjà comment "
+    "pourquoi quand où combien faut peut veux voudrais j'ai c'est n'est qu'il "
+    "yo tú él ella nosotros ellos ellas usted el los las una unos unas pero qué del al "
+    "en con por para sobre entre está están estoy estaba fue ser estar tengo tiene "
+    "tienes tenemos mi mis tus su sus nuestro nuestra muy más también ya aquí cuando "
+    "donde dónde cómo como porque gracias hola sí bueno quiero quieres necesito puedo "
+    "puede lo les te se este esta estos estas ese esa eso esto "
+    "io lui lei noi voi loro gli uno ed che chi di della dei delle da dal nel nella su "
+    "per tra fra è sono sei siamo ho hai ha abbiamo hanno mio mia miei mie tuo tua suo "
+    "sua nostro nostra molto anche già ancora sempre qui come perché grazie ciao "
+    "questo questa quello quella vorrei voglio posso devo "
+    "eu você ele ela nós eles um uma uns umas mas do da dos das em na nas sem é são foi "
+    "está estou tem tenho temos meu minha meus minhas seu nosso nossa muito também já "
+    "aqui onde obrigado obrigada olá sim não isso isto esse essa preciso quero pode "
+    "ik jij je hij zij ze wij jullie het een maar dat dit deze van voor met op aan naar "
+    "bij uit om te tot zijn bent heb hebt heeft hebben wil wilt willen moet moeten zal "
+    "niet geen ook nog wel erg veel mijn jouw onze hier daar nu wanneer waar wat wie "
+    "waarom nee bedankt goed".split()
 )
 
 # Never a keyword of a title or a topic.

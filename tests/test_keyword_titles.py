@@ -3,6 +3,8 @@ is capitalised whatever it is, so a run of capitals there is not a name by itsel
 
 from __future__ import annotations
 
+import pytest
+
 from bot.extractive import Turn
 from bot.keyword_titles import keyword_title, keyword_topics
 
@@ -49,3 +51,51 @@ def test_a_name_inside_sentences_leads_and_its_words_are_not_repeated_as_topics(
     assert keyword_title(turns) == "Lake Tahoe Kayak Trip"
     # "lake" and "tahoe" repeated the name's topic and crowded out the subject
     assert keyword_topics(turns) == ["lake-tahoe", "kayak", "trip"]
+
+
+SPACED_LANGUAGES = {
+    "de": (
+        "Ich suche ein Rezept für Linsensuppe mit Speck.",
+        "Meine Oma hat immer Essig dazugegeben.",
+        "Wie lange müssen die Linsen kochen?",
+        "Ich habe rote Linsen und Tellerlinsen.",
+        "Die Suppe war lecker, danke.",
+    ),
+    "fr": (
+        "Je cherche une recette de soupe aux lentilles.",
+        "Combien de temps faut-il cuire les lentilles?",
+        "J'ai des lentilles rouges et des lentilles vertes.",
+        "La soupe était délicieuse, merci.",
+    ),
+    "es": (
+        "Quiero planear un viaje a Sevilla en mayo.",
+        "Necesito reservar un hotel cerca de la catedral.",
+        "Los billetes de tren son caros.",
+        "El viaje fue muy bonito, gracias.",
+    ),
+    "nl": (
+        "Ik wil een fiets kopen voor mijn dochter.",
+        "Het moet een fiets met versnellingen zijn.",
+        "Ik heb een budget van 400 euro.",
+    ),
+    "pt": (
+        "Eu quero comprar uma bicicleta para a minha filha.",
+        "Ela precisa de uma bicicleta com marchas.",
+        "Eu tenho um orçamento de 400 euros.",
+    ),
+}
+SUBJECTS = {"de": "linsen", "fr": "lentilles", "es": "sevilla", "nl": "fiets", "pt": "bicicleta"}
+FUNCTION_WORDS = {"ich", "die", "des", "aux", "fue", "een", "wil", "uma", "minha", "la", "el"}
+
+
+@pytest.mark.parametrize("language", sorted(SPACED_LANGUAGES))
+def test_function_words_of_other_latin_languages_are_no_title_or_topic(language: str) -> None:
+    # Regression: only English, Russian, Greek and Hindi function words were left out: a
+    # German conversation was titled "Linsen Ich Suche Die" (topics ich, die), a French
+    # one "Des Lentilles Soupe Aux", a Dutch one "Wil Een Fiets Euro".
+    turns = _owner(*SPACED_LANGUAGES[language])
+    title = keyword_title(turns)
+    topics = keyword_topics(turns)
+    assert not FUNCTION_WORDS & set(title.lower().split()), title
+    assert not FUNCTION_WORDS & set(topics), topics
+    assert SUBJECTS[language] in title.lower().split() and SUBJECTS[language] in topics
