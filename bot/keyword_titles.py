@@ -151,6 +151,11 @@ def _joined(terms: list[str], max_chars: int) -> str:
 
 
 def _capitalised(word: str) -> str:
+    if "-" in word and word.islower() and word.replace("-", "").isalpha():
+        # a compound of plain words ("follow-up", "grand-mère"): each part capitalised
+        # as the model's titles are ("Follow-Up"); it read as an identifier, kept in
+        # lower case inside a Title Case title ("follow-up check-in Desk Plumber")
+        return "-".join(part[:1].upper() + part[1:] for part in word.split("-"))
     return word if IDENTIFIER.search(word) else word[:1].upper() + word[1:]
 
 

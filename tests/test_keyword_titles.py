@@ -99,3 +99,18 @@ def test_function_words_of_other_latin_languages_are_no_title_or_topic(language:
     assert not FUNCTION_WORDS & set(title.lower().split()), title
     assert not FUNCTION_WORDS & set(topics), topics
     assert SUBJECTS[language] in title.lower().split() and SUBJECTS[language] in topics
+
+
+def test_a_compound_of_plain_words_is_title_case_in_the_title() -> None:
+    # Regression: "follow-up" read as an identifier (an inner "-") and kept its lower
+    # case inside a Title Case title: "follow-up check-in Desk Plumber" (LoCoMo:
+    # "Chef dairy-free Dessert Recipe"). Identifiers keep their spelling still.
+    turns = _owner(
+        "We need a follow-up with the plumber about the check-in desk.",
+        "The follow-up meeting is on Friday.",
+        "Ask about the check-in desk again and the follow-up.",
+    )
+    assert keyword_title(turns) == "Follow-Up Check-In Desk Plumber"
+    assert keyword_topics(turns)[:2] == ["follow-up", "check-in"]
+    ids = _owner("the X-T5 camera and my user_id", "the X-T5 camera and user_id again")
+    assert set(keyword_title(ids).split()) >= {"X-T5", "user_id"}, keyword_title(ids)
