@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -18,7 +19,7 @@ from bot.graphemes import cut, isolate
 from bot.labels import UNTITLED
 from bot.owner_days import local_day
 from bot.search.fusion import snippet
-from bot.search.query import query_terms
+from bot.search.query import STOP_WORDS, query_terms
 from bot.search.results import REBUILDING
 
 if TYPE_CHECKING:
@@ -37,6 +38,14 @@ PARTIAL = f"{REBUILDING}: conversations that say it in other words may not be fo
 # channels/email/inbound.py): the label is in every such turn, no word to recall by (it
 # recalled every earlier mail as related); the subject's own words are.
 _SUBJECT_LABEL = "Subject: "
+# How the owner asks for recall ("remember when we talked about the kayak trip?", "did
+# I mention my sister?"): words of the question, not of its subject. Searched for, they
+# found every conversation where someone said "remember to ..." or "as we discussed".
+_RECALL_WORDS = re.compile(
+    r"\b(?:remember(?:ed)?|recall(?:ed)?|talk(?:ed)?|discuss(?:ed)?|mention(?:ed)?|"
+    r"chat(?:ted)?|spoke|conversations?)\b",
+    re.IGNORECASE,
+)
 # Pages of results read at most to find ``max_results`` that are recall (the message
 # itself and its earlier copies are skipped).
 MAX_PAGES = 3
@@ -108,7 +117,7 @@ class OfflineBrain:
         search was incomplete: keyword-only (no embedding model, or it failed on the
         message), or with the vectors being rebuilt; None when it was not."""
         assert self.search is not None
-        query = request.text.removeprefix(_SUBJECT_LABEL)
+        query = _subject(request.text.removeprefix(_SUBJECT_LABEL))
         found: list[SearchResult] = []
         hint: str | None = None
         cursor = None
@@ -222,6 +231,12 @@ class OfflineBrain:
 
     async def close(self) -> None:
         return None
+
+
+def _subject(text: str) -> str:
+    """``text`` without the words that ask for recall, unless nothing else is left."""
+    rest = " ".join(_RECALL_WORDS.sub(" ", text).split())
+    return rest if any(w not in STOP_WORDS for w in query_terms(rest)) else text
 
 
 def _words(text: str) -> list[str]:

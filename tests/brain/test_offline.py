@@ -119,3 +119,24 @@ async def test_nothing_close_in_words_or_meaning_is_not_recalled(core: SimpleNam
     search.changes["match"] = "meaning"  # close in meaning: listed
     lines = (await brain.reply(request)).text.splitlines()
     assert lines[1] == "From past conversations:" and lines[2].startswith("1. ")
+
+
+async def test_the_words_that_ask_for_recall_are_not_searched(core: SimpleNamespace) -> None:
+    # Regression: "remember when we talked about my dentist appointment?" was searched
+    # word for word, and "remember" found every conversation where someone said
+    # "remember to ...": the kayak trip was recalled for the dentist.
+    manager = core.conversations
+    rec = await manager.create("web")
+    await manager.append_turn(rec.id, "user", "Remember to check the lock, kayaks must portage")
+    brain = OfflineBrain(core.search)
+
+    async def ask(text: str) -> list[str]:
+        request = BrainRequest(profile="owner", channel="web", text=text, model_alias="")
+        return (await brain.reply(request)).text.splitlines()
+
+    asked = await ask("remember when we talked about my dentist appointment?")
+    assert asked[1].startswith("Nothing related turned up"), asked
+    found = await ask("do you remember what we discussed about the kayaks?")
+    assert found[1] == "From past conversations:" and "portage" in found[2]
+    # nothing but the asking: its words are searched after all
+    assert (await ask("remember?"))[1] == "From past conversations:"
