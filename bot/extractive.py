@@ -191,8 +191,11 @@ def entities(turns: Sequence[Turn], limit: int = 10) -> list[str]:
     return ranked[:limit]
 
 
-def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str | None]]:
-    """(score, order, sentence, speaker) for every informative sentence."""
+def _score_sentences(
+    turns: Sequence[Turn], *, short: bool = False
+) -> list[tuple[float, int, str, str | None]]:
+    """(score, order, sentence, speaker) for every informative sentence; ``short``: the
+    sentences under four words too, unless they are a pleasantry."""
     # The statistics count the very words the sentences are scored on (a turn's words are
     # its sentences' words), so every scored word has a document frequency of at least 1.
     split = [
@@ -210,10 +213,12 @@ def _score_sentences(turns: Sequence[Turn]) -> list[tuple[float, int, str, str |
     for (_, _, sender), doc in zip(turns, split, strict=True):
         for sentence, words in doc:
             order += 1
-            if _is_pleasantry(sentence):
+            if _is_pleasantry(sentence) and (not short or _PLEASANTRY.match(sentence)):
                 continue
             if not words:
                 continue
+            if short and sentence[-1:].isalnum() and not has_spaceless(sentence):
+                sentence += "."  # "NAS backup. Restic to B2.", not run together
             # Words repeated across the conversation but not in every turn carry the topic.
             # sorted: a set iterates in hash order, which changes with PYTHONHASHSEED; the
             # float sum then differed in its last bit and near-ties flipped between runs
@@ -240,6 +245,10 @@ def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS
         return ""
     participants = list(dict.fromkeys(s or r for r, _, s in turns))
     scored = _score_sentences(turns)
+    if not scored:
+        # Every sentence is under four words (a chat of "NAS backup", "Restic to B2",
+        # "nightly at 3"): the notes held the participants alone, nothing to find them by.
+        scored = _score_sentences(turns, short=True)
     decisions = [s for s in scored if _DECISION.search(s[2]) and not s[2].endswith(_ASKS)]
     questions = [s for s in scored if s[2].endswith(_ASKS) and len(_content_words(s[2])) >= 2]
     lines = [HEADER, "Participants: " + ", ".join(participants) + "."]

@@ -386,3 +386,22 @@ def test_a_sentences_first_word_known_as_a_name_counts() -> None:
         ("user", "Anna Schmidt wants it signed.", "Ann"),
     ]
     assert entities(turns) == ["Paris", "Anna Schmidt", "Lyon"]
+
+
+def test_a_chat_of_short_messages_keeps_what_they_say_in_its_notes() -> None:
+    # Regression: a sentence under four words was a pleasantry, so a chat of short
+    # messages ("NAS backup", "Restic to B2") got notes of its participants alone:
+    # nothing for the notes' vector or keyword search to find it by.
+    turns = [
+        ("user", "NAS backup", None),
+        ("user", "Restic to B2", None),
+        ("user", "nightly at 3", None),
+        ("user", "ok thanks", None),
+    ]
+    notes = extractive_abbreviation(turns)
+    assert "Key points: NAS backup. Restic to B2. nightly at 3." in notes, notes
+    assert "thanks" not in notes
+    one_word = extractive_abbreviation([("user", "Kubernetes", None)] * 5)
+    assert one_word.splitlines()[-1] == "Key points: Kubernetes.", one_word
+    # pleasantries alone are still no key point
+    assert "Key points" not in extractive_abbreviation([("user", "hi", None), ("user", "ok", None)])
