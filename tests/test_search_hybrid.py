@@ -230,3 +230,17 @@ async def test_a_page_says_whether_its_results_share_words_or_only_meaning(store
     # a keyword-only search finds only what shares a word
     keyword_only = await SearchService(AppConfig(), db).search("grinding brake noise")
     assert keyword_only.method == "keyword" and keyword_only.match == "words"
+
+
+async def test_a_full_width_query_ranks_as_its_ascii_form(store) -> None:  # type: ignore[no-untyped-def]
+    # Regression: the keyword side reads the query in NFKC, the model did not: a query
+    # typed with a Japanese keyboard's full-width letters embedded as unknown tokens, so
+    # the conversations "nearest" to it were any (a kayak query ranked a Chinese one
+    # first, above the kayak trip its words found).
+    _, service = store
+    ascii_page = await service.search("grinding brake pedal")
+    wide_page = await service.search("ｇｒｉｎｄｉｎｇ ｂｒａｋｅ ｐｅｄａｌ")
+    assert wide_page.results[0].conversation_id == "conv-car"
+    assert [(r.conversation_id, r.score) for r in wide_page.results] == [
+        (r.conversation_id, r.score) for r in ascii_page.results
+    ]

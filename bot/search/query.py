@@ -76,7 +76,12 @@ nothing down; the embedding model reads only its first 256 tokens anyway."""
 
 
 def bounded_query(text: str) -> str:
-    """``text`` cut to :data:`MAX_QUERY_CHARS` characters, at a space where there is one."""
+    """``text`` in NFKC, as the index reads turns, cut to :data:`MAX_QUERY_CHARS`
+    characters at a space where there is one. Only the keyword stage read NFKC: the
+    model, the coverage and the learned features read full-width letters ("ＫＡＹＡＫ",
+    a Japanese keyboard's) as they came, and a Chinese conversation ranked first,
+    above the kayak trip the words found."""
+    text = normalise(text)
     if len(text) <= MAX_QUERY_CHARS:
         return text
     start = cut(text, MAX_QUERY_CHARS)
