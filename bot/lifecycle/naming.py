@@ -40,7 +40,6 @@ from bot.lifecycle.titles import (
     one_word,
     strip_contact,
     title_case,
-    truncate,
     widen_title,
 )
 
@@ -129,8 +128,10 @@ class Namer:
         """Keyword naming (no model): the subject for e-mail, else the key words."""
         items = as_tuples(turns, self.speaker)
         topics = clean_topics(keyword_topics(items))
-        if subject:
-            title = truncate(title_case(subject), TITLE_MAX_CHARS)
+        # The subject whole (not cut to six words), cleaned as a model's title is: it
+        # kept emoji, capitals and trailing dots ("🎉 Party on Saturday! 🎂").
+        title = clean_title(subject, max_words=0) if subject else ""
+        if title:
             return Naming(title=title, topics=clean_topics([subject, *topics]), method="subject")
         keywords = clean_title(keyword_title(items))
         title = compose_title(record.channel, keywords or "New Conversation", contact)

@@ -666,3 +666,25 @@ async def test_a_renaming_that_keeps_the_title_is_not_logged_as_a_second_naming(
     said = [r.getMessage() for r in caplog.records if conv in r.getMessage()]
     assert len([m for m in said if m.startswith("named ")]) == 1, said
     assert len([m for m in said if m.startswith("re-named, title kept: ")]) == 1, said
+
+
+async def test_an_offline_email_title_is_its_subject_cleaned_as_a_title() -> None:
+    # Regression: offline, the subject was only put in Title Case: "🎉 Party on
+    # Saturday! 🎂" and "URGENT: SERVER DOWN AGAIN" were titles, where the model's
+    # are cleaned of emoji, capitals and trailing punctuation. A long subject stays whole.
+    namer = Namer(None)
+    turns = [{"role": "user", "content": "See you there, bring the cake.", "turnNumber": 1}]
+
+    async def title(subject: str) -> str:
+        return (await namer.name(_record("email", subject=subject), turns)).title
+
+    assert await title("Fwd: 🎉 Party on Saturday! 🎂") == "Party on Saturday"
+    assert await title("URGENT: SERVER DOWN AGAIN") == "Urgent: Server Down Again"
+    assert await title('Re: "Quarterly report" draft...') == '"Quarterly Report" Draft'
+    whole = "the meeting about the budget for the next year and the one after"
+    assert await title(whole) == (
+        "The Meeting About the Budget for the Next Year and the One After"
+    )
+    # a subject of emoji alone says nothing: the turns' keywords name it
+    naming = await namer.name(_record("email", subject="🎉🎂"), turns)
+    assert naming.method == "keywords" and naming.title
