@@ -66,7 +66,10 @@ EXTRA_STOP = frozenset(
     "hmm gonna wanna yay omg dear "
     # the label of the line an e-mail turn may start with ("Subject: Lisbon trip",
     # channels/email/inbound.py): it named every mail conversation "... Subject ..."
-    "subject".split()
+    "subject "
+    # and the forward prefix it may carry ("Subject: Fwd: Lisbon trip"): every forwarded
+    # mail had the topic "fwd" (a reply's "Re:" is too short to count)
+    "fwd antw doorst".split()
 )
 
 

@@ -688,3 +688,21 @@ async def test_an_offline_email_title_is_its_subject_cleaned_as_a_title() -> Non
     # a subject of emoji alone says nothing: the turns' keywords name it
     naming = await namer.name(_record("email", subject="🎉🎂"), turns)
     assert naming.method == "keywords" and naming.title
+
+
+async def test_a_forwarded_mail_has_no_topic_fwd() -> None:
+    # Regression: the turn of a forwarded mail starts "Subject: Fwd: Lisbon trip"
+    # (channels/email/inbound.py), and "fwd" was one of the conversation's topics.
+    turns = [
+        {"role": "user", "content": f"Subject: {prefix}Lisbon trip\n\n{text}", "turnNumber": n}
+        for n, (prefix, text) in enumerate(
+            [
+                ("Fwd: ", "Can you book the hotel near Alfama for the Lisbon trip?"),
+                ("Re: Fwd: ", "Also the flights for the Lisbon trip on Friday."),
+            ],
+            start=1,
+        )
+    ]
+    naming = await Namer(None).name(_record("email", subject="Fwd: Lisbon trip"), turns)
+    assert naming.title == "Lisbon Trip"
+    assert "lisbon" in naming.topics and "fwd" not in naming.topics, naming.topics
