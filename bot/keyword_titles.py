@@ -171,9 +171,11 @@ def kebab(text: str, limit: int = 40) -> str:
     that spell them kept in every script (an ASCII-only slug took "Café" to "caf" and a
     Hindi or Russian topic to nothing), anything else one hyphen; at most ``limit``
     characters, cut between graphemes."""
+    # Turkish "İ" lowers to "i" and a combining dot above: "i̇stanbul", not "istanbul"
+    lowered = unicodedata.normalize("NFC", text.lower()).replace("i\u0307", "i")
     chars = [
         ch if ch.isalnum() or ch in _JOINERS or unicodedata.category(ch) in _SPELLING else "-"
-        for ch in unicodedata.normalize("NFC", text.lower())
+        for ch in lowered
     ]
     slug = re.sub(r"-{2,}", "-", "".join(chars)).strip("-")
     return cut(slug, limit).strip("-")

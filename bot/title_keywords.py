@@ -127,7 +127,8 @@ OTHER_STOP = frozenset(
     "कैसे कब कहाँ क्यों जो जब तक लिए साथ बाद पहले बहुत कुछ सब एक अब फिर यहाँ वहाँ "
     "नमस्ते धन्यवाद ठीक हाँ जी करना करें करो किया कर रहा रही रहे गया गई गए सकता सकते "
     "चाहिए "
-    # German, French, Spanish, Italian, Portuguese, Dutch: a German conversation was
+    # German, French, Spanish, Italian, Portuguese, Dutch (Scandinavian, Polish, Turkish,
+    # Arabic and Hebrew below): a German conversation was
     # titled "Linsen Ich Suche Die", a French one "Des Lentilles Soupe Aux". Left out:
     # those that are English words a title may need (war, hat, den, bin, son, car, pour,
     # era, hay, sin, dove, fare, os, heel, hoe, ben).
@@ -159,7 +160,26 @@ OTHER_STOP = frozenset(
     "ik jij je hij zij ze wij jullie het een maar dat dit deze van voor met op aan naar "
     "bij uit om te tot zijn bent heb hebt heeft hebben wil wilt willen moet moeten zal "
     "niet geen ook nog wel erg veel mijn jouw onze hier daar nu wanneer waar wat wie "
-    "waarom nee bedankt goed".split()
+    "waarom nee bedankt goed "
+    # Swedish, Norwegian, Danish (not men, till, vi, av, min, han, den, var)
+    "jag du hon vi ni de det som och att för med har hade inte kan ska vill på om när "
+    "här där också mycket tack hej ett en mitt min mina din jeg deg hun vil ikke og "
+    "til fra meg mye takk hei jeg ikke noget meget "
+    # Polish (not ten, ma, co)
+    "się nie jest są był była było jak ale czy tak ja ty ona oni mnie mój moja moje "
+    "jestem jesteś chcę mam bardzo dziękuję proszę cześć tylko już jeszcze też tam "
+    "kiedy gdzie dlaczego który która które tego przy dla że od za po ze we "
+    # Turkish (not ben, var, biz)
+    "bir ve bu için ile çok ne daha ama gibi şu sen siz onlar benim senin bizim "
+    "değil evet hayır teşekkürler lütfen merhaba nasıl neden nerede kadar sonra önce "
+    "olarak olan yok "
+    # Arabic, Hebrew
+    "في من على إلى الى عن مع هذا هذه ذلك تلك التي الذي أن إن كان كانت لا ما هو هي هم "
+    "أنا انا نحن أنت انت أريد اريد يجب هل قد ثم أو او يا كل بعد قبل عند لم لن مثل بين "
+    "حتى شكرا جزيلا مرحبا نعم "
+    "אני את אתה אתם הוא היא הם אנחנו של על עם זה זו זאת גם לא כן מה מי איך למה איפה "
+    "יש אין רוצה רוצים צריך צריכה כמה תודה רבה שלום אבל או כי אם עוד כבר רק מאוד הזה "
+    "הזאת ליד".split()
 )
 
 # Never a keyword of a title or a topic.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.extractive import Turn
-from bot.keyword_titles import keyword_title, keyword_topics
+from bot.keyword_titles import kebab, keyword_title, keyword_topics
 
 PAINT = [
     "I need to repaint the garage door, the old paint is peeling",
@@ -83,16 +83,42 @@ SPACED_LANGUAGES = {
         "Ela precisa de uma bicicleta com marchas.",
         "Eu tenho um orçamento de 400 euros.",
     ),
+    "sv": (
+        "Jag letar efter ett hotell i Stockholm.",
+        "Hotellet ska ligga nära havet.",
+        "Hur mycket kostar ett rum på hotellet?",
+    ),
+    "tr": (
+        "İstanbul için bir otel arıyorum.",
+        "Otel denize yakın olmalı.",
+        "Otelde bir oda ne kadar?",
+    ),
+    "he": (
+        "אני רוצה להזמין מלון בתל אביב.",
+        "המלון צריך להיות ליד הים.",
+        "כמה עולה חדר במלון?",
+    ),
 }
-SUBJECTS = {"de": "linsen", "fr": "lentilles", "es": "sevilla", "nl": "fiets", "pt": "bicicleta"}
+SUBJECTS = {
+    "de": "linsen",
+    "fr": "lentilles",
+    "es": "sevilla",
+    "nl": "fiets",
+    "pt": "bicicleta",
+    "sv": "stockholm",
+    "tr": "otel",
+    "he": "מלון",
+}
 FUNCTION_WORDS = {"ich", "die", "des", "aux", "fue", "een", "wil", "uma", "minha", "la", "el"}
+FUNCTION_WORDS |= {"jag", "ett", "bir", "için", "אני", "רוצה"}
 
 
 @pytest.mark.parametrize("language", sorted(SPACED_LANGUAGES))
 def test_function_words_of_other_latin_languages_are_no_title_or_topic(language: str) -> None:
     # Regression: only English, Russian, Greek and Hindi function words were left out: a
     # German conversation was titled "Linsen Ich Suche Die" (topics ich, die), a French
-    # one "Des Lentilles Soupe Aux", a Dutch one "Wil Een Fiets Euro".
+    # one "Des Lentilles Soupe Aux", a Dutch one "Wil Een Fiets Euro", a Swedish one
+    # "Stockholm Jag Letar Ett", a Hebrew one "אני רוצה להזמין מלון".
     turns = _owner(*SPACED_LANGUAGES[language])
     title = keyword_title(turns)
     topics = keyword_topics(turns)
@@ -114,3 +140,11 @@ def test_a_compound_of_plain_words_is_title_case_in_the_title() -> None:
     assert keyword_topics(turns)[:2] == ["follow-up", "check-in"]
     ids = _owner("the X-T5 camera and my user_id", "the X-T5 camera and user_id again")
     assert set(keyword_title(ids).split()) >= {"X-T5", "user_id"}, keyword_title(ids)
+
+
+def test_a_turkish_capital_i_is_no_dotted_i_in_a_topic() -> None:
+    # Regression: "İstanbul".lower() is "i" and a combining dot above: the topic read
+    # "i̇stanbul" (two dots), another word than the "istanbul" typed in lower case.
+    turns = _owner("İstanbul için bir otel arıyorum.", "İstanbul çok güzel, otel denize yakın.")
+    assert "istanbul" in keyword_topics(turns)
+    assert kebab("İzmir İçin") == "izmir-için"
