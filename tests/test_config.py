@@ -56,6 +56,13 @@ INVALID = [
         "conversations.idle_timeout_seconds",
     ),
     ({"channels": {"email": {"imap": {"timeout": float("inf")}}}}, "channels.email.imap.timeout"),
+    # Regression: 1e12 passed, then every message logged an OverflowError (a timer past
+    # year 9999) and no conversation was abbreviated when idle.
+    ({"conversations": {"idle_timeout_seconds": 1e12}}, "conversations.idle_timeout_seconds"),
+    (
+        {"conversations": {"abbreviation_sweep_seconds": 1e12}},
+        "conversations.abbreviation_sweep_seconds",
+    ),
     # Regression: accepted, then every reply was refused by the API (budget < 1024).
     ({"brain": {"thinking_budget_tokens": 500}}, "brain.thinking_budget_tokens"),
     ({"brain": {"debounce_seconds": {"telegram": 90}}}, "brain.debounce_seconds.telegram"),

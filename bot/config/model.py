@@ -192,9 +192,14 @@ class TranscriptConfig(_Section):
     checkpoint_seconds: float = Field(default=1.0, gt=0, le=60)
 
 
+# A timer further off than this is a date past year 9999: 1e12 passed check-config, then
+# every message logged an OverflowError and no conversation got its notes.
+_YEAR_SECONDS = 365 * 24 * 3600.0
+
+
 class ConversationsConfig(_Section):
-    idle_timeout_seconds: float = Field(default=600.0, gt=0)
-    abbreviation_sweep_seconds: float = Field(default=300.0, gt=0)
+    idle_timeout_seconds: float = Field(default=600.0, gt=0, le=_YEAR_SECONDS)
+    abbreviation_sweep_seconds: float = Field(default=300.0, gt=0, le=_YEAR_SECONDS)
     naming_turn: int = Field(default=5, ge=1)
     renaming_interval_turns: int = Field(default=10, ge=1)
     list_active_minutes: int = Field(default=60, ge=1)
