@@ -220,8 +220,10 @@ def _score_sentences(
                 continue
             if not words:
                 continue
-            if short and sentence[-1:].isalnum() and not has_spaceless(sentence):
-                sentence += "."  # "NAS backup. Restic to B2.", not run together
+            if sentence[-1:].isalnum() and not has_spaceless(sentence):
+                # a chat message ends without a full stop: the notes' sentences ran
+                # together ("... am Montag Bitte das Protokoll schicken Das Budget ...")
+                sentence += "."
             # Words repeated across the conversation but not in every turn carry the topic.
             # sorted: a set iterates in hash order, which changes with PYTHONHASHSEED; the
             # float sum then differed in its last bit and near-ties flipped between runs

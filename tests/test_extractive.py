@@ -405,3 +405,16 @@ def test_a_chat_of_short_messages_keeps_what_they_say_in_its_notes() -> None:
     assert one_word.splitlines()[-1] == "Key points: Kubernetes.", one_word
     # pleasantries alone are still no key point
     assert "Key points" not in extractive_abbreviation([("user", "hi", None), ("user", "ok", None)])
+
+
+def test_chat_messages_without_a_full_stop_do_not_run_together_in_the_notes() -> None:
+    # Regression: a chat message seldom ends with a full stop, and the key points read
+    # as one sentence: "Meeting with Herr Schmidt am Montag Bitte das Protokoll schicken".
+    turns = [
+        ("user", "Meeting with Herr Schmidt am Montag", None),
+        ("user", "Bitte das Protokoll schicken", None),
+        ("user", "Das Budget ist 5000 Euro, Herr Schmidt hat zugestimmt!", None),
+    ]
+    notes = extractive_abbreviation(turns)
+    assert "am Montag. Bitte das Protokoll schicken. Das Budget" in notes, notes
+    assert "zugestimmt!" in notes and "zugestimmt!." not in notes
