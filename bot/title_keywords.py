@@ -182,8 +182,13 @@ OTHER_STOP = frozenset(
     "הזאת ליד".split()
 )
 
+# The pieces of a pasted link: a chat of GitHub links was titled "Https Com Github Foo".
+URL_PARTS = frozenset("http https www com org html htm php aspx".split())
+
 # Never a keyword of a title or a topic.
-SKIP_KEYWORD = STOP_WORDS | EXTRA_STOP | TITLE_STOP | FILLER_WORDS | FUNCTION_WORDS | OTHER_STOP
+SKIP_KEYWORD = (
+    STOP_WORDS | EXTRA_STOP | TITLE_STOP | FILLER_WORDS | FUNCTION_WORDS | OTHER_STOP | URL_PARTS
+)
 
 
 def stem(word: str) -> str:

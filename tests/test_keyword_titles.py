@@ -148,3 +148,15 @@ def test_a_turkish_capital_i_is_no_dotted_i_in_a_topic() -> None:
     turns = _owner("İstanbul için bir otel arıyorum.", "İstanbul çok güzel, otel denize yakın.")
     assert "istanbul" in keyword_topics(turns)
     assert kebab("İzmir İçin") == "izmir-için"
+
+
+def test_the_pieces_of_a_link_are_no_title_or_topic() -> None:
+    # Regression: a chat of pasted links was titled "Https Com Github Foo".
+    turns = _owner(
+        "https://github.com/foo/bar/issues/42",
+        "see https://example.com/docs/setup.html",
+        "https://github.com/foo/bar/pull/43",
+    )
+    words = set(keyword_title(turns).lower().split()) | set(keyword_topics(turns))
+    assert not words & {"https", "com", "html", "www"}, words
+    assert "github" in keyword_topics(turns)
