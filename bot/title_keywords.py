@@ -131,7 +131,7 @@ OTHER_STOP = frozenset(
     # Arabic and Hebrew below): a German conversation was
     # titled "Linsen Ich Suche Die", a French one "Des Lentilles Soupe Aux". Left out:
     # those that are English words a title may need (war, hat, den, bin, son, car, pour,
-    # era, hay, sin, dove, fare, os, heel, hoe, ben).
+    # comment, era, hay, sin, dove, fare, os, nas, sim, van, ale, heel, hoe, ben, min).
     "ich du er sie es wir ihr mein meine meinen meinem meiner dein deine seine ihre "
     "unser unsere der die das dem des ein eine einen einem einer eines und oder aber "
     "nicht kein keine keinen mit für von vom zu zum zur auf aus bei bis nach über unter vor "
@@ -143,30 +143,30 @@ OTHER_STOP = frozenset(
     "je tu il elle nous vous ils elles le la les un une du de au aux et ou mais donc ne "
     "pas que qui quoi dans sur sous avec par chez est sont suis était être avoir ai "
     "avons avez ont ce cette ces cet mon mes ton ta tes sa ses notre nos votre vos leur "
-    "leurs oui non merci bonjour salut très bien aussi encore toujours déjà comment "
+    "leurs oui non merci bonjour salut très bien aussi encore toujours déjà "
     "pourquoi quand où combien faut peut veux voudrais j'ai c'est n'est qu'il "
     "yo tú él ella nosotros ellos ellas usted el los las una unos unas pero qué del al "
     "en con por para sobre entre está están estoy estaba fue ser estar tengo tiene "
     "tienes tenemos mi mis tus su sus nuestro nuestra muy más también ya aquí cuando "
     "donde dónde cómo como porque gracias hola sí bueno quiero quieres necesito puedo "
     "puede lo les te se este esta estos estas ese esa eso esto "
-    "io lui lei noi voi loro gli uno ed che chi di della dei delle da dal nel nella su "
+    "io lui lei noi voi loro gli ed che di della dei delle da dal nel nella su "
     "per tra fra è sono sei siamo ho hai ha abbiamo hanno mio mia miei mie tuo tua suo "
     "sua nostro nostra molto anche già ancora sempre qui come perché grazie ciao "
     "questo questa quello quella vorrei voglio posso devo "
-    "eu você ele ela nós eles um uma uns umas mas do da dos das em na nas sem é são foi "
+    "eu você ele ela nós eles um uma uns umas mas do da dos das em na sem é são foi "
     "está estou tem tenho temos meu minha meus minhas seu nosso nossa muito também já "
-    "aqui onde obrigado obrigada olá sim não isso isto esse essa preciso quero pode "
-    "ik jij je hij zij ze wij jullie het een maar dat dit deze van voor met op aan naar "
+    "aqui onde obrigado obrigada olá não isso isto esse essa preciso quero pode "
+    "ik jij je hij zij ze wij jullie het een maar dat dit deze voor met op aan naar "
     "bij uit om te tot zijn bent heb hebt heeft hebben wil wilt willen moet moeten zal "
     "niet geen ook nog wel erg veel mijn jouw onze hier daar nu wanneer waar wat wie "
     "waarom nee bedankt goed "
-    # Swedish, Norwegian, Danish (not men, till, vi, av, min, han, den, var)
+    # Swedish, Norwegian, Danish (not men, till, av, min, han, den, var)
     "jag du hon vi ni de det som och att för med har hade inte kan ska vill på om när "
-    "här där också mycket tack hej ett en mitt min mina din jeg deg hun vil ikke og "
+    "här där också mycket tack hej ett en mitt mina din jeg deg hun vil ikke og "
     "til fra meg mye takk hei jeg ikke noget meget "
     # Polish (not ten, ma, co)
-    "się nie jest są był była było jak ale czy tak ja ty ona oni mnie mój moja moje "
+    "się nie jest są był była było jak czy tak ja ty ona oni mnie mój moja moje "
     "jestem jesteś chcę mam bardzo dziękuję proszę cześć tylko już jeszcze też tam "
     "kiedy gdzie dlaczego który która które tego przy dla że od za po ze we "
     # Turkish (not ben, var, biz)

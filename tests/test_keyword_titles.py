@@ -7,6 +7,7 @@ import pytest
 
 from bot.extractive import Turn
 from bot.keyword_titles import kebab, keyword_title, keyword_topics
+from bot.title_keywords import OTHER_STOP
 
 PAINT = [
     "I need to repaint the garage door, the old paint is peeling",
@@ -160,3 +161,17 @@ def test_the_pieces_of_a_link_are_no_title_or_topic() -> None:
     words = set(keyword_title(turns).lower().split()) | set(keyword_topics(turns))
     assert not words & {"https", "com", "html", "www"}, words
     assert "github" in keyword_topics(turns)
+
+
+def test_english_words_spelled_as_foreign_function_words_stay_keywords() -> None:
+    # The lists of other languages' function words leave out English words a title may
+    # need: Portuguese "nas" took the NAS out of "NAS backup" ("Days Backup Restic").
+    turns = _owner(
+        "NAS backup with Restic",
+        "The NAS backup runs nightly",
+        "Leave a comment on the van rental and the SIM card",
+        "another comment about the NAS",
+    )
+    words = set(keyword_title(turns).lower().split()) | set(keyword_topics(turns, limit=6))
+    assert {"nas", "comment"} <= words, words
+    assert all(w not in OTHER_STOP for w in ("nas", "sim", "van", "comment", "ale", "war"))
