@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 
 from bot.brain.base import BrainRequest
@@ -82,18 +83,25 @@ async def test_a_recalled_title_and_snippet_are_whole_and_isolated(
     assert "kayak " + "y" * 190 + "..." in reply.text and "\U0001f468" not in reply.text
 
 
-async def test_a_keyword_only_recall_says_so(core: SimpleNamespace) -> None:
-    # Regression: without an embedding model only the message's own words are looked
-    # for, and "Nothing related turned up" read as "never talked about it" (the other
-    # doors say keyword-only: /search, my-agent search, the recall tool).
-    manager = core.conversations
-    rec = await manager.create("web")
-    await manager.append_turn(rec.id, "user", "we parked the kayak at the boathouse")
+async def asker(core: SimpleNamespace, said: str) -> Callable[[str], Awaitable[list[str]]]:
+    """After a web conversation where the owner said ``said``: a function giving the
+    lines of the offline brain's answer to the owner's next message."""
+    rec = await core.conversations.create("web")
+    await core.conversations.append_turn(rec.id, "user", said)
     brain = OfflineBrain(core.search)
 
     async def ask(text: str) -> list[str]:
         request = BrainRequest(profile="owner", channel="web", text=text, model_alias="")
         return (await brain.reply(request)).text.splitlines()
+
+    return ask
+
+
+async def test_a_keyword_only_recall_says_so(core: SimpleNamespace) -> None:
+    # Regression: without an embedding model only the message's own words are looked
+    # for, and "Nothing related turned up" read as "never talked about it" (the other
+    # doors say keyword-only: /search, my-agent search, the recall tool).
+    ask = await asker(core, "we parked the kayak at the boathouse")
 
     found = await ask("where is the kayak?")
     assert found[1] == "From past conversations:" and found[2].startswith("1. ")
@@ -125,14 +133,7 @@ async def test_the_words_that_ask_for_recall_are_not_searched(core: SimpleNamesp
     # Regression: "remember when we talked about my dentist appointment?" was searched
     # word for word, and "remember" found every conversation where someone said
     # "remember to ...": the kayak trip was recalled for the dentist.
-    manager = core.conversations
-    rec = await manager.create("web")
-    await manager.append_turn(rec.id, "user", "Remember to check the lock, kayaks must portage")
-    brain = OfflineBrain(core.search)
-
-    async def ask(text: str) -> list[str]:
-        request = BrainRequest(profile="owner", channel="web", text=text, model_alias="")
-        return (await brain.reply(request)).text.splitlines()
+    ask = await asker(core, "Remember to check the lock, kayaks must portage")
 
     asked = await ask("remember when we talked about my dentist appointment?")
     assert asked[1].startswith("Nothing related turned up"), asked
