@@ -28,7 +28,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from bot.owner_days import day_range, local_day, owner_zone
     from bot.search.query import bounded_query, fts_parts
-    from bot.search.results import REBUILDING
+    from bot.search.results import REBUILDING, unrelated_mark
 
     if not args.query.strip():
         # `search ""` answered "no match (keyword)" and exit 0, as if searched
@@ -110,7 +110,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             where = r.turn_range or "its notes"
             print_text(
                 f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
-                f"({where}, {local_day(r.timestamp, zone)})"
+                f"({where}, {local_day(r.timestamp, zone)}){unrelated_mark(page, r)}"
             )
             print_text(f"       {cut(' '.join((r.snippet or '').split()), 150)}")
         if page.next_cursor:  # the plain listing can be paged too, not only --json

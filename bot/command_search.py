@@ -13,7 +13,7 @@ from bot.graphemes import cut, isolate, shorten
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import day_range, local_day, owner_zone
-from bot.search.results import REBUILDING, InvalidFilter, SearchResult
+from bot.search.results import REBUILDING, InvalidFilter, SearchResult, unrelated_mark
 
 if TYPE_CHECKING:
     from bot.config import AppConfig
@@ -132,7 +132,8 @@ async def search_answer(
         day = local_day(r.timestamp, zone)
         where = r.turn_range or "its notes"  # found by its notes alone: no turn to name
         lines.append(
-            f"{i}. {title} [{r.channel}, {day}, {where}] {isolate(snippet)} ({r.conversation_id})"
+            f"{i}. {title} [{r.channel}, {day}, {where}]{unrelated_mark(page, r)} "
+            f"{isolate(snippet)} ({r.conversation_id})"
         )
         found.append(
             {

@@ -3,6 +3,7 @@ message, and what an empty or degraded search says (bot/command_search.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -142,3 +143,25 @@ async def test_results_that_share_no_word_say_so(core: Core, monkeypatch: Any) -
         monkeypatch.setattr(core.s.search, "search", labelled.search)
         answer = (await core.say("/search rental")).splitlines()
         assert answer[0] == heading and answer[1].startswith("1. ")
+
+
+async def test_a_result_after_the_matches_that_is_unrelated_says_so(
+    core: Core, monkeypatch: Any
+) -> None:
+    # Regression: on a page that shares the query's words, the nearest conversations
+    # listed after the matches read like lesser matches (scores are relative).
+    await _kayaks(core)
+    search = core.s.search.search
+
+    async def marked(*args: Any, **kwargs: Any) -> Any:
+        page = await search(*args, **kwargs)
+        first, *rest = page.results
+        loose = [first, *(replace(r, match="loose") for r in rest)]
+        return replace(page, method="hybrid", results=loose)
+
+    monkeypatch.setattr(core.s.search, "search", marked)
+    answer = (await core.say("/search kayak")).splitlines()
+    assert answer[0] == "Results for 'kayak':"
+    assert "(probably unrelated)" not in answer[1]
+    assert answer[2].startswith("2. ") and "] (probably unrelated) " in answer[2]
+    assert answer[2].endswith(")") and "(conv-" in answer[2].rsplit(" ", 1)[1]

@@ -39,6 +39,10 @@ class SearchResult:
             "topics": list(self.topics),
             "snippet": self.snippet,
             "turn_range": self.turn_range,
+            # "words", "meaning" or "loose", as the page's (SearchPage.match) for this
+            # conversation alone: on a page that matched words, a "loose" one is listed
+            # after the matches without sharing a word or coming close in meaning
+            "match": self.match,
         }
 
 
@@ -108,6 +112,16 @@ def closeness(method: str, keyword_best: float, cosine_best: float) -> str:
     if method != "hybrid" or keyword_best > 0:
         return "words"
     return "meaning" if cosine_best >= LOOSE_COSINE else "loose"
+
+
+def unrelated_mark(page: SearchPage, result: SearchResult) -> str:
+    """What /search and ``my-agent search`` add to a result listed after the matches
+    that neither shares a word with the query nor comes close in meaning (its own
+    ``match`` "loose" on a page that is not: a page that is says so in its heading).
+    Scores are relative to the page's first, so such a result read like a lesser match."""
+    if result.match == "loose" and page.match != "loose":
+        return " (probably unrelated)"
+    return ""
 
 
 @dataclass(frozen=True)

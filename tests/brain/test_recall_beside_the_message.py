@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ from bot.brain.recall_search import MATCH_NOTES, ConversationSearch
 from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService
+from bot.search.results import unrelated_mark
 from tests.recall_helpers import add_conversation, open_index
 from tests.test_search_hybrid import CONVERSATIONS
 
@@ -96,3 +98,23 @@ async def test_a_related_conversation_is_still_recalled_beside_the_message(
     assert "match" not in found and "note" not in found
     first = found["results"][0]  # type: ignore[index]
     assert first["conversationId"] == "conv-car"
+
+
+async def test_search_marks_each_result_listed_after_the_matches_that_is_unrelated(
+    service: SearchService,
+) -> None:
+    # Regression: /search and `my-agent search` listed the nearest conversations after
+    # the one that shares the query's words like lesser matches (scores are relative);
+    # only a page loose as a whole said "probably unrelated".
+    await add_conversation(service.db, NOW, [("user", "did we talk about my dentist?")])
+    assert service.vectors is not None
+    await service.vectors.index_turns(NOW)
+    page = await service.search("my dentist")
+    assert page.match == "words" and page.results[0].conversation_id == NOW
+    first, *rest = page.results
+    assert first.to_dict()["match"] == "words" and unrelated_mark(page, first) == ""
+    assert rest and all(r.to_dict()["match"] == "loose" for r in rest)
+    assert {unrelated_mark(page, r) for r in rest} == {" (probably unrelated)"}
+    # a page loose as a whole says it in its heading, not on every line
+    loose = replace(page, match="loose")
+    assert {unrelated_mark(loose, r) for r in page.results} == {""}

@@ -86,7 +86,7 @@ export async function runSearch(more) {
   const list = $("search-results");
   if (!more) list.textContent = "";
   state.search = { query: q, params: params.toString(), cursor: page.next_cursor };
-  for (const res of page.results) list.appendChild(renderResult(res));
+  for (const res of page.results) list.appendChild(renderResult(res, page.match));
   rove(list, ".result-title");
   // total_exact false: more turns match than the ranking read; "more" lists the rest
   const total = page.total + (page.total_exact === false ? "+" : "");
@@ -123,7 +123,7 @@ function searchFailed(more, message) {
   }
 }
 
-function renderResult(res) {
+function renderResult(res, pageMatch) {
   const li = el("li", "result");
   li.dataset.id = res.conversation_id;
   const head = el("div", "result-head");
@@ -143,7 +143,11 @@ function renderResult(res) {
   const snippet = el("p", "snippet", res.snippet || res.abbreviation || "");
   snippet.dir = "auto";
   li.appendChild(snippet);
-  li.appendChild(el("p", "muted", res.turn_range ? "Matched: " + res.turn_range : ""));
+  // listed after the matches, sharing no word and not close in meaning (its own match;
+  // a page loose as a whole says it once, in the status line)
+  const unrelated = res.match === "loose" && pageMatch !== "loose";
+  const matched = res.turn_range ? "Matched: " + res.turn_range : "";
+  li.appendChild(el("p", "muted", unrelated ? (matched ? matched + " · " : "") + "probably unrelated" : matched));
   const open = (ev) => {
     ev.preventDefault();
     state.focusTurns = res.matched_turns || [];
