@@ -44,11 +44,16 @@ async def service(tmp_path: Path, embedder: EmbeddingService) -> AsyncIterator[S
     await db.close()
 
 
-async def ask(search: SearchService, message: str) -> list[str]:
-    """The offline reply to ``message``, stored first as turn 1 of its conversation."""
-    await add_conversation(search.db, NOW, [("user", message)], day="2026-02-01")
+async def store_message(search: SearchService, message: str, **day: str) -> None:
+    """``message`` stored (and embedded) as turn 1 of the conversation being answered."""
+    await add_conversation(search.db, NOW, [("user", message)], **day)
     assert search.vectors is not None
     await search.vectors.index_turns(NOW)
+
+
+async def ask(search: SearchService, message: str) -> list[str]:
+    """The offline reply to ``message``, stored first as turn 1 of its conversation."""
+    await store_message(search, message, day="2026-02-01")
     request = BrainRequest(
         profile="owner",
         channel="web",
@@ -78,9 +83,7 @@ async def test_an_unrelated_conversation_is_not_recalled_beside_the_message(
 async def test_the_recall_tool_marks_the_nearest_beside_the_message_unrelated(
     service: SearchService,
 ) -> None:
-    await add_conversation(service.db, NOW, [("user", "did we talk about my dentist?")])
-    assert service.vectors is not None
-    await service.vectors.index_turns(NOW)
+    await store_message(service, "did we talk about my dentist?")
     # the nearest are listed still, marked as probably unrelated
     found = await tool(service, "my dentist")
     assert found["results"] and found["match"] == "loose"
@@ -106,9 +109,7 @@ async def test_search_marks_each_result_listed_after_the_matches_that_is_unrelat
     # Regression: /search and `my-agent search` listed the nearest conversations after
     # the one that shares the query's words like lesser matches (scores are relative);
     # only a page loose as a whole said "probably unrelated".
-    await add_conversation(service.db, NOW, [("user", "did we talk about my dentist?")])
-    assert service.vectors is not None
-    await service.vectors.index_turns(NOW)
+    await store_message(service, "did we talk about my dentist?")
     page = await service.search("my dentist")
     assert page.match == "words" and page.results[0].conversation_id == NOW
     first, *rest = page.results
