@@ -3,6 +3,9 @@ empty, wordless or keyword-only search prints (bot/cli_search.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from bot import cli, exitcodes
@@ -57,3 +60,29 @@ def test_a_bad_cursor_is_named(store: Store, capsys: pytest.CaptureFixture[str])
     argv = ["--config", str(store.config_path), "search", "Porto", "--cursor", "nonsense"]
     assert cli.main(argv) == exitcodes.EX_USAGE
     assert "--cursor: malformed search cursor" in capsys.readouterr().err
+
+
+def test_a_result_after_the_matches_that_is_unrelated_says_so(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As /search marks it (tests/test_search_command.py): on a page that shares the
+    # query's words, a result that neither does nor comes close in meaning.
+    from bot.search import SearchService
+
+    search = SearchService.search
+
+    async def marked(self: SearchService, *args: Any, **kwargs: Any) -> Any:
+        page = await search(self, *args, **kwargs)
+        first, *rest = page.results
+        loose = [first, *(replace(r, match="loose") for r in rest)]
+        return replace(page, method="hybrid", results=loose)
+
+    monkeypatch.setattr(SearchService, "search", marked)
+    status, text = store.run("search", "Porto OR sourdough", capsys=capsys)
+    heads = [line for line in text.splitlines() if not line.startswith(" ")]
+    assert status == 0 and len(heads) == 2, text
+    assert not heads[0].endswith("(probably unrelated)")
+    assert heads[1].endswith(") (probably unrelated)")
+    assert store.json("search", "Porto OR sourdough", capsys=capsys)["results"][1]["match"] == (
+        "loose"
+    )
