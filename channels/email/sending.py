@@ -47,9 +47,10 @@ class Outbound:
             cfg.smtp.timeout,
         )
         self._owed = Owed()  # mails some recipients are still owed (refused for now)
-        # Outlook threads recorded with their conversation in this run: once is enough
-        # (every reply in the thread recorded it again, a line in the transcript each)
-        self._threads: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Message-IDs and Outlook threads recorded with their conversation in this run:
+        # once is enough (every reply in a thread, and every retry of a mail some
+        # recipients are owed, recorded it again, a line in the transcript each)
+        self._recorded: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._memory = memory
         self._undeliverable = undeliverable
 
@@ -87,61 +88,55 @@ class Outbound:
             # sends in order: retrying would hold up every mail queued behind it.
             raise PermanentSendError(f"cannot compose the mail: {exc!r}") from exc
         mail_id = composed.message_id
+        if message.conversation_id and host is not None:
+            # Before the mail leaves, not once the server took it: a server-side
+            # out-of-office answers within milliseconds, and its reply (or the owner's,
+            # after a crash between the send and the record) found no thread and opened
+            # a conversation of its own. A mail that then fails names an id nobody has.
+            await self._record(host, message, mail_id, message.conversation_id)
         try:
             sent = await self._smtp.send(
                 composed.message, self.address, self._owed.recipients(mail_id, composed.recipients)
             )
         except Deferred as exc:
-            # Some have it: so that their replies find the thread, it is recorded now;
-            # the outbox retries it for those refused for now.
+            # Some have it; the outbox retries it for those refused for now.
             self._owed.deferred(mail_id, exc.sent)
-            await self._sent(host, message, mail_id, subject, exc.sent.to)
+            self._sent(message, mail_id, subject, exc.sent.to)
             raise
         except PermanentSendError as exc:
             sent = self._owed.refused(mail_id, exc)
         sent = self._owed.done(mail_id, sent)
-        await self._sent(host, message, mail_id, subject, sent.to)
+        self._sent(message, mail_id, subject, sent.to)
         return SendResult(
             message_ref=mail_id,
             left_out=tuple(sent.left_out),
             left_out_reason=left_out_reason(sent.left_out),
         )
 
-    async def _sent(
-        self,
-        host: ChannelHost | None,
-        message: OutboundMessage,
-        mail_id: str,
-        subject: str,
-        to: list[str],
-    ) -> None:
+    def _sent(self, message: OutboundMessage, mail_id: str, subject: str, to: list[str]) -> None:
         """Bookkeeping once the server took ``mail_id`` for ``to`` (some, or all)."""
         if not to:
             return
         log.info("sent %s %s to %s", message.kind, mail_id, to)
         self._memory.sent(mail_id, subject)
         self._undeliverable.sent(mail_id, to)
-        if message.conversation_id and host is not None:
-            await self._record(host, message, mail_id, message.conversation_id)
 
     async def _record(
         self, host: ChannelHost, message: OutboundMessage, mail_id: str, conversation_id: str
     ) -> None:
         """Map what replies to ``mail_id`` will name to the conversation: our Message-ID,
         and the recipient's Outlook thread (their answer names it by its Thread-Index
-        even when a gateway drops References), once per run."""
-        refs = [mail_id]
+        even when a gateway drops References), each once per run."""
         root = thread_root(message, self._memory.recent)
-        thread = (thread_ref(message.chat_id, root), conversation_id) if root else None
-        if thread is not None and thread not in self._threads:
-            refs.append(thread[0])
-        try:
-            for ref in refs:
+        refs = [mail_id, *([thread_ref(message.chat_id, root)] if root else [])]
+        for ref in refs:
+            if (ref, conversation_id) in self._recorded:
+                continue
+            try:
                 await host.record_message_ref("email", ref, conversation_id)
-        except Exception:  # sent already: a failure here must not cause a resend
-            log.exception("could not record Message-ID %s", mail_id)
-            return
-        if thread is not None:
-            self._threads[thread] = None
-            while len(self._threads) > REMEMBERED:
-                self._threads.popitem(last=False)
+            except Exception:  # the mail can still go: its replies then start a thread anew
+                log.exception("could not record Message-ID %s", mail_id)
+                return
+            self._recorded[(ref, conversation_id)] = None
+            while len(self._recorded) > REMEMBERED:
+                self._recorded.popitem(last=False)

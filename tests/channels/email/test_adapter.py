@@ -535,6 +535,35 @@ async def test_send_threaded_reply(smtp: SmtpServer, tmp_path: Path) -> None:
     )
 
 
+async def test_a_mails_id_is_known_before_the_mail_leaves(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # The Message-ID was recorded with its conversation once the SMTP server had taken
+    # the mail: a server-side out-of-office reply, fetched in that gap, found no thread
+    # and opened a conversation of its own (as did the owner's answer after a crash
+    # between the send and the record). Retries of the mail record it once.
+    recorded: list[tuple[str, int]] = []  # (ref, mails the server had by then)
+
+    class Host(FakeHost):
+        async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
+            recorded.append((ref, len(smtp.capture.messages)))
+            await super().record_message_ref(channel, ref, conversation_id)
+
+    host = Host()
+    folder = await create_folder(pymap.port)
+    channel = await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    reply = OutboundMessage(
+        channel="email", chat_id=OWNER, text="Hi", conversation_id="conv-1", send_key="k:reply"
+    )
+    result = await channel.send(reply)
+    [sent] = await smtp.capture.wait_for(1)
+    assert recorded == [(sent["Message-ID"], 0)]
+    assert host.refs == {result.message_ref: "conv-1"}
+    await channel.send(reply)  # a retry: the same id, not recorded again
+    await smtp.capture.wait_for(2)
+    assert recorded == [(result.message_ref, 0)]
+
+
 async def test_a_reply_with_a_stray_surrogate_is_sent_not_lost(
     smtp: SmtpServer, tmp_path: Path
 ) -> None:
