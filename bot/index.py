@@ -19,6 +19,7 @@ from typing import Any
 from bot.db import Database, SyncConn
 from bot.reffilter import RefFilter, line_refs
 from bot.schema_notes import notes_text
+from bot.schema_titles import title_text
 
 log = logging.getLogger("my_agent.index")
 
@@ -105,7 +106,7 @@ def record_params(rec: ConversationRecord) -> list[Any]:
 
 
 def upsert_conversation(conn: SyncConn, rec: ConversationRecord) -> None:
-    """Insert or replace ``rec``'s row, and its notes' keyword index with it."""
+    """Insert or replace ``rec``'s row, and its notes' and title's keyword indexes."""
     placeholders = ", ".join("?" for _ in _COLUMNS)
     updates = ", ".join(f"{c}=excluded.{c}" for c in _COLUMNS if c != "id")
     conn.execute(
@@ -114,6 +115,7 @@ def upsert_conversation(conn: SyncConn, rec: ConversationRecord) -> None:
         record_params(rec),
     )
     index_notes(conn, rec.id, rec.abbreviation)
+    index_title(conn, rec.id, rec.title)
 
 
 def index_notes(conn: SyncConn, conv_id: str, notes: str | None) -> None:
@@ -128,6 +130,19 @@ def index_notes(conn: SyncConn, conv_id: str, notes: str | None) -> None:
         "INSERT INTO notes (conversation_id, text) VALUES (?, ?) ON CONFLICT(conversation_id) "
         "DO UPDATE SET text = excluded.text WHERE notes.text IS NOT excluded.text",
         (conv_id, notes_text(notes)),
+    )
+
+
+def index_title(conn: SyncConn, conv_id: str, title: str | None) -> None:
+    """Keep ``titles`` (and through its triggers ``titles_fts``, migration 12) in step
+    with a conversation's title, as :func:`index_notes` does with its notes."""
+    if not title or not title.strip():
+        conn.execute("DELETE FROM titles WHERE conversation_id = ?", (conv_id,))
+        return
+    conn.execute(
+        "INSERT INTO titles (conversation_id, text) VALUES (?, ?) ON CONFLICT(conversation_id) "
+        "DO UPDATE SET text = excluded.text WHERE titles.text IS NOT excluded.text",
+        (conv_id, title_text(title)),
     )
 
 

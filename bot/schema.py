@@ -242,6 +242,7 @@ def _index_migrations() -> list[Migration]:
     from bot.schema_notes import index_v10
     from bot.schema_notices import index_v11
     from bot.schema_recall import RECALL_MIGRATIONS
+    from bot.schema_titles import index_v12
 
     return [
         _index_v1,
@@ -254,6 +255,7 @@ def _index_migrations() -> list[Migration]:
         _index_v9,
         index_v10,
         index_v11,
+        index_v12,
     ]
 
 

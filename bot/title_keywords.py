@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from bot.extractive import EXTRA_STOP, Turn, sentences
 from bot.fts_text import latin_of
 from bot.search import STOP_WORDS
+from bot.search.query import singular as stem
 
 # Words that carry no subject in a title or a topic ("We need to renew the passport"
 # named "Japan Passport Need Renew"). Only the keywords of titles and topics skip them:
@@ -189,17 +190,6 @@ URL_PARTS = frozenset("http https www com org html htm php aspx".split())
 SKIP_KEYWORD = (
     STOP_WORDS | EXTRA_STOP | TITLE_STOP | FILLER_WORDS | FUNCTION_WORDS | OTHER_STOP | URL_PARTS
 )
-
-
-def stem(word: str) -> str:
-    """A crude singular, so "chickpea" and "chickpeas" are one keyword."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "os")):
-        return word[:-1]
-    return word
 
 
 class _Word:

@@ -16,7 +16,7 @@ import pytest
 
 from bot.db import Database, connect_sync
 from bot.fts_text import searchable
-from bot.index import index_notes
+from bot.index import index_notes, index_title
 from bot.schema import INDEX_MIGRATIONS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,6 +114,7 @@ async def add_conversation(
             )
             ids.append(int(rowid))
         index_notes(conn, conv_id, abbreviation)  # as bot.index.upsert_conversation does
+        index_title(conn, conv_id, title)
         return ids
 
     return await db.run(_write)

@@ -27,6 +27,7 @@ from bot.search.keyword import fts_candidates
 from bot.search.query import fts_parts, or_terms
 from bot.search.results import Filters
 from bot.search.rows import Rows, build_rows, fetch_spans, merge, subtract
+from bot.search.titles import title_candidates
 from bot.vector_codec import half_matrix
 from tests.recall_helpers import open_index
 
@@ -233,8 +234,15 @@ async def _reference_ranking(
         return _reference_rows(conn, spans, DIMS)
 
     rows = await db.run(_read, write=False)
-    scored = fuse(cfg, query, Filters(), rows, keyword, knn, abbreviations, qvec, {})
-    return rescore(learned.apply(scored, cfg), cfg).conversations
+    titles, _ = await db.run(
+        lambda c: title_candidates(c, or_terms(parts), parts, Filters(), cfg.candidates),
+        write=False,
+    )
+    scored = learned.apply(
+        fuse(cfg, query, Filters(), rows, keyword, knn, abbreviations, qvec, {}), cfg
+    )
+    scored.titles = titles
+    return rescore(scored, cfg).conversations
 
 
 async def test_pipeline_ranks_like_the_sequential_reference(store: Path) -> None:

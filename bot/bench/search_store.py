@@ -3,7 +3,8 @@
 ``--conversations`` N conversations x ``--turns`` turns, written straight into a fresh
 ``conversations.db`` with the product's schema: turns and their FTS rows (words drawn from
 a Zipf-like vocabulary, so postings look like language), one abbreviation per
-conversation (also in ``notes``, migration 10), and one random unit vector per turn window
+conversation (also in ``notes``, migration 10), a title of 2-4 vocabulary words (also in
+``titles``, migration 12), and one random unit vector per turn window
 and per abbreviation (random vectors cost the same to search as model vectors; embedding
 2M texts would take hours and measure nothing about search), and, with
 ``search.soft_coverage`` on, one random unit vector per vocabulary word in
@@ -19,6 +20,7 @@ import numpy as np
 
 from bot.db import SyncConn
 from bot.schema import create_vector_tables
+from bot.schema_titles import title_text
 from bot.term_vectors import META_KEY as TERMS_KEY
 from bot.term_vectors import store as store_terms
 from bot.vector_codec import sign_bits, to_blob, to_half
@@ -49,6 +51,10 @@ def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: in
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     words, weights = vocabulary(rng)
+    # Titles of 2-4 words drawn evenly from the vocabulary (a title names what is
+    # particular to a conversation, not its commonest words), from their own generator:
+    # the turns, notes and vectors are those of a store generated before titles were.
+    title_rng = random.Random(seed + 7)
     create_vector_tables(conn, dims)
     turn_id = 0
     for start in range(0, conversations, 500):
@@ -66,7 +72,7 @@ def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: in
                 (
                     conv_id,
                     "web" if c % 3 else "telegram",
-                    f"Synthetic {c}",
+                    " ".join(title_rng.choices(words, k=title_rng.randint(2, 4))).title(),
                     "[]",
                     f"{day}T10:00:00Z",
                     f"{day}T11:00:00Z",
@@ -120,6 +126,11 @@ def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: in
         conn.executemany(
             "INSERT INTO notes (conversation_id, text) VALUES (?, ?)",
             [(r[0], r[7]) for r in conv_rows],
+        )
+        # the titles' keyword index (migration 12; its triggers fill titles_fts)
+        conn.executemany(
+            "INSERT INTO titles (conversation_id, text) VALUES (?, ?)",
+            [(r[0], title_text(r[2])) for r in conv_rows],
         )
         conn.execute("COMMIT")
 

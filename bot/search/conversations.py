@@ -25,6 +25,10 @@ turns the ranking already holds:
   person the query names (in a store of many people's conversations, the others'
   conversations that match the words are distractors).
 
+And the **title** (:mod:`bot.search.titles`): ``title_rank_weight`` x the part of the
+query's words the conversation's title holds; a conversation found by its title alone
+is listed too (the owner renamed it "Homelab storage saga"; its turns say "NAS").
+
 Scores are divided by the best one again (the first conversation scores 1).
 """
 
@@ -89,14 +93,24 @@ def rank_conversations(
     conversations: list[tuple[str, float]],
     abbreviations: dict[str, float],
     bonus: dict[str, float] | None = None,
+    titles: dict[str, float] | None = None,
 ) -> list[tuple[str, float]]:
     """``conversations`` (id, best-turn score) re-scored with coverage and abbreviation
     similarity (and ``bonus``, added as given: :func:`bonuses`), best first, the best at
     1. ``texts``: each conversation's candidate turns; ``terms``: the query's content
-    words without participant names."""
-    if not conversations or not (cfg.coverage_weight or cfg.abbreviation_rank_weight or bonus):
+    words without participant names; ``titles``: the part of the query's words each
+    title holds (:mod:`bot.search.titles`), ``title_rank_weight`` x it, a conversation
+    found by its title alone listed from 0."""
+    titles = titles if cfg.title_rank_weight else None
+    if titles:
+        listed = {conv for conv, _ in conversations}
+        conversations = [*conversations, *((c, 0.0) for c in titles if c not in listed)]
+    if not conversations or not (
+        cfg.coverage_weight or cfg.abbreviation_rank_weight or bonus or titles
+    ):
         return conversations
     bonus = bonus or {}
+    titles = titles or {}
     abbr: dict[str, float] = {}
     if cfg.abbreviation_rank_weight and abbreviations:
         norm = minmax(np.asarray(list(abbreviations.values()), dtype=np.float64))
@@ -107,6 +121,7 @@ def rank_conversations(
             score += cfg.coverage_weight * coverage(texts[conv], terms)
         score += cfg.abbreviation_rank_weight * abbr.get(conv, 0.0)
         score += bonus.get(conv, 0.0)
+        score += cfg.title_rank_weight * titles.get(conv, 0.0)
         scored.append((conv, score))
     top = max(s for _, s in scored) or 1.0
     scored = [(c, s / top) for c, s in scored]
@@ -155,6 +170,7 @@ def rescore(scored: Scored, cfg: SearchConfig) -> Scored:
         or cfg.abbreviation_rank_weight
         or cfg.date_rank_weight
         or cfg.participant_rank_weight
+        or (cfg.title_rank_weight and scored.titles)
     ):
         return scored
     conversations = rank_conversations(
@@ -164,5 +180,6 @@ def rescore(scored: Scored, cfg: SearchConfig) -> Scored:
         scored.conversations,
         scored.abbreviations,
         bonuses(cfg, scored),
+        scored.titles,
     )
     return replace(scored, conversations=conversations)

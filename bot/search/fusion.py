@@ -82,6 +82,9 @@ class Scored:
     # conversation -> cosine of the query and its abbreviation (the conversation list's
     # re-scoring, bot.search.conversations, reads it)
     abbreviations: dict[str, float] = field(default_factory=dict)
+    # conversation -> the part of the query's words its title holds (bot.search.titles;
+    # the conversation list adds title_rank_weight x it)
+    titles: dict[str, float] = field(default_factory=dict)
     # the query's words matched with the best rows' words by meaning, for the
     # soft-coverage features (bot.search.soft.attach); None: no complete term vectors
     terms: Matches | None = None
@@ -92,6 +95,11 @@ class Scored:
     def best_keyword(self) -> float:
         """The best turn's raw keyword score: 0 when no turn shares a word with the query."""
         return float(self.kw_raw.max()) if self.kw_raw.size else 0.0
+
+    def shares_words(self) -> float:
+        """:meth:`best_keyword`, or a title's share of the query's words when no turn
+        shares one: 0 when nothing listed holds a word of the query."""
+        return self.best_keyword() or max(self.titles.values(), default=0.0)
 
     def best_cosine(self) -> float:
         """The query's cosine with its nearest turn window or note (0 without vectors)."""
@@ -162,7 +170,7 @@ class Scored:
             r.timestamp[idx[0]] if idx else "",
             closeness(
                 self.method,
-                float(self.kw_raw[idx].max()) if idx else 0.0,
+                max(float(self.kw_raw[idx].max()) if idx else 0.0, self.titles.get(conv, 0.0)),
                 max(float(self.vec_raw[idx].max()) if idx else 0.0, notes),
             ),
         )

@@ -151,6 +151,18 @@ def fts_query(text: str) -> str | None:
     return or_terms(parts) if parts else None
 
 
+def singular(word: str) -> str:
+    """A crude singular, so "chickpea" and "chickpeas" are one keyword
+    (the titles' and topics' keywords, a title's share of a query's words)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "os")):
+        return word[:-1]
+    return word
+
+
 def or_terms(terms: list[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 

@@ -176,6 +176,18 @@ class Filters:
             params.extend([len(self.date_to), self.date_to])
         return (" AND ".join(where) if where else "1"), params
 
+    def notes_sql(self) -> tuple[str, list[Any]]:
+        """:meth:`conversation_sql` as the notes and titles are filtered (a conversation's
+        last activity in the range too, as :func:`bot.search.pool.accepted` reads the
+        dates), or ``("", [])`` without a filter."""
+        if not self.active:
+            return "", []
+        cond, params = self.conversation_sql()
+        if self.date_to:
+            cond += " AND substr(updated, 1, ?) <= ?"
+            params = [*params, len(self.date_to), self.date_to]
+        return cond, params
+
     @property
     def active(self) -> bool:
         return bool(self.channel or self.date_from or self.date_to or self.conversation_id)

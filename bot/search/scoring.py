@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from bot.search.rows import build_rows, fetch_spans, subtract
 from bot.search.senders import Senders
 from bot.search.spans import Hit, Spans, keyword_spans, vector_spans
 from bot.search.tail import Listing
+from bot.search.titles import title_candidates
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
@@ -156,7 +158,7 @@ class QueryScoring:
         guess = self._will_embed(query)
 
         match = [""]  # the keyword stage's FTS5 query, for the tail (bot.search.tail)
-        notes_cut = [False]  # keyword-only: more notes matched than were ranked
+        notes_cut = [False]  # keyword-only: more notes (or titles) matched than were ranked
         # a filtered search takes its vector candidates among the turns that pass the
         # filter, and the dates a query names add their nearest turns (bot.search.pool)
         named = query_dates(query, self.now().astimezone(self.zone).date())
@@ -226,9 +228,18 @@ class QueryScoring:
                 # keyword-only: the notes' keyword index stands in for their vectors, so
                 # words found only in a conversation's notes still find it (migration 10)
                 abbr, notes_cut[0] = note_candidates(conn, match[0], filters, depth)
+            titles: dict[str, float] = {}
+            if match[0] and cfg.title_rank_weight:
+                titles, titles_cut = title_candidates(conn, match[0], parts, filters, depth)
+                notes_cut[0] = notes_cut[0] or titles_cut
             if not keyword and not knn and not abbr:
-                # (notes cut at the limit and all filtered out: the tail still lists the rest)
-                return Listing(Scored.empty(method), match[0], notes_cut[0]), {}
+                # (notes cut at the limit and all filtered out: the tail still lists the
+                # rest); a title alone lists its conversation
+                scored = replace(Scored.empty(method), query=query, names=names, titles=titles)
+                if rescore:
+                    scored = conversation_list.rescore(scored, cfg)
+                meta = _page_rows(conn, scored)
+                return Listing(scored, match[0], notes_cut[0]), meta
             kw_spans, kw_raw = spans, raw
             if want_vectors != guess:
                 kw_spans = keyword_spans(keyword, self._radius(want_vectors), cfg.expand)
@@ -251,14 +262,18 @@ class QueryScoring:
             ):
                 soft.attach(scored, vectors.terms.bind(conn), cfg.ranker_depth)
             scored = learned.apply(scored, cfg)
+            scored.titles = titles
             if rescore:
                 scored = conversation_list.rescore(scored, cfg)
-            meta: dict[str, tuple[Any, ...]] = {}
-            if page is not None:
-                offset, limit = page
-                shown = scored.conversations[offset : offset + limit]
-                meta = conversation_rows(conn, [c for c, _ in shown])
+            meta = _page_rows(conn, scored)
             return Listing(scored, match[0], len(keyword) >= depth or notes_cut[0]), meta
+
+        def _page_rows(conn: SyncConn, scored: Scored) -> dict[str, tuple[Any, ...]]:
+            if page is None:
+                return {}
+            offset, limit = page
+            shown = scored.conversations[offset : offset + limit]
+            return conversation_rows(conn, [c for c, _ in shown])
 
         return await self.db.run(_rank, write=False)
 

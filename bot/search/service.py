@@ -163,7 +163,7 @@ class SearchService(QueryScoring):
             listing.known,
             scored.method,
             listing.total_exact,
-            match=closeness(scored.method, scored.best_keyword(), scored.best_cosine()),
+            match=closeness(scored.method, scored.shares_words(), scored.best_cosine()),
             vectors_incomplete=self._vectors_incomplete(scored.method),
         )
 

@@ -5,10 +5,10 @@ The ranking reads the best ``candidates`` turns of each source (:mod:`bot.search
 paging with the cursor used to end there, with ``total`` counting only those: a
 conversation that holds the words but not among the best 50 turns could not be reached.
 When the keyword source was cut at its limit (:attr:`Listing.saturated`; a keyword-only
-search's notes too, :func:`bot.search.keyword.note_candidates`), the pages after the
-ranked list go on with every other conversation the same keyword query matches, in its
-turns or in its notes (``notes_fts``), ordered by its best match's ``-bm25``
-(:func:`keyword_tail`), so that nothing holding the words is out of reach. Before session
+search's notes, and the titles, :mod:`bot.search.titles`), the pages after the ranked
+list go on with every other conversation the same keyword query matches, in its turns,
+its notes (``notes_fts``) or its title (``titles_fts``), ordered by its best match's
+``-bm25`` (:func:`keyword_tail`), so that nothing holding the words is out of reach. Before session
 25 the tail read the turns only: a conversation whose notes alone held the words, past
 the best ``candidates`` notes, was never listed. The tail is read once, when a page
 first needs it, and served from the same cache as the ranking; ``total`` is a lower
@@ -24,6 +24,7 @@ from typing import Any
 from bot.db import SyncConn
 from bot.search.fusion import Ranked, Scored
 from bot.search.results import Filters
+from bot.search.titles import title_matches
 
 # Conversations the tail lists at most: more than anyone pages through; past it, a
 # narrower query (or a date or channel filter) finds the rest.
@@ -94,7 +95,8 @@ def keyword_tail(
     conn: SyncConn, match: str, filters: Filters, listed: set[str], floor: float
 ) -> tuple[list[Ranked], bool]:
     """The conversations ``match`` finds that are not in ``listed``, best match first:
-    by their turns (``turns_fts``) or by their notes (``notes_fts``, migration 10).
+    by their turns (``turns_fts``), their notes (``notes_fts``, migration 10) or their
+    titles (``titles_fts``, migration 12).
 
     Returns the items (at most :data:`TAIL_LIMIT`) and whether that is all of them.
     ``floor`` is the last ranked score: tail scores stay below it. Each source's ``-bm25``
@@ -103,9 +105,9 @@ def keyword_tail(
     cap = TAIL_LIMIT + len(listed) + 1
     turns = _turn_matches(conn, match, filters, cap)
     notes = _note_matches(conn, match, filters, cap)
-    complete = len(turns) < cap and len(notes) < cap
+    titles = title_matches(conn, match, filters, cap)
+    complete = len(turns) < cap and len(notes) < cap and len(titles) < cap
     turn_best = max((float(r[1]) for r in turns), default=0.0)
-    note_best = max((score for _, score in notes), default=0.0)
     found: dict[str, tuple[float, tuple[int, str, str] | None]] = {}
     for conv, score, number, content, when in turns:
         if str(conv) not in listed:
@@ -113,11 +115,14 @@ def keyword_tail(
                 _share(score, turn_best),
                 (int(number), str(content), str(when or "")),
             )
-    for conv, score in notes:
-        share = _share(score, note_best)
-        if conv not in listed and share > found.get(conv, (-1.0, None))[0]:
-            # the notes matched better: the turn stays the snippet (notes-only: the notes)
-            found[conv] = (share, found[conv][1] if conv in found else None)
+    for matches in (notes, titles):
+        best = max((score for _, score in matches), default=0.0)
+        for conv, score in matches:
+            share = _share(score, best)
+            if conv not in listed and share > found.get(conv, (-1.0, None))[0]:
+                # the notes or the title matched better: the turn stays the snippet
+                # (found by them alone: the notes)
+                found[conv] = (share, found[conv][1] if conv in found else None)
     ordered = sorted(found.items(), key=lambda item: (-item[1][0], item[0]))
     complete = complete and len(ordered) <= TAIL_LIMIT
     top = max(0.0, floor) * _TAIL_SCALE
@@ -160,14 +165,8 @@ def _note_matches(
     at most ``cap``; filtered as the ranking filters its notes (the conversation's last
     activity in the date range and its start not after it:
     :func:`bot.search.pool.accepted`)."""
-    where = ""
-    params: list[Any] = []
-    if filters.active:
-        cond, params = filters.conversation_sql()
-        if filters.date_to:  # the last activity too, as accepted() reads the dates
-            cond += " AND substr(updated, 1, ?) <= ?"
-            params = [*params, len(filters.date_to), filters.date_to]
-        where = f" AND n.conversation_id IN (SELECT id FROM conversations WHERE {cond})"
+    cond, params = filters.notes_sql()
+    where = f" AND n.conversation_id IN (SELECT id FROM conversations WHERE {cond})" if cond else ""
     rows = conn.execute(
         "SELECT n.conversation_id, -bm25(notes_fts) FROM notes_fts JOIN notes n "
         f"ON n.id = notes_fts.rowid WHERE notes_fts MATCH ?{where} "
