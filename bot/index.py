@@ -115,7 +115,7 @@ def upsert_conversation(conn: SyncConn, rec: ConversationRecord) -> None:
         record_params(rec),
     )
     index_notes(conn, rec.id, rec.abbreviation)
-    index_title(conn, rec.id, rec.title)
+    index_title(conn, rec.id, rec.title, manual=rec.manually_named)
 
 
 def index_notes(conn: SyncConn, conv_id: str, notes: str | None) -> None:
@@ -133,16 +133,19 @@ def index_notes(conn: SyncConn, conv_id: str, notes: str | None) -> None:
     )
 
 
-def index_title(conn: SyncConn, conv_id: str, title: str | None) -> None:
+def index_title(conn: SyncConn, conv_id: str, title: str | None, *, manual: bool = False) -> None:
     """Keep ``titles`` (and through its triggers ``titles_fts``, migration 12) in step
-    with a conversation's title, as :func:`index_notes` does with its notes."""
+    with a conversation's title, as :func:`index_notes` does with its notes; ``manual``:
+    the owner's title (a rename)."""
     if not title or not title.strip():
         conn.execute("DELETE FROM titles WHERE conversation_id = ?", (conv_id,))
         return
     conn.execute(
-        "INSERT INTO titles (conversation_id, text) VALUES (?, ?) ON CONFLICT(conversation_id) "
-        "DO UPDATE SET text = excluded.text WHERE titles.text IS NOT excluded.text",
-        (conv_id, title_text(title)),
+        "INSERT INTO titles (conversation_id, text, manual) VALUES (?, ?, ?) "
+        "ON CONFLICT(conversation_id) DO UPDATE SET text = excluded.text, "
+        "manual = excluded.manual "
+        "WHERE titles.text IS NOT excluded.text OR titles.manual IS NOT excluded.manual",
+        (conv_id, title_text(title), int(manual)),
     )
 
 

@@ -30,7 +30,8 @@ _STATEMENTS = (
     CREATE TABLE titles (
         id INTEGER PRIMARY KEY,
         conversation_id TEXT NOT NULL UNIQUE REFERENCES conversations(id) ON DELETE CASCADE,
-        text TEXT NOT NULL  -- title_text(title): what titles_fts indexes
+        text TEXT NOT NULL,  -- title_text(title): what titles_fts indexes
+        manual INTEGER NOT NULL DEFAULT 0  -- the owner's title (conversations.manually_named)
     )
     """,
     """
@@ -63,9 +64,10 @@ def index_v12(conn: SyncConn) -> None:
     for statement in _STATEMENTS:
         conn.execute(statement)
     rows = conn.execute(
-        "SELECT id, title FROM conversations WHERE title IS NOT NULL AND trim(title) != ''"
+        "SELECT id, title, manually_named FROM conversations "
+        "WHERE title IS NOT NULL AND trim(title) != ''"
     ).fetchall()
     conn.executemany(
-        "INSERT INTO titles (conversation_id, text) VALUES (?, ?)",
-        [(conv_id, title_text(title)) for conv_id, title in rows],
+        "INSERT INTO titles (conversation_id, text, manual) VALUES (?, ?, ?)",
+        [(conv_id, title_text(title), int(bool(manual))) for conv_id, title, manual in rows],
     )

@@ -77,15 +77,17 @@ async def add_conversation(
     abbreviation: str | None = None,
     topics: list[str] | None = None,
     at: str | None = None,
+    manual: bool = False,
 ) -> list[int]:
     """Insert a conversation and its turns ((role, content) pairs); returns the turn ids.
-    Every turn is stamped ``at`` (a UTC timestamp), else noon UTC of ``day``."""
+    Every turn is stamped ``at`` (a UTC timestamp), else noon UTC of ``day``; ``manual``:
+    ``title`` is the owner's (a rename)."""
 
     def _write(conn) -> list[int]:  # type: ignore[no-untyped-def]
         stamp = at or f"{day}T12:00:00+00:00"
         conn.execute(
             "INSERT INTO conversations (id, channel, title, topics, created, updated, "
-            "turn_count, abbreviation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "turn_count, abbreviation, manually_named) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 conv_id,
                 channel,
@@ -95,6 +97,7 @@ async def add_conversation(
                 stamp,
                 len(turns),
                 abbreviation,
+                int(manual),
             ),
         )
         ids = []
@@ -114,7 +117,7 @@ async def add_conversation(
             )
             ids.append(int(rowid))
         index_notes(conn, conv_id, abbreviation)  # as bot.index.upsert_conversation does
-        index_title(conn, conv_id, title)
+        index_title(conn, conv_id, title, manual=manual)
         return ids
 
     return await db.run(_write)

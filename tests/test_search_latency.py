@@ -235,7 +235,7 @@ async def _reference_ranking(
 
     rows = await db.run(_read, write=False)
     titles, _ = await db.run(
-        lambda c: title_candidates(c, or_terms(parts), parts, Filters(), cfg.candidates),
+        lambda c: title_candidates(c, or_terms(parts), parts, Filters(), cfg),
         write=False,
     )
     scored = learned.apply(

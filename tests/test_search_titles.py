@@ -62,7 +62,7 @@ async def test_a_renamed_conversation_is_found_by_its_title_first(
     try:
         service = SearchService(AppConfig(data_dir=tmp_path), db, embedder)
         assert await service.start()
-        await add_conversation(db, "conv-nas", NAS_TURNS, title="Homelab storage saga")
+        await add_conversation(db, "conv-nas", NAS_TURNS, title="Homelab storage saga", manual=True)
         await add_conversation(db, "conv-dinner", PASSING_TURNS, title="Dinner With Sam")
         await add_conversation(db, "conv-other", [("user", "Book the dentist for Tuesday.")])
         for conv in ("conv-nas", "conv-dinner", "conv-other"):
@@ -84,6 +84,22 @@ async def test_a_renamed_conversation_is_found_by_its_title_first(
         assert first_plain.conversation_id == "conv-dinner"
     finally:
         await db.close()
+
+
+async def test_the_namings_titles_count_only_when_configured(tmp_path: Path) -> None:
+    # A title the naming gave is made of the conversation's own words: by default it
+    # adds nothing (LoCoMo's sessions named offline lost session_recall@5 with it).
+    for weight, found in ((0.0, False), (0.5, True)):
+        config = make_config(tmp_path / str(weight), search={"auto_title_rank_weight": weight})
+        services = await open_services(config)
+        try:
+            conv = await _conversation(services, "the disks keep failing")
+            await services.conversations.rename(conv, "Homelab Disks", manual=False)
+            assert await _found(services, "homelab") == ([conv] if found else [])
+            await services.conversations.rename(conv, "Homelab Disks")  # the owner's now
+            assert await _found(services, "homelab") == [conv]
+        finally:
+            await shutdown_services(services)
 
 
 async def test_a_title_alone_lists_its_conversation(services: Services) -> None:
@@ -191,7 +207,7 @@ async def test_index_title_follows_writes_and_deletes(tmp_path: Path) -> None:
 
             return read
 
-        await db.run(lambda c: index_title(c, "conv-a", "Kayak Trips"))
+        await db.run(lambda c: index_title(c, "conv-a", "Kayak Trips", manual=True))
         assert await db.run(match("trip"), write=False) == ["conv-a"]  # porter stems
         await db.run(lambda c: index_title(c, "conv-a", "  "))  # a blank title is none
         assert await db.run(match("kayak"), write=False) == []
@@ -212,9 +228,9 @@ def test_migration_12_backfills_the_titles_of_an_existing_store(tmp_path: Path) 
         titles = {"conv-en": "Homelab Storage", "conv-ja": "東京タワー", "conv-none": None}
         for conv, title in titles.items():
             conn.execute(
-                "INSERT INTO conversations (id, channel, created, updated, title) "
-                "VALUES (?, 'web', 't', 't', ?)",
-                (conv, title),
+                "INSERT INTO conversations (id, channel, created, updated, title, "
+                "manually_named) VALUES (?, 'web', 't', 't', ?, ?)",
+                (conv, title, int(conv == "conv-en")),
             )
         conn.commit()
         assert apply_migrations(conn, INDEX_MIGRATIONS) == len(INDEX_MIGRATIONS)
@@ -224,6 +240,8 @@ def test_migration_12_backfills_the_titles_of_an_existing_store(tmp_path: Path) 
             (or_terms(fts_parts("homelab 東京")),),
         ).fetchall()
         assert [r[0] for r in rows] == ["conv-en", "conv-ja"]
+        manual = conn.execute("SELECT conversation_id FROM titles WHERE manual = 1").fetchall()
+        assert manual == [("conv-en",)]
         conn.execute("INSERT INTO titles_fts (titles_fts) VALUES ('integrity-check')")
     finally:
         conn.close()

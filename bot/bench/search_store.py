@@ -4,7 +4,8 @@
 ``conversations.db`` with the product's schema: turns and their FTS rows (words drawn from
 a Zipf-like vocabulary, so postings look like language), one abbreviation per
 conversation (also in ``notes``, migration 10), a title of 2-4 vocabulary words (also in
-``titles``, migration 12), and one random unit vector per turn window
+``titles``, migration 12; one conversation in ten renamed by the owner, the titles search
+weighs), and one random unit vector per turn window
 and per abbreviation (random vectors cost the same to search as model vectors; embedding
 2M texts would take hours and measure nothing about search), and, with
 ``search.soft_coverage`` on, one random unit vector per vocabulary word in
@@ -78,6 +79,7 @@ def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: in
                     f"{day}T11:00:00Z",
                     turns,
                     abbreviation,
+                    int(c % 10 == 0),  # one in ten renamed by the owner
                 )
             )
             abbr_rows.append((conv_id, to_blob(abbr_vectors[k])))
@@ -95,7 +97,7 @@ def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: in
                 )
         conn.executemany(
             "INSERT INTO conversations (id, channel, title, topics, created, updated, "
-            "turn_count, abbreviation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "turn_count, abbreviation, manually_named) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             conv_rows,
         )
         conn.executemany(
@@ -129,8 +131,8 @@ def generate(conn: SyncConn, conversations: int, turns: int, dims: int, seed: in
         )
         # the titles' keyword index (migration 12; its triggers fill titles_fts)
         conn.executemany(
-            "INSERT INTO titles (conversation_id, text) VALUES (?, ?)",
-            [(r[0], title_text(r[2])) for r in conv_rows],
+            "INSERT INTO titles (conversation_id, text, manual) VALUES (?, ?, ?)",
+            [(r[0], title_text(r[2]), r[8]) for r in conv_rows],
         )
         conn.execute("COMMIT")
 

@@ -64,8 +64,10 @@ class SearchConfig(_Section):
     date_rank_weight: float = Field(default=0.3, ge=0, le=2)
     participant_rank_weight: float = Field(default=0.2, ge=0, le=2)
     # + title_rank_weight x the part of the query's words the conversation's title holds
+    # when the owner gave it (a rename), auto_title_rank_weight when the naming did
     # (bot/search/titles.py); a conversation found by its title alone is listed too
     title_rank_weight: float = Field(default=1.5, ge=0, le=4)
+    auto_title_rank_weight: float = Field(default=0.0, ge=0, le=4)
     # the final order of the best ``ranker_depth`` turns: a model learned from the rules'
     # signals (bot/search/learned.py), or the rules' fused score alone
     ranker: Literal["learned", "rules"] = "learned"

@@ -26,7 +26,8 @@ turns the ranking already holds:
   conversations that match the words are distractors).
 
 And the **title** (:mod:`bot.search.titles`): ``title_rank_weight`` x the part of the
-query's words the conversation's title holds; a conversation found by its title alone
+query's words the conversation's title holds, when the owner gave it
+(``auto_title_rank_weight`` for the naming's); a conversation found by its title alone
 is listed too (the owner renamed it "Homelab storage saga"; its turns say "NAS").
 
 Scores are divided by the best one again (the first conversation scores 1).
@@ -98,10 +99,9 @@ def rank_conversations(
     """``conversations`` (id, best-turn score) re-scored with coverage and abbreviation
     similarity (and ``bonus``, added as given: :func:`bonuses`), best first, the best at
     1. ``texts``: each conversation's candidate turns; ``terms``: the query's content
-    words without participant names; ``titles``: the part of the query's words each
-    title holds (:mod:`bot.search.titles`), ``title_rank_weight`` x it, a conversation
+    words without participant names; ``titles``: each title's weight x the part of the
+    query's words it holds (:mod:`bot.search.titles`), added as given, a conversation
     found by its title alone listed from 0."""
-    titles = titles if cfg.title_rank_weight else None
     if titles:
         listed = {conv for conv, _ in conversations}
         conversations = [*conversations, *((c, 0.0) for c in titles if c not in listed)]
@@ -121,7 +121,7 @@ def rank_conversations(
             score += cfg.coverage_weight * coverage(texts[conv], terms)
         score += cfg.abbreviation_rank_weight * abbr.get(conv, 0.0)
         score += bonus.get(conv, 0.0)
-        score += cfg.title_rank_weight * titles.get(conv, 0.0)
+        score += titles.get(conv, 0.0)
         scored.append((conv, score))
     top = max(s for _, s in scored) or 1.0
     scored = [(c, s / top) for c, s in scored]
@@ -170,7 +170,7 @@ def rescore(scored: Scored, cfg: SearchConfig) -> Scored:
         or cfg.abbreviation_rank_weight
         or cfg.date_rank_weight
         or cfg.participant_rank_weight
-        or (cfg.title_rank_weight and scored.titles)
+        or scored.titles
     ):
         return scored
     conversations = rank_conversations(

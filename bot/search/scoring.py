@@ -229,8 +229,8 @@ class QueryScoring:
                 # words found only in a conversation's notes still find it (migration 10)
                 abbr, notes_cut[0] = note_candidates(conn, match[0], filters, depth)
             titles: dict[str, float] = {}
-            if match[0] and cfg.title_rank_weight:
-                titles, titles_cut = title_candidates(conn, match[0], parts, filters, depth)
+            if match[0]:
+                titles, titles_cut = title_candidates(conn, match[0], parts, filters, cfg)
                 notes_cut[0] = notes_cut[0] or titles_cut
             if not keyword and not knn and not abbr:
                 # (notes cut at the limit and all filtered out: the tail still lists the

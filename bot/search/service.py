@@ -191,7 +191,8 @@ class SearchService(QueryScoring):
         listed = {c for c, _ in ranked}
         floor = ranked[-1][1] if ranked else 1.0
         listing.tail, listing.tail_complete = await self.db.run(
-            lambda c: keyword_tail(c, listing.match, filters, listed, floor), write=False
+            lambda c: keyword_tail(c, listing.match, filters, listed, floor, self.config.search),
+            write=False,
         )
 
     async def rank(self, query: str, filters: Filters | None = None) -> Ranking:

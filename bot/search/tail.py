@@ -21,6 +21,7 @@ from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
+from bot.config.model import SearchConfig
 from bot.db import SyncConn
 from bot.search.fusion import Ranked, Scored
 from bot.search.results import Filters
@@ -92,11 +93,16 @@ class Listing:
 
 
 def keyword_tail(
-    conn: SyncConn, match: str, filters: Filters, listed: set[str], floor: float
+    conn: SyncConn,
+    match: str,
+    filters: Filters,
+    listed: set[str],
+    floor: float,
+    cfg: SearchConfig,
 ) -> tuple[list[Ranked], bool]:
     """The conversations ``match`` finds that are not in ``listed``, best match first:
     by their turns (``turns_fts``), their notes (``notes_fts``, migration 10) or their
-    titles (``titles_fts``, migration 12).
+    titles (``titles_fts``, migration 12, of the kinds ``cfg`` weighs).
 
     Returns the items (at most :data:`TAIL_LIMIT`) and whether that is all of them.
     ``floor`` is the last ranked score: tail scores stay below it. Each source's ``-bm25``
@@ -105,7 +111,7 @@ def keyword_tail(
     cap = TAIL_LIMIT + len(listed) + 1
     turns = _turn_matches(conn, match, filters, cap)
     notes = _note_matches(conn, match, filters, cap)
-    titles = title_matches(conn, match, filters, cap)
+    titles = title_matches(conn, match, filters, cap, cfg)
     complete = len(turns) < cap and len(notes) < cap and len(titles) < cap
     turn_best = max((float(r[1]) for r in turns), default=0.0)
     found: dict[str, tuple[float, tuple[int, str, str] | None]] = {}
