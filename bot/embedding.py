@@ -187,6 +187,12 @@ class EmbeddingService:
                     )
                 elif not self.model_path:
                     self._failed = f"{self._failed}; {HINT}"
+                if isinstance(exc, ValueError) and "is not supported" in str(exc):
+                    # fastembed's words name the model, not the setting to change
+                    self._failed = (
+                        f"embedding.model_name {self.config.model_name!r} is not a model "
+                        f"fastembed knows ({self._failed})"
+                    )
                 log.warning(
                     "embedding model %s unavailable: %s; search is keyword-only until it loads",
                     self.config.model_name,

@@ -58,6 +58,28 @@ def test_a_missing_embedding_model_folder_is_warned_about_by_key(
     assert "embedding.model_path" not in _check(path, capsys)[2]
 
 
+def test_an_embedding_model_name_fastembed_does_not_know_is_warned_about_by_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `model_name: local/minilm-copy` (a local copy renamed) passed
+    # check-config, and the daemon ran keyword-only with a journal warning naming the
+    # model but not the key; `my-agent status` listed no problem.
+    path = _write(
+        tmp_path, raw_config(tmp_path, embedding={"enabled": True, "model_name": "local/minilm"})
+    )
+    status, out, err = _check(path, capsys)
+    assert status == exitcodes.OK and "configuration OK" in out
+    assert "warning: embedding.model_name: 'local/minilm' is not a model fastembed knows" in err
+    assert "keyword-only" in err and "sentence-transformers/all-MiniLM-L6-v2" in err
+    # fastembed compares names without case, and so does the check
+    for name in ("sentence-transformers/all-MiniLM-L6-v2", "BAAI/BGE-small-en-v1.5"):
+        _write(tmp_path, raw_config(tmp_path, embedding={"enabled": True, "model_name": name}))
+        assert "embedding.model_name" not in _check(path, capsys)[2]
+    # embeddings off: the name is never loaded, nothing to say
+    _write(tmp_path, raw_config(tmp_path, embedding={"enabled": False, "model_name": "x/y"}))
+    assert "embedding.model_name" not in _check(path, capsys)[2]
+
+
 def test_the_daemon_degrades_to_keyword_search_on_a_missing_model_folder(
     tmp_path: Path,
 ) -> None:

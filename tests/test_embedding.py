@@ -105,6 +105,24 @@ async def test_missing_model_is_unavailable_not_a_crash(
         service.close()
 
 
+async def test_a_model_name_fastembed_does_not_know_names_the_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Regression: the warning was fastembed's "Model local/minilm is not supported in
+    # TextEmbedding", which named no setting to change.
+    service = EmbeddingService(
+        EmbeddingConfig(model_name="local/minilm", model_path=str(model_path()))
+    )
+    try:
+        with caplog.at_level(logging.WARNING, logger="my_agent.embedding"):
+            assert await service.load() is False
+        reason = service.unavailable_reason or ""
+        assert reason.startswith("embedding.model_name 'local/minilm' is not a model fastembed")
+        assert "embedding.model_name" in caplog.text and "keyword-only" in caplog.text
+    finally:
+        service.close()
+
+
 async def test_disabled_in_config() -> None:
     service = EmbeddingService(EmbeddingConfig(enabled=False))
     assert not service.available

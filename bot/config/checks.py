@@ -28,6 +28,7 @@ def config_warnings(cfg: AppConfig, resolve_seconds: float = RESOLVE_SECONDS) ->
     """``dotted.key: message`` for each setting the daemon accepts but cannot use as is."""
     found = secret_warnings(cfg)
     found += _model_path_warnings(cfg)
+    found += _model_name_warnings(cfg)
     found += _owner_warnings(cfg)
     found += _security_port_warnings(cfg)
     found += _host_warnings(_server_hosts(cfg), resolve_seconds)
@@ -108,6 +109,29 @@ def _model_path_warnings(cfg: AppConfig) -> list[str]:
     if not has_model:
         return [f"{key}: {folder} holds no .onnx model file: {effect}"]
     return []
+
+
+def _model_name_warnings(cfg: AppConfig) -> list[str]:
+    """fastembed loads only the models it knows by name (also from a local
+    ``model_path``: the name says how to read the files). Another name left the daemon
+    keyword-only, with check-config saying OK and `my-agent status` listing no problem;
+    the one sign was a journal warning that named the model, not the key."""
+    name = cfg.embedding.model_name
+    if not cfg.embedding.enabled:
+        return []
+    try:
+        from fastembed import TextEmbedding  # (0.4 s: here only, never in `run`'s start)
+
+        known = [str(m["model"]) for m in TextEmbedding.list_supported_models()]
+    except Exception:  # no fastembed: the daemon says so itself, keyword-only
+        return []
+    if any(name.lower() == model.lower() for model in known):
+        return []
+    like = [model for model in known if "minilm" in model.lower()][:3]
+    return [
+        f"embedding.model_name: {name!r} is not a model fastembed knows: the daemon runs "
+        f"with keyword-only search (e.g. {', '.join(like) or known[0]})"
+    ]
 
 
 def _server_hosts(cfg: AppConfig) -> list[tuple[str, str]]:
