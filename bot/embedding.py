@@ -201,7 +201,7 @@ class EmbeddingService:
                 raise EmbeddingUnavailable(self._failed) from exc
             if probe.shape[0] != self.dimensions:
                 log.warning(
-                    "model %s has %d dimensions, config says %d: using the model's",
+                    "model %s has %d dimensions, embedding.dimensions says %d: using the model's",
                     self.config.model_name,
                     probe.shape[0],
                     self.dimensions,

@@ -149,7 +149,13 @@ class VectorIndex(VectorRebuild, VectorSearch):
                 probe=probe,
             )
         )
-        self.terms.clear()
+        if self.terms.dims != dims:
+            # The model's own count, which the embedder takes over a config that says
+            # otherwise (embedding.dimensions): the cache made before the load read the
+            # stored word vectors with the config's, and every hybrid search raised.
+            self.terms = TermCache(dims)
+        else:
+            self.terms.clear()
         if lost:
             # stored vectors were dropped: search is keyword-only until they are rebuilt
             log.warning(

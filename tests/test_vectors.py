@@ -299,3 +299,34 @@ async def test_first_build_is_info_and_the_count_said_once(  # type: ignore[no-u
         assert len(warnings) == 1 and "another-model@384" in warnings[0], warnings
     finally:
         await db.close()
+
+
+async def test_a_dimension_count_the_model_overrides_leaves_hybrid_search_working(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: with ``embedding.dimensions: 512`` and the 384 of MiniLM, the embedder
+    took the model's count ("using the model's"), but the term-vector cache made before
+    the load kept 512: every hybrid search raised "buffer is smaller than requested
+    size" (the offline brain's recall was "unavailable", `my-agent search` exited 64
+    blaming --cursor)."""
+    from bot.search import SearchService
+    from tests.recall_helpers import model_path
+
+    service = EmbeddingService(EmbeddingConfig(model_path=str(model_path()), dimensions=512))
+    db = await open_index(tmp_path / "c.db")
+    try:
+        search = SearchService(AppConfig(data_dir=tmp_path), db, service)
+        with caplog.at_level(logging.WARNING, logger="my_agent.embedding"):
+            assert await search.start()
+        assert "embedding.dimensions says 512" in caplog.text
+        await add_conversation(db, "conv-a", [("user", "the heat pump clicks at night")])
+        await add_conversation(db, "conv-b", [("user", "tomatoes need staking")])
+        assert search.vectors is not None
+        for conv_id in ("conv-a", "conv-b"):
+            await search.vectors.index_turns(conv_id)
+        page = await search.search("noisy heating at night")
+        assert page.method == "hybrid"
+        assert page.results[0].conversation_id == "conv-a"
+    finally:
+        await db.close()
+        service.close()
