@@ -28,7 +28,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from bot.owner_days import day_range, local_day, owner_zone
     from bot.search.query import bounded_query, fts_parts
-    from bot.search.results import REBUILDING, unrelated_mark
+    from bot.search.results import REBUILDING, InvalidCursor, InvalidFilter, unrelated_mark
 
     if not args.query.strip():
         # `search ""` answered "no match (keyword)" and exit 0, as if searched
@@ -74,9 +74,14 @@ def cmd_search(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 cursor=args.cursor,
             )
-        except ValueError as exc:  # a cursor that is not one, or of another query
+        except InvalidCursor as exc:  # a cursor that is not one, or of another query
             print(f"my-agent search: --cursor: {exc}", file=sys.stderr)
             return exitcodes.EX_USAGE
+        except InvalidFilter as exc:  # (names its filter)
+            print(f"my-agent search: {exc}", file=sys.stderr)
+            return exitcodes.EX_USAGE
+        # Any other ValueError is a bug (exit 70, its traceback with --verbose): it was
+        # "--cursor: buffer is smaller than requested size", exit 64, with no --cursor.
         if args.json:
             print_json(page.to_dict())
             return 0

@@ -86,3 +86,24 @@ def test_a_result_after_the_matches_that_is_unrelated_says_so(
     assert store.json("search", "Porto OR sourdough", capsys=capsys)["results"][1]["match"] == (
         "loose"
     )
+
+
+def test_an_error_inside_the_search_is_not_blamed_on_the_cursor(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: every ValueError of the search was printed as "--cursor: ..." with
+    exit 64 (a usage error): a ranking that failed ("buffer is smaller than requested
+    size", a dimension count the model overrode) sent the owner to an option never given.
+    A bug is exit 70, as for every command."""
+    from bot.search import SearchService
+
+    async def failing(self: Any, query: str, **kwargs: Any) -> Any:
+        raise ValueError("buffer is smaller than requested size")
+
+    monkeypatch.setattr(SearchService, "search", failing)
+    capsys.readouterr()
+    assert cli.main(["--config", str(store.config_path), "search", "Porto"]) == (
+        exitcodes.EX_SOFTWARE
+    )
+    err = capsys.readouterr().err
+    assert "--cursor" not in err and "internal error" in err and "buffer is smaller" in err
