@@ -274,7 +274,9 @@ async def abbreviate(
             "abbreviated %s through turn %d (%s, %d chars)",
             conv_id,
             through,
-            abbreviator.method if error is None else "offline stand-in",
+            # what wrote them: the model's refusal leaves offline notes with no error,
+            # which this line called "llm" while the event said "extractive"
+            extra["method"] if error is None else "offline stand-in",
             len(text),
         )
     embedded: bool | None = None

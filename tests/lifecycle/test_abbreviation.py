@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -325,7 +326,11 @@ async def test_a_model_outage_defers_the_rest_of_the_queue_to_the_sweep(
 
 @pytest.mark.parametrize("refusal", ["", RequestRefused("request refused (400): too long")])
 async def test_a_refused_conversation_gets_offline_notes_and_starves_nobody(
-    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel, refusal: object
+    core: Core,
+    make_lifecycle: MakeLifecycle,
+    model: ScriptedModel,
+    refusal: object,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Regression: a refusal (an empty answer) or a 400 for one conversation counted as an
     # outage: it paused the queue, the sweep put that conversation first again (oldest
@@ -345,8 +350,13 @@ async def test_a_refused_conversation_gets_offline_notes_and_starves_nobody(
     lifecycle = await make_lifecycle(model)
     for conv in (poison.id, *others):
         lifecycle.enqueue(conv, "switch")
-    await lifecycle.settle()
+    with caplog.at_level(logging.INFO, logger="my_agent.lifecycle"):
+        await lifecycle.settle()
     assert (await core.row(poison.id)).abbreviation.startswith(HEADER)  # offline, labelled
+    # the log says what wrote them, as the event's method does (it said "llm")
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("abbreviated")]
+    assert any(poison.id in m and "(extractive," in m for m in said), said
+    assert sum("(llm," in m for m in said) == len(others), said
     for conv in others:
         assert (await core.row(conv)).abbreviation == "Notes by the model."
     for conv in (poison.id, *others):
