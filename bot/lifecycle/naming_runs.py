@@ -101,7 +101,10 @@ class NamingRuns:
         if fresh is None or fresh.manually_named:
             log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
             return None
-        through = fresh.turn_count
+        # The turns it was named from: messages that arrived during the model call were
+        # counted as named (through 7 for a title made of turns 1-5), and the re-naming
+        # after renaming_interval_turns came that many turns late.
+        through = max((int(t.get("turnNumber") or 0) for t in turns), default=rec.turn_count)
         if naming.method != "llm" and self.namer.model is not None:
             wait = self._naming_backoff.failed(self.clock.now())
             self.counters["naming_model_failed"] += 1

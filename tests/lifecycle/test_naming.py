@@ -111,6 +111,30 @@ async def test_concurrent_fifth_and_sixth_messages_name_once(
     assert len(core.events(conv, "title_assigned")) == 1
 
 
+async def test_a_naming_covers_the_turns_it_read_not_those_that_came_during_it(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: the naming recorded the turn count after the model answered, so two
+    # messages sent while it was asked made a title of turns 1-5 "named through 7", and
+    # the re-naming due ten turns after the naming waited for turn 17.
+    model.gate = asyncio.Event()
+    lifecycle = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await asyncio.wait_for(_until(lambda: model.count("naming") == 1), 10)  # model waits
+    await _user_turns(core, conv, 2)  # turns 6 and 7, while the model is asked
+    model.gate.set()
+    await lifecycle.settle()
+    (named,) = core.events(conv, "title_assigned")
+    assert named["throughTurn"] == 5 and (await core.row(conv)).last_named_turn == 5
+    model.naming = '{"title": "Offsite Backups", "topics": ["backups"], "suggestSplit": false}'
+    await _user_turns(core, conv, 8)  # turn 15: ten since the turns it was named from
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert (await core.row(conv)).title == "Offsite Backups"
+    assert core.events(conv, "title_assigned")[-1]["throughTurn"] == 15
+
+
 async def test_never_named_over_a_manual_title(
     core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
 ) -> None:
