@@ -148,6 +148,11 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
     alive = bool(pid) and _pid_alive(pid, started, int(ticks) if ticks is not None else None)
     if data.get("state") == "stopped" or not pid or not alive:
         out["state"] = "stopped"
+        if data.get("state") != "stopped" and pid:
+            # Its last word was "ready" (or "starting"...) and it never wrote "stopped":
+            # killed (kill -9, the OOM killer) or crashed. Its status line is what it
+            # said alive, printed after "stopped" it read as the state of now.
+            out["unclean"] = True
     elif interval is not None and age > STALE_INTERVALS * interval + 2:
         out["state"] = "stale"  # alive but no heartbeat: the event loop is stuck
     else:

@@ -80,7 +80,12 @@ def format_text(report: dict[str, Any]) -> str:
     rows: list[tuple[str, str]] = [("data dir", str(report["data_dir"]))]
     state = daemon.get("state", "unknown")
     extra = f" pid {daemon['pid']}" if daemon.get("pid") else ""
-    if daemon.get("status") and daemon["status"] != state:  # not "stopped pid 7 — stopped"
+    if daemon.get("unclean"):
+        # "stopped pid 7 — ready: channels web; 2 conversations" read as a live daemon's
+        extra += " — it ended without stopping (killed or crashed)"
+        if daemon.get("status"):
+            extra += f"; its last status: {daemon['status']}"
+    elif daemon.get("status") and daemon["status"] != state:  # not "stopped pid 7 — stopped"
         extra += f" — {daemon['status']}"
     rows.append(("daemon", f"{state}{extra}"))
     if "readyz" in daemon:

@@ -99,7 +99,12 @@ def collect(
             if readyz is not None and readyz["ok"]
             else ""
         )
-        problems.append(f"daemon is not running ({daemon['state']}){other}")
+        state = (
+            "it ended without stopping: killed or crashed"
+            if daemon.get("unclean")
+            else daemon["state"]
+        )
+        problems.append(f"daemon is not running ({state}){other}")
     elif readyz is not None and not readyz["ok"]:
         readyz["channel_problems"] = _kept_problems(config.state_path)
         problems.append(f"/readyz is not ok: {not_ready_because(readyz)}")

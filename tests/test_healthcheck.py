@@ -770,3 +770,35 @@ async def test_live_status_says_how_search_answers(services: Any) -> None:
     assert "embedding the vectors still missing" in search_line(services)
     services.vectors = SimpleNamespace(rebuilding=False, stale=False)
     assert (await healthcheck.live_status(services)).endswith("search hybrid")
+
+
+def test_a_daemon_that_died_without_stopping_is_not_shown_with_its_live_status(
+    tmp_path: Path,
+) -> None:
+    """Regression: after a `kill -9` status printed "daemon: stopped pid 7 — ready:
+    channels web, loopback; 2 conversations; ... search hybrid", the dead daemon's last
+    status line read as the state of now, and the problem said only "(stopped)", as for
+    a clean stop."""
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    config = _config(tmp_path)
+    config.data_dir.mkdir(parents=True)
+    said = "ready: channels web; 2 conversations; search hybrid"
+    status = {"pid": dead, "state": "ready", "status": said, "updated_at": time.time()}
+    (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(status))
+    daemon = healthcheck.daemon_from_status_file(config.data_dir)
+    assert daemon["state"] == "stopped" and daemon["unclean"] is True
+    report = healthcheck.collect(config, readyz_timeout=0.5)
+    ended = "daemon is not running (it ended without stopping: killed or crashed)"
+    assert ended in report["problems"]
+    text = healthcheck.format_text(report)
+    line = next(x for x in text.splitlines() if x.startswith("daemon:"))
+    assert line.endswith(
+        f"stopped pid {dead} — it ended without stopping (killed or crashed); "
+        f"its last status: {said}"
+    )
+    # a clean stop is said as before
+    (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(status | {"state": "stopped"}))
+    assert "unclean" not in healthcheck.daemon_from_status_file(config.data_dir)
