@@ -141,6 +141,9 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
         "status": data.get("status", ""),
         "heartbeat_age_seconds": round(age, 1),
         "uptime_seconds": round(now - (_number(data.get("started_at")) or now), 1),
+        # how old the figures of "status" are (made every 30 s): beside the fresh counts
+        # of `my-agent status` they read as contradicting them
+        "status_age_seconds": round(now - (_number(data.get("status_at")) or now), 1),
         "systemd": bool(data.get("systemd")),
     }
     started = _number(data.get("started_at"))

@@ -35,6 +35,10 @@ def not_ready_because(readyz: dict[str, Any]) -> str:
     return f"{status}, {'; '.join(why)}" if why else status
 
 
+# From this age (seconds) on, the daemon's status line is shown with it.
+STATUS_AGE_SHOWN = 5.0
+
+
 def _count(n: int, one: str, many: str = "") -> str:
     """``1 party``, ``2 parties`` (it said "1 parties, 1 escalations pending")."""
     return f"{n} {one if n == 1 else many or one + 's'}"
@@ -87,6 +91,11 @@ def format_text(report: dict[str, Any]) -> str:
             extra += f"; its last status: {daemon['status']}"
     elif daemon.get("status") and daemon["status"] != state:  # not "stopped pid 7 — stopped"
         extra += f" — {daemon['status']}"
+        age = daemon.get("status_age_seconds") or 0
+        if age >= STATUS_AGE_SHOWN and state != "stopped":
+            # "1 abbreviations pending" there, "abbreviations pending: 0" below: the line
+            # is the daemon's of up to 30 s ago, the rows are read now
+            extra += f" (as of {age:.0f} s ago)"
     rows.append(("daemon", f"{state}{extra}"))
     if "readyz" in daemon:
         rz = daemon["readyz"]

@@ -91,6 +91,7 @@ class Notifier:
         self.status_path = status_path
         self.file_heartbeat = file_heartbeat
         self.state = "starting"
+        self.status_at = time.time()  # when status_text was made (the status file says it)
         self.status_text = ""
         self.started_at = time.time()
         self.start_ticks = process_start_ticks(self.pid)
@@ -101,6 +102,17 @@ class Notifier:
         self._last_status: str | None = None
         # Messages lost since the last one that went through (logged once, not per beat).
         self._failed = 0
+
+    @property
+    def status_text(self) -> str:
+        """The state line as last made: its figures are as of :attr:`status_at` (the
+        live line is made every 30 s, the heartbeat writes it every 10 s)."""
+        return self._status_text
+
+    @status_text.setter
+    def status_text(self, text: str) -> None:
+        self._status_text = text
+        self.status_at = time.time()
 
     # -- protocol -------------------------------------------------------------------
     @property
@@ -273,6 +285,7 @@ class Notifier:
             "pid": self.pid,
             "state": self.state,
             "status": self.status_text,
+            "status_at": self.status_at,
             "started_at": self.started_at,
             "start_ticks": self.start_ticks,
             "updated_at": time.time(),

@@ -802,3 +802,29 @@ def test_a_daemon_that_died_without_stopping_is_not_shown_with_its_live_status(
     # a clean stop is said as before
     (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(status | {"state": "stopped"}))
     assert "unclean" not in healthcheck.daemon_from_status_file(config.data_dir)
+
+
+async def test_the_daemons_status_line_says_how_old_its_figures_are(tmp_path: Path) -> None:
+    """Regression: `my-agent status` printed the daemon's line, made every 30 s, above
+    the rows it reads now: "ready: ...; 1 abbreviations pending" over "abbreviations
+    pending: 0", and "embedding the vectors still missing: 383 of 402 conversations"
+    over "6431 of 6431 turns, 402 of 402 notes", with nothing to say which was current."""
+    n = Notifier(env={}, status_path=tmp_path / STATUS_FILE_NAME)
+    line = "ready: channels web; 2 conversations; 1 abbreviations pending; search hybrid"
+    n.ready("ready: brain offline")
+    n.status(line)  # (the status file is written when the line changes)
+    made = n.status_at
+    daemon = healthcheck.daemon_from_status_file(tmp_path, now=made + 25)
+    assert daemon["state"] == "ready" and daemon["status_age_seconds"] == 25.0
+    report = {"data_dir": str(tmp_path), "daemon": daemon, "problems": []}
+    said = healthcheck.format_text(report).splitlines()[-1]
+    assert said.endswith(f"ready pid {os.getpid()} — {line} (as of 25 s ago)")
+    # a fresh line is shown as it is
+    daemon = healthcheck.daemon_from_status_file(tmp_path, now=made + 1)
+    said = healthcheck.format_text({**report, "daemon": daemon}).splitlines()[-1]
+    assert said.endswith(f"— {line}")
+    # the same line made again is as fresh as when it was made (a heartbeat writes it)
+    n.status(line)
+    n.beat()
+    assert healthcheck.daemon_from_status_file(tmp_path)["status_age_seconds"] < 5
+    n.stopped()
