@@ -131,7 +131,21 @@ class ReloadSignal:
 
 # Sections a reload leaves as they were (the embedding model, the lifecycle's timers,
 # the search's ranking are set up once, at the start).
-RESTART_SECTIONS = ("embedding", "conversations", "search")
+# Every part of the configuration a SIGHUP does not take (it takes owner, trust and
+# models). Only the first three were named: brain.base_url edited and SIGHUPed logged
+# "configuration reloaded", and every reply and note went on failing against the old
+# endpoint with nothing saying a restart was needed.
+RESTART_SECTIONS = (
+    "data_dir",
+    "brain",
+    "channels",
+    "transcripts",
+    "embedding",
+    "conversations",
+    "search",
+    "service",
+    "logging",
+)
 
 
 async def reload(services: Services, notifier: Notifier) -> None:
@@ -185,10 +199,12 @@ async def reload(services: Services, notifier: Notifier) -> None:
     ]
     if untaken:
         log.warning(
-            "%s changed in the configuration: a reload does not take %s; restart the daemon "
-            "(a new embedding model then rebuilds the vectors in the background)",
-            ", ".join(f"{name}.*" for name in untaken),
+            "%s changed in the configuration: a reload does not take %s; restart the daemon%s",
+            ", ".join(name if name == "data_dir" else f"{name}.*" for name in untaken),
             "them" if len(untaken) > 1 else "it",
+            " (a new embedding model then rebuilds the vectors in the background)"
+            if "embedding" in untaken
+            else "",
         )
         notifier.ready(f"ready: configuration reloaded; restart to take {', '.join(untaken)}")
         return

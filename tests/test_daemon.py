@@ -689,3 +689,16 @@ async def test_sighup_says_what_it_does_not_take(
     assert statuses[-1] == "ready: configuration reloaded; restart to take embedding, conversations"
     assert "embedding.*, conversations.* changed in the configuration" in caplog.text
     assert "restart the daemon" in caplog.text
+    # Regression: only embedding, conversations and search were compared: a new
+    # brain.base_url (or a channel's settings) SIGHUPed said "configuration reloaded",
+    # and the replies went on failing against the old endpoint.
+    raw["brain"] = {**raw["brain"], "base_url": "http://127.0.0.1:9"}
+    raw["channels"] = {**raw["channels"], "loopback": {"enabled": True}}
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="my_agent.daemon"):
+        await reload(services, notifier)  # type: ignore[arg-type]
+    assert statuses[-1] == (
+        "ready: configuration reloaded; restart to take brain, channels, embedding, conversations"
+    )
+    assert "brain.*, channels.*, embedding.*, conversations.* changed" in caplog.text
