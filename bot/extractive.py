@@ -49,7 +49,8 @@ _WORD_CHAR = re.compile(r"\w")
 _QUOTES = frozenset("\"'\u2018\u201c\u00ab")
 _NUMBER = re.compile(r"\b\d[\d.,:/-]*\b")
 _DECISION = re.compile(
-    r"\b(decided|decide|agreed|agree|will|going to|plan(?:ned|ning)?|let's|we'll|i'll|"
+    r"\b(decid(?:e|ed|es|ing)|decisions?|agreed|agree|will|going to|plan(?:ned|ning)?|"
+    r"let's|we'll|i'll|"
     r"should|must|need to|chose|settled|booked|scheduled|deadline|confirmed)\b",
     re.IGNORECASE,
 )

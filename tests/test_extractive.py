@@ -57,6 +57,20 @@ def test_abbreviation_shape_and_content() -> None:
     assert len(text.split()) <= 200
 
 
+def test_a_decision_written_as_a_label_is_a_decision() -> None:
+    # "Decision: restic nightly" landed under Key points: the pattern knew "decided" and
+    # "decide", not the noun an owner writes as a label.
+    turns = [
+        ("user", "What should the NAS backup schedule be?", "Owner"),
+        ("assistant", "Nightly with restic, or weekly with rsync snapshots.", "Assistant"),
+        ("user", "Decision: restic nightly at 02:00 to the offsite bucket.", "Owner"),
+        ("assistant", "Noted; the first run is tonight.", "Assistant"),
+    ]
+    lines = extractive_abbreviation(turns).splitlines()
+    decisions = next(line for line in lines if line.startswith("Decisions:"))
+    assert "restic nightly at 02:00" in decisions
+
+
 def test_abbreviation_length_bounded_for_long_conversations() -> None:
     long_turns = [
         (
