@@ -111,8 +111,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                     "the nearest, probably unrelated)"
                 )
         for r in page.results:
-            # a conversation found through its notes alone has no matched turn to name
-            where = r.turn_range or "its notes"
+            # found through its notes or title alone: no matched turn to name
+            where = r.found_in()
             print_text(
                 f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
                 f"({where}, {local_day(r.timestamp, zone)}){unrelated_mark(page, r)}"

@@ -130,7 +130,7 @@ async def search_answer(
             else r.title or UNTITLED
         )
         day = local_day(r.timestamp, zone)
-        where = r.turn_range or "its notes"  # found by its notes alone: no turn to name
+        where = r.found_in()
         lines.append(
             f"{i}. {title} [{r.channel}, {day}, {where}]{unrelated_mark(page, r)} "
             f"{isolate(snippet)} ({r.conversation_id})"

@@ -165,3 +165,14 @@ async def test_a_result_after_the_matches_that_is_unrelated_says_so(
     assert "(probably unrelated)" not in answer[1]
     assert answer[2].startswith("2. ") and "] (probably unrelated) " in answer[2]
     assert answer[2].endswith(")") and "(conv-" in answer[2].rsplit(" ", 1)[1]
+
+
+async def test_a_conversation_found_by_its_title_says_so(core: Core) -> None:
+    # A conversation found by the title the owner gave it (bot/search/titles.py) was
+    # said to be found by "its notes", which it may not even have.
+    manager = core.s.conversations
+    rec = await manager.create("web")
+    await manager.append_turn(rec.id, "user", "the disks keep failing")
+    await manager.rename(rec.id, "Homelab storage saga")
+    answer = await core.say("/search homelab")
+    assert rec.id in answer and ", its title]" in answer

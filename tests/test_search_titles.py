@@ -111,6 +111,17 @@ async def test_a_title_alone_lists_its_conversation(services: Services) -> None:
     assert page.total == 1 and page.total_exact
 
 
+async def test_a_result_says_it_was_found_by_its_title(
+    services: Services,
+) -> None:
+    conv = await _conversation(services, "the disks keep failing", "Homelab storage saga")
+    page = await services.search.search("homelab")
+    [result] = page.results
+    assert result.in_title and result.to_dict()["in_title"] is True
+    assert result.found_in() == "its title"  # not "its notes": no notes were written
+    assert conv
+
+
 async def test_a_new_title_replaces_the_old_one(services: Services) -> None:
     conv = await _conversation(services, "the disks keep failing", "Homelab storage saga")
     await services.conversations.rename(conv, "Cupboard NAS")

@@ -98,7 +98,7 @@ class OfflineBrain:
                 if len(snippet) > 200:
                     snippet = cut(snippet, 197) + "..."
                 lines.append(
-                    f"{i}. {isolate(title)} ({result.channel}, {date}, {result.turn_range}): "
+                    f"{i}. {isolate(title)} ({result.channel}, {date}, {result.found_in()}): "
                     f"{isolate(snippet)}"
                 )
             if hint:

@@ -60,6 +60,7 @@ class Ranked:
     # of its own turns and notes): a page's ``match`` is "words" as soon as one turn
     # shares a word, which the message being answered does with itself
     match: str = "words"
+    in_title: bool = False  # its title holds a word of the query (bot.search.titles)
 
 
 @dataclass
@@ -173,6 +174,7 @@ class Scored:
                 max(float(self.kw_raw[idx].max()) if idx else 0.0, self.titles.get(conv, 0.0)),
                 max(float(self.vec_raw[idx].max()) if idx else 0.0, notes),
             ),
+            conv in self.titles,
         )
 
 

@@ -48,6 +48,7 @@ def search_results(
                 turn_range=turn_range,
                 turn_scores=list(item.turns),
                 match=item.match,
+                in_title=item.in_title,
             )
         )
     return results

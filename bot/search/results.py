@@ -26,6 +26,14 @@ class SearchResult:
     # this conversation's own :attr:`SearchPage.match`: the page's is "words" when any
     # turn shares a word, the message being answered included (stored before its reply)
     match: str = "words"
+    # its title (one the owner gave, or counted by config: bot.search.titles) holds a
+    # word of the query
+    in_title: bool = False
+
+    def found_in(self) -> str:
+        """Where the query was found, for a line of results: its matched turns ("turns
+        3-7"), else its title, else its notes (found by them alone: no turn to name)."""
+        return self.turn_range or ("its title" if self.in_title else "its notes")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +51,7 @@ class SearchResult:
             # conversation alone: on a page that matched words, a "loose" one is listed
             # after the matches without sharing a word or coming close in meaning
             "match": self.match,
+            "in_title": self.in_title,
         }
 
 

@@ -132,14 +132,17 @@ def keyword_tail(
     ordered = sorted(found.items(), key=lambda item: (-item[1][0], item[0]))
     complete = complete and len(ordered) <= TAIL_LIMIT
     top = max(0.0, floor) * _TAIL_SCALE
+    titled = {conv for conv, _ in titles}
     items = []
     for conv, (share, turn) in ordered[:TAIL_LIMIT]:
         value = top * share
-        if turn is None:  # found by its notes only: listed like the ranking lists them
-            items.append(Ranked(conv, value, [], "", []))
+        if turn is None:  # found by its notes or title only: listed as the ranking does
+            items.append(Ranked(conv, value, [], "", [], in_title=conv in titled))
             continue
         number, content, when = turn
-        items.append(Ranked(conv, value, [(number, value)], content, [number], when))
+        items.append(
+            Ranked(conv, value, [(number, value)], content, [number], when, in_title=conv in titled)
+        )
     return items, complete
 
 
