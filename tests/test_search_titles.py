@@ -119,7 +119,7 @@ async def test_a_result_says_it_was_found_by_its_title(
     [result] = page.results
     assert result.in_title and result.to_dict()["in_title"] is True
     assert result.found_in() == "its title"  # not "its notes": no notes were written
-    assert conv
+    assert result.conversation_id == conv
 
 
 async def test_a_new_title_replaces_the_old_one(services: Services) -> None:
