@@ -117,7 +117,8 @@ async def add_conversation(
             )
             ids.append(int(rowid))
         index_notes(conn, conv_id, abbreviation)  # as bot.index.upsert_conversation does
-        index_title(conn, conv_id, title, manual=manual)
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'titles'").fetchone():
+            index_title(conn, conv_id, title, manual=manual)  # from migration 12 on
         return ids
 
     return await db.run(_write)
