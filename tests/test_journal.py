@@ -323,7 +323,10 @@ def _on_disk(monkeypatch: pytest.MonkeyPatch, name: str, value: object) -> None:
 async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await _store_with_turns(tmp_path, 1, checkpoint_seconds=60)
+    # the crash copy goes inside this test's own directory: it went to the worker's
+    # shared one (tmp_path.parent), where a second run of the test found it (FileExistsError)
+    live = tmp_path / "live"
+    store = await _store_with_turns(live, 1, checkpoint_seconds=60)
     real_datasync = journal_module.datasync
     calls = {"n": 0}
 
@@ -338,10 +341,10 @@ async def test_a_failed_journal_fsync_fails_the_batch_and_later_appends_work(
         await store.append("conv-a", [turn_line("user", "lost?", 2)])
     await store.append("conv-a", [turn_line("user", "message 2", 2)])
     _on_disk(monkeypatch, "datasync", real_datasync)
-    _crash_copy(tmp_path, tmp_path.parent / "crashed")
+    _crash_copy(live, tmp_path / "crashed")
     store.close()
     # the failed batch was never acknowledged; the later one is in a readable journal file
-    again = TranscriptStore(tmp_path.parent / "crashed")
+    again = TranscriptStore(tmp_path / "crashed")
     again.open()
     assert again.read_lines("conv-a")[-1]["content"] == "message 2"
     again.close()
