@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from bot.services import Services
 
 CONVERSATION_PREFIX = "Conversation: "
-OFFLINE_NOTE = "no API key: replies are recall-only, no model is asked"
+OFFLINE_REPLIES = "replies are recall-only"  # what the offline brain answers with
+OFFLINE_NOTE = f"no API key: {OFFLINE_REPLIES}, no model is asked"
 
 
 def local_minute(timestamp: str, zone: ZoneInfo) -> str:

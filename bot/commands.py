@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRun
 from bot.command_search import search_answer
-from bot.command_status import CONVERSATION_PREFIX, missing_model_ids, status_answer
+from bot.command_status import (
+    CONVERSATION_PREFIX,
+    OFFLINE_REPLIES,
+    missing_model_ids,
+    status_answer,
+)
 from bot.command_syntax import (
     COMMANDS,
     DETACHED_COMMANDS,
@@ -123,7 +128,8 @@ class Commands(PartyCommands):
             # ("/new <first message>": that message starts it)
             rest = "your message starts it" if args else "nothing has been said in it yet"
             return CommandResult(
-                f"This conversation is new already (model {model}): {rest}.", switched_to=conv
+                f"This conversation is new already ({self._model_note(model)}): {rest}.",
+                switched_to=conv,
             )
         elif conv.channel == "web" or message.channel == "web":
             fresh = await manager.create("web", model=conv.model, reason="new", conv_id=conv_id)
@@ -133,10 +139,17 @@ class Commands(PartyCommands):
         else:
             fresh = await manager.new_for_channel(conv, conv_id)
         return CommandResult(
-            f"Started a new conversation (model {fresh.model}). The previous one stays "
-            "searchable and can be continued from the dashboard.",
+            f"Started a new conversation ({self._model_note(fresh.model)}). The previous one "
+            "stays searchable and can be continued from the dashboard.",
             switched_to=fresh,
         )
+
+    def _model_note(self, model: str) -> str:
+        """ "model sonnet", and on the offline brain that no model answers yet: "(model
+        sonnet)" read as if sonnet would reply, with no API key set."""
+        if self.s.brain.name == "offline":
+            return f"model {model} once an API key is set; until then {OFFLINE_REPLIES}"
+        return f"model {model}"
 
     async def _nothing_said(self, conv: ConversationRecord) -> bool:
         """Whether ``conv`` holds no turn and no escalation (a channel conversation that

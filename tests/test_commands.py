@@ -133,6 +133,26 @@ async def test_new_on_a_channel_unpins_and_pins_a_fresh_one(core: Core) -> None:
     assert [r.id for r in pinned] == [fresh.id]
 
 
+async def test_new_on_the_offline_brain_says_no_model_answers_yet(tmp_path: Path) -> None:
+    # "(model sonnet)" read as if sonnet would answer, with no API key set.
+    services = await open_services(telegram_config(tmp_path))
+    core = Core(services, None)  # type: ignore[arg-type]
+    for channel in core.channels.values():
+        await attach_channel(services, channel)
+    try:
+        assert services.brain.name == "offline"
+        await core.say("the boiler again")
+        started = await core.say("/new")
+        assert started.startswith(
+            "Started a new conversation (model sonnet once an API key is set; until then "
+            "replies are recall-only)."
+        )
+        again = await core.say("/new")
+        assert "(model sonnet once an API key is set;" in again
+    finally:
+        await shutdown_services(services)
+
+
 async def test_new_on_the_web_creates_a_web_conversation(core: Core) -> None:
     await core.say("web hello", channel="web")
     first = await core.s.conversations.most_recent("web")
