@@ -16,12 +16,10 @@ from bot.channel import Channel
 from bot.config import AppConfig
 from bot.daemon_stop import Interrupts, ReloadSignal, reload, shutdown
 from bot.daemon_vectors import attach_background
-from bot.events import OutboundMessage, SendResult
 from bot.index_page_checks import page_checks
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.recovery_notices import tell_saved_copies
-from bot.resolver import THREADED_CHANNELS
 from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
 from bot.services import ChannelStartError, DataDirInUse, Services
@@ -61,14 +59,9 @@ def wire_channels(services: Services, channels: list[Channel]) -> None:
         if channel.supports_streaming and stream is not None:
             services.stream_sink = stream
 
-    async def on_sent(message: OutboundMessage, result: SendResult) -> None:
-        # Threaded channels (e-mail): our Message-ID joins the conversation's thread.
-        if message.channel in THREADED_CHANNELS and result.message_ref and message.conversation_id:
-            await services.conversations.record_message_ref(
-                message.conversation_id, message.channel, result.message_ref, "out"
-            )
-
-    services.outbox.on_sent(on_sent)
+    # A threaded channel (e-mail) records its own Message-IDs with their conversation
+    # (ChannelHost.record_message_ref), before the mail leaves: recorded here again once
+    # it was sent, every mail wrote the same transcript line twice.
     # a message given up on is told to the owner, not only logged (bot/send_failures.py)
     # and so is a recipient a message was sent without (a Cc the mail server cannot address)
     SendFailureAlerts(services).attach(services.outbox)

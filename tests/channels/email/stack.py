@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config.model import AppConfig
+from bot.daemon import wire_channels
 from bot.services import Services, close_services, open_services
 from channels.email.adapter import EmailChannel
 from tests.channels.email.conftest import (
@@ -71,7 +72,7 @@ async def open_stack(config: AppConfig, opened: list[Stack] | None = None) -> St
     services = await open_services(config)
     services.outbox.base_delay = 0.05  # fast retries: the SMTP outage test waits on them
     channel = EmailChannel(config, services)
-    services.channels["email"] = channel
+    wire_channels(services, [channel])  # the wiring bot/daemon.py does for every channel
     services.outbox.attach(channel)
     stack = Stack(config, services, channel)
     if opened is not None:

@@ -74,6 +74,15 @@ async def test_owner_threads_and_new_subjects(
     ]
     assert turns[-1]["content"] == "Make it first class."  # quote stripped...
     assert "earlier reply" in str(turns[-1].get("metadata"))  # ...full body kept
+    # each reply's Message-ID recorded once (the daemon's wiring recorded it again once
+    # it was sent: two transcript lines a mail)
+    await drain(stack)
+    outgoing = [
+        line["ref"]
+        for line in stack.services.store.read_lines(conv)
+        if line.get("event") == "message_ref" and line.get("direction") == "out"
+    ]
+    assert outgoing == [reply["Message-ID"], second["Message-ID"]]
     # 3. A new subject without references: a new conversation.
     await append(
         pymap.port, folder, owner_mail(3, "Unrelated: renew my passport.", subject="Passport")

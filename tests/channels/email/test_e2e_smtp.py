@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.send_failures import SendFailureAlerts
 from tests.channels.email.conftest import PymapServer, SmtpServer, append
 from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
@@ -36,7 +35,6 @@ async def test_a_reply_refused_for_good_is_kept_and_the_owner_told_once(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
 ) -> None:
     folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
-    SendFailureAlerts(stack.services).attach(stack.services.outbox)  # as the daemon does
     smtp.capture.data_answers = ["554 5.7.1 Message rejected as spam"]
     await append(pymap.port, folder, owner_mail(81, "Remind me to call mum.", subject="Mum"))
     conv = await wait_ref(stack, "<e2e-81@example.org>")

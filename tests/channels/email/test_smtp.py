@@ -93,7 +93,6 @@ async def test_the_owner_is_told_of_a_cc_the_reply_all_left_out(
 ) -> None:
     # Regression: the reply-all reached the others, but that jöhn@example.de never got
     # it was only logged: the owner believed everyone on the thread had the answer.
-    from bot.send_failures import SendFailureAlerts
     from tests.channels.email.stack import close_stack, e2e_config, open_stack, owner_mail
 
     folder = await create_folder(pymap.port)
@@ -101,7 +100,6 @@ async def test_the_owner_is_told_of_a_cc_the_reply_all_left_out(
     config.channels.email.reply_all = True
     stack = await open_stack(config)
     try:
-        SendFailureAlerts(stack.services).attach(stack.services.outbox)  # as bot.daemon does
         for n in (1, 2):  # the second reply to the thread: told once, not per reply
             mail = owner_mail(n, f"Dinner on Friday, part {n}?", subject="Dinner")
             mail["Cc"] = "jöhn@example.de, anna@example.org"
