@@ -89,7 +89,7 @@ async def requeue_unsent_replies(
     """Replies made durable in a transcript whose outbox row was never written (a
     crash between the two): queue them now under their usual dedup key.
 
-    The reply turns checked are those the index holds from the oldest reply turn of the
+    The reply turns looked at are those the index holds from the oldest reply turn of the
     :data:`ANCHOR_ROWS` newest reply rows left in the outbox on (the index's row order is
     the order the turns were written, and what recovery caught up at this start comes
     last), and, for an index rebuilt from nothing (its order is then per conversation),
@@ -98,6 +98,13 @@ async def requeue_unsent_replies(
     since looked older than the rows before them and a scan by time missed them (before
     session 20). An empty outbox (a lost state.db) re-sends nothing, and what came before
     both (an older state.db's history, put back) is never checked.
+
+    Of those, a reply is queued only where a crash could have cut it from its row
+    (:func:`_cut_by_a_crash`): after its conversation's last reply that has a row (one
+    reply is in flight per conversation), or, in a conversation none of whose replies
+    has a row, inside the time window. A transcript copied into the store while the
+    daemon was stopped (another machine's, a backup's) is caught up after the anchor,
+    and before session 35 every reply in it was sent again.
 
     ``stop`` set ends it between two replies (thousands took 80 s after a SIGTERM before
     session 27): they are queued in the index's order, so the newest rows then anchor
@@ -110,17 +117,28 @@ async def requeue_unsent_replies(
     since = iso(newest - timedelta(seconds=window_seconds))
     anchor = await _anchor_turn_id(services)
     rows = await services.index_db.fetchall(
-        "SELECT conversation_id, turn_number, content, channel, recall FROM turns "
+        "SELECT conversation_id, turn_number, content, channel, recall, timestamp FROM turns "
         "WHERE role = 'assistant' AND (id >= ? OR timestamp >= ?) ORDER BY id",
         (anchor, since),
     )
     queued = 0
-    for conv_id, turn, content, channel, recall in rows:
+    last_rows: dict[str, int | None] = {}
+    for conv_id, turn, content, channel, recall, stamp in rows:
         if stop is not None and stop.is_set():
             log.info("stop asked for: the replies never queued are left for the next start")
             break
         key = f"{conv_id}:{turn}:reply"
         if await services.outbox.has_key(key):
+            continue
+        if conv_id not in last_rows:
+            last_rows[conv_id] = await _last_reply_with_row(services, conv_id)
+        if not _cut_by_a_crash(turn, str(stamp), last_rows[conv_id], since):
+            log.info(
+                "reply to %s turn %d has no outbox row but was not cut from it by a crash "
+                "(a transcript copied in, or an older state.db): not sent again",
+                conv_id,
+                turn,
+            )
             continue
         rec = await services.conversations.get(conv_id)
         if rec is None:
@@ -142,6 +160,31 @@ async def requeue_unsent_replies(
         log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
         queued += 1
     return queued
+
+
+def _cut_by_a_crash(turn: int, stamp: str, last_with_row: int | None, since: str) -> bool:
+    """Whether a reply turn without an outbox row can be one a crash cut from its row:
+    later than its conversation's last reply that has one, or, when none has, stamped
+    inside the window (``since`` on)."""
+    if last_with_row is not None:
+        return turn > last_with_row
+    return stamp >= since
+
+
+async def _last_reply_with_row(services: Services, conv_id: str) -> int | None:
+    """The last turn of ``conv_id`` whose reply has an outbox row (None: none has)."""
+    keys = await services.state.fetchall(
+        # the unique index on dedup_key: every key that starts with "<conv_id>:"
+        "SELECT dedup_key FROM outbox WHERE dedup_key > ? AND dedup_key < ?",
+        (f"{conv_id}:", f"{conv_id};"),
+    )
+    turns = [
+        int(middle)
+        for (key,) in keys
+        for middle in [str(key)[len(conv_id) + 1 :].removesuffix(":reply")]
+        if str(key).endswith(":reply") and middle.isdigit()
+    ]
+    return max(turns, default=None)
 
 
 # No anchor: past every index row, so that only the time window applies.

@@ -3,12 +3,17 @@ by the order they were written in, not by the wall clock."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+from bot.config import AppConfig
 from bot.events import iso, utcnow
 from bot.replies import ReplyTarget
 from bot.resume import requeue_unsent_replies
+from bot.services import open_services
+from tests.conftest import make_config, shutdown_services
 
 TARGET = ReplyTarget(channel="telegram", chat_id="42")
 
@@ -59,3 +64,63 @@ async def test_old_replies_without_a_row_before_the_newest_rows_stay_unsent(
     assert await requeue_unsent_replies(services) == 0  # no row at all: a lost state.db
     await _exchange(services, rec.id, "new", queued=True)
     assert await requeue_unsent_replies(services) == 0
+
+
+async def test_replies_in_a_transcript_copied_in_while_stopped_are_not_sent_again(
+    tmp_path: Path, config: AppConfig
+) -> None:
+    """A transcript put into conversations/ while the daemon was stopped (another
+    machine's, a backup's) is caught up after the outbox's anchor: before session 35
+    every reply in it was queued again at start, old Telegram replies sent twice."""
+    other = await open_services(make_config(tmp_path / "elsewhere"))
+    try:
+        copied = await other.conversations.create("telegram", channel_meta={"chatId": "42"})
+        for n in range(3):
+            await _exchange(other, copied.id, f"elsewhere {n}", queued=True)
+        source = other.store.path(copied.id)
+    finally:
+        await shutdown_services(other)
+    ours = await open_services(config)
+    try:
+        rec = await ours.conversations.create("telegram", channel_meta={"chatId": "42"})
+        await _exchange(ours, rec.id, "sent", queued=True)
+        cut = await _exchange(ours, rec.id, "cut by a crash", queued=False)
+        old = iso(utcnow() - timedelta(days=3))
+        await _set(ours.index_db, "UPDATE turns SET timestamp = ?", (old,))
+        target = ours.store.path(copied.id)
+    finally:
+        await shutdown_services(ours)
+    # written there last week
+    week_ago = iso(utcnow() - timedelta(days=7))
+    lines = [json.loads(line) for line in source.read_text().splitlines()]
+    for line in lines:
+        for key in ("timestamp", "created", "updated"):
+            if key in line:
+                line[key] = week_ago
+    target.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    restarted = await open_services(config)
+    try:
+        assert restarted.recovery.registered == 1  # the copy, caught up at this start
+        assert await requeue_unsent_replies(restarted) == 1  # only the crash's
+        assert await restarted.outbox.has_key(f"{rec.id}:{cut}:reply")
+        for turn in (1, 2, 3):
+            assert not await restarted.outbox.has_key(f"{copied.id}:{turn}:reply")
+    finally:
+        await shutdown_services(restarted)
+
+
+async def test_a_reply_older_than_its_conversations_last_queued_one_is_not_sent_again(
+    services: Any,
+) -> None:
+    """One reply is in flight per conversation: a crash cuts only replies after the last
+    one that has its row. An earlier one without a row is not a crash's (an older
+    state.db put back)."""
+    rec = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
+    first = await _exchange(services, rec.id, "no row", queued=False)
+    await _exchange(services, rec.id, "queued", queued=True)
+    assert await requeue_unsent_replies(services) == 0
+    assert not await services.outbox.has_key(f"{rec.id}:{first}:reply")
+    last = await _exchange(services, rec.id, "cut", queued=False)
+    assert await requeue_unsent_replies(services) == 1
+    assert await services.outbox.has_key(f"{rec.id}:{last}:reply")
