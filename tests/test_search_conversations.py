@@ -21,6 +21,7 @@ from bot.search.conversations import (
     starts_word,
 )
 from bot.search.fusion import Scored
+from bot.search.perspective import first_person
 from bot.search.rows import Rows
 from tests.recall_helpers import add_conversation, open_index
 
@@ -68,8 +69,14 @@ def test_abbreviation_similarity_reorders_the_list() -> None:
     assert [c for c, _ in rank_conversations(cfg, [], {}, listed, abbreviations)] == ["a", "b"]
 
 
-def _scored(query: str, turns: list[tuple[str, str, str]], names: dict[str, str]) -> Scored:
-    """A ranking of ``turns`` ((conversation, sender, day), best first) for ``query``."""
+def _scored(
+    query: str,
+    turns: list[tuple[str, str, str]],
+    names: dict[str, str],
+    texts: list[str] | None = None,
+) -> Scored:
+    """A ranking of ``turns`` ((conversation, sender, day), best first) for ``query``,
+    their contents ``texts`` (default: one neutral sentence each)."""
     n = len(turns)
     convs = [c for c, _, _ in turns]
     codes = {c: i for i, c in enumerate(dict.fromkeys(convs))}
@@ -79,7 +86,7 @@ def _scored(query: str, turns: list[tuple[str, str, str]], names: dict[str, str]
         list(range(1, n + 1)),
         [s for _, s, _ in turns],
         [f"{d}T12:00:00Z" for _, _, d in turns],
-        ["something was said"] * n,
+        texts or ["something was said"] * n,
         ["web"] * n,
         np.zeros((n, 0), np.float32),
         np.zeros(n, bool),
@@ -110,6 +117,7 @@ def _only(**weights: float) -> SearchConfig:
         "abbreviation_rank_weight": 0.0,
         "date_rank_weight": 0.0,
         "participant_rank_weight": 0.0,
+        "perspective_rank_weight": 0.0,
     }
     return SearchConfig.model_validate({**off, **weights})
 
@@ -293,3 +301,57 @@ def test_a_conversations_turns_are_its_rows_in_ranking_order() -> None:
         direct = [scored.rows.number[i] for i in want if scored.kw_raw[i] > 0]
         assert got.matched == list(dict.fromkeys(direct))
         assert got.text == (scored.rows.content[want[0]] if want else "")
+
+
+def test_first_person_counts_the_speakers_own_words_against_the_others() -> None:
+    assert first_person("Nate: We played this game Catan, I love it!")
+    assert first_person("Dave: My dream was to open a shop.")
+    assert first_person("I’m so proud of my garden")  # a curly apostrophe
+    # a reaction to the other person: more "you" than "I"
+    assert not first_person("Dave: Keep at it and never forget your dreams!")
+    assert not first_person("I think you did great, your hard work paid off")
+    assert not first_person("The festival was great.")  # neither
+    assert not first_person("Mine!? Yours.")  # as many of each
+    assert not first_person("Iris: Brilliant")  # a name, not a word of either kind
+
+
+def test_perspective_lifts_a_conversation_whose_turn_tells_of_the_speaker() -> None:
+    turns = [
+        ("cheer", "Dave", "2023-05-01"),
+        ("own", "Dave", "2023-06-01"),
+        ("x", "Cal", "2023-07-01"),
+    ]
+    texts = [
+        "Dave: Keep chasing your dreams, Calvin, you can do it!",
+        "Dave: My dream was to open a car shop, and I did it.",
+        "Cal: Nice weather.",
+    ]
+    scored = _scored("What are Dave's dreams?", turns, {"dave": "Dave"}, texts)
+    cfg = _only(perspective_rank_weight=0.2)
+    # own: 0.75 of the best turn's score, the only first-person turn; min-max over the
+    # conversations among the first perspective_depth turns: own 1, the others 0
+    assert bonuses(cfg, scored) == {"own": pytest.approx(0.2)}
+    # 0.75 + 0.2 stays under the best turn's 1; 0.75 + 0.3 passes it
+    assert [c for c, _ in rescore(scored, cfg).conversations] == ["cheer", "own", "x"]
+    cfg = _only(perspective_rank_weight=0.3)
+    assert [c for c, _ in rescore(scored, cfg).conversations] == ["own", "cheer", "x"]
+    assert rescore(scored, _only()).conversations == scored.conversations
+    # beyond the depth the turn is not read
+    deep = _only(perspective_rank_weight=0.2, perspective_depth=1)
+    assert bonuses(deep, scored) == {}
+
+
+def test_perspective_changes_nothing_where_no_turn_is_in_the_first_person() -> None:
+    turns = [("a", "Ann", "2023-05-01"), ("b", "Ann", "2023-06-01")]
+    texts = ["Ann: 東京に行った", "Ann: 大阪に行った"]  # no English pronoun at all
+    scored = _scored("Where did Ann go?", turns, {"ann": "Ann"}, texts)
+    assert bonuses(_only(perspective_rank_weight=0.2), scored) == {}
+
+
+def test_perspective_leaves_a_query_for_an_identifier_alone() -> None:
+    turns = [("code", "Ann", "2023-05-01"), ("ask", "Ann", "2023-06-01")]
+    texts = ["The code for the garage door is QX-55821.", "How should I send payment reminders?"]
+    scored = _scored("payment reminder QX-55821", turns, {}, texts)
+    assert bonuses(_only(perspective_rank_weight=0.2), scored) == {}
+    words = _scored("payment reminder", turns, {}, texts)
+    assert bonuses(_only(perspective_rank_weight=0.2), words) == {"ask": pytest.approx(0.2)}

@@ -63,6 +63,10 @@ class SearchConfig(_Section):
     # + participant_rank_weight when a candidate turn is by a person the query names
     date_rank_weight: float = Field(default=0.3, ge=0, le=2)
     participant_rank_weight: float = Field(default=0.2, ge=0, le=2)
+    # + perspective_rank_weight x the min-max score of its best first-person turn among
+    # the first perspective_depth candidates (bot/search/perspective.py, "Session 35")
+    perspective_rank_weight: float = Field(default=0.2, ge=0, le=2)
+    perspective_depth: int = Field(default=20, ge=1, le=1000)
     # + title_rank_weight x the part of the query's words the conversation's title holds
     # when the owner gave it (a rename), auto_title_rank_weight when the naming did
     # (bot/search/titles.py); a conversation found by its title alone is listed too

@@ -23,7 +23,11 @@ turns the ranking already holds:
   the first weekend of October 2023?"), and the list is where the date says most;
 - **participant**: ``participant_rank_weight`` when one of its candidate turns is by a
   person the query names (in a store of many people's conversations, the others'
-  conversations that match the words are distractors).
+  conversations that match the words are distractors);
+- **perspective** (:mod:`bot.search.perspective`, session 35): ``perspective_rank_weight``
+  x the min-max score of its best turn spoken in the first person among the first
+  ``perspective_depth`` candidates (someone telling of their own life, not reacting to
+  the other's).
 
 And the **title** (:mod:`bot.search.titles`): ``title_rank_weight`` x the part of the
 query's words the conversation's title holds, when the owner gave it
@@ -45,6 +49,7 @@ import numpy as np
 from bot.config.model import SearchConfig
 from bot.named_dates import date_match
 from bot.ranking import minmax
+from bot.search.perspective import perspective
 from bot.search.query import query_terms
 from bot.search.rows import Rows
 
@@ -130,7 +135,7 @@ def rank_conversations(
 
 
 def bonuses(cfg: SearchConfig, scored: Scored) -> dict[str, float]:
-    """conversation -> its date and participant terms (module docstring),
+    """conversation -> its date, participant and perspective terms (module docstring),
     from the ranked candidate turns of ``scored``."""
     rows, order = scored.rows, scored.order.tolist()
     out: dict[str, float] = {}
@@ -156,6 +161,8 @@ def bonuses(cfg: SearchConfig, scored: Scored) -> dict[str, float]:
             if conv not in seen and rows.sender[i] in speakers:
                 seen.add(conv)
                 out[conv] = out.get(conv, 0.0) + cfg.participant_rank_weight
+    for conv, value in perspective(cfg, scored).items():
+        out[conv] = out.get(conv, 0.0) + value
     return out
 
 
@@ -170,6 +177,7 @@ def rescore(scored: Scored, cfg: SearchConfig) -> Scored:
         or cfg.abbreviation_rank_weight
         or cfg.date_rank_weight
         or cfg.participant_rank_weight
+        or cfg.perspective_rank_weight
         or scored.titles
     ):
         return scored
