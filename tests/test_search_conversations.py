@@ -21,7 +21,7 @@ from bot.search.conversations import (
     starts_word,
 )
 from bot.search.fusion import Scored
-from bot.search.perspective import first_person
+from bot.search.query import first_person
 from bot.search.rows import Rows
 from tests.recall_helpers import add_conversation, open_index
 

@@ -22,25 +22,14 @@ all six; the turn ranking is untouched.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from bot.config.model import SearchConfig
 from bot.search.learned import has_identifier
+from bot.search.query import first_person
 
 if TYPE_CHECKING:
     from bot.search.fusion import Scored
-
-# "I" alone also counts "I'm", "I've" (the word boundary before the apostrophe).
-_FIRST = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|ourselves)\b", re.IGNORECASE)
-_SECOND = re.compile(r"\b(?:you|your|yours|yourself|yourselves)\b", re.IGNORECASE)
-
-
-def first_person(text: str) -> bool:
-    """Whether ``text`` says more first-person words than second-person ones (a speaker
-    telling of themselves rather than reacting to the other). The sender's prefix
-    ("Nate: ...") is not a word of either kind."""
-    return len(_FIRST.findall(text)) > len(_SECOND.findall(text))
 
 
 def perspective(cfg: SearchConfig, scored: Scored) -> dict[str, float]:

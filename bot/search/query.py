@@ -179,3 +179,15 @@ def name_terms(terms: list[str], senders: set[str]) -> dict[str, str]:
             if term in keys:
                 names[term] = sender
     return names
+
+
+# "I" alone also counts "I'm", "I've" (the word boundary before the apostrophe).
+_FIRST = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|ourselves)\b", re.IGNORECASE)
+_SECOND = re.compile(r"\b(?:you|your|yours|yourself|yourselves)\b", re.IGNORECASE)
+
+
+def first_person(text: str) -> bool:
+    """Whether ``text`` says more first-person words than second-person ones (a speaker
+    telling of themselves rather than reacting to the other). The sender's prefix
+    ("Nate: ...") is not a word of either kind."""
+    return len(_FIRST.findall(text)) > len(_SECOND.findall(text))
