@@ -30,6 +30,7 @@ from typing import Any
 from bot.brain.group_lines import OWNER_MARK as OWNER_MARK  # re-exported (split out)
 from bot.brain.group_lines import group_line as group_line
 from bot.brain.group_lines import member_name, owner_marked
+from bot.brain.restricted_context import EMPTY_MESSAGE
 from bot.brain.restricted_context import (  # re-exported: a party's messages, built apart
     restricted_messages as restricted_messages,
 )
@@ -37,7 +38,6 @@ from bot.brain.tokens import cut_to_tokens, estimate_tokens, tail_to_tokens
 from bot.transcript_lines import membership_notice
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
-EMPTY_MESSAGE = "(a message without text)"
 # A message cut in the context keeps its start and, in this share of what is kept, its end.
 TAIL_SHARE = 3
 # An earlier reply the API refused (stop_reason "refusal"), as the model sees it: the

@@ -1,7 +1,7 @@
 """The restricted profile's message list (bot.brain.restricted_context.restricted_messages)."""
 
 from bot.brain.base import HistoryTurn
-from bot.brain.restricted_context import restricted_messages
+from bot.brain.restricted_context import EMPTY_MESSAGE, restricted_messages
 
 
 def test_history_before_the_message_alternating_and_starting_with_user() -> None:
@@ -33,3 +33,15 @@ def test_an_oversized_message_is_cut_and_marked() -> None:
     assert len(messages) == 1
     assert messages[0]["content"].endswith(" [...truncated]")
     assert len(messages[0]["content"]) == 50 * 4 + len(" [...truncated]")
+
+
+def test_a_blank_message_and_blank_history_are_named_not_sent_empty() -> None:
+    # The API answers 400 to empty or whitespace-only text: a known contact's blank
+    # mail (empty subject and body) got "Sorry, I can't help with that." instead.
+    history = [HistoryTurn("user", " \n"), HistoryTurn("assistant", "noted")]
+    messages = restricted_messages(history, "", budget=1000)
+    assert messages == [
+        {"role": "user", "content": EMPTY_MESSAGE},
+        {"role": "assistant", "content": "noted"},
+        {"role": "user", "content": EMPTY_MESSAGE},
+    ]

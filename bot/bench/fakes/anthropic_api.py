@@ -18,7 +18,8 @@ unscripted requests with an echo of the last user text (benchmarks), the default
 ``"error"`` answers them with a 400 so a test notices an unexpected call.
 ``prompt_cache=True`` counts cache writes and reads from the requests' ``cache_control``
 breakpoints as the API does (:mod:`bot.bench.fakes.anthropic_cache`), and refuses
-breakpoints the API refuses with a 400.
+breakpoints the API refuses with a 400. Empty messages and blank text blocks are refused
+with a 400 as the API refuses them (:mod:`bot.bench.fakes.anthropic_checks`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from bot.bench.fakes.anthropic_cache import PromptCache
+from bot.bench.fakes.anthropic_checks import content_problem
 from bot.bench.fakes.anthropic_script import (
     Block,
     RecordedRequest,
@@ -183,7 +185,8 @@ class FakeAnthropicAPI:
         if body.get("model") in self.unknown_models:  # as the API answers a retired id
             gone = f"model: {body.get('model')}"
             return self._error(Scripted(status=404, error_message=gone))
-        problem = self.cache.problem(body) if self.cache else None
+        # Empty text the API refuses, then breakpoints it refuses (prompt_cache=True).
+        problem = content_problem(body) or (self.cache.problem(body) if self.cache else None)
         if problem:
             return self._error(Scripted(status=400, error_message=problem))
         scripted = self._next(body)
