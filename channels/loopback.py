@@ -127,7 +127,7 @@ class LoopbackChannel:
             body: dict[str, Any] = await request.json()
             sender = str(body["sender"])
             text = str(body["text"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # (deeply nested JSON)
             return web.json_response(
                 {"ok": False, "error": "need JSON with sender and text"}, status=400
             )

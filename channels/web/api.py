@@ -228,7 +228,10 @@ class Api:
             raise web.HTTPUnsupportedMediaType(text="application/json required")
         try:
             body = await request.json()
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:
+            # ValueError: JSONDecodeError and a body that is not UTF-8
+            # (UnicodeDecodeError); RecursionError: JSON nested deeper than the
+            # decoder goes. Both were a 500 with a traceback in the log.
             raise web.HTTPBadRequest(text="malformed JSON") from exc
         if not isinstance(body, dict):
             raise web.HTTPBadRequest(text="an object is required")

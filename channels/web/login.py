@@ -102,7 +102,9 @@ def setup_login(app: web.Application, channel: WebChannel) -> None:
                 given = str(body.get("token", "")) if isinstance(body, dict) else ""
             else:
                 given = str((await request.post()).get("token", ""))
-        except ValueError:
+        except (ValueError, RecursionError):
+            # RecursionError: JSON nested past the decoder's depth (before: a 500 and a
+            # traceback, from anyone able to reach the login page)
             given = ""
         if not channel.token or not token_matches(channel.token, given):
             log.warning("web login failed from %s", client)

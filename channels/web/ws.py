@@ -89,7 +89,9 @@ class WsHub:
                     data = json.loads(msg.data)
                     if not isinstance(data, dict):
                         raise ValueError("not an object")
-                except ValueError:
+                except (ValueError, RecursionError):
+                    # RecursionError: a few KB of "[[[[" nest past the decoder's depth;
+                    # uncaught, it closed the socket (1006) with a traceback logged.
                     self.send(client, {"type": "error", "message": "malformed message"})
                     continue
                 try:

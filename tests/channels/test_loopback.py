@@ -156,3 +156,15 @@ async def test_only_a_local_script_is_heard_never_a_web_page(tmp_path: Path) -> 
             for host in ("localhost", f"localhost:{channel.port}"):
                 async with session.get(f"{base}/sent", headers={"Host": host}) as resp:
                     assert resp.status == 200, await resp.text()
+
+
+async def test_a_body_nested_past_the_json_decoders_depth_is_a_400(tmp_path: Path) -> None:
+    # Regression: json's RecursionError was not among the errors caught: a 500 and a
+    # traceback in the log, where every other unreadable body gets its 400.
+    async with serving(tmp_path) as (_config, _services, channel):
+        base = f"http://127.0.0.1:{channel.port}"
+        headers = {"Content-Type": "application/json"}
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{base}/inbound", data="[" * 6000, headers=headers) as r:
+                assert r.status == 400, await r.text()
+                assert (await r.json())["error"] == "need JSON with sender and text"
