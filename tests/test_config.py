@@ -63,6 +63,9 @@ INVALID = [
         {"conversations": {"abbreviation_sweep_seconds": 1e12}},
         "conversations.abbreviation_sweep_seconds",
     ),
+    # Regression: 1e12 passed, then a stranger's /start raised OverflowError in the
+    # router (its answer's interval reached back past year 1), retried and given up on.
+    ({"trust": {"escalation_interval_seconds": 1e12}}, "trust.escalation_interval_seconds"),
     # Regression: accepted, then every reply was refused by the API (budget < 1024).
     ({"brain": {"thinking_budget_tokens": 500}}, "brain.thinking_budget_tokens"),
     ({"brain": {"debounce_seconds": {"telegram": 90}}}, "brain.debounce_seconds.telegram"),

@@ -132,6 +132,11 @@ class BrainConfig(_Section):
         return value
 
 
+# A timer further off than this is a date past year 9999: 1e12 passed check-config, then
+# every message logged an OverflowError and no conversation got its notes.
+_YEAR_SECONDS = 365 * 24 * 3600.0
+
+
 class TrustConfig(_Section):
     default_tier: Tier = "untrusted"
     # channel -> identity -> tier
@@ -154,7 +159,9 @@ class TrustConfig(_Section):
         "needed."
     )  # null: stay silent
     escalation_channel: str | None = None  # None: the first enabled of telegram, email, web
-    escalation_interval_seconds: float = Field(default=3600.0, ge=0)
+    # Bounded like the timers (_YEAR_SECONDS): 1e12 passed check-config, then a
+    # stranger's command raised OverflowError ("date value out of range") in the router.
+    escalation_interval_seconds: float = Field(default=3600.0, ge=0, le=_YEAR_SECONDS)
     # All parties together: escalations passed to the owner's chat in any hour. A
     # stranger with a new address per message escalated each time (the limit above is
     # per party); past this they are recorded and listed (dashboard, /status), not sent.
@@ -190,11 +197,6 @@ class TranscriptConfig(_Section):
     fsync: Literal["always", "never"] = "always"
     # how often the journal's transcripts are fsynced and the journal dropped (bot.journal)
     checkpoint_seconds: float = Field(default=1.0, gt=0, le=60)
-
-
-# A timer further off than this is a date past year 9999: 1e12 passed check-config, then
-# every message logged an OverflowError and no conversation got its notes.
-_YEAR_SECONDS = 365 * 24 * 3600.0
 
 
 class ConversationsConfig(_Section):
