@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import inspect
 import itertools
 import json
 import os
@@ -12,7 +13,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,38 @@ from tests.ops import zygote
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_PYTHON = Path("/work/venv/bin/python")
+
+
+async def wait_until(
+    predicate: Callable[[], Any], timeout: float = 30.0, what: str = "the condition"
+) -> None:
+    """Until ``predicate`` (a function, or a coroutine function) holds, polled every
+    20 ms; an AssertionError naming ``what`` after ``timeout`` seconds. For a test that
+    waits for a state: a fixed sleep is outlasted by a busy machine, this is not (the
+    deadline is only there so a broken test fails instead of hanging)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = predicate()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def wait_logged(
+    caplog: pytest.LogCaptureFixture, needle: str, count: int = 1, timeout: float = 30.0
+) -> None:
+    """Until ``count`` records captured by ``caplog`` contain ``needle`` (the logger's
+    level must let them through: ``caplog.set_level``)."""
+
+    def logged() -> bool:
+        return sum(needle in r.getMessage() for r in caplog.records) >= count
+
+    await wait_until(logged, timeout, f"{count} log record(s) with {needle!r}")
 
 
 def shared_dir() -> Path:
