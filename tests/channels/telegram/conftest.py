@@ -117,6 +117,23 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> No
         await asyncio.sleep(0.02)
 
 
+def flood_checks(channel: TelegramChannel) -> list[bool]:
+    """What the typing indicator found at each of its checks for a flood wait from now
+    on (True: held, nothing asked), one per chat action it would otherwise ask
+    (:meth:`TypingIndicator._held`): a test waits for N refreshes by counting them, not
+    for a time a busy machine could spend on fewer."""
+    found: list[bool] = []
+    held = channel._typing._held
+
+    def spy(chat_id: str) -> bool:
+        result = held(chat_id)
+        found.append(result)
+        return result
+
+    channel._typing._held = spy  # type: ignore[method-assign]
+    return found
+
+
 async def assert_no_tasks_left(settle: float = 1.0) -> None:
     """Fail if a task other than the caller is still running once everything stopped
     (a typing loop, a poll, an outbox worker left behind would outlive its test)."""

@@ -13,7 +13,14 @@ from bot.events import OutboundMessage
 from channels.telegram import typing_indicator
 from channels.telegram.adapter import TelegramChannel
 
-from .conftest import OWNER_ID, RecordingHost, SleepRecorder, fail_sends, wait_until
+from .conftest import (
+    OWNER_ID,
+    RecordingHost,
+    SleepRecorder,
+    fail_sends,
+    flood_checks,
+    wait_until,
+)
 
 
 def _three_parts() -> str:
@@ -46,8 +53,11 @@ async def test_typing_is_not_asked_during_a_chat_actions_own_flood_wait(
 ) -> None:
     monkeypatch.setattr(typing_indicator, "TYPING_REFRESH_SECONDS", 0.01)
     tg_server.fail_next("sendChatAction", code=429, retry_after=30)
+    held = flood_checks(channel)
     await channel.typing(str(OWNER_ID))
-    await asyncio.sleep(0.3)  # dozens of refresh periods
+    # dozens of refreshes, each held (counted: a fixed 0.3 s could hold none on a busy
+    # machine, and the check below would then prove nothing)
+    await wait_until(lambda: held.count(True) >= 20)
     # Before, the 429 was ignored and "typing…" asked again at every refresh.
     assert len(tg_server.calls_of("sendChatAction")) == 1
     assert str(OWNER_ID) in channel._typing  # shown again once the wait is over
@@ -65,14 +75,20 @@ async def test_typing_is_not_asked_while_a_send_waits_out_a_flood(
         await release.wait()
 
     channel.sender.sleep = flood_wait
+    held = flood_checks(channel)
     await channel.typing(str(OWNER_ID))
     tg_server.fail_next("sendMessage", code=429, retry_after=3)  # waited out in the sender
     send = asyncio.ensure_future(
         channel.send(OutboundMessage("telegram", str(OWNER_ID), _three_parts()))
     )
     await wait_until(lambda: waits == [3.0])
+    # A refresh held by the flood: any chat action asked before it has been answered
+    # (counted by the server). Before, the count was taken at once, and one still on
+    # its way to the server could land after it.
+    await wait_until(lambda: True in held)
     asked = len(tg_server.calls_of("sendChatAction"))
-    await asyncio.sleep(0.3)  # dozens of refresh periods within the wait
+    # dozens of refreshes within the wait, counted, each held
+    await wait_until(lambda: held.count(True) >= 20)
     # Before, "typing…" went on every refresh while every send to the chat waited.
     assert len(tg_server.calls_of("sendChatAction")) == asked
     release.set()

@@ -93,12 +93,14 @@ async def test_typing_stops_in_a_chat_that_blocked_the_bot(
 ) -> None:
     monkeypatch.setattr(typing_indicator, "TYPING_REFRESH_SECONDS", 0.01)
     tg_server.blocked_chats.add(556)
-    await channel.typing("556")
-    await asyncio.sleep(0.3)
-    # Before, "typing…" was asked again every 4.5 s for typing_max_seconds (120 s),
-    # refused each time.
+    await channel.typing("556")  # returns once the first chat action was refused
     assert len(tg_server.calls_of("sendChatAction")) == 1
-    assert "556" not in channel._typing
+    assert "556" not in channel._typing  # no refresh left running
+    # A negative check (its precondition, the refusal, awaited above): nothing more is
+    # asked in the time of dozens of refresh periods. Before, "typing…" was asked again
+    # every 4.5 s for typing_max_seconds (120 s), refused each time.
+    await asyncio.sleep(0.3)
+    assert len(tg_server.calls_of("sendChatAction")) == 1
 
 
 async def test_typing_waits_while_the_token_is_refused_and_resumes_once_accepted(
@@ -112,7 +114,9 @@ async def test_typing_waits_while_the_token_is_refused_and_resumes_once_accepted
     await wait_until(lambda: channel.sending_blocked)
     await channel.typing(str(OWNER_ID))
     assert str(OWNER_ID) in channel._typing  # kept, to resume
-    await asyncio.sleep(0.3)  # dozens of refresh periods
+    # A negative check (the refresh is running, awaited above): nothing is asked in the
+    # time of dozens of refresh periods (the first waits for the token after one).
+    await asyncio.sleep(0.3)
     assert tg_server.calls_of("sendChatAction") == []
     tg_server.token = TOKEN  # restored with BotFather
     await tg_server.wait_for("sendChatAction")  # the reply is still owed: shown again
