@@ -339,11 +339,13 @@ class Proxy:
     FETCH of a message it cannot read); ``rewrite`` edits what the server says (a server
     without a capability); ``answer`` may answer a client command itself, unforwarded
     (a server's refusal the real one never sends); ``client_said`` is everything the
-    clients sent."""
+    clients sent; with ``refuse`` set, a new connection is closed at once (the server
+    unreachable for a while)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.hold = False
+        self.refuse = False
         self.rate: float | None = None
         self.drop_on: bytes | None = None
         self.rewrite: Callable[[bytes], bytes] | None = None
@@ -361,6 +363,9 @@ class Proxy:
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refuse:
+            writer.transport.abort()
+            return
         self.connections += 1
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self._writers += [writer, up_writer]

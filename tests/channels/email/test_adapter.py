@@ -34,6 +34,7 @@ from tests.channels.email.conftest import (
     imap_client,
 )
 from tests.channels.email.helpers import mail_id, text_of
+from tests.support import wait_logged, wait_until
 
 OWNER = "owner@example.org"
 
@@ -264,8 +265,13 @@ async def test_uidvalidity_change_resyncs_unseen_only(
 
 
 async def test_connection_dropped_during_idle_reconnects_without_loss(
-    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    channels: list[EmailChannel],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="my_agent.email.imap")
     folder = await create_folder(pymap.port)
     proxy = Proxy(pymap.port)
     await proxy.start()
@@ -275,12 +281,20 @@ async def test_connection_dropped_during_idle_reconnects_without_loss(
             tmp_path, proxy.port, smtp.port, folder, imap={"idle": True, "poll_interval": 30}
         )
         channel = await start(channels, config, host)
-        await asyncio.sleep(0.2)  # in IDLE now
+        await wait_logged(caplog, "IDLE acknowledged")  # in IDLE now (was: a 0.2 s sleep)
+        # No new session until the mail is in: reconnecting within 0.05 s, one could
+        # search the folder before the APPEND and start IDLE just after it, and the mail
+        # then waited for the next IDLE (30 s here), as long as host.wait_for waits.
+        proxy.refuse = True
         proxy.cut()
         await append(pymap.port, folder, mail(1))  # delivered while we are cut off
+        proxy.refuse = False
         got = await host.wait_for(1)
         assert [mail_id(m.message_id) for m in got] == ["<m1@example.org>"]
         assert channel.connects >= 2
+        # The new session's IDLE (after its sync, which found mail 1): pymap pushes in
+        # IDLE only what comes once it listens (see test_new_mail_arrives_while_running).
+        await wait_logged(caplog, "IDLE acknowledged", count=2)
         await append(pymap.port, folder, mail(2))  # and IDLE works again afterwards
         await host.wait_for(2)
     finally:
@@ -299,19 +313,20 @@ async def test_a_stop_is_no_lost_connection_and_a_real_loss_says_why(
             tmp_path, proxy.port, smtp.port, folder, imap={"idle": True, "poll_interval": 30}
         )
         caplog.set_level(logging.INFO, logger="my_agent.email")
+        caplog.set_level(logging.DEBUG, logger="my_agent.email.imap")
         channel = EmailChannel(config, None)
         await channel.start(FakeHost())
-        await asyncio.sleep(0.2)  # in IDLE now
+        await wait_logged(caplog, "IDLE acknowledged")  # in IDLE now (was: a 0.2 s sleep)
         proxy.cut()
-        for _ in range(100):
-            if channel.connects >= 2:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: channel.connects >= 2, what="the reconnection")
         lost = [r.getMessage() for r in caplog.records if "IMAP connection" in r.getMessage()]
         assert lost and all("None" not in line for line in lost), lost
         caplog.clear()
         await channel.stop()
-        await asyncio.sleep(0.1)  # the socket's close is reported a loop turn later
+        # The socket's close is reported a loop turn later: wait for it (our own close,
+        # logged at DEBUG), then check that it was not said at INFO as a loss. Before, a
+        # fixed 0.1 s, which a busy machine could outlast (the check then proved nothing).
+        await wait_logged(caplog, "IMAP connection closed")
         said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
         assert not [line for line in said if "IMAP connection" in line], said
     finally:
@@ -333,7 +348,8 @@ async def test_a_command_fails_as_soon_as_the_connection_is_lost(pymap: PymapSer
         await session.connect()
         proxy.hold = True  # NOOP goes nowhere: no answer will come
         noop = asyncio.ensure_future(session.noop())
-        await asyncio.sleep(0.2)
+        # the NOOP has reached the proxy (swallowed there); was: a 0.2 s sleep
+        await wait_until(lambda: b"NOOP" in proxy.client_said, what="the NOOP sent")
         proxy.cut()
         with pytest.raises(ImapError, match="connection lost during NOOP"):
             await asyncio.wait_for(noop, 5)  # not the 30 s command timeout
