@@ -15,6 +15,7 @@ from bot.events import OutboundMessage, SendResult
 from bot.outbox import Outbox, backoff
 from bot.schema import STATE_MIGRATIONS
 from tests.conftest import RecordingChannel
+from tests.support import wait_until
 
 
 class Clock:
@@ -267,7 +268,15 @@ async def test_a_chat_waiting_for_a_retry_holds_back_only_itself(state: Database
     outbox.attach(channel)
     try:
         await channel.wait_count(2)
-        await asyncio.sleep(0.1)
+        # both owner sends marked sent and the group's failure marked for its retry (each a
+        # commit with fsync: a fixed 0.1 s could end before the last, counted deliverable)
+        expected = [("group 1", "pending", 1), ("owner 1", "sent", 1),
+                    ("group 2", "pending", 0), ("owner 2", "sent", 1)]  # fmt: skip
+
+        async def marked() -> bool:
+            return await _status(state) == expected
+
+        await wait_until(marked, what=f"the outbox rows {expected}")
         assert channel.texts() == ["owner 1", "owner 2"]  # the group's 2nd stays behind its 1st
         assert await outbox.deliverable_count() == 0  # the group waits for its retry
         clock.now += 50.0 * 2**16
