@@ -19,6 +19,7 @@ from bot.notify import read_status_file
 from bot.services import DataDirInUse
 from bot.transcript import TranscriptStore
 from tests.conftest import make_config, raw_config
+from tests.support import wait_logged
 
 
 async def _until_ready(config: AppConfig, daemon: asyncio.Task[int], seconds: float) -> None:
@@ -40,7 +41,7 @@ async def _stop(daemon: asyncio.Task[int], stop: asyncio.Event) -> None:
 
 
 async def test_a_daemon_starting_while_a_command_holds_the_journal_waits_for_it(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Regression: `my-agent conversations list` (or search) run while the daemon was
     # starting held the transcript journal's lock: the daemon exited 75 and systemd
@@ -53,6 +54,8 @@ async def test_a_daemon_starting_while_a_command_holds_the_journal_waits_for_it(
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(config, stop))
     try:
+        # waiting (said so), not refused: awaited, then a bounded negative check
+        await wait_logged(caplog, "is held by another process")
         await asyncio.sleep(0.5)
         assert not daemon.done()  # waiting, not refused
     finally:
@@ -84,7 +87,7 @@ async def test_a_second_daemon_is_still_refused_after_the_bounded_wait(
 
 
 async def test_a_daemon_starting_during_a_reindex_waits_before_opening_the_index(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Regression: a daemon started while `my-agent reindex` ran opened conversations.db
     # before the reindex deleted it (then ran on the deleted file), or took the journal
@@ -96,6 +99,8 @@ async def test_a_daemon_starting_during_a_reindex_waits_before_opening_the_index
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(config, stop))
     try:
+        # waiting (said so): awaited, then a bounded negative check
+        await wait_logged(caplog, "a reindex is running")
         await asyncio.sleep(0.5)
         assert not daemon.done()
         assert not config.index_path.exists()  # nothing opened under the reindex

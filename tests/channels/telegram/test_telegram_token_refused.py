@@ -12,6 +12,7 @@ from bot.bench.fakes.telegram_api import TOKEN, FakeTelegramServer
 from bot.events import OutboundMessage
 from bot.status_reads import stored_channel_problems
 from channels.telegram import token_state
+from tests.support import wait_logged
 
 from .conftest import OWNER_ID, assert_no_tasks_left
 from .stack import Stack, query_db, start_stack, texts
@@ -21,14 +22,23 @@ pytestmark = pytest.mark.slow
 HELD = ["first, held", "second, held", "third, held"]
 
 
-async def _queue_while_refused(stack: Stack, tg_server: FakeTelegramServer) -> None:
+async def _queue_while_refused(
+    stack: Stack, tg_server: FakeTelegramServer, caplog: pytest.LogCaptureFixture
+) -> None:
     """Revoke the token, then queue the replies the daemon owes (in this order)."""
+    caplog.set_level(logging.INFO)
     stack.channel.refused_retry = 0.3
     stack.services.outbox.max_attempts = 3  # given up on (the reply lost) after 3
     tg_server.token = "123456:revoked"
     for text in HELD:
         await stack.services.outbox.enqueue(OutboundMessage("telegram", str(OWNER_ID), text))
-    await asyncio.sleep(2.0)  # long enough for dozens of the outbox's retries (base 0.05 s)
+    # The refusal noticed and told, and the first send held: awaited, not assumed done
+    # within the bounded wait below (a busy machine could outlast it).
+    await wait_logged(caplog, "telling the owner: telegram")
+    await wait_logged(caplog, "sends to Telegram are held")
+    # A negative check from here: nothing is tried, nothing given up on, in the time of
+    # dozens of the outbox's retries (base 0.05 s).
+    await asyncio.sleep(2.0)
 
 
 async def _rows(stack: Stack) -> list[tuple[str, int]]:
@@ -49,7 +59,7 @@ async def test_replies_held_by_a_refused_token_go_out_in_order_once_it_is_restor
     stack = await start_stack(tmp_path / "data", tg_server)
     try:
         caplog.clear()
-        await _queue_while_refused(stack, tg_server)
+        await _queue_while_refused(stack, tg_server, caplog)
         # Before, each reply was retried as a temporary failure: a warning per attempt,
         # and after max_attempts the outbox gave up on it (the reply lost).
         assert await _rows(stack) == [("pending", 0)] * 3
@@ -70,12 +80,15 @@ async def test_replies_held_by_a_refused_token_go_out_in_order_once_it_is_restor
 
 
 async def test_replies_held_by_a_refused_token_survive_a_stop_and_go_after_a_restart(
-    tmp_path: Path, tg_server: FakeTelegramServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    tg_server: FakeTelegramServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setattr(token_state, "HELD_RETRY_AFTER_STOP", 3.0)  # 60 s in a daemon
     stack = await start_stack(tmp_path / "data", tg_server)
     try:
-        await _queue_while_refused(stack, tg_server)
+        await _queue_while_refused(stack, tg_server, caplog)
         assert await _rows(stack) == [("pending", 0)] * 3
     finally:
         loop = asyncio.get_running_loop()

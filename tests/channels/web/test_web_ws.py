@@ -23,6 +23,7 @@ from tests.channels.web.conftest import (
     stop_stack,
 )
 from tests.conftest import settle
+from tests.support import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -665,8 +666,10 @@ class DownBrain:
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
+        self.calls = 0
 
     async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        self.calls += 1
         if not self.release.is_set():
             raise BrainUnavailable("connection refused")
         return BrainReply(text="Back again.", model="down")
@@ -781,10 +784,14 @@ async def test_a_tab_opened_after_a_restart_during_an_outage_is_told_why_the_rep
     stack = await start_stack(tmp_path / "d", brain=brain)
     stack.services.replies.retry_interval = 0.05
     try:
+        before = brain.calls
         assert await resume_pending_replies(stack.services) == 1
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
             await login(http, stack)
-            await asyncio.sleep(0.3)  # the resumed reply has met the outage again
+            # The resumed reply has met the outage again, and is past it: retried once
+            # more. Was a fixed 0.3 s; a tab opened before would be told live instead,
+            # and the notice kept for later tabs (the regression) would go untested.
+            await wait_until(lambda: brain.calls >= before + 2, what="a retry after a restart")
             later = await _open_tab(http, stack, f"?conversation={cid}")
             told = await later.wait_for(lambda f: f["type"] == "notice")
             assert told["text"] == notice["text"] and told["conversationId"] == cid
