@@ -167,6 +167,7 @@ class Capture:
         self.messages: list[tuple[Envelope, EmailMessage]] = []
         self.received = asyncio.Condition()
         self.reject_rcpt: dict[str, str] = {}  # address -> SMTP reply
+        self.rejected: list[str] = []  # the addresses refused by reject_rcpt, each time
         self.reject_mail: str | None = None  # the answer to every MAIL FROM, if set
         # answers to the next DATA commands instead of taking the mail ("451 4.7.1 ...")
         self.data_answers: list[str] = []
@@ -186,6 +187,7 @@ class Capture:
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
     ) -> str:
         if address.lower() in self.reject_rcpt:
+            self.rejected.append(address.lower())
             return self.reject_rcpt[address.lower()]
         envelope.rcpt_tos.append(address)
         return "250 OK"

@@ -23,6 +23,7 @@ from tests.channels.email.conftest import (
     create_folder,
     email_channel,
 )
+from tests.support import wait_until
 
 OWNER = "owner@example.org"
 FRIEND = "friend@example.net"
@@ -110,6 +111,19 @@ async def open_with_friend(
 ) -> tuple[str, Stack]:
     """A new folder and a daemon reading it, with :data:`FRIEND` a known contact."""
     return await open_in_new_folder(pymap, smtp, tmp_path, stacks, knows_friend)
+
+
+async def failed_attempts(stack: Stack, count: int, timeout: float = 60.0) -> None:
+    """Until a reply waiting in the outbox has failed ``count`` attempts (the SMTP server
+    down): counted, where a fixed sleep could end before the reply was even queued."""
+
+    async def tried() -> bool:
+        rows = await stack.services.outbox.db.fetchall(
+            "SELECT attempts FROM outbox WHERE status = 'pending'"
+        )
+        return any(row[0] >= count for row in rows)
+
+    await wait_until(tried, timeout, f"a reply in the outbox to fail {count} attempt(s)")
 
 
 async def drain(stack: Stack, timeout: float = 30.0) -> None:
