@@ -23,7 +23,7 @@ from tests.conftest import (
     settle,
     shutdown_services,
 )
-from tests.support import ScriptedBrain, inbound
+from tests.support import ScriptedBrain, inbound, wait_until
 
 QUIET = 0.05
 
@@ -106,7 +106,8 @@ async def test_a_waiting_job_holds_no_slot() -> None:
     await asyncio.sleep(0.1)
     assert ran == ["owner"]
     await flooding
-    await asyncio.sleep(QUIET * 3)
+    # the member's turn once the flood has paused (was: a fixed QUIET * 3 after it)
+    await wait_until(lambda: len(ran) == 2, 10, "the member's job")
     assert ran == ["owner", "member"]
 
 
@@ -272,7 +273,10 @@ async def test_the_owners_reply_takes_a_freed_slot_before_deferred_ones() -> Non
     flow.note()
     for key in ("m1", "m2", "m3"):
         queue.submit(key, lambda k=key: job(k), wait=flow.pause)  # type: ignore[misc]
-    await asyncio.sleep(0.2)  # their wait is over: they wait for the slot
+    # their wait is over: they wait for the slot (was: a fixed 0.2 s, after which a
+    # busy machine could still have them waiting out max_wait, the owner first anyway)
+    assert queue._slots is not None
+    await wait_until(lambda: len(queue._slots._then) == 3, 10, "three waiting for the slot")
     queue.submit("owner", lambda: job("owner"))
     await asyncio.sleep(0.01)
     finish.set()
