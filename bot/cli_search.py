@@ -28,7 +28,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from bot.owner_days import day_range, local_day, owner_zone
     from bot.search.query import bounded_query, fts_parts
-    from bot.search.results import REBUILDING, InvalidCursor, InvalidFilter, unrelated_mark
+    from bot.search.results import InvalidCursor, InvalidFilter, unrelated_mark, vectors_note
 
     if not args.query.strip():
         # `search ""` answered "no match (keyword)" and exit 0, as if searched
@@ -93,14 +93,15 @@ def cmd_search(args: argparse.Namespace) -> int:
                 # without a model only the words themselves are found: say what to try
                 print("(keyword search only: try other words, or synonyms)")
             elif page.vectors_incomplete:
-                print(f"({REBUILDING}: try other words, or synonyms)")
+                print(f"({vectors_note(page)}: try other words, or synonyms)")
         elif page.method != "hybrid":
             # found by their words only (no embedding model, or it failed on this query):
             # said before the results, as a miss by meaning is not a miss
             print("(keyword search only: conversations that say it in other words are missed)")
         elif page.vectors_incomplete:
-            # the vectors are rebuilt (a new model): said first, as a miss is not a miss
-            print(f"({REBUILDING}: some conversations are found by their words only)")
+            # vectors missing (being rebuilt, or not made yet while the daemon is stopped):
+            # said first, as a miss is not a miss
+            print(f"({vectors_note(page)}: some conversations are found by their words only)")
         if page.results and page.method == "hybrid":
             if page.match == "meaning":
                 print("(no conversation uses these words: the closest by meaning)")

@@ -13,7 +13,7 @@ from bot.graphemes import cut, isolate, shorten
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import day_range, local_day, owner_zone
-from bot.search.results import REBUILDING, InvalidFilter, SearchResult, unrelated_mark
+from bot.search.results import InvalidFilter, SearchResult, unrelated_mark, vectors_note
 
 if TYPE_CHECKING:
     from bot.config import AppConfig
@@ -97,13 +97,13 @@ async def search_answer(
     if page.no_words:
         return CommandResult(f"Nothing to search for in {quoted}: give words to look for.")
     keyword_only = page.method != "hybrid"
-    # the vectors are rebuilt (a new model): some conversations only by their words
+    # the vectors are rebuilt or missing: some conversations only by their words
     partial = not keyword_only and page.vectors_incomplete
     if not page.results:
         where = " with these filters" if channel or date_from or date_to else ""
         hint = " (keyword search only: try other words)" if keyword_only else ""
         if partial:
-            hint = f" ({REBUILDING}: try other words)"
+            hint = f" ({vectors_note(page)}: try other words)"
         return CommandResult(f"No conversations match {quoted}{where}.{hint}")
     heading = f"Results for {quoted}{' (keyword search only)' if keyword_only else ''}:"
     if page.match == "meaning":
@@ -114,7 +114,8 @@ async def search_answer(
             f"Nothing mentions {quoted} or comes close to it; the nearest, probably unrelated:"
         )
     if partial:
-        heading = f"{heading} ({REBUILDING}: some conversations are found by their words only)"
+        words_only = "some conversations are found by their words only"
+        heading = f"{heading} ({vectors_note(page)}: {words_only})"
     lines = [heading]
     found: list[dict[str, object]] = []
     for i, r in enumerate(page.results, 1):

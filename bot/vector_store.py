@@ -145,6 +145,25 @@ def prepare_telling(conn: SyncConn, **kwargs: Any) -> tuple[bool, bool, str | No
     return rebuild, terms_ready, lost
 
 
+def vectors_missing(conn: SyncConn) -> bool:
+    """Whether a recallable turn has no window vector, or a conversation's notes none:
+    what search by meaning reads is incomplete. The word vectors of soft coverage are
+    not counted: without them the ranker leaves out its soft features, and every turn
+    is still found by meaning. (They alone made ``my-agent search`` say search by
+    meaning was being rebuilt, with every turn and note embedded.)"""
+    turn = conn.execute(
+        "SELECT 1 FROM turns t WHERE t.recall = 1 AND NOT EXISTS "
+        "(SELECT 1 FROM turn_vectors v WHERE v.turn_id = t.id) LIMIT 1"
+    ).fetchone()
+    if turn is not None:
+        return True
+    note = conn.execute(
+        "SELECT 1 FROM conversations c WHERE c.abbreviation <> '' AND NOT EXISTS "
+        "(SELECT 1 FROM abbreviation_vectors a WHERE a.conversation_id = c.id) LIMIT 1"
+    ).fetchone()
+    return note is not None
+
+
 def prune(conn: SyncConn) -> list[int]:
     """Drop vectors whose turn no longer exists (a rebuilt or trimmed index) or is a
     readout (``turns.recall = 0``, embedded before index version 5); returns the turn
@@ -248,4 +267,5 @@ __all__ = [
     "read_windows",
     "store_abbreviation",
     "store_turn_vectors",
+    "vectors_missing",
 ]

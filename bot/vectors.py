@@ -52,6 +52,7 @@ from bot.vector_store import (
     read_windows,
     store_abbreviation,
     store_turn_vectors,
+    vectors_missing,
 )
 
 log = logging.getLogger("my_agent.vectors")
@@ -149,6 +150,12 @@ class VectorIndex(VectorRebuild, VectorSearch):
                 probe=probe,
             )
         )
+        # ``stale`` says the vectors search by meaning reads are incomplete (each door
+        # says so): missing ones count too (turns added while keyword-only), and a
+        # reading command, which rebuilds nothing, leaves out the word vectors that only
+        # the daemon's rebuild completes
+        missing = await self.db.run(vectors_missing, write=False)
+        self.stale = missing or (self.stale and self.rebuilds)
         if self.terms.dims != dims:
             # The model's own count, which the embedder takes over a config that says
             # otherwise (embedding.dimensions): the cache made before the load read the

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from bot import cli
-from bot.search.results import REBUILDING
+from bot.search.results import REBUILDING, VECTORS_MISSING
 from bot.services import open_services
 from bot.term_vectors import META_KEY as TERMS_KEY
 from bot.vector_store import META_KEY
@@ -119,10 +119,32 @@ def test_a_search_while_the_daemon_rebuilds_says_so(
     # from the shell meanwhile finds the conversations not re-embedded by words only.
     config_path, index = _embedded_store(tmp_path)
     _write(index, "UPDATE index_meta SET value = ? WHERE key = ?", OTHER_MODEL, TERMS_KEY)
+    # as the rebuild leaves them: part of the turn vectors made again, no notes yet
+    last = "SELECT max(turn_id) FROM turn_vectors"
+    _write(index, f"DELETE FROM turn_vectors WHERE turn_id = ({last})")
     out = _search(config_path, capsys).out
-    assert f"({REBUILDING}: some conversations are found by their words only)" in out
+    # this process rebuilds nothing: the vectors are missing, not "being rebuilt" here
+    assert f"({VECTORS_MISSING}: some conversations are found by their words only)" in out
+    assert REBUILDING not in out
     page = json.loads(_search(config_path, capsys, "--json").out)
-    assert page["vectors_incomplete"] is True
+    assert page["vectors_incomplete"] is True and "vectors_rebuilding" not in page
+
+
+def test_a_stopped_daemons_complete_vectors_are_searched_by_meaning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: with every turn and note embedded but the word vectors of soft
+    # coverage not complete (an index from before their table, a daemon stopped before
+    # its rebuild reached them), `my-agent search` said "search by meaning is being
+    # rebuilt for a new model: some conversations are found by their words only",
+    # with no daemon running and every vector there (VectorIndex.stale counted them).
+    config_path, index = _embedded_store(tmp_path)
+    _write(index, "DELETE FROM index_meta WHERE key = ?", TERMS_KEY)
+    captured = _search(config_path, capsys)
+    assert "Porto" in captured.out
+    assert "search by meaning" not in captured.out and "keyword search only" not in captured.out
+    page = json.loads(_search(config_path, capsys, "--json").out)
+    assert page["method"] == "hybrid" and "vectors_incomplete" not in page
 
 
 def test_a_search_before_any_vector_writes_nothing(

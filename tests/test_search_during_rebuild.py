@@ -21,6 +21,7 @@ from bot.command_search import search_answer
 from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService
+from bot.search.results import REBUILDING, VECTORS_MISSING
 from bot.vector_store import META_KEY
 from tests.recall_helpers import add_conversation, open_index
 from tests.support import inbound
@@ -61,6 +62,7 @@ async def test_every_door_says_search_by_meaning_is_incomplete(rebuilding: Any) 
     page = await service.search(PARAPHRASE)
     assert page.results == [] and page.method == "hybrid"
     assert page.vectors_incomplete and page.to_dict()["vectors_incomplete"] is True
+    assert page.vectors_rebuilding and page.to_dict()["vectors_rebuilding"] is True
     # the recall tool: not an empty list the model reads as "never came up"
     tool = ConversationSearch(service.config, SimpleNamespace(search=service))
     wrapped = await tool.run({"query": PARAPHRASE})
@@ -82,3 +84,59 @@ async def test_every_door_says_search_by_meaning_is_incomplete(rebuilding: Any) 
     page = await service.search(PARAPHRASE)
     assert not page.vectors_incomplete and "vectors_incomplete" not in page.to_dict()
     assert page.results[0].conversation_id == "conv-car"
+
+
+async def test_a_rebuild_with_every_vector_made_is_not_said_incomplete(
+    tmp_path: Path, embedder: EmbeddingService
+) -> None:
+    # Regression: the daemon runs a rebuild at every start (it embeds what is missing,
+    # after the notes owed), and while it waited every search said "search by meaning
+    # is being rebuilt for a new model", with every vector made.
+    config = AppConfig(data_dir=tmp_path)
+    db = await open_index(tmp_path / "conversations.db")
+    for conv_id, (turns, abbreviation) in CONVERSATIONS.items():
+        await add_conversation(db, conv_id, turns, abbreviation=abbreviation)
+    service = SearchService(config, db, embedder)
+    assert await service.start()
+    assert service.vectors is not None
+    await service.vectors.reindex_all()
+    assert not service.vectors.stale
+    held = asyncio.Event()
+    rebuild = asyncio.create_task(service.vectors.reindex_all(after=held.wait()))
+    try:
+        await asyncio.sleep(0)
+        assert service.vectors.rebuilding
+        page = await service.search(PARAPHRASE)
+        assert not page.vectors_incomplete and page.results[0].conversation_id == "conv-car"
+    finally:
+        held.set()
+        await rebuild
+        await db.close()
+
+
+async def test_vectors_missing_at_open_are_said_incomplete(
+    tmp_path: Path, embedder: EmbeddingService
+) -> None:
+    # Turns indexed while keyword-only (the model did not load for a while) have no
+    # vector: the page says so until they are embedded, not only when the model changed.
+    config = AppConfig(data_dir=tmp_path)
+    db = await open_index(tmp_path / "conversations.db")
+    for conv_id, (turns, abbreviation) in CONVERSATIONS.items():
+        await add_conversation(db, conv_id, turns, abbreviation=abbreviation)
+    first = SearchService(config, db, embedder)
+    assert await first.start() and first.vectors is not None
+    await first.vectors.reindex_all()
+    await add_conversation(db, "conv-later", [("user", "The brakes squeal again on the bike")])
+    service = SearchService(config, db, embedder)
+    try:
+        assert await service.start()
+        page = await service.search(PARAPHRASE)
+        assert page.vectors_incomplete and not page.vectors_rebuilding
+        services: Any = SimpleNamespace(config=config, search=service)
+        # (on the web only: an empty page, which needs no conversation record)
+        answer = await search_answer(
+            services, f"{PARAPHRASE} channel:telegram", inbound("/search"), None
+        )
+        assert VECTORS_MISSING in answer.text and REBUILDING not in answer.text
+    finally:
+        await db.close()

@@ -201,6 +201,8 @@ async def test_another_model_under_the_same_name_marks_vectors_stale(  # type: i
             db, "conv-a", [("user", "one"), ("user", "two")], abbreviation="notes"
         )
         await vectors.index_turns("conv-a")
+        # (its notes too: a note without its vector is incomplete, stale as well)
+        await vectors.index_abbreviation("conv-a", "notes")
         reopened = VectorIndex(AppConfig(), db, same)
         assert await reopened.open() and not reopened.stale  # the same model: nothing to redo
         monkeypatch.setattr(bot.embedding, "_without_spinning", another_model)

@@ -20,7 +20,6 @@ from bot.labels import UNTITLED
 from bot.owner_days import local_day
 from bot.search.fusion import snippet
 from bot.search.query import STOP_WORDS, query_terms
-from bot.search.results import REBUILDING
 
 if TYPE_CHECKING:
     from bot.search import SearchResult, SearchService
@@ -32,8 +31,11 @@ OFFLINE_LABEL = "[offline mode: no language model is configured]"
 # the message itself and what the owner still sees above it.
 RECENT_TURNS = 10
 KEYWORD_ONLY = "keyword search only: conversations that say it in other words are not found"
-# The vectors are rebuilt (a new embedding model): the others not re-embedded yet, likewise.
-PARTIAL = f"{REBUILDING}: conversations that say it in other words may not be found"
+# Vectors missing (rebuilt after a new embedding model, or some failed to embed): the
+# conversations without theirs, likewise.
+PARTIAL = (
+    "search by meaning is incomplete: conversations that say it in other words may not be found"
+)
 # An e-mail turn may start with its subject, labelled ("Subject: Lisbon trip",
 # channels/email/inbound.py): the label is in every such turn, no word to recall by (it
 # recalled every earlier mail as related); the subject's own words are.

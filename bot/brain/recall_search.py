@@ -30,9 +30,9 @@ KEYWORD_ONLY_NOTE = (
     "subject never came up"
 )
 PARTIAL_NOTE = (
-    "search by meaning is being rebuilt (a new embedding model): conversations not "
-    "re-embedded yet were found only if they contain the query's words; try other words "
-    "(synonyms) before concluding that a subject never came up"
+    "search by meaning is incomplete (its vectors are being rebuilt or not all made yet): "
+    "conversations without theirs were found only if they contain the query's words; "
+    "try other words (synonyms) before concluding that a subject never came up"
 )
 # Scores are relative (the best scores 1), so the model is told when no result shares a
 # word with the query, and when none is even close in meaning (SearchPage.match).

@@ -55,8 +55,13 @@ class SearchResult:
         }
 
 
-# How the doors (/search, `my-agent search`) say a page's ``vectors_incomplete``.
-REBUILDING = "search by meaning is being rebuilt for a new model"
+# How the doors (/search, `my-agent search`) say a page's ``vectors_incomplete``: while
+# this process rebuilds them (a new model, a reindex, turns added while keyword-only),
+# else (a stopped daemon's store searched from the shell, embeddings that failed and wait
+# for the retry) what is true of them. "being rebuilt for a new model" was said by
+# `my-agent search` with the daemon stopped and every vector made.
+REBUILDING = "search by meaning is being rebuilt"
+VECTORS_MISSING = "search by meaning is incomplete: some conversations have no vectors yet"
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,9 @@ class SearchPage:
     # embedding model) or some failed to embed, and the conversations without theirs
     # were found by their words only (each door says so: a miss is not "never said")
     vectors_incomplete: bool = False
+    # of an incomplete page: this process is rebuilding them (the daemon), not only
+    # missing them (:func:`vectors_note`)
+    vectors_rebuilding: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -101,7 +109,15 @@ class SearchPage:
             out["match"] = self.match
         if self.vectors_incomplete:
             out["vectors_incomplete"] = True
+        if self.vectors_rebuilding:
+            out["vectors_rebuilding"] = True
         return out
+
+
+def vectors_note(page: SearchPage) -> str:
+    """What a door says of a page's ``vectors_incomplete``: :data:`REBUILDING` while
+    they are rebuilt, else :data:`VECTORS_MISSING`."""
+    return REBUILDING if page.vectors_rebuilding else VECTORS_MISSING
 
 
 # Below this cosine (all-MiniLM-L6-v2) the nearest turn or note of a query that shares no

@@ -157,6 +157,7 @@ class SearchService(QueryScoring):
             while len(self._listed) > _CURSORS:
                 self._listed.pop(next(iter(self._listed)))
         scored = listing.scored
+        incomplete = self._vectors_incomplete(scored.method)
         return SearchPage(
             results,
             next_cursor,
@@ -164,15 +165,17 @@ class SearchService(QueryScoring):
             scored.method,
             listing.total_exact,
             match=closeness(scored.method, scored.shares_words(), scored.best_cosine()),
-            vectors_incomplete=self._vectors_incomplete(scored.method),
+            vectors_incomplete=incomplete,
+            vectors_rebuilding=incomplete and self.vectors is not None and self.vectors.rebuilding,
         )
 
     def _vectors_incomplete(self, method: str) -> bool:
-        """Whether a hybrid ranking had only part of the vectors: they are rebuilt (a
-        new model dropped them all; in another process, the term vectors not complete
-        yet says so) or some failed to embed and wait for a retry."""
+        """Whether a hybrid ranking had only part of the vectors (``VectorIndex.stale``):
+        a new model dropped them all, turns were added while keyword-only, or some failed
+        to embed and wait for a retry. A rebuild running with nothing missing (the
+        daemon's at every start) is not: every search after a restart said so."""
         vectors = self.vectors
-        return method == "hybrid" and vectors is not None and (vectors.stale or vectors.rebuilding)
+        return method == "hybrid" and vectors is not None and vectors.stale
 
     async def _resolve(self, listing: Listing, state: cursors.Cursor, filters: Filters) -> set[str]:
         """The conversations listed before a cursor this process does not hold, found in

@@ -104,8 +104,9 @@ export async function runSearch(more) {
   // with the query, and when none is close in meaning either (SearchPage.match).
   if (page.match === "meaning") status += ". None uses these words: the closest by meaning.";
   if (page.match === "loose") status += ". Nothing uses these words or comes close in meaning: the nearest, probably unrelated.";
-  // The vectors are rebuilt (a new embedding model): a miss by meaning is not a miss.
-  if (page.vectors_incomplete) status += ". Search by meaning is being rebuilt for a new model: some conversations are found by their words only.";
+  // Vectors missing (rebuilt after a new model, or some failed to embed and wait for the
+  // retry): a miss by meaning is not a miss (bot/search/results.py vectors_note).
+  if (page.vectors_incomplete) status += ". Search by meaning is " + (page.vectors_rebuilding ? "being rebuilt" : "incomplete: some conversations have no vectors yet") + "; some are found by their words only.";
   if (nothing && !page.match && !page.vectors_incomplete) status += ".";
   if (page.no_words) status = "Nothing to search for: type words to look for.";
   $("search-status").textContent = status;
