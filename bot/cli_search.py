@@ -27,8 +27,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         return exitcodes.EX_USAGE
 
     from bot.owner_days import day_range, local_day, owner_zone
+    from bot.search.doors import count_line, vectors_note
     from bot.search.query import bounded_query, fts_parts
-    from bot.search.results import InvalidCursor, InvalidFilter, unrelated_mark, vectors_note
+    from bot.search.results import InvalidCursor, InvalidFilter, unrelated_mark
 
     if not args.query.strip():
         # `search ""` answered "no match (keyword)" and exit 0, as if searched
@@ -120,8 +121,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             )
             print_text(f"       {cut(' '.join((r.snippet or '').split()), 150)}")
         if page.next_cursor:  # the plain listing can be paged too, not only --json
-            found = f"{page.total}{'' if page.total_exact else '+'}"
-            print(f"({len(page.results)} of {found} shown; next page: --cursor {page.next_cursor})")
+            # the matches counted apart from the loosely related listed after them
+            print(f"({count_line(page)}; next page: --cursor {page.next_cursor})")
         return 0
 
     return int(asyncio.run(_with_services(config, _search)))

@@ -13,7 +13,8 @@ from bot.graphemes import cut, isolate, shorten
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import day_range, local_day, owner_zone
-from bot.search.results import InvalidFilter, SearchResult, unrelated_mark, vectors_note
+from bot.search.doors import count_line, matches_left, vectors_note
+from bot.search.results import InvalidFilter, SearchResult, unrelated_mark
 
 if TYPE_CHECKING:
     from bot.config import AppConfig
@@ -148,12 +149,11 @@ async def search_answer(
             }
         )
     if page.next_cursor:
-        # Five are shown: without this the owner took them for all there were.
-        total = f"{page.total}{'' if page.total_exact else '+'}"
-        lines.append(
-            f"{len(page.results)} of {total} shown; add words or a filter (channel:, from:, to:) "
-            "to narrow it down."
-        )
+        # Five are shown: without this the owner took them for all there were. The
+        # matches are counted apart from the nearest listed after them (count_line);
+        # narrowing down helps only when matches are left.
+        narrow = "; add words or a filter (channel:, from:, to:) to narrow it down"
+        lines.append(f"{count_line(page)}{narrow if matches_left(page) else ''}.")
     # The same results as data, for a channel that can link them (the dashboard
     # opens each conversation from its answer); the text is for the others.
     return CommandResult("\n".join(lines), extra={"heading": heading, "results": found})

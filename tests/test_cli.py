@@ -160,7 +160,8 @@ def test_search_pages_dates_and_channel_case(
     }
     # The plain listing says how to get the next page (it used to print no cursor).
     status, text = store.run("search", "Porto OR sourdough", "--limit", "1", capsys=capsys)
-    assert status == 0 and f"1 of 2 shown; next page: --cursor {first['next_cursor']}" in text
+    shown = f"1 of 2 matches shown; next page: --cursor {first['next_cursor']}"
+    assert status == 0 and shown in text
     # `conversations list --channel` ignores case too (it found nothing for "WEB").
     listed = store.json("conversations", "list", "--channel", "WEB", capsys=capsys)
     assert store.ids["web"] in json.dumps(listed)

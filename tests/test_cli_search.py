@@ -107,3 +107,25 @@ def test_an_error_inside_the_search_is_not_blamed_on_the_cursor(
     )
     err = capsys.readouterr().err
     assert "--cursor" not in err and "internal error" in err and "buffer is smaller" in err
+
+
+def test_the_count_of_a_page_leaves_out_the_loosely_related(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: "(1 of 5 shown; ...)" counted the nearest conversations the vector
+    # stage lists after the matches, read as five conversations about the query
+    # (tests/test_search_hybrid.py measures it with the model).
+    from bot.search import SearchService
+
+    search = SearchService.search
+
+    async def nearest(self: SearchService, *args: Any, **kwargs: Any) -> Any:
+        page = await search(self, *args, **kwargs)
+        return replace(page, method="hybrid", total=page.total + 3, loose=3)
+
+    monkeypatch.setattr(SearchService, "search", nearest)
+    status, text = store.run("search", "Porto OR sourdough", "--limit", "1", capsys=capsys)
+    assert status == 0
+    assert "(1 of 2 matches shown, 3 others probably unrelated; next page: --cursor " in text
+    page = store.json("search", "Porto OR sourdough", "--limit", "1", capsys=capsys)
+    assert page["total"] == 5 and page["loose"] == 3

@@ -724,7 +724,7 @@ async def test_search_command_says_when_more_conversations_matched(core: Core) -
         await core.say("/new", channel="web")
     answer = await core.say("/search boiler pressure")
     assert answer.splitlines()[-1] == (
-        "5 of 7 shown; add words or a filter (channel:, from:, to:) to narrow it down."
+        "5 of 7 matches shown; add words or a filter (channel:, from:, to:) to narrow it down."
     )
     await core.say("the kayak is in the boathouse", channel="web")
     assert "shown" not in await core.say("/search kayak boathouse")

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from bot.command_search import search_answer
 from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService
+from bot.search.doors import count_line
 from tests.recall_helpers import add_conversation, open_index
+from tests.support import inbound
 
 CONVERSATIONS = {
     "conv-car": (
@@ -244,3 +249,40 @@ async def test_a_full_width_query_ranks_as_its_ascii_form(store) -> None:  # typ
     assert [(r.conversation_id, r.score) for r in wide_page.results] == [
         (r.conversation_id, r.score) for r in ascii_page.results
     ]
+
+
+class _NoRecords:
+    """``services.conversations`` for /search over this bare index: no records, so each
+    result is named by the index row."""
+
+    async def get(self, conv_id: str) -> None:
+        return None
+
+
+async def test_the_total_counts_the_matches_apart_from_the_loosely_related(store) -> None:  # type: ignore[no-untyped-def]
+    # Regression: the vector stage lists the nearest conversations whatever they are,
+    # and `total` counted them all: /search said "5 of 6 shown" for one conversation
+    # about brakes, read as six conversations about them.
+    _, service = store
+    page = await service.search("grinding brake noise", limit=5)
+    assert page.total == 6 and page.loose == 5 and page.to_dict()["loose"] == 5
+    assert [r.match for r in page.results] == ["words", "loose", "loose", "loose", "loose"]
+    assert count_line(page) == "5 shown: 1 of 1 match, 4 of 5 probably unrelated"
+    services: Any = SimpleNamespace(
+        config=service.config, search=service, conversations=_NoRecords()
+    )
+    answer = await search_answer(services, "grinding brake noise", inbound("/search"), None)
+    # no "add words to narrow it down": the one match is shown, the rest are unrelated
+    assert answer.text.splitlines()[-1] == "5 shown: 1 of 1 match, 4 of 5 probably unrelated."
+    # more matches than shown: they are counted, the unrelated ones apart
+    two = await service.search("brake sourdough invoices", limit=2)
+    matches = two.total - two.loose
+    assert matches == 3 and [r.match for r in two.results] == ["words", "words"]
+    assert count_line(two) == f"2 of 3 matches shown, {two.loose} others probably unrelated"
+    # a page of nothing but the nearest says so
+    loose = await service.search("quantum chromodynamics lattice gauge theory", limit=2)
+    assert loose.loose == loose.total == 6
+    assert count_line(loose) == "2 of 6 shown, all probably unrelated"
+    # a keyword-only search lists only what shares the words
+    keyword = await SearchService(service.config, service.db).search("brake", limit=1)
+    assert keyword.loose == 0

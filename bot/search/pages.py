@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from bot.db import SyncConn
-from bot.search.fusion import Ranked, snippet
+from bot.search.fusion import Ranked, Scored, snippet
 from bot.search.query import query_terms
-from bot.search.results import SearchResult
+from bot.search.results import SearchResult, closeness
 
 
 def search_results(
@@ -67,3 +69,31 @@ def conversation_rows(conn: SyncConn, conv_ids: list[str]) -> dict[str, tuple[An
             conv_ids,
         )
     }
+
+
+def loose_count(scored: Scored) -> int:
+    """How many of the ranked conversations are only loosely related to the query: the
+    ``match`` each would get as a result (:meth:`Scored.conversation`) is "loose", none
+    of its turns or its title sharing a word and none of its windows or notes coming
+    close in meaning. ``total`` counts them too (the vector stage lists the nearest
+    whatever they are), and "5 of 57 shown" read as 57 conversations on the subject.
+    Counted over the kept rows in numpy, per conversation code (not a result built for
+    each of them)."""
+    if scored.method != "hybrid" or not scored.conversations:
+        return 0
+    rows, kept = scored.rows, scored.order
+    size = int(rows.codes.max()) + 1 if len(rows.codes) else 0
+    words, near = np.zeros(size), np.zeros(size)
+    codes = rows.codes[kept]
+    np.maximum.at(words, codes, scored.kw_raw[kept])
+    np.maximum.at(near, codes, scored.vec_raw[kept])
+    code_of = {rows.conv[i]: int(rows.codes[i]) for i in kept.tolist()}
+    loose = 0
+    for conv, _ in scored.conversations:
+        code = code_of.get(conv)
+        shared = max(float(words[code]) if code is not None else 0.0, scored.titles.get(conv, 0.0))
+        close = max(
+            float(near[code]) if code is not None else 0.0, scored.abbreviations.get(conv, 0.0)
+        )
+        loose += closeness(scored.method, shared, close) == "loose"
+    return loose

@@ -71,6 +71,10 @@ class SearchPage:
     match more turns than the ranking read, and the pages after the ranked ones list the
     rest (:mod:`bot.search.tail`). ``no_words``: the query had nothing to look for.
 
+    ``loose``: how many of ``total`` are only loosely related to the query (their own
+    ``match`` "loose", listed after the matches as the nearest): the doors count the
+    matches apart from them (:func:`bot.search.doors.count_line`).
+
     A query with no word ("?!", "🔥🚀") is not searched: the model reads it as its
     unknown token, so its "nearest" turns were any, listed as a perfect match (score 1).
     """
@@ -80,6 +84,9 @@ class SearchPage:
     total: int
     method: str
     total_exact: bool = True
+    # of ``total``, the conversations only loosely related (each result's ``match``
+    # "loose"): "5 of 57 shown" counted them, read as 57 conversations on the subject
+    loose: int = 0
     # the query held no word to look for (only punctuation, symbols or emoji): nothing
     # was searched, and each door says so instead of "no match"
     no_words: bool = False
@@ -92,7 +99,7 @@ class SearchPage:
     # were found by their words only (each door says so: a miss is not "never said")
     vectors_incomplete: bool = False
     # of an incomplete page: this process is rebuilding them (the daemon), not only
-    # missing them (:func:`vectors_note`)
+    # missing them (:func:`bot.search.doors.vectors_note`)
     vectors_rebuilding: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,6 +109,7 @@ class SearchPage:
             "total": self.total,
             "total_exact": self.total_exact,
             "method": self.method,
+            "loose": self.loose,
         }
         if self.no_words:
             out["no_words"] = True
@@ -112,12 +120,6 @@ class SearchPage:
         if self.vectors_rebuilding:
             out["vectors_rebuilding"] = True
         return out
-
-
-def vectors_note(page: SearchPage) -> str:
-    """What a door says of a page's ``vectors_incomplete``: :data:`REBUILDING` while
-    they are rebuilt, else :data:`VECTORS_MISSING`."""
-    return REBUILDING if page.vectors_rebuilding else VECTORS_MISSING
 
 
 # Below this cosine (all-MiniLM-L6-v2) the nearest turn or note of a query that shares no

@@ -23,7 +23,7 @@ from bot.owner_days import owner_zone
 from bot.search import cursor as cursors
 from bot.search.fusion import Ranked, Scored
 from bot.search.keyword import DocFreqs
-from bot.search.pages import conversation_rows, search_results
+from bot.search.pages import conversation_rows, loose_count, search_results
 from bot.search.query import bounded_query, fts_parts
 from bot.search.results import (
     Filters,
@@ -158,12 +158,15 @@ class SearchService(QueryScoring):
                 self._listed.pop(next(iter(self._listed)))
         scored = listing.scored
         incomplete = self._vectors_incomplete(scored.method)
+        if listing.loose is None:  # once per ranking: its later pages count the same
+            listing.loose = loose_count(scored)
         return SearchPage(
             results,
             next_cursor,
             listing.known,
             scored.method,
             listing.total_exact,
+            loose=listing.loose,
             match=closeness(scored.method, scored.shares_words(), scored.best_cosine()),
             vectors_incomplete=incomplete,
             vectors_rebuilding=incomplete and self.vectors is not None and self.vectors.rebuilding,

@@ -44,6 +44,10 @@ class Listing:
     saturated: bool = False  # the keyword stage (turns, or keyword-only notes) was cut
     tail: list[Ranked] | None = None  # read on demand: None until a page needs it
     tail_complete: bool = True
+    # of the ranked conversations, those only loosely related to the query
+    # (:func:`bot.search.pages.loose_count`; the tail's share its words): None until a
+    # page first counts them
+    loose: int | None = None
 
     @property
     def known(self) -> int:

@@ -88,9 +88,18 @@ export async function runSearch(more) {
   state.search = { query: q, params: params.toString(), cursor: page.next_cursor };
   for (const res of page.results) list.appendChild(renderResult(res, page.match));
   rove(list, ".result-title");
-  // total_exact false: more turns match than the ranking read; "more" lists the rest
-  const total = page.total + (page.total_exact === false ? "+" : "");
-  let status = total + " conversation" + (page.total === 1 && page.total_exact !== false ? "" : "s") + " found" + (page.method ? " (" + page.method + ")" : "");
+  // total_exact false: more turns match than the ranking read; "more" lists the rest.
+  // The loosely related listed after the matches (page.loose) are counted apart: "57
+  // conversations found" counted every nearest one the vector stage listed.
+  const loose = page.loose || 0;
+  const matches = page.total - loose;
+  const exact = page.total_exact !== false;
+  const method = page.method ? " (" + page.method + ")" : "";
+  let status = matches > 0
+    ? matches + (exact ? "" : "+") + " conversation" + (matches === 1 && exact ? "" : "s") + " found" + method
+    : "No conversation found" + method;
+  // (a page of nothing but those says so below, with the match)
+  if (loose && matches > 0) status += ", " + loose + " more probably unrelated";
   // "0 conversations found (keyword)" read like a fault of the search
   const nothing = !more && !page.results.length;
   if (nothing) {

@@ -524,6 +524,33 @@ async def test_the_search_panel_says_when_nothing_shares_the_querys_words(
     await expect(status).to_have_text("Nothing to search for: type words to look for.")
 
 
+async def test_the_search_panel_counts_the_loosely_related_apart(page: Page, stack: Stack) -> None:
+    # Regression: "6 conversations found (hybrid)" for one conversation that shares the
+    # query's words and the five nearest the vector stage lists after it (SearchPage.loose).
+    found = {
+        "conversation_id": "conv-brakes",
+        "title": "Brakes",
+        "channel": "web",
+        "snippet": "a grinding brake noise",
+        "turn_range": "turn 1",
+        "matched_turns": [1],
+        "timestamp": "2026-01-10T10:00:00.000Z",
+        "match": "words",
+    }
+    body = {"results": [found], "next_cursor": None, "total": 6, "total_exact": True}
+
+    async def answer(route: Route) -> None:
+        await route.fulfill(json={**body, "method": "hybrid", "loose": 5})
+
+    await page.route("**/api/search?q=*", answer)
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="search"]')
+    await search(page, "brake")
+    await expect(page.locator("#search-status")).to_have_text(
+        "1 conversation found (hybrid), 5 more probably unrelated"
+    )
+
+
 async def test_load_older_after_a_flood_shows_every_message(page: Page, stack: Stack) -> None:
     # Regression: after a flood (60 questions, then their answers: bot/arrivals.py) the
     # chat opened on answers 11-60 and "Load older messages" asked for what came before
