@@ -157,6 +157,26 @@ class ConversationUpdates:
                 rec.needs_abbreviation = True
         return len(changed)
 
+    async def mark_abbreviation_failed(self, conv_ids: builtins.list[str], failed: bool) -> int:
+        """Record whether the last pass over each of ``conv_ids`` failed
+        (``abbreviation_failed``, :mod:`bot.schema_failures`), in one statement that
+        writes only the rows it changes; returns how many. Operational only, like the
+        flag: ``my-agent status`` tells "failed, to retry" from "not yet written" by it."""
+        if not conv_ids:
+            return 0
+        ids = json.dumps(conv_ids)
+
+        def record(conn: Any) -> int:
+            return int(
+                conn.execute(
+                    "UPDATE conversations SET abbreviation_failed = ? WHERE "
+                    "abbreviation_failed <> ? AND id IN (SELECT value FROM json_each(?))",
+                    (int(failed), int(failed), ids),
+                ).rowcount
+            )
+
+        return int(await self.index.db.run(record))
+
     async def mark_notes_behind(self, conv_id: str) -> None:
         """The notes miss a line of the last turn number (a reply that landed after them,
         sharing its question's number): ``abbreviated_turn`` goes below ``turn_count``, so

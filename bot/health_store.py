@@ -16,6 +16,7 @@ from bot.health_pages import NOT_CHECKED, fts_integrity, page_check, pages_check
 from bot.index import NOTES_OWED
 from bot.index_rescue import PAGES_DAMAGED, PAGES_OK
 from bot.recovery import PENDING_REPLIES
+from bot.schema_failures import FAILED_COLUMN
 from bot.status_reads import connect_readonly
 from bot.transcript_lines import line_value, well_formed
 
@@ -29,6 +30,14 @@ STAND_INS = (
     " AND substr(abbreviation, 1, ?) = ?"
 )
 STAND_IN_ARGS = (len(OFFLINE_NOTES_HEADER), OFFLINE_NOTES_HEADER)
+# Of the conversations owed notes, those whose last pass failed (bot/schema_failures.py)
+# or that have a stand-in (written because the model failed; a rebuilt index keeps it
+# from the transcript, not the failure): "failed, to retry". The others have simply not
+# been written yet (idle, queued at a start or after a reindex, a stop's unfinished queue).
+FAILED_NOTES = (
+    f"SELECT count(*) FROM conversations WHERE {NOTES_OWED} AND ({{failed}}"
+    "(needs_abbreviation = 1 AND substr(abbreviation, 1, ?) = ?))"
+)
 
 
 def connect_ro(path: Path) -> Any:
@@ -58,10 +67,9 @@ def index_counts(conn: Any) -> dict[str, Any]:
             conn,
             f"SELECT count(*) FROM conversations WHERE {NOTES_OWED}",
         ),
-        # of those, flagged by a failed or unfinished pass: retried by the sweep
-        "abbreviations_to_retry": _scalar(
-            conn, "SELECT count(*) FROM conversations WHERE needs_abbreviation = 1"
-        ),
+        # of those, the ones whose notes failed: retried by the sweep (the flag alone
+        # counted the idle ones a reindex or a start queues, never tried)
+        "abbreviations_to_retry": _failed_notes(conn),
         # of those, summarised meanwhile by the offline stand-in (searchable, not the
         # model's notes); without a model, only offline notes whose embedding failed
         "offline_stand_ins": _scalar(conn, STAND_INS, STAND_IN_ARGS),
@@ -74,6 +82,14 @@ def index_counts(conn: Any) -> dict[str, Any]:
         ),
         **vector_counts(conn),
     }
+
+
+def _failed_notes(conn: Any) -> int:
+    """:data:`FAILED_NOTES`, on an index the daemon has not migrated to version 13 yet
+    (status reads it as it is) by the stand-ins alone."""
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(conversations)")}
+    failed = "abbreviation_failed = 1 OR " if FAILED_COLUMN in columns else ""
+    return _scalar(conn, FAILED_NOTES.format(failed=failed), STAND_IN_ARGS)
 
 
 def vector_counts(conn: Any) -> dict[str, Any]:

@@ -45,13 +45,25 @@ def _count(n: int, one: str, many: str = "") -> str:
 
 
 def _pending_notes(counts: dict[str, Any]) -> str:
-    """``2 (1 to retry)``, and how many of those the offline stand-in summarises until
-    the model writes their notes (they read as noted, and the model still owes them)."""
-    retry = f"{counts['pending_abbreviations']} ({counts['abbreviations_to_retry']} to retry"
-    stand_ins = int(counts.get("offline_stand_ins") or 0)
-    if stand_ins:
-        retry += f", {_count(stand_ins, 'offline stand-in')} owed to the model"
-    return retry + ")"
+    """``3 (1 failed, to retry; 2 not yet written)``, with how many of the failed the
+    offline stand-in summarises until the model writes their notes (they read as noted,
+    and the model still owes them). Right after ``my-agent reindex`` every idle
+    conversation without notes read "to retry", as if its notes had failed: they are
+    queued, never tried (``abbreviations_to_retry`` counts the failures alone)."""
+    pending = int(counts["pending_abbreviations"])
+    failed = int(counts["abbreviations_to_retry"])
+    if not pending:
+        return "0"
+    parts = []
+    if failed:
+        retry = f"{failed} failed, to retry"
+        stand_ins = int(counts.get("offline_stand_ins") or 0)
+        if stand_ins:
+            retry += f", {_count(stand_ins, 'offline stand-in')} owed to the model"
+        parts.append(retry)
+    if pending > failed:
+        parts.append(f"{pending - failed} not yet written")
+    return f"{pending} ({'; '.join(parts)})"
 
 
 def _vectors(counts: dict[str, Any]) -> str:

@@ -238,6 +238,7 @@ def _index_v9(conn: SyncConn) -> None:
 
 
 def _index_migrations() -> list[Migration]:
+    from bot.schema_failures import index_v13
     from bot.schema_fts import index_v8
     from bot.schema_notes import index_v10
     from bot.schema_notices import index_v11
@@ -256,6 +257,7 @@ def _index_migrations() -> list[Migration]:
         index_v10,
         index_v11,
         index_v12,
+        index_v13,
     ]
 
 

@@ -260,9 +260,11 @@ def _as_written_before(path: Path) -> None:
             "VALUES (?, ?, ?, ?, ?)",
             rows,
         )
-        # nor the tables of the migrations after it (12: the titles' keyword index)
+        # nor the tables of the migrations after it (12: the titles' keyword index; 13:
+        # the failed notes' column)
         conn.execute("DROP TABLE titles_fts")
         conn.execute("DROP TABLE titles")
+        conn.execute("ALTER TABLE conversations DROP COLUMN abbreviation_failed")
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.commit()
     finally:

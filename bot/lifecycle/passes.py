@@ -74,7 +74,7 @@ class AbbreviationPasses:
                 # write per conversation) kept the worker busy 3.8 s for 15,000.
                 deferred = [conv_id, *self.queue.take_waiting()]
                 self.counters["deferred"] += len(deferred)
-                await self._flag(*deferred)
+                await self._flag(*deferred, failed=True)  # (the model's failure)
                 return
             self.counters["deferred"] += 1
         late = conv_id in self._late_replies
@@ -91,9 +91,10 @@ class AbbreviationPasses:
             self.counters["failed"] += 1
             if late:  # the retry must still rewrite them (the notes cover the turn number)
                 self._late_replies.add(conv_id)
-            await self._flag(conv_id)
+            await self._flag(conv_id, failed=True)
             return
         self.counters[outcome.status] += 1
+        await self._record(outcome, down)
         if outcome.embedded is False:
             self.counters["embedding_failed"] += 1
         if outcome.error is not None and not down and self.abbreviator.method == "llm":
@@ -149,14 +150,36 @@ class AbbreviationPasses:
         except Exception:
             log.exception("could not mark the notes of %s for a rewrite", conv_id)
 
-    async def _flag(self, *conv_ids: str) -> None:
+    async def _flag(self, *conv_ids: str, failed: bool = False) -> None:
+        """Flag ``conv_ids`` for a pass (``needs_abbreviation``); ``failed``: their pass
+        failed or could not be made (the model down), recorded apart from a pass not
+        made yet (a stop's queue), which ``my-agent status`` counts as not yet written."""
         try:
             # Only where not set already: while the model is down, each sweep defers every
             # conversation owed notes through here.
             await self.conversations.flag_needs_abbreviation(list(conv_ids))
+            if failed:
+                await self.conversations.mark_abbreviation_failed(list(conv_ids), True)
         except Exception:
             # Still safe: abbreviated_turn < turn_count makes the next start queue them.
             log.exception("could not mark %s for abbreviation", ", ".join(conv_ids[:5]))
+
+    async def _record(self, outcome: Outcome, down: bool) -> None:
+        """Record whether a pass failed (``abbreviation_failed``): the model's error (its
+        offline stand-in written or not), the embedding of the notes, or the model down
+        (not asked); notes written and embedded clear it."""
+        failed = (
+            outcome.status == "failed"
+            or outcome.error is not None
+            or outcome.embedded is False
+            or (down and outcome.status == "skipped")
+        )
+        if not failed and outcome.status not in ("abbreviated", "embedded"):
+            return  # nothing was written: nothing to record
+        try:
+            await self.conversations.mark_abbreviation_failed([outcome.conversation_id], failed)
+        except Exception:  # operational only: the flag still owes the notes
+            log.exception("could not record the pass over %s", outcome.conversation_id)
 
     def _note_late_reply(self, conv_id: str, turn: dict[str, Any], rec: Any) -> bool:
         """A reply to a turn the notes already cover, or landing while they are written

@@ -80,6 +80,40 @@ async def test_failed_abbreviation_is_retried_on_the_sweep(
     assert not row.needs_abbreviation and row.abbreviated_turn == 3
 
 
+async def _failed(core: Core, conv: str) -> bool:
+    row = await core.db.fetchone(
+        "SELECT abbreviation_failed FROM conversations WHERE id = ?", (conv,)
+    )
+    assert row is not None
+    return bool(row[0])
+
+
+async def test_a_failed_pass_is_recorded_apart_from_a_pass_not_made(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # `my-agent status` counted every flagged conversation "to retry": the flag is also
+    # set for notes never tried (a reindex, every start, a stop's unfinished queue).
+    # A failure is recorded apart (abbreviation_failed), and cleared by notes written.
+    model.abbreviation = unavailable()
+    lifecycle = await make_lifecycle(model)
+    conv = await _chatted(core)
+    clock.advance(600)
+    await lifecycle.run_due()
+    assert (await core.row(conv)).needs_abbreviation and await _failed(core, conv)
+    model.abbreviation = "User asked about the NAS backup; RAID settled."
+    clock.advance(300)
+    await lifecycle.run_due()
+    assert not (await core.row(conv)).needs_abbreviation and not await _failed(core, conv)
+    # flagged by a stop before its pass: owed, not failed
+    model.gate = asyncio.Event()
+    other = await _chatted(core, 1)
+    lifecycle.enqueue(other)
+    await asyncio.sleep(0)
+    assert await lifecycle.stop(timeout=0.05) == [other]
+    assert (await core.row(other)).needs_abbreviation and not await _failed(core, other)
+    model.gate.set()
+
+
 async def test_failed_abbreviation_is_retried_after_a_restart(
     core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
 ) -> None:
@@ -313,7 +347,8 @@ async def test_a_model_outage_defers_the_rest_of_the_queue_to_the_sweep(
     assert model.count("abbreviation") == 1  # one failure, the others are not attempted
     assert lifecycle.status()["deferred"] == 2
     for conv in convs:
-        assert (await core.row(conv)).needs_abbreviation
+        # (deferred for the model's failure: `my-agent status` counts them to retry)
+        assert (await core.row(conv)).needs_abbreviation and await _failed(core, conv)
     model.abbreviation = "Notes once the model is back."
     clock.advance(600)  # sweeps pass; the outage pause is over
     await lifecycle.run_due()
@@ -321,7 +356,7 @@ async def test_a_model_outage_defers_the_rest_of_the_queue_to_the_sweep(
     for conv in convs:
         row = await core.row(conv)
         assert row.abbreviation == "Notes once the model is back."
-        assert not row.needs_abbreviation
+        assert not row.needs_abbreviation and not await _failed(core, conv)
 
 
 @pytest.mark.parametrize("refusal", ["", RequestRefused("request refused (400): too long")])

@@ -27,8 +27,9 @@ async def _conversation(services: Any, notes: str | None, *, owed: bool) -> Any:
     if notes is not None:
         extra = {"needsAbbreviation": True} if owed else {}
         await services.conversations.set_abbreviation(rec.id, notes, 1, **extra)
-    elif owed:
+    elif owed:  # a failed pass: flagged, and the failure recorded
         await services.conversations.mark_needs_abbreviation(rec.id, True)
+        await services.conversations.mark_abbreviation_failed([rec.id], True)
     return await services.conversations.get(rec.id)
 
 
@@ -59,7 +60,9 @@ async def test_status_counts_the_offline_stand_ins_owed_to_the_model(tmp_path: P
     ) in lines
     assert report["counts"]["offline_stand_ins"] == 2
     text = healthcheck.format_text(report)
-    assert "abbreviations pending: 3 (3 to retry, 2 offline stand-ins owed to the model)" in text
+    assert (
+        "abbreviations pending: 3 (3 failed, to retry, 2 offline stand-ins owed to the model)"
+    ) in text
 
 
 async def test_without_a_model_offline_notes_are_no_stand_ins(tmp_path: Path) -> None:
