@@ -158,7 +158,9 @@ def vectors_missing(conn: SyncConn) -> bool:
     if turn is not None:
         return True
     note = conn.execute(
-        "SELECT 1 FROM conversations c WHERE c.abbreviation <> '' AND NOT EXISTS "
+        # (notes of only blanks get no vector: VectorIndex.index_abbreviation)
+        "SELECT 1 FROM conversations c WHERE trim(c.abbreviation, ' ' || char(9, 10, 13)) <> '' "
+        "AND NOT EXISTS "
         "(SELECT 1 FROM abbreviation_vectors a WHERE a.conversation_id = c.id) LIMIT 1"
     ).fetchone()
     return note is not None
