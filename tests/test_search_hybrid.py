@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from bot.brain.tools import RecallTools
 from bot.command_search import search_answer
 from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
@@ -286,3 +288,13 @@ async def test_the_total_counts_the_matches_apart_from_the_loosely_related(store
     # a keyword-only search lists only what shares the words
     keyword = await SearchService(service.config, service.db).search("brake", limit=1)
     assert keyword.loose == 0
+    # the recall tool counts them apart too, and marks each one
+    tools = RecallTools(service.config, SimpleNamespace(search=service))
+    out = await tools.search_conversations({"query": "grinding brake noise", "limit": 5})
+    found = json.loads(out.split("\n", 2)[2].rsplit("\n</recalled_data>", 1)[0])
+    assert found["totalMatches"] == 1 and found["probablyUnrelated"] == 5
+    assert [r.get("probablyUnrelated", False) for r in found["results"]] == [False] + [True] * 4
+    out = await tools.search_conversations({"query": "quantum chromodynamics", "limit": 2})
+    found = json.loads(out.split("\n", 2)[2].rsplit("\n</recalled_data>", 1)[0])
+    assert found["totalMatches"] == 6 and found["match"] == "loose"  # the note says it
+    assert "probablyUnrelated" not in found

@@ -182,6 +182,9 @@ class ConversationSearch:
             )
         results = []
         total = page.total
+        # the nearest conversations listed after the matches, probably unrelated: counted
+        # apart, or the model read "totalMatches: 57" as 57 conversations on the subject
+        loose = page.loose if page.match != "loose" else 0
         match = page.match
         for r in page.results:
             item = {
@@ -195,16 +198,23 @@ class ConversationSearch:
                 "score": round(float(r.score), 4),
                 "topics": list(r.topics),
             }
+            if loose and r.match == "loose":
+                item["probablyUnrelated"] = True
             if current is not None and r.conversation_id == current[0]:
                 if not await self._without_current(item, r, current[1]):
                     total -= 1
+                    loose -= bool(loose and r.match == "loose")
                     # The page's words may be the message's own: what the rest shares
                     # with the query is said by the other conversations alone.
                     match = _others_match(page, current[0])
                     continue
             await self._label_group_snippet(item, r)
             results.append(item)
-        found = {"results": results[:limit], "totalMatches": max(total, len(results[:limit]))}
+        shown = results[:limit]
+        related = sum(1 for item in shown if not item.get("probablyUnrelated"))
+        found = {"results": shown, "totalMatches": max(total - loose, related)}
+        if loose:
+            found["probablyUnrelated"] = loose
         if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
             found["totalIsLowerBound"] = True
         if page.method != "hybrid":
