@@ -86,21 +86,28 @@ async def test_every_door_says_search_by_meaning_is_incomplete(rebuilding: Any) 
     assert page.results[0].conversation_id == "conv-car"
 
 
+async def _every_vector_made(
+    tmp_path: Path, embedder: EmbeddingService
+) -> tuple[AppConfig, Any, SearchService]:
+    """An index of :data:`CONVERSATIONS` whose turns and notes all have their vectors."""
+    config = AppConfig(data_dir=tmp_path)
+    db = await open_index(tmp_path / "conversations.db")
+    for conv_id, (turns, abbreviation) in CONVERSATIONS.items():
+        await add_conversation(db, conv_id, turns, abbreviation=abbreviation)
+    service = SearchService(config, db, embedder)
+    assert await service.start() and service.vectors is not None
+    await service.vectors.reindex_all()
+    return config, db, service
+
+
 async def test_a_rebuild_with_every_vector_made_is_not_said_incomplete(
     tmp_path: Path, embedder: EmbeddingService
 ) -> None:
     # Regression: the daemon runs a rebuild at every start (it embeds what is missing,
     # after the notes owed), and while it waited every search said "search by meaning
     # is being rebuilt for a new model", with every vector made.
-    config = AppConfig(data_dir=tmp_path)
-    db = await open_index(tmp_path / "conversations.db")
-    for conv_id, (turns, abbreviation) in CONVERSATIONS.items():
-        await add_conversation(db, conv_id, turns, abbreviation=abbreviation)
-    service = SearchService(config, db, embedder)
-    assert await service.start()
-    assert service.vectors is not None
-    await service.vectors.reindex_all()
-    assert not service.vectors.stale
+    _, db, service = await _every_vector_made(tmp_path, embedder)
+    assert service.vectors is not None and not service.vectors.stale
     held = asyncio.Event()
     rebuild = asyncio.create_task(service.vectors.reindex_all(after=held.wait()))
     try:
@@ -119,13 +126,7 @@ async def test_vectors_missing_at_open_are_said_incomplete(
 ) -> None:
     # Turns indexed while keyword-only (the model did not load for a while) have no
     # vector: the page says so until they are embedded, not only when the model changed.
-    config = AppConfig(data_dir=tmp_path)
-    db = await open_index(tmp_path / "conversations.db")
-    for conv_id, (turns, abbreviation) in CONVERSATIONS.items():
-        await add_conversation(db, conv_id, turns, abbreviation=abbreviation)
-    first = SearchService(config, db, embedder)
-    assert await first.start() and first.vectors is not None
-    await first.vectors.reindex_all()
+    config, db, _ = await _every_vector_made(tmp_path, embedder)
     await add_conversation(db, "conv-later", [("user", "The brakes squeal again on the bike")])
     service = SearchService(config, db, embedder)
     try:
