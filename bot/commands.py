@@ -33,7 +33,7 @@ from bot.command_syntax import (
 from bot.events import InboundMessage
 from bot.graphemes import isolate
 from bot.index import ConversationRecord
-from bot.labels import TITLE_MAX, clip_title, escalated_party_ids
+from bot.labels import TITLE_MAX, clip_title, escalated_party_ids, plain_title
 from bot.model_switch import model_refusal
 from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
@@ -304,8 +304,6 @@ def rename_answer(args: str, target: str | None = None) -> tuple[str, str | None
     title = clip_title(args)
     if not title:
         return "Usage: /rename <title>", None
-    clipped = (
-        f" (titles are kept to {TITLE_MAX} characters)" if title != " ".join(args.split()) else ""
-    )
+    clipped = f" (titles are kept to {TITLE_MAX} characters)" if title != plain_title(args) else ""
     renamed = f"Renamed {target} to" if target else "Renamed to"
     return f"{renamed}: {isolate(title)}{clipped}", title

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.hooks import EventBus
 from bot.index import ConversationIndex, ConversationRecord
-from bot.labels import clip_title
+from bot.labels import clip_title, plain_title
 from bot.record_cache import RecordCache
 from bot.transcript_lines import Line, event_line
 
@@ -86,6 +86,9 @@ class ConversationUpdates:
     ) -> ConversationRecord | None:
         """Automatic naming; never overrides a manual title. ``extra``: more event fields
         (the ``usage`` and ``cost`` of the naming call)."""
+        # Controls out as for a rename (bot.labels.plain_title): a model's or a party's
+        # words make these titles. Not clipped: naming keeps its own length rules.
+        title = plain_title(title) if title else title
         # The check and the write under one lock: checked before waiting for it, a
         # /rename being written meanwhile went first and was then overwritten.
         async with self._lock(conv_id):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -20,13 +21,23 @@ log = logging.getLogger("my_agent.labels")
 
 UNTITLED = "New conversation"  # what the dashboard shows until a conversation is named
 TITLE_MAX = 80  # characters of a title given by the owner (/rename, the dashboard)
+# C0, DEL and C1 controls (Unicode category Cc). A title is shown on a phone, in the
+# dashboard and the CLI, and written to logs: a NUL made journalctl show the log line as
+# "[blob data]", and an ESC sequence recoloured the owner's terminal.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def plain_title(text: str) -> str:
+    """``text`` as any title is stored (a rename, an automatic name): each control
+    character a space, then white space folded to single spaces on one line."""
+    return " ".join(_CONTROLS.sub(" ", text).split())
 
 
 def clip_title(text: str) -> str:
-    """A title as the owner's rename keeps it: white space folded, at most
+    """A title as the owner's rename keeps it: :func:`plain_title`, at most
     :data:`TITLE_MAX` characters; a longer one ends at a word with "…". Cut at 80 bare,
     "…and a very long title" was kept as "…and a very long ti", with nothing to say so."""
-    title = " ".join(text.split())
+    title = plain_title(text)
     if len(title) <= TITLE_MAX:
         return title
     kept = cut(title, TITLE_MAX - 1)  # between graphemes: never half an emoji

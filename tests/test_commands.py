@@ -432,6 +432,20 @@ async def test_a_long_rename_ends_at_a_word_and_says_it_was_shortened(core: Core
     assert await core.say("/rename Lisbon") == "Renamed to: Lisbon"
 
 
+async def test_rename_and_naming_keep_no_control_characters(core: Core) -> None:
+    """Regression: /rename and the automatic naming stored NUL, ESC and C1 controls in a
+    title (shown on a phone, in the dashboard and the CLI, and written to the log)."""
+    await core.say("hi")
+    answer = await core.say("/rename Tax\x00return\x1b[2J 2026\x9b")
+    rec = (await core.s.conversations.list())[0]
+    assert rec.title == "Tax return [2J 2026"
+    # not "kept to 80 characters": nothing was cut
+    assert answer == "Renamed to: Tax return [2J 2026"
+    auto = await core.s.conversations.create("web")
+    await core.s.conversations.set_title_topics(auto.id, "Garden\x00\x1bNotes\x07", [], 5)
+    assert (await core.s.conversations.require(auto.id)).title == "Garden Notes"
+
+
 async def test_help_says_new_takes_a_first_message(core: Core) -> None:
     """Regression: /help listed "/new - start a fresh conversation" alone, though README
     documents ``/new [first message]`` (that message starts the new conversation)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.labels import UNTITLED, display_title
+from bot.labels import UNTITLED, clip_title, display_title, plain_title
 
 FSI, PDI = "\u2068", "\u2069"
 
@@ -16,3 +16,14 @@ def test_a_right_to_left_part_is_isolated_in_the_line() -> None:
     # left-to-right text is left as it was: nothing to isolate
     assert display_title("telegram", "Tax return", {"contact": "Ann"}, []) == "Ann · Tax return"
     assert display_title("web", None, {}, []) == UNTITLED
+
+
+def test_titles_are_free_of_control_characters() -> None:
+    # Regression: clip_title only folded white space, so a NUL, an ESC sequence or a C1
+    # control stayed in a title (journalctl showed its log line as "[blob data]").
+    assert plain_title("Tax\x00return\x1b[31m 2026\x85\x9f\x7f") == "Tax return [31m 2026"
+    assert clip_title("\x00\x07 Trip\x1bplan \x00") == "Trip plan"
+    assert clip_title("\x00\x01\x9b") == ""
+    # what is not a control stays: a zero-width joiner spells emoji and words
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    assert clip_title(f"{family} Café") == f"{family} Café"

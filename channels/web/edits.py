@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.conversations import ConversationNotFound
-from bot.labels import clip_title
+from bot.labels import clip_title, plain_title
 from bot.model_switch import model_refusal
 from channels.web.tabs import Client
 from channels.web.views import conversation_updated
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 async def rename_conversation(hub: WsHub, client: Client, data: dict[str, Any]) -> None:
     """Give the named conversation (or the one in view) a manual title."""
     cid = data.get("conversationId") or client.conversation_id
-    title = str(data.get("title") or "").strip()[:200]
+    # (controls count as nothing here too: "\x00" alone was no title, yet not refused)
+    title = plain_title(str(data.get("title") or ""))[:200]
     if not cid and title:
         # The title the page shows for a chat with no conversation yet ("/rename"
         # typed there), told again to a server that reconnected.

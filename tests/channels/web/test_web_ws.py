@@ -125,6 +125,20 @@ async def test_rename_broadcasts_and_persists(ws_factory, stack: Stack) -> None:
     assert rec.title == "Teapot inventory" and rec.manually_named
 
 
+async def test_a_dashboard_rename_drops_control_characters(ws_factory, stack: Stack) -> None:
+    # Regression: a title from the dashboard kept NUL and ESC; one made only of them was
+    # not refused as "nothing to rename" either.
+    conv = await stack.services.conversations.create("web")
+    tab = await ws_factory()
+    await tab.send(type="rename_conversation", conversationId=conv.id, title="\x00\x1b")
+    err = await tab.wait_for(lambda f: f["type"] == "error")
+    assert err["message"] == "nothing to rename"
+    await tab.send(type="rename_conversation", conversationId=conv.id, title="Tea\x00\x1bpot")
+    renamed = await tab.wait_for(lambda f: f["type"] == "conversation_renamed")
+    assert renamed["title"] == "Tea pot"
+    assert (await stack.services.conversations.require(conv.id)).title == "Tea pot"
+
+
 async def test_renaming_an_unknown_conversation_is_an_error_not_a_crash(ws_factory) -> None:
     # Regression: an id that is not (or no longer) a conversation raised in the handler;
     # the tab got "internal error" and the log a traceback.
