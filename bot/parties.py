@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,22 @@ NAME_CHARS = 64
 def visible(text: str) -> str:
     """``text`` without :data:`_UNSEEN` characters (line breaks and tabs stay)."""
     return _UNSEEN.sub("", text)
+
+
+# What an escalation quotes of a message with nothing to see: a message of zero-width
+# characters was quoted as an empty pair of quotes, as if the party had sent nothing.
+NO_VISIBLE_TEXT = "(no visible text)"
+# Blank letters that draw nothing (Hangul fillers, the braille blank): not Cf or Z*.
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` draws nothing: only white space, controls, format characters
+    (the zero-width joiners :func:`visible` keeps) and blank letters."""
+    return all(
+        c in _BLANK_LETTERS or unicodedata.category(c) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+        for c in text
+    )
 
 
 def shown_name(name: str) -> str:

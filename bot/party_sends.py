@@ -22,7 +22,7 @@ from bot.events import Attachment, InboundMessage, OutboundMessage, iso, utcnow
 from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.owner_notices import notice_due
-from bot.parties import PartyRecord, visible
+from bot.parties import NO_VISIBLE_TEXT, PartyRecord, shows_nothing, visible
 from bot.turn_recorder import reply_target
 
 if TYPE_CHECKING:
@@ -164,10 +164,14 @@ class PartySends:
         # Every line of theirs is marked as quoted: a line of their text ("/trust p..."
         # or "Message from Mom, a known contact") cannot pass for one of ours; and each
         # is isolated, so right-to-left words do not reorder the marks around them.
-        lines = [isolate(line) for line in quoted.splitlines()] or [""]
-        lines[0] = "\u201c" + lines[0]
-        lines[-1] += "\u201d"
-        quoted = "\n".join(f"> {line}" for line in lines)
+        if shows_nothing(quoted):
+            # Said so, unquoted: not their words. (Their file keeps what they sent.)
+            quoted = f"> {NO_VISIBLE_TEXT}"
+        else:
+            lines = [isolate(line) for line in quoted.splitlines()]
+            lines[0] = "\u201c" + lines[0]
+            lines[-1] += "\u201d"
+            quoted = "\n".join(f"> {line}" for line in lines)
         body = (
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
             f"{quoted}\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.parties import party_handle, shown_name, visible
+from bot.parties import party_handle, shown_name, shows_nothing, visible
 from bot.services import open_services
 from tests.conftest import (
     RecordingChannel,
@@ -69,3 +69,38 @@ def test_joiners_that_spell_words_and_emoji_stay_visible() -> None:
     assert visible(f"{family} {persian}") == f"{family} {persian}"
     assert visible("a\u200bb\u202ec\u2066d") == "abcd"
     assert shown_name("x" * 62 + family) == "x" * 62 + "\u2026"
+
+
+async def test_a_message_of_invisible_characters_is_said_to_show_nothing(tmp_path: Path) -> None:
+    # Regression: a stranger's message of zero-width characters only was escalated as an
+    # empty quote ("> \u201c\u201d"), as if nothing had come; their file keeps it as sent.
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    )
+    services = await open_services(config)
+    telegram = RecordingChannel("telegram")
+    await attach_channel(services, telegram)
+    text = "\u200b\u200d\u2060 \u3164"
+    try:
+        await services.router.deliver(inbound(text, sender=STRANGER, sender_name="Eve"))
+        await settle(services)
+        (escalation,) = [m for m in telegram.sent if m.kind == "escalation"]
+        lines = escalation.text.splitlines()
+        assert lines[1] == "> (no visible text)", lines
+        assert "\u201c" not in escalation.text
+        pid = party_handle("telegram", STRANGER)
+        said = await services.external.messages(pid)
+        assert [m["content"] for m in said if m["direction"] == "in"] == [text]
+    finally:
+        await shutdown_services(services)
+
+
+def test_what_shows_nothing() -> None:
+    assert shows_nothing("\u200b\u200d\u2060\ufeff \n\t\u2800\u115f")
+    assert shows_nothing("")
+    # one letter, emoji or mark that draws is something
+    assert not shows_nothing("\u200b.")
+    assert not shows_nothing("\U0001f468\u200d\U0001f469")
+    assert not shows_nothing("\u200b\u0301")
