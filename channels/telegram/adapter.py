@@ -28,6 +28,7 @@ from bot.events import OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.telegram.albums import Albums
 from channels.telegram.callbacks import ReplyPrompts
+from channels.telegram.decode_errors import ShortDecodeErrors
 from channels.telegram.edits import EditHistory
 from channels.telegram.group_names import GroupNames
 from channels.telegram.ignored_groups import IgnoredGroups
@@ -76,6 +77,7 @@ class TelegramChannel(TelegramReceiver):
         api = TelegramAPIServer.from_base(cfg.api_base) if cfg.api_base else PRODUCTION
         self.session = AiohttpSession(api=api)
         self.session.middleware(KeepResponseTypes())
+        self.session.middleware(ShortDecodeErrors())  # an HTML 502 page logged on one line
         self.bot = Bot(token=cfg.token, session=self.session)
         self.menus = OwnerMenus(self.bot, _owner_ids(config))
         self.sender = TelegramSender(self.bot, cfg, sleep=sleep)

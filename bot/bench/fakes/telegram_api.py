@@ -42,6 +42,15 @@ _JSON_FIELDS = frozenset(
 
 
 @dataclass
+class RawAnswer:
+    """An answer that is not the Bot API's JSON (a proxy's HTML error page)."""
+
+    status: int
+    body: str
+    content_type: str
+
+
+@dataclass
 class ApiCall:
     """One request the client made (params decoded; JSON fields parsed)."""
 
@@ -73,7 +82,7 @@ class FakeTelegramServer(UpdateInjection, SendMethods):
         self._history: list[dict[str, Any]] = []
         self._next_update_id = 1000
         self._message_ids: dict[int, int] = defaultdict(lambda: 100)
-        self._failures: dict[str, deque[ApiError]] = defaultdict(deque)
+        self._failures: dict[str, deque[ApiError | RawAnswer]] = defaultdict(deque)
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._closing = False
@@ -121,6 +130,13 @@ class FakeTelegramServer(UpdateInjection, SendMethods):
             retry_after = 1
         for _ in range(times):
             self._failures[method.lower()].append(ApiError(code, description, retry_after))
+
+    def answer_raw_next(
+        self, method: str, body: str, *, status: int = 502, content_type: str = "text/html"
+    ) -> None:
+        """Answer the next call of ``method`` with ``body`` as it is, not JSON: what a
+        proxy in front of Telegram sends when it cannot reach it (an HTML 502 page)."""
+        self._failures[method.lower()].append(RawAnswer(status, body, content_type))
 
     def calls_of(self, method: str) -> list[dict[str, Any]]:
         return [c.params for c in self.calls if c.method.lower() == method.lower()]
@@ -170,8 +186,13 @@ class FakeTelegramServer(UpdateInjection, SendMethods):
             if request.match_info["token"] != self.token:
                 raise ApiError(401, "Unauthorized")
             queued = self._failures.get(method.lower())
-            if queued:
-                raise queued.popleft()
+            failure = queued.popleft() if queued else None
+            if isinstance(failure, RawAnswer):
+                return web.Response(
+                    status=failure.status, text=failure.body, content_type=failure.content_type
+                )
+            if failure is not None:
+                raise failure
             result = await self._dispatch(method.lower(), params)
         except ApiError as exc:
             body: dict[str, Any] = {

@@ -1,5 +1,6 @@
 """Answers of Telegram that only the owner can fix, told through the host's alerts: a
-token of the wrong form (404 to getMe), another instance polling with the token (409)."""
+token of the wrong form (404 to getMe), another instance polling with the token (409);
+and an answer that is not Telegram's at all (a proxy's HTML page), logged on one line."""
 
 from __future__ import annotations
 
@@ -7,12 +8,22 @@ import json
 import logging
 
 import pytest
+from aiogram.exceptions import ClientDecodeError
 
 from bot.bench.fakes.telegram_api import FakeTelegramServer
+from bot.events import OutboundMessage
 from channels.telegram import poll_conflict
 from channels.telegram.adapter import TelegramChannel
+from channels.telegram.decode_errors import EXCERPT_CHARS, excerpt
 
-from .conftest import OWNER_ID, ManualClock, RecordingHost, telegram_config, wait_until
+from .conftest import (
+    OWNER_ID,
+    ManualClock,
+    RecordingHost,
+    SleepRecorder,
+    telegram_config,
+    wait_until,
+)
 
 
 async def test_a_404_to_get_me_is_a_refused_token_told_and_cleared(
@@ -89,3 +100,43 @@ async def test_another_instance_polling_is_told_once_and_cleared_when_it_stops(
         assert ch.problems() == [] and host.alerts[-1] == ("telegram", "conflict", None)
     finally:
         await ch.stop()
+
+
+BAD_GATEWAY = (
+    "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    "<center><h1>502 Bad Gateway</h1></center>\r\n" + "<!-- padding -->\n" * 200 + "</html>"
+)
+
+
+async def test_an_html_answer_is_logged_on_one_line_with_an_excerpt(
+    tg_server: FakeTelegramServer,
+    host: RecordingHost,
+    sleeps: SleepRecorder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Regression: a proxy's HTML 502 page in place of Telegram's JSON was logged as
+    # "Telegram polling failed (Failed to decode object\nCaused from error: ...\nContent:
+    # <html>...)": several lines and the whole body (journalctl showed a page of HTML).
+    caplog.set_level(logging.WARNING, logger="my_agent.telegram")
+    tg_server.answer_raw_next("getUpdates", BAD_GATEWAY)
+    tg_server.answer_raw_next("sendMessage", BAD_GATEWAY)
+    ch = TelegramChannel(telegram_config(tg_server.base_url), None, sleep=sleeps)
+    await ch.start(host)
+    try:
+        tg_server.inject_message(OWNER_ID, "still here")
+        await host.wait_delivered(1, timeout=15)
+        with pytest.raises(ClientDecodeError) as raised:  # still aiogram's error
+            await ch.send(OutboundMessage("telegram", str(OWNER_ID), "hello"))
+    finally:
+        await ch.stop()
+    [line] = [r.getMessage() for r in caplog.records if "polling failed" in r.getMessage()]
+    for text in (line, str(raised.value)):
+        assert "\n" not in text and "\r" not in text and len(text) < 400, text
+        assert "JSONDecodeError" in text and "502 Bad Gateway" in text
+        assert "<html>\\r\\n<head>" in text and "</html>" not in text
+        assert f"({len(BAD_GATEWAY) - EXCERPT_CHARS} more characters)" in text
+
+
+def test_an_excerpt_escapes_controls_and_says_what_was_cut() -> None:
+    assert excerpt("a\nb\tc\x1b[0m\x85\u2028") == "a\\nb\\tc\\x1b[0m\\x85\\u2028"
+    assert excerpt("é" * 5, limit=3) == "ééé… (2 more characters)"
