@@ -16,6 +16,10 @@ from typing import Any, Literal
 ChannelName = str  # "web" | "telegram" | "email" | "test" (free-form so tests can add fakes)
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+# The text of a message that said nothing, as the channels store it: every such Telegram
+# message (no text, no caption), and the owner's mail of no subject and a blank body. The
+# transcript then shows that something came, not an empty turn.
+EMPTY_MESSAGE_LABEL = "[empty message]"
 
 
 def utcnow() -> datetime:

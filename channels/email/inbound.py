@@ -13,7 +13,7 @@ import logging
 from collections.abc import Collection
 
 from bot.config.channels import EmailChannelConfig
-from bot.events import InboundMessage, iso
+from bot.events import EMPTY_MESSAGE_LABEL, InboundMessage, iso
 from bot.mail_subjects import is_forward_subject
 from channels.email.auth import AuthVerdict, verify_sender
 from channels.email.compose import answer_addresses, is_reply_subject, one_line, subject_base
@@ -168,6 +168,11 @@ def to_inbound(
             mail.message_id,
             ", ".join(ignored),
         )
+    if not text.strip() and verdict.verified and sender.lower() in owner:
+        # The owner's mail of no subject and a blank body was an empty turn; Telegram's
+        # label says something came. A third party's stays as it came (their file keeps
+        # what they sent; the brain shows the model a stand-in for it).
+        text = EMPTY_MESSAGE_LABEL
     reply_to = [] if answer_to == [sender] else answer_to
     others = [a for a in reply_to if a != sender and a not in owner and a not in readers]
     readers = [*readers, *others]

@@ -20,7 +20,7 @@ from aiogram.types import Chat, Message, MessageEntity
 
 from bot.command_syntax import COMMANDS, parse_command
 from bot.config.channels import TelegramGroupConfig
-from bot.events import Attachment, InboundMessage, utcnow
+from bot.events import EMPTY_MESSAGE_LABEL, Attachment, InboundMessage, utcnow
 from bot.identity import ANONYMOUS_ADMIN, ANONYMOUS_ADMIN_NAME
 from channels.telegram.keyboards import command_from_prompt
 from channels.telegram.media import content_type, describe_media, in_placeholder
@@ -239,7 +239,7 @@ def translate_message(
         # the same command and the core's dedup drops it. Before, "[edited] /model
         # opus" went to the model and nothing switched.
     if not body:
-        body = "[empty message]"
+        body = EMPTY_MESSAGE_LABEL
 
     # ``/new@other_bot`` is another bot's, even where everything else is ours: in a
     # group set to ``respond: always`` and in a private chat too (pasted from elsewhere,

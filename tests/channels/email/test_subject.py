@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.events import OutboundMessage
+from bot.events import EMPTY_MESSAGE_LABEL, OutboundMessage
 from bot.keyword_titles import keyword_title, keyword_topics
 from channels.email.adapter import EmailChannel
 from channels.email.inbound import subject_line
@@ -147,3 +147,24 @@ def test_a_subject_the_text_only_begins_like_is_still_shown() -> None:
     assert subject_line("Taxi", "Taxi to the airport at 6?", None) is None
     assert subject_line("Taxi!", "Taxi! To the airport.", None) is None
     assert subject_line("Trip planning", "trip  planning: Lisbon", None) is None
+
+
+async def test_the_owners_blank_mail_is_labelled_as_telegram_labels_it(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, channels: list[EmailChannel]
+) -> None:
+    # Regression: the owner's mail of no subject and a blank body was stored as an empty
+    # user turn, where Telegram stores "[empty message]" for the same thing.
+    folder = await create_folder(pymap.port)
+    host = FakeHost()
+    await start(channels, make_config(tmp_path, pymap.port, smtp.port, folder), host)
+    await append(pymap.port, folder, mail(1, subject="", body="  \n\n \n"))
+    # a third party's stays as it came (their file keeps what they sent)
+    await append(pymap.port, folder, mail(2, sender="ann@example.org", subject="", body="\n"))
+    got = {mail_id(m.message_id): m for m in await host.wait_for(2)}
+    blank = got["<m1@example.org>"]
+    assert blank.text == EMPTY_MESSAGE_LABEL
+    # the rest of the mail is as before: no subject, its id and headers, no "full body"
+    assert blank.subject is None and blank.message_ref == "<m1@example.org>"
+    assert blank.sender_id == OWNER and blank.identity_verified
+    assert blank.metadata["to"] and "full_body" not in blank.metadata
+    assert got["<m2@example.org>"].text == ""
