@@ -99,12 +99,14 @@ async def requeue_unsent_replies(
     session 20). An empty outbox (a lost state.db) re-sends nothing, and what came before
     both (an older state.db's history, put back) is never checked.
 
-    Of those, a reply is queued only where a crash could have cut it from its row
-    (:func:`_cut_by_a_crash`): after its conversation's last reply that has a row (one
-    reply is in flight per conversation), or, in a conversation none of whose replies
-    has a row, inside the time window. A transcript copied into the store while the
-    daemon was stopped (another machine's, a backup's) is caught up after the anchor,
-    and before session 35 every reply in it was sent again.
+    Of those, a reply in a conversation none of whose replies has a row is queued only
+    inside the time window (:func:`_cut_by_a_crash`): a transcript copied into the store
+    while the daemon was stopped (another machine's, a backup's) is caught up after the
+    anchor, and before session 35 every reply in it was sent again. Where the
+    conversation has rows, any reply without one is queued: replies of one conversation
+    are not written strictly in turn order (a kill -9 under load left turn 26's reply
+    without its row and turn 27's with one), so "older than its last queued reply" says
+    nothing.
 
     ``stop`` set ends it between two replies (thousands took 80 s after a SIGTERM before
     session 27): they are queued in the index's order, so the newest rows then anchor
@@ -122,7 +124,7 @@ async def requeue_unsent_replies(
         (anchor, since),
     )
     queued = 0
-    last_rows: dict[str, int | None] = {}
+    has_rows: dict[str, bool] = {}
     for conv_id, turn, content, channel, recall, stamp in rows:
         if stop is not None and stop.is_set():
             log.info("stop asked for: the replies never queued are left for the next start")
@@ -130,12 +132,13 @@ async def requeue_unsent_replies(
         key = f"{conv_id}:{turn}:reply"
         if await services.outbox.has_key(key):
             continue
-        if conv_id not in last_rows:
-            last_rows[conv_id] = await _last_reply_with_row(services, conv_id)
-        if not _cut_by_a_crash(turn, str(stamp), last_rows[conv_id], since):
+        if conv_id not in has_rows:
+            has_rows[conv_id] = await _has_reply_rows(services, conv_id)
+        if not _cut_by_a_crash(str(stamp), has_rows[conv_id], since):
             log.info(
-                "reply to %s turn %d has no outbox row but was not cut from it by a crash "
-                "(a transcript copied in, or an older state.db): not sent again",
+                "reply to %s turn %d has no outbox row, nor has any reply of its "
+                "conversation, and is older than the last run (a transcript copied in): "
+                "not sent again",
                 conv_id,
                 turn,
             )
@@ -162,29 +165,21 @@ async def requeue_unsent_replies(
     return queued
 
 
-def _cut_by_a_crash(turn: int, stamp: str, last_with_row: int | None, since: str) -> bool:
+def _cut_by_a_crash(stamp: str, has_rows: bool, since: str) -> bool:
     """Whether a reply turn without an outbox row can be one a crash cut from its row:
-    later than its conversation's last reply that has one, or, when none has, stamped
-    inside the window (``since`` on)."""
-    if last_with_row is not None:
-        return turn > last_with_row
-    return stamp >= since
+    any, in a conversation some of whose replies have rows; else one stamped inside
+    the window (``since`` on)."""
+    return has_rows or stamp >= since
 
 
-async def _last_reply_with_row(services: Services, conv_id: str) -> int | None:
-    """The last turn of ``conv_id`` whose reply has an outbox row (None: none has)."""
-    keys = await services.state.fetchall(
-        # the unique index on dedup_key: every key that starts with "<conv_id>:"
-        "SELECT dedup_key FROM outbox WHERE dedup_key > ? AND dedup_key < ?",
-        (f"{conv_id}:", f"{conv_id};"),
+async def _has_reply_rows(services: Services, conv_id: str) -> bool:
+    """Whether some reply of ``conv_id`` has an outbox row."""
+    row = await services.state.fetchone(
+        # the unique index on dedup_key: the keys that start with "<conv_id>:"
+        "SELECT 1 FROM outbox WHERE dedup_key > ? AND dedup_key < ? AND dedup_key LIKE ? LIMIT 1",
+        (f"{conv_id}:", f"{conv_id};", "%:reply"),
     )
-    turns = [
-        int(middle)
-        for (key,) in keys
-        for middle in [str(key)[len(conv_id) + 1 :].removesuffix(":reply")]
-        if str(key).endswith(":reply") and middle.isdigit()
-    ]
-    return max(turns, default=None)
+    return row is not None
 
 
 # No anchor: past every index row, so that only the time window applies.

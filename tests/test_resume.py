@@ -108,19 +108,3 @@ async def test_replies_in_a_transcript_copied_in_while_stopped_are_not_sent_agai
             assert not await restarted.outbox.has_key(f"{copied.id}:{turn}:reply")
     finally:
         await shutdown_services(restarted)
-
-
-async def test_a_reply_older_than_its_conversations_last_queued_one_is_not_sent_again(
-    services: Any,
-) -> None:
-    """One reply is in flight per conversation: a crash cuts only replies after the last
-    one that has its row. An earlier one without a row is not a crash's (an older
-    state.db put back)."""
-    rec = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
-    first = await _exchange(services, rec.id, "no row", queued=False)
-    await _exchange(services, rec.id, "queued", queued=True)
-    assert await requeue_unsent_replies(services) == 0
-    assert not await services.outbox.has_key(f"{rec.id}:{first}:reply")
-    last = await _exchange(services, rec.id, "cut", queued=False)
-    assert await requeue_unsent_replies(services) == 1
-    assert await services.outbox.has_key(f"{rec.id}:{last}:reply")
