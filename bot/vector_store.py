@@ -73,6 +73,13 @@ def not_searchable_here(conn: SyncConn, model_id: str, probe: np.ndarray | None)
     )
 
 
+def terms_complete(conn: SyncConn, model_id: str, build_terms: bool) -> bool:
+    """Whether the word vectors of soft coverage cover every turn in ``model_id``'s
+    space, as :func:`prepare` finds them, for a process that writes nothing. Reads only."""
+    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (TERMS_KEY,)).fetchone()
+    return build_terms and row is not None and row[0] == model_id
+
+
 def prepare(
     conn: SyncConn,
     model_id: str,
@@ -269,5 +276,6 @@ __all__ = [
     "read_windows",
     "store_abbreviation",
     "store_turn_vectors",
+    "terms_complete",
     "vectors_missing",
 ]

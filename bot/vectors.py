@@ -52,6 +52,7 @@ from bot.vector_store import (
     read_windows,
     store_abbreviation,
     store_turn_vectors,
+    terms_complete,
     vectors_missing,
 )
 
@@ -136,20 +137,32 @@ class VectorIndex(VectorRebuild, VectorSearch):
         model_id = self.embedder.model_id
         dims = self.embedder.dimensions
         probe = getattr(self.embedder, "probe", None)  # (test stubs have none)
-        if not self.rebuilds:  # nothing written: the daemon's to build or rebuild
+        if self.rebuilds:
+            self.stale, self.terms_ready, lost = await self.db.run(
+                functools.partial(
+                    prepare_telling,
+                    model_id=model_id,
+                    dims=dims,
+                    build_terms=self.build_terms,
+                    probe=probe,
+                )
+            )
+        else:
+            # A reading command writes nothing: it may run beside the daemon (its write
+            # lock), on a copy or a read-only mount. prepare() rewrote index_meta (model,
+            # probe, word vectors' key) at every `my-agent search`; what is there is read.
             why = await self.db.run(lambda c: not_searchable_here(c, model_id, probe), write=False)
             if why is not None:
                 log.warning("%s: searching by keyword only", why)
                 return False
-        self.stale, self.terms_ready, lost = await self.db.run(
-            functools.partial(
-                prepare_telling,
-                model_id=model_id,
-                dims=dims,
-                build_terms=self.build_terms,
-                probe=probe,
+            self.terms_ready = await self.db.run(
+                lambda c: terms_complete(c, model_id, self.build_terms), write=False
             )
-        )
+            lost = None
+            if self.build_terms and not self.terms_ready:
+                # only the ranking's soft features are left out: every turn is still
+                # found by meaning, so no door says anything of it
+                log.debug("word vectors incomplete: ranking without soft coverage")
         # ``stale`` says the vectors search by meaning reads are incomplete (each door
         # says so): missing ones count too (turns added while keyword-only), and a
         # reading command, which rebuilds nothing, leaves out the word vectors that only
@@ -170,7 +183,7 @@ class VectorIndex(VectorRebuild, VectorSearch):
                 lost,
                 model_id,
             )
-        elif self.stale:
+        elif self.stale and self.rebuilds:
             # a first build (or turns indexed while keyword-only): normal, not a fault;
             # it was a WARNING "stale or incomplete" on every new owner's first start
             log.info(

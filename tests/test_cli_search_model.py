@@ -161,3 +161,36 @@ def test_a_search_before_any_vector_writes_nothing(
     meta = conn.execute("SELECT key FROM index_meta WHERE key LIKE 'embedding%'").fetchall()
     conn.close()
     assert meta == []
+
+
+def _files(index: Path) -> dict[str, tuple[bytes, int]]:
+    """The index's files (``conversations.db`` and its ``-wal`` / ``-shm``): their bytes
+    and modification times."""
+    return {
+        p.name: (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(index.parent.glob(f"{index.name}*"))
+        if not p.name.endswith("-shm")  # (the readers' shared index, not the data)
+    }
+
+
+@pytest.mark.parametrize("terms", [True, False], ids=["word-vectors", "no-word-vectors"])
+def test_a_search_of_a_stopped_daemons_store_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], terms: bool
+) -> None:
+    # Regression: `my-agent search` opened the vectors as the daemon does (prepare): it
+    # created the vector tables and rewrote index_meta (the model, its probe) at every
+    # search, a write to the owner's index from a reading command, which may run beside
+    # the daemon, on a copy or a read-only mount. It reads what is there.
+    config_path, index = _embedded_store(tmp_path)
+    if not terms:  # (word vectors incomplete: ranked without the soft features)
+        _write(index, "DELETE FROM index_meta WHERE key = ?", TERMS_KEY)
+    before = _files(index)
+    # no word of the conversation's ("Plan the trip to Porto in May"): found by meaning
+    out = json.loads(_search(config_path, capsys, "--json").out)
+    assert out["method"] == "hybrid" and "vectors_incomplete" not in out
+    capsys.readouterr()
+    assert cli.main(["--config", str(config_path), "search", "holiday in Portugal"]) == 0
+    captured = capsys.readouterr()
+    assert "(no conversation uses these words: the closest by meaning)" in captured.out
+    assert "Porto" in captured.out and "search by meaning" not in captured.out
+    assert _files(index) == before
