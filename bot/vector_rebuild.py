@@ -52,6 +52,7 @@ class VectorRebuild:
     db: Database
     embedder: EmbeddingService
     stale: bool
+    missing: bool
     build_terms: bool
     terms_ready: bool
     _knn: VectorMatrices | None
@@ -118,6 +119,9 @@ class VectorRebuild:
         await self._prune()
         await self._load_matrix(logging.DEBUG)  # open() said the count already
         self.stale = failed > 0  # retry_unfinished (the lifecycle's sweep) finishes it
+        # every conversation was embedded but those recorded: only theirs are missing
+        # (word vectors that failed leave the soft features out, nobody is missed)
+        self.missing = bool(self._unfinished)
         # every start runs this: with nothing to do, it is not news
         log.log(
             logging.INFO if failed or terms or any(done.values()) else logging.DEBUG,
@@ -201,6 +205,7 @@ class VectorRebuild:
             await asyncio.sleep(0)
         failed += not await self._complete_terms()
         self.stale = failed > 0
+        self.missing = bool(self._unfinished)
         log.info(
             "retried unfinished vectors: %d turn windows, %d abbreviations (%d failed)",
             done["turns"],

@@ -95,7 +95,11 @@ class VectorIndex(VectorRebuild, VectorSearch):
         self._knn: VectorMatrices | None = None  # loaded by open()
         self._lock = asyncio.Lock()  # one writer: background indexing is serial
         self._ready = False
+        # ``stale``: a rebuild is owed (missing vectors, a new model's, or the word
+        # vectors of soft coverage); ``missing``: turn or note vectors are missing, which
+        # search by meaning reads (each door says so: SearchPage.vectors_incomplete)
         self.stale = False
+        self.missing = False
         # Whether this process rebuilds the vectors of another model (the daemon, the
         # reindex): a reading command (``my-agent search``) sets False, so that opening
         # with another model than the store's does not drop what it will never rebuild.
@@ -163,12 +167,12 @@ class VectorIndex(VectorRebuild, VectorSearch):
                 # only the ranking's soft features are left out: every turn is still
                 # found by meaning, so no door says anything of it
                 log.debug("word vectors incomplete: ranking without soft coverage")
-        # ``stale`` says the vectors search by meaning reads are incomplete (each door
-        # says so): missing ones count too (turns added while keyword-only), and a
-        # reading command, which rebuilds nothing, leaves out the word vectors that only
-        # the daemon's rebuild completes
-        missing = await self.db.run(vectors_missing, write=False)
-        self.stale = missing or (self.stale and self.rebuilds)
+        # What search by meaning reads (turn and note vectors) is incomplete: missing ones
+        # (turns added while keyword-only, a new model's drop) and each door says so. The
+        # word vectors are not counted: the daemon's ``stale`` owes them to its rebuild,
+        # a reading command rebuilds nothing.
+        self.missing = await self.db.run(vectors_missing, write=False)
+        self.stale = self.missing or (self.stale and self.rebuilds)
         if self.terms.dims != dims:
             # The model's own count, which the embedder takes over a config that says
             # otherwise (embedding.dimensions): the cache made before the load read the
@@ -225,7 +229,7 @@ class VectorIndex(VectorRebuild, VectorSearch):
                 raise
             except Exception:
                 self._unfinished.add(conversation_id)  # retried by retry_unfinished
-                self.stale = True
+                self.stale = self.missing = True
                 raise
         self._unfinished.discard(conversation_id)
         return count

@@ -22,6 +22,7 @@ from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService
 from bot.search.results import REBUILDING, VECTORS_MISSING
+from bot.term_vectors import META_KEY as TERMS_KEY
 from bot.vector_store import META_KEY
 from tests.recall_helpers import add_conversation, open_index
 from tests.support import inbound
@@ -119,6 +120,35 @@ async def test_a_rebuild_with_every_vector_made_is_not_said_incomplete(
         held.set()
         await rebuild
         await db.close()
+
+
+async def test_completing_only_the_word_vectors_is_not_said_incomplete(
+    tmp_path: Path, embedder: EmbeddingService
+) -> None:
+    # Regression: with every turn and note embedded, a daemon whose word vectors (soft
+    # coverage's ranking features) were incomplete (an index from before their table, a
+    # stop before its rebuild reached them) said at every search "search by meaning is
+    # being rebuilt", though no conversation was missed by meaning.
+    config, db, _ = await _every_vector_made(tmp_path, embedder)
+    await db.run(lambda c: c.execute("DELETE FROM index_meta WHERE key = ?", (TERMS_KEY,)))
+    service = SearchService(config, db, embedder)
+    assert await service.start() and service.vectors is not None
+    # a rebuild is owed (the word vectors), nothing that search by meaning reads is missing
+    assert service.vectors.stale and not service.vectors.terms_ready
+    held = asyncio.Event()
+    rebuild = asyncio.create_task(service.vectors.reindex_all(after=held.wait()))
+    try:
+        await asyncio.sleep(0)
+        assert service.vectors.rebuilding
+        page = await service.search(PARAPHRASE)
+        assert not page.vectors_incomplete and not page.vectors_rebuilding
+        assert "vectors_incomplete" not in page.to_dict()
+        assert page.results[0].conversation_id == "conv-car"
+    finally:
+        held.set()
+        await rebuild
+    assert service.vectors.terms_ready and not service.vectors.stale
+    await db.close()
 
 
 async def test_vectors_missing_at_open_are_said_incomplete(

@@ -173,12 +173,14 @@ class SearchService(QueryScoring):
         )
 
     def _vectors_incomplete(self, method: str) -> bool:
-        """Whether a hybrid ranking had only part of the vectors (``VectorIndex.stale``):
-        a new model dropped them all, turns were added while keyword-only, or some failed
-        to embed and wait for a retry. A rebuild running with nothing missing (the
-        daemon's at every start) is not: every search after a restart said so."""
+        """Whether a hybrid ranking had only part of the turn and note vectors
+        (``VectorIndex.missing``): a new model dropped them all, turns were added while
+        keyword-only, or some failed to embed and wait for a retry. Not a rebuild with
+        nothing missing (the daemon's at every start: every search after a restart said
+        so), nor one completing only the word vectors of soft coverage, which change the
+        ranking's features and miss no conversation (``VectorIndex.stale`` counted them)."""
         vectors = self.vectors
-        return method == "hybrid" and vectors is not None and vectors.stale
+        return method == "hybrid" and vectors is not None and vectors.missing
 
     async def _resolve(self, listing: Listing, state: cursors.Cursor, filters: Filters) -> set[str]:
         """The conversations listed before a cursor this process does not hold, found in
