@@ -277,3 +277,12 @@ def create_vector_tables(conn: SyncConn, dimensions: int) -> None:
     conn.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS turns_vec USING vec0(embedding FLOAT[{dimensions}])"
     )
+
+
+def vector_tables_exist(conn: SyncConn) -> bool:
+    """Whether both sqlite-vec tables of :func:`create_vector_tables` exist. Reads only."""
+    names = {"abbreviations_vec", "turns_vec"}
+    rows = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", tuple(names)
+    ).fetchall()
+    return {str(r[0]) for r in rows} == names

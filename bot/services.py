@@ -27,7 +27,7 @@ from bot.journal_files import journal_lock_path, lock_holder
 from bot.outbox import Outbox
 from bot.recovery import recover
 from bot.replies import ReplyEngine
-from bot.schema import create_vector_tables
+from bot.schema import create_vector_tables, vector_tables_exist
 from bot.search import SearchService
 from bot.service_databases import DatabaseOpenError, IndexCorrupt, close_all, open_databases
 from bot.service_parts import Services
@@ -161,7 +161,10 @@ async def _open_services(
     _check_data_dir(config)
     index_db, state = await open_databases(config, exclusive)
     opened = [index_db, state]
-    if index_db.vec_available:
+    if index_db.vec_available and not await index_db.run(vector_tables_exist, write=False):
+        # Only when missing: even with nothing to create it was a write transaction, and
+        # a reading command beside the daemon waited for its write lock, then failed
+        # "database is locked" (exit 70) while the daemon wrote.
         dims = config.embedding.dimensions
         await index_db.run(lambda c: create_vector_tables(c, dims))
     bus = EventBus()

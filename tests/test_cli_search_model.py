@@ -194,3 +194,28 @@ def test_a_search_of_a_stopped_daemons_store_writes_nothing(
     assert "(no conversation uses these words: the closest by meaning)" in captured.out
     assert "Porto" in captured.out and "search by meaning" not in captured.out
     assert _files(index) == before
+
+
+@pytest.mark.parametrize("command", [["conversations", "list"], ["search", "Porto"]])
+def test_reading_commands_do_not_wait_for_a_writing_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    # Regression: opening the services created the vector tables in a write transaction
+    # even when they existed: beside a daemon in the middle of a write, a reading command
+    # waited for its lock (10 s), then failed "database is locked" (exit 70).
+    import os
+
+    from bot import sqlite_conn
+    from bot.journal_files import lock_journal
+
+    config_path, index = _embedded_store(tmp_path)
+    monkeypatch.setattr(sqlite_conn, "BUSY_TIMEOUT_MS", 300)
+    daemon = lock_journal(index.parent)  # a daemon runs: the command does no recovery
+    writer = sqlite3.connect(index, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # ... and is writing
+    try:
+        assert cli.main(["--config", str(config_path), *command]) == 0
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        os.close(daemon)
