@@ -97,7 +97,8 @@ def display_title(
     before an English title made the line right-to-left and put the title first, and an
     Arabic title pulled our " · " and the brackets after it into its own run."""
     label = channel_label(channel, meta, participants)
-    name = isolate(title or UNTITLED)
+    # plain_title: a title stored before session 35 may still hold control characters
+    name = isolate(plain_title(title or "") or UNTITLED)
     return f"{isolate(label)} · {name}" if label else name
 
 

@@ -27,3 +27,6 @@ def test_titles_are_free_of_control_characters() -> None:
     # what is not a control stays: a zero-width joiner spells emoji and words
     family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
     assert clip_title(f"{family} Café") == f"{family} Café"
+    # a title stored before the fix is shown without them (phone, /search, /status)
+    assert display_title("web", "Tax\x00return\x1b", {}, []) == "Tax return"
+    assert display_title("web", "\x00\x07", {}, []) == UNTITLED
