@@ -100,7 +100,9 @@ def missing_models_line(services: Services) -> str | None:
 def search_line(services: Services) -> str:
     vec = "hybrid (keyword + vectors)" if services.vector_search_available() else "keyword only"
     rebuild = vector_rebuild_state(services)
-    if rebuild:
+    if rebuild == WORDS_ONLY:
+        vec += f", {rebuild}"
+    elif rebuild:
         vec += f", {rebuild} (a new model, or turns added offline)"
     return f"Search: {vec}"
 
@@ -110,6 +112,8 @@ def vector_rebuild_state(services: Services) -> str | None:
     status line, so ``my-agent status`` too), or None when none runs. "embedding the
     vectors still missing" alone never said whether it had just begun or nearly ended,
     nor that it waits for the notes owed first."""
+    if words_only_rebuild(services):
+        return WORDS_ONLY
     if not vector_rebuild_running(services):
         return None
     text = "embedding the vectors still missing"
@@ -126,14 +130,36 @@ def vector_rebuild_state(services: Services) -> str | None:
     )
 
 
+# Every turn and note is found by meaning meanwhile: only the ranking's soft coverage
+# waits for the word vectors (search.soft_coverage).
+WORDS_ONLY = "completing the word vectors of the ranking"
+
+
 def vector_rebuild_running(services: Services) -> bool:
     """Vectors are being (re)built: after a model change every one was dropped, and
-    search answers by keyword and the vectors made so far meanwhile."""
+    search answers by keyword and the vectors made so far meanwhile. Only while turn or
+    note vectors are missing: the rebuild every start runs to check, and one that only
+    completes the word vectors, miss nothing (it said "embedding the vectors still
+    missing" for them)."""
     vectors = services.vectors
     return (
         services.vector_search_available()
         and vectors is not None
+        and vectors.missing
         and (vectors.rebuilding or vectors.stale)
+    )
+
+
+def words_only_rebuild(services: Services) -> bool:
+    """A rebuild runs that only completes the word vectors (nothing is missing)."""
+    vectors = services.vectors
+    return (
+        services.vector_search_available()
+        and vectors is not None
+        and not vectors.missing
+        and vectors.rebuilding
+        and vectors.build_terms
+        and not vectors.terms_ready
     )
 
 

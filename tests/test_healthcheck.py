@@ -765,11 +765,11 @@ async def test_live_status_says_how_search_answers(services: Any) -> None:
     assert "search keyword-only" in await healthcheck.live_status(services)
     assert search_line(services) == "Search: keyword only"
     services.vector_search_available = lambda: True
-    services.vectors = SimpleNamespace(rebuilding=True, stale=False)
+    services.vectors = SimpleNamespace(rebuilding=True, stale=False, missing=True)
     line = await healthcheck.live_status(services)
     assert line.endswith("search hybrid, embedding the vectors still missing"), line
     assert "embedding the vectors still missing" in search_line(services)
-    services.vectors = SimpleNamespace(rebuilding=False, stale=False)
+    services.vectors = SimpleNamespace(rebuilding=False, stale=False, missing=False)
     assert (await healthcheck.live_status(services)).endswith("search hybrid")
 
 

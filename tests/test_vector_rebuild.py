@@ -40,6 +40,7 @@ class RecordingEmbedder(EmbeddingService):
         super().__init__(EmbeddingConfig(dimensions=DIMS, batch_size=batch_size))
         self.batches: list[tuple[str, list[str]]] = []
         self.hold_next_background = False
+        self.hold_prefix = "background"  # the texts a held batch starts with
         self.held = threading.Event()  # a held batch has reached the worker
         self.release = threading.Event()
 
@@ -47,7 +48,7 @@ class RecordingEmbedder(EmbeddingService):
         return _Model()
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
-        if self.hold_next_background and texts and texts[0].startswith("background"):
+        if self.hold_next_background and texts and texts[0].startswith(self.hold_prefix):
             self.hold_next_background = False
             self.held.set()
             assert self.release.wait(WAIT)
@@ -185,6 +186,7 @@ def test_the_status_says_how_far_the_rebuild_is() -> None:
     vectors = SimpleNamespace(
         rebuilding=True,
         stale=True,
+        missing=True,
         progress=RebuildProgress(done=120, total=800, windows=3400),
     )
     services = SimpleNamespace(vectors=vectors, vector_search_available=lambda: True)
@@ -195,3 +197,48 @@ def test_the_status_says_how_far_the_rebuild_is() -> None:
     assert search_line(services) == (  # type: ignore[arg-type]
         f"Search: hybrid (keyword + vectors), {state} (a new model, or turns added offline)"
     )
+
+
+async def test_a_rebuild_that_only_completes_the_word_vectors_says_so(tmp_path: Path) -> None:
+    """Regression: with every turn and note vector in place, the rebuild that completes
+    the word vectors (soft coverage switched on) was reported as "embedding the vectors
+    still missing (a new model, or turns added offline)", and so was the check every
+    start runs with nothing to do."""
+    db = await open_index(tmp_path / "c.db")
+    embedder = RecordingEmbedder()
+    try:
+        for name in ("a", "b"):
+            await add_conversation(db, f"conv-{name}", [("user", f"turn of {name}")])
+        first = VectorIndex(_config(), db, embedder)  # soft coverage off: no word vectors
+        assert await first.open()
+        assert (await first.reindex_all())["turns"] == 2
+        words_on = AppConfig.model_validate({"search": {"soft_coverage": True}})
+        vectors = VectorIndex(words_on, db, embedder)
+        assert await vectors.open()
+        assert vectors.stale and not vectors.missing and not vectors.terms_ready
+        services = SimpleNamespace(vectors=vectors, vector_search_available=lambda: True)
+        assert vector_rebuild_state(services) is None  # nothing runs yet, nothing missing
+        embedder.hold_next_background = True
+        embedder.hold_prefix = ""  # the word vectors' first batch
+        rebuild = asyncio.ensure_future(vectors.reindex_all())
+        assert await asyncio.to_thread(embedder.held.wait, WAIT)
+        assert vector_rebuild_state(services) == "completing the word vectors of the ranking"
+        assert search_line(services) == (  # type: ignore[arg-type]
+            "Search: hybrid (keyword + vectors), completing the word vectors of the ranking"
+        )
+        embedder.release.set()
+        done = await asyncio.wait_for(rebuild, WAIT)
+        assert done["turns"] == 0 and done["terms"] > 0
+        assert vectors.terms_ready and vector_rebuild_state(services) is None
+        # the next start's check, nothing to do: it says nothing while it runs
+        again = VectorIndex(words_on, db, embedder)
+        assert await again.open() and not again.stale
+        services.vectors = again
+        checking = asyncio.ensure_future(again.reindex_all())
+        await asyncio.sleep(0)
+        assert again.rebuilding and vector_rebuild_state(services) is None
+        await asyncio.wait_for(checking, WAIT)
+    finally:
+        embedder.release.set()
+        embedder.close()
+        await db.close()
