@@ -200,6 +200,26 @@ async def test_search_lists_the_covering_conversation_first(db: Database) -> Non
     ]
 
 
+async def test_a_name_in_the_possessive_names_the_participant(db: Database) -> None:
+    """Regression: "What is Anna's favourite dish?" kept "anna's" as a keyword and did not
+    see that it names Anna: her turns got no participant prior, and a conversation where
+    someone else says "Anna's" was listed above hers."""
+    await add_conversation(db, "conv-anna", [("user", "My favourite dish is lasagne with spinach")])
+    await add_conversation(db, "conv-bob", [("user", "Anna's favourite dish? No idea, ask her")])
+    for conv, sender in (("conv-anna", "Anna"), ("conv-bob", "Bob")):
+        await db.execute("UPDATE turns SET sender = ? WHERE conversation_id = ?", (sender, conv))
+    service = SearchService(AppConfig(), db)
+    for query in ("What is Anna's favourite dish?", "What is Anna’s favourite dish?"):
+        scored = await service.scored(query)
+        assert scored.names == {"anna's": "Anna"}
+        ranked = await service.rank(query)
+        assert [c for c, _ in ranked.conversations] == ["conv-anna", "conv-bob"]
+    assert content_terms("What is Anna's favourite dish?", {"anna's": "Anna"}) == [
+        "favourite",
+        "dish",
+    ]
+
+
 async def test_a_named_date_is_a_day_of_the_owners_calendar(db: Database) -> None:
     """Regression: the date a query names was matched against the turns' UTC days, so an
     owner in New York asking about "March 2" got the conversation of the next morning

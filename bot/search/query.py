@@ -168,7 +168,8 @@ def or_terms(terms: list[str]) -> str:
 
 
 def name_terms(terms: list[str], senders: set[str]) -> dict[str, str]:
-    """Query terms naming a participant (full sender name or its first word) -> sender."""
+    """Query terms naming a participant (full sender name or its first word, also in the
+    possessive: "caroline's", "james'") -> sender."""
     names: dict[str, str] = {}
     for sender in senders:
         low = sender.lower().strip()
@@ -176,9 +177,17 @@ def name_terms(terms: list[str], senders: set[str]) -> dict[str, str]:
             continue
         keys = {low, low.split()[0]}
         for term in terms:
-            if term in keys:
+            if term in keys or _unpossessed(term) in keys:
                 names[term] = sender
     return names
+
+
+def _unpossessed(term: str) -> str:
+    """``term`` without its possessive ending ("anna's" -> "anna", "james'" -> "james");
+    ``query_terms`` has made a curly apostrophe straight."""
+    if term.endswith("'s"):
+        return term[:-2]
+    return term[:-1] if term.endswith("'") else term
 
 
 # "I" alone also counts "I'm", "I've" (the word boundary before the apostrophe).
