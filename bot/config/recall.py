@@ -61,8 +61,10 @@ class SearchConfig(_Section):
     # and (docs/search.md "Sixth pass: conversations"): + date_rank_weight x the best
     # date match of its candidate turns with the dates the query names;
     # + participant_rank_weight when a candidate turn is by a person the query names
+    # (0.5 since session 36: 0.2 let other people's conversations into a store's first
+    # five; docs/search.md "Session 36")
     date_rank_weight: float = Field(default=0.3, ge=0, le=2)
-    participant_rank_weight: float = Field(default=0.2, ge=0, le=2)
+    participant_rank_weight: float = Field(default=0.5, ge=0, le=2)
     # + perspective_rank_weight x the min-max score of its best first-person turn among
     # the first perspective_depth candidates (bot/search/perspective.py, "Session 35")
     perspective_rank_weight: float = Field(default=0.2, ge=0, le=2)
