@@ -99,6 +99,29 @@ async def test_user_text_never_raises_fts_errors(seeded: Database, text: str) ->
         assert page.results and page.results[0].conversation_id == "conv-deploy"
 
 
+def test_possessives_and_contractions_are_not_search_words() -> None:
+    """Regression: "what's" was a search word (a phrase matching every "what's" of the
+    store) and "daughter's" matched only the possessive, not "daughter"."""
+    assert query_terms("What's my daughter's school like?") == ["daughter", "school"]
+    assert query_terms("I'm sure we've said you\u2019re right about Anna\u2019s trip") == [
+        "sure",
+        "right",
+        "anna",
+        "trip",
+    ]
+    # a negation stays: the turn that answers may be the one that says it
+    assert query_terms("What won't Jon do?") == ["won't", "jon"]
+    assert query_terms("it's") == ["it"]  # nothing else: the stop words are kept
+
+
+async def test_a_possessive_finds_the_word_itself(db: Database) -> None:
+    await add_conversation(db, "conv-school", [("user", "My daughter started at the new school")])
+    bus = [("user", "What's up with the school bus, what's late?")]
+    await add_conversation(db, "conv-bus", bus)
+    page = await SearchService(AppConfig(), db).search("What's my daughter's school like?")
+    assert [r.conversation_id for r in page.results] == ["conv-school", "conv-bus"]
+
+
 async def test_bm25_sign_best_match_first(seeded: Database) -> None:
     page = await SearchService(AppConfig(), seeded).search("staging server deploy")
     ids = [r.conversation_id for r in page.results]

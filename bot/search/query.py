@@ -90,8 +90,10 @@ def bounded_query(text: str) -> str:
 
 
 def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
-    """Lower-cased distinct words of ``text`` in order (stop words dropped when possible)."""
-    words = [w.lower().replace("\u2019", "'") for w in _WORD.findall(text)]
+    """Lower-cased distinct words of ``text`` in order (stop words dropped when possible),
+    a possessive without its "'s" ("Anna's" is Anna, the participant; "daughter's" finds
+    "daughter"; "what's" is the stop word "what")."""
+    words = [_unpossessed(w.lower().replace("\u2019", "'")) for w in _WORD.findall(text)]
     seen: dict[str, None] = {}
     for word in words:
         seen.setdefault(word, None)
@@ -137,8 +139,22 @@ def fts_words(terms: list[str]) -> list[str]:
     return list(dict.fromkeys(parts))
 
 
+def _unpossessed(word: str) -> str:
+    return word[:-2] if word.endswith("'s") else word
+
+
 def _content_term(word: str) -> bool:
-    return word not in STOP_WORDS and not (len(word) == 1 and word.isalpha())
+    return (
+        word not in STOP_WORDS
+        and not (len(word) == 1 and word.isalpha())
+        and not word.endswith(_CONTRACTED)
+    )
+
+
+# "I'm", "you're", "we've", "she'll", "I'd": a pronoun with its auxiliary, no topic ("it's",
+# "what's" lose their "'s" in query_terms and are stop words then). A negation stays: "What
+# does Jon tell Gina he won't do?" is answered by the turn that says "won't".
+_CONTRACTED = ("'re", "'m", "'ve", "'ll", "'d")
 
 
 def fts_query(text: str) -> str | None:
@@ -168,8 +184,8 @@ def or_terms(terms: list[str]) -> str:
 
 
 def name_terms(terms: list[str], senders: set[str]) -> dict[str, str]:
-    """Query terms naming a participant (full sender name or its first word, also in the
-    possessive: "caroline's", "james'") -> sender."""
+    """Query terms naming a participant (full sender name or its first word) -> sender.
+    :func:`query_terms` has already read "Caroline's" as "caroline"."""
     names: dict[str, str] = {}
     for sender in senders:
         low = sender.lower().strip()
@@ -177,17 +193,9 @@ def name_terms(terms: list[str], senders: set[str]) -> dict[str, str]:
             continue
         keys = {low, low.split()[0]}
         for term in terms:
-            if term in keys or _unpossessed(term) in keys:
+            if term in keys:
                 names[term] = sender
     return names
-
-
-def _unpossessed(term: str) -> str:
-    """``term`` without its possessive ending ("anna's" -> "anna", "james'" -> "james");
-    ``query_terms`` has made a curly apostrophe straight."""
-    if term.endswith("'s"):
-        return term[:-2]
-    return term[:-1] if term.endswith("'") else term
 
 
 # "I" alone also counts "I'm", "I've" (the word boundary before the apostrophe).
