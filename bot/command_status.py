@@ -100,10 +100,9 @@ def missing_models_line(services: Services) -> str | None:
 def search_line(services: Services) -> str:
     vec = "hybrid (keyword + vectors)" if services.vector_search_available() else "keyword only"
     rebuild = vector_rebuild_state(services)
-    if rebuild == WORDS_ONLY:
-        vec += f", {rebuild}"
-    elif rebuild:
-        vec += f", {rebuild} (a new model, or turns added offline)"
+    if rebuild:
+        why = " (a new model, or turns added offline)" if vector_rebuild_running(services) else ""
+        vec += f", {rebuild}{why}"
     return f"Search: {vec}"
 
 
@@ -141,26 +140,25 @@ def vector_rebuild_running(services: Services) -> bool:
     note vectors are missing: the rebuild every start runs to check, and one that only
     completes the word vectors, miss nothing (it said "embedding the vectors still
     missing" for them)."""
-    vectors = services.vectors
-    return (
-        services.vector_search_available()
-        and vectors is not None
-        and vectors.missing
-        and (vectors.rebuilding or vectors.stale)
-    )
+    vectors = _searched_vectors(services)
+    return vectors is not None and vectors.missing and (vectors.rebuilding or vectors.stale)
 
 
 def words_only_rebuild(services: Services) -> bool:
     """A rebuild runs that only completes the word vectors (nothing is missing)."""
-    vectors = services.vectors
+    vectors = _searched_vectors(services)
     return (
-        services.vector_search_available()
-        and vectors is not None
+        vectors is not None
         and not vectors.missing
         and vectors.rebuilding
         and vectors.build_terms
         and not vectors.terms_ready
     )
+
+
+def _searched_vectors(services: Services) -> Any:
+    """The vector index when search reads vectors (bot.vectors.VectorIndex), else None."""
+    return services.vectors if services.vector_search_available() else None
 
 
 def _conversations(n: int) -> str:
