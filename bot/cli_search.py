@@ -104,7 +104,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             # said first, as a miss is not a miss
             print(f"({vectors_note(page)}: some conversations are found by their words only)")
         if page.results and page.method == "hybrid":
-            if page.match == "meaning":
+            if page.match == "date":
+                print("(no conversation uses these words: those of the dates they name)")
+            elif page.match == "meaning":
                 print("(no conversation uses these words: the closest by meaning)")
             elif page.match == "loose":
                 # the scores are relative: the first of any list scores 1.000

@@ -107,7 +107,9 @@ async def search_answer(
             hint = f" ({vectors_note(page)}: try other words)"
         return CommandResult(f"No conversations match {quoted}{where}.{hint}")
     heading = f"Results for {quoted}{' (keyword search only)' if keyword_only else ''}:"
-    if page.match == "meaning":
+    if page.match == "date":
+        heading = f"No conversation uses the words of {quoted}; those of the dates it names:"
+    elif page.match == "meaning":
         heading = f"No conversation uses the words of {quoted}; the closest by meaning:"
     elif page.match == "loose":
         # scores are relative: the first of any list scores 1, a perfect match or not

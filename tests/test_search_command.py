@@ -133,6 +133,7 @@ async def test_results_that_share_no_word_say_so(core: Core, monkeypatch: Any) -
     await _kayaks(core)
     unpatched = SimpleNamespace(search=core.s.search.search)
     for match, heading in (
+        ("date", "No conversation uses the words of 'rental'; those of the dates it names:"),
         ("meaning", "No conversation uses the words of 'rental'; the closest by meaning:"),
         (
             "loose",

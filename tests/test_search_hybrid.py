@@ -15,6 +15,7 @@ from bot.config.model import AppConfig
 from bot.embedding import EmbeddingService
 from bot.search import SearchService
 from bot.search.doors import count_line
+from bot.search.results import unrelated_mark
 from tests.recall_helpers import add_conversation, open_index
 from tests.support import inbound
 
@@ -237,6 +238,38 @@ async def test_a_page_says_whether_its_results_share_words_or_only_meaning(store
     # a keyword-only search finds only what shares a word
     keyword_only = await SearchService(AppConfig(), db).search("grinding brake noise")
     assert keyword_only.method == "keyword" and keyword_only.match == "words"
+
+
+async def test_a_query_naming_a_day_finds_that_days_conversations_by_their_date(store) -> None:  # type: ignore[no-untyped-def]
+    # Regression: "what did we talk about on 3 February 2026?" shares no word with the
+    # conversation held that day, which the date ranked first; but the page said
+    # "nothing uses these words or comes close in meaning: the nearest, probably
+    # unrelated", the recall tool told the model not to present it, and the offline
+    # brain answered that nothing related had come up.
+    db, service = store
+    plumber = [("user", "The plumber comes to fix the leaking sink on Monday.")]
+    await add_conversation(db, "conv-feb", plumber, day="2026-02-03")
+    assert await service.vectors.index_turns("conv-feb") == 1
+    page = await service.search("what did we talk about on 3 February 2026")
+    assert page.match == "date" and page.to_dict()["match"] == "date"
+    first, *rest = page.results
+    assert first.conversation_id == "conv-feb" and first.match == "date"
+    assert rest and all(r.match == "loose" for r in rest)  # held on other days
+    assert page.loose == page.total - 1
+    # words found elsewhere still make a page of words: the day's conversation is no
+    # "probably unrelated" one on it
+    both = await service.search("the brake noise, and what we said on 3 February 2026")
+    assert both.match == "words"
+    by_id = {r.conversation_id: r.match for r in both.results}
+    assert by_id["conv-car"] == "words" and by_id["conv-feb"] == "date"
+    assert unrelated_mark(both, next(r for r in both.results if r.match == "date")) == ""
+    # the model is told how they were found, and not to set them aside
+    tools = RecallTools(service.config, SimpleNamespace(search=service))
+    out = await tools.search_conversations({"query": "what did we talk about on 3 February 2026"})
+    found = json.loads(out.split("\n", 2)[2].rsplit("\n</recalled_data>", 1)[0])
+    assert found["match"] == "date" and "held on the dates it names" in found["note"]
+    assert found["totalMatches"] == 1 and found["probablyUnrelated"] == page.loose
+    assert "probablyUnrelated" not in found["results"][0]
 
 
 async def test_a_full_width_query_ranks_as_its_ascii_form(store) -> None:  # type: ignore[no-untyped-def]

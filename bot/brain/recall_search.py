@@ -37,6 +37,7 @@ PARTIAL_NOTE = (
 # Scores are relative (the best scores 1), so the model is told when no result shares a
 # word with the query, and when none is even close in meaning (SearchPage.match).
 MATCH_NOTES = {
+    "date": "no conversation uses the query's words: these were held on the dates it names",
     "meaning": "no conversation uses the query's words: these are the closest by meaning",
     "loose": (
         "no conversation uses the query's words and none is close in meaning: these are "
@@ -120,7 +121,7 @@ def _others_match(page: Any, current: str) -> str:
     others = {r.match for r in page.results if r.conversation_id != current}
     if page.match != "words" or not others or "words" in others:
         return str(page.match)
-    return "meaning" if "meaning" in others else "loose"
+    return next(m for m in ("date", "meaning", "loose") if m in others)
 
 
 class ConversationSearch:

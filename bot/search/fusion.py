@@ -92,6 +92,7 @@ class Scored:
     # :meth:`_turns_of`'s lookups, made on the first page read
     _order_codes: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _code_of: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _inside: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def best_keyword(self) -> float:
         """The best turn's raw keyword score: 0 when no turn shares a word with the query."""
@@ -106,6 +107,21 @@ class Scored:
         """The query's cosine with its nearest turn window or note (0 without vectors)."""
         turns = float(self.vec_raw.max()) if self.vec_raw.size else 0.0
         return max(turns, max(self.abbreviations.values(), default=0.0))
+
+    def inside_dates(self) -> np.ndarray:
+        """Per row: whether it was said on a day the query names ("yesterday", "in March
+        2025"; :func:`~bot.named_dates.date_match` 1, not the fade around it); all False
+        when it names none. Such a turn is found by its date (:func:`closeness`)."""
+        if self._inside is None:
+            n = len(self.rows.ids)
+            dates = self.rows.named_dates(self.query) if n else []
+            inside = (date_match(day, dates) >= 1.0 for day in self.rows.days())
+            self._inside = np.fromiter(inside, bool, n) if dates else np.zeros(n, dtype=bool)
+        return self._inside
+
+    def dated(self) -> bool:
+        """Whether a kept turn was said on a day the query names (:meth:`inside_dates`)."""
+        return bool(self.inside_dates()[self.order].any()) if self.order.size else False
 
     @classmethod
     def empty(cls, method: str) -> Scored:
@@ -173,6 +189,7 @@ class Scored:
                 self.method,
                 max(float(self.kw_raw[idx].max()) if idx else 0.0, self.titles.get(conv, 0.0)),
                 max(float(self.vec_raw[idx].max()) if idx else 0.0, notes),
+                bool(self.inside_dates()[idx].any()) if idx else False,
             ),
             conv in self.titles,
         )

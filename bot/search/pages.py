@@ -74,19 +74,21 @@ def conversation_rows(conn: SyncConn, conv_ids: list[str]) -> dict[str, tuple[An
 def loose_count(scored: Scored) -> int:
     """How many of the ranked conversations are only loosely related to the query: the
     ``match`` each would get as a result (:meth:`Scored.conversation`) is "loose", none
-    of its turns or its title sharing a word and none of its windows or notes coming
-    close in meaning. ``total`` counts them too (the vector stage lists the nearest
-    whatever they are), and "5 of 57 shown" read as 57 conversations on the subject.
+    of its turns or its title sharing a word, none said on a date the query names and
+    none of its windows or notes coming close in meaning. ``total`` counts them too (the
+    vector stage lists the nearest whatever they are), and "5 of 57 shown" read as 57
+    conversations on the subject.
     Counted over the kept rows in numpy, per conversation code (not a result built for
     each of them)."""
     if scored.method != "hybrid" or not scored.conversations:
         return 0
     rows, kept = scored.rows, scored.order
     size = int(rows.codes.max()) + 1 if len(rows.codes) else 0
-    words, near = np.zeros(size), np.zeros(size)
+    words, near, dated = np.zeros(size), np.zeros(size), np.zeros(size)
     codes = rows.codes[kept]
     np.maximum.at(words, codes, scored.kw_raw[kept])
     np.maximum.at(near, codes, scored.vec_raw[kept])
+    np.maximum.at(dated, codes, scored.inside_dates()[kept])
     code_of = {rows.conv[i]: int(rows.codes[i]) for i in kept.tolist()}
     loose = 0
     for conv, _ in scored.conversations:
@@ -95,5 +97,6 @@ def loose_count(scored: Scored) -> int:
         close = max(
             float(near[code]) if code is not None else 0.0, scored.abbreviations.get(conv, 0.0)
         )
-        loose += closeness(scored.method, shared, close) == "loose"
+        on_date = bool(dated[code]) if code is not None else False
+        loose += closeness(scored.method, shared, close, on_date) == "loose"
     return loose

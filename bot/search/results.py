@@ -47,8 +47,8 @@ class SearchResult:
             "topics": list(self.topics),
             "snippet": self.snippet,
             "turn_range": self.turn_range,
-            # "words", "meaning" or "loose", as the page's (SearchPage.match) for this
-            # conversation alone: on a page that matched words, a "loose" one is listed
+            # "words", "date", "meaning" or "loose", as the page's (SearchPage.match) for
+            # this conversation alone: on a page that matched words, a "loose" one is listed
             # after the matches without sharing a word or coming close in meaning
             "match": self.match,
             "in_title": self.in_title,
@@ -91,8 +91,9 @@ class SearchPage:
     # was searched, and each door says so instead of "no match"
     no_words: bool = False
     # how the results relate to the query (:func:`closeness`): "words" (a turn shares a
-    # word with it), "meaning" (none does; the nearest are close in meaning) or "loose"
-    # (none does and none is close: the nearest are listed, probably unrelated)
+    # word with it), "date" (none does; some were said on a date the query names),
+    # "meaning" (none does; the nearest are close in meaning) or "loose" (none does and
+    # none is close: the nearest are listed, probably unrelated)
     match: str = "words"
     # a hybrid page ranked with part of the vectors: they are being rebuilt (a new
     # embedding model) or some failed to embed, and the conversations without theirs
@@ -130,14 +131,18 @@ class SearchPage:
 LOOSE_COSINE = 0.3
 
 
-def closeness(method: str, keyword_best: float, cosine_best: float) -> str:
+def closeness(method: str, keyword_best: float, cosine_best: float, dated: bool = False) -> str:
     """:attr:`SearchPage.match` of a ranking: "words" when a turn matched the query's
-    words (always, for a keyword-only search: it finds nothing else), else "meaning"
+    words (always, for a keyword-only search: it finds nothing else), else "date" when a
+    turn was said on a date the query names (``dated``: "what did we talk about
+    yesterday?" asks for that day's conversations, whatever their words), else "meaning"
     when the nearest turn or note is at least :data:`LOOSE_COSINE` close, else "loose".
     Scores are relative (the best conversation scores 1), so without this a query about
     nothing in the store looked like a perfect match."""
     if method != "hybrid" or keyword_best > 0:
         return "words"
+    if dated:
+        return "date"
     return "meaning" if cosine_best >= LOOSE_COSINE else "loose"
 
 

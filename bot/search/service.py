@@ -167,7 +167,9 @@ class SearchService(QueryScoring):
             scored.method,
             listing.total_exact,
             loose=listing.loose,
-            match=closeness(scored.method, scored.shares_words(), scored.best_cosine()),
+            match=closeness(
+                scored.method, scored.shares_words(), scored.best_cosine(), scored.dated()
+            ),
             vectors_incomplete=incomplete,
             vectors_rebuilding=incomplete and self.vectors is not None and self.vectors.rebuilding,
         )

@@ -111,6 +111,7 @@ export async function runSearch(more) {
   if (!page.next_cursor && page.total_exact === false) status += ". More match than can be listed: use more words, or a channel or date filter, to reach the rest.";
   // Scores are relative (the first result scores 1): say when none shares a word
   // with the query, and when none is close in meaning either (SearchPage.match).
+  if (page.match === "date") status += ". None uses these words: those of the dates they name.";
   if (page.match === "meaning") status += ". None uses these words: the closest by meaning.";
   if (page.match === "loose") status += ". Nothing uses these words or comes close in meaning: the nearest, probably unrelated.";
   // Vectors missing (rebuilt after a new model, or some failed to embed and wait for the
