@@ -89,7 +89,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         if not page.results:
             filtered = args.channel or date_from or date_to or args.conversation
             where = " with these filters" if filtered else ""
-            print(f"no conversation matches {shorten(' '.join(args.query.split()), 60)!r}{where}")
+            # a next page's matches were all listed before it (a conversation deleted
+            # since): "no conversation matches" denied the pages just shown
+            none = "no more conversations match" if args.cursor else "no conversation matches"
+            print(f"{none} {shorten(' '.join(args.query.split()), 60)!r}{where}")
             if page.method != "hybrid":
                 # without a model only the words themselves are found: say what to try
                 print("(keyword search only: try other words, or synonyms)")

@@ -129,3 +129,25 @@ def test_the_count_of_a_page_leaves_out_the_loosely_related(
     assert "(1 of 2 matches shown, 3 others probably unrelated; next page: --cursor " in text
     page = store.json("search", "Porto OR sourdough", "--limit", "1", capsys=capsys)
     assert page["total"] == 5 and page["loose"] == 3
+
+
+def test_an_empty_next_page_says_no_more_match(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a next page with nothing left (its conversations deleted since the
+    # first) said "no conversation matches 'Porto'", denying the page just listed.
+    from bot.search import SearchService
+
+    search = SearchService.search
+
+    async def emptied(self: SearchService, *args: Any, **kwargs: Any) -> Any:
+        page = await search(self, *args, **kwargs)
+        return replace(page, results=[], next_cursor=None) if kwargs.get("cursor") else page
+
+    monkeypatch.setattr(SearchService, "search", emptied)
+    first = store.json("search", "Porto OR sourdough", "--limit", "1", capsys=capsys)
+    assert first["results"] and first["next_cursor"]
+    status, text = store.run(
+        "search", "Porto OR sourdough", "--cursor", first["next_cursor"], capsys=capsys
+    )
+    assert status == 0 and text.startswith("no more conversations match 'Porto OR sourdough'")

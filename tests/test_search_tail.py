@@ -67,6 +67,25 @@ async def test_paging_reaches_every_conversation_past_the_candidates(db: Databas
     assert pages[-1].total == 15 and pages[-1].total_exact
 
 
+async def test_a_page_that_ends_the_matches_hands_out_no_cursor(db: Database) -> None:
+    # Regression: 4 conversations say "kayak" in 3 turns each, more turns than the
+    # keyword stage reads (10): a page of 4 took every ranked conversation and handed
+    # out a cursor to the unread tail, whose page was empty ("no conversation matches
+    # 'kayak'", exit 0, right after the 4 were listed).
+    for i in range(4):
+        turns = [("user", f"kayak trip {i} part {n}") for n in range(3)]
+        await add_conversation(db, f"conv-{i}", turns)
+    await add_conversation(db, "conv-other", [("user", "nothing about boats")])
+    service = SearchService(_config(10), db)
+    page = await service.search("kayak", limit=4)
+    assert len(page.results) == 4 and page.next_cursor is None
+    assert page.total == 4 and page.total_exact
+    # one more conversation in the tail: the cursor leads to it
+    await add_conversation(db, "conv-4", [("user", "kayak, once")])
+    seen, _, pages = await _page_through(SearchService(_config(10), db), "kayak", 4)
+    assert sorted(seen) == [f"conv-{i}" for i in range(5)] and all(p.results for p in pages)
+
+
 async def test_an_unsaturated_search_is_exact_from_the_first_page(db: Database) -> None:
     for i in range(3):
         await add_conversation(db, f"conv-{i}", [("user", f"invoice {i}")])

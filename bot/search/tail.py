@@ -59,15 +59,18 @@ class Listing:
         return not self.saturated or (self.tail is not None and self.tail_complete)
 
     def needs_tail(self, shown: Container[str], limit: int) -> bool:
-        """Whether the next ``limit`` conversations after ``shown`` (ids) reach past the
-        ranked ones into an unread tail."""
+        """Whether the next ``limit`` conversations after ``shown`` (ids), and the one
+        after them that says whether a next page exists, reach past the ranked ones into
+        an unread tail. Without that one, a page that took the last ranked conversation
+        handed out a cursor to an unread tail that could be empty: the next page said
+        "no conversation matches" right after the matches were listed."""
         if not self.saturated or self.tail is not None:
             return False
         left = 0  # counted only up to ``limit``: a first page has thousands unlisted
         for conv, _ in self.scored.conversations:
             if conv not in shown:
                 left += 1
-                if left >= limit:
+                if left > limit:
                     return False
         return True
 
