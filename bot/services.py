@@ -239,6 +239,14 @@ async def _open_services(
         store.close()
         services.external.close()
         await close_all(opened)
+        if not exclusive and is_corruption(exc):
+            # a command (no daemon runs here: it would have skipped recovery): the remedy
+            # named, as for damage a command's own query meets (bot.cli_store)
+            raise DatabaseOpenError(
+                f"{config.index_path} is damaged ({exc}): run `my-agent reindex` to "
+                "rebuild it from the transcripts, or start the daemon, which sets it "
+                "aside and rebuilds it"
+            ) from exc
         error = IndexCorrupt if exclusive and is_corruption(exc) else DatabaseOpenError
         raise error(f"recovery from the transcripts failed: {exc}") from exc
     if exclusive:  # the daemon: its next start sets a damaged index aside and rebuilds it

@@ -197,6 +197,29 @@ async def test_damage_found_by_recovery_is_rebuilt_too(
         await shutdown_services(services)
 
 
+async def test_damage_a_commands_recovery_meets_names_the_file_and_the_remedy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a page only recovery reads, met by `my-agent search`, exited 74 with
+    # "recovery from the transcripts failed: database disk image is malformed": no file
+    # named, no remedy (the damage a command's own query meets names both).
+    config = make_config(tmp_path)
+    await _store(config)
+    from bot import services as services_module
+
+    def damaged(*args: Any) -> Any:
+        exc = sqlite3.DatabaseError("database disk image is malformed")
+        exc.sqlite_errorcode = 11  # type: ignore[attr-defined]
+        raise exc
+
+    monkeypatch.setattr(services_module, "recover", damaged)
+    with pytest.raises(DatabaseOpenError) as caught:
+        await open_services(config, brain=ScriptedBrain())
+    assert f"{config.index_path} is damaged" in str(caught.value)
+    assert "my-agent reindex" in str(caught.value)
+    assert not list(config.index_path.parent.glob("*.corrupt-*"))  # left for the remedy
+
+
 def test_is_corruption_reads_sqlites_code_through_the_cause_chain() -> None:
     notadb = sqlite3.DatabaseError("file is not a database")
     notadb.sqlite_errorcode = 26  # type: ignore[attr-defined]
