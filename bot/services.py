@@ -10,6 +10,7 @@ bot/resume.py.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import os
@@ -75,6 +76,14 @@ def _check_data_dir(config: AppConfig) -> None:
             # behind, empty, in the owner's data directory after every refused start.
             probe.unlink(missing_ok=True)
     except OSError as exc:
+        if exc.errno == errno.EROFS:
+            # a snapshot or a backup mounted read-only: every command writes the index
+            # (it catches up with the transcripts), and "not usable" said no more
+            raise DataDirError(
+                f"data directory {config.data_dir} is on a read-only file system: my-agent "
+                "writes its index even to search it; copy the directory somewhere writable "
+                "and point --config at the copy"
+            ) from exc
         raise DataDirError(f"data directory {config.data_dir} is not usable: {exc}") from exc
     try:
         os.chmod(config.data_dir, 0o700)

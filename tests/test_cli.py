@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import os
 import re
@@ -572,6 +573,28 @@ def test_a_data_directory_this_user_cannot_read_is_not_called_missing(
         assert status == exitcodes.EX_DATADIR, argv
         assert "permission denied" in said and "does not exist" not in said, argv
     assert store.config.index_path.is_file()  # reindex deleted nothing
+
+
+def test_a_read_only_data_directory_is_named_with_what_to_do(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a snapshot or backup mounted read-only got "data directory ... is not
+    # usable: [Errno 30] Read-only file system: '.../.write-test'" from `search`: it did
+    # not say that commands write the index, nor what to do. Root writes anywhere, so the
+    # file system's refusal is simulated where the check writes.
+    real_write = Path.write_bytes
+
+    def write_bytes(self: Path, data: bytes) -> int:
+        if self.name == ".write-test":
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_write(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    for argv in (["conversations", "list"], ["search", "sourdough"]):
+        status = cli.main(["--config", str(store.config_path), *argv])
+        err = capsys.readouterr().err
+        assert status == exitcodes.EX_DATADIR, argv
+        assert "read-only file system" in err and "copy the directory" in err, argv
 
 
 def test_reading_commands_need_no_daemon_secrets(
