@@ -139,16 +139,39 @@ async def test_over_the_cap_a_filtered_search_still_answers(
     assert [r.conversation_id for r in page.results] == ["conv-budget"]
 
 
-async def test_keyword_only_search_is_unchanged_by_dates(tmp_path: Path) -> None:
+async def test_a_keyword_only_search_lists_the_conversations_of_the_days_it_names(
+    tmp_path: Path,
+) -> None:
+    # Regression: without an embedding model there are no nearest turns of a named day
+    # to add, and "what did we discuss yesterday?" found nothing of yesterday, whose
+    # conversations shared no word with it (the offline brain: "Nothing related").
     db = await open_index(tmp_path / "conversations.db")
-    await add_conversation(
-        db, "conv-a", [("user", "The budget review went well")], day="2026-10-14"
-    )
+    budget = [("user", "The budget review went well")]
+    await add_conversation(db, "conv-a", budget, day="2026-10-14")
+    plumber = [("user", "The plumber fixed the sink"), ("assistant", "Good to hear.")]
+    await add_conversation(db, "conv-b", plumber, day="2026-10-14", channel="telegram")
+    await add_conversation(db, "conv-c", [("user", "Roses need pruning")], day="2026-10-02")
     service = SearchService(AppConfig(data_dir=tmp_path), db)  # no model: keyword only
     service.now = lambda: datetime(2026, 10, 15, 9, 0, tzinfo=UTC)
+    for query in ("what did we discuss yesterday", "what did we discuss on 14 October 2026"):
+        page = await service.search(query)
+        assert page.method == "keyword" and page.match == "date", query
+        assert sorted(r.conversation_id for r in page.results) == ["conv-a", "conv-b"], query
+        assert all(r.match == "date" and r.matched_turns == [1] for r in page.results)
+    # the words still rank first; the day's other conversation follows them
     page = await service.search("budget yesterday")
-    assert page.method == "keyword"
-    assert [r.conversation_id for r in page.results] == ["conv-a"]
+    assert [(r.conversation_id, r.match) for r in page.results] == [
+        ("conv-a", "words"),
+        ("conv-b", "date"),
+    ]
+    # filters still apply, and a query naming no day finds only its words
+    page = await service.search("what did we discuss yesterday", channel="telegram")
+    assert [r.conversation_id for r in page.results] == ["conv-b"]
+    assert [r.conversation_id for r in (await service.search("budget")).results] == ["conv-a"]
+    assert not (await service.search("what did we discuss")).results
+    # no dated candidates configured: as before
+    service.config.search.date_candidates = 0
+    assert not (await service.search("what did we discuss yesterday")).results
     await db.close()
 
 

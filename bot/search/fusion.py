@@ -245,6 +245,8 @@ def fuse(
     fused = fused + priors(cfg, query, rows, names)
 
     keep = (kw > 0) | has
+    if qvec is None and knn:  # keyword-only: the first turns of the days the query names
+        keep |= np.isin(np.asarray(rows.ids, dtype=np.int64), np.fromiter(knn, np.int64))
     if filters.active:
         keep &= np.fromiter(
             (

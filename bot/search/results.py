@@ -133,13 +133,15 @@ LOOSE_COSINE = 0.3
 
 def closeness(method: str, keyword_best: float, cosine_best: float, dated: bool = False) -> str:
     """:attr:`SearchPage.match` of a ranking: "words" when a turn matched the query's
-    words (always, for a keyword-only search: it finds nothing else), else "date" when a
-    turn was said on a date the query names (``dated``: "what did we talk about
-    yesterday?" asks for that day's conversations, whatever their words), else "meaning"
-    when the nearest turn or note is at least :data:`LOOSE_COSINE` close, else "loose".
-    Scores are relative (the best conversation scores 1), so without this a query about
-    nothing in the store looked like a perfect match."""
-    if method != "hybrid" or keyword_best > 0:
+    words, else "date" when a turn was said on a date the query names (``dated``: "what
+    did we talk about yesterday?" asks for that day's conversations, whatever their
+    words), else "meaning" when the nearest turn or note is at least
+    :data:`LOOSE_COSINE` close, else "loose". A keyword-only search finds nothing else
+    than words (in turns, titles or notes: ``cosine_best`` is the notes' keyword score
+    there) and the named days' conversations. Scores are relative (the best conversation
+    scores 1), so without this a query about nothing in the store looked like a perfect
+    match."""
+    if keyword_best > 0 or (method != "hybrid" and (cosine_best > 0 or not dated)):
         return "words"
     if dated:
         return "date"

@@ -32,6 +32,7 @@ from bot.search.pool import (
     Pool,
     accepted,
     dated_filters,
+    first_turns,
     narrows,
     pool_of,
     scoped_candidates,
@@ -162,15 +163,18 @@ class QueryScoring:
         # a filtered search takes its vector candidates among the turns that pass the
         # filter, and the dates a query names add their nearest turns (bot.search.pool)
         named = query_dates(query, self.now().astimezone(self.zone).date())
-        dated = dated_filters(named, filters, self.zone) if guess and cfg.date_candidates else []
+        dated = dated_filters(named, filters, self.zone) if cfg.date_candidates else []
         narrowed = guess and narrows(filters)
         pools: list[Pool | None] = [None, None]  # the filter's, the named dates'
+        day_turns: list[int] = []  # keyword-only: the named days' conversations
 
         def _keyword(conn: SyncConn) -> tuple[list[Hit], Spans, list[Any]]:
             if narrowed:
                 pools[0] = turn_pool(conn, filters, conversations=True)
-            if dated:
+            if dated and guess:
                 pools[1] = pool_of(conn, dated)
+            elif dated:
+                day_turns[:] = first_turns(conn, dated, cfg.date_candidates)
             if not parts:
                 return [], {}, []
             match[0] = or_terms(freqs.selective(conn, parts))
@@ -221,6 +225,10 @@ class QueryScoring:
                     near_dates = vectors.rescore_turns(conn, dated_short, qvec, cfg.date_candidates)
                     for turn_id, score in near_dates.items():
                         knn.setdefault(turn_id, score)
+            if not want_vectors and day_turns:
+                # candidates by their day alone: no score of their own (the date prior
+                # lifts them; a keyword hit still ranks above them)
+                knn = dict.fromkeys(day_turns, 0.0)
             abbr = abbreviations
             if abbr and filters.active and not (narrowed and pools[0] is not None):
                 abbr = accepted(conn, abbr, filters)  # (a pool's are chosen among its own)
