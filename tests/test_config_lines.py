@@ -4,6 +4,7 @@ number: both for ``check-config`` and ``run`` (exit 78, one line per problem).""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,6 +107,31 @@ def test_true_or_false_is_no_number(raw: dict[str, object], key: str) -> None:
     with pytest.raises(ConfigError) as info:
         build_config(raw, env={})
     assert info.value.problems == [(key, "a number is needed here, not true/false")]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "conversations.renaming_interval_turns",
+        "conversations.naming_turn",
+        "brain.max_tokens",
+        "search.rrf_k",
+        "channels.email.subject_thread_window_days",
+    ],
+)
+def test_a_number_past_any_sensible_setting_is_refused(key: str) -> None:
+    # Regression: `renaming_interval_turns: 99999999999999999999` passed check-config,
+    # then the daemon's start failed with "Python int too large to convert to SQLite
+    # INTEGER" (exit 70, which systemd restarts into the same error).
+    section, *path, name = key.split(".")
+    raw: dict[str, Any] = {}
+    inner = raw.setdefault(section, {})
+    for part in path:
+        inner = inner.setdefault(part, {})
+    inner[name] = 99999999999999999999
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert info.value.problems == [(key, "at most 1,000,000,000 here")]
 
 
 def test_numbers_and_switches_still_pass() -> None:

@@ -48,6 +48,11 @@ def _bool_in(value: Any, annotation: Any) -> bool:
     return False
 
 
+# Larger than any count, size or limit the config holds (the largest defaults are in
+# the tens of thousands), and far inside SQLite's 64-bit integers.
+INT_CEILING = 1_000_000_000
+
+
 class _Section(BaseModel):
     # No .inf/.nan: YAML's ".inf" passed every bound ("gt=0") and the daemon then failed
     # at start (a timeout in seconds turned into an integer), far from the key.
@@ -62,6 +67,17 @@ class _Section(BaseModel):
         field = cls.model_fields.get(info.field_name or "")
         if field is not None and _bool_in(value, field.annotation):
             raise ValueError("a number is needed here, not true/false")
+        return value
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_huge_integers(cls, value: Any) -> Any:
+        """A count, a size or a limit past :data:`INT_CEILING` is a typo: such a number
+        (``renaming_interval_turns: 99999999999999999999``) passed check-config, then
+        stopped the daemon's start with "Python int too large to convert to SQLite
+        INTEGER" (exit 70, restarted by systemd into the same error)."""
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_CEILING:
+            raise ValueError(f"at most {INT_CEILING:,} here")
         return value
 
 
