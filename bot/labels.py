@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,8 +30,12 @@ _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 def plain_title(text: str) -> str:
     """``text`` as any title is stored (a rename, an automatic name): each control
-    character a space, then white space folded to single spaces on one line."""
-    return " ".join(_CONTROLS.sub(" ", text).split())
+    character a space, then white space folded to single spaces on one line; empty when
+    nothing of it shows. A title of format characters alone (a zero-width space, a BOM,
+    bidi marks) was kept as a blank title, "Renamed to: ", which also ended the automatic
+    naming of the conversation."""
+    title = " ".join(_CONTROLS.sub(" ", text).split())
+    return title if any(unicodedata.category(c)[0] not in "CZ" for c in title) else ""
 
 
 def clip_title(text: str) -> str:

@@ -446,6 +446,20 @@ async def test_rename_and_naming_keep_no_control_characters(core: Core) -> None:
     assert (await core.s.conversations.require(auto.id)).title == "Garden Notes"
 
 
+@pytest.mark.parametrize("invisible", ["\ufeff", "\u200b\u200b", "\u202e\u202c", " \u2060 "])
+async def test_a_title_of_invisible_characters_is_no_title(core: Core, invisible: str) -> None:
+    """Regression: a zero-width space, a BOM or bidi marks alone were kept as a blank
+    title ("Renamed to: "), marked as the owner's, so automatic naming never named the
+    conversation again."""
+    await core.say("hi")
+    assert await core.say(f"/rename {invisible}") == "Usage: /rename <title>"
+    rec = (await core.s.conversations.list())[0]
+    assert rec.title is None and not rec.manually_named
+    # an emoji joined by a zero-width joiner is a title
+    answer = await core.say("/rename Family \U0001f468\u200d\U0001f469\u200d\U0001f467")
+    assert answer == "Renamed to: Family \U0001f468\u200d\U0001f469\u200d\U0001f467"
+
+
 async def test_help_says_new_takes_a_first_message(core: Core) -> None:
     """Regression: /help listed "/new - start a fresh conversation" alone, though README
     documents ``/new [first message]`` (that message starts the new conversation)."""
