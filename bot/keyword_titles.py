@@ -69,6 +69,12 @@ def _lead_name(name: str, spelled: dict[str, str]) -> list[str]:
     return [p for p in parts if stem(p.lower()) in spelled]
 
 
+# A longer "word" is a pasted secret, a hash, a token or a URL's remains, not a subject:
+# one such (a base64 key of 86 characters) made the whole title, cut at 80 characters
+# inside it, shown in the conversation list and the log.
+TITLE_WORD_MAX = 30
+
+
 def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
     """A 2-6 word Title Case title: the leading name, then subject words (never empty)."""
     ranked, pairs = ranked_words(turns)
@@ -77,8 +83,9 @@ def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
     lead: list[str] = []
     for name in entities(turns, limit=1):
         lead = _lead_name(name, spelled)
+    lead = [p for p in lead if len(p) <= TITLE_WORD_MAX]
     seen = {stem(p.lower()) for p in lead}
-    pool = [key for key, _, _ in ranked if key not in seen]
+    pool = [key for key, form, _ in ranked if key not in seen and len(form) <= TITLE_WORD_MAX]
     chosen: list[str] = []
     for key in pool:
         if len(chosen) >= 4 - len(lead):
@@ -116,7 +123,10 @@ def keyword_title(turns: Sequence[Turn], *, max_chars: int = 80) -> str:
         words = ["Chat", "About", words[0]]
     title = " ".join(_capitalised(w) for w in words)
     while len(title) > max_chars and len(words) > 2:
-        words = words[:-1]
+        # the longest word goes (dropping the last kept a long one whole and lost the
+        # short subject words after it)
+        longest = max(range(len(words)), key=lambda i: (len(words[i]), i))
+        words = words[:longest] + words[longest + 1 :]
         title = " ".join(_capitalised(w) for w in words)
     return cut(title, max_chars).strip()
 

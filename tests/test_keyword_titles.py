@@ -175,3 +175,29 @@ def test_english_words_spelled_as_foreign_function_words_stay_keywords() -> None
     words = set(keyword_title(turns).lower().split()) | set(keyword_topics(turns, limit=6))
     assert {"nas", "comment"} <= words, words
     assert all(w not in OTHER_STOP for w in ("nas", "sim", "van", "comment", "ale", "war"))
+
+
+def test_a_pasted_secret_or_token_is_no_title_word() -> None:
+    # Regression: a base64 key pasted twice became the whole offline title, one word cut
+    # at 80 characters inside it, shown in the conversation list and the log.
+    key = "aGVsbG8gd29ybGQgdGhpcyBpcyBhIHZlcnkgbG9uZyBiYXNlNjQgc3RyaW5nIGZvciB0ZXN0aW5n"
+    said = [
+        f"My password manager shows {key} as the key.",
+        f"Is {key} safe to share?",
+        "I copied it from the vault.",
+        "Should I rotate it?",
+        "It is used by the backup script.",
+    ]
+    title = keyword_title([("user", text, None) for text in said])
+    assert key[:20] not in title and "Password" in title and 2 <= len(title.split()) <= 6
+    assert keyword_title([("user", "x" * 5000, None)]) == "General Conversation"
+
+
+def test_a_title_over_the_limit_drops_its_longest_word_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Dropping the last word kept a long one whole and lost the short subject words.
+    said = ["Donaudampfschifffahrt captain licence renewal", "captain licence renewal fee"]
+    said += ["Donaudampfschifffahrt captain licence"] * 3
+    title = keyword_title([("user", text, None) for text in said], max_chars=30)
+    assert len(title) <= 30 and "Captain" in title and "Donaudampf" not in title

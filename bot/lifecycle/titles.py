@@ -96,6 +96,15 @@ def without_symbols(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
+def _unshouted(word: str) -> str:
+    """A word of an ALL CAPS title as :func:`title_case` should read it."""
+    if any(c.isdigit() for c in word):
+        return word
+    if word.lower().strip(",;:") in _SMALL_WORDS:
+        return word.lower()
+    return word if len(word) <= 3 else word.lower()
+
+
 def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
     """One line, no quotes, emoji or trailing punctuation, Title Case, <= max_words and
     80 chars."""
@@ -106,8 +115,10 @@ def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
     # (stripping both ends left "Quoted Start\" Here": bot.lifecycle.title_quotes).
     text = unquoted(text.rstrip(_TRAILING).strip()).rstrip(_TRAILING).strip()
     if _shouting(text):
-        # ALL CAPS is not Title Case; short words (NAS, API, AWS) stay as written.
-        text = " ".join(w if len(w) <= 3 else w.lower() for w in text.split())
+        # ALL CAPS is not Title Case; short words (NAS, API, AWS) and words with digits
+        # (A380, COVID-19, IPV6: title_case keeps those as written, so lowered they stayed
+        # "a380") stay as written, small words ("THE", "AT") are small.
+        text = " ".join(_unshouted(w) for w in text.split())
     words = text.split()
     if max_words and len(words) > max_words:
         words = words[:max_words]

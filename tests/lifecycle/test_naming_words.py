@@ -142,6 +142,13 @@ async def test_an_email_title_loses_the_reply_prefix_the_model_copied(
         ("follow-up on the invoice", "Follow-Up on the Invoice"),
         ("keeping backups up-to-date", "Keeping Backups Up-to-Date"),
         ("Rust-Oleum primer for the X-T5", "Rust-Oleum Primer for the X-T5"),
+        # Regression: in capitals, words with digits were lowered for good ("covid-19")
+        # and short small words kept their capitals ("Booking THE a380 Flight")
+        ("COVID-19 VACCINE APPOINTMENT", "COVID-19 Vaccine Appointment"),
+        ("BOOKING THE A380 FLIGHT", "Booking the A380 Flight"),
+        ("IPV6 ROUTER CONFIG", "IPV6 Router Config"),
+        ("WI-FI SETUP AT HOME", "Wi-Fi Setup at Home"),
+        ("NAS BACKUP VS AWS", "NAS Backup vs AWS"),
     ],
 )
 def test_title_case_of_compounds_brackets_and_small_words(raw: str, title: str) -> None:
