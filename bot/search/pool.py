@@ -156,25 +156,29 @@ def pool_of(conn: SyncConn, many: Sequence[Filters], cap: int | None = None) -> 
 
 def first_turns(conn: SyncConn, many: Sequence[Filters], limit: int) -> list[int]:
     """The first turn, inside the days of ``many`` (:func:`dated_filters`), of each
-    conversation held then: at most ``limit``, the latest conversations first, read
-    among at most :data:`POOL_CAP` turns of each range. A keyword-only search's
-    candidates for the dates a query names: without vectors there are no nearest turns
-    of those days to add, and "what did we talk about yesterday?" found nothing of
-    yesterday, whose conversations shared no word with it."""
-    found: dict[int, None] = {}
+    conversation held then: at most ``limit`` conversations, in the order their first
+    turn there was said. A keyword-only search's candidates for the dates a query names:
+    without vectors there are no nearest turns of those days to add, and "what did we
+    talk about yesterday?" found nothing of yesterday, whose conversations shared no
+    word with it. Read in time order through ``turns_by_time``, stopping at ``limit``
+    conversations (grouping a month's 16,000 turns by conversation took 10 ms)."""
+    found: dict[str, int] = {}
     for one in many:
         where, params = one.sql("t", prefix_end=False)
         if one.date_to:  # as in turn_pool: an end the turns_by_time index stops at
             where += " AND t.timestamp <= ?"
             params.append(one.date_to + "~")
         join = " JOIN conversations c ON c.id = t.conversation_id" if one.channel else ""
-        rows = conn.execute(
-            "SELECT min(id) FROM (SELECT t.id AS id, t.conversation_id AS conv FROM turns t"
-            f"{join} WHERE {where} LIMIT ?) GROUP BY conv ORDER BY 1 DESC LIMIT ?",
-            [*params, POOL_CAP, limit],
+        turns = conn.execute(
+            f"SELECT t.id, t.conversation_id FROM turns t{join} WHERE {where} "
+            "ORDER BY t.timestamp LIMIT ?",
+            [*params, POOL_CAP],
         )
-        found.update(dict.fromkeys(int(r[0]) for r in rows))
-    return sorted(found, reverse=True)[:limit]
+        for turn_id, conv in turns:
+            found.setdefault(conv, int(turn_id))
+            if len(found) >= limit:
+                return list(found.values())
+    return list(found.values())
 
 
 async def scoped_candidates(
