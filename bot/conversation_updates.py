@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from bot.hooks import EventBus
@@ -236,3 +237,16 @@ class ConversationUpdates:
 
     def take_notes(self, conv_id: str) -> builtins.list[str]:
         return self._notes.pop(conv_id, [])
+
+    def restore_notes(self, conv_id: str, notes: Iterable[str]) -> None:
+        """Put back, first, the notes a reply carried without delivering them (it failed,
+        was stopped, or could not be stored): the next reply carries them. Taken for
+        good, the split offer of a reply that failed was never made."""
+        back = list(notes)
+        if back:
+            self._notes[conv_id] = [*back, *self._notes.get(conv_id, [])]
+
+    async def record_split_offered(self, conv_id: str) -> ConversationRecord:
+        """In the transcript: a reply offered to split the conversation (naming's
+        suggestSplit), so no later naming offers it again, after a restart too."""
+        return await self._meta_update(conv_id, splitOffered=True)

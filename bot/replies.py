@@ -27,7 +27,7 @@ from bot.bursts import Bursts
 from bot.events import OutboundMessage
 from bot.group_budget import GroupBudget
 from bot.model_switch import forget_dropped_model
-from bot.reply_generation import ReplyGeneration
+from bot.reply_generation import ReplyGeneration, answered
 from bot.reply_queue import KeyedSerialQueue
 from bot.reply_writes import ReplyWrites
 from bot.transcript_lines import READOUT_MODELS
@@ -179,6 +179,9 @@ class ReplyEngine(ReplyWrites):
         history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
             history = await self._group_history(conv_id, turn)
+        # For the owner's reply only: a member's restricted reply never shows them,
+        # and taking them there lost them (the split offer was never made).
+        notes = tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else ()
         request = BrainRequest(
             profile=profile,
             channel=target.channel,
@@ -190,17 +193,26 @@ class ReplyEngine(ReplyWrites):
             party_name=sender,
             scope=self.s.config.trust.known_scope if profile == "restricted" else None,
             history=history,
-            # For the owner's reply only: a member's restricted reply never shows them,
-            # and taking them there lost them (the split offer was never made).
-            notes=tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else (),
+            notes=notes,
             # Every member reads the owner's reply in a group, and the other recipients
             # read a reply-all mail: what it recalls comes from this conversation, never
             # the owner's private ones (a "what did we say about my salary?" there
             # posted the salary to the group, or mailed it to the owner's Cc).
             recall_scope=conv_id if group or self._others_read(target) else None,
         )
-        reply = await self.generation.generate(conv_id, turn, request, target, f"{conv_id}:{turn}")
-        await self._store_retrying(conv_id, turn, reply, target)
+        delivered = False
+        try:
+            reply = await self.generation.generate(
+                conv_id, turn, request, target, f"{conv_id}:{turn}"
+            )
+            await self._store_retrying(conv_id, turn, reply, target)
+            delivered = answered(reply)
+        finally:
+            if not delivered:
+                # a failed, stopped or unstored reply did not say them: the next one does
+                self.s.conversations.restore_notes(conv_id, notes)
+        if notes and delivered:
+            await self.s.bus.emit("notes_delivered", conversation_id=conv_id, notes=notes)
         await forget_dropped_model(self.s, conv_id, reply)
 
     def _others_read(self, target: ReplyTarget) -> bool:

@@ -237,6 +237,13 @@ class ReplyGeneration:
         return True
 
 
+def answered(reply: BrainReply) -> bool:
+    """Whether ``reply`` is the model's answer: not a stopped generation, the apology for
+    a failure or the notice of a request the API rejected (each says nothing the request
+    asked the model to say, such as a note of :meth:`BrainRequest.notes`)."""
+    return reply.model not in ("stopped", "error") and not reply.extra.get("error")
+
+
 def stopped_reply(streamed: str, spend: Spend) -> BrainReply:
     """The reply recorded for a stopped generation: what was streamed, labelled."""
     return BrainReply(

@@ -89,6 +89,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
         self._naming_locks: MutableMapping[str, asyncio.Lock] = keyed_locks()
         self._split_noted: set[str] = set()
+        self._split_notes: dict[str, str] = {}
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
@@ -139,6 +140,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
             bus.subscribe("turn_appended", self._on_turn),
             bus.subscribe("conversation_switched", self._on_switched),
             bus.subscribe("conversation_created", self._on_created),
+            bus.subscribe("notes_delivered", self.split_delivered),
         ]
         self.timers.start()
         self.queue.start()

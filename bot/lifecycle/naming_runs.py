@@ -24,8 +24,12 @@ from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.lifecycle")
 
-# The field of the naming event that noted a split offer for the next reply.
+# The field of the event that says a reply offered to split the conversation
+# (:meth:`NamingRuns.split_delivered`); before session 37 the naming event's, written
+# when the offer was only queued for the next reply, which could fail or never come.
 SPLIT_OFFERED = "splitOffered"
+# The field of the naming event that queued the offer (its subject).
+SPLIT_SUGGESTED = "splitSuggested"
 
 
 class NamingRuns:
@@ -38,6 +42,7 @@ class NamingRuns:
     _naming_tasks: dict[str, asyncio.Task[Naming | None]]
     _naming_locks: MutableMapping[str, asyncio.Lock]
     _split_noted: set[str]
+    _split_notes: dict[str, str]  # conversation -> its queued split offer, until a reply
     _owed_naming: asyncio.Task[None] | None
     _naming_backoff: Backoff
     _naming_failures: Counter[str]
@@ -132,8 +137,10 @@ class NamingRuns:
             naming.topics,
             through,
             event=event,
-            # in the transcript: a restart (the set below is per run) does not offer again
-            **({SPLIT_OFFERED: True} if offer else {}),
+            # what was queued; the transcript says "offered" once a reply delivered it
+            # (split_delivered): a reply that failed, or a restart first, offers it at
+            # the next naming that suggests it again
+            **({SPLIT_SUGGESTED: naming.split_topic or True} if offer else {}),
             **spent.fields(),
         )
         self.counters["named" if initial else "renamed"] += 1
@@ -150,8 +157,17 @@ class NamingRuns:
             self._split_noted.add(conv_id)
             topics = ", ".join(naming.topics) or "several subjects"
             split = naming.split_topic or "one of them"
-            self.conversations.add_note(conv_id, SPLIT_NOTE.format(topics=topics, split=split))
+            note = SPLIT_NOTE.format(topics=topics, split=split)
+            self._split_notes[conv_id] = note
+            self.conversations.add_note(conv_id, note)
         return naming
+
+    async def split_delivered(self, conversation_id: str, notes: tuple[str, ...]) -> None:
+        """A reply delivered ``notes`` (bus ``notes_delivered``): when the split offer was
+        among them, the transcript says it was made."""
+        if self._split_notes.get(conversation_id) in notes:
+            del self._split_notes[conversation_id]
+            await self.conversations.record_split_offered(conversation_id)
 
     async def _split_offered(self, conv_id: str) -> bool:
         """Whether a split of the conversation was offered already, in this run or an

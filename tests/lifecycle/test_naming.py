@@ -258,8 +258,12 @@ async def test_a_split_offered_before_a_restart_is_not_offered_again(
     conv = (await core.manager.create("web")).id
     await _user_turns(core, conv, 5)
     await first.settle()
-    assert len(core.manager.take_notes(conv)) == 1
-    assert core.events(conv, "title_assigned")[-1]["splitOffered"] is True
+    notes = tuple(core.manager.take_notes(conv))
+    assert len(notes) == 1
+    assert core.events(conv, "title_assigned")[-1]["splitSuggested"] == "the birthday gift"
+    # the owner's next reply delivered it (bot.replies says so on the bus)
+    await core.bus.emit("notes_delivered", conversation_id=conv, notes=notes)
+    assert core.events(conv, "meta_update")[-1]["splitOffered"] is True
     await first.stop(timeout=1)
     await core.close()
 
@@ -273,7 +277,37 @@ async def test_a_split_offered_before_a_restart_is_not_offered_again(
     await second.run_due()
     assert model.count("naming") == 2  # re-named, still two subjects
     assert restarted.manager.take_notes(conv) == []
-    assert "splitOffered" not in restarted.events(conv, "meta_update")[-1]
+    assert "splitSuggested" not in restarted.events(conv, "meta_update")[-1]
+
+
+async def test_a_split_queued_but_never_delivered_before_a_restart_is_offered_again(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: the naming event said "offered" as soon as the offer was queued for
+    # the next reply, in memory; a restart before that reply (or a reply that failed)
+    # lost it, and every later naming took it as made: it never was.
+    model.naming = (
+        '{"title": "Server Check and Birthday Gift", "topics": ["server-check", '
+        '"birthday-gift"], "suggestSplit": true, "splitTopic": "the birthday gift"}'
+    )
+    first = await make_lifecycle(model)
+    conv = (await core.manager.create("web")).id
+    await _user_turns(core, conv, 5)
+    await first.settle()
+    assert len(core.manager.take_notes(conv)) == 1  # queued; no reply delivered it
+    await first.stop(timeout=1)
+    await core.close()
+
+    restarted = await Core.open(core.config)
+    core.db = restarted.db  # closed by the fixture's teardown
+    second = await make_lifecycle(model, on=restarted)
+    await second.settle()
+    await _user_turns(restarted, conv, 10)  # turn 15: due a re-naming
+    clock.advance(600)
+    await second.run_due()
+    assert model.count("naming") == 2
+    [offer] = restarted.manager.take_notes(conv)  # offered at the re-naming
+    assert "the birthday gift" in offer
 
 
 async def test_garbage_from_the_model_falls_back_to_offline_naming(

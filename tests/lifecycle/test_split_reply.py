@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.brain.base import BrainReply, BrainRequest, DeltaSink
 from bot.lifecycle import Lifecycle, ManualClock
 from bot.services import open_services
 from tests.conftest import (
@@ -53,6 +54,55 @@ async def test_a_suggested_split_is_offered_in_the_next_reply_once(tmp_path: Pat
         [(index, (offer,))] = offers
         assert index in (4, 5) and len(brain.requests) == 7
         assert "the birthday gift" in offer and "/new" in offer
+    finally:
+        await lifecycle.stop(timeout=1)
+        await shutdown_services(services)
+
+
+class FailingOnceBrain(NamingBrain):
+    """Fails the first reply that carries notes (the API rejected it), as a reply the
+    generation turns into a notice (``extra["error"]``)."""
+
+    failed = False
+
+    async def reply(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainReply:
+        if request.notes and not self.failed:
+            self.failed = True
+            self.requests.append(request)
+            return BrainReply(
+                text="I could not answer this: the model service rejected the request (400).",
+                model="scripted-model",
+                extra={"error": "rejected", "status": 400},
+            )
+        return await super().reply(request, on_delta)
+
+
+async def test_an_offer_whose_reply_failed_goes_with_the_next_reply(tmp_path: Path) -> None:
+    # Regression: the notes were taken when the reply was asked for: a reply that
+    # failed (a 400, a stop, an outage given up on) never said the offer, the next one
+    # did not carry it, and the transcript already said "offered".
+    config = telegram_config(tmp_path)
+    brain = FailingOnceBrain()
+    services = await open_services(config, brain=brain)
+    await attach_channel(services, RecordingChannel("telegram"))
+    lifecycle = Lifecycle(config, services, clock=ManualClock())
+    await lifecycle.start()
+    try:
+        for n in range(1, 6):
+            await services.router.deliver(inbound(f"message {n}: the server, and a gift"))
+            await settle(services)
+        await lifecycle.settle()
+        for text in ("and the backups?", "thanks", "bye"):
+            await services.router.deliver(inbound(text))
+            await settle(services)
+        offers = [i for i, r in enumerate(brain.requests) if r.notes]
+        assert len(offers) == 2 and offers[1] == offers[0] + 1, offers  # failed, then said
+        conv = (await services.conversations.list())[0].id
+        events = [
+            line for line in services.conversations.read_lines(conv) if line.get("type") == "event"
+        ]
+        # "offered" once, after the reply that said it
+        assert sum(1 for e in events if e.get("splitOffered")) == 1
     finally:
         await lifecycle.stop(timeout=1)
         await shutdown_services(services)
