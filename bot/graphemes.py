@@ -23,6 +23,7 @@ Arabic title does not reorder the words of our own line around it.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 ELLIPSIS = "…"
@@ -163,9 +164,28 @@ def has_rtl(text: str) -> bool:
     return any(unicodedata.bidirectional(ch) in ("R", "AL") for ch in text)
 
 
+# Explicit directional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069),
+# except an isolate we wrapped ourselves (FSI ... PDI around text without such controls).
+_BIDI_CONTROLS = re.compile(
+    "\u2068[^\u202a-\u202e\u2066-\u2069\n]*\u2069|[\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def shown_controls(text: str) -> str:
+    """``text`` with its explicit bidi controls written out ("[U+202E]"), as the dashboard
+    shows them: a right-to-left override planted in a message ("invoice_\u202egnp.exe")
+    reversed the rest of our line on Telegram, the conversation id included, and made
+    "exe.png" of an executable's name."""
+    if text.isascii():
+        return text
+    return _BIDI_CONTROLS.sub(lambda m: m[0] if len(m[0]) > 1 else f"[U+{ord(m[0]):04X}]", text)
+
+
 def isolate(text: str) -> str:
-    """``text`` in a first-strong isolate (U+2068 ... U+2069) when it holds right-to-left
-    letters, so that it is laid out on its own inside our line and does not drag the
-    punctuation and numbers around it (``"שלום" (3)`` shown as ``(3) "שלום"``). Left-to-
-    right text comes back unchanged: nothing to isolate, nothing added to count."""
+    """``text`` with its bidi controls shown (:func:`shown_controls`), in a first-strong
+    isolate (U+2068 ... U+2069) when it holds right-to-left letters, so that it is laid
+    out on its own inside our line and does not drag the punctuation and numbers around
+    it (``"שלום" (3)`` shown as ``(3) "שלום"``). Left-to-right text comes back unchanged:
+    nothing to isolate, nothing added to count."""
+    text = shown_controls(text)
     return f"{_FSI}{text}{_PDI}" if has_rtl(text) else text

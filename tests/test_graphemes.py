@@ -73,3 +73,14 @@ def test_isolate_only_right_to_left_text() -> None:
     assert isolate("plain title") == "plain title"
     assert isolate("שלום") == "\u2068שלום\u2069"
     assert has_rtl("مرحبا") and not has_rtl("日本語")
+
+
+def test_isolate_shows_bidi_controls_planted_in_the_text() -> None:
+    # Regression: a right-to-left override in a message reached Telegram bare in /search
+    # and the offline recall: the rest of the line, the conversation id included, was
+    # shown reversed, and "invoice_\u202egnp.exe" read as an image's name.
+    assert isolate("invoice_\u202egnp.exe (conv-1)") == "invoice_[U+202E]gnp.exe (conv-1)"
+    assert isolate("a\u2066b\u202cc") == "a[U+2066]b[U+202C]c"
+    # an isolate of ours is kept, and one that holds a planted control is shown
+    assert isolate("\u2068שלום\u2069") == "\u2068\u2068שלום\u2069\u2069"
+    assert isolate("\u2068x\u202ey\u2069") == "[U+2068]x[U+202E]y[U+2069]"
