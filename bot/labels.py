@@ -101,10 +101,23 @@ def display_title(
     Each part right-to-left is isolated (:func:`bot.graphemes.isolate`): a Hebrew contact
     before an English title made the line right-to-left and put the title first, and an
     Arabic title pulled our " · " and the brackets after it into its own run."""
-    label = channel_label(channel, meta, participants)
+    label = label_beside(channel_label(channel, meta, participants), title)
     # plain_title: a title stored before session 35 may still hold control characters
     name = isolate(plain_title(title or "") or UNTITLED)
     return f"{isolate(label)} · {name}" if label else name
+
+
+# How an automatic Telegram title starts with the contact (bot.lifecycle.titles)
+CONTACT_SEPARATOR = " — "
+
+
+def label_beside(label: str, title: str | None) -> str:
+    """``label``, or "" when ``title`` already starts with it: a Telegram conversation's
+    automatic title names its contact ("Anna — Chess Club"), and "Anna · Anna — Chess
+    Club" named her twice in the sidebar, /search and /status."""
+    if label and title and title.startswith(label + CONTACT_SEPARATOR):
+        return ""
+    return label
 
 
 ESCALATION_PREFIX = "Escalation"  # "Escalation: Eve (telegram)", "Escalations: Ann, Bob"

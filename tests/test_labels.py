@@ -18,6 +18,15 @@ def test_a_right_to_left_part_is_isolated_in_the_line() -> None:
     assert display_title("web", None, {}, []) == UNTITLED
 
 
+def test_a_title_that_names_the_contact_is_not_labelled_again() -> None:
+    # Regression: a Telegram conversation's automatic title names its contact, and
+    # /search and /status said "Owner · Owner — Sicilian Chess Clubs".
+    meta = {"contact": "Ann"}
+    assert display_title("telegram", "Ann — Chess Club", meta, []) == "Ann — Chess Club"
+    assert display_title("telegram", "Chess Club", meta, []) == "Ann · Chess Club"
+    assert display_title("telegram", "Annual — Review", meta, []) == "Ann · Annual — Review"
+
+
 def test_titles_are_free_of_control_characters() -> None:
     # Regression: clip_title only folded white space, so a NUL, an ESC sequence or a C1
     # control stayed in a title (journalctl showed its log line as "[blob data]").

@@ -18,6 +18,7 @@ from bot.fts_text import has_spaceless
 from bot.graphemes import cut
 from bot.index import ConversationRecord
 from bot.keyword_titles import kebab
+from bot.labels import CONTACT_SEPARATOR
 from bot.lifecycle.title_quotes import unquoted
 from bot.mail_subjects import bare_subject
 
@@ -25,7 +26,7 @@ TITLE_MAX_CHARS = 80
 TITLE_MAX_WORDS = 6
 TOPICS_MAX = 5
 TOPIC_MAX_CHARS = 40
-SEPARATOR = " — "
+SEPARATOR = CONTACT_SEPARATOR  # "Anna — Chess Club": the label beside it is left out
 
 _SMALL_WORDS = frozenset(
     "a an and as at but by for from in into nor of on or over per the to via vs with".split()

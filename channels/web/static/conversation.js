@@ -1,7 +1,7 @@
 /* The conversation in view: its page of turns, the reply streaming in, older pages,
  * the header (title, rename, model selector) and Stop. */
 import { send } from "./connection.js";
-import { el, icon, nameShown, titleOf } from "./helpers.js";
+import { el, icon, labelBeside, nameShown, titleOf } from "./helpers.js";
 import { renderItem } from "./messages.js";
 import { updateAddress } from "./navigation.js";
 import { flushQueued, settleUnsent, showQueued } from "./queue.js";
@@ -196,7 +196,8 @@ export function renderHeader() {
   const chan = $("chat-channel");
   chan.textContent = "";
   chan.appendChild(icon(c ? c.channel : "web"));
-  $("chat-label").textContent = c && c.label ? window.showBidiControls(nameShown(c.label)) : "";
+  const label = c ? labelBeside(c.label, c.title) : "";
+  $("chat-label").textContent = label ? window.showBidiControls(nameShown(label)) : "";
   $("readonly-badge").hidden = !readOnly;
   $("composer").hidden = readOnly;
   $("readonly-note").hidden = !readOnly;

@@ -72,7 +72,15 @@ const RTL = /[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFF]|\uD802[\uDC00-\uDFFF]|\uD
 // "label · title": the title in a first-strong isolate when it holds right-to-left
 // letters, so that an Arabic or Hebrew title after an English contact (or a number
 // at the end of one) does not reorder the label and the dot around it.
+// The label shown beside a title: none when the title starts with it. An automatic
+// Telegram title names its contact ("Anna — Chess Club"), and "Anna · Anna — Chess Club"
+// named her twice (bot/labels.py label_beside).
+export function labelBeside(label, title) {
+  return label && !String(title || "").startsWith(label + " \u2014 ") ? label : "";
+}
+
 export function labelled(label, title) {
+  label = labelBeside(label, title);
   if (!label) return title;
   return nameShown(label) + " · " + (RTL.test(title) ? "\u2068" + title + "\u2069" : title);
 }

@@ -495,6 +495,27 @@ async def test_a_right_to_left_title_is_isolated_beside_its_label(page: Page, st
     await expect(body).to_have_text("Message from \u2068דוד\u2069 (telegram user 5)")
 
 
+async def test_an_automatic_title_that_names_the_contact_is_not_labelled_again(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: a Telegram conversation's automatic title names its contact ("Ann —
+    # Chess Club"), and the sidebar, the search panel and the header put her label
+    # beside it again: "Ann · Ann — Chess Club".
+    await stack.deliver_telegram("hello", name="Ann")
+    rec = (await stack.services.conversations.list())[0]
+    await stack.services.conversations.set_title_topics(rec.id, "Ann — Chess Club", [], 1)
+    await log_in(page, stack)
+    title = page.locator(f'.conv[data-id="{rec.id}"] .conv-title')
+    await expect(title).to_have_text("Ann — Chess Club")
+    await page.locator(f'.conv[data-id="{rec.id}"] button').click()
+    await expect(page.locator("#chat-title")).to_have_text("Ann — Chess Club")
+    await expect(page.locator("#chat-label")).to_have_text("")
+    # the owner's own title does not name her: the label is back
+    await stack.services.conversations.rename(rec.id, "Chess Club")
+    await expect(title).to_have_text("Ann · Chess Club")
+    await expect(page.locator("#chat-label")).to_have_text("Ann")
+
+
 async def test_the_search_panel_says_when_nothing_shares_the_querys_words(
     page: Page, stack: Stack
 ) -> None:
