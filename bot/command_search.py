@@ -148,14 +148,20 @@ async def search_answer(
                 "turnRange": r.turn_range,
                 "focusTurn": focus_turn(r),
                 "snippet": snippet,
+                # the dashboard marks it as the text does (it listed such a result as
+                # a match, unmarked)
+                "unrelated": bool(unrelated_mark(page, r)),
             }
         )
+    footer = ""
     if page.next_cursor:
         # Five are shown: without this the owner took them for all there were. The
         # matches are counted apart from the nearest listed after them (count_line);
         # narrowing down helps only when matches are left.
         narrow = "; add words or a filter (channel:, from:, to:) to narrow it down"
-        lines.append(f"{count_line(page)}{narrow if matches_left(page) else ''}.")
+        footer = f"{count_line(page)}{narrow if matches_left(page) else ''}."
+        lines.append(footer)
     # The same results as data, for a channel that can link them (the dashboard
     # opens each conversation from its answer); the text is for the others.
-    return CommandResult("\n".join(lines), extra={"heading": heading, "results": found})
+    extra: dict[str, object] = {"heading": heading, "results": found, "footer": footer}
+    return CommandResult("\n".join(lines), extra=extra)

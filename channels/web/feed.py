@@ -191,6 +191,7 @@ class Feed:
         if isinstance(results, list):  # /search: the page links each conversation
             payload["results"] = results
             payload["heading"] = message.metadata.get("heading")
+            payload["footer"] = message.metadata.get("footer") or ""  # how many shown
         status = message.metadata.get("statusLines")
         if isinstance(status, list):  # /status: its conversation a link, not an id
             payload["statusLines"] = status

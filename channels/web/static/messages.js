@@ -155,10 +155,16 @@ function renderFound(msg) {
     });
     li.appendChild(link);
     li.appendChild(el("span", "muted", " " + [res.day, res.turnRange].filter(Boolean).join(", ")));
+    // listed after the matches, sharing no word and not close in meaning: marked as the
+    // other channels' text marks it (it read as a match here)
+    if (res.unrelated) li.appendChild(el("span", "muted found-unrelated", " (probably unrelated)"));
     if (res.snippet) li.appendChild(el("div", "found-snippet", res.snippet));
     list.appendChild(li);
   }
   frag.appendChild(list);
+  // "5 shown: 2 of 2 matches, 3 of 32 probably unrelated": without it the owner took
+  // the five for all there were
+  if (msg.footer) frag.appendChild(el("p", "muted found-count", msg.footer));
   return frag;
 }
 

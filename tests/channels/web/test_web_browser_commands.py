@@ -4,6 +4,9 @@ look and what they link to."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 from playwright.async_api import Page, expect
 
@@ -42,6 +45,36 @@ async def test_search_typed_in_the_chat_links_the_conversations_it_finds(
     await expect(page.locator("body")).to_have_attribute("data-conversation", titled.id)
     await expect(page.locator("#chat-title")).to_have_text("Orchard plans")
     await expect(page.locator(".msg.matched")).to_contain_text("walnut harvest")
+
+
+async def test_search_in_the_chat_marks_the_unrelated_and_says_how_many_are_shown(
+    page: Page, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the chat listed five linked results and nothing else, where the other
+    # channels mark those listed after the matches "(probably unrelated)" and end with
+    # "5 shown: 2 of 2 matches, 3 of 32 probably unrelated": the owner took unrelated
+    # conversations for hits, and five for all there were.
+    manager = stack.services.conversations
+    for n in range(7):
+        rec = await manager.create("web")
+        await manager.append_turn(rec.id, "user", f"hazelnut hedge number {n}")
+    search = stack.services.search.search
+
+    async def nearest(*args: Any, **kwargs: Any) -> Any:
+        page = await search(*args, **kwargs)
+        first, *rest = page.results
+        marked = [first, *(replace(r, match="loose") for r in rest)]
+        return replace(page, method="hybrid", results=marked, loose=page.total - 1)
+
+    monkeypatch.setattr(stack.services.search, "search", nearest)
+    await log_in(page, stack)
+    await send(page, "/search hazelnut")
+    notice = page.locator(".msg-notice").last
+    await expect(notice.locator("a.found-title")).to_have_count(5)
+    await expect(notice.locator(".found-unrelated")).to_have_count(4)
+    await expect(notice.locator(".found-count")).to_have_text(
+        "5 shown: 1 of 1 match, 4 of 6 probably unrelated."
+    )
 
 
 async def test_the_status_box_has_no_blank_lines(page: Page, stack: Stack) -> None:
