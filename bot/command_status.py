@@ -124,8 +124,10 @@ def vector_rebuild_state(services: Services) -> str | None:
     if not progress.total:  # counting them
         return text
     return (
-        f"{text}: {progress.done} of {progress.total} conversations, "
-        f"{progress.windows} turn windows so far"
+        # "done": "260 of 261 conversations" read as the ones left, with three quarters
+        # of the windows still to embed (a long conversation last)
+        f"{text}: {progress.done} of {progress.total} conversations done, "
+        f"{progress.windows} turn windows embedded so far"
     )
 
 

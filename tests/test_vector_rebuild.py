@@ -190,8 +190,10 @@ def test_the_status_says_how_far_the_rebuild_is() -> None:
         progress=RebuildProgress(done=120, total=800, windows=3400),
     )
     services = SimpleNamespace(vectors=vectors, vector_search_available=lambda: True)
+    # Regression: "120 of 800 conversations" did not say which were done
     state = (
-        "embedding the vectors still missing: 120 of 800 conversations, 3400 turn windows so far"
+        "embedding the vectors still missing: 120 of 800 conversations done, "
+        "3400 turn windows embedded so far"
     )
     assert vector_rebuild_state(services) == state
     assert search_line(services) == (  # type: ignore[arg-type]
