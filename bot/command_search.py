@@ -135,9 +135,11 @@ async def search_answer(
         )
         day = local_day(r.timestamp, zone)
         where = r.found_in()
+        # found by its title alone: no snippet, and no double space in its place
+        said = f" {isolate(snippet)}" if snippet else ""
         lines.append(
-            f"{i}. {title} [{r.channel}, {day}, {where}]{unrelated_mark(page, r)} "
-            f"{isolate(snippet)} ({r.conversation_id})"
+            f"{i}. {title} [{r.channel}, {day}, {where}]{unrelated_mark(page, r)}"
+            f"{said} ({r.conversation_id})"
         )
         found.append(
             {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from bot.commands import alias_named
 from bot.conversations import ConversationNotFound
 from bot.labels import clip_title, plain_title
 from bot.model_switch import model_refusal
@@ -42,9 +43,12 @@ async def rename_conversation(hub: WsHub, client: Client, data: dict[str, Any]) 
 async def set_model(hub: WsHub, client: Client, data: dict[str, Any]) -> None:
     """Set the model alias of the conversation in view (every tab is told), or of the
     one the first message of an empty chat starts."""
-    alias = str(data.get("model") or "")
-    if alias not in hub.channel.config.models.aliases:
-        hub.send(client, {"type": "error", "message": f"unknown model {alias!r}"})
+    named = str(data.get("model") or "")
+    # read as /model reads it (an alias in any case, or the model id it names): "OPUS"
+    # or "claude-haiku-4-5" switched when typed, and was refused here
+    alias = alias_named(hub.channel.config.models.aliases, named.strip().lower()) or ""
+    if not alias:
+        hub.send(client, {"type": "error", "message": f"unknown model {named!r}"})
         return
     cid = client.conversation_id
     rec = await hub.services.conversations.get(cid) if cid is not None else None

@@ -167,6 +167,23 @@ async def test_model_selector(ws_factory, stack: Stack) -> None:
     )
     rec = await stack.services.conversations.get(updated["conversationId"])
     assert rec.model == "haiku"
+    # Regression: read as /model reads it: an alias in any case, or the id it names
+    # ("OPUS" and "claude-..." switched when typed, and were "unknown model" here)
+    model_id = stack.services.config.models.aliases["opus"]
+    for named, alias in (("OPUS", "opus"), (" Haiku ", "haiku"), (model_id, "opus")):
+        start = len(tab.frames)
+        await tab.send(type="set_model", model=named)
+        frame = await tab.wait_for(
+            lambda f, alias=alias: (  # type: ignore[misc]
+                f["type"] == "error"
+                or (
+                    f.get("conversation", {}).get("model") == alias
+                    and f["type"] == "conversation_updated"
+                )
+            ),
+            start=start,
+        )
+        assert frame["type"] == "conversation_updated", (named, frame)
 
 
 async def test_model_typed_in_a_new_chat_creates_no_conversation(ws_factory, stack: Stack) -> None:
