@@ -177,3 +177,5 @@ async def test_a_conversation_found_by_its_title_says_so(core: Core) -> None:
     await manager.rename(rec.id, "Homelab storage saga")
     answer = await core.say("/search homelab")
     assert rec.id in answer and ", its title]" in answer
+    # no snippet to show, and no double space in its place
+    assert f"its title] ({rec.id})" in answer
