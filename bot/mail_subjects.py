@@ -19,9 +19,15 @@ _REPLY_PREFIX = re.compile(
     r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
     re.IGNORECASE,
 )
-# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese)...
+# "Fwd:", "FW:", "WG:" (German), "TR:" (French), "RV:" (Spanish), "ENC:" (Portuguese),
+# Outlook's "I:" (Italian), "VB:" (Swedish), "VL:" (Finnish), "PD:" (Polish), "İLT:"
+# (Turkish), "转发:" / "轉寄:" (Chinese): without them the forwarded mail below its header
+# block was cut as quoted history, and "pay this invoice" reached the model without it.
+# A subject misread as a forward only keeps more of its text.
 _FORWARD_PREFIX = re.compile(
-    r"^\s*((fwd?|wg|tr|rv|enc|doorst)(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+", re.IGNORECASE
+    r"^\s*((fwd?|wg|tr|rv|enc|doorst|i|vb|vl|pd|i̇lt|ilt|转发|轉寄|轉發)"
+    r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
+    re.IGNORECASE,
 )
 # A tag a gateway or a ticket system puts before the subject ("[EXTERNAL]", "[Ticket #1]"),
 # which mail clients then put their own "RE:" before: "RE: [EXTERNAL] Re: Trip".

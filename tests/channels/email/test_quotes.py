@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bot.mail_subjects import is_forward_subject
 from channels.email.parsing import parse_message
 from channels.email.quotes import strip_reply
 from tests.channels.email.helpers import shared_dir
@@ -108,6 +109,30 @@ def test_third_party_fixture(suite: str, name: str, spec: dict[str, Any]) -> Non
                 continue  # "--", ">": too short to say anything about what was hidden
             found = (re.search(pat, visible, re.M) is not None) if is_regex else pat in visible
             assert found == shown, (idx, pat, visible)
+
+
+@pytest.mark.parametrize(
+    ("subject", "header"),
+    [
+        ("I: Fattura 42", "Da: Fornitore <bill@supplier.it>\nInviato: lunedì\nOggetto: Fattura 42"),
+        (
+            "VB: Faktura 42",
+            "Från: Leverantör <bill@supplier.se>\nSkickat: måndag\nÄmne: Faktura 42",
+        ),
+        ("VL: Lasku 42", "Lähettäjä: Toimittaja <bill@supplier.fi>\nLähetetty: maanantai"),
+        ("PD: Faktura 42", "Od: Dostawca <bill@supplier.pl>\nWysłano: poniedziałek"),
+    ],
+)
+def test_outlook_forwards_in_other_languages_keep_the_forwarded_message(
+    subject: str, header: str
+) -> None:
+    # Regression: "I:" (Italian), "VB:" (Swedish), "VL:" (Finnish), "PD:" (Polish) were
+    # no forward prefixes: the forwarded invoice below its header block was cut as
+    # quoted history, and "can you pay this?" reached the model without it.
+    body = f"Can you pay this?\n\n________________________________\n{header}\n\nIBAN DE00 42\n"
+    assert is_forward_subject(subject)
+    kept = strip_reply(body, forward=is_forward_subject(subject))
+    assert "IBAN DE00 42" in kept and kept.startswith("Can you pay this?")
 
 
 def test_a_forward_without_a_marker_keeps_the_forwarded_message() -> None:
