@@ -108,7 +108,12 @@ class EmailChannel:
         try:
             await asyncio.wait_for(self.ready.wait(), min(self._cfg.imap.timeout, 10.0))
         except TimeoutError:
-            log.warning("IMAP not reachable yet; retrying in the background")
+            if self.connects:
+                # connected, and the first sync is still fetching (30 mails waiting on a
+                # loaded machine): "not reachable" sent the owner to the server's settings
+                log.info("IMAP connected; the first sync goes on in the background")
+            else:
+                log.warning("IMAP not reachable yet; retrying in the background")
 
     async def stop(self) -> None:
         """Stop watching the mailbox. Sends in progress belong to the outbox and finish."""

@@ -923,3 +923,29 @@ async def test_a_session_dropped_right_after_its_sync_backs_off(
     # (a login that times out on a busy machine fails before it counts as a connect)
     assert channel.connects >= 2
     assert delays[4] > initial  # 16x the first delay, with jitter: 8-16x; reset: <= 1x
+
+
+async def test_a_slow_first_sync_is_not_called_unreachable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: with 30 mails waiting on a loaded machine, the log said "IMAP
+    # connected to INBOX", then "IMAP not reachable yet; retrying in the background":
+    # the start's wait for the first sync had ended, the connection had not.
+    config = make_config(tmp_path, 1, 1, "INBOX", imap={"timeout": 0.2})
+    channel = EmailChannel(config, None)
+    syncing = asyncio.Event()
+
+    async def connected_and_syncing(self: EmailChannel) -> None:
+        self.connects += 1
+        syncing.set()
+        await asyncio.Event().wait()  # the first sync, still fetching
+
+    monkeypatch.setattr(EmailChannel, "_run", connected_and_syncing)
+    with caplog.at_level(logging.INFO, logger="my_agent.email"):
+        await channel.start(FakeHost())
+    try:
+        assert syncing.is_set()
+        assert "not reachable" not in caplog.text
+        assert "first sync goes on in the background" in caplog.text
+    finally:
+        await channel.stop()
