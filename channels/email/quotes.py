@@ -10,7 +10,9 @@ turn's metadata. The rules, in order:
   also in bold ``*From:*`` and in other languages);
 * an attribution line ("On <date>, <name> wrote:", possibly wrapped over three lines, or
   its French, German, Spanish, Italian, Dutch, Portuguese, Scandinavian, Polish, Czech,
-  Russian, Finnish or Hungarian variants) is dropped; when ``>`` quotes follow, the reply
+  Russian, Finnish or Hungarian variants, or any line naming an address in angle brackets
+  and ending with a colon right above ``>`` quotes: Gmail's Japanese, Chinese, Korean,
+  Turkish... orders) is dropped; when ``>`` quotes follow, the reply
   may be inline (text between quote blocks is kept), otherwise the history is unquoted
   and everything after the attribution is dropped;
 * ``>`` lines are dropped;
@@ -127,6 +129,32 @@ def _attribution_end(lines: list[str], i: int) -> int | None:
     return None
 
 
+# "<bot@example.com>:" at the end of a line: an attribution in any language and order
+_ADDRESS_COLON = re.compile(r"<[^<>\s]+@[^<>\s]+>.{0,200}[:：]\s*$")
+
+
+def _addressed_attribution(lines: list[str], i: int) -> int | None:
+    """The last line of an attribution that names an address in angle brackets and ends
+    with a colon, when quoted lines follow it: the verb and the date's order differ in
+    every language ("сб, 28 нояб. 2026 г. в 19:23, Name <a@b>:", "Name <a@b> 于...写道：",
+    "2026年11月28日(土) 19:17 Name <a@b>:"), and those without a verb the start rule knows
+    stayed in the owner's text."""
+    joined = ""
+    for j in range(i, min(i + 3, len(lines))):
+        line = lines[j].strip()
+        if not line or _QUOTE.match(lines[j]):
+            return None
+        joined = f"{joined} {line}" if joined else line
+        if len(joined) > 400:
+            return None
+        if _ADDRESS_COLON.search(joined):
+            nxt = j + 1
+            while nxt < len(lines) and not lines[nxt].strip():
+                nxt += 1
+            return j if nxt < len(lines) and _QUOTE.match(lines[nxt]) else None
+    return None
+
+
 def _outlook_block(lines: list[str], i: int) -> bool:
     """``From:`` followed within six lines by at least two of Sent/To/Subject/Cc/Date, one
     of them Sent or Subject unless the From line holds an address."""
@@ -154,6 +182,8 @@ def _classify(lines: list[str]) -> list[int]:
                 kinds[k] = _DROPPED
             break
         end = _attribution_end(lines, i)
+        if end is None:
+            end = _addressed_attribution(lines, i)
         if end is not None:
             nxt = end + 1
             while nxt < len(lines) and not lines[nxt].strip():

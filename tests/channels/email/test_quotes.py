@@ -135,6 +135,30 @@ def test_outlook_forwards_in_other_languages_keep_the_forwarded_message(
     assert "IBAN DE00 42" in kept and kept.startswith("Can you pay this?")
 
 
+@pytest.mark.parametrize(
+    "attribution",
+    [
+        "сб, 28 нояб. 2026 г. в 19:23, My Assistant <bot@example.com>:",
+        "2026年11月28日(土) 19:17 My Assistant <bot@example.com>:",
+        "My Assistant <bot@example.com> 于2026年11月28日周六 19:17写道：",
+        "2026년 11월 28일 (토) 오후 7:17, My Assistant <bot@example.com>님이 작성:",
+        "My Assistant <bot@example.com>, 28 Kas 2026 Cmt, 19:17 tarihinde şunu yazdı:",
+        "so 28. 11. 2026 v 19:17 odesílatel My Assistant <bot@example.com> napsal:",
+        "la 28.11.2026 klo 19.17 My Assistant (<bot@example.com>) kirjoitti:",
+    ],
+)
+def test_gmail_attributions_in_other_languages_are_not_the_owners_text(
+    attribution: str,
+) -> None:
+    # Regression: the quoted lines went, the "wrote:" line above them stayed in the
+    # stored turn (Russian, Japanese, Chinese, Korean, Turkish, Czech, Finnish).
+    body = f"Да, спасибо.\n\n{attribution}\n\n> What time suits you?\n> Tomorrow?\n"
+    assert strip_reply(body) == "Да, спасибо."
+    # an address and a colon with no quote below is the owner's own words
+    own = "Please write to Anna <anna@example.net>:\nshe has the keys."
+    assert strip_reply(own) == own
+
+
 def test_a_forward_without_a_marker_keeps_the_forwarded_message() -> None:
     # Outlook forwards with the header block of a reply: only the subject ("FW:") tells.
     body = (
