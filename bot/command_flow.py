@@ -15,6 +15,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRuns, has_effects
+from bot.command_syntax import is_closing
 from bot.commands import GROUP_MEMBER_HELP, CommandResult, Commands
 from bot.events import InboundMessage, OutboundMessage, placement
 from bot.index import ConversationRecord
@@ -62,7 +63,8 @@ class CommandFlow:
         dedup = f"{msg.channel}:{msg.message_id}:command"
         # "/new" then a message ("/new" on the first line of a mail, the request below
         # it): the text is the fresh conversation's first message, not dropped.
-        first = args if name == "new" and owner and args else ""
+        # A mail's closing alone ("Thanks,\nOlivia") is no first message (is_closing).
+        first = args if name == "new" and owner and args and not is_closing(args) else ""
         if await self.s.outbox.has_key(dedup):
             # A redelivered command (its answer is queued already): never run it twice,
             # a second /new would create a second conversation.

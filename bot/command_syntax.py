@@ -7,6 +7,7 @@ the party commands (:mod:`bot.party_commands`) answer with the same type.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,28 @@ def parse_command(text: str) -> tuple[str, str] | None:
     if not name or not name.replace("_", "").isalnum():
         return None
     return name, tail[0].strip() if tail else ""
+
+
+# A closing that signs a mail off: "/new" over "Thanks,\nOlivia" started a conversation
+# whose first message was the sign-off, answered by the model.
+_CLOSING = re.compile(
+    r"^(thanks?( you| again| a lot)?|thx|ty|many thanks|cheers|best|best wishes|regards|"
+    r"kind regards|best regards|warm regards|all the best|take care|sincerely|yours|"
+    r"danke( dir| schön| sehr)?|vielen dank|viele grüße|liebe grüße|beste grüße|"
+    r"mit freundlichen grüßen|grüße|gruß|lg|vg|mfg|gracias|saludos|un saludo|merci|"
+    r"cordialement|bien à vous|bisous|grazie|cordiali saluti|saluti|ciao|groeten|"
+    r"met vriendelijke groet|hälsningar|mvh|pozdrawiam|obrigad[oa]|abraços)[\s,.!]*$",
+    re.IGNORECASE,
+)
+
+
+def is_closing(text: str) -> bool:
+    """Whether ``text`` is only a mail's closing: a valediction ("Thanks,", "Best
+    regards", "Viele Grüße") and at most two short lines under it (a name, a role)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines or len(lines) > 3 or not _CLOSING.match(lines[0]):
+        return False
+    return all(len(line) <= 40 for line in lines[1:])
 
 
 @dataclass

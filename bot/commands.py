@@ -28,6 +28,7 @@ from bot.command_syntax import (
     OWNER_HELP,
     STRANGER_HELP,
     CommandResult,
+    is_closing,
     parse_command,
 )
 from bot.events import InboundMessage
@@ -126,7 +127,8 @@ class Commands(PartyCommands):
             # session 24; the dashboard's since session 18).
             model = conv.model or self.s.config.models.default
             # ("/new <first message>": that message starts it)
-            rest = "your message starts it" if args else "nothing has been said in it yet"
+            starts = args and not is_closing(args)  # a mail's sign-off is no message
+            rest = "your message starts it" if starts else "nothing has been said in it yet"
             return CommandResult(
                 f"This conversation is new already ({self._model_note(model)}): {rest}.",
                 switched_to=conv,

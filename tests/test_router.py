@@ -690,6 +690,40 @@ async def test_escalation_follows_the_configured_channel(tmp_path: Path) -> None
         await shutdown_services(services)
 
 
+@pytest.mark.parametrize(
+    "closing", ["Thanks,\nOlivia", "Best regards,\nOlivia Owner\nHead of Ops", "Viele Grüße"]
+)
+async def test_new_over_a_mails_closing_starts_an_empty_conversation(
+    core: Core, closing: str
+) -> None:
+    # Regression: "/new" over "Thanks,\nOlivia" started a conversation whose first
+    # message was the sign-off, and the model answered it (a second mail, a paid call).
+    fields: dict[str, Any] = {"identity_verified": True, "subject": "Party planning"}
+    sender = "robin.owner@example.org"
+    await core.deliver("hello", channel="email", sender=sender, message_id="<c1@x.org>", **fields)
+    await settle(core.s)
+    fields.update(message_ref="<c2@x.org>", thread_refs=("<c1@x.org>",))
+    await core.deliver(
+        f"/new\n\n{closing}", channel="email", sender=sender, message_id="<c2@x.org>", **fields
+    )
+    await settle(core.s)
+    fresh = next(c for c in await core.conversations() if c.pinned)
+    assert not [line for line in core.s.store.read_lines(fresh.id) if line.get("type") == "turn"]
+    assert core.email.texts("reply") == ["re: hello"]  # no answer to the closing
+    assert len(core.email.of_kind("command")) == 1
+    # a real first message is kept, closing and all
+    fields.update(message_ref="<c3@x.org>", thread_refs=("<c2@x.org>",))
+    await core.deliver(
+        "/new\n\nBook the Lisbon train.\n\nThanks,\nOlivia",
+        channel="email",
+        sender=sender,
+        message_id="<c3@x.org>",
+        **fields,
+    )
+    await settle(core.s)
+    assert core.email.texts("reply")[-1].startswith("re: Book the Lisbon train.")
+
+
 @pytest.mark.parametrize("channel", ["telegram", "email"])
 async def test_new_with_a_first_message_keeps_it_when_recording_it_failed_once(
     core: Core, monkeypatch: pytest.MonkeyPatch, channel: str
