@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -72,6 +73,10 @@ async def test_a_day_the_query_names_brings_its_turns_in(store) -> None:  # type
     for query in (
         "what did we discuss on 14 October 2026",
         "what did we discuss yesterday",  # the owner's today is 15 October
+        # Regression: a day without a year brought no candidates (it is that day of
+        # every year), and the day's conversation was not found: its latest one does
+        "what did we discuss on 14 October",
+        "what did we discuss on October 14th",
     ):
         page = await service.search(query)
         assert page.results[0].conversation_id == "conv-budget", query
@@ -124,6 +129,15 @@ async def test_the_pool_is_a_range_of_the_time_index_and_bounded(store) -> None:
     from bot.named_dates import query_dates
 
     assert dated_filters(query_dates("in June"), Filters(), service.zone) == []
+    # with the owner's today, a day or month without a year is its latest occurrence
+    today = datetime(2026, 10, 15).date()
+    (june,) = dated_filters(query_dates("in June"), Filters(), ZoneInfo("UTC"), today)
+    assert (june.date_from, june.date_to) == (
+        "2026-06-01T00:00:00.000Z",
+        "2026-06-30T23:59:59.999Z",
+    )
+    (dec,) = dated_filters(query_dates("on 24 December"), Filters(), ZoneInfo("UTC"), today)
+    assert dec.date_from is not None and dec.date_from.startswith("2025-12-24")
     assert dated_filters(query_dates("in 2026"), Filters(), service.zone) == []
     # an explicit date filter wins over the words
     assert dated_filters(query_dates("on 3 May 2026"), Filters(date_from="2026-01-01"), None) == []
@@ -153,7 +167,11 @@ async def test_a_keyword_only_search_lists_the_conversations_of_the_days_it_name
     await add_conversation(db, "conv-c", [("user", "Roses need pruning")], day="2026-10-02")
     service = SearchService(AppConfig(data_dir=tmp_path), db)  # no model: keyword only
     service.now = lambda: datetime(2026, 10, 15, 9, 0, tzinfo=UTC)
-    for query in ("what did we discuss yesterday", "what did we discuss on 14 October 2026"):
+    for query in (
+        "what did we discuss yesterday",
+        "what did we discuss on 14 October 2026",
+        "what did we discuss on 14 October",
+    ):
         page = await service.search(query)
         assert page.method == "keyword" and page.match == "date", query
         assert sorted(r.conversation_id for r in page.results) == ["conv-a", "conv-b"], query

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
@@ -117,16 +118,24 @@ def _conversations(conn: SyncConn, filters: Filters) -> set[str]:
 
 
 def dated_filters(
-    ranges: Sequence[DateRange], filters: Filters, zone: ZoneInfo | None
+    ranges: Sequence[DateRange],
+    filters: Filters,
+    zone: ZoneInfo | None,
+    today: date | None = None,
 ) -> list[Filters]:
     """``filters`` narrowed to each of the owner's day ranges a query names, as UTC
-    bounds; none when the filter already has dates or is one conversation, for ranges in
-    every year (:data:`~bot.named_dates.ANY_YEAR`), or when together they exceed
-    :data:`DATED_MAX_DAYS`."""
+    bounds; none when the filter already has dates or is one conversation, or when
+    together they exceed :data:`DATED_MAX_DAYS`. A range in every year
+    (:data:`~bot.named_dates.ANY_YEAR`: "on 3 November", "in June") is its latest
+    occurrence up to ``today`` (the owner's; none without it): such a day's
+    conversation was no candidate, and "what did we discuss on 3 November?" listed it
+    37th, while the date prior still lifts that day of every year among the candidates."""
     if filters.date_from or filters.date_to or filters.conversation_id or not ranges:
         return []
     if any(start.year == ANY_YEAR for start, _ in ranges):
-        return []
+        if today is None:
+            return []
+        ranges = [latest_occurrence(r, today) if r[0].year == ANY_YEAR else r for r in ranges]
     if sum((end - start).days + 1 for start, end in ranges) > DATED_MAX_DAYS:
         return []
     zone = zone or ZoneInfo("UTC")
@@ -138,6 +147,25 @@ def dated_filters(
         )
         for start, end in ranges
     ]
+
+
+def latest_occurrence(span: DateRange, today: date) -> DateRange:
+    """``span`` (in :data:`~bot.named_dates.ANY_YEAR`) in the latest year where it starts
+    on or before ``today``; February 29 is the 28th in other years."""
+    start, end = span
+    for year in (today.year, today.year - 1):
+        first = _in_year(start, year)
+        last = _in_year(end, year + (end.year - start.year))
+        if first <= today:
+            return first, last
+    return _in_year(start, today.year - 1), _in_year(end, today.year - 1)
+
+
+def _in_year(day: date, year: int) -> date:
+    try:
+        return day.replace(year=year)
+    except ValueError:  # February 29
+        return day.replace(year=year, day=28)
 
 
 def pool_of(conn: SyncConn, many: Sequence[Filters], cap: int | None = None) -> Pool | None:

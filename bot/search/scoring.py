@@ -162,8 +162,9 @@ class QueryScoring:
         notes_cut = [False]  # keyword-only: more notes (or titles) matched than were ranked
         # a filtered search takes its vector candidates among the turns that pass the
         # filter, and the dates a query names add their nearest turns (bot.search.pool)
-        named = query_dates(query, self.now().astimezone(self.zone).date())
-        dated = dated_filters(named, filters, self.zone) if cfg.date_candidates else []
+        today = self.now().astimezone(self.zone).date()
+        named = query_dates(query, today)
+        dated = dated_filters(named, filters, self.zone, today) if cfg.date_candidates else []
         narrowed = guess and narrows(filters)
         pools: list[Pool | None] = [None, None]  # the filter's, the named dates'
         day_turns: list[int] = []  # keyword-only: the named days' conversations
