@@ -99,6 +99,28 @@ async def test_user_text_never_raises_fts_errors(seeded: Database, text: str) ->
         assert page.results and page.results[0].conversation_id == "conv-deploy"
 
 
+def test_function_words_of_german_spanish_and_french_are_not_search_words() -> None:
+    """Regression: "Wie hieß der Klempner?" matched every German conversation through
+    "der" (and "hat", "mit", "de", "el"): they came first, counted as matches, above the
+    conversation asked about."""
+    assert query_terms("Wie hieß der Klempner?") == ["klempner"]
+    assert query_terms("Was hat die Reparatur der Bremsen gekostet?") == [
+        "reparatur",
+        "bremsen",
+        "gekostet",
+    ]
+    assert query_terms("¿cuánto costó el fontanero?") == ["costó", "fontanero"]
+    assert query_terms("receta de garbanzos") == ["receta", "garbanzos"]
+    assert query_terms("le menu du jour") == ["menu", "jour"]
+    # English words, names and places stay when nothing else says the query is foreign
+    assert query_terms("What hat did she buy?") == ["hat", "buy"]
+    assert query_terms("did the dog die") == ["dog", "die"]
+    assert query_terms("trip to Los Angeles") == ["trip", "los", "angeles"]
+    assert query_terms("Robert de Niro with Al Pacino") == ["robert", "niro", "al", "pacino"]
+    assert query_terms("my MIT application") == ["mit", "application"]
+    assert query_terms("der") == ["der"]  # nothing else: kept, as stop words are
+
+
 def test_possessives_and_contractions_are_not_search_words() -> None:
     """Regression: "what's" was a search word (a phrase matching every "what's" of the
     store) and "daughter's" matched only the possessive, not "daughter"."""

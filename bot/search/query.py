@@ -11,6 +11,7 @@ import re
 
 from bot.fts_text import has_spaceless, normalise, runs_phrases, split_runs
 from bot.graphemes import cut
+from bot.search.foreign_words import foreign_function_words
 
 # Words that carry no topic on their own. Dropped from the OR query (they would match
 # most turns and only add noise to bm25); kept when the query has nothing else.
@@ -99,7 +100,8 @@ def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
         seen.setdefault(word, None)
     terms = list(seen)
     if drop_stop_words:
-        kept = [w for w in terms if _content_term(w)]
+        foreign = foreign_function_words(terms)  # "der", "de", "el" (bot.search.foreign_words)
+        kept = [w for w in terms if _content_term(w) and w not in foreign]
         if kept:
             return kept
     return terms
