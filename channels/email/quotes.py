@@ -32,6 +32,7 @@ an empty turn. Runs in time linear in the number of lines.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 _ORIGINAL = re.compile(
     r"^\s*[-=_*]{2,}\s*(original message|original|ursprüngliche nachricht|message d'origine|"
@@ -112,18 +113,33 @@ _QUOTE = re.compile(r"^\s*>")
 _TEXT, _QUOTED, _DROPPED = 0, 1, 2
 
 
-def _attribution_end(lines: list[str], i: int) -> int | None:
-    """If an attribution starts at line ``i``, the index of its last line."""
-    if not _ATTRIBUTION_START.match(lines[i]) and not _ATTRIBUTION_DATE_ADDR.match(lines[i]):
-        return None
+def _wrapped(lines: list[str], i: int) -> Iterator[tuple[int, str]]:
+    """Line ``i`` and up to two more joined (an attribution wraps), as (its last index,
+    the text so far) in turn; ends at a blank or quoted line, or past 400 characters."""
     joined = ""
     for j in range(i, min(i + 3, len(lines))):
         line = lines[j].strip()
         if not line or _QUOTE.match(lines[j]):
-            return None
+            return
         joined = f"{joined} {line}" if joined else line
         if len(joined) > 400:
-            return None
+            return
+        yield j, joined
+
+
+def _quote_follows(lines: list[str], j: int) -> bool:
+    """Whether the first line after ``j`` that is not blank is quoted."""
+    nxt = j + 1
+    while nxt < len(lines) and not lines[nxt].strip():
+        nxt += 1
+    return nxt < len(lines) and bool(_QUOTE.match(lines[nxt]))
+
+
+def _attribution_end(lines: list[str], i: int) -> int | None:
+    """If an attribution starts at line ``i``, the index of its last line."""
+    if not _ATTRIBUTION_START.match(lines[i]) and not _ATTRIBUTION_DATE_ADDR.match(lines[i]):
+        return None
+    for j, joined in _wrapped(lines, i):
         if _ATTRIBUTION_END.search(joined) or (j == i and _ATTRIBUTION_DATE_ADDR.match(joined)):
             return j
     return None
@@ -139,19 +155,9 @@ def _addressed_attribution(lines: list[str], i: int) -> int | None:
     every language ("сб, 28 нояб. 2026 г. в 19:23, Name <a@b>:", "Name <a@b> 于...写道：",
     "2026年11月28日(土) 19:17 Name <a@b>:"), and those without a verb the start rule knows
     stayed in the owner's text."""
-    joined = ""
-    for j in range(i, min(i + 3, len(lines))):
-        line = lines[j].strip()
-        if not line or _QUOTE.match(lines[j]):
-            return None
-        joined = f"{joined} {line}" if joined else line
-        if len(joined) > 400:
-            return None
+    for j, joined in _wrapped(lines, i):
         if _ADDRESS_COLON.search(joined):
-            nxt = j + 1
-            while nxt < len(lines) and not lines[nxt].strip():
-                nxt += 1
-            return j if nxt < len(lines) and _QUOTE.match(lines[nxt]) else None
+            return j if _quote_follows(lines, j) else None
     return None
 
 
@@ -185,10 +191,7 @@ def _classify(lines: list[str]) -> list[int]:
         if end is None:
             end = _addressed_attribution(lines, i)
         if end is not None:
-            nxt = end + 1
-            while nxt < len(lines) and not lines[nxt].strip():
-                nxt += 1
-            if nxt < len(lines) and _QUOTE.match(lines[nxt]):
+            if _quote_follows(lines, end):
                 for k in range(i, end + 1):
                     kinds[k] = _DROPPED
                 i = end + 1

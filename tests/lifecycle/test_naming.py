@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -244,30 +244,30 @@ async def test_suggest_split_leaves_one_note_for_the_next_reply(
     assert core.manager.take_notes(conv) == []  # used once
 
 
-async def test_a_split_offered_before_a_restart_is_not_offered_again(
-    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
-) -> None:
-    # Regression: "offered once" was a set in memory: after a restart, the next
-    # re-naming that still saw two subjects left the offer again, and the owner read
-    # "shall we move the birthday gift to a fresh conversation?" once per restart.
-    model.naming = (
-        '{"title": "Server Check and Birthday Gift", "topics": ["server-check", '
-        '"birthday-gift"], "suggestSplit": true, "splitTopic": "the birthday gift"}'
-    )
+SPLIT_NAMING = (
+    '{"title": "Server Check and Birthday Gift", "topics": ["server-check", '
+    '"birthday-gift"], "suggestSplit": true, "splitTopic": "the birthday gift"}'
+)
+
+
+async def _renamed_after_a_restart(
+    core: Core,
+    clock: ManualClock,
+    make_lifecycle: MakeLifecycle,
+    model: ScriptedModel,
+    before_restart: Callable[[str], Awaitable[None]],
+) -> tuple[Core, str]:
+    """Name a conversation the model says mixes two subjects, run ``before_restart``
+    (its id), restart (new database connection, manager and lifecycle over the same
+    files), then add ten turns and let the idle pass re-name it (still two subjects)."""
+    model.naming = SPLIT_NAMING
     first = await make_lifecycle(model)
     conv = (await core.manager.create("web")).id
     await _user_turns(core, conv, 5)
     await first.settle()
-    notes = tuple(core.manager.take_notes(conv))
-    assert len(notes) == 1
-    assert core.events(conv, "title_assigned")[-1]["splitSuggested"] == "the birthday gift"
-    # the owner's next reply delivered it (bot.replies says so on the bus)
-    await core.bus.emit("notes_delivered", conversation_id=conv, notes=notes)
-    assert core.events(conv, "meta_update")[-1]["splitOffered"] is True
+    await before_restart(conv)
     await first.stop(timeout=1)
     await core.close()
-
-    # A new process: new database connection, manager and lifecycle over the same files.
     restarted = await Core.open(core.config)
     core.db = restarted.db  # closed by the fixture's teardown
     second = await make_lifecycle(model, on=restarted)
@@ -275,7 +275,26 @@ async def test_a_split_offered_before_a_restart_is_not_offered_again(
     await _user_turns(restarted, conv, 10)  # turn 15: due a re-naming
     clock.advance(600)
     await second.run_due()
-    assert model.count("naming") == 2  # re-named, still two subjects
+    assert model.count("naming") == 2
+    return restarted, conv
+
+
+async def test_a_split_offered_before_a_restart_is_not_offered_again(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression: "offered once" was a set in memory: after a restart, the next
+    # re-naming that still saw two subjects left the offer again, and the owner read
+    # "shall we move the birthday gift to a fresh conversation?" once per restart.
+    async def delivered(conv: str) -> None:
+        notes = tuple(core.manager.take_notes(conv))
+        assert len(notes) == 1
+        title_event = core.events(conv, "title_assigned")[-1]
+        assert title_event["splitSuggested"] == "the birthday gift"
+        # the owner's next reply delivered it (bot.replies says so on the bus)
+        await core.bus.emit("notes_delivered", conversation_id=conv, notes=notes)
+        assert core.events(conv, "meta_update")[-1]["splitOffered"] is True
+
+    restarted, conv = await _renamed_after_a_restart(core, clock, make_lifecycle, model, delivered)
     assert restarted.manager.take_notes(conv) == []
     assert "splitSuggested" not in restarted.events(conv, "meta_update")[-1]
 
@@ -286,26 +305,12 @@ async def test_a_split_queued_but_never_delivered_before_a_restart_is_offered_ag
     # Regression: the naming event said "offered" as soon as the offer was queued for
     # the next reply, in memory; a restart before that reply (or a reply that failed)
     # lost it, and every later naming took it as made: it never was.
-    model.naming = (
-        '{"title": "Server Check and Birthday Gift", "topics": ["server-check", '
-        '"birthday-gift"], "suggestSplit": true, "splitTopic": "the birthday gift"}'
-    )
-    first = await make_lifecycle(model)
-    conv = (await core.manager.create("web")).id
-    await _user_turns(core, conv, 5)
-    await first.settle()
-    assert len(core.manager.take_notes(conv)) == 1  # queued; no reply delivered it
-    await first.stop(timeout=1)
-    await core.close()
+    async def queued_only(conv: str) -> None:
+        assert len(core.manager.take_notes(conv)) == 1  # no reply delivered it
 
-    restarted = await Core.open(core.config)
-    core.db = restarted.db  # closed by the fixture's teardown
-    second = await make_lifecycle(model, on=restarted)
-    await second.settle()
-    await _user_turns(restarted, conv, 10)  # turn 15: due a re-naming
-    clock.advance(600)
-    await second.run_due()
-    assert model.count("naming") == 2
+    restarted, conv = await _renamed_after_a_restart(
+        core, clock, make_lifecycle, model, queued_only
+    )
     [offer] = restarted.manager.take_notes(conv)  # offered at the re-naming
     assert "the birthday gift" in offer
 

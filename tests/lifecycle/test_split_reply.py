@@ -3,7 +3,10 @@ the owner's next reply (not the one after) is asked with the offer in its notes.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink
 from bot.lifecycle import Lifecycle, ManualClock
@@ -32,21 +35,36 @@ class NamingBrain(ScriptedBrain):
         return NAMING if "JSON" in system else "Notes on the server and a gift."
 
 
-async def test_a_suggested_split_is_offered_in_the_next_reply_once(tmp_path: Path) -> None:
+@asynccontextmanager
+async def named_with_a_split(tmp_path: Path, brain: NamingBrain) -> AsyncIterator[Any]:
+    """The core and the lifecycle on Telegram, five owner messages sent: the 5th names
+    the conversation, and the naming suggests a split."""
     config = telegram_config(tmp_path)
-    brain = NamingBrain()
     services = await open_services(config, brain=brain)
     await attach_channel(services, RecordingChannel("telegram"))
     lifecycle = Lifecycle(config, services, clock=ManualClock())
     await lifecycle.start()
     try:
-        for n in range(1, 6):  # the 5th user message names the conversation
+        for n in range(1, 6):
             await services.router.deliver(inbound(f"message {n}: the server, and a gift"))
             await settle(services)
         await lifecycle.settle()
-        for text in ("and the backups?", "thanks"):
-            await services.router.deliver(inbound(text))
-            await settle(services)
+        yield services
+    finally:
+        await lifecycle.stop(timeout=1)
+        await shutdown_services(services)
+
+
+async def say(services: Any, *texts: str) -> None:
+    for text in texts:
+        await services.router.deliver(inbound(text))
+        await settle(services)
+
+
+async def test_a_suggested_split_is_offered_in_the_next_reply_once(tmp_path: Path) -> None:
+    brain = NamingBrain()
+    async with named_with_a_split(tmp_path, brain) as services:
+        await say(services, "and the backups?", "thanks")
         # The reply built first after the naming (the 5th's, when the naming was quicker,
         # else the 6th's) carries the offer; none after it does.
         offers = [(i, r.notes) for i, r in enumerate(brain.requests) if r.notes]
@@ -54,9 +72,6 @@ async def test_a_suggested_split_is_offered_in_the_next_reply_once(tmp_path: Pat
         [(index, (offer,))] = offers
         assert index in (4, 5) and len(brain.requests) == 7
         assert "the birthday gift" in offer and "/new" in offer
-    finally:
-        await lifecycle.stop(timeout=1)
-        await shutdown_services(services)
 
 
 class FailingOnceBrain(NamingBrain):
@@ -81,20 +96,9 @@ async def test_an_offer_whose_reply_failed_goes_with_the_next_reply(tmp_path: Pa
     # Regression: the notes were taken when the reply was asked for: a reply that
     # failed (a 400, a stop, an outage given up on) never said the offer, the next one
     # did not carry it, and the transcript already said "offered".
-    config = telegram_config(tmp_path)
     brain = FailingOnceBrain()
-    services = await open_services(config, brain=brain)
-    await attach_channel(services, RecordingChannel("telegram"))
-    lifecycle = Lifecycle(config, services, clock=ManualClock())
-    await lifecycle.start()
-    try:
-        for n in range(1, 6):
-            await services.router.deliver(inbound(f"message {n}: the server, and a gift"))
-            await settle(services)
-        await lifecycle.settle()
-        for text in ("and the backups?", "thanks", "bye"):
-            await services.router.deliver(inbound(text))
-            await settle(services)
+    async with named_with_a_split(tmp_path, brain) as services:
+        await say(services, "and the backups?", "thanks", "bye")
         offers = [i for i, r in enumerate(brain.requests) if r.notes]
         assert len(offers) == 2 and offers[1] == offers[0] + 1, offers  # failed, then said
         conv = (await services.conversations.list())[0].id
@@ -103,6 +107,3 @@ async def test_an_offer_whose_reply_failed_goes_with_the_next_reply(tmp_path: Pa
         ]
         # "offered" once, after the reply that said it
         assert sum(1 for e in events if e.get("splitOffered")) == 1
-    finally:
-        await lifecycle.stop(timeout=1)
-        await shutdown_services(services)
