@@ -41,7 +41,15 @@ from bot import cjk_dates
 from bot.cjk_dates import has_cjk
 from bot.relative_dates import DateRange, relative_dates
 
-__all__ = ["ANY_YEAR", "MONTH", "DateRange", "date_match", "query_dates"]
+__all__ = [
+    "ANY_YEAR",
+    "MONTH",
+    "DateRange",
+    "date_match",
+    "in_year",
+    "latest_occurrence",
+    "query_dates",
+]
 
 ANY_YEAR = 1
 """The year of a range read from a month named without one: it matches that month of any
@@ -268,12 +276,20 @@ def _named_years(ranges: list[DateRange]) -> list[DateRange]:
     return [r for r in ranges if r[0].year in YEARS or r[0].year == ANY_YEAR]
 
 
-def _in_year(day: date, year: int) -> date:
+def in_year(day: date, year: int) -> date:
     """``day`` moved into ``year`` (February 29 to the 28th where there is none)."""
     try:
         return day.replace(year=year)
     except ValueError:
         return day.replace(year=year, day=28)
+
+
+def latest_occurrence(span: DateRange, today: date) -> DateRange:
+    """``span`` (in :data:`ANY_YEAR`: "on 3 November", "in June") in the latest year where
+    it starts on or before ``today``."""
+    start, end = span
+    year = today.year if in_year(start, today.year) <= today else today.year - 1
+    return in_year(start, year), in_year(end, year + end.year - start.year)
 
 
 def date_match(day: date | None, ranges: Sequence[DateRange], slack_days: int = 7) -> float:
@@ -282,7 +298,7 @@ def date_match(day: date | None, ranges: Sequence[DateRange], slack_days: int = 
         return 0.0
     best = 0.0
     for start, end in ranges:
-        when = _in_year(day, ANY_YEAR) if start.year == ANY_YEAR else day
+        when = in_year(day, ANY_YEAR) if start.year == ANY_YEAR else day
         if start <= when <= end:
             return 1.0
         gap = min(abs((when - start).days), abs((when - end).days))

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from bot.db import SyncConn
-from bot.named_dates import ANY_YEAR, DateRange
+from bot.named_dates import ANY_YEAR, DateRange, latest_occurrence
 from bot.owner_days import day_bound
 from bot.search.results import Filters
 
@@ -73,14 +73,7 @@ def turn_pool(
         # a channel alone: its conversations' turn numbers say it is over the cap without
         # reading cap + 1 turns (30 ms) on every search filtered by a large channel
         return None
-    where, params = filters.sql("t", prefix_end=False)
-    if filters.date_to:
-        # the same end as the filter's prefix comparison, in a form the `turns_by_time`
-        # index can stop at ("~" sorts after every character of a timestamp); the
-        # prefix comparison itself, a substr() per turn, is left out (Filters.sql)
-        where += " AND t.timestamp <= ?"
-        params.append(filters.date_to + "~")
-    join = " JOIN conversations c ON c.id = t.conversation_id" if filters.channel else ""
+    join, where, params = _turns_sql(filters)
     # ids only: read from the index alone (31 ms with each turn's conversation, which is
     # a read of the table per turn), joined into one string by SQLite in the order read:
     # a Python row per turn, and the substr() above, took 10 ms of a month's 16,000
@@ -97,6 +90,20 @@ def turn_pool(
     if conversations:
         pool.conversations = _conversations(conn, filters)
     return pool
+
+
+def _turns_sql(filters: Filters) -> tuple[str, str, list[Any]]:
+    """The join, conditions and parameters over ``turns t`` of the turns passing
+    ``filters``, the dates as a range of the ``turns_by_time`` index."""
+    where, params = filters.sql("t", prefix_end=False)
+    if filters.date_to:
+        # the same end as the filter's prefix comparison, in a form the `turns_by_time`
+        # index can stop at ("~" sorts after every character of a timestamp); the
+        # prefix comparison itself, a substr() per turn, is left out (Filters.sql)
+        where += " AND t.timestamp <= ?"
+        params.append(filters.date_to + "~")
+    join = " JOIN conversations c ON c.id = t.conversation_id" if filters.channel else ""
+    return join, where, params
 
 
 def _turns_at_least(conn: SyncConn, filters: Filters) -> int:
@@ -149,25 +156,6 @@ def dated_filters(
     ]
 
 
-def latest_occurrence(span: DateRange, today: date) -> DateRange:
-    """``span`` (in :data:`~bot.named_dates.ANY_YEAR`) in the latest year where it starts
-    on or before ``today``; February 29 is the 28th in other years."""
-    start, end = span
-    for year in (today.year, today.year - 1):
-        first = _in_year(start, year)
-        last = _in_year(end, year + (end.year - start.year))
-        if first <= today:
-            return first, last
-    return _in_year(start, today.year - 1), _in_year(end, today.year - 1)
-
-
-def _in_year(day: date, year: int) -> date:
-    try:
-        return day.replace(year=year)
-    except ValueError:  # February 29
-        return day.replace(year=year, day=28)
-
-
 def pool_of(conn: SyncConn, many: Sequence[Filters], cap: int | None = None) -> Pool | None:
     """The union of :func:`turn_pool` over ``many`` filters (None if there are none or
     any is over ``cap``)."""
@@ -192,11 +180,7 @@ def first_turns(conn: SyncConn, many: Sequence[Filters], limit: int) -> list[int
     conversations (grouping a month's 16,000 turns by conversation took 10 ms)."""
     found: dict[str, int] = {}
     for one in many:
-        where, params = one.sql("t", prefix_end=False)
-        if one.date_to:  # as in turn_pool: an end the turns_by_time index stops at
-            where += " AND t.timestamp <= ?"
-            params.append(one.date_to + "~")
-        join = " JOIN conversations c ON c.id = t.conversation_id" if one.channel else ""
+        join, where, params = _turns_sql(one)
         turns = conn.execute(
             f"SELECT t.id, t.conversation_id FROM turns t{join} WHERE {where} "
             "ORDER BY t.timestamp LIMIT ?",
