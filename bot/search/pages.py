@@ -88,7 +88,9 @@ def loose_count(scored: Scored) -> int:
     codes = rows.codes[kept]
     np.maximum.at(words, codes, scored.kw_raw[kept])
     np.maximum.at(near, codes, scored.vec_raw[kept])
-    np.maximum.at(dated, codes, scored.inside_dates()[kept])
+    inside = scored.inside_dates()[kept]
+    if inside.any():  # (a query naming no date: nothing to spread, on every search)
+        np.maximum.at(dated, codes, inside)
     code_of = {rows.conv[i]: int(rows.codes[i]) for i in kept.tolist()}
     loose = 0
     for conv, _ in scored.conversations:
