@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from bot.config.model import AppConfig
 from bot.db import Database
 from bot.search import InvalidCursor, InvalidFilter, SearchService, fts_query, query_terms
-from bot.search.query import identifiers
+from bot.search.query import fts_words, identifiers
 from tests.recall_helpers import add_conversation, open_index
 
 
@@ -359,3 +359,31 @@ async def test_a_result_is_dated_when_its_matched_words_were_said(db: Database) 
         assert result.timestamp.startswith("2026-01-10"), dates
     (result,) = (await service.search("lawn mower")).results
     assert result.timestamp.startswith("2026-03-02")
+
+
+def test_numbers_are_searched_with_and_without_thousands_separators() -> None:
+    # the tokenizer indexes "1,187" as the phrase "1 187": the bare number must ask for it
+    assert fts_query("invoice 1187") == '"invoice" OR "1187" OR "1 187"'
+    q = fts_query("the 1,187 charge") or ""
+    assert '"1187"' in q and '"1 187"' in q
+    assert '"1 187 000"' in (fts_query("1.187.000 Euro") or "")
+    assert '"1187"' in (fts_query("1'187 CHF") or "")
+    assert "12 34" not in (fts_query("12,34") or "")  # a decimal comma groups nothing
+    assert '"123"' in (fts_query("code 0123 or 123") or "")
+    assert "0 123" not in (fts_query("code 0123") or "")
+    assert "4 521" not in (fts_query("deploy ERR-4521") or "")  # part of an identifier
+    # a query naming a participant asks for its other words through fts_words
+    assert fts_words(["paid", "1187"], "Anna paid 1187") == ["paid", "1187", "1 187"]
+    assert fts_words(["err", "4521"], "Anna ERR-4521") == ["err", "4521"]
+
+
+@pytest.mark.parametrize(
+    ("said", "asked"),
+    [("The invoice came to $1,187 in the end", "1187"), ("Paid 1187 for it", "1,187 invoice")],
+)
+async def test_a_number_finds_its_grouped_writing(db: Database, said: str, asked: str) -> None:
+    """Regression: "1187" did not find "$1,187" (indexed as "1" "187")."""
+    await add_conversation(db, "conv-money", [("user", said)])
+    await add_conversation(db, "conv-other", [("user", "We met 1 time and then 187 days later")])
+    page = await SearchService(AppConfig(), db).search(asked)
+    assert [r.conversation_id for r in page.results][:1] == ["conv-money"]

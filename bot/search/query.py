@@ -94,6 +94,7 @@ def query_terms(text: str, *, drop_stop_words: bool = True) -> list[str]:
     """Lower-cased distinct words of ``text`` in order (stop words dropped when possible),
     a possessive without its "'s" ("Anna's" is Anna, the participant; "daughter's" finds
     "daughter"; "what's" is the stop word "what")."""
+    text = ungrouped_numbers(text)
     words = [_unpossessed(w.lower().replace("\u2019", "'")) for w in _WORD.findall(text)]
     seen: dict[str, None] = {}
     for word in words:
@@ -115,25 +116,61 @@ def fts_parts(text: str) -> list[str]:
     runs, text = split_runs(normalise(text))
     parts: list[str] = []
     for ident in dict.fromkeys(i.lower() for i in identifiers(text)):
-        parts.append(ident)
+        if not _GROUPED.fullmatch(ident):  # "1.187" is the number 1187 (query_terms)
+            parts.append(ident)
     phrases = runs_phrases(runs)
     words = query_terms(text)
     if phrases:  # the runs are the content: stop words are not kept for want of others
         words = [w for w in words if _content_term(w)]
     parts.extend(words)
+    parts.extend(number_groups(words, text))
     parts.extend(phrases)
     return list(dict.fromkeys(parts))
 
 
-def fts_words(terms: list[str]) -> list[str]:
-    """``terms`` (of :func:`query_terms`) as FTS5 phrases, in NFKC: a term holding
-    characters of a script written without spaces becomes the phrases of its runs, the
-    others stay."""
+# A number written with thousands separators: "1,187", "1.187" (German), "1'187" (Swiss).
+# The index's tokenizer splits it at the separator, so the turn holds the phrase "1 187".
+_GROUPED = re.compile(r"(?<![\w.,'])\d{1,3}(?:([,.'])\d{3})(?:\1\d{3})*(?![\w]|[.,']\d)")
+_UNGROUPED = re.compile(r"[1-9]\d{3,14}")
+
+
+def ungrouped_numbers(text: str) -> str:
+    """``text`` with its grouped numbers written as digits ("1,187" -> "1187"): one query
+    word, not "1" and "187" (which matched any "1 time ... 187 days");
+    :func:`number_groups` asks for the grouped writing again."""
+    return _GROUPED.sub(lambda m: re.sub(r"[,.']", "", m.group(0)), text)
+
+
+def number_groups(words: list[str], text: str) -> list[str]:
+    """The phrase a number of 4-15 digits among ``words`` makes when written with
+    thousands separators ("1187" -> "1 187": "1,187" and "1.187" are indexed that way),
+    so the owner's "1187" finds the invoice that said "$1,187". Not for a number inside
+    an identifier of ``text`` ("ERR-4521", "3.14159")."""
+    inside = {
+        piece
+        for ident in identifiers(ungrouped_numbers(text).lower())
+        for piece in _IDENT_PIECE.findall(ident)
+    }
+    found: list[str] = []
+    for word in words:
+        if _UNGROUPED.fullmatch(word) and word not in inside:
+            head = len(word) % 3 or 3
+            groups = [word[:head]] + [word[i : i + 3] for i in range(head, len(word), 3)]
+            found.append(" ".join(groups))
+    return found
+
+
+def fts_words(terms: list[str], text: str) -> list[str]:
+    """``terms`` (of :func:`query_terms` of ``text``) as FTS5 phrases, in NFKC: a term
+    holding characters of a script written without spaces becomes the phrases of its
+    runs, the others stay (a number with its grouped writing too)."""
+    grouped = set(number_groups(terms, text))
     parts: list[str] = []
     for term in terms:
         term = normalise(term)  # NFKC, as the index reads
         if not has_spaceless(term):
             parts.append(term)
+            parts.extend(g for g in number_groups([term], "") if g in grouped)
             continue
         runs, rest = split_runs(term)
         parts.extend(rest.split())

@@ -150,7 +150,7 @@ class QueryScoring:
         # the keyword query (they match every "Name:" line and greeting otherwise).
         names = name_terms(terms, await self._senders())
         rest = [t for t in terms if t not in names]
-        parts = fts_parts(query) if not names or not rest else fts_words(rest)
+        parts = fts_parts(query) if not names or not rest else fts_words(rest, query)
         depth = cfg.candidates
         freqs = self._freqs
         dims = self.embedder.dimensions if self.embedder is not None else 0
