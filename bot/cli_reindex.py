@@ -35,6 +35,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from bot.journal import journal_in_use
     from bot.recovery import delete_index
     from bot.recovery_reindex import save_before_reindex
+    from bot.services import DataDirError, check_data_dir
 
     config = command_config(args, secrets=False)
     setup_logging(command_log_level(config.logging.level))
@@ -60,6 +61,14 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             config.data_dir,
         )
         return exitcodes.EX_TEMPFAIL
+    try:
+        # before anything is deleted: a read-only file system, or a file where the
+        # conversations folder belongs, failed in the delete as "internal error" (exit 70)
+        check_data_dir(config)
+    except DataDirError as exc:
+        store_lock.release(lock)
+        print(f"my-agent: {exc}", file=sys.stderr)
+        return exitcodes.EX_DATADIR
     started = time.monotonic()
     try:
         # What the old index holds of a deleted transcript or party record is all that is

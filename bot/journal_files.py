@@ -184,8 +184,11 @@ def journal_in_use(files: Path) -> bool:
     """True while a process (a running daemon) holds the journal of ``files``."""
     lock = journal_lock_path(files)
     try:
-        fd = os.open(lock, os.O_RDWR)
-    except FileNotFoundError:
+        # read-only: flock(2) needs no write access, and a data directory on a read-only
+        # file system (EROFS on O_RDWR) crashed the daemon's start and `reindex` (exit 70)
+        # instead of their "cannot open the store" (session 38)
+        fd = os.open(lock, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -64,7 +64,9 @@ class ChannelStartError(Exception):
     """A channel cannot start, e.g. its address is in use (exit 69)."""
 
 
-def _check_data_dir(config: AppConfig) -> None:
+def check_data_dir(config: AppConfig) -> None:
+    """Make the data directory's folders and prove it takes writes, or raise
+    :class:`DataDirError` saying why (a read-only file system named as such)."""
     try:
         config.conversations_dir.mkdir(parents=True, exist_ok=True)
         config.external_dir.mkdir(parents=True, exist_ok=True)
@@ -167,7 +169,7 @@ async def _open_services(
     from bot.conversations import ConversationManager
     from bot.router import Router
 
-    _check_data_dir(config)
+    check_data_dir(config)
     index_db, state = await open_databases(config, exclusive)
     opened = [index_db, state]
     if index_db.vec_available and not await index_db.run(vector_tables_exist, write=False):

@@ -590,11 +590,28 @@ def test_a_read_only_data_directory_is_named_with_what_to_do(
         return real_write(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", write_bytes)
-    for argv in (["conversations", "list"], ["search", "sourdough"]):
+    # (reindex too: it failed in the index's delete, "internal error", exit 70)
+    for argv in (["conversations", "list"], ["search", "sourdough"], ["reindex"]):
         status = cli.main(["--config", str(store.config_path), *argv])
         err = capsys.readouterr().err
         assert status == exitcodes.EX_DATADIR, argv
         assert "read-only file system" in err and "copy the directory" in err, argv
+    assert store.config.index_path.is_file()  # reindex deleted nothing
+
+
+def test_reindex_with_a_file_where_the_conversations_belong_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: `reindex` failed in the index's delete with NotADirectoryError, exit 70
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True)
+    config.conversations_dir.write_text("x", encoding="utf-8")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"data_dir": str(config.data_dir)}), encoding="utf-8")
+    assert cli.main(["--config", str(path), "reindex"]) == exitcodes.EX_DATADIR
+    err = capsys.readouterr().err
+    assert "is not usable" in err and str(config.conversations_dir) in err
+    assert config.conversations_dir.read_text(encoding="utf-8") == "x"
 
 
 def test_reading_commands_need_no_daemon_secrets(

@@ -524,16 +524,16 @@ def test_a_full_disk_leaves_no_empty_files_in_the_data_directory(tmp_path: Path)
     # Regression: on a full disk a file is made and its bytes refused, so the start's
     # write probe (".write-test") and the status file's temporary copy
     # ("daemon.json.tmp") stayed behind as empty files in the owner's data directory.
-    from bot.services import DataDirError, _check_data_dir
+    from bot.services import DataDirError, check_data_dir
 
     config = _config(tmp_path)
     mount_tmpfs(config.data_dir, "4m")
     try:
-        _check_data_dir(config)  # its directories made while there is room
+        check_data_dir(config)  # its directories made while there is room
         before = sorted(p.name for p in config.data_dir.iterdir())
         filler = fill_disk(config.data_dir)
         with pytest.raises(DataDirError, match="not usable"):
-            _check_data_dir(config)
+            check_data_dir(config)
         Notifier(env={}, status_path=config.data_dir / STATUS_FILE_NAME).ready("ready")
         after = sorted(p.name for p in config.data_dir.iterdir() if p != filler)
         assert after == before, after

@@ -391,3 +391,37 @@ async def test_the_daemon_waits_while_another_process_holds_state_db_locked(
     await close_services(services)
     assert locked_for == [0] and len(told) == 1
     assert "another process holds it locked" in told[0]
+
+
+def test_the_journal_lock_is_read_on_a_read_only_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: ``journal_in_use`` opened the lock for writing, which a read-only file
+    system refuses (EROFS): `my-agent run` on a used data directory mounted read-only
+    crashed (exit 70) instead of waiting with "cannot open the store", and `reindex`
+    exited 70. Root writes anywhere, so the refusal is simulated where the lock opens."""
+    import errno
+
+    from bot.journal_files import journal_in_use, journal_lock_path, lock_journal
+
+    config = make_config(tmp_path)
+    config.conversations_dir.mkdir(parents=True)
+    os.close(lock_journal(config.conversations_dir))  # a used data directory: the lock is there
+    lock = str(journal_lock_path(config.conversations_dir))
+    real_open = os.open
+
+    def read_only_open(path: str, flags: int, *args: int) -> int:
+        if str(path) == lock and flags & (os.O_WRONLY | os.O_RDWR):
+            raise OSError(errno.EROFS, "Read-only file system", lock)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only_open)
+    assert not journal_in_use(config.conversations_dir)
+    assert store_lock.running_daemon(config.data_dir) is None
+    monkeypatch.setattr(os, "open", real_open)
+    held = lock_journal(config.conversations_dir)
+    try:
+        monkeypatch.setattr(os, "open", read_only_open)
+        assert journal_in_use(config.conversations_dir)  # a lock taken elsewhere still shows
+    finally:
+        os.close(held)
