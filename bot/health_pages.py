@@ -6,6 +6,7 @@ FTS5's ``integrity-check`` (:func:`fts_integrity`)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,15 @@ def pages_checked(conn: Any) -> tuple[str, str | None]:
         return NOT_CHECKED, None
 
 
+def _read_only_directory(path: Path) -> bool:
+    """Whether ``path`` refuses new files: a read-only file system or permissions (root
+    passes the latter, never the former: access(2) answers EROFS to root too)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY) or not os.access(path, os.W_OK)
+    except OSError:
+        return False
+
+
 def fts_integrity(index_path: Path) -> str:
     """FTS5 ``integrity-check`` of ``turns_fts`` and of ``notes_fts`` (migration 10; an
     older index has none): "ok", "read-only" or the error, naming the table."""
@@ -63,8 +73,15 @@ def fts_integrity(index_path: Path) -> str:
             conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
     except Exception as exc:
         msg = str(exc)
-        if "readonly" in msg.replace(" ", "").lower() or disk_space(index_path.parent)["full"]:
-            return "read-only"  # a full disk cannot take the -shm file it needs either
+        if (
+            "readonly" in msg.replace(" ", "").lower()
+            or disk_space(index_path.parent)["full"]
+            or _read_only_directory(index_path.parent)
+        ):
+            # a full disk cannot take the -shm file it needs either; nor a read-only
+            # mount ("unable to open database file": a healthy read-only copy of a
+            # store was called INCONSISTENT, exit 1)
+            return "read-only"
         return f"{table}: {msg}"
     finally:
         conn.close()

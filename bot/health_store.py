@@ -46,6 +46,22 @@ def connect_ro(path: Path) -> Any:
     return connect_readonly(path)
 
 
+def unbuilt(path: Path) -> bool:
+    """Whether the database at ``path`` holds no table yet: an empty file, left by a
+    first start or a reindex stopped right after making it (the next open builds it).
+    False when it cannot be read: the caller's read says why."""
+    try:
+        conn = connect_ro(path)
+    except Exception:  # sqlite3 and pysqlite3 raise their own classes
+        return False
+    try:
+        return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    except Exception:
+        return False
+    finally:
+        conn.close()
+
+
 def _scalar(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> int:
     row = conn.execute(sql, params).fetchone()
     return int(row[0] or 0) if row else 0

@@ -41,6 +41,7 @@ from bot.health_store import (
     index_consistency,
     index_counts,
     outbox_counts,
+    unbuilt,
 )
 from bot.health_text import format_text, not_ready_because
 from bot.status_reads import stored_channel_problems
@@ -110,7 +111,14 @@ def collect(
         problems.append(f"/readyz is not ok: {not_ready_because(readyz)}")
 
     exit_code = 0
-    if config.index_path.is_file():
+    # An empty database (a start or reindex stopped right after making the file) was
+    # "cannot read ...: no such table", exit 74; the next start builds it (session 38).
+    if config.index_path.is_file() and unbuilt(config.index_path):
+        problems.append(
+            "conversations.db is empty (a start or reindex stopped early): built on the"
+            " next start, or by `my-agent reindex`"
+        )
+    elif config.index_path.is_file():
         try:
             conn = connect_ro(config.index_path)
             try:
@@ -130,7 +138,7 @@ def collect(
             problems.extend(f"index: {p}" for p in report["index"]["problems"])
     else:
         problems.append("conversations.db is missing (rebuilt on start, or `my-agent reindex`)")
-    if config.state_path.is_file():
+    if config.state_path.is_file() and not unbuilt(config.state_path):
         try:
             report["outbox"] = outbox_counts(config.state_path)
             # while the daemon runs, its status line says these

@@ -897,3 +897,59 @@ async def test_status_reads_an_index_from_before_the_failures_column(tmp_path: P
     report = await asyncio.to_thread(healthcheck.collect, config, deep=False)
     assert report["counts"]["pending_abbreviations"] == 1
     assert report["counts"]["abbreviations_to_retry"] == 0
+
+
+def test_an_index_on_a_read_only_mount_is_read_only_not_inconsistent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: on a read-only mount SQLite cannot make the ``-shm`` file the
+    integrity-check needs and says "unable to open database file"; a healthy read-only
+    copy of a store was reported INCONSISTENT (exit 1). Root passes permissions, so the
+    mount is simulated where it is read (statvfs) and where SQLite fails."""
+    import sqlite3
+    from types import SimpleNamespace
+
+    from bot import health_pages
+
+    class Refusing:
+        def execute(self, *_: object) -> None:
+            raise sqlite3.OperationalError("unable to open database file")
+
+        def close(self) -> None:
+            pass
+
+    driver = SimpleNamespace(module=SimpleNamespace(connect=lambda *_a, **_k: Refusing()))
+    monkeypatch.setattr(health_pages, "select_driver", lambda: driver)
+    path = tmp_path / "conversations.db"
+    assert health_pages.fts_integrity(path) == "turns_fts: unable to open database file"
+    real = os.statvfs
+
+    def read_only(where: object) -> object:
+        found = real(where)  # type: ignore[arg-type]
+        return SimpleNamespace(
+            f_flag=found.f_flag | os.ST_RDONLY,
+            f_bavail=found.f_bavail,
+            f_frsize=found.f_frsize,
+            f_blocks=found.f_blocks,
+            f_bfree=found.f_bfree,
+            f_bsize=found.f_bsize,
+        )
+
+    monkeypatch.setattr(os, "statvfs", read_only)
+    assert health_pages.fts_integrity(path) == "read-only"
+
+
+async def test_empty_databases_are_not_built_yet_rather_than_unreadable(
+    populated: tuple[AppConfig, list[str]],
+) -> None:
+    """Regression: a 0-byte conversations.db or state.db (a first start or a reindex
+    killed right after making the file) gave "cannot read ...: no such table", exit 74,
+    although the next start builds them."""
+    config, _ = populated
+    config.index_path.write_bytes(b"")
+    config.state_path.write_bytes(b"")
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["exit_code"] == 1
+    problems = "\n".join(report["problems"])
+    assert "conversations.db is empty" in problems and "cannot read" not in problems
+    assert "conversations.db is empty" in healthcheck.format_text(report)
