@@ -89,7 +89,9 @@ class TranscriptStore(FileAppends):
     def path(self, conv_id: str) -> Path:
         path = self._paths.get(conv_id)
         if path is None:
-            if not conv_id.startswith("conv-") or "/" in conv_id or ".." in conv_id:
+            # (a NUL reached open() as "embedded null byte": the dashboard's load_more
+            # of "conv-\x00" was an internal error instead of an empty page)
+            if not conv_id.startswith("conv-") or any(c in conv_id for c in ("/", "..", "\0")):
                 raise ValueError(f"not a conversation id: {conv_id!r}")
             path = self._paths[conv_id] = self.directory / f"{conv_id}.jsonl"
         return path

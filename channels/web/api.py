@@ -22,6 +22,7 @@ from aiohttp import web
 from bot.command_search import focus_turn, search_channel
 from bot.owner_days import day_range, owner_zone
 from bot.party_tiers import handles_of, tier_now
+from channels.web.paging import LAST_POSITION
 from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta
 
@@ -51,7 +52,8 @@ def _int(
             text=json.dumps({"error": f"{key} is not a number: {value[:40]!r}"}),
             content_type="application/json",
         ) from exc
-    return number if hi is None else min(hi, number)
+    # past SQLite's largest integer (an OverflowError, a 500) no row is found either
+    return min(LAST_POSITION if hi is None else hi, number)
 
 
 class Api:

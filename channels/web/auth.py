@@ -17,9 +17,10 @@ import logging
 import os
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("my_agent.web.auth")
 
@@ -73,14 +74,19 @@ def login_client(remote: str | None, headers: Mapping[str, str]) -> str:
     Behind the proxy every browser arrived from 127.0.0.1, so one stranger guessing
     tokens locked the owner out too, a minute at a time. Only the last entry is read: a
     client can write earlier ones itself, but the proxy appends the address it saw; and
-    a peer that is not local cannot choose its key through the header at all.
+    a peer that is not local cannot choose its key through the header at all, and an
+    IPv6 peer is counted by its /64 (what one host is given).
     """
     peer = remote or "unknown"
     try:
-        local = ipaddress.ip_address(peer).is_loopback
+        address = ipaddress.ip_address(peer)
     except ValueError:
-        local = peer == "unknown"  # a Unix socket: only a local proxy reaches it
+        address = None
+    local = address.is_loopback if address else peer == "unknown"  # "unknown": a Unix socket
     if not local:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
+            # one host holds a whole /64: each of its addresses was a client of its own
+            return str(ipaddress.IPv6Network((address, 64), strict=False))
         return peer
     forwarded_for = headers.get("X-Forwarded-For", "").split(",")[-1].strip()
     if not forwarded_for:
@@ -193,32 +199,84 @@ class SessionStore:
 
 
 class RateLimiter:
-    """Sliding-window limit of login attempts per client address."""
+    """Sliding-window limit of login attempts per client address, and per peer across
+    the clients a local proxy names (:func:`login_client`).
+
+    Every client a proxy names shares its peer's ceiling (``peer_factor`` times a
+    client's attempts): the proxy's header is what the client sent when no proxy is
+    there, and a local process writing a new ``X-Forwarded-For`` per try had no limit
+    at all (session 38). Clients are kept in the order of their last attempt, so the
+    ones whose attempts have left the window are forgotten from the front in O(1) per
+    attempt (a scan of every client past 10,000 made a flood of forged addresses cost
+    6 ms of event loop per try), and never more than ``max_clients`` are kept.
+    """
 
     def __init__(
-        self, attempts: int, window_seconds: float = 60.0, clock: Clock = time.monotonic
+        self,
+        attempts: int,
+        window_seconds: float = 60.0,
+        clock: Clock = time.monotonic,
+        *,
+        peer_factor: int = 20,
+        max_clients: int = 10_000,
     ) -> None:
         self._attempts = attempts
         self._window = window_seconds
         self._clock = clock
-        self._hits: dict[str, deque[float]] = {}
+        self._peer_attempts = attempts * peer_factor
+        self._max = max_clients
+        self._hits: OrderedDict[str, deque[float]] = OrderedDict()
+        self._peers: OrderedDict[str, deque[float]] = OrderedDict()
+        self._told: OrderedDict[str, float] = OrderedDict()
 
-    def check(self, client: str) -> float:
-        """Record an attempt by ``client``; 0 if allowed, else seconds until the next one."""
+    def check(self, client: str, peer: str | None = None) -> float:
+        """Record an attempt by ``client`` (named by the proxy at ``peer``, if any); 0 if
+        allowed, else seconds until the next one. A refused attempt is not recorded."""
         now = self._clock()
-        hits = self._hits.setdefault(client, deque())
-        while hits and hits[0] <= now - self._window:
-            hits.popleft()
+        hits = self._bucket(self._hits, client, now)
         if len(hits) >= self._attempts:
             return max(hits[0] + self._window - now, 0.001)
+        shared = self._bucket(self._peers, peer, now) if peer is not None else None
+        if shared is not None and len(shared) >= self._peer_attempts:
+            return max(shared[0] + self._window - now, 0.001)
         hits.append(now)
-        if len(self._hits) > 10_000:  # bound memory under a flood of distinct clients
-            # Forget clients whose attempts have all left the window. (Dropping only empty
-            # ones freed nothing: a client's deque is emptied just before it is refilled.)
-            horizon = now - self._window
-            for key in [k for k, v in self._hits.items() if v[-1] <= horizon]:
-                del self._hits[key]
+        if shared is not None:
+            shared.append(now)
         return 0.0
+
+    def first_refusal(self, client: str) -> bool:
+        """Whether ``client``'s refusal is the first told in a window: a client trying
+        on made one warning a try (30,000 lines a minute under a flood)."""
+        now = self._clock()
+        told = self._told.get(client)
+        if told is not None and told > now - self._window:
+            return False
+        self._told[client] = now
+        self._told.move_to_end(client)
+        self._forget(self._told, now, lambda at: at)
+        return True
+
+    def _bucket(self, table: OrderedDict[str, deque[float]], key: str, now: float) -> deque[float]:
+        hits = table.get(key)
+        if hits is None:
+            hits = table[key] = deque()
+        table.move_to_end(key)
+        while hits and hits[0] <= now - self._window:
+            hits.popleft()
+        self._forget(table, now, lambda kept: kept[-1] if kept else now - self._window)
+        return hits
+
+    def _forget(
+        self, table: OrderedDict[str, Any], now: float, last: Callable[[Any], float]
+    ) -> None:
+        """Drop from the front (the oldest last attempt) what has left the window, and
+        whatever is past ``max_clients``; the entry just used is at the back."""
+        horizon = now - self._window
+        while len(table) > 1:
+            key, value = next(iter(table.items()))
+            if last(value) > horizon and len(table) <= self._max:
+                break
+            del table[key]
 
     def __len__(self) -> int:
         """How many clients are remembered."""

@@ -87,9 +87,11 @@ def setup_login(app: web.Application, channel: WebChannel) -> None:
     async def login(request: web.Request) -> web.StreamResponse:
         wants_json = request.content_type == "application/json"
         client = login_client(request.remote, request.headers)
-        wait = channel.limiter.check(client)
+        peer = request.remote or "unknown"
+        wait = channel.limiter.check(client, peer if client.startswith(f"{peer} for ") else None)
         if wait:
-            log.warning("web login rate limited for %s", client)
+            if channel.limiter.first_refusal(client):
+                log.warning("web login rate limited for %s (told once a minute)", client)
             headers = {"Retry-After": str(int(wait) + 1)}
             if wants_json:
                 return web.json_response(

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 PAGE_SIZE = 50
 
 
+LAST_POSITION = 2**63 - 1
+"""SQLite's largest integer: a position the dashboard sends past it is read as this one
+(it finds nothing either way; past it SQLite raised OverflowError, a 500)."""
+
+
 def _offset(data: dict[str, Any], key: str) -> int | None:
     value = data.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -35,7 +35,7 @@ from aiohttp import WSMsgType, web
 from bot.command_status import missing_model_ids
 from channels.web.edits import rename_conversation, set_model
 from channels.web.feed import Feed
-from channels.web.paging import PAGE_SIZE, load_newer, load_older
+from channels.web.paging import LAST_POSITION, PAGE_SIZE, load_newer, load_older
 from channels.web.sending import SentRefs, send_message
 from channels.web.tabs import Client, Tabs
 from channels.web.titles import derived_titles
@@ -279,7 +279,10 @@ class WsHub:
         offset = data.get("offset")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             return
-        records = await self.services.conversations.list(limit=LIST_SIZE + 1, offset=offset)
+        records = await self.services.conversations.list(
+            limit=LIST_SIZE + 1,
+            offset=min(offset, LAST_POSITION),  # 2**63: OverflowError
+        )
         titles = await derived_titles(self.services, records[:LIST_SIZE])
         self.send(
             client,

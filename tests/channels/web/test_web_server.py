@@ -350,6 +350,12 @@ async def test_conversation_api_pages_past_turn_10000(stack: Stack, client) -> N
             assert (await r.json()) == {"error": f"{key} is not a number: 'ten'"}
     async with client.get(f"{url}/turns/x", params={"role": "user"}) as r:
         assert r.status == 400
+    # past SQLite's largest integer: nothing there, as just below it (it was a 500)
+    for offset in (2**63 - 1, 2**63, 10**30):
+        async with client.get(f"{stack.url}/api/conversations", params={"offset": offset}) as r:
+            assert r.status == 200 and (await r.json())["conversations"] == []
+    async with client.get(url, params={"before": str(10**30)}) as r:
+        assert r.status == 200
 
 
 async def test_external_panel_api_trust_and_reply(stack: Stack, client) -> None:
@@ -573,3 +579,23 @@ async def test_search_within_one_conversation(stack: Stack, client) -> None:
     async with client.get(f"{stack.url}/api/search", params=params) as r:
         assert r.status == 404
         assert (await r.json())["error"] == "conversation: no conversation 'conv-nope'"
+
+
+async def test_a_new_forwarded_address_per_guess_does_not_escape_the_limit(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: from 127.0.0.1 (no proxy there) a process wrote a new X-Forwarded-For
+    # per try and was never limited, filling the limiter's table (scanned on every try
+    # past 10,000 clients) and the log (a warning per try). Every client a local peer
+    # names now shares the peer's ceiling, and a refused client is told once a minute.
+    limit = stack.config.channels.web.login_attempts_per_minute
+    statuses: list[int] = []
+    async with aiohttp.ClientSession() as s:
+        for i in range(limit * 20 + 5):
+            forged = {"X-Forwarded-For": f"198.18.{i // 250}.{i % 250}"}
+            async with s.post(f"{stack.url}/login", json={"token": "guess"}, headers=forged) as r:
+                statuses.append(r.status)
+    assert statuses[: limit * 20] == [401] * (limit * 20)
+    assert statuses[limit * 20 :] == [429] * 5
+    told = [r for r in caplog.records if "rate limited" in r.getMessage()]
+    assert 1 <= len(told) <= 5  # one per refused client (each here refused once)

@@ -114,6 +114,39 @@ def test_rate_limiter_forgets_clients_that_stopped_trying() -> None:
     assert [limiter.check("2001:db8::ffff:1") for _ in range(2)][-1] > 0
 
 
+def test_the_clients_a_local_proxy_names_share_its_ceiling() -> None:
+    clock = Clock()
+    limiter = RateLimiter(attempts=3, window_seconds=60, clock=clock, peer_factor=2)
+    assert [limiter.check(f"127.0.0.1 for 10.0.0.{i}", "127.0.0.1") for i in range(6)] == [0.0] * 6
+    assert limiter.check("127.0.0.1 for 10.0.0.99", "127.0.0.1") > 0  # the peer's 6 are used
+    assert limiter.check("192.0.2.5") == 0.0  # a peer of its own is not concerned
+    clock.now += 61
+    assert limiter.check("127.0.0.1 for 10.0.0.99", "127.0.0.1") == 0.0
+
+
+def test_the_rate_limiter_keeps_at_most_max_clients() -> None:
+    # Regression: past 10,000 clients every attempt scanned them all (6 ms a try on the
+    # event loop under a flood of forged addresses); the oldest are now dropped in order.
+    clock = Clock()
+    limiter = RateLimiter(attempts=3, window_seconds=60, clock=clock, max_clients=100)
+    for i in range(1_000):
+        limiter.check(f"198.18.0.{i}")
+        clock.now += 0.01
+    assert len(limiter) == 100
+    limiter.check("198.18.0.999")
+    assert limiter.check("198.18.0.999") == 0.0  # the newest are still counted
+    assert limiter.check("198.18.0.999") > 0
+
+
+def test_a_refused_client_is_told_once_a_window() -> None:
+    clock = Clock()
+    limiter = RateLimiter(attempts=1, window_seconds=60, clock=clock)
+    assert limiter.first_refusal("a") and not limiter.first_refusal("a")
+    assert limiter.first_refusal("b")
+    clock.now += 61
+    assert limiter.first_refusal("a")
+
+
 def test_conversation_meta_read_only_and_label() -> None:
     rec = ConversationRecord(
         id="conv-1",
@@ -302,3 +335,7 @@ def test_the_login_client_is_the_proxys_client_only_behind_a_local_peer() -> Non
     # a peer on the network cannot choose its key through the header
     assert login_client("192.0.2.5", xff) == "192.0.2.5"
     assert login_client(None, {}) == "unknown"
+    # an IPv6 host is given a /64: counted as one client, not one per address
+    assert login_client("2001:db8::5", {}) == login_client("2001:db8::ffff:1", {})
+    assert login_client("2001:db8::5", {}) == "2001:db8::/64"
+    assert login_client("::ffff:192.0.2.5", {}) == "::ffff:192.0.2.5"

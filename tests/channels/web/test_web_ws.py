@@ -446,6 +446,15 @@ async def test_malformed_and_unknown_frames(ws_factory) -> None:
     await tab.wait_for(lambda f: f["type"] == "error" and "no such" in f["message"])
     await tab.send(type="ping", t=5)
     assert (await tab.wait_for(lambda f: f["type"] == "pong"))["t"] == 5
+    # Regression: a NUL in an id reached open() ("embedded null byte": internal error),
+    # and an offset past SQLite's integers raised OverflowError; both find nothing
+    await tab.send(type="load_more", conversationId="conv-\x00", olderThan=10)
+    page = await tab.wait_for(lambda f: f["type"] == "history")
+    assert page["turns"] == [] and not page["hasMore"]
+    await tab.send(type="list_more", offset=2**63)
+    more = await tab.wait_for(lambda f: f["type"] == "conversation_list_more")
+    assert more["conversations"] == [] and not more["hasMore"]
+    assert not [f for f in tab.of_type("error") if "internal" in f["message"]]
 
 
 async def test_refused_delivery_is_reported_to_the_tab(ws_factory, stack: Stack) -> None:
