@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -155,20 +156,27 @@ def install_service(
     ctl = "systemctl --user" if user else f"{sudo}systemctl"
     cfg_dir = expected.parent
     env_file = cfg_dir / "env"
+
+    # quoted for the shell they are pasted into: a space in a path (the venv, $HOME,
+    # --output) split the command
+    def q(path: Path | str) -> str:
+        return shlex.quote(str(path))
+
     cmds: list[str] = []
     if output is not None and output.resolve() != default_unit_path(user):
-        cmds.append(f"{sudo}install -m 0644 {output} {default_unit_path(user)}")
+        cmds.append(f"{sudo}install -m 0644 {q(output)} {q(default_unit_path(user))}")
     if chosen is None:
         cmds += [
-            f"{sudo}install -d -m 0755 {cfg_dir}",
-            f"{sudo}cp config.example.yaml {expected}   # edit it, then run install-service again",
+            f"{sudo}install -d -m 0755 {q(cfg_dir)}",
+            f"{sudo}cp config.example.yaml {q(expected)}"
+            "   # edit it, then run install-service again",
         ]
     elif chosen.parent != cfg_dir:
         # the env file's directory: with --config elsewhere, nothing had created it, and
         # the `install ... /etc/my-agent/env` below failed "No such file or directory"
-        cmds.append(f"{sudo}install -d -m 0755 {cfg_dir}")
+        cmds.append(f"{sudo}install -d -m 0755 {q(cfg_dir)}")
     cmds += [
-        f"{sudo}install -m 0600 /dev/null {env_file}   # then add ANTHROPIC_API_KEY=...",
+        f"{sudo}install -m 0600 /dev/null {q(env_file)}   # then add ANTHROPIC_API_KEY=...",
         f"{ctl} daemon-reload",
         f"{ctl} enable --now {UNIT_NAME}",
         f"{ctl} status {UNIT_NAME}",
@@ -178,7 +186,7 @@ def install_service(
     # status reads the service's config too: without it, it probed the default web port
     # (a false "/readyz is not ok" when the config moves the dashboard) and showed UTC
     status = [*exe, "status"] + (["--config", str(chosen)] if chosen is not None else [])
-    cmds.append(f"{sudo}MY_AGENT_DATA_DIR={state} {' '.join(status)}")
+    cmds.append(f"{sudo}MY_AGENT_DATA_DIR={state} {shlex.join(status)}")
     if user:
         cmds.append("loginctl enable-linger $USER   # keep it running after you log out")
     return InstallResult(path=path, text=text, next_commands=cmds, warnings=warnings)

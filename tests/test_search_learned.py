@@ -171,6 +171,19 @@ async def test_identifier_queries_keep_the_rules_order(db: Database, tmp_path: P
     assert learned.has_identifier(query) and not learned.has_identifier("pottery class")
 
 
+@pytest.mark.parametrize("query", ["QX55821", "pottery A380", "tokenzqc9m3"])
+def test_a_code_written_as_one_word_is_an_identifier(query: str) -> None:
+    # Regression: "tokenzqc9m3", unique to one turn, found its conversation, but the
+    # model ranked the conversation's likelier-looking turns above it: the snippet was
+    # a turn without the code (the rules' order puts the exact word first)
+    assert learned.has_identifier(query)
+
+
+@pytest.mark.parametrize("query", ["my 18th birthday", "at 10am", "music of the 90s", "a 5km run"])
+def test_a_number_with_an_ending_is_no_identifier(query: str) -> None:
+    assert not learned.has_identifier(query)
+
+
 def test_fit_learns_which_feature_marks_the_evidence() -> None:
     rng = np.random.default_rng(7)
     groups = []

@@ -404,3 +404,28 @@ def test_a_program_in_tmp_is_warned_about(tmp_path: Path, user: bool) -> None:
     else:
         [warning] = warned
         assert "PrivateTmp" in warning and "203/EXEC" in warning
+
+
+@pytest.mark.parametrize("user", [False, True])
+def test_the_next_commands_are_quoted_for_the_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: bool
+) -> None:
+    """Regression: with a space in --output, --config, the venv or $HOME, the printed
+    commands split at it when pasted (`bash: /opt/qa: No such file or directory`)."""
+    import shlex
+
+    spaced = tmp_path / "my files"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(spaced / "cfg"))
+    cfg = spaced / "srv" / "config.yaml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text("{}\n")
+    out = spaced / "u.service"
+    exe = "/opt/my venv/bin/my-agent"
+    result = install_service(user, output=out, config=cfg, executable=[exe])
+    words = [shlex.split(c, comments=True) for c in result.next_commands]
+    assert ["install", "-m", "0644", str(out)] == next(w for w in words if str(out) in w)[-5:-1]
+    status = next(w for w in words if "status" in w and w[0] != "systemctl")
+    assert status[-4:] == [exe, "status", "--config", str(cfg)]
+    if user:
+        env_dir = spaced / "cfg" / "my-agent"
+        assert ["install", "-d", "-m", "0755", str(env_dir)] in words

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -157,8 +158,20 @@ def rerank(scored: Scored, model: LinearRanker, depth: int) -> Scored:
 
 
 def has_identifier(query: str) -> bool:
-    """The query holds an identifier-like token (``ERR-4521``, ``v1.2.3``, ``a@b.c``)."""
-    return bool({i.lower() for i in identifiers(query)} - set(query_terms(query)))
+    """The query holds an identifier-like token (``ERR-4521``, ``v1.2.3``, ``a@b.c``), or
+    a code word mixing letters and digits (``QX55821``, ``A380``; not "18th", "10am",
+    "90s": a number with a short ending)."""
+    terms = query_terms(query)
+    if any(_CODE_WORD.search(t) and not _NUMBER_WITH_ENDING.fullmatch(t) for t in terms):
+        # an order number or a code written as one word is an identifier too: the model
+        # put the conversation's likelier-looking turns above the one that holds it (the
+        # result's snippet was a turn without the code)
+        return True
+    return bool({i.lower() for i in identifiers(query)} - set(terms))
+
+
+_CODE_WORD = re.compile(r"[^\W\d_]\d|\d[^\W\d_]")  # a letter beside a digit
+_NUMBER_WITH_ENDING = re.compile(r"\d+[^\W\d_]{1,3}")
 
 
 def apply(scored: Scored, cfg: SearchConfig) -> Scored:
