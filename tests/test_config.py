@@ -50,6 +50,12 @@ INVALID = [
     ({"transcripts": {"fsync": "sometimes"}}, "transcripts.fsync"),
     # regression: "" was the current directory, which the daemon then chmodded to 0700
     ({"data_dir": ""}, "data_dir"),
+    # Regression: accepted, then every owner message was answered "I can't reach the
+    # language model right now": a config error read as an API outage
+    ({"brain": {"base_url": "not a url"}}, "brain.base_url"),
+    ({"brain": {"base_url": "ftp://x"}}, "brain.base_url"),
+    ({"brain": {"base_url": "http://localhost:abc"}}, "brain.base_url"),
+    ({"channels": {"telegram": {"api_base": "localhost:8081"}}}, "channels.telegram.api_base"),
     # regression: .inf passed check-config, then recovery failed (exit 74)
     (
         {"conversations": {"idle_timeout_seconds": float("inf")}},
@@ -531,3 +537,17 @@ def test_a_validators_message_comes_without_pydantics_value_error_prefix() -> No
     with pytest.raises(ConfigError) as err:
         build_config({"owner": {"timezone": "Mars/Olympus"}}, env={})
     assert err.value.lines() == ["owner.timezone: unknown time zone 'Mars/Olympus'"]
+
+
+def test_a_bad_value_from_the_environment_names_its_variable(tmp_path: Path) -> None:
+    # Regression: TELEGRAM_BOT_TOKEN=abc was reported against the file's `telegram:`
+    # line ("c.yaml, line 5"), and the file held no token
+    path = tmp_path / "c.yaml"
+    path.write_text("channels:\n  telegram:\n    enabled: true\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={"TELEGRAM_BOT_TOKEN": "abc"})
+    assert info.value.key == "channels.telegram.token"
+    assert str(info.value).endswith("(from TELEGRAM_BOT_TOKEN)") and "line" not in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={"TELEGRAM_BOT_TOKEN": "1:x", "ANTHROPIC_BASE_URL": "nope"})
+    assert "brain.base_url" in str(info.value) and "(from ANTHROPIC_BASE_URL)" in str(info.value)

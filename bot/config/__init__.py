@@ -122,6 +122,7 @@ def build_config(
     ]
     written = _secrets_written(tree)  # before the environment's values are merged in
     environ = os.environ if env is None else env
+    from_env: dict[str, str] = {}  # dotted key -> the variable its value came from
     for var, dotted in ENV_OVERRIDES.items():
         # Empty or blank is unset: an EnvironmentFile line `ANTHROPIC_API_KEY= ` chose the
         # Anthropic brain with a key of one space, and `EMAIL_PASSWORD= ` passed as given.
@@ -130,18 +131,32 @@ def build_config(
             problems.append((dotted, f"{var} still holds a placeholder"))
         elif value:
             _set_dotted(tree, dotted, value)
+            from_env[dotted] = var
     try:
         cfg = AppConfig.model_validate(tree)
     except ValidationError as exc:
         problems += [validation_problem(e) for e in exc.errors()]
+        problems = _named_by_variable(problems, from_env)
         raise ConfigError(*problems[0], more=problems[1:]) from exc
     if problems:
         raise ConfigError(*problems[0], more=problems[1:])
-    problems = list(consistency_problems(cfg, secrets))
+    problems = _named_by_variable(list(consistency_problems(cfg, secrets)), from_env)
     if problems:
         raise ConfigError(*problems[0], more=problems[1:])
     cfg._secrets_in_file = written
     return cfg
+
+
+def _named_by_variable(
+    problems: list[tuple[str, str]], from_env: dict[str, str]
+) -> list[tuple[str, str]]:
+    """Each problem of a value the environment gave, saying which variable gave it:
+    ``TELEGRAM_BOT_TOKEN=abc`` was reported against the file's ``telegram:`` line, and
+    the file holds no token."""
+    return [
+        (key, f"{message} (from {from_env[key]})" if key in from_env else message)
+        for key, message in problems
+    ]
 
 
 def load_config(
@@ -172,6 +187,9 @@ def _with_lines(exc: ConfigError, path: Path) -> ConfigError:
         return exc
     problems = []
     for key, message in exc.problems:
-        line = None if message.startswith(tuple(ENV_OVERRIDES)) else line_of(key, lines)
+        env = message.startswith(tuple(ENV_OVERRIDES)) or message.endswith(
+            tuple(f"(from {var})" for var in ENV_OVERRIDES)
+        )
+        line = None if env else line_of(key, lines)
         problems.append((key, f"{message} ({path}, line {line})" if line else message))
     return ConfigError(*problems[0], more=problems[1:])

@@ -8,8 +8,17 @@ import re
 import types
 import typing
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 
 
 def _blank_is_none(value: object) -> object:
@@ -24,6 +33,26 @@ def _blank_is_none(value: object) -> object:
 
 # A secret or a path that may be left out (and may come from the environment).
 OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
+
+
+def _http_url(value: str | None) -> str | None:
+    """An http(s) URL with a host and, if given, a numeric port: "not a url", "ftp://x"
+    or "http://localhost:abc" passed check-config, and the brain then answered every
+    message "I can't reach the language model", a config error read as an outage."""
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError for a port that is no number)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
+    return value
+
+
+# A server's address that may be left out (and may come from the environment).
+OptionalUrl = Annotated[str | None, BeforeValidator(_blank_is_none), AfterValidator(_http_url)]
 
 
 def _number_only(annotation: Any) -> bool:
@@ -110,7 +139,7 @@ class TelegramGroupConfig(_Section):
 class TelegramChannelConfig(_Section):
     enabled: bool = False
     token: OptionalText = None  # or TELEGRAM_BOT_TOKEN
-    api_base: str | None = None  # a Bot API server other than api.telegram.org (tests)
+    api_base: OptionalUrl = None  # a Bot API server other than api.telegram.org (tests)
     mode: Literal["polling", "webhook"] = "polling"
     polling_timeout: int = Field(default=30, ge=0, le=60)
     groups: list[TelegramGroupConfig] = Field(default_factory=list)

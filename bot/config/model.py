@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, PrivateAttr, field_validator
 
-from bot.config.channels import ChannelsConfig, OptionalText, _Section
+from bot.config.channels import ChannelsConfig, OptionalText, OptionalUrl, _Section
 from bot.config.recall import EmbeddingConfig, SearchConfig
 
 Tier = Literal["known", "untrusted", "blocked"]
@@ -88,7 +88,7 @@ MIN_THINKING_BUDGET = 1024
 
 class BrainConfig(_Section):
     provider: Literal["anthropic", "offline"] | None = None  # None: anthropic iff a key exists
-    base_url: OptionalText = None
+    base_url: OptionalUrl = None
     api_key: OptionalText = None  # normally ANTHROPIC_API_KEY
     max_tokens: int = Field(default=2048, ge=1)
     request_timeout: float = Field(default=120.0, gt=0)
