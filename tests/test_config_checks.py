@@ -80,6 +80,26 @@ def test_an_embedding_model_name_fastembed_does_not_know_is_warned_about_by_key(
     assert "embedding.model_name" not in _check(path, capsys)[2]
 
 
+def test_a_model_folder_without_the_named_models_file_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: bge-small's name with MiniLM's folder passed check-config; bge-small
+    # reads model_optimized.onnx, and every command then searched by keyword only.
+    monkeypatch.delenv("MY_AGENT_EMBEDDING_MODEL_PATH", raising=False)
+    folder = tmp_path / "minilm"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(b"")
+    embedding = {"enabled": True, "model_path": str(folder)}
+    path = _write(tmp_path, raw_config(tmp_path, embedding=embedding))
+    assert "embedding.model_name" not in _check(path, capsys)[2]  # MiniLM reads model.onnx
+    embedding["model_name"] = "BAAI/bge-small-en-v1.5"
+    _write(tmp_path, raw_config(tmp_path, embedding=embedding))
+    status, _, err = _check(path, capsys)
+    assert status == exitcodes.OK
+    assert "embedding.model_name: 'BAAI/bge-small-en-v1.5' reads model_optimized.onnx" in err
+    assert "holds model.onnx" in err and "keyword-only" in err
+
+
 def test_the_daemon_degrades_to_keyword_search_on_a_missing_model_folder(
     tmp_path: Path,
 ) -> None:

@@ -122,15 +122,40 @@ def _model_name_warnings(cfg: AppConfig) -> list[str]:
     try:
         from fastembed import TextEmbedding  # (0.4 s: here only, never in `run`'s start)
 
-        known = [str(m["model"]) for m in TextEmbedding.list_supported_models()]
+        supported = TextEmbedding.list_supported_models()
+        known = [str(m["model"]) for m in supported]
     except Exception:  # no fastembed: the daemon says so itself, keyword-only
         return []
-    if any(name.lower() == model.lower() for model in known):
-        return []
+    for model in supported:
+        if name.lower() == str(model["model"]).lower():
+            return _model_file_warnings(cfg, name, str(model.get("model_file") or ""))
     like = [model for model in known if "minilm" in model.lower()][:3]
     return [
         f"embedding.model_name: {name!r} is not a model fastembed knows: the daemon runs "
         f"with keyword-only search (e.g. {', '.join(like) or known[0]})"
+    ]
+
+
+def _model_file_warnings(cfg: AppConfig, name: str, model_file: str) -> list[str]:
+    """The file fastembed reads for ``name`` from a local ``model_path``: another model's
+    folder (MiniLM's ``model.onnx`` for bge-small, which reads
+    ``model_optimized.onnx``) passed, and every command then warned that the file
+    "doesn't exist" and searched by keyword only."""
+    folder = Path(cfg.embedding.model_path or "").expanduser()
+    if not cfg.embedding.model_path or not model_file or not folder.is_dir():
+        return []  # no folder: _model_path_warnings says so
+    try:
+        if (folder / model_file).is_file():
+            return []
+        found = sorted(p.name for p in folder.glob("*.onnx"))
+    except OSError:
+        return []
+    if not found:
+        return []  # "holds no .onnx model file" is said already
+    return [
+        f"embedding.model_name: {name!r} reads {model_file} from embedding.model_path, and "
+        f"{folder} holds {', '.join(found)} (another model's files?): the daemon runs with "
+        "keyword-only search"
     ]
 
 
