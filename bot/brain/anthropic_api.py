@@ -22,6 +22,7 @@ from typing import Any
 import anthropic
 from anthropic import AsyncAnthropic
 
+from bot.backoff import doubled
 from bot.brain.anthropic_stream import (
     UNREADABLE_ATTEMPTS,
     DeltaForwarder,
@@ -141,7 +142,7 @@ class MessagesCaller:
                 if unreadable >= UNREADABLE_ATTEMPTS:
                     raise  # the same each time: not an outage (the reply engine's apology)
                 error, retry_after = exc, None
-            delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2**attempt)
+            delay = doubled(cfg.retry_base_delay, attempt, cfg.retry_max_delay)
             delay = random.uniform(0, delay)  # full jitter
             if retry_after is not None:
                 delay = max(delay, retry_after)

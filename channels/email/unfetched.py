@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.backoff import doubled
 from bot.channel import ChannelHost
 
 log = logging.getLogger("my_agent.email")
@@ -104,7 +105,7 @@ class Unfetched:
         entry = self.entries.get(uid)
         if entry is not None:  # a retry: the count survives a restart, the caller's not
             failures = max(failures, entry.failures + 1)
-        pause = min(MAX_PAUSE, self.first_pause * 2 ** max(0, failures - FETCH_ATTEMPTS))
+        pause = doubled(self.first_pause, failures - FETCH_ATTEMPTS, MAX_PAUSE)
         self.entries[uid] = _Entry(failures, self._clock() + pause, unstorable)
         await self._save()
         log.warning(

@@ -25,6 +25,7 @@ from aiogram.exceptions import (
 )
 from aiogram.types import Update
 
+from bot.backoff import Backoff
 from bot.channel import ChannelHost, DeliveryError
 from bot.config.channels import TelegramChannelConfig, TelegramGroupConfig
 from channels.telegram.albums import Albums
@@ -37,7 +38,6 @@ from channels.telegram.menus import OwnerMenus
 from channels.telegram.migration import GroupMigrations
 from channels.telegram.poll_conflict import PollConflicts, is_other_poller
 from channels.telegram.polling import Batch, poll_updates
-from channels.telegram.retries import Backoff
 from channels.telegram.sender import TelegramSender
 from channels.telegram.token_state import TokenState
 from channels.telegram.translate import BotIdentity, translate_message
@@ -87,6 +87,22 @@ class TelegramReceiver:
             pass
 
     async def _run(self) -> None:
+        """Poll until stopped. A failure the polling loop does not expect (a bug, or one
+        in its own error handling) is logged and the loop starts over: before, it ended
+        the polling task for good while the daemon went on saying "ready" (the backoff's
+        overflow at the 1,024th failed poll in a row, session 38)."""
+        restarts = Backoff(1.0, self.config.reconnect_backoff_cap)
+        while not self._stopping.is_set():
+            try:
+                await self._polling()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = restarts.next()
+                log.exception("Telegram polling stopped unexpectedly; again in %.1fs", delay)
+                await self._pause(delay)
+
+    async def _polling(self) -> None:
         backoff = Backoff(1.0, self.config.reconnect_backoff_cap)
         host = self._host
         assert host is not None  # set by start()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -31,6 +30,7 @@ from aiogram.exceptions import (
 from aiogram.methods import SendDocument, SendMessage, SendPhoto, TelegramMethod
 from aiohttp import ClientConnectorError
 
+from bot.backoff import Backoff
 from bot.channel import PermanentSendError, RetryLater
 from bot.config.channels import TelegramChannelConfig
 
@@ -45,22 +45,6 @@ SEND_METHODS = (SendMessage, SendPhoto, SendDocument)  # each call a message: no
 # told): at most this many copies when Telegram took each of them.
 UNCONFIRMED_MAX = 3
 UNSURE_REMEMBERED = 256  # sends whose unconfirmed count is kept across calls
-
-
-class Backoff:
-    """Exponential backoff with "equal jitter": half fixed, half random. Reset on success."""
-
-    def __init__(self, base: float, cap: float, rng: Callable[[], float] = random.random) -> None:
-        self.base, self.cap, self.rng = base, cap, rng
-        self.attempt = 0
-
-    def next(self) -> float:
-        delay = min(self.cap, self.base * (2**self.attempt))
-        self.attempt += 1
-        return delay / 2 + self.rng() * delay / 2
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 def chat_ref(chat_id: str) -> int | str:

@@ -25,7 +25,7 @@ _DEEP = 8
 
 def utf16_len(text: str) -> int:
     """Length as Telegram counts it (UTF-16 code units)."""
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", errors="surrogatepass")) // 2
 
 
 _TOKEN = re.compile(r"<(/?)([a-zA-Z-]+)([^>]*)>|&#?\w+;|[^<&]|[<&]")

@@ -60,8 +60,10 @@ class BotIdentity:
 
 
 def _entity_text(text: str, entity: MessageEntity) -> str:
-    # Entity offsets count UTF-16 code units, not Python characters.
-    raw = text.encode("utf-16-le")
+    # Entity offsets count UTF-16 code units, not Python characters. A lone surrogate
+    # (JSON can carry one) is one unit too: without "surrogatepass" the encoding raised,
+    # and every message holding one failed five times before it was kept as unreadable.
+    raw = text.encode("utf-16-le", errors="surrogatepass")
     return raw[entity.offset * 2 : (entity.offset + entity.length) * 2].decode(
         "utf-16-le", errors="replace"
     )
@@ -72,12 +74,14 @@ def _with_link_targets(text: str, entities: list[MessageEntity] | None) -> str:
     article", the address is only in the ``text_link`` entity (forwarded posts, formatted
     messages), and without it the assistant could not tell where it points."""
     links = [e for e in entities or () if e.type == "text_link" and e.url]
-    raw = text.encode("utf-16-le")
+    if not links:
+        return text
+    raw = text.encode("utf-16-le", errors="surrogatepass")
     for entity in sorted(links, key=lambda e: e.offset + e.length, reverse=True):
         if entity.url and entity.url not in _entity_text(text, entity):
             end = (entity.offset + entity.length) * 2  # UTF-16 units, two bytes each
-            raw = raw[:end] + f" ({entity.url})".encode("utf-16-le") + raw[end:]
-    return raw.decode("utf-16-le", errors="replace")
+            raw = raw[:end] + f" ({entity.url})".encode("utf-16-le", "surrogatepass") + raw[end:]
+    return raw.decode("utf-16-le", errors="surrogatepass")  # the router scrubs them
 
 
 def _mentions_bot(message: Message, text: str, me: BotIdentity) -> bool:

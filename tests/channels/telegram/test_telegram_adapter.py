@@ -413,6 +413,27 @@ async def test_a_hidden_link_keeps_its_address(
     ]
 
 
+async def test_a_lone_surrogate_is_read_at_once(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    # Regression: the UTF-16 encoding of the text (for the hidden links) raised on a
+    # lone surrogate, which JSON can carry: the message failed five times, a traceback
+    # each, and later ones waited behind it before it was kept as "could not read".
+    tg_server.inject_message(OWNER_ID, "smile \ud83d please")
+    tg_server.inject_message(
+        OWNER_ID,
+        "a \udc00 link",
+        entities=[{"type": "text_link", "offset": 4, "length": 4, "url": "https://l.example/"}],
+    )
+    tg_server.inject_message(OWNER_ID, "next message")
+    await host.wait_delivered(3, timeout=5)
+    assert [m.text for m in host.delivered] == [
+        "smile \ud83d please",  # the router scrubs it (bot.router.scrubbed)
+        "a \udc00 link (https://l.example/)",
+        "next message",
+    ]
+
+
 async def test_an_albums_items_carry_the_album(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
@@ -683,6 +704,38 @@ def test_backoff_grows_with_jitter_and_resets() -> None:
     assert [high.next() for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
     high.reset()
     assert high.next() == 1.0
+
+
+async def test_an_unexpected_failure_does_not_end_the_polling(
+    tg_server: FakeTelegramServer,
+    host: RecordingHost,
+    sleeps: SleepRecorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Regression: an exception raised outside the loop's own handling (its backoff's
+    # OverflowError at the 1,024th failed poll in a row) ended the polling task for
+    # good while the daemon said "ready"; nothing was received again until a restart.
+    import channels.telegram.receiving as receiving
+
+    overflows = [OverflowError("int too large to convert to float")]
+
+    class Overflowing(receiving.Backoff):
+        def next(self) -> float:
+            if overflows:
+                raise overflows.pop()
+            return 0.01
+
+    monkeypatch.setattr(receiving, "Backoff", Overflowing)
+    tg_server.fail_next("getUpdates", code=502)  # the handler's backoff then fails
+    channel = TelegramChannel(telegram_config(tg_server.base_url), None, sleep=sleeps)
+    await channel.start(host)
+    try:
+        tg_server.inject_message(OWNER_ID, "still there?")
+        await host.wait_delivered(1, timeout=20)
+        assert not overflows and host.delivered[0].text == "still there?"
+        assert channel._task is not None and not channel._task.done()
+    finally:
+        await channel.stop()
 
 
 async def test_a_message_that_cannot_be_read_is_recorded_as_received_not_skipped(
