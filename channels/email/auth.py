@@ -7,11 +7,11 @@ domain*:
 
 * ``require`` lists the methods that count (``dkim``, ``spf``, ``dmarc``);
   ``require_all=False`` means any one passing is enough;
-* with ``auth_serv_id`` set, only headers written by that server count (a sender can put
-  any ``Authentication-Results`` header into the mail it sends; only the ones added by
-  our own receiving server are trustworthy, so production setups should set it); without
-  it only the topmost header counts, the one the receiving server prepended (RFC 8601
-  section 4): a forged header the sender wrote lies below it;
+* with ``auth_serv_id`` set, only the topmost header written by that server counts (a
+  sender can put any ``Authentication-Results`` header into the mail it sends, naming our
+  server too; only the one our own receiving server prepended is trustworthy, and it lies
+  above any the sender wrote, so production setups should set it); without it only the
+  topmost header counts, the one the receiving server prepended (RFC 8601 section 4);
 * with ``aligned=True`` (the default), a DKIM pass counts only for a signing domain
   (``header.d``) and an SPF pass only for an envelope domain (``smtp.mailfrom``) that is
   the From domain or a parent/child of it, the "relaxed alignment" of DMARC. Without it an
@@ -173,9 +173,13 @@ def verify_sender(
             continue
         if auth_serv_id is not None and parsed.authserv_id != auth_serv_id.lower():
             continue
-        if auth_serv_id is None and considered:
-            # Which server wrote the others is unknown: any sender can add a header
-            # claiming "dkim=pass" for the owner's domain below the receiver's own.
+        if considered:
+            # Only the topmost header counts (of our server, with auth_serv_id): any
+            # sender can add one claiming "dkim=pass" for the owner's domain below the
+            # receiver's own, and name our server in it. Passes were added up over every
+            # header of that name: a forged "mx.example.com; dkim=pass" below our
+            # server's "dkim=none; spf=fail" made the owner's address verified (session
+            # 38), and the mail ran /trust as the owner's.
             break
         considered += 1
         for res in parsed.results:

@@ -84,6 +84,27 @@ def test_parse_rfc8601() -> None:
             {"auth_serv_id": "MX.example.com"},
             True,
         ),
+        # With it, only our server's topmost header: a sender names our server in a
+        # header of its own below ours (regression: the passes were added up, and a
+        # forged mail ran /trust as the owner's)
+        (
+            [
+                "mx.example.com; dkim=none; spf=fail smtp.mailfrom=evil.example",
+                "mx.example.com; dkim=pass header.d=example.org; spf=pass "
+                "smtp.mailfrom=example.org",
+            ],
+            {"auth_serv_id": "mx.example.com"},
+            False,
+        ),
+        (
+            [
+                "attacker.example; dkim=none",
+                "mx.example.com; dkim=none; spf=fail smtp.mailfrom=evil.example",
+                "mx.example.com; dkim=pass header.d=example.org",
+            ],
+            {"auth_serv_id": "mx.example.com"},
+            False,
+        ),
         # Without auth_serv_id only the topmost header counts (the receiving server
         # prepends its own): a "pass" the sender forged below it used to vouch for them.
         (
