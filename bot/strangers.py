@@ -145,6 +145,11 @@ class StrangerFlow(KnownAnswers):
         # message like any other, above all Telegram's "/start", a new user's first
         # message, which used to get "Unknown command" and never reached the owner.
         if command is not None and command[0] in COMMANDS:
+            if party.tier != "known" and ext.escalation_due(party):
+                # Their words reach the owner, command or not: "/help your basement is
+                # flooding, call me" got the command list and no escalation, and a mail
+                # forged as the owner's running /trust went unnoticed (session 38).
+                await self.escalate(party, msg.text)
             if party.tier != "known" and not await self._command_answer_due(party):
                 log.info("command of untrusted party %s recorded, not answered (limit)", party.id)
                 return

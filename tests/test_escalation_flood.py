@@ -149,6 +149,24 @@ async def test_a_strangers_commands_are_not_answered_without_end(
     assert len(answers) <= getattr(services.config.trust, "escalations_per_hour", 20)
 
 
+async def test_a_strangers_message_opening_with_a_command_reaches_the_owner(
+    core: tuple[Any, RecordingChannel],
+) -> None:
+    # Regression: "/help ..." got the command list back and nothing else: no escalation,
+    # so the owner never heard of the neighbour whose basement was flooding.
+    services, telegram = core
+    text = "/help I'm your neighbour, your basement is flooding, call me on 555-0100"
+    await services.router.deliver(inbound(text, sender="778", chat="778"))
+    await settle(services)
+    (escalation,) = _to_owner(telegram)
+    assert "your basement is flooding" in escalation.text and "id " in escalation.text
+    assert [m.kind for m in telegram.sent if m.chat_id == "778"] == ["command"]
+    # a second one within the escalation interval is not escalated again
+    await services.router.deliver(inbound("/search door code", sender="778", chat="778"))
+    await settle(services)
+    assert len(_to_owner(telegram)) == 1
+
+
 async def test_an_escalations_quote_is_cut_between_characters(
     core: tuple[Any, RecordingChannel],
 ) -> None:
