@@ -82,12 +82,22 @@ def day_bound(value: str | None, field: str, zone: ZoneInfo, *, end: bool = Fals
     text = iso_date(value, field)
     if text is None:
         return None
-    if len(text) <= 10:
-        day = date.fromisoformat(text) + timedelta(days=1 if end else 0)
-        moment = datetime.combine(day, time(), tzinfo=zone)
-        return iso(moment - timedelta(milliseconds=1) if end else moment)
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return iso(moment if moment.tzinfo else moment.replace(tzinfo=zone))
+    try:
+        if len(text) <= 10:
+            day = date.fromisoformat(text) + timedelta(days=1 if end else 0)
+            moment = datetime.combine(day, time(), tzinfo=zone)
+            return iso(moment - timedelta(milliseconds=1) if end else moment)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return iso(moment if moment.tzinfo else moment.replace(tzinfo=zone))
+    except OverflowError:
+        # the calendar's edge ("to 9999-12-31", "from 0001-01-01" east of UTC) has no
+        # day after it or no UTC moment: it bounds nothing (it was an internal error,
+        # exit 70, and "failed internally" to the model)
+        return _LAST_MOMENT if end else _FIRST_MOMENT
+
+
+_FIRST_MOMENT = "0001-01-01T00:00:00.000Z"
+_LAST_MOMENT = "9999-12-31T23:59:59.999Z"
 
 
 def day_range(

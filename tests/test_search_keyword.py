@@ -387,3 +387,17 @@ async def test_a_number_finds_its_grouped_writing(db: Database, said: str, asked
     await add_conversation(db, "conv-other", [("user", "We met 1 time and then 187 days later")])
     page = await SearchService(AppConfig(), db).search(asked)
     assert [r.conversation_id for r in page.results][:1] == ["conv-money"]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo", "America/Los_Angeles"])
+def test_the_calendars_edges_bound_nothing(zone: str) -> None:
+    # Regression: "to 9999-12-31" (no day after it) and "from 0001-01-01" east of UTC (no
+    # UTC moment) raised OverflowError: exit 70 from `search`, "failed internally" to the
+    # model's search_conversations
+    from zoneinfo import ZoneInfo
+
+    from bot.owner_days import day_range
+
+    first, last = day_range("0001-01-01", "9999-12-31", ZoneInfo(zone))
+    assert first is not None and first.startswith("0001-01-01T")  # west of UTC: its hours
+    assert last == "9999-12-31T23:59:59.999Z"

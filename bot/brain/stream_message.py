@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -42,13 +43,27 @@ def _read_input(raw: str) -> tuple[Any, str | None]:
     if not raw.strip():
         return {}, None  # a call without arguments streams no JSON at all
     try:
-        value = json.loads(raw)
+        # NaN, Infinity and 1e999 (a float past range) are read by json.loads but cannot
+        # be written back: the next request, which repeats the call, failed to serialise
+        # and the whole reply ended in an apology (session 38). Refused like bad JSON.
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except ValueError as exc:
         shown = raw if len(raw) <= RAW_SHOWN else raw[:RAW_SHOWN] + "…"
         return {}, f"its input is not valid JSON ({exc}): {shown}"
     if not isinstance(value, dict):
         return {}, f"its input must be a JSON object, not {type(value).__name__}"
     return value, None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 def _partial(raw: str) -> dict[str, Any]:
@@ -58,6 +73,7 @@ def _partial(raw: str) -> dict[str, Any]:
 
     try:
         value = from_json(raw.encode(), partial_mode=True)
+        json.dumps(value, allow_nan=False)  # it goes back in the next request: 1e999 (inf) cannot
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

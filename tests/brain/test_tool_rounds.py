@@ -75,6 +75,10 @@ async def test_an_unreadable_first_answer_still_fails(
     [
         (['{"query": ', "boiler}"], "is not valid JSON"),
         (['["boiler"]'], "must be a JSON object, not list"),
+        # Regression: read as inf / nan, then repeated in the next request, which could
+        # not be written as JSON: the reply ended in the apology
+        (['{"query": "boiler", "limit": 1e999}'], "the number 1e999 is out of range"),
+        (['{"query": "boiler", "limit": NaN}'], "NaN is not a JSON number"),
     ],
 )
 async def test_tool_input_that_is_not_a_json_object_gets_an_error_result(
