@@ -14,6 +14,7 @@ from bot.command_syntax import PASSED_ON, CommandResult
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
 from bot.parties import PartyRecord
+from bot.party_lines import answered_elsewhere
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -141,7 +142,12 @@ class PartyCommands:
         await self.s.external.resolve_escalations(party.id, "replied")
         sent = ", ".join(a.name or a.kind for a in files)
         what = f"your words and {sent}" if text and sent else f"your {sent}" if sent else ""
-        answer = f"Sent to {party.label}" + (f": {what}." if what else ".")
+        answer = f"Sent to {party.label}"
+        elsewhere = answered_elsewhere(party, await self.s.external.reply_thread(party))
+        if elsewhere:
+            # where it went, as their Reply-To asked: not the address the label names
+            answer += f" at {', '.join(elsewhere[:3])}, the address their message asked for"
+        answer += f": {what}." if what else "."
         if left:
             answer += f" Your {left} was not passed on: {why}."
         return CommandResult(answer)

@@ -35,6 +35,18 @@ def reply_to_of(data: Mapping[str, Any]) -> list[str]:
     return [a for a in listed if isinstance(a, str)]
 
 
+def answered_elsewhere(party: PartyRecord, msg: InboundMessage | None) -> list[str]:
+    """The addresses other than the party's own where an answer to ``msg`` goes (an
+    e-mail's Reply-To, followed as every mail client follows it). The owner is told:
+    a mail "From: Your Bank" asking for answers at an attacker's address had the
+    owner's /reply confirmed as "Sent to Your Bank" while it went to the attacker."""
+    if msg is None:
+        return []
+    own = party.party_key.strip().lower()
+    named = dict.fromkeys(a.strip().lower() for a in reply_to_of(msg.metadata) if "@" in a)
+    return [a for a in named if a != own]
+
+
 def thread_fields(msg: InboundMessage) -> dict[str, Any]:
     """What an answer to ``msg`` threads under, as its line in the party's file keeps
     it: its reference (``replyRef``, an e-mail's Message-ID), ``subject``, the references

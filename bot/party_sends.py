@@ -23,6 +23,7 @@ from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.owner_notices import notice_due
 from bot.parties import NO_VISIBLE_TEXT, PartyRecord, shows_nothing, visible
+from bot.party_lines import answered_elsewhere
 from bot.turn_recorder import reply_target
 
 if TYPE_CHECKING:
@@ -172,9 +173,16 @@ class PartySends:
             lines[0] = "\u201c" + lines[0]
             lines[-1] += "\u201d"
             quoted = "\n".join(f"> {line}" for line in lines)
+        elsewhere = answered_elsewhere(party, await self.s.external.reply_thread(party))
+        goes = (
+            f"\nTheir message asks for answers at {_listed(elsewhere)}, not the address it"
+            " came from: a /reply goes there."
+            if elsewhere
+            else ""
+        )
         body = (
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
-            f"{quoted}\n"
+            f"{quoted}{goes}\n"
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."
         )
@@ -256,3 +264,10 @@ def _sender(party: PartyRecord) -> str:
     if party.channel == "telegram" and party.display_name and party.display_name != party.party_key:
         return f"{isolate(party.who)} (telegram user {party.party_key})"
     return f"{isolate(party.who)} ({party.channel})"  # party.label, its name isolated
+
+
+def _listed(addresses: list[str], most: int = 3) -> str:
+    """Addresses as a sentence names them: the first ``most``, and how many more."""
+    shown = ", ".join(isolate(a) for a in addresses[:most])
+    more = len(addresses) - most
+    return shown + (f" and {more} more" if more > 0 else "")

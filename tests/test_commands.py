@@ -549,6 +549,34 @@ async def test_trust_makes_a_party_known_and_answered(core: Core) -> None:
     assert (await core.s.external.get(party.id)).tier == "untrusted"  # type: ignore[union-attr]
 
 
+async def test_an_answer_going_to_a_reply_to_address_is_said_so(core: Core) -> None:
+    # Regression: "From: Your Bank" asking for answers at an attacker's address: the
+    # escalation did not say so, and the owner's /reply was confirmed "Sent to Your Bank"
+    # while it went to the attacker's address (as Reply-To asks every mail client).
+    await core.say(
+        "Please confirm your account number",
+        channel="email",
+        sender="support@bank.example",
+        chat="support@bank.example",
+        sender_name="Your Bank",
+        metadata={"reply_to": ["Collect@Attacker.example"]},
+    )
+    bank = await core.s.external.find("support@bank.example")
+    assert bank is not None
+    (escalation,) = await core.s.external.pending_escalations()
+    assert "asks for answers at collect@attacker.example, not the" in escalation["text"]
+    answer = await core.say(f"/reply {bank.id} no thanks")
+    assert answer == (
+        "Sent to Your Bank <support@bank.example> (email) at collect@attacker.example, "
+        "the address their message asked for."
+    )
+    # an answer to the address it came from says nothing more
+    await core.say("hello", channel="email", sender="ann@else.example", chat="ann@else.example")
+    ann = await core.s.external.find("ann@else.example")
+    assert ann is not None
+    assert await core.say(f"/reply {ann.id} hi") == f"Sent to {ann.label}."
+
+
 async def test_block_silences_a_party(core: Core) -> None:
     party = await _stranger(core)
     assert "blocked" in await core.say(f"/block {party.id}")

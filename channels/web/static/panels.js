@@ -55,6 +55,9 @@ function renderParty(p) {
   for (const m of p.messages) {
     const li = el("li", "dir-" + m.direction);
     li.appendChild(el("span", "muted", (m.direction === "in" ? "← " : "→ ") + relTime(m.timestamp) + " "));
+    // A mail not verified as theirs (a known contact's address anyone can forge): drawn
+    // like their real messages, it passed for theirs once its escalation was resolved.
+    if (m.kind === "unverified") li.appendChild(el("span", "tag unverified", "not verified as theirs"));
     li.appendChild(el("span", null, m.content));
     log.appendChild(li);
   }

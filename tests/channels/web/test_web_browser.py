@@ -440,3 +440,28 @@ async def test_the_conversation_list_pages_past_its_first_200(page: Page, stack:
     # an older one opens like any other
     await items.last.locator("button").click()
     await expect(page.locator("#message-items .msg").first).to_contain_text("note number 0")
+
+
+async def test_a_mail_not_verified_as_a_known_contacts_is_marked(page: Page, stack: Stack) -> None:
+    # Regression: a forged mail in a known contact's name was drawn like their real
+    # messages; once its escalation was resolved nothing marked it as possibly forged.
+    stack.config.trust.contacts.setdefault("email", {})["fred@example.net"] = "known"
+    for n, verified in ((1, True), (2, False)):
+        await stack.services.router.deliver(
+            InboundMessage(
+                channel="email",
+                sender_id="fred@example.net",
+                sender_name="Fred",
+                text=f"message {n} from fred",
+                message_id=f"<m{n}@example.net>",
+                chat_id="fred@example.net",
+                identity_verified=verified,
+            )
+        )
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="external"]')
+    card = page.locator("article.party").filter(has_text="Fred")
+    forged = card.locator(".party-messages li").filter(has_text="message 2 from fred")
+    await expect(forged.locator(".tag.unverified")).to_have_text("not verified as theirs")
+    real = card.locator(".party-messages li").filter(has_text="message 1 from fred")
+    await expect(real.locator(".tag.unverified")).to_have_count(0)
