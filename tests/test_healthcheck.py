@@ -906,10 +906,10 @@ def test_an_index_on_a_read_only_mount_is_read_only_not_inconsistent(
     integrity-check needs and says "unable to open database file"; a healthy read-only
     copy of a store was reported INCONSISTENT (exit 1). Root passes permissions, so the
     mount is simulated where it is read (statvfs) and where SQLite fails."""
-    import sqlite3
     from types import SimpleNamespace
 
     from bot import health_pages
+    from tests.sqlite_driver import sqlite3
 
     class Refusing:
         def execute(self, *_: object) -> None:
