@@ -26,7 +26,7 @@ export const HANDLERS = {
     renderSidebar();
   },
   conversation_created(msg) {
-    upsertMeta(msg.conversation);
+    upsertMeta(msg.conversation, true); // the newest of all: at the top
   },
   conversation_renamed(msg) {
     const meta = state.conversations.get(msg.conversationId);

@@ -71,12 +71,40 @@ export function renderSidebar() {
   }
 }
 
-export function upsertMeta(meta) {
+// Whether the list this tab holds (the newest conversations, a page at a time) has a
+// place for ``meta``: one it lists, or one at least as recent as the oldest it lists.
+// A start writing notes for thousands of conversations sent an update of each to every
+// tab: each was added and the list rebuilt, a tab froze for seconds, and "Older
+// conversations" (asking from the count held) skipped the ones it had not shown yet.
+function holds(meta) {
+  if (state.conversations.has(meta.id) || !state.listHasMore) return true;
+  let oldest = null;
+  for (const c of state.conversations.values()) {
+    if (oldest === null || (c.updated || "") < oldest) oldest = c.updated || "";
+  }
+  return oldest === null || (meta.updated || "") >= oldest;
+}
+
+let redraw = false;
+
+// The list redrawn once per frame, however many updates came meanwhile.
+export function scheduleSidebar() {
+  if (redraw) return;
+  redraw = true;
+  requestAnimationFrame(() => {
+    redraw = false;
+    renderSidebar();
+  });
+}
+
+export function upsertMeta(meta, always = false) {
   if (!meta || !meta.id) return;
+  const current = state.current && state.current.id === meta.id;
+  if (!always && !current && !holds(meta)) return;
   state.conversations.set(meta.id, meta);
-  if (state.current && state.current.id === meta.id) {
+  if (current) {
     state.current = meta;
     renderHeader();
   }
-  renderSidebar();
+  scheduleSidebar();
 }

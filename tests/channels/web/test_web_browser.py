@@ -442,6 +442,35 @@ async def test_the_conversation_list_pages_past_its_first_200(page: Page, stack:
     await expect(page.locator("#message-items .msg").first).to_contain_text("note number 0")
 
 
+async def test_updates_of_conversations_past_the_list_neither_grow_nor_skip_it(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: an update of a conversation the tab did not list (a start writing
+    # notes for thousands) added it, and the list was rebuilt each time (the tab froze);
+    # "Older conversations", asking from the count held, then skipped a page's worth.
+    from channels.web.ws import LIST_SIZE
+
+    manager = stack.services.conversations
+    ids = []
+    for n in range(LIST_SIZE + 10):
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", f"note number {n}")
+        ids.append(conv.id)
+    await log_in(page, stack)
+    items = page.locator("#list-active li.conv, #list-recent li.conv")
+    await expect(items).to_have_count(LIST_SIZE)
+    for n, conv_id in enumerate(ids[:3]):  # the oldest: not listed
+        await manager.set_title_topics(conv_id, f"Old Notes {n}", ["notes"], 1)
+    # a listed one's update comes after them (frames keep their order)
+    await manager.set_title_topics(ids[-1], "Fresh Notes", ["notes"], 1)
+    await expect(page.locator("#conversation-list")).to_contain_text("Fresh Notes")
+    await expect(page.locator("#conversation-list")).not_to_contain_text("Old Notes 2")
+    assert await items.count() == LIST_SIZE
+    await page.click("#list-more")
+    await expect(items).to_have_count(LIST_SIZE + 10)
+    await expect(page.locator("#conversation-list")).to_contain_text("Old Notes 0")
+
+
 async def test_a_mail_not_verified_as_a_known_contacts_is_marked(page: Page, stack: Stack) -> None:
     # Regression: a forged mail in a known contact's name was drawn like their real
     # messages; once its escalation was resolved nothing marked it as possibly forged.
