@@ -77,7 +77,9 @@ async def shutdown(
     if hurry is not None and hurry.is_set():
         deadline = time.monotonic()  # nothing more is waited for
     if services.lifecycle is not None:
-        await services.lifecycle.stop(timeout=max(1.0, deadline - time.monotonic()) / 2)
+        await services.lifecycle.stop(
+            timeout=max(1.0, deadline - time.monotonic()) / 2, hurry=hurry
+        )
     # Give the outbox a moment to flush what was just produced; the rest stays queued.
     # Only what can go now: rows for a channel that is not running, or waiting for a
     # retry, made every stop take the whole drain time (20 s).

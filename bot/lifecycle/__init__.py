@@ -31,7 +31,7 @@ from bot.lifecycle.missing_models import MissingModels, ReportingModel
 from bot.lifecycle.naming import Namer, Naming
 from bot.lifecycle.naming_runs import NamingRuns
 from bot.lifecycle.passes import AbbreviationPasses
-from bot.lifecycle.queue import AbbreviationQueue
+from bot.lifecycle.queue import AbbreviationQueue, until_done
 from bot.lifecycle.records import LifecycleServices, VectorIndex
 from bot.lifecycle.recovery import Recovery
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock
@@ -164,9 +164,10 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         await self._recovered.wait()
         await self.queue.join()
 
-    async def stop(self, timeout: float = 10.0) -> list[str]:
-        """Drain queued work for up to ``timeout`` seconds; what is left keeps
-        ``needs_abbreviation = 1`` so the next start retries it. Returns those ids."""
+    async def stop(self, timeout: float = 10.0, hurry: asyncio.Event | None = None) -> list[str]:
+        """Drain queued work for up to ``timeout`` seconds, or until ``hurry`` is set
+        (the owner's second Ctrl-C); what is left keeps ``needs_abbreviation = 1`` so
+        the next start retries it. Returns those ids."""
         if not self._running:
             return []
         self._running = False
@@ -184,11 +185,13 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         if self._owed_naming is not None and not self._owed_naming.done():
             naming.append(self._owed_naming)  # the rest is found again at the next start
         if naming:
-            _, late = await asyncio.wait(naming, timeout=max(timeout / 2, 0.01))
+            half = max(timeout / 2, 0.01)
+            await until_done(asyncio.ensure_future(asyncio.wait(naming)), half, hurry)
+            late = [task for task in naming if not task.done()]
             for task in late:  # naming is retried at the next user message or idle pass
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
-        left = await self.queue.stop(max(deadline - time.monotonic(), 0.0))
+        left = await self.queue.stop(max(deadline - time.monotonic(), 0.0), hurry)
         await self._flag(*left)  # one statement (a backlog of 15,000 took a pass each)
         for conv_id in sorted(self._late_replies):
             # A reply landed during a pass the stop cut (its record waits for the pass's

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 log = logging.getLogger("my_agent.lifecycle")
 
@@ -71,17 +72,16 @@ class AbbreviationQueue:
         while not self._idle.is_set():
             await self._idle.wait()
 
-    async def stop(self, timeout: float) -> list[str]:
-        """Let the worker drain for up to ``timeout`` seconds, then cancel it.
+    async def stop(self, timeout: float, hurry: asyncio.Event | None = None) -> list[str]:
+        """Let the worker drain for up to ``timeout`` seconds, or until ``hurry`` is set
+        (the owner's second Ctrl-C: with a backlog of notes it waited the whole time),
+        then cancel it.
 
         Returns the conversations left unprocessed (the one interrupted first).
         """
         if self._worker is None:
             return self.pending()
-        try:
-            await asyncio.wait_for(self.join(), timeout)
-        except TimeoutError:
-            pass
+        await until_done(asyncio.ensure_future(self.join()), timeout, hurry)
         left = self.pending()
         self._worker.cancel()
         # return_exceptions: the worker's CancelledError is collected, ours still propagates.
@@ -113,3 +113,21 @@ class AbbreviationQueue:
             finally:
                 self._current = None
                 self._settled()
+
+
+async def until_done(
+    task: asyncio.Future[Any], timeout: float, hurry: asyncio.Event | None
+) -> None:
+    """Wait for ``task`` up to ``timeout`` seconds, or until ``hurry`` is set; ``task``
+    is cancelled if it is still waiting then (what it waited for goes on)."""
+    waits: set[asyncio.Future[Any]] = {task}
+    hurried = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
+    if hurried is not None:
+        waits.add(hurried)
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            if not waiting.done():
+                waiting.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)

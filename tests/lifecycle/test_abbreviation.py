@@ -335,6 +335,28 @@ async def test_queue_keeps_working_after_a_crashing_pass() -> None:
     assert await queue.stop(1) == []
 
 
+async def test_a_hurried_stop_leaves_the_backlog_at_once() -> None:
+    # Regression: the owner's second Ctrl-C did not shorten the stop while a backlog of
+    # notes was queued: the worker drained for the stop's whole time (10 s), hundreds of
+    # notes more, after "interrupted again: stopping now".
+    done: list[str] = []
+
+    async def process(conv_id: str) -> None:
+        await asyncio.sleep(0.05)
+        done.append(conv_id)
+
+    queue = AbbreviationQueue(process)
+    queue.start()
+    for n in range(1_000):
+        queue.enqueue(f"conv-{n}")
+    hurry = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.2, hurry.set)
+    started = asyncio.get_running_loop().time()
+    left = await queue.stop(30.0, hurry)
+    assert asyncio.get_running_loop().time() - started < 2
+    assert len(left) + len(done) == 1_000 and len(left) > 900
+
+
 async def test_a_model_outage_defers_the_rest_of_the_queue_to_the_sweep(
     core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
 ) -> None:
