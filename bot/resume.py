@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +160,9 @@ async def requeue_unsent_replies(
         target = _target_from_turn(user or {}, rec, channel)
         # a readout (recall = 0) stays plain text, as when it was first queued
         reply = target.reply(content, conv_id, plain=not recall)
+        # marked: a row queued here says nothing of the conversation's rows when the
+        # reply was written (_has_reply_rows)
+        reply = replace(reply, metadata={**reply.metadata, REQUEUED: True})
         await services.outbox.enqueue(reply, dedup_key=key)
         log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
         queued += 1
@@ -172,11 +176,19 @@ def _cut_by_a_crash(stamp: str, has_rows: bool, since: str) -> bool:
     return has_rows or stamp >= since
 
 
+REQUEUED = "requeued"
+"""Metadata of a reply row queued by :func:`requeue_unsent_replies`."""
+
+
 async def _has_reply_rows(services: Services, conv_id: str) -> bool:
-    """Whether some reply of ``conv_id`` has an outbox row."""
+    """Whether some reply of ``conv_id`` has an outbox row made when it was written. One
+    this scan queued does not count: a transcript copied in had the replies inside the
+    window queued at one start, and those rows then made every older reply of it "cut
+    by a crash" at the next, a batch sent again at each restart (session 38)."""
     row = await services.state.fetchone(
         # the unique index on dedup_key: the keys that start with "<conv_id>:"
-        "SELECT 1 FROM outbox WHERE dedup_key > ? AND dedup_key < ? AND dedup_key LIKE ? LIMIT 1",
+        "SELECT 1 FROM outbox WHERE dedup_key > ? AND dedup_key < ? AND dedup_key LIKE ?"
+        " AND json_extract(payload, '$.metadata.requeued') IS NULL LIMIT 1",
         (f"{conv_id}:", f"{conv_id};", "%:reply"),
     )
     return row is not None

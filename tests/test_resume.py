@@ -108,3 +108,27 @@ async def test_replies_in_a_transcript_copied_in_while_stopped_are_not_sent_agai
             assert not await restarted.outbox.has_key(f"{copied.id}:{turn}:reply")
     finally:
         await shutdown_services(restarted)
+
+
+async def test_a_reply_queued_again_does_not_make_its_conversations_older_ones_owed(
+    services: Any,
+) -> None:
+    """Regression: a copied-in transcript's last reply fell inside the window and was
+    queued at one start; its row then counted as the conversation "having rows", and
+    at the next start every older reply of it was queued too, a batch per restart."""
+    ours = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
+    await _exchange(services, ours.id, "sent", queued=True)
+    copied = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
+    for n in range(3):
+        await _exchange(services, copied.id, f"copied {n}", queued=False)
+    old = iso(utcnow() - timedelta(days=3))
+    await _set(
+        services.index_db,
+        "UPDATE turns SET timestamp = ? WHERE conversation_id = ? AND turn_number < 3",
+        (old, copied.id),
+    )
+    assert await requeue_unsent_replies(services) == 1  # inside the window: maybe a crash's
+    assert await services.outbox.has_key(f"{copied.id}:3:reply")
+    assert await requeue_unsent_replies(services) == 0  # the next start: nothing more
+    for turn in (1, 2):
+        assert not await services.outbox.has_key(f"{copied.id}:{turn}:reply")
