@@ -78,6 +78,13 @@ def check_data_dir(config: AppConfig) -> None:
             # behind, empty, in the owner's data directory after every refused start.
             probe.unlink(missing_ok=True)
     except OSError as exc:
+        if exc.errno == errno.EROFS and not config.data_dir.exists():
+            # a first start in a read-only place: there is nothing to copy
+            raise DataDirError(
+                f"data directory {config.data_dir} cannot be created: the file system is "
+                "read-only; run my-agent from a writable directory, or set data_dir "
+                "(MY_AGENT_DATA_DIR) to one"
+            ) from exc
         if exc.errno == errno.EROFS:
             # a snapshot or a backup mounted read-only: every command writes the index
             # (it catches up with the transcripts), and "not usable" said no more

@@ -520,6 +520,25 @@ async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) ->
         subprocess.run(["umount", "-l", str(config.data_dir)], capture_output=True)
 
 
+def test_a_first_start_on_a_read_only_file_system_says_where_to_run(tmp_path: Path) -> None:
+    # Regression: `my-agent run` in a read-only directory said "copy the directory
+    # somewhere writable" of a data directory that did not exist yet.
+    from bot.services import DataDirError, check_data_dir
+
+    mount = tmp_path / "ro"
+    mount_tmpfs(mount, "1m")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        config = _config(tmp_path)
+        config.data_dir = mount / ".my_agent"
+        with pytest.raises(DataDirError) as info:
+            check_data_dir(config)
+        assert "cannot be created: the file system is read-only" in str(info.value)
+        assert "copy the directory" not in str(info.value)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
 def test_a_full_disk_leaves_no_empty_files_in_the_data_directory(tmp_path: Path) -> None:
     # Regression: on a full disk a file is made and its bytes refused, so the start's
     # write probe (".write-test") and the status file's temporary copy
