@@ -130,6 +130,26 @@ def test_every_inconsistency_is_listed_at_once() -> None:
     assert info.value.key == "channels.telegram.token"  # the first, as before
 
 
+def test_inconsistencies_are_listed_beside_invalid_values() -> None:
+    # Regression: Telegram enabled without a token was said only once the bad port and
+    # time zone beside it were fixed (a run per mistake again)
+    raw = {
+        "channels": {"web": {"port": 70000}, "telegram": {"enabled": True}},
+        "owner": {"timezone": "Mars/Olympus_Mons"},
+    }
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert sorted(key for key, _ in info.value.problems) == [
+        "channels.telegram.token",
+        "channels.web.port",
+        "owner.timezone",
+    ]
+    # an invalid value is not also reported by the checks its default passes
+    with pytest.raises(ConfigError) as info:
+        build_config({"channels": {"telegram": {"enabled": True, "token": "nocolon"}}}, env={})
+    assert [key for key, _ in info.value.problems] == ["channels.telegram.token"]
+
+
 @pytest.mark.parametrize(
     ("raw", "key", "hint"),
     [

@@ -49,6 +49,8 @@ def test_each_problem_names_its_line_in_the_file(tmp_path: Path) -> None:
     assert where == {
         "owner.identities.email.0": f"{path}, line 15)",
         "channels.telegram.max_retry_after": f"{path}, line 12)",
+        # listed beside them (session 38: said only once they were fixed)
+        "channels.telegram.token": f"{path}, line 10)",
     }
     # a key left out: the line of the section that lacks it
     path.write_text(LONG_FILE.replace("-1", "5").replace("CHANGE_ME@", "me@"), encoding="utf-8")

@@ -136,6 +136,7 @@ def build_config(
         cfg = AppConfig.model_validate(tree)
     except ValidationError as exc:
         problems += [validation_problem(e) for e in exc.errors()]
+        problems += _consistency_without(tree, exc.errors(), secrets, {k for k, _ in problems})
         problems = _named_by_variable(problems, from_env)
         raise ConfigError(*problems[0], more=problems[1:]) from exc
     if problems:
@@ -145,6 +146,29 @@ def build_config(
         raise ConfigError(*problems[0], more=problems[1:])
     cfg._secrets_in_file = written
     return cfg
+
+
+def _consistency_without(
+    tree: dict[str, Any], errors: list[Any], secrets: bool, known: set[str]
+) -> list[tuple[str, str]]:
+    """The consistency problems of ``tree`` with its invalid values left out (their
+    defaults in their place), so that every problem is listed at once: Telegram enabled
+    without a token was said only once a bad port and time zone beside it were fixed.
+    Nothing when the tree does not validate even so."""
+    pruned = copy.deepcopy(tree)
+    for error in errors:
+        node: Any = pruned
+        *path, last = tuple(error["loc"]) or ("",)
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or last not in node:
+            return []  # a list item or a whole section: nothing sensible to leave out
+        del node[last]
+    try:
+        cfg = AppConfig.model_validate(pruned)
+    except ValidationError:
+        return []
+    return [(key, msg) for key, msg in consistency_problems(cfg, secrets) if key not in known]
 
 
 def _named_by_variable(
