@@ -189,7 +189,13 @@ def build_parser() -> Parser:
     service_unit.add_arguments(install)
     # No -h of its own: ``bench NAME --help`` must reach the benchmark's parser, which
     # knows its options (:func:`cmd_bench`); ``bench --help`` alone lists the names.
-    bench = sub.add_parser("bench", help=f"benchmarks: {', '.join(BENCHMARKS)}", add_help=False)
+    bench = sub.add_parser(
+        "bench",
+        help=f"benchmarks: {', '.join(BENCHMARKS)}",
+        description="Run one benchmark (JSON with --json); `my-agent bench NAME --help` "
+        "lists its options.",
+        add_help=False,
+    )
     bench.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     bench.add_argument(
         "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
