@@ -99,6 +99,15 @@ async def _send(
         hub.send(client, frame)
         return kept
 
+    # The message's id is its page's ref: a tab sending a held message again after a
+    # restart of the daemon (whose memory of refs, SentRefs, went with it) has it found
+    # stored (the router's message refs) instead of stored twice; before, the page
+    # guessed from the reloaded view by the text alone, and dropped a held "Yes" that a
+    # turn before had said too (session 38).
+    message_id = f"web-{ref}" if ref else f"web-{uuid.uuid4()}"
+    if ref and await hub.services.index.conversation_for_ref("web", message_id):
+        log.info("web: message %s was stored before a restart: not stored again", ref)
+        return accepted(hub, client, ref)
     cid = data.get("conversationId") or client.conversation_id
     if cid:
         rec = await hub.services.conversations.get(str(cid))
@@ -134,7 +143,7 @@ async def _send(
                 sender_id="owner",
                 chat_id=client.id,
                 text=text,
-                message_id=f"web-{uuid.uuid4()}",
+                message_id=message_id,
                 conversation_id=rec.id if rec is not None else None,
                 sender_name=hub.channel.config.owner.name,
             )

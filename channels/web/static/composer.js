@@ -16,7 +16,7 @@ export function sendText(text, held) {
   const ref = held ? held.ref : newRef();
   const conversationId = held ? held.conversationId : state.current ? state.current.id : null;
   const ok = send({ type: "send_message", text, ref, conversationId });
-  if (ok) state.unsent = { ref, text };
+  if (ok) state.unsent = { ref, text, conversationId };
   if (ok && !state.current) state.creating = true; // the empty chat becomes its conversation
   if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
   return ok;

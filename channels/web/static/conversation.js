@@ -152,7 +152,7 @@ export function showConversation(msg) {
   $("empty-state").hidden = !!(msg.turns && msg.turns.length);
   if (state.reconnected) {
     state.reconnected = false;
-    settleUnsent(msg.turns);
+    settleUnsent();
   }
   flushQueued();
   showQueued(); // still held (a refused send put it back): keep it in view

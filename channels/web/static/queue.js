@@ -35,9 +35,12 @@ function keepQueued() {
   }
 }
 
-// A reloaded tab takes back what it held. The first of them may have gone out before
-// the reload: the first view loaded says whether it is stored (settleUnsent), and the
-// server knows its ref, so it is stored once.
+// A reloaded tab takes back what it held, and sends each under its own ref once its view
+// is loaded: the first may have gone out before the reload, and the server, which
+// knows its ref (also after a restart: the message's id), stores it once. Until
+// session 38 the page guessed from the reloaded view by the text alone: a held "Yes"
+// that an earlier turn had said too was taken for stored and dropped, and so was a
+// held command.
 export function restoreQueued() {
   let kept = [];
   try {
@@ -46,11 +49,7 @@ export function restoreQueued() {
     kept = [];
   }
   state.queued = (Array.isArray(kept) ? kept : []).filter((m) => m && typeof m.text === "string" && typeof m.ref === "string");
-  if (!state.queued.length) return;
-  const head = state.queued[0];
-  state.unsent = { ref: head.ref, text: head.text };
-  state.flushing = head.ref;
-  state.restored = true;
+  if (state.queued.length) state.restored = true;
 }
 
 export function showQueued() {
@@ -121,21 +120,17 @@ export function settleFlushed(ref, stored) {
   return true;
 }
 
-// After a reconnect: the message sent before the connection dropped is either in the
-// conversation now (stored) or back in the box. A held one not stored stays first in
-// the queue and is sent again under its ref. A command is not put back, as it may
-// have run.
-export function settleUnsent(turns) {
+// After a reconnect: the message sent before the connection dropped, unanswered, goes
+// again under its ref, first in the queue: the server answers "accepted" without
+// storing it again if it was stored (a command is not run twice either: its answer is
+// keyed by the message), and stores it if not. Nothing is guessed from the view.
+export function settleUnsent() {
   const unsent = state.unsent;
   state.unsent = null;
   if (!unsent) return;
-  const stored = (turns || []).some((t) => t.type === "turn" && t.role === "user" && t.content === unsent.text);
   if (unsent.ref === state.flushing) {
-    state.flushing = null;
-    if (stored || unsent.text.trim().startsWith("/")) state.queued.shift();
+    state.flushing = null; // a held one: still first in the queue
     return;
   }
-  if (stored || unsent.text.trim().startsWith("/")) return;
-  restoreInput(unsent.text);
-  toast("The connection dropped before your message was stored: it is back in the box.");
+  state.queued.unshift({ ref: unsent.ref, text: unsent.text, conversationId: unsent.conversationId });
 }

@@ -205,6 +205,32 @@ async def test_messages_held_across_a_reload_are_sent_once_in_order(
     assert await page.evaluate("sessionStorage.length") == 0
 
 
+async def test_a_held_message_saying_what_an_earlier_one_said_is_sent(
+    page: Page, stack: Stack
+) -> None:
+    # Regression: after a reload the first held message was taken for stored when any
+    # turn of the view said the same ("Yes" again), and dropped unsent; a held command
+    # was dropped as "it may have run".
+    await page.click("#new-conversation")
+    await send(page, "Shall we book the table for Friday?")
+    await send(page, "Yes")
+    await expect(page.locator(".msg-assistant")).to_have_count(2)
+    conversation = await page.get_attribute("body", "data-conversation")
+    assert conversation
+    await stack.channel.stop()
+    await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
+    await send(page, "Yes")
+    await send(page, "/rename Friday dinner")
+    await expect(page.locator("#queued .msg-body")).to_have_count(2)
+    await restart_web(stack)
+    await page.reload()
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    await expect(page.locator("#queued")).to_have_count(0)
+    await expect(page.locator("#chat-title")).to_have_text("Friday dinner")
+    users = [t["content"] for t in await _turns(stack, conversation) if t["role"] == "user"]
+    assert users == ["Shall we book the table for Friday?", "Yes", "Yes"]
+
+
 async def test_what_is_in_the_box_survives_a_reload(page: Page, stack: Stack) -> None:
     # Regression: a half-typed message, or one put back in the box, was lost on reload.
     await page.fill("#input", "Remind me to call")

@@ -95,3 +95,38 @@ async def test_a_refused_message_sent_again_is_tried_again(ws_factory, stack: St
     await tab.send(type="send_message", text="Water the plants", ref="r-1", conversationId=conv.id)
     await tab.wait_for(lambda f: f == {"type": "accepted", "ref": "r-1"})
     assert await user_texts(stack, conv.id) == ["Water the plants"]
+
+
+@pytest.mark.parametrize("into_new_chat", [False, True])
+async def test_a_resend_after_a_restart_is_found_stored(
+    ws_factory, stack: Stack, into_new_chat: bool
+) -> None:
+    # Regression: the refs a tab sent were remembered in memory only; after a daemon
+    # restart the page had to guess from the reloaded view, by the text alone, and a
+    # held "Yes" that an earlier turn had said too was dropped unsent. The message's id
+    # is now its ref: found stored after a restart, whichever conversation it went to
+    # (sent from the empty chat, it does not start a second one either).
+    conv = await stack.services.conversations.create("web")
+    target = None if into_new_chat else conv.id
+    tab = await ws_factory()
+    start = len(tab.frames)
+    ref = f"restart-{into_new_chat}"
+    await tab.send(type="send_message", text="Yes", ref=ref, conversationId=target)
+    await tab.wait_for(lambda f: f == {"type": "accepted", "ref": ref}, start=start)
+    before = len(await stack.services.conversations.list())
+    yes = await _said(stack, "Yes")
+    stack.channel.hub.sent_refs = type(stack.channel.hub.sent_refs)()  # the restart's loss
+    again = await ws_factory()
+    start = len(again.frames)
+    await again.send(type="send_message", text="Yes", ref=ref, conversationId=target)
+    await again.wait_for(lambda f: f == {"type": "accepted", "ref": ref}, start=start)
+    assert len(await stack.services.conversations.list()) == before
+    assert await _said(stack, "Yes") == yes >= 1
+
+
+async def _said(stack: Stack, text: str) -> int:
+    """How many times the owner's turns say ``text``, in every conversation."""
+    said = 0
+    for conv in await stack.services.conversations.list():
+        said += (await user_texts(stack, conv.id)).count(text)
+    return said
