@@ -71,23 +71,29 @@ class ImapSession:
             )
         self._client = client
         try:
-            await client.wait_hello_from_server()
+            # Raced against the socket's loss and a deadline, as every command: a server
+            # that greeted and then hung up or went silent left aioimaplib waiting for
+            # its own CAPABILITY under a lock that a cancelled wait_for needs back, so
+            # the connect never ended: no reconnect, inbound mail stopped for good and
+            # every e-mail send waited for the first check of the inbox (session 38).
+            await self._until_lost(client.wait_hello_from_server(), "the greeting")
         except TimeoutError as exc:
             raise NoGreeting(
-                f"no greeting from {cfg.host}:{cfg.port} within {self._timeout:g}s"
+                f"no greeting (or no answer to its CAPABILITY) from {cfg.host}:{cfg.port} "
+                f"within {self._timeout:g}s"
             ) from exc
         if cfg.security == "starttls":
             await self._starttls(client)
         await self._login(client)
         # Capabilities change after login (IDLE, MOVE, UIDPLUS): ask again.
-        await asyncio.wait_for(client.protocol.capability(), self._timeout)
+        await self._until_lost(client.protocol.capability(), "CAPABILITY")
         return await self.select(cfg.folder)
 
     async def _login(self, client: aioimaplib.IMAP4) -> None:
         # aioimaplib itself refuses LOGIN (an abort) when the server says LOGINDISABLED.
         if "LOGINDISABLED" in client.protocol.capabilities:
             raise LoginRefused("the server lists LOGINDISABLED", needs_tls=True)
-        response = await client.login(self._username, self._password)
+        response = await self._until_lost(client.login(self._username, self._password), "LOGIN")
         if response.result != "OK":
             raise LoginRefused(f"{response.result} {said(response)}".strip())
 
@@ -95,7 +101,7 @@ class ImapSession:
         proto = client.protocol
         # aioimaplib knows the command but has no helper for it (nor for the upgrade).
         command = aioimaplib.Command("STARTTLS", proto.new_tag(), loop=proto.loop)
-        response = await asyncio.wait_for(proto.execute(command), self._timeout)
+        response = await self._until_lost(proto.execute(command), "STARTTLS")
         if response.result != "OK":
             raise StarttlsRefused(f"STARTTLS failed: {response.result} {said(response)}")
         loop = asyncio.get_running_loop()
@@ -103,7 +109,7 @@ class ImapSession:
             proto.transport, proto, self._tls_context(), server_hostname=self._config.host
         )
         proto.transport = transport
-        await asyncio.wait_for(proto.capability(), self._timeout)
+        await self._until_lost(proto.capability(), "CAPABILITY")
 
     def _tls_context(self) -> ssl.SSLContext:
         """System CAs, plus ``tls_ca_file`` when configured; certificates are verified."""

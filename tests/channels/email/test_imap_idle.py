@@ -47,3 +47,33 @@ async def test_unacknowledged_idle_gives_up_after_the_command_timeout() -> None:
     session._client = _StuckIdleClient()  # type: ignore[assignment]
     with pytest.raises(ImapError, match="did not acknowledge IDLE"):
         await asyncio.wait_for(session.idle(30, asyncio.Event()), 2)
+
+
+@pytest.mark.parametrize("then", ["hangs up", "says nothing"])
+async def test_a_server_that_greets_and_then_fails_ends_the_connect(then: str) -> None:
+    # Regression: a server (or proxy) that sent its greeting and then hung up, or went
+    # silent, at aioimaplib's own CAPABILITY left connect() waiting for good (a lock
+    # held under the cancelled wait): no reconnect, inbound mail stopped, and every
+    # e-mail send waited for the first check of the inbox. It ends within the timeout.
+    silent = asyncio.Event()
+
+    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"* OK [CAPABILITY IMAP4rev1 IDLE] ready\r\n")
+        await writer.drain()
+        await reader.readline()  # the client's CAPABILITY
+        if then == "hangs up":
+            writer.close()
+        else:
+            await silent.wait()
+
+    listening = await asyncio.start_server(server, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    config = make_config(Path("."), port, 1, "INBOX").channels.email.imap
+    session = ImapSession(config.model_copy(update={"security": "none"}), "user", "pw", 1.0)
+    try:
+        with pytest.raises(ImapError):  # NoGreeting for silence; not the 10 s guard
+            await asyncio.wait_for(session.connect(), 10)
+    finally:
+        session.abort()
+        silent.set()
+        listening.close()
