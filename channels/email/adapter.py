@@ -134,9 +134,11 @@ class EmailChannel:
         """What an operator should know: IMAP settings that do not fit the server (a
         login refused, TLS), mails the server would not hand over yet, and senders
         taken for a mail loop."""
-        unfetched = self._inbox.unfetched.problems() if self._inbox is not None else []
+        inbox = self._inbox
+        unfetched = inbox.unfetched.problems() if inbox is not None else []
         refused = [self.misconfigured.problem] if self.misconfigured.problem else []
-        return [*refused, *unfetched, *self._memory.problems()]
+        marks = [inbox.mark_problem] if inbox is not None and inbox.mark_problem else []
+        return [*refused, *unfetched, *marks, *self._memory.problems()]
 
     def poke(self) -> None:
         """Check the mailbox now (tests, and a hook for a future 'check mail' command)."""

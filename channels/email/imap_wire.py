@@ -99,6 +99,15 @@ class NoGreeting(ImapError, TimeoutError):
     :func:`channels.email.port_probe.diagnose` tells apart)."""
 
 
+class CommandRefused(ImapError):
+    """The server answered a command NO or BAD: the connection is fine, the command is
+    not (an account over its quota refuses MOVE and COPY)."""
+
+    def __init__(self, message: str, answer: str) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
 class FolderRefused(ImapError):
     """The server will not SELECT the folder (it does not exist, or is not ours)."""
 
@@ -115,7 +124,10 @@ def said(response: aioimaplib.Response) -> str:
 def checked(response: aioimaplib.Response, what: str) -> aioimaplib.Response:
     """``response`` when the server said OK; :class:`ImapError` naming ``what`` else."""
     if response.result != "OK":
-        raise ImapError(f"{what} failed: {response.result} {response.lines[-1:]!r}")
+        raise CommandRefused(
+            f"{what} failed: {response.result} {response.lines[-1:]!r}",
+            f"{response.result} {said(response)}",
+        )
     return response
 
 

@@ -20,6 +20,7 @@ from bot.config.channels import EmailChannelConfig
 from bot.events import utcnow
 from channels.email.dedup import KeyEpoch
 from channels.email.imap import ImapSession
+from channels.email.imap_wire import CommandRefused
 from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
 
 log = logging.getLogger("my_agent.email")
@@ -50,6 +51,8 @@ class Inbox:
         self._fetch_failures: dict[tuple[str, int], int] = {}
         self._core_failures: dict[tuple[str, int], int] = {}  # Unstorable, in a row
         self._backlog: str | None = None  # <folder>:backlog_before, once read
+        # the server's refusal to move or flag delivered mail, for status (None: none)
+        self.mark_problem: str | None = None
 
     def session_started(self) -> None:
         """A new session: no FETCH is under way."""
@@ -224,6 +227,23 @@ class Inbox:
         self._core_failures.pop(key, None)
         return None
 
+    async def _unmarked(
+        self, session: ImapSession, uid: int, folder: str | None, exc: CommandRefused
+    ) -> bool:
+        """A mail delivered but not moved (or flagged) as the server refused: flagged
+        \\Seen instead where the MOVE was refused, the refusal kept for status."""
+        action = f"move mail to {folder}" if folder else "flag mail \\Seen"
+        problem = f"the IMAP server refuses to {action}: {exc.answer}; mail stays in the inbox"
+        if problem != self.mark_problem:
+            log.warning("mail uid %d is stored, but %s", uid, problem)
+        self.mark_problem = problem
+        if folder:
+            try:
+                return await session.mark_seen(uid)
+            except CommandRefused:
+                return True  # stored, and left as it is
+        return True
+
     async def _fetch_failed(self, validity: str, uid: int) -> None:
         failures = self._fetch_failures.get((validity, uid), 0) + 1
         self._fetch_failures = {(validity, uid): failures}  # counts failures in a row
@@ -237,7 +257,16 @@ class Inbox:
 
     async def _mark(self, session: ImapSession, uid: int) -> None:
         folder = self._cfg.imap.processed_folder
-        marked = await session.move(uid, folder) if folder else await session.mark_seen(uid)
+        try:
+            marked = await session.move(uid, folder) if folder else await session.mark_seen(uid)
+        except CommandRefused as exc:
+            # The mail is stored: a refusal to move or flag it (an account over its
+            # quota answers MOVE "NO [OVERQUOTA]") ended the session, the cursor stayed
+            # before it, and every reconnect fetched it again, for ever, holding up
+            # every later mail (session 38). It is left where it is, said once.
+            marked = await self._unmarked(session, uid, folder, exc)
+        else:
+            self.mark_problem = None  # taken again: no longer a problem
         if not marked:  # delivered, then deleted elsewhere: nothing left to mark
             log.info(
                 "mail uid %d in %s was deleted or moved by another client while it was "

@@ -161,7 +161,9 @@ def compose_outgoing(
     if parent is not None and not refs:
         refs = list(parent.references)
     subject = subject_given or (parent.subject if parent else None)
-    if in_reply_to:
+    if in_reply_to or (subject and message.kind in ("reply", "command", "acknowledgement")):
+        # an answer, also to a mail that had no Message-ID to answer under: it went out
+        # under the mail's own subject, without the "Re:" every other answer has
         subject = reply_subject(subject)
     elif not subject:
         subject = f"Message from {cfg.display_name}"

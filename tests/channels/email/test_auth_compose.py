@@ -377,3 +377,21 @@ def test_the_owner_s_answer_never_follows_a_stranger_s_reply_to_kept_from_before
     composed, _ = compose_as_channel(reply, "Your salary is ...", {}, {})
     assert composed.recipients == ["o@x.org"]
     assert composed.message["To"] == "o@x.org"
+
+
+def test_an_answer_to_a_mail_without_a_message_id_says_re() -> None:
+    # Regression: with no Message-ID to answer under, the reply went out under the
+    # mail's own subject ("Ohne ID"), without the "Re:" every other answer has.
+    cfg = EmailChannelConfig(address="bot@example.com")
+
+    def subject(kind: str) -> str:
+        message = OutboundMessage(channel="email", chat_id="o@x.org", text="Ja.", kind=kind)
+        _, said = compose_outgoing(
+            message, "Ja.", "Ohne ID", address="bot@example.com", cfg=cfg, recent={},
+            last_from={}, owner=OWNER_ADDRESSES,
+        )  # fmt: skip
+        return said
+
+    assert subject("reply") == "Re: Ohne ID"
+    assert subject("command") == "Re: Ohne ID"
+    assert subject("notice") == "Ohne ID"  # not an answer: as given
