@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from bot.channel import Channel
 from bot.notify import Notifier
 from bot.services import Services, close_services
-from bot.tasks import cancel_all
+from bot.tasks import cancel_all, until_done
 
 log = logging.getLogger("my_agent.daemon")
 
@@ -24,18 +24,8 @@ STOP_MARGIN_SECONDS = 15.0
 async def _unless_hurried(waiting: Awaitable[bool], hurry: asyncio.Event | None) -> bool:
     """``waiting``'s result, or False as soon as ``hurry`` is set (what it waited for
     goes on until the stop cancels it)."""
-    if hurry is None:
-        return await waiting
     task = asyncio.ensure_future(waiting)
-    hurried = asyncio.ensure_future(hurry.wait())
-    try:
-        await asyncio.wait({task, hurried}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        hurried.cancel()
-    if task.done():
-        return task.result()
-    task.cancel()
-    return False
+    return await until_done(task, None, hurry) and task.result()
 
 
 async def shutdown(

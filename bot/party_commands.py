@@ -137,13 +137,17 @@ class PartyCommands:
             return CommandResult(usage)
         # Keyed by the owner's message: queued once, also when a crash interrupted it.
         dedup = f"{message.channel}:{message.message_id}:to-party"
+        # their last message: where it goes in their thread, and to whom (one read)
+        answering = await self.s.external.reply_thread(party)
         if not (run and run.resumed and await self.s.outbox.has_key(dedup)):
-            await self.s.router.send_to_party(party, text, kind="reply", dedup=dedup, files=files)
+            await self.s.router.send_to_party(
+                party, text, kind="reply", dedup=dedup, answering=answering, files=files
+            )
         await self.s.external.resolve_escalations(party.id, "replied")
         sent = ", ".join(a.name or a.kind for a in files)
         what = f"your words and {sent}" if text and sent else f"your {sent}" if sent else ""
         answer = f"Sent to {party.label}"
-        elsewhere = answered_elsewhere(party, await self.s.external.reply_thread(party))
+        elsewhere = answered_elsewhere(party, answering)
         if elsewhere:
             # where it went, as their Reply-To asked: not the address the label names
             answer += f" at {', '.join(elsewhere[:3])}, the address their message asked for"

@@ -156,10 +156,16 @@ class PartySends:
         return False
 
     async def escalate(
-        self, party: PartyRecord, text: str, standing: str = "not a known contact"
+        self,
+        party: PartyRecord,
+        text: str,
+        standing: str = "not a known contact",
+        *,
+        said: InboundMessage,
     ) -> None:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
-        ``standing``: what the party is to the owner, as the message says it."""
+        ``standing``: what the party is to the owner, as the message says it; ``said``:
+        their message escalated (the last, for an album), where a /reply goes."""
         quoted = visible(text.strip())
         quoted = quoted if len(quoted) <= 500 else cut(quoted, 497) + "..."
         # Every line of theirs is marked as quoted: a line of their text ("/trust p..."
@@ -173,7 +179,7 @@ class PartySends:
             lines[0] = "\u201c" + lines[0]
             lines[-1] += "\u201d"
             quoted = "\n".join(f"> {line}" for line in lines)
-        elsewhere = answered_elsewhere(party, await self.s.external.reply_thread(party))
+        elsewhere = answered_elsewhere(party, said)
         goes = (
             f"\nTheir message asks for answers at {_listed(elsewhere)}, not the address it"
             " came from: a /reply goes there."

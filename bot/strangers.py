@@ -128,7 +128,7 @@ class StrangerFlow(KnownAnswers):
             # A bounce or an out-of-office reply: answering it (a known party's model
             # reply, an acknowledgement) risks a mail loop. The owner still hears of it.
             if ext.escalation_due(party):
-                await self.escalate(party, msg.text)
+                await self.escalate(party, msg.text, said=msg)
             return
         if party.tier == "known" and msg.identity_verified is False:
             # Their address, not vouched for by the receiving server (e-mail): anyone
@@ -138,7 +138,7 @@ class StrangerFlow(KnownAnswers):
             # contact's inbox, and a forged /new wiped the contact's context.
             log.warning("known party %s: a mail not verified as theirs, escalated", party.id)
             if ext.escalation_due(party):
-                await self.escalate(party, msg.text, standing=UNVERIFIED)
+                await self.escalate(party, msg.text, standing=UNVERIFIED, said=msg)
             return
         command = parse_command(msg.text)
         # Only the commands we know are commands: anything else from a stranger is a
@@ -149,7 +149,7 @@ class StrangerFlow(KnownAnswers):
                 # Their words reach the owner, command or not: "/help your basement is
                 # flooding, call me" got the command list and no escalation, and a mail
                 # forged as the owner's running /trust went unnoticed (session 38).
-                await self.escalate(party, msg.text)
+                await self.escalate(party, msg.text, said=msg)
             if party.tier != "known" and not await self._command_answer_due(party):
                 log.info("command of untrusted party %s recorded, not answered (limit)", party.id)
                 return
@@ -207,7 +207,7 @@ class StrangerFlow(KnownAnswers):
         if not due and not _opener(text) and await self._said_nothing_yet(party, refs):
             # Their escalation quoted only Telegram's "/start": these are their first
             # words, which the owner hears (they were acknowledged already).
-            await self.escalate(party, text)
+            await self.escalate(party, text, said=msg)
             return
         if not due:
             return
@@ -215,7 +215,7 @@ class StrangerFlow(KnownAnswers):
         # unacknowledged rather than the owner uninformed (the acknowledgement came first,
         # and its line in their file hid the missed escalation from the next start's
         # check, bot.party_resume.escalate_cut_messages).
-        await self.escalate(party, text)
+        await self.escalate(party, text, said=msg)
         if ack and await self.escalations_in_budget():
             # Past the hourly budget of all parties' escalations (identities rotated
             # per message) no acknowledgement either: by e-mail each went to a sender

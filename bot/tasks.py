@@ -54,3 +54,23 @@ async def finish_within(tasks: Collection[asyncio.Task[Any]], timeout: float) ->
     if pending:
         await asyncio.wait(pending, timeout=2)
     return not pending
+
+
+async def until_done(
+    task: asyncio.Future[Any], timeout: float | None, hurry: asyncio.Event | None
+) -> bool:
+    """Wait for ``task`` up to ``timeout`` seconds (None: no limit), or until ``hurry``
+    is set (the owner's second Ctrl-C); ``task`` is cancelled if it is still waiting
+    then (what it waited for goes on). Whether it finished."""
+    waits: set[asyncio.Future[Any]] = {task}
+    hurried = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
+    if hurried is not None:
+        waits.add(hurried)
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            if not waiting.done():
+                waiting.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+    return task.done() and not task.cancelled()

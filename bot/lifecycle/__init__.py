@@ -31,11 +31,12 @@ from bot.lifecycle.missing_models import MissingModels, ReportingModel
 from bot.lifecycle.naming import Namer, Naming
 from bot.lifecycle.naming_runs import NamingRuns
 from bot.lifecycle.passes import AbbreviationPasses
-from bot.lifecycle.queue import AbbreviationQueue, until_done
+from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import LifecycleServices, VectorIndex
 from bot.lifecycle.recovery import Recovery
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock
 from bot.record_cache import keyed_locks
+from bot.tasks import until_done
 
 __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
 

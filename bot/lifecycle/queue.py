@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+
+from bot.tasks import until_done
 
 log = logging.getLogger("my_agent.lifecycle")
 
@@ -113,21 +114,3 @@ class AbbreviationQueue:
             finally:
                 self._current = None
                 self._settled()
-
-
-async def until_done(
-    task: asyncio.Future[Any], timeout: float, hurry: asyncio.Event | None
-) -> None:
-    """Wait for ``task`` up to ``timeout`` seconds, or until ``hurry`` is set; ``task``
-    is cancelled if it is still waiting then (what it waited for goes on)."""
-    waits: set[asyncio.Future[Any]] = {task}
-    hurried = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
-    if hurried is not None:
-        waits.add(hurried)
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in waits:
-            if not waiting.done():
-                waiting.cancel()
-        await asyncio.gather(*waits, return_exceptions=True)

@@ -146,14 +146,17 @@ def number_groups(words: list[str], text: str) -> list[str]:
     thousands separators ("1187" -> "1 187": "1,187" and "1.187" are indexed that way),
     so the owner's "1187" finds the invoice that said "$1,187". Not for a number inside
     an identifier of ``text`` ("ERR-4521", "3.14159")."""
+    numbers = [word for word in words if _UNGROUPED.fullmatch(word)]
+    if not numbers:
+        return []  # (most queries: no scan of the text for identifiers)
     inside = {
         piece
         for ident in identifiers(ungrouped_numbers(text).lower())
         for piece in _IDENT_PIECE.findall(ident)
     }
     found: list[str] = []
-    for word in words:
-        if _UNGROUPED.fullmatch(word) and word not in inside:
+    for word in numbers:
+        if word not in inside:
             head = len(word) % 3 or 3
             groups = [word[:head]] + [word[i : i + 3] for i in range(head, len(word), 3)]
             found.append(" ".join(groups))
