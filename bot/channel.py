@@ -30,6 +30,15 @@ class Misconfigured(Exception):
     rather than when the outbox gives up, hours later."""
 
 
+class Unreachable(Exception):
+    """Nothing was delivered: the channel's server could not be reached (no connection
+    made, or it answered that it is failing). The outbox retries it with backoff for as
+    long as that lasts: such failures do not count toward giving up on the message (a
+    network outage of 2.6 hours used up the 50 attempts of every reply queued, and the
+    owner's replies were lost), and :meth:`ChannelHost.reachable` sends it at once when
+    the channel reaches its server again."""
+
+
 class RetryLater(Exception):
     """The peer refuses sends for ``retry_after`` seconds (Telegram's flood control): the
     outbox retries no sooner, since every earlier attempt is refused and may lengthen the
@@ -57,6 +66,11 @@ class ChannelHost(Protocol):
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         """Remember that message ``ref`` (e.g. an e-mail Message-ID) belongs to a conversation."""
+
+    async def reachable(self, channel: str) -> None:
+        """The channel reaches its server again after failing to: its messages held back
+        by :class:`Unreachable` go now, not at the end of their backoff (up to five
+        minutes after the outage). Never raises: a failure is logged."""
 
     async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
         """Report a problem of the channel's that will not fix itself (a login the

@@ -149,7 +149,9 @@ def format_text(report: dict[str, Any]) -> str:
         ]
     outbox = report.get("outbox")
     if outbox:
-        rows.append(("outbox", f"{outbox['pending']} pending, {outbox['failed']} failed"))
+        # the oldest's time: a backlog held through an outage shows how long it waits
+        oldest = f" (the oldest queued {outbox['oldest_pending']})" if outbox["pending"] else ""
+        rows.append(("outbox", f"{outbox['pending']} pending{oldest}, {outbox['failed']} failed"))
     index = report.get("index")
     if index:
         lines_counted = index["transcript_turns"]

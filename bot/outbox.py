@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from bot.channel import Channel, Misconfigured, PermanentSendError, RetryLater
+from bot.channel import Channel, Misconfigured, PermanentSendError, RetryLater, Unreachable
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
 from bot.outbox_rows import STALE_WAIT_SECONDS as STALE_WAIT_SECONDS
@@ -89,6 +89,9 @@ class Outbox(OutboxRows):
         # outbox id -> result of a send whose "sent" mark could not be written (state.db
         # full): the mark is retried, never the send.
         self._unmarked: dict[int, SendResult] = {}
+        # outbox id -> (channel, how often its server was unreachable in this run): such
+        # failures lengthen the backoff but are not counted toward max_attempts.
+        self._unreached: dict[int, tuple[str, int]] = {}
         # A synced reply row exists (committed by this process): from then on a reply's
         # row may skip its own sync (see :meth:`insert_unit`).
         self.anchored = False
@@ -210,12 +213,17 @@ class Outbox(OutboxRows):
                 result = await channel.send(msg)
             except asyncio.CancelledError:
                 raise
+            except Unreachable as exc:
+                await self._unreachable(msg, attempts, exc)
+                return
             except PermanentSendError as exc:
+                self._unreached.pop(msg.outbox_id or 0, None)
                 log.error("outbox %s to %s failed permanently: %s", msg.outbox_id, msg.channel, exc)
                 await self._mark(msg, "failed", attempts + 1, error=str(exc))
                 await self._failed(msg, str(exc))
                 return
             except Exception as exc:
+                self._unreached.pop(msg.outbox_id or 0, None)
                 attempts += 1
                 delay = backoff(attempts, self.base_delay)
                 if isinstance(exc, RetryLater):
@@ -235,6 +243,7 @@ class Outbox(OutboxRows):
                 elif isinstance(exc, Misconfigured) and attempts == TELL_AFTER:
                     await self._callbacks(self._on_stuck, msg, str(exc))
                 return
+            self._unreached.pop(msg.outbox_id or 0, None)
             if msg.outbox_id is not None:
                 self._unmarked[msg.outbox_id] = result
         await self._mark(msg, "sent", attempts + 1, ref=result.message_ref)
@@ -245,6 +254,45 @@ class Outbox(OutboxRows):
                 await callback(sent, result)
             except Exception:
                 log.exception("outbox sent-callback failed for %s", msg.outbox_id)
+
+    async def _unreachable(self, msg: OutboundMessage, attempts: int, exc: Unreachable) -> None:
+        """Retry ``msg`` after a backoff that grows with the outage, its attempts as they
+        were: an outage, however long, does not give up on a message."""
+        outbox_id = msg.outbox_id or 0
+        times = self._unreached.get(outbox_id, (msg.channel, 0))[1] + 1
+        self._unreached[outbox_id] = (msg.channel, times)
+        delay = backoff(attempts + times, self.base_delay)
+        log.warning(
+            "outbox %s to %s: server unreachable (%d times; retry in %.1fs): %s",
+            msg.outbox_id,
+            msg.channel,
+            times,
+            delay,
+            exc,
+        )
+        await self._mark(msg, "pending", attempts, error=repr(exc), delay=delay)
+
+    def unreachable_tries(self) -> dict[int, int]:
+        """Outbox id -> how often this run found its server unreachable (those tries are
+        not in the row's ``attempts``)."""
+        return {outbox_id: times for outbox_id, (_, times) in self._unreached.items()}
+
+    async def reachable(self, channel: str) -> None:
+        """``channel`` reaches its server again: its messages that found it unreachable
+        are due now (their chats' order kept), not when their backoff ends."""
+        ids = [i for i, (name, _) in self._unreached.items() if name == channel]
+        if not ids:
+            return
+        now = self.clock()
+        marks = ", ".join("?" for _ in ids)
+        await self.db.execute(
+            f"UPDATE outbox SET next_attempt = ? WHERE status = 'pending' AND id IN ({marks})",
+            (now, *ids),
+        )
+        for outbox_id in ids:
+            self._delays[outbox_id] = 0.0
+        log.info("%s reachable again: %d held message(s) due now", channel, len(ids))
+        self.wake(channel)
 
     async def _failed(self, msg: OutboundMessage, error: str) -> None:
         await self._callbacks(self._on_failed, msg, error)

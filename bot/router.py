@@ -129,6 +129,14 @@ class Router:
     async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
         await self.alerts.report(channel, key, problem)
 
+    async def reachable(self, channel: str) -> None:
+        try:
+            await self.s.outbox.reachable(channel)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the rows go at their backoff's end instead
+            log.exception("could not hurry %s's held messages", channel)
+
     def cancel(self, conversation_id: str) -> bool:
         return self.s.replies.cancel(conversation_id)
 

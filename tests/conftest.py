@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from bot.channel import ChannelHost, PermanentSendError
+from bot.channel import ChannelHost, PermanentSendError, Unreachable
 from bot.config import AppConfig, build_config
 from bot.embedding import EmbeddingService
 from bot.events import OutboundMessage, SendResult
@@ -102,7 +102,8 @@ class RecordingChannel:
 
     ``fail_next(n)`` makes the next ``n`` sends raise (the outbox retries them);
     ``failing = True`` makes every send raise until reset; ``permanent = True`` raises
-    :class:`PermanentSendError` instead.
+    :class:`PermanentSendError` instead, ``unreachable = True``
+    :class:`~bot.channel.Unreachable` (an outage: nothing sent).
     """
 
     supports_streaming = False
@@ -114,6 +115,7 @@ class RecordingChannel:
         self.attempts = 0
         self.failing = False
         self.permanent = False
+        self.unreachable = False
         self._fail_budget = 0
         self._changed = asyncio.Condition()
         self.started = False
@@ -132,6 +134,8 @@ class RecordingChannel:
         self.attempts += 1
         if self.permanent:
             raise PermanentSendError("recording channel told to refuse")
+        if self.unreachable:
+            raise Unreachable("recording channel told its server is down")
         if self.failing or self._fail_budget > 0:
             self._fail_budget = max(0, self._fail_budget - 1)
             raise ConnectionError("recording channel told to fail")

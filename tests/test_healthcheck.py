@@ -91,7 +91,9 @@ async def test_consistent_store_without_daemon(populated: tuple[AppConfig, list[
     assert report["exit_code"] == 1
     text = healthcheck.format_text(report)
     assert "index:                 consistent" in text
-    assert "outbox:                2 pending, 1 failed" in text
+    oldest = report["outbox"]["oldest_pending"]
+    assert oldest
+    assert f"outbox:                2 pending (the oldest queued {oldest}), 1 failed" in text
     assert "abbreviations pending: 2 (1 failed, to retry; 1 not yet written)" in text
 
 

@@ -217,6 +217,68 @@ async def test_gives_up_after_max_attempts(state: Database) -> None:
     assert await _status(state) == [("doomed", "failed", 3)]
 
 
+async def test_an_unreachable_server_never_uses_up_the_attempts(state: Database) -> None:
+    # Regression: a network outage of about 2.6 hours used up the 50 attempts of every
+    # reply queued during it, and they were lost (each attempt counted like a refusal).
+    clock = Clock()
+    outbox = Outbox(state, max_attempts=3, base_delay=1.0, clock=clock)
+    channel = RecordingChannel()
+    channel.unreachable = True
+    failed: list[str] = []
+
+    async def on_failed(message: OutboundMessage, error: str) -> None:
+        failed.append(message.text)
+
+    outbox.on_failed(on_failed)
+    await outbox.enqueue(msg("held through the outage"))
+    outbox.attach(channel)
+    try:
+        for _ in range(600):
+            if channel.attempts >= 20:
+                break
+            clock.now += 10_000
+            outbox.kick()
+            await asyncio.sleep(0.01)
+        assert channel.attempts >= 20
+        assert await _status(state) == [("held through the outage", "pending", 0)]
+        row = await state.fetchone("SELECT last_error FROM outbox")
+        assert row is not None and "server is down" in row[0]
+        channel.unreachable = False
+        clock.now += 10_000
+        outbox.kick()
+        await channel.wait_count(1)
+    finally:
+        await outbox.stop()
+    assert failed == []
+    assert channel.texts() == ["held through the outage"]
+
+
+async def test_a_server_reachable_again_gets_the_held_messages_at_once(state: Database) -> None:
+    # Regression: after an outage the held replies (and the owner's new ones, behind them
+    # in their chat) waited out their backoff, up to five minutes, with Telegram back.
+    clock = Clock()
+    outbox = Outbox(state, base_delay=1000.0, clock=clock)  # every backoff long
+    channel = RecordingChannel()
+    channel.unreachable = True
+    await outbox.enqueue(msg("first"))
+    await outbox.enqueue(msg("second"))
+    await outbox.enqueue(OutboundMessage(channel="test", chat_id="c2", text="to another chat"))
+    outbox.attach(channel)
+    try:
+        await wait_until(lambda: channel.attempts >= 2)
+        await asyncio.sleep(0.1)
+        assert channel.sent == []
+        channel.unreachable = False
+        await outbox.reachable("elsewhere")  # another channel's server: nothing hurried
+        await asyncio.sleep(0.1)
+        assert channel.sent == []
+        await outbox.reachable("test")  # the clock unmoved: only this says they are due
+        await channel.wait_count(3)
+        assert channel.texts() == ["first", "second", "to another chat"]
+    finally:
+        await outbox.stop()
+
+
 async def test_pending_messages_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     db = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")

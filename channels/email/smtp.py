@@ -26,7 +26,7 @@ from email.message import EmailMessage
 
 import aiosmtplib
 
-from bot.channel import Misconfigured, PermanentSendError
+from bot.channel import Misconfigured, PermanentSendError, Unreachable
 from bot.config.channels import SmtpConfig
 from channels.email.id_folding import MAIL_POLICY
 from channels.email.misconfig import handshake_failed, tls_failure
@@ -205,6 +205,10 @@ class SmtpSender:
         except (aiosmtplib.SMTPException, OSError) as exc:
             if trouble := await smtp_trouble(exc, cfg):
                 raise Misconfigured(trouble) from exc
+            if isinstance(exc, aiosmtplib.SMTPConnectError):
+                # refused, timed out or turned away at the greeting: nothing was sent,
+                # and the outbox holds the mail for as long as the outage lasts
+                raise Unreachable(f"the SMTP server {cfg.host}:{cfg.port}: {exc}") from exc
             raise
         log.debug("SMTP accepted message for %s: %s", recipients, response)
         return {rcpt: (answer.code, answer.message) for rcpt, answer in errors.items()}

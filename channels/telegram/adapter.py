@@ -13,7 +13,6 @@ import logging
 from typing import Any
 
 from aiogram import Bot
-from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
 from aiogram.exceptions import (
     AiogramError,
@@ -42,6 +41,7 @@ from channels.telegram.sender import TelegramSender
 from channels.telegram.token_state import NOT_FOUND, UNAUTHORIZED, TokenState
 from channels.telegram.translate import BotIdentity
 from channels.telegram.typing_indicator import TypingIndicator
+from channels.telegram.wire import TracedSession
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -75,7 +75,7 @@ class TelegramChannel(TelegramReceiver):
             log.warning("channels.telegram.mode=webhook is not supported yet; using polling")
         self.config = cfg
         api = TelegramAPIServer.from_base(cfg.api_base) if cfg.api_base else PRODUCTION
-        self.session = AiohttpSession(api=api)
+        self.session = TracedSession(api=api)  # tells a send never made from one unanswered
         self.session.middleware(KeepResponseTypes())
         self.session.middleware(ShortDecodeErrors())  # an HTML 502 page logged on one line
         self.bot = Bot(token=cfg.token, session=self.session)

@@ -115,6 +115,8 @@ class TelegramReceiver:
                 if self.me is None or self.token.refused is not None:
                     await self._setup()
                 updates = await self._poll()
+                if backoff.attempt:  # after failures: sends held for the outage go now
+                    await host.reachable(self.name)
                 backoff.reset()
                 await self.conflicts.polled(host)
                 if self.menus.stale is not None:

@@ -6,7 +6,9 @@ the exception goes to the caller (the core's outbox retries the message later; a
 wait over ``max_retry_after`` as :class:`~bot.channel.RetryLater`: no sooner). A send
 that went out unanswered (a timeout) may have arrived: it is tried
 :data:`UNCONFIRMED_MAX` times at most (counted across the outbox's attempts, in a run),
-then given up on. A stop (:attr:`ApiCalls.stopping`)
+then given up on; one that never went out (no connection made, :mod:`channels.telegram.wire`)
+or that Telegram answered with a 5xx is :class:`~bot.channel.Unreachable` once the retries
+are used up: the outbox holds it, as long as the outage lasts. A stop (:attr:`ApiCalls.stopping`)
 ends the waits at once. A group upgraded to a supergroup is followed to its new id; a
 forum topic deleted since is replaced by the general topic.
 """
@@ -31,8 +33,9 @@ from aiogram.methods import SendDocument, SendMessage, SendPhoto, TelegramMethod
 from aiohttp import ClientConnectorError
 
 from bot.backoff import Backoff
-from bot.channel import PermanentSendError, RetryLater
+from bot.channel import PermanentSendError, RetryLater, Unreachable
 from bot.config.channels import TelegramChannelConfig
+from channels.telegram.wire import Written, never_sent, watch
 
 log = logging.getLogger("my_agent.telegram")
 
@@ -65,12 +68,17 @@ def topic_id(topic: object) -> int | None:
     return None
 
 
-def unconfirmed(method: TelegramMethod[Any], exc: Exception) -> bool:
+def unconfirmed(method: TelegramMethod[Any], exc: Exception, mark: Written | None = None) -> bool:
     """Whether a failed send may have reached Telegram all the same: the request went out
     and no answer came (a timeout, a connection cut), as opposed to a connection never
-    made or an error Telegram answered with."""
+    made or an error Telegram answered with. ``mark``: what the session's tracing saw of
+    the request (:mod:`channels.telegram.wire`); without it, only a failed connect counts
+    as never sent."""
     if not isinstance(method, SEND_METHODS) or not isinstance(exc, TelegramNetworkError):
         return False
+    before_sending = never_sent(mark)
+    if before_sending is not None:
+        return not before_sending
     return not isinstance(exc.__cause__, ClientConnectorError)
 
 
@@ -140,6 +148,7 @@ class ApiCalls:
         unsure = self._unsure.get(key, 0) if key else 0
         moved = False
         while True:
+            mark = watch()
             try:
                 result = await self.bot(method)
                 if key:
@@ -175,7 +184,8 @@ class ApiCalls:
                 method = method.model_copy(update={"chat_id": exc.migrate_to_chat_id})
             except (TelegramNetworkError, TelegramServerError) as exc:
                 attempts += 1
-                if unconfirmed(method, exc):
+                maybe_arrived = unconfirmed(method, exc, mark)
+                if maybe_arrived:
                     # Sent, maybe received (a timeout, a connection cut before the
                     # answer): each retry may be a copy. Before, a send Telegram took
                     # but never confirmed went send_retries more times per outbox
@@ -189,7 +199,11 @@ class ApiCalls:
                             f"have arrived, so it is not sent again ({exc})"
                         ) from exc
                 if attempts > self.config.send_retries:
-                    raise
+                    if maybe_arrived:
+                        raise
+                    # Nothing arrived: the outbox holds the message for as long as the
+                    # outage lasts, without counting it toward giving up.
+                    raise Unreachable(f"Telegram could not be reached: {exc}") from exc
                 delay = backoff.next()
                 log.warning("%s failed (%s); retry %d in %.1fs", type(method).__name__, exc,
                             attempts, delay)  # fmt: skip

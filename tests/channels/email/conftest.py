@@ -271,6 +271,7 @@ class FakeHost:
         self.cursors: dict[tuple[str, str], str] = {}
         self.refs: dict[str, str] = {}
         self.alerts: list[tuple[str, str, str | None]] = []  # (channel, key, problem)
+        self.reachable_again: list[str] = []  # channels that said they reach their server
         self.fail_next = 0
         self.refused = 0
         self.arrived = asyncio.Condition()
@@ -307,6 +308,9 @@ class FakeHost:
                 self.arrived.wait_for(lambda: until(self.cursors.get(("email", key)))), timeout
             )
         return self.cursors.get(("email", key))
+
+    async def reachable(self, channel: str) -> None:
+        self.reachable_again.append(channel)
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         self.refs[ref] = conversation_id

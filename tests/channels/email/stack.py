@@ -118,10 +118,11 @@ async def failed_attempts(stack: Stack, count: int, timeout: float = 60.0) -> No
     down): counted, where a fixed sleep could end before the reply was even queued."""
 
     async def tried() -> bool:
-        rows = await stack.services.outbox.db.fetchall(
-            "SELECT attempts FROM outbox WHERE status = 'pending'"
-        )
-        return any(row[0] >= count for row in rows)
+        outbox = stack.services.outbox
+        rows = await outbox.db.fetchall("SELECT id, attempts FROM outbox WHERE status = 'pending'")
+        # a server down is an outage: those tries are not counted in the row's attempts
+        unreached = outbox.unreachable_tries()
+        return any(attempts + unreached.get(row_id, 0) >= count for row_id, attempts in rows)
 
     await wait_until(tried, timeout, f"a reply in the outbox to fail {count} attempt(s)")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator
 from email.policy import SMTPUTF8
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiosmtpd.smtp import SMTP
 
-from bot.channel import Misconfigured, PermanentSendError
+from bot.channel import Misconfigured, PermanentSendError, Unreachable
 from bot.events import OutboundMessage
 from channels.email.adapter import EmailChannel
 from tests.channels.email.conftest import (
@@ -269,3 +270,16 @@ async def test_a_sender_address_the_server_refuses_is_misconfigured(
     smtp.capture.reject_mail = None
     await channel.send(_reply_to_utf8_id())
     assert len(await smtp.capture.wait_for(1)) == 1
+
+
+async def test_a_server_that_cannot_be_reached_is_an_outage_held_by_the_outbox(
+    tmp_path: Path,
+) -> None:
+    # Regression: a refused connection counted toward the outbox's 50 attempts like a
+    # refusal, and a few hours of outage lost the replies queued during it.
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # nothing listens there once closed
+    config = make_config(tmp_path, 1, port, "INBOX")
+    with pytest.raises(Unreachable, match=rf"SMTP server 127\.0\.0\.1:{port}"):
+        await EmailChannel(config).send(_reply_to_utf8_id())

@@ -36,6 +36,7 @@ class RecordingHost:
         self.cursors: dict[tuple[str, str], str] = {}
         self.cursor_history: list[str] = []
         self.alerts: list[tuple[str, str, str | None]] = []
+        self.reachable_again: list[str] = []  # channels that said they reach their server
         self.refuse: Callable[[InboundMessage], bool] = lambda m: False
         self._cond = asyncio.Condition()
 
@@ -55,6 +56,9 @@ class RecordingHost:
             self.cursor_history.append(value)
         async with self._cond:
             self._cond.notify_all()
+
+    async def reachable(self, channel: str) -> None:
+        self.reachable_again.append(channel)
 
     async def record_message_ref(self, channel: str, ref: str, conversation_id: str) -> None:
         return None
