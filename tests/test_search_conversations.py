@@ -239,6 +239,25 @@ async def test_a_named_date_is_a_day_of_the_owners_calendar(db: Database) -> Non
     assert [r.conversation_id for r in page.results] == ["conv-a", "conv-b"]
 
 
+async def test_a_time_zone_reloaded_dates_the_next_query_in_it(db: Database) -> None:
+    """Regression (session 39): the search kept the zone it read at the start, so after
+    a SIGHUP took a new ``owner.timezone`` (it replaces ``config.owner``) a date the
+    query named was a day of the old zone until a restart."""
+    from bot.config.model import OwnerConfig
+
+    said = [("user", "We planted the tomatoes in the garden today")]
+    await add_conversation(db, "conv-a", said, at="2026-03-03T15:00:00.000Z")  # March 3
+    await add_conversation(db, "conv-b", said, at="2026-03-03T01:30:00.000Z")  # NY: March 2
+    config = AppConfig()
+    service = SearchService(config, db)
+    query = "the tomatoes in the garden on March 2, 2026"
+    page = await service.search(query)
+    assert [r.conversation_id for r in page.results] == ["conv-a", "conv-b"]  # UTC: a tie
+    config.owner = OwnerConfig(timezone="America/New_York")  # what the reload does
+    page = await service.search(query)
+    assert [r.conversation_id for r in page.results] == ["conv-b", "conv-a"]
+
+
 async def test_yesterday_is_the_day_before_the_owners_today(db: Database) -> None:
     """Regression: relative dates named no date at all, so "the tomatoes yesterday" ranked
     an old conversation with the same words ahead of yesterday's (and, west of UTC,

@@ -23,6 +23,7 @@ from bot.config.model import AppConfig
 from bot.db import Database, SyncConn
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
 from bot.named_dates import query_dates
+from bot.owner_days import owner_zone
 from bot.search import conversations as conversation_list
 from bot.search import learned, soft
 from bot.search.fusion import Scored, fuse
@@ -66,7 +67,6 @@ class QueryScoring:
     db: Database
     embedder: EmbeddingService | None
     vectors: VectorIndex | None
-    zone: ZoneInfo
     now: Callable[[], datetime]
     term_features: bool
     _opened: bool
@@ -74,6 +74,14 @@ class QueryScoring:
     _sender_names: Senders
     _freqs: DocFreqs
     _query_vectors: dict[str, np.ndarray]
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The owner's time zone, as the configuration says now: a date the query names
+        is a day of the owner's calendar (Rows.days), and "yesterday" the day before the
+        owner's today (query_dates). Read at each search: kept from the start, a zone
+        reloaded by SIGHUP dated queries in the old one until a restart (session 39)."""
+        return owner_zone(self.config)
 
     async def start(self) -> bool:
         """Open the vector index (loads the model); True when search is hybrid."""

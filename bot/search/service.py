@@ -19,7 +19,6 @@ import numpy as np
 from bot.config.model import AppConfig
 from bot.db import Database
 from bot.embedding import EmbeddingService
-from bot.owner_days import owner_zone
 from bot.search import cursor as cursors
 from bot.search.fusion import Ranked, Scored
 from bot.search.keyword import DocFreqs
@@ -67,9 +66,6 @@ class SearchService(QueryScoring):
         self.config = config
         self.db = db
         self.embedder = embedder
-        # a date the query names is a day of the owner's calendar (Rows.days), and
-        # "yesterday" is the day before the owner's today (query_dates)
-        self.zone = owner_zone(config)
         self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         if vectors is None and embedder is not None:
             from bot.vectors import VectorIndex
