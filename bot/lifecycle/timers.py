@@ -93,6 +93,7 @@ class IdleTimers:
         self._manual = not isinstance(clock, SystemClock)
         self.watch_seconds = CLOCK_WATCH_SECONDS
         self._watch: asyncio.Task[None] | None = None
+        self._sample: tuple[datetime, float] | None = None  # (wall, monotonic) last seen
         # APScheduler logs every add/run at INFO, i.e. a line per message here; keep its
         # warnings (missed runs, executor errors) unless the operator configured it.
         aps_log = logging.getLogger("apscheduler")
@@ -143,14 +144,26 @@ class IdleTimers:
         suspend, which the monotonic clock skips) is left alone: that time did pass for
         the owner, and the jobs due run at once, once.
         """
-        wall, mono = self.clock.now(), time.monotonic()
+        self.check_clock()
         while True:
             await asyncio.sleep(self.watch_seconds)
-            now_wall, now_mono = self.clock.now(), time.monotonic()
-            behind = timedelta(seconds=now_mono - mono) - (now_wall - wall)
-            wall, mono = now_wall, now_mono
-            if behind.total_seconds() >= CLOCK_JUMP_SECONDS:
-                self.shift(-behind)
+            self.check_clock()
+
+    def check_clock(self) -> None:
+        """Compare the wall clock with the monotonic one since the last look, and follow
+        a set-back (:meth:`shift`). Also at each :meth:`touch`, before the new timer is
+        armed: a message in the seconds between a set-back and the watch's next look
+        armed its timer from the set-back clock, and the shift then moved it back once
+        more, so the notes were written seconds after it (session 39)."""
+        if self._manual:
+            return  # a manual clock moves when told to; the monotonic one says nothing of it
+        now_wall, now_mono = self.clock.now(), time.monotonic()
+        sample, self._sample = self._sample, (now_wall, now_mono)
+        if sample is None:
+            return
+        behind = timedelta(seconds=now_mono - sample[1]) - (now_wall - sample[0])
+        if behind.total_seconds() >= CLOCK_JUMP_SECONDS:
+            self.shift(-behind)
 
     def shift(self, delta: timedelta) -> None:
         """Move every pending job's run time by ``delta`` (the clock was set back)."""
@@ -168,6 +181,7 @@ class IdleTimers:
         ``last_activity`` defaults to now; startup recovery passes the conversation's
         last update so a restart does not extend the idle period.
         """
+        self.check_clock()
         now = self.clock.now()
         idle = timedelta(seconds=self.idle_seconds)
         # A last activity "in the future" was stamped before the clock was set back (and

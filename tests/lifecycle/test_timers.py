@@ -230,6 +230,51 @@ async def test_idle_timers_and_sweep_follow_a_clock_set_back(monkeypatch: Any) -
         timers.shutdown()
 
 
+async def test_a_message_just_after_a_set_back_waits_its_whole_idle_time(
+    monkeypatch: Any,
+) -> None:
+    """Regression (session 39): a message in the seconds between a set-back and the
+    watch's next look armed its timer from the set-back clock, and the watch then moved
+    it back once more: the conversation went idle seconds after the message."""
+    import apscheduler.schedulers.base as aps_base
+
+    offset = [timedelta(0)]
+
+    class SetBack(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime.now(tz) - offset[0]
+
+    class SetBackClock(SystemClock):
+        def now(self) -> datetime:
+            return datetime.now(UTC) - offset[0]
+
+    monkeypatch.setattr(aps_base, "datetime", SetBack)
+    fired: list[str] = []
+
+    async def on_idle(conv_id: str) -> None:
+        fired.append(conv_id)
+
+    async def on_sweep() -> None:
+        return None
+
+    clock = SetBackClock()
+    timers = IdleTimers(clock, idle_seconds=30.0, sweep_seconds=60.0, on_idle=on_idle,
+                        on_sweep=on_sweep)  # fmt: skip
+    timers.watch_seconds = 0.2
+    timers.start()
+    try:
+        await asyncio.sleep(0.05)  # the watch took its first look
+        offset[0] = timedelta(days=1)
+        when = timers.touch("conv-late")  # before the watch's next look
+        assert when - clock.now() > timedelta(seconds=29)
+        await asyncio.sleep(0.5)  # the watch looks again (twice)
+        assert fired == []
+        assert timers.pending()["conv-late"] - clock.now() > timedelta(seconds=28)
+    finally:
+        timers.shutdown()
+
+
 def test_a_backoff_keeps_its_length_when_the_clock_is_set_back() -> None:
     from bot.lifecycle.timers import Backoff
 
