@@ -21,6 +21,21 @@ if TYPE_CHECKING:
     from channels.telegram.translate import BotIdentity
 
 
+def speaks_as_chat(message: Message) -> bool:
+    """Whether ``message`` is the words of a chat (``sender_chat``), not of its ``from``:
+    an anonymous admin (``from`` a bot), a user posting as a channel, and a linked
+    channel's post forwarded into its discussion group, whose ``from`` is Telegram's
+    placeholder account 777000 "Telegram" (not a bot: until session 39 such posts were
+    recorded as said by a member named "Telegram", and replies to them quoted "Telegram")."""
+    chat = message.sender_chat
+    if chat is None:
+        return False
+    user = message.from_user
+    return (
+        user is None or user.is_bot or chat.type == "channel" or bool(message.is_automatic_forward)
+    )
+
+
 def forward_source(message: Message, me: BotIdentity) -> str | None:
     """Whose words a forwarded message carries (a person's or a chat's name; "your own
     message" for the bot's, "their own message" for the sender's), or None when it is
@@ -124,7 +139,7 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
         # Not by name: in a private chat the model may not know the name is the user's
         # own, and "[replying to Olga Berg: …] I meant 6" read as someone else's words.
         who = "their own message"
-    elif original.sender_chat is not None and (author is None or author.is_bot):
+    elif speaks_as_chat(original) and original.sender_chat is not None:
         who = original.sender_chat.title or "a chat"
     else:
         who = author.full_name if author is not None else "a message"

@@ -29,6 +29,7 @@ from channels.telegram.quoting import (
     forward_source,
     forward_written,
     reply_context,
+    speaks_as_chat,
 )
 from channels.telegram.service_messages import SERVICE_TYPES
 
@@ -168,7 +169,7 @@ def translate_message(
     # chat, ``from`` Telegram's GroupAnonymousBot): every such admin has the group's id,
     # and the group's title, which its admins choose, said nothing of who wrote.
     anonymous = message.sender_chat is not None and message.sender_chat.id == chat.id
-    if message.sender_chat is not None and (user is None or user.is_bot):
+    if message.sender_chat is not None and speaks_as_chat(message):
         sender_id, aliases = str(message.sender_chat.id), ()
         sender_name = ANONYMOUS_ADMIN_NAME if anonymous else message.sender_chat.title
     elif user is not None:

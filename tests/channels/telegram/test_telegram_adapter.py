@@ -231,6 +231,27 @@ async def test_an_anonymous_admin_can_address_the_bot(
     assert echoed.addressed is False  # a real bot is still never answered (no loops)
 
 
+async def test_a_linked_channels_post_is_the_channels_not_a_member_named_telegram(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    # Regression (session 39): a channel's post forwarded into its discussion group comes
+    # from Telegram's placeholder account 777000 "Telegram", not a bot: it was recorded
+    # as said by a member named "Telegram", and a reply to it quoted "Telegram".
+    placeholder = {"id": 777000, "is_bot": False, "first_name": "Telegram"}
+    news = {"id": -100123, "type": "channel", "title": "City News", "username": "citynews"}
+    origin = {"type": "channel", "date": 1700000000, "chat": news, "message_id": 9}
+    post = tg_server.inject_message(GROUP_ID, "Road closed on Main St", sender_chat=news,
+                                    is_automatic_forward=True, forward_origin=origin,
+                                    **{"from": placeholder})  # fmt: skip
+    tg_server.inject_message(GROUP_ID, "@my_agent_bot is it still closed?", reply_to=post,
+                             from_id=2002, first_name="Bob")  # fmt: skip
+    await host.wait_delivered(2)
+    posted, asked = host.delivered
+    assert (posted.sender_id, posted.sender_name) == ("-100123", "City News")
+    assert "[replying to City News: \u201cRoad closed on Main St\u201d]" in asked.text
+    assert "Telegram" not in asked.text
+
+
 async def test_a_command_for_another_bot_is_not_ours_even_where_all_is_answered(
     tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
 ) -> None:
