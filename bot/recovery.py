@@ -18,10 +18,10 @@ from typing import Any
 
 from bot.db import SyncConn
 from bot.index import SELECT_CONVERSATION, row_to_record
-from bot.index_writes import apply_lines, record_from_meta
+from bot.index_writes import apply_lines, meta_from_record, record_from_meta
 from bot.recovery_parties import catch_up_parties
 from bot.transcript import TranscriptStore
-from bot.transcript_rescue import save_removed_copy
+from bot.transcript_rescue import save_lost_turns, save_removed_copy
 
 log = logging.getLogger("my_agent.recovery")
 
@@ -43,6 +43,8 @@ class RecoveryReport:
     stopped: bool = False
     # transcripts missing at start (file name -> the copy of what the index held, turns)
     saved: dict[str, tuple[Path, int]] = field(default_factory=dict)
+    # transcripts that shrank (file name -> the copy of the turns they lost, turns)
+    shrunk: dict[str, tuple[Path, int]] = field(default_factory=dict)
     # party records missing at start (file name -> the copy, messages)
     saved_parties: dict[str, tuple[Path, int]] = field(default_factory=dict)
 
@@ -52,6 +54,7 @@ class RecoveryReport:
             "registered": self.registered,
             "caughtUpLines": self.caught_up_lines,
             "removed": self.removed,
+            "shrunk": len(self.shrunk),
             "parties": self.parties,
             "removedParties": self.removed_parties,
             "pendingReplies": len(self.pending_replies),
@@ -159,10 +162,14 @@ def _catch_up_one(
     if known is not None:
         row = conn.execute(f"{SELECT_CONVERSATION} WHERE id = ?", (conv_id,)).fetchone()
     rec = row_to_record(row) if row else None
+    indexed_meta = None  # the index's meta of a transcript that shrank
     if rec is not None and rec.indexed_bytes > size:
         # read before its rows go: a file that cannot be read keeps them
         lines, offset = store.read_from(conv_id, 0)
+        if not _save_lost(conn, store, conv_id, lines, report):
+            return
         log.warning("%s shrank below its indexed size: re-indexing it", conv_id)
+        indexed_meta = meta_from_record(rec)
         # FTS rows first: deleting the conversation cascades to its turns, and the
         # external-content FTS index needs their text to delete its entries.
         _delete_turns(conn, conv_id)
@@ -174,13 +181,59 @@ def _catch_up_one(
         lines, offset = store.read_from(conv_id, rec.indexed_bytes)
     if rec is None:
         meta = next((line for line in lines if line.get("type") == "meta"), None)
-        if meta is None or meta.get("id") != conv_id:
+        if (meta is None or meta.get("id") != conv_id) and indexed_meta is not None:
+            # A shrunk file without its meta line (0 bytes): registered from its file
+            # name, it became a web conversation of 1970 and the owner's pin was lost
+            # (before session 39). The index knew its channel, identity and pin; the
+            # next append writes that meta line back (bot.transcript_appends).
+            log.warning("%s has no usable meta line: its meta is kept from the index", path.name)
+            meta = indexed_meta
+        elif meta is None or meta.get("id") != conv_id:
             log.warning("%s has no usable meta line: registered from its file name", path.name)
             meta = {"id": conv_id, "channel": "web", "created": _first_ts(lines)}
         rec = record_from_meta(meta)
         report.registered += 1
     apply_lines(conn, rec, lines, offset)
     report.caught_up_lines += sum(1 for line in lines if line.get("type") != "meta")
+
+
+def _save_lost(
+    conn: SyncConn,
+    store: TranscriptStore,
+    conv_id: str,
+    lines: list[dict[str, Any]],
+    report: RecoveryReport,
+) -> bool:
+    """Save the index's turns a transcript that shrank no longer holds (``lines``: what
+    it holds) before its rows go (:func:`bot.transcript_rescue.save_lost_turns`); False
+    when the copy cannot be written: the rows are kept and the transcript is written to
+    by no one this run, the next start tries again. Before session 39 the rows were
+    deleted with a log line only, and the index held the last copy of those turns."""
+    name = store.path(conv_id).name
+    try:
+        saved = save_lost_turns(conn, store.directory, conv_id, lines)
+    except OSError as exc:
+        why = f"it shrank, and the turns it lost cannot be saved: {exc.strerror or exc}"
+        log.error(
+            "%s shrank below its indexed size, and the turns it no longer holds cannot be "
+            "saved (%s): kept in the index and not written to until the next start",
+            name,
+            exc,
+        )
+        store.mark_unreadable(conv_id, why)
+        report.unreadable[name] = why
+        return False
+    if saved is not None:
+        copy, turns = saved
+        log.warning(
+            "%s shrank below its indexed size: the %d turns it no longer holds, which the "
+            "index held, are saved as %s",
+            name,
+            turns,
+            copy,
+        )
+        report.shrunk[name] = saved
+    return True
 
 
 def _delete_turns(conn: SyncConn, conv_id: str) -> None:

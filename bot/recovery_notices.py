@@ -10,6 +10,8 @@ owed: once the channels are up, the daemon tells the owner of every copy it has 
 told of yet, whoever made it, and claims each in ``state.db``'s ``owner_notices``
 (:func:`bot.owner_notices.notice_due`, by file name and time, so a copy made again later
 is news again). A copy moved back or deleted before the start is not mentioned.
+The turns a transcript that shrank no longer holds (``<conv-id>.shrunk.jsonl``, session
+39) are told of the same way, in an alert of their own.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from bot.owner_notices import notice_due
 from bot.parties import INDEX_MESSAGE_CHARS
 from bot.party_rescue import cut_messages, message_count
 from bot.transcript_lines import Line, parse_lines
-from bot.transcript_rescue import REMOVED_DIR, original_name
+from bot.transcript_rescue import REMOVED_DIR, is_shrunk_copy, original_name
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -42,6 +44,17 @@ def transcript_notice(name: str, copy: Path, turns: int) -> str:
         f"{name} was missing (deleted?): its conversation is out of search and history;"
         f" the {_n(turns, 'turn')} the index held are saved as {copy} (move it back into"
         f" {copy.parent.parent} as {name} and restart to restore it, or delete it to forget it)"
+    )
+
+
+def shrunk_notice(name: str, copy: Path, turns: int) -> str:
+    """The owner's line for a transcript found shorter than the index (``name``), the
+    turns it no longer holds saved as ``copy``."""
+    return (
+        f"{name} shrank (an older copy put back? cut by a repair?): the {_n(turns, 'turn')}"
+        f" it no longer holds, which the index held, are out of search and history and"
+        f" saved as {copy} (to restore them, stop my-agent and put the copy's turn lines"
+        f" back into {copy.parent.parent / name} where they were; or delete it to forget them)"
     )
 
 
@@ -81,6 +94,8 @@ def copy_line(path: Path, party: bool) -> str:
     if party:
         return party_notice(name, path, lines)
     turns = sum(1 for line in lines if line.get("type") == "turn")
+    if is_shrunk_copy(path):
+        return shrunk_notice(name, path, turns)
     return transcript_notice(name, path, turns)
 
 
@@ -98,17 +113,23 @@ def saved_copies(directory: Path) -> list[tuple[Path, str]]:
 
 
 async def tell_saved_copies(services: Services) -> None:
-    """Tell the owner of every copy in the ``removed/`` directories not told of yet
-    (one alert for transcripts, one for party records); each is claimed before it goes
-    (:func:`bot.owner_notices.notice_due`), so it is told once across restarts. Only
-    the copies not told of yet are read (a start is not slowed by old ones)."""
+    """Tell the owner of every copy in the ``removed/`` directories not told of yet (one
+    alert for missing transcripts, one for shrunk ones, one for party records); each is
+    claimed before it goes (:func:`bot.owner_notices.notice_due`), so it is told once
+    across restarts. Only the copies not told of yet are read (a start is not slowed by
+    old ones)."""
     config = services.config
-    for directory, party, heading in (
-        (config.conversations_dir, False, "Transcripts missing at start: "),
-        (config.external_dir, True, "Party records missing at start: "),
+    for directory, party, shrunk, heading in (
+        (config.conversations_dir, False, False, "Transcripts missing at start: "),
+        (config.conversations_dir, False, True, "Transcripts that lost turns at start: "),
+        (config.external_dir, True, False, "Party records missing at start: "),
     ):
         copies = await asyncio.to_thread(saved_copies, directory)
-        untold = [path for path, key in copies if await _due(services, key)]
+        untold = [
+            path
+            for path, key in copies
+            if is_shrunk_copy(path) == shrunk and await _due(services, key)
+        ]
         if not untold:
             continue
         lines = [await asyncio.to_thread(copy_line, path, party) for path in untold[:LISTED]]

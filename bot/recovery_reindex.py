@@ -7,29 +7,31 @@ it, silently (before session 28): a transcript lost by mistake, then a reindex (
 remedy ``status`` gives for a damaged index), and its turns were gone for good. The
 same copies are now written from the old index before it is deleted, and the reindex
 report names them; the daemon tells the owner at its next start
-(:mod:`bot.recovery_notices`).
+(:mod:`bot.recovery_notices`). So are the turns a transcript that shrank since the last
+start no longer holds (session 39).
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from bot.party_rescue import save_removed_party
-from bot.recovery_notices import party_notice, transcript_notice
+from bot.recovery_notices import party_notice, shrunk_notice, transcript_notice
 from bot.status_reads import connect_readonly
 from bot.transcript import TranscriptStore
-from bot.transcript_rescue import save_removed_copy
+from bot.transcript_rescue import save_lost_turns, save_removed_copy
 
 log = logging.getLogger("my_agent.recovery")
 
 
 def save_before_reindex(index_path: Path, conversations_dir: Path, external_dir: Path) -> list[str]:
     """Save what the index at ``index_path`` holds of each conversation and party whose
-    file is gone; the lines of the reindex report naming each copy. An index that cannot
-    be read (damaged: the reason for many a reindex) saves what it can and says what it
-    could not. Raises :class:`OSError` when a copy cannot be written: the caller must
-    not delete the index then."""
+    file is gone, and of each transcript that shrank; the lines of the reindex report
+    naming each copy. An index that cannot be read (damaged: the reason for many a
+    reindex) saves what it can and says what it could not. Raises :class:`OSError` when
+    a copy cannot be written: the caller must not delete the index then."""
     if not index_path.is_file():
         return []
     try:
@@ -39,12 +41,15 @@ def save_before_reindex(index_path: Path, conversations_dir: Path, external_dir:
     saved: list[str] = []
     try:
         try:
-            conversations = [r[0] for r in conn.execute("SELECT id FROM conversations")]
+            conversations = dict(conn.execute("SELECT id, indexed_bytes FROM conversations"))
             parties = [r[0] for r in conn.execute("SELECT id FROM external_parties")]
         except Exception as exc:
             return [_unreadable(index_path, exc)]
         if conversations_dir.is_dir():  # a missing directory (not mounted?) proves nothing
-            present = set(TranscriptStore(conversations_dir).conversation_ids())
+            store = TranscriptStore(conversations_dir)
+            present = set(store.conversation_ids())
+            for conv_id in sorted(present & set(conversations)):
+                saved.extend(_save_shrunk(conn, store, conv_id, conversations[conv_id]))
             for conv_id in sorted(set(conversations) - present):
                 try:
                     copy, turns = save_removed_copy(conn, conversations_dir, conv_id)
@@ -70,6 +75,30 @@ def save_before_reindex(index_path: Path, conversations_dir: Path, external_dir:
     finally:
         conn.close()
     return saved
+
+
+def _save_shrunk(conn: Any, store: TranscriptStore, conv_id: str, indexed: int) -> list[str]:
+    """Save the turns of a transcript shorter than the index says that the file no
+    longer holds (:func:`bot.transcript_rescue.save_lost_turns`): the rebuilt index
+    would not have them (session 39). Its report line, if any."""
+    try:
+        if store.path(conv_id).stat().st_size >= (indexed or 0):
+            return []
+        lines = store.read_lines(conv_id)
+    except OSError as exc:  # the rebuild skips it as well (bot.recovery)
+        log.warning("%s cannot be read: %s", conv_id, exc)
+        return []
+    try:
+        saved = save_lost_turns(conn, store.directory, conv_id, lines)
+    except OSError:
+        raise
+    except Exception as exc:  # a damaged page of its rows
+        return [f"{conv_id}.jsonl shrank and its rows cannot be read: {exc}"]
+    if saved is None:
+        return []
+    copy, turns = saved
+    log.warning("%s shrank: the %d turns it lost are saved as %s", conv_id, turns, copy)
+    return [shrunk_notice(f"{conv_id}.jsonl", copy, turns)]
 
 
 def _unreadable(index_path: Path, exc: BaseException) -> str:

@@ -11,12 +11,20 @@ the file's name once the channels are up: moved back into the conversations dire
 it is the conversation again at the next start (recovery registers it); deleted, it is
 forgotten. The copy holds what the index keeps (text, roles, times, channel, sender),
 not every field of the original lines (usage, attachments' metadata).
+
+A transcript that *shrank* while the daemon was stopped (an older copy put back by a sync
+tool or a backup, a cut by a file-system repair, a 0-byte file) is indexed again from
+what it holds. Until session 39 its rows were simply deleted first, and the turns the
+file had lost went with them, silently, though the index held their text. Recovery now
+first writes the index's turns the file no longer holds (with the meta line) to
+``removed/<conv-id>.shrunk.jsonl`` (:func:`save_lost_turns`), and the owner is told.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 from bot.db import SyncConn
@@ -25,6 +33,8 @@ from bot.index_writes import meta_from_record
 from bot.transcript_lines import Line, turn_line
 
 REMOVED_DIR = "removed"
+# The second part of the name of a copy of the turns a shrunk transcript lost
+SHRUNK = "shrunk"
 
 
 def removed_copy_path(conversations_dir: Path, conv_id: str) -> Path:
@@ -62,6 +72,48 @@ def save_removed_copy(conn: SyncConn, conversations_dir: Path, conv_id: str) -> 
     path = free_copy_path(removed_copy_path(conversations_dir, conv_id))
     write_copy(path, lines)
     return path, max(0, len(lines) - 1)
+
+
+def lost_turns(conn: SyncConn, conv_id: str, lines: list[Line]) -> list[Line]:
+    """The index's meta line of ``conv_id`` and its turns that ``lines`` (what the
+    transcript holds now) no longer hold, in order; ``[]`` when none is lost. A turn is
+    known by its number and role (a cut between a message and its reply loses the
+    reply only); a number and role held twice by the index and once by the file loses
+    the later row."""
+    held = Counter(
+        (line.get("turnNumber"), line.get("role")) for line in lines if line.get("type") == "turn"
+    )
+    index = index_lines(conn, conv_id)
+    lost = []
+    for line in index[1:]:
+        key = (line["turnNumber"], line["role"])
+        if held[key] > 0:
+            held[key] -= 1
+        else:
+            lost.append(line)
+    return index[:1] + lost if lost else []
+
+
+def save_lost_turns(
+    conn: SyncConn, conversations_dir: Path, conv_id: str, lines: list[Line]
+) -> tuple[Path, int] | None:
+    """Write :func:`lost_turns` of a transcript that shrank to
+    ``removed/<conv-id>.shrunk.jsonl`` (``.shrunk.2.jsonl``... beside an earlier copy),
+    durably; returns the path and the turns written, or ``None`` when the file lost no
+    turn the index held. Raises :class:`OSError` when it cannot be written (the caller
+    keeps the rows)."""
+    lost = lost_turns(conn, conv_id, lines)
+    if not lost:
+        return None
+    path = free_copy_path(conversations_dir / REMOVED_DIR / f"{conv_id}.{SHRUNK}.jsonl")
+    write_copy(path, lost)
+    return path, len(lost) - 1
+
+
+def is_shrunk_copy(copy: Path) -> bool:
+    """Whether ``copy`` holds the turns a shrunk transcript lost (:func:`save_lost_turns`),
+    not a whole transcript that went missing."""
+    return copy.name.split(".")[1:2] == [SHRUNK]
 
 
 def free_copy_path(path: Path) -> Path:
