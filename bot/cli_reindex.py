@@ -35,6 +35,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from bot.journal import journal_in_use
     from bot.recovery import delete_index
     from bot.recovery_reindex import save_before_reindex
+    from bot.service_databases import DatabaseOpenError, check_state
     from bot.services import DataDirError, check_data_dir
 
     config = command_config(args, secrets=False)
@@ -69,6 +70,14 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         store_lock.release(lock)
         print(f"my-agent: {exc}", file=sys.stderr)
         return exitcodes.EX_DATADIR
+    try:
+        # state.db opened (and migrated) before the index is deleted: one the services
+        # then refused (a newer version's, damaged) left the index deleted (session 39)
+        asyncio.run(check_state(config))
+    except DatabaseOpenError as exc:
+        store_lock.release(lock)
+        print(f"my-agent: {exc}; {config.index_path} is left as it is", file=sys.stderr)
+        return exitcodes.EX_DATABASE
     started = time.monotonic()
     try:
         # What the old index holds of a deleted transcript or party record is all that is

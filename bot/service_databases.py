@@ -10,6 +10,7 @@ aside and starting again (:mod:`bot.index_rescue`).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from bot.config import AppConfig
 from bot.db import Database, SchemaTooNew
@@ -48,38 +49,61 @@ async def open_databases(config: AppConfig, exclusive: bool) -> tuple[Database, 
         index_db = await open_index(config, exclusive)
         opened.append(index_db)
         path = config.state_path
-        check_state_file(path, config.conversations_dir, config.external_dir)
-        state = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
+        state = await _open_state(config)
         opened.append(state)
     except IndexCorrupt:
         await close_all(opened)
         raise
-    except (StateLost, SchemaTooNew) as exc:  # the message says what to do
+    except Exception as exc:
         await close_all(opened)
+        raise open_error(config, path, exc) from exc
+    return index_db, state
+
+
+async def check_state(config: AppConfig) -> None:
+    """Open state.db (migrated, as the services open it) and close it again; raises the
+    :class:`DatabaseOpenError` :func:`open_databases` would. ``my-agent reindex`` asks
+    before it deletes the index: it deleted it first, then the services refused a
+    state.db from a newer version or damaged (exit 74, "the file is left untouched"),
+    and the index, its vectors and page checks were gone all the same (before session
+    39)."""
+    try:
+        state = await _open_state(config)
+    except Exception as exc:
+        raise open_error(config, config.state_path, exc) from exc
+    await close_all([state])
+
+
+async def _open_state(config: AppConfig) -> Database:
+    check_state_file(config.state_path, config.conversations_dir, config.external_dir)
+    return await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
+
+
+def open_error(config: AppConfig, path: Path, exc: Exception) -> DatabaseOpenError:
+    """The error for ``path`` (conversations.db or state.db) refusing to open with
+    ``exc``: it names the file and what can be done."""
+    if isinstance(exc, (StateLost, SchemaTooNew)):  # the message says what to do
         also = (
             "; or rebuild it for this version from the transcripts: my-agent reindex"
             if isinstance(exc, SchemaTooNew) and path == config.index_path
             else ""
         )
-        raise DatabaseOpenError(f"{exc}{also}") from exc
-    except Exception as exc:
-        await close_all(opened)
-        # Name the file and what can be done: the index is rebuilt from the transcripts;
-        # state.db (outbox, channel cursors) is not derived from them.
-        remedy = (
-            "the disk refuses writes (full, read-only or failing): free space or repair "
-            "it; the file itself may be fine"
-            if is_storage_refusal(exc)
-            # not "move it aside": that would throw away a good outbox for a lock
-            else LOCKED_REMEDY
-            if is_lock_contention(exc)
-            else "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
-            if path == config.index_path
-            else "it holds the outbox and channel cursors: restore it from a backup, or "
-            "move it aside to start with an empty one"
-        )
-        raise DatabaseOpenError(f"cannot open {path}: {exc}; {remedy}") from exc
-    return index_db, state
+        return DatabaseOpenError(f"{exc}{also}")
+    # Name the file and what can be done: the index is rebuilt from the transcripts;
+    # state.db (outbox, channel cursors) is not derived from them.
+    remedy = (
+        "the disk refuses writes (full, read-only or failing): free space or repair "
+        "it; the file itself may be fine"
+        if is_storage_refusal(exc)
+        # not "move it aside": that would throw away a good outbox for a lock
+        else LOCKED_REMEDY
+        if is_lock_contention(exc)
+        else "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
+        if path == config.index_path
+        else "it holds the outbox and channel cursors: restore it from a backup, or "
+        "move it aside to start with an empty one"
+    )
+    return DatabaseOpenError(f"cannot open {path}: {exc}; {remedy}")
 
 
 async def open_index(config: AppConfig, exclusive: bool) -> Database:

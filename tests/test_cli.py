@@ -599,6 +599,36 @@ def test_a_read_only_data_directory_is_named_with_what_to_do(
     assert store.config.index_path.is_file()  # reindex deleted nothing
 
 
+@pytest.mark.parametrize("damage", ["newer", "garbage", "empty"])
+def test_a_reindex_refused_by_state_db_deletes_nothing(
+    store: Store, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    # Regression (session 39): reindex deleted conversations.db, then the services
+    # refused state.db (a newer version's, damaged, 0 bytes): exit 74 saying "the file is
+    # left untouched", and the index, its vectors and page checks were gone all the same.
+    from bot.schema import STATE_MIGRATIONS
+    from tests.sqlite_driver import sqlite3
+
+    state = store.config.state_path
+    if damage == "newer":
+        conn = sqlite3.connect(state)
+        conn.execute("PRAGMA user_version=999")
+        conn.close()
+        said = f"schema version 999, newer than this my-agent knows ({len(STATE_MIGRATIONS)})"
+    elif damage == "garbage":
+        state.write_bytes(b"not a database, " * 512)
+        said = f"cannot open {state}"
+    else:
+        state.write_bytes(b"")
+        said = str(state)
+    before = store.config.index_path.read_bytes()
+    capsys.readouterr()
+    assert cli.main(["--config", str(store.config_path), "reindex"]) == exitcodes.EX_DATABASE
+    err = capsys.readouterr().err
+    assert said in err and f"{store.config.index_path} is left as it is" in err, err
+    assert store.config.index_path.read_bytes() == before
+
+
 def test_reindex_with_a_file_where_the_conversations_belong_names_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
