@@ -15,7 +15,8 @@ This module puts them together: the report (:func:`collect`), printed in its tex
 (:func:`live_status`).
 
 The exit status is 0 when healthy, 1 when a problem is listed, 73/74 when the data
-directory or a database cannot be read at all.
+directory or a database cannot be read at all, or a database was written by a newer
+my-agent (the daemon refuses it).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ from bot.health_store import (
     unbuilt,
 )
 from bot.health_text import format_text, not_ready_because
-from bot.status_reads import stored_channel_problems
+from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
+from bot.service_databases import REBUILD_NEWER_INDEX
+from bot.status_reads import schema_too_new, stored_channel_problems
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -111,6 +114,11 @@ def collect(
         problems.append(f"/readyz is not ok: {not_ready_because(readyz)}")
 
     exit_code = 0
+    # A database from a newer my-agent: every command and the daemon refuse it (exit 74),
+    # and status said nothing of it (before session 39). The same words as their refusal.
+    newer_index = (
+        schema_too_new(config.index_path, INDEX_MIGRATIONS) if config.index_path.is_file() else None
+    )
     # An empty database (a start or reindex stopped right after making the file) was
     # "cannot read ...: no such table", exit 74; the next start builds it (session 38).
     if config.index_path.is_file() and unbuilt(config.index_path):
@@ -118,6 +126,10 @@ def collect(
             "conversations.db is empty (a start or reindex stopped early): built on the"
             " next start, or by `my-agent reindex`"
         )
+    elif newer_index is not None:
+        # the daemon refuses to start on it (exit 74): no count, and not "consistent"
+        problems.append(newer_index + REBUILD_NEWER_INDEX)
+        exit_code = EX_DATABASE
     elif config.index_path.is_file():
         try:
             conn = connect_ro(config.index_path)
@@ -138,7 +150,13 @@ def collect(
             problems.extend(f"index: {p}" for p in report["index"]["problems"])
     else:
         problems.append("conversations.db is missing (rebuilt on start, or `my-agent reindex`)")
-    if config.state_path.is_file() and not unbuilt(config.state_path):
+    newer_state = (
+        schema_too_new(config.state_path, STATE_MIGRATIONS) if config.state_path.is_file() else None
+    )
+    if newer_state is not None:
+        problems.append(newer_state)
+        exit_code = EX_DATABASE
+    elif config.state_path.is_file() and not unbuilt(config.state_path):
         try:
             report["outbox"] = outbox_counts(config.state_path)
             # while the daemon runs, its status line says these

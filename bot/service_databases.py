@@ -33,6 +33,10 @@ LOCKED_REMEDY = (
 )
 
 
+# What an index from a newer my-agent's refusal adds (`my-agent status` says it too)
+REBUILD_NEWER_INDEX = "; or rebuild it for this version from the transcripts: my-agent reindex"
+
+
 class DatabaseOpenError(Exception):
     """conversations.db or state.db cannot be opened or migrated (exit 74)."""
 
@@ -84,7 +88,7 @@ def open_error(config: AppConfig, path: Path, exc: Exception) -> DatabaseOpenErr
     ``exc``: it names the file and what can be done."""
     if isinstance(exc, (StateLost, SchemaTooNew)):  # the message says what to do
         also = (
-            "; or rebuild it for this version from the transcripts: my-agent reindex"
+            REBUILD_NEWER_INDEX
             if isinstance(exc, SchemaTooNew) and path == config.index_path
             else ""
         )

@@ -162,6 +162,21 @@ def _file_name(conn: SyncConn) -> str:
     return "the database"
 
 
+def newer_schema(conn: SyncConn, migrations: Sequence[Any]) -> str | None:
+    """The refusal (:class:`SchemaTooNew`'s message) of a database written by a newer
+    my-agent, its schema version past ``migrations``; None when this version knows it.
+    ``my-agent status`` says the same of a file it reads (:mod:`bot.status_reads`)."""
+    current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    known = len(migrations)
+    if not migrations or current <= known:  # (no migrations: opened as it is, by a tool)
+        return None
+    return (
+        f"{_file_name(conn)} has schema version {current}, newer than this my-agent "
+        f"knows ({known}): it was written by a newer version of my-agent. Run that "
+        "version again (a downgrade is not supported); the file is left untouched"
+    )
+
+
 def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
     """Apply numbered migrations (index+1 = version) each in its own transaction.
 
@@ -169,14 +184,11 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
     checked without migrations, an open of the file as it is) and
     :class:`MigrationFailed` when a step fails, which leaves the previous version.
     """
+    newer = newer_schema(conn, migrations)
+    if newer is not None:
+        raise SchemaTooNew(newer)
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     known = len(migrations)
-    if migrations and current > known:  # (no migrations: opened as it is, by a tool)
-        raise SchemaTooNew(
-            f"{_file_name(conn)} has schema version {current}, newer than this my-agent "
-            f"knows ({known}): it was written by a newer version of my-agent. Run that "
-            "version again (a downgrade is not supported); the file is left untouched"
-        )
     # A new file (version 0) is created in one line: its eight steps, logged one by one
     # as for an upgrade, made twelve lines of a first start's or a reindex's output.
     created = current == 0

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 from bot.db import select_driver
+from bot.sqlite_conn import newer_schema
 
 
 def connect_readonly(path: Path) -> Any:
@@ -38,6 +39,24 @@ def connect_readonly(path: Path) -> Any:
     conn = drv.module.connect(f"file:{path}?immutable=1", uri=True, timeout=10.0)
     conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     return conn
+
+
+def schema_too_new(path: Path, migrations: Sequence[Any]) -> str | None:
+    """The refusal every command and the daemon give for the database at ``path`` when a
+    newer my-agent wrote it (:func:`bot.sqlite_conn.newer_schema`), else None (also when
+    it cannot be read: the caller's own read says why). ``status`` said nothing of it,
+    and called such an index consistent, while the daemon exited 74 in a loop (before
+    session 39)."""
+    try:
+        conn = connect_readonly(path)
+    except Exception:  # sqlite3 and pysqlite3 raise their own classes
+        return None
+    try:
+        return newer_schema(conn, migrations)
+    except Exception:
+        return None
+    finally:
+        conn.close()
 
 
 def _wal_left(path: Path) -> bool:

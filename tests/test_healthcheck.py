@@ -974,3 +974,30 @@ async def test_empty_databases_are_not_built_yet_rather_than_unreadable(
     problems = "\n".join(report["problems"])
     assert "conversations.db is empty" in problems and "cannot read" not in problems
     assert "conversations.db is empty" in healthcheck.format_text(report)
+
+
+@pytest.mark.parametrize("which", ["index", "state"])
+async def test_a_database_from_a_newer_version_is_named_as_the_daemon_refuses_it(
+    populated: tuple[AppConfig, list[str]], which: str
+) -> None:
+    """Regression (session 39): with conversations.db or state.db written by a newer
+    my-agent the daemon exits 74 at every start, and status listed only "daemon is not
+    running", calling such an index consistent."""
+    from bot.exitcodes import EX_DATABASE
+    from bot.services import DatabaseOpenError, open_services
+    from tests.sqlite_driver import sqlite3
+
+    config, _ = populated
+    path = config.index_path if which == "index" else config.state_path
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version=999")
+    conn.close()
+    with pytest.raises(DatabaseOpenError) as refused:
+        await open_services(config)
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert report["exit_code"] == EX_DATABASE
+    assert str(refused.value) in report["problems"]  # the same words as the refusal
+    assert "schema version 999, newer than this my-agent" in str(refused.value)
+    text = healthcheck.format_text(report)
+    assert str(path) in text
+    assert ("consistent" in text) is (which == "state")  # an index it cannot use is not
