@@ -170,7 +170,8 @@ class Commands(PartyCommands):
     ) -> CommandResult:
         current = conv.model or self.s.config.models.default
         missing = missing_model_ids(self.s)
-        text, alias = model_answer(self.s.config, current, args, missing=missing)
+        offline = self.s.brain.name == "offline"
+        text, alias = model_answer(self.s.config, current, args, missing=missing, offline=offline)
         if alias is not None and conv.model == alias and not (run and run.resumed):
             # Nothing to switch: a second "Model set to haiku" note in the transcript
             # (shown in the chat) for each repeat, and an answer saying it switched.
@@ -241,12 +242,14 @@ def model_answer(
     args: str,
     target: str = "this conversation",
     missing: Collection[str] = (),
+    offline: bool = False,
 ) -> tuple[str, str | None]:
     """The answer to ``/model args`` where the model is ``current``, and the alias to
     switch ``target`` to (None: nothing to switch). ``missing``: the model ids the model
     service is known not to offer (:func:`bot.command_status.missing_model_ids`), marked
     in the list. Apart from the command so that the dashboard answers it the same in a
-    chat with no conversation yet."""
+    chat with no conversation yet. ``offline``: the offline brain answers (no API key):
+    said, as /new says it, since "Model switched to haiku" read as if haiku would reply."""
     aliases = config.models.aliases
     args = first_line(args)
     if not args:
@@ -261,9 +264,10 @@ def model_answer(
         shown = config.resolve_model(current) if current in aliases else "not in models.aliases"
         if current in aliases and config.resolve_model(current) in missing:
             shown += f", {NOT_OFFERED}"
+        unset = f" No API key is set: {OFFLINE_REPLIES}, no model is asked." if offline else ""
         return (
             f"Current model: {current} ({shown}). Available: {choices}. Use /model <name> "
-            "to switch.",
+            f"to switch.{unset}",
             None,
         )
     if len(args.split()) > 1:
@@ -280,7 +284,8 @@ def model_answer(
         close = get_close_matches(named, list(lowered), n=1, cutoff=0.6)
         hint = f" Did you mean {lowered[close[0]]}?" if close else ""
         return f"Unknown model {named!r}.{hint} Available: {', '.join(aliases)}.", None
-    return f"Model switched to {alias} ({aliases[alias]}) for {target}.", alias
+    later = f" It answers once an API key is set; until then {OFFLINE_REPLIES}." if offline else ""
+    return f"Model switched to {alias} ({aliases[alias]}) for {target}.{later}", alias
 
 
 def alias_named(aliases: Mapping[str, str], named: str) -> str | None:

@@ -149,6 +149,15 @@ async def test_new_on_the_offline_brain_says_no_model_answers_yet(tmp_path: Path
         )
         again = await core.say("/new")
         assert "(model sonnet once an API key is set;" in again
+        # Regression (session 39): /model said it as if the model named would answer.
+        switched = await core.say("/model haiku")
+        assert switched.endswith(
+            "for this conversation. It answers once an API key is set; until then replies "
+            "are recall-only."
+        ), switched
+        listed = await core.say("/model")
+        assert listed.startswith("Current model: haiku (")
+        assert listed.endswith("No API key is set: replies are recall-only, no model is asked.")
     finally:
         await shutdown_services(services)
 

@@ -166,7 +166,8 @@ async def pending_answer(hub: WsHub, client: Client, command: tuple[str, str]) -
         config = hub.channel.config
         current = client.pending_model or config.models.default
         missing = missing_model_ids(hub.services)
-        answer, alias = model_answer(config, current, args, NEXT_CONVERSATION, missing)
+        offline = hub.services.brain.name == "offline"
+        answer, alias = model_answer(config, current, args, NEXT_CONVERSATION, missing, offline)
         if alias is not None and alias != current:
             refusal = await model_refusal(config, hub.services.brain, alias, current)
             if refusal is not None:

@@ -207,6 +207,10 @@ async def test_model_typed_in_a_new_chat_creates_no_conversation(ws_factory, sta
     assert answers[2]["pendingModel"] == "opus"
     assert answers[2]["text"].startswith("Model switched to opus (")
     assert answers[3]["text"].startswith("Current model: opus (")
+    # the offline brain answers here: said, not read as if opus would reply (session 39)
+    assert stack.services.brain.name == "offline"
+    assert answers[2]["text"].endswith("until then replies are recall-only.")
+    assert answers[3]["text"].endswith("no model is asked.")
     assert {r.id for r in await stack.services.conversations.list(limit=1000)} == before
     await tab.send(type="send_message", text="hello opus, typed")
     created = await tab.wait_for(lambda f: f["type"] == "conversation_created")
