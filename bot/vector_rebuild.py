@@ -71,8 +71,6 @@ class VectorRebuild:
 
         async def index_abbreviation(self, conversation_id: str, text: str | None) -> bool: ...
 
-        async def _load_matrix(self, level: int = logging.INFO) -> None: ...
-
     @property
     def rebuilding(self) -> bool:
         """A rebuild (:meth:`reindex_all`) is running, or waits to: vectors are missing
@@ -116,8 +114,12 @@ class VectorRebuild:
         if self.build_terms:
             failed += not await self._complete_terms()
             terms = await term_count(self.db) - words_before
+        # No reload of the in-memory matrix here: open() read it, every write upserts
+        # into it and the prune takes out what it drops. Before session 39 the matrix
+        # was read again at this point, outside the lock: a turn embedded meanwhile (a
+        # message of the backlog delivered at start) went into the old matrix only, and
+        # search by meaning missed it until a restart.
         await self._prune()
-        await self._load_matrix(logging.DEBUG)  # open() said the count already
         self.stale = failed > 0  # retry_unfinished (the lifecycle's sweep) finishes it
         # every conversation was embedded but those recorded: only theirs are missing
         # (word vectors that failed leave the soft features out, nobody is missed)
@@ -215,7 +217,10 @@ class VectorRebuild:
         return not self.stale
 
     async def _prune(self) -> None:
-        """Drop the vectors of turns that are gone or are readouts (:func:`prune`)."""
-        gone = await self.db.run(prune)
-        if gone and self._knn is not None:
-            self._knn.turns.remove(set(gone))
+        """Drop the vectors of turns that are gone or are readouts (:func:`prune`), from
+        the tables and the in-memory matrix together (under the lock: no write comes
+        in between)."""
+        async with self._lock:
+            gone = await self.db.run(prune)
+            if gone and self._knn is not None:
+                self._knn.turns.remove(set(gone))

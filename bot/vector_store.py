@@ -176,7 +176,8 @@ def vectors_missing(conn: SyncConn) -> bool:
 def prune(conn: SyncConn) -> list[int]:
     """Drop vectors whose turn no longer exists (a rebuilt or trimmed index) or is a
     readout (``turns.recall = 0``, embedded before index version 5); returns the turn
-    ids dropped from ``turns_vec``."""
+    ids dropped (from ``turns_vec`` or ``turn_vectors``: the in-memory matrix, read from
+    the latter, drops them too)."""
     gone = [
         int(r[0])
         for r in conn.execute(
@@ -184,13 +185,18 @@ def prune(conn: SyncConn) -> list[int]:
         )
     ]
     conn.executemany("DELETE FROM turns_vec WHERE rowid = ?", [(g,) for g in gone])
-    conn.execute(
-        "DELETE FROM turn_vectors WHERE turn_id NOT IN (SELECT id FROM turns WHERE recall = 1)"
-    )
+    bits_gone = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT turn_id FROM turn_vectors "
+            "WHERE turn_id NOT IN (SELECT id FROM turns WHERE recall = 1)"
+        )
+    ]
+    conn.executemany("DELETE FROM turn_vectors WHERE turn_id = ?", [(g,) for g in bits_gone])
     conn.execute(
         "DELETE FROM abbreviations_vec WHERE conversation_id NOT IN (SELECT id FROM conversations)"
     )
-    return gone
+    return sorted(set(gone) | set(bits_gone))
 
 
 def read_windows(conn: SyncConn, conversation_id: str) -> tuple[list[Any], dict[int, int]]:

@@ -199,14 +199,13 @@ class VectorIndex(VectorRebuild, VectorSearch):
         self._ready = True
         return True
 
-    async def _load_matrix(self, level: int = logging.INFO) -> None:
-        """Read the in-memory KNN matrices; say how many at ``level`` (the rebuild that
-        follows every start reloads them at DEBUG: it was said twice at each start)."""
+    async def _load_matrix(self) -> None:
+        """Read the in-memory KNN matrices (once, at open: every write then keeps them in
+        step, see :meth:`~bot.vector_rebuild.VectorRebuild._prune`)."""
         dims = self.embedder.dimensions
         knn = await self.db.run(lambda c: VectorMatrices.read(c, dims), write=False)
         self._knn = knn
-        log.log(
-            level,
+        log.info(
             "loaded %d turn vectors, %d abbreviation vectors",
             len(knn.turns.ids),
             knn.abbreviation_count,

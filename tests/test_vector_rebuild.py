@@ -11,11 +11,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 
 from bot.command_status import search_line, vector_rebuild_state
 from bot.config.model import AppConfig, EmbeddingConfig
 from bot.embedding import EmbeddingService
 from bot.embedding_priority import BACKGROUND_BATCH, embedding_in_background, in_background
+from bot.vector_knn import VectorMatrices
 from bot.vector_rebuild import REBUILD_SLICE, RebuildProgress
 from bot.vectors import VectorIndex
 from tests.recall_helpers import add_conversation, open_index
@@ -240,6 +242,79 @@ async def test_a_rebuild_that_only_completes_the_word_vectors_says_so(tmp_path: 
         await asyncio.sleep(0)
         assert again.rebuilding and vector_rebuild_state(services) is None
         await asyncio.wait_for(checking, WAIT)
+    finally:
+        embedder.release.set()
+        embedder.close()
+        await db.close()
+
+
+@pytest.mark.parametrize("kind", ["turn", "note"])
+async def test_a_vector_embedded_as_a_rebuild_ends_stays_in_the_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Regression (session 39): the rebuild every start runs ended by reading the
+    in-memory KNN matrix again, outside the index's lock. A message embedded meanwhile (the
+    backlog delivered at start) went into the old matrix only: its vector was stored but
+    search by meaning never shortlisted it until a restart. The same for a note's vector.
+
+    The interleaving of the old code is forced: the message's embedding is held until the
+    reload has read the table, and the reload waits for the message to be stored."""
+    db = await open_index(tmp_path / "c.db")
+    embedder = RecordingEmbedder()
+    try:
+        await add_conversation(db, "conv-a", [("user", f"old turn {i}") for i in range(3)])
+        vectors = VectorIndex(_config(), db, embedder)
+        assert await vectors.open()
+        await vectors.reindex_all()  # every vector made: what a start finds
+
+        stored = threading.Event()
+        original_read = VectorMatrices.read.__func__  # type: ignore[attr-defined]
+
+        def read_then_wait(cls: type[VectorMatrices], conn: Any, dims: int) -> VectorMatrices:
+            matrices = original_read(cls, conn, dims)
+            embedder.release.set()  # the message goes on, into the matrix in place
+            assert stored.wait(WAIT)
+            return matrices
+
+        monkeypatch.setattr(VectorMatrices, "read", classmethod(read_then_wait))
+
+        async def message() -> None:
+            if kind == "turn":
+                await vectors.index_turns("conv-b")
+            else:
+                await vectors.index_abbreviation("conv-b", "a brand new note about kayaks")
+
+        live: list[asyncio.Task[None]] = []
+        original_prune = vectors._prune
+
+        async def prune_then_a_message() -> None:
+            await original_prune()
+            # a message arrives as the rebuild ends, its embedding under way
+            await add_conversation(db, "conv-b", [("user", "a brand new turn about kayaks")])
+            embedder.hold_next_background = True
+            embedder.hold_prefix = "a brand new"
+            task = asyncio.ensure_future(message())
+            task.add_done_callback(lambda _: stored.set())
+            live.append(task)
+            assert await asyncio.to_thread(embedder.held.wait, WAIT)
+
+        monkeypatch.setattr(vectors, "_prune", prune_then_a_message)
+        await asyncio.wait_for(vectors.reindex_all(), WAIT)
+        embedder.release.set()
+        await asyncio.wait_for(live[0], WAIT)
+
+        if kind == "note":
+            note = await embedder.embed_one("a brand new note about kayaks")
+            assert "conv-b" in await vectors.knn_abbreviations(note, 10)
+            return
+        (turn_id,) = [
+            r[0]
+            for r in await db.fetchall(
+                "SELECT turn_id FROM turn_vectors WHERE conversation_id = 'conv-b'"
+            )
+        ]
+        query = await embedder.embed_one("a brand new turn about kayaks")
+        assert turn_id in await vectors.knn_turns(query, 10)
     finally:
         embedder.release.set()
         embedder.close()
