@@ -44,6 +44,7 @@ from bot.embedding_sources import (
     cache_empty,
     hub_unreachable,
     resolve_model_path,
+    sources_state,
 )
 
 log = logging.getLogger("my_agent.embedding")
@@ -114,6 +115,10 @@ class EmbeddingService:
         # whatever the model is called (bot.vector_store.prepare compares it).
         self.probe: np.ndarray | None = None
         self._failed: str | None = None if config.enabled else "embeddings disabled in config"
+        # What the model folder or cache held when the load failed, and the reason last
+        # warned of: the daemon's sweep loads a model that appeared since (retry_reason)
+        self._failed_sources: tuple[object, ...] | None = None
+        self._warned: str | None = None
         self._load_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding")
         self.priority = LiveFirst()  # the rebuild's batches give way (bot.embedding_priority)
@@ -131,6 +136,30 @@ class EmbeddingService:
     @property
     def unavailable_reason(self) -> str | None:
         return self._failed
+
+    def retry_reason(self) -> str | None:
+        """Why loading the model again may work now that it failed: ``"changed"`` (the
+        model folder or the model cache changed since: a copy, a download by hand),
+        ``"download"`` (the daemon downloads: the hub may answer now); None when there is
+        nothing to try (loaded, disabled, or a local folder unchanged). Cheap: files are
+        listed, not read (:func:`~bot.embedding_sources.sources_state`).
+
+        Before session 39 a failed load was final: a model copied in after the daemon
+        started (or a start before the network was up) left search keyword-only until a
+        restart, while the log said "until it loads"."""
+        if self._model is not None or self._failed_sources is None or not self.config.enabled:
+            return None
+        if sources_state(self.model_path, self.cache_dir) != self._failed_sources:
+            return "changed"
+        if self.download and not self.model_path:
+            return "download"
+        return None
+
+    def forget_failure(self) -> None:
+        """Let the next :meth:`load` try again after a failure (:meth:`retry_reason`)."""
+        with self._load_lock:
+            if self._model is None and self.config.enabled:
+                self._failed = None
 
     def _load(self) -> Any:
         with self._load_lock:
@@ -193,11 +222,16 @@ class EmbeddingService:
                         f"embedding.model_name {self.config.model_name!r} is not a model "
                         f"fastembed knows ({self._failed})"
                     )
-                log.warning(
+                self._failed_sources = sources_state(self.model_path, self.cache_dir)
+                # a retry that fails for the same reason is not news (the daemon's sweep
+                # tries again while the hub does not answer)
+                log.log(
+                    logging.DEBUG if self._failed == self._warned else logging.WARNING,
                     "embedding model %s unavailable: %s; search is keyword-only until it loads",
                     self.config.model_name,
                     self._failed,
                 )
+                self._warned = self._failed
                 raise EmbeddingUnavailable(self._failed) from exc
             if probe.shape[0] != self.dimensions:
                 log.warning(

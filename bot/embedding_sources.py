@@ -11,6 +11,7 @@ warning; :class:`bot.embedding.EmbeddingService` asks here first and says why at
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -44,6 +45,33 @@ def cache_empty(folder: Path | None) -> bool:
         return not any(Path(folder).iterdir())
     except OSError:  # missing, or not readable: nothing this process could load
         return True
+
+
+# Files of a model folder or cache :func:`sources_state` looks at, at most (a model is a
+# handful; a cache holding many models is not read whole at every sweep).
+SOURCE_FILES = 2000
+
+
+def sources_state(model_path: str | None, cache_dir: Path | None) -> tuple[object, ...]:
+    """What the places the model is read from hold now: each file's relative path, size
+    and modification time under the model folder (else the model cache). Cheap (no file
+    read), so the daemon's sweep can tell a model that appeared since a load failed (a
+    folder copied in, a cache filled) from nothing new (:mod:`bot.daemon_vectors`)."""
+    root = Path(model_path) if model_path else cache_dir
+    if root is None:
+        return ()  # fastembed's own default cache: only fastembed knows where it is
+    files: list[tuple[str, int, int]] = []
+    try:
+        for path in itertools.islice(root.rglob("*"), SOURCE_FILES):
+            try:
+                info = path.stat()
+            except OSError:  # a dangling link, a file going away
+                files.append((str(path.relative_to(root)), -1, -1))
+                continue
+            files.append((str(path.relative_to(root)), info.st_size, info.st_mtime_ns))
+    except OSError:  # not readable: nothing this process could load either
+        pass
+    return (root.is_dir(), *sorted(files))
 
 
 def hub_unreachable() -> str | None:

@@ -1,14 +1,22 @@
 """The daemon's background start (bot/daemon_vectors.py): the vector rebuild after a
-model change is asked to wait for the notes the last run left owed."""
+model change is asked to wait for the notes the last run left owed; a model that was
+not there at start is loaded once it is."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bot.daemon_vectors import _open_vectors
+import pytest
+
+from bot.config.model import AppConfig
+from bot.daemon_vectors import _open_vectors, load_late_model
+from bot.embedding import ENV_MODEL_PATH, EmbeddingService
 from bot.hooks import EventBus
+from bot.search import SearchService
+from tests.recall_helpers import add_conversation, model_path, open_index
 
 
 class _Vectors:
@@ -46,3 +54,45 @@ async def test_the_rebuild_starts_once_the_owed_notes_are_written() -> None:
     assert not vectors.rebuilt.is_set()
     notes_written.set()
     await asyncio.wait_for(vectors.rebuilt.wait(), 30)
+
+
+async def test_a_model_copied_in_after_the_start_is_loaded_by_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (session 39): started with ``embedding.model_path`` naming a folder
+    that did not exist yet, the daemon never loaded the model copied there later (the
+    first failure was final): search stayed keyword-only, with a log promising "until it
+    loads", until a restart nothing said was needed."""
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    folder = tmp_path / "model"
+    config = AppConfig.model_validate(
+        {"data_dir": str(tmp_path), "embedding": {"model_path": str(folder)}}
+    )
+    db = await open_index(tmp_path / "conversations.db")
+    embedder = EmbeddingService(config.embedding, cache_dir=tmp_path / "models")
+    search = SearchService(config, db, embedder)
+    services: Any = SimpleNamespace(
+        config=config, search=search, index_db=db, bus=EventBus(), lifecycle=None, vectors=None
+    )
+    try:
+        await add_conversation(db, "conv-a", [("user", "Biscuit chewed my favourite slippers")])
+        await add_conversation(db, "conv-b", [("user", "the boiler needs a new valve")])
+        await _open_vectors(services)
+        assert services.vectors is None and not search.hybrid
+        assert await load_late_model(services, True) is None  # nothing there yet
+        folder.mkdir()
+        for source in model_path().iterdir():  # the owner copies the model in
+            (folder / source.name).symlink_to(source)
+        assert await load_late_model(services, False) is True  # (no download involved)
+        assert search.hybrid and services.vectors is search.vectors
+        for _ in range(3000):  # the rebuild a start with the model runs
+            if not (search.vectors.rebuilding or search.vectors.stale):
+                break
+            await asyncio.sleep(0.01)
+        page = await search.search("dog ruined shoes")
+        assert page.method == "hybrid"
+        assert [r.conversation_id for r in page.results][:1] == ["conv-a"]
+        assert await load_late_model(services, True) is None  # loaded: nothing to do
+    finally:
+        embedder.close()
+        await db.close()

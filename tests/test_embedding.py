@@ -327,3 +327,42 @@ async def test_a_whole_cached_model_loads_without_asking_the_hub(
         assert (await service.embed_one("gardens")).shape == (384,)
     finally:
         service.close()
+
+
+async def test_a_failed_load_is_worth_retrying_once_the_model_may_be_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (session 39): a failed load was final, a model copied in after the
+    daemon started never loaded. The service now says when a try may work (the folder
+    or cache changed; the daemon's download) and lets the next load try again; a try
+    failing for the same reason is not warned of twice (the sweep retries downloads)."""
+    monkeypatch.delenv(ENV_MODEL_PATH, raising=False)
+    folder = tmp_path / "model"
+    service = EmbeddingService(EmbeddingConfig(model_path=str(folder)))
+    try:
+        assert service.retry_reason() is None  # never tried
+        assert await service.load() is False
+        assert service.retry_reason() is None  # nothing changed: no try would work
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+        assert service.retry_reason() == "changed"
+        service.forget_failure()
+        assert service.available
+        assert await service.load() is False  # (a folder without the model)
+        assert service.retry_reason() is None
+    finally:
+        service.close()
+
+    monkeypatch.setattr("bot.embedding.hub_unreachable", lambda: "HF_HUB_OFFLINE is set")
+    daemon = EmbeddingService(EmbeddingConfig(), cache_dir=tmp_path / "models", download=True)
+    caplog.clear()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="my_agent.embedding"):
+            for _ in range(3):
+                assert await daemon.load() is False
+                assert daemon.retry_reason() == "download"  # the hub may answer later
+                daemon.forget_failure()
+        warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warned) == 1 and "HF_HUB_OFFLINE" in warned[0].getMessage()
+    finally:
+        daemon.close()

@@ -101,6 +101,11 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         period = timedelta(seconds=cfg.abbreviation_sweep_seconds)
         self._vector_retry: asyncio.Task[None] | None = None
         self._vector_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
+        # An embedding model missing at start, loaded by the sweep once it is there
+        # (the daemon sets load_late_model); a download is retried backing off likewise.
+        self.load_late_model = None
+        self._model_retry: asyncio.Task[None] | None = None
+        self._model_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
         self._owed_naming: asyncio.Task[None] | None = None  # namings still owed, in turn
         self._naming_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
         self._naming_failures: Counter[str] = Counter()  # the order of the retries
@@ -178,10 +183,10 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self.timers.shutdown()
         await self.missing_models.stop_checking()
         deadline = time.monotonic() + timeout
-        retry = self._vector_retry
-        if retry is not None and not retry.done():  # re-embedding: the next sweep redoes it
-            retry.cancel()
-            await asyncio.gather(retry, return_exceptions=True)
+        for retry in (self._vector_retry, self._model_retry):
+            if retry is not None and not retry.done():  # the next start redoes it
+                retry.cancel()
+                await asyncio.gather(retry, return_exceptions=True)
         naming: list[asyncio.Task[Any]] = [t for t in self._naming_tasks.values() if not t.done()]
         if self._owed_naming is not None and not self._owed_naming.done():
             naming.append(self._owed_naming)  # the rest is found again at the next start
@@ -215,7 +220,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         while True:
             await self.queue.join()
             busy: list[asyncio.Task[Any]] = [t for t in self._naming_tasks.values() if not t.done()]
-            for task in (self._vector_retry, self._owed_naming):
+            for task in (self._vector_retry, self._model_retry, self._owed_naming):
                 if task is not None and not task.done():
                     busy.append(task)
             busy.extend(self.missing_models.tasks)
@@ -230,6 +235,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         if self._model_down_until is not None:
             self._model_down_until += delta
         self._vector_backoff.shift(delta)
+        self._model_backoff.shift(delta)
         self._naming_backoff.shift(delta)
 
     # -- bus handlers (quick: they run inside the emitter, on the reply path) -------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,11 @@ class Recovery:
     _owed_naming: asyncio.Task[None] | None
     _vector_retry: asyncio.Task[None] | None
     _vector_backoff: Backoff
+    # Set by the daemon (bot.daemon_vectors.load_late_model): loads an embedding model
+    # that was not there at start, given whether a download's backoff has passed.
+    load_late_model: Callable[[bool], Awaitable[bool | None]] | None
+    _model_retry: asyncio.Task[None] | None
+    _model_backoff: Backoff
 
     if TYPE_CHECKING:  # Lifecycle's own, AbbreviationPasses' and NamingRuns'
 
@@ -91,6 +96,7 @@ class Recovery:
         if queued:
             log.info("abbreviation sweep queued %d conversation(s)", queued)
         self._retry_vectors()
+        self._retry_model()
         await self._retry_naming(owed.owed)
         return queued
 
@@ -133,3 +139,26 @@ class Recovery:
         elif complete:
             self._vector_backoff.succeeded()
             self.counters["vectors_retried"] += 1
+
+    def _retry_model(self) -> None:
+        """Load an embedding model missing at start (search keyword-only) once it may be
+        there (:func:`bot.daemon_vectors.load_late_model`), unless a try is running."""
+        load = self.load_late_model
+        if load is None or (self._model_retry is not None and not self._model_retry.done()):
+            return
+        self._model_retry = spawn(self._run_model_retry(load), name="load-model")
+
+    async def _run_model_retry(self, load: Callable[[bool], Awaitable[bool | None]]) -> None:
+        try:
+            loaded = await load(self._model_backoff.ready(self.clock.now()))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading the embedding model failed")
+            loaded = False
+        if loaded is False:  # a download that keeps failing is tried less and less often
+            self._model_backoff.failed(self.clock.now())
+            self.counters["model_load_failed"] += 1
+        elif loaded:
+            self._model_backoff.succeeded()
+            self.counters["model_loaded_late"] += 1

@@ -95,6 +95,18 @@ class QueryScoring:
                         log.exception("vector index failed to open; search is keyword-only")
         return self.hybrid
 
+    async def reopen(self) -> bool:
+        """Open the vector index again when the first open left search keyword-only (a
+        model that was not there then: :mod:`bot.daemon_vectors`); True when hybrid."""
+        async with self._open_lock:
+            self._opened = True
+            if self.vectors is not None and not self.vectors.ready:
+                try:
+                    await self.vectors.open()
+                except Exception:
+                    log.exception("vector index failed to open; search is keyword-only")
+        return self.hybrid
+
     @property
     def hybrid(self) -> bool:
         return self.vectors is not None and self.vectors.ready

@@ -94,3 +94,41 @@ async def test_a_failed_incremental_embedding_is_retried_by_the_sweep(  # type: 
         assert await db.fetchone("SELECT count(*) FROM turn_vectors") == (1,)
     finally:
         await db.close()
+
+
+async def test_the_sweep_loads_a_model_that_was_missing_at_start(
+    make_lifecycle: MakeLifecycle, clock: ManualClock, config: AppConfig
+) -> None:
+    # Regression (session 39): an embedding model missing at start (a folder copied in
+    # later, a download before the network was up) was never loaded: search stayed
+    # keyword-only until a restart. The sweep asks the daemon's load_late_model each
+    # time; a download is due only when the backoff after a failed one has passed.
+    asked: list[tuple[float, bool]] = []
+    outcome: bool | None = False
+
+    async def load(download_due: bool) -> bool | None:
+        nonlocal outcome
+        asked.append((clock.now().timestamp(), download_due))
+        if not download_due:
+            return None
+        result = outcome
+        if result:
+            outcome = None  # loaded: nothing more to try (services.vectors is set)
+        return result
+
+    lifecycle = await make_lifecycle()
+    lifecycle.load_late_model = load
+    sweep = config.conversations.abbreviation_sweep_seconds
+    start = clock.now().timestamp()
+    for _ in range(8):  # sweeps at 1..8 periods: a download tried at 1, 2, 4 and 8
+        clock.advance(sweep)
+        await lifecycle.run_due()
+    assert len(asked) == 8
+    due = [round((t - start) / sweep) for t, download_due in asked if download_due]
+    assert due == [1, 2, 4, 8], asked
+    assert lifecycle.status()["model_load_failed"] == 4
+    outcome = True  # the network is up: the next due try loads it
+    for _ in range(16):
+        clock.advance(sweep)
+        await lifecycle.run_due()
+    assert lifecycle.status()["model_loaded_late"] == 1
