@@ -118,6 +118,10 @@ export async function runSearch(more) {
   // retry): a miss by meaning is not a miss (bot/search/results.py vectors_note).
   if (page.vectors_incomplete) status += ". Search by meaning is " + (page.vectors_rebuilding ? "being rebuilt" : "incomplete: some conversations have no vectors yet") + "; some are found by their words only.";
   if (nothing && !page.match && !page.vectors_incomplete) status += ".";
+  // Keyword-only (no embedding model): "Nothing found" dropped the "(keyword)" the
+  // count carries, where /search, my-agent search and the offline reply all say it
+  // (session 39).
+  if (nothing && page.method && page.method !== "hybrid") status += " Keyword search only: conversations that say it in other words are missed.";
   if (page.no_words) status = "Nothing to search for: type words to look for.";
   $("search-status").textContent = status;
   $("search-more").hidden = !page.next_cursor;

@@ -526,6 +526,7 @@ async def test_the_search_panel_says_when_nothing_shares_the_querys_words(
         "zebra": {"match": "loose"},
         "giraffe": {"match": "meaning"},
         "fire": {"no_words": True},
+        "okapi": {},
     }
 
     async def answer(route: Route) -> None:
@@ -543,6 +544,8 @@ async def test_the_search_panel_says_when_nothing_shares_the_querys_words(
     await expect(status).to_contain_text("the closest by meaning")
     await search(page, "fire")
     await expect(status).to_have_text("Nothing to search for: type words to look for.")
+    await search(page, "okapi")  # hybrid: no "keyword search only" (session 39)
+    await expect(status).to_have_text("Nothing found for “okapi”.")
 
 
 async def test_the_search_panel_counts_the_loosely_related_apart(page: Page, stack: Stack) -> None:
