@@ -55,6 +55,10 @@ def test_a_missing_embedding_model_folder_is_warned_about_by_key(
     assert "embedding.model_path: " in _check(path, capsys)[2]
     assert "no .onnx model" in _check(path, capsys)[2]
     (empty / "model.onnx").write_bytes(b"")
+    # fastembed reads tokenizer.json beside it: "Could not find tokenizer.json" in the
+    # journal was the one sign before session 39
+    assert f"embedding.model_path: {empty} holds no tokenizer.json" in _check(path, capsys)[2]
+    (empty / "tokenizer.json").write_text("{}")
     assert "embedding.model_path" not in _check(path, capsys)[2]
 
 
@@ -89,6 +93,7 @@ def test_a_model_folder_without_the_named_models_file_is_warned_about(
     folder = tmp_path / "minilm"
     folder.mkdir()
     (folder / "model.onnx").write_bytes(b"")
+    (folder / "tokenizer.json").write_text("{}")
     embedding = {"enabled": True, "model_path": str(folder)}
     path = _write(tmp_path, raw_config(tmp_path, embedding=embedding))
     assert "embedding.model_name" not in _check(path, capsys)[2]  # MiniLM reads model.onnx
@@ -98,6 +103,40 @@ def test_a_model_folder_without_the_named_models_file_is_warned_about(
     assert status == exitcodes.OK
     assert "embedding.model_name: 'BAAI/bge-small-en-v1.5' reads model_optimized.onnx" in err
     assert "holds model.onnx" in err and "keyword-only" in err
+
+
+def test_a_model_whose_file_is_in_an_onnx_subfolder_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 39): snowflake-arctic-embed-xs reads onnx/model.onnx, and a
+    # folder laid out so (which the daemon loads) was said to hold no .onnx model file,
+    # search keyword-only; only the folder's top level was looked at.
+    monkeypatch.delenv("MY_AGENT_EMBEDDING_MODEL_PATH", raising=False)
+    folder = tmp_path / "arctic"
+    (folder / "onnx").mkdir(parents=True)
+    (folder / "onnx" / "model.onnx").write_bytes(b"")
+    (folder / "tokenizer.json").write_text("{}")
+    embedding = {
+        "enabled": True,
+        "model_path": str(folder),
+        "model_name": "snowflake/snowflake-arctic-embed-xs",
+    }
+    path = _write(tmp_path, raw_config(tmp_path, embedding=embedding))
+    status, out, err = _check(path, capsys)
+    assert status == exitcodes.OK and "configuration OK" in out
+    assert "keyword-only" not in err, err
+    # a model that reads its weights beside the file (onnx/model.onnx_data) without them
+    embedding["model_name"] = "ibm-granite/granite-embedding-small-english-r2"
+    _write(tmp_path, raw_config(tmp_path, embedding=embedding))
+    err = _check(path, capsys)[2]
+    assert "reads onnx/model.onnx_data beside onnx/model.onnx" in err and "keyword-only" in err
+    (folder / "onnx" / "model.onnx_data").write_bytes(b"")
+    assert "keyword-only" not in _check(path, capsys)[2]
+    # MiniLM's folder given to a model of the subfolder's layout names both
+    (folder / "onnx" / "model.onnx").rename(folder / "model.onnx")
+    embedding["model_name"] = "snowflake/snowflake-arctic-embed-xs"
+    _write(tmp_path, raw_config(tmp_path, embedding=embedding))
+    assert "reads onnx/model.onnx from embedding.model_path" in _check(path, capsys)[2]
 
 
 def test_the_daemon_degrades_to_keyword_search_on_a_missing_model_folder(

@@ -103,11 +103,17 @@ def _model_path_warnings(cfg: AppConfig) -> list[str]:
     if not folder.is_dir():
         return [f"{key}: no model folder at {folder}: {effect}"]
     try:
-        has_model = any(folder.glob("*.onnx"))
+        # some models' file is onnx/model.onnx (snowflake-arctic-embed, granite-embedding):
+        # before session 39 only the top level was looked at, and such a folder, which
+        # the daemon loads, was said to leave search keyword-only
+        has_model = any(folder.rglob("*.onnx"))
+        has_tokenizer = (folder / "tokenizer.json").is_file()
     except OSError as exc:
         return [f"{key}: {folder} cannot be read ({exc}): {effect}"]
     if not has_model:
         return [f"{key}: {folder} holds no .onnx model file: {effect}"]
+    if not has_tokenizer:  # fastembed reads it from the top level, whatever the model
+        return [f"{key}: {folder} holds no tokenizer.json: {effect}"]
     return []
 
 
@@ -128,7 +134,8 @@ def _model_name_warnings(cfg: AppConfig) -> list[str]:
         return []
     for model in supported:
         if name.lower() == str(model["model"]).lower():
-            return _model_file_warnings(cfg, name, str(model.get("model_file") or ""))
+            extra = [str(f) for f in model.get("additional_files") or []]
+            return _model_file_warnings(cfg, name, str(model.get("model_file") or ""), extra)
     like = [model for model in known if "minilm" in model.lower()][:3]
     return [
         f"embedding.model_name: {name!r} is not a model fastembed knows: the daemon runs "
@@ -136,26 +143,36 @@ def _model_name_warnings(cfg: AppConfig) -> list[str]:
     ]
 
 
-def _model_file_warnings(cfg: AppConfig, name: str, model_file: str) -> list[str]:
-    """The file fastembed reads for ``name`` from a local ``model_path``: another model's
-    folder (MiniLM's ``model.onnx`` for bge-small, which reads
+def _model_file_warnings(
+    cfg: AppConfig, name: str, model_file: str, additional: list[str]
+) -> list[str]:
+    """The file fastembed reads for ``name`` from a local ``model_path`` (its description's
+    ``model_file``, maybe in a subfolder: ``onnx/model.onnx``), and the ones it reads
+    beside it (``additional_files``: the weights of ``onnx/model.onnx_data``): another
+    model's folder (MiniLM's ``model.onnx`` for bge-small, which reads
     ``model_optimized.onnx``) passed, and every command then warned that the file
     "doesn't exist" and searched by keyword only."""
     folder = Path(cfg.embedding.model_path or "").expanduser()
     if not cfg.embedding.model_path or not model_file or not folder.is_dir():
         return []  # no folder: _model_path_warnings says so
+    effect = "the daemon runs with keyword-only search"
     try:
         if (folder / model_file).is_file():
-            return []
-        found = sorted(p.name for p in folder.glob("*.onnx"))
+            missing = [f for f in additional if not (folder / f).is_file()]
+            if not missing:
+                return []
+            return [
+                f"embedding.model_name: {name!r} reads {', '.join(missing)} beside "
+                f"{model_file}, and {folder} does not hold it: {effect}"
+            ]
+        found = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.onnx"))
     except OSError:
         return []
     if not found:
         return []  # "holds no .onnx model file" is said already
     return [
         f"embedding.model_name: {name!r} reads {model_file} from embedding.model_path, and "
-        f"{folder} holds {', '.join(found)} (another model's files?): the daemon runs with "
-        "keyword-only search"
+        f"{folder} holds {', '.join(found)} (another model's files?): {effect}"
     ]
 
 
