@@ -83,6 +83,9 @@ INVALID = [
     # Regression: a group named by its title was accepted and never matched: the bot
     # ignored the group it was configured for.
     ({"channels": {"telegram": {"groups": [{"id": "Family"}]}}}, "channels.telegram.groups.0.id"),
+    # Regression (session 39): 100000 passed, then onnxruntime made one OS thread each
+    # and the model load never ended: keyword-only search, nothing said.
+    ({"embedding": {"threads": 100000}}, "embedding.threads"),
 ]
 
 

@@ -11,6 +11,8 @@ from pydantic import Field
 
 from bot.config.channels import OptionalText, _Section
 
+MAX_THREADS = 256  # embedding.threads at most
+
 
 class EmbeddingConfig(_Section):
     enabled: bool = True
@@ -21,7 +23,9 @@ class EmbeddingConfig(_Section):
     cache_dir: str | None = None
     dimensions: int = Field(default=384, ge=8, le=4096)
     batch_size: int = Field(default=32, ge=1)
-    threads: int | None = Field(default=None, ge=1)
+    # onnxruntime makes one OS thread per unit at the load: 100000 never finished loading
+    # (before session 39 nothing bounded it); more than the cores gains nothing anyway
+    threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
     turn_window: int = Field(default=1, ge=0, le=5)  # neighbours on each side of a turn
 
 
