@@ -19,6 +19,7 @@ from bot.command_status import missing_model_ids
 from bot.commands import DETACHED_COMMANDS, model_answer, parse_command, rename_answer
 from bot.events import InboundMessage
 from bot.model_switch import model_refusal
+from bot.spool import HeldForRetry
 from channels.web.tabs import Client
 from channels.web.views import conversation_meta
 
@@ -149,9 +150,12 @@ async def _send(
             )
         )
     except DeliveryError as exc:  # read-only, shutting down, storage full
-        # A storage failure holds the message in memory and stores it later (the
-        # router's spool): that one is kept, and must not be sent a second time.
-        return refuse(str(exc), kept=isinstance(exc.__cause__, OSError))
+        # A storage failure holds the message and stores it later (the router's spool):
+        # that one is kept, and must not be sent a second time. Before session 39 this
+        # asked whether the failure was an OSError: SQLite's own "database or disk is
+        # full" (a command's claim in state.db) was held too, but told "not sent", and
+        # the owner's second send (a new ref) ran the command twice.
+        return refuse(str(exc), kept=isinstance(exc, HeldForRetry))
     return accepted(hub, client, ref)
 
 

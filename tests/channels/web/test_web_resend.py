@@ -130,3 +130,40 @@ async def _said(stack: Stack, text: str) -> int:
     for conv in await stack.services.conversations.list():
         said += (await user_texts(stack, conv.id)).count(text)
     return said
+
+
+async def test_a_command_held_because_sqlite_is_full_is_told_kept_and_run_once(
+    ws_factory, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 39): a command's claim in state.db refused by SQLite ("database
+    # or disk is full", not an OSError) was held by the router's spool, but the page was
+    # told kept=false ("not sent; your message is back in the box"): the spool ran it
+    # later and the owner's second send ran it again (/new made two conversations).
+    from tests.sqlite_driver import sqlite3
+
+    monkeypatch.setattr("bot.router.STORAGE_RETRIES", ())
+    runs = stack.services.router.runs
+    real_claim = runs.claim
+    refusals = [1]
+
+    async def claim(*args: Any, **kwargs: Any) -> Any:
+        if refusals:
+            refusals.pop()
+            exc = sqlite3.OperationalError("database or disk is full")
+            exc.sqlite_errorcode = 13  # type: ignore[attr-defined]  # SQLITE_FULL
+            raise exc
+        return await real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(runs, "claim", claim)
+    conv = await stack.services.conversations.create("web")
+    tab = await ws_factory()
+    await tab.send(type="send_message", text="Plan the trip", ref="full-0", conversationId=conv.id)
+    await tab.wait_for(lambda f: f == {"type": "accepted", "ref": "full-0"})
+    before = len(await stack.services.conversations.list())
+    await tab.send(type="send_message", text="/new", ref="full-1", conversationId=conv.id)
+    err = await tab.wait_for(lambda f: f["type"] == "error" and f.get("ref") == "full-1")
+    assert err["kept"] is True
+    async with asyncio.timeout(10):  # the spool runs it once the claim succeeds
+        while stack.services.health()["spooled"]:
+            await asyncio.sleep(0.02)
+    assert len(await stack.services.conversations.list()) == before + 1
