@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from bot.services import Services
 
 log = logging.getLogger("my_agent.router")
+
+RECORDED_KEPT = 1024  # commands recorded and not answered yet, remembered at most
 
 
 class CommandFlow:
@@ -48,6 +51,9 @@ class CommandFlow:
         # The router's lock per identity key (bot/resolver.py), held by /new between
         # unpinning the conversation and pinning the fresh one.
         self._contact_lock = contact_lock
+        # Commands recorded in their conversation whose claim or answer state.db has not
+        # taken yet (channel, message id, conversation): a retry records them no more.
+        self._recorded: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 
     async def run(
         self,
@@ -79,7 +85,12 @@ class CommandFlow:
         effects = owner and has_effects(name, args)
         # A claim left by a crash: the command was recorded and may have taken effect.
         run = await self.runs.find(msg.channel, msg.message_id) if effects else None
-        if rec is not None and run is None:
+        recorded = (msg.channel, msg.message_id, rec.id if rec is not None else "")
+        # Recorded once per message: while state.db refused the claim (or the answer) and
+        # the transcripts took writes, every retry (the router's, then each round of the
+        # spool's, for as long as the outage lasted) recorded the command again before
+        # session 39, and one /rename showed as dozens of commands.
+        if rec is not None and run is None and recorded not in self._recorded:
             await self.s.conversations.append_event(
                 rec.id,
                 "command",
@@ -93,6 +104,7 @@ class CommandFlow:
                     {"attachments": [asdict(a) for a in msg.attachments]} if msg.attachments else {}
                 ),
             )
+            self._note_recorded(recorded)
         if effects and run is None:
             # Claimed (synced) after its record and before any effect: a redelivery
             # after a crash before the answer below finds the claim and completes the
@@ -147,6 +159,7 @@ class CommandFlow:
         )
         # The answer's row now records that the command ran: the claim goes with it.
         await self.s.state.run(answer if run is None else self.runs.release_unit(run, answer))
+        self._recorded.pop(recorded, None)
         self.s.outbox.wake(msg.channel)
         if first and result.switched_to is not None:
             await self.turns.record_and_reply(
@@ -154,6 +167,14 @@ class CommandFlow:
                 result.switched_to,
                 sender=None if msg.channel == "web" else msg.sender_id,
             )
+
+    def _note_recorded(self, key: tuple[str, str, str]) -> None:
+        """Remember that the command ``key`` names is recorded until its answer is
+        queued; the oldest forgotten past :data:`RECORDED_KEPT` (a restart forgets all:
+        a redelivery then records it again, as a crash before the claim always did)."""
+        self._recorded[key] = None
+        while len(self._recorded) > RECORDED_KEPT:
+            self._recorded.popitem(last=False)
 
     async def _record_first_message(self, msg: InboundMessage, text: str, dedup: str) -> None:
         """Record the first message of a redelivered ``/new <text>`` in the conversation
