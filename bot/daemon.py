@@ -135,6 +135,9 @@ async def start_serving(
         resumed = await resume_pending_replies(services, stop)
         if stop is not None and stop.is_set():
             return resumed
+        # What the disk refused before the last stop (bot/spool.py): queued like a
+        # channel's first messages, which are told apart as duplicates of them.
+        await services.router.spool.restore(services.config.data_dir)
         await start_channels(services, channels)
     finally:
         services.replies.release_bursts()

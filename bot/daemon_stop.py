@@ -56,6 +56,11 @@ async def shutdown(
             stop_waiting()
     deadline = time.monotonic() + drain_seconds
     services.incoming.stop()  # replies yielding to a flood wait no longer
+    # Messages the disk refused, held (their channels were told so): tried once more;
+    # what is still held is written for the next start below (before session 39 a stop
+    # lost them).
+    spool = services.router.spool
+    await spool.stop(timeout=drain_seconds / 4, hurry=hurry)
     finished = await _unless_hurried(services.replies.queue.drain(timeout=drain_seconds / 2), hurry)
     if not finished and hurry is not None and hurry.is_set():
         await services.replies.queue.drain(timeout=0)  # cancels the running replies now
@@ -84,6 +89,10 @@ async def shutdown(
         except Exception:
             log.exception("channel %s did not stop cleanly", channel.name)
     await cancel_all(timeout=2)
+    try:
+        await asyncio.to_thread(spool.save)  # nothing is held any more after this
+    except Exception:  # a bug here must not leave the store unclosed
+        log.exception("the held messages could not be written for the next start")
     await close_services(services)
     if notifier:
         notifier.stopped()

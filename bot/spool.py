@@ -6,7 +6,10 @@ background task routes the held messages again, oldest first and each chat's in 
 backing off while the disk still refuses them all (a redelivery that overtakes one is
 recognised as a duplicate); a chat whose message is refused does not hold up the others.
 Separate from the router because this is the one place an inbound message lives only in
-memory, bounded and reported in the daemon's health (``spooled``).
+memory, bounded and reported in the daemon's health (``spooled``). A daemon's stop tries
+them once more, then writes what is left to a file that the next start holds again
+(:mod:`bot.spool_file`): before session 39 a stop lost them, though their channels had
+been told they were taken (the loopback's 202, the dashboard's ``kept``).
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
+from bot import spool_file
 from bot.channel import DeliveryError
 from bot.events import InboundMessage
 from bot.index_rescue import is_storage_refusal
-from bot.tasks import spawn
+from bot.tasks import spawn, until_done
 
 log = logging.getLogger("my_agent.services")
 
@@ -31,8 +36,8 @@ class HeldForRetry(DeliveryError):
     answered) once the disk accepts writes, without a redelivery. A channel that
     redelivers anyway is deduplicated by the message's id; one that cannot keep an id
     (an HTTP client that retried got a new one) should not redeliver at all
-    (channels/loopback.py answers 202). Held in memory only: lost if the daemon stops
-    before the disk has room again."""
+    (channels/loopback.py answers 202). Held in memory, and across a stop in the data
+    directory's spool file (:mod:`bot.spool_file`)."""
 
 
 class InboundSpool:
@@ -49,12 +54,18 @@ class InboundSpool:
         self._drained = drained
         self._held: deque[InboundMessage] = deque()
         self._task: asyncio.Task[None] | None = None
+        self._dir: Path | None = None  # the daemon's data directory: held across a stop
+        self._on_disk: set[tuple[str, str]] = set()  # those the spool file holds
+        self._stopping = False
 
     def __len__(self) -> int:
         return len(self._held)
 
     def hold(self, message: InboundMessage) -> None:
         """Hold a message we could not store; retried in the background (deduplicated)."""
+        key = (message.channel, message.message_id)
+        if any((held.channel, held.message_id) == key for held in self._held):
+            return  # a channel's redelivery of one held already (Telegram's next poll)
         if len(self._held) >= SPOOL_LIMIT:
             log.error(
                 "spool full: oldest held message dropped from memory (%s)",
@@ -62,8 +73,67 @@ class InboundSpool:
             )
             self._held.popleft()
         self._held.append(message)
+        if self._stopping:
+            return  # written to the spool file by the stop (save)
         if self._task is None or self._task.done():
             self._task = spawn(self._drain(), name="spool")
+
+    async def restore(self, data_dir: Path) -> int:
+        """At the daemon's start: keep the held messages in ``data_dir`` across stops
+        from now on, and hold those the last stop left there again. How many."""
+        self._dir = data_dir
+        held = await asyncio.to_thread(self._read, data_dir)
+        for message in held:
+            self.hold(message)
+        self._on_disk = {(m.channel, m.message_id) for m in held}
+        if held:
+            log.warning("%d message(s) held when the daemon last stopped: storing them", len(held))
+        return len(held)
+
+    @staticmethod
+    def _read(data_dir: Path) -> list[InboundMessage]:
+        spool_file.make_reserve(data_dir)
+        return spool_file.read_held(data_dir)
+
+    async def stop(self, timeout: float, hurry: asyncio.Event | None = None) -> None:
+        """The daemon stops: no more retries in the background; the held messages are
+        tried once more (within ``timeout``, not once ``hurry`` is set)."""
+        self._stopping = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task])
+        if not self._held or (hurry is not None and hurry.is_set()):
+            return
+        await until_done(asyncio.ensure_future(self._round()), timeout, hurry)
+        if not self._held:
+            self._all_stored()
+
+    def save(self) -> None:
+        """Write what is still held to the spool file for the next start (blocking: in
+        a thread); each message that cannot be written is logged as lost."""
+        new = [m for m in self._held if (m.channel, m.message_id) not in self._on_disk]
+        if not new:
+            return  # nothing held, or all of it in the file already
+        if self._dir is None:  # not a daemon (no restore): nowhere to keep them
+            for message in new:
+                spool_file.log_lost(message)
+            return
+        left = spool_file.write_held(self._dir, new)
+        lost = {(m.channel, m.message_id) for m in left}
+        self._on_disk |= {(m.channel, m.message_id) for m in new} - lost
+        log.warning(
+            "%d held message(s) kept in %s for the next start",
+            len(self._held) - len(left),
+            self._dir / spool_file.SPOOL_NAME,
+        )
+
+    def _all_stored(self) -> None:
+        self._drained()
+        if self._dir is not None and self._on_disk:
+            spool_file.remove_held(self._dir)
+            self._on_disk = set()
+        log.info("all spooled messages stored")
 
     async def _drain(self) -> None:
         delay = 1.0
@@ -78,8 +148,7 @@ class InboundSpool:
                 continue
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
-        self._drained()
-        log.info("all spooled messages stored")
+        self._all_stored()
 
     async def _round(self) -> tuple[int, Exception | None]:
         """Route each held message once, oldest first: (how many were stored, the last

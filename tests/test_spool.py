@@ -140,3 +140,76 @@ async def test_a_chat_whose_messages_stay_refused_does_not_hold_up_the_others() 
     spool.hold(inbound("four", chat="other", message_id="c"))
     await _until(lambda: routed == ["b", "c"], timeout=5)
     assert [m.message_id for m in spool._held] == ["s1", "s2"] and not drained
+
+
+async def test_a_message_held_when_the_daemon_stops_is_stored_at_the_next_start(
+    config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 39): the spool was memory only. A message held on a full disk
+    # (the loopback answered 202 "held, do not send it again", the dashboard kept=true)
+    # was lost by a restart before space came back: the daemon exited 0, nothing was
+    # stored after the restart, and the stop logged nothing about it.
+    from bot.daemon_stop import shutdown
+    from bot.services import open_services
+    from bot.spool import HeldForRetry
+    from bot.spool_file import RESERVE_BYTES, RESERVE_NAME, SPOOL_NAME
+    from tests.conftest import shutdown_services
+
+    monkeypatch.setattr("bot.router.STORAGE_RETRIES", ())
+    data = config.data_dir
+    services = await open_services(config)
+    try:
+        assert await services.router.spool.restore(data) == 0  # the daemon's start
+        assert (data / RESERVE_NAME).stat().st_size == RESERVE_BYTES
+
+        async def alert_owner(text: str) -> None:
+            pass
+
+        async def full(*args: Any, **kwargs: Any) -> Any:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(services, "alert_owner", alert_owner)
+        monkeypatch.setattr(services.conversations, "append_turn", full)
+        message = inbound("the alarm code is 4711", sender=OWNER_TELEGRAM_ID, message_id="h-1")
+        with pytest.raises(HeldForRetry):
+            await services.router.deliver(message)
+    finally:
+        await shutdown(services, [], None, drain_seconds=1)  # tried once more: still full
+    assert (data / SPOOL_NAME).exists()
+
+    services = await open_services(config)  # the restart, with room again
+    try:
+        assert await services.router.spool.restore(data) == 1
+        await _until(lambda: services.health()["spooled"] == 0)
+        conv_id = await services.index.conversation_for_ref("telegram", "h-1")
+        assert conv_id is not None
+        turns = [
+            line["content"]
+            for line in services.store.read_lines(conv_id)
+            if line.get("type") == "turn" and line.get("role") == "user"
+        ]
+        assert turns == ["the alarm code is 4711"]
+        assert not (data / SPOOL_NAME).exists()  # all of it stored: the file goes
+    finally:
+        await shutdown_services(services)
+
+
+async def test_the_stop_tries_the_held_messages_once_more() -> None:
+    routed: list[str] = []
+    refusing = [True]
+
+    async def route(message: InboundMessage) -> None:
+        if refusing[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        routed.append(message.message_id)
+
+    spool = InboundSpool(route, lambda: None)
+    spool.hold(inbound("one", message_id="a"))
+    spool.hold(inbound("one", message_id="a"))  # a channel's redelivery: held once
+    await asyncio.sleep(0)  # its first round, refused: the next waits a second
+    refusing[0] = False  # space is back as the daemon stops
+    await spool.stop(timeout=5)
+    assert routed == ["a"] and len(spool) == 0
+    spool.hold(inbound("two", message_id="b"))  # after the stop: kept for the file only
+    await asyncio.sleep(0.05)
+    assert routed == ["a"] and len(spool) == 1
