@@ -91,14 +91,17 @@ async def send_message(hub: WsHub, client: Client, data: dict[str, Any]) -> None
 async def _send(
     hub: WsHub, client: Client, data: dict[str, Any], text: str, ref: str | None
 ) -> bool:
-    """``send_message`` for one message; whether it was stored (or held to be)."""
+    """``send_message`` for one message; whether it was stored."""
 
     def refuse(message: str, kept: bool = False) -> bool:
         frame: dict[str, Any] = {"type": "error", "message": message}
         if ref is not None:
             frame.update(ref=ref, kept=kept)
         hub.send(client, frame)
-        return kept
+        # Not stored, also when kept: the page sends a kept message again after a
+        # reconnect until it hears "accepted"; answered so from SentRefs, one the daemon
+        # still held (and could lose) was dropped by the page (session 39).
+        return False
 
     # The message's id is its page's ref: a tab sending a held message again after a
     # restart of the daemon (whose memory of refs, SentRefs, went with it) has it found

@@ -4,7 +4,7 @@ import { announce, appendTurn, awaitingReply, firstTurn, items, onStream, place,
 import { toast } from "./helpers.js";
 import { renderEvent, renderItem, renderNotice } from "./messages.js";
 import { loadExternal } from "./panels.js";
-import { settleFlushed } from "./queue.js";
+import { forgetHeld, keepHeld, settleFlushed } from "./queue.js";
 import { renderSidebar, upsertMeta } from "./sidebar.js";
 import { $, state } from "./state.js";
 import { setTimeZone } from "./times.js";
@@ -98,7 +98,8 @@ export const HANDLERS = {
   },
   accepted(msg) {
     if (state.unsent && msg.ref === state.unsent.ref) state.unsent = null;
-    settleFlushed(msg.ref, true);
+    forgetHeld(msg.ref);
+    settleFlushed(msg.ref, true, false);
   },
   error(msg) {
     if (msg.ref && state.unsent && msg.ref === state.unsent.ref) {
@@ -106,16 +107,18 @@ export const HANDLERS = {
       state.unsent = null;
       setGenerating(awaitingReply());
       // a held one: it and the ones after it are back in the box (or, kept, go on)
-      if (settleFlushed(msg.ref, !!msg.kept)) {
+      if (settleFlushed(msg.ref, false, !!msg.kept)) {
         if (!msg.kept) toast((msg.message || "Error") + ": not sent; your messages are back in the box.");
         return;
       }
-      // not stored (a storage failure keeps it to store later: not to be sent again)
+      // not stored (a storage failure keeps it to store later: not to be sent again
+      // now, only checked after a reconnect, see keepHeld)
       if (!msg.kept) {
         restoreInput(unsent.text);
         toast((msg.message || "Error") + ": not sent; your message is back in the box.");
         return;
       }
+      keepHeld(unsent);
     }
     toast(msg.message || "Error");
   },

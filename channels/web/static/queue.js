@@ -26,13 +26,34 @@ export function queueText(text) {
 // localStorage: they are the owner's words, and need not stay on the disk once the tab
 // is closed.
 const QUEUE_KEY = "my-agent-queued";
+const KEPT_KEY = "my-agent-kept";
 function keepQueued() {
   try {
     if (state.queued.length) sessionStorage.setItem(QUEUE_KEY, JSON.stringify(state.queued));
     else sessionStorage.removeItem(QUEUE_KEY);
+    if (state.kept.length) sessionStorage.setItem(KEPT_KEY, JSON.stringify(state.kept));
+    else sessionStorage.removeItem(KEPT_KEY);
   } catch (_e) {
     // storage refused (private mode, full): they are held in this page only
   }
+}
+
+// A message the daemon answered `kept` (the disk refused it; the daemon holds it and
+// stores it once there is room, also across its restart) is kept here too until it is
+// seen stored: after the next reconnect it goes again under its ref, and the server
+// answers `accepted` (stored, not stored twice) or stores it then. Until session 39 the
+// page forgot it at once, and a daemon stopped before the disk had room lost it.
+export function keepHeld(held) {
+  if (!state.kept.some((m) => m.ref === held.ref)) {
+    state.kept.push({ ref: held.ref, text: held.text, conversationId: held.conversationId });
+  }
+  keepQueued();
+}
+
+export function forgetHeld(ref) {
+  const before = state.kept.length;
+  state.kept = state.kept.filter((m) => m.ref !== ref);
+  if (state.kept.length !== before) keepQueued();
 }
 
 // A reloaded tab takes back what it held, and sends each under its own ref once its view
@@ -42,14 +63,19 @@ function keepQueued() {
 // that an earlier turn had said too was taken for stored and dropped, and so was a
 // held command.
 export function restoreQueued() {
-  let kept = [];
+  state.queued = readHeld(QUEUE_KEY);
+  state.kept = readHeld(KEPT_KEY);
+  if (state.queued.length || state.kept.length) state.restored = true;
+}
+
+function readHeld(key) {
+  let held = [];
   try {
-    kept = JSON.parse(sessionStorage.getItem(QUEUE_KEY) || "[]");
+    held = JSON.parse(sessionStorage.getItem(key) || "[]");
   } catch (_e) {
-    kept = [];
+    held = [];
   }
-  state.queued = (Array.isArray(kept) ? kept : []).filter((m) => m && typeof m.text === "string" && typeof m.ref === "string");
-  if (state.queued.length) state.restored = true;
+  return (Array.isArray(held) ? held : []).filter((m) => m && typeof m.text === "string" && typeof m.ref === "string");
 }
 
 export function showQueued() {
@@ -105,13 +131,15 @@ export function flushQueued() {
   showQueued();
 }
 
-// The held message in flight was answered: stored (the next goes) or refused (it and
-// every one after it go back in the box, in order, before anything typed since).
-export function settleFlushed(ref, stored) {
+// The held message in flight was answered: stored (the next goes), kept by the daemon
+// (kept here too, see keepHeld; the next goes) or refused (it and every one after it go
+// back in the box, in order, before anything typed since).
+export function settleFlushed(ref, stored, kept) {
   if (!state.flushing || ref !== state.flushing) return false;
   state.flushing = null;
   const head = state.queued.shift();
-  if (!stored) {
+  if (kept) keepHeld(head);
+  else if (!stored) {
     const texts = [head, ...state.queued].map((m) => m.text);
     state.queued = [];
     restoreInput(texts.join("\n\n"));
@@ -124,13 +152,16 @@ export function settleFlushed(ref, stored) {
 // again under its ref, first in the queue: the server answers "accepted" without
 // storing it again if it was stored (a command is not run twice either: its answer is
 // keyed by the message), and stores it if not. Nothing is guessed from the view.
+// The messages the daemon said it kept go first (sent before any of these), each once.
 export function settleUnsent() {
   const unsent = state.unsent;
   state.unsent = null;
-  if (!unsent) return;
-  if (unsent.ref === state.flushing) {
+  if (unsent && unsent.ref === state.flushing) {
     state.flushing = null; // a held one: still first in the queue
-    return;
+  } else if (unsent) {
+    state.queued.unshift({ ref: unsent.ref, text: unsent.text, conversationId: unsent.conversationId });
   }
-  state.queued.unshift({ ref: unsent.ref, text: unsent.text, conversationId: unsent.conversationId });
+  const queued = new Set(state.queued.map((m) => m.ref));
+  state.queued.unshift(...state.kept.filter((m) => !queued.has(m.ref)));
+  state.kept = [];
 }

@@ -25,6 +25,10 @@ export const state = {
   // shown as waiting and sent one by one once the tab is connected again.
   queued: [],
   flushing: null, // the ref of the held message in flight
+  // Messages the daemon holds, not stored yet (a full disk: `kept`), {ref, text,
+  // conversationId}: sent again under their refs after the next reconnect, until one is
+  // answered `accepted` (stored by then, or now).
+  kept: [],
   loadingOlder: false, // a load_more is on its way
   loadingNewer: false, // a load_newer is on its way
   restored: false, // held messages came back from sessionStorage: check the first

@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -243,3 +244,56 @@ async def test_what_is_in_the_box_survives_a_reload(page: Page, stack: Stack) ->
     await page.reload()
     await expect(page.locator(".msg-user .msg-body").last).to_have_text("Remind me to call Ann")
     await expect(page.locator("#input")).to_have_value("")
+
+
+class ForgetfulHost:
+    """The channel host of a daemon that holds the first message (a full disk: kept)
+    and then stops before it could store it, or write it down."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.held: list[str] = []
+
+    async def deliver(self, message: Any) -> None:
+        from bot.spool import HeldForRetry
+
+        if not self.held:
+            self.held.append(message.text)
+            raise HeldForRetry("storage failure: [Errno 28] No space left on device")
+        await self.host.deliver(message)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.host, name)
+
+
+async def test_a_message_the_daemon_kept_is_sent_again_after_a_restart_until_stored(
+    page: Page, stack: Stack
+) -> None:
+    # Regression (session 39): a message answered `kept` (held by the daemon on a full
+    # disk) was forgotten by the page at once; a daemon stopped before the disk had room
+    # lost it. The page keeps it (sessionStorage too) and sends it again under its ref
+    # after the reconnect: stored then, once.
+    await page.click("#new-conversation")
+    await send(page, "Plan the trip")
+    await expect(page.locator(".msg-assistant")).to_have_count(1)
+    conversation = await page.get_attribute("body", "data-conversation")
+    assert conversation
+    forgetful = ForgetfulHost(stack.channel.host)
+    stack.channel.host = forgetful
+    await send(page, "The alarm code is 4711")
+    await page.wait_for_function("() => sessionStorage.getItem('my-agent-kept') !== null")
+    assert forgetful.held == ["The alarm code is 4711"]
+    await expect(page.locator("#input")).to_have_value("")  # kept: not back in the box
+    await stack.channel.stop()
+    await expect(page.locator("body")).to_have_attribute("data-connection", "offline")
+    await restart_web(stack)  # the daemon's restart: it has nothing of the message
+    await page.click("#reconnect-now")
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    await page.wait_for_function("() => sessionStorage.getItem('my-agent-kept') === null")
+    await expect(page.locator("#queued")).to_have_count(0)
+    users = [t["content"] for t in await _turns(stack, conversation) if t["role"] == "user"]
+    assert users == ["Plan the trip", "The alarm code is 4711"]
+    await page.reload()  # stored: nothing goes twice
+    await expect(page.locator("body")).to_have_attribute("data-connection", "live")
+    users = [t["content"] for t in await _turns(stack, conversation) if t["role"] == "user"]
+    assert users == ["Plan the trip", "The alarm code is 4711"]
