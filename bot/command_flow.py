@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
-from bot.command_runs import CommandRuns, has_effects
-from bot.command_syntax import is_closing
+from bot.command_runs import CommandRun, CommandRuns, has_effects
+from bot.command_syntax import first_message, parse_command
 from bot.commands import GROUP_MEMBER_HELP, CommandResult, Commands
 from bot.events import InboundMessage, OutboundMessage, placement
 from bot.index import ConversationRecord
@@ -69,8 +69,8 @@ class CommandFlow:
         dedup = f"{msg.channel}:{msg.message_id}:command"
         # "/new" then a message ("/new" on the first line of a mail, the request below
         # it): the text is the fresh conversation's first message, not dropped.
-        # A mail's closing alone ("Thanks,\nOlivia") is no first message (is_closing).
-        first = args if name == "new" and owner and args and not is_closing(args) else ""
+        # A mail's closing alone ("Thanks,\nOlivia") is no first message (first_message).
+        first = first_message(msg.channel, args) if name == "new" and owner else ""
         if await self.s.outbox.has_key(dedup):
             # A redelivered command (its answer is queued already): never run it twice,
             # a second /new would create a second conversation.
@@ -78,7 +78,14 @@ class CommandFlow:
                 # Its first message was not recorded (recorded, its id would have made
                 # this a duplicate message): the write failed after the answer was
                 # queued. It goes to the conversation that /new made, not lost.
-                await self._record_first_message(msg, first, dedup)
+                conv_id = await self.s.outbox.conversation_for_key(dedup)
+                fresh = await self.s.conversations.get(conv_id) if conv_id else None
+                if fresh is None:
+                    log.warning("first message of %s /new %s: its conversation is gone",
+                                msg.channel, msg.message_id)  # fmt: skip
+                    return
+                log.info("recording the first message of %s /new %s", msg.channel, msg.message_id)
+                await self._first_message(msg, first, fresh)
                 return
             log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
             return
@@ -120,6 +127,7 @@ class CommandFlow:
             # party on another channel) that came then created one of its own, and the
             # owner had two, the escalation in the one no longer pinned.
             async with self._contact_lock(rec.identity_key):
+                rec = await self._still_pinned(rec, run)
                 result = await self.commands.run_owner(name, args, msg, rec, run)
         elif owner:
             result = await self.commands.run_owner(name, args, msg, rec, run)
@@ -162,11 +170,37 @@ class CommandFlow:
         self._recorded.pop(recorded, None)
         self.s.outbox.wake(msg.channel)
         if first and result.switched_to is not None:
-            await self.turns.record_and_reply(
-                replace(msg, text=first),
-                result.switched_to,
-                sender=None if msg.channel == "web" else msg.sender_id,
-            )
+            await self._first_message(msg, first, result.switched_to)
+
+    async def _still_pinned(
+        self, rec: ConversationRecord, run: CommandRun | None
+    ) -> ConversationRecord:
+        """The contact's pinned conversation as it is now that /new holds its lock:
+        ``rec`` was looked up before, and a /new that came at the same moment may have
+        unpinned it since; both then started a conversation, and the contact had several
+        pinned (before session 39). A resumed run keeps the one it was claimed in."""
+        if (run is not None and run.resumed) or not rec.identity_key:
+            return rec
+        now = await self.s.conversations.get(rec.id)
+        if now is not None and now.pinned:
+            return now
+        return await self.s.conversations.pinned_for(rec.identity_key) or now or rec
+
+    async def _first_message(
+        self, msg: InboundMessage, text: str, fresh: ConversationRecord
+    ) -> None:
+        """The first message of ``/new text`` in the fresh conversation: recorded and
+        answered, or, when it is a command itself ("/new /model haiku"), run there; it
+        was a message to the model, which was asked (and paid) to answer "/model haiku"
+        (before session 39)."""
+        then = replace(msg, text=text, message_id=f"{msg.message_id}:then")
+        command = parse_command(text)
+        if command is not None:
+            await self.run(then, fresh, *command)
+            return
+        await self.turns.record_and_reply(
+            replace(msg, text=text), fresh, sender=None if msg.channel == "web" else msg.sender_id
+        )
 
     def _note_recorded(self, key: tuple[str, str, str]) -> None:
         """Remember that the command ``key`` names is recorded until its answer is
@@ -175,21 +209,6 @@ class CommandFlow:
         self._recorded[key] = None
         while len(self._recorded) > RECORDED_KEPT:
             self._recorded.popitem(last=False)
-
-    async def _record_first_message(self, msg: InboundMessage, text: str, dedup: str) -> None:
-        """Record the first message of a redelivered ``/new <text>`` in the conversation
-        that the command's queued answer names."""
-        conv_id = await self.s.outbox.conversation_for_key(dedup)
-        rec = await self.s.conversations.get(conv_id) if conv_id else None
-        if rec is None:
-            log.warning(
-                "first message of %s /new %s: its conversation is gone", msg.channel, msg.message_id
-            )
-            return
-        log.info("recording the first message of %s /new %s", msg.channel, msg.message_id)
-        await self.turns.record_and_reply(
-            replace(msg, text=text), rec, sender=None if msg.channel == "web" else msg.sender_id
-        )
 
 
 def _no_party(msg: InboundMessage) -> PartyRecord:

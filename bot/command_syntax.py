@@ -70,6 +70,15 @@ _CLOSING = re.compile(
 )
 
 
+def first_message(channel: str, args: str) -> str:
+    """What ``/new args`` starts the fresh conversation with: ``args``, but nothing for a
+    mail's closing alone (``"/new"`` over ``"Thanks,\nOlivia"``). Only in mail: a chat's
+    "/new Ciao" or "/new cheers" is a greeting, and was dropped (before session 39)."""
+    if channel == "email" and is_closing(args):
+        return ""
+    return args
+
+
 def is_closing(text: str) -> bool:
     """Whether ``text`` is only a mail's closing: a valediction ("Thanks,", "Best
     regards", "Viele Grüße") and at most two short lines under it (a name, a role)."""

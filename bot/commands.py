@@ -28,7 +28,7 @@ from bot.command_syntax import (
     OWNER_HELP,
     STRANGER_HELP,
     CommandResult,
-    is_closing,
+    first_message,
     parse_command,
 )
 from bot.events import InboundMessage
@@ -127,7 +127,7 @@ class Commands(PartyCommands):
             # session 24; the dashboard's since session 18).
             model = conv.model or self.s.config.models.default
             # ("/new <first message>": that message starts it)
-            starts = args and not is_closing(args)  # a mail's sign-off is no message
+            starts = first_message(message.channel, args)  # a mail's sign-off is none
             rest = "your message starts it" if starts else "nothing has been said in it yet"
             return CommandResult(
                 f"This conversation is new already ({self._model_note(model)}): {rest}.",

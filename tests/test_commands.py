@@ -133,6 +133,48 @@ async def test_new_on_a_channel_unpins_and_pins_a_fresh_one(core: Core) -> None:
     assert [r.id for r in pinned] == [fresh.id]
 
 
+async def test_new_commands_at_the_same_moment_leave_one_pinned_conversation(
+    core: Core,
+) -> None:
+    # Regression (session 39): each /new had looked its conversation up before taking
+    # the contact's lock; three at once each started a conversation, and the owner had
+    # three pinned on telegram, two of them empty for good.
+    import asyncio
+
+    await core.say("the boiler again")
+    before = {r.id for r in await core.s.conversations.list()}
+    await asyncio.gather(*(core.s.router.deliver(inbound("/new")) for _ in range(3)))
+    await settle(core.s)
+    records = await core.s.conversations.list()
+    pinned = [r for r in records if r.pinned]
+    assert len(pinned) == 1 and len({r.id for r in records} - before) == 1
+    answers = [m.text for m in core.telegram.sent if m.kind == "command"]
+    assert sum(a.startswith("Started a new conversation") for a in answers) == 1
+    assert sum(a.startswith("This conversation is new already") for a in answers) == 2
+
+
+async def test_new_with_a_greeting_in_a_chat_starts_with_it(core: Core) -> None:
+    # Regression (session 39): the filter for a mail's sign-off ran on every channel, so
+    # "/new Ciao" or "/new cheers" on Telegram started an empty conversation.
+    await core.say("the boiler again")
+    await core.say("/new Ciao")
+    fresh = await core.s.conversations.pinned_for(f"telegram:{OWNER}")
+    assert fresh is not None and fresh.turn_count == 1  # its first message, answered
+    assert core.brain.requests[-1].text == "Ciao"
+
+
+async def test_new_then_a_command_runs_it_in_the_fresh_conversation(core: Core) -> None:
+    # Regression (session 39): "/new /model haiku" sent "/model haiku" to the model as
+    # words (asked and paid to answer them), and the conversation stayed on sonnet.
+    await core.say("the boiler again")
+    asked = len(core.brain.requests)
+    answer = await core.say("/new /model haiku")
+    assert answer.startswith("Model switched to haiku"), answer
+    fresh = await core.s.conversations.pinned_for(f"telegram:{OWNER}")
+    assert fresh is not None and fresh.model == "haiku" and fresh.turn_count == 0
+    assert len(core.brain.requests) == asked
+
+
 async def test_new_on_the_offline_brain_says_no_model_answers_yet(tmp_path: Path) -> None:
     # "(model sonnet)" read as if sonnet would answer, with no API key set.
     services = await open_services(telegram_config(tmp_path))
