@@ -56,6 +56,7 @@ class InboundSpool:
         self._task: asyncio.Task[None] | None = None
         self._dir: Path | None = None  # the daemon's data directory: held across a stop
         self._on_disk: set[tuple[str, str]] = set()  # those the spool file holds
+        self._unwritten: set[tuple[str, str]] = set()  # those it could not take, this run
         self._stopping = False
 
     def __len__(self) -> int:
@@ -130,14 +131,29 @@ class InboundSpool:
 
     def _all_stored(self) -> None:
         self._drained()
+        self._unwritten = set()
         if self._dir is not None and self._on_disk:
             spool_file.remove_held(self._dir)
             self._on_disk = set()
         log.info("all spooled messages stored")
 
+    async def _persist(self) -> None:
+        """Write the held messages the spool file does not hold yet (in a thread): a kill
+        (-9, a power cut) before the disk has room again must not lose them either; a
+        clean stop alone wrote them before (session 39)."""
+        tried = self._on_disk | self._unwritten
+        new = [m for m in self._held if (m.channel, m.message_id) not in tried]
+        if not new or self._dir is None:
+            return
+        left = await asyncio.to_thread(spool_file.write_held, self._dir, new, final=False)
+        unwritten = {(m.channel, m.message_id) for m in left}
+        self._on_disk |= {(m.channel, m.message_id) for m in new} - unwritten
+        self._unwritten |= unwritten  # tried once more by the stop (save), not each round
+
     async def _drain(self) -> None:
         delay = 1.0
         while self._held:
+            await self._persist()
             stored, refused = await self._round()
             if not refused:
                 delay = 1.0

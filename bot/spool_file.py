@@ -116,11 +116,14 @@ def make_reserve(data_dir: Path) -> None:
         log.warning("no room for %s (%s): held messages may not survive a stop", path, exc)
 
 
-def write_held(data_dir: Path, messages: Iterable[InboundMessage]) -> list[InboundMessage]:
+def write_held(
+    data_dir: Path, messages: Iterable[InboundMessage], *, final: bool = True
+) -> list[InboundMessage]:
     """Add ``messages`` to the spool file, each whole and synced or not at all; the
     reserve is given up if the disk refuses. Appended, never rewritten: what the file
     holds already stays, whatever happens to these. Returns the messages that could not
-    be written, each logged as lost."""
+    be written, each logged as lost when ``final`` (the stop's; else they are still held
+    in memory, and the stop tries them again)."""
     pending = list(messages)
     path = data_dir / SPOOL_NAME
     reserve = data_dir / RESERVE_NAME
@@ -168,8 +171,9 @@ def write_held(data_dir: Path, messages: Iterable[InboundMessage]) -> list[Inbou
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
-    for message in pending:
-        log_lost(message)
+    if final:
+        for message in pending:
+            log_lost(message)
     return pending
 
 

@@ -142,6 +142,39 @@ async def test_a_chat_whose_messages_stay_refused_does_not_hold_up_the_others() 
     assert [m.message_id for m in spool._held] == ["s1", "s2"] and not drained
 
 
+async def test_a_held_message_outlives_a_kill_before_the_disk_has_room(tmp_path: Any) -> None:
+    # Regression (session 39): held messages reached the spool file only at a clean
+    # stop; a kill -9 (or a power cut) before the disk had room again lost them.
+    from bot.spool_file import SPOOL_NAME
+
+    async def full(message: InboundMessage) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    spool = InboundSpool(full, lambda: None)
+    assert await spool.restore(tmp_path) == 0
+    spool.hold(inbound("the alarm code is 4711", message_id="k-1"))
+    await _until(lambda: (tmp_path / SPOOL_NAME).exists())
+    spool.hold(inbound("and the gate is 0815", message_id="k-2"))
+    await _until(lambda: (tmp_path / SPOOL_NAME).read_bytes().count(b"\n") == 2)
+    # killed here: no stop, no save; the next start finds both, each once
+
+    routed: list[str] = []
+
+    async def room(message: InboundMessage) -> None:
+        routed.append(message.message_id)
+
+    drained: list[bool] = []
+    after = InboundSpool(room, lambda: drained.append(True))
+    assert await after.restore(tmp_path) == 2
+    await _until(lambda: drained)
+    assert routed == ["k-1", "k-2"]
+    assert not (tmp_path / SPOOL_NAME).exists()
+    task = spool._task
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_message_held_when_the_daemon_stops_is_stored_at_the_next_start(
     config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
