@@ -47,6 +47,7 @@ from bot.health_store import (
 from bot.health_text import format_text, not_ready_because
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.service_databases import REBUILD_NEWER_INDEX
+from bot.spool_file import SPOOL_NAME, read_held
 from bot.status_reads import schema_too_new, stored_channel_problems
 
 if TYPE_CHECKING:
@@ -113,6 +114,14 @@ def collect(
         readyz["channel_problems"] = _kept_problems(config.state_path)
         problems.append(f"/readyz is not ok: {not_ready_because(readyz)}")
 
+    held = _held_messages(data_dir)
+    if held:
+        # written when the disk refused them; stored at the next start (bot/spool_file.py)
+        problems.append(
+            f"{held} message(s) the disk refused are held in {data_dir / SPOOL_NAME}: "
+            "stored when the daemon runs and the disk has room"
+        )
+
     exit_code = 0
     # A database from a newer my-agent: every command and the daemon refuse it (exit 74),
     # and status said nothing of it (before session 39). The same words as their refusal.
@@ -175,6 +184,14 @@ def collect(
             problems.extend(stored)
     report["exit_code"] = exit_code or (1 if problems else 0)
     return report
+
+
+def _held_messages(data_dir: Path) -> int:
+    """How many messages the spool file holds (0: none, or it cannot be read)."""
+    try:
+        return len(read_held(data_dir))
+    except OSError:
+        return 0
 
 
 def _kept_problems(state_path: Path) -> list[str]:

@@ -97,6 +97,24 @@ async def test_consistent_store_without_daemon(populated: tuple[AppConfig, list[
     assert "abbreviations pending: 2 (1 failed, to retry; 1 not yet written)" in text
 
 
+async def test_messages_held_in_the_spool_file_are_named(
+    populated: tuple[AppConfig, list[str]],
+) -> None:
+    # (session 39) what a full disk left in spool.jsonl waits for the next start
+    from bot.spool_file import SPOOL_NAME, encode
+    from tests.support import inbound
+
+    config, _ = populated
+    (config.data_dir / SPOOL_NAME).write_bytes(
+        encode(inbound("one", message_id="s-1")) + encode(inbound("two", message_id="s-2"))
+    )
+    report = await asyncio.to_thread(healthcheck.collect, config)
+    assert (
+        f"2 message(s) the disk refused are held in {config.data_dir / SPOOL_NAME}: stored "
+        "when the daemon runs and the disk has room"
+    ) in report["problems"]
+
+
 async def test_live_status_file_means_healthy(populated: tuple[AppConfig, list[str]]) -> None:
     config, _ = populated
     n = Notifier(env={}, status_path=config.data_dir / STATUS_FILE_NAME)
