@@ -273,6 +273,7 @@ class Router:
         reason = getattr(exc, "strerror", None) or exc
         text = (
             f"Storage problem: I cannot write messages to disk ({reason}). "
-            "Incoming messages are held in memory and retried; please free disk space."
+            "Incoming messages are held (kept across a restart) and retried; please free disk "
+            "space."
         )
         await self.s.alert_owner(text)
