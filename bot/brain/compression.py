@@ -209,9 +209,10 @@ class Compressor:
                 return None
             account(self.config, spent, "haiku", message)
             summary = text_of(message).strip()
-            if not summary:
+            if not summary or message.stop_reason == "refusal":
                 # A refusal or an empty answer: recorded, it would replace the older turns
-                # with nothing, for good (the event is what every later hydration reads).
+                # with nothing, or with the words before the refusal, for good (the event
+                # is what every later hydration reads).
                 log.warning(
                     "%s: compression returned no summary (%s); continuing uncompressed",
                     conv_id,

@@ -54,6 +54,10 @@ async def complete_once(
         spent = ReplyParts()
         account(config, spent, model_alias, message)
         record_spending(spent.usage, spent.cost)  # onto the event it produces
+        if message.stop_reason == "refusal":
+            # What came before the refusal is no answer: stored, "User asked about" was
+            # a conversation's notes for good (before session 39).
+            raise RequestRefused("the model refused to answer (stop_reason: refusal)")
         if message.stop_reason != "max_tokens":
             break
         log.warning("a %s answer was cut at %d tokens", model_alias, attempt_tokens)

@@ -46,6 +46,14 @@ log = logging.getLogger("my_agent.lifecycle")
 # "Meeting notes:" / "**Summary:**" / "Here are the meeting notes for this conversation:"
 # headers some answers start with, and such a Markdown heading ("# Meeting Notes"): kept,
 # they were shown in the dashboard and embedded as part of the notes (session 29).
+# A refusal in words rather than by stop_reason: short, and opening with an apology or an
+# "I can't" (notes never do: they are about the conversation, in the third person).
+_REFUSAL = re.compile(
+    r"(i'?m sorry|i am sorry|sorry,|i apologi[sz]e|unfortunately,? i|"
+    r"i (?:can(?:not|'t| not)|won'?t|am unable|'m unable|am not able|'m not able))\b",
+    re.IGNORECASE,
+)
+REFUSAL_CHARS = 400
 _PREAMBLE = re.compile(
     r"^\s*(\*\*)?(here (is|are) (the |my |a )?)?(concise |brief |short )?"
     r"(meeting notes|notes|summary|abbreviation)"
@@ -143,6 +151,11 @@ class Abbreviator:
                 wait = getattr(exc, "retry_after", None)
                 raise AbbreviationError(f"{type(exc).__name__}: {exc}", retry_after=wait) from exc
             text = _PREAMBLE.sub("", text or "", count=1).strip()
+            if _REFUSAL.match(text) and len(text) <= REFUSAL_CHARS:
+                # "I'm sorry, but I can't help with summarizing this conversation." was
+                # stored as its notes, embedded and ranked (before session 39)
+                log.warning("the model refused the notes of %s: %r", record.id, text[:80])
+                text = ""
             if not text:
                 # Refused or empty for this conversation (a refusal, a prompt the API
                 # rejects): asking again gives the same, and as a failure it paused the

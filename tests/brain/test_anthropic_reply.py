@@ -155,6 +155,18 @@ async def test_complete_for_background_work(
     assert body["system"] == "Name this conversation."
 
 
+async def test_a_refusal_in_background_work_is_refused_not_an_answer(
+    brain: AnthropicBrain, fake_api: FakeAnthropicAPI
+) -> None:
+    # Regression (session 39): the words before a stop_reason "refusal" were returned as
+    # the answer, and stored as a conversation's notes for good.
+    from bot.brain.base import RequestRefused
+
+    fake_api.push(Scripted([Block("text", text="User asked about")], stop_reason="refusal"))
+    with pytest.raises(RequestRefused, match="refusal"):
+        await brain.complete(system="Write notes.", prompt="turns...", max_tokens=50)
+
+
 async def test_persona_file_created_and_reloaded(
     brain: AnthropicBrain, core: SimpleNamespace, fake_api: FakeAnthropicAPI, config: AppConfig
 ) -> None:

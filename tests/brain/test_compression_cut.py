@@ -157,3 +157,22 @@ async def test_a_group_members_words_are_not_the_owners_in_the_summarising_promp
         assert "[turn 4] Owner: user turn 4:" in prompt
     finally:
         await brain.client.close()
+
+
+async def test_a_summary_refused_part_way_is_not_recorded(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression (session 39): only an empty summary was refused; the words before a
+    # stop_reason "refusal" replaced the older turns for good.
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=1500)
+    brain = make_brain(config, core, ManualClock())
+    try:
+        conv = await seed_conversation(core, [*big_exchanges(), ("user", big(9, "user"))])
+        fake_api.push(Scripted([Block("text", text="- The owner asked")], stop_reason="refusal"))
+        fake_api.push_text("reply 9")
+        reply = await brain.reply(owner_request(big(9, "user"), conv))
+        assert reply.text == "reply 9"
+        # uncompressed: no summary recorded, only the failed call's cost
+        assert [e["event"] for e in events(core, conv)] == ["compression_failed"]
+    finally:
+        await brain.client.close()

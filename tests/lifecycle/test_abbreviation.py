@@ -381,7 +381,16 @@ async def test_a_model_outage_defers_the_rest_of_the_queue_to_the_sweep(
         assert not row.needs_abbreviation and not await _failed(core, conv)
 
 
-@pytest.mark.parametrize("refusal", ["", RequestRefused("request refused (400): too long")])
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "",
+        RequestRefused("request refused (400): too long"),
+        # Regression (session 39): a refusal in words was stored as the notes
+        "I'm sorry, but I can't help with summarizing this conversation.",
+        "I cannot write notes about this conversation.",
+    ],
+)
 async def test_a_refused_conversation_gets_offline_notes_and_starves_nobody(
     core: Core,
     make_lifecycle: MakeLifecycle,
@@ -401,7 +410,7 @@ async def test_a_refused_conversation_gets_offline_notes_and_starves_nobody(
             return "Notes by the model."
         if isinstance(refusal, BaseException):
             raise refusal
-        return ""
+        return str(refusal)
 
     model.abbreviation = answer
     lifecycle = await make_lifecycle(model)
