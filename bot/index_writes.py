@@ -77,7 +77,14 @@ def meta_from_record(rec: ConversationRecord) -> dict[str, Any]:
 
 # Events that may carry the ``usage`` and ``cost`` of the model call that produced them.
 COSTED_EVENTS = frozenset(
-    {"compression", "compression_failed", "abbreviation", "title_assigned", "meta_update"}
+    {
+        "compression",
+        "compression_failed",
+        "abbreviation",
+        "title_assigned",
+        "meta_update",
+        "naming_failed",
+    }
 )
 
 

@@ -151,7 +151,10 @@ class Namer:
             hint = prompts.CHANNEL_NAMING_HINTS["telegram"].format(contact=contact)
         elif subject:
             hint = prompts.CHANNEL_NAMING_HINTS["email"].format(subject=subject)
-        current = record.title
+        # A title the model gave (named through a turn): offered to keep. A stand-in (the
+        # keywords of an outage, an escalation's placeholder; through turn 0) was offered
+        # too, and a model that kept it made it a title of its own (before session 39).
+        current = record.title if record.last_named_turn > 0 else None
         if current and contact and current.startswith(contact + SEPARATOR):
             current = current[len(contact) + len(SEPARATOR) :]
         prompt = prompts.naming_prompt(

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from bot.brain.cost import tracking
+from bot.brain.cost import Spending, tracking
 from bot.config.model import AppConfig
 from bot.lifecycle.naming import Namer, Naming
 from bot.lifecycle.prompts import SPLIT_NOTE
@@ -105,6 +105,7 @@ class NamingRuns:
         fresh = await self.conversations.get(conv_id)
         if fresh is None or fresh.manually_named:
             log.info("naming %s dropped: renamed by hand meanwhile", conv_id)
+            await self._paid_for_nothing(conv_id, spent)
             return None
         # The turns it was named from: messages that arrived during the model call were
         # counted as named (through 7 for a title made of turns 1-5), and the re-naming
@@ -122,6 +123,7 @@ class NamingRuns:
                     conv_id,
                     wait.total_seconds(),
                 )
+                await self._paid_for_nothing(conv_id, spent)
                 return None
             # A first title from keywords: a stand-in, stored as named through turn 0 so
             # the naming stays owed (asked again on the sweep, at the next message or
@@ -161,6 +163,19 @@ class NamingRuns:
             self._split_notes[conv_id] = note
             self.conversations.add_note(conv_id, note)
         return naming
+
+    async def _paid_for_nothing(self, conv_id: str, spent: Spending) -> None:
+        """The cost of a naming call whose answer is not used (no usable answer, a rename
+        by hand meanwhile), on a ``naming_failed`` event: it was recorded nowhere, and
+        /status left those calls out of the conversation's cost (before session 39)."""
+        if not spent.calls:
+            return
+        try:
+            await self.conversations.append_event(conv_id, "naming_failed", **spent.fields())
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # (only the cost's record is lost)
+            log.exception("cannot record the cost of naming %s", conv_id)
 
     async def split_delivered(self, conversation_id: str, notes: tuple[str, ...]) -> None:
         """A reply delivered ``notes`` (bus ``notes_delivered``): when the split offer was

@@ -49,6 +49,7 @@ class ScriptedModel:
         )
         self.calls: list[dict[str, Any]] = []
         self.gate: asyncio.Event | None = None
+        self.naming_cost = 0.0  # billed per naming call, as the real model's are recorded
 
     def kind(self, system: str) -> str:
         return "naming" if "JSON" in system else "abbreviation"
@@ -68,6 +69,11 @@ class ScriptedModel:
         )
         if self.gate is not None:
             await self.gate.wait()
+        if self.naming_cost and kind == "naming":
+            from bot.brain.base import Usage
+            from bot.brain.cost import record_spending
+
+            record_spending(Usage(input=1000, output=50), self.naming_cost)
         reply = self.naming if kind == "naming" else self.abbreviation
         if isinstance(reply, BaseException):
             raise reply
