@@ -136,7 +136,8 @@ class NamingRuns:
         await self.conversations.set_title_topics(
             conv_id,
             naming.title,
-            naming.topics,
+            # an answer without topics keeps those the conversation has (they were wiped)
+            naming.topics or list(fresh.topics or ()),
             through,
             event=event,
             # what was queued; the transcript says "offered" once a reply delivered it

@@ -225,6 +225,14 @@ async def test_renamed_on_idle_after_ten_more_turns(
     assert core.events(conv, "meta_update")[-1]["throughTurn"] == 25
     assert len(core.events(conv, "title_assigned")) == 2
 
+    # An answer without topics keeps the conversation's (session 39: they were wiped).
+    model.naming = '{"title": "Offsite Backup Rotation"}'
+    await _user_turns(core, conv, 10)
+    clock.advance(600)
+    await lifecycle.run_due()
+    row = await core.row(conv)
+    assert row.title == "Offsite Backup Rotation" and row.topics == ["backups"]
+
 
 async def test_suggest_split_leaves_one_note_for_the_next_reply(
     core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel
