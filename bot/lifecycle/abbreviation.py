@@ -55,8 +55,10 @@ _REFUSAL = re.compile(
 )
 REFUSAL_CHARS = 400
 _PREAMBLE = re.compile(
-    r"^\s*(\*\*)?(here (is|are) (the |my |a )?)?(concise |brief |short )?"
-    r"(meeting notes|notes|summary|abbreviation)"
+    # ("Sure! Here are the notes you asked for:" stayed whole before session 39)
+    r"^\s*((sure|certainly|of course|okay|ok)[!,.]?\s+)?"
+    r"(\*\*)?(here (is|are) (the |my |a )?)?(concise |brief |short )?"
+    r"(meeting notes|notes|summary|abbreviation)( you asked for| you requested)?"
     r"( (for|of|on) (this|the) (conversation|chat|discussion))?\s*:\s*(\*\*)?\s*"
     r"|^\s*#{1,6} (meeting notes|notes|summary)\b[^\n]{0,40}\n\s*(?=\S)",
     re.I,

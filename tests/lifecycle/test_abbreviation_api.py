@@ -156,6 +156,7 @@ NOTES = "User chose RAID-6 for the NAS; open: buy two disks."
         f"Here is a concise summary:\n{NOTES}",
         f"# Meeting Notes\n\n{NOTES}",
         f"## Summary of the conversation\n{NOTES}",
+        f"Sure! Here are the notes you asked for:\n\n{NOTES}",  # (session 39)
     ],
 )
 async def test_a_preamble_before_the_notes_is_left_out(
