@@ -32,6 +32,8 @@ _SMALL_WORDS = frozenset(
     "a an and as at but by for from in into nor of on or over per the to via vs with".split()
 )
 _NUMERIC_ID = re.compile(r"^-?\d+$")
+# A word or words in Markdown emphasis or code: **bold**, __bold__, *it*, _it_, `code`.
+_EMPHASIS = re.compile(r"(?<!\w)(\*\*|__|\*|_|`)(?=\S)(.+?)(?<=\S)\1(?!\w)")
 _TRAILING = ".!?:;,…-–—"
 _EMOJI_JOINERS = frozenset("\u200d\ufe0e\ufe0f\u20e3")
 # Symbols that carry a name's meaning, spelt out before a topic becomes kebab-case:
@@ -110,6 +112,9 @@ def clean_title(raw: str, *, max_words: int = TITLE_MAX_WORDS) -> str:
     """One line, no quotes, emoji or trailing punctuation, Title Case, <= max_words and
     80 chars."""
     text = without_symbols(str(raw))
+    # Markdown emphasis anywhere in it ("**Server** _Launch_ `Plan`"): only the ends'
+    # were stripped, "Server** _Launch_ `Plan`" was a title (before session 39).
+    text = _EMPHASIS.sub(r"\2", text)
     text = unquoted(text.strip().strip("*#").strip())
     text = re.sub(r"^(title|name)\s*:\s*", "", text, flags=re.I)
     # Quotes around all of it go, pairs inside stay, a quote without its pair goes

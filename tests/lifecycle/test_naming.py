@@ -430,6 +430,12 @@ def test_title_rules() -> None:
     )
     assert len(clean_title("x" * 200)) <= 80
     assert clean_subject("Re: RE: Fwd: [team] Launch plan") == "Launch plan"
+    # Regression (session 39): emphasis inside the title stayed ("Server** _Launch_ ...")
+    assert clean_title("**Server** _Launch_ `Plan`") == "Server Launch Plan"
+    assert clean_title("Review of *Dune*") == "Review of Dune"
+    assert clean_title("parsing user_id and snake_case_names") == (
+        "Parsing user_id and snake_case_names"
+    )
 
 
 def test_an_email_title_drops_the_reply_prefixes_of_every_language_the_channel_folds() -> None:
