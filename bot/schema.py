@@ -243,6 +243,7 @@ def _index_migrations() -> list[Migration]:
     from bot.schema_notes import index_v10
     from bot.schema_notices import index_v11
     from bot.schema_recall import RECALL_MIGRATIONS
+    from bot.schema_repair import index_v14
     from bot.schema_titles import index_v12
 
     return [
@@ -258,6 +259,7 @@ def _index_migrations() -> list[Migration]:
         index_v11,
         index_v12,
         index_v13,
+        index_v14,
     ]
 
 

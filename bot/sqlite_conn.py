@@ -201,17 +201,32 @@ def apply_migrations(conn: SyncConn, migrations: Sequence[Migration]) -> int:
             continue
         started = time.monotonic()
 
-        def _step(c: SyncConn, migration: Migration = migration, number: int = number) -> None:
+        def _step(
+            c: SyncConn, migration: Migration = migration, number: int = number
+        ) -> int | None:
+            # Read again under the write lock: another process opening the same old file
+            # (the daemon and a `search` at once) may have applied it since the read
+            # above. It was applied a second time and failed ("table titles already
+            # exists"), and the slower process exited 74 (before session 39).
+            done = int(c.execute("PRAGMA user_version").fetchone()[0])
+            if done >= number:
+                return done
             migration(c)
             c.execute(f"PRAGMA user_version={number}")
+            return None
 
         try:
-            in_transaction(conn, _step)
+            found = in_transaction(conn, _step)
         except Exception as exc:
             raise MigrationFailed(
                 f"migration {number} of {_file_name(conn)} failed ({exc}): it was rolled "
                 f"back, the file stays at schema version {current}"
             ) from exc
+        if found is not None:
+            current = found  # applied by another process meanwhile
+            if current > known:  # ... by a newer my-agent: as at the start
+                raise SchemaTooNew(newer_schema(conn, migrations) or "newer schema")
+            continue
         log.log(
             step_level,
             "applied migration %d of %s (%.1f s)",

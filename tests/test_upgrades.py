@@ -252,3 +252,97 @@ def test_each_migration_module_imports_on_its_own(module: str) -> None:
         [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
+
+
+def _sql(conn: Any) -> dict[str, Any]:
+    """Every table's columns (name, type, not null, default, key) and every index's and
+    trigger's SQL: the schema, whatever comments its CREATE statements held."""
+    shape: dict[str, Any] = {}
+    for kind, name, sql in conn.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE sql NOT NULL"
+    ).fetchall():
+        if kind == "table":
+            shape[name] = [tuple(c[1:]) for c in conn.execute(f"PRAGMA table_info({name})")]
+        else:
+            shape[name] = " ".join(str(sql).split())
+    return shape
+
+
+def test_stores_of_commits_whose_migrations_changed_since_are_repaired(tmp_path: Path) -> None:
+    # Regression (session 39, migration 14): a store of a commit of main whose migration
+    # 12 had no titles.manual (c614e8a) failed every search and every index update of a
+    # titled conversation; one from the days of the first migration 8 and 9 (3d9bb9d to
+    # 613064d) kept two indexes since dropped and lacked the party-time ones; one from the
+    # project's first days had vector tables without their vector columns.
+    fresh = connect_sync(tmp_path / "fresh.db")
+    conn = connect_sync(tmp_path / "conversations.db")
+    try:
+        apply_migrations(fresh, INDEX_MIGRATIONS)
+        assert apply_migrations(conn, INDEX_MIGRATIONS[:13]) == 13
+        _fill_index(conn)
+        conn.execute("UPDATE conversations SET manually_named = 1 WHERE id = 'conv-a'")
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO titles (conversation_id, text) "
+            "SELECT id, title FROM conversations WHERE title IS NOT NULL"
+        )
+        # the shapes those commits left
+        conn.execute("ALTER TABLE titles DROP COLUMN manual")
+        conn.execute("DROP INDEX external_messages_time")
+        conn.execute("DROP INDEX external_messages_party_time")
+        conn.execute("CREATE INDEX turns_awaiting_reply ON turns(conversation_id)")
+        conn.execute("CREATE INDEX turns_replies ON turns(turn_number)")
+        conn.execute("DROP TABLE turn_vectors")
+        conn.execute("CREATE TABLE turn_vectors (turn_id INTEGER PRIMARY KEY, window_last INT)")
+        conn.execute("COMMIT")
+        before = _contents(conn)
+        assert apply_migrations(conn, INDEX_MIGRATIONS) == len(INDEX_MIGRATIONS)
+        assert _contents(conn) == before
+        assert _sql(conn) == _sql(fresh)  # today's schema, to the letter
+        manual = conn.execute(
+            "SELECT conversation_id, manual FROM titles ORDER BY conversation_id"
+        ).fetchall()
+        assert manual == [("conv-a", 1), ("conv-b", 0)]
+        found = conn.execute(
+            "SELECT rowid FROM titles_fts WHERE titles_fts MATCH 'title'"
+        ).fetchall()
+        assert len(found) == 2
+    finally:
+        conn.close()
+        fresh.close()
+
+
+def test_two_processes_migrating_one_old_store_at_once_both_open_it(tmp_path: Path) -> None:
+    # Regression (session 39): the schema version was read once, before the migrations'
+    # transactions; a second process (the daemon and a `search` started together)
+    # applied one again after the first had ("table titles already exists") and exited
+    # 74, naming the wrong version.
+    import logging
+
+    path = tmp_path / "conversations.db"
+    setup = connect_sync(path)
+    apply_migrations(setup, INDEX_MIGRATIONS[:11])
+    setup.close()
+    other = connect_sync(path)
+    first = connect_sync(path)
+
+    class Race(logging.Handler):
+        fired = False
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "migrating to" in record.getMessage() and not self.fired:
+                self.fired = True  # the other process migrates between our read and BEGIN
+                apply_migrations(other, INDEX_MIGRATIONS)
+
+    logger = logging.getLogger("my_agent.db")
+    race, level = Race(), logger.level
+    logger.addHandler(race)
+    logger.setLevel(logging.INFO)
+    try:
+        assert apply_migrations(first, INDEX_MIGRATIONS) == len(INDEX_MIGRATIONS)
+        assert race.fired
+    finally:
+        logger.removeHandler(race)
+        logger.setLevel(level)
+        first.close()
+        other.close()
