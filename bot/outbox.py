@@ -248,6 +248,10 @@ class Outbox(OutboxRows):
                 self._unmarked[msg.outbox_id] = result
         await self._mark(msg, "sent", attempts + 1, ref=result.message_ref)
         self._unmarked.pop(msg.outbox_id or 0, None)
+        if any(name == msg.channel for name, _ in self._unreached.values()):
+            # a send went through: the server is back for the messages the outage held
+            # (an SMTP server has no poll to say so; they waited out their backoff)
+            await self.reachable(msg.channel)
         sent = replace(msg)
         for callback in self._on_sent:
             try:

@@ -279,6 +279,29 @@ async def test_a_server_reachable_again_gets_the_held_messages_at_once(state: Da
         await outbox.stop()
 
 
+async def test_a_send_that_goes_through_makes_the_outages_held_messages_due(
+    state: Database,
+) -> None:
+    # (session 39) a channel with no poll to say its server is back (SMTP): the first
+    # message that goes through says it for the rest
+    clock = Clock()
+    outbox = Outbox(state, base_delay=1000.0, clock=clock)  # every backoff long
+    channel = RecordingChannel()
+    channel.unreachable = True
+    await outbox.enqueue(msg("held in one chat"))
+    await outbox.enqueue(OutboundMessage(channel="test", chat_id="c2", text="held in another"))
+    outbox.attach(channel)
+    try:
+        await wait_until(lambda: channel.attempts >= 2)
+        channel.unreachable = False
+        await outbox.enqueue(OutboundMessage(channel="test", chat_id="c3", text="new, due now"))
+        await channel.wait_count(3)
+        assert channel.texts()[0] == "new, due now"
+        assert sorted(channel.texts()[1:]) == ["held in another", "held in one chat"]
+    finally:
+        await outbox.stop()
+
+
 async def test_pending_messages_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     db = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")
