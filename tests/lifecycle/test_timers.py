@@ -179,9 +179,9 @@ async def test_production_clock_end_to_end(core: Core) -> None:
         await lifecycle.stop(1)
 
 
-async def test_idle_timers_and_sweep_follow_a_clock_set_back(monkeypatch: Any) -> None:
-    """The system clock set back a day while a conversation's idle timer was pending: it
-    still fires after its idle time, not a day later; so does the sweep."""
+def _set_back_clock(monkeypatch: Any) -> tuple[list[timedelta], SystemClock]:
+    """A system clock and APScheduler's own, both ``offset[0]`` behind the real one:
+    a test sets the offset to set the clock back, the monotonic clock unmoved."""
     import apscheduler.schedulers.base as aps_base
 
     offset = [timedelta(0)]
@@ -196,6 +196,13 @@ async def test_idle_timers_and_sweep_follow_a_clock_set_back(monkeypatch: Any) -
             return datetime.now(UTC) - offset[0]
 
     monkeypatch.setattr(aps_base, "datetime", SetBack)
+    return offset, SetBackClock()
+
+
+async def test_idle_timers_and_sweep_follow_a_clock_set_back(monkeypatch: Any) -> None:
+    """The system clock set back a day while a conversation's idle timer was pending: it
+    still fires after its idle time, not a day later; so does the sweep."""
+    offset, clock = _set_back_clock(monkeypatch)
     fired: list[str] = []
     sweeps: list[datetime] = []
 
@@ -207,7 +214,7 @@ async def test_idle_timers_and_sweep_follow_a_clock_set_back(monkeypatch: Any) -
 
     set_back: list[timedelta] = []
     timers = IdleTimers(
-        SetBackClock(),
+        clock,
         idle_seconds=1.0,
         sweep_seconds=1.0,
         on_idle=on_idle,
@@ -236,20 +243,7 @@ async def test_a_message_just_after_a_set_back_waits_its_whole_idle_time(
     """Regression (session 39): a message in the seconds between a set-back and the
     watch's next look armed its timer from the set-back clock, and the watch then moved
     it back once more: the conversation went idle seconds after the message."""
-    import apscheduler.schedulers.base as aps_base
-
-    offset = [timedelta(0)]
-
-    class SetBack(datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> Any:
-            return datetime.now(tz) - offset[0]
-
-    class SetBackClock(SystemClock):
-        def now(self) -> datetime:
-            return datetime.now(UTC) - offset[0]
-
-    monkeypatch.setattr(aps_base, "datetime", SetBack)
+    offset, clock = _set_back_clock(monkeypatch)
     fired: list[str] = []
 
     async def on_idle(conv_id: str) -> None:
@@ -258,7 +252,6 @@ async def test_a_message_just_after_a_set_back_waits_its_whole_idle_time(
     async def on_sweep() -> None:
         return None
 
-    clock = SetBackClock()
     timers = IdleTimers(clock, idle_seconds=30.0, sweep_seconds=60.0, on_idle=on_idle,
                         on_sweep=on_sweep)  # fmt: skip
     timers.watch_seconds = 0.2
