@@ -5,7 +5,9 @@ subject with them (``Re: `` once) and the core's thread finder (bot/resolver.py)
 subjects with them when a reply lost its In-Reply-To and References. Before session 23
 each had its own list, and the core's knew only ``Re:``/``AW:``/``SV:`` and no tags: a
 reply ``Antw: Trip`` or ``RE: [EXTERNAL] Trip`` without headers started a new
-conversation although the channel answered it as ``Re: Trip``.
+conversation although the channel answered it as ``Re: Trip``. Our own Message-IDs'
+form (:func:`own_message_id`) is the same kind of rule: the channel writes them, the
+thread finder recognises them.
 """
 
 from __future__ import annotations
@@ -90,3 +92,16 @@ def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
     base = _folded(subject)[1]
     return f"Re: {base}" if base else "Re:"
+
+
+# How the Message-IDs of the mails the e-mail channel sends begin (channels/email/
+# outgoing.py's ``stable_message_id``), before ``<digest>@<our domain>>``.
+OWN_ID_PREFIX = "<my-agent."
+
+
+def own_message_id(ref: str, address: str | None) -> bool:
+    """Whether ``ref`` is a Message-ID of a mail we sent from ``address`` (our prefix,
+    its domain): a reply to it is a reply to us, also when our record of it is gone."""
+    domain = (address or "").rpartition("@")[2].strip().lower()
+    ref = ref.strip().lower()
+    return bool(domain) and ref.startswith(OWN_ID_PREFIX) and ref.endswith(f"@{domain}>")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
-from bot.mail_subjects import is_reply_subject, thread_subject
+from bot.mail_subjects import is_reply_subject, own_message_id, thread_subject
 from bot.record_cache import keyed_locks
 
 if TYPE_CHECKING:
@@ -131,9 +131,7 @@ class ConversationResolver:
                     rec = await manager.pinned_for(rec.identity_key) or rec
                 return rec
         subject = normalise_subject(msg.subject)
-        # A reply whose references we never saw, or that came without any (some phone
-        # and web clients drop In-Reply-To and References but keep "Re:").
-        if subject and (msg.thread_refs or is_reply_subject(msg.subject)):
+        if subject and self._subject_rule_applies(msg):
             window = self.s.config.channels.email.subject_thread_window_days
             for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
                 if (
@@ -143,6 +141,39 @@ class ConversationResolver:
                 ):
                     return rec
         return None
+
+    def _subject_rule_applies(self, msg: InboundMessage) -> bool:
+        """Whether ``msg`` may join a conversation by its subject: a reply that came
+        without references (some phone and web clients drop In-Reply-To and References
+        but keep "Re:"), or whose references we lost although they are our own mails',
+        read by nobody but the owner and the assistant.
+
+        Before session 39 any mail whose references were all unknown took the rule: the
+        owner's reply-all to a stranger's thread "Invoice" (references we never saw),
+        the assistant in Cc, joined the owner's private "Invoice" conversation of last
+        week, and its answer, written with that conversation in context, went to the
+        stranger too."""
+        if self._others_addressed(msg):
+            return False
+        refs = [r for r in msg.thread_refs if r.startswith("<")]
+        if not refs:
+            # (a reference that is no Message-ID, the e-mail channel's Outlook thread,
+            # ``thread-index:...``, names no mail: a gateway dropped the real ones)
+            return is_reply_subject(msg.subject)
+        address = self.s.config.channels.email.address
+        return any(own_message_id(ref, address) for ref in refs)
+
+    def _others_addressed(self, msg: InboundMessage) -> bool:
+        """Whether ``msg`` was sent (To, Cc) to anyone besides the assistant and the
+        owner's own addresses: a thread of theirs too, which no conversation of the
+        owner's with the assistant is (unless its references say so)."""
+        assistant = (self.s.config.channels.email.address or "").strip().lower()
+        for address in (*msg.metadata.get("to", ()), *msg.metadata.get("cc", ())):
+            address = str(address).strip().lower()
+            if address and address != assistant:
+                if self.s.identities.match(msg.channel, address) is None:
+                    return True
+        return False
 
 
 def _age_days(timestamp: str) -> float:

@@ -1,6 +1,6 @@
 """The thread finder's subject fallback (bot/resolver.py): a reply that lost its
 In-Reply-To and References joins its conversation by subject, whatever language or
-gateway tag its prefix came in."""
+gateway tag its prefix came in; a mail of somebody else's thread never does."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from bot.mail_subjects import reply_subject, thread_subject
+from bot.events import OutboundMessage
+from bot.mail_subjects import own_message_id, reply_subject, thread_subject
 from bot.resolver import normalise_subject
 from bot.services import open_services
+from channels.email.outgoing import stable_message_id
 from tests.conftest import (
     RecordingChannel,
     attach_channel,
@@ -24,6 +26,8 @@ from tests.conftest import (
 from tests.support import ScriptedBrain, inbound
 
 OWNER_MAIL = "robin.owner@example.org"
+ASSISTANT = "assistant@example.com"
+BOB = "bob@plumbing.example"
 
 
 @pytest.fixture
@@ -31,7 +35,10 @@ async def services(tmp_path: Path) -> AsyncIterator[Any]:
     config = make_config(
         tmp_path,
         owner={"identities": owner_identities()},
-        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+        channels={
+            "telegram": {"enabled": True, "token": "123456:TEST-token"},
+            "email": {"address": ASSISTANT},
+        },
     )
     services = await open_services(config, brain=ScriptedBrain())
     try:
@@ -95,3 +102,78 @@ async def test_a_new_mail_with_the_same_subject_is_a_new_conversation(services: 
 def test_one_rule_for_the_reply_subject_and_the_thread_finder() -> None:
     for subject in ("Antw: [Ticket #4] Trip", "SV: Re[3]: Trip", "Σχετ: Trip"):
         assert normalise_subject(subject) == thread_subject(reply_subject(subject))
+
+
+async def _conversations(services: Any) -> int:
+    return len(await services.conversations.list(channel="email", limit=10))
+
+
+async def test_the_owner_s_reply_all_to_another_s_thread_never_joins_by_subject(
+    services: Any,
+) -> None:
+    # Regression (session 39): references we never saw took the subject rule, whoever
+    # the mail was for. The owner's reply-all to Bob's own "Invoice" thread, the
+    # assistant in Cc, joined the owner's private "Invoice" conversation (a lawyer's
+    # bill), and with reply_all Bob read an answer written with it in context.
+    await _mail(services, 1, "Invoice")
+    await _mail(
+        services,
+        2,
+        "Re: Invoice",
+        thread_refs=("<bob-77@plumbing.example>",),
+        metadata={"to": [BOB], "cc": [ASSISTANT]},
+    )
+    assert await _conversations(services) == 2
+    # Without references too: Bob reads it, so it is Bob's thread as much as ours.
+    await _mail(services, 3, "Re: Invoice", metadata={"to": [ASSISTANT], "cc": [BOB]})
+    assert await _conversations(services) == 3
+
+
+async def test_unknown_references_join_by_subject_only_when_they_are_ours(
+    services: Any,
+) -> None:
+    await _mail(services, 1, "Trip")
+    # The owner answered a newsletter's "Trip" and added the assistant: not ours.
+    await _mail(
+        services,
+        2,
+        "Re: Trip",
+        thread_refs=("<news-5@travel.example>",),
+        metadata={"to": [ASSISTANT]},
+    )
+    assert await _conversations(services) == 2
+    # A reply to a mail of ours whose record is gone: our thread, found by subject
+    # (the owner's own other address in Cc is nobody else).
+    ours = f"<my-agent.{'0' * 32}@example.com>"
+    await _mail(
+        services,
+        3,
+        "AW: Trip",
+        thread_refs=(ours, "<news-5@travel.example>"),
+        metadata={"to": [ASSISTANT], "cc": [OWNER_MAIL]},
+    )
+    assert await _conversations(services) == 2
+
+
+async def test_a_reply_naming_only_an_outlook_thread_still_joins_by_subject(
+    services: Any,
+) -> None:
+    # A gateway dropped In-Reply-To and References; the channel's reference for the
+    # Outlook thread (unknown: never answered there) names no mail.
+    await _mail(services, 1, "Trip")
+    await _mail(
+        services,
+        2,
+        "RE: Trip",
+        thread_refs=(f"thread-index:{OWNER_MAIL}:AQHZ",),
+        metadata={"to": [ASSISTANT]},
+    )
+    assert await _conversations(services) == 1
+
+
+def test_our_message_ids_are_recognised_as_ours() -> None:
+    mail = OutboundMessage(channel="email", chat_id=OWNER_MAIL, text="hi", send_key="c:1")
+    sent = stable_message_id(mail, "hi", "Assistant@Example.com")
+    assert sent is not None and own_message_id(sent, ASSISTANT)
+    assert not own_message_id(sent, "assistant@elsewhere.example")
+    assert not own_message_id("<e2e-1@example.com>", ASSISTANT)

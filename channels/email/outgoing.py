@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import OutboundMessage
-from bot.mail_subjects import bare_subject
+from bot.mail_subjects import OWN_ID_PREFIX, bare_subject
 from channels.email.compose import (
     ComposedMail,
     answer_addresses,
@@ -78,14 +78,14 @@ def stable_message_id(message: OutboundMessage, text: str, address: str) -> str 
         digest = hashlib.sha256(
             f"{message.send_key}\0{message.conversation_id}\0{text}".encode()
         ).hexdigest()[:32]
-        return f"<my-agent.{digest}@{domain}>"
+        return f"{OWN_ID_PREFIX}{digest}@{domain}>"
     if message.outbox_id is None:
         return None
     # an entry queued by a daemon before session 15 (no send_key): as it was then
     digest = hashlib.sha256(
         f"{message.outbox_id}\0{message.conversation_id}\0{text}".encode()
     ).hexdigest()[:20]
-    return f"<my-agent.{message.outbox_id}.{digest}@{domain}>"
+    return f"{OWN_ID_PREFIX}{message.outbox_id}.{digest}@{domain}>"
 
 
 def reply_all_readers(

@@ -9,7 +9,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from bot.config.model import AppConfig
-from tests.channels.email.conftest import PymapServer, SmtpServer, append
+from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append
 from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     FRIEND,
@@ -109,6 +109,46 @@ async def test_replies_from_real_clients_find_their_thread(
         if line.get("type") == "turn" and line.get("role") == "user"
     ]
     assert "Porto it is." in turn["content"]
+
+
+BOB = "bob@plumbing.example"
+
+
+def reply_all(config: AppConfig) -> None:
+    config.channels.email.reply_all = True
+
+
+async def test_the_owner_s_reply_all_to_another_s_thread_is_a_conversation_of_its_own(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Regression (session 39): the owner's reply-all to Bob's own "Invoice" thread, the
+    # assistant added in Cc, named references we never saw and took the subject rule:
+    # it joined the owner's private "Invoice" conversation, and Bob read the answer
+    # written with the lawyer's bill in its context.
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, reply_all)
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(1, "My lawyer's invoice: EUR 5,000. Pay it quietly.", subject="Invoice"),
+    )
+    await smtp.capture.wait_for(1)
+    private = await wait_ref(stack, "<e2e-1@example.org>")
+    mail = owner_mail(
+        2,
+        "Adding my assistant: please pay this.\n\nOn Mon, Bob wrote:\n> Invoice 77: EUR 240.",
+        subject="Re: Invoice",
+        in_reply_to="<bob-77@plumbing.example>",
+        references="<bob-77@plumbing.example>",
+    )
+    mail.replace_header("To", f"Bob <{BOB}>")
+    mail["Cc"] = f"My Assistant <{USER}>"
+    await append(pymap.port, folder, mail)
+    await smtp.capture.wait_for(2)
+    joined = await wait_ref(stack, "<e2e-2@example.org>")
+    assert joined != private
+    assert BOB in smtp.capture.messages[1][0].rcpt_tos  # reply-all: Bob reads this one
+    said = [line.get("content") for line in stack.services.store.read_lines(joined)]
+    assert not any("lawyer" in str(text) for text in said)
 
 
 HOME = "owner@home.example"  # where the owner's mail asks to be answered
