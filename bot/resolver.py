@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from bot.services import Services
 
 THREADED_CHANNELS = {"email"}
+# The subjects a thread's conversation keeps beside its first (channelMeta "subjects"):
+# the latest ones, each once.
+KEPT_SUBJECTS = 8
 
 
 class ReadOnlyConversation(Exception):
@@ -135,7 +138,7 @@ class ConversationResolver:
             window = self.s.config.channels.email.subject_thread_window_days
             for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
                 if (
-                    normalise_subject(rec.channel_meta.get("subject")) == subject
+                    subject in {normalise_subject(s) for s in thread_subjects(rec)}
                     and rec.channel_meta.get("chatId") == msg.chat_id
                     and _age_days(rec.updated) <= window
                 ):
@@ -174,6 +177,29 @@ class ConversationResolver:
                 if self.s.identities.match(msg.channel, address) is None:
                     return True
         return False
+
+
+def thread_subjects(rec: ConversationRecord) -> list[str]:
+    """The subjects ``rec``'s thread has had: the one it started with (``channelMeta``
+    ``subject``, which names it) and the later ones of its mails (``subjects``)."""
+    later = rec.channel_meta.get("subjects")
+    found = [rec.channel_meta.get("subject"), *(later if isinstance(later, list) else ())]
+    return [s for s in found if isinstance(s, str) and s]
+
+
+def new_subjects(rec: ConversationRecord, msg: InboundMessage) -> list[str] | None:
+    """``rec``'s ``subjects`` with ``msg``'s added, when the thread has not had it (a mail
+    that changed the subject, "Re: Trip - now Porto"); None when it has, or has none.
+
+    Before session 39 the subject rule compared with the subject a conversation started
+    with only: the phone's reply without references to "Re: Trip - now Porto" (our
+    answers follow the new subject) started a new conversation."""
+    subject = normalise_subject(msg.subject)
+    if not subject or subject in {normalise_subject(s) for s in thread_subjects(rec)}:
+        return None
+    later = rec.channel_meta.get("subjects")
+    kept = [s for s in (later if isinstance(later, list) else ()) if isinstance(s, str)]
+    return [*kept, str(msg.subject)][-KEPT_SUBJECTS:]
 
 
 def _age_days(timestamp: str) -> float:

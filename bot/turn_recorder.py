@@ -9,6 +9,7 @@ way, so these live apart from any one flow.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -17,9 +18,12 @@ from bot.events import InboundMessage, placement
 from bot.index import ConversationRecord
 from bot.parties import normalise_identity
 from bot.replies import ReplyTarget
+from bot.resolver import THREADED_CHANNELS, new_subjects
 
 if TYPE_CHECKING:
     from bot.services import Services
+
+log = logging.getLogger("my_agent.conversations")
 
 
 def recipients(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,3 +120,17 @@ class TurnRecorder:
                 owner=True if owner is None else owner,
                 album=msg.metadata.get("media_group"),
             )
+        if (
+            msg.channel in THREADED_CHANNELS
+            and rec.channel == msg.channel
+            and msg.addressed  # (a bounce's subject is none the thread has had)
+            and (subjects := new_subjects(rec, msg)) is not None
+        ):
+            # The thread's subject changed: a reply without references that keeps the
+            # new one still finds it (bot/resolver.py's subject rule), also after a
+            # reindex (a meta_update line). After the reply is asked for: a failure
+            # here costs that rule, never the answer.
+            try:
+                await self.s.conversations.set_channel_meta(rec.id, subjects=subjects)
+            except Exception:
+                log.exception("could not keep the new subject of conversation %s", rec.id)

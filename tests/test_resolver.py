@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from bot.events import OutboundMessage
+from bot.index import ConversationRecord
 from bot.mail_subjects import own_message_id, reply_subject, thread_subject
-from bot.resolver import normalise_subject
+from bot.resolver import KEPT_SUBJECTS, new_subjects, normalise_subject
 from bot.services import open_services
 from channels.email.outgoing import stable_message_id
 from tests.conftest import (
@@ -177,3 +178,59 @@ def test_our_message_ids_are_recognised_as_ours() -> None:
     assert sent is not None and own_message_id(sent, ASSISTANT)
     assert not own_message_id(sent, "assistant@elsewhere.example")
     assert not own_message_id("<e2e-1@example.com>", ASSISTANT)
+
+
+async def test_a_reply_without_headers_keeping_a_changed_subject_joins_the_thread(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 39): the rule compared with the subject the conversation
+    # started with only. The thread went "Trip", then "Re: Trip - now Porto" (our
+    # answers follow it); the phone's reply without references to the new subject
+    # started a new conversation.
+    config = make_config(tmp_path, owner={"identities": owner_identities()})
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        await attach_channel(services, RecordingChannel("email"))
+        await _mail(services, 1, "Trip")
+        await _mail(services, 2, "Re: Trip - now Porto", thread_refs=("<r1@example.org>",))
+        await _mail(services, 3, "Re: Trip - now Porto")  # no In-Reply-To, no References
+        [conv] = await services.conversations.list(channel="email", limit=10)
+        assert conv.channel_meta["subject"] == "Trip"  # (what names it)
+        assert conv.channel_meta["subjects"] == ["Re: Trip - now Porto"]  # once
+        # a bounce joining by its reference brings no subject of the thread's
+        await _mail(
+            services,
+            4,
+            "Undelivered Mail Returned to Sender",
+            thread_refs=("<r3@example.org>",),
+            addressed=False,
+        )
+        assert len(await services.conversations.list(channel="email", limit=10)) == 1
+        conv = await services.conversations.require(conv.id)
+        assert conv.channel_meta["subjects"] == ["Re: Trip - now Porto"]
+    finally:
+        await shutdown_services(services)
+    # The transcript says it (a meta_update line): a rebuilt index has it too.
+    config.index_path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{config.index_path}{suffix}").unlink(missing_ok=True)
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        await attach_channel(services, RecordingChannel("email"))
+        await _mail(services, 5, "AW: trip - NOW Porto")
+        [conv] = await services.conversations.list(channel="email", limit=10)
+        assert conv.channel_meta["subjects"] == ["Re: Trip - now Porto"]
+    finally:
+        await shutdown_services(services)
+
+
+def test_a_thread_keeps_its_latest_subjects() -> None:
+    when = "2025-01-14T09:12:00Z"
+    rec = ConversationRecord(
+        id="c", channel="email", created=when, updated=when, channel_meta={"subject": "Trip"}
+    )
+    for n in range(KEPT_SUBJECTS + 2):
+        rec.channel_meta["subjects"] = new_subjects(rec, inbound("x", subject=f"Re: Leg {n}"))
+    assert rec.channel_meta["subjects"] == [f"Re: Leg {n}" for n in range(2, KEPT_SUBJECTS + 2)]
+    assert new_subjects(rec, inbound("x", subject="RE: trip")) is None
+    assert new_subjects(rec, inbound("x", subject="Re:")) is None

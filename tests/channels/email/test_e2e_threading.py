@@ -87,10 +87,17 @@ async def test_replies_from_real_clients_find_their_thread(
     )
     await smtp.capture.wait_for(4)
     assert await wait_ref(stack, "<e2e-4@example.org>") == conv
+    # The phone drops In-Reply-To and References and keeps the subject it shows, the
+    # thread's new one: it joins by subject (session 39: only the first subject, "Trip",
+    # was compared, and it started a new conversation).
+    phone = owner_mail(5, "And a hotel near the river.", subject="Re: Trip - now Porto")
+    await append(pymap.port, folder, phone)
+    await smtp.capture.wait_for(5)
+    assert await wait_ref(stack, "<e2e-5@example.org>") == conv
     # The owner forwards the assistant's answer to ask about it: a new topic, whose
     # forwarded text the model reads.
     forward = owner_mail(
-        5,
+        6,
         "What is this about?\n\n---------- Forwarded message ---------\n"
         f"From: My Assistant <{first['From']}>\nSubject: {third['Subject']}\n\nPorto it is.",
         subject="Fwd: Re: Trip - now Porto",
@@ -98,11 +105,11 @@ async def test_replies_from_real_clients_find_their_thread(
         references=f"<e2e-1@example.org> {third['Message-ID']}",
     )
     await append(pymap.port, folder, forward)
-    fifth = (await smtp.capture.wait_for(5))[4]
-    new = await wait_ref(stack, "<e2e-5@example.org>")
+    sixth = (await smtp.capture.wait_for(6))[5]
+    new = await wait_ref(stack, "<e2e-6@example.org>")
     assert new != conv
-    assert fifth["In-Reply-To"] == "<e2e-5@example.org>"
-    assert fifth["References"] == "<e2e-5@example.org>"
+    assert sixth["In-Reply-To"] == "<e2e-6@example.org>"
+    assert sixth["References"] == "<e2e-6@example.org>"
     [turn] = [
         line
         for line in stack.services.store.read_lines(new)
