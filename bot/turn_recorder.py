@@ -2,7 +2,8 @@
 
 Used by the router's owner and group flows and by a ``/new <first message>`` (bot/
 command_flow.py). Also where a message's reply goes (:func:`reply_target`) and what of
-the message a turn keeps (:func:`turn_metadata`): the stranger flow, the command answers
+the message a turn keeps (:func:`turn_metadata`; a quoted mail only when the conversation
+never held it: :func:`unseen_quote`): the stranger flow, the command answers
 and the replies resumed after a restart (bot/resume.py) address their answers the same
 way, so these live apart from any one flow.
 """
@@ -57,6 +58,22 @@ def turn_metadata(msg: InboundMessage) -> dict[str, Any]:
     return meta
 
 
+async def unseen_quote(services: Services, msg: InboundMessage, conv_id: str) -> bool:
+    """Whether the history ``msg`` quotes (metadata ``quoted``, e-mail) is of a message
+    ``conv_id`` never held: its ``in_reply_to`` is no message of that conversation (none
+    given, a mail the assistant never saw, a third party's, which went to their own
+    flow). Then the turn keeps it and the model is shown it (bot/brain/others_words.py);
+    otherwise it is in the context already (and in ``full_body``): it is not kept twice.
+    Before session 39 the model never saw it."""
+    quoted = msg.metadata.get("quoted")
+    if not isinstance(quoted, str) or not quoted.strip():
+        return False
+    answered = msg.metadata.get("in_reply_to")
+    if not isinstance(answered, str) or not answered:
+        return True
+    return await services.index.conversation_for_ref(msg.channel, answered) != conv_id
+
+
 def reply_target(msg: InboundMessage) -> ReplyTarget:
     """Where the answer to ``msg`` goes: its chat, in reply to it, in its thread."""
     refs = tuple(reversed(msg.thread_refs))
@@ -95,13 +112,16 @@ class TurnRecorder:
             # the account, not the name: from a member's first message on is what
             # their replies read of the group (bot/brain/restricted_window.py)
             extra["senderId"] = normalise_identity(msg.channel, msg.sender_id)
+        metadata = turn_metadata(msg)
+        if "quoted" in metadata and not await unseen_quote(self.s, msg, rec.id):
+            del metadata["quoted"]
         rec, line = await self.s.conversations.append_turn(
             rec.id,
             "user",
             msg.text,
             channel=msg.channel,
             sender=sender,
-            metadata=turn_metadata(msg),
+            metadata=metadata,
             **extra,
         )
         if (

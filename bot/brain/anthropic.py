@@ -241,6 +241,7 @@ class AnthropicBrain:
             conversation_id=request.conversation_id,
             first_turn=ctx.start_turn,
             group=request.recall_scope is not None,
+            others=ctx.shows_others,
         )
 
     async def _reply_restricted(

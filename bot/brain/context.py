@@ -30,6 +30,7 @@ from typing import Any
 from bot.brain.group_lines import OWNER_MARK as OWNER_MARK  # re-exported (split out)
 from bot.brain.group_lines import group_line as group_line
 from bot.brain.group_lines import member_name, owner_marked
+from bot.brain.others_words import with_quote
 from bot.brain.restricted_context import EMPTY_MESSAGE
 from bot.brain.restricted_context import (  # re-exported: a party's messages, built apart
     restricted_messages as restricted_messages,
@@ -57,6 +58,9 @@ class ContextTurn:
     # a member's join or leave notice (bot.transcript_lines.membership_notice): shown,
     # not counted among the turns a window holds (window_start)
     notice: bool = False
+    # the turn's own text, when ``content`` shows others' words beside it (a quoted mail
+    # the conversation never held: bot.brain.others_words)
+    said: str | None = None
 
     @property
     def tokens(self) -> int:
@@ -86,6 +90,12 @@ class WorkingContext:
     summary: str | None
     compressed_through: int
     turns: list[ContextTurn] = field(default_factory=list)
+
+    @property
+    def shows_others(self) -> bool:
+        """Whether a turn shows others' words beside the owner's (the system prompt
+        then says what they are: bot.brain.prompt)."""
+        return any(t.said is not None for t in self.turns)
 
     @property
     def start_turn(self) -> int:
@@ -137,6 +147,8 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
     otherwise a member's message of two paragraphs, joined to the next turn as the API
     wants, had a second one that read like the owner's unlabelled words.
     A reply the API refused (``stopReason: "refusal"``) becomes :data:`REFUSED_IN_CONTEXT`.
+    A user turn shows the quoted mail its metadata keeps, labelled as others' words
+    (:mod:`bot.brain.others_words`).
     """
     out = []
     for line in lines:
@@ -145,11 +157,26 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
         role, content, number = line.get("role"), line.get("content"), line.get("turnNumber")
         if role in ("user", "assistant") and isinstance(content, str) and isinstance(number, int):
             who = member_name(line) if role == "user" and line.get("fromOwner") is False else None
-            content = group_line(line, content)
+            said = content = group_line(line, content)
             if role == "assistant" and line.get("stopReason") == "refusal":
-                content = REFUSED_IN_CONTEXT
-            out.append(ContextTurn(role, content, number, who, membership_notice(line)))
+                said = content = REFUSED_IN_CONTEXT
+            if role == "user":
+                content = with_quote(line, content)
+            out.append(
+                ContextTurn(
+                    role,
+                    content,
+                    number,
+                    who,
+                    membership_notice(line),
+                    said if content != said else None,
+                )
+            )
     return out
+
+
+def _said(turn: ContextTurn) -> str:
+    return turn.content if turn.said is None else turn.said
 
 
 def window_start(turns: Sequence[ContextTurn], max_turns: int, max_tokens: int) -> int:
@@ -233,8 +260,9 @@ class WorkingContexts:
         if current_text is not None and not (
             kept
             and kept[-1].role == "user"
-            # (the owner's in a group carries their mark)
-            and kept[-1].content in (current_text, owner_marked(current_text))
+            # (the owner's in a group carries their mark; others' words beside it are
+            # not part of it: bot.brain.others_words)
+            and _said(kept[-1]) in (current_text, owner_marked(current_text))
         ):
             number = current_turn or ((kept[-1].turn_number + 1) if kept else through + 1)
             kept.append(ContextTurn("user", current_text, number))

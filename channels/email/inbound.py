@@ -14,6 +14,7 @@ from collections.abc import Collection
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import EMPTY_MESSAGE_LABEL, InboundMessage, iso
+from bot.graphemes import cut
 from bot.mail_subjects import is_forward_subject
 from channels.email.auth import AuthVerdict, verify_sender
 from channels.email.compose import answer_addresses, is_reply_subject, one_line, subject_base
@@ -21,11 +22,15 @@ from channels.email.dedup import dedup_key
 from channels.email.dsn import Bounce
 from channels.email.outgoing import reply_all_readers
 from channels.email.parsing import ParsedMail, attachment_lines
-from channels.email.quotes import strip_reply
+from channels.email.quotes import quoted_part, strip_reply
 from channels.email.receipts import ReadReceipt
 from channels.email.thread_index import ROOT_BYTES, thread_ref
 
 log = logging.getLogger("my_agent.email")
+
+# The quoted history kept beside the turn (metadata ``quoted``), in characters: the mail
+# answered is at its top; a long thread below it is in ``full_body`` anyway.
+QUOTED_LIMIT = 8000
 
 
 def subject_line(subject: str, text: str, thread_subject: str | None) -> str | None:
@@ -48,6 +53,15 @@ def subject_line(subject: str, text: str, thread_subject: str | None) -> str | N
         # airport" is no repeat: the model never saw what the mail was about)
         return None
     return f"Subject: {subject}"
+
+
+def capped_quote(quoted: str) -> str:
+    """``quoted`` within :data:`QUOTED_LIMIT` characters, its start kept (the mail
+    answered), with a note of what was left out."""
+    if len(quoted) <= QUOTED_LIMIT:
+        return quoted
+    kept = cut(quoted, QUOTED_LIMIT)
+    return f"{kept}\n[... {len(quoted) - len(kept)} more characters of quoted history not kept]"
 
 
 def bounce_metadata(bounce: Bounce) -> dict[str, object]:
@@ -116,6 +130,11 @@ def to_inbound(
     # The body as sent is kept when the text is not all of it (history, a signature
     # stripped); else it was the same megabytes twice in the turn.
     stripped = text.strip() != mail.text.strip()
+    # The history quoted below it, apart: when the mail it answers never reached the
+    # conversation it joins (the owner brings the assistant into a thread, or answers a
+    # third party's mail), the model is shown it, labelled as others' words (the core
+    # decides: bot/quoted.py). Before session 39 it was stripped and nothing read it.
+    quoted = quoted_part(mail.text, forward=forward) if stripped else ""
     if not text.strip() and not is_reply_subject(mail.subject):
         # "Subject: Book a table for 8 tonight" and nothing below it: the subject is
         # the whole message, taken as it is (the turn used to be empty). A reply's
@@ -202,6 +221,11 @@ def to_inbound(
         attachments=mail.attachments,
         metadata={
             **({"full_body": mail.text} if stripped else {}),
+            **(
+                {"quoted": capped_quote(quoted), "in_reply_to": mail.in_reply_to or None}
+                if quoted.strip() and mail.receipt is None and mail.bounce is None
+                else {}
+            ),
             "to": list(mail.to),
             "cc": list(mail.cc),
             **({"readers": readers} if readers else {}),

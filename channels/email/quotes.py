@@ -264,6 +264,28 @@ def strip_reply(text: str, forward: bool = False) -> str:
     return visible
 
 
+def quoted_part(text: str, forward: bool = False) -> str:
+    """What :func:`strip_reply` drops as history: the quoted and original-message lines
+    (their attribution included: it names whose words they are), blank lines between
+    runs collapsed; '' for a forward (kept whole) and for a mail that is all quote (its
+    text is kept as the message). Signatures are the sender's own: not in it."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    kinds = _classify(lines)
+    if forward and _DROPPED in kinds:
+        return ""
+    if any(kind == _TEXT and _FORWARD.match(line) for line, kind in zip(lines, kinds, strict=True)):
+        return ""
+    if not _visible(lines, kinds).strip():
+        return ""
+    out: list[str] = []
+    for line, kind in zip(lines, kinds, strict=True):
+        if kind != _TEXT:
+            out.append(line.rstrip())
+        elif out and out[-1]:
+            out.append("")
+    return "\n".join(out).strip("\n")
+
+
 def _visible(lines: list[str], kinds: list[int]) -> str:
     blocks: list[list[str]] = [[]]
     for line, kind in zip(lines, kinds, strict=True):
