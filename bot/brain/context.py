@@ -30,7 +30,7 @@ from typing import Any
 from bot.brain.group_lines import OWNER_MARK as OWNER_MARK  # re-exported (split out)
 from bot.brain.group_lines import group_line as group_line
 from bot.brain.group_lines import member_name, owner_marked
-from bot.brain.others_words import with_quote
+from bot.brain.others_words import escalation_text, with_escalations, with_quote
 from bot.brain.restricted_context import EMPTY_MESSAGE
 from bot.brain.restricted_context import (  # re-exported: a party's messages, built apart
     restricted_messages as restricted_messages,
@@ -59,7 +59,7 @@ class ContextTurn:
     # not counted among the turns a window holds (window_start)
     notice: bool = False
     # the turn's own text, when ``content`` shows others' words beside it (a quoted mail
-    # the conversation never held: bot.brain.others_words)
+    # the conversation never held, escalations before it: bot.brain.others_words)
     said: str | None = None
 
     @property
@@ -147,11 +147,15 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
     otherwise a member's message of two paragraphs, joined to the next turn as the API
     wants, had a second one that read like the owner's unlabelled words.
     A reply the API refused (``stopReason: "refusal"``) becomes :data:`REFUSED_IN_CONTEXT`.
-    A user turn shows the quoted mail its metadata keeps, labelled as others' words
-    (:mod:`bot.brain.others_words`).
+    A user turn shows the quoted mail its metadata keeps, and the escalations written
+    since the previous user turn, labelled as others' words (:mod:`bot.brain.others_words`).
     """
     out = []
+    escalations: list[str] = []
     for line in lines:
+        if (escalated := escalation_text(line)) is not None:
+            escalations.append(escalated)
+            continue
         if line.get("type") != "turn":
             continue
         role, content, number = line.get("role"), line.get("content"), line.get("turnNumber")
@@ -161,7 +165,8 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
             if role == "assistant" and line.get("stopReason") == "refusal":
                 said = content = REFUSED_IN_CONTEXT
             if role == "user":
-                content = with_quote(line, content)
+                content = with_escalations(escalations, with_quote(line, content))
+                escalations = []
             out.append(
                 ContextTurn(
                     role,

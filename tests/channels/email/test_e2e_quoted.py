@@ -1,7 +1,7 @@
 """End to end: what the model is shown of a mail the owner answers that the conversation
 never held (a thread the assistant is brought into, a third party's mail in a reply-all
-thread). Real pymap and aiosmtpd, the real core, the real Anthropic SDK against the fake
-Messages API (session 39)."""
+thread) and of an escalation the owner answers in its thread. Real pymap and aiosmtpd,
+the real core, the real Anthropic SDK against the fake Messages API (session 39)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ async def test_the_mail_the_owner_brings_the_assistant_into_is_shown_to_the_mode
     assert "Trattoria Luca, Friday 24 January at 19:30" in given
     assert QUOTED_LABEL in given  # labelled as others' words
     assert "Subject: Re: Dinner Friday" in given
-    assert "# Others' words in the owner's messages" in given  # the system prompt says so
+    assert "/reply <id> <text>" in given  # the system prompt says what quotes are
     # The turn holds the owner's words; Bob's are kept beside them, not as the owner's
     # (search indexes the turn's content).
     [turn] = user_lines(stack, await wait_ref(stack, "<e2e-1@example.org>"))
@@ -175,3 +175,50 @@ async def test_a_quote_of_a_mail_the_conversation_holds_is_not_shown_again(
     [_, turn] = user_lines(stack, await wait_ref(stack, "<e2e-2@example.org>"))
     assert "quoted" not in turn["metadata"]
     assert "full_body" in turn["metadata"]
+
+
+async def test_the_owners_answer_to_an_escalation_is_given_with_the_escalation(
+    pymap: PymapServer,
+    smtp: SmtpServer,
+    tmp_path: Path,
+    stacks: list[Stack],
+    model: FakeAnthropicAPI,
+) -> None:
+    # "Tell them I'm not interested", in the escalation's thread: before session 39 the
+    # model got that sentence and a title, never the stranger's message (an event, not a
+    # turn, and its quote stripped), nor that a party is answered with /reply.
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, on_the_model(model))
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(
+            1,
+            "Hello, I'd like to sell you my used Volvo XC90. Call me at 555-0199.",
+            subject="Car offer",
+            sender="seller@else.example",
+        ),
+    )
+    await smtp.capture.wait_for(2)  # the seller's acknowledgement, the escalation
+    escalation = next(m for e, m in smtp.capture.messages if OWNER in e.rcpt_tos)
+    quoted = escalation.get_body(("plain",)).get_content().replace("\n", "\n> ")
+    await append(
+        pymap.port,
+        folder,
+        owner_mail(
+            2,
+            f"Tell them I'm not interested.\n\nOn Tue, My Assistant wrote:\n> {quoted}",
+            subject="Re: " + escalation["Subject"],
+            in_reply_to=escalation["Message-ID"],
+            references=escalation["Message-ID"],
+        ),
+    )
+    await smtp.capture.wait_for(3)
+    conv = await wait_ref(stack, "<e2e-2@example.org>")
+    assert (await stack.services.conversations.require(conv)).identity_key == f"email:{OWNER}"
+    given = asked_with(model, "not interested")
+    assert "used Volvo XC90" in given
+    assert "/reply <id> <text>" in given
+    party = escalation.get_body(("plain",)).get_content().split("(id ")[1].split(")")[0]
+    assert f"/reply {party} <text>" in given
+    # the escalation mail it quotes is the conversation's own: shown once, as the event
+    assert QUOTED_LABEL not in given
