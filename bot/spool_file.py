@@ -126,14 +126,18 @@ def write_held(
     in memory, and the stop tries them again)."""
     pending = list(messages)
     path = data_dir / SPOOL_NAME
+    # (while the daemon runs they are still held in memory, and the stop tries again)
+    level = logging.ERROR if final else logging.WARNING
     reserve = data_dir / RESERVE_NAME
 
     def room(attempt: Callable[[], T]) -> T:
-        """``attempt()``, once more after deleting the reserve if the disk was full."""
+        """``attempt()``, once more after deleting the reserve if the disk was full (only
+        at the stop: deleted while the daemon runs, the room it made went to the next
+        messages' writes, and the stop had none left for the file)."""
         try:
             return attempt()
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not reserve.exists():
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not reserve.exists() or not final:
                 raise
             reserve.unlink()
             log.warning("disk full: %s deleted to write the held messages", reserve)
@@ -142,7 +146,7 @@ def write_held(
     try:
         fd = room(lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     except OSError as exc:
-        log.error("cannot write the held messages to %s: %s", path, exc)
+        log.log(level, "cannot write the held messages to %s: %s", path, exc)
     else:
         try:
             end = os.fstat(fd).st_size
@@ -158,7 +162,7 @@ def write_held(
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(fd, end)
-                    log.error("cannot write the held messages to %s: %s", path, exc)
+                    log.log(level, "cannot write the held messages to %s: %s", path, exc)
                     break
                 end += len(data)
                 torn = b""
