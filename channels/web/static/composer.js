@@ -1,6 +1,6 @@
 /* The message box: sending what is typed, and keeping the draft across reloads. */
 import { connected, send } from "./connection.js";
-import { jumpToLatest, setGenerating } from "./conversation.js";
+import { jumpToLatest, scrollToBottom, setGenerating } from "./conversation.js";
 import { flushQueued, queueText } from "./queue.js";
 import { $, state } from "./state.js";
 
@@ -17,6 +17,12 @@ export function sendText(text, held) {
   const conversationId = held ? held.conversationId : state.current ? state.current.id : null;
   const ok = send({ type: "send_message", text, ref, conversationId });
   if (ok) state.unsent = { ref, text, conversationId };
+  // The owner's own message is shown where it goes, also when the view was scrolled up
+  // (its turn, when it comes back, too: see appendTurn).
+  if (ok) {
+    state.ownSent = true;
+    scrollToBottom();
+  }
   if (ok && !state.current) state.creating = true; // the empty chat becomes its conversation
   if (ok && state.current && !state.current.readOnly && !text.startsWith("/")) setGenerating(true);
   return ok;

@@ -18,12 +18,31 @@ export function scrollToBottom() {
   box.scrollTop = box.scrollHeight;
 }
 
+// What arrives (a streamed word, a turn from another tab or channel, a note) keeps the
+// view at the bottom only if it was there, or within FOLLOW_MARGIN_PX of it: until
+// session 39 every one jumped there, and the owner could not scroll up to read while a
+// reply streamed. Measured before the change (``atBottom()``), followed after
+// (``follow()``). The owner's own message and an opened conversation still jump.
+export const FOLLOW_MARGIN_PX = 80;
+export function atBottom() {
+  const box = $("messages");
+  return box.scrollHeight - box.scrollTop - box.clientHeight <= FOLLOW_MARGIN_PX;
+}
+
+export function follow(wasAtBottom) {
+  if (wasAtBottom) scrollToBottom();
+}
+
 export function appendTurn(turn) {
   const list = items();
   // A user turn and its answer share a turn number: match on both.
   const role = turn.role === "user" ? "user" : "assistant";
   const existing = turn.turnNumber != null ? list.querySelector('.msg[data-turn="' + turn.turnNumber + '"][data-role="' + role + '"]:not(.streaming)') : null;
   if (existing) return; // already shown (a reload raced the live event)
+  // The owner's own message, sent from this tab, is shown wherever the view was.
+  const own = role === "user" && state.ownSent;
+  if (own) state.ownSent = false;
+  const wasAtBottom = own || atBottom();
   const stream = role === "assistant" ? state.streams.get(turn.turnNumber) : null;
   const node = renderItem(turn);
   if (stream) {
@@ -38,7 +57,7 @@ export function appendTurn(turn) {
   }
   if (turn.role === "user" && state.current && !state.current.readOnly) setGenerating(true);
   $("empty-state").hidden = true;
-  scrollToBottom();
+  follow(wasAtBottom);
 }
 
 // A turn or note goes above a reply still being written: the reply is written to the
@@ -86,12 +105,14 @@ export function onStream(msg) {
   }
   if (!s) {
     if (items().querySelector('.msg[data-turn="' + msg.turnNumber + '"][data-role="assistant"]')) return;
+    const wasAtBottom = atBottom();
     const node = renderItem({ role: "assistant", content: "", turnNumber: msg.turnNumber, timestamp: new Date().toISOString() });
     node.classList.add("streaming");
     items().appendChild(node);
     s = { node, text: "" };
     state.streams.set(msg.turnNumber, s);
     $("empty-state").hidden = true;
+    follow(wasAtBottom);
   }
   if (s.ended && !msg.done) {
     // An attempt ended without its answer (the model went away) and the reply is being
@@ -116,9 +137,10 @@ function paintStream(s) {
   if (s.frame) cancelAnimationFrame(s.frame);
   s.frame = 0;
   const body = s.node.querySelector(".msg-body");
+  const wasAtBottom = atBottom();
   body.textContent = "";
   body.appendChild(window.renderMarkdown(s.text));
-  scrollToBottom();
+  follow(wasAtBottom);
 }
 
 export function showConversation(msg) {

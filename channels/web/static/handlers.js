@@ -1,6 +1,6 @@
 /* One handler per frame type the server sends over the WebSocket (connection.js). */
 import { restoreInput } from "./composer.js";
-import { announce, appendTurn, awaitingReply, firstTurn, items, onStream, place, renderHeader, scrollToBottom, setGenerating, showConversation, showNewer } from "./conversation.js";
+import { announce, appendTurn, atBottom, awaitingReply, firstTurn, follow, items, onStream, place, renderHeader, setGenerating, showConversation, showNewer } from "./conversation.js";
 import { toast } from "./helpers.js";
 import { renderEvent, renderItem, renderNotice } from "./messages.js";
 import { loadExternal } from "./panels.js";
@@ -45,8 +45,9 @@ export const HANDLERS = {
     if (!state.current || state.current.id !== msg.conversationId || state.behind) return;
     if (msg.turn) appendTurn(msg.turn);
     if (msg.event) {
+      const wasAtBottom = atBottom();
       place(renderEvent(msg.event));
-      scrollToBottom();
+      follow(wasAtBottom);
     }
   },
   history(msg) {
@@ -71,8 +72,9 @@ export const HANDLERS = {
     // conversation is shown here.
     if (msg.conversationId) return;
     setGenerating(false);
+    const wasAtBottom = atBottom();
     items().appendChild(renderNotice({ kind: "reply", text: msg.text, actions: msg.actions }));
-    scrollToBottom();
+    follow(wasAtBottom);
   },
   notice(msg) {
     if (msg.conversationId && state.current && msg.conversationId !== state.current.id && msg.kind !== "escalation") return;
@@ -86,10 +88,11 @@ export const HANDLERS = {
       state.pendingTitle = msg.pendingTitle;
       renderHeader();
     }
+    const wasAtBottom = atBottom();
     items().appendChild(renderNotice(msg));
     announce(msg.text || "");
     $("empty-state").hidden = true;
-    scrollToBottom();
+    follow(wasAtBottom);
     if (msg.kind === "escalation") $("external-badge").hidden = false;
   },
   external_updated() {
@@ -97,11 +100,13 @@ export const HANDLERS = {
     else $("external-badge").hidden = false;
   },
   accepted(msg) {
+    state.ownSent = false; // its turn came first, or it has none (a command)
     if (state.unsent && msg.ref === state.unsent.ref) state.unsent = null;
     forgetHeld(msg.ref);
     settleFlushed(msg.ref, true, false);
   },
   error(msg) {
+    if (msg.ref) state.ownSent = false;
     if (msg.ref && state.unsent && msg.ref === state.unsent.ref) {
       const unsent = state.unsent;
       state.unsent = null;

@@ -21,6 +21,7 @@ export const state = {
   // The message sent and not yet confirmed stored ({ref, text}): the box was cleared on
   // sending, so a refusal or a connection lost before it was stored lost the text.
   unsent: null,
+  ownSent: false, // this tab sent a message whose turn has not come back yet: shown at the bottom
   // Messages typed while the socket was down ({ref, text, conversationId}, in order):
   // shown as waiting and sent one by one once the tab is connected again.
   queued: [],
