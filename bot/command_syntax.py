@@ -35,10 +35,20 @@ GROUP_MEMBER_HELP = """Commands:
 Mention me or reply to one of my messages to ask me something."""
 
 COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
-# Commands that need no conversation: from a dashboard tab that has none yet they run
-# without one, instead of creating an empty conversation to record them in.
 PASSED_ON = ("photo", "document")  # what /reply sends on to a party (Telegram to Telegram)
-DETACHED_COMMANDS = ("help", "search", "status")
+# Commands that need no conversation: from a dashboard tab that has none yet (or a mail
+# that starts no known thread) they run without one, instead of creating an empty
+# conversation to record them in. The party commands act on a third party's records, not
+# on the owner's conversation: until session 39 /trust, /block and /reply (and an unknown
+# command) typed in a new chat each left an empty "New conversation" in the list.
+DETACHED_COMMANDS = ("help", "search", "status", "trust", "block", "reply")
+
+
+def is_detached(name: str) -> bool:
+    """Whether the command ``name`` runs without a conversation where there is none yet:
+    one of :data:`DETACHED_COMMANDS`, or a name that is no command at all (answered
+    "Unknown command"; ``start``, Telegram's Start button, is ``/help``)."""
+    return name in DETACHED_COMMANDS or name not in COMMANDS
 
 
 def parse_command(text: str) -> tuple[str, str] | None:

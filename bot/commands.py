@@ -29,6 +29,7 @@ from bot.command_syntax import (
     STRANGER_HELP,
     CommandResult,
     first_message,
+    is_detached,
     parse_command,
 )
 from bot.events import InboundMessage
@@ -53,6 +54,7 @@ __all__ = [
     "STRANGER_HELP",
     "CommandResult",
     "Commands",
+    "is_detached",
     "model_answer",
     "parse_command",
     "rename_answer",
@@ -75,7 +77,8 @@ class Commands(PartyCommands):
         run: CommandRun | None = None,
     ) -> CommandResult:
         """Run an owner command; ``conversation`` is None only for
-        :data:`DETACHED_COMMANDS` from a dashboard tab with no conversation yet.
+        :func:`is_detached` commands from a dashboard tab with no conversation yet (or a
+        mail that starts no known thread).
 
         ``run``: the claim of a command with effects (bot/command_runs.py); when it is
         ``resumed`` the command ran before a crash, perhaps in part, and each handler

@@ -20,7 +20,7 @@ from bot.channel import DeliveryError
 from bot.channel_alerts import ChannelAlerts
 from bot.command_flow import CommandFlow
 from bot.command_runs import CommandRuns
-from bot.commands import DETACHED_COMMANDS, Commands, parse_command
+from bot.commands import Commands, is_detached, parse_command
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, scrubbed
 from bot.identity import anonymous_sender
@@ -182,10 +182,10 @@ class Router:
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:
         command = parse_command(msg.text) if msg.addressed else None
-        if command is not None and command[0] in DETACHED_COMMANDS:
+        if command is not None and is_detached(command[0]):
             # A dashboard tab with no conversation yet, or a mail that starts a thread:
-            # /search, /help, /status answer without creating an (empty) conversation to
-            # record them in.
+            # /search, /help, /status, the party commands and an unknown one answer
+            # without creating an (empty) conversation to record them in.
             if (msg.channel == "web" and msg.conversation_id is None) or (
                 msg.channel in THREADED_CHANNELS and await self.resolver.find_thread(msg) is None
             ):

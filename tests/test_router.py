@@ -223,6 +223,35 @@ async def test_stranger_goes_to_external_flow_never_to_conversations(core: Core)
     assert len(ack) == 1 and ack[0].chat_id == "31337"
 
 
+async def test_a_party_command_mailed_as_a_new_message_creates_no_conversation(
+    core: Core,
+) -> None:
+    # Regression (session 39): /trust, /block, /reply and an unknown command mailed as a
+    # new message (no known thread) created a conversation holding nothing but the
+    # command, as /status and /search did before; they act on a party's records.
+    await core.deliver("hi, who is this?", sender="31337", sender_name="Mallory")
+    await settle(core.s)
+    before = [c.id for c in await core.conversations()]  # the owner's, with the escalation
+    party = (await core.s.external.list_parties())[0]
+    for n, text in enumerate((f"/trust {party.id}", f"/reply {party.id} Call me.", "/bogus")):
+        await core.deliver(
+            text,
+            channel="email",
+            sender="robin.owner@example.org",
+            identity_verified=True,
+            subject="command",
+            message_id=f"<cmd-{n}@example.org>",
+        )
+    await settle(core.s)
+    answers = core.email.of_kind("command")
+    assert [a.in_reply_to for a in answers] == [f"<cmd-{n}@example.org>" for n in range(3)]
+    assert "is now known" in answers[0].text and "Sent to" in answers[1].text
+    assert answers[2].text.startswith("Unknown command /bogus")
+    assert [c.id for c in await core.conversations()] == before
+    assert (await core.s.external.list_parties())[0].tier == "known"
+    assert core.telegram.texts("reply") == ["Call me."]  # the /reply reached the party
+
+
 async def test_blocked_party_is_recorded_but_never_answered(tmp_path: Path) -> None:
     config = _config(tmp_path, trust={"contacts": {"telegram": {"+777": "blocked"}}})
     brain = ScriptedBrain()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.channel import DeliveryError
 from bot.command_status import missing_model_ids
-from bot.commands import DETACHED_COMMANDS, model_answer, parse_command, rename_answer
+from bot.commands import is_detached, model_answer, parse_command, rename_answer
 from bot.events import InboundMessage
 from bot.model_switch import model_refusal
 from bot.spool import HeldForRetry
@@ -119,8 +119,10 @@ async def _send(
             return refuse("no such conversation")
         if conversation_meta(rec)["readOnly"]:
             return refuse("this conversation belongs to its channel and is read-only")
-    elif (command := parse_command(text) or ("", ""))[0] in DETACHED_COMMANDS:
-        rec = None  # /search, /help, /status in a new chat: answered, no conversation
+    elif (command := parse_command(text) or ("", ""))[0] and is_detached(command[0]):
+        # /search, /help, /status, /trust, /block, /reply or an unknown command in a new
+        # chat: answered, no conversation (session 39 for the party commands)
+        rec = None
     elif command[0] in ("model", "rename"):
         await pending_answer(hub, client, command)
         return accepted(hub, client, ref)

@@ -522,6 +522,39 @@ async def test_a_command_in_a_new_chat_creates_no_conversation(ws_factory, stack
     assert not tab.of_type("conversation_created")
 
 
+async def test_party_and_unknown_commands_in_a_new_chat_create_no_conversation(
+    ws_factory, stack: Stack
+) -> None:
+    # Regression (session 39): /reply, /trust, /block and an unknown command typed in a
+    # new chat each left an empty "New conversation" in the list, as /search did before.
+    await stack.deliver_telegram("Can your owner call me?", sender_id="4343", name="Nadia")
+    party = next(p for p in await stack.services.external.list_parties() if p.party_key == "4343")
+    before = len(await stack.services.conversations.list(limit=1000))
+    tab = await ws_factory()
+    await tab.send(type="new_conversation")
+    for n, (text, expected) in enumerate(
+        (
+            (f"/trust {party.id}", "is now known"),
+            (f"/reply {party.id} I will call you at six", "Sent to"),
+            (f"/block {party.id}", "is blocked"),
+            ("/frobnicate", "Unknown command /frobnicate"),
+        )
+    ):
+        count = len(tab.of_type("notice"))
+        await tab.send(type="send_message", text=text, ref=f"party-{n}")
+        await tab.wait_for(lambda f, count=count: len(tab.of_type("notice")) > count)
+        assert expected in tab.of_type("notice")[-1]["text"]
+        await tab.wait_for(lambda f, n=n: f == {"type": "accepted", "ref": f"party-{n}"})
+        # a command with effects ran once: its claim went with its answer
+        assert await stack.services.router.runs.find("web", f"web-party-{n}") is None
+    assert len(await stack.services.conversations.list(limit=1000)) == before
+    assert not tab.of_type("conversation_created")
+    # and each took its effect, with no conversation to record it in
+    assert await stack.services.outbox.has_key("web:web-party-1:to-party")
+    after = next(p for p in await stack.services.external.list_parties() if p.id == party.id)
+    assert after.tier == "blocked" and after.tier_source == "owner"
+
+
 async def test_logging_out_closes_that_sessions_sockets(stack: Stack) -> None:
     # Regression: Log out revoked the session, but the tabs it had open kept their
     # sockets and went on receiving every new turn.
