@@ -146,6 +146,38 @@ async def test_every_control_on_a_phone_is_a_44_pixel_tap_target(phone: Page, st
         assert await phone.evaluate(SMALL_TARGETS) == [], panel
 
 
+async def test_the_external_panel_fits_a_phone_with_a_pending_escalation(
+    browser: Browser, stack: Stack
+) -> None:
+    # Regression (session 39): on a 375 px phone a party's Reply box kept its place
+    # beside the tier buttons with the input's default width: the Reply button lay at
+    # x=429-460, 31 px wide, and the External panel scrolled sideways.
+    await stack.deliver_telegram("Please call me back about the invoice", "2002", "Eve")
+    context = await browser.new_context(
+        viewport={"width": 375, "height": 812}, is_mobile=True, has_touch=True
+    )
+    context.set_default_timeout(TIMEOUT)
+    try:
+        page = await context.new_page()
+        await log_in(page, stack)
+        await page.click('#panel-nav button[data-panel="external"]')
+        card = page.locator("article.party").filter(has_text="Eve")
+        await expect(card.locator(".escalation")).to_be_visible()
+        reply = card.locator(".reply button")
+        await expect(reply).to_be_visible()
+        box = await reply.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 375, box
+        assert await page.evaluate(SMALL_TARGETS) == []
+        widths = await page.evaluate("""() => {
+            const panel = document.getElementById('panel-external');
+            return [document.documentElement.scrollWidth, panel.scrollWidth - panel.clientWidth];
+        }""")
+        assert widths == [375, 0], widths  # neither the page nor the panel scrolls sideways
+        await shot(page, "18-phone-external")
+    finally:
+        await context.close()
+
+
 async def test_an_empty_model_selector_is_still_a_tap_target(phone: Page, stack: Stack) -> None:
     # Regression: with no options (before the first view brings the models, or with no
     # model aliases) the selector was 22 px wide: the check above failed when it ran
