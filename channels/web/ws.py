@@ -7,7 +7,8 @@ conversationId?}, ``stop_generation``, ``set_model`` {model}, ``load_more``
 
 Server → client: ``conversation_loaded`` {conversation, turns, hasMore, olderThan,
 hasNewer, newerThan, models},
-``conversation_list`` {conversations, activeMinutes, hasMore}, ``conversation_list_more``
+``conversation_list`` {conversations, activeMinutes, hasMore, pendingEscalations (the
+first one a tab gets on connecting)}, ``conversation_list_more``
 {conversations, hasMore} (after ``list_more`` {offset}), ``conversation_created``,
 ``conversation_renamed``, ``conversation_updated`` {conversationId, turn?, event?,
 conversation?}, ``history`` {conversationId, turns, hasMore, olderThan}, ``newer`` {conversationId,
@@ -118,14 +119,16 @@ class WsHub:
         if rec is None and viewing != "new":
             rec = await self.services.conversations.most_recent(channel="web")
         await self.load(client, rec.id if rec is not None else None)
-        await self.send_list(client)
+        await self.send_list(client, connecting=True)
         self.feed.send_alerts(client)
 
     # -- sending ----------------------------------------------------------------------
     def send(self, client: Client, payload: dict[str, Any]) -> None:
         self.tabs.send(client, payload)
 
-    async def send_list(self, client: Client | None = None) -> None:
+    async def send_list(self, client: Client | None = None, connecting: bool = False) -> None:
+        """The conversation list, to ``client`` or every tab; ``connecting``: the first
+        list of a tab that just connected, which also counts the pending escalations."""
         records = await self.services.conversations.list(limit=LIST_SIZE + 1)
         titles = await derived_titles(self.services, records[:LIST_SIZE])
         payload = {
@@ -135,6 +138,12 @@ class WsHub:
             "timeZone": self._zone(),
             "hasMore": len(records) > LIST_SIZE,  # "Older conversations" pages on
         }
+        if connecting:
+            # The External tab's "new" badge came only with a live frame: escalations
+            # that arrived while no tab was open went unsignalled in a tab opened later
+            # (until session 39). Only here: the list sent again on every change would
+            # bring back a badge the owner had cleared by looking.
+            payload["pendingEscalations"] = await self.services.external.pending_escalation_count()
         if client is None:
             self.tabs.broadcast(payload)
         else:

@@ -17,6 +17,8 @@ export const HANDLERS = {
     setTimeZone(msg.timeZone);
     state.listHasMore = !!msg.hasMore;
     renderSidebar();
+    // (the first list after connecting) escalations that came while no tab was open
+    if (msg.pendingEscalations > 0 && state.panel !== "external") $("external-badge").hidden = false;
   },
   conversation_list_more(msg) {
     for (const c of msg.conversations || []) {

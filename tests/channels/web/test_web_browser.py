@@ -340,6 +340,20 @@ async def test_external_panel_lists_stranger_and_trust_works(page: Page, stack: 
     assert party.tier == "known" and party.tier_source == "owner"
 
 
+async def test_an_escalation_from_before_the_tab_opened_is_signalled(
+    page: Page, stack: Stack
+) -> None:
+    # Regression (session 39): External's "new" badge came only with a live frame: an
+    # escalation that arrived while no tab was open showed nothing in a tab opened later.
+    await stack.deliver_telegram("Please ask the owner to call me", sender_id="4545", name="Eve")
+    assert await stack.services.external.pending_escalation_count() == 1
+    await log_in(page, stack)
+    await expect(page.locator("#external-badge")).to_be_visible()
+    await page.click('#panel-nav button[data-panel="external"]')
+    await expect(page.locator("#external-badge")).to_be_hidden()
+    await expect(page.locator("article.party .escalation")).to_contain_text("call me")
+
+
 async def test_analytics_charts_render(page: Page, stack: Stack) -> None:
     manager = stack.services.conversations
     conv = await manager.create("web")

@@ -555,6 +555,21 @@ async def test_party_and_unknown_commands_in_a_new_chat_create_no_conversation(
     assert after.tier == "blocked" and after.tier_source == "owner"
 
 
+async def test_a_tabs_first_list_counts_the_pending_escalations(ws_factory, stack: Stack) -> None:
+    # Regression (session 39): no frame a tab got on connecting said an escalation was
+    # waiting; later lists (sent again on every change) do not count them.
+    tab = await ws_factory()
+    assert tab.of_type("conversation_list")[0]["pendingEscalations"] == 0
+    await stack.deliver_telegram("Call me back?", sender_id="4646", name="Eve")
+    await tab.wait_for(lambda f: f["type"] == "external_updated")
+    later = await ws_factory()
+    assert later.of_type("conversation_list")[0]["pendingEscalations"] == 1
+    lists = len(tab.of_type("conversation_list"))
+    await stack.channel.hub.send_list()
+    await tab.wait_for(lambda f: len(tab.of_type("conversation_list")) > lists)
+    assert all("pendingEscalations" not in f for f in tab.of_type("conversation_list")[1:])
+
+
 async def test_logging_out_closes_that_sessions_sockets(stack: Stack) -> None:
     # Regression: Log out revoked the session, but the tabs it had open kept their
     # sockets and went on receiving every new turn.
