@@ -160,7 +160,7 @@ class ReplyGeneration:
             self._generations[key] = task
             try:
                 reply = await task
-                return reply
+                return all_attempts(reply, spend)
             except asyncio.CancelledError:
                 if self._stopped(key, task):
                     return stopped_reply("".join(streamed), spend)
@@ -185,7 +185,14 @@ class ReplyGeneration:
                 request = await self._current_model(request)
             except Exception:
                 log.exception("brain failed for %s turn %s", key, turn)
-                return BrainReply(text=APOLOGY, model="error", extra={"error": True})
+                return BrainReply(
+                    text=APOLOGY,
+                    model="error",
+                    extra={"error": True},
+                    # the calls made before the failure were paid all the same
+                    usage=spend.usage if spend.any else None,
+                    cost=spend.cost,
+                )
             finally:
                 self._generations.pop(key, None)
                 if request.conversation_id is not None and self.s.stream_sink is not None:
@@ -242,6 +249,16 @@ def answered(reply: BrainReply) -> bool:
     a failure or the notice of a request the API rejected (each says nothing the request
     asked the model to say, such as a note of :meth:`BrainRequest.notes`)."""
     return reply.model not in ("stopped", "error") and not reply.extra.get("error")
+
+
+def all_attempts(reply: BrainReply, spend: Spend) -> BrainReply:
+    """``reply`` with the usage and cost of every call made for it: a reply that waited
+    out an outage part-way through its tool loop is the brain's last attempt, and the
+    rounds of the earlier ones, paid, were recorded nowhere (before session 39). A brain
+    that does not keep the running total (``spend`` empty) reports its own."""
+    if not spend.any:
+        return reply
+    return replace(reply, usage=spend.usage, cost=spend.cost)
 
 
 def stopped_reply(streamed: str, spend: Spend) -> BrainReply:

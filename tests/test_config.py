@@ -574,3 +574,15 @@ def test_a_bad_value_from_the_environment_names_its_variable(tmp_path: Path) -> 
     with pytest.raises(ConfigError) as info:
         load_config(path, env={"TELEGRAM_BOT_TOKEN": "1:x", "ANTHROPIC_BASE_URL": "nope"})
     assert "brain.base_url" in str(info.value) and "(from ANTHROPIC_BASE_URL)" in str(info.value)
+
+
+def test_prices_given_for_one_model_keep_the_others_defaults() -> None:
+    # Regression (session 39): setting sonnet's price alone replaced the whole table,
+    # and every haiku call (notes, titles, compression) cost nothing from then on.
+    from bot.config import AppConfig
+
+    config = AppConfig.model_validate(
+        {"models": {"prices": {"sonnet": {"input": 2.5, "output": 12}}}}
+    )
+    prices = {alias: (p.input, p.output) for alias, p in config.models.prices.items()}
+    assert prices == {"opus": (5.0, 25.0), "sonnet": (2.5, 12.0), "haiku": (1.0, 5.0)}

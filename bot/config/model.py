@@ -81,6 +81,14 @@ class ModelsConfig(_Section):
     # Prices per alias (or per real model id).
     prices: dict[str, PriceConfig] = Field(default_factory=_default_prices)
 
+    @field_validator("prices")
+    @classmethod
+    def _over_the_defaults(cls, prices: dict[str, PriceConfig]) -> dict[str, PriceConfig]:
+        """The prices given, over the default ones: a file that set sonnet's alone
+        replaced the whole table, and every haiku call (notes, titles, compression) cost
+        nothing in /status from then on (before session 39)."""
+        return {**_default_prices(), **prices}
+
 
 # The smallest extended-thinking budget the Messages API accepts.
 MIN_THINKING_BUDGET = 1024
