@@ -52,6 +52,9 @@ def shown_file_name(name: str | None) -> str:
 def _kb(size: int | None) -> str:
     if size is None:
         return ""
+    if size < 1024:
+        # (a 300-byte file read "0 KB": empty, to the model and the owner; session 39)
+        return f", {size} bytes"
     return f", {size / 1024:.0f} KB" if size < 1024 * 1024 else f", {size / 1048576:.1f} MB"
 
 

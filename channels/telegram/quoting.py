@@ -70,20 +70,42 @@ def forward_written(message: Message) -> str:
     return f", written {written:%Y-%m-%d %H:%M} UTC"
 
 
+# What our labels say of whose words these are: a name or a title someone chose that
+# reads like one of them is quoted as chosen (:func:`chosen_name`).
+_OURS = ("your own message", "their own message", "your message", "a message", "a chat",
+         "someone", "you", "yourself", "the owner", "the assistant")  # fmt: skip
+_OURS_START = ("your ", "their own", "the owner", "the assistant", "someone calling")
+
+
+def chosen_name(name: str) -> str:
+    """A name or title its holder chose, as a label shows it: as it is, unless it reads
+    like our own words for whose they are ("your own message", "their own message"):
+    then ``someone calling themselves "…"``. Before session 39 a hidden user named "your
+    own message" had a forward read as the assistant's own answer, and a member named
+    "your message" a reply read as one to the assistant (session 28 did the same for
+    group lines)."""
+    plain = " ".join(in_placeholder(name).split())
+    folded = plain.lower().strip(" \"'\u201c\u201d.:")
+    if folded in _OURS or folded.startswith(_OURS_START):
+        return f'someone calling themselves "{plain}"'
+    return name
+
+
 def origin_name(origin: Any) -> str:
-    """Who wrote a message from elsewhere (a ``MessageOrigin``): a person or a chat."""
+    """Who wrote a message from elsewhere (a ``MessageOrigin``): a person or a chat,
+    by the name they chose (:func:`chosen_name`)."""
     user = getattr(origin, "sender_user", None)
     if user is not None:
-        return str(user.full_name)
+        return chosen_name(str(user.full_name))
     name = getattr(origin, "sender_user_name", None)
     if name:
-        return str(name)
+        return chosen_name(str(name))
     chat = getattr(origin, "chat", None) or getattr(origin, "sender_chat", None)
     title = getattr(chat, "title", None) or getattr(chat, "username", None)
     signature = getattr(origin, "author_signature", None)
     if title and signature:
-        return f"{signature} ({title})"
-    return str(title or signature or "someone")
+        return chosen_name(f"{signature} ({title})")
+    return chosen_name(str(title or signature)) if title or signature else "someone"
 
 
 QUOTE_CHARS = 120  # of the message replied to: enough to tell which one it was
@@ -140,7 +162,7 @@ def reply_context(message: Message, me: BotIdentity) -> str | None:
         # own, and "[replying to Olga Berg: …] I meant 6" read as someone else's words.
         who = "their own message"
     elif speaks_as_chat(original) and original.sender_chat is not None:
-        who = original.sender_chat.title or "a chat"
+        who = chosen_name(original.sender_chat.title) if original.sender_chat.title else "a chat"
     else:
-        who = author.full_name if author is not None else "a message"
+        who = chosen_name(author.full_name) if author is not None else "a message"
     return f"[replying to {in_placeholder(who)}: \u201c{excerpt}\u201d]"
