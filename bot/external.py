@@ -75,6 +75,7 @@ class ExternalStore(PartyFiles):
         thread: Mapping[str, Any] | None = None,
         addressed: bool = True,
         album: str | None = None,
+        attachments: Sequence[Mapping[str, Any]] = (),
     ) -> tuple[PartyRecord, bool]:
         """Durably record a third party's message. Returns (party, is_duplicate).
 
@@ -115,6 +116,7 @@ class ExternalStore(PartyFiles):
             addressed=addressed,
             album=album,
             handles=handles,
+            attachments=attachments,
         )
         await self._record(party_id, lines)
         party = await self.get(party_id)

@@ -135,6 +135,7 @@ def inbound_lines(
     addressed: bool,
     album: str | None,
     handles: Sequence[str],
+    attachments: Sequence[Mapping[str, Any]] = (),
 ) -> list[Line]:
     """The lines of one message from the party (``existing``: their record, None for a
     first message; ``configured``: the tier ``trust.contacts`` gives them, if any;
@@ -184,6 +185,9 @@ def inbound_lines(
             # the sender's handles as of this message (a Telegram @username), so
             # that the owner can name them: "/trust @eve"
             **({"handles": handles} if handles else {}),
+            # what came besides the words (a photo's file id, a document's name): the
+            # line kept only "[photo] …", and the file was out of reach (session 39)
+            **({"attachments": [dict(a) for a in attachments]} if attachments else {}),
         }
     )
     return lines

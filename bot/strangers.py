@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,7 @@ class StrangerFlow(KnownAnswers):
             thread=thread_fields(msg),
             addressed=msg.addressed,
             album=album,
+            attachments=[asdict(a) for a in msg.attachments],
         )
         if duplicate:
             return

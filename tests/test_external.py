@@ -215,3 +215,22 @@ async def test_contacts_named_by_telegram_username(tmp_path: Path) -> None:
         assert (other.tier, other.tier_source) == ("known", "config")
     finally:
         await shutdown_services(services)
+
+
+async def test_a_strangers_file_is_kept_with_their_message(services: Any) -> None:
+    # Regression (session 39): the party's line kept only "[photo] …": the file id the
+    # channel gave was dropped, and what a stranger sent was out of reach for good.
+    from bot.events import Attachment
+    from tests.support import inbound
+
+    photo = Attachment(kind="photo", size=52_000, ref="AgADphoto")
+    await services.router.deliver(
+        inbound("[photo] the damage to your car", sender="777", attachments=(photo,))
+    )
+    path = services.config.external_dir / f"{party_handle('telegram', '777')}.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    [message] = [line for line in lines if line["type"] == "message" and line["direction"] == "in"]
+    assert message["attachments"] == [
+        {"kind": "photo", "name": None, "mime_type": None, "size": 52_000,
+         "description": None, "ref": "AgADphoto"}
+    ]  # fmt: skip
