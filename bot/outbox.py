@@ -209,21 +209,21 @@ class Outbox(OutboxRows):
         channel = self._channels[msg.channel]
         result = self._unmarked.get(msg.outbox_id or 0)
         if result is None:
+            # (kept again only if the server is unreachable once more)
+            unreached = self._unreached.pop(msg.outbox_id or 0, (msg.channel, 0))[1]
             try:
                 result = await channel.send(msg)
             except asyncio.CancelledError:
                 raise
             except Unreachable as exc:
-                await self._unreachable(msg, attempts, exc)
+                await self._unreachable(msg, attempts, unreached + 1, exc)
                 return
             except PermanentSendError as exc:
-                self._unreached.pop(msg.outbox_id or 0, None)
                 log.error("outbox %s to %s failed permanently: %s", msg.outbox_id, msg.channel, exc)
                 await self._mark(msg, "failed", attempts + 1, error=str(exc))
                 await self._failed(msg, str(exc))
                 return
             except Exception as exc:
-                self._unreached.pop(msg.outbox_id or 0, None)
                 attempts += 1
                 delay = backoff(attempts, self.base_delay)
                 if isinstance(exc, RetryLater):
@@ -243,7 +243,6 @@ class Outbox(OutboxRows):
                 elif isinstance(exc, Misconfigured) and attempts == TELL_AFTER:
                     await self._callbacks(self._on_stuck, msg, str(exc))
                 return
-            self._unreached.pop(msg.outbox_id or 0, None)
             if msg.outbox_id is not None:
                 self._unmarked[msg.outbox_id] = result
         await self._mark(msg, "sent", attempts + 1, ref=result.message_ref)
@@ -259,12 +258,13 @@ class Outbox(OutboxRows):
             except Exception:
                 log.exception("outbox sent-callback failed for %s", msg.outbox_id)
 
-    async def _unreachable(self, msg: OutboundMessage, attempts: int, exc: Unreachable) -> None:
-        """Retry ``msg`` after a backoff that grows with the outage, its attempts as they
-        were: an outage, however long, does not give up on a message."""
-        outbox_id = msg.outbox_id or 0
-        times = self._unreached.get(outbox_id, (msg.channel, 0))[1] + 1
-        self._unreached[outbox_id] = (msg.channel, times)
+    async def _unreachable(
+        self, msg: OutboundMessage, attempts: int, times: int, exc: Unreachable
+    ) -> None:
+        """Retry ``msg`` after a backoff that grows with the outage (its server found
+        unreachable ``times`` in a row), its attempts as they were: an outage, however
+        long, does not give up on a message."""
+        self._unreached[msg.outbox_id or 0] = (msg.channel, times)
         delay = backoff(attempts + times, self.base_delay)
         log.warning(
             "outbox %s to %s: server unreachable (%d times; retry in %.1fs): %s",
