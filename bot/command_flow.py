@@ -78,14 +78,7 @@ class CommandFlow:
                 # Its first message was not recorded (recorded, its id would have made
                 # this a duplicate message): the write failed after the answer was
                 # queued. It goes to the conversation that /new made, not lost.
-                conv_id = await self.s.outbox.conversation_for_key(dedup)
-                fresh = await self.s.conversations.get(conv_id) if conv_id else None
-                if fresh is None:
-                    log.warning("first message of %s /new %s: its conversation is gone",
-                                msg.channel, msg.message_id)  # fmt: skip
-                    return
-                log.info("recording the first message of %s /new %s", msg.channel, msg.message_id)
-                await self._first_message(msg, first, fresh)
+                await self._record_first_message(msg, first, dedup)
                 return
             log.info("duplicate %s command %s dropped", msg.channel, msg.message_id)
             return
@@ -171,6 +164,19 @@ class CommandFlow:
         self.s.outbox.wake(msg.channel)
         if first and result.switched_to is not None:
             await self._first_message(msg, first, result.switched_to)
+
+    async def _record_first_message(self, msg: InboundMessage, text: str, dedup: str) -> None:
+        """The first message of a redelivered ``/new <text>``, in the conversation that
+        the command's queued answer names (:meth:`_first_message`)."""
+        conv_id = await self.s.outbox.conversation_for_key(dedup)
+        fresh = await self.s.conversations.get(conv_id) if conv_id else None
+        if fresh is None:
+            log.warning(
+                "first message of %s /new %s: its conversation is gone", msg.channel, msg.message_id
+            )
+            return
+        log.info("recording the first message of %s /new %s", msg.channel, msg.message_id)
+        await self._first_message(msg, text, fresh)
 
     async def _still_pinned(
         self, rec: ConversationRecord, run: CommandRun | None

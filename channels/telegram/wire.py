@@ -75,10 +75,9 @@ class TracedSession(AiohttpSession):
 
     async def create_session(self) -> ClientSession:
         session = await super().create_session()
-        trace = _TRACE
-        if trace not in session.trace_configs:
+        if _TRACE not in session.trace_configs:
             # aiogram makes the ClientSession itself; its trace list is read per request
-            session.trace_configs.append(trace)
+            session.trace_configs.append(_TRACE)
         return session
 
 
