@@ -113,21 +113,30 @@ class InboundSpool:
     def save(self) -> None:
         """Write what is still held to the spool file for the next start (blocking: in
         a thread); each message that cannot be written is logged as lost."""
-        new = [m for m in self._held if (m.channel, m.message_id) not in self._on_disk]
+        new = self._not_on_disk(self._on_disk)
         if not new:
             return  # nothing held, or all of it in the file already
         if self._dir is None:  # not a daemon (no restore): nowhere to keep them
             for message in new:
                 spool_file.log_lost(message)
             return
-        left = spool_file.write_held(self._dir, new)
-        lost = {(m.channel, m.message_id) for m in left}
-        self._on_disk |= {(m.channel, m.message_id) for m in new} - lost
+        left = self._written(new, spool_file.write_held(self._dir, new))
         log.warning(
             "%d held message(s) kept in %s for the next start",
             len(self._held) - len(left),
             self._dir / spool_file.SPOOL_NAME,
         )
+
+    def _not_on_disk(self, tried: set[tuple[str, str]]) -> list[InboundMessage]:
+        return [m for m in self._held if (m.channel, m.message_id) not in tried]
+
+    def _written(
+        self, new: list[InboundMessage], left: list[InboundMessage]
+    ) -> set[tuple[str, str]]:
+        """Note ``new`` as in the spool file but ``left``; the keys of those left."""
+        unwritten = {(m.channel, m.message_id) for m in left}
+        self._on_disk |= {(m.channel, m.message_id) for m in new} - unwritten
+        return unwritten
 
     def _all_stored(self) -> None:
         self._drained()
@@ -141,14 +150,11 @@ class InboundSpool:
         """Write the held messages the spool file does not hold yet (in a thread): a kill
         (-9, a power cut) before the disk has room again must not lose them either; a
         clean stop alone wrote them before (session 39)."""
-        tried = self._on_disk | self._unwritten
-        new = [m for m in self._held if (m.channel, m.message_id) not in tried]
+        new = self._not_on_disk(self._on_disk | self._unwritten)
         if not new or self._dir is None:
             return
         left = await asyncio.to_thread(spool_file.write_held, self._dir, new, final=False)
-        unwritten = {(m.channel, m.message_id) for m in left}
-        self._on_disk |= {(m.channel, m.message_id) for m in new} - unwritten
-        self._unwritten |= unwritten  # tried once more by the stop (save), not each round
+        self._unwritten |= self._written(new, left)  # tried again by the stop, not each round
 
     async def _drain(self) -> None:
         delay = 1.0
