@@ -53,9 +53,28 @@ _UNSEEN = re.compile(
 NAME_CHARS = 64
 
 
+# Tag characters (U+E0000-E007F) draw nothing yet spell ASCII a model reads ("ASCII
+# smuggling": a stranger's name or message carrying hidden instructions). Their one
+# use is a subdivision flag (the black flag, tags, a cancel tag: England's), kept whole.
+_TAG_FLAG = re.compile("\U0001f3f4[\U000e0020-\U000e007e]{1,30}\U000e007f")
+_TAG = re.compile("[\U000e0000-\U000e007f]")
+# A variation selector picks how the character before it is drawn (an emoji's colour
+# form, an ideograph's variant): one is enough. A run of them after one character draws
+# nothing and can hold any bytes (one selector per byte).
+_SELECTOR_RUN = re.compile(
+    "([\ufe00-\ufe0f\U000e0100-\U000e01ef])[\ufe00-\ufe0f\U000e0100-\U000e01ef]+"
+)
+
+
 def visible(text: str) -> str:
-    """``text`` without :data:`_UNSEEN` characters (line breaks and tabs stay)."""
-    return _UNSEEN.sub("", text)
+    """``text`` without :data:`_UNSEEN` characters (line breaks and tabs stay), tag
+    characters outside a flag, and variation selectors after the first of a run."""
+    text = _UNSEEN.sub("", text)
+    if any("\U000e0000" <= c for c in text):
+        flags = _TAG_FLAG.findall(text)
+        parts = [_TAG.sub("", part) for part in _TAG_FLAG.split(text)]
+        text = "".join(p + f for p, f in zip(parts, [*flags, ""], strict=True))
+    return _SELECTOR_RUN.sub(r"\1", text)
 
 
 # What an escalation quotes of a message with nothing to see: a message of zero-width
