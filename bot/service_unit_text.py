@@ -70,7 +70,10 @@ def render_unit(
         "# run it again after moving the installation. docs/operations.md explains each line.",
         "[Unit]",
         "Description=my-agent personal AI assistant",
-        "After=network-online.target",
+        # time-sync: idle timers, budgets and "yesterday" read the wall clock; a clock set
+        # back after the start made an hour's budget look spent (where a sync service
+        # waits, e.g. systemd-time-wait-sync; elsewhere this orders nothing).
+        "After=network-online.target time-sync.target",
         "Wants=network-online.target",
         "StartLimitIntervalSec=300",
         "StartLimitBurst=5",

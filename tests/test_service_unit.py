@@ -58,6 +58,7 @@ def test_repository_unit_is_the_rendered_default() -> None:
 def test_system_unit_directives() -> None:
     d = _directives(render_unit(config=SYSTEM_CONFIG))
     expected = {
+        "After": "network-online.target time-sync.target",
         "Type": "notify",
         "NotifyAccess": "main",
         "WatchdogSec": "30",
