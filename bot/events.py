@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -25,6 +25,19 @@ EMPTY_MESSAGE_LABEL = "[empty message]"
 def utcnow() -> datetime:
     """Timezone-aware now in UTC (every timestamp we store is UTC ISO-8601)."""
     return datetime.now(UTC)
+
+
+# How far ahead of the clock a stored time may be and still be "now" (a slewed clock, a
+# stamp taken a moment before the read).
+CLOCK_SLACK = timedelta(minutes=5)
+
+
+def not_after() -> str:
+    """The latest stored time an hourly count takes in: now plus :data:`CLOCK_SLACK`.
+    A row stamped later was written before the clock was set back (an RTC ahead at boot,
+    then NTP): counted, it kept an hourly budget spent for as long as the set-back
+    (a day's set-back: a day without answers), session 40."""
+    return iso(utcnow() + CLOCK_SLACK)
 
 
 def iso(ts: datetime) -> str:

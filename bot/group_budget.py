@@ -27,7 +27,7 @@ from collections import deque
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from bot.events import iso, utcnow
+from bot.events import CLOCK_SLACK, iso, not_after, utcnow
 from bot.owner_notices import notice_due
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ ANSWERED = (
     "SELECT t.conversation_id, t.turn_number, c.identity_key, max(t.timestamp)"
     " FROM conversations c JOIN turns t ON t.conversation_id = c.id"
     " WHERE c.identity_key LIKE '%:group:%' AND c.updated >= ? AND t.role = 'assistant'"
-    " AND t.timestamp >= ? GROUP BY t.conversation_id, t.turn_number"
+    " AND t.timestamp BETWEEN ? AND ? GROUP BY t.conversation_id, t.turn_number"
 )
 
 
@@ -96,6 +96,10 @@ class GroupBudget:
                 await self._seed(hour_ago)
             while self._ledger and self._ledger[0][0] < hour_ago:
                 self._ledger.popleft()
+            if self._ledger and self._ledger[-1][0] > now + CLOCK_SLACK:
+                # allowed before the clock was set back: they would count for as long
+                # as the set-back (session 40)
+                self._ledger = deque(e for e in self._ledger if e[0] <= now + CLOCK_SLACK)
             spent = sum(1 for _, key in self._ledger if key == group)
             total = len(self._ledger)
             trust = self.s.config.trust
@@ -122,7 +126,7 @@ class GroupBudget:
         does not say whose a turn was: its sender is a display name; the transcript's
         turn does, ``fromOwner``)."""
         since = iso(hour_ago)
-        rows = await self.s.index_db.fetchall(ANSWERED, (since, since))
+        rows = await self.s.index_db.fetchall(ANSWERED, (since, since, not_after()))
         by_conv: dict[str, list[tuple[int, str, str]]] = {}
         for conv_id, turn, key, when in rows:
             by_conv.setdefault(conv_id, []).append((int(turn), key, when))

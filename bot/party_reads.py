@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.db import Database
+from bot.events import not_after
 from bot.parties import PARTY_COLUMNS, PartyRecord, party_from_row
 
 
@@ -111,7 +112,7 @@ class PartyReads:
         """How many escalations (any party, any status) were created at ``since`` (an
         :func:`~bot.events.iso` time) or later: the hourly budget, across restarts."""
         row = await self.db.fetchone(
-            "SELECT COUNT(*) FROM escalations WHERE created >= ?", (since,)
+            "SELECT COUNT(*) FROM escalations WHERE created BETWEEN ? AND ?", (since, not_after())
         )
         return int(row[0]) if row else 0
 
@@ -119,7 +120,8 @@ class PartyReads:
         """How many command answers went to ``party_id`` (else to any party) at ``since``
         (an :func:`~bot.events.iso` time) or later."""
         return await self._count_since(
-            "SELECT COUNT(*) FROM external_messages WHERE kind = 'command' AND timestamp >= ?",
+            "SELECT COUNT(*) FROM external_messages WHERE kind = 'command'"
+            " AND timestamp BETWEEN ? AND ?",
             "party_id",
             since,
             party_id,
@@ -130,7 +132,8 @@ class PartyReads:
         ``since`` (an :func:`~bot.events.iso` time) or later: the known contacts' hourly
         budget, across restarts."""
         return await self._count_since(
-            "SELECT COUNT(*) FROM external_messages WHERE kind = 'answer' AND timestamp >= ?",
+            "SELECT COUNT(*) FROM external_messages WHERE kind = 'answer'"
+            " AND timestamp BETWEEN ? AND ?",
             "party_id",
             since,
             party_id,
@@ -141,7 +144,7 @@ class PartyReads:
         (an :func:`~bot.events.iso` time) or later: their hourly budget of storage."""
         return await self._count_since(
             "SELECT COUNT(*) FROM external_messages m JOIN external_parties p"
-            " ON p.id = m.party_id WHERE m.direction = 'in' AND m.timestamp >= ?"
+            " ON p.id = m.party_id WHERE m.direction = 'in' AND m.timestamp BETWEEN ? AND ?"
             " AND p.tier = 'untrusted'",
             "m.party_id",
             since,
@@ -151,8 +154,9 @@ class PartyReads:
     async def _count_since(
         self, sql: str, party_column: str, since: str, party_id: str | None
     ) -> int:
-        """``sql`` (a count from ``since`` on), for ``party_id`` alone when given."""
-        args: tuple[str, ...] = (since,)
+        """``sql`` (a count from ``since`` to :func:`~bot.events.not_after`), for
+        ``party_id`` alone when given."""
+        args: tuple[str, ...] = (since, not_after())
         if party_id is not None:
             sql += f" AND {party_column} = ?"
             args += (party_id,)

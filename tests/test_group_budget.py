@@ -232,3 +232,33 @@ async def test_the_hours_answers_are_read_once_a_run_not_at_every_message(
         assert len(reads) == 1
     finally:
         await shutdown_services(services)
+
+
+async def test_answers_allowed_before_a_clock_set_back_do_not_spend_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 40): the ledger (and its seed from the index) kept answers
+    # stamped in the future: a clock set back by a day kept the group silent for a day.
+    config = _config(tmp_path)
+    brain = ScriptedBrain()
+    services, _ = await _open(config, brain)
+    try:
+        await _say(services, KIM, "one")
+        await _say(services, KIM, "two")
+        await _say(services, KIM, "three, refused")
+        assert len(brain.requests) == 2
+        earlier = utcnow() - timedelta(days=1)
+        monkeypatch.setattr("bot.group_budget.utcnow", lambda: earlier)
+        monkeypatch.setattr("bot.events.utcnow", lambda: earlier)
+        await _say(services, LEE, "after the set-back")
+        assert [r.text for r in brain.requests][2:] == ["after the set-back"]
+    finally:
+        await shutdown_services(services)
+    # a start after the set-back reads the hour from the index: the same
+    brain = ScriptedBrain()
+    services, _ = await _open(config, brain)
+    try:
+        await _say(services, LEE, "after a restart")
+        assert [r.text for r in brain.requests] == ["after a restart"]
+    finally:
+        await shutdown_services(services)

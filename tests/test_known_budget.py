@@ -152,3 +152,26 @@ async def test_the_owner_is_told_once_an_hour_across_restarts(tmp_path: Path) ->
             await shutdown_services(services)
     assert len(brain.requests) == 2
     assert told == 1
+
+
+async def test_answers_stamped_before_a_clock_set_back_do_not_spend_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 40): the hour's count took every answer stamped after "an
+    # hour ago", those stamped in the future too: a clock set back by a day (an RTC
+    # ahead at boot, then NTP) kept the contact's budget spent for the whole day.
+    config = _config(tmp_path)
+    brain = ScriptedBrain()
+    services, _ = await _open(config, brain)
+    try:
+        await _say(services, KIM, "one")
+        await _say(services, KIM, "two")
+        await _say(services, KIM, "three, refused")
+        assert len(brain.requests) == 2
+        earlier = utcnow() - timedelta(days=1)
+        monkeypatch.setattr("bot.party_budget.utcnow", lambda: earlier)
+        monkeypatch.setattr("bot.events.utcnow", lambda: earlier)
+        await _say(services, KIM, "after the set-back")
+        assert [r.text for r in brain.requests][2:] == ["after the set-back"]
+    finally:
+        await shutdown_services(services)
