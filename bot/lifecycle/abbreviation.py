@@ -130,12 +130,16 @@ class Abbreviator:
         if self.model is None:
             text = await self.extractive(turns)
         else:
+            covered = record.abbreviated_turn if record.abbreviation else 0
+            skipped = prompts.left_out(turns, self.budget_chars, covered)
             prompt = prompts.abbreviation_prompt(
                 turns,
                 channel=record.channel,
                 title=record.title,
                 previous=record.abbreviation,
                 budget_chars=self.budget_chars,
+                skipped=skipped,
+                skipped_points=await self.extractive(skipped) if skipped else None,
             )
             try:
                 text = await self.model.complete(

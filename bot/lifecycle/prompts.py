@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.brain.group_lines import member_name, shown_member, unmarked
 from bot.brain.tokens import CHARS_PER_TOKEN, cut_to_tokens, estimate_tokens
+from bot.extractive import HEADER
 from bot.identity import anonymous_sender
 
 ABBREVIATION_SYSTEM = """\
@@ -139,6 +140,22 @@ def fit_turns(
     return list(reversed(kept)), False
 
 
+def left_out(
+    turns: Sequence[Mapping[str, Any]], budget_chars: int, covered: int
+) -> list[Mapping[str, Any]]:
+    """The turns an abbreviation prompt of ``budget_chars`` has no room for and the
+    previous notes do not cover (they cover turns up to ``covered``; 0: no notes)."""
+    kept, cut = fit_turns(turns, budget_chars)
+    if not cut:
+        return []
+    first = _number(kept[0])
+    return [t for t in turns if covered < _number(t) < first]
+
+
+def _number(turn: Mapping[str, Any]) -> int:
+    return int(turn.get("turnNumber") or 0)
+
+
 def abbreviation_prompt(
     turns: Sequence[Mapping[str, Any]],
     *,
@@ -146,8 +163,13 @@ def abbreviation_prompt(
     title: str | None,
     previous: str | None,
     budget_chars: int,
+    skipped: Sequence[Mapping[str, Any]] = (),
+    skipped_points: str | None = None,
 ) -> str:
-    """The user prompt of the abbreviation call."""
+    """The user prompt of the abbreviation call. ``skipped``: the turns of
+    :func:`left_out`, ``skipped_points`` their offline extractive notes: the model is
+    told which turns it does not see and given their key sentences (before session 40
+    turns between the previous notes and the most recent ones were left out unsaid)."""
     kept, cut = fit_turns(turns, budget_chars)
     head = [f"Channel: {channel}."]
     if title:
@@ -159,6 +181,15 @@ def abbreviation_prompt(
         )
     elif cut:
         head.append("The conversation is long; only its most recent turns follow.")
+    if skipped:
+        span = f"{_number(skipped[0])}-{_number(skipped[-1])}"
+        after = " came after those notes and" if previous else ""
+        points = (skipped_points or "").removeprefix(HEADER).strip()
+        head.append(
+            f"Turns {span}{after} are too long to include; key sentences extracted from "
+            "them without reading them in full (fold what matters into the new notes):\n"
+            + (points or "(none)")
+        )
     return "\n".join(head) + "\n\nConversation:\n\n" + format_turns(kept) + "\n\nMeeting notes:"
 
 

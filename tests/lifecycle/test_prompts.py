@@ -76,3 +76,44 @@ def test_a_group_members_lines_are_not_the_owners_in_the_notes_and_naming_prompt
     assert "[4] Assistant: Friday works." in text
     assert "[5] User: a private chat's line" in text
     assert "[2] User" not in text
+
+
+async def test_turns_between_the_previous_notes_and_the_recent_ones_are_named() -> None:
+    # Regression (session 40): with more than the budget written since the previous
+    # notes, the prompt held those notes and the most recent turns only: the turns in
+    # between were in neither, and the model was not told they existed.
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from bot.lifecycle.abbreviation import Abbreviator
+    from tests.lifecycle.conftest import ScriptedModel
+
+    filler = "Sure, that works for me and I will check the calendar again tonight. " * 3
+    turns: list[dict[str, Any]] = [
+        {"turnNumber": n, "role": "user" if n % 2 else "assistant", "content": filler}
+        for n in range(1, 41)
+    ]
+    turns[19]["content"] = "We decided to move the mail server to Frankfurt in March."
+    model = ScriptedModel()
+    abbreviator = Abbreviator(model, budget_chars=2_000)
+    record = SimpleNamespace(
+        channel="web", title="Server move", abbreviation="Notes of turns 1-10.",
+        abbreviated_turn=10,
+    )  # fmt: skip
+    await abbreviator.abbreviate(cast(Any, record), turns)
+    prompt = model.calls[0]["prompt"]
+    shown = [int(line[1:].split("]")[0]) for line in prompt.splitlines() if line[:1] == "["]
+    assert shown and shown[-1] == 40
+    assert f"Turns 11-{shown[0] - 1} came after those notes" in prompt
+    assert "move the mail server to Frankfurt" in prompt
+    assert "Extractive notes (no language model)" not in prompt  # not copied as a label
+    assert "Notes of turns 1-10." in prompt
+    # nothing left out: nothing said
+    model.calls.clear()
+    await Abbreviator(model, budget_chars=48_000).abbreviate(cast(Any, record), turns)
+    assert "too long to include" not in model.calls[0]["prompt"]
+    # no previous notes: the turns before the recent ones are named the same way
+    model.calls.clear()
+    fresh = SimpleNamespace(channel="web", title=None, abbreviation=None, abbreviated_turn=0)
+    await abbreviator.abbreviate(cast(Any, fresh), turns)
+    assert f"Turns 1-{shown[0] - 1} are too long to include" in model.calls[0]["prompt"]
