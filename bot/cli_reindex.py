@@ -1,6 +1,7 @@
-"""``my-agent reindex``: delete ``conversations.db`` and rebuild it from the transcripts
+"""``my-agent reindex``: replace ``conversations.db`` with one rebuilt from the transcripts
 (recovery rebuilds the rows, then the vectors are embedded again when a local model is
-there), and say what was rebuilt.
+there), and say what was rebuilt. The old index is set aside until the rebuild
+completes, and put back if it fails.
 
 The report is a few lines for the owner by default (it printed the raw JSON, as the
 other commands do only with ``--json``), the JSON with ``--json``.
@@ -33,7 +34,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild the index; the exit status (75 while the store is in use)."""
     from bot.health_daemon import data_dir_unreadable
     from bot.journal import journal_in_use
-    from bot.recovery import delete_index
+    from bot.recovery import delete_index, restore_index, set_index_aside
     from bot.recovery_reindex import save_before_reindex
     from bot.service_databases import DatabaseOpenError, check_state
     from bot.services import DataDirError, check_data_dir
@@ -118,10 +119,24 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     embedding_log.setLevel(logging.ERROR)
     transcript_log = logging.getLogger("my_agent.transcript")
     transcript_log.addHandler(skipped)
+    # The old index is set aside, not deleted, until the rebuild succeeds: a rebuild that
+    # failed (a migration, a full disk, Ctrl-C) left no index at all, its vectors and the
+    # rows of deleted files with it (before session 40); now the old one is put back.
+    aside = set_index_aside(config.index_path)
+    status = exitcodes.EX_SOFTWARE
     try:
-        delete_index(config.index_path)
-        return int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
+        status = int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
+        return status
     finally:
+        if status == 0:
+            delete_index(aside)
+        elif aside.exists():
+            restore_index(config.index_path, aside)
+            print(
+                f"my-agent: the rebuild did not complete: {config.index_path} is back as it"
+                " was before the reindex",
+                file=sys.stderr,
+            )
         transcript_log.removeHandler(skipped)
         embedding_log.setLevel(level)
         store_lock.release(lock)

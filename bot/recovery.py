@@ -319,3 +319,42 @@ def delete_index(path: Path) -> None:
             os.remove(f"{path}{suffix}")
         except FileNotFoundError:
             pass
+
+
+def aside_path(path: Path) -> Path:
+    """Where ``my-agent reindex`` keeps the old index while it rebuilds."""
+    return path.with_name(path.name + ".before-reindex")
+
+
+def set_index_aside(path: Path) -> Path:
+    """Move conversations.db (and its WAL, which holds its latest pages) to
+    :func:`aside_path`, replacing an older one a killed reindex left; the shared-memory
+    file goes (SQLite rebuilds it from the WAL). Nothing may have the index open."""
+    aside = aside_path(path)
+    delete_index(aside)
+    for suffix in ("", "-wal"):
+        try:
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        except FileNotFoundError:
+            pass
+    try:
+        os.remove(f"{path}-shm")
+    except FileNotFoundError:
+        pass
+    return aside
+
+
+def restore_index(path: Path, aside: Path) -> None:
+    """Put the index :func:`set_index_aside` moved back, over a half-built one."""
+    if not aside.exists():
+        return  # there was no index to keep (a first build)
+    delete_index(path)
+    for suffix in ("", "-wal"):
+        try:
+            os.replace(f"{aside}{suffix}", f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+    try:
+        os.remove(f"{aside}-shm")
+    except FileNotFoundError:
+        pass

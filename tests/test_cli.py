@@ -629,6 +629,34 @@ def test_a_reindex_refused_by_state_db_deletes_nothing(
     assert store.config.index_path.read_bytes() == before
 
 
+def test_a_rebuild_that_fails_puts_the_old_index_back(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 40): reindex deleted conversations.db before the rebuild; a
+    # rebuild that then failed (a migration, a full disk, Ctrl-C) left no index at all,
+    # its vectors and page checks with it. The old one is set aside until it succeeds.
+    from bot import cli_reindex
+    from bot.recovery import aside_path
+
+    index = store.config.index_path
+    before = index.read_bytes()
+
+    async def broken(services: object) -> dict[str, object]:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli_reindex, "rebuild", broken)
+    capsys.readouterr()
+    with pytest.raises(OSError):
+        cli.main(["--config", str(store.config_path), "reindex"])
+    assert f"{index} is back as it was before the reindex" in capsys.readouterr().err
+    assert index.read_bytes() == before
+    assert not aside_path(index).exists()
+    # a reindex that completes leaves nothing aside
+    monkeypatch.undo()
+    assert cli.main(["--config", str(store.config_path), "reindex"]) == 0
+    assert index.is_file() and not aside_path(index).exists()
+
+
 def test_reindex_with_a_file_where_the_conversations_belong_names_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
