@@ -7,6 +7,7 @@ conversations, and ``/reply`` is the one command that sends to someone else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bot.command_runs import CommandRun
@@ -20,12 +21,19 @@ if TYPE_CHECKING:
     from bot.services import Services
 
 
+TRUST_TIERS = ("known", "untrusted")  # what /trust sets (/block sets the third)
+# The most words a display name named in a command may have ("/reply Mary Ann Lee hi").
+NAME_WORDS = 6
+
+
 class PartyCommands:
     """The party commands, a base of :class:`bot.commands.Commands`."""
 
     s: Services
 
-    async def _party(self, args: str, usage: str) -> tuple[PartyRecord, str] | CommandResult:
+    async def _party(
+        self, args: str, usage: str, rest_fits: Callable[[str], bool] = lambda rest: True
+    ) -> tuple[PartyRecord, str] | CommandResult:
         """(party, the rest of the arguments), or the answer instead: ``usage`` when no
         party is named, that nobody is known by it when none matches, the ids to choose
         from when a display name is several parties' or a handle several accounts'.
@@ -33,7 +41,8 @@ class PartyCommands:
         Who a party is (id, address, handle) comes first, a display name only after: a
         name is whatever the sender typed, and matched alongside, the newest party won
         (a stranger who called themselves "bob@example.com" got the owner's
-        "/reply bob@example.com <the door code>")."""
+        "/reply bob@example.com <the door code>"). ``rest_fits``: whether what follows a
+        display name can be the rest of this command (a name of several words, below)."""
         ref, _, rest = args.strip().partition(" ")
         if not ref:
             return CommandResult(usage)
@@ -51,20 +60,47 @@ class PartyCommands:
             )
         party = await self.s.external.find(ref)
         if party is None:
-            named = await self.s.external.named(ref)
-            if len(named) > 1:
-                listed = ", ".join(f"{p.id} ({p.label})" for p in named)
-                return CommandResult(
-                    f"More than one who wrote to me is called {ref!r}: {listed}. "
-                    "Use the id: nothing was done."
-                )
-            party = named[0] if named else None
+            found = await self._by_name(args.strip(), rest_fits)
+            if isinstance(found, CommandResult):
+                return found
+            if found is not None:
+                party, rest = found
         if party is None:
             return CommandResult(
                 f"No one who wrote to me is known as {ref!r}: use the id from the "
                 "escalation, their handle or their address."
             )
         return party, rest.strip()
+
+    async def _by_name(
+        self, args: str, rest_fits: Callable[[str], bool]
+    ) -> tuple[PartyRecord, str] | CommandResult | None:
+        """The party whose display name starts ``args`` (a name of up to
+        :data:`NAME_WORDS` words: "/reply Zed Smith hi" is Zed Smith's), and the rest.
+        A name several parties go by, or two names that both fit ("Zed" and "Zed Smith":
+        is "Smith hi" the text?), is answered with the ids to choose from. Before session
+        40 only the first word was a name: Zed Smith could not be named, and a party
+        called "Zed" got "Smith hi" (and "/block Zed Smith" blocked Zed)."""
+        words = args.split(" ")
+        fits: list[tuple[str, list[PartyRecord], str]] = []
+        for n in range(1, min(NAME_WORDS, len(words)) + 1):
+            name = " ".join(words[:n])
+            if not name.strip() or (n > 1 and not words[n - 1]):
+                continue  # a double space adds nothing to the name
+            named = await self.s.external.named(name)
+            if named and rest_fits(" ".join(words[n:]).strip()):
+                fits.append((name, named, " ".join(words[n:])))
+        if not fits:
+            return None
+        if len(fits) == 1 and len(fits[0][1]) == 1:
+            name, (party,), rest = fits[0]
+            return party, rest
+        listed = ", ".join(f"{p.id} ({p.label})" for _, named, _ in fits for p in named)
+        said = " or ".join(repr(name) for name, _, _ in fits)
+        return CommandResult(
+            f"More than one who wrote to me is called {said}: {listed}. "
+            "Use the id: nothing was done."
+        )
 
     async def _owner_trust(
         self,
@@ -77,12 +113,13 @@ class PartyCommands:
             args,
             "Usage: /trust <party> [known|untrusted] (party id from the "
             "escalation, or their handle/address).",
+            lambda rest: len(rest.split()) <= 1 and rest.lower() in ("", *TRUST_TIERS),
         )
         if isinstance(found, CommandResult):
             return found
         party, rest = found
         tier = (rest.split() or ["known"])[0].lower()
-        if tier not in ("known", "untrusted"):
+        if tier not in TRUST_TIERS:
             return CommandResult("Tier must be known or untrusted (use /block to block).")
         if not (run and run.resumed and party.tier == tier and party.tier_source == "owner"):
             await self.s.external.set_tier(party.id, tier)
@@ -95,7 +132,7 @@ class PartyCommands:
         conv: ConversationRecord,
         run: CommandRun | None = None,
     ) -> CommandResult:
-        found = await self._party(args, "Usage: /block <party>")
+        found = await self._party(args, "Usage: /block <party>", lambda rest: not rest)
         if isinstance(found, CommandResult):
             return found
         party, _ = found

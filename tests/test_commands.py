@@ -741,6 +741,31 @@ async def test_a_party_is_named_by_their_telegram_handle(core: Core) -> None:
     assert "blocked" in await core.say("/block @eve_2")
 
 
+async def test_a_party_is_named_by_a_display_name_of_several_words(core: Core) -> None:
+    # Regression (session 40): only the first word after /reply was a name: "Zed Smith"
+    # could not be named, and with a party called "Zed" too, "/reply Zed Smith hi"
+    # sent "Smith hi" to Zed.
+    await core.say("hi, Zed Smith here", sender="3003", sender_name="Zed Smith")
+    answer = await core.say("/reply Zed Smith  see you at 5")
+    assert "Sent to" in answer, answer
+    assert [m.text for m in core.telegram.sent if m.chat_id == "3003"][-1] == "see you at 5"
+    await core.say("and I am Zed", sender="3004", sender_name="Zed")
+    sent = len(core.telegram.sent)
+    answer = await core.say("/reply Zed Smith hi")
+    assert "More than one who wrote to me is called 'Zed' or 'Zed Smith'" in answer, answer
+    assert "nothing was done" in answer
+    assert len(core.telegram.sent) == sent + 1  # the answer to the owner only
+    zed = await core.s.external.find("3004")
+    assert zed is not None and zed.id in answer
+    # where what follows a name cannot be the rest of the command, the name is clear
+    assert "now known" in await core.say("/trust Zed Smith known")
+    smith = await core.s.external.find("3003")
+    assert smith is not None and smith.tier == "known"
+    assert "blocked" in await core.say("/block Zed Smith")
+    assert (await core.s.external.get(zed.id)).tier == "untrusted"  # type: ignore[union-attr]
+    assert (await core.s.external.get(smith.id)).tier == "blocked"  # type: ignore[union-attr]
+
+
 async def test_a_strangers_start_reaches_the_owner(core: Core) -> None:
     # Regression: Telegram makes "/start" every new user's first message; it got
     # "Unknown command /start" and the owner never heard of them.
