@@ -59,6 +59,7 @@ from bot.brain.tool_calls import Tool
 from bot.brain.tool_round import tool_loop
 from bot.brain.tools import RecallTools
 from bot.config.model import AppConfig
+from bot.labels import title_for_model
 
 log = logging.getLogger("my_agent.brain")
 
@@ -202,7 +203,10 @@ class AnthropicBrain:
         conversations = self.services.conversations
         lines = await asyncio.to_thread(conversations.read_lines, conv_id)
         record = await conversations.get(conv_id)
-        title = getattr(record, "title", None)
+        # An escalation's automatic title names the parties by the names they chose
+        # (bot.labels.title_for_model): before session 40 it was the owner's system
+        # prompt's "Conversation title", unlabelled, until the naming at turn 5.
+        title = title_for_model(record) if record is not None else None
         ctx = self.contexts.assemble(conv_id, lines, request.text, request.turn_number)
         system = self._owner_system(request, ctx, title)
         size = estimate_tokens(system) + ctx.tokens() + self._tools_tokens

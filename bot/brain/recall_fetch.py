@@ -20,6 +20,7 @@ from bot.brain.context import group_line
 from bot.brain.tool_budget import ToolError, fit_turns
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.graphemes import cut
+from bot.labels import title_for_model
 from bot.owner_days import local_time
 
 FETCH_DEFAULT_TURNS = 10
@@ -116,7 +117,8 @@ def _fetched(
     """The wrapped ``fetch_context`` result (seed 000's fields, and ``note`` when set)."""
     payload: dict[str, Any] = {
         "conversationId": conv_id,
-        "conversationName": getattr(record, "title", None),
+        # an escalation's automatic title names strangers by their own chosen names
+        "conversationName": title_for_model(record),
         "channel": getattr(record, "channel", None),
         "turns": turns,
         "totalTurns": total,

@@ -18,6 +18,7 @@ from bot.brain.tool_budget import ToolError
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.config.model import AppConfig
 from bot.graphemes import cut
+from bot.labels import ESCALATION_PREFIX, title_for_model
 from bot.owner_days import day_range, local_day
 from bot.search.results import InvalidFilter
 
@@ -190,7 +191,7 @@ class ConversationSearch:
         for r in page.results:
             item = {
                 "conversationId": r.conversation_id,
-                "conversationName": r.title,
+                "conversationName": await self._title(r),
                 "channel": r.channel,
                 "snippet": r.snippet,
                 "turnRange": r.turn_range,
@@ -231,6 +232,15 @@ class ConversationSearch:
             found["searchMode"] = "partial"
             found["note"] = "; ".join(filter(None, (PARTIAL_NOTE, found.get("note"))))
         return wrap_data("search_conversations", found)
+
+    async def _title(self, result: Any) -> str | None:
+        """A result's title as the model reads it (:func:`bot.labels.title_for_model`):
+        an escalation's automatic title names strangers by the names they chose."""
+        conversations = getattr(self.services, "conversations", None)
+        if conversations is None or not str(result.title or "").startswith(ESCALATION_PREFIX):
+            return result.title  # (only such a title needs its record read)
+        record = await maybe_await(conversations.get(result.conversation_id))
+        return title_for_model(record) if record is not None else result.title
 
     async def _exists(self, conversation_id: str) -> bool:
         conversations = getattr(self.services, "conversations", None)

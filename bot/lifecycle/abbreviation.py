@@ -24,6 +24,7 @@ from bot.brain.cost import tracking
 from bot.conversations import ConversationManager
 from bot.extractive import HEADER, Turn, extractive_abbreviation
 from bot.index import ConversationRecord
+from bot.labels import title_for_model
 from bot.lifecycle import prompts
 from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex
@@ -135,7 +136,7 @@ class Abbreviator:
             prompt = prompts.abbreviation_prompt(
                 turns,
                 channel=record.channel,
-                title=record.title,
+                title=title_for_model(record),  # not a stranger's chosen name
                 previous=record.abbreviation,
                 budget_chars=self.budget_chars,
                 skipped=skipped,
