@@ -112,6 +112,12 @@ class InboundMessage:
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
+# In an OutboundMessage's metadata: the owner's own words to a third party (``/reply``,
+# the dashboard's Reply) go to them alone, where their message asked to be answered:
+# never reply-all to the others it went to, whom the owner was never told of (session 40).
+TO_PARTY_ALONE = "to_party_alone"
+
+
 @dataclass(frozen=True)
 class OutboundMessage:
     """A message the core asks a channel to deliver.

@@ -15,7 +15,7 @@ from bot.command_syntax import PASSED_ON, CommandResult
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
 from bot.parties import PartyRecord
-from bot.party_lines import answered_elsewhere
+from bot.party_lines import sent_to
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -178,16 +178,18 @@ class PartyCommands:
         answering = await self.s.external.reply_thread(party)
         if not (run and run.resumed and await self.s.outbox.has_key(dedup)):
             await self.s.router.send_to_party(
-                party, text, kind="reply", dedup=dedup, answering=answering, files=files
+                party,
+                text,
+                kind="reply",
+                dedup=dedup,
+                answering=answering,
+                files=files,
+                alone=True,  # never reply-all to those their mail went to
             )
         await self.s.external.resolve_escalations(party.id, "replied")
         sent = ", ".join(a.name or a.kind for a in files)
         what = f"your words and {sent}" if text and sent else f"your {sent}" if sent else ""
-        answer = f"Sent to {party.label}"
-        elsewhere = answered_elsewhere(party, answering)
-        if elsewhere:
-            # where it went, as their Reply-To asked: not the address the label names
-            answer += f" at {', '.join(elsewhere[:3])}, the address their message asked for"
+        answer = sent_to(party, answering)
         answer += f": {what}." if what else "."
         if left:
             answer += f" Your {left} was not passed on: {why}."

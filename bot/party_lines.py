@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.events import InboundMessage, placement
+from bot.graphemes import isolate
 from bot.parties import PartyRecord
 from bot.party_tiers import tier_change
 from bot.transcript_lines import Line
@@ -45,6 +46,42 @@ def answered_elsewhere(party: PartyRecord, msg: InboundMessage | None) -> list[s
     own = party.party_key.strip().lower()
     named = dict.fromkeys(a.strip().lower() for a in reply_to_of(msg.metadata) if "@" in a)
     return [a for a in named if a != own]
+
+
+def copied_to(party: PartyRecord, msg: InboundMessage | None) -> list[str]:
+    """Who else read ``msg`` and would have had a reply-all answer to it (an e-mail's
+    ``readers`` with ``channels.email.reply_all``), but for the party's own address and
+    those of :func:`answered_elsewhere`: the owner's ``/reply`` goes to none of them
+    (:data:`bot.events.TO_PARTY_ALONE`), and the confirmation says so."""
+    if msg is None:
+        return []
+    listed = msg.metadata.get("readers")
+    if not isinstance(listed, list | tuple):
+        return []
+    skip = {party.party_key.strip().lower(), *answered_elsewhere(party, msg)}
+    named = dict.fromkeys(a.strip().lower() for a in listed if isinstance(a, str) and "@" in a)
+    return [a for a in named if a not in skip]
+
+
+def sent_to(party: PartyRecord, answering: InboundMessage | None) -> str:
+    """Where the owner's words to ``party`` went, as the owner is told (``/reply``, the
+    dashboard's Reply), before any full stop: "Sent to Eve (email)", with where their
+    message asked answers to go when that is not their own address
+    (:func:`answered_elsewhere`, session 38) and the others it went to, who get nothing
+    (:func:`copied_to`, session 40)."""
+    answer = f"Sent to {party.label}"
+    elsewhere = answered_elsewhere(party, answering)
+    if elsewhere:
+        # where it went, as their Reply-To asked: not the address the label names
+        answer += f" at {', '.join(elsewhere[:3])}, the address their message asked for"
+    others = copied_to(party, answering)
+    if others:
+        # Before session 40, with reply_all, these got the owner's words too, while the
+        # owner was told of the party alone.
+        shown = ", ".join(isolate(a) for a in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        answer += f" alone, not to {shown}{more}, to whom their message also went"
+    return answer
 
 
 def thread_fields(msg: InboundMessage) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
-from bot.events import Attachment, InboundMessage, OutboundMessage, iso, utcnow
+from bot.events import TO_PARTY_ALONE, Attachment, InboundMessage, OutboundMessage, iso, utcnow
 from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.owner_notices import notice_due
@@ -59,6 +59,7 @@ class PartySends:
         answering: InboundMessage | None = None,
         files: Sequence[Attachment] = (),
         answers: str | None = None,
+        alone: bool = False,
     ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply).
 
@@ -68,13 +69,15 @@ class PartySends:
         the same thread. ``files``: attachments the party's channel sends on after the
         words, by their ``ref`` (the owner's Telegram photo to a Telegram party);
         ``answers``: the ref of their message the model's reply answers (kept in their
-        file, for a restart)."""
+        file, for a restart); ``alone``: the owner's own words, which go to the party
+        alone (:data:`~bot.events.TO_PARTY_ALONE`), never to the others their message
+        went to."""
         if answering is None:
             answering = await self.s.external.reply_thread(party)
         recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
         await self.s.external.record_outbound(party.id, recorded, kind=kind, answers=answers)
         await self.queue_to_party(
-            party, text, kind=kind, dedup=dedup, answering=answering, files=files
+            party, text, kind=kind, dedup=dedup, answering=answering, files=files, alone=alone
         )
 
     async def queue_to_party(
@@ -86,6 +89,7 @@ class PartySends:
         dedup: str | None = None,
         answering: InboundMessage | None = None,
         files: Sequence[Attachment] = (),
+        alone: bool = False,
     ) -> None:
         """Queue a message to the party that their file already records
         (:meth:`send_to_party`, or a restart queuing an answer a crash kept from the
@@ -113,6 +117,9 @@ class PartySends:
                         if files
                         else {}
                     ),
+                    # Before session 40 the owner's /reply to a mail went reply-all (with
+                    # channels.email.reply_all) to its To and Cc, named nowhere to them.
+                    **({TO_PARTY_ALONE: True} if alone else {}),
                 },
             ),
             dedup_key=dedup,

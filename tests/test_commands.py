@@ -14,7 +14,7 @@ import pytest
 
 from bot.command_status import local_minute
 from bot.commands import parse_command
-from bot.events import Attachment
+from bot.events import TO_PARTY_ALONE, Attachment
 from bot.resume import resume_pending_replies
 from bot.services import open_services
 from tests.conftest import (
@@ -626,6 +626,34 @@ async def test_an_answer_going_to_a_reply_to_address_is_said_so(core: Core) -> N
     ann = await core.s.external.find("ann@else.example")
     assert ann is not None
     assert await core.say(f"/reply {ann.id} hi") == f"Sent to {ann.label}."
+
+
+async def test_the_owners_reply_goes_to_the_party_alone_and_says_so(core: Core) -> None:
+    # Regression (session 40): with reply_all, the owner's /reply to a stranger's mail
+    # went to everyone the stranger put in To and Cc (a journalist in Cc), while the
+    # confirmation named the stranger alone.
+    await core.say(
+        "Is Robin free next week?",
+        channel="email",
+        sender="eve@stranger.example",
+        chat="eve@stranger.example",
+        sender_name="Eve",
+        message_ref="<q1@stranger.example>",
+        metadata={
+            "to": ["assistant@bot.example"],
+            "cc": ["Dan@Press.example"],
+            "readers": ["Dan@Press.example"],
+        },
+    )
+    eve = await core.s.external.find("eve@stranger.example")
+    assert eve is not None
+    answer = await core.say(f"/reply {eve.id} I'm off sick all week")
+    assert answer == (
+        f"Sent to {eve.label} alone, not to dan@press.example, to whom their message also went."
+    )
+    (sent,) = [m for m in core.channels["email"].sent if m.kind == "reply"]
+    assert sent.metadata[TO_PARTY_ALONE] is True  # the e-mail channel answers Eve alone
+    assert sent.metadata["cc"] == ["Dan@Press.example"]  # (what it knows of the mail)
 
 
 async def test_block_silences_a_party(core: Core) -> None:

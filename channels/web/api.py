@@ -6,7 +6,9 @@
 - ``GET /api/search?q=&channel=&from=&to=&conversation=&cursor=``: the hybrid search
   (seed 000 Flow 4)
 - ``GET /api/external``: parties with tier, recent messages and pending escalations
-- ``POST /api/external/{party_id}/tier`` {tier} and ``.../reply`` {text}: Trust/Block/Reply
+- ``POST /api/external/{party_id}/tier`` {tier} and ``.../reply`` {text, ref}:
+  Trust/Block/Reply (``ref``: the page's token for one reply, which it is queued by once;
+  the answer's ``sent`` says where it went)
 
 Conversation chat itself goes over the WebSocket (:mod:`channels.web.ws`).
 """
@@ -15,12 +17,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from bot.command_search import focus_turn, search_channel
 from bot.owner_days import day_range, owner_zone
+from bot.party_lines import sent_to
 from bot.party_tiers import handles_of, tier_now
 from channels.web.paging import LAST_POSITION
 from channels.web.titles import derived_titles
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("my_agent.web.api")
 
 TIERS = ("known", "untrusted", "blocked")
+_REF = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a Reply's ref, made by the page
 MESSAGES_PER_PARTY = 20
 
 
@@ -261,11 +267,26 @@ class Api:
         party = await self.services.external.get(party_id)
         if party is None:
             return web.json_response({"error": "no such party"}, status=404)
-        # Same path as the owner's /reply command: recorded, queued in the outbox.
-        await self.services.router.send_to_party(party, text, kind="reply")
+        ref = body.get("ref")
+        if ref is not None and not (isinstance(ref, str) and _REF.fullmatch(ref)):
+            return web.json_response({"error": "ref must be a short token"}, status=400)
+        # Keyed by the page's ref for this reply, as /reply is by the owner's message: a
+        # POST sent again (a retry after a lost answer, a double submit) is queued and
+        # recorded once; before session 40 it had no key and went twice.
+        dedup = f"web:{ref or uuid.uuid4().hex}:to-party"
+        answering = await self.services.external.reply_thread(party)
+        if await self.services.outbox.has_key(dedup):
+            log.info("dashboard reply %s to %s was queued before: not again", ref, party_id)
+        else:
+            # Same path as the owner's /reply command: recorded, queued in the outbox, to
+            # the party alone (never reply-all to those their mail went to, session 40).
+            await self.services.router.send_to_party(
+                party, text, kind="reply", dedup=dedup, answering=answering, alone=True
+            )
         await self.services.external.resolve_escalations(party_id, "replied")
         await self.channel.hub.feed.on_external("reply")
-        return web.json_response({"ok": True})
+        # where it went, as /reply's confirmation says it (the page shows it)
+        return web.json_response({"ok": True, "sent": sent_to(party, answering) + "."})
 
 
 def setup_api(app: web.Application, channel: WebChannel) -> None:

@@ -12,8 +12,13 @@ async function postJSON(url, body) {
       message = (await r.json()).error || message;
     } catch (_e) {}
     toast(message);
+    return false;
   }
-  return r.ok;
+  try {
+    return (await r.json()) || {};
+  } catch (_e) {
+    return {};
+  }
 }
 
 export async function loadExternal() {
@@ -82,11 +87,19 @@ function renderParty(p) {
   go.type = "submit";
   reply.appendChild(input);
   reply.appendChild(go);
+  // One ref per reply, kept while the same words are sent again (a second click, a
+  // retry after an error): the server queues a ref once (session 40: it sent twice).
+  let pending = null;
   reply.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const text = input.value.trim();
-    if (text && (await postJSON("/api/external/" + encodeURIComponent(p.id) + "/reply", { text }))) {
+    if (!text) return;
+    if (!pending || pending.text !== text) pending = { text, ref: Date.now().toString(36) + Math.random().toString(36).slice(2) };
+    const done = await postJSON("/api/external/" + encodeURIComponent(p.id) + "/reply", { text, ref: pending.ref });
+    if (done) {
+      pending = null;
       input.value = "";
+      if (done.sent) toast(done.sent); // where it went, as /reply's confirmation says
       loadExternal();
     }
   });

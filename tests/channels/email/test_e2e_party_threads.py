@@ -17,6 +17,7 @@ from bot.config.model import AppConfig
 from bot.party_resume import resume_known_parties
 from channels.email.thread_index import read_thread_index
 from tests.channels.email.conftest import USER, PymapServer, SmtpServer, append
+from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import (
     FRIEND,
     Stack,
@@ -146,3 +147,34 @@ async def test_an_owed_answer_made_after_a_restart_goes_to_all_as_the_live_one(
     assert recipients_of(owed) == recipients_of(live)
     envelopes = [sorted(e.rcpt_tos) for e, _ in smtp.capture.messages]
     assert envelopes == [sorted([FRIEND, CAROL, DAN])] * 2
+
+
+async def test_the_owners_reply_to_a_strangers_mail_goes_to_them_alone(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Regression (session 40): with reply_all, the owner's /reply to a stranger's mail
+    # went to everyone the stranger put in To and Cc (Carol, Dan), while the escalation
+    # and the confirmation named the stranger alone.
+    def replies_to_all(config: AppConfig) -> None:
+        assert config.channels.email is not None
+        config.channels.email.reply_all = True
+
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, replies_to_all)
+    eve = "eve@stranger.example"
+    mail = owner_mail(85, "Is the owner free next week?", subject="Next week", sender=eve)
+    mail.replace_header("From", f"Eve <{eve}>")
+    mail.replace_header("To", f"My Assistant <{USER}>, Carol <{CAROL}>")
+    mail["Cc"] = f"Dan <{DAN}>"
+    await append(pymap.port, folder, mail)
+    async with asyncio.timeout(30):
+        while not await stack.services.external.pending_escalations():
+            await asyncio.sleep(0.05)
+    [party] = await stack.services.external.list_parties()
+    await append(pymap.port, folder, owner_mail(86, f"/reply {party.id} I am off sick"))
+    async with asyncio.timeout(30):
+        while not any("off sick" in text_of(m) for _, m in smtp.capture.messages):
+            await asyncio.sleep(0.05)
+    [(envelope, sent)] = [(e, m) for e, m in smtp.capture.messages if "off sick" in text_of(m)]
+    assert recipients_of(sent) == ([eve], [])
+    assert envelope.rcpt_tos == [eve]
+    assert sent["In-Reply-To"] == "<e2e-85@example.org>"  # still in her thread

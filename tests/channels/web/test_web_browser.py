@@ -340,6 +340,23 @@ async def test_external_panel_lists_stranger_and_trust_works(page: Page, stack: 
     assert party.tier == "known" and party.tier_source == "owner"
 
 
+async def test_a_reply_from_the_external_panel_goes_once_and_says_where(
+    page: Page, stack: Stack
+) -> None:
+    # Regression (session 40): the panel's Reply had no key (sent again, it went twice)
+    # and said nothing of where it went; it now names it as /reply's confirmation does.
+    await stack.deliver_telegram("Can your owner call me?", sender_id="4343", name="Eve")
+    await log_in(page, stack)
+    await page.click('#panel-nav button[data-panel="external"]')
+    card = page.locator("article.party").filter(has_text="Eve")
+    await card.locator("form.reply input").fill("Who is asking?")
+    await card.locator("form.reply input").press("Enter")
+    await card.locator("form.reply input").press("Enter")  # a second submit at once
+    await expect(page.locator("#toast")).to_contain_text("Sent to Eve")
+    rows = await stack.services.state.fetchall("SELECT dedup_key FROM outbox")
+    assert len([key for (key,) in rows if str(key).endswith(":to-party")]) == 1
+
+
 async def test_an_escalation_from_before_the_tab_opened_is_signalled(
     page: Page, stack: Stack
 ) -> None:

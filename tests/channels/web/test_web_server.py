@@ -3,13 +3,14 @@ JSON API, against the real core with the offline brain."""
 
 from __future__ import annotations
 
+import json
 import stat
 import uuid
 
 import aiohttp
 import pytest
 
-from bot.events import InboundMessage
+from bot.events import TO_PARTY_ALONE, InboundMessage
 from tests.channels.web.conftest import Stack, login, start_stack, stop_stack
 from tests.channels.web.test_web_static import dashboard_script_paths
 
@@ -403,6 +404,27 @@ async def test_external_panel_api_trust_and_reply(stack: Stack, client) -> None:
         "direction": "out",
         "content": "It is the assistant of the owner.",
     }
+
+
+async def test_a_dashboard_reply_is_sent_once_to_the_party_alone(stack: Stack, client) -> None:
+    # Regression (session 40): the dashboard's Reply had no dedup key (a POST sent again
+    # went twice), and with e-mail reply_all it went to everyone the party's mail went to,
+    # as the owner's /reply did.
+    await stack.deliver_telegram("who is this?", sender_id="779", name="Eve")
+    party = next(p for p in await stack.services.external.list_parties() if p.party_key == "779")
+    url = f"{stack.url}/api/external/{party.id}/reply"
+    for _ in range(2):  # the same reply posted twice (a retry after a lost answer)
+        async with client.post(url, json={"text": "Who are you?", "ref": "r1abc"}) as r:
+            assert r.status == 200
+            assert (await r.json())["sent"] == f"Sent to {party.label}."
+    async with client.post(url, json={"text": "x", "ref": "no spaces please"}) as r:
+        assert r.status == 400
+    rows = await stack.services.state.fetchall("SELECT dedup_key, payload FROM outbox")
+    mine = [(key, json.loads(payload)) for key, payload in rows if "to-party" in str(key)]
+    assert [key for key, _ in mine] == ["web:r1abc:to-party"]
+    assert mine[0][1]["metadata"][TO_PARTY_ALONE] is True
+    history = await stack.services.external.history(party)
+    assert [m["content"] for m in history if m.get("direction") == "out"] == ["Who are you?"]
 
 
 async def test_external_party_counts_messages_both_ways(stack: Stack, client) -> None:
