@@ -646,9 +646,11 @@ def test_a_rebuild_that_fails_puts_the_old_index_back(
 
     monkeypatch.setattr(cli_reindex, "rebuild", broken)
     capsys.readouterr()
-    with pytest.raises(OSError):
-        cli.main(["--config", str(store.config_path), "reindex"])
-    assert f"{index} is back as it was before the reindex" in capsys.readouterr().err
+    status = cli.main(["--config", str(store.config_path), "reindex"])
+    assert status == exitcodes.EX_SOFTWARE
+    err = capsys.readouterr().err
+    assert f"{index} is back as it was before the reindex" in err, err
+    assert "No space left on device" in err
     assert index.read_bytes() == before
     assert not aside_path(index).exists()
     # a reindex that completes leaves nothing aside
