@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.brain.base import Usage
-from bot.config.model import AppConfig, PriceConfig
+from bot.config.model import AppConfig, PriceConfig, default_aliases
 
 log = logging.getLogger("my_agent.brain.cost")
 
@@ -30,12 +30,29 @@ CACHE_READ_FACTOR = 0.1
 
 
 def price_for(config: AppConfig, alias_or_model: str) -> PriceConfig | None:
-    """The price of an alias, or of a real model id (directly or through its alias)."""
+    """The price of an alias or a real model id: the price of its model id first, then
+    of the alias itself, then of any other alias naming the same model.
+
+    Every reply, note, title and compression is priced by its alias, and the default
+    table always prices opus, sonnet and haiku, so looking the alias up first never
+    reached a price the owner had keyed by model id (``aliases.sonnet: claude-sonnet-5``
+    with ``prices.claude-sonnet-5`` billed sonnet's default), and an extra alias for a
+    priced model (``aliases.fast: claude-haiku-4-5``) found no price at all (before
+    session 40). The defaults hold no model id, so an id's price is always the owner's.
+    """
     prices = config.models.prices
+    model_id = config.resolve_model(alias_or_model)
+    if model_id in prices:
+        return prices[model_id]
     if alias_or_model in prices:
         return prices[alias_or_model]
-    for alias, model_id in config.models.aliases.items():
-        if model_id == alias_or_model and alias in prices:
+    for alias, target in config.models.aliases.items():
+        if target == model_id and alias in prices:
+            return prices[alias]
+    # A default alias the file's table leaves out still prices its model (an alias the
+    # file points elsewhere prices that other model instead).
+    for alias, target in default_aliases().items():
+        if target == model_id and alias in prices and alias not in config.models.aliases:
             return prices[alias]
     return None
 

@@ -69,16 +69,20 @@ def _default_prices() -> dict[str, PriceConfig]:
     }
 
 
+def default_aliases() -> dict[str, str]:
+    """The model ids the default aliases (and so the default prices) stand for."""
+    return {
+        "opus": "claude-opus-4-8",
+        "sonnet": "claude-sonnet-4-6",
+        "haiku": "claude-haiku-4-5",
+    }
+
+
 class ModelsConfig(_Section):
     default: str = "sonnet"
-    aliases: dict[str, str] = Field(
-        default_factory=lambda: {
-            "opus": "claude-opus-4-8",
-            "sonnet": "claude-sonnet-4-6",
-            "haiku": "claude-haiku-4-5",
-        }
-    )
-    # Prices per alias (or per real model id).
+    aliases: dict[str, str] = Field(default_factory=default_aliases)
+    # Prices per alias or per real model id (bot.brain.cost.price_for: an id's price
+    # first, then the alias's, then another alias's of the same model).
     prices: dict[str, PriceConfig] = Field(default_factory=_default_prices)
 
     @field_validator("prices")
