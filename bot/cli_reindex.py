@@ -201,7 +201,9 @@ def format_report(report: dict[str, Any], index_path: str) -> str:
     lines = [
         f"Rebuilt {index_path} from the transcripts in {report.get('seconds', 0):.1f} s:",
         f"  {_n(int(report.get('conversations', 0)), 'conversation')}, "
-        f"{_n(int(report.get('turns', 0)), 'turn')} indexed",
+        # messages: "turns" are what /status and the dashboard count, a question and its
+        # reply sharing one (this said "N turns" of the messages before session 40)
+        f"{_n(int(report.get('turns', 0)), 'message')} indexed",
         f"  {_n(int(report.get('parties', 0)), 'third party', 'third parties')} kept",
     ]
     vectors = report.get("vectors")

@@ -75,7 +75,12 @@ def index_counts(conn: Any) -> dict[str, Any]:
     return {
         "conversations": _scalar(conn, "SELECT count(*) FROM conversations"),
         "by_channel": by_channel,
+        # Stored messages (a question and its reply are two); the key keeps its name for
+        # the scripts that read it. turn_numbers counts turns as /status and the
+        # dashboard's Analytics do, a question and its replies sharing one: the text
+        # said "N turns" of the messages, twice their figure (before session 40).
         "turns": _scalar(conn, "SELECT count(*) FROM turns"),
+        "turn_numbers": _scalar(conn, "SELECT sum(turn_count) FROM conversations"),
         # Notes missing or behind the last turn: what the daemon will write (at the idle
         # timeout, or at its next start), as bot.lifecycle.records.pending_abbreviations
         # selects them. The flag alone missed conversations left before their timeout.

@@ -66,15 +66,21 @@ def _pending_notes(counts: dict[str, Any]) -> str:
     return f"{pending} ({'; '.join(parts)})"
 
 
+def _messages(counts: dict[str, Any]) -> str:
+    """``46 messages in 23 turns``: stored messages, and the turns they make (a question
+    and its replies share one), the figure /status and the dashboard call turns."""
+    return f"{_count(counts['turns'], 'message')} in {_count(counts['turn_numbers'], 'turn')}"
+
+
 def _vectors(counts: dict[str, Any]) -> str:
-    """``46 of 46 turns, 2 of 2 notes (model …)``: a model change drops every vector and
-    the daemon embeds them again, searching by keyword meanwhile; this shows how far."""
+    """``46 of 46 messages, 2 of 2 notes (model …)``: a model change drops every vector
+    and the daemon embeds them again, searching by keyword meanwhile; this shows how far."""
     model = counts.get("embedding_model")
     if not model:
         return "none (keyword-only search until an embedding model loads)"
-    turns = counts.get("recall_turns", counts["turns"])  # the turns recall reads
+    messages = counts.get("recall_turns", counts["turns"])  # the messages recall reads
     return (
-        f"{counts['turn_vectors']} of {_count(turns, 'turn')}, "
+        f"{counts['turn_vectors']} of {_count(messages, 'message')}, "
         f"{counts['note_vectors']} of {_count(counts['notes'], 'note')} (model {model})"
     )
 
@@ -136,7 +142,7 @@ def format_text(report: dict[str, Any]) -> str:
         rows += [
             (
                 "conversations",
-                f"{counts['conversations']} ({chans or 'none'}), {counts['turns']} turns",
+                f"{counts['conversations']} ({chans or 'none'}), {_messages(counts)}",
             ),
             ("abbreviations pending", _pending_notes(counts)),
             ("vectors", _vectors(counts)),

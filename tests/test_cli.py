@@ -308,7 +308,7 @@ def test_reindex_says_what_it_rebuilt_in_words(
     assert status == 0
     lines = out.strip().splitlines()
     assert lines[0].startswith(f"Rebuilt {store.config.index_path} from the transcripts in ")
-    assert "  2 conversations, 4 turns indexed" in lines
+    assert "  2 conversations, 4 messages indexed" in lines
     assert "  1 third party kept" in lines
     assert not out.lstrip().startswith("{")
     # no local model in the tests: said in words, not only in the log

@@ -774,7 +774,7 @@ async def test_status_counts_the_vectors_and_their_model(
     report = await asyncio.to_thread(healthcheck.collect, config, deep=False)
     assert report["counts"]["notes"] == 2
     text = healthcheck.format_text(report)
-    assert "vectors:               0 of 10 turns, 0 of 2 notes (model mini@384)" in text
+    assert "vectors:               0 of 10 messages, 0 of 2 notes (model mini@384)" in text
 
 
 async def test_status_counts_vectors_against_the_turns_recall_reads(tmp_path: Path) -> None:
@@ -793,7 +793,7 @@ async def test_status_counts_vectors_against_the_turns_recall_reads(tmp_path: Pa
     await db.close()
     report = await asyncio.to_thread(healthcheck.collect, config, deep=False)
     assert report["counts"]["turns"] == 6 and report["counts"]["recall_turns"] == 3
-    assert "vectors:               0 of 3 turns, " in healthcheck.format_text(report)
+    assert "vectors:               0 of 3 messages, " in healthcheck.format_text(report)
 
 
 async def test_live_status_says_how_search_answers(services: Any) -> None:
