@@ -181,6 +181,23 @@ def shown_controls(text: str) -> str:
     return _BIDI_CONTROLS.sub(lambda m: m[0] if len(m[0]) > 1 else f"[U+{ord(m[0]):04X}]", text)
 
 
+# Characters that show nothing (zero-width space, word joiner, byte order mark, Hangul
+# fillers, soft hyphen...), as the dashboard's nameShown (static/helpers.js) lists them;
+# the joiners emoji sequences and Persian names need (ZWJ, ZWNJ) are not among them.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b"
+    "\u2060-\u2064\u206a-\u206f\u3164\ufeff\uffa0]"
+)
+
+
+def shown_invisible(text: str) -> str:
+    """``text`` with its invisible characters written out ("[U+200B]"), as the dashboard
+    shows a name: "Ha\u200bnan" read exactly as the contact Hanan."""
+    if text.isascii():
+        return text
+    return _INVISIBLE.sub(lambda m: f"[U+{ord(m[0]):04X}]", text)
+
+
 def isolate(text: str) -> str:
     """``text`` with its bidi controls shown (:func:`shown_controls`), in a first-strong
     isolate (U+2068 ... U+2069) when it holds right-to-left letters, so that it is laid

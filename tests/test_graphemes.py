@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from bot.graphemes import boundary_before, cut, has_rtl, isolate, shorten, utf16_boundary_before
+from bot.graphemes import (
+    boundary_before,
+    cut,
+    has_rtl,
+    isolate,
+    shorten,
+    shown_invisible,
+    utf16_boundary_before,
+)
 
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # man ZWJ woman ZWJ girl
 FLAGS = "\U0001f1eb\U0001f1f7\U0001f1e9\U0001f1ea"  # FR DE
@@ -84,3 +92,14 @@ def test_isolate_shows_bidi_controls_planted_in_the_text() -> None:
     # an isolate of ours is kept, and one that holds a planted control is shown
     assert isolate("\u2068שלום\u2069") == "\u2068\u2068שלום\u2069\u2069"
     assert isolate("\u2068x\u202ey\u2069") == "[U+2068]x[U+202E]y[U+2069]"
+
+
+def test_shown_invisible_writes_out_what_shows_nothing() -> None:
+    # as the dashboard's nameShown: "Ha\u200bnan" read exactly as Hanan (session 40:
+    # the Analytics chart showed them live)
+    assert shown_invisible("Ha\u200bnan\ufeff\u00ad") == "Ha[U+200B]nan[U+FEFF][U+00AD]"
+    # the joiners emoji sequences and Persian names need do their work
+    assert shown_invisible(FAMILY) == FAMILY
+    assert shown_invisible("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") == (
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
+    )

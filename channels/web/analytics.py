@@ -20,7 +20,10 @@ from zoneinfo import ZoneInfo
 from aiohttp import web
 
 from bot.events import iso
-from bot.graphemes import shorten
+from bot.graphemes import ELLIPSIS, isolate, shorten, shown_controls, shown_invisible
+from bot.index import SELECT_CONVERSATION, ConversationRecord, row_to_record
+from bot.labels import UNTITLED, channel_label, display_title, plain_title
+from channels.web.titles import derived_titles
 
 if TYPE_CHECKING:
     from channels.web.server import WebChannel
@@ -39,22 +42,38 @@ def _e(text: Any) -> str:
     return escape(NOT_XML.sub("\ufffd", str(text)), {'"': "&quot;", "'": "&apos;"})
 
 
+def _shown(text: str) -> str:
+    """A label as the dashboard shows names: bidi controls and invisible characters
+    written out ("[U+202E]", "[U+200B]"). A Telegram group's name (any member sets it)
+    reversed and hid letters of its chart label (before session 40)."""
+    return shown_invisible(shown_controls(text))
+
+
+_FSI, _PDI = "\u2068", "\u2069"  # the isolates bot.graphemes.isolate puts around RTL text
+
+
+# The beginning of a "[U+200B]" that the cut ends in
+_CUT_CODE = re.compile(r"\[(U(\+[0-9A-F]{0,5})?)?" + ELLIPSIS + "$")
+
+
 def _clip(text: str, n: int) -> str:
-    return shorten(text, n)
+    """``text`` cut at ``n`` characters, not inside a written-out "[U+200B]", an isolate
+    it cut through closed again."""
+    kept = _CUT_CODE.sub(ELLIPSIS, shorten(text, n))
+    return kept + _PDI * max(kept.count(_FSI) - kept.count(_PDI), 0)
 
 
-def _conversation_label(title: str | None, channel: str, meta_json: str, cid: str) -> str:
-    """Title, else the contact or subject of a channel conversation, else a short id."""
-    if title:
-        return title
-    try:
-        meta = json.loads(meta_json or "{}")
-    except ValueError:
-        meta = {}
-    who = meta.get("subject") or meta.get("contact") if isinstance(meta, dict) else None
+def _conversation_label(rec: ConversationRecord, title: str | None) -> str:
+    """The sidebar's name for ``rec`` (:func:`bot.labels.display_title`: a group's title,
+    the sender and subject of a mail); untitled, who it is with and the channel, else a
+    short id. (Before session 40 the chart read the contact or subject alone, not the
+    group's title nor an escalation's name.)"""
+    if plain_title(title or ""):
+        return display_title(rec.channel, title, rec.channel_meta, rec.participants)
+    who = channel_label(rec.channel, rec.channel_meta, rec.participants)
     if who:
-        return f"{who} ({channel})"
-    return f"New conversation ({cid[-6:]})"
+        return f"{isolate(who)} ({rec.channel})"
+    return f"{UNTITLED} ({rec.id[-6:]})"
 
 
 @dataclass(frozen=True)
@@ -86,9 +105,10 @@ def bar_chart(title: str, bars: list[Bar], *, width: int = 640, empty: str = "No
     for i, bar in enumerate(bars):
         y = top + i * row
         w = max(bar.value / peak * plot_w, 1 if bar.value else 0)
+        label = _shown(bar.label)
         parts.append(
             f"<text x='8' y='{y + 14}' clip-path='url(#labels)'>"
-            f"<title>{_e(bar.label)}</title>{_e(_clip(bar.label, 28))}</text>"
+            f"<title>{_e(label)}</title>{_e(_clip(label, 28))}</text>"
         )
         parts.append(
             f"<rect x='{label_w}' y='{y + 3}' width='{w:.1f}' height='{row - 6}' "
@@ -132,7 +152,7 @@ def column_chart(
         colour = CHANNEL_COLOURS.get(name, OTHER_COLOUR)
         parts.append(
             f"<rect x='{x}' y='30' width='10' height='10' fill='{colour}'/>"
-            f"<text x='{x + 14}' y='39'>{_e(name)}</text>"
+            f"<text x='{x + 14}' y='39'>{_e(_shown(name))}</text>"
         )
         x += 24 + 7 * len(name)
     for i, day in enumerate(days):
@@ -176,18 +196,19 @@ class Analytics:
 
     async def conversations_chart(self, limit: int = 15) -> str:
         rows = await self.db.fetchall(
-            "SELECT title, channel, turn_count, cost_total, id, channel_meta FROM conversations"
-            " ORDER BY turn_count DESC, updated DESC LIMIT ?",
-            (limit,),
+            f"{SELECT_CONVERSATION} ORDER BY turn_count DESC, updated DESC LIMIT ?", (limit,)
         )
+        records = [row_to_record(row) for row in rows]
+        titles = await derived_titles(self.channel.services, records)
         bars = [
             Bar(
-                label=_conversation_label(title, channel, meta, cid),
-                value=turns,
-                note=f"{turns} turn{'s' if turns != 1 else ''} · ${cost:.4f}",
-                colour=CHANNEL_COLOURS.get(channel, OTHER_COLOUR),
+                label=_conversation_label(rec, titles.get(rec.id, rec.title)),
+                value=rec.turn_count,
+                note=f"{rec.turn_count} turn{'s' if rec.turn_count != 1 else ''}"
+                f" · ${rec.cost_total:.4f}",
+                colour=CHANNEL_COLOURS.get(rec.channel, OTHER_COLOUR),
             )
-            for title, channel, turns, cost, cid, meta in rows
+            for rec in records
         ]
         return bar_chart("Turns and cost per conversation", bars)
 
