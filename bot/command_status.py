@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from bot.brain.base import UtilityModel
+from bot.brain.cost import shown_usd
 from bot.graphemes import isolate
 from bot.health_store import STAND_IN_ARGS, STAND_INS
 from bot.index import ConversationRecord
@@ -48,7 +49,7 @@ def conversation_lines(services: Services, rec: ConversationRecord, title: str) 
         " · ".join(parts),
         f"Started {local_minute(rec.created, zone)}, last active "
         f"{local_minute(rec.updated, zone)} ({zone.key})",
-        f"Cost: ${rec.cost_total:.4f} ({rec.tokens_in} in / {rec.tokens_out} out tokens)",
+        f"Cost: {shown_usd(rec.cost_total)} ({rec.tokens_in:,} in / {rec.tokens_out:,} out tokens)",
     ]
 
 

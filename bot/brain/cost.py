@@ -80,6 +80,14 @@ def cost_usd(config: AppConfig, alias_or_model: str, usage: Usage) -> float | No
     return round(total / 1_000_000, 8)
 
 
+def shown_usd(cost: float) -> str:
+    """``$0.0123``; a cost under a hundredth of a cent ``< $0.0001`` (it read "$0.0000",
+    as if nothing had been spent, before session 40)."""
+    if 0 < cost < 0.00005:
+        return "< $0.0001"
+    return f"${cost:.4f}"
+
+
 def usage_of(usage: Any) -> Usage:
     """Our :class:`~bot.brain.base.Usage` of an API answer's ``usage`` (cache tokens
     included; an answer cut before its counts has zeros)."""

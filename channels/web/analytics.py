@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
+from bot.brain.cost import shown_usd
 from bot.events import iso
 from bot.graphemes import ELLIPSIS, isolate, shorten, shown_controls, shown_invisible
 from bot.index import SELECT_CONVERSATION, ConversationRecord, row_to_record
@@ -205,7 +206,7 @@ class Analytics:
                 label=_conversation_label(rec, titles.get(rec.id, rec.title)),
                 value=rec.turn_count,
                 note=f"{rec.turn_count} turn{'s' if rec.turn_count != 1 else ''}"
-                f" · ${rec.cost_total:.4f}",
+                f" · {shown_usd(rec.cost_total)}",
                 colour=CHANNEL_COLOURS.get(rec.channel, OTHER_COLOUR),
             )
             for rec in records

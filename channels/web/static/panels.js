@@ -124,6 +124,10 @@ export async function loadAnalytics() {
   };
   stat("conversations", t.conversations);
   stat("turns", t.turns);
-  stat("cost (USD)", "$" + Number(t.cost).toFixed(4));
-  stat("tokens in / out", t.tokensIn + " / " + t.tokensOut);
+  // (a cost under a hundredth of a cent read "$0.0000", and 1234567 tokens had no
+  // separators, before session 40; bot/brain/cost.py shown_usd is the same)
+  const cost = Number(t.cost);
+  stat("cost (USD)", cost > 0 && cost < 0.00005 ? "< $0.0001" : "$" + cost.toFixed(4));
+  const count = (n) => Number(n).toLocaleString("en-US");
+  stat("tokens in / out", count(t.tokensIn) + " / " + count(t.tokensOut));
 }

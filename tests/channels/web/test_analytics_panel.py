@@ -135,3 +135,24 @@ def test_a_cut_label_keeps_its_isolate_closed_and_no_half_code() -> None:
     shown = [t.tail or "" for t in ET.fromstring(svg).iter(f"{SVG}title")]
     assert shown[0].endswith("…\u2069"), ascii(shown[0])
     assert shown[1] == "abcdefghijklmnopqrstuvwxy…", shown
+
+
+async def test_a_sub_cent_cost_and_large_token_counts_read_as_they_are(tmp_path: Path) -> None:
+    # Regression (session 40): a conversation that cost a few millionths of a dollar
+    # read "$0.0000" in the chart and /status, and its 1234567 tokens had no separators.
+    stack = await start_stack(tmp_path / "data")
+    try:
+        manager = stack.services.conversations
+        conv = await manager.create("web")
+        await manager.append_turn(conv.id, "user", "hello")
+        await manager.append_turn(
+            conv.id, "assistant", "hi", usage={"input": 1_234_567, "output": 10}, cost=0.000004
+        )
+        svg = await Analytics(stack.channel).conversations_chart()
+        rec = await manager.get(conv.id)
+        assert rec is not None
+        cost_line = conversation_lines(stack.services, rec, "t")[3]
+    finally:
+        await stop_stack(stack)
+    assert "1 turn · < $0.0001" in labels_of(svg)
+    assert cost_line == "Cost: < $0.0001 (1,234,567 in / 10 out tokens)"

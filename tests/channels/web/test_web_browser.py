@@ -376,6 +376,10 @@ async def test_analytics_charts_render(page: Page, stack: Stack) -> None:
     conv = await manager.create("web")
     await manager.append_turn(conv.id, "user", "budget review")
     await manager.set_title_topics(conv.id, "Budget review", ["finance", "planning"], 1)
+    # a sub-cent cost and a count past a thousand (session 40: "$0.0000", "1234567")
+    await manager.append_turn(
+        conv.id, "assistant", "ok", usage={"input": 1_234_567, "output": 10}, cost=0.000004
+    )
     await stack.deliver_telegram("groceries")
     await log_in(page, stack)
     await page.click('#panel-nav button[data-panel="analytics"]')
@@ -386,6 +390,8 @@ async def test_analytics_charts_render(page: Page, stack: Stack) -> None:
             arg=f"chart-{name}",
         )
     await expect(page.locator("#analytics-totals")).to_contain_text("conversations")
+    await expect(page.locator("#analytics-totals")).to_contain_text("1,234,567 / ")
+    await expect(page.locator("#analytics-totals")).to_contain_text("< $0.0001")
     await shot(page, "07-analytics")
 
 
