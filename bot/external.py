@@ -172,6 +172,7 @@ class ExternalStore(PartyFiles):
             assert party is not None
             await self._resolve(party_id, f"tier:{tier}")
         await self.bus.emit("external_updated", party=party, message=None)
+        await self.bus.emit("tier_changed", party=party)
         return party
 
     async def reset_context(self, party_id: str) -> None:

@@ -15,6 +15,7 @@ from bot.events import iso, utcnow
 from bot.health_pages import NOT_CHECKED, fts_integrity, page_check, pages_checked
 from bot.index import NOTES_OWED
 from bot.index_rescue import PAGES_DAMAGED, PAGES_OK
+from bot.outbox_rows import WITHDRAWN
 from bot.recovery import PENDING_REPLIES
 from bot.schema_failures import FAILED_COLUMN
 from bot.status_reads import connect_readonly
@@ -135,7 +136,14 @@ def outbox_counts(state_path: Path, now: float | None = None) -> dict[str, Any]:
     """Outbox sizes from ``state.db`` (pending, failed, oldest pending age)."""
     conn = connect_ro(state_path)
     try:
-        rows = dict(conn.execute("SELECT status, count(*) FROM outbox GROUP BY status").fetchall())
+        # a row withdrawn (bot.outbox.Outbox.withdraw) is not a message that failed
+        rows = dict(
+            conn.execute(
+                "SELECT CASE WHEN status = 'failed' AND substr(last_error, 1, ?) = ?"
+                " THEN 'withdrawn' ELSE status END AS s, count(*) FROM outbox GROUP BY s",
+                (len(WITHDRAWN), WITHDRAWN),
+            ).fetchall()
+        )
         oldest = conn.execute(
             "SELECT min(created) FROM outbox WHERE status = 'pending'"
         ).fetchone()[0]

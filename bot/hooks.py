@@ -9,6 +9,8 @@ Events and their keyword payloads:
 - ``conversation_switched``: previous_id (str | None), current_id (str | None), channel
 - ``event_appended``: conversation_id, event (the transcript line dict: compression, ...)
 - ``external_updated``: party (PartyRecord), message (dict | None)
+- ``tier_changed``: party (PartyRecord, its new tier): the owner's ``/trust``, ``/block``
+  or the dashboard's tier set it (not the config, which applies at their next message)
 - ``escalation_created``: party (PartyRecord), escalation_id, text
 - ``reply_waiting``: conversation_id, text (the outage notice), channel (the notice's): the
   reply owed there waits for the model (once per reply and process; the state itself is

@@ -21,7 +21,7 @@ from bot.channel import Channel, Misconfigured, PermanentSendError, RetryLater, 
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
 from bot.outbox_rows import STALE_WAIT_SECONDS as STALE_WAIT_SECONDS
-from bot.outbox_rows import OutboxRows, _encode
+from bot.outbox_rows import WITHDRAWN, OutboxRows, _encode
 from bot.outbox_rows import _decode as _decode  # re-exported (tests read rows with it)
 from bot.tasks import finish_within, spawn
 
@@ -145,6 +145,22 @@ class Outbox(OutboxRows):
         if recoverable and self.anchored:
             return Unsynced(_insert)
         return _insert
+
+    async def withdraw(self, party_id: str, key_suffix: str, why: str) -> int:
+        """Take back what still waits to be sent to the third party ``party_id`` under a
+        dedup key ending in ``key_suffix``: marked failed, its error :data:`WITHDRAWN`
+        and ``why`` (not a failure ``my-agent status`` counts). A row being sent now is
+        marked sent if it went. Returns how many were taken back."""
+
+        def _withdraw(conn: SyncConn) -> int:
+            cur = conn.execute(
+                "UPDATE outbox SET status = 'failed', last_error = ? WHERE status = 'pending'"
+                " AND party_id = ? AND substr(dedup_key, -length(?)) = ?",
+                (WITHDRAWN + why, party_id, key_suffix, key_suffix),
+            )
+            return int(cur.rowcount)
+
+        return await self.db.run(_withdraw)
 
     def wake(self, channel: str) -> None:
         """Tell the channel's worker there may be something new to send."""
@@ -328,10 +344,23 @@ class Outbox(OutboxRows):
                 self._delays.pop(msg.outbox_id, None)
 
         def _update(conn: SyncConn) -> None:
+            # Only "sent" marks a row no longer pending: one withdrawn while its send
+            # failed stays withdrawn (:meth:`withdraw`), not queued again for a retry.
             conn.execute(
                 "UPDATE outbox SET status = ?, attempts = ?, next_attempt = ?, last_error = ?,"
-                " sent = CASE WHEN ? = 'sent' THEN ? ELSE sent END, message_ref = ? WHERE id = ?",
-                (status, attempts, now + delay, error, status, iso(utcnow()), ref, msg.outbox_id),
+                " sent = CASE WHEN ? = 'sent' THEN ? ELSE sent END, message_ref = ? WHERE id = ?"
+                " AND (? = 'sent' OR status = 'pending')",
+                (
+                    status,
+                    attempts,
+                    now + delay,
+                    error,
+                    status,
+                    iso(utcnow()),
+                    ref,
+                    msg.outbox_id,
+                    status,
+                ),
             )
 
         await self.db.run(_update)

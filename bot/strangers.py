@@ -60,6 +60,7 @@ class StrangerFlow(KnownAnswers):
         self._albums = Bursts()
         self._album_items: dict[tuple[str, str], list[InboundMessage]] = {}
         self.budget = KnownBudget(services)
+        services.bus.subscribe("tier_changed", self.withdraw_answers)
 
     async def handle(self, msg: InboundMessage, target: ReplyTarget) -> None:
         """Record ``msg`` from a third party, then answer it by the party's tier: blocked

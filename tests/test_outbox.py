@@ -302,6 +302,41 @@ async def test_a_send_that_goes_through_makes_the_outages_held_messages_due(
         await outbox.stop()
 
 
+class WithdrawnWhileSending(RecordingChannel):
+    """A channel whose first send fails after its row was withdrawn meanwhile."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        super().__init__()
+        self.outbox = outbox
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        self.attempts += 1
+        if self.attempts == 1:
+            await self.outbox.withdraw("p1", ":reply", "the party is blocked")
+        raise ConnectionError("and the send failed")
+
+
+async def test_a_row_withdrawn_while_its_send_fails_is_not_retried(state: Database) -> None:
+    # (session 40) a known contact's answer withdrawn when the owner blocked them: the
+    # retry mark of its failed send put it back to pending, and it went out later
+    clock = Clock()
+    outbox = Outbox(state, clock=clock)
+    channel = WithdrawnWhileSending(outbox)
+    await outbox.enqueue(msg("an answer", party_id="p1"), dedup_key="telegram:k1:reply")
+    by_hand = OutboundMessage(channel="test", chat_id="c2", text="by hand", party_id="p1")
+    await outbox.enqueue(by_hand, dedup_key="c:m1:to-party")
+    outbox.attach(channel)
+    try:
+        await wait_until(lambda: channel.attempts >= 2)
+        await outbox.stop()  # the second's retry marked
+        rows = await state.fetchall("SELECT dedup_key, status, last_error FROM outbox ORDER BY id")
+        assert rows[0][:2] == ("telegram:k1:reply", "failed")
+        assert rows[0][2] == "withdrawn: the party is blocked"
+        assert rows[1][:2] == ("c:m1:to-party", "pending")  # only the keys asked for
+    finally:
+        await outbox.stop()
+
+
 async def test_pending_messages_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     db = await Database.open(path, STATE_MIGRATIONS, synchronous="FULL")

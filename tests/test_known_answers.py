@@ -1,0 +1,102 @@
+"""A known contact's answers (bot/known_answers.py) go out only while they are known: one
+the owner blocks (or sets untrusted) while their answers wait for their turn, the model
+or the channel gets none of them, and nothing they sent is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.health_store import outbox_counts
+from bot.parties import party_handle
+from bot.services import open_services
+from tests.conftest import (
+    OWNER_TELEGRAM_ID,
+    RecordingChannel,
+    attach_channel,
+    settle,
+    shutdown_services,
+    telegram_config,
+)
+from tests.support import ScriptedBrain, inbound, wait_until
+
+KIM = "7001"
+PARTY = party_handle("telegram", KIM)
+
+
+async def _open(tmp_path: Path, brain: ScriptedBrain) -> tuple[Any, RecordingChannel]:
+    config = telegram_config(tmp_path, trust={"contacts": {"telegram": {KIM: "known"}}})
+    services = await open_services(config, brain=brain)
+    telegram = RecordingChannel("telegram")
+    await attach_channel(services, telegram)
+    return services, telegram
+
+
+def _file(services: Any) -> list[dict[str, Any]]:
+    path = services.config.external_dir / f"{PARTY}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("command", [f"/block {PARTY}", f"/trust {PARTY} untrusted"])
+async def test_answers_waiting_when_the_owner_blocks_a_contact_are_not_sent(
+    tmp_path: Path, command: str
+) -> None:
+    # Regression (session 40): the answers queued behind each other (or waiting for the
+    # model) were made and sent with the party's tier as read at their arrival: the owner
+    # was told "their messages are kept but never answered", and all of them went out.
+    brain = ScriptedBrain()
+    brain.gate = asyncio.Event()  # the model is slow: the first answer is being made
+    services, telegram = await _open(tmp_path, brain)
+    try:
+        for n in range(3):
+            await services.router.deliver(inbound(f"line {n}", sender=KIM, message_id=f"k{n}"))
+        await asyncio.wait_for(brain.started.wait(), 10)
+        await services.router.deliver(inbound(command, sender=OWNER_TELEGRAM_ID))
+        await wait_until(lambda: telegram.texts("command"), what="the owner's command answered")
+        brain.gate.set()
+        await settle(services)
+        assert [m for m in telegram.sent if m.chat_id == KIM] == []
+        assert len(brain.requests) == 1  # the one being made; the others never were
+        lines = _file(services)
+        said = [m["content"] for m in lines if m.get("direction") == "in"]
+        assert said == ["line 0", "line 1", "line 2"]  # nothing received is lost
+        assert not [m for m in lines if m.get("direction") == "out"]
+        # each is recorded as not answered: a restart does not answer them either
+        refused = {(e["ref"], e["reason"]) for e in lines if e.get("event") == "refused"}
+        tier = "blocked" if "block" in command else "untrusted"
+        assert refused == {(f"k{n}", f"tier:{tier}") for n in range(3)}
+    finally:
+        await shutdown_services(services)
+
+
+async def test_an_answer_held_in_the_outbox_is_withdrawn_when_the_contact_is_blocked(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 40): an answer already queued while the channel was down went
+    # out once it was back, to a party blocked meanwhile (the dashboard's Block here:
+    # /block and /trust take the same way, ExternalStore.set_tier).
+    brain = ScriptedBrain()
+    services, telegram = await _open(tmp_path, brain)
+    try:
+        telegram.unreachable = True
+        await services.router.deliver(inbound("hello", sender=KIM, message_id="k0"))
+        await services.router.deliver(inbound("/help", sender=KIM, message_id="k1"))
+        await wait_until(lambda: telegram.attempts >= 2, what="the sends tried")
+        await services.external.set_tier(PARTY, "blocked")
+        telegram.unreachable = False
+        await services.outbox.reachable("telegram")
+        await settle(services)
+        # the model's answer is taken back; the answer to their command still goes
+        assert [m.kind for m in telegram.sent if m.chat_id == KIM] == ["command"]
+        row = await services.state.fetchone(
+            "SELECT status, last_error FROM outbox WHERE dedup_key = ?", ("telegram:k0:reply",)
+        )
+        assert row[0] == "failed" and row[1].startswith("withdrawn: ")
+        # not a failure `my-agent status` reports
+        assert outbox_counts(services.config.data_dir / "state.db")["failed"] == 0
+    finally:
+        await shutdown_services(services)
