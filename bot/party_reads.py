@@ -81,26 +81,40 @@ class PartyReads:
     async def history(
         self, party: PartyRecord, limit: int = 20, *, through: str | None = None
     ) -> list[dict[str, Any]]:
-        """The party's own exchange since their last /new, for the restricted brain.
+        """The party's own exchange since their last /new, for the restricted brain: its
+        newest ``limit`` rows, oldest first. Each row has its ``ref``.
 
-        ``through``: the ref of one of their messages: what they said up to it, as of
-        its arrival (what they sent after it, recorded while its answer waited its turn,
-        is left out; our messages to them all count). Each row has its ``ref``."""
-        bound = ""
-        args: tuple[Any, ...] = (party.id, party.context_reset_at)
-        if through is not None:
-            bound = (
-                " AND (direction = 'out' OR id <= coalesce((SELECT max(id) FROM"
-                " external_messages WHERE party_id = ? AND message_ref = ?), id))"
+        ``through``: the ref of one of their messages: the exchange as of its arrival
+        (what they sent after it, recorded while its answer waited its turn, is left
+        out), its newest ``limit`` rows, then the newest ``limit`` of what we sent them
+        since it came (the answers to their earlier messages, made while it waited).
+        Before session 40 those answers counted among the ``limit``: a burst of twelve
+        lines answered one by one read, at the last, our eleven answers and only eight
+        of their lines (none at all at the 40th of a hundred)."""
+        kinds = "kind IN ('message', 'reply', 'answer')"
+        if through is None:
+            rows = await self.db.fetchall(
+                "SELECT direction, content, message_ref FROM external_messages"
+                f" WHERE party_id = ? AND id > ? AND {kinds} ORDER BY id DESC LIMIT ?",
+                (party.id, party.context_reset_at, limit),
             )
-            args += (party.id, through)
+            return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
+        arrived = "(SELECT max(id) FROM external_messages WHERE party_id = ? AND message_ref = ?)"
+        # (a ref not found: everything, as if it were the newest; nothing after it)
         rows = await self.db.fetchall(
-            "SELECT direction, content, message_ref FROM external_messages WHERE party_id = ?"
-            f" AND id > ? AND kind IN ('message', 'reply', 'answer'){bound}"
-            " ORDER BY id DESC LIMIT ?",
-            (*args, limit),
+            "SELECT id, direction, content, message_ref FROM (SELECT * FROM ("
+            "SELECT id, direction, content, message_ref FROM external_messages"
+            f" WHERE party_id = ? AND id > ? AND {kinds} AND id <= coalesce({arrived}, id)"
+            " ORDER BY id DESC LIMIT ?) UNION ALL SELECT * FROM ("
+            "SELECT id, direction, content, message_ref FROM external_messages"
+            f" WHERE party_id = ? AND id > ? AND {kinds} AND direction = 'out'"
+            f" AND id > {arrived} ORDER BY id DESC LIMIT ?)) ORDER BY id",
+            (
+                *(party.id, party.context_reset_at, party.id, through, limit),
+                *(party.id, party.context_reset_at, party.id, through, limit),
+            ),
         )
-        return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
+        return [{"direction": r[1], "content": r[2], "ref": r[3]} for r in rows]
 
     async def pending_escalation_count(self) -> int:
         """How many escalations wait for the owner (``/status``: counted by the index

@@ -100,3 +100,34 @@ async def test_an_answer_held_in_the_outbox_is_withdrawn_when_the_contact_is_blo
         assert outbox_counts(services.config.data_dir / "state.db")["failed"] == 0
     finally:
         await shutdown_services(services)
+
+
+async def test_answers_made_back_to_back_keep_what_the_contact_said(tmp_path: Path) -> None:
+    # Regression (session 40): the exchange was the newest 20 rows with our answers made
+    # after the message (while it waited its turn) among them: the answer to the 12th
+    # line of a burst read 11 answers and only lines 3-10 (and a flood's 40th nothing
+    # at all, the leading answers dropped by restricted_messages).
+    brain = ScriptedBrain()
+    brain.gate = asyncio.Event()  # all of them arrive while the first answer is made
+    services, telegram = await _open(tmp_path, brain)
+    try:
+        for n in range(25):
+            await services.router.deliver(inbound(f"line {n}", sender=KIM, message_id=f"k{n}"))
+        await asyncio.wait_for(brain.started.wait(), 10)
+        brain.gate.set()
+        await settle(services)
+        assert len(telegram.texts("reply")) == 25
+        for n, request in enumerate(brain.requests):
+            assert request.text == f"line {n}"
+            said = [h.content for h in request.history if h.role == "user"]
+            ours = [h.content for h in request.history if h.role == "assistant"]
+            # their own words, the 20 newest rows up to it (itself the last)
+            assert said == [f"line {k}" for k in range(max(0, n - 19), n)]
+            # and the 20 newest of our answers made since it came: to their earlier
+            # lines, never a later one's, after what they said (as they were made)
+            assert ours == [f"re: line {k}" for k in range(max(0, n - 20), n)]
+            assert [h.role for h in request.history] == ["user"] * len(said) + ["assistant"] * len(
+                ours
+            )
+    finally:
+        await shutdown_services(services)
