@@ -22,7 +22,7 @@ from bot.events import TO_PARTY_ALONE, Attachment, InboundMessage, OutboundMessa
 from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.owner_notices import notice_due
-from bot.parties import NO_VISIBLE_TEXT, PartyRecord, shows_nothing, visible
+from bot.parties import NO_VISIBLE_TEXT, PartyRecord, shown_name, shows_nothing, visible
 from bot.party_lines import answered_elsewhere
 from bot.turn_recorder import reply_target
 
@@ -169,10 +169,13 @@ class PartySends:
         standing: str = "not a known contact",
         *,
         said: InboundMessage,
+        attachments: Sequence[Attachment] | None = None,
     ) -> None:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
         ``standing``: what the party is to the owner, as the message says it; ``said``:
-        their message escalated (the last, for an album), where a /reply goes."""
+        their message escalated (the last, for an album), where a /reply goes;
+        ``attachments``: what came with it (an album's, else ``said``'s): photos follow
+        the escalation on Telegram (:func:`shown_files`)."""
         quoted = visible(text.strip())
         quoted = quoted if len(quoted) <= 500 else cut(quoted, 497) + "..."
         # Every line of theirs is marked as quoted: a line of their text ("/trust p..."
@@ -193,14 +196,18 @@ class PartySends:
             if elsewhere
             else ""
         )
+        channel = self.s.config.escalation_channel()
+        files, files_said = shown_files(
+            said.attachments if attachments is None else attachments,
+            said.channel == channel == "telegram",
+        )
         body = (
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
-            f"{quoted}{goes}\n"
+            f"{quoted}{goes}{files_said}\n"
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."
         )
         await self.s.external.add_escalation(party, body)
-        channel = self.s.config.escalation_channel()
         if channel == "web" or channel not in self.s.channels:
             return  # the dashboard shows pending escalations
         owner = self.s.identities.first(channel)
@@ -251,6 +258,7 @@ class PartySends:
                 party_id=party.id,
                 actions=actions,
                 subject=f"Message from {party.who}",
+                metadata={"files": files} if files else {},
             )
         )
 
@@ -284,3 +292,35 @@ def _listed(addresses: list[str], most: int = 3) -> str:
     shown = ", ".join(isolate(a) for a in addresses[:most])
     more = len(addresses) - most
     return shown + (f" and {more} more" if more > 0 else "")
+
+
+# The most of a stranger's photos one escalation shows (an album holds up to 10).
+SHOWN_PHOTOS = 10
+
+
+def shown_files(
+    attachments: Sequence[Attachment], relay: bool
+) -> tuple[list[dict[str, str | None]], str]:
+    """The photos an escalation passes on to the owner (by Telegram file id, when both
+    the party and the escalation are on Telegram: ``relay``), and the line saying so.
+    Before session 40 the owner got "[photo] the damage to your car" and never the
+    photo. A document is named, not passed on: sent on by the bot it would look like the
+    assistant's own file, under a name the stranger chose ("invoice.pdf.exe")."""
+    photos = [a for a in attachments if relay and a.kind == "photo" and a.ref]
+    photos = photos[:SHOWN_PHOTOS]
+    files = [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in photos]
+    said = ""
+    if photos:
+        said = (
+            "\nTheir photo follows."
+            if len(photos) == 1
+            else f"\nTheir {len(photos)} photos follow."
+        )
+    documents = [a for a in attachments if a.kind == "document"]
+    if documents:
+        names = ", ".join(f'"{shown_name(a.name)}"' if a.name else "a document" for a in documents)
+        said += (
+            f"\nThey sent {names}: not passed on to you (a file from someone you have not"
+            " trusted could be anything)."
+        )
+    return files, said

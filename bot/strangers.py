@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
-from bot.events import InboundMessage, iso, utcnow
+from bot.events import Attachment, InboundMessage, iso, utcnow
 from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
@@ -210,7 +210,7 @@ class StrangerFlow(KnownAnswers):
         if not due and not _opener(text) and await self._said_nothing_yet(party, refs):
             # Their escalation quoted only Telegram's "/start": these are their first
             # words, which the owner hears (they were acknowledged already).
-            await self.escalate(party, text, said=msg)
+            await self.escalate(party, text, said=msg, attachments=_attachments(said))
             return
         if not due:
             return
@@ -218,7 +218,7 @@ class StrangerFlow(KnownAnswers):
         # unacknowledged rather than the owner uninformed (the acknowledgement came first,
         # and its line in their file hid the missed escalation from the next start's
         # check, bot.party_resume.escalate_cut_messages).
-        await self.escalate(party, text, said=msg)
+        await self.escalate(party, text, said=msg, attachments=_attachments(said))
         if ack and await self.escalations_in_budget():
             # Past the hourly budget of all parties' escalations (identities rotated
             # per message) no acknowledgement either: by e-mail each went to a sender
@@ -272,3 +272,8 @@ def _opener(text: str) -> bool:
     """Telegram's "/start": what the Start button sends before anyone says a word."""
     command = parse_command(text)
     return command is not None and command[0] == "start"
+
+
+def _attachments(said: list[InboundMessage]) -> list[Attachment]:
+    """What came with a message or an album's photos, in order."""
+    return [a for m in said for a in m.attachments]

@@ -442,6 +442,36 @@ async def test_a_strangers_album_is_escalated_and_acknowledged_once_as_one(
     assert len(await core.s.external.pending_escalations()) == 1
 
 
+async def test_a_strangers_photos_follow_their_escalation_and_a_document_is_named(
+    core: Core,
+) -> None:
+    # Regression (session 40): the owner got "[photo] the damage to your car" and never
+    # the photo (its file id was kept in the party's file only). Photos follow the
+    # escalation by file id; a document is named, not sent on (from the bot it would look
+    # like the assistant's own file, under a name the stranger chose).
+    from bot.events import Attachment
+
+    crash = Attachment(kind="photo", ref="AgADcrash")
+    await core.deliver("[photo] the damage to your car", sender="8090", sender_name="Kai",
+                       attachments=(crash,))  # fmt: skip
+    for n, caption in enumerate(("[photo] my flat", "[photo] the kitchen"), 1):
+        photo = Attachment(kind="photo", ref=f"AgADflat{n}")
+        await core.deliver(caption, attachments=(photo,),
+                           **_album(caption, n, sender="8091", sender_name="Ola"))  # fmt: skip
+    await settle(core.s)
+    trap = Attachment(kind="document", name="invoice\u202efdp.exe", ref="BQACdoc")
+    await core.deliver("[document] the invoice", sender="8092", sender_name="Bo",
+                       attachments=(trap,))  # fmt: skip
+    await settle(core.s)
+    kai, ola, bo = core.telegram.of_kind("escalation")
+    assert kai.metadata["files"] == [{"kind": "photo", "ref": "AgADcrash", "name": None}]
+    assert "Their photo follows." in kai.text
+    assert [f["ref"] for f in ola.metadata["files"]] == ["AgADflat1", "AgADflat2"]
+    assert "Their 2 photos follow." in ola.text
+    assert "files" not in bo.metadata
+    assert '"invoicefdp.exe": not passed on to you' in bo.text  # shown without its override
+
+
 async def test_a_message_after_a_strangers_album_comes_after_it(core: Core) -> None:
     for n, caption in enumerate(("[photo] my flat", "[photo] the kitchen"), 1):
         await core.deliver(caption, **_album(caption, n, sender="8089"))
