@@ -584,7 +584,11 @@ async def test_a_strangers_album_is_acknowledged_once(
 
     await stack.wait(sent_all)
     await settle(stack.services)
-    assert len(tg_server.sent_to(STRANGER_ID)) == 1 and len(tg_server.sent_to(OWNER_ID)) == 1
+    assert len(tg_server.sent_to(STRANGER_ID)) == 1
+    # one escalation, then its photos, sent on by file id (session 40)
+    escalation, *photos = tg_server.sent_to(OWNER_ID)
+    assert "Their 2 photos follow." in escalation["text"]
+    assert [m["photo"][0]["file_id"] for m in photos] == ["p", "p"]
 
 
 class StuckBrain(ScriptedBrain):
