@@ -72,9 +72,29 @@ def decode_bytes(data: bytes, charset: str | None = None) -> str:
         try:
             return data.decode(candidate)
         except (UnicodeDecodeError, LookupError):
+            if candidate == "utf-8" and (text := _mostly_utf8(data)) is not None:
+                return text
             continue
     # latin-1 maps every byte: the last resort can not fail.
     return data.decode("latin-1")
+
+
+_STRAY = re.compile("[\udc80-\udcff]")  # a byte that is no UTF-8, as surrogateescape keeps it
+_WIDE = re.compile("[^\x00-\x7f\udc80-\udcff]")  # a well-formed non-ASCII character
+
+
+def _mostly_utf8(data: bytes) -> str | None:
+    """``data`` as UTF-8 with U+FFFD for its stray bytes, when it holds at least as many
+    well-formed non-ASCII characters as stray bytes (text in UTF-8 with a list footer in
+    latin-1, a mail cut inside a character), else None (text in another charset). Before
+    session 40 one stray byte made the whole body cp1252: "München" was stored, shown to
+    the model and indexed as "MÃ¼nchen"."""
+    text = data.decode("utf-8", "surrogateescape")
+    stray = len(_STRAY.findall(text))
+    wide = len(_WIDE.findall(text))
+    if not wide or stray > wide:
+        return None
+    return _STRAY.sub("\ufffd", text)
 
 
 # A line of base64 as encoders write it: whole 4-character groups, padding at its end.

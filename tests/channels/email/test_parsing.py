@@ -253,6 +253,21 @@ def test_missing_wrong_and_unknown_charsets() -> None:
     assert parse_message(raw).subject == "Grüße"
 
 
+def test_utf8_with_one_stray_byte_keeps_its_accents() -> None:
+    # Regression (session 40): a body declared UTF-8 with one byte that is not (a list
+    # footer in latin-1, a mail cut inside a character) was read whole as cp1252:
+    # "München" stored, indexed and shown to the model as "MÃ¼nchen".
+    body = "Grüße aus München, das Café öffnet um 9 Uhr.\n".encode() + b"Liste \xa0 abmelden"
+    for charset in ("text/plain; charset=utf-8", "text/plain"):
+        got = parse_message(_raw(charset, "8bit", body)).text
+        assert got.startswith("Grüße aus München, das Café öffnet"), (charset, got)
+        assert "Liste \ufffd abmelden" in got
+    cut = "Schöne Grü".encode() + "ß".encode()[:1]
+    assert decode_bytes(cut, "utf-8") == "Schöne Grü\ufffd"
+    # more stray bytes than characters: not UTF-8 at all, read as before
+    assert decode_bytes("Grüße, Café, Köln".encode("cp1252"), "utf-8") == "Grüße, Café, Köln"
+
+
 def test_utf8_declared_latin1_is_read_as_utf8() -> None:
     # Regression (session 24): a client declaring iso-8859-1 (or windows-1252) for a
     # body it sent in UTF-8 had the owner's "Café ... Jürgen" stored as "CafÃ© ...
