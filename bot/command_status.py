@@ -221,6 +221,24 @@ async def health_lines(services: Services) -> list[str]:
     ]
 
 
+PARTY_COSTS_PREFIX = "Known contacts' answers: "
+
+
+async def party_costs_line(services: Services) -> str | None:
+    """What the model's answers to known contacts have cost, all told, as the
+    conversation's ``Cost:`` line says it (the dashboard's Analytics shows the same
+    sums); None while they have cost nothing. Before session 40 these paid calls were
+    counted nowhere: a chatty contact's cost could not be seen."""
+    costs = await services.external.answer_costs()
+    if not costs.any:
+        return None
+    who = f"{costs.parties} contact{'' if costs.parties == 1 else 's'}"
+    return (
+        f"{PARTY_COSTS_PREFIX}{shown_usd(costs.cost)} ({costs.tokens_in:,} in / "
+        f"{costs.tokens_out:,} out tokens, {who}, all time)"
+    )
+
+
 async def status_answer(
     services: Services, channel: str, conv: ConversationRecord | None, *, owner_only: bool
 ) -> tuple[list[str], dict[str, object] | None]:
@@ -254,4 +272,8 @@ async def status_answer(
         # (In a group every member reads it: how many conversations the owner has and
         # how many strangers wait for an answer are the owner's to know.)
         lines += await health_lines(services)
+        # (what answering the owner's contacts costs is the owner's to know, too)
+        parties = await party_costs_line(services)
+        if parties:
+            lines.append(parties)
     return lines, linked

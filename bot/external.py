@@ -125,11 +125,19 @@ class ExternalStore(PartyFiles):
         return party, False
 
     async def record_outbound(
-        self, party_id: str, text: str, kind: str = "reply", *, answers: str | None = None
+        self,
+        party_id: str,
+        text: str,
+        kind: str = "reply",
+        *,
+        answers: str | None = None,
+        spent: Mapping[str, Any] | None = None,
     ) -> None:
         """Record a message to the party. ``answers``: the ref of their message it is the
         answer to (the last of those it answers), which a restart reads to know it is
-        answered even without the outbox row (a lost ``state.db``)."""
+        answered even without the outbox row (a lost ``state.db``); ``spent``: the
+        model's answer's ``model``, ``usage`` and ``cost``
+        (:func:`bot.brain.cost.reply_spent`), summed per party in the index."""
         line = {
             "type": "message",
             "direction": "out",
@@ -137,22 +145,28 @@ class ExternalStore(PartyFiles):
             "kind": kind,
             "timestamp": iso(utcnow()),
             **({"answers": answers} if answers else {}),
+            **(spent or {}),
         }
         await self._record(party_id, [line])
         party = await self.get(party_id)
         if party:
             await self.bus.emit("external_updated", party=party, message=line)
 
-    async def record_refused(self, party_id: str, ref: str, reason: str) -> None:
+    async def record_refused(
+        self, party_id: str, ref: str, reason: str, *, spent: Mapping[str, Any] | None = None
+    ) -> None:
         """Record that the party's message ``ref`` (the last of those one answer would
         have answered) was deliberately left unanswered (``reason``: the budget's key):
-        a restart does not answer it (:mod:`bot.party_resume`); ``/reply`` still can."""
+        a restart does not answer it (:mod:`bot.party_resume`); ``/reply`` still can.
+        ``spent``: what the answer made and then dropped cost (its ``model``, ``usage``,
+        ``cost``): paid all the same, so counted in the party's sums."""
         line = {
             "type": "event",
             "event": "refused",
             "ref": ref,
             "reason": reason,
             "timestamp": iso(utcnow()),
+            **(spent or {}),
         }
         await self._record(party_id, [line])
 

@@ -10,7 +10,10 @@ that finds one owed queues it here too (:mod:`bot.party_resume`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
+from bot.brain.cost import reply_spent
 from bot.events import InboundMessage
 from bot.parties import PartyRecord
 from bot.party_budget import KnownBudget
@@ -62,10 +65,13 @@ class KnownAnswers(PartySends):
             if allowed:
                 await self._answer_known_now(now, said, target)
 
-    async def _still_known(self, party: PartyRecord, msg: InboundMessage) -> PartyRecord | None:
+    async def _still_known(
+        self, party: PartyRecord, msg: InboundMessage, spent: Mapping[str, Any] | None = None
+    ) -> PartyRecord | None:
         """The party's record as it is now if they are still known; else None, their
         message ``msg`` recorded as refused (a restart does not answer it either; what
-        they sent stays in their file, ``/reply`` still answers by hand).
+        they sent stays in their file, ``/reply`` still answers by hand), with what the
+        answer dropped then had cost (``spent``: :func:`bot.brain.cost.reply_spent`).
 
         Before session 40 an answer queued or being made when the owner ran /block
         (told "their messages are kept but never answered") was made and sent all the
@@ -74,7 +80,9 @@ class KnownAnswers(PartySends):
         if now.tier == "known":
             return now
         log.info("party %s is %s now: their message is not answered", party.id, now.tier)
-        await self.s.external.record_refused(party.id, msg.message_id, f"tier:{now.tier}")
+        await self.s.external.record_refused(
+            party.id, msg.message_id, f"tier:{now.tier}", spent=spent
+        )
         return None
 
     async def _answer_known_now(
@@ -105,11 +113,16 @@ class KnownAnswers(PartySends):
         reply = await self.s.replies.generation.generate(
             party.id, 0, request, target, f"{msg.channel}:{msg.message_id}"
         )
+        # What it cost (every attempt's calls: ReplyGeneration's all_attempts), kept on
+        # its line in their file as an assistant turn keeps it: before session 40 these
+        # paid calls were in no file, /status nor the dashboard's Analytics.
+        spent = reply_spent(reply)
         # Their tier again, now that the answer is made (it may have waited out an
         # outage): under their lock, which /block takes to change it, so the answer is
-        # either dropped here or queued before the block, which withdraws it.
+        # either dropped here (and what it cost kept on the refusal) or queued before
+        # the block, which withdraws it.
         async with self.s.external.party_lock(party.id):
-            if await self._still_known(party, msg) is None:
+            if await self._still_known(party, msg, spent) is None:
                 return
             await self.send_to_party(
                 party,
@@ -120,4 +133,5 @@ class KnownAnswers(PartySends):
                 dedup=f"{msg.channel}:{msg.message_id}:reply",
                 answering=msg,
                 answers=msg.message_id,
+                spent=spent,
             )

@@ -14,10 +14,11 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.brain.cost import stored_input
 from bot.config import AppConfig
 from bot.db import SyncConn
 from bot.events import iso, utcnow
@@ -120,6 +121,10 @@ class PartyRecord:
     last_escalation: str | None = None
     context_reset_at: int = 0
     model: str | None = None
+    # what the model's answers to them cost, all told (bot/schema_party_costs.py)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_total: float = 0.0
 
     @property
     def who(self) -> str:
@@ -146,12 +151,16 @@ class PartyRecord:
             "updated": self.updated,
             "messageCount": self.message_count,
             "lastEscalation": self.last_escalation,
+            "cost": round(self.cost_total, 6),
+            "tokensIn": self.tokens_in,
+            "tokensOut": self.tokens_out,
         }
 
 
 PARTY_COLUMNS = (
     "id, channel, party_key, display_name, chat_id, tier, tier_source, created, "
-    "updated, message_count, last_escalation, context_reset_at, model"
+    "updated, message_count, last_escalation, context_reset_at, model, tokens_in, tokens_out, "
+    "cost_total"
 )
 
 
@@ -196,98 +205,124 @@ def apply_party_lines(
     """Reflect party-record lines in the tables; returns escalation row ids created."""
     created: list[int] = []
     for line in lines:
-        kind, ts = line.get("type"), line.get("timestamp") or iso(utcnow())
-        if kind == "meta":
-            conn.execute(
-                "INSERT OR IGNORE INTO external_parties (id, channel, party_key, display_name,"
-                " chat_id, tier, tier_source, created, updated) VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    party_id,
-                    line.get("channel"),
-                    line.get("party"),
-                    line.get("name"),
-                    line.get("chatId"),
-                    line.get("tier", "untrusted"),
-                    line.get("tierSource", "default"),
-                    line.get("created", ts),
-                    line.get("created", ts),
-                ),
-            )
-            # Config may have changed since the record was created: config beats default.
-            configured = configured_tier(config, str(line.get("channel")), str(line.get("party")))
-            if configured:
-                conn.execute(
-                    "UPDATE external_parties SET tier = ?, tier_source = 'config' "
-                    "WHERE id = ? AND tier_source != 'owner'",
-                    (configured, party_id),
-                )
-        elif kind == "message":
-            cur = conn.execute(
-                "INSERT INTO external_messages (party_id, direction, content, timestamp,"
-                " message_ref, kind) VALUES (?,?,?,?,?,?)",
-                (
-                    party_id,
-                    line.get("direction", "in"),
-                    cut_text(
-                        str(line.get("content", "")),
-                        INDEX_MESSAGE_CHARS,
-                        "in the party's file",
-                    ),
-                    ts,
-                    line.get("messageRef"),
-                    # the model's answer to a known party (its line names what it
-                    # answers): counted apart, for trust.known_replies_per_hour
-                    "answer" if line.get("answers") else line.get("kind", "message"),
-                ),
-            )
-            del cur
-            if line.get("handles"):
-                conn.execute(
-                    "UPDATE external_parties SET meta = json_set(meta, '$.handles', json(?))"
-                    " WHERE id = ?",
-                    (json.dumps(line["handles"]), party_id),
-                )
-            conn.execute(
-                "UPDATE external_parties SET updated = ?, message_count = message_count + ?,"
-                " display_name = coalesce(?, display_name), chat_id = coalesce(?, chat_id)"
-                " WHERE id = ?",
-                (
-                    ts,
-                    1 if line.get("direction") == "in" else 0,
-                    line.get("name"),
-                    line.get("chatId"),
-                    party_id,
-                ),
-            )
-        elif kind == "event":
-            event = line.get("event")
-            if event == "tier":
-                conn.execute(
-                    "UPDATE external_parties SET tier = ?, tier_source = ? WHERE id = ?",
-                    (line.get("tier"), line.get("source", "owner"), party_id),
-                )
-            elif event == "escalation":
-                cur = conn.execute(
-                    "INSERT INTO escalations (party_id, created, text) VALUES (?,?,?)",
-                    (party_id, ts, line.get("text", "")),
-                )
-                created.append(int(cur.lastrowid))
-                conn.execute(
-                    "UPDATE external_parties SET last_escalation = ? WHERE id = ?", (ts, party_id)
-                )
-            elif event == "resolved":
-                conn.execute(
-                    "UPDATE escalations SET status = 'resolved', resolution = ? "
-                    "WHERE party_id = ? AND status = 'pending'",
-                    (line.get("resolution"), party_id),
-                )
-            elif event == "reset":
-                row = conn.execute(
-                    "SELECT coalesce(max(id), 0) FROM external_messages WHERE party_id = ?",
-                    (party_id,),
-                ).fetchone()
-                conn.execute(
-                    "UPDATE external_parties SET context_reset_at = ? WHERE id = ?",
-                    (row[0], party_id),
-                )
+        _apply_line(conn, party_id, line, config, created)
+        _add_spent(conn, party_id, line)
     return created
+
+
+def _add_spent(conn: SyncConn, party_id: str, line: Line) -> None:
+    """Add what a line says the model spent (``usage``, ``cost``: the model's answer on
+    its ``out`` line, one made and dropped on its ``refused`` event, a rescued record's
+    totals on its ``meta`` line) to the party's sums, counted as a conversation's turns
+    are (:func:`bot.brain.cost.stored_input`: the cache's tokens are input)."""
+    usage, cost = line.get("usage"), line.get("cost")
+    if not isinstance(usage, Mapping) and not isinstance(cost, int | float):
+        return
+    tokens_in = stored_input(usage) if isinstance(usage, Mapping) else 0
+    tokens_out = int(usage.get("output", 0) or 0) if isinstance(usage, Mapping) else 0
+    conn.execute(
+        "UPDATE external_parties SET tokens_in = tokens_in + ?, tokens_out = tokens_out + ?,"
+        " cost_total = cost_total + ? WHERE id = ?",
+        (tokens_in, tokens_out, float(cost) if isinstance(cost, int | float) else 0.0, party_id),
+    )
+
+
+def _apply_line(
+    conn: SyncConn, party_id: str, line: Line, config: AppConfig, created: list[int]
+) -> None:
+    """Reflect one line (:func:`apply_party_lines`); an escalation's row id is added to
+    ``created``."""
+    kind, ts = line.get("type"), line.get("timestamp") or iso(utcnow())
+    if kind == "meta":
+        conn.execute(
+            "INSERT OR IGNORE INTO external_parties (id, channel, party_key, display_name,"
+            " chat_id, tier, tier_source, created, updated) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                party_id,
+                line.get("channel"),
+                line.get("party"),
+                line.get("name"),
+                line.get("chatId"),
+                line.get("tier", "untrusted"),
+                line.get("tierSource", "default"),
+                line.get("created", ts),
+                line.get("created", ts),
+            ),
+        )
+        # Config may have changed since the record was created: config beats default.
+        configured = configured_tier(config, str(line.get("channel")), str(line.get("party")))
+        if configured:
+            conn.execute(
+                "UPDATE external_parties SET tier = ?, tier_source = 'config' "
+                "WHERE id = ? AND tier_source != 'owner'",
+                (configured, party_id),
+            )
+    elif kind == "message":
+        cur = conn.execute(
+            "INSERT INTO external_messages (party_id, direction, content, timestamp,"
+            " message_ref, kind) VALUES (?,?,?,?,?,?)",
+            (
+                party_id,
+                line.get("direction", "in"),
+                cut_text(
+                    str(line.get("content", "")),
+                    INDEX_MESSAGE_CHARS,
+                    "in the party's file",
+                ),
+                ts,
+                line.get("messageRef"),
+                # the model's answer to a known party (its line names what it
+                # answers): counted apart, for trust.known_replies_per_hour
+                "answer" if line.get("answers") else line.get("kind", "message"),
+            ),
+        )
+        del cur
+        if line.get("handles"):
+            conn.execute(
+                "UPDATE external_parties SET meta = json_set(meta, '$.handles', json(?))"
+                " WHERE id = ?",
+                (json.dumps(line["handles"]), party_id),
+            )
+        conn.execute(
+            "UPDATE external_parties SET updated = ?, message_count = message_count + ?,"
+            " display_name = coalesce(?, display_name), chat_id = coalesce(?, chat_id)"
+            " WHERE id = ?",
+            (
+                ts,
+                1 if line.get("direction") == "in" else 0,
+                line.get("name"),
+                line.get("chatId"),
+                party_id,
+            ),
+        )
+    elif kind == "event":
+        event = line.get("event")
+        if event == "tier":
+            conn.execute(
+                "UPDATE external_parties SET tier = ?, tier_source = ? WHERE id = ?",
+                (line.get("tier"), line.get("source", "owner"), party_id),
+            )
+        elif event == "escalation":
+            cur = conn.execute(
+                "INSERT INTO escalations (party_id, created, text) VALUES (?,?,?)",
+                (party_id, ts, line.get("text", "")),
+            )
+            created.append(int(cur.lastrowid))
+            conn.execute(
+                "UPDATE external_parties SET last_escalation = ? WHERE id = ?", (ts, party_id)
+            )
+        elif event == "resolved":
+            conn.execute(
+                "UPDATE escalations SET status = 'resolved', resolution = ? "
+                "WHERE party_id = ? AND status = 'pending'",
+                (line.get("resolution"), party_id),
+            )
+        elif event == "reset":
+            row = conn.execute(
+                "SELECT coalesce(max(id), 0) FROM external_messages WHERE party_id = ?",
+                (party_id,),
+            ).fetchone()
+            conn.execute(
+                "UPDATE external_parties SET context_reset_at = ? WHERE id = ?",
+                (row[0], party_id),
+            )

@@ -7,11 +7,36 @@ file. The base of :class:`bot.external.ExternalStore`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from bot.db import Database
 from bot.events import not_after
 from bot.parties import PARTY_COLUMNS, PartyRecord, party_from_row
+
+
+@dataclass(frozen=True)
+class PartyCosts:
+    """What the model's answers to third parties have cost, all told (every party's
+    sums: :func:`bot.parties.apply_party_lines`): ``/status`` and the dashboard's
+    Analytics."""
+
+    cost: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    parties: int = 0  # the parties whose answers cost anything
+
+    @property
+    def any(self) -> bool:
+        return bool(self.cost or self.tokens_in or self.tokens_out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cost": round(self.cost, 6),
+            "tokensIn": self.tokens_in,
+            "tokensOut": self.tokens_out,
+            "parties": self.parties,
+        }
 
 
 class PartyReads:
@@ -115,6 +140,18 @@ class PartyReads:
             ),
         )
         return [{"direction": r[1], "content": r[2], "ref": r[3]} for r in rows]
+
+    async def answer_costs(self) -> PartyCosts:
+        """What the model's answers to all parties have cost (the sums of their files'
+        ``usage`` and ``cost``, kept per party in the index)."""
+        row = await self.db.fetchone(
+            "SELECT coalesce(sum(cost_total), 0), coalesce(sum(tokens_in), 0),"
+            " coalesce(sum(tokens_out), 0), count(*) FROM external_parties"
+            " WHERE cost_total > 0 OR tokens_in > 0 OR tokens_out > 0"
+        )
+        if row is None:
+            return PartyCosts()
+        return PartyCosts(float(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
     async def pending_escalation_count(self) -> int:
         """How many escalations wait for the owner (``/status``: counted by the index

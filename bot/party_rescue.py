@@ -40,7 +40,8 @@ def removed_party_path(external_dir: Path, party_id: str) -> Path:
 
 def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
     """The record lines the index can give back for ``party_id``: its ``meta`` line
-    (channel, key, name, chat, tier and who set it), then its messages and escalation
+    (channel, key, name, chat, tier and who set it, and what the model's answers to
+    them cost: ``usage``, ``cost``), then its messages and escalation
     events in the order they happened; no line when the index holds no such party."""
     row = conn.execute(
         f"SELECT {PARTY_COLUMNS}, meta FROM external_parties WHERE id = ?", (party_id,)
@@ -59,6 +60,11 @@ def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
         "tierSource": party.tier_source,
         "created": party.created,
     }
+    if party.tokens_in or party.tokens_out or party.cost_total:
+        # what the model's answers to them cost, all told: put back, the sums are
+        # whole again (the copy's messages carry none of it)
+        meta["usage"] = {"input": party.tokens_in, "output": party.tokens_out}
+        meta["cost"] = round(party.cost_total, 8)
     handles = _handles(row[-1])
     # (time, order, lines): messages and escalations merged by time, each kind in its
     # own order when times tie

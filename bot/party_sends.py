@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.events import TO_PARTY_ALONE, Attachment, InboundMessage, OutboundMessage, iso, utcnow
 from bot.graphemes import cut, isolate
@@ -60,6 +60,7 @@ class PartySends:
         files: Sequence[Attachment] = (),
         answers: str | None = None,
         alone: bool = False,
+        spent: Mapping[str, Any] | None = None,
     ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply).
 
@@ -71,11 +72,14 @@ class PartySends:
         ``answers``: the ref of their message the model's reply answers (kept in their
         file, for a restart); ``alone``: the owner's own words, which go to the party
         alone (:data:`~bot.events.TO_PARTY_ALONE`), never to the others their message
-        went to."""
+        went to; ``spent``: the model's answer's ``model``, ``usage`` and ``cost``
+        (:func:`bot.brain.cost.reply_spent`), kept on its line in their file."""
         if answering is None:
             answering = await self.s.external.reply_thread(party)
         recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
-        await self.s.external.record_outbound(party.id, recorded, kind=kind, answers=answers)
+        await self.s.external.record_outbound(
+            party.id, recorded, kind=kind, answers=answers, spent=spent
+        )
         await self.queue_to_party(
             party, text, kind=kind, dedup=dedup, answering=answering, files=files, alone=alone
         )

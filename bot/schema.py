@@ -5,7 +5,8 @@
 replies not yet delivered, the channel cursors and the claims of commands in progress
 (``bot/command_runs.py``). It is never deleted by reindex. Its migrations are in
 :mod:`bot.schema_state`; later ones of ``conversations.db`` in :mod:`bot.schema_recall`,
-:mod:`bot.schema_fts`, :mod:`bot.schema_notes` and :mod:`bot.schema_notices`.
+:mod:`bot.schema_fts`, :mod:`bot.schema_notes`, :mod:`bot.schema_notices` and the
+modules named in :func:`_index_migrations`.
 """
 
 from __future__ import annotations
@@ -242,6 +243,7 @@ def _index_migrations() -> list[Migration]:
     from bot.schema_fts import index_v8
     from bot.schema_notes import index_v10
     from bot.schema_notices import index_v11
+    from bot.schema_party_costs import index_v15
     from bot.schema_recall import RECALL_MIGRATIONS
     from bot.schema_repair import index_v14
     from bot.schema_titles import index_v12
@@ -260,6 +262,7 @@ def _index_migrations() -> list[Migration]:
         index_v12,
         index_v13,
         index_v14,
+        index_v15,
     ]
 
 

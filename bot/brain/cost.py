@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.brain.base import Usage
+from bot.brain.base import BrainReply, Usage
 from bot.config.model import AppConfig, PriceConfig, default_aliases
 
 log = logging.getLogger("my_agent.brain.cost")
@@ -113,6 +113,19 @@ def usage_fields(usage: Usage) -> dict[str, int]:
         fields["cacheWrite"] = usage.cache_write
     if usage.cache_read:
         fields["cacheRead"] = usage.cache_read
+    return fields
+
+
+def reply_spent(reply: BrainReply) -> dict[str, Any]:
+    """What a reply's line records of its model calls, as an assistant turn does
+    (:meth:`bot.reply_writes.ReplyWrites._store`): ``model``, ``usage``
+    (:func:`usage_fields`) and ``cost`` (left out when unpriced, or when no call
+    reported any)."""
+    fields: dict[str, Any] = {"model": reply.model}
+    if reply.usage is not None:
+        fields["usage"] = usage_fields(reply.usage)
+    if reply.cost is not None:
+        fields["cost"] = reply.cost
     return fields
 
 

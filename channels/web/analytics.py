@@ -3,7 +3,8 @@
 Three charts, each an ``image/svg+xml`` document under ``/analytics/``: turns and cost
 per conversation, activity per channel per day, and the topic distribution. SVG built
 here is static (no script, every text escaped) and the page shows it through ``<img>``,
-where a browser never runs scripts anyway. ``/api/analytics`` gives the totals.
+where a browser never runs scripts anyway. ``/api/analytics`` gives the totals (the
+conversations', and apart, ``parties``: the model's answers to known contacts).
 """
 
 from __future__ import annotations
@@ -267,6 +268,10 @@ class Analytics:
             "SELECT channel, count(*), coalesce(sum(turn_count), 0) FROM conversations"
             " GROUP BY channel ORDER BY channel"
         )
+        # The model's answers to known contacts: paid calls in no conversation, beside
+        # the conversations' own (before session 40 counted nowhere); /status says the
+        # same sums (bot.command_status.party_costs_line).
+        parties = await self.channel.services.external.answer_costs()
         return {
             "conversations": n,
             "turns": turns,
@@ -274,6 +279,7 @@ class Analytics:
             "tokensIn": tin,
             "tokensOut": tout,
             "channels": [{"channel": c, "conversations": k, "turns": t} for c, k, t in per_channel],
+            "parties": parties.to_dict(),
         }
 
 

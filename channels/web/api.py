@@ -185,7 +185,8 @@ class Api:
             " (SELECT count(*) FROM external_messages m"
             "  WHERE m.party_id = p.id AND m.direction = 'in'),"
             " (SELECT count(*) FROM external_messages m"
-            "  WHERE m.party_id = p.id AND m.direction = 'out')"
+            "  WHERE m.party_id = p.id AND m.direction = 'out'),"
+            " p.tokens_in, p.tokens_out, p.cost_total"
             " FROM external_parties p ORDER BY p.updated DESC LIMIT 200"
         )
         escalations = await db.fetchall(
@@ -196,7 +197,9 @@ class Api:
         for eid, pid, created, text in escalations:
             pending.setdefault(pid, []).append({"id": eid, "created": created, "text": text})
         out = []
-        for pid, channel, key, name, *stored, created, updated, n_in, n_out in parties:
+        for row in parties:
+            pid, channel, key, name, *stored, created, updated, n_in, n_out = row[:-3]
+            spent = row[-3:]
             # the tier that applies now: the record's is as of their last message, and
             # the owner may have changed trust.contacts since (before session 30 a
             # contact taken off the list showed "known" until they wrote again)
@@ -221,6 +224,10 @@ class Api:
                     "messageCount": n_in + n_out,
                     "messagesIn": n_in,
                     "messagesOut": n_out,
+                    # what the model's answers to them cost (session 40)
+                    "tokensIn": spent[0],
+                    "tokensOut": spent[1],
+                    "cost": round(float(spent[2]), 6),
                     "escalations": pending.get(pid, []),
                     "messages": [
                         {"direction": d, "content": c, "timestamp": t, "kind": k}

@@ -48,7 +48,10 @@ function renderParty(p) {
   head.appendChild(el("span", "tier tag", p.tier));
   // Both directions, each named: the count alone was taken for the whole exchange.
   const counts = plural(p.messageCount, "message") + " (" + p.messagesIn + " in, " + p.messagesOut + " out)";
-  head.appendChild(el("span", "muted party-count", counts + " · " + relTime(p.updated)));
+  // what the model's answers to them cost (counted nowhere before session 40)
+  const cost = Number(p.cost || 0);
+  const spent = cost > 0 ? " · answers " + (cost < 0.00005 ? "< $0.0001" : "$" + cost.toFixed(4)) : "";
+  head.appendChild(el("span", "muted party-count", counts + spent + " · " + relTime(p.updated)));
   card.appendChild(head);
   for (const e of p.escalations) {
     const esc = el("div", "escalation");
@@ -126,8 +129,16 @@ export async function loadAnalytics() {
   stat("turns", t.turns);
   // (a cost under a hundredth of a cent read "$0.0000", and 1234567 tokens had no
   // separators, before session 40; bot/brain/cost.py shown_usd is the same)
-  const cost = Number(t.cost);
-  stat("cost (USD)", cost > 0 && cost < 0.00005 ? "< $0.0001" : "$" + cost.toFixed(4));
+  const usd = (n) => {
+    const cost = Number(n);
+    return cost > 0 && cost < 0.00005 ? "< $0.0001" : "$" + cost.toFixed(4);
+  };
+  stat("cost (USD)", usd(t.cost));
   const count = (n) => Number(n).toLocaleString("en-US");
   stat("tokens in / out", count(t.tokensIn) + " / " + count(t.tokensOut));
+  // The model's answers to known contacts, in no conversation (counted nowhere before
+  // session 40): the same sums as /status's "Known contacts' answers" line.
+  const p = t.parties || { cost: 0, tokensIn: 0, tokensOut: 0 };
+  stat("known contacts' answers (USD)", usd(p.cost));
+  stat("their tokens in / out", count(p.tokensIn) + " / " + count(p.tokensOut));
 }

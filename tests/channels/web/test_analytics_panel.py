@@ -1,5 +1,6 @@
-"""The Analytics panel: what it counts (against ``my-agent status`` and ``/status``) and
-how its charts name conversations and topics."""
+"""The Analytics panel: what it counts (against ``my-agent status`` and ``/status``, and
+the model's answers to known contacts beside the conversations) and how its charts name
+conversations and topics."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import asyncio
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import aiohttp
+
 from bot import healthcheck
-from bot.command_status import conversation_lines
+from bot.command_status import conversation_lines, party_costs_line
 from channels.web.analytics import Analytics, Bar, bar_chart
-from tests.channels.web.conftest import start_stack, stop_stack
+from tests.channels.web.conftest import login, start_stack, stop_stack
+from tests.conftest import settle
+from tests.support import ScriptedBrain
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -156,3 +161,33 @@ async def test_a_sub_cent_cost_and_large_token_counts_read_as_they_are(tmp_path:
         await stop_stack(stack)
     assert "1 turn · < $0.0001" in labels_of(svg)
     assert cost_line == "Cost: < $0.0001 (1,234,567 in / 10 out tokens)"
+
+
+async def test_known_contacts_answers_cost_the_same_in_analytics_status_and_external(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 40): the model's answers to a known contact were paid calls
+    # counted nowhere: not in /api/analytics, /status nor the contact's card.
+    stack = await start_stack(tmp_path / "data", brain=ScriptedBrain())
+    try:
+        services = stack.services
+        await stack.deliver_telegram("hello?", sender_id="8082", name="Kim")
+        party = await services.external.find("8082")
+        assert party is not None
+        await services.external.set_tier(party.id, "known")
+        await stack.deliver_telegram("how are you", sender_id="8082", name="Kim")
+        await settle(services)
+        line = await party_costs_line(services)
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+            await login(session, stack)
+            async with session.get(f"{stack.url}/api/analytics") as r:
+                totals = await r.json()
+            async with session.get(f"{stack.url}/api/external") as r:
+                (card,) = (await r.json())["parties"]
+    finally:
+        await stop_stack(stack)
+    # ScriptedBrain: 100 + len(text) tokens in, 20 out, $0.0015
+    assert totals["parties"] == {"cost": 0.0015, "tokensIn": 111, "tokensOut": 20, "parties": 1}
+    assert totals["cost"] == 0  # the conversations' own figure is theirs alone
+    assert line == "Known contacts' answers: $0.0015 (111 in / 20 out tokens, 1 contact, all time)"
+    assert (card["cost"], card["tokensIn"], card["tokensOut"]) == (0.0015, 111, 20)

@@ -381,6 +381,12 @@ async def test_analytics_charts_render(page: Page, stack: Stack) -> None:
         conv.id, "assistant", "ok", usage={"input": 1_234_567, "output": 10}, cost=0.000004
     )
     await stack.deliver_telegram("groceries")
+    # what the model's answers to a contact cost, beside the conversations' (session 40)
+    await stack.deliver_telegram("hello", sender_id="4646", name="Kim")
+    kim = await stack.services.external.find("4646")
+    assert kim is not None
+    spent = {"model": "m", "usage": {"input": 2_500, "output": 40}, "cost": 0.0125}
+    await stack.services.external.record_outbound(kim.id, "hi", spent=spent)
     await log_in(page, stack)
     await page.click('#panel-nav button[data-panel="analytics"]')
     for name in ("conversations", "channels", "topics"):
@@ -392,6 +398,9 @@ async def test_analytics_charts_render(page: Page, stack: Stack) -> None:
     await expect(page.locator("#analytics-totals")).to_contain_text("conversations")
     await expect(page.locator("#analytics-totals")).to_contain_text("1,234,567 / ")
     await expect(page.locator("#analytics-totals")).to_contain_text("< $0.0001")
+    await expect(page.locator("#analytics-totals")).to_contain_text("known contacts' answers")
+    await expect(page.locator("#analytics-totals")).to_contain_text("$0.0125")
+    await expect(page.locator("#analytics-totals")).to_contain_text("2,500 / 40")
     await shot(page, "07-analytics")
 
 
