@@ -71,7 +71,7 @@ def visible(text: str) -> str:
     """``text`` without :data:`_UNSEEN` characters (line breaks and tabs stay), tag
     characters outside a flag, and variation selectors after the first of a run."""
     text = _UNSEEN.sub("", text)
-    if any("\U000e0000" <= c for c in text):
+    if _TAG.search(text):
         flags = _TAG_FLAG.findall(text)
         parts = [_TAG.sub("", part) for part in _TAG_FLAG.split(text)]
         text = "".join(p + f for p, f in zip(parts, [*flags, ""], strict=True))
