@@ -219,7 +219,7 @@ async def _serve(
     hurry = hurry or asyncio.Event()
     if stop.is_set():  # asked to stop while opening: start nothing, never say ready
         log.info("stopping (asked to while the store was opening)")
-        await shutdown(services, [], notifier)
+        await shutdown(services, [], notifier, hangup=hangup)
         return 0
     channels = build_channels(config, services)
     wire_channels(services, channels)
@@ -253,5 +253,5 @@ async def _serve(
         await stop.wait()
         log.info("stopping")
     finally:
-        await shutdown(services, channels, notifier, hurry=hurry)
+        await shutdown(services, channels, notifier, hurry=hurry, hangup=hangup)
     return 0

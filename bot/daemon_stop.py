@@ -34,14 +34,21 @@ async def shutdown(
     notifier: Notifier | None,
     drain_seconds: float | None = None,
     hurry: asyncio.Event | None = None,
+    hangup: ReloadSignal | None = None,
 ) -> None:
     """Stop accepting, finish (or leave pending) in-flight replies, stop in reverse.
 
     ``hurry`` (the owner's second Ctrl-C) cuts the drain short: the replies still
     running are cancelled, their user turns stay pending and are answered after the
-    restart, exactly as when the drain's time runs out."""
+    restart, exactly as when the drain's time runs out. ``hangup``: the SIGHUP handler,
+    closed first (a reload is not started while the daemon stops)."""
     if drain_seconds is None:
         drain_seconds = services.config.service.drain_seconds
+    if hangup is not None:
+        # A SIGHUP from now on is not acted on: before session 40, one during the drain
+        # reloaded against services being shut down (Telegram's menus set while it
+        # stopped) and told systemd READY=1 after STOPPING=1.
+        hangup.close()
     if notifier:
         notifier.stopping()
         # The unit's TimeoutStopSec fits the default drain; a longer service.drain_seconds
@@ -114,20 +121,33 @@ class ReloadSignal:
     def __init__(self) -> None:
         self._reload: Callable[[], object] | None = None
         self._asked = False
+        self._closed = False
 
     def __call__(self) -> None:
-        if self._reload is None:
+        if self._closed:
+            log.info("SIGHUP ignored: the daemon is stopping")
+        elif self._reload is None:
             self._asked = True
         else:
             self._reload()
 
     def ready(self, reload: Callable[[], object]) -> None:
-        """From now on a SIGHUP calls ``reload``; called at once if one came before."""
+        """From now on a SIGHUP calls ``reload``; called at once if one came before.
+        Nothing once :meth:`close` was called."""
+        if self._closed:
+            return
         self._reload = reload
         if self._asked:
             self._asked = False
             log.info("a reload was asked for while the daemon started: reloading now")
             reload()
+
+    def close(self) -> None:
+        """The daemon stops: a SIGHUP from now on is logged as ignored, one remembered
+        from before ready is forgotten."""
+        self._closed = True
+        self._reload = None
+        self._asked = False
 
 
 # Sections a reload leaves as they were (the embedding model, the lifecycle's timers,

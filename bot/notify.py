@@ -91,6 +91,7 @@ class Notifier:
         self.status_path = status_path
         self.file_heartbeat = file_heartbeat
         self.state = "starting"
+        self._stopping = False  # once set, the state never goes back to ready
         self.status_at = time.time()  # when status_text was made (the status file says it)
         self.status_text = ""
         self.started_at = time.time()
@@ -160,7 +161,10 @@ class Notifier:
         return True
 
     def ready(self, status: str | None = None) -> None:
-        """The daemon is up (channels started): ``READY=1`` plus an optional status."""
+        """The daemon is up (channels started): ``READY=1`` plus an optional status.
+        Nothing once :meth:`stopping` was called (a reload that ends during the stop)."""
+        if self._stopping:
+            return
         self.state = "ready"
         fields = ["READY=1", f"MAINPID={self.pid}"]
         if status is not None:
@@ -179,7 +183,12 @@ class Notifier:
             self._write_status_file()
 
     def reloading(self, status: str = "reloading configuration") -> None:
-        """``RELOADING=1`` on SIGHUP; call :meth:`ready` again when done."""
+        """``RELOADING=1`` on SIGHUP; call :meth:`ready` again when done. Nothing once
+        :meth:`stopping` was called."""
+        if self._stopping:
+            # Before session 40, a SIGHUP during the drain sent RELOADING=1 then READY=1
+            # after STOPPING=1, and daemon.json said "ready" while the daemon stopped.
+            return
         self.state = "reloading"
         self.status_text = status
         self._last_status = status
@@ -190,7 +199,9 @@ class Notifier:
         self._write_status_file()
 
     def stopping(self, status: str = "stopping: draining replies") -> None:
-        """``STOPPING=1``: shutdown has begun. The watchdog keeps pinging while draining."""
+        """``STOPPING=1``: shutdown has begun. The watchdog keeps pinging while draining;
+        :meth:`ready` and :meth:`reloading` do nothing from now on."""
+        self._stopping = True
         self.state = "stopping"
         self.status_text = status
         self._last_status = status

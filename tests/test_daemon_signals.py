@@ -16,6 +16,8 @@ import yaml
 from bot.config import load_config
 from bot.daemon import run_daemon
 from bot.index import ConversationIndex
+from bot.notify import Notifier
+from tests.ops.notify_listener import NotifyListener
 
 
 def _write_config(path: Path, data_dir: Path, owner: str) -> None:
@@ -97,3 +99,44 @@ async def test_two_ctrl_c_at_once_hurry_the_stop(
             stop.set()
             await asyncio.wait_for(daemon, 30)
     assert "interrupted again: stopping now" in caplog.text, caplog.text
+
+
+async def test_a_sighup_while_the_daemon_stops_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression (session 40): the SIGHUP handler stayed on after the stop began. A
+    # SIGHUP during the drain reloaded against services shutting down and told systemd
+    # RELOADING=1 then READY=1 after STOPPING=1. The signal is sent here as the stop
+    # begins, and read by the loop at the shutdown's next await.
+    path = tmp_path / "config.yaml"
+    _write_config(path, tmp_path / "data", "1001")
+    listener = NotifyListener()
+    monkeypatch.setenv("NOTIFY_SOCKET", listener.env_value)
+    stopping = Notifier.stopping
+
+    def stopping_then_hang_up(self: Notifier, status: str = "stopping: draining replies") -> None:
+        stopping(self, status)
+        os.kill(os.getpid(), signal.SIGHUP)
+
+    monkeypatch.setattr(Notifier, "stopping", stopping_then_hang_up)
+    stop = asyncio.Event()
+    try:
+        with caplog.at_level(logging.INFO, logger="my_agent.daemon"):
+            daemon = asyncio.create_task(run_daemon(load_config(path), stop, config_path=path))
+            try:
+                for _ in range(600):
+                    if "my-agent ready" in caplog.text or daemon.done():
+                        break
+                    await asyncio.sleep(0.05)
+                assert "my-agent ready" in caplog.text, caplog.text
+                _write_config(path, tmp_path / "data", "3003")
+            finally:
+                stop.set()
+                assert await asyncio.wait_for(daemon, 30) == 0
+        listener.drain()
+    finally:
+        listener.close()
+    assert "SIGHUP ignored: the daemon is stopping" in caplog.text, caplog.text
+    assert "configuration reloaded" not in caplog.text, caplog.text
+    keys = [k for k in listener.keys() if k in ("READY", "RELOADING", "STOPPING")]
+    assert keys == ["READY", "STOPPING"], keys

@@ -325,3 +325,24 @@ async def test_stop_watchdog_does_not_swallow_its_own_cancellation(
     with pytest.raises(asyncio.CancelledError):
         await stopper
     n.close()
+
+
+def test_once_stopping_a_reload_never_says_ready_again(
+    listener: NotifyListener, tmp_path: Path
+) -> None:
+    # Regression (session 40): a SIGHUP during the drain sent RELOADING=1 and READY=1
+    # after STOPPING=1, and daemon.json said "ready" while the daemon stopped.
+    path = tmp_path / "daemon.json"
+    n = Notifier(env=_env(listener), status_path=path)
+    n.ready("up")
+    n.stopping()
+    n.reloading()
+    n.ready("ready: configuration reloaded")
+    n.close()
+    keys = [k for m in listener.drain() for k in m if k in ("READY", "RELOADING", "STOPPING")]
+    assert keys == ["READY", "STOPPING"]
+    status = read_status_file(path)
+    assert status is not None and status["state"] == "stopping"
+    n.stopped()
+    status = read_status_file(path)
+    assert status is not None and status["state"] == "stopped"
