@@ -21,6 +21,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from bot import redaction
 from bot.owner_notices import forget_notice, notice_due
 from bot.tasks import spawn
 
@@ -65,6 +66,7 @@ class ChannelAlerts:
             log.exception("cannot keep the %s problem %s", channel, key)
 
     async def _raise(self, channel: str, key: str, problem: str) -> None:
+        problem = redaction.mask(problem)  # kept in state.db, and told to the owner
         value = json.dumps({"problem": problem})
         if await self.cursors.get_cursor(channel, alert_cursor(key)) != value:
             await self.cursors.set_cursor(channel, alert_cursor(key), value)

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot import exitcodes, service_unit
+from bot import exitcodes, redaction, service_unit
 from bot.cli_bench import BENCHMARKS, bench_parser, cmd_bench
 from bot.cli_common import (
     Parser,
@@ -45,6 +45,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bot.services import ChannelStartError, DatabaseOpenError, DataDirError, DataDirInUse
 
     config = command_config(args)
+    redaction.use_config(config)  # masked in the log from its first line
     setup_logging(config.logging.level)
     source = args.config or default_config_path()
     log.info(

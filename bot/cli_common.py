@@ -10,18 +10,22 @@ import re
 import sys
 from typing import Any, NoReturn
 
-from bot import exitcodes
+from bot import exitcodes, redaction
 from bot.config import AppConfig, load_config
 
 
 def setup_logging(level: str = "INFO") -> None:
-    """Log to stderr (with times on a terminal; systemd's journal adds its own)."""
+    """Log to stderr (with times on a terminal; systemd's journal adds its own), the
+    secrets of :data:`bot.redaction.SECRETS` masked."""
     fmt = "%(levelname)s %(name)s: %(message)s"
     if sys.stderr.isatty():
         fmt = "%(asctime)s " + fmt
     logging.basicConfig(
         level=getattr(logging, level, logging.INFO), format=fmt, stream=sys.stderr, force=True
     )
+    # The secrets masked in every line (bot/redaction.py; the daemon sets which): before
+    # session 40 an aiohttp error naming a Bot API URL logged the bot token.
+    redaction.install(logging.getLogger().handlers)
     # httpx2/httpcore2: the HTTP library under anthropic 2.x, which logged every model
     # call (and every retry of an outage) as an INFO "HTTP Request: POST ..." line
     noisy = ("aiosqlite", "aiohttp.access", "httpx", "httpcore", "httpx2", "httpcore2")

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from bot import redaction
 from bot.channel import Channel
 from bot.notify import Notifier
 from bot.services import Services, close_services
@@ -185,6 +186,9 @@ async def reload(services: Services, notifier: Notifier) -> None:
         log.info("no configuration file (embedded default): nothing to reload")
         notifier.ready("ready: nothing to reload (no configuration file)")
         return
+    # A secret changed in the file is masked too (the running one still is: the
+    # channels keep theirs until a restart).
+    redaction.use_config(services.config, fresh)
     models_changed = fresh.models != services.config.models
     services.config.trust = fresh.trust
     services.config.owner = fresh.owner

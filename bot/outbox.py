@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from bot import redaction
 from bot.channel import Channel, Misconfigured, PermanentSendError, RetryLater, Unreachable
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
@@ -320,6 +321,7 @@ class Outbox(OutboxRows):
     async def _callbacks(
         self, callbacks: list[FailedCallback], msg: OutboundMessage, error: str
     ) -> None:
+        error = redaction.mask(error)  # the owner's alert quotes it
         for callback in callbacks:
             try:
                 await callback(msg, error)
@@ -337,6 +339,10 @@ class Outbox(OutboxRows):
         delay: float = 0.0,
     ) -> None:
         now = self.clock()
+        if error is not None:
+            # A library's error text may hold a secret (aiohttp's names the URL, and the
+            # Bot API's holds the token): before session 40 it was kept in state.db.
+            error = redaction.mask(error)
         if msg.outbox_id is not None:
             if status == "pending":
                 self._delays[msg.outbox_id] = delay

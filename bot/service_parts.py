@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot import redaction
 from bot.arrivals import IncomingFlow
 from bot.brain.base import Brain
 from bot.channel import Channel
@@ -120,7 +121,9 @@ class Services:
         refusing the bot token), on another channel that has the owner's address, else
         on the dashboard only (the ``notice`` event) and in the log. Before session 25
         the alert waited in that channel's send for it to work again (an alert about
-        the refused token waited for the token), and a stop lost it."""
+        the refused token waited for the token), and a stop lost it. A secret in
+        ``text`` (an error's, bot/redaction.py) is masked."""
+        text = redaction.mask(text)
         channel_name = self.config.escalation_channel()
         blocked = self._sending_blocked(channel_name)
         if blocked:

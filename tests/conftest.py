@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from bot import redaction
 from bot.channel import ChannelHost, PermanentSendError, Unreachable
 from bot.config import AppConfig, build_config
 from bot.embedding import EmbeddingService
@@ -57,11 +58,13 @@ def _root_logging_kept() -> Iterator[None]:
     come and go with each phase and are left alone."""
     root = logging.getLogger()
     level, before = root.level, set(root.handlers)
+    secrets = redaction.SECRETS.values  # a daemon run in process (or reloaded) sets them
     yield
     for handler in list(root.handlers):
         if type(handler) is logging.StreamHandler and handler not in before:
             root.removeHandler(handler)
     root.setLevel(level)
+    redaction.SECRETS.use(secrets)
 
 
 def clear_config_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from bot import redaction
 from bot.status_reads import stored_channel_problems
 from tests.conftest import (
     RecordingChannel,
@@ -107,5 +108,24 @@ async def test_with_no_other_channel_it_is_the_dashboards_and_the_status_lines(
         assert "token refused" in notices[0] and telegram.sent == []
         problems = stored_channel_problems(config.state_path, ["telegram"])
         assert problems == ["telegram: token refused"]
+    finally:
+        await shutdown_services(services)
+
+
+async def test_a_problem_naming_a_secret_is_kept_and_told_masked(tmp_path: Path) -> None:
+    # Regression (session 40): a channel's problem quoting a library's error text kept a
+    # secret in state.db and sent it to the owner (aiohttp's names the Bot API's URL).
+    config = telegram_config(tmp_path)
+    redaction.SECRETS.use(["hunter22-mail"])  # (tests/conftest.py puts them back)
+    services, telegram = await start_telegram_core(config)
+    try:
+        await services.router.alert_owner("email", "imap", "NO [AUTH] hunter22-mail refused")
+        [told] = await telegram.wait_count(1)
+        assert "NO [AUTH] *** refused" in told.text and "hunter22" not in told.text
+        kept = stored_channel_problems(config.state_path, ["email"])
+        assert kept == ["email: NO [AUTH] *** refused"]
+        await services.alert_owner("the send failed: hunter22-mail")
+        [_, direct] = await telegram.wait_count(2)
+        assert direct.text == "the send failed: ***"
     finally:
         await shutdown_services(services)

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from bot.bench.fakes.anthropic_api import Block, FakeAnthropicAPI, Scripted, last_user_text
-from tests.conftest import raw_config
+from tests.conftest import clear_config_env, raw_config
 from tests.support import Daemon, transcript_lines, turns
 
 pytestmark = pytest.mark.slow  # the real daemon, started two or three times a test
@@ -702,3 +702,29 @@ async def test_sighup_says_what_it_does_not_take(
         "ready: configuration reloaded; restart to take brain, channels, embedding, conversations"
     )
     assert "brain.*, channels.*, embedding.*, conversations.* changed" in caplog.text
+
+
+async def test_sighup_masks_a_secret_new_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (session 40) The log masks the configured secrets (bot/redaction.py): a token or
+    # password written into the file since the start is masked once reloaded, the
+    # running one still is (the channels keep it until a restart).
+    from types import SimpleNamespace
+
+    from bot import redaction
+    from bot.config import load_config
+    from bot.daemon import reload
+
+    clear_config_env(monkeypatch)
+    raw = raw_config(tmp_path)
+    raw["channels"] = {**raw["channels"], "email": {"password": "old-secret-1"}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    services = SimpleNamespace(config_path=path, config=load_config(path), channels={})
+    redaction.use_config(services.config)
+    raw["channels"]["email"] = {"password": "new-secret-2"}
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    notifier = SimpleNamespace(reloading=lambda: None, ready=lambda status: None)
+    await reload(services, notifier)  # type: ignore[arg-type]
+    assert redaction.mask("old-secret-1 new-secret-2") == "*** ***"
