@@ -198,7 +198,8 @@ async def open_services_waiting(
             if not may_wait(exc) or (stop is not None and stop.is_set()):
                 raise
             # (a lock: the error says so, bot.service_databases; free space says nothing)
-            why = "" if is_lock_contention(exc) else f" ({_free_space(config.data_dir)})"
+            disk = "" if is_lock_contention(exc) else _free_space(config.data_dir)
+            why = f" ({disk})" if disk and disk not in str(exc) else ""
             text = f"cannot open the store: {exc}{why}; trying again in {delay:.0f} s"
             if time.monotonic() >= said + STORAGE_LOG_SECONDS:
                 log.error("%s", text)
@@ -220,8 +221,17 @@ def may_wait(exc: BaseException) -> bool:
 
 
 def _free_space(data_dir: Path) -> str:
+    """What the file system under ``data_dir`` says: read-only, or its free space; ""
+    when that is not known. A data directory not created yet is looked at through its
+    nearest existing folder: before session 40 the line ended "(free space of ...
+    unknown: [Errno 2] No such file or directory)", noise about a read-only disk."""
+    place = data_dir
+    while not place.exists() and place != place.parent:
+        place = place.parent
     try:
-        st = os.statvfs(data_dir)
-    except OSError as exc:
-        return f"free space of {data_dir} unknown: {exc}"
-    return f"{st.f_bavail * st.f_frsize // 1024} KiB free in {data_dir}"
+        st = os.statvfs(place)
+    except OSError:
+        return ""
+    if st.f_flag & os.ST_RDONLY:
+        return "the file system is read-only"
+    return f"{st.f_bavail * st.f_frsize // 1024} KiB free in {place}"

@@ -341,3 +341,47 @@ def test_mail_security_that_does_not_fit_a_well_known_port_is_warned_about(
     raw = raw_config(tmp_path, channels={"email": email})
     raw["owner"] = {"identities": {"email": ["me@example.com"]}}
     assert ".security" not in _check(_write(tmp_path, raw), capsys)[2]
+
+
+def test_a_data_dir_that_cannot_be_created_on_a_read_only_disk_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression (session 40): check-config said "configuration OK" of a data_dir on a
+    # read-only file system, and `run` then waited for ever, unable to open the store.
+    # (A read-only mount needs root: the file system's answers are the test's.)
+    place = tmp_path / "mnt"
+    place.mkdir()
+    raw = raw_config(tmp_path)
+    raw["data_dir"] = str(place / "agent")
+    real_access, real_statvfs = os.access, os.statvfs
+    monkeypatch.setattr(os, "access", lambda p, m: Path(p) != place and real_access(p, m))
+
+    def statvfs(p: Any) -> Any:
+        st = real_statvfs(p)
+        return type("St", (), {"f_flag": st.f_flag | os.ST_RDONLY})() if Path(p) == place else st
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    status, out, err = _check(_write(tmp_path, raw), capsys)
+    assert status == exitcodes.OK and "configuration OK" in out
+    assert (
+        f"warning: data_dir: {place / 'agent'} cannot be created in {place}: the file "
+        "system is read-only"
+    ) in err, err
+    assert not (place / "agent").exists()  # checked, not created
+
+
+def test_a_data_dir_under_a_file_or_not_writable_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.config.checks import data_dir_warnings
+
+    assert data_dir_warnings(tmp_path / "new" / "agent") == []  # it can be created
+    (tmp_path / "file").write_text("x")
+    [under_file] = data_dir_warnings(tmp_path / "file" / "agent")
+    assert under_file.endswith(f"cannot be created: {tmp_path / 'file'} is not a directory")
+    monkeypatch.setattr(os, "access", lambda p, m: False)
+    [denied] = data_dir_warnings(tmp_path)
+    assert denied == (
+        f"data_dir: {tmp_path} cannot be written: permission denied for this user "
+        f"(uid {os.getuid()})"
+    )

@@ -425,3 +425,20 @@ def test_the_journal_lock_is_read_on_a_read_only_file_system(
         assert journal_in_use(config.conversations_dir)  # a lock taken elsewhere still shows
     finally:
         os.close(held)
+
+
+def test_the_disk_is_described_through_the_nearest_existing_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 40): a data directory not created yet (a read-only disk) made
+    # the "trying again" line end "(free space of ... unknown: [Errno 2] ...)".
+    missing = tmp_path / "not" / "yet"
+    assert store_lock._free_space(missing).endswith(f"KiB free in {tmp_path}")
+    real = os.statvfs
+
+    def read_only(path: object) -> object:
+        st = real(path)  # type: ignore[arg-type]
+        return type("St", (), {"f_flag": os.ST_RDONLY, "f_bavail": 0, "f_frsize": st.f_frsize})()
+
+    monkeypatch.setattr(os, "statvfs", read_only)
+    assert store_lock._free_space(missing) == "the file system is read-only"

@@ -27,6 +27,7 @@ RESOLVE_SECONDS = 3.0
 def config_warnings(cfg: AppConfig, resolve_seconds: float = RESOLVE_SECONDS) -> list[str]:
     """``dotted.key: message`` for each setting the daemon accepts but cannot use as is."""
     found = secret_warnings(cfg)
+    found += data_dir_warnings(cfg.data_dir)
     found += _model_path_warnings(cfg)
     found += _model_name_warnings(cfg)
     found += _owner_warnings(cfg)
@@ -44,6 +45,33 @@ def secret_warnings(cfg: AppConfig) -> list[str]:
         f"{SECRET_VARS[key]} in the secrets file (mode 0600) and remove it from the config"
         for key in cfg.secrets_in_file()
     ]
+
+
+def data_dir_warnings(data_dir: Path) -> list[str]:
+    """A data directory this user cannot create or write (nothing is created here): on a
+    read-only file system ``run`` waits for the disk, logging that it cannot open the
+    store, and before session 40 check-config said "configuration OK" of it. Under
+    another user (the service's) the answer may differ: the warning names this one."""
+    path = data_dir.absolute()
+    place = path
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    what = f"data_dir: {path}"
+    if not place.is_dir():
+        return [f"{what} cannot be created: {place} is not a directory"]
+    if os.access(place, os.W_OK | os.X_OK):
+        return []
+    verb = "cannot be written" if place == path else f"cannot be created in {place}"
+    try:
+        read_only = bool(os.statvfs(place).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        return [
+            f"{what} {verb}: the file system is read-only (`run` waits for it to be "
+            "writable); set data_dir (MY_AGENT_DATA_DIR) to a writable directory"
+        ]
+    return [f"{what} {verb}: permission denied for this user (uid {os.getuid()})"]
 
 
 def _owner_warnings(cfg: AppConfig) -> list[str]:
