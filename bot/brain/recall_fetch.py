@@ -85,6 +85,10 @@ async def fetch_turns(
     if last < first:
         raise ToolError("turnRange.to is before turnRange.from")
     note = None
+    if first <= total:
+        # past the last turn is nothing to fetch: "range cut ...; fetch more" came with
+        # every turn of a 5-turn conversation asked as 1-100 (before session 40)
+        last = min(last, total)
     if last - first + 1 > FETCH_MAX_TURNS:
         last = first + FETCH_MAX_TURNS - 1
         note = f"range cut to {FETCH_MAX_TURNS} turns ({first}-{last}); fetch more separately"

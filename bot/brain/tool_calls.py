@@ -42,11 +42,21 @@ class Tool:
         }
 
 
+# The most an error result says: they quote the model's own input ("no conversation
+# '...'"), and a 100 KB id came back whole, outside the recall budget (before session 40).
+ERROR_CHARS = 600
+
+
+def _bounded(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "\u2026"
+
+
 async def execute(tools: Mapping[str, Tool], name: str, tool_input: Any) -> tuple[str, bool]:
     """Run a tool call; returns (content, is_error). Never raises except on cancellation."""
     tool = tools.get(name)
     if tool is None:
-        return f"Unknown tool {name!r}. Available: {', '.join(sorted(tools)) or 'none'}.", True
+        unknown = _bounded(repr(name), 100)
+        return f"Unknown tool {unknown}. Available: {', '.join(sorted(tools)) or 'none'}.", True
     if not isinstance(tool_input, dict):
         return "Tool input must be a JSON object.", True
     try:
@@ -54,7 +64,7 @@ async def execute(tools: Mapping[str, Tool], name: str, tool_input: Any) -> tupl
     except asyncio.CancelledError:
         raise
     except ToolError as exc:
-        return f"Error: {exc}", True
+        return _bounded(f"Error: {exc}", ERROR_CHARS), True
     except Exception:
         log.exception("tool %s failed", name)
         return f"Error: {name} failed internally; try again later or without this tool.", True

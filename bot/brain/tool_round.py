@@ -153,7 +153,9 @@ async def tool_loop(
             # (ended here, the reply stopped wherever the pause fell).
             messages.append({"role": "assistant", "content": paused})
             continue
-        if not wants_tools(message):
+        if not wants_tools(message) or iteration == limit:
+            # (the last round asked for no tools: any it holds anyway are not run, as
+            # their results would never be sent; before session 40 they ran for nothing)
             return
         messages.append({"role": "assistant", "content": as_params(message.content)})
         results: list[dict[str, Any]] = await answer_calls(available, message, cap)

@@ -76,13 +76,19 @@ minute (every other search and read waited). Past a few paragraphs more words na
 nothing down; the embedding model reads only its first 256 tokens anyway."""
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def bounded_query(text: str) -> str:
     """``text`` in NFKC, as the index reads turns, cut to :data:`MAX_QUERY_CHARS`
     characters at a space where there is one. Only the keyword stage read NFKC: the
     model, the coverage and the learned features read full-width letters ("ＫＡＹＡＫ",
     a Japanese keyboard's) as they came, and a Chinese conversation ranked first,
     above the kayak trip the words found."""
-    text = normalise(text)
+    # A lone surrogate (valid in the model's tool JSON) failed the search's fingerprint
+    # (.encode()) as an internal error (before session 40): read as U+FFFD, as the
+    # router reads messages and /search.
+    text = normalise(_LONE_SURROGATE.sub("\ufffd", text))
     if len(text) <= MAX_QUERY_CHARS:
         return text
     start = cut(text, MAX_QUERY_CHARS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -230,3 +231,29 @@ async def test_a_tool_call_cut_by_the_context_window_is_answered(
     reply = await brain.reply(owner_request("and the boiler?", conv), Deltas())
     assert reply.text == "Nothing found."
     assert tool_results(fake_api.requests[1].body)[0]["is_error"]
+
+
+async def test_tools_asked_for_in_the_last_round_are_not_run(
+    tmp_path, fake_api: FakeAnthropicAPI, core: SimpleNamespace
+) -> None:
+    # Regression (session 40): the last call asks for no tools (tool_choice none); a
+    # response that held tool_use blocks all the same had them run, their results never
+    # sent: a search spent for nothing.
+    brain = make_brain(make_config(tmp_path, fake_api, max_tool_iterations=2), core)
+    conv = await seed_conversation(core, [("user", "find the kayak")])
+    searched: list[int] = []
+    real = core.search.search
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        searched.append(len(fake_api.requests))
+        return await real(*args, **kwargs)
+
+    core.search.search = counting
+    for n in range(3):
+        call = Block("tool_use", name="search_conversations", input={"query": f"kayak {n}"})
+        fake_api.push(Scripted([Block("text", text=f"round {n}"), call]))
+    reply = await brain.reply(owner_request("find the kayak", conv), Deltas())
+    assert len(fake_api.requests) == 3
+    assert fake_api.requests[2].body["tool_choice"] == {"type": "none"}
+    assert searched == [1, 2]  # none after the last call
+    assert reply.text == "round 0\n\nround 1\n\nround 2"

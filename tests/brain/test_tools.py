@@ -203,10 +203,41 @@ async def test_fetch_context_ranges(config: AppConfig, core: SimpleNamespace) ->
         tools, "fetch_context", {"conversationId": conv, "turnRange": {"from": 9, "to": 2}}
     )
     assert err and "before" in content
+    # Regression (session 40): every turn of the conversation came with "range cut to 40
+    # turns; fetch more separately", and the model fetched 41-80 for nothing.
     content, err = await execute(
         tools, "fetch_context", {"conversationId": conv, "turnRange": {"from": 1, "to": 500}}
     )
-    assert not err and "range cut" in unwrap(content)["note"]
+    data = unwrap(content)
+    assert not err and data.get("note") is None, data.get("note")
+    assert {t["turnNumber"] for t in data["turns"]} == set(range(1, 31))
+    longer = await seed_conversation(
+        core, [(role, f"{role} {n}") for n in range(1, 46) for role in ("user", "assistant")]
+    )
+    content, err = await execute(
+        tools, "fetch_context", {"conversationId": longer, "turnRange": {"from": 1, "to": 500}}
+    )
+    data = unwrap(content)
+    assert not err and "range cut to 40 turns (1-40)" in data["note"]
+
+
+async def test_a_lone_surrogate_in_the_models_query_is_searched(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression (session 40): valid in the tool's JSON, "\ud83d" failed the search's
+    # fingerprint (.encode()) and the model was told the tool "failed internally".
+    await seed_conversation(core, [("user", "the kayak trip to Lake Bled")])
+    tools = tool_map(RecallTools(config, core).tools())
+    content, err = await execute(tools, "search_conversations", {"query": "kayak \ud83d"})
+    assert not err, content
+    assert "Lake Bled" in content
+    # an error quoting the model's own input quotes a bounded part of it (session 40)
+    content, err = await execute(
+        tools, "fetch_context", {"conversationId": "conv-" + "x" * 100_000}
+    )
+    assert err and content.startswith("Error: no conversation 'conv-xxx") and len(content) <= 600
+    content, err = await execute(tools, "y" * 100_000, {})
+    assert err and len(content) < 300 and "Available: fetch_context" in content
 
 
 async def test_fetch_context_past_the_end_and_without_turns(
