@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
@@ -19,7 +19,7 @@ from bot.graphemes import cut, isolate
 from bot.labels import UNTITLED
 from bot.owner_days import local_day
 from bot.search.fusion import snippet
-from bot.search.query import STOP_WORDS, query_terms
+from bot.search.query import MAX_QUERY_CHARS, STOP_WORDS, bounded_query, query_terms
 
 if TYPE_CHECKING:
     from bot.search import SearchResult, SearchService
@@ -51,6 +51,21 @@ _RECALL_WORDS = re.compile(
 # Pages of results read at most to find ``max_results`` that are recall (the message
 # itself and its earlier copies are skipped).
 MAX_PAGES = 3
+# What is read of a message, and of a recalled turn, to tell the same question asked
+# again (:func:`_words`): two texts alike this far are the same message. Before session
+# 40 both were read whole, once per result, and a pasted 10 MB log took seconds of the
+# event loop each time.
+WORDS_CHARS = 10 * MAX_QUERY_CHARS
+
+
+@dataclass(frozen=True)
+class _Message:
+    """What a reply reads of the message being answered, once: its words
+    (:func:`_words`) and the terms its recalled snippets are centred on (the search's
+    bounded query's)."""
+
+    words: list[str]
+    terms: list[str]
 
 
 class OfflineBrain:
@@ -119,7 +134,13 @@ class OfflineBrain:
         search was incomplete: keyword-only (no embedding model, or it failed on the
         message), or with the vectors being rebuilt; None when it was not."""
         assert self.search is not None
-        query = _subject(request.text.removeprefix(_SUBJECT_LABEL))
+        # The reply's work is bounded by the search's own query, not by the message:
+        # before session 40 the snippet of an older turn looked for every distinct word
+        # of the whole message (50,000 for a pasted 1 MB log, one scan of the old turn
+        # each) and a reply held the event loop 25-44 s (systemd's watchdog killed the
+        # daemon, and the owed reply did it again after the restart).
+        query = _subject(bounded_query(request.text).removeprefix(_SUBJECT_LABEL))
+        mine = _Message(_words(request.text), query_terms(query))
         found: list[SearchResult] = []
         hint: str | None = None
         cursor = None
@@ -151,12 +172,12 @@ class OfflineBrain:
                 ):
                     # The message itself, or what is still on the owner's screen; an
                     # older part of this conversation that matched too is recall.
-                    part = await self._recall_part(result, request, older=True)
-                elif await self._repeats_message(result, request):
+                    part = await self._recall_part(result, request, mine, older=True)
+                elif await self._repeats_message(result, mine):
                     # The owner asked this before (unanswered offline: the replies are
                     # not recalled): word for word, it outranks the conversation it asks
                     # about, with the model most of all. Its other turns may be recall.
-                    part = await self._recall_part(result, request, older=False)
+                    part = await self._recall_part(result, request, mine, older=False)
                 else:
                     part = result
                 if part is not None:
@@ -179,15 +200,15 @@ class OfflineBrain:
             return False
         return result.turn_scores[0][0] > turn_number - RECENT_TURNS
 
-    async def _repeats_message(self, result: SearchResult, request: BrainRequest) -> bool:
+    async def _repeats_message(self, result: SearchResult, mine: _Message) -> bool:
         """Whether the result's best turn only says the message again (same words)."""
         if not result.turn_scores:
             return False
         text, _ = await self._turn_text(result.conversation_id, result.turn_scores[0][0])
-        return _words(text) == _words(request.text)
+        return _words(text) == mine.words
 
     async def _recall_part(
-        self, result: SearchResult, request: BrainRequest, *, older: bool
+        self, result: SearchResult, request: BrainRequest, mine: _Message, *, older: bool
     ) -> SearchResult | None:
         """The result's best-matching turn that is recall, as a result of its own: one
         that does not only repeat the message and (``older``: the current conversation)
@@ -203,17 +224,18 @@ class OfflineBrain:
             return None
         cut = (request.turn_number or 0) - RECENT_TURNS
         floor = result.turn_scores[0][1] / 2
-        asked = _words(request.text)
         candidates = [
             (n, s) for n, s in result.turn_scores if s >= floor and (not older or n <= cut)
         ]
         for i, (number, _) in enumerate(candidates):
             text, said = await self._turn_text(result.conversation_id, number)
-            if not text.strip() or _words(text) == asked:
+            if not text.strip() or _words(text) == mine.words:
                 continue
+            # the old turn may be a pasted log of megabytes: read off the event loop
+            shown = await asyncio.to_thread(snippet, text, mine.terms)
             return replace(
                 result,
-                snippet=snippet(text, query_terms(request.text)),
+                snippet=shown,
                 turn_range=f"turn {number}",
                 turn_scores=candidates[i:],
                 timestamp=said or result.timestamp,  # dated as the turn shown
@@ -242,8 +264,9 @@ def _subject(text: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    """The words of a message, to tell the same question asked again."""
-    return query_terms(text.removeprefix(_SUBJECT_LABEL), drop_stop_words=False)
+    """The words of a message (its first :data:`WORDS_CHARS` characters), to tell the
+    same question asked again."""
+    return query_terms(text.removeprefix(_SUBJECT_LABEL)[:WORDS_CHARS], drop_stop_words=False)
 
 
 def _chunks(text: str, size: int) -> list[str]:

@@ -32,15 +32,31 @@ if TYPE_CHECKING:
     from bot.search.soft import Matches
 
 
+SNIPPET_TERMS = 32
+"""The query terms a snippet looks for, at most: each is a scan of the whole text. Before
+session 40 the offline brain passed every distinct word of a pasted 1 MB log (50,000 of
+them, 36 s of scanning an older log on the event loop); the first few of a query find
+its place as well."""
+
+
 def snippet(text: str, terms: list[str], width: int = 220) -> str:
-    """``width`` characters of ``text`` around the first query term it contains."""
+    """``width`` characters of ``text`` around the first place it holds one of the query
+    ``terms`` (of the first :data:`SNIPPET_TERMS`), that place in the snippet's first half."""
     flat = " ".join(text.split())
     if len(flat) <= width:
         return flat
     lower = flat.lower()
-    positions = [p for p in (lower.find(t) for t in terms) if p >= 0]
-    start = max(0, min(positions) - width // 4) if positions else 0
-    start = boundary_before(flat, min(start, len(flat) - width))
+    positions = [p for p in (lower.find(t) for t in terms[:SNIPPET_TERMS]) if p >= 0]
+    start = 0
+    if positions:
+        first = min(positions)
+        # Near the end of the text the window is moved back to stay ``width`` wide, but
+        # not so far that the match leaves its first half: before session 40 a match at
+        # the end of a 1 MB line sat at the snippet's end, and the previews that show
+        # only a snippet's start (`my-agent search`: 150 characters, the offline reply:
+        # 197) showed none of it.
+        start = max(0, min(first - width // 4, len(flat) - width), first - width // 2)
+    start = boundary_before(flat, start)
     end = boundary_before(flat, start + width)  # both ends between characters
     piece = flat[start:end]
     return ("…" if start > 0 else "") + piece + ("…" if end < len(flat) else "")

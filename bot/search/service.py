@@ -227,4 +227,6 @@ class SearchService(QueryScoring):
         if meta is None:
             conv_ids = [r.conversation_id for r in page]
             meta = await self.db.run(lambda c: conversation_rows(c, conv_ids), write=False)
-        return search_results(page, query, meta)
+        # off the event loop: a snippet flattens and scans its turn, a pasted log of
+        # megabytes (session 40)
+        return await asyncio.to_thread(search_results, page, query, meta)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 
+import pytest
+
+from bot.brain import offline
 from bot.brain.base import BrainRequest
 from bot.brain.offline import KEYWORD_ONLY, OFFLINE_LABEL, OfflineBrain
+from bot.search.fusion import snippet
+from bot.search.query import MAX_QUERY_CHARS, query_terms
 from tests.recall_helpers import Relabelled
 
 
@@ -142,3 +148,48 @@ async def test_the_words_that_ask_for_recall_are_not_searched(core: SimpleNamesp
     assert found[1] == "From past conversations:" and "portage" in found[2]
     # nothing but the asking: its words are searched after all
     assert (await ask("remember?"))[1] == "From past conversations:"
+
+
+async def test_the_reply_to_a_pasted_log_reads_only_a_bounded_part_of_it(
+    core: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 40): the snippet of an older log in the same thread looked for
+    # every distinct word of the new one (50,000 for 1 MB, one scan of the old log
+    # each), and the message's words were read whole once per result: a reply held the
+    # event loop 25-44 s and systemd's watchdog killed the daemon.
+    body = " ".join(f"req{i:06d}" for i in range(30_000))  # 300 KB, all words distinct
+    manager = core.conversations
+    conv = (await manager.create("email")).id
+    await manager.append_turn(conv, "user", f"yesterday checkout log\n{body}")
+    for n in range(11):
+        await manager.append_turn(conv, "user", f"short note {n} about the checkout")
+    message = f"today checkout log, payment timeouts again\n{body} req999999"
+    await manager.append_turn(conv, "user", message)
+    read: list[int] = []  # the length of each text the reply took the words of
+    snippets: list[tuple[int, bool]] = []  # (terms looked for, on the event loop)
+
+    def words(text: str, **kwargs: bool) -> list[str]:
+        read.append(len(text))
+        return query_terms(text, **kwargs)
+
+    def shown(text: str, terms: list[str]) -> str:
+        snippets.append((len(terms), threading.current_thread() is threading.main_thread()))
+        return snippet(text, terms)
+
+    monkeypatch.setattr(offline, "query_terms", words)
+    monkeypatch.setattr(offline, "snippet", shown)
+    reply = await OfflineBrain(core.search).reply(
+        BrainRequest(
+            profile="owner",
+            channel="email",
+            text=message,
+            model_alias="",
+            conversation_id=conv,
+            turn_number=13,
+        )
+    )
+    (line,) = [line for line in reply.text.splitlines() if "turn 1)" in line]
+    assert "yesterday checkout log" in line
+    assert read and max(read) <= len(message) // 10  # (WORDS_CHARS: 20,000)
+    # the search's own query's terms (each a word and a separator at least), off the loop
+    assert snippets and all(n <= MAX_QUERY_CHARS // 2 and not loop for n, loop in snippets)
