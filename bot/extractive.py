@@ -27,6 +27,13 @@ Turn = tuple[str, str, str | None]  # (role, content, sender)
 HEADER = "Extractive notes (no language model):"
 MAX_WORDS = 200
 TARGET_WORDS = 150
+# Characters, besides the words: a "word" is a white-space piece, and a pasted base64
+# blob, a minified line or a 1 MB log line is one. Before session 40 the notes held it
+# whole (1,000,319 characters for a 1 MB blob), stored, embedded and returned with every
+# search result. A word longer than MAX_WORD_CHARS is cut; the notes' sentences take at
+# most MAX_CHARS characters (200 words of ordinary length are about 1,500).
+MAX_WORD_CHARS = 60
+MAX_CHARS = 3000
 
 # A sentence ends at a run of . ! ? followed by white space (or the end), or at a line
 # break; a stop inside a token ("2.14", "10.0.4.17", "e.g.x", "example.com") is part of
@@ -186,6 +193,10 @@ def entities(turns: Sequence[Turn], limit: int = 10) -> list[str]:
         if not parts:
             continue
         name = " ".join(parts)
+        if len(name) > 4 * MAX_WORD_CHARS or any(len(p) > MAX_WORD_CHARS for p in parts):
+            # no name is that long: a capital before a pasted run of letters (before
+            # session 40 "Q" and a megabyte of lower case were the notes' first entity)
+            continue
         low = name.lower()
         if any(s == low or s.startswith(low) for s in senders):
             continue  # the participants themselves (and their short names)
@@ -239,6 +250,14 @@ def _score_sentences(
 
 
 def _clip(sentence: str, words: int = 40) -> str:
+    """``sentence`` cut to about ``words`` words, each of at most :data:`MAX_WORD_CHARS`
+    characters (a longer one is cut, with "…")."""
+    if any(len(p) > MAX_WORD_CHARS for p in sentence.split()):
+        # (a piece of a spaceless script counts one word per two characters: size())
+        sentence = " ".join(
+            cut(p, MAX_WORD_CHARS) + "…" if len(p) > MAX_WORD_CHARS and not has_spaceless(p) else p
+            for p in sentence.split()
+        )
     if has_spaceless(sentence):  # no spaces to cut at: characters, two to a word
         return sentence if size(sentence) <= words else cut(sentence, 2 * words) + "…"
     parts = sentence.split()
@@ -259,9 +278,10 @@ def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS
     questions = [s for s in scored if s[2].endswith(_ASKS) and len(_content_words(s[2])) >= 2]
     lines = [HEADER, "Participants: " + ", ".join(participants) + "."]
     budget = max_words - sum(size(line) for line in lines)
+    chars = MAX_CHARS  # the sentences' characters (and the entities')
 
     def take(pool: Iterable[tuple[float, int, str, str | None]], share: int) -> list[str]:
-        nonlocal budget
+        nonlocal budget, chars
         chosen: list[tuple[int, str]] = []
         used = 0
         for _score, order, sentence, sender in sorted(pool, key=lambda s: (-s[0], s[1])):
@@ -269,12 +289,13 @@ def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS
                 continue
             text = f"{sender}: {_clip(sentence)}" if sender else _clip(sentence)
             words = size(text)
-            if used + words > share or words > budget:
+            if used + words > share or words > budget or len(text) >= chars:
                 continue
             chosen.append((order, text))
             taken.add(sentence)
             used += words
             budget -= words
+            chars -= len(text) + 1  # and the space joining it
         return [t for _, t in sorted(chosen)]
 
     taken: set[str] = set()
@@ -291,6 +312,6 @@ def extractive_abbreviation(turns: Sequence[Turn], *, max_words: int = MAX_WORDS
     names = entities(turns)
     if names:
         entity_line = "Entities: " + ", ".join(names) + "."
-        if size(entity_line) <= budget:
+        if size(entity_line) <= budget and len(entity_line) <= chars:
             lines.append(entity_line)
     return "\n".join(lines)

@@ -8,7 +8,13 @@ import sys
 
 import pytest
 
-from bot.extractive import HEADER, entities, extractive_abbreviation
+from bot.extractive import (
+    HEADER,
+    MAX_CHARS,
+    MAX_WORD_CHARS,
+    entities,
+    extractive_abbreviation,
+)
 from bot.keyword_titles import kebab, keyword_title, keyword_topics
 
 TURNS = [
@@ -432,3 +438,44 @@ def test_chat_messages_without_a_full_stop_do_not_run_together_in_the_notes() ->
     notes = extractive_abbreviation(turns)
     assert "am Montag. Bitte das Protokoll schicken. Das Budget" in notes, notes
     assert "zugestimmt!" in notes and "zugestimmt!." not in notes
+
+
+def test_a_pasted_blob_is_cut_in_the_notes() -> None:
+    # Regression (session 40): the notes were bounded in words, and a 1 MB base64 blob
+    # (no space: one "word") went into them whole, 1,000,319 characters stored,
+    # embedded and returned with every search result.
+    blob = "QUJD" * 250_000
+    turns = [
+        (
+            "user",
+            f"Here is the signed release bundle, keep it. {blob} Thanks for keeping it.",
+            "Ann",
+        ),
+        ("assistant", "Kept: the signed release bundle for the audit.", None),
+        ("user", "We decided to ship the release on Friday after the review.", "Ann"),
+    ]
+    notes = extractive_abbreviation(turns)
+    assert len(notes) < 1000
+    assert " " + blob[:MAX_WORD_CHARS] + "… Thanks for keeping it." in notes
+    assert "Decisions: Ann: We decided to ship the release on Friday" in notes
+
+
+def test_the_notes_are_bounded_in_characters() -> None:
+    # forty words of sixty characters each, a sentence of 2,400 characters, in every turn
+    turns = [
+        ("user", " ".join(f"{k:02d}{n:02d}" + "z" * 56 for n in range(40)) + ".", "Ann")
+        for k in range(30)
+    ]
+    notes = extractive_abbreviation(turns)
+    assert "Key points: " in notes
+    assert len(notes) <= MAX_CHARS + len(HEADER) + 100  # the header and participants
+
+
+def test_a_capital_before_a_pasted_run_is_no_name() -> None:
+    run = "Q" + "u" * 100_000
+    turns = [
+        ("user", f"We met {run} at the fair with Margot.", "Ann"),
+        ("user", f"Margot said {run} is coming back.", "Ann"),
+    ]
+    assert entities(turns) == ["Margot"]
+    assert "Entities: Margot." in extractive_abbreviation(turns)

@@ -7,6 +7,13 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from bot.graphemes import shorten
+
+# A result's notes as the doors return them (/api/search, `my-agent search --json`):
+# notes are 100-200 words, but offline notes written before session 40 held a pasted
+# blob whole (1 MB), in every hit of every search it came up in.
+RESULT_NOTES_CHARS = 4000
+
 
 @dataclass(frozen=True)
 class SearchResult:
@@ -40,7 +47,11 @@ class SearchResult:
             "conversation_id": self.conversation_id,
             "title": self.title,
             "channel": self.channel,
-            "abbreviation": self.abbreviation,
+            "abbreviation": (
+                shorten(self.abbreviation, RESULT_NOTES_CHARS)
+                if self.abbreviation is not None
+                else None
+            ),
             "matched_turns": list(self.matched_turns),
             "timestamp": self.timestamp,
             "score": round(self.score, 6),

@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from bot.events import TO_PARTY_ALONE, InboundMessage
+from bot.search.results import RESULT_NOTES_CHARS
 from tests.channels.web.conftest import Stack, login, start_stack, stop_stack
 from tests.channels.web.test_web_static import dashboard_script_paths
 
@@ -316,6 +317,20 @@ async def test_conversation_api_and_search(stack: Stack, client) -> None:
     assert 1 in page["results"][0]["matched_turns"]
     async with client.get(f"{stack.url}/api/search", params={"q": 'AND "( NEAR *'}) as r:
         assert r.status == 200  # hostile FTS syntax is only ever searched for
+
+
+async def test_search_results_carry_bounded_notes(stack: Stack, client) -> None:
+    # Regression (session 40): offline notes written before held a pasted blob whole
+    # (1 MB), and every /api/search hit (and `my-agent search --json`) returned them.
+    manager = stack.services.conversations
+    conv = await manager.create("web")
+    await manager.append_turn(conv.id, "user", "the zeppelin hangar keys are with Ruth")
+    await manager.set_abbreviation(conv.id, "Key points: zeppelin hangar. " + "QUJD" * 250_000)
+    async with client.get(f"{stack.url}/api/search", params={"q": "zeppelin"}) as r:
+        (hit,) = (await r.json())["results"]
+    notes = hit["abbreviation"]
+    assert notes.startswith("Key points: zeppelin hangar. QUJD") and notes.endswith("…")
+    assert len(notes) == RESULT_NOTES_CHARS
 
 
 async def test_conversation_api_pages_past_turn_10000(stack: Stack, client) -> None:
