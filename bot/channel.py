@@ -83,6 +83,12 @@ class ChannelHost(Protocol):
         does). Solved: the kept line is cleared, and the next occurrence is told at
         once. Never raises: a failure is logged."""
 
+    async def tell_owner(self, channel: str, text: str) -> None:
+        """Tell the owner ``text`` once, now, on the escalation channel (another one
+        while that one's ``sending_blocked``): something that happened, no problem
+        that lasts (for those, :meth:`alert_owner`). Never raises: a failure is
+        logged."""
+
 
 StreamSink = Callable[[StreamEvent], Awaitable[None]]
 

@@ -95,6 +95,11 @@ class InboundMessage:
     # False: recorded as context, never answered (a group message not meant for us, an
     # automatic mail: a bounce or an out-of-office reply, where answering loops)
     addressed: bool = True
+    # True: an earlier run of ours handled it, and the channel hands it over again (a
+    # mail marked handled on the server, above a cursor an older backup took back):
+    # recorded where it is missing, never answered, acknowledged nor escalated. Sent
+    # with ``addressed`` False.
+    replayed: bool = False
     # Threading (e-mail): our own reference and the ones it points back to, nearest first.
     message_ref: str | None = None
     thread_refs: tuple[str, ...] = ()

@@ -31,6 +31,7 @@ from bot.party_tiers import tier_now
 from bot.resolver import THREADED_CHANNELS, ConversationResolver, ReadOnlyConversation
 from bot.spool import HeldForRetry, InboundSpool
 from bot.strangers import StrangerFlow
+from bot.tasks import spawn
 from bot.transcript import UnreadableTranscript
 from bot.turn_recorder import TurnRecorder, reply_target
 from bot.username_bindings import UsernameBindings
@@ -128,6 +129,11 @@ class Router:
 
     async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
         await self.alerts.report(channel, key, problem)
+
+    async def tell_owner(self, channel: str, text: str) -> None:
+        log.warning("telling the owner (%s): %s", channel, text)
+        # not awaited: the channel's reader does not wait for an SMTP timeout
+        spawn(self.s.alert_owner(text), name=f"notice-{channel}")
 
     async def reachable(self, channel: str) -> None:
         try:

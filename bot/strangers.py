@@ -96,6 +96,13 @@ class StrangerFlow(KnownAnswers):
         )
         if duplicate:
             return
+        if msg.replayed:
+            # Handled by an earlier run (an older backup of the data directory restored):
+            # they had their acknowledgement, the owner the escalation (session 40).
+            log.info(
+                "message %s of party %s recorded again, not answered", msg.message_id, party.id
+            )
+            return
         if party.tier == "blocked":
             log.info("message from blocked party %s recorded, not answered", party.id)
             return

@@ -968,3 +968,43 @@ async def test_a_trust_during_an_escalation_resolves_it(
     await settle(core.s)
     assert (await external.get(party.id)).tier == "known"  # type: ignore[union-attr]
     assert await external.pending_escalations() == []
+
+
+async def test_a_replayed_mail_is_recorded_never_answered_acknowledged_or_escalated(
+    core: Core,
+) -> None:
+    # Regression (session 40): an older backup of the data directory restored, the mail
+    # received since came again above the IMAP cursor, unknown to the index: the owner's
+    # was answered again, a stranger's acknowledged and escalated again. The channel
+    # knows them as handled (its keyword on the server): recorded, nothing sent.
+    await core.deliver(
+        "What about Plan B?",
+        channel="email",
+        sender="robin.owner@example.org",
+        identity_verified=True,
+        subject="Plan B",
+        message_id="<plan-b@example.org>",
+        addressed=False,
+        replayed=True,
+    )
+    await core.deliver(
+        "Hello, who are you?",
+        channel="email",
+        sender="eve@stranger.example",
+        identity_verified=False,
+        subject="Hello",
+        message_id="<hello@stranger.example>",
+        addressed=False,
+        replayed=True,
+    )
+    await settle(core.s)
+    (conv,) = await core.conversations()
+    (turn,) = [line for line in core.s.store.read_lines(conv.id) if line["type"] == "turn"]
+    assert turn["content"] == "What about Plan B?" and turn["awaitReply"] is False
+    (party,) = await core.s.external.list_parties()
+    msgs = await core.s.external.messages(party.id)
+    assert [(m["direction"], m["kind"], m["content"]) for m in msgs] == [
+        ("in", "message", "Hello, who are you?")
+    ]
+    assert core.email.sent == [] and core.telegram.sent == []
+    assert core.brain.requests == []

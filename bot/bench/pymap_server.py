@@ -43,13 +43,28 @@ sys.exit(main())
 """
 
 
-def pymap_command() -> list[str] | None:
+# pymap's in-memory folders keep the system flags only (PERMANENTFLAGS without "\*"),
+# as Exchange does; Dovecot, Cyrus and Gmail keep keywords. ``keywords`` makes them
+# keep those named (listed in PERMANENTFLAGS, as a server with a fixed set does).
+_PYMAP_KEYWORDS = """\
+from pymap.backend.mailbox import MailboxDataInterface
+from pymap.parsing.specials.flag import Flag, Recent, get_system_flags
+_kept = frozenset(Flag(word.encode()) for word in {keywords!r})
+MailboxDataInterface.permanent_flags = property(
+    lambda self: (get_system_flags() - {{Recent}}) | _kept
+)
+"""
+
+
+def pymap_command(keywords: tuple[str, ...] = ()) -> list[str] | None:
     """The command that starts pymap with its demo password kept in clear (arguments go
-    after it), or None when pymap is not installed."""
+    after it), or None when pymap is not installed. ``keywords``: the IMAP keywords its
+    folders keep (none by default)."""
     binary = pymap_binary()
     if binary is None:
         return None
-    return [_interpreter_of(Path(binary)), "-c", _PYMAP_LAUNCHER]
+    patch = _PYMAP_KEYWORDS.format(keywords=list(keywords)) if keywords else ""
+    return [_interpreter_of(Path(binary)), "-c", patch + _PYMAP_LAUNCHER]
 
 
 def _interpreter_of(script: Path) -> str:
@@ -71,13 +86,15 @@ def start_pymap(
     user: str = USER,
     password: str = PASSWORD,
     tls: tuple[Path, Path] | None = None,
+    keywords: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], int]:
     """A local pymap IMAP server (in-memory, demo user); used by this bench and the tests.
-    ``tls``: (certificate, key) to serve IMAPS with, else plain IMAP.
+    ``tls``: (certificate, key) to serve IMAPS with, else plain IMAP; ``keywords``: the
+    IMAP keywords its folders keep (none by default, as pymap).
 
     Raises RuntimeError when pymap is missing or does not come up.
     """
-    command = pymap_command()
+    command = pymap_command(keywords)
     if command is None:
         raise RuntimeError("pymap is not installed (pip install my-agent[test])")
     port = port or free_port()

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 from bot.channel import ChannelHost, DeliveryError
@@ -26,6 +27,7 @@ from bot.events import OutboundMessage, SendResult
 from bot.tasks import spawn
 from channels.email.backoff import STABLE_SESSION_SECONDS, Backoff
 from channels.email.dsn import Undeliverable
+from channels.email.handled import HANDLED
 from channels.email.imap import ImapSession
 from channels.email.inbound import to_inbound
 from channels.email.inbox import Inbox, Unstorable
@@ -224,8 +226,10 @@ class EmailChannel:
             assert self._inbox is not None
             await self._inbox.sync(session)
 
-    async def _deliver(self, raw: bytes, uid: int, validity: str) -> bool:
-        """Hand one fetched mail to the core; False when it was not stored."""
+    async def _deliver(self, raw: bytes, uid: int, validity: str, replayed: bool = False) -> bool:
+        """Hand one fetched mail to the core; False when it was not stored. ``replayed``:
+        marked handled by an earlier run of ours (:mod:`channels.email.handled`): it is
+        recorded, never answered, acknowledged nor escalated."""
         assert self._host is not None
         # Off the event loop: a mail nested a thousand levels deep took the parser a
         # second, a 25 MB one more, and every channel and the dashboard stood still.
@@ -265,6 +269,15 @@ class EmailChannel:
                 copy=copy or parsed.mailing_list,
                 owner=self._memory.owner,
             )
+            if replayed:
+                log.info(
+                    "mail uid %d (%s) was handled by an earlier run (marked %s): recorded "
+                    "again where missing, not answered",
+                    uid,
+                    parsed.message_id,
+                    HANDLED,
+                )
+                inbound = replace(inbound, addressed=False, replayed=True)
             await self._host.deliver(inbound)
         except DeliveryError as exc:
             log.warning("core refused mail uid %d (%s); will retry", uid, exc)

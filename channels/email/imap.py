@@ -28,6 +28,7 @@ from channels.email.imap_wire import (
     expunged,
     fetched_literal,
     mailbox_name,
+    permanent_flags,
     said,
     selected,
 )
@@ -42,6 +43,8 @@ class Mailbox:
     name: str
     uidvalidity: int
     uidnext: int  # 0 when the server did not say
+    # the flags the server keeps for good (None: it did not say)
+    permanent_flags: frozenset[str] | None = None
 
 
 class ImapSession:
@@ -193,7 +196,7 @@ class ImapSession:
         validity, uidnext = selected(response.lines)
         if validity is None:
             raise ImapError(f"SELECT {folder}: no UIDVALIDITY in the response")
-        self.mailbox = Mailbox(folder, validity, uidnext)
+        self.mailbox = Mailbox(folder, validity, uidnext, permanent_flags(response.lines))
         return self.mailbox
 
     async def noop(self) -> None:
@@ -219,10 +222,12 @@ class ImapSession:
         expunged(response, what)  # gone: None, unless the mail came all the same
         return fetched_literal(response.lines, uid)
 
-    async def mark_seen(self, uid: int) -> bool:
-        """Set \\Seen; False when another client expunged the mail meanwhile."""
+    async def mark_seen(self, uid: int, keyword: str | None = None) -> bool:
+        """Set \\Seen (and ``keyword`` with it); False when another client expunged the
+        mail meanwhile."""
         what = f"STORE {uid}"
-        flag = self.client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)")
+        flags = f"\\Seen {keyword}" if keyword else "\\Seen"
+        flag = self.client.uid("store", str(uid), f"+FLAGS.SILENT ({flags})")
         return not expunged(await self._until_lost(flag, what), what)
 
     async def move(self, uid: int, folder: str) -> bool:

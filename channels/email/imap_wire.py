@@ -15,6 +15,7 @@ import aioimaplib
 
 _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
+_PERMANENTFLAGS = re.compile(rb"\[PERMANENTFLAGS \(([^)]*)\)\]", re.IGNORECASE)
 _FETCH_UID = re.compile(rb"UID (\d+)")
 _LITERAL = re.compile(rb"\{(\d+)\}$")
 # What is quoted of a server's refusal (its text is the server's to choose).
@@ -55,6 +56,16 @@ def selected(lines: Sequence[bytes | bytearray]) -> tuple[int | None, int]:
         int(validity.group(1)) if validity else None,
         int(uidnext.group(1)) if uidnext else 0,
     )
+
+
+def permanent_flags(lines: Sequence[bytes | bytearray]) -> frozenset[str] | None:
+    """The flags a SELECT response says are kept for good, ``\\*`` when the client may
+    create keywords; None when it did not say."""
+    text = b"\n".join(bytes(line) for line in lines)
+    found = _PERMANENTFLAGS.search(text)
+    if found is None:
+        return None
+    return frozenset(found.group(1).decode("ascii", "replace").split())
 
 
 def fetched_literal(lines: Sequence[bytes | bytearray], uid: int) -> bytes | None:

@@ -6,7 +6,9 @@ For each: ``UID FETCH`` with ``BODY.PEEK[]`` (it stays unseen), hand it to the c
 the folder's UIDVALIDITY; when the server renumbers the folder, what is still unseen (or
 still in the folder) is delivered again and the core drops what it already has. A mail
 the server would not hand over is passed over for now and retried
-(:mod:`channels.email.unfetched`).
+(:mod:`channels.email.unfetched`). A mail marked handled by an earlier run (the data
+directory restored from an older backup) is recorded, not answered
+(:mod:`channels.email.handled`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from bot.channel import ChannelHost
 from bot.config.channels import EmailChannelConfig
 from bot.events import utcnow
 from channels.email.dedup import KeyEpoch
+from channels.email.handled import HandledMarks
 from channels.email.imap import ImapSession
 from channels.email.imap_wire import CommandRefused
 from channels.email.unfetched import FETCH_ATTEMPTS, Unfetched
@@ -28,9 +31,10 @@ log = logging.getLogger("my_agent.email")
 # IMAP dates (RFC 3501 date-text) name months in English whatever the locale.
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
-# Hands one fetched mail (raw, UID, UIDVALIDITY) to the core; False when not stored
-# (an outage: retried, holding up later mail); raises Unstorable when the core failed over it.
-Deliver = Callable[[bytes, int, str], Awaitable[bool]]
+# Hands one fetched mail (raw, UID, UIDVALIDITY, handled by an earlier run) to the core;
+# False when not stored (an outage: retried, holding up later mail); raises Unstorable
+# when the core failed over it.
+Deliver = Callable[[bytes, int, str, bool], Awaitable[bool]]
 
 
 class Unstorable(Exception):
@@ -47,6 +51,7 @@ class Inbox:
         self._deliver = deliver
         self.unfetched = Unfetched(host, cfg.imap.folder, cfg.imap.reconnect_max)
         self.keys = KeyEpoch(host, cfg.imap.folder)  # which mails keep the old dedup key
+        self.marks = HandledMarks(host, cfg.imap.folder)  # our keyword on handled mail
         self._fetching: tuple[str, int] | None = None  # (UIDVALIDITY, UID) being fetched
         self._fetch_failures: dict[tuple[str, int], int] = {}
         self._core_failures: dict[tuple[str, int], int] = {}  # Unstorable, in a row
@@ -69,6 +74,13 @@ class Inbox:
 
     async def sync(self, session: ImapSession) -> bool:
         """Deliver every message not yet delivered. False when the core refused one."""
+        assert session.mailbox is not None
+        self.marks.selected(session.mailbox)
+        synced = await self._sync(session)
+        await self.marks.tell()  # (after a failed sync: what came is told after the next)
+        return synced
+
+    async def _sync(self, session: ImapSession) -> bool:
         assert session.mailbox is not None
         host = self._host
         key_validity, key_uid = self._keys()
@@ -97,14 +109,18 @@ class Inbox:
                 # The backlog the first start left unread is still unread: a renumbering
                 # handed it all to the core, and every old mail was answered (session 27).
                 uids = await self._without_backlog(session, criteria, uids, backlog)
-            if not await self._process(session, uids, validity):
+            handled = await self.marks.among(session, criteria) if uids else set()
+            if not await self._process(session, uids, validity, handled):
                 return False
             await host.set_cursor("email", key_uid, str(max([baseline, *uids], default=0)))
             await host.set_cursor("email", key_validity, validity)
             return True
         last = int(await host.get_cursor("email", key_uid) or 0)
         uids = [u for u in await session.search_uids(f"UID {last + 1}:*") if u > last]
-        if not await self._process(session, uids, validity, cursor=last):
+        # Above the cursor, yet marked handled: an earlier run answered it, and the
+        # cursor went back (an older backup of the data directory restored; session 40).
+        handled = await self.marks.among(session, f"UID {last + 1}:*") if uids else set()
+        if not await self._process(session, uids, validity, handled, cursor=last):
             return False
         return await self._retry_unfetched(session, validity)
 
@@ -154,7 +170,12 @@ class Inbox:
         return [uid for uid in uids if uid not in old]
 
     async def _process(
-        self, session: ImapSession, uids: list[int], validity: str, cursor: int | None = None
+        self,
+        session: ImapSession,
+        uids: list[int],
+        validity: str,
+        handled: set[int],
+        cursor: int | None = None,
     ) -> bool:
         _, key_uid = self._keys()
         for uid in uids:
@@ -164,7 +185,7 @@ class Inbox:
                 # Not marked: it stays unread, where the owner's own client shows it.
                 await self.unfetched.failed(uid, self._fetch_failures[(validity, uid)])
                 self._fetch_failures.pop((validity, uid), None)
-            elif await self._fetch_and_deliver(session, uid, validity) is False:
+            elif await self._fetch_and_deliver(session, uid, validity, uid in handled) is False:
                 return False
             if cursor is not None:
                 cursor = uid
@@ -174,8 +195,11 @@ class Inbox:
     async def _retry_unfetched(self, session: ImapSession, validity: str) -> bool:
         """Try again the passed-over mails whose pause is over (after the new mail, so a
         retry that ends the session again delays nothing newer)."""
-        for uid in self.unfetched.due():
-            handled = await self._fetch_and_deliver(session, uid, validity)
+        due = self.unfetched.due()
+        # (a restore took the record of a mail passed over back, not the mail's later fate)
+        marked = await self.marks.among(session, f"UID {','.join(map(str, due))}") if due else set()
+        for uid in due:
+            handled = await self._fetch_and_deliver(session, uid, validity, uid in marked)
             if handled is False:
                 return False
             if handled is None:  # failed over again: a longer pause
@@ -187,10 +211,11 @@ class Inbox:
         return True
 
     async def _fetch_and_deliver(
-        self, session: ImapSession, uid: int, validity: str
+        self, session: ImapSession, uid: int, validity: str, replayed: bool = False
     ) -> bool | None:
         """Fetch, deliver and mark one mail. False when the core did not store it (retry
-        it next, before any later mail); None when it is passed over for now."""
+        it next, before any later mail); None when it is passed over for now.
+        ``replayed``: an earlier run handled it (recorded, never answered)."""
         self._fetching = (validity, uid)
         raw = await session.fetch(uid)
         self._fetching = None
@@ -206,11 +231,13 @@ class Inbox:
             )
             return True
         try:
-            if not await self._deliver(raw, uid, validity):
+            if not await self._deliver(raw, uid, validity, replayed):
                 return False
         except Unstorable:
             return await self._unstorable(uid, validity)
         self._core_failures.pop((validity, uid), None)
+        if replayed:
+            self.marks.replayed += 1
         await self._mark(session, uid)
         return True
 
@@ -239,7 +266,7 @@ class Inbox:
         self.mark_problem = problem
         if folder:
             try:
-                return await session.mark_seen(uid)
+                return await session.mark_seen(uid, self.marks.keyword)
             except CommandRefused:
                 return True  # stored, and left as it is
         return True
@@ -258,7 +285,11 @@ class Inbox:
     async def _mark(self, session: ImapSession, uid: int) -> None:
         folder = self._cfg.imap.processed_folder
         try:
-            marked = await session.move(uid, folder) if folder else await session.mark_seen(uid)
+            marked = (
+                await session.move(uid, folder)
+                if folder
+                else await session.mark_seen(uid, self.marks.keyword)
+            )
         except CommandRefused as exc:
             # The mail is stored: a refusal to move or flag it (an account over its
             # quota answers MOVE "NO [OVERQUOTA]") ended the session, the cursor stayed

@@ -82,9 +82,11 @@ def email_channel(
     }
 
 
-def start_pymap(port: int | None = None) -> PymapServer:
+def start_pymap(port: int | None = None, keywords: tuple[str, ...] = ()) -> PymapServer:
+    """pymap on ``port`` (a free one by default); ``keywords``: the IMAP keywords its
+    folders keep (pymap keeps none: its PERMANENTFLAGS are the system flags)."""
     try:
-        process, port = pymap_server.start_pymap(port, USER, PASSWORD)
+        process, port = pymap_server.start_pymap(port, USER, PASSWORD, keywords=keywords)
     except RuntimeError as exc:
         missing(str(exc))
     return PymapServer(port, process)
@@ -271,6 +273,7 @@ class FakeHost:
         self.cursors: dict[tuple[str, str], str] = {}
         self.refs: dict[str, str] = {}
         self.alerts: list[tuple[str, str, str | None]] = []  # (channel, key, problem)
+        self.told: list[str] = []  # what tell_owner said
         self.reachable_again: list[str] = []  # channels that said they reach their server
         self.fail_next = 0
         self.refused = 0
@@ -318,6 +321,11 @@ class FakeHost:
     async def alert_owner(self, channel: str, key: str, problem: str | None) -> None:
         async with self.arrived:
             self.alerts.append((channel, key, problem))
+            self.arrived.notify_all()
+
+    async def tell_owner(self, channel: str, text: str) -> None:
+        async with self.arrived:
+            self.told.append(text)
             self.arrived.notify_all()
 
     async def wait_alerts(self, count: int, timeout: float = 60.0) -> list[str | None]:

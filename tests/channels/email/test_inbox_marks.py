@@ -24,7 +24,7 @@ class RefusingSession:
     async def move(self, uid: int, folder: str) -> bool:
         raise CommandRefused(f"MOVE {uid} failed", QUOTA)
 
-    async def mark_seen(self, uid: int) -> bool:
+    async def mark_seen(self, uid: int, keyword: str | None = None) -> bool:
         if self.flags:
             raise CommandRefused(f"STORE {uid} failed", QUOTA)
         self.seen.append(uid)
@@ -55,7 +55,7 @@ async def test_a_refused_flag_is_said_and_passed(tmp_path: Path) -> None:
     assert inbox.mark_problem is not None and "flag mail \\Seen" in inbox.mark_problem
 
     class Taking(RefusingSession):
-        async def mark_seen(self, uid: int) -> bool:
+        async def mark_seen(self, uid: int, keyword: str | None = None) -> bool:
             return True
 
     await inbox._mark(Taking(), 102)  # type: ignore[arg-type]

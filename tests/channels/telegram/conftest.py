@@ -69,6 +69,9 @@ class RecordingHost:
         kept = json.dumps({"problem": problem} if problem else {})
         await self.set_cursor(channel, f"alert:{key}", kept)
 
+    async def tell_owner(self, channel: str, text: str) -> None:
+        self.alerts.append((channel, "told", text))
+
     async def wait_delivered(self, count: int, timeout: float = 10.0) -> None:
         async with self._cond:
             await asyncio.wait_for(self._cond.wait_for(lambda: len(self.delivered) >= count),
