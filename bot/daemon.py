@@ -20,7 +20,7 @@ from bot.index_page_checks import page_checks
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.recovery_notices import tell_saved_copies
-from bot.resume import resume_pending_replies
+from bot.resume import resume_pending_replies, tell_unchecked
 from bot.send_failures import SendFailureAlerts
 from bot.services import ChannelStartError, DataDirInUse, Services
 from bot.tasks import spawn
@@ -147,6 +147,7 @@ async def start_serving(
     # never dropped silently: the owner may have lost a file by mistake (the copies this
     # start made, and those a command's recovery made while the daemon was stopped)
     await tell_saved_copies(services)
+    await tell_unchecked(services)  # an older state.db put back: replies not sent again
     # once the channels are up, so that damage it finds reaches the owner (before, the
     # alert had no channel to go on and was only logged); once a day, not at every start
     services.page_check = spawn(

@@ -13,6 +13,7 @@ from bot import redaction
 from bot.channel import Channel
 from bot.notify import Notifier
 from bot.services import Services, close_services
+from bot.store_generations import advance_generations
 from bot.tasks import cancel_all, until_done
 
 log = logging.getLogger("my_agent.daemon")
@@ -101,6 +102,11 @@ async def shutdown(
         await asyncio.to_thread(spool.save)  # nothing is held any more after this
     except Exception:  # a bug here must not leave the store unclosed
         log.exception("the held messages could not be written for the next start")
+    if services.ready:
+        # What was sent up to now is in this state.db: one put back from before this (a
+        # copy taken while running) is told apart at a start (bot/store_generations.py).
+        # Not after a start cut short: its re-queue may not have looked yet.
+        await advance_generations(services.state, services.index_db)
     await close_services(services)
     if notifier:
         notifier.stopped()

@@ -163,6 +163,34 @@ class Outbox(OutboxRows):
 
         return await self.db.run(_withdraw)
 
+    async def set_aside(self, messages: list[tuple[OutboundMessage, str]], why: str) -> int:
+        """Record ``messages`` (each with its dedup key) as never to be sent, in one
+        transaction: failed, their error :data:`WITHDRAWN` and ``why`` (a key queued
+        before keeps its row). Returns how many rows were made."""
+        created = iso(utcnow())
+
+        def _insert(conn: SyncConn) -> int:
+            made = 0
+            for msg, key in messages:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO outbox (channel, payload, conversation_id, party_id,"
+                    " dedup_key, status, created, last_error)"
+                    " VALUES (?, ?, ?, ?, ?, 'failed', ?, ?)",
+                    (
+                        msg.channel,
+                        _encode(msg, key),
+                        msg.conversation_id,
+                        msg.party_id,
+                        key,
+                        created,
+                        WITHDRAWN + why,
+                    ),
+                )
+                made += cur.rowcount
+            return made
+
+        return await self.db.run(_insert)
+
     def wake(self, channel: str) -> None:
         """Tell the channel's worker there may be something new to send."""
         self._wake.setdefault(channel, asyncio.Event()).set()

@@ -47,6 +47,8 @@ class RecoveryReport:
     shrunk: dict[str, tuple[Path, int]] = field(default_factory=dict)
     # party records missing at start (file name -> the copy, messages)
     saved_parties: dict[str, tuple[Path, int]] = field(default_factory=dict)
+    # replies the start did not send again: state.db older than the index (bot.resume)
+    unchecked_replies: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {

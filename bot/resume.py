@@ -17,8 +17,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.events import iso
+from bot.events import OutboundMessage, iso
 from bot.replies import ReplyTarget
+from bot.store_generations import advance_generations, read_generations
+from bot.transcript_lines import Line
 from bot.turn_recorder import recipients
 
 if TYPE_CHECKING:
@@ -97,8 +99,15 @@ async def requeue_unsent_replies(
     those stamped ``window_seconds`` before the newest outbox row or later. Order
     decides, not the wall clock alone: after the clock was set back, the replies written
     since looked older than the rows before them and a scan by time missed them (before
-    session 20). An empty outbox (a lost state.db) re-sends nothing, and what came before
-    both (an older state.db's history, put back) is never checked.
+    session 20). An empty outbox (a lost state.db) re-sends nothing.
+
+    A ``state.db`` older than the index (put back from a backup,
+    :mod:`bot.store_generations`) re-sends nothing either: its outbox lacks the rows of
+    every reply written since it was saved, sent or not, and before session 40 each of
+    them was queued as "cut by a crash" and sent again (a week-old backup, a week of
+    replies). Those replies get rows set aside (failed, :data:`UNCHECKED`, never sent), so
+    the next start finds them queued, and the owner is told how many
+    (:func:`tell_unchecked`). The generations are advanced once the scan is done.
 
     Of those, a reply in a conversation none of whose replies has a row is queued only
     inside the time window (:func:`_cut_by_a_crash`): a transcript copied into the store
@@ -113,8 +122,18 @@ async def requeue_unsent_replies(
     session 27): they are queued in the index's order, so the newest rows then anchor
     the next start's scan before every reply still unqueued.
     """
+    generations = await read_generations(services.state, services.index_db)
+    stale = generations.state_older
+    if stale:
+        log.warning(
+            "state.db is older than conversations.db (generation %d, the index's %s: put "
+            "back from a backup?): the replies written since it was saved are not sent again",
+            generations.state,
+            generations.index,
+        )
     row = await services.state.fetchone("SELECT max(created) FROM outbox")
     if row is None or row[0] is None:
+        await advance_generations(services.state, services.index_db)
         return 0
     newest = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
     since = iso(newest - timedelta(seconds=window_seconds))
@@ -125,10 +144,14 @@ async def requeue_unsent_replies(
         (anchor, since),
     )
     queued = 0
+    unchecked: list[tuple[OutboundMessage, str]] = []
     has_rows: dict[str, bool] = {}
+    users: dict[str, dict[Any, Line]] = {}  # conversation -> its user turns by number
     for conv_id, turn, content, channel, recall, stamp in rows:
         if stop is not None and stop.is_set():
             log.info("stop asked for: the replies never queued are left for the next start")
+            if stale:  # the next start finds state.db older still, and sets them aside
+                return queued
             break
         key = f"{conv_id}:{turn}:reply"
         if await services.outbox.has_key(key):
@@ -147,26 +170,58 @@ async def requeue_unsent_replies(
         rec = await services.conversations.get(conv_id)
         if rec is None:
             continue
-        user = next(
-            (
-                line
-                for line in services.store.read_lines(conv_id)
-                if line.get("type") == "turn"
-                and line.get("role") == "user"
-                and line.get("turnNumber") == turn
-            ),
-            None,
-        )
-        target = _target_from_turn(user or {}, rec, channel)
+        if conv_id not in users:
+            # read once per conversation: a restored state.db's week of replies read
+            # the whole transcript again for each
+            users[conv_id] = {
+                line.get("turnNumber"): line
+                for line in await services.store.aread_lines(conv_id)
+                if line.get("type") == "turn" and line.get("role") == "user"
+            }
+        target = _target_from_turn(users[conv_id].get(turn) or {}, rec, channel)
         # a readout (recall = 0) stays plain text, as when it was first queued
         reply = target.reply(content, conv_id, plain=not recall)
         # marked: a row queued here says nothing of the conversation's rows when the
         # reply was written (_has_reply_rows)
         reply = replace(reply, metadata={**reply.metadata, REQUEUED: True})
+        if stale:
+            unchecked.append((reply, key))
+            continue
         await services.outbox.enqueue(reply, dedup_key=key)
         log.warning("reply to %s turn %d was never queued (crash): queued now", conv_id, turn)
         queued += 1
+    if unchecked:
+        # Rows of their own, never sent: the next start (the generations equal again)
+        # finds each reply with its row, and the owner is told once (tell_unchecked).
+        await services.outbox.set_aside(unchecked, UNCHECKED)
+        log.warning(
+            "%d replies written since state.db was saved were not sent again: "
+            "whether they reached their chats is not known",
+            len(unchecked),
+        )
+        if services.recovery is not None:
+            services.recovery.unchecked_replies += len(unchecked)
+    await advance_generations(services.state, services.index_db)
     return queued
+
+
+# The error of a reply row set aside at a start that found state.db older than the index.
+UNCHECKED = "not checked: state.db is older than the transcripts (put back from a backup?)"
+
+
+async def tell_unchecked(services: Services) -> None:
+    """Tell the owner, once the channels are up, how many replies this start did not
+    send again because ``state.db`` is older than the index (their rows are set aside,
+    so the next start does not tell it again)."""
+    count = services.recovery.unchecked_replies if services.recovery else 0
+    if not count:
+        return
+    await services.alert_owner(
+        "Replies not sent again at start: state.db is older than the conversations (put "
+        f"back from a backup?), so whether the {count} {'reply' if count == 1 else 'replies'}"
+        " written since it was saved reached their chats is not known. They are in the "
+        "conversations; none was sent a second time."
+    )
 
 
 def _cut_by_a_crash(stamp: str, has_rows: bool, since: str) -> bool:

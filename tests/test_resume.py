@@ -4,14 +4,17 @@ by the order they were written in, not by the wall clock."""
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.config import AppConfig
 from bot.events import iso, utcnow
 from bot.replies import ReplyTarget
-from bot.resume import requeue_unsent_replies
+from bot.resume import requeue_unsent_replies, tell_unchecked
 from bot.services import open_services
 from tests.conftest import make_config, shutdown_services
 
@@ -132,3 +135,92 @@ async def test_a_reply_queued_again_does_not_make_its_conversations_older_ones_o
     assert await requeue_unsent_replies(services) == 0  # the next start: nothing more
     for turn in (1, 2):
         assert not await services.outbox.has_key(f"{copied.id}:{turn}:reply")
+
+
+async def _start(config: AppConfig) -> Any:
+    """A start as far as the re-queue (which marks the stores' generation)."""
+    services = await open_services(config)
+    await requeue_unsent_replies(services)
+    return services
+
+
+def _copy_state(source: Path, target: Path) -> None:
+    target.mkdir(exist_ok=True)
+    for old in target.glob("state.db*"):
+        old.unlink()
+    for path in source.glob("state.db*"):
+        shutil.copy2(path, target / path.name)
+
+
+async def test_an_older_state_db_put_back_sends_nothing_again_and_the_owner_is_told(
+    tmp_path: Path, config: AppConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """state.db restored from a backup under transcripts written since: its outbox
+    lacks the rows of the replies sent since, and before session 40 each was taken
+    for one a crash cut from its row and sent to the owner again."""
+    services = await _start(config)
+    try:
+        rec = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
+        for n in range(2):
+            await _exchange(services, rec.id, f"before the backup {n}", queued=True)
+        await _set(services.state, "UPDATE outbox SET status = 'sent'", ())  # delivered
+    finally:
+        await shutdown_services(services)
+    _copy_state(config.data_dir, tmp_path / "backup")  # last night's backup
+
+    services = await _start(config)
+    try:
+        since = [
+            await _exchange(services, rec.id, f"since the backup {n}", queued=True)
+            for n in range(3)
+        ]
+        await _set(services.state, "UPDATE outbox SET status = 'sent'", ())
+    finally:
+        await shutdown_services(services)
+    _copy_state(tmp_path / "backup", config.data_dir)  # put back
+
+    services = await open_services(config)
+    told: list[str] = []
+
+    async def alert(text: str) -> None:
+        told.append(text)
+
+    monkeypatch.setattr(services, "alert_owner", alert)
+    try:
+        assert await requeue_unsent_replies(services) == 0
+        assert await services.outbox.pending_count() == 0  # nothing goes out again
+        for turn in since:  # recorded, never to be sent: the next start finds them
+            assert await services.outbox.has_key(f"{rec.id}:{turn}:reply")
+        await tell_unchecked(services)
+        assert len(told) == 1 and "the 3 replies written since it was saved" in told[0]
+        # a crash after this start is still a crash's
+        cut = await _exchange(services, rec.id, "cut by a crash", queued=False)
+    finally:
+        await shutdown_services(services)
+
+    services = await open_services(config)
+    monkeypatch.setattr(services, "alert_owner", alert)
+    try:
+        assert await requeue_unsent_replies(services) == 1
+        assert await services.outbox.pending_count() == 1
+        assert await services.outbox.has_key(f"{rec.id}:{cut}:reply")
+        await tell_unchecked(services)
+        assert len(told) == 1  # told once
+    finally:
+        await shutdown_services(services)
+
+
+async def test_a_crash_between_two_stores_generation_marks_is_still_a_crash(
+    services: Any,
+) -> None:
+    """state.db is marked first: a crash before the index's mark leaves it ahead,
+    and the reply a crash kept from its row is queued as before."""
+    rec = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
+    await _exchange(services, rec.id, "sent", queued=True)
+    await requeue_unsent_replies(services)  # both marked
+    await services.state.run(
+        lambda c: c.execute("UPDATE channel_cursors SET value = value + 1 WHERE key = 'generation'")
+    )
+    turn = await _exchange(services, rec.id, "cut", queued=False)
+    assert await requeue_unsent_replies(services) == 1
+    assert await services.outbox.has_key(f"{rec.id}:{turn}:reply")
