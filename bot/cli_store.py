@@ -227,6 +227,10 @@ def event_text(line: dict[str, Any]) -> str:
         return f"{line.get('command') or ''} {line.get('args') or ''}".strip()
     if line.get("event") == "notes_behind" and isinstance(line.get("throughTurn"), int):
         return f"a late reply: the notes are to be written again after turn {line['throughTurn']}"
+    # (bot.index_writes.TURNS_LOST: not imported, the parser must not load the store)
+    if line.get("event") == "turns_lost" and isinstance(line.get("throughTurn"), int):
+        through = line["throughTurn"]
+        return f"turns numbered up to {through} lost (saved in removed/): the next is {through + 1}"
     changes = []
     if isinstance(line.get("title"), str) and line["title"]:
         changes.append(f"title {line['title']!r}")

@@ -88,6 +88,11 @@ COSTED_EVENTS = frozenset(
 )
 
 
+# The event a shrunk transcript is given: the turn numbers it lost went up to
+# ``throughTurn`` (bot.transcript_rescue.keep_numbering).
+TURNS_LOST = "turns_lost"
+
+
 def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any]) -> None:
     """Reflect one transcript line in the index and in ``rec`` (the caller saves ``rec``)."""
     kind = line.get("type")
@@ -148,6 +153,12 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
             # A reply landed after the notes of its turn number (bot.lifecycle): the next
             # pass writes them again. Until the next ``abbreviation`` event, which resets it.
             rec.abbreviated_turn = min(rec.abbreviated_turn, rec.turn_count - 1)
+        elif event == TURNS_LOST and isinstance(line.get("throughTurn"), int):
+            # A transcript that shrank lost turns numbered up to here (bot.recovery): the
+            # next message goes on past them, as their replies' outbox rows keep their
+            # keys (before session 40 it took turn 3 again, and its reply the lost turn
+            # 3's key: dropped as already queued, never sent).
+            rec.turn_count = max(rec.turn_count, line["throughTurn"])
         elif event == "message_ref":
             for channel, ref, direction in line_refs(line, rec.channel):
                 _add_ref(conn, channel, ref, rec.id, direction)

@@ -2,10 +2,11 @@
 
 A reply is made durable in its transcript first, then queued here (``state.db``) under
 a dedup key such as ``conv-...:7:reply``; queuing the same key twice is a no-op, so a
-reply recovered after a crash is never sent twice. One worker per channel sends each
-chat's messages in order (a chat waiting for a retry holds back only itself), retrying
-failures with exponential backoff and jitter; the queue survives restarts (a reply
-survives an SMTP outage and a reboot).
+reply recovered after a crash is never sent twice (a reply to another message meeting a
+key taken, :func:`bot.outbox_rows.reply_key_taken`, is logged and gets its own). One
+worker per channel sends each chat's messages in order (a chat waiting for a retry
+holds back only itself), retrying failures with exponential backoff and jitter; the
+queue survives restarts (a reply survives an SMTP outage and a reboot).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from bot.channel import Channel, Misconfigured, PermanentSendError, RetryLater, 
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
 from bot.outbox_rows import STALE_WAIT_SECONDS as STALE_WAIT_SECONDS
-from bot.outbox_rows import WITHDRAWN, OutboxRows, _encode
+from bot.outbox_rows import WITHDRAWN, OutboxRows, _encode, reply_key_taken
 from bot.outbox_rows import _decode as _decode  # re-exported (tests read rows with it)
 from bot.tasks import finish_within, spawn
 
@@ -135,13 +136,20 @@ class Outbox(OutboxRows):
         payload = _encode(msg, dedup_key)
         created = iso(utcnow())
 
-        def _insert(conn: SyncConn) -> int | None:
+        def _insert(conn: SyncConn, key: str | None = dedup_key, data: str = payload) -> int | None:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO outbox (channel, payload, conversation_id, party_id,"
                 " dedup_key, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (msg.channel, payload, msg.conversation_id, msg.party_id, dedup_key, created),
+                (msg.channel, data, msg.conversation_id, msg.party_id, key, created),
             )
-            return int(cur.lastrowid) if cur.rowcount else None
+            if cur.rowcount:
+                return int(cur.lastrowid)
+            if key == dedup_key and key is not None and key.endswith(":reply"):
+                # a new message numbered as a lost one (transcripts put back): its own key
+                other = reply_key_taken(conn, key, msg)
+                if other is not None:
+                    return _insert(conn, other, _encode(msg, other))
+            return None
 
         if recoverable and self.anchored:
             return Unsynced(_insert)

@@ -9,13 +9,16 @@ which send the rows and mark them, are there.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import fields
 
 from bot.channel import Channel
-from bot.db import Database
+from bot.db import Database, SyncConn
 from bot.events import OutboundMessage
+
+log = logging.getLogger("my_agent.outbox")
 
 # A row whose retry time lies further ahead than this, and that this process did not
 # mark, was marked before the wall clock was set back (or by a clock that ran ahead): it
@@ -44,6 +47,39 @@ def _decode(payload: str, outbox_id: int) -> OutboundMessage:
     data["actions"] = tuple(tuple(a) for a in data.get("actions") or ())
     data["outbox_id"] = outbox_id
     return OutboundMessage(**data)
+
+
+def reply_key_taken(conn: SyncConn, key: str, msg: OutboundMessage) -> str | None:
+    """A reply whose key (``<conv>:<turn>:reply``) has a row already: queuing it again is
+    a no-op (a retry, a re-queue), unless the row holds another reply: one to another
+    channel message, or another text. Then transcripts
+    put back from an older copy gave a new message a lost turn's number (before session
+    40 its reply was dropped silently): logged loudly, and when both answer a channel
+    message and not the same one, the key for this one (``<key>:<its message>``) is
+    returned, to queue it under; ``None`` when it stays unsent."""
+    row = conn.execute("SELECT payload, status FROM outbox WHERE dedup_key = ?", (key,)).fetchone()
+    if row is None:
+        return None
+    queued = json.loads(row[0])
+    before = queued.get("in_reply_to")
+    if before and msg.in_reply_to and str(before) != str(msg.in_reply_to):
+        log.error(
+            "reply key %s was taken by the reply to another message (%s, %s): this one is "
+            "queued under its own key (transcripts put back from an older copy?)",
+            key,
+            before,
+            row[1],
+        )
+        return f"{key}:{msg.in_reply_to}"
+    if queued.get("text") == msg.text:
+        return None  # the same reply
+    log.error(
+        "reply key %s was queued before for another reply (%s): this one is not sent "
+        "(transcripts put back from an older copy?)",
+        key,
+        row[1],
+    )
+    return None
 
 
 class OutboxRows:

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from bot.db import SyncConn
-from bot.index import SELECT_CONVERSATION, row_to_record
+from bot.index import SELECT_CONVERSATION, ConversationRecord, row_to_record
 from bot.index_writes import apply_lines, meta_from_record, record_from_meta
 from bot.recovery_parties import catch_up_parties
 from bot.transcript import TranscriptStore
-from bot.transcript_rescue import save_lost_turns, save_removed_copy
+from bot.transcript_lines import encode
+from bot.transcript_rescue import numbering_line, save_lost_turns, save_removed_copy
 
 log = logging.getLogger("my_agent.recovery")
 
@@ -165,6 +166,7 @@ def _catch_up_one(
         row = conn.execute(f"{SELECT_CONVERSATION} WHERE id = ?", (conv_id,)).fetchone()
     rec = row_to_record(row) if row else None
     indexed_meta = None  # the index's meta of a transcript that shrank
+    through = 0  # the highest turn number the index held of it
     if rec is not None and rec.indexed_bytes > size:
         # read before its rows go: a file that cannot be read keeps them
         lines, offset = store.read_from(conv_id, 0)
@@ -172,6 +174,7 @@ def _catch_up_one(
             return
         log.warning("%s shrank below its indexed size: re-indexing it", conv_id)
         indexed_meta = meta_from_record(rec)
+        through = rec.turn_count
         # FTS rows first: deleting the conversation cascades to its turns, and the
         # external-content FTS index needs their text to delete its entries.
         _delete_turns(conn, conv_id)
@@ -197,6 +200,44 @@ def _catch_up_one(
         report.registered += 1
     apply_lines(conn, rec, lines, offset)
     report.caught_up_lines += sum(1 for line in lines if line.get("type") != "meta")
+    if indexed_meta is not None:
+        _keep_numbering(conn, store, rec, lines, through, [indexed_meta] if not size else [])
+
+
+def _keep_numbering(
+    conn: SyncConn,
+    store: TranscriptStore,
+    rec: ConversationRecord,
+    lines: list[dict[str, Any]],
+    through: int,
+    meta: list[dict[str, Any]],
+) -> None:
+    """Give a transcript that shrank the line that numbers its next turn past the lost
+    ones (:func:`bot.transcript_rescue.numbering_line`), and the index its number; ``meta``:
+    the meta line to write first (a 0-byte file). A file that refuses it (a full disk)
+    has the number in the index only, logged: until a reindex."""
+    line = numbering_line(lines, through)
+    if line is None:
+        return
+    path = store.path(rec.id)
+    try:
+        size: int | None = store.append_now(path, encode([*meta, line]))
+    except OSError as exc:
+        log.error(
+            "%s: the line that keeps its lost turns' numbers (up to %d) cannot be written "
+            "(%s): the index keeps them until a reindex",
+            path.name,
+            through,
+            exc,
+        )
+        size = None
+    apply_lines(conn, rec, [line], size)
+    log.warning(
+        "%s: its lost turns were numbered up to %d: its next message is turn %d",
+        path.name,
+        through,
+        through + 1,
+    )
 
 
 def _save_lost(

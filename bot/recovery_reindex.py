@@ -8,7 +8,8 @@ remedy ``status`` gives for a damaged index), and its turns were gone for good. 
 same copies are now written from the old index before it is deleted, and the reindex
 report names them; the daemon tells the owner at its next start
 (:mod:`bot.recovery_notices`). So are the turns a transcript that shrank since the last
-start no longer holds (session 39).
+start no longer holds (session 39), and such a transcript is given the line that keeps
+the lost turns' numbers taken (session 40), as start-up recovery does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from bot.party_rescue import save_removed_party
 from bot.recovery_notices import party_notice, shrunk_notice, transcript_notice
 from bot.status_reads import connect_readonly
 from bot.transcript import TranscriptStore
-from bot.transcript_rescue import save_lost_turns, save_removed_copy
+from bot.transcript_lines import Line, encode
+from bot.transcript_rescue import index_lines, numbering_line, save_lost_turns, save_removed_copy
 
 log = logging.getLogger("my_agent.recovery")
 
@@ -98,7 +100,30 @@ def _save_shrunk(conn: Any, store: TranscriptStore, conv_id: str, indexed: int) 
         return []
     copy, turns = saved
     log.warning("%s shrank: the %d turns it lost are saved as %s", conv_id, turns, copy)
+    _keep_numbering(conn, store, conv_id, lines)
     return [shrunk_notice(f"{conv_id}.jsonl", copy, turns)]
+
+
+def _keep_numbering(conn: Any, store: TranscriptStore, conv_id: str, lines: list[Line]) -> None:
+    """Write the line that numbers the shrunk transcript's next turn past the ones it
+    lost (:func:`bot.transcript_rescue.numbering_line`), as start-up recovery does: the
+    rebuilt index takes its numbers from the files (session 40). Raises
+    :class:`OSError` when it cannot be written: the caller must not delete the index."""
+    path = store.path(conv_id)
+    try:
+        row = conn.execute(
+            "SELECT turn_count FROM conversations WHERE id = ?", (conv_id,)
+        ).fetchone()
+        line = numbering_line(lines, int(row[0] or 0) if row else 0)
+        # a 0-byte file: its meta line first (the rebuild registers it from that)
+        meta = index_lines(conn, conv_id)[:1] if path.stat().st_size == 0 else []
+    except OSError:
+        raise
+    except Exception as exc:  # a damaged page: numbered from the file, as before
+        log.warning("%s: the numbers of the turns it lost cannot be read: %s", conv_id, exc)
+        return
+    if line is not None:
+        store.append_now(path, encode([*meta, line]))
 
 
 def _unreadable(index_path: Path, exc: BaseException) -> str:

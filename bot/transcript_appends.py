@@ -85,6 +85,12 @@ class FileAppends:
         self._ends.pop(path, None)  # the next append checks the last byte again
         os.truncate(path, size)
 
+    def append_now(self, path: Path, data: bytes) -> int:
+        """Append ``data`` durably on this thread, outside the journal; returns the file
+        size after it. Only where nothing else writes to the file: start-up recovery
+        (before any message), a reindex (the daemon stopped)."""
+        return self._write(path, data)
+
     def _write(self, path: Path, data: bytes) -> int:
         """Append ``data`` durably without the journal; returns the file size after it."""
         offset, written = self._put(path, data, sync=self.fsync)

@@ -17,7 +17,8 @@ tool or a backup, a cut by a file-system repair, a 0-byte file) is indexed again
 what it holds. Until session 39 its rows were simply deleted first, and the turns the
 file had lost went with them, silently, though the index held their text. Recovery now
 first writes the index's turns the file no longer holds (with the meta line) to
-``removed/<conv-id>.shrunk.jsonl`` (:func:`save_lost_turns`), and the owner is told.
+``removed/<conv-id>.shrunk.jsonl`` (:func:`save_lost_turns`), and the owner is told;
+the file is given a line that keeps the lost turns' numbers taken (:func:`numbering_line`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pathlib import Path
 
 from bot.db import SyncConn
 from bot.index import SELECT_CONVERSATION, row_to_record
-from bot.index_writes import meta_from_record
-from bot.transcript_lines import Line, turn_line
+from bot.index_writes import TURNS_LOST, meta_from_record
+from bot.transcript_lines import Line, event_line, turn_line
 
 REMOVED_DIR = "removed"
 # The second part of the name of a copy of the turns a shrunk transcript lost
@@ -108,6 +109,30 @@ def save_lost_turns(
     path = free_copy_path(conversations_dir / REMOVED_DIR / f"{conv_id}.{SHRUNK}.jsonl")
     write_copy(path, lost)
     return path, len(lost) - 1
+
+
+def numbering_line(lines: list[Line], through: int) -> Line | None:
+    """The event to append to a transcript that shrank (``lines``: what it holds now)
+    whose turns the index numbered up to ``through``: a ``turns_lost`` line carrying that
+    number, so that the next message is numbered past the lost ones, also in an index
+    rebuilt from the files later. ``None`` when the file's own numbers (or such a line
+    of its own) reach that far.
+
+    The lost replies' outbox rows keep their keys (``<conv>:<turn>:reply``): before
+    session 40 the owner's next messages took the lost turns' numbers again, and their
+    replies, written to the transcript, were dropped as queued before, never sent."""
+    held = 0
+    for line in lines:
+        kind = line.get("type")
+        if kind == "turn":
+            number = line.get("turnNumber")
+        elif kind == "event" and line.get("event") == TURNS_LOST:
+            number = line.get("throughTurn")
+        else:
+            continue
+        if isinstance(number, int):
+            held = max(held, number)
+    return event_line(TURNS_LOST, throughTurn=through) if through > held else None
 
 
 def is_shrunk_copy(copy: Path) -> bool:

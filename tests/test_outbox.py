@@ -52,6 +52,31 @@ async def _status(db: Database) -> list[tuple[str, str, int]]:
     return [(json.loads(p)["text"], s, a) for p, s, a in rows]
 
 
+async def test_a_reply_key_taken_by_the_reply_to_another_message_gets_its_own(
+    state: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Transcripts put back from an older copy: a new message numbered as a lost turn
+    (its reply's key taken by the lost reply's row) was dropped silently before session
+    40. The reply to another channel message is queued under its own key (once), the
+    same message's reply again is not, and a key taken by another text is logged."""
+    outbox = Outbox(state)
+    key = "conv-x:3:reply"
+    assert await outbox.enqueue(msg("lost reply", in_reply_to="m3"), dedup_key=key) is not None
+    assert await outbox.enqueue(msg("new reply", in_reply_to="m6"), dedup_key=key) is not None
+    assert await outbox.has_key(f"{key}:m6")
+    assert await outbox.enqueue(msg("new reply", in_reply_to="m6"), dedup_key=key) is None
+    assert "taken by the reply to another message (m3, pending)" in caplog.text
+    caplog.clear()
+    assert await outbox.enqueue(msg("lost reply", in_reply_to="m3"), dedup_key=key) is None
+    assert caplog.text == ""  # the same reply again: what the key is for
+    assert await outbox.enqueue(msg("other text", in_reply_to="m3"), dedup_key=key) is None
+    assert "queued before for another reply (pending): this one is not sent" in caplog.text
+    texts = [(text, status) for text, status, _ in await _status(state)]
+    assert texts == [("lost reply", "pending"), ("new reply", "pending")]
+    payloads = [row[0] for row in await state.fetchall("SELECT payload FROM outbox ORDER BY id")]
+    assert '"send_key": "conv-x:3:reply:m6"' in payloads[1]  # not the lost reply's
+
+
 async def test_dedup_key_sends_at_most_once(state: Database) -> None:
     outbox = Outbox(state)
     channel = RecordingChannel()

@@ -76,7 +76,8 @@ async def test_the_turns_a_shrunk_transcript_lost_are_saved_and_told(tmp_path: P
         assert meta["id"] == rec.id and meta["identityKey"] == rec.identity_key
         assert copy.stat().st_mode & 0o777 == 0o600
         fresh = await services.conversations.get(rec.id)
-        assert fresh is not None and fresh.turn_count == 1  # the file is the truth
+        # the file is the truth, with the line that keeps the lost turn 2's number taken
+        assert fresh is not None and fresh.turn_count == 2
         assert (await services.search.search("plumber")).results == []
         telegram = RecordingChannel("telegram")
         services.channels["telegram"] = telegram
@@ -168,3 +169,60 @@ def test_reindex_saves_the_turns_a_shrunk_transcript_lost(
     assert [(n, role) for n, role, _ in _turns(copy)] == [(1, "assistant")]
     warnings = json.loads(out)["warnings"]
     assert any(f"{conv_id}.jsonl shrank" in w and str(copy) in w for w in warnings), warnings
+
+
+async def test_the_next_message_is_numbered_past_the_lost_turns_and_answered(
+    tmp_path: Path,
+) -> None:
+    """The lost reply's outbox row keeps its key (<conv>:2:reply): before session 40 the
+    owner's next message took turn 2 again, and its reply, written to the transcript,
+    was dropped as queued before and never sent. The shrunk file is given a line that
+    keeps the lost numbers taken, so an index rebuilt from the files keeps them too."""
+    config = telegram_config(tmp_path)
+    rec = await _owner_conversation(config)
+    transcript = config.conversations_dir / f"{rec.id}.jsonl"
+    raw = transcript.read_bytes().splitlines(keepends=True)
+    # an older copy put back: the first exchange only
+    transcript.write_bytes(b"".join(raw[:1] + [x for x in raw if b'"turnNumber":1' in x]))
+
+    services = await open_services(config)
+    try:
+        fresh = await services.conversations.get(rec.id)
+        assert fresh is not None and fresh.turn_count == 2
+    finally:
+        await shutdown_services(services)
+    (kept,) = [x for x in services.store.read_lines(rec.id) if x.get("event") == "turns_lost"]
+    assert kept["throughTurn"] == 2
+    for path in config.data_dir.glob("conversations.db*"):
+        path.unlink()  # rebuilt from the files, as by a reindex
+
+    services = await open_services(config)
+    try:
+        telegram = RecordingChannel("telegram")
+        await attach_channel(services, telegram)
+        message = inbound("the roof tiles came loose", sender=OWNER)
+        await services.router.deliver(message)
+        await settle(services)
+        assert _turns(transcript)[-2:][0][:2] == (3, "user")
+        assert await services.outbox.has_key(f"{rec.id}:3:reply")
+        sent = await telegram.wait_for(
+            lambda sent: any(m.in_reply_to == message.message_id for m in sent)
+        )
+        assert [m.in_reply_to for m in sent].count(message.message_id) == 1
+    finally:
+        await shutdown_services(services)
+
+
+def test_reindex_keeps_the_numbers_of_the_turns_a_shrunk_transcript_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    filled: Store = filled_store(tmp_path, monkeypatch)
+    conv_id = filled.ids["telegram"]
+    transcript = filled.config.conversations_dir / f"{conv_id}.jsonl"
+    top = max(number for number, _, _ in _turns(transcript))
+    raw = transcript.read_bytes().splitlines(keepends=True)
+    transcript.write_bytes(b"".join(x for x in raw if f'"turnNumber":{top}'.encode() not in x))
+    status, _ = filled.run("reindex", "--json", capsys=capsys)
+    assert status == 0
+    lines = parse_lines(transcript.read_bytes(), transcript.name)
+    assert [x["throughTurn"] for x in lines if x.get("event") == "turns_lost"] == [top]
