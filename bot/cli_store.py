@@ -65,6 +65,7 @@ async def _open_and_run(
     config: AppConfig, fn: Any, recover_now: bool, download_models: bool
 ) -> Any:
     from bot.index_rescue import is_corruption
+    from bot.service_databases import state_damage
     from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
 
     try:
@@ -81,7 +82,12 @@ async def _open_and_run(
         return await fn(services)
     except Exception as exc:
         # Damage the open did not read (a page only this command's query reached) was
-        # "internal error" (exit 70), a bug's exit, naming no file (before session 27).
+        # "internal error" (exit 70), a bug's exit, naming no file (before session 27;
+        # in state.db, before session 40).
+        damaged = state_damage(services.state, exc)
+        if damaged is not None:
+            print(f"my-agent: {damaged}", file=sys.stderr)
+            return exitcodes.EX_DATABASE
         if services.index_db.damage is None or not is_corruption(exc):
             raise
         print(

@@ -22,6 +22,7 @@ from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.recovery_notices import tell_saved_copies
 from bot.resume import resume_pending_replies, tell_unchecked
 from bot.send_failures import SendFailureAlerts
+from bot.service_databases import state_damage
 from bot.services import ChannelStartError, DataDirInUse, Services
 from bot.tasks import spawn
 
@@ -222,7 +223,27 @@ async def _serve(
         log.info("stopping (asked to while the store was opening)")
         await shutdown(services, [], notifier, hangup=hangup)
         return 0
-    channels = build_channels(config, services)
+    try:
+        return await _run(services, notifier, stop, hangup, hurry)
+    except Exception as exc:
+        # Damage in a state.db page the open did not read (the quick check passed, the
+        # page went bad since): exit 74 naming the file and the remedy, not an internal
+        # error (exit 70) that systemd restarts (before session 40).
+        damaged = state_damage(services.state, exc)
+        if damaged is None:
+            raise
+        raise damaged from exc
+
+
+async def _run(
+    services: Services,
+    notifier: Notifier,
+    stop: asyncio.Event,
+    hangup: ReloadSignal | None,
+    hurry: asyncio.Event,
+) -> int:
+    """Start the channels on the opened ``services``, serve until ``stop``, shut down."""
+    channels = build_channels(services.config, services)
     wire_channels(services, channels)
     notifier.start_watchdog()
     try:

@@ -1,6 +1,7 @@
 """Process exit statuses (sysexits.h), documented in the README.
 
-systemd's unit uses ``RestartPreventExitStatus=78``: a bad config is not retried.
+systemd's unit uses ``RestartPreventExitStatus=74 78``: a database that cannot be used as
+it is, or a bad config, is not retried (restarting cannot fix either).
 """
 
 OK = 0

@@ -23,7 +23,8 @@ found nothing wrong and kept it.
 
 ``state.db`` is not derived from anything (outbox, channel cursors, command claims):
 it is never set aside. A corrupt one stops the start (exit 74, naming the file and
-what to do), and so does an empty one next to stored conversations
+what to do; the daemon's quick check finds damage the open does not read,
+:mod:`bot.service_databases`), and so does an empty one next to stored conversations
 (:func:`check_state_file`): SQLite takes a file of 0 bytes for a new database, so one
 that lost its content (a crash of the machine before the data reached the disk, a
 restore cut short) was silently started over: unsent replies dropped, and e-mail
@@ -275,12 +276,19 @@ async def _quick_check(db: Any) -> str:
     if found == ["ok"]:
         log.info("%s: every page checked, no damage found", db.path.name)
         return PAGES_OK
+    text = quick_check_text(found)
+    if db.damage is None:
+        db.report_damage(DamagedPages(text))
+    return f"{PAGES_DAMAGED}{text}"
+
+
+def quick_check_text(found: list[str]) -> str:
+    """What ``PRAGMA quick_check(QUICK_CHECK_MAX)`` returned (``found``, not ``["ok"]``)
+    in one line: "quick check, N problems: ..."."""
     text = "; ".join(found).replace("*** in database main ***\n", "").replace("\n", "; ")
     count = len(found)
     if count >= QUICK_CHECK_MAX:
         problems = f"{count} problems or more"
     else:
         problems = f"{count} problem{'s' if count > 1 else ''}"
-    if db.damage is None:
-        db.report_damage(DamagedPages(f"quick check, {problems}: {text}"))
-    return f"{PAGES_DAMAGED}quick check, {problems}: {text}"
+    return f"quick check, {problems}: {text}"

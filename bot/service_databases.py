@@ -13,14 +13,17 @@ import logging
 from pathlib import Path
 
 from bot.config import AppConfig
-from bot.db import Database, SchemaTooNew
+from bot.db import Database, SchemaTooNew, SyncConn
 from bot.ftsmerge import open_index_database
 from bot.index_rescue import (
+    QUICK_CHECK_MAX,
+    DamagedPages,
     StateLost,
     check_state_file,
     is_corruption,
     is_lock_contention,
     is_storage_refusal,
+    quick_check_text,
 )
 from bot.schema import STATE_MIGRATIONS
 
@@ -30,6 +33,13 @@ log = logging.getLogger("my_agent.services")
 LOCKED_REMEDY = (
     "another process holds it locked (a backup, an sqlite3 shell?): let it finish or "
     "close it; the file itself is fine"
+)
+
+
+# What can be done about a state.db that cannot be used as it is
+STATE_REMEDY = (
+    "it holds the outbox and channel cursors: restore it from a backup, or move it aside "
+    "to start with an empty one"
 )
 
 
@@ -53,7 +63,7 @@ async def open_databases(config: AppConfig, exclusive: bool) -> tuple[Database, 
         index_db = await open_index(config, exclusive)
         opened.append(index_db)
         path = config.state_path
-        state = await _open_state(config)
+        state = await _open_state(config, check=exclusive)
         opened.append(state)
     except IndexCorrupt:
         await close_all(opened)
@@ -72,15 +82,58 @@ async def check_state(config: AppConfig) -> None:
     and the index, its vectors and page checks were gone all the same (before session
     39)."""
     try:
-        state = await _open_state(config)
+        state = await _open_state(config, check=False)
     except Exception as exc:
         raise open_error(config, config.state_path, exc) from exc
     await close_all([state])
 
 
-async def _open_state(config: AppConfig) -> Database:
+async def _open_state(config: AppConfig, check: bool) -> Database:
+    """state.db, migrated; ``check`` (the daemon): every page read once by SQLite's
+    quick check, and damage found raises :class:`DamagedPages` (exit 74, as any state.db
+    the open refuses: "restore it from a backup, or move it aside").
+
+    Opening reads a few pages only: damage elsewhere (a copy whose WAL did not match its
+    database, a bad sector in the outbox) was met by the first query to reach it, at the
+    daemon's start an exception that ended it as an internal error (exit 70), which
+    systemd restarted into the same error (before session 40). state.db is small: the
+    check takes 0.1-0.2 s for 100,000 outbox rows (160 MB) in the page cache (read from
+    the disk, as fast as the disk reads the file). A one-shot command skips it: it rarely
+    reads state.db, and damage its query meets is named there (:func:`state_damage`)."""
     check_state_file(config.state_path, config.conversations_dir, config.external_dir)
-    return await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
+    state = await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
+    if not check:
+        return state
+    try:
+        found = await state.run(_quick_check, write=False)
+    except BaseException:
+        await close_all([state])
+        raise
+    if found != ["ok"]:
+        await close_all([state])
+        raise DamagedPages(quick_check_text(found))
+    return state
+
+
+def _quick_check(conn: SyncConn) -> list[str]:
+    # A page too damaged to walk is an error, not a row: a finding all the same (not
+    # "damage noticed while running", which Database.run would log of it)
+    try:
+        return [str(row[0]) for row in conn.execute(f"PRAGMA quick_check({QUICK_CHECK_MAX})")]
+    except Exception as exc:
+        if not is_corruption(exc):
+            raise
+        return [str(exc)]
+
+
+def state_damage(state: Database, exc: BaseException) -> DatabaseOpenError | None:
+    """The error (exit 74) for ``exc``, raised by a query that met damage in state.db
+    (``state`` has recorded it), or None when ``exc`` is something else. A damaged
+    outbox page met after the open ended the daemon as an internal error (exit 70, a
+    bug's exit naming no file) before session 40; now as when the open refuses it."""
+    if state.damage is None or not is_corruption(exc):
+        return None
+    return DatabaseOpenError(f"{state.path} is damaged ({exc}); {STATE_REMEDY}")
 
 
 def open_error(config: AppConfig, path: Path, exc: Exception) -> DatabaseOpenError:
@@ -104,8 +157,7 @@ def open_error(config: AppConfig, path: Path, exc: Exception) -> DatabaseOpenErr
         if is_lock_contention(exc)
         else "it is rebuilt from the transcripts: move it aside (or run my-agent reindex)"
         if path == config.index_path
-        else "it holds the outbox and channel cursors: restore it from a backup, or "
-        "move it aside to start with an empty one"
+        else STATE_REMEDY
     )
     return DatabaseOpenError(f"cannot open {path}: {exc}; {remedy}")
 

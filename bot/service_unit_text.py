@@ -90,8 +90,12 @@ def render_unit(
         f"WatchdogSec={WATCHDOG_SECONDS}",
         "Restart=on-failure",
         "RestartSec=5",
-        "# 78 = invalid configuration: restarting cannot fix it.",
-        "RestartPreventExitStatus=78",
+        # 74: a database that cannot be used as it is (damaged, emptied, a newer
+        # version's); a disk refusing writes or a file held locked is waited for in the
+        # process, never exit 74. Restarted, it failed the same way 5 times (session 40).
+        "# 74 = a database cannot be used as it is (the journal says which and what to do),",
+        "# 78 = invalid configuration: restarting cannot fix either.",
+        "RestartPreventExitStatus=74 78",
         "TimeoutStartSec=180",
         f"TimeoutStopSec={DRAIN_SECONDS + 15}",
         "",

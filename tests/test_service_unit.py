@@ -63,7 +63,8 @@ def test_system_unit_directives() -> None:
         "NotifyAccess": "main",
         "WatchdogSec": "30",
         "Restart": "on-failure",
-        "RestartPreventExitStatus": "78",
+        # 74 too (session 40): a damaged state.db restarted into the same error
+        "RestartPreventExitStatus": "74 78",
         "StateDirectory": "my-agent",
         "EnvironmentFile": "-/etc/my-agent/env",
         "NoNewPrivileges": "yes",
