@@ -24,6 +24,7 @@ from bot.resume import resume_pending_replies, tell_unchecked
 from bot.send_failures import SendFailureAlerts
 from bot.service_databases import state_damage
 from bot.services import ChannelStartError, DataDirInUse, Services
+from bot.state_new import tell_unknown_deliveries
 from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.daemon")
@@ -149,6 +150,8 @@ async def start_serving(
     # start made, and those a command's recovery made while the daemon was stopped)
     await tell_saved_copies(services)
     await tell_unchecked(services)  # an older state.db put back: replies not sent again
+    # a state.db made anew next to the transcripts: which replies may not have gone out
+    await tell_unknown_deliveries(services)
     # once the channels are up, so that damage it finds reaches the owner (before, the
     # alert had no channel to go on and was only logged); once a day, not at every start
     services.page_check = spawn(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.state_new import made_new_text
+
 
 def not_ready_because(readyz: dict[str, Any]) -> str:
     """Why ``/readyz`` did not answer ready, in words: the checks its body says failed.
@@ -158,6 +160,8 @@ def format_text(report: dict[str, Any]) -> str:
         # the oldest's time: a backlog held through an outage shows how long it waits
         oldest = f" (the oldest queued {outbox['oldest_pending']})" if outbox["pending"] else ""
         rows.append(("outbox", f"{outbox['pending']} pending{oldest}, {outbox['failed']} failed"))
+    if report.get("state_new"):
+        rows.append(("state.db", made_new_text(report["state_new"])))
     index = report.get("index")
     if index:
         lines_counted = index["transcript_turns"]

@@ -48,6 +48,7 @@ from bot.health_text import format_text, not_ready_because
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.service_databases import REBUILD_NEWER_INDEX
 from bot.spool_file import SPOOL_NAME, read_held
+from bot.state_new import read_made_new
 from bot.status_reads import schema_too_new, stored_channel_problems
 
 if TYPE_CHECKING:
@@ -168,6 +169,8 @@ def collect(
     elif config.state_path.is_file() and not unbuilt(config.state_path):
         try:
             report["outbox"] = outbox_counts(config.state_path)
+            # made anew next to the transcripts: the replies its old outbox may have held
+            report["state_new"] = read_made_new(config.state_path, connect_ro)
             # while the daemon runs, its status line says these
             enabled = [name for name, section in config.channels if section.enabled]
             stored = (

@@ -101,13 +101,15 @@ class StateLost(Exception):
     """state.db is empty while conversations are stored: its content was lost."""
 
 
-def check_state_file(state: Path, conversations: Path, external: Path) -> None:
+def check_state_file(state: Path, conversations: Path, external: Path) -> bool:
     """Raise :class:`StateLost` when ``state`` exists empty (its WAL too) next to stored
-    conversations or party records; log an error when it is missing next to them."""
+    conversations or party records; log an error when it is missing next to them, and
+    return True then (the owner is told which replies that may have lost,
+    :mod:`bot.state_new`)."""
     if not _stored_anything(conversations, "conv-*.jsonl") and not _stored_anything(
         external, "p*.jsonl"
     ):
-        return  # a first start (or a crash during one): nothing to lose
+        return False  # a first start (or a crash during one): nothing to lose
     try:
         size = state.stat().st_size
     except FileNotFoundError:
@@ -115,10 +117,11 @@ def check_state_file(state: Path, conversations: Path, external: Path) -> None:
         # but say so
         log.error(
             "%s is missing while conversations are stored: a new one is made (unsent "
-            "replies, channel cursors and command claims start empty)",
+            "replies, channel cursors and command claims start empty; the owner is told "
+            "which conversations' last reply may not have been sent)",
             state,
         )
-        return
+        return True
     if size == 0 and _size(Path(f"{state}-wal")) == 0:
         raise StateLost(
             f"{state} is empty (0 bytes) while conversations are stored: its content was "
@@ -126,6 +129,7 @@ def check_state_file(state: Path, conversations: Path, external: Path) -> None:
             "delete it to start with a new one (unsent replies, channel cursors and "
             "command claims are then lost)"
         )
+    return False
 
 
 def _stored_anything(directory: Path, pattern: str) -> bool:

@@ -26,6 +26,7 @@ from bot.index_rescue import (
     quick_check_text,
 )
 from bot.schema import STATE_MIGRATIONS
+from bot.state_new import mark_new
 
 log = logging.getLogger("my_agent.services")
 
@@ -100,12 +101,12 @@ async def _open_state(config: AppConfig, check: bool) -> Database:
     check takes 0.1-0.2 s for 100,000 outbox rows (160 MB) in the page cache (read from
     the disk, as fast as the disk reads the file). A one-shot command skips it: it rarely
     reads state.db, and damage its query meets is named there (:func:`state_damage`)."""
-    check_state_file(config.state_path, config.conversations_dir, config.external_dir)
+    made_new = check_state_file(config.state_path, config.conversations_dir, config.external_dir)
     state = await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
-    if not check:
-        return state
     try:
-        found = await state.run(_quick_check, write=False)
+        if made_new:  # the replies it may have lost are named (bot/state_new.py)
+            await state.run(mark_new)
+        found = await state.run(_quick_check, write=False) if check else ["ok"]
     except BaseException:
         await close_all([state])
         raise
