@@ -289,8 +289,11 @@ async def _quick_check(db: Any) -> str:
 def quick_check_text(found: list[str]) -> str:
     """What ``PRAGMA quick_check(QUICK_CHECK_MAX)`` returned (``found``, not ``["ok"]``)
     in one line: "quick check, N problems: ..."."""
-    text = "; ".join(found).replace("*** in database main ***\n", "").replace("\n", "; ")
-    count = len(found)
+    # one row may list several problems, a line each (under "*** in database main ***")
+    lines = [line for row in found for line in row.split("\n") if line.strip()]
+    problems_found = [line for line in lines if not line.startswith("*** in database")]
+    text = "; ".join(problems_found)
+    count = len(problems_found)
     if count >= QUICK_CHECK_MAX:
         problems = f"{count} problems or more"
     else:

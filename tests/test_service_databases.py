@@ -13,6 +13,7 @@ import pytest
 from bot import exitcodes
 from bot.cli_store import _open_and_run
 from bot.config import AppConfig
+from bot.index_rescue import quick_check_text
 from bot.services import DatabaseOpenError, Services, open_services
 from tests.conftest import make_config, settle, shutdown_services
 from tests.sqlite_driver import sqlite3
@@ -98,3 +99,12 @@ async def test_state_damage_a_command_meets_exits_74(
     err = capsys.readouterr().err
     assert status == exitcodes.EX_DATABASE, err
     assert f"{config.state_path} is damaged" in err and REMEDY in err, err
+
+
+def test_the_quick_checks_problems_are_counted_not_its_rows() -> None:
+    """SQLite's quick check may list several problems in one row, a line each: a hot
+    copy's state.db was "quick check, 1 problem: Tree 2 page 39 ...; Tree 2 page 38 ..."
+    (session 40)."""
+    found = ["*** in database main ***\nPage 3: bad\nPage 4: worse"]
+    assert quick_check_text(found) == "quick check, 2 problems: Page 3: bad; Page 4: worse"
+    assert quick_check_text(["row 1 missing from index x"]).startswith("quick check, 1 problem:")
