@@ -2,7 +2,8 @@
 
 :class:`MessagesCaller` is what :class:`~bot.brain.anthropic.AnthropicBrain` calls the API
 through. The SDK's own retries are off (``max_retries=0``); :meth:`MessagesCaller.call`
-retries timeouts, connection errors, 408/409/429/5xx/529 and errors inside a stream with
+retries timeouts (of the whole answer, :func:`_within`), connection errors,
+408/409/429/5xx/529 and errors inside a stream with
 exponential backoff and full jitter, honouring ``retry-after``, for at most a budget of
 seconds. Past that it raises :class:`BrainUnavailable`. Authentication, permission and
 billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them); a
@@ -107,11 +108,13 @@ class MessagesCaller:
             timeout = min(cfg.request_timeout, max(ATTEMPT_FLOOR, remaining))
             try:
                 if deltas is None:
-                    return await self.client.messages.create(**params, timeout=timeout)
+                    return await self._whole(params, timeout)
                 deltas.new_attempt()
                 # raw events, not messages.stream(): it raised on tool input that is not
                 # JSON and lost the answer (bot.brain.stream_message)
-                events = await self.client.messages.create(**params, stream=True, timeout=timeout)
+                events = await _within(
+                    self.client.messages.create(**params, stream=True, timeout=timeout), timeout
+                )
                 async with events:
                     stream = StreamedMessage(events)
                     try:
@@ -163,6 +166,21 @@ class MessagesCaller:
             )
             await self._sleep(delay)
             attempt += 1
+
+    async def _whole(self, params: dict[str, Any], timeout: float) -> Any:
+        """One attempt of a call not streamed, within ``timeout`` seconds as a whole: the
+        SDK's timeout is per read, and a server sending its answer a byte at a time held
+        a note, a title or the summary inside an owner's reply for ever (before session
+        40)."""
+        return await _within(self.client.messages.create(**params, timeout=timeout), timeout)
+
+
+async def _within(call: Awaitable[Any], timeout: float) -> Any:
+    """``call`` (a request), abandoned as :class:`StreamStalled` past ``timeout`` seconds."""
+    try:
+        return await asyncio.wait_for(call, timeout)
+    except TimeoutError:
+        raise StreamStalled(f"no complete answer in {timeout:g}s") from None
 
 
 def text_of(message: Any) -> str:
@@ -248,4 +266,6 @@ def _retry_after(exc: anthropic.APIStatusError) -> float | None:
 def _describe(exc: Exception) -> str:
     if isinstance(exc, anthropic.APIStatusError):
         return f"{_status(exc)} {error_message(exc)}"
+    if isinstance(exc, (StreamStalled, StreamBroken, UnreadableAnswer)):  # our own words
+        return f"{type(exc).__name__} ({exc})"
     return type(exc).__name__

@@ -20,12 +20,14 @@ unscripted requests with an echo of the last user text (benchmarks), the default
 breakpoints as the API does (:mod:`bot.bench.fakes.anthropic_cache`), and refuses
 breakpoints the API refuses with a 400. Empty messages and blank text blocks are refused
 with a 400 as the API refuses them (:mod:`bot.bench.fakes.anthropic_checks`).
+``Scripted(trickle_seconds=)`` sends a body not streamed a few bytes at a time;
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -197,6 +199,8 @@ class FakeAnthropicAPI:
         message = self._message(scripted, body)
         if body.get("stream"):
             return await stream_message(request, scripted, message)
+        if scripted.trickle_seconds:
+            return await _trickle(request, message, scripted.trickle_seconds)
         return web.json_response(message)
 
     def _next(self, body: dict[str, Any]) -> Scripted:
@@ -250,6 +254,23 @@ class FakeAnthropicAPI:
             "stop_sequence": None,
             "usage": usage,
         }
+
+
+async def _trickle(
+    request: web.Request, message: dict[str, Any], seconds: float
+) -> web.StreamResponse:
+    """``message`` as JSON, four bytes every ``seconds``: never a read timeout, no end soon."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    data = json.dumps(message).encode()
+    try:
+        for start in range(0, len(data), 4):
+            await response.write(data[start : start + 4])
+            await asyncio.sleep(seconds)
+        await response.write_eof()
+    except ConnectionError:  # the client gave up on it
+        pass
+    return response
 
 
 # What tests and benchmarks import from here (defined in anthropic_script).

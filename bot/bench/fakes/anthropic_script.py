@@ -54,6 +54,9 @@ class Scripted:
     # Streaming only: after message_start, only pings (every 0.2 s) for this many seconds:
     # a stream that stays open and makes no progress.
     ping_seconds: float = 0.0
+    # Not streamed: the JSON body sent a few bytes at a time, this many seconds apart (a
+    # server trickling its answer, each piece within the SDK's per-read timeout).
+    trickle_seconds: float = 0.0
 
 
 @dataclass
