@@ -3,7 +3,7 @@
 :class:`MessagesCaller` is what :class:`~bot.brain.anthropic.AnthropicBrain` calls the API
 through. The SDK's own retries are off (``max_retries=0``); :meth:`MessagesCaller.call`
 retries timeouts (of the whole answer, :func:`_within`), connection errors,
-408/409/429/5xx/529 and errors inside a stream with
+408/409/429/5xx/529, answers that are no message and errors inside a stream with
 exponential backoff and full jitter, honouring ``retry-after``, for at most a budget of
 seconds. Past that it raises :class:`BrainUnavailable`. Authentication, permission and
 billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them); a
@@ -171,8 +171,14 @@ class MessagesCaller:
         """One attempt of a call not streamed, within ``timeout`` seconds as a whole: the
         SDK's timeout is per read, and a server sending its answer a byte at a time held
         a note, a title or the summary inside an owner's reply for ever (before session
-        40)."""
-        return await _within(self.client.messages.create(**params, timeout=timeout), timeout)
+        40). An answer that is no ``Message`` (a proxy's or a captive portal's page sent
+        with 200, which the SDK hands back as a string) raises :class:`StreamBroken`:
+        retried as an outage, it was read as a message and failed with AttributeError."""
+        message = await _within(self.client.messages.create(**params, timeout=timeout), timeout)
+        if not isinstance(message, anthropic.types.Message):
+            shown = str(message)[:80].replace("\n", " ")
+            raise StreamBroken(f"the answer was no message ({type(message).__name__}: {shown})")
+        return message
 
 
 async def _within(call: Awaitable[Any], timeout: float) -> Any:

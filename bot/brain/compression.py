@@ -21,7 +21,6 @@ from typing import Any
 from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import ReplyParts, account, request_params
 from bot.brain.anthropic_stream import DeltaForwarder
-from bot.brain.base import BrainUnavailable
 from bot.brain.context import WorkingContext, WorkingContexts, estimate_tokens, window_start
 from bot.brain.cost import add_cost, add_usage, usage_fields
 from bot.brain.summary_prompt import COMPRESSION_SYSTEM, FLUSH_PROMPT, compression_prompt
@@ -202,13 +201,22 @@ class Compressor:
                     None,
                     budget=self.config.brain.retry_budget_seconds / 2,
                 )
-            except (BrainUnavailable, Rejected) as exc:
+                account(self.config, spent, "haiku", message)
+                summary = text_of(message).strip()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
                 # Not fatal: this reply goes out with the uncompressed context, the next
-                # reply tries again.
-                log.warning("%s: compression failed (%s); continuing uncompressed", conv_id, exc)
+                # reply tries again. Whatever the failure: before session 40 only an
+                # outage and a rejection were caught, and anything else (an answer the
+                # brain could not read) ended the owner's reply in the apology.
+                log.warning(
+                    "%s: compression failed (%s: %s); continuing uncompressed",
+                    conv_id,
+                    type(exc).__name__,
+                    exc,
+                )
                 return None
-            account(self.config, spent, "haiku", message)
-            summary = text_of(message).strip()
             if not summary or message.stop_reason == "refusal":
                 # A refusal or an empty answer: recorded, it would replace the older turns
                 # with nothing, or with the words before the refusal, for good (the event

@@ -21,6 +21,7 @@ breakpoints as the API does (:mod:`bot.bench.fakes.anthropic_cache`), and refuse
 breakpoints the API refuses with a 400. Empty messages and blank text blocks are refused
 with a 400 as the API refuses them (:mod:`bot.bench.fakes.anthropic_checks`).
 ``Scripted(trickle_seconds=)`` sends a body not streamed a few bytes at a time;
+``Scripted(raw=)`` sends a raw body instead of the message (a proxy's page).
 """
 
 from __future__ import annotations
@@ -194,6 +195,12 @@ class FakeAnthropicAPI:
         scripted = self._next(body)
         if scripted.delay:
             await asyncio.sleep(scripted.delay)
+        if scripted.raw is not None:
+            return web.Response(
+                status=scripted.status,
+                body=scripted.raw,
+                headers={"Content-Type": scripted.raw_type},
+            )
         if scripted.status >= 400:
             return self._error(scripted)
         message = self._message(scripted, body)

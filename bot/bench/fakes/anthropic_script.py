@@ -57,6 +57,10 @@ class Scripted:
     # Not streamed: the JSON body sent a few bytes at a time, this many seconds apart (a
     # server trickling its answer, each piece within the SDK's per-read timeout).
     trickle_seconds: float = 0.0
+    # Instead of the message: this body with ``status`` and ``raw_type`` as its
+    # Content-Type (a proxy's HTML page, hand-written SSE frames).
+    raw: bytes | None = None
+    raw_type: str = "text/html"
 
 
 @dataclass
