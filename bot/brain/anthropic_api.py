@@ -31,6 +31,7 @@ from bot.brain.anthropic_stream import (
     StreamStalled,
     UnreadableAnswer,
     consume,
+    final_snapshot,
 )
 from bot.brain.anthropic_stream import usage_so_far as _usage_so_far
 from bot.brain.base import BrainAccessRefused, BrainUnavailable
@@ -122,7 +123,7 @@ class MessagesCaller:
                     except asyncio.CancelledError:
                         deltas.cut = _usage_so_far(stream, deltas.attempt_text)
                         raise
-                    return stream.current_message_snapshot
+                    return final_snapshot(stream)
             except anthropic.APIStatusError as exc:
                 status = _status(exc)
                 if status in UNAVAILABLE_NOW:

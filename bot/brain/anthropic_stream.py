@@ -152,13 +152,45 @@ async def consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
             raise StreamStalled(f"no progress in the stream for {stall:g}s") from None
         except TRANSPORT_ERRORS as exc:
             raise StreamBroken(f"the stream broke: {type(exc).__name__}: {exc}") from exc
-        except ValueError as exc:
+        except MALFORMED as exc:
             # Before: raised as is, never retried, and the owner got the apology and no
             # answer for a glitch that asking again mends.
-            raise UnreadableAnswer(str(exc)) from exc
+            raise UnreadableAnswer(f"{type(exc).__name__}: {exc}") from exc
         if event.type == "message_stop":
             return
         if event.type != "ping":
             progress = time.monotonic()
-        if event.type == "content_block_delta" and event.delta.type == "text_delta":
-            await deltas.text(event.delta.text)
+        text = _text_delta(event)
+        if text:
+            await deltas.text(text)
+
+
+# What reading a malformed answer raises: data that is not JSON (ValueError), and events
+# that do not fit together, which the SDK's accumulation trips over: a delta for a block
+# that never started (IndexError), a text_delta without its text (TypeError), an event
+# without a field it reads (AttributeError, KeyError), no message_start (LookupError).
+# Before session 40 only the first was asked again; the rest ended the reply in the
+# apology after one request.
+MALFORMED = (ValueError, LookupError, TypeError, AttributeError)
+
+
+def _text_delta(event: Any) -> str | None:
+    """The text of a ``text_delta`` event (None for any other event)."""
+    try:
+        if event.type != "content_block_delta" or event.delta.type != "text_delta":
+            return None
+        text = event.delta.text
+    except MALFORMED as exc:
+        raise UnreadableAnswer(f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(text, str):
+        raise UnreadableAnswer(f"a text_delta without text ({type(text).__name__})")
+    return text
+
+
+def final_snapshot(stream: Any) -> Any:
+    """The message of a stream read to its ``message_stop`` (:func:`consume`): a stream
+    that never sent ``message_start`` has none, an :class:`UnreadableAnswer`."""
+    try:
+        return stream.current_message_snapshot
+    except MALFORMED as exc:
+        raise UnreadableAnswer(f"{type(exc).__name__}: {exc}") from exc
