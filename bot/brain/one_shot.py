@@ -10,12 +10,14 @@ from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import ReplyParts, account, request_params
 from bot.brain.base import BrainUnavailable, ModelNotFound, RequestRefused
 from bot.brain.cost import record_spending
+from bot.brain.model_check import model_gone
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
 
 # Rejections that are about the request itself (bad request, too large, unprocessable):
-# asking again gives the same; 401/403/404 and the rest are the configuration or service.
+# asking again gives the same; 401/403/404 and the rest are the configuration or service
+# (a 404 not about the model, a proxy's page: an outage, asked again later).
 REFUSED_STATUSES = frozenset({400, 413, 422})
 
 
@@ -29,7 +31,8 @@ async def complete_once(
     max_tokens: int,
 ) -> str:
     """One-shot completion; BrainUnavailable when unreachable, :class:`RequestRefused`
-    for a prompt the API refuses, :class:`ModelNotFound` for a 404 (the model).
+    for a prompt the API refuses, :class:`ModelNotFound` for a 404 about the model (the
+    API's own ``not_found_error``, confirmed by :func:`~bot.brain.model_check.model_gone`).
 
     An answer cut at ``max_tokens`` is asked again once with twice the room: notes cut
     mid-sentence were stored as they were, a title's JSON cut short was no JSON."""
@@ -47,9 +50,14 @@ async def complete_once(
         except Rejected as exc:
             if exc.status in REFUSED_STATUSES:  # this prompt, not the service
                 raise RequestRefused(f"request refused ({exc.status}): {exc}") from exc
-            if exc.status == 404:  # the model itself: the configuration, not an outage
+            if exc.status == 404:
                 model_id = config.resolve_model(model_alias)
-                raise ModelNotFound(model_alias, model_id, str(exc)) from exc
+                # The model itself only when the API says so (as for a reply): before
+                # session 40 a proxy's 404 page on one call told the owner to fix
+                # models.aliases and restart, and wrote the offline stand-in at once.
+                detail = await model_gone(api.client, model_id, exc)
+                if detail is not None:  # the configuration, not an outage
+                    raise ModelNotFound(model_alias, model_id, detail) from exc
             raise BrainUnavailable(f"request rejected ({exc.status}): {exc}") from exc
         spent = ReplyParts()
         account(config, spent, model_alias, message)

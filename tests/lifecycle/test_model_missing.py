@@ -44,6 +44,10 @@ def answers(body: dict[str, Any]) -> Scripted:
 @pytest.fixture
 async def fake_api() -> AsyncIterator[FakeAnthropicAPI]:
     async with FakeAnthropicAPI() as fake:
+        # Nothing to ask at the start (an endpoint without the Models API): the notes'
+        # own 404, naming the model, tells (a 404 the Models API contradicts does not,
+        # tests/brain/test_one_shot_404.py).
+        fake.models_api = False
         for _ in range(200):
             fake.push(answers)
         yield fake

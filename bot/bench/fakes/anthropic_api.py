@@ -81,6 +81,9 @@ class FakeAnthropicAPI:
         # for (a retired model)
         self.unknown_models: set[str] = set()
         self.model_requests: list[str] = []  # the ids asked for, in order
+        # False: no Models API (a compatible endpoint serving Messages alone), its GET
+        # answered with a web server's 404 page
+        self.models_api = True
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> str:
@@ -172,6 +175,8 @@ class FakeAnthropicAPI:
         """The Models API's one model: 404 for :attr:`unknown_models`, else its info."""
         model_id = request.match_info["model_id"]
         self.model_requests.append(model_id)
+        if not self.models_api:
+            return web.Response(status=404, text="404: Not Found")
         if model_id in self.unknown_models:
             message = f"model: {model_id}"
             return self._error(Scripted(status=404, error_message=message))
