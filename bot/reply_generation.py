@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from bot.brain.base import (
+    RETRY_AFTER_CAP,
     BrainAccessRefused,
     BrainReply,
     BrainRequest,
@@ -47,8 +48,6 @@ ACCESS_PROBLEMS = {
     403: "permission denied",
 }
 STOPPED = "\n\n[generation stopped]"
-# The longest a waiting reply honours a retry-after (a proxy's "a day" is not obeyed).
-RETRY_AFTER_CAP = 900.0
 
 
 class ReplyGeneration:

@@ -109,13 +109,19 @@ class RequestRefused(Exception):
     the same way again: no outage, nothing to wait for."""
 
 
+# The longest anything waiting for the model honours a ``retry-after`` (a waiting reply,
+# the notes and titles): a proxy's "a day" is not obeyed.
+RETRY_AFTER_CAP = 900.0
+
+
 class BrainUnavailable(Exception):
     """The model could not be reached within the retry budget; retry the reply later.
 
     The router keeps the user turn, tells the user once, and produces the reply when
     the brain is back (the pending-reply marker is the unanswered user turn itself).
     ``retry_after``: the seconds the API asked us to wait (a 429's ``retry-after``
-    beyond the retry budget), which the waiting reply honours.
+    beyond the retry budget), which the waiting reply honours (at most
+    :data:`RETRY_AFTER_CAP`).
     """
 
     def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:

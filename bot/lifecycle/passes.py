@@ -12,6 +12,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from bot.brain.base import RETRY_AFTER_CAP
 from bot.config.model import AppConfig
 from bot.lifecycle.abbreviation import Abbreviator, Outcome, abbreviate
 from bot.lifecycle.missing_models import MissingModels
@@ -98,18 +99,7 @@ class AbbreviationPasses:
         if outcome.embedded is False:
             self.counters["embedding_failed"] += 1
         if outcome.error is not None and not down and self.abbreviator.method == "llm":
-            rest = self.config.conversations.abbreviation_sweep_seconds / 2
-            # A rate limit asking for longer (a 429's retry-after past the brain's retry
-            # budget) is honoured: the sweeps before it defer the queue without asking.
-            rest = max(rest, outcome.retry_after or 0.0)
-            self._model_down_until = self.clock.now() + timedelta(seconds=rest)
-            self._model_failures += 1
-            if self._model_failures == OFFLINE_AFTER_FAILURES:
-                log.warning(
-                    "the model failed %d abbreviations in a row; offline notes stand in "
-                    "until it answers again",
-                    self._model_failures,
-                )
+            self._model_failed(outcome.retry_after)
         if outcome.status == "failed":
             if late:  # the sweep's retry must still rewrite them, not only embed them
                 self._late_replies.add(conv_id)
@@ -122,6 +112,26 @@ class AbbreviationPasses:
         if outcome.status in ("abbreviated", "embedded", "skipped") and not down:
             # Flow 5 (h): re-name from the fresh notes when enough turns passed.
             await self._name(conv_id, initial=False)
+
+    def _model_failed(self, retry_after: float | None) -> None:
+        """The model failed a pass: not asked again for half a sweep period, or for as
+        long as a rate limit asks (a 429's retry-after past the brain's retry budget: the
+        sweeps before it defer the queue without asking), at most
+        :data:`~bot.brain.base.RETRY_AFTER_CAP`. Each sweep period it is not asked counts
+        as a failure: before session 40 a 429 asking for a day stopped every note for a
+        day (uncapped), and the stand-ins never came (one failure, however long)."""
+        sweep = self.config.conversations.abbreviation_sweep_seconds
+        rest = max(sweep / 2, min(retry_after or 0.0, RETRY_AFTER_CAP))
+        self._model_down_until = self.clock.now() + timedelta(seconds=rest)
+        before = self._model_failures
+        self._model_failures += max(1, int(rest // sweep))
+        if before < OFFLINE_AFTER_FAILURES <= self._model_failures:
+            log.warning(
+                "the model failed %d abbreviation pass(es) in a row%s; offline notes stand in "
+                "until it answers again",
+                before + 1,
+                f" (and asks to wait {rest:.0f}s)" if rest > sweep / 2 else "",
+            )
 
     async def _abbreviate(
         self, conv_id: str, late: bool, *, fallback: bool, model: bool

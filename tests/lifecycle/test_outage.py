@@ -10,6 +10,7 @@ import tracemalloc
 
 import pytest
 
+from bot.brain.base import BrainUnavailable
 from bot.extractive import HEADER
 from bot.lifecycle import ManualClock
 from bot.lifecycle.records import pending_abbreviations, unnamed
@@ -175,3 +176,28 @@ async def test_a_sweep_while_the_model_is_down_rewrites_no_flag(
     await _sweeps(clock, lifecycle, 1)  # the model asked once more, failing again
     assert model.count("abbreviation") == 2
     assert await written() == before  # every flag was set already
+
+
+async def test_a_rate_limit_asking_for_a_day_defers_the_notes_a_quarter_hour_with_stand_ins(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression (session 40): one 429 with retry-after 86400 on a notes call stopped
+    # every note for a day (uncapped, where a waiting reply caps it at 15 minutes), and
+    # the stand-ins never came: the deferral counted as one failure however long.
+    model.abbreviation = BrainUnavailable("429 rate limited", retry_after=86400)
+    lifecycle = await make_lifecycle(model)
+    convs = [await _chatted(core) for _ in range(3)]
+    await _sweeps(clock, lifecycle, 2)  # idle at 600 s: the one call, refused
+    assert model.count("abbreviation") == 1
+    await _sweeps(clock, lifecycle, 1)  # 15 minutes not asked: three sweeps' failures
+    for conv in convs:
+        row = await core.row(conv)
+        assert row.abbreviation.startswith(HEADER), conv  # search keeps finding them
+        assert row.needs_abbreviation  # still owed to the model
+    assert model.count("abbreviation") == 1
+    model.abbreviation = "Notes by the model after the rate limit."
+    await _sweeps(clock, lifecycle, 2)  # past RETRY_AFTER_CAP, not a day: asked again
+    for conv in convs:
+        row = await core.row(conv)
+        assert row.abbreviation == "Notes by the model after the rate limit.", conv
+        assert not row.needs_abbreviation
