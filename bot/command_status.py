@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from bot.brain.base import UtilityModel
+from bot.brain.base import BrainAccessRefused, UtilityModel
 from bot.brain.cost import shown_usd
 from bot.graphemes import isolate
 from bot.health_store import STAND_IN_ARGS, STAND_INS
 from bot.index import ConversationRecord
 from bot.labels import UNTITLED, display_title, shown_title
 from bot.owner_days import local_moment, owner_zone
+from bot.reply_generation import ACCESS_FIXES, ACCESS_PROBLEMS
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -53,10 +54,21 @@ def conversation_lines(services: Services, rec: ConversationRecord, title: str) 
     ]
 
 
-def brain_line(services: Services) -> str:
-    """The brain's mode; offline says plainly that no model answers."""
+def brain_line(services: Services, owner: bool = False) -> str:
+    """The brain's mode; offline says plainly that no model answers. For the ``owner``,
+    why the model cannot be reached when the last call could not (the key refused, an
+    outage): before session 40 it read "Brain: anthropic" while every reply waited."""
     brain = services.brain.name
-    return f"Brain: {brain}" + (f" ({OFFLINE_NOTE})" if brain == "offline" else "")
+    line = f"Brain: {brain}" + (f" ({OFFLINE_NOTE})" if brain == "offline" else "")
+    failing = getattr(services.brain, "failing", None)
+    trouble = failing() if owner and failing is not None else None
+    if isinstance(trouble, BrainAccessRefused):
+        what = ACCESS_PROBLEMS.get(trouble.status, "access refused")
+        fix = ACCESS_FIXES.get(trouble.status)
+        line += f" (access refused: {trouble.status}, {what}" + (f"; {fix})" if fix else ")")
+    elif trouble is not None:
+        line += " (unreachable at the last try)"
+    return line
 
 
 def missing_model_ids(services: Services) -> set[str]:
@@ -264,7 +276,7 @@ async def status_answer(
         else:
             title = f"{isolate(shown or UNTITLED)} ({fresh.id})"
             lines.extend(conversation_lines(services, fresh, title))
-    lines += [brain_line(services), search_line(services)]
+    lines += [brain_line(services, owner_only), search_line(services)]
     missing = missing_models_line(services) if owner_only else None
     if missing:  # (the configuration is the owner's, not a group's, to read)
         lines.append(missing)

@@ -40,8 +40,11 @@ OUTAGE = (
 # (403): waiting cannot end that, so "can't reach" sent them looking for an outage.
 ACCESS_REFUSED = (
     "The language model service refuses my access ({status}: {what}). Your message is "
-    "saved and I will answer once that is fixed; the daemon's log has the details."
+    "saved and I will answer once that is fixed{how}; the daemon's log has the details."
 )
+# How the owner fixes a refusal, where the fix is ours: a new key is read at the start
+# only (session 40: "once that is fixed" left the owner waiting after replacing it).
+ACCESS_FIXES = {401: "set the new ANTHROPIC_API_KEY and restart my-agent"}
 ACCESS_PROBLEMS = {
     401: "the API key is not accepted",
     402: "a billing problem",
@@ -276,5 +279,7 @@ def outage_notice(exc: BrainUnavailable, profile: Profile) -> str:
     learns when it is the key or the account (a third party only that it waits)."""
     if isinstance(exc, BrainAccessRefused) and profile == "owner":
         what = ACCESS_PROBLEMS.get(exc.status, "access refused")
-        return ACCESS_REFUSED.format(status=exc.status, what=what)
+        fix = ACCESS_FIXES.get(exc.status)
+        how = f" ({fix})" if fix else ""
+        return ACCESS_REFUSED.format(status=exc.status, what=what, how=how)
     return OUTAGE

@@ -47,7 +47,7 @@ from bot.brain.anthropic_reply import (
     unreadable_reply,
 )
 from bot.brain.anthropic_stream import DeltaForwarder, UnreadableAnswer
-from bot.brain.base import BrainReply, BrainRequest, DeltaSink
+from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.compression import Compressor, FlushRequest
 from bot.brain.context import ContextTurn, WorkingContext, WorkingContexts, estimate_tokens
 from bot.brain.model_fallback import ModelDropped, ModelFallback
@@ -263,6 +263,11 @@ class AnthropicBrain:
         current one then), or None (:meth:`~bot.brain.model_fallback.ModelFallback.check`:
         remembered for the replies)."""
         return await self.models.check(alias)
+
+    def failing(self) -> BrainUnavailable | None:
+        """Why the last call could not reach the model (:class:`BrainAccessRefused`: the
+        key or the account; else an outage), None once one got through (``/status``)."""
+        return self.api.failing
 
     def missing_models(self) -> dict[str, str]:
         """The model ids this process learnt the service does not offer, each with the

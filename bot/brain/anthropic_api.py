@@ -88,6 +88,10 @@ class MessagesCaller:
         self.config = config
         self.client = client
         self._sleep, self._clock = sleep, clock
+        # Why the last call could not reach the model (a refused key, an outage), None
+        # once one got through: ``/status`` says it (before session 40 it read "Brain:
+        # anthropic" while every reply waited for a key only the owner could replace).
+        self.failing: BrainUnavailable | None = None
 
     async def call(
         self,
@@ -98,6 +102,20 @@ class MessagesCaller:
         """One Messages API call (streamed when ``deltas`` is given), retried within
         ``budget`` seconds (default ``brain.retry_budget_seconds``). Returns the final
         ``Message``."""
+        try:
+            message = await self._call(params, deltas, budget)
+        except BrainUnavailable as exc:
+            self.failing = exc
+            raise
+        except Rejected:  # the service answered: the key and the connection work
+            self.failing = None
+            raise
+        self.failing = None
+        return message
+
+    async def _call(
+        self, params: dict[str, Any], deltas: DeltaForwarder | None, budget: float | None
+    ) -> Any:
         cfg = self.config
         deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
         attempt = unreadable = 0

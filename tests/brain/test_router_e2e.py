@@ -198,10 +198,32 @@ async def test_a_refused_key_tells_the_owner_it_is_the_key(
     (notice,) = [m for m in web.sent if m.kind == "notice"]
     assert notice.text != OUTAGE
     assert "401" in notice.text and "API key" in notice.text
+    # A new key is read at the start only: the notice says so, and /status says the key
+    # is refused for as long as it is (session 40: "Brain: anthropic", nothing more).
+    assert "restart my-agent" in notice.text
+    assert "access refused: 401" in await status_brain_line(services, web, "s1")
     fake_api.up()
     fake_api.push_text("Hello!")
     await wait_for(lambda: any(m.kind == "reply" for m in web.sent))
     assert [m.text for m in web.sent if m.kind == "reply"] == ["Hello!"]
+    assert await status_brain_line(services, web, "s2") == "Brain: anthropic"
+
+
+async def status_brain_line(services: Services, web: RecordingChannel, message_id: str) -> str:
+    """The ``Brain:`` line of the owner's ``/status`` on the dashboard."""
+    before = len(web.sent)
+    await services.router.deliver(
+        InboundMessage(
+            channel="web",
+            sender_id="owner",
+            text="/status",
+            message_id=message_id,
+            chat_id="dashboard",
+        )
+    )
+    await wait_for(lambda: any("Brain:" in m.text for m in web.sent[before:]))
+    (text,) = [m.text for m in web.sent[before:] if "Brain:" in m.text]
+    return next(line for line in text.splitlines() if line.startswith("Brain:"))
 
 
 async def test_a_known_party_is_not_told_about_the_key(
