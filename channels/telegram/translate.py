@@ -216,7 +216,12 @@ def translate_message(
         metadata["reply_to"] = f"{chat.id}:{reply_to.message_id}"
         prompt_cmd = command_from_prompt(reply_to.text) if replied_to_bot else None
         context = reply_context(message, me)
-        if prompt_cmd:
+        if prompt_cmd and message.text is not None and _our_bare_command(body):
+            # One of our commands typed under the prompt (Telegram keeps the reply header
+            # on the owner's next message): it runs. Before session 40 "/block p..."
+            # went to the stranger as the owner's answer, and nothing was blocked.
+            pass
+        elif prompt_cmd:
             # The answer to a Reply button, whatever it holds: a photo's caption is its
             # words (the /reply command tells the owner what it cannot pass on); before,
             # anything but text went to the assistant.

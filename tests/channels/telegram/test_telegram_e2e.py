@@ -435,6 +435,30 @@ async def test_the_offline_brains_recall_shows_the_words_as_they_were_written(
     assert "<i>" not in listing["raw_text"] and "<b>" not in listing["raw_text"]
 
 
+async def test_a_command_under_the_reply_prompt_runs_and_never_reaches_the_party(
+    stack: Stack, tg_server: FakeTelegramServer
+) -> None:
+    # Regression (session 40): Telegram keeps the prompt's reply header on the owner's
+    # next message; "/block p..." typed there went to the stranger as the owner's answer
+    # ("Sent to Mallory"), their id and the owner's intent with it, and nothing was
+    # blocked.
+    tg_server.inject_message(STRANGER_ID, "Have you got the floor plan?", first_name="Mallory")
+    await tg_server.wait_sent(OWNER_ID, 1)
+    escalation = tg_server.sent_to(OWNER_ID)[0]
+    reply_button = escalation["reply_markup"]["inline_keyboard"][0][2]["callback_data"]
+    party = reply_button.split()[-1]
+    tg_server.inject_callback(OWNER_ID, reply_button, escalation)
+    await tg_server.wait_sent(OWNER_ID, 2)
+    prompt = tg_server.sent_to(OWNER_ID)[1]
+    tg_server.inject_message(OWNER_ID, f"/block {party}", reply_to=prompt)
+    await tg_server.wait_sent(OWNER_ID, 3)
+    assert "is blocked" in tg_server.sent_to(OWNER_ID)[2]["text"]
+    await settle(stack.services)
+    assert len(tg_server.sent_to(STRANGER_ID)) == 1  # the acknowledgement alone
+    record = await stack.services.external.get(party)
+    assert record is not None and record.tier == "blocked"
+
+
 PHOTO = [{"file_id": "p", "file_unique_id": "p", "width": 640, "height": 480}]
 
 
