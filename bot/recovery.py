@@ -375,15 +375,7 @@ def set_index_aside(path: Path) -> Path:
     file goes (SQLite rebuilds it from the WAL). Nothing may have the index open."""
     aside = aside_path(path)
     delete_index(aside)
-    for suffix in ("", "-wal"):
-        try:
-            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
-        except FileNotFoundError:
-            pass
-    try:
-        os.remove(f"{path}-shm")
-    except FileNotFoundError:
-        pass
+    _move_index(path, aside)
     return aside
 
 
@@ -392,12 +384,17 @@ def restore_index(path: Path, aside: Path) -> None:
     if not aside.exists():
         return  # there was no index to keep (a first build)
     delete_index(path)
+    _move_index(aside, path)
+
+
+def _move_index(source: Path, target: Path) -> None:
+    """``source`` and its WAL renamed to ``target``'s names; its -shm removed."""
     for suffix in ("", "-wal"):
         try:
-            os.replace(f"{aside}{suffix}", f"{path}{suffix}")
+            os.replace(f"{source}{suffix}", f"{target}{suffix}")
         except FileNotFoundError:
             pass
     try:
-        os.remove(f"{aside}-shm")
+        os.remove(f"{source}-shm")
     except FileNotFoundError:
         pass
