@@ -51,6 +51,13 @@ async def _say(services: Any, sender: str, text: str) -> None:
     await settle(services)
 
 
+async def _spend_the_budget(services: Any, brain: ScriptedBrain) -> None:
+    """Kim's two answers of the hour, and a third message refused."""
+    for text in ("one", "two", "three, refused"):
+        await _say(services, KIM, text)
+    assert len(brain.requests) == 2
+
+
 def _notices(telegram: RecordingChannel) -> list[str]:
     return [m.text for m in telegram.sent if m.chat_id == OWNER_TELEGRAM_ID]
 
@@ -112,10 +119,7 @@ async def test_a_message_refused_over_the_budget_is_not_answered_after_a_restart
     brain = ScriptedBrain()
     services, telegram = await _open(config, brain)
     try:
-        await _say(services, KIM, "one")
-        await _say(services, KIM, "two")
-        await _say(services, KIM, "three, refused")
-        assert len(brain.requests) == 2
+        await _spend_the_budget(services, brain)
     finally:
         await shutdown_services(services)
     later = utcnow() + timedelta(hours=2)  # the hour's budget is free again
@@ -164,10 +168,7 @@ async def test_answers_stamped_before_a_clock_set_back_do_not_spend_the_budget(
     brain = ScriptedBrain()
     services, _ = await _open(config, brain)
     try:
-        await _say(services, KIM, "one")
-        await _say(services, KIM, "two")
-        await _say(services, KIM, "three, refused")
-        assert len(brain.requests) == 2
+        await _spend_the_budget(services, brain)
         earlier = utcnow() - timedelta(days=1)
         monkeypatch.setattr("bot.party_budget.utcnow", lambda: earlier)
         monkeypatch.setattr("bot.events.utcnow", lambda: earlier)
