@@ -21,6 +21,13 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 # transcript then shows that something came, not an empty turn.
 EMPTY_MESSAGE_LABEL = "[empty message]"
 
+# In a message's metadata (and so its turn's): when it was written, as the channel says
+# (Telegram's date, an e-mail's Date header), ISO UTC. The turn's ``timestamp`` stays its
+# arrival: turns are appended in the order they come, and idle timers, the conversation
+# list and the group budgets go by what happened here. A message written well before it
+# came (the daemon was down) is labelled so for the model (bot/brain/late_turns.py).
+SENT_AT = "sentAt"
+
 
 def utcnow() -> datetime:
     """Timezone-aware now in UTC (every timestamp we store is UTC ISO-8601)."""

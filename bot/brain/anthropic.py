@@ -60,6 +60,7 @@ from bot.brain.tool_round import tool_loop
 from bot.brain.tools import RecallTools
 from bot.config.model import AppConfig
 from bot.labels import title_for_model
+from bot.owner_days import owner_zone
 
 log = logging.getLogger("my_agent.brain")
 
@@ -105,6 +106,7 @@ class AnthropicBrain:
             # budget: cut to the whole budget, it kept the context over it, each reply
             # compressed, and the first follow-up summarised the message away.
             max_turn_tokens=cfg.compression_budget_tokens // 2,
+            zone=lambda: owner_zone(self.config),
         )
         self.compressor = Compressor(config, services, self.contexts, self.api, self._tool_loop)
 

@@ -23,13 +23,15 @@ how a group's lines are labelled :mod:`bot.brain.group_lines`.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bot.brain.group_lines import OWNER_MARK as OWNER_MARK  # re-exported (split out)
 from bot.brain.group_lines import group_line as group_line
 from bot.brain.group_lines import member_name, owner_marked
+from bot.brain.late_turns import late_label
 from bot.brain.others_words import escalation_text, with_escalations, with_quote
 from bot.brain.restricted_context import EMPTY_MESSAGE
 from bot.brain.restricted_context import (  # re-exported: a party's messages, built apart
@@ -58,9 +60,12 @@ class ContextTurn:
     # a member's join or leave notice (bot.transcript_lines.membership_notice): shown,
     # not counted among the turns a window holds (window_start)
     notice: bool = False
-    # the turn's own text, when ``content`` shows others' words beside it (a quoted mail
-    # the conversation never held, escalations before it: bot.brain.others_words)
+    # the turn's own text, when ``content`` shows more beside it: others' words (a quoted
+    # mail the conversation never held, escalations before it: bot.brain.others_words),
+    # when it was written if it came late (bot.brain.late_turns)
     said: str | None = None
+    # whether those are others' words (the system prompt then says what they are)
+    others: bool = False
 
     @property
     def tokens(self) -> int:
@@ -95,7 +100,7 @@ class WorkingContext:
     def shows_others(self) -> bool:
         """Whether a turn shows others' words beside the owner's (the system prompt
         then says what they are: bot.brain.prompt)."""
-        return any(t.said is not None for t in self.turns)
+        return any(t.others for t in self.turns)
 
     @property
     def start_turn(self) -> int:
@@ -136,7 +141,9 @@ def latest_compression(lines: Iterable[Mapping[str, Any]]) -> tuple[int, str | N
     return through, summary
 
 
-def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
+def transcript_turns(
+    lines: Iterable[Mapping[str, Any]], zone: ZoneInfo | None = None
+) -> list[ContextTurn]:
     """The user/assistant turns of a transcript, in order.
 
     In a group, a message from another member (``fromOwner: false``) is labelled with its
@@ -148,8 +155,11 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
     wants, had a second one that read like the owner's unlabelled words.
     A reply the API refused (``stopReason: "refusal"``) becomes :data:`REFUSED_IN_CONTEXT`.
     A user turn shows the quoted mail its metadata keeps, and the escalations written
-    since the previous user turn, labelled as others' words (:mod:`bot.brain.others_words`).
+    since the previous user turn, labelled as others' words (:mod:`bot.brain.others_words`);
+    one written long before it came, when (in ``zone``, UTC by default:
+    :mod:`bot.brain.late_turns`).
     """
+    zone = zone or ZoneInfo("UTC")
     out = []
     escalations: list[str] = []
     for line in lines:
@@ -164,8 +174,12 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
             said = content = group_line(line, content)
             if role == "assistant" and line.get("stopReason") == "refusal":
                 said = content = REFUSED_IN_CONTEXT
+            others = False
             if role == "user":
-                content = with_escalations(escalations, with_quote(line, content))
+                if (late := late_label(line, zone)) is not None:
+                    content = f"{late} {content}"
+                shown = with_escalations(escalations, with_quote(line, content))
+                others, content = shown != content, shown
                 escalations = []
             out.append(
                 ContextTurn(
@@ -175,6 +189,7 @@ def transcript_turns(lines: Iterable[Mapping[str, Any]]) -> list[ContextTurn]:
                     who,
                     membership_notice(line),
                     said if content != said else None,
+                    others,
                 )
             )
     return out
@@ -224,6 +239,7 @@ class WorkingContexts:
         keep_tokens: int,
         max_turn_tokens: int | None = None,
         capacity: int = 2048,
+        zone: Callable[[], ZoneInfo] | None = None,
     ) -> None:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
@@ -232,6 +248,9 @@ class WorkingContexts:
         # could neither be sent nor compressed away, and every later reply was refused.
         self.max_turn_tokens = max_turn_tokens
         self.capacity = capacity
+        # the owner's time zone, as configured now (a reload may change it): when a
+        # message that came late was written (bot.brain.late_turns)
+        self._zone = zone
         self._starts: OrderedDict[str, int] = OrderedDict()
 
     def assemble(
@@ -248,7 +267,7 @@ class WorkingContexts:
         ``max_turn_tokens`` is cut (:meth:`ContextTurn.capped`).
         """
         through, summary = latest_compression(lines)
-        turns = [t for t in transcript_turns(lines) if t.turn_number > through]
+        turns = [t for t in transcript_turns(lines, self._owner_zone()) if t.turn_number > through]
         if current_turn is not None:
             # Messages that arrived while this reply was pending are answered next, in
             # their own turn: the model sees the exchange up to the message it answers,
@@ -295,7 +314,7 @@ class WorkingContexts:
         of them within ``max_tokens`` (each cut like a turn in the context)."""
         turns = [
             t.capped(self.max_turn_tokens)
-            for t in transcript_turns(lines)
+            for t in transcript_turns(lines, self._owner_zone())
             if ctx.compressed_through < t.turn_number < ctx.start_turn
         ]
         kept: list[ContextTurn] = []
@@ -306,6 +325,9 @@ class WorkingContexts:
                 break
             kept.append(turn)
         return kept[::-1]
+
+    def _owner_zone(self) -> ZoneInfo | None:
+        return self._zone() if self._zone is not None else None
 
     def moved(self, conv_id: str, start: int) -> None:
         """Compression summarised everything before turn ``start``."""

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Collection
 
 from bot.config.channels import EmailChannelConfig
-from bot.events import EMPTY_MESSAGE_LABEL, InboundMessage, iso
+from bot.events import EMPTY_MESSAGE_LABEL, SENT_AT, InboundMessage, iso
 from bot.graphemes import cut
 from bot.mail_subjects import is_forward_subject
 from channels.email.auth import AuthVerdict, verify_sender
@@ -238,6 +238,10 @@ def to_inbound(
                 else {}
             ),
             "date": iso(mail.date) if mail.date else None,
+            # the same, under the key every channel uses: the model is told of an
+            # owner's mail that came long after it was written (the daemon was down, a
+            # phone sent its outbox late: bot/brain/late_turns.py)
+            **({SENT_AT: iso(mail.date)} if mail.date else {}),
             "auth": verdict.reason,
             "auto_submitted": mail.auto_submitted,
             **({"bounce": bounce_metadata(mail.bounce)} if mail.bounce else {}),

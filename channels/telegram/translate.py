@@ -20,7 +20,14 @@ from aiogram.types import Chat, Message, MessageEntity
 
 from bot.command_syntax import COMMANDS, parse_command
 from bot.config.channels import TelegramGroupConfig
-from bot.events import EMPTY_MESSAGE_LABEL, Attachment, InboundMessage, utcnow
+from bot.events import (
+    EMPTY_MESSAGE_LABEL,
+    SENT_AT,
+    Attachment,
+    InboundMessage,
+    iso,
+    utcnow,
+)
 from bot.identity import ANONYMOUS_ADMIN, ANONYMOUS_ADMIN_NAME
 from channels.telegram.keyboards import command_from_prompt
 from channels.telegram.media import content_type, describe_media, in_placeholder
@@ -240,6 +247,12 @@ def translate_message(
     if message.media_group_id:
         metadata["media_group"] = message.media_group_id  # an album (channels/.../albums.py)
     message_id, received = message_identity(message, edited)
+    if message.edit_date if edited else message.date:
+        # When it was written (Telegram's date, an edit's its own): Telegram keeps
+        # updates a day, and after an outage they come hours late. Before session 40
+        # the date stayed in ``received_at``, which nothing past the spool reads: the
+        # owner's "remind me in 10 minutes" was answered as just said.
+        metadata[SENT_AT] = iso(received)
     if edited:
         metadata.update(edited=True, original_message_id=f"{chat.id}:{message.message_id}")
         if not body.startswith("/") or source is not None:

@@ -125,6 +125,7 @@ async def test_inbound_parsed_delivered_then_seen(
     ]
     assert msg.metadata["cc"] == ["friend@example.net"]
     assert msg.metadata["date"] == "2025-01-14T08:12:00.000Z"
+    assert msg.metadata["sentAt"] == "2025-01-14T08:12:00.000Z"  # every channel's key
     # Marked only after delivery, and the cursor points at it.
     for _ in range(50):
         state = await folder_state(pymap.port, folder)

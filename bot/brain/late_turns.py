@@ -1,0 +1,67 @@
+"""A message written well before it came, labelled so for the model.
+
+Telegram keeps a bot's updates for a day: after an outage (the daemon down, the network
+gone) the owner's messages come hours after they were written. A mail may too (its
+Date is the sender's: a phone that sent its outbox late). The turn is recorded when it
+comes (its ``timestamp``; :data:`bot.events.SENT_AT` says why) and keeps when it was
+written in its metadata (``sentAt``); a user turn written more than :data:`LATE_AFTER`
+before it came is shown to the model after a label saying when, in the owner's time
+zone: ``[Written Saturday 28 November 2026, 04:46 (Europe/Berlin); it reached you 20 h
+later.]``. Before session 40 nothing said so, and "remind me in 10 minutes to call mum",
+written at dawn and read at midnight, was answered as if just said.
+
+Built from the transcript alone (no clock): every reply shows the same label, as the
+prompt cache needs (bot/brain/prompt_cache.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.events import SENT_AT
+
+# Later than this is worth saying: mail polling and Telegram's own delays stay under it,
+# and "in ten minutes" is already off by half.
+LATE_AFTER = timedelta(minutes=5)
+
+
+def _moment(text: object) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def delay_text(delay: timedelta) -> str:
+    """``delay`` in words a person would use: ``"35 min"``, ``"20 h"``, ``"3 days"``."""
+    minutes = round(delay.total_seconds() / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    hours = round(minutes / 60)
+    if hours < 48:
+        return f"{hours} h"
+    return f"{round(hours / 24)} days"
+
+
+def late_label(line: Mapping[str, Any], zone: ZoneInfo) -> str | None:
+    """The label of a user turn ``line`` written more than :data:`LATE_AFTER` before it
+    was recorded, else None (no ``sentAt``, on time, or a sender's clock ahead)."""
+    if line.get("role") != "user":
+        return None
+    meta = line.get("metadata")
+    written = _moment(meta.get(SENT_AT)) if isinstance(meta, Mapping) else None
+    arrived = _moment(line.get("timestamp"))
+    if written is None or arrived is None or arrived - written <= LATE_AFTER:
+        return None
+    try:
+        local = written.astimezone(zone)
+    except (OverflowError, ValueError):  # a Date at the calendar's edge
+        return None
+    when = f"{local:%A} {local.day} {local:%B %Y, %H:%M} ({zone.key})"
+    return f"[Written {when}; it reached you {delay_text(arrived - written)} later.]"
