@@ -25,6 +25,7 @@ from bot.parties import (
     normalise_identity,
     party_handle,
 )
+from bot.party_edits import EDIT_MARK
 from bot.party_files import PartyFiles
 from bot.party_lines import inbound_lines
 from bot.record_cache import keyed_locks
@@ -204,8 +205,22 @@ class ExternalStore(PartyFiles):
         # (a day's jump, a day); this escalation's time restarts the interval instead.
         return elapsed < 0 or elapsed >= self.config.trust.escalation_interval_seconds
 
-    async def add_escalation(self, party: PartyRecord, text: str) -> int:
-        line = {"type": "event", "event": "escalation", "text": text, "timestamp": iso(utcnow())}
+    async def add_escalation(
+        self, party: PartyRecord, text: str, *, refs: Sequence[str] = (), edit: bool = False
+    ) -> int:
+        """Record an escalation (pending until the owner answers or sets the tier);
+        ``refs``: the party's messages it quotes; ``edit``: a notice that one of them
+        was edited (bot/party_edits.py), which leaves the escalation interval as it is."""
+        line: dict[str, Any] = {
+            "type": "event",
+            "event": "escalation",
+            "text": text,
+            "timestamp": iso(utcnow()),
+        }
+        if refs:
+            line["refs"] = list(refs)
+        if edit:
+            line[EDIT_MARK] = True
         ids = await self._record(party.id, [line])
         await self.bus.emit(
             "escalation_created", party=party, escalation_id=ids[-1] if ids else 0, text=text

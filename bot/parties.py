@@ -23,6 +23,7 @@ from bot.config import AppConfig
 from bot.db import SyncConn
 from bot.events import iso, utcnow
 from bot.graphemes import cut
+from bot.party_edits import EDIT_MARK
 from bot.transcript_lines import Line
 
 TIERS = ("known", "untrusted", "blocked")
@@ -308,9 +309,11 @@ def _apply_line(
                 (party_id, ts, line.get("text", "")),
             )
             created.append(int(cur.lastrowid))
-            conn.execute(
-                "UPDATE external_parties SET last_escalation = ? WHERE id = ?", (ts, party_id)
-            )
+            if not line.get(EDIT_MARK):  # an edit's notice holds back no new message
+                conn.execute(
+                    "UPDATE external_parties SET last_escalation = ? WHERE id = ?",
+                    (ts, party_id),
+                )
         elif event == "resolved":
             conn.execute(
                 "UPDATE escalations SET status = 'resolved', resolution = ? "

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.parties import PartyRecord
+from bot.party_edits import EDIT_MARK
 from bot.party_lines import answered_message
 from bot.party_tiers import handles_of, tier_now
 from bot.transcript_lines import Line
@@ -280,7 +281,7 @@ def cut_messages(lines: list[Line]) -> tuple[list[Line], str | None]:
                 before = escalated
             cut.append(line)
             continue
-        if kind == "event" and line.get("event") == "escalation":
+        if kind == "event" and line.get("event") == "escalation" and not line.get(EDIT_MARK):
             escalated = str(line.get("timestamp") or "") or escalated
         if kind in ("message", "event"):
             cut = []  # handled (an escalation, an acknowledgement, a command's answer)

@@ -23,6 +23,7 @@ from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.owner_notices import notice_due
 from bot.parties import NO_VISIBLE_TEXT, PartyRecord, shown_name, shows_nothing, visible
+from bot.party_edits import edit_notice, edited_words, message_key
 from bot.party_lines import answered_elsewhere
 from bot.turn_recorder import reply_target
 
@@ -174,25 +175,16 @@ class PartySends:
         *,
         said: InboundMessage,
         attachments: Sequence[Attachment] | None = None,
+        refs: Sequence[str] | None = None,
     ) -> None:
         """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
         ``standing``: what the party is to the owner, as the message says it; ``said``:
         their message escalated (the last, for an album), where a /reply goes;
         ``attachments``: what came with it (an album's, else ``said``'s): photos follow
-        the escalation on Telegram (:func:`shown_files`)."""
-        quoted = visible(text.strip())
-        quoted = quoted if len(quoted) <= 500 else cut(quoted, 497) + "..."
-        # Every line of theirs is marked as quoted: a line of their text ("/trust p..."
-        # or "Message from Mom, a known contact") cannot pass for one of ours; and each
-        # is isolated, so right-to-left words do not reorder the marks around them.
-        if shows_nothing(quoted):
-            # Said so, unquoted: not their words. (Their file keeps what they sent.)
-            quoted = f"> {NO_VISIBLE_TEXT}"
-        else:
-            lines = [isolate(line) for line in quoted.splitlines()]
-            lines[0] = "\u201c" + lines[0]
-            lines[-1] += "\u201d"
-            quoted = "\n".join(f"> {line}" for line in lines)
+        the escalation on Telegram (:func:`shown_files`); ``refs``: the messages it
+        quotes (an album's, else ``said``), whose edits the owner is told of
+        (:mod:`bot.party_edits`)."""
+        quoted = quoted_words(text)
         elsewhere = answered_elsewhere(party, said)
         goes = (
             f"\nTheir message asks for answers at {_listed(elsewhere)}, not the address it"
@@ -211,7 +203,34 @@ class PartySends:
             f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
             f"/reply {party.id} <text> to answer yourself."
         )
-        await self.s.external.add_escalation(party, body)
+        quotes = list(refs) if refs is not None else [message_key(said)]
+        await self.s.external.add_escalation(party, body, refs=quotes)
+        actions = (
+            ("Trust", f"/trust {party.id}"),
+            ("Block", f"/block {party.id}"),
+            ("Reply", f"/reply {party.id}"),
+        )
+        await self._tell_owner(party, body, actions, files)
+
+    async def notice_edit(self, party: PartyRecord, msg: InboundMessage) -> None:
+        """Tell the owner that ``party`` edited a message of theirs escalated before
+        (``msg``, the edit; :mod:`bot.party_edits`), as an escalation goes: recorded,
+        then sent within the hourly budget of all parties'."""
+        body = edit_notice(_sender(party), party.id, quoted_words(edited_words(msg)))
+        await self.s.external.add_escalation(party, body, refs=[message_key(msg)], edit=True)
+        await self._tell_owner(party, body, (("Reply", f"/reply {party.id}"),), [])
+
+    async def _tell_owner(
+        self,
+        party: PartyRecord,
+        body: str,
+        actions: tuple[tuple[str, str], ...],
+        files: list[dict[str, str | None]],
+    ) -> None:
+        """Write an escalation recorded in ``party``'s file to the owner's pinned
+        conversation on the escalation channel (created if need be) and queue it there,
+        within the hourly budget."""
+        channel = self.s.config.escalation_channel()
         if channel == "web" or channel not in self.s.channels:
             return  # the dashboard shows pending escalations
         owner = self.s.identities.first(channel)
@@ -247,11 +266,6 @@ class PartySends:
             # Under the lock: two parties escalating at once would each title the
             # conversation after the escalations it read, and the later one lose one.
             await self._title_escalations(rec.id, party)
-        actions = (
-            ("Trust", f"/trust {party.id}"),
-            ("Block", f"/block {party.id}"),
-            ("Reply", f"/reply {party.id}"),
-        )
         await self.s.outbox.enqueue(
             OutboundMessage(
                 channel=channel,
@@ -280,6 +294,23 @@ class PartySends:
         title = escalation_title(parties or [party])
         if title != rec.title:
             await self.s.conversations.set_title_topics(conv_id, title, [], 0)
+
+
+def quoted_words(text: str) -> str:
+    """A party's ``text`` as an escalation quotes it: visible characters only, at most
+    500, every line after ``> `` and isolated, in quotation marks."""
+    quoted = visible(text.strip())
+    quoted = quoted if len(quoted) <= 500 else cut(quoted, 497) + "..."
+    # Every line of theirs is marked as quoted: a line of their text ("/trust p..."
+    # or "Message from Mom, a known contact") cannot pass for one of ours; and each
+    # is isolated, so right-to-left words do not reorder the marks around them.
+    if shows_nothing(quoted):
+        # Said so, unquoted: not their words. (Their file keeps what they sent.)
+        return f"> {NO_VISIBLE_TEXT}"
+    lines = [isolate(line) for line in quoted.splitlines()]
+    lines[0] = "\u201c" + lines[0]
+    lines[-1] += "\u201d"
+    return "\n".join(f"> {line}" for line in lines)
 
 
 def _sender(party: PartyRecord) -> str:

@@ -27,6 +27,7 @@ from bot.events import Attachment, InboundMessage, iso, utcnow
 from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
+from bot.party_edits import edit_notice_due, escalated, message_key
 from bot.party_limits import forged_known, kept
 from bot.party_lines import thread_fields
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
@@ -179,7 +180,22 @@ class StrangerFlow(KnownAnswers):
                 wait=self.s.incoming.pause,  # under a flood, storing it goes first
             )
             return
+        if msg.metadata.get("edited") and await self._edited_escalated(party, msg):
+            return
         await self._acknowledge_and_escalate(party, [msg])
+
+    async def _edited_escalated(self, party: PartyRecord, msg: InboundMessage) -> bool:
+        """Whether ``msg`` edits a message of theirs the owner was told of. Then the owner
+        is told of the edit, when due (:mod:`bot.party_edits`), and nothing else is done:
+        no new escalation, no second acknowledgement."""
+        lines = await self.s.external.read_lines(party.id)
+        if not escalated(lines, message_key(msg)):
+            return False
+        if edit_notice_due(lines, utcnow()):
+            await self.notice_edit(party, msg)
+        else:
+            log.info("edit by party %s recorded; the owner was told of one just now", party.id)
+        return True
 
     async def _command_answer_due(self, party: PartyRecord) -> bool:
         """Whether an untrusted party's command is answered: once per escalation
@@ -217,7 +233,9 @@ class StrangerFlow(KnownAnswers):
         if not due and not _opener(text) and await self._said_nothing_yet(party, refs):
             # Their escalation quoted only Telegram's "/start": these are their first
             # words, which the owner hears (they were acknowledged already).
-            await self.escalate(party, text, said=msg, attachments=_attachments(said))
+            await self.escalate(
+                party, text, said=msg, attachments=_attachments(said), refs=_refs(said)
+            )
             return
         if not due:
             return
@@ -225,7 +243,7 @@ class StrangerFlow(KnownAnswers):
         # unacknowledged rather than the owner uninformed (the acknowledgement came first,
         # and its line in their file hid the missed escalation from the next start's
         # check, bot.party_resume.escalate_cut_messages).
-        await self.escalate(party, text, said=msg, attachments=_attachments(said))
+        await self.escalate(party, text, said=msg, attachments=_attachments(said), refs=_refs(said))
         if ack and await self.escalations_in_budget():
             # Past the hourly budget of all parties' escalations (identities rotated
             # per message) no acknowledgement either: by e-mail each went to a sender
@@ -279,6 +297,11 @@ def _opener(text: str) -> bool:
     """Telegram's "/start": what the Start button sends before anyone says a word."""
     command = parse_command(text)
     return command is not None and command[0] == "start"
+
+
+def _refs(said: list[InboundMessage]) -> list[str]:
+    """The messages an escalation of ``said`` quotes (whose edits the owner hears of)."""
+    return list(dict.fromkeys(message_key(m) for m in said))
 
 
 def _attachments(said: list[InboundMessage]) -> list[Attachment]:

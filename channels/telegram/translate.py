@@ -255,6 +255,9 @@ def translate_message(
         metadata[SENT_AT] = iso(received)
     if edited:
         metadata.update(edited=True, original_message_id=f"{chat.id}:{message.message_id}")
+        # its words without our label: what the owner is told a stranger changed an
+        # escalated message to (bot/party_edits.py)
+        metadata["new_text"] = body or EMPTY_MESSAGE_LABEL
         if not body.startswith("/") or source is not None:
             body = f"[edited] {body}".strip()
         # else a message edited into a command (often a typo fixed: "/model opsu") is
