@@ -25,6 +25,7 @@ from bot.send_failures import SendFailureAlerts
 from bot.service_databases import state_damage
 from bot.services import ChannelStartError, DataDirInUse, Services
 from bot.state_new import tell_unknown_deliveries
+from bot.store_generations import read_generations
 from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.daemon")
@@ -127,14 +128,18 @@ async def start_serving(
     ``stop`` set meanwhile (a SIGTERM) ends the resuming between two items and starts
     no channel: what was not queued is found again at the next start.
     """
-    await resume_known_parties(services, stop=stop)
+    # Read once, before anything this start writes: the owner's re-queue records the
+    # next generation, and the known parties' answers, looked at first, would then find
+    # an older state.db put back as new as the index (session 40).
+    generations = await read_generations(services.state, services.index_db)
+    await resume_known_parties(services, stop=stop, generations=generations)
     await escalate_cut_messages(services, stop=stop)
     # A resumed turn's debounce counts from when the channels have started: a channel's
     # start (Telegram's setup) may outlast it, and the first poll's messages still join
     # its reply.
     services.replies.hold_bursts()
     try:
-        resumed = await resume_pending_replies(services, stop)
+        resumed = await resume_pending_replies(services, stop, generations)
         if stop is not None and stop.is_set():
             return resumed
         # What the disk refused before the last stop (bot/spool.py): queued like a

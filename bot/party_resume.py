@@ -36,7 +36,14 @@ kept from being written counts as answered there, so it is queued again from the
 for the owner): those after the party's last answer that has its row, in the file's
 order (the wall clock may have been set back meanwhile), or, when none has one, those
 made in the ten minutes before the newest outbox row: a lost or replaced state.db never
-re-sends old answers.
+re-sends old answers. An older ``state.db`` put back under newer files (a backup:
+:mod:`bot.store_generations`) lacks the rows of every answer made since it was saved,
+sent or not, and before session 40 each of them after the party's last answer it held
+was sent to the contact a second time: those are set aside instead (rows never sent,
+:data:`bot.resume.UNCHECKED`), and counted in the owner's notice
+(:func:`bot.resume.tell_unchecked`), as the owner's replies are. The rest goes by the
+files alone (what is owed an answer, what an untrusted party's escalation missed): an
+older ``state.db`` changes nothing there.
 
 Both take the daemon's ``stop`` (a SIGTERM during its start): set, they end between two
 parties, and what is left is found again from the files at the next start.
@@ -51,11 +58,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from bot.commands import COMMANDS, parse_command
-from bot.events import InboundMessage, iso, utcnow
+from bot.events import InboundMessage, OutboundMessage, iso, utcnow
 from bot.parties import PartyRecord
 from bot.party_edits import EDIT_MARK
 from bot.party_lines import answered_message
 from bot.party_tiers import handles_of, tier_now
+from bot.resume import UNCHECKED, newest_row
+from bot.store_generations import Generations, read_generations
 from bot.transcript_lines import Line
 from bot.turn_recorder import reply_target
 
@@ -104,26 +113,57 @@ async def _recent_parties(
 
 
 async def resume_known_parties(
-    services: Services, now: datetime | None = None, stop: asyncio.Event | None = None
+    services: Services,
+    now: datetime | None = None,
+    stop: asyncio.Event | None = None,
+    generations: Generations | None = None,
 ) -> int:
     """Queue one answer per known party whose latest messages a stop or a crash left
-    unanswered; returns how many parties are answered."""
+    unanswered; returns how many parties are answered.
+
+    ``generations``: the stores' as this start found them (bot/daemon.py reads them
+    before anything it writes; read here when not given). It runs before the owner's
+    re-queue, which records the next generation: read after that, an older ``state.db``
+    would look as new as the index, and its missing rows as crashes."""
+    if generations is None:
+        generations = await read_generations(services.state, services.index_db)
+    # an older state.db put back: the answers without a row are set aside, not sent
+    unchecked: list[tuple[OutboundMessage, str]] | None = [] if generations.state_older else None
     since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
     resumed = 0
-    newest = await services.state.fetchone("SELECT max(created) FROM outbox")
+    newest = await newest_row(services)
+    stopped = False
     for party in await _recent_parties(services, "known", since):
         if _stopping(stop):
+            stopped = True
             break
         lines = await services.external.read_lines(party.id)  # read once for both
-        if newest is not None and newest[0] is not None:
-            await requeue_unqueued_answers(services, party, lines, str(newest[0]))
+        if newest is not None:
+            await requeue_unqueued_answers(services, party, lines, newest, unchecked=unchecked)
         said = await owed_messages(services, party, lines, since)
         if not said:
             continue
         log.info("answering %d message(s) of %s left unanswered", len(said), party.id)
         services.router.strangers.answer_owed(party, said, reply_target(said[-1]))
         resumed += 1
+    if unchecked and not stopped:
+        # Stopped, none is set aside: the generations are not advanced either
+        # (bot.resume), so the next start finds them again, and tells the owner.
+        await _set_aside(services, unchecked)
     return resumed
+
+
+async def _set_aside(services: Services, unchecked: list[tuple[OutboundMessage, str]]) -> None:
+    """Rows never sent for the answers an older ``state.db`` has none for: the next start
+    (the generations equal again) finds each answer with its row."""
+    await services.outbox.set_aside(unchecked, UNCHECKED)
+    log.warning(
+        "answers to known parties written since state.db was saved not sent again (%d): "
+        "whether they reached them is not known",
+        len(unchecked),
+    )
+    if services.recovery is not None:
+        services.recovery.unchecked_answers += len(unchecked)
 
 
 def _stopping(stop: asyncio.Event | None) -> bool:
@@ -189,10 +229,15 @@ async def requeue_unqueued_answers(
     lines: list[Line],
     newest: str,
     window_seconds: float = 600.0,
+    unchecked: list[tuple[OutboundMessage, str]] | None = None,
 ) -> int:
     """Queue again the answers to ``party`` in their file (``lines``) whose outbox row a
     crash kept from being written (module docstring); ``newest``: the newest outbox
-    row's time.
+    row's time. Returns how many were queued.
+
+    ``unchecked`` given (``state.db`` older than the index): each such answer is added
+    to it (with its key) instead, to be set aside unsent; its missing row says nothing
+    of a crash.
 
     The answers after the last one that has its row, in the file's order: they run one
     after another per party, so only those can have lost theirs, whatever the wall clock
@@ -212,17 +257,19 @@ async def requeue_unqueued_answers(
     if not anchored:
         unqueued = [line for line in unqueued if str(line.get("timestamp", "")) >= since]
     theirs = {str(line["messageRef"]): line for line in lines if _inbound_line(line)}
+    flow = services.router.strangers
     for line in reversed(unqueued):
         ref = line["answers"]
         answered = theirs.get(str(ref))
+        answering = answered_message(party, answered) if answered else None
+        key = f"{party.channel}:{ref}:reply"
+        text = str(line.get("content", ""))
+        if unchecked is not None:
+            unchecked.append((flow.message_to_party(party, text, answering=answering), key))
+            continue
         log.warning("answer to %s's message %s was never queued: queuing it now", party.id, ref)
-        await services.router.strangers.queue_to_party(
-            party,
-            str(line.get("content", "")),
-            dedup=f"{party.channel}:{ref}:reply",
-            answering=answered_message(party, answered) if answered else None,
-        )
-    return len(unqueued)
+        await flow.queue_to_party(party, text, dedup=key, answering=answering)
+    return 0 if unchecked is not None else len(unqueued)
 
 
 def _answer_line(line: Line) -> bool:

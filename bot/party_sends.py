@@ -99,35 +99,51 @@ class PartySends:
         """Queue a message to the party that their file already records
         (:meth:`send_to_party`, or a restart queuing an answer a crash kept from the
         outbox: :mod:`bot.party_resume`), threaded under ``answering`` when given."""
+        await self.s.outbox.enqueue(
+            self.message_to_party(
+                party, text, kind=kind, answering=answering, files=files, alone=alone
+            ),
+            dedup_key=dedup,
+        )
+
+    def message_to_party(
+        self,
+        party: PartyRecord,
+        text: str,
+        *,
+        kind: OutboundKind = "reply",
+        answering: InboundMessage | None = None,
+        files: Sequence[Attachment] = (),
+        alone: bool = False,
+    ) -> OutboundMessage:
+        """The outbox message :meth:`queue_to_party` queues (also what a restart sets
+        aside unsent: :mod:`bot.party_resume`)."""
         # threaded as the owner's answers are (In-Reply-To, References, Subject,
         # Reply-To, Outlook's Thread-Index), from the message itself or its line in
         # the party's file (bot.party_lines.answered_message): the same live and
         # after a restart
         target = reply_target(answering) if answering is not None else None
-        await self.s.outbox.enqueue(
-            OutboundMessage(
-                channel=party.channel,
-                chat_id=party.chat_id or party.party_key,
-                text=text,
-                kind=kind,
-                party_id=party.id,  # type: ignore[arg-type]
-                in_reply_to=target.in_reply_to if target else None,
-                thread_refs=target.thread_refs if target else (),
-                subject=target.subject if target else None,
-                metadata={
-                    # carried in the outbox row: a send after a restart has it all
-                    **(dict(target.metadata) if target else {}),
-                    **(
-                        {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
-                        if files
-                        else {}
-                    ),
-                    # Before session 40 the owner's /reply to a mail went reply-all (with
-                    # channels.email.reply_all) to its To and Cc, named nowhere to them.
-                    **({TO_PARTY_ALONE: True} if alone else {}),
-                },
-            ),
-            dedup_key=dedup,
+        return OutboundMessage(
+            channel=party.channel,
+            chat_id=party.chat_id or party.party_key,
+            text=text,
+            kind=kind,
+            party_id=party.id,  # type: ignore[arg-type]
+            in_reply_to=target.in_reply_to if target else None,
+            thread_refs=target.thread_refs if target else (),
+            subject=target.subject if target else None,
+            metadata={
+                # carried in the outbox row: a send after a restart has it all
+                **(dict(target.metadata) if target else {}),
+                **(
+                    {"files": [{"kind": a.kind, "ref": a.ref, "name": a.name} for a in files]}
+                    if files
+                    else {}
+                ),
+                # Before session 40 the owner's /reply to a mail went reply-all (with
+                # channels.email.reply_all) to its To and Cc, named nowhere to them.
+                **({TO_PARTY_ALONE: True} if alone else {}),
+            },
         )
 
     async def _escalations_last_hour(self) -> int:

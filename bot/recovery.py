@@ -50,6 +50,8 @@ class RecoveryReport:
     saved_parties: dict[str, tuple[Path, int]] = field(default_factory=dict)
     # replies the start did not send again: state.db older than the index (bot.resume)
     unchecked_replies: int = 0
+    # ... and answers to known parties, likewise (bot.party_resume)
+    unchecked_answers: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {

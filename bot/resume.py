@@ -18,8 +18,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.events import OutboundMessage, iso
+from bot.outbox_rows import WITHDRAWN
 from bot.replies import ReplyTarget
-from bot.store_generations import advance_generations, read_generations
+from bot.store_generations import Generations, advance_generations, read_generations
 from bot.transcript_lines import Line
 from bot.turn_recorder import recipients
 
@@ -29,13 +30,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("my_agent.services")
 
 
-async def resume_pending_replies(services: Services, stop: asyncio.Event | None = None) -> int:
+async def resume_pending_replies(
+    services: Services,
+    stop: asyncio.Event | None = None,
+    generations: Generations | None = None,
+) -> int:
     """Answer user turns left unanswered by a crash, a stop or an outage; returns how
     many were resumed.
 
     ``stop`` set (the daemon's SIGTERM during its start) ends it between two
     conversations: a turn not resumed has still no reply in its transcript, so the next
-    start finds it again; so with :func:`requeue_unsent_replies`."""
+    start finds it again; so with :func:`requeue_unsent_replies`, which ``generations``
+    is handed to."""
     pending = services.recovery.pending_replies if services.recovery else []
     by_conv: dict[str, list[int]] = {}
     for conv_id, turn in pending:
@@ -75,7 +81,7 @@ async def resume_pending_replies(services: Services, stop: asyncio.Event | None 
             )
     if services.recovery:
         services.recovery.pending_replies = []
-    await requeue_unsent_replies(services, stop=stop)
+    await requeue_unsent_replies(services, stop=stop, generations=generations)
     return sum(len(turns) for turns in list(by_conv.values())[:resumed])
 
 
@@ -87,7 +93,10 @@ ANCHOR_ROWS = 50
 
 
 async def requeue_unsent_replies(
-    services: Services, window_seconds: float = 600.0, stop: asyncio.Event | None = None
+    services: Services,
+    window_seconds: float = 600.0,
+    stop: asyncio.Event | None = None,
+    generations: Generations | None = None,
 ) -> int:
     """Replies made durable in a transcript whose outbox row was never written (a
     crash between the two): queue them now under their usual dedup key.
@@ -107,7 +116,9 @@ async def requeue_unsent_replies(
     them was queued as "cut by a crash" and sent again (a week-old backup, a week of
     replies). Those replies get rows set aside (failed, :data:`UNCHECKED`, never sent), so
     the next start finds them queued, and the owner is told how many
-    (:func:`tell_unchecked`). The generations are advanced once the scan is done.
+    (:func:`tell_unchecked`). The generations are advanced once the scan is done; the
+    daemon reads them before anything of its start (``generations``): the known
+    parties' answers are looked at first (:mod:`bot.party_resume`), by the same verdict.
 
     Of those, a reply in a conversation none of whose replies has a row is queued only
     inside the time window (:func:`_cut_by_a_crash`): a transcript copied into the store
@@ -122,7 +133,8 @@ async def requeue_unsent_replies(
     session 27): they are queued in the index's order, so the newest rows then anchor
     the next start's scan before every reply still unqueued.
     """
-    generations = await read_generations(services.state, services.index_db)
+    if generations is None:
+        generations = await read_generations(services.state, services.index_db)
     stale = generations.state_older
     if stale:
         log.warning(
@@ -131,11 +143,11 @@ async def requeue_unsent_replies(
             generations.state,
             generations.index,
         )
-    row = await services.state.fetchone("SELECT max(created) FROM outbox")
-    if row is None or row[0] is None:
-        await advance_generations(services.state, services.index_db)
+    found = await newest_row(services)
+    if found is None:
+        await _advance(services, stale, stop)
         return 0
-    newest = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
+    newest = datetime.fromisoformat(found.replace("Z", "+00:00"))
     since = iso(newest - timedelta(seconds=window_seconds))
     anchor = await _anchor_turn_id(services)
     rows = await services.index_db.fetchall(
@@ -201,8 +213,28 @@ async def requeue_unsent_replies(
         )
         if services.recovery is not None:
             services.recovery.unchecked_replies += len(unchecked)
-    await advance_generations(services.state, services.index_db)
+    await _advance(services, stale, stop)
     return queued
+
+
+async def _advance(services: Services, stale: bool, stop: asyncio.Event | None) -> None:
+    """Advance the generations, unless a stop cut this start short while ``state.db`` is
+    older: the known parties' answers may not have been set aside yet
+    (:mod:`bot.party_resume`), and the next start must find it older still."""
+    if stale and stop is not None and stop.is_set():
+        return
+    await advance_generations(services.state, services.index_db)
+
+
+async def newest_row(services: Services) -> str | None:
+    """The newest outbox row's time, the re-queue scans' reference for "the last run"
+    (None for an empty outbox). A row set aside as :data:`UNCHECKED` is left out: made by
+    a start, not by the run before it (the known parties' are made before the owner's
+    scan, and made it look at the last ten minutes only)."""
+    row = await services.state.fetchone(
+        "SELECT max(created) FROM outbox WHERE last_error IS NOT ?", (WITHDRAWN + UNCHECKED,)
+    )
+    return None if row is None or row[0] is None else str(row[0])
 
 
 # The error of a reply row set aside at a start that found state.db older than the index.
@@ -210,18 +242,36 @@ UNCHECKED = "not checked: state.db is older than the transcripts (put back from 
 
 
 async def tell_unchecked(services: Services) -> None:
-    """Tell the owner, once the channels are up, how many replies this start did not
-    send again because ``state.db`` is older than the index (their rows are set aside,
-    so the next start does not tell it again)."""
+    """Tell the owner, once the channels are up, how many replies (and answers to known
+    parties: :mod:`bot.party_resume`) this start did not send again because
+    ``state.db`` is older than the index (their rows are set aside, so the next start
+    does not tell it again)."""
     count = services.recovery.unchecked_replies if services.recovery else 0
-    if not count:
-        return
-    await services.alert_owner(
-        "Replies not sent again at start: state.db is older than the conversations (put "
-        f"back from a backup?), so whether the {count} {'reply' if count == 1 else 'replies'}"
-        " written since it was saved reached their chats is not known. They are in the "
-        "conversations; none was sent a second time."
-    )
+    answers = services.recovery.unchecked_answers if services.recovery else 0
+    told: list[str] = []
+    if count:
+        told.append(
+            "Replies not sent again at start: state.db is older than the conversations (put "
+            f"back from a backup?), so whether the {count} "
+            f"{'reply' if count == 1 else 'replies'} written since it was saved reached their"
+            " chats is not known. They are in the conversations; none was sent a second time."
+        )
+    if answers:
+        these = "the answer" if answers == 1 else f"the {answers} answers"
+        told.append(
+            f"Nor {'was' if answers == 1 else 'were'} {these} to known contacts written since"
+            f" then: whether {'it' if answers == 1 else 'they'} reached them is not known."
+            if count
+            else "Answers to known contacts not sent again at start: state.db is older than"
+            " the conversations (put back from a backup?), so whether"
+            f" {these} written since it was saved reached them is not known."
+        )
+        told[-1] += (
+            f" {'It is' if answers == 1 else 'They are'} in the contacts' records; none was"
+            " sent a second time."
+        )
+    if told:
+        await services.alert_owner("\n".join(told))
 
 
 def _cut_by_a_crash(stamp: str, has_rows: bool, since: str) -> bool:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from bot.config import AppConfig
+from bot.daemon import start_serving
 from bot.events import iso, utcnow
 from bot.parties import party_handle
 from bot.party_resume import (
@@ -74,6 +76,9 @@ class Run:
 
     def replies(self) -> list[str]:
         return self.telegram.texts("reply")
+
+    def to_kim(self) -> list[str]:
+        return [m.text for m in self.telegram.sent if m.chat_id == KIM]
 
 
 async def test_a_message_cut_by_a_stop_is_answered_once_after_the_restart(
@@ -453,3 +458,139 @@ async def test_a_stop_during_the_start_leaves_the_owed_answer_to_the_next_start(
     second = await Run.restarted(config)  # found again
     assert second.replies() == ["re: are you open on sunday?"]
     await shutdown_services(second.s)
+
+
+async def _serve(config: AppConfig, stop: asyncio.Event | None = None) -> Run:
+    """A start as the daemon makes it (bot.daemon.start_serving: the stores' generations
+    read once, the parties' answers, the owner's re-queue, which marks them), settled."""
+    brain = ScriptedBrain()
+    services = await open_services(config, brain=brain)
+    run = Run(services, brain, RecordingChannel("telegram"))
+    services.channels["telegram"] = run.telegram
+    await start_serving(services, [run.telegram], stop)
+    if stop is None:
+        await settle(services)
+    return run
+
+
+def _copy_state(source: Path, target: Path) -> None:
+    target.mkdir(exist_ok=True)
+    for old in target.glob("state.db*"):
+        old.unlink()
+    for path in source.glob("state.db*"):
+        shutil.copy2(path, target / path.name)
+
+
+def _ago(**delta: float) -> str:
+    return iso(utcnow() - timedelta(**delta))
+
+
+def _notices(run: Run) -> list[str]:
+    return [m.text for m in run.telegram.sent if m.chat_id != KIM and "not sent again" in m.text]
+
+
+async def test_an_older_state_db_put_back_sends_no_answer_to_a_contact_again(
+    tmp_path: Path,
+) -> None:
+    """state.db restored from a backup under the party files written since: its outbox
+    lacks the rows of the answers sent since, and before session 40 each after the last
+    one it held was taken for one a crash cut from its row and sent to Kim again."""
+    config = _config(tmp_path)
+    first = await _serve(config)
+    await first.kim("are you open on sunday?", message_id="k1")
+    await first.s.router.deliver(inbound("remind me of the dentist", message_id="o1"))
+    await settle(first.s)
+    await first.s.state.execute("UPDATE outbox SET created = ?", (_ago(hours=2),))
+    await shutdown_services(first.s)
+    _copy_state(config.data_dir, tmp_path / "backup")  # last night's backup
+
+    second = await _serve(config)
+    for ref, text in (("k2", "and on monday?"), ("k3", "and on tuesday?")):
+        await second.kim(text, message_id=ref)
+        await settle(second.s)
+    # in a conversation of its own, none of whose replies the older outbox has a row for
+    await second.s.router.deliver(inbound("/new and of the vet", message_id="o2"))
+    await settle(second.s)
+    assert "re: and of the vet" in second.telegram.texts()
+    # an hour ago: after the backup, before the start's last ten minutes (the rows set
+    # aside for Kim, made first, made the owner's scan look at those only)
+    await second.s.index_db.execute(
+        "UPDATE turns SET timestamp = ? WHERE conversation_id IN"
+        " (SELECT conversation_id FROM turns WHERE content = 'and of the vet')",
+        (_ago(hours=1),),
+    )
+    assert second.to_kim() == ["re: and on monday?", "re: and on tuesday?"]
+    await shutdown_services(second.s)
+    _copy_state(tmp_path / "backup", config.data_dir)  # put back
+
+    third = await _serve(config)
+    assert third.to_kim() == []  # nothing goes to Kim again
+    assert third.brain.requests == []
+    for ref in ("k2", "k3"):  # recorded, never to be sent: the next start finds them
+        assert await third.s.outbox.has_key(f"telegram:{ref}:reply")
+    assert _notices(third) == [
+        "Replies not sent again at start: state.db is older than the conversations (put "
+        "back from a backup?), so whether the 1 reply written since it was saved reached "
+        "their chats is not known. They are in the conversations; none was sent a second "
+        "time.\nNor were the 2 answers to known contacts written since then: whether they "
+        "reached them is not known. They are in the contacts' records; none was sent a "
+        "second time."
+    ]
+    # a crash after this start is still a crash's: the answer's row is lost
+    await third.kim("and on wednesday?", message_id="k4")
+    await settle(third.s)
+    await third.s.state.execute("DELETE FROM outbox WHERE dedup_key = 'telegram:k4:reply'")
+    await shutdown_services(third.s)
+
+    fourth = await _serve(config)
+    assert fourth.to_kim() == ["re: and on wednesday?"]
+    assert fourth.brain.requests == [] and _notices(fourth) == []  # told once
+    await shutdown_services(fourth.s)
+
+
+async def test_with_the_stores_marked_an_answer_a_crash_kept_from_the_outbox_is_queued(
+    tmp_path: Path,
+) -> None:
+    """The generations equal (each start marks them): a missing row is a crash's."""
+    config = _config(tmp_path)
+    first = await _serve(config)
+    await first.kim("are you open on sunday?", message_id="k1")
+    await first.kim("and on monday?", message_id="k2")
+    await settle(first.s)
+    await first.s.state.execute("DELETE FROM outbox WHERE dedup_key = 'telegram:k2:reply'")
+    await shutdown_services(first.s)
+
+    second = await _serve(config)
+    assert second.to_kim() == ["re: and on monday?"]
+    assert second.brain.requests == [] and _notices(second) == []
+    await shutdown_services(second.s)
+
+
+async def test_a_stop_while_starting_on_an_older_state_db_leaves_it_older(
+    tmp_path: Path,
+) -> None:
+    """A SIGTERM during the start sets nothing aside, and the generations stay as they
+    were: the next start still finds state.db older, and sends nothing again."""
+    config = _config(tmp_path)
+    first = await _serve(config)
+    await first.kim("are you open on sunday?", message_id="k1")
+    await settle(first.s)
+    await shutdown_services(first.s)
+    _copy_state(config.data_dir, tmp_path / "backup")
+    second = await _serve(config)
+    await second.kim("and on monday?", message_id="k2")
+    await settle(second.s)
+    await shutdown_services(second.s)
+    _copy_state(tmp_path / "backup", config.data_dir)
+
+    stop = asyncio.Event()
+    stop.set()  # a SIGTERM while the daemon starts
+    cut = await _serve(config, stop)
+    assert not await cut.s.outbox.has_key("telegram:k2:reply")
+    await close_services(cut.s)
+
+    third = await _serve(config)
+    assert third.to_kim() == []
+    assert await third.s.outbox.has_key("telegram:k2:reply")
+    assert len(_notices(third)) == 1
+    await shutdown_services(third.s)
