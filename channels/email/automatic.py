@@ -63,5 +63,17 @@ def is_automatic(msg: Message, sender: str | None) -> bool:
         return True
     if content_type(msg) == "multipart/report":
         return True
-    local = (sender or "").split("@", 1)[0]
-    return local in ("mailer-daemon", "postmaster", "noreply", "no-reply", "donotreply")
+    return _unattended(sender or "")
+
+
+def _unattended(sender: str) -> bool:
+    """Whether ``sender``'s mailbox says nobody reads it: mailer-daemon, postmaster, and
+    every spelling of "no reply" in its local part ("no_reply", "do-not-reply",
+    "notifications-noreply", "noreply+tag"). Only three exact names were caught before
+    session 40: Apple's and LinkedIn's receipts got an acknowledgement, or a known
+    contact's paid answer, that went nowhere."""
+    local = sender.split("@", 1)[0].lower()
+    if local in ("mailer-daemon", "postmaster"):
+        return True
+    squeezed = re.sub(r"[-_.]", "", local.split("+", 1)[0])
+    return "noreply" in squeezed or "donotreply" in squeezed

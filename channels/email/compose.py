@@ -159,7 +159,10 @@ def compose(
     """A ready-to-send message; ``message_id`` defaults to a fresh one in our domain.
     ``literal``: its HTML shows ``text`` as written, not as Markdown."""
     domain = from_addr.rpartition("@")[2] or "localhost"
-    msg = EmailMessage(policy=MAIL_POLICY)  # ids never written as encoded words
+    # ids never written as encoded words; bodies in 7 bits (quoted-printable or base64 as
+    # the email package picks): a short non-ASCII reply went out as 8bit without
+    # BODY=8BITMIME, which RFC 6152 forbids and a 7-bit relay mangles (before session 40)
+    msg = EmailMessage(policy=MAIL_POLICY.clone(cte_type="7bit"))
     message_id = message_id or make_msgid(domain=domain)
     msg["From"] = _address(from_addr, one_line(display_name or ""))
     msg["To"] = [_address(a) for a in to]

@@ -236,6 +236,23 @@ def test_compose_wire_format() -> None:
     assert composed.recipients == ["o@x.org"]
 
 
+def test_a_short_non_ascii_reply_goes_in_seven_bits() -> None:
+    # Regression (session 40): "Gerne, für Freitag ..." went out as 8bit without
+    # BODY=8BITMIME (RFC 6152 forbids it; a 7-bit relay mangles it and breaks DKIM).
+    composed = compose(
+        from_addr="bot@example.com",
+        display_name=None,
+        to=["o@x.org"],
+        subject="Re: Freitag",
+        text="Gerne, für Freitag ist alles gebucht. Grüße! 👋",
+    )
+    raw = composed.message.as_bytes()
+    assert all(byte < 0x80 for byte in raw)
+    assert b"Content-Transfer-Encoding: 8bit" not in raw
+    parsed = message_from_bytes(raw, policy=policy.default)
+    assert text_of(parsed).startswith("Gerne, für Freitag ist alles gebucht. Grüße! 👋")
+
+
 def test_render_actions() -> None:
     text = "Message from stranger. /trust p1 to let me answer."
     out = render_actions(text, [("Trust", "/trust p1"), ("Block", "/block p1")])

@@ -472,6 +472,18 @@ def test_automatic_mail_detected() -> None:
     assert parse_message(report).auto_submitted
 
 
+def test_every_spelling_of_no_reply_is_automatic() -> None:
+    # Regression (session 40): only "noreply", "no-reply" and "donotreply" were caught:
+    # receipts from Apple's or LinkedIn's senders got an acknowledgement (or a known
+    # contact's paid answer) that went to a dead mailbox.
+    for sender in ("no_reply@email.apple.com", "do-not-reply@stackoverflow.email",
+                   "noreply-dmarc-support@google.com", "Do_Not_Reply@example.net",
+                   "notifications-noreply@linkedin.com", "noreply+bills@x.org"):  # fmt: skip
+        assert parse_message(f"From: {sender}\r\n\r\nx".encode()).auto_submitted, sender
+    for person in ("norma@x.org", "reply@x.org", "donna.t@x.org", "renoir@x.org"):
+        assert not parse_message(f"From: {person}\r\n\r\nx".encode()).auto_submitted, person
+
+
 def automatic(headers: str) -> bool:
     return parse_message(f"From: a@x.org\r\n{headers}\r\n\r\nI am away.".encode()).auto_submitted
 
