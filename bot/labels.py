@@ -216,9 +216,9 @@ async def shown_titles(services: Any, records: Iterable[Any]) -> dict[str, str]:
     (``Escalation: 8081 (telegram)``): it is named after its parties as known now. That
     is derived when read, from the transcript's escalation events and the parties'
     records, so that history files are never rewritten for it (the next escalation there
-    stores the fresh title, :meth:`bot.party_sends.PartySends.escalate`). Only such
-    conversations are read, and they hold no turn: a cheap read. The dashboard, ``/status``
-    and ``/search`` show these titles on every channel."""
+    stores the fresh title, :meth:`bot.party_escalations.PartyEscalations.escalate`).
+    Only such conversations are read, and they hold no turn: a cheap read. The
+    dashboard, ``/status`` and ``/search`` show these titles on every channel."""
     out: dict[str, str] = {}
     for rec in records:
         if not is_escalation_titled(rec):

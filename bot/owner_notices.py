@@ -1,7 +1,7 @@
 """Notices the owner gets at most once an interval, across restarts.
 
 Some notices say that a budget is spent (:mod:`bot.party_budget`'s known contacts,
-:mod:`bot.party_sends`'s held escalations): once an hour, not once per message. When
+:mod:`bot.party_escalations`'s held escalations): once an hour, not once per message. When
 each was last given was kept in memory, per run: a daemon restarted in a crash loop
 told the owner again at every start. :func:`notice_due` claims one in ``state.db``
 (``owner_notices``, state migration 3), the operational state no reindex rebuilds.

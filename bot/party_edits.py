@@ -70,7 +70,7 @@ def edit_notice_due(lines: Sequence[Mapping[str, Any]], now: datetime) -> bool:
 
 def edit_notice(sender: str, party_id: str, quoted: str) -> str:
     """The owner's notice that ``sender`` changed an escalated message to ``quoted``
-    (their words, every line after ``> ``: :func:`bot.party_sends.quoted_words`)."""
+    (their words, every line after ``> ``: :func:`bot.party_escalations.quoted_words`)."""
     return (
         f"{sender} changed their message (id {party_id}) to:\n{quoted}\n"
         f"/reply {party_id} <text> to answer yourself."

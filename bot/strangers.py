@@ -7,9 +7,9 @@ through the restricted brain profile (no recall tools, no owner data); ``untrust
 default) gets the configured acknowledgement, if any, and the owner an escalation with
 Trust / Block / Reply actions on the configured channel, both rate-limited per party.
 An album (photos sent together, one message each) is one message here: handled once,
-when complete. Here: what a message gets; how it is given (a message to the party, an
-escalation to the owner): :mod:`bot.party_sends`; a known party's answer by the model:
-:mod:`bot.known_answers`.
+when complete. Here: what a message gets; how it is given: a message to the party,
+:mod:`bot.party_sends`; an escalation to the owner, :mod:`bot.party_escalations`; a known
+party's answer by the model: :mod:`bot.known_answers`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
 from bot.party_edits import edit_notice_due, escalated, message_key
+from bot.party_escalations import PartyEscalations
 from bot.party_limits import forged_known, kept
 from bot.party_lines import thread_fields
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
@@ -44,7 +45,7 @@ UNVERIFIED = "a known contact, but this mail is not verified as theirs (it may b
 UNVERIFIED_KIND = "unverified"
 
 
-class StrangerFlow(KnownAnswers):
+class StrangerFlow(KnownAnswers, PartyEscalations):
     """What the router does with a message that is not the owner's."""
 
     def __init__(
@@ -55,7 +56,7 @@ class StrangerFlow(KnownAnswers):
     ) -> None:
         self.s = services
         self.commands = commands
-        self._contact_lock = contact_lock  # the router's, per identity key (PartySends)
+        self._contact_lock = contact_lock  # the router's, per identity key (PartyEscalations)
         # A party's albums, by (party, media group): the last photo noted (by the
         # party's message count) and the photos so far, answered once together.
         self._albums = Bursts()

@@ -8,7 +8,7 @@ words: search indexes a turn's content, and these are not what the owner said):
   into a thread ("please put this in my calendar") or answers a third party's mail
   ("fine by me, book it"). Shown after the owner's words, every line of it after
   ``> ``, with the mail's subject on top when the turn does not start with it.
-- **Escalations** (``escalation`` events, bot/party_sends.py) written to the
+- **Escalations** (``escalation`` events, bot/party_escalations.py) written to the
   conversation since the owner's previous message: the owner answering one ("tell them
   I'm not interested") was answered by a model that never saw it. Shown before the
   owner's words, at most :data:`MAX_ESCALATIONS`; every line of the party's there is
