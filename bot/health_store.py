@@ -15,7 +15,7 @@ from bot.events import iso, utcnow
 from bot.health_pages import NOT_CHECKED, fts_integrity, page_check, pages_checked
 from bot.index import NOTES_OWED
 from bot.index_rescue import PAGES_DAMAGED, PAGES_OK
-from bot.outbox_rows import WITHDRAWN
+from bot.outbox_withdrawals import WITHDRAWN
 from bot.recovery import PENDING_REPLIES
 from bot.schema_failures import FAILED_COLUMN
 from bot.status_reads import connect_readonly

@@ -23,8 +23,9 @@ from bot.channel import Channel, Misconfigured, PermanentSendError, RetryLater, 
 from bot.db import Database, SyncConn, Unsynced
 from bot.events import OutboundMessage, SendResult, iso, utcnow
 from bot.outbox_rows import STALE_WAIT_SECONDS as STALE_WAIT_SECONDS
-from bot.outbox_rows import WITHDRAWN, OutboxRows, _encode, reply_key_taken
+from bot.outbox_rows import OutboxRows, _encode, reply_key_taken
 from bot.outbox_rows import _decode as _decode  # re-exported (tests read rows with it)
+from bot.outbox_withdrawals import OutboxWithdrawals
 from bot.tasks import finish_within, spawn
 
 log = logging.getLogger("my_agent.outbox")
@@ -64,8 +65,9 @@ def backoff(attempt: int, base: float = 1.0, cap: float = 300.0) -> float:
     return random.uniform(0, min(cap, base * (2 ** min(attempt, 16))))
 
 
-class Outbox(OutboxRows):
-    """The queue and its workers (its reads: :class:`~bot.outbox_rows.OutboxRows`)."""
+class Outbox(OutboxRows, OutboxWithdrawals):
+    """The queue and its workers (its reads: :class:`~bot.outbox_rows.OutboxRows`; the
+    rows taken back or set aside unsent: :class:`~bot.outbox_withdrawals.OutboxWithdrawals`)."""
 
     def __init__(
         self,
@@ -154,50 +156,6 @@ class Outbox(OutboxRows):
         if recoverable and self.anchored:
             return Unsynced(_insert)
         return _insert
-
-    async def withdraw(self, party_id: str, key_suffix: str, why: str) -> int:
-        """Take back what still waits to be sent to the third party ``party_id`` under a
-        dedup key ending in ``key_suffix``: marked failed, its error :data:`WITHDRAWN`
-        and ``why`` (not a failure ``my-agent status`` counts). A row being sent now is
-        marked sent if it went. Returns how many were taken back."""
-
-        def _withdraw(conn: SyncConn) -> int:
-            cur = conn.execute(
-                "UPDATE outbox SET status = 'failed', last_error = ? WHERE status = 'pending'"
-                " AND party_id = ? AND substr(dedup_key, -length(?)) = ?",
-                (WITHDRAWN + why, party_id, key_suffix, key_suffix),
-            )
-            return int(cur.rowcount)
-
-        return await self.db.run(_withdraw)
-
-    async def set_aside(self, messages: list[tuple[OutboundMessage, str]], why: str) -> int:
-        """Record ``messages`` (each with its dedup key) as never to be sent, in one
-        transaction: failed, their error :data:`WITHDRAWN` and ``why`` (a key queued
-        before keeps its row). Returns how many rows were made."""
-        created = iso(utcnow())
-
-        def _insert(conn: SyncConn) -> int:
-            made = 0
-            for msg, key in messages:
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO outbox (channel, payload, conversation_id, party_id,"
-                    " dedup_key, status, created, last_error)"
-                    " VALUES (?, ?, ?, ?, ?, 'failed', ?, ?)",
-                    (
-                        msg.channel,
-                        _encode(msg, key),
-                        msg.conversation_id,
-                        msg.party_id,
-                        key,
-                        created,
-                        WITHDRAWN + why,
-                    ),
-                )
-                made += cur.rowcount
-            return made
-
-        return await self.db.run(_insert)
 
     def wake(self, channel: str) -> None:
         """Tell the channel's worker there may be something new to send."""
@@ -387,7 +345,8 @@ class Outbox(OutboxRows):
 
         def _update(conn: SyncConn) -> None:
             # Only "sent" marks a row no longer pending: one withdrawn while its send
-            # failed stays withdrawn (:meth:`withdraw`), not queued again for a retry.
+            # failed stays withdrawn (:meth:`OutboxWithdrawals.withdraw`), not queued again
+            # for a retry.
             conn.execute(
                 "UPDATE outbox SET status = ?, attempts = ?, next_attempt = ?, last_error = ?,"
                 " sent = CASE WHEN ? = 'sent' THEN ? ELSE sent END, message_ref = ? WHERE id = ?"

@@ -27,10 +27,6 @@ log = logging.getLogger("my_agent.outbox")
 # wait from the last run is at worst asked once more, and refused again.
 STALE_WAIT_SECONDS = 3600.0
 
-# The error of a row taken back before it was sent (a model's answer to a party the
-# owner blocked since, :meth:`bot.outbox.Outbox.withdraw`): failed, but not a failure.
-WITHDRAWN = "withdrawn: "
-
 _FIELDS = tuple(f.name for f in fields(OutboundMessage))  # fields() costs a reply's worth
 
 

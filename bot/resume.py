@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.events import OutboundMessage, iso
-from bot.outbox_rows import WITHDRAWN
+from bot.outbox_withdrawals import WITHDRAWN
 from bot.replies import ReplyTarget
 from bot.store_generations import Generations, advance_generations, read_generations
 from bot.transcript_lines import Line
