@@ -33,8 +33,8 @@ VECTORS_UNFINISHED = (
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild the index; the exit status (75 while the store is in use)."""
     from bot.health_daemon import data_dir_unreadable
+    from bot.index_files import delete_index, restore_index, set_index_aside
     from bot.journal import journal_in_use
-    from bot.recovery import delete_index, restore_index, set_index_aside
     from bot.recovery_reindex import save_before_reindex
     from bot.service_databases import DatabaseOpenError, check_state
     from bot.services import DataDirError, check_data_dir

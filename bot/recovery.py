@@ -3,14 +3,13 @@
 The transcripts are the truth. On every start the index catches up with them: unknown
 conversations are registered, lines written after the last indexed byte are applied
 (turns missing from FTS included), party records are replayed, and unanswered user
-turns are found so their replies are produced. ``reindex`` deletes the index and
-rebuilds it from nothing through the same code path.
+turns are found so their replies are produced. ``reindex`` sets the index aside
+(:mod:`bot.index_files`) and rebuilds it from nothing through the same code path.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from bot.db import SyncConn
 from bot.index import SELECT_CONVERSATION, ConversationRecord, row_to_record
+from bot.index_files import delete_index as delete_index  # re-exported: tests rebuild with it
 from bot.index_writes import apply_lines, meta_from_record, record_from_meta
 from bot.recovery_parties import catch_up_parties
 from bot.transcript import TranscriptStore
@@ -355,48 +355,3 @@ def recover(
         if r[0] not in skipped
     ]
     return report
-
-
-def delete_index(path: Path) -> None:
-    """Remove conversations.db and its WAL files (``my-agent reindex``)."""
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            os.remove(f"{path}{suffix}")
-        except FileNotFoundError:
-            pass
-
-
-def aside_path(path: Path) -> Path:
-    """Where ``my-agent reindex`` keeps the old index while it rebuilds."""
-    return path.with_name(path.name + ".before-reindex")
-
-
-def set_index_aside(path: Path) -> Path:
-    """Move conversations.db (and its WAL, which holds its latest pages) to
-    :func:`aside_path`, replacing an older one a killed reindex left; the shared-memory
-    file goes (SQLite rebuilds it from the WAL). Nothing may have the index open."""
-    aside = aside_path(path)
-    delete_index(aside)
-    _move_index(path, aside)
-    return aside
-
-
-def restore_index(path: Path, aside: Path) -> None:
-    """Put the index :func:`set_index_aside` moved back, over a half-built one."""
-    if not aside.exists():
-        return  # there was no index to keep (a first build)
-    delete_index(path)
-    _move_index(aside, path)
-
-
-def _move_index(source: Path, target: Path) -> None:
-    """``source`` and its WAL renamed to ``target``'s names; its -shm removed."""
-    for suffix in ("", "-wal"):
-        try:
-            os.replace(f"{source}{suffix}", f"{target}{suffix}")
-        except FileNotFoundError:
-            pass
-    try:
-        os.remove(f"{source}-shm")
-    except FileNotFoundError:
-        pass

@@ -636,7 +636,7 @@ def test_a_rebuild_that_fails_puts_the_old_index_back(
     # rebuild that then failed (a migration, a full disk, Ctrl-C) left no index at all,
     # its vectors and page checks with it. The old one is set aside until it succeeds.
     from bot import cli_reindex
-    from bot.recovery import aside_path
+    from bot.index_files import aside_path
 
     index = store.config.index_path
     before = index.read_bytes()
