@@ -20,12 +20,12 @@ from bot.index_page_checks import page_checks
 from bot.notify import Notifier
 from bot.party_resume import escalate_cut_messages, resume_known_parties
 from bot.recovery_notices import tell_saved_copies
-from bot.resume import resume_pending_replies, tell_unchecked
+from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
 from bot.service_databases import state_damage
 from bot.services import ChannelStartError, DataDirInUse, Services
 from bot.state_new import tell_unknown_deliveries
-from bot.store_generations import read_generations
+from bot.store_generations import read_generations, tell_unchecked
 from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.daemon")

@@ -40,10 +40,10 @@ re-sends old answers. An older ``state.db`` put back under newer files (a backup
 :mod:`bot.store_generations`) lacks the rows of every answer made since it was saved,
 sent or not, and before session 40 each of them after the party's last answer it held
 was sent to the contact a second time: those are set aside instead (rows never sent,
-:data:`bot.resume.UNCHECKED`), and counted in the owner's notice
-(:func:`bot.resume.tell_unchecked`), as the owner's replies are. The rest goes by the
-files alone (what is owed an answer, what an untrusted party's escalation missed): an
-older ``state.db`` changes nothing there.
+:data:`bot.store_generations.UNCHECKED`), and counted in the owner's notice
+(:func:`bot.store_generations.tell_unchecked`), as the owner's replies are. The rest goes
+by the files alone (what is owed an answer, what an untrusted party's escalation
+missed): an older ``state.db`` changes nothing there.
 
 Both take the daemon's ``stop`` (a SIGTERM during its start): set, they end between two
 parties, and what is left is found again from the files at the next start.
@@ -63,8 +63,8 @@ from bot.parties import PartyRecord
 from bot.party_edits import EDIT_MARK
 from bot.party_lines import answered_message
 from bot.party_tiers import handles_of, tier_now
-from bot.resume import UNCHECKED, newest_row
-from bot.store_generations import Generations, read_generations
+from bot.resume import newest_row
+from bot.store_generations import UNCHECKED, Generations, read_generations
 from bot.transcript_lines import Line
 from bot.turn_recorder import reply_target
 

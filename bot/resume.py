@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any
 from bot.events import OutboundMessage, iso
 from bot.outbox_withdrawals import WITHDRAWN
 from bot.replies import ReplyTarget
-from bot.store_generations import Generations, advance_generations, read_generations
+from bot.store_generations import (
+    UNCHECKED,
+    Generations,
+    advance_generations,
+    read_generations,
+)
 from bot.transcript_lines import Line
 from bot.turn_recorder import recipients
 
@@ -116,9 +121,10 @@ async def requeue_unsent_replies(
     them was queued as "cut by a crash" and sent again (a week-old backup, a week of
     replies). Those replies get rows set aside (failed, :data:`UNCHECKED`, never sent), so
     the next start finds them queued, and the owner is told how many
-    (:func:`tell_unchecked`). The generations are advanced once the scan is done; the
-    daemon reads them before anything of its start (``generations``): the known
-    parties' answers are looked at first (:mod:`bot.party_resume`), by the same verdict.
+    (:func:`bot.store_generations.tell_unchecked`). The generations are advanced once the
+    scan is done; the daemon reads them before anything of its start (``generations``):
+    the known parties' answers are looked at first (:mod:`bot.party_resume`), by the same
+    verdict.
 
     Of those, a reply in a conversation none of whose replies has a row is queued only
     inside the time window (:func:`_cut_by_a_crash`): a transcript copied into the store
@@ -204,7 +210,8 @@ async def requeue_unsent_replies(
         queued += 1
     if unchecked:
         # Rows of their own, never sent: the next start (the generations equal again)
-        # finds each reply with its row, and the owner is told once (tell_unchecked).
+        # finds each reply with its row, and the owner is told once
+        # (bot.store_generations.tell_unchecked).
         await services.outbox.set_aside(unchecked, UNCHECKED)
         log.warning(
             "%d replies written since state.db was saved were not sent again: "
@@ -235,43 +242,6 @@ async def newest_row(services: Services) -> str | None:
         "SELECT max(created) FROM outbox WHERE last_error IS NOT ?", (WITHDRAWN + UNCHECKED,)
     )
     return None if row is None or row[0] is None else str(row[0])
-
-
-# The error of a reply row set aside at a start that found state.db older than the index.
-UNCHECKED = "not checked: state.db is older than the transcripts (put back from a backup?)"
-
-
-async def tell_unchecked(services: Services) -> None:
-    """Tell the owner, once the channels are up, how many replies (and answers to known
-    parties: :mod:`bot.party_resume`) this start did not send again because
-    ``state.db`` is older than the index (their rows are set aside, so the next start
-    does not tell it again)."""
-    count = services.recovery.unchecked_replies if services.recovery else 0
-    answers = services.recovery.unchecked_answers if services.recovery else 0
-    told: list[str] = []
-    if count:
-        told.append(
-            "Replies not sent again at start: state.db is older than the conversations (put "
-            f"back from a backup?), so whether the {count} "
-            f"{'reply' if count == 1 else 'replies'} written since it was saved reached their"
-            " chats is not known. They are in the conversations; none was sent a second time."
-        )
-    if answers:
-        these = "the answer" if answers == 1 else f"the {answers} answers"
-        told.append(
-            f"Nor {'was' if answers == 1 else 'were'} {these} to known contacts written since"
-            f" then: whether {'it' if answers == 1 else 'they'} reached them is not known."
-            if count
-            else "Answers to known contacts not sent again at start: state.db is older than"
-            " the conversations (put back from a backup?), so whether"
-            f" {these} written since it was saved reached them is not known."
-        )
-        told[-1] += (
-            f" {'It is' if answers == 1 else 'They are'} in the contacts' records; none was"
-            " sent a second time."
-        )
-    if told:
-        await services.alert_owner("\n".join(told))
 
 
 def _cut_by_a_crash(stamp: str, has_rows: bool, since: str) -> bool:

@@ -13,15 +13,24 @@ commit), then the index (``index_meta`` row ``state_generation``). A crash betwe
 leaves ``state.db`` ahead, never behind; so ``state.db`` behind the index means it was
 put back from an earlier time (or made anew). An index rebuilt since (``reindex``, a
 corrupt one set aside) holds none, and nothing is concluded from it.
+
+What such a start does not send again gets an outbox row set aside (:data:`UNCHECKED`,
+never sent): the owner's replies (:mod:`bot.resume`) and the known parties' answers
+(:mod:`bot.party_resume`); the owner is told how many once the channels are up
+(:func:`tell_unchecked`).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.db import Database, SyncConn
 from bot.events import iso, utcnow
+
+if TYPE_CHECKING:
+    from bot.services import Services
 
 log = logging.getLogger("my_agent.services")
 
@@ -81,6 +90,43 @@ async def advance_generations(state: Database, index_db: Database) -> int | None
         log.warning("cannot record the stores' generation: %s", exc)
         return None
     return number
+
+
+# The error of a reply row set aside at a start that found state.db older than the index.
+UNCHECKED = "not checked: state.db is older than the transcripts (put back from a backup?)"
+
+
+async def tell_unchecked(services: Services) -> None:
+    """Tell the owner, once the channels are up, how many replies (and answers to known
+    parties: :mod:`bot.party_resume`) this start did not send again because
+    ``state.db`` is older than the index (their rows are set aside, so the next start
+    does not tell it again)."""
+    count = services.recovery.unchecked_replies if services.recovery else 0
+    answers = services.recovery.unchecked_answers if services.recovery else 0
+    told: list[str] = []
+    if count:
+        told.append(
+            "Replies not sent again at start: state.db is older than the conversations (put "
+            f"back from a backup?), so whether the {count} "
+            f"{'reply' if count == 1 else 'replies'} written since it was saved reached their"
+            " chats is not known. They are in the conversations; none was sent a second time."
+        )
+    if answers:
+        these = "the answer" if answers == 1 else f"the {answers} answers"
+        told.append(
+            f"Nor {'was' if answers == 1 else 'were'} {these} to known contacts written since"
+            f" then: whether {'it' if answers == 1 else 'they'} reached them is not known."
+            if count
+            else "Answers to known contacts not sent again at start: state.db is older than"
+            " the conversations (put back from a backup?), so whether"
+            f" {these} written since it was saved reached them is not known."
+        )
+        told[-1] += (
+            f" {'It is' if answers == 1 else 'They are'} in the contacts' records; none was"
+            " sent a second time."
+        )
+    if told:
+        await services.alert_owner("\n".join(told))
 
 
 def _number(row: tuple[object, ...] | None) -> int | None:

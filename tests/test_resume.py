@@ -14,8 +14,9 @@ import pytest
 from bot.config import AppConfig
 from bot.events import iso, utcnow
 from bot.replies import ReplyTarget
-from bot.resume import requeue_unsent_replies, tell_unchecked
+from bot.resume import requeue_unsent_replies
 from bot.services import open_services
+from bot.store_generations import tell_unchecked
 from tests.conftest import make_config, shutdown_services
 
 TARGET = ReplyTarget(channel="telegram", chat_id="42")
