@@ -25,6 +25,7 @@ from bot.brain.context import WorkingContext, WorkingContexts, estimate_tokens, 
 from bot.brain.cost import add_cost, add_usage, usage_fields
 from bot.brain.summary_prompt import COMPRESSION_SYSTEM, FLUSH_PROMPT, compression_prompt
 from bot.brain.tool_calls import Tool
+from bot.brain.worded_refusals import refused_in_words
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")
@@ -185,7 +186,8 @@ class Compressor:
 
     async def _summarise(self, conv_id: str, prompt: str, spent: ReplyParts) -> str | None:
         """The summary of ``prompt`` by ``haiku`` (its usage added to ``spent``), or None
-        when there is none to record: the call failed, or the answer was empty or cut."""
+        when there is none to record: the call failed, or the answer was empty, cut, or a
+        refusal (by its stop reason, or in words: bot.brain.worded_refusals)."""
         for max_tokens in SUMMARY_MAX_TOKENS:
             try:
                 # Half the budget: if the API is down, the reply itself still gets its
@@ -225,6 +227,18 @@ class Compressor:
                     "%s: compression returned no summary (%s); continuing uncompressed",
                     conv_id,
                     message.stop_reason,
+                )
+                return None
+            if refused_in_words(summary):
+                # A refusal in words ("I'm sorry, but I can't help with summarizing this
+                # conversation.", stop_reason end_turn) was recorded as the summary before
+                # session 40: it stood in for the older turns in every reply, and in every
+                # later summary as the previous one. Treated as no summary, as the notes'
+                # path does since session 39.
+                log.warning(
+                    "%s: the summarising model refused in words (%r); continuing uncompressed",
+                    conv_id,
+                    summary[:80],
                 )
                 return None
             if message.stop_reason != "max_tokens":

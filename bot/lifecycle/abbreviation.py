@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from bot.brain.base import RequestRefused, UtilityModel
 from bot.brain.cost import tracking
+from bot.brain.worded_refusals import refused_in_words, without_preamble
 from bot.conversations import ConversationManager
 from bot.extractive import HEADER, Turn, extractive_abbreviation
 from bot.index import ConversationRecord
@@ -43,28 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("my_agent.lifecycle")
-
-# "Meeting notes:" / "**Summary:**" / "Here are the meeting notes for this conversation:"
-# headers some answers start with, and such a Markdown heading ("# Meeting Notes"): kept,
-# they were shown in the dashboard and embedded as part of the notes (session 29).
-# A refusal in words rather than by stop_reason: short, and opening with an apology or an
-# "I can't" (notes never do: they are about the conversation, in the third person).
-_REFUSAL = re.compile(
-    r"(i'?m sorry|i am sorry|sorry,|i apologi[sz]e|unfortunately,? i|"
-    r"i (?:can(?:not|'t| not)|won'?t|am unable|'m unable|am not able|'m not able))\b",
-    re.IGNORECASE,
-)
-REFUSAL_CHARS = 400
-_PREAMBLE = re.compile(
-    # ("Sure! Here are the notes you asked for:" stayed whole before session 39)
-    r"^\s*((sure|certainly|of course|okay|ok)[!,.]?\s+)?"
-    r"(\*\*)?(here (is|are) (the |my |a )?)?(concise |brief |short )?"
-    r"(meeting notes|notes|summary|abbreviation)( you asked for| you requested)?"
-    r"( (for|of|on) (this|the) (conversation|chat|discussion))?\s*:\s*(\*\*)?\s*"
-    r"|^\s*#{1,6} (meeting notes|notes|summary)\b[^\n]{0,40}\n\s*(?=\S)",
-    re.I,
-)
-
 
 # Who said a turn, as notes name them (``None``: the turn's ``sender`` as stored).
 Speaker = Callable[[Mapping[str, Any]], "str | None"]
@@ -157,8 +135,9 @@ class Abbreviator:
             except Exception as exc:
                 wait = getattr(exc, "retry_after", None)
                 raise AbbreviationError(f"{type(exc).__name__}: {exc}", retry_after=wait) from exc
-            text = _PREAMBLE.sub("", text or "", count=1).strip()
-            if _REFUSAL.match(text) and len(text) <= REFUSAL_CHARS:
+            # (a header such as "Meeting notes:" is no part of the notes: session 29)
+            text = without_preamble(text or "")
+            if refused_in_words(text):
                 # "I'm sorry, but I can't help with summarizing this conversation." was
                 # stored as its notes, embedded and ranked (before session 39)
                 log.warning("the model refused the notes of %s: %r", record.id, text[:80])
