@@ -211,7 +211,10 @@ class AnthropicBrain:
         title = title_for_model(record) if record is not None else None
         ctx = self.contexts.assemble(conv_id, lines, request.text, request.turn_number)
         system = self._owner_system(request, ctx, title)
-        size = estimate_tokens(system) + ctx.tokens() + self._tools_tokens
+        # The summary is in the system prompt: counted again with the turns (ctx.tokens(),
+        # before session 40), it brought compression forward by its own size each time,
+        # and a long summary compressed a context well inside the budget.
+        size = estimate_tokens(system) + ctx.turn_tokens() + self._tools_tokens
         if size > self.config.brain.compression_budget_tokens:
             alias = request.model_alias or self.config.models.default
             ctx = await self.compressor.compress(conv_id, alias, system, ctx, lines)

@@ -107,8 +107,14 @@ class WorkingContext:
         return self.turns[0].turn_number if self.turns else self.compressed_through + 1
 
     def tokens(self) -> int:
+        """Estimated tokens of the summary and the turns."""
         summary = estimate_tokens(self.summary) if self.summary else 0
-        return summary + sum(t.tokens for t in self.turns)
+        return summary + self.turn_tokens()
+
+    def turn_tokens(self) -> int:
+        """Estimated tokens of the turns alone (the summary goes into the system prompt,
+        which is counted on its own)."""
+        return sum(t.tokens for t in self.turns)
 
     def messages(self) -> list[dict[str, Any]]:
         """Alternating user/assistant messages, starting with the user.
