@@ -8,7 +8,9 @@ iteration, with the session state cleared so every run is a full hydration:
   JSON parse of every line), which any approach has to pay;
 - **assembly**: :meth:`AnthropicBrain.build_request`, everything the brain does before
   the first API call (read, record lookup, compression summary lookup, tail window,
-  token estimate, persona + system prompt, messages, tool definitions).
+  token estimate, persona + system prompt, messages, tool definitions). The first
+  iteration also summarises the turns before the window (the fake's echo): a hydration
+  past the budget does (bot.brain.context); the later ones load the turns after it.
 
 Optionally (``--api``) a full streamed reply against the local fake Messages API
 (``bot.bench.fakes.anthropic_api``) through the real SDK, to put the assembly share in

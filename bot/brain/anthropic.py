@@ -106,6 +106,7 @@ class AnthropicBrain:
             # budget: cut to the whole budget, it kept the context over it, each reply
             # compressed, and the first follow-up summarised the message away.
             max_turn_tokens=cfg.compression_budget_tokens // 2,
+            budget_tokens=cfg.compression_budget_tokens,
             zone=lambda: owner_zone(self.config),
         )
         self.compressor = Compressor(config, services, self.contexts, self.api, self._tool_loop)
@@ -218,6 +219,11 @@ class AnthropicBrain:
         if size > self.config.brain.compression_budget_tokens:
             alias = request.model_alias or self.config.models.default
             ctx = await self.compressor.compress(conv_id, alias, system, ctx, lines)
+        elif ctx.unsummarised:
+            # A hydration over the budget loaded the recent window only: the turns before
+            # it are summarised now, not once the context passes the budget again (before
+            # session 40, hundreds of messages later: meanwhile they were in no context).
+            ctx = await self.compressor.cover_gap(conv_id, ctx, lines)
         return ctx, title
 
     async def _shrunk(

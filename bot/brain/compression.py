@@ -4,10 +4,11 @@ When system prompt + summary + turns pass ``brain.compression_budget_tokens``,
 :class:`Compressor` runs the pre-compaction flush (seed 002: one silent turn with the
 memory hook's tools, :class:`FlushRequest`), summarises the older turns together with the
 previous summary (and the turns a restart's hydration left out) with the ``haiku`` alias,
-appends a ``compression`` event and returns the shortened context. A failed or empty
-summary is not fatal: the reply goes out uncompressed and the next one tries again.
-:meth:`Compressor.shrink` makes a context the API refused as too long small enough to
-ask again.
+appends a ``compression`` event and returns the shortened context. A failed, empty or
+refused summary is not fatal: the reply goes out uncompressed and the next one tries
+again. :meth:`Compressor.cover_gap` summarises the turns a hydration over the budget left
+out, at once, within the budget too; :meth:`Compressor.shrink` makes a context the API
+refused as too long small enough to ask again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from typing import Any
 from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import ReplyParts, account, request_params
 from bot.brain.anthropic_stream import DeltaForwarder
-from bot.brain.context import WorkingContext, WorkingContexts, estimate_tokens, window_start
+from bot.brain.context import (
+    ContextTurn,
+    WorkingContext,
+    WorkingContexts,
+    estimate_tokens,
+    window_start,
+)
 from bot.brain.cost import add_cost, add_usage, usage_fields
 from bot.brain.summary_prompt import COMPRESSION_SYSTEM, FLUSH_PROMPT, compression_prompt
 from bot.brain.tool_calls import Tool
@@ -95,15 +102,43 @@ class Compressor:
         ``keep_tokens`` bounds the recent turns kept (default: the configured window)."""
         old, recent = self.contexts.plan(ctx, keep_tokens)
         if not old:
+            if ctx.unsummarised:
+                return await self.cover_gap(conv_id, ctx, lines)
             log.info("%s: context over budget but the recent window is all there is", conv_id)
             return ctx
         spent = ReplyParts()
         await self._pre_compaction_flush(conv_id, alias, system, ctx, spent)
+        return await self._fold(conv_id, ctx, lines, old, recent, spent)
+
+    async def cover_gap(
+        self, conv_id: str, ctx: WorkingContext, lines: Sequence[Mapping[str, Any]]
+    ) -> WorkingContext:
+        """Summarise the turns after ``ctx``'s summary that a hydration over the budget
+        left out (:attr:`~bot.brain.context.WorkingContext.unsummarised`), with the
+        previous summary, and record it; ``ctx``'s turns all stay. No pre-compaction
+        flush: no turn of the context leaves it. Failed or refused, the reply goes out
+        without them and the next reply tries again, as for any compression."""
+        return await self._fold(conv_id, ctx, lines, [], list(ctx.turns), ReplyParts())
+
+    async def _fold(
+        self,
+        conv_id: str,
+        ctx: WorkingContext,
+        lines: Sequence[Mapping[str, Any]],
+        old: list[ContextTurn],
+        recent: list[ContextTurn],
+        spent: ReplyParts,
+    ) -> WorkingContext:
+        """Summarise ``old`` (and the turns before ``ctx``'s first that no summary covers)
+        with the previous summary; record it (its cost on the event), or, with no summary,
+        what the attempt cost; the context of summary + ``recent``."""
         # The summary covers everything through the last turn it folds in, so the turns
         # a restart's hydration left out go in too (the most recent ones, when there are
         # more than a few budgets' worth).
         gap_tokens = GAP_BUDGETS * self.config.brain.compression_budget_tokens
         old = [*self.contexts.unsummarised(lines, ctx, gap_tokens), *old]
+        if not old:
+            return ctx
         prompt = compression_prompt(ctx.summary, old)
         summary = await self._summarise(conv_id, prompt, spent)
         if summary is None:

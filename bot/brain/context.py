@@ -5,14 +5,17 @@ compression summary plus the turns after it. It is never stored; it is rebuilt f
 transcript on every reply, with one piece of in-memory state per conversation, the
 *session start* (the first turn number in context):
 
-- **Hydration** (first reply since start-up): the start is chosen so the context holds
-  the last ``brain.working_context_turns`` turns or ``brain.working_context_tokens``
-  tokens, whichever is smaller, and only turns after the summary's ``compressedThrough``.
+- **Hydration** (first reply since start-up): every turn after the summary's
+  ``compressedThrough``, as the context held them before the restart, when they fit in
+  ``brain.compression_budget_tokens``; else (seed 000's rule) the last
+  ``brain.working_context_turns`` turns or ``brain.working_context_tokens`` tokens,
+  whichever is smaller, and the turns before them, in no summary yet, are summarised at
+  once (:attr:`WorkingContext.unsummarised`, bot.brain.compression).
 - **Growth**: later replies keep the start, so the context grows turn by turn.
 - **Compression**: when the context passes ``brain.compression_budget_tokens`` the brain
   summarises everything before a recent window (see :meth:`WorkingContexts.plan`), appends
   a ``compression`` event, and moves the start to the window (:meth:`moved`). After a
-  restart, hydration finds the same summary and the same window.
+  restart, hydration finds the same summary and the same turns after it.
 
 Token counts are estimates (:mod:`bot.brain.tokens`): compression needs a stable, cheap
 measure, not the tokenizer's exact count. The summarising call's prompts are
@@ -95,6 +98,9 @@ class WorkingContext:
     summary: str | None
     compressed_through: int
     turns: list[ContextTurn] = field(default_factory=list)
+    # turns after the summary and before ``turns``: a hydration over the budget left them
+    # out, and no summary covers them yet (the brain summarises them at once)
+    unsummarised: int = 0
 
     @property
     def shows_others(self) -> bool:
@@ -244,12 +250,16 @@ class WorkingContexts:
         max_tokens: int,
         keep_tokens: int,
         max_turn_tokens: int | None = None,
+        budget_tokens: int | None = None,
         capacity: int = 2048,
         zone: Callable[[], ZoneInfo] | None = None,
     ) -> None:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.keep_tokens = keep_tokens
+        # The compression budget: a hydration loads every turn after the summary when they
+        # fit in it (None: seed 000's window alone, as the rule's own tests have it).
+        self.budget_tokens = budget_tokens
         # One message bigger than this (a pasted log) is cut in the context: whole, it
         # could neither be sent nor compressed away, and every later reply was refused.
         self.max_turn_tokens = max_turn_tokens
@@ -284,9 +294,10 @@ class WorkingContexts:
             )
         start = self._starts.get(conv_id)
         if start is None or start <= through:
-            start = window_start(turns, self.max_turns, self.max_tokens)
+            start = self._hydration_start(turns, through)
             self._remember(conv_id, start)
         kept = [t for t in turns if t.turn_number >= start]
+        left_out = len({t.turn_number for t in turns if t.turn_number < start})
         if current_text is not None and not (
             kept
             and kept[-1].role == "user"
@@ -297,7 +308,25 @@ class WorkingContexts:
             number = current_turn or ((kept[-1].turn_number + 1) if kept else through + 1)
             kept.append(ContextTurn("user", current_text, number))
         kept = [t.capped(self.max_turn_tokens) for t in kept]
-        return WorkingContext(summary, through, kept)
+        return WorkingContext(summary, through, kept, left_out)
+
+    def _hydration_start(self, turns: Sequence[ContextTurn], through: int) -> int:
+        """The first turn in context after a start-up: right after the summary when every
+        turn since fits in the compression budget (they were all in context before the
+        restart). Seed 000's window alone (20 turns or 8,000 tokens) dropped the turns
+        before it into no summary, until the context passed the budget again: a chatty
+        conversation of short messages forgot its first 40 turns at every restart, for
+        hundreds of messages (before session 40). Over the budget, the window; the brain
+        summarises the turns before it at once (:attr:`WorkingContext.unsummarised`)."""
+        if self.budget_tokens is not None:
+            size = 0
+            for turn in turns:
+                size += turn.capped(self.max_turn_tokens).tokens
+                if size > self.budget_tokens:
+                    break
+            else:
+                return through + 1
+        return window_start(turns, self.max_turns, self.max_tokens)
 
     def plan(
         self, ctx: WorkingContext, keep_tokens: int | None = None

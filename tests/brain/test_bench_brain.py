@@ -16,6 +16,7 @@ async def test_bench_brain_small_run() -> None:
     assert result["context_assembly"]["n"] == 3 and result["baseline_read_lines"]["n"] == 3
     shape = result["request_shape"]
     assert shape["tools"] == ["search_conversations", "fetch_context"]
-    # the 20-turn window: turns 11-30 plus the new message (31)
-    assert shape["first_turn_in_context"] == 12 and shape["messages"] == 39
+    # every turn: they fit in the compression budget (session 40; seed 000's 20-turn
+    # window, turns 12-31, before), and the new message
+    assert shape["first_turn_in_context"] == 1 and shape["messages"] == 61
     assert result["full_reply_fake_api"]["n"] == 5

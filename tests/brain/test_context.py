@@ -312,14 +312,21 @@ async def test_after_a_restart_the_model_is_told_where_the_older_turns_are(
     # Regression: hydration loads only the last turns; the model was not told that
     # earlier ones existed, nor this conversation's id to fetch them, and answered that
     # it did not know what the owner had said an hour before in this same conversation.
-    config = make_config(tmp_path, fake_api)
+    # (Since session 40 a hydration holds every turn after the summary when they fit in
+    # the compression budget; past it, the turns before the window are summarised.)
+    config = make_config(tmp_path, fake_api, compression_budget_tokens=500)
     brain = make_brain(config, core, ManualClock())  # a fresh process: cold hydration
     try:
-        turns = [(role, f"{role} turn {n}") for n in range(1, 31) for role in ("user", "assistant")]
+        turns = [
+            (role, f"{role} turn {n}: lorem ipsum dolor sit amet")
+            for n in range(1, 31)
+            for role in ("user", "assistant")
+        ]
         conv = await seed_conversation(core, [*turns, ("user", "what did I say first?")])
+        fake_api.push(Scripted([], stop_reason="refusal"))  # no summary to be had
         fake_api.push_text("Let me look.")
         await brain.reply(owner_request("what did I say first?", conv))
-        body = uncached(fake_api.requests[0].body)
+        body = uncached(fake_api.requests[1].body)
         assert "user turn 11" not in str(body["messages"])  # outside the window
         assert "Turns 1-11 of this conversation are not shown" in body["system"]
         assert f"fetch_context (conversationId {conv})" in body["system"]
