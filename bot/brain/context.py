@@ -69,24 +69,40 @@ class ContextTurn:
     said: str | None = None
     # whether those are others' words (the system prompt then says what they are)
     others: bool = False
+    # characters of ``content`` that are not the stored message's (a label, when it was
+    # written, others' words): where a cut's note says to read on (fromChar) is counted
+    # in the stored message, which fetch_context reads
+    extra: int = 0
 
     @property
     def tokens(self) -> int:
         return estimate_tokens(self.content) + MESSAGE_OVERHEAD_TOKENS
 
-    def capped(self, max_tokens: int | None) -> ContextTurn:
+    def capped(self, max_tokens: int | None, conv_id: str | None = None) -> ContextTurn:
         """This turn with its content cut to ``max_tokens``: its start and its end, with a
-        note between them saying how much is not shown. The end too: a pasted log says
-        what went wrong in its last lines, and a cut that kept only the start never
-        showed them."""
+        note between them saying how much is not shown and, given the conversation's id
+        ``conv_id``, how to read it (``fetch_context`` of this turn alone, from the
+        character the cut starts at). The end too: a pasted log says what went wrong in
+        its last lines, and a cut that kept only the start never showed them."""
         if not max_tokens or estimate_tokens(self.content) <= max_tokens:
             return self
         head = cut_to_tokens(self.content, max_tokens - max_tokens // TAIL_SHARE)
         tail = tail_to_tokens(self.content[len(head) :], max_tokens // TAIL_SHARE)
         rest = len(self.content) - len(head) - len(tail)
+        how = ""
+        if conv_id is not None:
+            # Counted in the stored message, less what the context adds to it (a label
+            # before it: exact; others' words after it: read again, never skipped).
+            # Before session 40 nothing said how, and fetch_context read a turn's first
+            # 40,000 characters only: the middle of a longer paste was out of reach.
+            n = self.turn_number
+            how = (
+                f"; read them with fetch_context (conversationId {conv_id}, turnRange from "
+                f"{n} to {n}, fromChar {max(0, len(head) - self.extra)})"
+            )
         note = (
             f"\n[... {rest} more characters not shown here: longer than the working context "
-            "allows ...]\n"
+            f"allows{how} ...]\n"
         )
         return replace(self, content=head + note + tail)
 
@@ -202,6 +218,7 @@ def transcript_turns(
                     membership_notice(line),
                     said if content != said else None,
                     others,
+                    extra=max(0, len(content) - len(line["content"])),
                 )
             )
     return out
@@ -307,7 +324,7 @@ class WorkingContexts:
         ):
             number = current_turn or ((kept[-1].turn_number + 1) if kept else through + 1)
             kept.append(ContextTurn("user", current_text, number))
-        kept = [t.capped(self.max_turn_tokens) for t in kept]
+        kept = [t.capped(self.max_turn_tokens, conv_id) for t in kept]
         return WorkingContext(summary, through, kept, left_out)
 
     def _hydration_start(self, turns: Sequence[ContextTurn], through: int) -> int:

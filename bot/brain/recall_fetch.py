@@ -2,11 +2,13 @@
 
 The model names a conversation (an id from ``search_conversations``) and a turnRange; it
 gets those turns, each cut at :data:`FETCH_MAX_CHARS_PER_TURN` characters (at
-:data:`FETCH_MAX_CHARS_ALONE` when one turn is fetched alone), timed in the owner's zone,
-a group's lines marked by whose they are as in the working context, and a note whenever the page
-is not what was asked for (cut to :data:`FETCH_MAX_TURNS`, past the end, over the reply's
-recall budget). Bad input raises :class:`ToolError` (bot.brain.tool_calls.execute turns
-it into an error result).
+:data:`FETCH_MAX_CHARS_ALONE` when one turn is fetched alone, from its ``fromChar``th
+character on, and to what is left of the reply's recall budget), timed in the owner's
+zone, a group's lines marked by whose they are as in the working context, and a note
+whenever the page is not what was asked for (cut to :data:`FETCH_MAX_TURNS`, past the
+end, over the reply's recall budget). A message cut short says how many characters are
+left and how to read them. Bad input raises :class:`ToolError`
+(bot.brain.tool_calls.execute turns it into an error result).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from zoneinfo import ZoneInfo
 from bot.brain.context import group_line
 from bot.brain.tool_budget import ToolError, fit_turns
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
-from bot.graphemes import cut
+from bot.graphemes import boundary_before, cut
 from bot.labels import title_for_model
 from bot.owner_days import local_time
 
@@ -29,6 +31,9 @@ FETCH_MAX_CHARS_PER_TURN = 4000
 # A message fetched alone (turnRange of one turn): a long paste, a forwarded mail. Cut at
 # 4,000 characters with no way to read on, its end was out of the model's reach for good.
 FETCH_MAX_CHARS_ALONE = 40_000
+# A turn fetched alone over what is left of the recall budget is cut to it (its note says
+# where to read on), down to this many characters; below it the budget is used up.
+FETCH_MIN_CHARS_ALONE = 500
 
 FETCH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -40,6 +45,13 @@ FETCH_SCHEMA: dict[str, Any] = {
             "description": f"Inclusive turn numbers; default the last {FETCH_DEFAULT_TURNS}. "
             f"Messages are cut at {FETCH_MAX_CHARS_PER_TURN} characters, at "
             f"{FETCH_MAX_CHARS_ALONE} when one turn is fetched alone (from = to).",
+        },
+        "fromChar": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Only with one turn (turnRange from = to): read its messages "
+            "from this character on (default 0). A message cut short says the fromChar "
+            "that reads on.",
         },
     },
     "required": ["conversationId"],
@@ -84,6 +96,11 @@ async def fetch_turns(
     last = last if last is not None else first + FETCH_DEFAULT_TURNS - 1
     if last < first:
         raise ToolError("turnRange.to is before turnRange.from")
+    from_char = int_input(args.get("fromChar"), "fromChar") or 0
+    if from_char < 0:
+        raise ToolError("fromChar must be 0 or more")
+    if from_char and first != last:
+        raise ToolError("fromChar reads one turn: give turnRange with from = to")
     note = None
     if first <= total:
         # past the last turn is nothing to fetch: "range cut ...; fetch more" came with
@@ -99,12 +116,19 @@ async def fetch_turns(
             f"(its last turns are {max(1, total - FETCH_DEFAULT_TURNS + 1)}-{total})"
         )
     zone = ZoneInfo(timezone)
-    limit = FETCH_MAX_CHARS_ALONE if first == last else FETCH_MAX_CHARS_PER_TURN
-    out = [
-        _turn_view(t, zone, limit) for t in turns if first <= int(t.get("turnNumber", 0)) <= last
-    ]
+    alone = first == last
+    limit = FETCH_MAX_CHARS_ALONE if alone else FETCH_MAX_CHARS_PER_TURN
+    page = [t for t in turns if first <= int(t.get("turnNumber", 0)) <= last]
+    out = [_turn_view(t, zone, limit, alone, from_char) for t in page]
     if max_tokens is not None:
-        out, cut = fit_turns(out, max_tokens - 250)  # the envelope and the note
+        room = max_tokens - 250  # the envelope and the note
+        # One turn over what is left of the budget: its messages cut shorter, each note
+        # saying where to read on (refused whole, a long paste could not be read at all
+        # once an earlier result had taken part of the budget).
+        while alone and limit > FETCH_MIN_CHARS_ALONE and fit_turns(out, room)[1] is not None:
+            limit = max(FETCH_MIN_CHARS_ALONE, limit * 3 // 4)
+            out = [_turn_view(t, zone, limit, alone, from_char) for t in page]
+        out, cut = fit_turns(out, room)
         if cut is not None and not out:
             raise ToolError("this reply's recall budget is used up; answer with what you have")
         if cut is not None:
@@ -113,6 +137,11 @@ async def fetch_turns(
                 "up; fetch them in a later reply, or answer with what is here"
             )
     return _fetched(record, conv_id, out, total, note)
+
+
+def _from(start: int, size: int) -> str:
+    """The mark of a message read from character ``start`` on ('' from its start)."""
+    return f"[from character {start} of {size}] " if start else ""
 
 
 def _fetched(
@@ -132,19 +161,31 @@ def _fetched(
     return wrap_data("fetch_context", payload)
 
 
-def _turn_view(line: Mapping[str, Any], zone: ZoneInfo, limit: int) -> dict[str, Any]:
+def _turn_view(
+    line: Mapping[str, Any], zone: ZoneInfo, limit: int, alone: bool = False, from_char: int = 0
+) -> dict[str, Any]:
+    """One message of a page: cut at ``limit`` characters (from ``from_char`` on, when
+    its turn is fetched ``alone``), with a note saying how to read the rest."""
     content = str(line.get("content", ""))
     number = line.get("turnNumber")
-    if len(content) > limit:
-        kept = cut(content, limit)  # on a character's end: never half an emoji
-        rest = len(content) - len(kept)
+    size = len(content)
+    start = boundary_before(content, from_char)  # never from half an emoji
+    if from_char and start >= size:
+        content = f"[nothing from character {from_char} on: this message has {size} characters]"
+    elif len(content) - start > limit:
+        kept = cut(content[start:], limit)  # on a character's end: never half an emoji
+        rest = size - start - len(kept)
+        # Fetched alone, the note named no way on before session 40: past 40,000
+        # characters a long paste was out of reach for good.
         how = (
-            f"; fetch turn {number} alone (turnRange from {number} to {number}) to read up "
-            f"to {FETCH_MAX_CHARS_ALONE} characters"
-            if limit < FETCH_MAX_CHARS_ALONE
-            else ""
+            f"; read on with fromChar {start + len(kept)} (turnRange from {number} to {number})"
+            if alone
+            else f"; fetch turn {number} alone (turnRange from {number} to {number}) to "
+            f"read up to {FETCH_MAX_CHARS_ALONE} characters, then on with fromChar"
         )
-        content = f"{kept} [...truncated: {rest} more characters{how}]"
+        content = f"{_from(start, size)}{kept} [...truncated: {rest} more characters{how}]"
+    else:
+        content = _from(start, size) + content[start:]
     # A group's lines marked as in the working context: a member's words bare read as
     # the owner's own (a member could put words in the owner's mouth for later), and
     # the owner's unmarked read as a member's beside the members' labelled ones.

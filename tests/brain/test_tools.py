@@ -581,7 +581,7 @@ async def test_a_long_message_can_be_read_past_its_first_4000_characters(
     assert not err and "IBAN" not in cut
     assert cut.endswith(
         "[...truncated: 3032 more characters; fetch turn 2 alone (turnRange from 2 to 2) "
-        "to read up to 40000 characters]"
+        "to read up to 40000 characters, then on with fromChar]"
     )
     alone = {"conversationId": conv, "turnRange": {"from": 2, "to": 2}}
     content, err = await execute(tools, "fetch_context", alone)
