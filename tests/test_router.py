@@ -705,7 +705,7 @@ async def test_first_contact_races_create_one_pinned_conversation(core: Core) ->
 def test_reply_context_holds_turns_up_to_the_one_answered() -> None:
     """Messages 2 and 3 arrived while reply 1 was generated, so the file order is
     u1 u2 u3 a1. Answering turn 2 must show u1 a1 u2, not later turns or joined users."""
-    from bot.brain.context import WorkingContexts
+    from bot.brain.working_contexts import WorkingContexts
     from bot.transcript_lines import meta_line, turn_line
 
     lines = [

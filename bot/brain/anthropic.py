@@ -49,7 +49,7 @@ from bot.brain.anthropic_reply import (
 from bot.brain.anthropic_stream import DeltaForwarder, UnreadableAnswer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.compression import Compressor, FlushRequest
-from bot.brain.context import ContextTurn, WorkingContext, WorkingContexts, estimate_tokens
+from bot.brain.context import ContextTurn, WorkingContext, estimate_tokens
 from bot.brain.model_fallback import ModelDropped, ModelFallback
 from bot.brain.one_shot import complete_once
 from bot.brain.prompt import PersonaFile, format_now, owner_system_prompt
@@ -58,6 +58,7 @@ from bot.brain.restricted_reply import RESTRICTED_FALLBACK, restricted_reply
 from bot.brain.tool_calls import Tool
 from bot.brain.tool_round import tool_loop
 from bot.brain.tools import RecallTools
+from bot.brain.working_contexts import WorkingContexts
 from bot.config.model import AppConfig
 from bot.labels import title_for_model
 from bot.owner_days import owner_zone

@@ -25,7 +25,6 @@ from bot.brain.anthropic_stream import DeltaForwarder
 from bot.brain.context import (
     ContextTurn,
     WorkingContext,
-    WorkingContexts,
     estimate_tokens,
     window_start,
 )
@@ -33,6 +32,7 @@ from bot.brain.cost import add_cost, add_usage, usage_fields
 from bot.brain.summary_prompt import COMPRESSION_SYSTEM, FLUSH_PROMPT, compression_prompt
 from bot.brain.tool_calls import Tool
 from bot.brain.worded_refusals import refused_in_words
+from bot.brain.working_contexts import WorkingContexts
 from bot.config.model import AppConfig
 
 log = logging.getLogger("my_agent.brain")

@@ -15,12 +15,12 @@ from bot.brain.context import (
     EMPTY_MESSAGE,
     REFUSED_IN_CONTEXT,
     ContextTurn,
-    WorkingContexts,
     estimate_tokens,
     window_start,
 )
 from bot.brain.summary_prompt import FLUSH_PROMPT
 from bot.brain.tools import Tool
+from bot.brain.working_contexts import WorkingContexts
 from bot.transcript import event_line, turn_line
 from tests.brain.conftest import (
     ManualClock,

@@ -17,10 +17,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
-from bot.brain.context import WorkingContexts
 from bot.brain.group_lines import owner_marked
 from bot.brain.recall_fetch import FETCH_MAX_CHARS_ALONE, _turn_view, fetch_turns
 from bot.brain.tools import RecallTools, execute, tool_map
+from bot.brain.working_contexts import WorkingContexts
 from bot.config import AppConfig
 from bot.transcript import turn_line
 from tests.brain.conftest import (

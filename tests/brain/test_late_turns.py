@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from bot.brain.context import WorkingContexts, transcript_turns
+from bot.brain.context import transcript_turns
 from bot.brain.late_turns import delay_text, late_label
+from bot.brain.working_contexts import WorkingContexts
 from bot.transcript import turn_line
 
 ARRIVED = "2026-11-29T00:46:30.000Z"

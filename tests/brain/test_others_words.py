@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.brain.context import WorkingContexts, transcript_turns
+from bot.brain.context import transcript_turns
 from bot.brain.others_words import (
     ESCALATIONS_MORE,
     MAX_ESCALATIONS,
@@ -15,6 +15,7 @@ from bot.brain.others_words import (
     QUOTED_LABEL,
 )
 from bot.brain.prompt import OTHERS_POLICY, owner_system_prompt
+from bot.brain.working_contexts import WorkingContexts
 from bot.config.model import AppConfig
 from bot.transcript import event_line, turn_line
 

@@ -19,7 +19,7 @@ from anthropic import AsyncAnthropic
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
 from bot.brain.anthropic import AnthropicBrain, FlushRequest
 from bot.brain.base import BrainReply
-from bot.brain.context import WorkingContexts
+from bot.brain.working_contexts import WorkingContexts
 from bot.config import AppConfig
 from bot.transcript import event_line, turn_line
 from tests.brain.conftest import (
