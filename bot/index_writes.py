@@ -164,8 +164,8 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
                 _add_ref(conn, channel, ref, rec.id, direction)
         elif event in ("reply_merged", "reply_refused") and isinstance(line.get("turnNumber"), int):
             # answered by the reply to a later message of the same burst (the debounce),
-            # or refused (a group's hourly budget, bot.group_budget): not a pending
-            # reply for recovery
+            # or refused (a group's hourly budget, bot.group_budget; a member's message
+            # while offline, bot.replies): not a pending reply for recovery
             conn.execute(
                 "UPDATE turns SET awaits_reply = 0 WHERE conversation_id = ? AND "
                 "turn_number = ? AND role = 'user'",

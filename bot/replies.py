@@ -167,6 +167,9 @@ class ReplyEngine(ReplyWrites):
         profile: Profile = "restricted" if group and not owner else "owner"
         if group:
             self._arrivals.forget(conv_id)  # a group is never merged (submit noted it)
+            if not owner and self.s.brain.name == "offline":
+                await self._record_unanswered(conv_id, turn)
+                return
             # A member's answer is a paid call the group could make without end.
             if not owner and not await self.group_budget.allows(rec, turn):
                 return
@@ -214,6 +217,18 @@ class ReplyEngine(ReplyWrites):
         if notes and delivered:
             await self.s.bus.emit("notes_delivered", conversation_id=conv_id, notes=notes)
         await forget_dropped_model(self.s, conv_id, reply)
+
+    async def _record_unanswered(self, conv_id: str, turn: int) -> None:
+        """A group member's message while no model is configured: recorded, not
+        answered. Before session 40 each one got the offline brain's notice ("Your
+        message has been recorded and the owner can read it"), posted into the group
+        once per message: four messages, four identical notices, read by every member
+        (the owner is in the group and reads the messages anyway). A ``reply_refused``
+        event names the turn, so recovery does not answer it after a restart either."""
+        log.info("%s turn %d: a group member's message, not answered (offline)", conv_id, turn)
+        await self.s.conversations.append_event(
+            conv_id, "reply_refused", turnNumber=turn, reason="offline"
+        )
 
     def _others_read(self, target: ReplyTarget) -> bool:
         """Whether someone besides the owner reads the reply (a reply-all mail's other

@@ -93,7 +93,13 @@ class OfflineBrain:
         return BrainReply(text=text, model="offline")
 
     async def _owner_reply(self, request: BrainRequest) -> str:
-        lines = [f"{OFFLINE_LABEL} Set ANTHROPIC_API_KEY to get real answers."]
+        # The key hint is for the owner's own chats: a group's members read the owner's
+        # replies there, and a reply-all mail's other recipients (both scope recall to
+        # the conversation). Before session 40 every message of the owner's in a group
+        # posted "Set ANTHROPIC_API_KEY" where the whole family read it.
+        private = request.recall_scope is None
+        lines = [f"{OFFLINE_LABEL} Set ANTHROPIC_API_KEY to get real answers." if private
+                 else OFFLINE_LABEL]  # fmt: skip
         found: list[SearchResult] = []
         hint: str | None = None  # how the search was incomplete, when it was
         if self.search is not None and request.text.strip():
