@@ -261,6 +261,7 @@ async def _run(
             log.info("stopping (asked to while the daemon was starting)")
             return 0
         services.ready = True
+        notifier.brain = services.brain.name
         conversations = await services.index.count()
         names = channel_summary(channels)
         log.info(
@@ -270,15 +271,16 @@ async def _run(
             conversations,
             resumed,
         )
+        from bot.healthcheck import brain_state, live_status
+
         notifier.ready(
-            f"ready: brain {services.brain.name}; channels {names}; {conversations} conversations"
+            f"ready: {brain_state(services.brain.name)}; channels {names}; "
+            f"{conversations} conversations"
         )
         # Only now: a reload's READY=1 before this one told systemd the start was done
         # while the channels were still starting.
         if hangup is not None:
             hangup.ready(lambda: spawn(reload(services, notifier)))
-        from bot.healthcheck import live_status
-
         notifier.start_status_updates(lambda: live_status(services), 30.0)
         await stop.wait()
         log.info("stopping")

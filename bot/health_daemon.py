@@ -146,6 +146,9 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
         "status_age_seconds": round(now - (_number(data.get("status_at")) or now), 1),
         "systemd": bool(data.get("systemd")),
     }
+    brain = data.get("brain")
+    if isinstance(brain, str) and brain:
+        out["brain"] = brain  # the running daemon's: "offline" when no model answers
     started = _number(data.get("started_at"))
     ticks = _number(data.get("start_ticks"))
     alive = bool(pid) and _pid_alive(pid, started, int(ticks) if ticks is not None else None)

@@ -39,6 +39,9 @@ def not_ready_because(readyz: dict[str, Any]) -> str:
 
 # From this age (seconds) on, the daemon's status line is shown with it.
 STATUS_AGE_SHOWN = 5.0
+# What the offline brain (no language model configured) answers with, as the status
+# line and the report's brain row say it.
+OFFLINE_STATE = "replies recall-only"
 
 
 def _count(n: int, one: str, many: str = "") -> str:
@@ -117,6 +120,10 @@ def format_text(report: dict[str, Any]) -> str:
             # is the daemon's of up to 30 s ago, the rows are read now
             extra += f" (as of {age:.0f} s ago)"
     rows.append(("daemon", f"{state}{extra}"))
+    if daemon.get("brain"):
+        brain = str(daemon["brain"])
+        said = f" (no API key: {OFFLINE_STATE}, no model answers)" if brain == "offline" else ""
+        rows.append(("brain", f"{brain}{said}"))
     if "readyz" in daemon:
         rz = daemon["readyz"]
         if rz["ok"]:

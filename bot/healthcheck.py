@@ -44,7 +44,7 @@ from bot.health_store import (
     outbox_counts,
     unbuilt,
 )
-from bot.health_text import format_text, not_ready_because
+from bot.health_text import OFFLINE_STATE, format_text, not_ready_because
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.service_databases import REBUILD_NEWER_INDEX
 from bot.spool_file import SPOOL_NAME, read_held
@@ -218,6 +218,10 @@ async def live_status(services: Services) -> str:
     up = [name for name, started in channels.items() if started]
     down = [name for name, started in channels.items() if not started]
     parts = [
+        # Before session 40 only the ready line named the brain: the first refresh (30 s
+        # on) dropped it, and `systemctl status` / `my-agent status` never said again
+        # that no model answers.
+        brain_state(services.brain.name),
         f"channels {', '.join(up) or 'none'}" + (f" (down: {', '.join(down)})" if down else ""),
         f"{conversations} conversations",
         f"outbox {pending} pending",
@@ -236,6 +240,12 @@ async def live_status(services: Services) -> str:
     if health.get("indexDamage"):
         parts.append(str(health["indexDamage"]))
     return "ready: " + "; ".join(parts)
+
+
+def brain_state(name: str) -> str:
+    """The brain part of the daemon's status line: ``brain offline, replies
+    recall-only`` without a model (the offline brain), else ``brain <name>``."""
+    return f"brain {name}" + (f", {OFFLINE_STATE}" if name == "offline" else "")
 
 
 def search_state(services: Services) -> str:

@@ -94,6 +94,9 @@ class Notifier:
         self._stopping = False  # once set, the state never goes back to ready
         self.status_at = time.time()  # when status_text was made (the status file says it)
         self.status_text = ""
+        # The brain's name once the daemon built it ("offline": no model configured), in
+        # the status file for `my-agent status` (its brain row, session 40).
+        self.brain: str | None = None
         self.started_at = time.time()
         self.start_ticks = process_start_ticks(self.pid)
         self.heartbeats = 0
@@ -303,6 +306,7 @@ class Notifier:
             "heartbeat_interval": self.ping_interval,
             "systemd": self.enabled,
             "watchdog_seconds": self.watchdog_interval,
+            "brain": self.brain,
         }
 
     def _write_status_file(self) -> None:

@@ -473,7 +473,7 @@ async def test_live_status_line(services: Any) -> None:
     await services.conversations.append_turn(rec.id, "user", "hello")
     await services.conversations.mark_needs_abbreviation(rec.id)
     line = await healthcheck.live_status(services)
-    assert line.startswith("ready: channels none")
+    assert line.startswith("ready: brain offline, replies recall-only; channels none")
     assert "1 conversations" in line and "outbox 0 pending" in line
     assert "1 abbreviations pending" in line and "held in memory" not in line
     assert "email:" not in line
@@ -842,6 +842,25 @@ def test_a_daemon_that_died_without_stopping_is_not_shown_with_its_live_status(
     # a clean stop is said as before
     (config.data_dir / STATUS_FILE_NAME).write_text(json.dumps(status | {"state": "stopped"}))
     assert "unclean" not in healthcheck.daemon_from_status_file(config.data_dir)
+
+
+async def test_status_says_the_daemon_answers_with_the_offline_brain(
+    services: Any, tmp_path: Path
+) -> None:
+    """Regression (session 40): the ready line named the offline brain, the first
+    refresh of the status line (30 s on) dropped it, and `my-agent status` (text and
+    --json) never said again that no model answers."""
+    n = Notifier(env={}, status_path=tmp_path / STATUS_FILE_NAME)
+    n.brain = services.brain.name
+    n.ready("ready: brain offline, replies recall-only; channels none")
+    n.status(await healthcheck.live_status(services))  # the refresh keeps it
+    daemon = healthcheck.daemon_from_status_file(tmp_path)
+    assert daemon["brain"] == "offline"
+    assert "brain offline, replies recall-only" in daemon["status"]
+    report = {"data_dir": str(tmp_path), "daemon": daemon, "problems": []}
+    rows = dict(line.split(":", 1) for line in healthcheck.format_text(report).splitlines())
+    assert rows["brain"].strip() == "offline (no API key: replies recall-only, no model answers)"
+    n.stopped()
 
 
 async def test_the_daemons_status_line_says_how_old_its_figures_are(tmp_path: Path) -> None:
