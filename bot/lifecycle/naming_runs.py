@@ -64,12 +64,13 @@ class NamingRuns:
         if self._naming_tasks.get(conv_id) is task:
             del self._naming_tasks[conv_id]
 
-    async def _name(self, conv_id: str, *, initial: bool) -> Naming | None:
-        """Name (``initial``) or re-name a conversation unless the rules say not to."""
+    async def _name(self, conv_id: str, *, initial: bool, retitle: bool = False) -> Naming | None:
+        """Name (``initial``) or re-name a conversation unless the rules say not to;
+        ``retitle``: re-name it now (a keyword title made offline, owed to the model)."""
         lock = self._naming_locks.setdefault(conv_id, asyncio.Lock())
         async with lock:
             try:
-                return await self._name_locked(conv_id, initial=initial)
+                return await self._name_locked(conv_id, initial=initial, retitle=retitle)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -77,7 +78,9 @@ class NamingRuns:
                 self.counters["naming_failed"] += 1
                 return None
 
-    async def _name_locked(self, conv_id: str, *, initial: bool) -> Naming | None:
+    async def _name_locked(
+        self, conv_id: str, *, initial: bool, retitle: bool = False
+    ) -> Naming | None:
         cfg = self.config.conversations
         rec = await self.conversations.get(conv_id)
         if rec is None or rec.manually_named or rec.turn_count < cfg.naming_turn:
@@ -88,7 +91,7 @@ class NamingRuns:
         if initial and not never_named:
             return None  # named once already: later names come from idle passes
         stale = rec.turn_count - rec.last_named_turn >= cfg.renaming_interval_turns
-        if not initial and not (never_named or stale):
+        if not initial and not (never_named or stale or retitle):
             # (An idle pass also names a conversation whose turn-5 naming never ran,
             # e.g. because the daemon was down at that message.)
             return None

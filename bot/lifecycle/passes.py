@@ -42,6 +42,8 @@ class AbbreviationPasses:
     _late_replies: set[str]
     _model_down_until: datetime | None
     _model_failures: int  # model failures in a row (reset by notes it wrote)
+    _retitle: set[str]  # offline notes being rewritten: their title too (Recovery)
+    _offline_asked: set[str]  # passes the model was asked for this run (Recovery)
 
     if TYPE_CHECKING:  # Lifecycle's own, and NamingRuns'
 
@@ -51,7 +53,9 @@ class AbbreviationPasses:
         @property
         def vectors(self) -> VectorIndex | None: ...
 
-        async def _name(self, conv_id: str, *, initial: bool) -> Naming | None: ...
+        async def _name(
+            self, conv_id: str, *, initial: bool, retitle: bool = False
+        ) -> Naming | None: ...
 
     def enqueue(self, conv_id: str, reason: str = "idle") -> bool:
         """Queue an abbreviation (deduplicated); never waits for it."""
@@ -95,6 +99,9 @@ class AbbreviationPasses:
             await self._flag(conv_id, failed=True)
             return
         self.counters[outcome.status] += 1
+        if not down:
+            # asked this run: offline notes it leaves (a refusal) are final (Recovery)
+            self._offline_asked.add(conv_id)
         await self._record(outcome, down)
         if outcome.embedded is False:
             self.counters["embedding_failed"] += 1
@@ -109,9 +116,13 @@ class AbbreviationPasses:
             self._model_failures = 0
         if conv_id in self._late_replies:  # a reply landed while they were written
             await self._notes_behind(conv_id)
+        retitle = conv_id in self._retitle and outcome.status == "abbreviated"
+        if retitle:
+            self._retitle.discard(conv_id)
         if outcome.status in ("abbreviated", "embedded", "skipped") and not down:
-            # Flow 5 (h): re-name from the fresh notes when enough turns passed.
-            await self._name(conv_id, initial=False)
+            # Flow 5 (h): re-name from the fresh notes when enough turns passed (and a
+            # keyword title of the offline notes just rewritten, whatever the turns).
+            await self._name(conv_id, initial=False, retitle=retitle)
 
     def _model_failed(self, retry_after: float | None) -> None:
         """The model failed a pass: not asked again for half a sweep period, or for as

@@ -9,21 +9,41 @@ vectors, namings), backing off while the model keeps failing. A part of
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.config.model import AppConfig
+from bot.events import iso
+from bot.extractive import HEADER
 from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import VectorIndex, backlog
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers
 from bot.tasks import spawn
 
+if TYPE_CHECKING:
+    from bot.lifecycle.abbreviation import Abbreviator
+
 log = logging.getLogger("my_agent.lifecycle")
 
 ENQUEUE_SLICE = 500  # conversations queued between two turns of the event loop
+# The conversations noted offline (no key when they went idle) that one sweep hands to
+# the model once it is configured: a store of 10,000 such conversations made 10,000
+# calls in a burst otherwise. At the default sweep (300 s), 120 an hour at most.
+OFFLINE_REWRITES_PER_SWEEP = 10
+# Only those active in the last this many days: older ones keep their offline notes and
+# keyword titles (searchable all the same) until they get a message, which re-notes them.
+OFFLINE_REWRITE_DAYS = 90
+# Offline notes not owed yet, newest activity first (the flag unset: flagged, the
+# backlog has them already).
+_OFFLINE_NOTED = (
+    "SELECT id FROM conversations WHERE turn_count > 0 AND needs_abbreviation = 0 AND "
+    "substr(abbreviation, 1, ?) = ? AND updated >= ? AND id NOT IN "
+    "(SELECT value FROM json_each(?)) ORDER BY updated DESC LIMIT ?"
+)
 
 
 class Recovery:
@@ -42,6 +62,13 @@ class Recovery:
     load_late_model: Callable[[bool], Awaitable[bool | None]] | None
     _model_retry: asyncio.Task[None] | None
     _model_backoff: Backoff
+    abbreviator: Abbreviator  # (AbbreviationPasses')
+    _model_down_until: datetime | None
+    # Conversations whose offline notes the model is rewriting: their keyword title is
+    # owed to it too, once the notes are written (AbbreviationPasses._process).
+    _retitle: set[str]
+    # Those handed to the model this run: offline notes it leaves (a refusal) are final.
+    _offline_asked: set[str]
 
     if TYPE_CHECKING:  # Lifecycle's own, AbbreviationPasses' and NamingRuns'
 
@@ -92,13 +119,49 @@ class Recovery:
         except Exception:
             log.exception("abbreviation sweep failed")
             return 0
-        queued = await self._enqueue_all(owed.due, "sweep")
+        due = owed.due or await self._offline_noted()
+        queued = await self._enqueue_all(due, "sweep")
         if queued:
             log.info("abbreviation sweep queued %d conversation(s)", queued)
         self._retry_vectors()
         self._retry_model()
         await self._retry_naming(owed.owed)
         return queued
+
+    async def _offline_noted(self) -> list[str]:
+        """A few of the conversations noted offline, now owed to the model (flagged):
+        their notes and keyword titles were written while no key was set, and are
+        stored without the flag an outage's stand-ins keep, so before session 40 a key
+        set later never brought the model to them (only a new message did).
+
+        Paced: only when nothing else is owed (the backlog comes first), at most
+        :data:`OFFLINE_REWRITES_PER_SWEEP` a sweep, the most recently active first and
+        none idle longer than :data:`OFFLINE_REWRITE_DAYS`; never while the model is
+        failing (its outage's own stand-ins wait for it). Each once a run: offline notes
+        the model leaves in place (it refused that conversation's, or answered nothing)
+        are final, as they are after an outage; a restart asks once more."""
+        if self.abbreviator.method != "llm" or self.queue.pending():
+            return []
+        now = self.clock.now()
+        if self._model_down_until is not None and now < self._model_down_until:
+            return []
+        since = iso(now - timedelta(days=OFFLINE_REWRITE_DAYS))
+        try:
+            asked = json.dumps(sorted(self._offline_asked))
+            rows = await self.conversations.index.db.fetchall(
+                _OFFLINE_NOTED,
+                (len(HEADER), HEADER, since, asked, OFFLINE_REWRITES_PER_SWEEP),
+            )
+            ids = [str(row[0]) for row in rows]
+            await self.conversations.flag_needs_abbreviation(ids)
+        except Exception:
+            log.exception("reading the conversations noted offline failed")
+            return []
+        if ids:
+            log.info("%d conversation(s) noted offline: the model writes them now", len(ids))
+            self._retitle.update(ids)
+            self._offline_asked.update(ids)
+        return ids
 
     async def _enqueue_all(self, conv_ids: list[str], reason: str) -> int:
         """Queue ``conv_ids``, letting the event loop run between slices (15,000 queued

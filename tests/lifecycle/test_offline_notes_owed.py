@@ -1,0 +1,76 @@
+"""Notes and titles written offline (no key) are owed to the model once it is
+configured: the sweep hands them to it a few at a time, the recently active only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.extractive import HEADER
+from bot.lifecycle import ManualClock
+from bot.lifecycle.recovery import OFFLINE_REWRITE_DAYS, OFFLINE_REWRITES_PER_SWEEP
+
+from .conftest import Core, MakeLifecycle, ScriptedModel
+
+
+async def _noted_offline(core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle,
+                         count: int, old: int = 0) -> list[str]:  # fmt: skip
+    """``count`` conversations of 6 turns, noted and named with no model, then ``old``
+    ones last active more than OFFLINE_REWRITE_DAYS ago."""
+    offline = await make_lifecycle()  # the offline brain
+    convs = []
+    long_ago = clock.now() - timedelta(days=OFFLINE_REWRITE_DAYS + 1)
+    for n in range(count + old):
+        rec = await core.manager.create("web")
+        await core.chat(rec.id, 6, at=long_ago if n >= count else None)
+        convs.append(rec.id)
+    await offline.settle()
+    clock.advance(core.config.conversations.idle_timeout_seconds + 1)
+    await offline.run_due()
+    for conv in convs:
+        row = await core.row(conv)
+        assert row.abbreviation.startswith(HEADER) and not row.needs_abbreviation
+        assert row.title and row.title != "NAS Backup Plan"  # a keyword title
+    await offline.stop(timeout=1.0)
+    return convs
+
+
+async def test_a_key_set_later_brings_the_model_to_notes_written_offline(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression (session 40): notes written with no key are stored without the flag an
+    # outage's stand-ins keep, so once a key was set the model never rewrote them (nor
+    # the keyword titles): only a conversation that got a new message was re-noted.
+    (conv,) = await _noted_offline(core, clock, make_lifecycle, 1)
+    lifecycle = await make_lifecycle(model)
+    await lifecycle.settle()
+    clock.advance(core.config.conversations.abbreviation_sweep_seconds + 1)
+    await lifecycle.run_due()
+    row = await core.row(conv)
+    assert row.abbreviation == model.abbreviation and not row.needs_abbreviation
+    assert row.title == "NAS Backup Plan"
+    # once written, the next sweeps do not ask again
+    calls = len(model.calls)
+    clock.advance(core.config.conversations.abbreviation_sweep_seconds + 1)
+    await lifecycle.run_due()
+    assert len(model.calls) == calls
+
+
+async def test_notes_written_offline_are_rewritten_a_few_a_sweep_recent_ones_only(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    count = OFFLINE_REWRITES_PER_SWEEP + 2
+    *convs, old = await _noted_offline(core, clock, make_lifecycle, count, old=1)
+    assert (await core.row(old)).updated < (clock.now() - timedelta(days=1)).isoformat()
+    lifecycle = await make_lifecycle(model)
+    sweep = core.config.conversations.abbreviation_sweep_seconds + 1
+    clock.advance(sweep)
+    await lifecycle.run_due()
+    assert model.count("abbreviation") == OFFLINE_REWRITES_PER_SWEEP  # not all at once
+    for _ in range(3):
+        clock.advance(sweep)
+        await lifecycle.run_due()
+    assert model.count("abbreviation") == count
+    rows = [await core.row(c) for c in convs]
+    assert all(r.abbreviation == model.abbreviation for r in rows)
+    # idle longer than OFFLINE_REWRITE_DAYS: kept as they are (its next message re-notes)
+    assert (await core.row(old)).abbreviation.startswith(HEADER)
