@@ -49,6 +49,11 @@ TAIL_SHARE = 3
 # API's documentation says the refused turn must be removed or changed before going on,
 # or the requests after it are refused too (the transcript keeps what was said).
 REFUSED_IN_CONTEXT = "(an earlier answer here was stopped by the model service; not shown)"
+# An earlier reply of the offline brain (no model configured then), as the model sees it:
+# before session 40 its listing went to the model verbatim as the model's own answer
+# (the offline label, "Set ANTHROPIC_API_KEY", other conversations' snippets), once a key
+# was set. The transcript keeps the listing.
+OFFLINE_IN_CONTEXT = "(no model answered this; the offline brain listed recall results)"
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,8 @@ def transcript_turns(
     :data:`OWNER_MARK`, and a member's text imitating it is flagged (:func:`unmarked`):
     otherwise a member's message of two paragraphs, joined to the next turn as the API
     wants, had a second one that read like the owner's unlabelled words.
-    A reply the API refused (``stopReason: "refusal"``) becomes :data:`REFUSED_IN_CONTEXT`.
+    A reply the API refused (``stopReason: "refusal"``) becomes :data:`REFUSED_IN_CONTEXT`,
+    and one of the offline brain (``model: "offline"``) :data:`OFFLINE_IN_CONTEXT`.
     A user turn shows the quoted mail its metadata keeps, and the escalations written
     since the previous user turn, labelled as others' words (:mod:`bot.brain.others_words`);
     one written long before it came, when (in ``zone``, UTC by default:
@@ -201,6 +207,8 @@ def transcript_turns(
             said = content = group_line(line, content)
             if role == "assistant" and line.get("stopReason") == "refusal":
                 said = content = REFUSED_IN_CONTEXT
+            elif role == "assistant" and line.get("model") == "offline":
+                said = content = OFFLINE_IN_CONTEXT
             others = False
             if role == "user":
                 if (late := late_label(line, zone)) is not None:

@@ -447,3 +447,20 @@ def test_a_window_counts_the_turns_said_not_the_join_notices_among_them() -> Non
     # to 3, notices and all
     assert window_start(turns, 3, 10_000) == 3
     assert window_start(turns, 2, 10_000) == 10  # notices before the oldest kept: left out
+
+
+def test_an_offline_readout_reaches_the_model_as_a_placeholder() -> None:
+    # Regression (session 40): after a key was set, the offline brain's listings went to
+    # the model verbatim as its own earlier answers.
+    from bot.brain.context import OFFLINE_IN_CONTEXT, transcript_turns
+
+    listing = "[offline mode: no language model is configured] Set ANTHROPIC_API_KEY ..."
+    lines = [
+        {"type": "turn", "role": "user", "content": "the boiler?", "turnNumber": 1},
+        {"type": "turn", "role": "assistant", "content": listing, "turnNumber": 1,
+         "model": "offline"},
+        {"type": "turn", "role": "user", "content": "and now?", "turnNumber": 2},
+    ]  # fmt: skip
+    turns = transcript_turns(lines)
+    assert [t.content for t in turns] == ["the boiler?", OFFLINE_IN_CONTEXT, "and now?"]
+    assert lines[1]["content"] == listing  # the transcript is kept as it is
