@@ -215,14 +215,20 @@ def placement(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {"topic": topic} if isinstance(topic, int | str) and topic != "" else {}
 
 
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (valid in JSON, not encodable) as U+FFFD; the
+    very same string when it has none."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def _clean(value: Any) -> Any:
     """``value`` with lone surrogates replaced; the very same object when it has none."""
     if not value:
         return value  # None, "", (), an empty mapping: most fields of most messages
     if isinstance(value, str):
-        if value.isascii() or not _SURROGATE.search(value):
-            return value
-        return _SURROGATE.sub("\ufffd", value)
+        return without_lone_surrogates(value)
     if isinstance(value, Mapping):
         items = {k: _clean(v) for k, v in value.items()}
         return items if any(items[k] is not v for k, v in value.items()) else value

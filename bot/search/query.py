@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from bot.events import without_lone_surrogates
 from bot.fts_text import has_spaceless, normalise, runs_phrases, split_runs
 from bot.graphemes import cut
 from bot.search.foreign_words import foreign_function_words
@@ -76,9 +77,6 @@ minute (every other search and read waited). Past a few paragraphs more words na
 nothing down; the embedding model reads only its first 256 tokens anyway."""
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def bounded_query(text: str) -> str:
     """``text`` in NFKC, as the index reads turns, cut to :data:`MAX_QUERY_CHARS`
     characters at a space where there is one. Only the keyword stage read NFKC: the
@@ -92,7 +90,7 @@ def bounded_query(text: str) -> str:
     # A lone surrogate (valid in the model's tool JSON) failed the search's fingerprint
     # (.encode()) as an internal error (before session 40): read as U+FFFD, as the
     # router reads messages and /search.
-    text = normalise(_LONE_SURROGATE.sub("\ufffd", text[: 8 * MAX_QUERY_CHARS]))
+    text = normalise(without_lone_surrogates(text[: 8 * MAX_QUERY_CHARS]))
     if len(text) <= MAX_QUERY_CHARS:
         return text
     start = cut(text, MAX_QUERY_CHARS)
