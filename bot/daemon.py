@@ -132,13 +132,14 @@ async def start_serving(
     # next generation, and the known parties' answers, looked at first, would then find
     # an older state.db put back as new as the index (session 40).
     generations = await read_generations(services.state, services.index_db)
-    await resume_known_parties(services, stop=stop, generations=generations)
-    await escalate_cut_messages(services, stop=stop)
     # A resumed turn's debounce counts from when the channels have started: a channel's
     # start (Telegram's setup) may outlast it, and the first poll's messages still join
-    # its reply.
+    # its reply (a known party's resumed answer too, session 41: held from before it is
+    # queued, or it could run out its pause during the owner's re-queue).
     services.replies.hold_bursts()
     try:
+        await resume_known_parties(services, stop=stop, generations=generations)
+        await escalate_cut_messages(services, stop=stop)
         resumed = await resume_pending_replies(services, stop, generations)
         if stop is not None and stop.is_set():
             return resumed

@@ -5,12 +5,22 @@ through the restricted profile (no recall tools, no owner data), given their own
 exchange, within the hourly budget of such answers (:mod:`bot.party_budget`). A base of
 :class:`bot.strangers.StrangerFlow`, which decides which messages get one; a restart
 that finds one owed queues it here too (:mod:`bot.party_resume`).
+
+On a channel with a debounce (``brain.debounce_seconds``, as the owner's messages are
+answered: :mod:`bot.bursts`) an answer first waits until the party's messages pause
+that long, and what they sent meanwhile (or while an earlier answer was being made) is
+answered with it: one answer, to the burst's last message, whose request holds every
+message of it. Before session 41 "hi", "are you there?" and "I need the address" sent
+in three quick messages got three paid model calls and three answers. The answer is
+keyed by the last message (``{channel}:{ref}:reply``, ``answers`` in their file), which
+tells a restart that the burst's earlier messages are answered too; a restart answers
+what it finds owed once, with what the channel delivers first if it joins the burst.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from bot.brain.cost import reply_spent
@@ -28,13 +38,66 @@ class KnownAnswers(PartySends):
     """The model's answers to known parties (a base of :class:`bot.strangers.StrangerFlow`)."""
 
     budget: KnownBudget
+    # a known party -> what they said since their last answer, by their message count
+    # when it came (a burst being collected: :meth:`queue_answer`)
+    _burst_said: dict[str, list[tuple[int, InboundMessage]]]
 
     def answer_owed(
         self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
     ) -> None:
         """Queue one answer to what a known party ``said`` that a restart found
         unanswered (:mod:`bot.party_resume`), as their messages are answered live."""
-        self.s.replies.queue.submit(party.id, lambda: self._answer_known(party, said, target))
+        self.queue_answer(party, said, target)
+
+    def queue_answer(
+        self,
+        party: PartyRecord,
+        said: list[InboundMessage],
+        target: ReplyTarget,
+        wait: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Queue the answer to what a known party ``said`` (a message, or what a restart
+        found owed), at their turn (``wait``: the flood's pause, as the queue takes it).
+        With a debounce on its channel, the answer to a burst's last message answers
+        them all (module docstring)."""
+        pause = self._burst_pause(target.channel)
+        if not pause:
+            self.s.replies.queue.submit(
+                party.id, lambda: self._answer_known(party, said, target), wait=wait
+            )
+            return
+        seq = self._join_burst(party, said)
+        self.s.replies.queue.submit(
+            party.id, lambda: self._answer_burst(party, seq, target, pause), wait=wait
+        )
+
+    def _burst_pause(self, channel: str) -> float:
+        return self.s.config.brain.debounce_seconds.get(channel, 0.0)
+
+    def _join_burst(
+        self, party: PartyRecord, said: list[InboundMessage], seq: int | None = None
+    ) -> int:
+        """Add ``said`` to the party's burst at ``seq`` (their message count when it
+        came; as the record is now when not given); returns it."""
+        seq = party.message_count if seq is None else seq
+        self._burst_said.setdefault(party.id, []).extend((seq, m) for m in said)
+        self.s.replies.party_bursts.note(party.id, seq)
+        return seq
+
+    async def _answer_burst(
+        self, party: PartyRecord, seq: int, target: ReplyTarget, pause: float
+    ) -> None:
+        """Once the party's burst has paused: nothing when a later message of it answers
+        ``seq``'s, else one answer to all of it not answered yet."""
+        later = await self.s.replies.party_bursts.answered_by(party.id, seq, pause)
+        if later is not None:
+            log.debug("party %s: message %d is answered with message %d", party.id, seq, later)
+            return
+        # in the order they came (an album joins as a whole once complete, after a
+        # message they sent meanwhile): stable, so an album's photos keep their order
+        said = [m for _seq, m in sorted(self._burst_said.pop(party.id, []), key=lambda x: x[0])]
+        if said:  # (none: a later job took them, its own message an album's photo)
+            await self._answer_known(party, said, target)
 
     async def withdraw_answers(self, party: PartyRecord) -> None:
         """Take back the model's answers to ``party`` still waiting in the outbox (their

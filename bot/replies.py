@@ -90,6 +90,8 @@ class ReplyEngine(ReplyWrites):
         self._arrivals = Bursts()
         # (conversation, album) -> its latest turn submitted: an album's one reply
         self._albums = Bursts()
+        # a known party -> their latest message: one answer per burst (bot.known_answers)
+        self.party_bursts = Bursts()
         self.group_budget = GroupBudget(services)
         self.member_windows = MemberWindows()
 
@@ -123,14 +125,17 @@ class ReplyEngine(ReplyWrites):
     def hold_bursts(self) -> None:
         """The channels are starting (bot/daemon.py): the replies resumed before them
         wait, however long that takes, so that what a channel delivers first (what came
-        while we were down) can join their burst (the debounce, an album)."""
+        while we were down) can join their burst (the debounce, an album; a known
+        party's, :mod:`bot.known_answers`)."""
         self._arrivals.hold()
         self._albums.hold()
+        self.party_bursts.hold()
 
     def release_bursts(self) -> None:
         """The channels have started: held replies wait out their pause from now."""
         self._arrivals.release()
         self._albums.release()
+        self.party_bursts.release()
 
     def cancel(self, conversation_id: str) -> bool:
         """Stop the generation in progress (dashboard "stop"); keeps what was produced."""
@@ -238,6 +243,7 @@ class ReplyEngine(ReplyWrites):
         return any(self.s.identities.match(target.channel, str(r)) is None for r in readers)
 
     def _debounce(self, channel: str) -> float:
+        """The pause that ends a burst on ``channel`` (``brain.debounce_seconds``; 0: off)."""
         return self.s.config.brain.debounce_seconds.get(channel, 0.0)
 
     async def _merged(

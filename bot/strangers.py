@@ -62,6 +62,7 @@ class StrangerFlow(KnownAnswers, PartyEscalations):
         self._albums = Bursts()
         self._album_items: dict[tuple[str, str], list[InboundMessage]] = {}
         self.budget = KnownBudget(services)
+        self._burst_said = {}  # KnownAnswers: a known party's burst being collected
         services.bus.subscribe("tier_changed", self.withdraw_answers)
 
     async def handle(self, msg: InboundMessage, target: ReplyTarget) -> None:
@@ -175,11 +176,8 @@ class StrangerFlow(KnownAnswers, PartyEscalations):
             )
             return
         if party.tier == "known":
-            self.s.replies.queue.submit(
-                party.id,
-                lambda: self._answer_known(party, [msg], target),
-                wait=self.s.incoming.pause,  # under a flood, storing it goes first
-            )
+            # under a flood, storing it goes first; a burst gets one answer
+            self.queue_answer(party, [msg], target, wait=self.s.incoming.pause)
             return
         if msg.metadata.get("edited") and await self._edited_escalated(party, msg):
             return
@@ -288,8 +286,14 @@ class StrangerFlow(KnownAnswers, PartyEscalations):
                 if now.tier == "untrusted":
                     await self._acknowledge_and_escalate(now, items)
                     return
-            if now.tier == "known":  # (the model's answer is not made under the lock)
+            if now.tier != "known":  # (the model's answer is not made under the lock)
+                return
+            pause = self._burst_pause(target.channel)
+            if not pause:
                 await self._answer_known(now, items, target)
+                return
+            # one burst with what they say before and after it (session 41)
+            await self._answer_burst(now, self._join_burst(now, items, seq), target, pause)
 
         self.s.replies.queue.submit(party.id, handle_album)
 
