@@ -103,9 +103,15 @@ class KnownAnswers(PartySends):
         """Take back the model's answers to ``party`` still waiting in the outbox (their
         channel down, a retry's backoff) once the owner made them anything but known:
         blocked means never answered. The owner's own ``/reply``, an answer to a command
-        and an acknowledgement still go. (Their file keeps the answer as made.)"""
+        and an acknowledgement still go. (Their file keeps the answer as made.)
+
+        The answer being made for them is stopped too (its model call, or its wait for
+        the model in an outage): before session 41 it ran to its end, paid, and was then
+        dropped. What they said stays in their file, recorded as refused."""
         if party.tier == "known":
             return
+        if self.s.replies.generation.cancel(party.id):
+            log.info("party %s is %s: the answer being made is stopped", party.id, party.tier)
         taken = await self.s.outbox.withdraw(party.id, ":reply", f"the party is {party.tier}")
         if taken:
             log.info("party %s is %s: %d unsent answer(s) withdrawn", party.id, party.tier, taken)
@@ -186,6 +192,13 @@ class KnownAnswers(PartySends):
         # the block, which withdraws it.
         async with self.s.external.party_lock(party.id):
             if await self._still_known(party, msg, spent) is None:
+                return
+            if reply.model == "stopped":
+                # stopped by a tier change (withdraw_answers) the owner has undone since:
+                # never sent cut short; refused, as the block that stopped it meant
+                await self.s.external.record_refused(
+                    party.id, msg.message_id, "stopped", spent=spent
+                )
                 return
             await self.send_to_party(
                 party,

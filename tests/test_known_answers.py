@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -129,5 +130,64 @@ async def test_answers_made_back_to_back_keep_what_the_contact_said(tmp_path: Pa
             assert [h.role for h in request.history] == ["user"] * len(said) + ["assistant"] * len(
                 ours
             )
+    finally:
+        await shutdown_services(services)
+
+
+class CancelledBrain(ScriptedBrain):
+    """A model call that never ends by itself (``gate`` never set): counts how many of
+    its calls were cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.cancelled = 0
+
+    async def reply(self, request: Any, on_delta: Any = None) -> Any:
+        try:
+            return await super().reply(request, on_delta)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
+async def test_the_answer_being_made_is_stopped_when_the_owner_blocks(tmp_path: Path) -> None:
+    # Regression (session 41): the model call ran to its end, paid for, and the answer
+    # was then dropped (session 40 read their tier again before sending it).
+    brain = CancelledBrain()
+    services, telegram = await _open(tmp_path, brain)
+    try:
+        await services.router.deliver(inbound("the address?", sender=KIM, message_id="k0"))
+        await asyncio.wait_for(brain.started.wait(), 10)
+        await services.router.deliver(inbound(f"/block {PARTY}", sender=OWNER_TELEGRAM_ID))
+        await settle(services)  # the answer's job ends: the model's answer is not awaited
+        assert brain.cancelled == 1
+        assert [m for m in telegram.sent if m.chat_id == KIM] == []
+        lines = _file(services)
+        assert [m["content"] for m in lines if m.get("direction") == "in"] == ["the address?"]
+        refused = [(e["ref"], e["reason"]) for e in lines if e.get("event") == "refused"]
+        assert refused == [("k0", "tier:blocked")]
+    finally:
+        await shutdown_services(services)
+
+
+async def test_a_stopped_answer_is_not_sent_when_the_contact_is_trusted_again(
+    tmp_path: Path,
+) -> None:
+    brain = CancelledBrain()
+    services, telegram = await _open(tmp_path, brain)
+    try:
+        await services.router.deliver(inbound("the address?", sender=KIM, message_id="k0"))
+        await asyncio.wait_for(brain.started.wait(), 10)
+        # the owner blocks them and trusts them again before the stopped answer takes
+        # their lock: the block's tier_changed, their record known as it is again now
+        party = await services.external.get(PARTY)
+        assert party is not None
+        await services.router.strangers.withdraw_answers(replace(party, tier="blocked"))
+        await settle(services)
+        assert brain.cancelled == 1
+        assert [m for m in telegram.sent if m.chat_id == KIM] == []  # not "[stopped]"
+        refused = [(e["ref"], e["reason"]) for e in _file(services) if e.get("event") == "refused"]
+        assert refused == [("k0", "stopped")]
     finally:
         await shutdown_services(services)

@@ -101,13 +101,24 @@ async def test_a_known_contacts_answers_are_costed_in_their_file_status_and_anal
         await shutdown_services(services)
 
 
+class RoundThenWaits(ScriptedBrain):
+    """A tool round made (and paid: on the request's ``spend``, as the Anthropic brain
+    keeps it), then a model call that waits for ``gate``."""
+
+    async def reply(self, request: BrainRequest, on_delta: Any = None) -> BrainReply:
+        assert request.spend is not None
+        request.spend.add(Usage(106, 20), 0.0015)
+        return await super().reply(request, on_delta)
+
+
 async def test_an_answer_dropped_when_the_owner_blocks_the_contact_is_still_counted(
     tmp_path: Path,
 ) -> None:
     # The owner blocks the contact while the model makes its answer: the answer is not
-    # sent (session 40), but it was paid, so its refusal carries what it cost.
+    # sent (session 40), and stopped (session 41), but what its calls had cost by then
+    # was paid, so its refusal carries it.
     config = _config(tmp_path)
-    brain = ScriptedBrain()
+    brain = RoundThenWaits()
     brain.gate = asyncio.Event()
     services, telegram = await _open(config, brain)
     try:
@@ -121,7 +132,8 @@ async def test_an_answer_dropped_when_the_owner_blocks_the_contact_is_still_coun
         assert not telegram.texts("reply")
         refused = {e["ref"]: e for e in _file(config) if e.get("event") == "refused"}
         assert refused["k0"]["usage"] == {"input": 106, "output": 20}
-        assert refused["k0"]["cost"] == 0.0015 and refused["k0"]["model"] == "scripted-model"
+        assert refused["k0"]["cost"] == 0.0015 and refused["k0"]["model"] == "stopped"
+        assert refused["k0"]["reason"] == "tier:blocked"
         assert "usage" not in refused["k1"]  # never asked of the model: nothing spent
         costs, line, analytics = await _shown(services)
         assert costs == PartyCosts(0.0015, 106, 20, 1)
