@@ -171,6 +171,34 @@ class ExternalStore(PartyFiles):
         }
         await self._record(party_id, [line])
 
+    async def record_withdrawn(self, party_id: str, answers: Sequence[str], reason: str) -> None:
+        """Record that the model's answers to the party's messages ``answers`` (the refs
+        their lines' ``answers`` name) were taken back unsent (``reason``: their new
+        tier): each a ``withdrawn`` event with the answer's time (``at``), which takes
+        it out of the exchange the model reads and marks it on the dashboard (its row
+        in the index becomes kind ``withdrawn``: :func:`bot.parties.apply_party_lines`).
+        Before session 41 the file kept it as if it had been sent."""
+        made = {
+            str(line["answers"]): str(line.get("timestamp", ""))
+            for line in await self.read_lines(party_id)
+            if line.get("type") == "message" and line.get("answers")
+        }
+        now = iso(utcnow())
+        lines = [
+            {
+                "type": "event",
+                "event": "withdrawn",
+                "answers": ref,
+                "at": made[ref],
+                "reason": reason,
+                "timestamp": now,
+            }
+            for ref in answers
+            if ref in made
+        ]
+        if lines:
+            await self._record(party_id, lines)
+
     async def set_tier(self, party_id: str, tier: str) -> PartyRecord:
         if tier not in TIERS:
             raise ValueError(f"unknown tier {tier!r}")

@@ -103,7 +103,8 @@ class KnownAnswers(PartySends):
         """Take back the model's answers to ``party`` still waiting in the outbox (their
         channel down, a retry's backoff) once the owner made them anything but known:
         blocked means never answered. The owner's own ``/reply``, an answer to a command
-        and an acknowledgement still go. (Their file keeps the answer as made.)
+        and an acknowledgement still go. Their file keeps each answer as made, followed
+        by a ``withdrawn`` event naming it (:meth:`bot.external.ExternalStore.record_withdrawn`).
 
         The answer being made for them is stopped too (its model call, or its wait for
         the model in an outage): before session 41 it ran to its end, paid, and was then
@@ -112,9 +113,18 @@ class KnownAnswers(PartySends):
             return
         if self.s.replies.generation.cancel(party.id):
             log.info("party %s is %s: the answer being made is stopped", party.id, party.tier)
-        taken = await self.s.outbox.withdraw(party.id, ":reply", f"the party is {party.tier}")
-        if taken:
-            log.info("party %s is %s: %d unsent answer(s) withdrawn", party.id, party.tier, taken)
+        async with self.s.external.party_lock(party.id):
+            taken = await self.s.outbox.withdraw(party.id, ":reply", f"the party is {party.tier}")
+            if not taken:
+                return
+            log.info(
+                "party %s is %s: %d unsent answer(s) withdrawn", party.id, party.tier, len(taken)
+            )
+            # Their file says so (session 41): it kept each as made, and the dashboard
+            # and the model's later context read it as said to them.
+            prefix = f"{party.channel}:"
+            refs = [k[len(prefix) : -len(":reply")] for k in taken if k.startswith(prefix)]
+            await self.s.external.record_withdrawn(party.id, refs, f"tier:{party.tier}")
 
     async def _answer_known(
         self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget

@@ -28,19 +28,27 @@ class OutboxWithdrawals:
 
     db: Database
 
-    async def withdraw(self, party_id: str, key_suffix: str, why: str) -> int:
+    async def withdraw(self, party_id: str, key_suffix: str, why: str) -> list[str]:
         """Take back what still waits to be sent to the third party ``party_id`` under a
         dedup key ending in ``key_suffix``: marked failed, its error :data:`WITHDRAWN`
         and ``why`` (not a failure ``my-agent status`` counts). A row being sent now is
-        marked sent if it went. Returns how many were taken back."""
+        marked sent if it went. Returns the dedup keys of the rows taken back, oldest
+        first (their file is told which: :mod:`bot.known_answers`)."""
 
-        def _withdraw(conn: SyncConn) -> int:
-            cur = conn.execute(
-                "UPDATE outbox SET status = 'failed', last_error = ? WHERE status = 'pending'"
-                " AND party_id = ? AND substr(dedup_key, -length(?)) = ?",
-                (WITHDRAWN + why, party_id, key_suffix, key_suffix),
+        def _withdraw(conn: SyncConn) -> list[str]:
+            where = "status = 'pending' AND party_id = ? AND substr(dedup_key, -length(?)) = ?"
+            args = (party_id, key_suffix, key_suffix)
+            keys = [
+                str(row[0])
+                for row in conn.execute(
+                    f"SELECT dedup_key FROM outbox WHERE {where} ORDER BY id", args
+                )
+            ]
+            conn.execute(
+                f"UPDATE outbox SET status = 'failed', last_error = ? WHERE {where}",
+                (WITHDRAWN + why, *args),
             )
-            return int(cur.rowcount)
+            return keys
 
         return await self.db.run(_withdraw)
 

@@ -320,6 +320,16 @@ def _apply_line(
                 "WHERE party_id = ? AND status = 'pending'",
                 (line.get("resolution"), party_id),
             )
+        elif event == "withdrawn" and line.get("at"):
+            # the model's answer made at ``at``, taken back unsent (the owner blocked
+            # them, bot.known_answers): out of the exchange the model reads, marked on
+            # the dashboard, still counted in the hourly budget (it was paid)
+            conn.execute(
+                "UPDATE external_messages SET kind = 'withdrawn' WHERE id = (SELECT max(id)"
+                " FROM external_messages WHERE party_id = ? AND direction = 'out'"
+                " AND kind = 'answer' AND timestamp = ?)",
+                (party_id, line["at"]),
+            )
         elif event == "reset":
             row = conn.execute(
                 "SELECT coalesce(max(id), 0) FROM external_messages WHERE party_id = ?",

@@ -181,9 +181,9 @@ class PartyReads:
     async def answers_since(self, since: str, party_id: str | None = None) -> int:
         """How many of the model's answers went to ``party_id`` (else to any party) at
         ``since`` (an :func:`~bot.events.iso` time) or later: the known contacts' hourly
-        budget, across restarts."""
+        budget, across restarts (one withdrawn unsent was paid all the same)."""
         return await self._count_since(
-            "SELECT COUNT(*) FROM external_messages WHERE kind = 'answer'"
+            "SELECT COUNT(*) FROM external_messages WHERE kind IN ('answer', 'withdrawn')"
             " AND timestamp BETWEEN ? AND ?",
             "party_id",
             since,

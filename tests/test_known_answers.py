@@ -191,3 +191,36 @@ async def test_a_stopped_answer_is_not_sent_when_the_contact_is_trusted_again(
         assert refused == [("k0", "stopped")]
     finally:
         await shutdown_services(services)
+
+
+async def test_a_withdrawn_answer_is_not_read_as_said(tmp_path: Path) -> None:
+    # Regression (session 41): the answer withdrawn from the outbox stayed in their
+    # file as sent: the dashboard showed it said to them, and once they were trusted
+    # again the model read it in their exchange as something it had told them.
+    brain = ScriptedBrain()
+    services, telegram = await _open(tmp_path, brain)
+    try:
+        telegram.unreachable = True
+        await services.router.deliver(inbound("hello", sender=KIM, message_id="k0"))
+        await wait_until(lambda: telegram.attempts >= 1, what="the send tried")
+        await services.external.set_tier(PARTY, "blocked")
+        await settle(services)
+        lines = _file(services)
+        (answer,) = [m for m in lines if m.get("direction") == "out"]
+        (event,) = [e for e in lines if e.get("event") == "withdrawn"]
+        assert (event["answers"], event["at"]) == ("k0", answer["timestamp"])
+        assert event["reason"] == "tier:blocked"
+        # the dashboard's row says so (and the hourly budget still counts it: paid)
+        rows = await services.external.messages(PARTY)
+        assert [r["kind"] for r in rows if r["direction"] == "out"] == ["withdrawn"]
+        assert await services.external.answers_since("2000-01-01T00:00:00.000Z", PARTY) == 1
+        # trusted again: their next answer's context has what they said, not our answer
+        await services.external.set_tier(PARTY, "known")
+        telegram.unreachable = False
+        await services.outbox.reachable("telegram")
+        await services.router.deliver(inbound("still there?", sender=KIM, message_id="k1"))
+        await settle(services)
+        assert [(h.role, h.content) for h in brain.requests[-1].history] == [("user", "hello")]
+        assert [m.text for m in telegram.sent if m.chat_id == KIM] == ["re: still there?"]
+    finally:
+        await shutdown_services(services)

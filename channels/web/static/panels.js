@@ -66,6 +66,9 @@ function renderParty(p) {
     // A mail not verified as theirs (a known contact's address anyone can forge): drawn
     // like their real messages, it passed for theirs once its escalation was resolved.
     if (m.kind === "unverified") li.appendChild(el("span", "tag unverified", "not verified as theirs"));
+    // A model's answer taken back unsent when the owner blocked them (session 41: it
+    // was drawn as said to them).
+    if (m.kind === "withdrawn") li.appendChild(el("span", "tag withdrawn", "withdrawn, not sent"));
     li.appendChild(el("span", null, m.content));
     log.appendChild(li);
   }
