@@ -145,7 +145,8 @@ class AnthropicBrain:
         ctx, title = await self._owner_context(request)
         system = self._owner_system(request, ctx, title)
         turn = ReplyParts(spend=request.spend)
-        deltas = DeltaForwarder(on_delta)
+        # an attempt that failed midway was billed too: onto the turn and the running total
+        deltas = DeltaForwarder(on_delta, lambda used: add_spent(self.config, turn, alias, used))
         try:
             current = (
                 (request.conversation_id, request.turn_number)

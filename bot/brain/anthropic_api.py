@@ -141,6 +141,9 @@ class MessagesCaller:
                     except asyncio.CancelledError:
                         deltas.cut = _usage_so_far(stream, deltas.attempt_text)
                         raise
+                    except Exception:
+                        deltas.abandoned(stream)  # its tokens were billed (session 41)
+                        raise
                     return final_snapshot(stream)
             except anthropic.APIStatusError as exc:
                 status = _status(exc)

@@ -14,6 +14,7 @@ import asyncio
 import importlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -33,11 +34,16 @@ class DeltaForwarder:
     onto the first attempt's words, showed the watcher text nobody wrote. Once they
     differ, the rest of that call is not streamed (the finished reply replaces it)."""
 
-    def __init__(self, sink: DeltaSink | None) -> None:
+    def __init__(
+        self, sink: DeltaSink | None, spent: Callable[[Usage], None] | None = None
+    ) -> None:
         self.sink = sink
         # the usage of a streamed call cancelled before it finished (a stop): what it had
         # billed by then (bot.brain.anthropic reports it; the final message never comes)
         self.cut: Usage | None = None
+        # told the usage of each attempt that failed after its message_start (retried or
+        # not): billed, and never part of a final message (see :meth:`abandoned`)
+        self._spent = spent
         self.any_sent = False
         self._sent = ""  # of the current call, by its attempts so far
         self._attempt = ""
@@ -52,6 +58,16 @@ class DeltaForwarder:
 
     def new_attempt(self) -> None:
         self._attempt = ""
+
+    def abandoned(self, stream: Any) -> None:
+        """The current attempt failed after it started (an error frame, a cut or stalled
+        stream, a garbled event): the API billed its input (``message_start`` gives it)
+        and the output so far, but only a successful attempt's message is accounted, and
+        before session 41 a retried attempt's tokens were recorded nowhere (the turn,
+        the conversation's cost and ``/status`` under-counted every retry)."""
+        if self._spent is None or not started(stream):
+            return
+        self._spent(usage_so_far(stream, self._attempt))
 
     @property
     def attempt_text(self) -> str:
@@ -78,6 +94,15 @@ class DeltaForwarder:
             self._separated = True
         self.any_sent = True
         await self.sink(fresh)
+
+
+def started(stream: Any) -> bool:
+    """Whether ``stream`` (a :class:`~bot.brain.stream_message.StreamedMessage`) has had
+    its ``message_start``, which carries the attempt's input count."""
+    try:
+        return stream.current_message_snapshot is not None
+    except Exception:
+        return False
 
 
 def usage_so_far(stream: Any, streamed: str) -> Usage:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
-from bot.brain.anthropic_reply import ReplyParts, account, request_params
+from bot.brain.anthropic_reply import ReplyParts, account, add_spent, request_params
 from bot.brain.anthropic_stream import DeltaForwarder
 from bot.brain.context import (
     ContextTurn,
@@ -307,9 +307,14 @@ class Compressor:
             else:
                 messages.append({"role": "user", "content": FLUSH_PROMPT})
             silent = ReplyParts()
-            await self.tool_loop(alias, system, messages, list(tools), silent, DeltaForwarder(None))
-            spent.usage = add_usage(spent.usage, silent.usage)
-            spent.cost = add_cost(spent.cost, silent.cost)
+            forwarder = DeltaForwarder(
+                None, lambda used: add_spent(self.config, silent, alias, used)
+            )
+            try:
+                await self.tool_loop(alias, system, messages, list(tools), silent, forwarder)
+            finally:  # what its calls spent, failed ones too (session 41)
+                spent.usage = add_usage(spent.usage, silent.usage)
+                spent.cost = add_cost(spent.cost, silent.cost)
             return "\n\n".join(silent.texts)
 
         try:

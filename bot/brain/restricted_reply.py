@@ -18,6 +18,7 @@ from bot.brain.anthropic_api import MessagesCaller, Rejected, text_of
 from bot.brain.anthropic_reply import (
     ReplyParts,
     account,
+    add_spent,
     finish,
     rejected_reply,
     request_params,
@@ -56,8 +57,10 @@ async def restricted_reply(
         party_name=request.party_name,
         readers=request.readers,
     )
-    turn = ReplyParts()
-    deltas = DeltaForwarder(on_delta)
+    # the request's running total (bot.reply_generation): an attempt that failed after it
+    # started was billed, and a retried one is recorded there even if the reply then waits
+    turn = ReplyParts(spend=request.spend)
+    deltas = DeltaForwarder(on_delta, lambda used: add_spent(config, turn, alias, used))
     deltas.new_call()
     try:
         params = request_params(config, alias, system, merged, thinking=False)
