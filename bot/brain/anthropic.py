@@ -44,9 +44,10 @@ from bot.brain.anthropic_reply import (
     finish,
     rejected_reply,
     request_params,
+    timed_out_reply,
     unreadable_reply,
 )
-from bot.brain.anthropic_stream import DeltaForwarder, UnreadableAnswer
+from bot.brain.anthropic_stream import DeltaForwarder, ReplyTimedOut, UnreadableAnswer
 from bot.brain.base import BrainReply, BrainRequest, BrainUnavailable, DeltaSink
 from bot.brain.compression import Compressor, FlushRequest
 from bot.brain.context import ContextTurn, WorkingContext, estimate_tokens
@@ -176,6 +177,16 @@ class AnthropicBrain:
                 if instead is not None:
                     raise ModelDropped(instead) from exc
             return rejected_reply(self.config, alias, exc, turn)
+        except ReplyTimedOut as exc:
+            # Not an outage (waiting for the model again would hold the conversation once
+            # more): what was said, marked as cut off (its calls' usage is in ``turn``).
+            log.warning(
+                "no complete answer within brain.reply_timeout (%gs: %s); the reply ends "
+                "with what was said",
+                self.config.brain.reply_timeout,
+                exc,
+            )
+            return timed_out_reply(self.config, alias, turn, exc.partial)
         except UnreadableAnswer as exc:
             if not turn.texts:
                 raise  # nothing said yet: the reply engine's apology

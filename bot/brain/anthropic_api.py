@@ -8,7 +8,9 @@ exponential backoff and full jitter, honouring ``retry-after``, for at most a bu
 seconds. Past that it raises :class:`BrainUnavailable`. Authentication, permission and
 billing errors raise :class:`BrainUnavailable` at once (retrying cannot fix them); a
 request the API rejects as invalid raises :class:`Rejected` (it would fail the same way
-forever). Reading a streamed answer is :mod:`bot.brain.anthropic_stream`.
+forever). A streamed call shares its reply's ``brain.reply_timeout`` with the reply's
+other calls (:class:`~bot.brain.anthropic_stream.ReplyTimedOut` past it, not retried).
+Reading a streamed answer is :mod:`bot.brain.anthropic_stream`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from bot.backoff import doubled
 from bot.brain.anthropic_stream import (
     UNREADABLE_ATTEMPTS,
     DeltaForwarder,
+    ReplyTimedOut,
     StreamBroken,
     StreamStalled,
     UnreadableAnswer,
@@ -118,6 +121,8 @@ class MessagesCaller:
     ) -> Any:
         cfg = self.config
         deadline = self._clock() + (cfg.retry_budget_seconds if budget is None else budget)
+        if deltas is not None and deltas.deadline is None:  # the reply's first call
+            deltas.deadline = self._clock() + cfg.reply_timeout
         attempt = unreadable = 0
         while True:
             # The budget bounds when a new attempt may start, not how long one may take:
@@ -128,16 +133,26 @@ class MessagesCaller:
             try:
                 if deltas is None:
                     return await self._whole(params, timeout)
+                left = self._reply_left(deltas)
                 deltas.new_attempt()
                 # raw events, not messages.stream(): it raised on tool input that is not
                 # JSON and lost the answer (bot.brain.stream_message)
-                events = await _within(
-                    self.client.messages.create(**params, stream=True, timeout=timeout), timeout
-                )
+                wait = min(timeout, left)
+                try:
+                    events = await _within(
+                        self.client.messages.create(**params, stream=True, timeout=wait), wait
+                    )
+                except StreamStalled:
+                    if left < timeout:  # the reply's time ran out, not the attempt's
+                        raise self._timed_out() from None
+                    raise
                 async with events:
                     stream = StreamedMessage(events)
                     try:
-                        await consume(stream, deltas, timeout)
+                        # the reply's time bounds the stream as a whole: a server sending
+                        # a token every few seconds never stalls (before session 41 it
+                        # held the reply, and the conversation, for ever)
+                        await consume(stream, deltas, timeout, left)
                     except asyncio.CancelledError:
                         deltas.cut = _usage_so_far(stream, deltas.attempt_text)
                         raise
@@ -180,6 +195,9 @@ class MessagesCaller:
                 raise BrainUnavailable(
                     f"Anthropic API unavailable: {_describe(error)}", retry_after=retry_after
                 ) from error
+            if deltas is not None and deltas.deadline is not None:
+                if self._clock() + delay >= deltas.deadline:  # no time left for another
+                    raise self._timed_out() from error
             log.info(
                 "Anthropic API attempt %d failed (%s); retrying in %.2fs",
                 attempt + 1,
@@ -188,6 +206,18 @@ class MessagesCaller:
             )
             await self._sleep(delay)
             attempt += 1
+
+    def _reply_left(self, deltas: DeltaForwarder) -> float:
+        """Seconds left of the reply's ``brain.reply_timeout`` (:class:`ReplyTimedOut`
+        when none are)."""
+        left = (deltas.deadline or 0.0) - self._clock()
+        if left <= 0:
+            raise self._timed_out()
+        return left
+
+    def _timed_out(self) -> ReplyTimedOut:
+        limit = self.config.reply_timeout
+        return ReplyTimedOut(f"no complete answer within brain.reply_timeout ({limit:g}s)")
 
     async def _whole(self, params: dict[str, Any], timeout: float) -> Any:
         """One attempt of a call not streamed, within ``timeout`` seconds as a whole: the

@@ -6,8 +6,8 @@ as functions of the configuration alone: the parameters of a call
 cost of a reply across its tool rounds (:class:`ReplyParts`, :func:`account`), and the
 reply that comes out of them (:func:`finish`: the empty, cut-short, refusal and paused
 notices; :func:`rejected_reply` for a request the API refuses for good,
-:func:`unreadable_reply` for an answer that cannot be read, both keeping what earlier
-rounds said).
+:func:`unreadable_reply` for an answer that cannot be read, :func:`timed_out_reply` for
+one not finished within ``brain.reply_timeout``, each keeping what earlier rounds said).
 """
 
 from __future__ import annotations
@@ -198,6 +198,33 @@ def unreadable_reply(config: AppConfig, alias: str, parts: ReplyParts) -> BrainR
     )
 
 
+def timed_out_reply(config: AppConfig, alias: str, parts: ReplyParts, partial: str) -> BrainReply:
+    """The reply whose model calls took over ``brain.reply_timeout``: what earlier tool
+    rounds said and the text the cut-off stream had sent, marked as cut off, or a notice
+    when nothing was said (a slow but steady stream held the reply, and the
+    conversation's next messages, for ever before session 41)."""
+    if partial.strip():
+        parts.texts.append(partial.strip())
+    limit = _duration(config.brain.reply_timeout)
+    return failed_reply(
+        config,
+        alias,
+        parts,
+        f"I could not answer this: the model service had not finished its answer after "
+        f"{limit} (brain.reply_timeout), so I stopped waiting. Ask again.",
+        f"[This answer was cut off here: the model service had not finished it after "
+        f'{limit} (brain.reply_timeout). Ask again, or say "continue" for the rest.]',
+        {"error": "timeout"},
+    )
+
+
+def _duration(seconds: float) -> str:
+    """``10 minutes``, ``90 seconds``."""
+    if seconds >= 120 and seconds % 60 == 0:
+        return f"{seconds / 60:g} minutes"
+    return f"{seconds:g} seconds"
+
+
 def failed_reply(
     config: AppConfig,
     alias: str,
@@ -237,5 +264,6 @@ __all__ = [
     "finish",
     "rejected_reply",
     "request_params",
+    "timed_out_reply",
     "unreadable_reply",
 ]

@@ -5,7 +5,8 @@ attempt, bot.brain.anthropic_api).
 :func:`consume` reads a stream to its ``message_stop``, raising :class:`StreamStalled`
 (only keep-alive pings for the request timeout), :class:`StreamBroken` (ended early, or
 the connection dropped) or :class:`UnreadableAnswer` (the SDK could not read it), all of
-which the caller retries; :func:`usage_so_far` is what a stream cancelled midway billed.
+which the caller retries, or :class:`ReplyTimedOut` (the reply's ``brain.reply_timeout``
+is up: not retried); :func:`usage_so_far` is what a stream cancelled midway billed.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class DeltaForwarder:
         # told the usage of each attempt that failed after its message_start (retried or
         # not): billed, and never part of a final message (see :meth:`abandoned`)
         self._spent = spent
+        # When the reply's streamed calls must have ended (MessagesCaller's clock): set
+        # at its first call to brain.reply_timeout from then, shared by its tool rounds
+        # and retries (see :class:`ReplyTimedOut`).
+        self.deadline: float | None = None
         self.any_sent = False
         self._sent = ""  # of the current call, by its attempts so far
         self._attempt = ""
@@ -125,6 +130,18 @@ class StreamBroken(Exception):
     """A stream ended before ``message_stop``: cut cleanly, or the connection dropped."""
 
 
+class ReplyTimedOut(Exception):
+    """The reply's streamed calls were not done within ``brain.reply_timeout`` (a server
+    trickling a token every few seconds, never stalled, never finished: before session
+    41 it held the reply, and the conversation's lock with the owner's next messages,
+    for as long as it trickled). ``partial``: the text the attempt cut off had streamed
+    (the reply keeps it, marked as cut off). Not retried."""
+
+    def __init__(self, message: str, partial: str = "") -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
 class UnreadableAnswer(Exception):
     """The SDK could not read the streamed answer (a garbled event): asked again, the
     model usually answers well. Tool input that is not JSON is no longer one: the model
@@ -150,11 +167,15 @@ def _transport_errors() -> tuple[type[Exception], ...]:
 TRANSPORT_ERRORS = _transport_errors()
 
 
-async def consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
+async def consume(
+    stream: Any, deltas: DeltaForwarder, stall: float, limit: float | None = None
+) -> None:
     """Forward a stream's text, abandoning it when nothing but keep-alive pings came for
     ``stall`` seconds. The SDK's timeout is per read and every ping resets it: a server
     that only pinged held a reply for as long as it pinged, with no notice to the owner
-    and no retry (``brain.request_timeout`` is documented per request).
+    and no retry (``brain.request_timeout`` is documented per request). Past ``limit``
+    seconds in all (what is left of the reply's ``brain.reply_timeout``), however steady
+    the stream, :class:`ReplyTimedOut` with the text streamed so far.
 
     A stream is complete only with its ``message_stop``: one that ends before it raises
     :class:`StreamBroken` (retried). The SDK returned such a truncated message as final
@@ -165,8 +186,14 @@ async def consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
     """
     events = stream.__aiter__()
     progress = time.monotonic()
+    end = None if limit is None else progress + limit
     while True:
-        left = stall - (time.monotonic() - progress)
+        now = time.monotonic()
+        left = stall - (now - progress)
+        if end is not None and end - now < left:
+            if end <= now:
+                raise ReplyTimedOut("the reply's time ran out mid-stream", deltas.attempt_text)
+            left = end - now
         if left <= 0:
             raise StreamStalled(f"no progress in the stream for {stall:g}s")
         try:
@@ -174,6 +201,10 @@ async def consume(stream: Any, deltas: DeltaForwarder, stall: float) -> None:
         except StopAsyncIteration:
             raise StreamBroken("the stream ended before message_stop") from None
         except TimeoutError:
+            if end is not None and time.monotonic() >= end:
+                raise ReplyTimedOut(
+                    "the reply's time ran out mid-stream", deltas.attempt_text
+                ) from None
             raise StreamStalled(f"no progress in the stream for {stall:g}s") from None
         except TRANSPORT_ERRORS as exc:
             raise StreamBroken(f"the stream broke: {type(exc).__name__}: {exc}") from exc

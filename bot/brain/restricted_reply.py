@@ -23,7 +23,7 @@ from bot.brain.anthropic_reply import (
     rejected_reply,
     request_params,
 )
-from bot.brain.anthropic_stream import DeltaForwarder
+from bot.brain.anthropic_stream import DeltaForwarder, ReplyTimedOut
 from bot.brain.base import BrainReply, BrainRequest, DeltaSink
 from bot.brain.context import restricted_messages
 from bot.brain.prompt import restricted_system_prompt
@@ -32,6 +32,7 @@ from bot.config.model import AppConfig
 log = logging.getLogger("my_agent.brain")
 
 RESTRICTED_FALLBACK = "Sorry, I can't help with that."
+RESTRICTED_CUT = "[This answer was cut off.]"
 
 
 async def restricted_reply(
@@ -65,6 +66,15 @@ async def restricted_reply(
     try:
         params = request_params(config, alias, system, merged, thinking=False)
         message = await api.call(params, deltas)
+    except ReplyTimedOut as exc:
+        # brain.reply_timeout (bot.brain.anthropic_api): what was said, marked as cut off
+        # (no configuration key named to the party), or the neutral fallback
+        log.warning("restricted reply on %s: %s", request.channel, exc)
+        said = exc.partial.strip()
+        text = f"{said}\n\n{RESTRICTED_CUT}" if said else RESTRICTED_FALLBACK
+        return BrainReply(
+            text, config.resolve_model(alias), turn.usage, turn.cost, None, {"error": "timeout"}
+        )
     except Rejected as exc:
         instead = await model_gone(alias, exc) if model_gone and exc.status == 404 else None
         if instead is not None:

@@ -104,6 +104,11 @@ class BrainConfig(_Section):
     api_key: OptionalText = None  # normally ANTHROPIC_API_KEY
     max_tokens: int = Field(default=2048, ge=1)
     request_timeout: float = Field(default=120.0, gt=0)
+    # Seconds one reply's streamed calls may take in all (its tool rounds and retries
+    # too), however steadily a server trickles (bot/brain/anthropic_api.py): past it
+    # the reply ends with what was said, marked as cut off. Before session 41 nothing
+    # bounded a stream that never stalled, and it held the conversation for ever.
+    reply_timeout: float = Field(default=600.0, ge=1, le=86400)
     retry_budget_seconds: float = Field(default=60.0, ge=0)
     pending_retry_interval: float = Field(default=30.0, gt=0)
     # Backoff between retries: full jitter over base * 2**attempt, capped (seconds).

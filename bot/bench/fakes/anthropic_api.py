@@ -20,7 +20,8 @@ unscripted requests with an echo of the last user text (benchmarks), the default
 breakpoints as the API does (:mod:`bot.bench.fakes.anthropic_cache`), and refuses
 breakpoints the API refuses with a 400. Empty messages and blank text blocks are refused
 with a 400 as the API refuses them (:mod:`bot.bench.fakes.anthropic_checks`).
-``Scripted(trickle_seconds=)`` sends a body not streamed a few bytes at a time;
+``Scripted(trickle_seconds=)`` sends a body not streamed a few bytes at a time, and a
+streamed one a delta at a time, each after that pause;
 ``Scripted(raw=)`` sends a raw body instead of the message (a proxy's page).
 """
 

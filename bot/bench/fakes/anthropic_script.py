@@ -56,6 +56,8 @@ class Scripted:
     ping_seconds: float = 0.0
     # Not streamed: the JSON body sent a few bytes at a time, this many seconds apart (a
     # server trickling its answer, each piece within the SDK's per-read timeout).
+    # Streamed: this many seconds before each content delta (a slow but steady stream,
+    # never stalled).
     trickle_seconds: float = 0.0
     # Instead of the message: this body with ``status`` and ``raw_type`` as its
     # Content-Type (a proxy's HTML page, hand-written SSE frames).

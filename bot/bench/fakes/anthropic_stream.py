@@ -2,7 +2,7 @@
 ``text/event-stream`` frames as the Messages API sends them (message_start, pings,
 content blocks and their deltas, message_delta, message_stop), and the failures a test
 scripts on the way: pings while the model stalls, an error event, a connection cut or
-reset, a garbled frame after so many deltas.
+reset, a garbled frame after so many deltas, a pause before each delta (a slow stream).
 """
 
 from __future__ import annotations
@@ -27,6 +27,19 @@ async def stream_message(
     garbled frame)."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
+    try:
+        return await _frames(request, response, scripted, message)
+    except ConnectionError:  # the client gave up on it (a timeout, a stop)
+        return response
+
+
+async def _frames(
+    request: web.Request,
+    response: web.StreamResponse,
+    scripted: Scripted,
+    message: dict[str, Any],
+) -> web.StreamResponse:
+    """The frames of :func:`stream_message`."""
 
     async def send(event: str, data: dict[str, Any]) -> None:
         frame = f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
@@ -76,6 +89,8 @@ async def stream_message(
                 else:
                     await response.write_eof()
                 return response
+            if scripted.trickle_seconds:
+                await asyncio.sleep(scripted.trickle_seconds)
             if deltas == scripted.garble_after_deltas:
                 await response.write(b'event: content_block_delta\ndata: {"type": garbled\n\n')
             await send(
