@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from bot.brain.base import BrainAccessRefused, UtilityModel
+from bot.brain.base import BrainAccessRefused, ForeignAnswer, UtilityModel
 from bot.brain.cost import shown_usd
 from bot.graphemes import isolate
 from bot.health_store import STAND_IN_ARGS, STAND_INS
@@ -62,7 +62,12 @@ def brain_line(services: Services, owner: bool = False) -> str:
     line = f"Brain: {brain}" + (f" ({OFFLINE_NOTE})" if brain == "offline" else "")
     failing = getattr(services.brain, "failing", None)
     trouble = failing() if owner and failing is not None else None
-    if isinstance(trouble, BrainAccessRefused):
+    if isinstance(trouble, ForeignAnswer):  # not the service's answer (session 41)
+        line += (
+            f" (refused by something in between, not the model service: HTTP "
+            f'{trouble.status}, "{trouble.excerpt}")'
+        )
+    elif isinstance(trouble, BrainAccessRefused):
         what = ACCESS_PROBLEMS.get(trouble.status, "access refused")
         fix = ACCESS_FIXES.get(trouble.status)
         line += f" (access refused: {trouble.status}, {what}" + (f"; {fix})" if fix else ")")

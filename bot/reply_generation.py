@@ -20,6 +20,7 @@ from bot.brain.base import (
     BrainReply,
     BrainRequest,
     BrainUnavailable,
+    ForeignAnswer,
     Profile,
     Spend,
 )
@@ -50,6 +51,14 @@ ACCESS_PROBLEMS = {
     402: "a billing problem",
     403: "permission denied",
 }
+# A 401/402/403 that is no answer of the service's (a proxy's or a firewall's page):
+# before session 41 it read "permission denied" as if the API had refused the key.
+FOREIGN_REFUSAL = (
+    "My request to the language model service was refused by something in between, not "
+    'by the service itself (HTTP {status}: "{excerpt}"), a proxy or a firewall perhaps. '
+    "Your message is saved and I will answer once requests get through; the daemon's log "
+    "has the details."
+)
 STOPPED = "\n\n[generation stopped]"
 
 
@@ -277,6 +286,8 @@ def stopped_reply(streamed: str, spend: Spend) -> BrainReply:
 def outage_notice(exc: BrainUnavailable, profile: Profile) -> str:
     """What the user is told, once, while their reply waits for the model: the owner
     learns when it is the key or the account (a third party only that it waits)."""
+    if isinstance(exc, ForeignAnswer) and profile == "owner":
+        return FOREIGN_REFUSAL.format(status=exc.status, excerpt=exc.excerpt)
     if isinstance(exc, BrainAccessRefused) and profile == "owner":
         what = ACCESS_PROBLEMS.get(exc.status, "access refused")
         fix = ACCESS_FIXES.get(exc.status)

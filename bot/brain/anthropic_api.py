@@ -37,7 +37,8 @@ from bot.brain.anthropic_stream import (
     final_snapshot,
 )
 from bot.brain.anthropic_stream import usage_so_far as _usage_so_far
-from bot.brain.base import BrainAccessRefused, BrainUnavailable
+from bot.brain.base import BrainAccessRefused, BrainUnavailable, ForeignAnswer
+from bot.brain.foreign_answers import foreign_excerpt
 from bot.brain.stream_message import StreamedMessage
 from bot.config.model import BrainConfig
 
@@ -57,17 +58,26 @@ PROMPT_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum"
 class Rejected(Exception):
     """The API refused the request itself (it would fail the same way on retry)."""
 
-    def __init__(self, status: int, message: str, kind: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, kind: str | None = None, foreign: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         # the API's own error type (``not_found_error``...), None when the body had none
         # (a proxy's or a web server's page): a 404 is about the model only with it
         self.kind = kind
+        # a plain excerpt of the answer when it is not the API's own error (a proxy's
+        # page: bot.brain.foreign_answers), None for the API's
+        self.foreign = foreign
 
     @property
     def too_long(self) -> bool:
-        """Refused for its size ("prompt is too long", or 413 request_too_large): a
-        smaller request can succeed where the same one cannot."""
+        """Refused for its size by the API ("prompt is too long", or 413
+        request_too_large): a smaller request can succeed where the same one cannot. A
+        proxy's 413 is not the model's count (before session 41 it compressed the
+        conversation and told the owner it was too long for the model)."""
+        if self.foreign is not None:
+            return False
         return self.status == 413 or "prompt is too long" in str(self).lower()
 
     @property
@@ -162,11 +172,19 @@ class MessagesCaller:
                     return final_snapshot(stream)
             except anthropic.APIStatusError as exc:
                 status = _status(exc)
+                # A proxy's or a firewall's page is no word of the API's: said as what it
+                # is (session 41; a 403 page read "permission denied", a 413 page "too long")
+                foreign = foreign_excerpt(exc)
                 if status in UNAVAILABLE_NOW:
+                    if foreign is not None:
+                        raise ForeignAnswer(status, foreign) from exc
                     raise BrainAccessRefused(
                         status, f"Anthropic API refused access ({status}): {error_message(exc)}"
                     ) from exc
                 if status in REJECTED:
+                    if foreign is not None:
+                        message = f"HTTP {status}, not the model service's own error: {foreign}"
+                        raise Rejected(status, message, None, foreign) from exc
                     raise Rejected(status, error_message(exc), error_type(exc)) from exc
                 error: Exception = exc
                 retry_after = _retry_after(exc)
@@ -323,6 +341,9 @@ def _retry_after(exc: anthropic.APIStatusError) -> float | None:
 
 def _describe(exc: Exception) -> str:
     if isinstance(exc, anthropic.APIStatusError):
+        foreign = foreign_excerpt(exc)  # a proxy's page: its words, not its HTML
+        if foreign is not None:
+            return f"{_status(exc)} (not the API's answer) {foreign}"
         return f"{_status(exc)} {error_message(exc)}"
     if isinstance(exc, (StreamStalled, StreamBroken, UnreadableAnswer)):  # our own words
         return f"{type(exc).__name__} ({exc})"

@@ -44,6 +44,11 @@ TOO_LONG_LATER = (
     "[I could not finish this answer: with what the tools found, it became too long for "
     "the model to read at once. Ask for less at a time, or start a new conversation with /new.]"
 )
+# What helps after a refusal that was not the API's (a proxy's page), by its status.
+FOREIGN_HINTS = {
+    413: "It limits the size of requests: ask whoever runs it to raise the limit, or start "
+    "a new conversation with /new (smaller requests).",
+}
 # Stop reasons that cut an answer off: its max_tokens, or the model's context window (the
 # tool results of one reply can fill it).
 CUT_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
@@ -148,6 +153,23 @@ def rejected_reply(config: AppConfig, alias: str, exc: Rejected, parts: ReplyPar
     """The notice for a reply the API rejected (it would fail again): the whole reply,
     or appended to what earlier tool rounds said."""
     log.error("the API rejected the request (%d): %s", exc.status, exc)
+    if exc.foreign is not None:
+        # Not the API's answer (a proxy's page): before session 41 its 413 read "this
+        # conversation is too long for the model" and its 404 "the model service does not
+        # offer the model", the page's HTML quoted as the service's words.
+        what = (
+            "my request was refused by something between me and the model service, not "
+            f'by the service itself (HTTP {exc.status}: "{exc.foreign}"), a proxy perhaps'
+        )
+        hint = FOREIGN_HINTS.get(exc.status, "Check the proxy or brain.base_url, then ask again.")
+        return failed_reply(
+            config,
+            alias,
+            parts,
+            f"I could not answer this: {what}. {hint}",
+            f"[I could not finish this answer: {what}. {hint}]",
+            {"error": "not_api", "status": exc.status},
+        )
     if exc.too_long:
         # Asked again with a smaller context already (bot.brain.anthropic): say what is
         # wrong and what helps, not a status code.

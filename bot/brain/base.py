@@ -151,6 +151,22 @@ class BrainAccessRefused(BrainUnavailable):
         self.status = status
 
 
+class ForeignAnswer(BrainUnavailable):
+    """Something between us and the model service (a proxy, a firewall) refused the
+    request with ``status`` (401/402/403) and a page that is not the API's own error
+    (``excerpt``: a short plain one, bot.brain.foreign_answers): not the key or the
+    account, so the owner is told what answered instead (before session 41, "permission
+    denied" as if the API had said it). Waited out like an outage."""
+
+    def __init__(self, status: int, excerpt: str) -> None:
+        super().__init__(
+            f"a non-API answer refused the request (HTTP {status}, not the model "
+            f'service\'s own error: "{excerpt}")'
+        )
+        self.status = status
+        self.excerpt = excerpt
+
+
 @runtime_checkable
 class Brain(Protocol):
     name: str  # "offline" | "anthropic"
