@@ -31,6 +31,13 @@ _FORWARD_PREFIX = re.compile(
     r"(\s*\[\d+\]|\s*\(\d+\))?\s*[:：]\s*)+",
     re.IGNORECASE,
 )
+# What a reply to a mail that has no subject is titled. It was "Re:" alone, which every
+# client lists as an empty subject (session 41). Gmail, Outlook and Thunderbird show such
+# a mail as "(no subject)", and some clients send that text as its subject: it is no
+# subject of the thread's, folded away like a prefix (a reply to our "Re: (no subject)"
+# has the thread's empty subject, never starts a "Subject:" line or a changed subject,
+# and is answered "Re: (no subject)" again, not "Re: (no subject)" twice).
+NO_SUBJECT = "(no subject)"
 # A tag a gateway or a ticket system puts before the subject ("[EXTERNAL]", "[Ticket #1]"),
 # which mail clients then put their own "RE:" before: "RE: [EXTERNAL] Re: Trip".
 _TAG = re.compile(r"^\s*(\[[^\[\]\r\n]{1,64}\])\s*")
@@ -55,6 +62,8 @@ def _folded(subject: str | None, *, forwards: bool = False) -> tuple[bool, str]:
         else:
             break
         rest = rest[found.end() :]
+    if rest.strip().casefold() == NO_SUBJECT:
+        rest = ""
     return replied, " ".join([*tags, rest.strip()]).strip()
 
 
@@ -89,9 +98,10 @@ def bare_subject(subject: str | None) -> str:
 
 
 def reply_subject(subject: str | None) -> str:
-    """``Re: <subject>`` with any existing reply prefixes (in any language) folded."""
+    """``Re: <subject>`` with any existing reply prefixes (in any language) folded;
+    ``Re: (no subject)`` for a mail without one (:data:`NO_SUBJECT`)."""
     base = _folded(subject)[1]
-    return f"Re: {base}" if base else "Re:"
+    return f"Re: {base or NO_SUBJECT}"
 
 
 # How the Message-IDs of the mails the e-mail channel sends begin (channels/email/

@@ -143,12 +143,17 @@ def test_no_requirement_means_verified() -> None:
         ("Fwd: Plans", "Re: Fwd: Plans"),
         ("Report", "Re: Report"),
         ("Revenue", "Re: Revenue"),
-        ("", "Re:"),
-        (None, "Re:"),
+        # a mail without a subject: "Re:" alone showed as an empty subject (session 41)
+        ("", "Re: (no subject)"),
+        (None, "Re: (no subject)"),
+        ("Re:", "Re: (no subject)"),
+        ("Re: (no subject)", "Re: (no subject)"),
+        ("RE: (No Subject)", "Re: (no subject)"),
     ],
 )
 def test_reply_subject(subject: str | None, expected: str) -> None:
     assert reply_subject(subject) == expected
+    assert reply_subject(expected) == expected  # the next answer: no growth
 
 
 @pytest.mark.parametrize(
