@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from bot.graphemes import ELLIPSIS, cut
+
 # "Re:", "RE:", "Re[2]:", "Re: Re:", "AW:", "SV:", "Antw:", "Odp:", "回复:"... in any mix
 # (Hungarian "Vá:", Greek "ΑΠ:"/"Σχετ:", Croatian/Serbian "Odg:" too).
 _REPLY_PREFIX = re.compile(
@@ -38,6 +40,12 @@ _FORWARD_PREFIX = re.compile(
 # has the thread's empty subject, never starts a "Subject:" line or a changed subject,
 # and is answered "Re: (no subject)" again, not "Re: (no subject)" twice).
 NO_SUBJECT = "(no subject)"
+# The longest subject we write, in characters (session 41: a 5,000-character subject,
+# spam or a pasted paragraph, came back whole in our "Re: ..." and in what the owner was
+# told of the mail). Gmail shows about 130 characters of one, Outlook fewer; 200 keeps
+# every word a person gives a subject, and its UTF-8 (800 bytes at most) folds within
+# RFC 5322's lines of 998 octets whether it goes raw (SMTPUTF8) or encoded (RFC 2047).
+MAX_SUBJECT = 200
 # A tag a gateway or a ticket system puts before the subject ("[EXTERNAL]", "[Ticket #1]"),
 # which mail clients then put their own "RE:" before: "RE: [EXTERNAL] Re: Trip".
 _TAG = re.compile(r"^\s*(\[[^\[\]\r\n]{1,64}\])\s*")
@@ -99,9 +107,42 @@ def bare_subject(subject: str | None) -> str:
 
 def reply_subject(subject: str | None) -> str:
     """``Re: <subject>`` with any existing reply prefixes (in any language) folded;
-    ``Re: (no subject)`` for a mail without one (:data:`NO_SUBJECT`)."""
+    ``Re: (no subject)`` for a mail without one (:data:`NO_SUBJECT`); at most
+    :data:`MAX_SUBJECT` characters (:func:`capped_subject`)."""
     base = _folded(subject)[1]
-    return f"Re: {base or NO_SUBJECT}"
+    return f"Re: {capped_subject(base or NO_SUBJECT, MAX_SUBJECT - 4)}"
+
+
+def capped_subject(subject: str, limit: int = MAX_SUBJECT) -> str:
+    """``subject`` when it has at most ``limit`` characters, else its start, cut between
+    two words (on a grapheme boundary in a script written without spaces, or a word
+    longer than half of it), white space collapsed, and an ellipsis: ``limit``
+    characters at most. What we write of someone else's subject: :func:`same_subject`
+    knows the cut one for the whole, so threading goes on."""
+    if len(subject) <= limit:
+        return subject
+    text = " ".join(subject.split())
+    if len(text) <= limit:
+        return text
+    kept = cut(text, limit - len(ELLIPSIS))
+    space = kept.rfind(" ")
+    if text[len(kept)] != " " and space >= limit // 2:
+        kept = kept[:space]  # the word cut in two is left out
+    return kept.rstrip() + ELLIPSIS
+
+
+def same_subject(one: str, other: str) -> bool:
+    """Whether two subjects compared as :func:`subject_base` or :func:`thread_subject`
+    gives them are one thread's: equal, or one is the other cut by :func:`capped_subject`
+    (our answer to a long subject, and the replies to it, carry the cut one)."""
+    if one == other:
+        return True
+    short, whole = sorted((one, other), key=len)
+    return (
+        short.endswith(ELLIPSIS)
+        and len(short) > MAX_SUBJECT // 3  # a cut one, not a subject ending in "…"
+        and whole.startswith(short[: -len(ELLIPSIS)].rstrip())
+    )
 
 
 # How the Message-IDs of the mails the e-mail channel sends begin (channels/email/

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
-from bot.mail_subjects import is_reply_subject, own_message_id, thread_subject
+from bot.mail_subjects import is_reply_subject, own_message_id, same_subject, thread_subject
 from bot.record_cache import keyed_locks
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class ConversationResolver:
             window = self.s.config.channels.email.subject_thread_window_days
             for rec in await manager.list(channel=msg.channel, limit=50, pinned=True):
                 if (
-                    subject in {normalise_subject(s) for s in thread_subjects(rec)}
+                    _has_had(rec, subject)
                     and rec.channel_meta.get("chatId") == msg.chat_id
                     and _age_days(rec.updated) <= window
                 ):
@@ -187,6 +187,12 @@ def thread_subjects(rec: ConversationRecord) -> list[str]:
     return [s for s in found if isinstance(s, str) and s]
 
 
+def _has_had(rec: ConversationRecord, subject: str) -> bool:
+    """Whether ``rec``'s thread has had ``subject`` (normalised): also as our answers
+    write it, cut to :data:`bot.mail_subjects.MAX_SUBJECT` (session 41)."""
+    return any(same_subject(subject, normalise_subject(s)) for s in thread_subjects(rec))
+
+
 def new_subjects(rec: ConversationRecord, msg: InboundMessage) -> list[str] | None:
     """``rec``'s ``subjects`` with ``msg``'s added, when the thread has not had it (a mail
     that changed the subject, "Re: Trip - now Porto"); None when it has, or has none.
@@ -195,7 +201,7 @@ def new_subjects(rec: ConversationRecord, msg: InboundMessage) -> list[str] | No
     with only: the phone's reply without references to "Re: Trip - now Porto" (our
     answers follow the new subject) started a new conversation."""
     subject = normalise_subject(msg.subject)
-    if not subject or subject in {normalise_subject(s) for s in thread_subjects(rec)}:
+    if not subject or _has_had(rec, subject):
         return None
     later = rec.channel_meta.get("subjects")
     kept = [s for s in (later if isinstance(later, list) else ()) if isinstance(s, str)]

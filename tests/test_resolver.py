@@ -234,3 +234,18 @@ def test_a_thread_keeps_its_latest_subjects() -> None:
     assert rec.channel_meta["subjects"] == [f"Re: Leg {n}" for n in range(2, KEPT_SUBJECTS + 2)]
     assert new_subjects(rec, inbound("x", subject="RE: trip")) is None
     assert new_subjects(rec, inbound("x", subject="Re:")) is None
+
+
+def test_a_long_subject_cut_in_our_answer_is_the_threads_own() -> None:
+    # Our answers cut a long subject (session 41): the replies to them, which carry the
+    # cut one, are the thread's subject, not a new one.
+    when = "2025-01-14T09:12:00Z"
+    long = " ".join(f"point{n}" for n in range(800))
+    rec = ConversationRecord(
+        id="c", channel="email", created=when, updated=when, channel_meta={"subject": long}
+    )
+    answered = reply_subject(long)
+    assert len(answered) < len(long)
+    assert new_subjects(rec, inbound("x", subject=answered)) is None
+    assert new_subjects(rec, inbound("x", subject="RE: " + answered)) is None
+    assert new_subjects(rec, inbound("x", subject="Re: point0 point1")) == ["Re: point0 point1"]

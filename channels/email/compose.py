@@ -19,7 +19,7 @@ from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 
 from bot.events import utcnow
-from bot.mail_subjects import is_reply_subject, reply_subject, subject_base
+from bot.mail_subjects import capped_subject, is_reply_subject, reply_subject, subject_base
 from channels.email.html_body import html_body
 from channels.email.id_folding import MAIL_POLICY
 
@@ -168,7 +168,9 @@ def compose(
     msg["To"] = [_address(a) for a in to]
     if cc:
         msg["Cc"] = [_address(a) for a in cc]
-    msg["Subject"] = one_line(subject)
+    # capped (session 41): the email package folds it in lines of 78 (RFC 2047 encoded
+    # words when it is not ASCII), and 200 characters fit 998 octets even raw (SMTPUTF8)
+    msg["Subject"] = capped_subject(one_line(subject))
     msg["Date"] = format_datetime(utcnow())
     msg["Message-ID"] = message_id
     if in_reply_to:

@@ -23,6 +23,7 @@ from email import policy
 from email.message import Message
 
 from bot.graphemes import cut
+from bot.mail_subjects import capped_subject
 from channels.email.decoding import addresses_in, decode_bytes, header_value, raw_header, unfold
 from channels.email.mime_parts import content_type, own_parts
 
@@ -50,8 +51,8 @@ class Bounce:
         """One line for the turn: ``Delivery failed: the mail to a@b ("Re: Dinner") could
         not be delivered: 550 5.1.1 User unknown.``"""
         to = ", ".join(self.recipients) or "an unknown address"
-        what = (
-            f'the mail to {to} ("{self.original_subject}")'
+        what = (  # the subject as we cut it (session 41): a report may quote any
+            f'the mail to {to} ("{capped_subject(self.original_subject)}")'
             if self.original_subject
             else (f"the mail to {to}")
         )

@@ -15,7 +15,7 @@ from collections.abc import Collection
 from bot.config.channels import EmailChannelConfig
 from bot.events import EMPTY_MESSAGE_LABEL, SENT_AT, InboundMessage, iso
 from bot.graphemes import cut
-from bot.mail_subjects import is_forward_subject
+from bot.mail_subjects import capped_subject, is_forward_subject, same_subject
 from channels.email.auth import AuthVerdict, verify_sender
 from channels.email.compose import answer_addresses, is_reply_subject, one_line, subject_base
 from channels.email.dedup import dedup_key
@@ -44,7 +44,7 @@ def subject_line(subject: str, text: str, thread_subject: str | None) -> str | N
     if not subject_base(subject) or text.lstrip().startswith("/"):
         return None  # none, or a bare "Re:"
     if is_reply_subject(subject) and (
-        thread_subject is None or subject_base(subject) == subject_base(thread_subject)
+        thread_subject is None or same_subject(subject_base(subject), subject_base(thread_subject))
     ):
         return None
     said, typed = " ".join(text.split()).casefold(), " ".join(subject.split()).casefold()
@@ -52,7 +52,9 @@ def subject_line(subject: str, text: str, thread_subject: str | None) -> str | N
         # the text starts with the subject's words ("Tax" before "Taxi to the
         # airport" is no repeat: the model never saw what the mail was about)
         return None
-    return f"Subject: {subject}"
+    # A subject of thousands of characters (spam, a pasted paragraph) filled the
+    # escalation's quote of the mail, its words never shown (session 41): cut as ours.
+    return f"Subject: {capped_subject(subject)}"
 
 
 def capped_quote(quoted: str) -> str:

@@ -13,11 +13,12 @@ from collections.abc import Collection, Mapping, Sequence
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import TO_PARTY_ALONE, OutboundMessage
-from bot.mail_subjects import OWN_ID_PREFIX, bare_subject
+from bot.mail_subjects import OWN_ID_PREFIX, bare_subject, capped_subject
 from channels.email.compose import (
     ComposedMail,
     answer_addresses,
     compose,
+    one_line,
     references_chain,
     render_actions,
     reply_recipients,
@@ -167,6 +168,9 @@ def compose_outgoing(
         subject = reply_subject(subject)
     elif not subject:
         subject = f"Message from {cfg.display_name}"
+    # within MAX_SUBJECT, as a reply's is: what we write, and the subject the channel
+    # remembers of the mail sent (session 41: a 5,000-character one was echoed whole)
+    subject = capped_subject(one_line(subject))
     meta = message.metadata
     original_to = list(meta.get("to", parent.to if parent else ()))
     original_cc = list(meta.get("cc", parent.cc if parent else ()))

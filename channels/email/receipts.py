@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
 
+from bot.mail_subjects import capped_subject
 from channels.email.decoding import addresses_in, header_value
 from channels.email.dsn import report_fields
 from channels.email.mime_parts import content_type, own_parts
@@ -57,7 +58,12 @@ class ReadReceipt:
     def summary(self, sender: str) -> str:
         """One line for the turn: ``Read receipt: ann@example.net read "Trip" (Tue, ...).``"""
         who = self.reader or sender
-        what = f'"{self.original_subject}"' if self.original_subject else "a mail of ours"
+        # the subject as we cut it (session 41): a receipt may carry any subject
+        what = (
+            f'"{capped_subject(self.original_subject)}"'
+            if self.original_subject
+            else "a mail of ours"
+        )
         done = _DONE.get(self.disposition, "read")
         at = f" ({self.when})" if self.when else ""
         return f"Read receipt: {who} {done} {what}{at}."

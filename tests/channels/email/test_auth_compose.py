@@ -8,6 +8,7 @@ import pytest
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import OutboundMessage
+from bot.mail_subjects import MAX_SUBJECT, capped_subject, same_subject
 from bot.turn_recorder import recipients
 from channels.email.auth import parse_auth_results, verify_sender
 from channels.email.compose import (
@@ -20,6 +21,7 @@ from channels.email.compose import (
     reply_subject,
     subject_base,
 )
+from channels.email.id_folding import MAIL_POLICY
 from channels.email.inbound import to_inbound
 from channels.email.outgoing import compose_outgoing
 from channels.email.parsing import ParsedMail, parse_message
@@ -194,6 +196,56 @@ def test_a_tagged_reply_is_a_reply() -> None:
     assert is_reply_subject("[EXT] [Caution] AW: Reise")
     assert not is_reply_subject("[Ticket #123] Printer")
     assert not is_reply_subject("[EXTERNAL] Trip")
+
+
+def test_a_long_subject_is_answered_cut_between_words() -> None:
+    # Regression (session 41): a 5,000-character subject (spam, a pasted paragraph)
+    # came back whole in "Re: ...".
+    subject = " ".join(f"word{n}" for n in range(900))
+    assert len(subject) > 5000
+    answer = reply_subject(subject)
+    assert len(answer) <= MAX_SUBJECT and answer.endswith("…")
+    kept = answer.removeprefix("Re: ").removesuffix("…").split(" ")
+    assert kept == subject.split(" ")[: len(kept)]  # whole words, from the start
+    assert reply_subject(answer) == answer  # the next round: the same, no growth
+    assert reply_subject("AW: " + subject) == answer
+    # one thread's subject, for the thread finder and the "Subject:" line alike
+    assert same_subject(subject_base(answer), subject_base(subject))
+    assert same_subject(subject_base(subject), subject_base("RE: " + answer))
+    assert not same_subject(subject_base(answer), subject_base("Another " + subject))
+    assert not same_subject(subject_base("Wait…"), subject_base("Wait… what?"))
+    # a script without spaces, one endless word: cut on a grapheme boundary
+    for unspaced in ("会議の議題について" * 600, "x" * 5000, "👍🏽" * 3000):
+        cut = reply_subject(unspaced)
+        assert len(cut) <= MAX_SUBJECT and cut.endswith("…")
+        assert unspaced.startswith(cut.removeprefix("Re: ").removesuffix("…"))
+        assert same_subject(subject_base(cut), subject_base(unspaced))
+    whole = "Trip " * 38 + "Trips!"  # 196 characters: "Re: " and it is 200
+    assert reply_subject(whole) == f"Re: {whole}"
+
+
+def test_a_long_subject_is_written_within_the_line_limits() -> None:
+    # Every subject we write is cut (an escalation's, a notice's too), and folded in
+    # RFC 5322's lines, encoded when not ASCII, or raw UTF-8 with SMTPUTF8.
+    subject = "Überweisung bestätigt 確認 " * 400
+    composed = compose(
+        from_addr="bot@example.com",
+        display_name="Bot",
+        to=["o@x.org"],
+        subject=subject,
+        text="Hi",
+        in_reply_to="<p@x.org>",
+        references=["<p@x.org>"],
+    )
+    for utf8 in (False, True):
+        raw = composed.message.as_bytes(policy=MAIL_POLICY.clone(utf8=utf8))
+        head = raw.split(b"\r\n\r\n", 1)[0]
+        assert all(len(line) <= 998 for line in raw.split(b"\r\n"))
+        assert head.isascii() is not utf8
+        parsed = message_from_bytes(raw, policy=policy.default)
+        assert parsed["Subject"] == capped_subject(" ".join(subject.split()))
+        assert len(parsed["Subject"]) <= MAX_SUBJECT
+        assert parsed["In-Reply-To"] == "<p@x.org>"
 
 
 def test_references_chain() -> None:
