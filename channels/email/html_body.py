@@ -12,7 +12,9 @@ is ever shown (``![x](url)`` stays a link). What Telegram sends as written (an
 escalation, a command's answer, a readout the core marks ``plain``) is shown as written
 here too, in the same style, nothing read as Markdown. Styles are inline, which every client
 keeps (Gmail drops most ``<style>`` sheets, Outlook's Word engine many rules); code
-wraps its long lines rather than widening the mail.
+wraps its long lines rather than widening the mail. Every block of text (paragraph,
+heading, quote, list and item, table) has ``dir="auto"``: an answer in Hebrew or Arabic
+is set right to left, each paragraph by its own first letter (session 41).
 
 The rendering is bounded (:func:`html_body` is None for a text too long for it, or
 when the HTML would be much larger than the text) and depends on the text alone, so
@@ -44,13 +46,19 @@ _QUOTE = "margin:0 0 10px 0;padding:0 0 0 10px;border-left:3px solid #c8c8c8;col
 # too) and which cost a cell nothing: a cell with a style of its own made a table of
 # short cells many times its text.
 _TABLE = (
-    '<table border="1" cellspacing="0" cellpadding="5" '
+    '<table dir="auto" border="1" cellspacing="0" cellpadding="5" '
     'style="border-collapse:collapse;border-color:#c8c8c8;margin:0 0 10px 0">'
 )
 _HEADINGS = {1: "font-size:20px", 2: "font-size:17px", 3: "font-size:15px"}
 _RULE = "border:none;border-top:1px solid #c8c8c8;margin:12px 0"
 _LIST = "margin:0 0 10px 0;padding-left:24px"
 _CODE = "font-family:Consolas,Menlo,monospace;background:#f4f4f4;color:#202124;padding:0 3px"
+# Each block takes its direction from its own first strong letter (session 41: without
+# it, an answer in Hebrew or Arabic was set left to right, its punctuation and the
+# English words in it out of place): a paragraph in Hebrew right-aligned, the English
+# one after it left (HTML5's dir="auto", which clients that render with a browser
+# engine honour; one that ignores it shows the mail as before). Code stays left to right.
+_DIR = ' dir="auto"'
 
 
 def _inline(text: str, links: bool = True) -> str:
@@ -90,9 +98,9 @@ def _list(items: list[Block]) -> str:
             open_lists.append((depth, tag))
             # a list the model numbers on after a paragraph ("3. ...") counts on from it
             start = f' start="{item.level}"' if tag == "ol" and item.level != 1 else ""
-            out.append(f'<{tag}{start} style="{_LIST}"><li>')
+            out.append(f'<{tag}{start}{_DIR} style="{_LIST}"><li{_DIR}>')
         else:
-            out.append("</li><li>")
+            out.append(f"</li><li{_DIR}>")
         out.append(_inline(item.text))
     while open_lists:
         out.append(f"</li></{open_lists.pop()[1]}>")
@@ -105,17 +113,17 @@ def _block(kind: str, group: list[Block]) -> str:
         return _list(group)
     if kind == "quote":
         lines = "<br>".join(_inline(b.text, links=False) for b in group)
-        return f'<blockquote style="{_QUOTE}">{lines}</blockquote>'
+        return f'<blockquote{_DIR} style="{_QUOTE}">{lines}</blockquote>'
     if kind == "text":
-        return f'<p style="{_P}">' + "<br>".join(_inline(b.text) for b in group) + "</p>"
+        return f'<p{_DIR} style="{_P}">' + "<br>".join(_inline(b.text) for b in group) + "</p>"
     block = group[0]  # the others come one at a time
     if kind == "code":
-        return f'<pre style="{_PRE}">{escape(block.text)}</pre>'
+        return f'<pre dir="ltr" style="{_PRE}">{escape(block.text)}</pre>'
     if kind == "table":
         return _table(block.rows)
     if kind == "heading":
         size = _HEADINGS.get(block.level, "font-size:14px")
-        return f'<p style="{_P};{size};font-weight:bold">{_inline(block.text)}</p>'
+        return f'<p{_DIR} style="{_P};{size};font-weight:bold">{_inline(block.text)}</p>'
     return f'<hr style="{_RULE}">'  # a rule
 
 
@@ -140,7 +148,7 @@ def _literal(text: str) -> list[str]:
     kept), nothing read as Markdown."""
     paragraphs = [p for p in text.replace("\r\n", "\n").split("\n\n") if p.strip()]
     return [
-        f'<p style="{_P}">'
+        f'<p{_DIR} style="{_P}">'
         + "<br>".join(
             "&nbsp;" * (len(line) - len(line.lstrip(" "))) + escape(line.lstrip(" "))
             for line in paragraph.strip("\n").split("\n")
@@ -164,6 +172,6 @@ def html_body(markdown: str, *, literal: bool = False) -> str | None:
     html = (
         '<!DOCTYPE html><html><head><meta http-equiv="Content-Type" '
         'content="text/html; charset=utf-8"></head>'
-        f'<body><div style="{_BODY}">\n' + "\n".join(parts) + "\n</div></body></html>\n"
+        f'<body><div{_DIR} style="{_BODY}">\n' + "\n".join(parts) + "\n</div></body></html>\n"
     )
     return html if len(html) <= _GROWTH * len(markdown) + _SLACK else None

@@ -99,3 +99,23 @@ async def test_a_strangers_words_in_an_escalation_are_shown_never_obeyed(
     assert "<a " not in html and "<img" not in html
     # their lines marked as quoted, as in the text (no Markdown quote, as on Telegram)
     assert "&gt; Your account is locked." in html and "<blockquote" not in html
+
+
+async def test_an_answer_in_hebrew_is_set_right_to_left_in_the_html_part(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Regression (session 41): the HTML part had no dir attribute, and a client showed
+    # an answer in Hebrew or Arabic left-aligned, its punctuation out of place.
+    _, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
+    answer = "שלום!\n\n- טיסה ב-3 במאי\n- מלון: Avenida\n\n> המלון כתב: מאושר\n"
+    await stack.services.outbox.enqueue(
+        OutboundMessage(channel="email", chat_id=OWNER, text=answer, kind="notice"),
+        dedup_key="test:html:rtl",
+    )
+    [mail] = await smtp.capture.wait_for(1)
+    html = mail.get_body(("html",)).get_content()
+    assert '<div dir="auto" style=' in html
+    assert '<p dir="auto" style=' in html and "שלום!" in html
+    assert '<li dir="auto">טיסה ב-3 במאי' in html
+    assert '<blockquote dir="auto" style=' in html
+    assert text_of(mail).replace("\r\n", "\n") == answer  # the text part as written

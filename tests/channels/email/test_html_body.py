@@ -57,6 +57,47 @@ def _parse(html: str) -> _Tags:
     return parser
 
 
+HEBREW = """# תוכנית לליסבון
+
+שלום! הנה **התוכנית** ל-May:
+
+1. טיסה ב-3
+   - ארוחת בוקר
+- מזוודה קלה
+
+| יום | עלות |
+|-----|-----:|
+| ו׳ | 120 € |
+
+```
+ssh lisbon.example
+```
+
+> המלון כתב: confirm here
+
+And a line in English, set left to right.
+"""
+
+# the elements a block of text is written in (a paragraph, a heading, a quote, a list
+# and its items, a table, the whole body)
+_TEXT_BLOCKS = {"div", "p", "blockquote", "ul", "ol", "li", "table"}
+
+
+def test_every_text_block_takes_its_own_direction() -> None:
+    # Regression (session 41): no dir attribute anywhere, and an answer in Hebrew or
+    # Arabic was set left to right, its punctuation and English words out of place.
+    for text, literal in ((HEBREW, False), (HEBREW, True), ("مرحبا، كيف حالك؟", False)):
+        html = html_body(text, literal=literal)
+        assert html is not None
+        parsed = _parse(html)
+        blocks = [(tag, attrs) for tag, attrs in parsed.tags if tag in _TEXT_BLOCKS]
+        assert blocks and all(attrs.get("dir") == "auto" for _, attrs in blocks), blocks
+        # code reads left to right whatever the text around it
+        assert all(attrs.get("dir") == "ltr" for tag, attrs in parsed.tags if tag == "pre")
+    tags = {tag for tag, _ in _parse(html_body(HEBREW) or "").tags}
+    assert {"p", "blockquote", "ol", "ul", "li", "table", "pre"} <= tags
+
+
 def test_an_answer_in_markdown_reads_as_formatted_mail() -> None:
     html = html_body(ANSWER)
     assert html is not None
