@@ -29,7 +29,7 @@ log = logging.getLogger("my_agent.commands")
 
 # The owner commands that change something (``/model`` only with an argument). The
 # others (/help, /status, /search, /model alone) only read and may simply run again.
-EFFECT_COMMANDS = frozenset({"new", "rename", "trust", "block", "reply", "model"})
+EFFECT_COMMANDS = frozenset({"new", "rename", "trust", "block", "reply", "replyall", "model"})
 
 
 def has_effects(name: str, args: str) -> bool:

@@ -22,7 +22,8 @@ OWNER_HELP = """Commands:
 /status - what is running and how this conversation stands
 /trust <party> [known|untrusted] - let a third party be answered
 /block <party> - ignore a third party
-/reply <party> <text> - answer a third party yourself
+/reply <party> <text> - answer a third party yourself (them alone)
+/replyall <party> <text> - answer them and everyone else their mail went to
 /help - this list"""
 
 STRANGER_HELP = """Commands:
@@ -34,14 +35,25 @@ GROUP_MEMBER_HELP = """Commands:
 /help - this list
 Mention me or reply to one of my messages to ask me something."""
 
-COMMANDS = ("new", "model", "help", "status", "rename", "search", "trust", "block", "reply")
+COMMANDS = (
+    "new",
+    "model",
+    "help",
+    "status",
+    "rename",
+    "search",
+    "trust",
+    "block",
+    "reply",
+    "replyall",
+)
 PASSED_ON = ("photo", "document")  # what /reply sends on to a party (Telegram to Telegram)
 # Commands that need no conversation: from a dashboard tab that has none yet (or a mail
 # that starts no known thread) they run without one, instead of creating an empty
 # conversation to record them in. The party commands act on a third party's records, not
 # on the owner's conversation: until session 39 /trust, /block and /reply (and an unknown
 # command) typed in a new chat each left an empty "New conversation" in the list.
-DETACHED_COMMANDS = ("help", "search", "status", "trust", "block", "reply")
+DETACHED_COMMANDS = ("help", "search", "status", "trust", "block", "reply", "replyall")
 
 
 def is_detached(name: str) -> bool:

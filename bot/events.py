@@ -128,6 +128,12 @@ class InboundMessage:
 # the dashboard's Reply) go to them alone, where their message asked to be answered:
 # never reply-all to the others it went to, whom the owner was never told of (session 40).
 TO_PARTY_ALONE = "to_party_alone"
+# ... unless the owner asks for everyone (``/replyall``, the dashboard's Reply with "to
+# all"): the channel answers as a mail client's reply-all does, to the sender (where
+# their message asked to be answered) and its To and Cc but our own address, each once,
+# whatever the case of its letters; never when we were only blind-copied on it (the
+# others would learn that the owner had it). Session 41: the owner could not answer all.
+TO_ALL = "to_all"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
-"""The owner's commands on third parties: ``/trust``, ``/block`` and ``/reply``.
+"""The owner's commands on third parties: ``/trust``, ``/block``, ``/reply`` and
+``/replyall``.
 
 Apart from the conversation commands (:mod:`bot.commands`): these act on the
 external-communication records (seed 000 "External Communications"), not on the owner's
-conversations, and ``/reply`` is the one command that sends to someone else.
+conversations, and ``/reply`` and ``/replyall`` are the commands that send to someone
+else.
 """
 
 from __future__ import annotations
@@ -149,7 +151,26 @@ class PartyCommands:
         conv: ConversationRecord,
         run: CommandRun | None = None,
     ) -> CommandResult:
-        usage = "Usage: /reply <party> <text>"
+        return await self._answer_party(args, message, run, to_all=False)
+
+    async def _owner_replyall(
+        self,
+        args: str,
+        message: InboundMessage,
+        conv: ConversationRecord,
+        run: CommandRun | None = None,
+    ) -> CommandResult:
+        """``/replyall <party> <text>``: as ``/reply``, to the party and everyone else
+        their last message went to (a mail's To and Cc, as a mail client's reply-all).
+        Before session 41 the owner had no way to answer them all: ``/reply`` goes to
+        the party alone (session 40), and ``reply_all`` is never the owner's words."""
+        return await self._answer_party(args, message, run, to_all=True)
+
+    async def _answer_party(
+        self, args: str, message: InboundMessage, run: CommandRun | None, *, to_all: bool
+    ) -> CommandResult:
+        """The owner's own words to a party (``/reply``, ``/replyall`` with ``to_all``)."""
+        usage = f"Usage: /{'replyall' if to_all else 'reply'} <party> <text>"
         found = await self._party(args, usage)
         if isinstance(found, CommandResult):
             return found
@@ -185,12 +206,18 @@ class PartyCommands:
                 answering=answering,
                 files=files,
                 alone=True,  # never reply-all to those their mail went to
+                to_all=to_all,  # unless the owner asks for it (/replyall)
             )
         await self.s.external.resolve_escalations(party.id, "replied")
         sent = ", ".join(a.name or a.kind for a in files)
         what = f"your words and {sent}" if text and sent else f"your {sent}" if sent else ""
-        answer = sent_to(party, answering)
+        answer = sent_to(party, answering, to_all=to_all, ourselves=self._ourselves())
         answer += f": {what}." if what else "."
         if left:
             answer += f" Your {left} was not passed on: {why}."
         return CommandResult(answer)
+
+    def _ourselves(self) -> list[str]:
+        """The assistant's own addresses, left out of a reply-all."""
+        address = self.s.config.channels.email.address
+        return [address] if address else []

@@ -16,7 +16,7 @@ restart, takes its threading from that message through the owner's one rule
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from bot.events import InboundMessage, placement
@@ -63,25 +63,78 @@ def copied_to(party: PartyRecord, msg: InboundMessage | None) -> list[str]:
     return [a for a in named if a not in skip]
 
 
-def sent_to(party: PartyRecord, answering: InboundMessage | None) -> str:
+def everyone_else(
+    party: PartyRecord, msg: InboundMessage | None, ourselves: Collection[str]
+) -> tuple[list[str], bool]:
+    """Whom else a reply-all answer to ``msg`` reaches, as a mail client's reply-all
+    computes it (the owner's ``/replyall``, :data:`bot.events.TO_ALL`): its To and Cc
+    (the message's ``to`` and ``cc``) but the party's own address, those of
+    :func:`answered_elsewhere` (answered anyway) and ``ourselves`` (the assistant's
+    addresses), each once, lower case; and whether ``ourselves`` were openly among its
+    recipients (not only blind-copied: then the channel answers the party alone)."""
+    if msg is None:
+        return [], False
+    me = {a.strip().lower() for a in ourselves if a}
+    listed = [
+        a.strip().lower()
+        for key in ("to", "cc")
+        if isinstance(msg.metadata.get(key), list | tuple)
+        for a in msg.metadata[key]
+        if isinstance(a, str) and "@" in a
+    ]
+    skip = {party.party_key.strip().lower(), *answered_elsewhere(party, msg), *me}
+    return [a for a in dict.fromkeys(listed) if a not in skip], bool(me & set(listed))
+
+
+def sent_to(
+    party: PartyRecord,
+    answering: InboundMessage | None,
+    *,
+    to_all: bool = False,
+    ourselves: Collection[str] = (),
+) -> str:
     """Where the owner's words to ``party`` went, as the owner is told (``/reply``, the
     dashboard's Reply), before any full stop: "Sent to Eve (email)", with where their
     message asked answers to go when that is not their own address
     (:func:`answered_elsewhere`, session 38) and the others it went to, who get nothing
-    (:func:`copied_to`, session 40)."""
+    (:func:`copied_to`, session 40). ``to_all``: the owner's ``/replyall``, which goes
+    to those others too (:func:`everyone_else`, with ``ourselves``, session 41)."""
     answer = f"Sent to {party.label}"
     elsewhere = answered_elsewhere(party, answering)
     if elsewhere:
         # where it went, as their Reply-To asked: not the address the label names
         answer += f" at {', '.join(elsewhere[:3])}, the address their message asked for"
+    if to_all:
+        return answer + _to_all_said(party, answering, ourselves)
     others = copied_to(party, answering)
     if others:
         # Before session 40, with reply_all, these got the owner's words too, while the
         # owner was told of the party alone.
-        shown = ", ".join(isolate(a) for a in others[:3])
-        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
-        answer += f" alone, not to {shown}{more}, to whom their message also went"
+        answer += f" alone, not to {_listed(others)}, to whom their message also went"
     return answer
+
+
+def _to_all_said(
+    party: PartyRecord, answering: InboundMessage | None, ourselves: Collection[str]
+) -> str:
+    """What :func:`sent_to` adds for a reply-all: whom else it went to, or why not."""
+    others, openly = everyone_else(party, answering, ourselves)
+    if others and openly:
+        return f" and to everyone else their message went to: {_listed(others, 10)}"
+    if others:
+        # the channel answers them alone (bot.events.TO_ALL): as a mail client would,
+        # the reply-all would have told the others that the owner had the mail
+        return (
+            f" alone, not to {_listed(others)}: I was only blind-copied on their message, "
+            "and a reply to all would show them that you had it"
+        )
+    return ": their message went to no one else" if party.channel == "email" else ""
+
+
+def _listed(addresses: Sequence[str], most: int = 3) -> str:
+    """Addresses as the owner is told them: the first ``most``, and how many more."""
+    shown = ", ".join(isolate(a) for a in addresses[:most])
+    return shown + (f" and {len(addresses) - most} more" if len(addresses) > most else "")
 
 
 def thread_fields(msg: InboundMessage) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from bot.events import TO_PARTY_ALONE, Attachment, InboundMessage, OutboundMessage
+from bot.events import TO_ALL, TO_PARTY_ALONE, Attachment, InboundMessage, OutboundMessage
 from bot.parties import PartyRecord
 from bot.turn_recorder import reply_target
 
@@ -40,6 +40,7 @@ class PartySends:
         files: Sequence[Attachment] = (),
         answers: str | None = None,
         alone: bool = False,
+        to_all: bool = False,
         spent: Mapping[str, Any] | None = None,
     ) -> None:
         """Record and queue a message to a third party (reply, acknowledgement, /reply).
@@ -52,8 +53,10 @@ class PartySends:
         ``answers``: the ref of their message the model's reply answers (kept in their
         file, for a restart); ``alone``: the owner's own words, which go to the party
         alone (:data:`~bot.events.TO_PARTY_ALONE`), never to the others their message
-        went to; ``spent``: the model's answer's ``model``, ``usage`` and ``cost``
-        (:func:`bot.brain.cost.reply_spent`), kept on its line in their file."""
+        went to, unless ``to_all`` (the owner's ``/replyall``: to them and everyone
+        their message went to, :data:`~bot.events.TO_ALL`); ``spent``: the model's
+        answer's ``model``, ``usage`` and ``cost`` (:func:`bot.brain.cost.reply_spent`),
+        kept on its line in their file."""
         if answering is None:
             answering = await self.s.external.reply_thread(party)
         recorded = " ".join([text, *(f"[{a.name or a.kind}]" for a in files)]).strip()
@@ -61,7 +64,14 @@ class PartySends:
             party.id, recorded, kind=kind, answers=answers, spent=spent
         )
         await self.queue_to_party(
-            party, text, kind=kind, dedup=dedup, answering=answering, files=files, alone=alone
+            party,
+            text,
+            kind=kind,
+            dedup=dedup,
+            answering=answering,
+            files=files,
+            alone=alone,
+            to_all=to_all,
         )
 
     async def queue_to_party(
@@ -74,13 +84,14 @@ class PartySends:
         answering: InboundMessage | None = None,
         files: Sequence[Attachment] = (),
         alone: bool = False,
+        to_all: bool = False,
     ) -> None:
         """Queue a message to the party that their file already records
         (:meth:`send_to_party`, or a restart queuing an answer a crash kept from the
         outbox: :mod:`bot.party_resume`), threaded under ``answering`` when given."""
         await self.s.outbox.enqueue(
             self.message_to_party(
-                party, text, kind=kind, answering=answering, files=files, alone=alone
+                party, text, kind=kind, answering=answering, files=files, alone=alone, to_all=to_all
             ),
             dedup_key=dedup,
         )
@@ -94,6 +105,7 @@ class PartySends:
         answering: InboundMessage | None = None,
         files: Sequence[Attachment] = (),
         alone: bool = False,
+        to_all: bool = False,
     ) -> OutboundMessage:
         """The outbox message :meth:`queue_to_party` queues (also what a restart sets
         aside unsent: :mod:`bot.party_resume`)."""
@@ -121,6 +133,7 @@ class PartySends:
                 ),
                 # Before session 40 the owner's /reply to a mail went reply-all (with
                 # channels.email.reply_all) to its To and Cc, named nowhere to them.
-                **({TO_PARTY_ALONE: True} if alone else {}),
+                # (the owner's /replyall asks for them all, session 41)
+                **({TO_ALL: True} if to_all else {TO_PARTY_ALONE: True} if alone else {}),
             },
         )

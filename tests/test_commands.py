@@ -14,7 +14,7 @@ import pytest
 
 from bot.command_status import local_minute
 from bot.commands import parse_command
-from bot.events import TO_PARTY_ALONE, Attachment
+from bot.events import TO_ALL, TO_PARTY_ALONE, Attachment
 from bot.resume import resume_pending_replies
 from bot.services import open_services
 from tests.conftest import (
@@ -654,6 +654,61 @@ async def test_the_owners_reply_goes_to_the_party_alone_and_says_so(core: Core) 
     (sent,) = [m for m in core.channels["email"].sent if m.kind == "reply"]
     assert sent.metadata[TO_PARTY_ALONE] is True  # the e-mail channel answers Eve alone
     assert sent.metadata["cc"] == ["Dan@Press.example"]  # (what it knows of the mail)
+
+
+async def _eve_wrote(core: Core, n: int, to: list[str], cc: list[str]) -> Any:
+    await core.say(
+        f"Is Robin free next week? ({n})",
+        channel="email",
+        sender="eve@stranger.example",
+        chat="eve@stranger.example",
+        sender_name="Eve",
+        message_ref=f"<q{n}@stranger.example>",
+        metadata={"to": to, "cc": cc},
+    )
+    eve = await core.s.external.find("eve@stranger.example")
+    assert eve is not None
+    return eve
+
+
+async def test_replyall_answers_the_party_and_everyone_else_on_their_mail(core: Core) -> None:
+    # Regression (session 41): since session 40 the owner's words went to the party
+    # alone, and nothing could answer everyone their mail went to.
+    core.s.config.channels.email.address = "assistant@bot.example"
+    eve = await _eve_wrote(
+        core,
+        1,
+        to=["Assistant@Bot.example", "carol@x.example"],
+        cc=["Dan@Press.example", "CAROL@x.example", "eve@stranger.example"],
+    )
+    answer = await core.say(f"/replyall {eve.id} I'm off sick all week", message_id="ra-1")
+    assert answer == (
+        f"Sent to {eve.label} and to everyone else their message went to: "
+        "carol@x.example, dan@press.example."
+    )
+    (sent,) = [m for m in core.channels["email"].sent if m.kind == "reply"]
+    # the e-mail channel answers them all (its rule: tests/channels/email)
+    assert sent.metadata[TO_ALL] is True and TO_PARTY_ALONE not in sent.metadata
+    assert sent.in_reply_to == "<q1@stranger.example>"
+    rows = await core.s.state.fetchall("SELECT dedup_key FROM outbox WHERE dedup_key LIKE '%party'")
+    assert [key for (key,) in rows] == ["telegram:ra-1:to-party"]  # as /reply's: queued once
+    assert "/replyall <party> <text>" in await core.say("/help")
+    assert await core.say("/replyall") == "Usage: /replyall <party> <text>"
+
+
+async def test_replyall_on_a_mail_we_were_blind_copied_on_goes_to_the_party_alone(
+    core: Core,
+) -> None:
+    core.s.config.channels.email.address = "assistant@bot.example"
+    eve = await _eve_wrote(core, 2, to=["carol@x.example"], cc=[])
+    answer = await core.say(f"/replyall {eve.id} Not now")
+    assert answer == (
+        f"Sent to {eve.label} alone, not to carol@x.example: I was only blind-copied on "
+        "their message, and a reply to all would show them that you had it."
+    )
+    eve = await _eve_wrote(core, 3, to=["assistant@bot.example"], cc=[])
+    answer = await core.say(f"/replyall {eve.id} Not now")
+    assert answer == f"Sent to {eve.label}: their message went to no one else."
 
 
 async def test_block_silences_a_party(core: Core) -> None:

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Collection, Mapping, Sequence
 
 from bot.config.channels import EmailChannelConfig
-from bot.events import TO_PARTY_ALONE, OutboundMessage
+from bot.events import TO_ALL, TO_PARTY_ALONE, OutboundMessage
 from bot.mail_subjects import OWN_ID_PREFIX, bare_subject, capped_subject
 from channels.email.compose import (
     ComposedMail,
@@ -174,12 +174,15 @@ def compose_outgoing(
     meta = message.metadata
     original_to = list(meta.get("to", parent.to if parent else ()))
     original_cc = list(meta.get("cc", parent.cc if parent else ()))
-    # The owner's own words to a third party go to them alone (bot.events.TO_PARTY_ALONE):
-    # the model's answer to a known contact and the owner's own mail are answered to all.
+    # The owner's own words to a third party go to them alone (bot.events.TO_PARTY_ALONE),
+    # or to everyone when the owner asks (TO_ALL: /replyall, whatever reply_all says);
+    # the model's answer to a known contact and the owner's own mail are answered to all
+    # with reply_all. Never to all when we were only blind-copied (reply_all_readers).
+    to_all = bool(meta.get(TO_ALL))
     answer_all = bool(
         message.kind == "reply"
-        and not meta.get(TO_PARTY_ALONE)
-        and reply_all_readers(recipient, original_to, original_cc, address, cfg.reply_all)
+        and (to_all or not meta.get(TO_PARTY_ALONE))
+        and reply_all_readers(recipient, original_to, original_cc, address, cfg.reply_all or to_all)
     )
     # An answer to a mail goes where it asks (its Reply-To); an escalation or a notice
     # answers no mail of the recipient's and goes to them.

@@ -28,6 +28,7 @@ COMMANDS = [
     BotCommand(command="trust", description="Trust an external party"),
     BotCommand(command="block", description="Block an external party"),
     BotCommand(command="reply", description="Reply to an external party"),
+    BotCommand(command="replyall", description="Reply to a party and all on their mail"),
 ]
 # What anyone else may use (bot/commands.py run_stranger; in groups only /help).
 STRANGER_COMMANDS = [

@@ -277,6 +277,10 @@ class Api:
         ref = body.get("ref")
         if ref is not None and not (isinstance(ref, str) and _REF.fullmatch(ref)):
             return web.json_response({"error": "ref must be a short token"}, status=400)
+        # "all": to everyone their message went to, as /replyall (session 41)
+        to_all = body.get("all", False)
+        if not isinstance(to_all, bool):
+            return web.json_response({"error": "all must be true or false"}, status=400)
         # Keyed by the page's ref for this reply, as /reply is by the owner's message: a
         # POST sent again (a retry after a lost answer, a double submit) is queued and
         # recorded once; before session 40 it had no key and went twice.
@@ -286,14 +290,23 @@ class Api:
             log.info("dashboard reply %s to %s was queued before: not again", ref, party_id)
         else:
             # Same path as the owner's /reply command: recorded, queued in the outbox, to
-            # the party alone (never reply-all to those their mail went to, session 40).
+            # the party alone (never reply-all to those their mail went to, session 40),
+            # or, with "all", to everyone their mail went to (/replyall, session 41).
             await self.services.router.send_to_party(
-                party, text, kind="reply", dedup=dedup, answering=answering, alone=True
+                party,
+                text,
+                kind="reply",
+                dedup=dedup,
+                answering=answering,
+                alone=True,
+                to_all=to_all,
             )
         await self.services.external.resolve_escalations(party_id, "replied")
         await self.channel.hub.feed.on_external("reply")
         # where it went, as /reply's confirmation says it (the page shows it)
-        return web.json_response({"ok": True, "sent": sent_to(party, answering) + "."})
+        address = self.services.config.channels.email.address
+        said = sent_to(party, answering, to_all=to_all, ourselves=[address] if address else [])
+        return web.json_response({"ok": True, "sent": said + "."})
 
 
 def setup_api(app: web.Application, channel: WebChannel) -> None:

@@ -92,6 +92,17 @@ function renderParty(p) {
   const go = el("button", null, "Reply");
   go.type = "submit";
   reply.appendChild(input);
+  // A mail's other recipients get the owner's words only when asked (/replyall):
+  // unchecked, the reply goes to the party alone (session 41).
+  let everyone = null;
+  if (p.channel === "email") {
+    const label = el("label", "reply-all", " to all");
+    everyone = el("input");
+    everyone.type = "checkbox";
+    label.title = "Also to everyone else their last mail went to (To and Cc), as a mail client's Reply All";
+    label.prepend(everyone);
+    reply.appendChild(label);
+  }
   reply.appendChild(go);
   // One ref per reply, kept while the same words are sent again (a second click, a
   // retry after an error): the server queues a ref once (session 40: it sent twice).
@@ -100,11 +111,13 @@ function renderParty(p) {
     ev.preventDefault();
     const text = input.value.trim();
     if (!text) return;
-    if (!pending || pending.text !== text) pending = { text, ref: Date.now().toString(36) + Math.random().toString(36).slice(2) };
-    const done = await postJSON("/api/external/" + encodeURIComponent(p.id) + "/reply", { text, ref: pending.ref });
+    const all = Boolean(everyone && everyone.checked);
+    if (!pending || pending.text !== text || pending.all !== all) pending = { text, all, ref: Date.now().toString(36) + Math.random().toString(36).slice(2) };
+    const done = await postJSON("/api/external/" + encodeURIComponent(p.id) + "/reply", { text, ref: pending.ref, all });
     if (done) {
       pending = null;
       input.value = "";
+      if (everyone) everyone.checked = false;
       if (done.sent) toast(done.sent); // where it went, as /reply's confirmation says
       loadExternal();
     }

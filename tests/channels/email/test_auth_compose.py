@@ -7,7 +7,7 @@ from email import message_from_bytes, policy
 import pytest
 
 from bot.config.channels import EmailChannelConfig
-from bot.events import OutboundMessage
+from bot.events import TO_ALL, TO_PARTY_ALONE, OutboundMessage
 from bot.mail_subjects import MAX_SUBJECT, capped_subject, same_subject
 from bot.turn_recorder import recipients
 from channels.email.auth import parse_auth_results, verify_sender
@@ -415,6 +415,38 @@ def test_a_reply_goes_where_the_mails_reply_to_asks(
     )
     composed, _ = compose_as_channel(escalation, "A stranger.", {}, {})
     assert composed.recipients == [sender]
+
+
+def test_the_owners_replyall_goes_to_everyone_as_a_mail_clients_reply_all() -> None:
+    # Regression (session 41): the owner's words went to the party alone, always; with
+    # /replyall (TO_ALL) they go to the sender and the mail's To and Cc but ourselves,
+    # each once whatever its case, with reply_all off too.
+    def sent(**meta: object) -> ComposedMail:
+        message = OutboundMessage(
+            channel="email",
+            chat_id="eve@s.example",
+            text="Off sick.",
+            party_id="p1",
+            in_reply_to="<e1@s.example>",
+            metadata=meta,
+        )
+        return compose_as_channel(message, "Off sick.", {}, {})[0]
+
+    openly = {"to": ["BOT@Example.com", "Carol@x.org"], "cc": ["carol@X.org", "dan@x.org"]}
+    everyone = sent(**{TO_ALL: True}, **openly)
+    assert everyone.recipients == ["eve@s.example", "Carol@x.org", "dan@x.org"]
+    assert everyone.message["To"] == "eve@s.example, Carol@x.org"
+    assert everyone.message["Cc"] == "dan@x.org"
+    assert everyone.message["In-Reply-To"] == "<e1@s.example>"
+    # their Reply-To instead of their From, as a mail client's reply-all
+    desk = sent(**{TO_ALL: True, "reply_to": ["desk@s.example"]}, **openly)
+    assert desk.recipients == ["desk@s.example", "Carol@x.org", "dan@x.org"]
+    # we were only blind-copied: to them alone (the others would learn the owner had it)
+    assert sent(**{TO_ALL: True}, to=["carol@x.org"], cc=["dan@x.org"]).recipients == [
+        "eve@s.example"
+    ]
+    # /reply: them alone, as before
+    assert sent(**{TO_PARTY_ALONE: True}, **openly).recipients == ["eve@s.example"]
 
 
 def compose_as_channel(

@@ -178,3 +178,32 @@ async def test_the_owners_reply_to_a_strangers_mail_goes_to_them_alone(
     assert recipients_of(sent) == ([eve], [])
     assert envelope.rcpt_tos == [eve]
     assert sent["In-Reply-To"] == "<e2e-85@example.org>"  # still in her thread
+
+
+async def test_the_owners_replyall_goes_to_the_stranger_and_everyone_on_their_mail(
+    pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
+) -> None:
+    # Regression (session 41): the owner had no way to answer everyone on a stranger's
+    # mail; /replyall does, as a mail client's reply-all (reply_all off: it is asked).
+    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks)
+    eve = "eve@stranger.example"
+    mail = owner_mail(87, "Is the owner free next week?", subject="Next week", sender=eve)
+    mail.replace_header("From", f"Eve <{eve}>")
+    mail.replace_header("To", f"My Assistant <{USER.upper()}>, Carol <{CAROL}>")
+    mail["Cc"] = f"Dan <{DAN}>, Carol again <{CAROL.upper()}>"
+    await append(pymap.port, folder, mail)
+    async with asyncio.timeout(30):
+        while not await stack.services.external.pending_escalations():
+            await asyncio.sleep(0.05)
+    [party] = await stack.services.external.list_parties()
+    await append(pymap.port, folder, owner_mail(88, f"/replyall {party.id} I am off sick"))
+    async with asyncio.timeout(30):
+        while not any("and to everyone else" in text_of(m) for _, m in smtp.capture.messages):
+            await asyncio.sleep(0.05)
+    [(envelope, sent)] = [(e, m) for e, m in smtp.capture.messages if "off sick" in text_of(m)]
+    assert recipients_of(sent) == ([eve, CAROL], [DAN])
+    assert sorted(envelope.rcpt_tos) == sorted([eve, CAROL, DAN])  # not ourselves
+    assert sent["In-Reply-To"] == "<e2e-87@example.org>"  # in her thread
+    assert sent["Subject"] == "Re: Next week"
+    [confirmation] = [m for _, m in smtp.capture.messages if "and to everyone" in text_of(m)]
+    assert f"everyone else their message went to: {CAROL}, {DAN}." in text_of(confirmation)

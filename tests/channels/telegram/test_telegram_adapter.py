@@ -41,7 +41,7 @@ async def test_start_registers_without_dropping_pending_updates(
     assert menus == {
         str({"type": "chat", "chat_id": OWNER_ID}): ["new", "model", "help", "status",
                                                       "rename", "search", "trust", "block",
-                                                      "reply"],
+                                                      "reply", "replyall"],
         str({"type": "default"}): ["new", "help"],
         str({"type": "all_group_chats"}): ["help"],
     }  # fmt: skip
@@ -75,7 +75,7 @@ async def test_an_owner_known_only_by_username_keeps_the_full_menu(
     await ch.start(host)
     await ch.stop()
     (call,) = tg_server.calls_of("setMyCommands")
-    assert "scope" not in call and len(call["commands"]) == 9
+    assert "scope" not in call and len(call["commands"]) == 10
 
 
 async def test_private_text_is_delivered_then_acknowledged(

@@ -10,7 +10,7 @@ import uuid
 import aiohttp
 import pytest
 
-from bot.events import TO_PARTY_ALONE, InboundMessage
+from bot.events import TO_ALL, TO_PARTY_ALONE, InboundMessage
 from bot.search.results import RESULT_NOTES_CHARS
 from tests.channels.web.conftest import Stack, login, start_stack, stop_stack
 from tests.channels.web.test_web_static import dashboard_script_paths
@@ -440,6 +440,43 @@ async def test_a_dashboard_reply_is_sent_once_to_the_party_alone(stack: Stack, c
     assert mine[0][1]["metadata"][TO_PARTY_ALONE] is True
     history = await stack.services.external.history(party)
     assert [m["content"] for m in history if m.get("direction") == "out"] == ["Who are you?"]
+
+
+async def test_a_dashboard_reply_to_all_goes_to_everyone_on_their_mail(
+    stack: Stack, client
+) -> None:
+    # Regression (session 41): the dashboard's Reply went to the party alone, with no
+    # way to answer everyone their mail went to; "all" (its "to all" box) does.
+    stack.services.config.channels.email.address = "assistant@bot.example"
+    await stack.services.router.deliver(
+        InboundMessage(
+            channel="email",
+            sender_id="eve@stranger.example",
+            sender_name="Eve",
+            text="Is Robin free?",
+            message_id="<w1@stranger.example>#sha256:1",
+            chat_id="eve@stranger.example",
+            message_ref="<w1@stranger.example>",
+            metadata={"to": ["assistant@bot.example"], "cc": ["Dan@Press.example"]},
+        )
+    )
+    eve = await stack.services.external.find("eve@stranger.example")
+    assert eve is not None
+    url = f"{stack.url}/api/external/{eve.id}/reply"
+    async with client.post(url, json={"text": "x", "ref": "r2abc", "all": "yes"}) as r:
+        assert r.status == 400
+    for _ in range(2):  # posted twice: queued once, as any dashboard reply
+        async with client.post(url, json={"text": "Off sick", "ref": "r3abc", "all": True}) as r:
+            assert r.status == 200
+            assert (await r.json())["sent"] == (
+                f"Sent to {eve.label} and to everyone else their message went to: "
+                "dan@press.example."
+            )
+    rows = await stack.services.state.fetchall("SELECT dedup_key, payload FROM outbox")
+    mine = [(key, json.loads(payload)) for key, payload in rows if "to-party" in str(key)]
+    assert [key for key, _ in mine] == ["web:r3abc:to-party"]
+    assert mine[0][1]["metadata"][TO_ALL] is True
+    assert TO_PARTY_ALONE not in mine[0][1]["metadata"]
 
 
 async def test_external_party_counts_messages_both_ways(stack: Stack, client) -> None:
