@@ -14,6 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.brain.context import group_line
+from bot.brain.recall_pages import SearchPages, only_current
 from bot.brain.tool_budget import ToolError
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.config.model import AppConfig
@@ -96,6 +97,13 @@ SEARCH_SCHEMA: dict[str, Any] = {
             "maximum": SEARCH_MAX_LIMIT,
             "description": "Maximum results (default 10).",
         },
+        "cursor": {
+            "type": "string",
+            "description": (
+                "The nextCursor of an earlier result, with the same query and filters: "
+                "the next page (none listed twice, none skipped)."
+            ),
+        },
     },
     "required": ["query"],
 }
@@ -110,7 +118,7 @@ def _known_arguments(args: Mapping[str, Any], dates: Mapping[str, Any]) -> None:
     if unknown:
         raise ToolError(
             f"unknown argument {', '.join(unknown)}: search_conversations takes query, "
-            "channel, dateRange (from, to), conversationId and limit"
+            "channel, dateRange (from, to), conversationId, limit and cursor"
         )
 
 
@@ -164,18 +172,22 @@ class ConversationSearch:
             raise ToolError(f"no conversation {conversation!r}: use an id from a search result")
         limit = int_input(args.get("limit"), "limit") or self.config.search.default_limit
         limit = max(1, min(limit, SEARCH_MAX_LIMIT))
+        cursor = args.get("cursor") or None
+        if cursor is not None and not isinstance(cursor, str):
+            raise ToolError("cursor must be the nextCursor string of an earlier result")
         zone = ZoneInfo(self.config.owner.timezone)
         date_from, date_to = _dates(dates, zone)
-        page = await maybe_await(
-            self.services.search.search(
-                query.strip(),
-                channel=channel,
-                date_from=date_from,
-                date_to=date_to,
-                conversation_id=only or conversation,
-                limit=limit + (current is not None),  # the message itself may drop out
-            )
+        pages = SearchPages(
+            self.services.search,
+            query.strip(),
+            {
+                "channel": channel,
+                "date_from": date_from,
+                "date_to": date_to,
+                "conversation_id": only or conversation,
+            },
         )
+        page = await pages.fetch(limit, cursor)
         if page.no_words:
             # searched for nothing: an empty list read as "never talked about it"
             raise ToolError(
@@ -188,7 +200,7 @@ class ConversationSearch:
         # apart, or the model read "totalMatches: 57" as 57 conversations on the subject
         loose = page.loose if page.match != "loose" else 0
         match = page.match
-        for r in page.results:
+        for r in await pages.fill(page, current):
             item = {
                 "conversationId": r.conversation_id,
                 "conversationName": await self._title(r),
@@ -203,20 +215,22 @@ class ConversationSearch:
             if loose and r.match == "loose":
                 item["probablyUnrelated"] = True
             if current is not None and r.conversation_id == current[0]:
-                if not await self._without_current(item, r, current[1]):
+                if only_current(r, current[1]):
                     total -= 1
                     loose -= bool(loose and r.match == "loose")
                     # The page's words may be the message's own: what the rest shares
                     # with the query is said by the other conversations alone.
                     match = _others_match(page, current[0])
                     continue
+                await self._without_current(item, r, current[1])
             await self._label_group_snippet(item, r)
             results.append(item)
-        shown = results[:limit]
-        related = sum(1 for item in shown if not item.get("probablyUnrelated"))
-        found = {"results": shown, "totalMatches": max(total - loose, related)}
+        related = sum(1 for item in results if not item.get("probablyUnrelated"))
+        found: dict[str, Any] = {"results": results, "totalMatches": max(total - loose, related)}
         if loose:
             found["probablyUnrelated"] = loose
+        if pages.next_cursor:
+            found["nextCursor"] = pages.next_cursor
         if not page.total_exact:  # more turns match than the ranking read (bot.search.tail)
             found["totalIsLowerBound"] = True
         if page.method != "hybrid":
@@ -248,13 +262,11 @@ class ConversationSearch:
             return True
         return await maybe_await(conversations.get(conversation_id)) is not None
 
-    async def _without_current(self, item: dict[str, Any], result: Any, turn: int) -> bool:
+    async def _without_current(self, item: dict[str, Any], result: Any, turn: int) -> None:
         """Take the message being answered out of ``item`` (a result in its own
         conversation): it is stored before the reply, so search found the question it
-        was asked for. False when nothing else of the conversation matched."""
+        was asked for (a result that matched nothing else is dropped: :func:`only_current`)."""
         others = [n for n in result.matched_turns if n != turn]
-        if result.matched_turns and not others:
-            return False
         item["matchedTurns"] = others
         item["currentConversation"] = True  # the model is in it: not a past conversation
         best = [n for n, _ in result.turn_scores if n != turn]
@@ -268,7 +280,6 @@ class ConversationSearch:
             said = next((str(x["timestamp"]) for x in lines if x.get("timestamp")), None)
             if said:  # dated as the turn quoted, not as the question (today)
                 item["date"] = local_day(said, ZoneInfo(self.config.owner.timezone))
-        return True
 
     async def _label_group_snippet(self, item: dict[str, Any], result: Any) -> None:
         """Mark a snippet that quotes a group's line as the working context and

@@ -62,7 +62,8 @@ class RecallTools:
             Tool(
                 "search_conversations",
                 f"Search {where} by meaning and keywords. Returns conversation ids, "
-                "titles, snippets and matching turns.",
+                "titles, snippets and matching turns; nextCursor when more match (pass "
+                "it as cursor, with the same query and filters, for the next page).",
                 SEARCH_SCHEMA,
                 search,
             ),

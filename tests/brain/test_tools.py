@@ -648,7 +648,7 @@ async def test_an_argument_the_search_does_not_know_is_an_error_naming_it(
     for args, named in (
         ({"query": "tax", "date_from": "2026-02-01"}, "date_from"),
         ({"query": "tax", "dateRange": {"start": "2026-02-01"}}, "dateRange.start"),
-        ({"query": "tax", "cursor": "abc"}, "cursor"),
+        ({"query": "tax", "offset": 25}, "offset"),
     ):
         content, err = await execute(tools, "search_conversations", args)
         assert err and f"unknown argument {named}:" in content, content
