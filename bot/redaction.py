@@ -13,14 +13,24 @@ kept problem) goes through :func:`mask` first.
 
 The values are the process's (:data:`SECRETS`): set from the configuration when the
 daemon starts, and again at a reload (SIGHUP), which may bring new ones.
+
+A secret is also masked in the forms a protocol gives it (:func:`encoded_forms`): base64
+(SMTP ``AUTH LOGIN`` sends the password so; ``AUTH PLAIN`` sends ``\\0user\\0password``
+and HTTP Basic ``user:password`` base64-encoded, an encoding in which the password's
+characters depend on where it starts: every alignment is masked) and percent-encoded (a
+URL). Before session 41 only the value as written was: an SMTP library's debug output or
+an error quoting the exchange showed the mail password to anyone who decodes base64. The
+forms are made once, when the values are set: the filter runs on every log line.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
+from urllib.parse import quote, quote_plus
 
 if TYPE_CHECKING:
     from bot.config import AppConfig
@@ -30,6 +40,62 @@ MASK = "***"
 # A shorter value is not masked: every "abc" in the log replaced would garble it while
 # hiding next to nothing (a secret that short is guessed anyway).
 MIN_LENGTH = 4
+# The shortest base64 run masked where a secret sits inside a longer encoded string
+# (:func:`encoded_forms`): a shorter run is a few random letters that ordinary text
+# holds by chance, and the secret it hides is that short.
+MIN_ENCODED = 8
+_URLSAFE = str.maketrans("+/", "-_")
+
+_Trie = dict[str, "_Trie"]  # a character to the words' rest ("": a word ends here)
+
+
+def encoded_forms(value: str) -> list[str]:
+    """``value`` as base64 (standard and URL-safe) and percent-encoded. Base64 codes 3
+    bytes as 4 characters, so a value inside a longer encoded string (``\\0user\\0pass``)
+    is coded differently for each of the 3 byte offsets it may start at: for each, the
+    characters that depend on the value's bytes alone (at least :data:`MIN_ENCODED`;
+    the one or two at its edges mix in its neighbours' bits and are left)."""
+    raw = value.encode()
+    forms = {base64.b64encode(raw).decode().rstrip("=")}
+    for offset in range(3):
+        coded = base64.b64encode(b"\0" * offset + raw).decode()
+        core = coded[(8 * offset + 5) // 6 : 8 * (offset + len(raw)) // 6]
+        if len(core) >= MIN_ENCODED:
+            forms.add(core)
+    forms |= {form.translate(_URLSAFE) for form in forms}
+    forms |= {quote(value, safe=""), quote_plus(value, safe="")}
+    forms.discard(value)
+    return sorted(forms)
+
+
+def trie_pattern(words: Iterable[str]) -> str:
+    """A regular expression matching any of ``words``, the longest of those starting at
+    a place (a token's secret part is also a part of the whole token), written as their
+    trie: a list of alternatives was tried one by one at every character of every log
+    line, and each secret brings a dozen encoded forms (session 41)."""
+    root: _Trie = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def alternatives(node: _Trie) -> str:
+        branches = []
+        for char, child in node.items():
+            if not char:
+                continue
+            run = [char]
+            while len(child) == 1 and "" not in child:  # no recursion along a chain
+                char, child = next(iter(child.items()))
+                run.append(char)
+            branches.append(re.escape("".join(run)) + alternatives(child))
+        body = "|".join(branches)
+        if "" in node and branches:
+            return f"(?:{body})?"  # greedy: the longer word first
+        return body if len(branches) <= 1 else f"(?:{body})"
+
+    return alternatives(root)
 
 
 class Secrets:
@@ -40,12 +106,12 @@ class Secrets:
         self.values: frozenset[str] = frozenset()
 
     def use(self, values: Iterable[str | None]) -> None:
-        """Mask ``values`` from now on (those shorter than :data:`MIN_LENGTH` excepted)."""
+        """Mask ``values`` from now on, and their :func:`encoded_forms` (those shorter
+        than :data:`MIN_LENGTH` excepted)."""
         kept = frozenset(v for v in values if v and len(v) >= MIN_LENGTH)
         self.values = kept
-        # The longest first: a token's secret part is also a part of the whole token.
-        ordered = sorted(kept, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        forms = set(kept).union(*(encoded_forms(v) for v in kept))
+        self._pattern = re.compile(trie_pattern(forms)) if forms else None
 
     def mask(self, text: str) -> str:
         """``text`` with every value replaced by :data:`MASK`."""
@@ -70,10 +136,23 @@ def token_forms(token: str | None) -> list[str]:
     return [form for form in forms if len(form) >= MIN_LENGTH]
 
 
+def login_forms(user: str | None, password: str | None) -> list[str]:
+    """What a login sends, encoded (:func:`encoded_forms` masks them whole, the user
+    too): SMTP and IMAP ``AUTH PLAIN``'s ``\\0user\\0password`` (or with the user as the
+    authorisation identity too) and HTTP Basic's ``user:password``."""
+    if not user or not password:
+        return []
+    return [f"\0{user}\0{password}", f"{user}\0{user}\0{password}", f"{user}:{password}"]
+
+
 def config_secrets(config: AppConfig) -> list[str]:
-    """The secrets ``config`` holds (from its file or the environment)."""
+    """The secrets ``config`` holds (from its file or the environment), and the mail
+    password's logins (:func:`login_forms`) as the mail servers get them."""
+    email = config.channels.email
     found = token_forms(config.channels.telegram.token)
-    found += [v for v in (config.brain.api_key, config.channels.email.password) if v]
+    found += [v for v in (config.brain.api_key, email.password) if v]
+    for user in dict.fromkeys((email.smtp.username, email.imap.username, email.address)):
+        found += login_forms(user, email.password)
     return found
 
 
