@@ -36,10 +36,15 @@ class DaemonProcess:
         watchdog_usec: int | None = None,
         crash_at: str | None = None,
         fresh: bool = False,
+        answering_known: bool = False,
     ) -> None:
         self.root = root
         # tests/ops/crashpoint.py: SIGKILL at that point of the code (for the next start)
         self.crash_at = crash_at
+        # tests/ops/answering_daemon.py: known contacts answered offline (a stand-in for
+        # a model's answers to them)
+        self.answering_known = answering_known
+        assert not (crash_at and answering_known), "one entry module or the other"
         self.config = config
         self.extra_env = env or {}
         self.watchdog_usec = watchdog_usec
@@ -117,6 +122,8 @@ class DaemonProcess:
     def _module(self) -> list[str]:
         if self.crash_at:
             return ["tests.ops.crashpoint", self.crash_at]
+        if self.answering_known:
+            return ["tests.ops.answering_daemon"]
         return ["bot.cli"]
 
     async def wait_ready(self, timeout: float = 60.0) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """The real core with the e-mail channel, for the end-to-end tests: pymap ->
 EmailChannel -> the core (router, store, outbox, offline brain) -> EmailChannel ->
 aiosmtpd. A test opens a :class:`Stack` (:func:`open_in_new_folder`) and hands it to the
-``stacks`` fixture (conftest), which closes it."""
+``stacks`` fixture (conftest), which closes it. With :data:`FRIEND` a known contact
+(:func:`open_with_friend`) the brain answers them as a model would
+(:class:`tests.known_answered.KnownAnswered`): the offline brain does not."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from tests.channels.email.conftest import (
     create_folder,
     email_channel,
 )
+from tests.known_answered import known_contacts_answered
 from tests.support import wait_until
 
 OWNER = "owner@example.org"
@@ -65,17 +68,27 @@ class Stack:
     config: AppConfig
     services: Services
     channel: EmailChannel
+    # known contacts answered (tests/known_answered.py), after a restart too
+    answers_known: bool = False
 
 
-async def open_stack(config: AppConfig, opened: list[Stack] | None = None) -> Stack:
+async def open_stack(
+    config: AppConfig, opened: list[Stack] | None = None, *, answers_known: bool = False
+) -> Stack:
     """The core and the channel, started; ``opened`` gets the stack before the channel
-    starts (a test looking into the core while the first check runs)."""
-    services = await open_services(config)
+    starts (a test looking into the core while the first check runs). With
+    ``answers_known`` a known contact is answered as a model would (the offline brain
+    answers none since session 41)."""
+    if answers_known:
+        with known_contacts_answered():
+            services = await open_services(config)
+    else:
+        services = await open_services(config)
     services.outbox.base_delay = 0.05  # fast retries: the SMTP outage test waits on them
     channel = EmailChannel(config, services)
     wire_channels(services, [channel])  # the wiring bot/daemon.py does for every channel
     services.outbox.attach(channel)
-    stack = Stack(config, services, channel)
+    stack = Stack(config, services, channel, answers_known)
     if opened is not None:
         opened.append(stack)
     await channel.start(services.router)
@@ -89,14 +102,16 @@ async def open_in_new_folder(
     tmp_path: Path,
     stacks: list[Stack],
     adjust: Callable[[AppConfig], None] | None = None,
+    *,
+    answers_known: bool = False,
 ) -> tuple[str, Stack]:
     """A new folder and a stack reading it, closed by the ``stacks`` fixture (conftest);
-    ``adjust`` changes the stack's config first."""
+    ``adjust`` changes the stack's config first; ``answers_known``: :func:`open_stack`'s."""
     folder = await create_folder(pymap.port)
     config = e2e_config(tmp_path, pymap.port, smtp.port, folder)
     if adjust is not None:
         adjust(config)
-    stack = await open_stack(config)
+    stack = await open_stack(config, answers_known=answers_known)
     stacks.append(stack)
     return folder, stack
 
@@ -109,8 +124,9 @@ def knows_friend(config: AppConfig) -> None:
 async def open_with_friend(
     pymap: PymapServer, smtp: SmtpServer, tmp_path: Path, stacks: list[Stack]
 ) -> tuple[str, Stack]:
-    """A new folder and a daemon reading it, with :data:`FRIEND` a known contact."""
-    return await open_in_new_folder(pymap, smtp, tmp_path, stacks, knows_friend)
+    """A new folder and a daemon reading it, with :data:`FRIEND` a known contact whom
+    it answers (as a model would: :func:`open_stack`)."""
+    return await open_in_new_folder(pymap, smtp, tmp_path, stacks, knows_friend, answers_known=True)
 
 
 async def failed_attempts(stack: Stack, count: int, timeout: float = 60.0) -> None:
@@ -146,7 +162,7 @@ async def stop_stack(stack: Stack, stacks: list[Stack]) -> None:
 
 async def start_again(stack: Stack, stacks: list[Stack]) -> Stack:
     """The daemon of the stopped ``stack`` started again on its data."""
-    stacks.append(started := await open_stack(stack.config))
+    stacks.append(started := await open_stack(stack.config, answers_known=stack.answers_known))
     return started
 
 

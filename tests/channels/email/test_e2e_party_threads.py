@@ -129,7 +129,9 @@ async def test_an_owed_answer_made_after_a_restart_goes_to_all_as_the_live_one(
     # Regression: the party's file kept no To/Cc, and the channel's memory of the mail is
     # gone after a restart: a contact's answer owed then went to the sender alone where
     # the live one (reply_all) went to Carol and Dan too.
-    folder, stack = await open_in_new_folder(pymap, smtp, tmp_path, stacks, answers_all)
+    folder, stack = await open_in_new_folder(
+        pymap, smtp, tmp_path, stacks, answers_all, answers_known=True
+    )
     await append(pymap.port, folder, friends_mail_to_us_and_carol(83, "Friday at eight?"))
     [live] = await smtp.capture.wait_for(1)
     assert recipients_of(live) == ([FRIEND, CAROL], [DAN])
