@@ -4,7 +4,9 @@ Known parties (``trust.contacts``, or the owner's ``/trust``) are answered by th
 through the restricted profile (no recall tools, no owner data), given their own
 exchange, within the hourly budget of such answers (:mod:`bot.party_budget`). A base of
 :class:`bot.strangers.StrangerFlow`, which decides which messages get one; a restart
-that finds one owed queues it here too (:mod:`bot.party_resume`).
+that finds one owed queues it here too (:mod:`bot.party_resume`). With no model
+configured (the offline brain) nothing answers them: their message goes to the owner as
+an escalation (:meth:`KnownAnswers._escalate_offline`).
 
 On a channel with a debounce (``brain.debounce_seconds``, as the owner's messages are
 answered: :mod:`bot.bursts`) an answer first waits until the party's messages pause
@@ -24,17 +26,30 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from bot.brain.cost import reply_spent
+from bot.brain.offline import OFFLINE_LABEL
 from bot.events import InboundMessage
 from bot.parties import PartyRecord
 from bot.party_budget import KnownBudget
+from bot.party_edits import message_key
+from bot.party_escalations import PartyEscalations
 from bot.party_limits import for_model
 from bot.party_sends import PartySends
 from bot.replies import ReplyTarget
 
 log = logging.getLogger("my_agent.router")
 
+# What a known party is told offline, once per escalation interval.
+OFFLINE_NOTICE = (
+    f"{OFFLINE_LABEL} No one answers automatically right now; the owner has been told "
+    "of your message and can reply."
+)
+# How the owner's escalation describes them.
+OFFLINE_STANDING = "a known contact, not answered: no language model is configured"
+# Their message's ``refused`` reason in their file (a restart does not answer it).
+OFFLINE_REASON = "offline"
 
-class KnownAnswers(PartySends):
+
+class KnownAnswers(PartySends, PartyEscalations):
     """The model's answers to known parties (a base of :class:`bot.strangers.StrangerFlow`)."""
 
     budget: KnownBudget
@@ -137,12 +152,59 @@ class KnownAnswers(PartySends):
 
         Only while they are known: the owner may block them (or set them untrusted)
         while the answer waits its turn or for the model, and it is then not made."""
+        if self.s.brain.name == "offline":
+            await self._escalate_offline(party, said)
+            return
         now = await self._still_known(party, said[-1])
         if now is None:
             return
         async with self.budget.answer(now, said[-1].message_id) as allowed:
             if allowed:
                 await self._answer_known_now(now, said, target)
+
+    async def _escalate_offline(self, party: PartyRecord, said: list[InboundMessage]) -> None:
+        """What a known party ``said`` while no model is configured: recorded as refused
+        (a restart does not answer it, nor the model once a key is set; ``/reply``
+        does), escalated to the owner and the party told so, both at most once per
+        escalation interval (per party, as a stranger's: their later messages wait in
+        their file, which the escalation's actions and the dashboard show).
+
+        Before session 41 each message got the offline notice ("No automatic answer is
+        available right now") and the owner was never told: a stranger was told once
+        an hour and the owner at once, a trusted contact treated worse. Not answered
+        once a key is set either: hours later, after the owner was told (and may have
+        answered by hand), a model's answer would come out of the blue."""
+        msg = said[-1]
+        async with self.s.external.party_lock(party.id):
+            now = await self._still_known(party, msg)
+            if now is None:
+                return
+            if self.s.external.escalation_due(now):
+                log.info("known party %s: offline, escalated to the owner", now.id)
+                # The owner hears of it first, as of a stranger's message: a crash
+                # between the two leaves the party untold rather than the owner.
+                await self.escalate(
+                    now,
+                    "\n".join(m.text for m in said),
+                    OFFLINE_STANDING,
+                    said=msg,
+                    attachments=[a for m in said for a in m.attachments],
+                    refs=list(dict.fromkeys(message_key(m) for m in said)),
+                )
+                await self.send_to_party(
+                    now,
+                    OFFLINE_NOTICE,
+                    kind="acknowledgement",
+                    dedup=f"{msg.channel}:{msg.message_id}:ack",
+                    answering=msg,
+                )
+            else:
+                log.info("known party %s: message recorded (offline, owner told)", now.id)
+            # Refused last: a crash before it leaves the message owed, and the restart
+            # (bot.party_resume) brings it here again, where the owner, told already, is
+            # not told twice (the escalation is not due); recorded first, a crash before
+            # the escalation left the owner never told of it.
+            await self.s.external.record_refused(now.id, msg.message_id, OFFLINE_REASON)
 
     async def _still_known(
         self, party: PartyRecord, msg: InboundMessage, spent: Mapping[str, Any] | None = None

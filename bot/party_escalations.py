@@ -95,7 +95,8 @@ class PartyEscalations:
         attachments: Sequence[Attachment] | None = None,
         refs: Sequence[str] | None = None,
     ) -> None:
-        """Tell the owner, on the configured channel, with Trust / Block / Reply actions;
+        """Tell the owner, on the configured channel, with Trust / Block / Reply actions
+        (no Trust for a known party);
         ``standing``: what the party is to the owner, as the message says it; ``said``:
         their message escalated (the last, for an album), where a /reply goes;
         ``attachments``: what came with it (an album's, else ``said``'s): photos follow
@@ -115,16 +116,19 @@ class PartyEscalations:
             said.attachments if attachments is None else attachments,
             said.channel == channel == "telegram",
         )
+        # A known party is trusted already: "/trust to let me answer them" offered what
+        # they have (their mail not verified, a bounce, no model configured; session 41).
+        trust = party.tier != "known"
         body = (
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
             f"{quoted}{goes}{files_said}\n"
-            f"/trust {party.id} to let me answer them, /block {party.id} to ignore them, "
-            f"/reply {party.id} <text> to answer yourself."
+            + (f"/trust {party.id} to let me answer them, " if trust else "")
+            + f"/block {party.id} to ignore them, /reply {party.id} <text> to answer yourself."
         )
         quotes = list(refs) if refs is not None else [message_key(said)]
         await self.s.external.add_escalation(party, body, refs=quotes)
         actions = (
-            ("Trust", f"/trust {party.id}"),
+            *((("Trust", f"/trust {party.id}"),) if trust else ()),
             ("Block", f"/block {party.id}"),
             ("Reply", f"/reply {party.id}"),
         )
