@@ -470,6 +470,33 @@ def test_secrets_come_from_the_environment(tmp_path: Path) -> None:
     assert info.value.key == "channels.telegram.token"
 
 
+def test_data_dir_tilde_is_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression (session 41): ``data_dir: ~/agent-data`` (or MY_AGENT_DATA_DIR=~/x from
+    the systemd EnvironmentFile) meant a folder named "~" under the current directory,
+    and check-config said OK of it."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    assert build_config({"data_dir": "~/agent-data"}, env={}).data_dir == home / "agent-data"
+    from_env = build_config({}, env={"MY_AGENT_DATA_DIR": "~/x"})
+    assert from_env.data_dir == home / "x"
+    assert build_config({"data_dir": "a~b"}, env={}).data_dir == Path("a~b")
+    config_file = _write(work, {"data_dir": "~/agent-data"})
+    assert cli.main(["check-config", "--config", str(config_file)]) == 0
+    out = capsys.readouterr().out
+    assert f"data in {home / 'agent-data'}," in out and "/~/" not in out
+
+
+def test_data_dir_tilde_without_a_home_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_config({"data_dir": "~no-such-user-s41/x"}, env={})
+    assert info.value.key == "data_dir"
+
+
 def test_process_environment_is_read_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-process")
     assert build_config({}).brain_provider() == "anthropic"

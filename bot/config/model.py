@@ -6,6 +6,7 @@ from here."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -269,6 +270,17 @@ class AppConfig(_Section):
         if isinstance(value, str) and not value.strip():
             raise ValueError("must not be empty (write . for the current directory)")
         return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _home_expanded(cls, value: Path) -> Path:
+        # Before session 41, "~/agent-data" (in the file, or MY_AGENT_DATA_DIR=~/x from the
+        # systemd EnvironmentFile, which systemd does not expand) meant a folder named "~"
+        # under the current directory; embedding.cache_dir and model_path were expanded.
+        expanded = Path(os.path.expanduser(value))  # unchanged when no home is known
+        if str(expanded).startswith("~"):
+            raise ValueError(f"cannot expand {str(value)!r} (no such home): write the full path")
+        return expanded
 
     # -- derived paths -------------------------------------------------------------
     @property
