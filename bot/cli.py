@@ -16,6 +16,7 @@ from bot.cli_bench import BENCHMARKS, bench_parser, cmd_bench
 from bot.cli_common import (
     Parser,
     command_config,
+    forgiving_output,
     positive_int,
     setup_logging,
     status_arguments,
@@ -208,6 +209,7 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    forgiving_output()  # before anything is printed, the usage and --help too
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     for arg in argv:

@@ -60,14 +60,35 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def forgiving_output() -> None:
+    """Characters the terminal's encoding lacks printed as ``\\u6771`` escapes, not raised.
+
+    Before session 41 a terminal whose locale is not UTF-8 (en_US.ISO-8859-1, or
+    PYTHONIOENCODING=iso-8859-1) got exit 70 "internal error: UnicodeEncodeError" part-way
+    through ``conversations show``, ``search`` or ``status`` when stored text held such a
+    character (a Japanese title, a dash). Escapes rather than "?" (errors="replace"): the
+    text stays readable and what was there can still be told apart (two titles differing in
+    those characters only), as :func:`printable` shows control characters. A stream that
+    already has an error handler other than "strict" (PYTHONIOENCODING=latin-1:replace) is
+    left as the owner asked."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            reconfigure(errors="backslashreplace")
+
+
 def print_text(text: str) -> None:
     """A line of stored text on stdout, its control characters escaped (:func:`printable`)."""
     print(printable(text))
 
 
 def print_json(data: Any) -> None:
-    """``data`` as indented JSON on stdout (dates and paths as strings)."""
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    """``data`` as indented JSON on stdout (dates and paths as strings); ``\\u`` escapes
+    for every non-ASCII character when stdout is not UTF-8, so the JSON stays exact there
+    (the backslash escapes of :func:`forgiving_output` are not JSON's for U+10000 up)."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    utf8 = encoding in ("utf8", "utf8sig")
+    print(json.dumps(data, indent=2, ensure_ascii=not utf8, default=str))
 
 
 def positive_int(text: str) -> int:
