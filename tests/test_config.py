@@ -613,3 +613,56 @@ def test_prices_given_for_one_model_keep_the_others_defaults() -> None:
     )
     prices = {alias: (p.input, p.output) for alias, p in config.models.prices.items()}
     assert prices == {"opus": (5.0, 25.0), "sonnet": (2.5, 12.0), "haiku": (1.0, 5.0)}
+
+
+def _mail_with_ca(ca: str, security: str = "ssl") -> dict[str, Any]:
+    tls = {"security": security, "tls_ca_file": ca}
+    return {
+        "owner": {"identities": {"email": ["me@example.org"]}},
+        "channels": {
+            "email": {"enabled": True, "address": "bot@example.org", "imap": tls, "smtp": tls}
+        },
+    }
+
+
+def test_a_tls_ca_file_that_cannot_be_loaded_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression (session 41): a missing tls_ca_file passed check-config, and the daemon
+    # logged "IMAP session ended (FileNotFoundError ...)" for good, naming neither.
+    missing = tmp_path / "no-such-ca.pem"
+    with pytest.raises(ConfigError) as info:
+        build_config(_mail_with_ca(str(missing)), env={"EMAIL_PASSWORD": "pw"})
+    assert [key for key, _ in info.value.problems] == [
+        "channels.email.imap.tls_ca_file",
+        "channels.email.smtp.tls_ca_file",
+    ]
+    assert all(f"{missing} cannot be read" in message for _, message in info.value.problems)
+    garbage = tmp_path / "ca.pem"
+    garbage.write_text("not a certificate\n")
+    with pytest.raises(ConfigError) as info:
+        build_config(_mail_with_ca(str(garbage)), env={"EMAIL_PASSWORD": "pw"})
+    assert "holds no PEM certificate" in info.value.message and str(garbage) in info.value.message
+    # exit 78 from check-config, naming the key, the file and its line
+    config_file = _write(tmp_path, _mail_with_ca(str(missing)))
+    monkeypatch.setenv("EMAIL_PASSWORD", "pw")
+    assert cli.main(["check-config", "--config", str(config_file)]) == 78
+    said = capsys.readouterr().err
+    assert f"channels.email.imap.tls_ca_file: {missing} cannot be read" in said
+    assert f"({config_file}, line " in said
+
+
+def test_a_tls_ca_file_is_checked_only_where_it_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    certifi = pytest.importorskip("certifi")
+    env = {"EMAIL_PASSWORD": "pw"}
+    assert build_config(_mail_with_ca(certifi.where()), env=env).channels.email.enabled
+    missing = str(tmp_path / "no-such-ca.pem")
+    build_config(_mail_with_ca(missing, security="none"), env=env)  # never loaded
+    build_config(_mail_with_ca(missing), env={}, secrets=False)  # conversations, search
+    # a leading ~ is the home directory, as for data_dir
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "ca.pem").write_bytes(Path(certifi.where()).read_bytes())
+    config = build_config(_mail_with_ca("~/ca.pem"), env=env)
+    assert config.channels.email.imap.tls_ca_file == str(tmp_path / "ca.pem")

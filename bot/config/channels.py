@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import types
 import typing
@@ -50,6 +51,15 @@ def _http_url(value: str | None) -> str | None:
         raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
     return value
 
+
+def _home_expanded(value: str | None) -> str | None:
+    return None if value is None else os.path.expanduser(value)
+
+
+# A file that may be left out, a leading ~ the home directory (as data_dir's).
+OptionalFile = Annotated[
+    str | None, BeforeValidator(_blank_is_none), AfterValidator(_home_expanded)
+]
 
 # A server's address that may be left out (and may come from the environment).
 OptionalUrl = Annotated[str | None, BeforeValidator(_blank_is_none), AfterValidator(_http_url)]
@@ -170,7 +180,7 @@ class ImapConfig(_Section):
     reconnect_initial: float = Field(default=1.0, gt=0)  # backoff: doubles, with jitter
     # also the first pause before retrying a mail the server would not hand over
     reconnect_max: float = Field(default=300.0, gt=0)
-    tls_ca_file: str | None = None  # extra CA bundle to trust (a self-signed server)
+    tls_ca_file: OptionalFile = None  # extra CA bundle to trust (a self-signed server)
     # First start (no cursor yet): "unseen" handles the unread mail already there,
     # "none" starts with the next mail to arrive.
     initial_sync: Literal["unseen", "none"] = "unseen"
@@ -182,7 +192,7 @@ class SmtpConfig(_Section):
     security: Literal["ssl", "starttls", "none"] = "ssl"
     username: str | None = None
     auth: bool = True  # false: send without logging in (a local relay that needs none)
-    tls_ca_file: str | None = None  # extra CA bundle to trust (a self-signed server)
+    tls_ca_file: OptionalFile = None  # extra CA bundle to trust (a self-signed server)
     timeout: float = Field(default=30.0, gt=0)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import ssl
 import typing
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -93,6 +94,31 @@ def _check_telegram_identities(cfg: AppConfig) -> Iterator[tuple[str, str]]:
             )
 
 
+def ca_file_problem(path: str) -> str | None:
+    """What is wrong with ``path`` as a ``tls_ca_file`` (it cannot be read, or holds no
+    certificate); None when it loads. The channel's own TLS context loads it the same
+    way (:func:`ssl.create_default_context`), so what passes here passes there."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+    except ssl.SSLError as exc:  # before OSError, of which it is a kind
+        return f"{path} holds no PEM certificate the TLS library can read ({exc.reason or exc})"
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    return None
+
+
+def _check_ca_files(cfg: AppConfig) -> Iterator[tuple[str, str]]:
+    """A ``tls_ca_file`` the mail channel cannot load: before session 41 check-config
+    said OK, and the daemon logged "IMAP session ended (FileNotFoundError ...);
+    reconnecting" for good, naming neither the key nor the file (and SMTP retried
+    every reply the same way)."""
+    mail = cfg.channels.email
+    for name, server in (("imap", mail.imap), ("smtp", mail.smtp)):
+        if server.tls_ca_file and server.security != "none":
+            if problem := ca_file_problem(server.tls_ca_file):
+                yield (f"channels.email.{name}.tls_ca_file", problem)
+
+
 def consistency_problems(cfg: AppConfig, secrets: bool = True) -> Iterator[tuple[str, str]]:
     """Every ``(dotted.key, message)`` problem between valid values, in order."""
     yield from _check_telegram_identities(cfg)
@@ -110,6 +136,8 @@ def consistency_problems(cfg: AppConfig, secrets: bool = True) -> Iterator[tuple
             yield ("channels.email.address", "a mailbox address is required")
         if secrets and not mail.password:
             yield ("channels.email.password", "required (or EMAIL_PASSWORD)")
+        if secrets:  # the daemon's: the reading commands (secrets=False) never use it
+            yield from _check_ca_files(cfg)
     if secrets and cfg.brain.provider == "anthropic" and not cfg.brain.api_key:
         yield ("brain.api_key", "brain.provider is anthropic but no ANTHROPIC_API_KEY")
     if cfg.models.default not in cfg.models.aliases:

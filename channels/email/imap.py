@@ -32,6 +32,7 @@ from channels.email.imap_wire import (
     said,
     selected,
 )
+from channels.email.misconfig import tls_context
 
 T = TypeVar("T")
 
@@ -116,7 +117,7 @@ class ImapSession:
 
     def _tls_context(self) -> ssl.SSLContext:
         """System CAs, plus ``tls_ca_file`` when configured; certificates are verified."""
-        return ssl.create_default_context(cafile=self._config.tls_ca_file)
+        return tls_context(self._config.tls_ca_file, "channels.email.imap.tls_ca_file")
 
     def _on_lost(self, exc: Exception | None) -> None:
         # Every stop logged "IMAP connection lost: None": a close of ours is no loss.

@@ -19,6 +19,7 @@ import ssl
 
 from bot.channel import ChannelHost
 from bot.config.channels import ImapConfig
+from bot.config.problems import ca_file_problem
 from bot.outbox import TELL_AFTER
 from channels.email.imap_wire import FolderRefused, LoginRefused, NoGreeting, StarttlsRefused
 from channels.email.port_probe import diagnose
@@ -27,6 +28,26 @@ log = logging.getLogger("my_agent.email")
 
 # The key of the IMAP problem with the host (bot.channel.ChannelHost.alert_owner).
 IMAP_ALERT = "imap"
+
+
+class CaFileUnreadable(Exception):
+    """``tls_ca_file`` could not be loaded when a connection was made (deleted or made
+    unreadable after the start; check-config and the start refuse it before)."""
+
+
+def tls_context(cafile: str | None, key: str) -> ssl.SSLContext:
+    """System CAs, plus ``cafile`` when configured; certificates are verified.
+
+    Before session 41 a CA file that could not be read raised FileNotFoundError (an
+    outage to the IMAP loop, logged at every reconnect naming neither the key nor the
+    file; for SMTP a retry of every reply) and one that held no certificate an SSLError
+    (read as a TLS handshake failure): now :class:`CaFileUnreadable` names ``key`` (the
+    dotted config key) and the file."""
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except OSError as exc:  # ssl.SSLError too: a file that holds no certificate
+        problem = ca_file_problem(cafile) if cafile else None
+        raise CaFileUnreadable(f"{key}: {problem or f'{cafile}: {exc}'}") from exc
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -68,6 +89,8 @@ def imap_trouble(exc: BaseException, cfg: ImapConfig) -> str | None:
     connection, timeout, a dropped link) and for a login refused for now
     (``[UNAVAILABLE]``)."""
     where = f"{cfg.host}:{cfg.port}"
+    if isinstance(exc, CaFileUnreadable):
+        return f"IMAP: {exc}"
     if tls := tls_failure(exc, cfg.security):
         return f"IMAP: {tls} ({where}; channels.email.imap.security, tls_ca_file)"
     if isinstance(exc, StarttlsRefused):
@@ -122,6 +145,8 @@ class ImapMisconfiguration:
         or a TLS handshake met something else (``ssl`` at a plain port): what the port
         speaks, asked afresh, and what to set; None for an outage."""
         cfg = self.cfg
+        if isinstance(exc, CaFileUnreadable):  # no connection was tried (its SSLError)
+            return None
         if isinstance(exc, NoGreeting) or (cfg.security == "ssl" and handshake_failed(exc)):
             return await diagnose("IMAP", cfg.security, cfg.host, cfg.port, cfg.timeout)
         return None

@@ -19,7 +19,6 @@ itself).
 from __future__ import annotations
 
 import logging
-import ssl
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -29,7 +28,12 @@ import aiosmtplib
 from bot.channel import Misconfigured, PermanentSendError, Unreachable
 from bot.config.channels import SmtpConfig
 from channels.email.id_folding import MAIL_POLICY
-from channels.email.misconfig import handshake_failed, tls_failure
+from channels.email.misconfig import (
+    CaFileUnreadable,
+    handshake_failed,
+    tls_context,
+    tls_failure,
+)
 from channels.email.port_probe import diagnose
 from channels.email.smtputf8 import ascii_address, ascii_refs, readdressed, utf8_refs
 
@@ -147,6 +151,14 @@ class SmtpSender:
     ) -> dict[str, tuple[int, str]]:
         """One SMTP session sending ``message`` (as UTF-8 headers with ``utf8``)."""
         cfg = self._config
+        try:
+            context = (
+                tls_context(cfg.tls_ca_file, "channels.email.smtp.tls_ca_file")
+                if cfg.security != "none"
+                else None
+            )
+        except CaFileUnreadable as exc:  # told to the owner, the reply kept for the fix
+            raise Misconfigured(f"SMTP: {exc}") from exc
         # A non-ASCII address needs SMTPUTF8 too (aiosmtplib saw to that when it was
         # handed the message: SMTPNotSupported without it, which send() answers).
         utf8 = utf8 or not (sender + "".join(recipients)).isascii()
@@ -163,9 +175,7 @@ class SmtpSender:
                 password=self._password,
                 use_tls=cfg.security == "ssl",
                 start_tls=True if cfg.security == "starttls" else False,
-                tls_context=ssl.create_default_context(cafile=cfg.tls_ca_file)
-                if cfg.security != "none"
-                else None,
+                tls_context=context,
                 timeout=self._timeout,
             )
         except aiosmtplib.SMTPRecipientsRefused as exc:

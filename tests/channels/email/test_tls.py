@@ -23,6 +23,7 @@ from tests.channels.email.conftest import (
     SmtpServer,
     append,
     create_folder,
+    free_port,
     pymap_command,
     stop_pymap,
 )
@@ -164,3 +165,35 @@ async def test_imap_implicit_tls(
     finally:
         await channel.stop()
         await proxy.stop()
+
+
+@pytest.mark.parametrize("broken", ["deleted", "not a certificate"])
+async def test_a_ca_file_that_cannot_be_loaded_names_its_key_and_file(
+    cert: tuple[Path, Path], tmp_path: Path, channels: list[EmailChannel], broken: str
+) -> None:
+    # Regression (session 41): a tls_ca_file deleted after the start (check-config and
+    # the start refuse a missing one) was logged "IMAP session ended (FileNotFoundError
+    # ...); reconnecting" for good, naming neither key nor file, and SMTP retried every
+    # reply with the same FileNotFoundError. A file that holds no certificate raised an
+    # SSLError, read as a handshake that met a plain server (a port probe).
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(cert[0].read_bytes())
+    tls = {"security": "ssl", "tls_ca_file": str(ca)}
+    imap = {**tls, "timeout": 0.5}  # the start waits that long for the first login
+    config = make_config(tmp_path, free_port(), 1, "INBOX", imap=imap, smtp=tls)
+    if broken == "deleted":
+        ca.unlink()
+    else:
+        ca.write_text("not a certificate\n")
+    host = FakeHost()
+    channel = EmailChannel(config)
+    channels.append(channel)
+    await channel.start(host)
+    problem, *_ = await host.wait_alerts(1, timeout=10)
+    assert problem is not None
+    assert "channels.email.imap.tls_ca_file" in problem and str(ca) in problem
+    assert "speaks" not in problem  # no port probe: no connection was made
+    with pytest.raises(Misconfigured) as refused:
+        await channel.send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
+    assert "channels.email.smtp.tls_ca_file" in str(refused.value)
+    assert str(ca) in str(refused.value)
