@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.exitcodes import EX_DATADIR, EX_USAGE
+from bot.service_store import store_warnings
 from bot.service_unit_text import (
     DEFAULT_EXECUTABLE,
     DRAIN_SECONDS,
@@ -151,6 +152,8 @@ def install_service(
         )
     if chosen is not None and not chosen.is_file():
         warnings.append(f"{chosen} does not exist yet: the service exits with status 78.")
+    # the store the owner has used so far, which MY_AGENT_DATA_DIR=%S/my-agent overrides
+    warnings += store_warnings(chosen, user)
 
     sudo = "" if user or os.geteuid() == 0 else "sudo "
     ctl = "systemctl --user" if user else f"{sudo}systemctl"

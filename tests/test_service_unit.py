@@ -19,6 +19,7 @@ from bot.service_unit import (
     install_service,
     render_unit,
 )
+from tests.conftest import clear_config_env
 
 REPO = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI") == "true"
@@ -431,3 +432,62 @@ def test_the_next_commands_are_quoted_for_the_shell(
     if user:
         env_dir = spaced / "cfg" / "my-agent"
         assert ["install", "-d", "-m", "0755", str(env_dir)] in words
+
+
+def _a_store(root: Path) -> Path:
+    (root / "conversations").mkdir(parents=True)
+    (root / "conversations" / "conv-01M8JJMH0HS3022X2ZHTEARK6G.jsonl").write_text("{}\n")
+    return root
+
+
+@pytest.mark.parametrize("user", [False, True])
+def test_a_store_the_unit_will_not_use_is_warned_about_with_how_to_move_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: bool
+) -> None:
+    """Regression (session 41): ``install-service --config F`` where F's ``data_dir``
+    held the owner's conversations said nothing, and the service, whose
+    MY_AGENT_DATA_DIR=%S/my-agent wins over data_dir, started on an empty store."""
+    clear_config_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    store = _a_store(tmp_path / "my store")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"data_dir: {store}\n")
+    result = install_service(
+        user, output=tmp_path / "u.service", config=cfg, executable=["/opt/v/bin/my-agent"]
+    )
+    [warning] = [w for w in result.warnings if "holds a store" in w]
+    target = tmp_path / "state" / "my-agent" if user else Path("/var/lib/my-agent")
+    assert f"{store} holds a store" in warning and f"MY_AGENT_DATA_DIR={target}" in warning
+    assert f"cp -a '{store}/.' {target}/" in warning
+    assert ("chown -R root:root /var/lib/my-agent/" in warning) is not user
+    if user:  # the commands it gives do move it (a system unit's need root)
+        commands = warning.split("if the service runs): ")[1].split(" (docs/")[0]
+        subprocess.run(commands, shell=True, check=True)
+        assert (target / "conversations").is_dir()
+        moved = install_service(
+            user, output=tmp_path / "u.service", config=cfg, executable=["/opt/v/bin/my-agent"]
+        )
+        assert "(it holds a store already: keep one)" in " ".join(moved.warnings)
+        cfg.write_text(f"data_dir: {target}\n")  # the service's own directory: nothing to say
+        same = install_service(
+            user, output=tmp_path / "u.service", config=cfg, executable=["/opt/v/bin/my-agent"]
+        )
+        assert not [w for w in same.warnings if "holds a store" in w]
+
+
+def test_the_current_directorys_store_and_an_invalid_config_are_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clear_config_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    out, exe = tmp_path / "u.service", ["/opt/v/bin/my-agent"]
+    quiet = install_service(False, output=out, config=None, executable=exe)
+    assert not [w for w in quiet.warnings if "store" in w]  # nothing stored: nothing said
+    _a_store(tmp_path / ".my_agent")
+    told = install_service(False, output=out, config=None, executable=exe)
+    assert [w for w in told.warnings if f"{tmp_path / '.my_agent'} holds a store" in w]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("brain: {max_tokens: lots}\n")
+    wrong = install_service(False, output=out, config=cfg, executable=exe)
+    assert [w for w in wrong.warnings if "brain.max_tokens" in w and "status 78" in w]
