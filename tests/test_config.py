@@ -4,6 +4,7 @@ config.example.yaml, the embedded default, and secrets from the environment."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,19 @@ INVALID = [
     # Regression (session 39): 100000 passed, then onnxruntime made one OS thread each
     # and the model load never ended: keyword-only search, nothing said.
     ({"embedding": {"threads": 100000}}, "embedding.threads"),
+    # Regression (session 41): config.example.yaml's hints, uncommented, were values:
+    # the Anthropic brain with these words as its key (every reply a 401), a LOGIN as
+    # "defaults to the address", the example's mailbox as the assistant's.
+    ({"brain": {"api_key": "from ANTHROPIC_API_KEY (keep it out of this file)"}}, "brain.api_key"),
+    ({"channels": {"telegram": {"token": "from TELEGRAM_BOT_TOKEN"}}}, "channels.telegram.token"),
+    (
+        {"channels": {"email": {"imap": {"username": "defaults to the address"}}}},
+        "channels.email.imap.username",
+    ),
+    (
+        {"channels": {"email": {"enabled": True, "address": "assistant@your-domain.example"}}},
+        "channels.email.address",
+    ),
 ]
 
 
@@ -373,6 +387,37 @@ def test_example_config_is_rejected_until_placeholders_are_replaced() -> None:
     config = build_config(_replace_placeholders(raw), env={})
     assert config.brain_provider() == "offline"
     assert config.owner.identities  # the example documents owner identities
+
+
+HINTED = ("api_key", "token", "api_base", "address", "password", "username")
+
+
+def test_the_examples_commented_keys_uncommented_are_empty_or_refused() -> None:
+    """Regression (session 41): a key the example documents as ``# key: <hint>`` took the
+    hint as its value once uncommented, and check-config said OK (``brain.api_key: from
+    ANTHROPIC_API_KEY ...`` chose the Anthropic brain with those words as the key)."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    pattern = re.compile(rf"(?m)^(\s*)# ({'|'.join(HINTED)}):")
+    assert len(pattern.findall(text)) == 7  # the lines this test is about: all of them
+    uncommented = pattern.sub(r"\1\2:", text)
+    raw = yaml.safe_load(uncommented)
+    with pytest.raises(ConfigError) as info:
+        build_config(raw, env={})
+    assert "channels.email.address" in dict(info.value.problems)  # the example's mailbox
+    config = build_config(_replace_placeholders(raw), env={})  # the owner's own values
+    assert config.brain.api_key is None and config.brain_provider() == "offline"
+    telegram, email = config.channels.telegram, config.channels.email
+    assert telegram.token is None and telegram.api_base is None and email.password is None
+    assert email.imap.username is None and email.smtp.username is None
+    assert email.address == "robin@example.org"
+
+
+def test_a_value_that_only_mentions_a_hint_word_is_kept() -> None:
+    config = build_config(
+        {"owner": {"name": "Fromm Default"}, "channels": {"email": {"display_name": "Defaults"}}},
+        env={},
+    )
+    assert config.owner.name == "Fromm Default"
 
 
 def test_example_config_documents_every_key() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ EX_CONFIG = 78
 
 # Values in config.example.yaml that a user must replace. Any string still containing
 # one of these markers is rejected, so a copied example never runs half-configured.
-PLACEHOLDER_MARKERS = ("CHANGE_ME", "REPLACE_ME", "<your", "example.invalid")
+PLACEHOLDER_MARKERS = ("CHANGE_ME", "REPLACE_ME", "<your", "example.invalid", "your-domain.example")
 
 # Environment variable -> dotted key. Secrets never need to be in the file.
 ENV_OVERRIDES = {
@@ -88,6 +89,44 @@ def _find_placeholders(node: Any, prefix: str = "") -> list[str]:
     return []
 
 
+# A hint of config.example.yaml's commented keys taken as the value when uncommented:
+# before session 41 "api_key: from ANTHROPIC_API_KEY (keep it out of this file)" chose
+# the Anthropic brain with those words as its key (every reply a 401), and "username:
+# defaults to the address" logged in as that. The example's hints are comments now;
+# these catch a file copied from an older one, and the like.
+_DEFAULT_HINT = re.compile(r"\s*defaults?\s+to\b", re.IGNORECASE)
+
+
+def _hint_problem(text: str) -> str | None:
+    """Why ``text`` reads as a hint about a value rather than the value; None if not."""
+    for var in ENV_OVERRIDES:
+        if re.search(rf"\b{var}\b", text):
+            return (
+                f"holds a hint ({text!r}), not a value: set {var} in the environment "
+                "(the secrets file), or leave the key out"
+            )
+    if _DEFAULT_HINT.match(text):
+        return f"holds a hint ({text!r}), not a value: leave the key out for that default"
+    return None
+
+
+def _find_hints(node: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """``(dotted.key, problem)`` for every value that is hint text, in file order."""
+    if isinstance(node, Mapping):
+        return [
+            found
+            for key, value in node.items()
+            for found in _find_hints(value, f"{prefix}.{key}" if prefix else str(key))
+        ]
+    if isinstance(node, list):
+        return [
+            found for i, value in enumerate(node) for found in _find_hints(value, f"{prefix}.{i}")
+        ]
+    if isinstance(node, str) and (problem := _hint_problem(node)):
+        return [(prefix, problem)]
+    return []
+
+
 def _secrets_written(tree: Mapping[str, Any]) -> tuple[str, ...]:
     """The dotted keys of :data:`SECRET_VARS` that hold a value in ``tree`` itself."""
     found = []
@@ -120,6 +159,7 @@ def build_config(
         (key, "still holds a placeholder from config.example.yaml")
         for key in _find_placeholders(tree)
     ]
+    problems += [found for found in _find_hints(tree) if found[0] not in dict(problems)]
     written = _secrets_written(tree)  # before the environment's values are merged in
     environ = os.environ if env is None else env
     from_env: dict[str, str] = {}  # dotted key -> the variable its value came from
