@@ -91,15 +91,26 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=not utf8, default=str))
 
 
+# The largest ``--limit``: more conversations than a store holds (list everything with
+# it), and far below SQLite's integers (2**63 - 1).
+MAX_LIMIT = 1_000_000
+
+
 def positive_int(text: str) -> int:
     """``--limit``: 0 listed nothing, and a negative one everything (SQLite's LIMIT -1)
-    or, for search, the default page: neither what was asked."""
+    or, for search, the default page: neither what was asked. Above :data:`MAX_LIMIT` it
+    is a usage error too: before session 41 ``--limit 99999999999999999999`` reached
+    SQLite and ended in exit 70, "internal error: OverflowError"."""
     try:
         value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    except ValueError:  # also more than 4,300 digits (Python's own bound)
+        raise argparse.ArgumentTypeError(f"not a whole number: {text[:40]!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more: {value}")
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_LIMIT} (more than a store holds): {text[:40]}"
+        )
     return value
 
 

@@ -411,17 +411,29 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(
     assert "is not valid UTF-8" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("limit", ["0", "-1", "ten"])
+@pytest.mark.parametrize("limit", ["0", "-1", "ten", "1000001", "9" * 20, "9" * 5000])
 @pytest.mark.parametrize("argv", [["conversations", "list"], ["search", "sourdough"]])
-def test_a_limit_below_one_is_a_usage_error(
+def test_a_limit_out_of_range_is_a_usage_error(
     store: Store, argv: list[str], limit: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Regression: `--limit 0` listed nothing, `--limit -1` listed every conversation
     # (SQLite's LIMIT -1) and search gave its default page for both, all with exit 0.
+    # Regression (session 41): `--limit 99999999999999999999` reached SQLite, exit 70
+    # "internal error: OverflowError"; 5,000 digits are beyond Python's own int().
     with pytest.raises(SystemExit) as done:
         cli.main(["--config", str(store.config_path), *argv, "--limit", limit])
     assert done.value.code == exitcodes.EX_USAGE
-    assert "--limit" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "--limit" in said and len(said) < 1000
+    if limit == "1000001":
+        assert "at most 1000000" in said
+
+
+def test_the_largest_limit_lists_everything(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = store.json("conversations", "list", "--limit", "1000000", capsys=capsys)
+    assert len(listed) == 2
 
 
 @pytest.mark.parametrize("name", cli.BENCHMARKS)
