@@ -52,9 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.info(
         "configuration: %s; data in %s", source or "embedded default", config.data_dir.resolve()
     )
-    from bot.config.checks import secret_warnings
+    from bot.config.checks import channel_warnings, secret_warnings
 
-    for warning in secret_warnings(config):
+    for warning in secret_warnings(config) + channel_warnings(config):
         log.warning("%s", warning)
 
     async def _main() -> int:
@@ -98,14 +98,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     for warning in config_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
     source = args.config or default_config_path() or "embedded default"
+    enabled = [
+        n for n in ("web", "telegram", "email", "loopback") if getattr(config.channels, n).enabled
+    ]
     print(
         f"configuration OK ({source}): brain {config.brain_provider()}, data in "
-        f"{config.data_dir.resolve()}, channels: "
-        + ", ".join(
-            n
-            for n in ("web", "telegram", "email", "loopback")
-            if getattr(config.channels, n).enabled
-        )
+        f"{config.data_dir.resolve()}, channels: {', '.join(enabled) or 'none'}"
     )
     return exitcodes.OK
 

@@ -385,3 +385,32 @@ def test_a_data_dir_under_a_file_or_not_writable_is_warned_about(
         f"data_dir: {tmp_path} cannot be written: permission denied for this user "
         f"(uid {os.getuid()})"
     )
+
+
+def test_no_channel_enabled_is_warned_about_by_check_config_and_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (session 41): every channel disabled passed check-config ("channels: "
+    and nothing after it), and the daemon ran with nothing to receive messages on."""
+    path = _write(tmp_path, raw_config(tmp_path, channels={"web": {"enabled": False}}))
+    status, out, err = _check(path, capsys)
+    assert status == exitcodes.OK and out.rstrip().endswith("channels: none")
+    assert "warning: channels: none is enabled" in err
+
+    async def stopped(*_args: Any, **_kwargs: Any) -> int:
+        return exitcodes.OK
+
+    class Exited(BaseException):
+        pass
+
+    def fake_exit(code: int) -> None:
+        raise Exited(code)
+
+    monkeypatch.setattr("bot.daemon.run_daemon", stopped)
+    monkeypatch.setattr(os, "_exit", fake_exit)  # `run` ends in os._exit (bot.cli)
+    with pytest.raises(Exited):
+        cli.main(["--config", str(path), "run"])
+    assert "WARNING my_agent.cli: channels: none is enabled" in capsys.readouterr().err
+    # one channel is enough: the web dashboard, say
+    web = _write(tmp_path, raw_config(tmp_path, channels={"web": {"enabled": True}}))
+    assert "channels: none" not in _check(web, capsys)[2]

@@ -26,7 +26,7 @@ RESOLVE_SECONDS = 3.0
 
 def config_warnings(cfg: AppConfig, resolve_seconds: float = RESOLVE_SECONDS) -> list[str]:
     """``dotted.key: message`` for each setting the daemon accepts but cannot use as is."""
-    found = secret_warnings(cfg)
+    found = secret_warnings(cfg) + channel_warnings(cfg)
     found += data_dir_warnings(cfg.data_dir)
     found += _model_path_warnings(cfg)
     found += _model_name_warnings(cfg)
@@ -44,6 +44,18 @@ def secret_warnings(cfg: AppConfig) -> list[str]:
         f"{key}: a secret in the config file, which every user may read: set "
         f"{SECRET_VARS[key]} in the secrets file (mode 0600) and remove it from the config"
         for key in cfg.secrets_in_file()
+    ]
+
+
+def channel_warnings(cfg: AppConfig) -> list[str]:
+    """No channel enabled: the daemon starts, says ready and receives nothing, no
+    dashboard either (before session 41 check-config said OK, "channels: " and nothing
+    after it). ``run`` logs it too (no look-ups: cheap at every start)."""
+    if any(getattr(cfg.channels, name).enabled for name in type(cfg.channels).model_fields):
+        return []
+    return [
+        "channels: none is enabled: the daemon would run with nothing to receive messages "
+        "on, not even the dashboard (set channels.web.enabled, .telegram or .email: true)"
     ]
 
 
