@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.brain.cost import stored_input
 from bot.db import SyncConn
-from bot.fts_text import searchable
+from bot.forwards import forwarded_text, searchable_with
 from bot.index import ConversationRecord, upsert_conversation
 from bot.reffilter import line_refs
 from bot.transcript import recallable
@@ -107,7 +107,9 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
         if not isinstance(number, int):
             return
         recall = recallable(line)
-        derived = searchable(content)  # what turns_fts indexes, when not the content
+        # what turns_fts indexes, when not the content: with a mail the owner forwarded
+        # (kept apart from their words, bot/forwards.py), found by its words too
+        derived = searchable_with(content, forwarded_text(line))
         cur = conn.execute(
             "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, channel,"
             " sender, awaits_reply, recall, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -23,6 +23,7 @@ from bot.command_runs import CommandRuns
 from bot.commands import Commands, is_detached, parse_command
 from bot.conversations import ConversationNotFound
 from bot.events import InboundMessage, scrubbed
+from bot.forwards import own_words
 from bot.identity import anonymous_sender
 from bot.index import ConversationRecord
 from bot.index_rescue import is_storage_refusal
@@ -187,6 +188,9 @@ class Router:
         await self.strangers.handle(msg, reply_target(msg))
 
     async def _owner_flow(self, msg: InboundMessage, identity_key: str) -> None:
+        # A mail the owner forwards is not the owner's words (a command's either): its
+        # turn keeps it apart, the model is shown it labelled (bot/forwards.py).
+        msg = own_words(msg)
         command = parse_command(msg.text) if msg.addressed else None
         if command is not None and is_detached(command[0]):
             # A dashboard tab with no conversation yet, or a mail that starts a thread:

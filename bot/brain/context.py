@@ -34,7 +34,12 @@ from bot.brain.group_lines import OWNER_MARK as OWNER_MARK  # re-exported (split
 from bot.brain.group_lines import group_line as group_line
 from bot.brain.group_lines import member_name
 from bot.brain.late_turns import late_label
-from bot.brain.others_words import escalation_text, with_escalations, with_quote
+from bot.brain.others_words import (
+    escalation_text,
+    with_escalations,
+    with_forward,
+    with_quote,
+)
 from bot.brain.restricted_context import EMPTY_MESSAGE
 from bot.brain.restricted_context import (  # re-exported: a party's messages, built apart
     restricted_messages as restricted_messages,
@@ -187,10 +192,10 @@ def transcript_turns(
     wants, had a second one that read like the owner's unlabelled words.
     A reply the API refused (``stopReason: "refusal"``) becomes :data:`REFUSED_IN_CONTEXT`,
     and one of the offline brain (``model: "offline"``) :data:`OFFLINE_IN_CONTEXT`.
-    A user turn shows the quoted mail its metadata keeps, and the escalations written
-    since the previous user turn, labelled as others' words (:mod:`bot.brain.others_words`);
-    one written long before it came, when (in ``zone``, UTC by default:
-    :mod:`bot.brain.late_turns`).
+    A user turn shows the quoted mail and the forwarded one its metadata keeps, and the
+    escalations written since the previous user turn, labelled as others' words
+    (:mod:`bot.brain.others_words`); one written long before it came, when (in ``zone``,
+    UTC by default: :mod:`bot.brain.late_turns`).
     """
     zone = zone or ZoneInfo("UTC")
     out = []
@@ -213,7 +218,7 @@ def transcript_turns(
             if role == "user":
                 if (late := late_label(line, zone)) is not None:
                     content = f"{late} {content}"
-                shown = with_escalations(escalations, with_quote(line, content))
+                shown = with_escalations(escalations, with_forward(line, with_quote(line, content)))
                 others, content = shown != content, shown
                 escalations = []
             out.append(

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 from bot.brain.context import group_line
 from bot.brain.tool_budget import ToolError, fit_turns
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
+from bot.forwards import forwarded_text
 from bot.graphemes import boundary_before, cut
 from bot.labels import title_for_model
 from bot.owner_days import local_time
@@ -191,7 +192,7 @@ def _turn_view(
     # the owner's unmarked read as a member's beside the members' labelled ones.
     content = group_line(line, content)
     stamp = line.get("timestamp")
-    return {
+    view = {
         "role": line.get("role"),
         "content": content,
         # the owner's local time, like search's dates and the prompt's "now": the UTC
@@ -199,3 +200,10 @@ def _turn_view(
         "timestamp": local_time(stamp, zone) if isinstance(stamp, str) else stamp,
         "turnNumber": number,
     }
+    if (forwarded := forwarded_text(line)) is not None and not from_char:
+        # a mail the owner forwarded, apart from their words as in the working context
+        # (bot/forwards.py, session 41): not in the content any more
+        view["forwardedByOwner"] = cut(forwarded, limit) + (
+            " [...truncated]" if len(forwarded) > limit else ""
+        )
+    return view

@@ -1,10 +1,11 @@
 """One fetched mail as the core's :class:`~bot.events.InboundMessage`.
 
 The turn text is what the sender wrote this time (quoted history and signatures
-stripped, a forward kept whole), after a ``Subject: ...`` line when the subject says
-something the thread has not, followed by one line per attachment; the sender's
-``Authentication-Results`` decide ``identity_verified``; automatic mail (bounces,
-auto-replies, lists) is handed over unaddressed, recorded and never answered.
+stripped, a forward kept whole and named in the metadata: bot/forwards.py), after a
+``Subject: ...`` line when the subject says something the thread has not, followed by
+one line per attachment; the sender's ``Authentication-Results`` decide
+``identity_verified``; automatic mail (bounces, auto-replies, lists) is handed over
+unaddressed, recorded and never answered.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Collection
 
 from bot.config.channels import EmailChannelConfig
 from bot.events import EMPTY_MESSAGE_LABEL, SENT_AT, InboundMessage, iso
+from bot.forwards import FORWARDED
 from bot.graphemes import cut
 from bot.mail_subjects import capped_subject, is_forward_subject, same_subject
 from channels.email.auth import AuthVerdict, verify_sender
@@ -22,7 +24,7 @@ from channels.email.dedup import dedup_key
 from channels.email.dsn import Bounce
 from channels.email.outgoing import reply_all_readers
 from channels.email.parsing import ParsedMail, attachment_lines
-from channels.email.quotes import quoted_part, strip_reply
+from channels.email.quotes import forward_headers, forwarded_part, quoted_part, strip_reply
 from channels.email.receipts import ReadReceipt
 from channels.email.thread_index import ROOT_BYTES, thread_ref
 
@@ -137,6 +139,11 @@ def to_inbound(
     # third party's mail), the model is shown it, labelled as others' words (the core
     # decides: bot/quoted.py). Before session 39 it was stripped and nothing read it.
     quoted = quoted_part(mail.text, forward=forward) if stripped else ""
+    # A forwarded mail (typed inline or attached) stays in the text, named apart: an
+    # owner's turn keeps it out of their words, labelled for the model as others'
+    # (bot/forwards.py); a third party's message is all theirs anyway. Before session
+    # 41 it was the owner's words to the model, to search and to the notes.
+    forwarded = forwarded_part(mail.text, forward=forward)
     if not text.strip() and not is_reply_subject(mail.subject):
         # "Subject: Book a table for 8 tonight" and nothing below it: the subject is
         # the whole message, taken as it is (the turn used to be empty). A reply's
@@ -226,6 +233,11 @@ def to_inbound(
             **(
                 {"quoted": capped_quote(quoted), "in_reply_to": mail.in_reply_to or None}
                 if quoted.strip() and mail.receipt is None and mail.bounce is None
+                else {}
+            ),
+            **(
+                {FORWARDED: {"text": forwarded, **forward_headers(forwarded)}}
+                if forwarded.strip() and forwarded in text
                 else {}
             ),
             "to": list(mail.to),

@@ -243,6 +243,15 @@ def _after_text(block: list[str], last: int) -> bool:
     return not _DASH_ITEM.match(line) and not line.endswith(":")
 
 
+def _forward_start(lines: list[str], kinds: list[int], forward: bool) -> int | None:
+    """The line a forwarded message starts at: a forward marker in the sender's text, or
+    (``forward``) the first line of what looks like history."""
+    for i, (line, kind) in enumerate(zip(lines, kinds, strict=True)):
+        if (kind == _TEXT and _FORWARD.match(line)) or (forward and kind == _DROPPED):
+            return i
+    return None
+
+
 def strip_reply(text: str, forward: bool = False) -> str:
     """The visible, newly written part of a mail body (see the module docstring).
 
@@ -251,17 +260,62 @@ def strip_reply(text: str, forward: bool = False) -> str:
     history is the forwarded message and is kept."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     kinds = _classify(lines)
-    for i, (line, kind) in enumerate(zip(lines, kinds, strict=True)):
-        if (kind == _TEXT and _FORWARD.match(line)) or (forward and kind == _DROPPED):
-            # The sender's note above the marker is stripped like any reply; the
-            # forwarded message itself is kept whole (its headers included).
-            note = _visible(lines[:i], kinds[:i])
-            forwarded = "\n".join(lines[i:]).strip("\n")
-            return f"{note}\n\n{forwarded}" if note.strip() else forwarded
+    i = _forward_start(lines, kinds, forward)
+    if i is not None:
+        # The sender's note above the marker is stripped like any reply; the
+        # forwarded message itself is kept whole (its headers included).
+        note = _visible(lines[:i], kinds[:i])
+        forwarded = "\n".join(lines[i:]).strip("\n")
+        return f"{note}\n\n{forwarded}" if note.strip() else forwarded
     visible = _visible(lines, kinds)
     if not visible.strip():
         return text.strip()
     return visible
+
+
+def forwarded_part(text: str, forward: bool = False) -> str:
+    """The forwarded message :func:`strip_reply` keeps whole (from its marker on, its
+    headers included), exactly as it stands in what that returns; '' for a mail that
+    forwards nothing. The core keeps it apart from an owner's own words (bot/
+    forwards.py: before session 41 it was taken for them)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    i = _forward_start(lines, _classify(lines), forward)
+    return "" if i is None else "\n".join(lines[i:]).strip("\n")
+
+
+# The header lines of a forwarded message, by what they say (the labels of the
+# languages the markers above are in).
+_FORWARD_HEADERS = {
+    "from": ("from", "von", "de", "da", "van", "från", "fra", "od", "от"),
+    "date": ("date", "sent", "datum", "gesendet", "envoyé", "date d'envoi", "enviado",
+             "fecha", "inviato", "data", "verzonden", "skickat", "sendt", "wysłano"),
+    "subject": ("subject", "betreff", "objet", "asunto", "oggetto", "onderwerp", "ämne",
+                "emne", "temat", "předmět", "тема"),
+}  # fmt: skip
+_HEADER_LINE = re.compile(r"^\s*\*?([^:*\n]{1,20}?)\s*:\s*\*?\s*(.*?)\s*$")
+
+
+def forward_headers(block: str) -> dict[str, str]:
+    """From, Date (or Sent) and Subject of a forwarded ``block``, as its header lines
+    (the first that say each, before its first blank line after them) give them."""
+    found: dict[str, str] = {}
+    started = False
+    for line in block.split("\n")[:30]:
+        if not line.strip():
+            if started:
+                break
+            continue
+        match = _HEADER_LINE.match(line)
+        if match is None:
+            if started:
+                break
+            continue
+        started = True
+        label = match.group(1).strip().lower()
+        for key, labels in _FORWARD_HEADERS.items():
+            if label in labels and key not in found and match.group(2):
+                found[key] = match.group(2)
+    return found
 
 
 def quoted_part(text: str, forward: bool = False) -> str:

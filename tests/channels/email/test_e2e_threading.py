@@ -95,7 +95,7 @@ async def test_replies_from_real_clients_find_their_thread(
     await smtp.capture.wait_for(5)
     assert await wait_ref(stack, "<e2e-5@example.org>") == conv
     # The owner forwards the assistant's answer to ask about it: a new topic, whose
-    # forwarded text the model reads.
+    # forwarded text the model reads (bot/forwards.py).
     forward = owner_mail(
         6,
         "What is this about?\n\n---------- Forwarded message ---------\n"
@@ -115,7 +115,9 @@ async def test_replies_from_real_clients_find_their_thread(
         for line in stack.services.store.read_lines(new)
         if line.get("type") == "turn" and line.get("role") == "user"
     ]
-    assert "Porto it is." in turn["content"]
+    # (kept apart from the owner's words since session 41, shown to the model labelled)
+    assert turn["content"].endswith("What is this about?")
+    assert "Porto it is." in turn["metadata"]["forwarded"]["text"]
 
 
 BOB = "bob@plumbing.example"
