@@ -39,6 +39,7 @@ from bot.labels import TITLE_MAX, clip_title, escalated_party_ids, plain_title
 from bot.model_switch import model_refusal
 from bot.parties import PartyRecord
 from bot.party_commands import PartyCommands
+from bot.previous_conversation import STARTED_AFTER
 
 if TYPE_CHECKING:
     from bot.config import AppConfig
@@ -143,6 +144,10 @@ class Commands(PartyCommands):
             )
         else:
             fresh = await manager.new_for_channel(conv, conv_id)
+        if done is None:
+            # Named to the model in the fresh conversation's first replies, so that "what
+            # were we just talking about?" can be answered (bot/previous_conversation.py).
+            await manager.append_event(fresh.id, STARTED_AFTER, previousId=conv.id)
         return CommandResult(
             f"Started a new conversation ({self._model_note(fresh.model)}). The previous one "
             "stays searchable and can be continued from the dashboard.",

@@ -27,6 +27,7 @@ from bot.bursts import Bursts
 from bot.events import OutboundMessage
 from bot.group_budget import GroupBudget
 from bot.model_switch import forget_dropped_model
+from bot.previous_conversation import note_for
 from bot.reply_generation import ReplyGeneration, answered
 from bot.reply_queue import KeyedSerialQueue
 from bot.reply_writes import ReplyWrites
@@ -190,6 +191,9 @@ class ReplyEngine(ReplyWrites):
         # For the owner's reply only: a member's restricted reply never shows them,
         # and taking them there lost them (the split offer was never made).
         notes = tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else ()
+        # (not where others read the reply: recall reaches this conversation alone there)
+        private = profile == "owner" and not group and not self._others_read(target)
+        left = await note_for(self.s, conv_id, turn) if private else None
         request = BrainRequest(
             profile=profile,
             channel=target.channel,
@@ -201,7 +205,8 @@ class ReplyEngine(ReplyWrites):
             party_name=sender,
             scope=self.s.config.trust.known_scope if profile == "restricted" else None,
             history=history,
-            notes=notes,
+            # (the conversation /new just left is named, never put back: it is not taken)
+            notes=(*notes, left) if left else notes,
             # Every member reads the owner's reply in a group, and the other recipients
             # read a reply-all mail: what it recalls comes from this conversation, never
             # the owner's private ones (a "what did we say about my salary?" there

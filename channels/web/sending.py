@@ -19,6 +19,7 @@ from bot.command_status import missing_model_ids
 from bot.commands import is_detached, model_answer, parse_command, rename_answer
 from bot.events import InboundMessage
 from bot.model_switch import model_refusal
+from bot.previous_conversation import STARTED_AFTER
 from bot.spool import HeldForRetry
 from channels.web.tabs import Client
 from channels.web.views import conversation_meta
@@ -138,6 +139,13 @@ async def _send(
             text = command[1]
         rec = await hub.channel.create_web_conversation(client.pending_model, client.pending_title)
         client.pending_model = client.pending_title = None
+        if client.left is not None:
+            # the dashboard's new chat is a /new: its first replies name the conversation
+            # left, for "what were we just talking about?" (session 41)
+            await hub.services.conversations.append_event(
+                rec.id, STARTED_AFTER, previousId=client.left
+            )
+            client.left = None
         await hub.load(client, rec.id)
     host = hub.channel.host
     if host is None:

@@ -41,6 +41,9 @@ class Client:
         self.conversation_id: str | None = None
         self.pending_model: str | None = None  # chosen before the first message
         self.pending_title: str | None = None  # "/rename" typed before the first message
+        # the conversation the tab showed before its new chat: named to the model in the
+        # conversation the chat's first message starts (bot/previous_conversation.py)
+        self.left: str | None = None
         # The conversation being read for this tab, and the updates of it broadcast while
         # it was read: sent again after its page, which may have been read before them.
         self.loading: tuple[str, list[dict[str, Any]]] | None = None

@@ -175,6 +175,10 @@ class WsHub:
     ) -> None:
         """Show the tab a conversation (``None``: the empty new chat), around a turn."""
         previous, client.conversation_id = client.conversation_id, None
+        if conversation_id is None and previous is not None:
+            client.left = previous  # a new chat, as /new (bot/previous_conversation.py)
+        elif conversation_id is not None:
+            client.left = None
         try:
             await self._show(client, conversation_id, around)
         finally:
