@@ -16,7 +16,7 @@ from bot import exitcodes
 from bot.cli_common import print_json, print_text
 from bot.cli_store import _with_services, reading_config
 from bot.graphemes import cut, shorten
-from bot.labels import UNTITLED
+from bot.labels import UNTITLED, shown_names
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -117,11 +117,16 @@ def cmd_search(args: argparse.Namespace) -> int:
                     "(nothing uses these words or comes close in meaning: "
                     "the nearest, probably unrelated)"
                 )
+        # named as the dashboard and /search name them (session 41: "New conversation"
+        # for every unnamed mail thread and chat); the record's title is fresher too
+        records = [await s.conversations.get(r.conversation_id) for r in page.results]
+        names = await shown_names(s, [rec for rec in records if rec is not None])
         for r in page.results:
             # found through its notes or title alone: no matched turn to name
             where = r.found_in()
+            name = names.get(r.conversation_id) or r.title or UNTITLED
             print_text(
-                f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {r.title or UNTITLED} "
+                f"{r.score:.3f}  {r.conversation_id}  [{r.channel}] {name} "
                 f"({where}, {local_day(r.timestamp, zone)}){unrelated_mark(page, r)}"
             )
             print_text(f"       {cut(' '.join((r.snippet or '').split()), 150)}")

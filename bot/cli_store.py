@@ -134,6 +134,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     if config is None:
         return exitcodes.EX_USAGE
 
+    from bot.labels import shown_names
     from bot.owner_days import local_time, owner_zone
 
     zone = owner_zone(config)
@@ -160,13 +161,16 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             # directory named tells a wrong --config or working directory at once.
             where = f" on {args.channel.strip().lower()}" if args.channel else ""
             print(f"no conversations{where} in {config.data_dir}", file=sys.stderr)
+        # named as the dashboard lists them (an unnamed mail thread by its sender and
+        # subject: every one was "New conversation" before session 41)
+        names = await shown_names(s, records)
         for r in records:
             # a column of its own: " pinned" pushed those rows' titles 7 columns right,
             # and "1 turns" read as a typo
             turns = f"{r.turn_count:>4} {'turn ' if r.turn_count == 1 else 'turns'}"
             print_text(
                 f"{r.id}  {r.channel:<9} {when(r.updated):<21} {turns} "
-                f"{'pinned' if r.pinned else '':<6}  {r.title or 'New conversation'}"
+                f"{'pinned' if r.pinned else '':<6}  {names[r.id]}"
             )
         return 0
 
@@ -181,9 +185,8 @@ def cmd_conversations(args: argparse.Namespace) -> int:
                 {"conversation": rec.to_meta(), "abbreviation": rec.abbreviation, "lines": lines}
             )
             return 0
-        print_text(
-            f"{rec.title or 'New conversation'} ({rec.id}, {rec.channel}, model {rec.model})"
-        )
+        name = (await shown_names(s, [rec]))[rec.id]
+        print_text(f"{name} ({rec.id}, {rec.channel}, model {rec.model})")
         if rec.abbreviation:
             print_text(f"Abbreviation: {rec.abbreviation}")
         owners = OwnerIdentities(config)

@@ -192,6 +192,39 @@ def title_for_model(rec: Any) -> str | None:
     return title
 
 
+def name_for_model(rec: Any) -> str | None:
+    """The name of ``rec`` as a model reads it in the recall tools' results: its title
+    (:func:`title_for_model`), and for a conversation not named yet the owner's own
+    label of it (:func:`display_title`: an e-mail thread's sender and subject, a private
+    chat's contact, "owner@example.org — Dentist bill · New conversation"), as the
+    dashboard, ``/search`` and ``/status`` name it. Before session 41 an unnamed mail
+    thread was ``null`` to the model, however clear its subject. Not a group's: its
+    title is its members' choice (and not an escalation's stand-in, which stays it)."""
+    title = title_for_model(rec)
+    if title or ":group:" in str(getattr(rec, "identity_key", None) or ""):
+        return title
+    channel = str(getattr(rec, "channel", ""))
+    meta = getattr(rec, "channel_meta", None) or {}
+    people = list(getattr(rec, "participants", None) or [])
+    if not channel_label(channel, meta, people):
+        return None
+    return display_title(channel, None, meta, people)
+
+
+async def shown_names(services: Any, records: Sequence[Any]) -> dict[str, str]:
+    """``{conversation id: name}`` of ``records`` as the dashboard lists them
+    (:func:`display_title` of the title shown: :func:`shown_titles`). The CLI's lists
+    named every unnamed mail thread and chat "New conversation" before session 41, two
+    threads told apart by their ids alone."""
+    derived = await shown_titles(services, records)
+    return {
+        rec.id: display_title(
+            rec.channel, derived.get(rec.id, rec.title), rec.channel_meta, rec.participants
+        )
+        for rec in records
+    }
+
+
 async def escalated_parties(services: Any, conv_id: str, known: Any = None) -> list[Any]:
     """The party records of everyone who escalated into ``conv_id``, first escalation
     first, as known now (``known``, a record already in hand, is used as it is).

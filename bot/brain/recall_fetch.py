@@ -23,7 +23,7 @@ from bot.brain.tool_budget import ToolError, fit_turns
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.forwards import forwarded_text
 from bot.graphemes import boundary_before, cut
-from bot.labels import title_for_model
+from bot.labels import name_for_model
 from bot.owner_days import local_time
 
 FETCH_DEFAULT_TURNS = 10
@@ -151,8 +151,9 @@ def _fetched(
     """The wrapped ``fetch_context`` result (seed 000's fields, and ``note`` when set)."""
     payload: dict[str, Any] = {
         "conversationId": conv_id,
-        # an escalation's automatic title names strangers by their own chosen names
-        "conversationName": title_for_model(record),
+        # an escalation's automatic title names strangers by their own chosen names; an
+        # unnamed mail thread is named by its sender and subject (session 41: null)
+        "conversationName": name_for_model(record),
         "channel": getattr(record, "channel", None),
         "turns": turns,
         "totalTurns": total,

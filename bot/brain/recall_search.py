@@ -19,7 +19,7 @@ from bot.brain.tool_budget import ToolError
 from bot.brain.tool_calls import int_input, maybe_await, wrap_data
 from bot.config.model import AppConfig
 from bot.graphemes import cut
-from bot.labels import ESCALATION_PREFIX, title_for_model
+from bot.labels import ESCALATION_PREFIX, name_for_model
 from bot.owner_days import day_range, local_day
 from bot.search.results import InvalidFilter
 
@@ -248,13 +248,15 @@ class ConversationSearch:
         return wrap_data("search_conversations", found)
 
     async def _title(self, result: Any) -> str | None:
-        """A result's title as the model reads it (:func:`bot.labels.title_for_model`):
-        an escalation's automatic title names strangers by the names they chose."""
+        """A result's title as the model reads it (:func:`bot.labels.name_for_model`):
+        an escalation's automatic title names strangers by the names they chose; an
+        unnamed mail thread or chat is named as the owner sees it (it was null)."""
         conversations = getattr(self.services, "conversations", None)
-        if conversations is None or not str(result.title or "").startswith(ESCALATION_PREFIX):
-            return result.title  # (only such a title needs its record read)
+        title = str(result.title or "")
+        if conversations is None or (title and not title.startswith(ESCALATION_PREFIX)):
+            return result.title  # (only those need their record read)
         record = await maybe_await(conversations.get(result.conversation_id))
-        return title_for_model(record) if record is not None else result.title
+        return name_for_model(record) if record is not None else result.title
 
     async def _exists(self, conversation_id: str) -> bool:
         conversations = getattr(self.services, "conversations", None)

@@ -711,3 +711,23 @@ async def test_results_that_share_no_word_are_labelled_for_the_model(
     tools = tool_map(RecallTools(config, labelled("words")).tools())
     found = unwrap((await execute(tools, "search_conversations", {"query": "brakes"}))[0])
     assert "match" not in found and "note" not in found
+
+
+async def test_recall_names_an_unnamed_mail_thread_as_the_owner_sees_it(
+    config: AppConfig, core: SimpleNamespace
+) -> None:
+    # Regression (session 41): an unnamed mail thread was null to the model, however
+    # clear its subject; the dashboard, /search and /status name it by sender and subject.
+    rec = await core.conversations.create(
+        "email",
+        participants=["owner@example.org"],
+        channel_meta={"subject": "Dentist bill", "contact": "owner@example.org"},
+    )
+    await core.conversations.append_turn(rec.id, "user", "how much was the dentist invoice?")
+    tools = tool_map(RecallTools(config, core).tools())
+    named = "owner@example.org — Dentist bill · New conversation"
+    content, err = await execute(tools, "search_conversations", {"query": "dentist invoice"})
+    (found,) = unwrap(content)["results"]
+    assert not err and found["conversationName"] == named
+    content, err = await execute(tools, "fetch_context", {"conversationId": rec.id})
+    assert not err and unwrap(content)["conversationName"] == named
