@@ -136,3 +136,57 @@ def test_after_matches_a_full_scan_of_the_ranking() -> None:
         head = reduce(xor, (cursors.id_hash(c) for c in order[:prefix]), 0)
         extra = frozenset(cursors.digest(c) for c in order[prefix:] if c in listed)
         assert (got.prefix, got.prefix_hash, got.extra) == (prefix, head, extra)
+
+
+async def test_a_new_turn_pushing_a_listed_one_into_the_tail_does_not_refuse_the_cursor(
+    db: Database,
+) -> None:
+    # Regression (session 41): 80 conversations say "invoice", more turns than the
+    # keyword stage reads (``search.candidates``, 50). Each new matching message ranks
+    # its conversation and pushes the last ranked one into the unread keyword tail;
+    # when that one was already listed, a cursor from another process (``my-agent
+    # search --cursor``) could not find it and was refused ("the results changed too
+    # much") on page 3 here, page 5 with one matching turn a conversation.
+    for i in range(80):
+        said = "invoice " * (1 + i % 4) + f"filler{i}" + " lorem" * (i % 17)
+        await add_conversation(
+            db, f"conv-{i:03d}", [("user", said), ("assistant", f"the invoice {i}")]
+        )
+    page = await SearchService(AppConfig(), db).search("invoice", limit=10)
+    assert not page.total_exact  # the tail is past the ranked ones
+    seen = [r.conversation_id for r in page.results]
+    pages = 1
+    while page.next_cursor is not None:
+        said = "invoice invoice" + " lorem" * pages
+        await add_conversation(db, f"conv-new-{pages:02d}", [("user", said)])
+        service = SearchService(AppConfig(), db)  # each page a new process
+        page = await service.search("invoice", limit=10, cursor=page.next_cursor)
+        seen.extend(r.conversation_id for r in page.results)
+        pages += 1
+        assert pages < 40
+    assert len(seen) == len(set(seen)), "a conversation was listed twice"
+    everything = await db.fetchall("SELECT id FROM conversations")
+    assert set(seen) == {row[0] for row in everything}, "a conversation was skipped"
+
+
+async def test_a_first_page_does_not_read_the_tail(db: Database) -> None:
+    # The tail is read for a cursor only when the ranked ones cannot resolve it
+    # (session 41): a first page within the ranked ones never pays for it.
+    for i in range(80):
+        await add_conversation(db, f"conv-{i:03d}", [("user", "invoice " * (1 + i % 40) + "x")])
+    service = SearchService(AppConfig(), db)
+    reads = 0
+    read_tail = service._read_tail
+
+    async def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal reads
+        reads += 1
+        await read_tail(*args, **kwargs)
+
+    service._read_tail = counted  # type: ignore[method-assign]
+    page = await service.search("invoice", limit=10)
+    assert page.next_cursor and reads == 0
+    fresh = SearchService(AppConfig(), db)
+    fresh._read_tail = counted  # type: ignore[method-assign]
+    await fresh.search("invoice", limit=10, cursor=page.next_cursor)
+    assert reads == 0  # nothing moved: the ranked ones resolve the cursor

@@ -183,11 +183,21 @@ class SearchService(QueryScoring):
     async def _resolve(self, listing: Listing, state: cursors.Cursor, filters: Filters) -> set[str]:
         """The conversations listed before a cursor this process does not hold, found in
         ``listing`` (whose tail is read first when the cursor may reach into it: its
-        prefix covers the ranked ones, or a listed one dropped below the prefix)."""
+        prefix covers the ranked ones, or a listed one dropped below the prefix; or, read
+        after, when the ranked ones alone do not resolve it)."""
         ranked = len(listing.scored.conversations)
         if listing.saturated and listing.tail is None and (state.extra or state.prefix >= ranked):
             await self._read_tail(listing, filters)
         listed = cursors.resolve(state, listing.order())
+        if listed is None and listing.saturated and listing.tail is None:
+            # A new matching turn ranks its conversation among the best ``candidates``
+            # turns and pushes the last ranked one into the unread tail: when that one
+            # was listed, the prefix's hash names a conversation the ranked ones lack.
+            # Before session 41 the cursor was refused ("changed too much") after one
+            # new message whenever the words matched more turns than ``candidates``.
+            # Read only here: a first page, and a cursor that resolves, never pay it.
+            await self._read_tail(listing, filters)
+            listed = cursors.resolve(state, listing.order())
         if listed is None:
             raise InvalidCursor("the results changed too much since the last page: search again")
         return listed
