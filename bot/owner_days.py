@@ -108,9 +108,19 @@ def day_range(
 ) -> tuple[str | None, str | None]:
     """Both bounds of an owner's date range (:func:`day_bound`), the end inclusive. A
     range that ends before it starts is refused naming both dates as given: once turned
-    into UTC bounds, adjacent days share a UTC date and it silently matched nothing."""
-    from bot.search.results import check_range, iso_date  # (as in day_bound)
+    into UTC bounds, adjacent days share a UTC date and it silently matched nothing.
+
+    The bounds are compared as the moments they name (a bare day from its first moment
+    to its last, in ``zone``; a timestamp at its own offset, or in ``zone`` without one).
+    Before session 41 the values were compared as text first, so a timestamp at another
+    offset against a bare day (``2026-03-02T01:00+05:00`` to ``2026-03-01``: 15:00 of
+    the 1st in New York) was refused as "after" its end."""
+    from bot.search.results import InvalidFilter, iso_date  # (as in day_bound)
 
     first, last = iso_date(start, names[0]), iso_date(end, names[1])
-    check_range(first, last, names)
-    return day_bound(first, names[0], zone), day_bound(last, names[1], zone, end=True)
+    low, high = day_bound(first, names[0], zone), day_bound(last, names[1], zone, end=True)
+    # both are UTC in one format (bot.events.iso, or the calendar's edges): as text
+    # they compare as moments
+    if low and high and low > high:
+        raise InvalidFilter(f"{names[0]} {first} is after {names[1]} {last}")
+    return low, high

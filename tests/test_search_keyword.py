@@ -401,3 +401,42 @@ def test_the_calendars_edges_bound_nothing(zone: str) -> None:
     first, last = day_range("0001-01-01", "9999-12-31", ZoneInfo(zone))
     assert first is not None and first.startswith("0001-01-01T")  # west of UTC: its hours
     assert last == "9999-12-31T23:59:59.999Z"
+
+
+def test_a_range_is_compared_as_the_moments_it_names() -> None:
+    # Regression (session 41): a range was compared as text before its bounds were read
+    # in the owner's zone, so a start at another offset than the owner's, ending on a
+    # bare day, was refused as "after" it: 2026-03-02T01:00+05:00 is 15:00 of the 1st
+    # in New York, accepted when written as 2026-03-01T15:00-05:00.
+    from zoneinfo import ZoneInfo
+
+    from bot.owner_days import day_range
+
+    zone = ZoneInfo("America/New_York")
+    names = ("from:", "to:")
+    for start in ("2026-03-01T15:00-05:00", "2026-03-02T01:00+05:00", "2026-03-01T20:00Z"):
+        assert day_range(start, "2026-03-01", zone, names) == (
+            "2026-03-01T20:00:00.000Z",
+            "2026-03-02T04:59:59.999Z",  # the end of the 1st in New York, inclusive
+        )
+    # and the other way round: a bare day against the same moment at another offset
+    assert day_range("2026-03-01", "2026-03-01T19:00-05:00", zone, names)[1] == (
+        "2026-03-02T00:00:00.000Z"
+    )
+    assert day_range("2026-03-01", "2026-03-02T05:00+05:00", zone, names)[1] == (
+        "2026-03-02T00:00:00.000Z"
+    )
+    # a start on the same moment as its end, and a timestamp without an offset (the
+    # owner's zone) against one with: accepted
+    assert day_range("2026-03-01T10:00", "2026-03-01T15:00Z", zone, names)[0] == (
+        "2026-03-01T15:00:00.000Z"
+    )
+    # still refused when it really ends before it starts, naming the values as typed
+    for start, end in (
+        ("2026-03-02", "2026-03-01"),
+        ("2026-03-01T18:00", "2026-03-01T09:00"),
+        ("2026-03-01T10:01", "2026-03-01T15:00Z"),
+        ("2026-03-02T10:00+05:00", "2026-03-01"),  # 00:00 of the 2nd in New York
+    ):
+        with pytest.raises(InvalidFilter, match=re.escape(f"from: {start} is after to: {end}")):
+            day_range(start, end, zone, names)
