@@ -49,11 +49,26 @@ def search_channel(config: AppConfig, value: str | None) -> str | None:
     (a typo matched nothing, read as "never talked about it")."""
     if value is None:
         return None
-    known = tuple(type(config.channels).model_fields)
-    if value.strip().lower() not in known:
-        listed = ", ".join(c for c in known if c in OWNER_CHANNELS)
-        raise InvalidFilter(f"channel: {value!r} is not a channel (one of {listed})")
+    if value.strip().lower() not in type(config.channels).model_fields:
+        raise InvalidFilter(f"channel: {value!r} is not a channel (one of {_offered(config)})")
     return value.strip().lower()
+
+
+def _offered(config: AppConfig) -> str:
+    """The channels an error offers: those of ``config`` the owner talks on."""
+    return ", ".join(c for c in type(config.channels).model_fields if c in OWNER_CHANNELS)
+
+
+def filled_options(options: dict[str, str], config: AppConfig) -> dict[str, str]:
+    """``options`` when each filter has a value; :class:`InvalidFilter` naming the first
+    one without (``from:`` alone), with what it takes. Before session 41 an empty value
+    was read as no filter: ``/search kayak from:`` searched every date, silently."""
+    for key, value in options.items():
+        if not value:
+            if key == "channel":
+                raise InvalidFilter(f"channel: has no value: give one of {_offered(config)}")
+            raise InvalidFilter(f"{key}: has no value: give a date like 2026-02-14")
+    return options
 
 
 def focus_turn(result: SearchResult) -> int | None:
@@ -74,6 +89,7 @@ async def search_answer(
         return CommandResult(SEARCH_USAGE)
     zone = owner_zone(services.config)  # the owner's day, as the assistant dates it
     try:
+        filled_options(options, services.config)
         channel = search_channel(services.config, options.get("channel"))
         # a day without a time is that whole day of the owner's calendar
         date_from, date_to = day_range(

@@ -70,6 +70,21 @@ async def test_a_wrong_filter_is_named_not_searched(core: Core) -> None:
     assert await core.say("/search from:2999-03-01") == SEARCH_USAGE  # filters, no query
 
 
+async def test_a_filter_without_a_value_is_named_not_ignored(core: Core) -> None:
+    # Regression (session 41): "from:" with nothing after it was read as no filter, and
+    # the search ran over every date (or channel) without a word.
+    evening, later = await _kayaks(core)
+    for args, said in (
+        ("kayak from:", "from: has no value: give a date like 2026-02-14\n"),
+        ("kayak to: from:2999-03-01", "to: has no value: give a date like 2026-02-14\n"),
+        ("Channel: kayak", "channel: has no value: give one of web, telegram, email\n"),
+    ):
+        answer = await core.say(f"/search {args}")
+        assert answer.startswith(said) and answer.endswith(SEARCH_USAGE), answer
+        assert evening not in answer and later not in answer
+    assert await core.say("/search from:") == SEARCH_USAGE  # no query: the usage alone
+
+
 async def test_a_pasted_page_is_not_echoed_back_whole(core: Core) -> None:
     # Regression: the answer repeated the query: a 10 KB query made a 12 KB answer,
     # three Telegram messages of the owner's own text.
