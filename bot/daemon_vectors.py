@@ -110,14 +110,23 @@ def _keyword_only_because(services: Services) -> tuple[int, str]:
 def _index_turns_in_background(services: Services) -> None:
     pending: set[str] = set()
 
+    vectors = services.vectors
+
     async def _index(conversation_id: str) -> None:
-        await asyncio.sleep(0.2)  # coalesce a burst of turns into one embedding pass
-        pending.discard(conversation_id)
-        await services.vectors.index_turns(conversation_id)
+        try:
+            await asyncio.sleep(0.2)  # coalesce a burst of turns into one embedding pass
+            pending.discard(conversation_id)
+            await vectors.index_turns(conversation_id)
+        finally:
+            vectors.dequeue(conversation_id)
 
     async def on_turn(conversation_id: str, **_: Any) -> None:
         if conversation_id not in pending:
             pending.add(conversation_id)
+            # counted until embedded: a search meanwhile says search by meaning is
+            # incomplete (before session 41 a message of a second ago was missed by
+            # meaning, the page not saying so)
+            vectors.enqueue(conversation_id)
             spawn(_index(conversation_id), name=f"embed-{conversation_id}")
 
     services.bus.subscribe("turn_appended", on_turn)

@@ -108,6 +108,10 @@ class VectorIndex(VectorRebuild, VectorSearch):
         # in a rebuild or an incremental pass: :meth:`retry_unfinished` redoes them, so a
         # running daemon finishes a partly failed rebuild without a restart.
         self._unfinished: set[str] = set()
+        # Conversations whose new turns wait in the daemon's embedding queue (coalesced,
+        # then behind the lock and the model: 1-3 s), with how many passes each: found by
+        # their words at once, by meaning only after (:meth:`waiting`).
+        self._queued: dict[str, int] = {}
         self._rebuild_lock = asyncio.Lock()  # one rebuild or retry at a time
         # word vectors for the ranker's soft coverage (bot.term_vectors); usable once
         # they cover every turn (``terms_ready``), completed by reindex_all otherwise.
@@ -210,6 +214,25 @@ class VectorIndex(VectorRebuild, VectorSearch):
             len(knn.turns.ids),
             knn.abbreviation_count,
         )
+
+    def enqueue(self, conversation_id: str) -> None:
+        """A pass over ``conversation_id``'s new turns is queued (:meth:`dequeue` when it
+        ends, embedded or not)."""
+        self._queued[conversation_id] = self._queued.get(conversation_id, 0) + 1
+
+    def dequeue(self, conversation_id: str) -> None:
+        left = self._queued.get(conversation_id, 0) - 1
+        if left > 0:
+            self._queued[conversation_id] = left
+        else:
+            self._queued.pop(conversation_id, None)
+
+    def waiting(self, besides: str | None = None) -> bool:
+        """Whether turns of a conversation other than ``besides`` wait in the embedding
+        queue: search by meaning does not find them yet. (The queue holds the
+        conversations talked in these seconds, not the store: its cost does not grow
+        with the store.)"""
+        return any(conv != besides for conv in self._queued)
 
     # -- indexing ----------------------------------------------------------------------
     async def index_turns(self, conversation_id: str, limit: int | None = None) -> int:

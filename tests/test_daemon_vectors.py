@@ -96,3 +96,43 @@ async def test_a_model_copied_in_after_the_start_is_loaded_by_the_sweep(
     finally:
         embedder.close()
         await db.close()
+
+
+async def test_a_page_says_search_by_meaning_is_incomplete_while_new_turns_wait(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 41): a message of a second ago was found by its words at once
+    # but by meaning only once embedded (coalesced 0.2 s, then behind the model: 1-3 s),
+    # and the page meanwhile did not carry ``vectors_incomplete``: VectorIndex.missing
+    # did not count the turns waiting in the embedding queue.
+    from bot.config.model import EmbeddingConfig
+    from bot.daemon_vectors import _index_turns_in_background
+    from tests.test_search_latency import DIMS, HashEmbedder
+
+    db = await open_index(tmp_path / "conversations.db")
+    embedder = HashEmbedder()
+    try:
+        await add_conversation(db, "conv-old", [("user", "the kayak trip on the lake")])
+        config = AppConfig(embedding=EmbeddingConfig(dimensions=DIMS))
+        service = SearchService(config, db, embedder)
+        assert await service.start() and service.vectors is not None
+        await service.vectors.reindex_all()
+        page = await service.search("kayak")
+        assert page.method == "hybrid" and not page.vectors_incomplete
+        services: Any = SimpleNamespace(vectors=service.vectors, bus=EventBus())
+        _index_turns_in_background(services)
+        await add_conversation(db, "conv-new", [("user", "kayak rental by the river")])
+        await services.bus.emit("turn_appended", conversation_id="conv-new")
+        page = await service.search("kayak")
+        assert "conv-new" in [r.conversation_id for r in page.results]  # by its words
+        assert page.vectors_incomplete and page.to_dict()["vectors_incomplete"] is True
+        # the reply to that message: its own turn waiting misses nothing it recalls
+        assert not (await service.search("kayak", asked_in="conv-new")).vectors_incomplete
+        for _ in range(500):  # the coalescing 0.2 s, then the embedding
+            if not service.vectors.waiting():
+                break
+            await asyncio.sleep(0.01)
+        assert not (await service.search("kayak")).vectors_incomplete
+    finally:
+        await db.close()
+        embedder.close()

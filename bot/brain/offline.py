@@ -157,6 +157,7 @@ class OfflineBrain:
                 conversation_id=request.recall_scope,
                 limit=self.max_results + 2,
                 cursor=cursor,
+                asked_in=request.conversation_id,  # the message, stored just before
             )
             hint = None  # (a message without words to look for: nothing was missed)
             if not page.no_words and page.method != "hybrid":

@@ -185,6 +185,8 @@ class ConversationSearch:
                 "date_from": date_from,
                 "date_to": date_to,
                 "conversation_id": only or conversation,
+                # the message answered, stored just before: its vectors may be pending
+                "asked_in": current[0] if current is not None else None,
             },
         )
         page = await pages.fetch(limit, cursor)

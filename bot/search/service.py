@@ -99,9 +99,12 @@ class SearchService(QueryScoring):
         conversation_id: str | None = None,
         limit: int = 10,
         cursor: str | None = None,
+        asked_in: str | None = None,
     ) -> SearchPage:
         """Conversations matching ``query``, best first, ``limit`` per page.
 
+        ``asked_in``: the conversation a reply searches from, whose own message, waiting
+        for its vectors, does not make the page incomplete (``vectors_incomplete``).
         Raises :class:`InvalidCursor` for a cursor from another query.
         """
         query = bounded_query(query)
@@ -153,7 +156,7 @@ class SearchService(QueryScoring):
             while len(self._listed) > _CURSORS:
                 self._listed.pop(next(iter(self._listed)))
         scored = listing.scored
-        incomplete = self._vectors_incomplete(scored.method)
+        incomplete = self._vectors_incomplete(scored.method, asked_in)
         if listing.loose is None:  # once per ranking: its later pages count the same
             listing.loose = loose_count(scored)
         return SearchPage(
@@ -170,15 +173,20 @@ class SearchService(QueryScoring):
             vectors_rebuilding=incomplete and self.vectors is not None and self.vectors.rebuilding,
         )
 
-    def _vectors_incomplete(self, method: str) -> bool:
+    def _vectors_incomplete(self, method: str, asked_in: str | None = None) -> bool:
         """Whether a hybrid ranking had only part of the turn and note vectors
         (``VectorIndex.missing``): a new model dropped them all, turns were added while
-        keyword-only, or some failed to embed and wait for a retry. Not a rebuild with
+        keyword-only, or some failed to embed and wait for a retry; or new turns wait in
+        the embedding queue, other than ``asked_in``'s (``VectorIndex.waiting``: before
+        session 41 a message of a second ago was found by its words at once, by meaning
+        1-3 s later, and the page did not say so). Not a rebuild with
         nothing missing (the daemon's at every start: every search after a restart said
         so), nor one completing only the word vectors of soft coverage, which change the
         ranking's features and miss no conversation (``VectorIndex.stale`` counted them)."""
         vectors = self.vectors
-        return method == "hybrid" and vectors is not None and vectors.missing
+        if method != "hybrid" or vectors is None:
+            return False
+        return bool(vectors.missing or vectors.waiting(asked_in))
 
     async def _resolve(self, listing: Listing, state: cursors.Cursor, filters: Filters) -> set[str]:
         """The conversations listed before a cursor this process does not hold, found in
