@@ -78,7 +78,6 @@ class TranscriptStore(FileAppends):
         # writes these transcripts and indexes them, so this one must only read.
         self.shared = False
         self._lock_fd = -1  # the journal's lock, held without a journal (no fsync)
-        self._paths: dict[str, Path] = {}  # conversation id -> path (built once)
         self._locks = keyed_locks()  # held or waited for only (bounded)
         # Many concurrent fsyncs on different files are committed together by the
         # filesystem journal: a wide pool turns per-message fsync latency into throughput.
@@ -87,14 +86,14 @@ class TranscriptStore(FileAppends):
         self.unreadable: dict[str, str] = {}
 
     def path(self, conv_id: str) -> Path:
-        path = self._paths.get(conv_id)
-        if path is None:
-            # (a NUL reached open() as "embedded null byte": the dashboard's load_more
-            # of "conv-\x00" was an internal error instead of an empty page)
-            if not conv_id.startswith("conv-") or any(c in conv_id for c in ("/", "..", "\0")):
-                raise ValueError(f"not a conversation id: {conv_id!r}")
-            path = self._paths[conv_id] = self.directory / f"{conv_id}.jsonl"
-        return path
+        """The transcript of ``conv_id``; ValueError for anything not a conversation id."""
+        # Built each time (a microsecond): before session 41 each was kept in a dict, one
+        # entry per conversation ever looked up, for the life of the daemon.
+        # (a NUL reached open() as "embedded null byte": the dashboard's load_more of
+        # "conv-\x00" was an internal error instead of an empty page)
+        if not conv_id.startswith("conv-") or any(c in conv_id for c in ("/", "..", "\0")):
+            raise ValueError(f"not a conversation id: {conv_id!r}")
+        return self.directory / f"{conv_id}.jsonl"
 
     def exists(self, conv_id: str) -> bool:
         return self.path(conv_id).exists()

@@ -12,12 +12,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
 from bot.transcript_lines import Line, encode
 
 log = logging.getLogger("my_agent.transcript")
+
+# Files whose end is remembered: far more than are appended to at once. A file whose entry
+# was dropped costs one read of its last byte at its next append.
+ENDS = 1024
 
 
 class FileAppends:
@@ -27,8 +33,12 @@ class FileAppends:
     def __init__(self, directory: Path, fsync: bool) -> None:
         self.directory = directory
         self.fsync = fsync
-        # path -> file size after our last complete append (ends with a newline).
-        self._ends: dict[Path, int] = {}
+        # path -> file size after our last complete append (ends with a newline), the
+        # latest ENDS files only: before session 41 one entry stayed per transcript and
+        # party file ever appended to, for the life of the daemon. Appends run on several
+        # threads (the journal's, the executor's): the lock guards the LRU's reordering.
+        self._ends: OrderedDict[Path, int] = OrderedDict()
+        self._ends_lock = threading.Lock()
         # conversation id -> its meta line (the conversation manager's records): a
         # transcript deleted while the daemon runs is recreated with it, not without
         self.meta_for: Callable[[str], Line | None] | None = None
@@ -41,7 +51,7 @@ class FileAppends:
             size = os.fstat(fd).st_size
             if not size and not data.startswith(b'{"type":"meta"'):
                 data = self._with_meta(path, data)
-            elif size and self._ends.get(path) != size:
+            elif size and self._end(path) != size:
                 # A torn last line (crash mid-write) must not swallow the next record:
                 # terminate it so it stays an isolated corrupt line. (Skipped when our
                 # own last complete write ended the file at this size.)
@@ -53,10 +63,10 @@ class FileAppends:
                 view = view[written:]
             if sync:
                 os.fsync(fd)
-            self._ends[path] = size + len(data)
+            self._set_end(path, size + len(data))
             return size, data
         except BaseException:
-            self._ends.pop(path, None)
+            self._set_end(path, None)
             if size >= 0:
                 # Nothing of a failed append stays (a full disk takes part of a write):
                 # the caller retries it whole, and a fragment was a corrupt line for good,
@@ -66,6 +76,23 @@ class FileAppends:
             raise
         finally:
             os.close(fd)
+
+    def _end(self, path: Path) -> int | None:
+        """The size our last complete append to ``path`` left (None: unknown)."""
+        with self._ends_lock:
+            return self._ends.get(path)
+
+    def _set_end(self, path: Path, size: int | None) -> None:
+        """Remember ``size`` as ``path``'s end (None: forget it), dropping the least
+        recently appended file past :data:`ENDS`."""
+        with self._ends_lock:
+            if size is None:
+                self._ends.pop(path, None)
+                return
+            self._ends[path] = size
+            self._ends.move_to_end(path)
+            while len(self._ends) > ENDS:
+                self._ends.popitem(last=False)
 
     def _with_meta(self, path: Path, data: bytes) -> bytes:
         """``data`` for an empty or missing transcript, its meta line first when known.
@@ -82,7 +109,7 @@ class FileAppends:
     def _cut(self, path: Path, size: int) -> None:
         """Truncate ``path`` back to ``size`` (an append the journal could not make
         durable, refused to its caller)."""
-        self._ends.pop(path, None)  # the next append checks the last byte again
+        self._set_end(path, None)  # the next append checks the last byte again
         os.truncate(path, size)
 
     def append_now(self, path: Path, data: bytes) -> int:
