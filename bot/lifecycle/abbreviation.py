@@ -181,6 +181,9 @@ class Outcome:
     embedded: bool | None = None  # None: no vector index configured
     error: str | None = None  # the model's failure (also when notes were written offline)
     retry_after: float | None = None  # seconds the API asked us to wait, with ``error``
+    # The model was asked and gave no notes (a refusal, an empty answer): the offline
+    # notes written instead are final for this run (Recovery._offline_noted).
+    declined: bool = False
 
 
 async def abbreviate(
@@ -231,6 +234,7 @@ async def abbreviate(
         return Outcome(conv_id, "skipped", record.abbreviated_turn)
     status: Literal["abbreviated", "offline", "embedded"]
     error: str | None = None
+    declined = False
     retry_after: float | None = None
     if current:
         # The text is up to date; a previous pass failed to embed it.
@@ -262,6 +266,7 @@ async def abbreviate(
         # Which wrote them, in the event too (offline notes also stand in for a
         # conversation the model refused): the header says it, the field says it plainly.
         extra["method"] = "extractive" if offline_notes(text) else "llm"
+        declined = error is None and abbreviator.method == "llm" and offline_notes(text)
         if not any(t.get("role") == "assistant" and t.get("turnNumber") == through for t in turns):
             # Its reply may land while the notes are written: the index then counts them
             # as behind (bot.index_writes), also after a crash or in a rebuild.
@@ -295,4 +300,4 @@ async def abbreviate(
         await set_flag(conversations, conv_id, True)
     elif status == "embedded":
         await set_flag(conversations, conv_id, False)
-    return Outcome(conv_id, status, through, embedded, error, retry_after)
+    return Outcome(conv_id, status, through, embedded, error, retry_after, declined)

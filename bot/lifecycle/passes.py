@@ -43,7 +43,7 @@ class AbbreviationPasses:
     _model_down_until: datetime | None
     _model_failures: int  # model failures in a row (reset by notes it wrote)
     _retitle: set[str]  # offline notes being rewritten: their title too (Recovery)
-    _offline_asked: set[str]  # passes the model was asked for this run (Recovery)
+    _offline_asked: set[str]  # offline notes the model declined to replace this run (Recovery)
 
     if TYPE_CHECKING:  # Lifecycle's own, and NamingRuns'
 
@@ -99,9 +99,14 @@ class AbbreviationPasses:
             await self._flag(conv_id, failed=True)
             return
         self.counters[outcome.status] += 1
-        if not down:
-            # asked this run: offline notes it leaves (a refusal) are final (Recovery)
+        if outcome.declined:
+            # offline notes the model left (a refusal) are final this run (Recovery)
             self._offline_asked.add(conv_id)
+        elif outcome.status in ("abbreviated", "missing"):
+            # Its notes written by the model (or the conversation gone): nothing to
+            # remember. Before session 41 every conversation passed to the model was
+            # kept, for the life of the daemon, and each sweep sent them all to SQLite.
+            self._offline_asked.discard(conv_id)
         await self._record(outcome, down)
         if outcome.embedded is False:
             self.counters["embedding_failed"] += 1

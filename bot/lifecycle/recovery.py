@@ -67,7 +67,8 @@ class Recovery:
     # Conversations whose offline notes the model is rewriting: their keyword title is
     # owed to it too, once the notes are written (AbbreviationPasses._process).
     _retitle: set[str]
-    # Those handed to the model this run: offline notes it leaves (a refusal) are final.
+    # Offline notes the model was asked to replace this run and left (a refusal): final.
+    # Only those (session 41): its pass's outcome adds or discards each.
     _offline_asked: set[str]
 
     if TYPE_CHECKING:  # Lifecycle's own, AbbreviationPasses' and NamingRuns'
@@ -159,8 +160,7 @@ class Recovery:
             return []
         if ids:
             log.info("%d conversation(s) noted offline: the model writes them now", len(ids))
-            self._retitle.update(ids)
-            self._offline_asked.update(ids)
+            self._retitle.update(ids)  # (flagged now: the query skips them until their pass)
         return ids
 
     async def _enqueue_all(self, conv_ids: list[str], reason: str) -> int:

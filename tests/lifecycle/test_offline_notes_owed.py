@@ -74,3 +74,36 @@ async def test_notes_written_offline_are_rewritten_a_few_a_sweep_recent_ones_onl
     assert all(r.abbreviation == model.abbreviation for r in rows)
     # idle longer than OFFLINE_REWRITE_DAYS: kept as they are (its next message re-notes)
     assert (await core.row(old)).abbreviation.startswith(HEADER)
+
+
+async def test_only_offline_notes_the_model_declined_are_remembered(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression (session 41): every conversation the model was asked for was remembered
+    # for the life of the daemon (_offline_asked), and each sweep sent them all to
+    # SQLite; only offline notes it declined to replace need to be (not asked again).
+    declined, written = await _noted_offline(core, clock, make_lifecycle, 2)
+    model.abbreviation = lambda _system, prompt: "" if "topic one" in prompt else "Notes."
+    await core.chat(declined, 1, topic="topic one")  # owed notes again, from the model
+    await core.chat(written, 1, topic="topic two")
+    lifecycle = await make_lifecycle(model)
+    idle = core.config.conversations.idle_timeout_seconds + 1
+    clock.advance(idle)
+    await lifecycle.run_due()
+    await lifecycle.settle()
+    assert (await core.row(declined)).abbreviation.startswith(HEADER)  # a refusal
+    assert (await core.row(written)).abbreviation == "Notes."
+    assert lifecycle._offline_asked == {declined}
+    calls = model.count("abbreviation")
+    for _ in range(2):  # the refused one's offline notes are final: not asked again
+        clock.advance(core.config.conversations.abbreviation_sweep_seconds + 1)
+        await lifecycle.run_due()
+    assert model.count("abbreviation") == calls
+    # the model writes them after its next message: forgotten
+    model.abbreviation = "Notes at last."
+    await core.chat(declined, 1)
+    clock.advance(idle)
+    await lifecycle.run_due()
+    await lifecycle.settle()
+    assert (await core.row(declined)).abbreviation == "Notes at last."
+    assert lifecycle._offline_asked == set()
