@@ -29,7 +29,7 @@ from bot.index import (
     upsert_conversation,
 )
 from bot.index_writes import conversation_meta, meta_from_record, record_from_meta
-from bot.record_cache import RecordCache, keyed_locks
+from bot.record_cache import RECORDS, RecordCache, keyed_locks
 from bot.transcript import TranscriptStore
 from bot.transcript_lines import (
     Line,
@@ -62,9 +62,12 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
         # The records read lately (bounded: the daemon runs for months); a record ahead
         # of the index (a failed index write) is the only copy of its state: kept.
         self._cache: RecordCache[ConversationRecord] = RecordCache(
-            keep=self._index_behind.__contains__
+            RECORDS, keep=self._index_behind.__contains__
         )
-        self._pins: dict[str, str] = {}  # identity_key -> pinned conversation id
+        # identity_key -> pinned conversation id, as many as records are kept: a pin
+        # dropped is read from the index again (pinned_for). Before session 41 one stayed
+        # per e-mail thread and group ever seen, for the life of the daemon.
+        self._pins: RecordCache[str] = RecordCache(RECORDS)
         self._locks = keyed_locks()
         self._notes: dict[str, list[str]] = {}
         # channel -> the conversation created or given a turn last by this process (see
@@ -124,7 +127,7 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
 
     async def pinned_for(self, identity_key: str) -> ConversationRecord | None:
         # Every pin change goes through this manager, so the cached record is authoritative.
-        cached = self._cache.get(self._pins.get(identity_key, ""))
+        cached = self._cache.get(self._pins.get(identity_key) or "")
         if cached is not None and cached.pinned and cached.identity_key == identity_key:
             return cached
         row = await self.index.db.fetchone(

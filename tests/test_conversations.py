@@ -12,7 +12,15 @@ import pytest
 
 from bot.conversations import ConversationNotFound
 from bot.services import open_services
-from tests.conftest import make_config, shutdown_services
+from tests.conftest import (
+    RecordingChannel,
+    attach_channel,
+    make_config,
+    owner_identities,
+    settle,
+    shutdown_services,
+)
+from tests.support import inbound
 
 
 class Events:
@@ -275,3 +283,40 @@ async def test_a_conversation_the_index_refused_leaves_no_transcript_behind(
     rec = await manager.create("telegram", identity_key="telegram:77", pinned=True)
     assert manager.store.path(rec.id).exists()
     assert len(list(manager.store.directory.glob("*.jsonl"))) == len(before) + 1
+
+
+async def test_pins_are_bounded_and_a_pin_dropped_is_read_from_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 41): identity key -> pinned conversation was kept for every
+    # e-mail thread and group ever seen, for the life of the daemon, while the records
+    # it named were dropped from the bounded record cache.
+    monkeypatch.setattr("bot.conversations.RECORDS", 3, raising=False)  # (2,048)
+    config = make_config(
+        tmp_path,
+        owner={"identities": owner_identities()},
+        channels={"telegram": {"enabled": True, "token": "123456:TEST-token"}},
+    )
+    services = await open_services(config)
+    try:
+        await attach_channel(services, RecordingChannel("telegram"))
+        manager = services.conversations
+
+        async def say(group: int, text: str) -> None:
+            chat = f"-10{group}"
+            msg = inbound(text, sender="4004", sender_name="Mia", chat=chat, group_id=chat,
+                          group_title=f"group {group}")  # fmt: skip
+            await services.router.deliver(msg)
+            await settle(services)
+
+        for group in range(6):
+            await say(group, f"hello group {group}")
+        assert len(manager._pins) <= 3 and "telegram:group:-100" not in manager._pins
+        first = await manager.pinned_for("telegram:group:-100")  # from the index
+        assert first is not None and manager._pins.get("telegram:group:-100") == first.id
+        await say(0, "back in group 0")  # lands in its conversation, not a new one
+        assert len(await manager.list()) == 6
+        users = [t["content"] for t in await manager.read_turns(first.id) if t["role"] == "user"]
+        assert users == ["hello group 0", "back in group 0"]
+    finally:
+        await shutdown_services(services)
