@@ -16,10 +16,12 @@ crashes with it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,10 @@ if TYPE_CHECKING:
     from bot.services import Services
 
 log = logging.getLogger("my_agent.channels.loopback")
+
+# Sends remembered to skip a resend: one after a crash is of the rows the outbox was
+# sending when it stopped, the latest ones.
+DELIVERED = 1024
 
 
 class LoopbackChannel:
@@ -55,15 +61,16 @@ class LoopbackChannel:
         # idempotent, so a resend after a crash between the send and the outbox's "sent"
         # mark is a no-op. The content is part of the key: a lost or replaced state.db
         # numbers the outbox from 1 again, and the id alone silently dropped every new
-        # message that reused one.
-        self._delivered: dict[tuple[int, str], str] = {}
+        # message that reused one. The latest DELIVERED sends, the content by its hash:
+        # before session 41 every message ever sent was kept whole (and every line of
+        # loopback-sent.jsonl at start), for the life of the daemon.
+        self._delivered: OrderedDict[tuple[int, bytes], str] = OrderedDict()
 
     async def start(self, host: ChannelHost) -> None:
         self._host = host
-        for line in read_json_lines(self.sent_path):
+        for line in read_json_lines(self.sent_path, last=DELIVERED):
             if isinstance(line.get("outbox"), int):
-                key = (line["outbox"], _fingerprint(line))
-                self._delivered[key] = str(line.get("ref"))
+                self._remember((line["outbox"], _fingerprint(line)), str(line.get("ref")))
         app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self._local_only])
         app.router.add_post("/inbound", self._inbound)
         app.router.add_get("/sent", self._sent)
@@ -106,8 +113,15 @@ class LoopbackChannel:
         async with self._lock:
             await asyncio.to_thread(_append_durably, str(self.sent_path), data)
         if key is not None:
-            self._delivered[key] = ref
+            self._remember(key, ref)
         return SendResult(message_ref=ref)
+
+    def _remember(self, key: tuple[int, bytes], ref: str) -> None:
+        """Record a send (the latest :data:`DELIVERED` are kept)."""
+        self._delivered[key] = ref
+        self._delivered.move_to_end(key)
+        while len(self._delivered) > DELIVERED:
+            self._delivered.popitem(last=False)
 
     @web.middleware
     async def _local_only(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -185,10 +199,12 @@ def local_request_problem(request: web.Request, port: int | None) -> str | None:
     return None
 
 
-def _fingerprint(record: dict[str, Any]) -> str:
-    """What a sent record said and where to: the same outbox entry sent again matches."""
+def _fingerprint(record: dict[str, Any]) -> bytes:
+    """A hash of what a sent record said and where to: the same outbox entry sent again
+    matches."""
     fields = ("chat", "text", "kind", "conversation", "party", "inReplyTo")
-    return json.dumps([record.get(f) for f in fields], ensure_ascii=False)
+    said = json.dumps([record.get(f) for f in fields], ensure_ascii=False)
+    return hashlib.blake2b(said.encode(), digest_size=16).digest()
 
 
 def _append_durably(path: str, data: bytes) -> None:
@@ -210,14 +226,16 @@ def _append_durably(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, skipping torn or corrupt lines ([] if missing)."""
+def read_json_lines(path: Path, last: int | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, skipping torn or corrupt lines ([] if missing);
+    of its ``last`` lines only when given."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return []
     out = []
-    for line in raw.splitlines():
+    lines = raw.splitlines()
+    for line in lines[-last:] if last else lines:
         try:
             obj = json.loads(line)
         except ValueError:

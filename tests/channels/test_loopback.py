@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from bot.config import AppConfig
+from bot.events import OutboundMessage
 from bot.services import Services, open_services
 from channels import loopback
 from tests.conftest import attach_channel, make_config, settle, shutdown_services
@@ -168,3 +169,36 @@ async def test_a_body_nested_past_the_json_decoders_depth_is_a_400(tmp_path: Pat
             async with session.post(f"{base}/inbound", data="[" * 6000, headers=headers) as r:
                 assert r.status == 400, await r.text()
                 assert (await r.json())["error"] == "need JSON with sender and text"
+
+
+def _reply(outbox: int, text: str = "") -> OutboundMessage:
+    text = text or f"reply {outbox} " + "x" * 500
+    return OutboundMessage(channel="loopback", chat_id="owner", text=text, outbox_id=outbox)
+
+
+async def test_a_resend_is_skipped_and_only_the_latest_sends_are_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 41): every message ever sent was kept whole (its outbox id and
+    # its whole text), and every line of loopback-sent.jsonl at start, for the life of
+    # the daemon. A resend after a crash is of the latest rows only.
+    monkeypatch.setattr(loopback, "DELIVERED", 3, raising=False)
+    config = make_config(tmp_path)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    channel = loopback.LoopbackChannel(config)
+    refs = {n: (await channel.send(_reply(n))).message_ref for n in range(1, 7)}
+    assert len(channel._delivered) == 3
+    # the same row sent again (a crash before its "sent" mark): not sent twice
+    assert (await channel.send(_reply(6))).message_ref == refs[6]
+    # after a restart too, from the file's latest lines
+    again = loopback.LoopbackChannel(config)
+    await again.start(None)  # type: ignore[arg-type]
+    try:
+        assert len(again._delivered) == 3
+        assert (await again.send(_reply(5))).message_ref == refs[5]
+        # the same id saying something else (state.db lost) is a new message: sent
+        assert (await again.send(_reply(6, "another reply"))).message_ref != refs[6]
+    finally:
+        await again.stop()
+    sent = loopback.read_json_lines(config.data_dir / "loopback-sent.jsonl")
+    assert [s["outbox"] for s in sent] == [1, 2, 3, 4, 5, 6, 6]
